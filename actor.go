@@ -1,0 +1,267 @@
+package rivet
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/rivet-go/rivet/caller"
+)
+
+// Client finds actors; Handle calls one. See package caller.
+type (
+	Client = caller.Client
+	Handle = caller.Handle
+)
+
+// Actor defines an actor type with state S. S must marshal to and from JSON:
+// that is how it is stored and how Inspect shows it.
+type Actor[S any] struct {
+	// Name addresses the actor type: letters, digits, '_' and '-', starting
+	// with a letter, at most 64 bytes.
+	Name string
+	// State is the initial state of a new actor (copied, never shared).
+	// Ignored if CreateState is set.
+	State S
+	// CreateState, if set, makes the initial state from the create input
+	// (JSON; empty if none was given). An error fails the create with
+	// ErrInvalidArgument.
+	CreateState func(input json.RawMessage) (S, error)
+	// Queues are the actor's typed queues, by name.
+	Queues Queues
+	// Actions are what callers can run, by name.
+	Actions Actions[S]
+	// Options tune the runtime for this actor type.
+	Options Options
+}
+
+// Options tune how the runtime hosts an actor type. The zero value takes the
+// node's defaults.
+type Options struct {
+	// IdleTimeout is how long an actor stays in memory without a turn
+	// before it is deactivated (its state is already durable). 0: the
+	// node's default (30 s).
+	IdleTimeout time.Duration
+}
+
+// Actions maps action names to handlers made with Action, Query and their
+// variants.
+type Actions[S any] map[string]Handler[S]
+
+// Handler is one action. Make it with Action, Action0, Action2, Query or
+// QueryArg.
+type Handler[S any] struct {
+	readOnly bool
+	arity    int
+	invoke   func(c *ActionCtx[S], args []json.RawMessage) (any, error)
+}
+
+// ActionCtx is what an action sees. It lives for one turn: do not keep it.
+type ActionCtx[S any] struct {
+	// State is the actor's state. An action changes it in place; the
+	// change is committed before the reply leaves the node. If the action
+	// returns an error, its changes are discarded.
+	State *S
+
+	// ctx is the turn's context. Kept in the struct, as http.Request does,
+	// because the ActionCtx is itself request-scoped.
+	ctx    context.Context
+	name   string
+	key    []string
+	client Client
+}
+
+// Context is the turn's context: cancelled when the caller gives up or the
+// actor is stopped.
+func (c *ActionCtx[S]) Context() context.Context { return c.ctx }
+
+// Name is the actor's type name.
+func (c *ActionCtx[S]) Name() string { return c.name }
+
+// Key is the actor's key.
+func (c *ActionCtx[S]) Key() []string { return c.key }
+
+// Client calls other actors (or this one, re-entrantly) from inside a turn.
+func (c *ActionCtx[S]) Client() Client { return c.client }
+
+// Action makes a state-changing action with one argument of type A.
+func Action[S, A, R any](fn func(c *ActionCtx[S], arg A) (R, error)) Handler[S] {
+	return Handler[S]{arity: 1, invoke: func(c *ActionCtx[S], args []json.RawMessage) (any, error) {
+		var a A
+		if err := decodeArg(args[0], &a, 0); err != nil {
+			return nil, err
+		}
+		return fn(c, a)
+	}}
+}
+
+// Action0 makes a state-changing action without arguments.
+func Action0[S, R any](fn func(c *ActionCtx[S]) (R, error)) Handler[S] {
+	return Handler[S]{invoke: func(c *ActionCtx[S], _ []json.RawMessage) (any, error) { return fn(c) }}
+}
+
+// Action2 makes a state-changing action with two arguments.
+func Action2[S, A, B, R any](fn func(c *ActionCtx[S], a A, b B) (R, error)) Handler[S] {
+	return Handler[S]{arity: 2, invoke: func(c *ActionCtx[S], args []json.RawMessage) (any, error) {
+		var a A
+		var b B
+		if err := decodeArg(args[0], &a, 0); err != nil {
+			return nil, err
+		}
+		if err := decodeArg(args[1], &b, 1); err != nil {
+			return nil, err
+		}
+		return fn(c, a, b)
+	}}
+}
+
+// Query makes a read-only action without arguments. It must not change the
+// state: the runtime does not look for changes and does not commit them.
+func Query[S, R any](fn func(c *ActionCtx[S]) (R, error)) Handler[S] {
+	return Handler[S]{readOnly: true, invoke: func(c *ActionCtx[S], _ []json.RawMessage) (any, error) { return fn(c) }}
+}
+
+// QueryArg makes a read-only action with one argument.
+func QueryArg[S, A, R any](fn func(c *ActionCtx[S], arg A) (R, error)) Handler[S] {
+	h := Action(fn)
+	h.readOnly = true
+	return h
+}
+
+func decodeArg(raw json.RawMessage, into any, i int) error {
+	if err := json.Unmarshal(raw, into); err != nil {
+		return Errorf(ErrInvalidArgument, "argument %d: %v", i, err)
+	}
+	return nil
+}
+
+// Queues maps queue names to queue types made with QueueOf.
+type Queues map[string]QueueType
+
+// QueueType is a queue's message type.
+type QueueType struct {
+	validate func(body json.RawMessage) error
+}
+
+// QueueOf declares a queue whose messages are of type T: a Send whose body
+// does not decode into T is refused with ErrInvalidArgument.
+func QueueOf[T any]() QueueType {
+	return QueueType{validate: func(body json.RawMessage) error {
+		var v T
+		if err := json.Unmarshal(body, &v); err != nil {
+			return Errorf(ErrInvalidArgument, "message body: %v", err)
+		}
+		return nil
+	}}
+}
+
+// Spec is the type-erased form of an actor definition that the runtime
+// hosts. States are *S behind an any.
+type Spec struct {
+	Name        string
+	IdleTimeout time.Duration
+	// NewState makes the initial state from the create input.
+	NewState func(input json.RawMessage) (any, error)
+	// DecodeState makes a state from its stored JSON.
+	DecodeState func(data []byte) (any, error)
+	Actions     map[string]ActionSpec
+	Queues      map[string]QueueSpec
+}
+
+// ActionSpec is one type-erased action.
+type ActionSpec struct {
+	ReadOnly bool
+	// Arity is the number of arguments the action takes.
+	Arity int
+	// Invoke runs the action on state (a *S) with the decoded argument
+	// array, whose length the runtime has checked against Arity.
+	Invoke func(env Env, state any, args []json.RawMessage) (any, error)
+}
+
+// QueueSpec is one type-erased queue.
+type QueueSpec struct {
+	// Validate returns ErrInvalidArgument if body is not a message of the
+	// queue's type.
+	Validate func(body json.RawMessage) error
+}
+
+// Env is what the runtime gives an action besides its state.
+type Env struct {
+	Ctx    context.Context
+	Name   string
+	Key    []string
+	Client Client
+}
+
+// Definition is anything a Registry can host: an Actor[S] of any S.
+type Definition interface {
+	Spec() (*Spec, error)
+}
+
+// Spec returns the type-erased form of the actor, or an error if the
+// definition is invalid.
+func (a Actor[S]) Spec() (*Spec, error) {
+	if err := ValidateName("actor name", a.Name); err != nil {
+		return nil, err
+	}
+	initial, err := json.Marshal(a.State)
+	if err != nil {
+		return nil, fmt.Errorf("actor %s: initial state does not marshal to JSON: %w", a.Name, err)
+	}
+	sp := &Spec{
+		Name:        a.Name,
+		IdleTimeout: a.Options.IdleTimeout,
+		Actions:     map[string]ActionSpec{},
+		Queues:      map[string]QueueSpec{},
+	}
+	create := a.CreateState
+	sp.NewState = func(input json.RawMessage) (any, error) {
+		s := new(S)
+		if create != nil {
+			v, err := create(input)
+			if err != nil {
+				return nil, Errorf(ErrInvalidArgument, "create %s: %v", a.Name, err)
+			}
+			*s = v
+			return s, nil
+		}
+		// A JSON round trip copies the initial value, so that no two actors
+		// share a slice or map of it.
+		if err := json.Unmarshal(initial, s); err != nil {
+			return nil, err
+		}
+		return s, nil
+	}
+	sp.DecodeState = func(data []byte) (any, error) {
+		s := new(S)
+		if err := json.Unmarshal(data, s); err != nil {
+			return nil, fmt.Errorf("actor %s: stored state does not decode: %w", a.Name, err)
+		}
+		return s, nil
+	}
+	for name, h := range a.Actions {
+		if err := ValidateName("action name", name); err != nil {
+			return nil, fmt.Errorf("actor %s: %w", a.Name, err)
+		}
+		if h.invoke == nil {
+			return nil, fmt.Errorf("actor %s: action %s has no handler (make it with rivet.Action or rivet.Query)", a.Name, name)
+		}
+		h := h
+		sp.Actions[name] = ActionSpec{ReadOnly: h.readOnly, Arity: h.arity, Invoke: func(env Env, state any, args []json.RawMessage) (any, error) {
+			c := &ActionCtx[S]{State: state.(*S), ctx: env.Ctx, name: env.Name, key: env.Key, client: env.Client}
+			return h.invoke(c, args)
+		}}
+	}
+	for name, q := range a.Queues {
+		if err := ValidateName("queue name", name); err != nil {
+			return nil, fmt.Errorf("actor %s: %w", a.Name, err)
+		}
+		v := q.validate
+		if v == nil {
+			v = func(json.RawMessage) error { return nil }
+		}
+		sp.Queues[name] = QueueSpec{Validate: v}
+	}
+	return sp, nil
+}

@@ -1,0 +1,145 @@
+package rivet
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// Sentinel kinds of error. Every error a node returns wraps one of them
+// (through *Error), on the node and, via the client package, in a remote
+// caller: test with errors.Is.
+var (
+	// ErrNotFound: the actor does not exist (Get, or a call without create).
+	ErrNotFound = errors.New("actor not found")
+	// ErrUnknownActor: no actor of that name is registered.
+	ErrUnknownActor = errors.New("unknown actor")
+	// ErrUnknownAction: the actor has no action of that name.
+	ErrUnknownAction = errors.New("unknown action")
+	// ErrUnknownQueue: the actor has no queue of that name.
+	ErrUnknownQueue = errors.New("unknown queue")
+	// ErrAlreadyExists: Create of a key that exists.
+	ErrAlreadyExists = errors.New("actor already exists")
+	// ErrInvalidArgument: malformed JSON, arguments of the wrong type, a bad
+	// name or key.
+	ErrInvalidArgument = errors.New("invalid argument")
+	// ErrTooLarge: a payload, key or state over its limit.
+	ErrTooLarge = errors.New("too large")
+	// ErrQueueFull: the queue holds its limit of pending messages.
+	ErrQueueFull = errors.New("queue full")
+	// ErrUnavailable: the actor cannot be served right now (its partition is
+	// moving, or the node is stopping); retrying is safe.
+	ErrUnavailable = errors.New("unavailable")
+	// ErrWorkflowFailed: the actor's workflow failed or diverged from its
+	// history; see Inspect.
+	ErrWorkflowFailed = errors.New("workflow failed")
+	// ErrTimeout: the operation's deadline passed.
+	ErrTimeout = errors.New("timed out")
+	// ErrInternal: a bug or an unexpected failure; the node logs the cause.
+	ErrInternal = errors.New("internal error")
+	// ErrUser: an error an actor returned on purpose (see UserError); its
+	// Code is the actor's own.
+	ErrUser = errors.New("user error")
+)
+
+// kinds lists every sentinel with its stable (group, code), the form an
+// error takes on the wire.
+var kinds = []struct {
+	err         error
+	group, code string
+}{
+	{ErrNotFound, "actor", "not_found"},
+	{ErrUnknownActor, "actor", "unknown_actor"},
+	{ErrUnknownAction, "actor", "unknown_action"},
+	{ErrUnknownQueue, "queue", "unknown_queue"},
+	{ErrAlreadyExists, "actor", "duplicate_key"},
+	{ErrInvalidArgument, "request", "invalid_argument"},
+	{ErrTooLarge, "request", "too_large"},
+	{ErrQueueFull, "queue", "full"},
+	{ErrUnavailable, "actor", "unavailable"},
+	{ErrWorkflowFailed, "workflow", "failed"},
+	{ErrTimeout, "actor", "timed_out"},
+	{ErrInternal, "rivet", "internal_error"},
+	{ErrUser, "user", ""},
+}
+
+// Kinds returns every sentinel kind, in a fixed order.
+func Kinds() []error {
+	out := make([]error, len(kinds))
+	for i, k := range kinds {
+		out[i] = k.err
+	}
+	return out
+}
+
+// Error is an error with a kind (one of the sentinels), a stable group and
+// code, and a message for people. Metadata is optional JSON.
+type Error struct {
+	Kind     error
+	Group    string
+	Code     string
+	Message  string
+	Metadata json.RawMessage
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// Unwrap returns the kind, so that errors.Is(err, ErrNotFound) works.
+func (e *Error) Unwrap() error { return e.Kind }
+
+// Errorf returns an *Error of the given kind with a formatted message.
+func Errorf(kind error, format string, args ...any) *Error {
+	g, c := codeOf(kind)
+	return &Error{Kind: kind, Group: g, Code: c, Message: fmt.Sprintf(format, args...)}
+}
+
+// UserError returns an error for an actor to return on purpose: it reaches
+// the caller with its code, message and metadata intact (errors.As to
+// *Error), where any other error from an action is masked as ErrInternal.
+func UserError(code, message string, metadata any) *Error {
+	var md json.RawMessage
+	if metadata != nil {
+		if b, err := json.Marshal(metadata); err == nil {
+			md = b
+		}
+	}
+	return &Error{Kind: ErrUser, Group: "user", Code: code, Message: message, Metadata: md}
+}
+
+// KindByCode returns the sentinel of a (group, code) pair as produced by
+// Errorf, and ErrUser for group "user"; ErrInternal if none matches.
+func KindByCode(group, code string) error {
+	if group == "user" {
+		return ErrUser
+	}
+	for _, k := range kinds {
+		if k.group == group && k.code == code {
+			return k.err
+		}
+	}
+	return ErrInternal
+}
+
+// AsError returns err as an *Error: itself if it is one, or wrapped as the
+// first sentinel it matches, or as ErrInternal.
+func AsError(err error) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	for _, k := range kinds {
+		if errors.Is(err, k.err) {
+			return &Error{Kind: k.err, Group: k.group, Code: k.code, Message: err.Error()}
+		}
+	}
+	return &Error{Kind: ErrInternal, Group: "rivet", Code: "internal_error", Message: err.Error()}
+}
+
+func codeOf(kind error) (group, code string) {
+	for _, k := range kinds {
+		if k.err == kind {
+			return k.group, k.code
+		}
+	}
+	return "rivet", "internal_error"
+}

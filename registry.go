@@ -1,0 +1,103 @@
+package rivet
+
+import (
+	"fmt"
+	"sort"
+	"unicode/utf8"
+)
+
+// Registry is the set of actor types a node hosts (the original engine's
+// setup({use})).
+type Registry struct {
+	specs map[string]*Spec
+}
+
+// Setup builds a registry of the given actor definitions. It fails if a
+// definition is invalid or two share a name.
+func Setup(defs ...Definition) (*Registry, error) {
+	r := &Registry{specs: map[string]*Spec{}}
+	for _, d := range defs {
+		sp, err := d.Spec()
+		if err != nil {
+			return nil, err
+		}
+		if _, dup := r.specs[sp.Name]; dup {
+			return nil, fmt.Errorf("rivet: two actors named %q", sp.Name)
+		}
+		r.specs[sp.Name] = sp
+	}
+	return r, nil
+}
+
+// MustSetup is Setup that panics on error, for package-level registries.
+func MustSetup(defs ...Definition) *Registry {
+	r, err := Setup(defs...)
+	if err != nil {
+		panic(err)
+	}
+	return r
+}
+
+// Lookup returns the spec of an actor type.
+func (r *Registry) Lookup(name string) (*Spec, bool) {
+	sp, ok := r.specs[name]
+	return sp, ok
+}
+
+// Names returns the registered actor names, sorted.
+func (r *Registry) Names() []string {
+	out := make([]string, 0, len(r.specs))
+	for n := range r.specs {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Key limits, as in the original engine.
+const (
+	MaxKeyComponentBytes = 128
+	MaxKeyBytes          = 1024
+	maxNameBytes         = 64
+)
+
+// ValidateName checks an actor, action or queue name: letters, digits, '_'
+// and '-', starting with a letter, at most 64 bytes.
+func ValidateName(what, name string) error {
+	if name == "" {
+		return Errorf(ErrInvalidArgument, "%s is empty", what)
+	}
+	if len(name) > maxNameBytes {
+		return Errorf(ErrInvalidArgument, "%s is %d bytes, the limit is %d", what, len(name), maxNameBytes)
+	}
+	for i, c := range name {
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || i > 0 && (c >= '0' && c <= '9' || c == '_' || c == '-')
+		if !ok {
+			return Errorf(ErrInvalidArgument, "%s %q: only letters, digits, '_' and '-' are allowed, starting with a letter", what, name)
+		}
+	}
+	return nil
+}
+
+// ValidateKey checks an actor key: at least one component, each valid UTF-8
+// of at most 128 bytes, 1 KiB in all. A key over its limits is a bad key
+// (ErrInvalidArgument), not a payload over a quota.
+func ValidateKey(key []string) error {
+	if len(key) == 0 {
+		return Errorf(ErrInvalidArgument, "actor key is empty: give at least one component")
+	}
+	total := 0
+	for i, c := range key {
+		if len(c) > MaxKeyComponentBytes {
+			return Errorf(ErrInvalidArgument, "actor key component %d is %d bytes, the limit is %d", i, len(c), MaxKeyComponentBytes)
+		}
+		if !utf8.ValidString(c) {
+			return Errorf(ErrInvalidArgument, "actor key component %d is not valid UTF-8", i)
+		}
+		total += len(c)
+	}
+	if total > MaxKeyBytes {
+		return Errorf(ErrInvalidArgument, "actor key is %d bytes, the limit is %d", total, MaxKeyBytes)
+	}
+	return nil
+}

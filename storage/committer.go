@@ -1,0 +1,502 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+)
+
+// CommitterConfig configures a Committer.
+type CommitterConfig struct {
+	// MaxInFlight bounds the packed transactions sent to the store and not
+	// yet answered. More than one overlaps the store's round trips
+	// (pipelining) at the cost of smaller batches. Zero means 2, the best
+	// measured with embedded etcd on 2 cores: 64 callers committed about
+	// 14k txns/s with 1, 20k with 2, 17k with 4; 256 callers about 43k with
+	// either 2 or 4.
+	MaxInFlight int
+	// Limits bounds one packed transaction. The zero value means the
+	// store's own Limits(); a smaller value is for tests.
+	Limits Limits
+}
+
+// DefaultCommitterConfig returns the configuration a node uses.
+func DefaultCommitterConfig() CommitterConfig {
+	return CommitterConfig{MaxInFlight: 2}
+}
+
+// CommitterStats are a Committer's counters since it was made.
+type CommitterStats struct {
+	// Committed counts txns that committed; Failed, txns that returned an
+	// error (fenced, condition failed, too large, closed...).
+	Committed, Failed int64
+	// Batches counts packed transactions sent (split retries excluded), and
+	// BatchedTxns the txns they held: BatchedTxns/Batches is the mean batch
+	// size. MaxBatch is the largest batch.
+	Batches, BatchedTxns, MaxBatch int64
+	// Retries counts the store commits made to split failed batches.
+	Retries int64
+	// Waiting is the number of txns queued and not yet in a batch.
+	Waiting int
+}
+
+// Committer is a node's group committer: it packs the Txns of many
+// concurrent callers into few store transactions, so that a node pays one
+// store round trip (and one fsync) for many writes instead of one each.
+//
+// Packing takes the oldest waiting txn, then every other waiting txn that
+// fits within the limits, with no delay: batches grow from the txns that
+// pile up while earlier batches are in flight. With nothing in flight a
+// batch goes at once; with batches in flight, another goes only once it
+// would be as large as the largest of them, so that free slots do not fill
+// with batches of one. Two txns that touch the same
+// key (a write and a write, or a write and a Cond, or a key under a prefix
+// delete) never share a batch, and a txn never overtakes an earlier one on
+// the same key, even one in flight: the later waits. The same holds for
+// fence owner keys only if Commit txns do not write them (Claim and Release
+// do that).
+//
+// A packed transaction that fails because of one txn (fenced, condition
+// failed, too large, invalid) is split in halves and each half retried, down
+// to single txns, so that every caller gets the result its txn has alone.
+//
+// Goroutines: NewCommitter starts none. Run runs the packer in the calling
+// goroutine and one goroutine per batch in flight (at most MaxInFlight), and
+// waits for all of them before it returns. Commit may be called from any
+// goroutine, before or while Run runs.
+type Committer struct {
+	store       Store
+	limits      Limits
+	maxInFlight int
+
+	// kick wakes the packer: a txn was queued or a batch finished.
+	kick chan struct{}
+
+	// mu guards the fields below.
+	mu       sync.Mutex
+	queue    []*request // waiting, oldest first
+	started  bool
+	stopped  bool
+	inflight int
+	// sizes holds the number of txns of each batch in flight.
+	sizes []int
+	// nWaiting counts the queued requests in state reqWaiting.
+	nWaiting int
+	// busy holds the keys of the batches in flight.
+	busy keySet
+
+	committed, failed, batches, batched, maxBatch, retries atomic.Int64
+}
+
+// request states, guarded by Committer.mu.
+const (
+	reqWaiting   = iota // in the queue
+	reqTaken            // in a batch
+	reqAbandoned        // its caller left while it waited; dropped by the packer
+)
+
+type request struct {
+	txn   Txn
+	done  chan error // buffered: the one result
+	state int
+	// The request's cost, its fence excepted (counted once per batch).
+	compares, ops, bytes int
+	fenceBytes           int
+	// The keys it writes, reads (conds) and deletes by prefix.
+	writes, reads, prefixes []string
+}
+
+// NewCommitter returns a Committer over store. It starts no goroutine: call
+// Run.
+func NewCommitter(store Store, cfg CommitterConfig) *Committer {
+	if cfg.MaxInFlight <= 0 {
+		cfg.MaxInFlight = DefaultCommitterConfig().MaxInFlight
+	}
+	if cfg.Limits == (Limits{}) {
+		cfg.Limits = store.Limits()
+	}
+	return &Committer{
+		store:       store,
+		limits:      cfg.Limits,
+		maxInFlight: cfg.MaxInFlight,
+		kick:        make(chan struct{}, 1),
+		busy:        newKeySet(),
+	}
+}
+
+// Stats returns the Committer's counters.
+func (c *Committer) Stats() CommitterStats {
+	c.mu.Lock()
+	n := c.nWaiting
+	c.mu.Unlock()
+	return CommitterStats{
+		Waiting:     n,
+		Committed:   c.committed.Load(),
+		Failed:      c.failed.Load(),
+		Batches:     c.batches.Load(),
+		BatchedTxns: c.batched.Load(),
+		MaxBatch:    c.maxBatch.Load(),
+		Retries:     c.retries.Load(),
+	}
+}
+
+// Commit commits txn, packed with others, and returns once it is durable or
+// has failed. Errors are those of Store.Commit for txn alone: ErrFenced,
+// ErrConditionFailed, ErrTooLarge (txn alone exceeds the limits; it is not
+// sent), ErrInvalidTxn; ErrClosed once Run has returned; or the store's own.
+//
+// If ctx ends while txn waits, Commit returns ctx.Err() and txn is not
+// written. If ctx ends while txn is in flight, Commit returns ctx.Err() and
+// txn may still commit; the store may read txn's slices until it has, so
+// they must not be modified.
+func (c *Committer) Commit(ctx context.Context, txn Txn) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	r, err := c.newRequest(txn)
+	if err != nil {
+		c.failed.Add(1)
+		return err
+	}
+	c.mu.Lock()
+	if c.stopped {
+		c.mu.Unlock()
+		return ErrClosed
+	}
+	c.queue = append(c.queue, r)
+	c.nWaiting++
+	c.mu.Unlock()
+	c.wake()
+	select {
+	case err := <-r.done:
+		return err
+	case <-ctx.Done():
+		c.mu.Lock()
+		if r.state == reqWaiting {
+			r.state = reqAbandoned
+			c.nWaiting--
+		}
+		c.mu.Unlock()
+		return ctx.Err()
+	}
+}
+
+func (c *Committer) wake() {
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (c *Committer) newRequest(txn Txn) (*request, error) {
+	if err := c.limits.Check(txn); err != nil {
+		return nil, err
+	}
+	if err := checkTxns([]Txn{txn}); err != nil {
+		return nil, err
+	}
+	r := &request{
+		txn:      txn,
+		done:     make(chan error, 1),
+		compares: len(txn.Conds),
+		ops:      len(txn.Ops),
+		bytes:    txn.Size(),
+	}
+	if txn.Fence.Token != 0 {
+		r.fenceBytes = fenceBytes(txn.Fence.Partition)
+	}
+	for _, cd := range txn.Conds {
+		r.reads = append(r.reads, cd.Key)
+	}
+	for _, o := range txn.Ops {
+		if o.Kind == OpDeletePrefix {
+			r.prefixes = append(r.prefixes, o.Key)
+		} else {
+			r.writes = append(r.writes, o.Key)
+		}
+	}
+	return r, nil
+}
+
+// Run packs and sends batches until ctx is done. Then it fails the waiting
+// txns with ErrClosed, cancels the batches in flight (their callers get the
+// store's error; their txns may or may not have committed), waits for its
+// goroutines and returns nil. Stop the writers before the Committer: a
+// node drains its actors first, so that nothing is in flight. Run may be
+// called once.
+func (c *Committer) Run(ctx context.Context) error {
+	c.mu.Lock()
+	if c.started {
+		c.mu.Unlock()
+		return errors.New("storage: Committer.Run called twice")
+	}
+	c.started = true
+	c.mu.Unlock()
+
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for ctx.Err() == nil {
+		c.mu.Lock()
+		for c.inflight < c.maxInFlight && c.worthSendingLocked() {
+			b := c.packLocked()
+			if len(b) == 0 {
+				break
+			}
+			c.inflight++
+			c.sizes = append(c.sizes, len(b))
+			for _, r := range b {
+				c.busy.add(r)
+			}
+			wg.Go(func() { c.send(ctx, b) })
+		}
+		c.mu.Unlock()
+
+		select {
+		case <-c.kick:
+		case <-ctx.Done():
+		}
+	}
+
+	c.mu.Lock()
+	c.stopped = true
+	var q []*request
+	for _, r := range c.queue {
+		if r.state == reqWaiting {
+			r.state = reqTaken
+			q = append(q, r)
+		}
+	}
+	c.queue = nil
+	c.nWaiting = 0
+	c.mu.Unlock()
+	for _, r := range q {
+		c.finish(r, ErrClosed)
+	}
+	return nil
+}
+
+// worthSendingLocked reports whether to pack a batch now. With nothing in
+// flight, any waiting txn is worth sending at once. With batches in flight,
+// a new one is sent only if it would be no smaller than the largest of
+// them; otherwise the waiting txns wait for a batch to finish and go in one
+// larger batch. Sending every txn as soon as a slot is free would fill the
+// slots with batches of one or two (the first callers back from the last
+// batch), each paying a whole store round trip.
+func (c *Committer) worthSendingLocked() bool {
+	if c.nWaiting == 0 {
+		return false
+	}
+	if c.inflight == 0 {
+		return true
+	}
+	return c.nWaiting >= slices.Max(c.sizes)
+}
+
+// packLocked takes the next batch out of the queue.
+func (c *Committer) packLocked() []*request {
+	var (
+		batch                []*request
+		in, deferred         keySet
+		fences               []Fence
+		compares, ops, bytes int
+		full                 bool
+	)
+	keep := c.queue[:0]
+	for _, r := range c.queue {
+		if r.state == reqAbandoned {
+			continue
+		}
+		if full {
+			keep = append(keep, r)
+			continue
+		}
+		if c.busy.conflicts(r) || in.conflicts(r) || deferred.conflicts(r) {
+			// Keep it, and keep every later txn on its keys behind it.
+			if deferred.writes == nil {
+				deferred = newKeySet()
+			}
+			deferred.add(r)
+			keep = append(keep, r)
+			continue
+		}
+		newFence := r.txn.Fence.Token != 0 && !containsFence(fences, r.txn.Fence)
+		rc, rb := r.compares, r.bytes
+		if newFence {
+			rc++
+			rb += r.fenceBytes
+		}
+		if compares+rc > c.limits.MaxTxnOps || ops+r.ops > c.limits.MaxTxnOps || bytes+rb > c.limits.MaxTxnBytes {
+			// The batch is full. Later txns wait rather than overtake
+			// this one, so that the oldest txn is never starved.
+			full = true
+			keep = append(keep, r)
+			continue
+		}
+		if newFence {
+			fences = append(fences, r.txn.Fence)
+		}
+		compares, ops, bytes = compares+rc, ops+r.ops, bytes+rb
+		if in.writes == nil {
+			in = newKeySet()
+		}
+		in.add(r)
+		r.state = reqTaken
+		c.nWaiting--
+		batch = append(batch, r)
+	}
+	clear(c.queue[len(keep):])
+	c.queue = keep
+	return batch
+}
+
+// send commits one batch, splitting it on failure, then frees its slot
+// and keys.
+func (c *Committer) send(ctx context.Context, b []*request) {
+	n := int64(len(b))
+	c.batches.Add(1)
+	c.batched.Add(n)
+	for {
+		m := c.maxBatch.Load()
+		if n <= m || c.maxBatch.CompareAndSwap(m, n) {
+			break
+		}
+	}
+	c.commit(ctx, b, false)
+
+	c.mu.Lock()
+	c.inflight--
+	if i := slices.Index(c.sizes, len(b)); i >= 0 {
+		c.sizes = slices.Delete(c.sizes, i, i+1)
+	}
+	for _, r := range b {
+		c.busy.remove(r)
+	}
+	c.mu.Unlock()
+	c.wake()
+}
+
+// commit commits b as one store transaction; if it fails because of some of
+// its txns, it commits each half apart, recursively, so that only the txns
+// at fault fail.
+func (c *Committer) commit(ctx context.Context, b []*request, retry bool) {
+	txns := make([]Txn, len(b))
+	for i, r := range b {
+		txns[i] = r.txn
+	}
+	if retry {
+		c.retries.Add(1)
+	}
+	err := c.store.Commit(ctx, txns...)
+	if err != nil && len(b) > 1 && splittable(err) {
+		h := len(b) / 2
+		c.commit(ctx, b[:h], true)
+		c.commit(ctx, b[h:], true)
+		return
+	}
+	for _, r := range b {
+		c.finish(r, err)
+	}
+}
+
+// splittable reports whether err may be due to some txns of a batch only.
+func splittable(err error) bool {
+	return errors.Is(err, ErrFenced) || errors.Is(err, ErrConditionFailed) ||
+		errors.Is(err, ErrTooLarge) || errors.Is(err, ErrInvalidTxn)
+}
+
+func (c *Committer) finish(r *request, err error) {
+	if err == nil {
+		c.committed.Add(1)
+	} else {
+		c.failed.Add(1)
+	}
+	r.done <- err
+}
+
+// keySet is the keys touched by a set of requests, counted so that
+// requests can be removed again.
+type keySet struct {
+	writes, reads, prefixes map[string]int
+}
+
+func newKeySet() keySet {
+	return keySet{writes: map[string]int{}, reads: map[string]int{}, prefixes: map[string]int{}}
+}
+
+func (s *keySet) add(r *request) {
+	for _, k := range r.writes {
+		s.writes[k]++
+	}
+	for _, k := range r.reads {
+		s.reads[k]++
+	}
+	for _, k := range r.prefixes {
+		s.prefixes[k]++
+	}
+}
+
+func (s *keySet) remove(r *request) {
+	dec := func(m map[string]int, k string) {
+		if m[k]--; m[k] <= 0 {
+			delete(m, k)
+		}
+	}
+	for _, k := range r.writes {
+		dec(s.writes, k)
+	}
+	for _, k := range r.reads {
+		dec(s.reads, k)
+	}
+	for _, k := range r.prefixes {
+		dec(s.prefixes, k)
+	}
+}
+
+// underPrefix reports whether k falls under one of s's prefix deletes.
+func (s *keySet) underPrefix(k string) bool {
+	for p := range s.prefixes {
+		if strings.HasPrefix(k, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// conflicts reports whether r touches a key of s in a way whose order
+// matters: any overlap that involves a write.
+func (s *keySet) conflicts(r *request) bool {
+	if s.writes == nil {
+		return false
+	}
+	for _, k := range r.writes {
+		if s.writes[k] > 0 || s.reads[k] > 0 || s.underPrefix(k) {
+			return true
+		}
+	}
+	for _, k := range r.reads {
+		if s.writes[k] > 0 || s.underPrefix(k) {
+			return true
+		}
+	}
+	for _, p := range r.prefixes {
+		for q := range s.prefixes {
+			if strings.HasPrefix(p, q) || strings.HasPrefix(q, p) {
+				return true
+			}
+		}
+		for k := range s.writes {
+			if strings.HasPrefix(k, p) {
+				return true
+			}
+		}
+		for k := range s.reads {
+			if strings.HasPrefix(k, p) {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -1,0 +1,202 @@
+package etcdstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"sync/atomic"
+	"time"
+
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+// mutableCore drops every entry once muted is set.
+type mutableCore struct {
+	zapcore.Core
+	muted *atomic.Bool
+}
+
+func (c *mutableCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if c.muted.Load() {
+		return ce
+	}
+	return c.Core.Check(e, ce)
+}
+
+func (c *mutableCore) With(f []zapcore.Field) zapcore.Core {
+	return &mutableCore{Core: c.Core.With(f), muted: c.muted}
+}
+
+// EmbeddedConfig configures an etcd member run inside the node.
+type EmbeddedConfig struct {
+	// Name is the member's name, unique in its cluster. Empty means
+	// "default", etcd's own default.
+	Name string
+	// Dir holds the member's data (WAL and database). Required. A Dir that
+	// already holds data restarts that member; InitialCluster is then
+	// ignored.
+	Dir string
+	// ClientURL is where clients reach the member, e.g.
+	// http://127.0.0.1:2379. Port 0 picks a free port (Endpoints says which).
+	ClientURL string
+	// PeerURL is where other members reach it, e.g. http://127.0.0.1:2380.
+	// Port 0 picks a free port, which only a single-member cluster can use
+	// (its peers would need to know the port).
+	PeerURL string
+	// InitialCluster lists every member of a new cluster as
+	// name=peerURL,name=peerURL. Empty means a cluster of this member alone.
+	InitialCluster string
+	// InitialClusterState is "new" (the zero value) to form a cluster from
+	// InitialCluster, or "existing" to join a running one.
+	InitialClusterState string
+	// Logger receives the member's logs at warn level and above (etcd is
+	// verbose at info). Nil discards them.
+	Logger *zap.Logger
+	// AutoCompactionRetention is how much key history etcd keeps; older
+	// revisions are compacted periodically. Embedded etcd compacts nothing
+	// by default, so its database would grow with every write. Zero means
+	// 5 minutes; negative disables compaction.
+	AutoCompactionRetention time.Duration
+	// QuotaBackendBytes bounds etcd's database; past it etcd refuses writes
+	// (alarm NOSPACE). Zero means 4 GiB (etcd's own default is 2 GiB).
+	QuotaBackendBytes int64
+}
+
+// DefaultEmbeddedConfig returns the configuration of a node that runs
+// alone, with its data in dir.
+func DefaultEmbeddedConfig(dir string) EmbeddedConfig {
+	return EmbeddedConfig{
+		Name:                    "default",
+		Dir:                     dir,
+		ClientURL:               "http://127.0.0.1:2379",
+		PeerURL:                 "http://127.0.0.1:2380",
+		AutoCompactionRetention: 5 * time.Minute,
+		QuotaBackendBytes:       4 << 30,
+	}
+}
+
+// DefaultLocalEmbeddedConfig is DefaultEmbeddedConfig on free loopback
+// ports, for tests and benchmarks.
+func DefaultLocalEmbeddedConfig(dir string) EmbeddedConfig {
+	c := DefaultEmbeddedConfig(dir)
+	c.ClientURL = "http://127.0.0.1:0"
+	c.PeerURL = "http://127.0.0.1:0"
+	return c
+}
+
+func (c *EmbeddedConfig) validate() error {
+	d := DefaultEmbeddedConfig(c.Dir)
+	if c.Dir == "" {
+		return errors.New("etcdstore: EmbeddedConfig.Dir is required")
+	}
+	if c.Name == "" {
+		c.Name = d.Name
+	}
+	if c.ClientURL == "" {
+		c.ClientURL = d.ClientURL
+	}
+	if c.PeerURL == "" {
+		c.PeerURL = d.PeerURL
+	}
+	if c.AutoCompactionRetention == 0 {
+		c.AutoCompactionRetention = d.AutoCompactionRetention
+	}
+	if c.QuotaBackendBytes == 0 {
+		c.QuotaBackendBytes = d.QuotaBackendBytes
+	}
+	switch c.InitialClusterState {
+	case "", embed.ClusterStateFlagNew, embed.ClusterStateFlagExisting:
+	default:
+		return fmt.Errorf("etcdstore: InitialClusterState %q is neither new nor existing", c.InitialClusterState)
+	}
+	return nil
+}
+
+// Embedded is an etcd member running in this process.
+type Embedded struct {
+	etcd    *embed.Etcd
+	closing *atomic.Bool
+}
+
+// StartEmbedded starts an etcd member and returns once it serves clients
+// (under a second for a single member) or ctx is done.
+func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	ec := embed.NewConfig()
+	ec.Name = cfg.Name
+	ec.Dir = cfg.Dir
+	cu, err := url.Parse(cfg.ClientURL)
+	if err != nil {
+		return nil, fmt.Errorf("etcdstore: ClientURL: %w", err)
+	}
+	pu, err := url.Parse(cfg.PeerURL)
+	if err != nil {
+		return nil, fmt.Errorf("etcdstore: PeerURL: %w", err)
+	}
+	ec.ListenClientUrls, ec.AdvertiseClientUrls = []url.URL{*cu}, []url.URL{*cu}
+	ec.ListenPeerUrls, ec.AdvertisePeerUrls = []url.URL{*pu}, []url.URL{*pu}
+	ec.InitialCluster = cfg.InitialCluster
+	if ec.InitialCluster == "" {
+		ec.InitialCluster = ec.InitialClusterFromName(ec.Name)
+	}
+	if cfg.InitialClusterState != "" {
+		ec.ClusterState = cfg.InitialClusterState
+	}
+	if cfg.AutoCompactionRetention > 0 {
+		ec.AutoCompactionMode = embed.CompactorModePeriodic
+		ec.AutoCompactionRetention = cfg.AutoCompactionRetention.String()
+	}
+	ec.QuotaBackendBytes = cfg.QuotaBackendBytes
+	lg := zap.NewNop()
+	closing := new(atomic.Bool)
+	if cfg.Logger != nil {
+		// etcd logs every step of its life at info: keep warnings and up.
+		// A clean Close logs errors too ("use of closed network
+		// connection"), so once Close begins nothing more is logged.
+		lg = cfg.Logger.WithOptions(zap.IncreaseLevel(zap.WarnLevel), zap.WrapCore(func(c zapcore.Core) zapcore.Core {
+			return &mutableCore{Core: c, muted: closing}
+		})).Named("etcd")
+	}
+	ec.Logger = "zap"
+	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(lg)
+
+	e, err := embed.StartEtcd(ec)
+	if err != nil {
+		return nil, fmt.Errorf("etcdstore: start etcd: %w", err)
+	}
+	select {
+	case <-e.Server.ReadyNotify():
+		return &Embedded{etcd: e, closing: closing}, nil
+	case err := <-e.Err():
+		e.Close()
+		return nil, fmt.Errorf("etcdstore: etcd failed to start: %w", err)
+	case <-ctx.Done():
+		e.Close()
+		return nil, fmt.Errorf("etcdstore: etcd not ready: %w", ctx.Err())
+	}
+}
+
+// Endpoints returns the client URLs of the member, with the real ports.
+func (e *Embedded) Endpoints() []string {
+	out := make([]string, 0, len(e.etcd.Clients))
+	for _, l := range e.etcd.Clients {
+		out = append(out, "http://"+l.Addr().String())
+	}
+	return out
+}
+
+// Err reports a fatal error of the running member (its listeners failed).
+func (e *Embedded) Err() <-chan error { return e.etcd.Err() }
+
+// Close stops the member and waits until it has stopped. In a cluster,
+// the other members carry on without it.
+func (e *Embedded) Close() error {
+	e.closing.Store(true)
+	e.etcd.Close()
+	return nil
+}

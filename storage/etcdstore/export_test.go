@@ -1,0 +1,4 @@
+package etcdstore
+
+// BatchedPuts exposes the reference load to the benchmarks.
+var BatchedPuts = batchedPuts

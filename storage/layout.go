@@ -1,0 +1,121 @@
+package storage
+
+import (
+	"fmt"
+	"strings"
+)
+
+// The storage layout (DESIGN.md section 4). Keys are relative to the store's
+// namespace (default /rivet/). Partition numbers are zero-padded so that key
+// order is partition order.
+const (
+	// ClusterConfigKey holds the cluster's fixed configuration (partition
+	// count), written once when the cluster is created.
+	ClusterConfigKey = "cluster/config"
+	// NodesPrefix holds one record per live node, on the node's lease.
+	NodesPrefix = "nodes/"
+	// OwnersPrefix holds one owner claim per owned partition, on the
+	// owner's lease. The key's create revision is the fencing token.
+	OwnersPrefix = "owners/"
+	// ActorsPrefix holds everything of every actor, under its partition.
+	ActorsPrefix = "a/"
+	// IndexPrefix holds one entry per actor by name, so that listing actors
+	// does not scan their state and history.
+	IndexPrefix = "ix/"
+	// WakeupsPrefix holds, per partition, the actors that must run without a
+	// request (a pending sleep, a queued message, an unfinished workflow).
+	WakeupsPrefix = "wakeups/"
+)
+
+// NodeKey is the key of a node's registration record.
+func NodeKey(node string) string { return NodesPrefix + node }
+
+// OwnerKey is the key of a partition's owner claim.
+func OwnerKey(p uint32) string { return fmt.Sprintf("%s%05d", OwnersPrefix, p) }
+
+// ParseOwnerKey returns the partition of an owner key.
+func ParseOwnerKey(key string) (uint32, bool) {
+	var p uint32
+	rest, ok := strings.CutPrefix(key, OwnersPrefix)
+	if !ok {
+		return 0, false
+	}
+	if _, err := fmt.Sscanf(rest, "%d", &p); err != nil {
+		return 0, false
+	}
+	return p, true
+}
+
+// PartitionPrefix is the prefix of every actor key of partition p.
+func PartitionPrefix(p uint32) string { return fmt.Sprintf("%s%05d/", ActorsPrefix, p) }
+
+// ActorPrefix is the prefix of every key of one actor. encKey is the
+// actor's key as EncodeKey returns it, which has no '/' so that no actor's
+// prefix is a prefix of another's.
+func ActorPrefix(p uint32, name, encKey string) string {
+	return PartitionPrefix(p) + name + "/" + encKey + "/"
+}
+
+// IndexKey is the key of an actor's index entry.
+func IndexKey(name, encKey string) string { return IndexPrefix + name + "/" + encKey }
+
+// WakeupKey is the key of an actor's wakeup entry.
+func WakeupKey(p uint32, name, encKey string) string {
+	return fmt.Sprintf("%s%05d/%s/%s", WakeupsPrefix, p, name, encKey)
+}
+
+// Suffixes of an actor's keys under ActorPrefix.
+const (
+	MetaSuffix     = "meta"
+	StateSuffix    = "state"
+	QueueSuffix    = "q/"  // q/<queue>/<seq as 20 digits>
+	WorkflowSuffix = "wf/" // wf/<entry path>
+)
+
+// EncodeKey encodes an actor key's components into one path segment: each
+// component is escaped so that it holds no '/', ',' or '%', and components
+// are joined with ','. It is injective: different keys never encode alike.
+func EncodeKey(key []string) string {
+	var b strings.Builder
+	for i, c := range key {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		for j := 0; j < len(c); j++ {
+			ch := c[j]
+			switch ch {
+			case '/', ',', '%':
+				fmt.Fprintf(&b, "%%%02X", ch)
+			default:
+				b.WriteByte(ch)
+			}
+		}
+	}
+	return b.String()
+}
+
+// DecodeKey is the inverse of EncodeKey.
+func DecodeKey(enc string) ([]string, error) {
+	parts := strings.Split(enc, ",")
+	out := make([]string, 0, len(parts))
+	for _, p := range parts {
+		var b strings.Builder
+		for i := 0; i < len(p); i++ {
+			if p[i] != '%' {
+				b.WriteByte(p[i])
+				continue
+			}
+			if i+2 >= len(p) {
+				return nil, fmt.Errorf("storage: bad key encoding %q", enc)
+			}
+			var v byte
+			if _, err := fmt.Sscanf(p[i+1:i+3], "%02X", &v); err != nil {
+				return nil, fmt.Errorf("storage: bad key encoding %q", enc)
+			}
+			b.WriteByte(v)
+			i += 2
+		}
+		out = append(out, b.String())
+	}
+	return out, nil
+}

@@ -1,0 +1,109 @@
+package storage
+
+import (
+	"fmt"
+	"strings"
+)
+
+// DefaultLimits are etcd's default bounds (--max-txn-ops 128,
+// --max-request-bytes 1.5 MiB), with a byte margin for what Txn.Size does not
+// count: the store's key prefix, protobuf framing and the Else branch that
+// reads back the fenced owner keys.
+func DefaultLimits() Limits {
+	return Limits{MaxTxnOps: 128, MaxTxnBytes: 1468006} // 1.4 MiB
+}
+
+// fenceBytes is what one distinct fence adds to a packed transaction: its
+// compare and the read of the owner key when the compares fail.
+func fenceBytes(p uint32) int { return 2 * (len(OwnerKey(p)) + 16) }
+
+// Check returns ErrTooLarge (wrapped, with the figures) if txns packed into
+// one store transaction exceed l. Identical fences are counted once, as the
+// stores send them once.
+func (l Limits) Check(txns ...Txn) error {
+	var fences []Fence
+	compares, ops, size := 0, 0, 0
+	for i := range txns {
+		t := &txns[i]
+		if t.Fence.Token != 0 && !containsFence(fences, t.Fence) {
+			fences = append(fences, t.Fence)
+			compares++
+			size += fenceBytes(t.Fence.Partition)
+		}
+		compares += len(t.Conds)
+		ops += len(t.Ops)
+		size += t.Size()
+	}
+	if compares > l.MaxTxnOps || ops > l.MaxTxnOps || size > l.MaxTxnBytes {
+		return fmt.Errorf("%w: %d compares, %d writes, %d bytes (limits: %d compares or writes, %d bytes)",
+			ErrTooLarge, compares, ops, size, l.MaxTxnOps, l.MaxTxnBytes)
+	}
+	return nil
+}
+
+func containsFence(fs []Fence, f Fence) bool {
+	for _, g := range fs {
+		if g == f {
+			return true
+		}
+	}
+	return false
+}
+
+// checkTxns returns ErrInvalidTxn if txns, packed into one store
+// transaction, would be refused by etcd: a key put twice, or put under a
+// delete (point or prefix) of the same transaction. Overlapping deletes are
+// allowed, as etcd allows them. It also rejects empty keys and unknown kinds.
+func checkTxns(txns []Txn) error {
+	var puts map[string]struct{}
+	var dels map[string]struct{}
+	var prefixes []string
+	for i := range txns {
+		for _, c := range txns[i].Conds {
+			if c.Kind != CondAbsent && c.Kind != CondPresent {
+				return fmt.Errorf("%w: unknown cond kind %d", ErrInvalidTxn, c.Kind)
+			}
+			if c.Key == "" {
+				return fmt.Errorf("%w: empty cond key", ErrInvalidTxn)
+			}
+		}
+		for _, o := range txns[i].Ops {
+			switch o.Kind {
+			case OpPut:
+				if o.Key == "" {
+					return fmt.Errorf("%w: empty key", ErrInvalidTxn)
+				}
+				if puts == nil {
+					puts = make(map[string]struct{})
+				}
+				if _, dup := puts[o.Key]; dup {
+					return fmt.Errorf("%w: key %q put twice", ErrInvalidTxn, o.Key)
+				}
+				puts[o.Key] = struct{}{}
+			case OpDelete:
+				if o.Key == "" {
+					return fmt.Errorf("%w: empty key", ErrInvalidTxn)
+				}
+				if dels == nil {
+					dels = make(map[string]struct{})
+				}
+				dels[o.Key] = struct{}{}
+			case OpDeletePrefix:
+				prefixes = append(prefixes, o.Key)
+			default:
+				return fmt.Errorf("%w: unknown op kind %d", ErrInvalidTxn, o.Kind)
+			}
+		}
+	}
+	for k := range puts {
+		if _, ok := dels[k]; ok {
+			return fmt.Errorf("%w: key %q put and deleted", ErrInvalidTxn, k)
+		}
+		for _, p := range prefixes {
+			if strings.HasPrefix(k, p) {
+				return fmt.Errorf("%w: key %q put under deleted prefix %q", ErrInvalidTxn, k, p)
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,216 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Sentinel errors. Implementations wrap them with %w; callers test with
+// errors.Is.
+var (
+	// ErrNotFound: the key does not exist.
+	ErrNotFound = errors.New("storage: not found")
+	// ErrFenced: a transaction's fence no longer holds (the partition's owner
+	// claim was lost, released or replaced). Nothing was written.
+	ErrFenced = errors.New("storage: fenced: partition ownership changed")
+	// ErrConditionFailed: a transaction's condition (Cond) did not hold.
+	// Nothing was written.
+	ErrConditionFailed = errors.New("storage: condition failed")
+	// ErrTooLarge: a transaction exceeds the store's limits (Limits) and was
+	// refused whole, never truncated.
+	ErrTooLarge = errors.New("storage: transaction too large")
+	// ErrInvalidTxn: a transaction is malformed: it writes one key twice,
+	// puts a key under one of its own deletes, or has an empty key or an
+	// unknown op or cond kind. etcd refuses such a transaction whole
+	// ("duplicate key given in txn request"); the memory twin does too.
+	// Nothing was written.
+	ErrInvalidTxn = errors.New("storage: invalid transaction")
+	// ErrLeaseNotFound: the lease expired or was revoked.
+	ErrLeaseNotFound = errors.New("storage: lease not found")
+	// ErrClosed: the store or committer was closed.
+	ErrClosed = errors.New("storage: closed")
+)
+
+// KV is one key as read. Value is owned by the caller.
+type KV struct {
+	Key   string
+	Value []byte
+	// CreateRevision and ModRevision are the store's revisions at which the
+	// key was created and last modified; they only ever grow.
+	CreateRevision int64
+	ModRevision    int64
+	// Lease is the lease the key is attached to, 0 if none.
+	Lease LeaseID
+}
+
+// LeaseID identifies a lease: keys attached to it vanish when it expires or
+// is revoked.
+type LeaseID int64
+
+// Fence ties a transaction to a partition owner claim. The zero Fence
+// (Token 0) fences nothing and is only for writes outside partitions.
+type Fence struct {
+	Partition uint32
+	// Token is the claim's fencing token as returned by Claim.
+	Token int64
+}
+
+// OpKind says what an Op does.
+type OpKind uint8
+
+const (
+	// OpPut sets Key to Value.
+	OpPut OpKind = iota + 1
+	// OpDelete deletes Key; deleting a missing key is not an error.
+	OpDelete
+	// OpDeletePrefix deletes every key that starts with Key.
+	OpDeletePrefix
+)
+
+// Op is one write of a transaction.
+type Op struct {
+	Kind  OpKind
+	Key   string
+	Value []byte
+}
+
+// Put returns an OpPut.
+func Put(key string, value []byte) Op { return Op{Kind: OpPut, Key: key, Value: value} }
+
+// Delete returns an OpDelete.
+func Delete(key string) Op { return Op{Kind: OpDelete, Key: key} }
+
+// DeletePrefix returns an OpDeletePrefix.
+func DeletePrefix(prefix string) Op { return Op{Kind: OpDeletePrefix, Key: prefix} }
+
+// CondKind says what a Cond requires.
+type CondKind uint8
+
+const (
+	// CondAbsent requires that Key does not exist.
+	CondAbsent CondKind = iota + 1
+	// CondPresent requires that Key exists.
+	CondPresent
+)
+
+// Cond is a precondition of a transaction.
+type Cond struct {
+	Kind CondKind
+	Key  string
+}
+
+// Absent returns a CondAbsent.
+func Absent(key string) Cond { return Cond{Kind: CondAbsent, Key: key} }
+
+// Present returns a CondPresent.
+func Present(key string) Cond { return Cond{Kind: CondPresent, Key: key} }
+
+// Txn is one atomic unit of writes: all of Ops apply, or none. It applies
+// only if Fence holds and every Cond holds. A Txn must not put or delete the
+// same key twice, and a put must not fall under one of its own prefix
+// deletes (etcd refuses both).
+type Txn struct {
+	Fence Fence
+	Conds []Cond
+	Ops   []Op
+}
+
+// Size returns the bytes the Txn adds to a store request (keys and values),
+// the figure that Limits.MaxTxnBytes bounds.
+func (t *Txn) Size() int {
+	n := 0
+	for _, c := range t.Conds {
+		n += len(c.Key) + 16
+	}
+	for _, o := range t.Ops {
+		n += len(o.Key) + len(o.Value) + 16
+	}
+	return n
+}
+
+// Limits are a store's bounds on one transaction.
+type Limits struct {
+	// MaxTxnOps bounds both the number of compares and the number of
+	// writes of one store transaction (etcd: --max-txn-ops, default 128).
+	MaxTxnOps int
+	// MaxTxnBytes bounds the Size of one store transaction, with a margin
+	// under the store's request limit (etcd: --max-request-bytes, 1.5 MiB).
+	MaxTxnBytes int
+}
+
+// ListOptions shape a List.
+type ListOptions struct {
+	// StartAfter skips keys up to and including it; "" starts at prefix.
+	StartAfter string
+	// Limit bounds the number of keys returned; 0 means no bound.
+	Limit int
+	// KeysOnly leaves Value nil.
+	KeysOnly bool
+}
+
+// Claim is a partition's owner claim.
+type Claim struct {
+	Partition uint32
+	Node      string
+	// Token is the fencing token: it changes every time the partition is
+	// claimed anew, and a write fenced with an older token fails.
+	Token int64
+	Lease LeaseID
+}
+
+// Store is a durable, linearizable key-value store with fenced
+// transactions. Keys are relative to the store's namespace. All methods are
+// safe for concurrent use. Byte slices passed in are not retained; byte
+// slices returned are owned by the caller.
+type Store interface {
+	// Get reads one key. Returns ErrNotFound if it does not exist.
+	Get(ctx context.Context, key string) (KV, error)
+	// List reads the keys that start with prefix, in key order.
+	List(ctx context.Context, prefix string, opts ListOptions) ([]KV, error)
+	// Count returns how many keys start with prefix.
+	Count(ctx context.Context, prefix string) (int64, error)
+
+	// Commit applies txns as ONE atomic transaction: every write of every
+	// txn, or nothing. It fails with ErrFenced if any fence fails, with
+	// ErrConditionFailed if any condition fails (ErrFenced wins if both),
+	// with ErrTooLarge if the packed transaction exceeds Limits, and with
+	// ErrInvalidTxn if it writes a key twice (across txns too: packed txns
+	// must not overlap). It does not say which txn failed: the Committer
+	// splits and retries to learn it.
+	Commit(ctx context.Context, txns ...Txn) error
+	// Limits returns the store's transaction bounds.
+	Limits() Limits
+
+	// PutIfAbsent creates key with value if it does not exist, and returns
+	// the value that is stored after the call and whether this call created it.
+	PutIfAbsent(ctx context.Context, key string, value []byte) (stored []byte, created bool, err error)
+	// PutLeased sets key to value attached to lease (unfenced; for records
+	// such as a node's registration that live and die with the node).
+	// Returns ErrLeaseNotFound if the lease is gone.
+	PutLeased(ctx context.Context, key string, value []byte, lease LeaseID) error
+
+	// GrantLease creates a lease that expires ttl after its last renewal.
+	GrantLease(ctx context.Context, ttl time.Duration) (LeaseID, error)
+	// KeepAlive renews the lease until ctx is done, and returns nil then.
+	// It returns ErrLeaseNotFound (wrapped) as soon as the lease is known to
+	// be lost; from then on every claim on it is gone.
+	KeepAlive(ctx context.Context, lease LeaseID) error
+	// RevokeLease deletes the lease and every key attached to it, including
+	// owner claims. Revoking a missing lease is not an error.
+	RevokeLease(ctx context.Context, lease LeaseID) error
+
+	// Claim claims, for node on lease, each of the partitions that has no
+	// owner, and returns the claims it made (partitions owned by anyone,
+	// this node included, are skipped). Returns ErrLeaseNotFound if the
+	// lease is gone.
+	Claim(ctx context.Context, node string, lease LeaseID, partitions []uint32) ([]Claim, error)
+	// Release gives up a claim; it is a no-op if the claim's token no
+	// longer holds. Later writes fenced with it fail.
+	Release(ctx context.Context, c Claim) error
+	// Claims returns every current owner claim, ordered by partition.
+	Claims(ctx context.Context) ([]Claim, error)
+
+	// Close releases the store's resources (not its leases).
+	Close() error
+}
