@@ -1,0 +1,352 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/storage"
+)
+
+// actorMeta is stored at <actor>/meta.
+type actorMeta struct {
+	CreatedAt int64           `json:"created_at"` // unix ms
+	Input     json.RawMessage `json:"input,omitempty"`
+}
+
+// queueMessage is stored at <actor>/q/<seq>/<queue>.
+type queueMessage struct {
+	Body      json.RawMessage `json:"body"`
+	CreatedAt int64           `json:"created_at"` // unix ms
+}
+
+// writeGroup is the writes of one turn: they commit together or not at all.
+type writeGroup struct {
+	version uint64
+	ops     []storage.Op
+}
+
+// activation is one actor in memory on its owner node.
+//
+// Fields under "owned by the turn holder" are read and written only by the
+// goroutine holding gate. The commit pipeline fields are guarded by mu, and
+// are driven by at most one flush goroutine at a time (flushing), which the
+// Host's flushes WaitGroup owns.
+type activation struct {
+	h      *Host
+	ref    Ref
+	id     string // name + "/" + encoded key
+	enc    string
+	part   uint32
+	spec   *rivet.Spec
+	prefix string
+	// fence is the partition claim this activation was loaded under. It is
+	// never refreshed: if the claim changes, another node may have written
+	// since, so this activation's memory is stale and its commits must fail.
+	fence storage.Fence
+
+	// ready is closed when loading finished; loadErr says how.
+	ready   chan struct{}
+	loadErr error
+	created bool // this load created the actor
+
+	gate    turnGate
+	stopped atomic.Bool // deactivated: requests that find it retry
+	// lastTurn is the unix nano time the last turn ended, for the reaper.
+	lastTurn atomic.Int64
+
+	// Owned by the turn holder.
+	state      any
+	stateBytes []byte // JSON of state as of the last turn (maybe not yet committed)
+	meta       actorMeta
+	nextSeq    uint64
+	depth      map[string]uint64
+
+	// Commit pipeline, guarded by mu.
+	mu        sync.Mutex
+	version   uint64 // version of the last enqueued write group
+	committed uint64 // every group up to this version is durable
+	groups    []writeGroup
+	flushing  bool
+	failed    error
+	advanced  chan struct{} // closed and replaced when committed or failed changes
+}
+
+func (a *activation) key(suffix string) string { return a.prefix + suffix }
+
+func queueKey(prefix string, seq uint64, queue string) string {
+	return fmt.Sprintf("%s%s%020d/%s", prefix, storage.QueueSuffix, seq, queue)
+}
+
+// parseQueueKey splits the part of a queue key after <actor>/q/.
+func parseQueueKey(rest string) (seq uint64, queue string, ok bool) {
+	if len(rest) < 22 || rest[20] != '/' {
+		return 0, "", false
+	}
+	if _, err := fmt.Sscanf(rest[:20], "%d", &seq); err != nil {
+		return 0, "", false
+	}
+	return seq, rest[21:], true
+}
+
+// snapshot is an actor as read from storage.
+type snapshot struct {
+	meta       actorMeta
+	state      []byte
+	nextSeq    uint64
+	depth      map[string]uint64
+	metaExists bool
+}
+
+// readActor reads an actor's durable record. A missing actor is returned
+// with metaExists false, not as an error.
+func (h *Host) readActor(ctx context.Context, prefix string) (snapshot, error) {
+	s := snapshot{depth: map[string]uint64{}}
+	meta, err := h.store.Get(ctx, prefix+storage.MetaSuffix)
+	if err != nil {
+		if isNotFound(err) {
+			return s, nil
+		}
+		return s, err
+	}
+	s.metaExists = true
+	if err := json.Unmarshal(meta.Value, &s.meta); err != nil {
+		return s, fmt.Errorf("actor meta does not decode: %w", err)
+	}
+	st, err := h.store.Get(ctx, prefix+storage.StateSuffix)
+	if err != nil && !isNotFound(err) {
+		return s, err
+	}
+	s.state = st.Value
+	qs, err := h.store.List(ctx, prefix+storage.QueueSuffix, storage.ListOptions{KeysOnly: true})
+	if err != nil {
+		return s, err
+	}
+	for _, kv := range qs {
+		seq, q, ok := parseQueueKey(kv.Key[len(prefix)+len(storage.QueueSuffix):])
+		if !ok {
+			continue
+		}
+		s.depth[q]++
+		s.nextSeq = max(s.nextSeq, seq+1)
+	}
+	if s.nextSeq == 0 {
+		s.nextSeq = 1
+	}
+	return s, nil
+}
+
+// load reads the actor from storage, creating it if asked and missing.
+func (a *activation) load(ctx context.Context, create bool, input json.RawMessage) error {
+	h := a.h
+	for range 3 {
+		snap, err := h.readActor(ctx, a.prefix)
+		if err != nil {
+			return rivet.Errorf(rivet.ErrUnavailable, "load %s: %v", a.describe(), err)
+		}
+		if snap.metaExists {
+			st, err := a.spec.DecodeState(orNull(snap.state))
+			if err != nil {
+				return rivet.Errorf(rivet.ErrInternal, "load %s: %v", a.describe(), err)
+			}
+			a.state, a.stateBytes, a.meta = st, snap.state, snap.meta
+			a.nextSeq, a.depth = snap.nextSeq, snap.depth
+			return nil
+		}
+		if !create {
+			return rivet.Errorf(rivet.ErrNotFound, "actor %s does not exist", a.describe())
+		}
+		st, err := a.spec.NewState(input)
+		if err != nil {
+			return err
+		}
+		sb, err := json.Marshal(st)
+		if err != nil {
+			return rivet.Errorf(rivet.ErrInternal, "create %s: state does not marshal: %v", a.describe(), err)
+		}
+		if len(sb) > h.cfg.MaxStateBytes {
+			return rivet.Errorf(rivet.ErrTooLarge, "create %s: initial state is %d bytes, the limit is %d", a.describe(), len(sb), h.cfg.MaxStateBytes)
+		}
+		meta := actorMeta{CreatedAt: time.Now().UnixMilli(), Input: input}
+		mb, _ := json.Marshal(meta)
+		ib, _ := json.Marshal(indexEntry{Partition: a.part, CreatedAt: meta.CreatedAt})
+		err = h.commit.Commit(ctx, storage.Txn{
+			Fence: a.fence,
+			Conds: []storage.Cond{storage.Absent(a.key(storage.MetaSuffix))},
+			Ops: []storage.Op{
+				storage.Put(a.key(storage.MetaSuffix), mb),
+				storage.Put(a.key(storage.StateSuffix), sb),
+				storage.Put(storage.IndexKey(a.ref.Name, a.enc), ib),
+			},
+		})
+		if isConditionFailed(err) {
+			continue // created meanwhile; read it
+		}
+		if err != nil {
+			return commitError("create "+a.describe(), err)
+		}
+		a.state, a.stateBytes, a.meta = st, sb, meta
+		a.nextSeq, a.depth = 1, map[string]uint64{}
+		a.created = true
+		return nil
+	}
+	return rivet.Errorf(rivet.ErrUnavailable, "load %s: lost a race to create it three times", a.describe())
+}
+
+func (a *activation) describe() string {
+	k, _ := json.Marshal(a.ref.Key)
+	return a.ref.Name + " " + string(k)
+}
+
+func (a *activation) info() ActorInfo {
+	return ActorInfo{Ref: a.ref, CreatedAt: time.UnixMilli(a.meta.CreatedAt), Partition: a.part, Owner: a.h.cfg.NodeID}
+}
+
+// enqueue adds a turn's writes to the commit pipeline and returns the
+// version a reply must wait for. Called by the turn holder.
+func (a *activation) enqueue(ops ...storage.Op) (uint64, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.failed != nil {
+		return 0, a.failedErr()
+	}
+	a.version++
+	a.groups = append(a.groups, writeGroup{version: a.version, ops: ops})
+	if !a.flushing {
+		a.flushing = true
+		a.h.flushes.Add(1)
+		go a.flushLoop()
+	}
+	return a.version, nil
+}
+
+// currentVersion is the version a reply that saw the current memory must
+// wait for.
+func (a *activation) currentVersion() uint64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.version
+}
+
+// waitCommitted blocks until every write up to version v is durable: the
+// output gate. Nothing a turn produced leaves the node before the state it
+// saw is durable.
+func (a *activation) waitCommitted(ctx context.Context, v uint64) error {
+	for {
+		a.mu.Lock()
+		if a.failed != nil {
+			err := a.failedErr()
+			a.mu.Unlock()
+			return err
+		}
+		if a.committed >= v {
+			a.mu.Unlock()
+			return nil
+		}
+		ch := a.advanced
+		a.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctxError(ctx)
+		}
+	}
+}
+
+func (a *activation) failedErr() error {
+	return commitError(a.describe(), a.failed)
+}
+
+// flushLoop commits pending write groups, several turns per store
+// transaction when turns pile up while a commit is in flight. It exits when
+// nothing is pending. Owned by Host.flushes.
+func (a *activation) flushLoop() {
+	defer a.h.flushes.Done()
+	limits := a.h.store.Limits()
+	for {
+		a.mu.Lock()
+		if len(a.groups) == 0 || a.failed != nil {
+			a.flushing = false
+			a.mu.Unlock()
+			return
+		}
+		ops, v, n := packGroups(a.groups, limits)
+		a.groups = a.groups[n:]
+		a.mu.Unlock()
+
+		ctx, cancel := context.WithTimeout(a.h.baseCtx, 30*time.Second)
+		err := a.h.commit.Commit(ctx, storage.Txn{Fence: a.fence, Ops: ops})
+		cancel()
+
+		a.mu.Lock()
+		if err != nil {
+			a.failed = err
+		} else {
+			a.committed = v
+		}
+		close(a.advanced)
+		a.advanced = make(chan struct{})
+		a.mu.Unlock()
+		if err != nil {
+			a.h.log.Warn("actor commit failed: deactivating it", actorField(a), errField(err))
+			a.h.evict(a)
+		}
+	}
+}
+
+// packGroups merges write groups, oldest first, into one set of ops within
+// the store's limits (a later write to a key replaces an earlier one), and
+// returns the ops, the version they cover and how many groups they hold. It
+// always takes the first group: each group alone is within limits.
+func packGroups(groups []writeGroup, l storage.Limits) ([]storage.Op, uint64, int) {
+	maxOps := l.MaxTxnOps - 8 // room for the fence compare and conds
+	maxBytes := l.MaxTxnBytes
+	index := map[string]int{}
+	var ops []storage.Op
+	size := 0
+	n := 0
+	var v uint64
+	for _, g := range groups {
+		add, addSize := 0, 0
+		for _, op := range g.ops {
+			if _, ok := index[op.Key]; !ok {
+				add++
+			}
+			addSize += len(op.Key) + len(op.Value) + 16
+		}
+		if n > 0 && (len(ops)+add > maxOps || size+addSize > maxBytes) {
+			break
+		}
+		for _, op := range g.ops {
+			if i, ok := index[op.Key]; ok {
+				size -= len(ops[i].Value)
+				ops[i] = op
+				size += len(op.Value)
+				continue
+			}
+			index[op.Key] = len(ops)
+			ops = append(ops, op)
+			size += len(op.Key) + len(op.Value) + 16
+		}
+		v = g.version
+		n++
+	}
+	return ops, v, n
+}
+
+func orNull(b []byte) []byte {
+	if len(b) == 0 {
+		return []byte("null")
+	}
+	return b
+}
+
+// indexEntry is stored at ix/<name>/<key>.
+type indexEntry struct {
+	Partition uint32 `json:"p"`
+	CreatedAt int64  `json:"created_at"`
+}

@@ -1,0 +1,133 @@
+package runtime
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Ref names one actor.
+type Ref struct {
+	Name string
+	Key  []string
+}
+
+// Chain identifies a call chain across actors, so that A -> B -> A re-enters
+// A's turn instead of waiting for it (a deadlock). Callers outside actors
+// leave it zero.
+type Chain struct {
+	ID string
+	// Hops counts node-to-node forwards of this request.
+	Hops uint32
+}
+
+// CallRequest runs one action.
+type CallRequest struct {
+	Ref    Ref
+	Action string
+	// Args is a JSON array; empty means [].
+	Args json.RawMessage
+	// CreateIfMissing gives getOrCreate semantics; otherwise a missing
+	// actor is rivet.ErrNotFound.
+	CreateIfMissing bool
+	// Input is the create input, used only if this call creates the actor.
+	Input json.RawMessage
+	Chain Chain
+}
+
+// SendRequest appends a message to a queue.
+type SendRequest struct {
+	Ref             Ref
+	Queue           string
+	Body            json.RawMessage
+	CreateIfMissing bool
+	Input           json.RawMessage
+	// Wait asks to return once the message was completed by the actor's
+	// workflow, for at most Timeout (0: 30 s).
+	Wait    bool
+	Timeout time.Duration
+	Chain   Chain
+}
+
+// Send statuses.
+const (
+	SendEnqueued  = "enqueued"
+	SendCompleted = "completed"
+	SendTimedOut  = "timed_out"
+)
+
+// SendResult says what became of a sent message.
+type SendResult struct {
+	MessageID uint64
+	Status    string
+	// Response is the completion's JSON, with Status SendCompleted.
+	Response json.RawMessage
+}
+
+// ActorInfo is what is known of an actor without activating it.
+type ActorInfo struct {
+	Ref       Ref
+	CreatedAt time.Time
+	Partition uint32
+	// Owner is the node that owns the actor's partition ("" if none).
+	Owner string
+}
+
+// QueueDepth is the number of messages waiting in one queue.
+type QueueDepth struct {
+	Queue string
+	Depth uint64
+}
+
+// Inspection is an actor's state and runtime facts.
+type Inspection struct {
+	Info ActorInfo
+	// State is the committed state, JSON.
+	State  json.RawMessage
+	Active bool
+	Queues []QueueDepth
+	// WorkflowStatus is "" for an actor without a workflow.
+	WorkflowStatus string
+	WorkflowError  string
+}
+
+// ListOptions page through actors.
+type ListOptions struct {
+	// Name restricts the list to one actor name; "" lists all.
+	Name string
+	// Limit is the page size: 0 means 100; at most 1000.
+	Limit int
+	// PageToken continues a previous List.
+	PageToken string
+}
+
+// ListResult is one page of actors.
+type ListResult struct {
+	Actors        []ActorInfo
+	NextPageToken string
+}
+
+// Member is one node of the cluster as the runtime knows it.
+type Member struct {
+	NodeID          string
+	GRPCAddr        string
+	State           string
+	PartitionsOwned uint32
+	StartedAt       time.Time
+}
+
+// PartitionOwner is one row of the partition table.
+type PartitionOwner struct {
+	Partition uint32
+	Owner     string
+	Token     int64
+}
+
+// Stats are counters of one node.
+type Stats struct {
+	NodeID          string
+	ActiveActors    uint64
+	Calls           uint64
+	Commits         uint64
+	CommitBatches   uint64
+	PartitionsOwned uint32
+}

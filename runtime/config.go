@@ -1,0 +1,85 @@
+package runtime
+
+import (
+	"errors"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Config tunes a Host. The zero value of a field takes its default (see
+// DefaultConfig); validate rejects contradictions.
+type Config struct {
+	// NodeID names this node in owner claims and logs.
+	NodeID string
+	// Partitions is the cluster's fixed partition count (from
+	// storage.ClusterConfigKey).
+	Partitions uint32
+	// IdleTimeout is how long an actor stays in memory without a turn before
+	// it is deactivated. Its state is durable all along, so this trades
+	// memory for the cost of a reload (one etcd range read). Default 30 s.
+	IdleTimeout time.Duration
+	// ActionTimeout bounds one action's turn. Default 60 s, as the original.
+	ActionTimeout time.Duration
+	// MaxStateBytes bounds an actor's state as JSON. A change that would
+	// exceed it fails with rivet.ErrTooLarge and is discarded. Default 1 MiB.
+	MaxStateBytes int
+	// MaxResultBytes bounds an action's JSON result. Default 4 MiB.
+	MaxResultBytes int
+	// MaxMessageBytes bounds a queue message's JSON body. Default 64 KiB.
+	MaxMessageBytes int
+	// MaxQueueDepth bounds the pending messages of one queue; a Send beyond
+	// it fails with rivet.ErrQueueFull. Default 1000.
+	MaxQueueDepth int
+	// ExposeErrors sends the message of an action's unexpected (non-rivet)
+	// error to the caller. Off, the caller sees "internal error" and the node
+	// logs the cause: error text can leak internals (RIVET_EXPOSE_ERRORS=1 in
+	// the original engine).
+	ExposeErrors bool
+	// Logger receives the runtime's logs. Default: a no-op logger.
+	Logger *zap.Logger
+}
+
+// DefaultConfig returns the defaults, matching the original engine's.
+func DefaultConfig() Config {
+	return Config{
+		IdleTimeout:     30 * time.Second,
+		ActionTimeout:   60 * time.Second,
+		MaxStateBytes:   1 << 20,
+		MaxResultBytes:  4 << 20,
+		MaxMessageBytes: 64 << 10,
+		MaxQueueDepth:   1000,
+	}
+}
+
+func (c *Config) validate() error {
+	d := DefaultConfig()
+	if c.NodeID == "" {
+		return errors.New("runtime: Config.NodeID is empty")
+	}
+	if c.Partitions == 0 {
+		return errors.New("runtime: Config.Partitions is 0")
+	}
+	if c.IdleTimeout <= 0 {
+		c.IdleTimeout = d.IdleTimeout
+	}
+	if c.ActionTimeout <= 0 {
+		c.ActionTimeout = d.ActionTimeout
+	}
+	if c.MaxStateBytes <= 0 {
+		c.MaxStateBytes = d.MaxStateBytes
+	}
+	if c.MaxResultBytes <= 0 {
+		c.MaxResultBytes = d.MaxResultBytes
+	}
+	if c.MaxMessageBytes <= 0 {
+		c.MaxMessageBytes = d.MaxMessageBytes
+	}
+	if c.MaxQueueDepth <= 0 {
+		c.MaxQueueDepth = d.MaxQueueDepth
+	}
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+	return nil
+}

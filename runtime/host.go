@@ -1,0 +1,867 @@
+package runtime
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/placement"
+	"github.com/rivet-go/rivet/storage"
+	"go.uber.org/zap"
+)
+
+// Committer commits one transaction durably (storage.Committer packs many
+// into one store transaction).
+type Committer interface {
+	Commit(ctx context.Context, txn storage.Txn) error
+}
+
+// CommitStats is implemented by committers that count their work.
+type CommitStats interface {
+	Stats() storage.CommitterStats
+}
+
+// Host hosts the actors of the partitions its node owns.
+type Host struct {
+	cfg    Config
+	reg    *rivet.Registry
+	store  storage.Store
+	commit Committer
+	own    *Ownership
+	log    *zap.Logger
+
+	// baseCtx outlives requests: flushes run under it, so that a caller
+	// giving up does not abandon a commit other callers wait for.
+	baseCtx    context.Context
+	cancelBase context.CancelFunc
+
+	mu       sync.Mutex
+	actors   map[string]*activation
+	stopping bool
+	inflight int           // requests in progress
+	drained  chan struct{} // closed when stopping and inflight reaches 0
+
+	flushes sync.WaitGroup // flush goroutines
+	reaper  sync.WaitGroup
+	stopCh  chan struct{}
+
+	chainSeq atomic.Uint64
+	calls    atomic.Uint64
+}
+
+// New returns a Host. It starts nothing: call Start.
+func New(cfg Config, reg *rivet.Registry, store storage.Store, commit Committer, own *Ownership) (*Host, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	h := &Host{
+		cfg: cfg, reg: reg, store: store, commit: commit, own: own, log: cfg.Logger,
+		baseCtx: ctx, cancelBase: cancel,
+		actors: map[string]*activation{},
+		stopCh: make(chan struct{}),
+	}
+	own.OnLost(h.evictAll)
+	return h, nil
+}
+
+// Start starts the idle reaper.
+func (h *Host) Start() {
+	h.reaper.Add(1)
+	go h.reap()
+}
+
+// Stop refuses new requests (rivet.ErrUnavailable), waits for the requests
+// in progress and for every pending commit, then stops the reaper. If ctx
+// ends first, Stop gives up waiting and returns ctx's error; commits still
+// running are cancelled.
+func (h *Host) Stop(ctx context.Context) error {
+	h.mu.Lock()
+	if !h.stopping {
+		h.stopping = true
+		h.drained = make(chan struct{})
+		if h.inflight == 0 {
+			close(h.drained)
+		}
+		close(h.stopCh)
+	}
+	drained := h.drained
+	h.mu.Unlock()
+
+	var err error
+	select {
+	case <-drained:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	flushed := make(chan struct{})
+	go func() { h.flushes.Wait(); close(flushed) }()
+	select {
+	case <-flushed:
+	case <-ctx.Done():
+		err = ctx.Err()
+		h.cancelBase()
+		<-flushed
+	}
+	h.cancelBase()
+	h.reaper.Wait()
+	return err
+}
+
+func (h *Host) begin() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.stopping {
+		return rivet.Errorf(rivet.ErrUnavailable, "node %s is stopping", h.cfg.NodeID)
+	}
+	h.inflight++
+	return nil
+}
+
+func (h *Host) end() {
+	h.mu.Lock()
+	h.inflight--
+	if h.stopping && h.inflight == 0 {
+		close(h.drained)
+	}
+	h.mu.Unlock()
+}
+
+func (h *Host) spec(name string) (*rivet.Spec, error) {
+	sp, ok := h.reg.Lookup(name)
+	if !ok {
+		return nil, rivet.Errorf(rivet.ErrUnknownActor, "no actor named %q is registered (known: %v)", name, h.reg.Names())
+	}
+	return sp, nil
+}
+
+func (h *Host) newChain() string {
+	return h.cfg.NodeID + "-" + strconv.FormatUint(h.chainSeq.Add(1), 36)
+}
+
+// locate returns where an actor lives: its encoded key, partition and
+// storage prefix.
+func (h *Host) locate(ref Ref) (enc string, part uint32, prefix string, err error) {
+	if err := rivet.ValidateName("actor name", ref.Name); err != nil {
+		return "", 0, "", err
+	}
+	if err := rivet.ValidateKey(ref.Key); err != nil {
+		return "", 0, "", err
+	}
+	enc = storage.EncodeKey(ref.Key)
+	part = placement.Partition(ref.Name, enc, h.cfg.Partitions)
+	return enc, part, storage.ActorPrefix(part, ref.Name, enc), nil
+}
+
+// activate returns the actor's activation, loading it (and creating the
+// actor, if create) on first use. created is true only for the one caller
+// whose load created the actor.
+func (h *Host) activate(ctx context.Context, ref Ref, sp *rivet.Spec, create bool, input json.RawMessage) (a *activation, created bool, err error) {
+	enc, part, prefix, err := h.locate(ref)
+	if err != nil {
+		return nil, false, err
+	}
+	id := ref.Name + "/" + enc
+	for range 5 {
+		h.mu.Lock()
+		a = h.actors[id]
+		if a == nil {
+			token, owned := h.own.Token(part)
+			if !owned {
+				h.mu.Unlock()
+				return nil, false, rivet.Errorf(rivet.ErrUnavailable, "partition %d of actor %s is not owned by node %s", part, ref.Name, h.cfg.NodeID)
+			}
+			a = &activation{
+				h: h, ref: Ref{Name: ref.Name, Key: append([]string(nil), ref.Key...)}, id: id, enc: enc, part: part, spec: sp, prefix: prefix,
+				fence: storage.Fence{Partition: part, Token: token},
+				ready: make(chan struct{}), advanced: make(chan struct{}),
+			}
+			a.lastTurn.Store(time.Now().UnixNano())
+			h.actors[id] = a
+			h.mu.Unlock()
+			a.loadErr = a.load(ctx, create, input)
+			if a.loadErr != nil {
+				h.remove(a)
+			}
+			close(a.ready)
+			if a.loadErr != nil {
+				return nil, false, a.loadErr
+			}
+			return a, a.created, nil
+		}
+		h.mu.Unlock()
+		select {
+		case <-a.ready:
+		case <-ctx.Done():
+			return nil, false, ctxError(ctx)
+		}
+		if a.loadErr == nil {
+			return a, false, nil
+		}
+		// Another caller's load failed: a missing actor we may create, or
+		// that caller's own deadline. Try again with ours.
+		if errors.Is(a.loadErr, rivet.ErrNotFound) && !create {
+			return nil, false, a.loadErr
+		}
+	}
+	return nil, false, rivet.Errorf(rivet.ErrUnavailable, "actor %s/%v: activation kept failing", ref.Name, ref.Key)
+}
+
+// remove forgets an activation (if it is still the current one for its id).
+func (h *Host) remove(a *activation) {
+	h.mu.Lock()
+	if h.actors[a.id] == a {
+		delete(h.actors, a.id)
+	}
+	h.mu.Unlock()
+}
+
+// evict stops an activation whose commits failed: its memory may be ahead
+// of storage, so the next request loads the actor again.
+func (h *Host) evict(a *activation) {
+	a.stopped.Store(true)
+	h.remove(a)
+}
+
+// evictAll drops every activation, when the node's claims are lost.
+func (h *Host) evictAll() {
+	h.mu.Lock()
+	all := h.actors
+	h.actors = map[string]*activation{}
+	h.mu.Unlock()
+	for _, a := range all {
+		a.stopped.Store(true)
+		a.mu.Lock()
+		if a.failed == nil {
+			a.failed = storage.ErrFenced
+			close(a.advanced)
+			a.advanced = make(chan struct{})
+		}
+		a.mu.Unlock()
+	}
+	if len(all) > 0 {
+		h.log.Warn("partition claims lost: every actor deactivated", zap.Int("actors", len(all)))
+	}
+}
+
+// turn runs fn as one turn of the actor, then waits for the writes it (and
+// every turn before it) made to be durable before returning: the output
+// gate. The gate is released before the wait, so the next turn can run
+// while this one's commit is in flight, and their writes share a commit.
+func (h *Host) turn(ctx context.Context, ref Ref, sp *rivet.Spec, create bool, input json.RawMessage, chain string, fn func(a *activation) error) (*activation, bool, error) {
+	for range 5 {
+		a, created, err := h.activate(ctx, ref, sp, create, input)
+		if err != nil {
+			return nil, false, err
+		}
+		if err := a.gate.acquire(ctx, chain); err != nil {
+			return nil, false, ctxError(ctx)
+		}
+		if a.stopped.Load() {
+			a.gate.release()
+			continue
+		}
+		err = h.runTurn(a, fn)
+		v := a.currentVersion()
+		a.lastTurn.Store(time.Now().UnixNano())
+		a.gate.release()
+		if err != nil {
+			return a, created, err
+		}
+		return a, created, a.waitCommitted(ctx, v)
+	}
+	return nil, false, rivet.Errorf(rivet.ErrUnavailable, "actor %s/%v kept being deactivated", ref.Name, ref.Key)
+}
+
+// runTurn calls fn, turning a panic into rivet.ErrInternal.
+func (h *Host) runTurn(a *activation, fn func(a *activation) error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			h.log.Error("actor panicked", actorField(a), zap.Any("panic", r), zap.ByteString("stack", debug.Stack()))
+			a.restoreState()
+			err = rivet.Errorf(rivet.ErrInternal, "actor %s panicked", a.describe())
+		}
+	}()
+	return fn(a)
+}
+
+// Call runs one action.
+func (h *Host) Call(ctx context.Context, req CallRequest) (json.RawMessage, error) {
+	if err := h.begin(); err != nil {
+		return nil, err
+	}
+	defer h.end()
+	h.calls.Add(1)
+	sp, err := h.spec(req.Ref.Name)
+	if err != nil {
+		return nil, err
+	}
+	act, ok := sp.Actions[req.Action]
+	if !ok {
+		return nil, rivet.Errorf(rivet.ErrUnknownAction, "actor %s has no action %q", sp.Name, req.Action)
+	}
+	var args []json.RawMessage
+	if len(req.Args) > 0 {
+		if err := json.Unmarshal(req.Args, &args); err != nil {
+			return nil, rivet.Errorf(rivet.ErrInvalidArgument, "arguments of %s must be a JSON array: %v", req.Action, err)
+		}
+	}
+	if len(args) != act.Arity {
+		return nil, rivet.Errorf(rivet.ErrInvalidArgument, "action %s takes %d argument(s), got %d", req.Action, act.Arity, len(args))
+	}
+	ctx, cancel := context.WithTimeout(ctx, h.cfg.ActionTimeout)
+	defer cancel()
+	chain := req.Chain.ID
+	if chain == "" {
+		chain = h.newChain()
+	}
+	var result json.RawMessage
+	_, _, err = h.turn(ctx, req.Ref, sp, req.CreateIfMissing, req.Input, chain, func(a *activation) error {
+		env := rivet.Env{Ctx: ctx, Name: a.ref.Name, Key: a.ref.Key, Client: &hostClient{h: h, chain: chain, from: a}}
+		res, err := act.Invoke(env, a.state, args)
+		if err != nil {
+			if !act.ReadOnly {
+				a.restoreState()
+			}
+			return h.actionError(a, req.Action, err)
+		}
+		if result, err = json.Marshal(res); err != nil {
+			if !act.ReadOnly {
+				a.restoreState()
+			}
+			return rivet.Errorf(rivet.ErrInternal, "result of %s does not marshal to JSON: %v", req.Action, err)
+		}
+		if len(result) > h.cfg.MaxResultBytes {
+			if !act.ReadOnly {
+				a.restoreState()
+			}
+			return rivet.Errorf(rivet.ErrTooLarge, "result of %s is %d bytes, the limit is %d", req.Action, len(result), h.cfg.MaxResultBytes)
+		}
+		if act.ReadOnly {
+			return nil
+		}
+		return a.saveState()
+	})
+	if err != nil {
+		return nil, err
+	}
+	return result, nil
+}
+
+// actionError passes rivet errors (user errors included) through, and masks
+// anything else as rivet.ErrInternal unless ExposeErrors.
+func (h *Host) actionError(a *activation, action string, err error) error {
+	var re *rivet.Error
+	if errors.As(err, &re) {
+		return err
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return rivet.Errorf(rivet.ErrTimeout, "action %s of %s timed out", action, a.describe())
+	}
+	h.log.Warn("action failed", actorField(a), zap.String("action", action), errField(err))
+	if h.cfg.ExposeErrors {
+		return rivet.Errorf(rivet.ErrInternal, "action %s of %s: %v", action, a.describe(), err)
+	}
+	return rivet.Errorf(rivet.ErrInternal, "action %s of %s failed: internal error (the node's log has the cause)", action, a.describe())
+}
+
+// saveState commits the state if the turn changed it. Called by the turn
+// holder after a state-changing action.
+func (a *activation) saveState() error {
+	b, err := json.Marshal(a.state)
+	if err != nil {
+		a.restoreState()
+		return rivet.Errorf(rivet.ErrInternal, "state of %s does not marshal to JSON: %v", a.describe(), err)
+	}
+	if len(b) > a.h.cfg.MaxStateBytes {
+		a.restoreState()
+		return rivet.Errorf(rivet.ErrTooLarge, "state of %s would be %d bytes, the limit is %d; the change was discarded", a.describe(), len(b), a.h.cfg.MaxStateBytes)
+	}
+	if string(b) == string(a.stateBytes) {
+		return nil
+	}
+	if _, err := a.enqueue(storage.Put(a.key(storage.StateSuffix), b)); err != nil {
+		return err
+	}
+	a.stateBytes = b
+	return nil
+}
+
+// restoreState discards the turn's changes to the state.
+func (a *activation) restoreState() {
+	st, err := a.spec.DecodeState(orNull(a.stateBytes))
+	if err != nil {
+		// The bytes decoded when they were loaded or produced; failing now
+		// means memory is corrupt: drop the activation.
+		a.h.log.Error("state no longer decodes: deactivating", actorField(a), errField(err))
+		a.h.evict(a)
+		return
+	}
+	a.state = st
+}
+
+// Send appends a message to one of an actor's queues, durably.
+func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
+	if err := h.begin(); err != nil {
+		return SendResult{}, err
+	}
+	defer h.end()
+	sp, err := h.spec(req.Ref.Name)
+	if err != nil {
+		return SendResult{}, err
+	}
+	q, ok := sp.Queues[req.Queue]
+	if !ok {
+		return SendResult{}, rivet.Errorf(rivet.ErrUnknownQueue, "actor %s has no queue %q", sp.Name, req.Queue)
+	}
+	if len(req.Body) > h.cfg.MaxMessageBytes {
+		return SendResult{}, rivet.Errorf(rivet.ErrTooLarge, "message for queue %s is %d bytes, the limit is %d", req.Queue, len(req.Body), h.cfg.MaxMessageBytes)
+	}
+	body := req.Body
+	if len(body) == 0 {
+		body = json.RawMessage("null")
+	}
+	if err := q.Validate(body); err != nil {
+		return SendResult{}, err
+	}
+	chain := req.Chain.ID
+	if chain == "" {
+		chain = h.newChain()
+	}
+	var seq uint64
+	_, _, err = h.turn(ctx, req.Ref, sp, req.CreateIfMissing, req.Input, chain, func(a *activation) error {
+		if a.depth[req.Queue] >= uint64(h.cfg.MaxQueueDepth) {
+			return rivet.Errorf(rivet.ErrQueueFull, "queue %s of %s holds %d messages, the limit", req.Queue, a.describe(), h.cfg.MaxQueueDepth)
+		}
+		msg, _ := json.Marshal(queueMessage{Body: body, CreatedAt: time.Now().UnixMilli()})
+		seq = a.nextSeq
+		if _, err := a.enqueue(storage.Put(queueKey(a.prefix, seq, req.Queue), msg)); err != nil {
+			return err
+		}
+		a.nextSeq++
+		a.depth[req.Queue]++
+		return nil
+	})
+	if err != nil {
+		return SendResult{}, err
+	}
+	return SendResult{MessageID: seq, Status: SendEnqueued}, nil
+}
+
+// Create creates an actor; rivet.ErrAlreadyExists if it exists.
+func (h *Host) Create(ctx context.Context, ref Ref, input json.RawMessage) (ActorInfo, error) {
+	info, created, err := h.GetOrCreate(ctx, ref, input)
+	if err != nil {
+		return ActorInfo{}, err
+	}
+	if !created {
+		return ActorInfo{}, rivet.Errorf(rivet.ErrAlreadyExists, "actor %s %s already exists", ref.Name, keyString(ref.Key))
+	}
+	return info, nil
+}
+
+// GetOrCreate returns the actor, creating it if needed.
+func (h *Host) GetOrCreate(ctx context.Context, ref Ref, input json.RawMessage) (ActorInfo, bool, error) {
+	if err := h.begin(); err != nil {
+		return ActorInfo{}, false, err
+	}
+	defer h.end()
+	sp, err := h.spec(ref.Name)
+	if err != nil {
+		return ActorInfo{}, false, err
+	}
+	a, created, err := h.activate(ctx, ref, sp, true, input)
+	if err != nil {
+		return ActorInfo{}, false, err
+	}
+	return a.info(), created, nil
+}
+
+// Get returns the actor's info; rivet.ErrNotFound if it does not exist.
+func (h *Host) Get(ctx context.Context, ref Ref) (ActorInfo, error) {
+	if err := h.begin(); err != nil {
+		return ActorInfo{}, err
+	}
+	defer h.end()
+	if _, err := h.spec(ref.Name); err != nil {
+		return ActorInfo{}, err
+	}
+	snap, part, active, err := h.peek(ctx, ref)
+	if err != nil {
+		return ActorInfo{}, err
+	}
+	_ = active
+	return ActorInfo{Ref: ref, CreatedAt: time.UnixMilli(snap.meta.CreatedAt), Partition: part, Owner: h.cfg.NodeID}, nil
+}
+
+// peek reads an actor without activating it: from its activation if it is
+// in memory, else from storage. Missing actors are rivet.ErrNotFound.
+func (h *Host) peek(ctx context.Context, ref Ref) (snapshot, uint32, bool, error) {
+	enc, part, prefix, err := h.locate(ref)
+	if err != nil {
+		return snapshot{}, 0, false, err
+	}
+	if _, owned := h.own.Token(part); !owned {
+		return snapshot{}, 0, false, rivet.Errorf(rivet.ErrUnavailable, "partition %d is not owned by node %s", part, h.cfg.NodeID)
+	}
+	h.mu.Lock()
+	a := h.actors[ref.Name+"/"+enc]
+	h.mu.Unlock()
+	if a != nil {
+		select {
+		case <-a.ready:
+		case <-ctx.Done():
+			return snapshot{}, 0, false, ctxError(ctx)
+		}
+		if a.loadErr == nil && a.gate.acquire(ctx, h.newChain()) == nil {
+			if !a.stopped.Load() {
+				snap := snapshot{meta: a.meta, state: a.stateBytes, nextSeq: a.nextSeq, depth: map[string]uint64{}, metaExists: true}
+				for q, d := range a.depth {
+					snap.depth[q] = d
+				}
+				v := a.currentVersion()
+				a.gate.release()
+				if err := a.waitCommitted(ctx, v); err != nil {
+					return snapshot{}, 0, false, err
+				}
+				return snap, part, true, nil
+			}
+			a.gate.release()
+		}
+	}
+	snap, err := h.readActor(ctx, prefix)
+	if err != nil {
+		return snapshot{}, 0, false, rivet.Errorf(rivet.ErrUnavailable, "read actor: %v", err)
+	}
+	if !snap.metaExists {
+		return snapshot{}, 0, false, rivet.Errorf(rivet.ErrNotFound, "actor %s %s does not exist", ref.Name, keyString(ref.Key))
+	}
+	return snap, part, false, nil
+}
+
+// Inspect returns an actor's committed state and runtime facts.
+func (h *Host) Inspect(ctx context.Context, ref Ref) (Inspection, error) {
+	if err := h.begin(); err != nil {
+		return Inspection{}, err
+	}
+	defer h.end()
+	if _, err := h.spec(ref.Name); err != nil {
+		return Inspection{}, err
+	}
+	snap, part, active, err := h.peek(ctx, ref)
+	if err != nil {
+		return Inspection{}, err
+	}
+	ins := Inspection{
+		Info:   ActorInfo{Ref: ref, CreatedAt: time.UnixMilli(snap.meta.CreatedAt), Partition: part, Owner: h.cfg.NodeID},
+		State:  orNull(snap.state),
+		Active: active,
+	}
+	for q, d := range snap.depth {
+		if d > 0 {
+			ins.Queues = append(ins.Queues, QueueDepth{Queue: q, Depth: d})
+		}
+	}
+	sort.Slice(ins.Queues, func(i, j int) bool { return ins.Queues[i].Queue < ins.Queues[j].Queue })
+	return ins, nil
+}
+
+// Destroy removes the actor and everything stored for it.
+func (h *Host) Destroy(ctx context.Context, ref Ref) error {
+	if err := h.begin(); err != nil {
+		return err
+	}
+	defer h.end()
+	sp, err := h.spec(ref.Name)
+	if err != nil {
+		return err
+	}
+	_, _, err = h.turn(ctx, ref, sp, false, nil, h.newChain(), func(a *activation) error {
+		// Every earlier write must land before the delete, never after it.
+		if err := a.waitCommitted(ctx, a.currentVersion()); err != nil {
+			return err
+		}
+		err := h.commit.Commit(ctx, storage.Txn{Fence: a.fence, Ops: []storage.Op{
+			storage.DeletePrefix(a.prefix),
+			storage.Delete(storage.IndexKey(a.ref.Name, a.enc)),
+			storage.Delete(storage.WakeupKey(a.part, a.ref.Name, a.enc)),
+		}})
+		// Whatever the outcome, this memory is done: on success the actor
+		// is gone; on failure its fate is unknown until it is read again.
+		h.evict(a)
+		if err != nil {
+			return commitError("destroy "+a.describe(), err)
+		}
+		return nil
+	})
+	return err
+}
+
+// List pages through actors, from the index.
+func (h *Host) List(ctx context.Context, opts ListOptions) (ListResult, error) {
+	if err := h.begin(); err != nil {
+		return ListResult{}, err
+	}
+	defer h.end()
+	limit := opts.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	limit = min(limit, 1000)
+	prefix := storage.IndexPrefix
+	if opts.Name != "" {
+		if err := rivet.ValidateName("actor name", opts.Name); err != nil {
+			return ListResult{}, err
+		}
+		prefix += opts.Name + "/"
+	}
+	var after string
+	if opts.PageToken != "" {
+		b, err := base64.RawURLEncoding.DecodeString(opts.PageToken)
+		if err != nil {
+			return ListResult{}, rivet.Errorf(rivet.ErrInvalidArgument, "bad page token")
+		}
+		after = string(b)
+	}
+	kvs, err := h.store.List(ctx, prefix, storage.ListOptions{StartAfter: after, Limit: limit + 1})
+	if err != nil {
+		return ListResult{}, rivet.Errorf(rivet.ErrUnavailable, "list actors: %v", err)
+	}
+	var res ListResult
+	for i, kv := range kvs {
+		if i == limit {
+			res.NextPageToken = base64.RawURLEncoding.EncodeToString([]byte(kvs[i-1].Key))
+			break
+		}
+		rest := kv.Key[len(storage.IndexPrefix):]
+		name, enc, ok := cut(rest, '/')
+		if !ok {
+			continue
+		}
+		key, err := storage.DecodeKey(enc)
+		if err != nil {
+			continue
+		}
+		var ie indexEntry
+		_ = json.Unmarshal(kv.Value, &ie)
+		res.Actors = append(res.Actors, ActorInfo{
+			Ref: Ref{Name: name, Key: key}, CreatedAt: time.UnixMilli(ie.CreatedAt), Partition: ie.Partition, Owner: h.ownerOf(ie.Partition),
+		})
+	}
+	return res, nil
+}
+
+func (h *Host) ownerOf(p uint32) string {
+	if _, ok := h.own.Token(p); ok {
+		return h.cfg.NodeID
+	}
+	return ""
+}
+
+// Members lists the registered nodes.
+func (h *Host) Members(ctx context.Context) ([]Member, error) {
+	kvs, err := h.store.List(ctx, storage.NodesPrefix, storage.ListOptions{})
+	if err != nil {
+		return nil, rivet.Errorf(rivet.ErrUnavailable, "list nodes: %v", err)
+	}
+	claims, err := h.store.Claims(ctx)
+	if err != nil {
+		return nil, rivet.Errorf(rivet.ErrUnavailable, "list claims: %v", err)
+	}
+	owned := map[string]uint32{}
+	for _, c := range claims {
+		owned[c.Node]++
+	}
+	var out []Member
+	for _, kv := range kvs {
+		var rec NodeRecord
+		if json.Unmarshal(kv.Value, &rec) != nil {
+			continue
+		}
+		out = append(out, Member{NodeID: rec.NodeID, GRPCAddr: rec.GRPCAddr, State: "alive", PartitionsOwned: owned[rec.NodeID], StartedAt: rec.StartedAt})
+	}
+	return out, nil
+}
+
+// Partitions returns the partition table.
+func (h *Host) Partitions(ctx context.Context) (uint32, []PartitionOwner, error) {
+	claims, err := h.store.Claims(ctx)
+	if err != nil {
+		return 0, nil, rivet.Errorf(rivet.ErrUnavailable, "list claims: %v", err)
+	}
+	out := make([]PartitionOwner, 0, len(claims))
+	for _, c := range claims {
+		out = append(out, PartitionOwner{Partition: c.Partition, Owner: c.Node, Token: c.Token})
+	}
+	return h.cfg.Partitions, out, nil
+}
+
+// Stats returns this node's counters.
+func (h *Host) Stats() Stats {
+	h.mu.Lock()
+	n := len(h.actors)
+	h.mu.Unlock()
+	s := Stats{NodeID: h.cfg.NodeID, ActiveActors: uint64(n), Calls: h.calls.Load(), PartitionsOwned: uint32(h.own.Owned())}
+	if cs, ok := h.commit.(CommitStats); ok {
+		st := cs.Stats()
+		s.Commits, s.CommitBatches = uint64(st.Committed), uint64(st.Batches)
+	}
+	return s
+}
+
+// reap deactivates actors idle past their timeout.
+func (h *Host) reap() {
+	defer h.reaper.Done()
+	tick := time.NewTicker(max(h.cfg.IdleTimeout/4, 10*time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case <-h.stopCh:
+			return
+		case <-tick.C:
+		}
+		now := time.Now()
+		h.mu.Lock()
+		cands := make([]*activation, 0)
+		for _, a := range h.actors {
+			idle := h.cfg.IdleTimeout
+			if a.spec.IdleTimeout > 0 {
+				idle = a.spec.IdleTimeout
+			}
+			if now.Sub(time.Unix(0, a.lastTurn.Load())) > idle {
+				cands = append(cands, a)
+			}
+		}
+		h.mu.Unlock()
+		for _, a := range cands {
+			h.tryDeactivate(a)
+		}
+	}
+}
+
+// tryDeactivate drops an idle activation if no turn holds or waits for it
+// and nothing is waiting to commit.
+func (h *Host) tryDeactivate(a *activation) {
+	select {
+	case <-a.ready:
+	default:
+		return
+	}
+	if !a.gate.tryAcquire("reaper") {
+		return
+	}
+	defer a.gate.release()
+	a.mu.Lock()
+	pending := a.flushing || len(a.groups) > 0
+	a.mu.Unlock()
+	if pending {
+		return
+	}
+	a.stopped.Store(true)
+	h.remove(a)
+}
+
+// hostClient is the rivet.Client an action gets: calls keep the chain, so
+// that a call back into the caller re-enters it.
+type hostClient struct {
+	h     *Host
+	chain string
+	from  *activation
+}
+
+func (c *hostClient) GetOrCreate(name string, key ...string) rivet.Handle {
+	return &hostHandle{c: c, ref: Ref{Name: name, Key: key}, create: true}
+}
+
+func (c *hostClient) Get(name string, key ...string) rivet.Handle {
+	return &hostHandle{c: c, ref: Ref{Name: name, Key: key}}
+}
+
+type hostHandle struct {
+	c      *hostClient
+	ref    Ref
+	create bool
+}
+
+// flushCaller holds an outgoing call until the caller's writes are durable,
+// so that no other actor sees an effect of state that could still be lost.
+func (hh *hostHandle) flushCaller(ctx context.Context) error {
+	if hh.c.from == nil {
+		return nil
+	}
+	return hh.c.from.waitCommitted(ctx, hh.c.from.currentVersion())
+}
+
+func (hh *hostHandle) Call(ctx context.Context, action string, args ...any) (json.RawMessage, error) {
+	raw, err := rivet.MarshalArgs(args...)
+	if err != nil {
+		return nil, err
+	}
+	if err := hh.flushCaller(ctx); err != nil {
+		return nil, err
+	}
+	return hh.c.h.Call(ctx, CallRequest{Ref: hh.ref, Action: action, Args: raw, CreateIfMissing: hh.create, Chain: Chain{ID: hh.c.chain}})
+}
+
+func (hh *hostHandle) Send(ctx context.Context, queue string, body any) error {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return rivet.Errorf(rivet.ErrInvalidArgument, "message body does not marshal to JSON: %v", err)
+	}
+	if err := hh.flushCaller(ctx); err != nil {
+		return err
+	}
+	_, err = hh.c.h.Send(ctx, SendRequest{Ref: hh.ref, Queue: queue, Body: b, CreateIfMissing: hh.create, Chain: Chain{ID: hh.c.chain}})
+	return err
+}
+
+func keyString(key []string) string {
+	b, _ := json.Marshal(key)
+	return string(b)
+}
+
+func cut(s string, sep byte) (string, string, bool) {
+	for i := 0; i < len(s); i++ {
+		if s[i] == sep {
+			return s[:i], s[i+1:], true
+		}
+	}
+	return s, "", false
+}
+
+func ctxError(ctx context.Context) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return rivet.Errorf(rivet.ErrTimeout, "deadline exceeded")
+	}
+	return ctx.Err()
+}
+
+// commitError turns a storage error into the rivet error a caller sees.
+func commitError(what string, err error) error {
+	switch {
+	case errors.Is(err, storage.ErrFenced):
+		return rivet.Errorf(rivet.ErrUnavailable, "%s: the partition moved; retry", what)
+	case errors.Is(err, storage.ErrTooLarge):
+		return rivet.Errorf(rivet.ErrTooLarge, "%s: %v", what, err)
+	case errors.Is(err, context.DeadlineExceeded):
+		return rivet.Errorf(rivet.ErrTimeout, "%s: commit timed out; its outcome is unknown", what)
+	}
+	return rivet.Errorf(rivet.ErrUnavailable, "%s: commit failed: %v", what, err)
+}
+
+func isNotFound(err error) bool        { return errors.Is(err, storage.ErrNotFound) }
+func isConditionFailed(err error) bool { return errors.Is(err, storage.ErrConditionFailed) }
+
+func actorField(a *activation) zap.Field { return zap.String("actor", a.describe()) }
+func errField(err error) zap.Field       { return zap.Error(err) }
+
+var _ = fmt.Sprintf

@@ -1,0 +1,462 @@
+package runtime_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/examples/counter"
+	"github.com/rivet-go/rivet/runtime"
+	"github.com/rivet-go/rivet/storage"
+	"github.com/rivet-go/rivet/storage/etcdstore"
+	"github.com/rivet-go/rivet/storage/etcdstore/etcdtest"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		// etcd's client and embedded server keep a few process-wide
+		// goroutines alive after Close.
+		goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"),
+		goleak.IgnoreAnyFunction("google.golang.org/grpc/internal/grpcsync.(*CallbackSerializer).run"),
+		goleak.IgnoreAnyFunction("go.etcd.io/etcd/client/pkg/v3/logutil.(*MergeLogger).outputLoop"),
+	)
+}
+
+// env is a host over a real embedded etcd. Restart makes a new host over
+// the same store, as a node restarted after a crash would.
+type env struct {
+	t     *testing.T
+	store storage.Store
+	reg   *rivet.Registry
+	cfg   runtime.Config
+	host  *runtime.Host
+	own   *runtime.Ownership
+	stop  func()
+}
+
+const testPartitions = 16
+
+func newEnv(t *testing.T, reg *rivet.Registry, mutate func(*runtime.Config)) *env {
+	t.Helper()
+	cli := etcdtest.StartClient(t)
+	st, err := etcdstore.New(cli, "/test/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := runtime.DefaultConfig()
+	cfg.NodeID = "n1"
+	cfg.Partitions = testPartitions
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	e := &env{t: t, store: st, reg: reg, cfg: cfg}
+	e.start()
+	t.Cleanup(func() { e.stop() })
+	return e
+}
+
+func (e *env) start() {
+	t := e.t
+	ctx, cancel := context.WithCancel(context.Background())
+	com := storage.NewCommitter(e.store, storage.DefaultCommitterConfig())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = com.Run(ctx) }()
+	own := runtime.NewOwnership(e.store, runtime.NodeRecord{NodeID: e.cfg.NodeID}, 5*time.Second, nil)
+	if err := own.Establish(ctx, runtime.AllPartitions(testPartitions)); err != nil {
+		t.Fatal(err)
+	}
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = own.Run(ctx) }()
+	h, err := runtime.New(e.cfg, e.reg, e.store, com, own)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Start()
+	e.host, e.own = h, own
+	stopped := false
+	e.stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer scancel()
+		if err := h.Stop(sctx); err != nil {
+			t.Errorf("host stop: %v", err)
+		}
+		_ = own.Resign(sctx)
+		cancel()
+		wg.Wait()
+	}
+}
+
+func (e *env) restart() {
+	e.stop()
+	e.start()
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+func call(t *testing.T, h *runtime.Host, name, key, action string, create bool, args ...any) (json.RawMessage, error) {
+	t.Helper()
+	raw, err := rivet.MarshalArgs(args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h.Call(ctx(t), runtime.CallRequest{Ref: runtime.Ref{Name: name, Key: []string{key}}, Action: action, Args: raw, CreateIfMissing: create})
+}
+
+func callInt(t *testing.T, h *runtime.Host, name, key, action string, create bool, args ...any) int {
+	t.Helper()
+	raw, err := call(t, h, name, key, action, create, args...)
+	return mustInt(t, raw, err)
+}
+
+func mustInt(t *testing.T, raw json.RawMessage, err error) int {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := json.Unmarshal(raw, &n); err != nil {
+		t.Fatalf("result %s: %v", raw, err)
+	}
+	return n
+}
+
+func counterReg(t *testing.T, extra ...rivet.Definition) *rivet.Registry {
+	reg, err := rivet.Setup(append([]rivet.Definition{counter.Actor}, extra...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reg
+}
+
+func TestCounterIsDurableAcrossRestart(t *testing.T) {
+	e := newEnv(t, counterReg(t), nil)
+	if n := callInt(t, e.host, "counter", "main", "increment", true, 5); n != 5 {
+		t.Fatalf("first increment = %d, want 5", n)
+	}
+	if n := callInt(t, e.host, "counter", "main", "increment", true, 5); n != 10 {
+		t.Fatalf("second increment = %d, want 10", n)
+	}
+	e.restart()
+	if n := callInt(t, e.host, "counter", "main", "getCount", false); n != 10 {
+		t.Fatalf("after restart count = %d, want 10", n)
+	}
+}
+
+func TestConcurrentIncrementsOnOneActorAreAllKept(t *testing.T) {
+	e := newEnv(t, counterReg(t), nil)
+	const workers, each = 32, 25
+	var wg sync.WaitGroup
+	errs := make(chan error, workers*each)
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range each {
+				if _, err := call(t, e.host, "counter", "hot", "increment", true, 1); err != nil {
+					errs <- err
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	e.restart()
+	if n := callInt(t, e.host, "counter", "hot", "getCount", false); n != workers*each {
+		t.Fatalf("count = %d, want %d", n, workers*each)
+	}
+}
+
+func TestLifecycleSemantics(t *testing.T) {
+	e := newEnv(t, counterReg(t), nil)
+	h := e.host
+	ref := runtime.Ref{Name: "counter", Key: []string{"tenant", "a/b,c%"}}
+	if _, err := h.Get(ctx(t), ref); !errors.Is(err, rivet.ErrNotFound) {
+		t.Fatalf("Get of a missing actor: %v, want ErrNotFound", err)
+	}
+	if _, err := h.Call(ctx(t), runtime.CallRequest{Ref: ref, Action: "getCount"}); !errors.Is(err, rivet.ErrNotFound) {
+		t.Fatalf("Call without create of a missing actor: %v, want ErrNotFound", err)
+	}
+	if _, err := h.Get(ctx(t), ref); !errors.Is(err, rivet.ErrNotFound) {
+		t.Fatalf("a call without create created the actor: %v", err)
+	}
+	if _, err := h.Create(ctx(t), ref, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Create(ctx(t), ref, nil); !errors.Is(err, rivet.ErrAlreadyExists) {
+		t.Fatalf("second Create: %v, want ErrAlreadyExists", err)
+	}
+	if _, created, err := h.GetOrCreate(ctx(t), ref, nil); err != nil || created {
+		t.Fatalf("GetOrCreate of an existing actor: created=%v err=%v", created, err)
+	}
+	if _, err := h.Call(ctx(t), runtime.CallRequest{Ref: ref, Action: "increment", Args: json.RawMessage(`[3]`)}); err != nil {
+		t.Fatal(err)
+	}
+	list, err := h.List(ctx(t), runtime.ListOptions{Name: "counter"})
+	if err != nil || len(list.Actors) != 1 || fmt.Sprint(list.Actors[0].Ref.Key) != fmt.Sprint(ref.Key) {
+		t.Fatalf("List = %+v, %v; want the one actor", list, err)
+	}
+	if err := h.Destroy(ctx(t), ref); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Get(ctx(t), ref); !errors.Is(err, rivet.ErrNotFound) {
+		t.Fatalf("Get after Destroy: %v, want ErrNotFound", err)
+	}
+	if err := h.Destroy(ctx(t), ref); !errors.Is(err, rivet.ErrNotFound) {
+		t.Fatalf("Destroy of a destroyed actor: %v, want ErrNotFound", err)
+	}
+	// Destroy removed everything: a new actor with the key starts fresh.
+	raw, err := h.Call(ctx(t), runtime.CallRequest{Ref: ref, Action: "getCount", CreateIfMissing: true})
+	if n := mustInt(t, raw, err); n != 0 {
+		t.Fatalf("recreated actor count = %d, want 0", n)
+	}
+	if list, _ := h.List(ctx(t), runtime.ListOptions{}); len(list.Actors) != 1 {
+		t.Fatalf("List after recreate = %d actors, want 1", len(list.Actors))
+	}
+}
+
+func TestBadInputIsRefusedAndChangesNothing(t *testing.T) {
+	e := newEnv(t, counterReg(t, rivet.Actor[struct{}]{Name: "q", Queues: rivet.Queues{"jobs": rivet.QueueOf[struct{ N int }]()}}), func(c *runtime.Config) {
+		c.MaxQueueDepth = 3
+	})
+	h := e.host
+	callInt(t, h, "counter", "main", "increment", true, 1)
+	cases := []struct {
+		name string
+		err  error
+		do   func() error
+	}{
+		{"unknown actor", rivet.ErrUnknownActor, func() error { _, err := call(t, h, "nope", "main", "x", true); return err }},
+		{"unknown action", rivet.ErrUnknownAction, func() error { _, err := call(t, h, "counter", "main", "decrement", true, 1); return err }},
+		{"args not an array", rivet.ErrInvalidArgument, func() error {
+			_, err := h.Call(ctx(t), runtime.CallRequest{Ref: runtime.Ref{Name: "counter", Key: []string{"main"}}, Action: "increment", Args: json.RawMessage(`{"by":1}`)})
+			return err
+		}},
+		{"malformed args", rivet.ErrInvalidArgument, func() error {
+			_, err := h.Call(ctx(t), runtime.CallRequest{Ref: runtime.Ref{Name: "counter", Key: []string{"main"}}, Action: "increment", Args: json.RawMessage(`[1`)})
+			return err
+		}},
+		{"wrong arg type", rivet.ErrInvalidArgument, func() error { _, err := call(t, h, "counter", "main", "increment", true, "five"); return err }},
+		{"wrong arity", rivet.ErrInvalidArgument, func() error { _, err := call(t, h, "counter", "main", "increment", true); return err }},
+		{"long key", rivet.ErrInvalidArgument, func() error {
+			_, err := h.Call(ctx(t), runtime.CallRequest{Ref: runtime.Ref{Name: "counter", Key: []string{string(make([]byte, 2048))}}, Action: "getCount", CreateIfMissing: true})
+			return err
+		}},
+		{"unknown queue", rivet.ErrUnknownQueue, func() error {
+			_, err := h.Send(ctx(t), runtime.SendRequest{Ref: runtime.Ref{Name: "q", Key: []string{"a"}}, Queue: "nope", Body: json.RawMessage(`{}`), CreateIfMissing: true})
+			return err
+		}},
+		{"bad message", rivet.ErrInvalidArgument, func() error {
+			_, err := h.Send(ctx(t), runtime.SendRequest{Ref: runtime.Ref{Name: "q", Key: []string{"a"}}, Queue: "jobs", Body: json.RawMessage(`{"N":"x"}`), CreateIfMissing: true})
+			return err
+		}},
+	}
+	for _, c := range cases {
+		if err := c.do(); !errors.Is(err, c.err) {
+			t.Errorf("%s: got %v, want %v", c.name, err, c.err)
+		}
+	}
+	if n := callInt(t, h, "counter", "main", "getCount", false); n != 1 {
+		t.Fatalf("count after bad input = %d, want 1", n)
+	}
+	if list, _ := h.List(ctx(t), runtime.ListOptions{}); len(list.Actors) != 1 {
+		t.Fatalf("bad input created actors: %+v", list.Actors)
+	}
+	send := func() error {
+		_, err := e.host.Send(ctx(t), runtime.SendRequest{Ref: runtime.Ref{Name: "q", Key: []string{"a"}}, Queue: "jobs", Body: json.RawMessage(`{"N":1}`), CreateIfMissing: true})
+		return err
+	}
+	for i := range 3 {
+		if err := send(); err != nil {
+			t.Fatalf("send %d: %v", i, err)
+		}
+	}
+	if err := send(); !errors.Is(err, rivet.ErrQueueFull) {
+		t.Fatalf("4th send to a queue of 3: %v, want ErrQueueFull", err)
+	}
+	e.restart()
+	ins, err := e.host.Inspect(ctx(t), runtime.Ref{Name: "q", Key: []string{"a"}})
+	if err != nil || len(ins.Queues) != 1 || ins.Queues[0].Depth != 3 {
+		t.Fatalf("Inspect after restart = %+v, %v; want 3 messages in jobs", ins, err)
+	}
+	if err := send(); !errors.Is(err, rivet.ErrQueueFull) {
+		t.Fatalf("send after restart: %v, want ErrQueueFull (depth is reloaded)", err)
+	}
+}
+
+type pingState struct {
+	Seen []string `json:"seen"`
+}
+
+// pingPong calls another actor that calls back: A -> B -> A must re-enter A.
+var pingPong = rivet.Actor[pingState]{
+	Name: "pingPong",
+	Actions: rivet.Actions[pingState]{
+		"ping": rivet.Action(func(c *rivet.ActionCtx[pingState], peer string) (int, error) {
+			c.State.Seen = append(c.State.Seen, "ping")
+			back, err := rivet.Call[int](c.Context(), c.Client().GetOrCreate("pingPong", peer), "pong", c.Key()[0])
+			if err != nil {
+				return 0, err
+			}
+			c.State.Seen = append(c.State.Seen, "done")
+			return back + 1, nil
+		}),
+		"pong": rivet.Action(func(c *rivet.ActionCtx[pingState], caller string) (int, error) {
+			c.State.Seen = append(c.State.Seen, "pong")
+			return rivet.Call[int](c.Context(), c.Client().Get("pingPong", caller), "touch")
+		}),
+		"touch": rivet.Action0(func(c *rivet.ActionCtx[pingState]) (int, error) {
+			c.State.Seen = append(c.State.Seen, "touch")
+			return len(c.State.Seen), nil
+		}),
+		"seen": rivet.Query(func(c *rivet.ActionCtx[pingState]) ([]string, error) { return c.State.Seen, nil }),
+	},
+}
+
+func TestReentrantCallChain(t *testing.T) {
+	e := newEnv(t, counterReg(t, pingPong), func(c *runtime.Config) { c.ActionTimeout = 10 * time.Second })
+	n := callInt(t, e.host, "pingPong", "a", "ping", true, "b")
+	// a: ping, touch (re-entered) -> len 2 -> +1
+	if n != 3 {
+		t.Fatalf("ping = %d, want 3", n)
+	}
+	e.restart()
+	raw, err := call(t, e.host, "pingPong", "a", "seen", false)
+	if err != nil || string(raw) != `["ping","touch","done"]` {
+		t.Fatalf("a saw %s (%v), want ping, touch, done in order and durable", raw, err)
+	}
+}
+
+type failState struct {
+	N int `json:"n"`
+}
+
+var failing = rivet.Actor[failState]{
+	Name: "failing",
+	Actions: rivet.Actions[failState]{
+		"bump": rivet.Action(func(c *rivet.ActionCtx[failState], fail bool) (int, error) {
+			c.State.N++
+			if fail {
+				return 0, rivet.UserError("nope", "asked to fail", map[string]int{"n": c.State.N})
+			}
+			return c.State.N, nil
+		}),
+		"crash": rivet.Action0(func(c *rivet.ActionCtx[failState]) (int, error) {
+			c.State.N = 1000
+			return 0, errors.New("secret internal detail")
+		}),
+		"panic": rivet.Action0(func(c *rivet.ActionCtx[failState]) (int, error) {
+			c.State.N = 2000
+			panic("boom")
+		}),
+	},
+}
+
+func TestFailedActionDiscardsItsChanges(t *testing.T) {
+	e := newEnv(t, counterReg(t, failing), nil)
+	callInt(t, e.host, "failing", "x", "bump", true, false)
+	_, err := call(t, e.host, "failing", "x", "bump", true, true)
+	var re *rivet.Error
+	if !errors.As(err, &re) || re.Kind != rivet.ErrUser || re.Code != "nope" || string(re.Metadata) != `{"n":2}` {
+		t.Fatalf("user error = %#v, want code nope with metadata", err)
+	}
+	_, err = call(t, e.host, "failing", "x", "crash", true)
+	if !errors.Is(err, rivet.ErrInternal) || contains(err.Error(), "secret") {
+		t.Fatalf("internal error = %v, want ErrInternal without the detail", err)
+	}
+	if _, err = call(t, e.host, "failing", "x", "panic", true); !errors.Is(err, rivet.ErrInternal) {
+		t.Fatalf("panic = %v, want ErrInternal", err)
+	}
+	if n := callInt(t, e.host, "failing", "x", "bump", true, false); n != 2 {
+		t.Fatalf("after failed actions n = %d, want 2 (their changes discarded)", n)
+	}
+}
+
+func contains(s, sub string) bool { return len(sub) > 0 && len(s) >= len(sub) && (s == sub || indexOf(s, sub) >= 0) }
+
+func indexOf(s, sub string) int {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			return i
+		}
+	}
+	return -1
+}
+
+func TestIdleActorsAreDeactivatedAndComeBack(t *testing.T) {
+	e := newEnv(t, counterReg(t), func(c *runtime.Config) { c.IdleTimeout = 50 * time.Millisecond })
+	callInt(t, e.host, "counter", "idle", "increment", true, 7)
+	deadline := time.Now().Add(10 * time.Second)
+	for e.host.Stats().ActiveActors != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("actor still active after its idle timeout")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := callInt(t, e.host, "counter", "idle", "increment", false, 1); n != 8 {
+		t.Fatalf("after reactivation count = %d, want 8", n)
+	}
+}
+
+func TestLostClaimFencesTheActor(t *testing.T) {
+	e := newEnv(t, counterReg(t), nil)
+	callInt(t, e.host, "counter", "f", "increment", true, 1)
+	// Another party takes every partition over: revoke this node's lease
+	// behind its back and claim everything on a lease of its own.
+	claims, err := e.store.Claims(ctx(t))
+	if err != nil || len(claims) == 0 {
+		t.Fatal(claims, err)
+	}
+	if err := e.store.RevokeLease(ctx(t), claims[0].Lease); err != nil {
+		t.Fatal(err)
+	}
+	other, err := e.store.GrantLease(ctx(t), 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.store.Claim(ctx(t), "intruder", other, runtime.AllPartitions(testPartitions)); err != nil {
+		t.Fatal(err)
+	}
+	// The still-active actor must not write under the intruder's claims.
+	_, err = call(t, e.host, "counter", "f", "increment", true, 100)
+	if !errors.Is(err, rivet.ErrUnavailable) {
+		t.Fatalf("increment after losing the claim: %v, want ErrUnavailable", err)
+	}
+	ref := runtime.Ref{Name: "counter", Key: []string{"f"}}
+	_ = ref
+	var found bool
+	kvs, err := e.store.List(ctx(t), storage.ActorsPrefix, storage.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range kvs {
+		if len(kv.Key) > 6 && kv.Key[len(kv.Key)-6:] == "/state" {
+			found = true
+			if string(kv.Value) != `{"count":1}` {
+				t.Fatalf("fenced write landed: state = %s", kv.Value)
+			}
+		}
+	}
+	if !found {
+		t.Fatal("state key not found")
+	}
+	_ = e.store.RevokeLease(ctx(t), other)
+}
