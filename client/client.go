@@ -1,0 +1,245 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/rivet-go/rivet/caller"
+	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
+)
+
+// DefaultEndpoint is where a node listens unless configured otherwise.
+const DefaultEndpoint = "localhost:6420"
+
+// EndpointEnv names the environment variable New reads when given no
+// address, as the original engine's clients do.
+const EndpointEnv = "RIVET_ENDPOINT"
+
+// maxMsgBytes bounds the messages the client sends and receives. It is well
+// above the node's own limits (4 MiB by default), so that an oversized
+// payload reaches the node and comes back as RESOURCE_EXHAUSTED naming the
+// limit, rather than failing in the client with gRPC's generic message.
+const maxMsgBytes = 64 << 20
+
+// Client is a connection to a rivet cluster. It is safe for concurrent use;
+// make one per process and Close it when done.
+type Client struct {
+	conn   *grpc.ClientConn
+	actors rivetv1.ActorServiceClient
+	admin  rivetv1.AdminServiceClient
+	retry  retryPolicy
+}
+
+var _ caller.Client = (*Client)(nil)
+
+// Option configures a Client.
+type Option func(*options)
+
+type options struct {
+	dial  []grpc.DialOption
+	retry retryPolicy
+}
+
+// WithDialOptions adds gRPC dial options, after the client's defaults
+// (plaintext, large message bounds), so they can override them: pass
+// grpc.WithTransportCredentials to use TLS.
+func WithDialOptions(opts ...grpc.DialOption) Option {
+	return func(o *options) { o.dial = append(o.dial, opts...) }
+}
+
+// WithRetry sets how long the client keeps retrying a call that failed
+// with UNAVAILABLE: first after initial, then doubling, until budget has
+// passed or the call's context ends. A zero budget turns retries off.
+// Default: 50 ms, 5 s.
+func WithRetry(initial, budget time.Duration) Option {
+	return func(o *options) { o.retry = retryPolicy{initial: initial, budget: budget} }
+}
+
+// New returns a client of the node at addr (host:port). An empty addr means
+// $RIVET_ENDPOINT, or DefaultEndpoint if that is unset. New does not
+// connect: the first call does, so a node that starts later is fine.
+func New(addr string, opts ...Option) (*Client, error) {
+	if addr == "" {
+		addr = os.Getenv(EndpointEnv)
+	}
+	if addr == "" {
+		addr = DefaultEndpoint
+	}
+	o := options{retry: defaultRetry()}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	dial := append([]grpc.DialOption{
+		// Plaintext is the default because a node listens on loopback
+		// unless configured; TLS comes through WithDialOptions.
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(maxMsgBytes), grpc.MaxCallRecvMsgSize(maxMsgBytes)),
+	}, o.dial...)
+	conn, err := grpc.NewClient(addr, dial...)
+	if err != nil {
+		return nil, fmt.Errorf("rivet client: %s: %w", addr, err)
+	}
+	return &Client{
+		conn:   conn,
+		actors: rivetv1.NewActorServiceClient(conn),
+		admin:  rivetv1.NewAdminServiceClient(conn),
+		retry:  o.retry,
+	}, nil
+}
+
+// Close closes the connection. Calls in flight fail with Canceled.
+func (c *Client) Close() error { return c.conn.Close() }
+
+// GetOrCreate returns a handle whose calls create the actor if it does not
+// exist. Its dynamic type is *ActorHandle; c.Actor gives it typed.
+func (c *Client) GetOrCreate(name string, key ...string) caller.Handle {
+	return c.Actor(name, key...)
+}
+
+// Get returns a handle whose calls fail with rivet.ErrNotFound if the actor
+// does not exist. Its dynamic type is *ActorHandle; c.Actor(...).NoCreate()
+// gives it typed.
+func (c *Client) Get(name string, key ...string) caller.Handle {
+	return c.Actor(name, key...).NoCreate()
+}
+
+// Actor returns a handle on the actor (name, key) whose calls create it if
+// it does not exist (getOrCreate). Handles are cheap: nothing is sent until
+// a call.
+func (c *Client) Actor(name string, key ...string) *ActorHandle {
+	// A copy, so that a caller reusing its slice cannot change the handle.
+	return &ActorHandle{c: c, name: name, key: append([]string(nil), key...), create: true}
+}
+
+// Create creates the actor (name, key) with input (marshalled to JSON; a
+// json.RawMessage is sent as it is; nil for none). It fails with
+// rivet.ErrAlreadyExists if the actor exists.
+func (c *Client) Create(ctx context.Context, name string, key []string, input any) (ActorInfo, error) {
+	in, err := marshalOptional("create input", input)
+	if err != nil {
+		return ActorInfo{}, err
+	}
+	req := &rivetv1.CreateRequest{Actor: &rivetv1.ActorRef{Name: name, Key: key}, Input: in}
+	resp, err := invoke(ctx, c, sideEffects, c.actors.Create, req)
+	if err != nil {
+		return ActorInfo{}, err
+	}
+	return infoFrom(resp.GetActor()), nil
+}
+
+// ListOptions page through actors. The zero value asks for the first page
+// of the node's default size.
+type ListOptions struct {
+	// Limit is the page size: 0 means 100; the node serves at most 1000.
+	Limit int
+	// PageToken continues from a previous ListResult.NextPageToken.
+	PageToken string
+}
+
+// ListResult is one page of actors.
+type ListResult struct {
+	Actors []ActorInfo
+	// NextPageToken is "" on the last page.
+	NextPageToken string
+}
+
+// List returns one page of the actors named name ("" for all names).
+func (c *Client) List(ctx context.Context, name string, opts ListOptions) (ListResult, error) {
+	limit := uint32(0)
+	if opts.Limit > 0 {
+		limit = uint32(min(opts.Limit, 1<<31))
+	}
+	req := &rivetv1.ListRequest{Name: name, Limit: limit, PageToken: opts.PageToken}
+	resp, err := invoke(ctx, c, idempotent, c.actors.List, req)
+	if err != nil {
+		return ListResult{}, err
+	}
+	out := ListResult{Actors: make([]ActorInfo, len(resp.GetActors())), NextPageToken: resp.GetNextPageToken()}
+	for i, a := range resp.GetActors() {
+		out.Actors[i] = infoFrom(a)
+	}
+	return out, nil
+}
+
+// ListAll returns every actor named name ("" for all names), following
+// pages until the last or the first error.
+func (c *Client) ListAll(ctx context.Context, name string) ([]ActorInfo, error) {
+	var all []ActorInfo
+	opts := ListOptions{Limit: 1000}
+	for {
+		page, err := c.List(ctx, name, opts)
+		if err != nil {
+			return all, err
+		}
+		all = append(all, page.Actors...)
+		if page.NextPageToken == "" {
+			return all, nil
+		}
+		opts.PageToken = page.NextPageToken
+	}
+}
+
+// Members lists the nodes of the cluster.
+func (c *Client) Members(ctx context.Context) ([]Member, error) {
+	resp, err := invoke(ctx, c, idempotent, c.admin.Members, &rivetv1.MembersRequest{})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Member, len(resp.GetMembers()))
+	for i, m := range resp.GetMembers() {
+		out[i] = Member{
+			NodeID:          m.GetNodeId(),
+			GRPCAddr:        m.GetGrpcAddr(),
+			State:           m.GetState(),
+			PartitionsOwned: m.GetPartitionsOwned(),
+			StartedAt:       timeFrom(m.GetStartedAt()),
+		}
+	}
+	return out, nil
+}
+
+// Partitions returns the partition table.
+func (c *Client) Partitions(ctx context.Context) (PartitionTable, error) {
+	resp, err := invoke(ctx, c, idempotent, c.admin.Partitions, &rivetv1.PartitionsRequest{})
+	if err != nil {
+		return PartitionTable{}, err
+	}
+	out := PartitionTable{Count: resp.GetPartitionCount(), Owners: make([]PartitionOwner, len(resp.GetPartitions()))}
+	for i, p := range resp.GetPartitions() {
+		out.Owners[i] = PartitionOwner{Partition: p.GetPartition(), Owner: p.GetOwner(), Token: p.GetToken()}
+	}
+	return out, nil
+}
+
+// Stats returns the counters of the node the client is connected to.
+func (c *Client) Stats(ctx context.Context) (Stats, error) {
+	resp, err := invoke(ctx, c, idempotent, c.admin.Stats, &rivetv1.StatsRequest{})
+	if err != nil {
+		return Stats{}, err
+	}
+	return Stats{
+		NodeID:          resp.GetNodeId(),
+		ActiveActors:    resp.GetActiveActors(),
+		Calls:           resp.GetCalls(),
+		Commits:         resp.GetCommits(),
+		CommitBatches:   resp.GetCommitBatches(),
+		PartitionsOwned: resp.GetPartitionsOwned(),
+	}, nil
+}
+
+// marshalOptional encodes an optional JSON payload: nil stays nil.
+func marshalOptional(what string, v any) ([]byte, error) {
+	if v == nil {
+		return nil, nil
+	}
+	if raw, ok := v.(json.RawMessage); ok && raw == nil {
+		return nil, nil
+	}
+	return marshal(what, v)
+}

@@ -1,0 +1,331 @@
+package client_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/caller"
+	"github.com/rivet-go/rivet/client"
+	"github.com/rivet-go/rivet/runtime"
+	"github.com/rivet-go/rivet/server/servertest"
+)
+
+func newClient(t *testing.T, addr string, opts ...client.Option) *client.Client {
+	t.Helper()
+	c, err := client.New(addr, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+func TestTypedCall(t *testing.T) {
+	c := newClient(t, servertest.Start(t, servertest.NewFake(), servertest.Config{}))
+	var rc caller.Client = c // what actions get inside a node
+	for want := 5; want <= 10; want += 5 {
+		n, err := rivet.Call[int](ctx(t), rc.GetOrCreate("counter", "main"), "increment", 5)
+		if err != nil || n != want {
+			t.Fatalf("increment: %d, %v; want %d", n, err, want)
+		}
+	}
+	st, err := c.Actor("counter", "main").State(ctx(t))
+	if err != nil || string(st) != `{"count":10}` {
+		t.Errorf("state: %s %v", st, err)
+	}
+	_, err = rivet.Call[int](ctx(t), c.Get("counter", "nope"), "getCount")
+	if !errors.Is(err, rivet.ErrNotFound) || err.Error() != `actor counter ["nope"] does not exist` {
+		t.Errorf("get of a missing actor: %v", err)
+	}
+}
+
+func TestErrorsRoundTrip(t *testing.T) {
+	var next error
+	f := servertest.NewFake()
+	f.CallFunc = func(context.Context, runtime.CallRequest) (json.RawMessage, error) { return nil, next }
+	c := newClient(t, servertest.Start(t, f, servertest.Config{}), client.WithRetry(time.Millisecond, 0))
+
+	for _, kind := range rivet.Kinds() {
+		t.Run(kind.Error(), func(t *testing.T) {
+			sent := rivet.Errorf(kind, "something about %v", kind)
+			if kind == rivet.ErrUser {
+				sent = rivet.UserError("out_of_stock", "sku a1 is out of stock", map[string]string{"sku": "a1"})
+			}
+			next = sent
+			_, err := c.Actor("a", "k").Call(ctx(t), "x")
+			if !errors.Is(err, kind) {
+				t.Fatalf("errors.Is(%v, %v) is false", err, kind)
+			}
+			var got *rivet.Error
+			if !errors.As(err, &got) {
+				t.Fatalf("%T is not a *rivet.Error", err)
+			}
+			if got.Group != sent.Group || got.Code != sent.Code || got.Message != sent.Message || string(got.Metadata) != string(sent.Metadata) {
+				t.Errorf("got %+v, want %+v", got, sent)
+			}
+			for _, other := range rivet.Kinds() {
+				if other != kind && errors.Is(err, other) {
+					t.Errorf("%v also matches %v", err, other)
+				}
+			}
+		})
+	}
+
+	next = errors.New("disk on fire")
+	_, err := c.Actor("a", "k").Call(ctx(t), "x")
+	if !errors.Is(err, rivet.ErrInternal) || err.Error() != "internal error" {
+		t.Errorf("masked: %v", err)
+	}
+	if client.Code(err) != codes.Internal {
+		t.Errorf("Code = %v", client.Code(err))
+	}
+}
+
+func TestDeadline(t *testing.T) {
+	f := servertest.NewFake()
+	f.CallFunc = func(ctx context.Context, _ runtime.CallRequest) (json.RawMessage, error) {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	c := newClient(t, servertest.Start(t, f, servertest.Config{}))
+	cctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_, err := c.Actor("a", "k").Call(cctx, "slow")
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, rivet.ErrTimeout) {
+		t.Errorf("got %v; want both context.DeadlineExceeded and rivet.ErrTimeout", err)
+	}
+	var e *rivet.Error
+	if !errors.As(err, &e) {
+		t.Errorf("%T is not a *rivet.Error", err)
+	}
+
+	cctx, cancel = context.WithCancel(context.Background())
+	time.AfterFunc(50*time.Millisecond, cancel)
+	if _, err := c.Actor("a", "k").Call(cctx, "slow"); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled: %v", err)
+	}
+}
+
+func TestRawArgsPassThrough(t *testing.T) {
+	f := servertest.NewFake()
+	var got atomic.Value
+	f.CallFunc = func(_ context.Context, req runtime.CallRequest) (json.RawMessage, error) {
+		got.Store(string(req.Args))
+		return json.RawMessage(`{"ok":true}`), nil
+	}
+	c := newClient(t, servertest.Start(t, f, servertest.Config{}))
+	res, err := c.Actor("a", "k").Call(ctx(t), "x", json.RawMessage(`{"a":[1,2]}`), 5, "s")
+	if err != nil || string(res) != `{"ok":true}` {
+		t.Fatalf("call: %s %v", res, err)
+	}
+	if got.Load() != `[{"a":[1,2]},5,"s"]` {
+		t.Errorf("args = %v", got.Load())
+	}
+	if _, err := c.Actor("a", "k").Call(ctx(t), "x", json.RawMessage(`{`)); !errors.Is(err, rivet.ErrInvalidArgument) {
+		t.Errorf("malformed raw arg: %v", err)
+	}
+	if _, err := c.Actor("a", "k").Call(ctx(t), "x", func() {}); !errors.Is(err, rivet.ErrInvalidArgument) {
+		t.Errorf("unmarshallable arg: %v", err)
+	}
+}
+
+func TestTooLarge(t *testing.T) {
+	c := newClient(t, servertest.Start(t, servertest.NewFake(), servertest.Config{}))
+	big := strings.Repeat("x", 5<<20)
+	_, err := c.Actor("counter", "k").Call(ctx(t), "increment", big)
+	if !errors.Is(err, rivet.ErrTooLarge) || client.Code(err) != codes.ResourceExhausted ||
+		!strings.Contains(err.Error(), "action arguments too large: 5242884 bytes (5.0 MiB), the limit is 4194304 bytes (4.0 MiB)") {
+		t.Errorf("5 MiB arg: %v", err)
+	}
+	err = c.Actor("counter", "k").Send(ctx(t), "q", strings.Repeat("x", 70<<10))
+	if !errors.Is(err, rivet.ErrTooLarge) || !strings.Contains(err.Error(), "message body too large") {
+		t.Errorf("70 KiB message: %v", err)
+	}
+	_, err = c.Actor("counter", strings.Repeat("k", 2<<10)).Call(ctx(t), "getCount")
+	if !errors.Is(err, rivet.ErrInvalidArgument) || client.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "the limit is 128") {
+		t.Errorf("2 KiB key: %v", err)
+	}
+}
+
+func TestRetryUnavailable(t *testing.T) {
+	f := servertest.NewFake()
+	var calls atomic.Int32
+	f.CallFunc = func(context.Context, runtime.CallRequest) (json.RawMessage, error) {
+		if calls.Add(1) <= 2 {
+			return nil, rivet.Errorf(rivet.ErrUnavailable, "partition 3 is moving")
+		}
+		return json.RawMessage("42"), nil
+	}
+	c := newClient(t, servertest.Start(t, f, servertest.Config{}))
+	start := time.Now()
+	n, err := rivet.Call[int](ctx(t), c.GetOrCreate("a", "k"), "x")
+	if err != nil || n != 42 || calls.Load() != 3 {
+		t.Fatalf("got %d, %v after %d calls; want 42 after 3", n, err, calls.Load())
+	}
+	// Two waits of at most 50 and 100 ms.
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("retries took %v", d)
+	}
+}
+
+func TestRetryGivesUp(t *testing.T) {
+	f := servertest.NewFake()
+	var calls atomic.Int32
+	f.CallFunc = func(context.Context, runtime.CallRequest) (json.RawMessage, error) {
+		calls.Add(1)
+		return nil, rivet.Errorf(rivet.ErrUnavailable, "partition 3 is moving")
+	}
+	c := newClient(t, servertest.Start(t, f, servertest.Config{}), client.WithRetry(10*time.Millisecond, 200*time.Millisecond))
+	_, err := c.Actor("a", "k").Call(ctx(t), "x")
+	if !errors.Is(err, rivet.ErrUnavailable) || err.Error() != "partition 3 is moving" {
+		t.Errorf("got %v", err)
+	}
+	if n := calls.Load(); n < 3 || n > 20 {
+		t.Errorf("%d attempts in a 200 ms budget from 10 ms doubling", n)
+	}
+
+	// The context's deadline bounds retries too, and shows in the error.
+	calls.Store(0)
+	c2 := newClient(t, servertest.Start(t, f, servertest.Config{}))
+	cctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err = c2.Actor("a", "k").Call(cctx, "x")
+	if !errors.Is(err, rivet.ErrUnavailable) {
+		t.Errorf("got %v", err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("retried for %v past a 300 ms deadline", d)
+	}
+
+	// No retries when turned off.
+	calls.Store(0)
+	c3 := newClient(t, servertest.Start(t, f, servertest.Config{}), client.WithRetry(0, 0))
+	if _, err := c3.Actor("a", "k").Call(ctx(t), "x"); !errors.Is(err, rivet.ErrUnavailable) || calls.Load() != 1 {
+		t.Errorf("no retry: %v after %d calls", err, calls.Load())
+	}
+}
+
+// A bare UNAVAILABLE (no ActorError: a broken connection, a proxy) may
+// come after the node ran the request, so only idempotent RPCs retry it.
+func TestRetryBareUnavailable(t *testing.T) {
+	var failures atomic.Int32
+	flaky := grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		if failures.Add(-1) >= 0 {
+			return nil, status.Error(codes.Unavailable, "connection reset")
+		}
+		return h(ctx, req)
+	})
+	f := servertest.NewFake()
+	c := newClient(t, servertest.Start(t, f, servertest.Config{GRPCOptions: []grpc.ServerOption{flaky}}))
+
+	failures.Store(2)
+	if _, err := c.Actor("counter", "k").Info(ctx(t)); err != nil {
+		t.Errorf("getOrCreate after 2 bare UNAVAILABLE: %v", err)
+	}
+	failures.Store(1)
+	_, err := c.Actor("counter", "k").Call(ctx(t), "increment", 1)
+	var e *rivet.Error
+	if !errors.Is(err, rivet.ErrUnavailable) || !errors.As(err, &e) || e.Group != "" || e.Message != "connection reset" {
+		t.Errorf("call after a bare UNAVAILABLE: %v (%+v)", err, e)
+	}
+	if n, _ := rivet.Call[int](ctx(t), c.Get("counter", "k"), "getCount"); n != 0 {
+		t.Errorf("the failed call ran: count %d", n)
+	}
+}
+
+func TestActorOperations(t *testing.T) {
+	c := newClient(t, servertest.Start(t, servertest.NewFake(), servertest.Config{}))
+	cx := ctx(t)
+
+	info, err := c.Create(cx, "counter", []string{"eu", "a"}, map[string]int{"start": 1})
+	if err != nil || info.Name != "counter" || len(info.Key) != 2 || !info.CreatedAt.Equal(servertest.Created) || info.Owner != "node-1" {
+		t.Fatalf("create: %+v %v", info, err)
+	}
+	if _, err := c.Create(cx, "counter", []string{"eu", "a"}, nil); !errors.Is(err, rivet.ErrAlreadyExists) {
+		t.Errorf("second create: %v", err)
+	}
+	h := c.Actor("counter", "eu", "a")
+	if got, err := h.NoCreate().Info(cx); err != nil || !reflect.DeepEqual(got, info) {
+		t.Errorf("info: %+v %v", got, err)
+	}
+	if _, err := c.Actor("counter", "b").NoCreate().Info(cx); !errors.Is(err, rivet.ErrNotFound) {
+		t.Errorf("info of a missing actor: %v", err)
+	}
+	if _, err := c.Actor("counter", "b").WithInput(json.RawMessage(`{"start":2}`)).Info(cx); err != nil {
+		t.Errorf("getOrCreate info: %v", err)
+	}
+
+	if err := h.Send(cx, "inbox", map[string]string{"text": "hi"}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := h.SendWait(cx, "inbox", "done?", time.Second)
+	if err != nil || res.Status != client.SendCompleted || string(res.Response) != `"done?"` || res.MessageID == 0 {
+		t.Errorf("sendWait: %+v %v", res, err)
+	}
+	in, err := h.Inspect(cx)
+	if err != nil || !in.Active || len(in.Queues) != 1 || in.Queues[0] != (client.QueueDepth{Queue: "inbox", Depth: 1}) || string(in.State) != `{"count":0}` {
+		t.Errorf("inspect: %+v %v", in, err)
+	}
+
+	list, err := c.List(cx, "counter", client.ListOptions{Limit: 1})
+	if err != nil || len(list.Actors) != 1 || list.NextPageToken == "" {
+		t.Errorf("list page: %+v %v", list, err)
+	}
+	all, err := c.ListAll(cx, "")
+	if err != nil || len(all) != 2 {
+		t.Errorf("list all: %+v %v", all, err)
+	}
+
+	if err := h.Destroy(cx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.State(cx); !errors.Is(err, rivet.ErrNotFound) {
+		t.Errorf("state after destroy: %v", err)
+	}
+	if err := h.Destroy(cx); !errors.Is(err, rivet.ErrNotFound) {
+		t.Errorf("second destroy: %v", err)
+	}
+}
+
+func TestAdmin(t *testing.T) {
+	c := newClient(t, servertest.Start(t, servertest.NewFake(), servertest.Config{}))
+	ms, err := c.Members(ctx(t))
+	if err != nil || len(ms) != 1 || ms[0].NodeID != "node-1" || !ms[0].StartedAt.Equal(servertest.Created) {
+		t.Errorf("members: %+v %v", ms, err)
+	}
+	pt, err := c.Partitions(ctx(t))
+	if err != nil || pt.Count != 16 || len(pt.Owners) != 16 || pt.Owners[15] != (client.PartitionOwner{Partition: 15, Owner: "node-1", Token: 115}) {
+		t.Errorf("partitions: %+v %v", pt, err)
+	}
+	st, err := c.Stats(ctx(t))
+	if err != nil || st.NodeID != "node-1" || st.CommitBatches != 1 {
+		t.Errorf("stats: %+v %v", st, err)
+	}
+}
+
+func TestEndpointFromEnv(t *testing.T) {
+	addr := servertest.Start(t, servertest.NewFake(), servertest.Config{})
+	t.Setenv(client.EndpointEnv, addr)
+	c := newClient(t, "")
+	if _, err := c.Members(ctx(t)); err != nil {
+		t.Errorf("client from $%s: %v", client.EndpointEnv, err)
+	}
+}

@@ -1,0 +1,20 @@
+// Package client is the Go SDK for calling a rivet cluster over gRPC.
+//
+//	c, err := client.New("") // RIVET_ENDPOINT, or localhost:6420
+//	if err != nil { ... }
+//	defer c.Close()
+//	n, err := rivet.Call[int](ctx, c.GetOrCreate("counter", "main"), "increment", 5)
+//
+// *Client implements rivet.Client (package caller), so code that calls
+// actors reads the same inside an action and outside the cluster. For the
+// operations beyond Call and Send (SendWait, State, Inspect, Destroy, create
+// input), take an *ActorHandle from c.Actor.
+//
+// Errors come back as *rivet.Error with the kind the node gave them:
+// errors.Is(err, rivet.ErrNotFound) works as it does inside the node, and an
+// actor's own UserError arrives with its code and metadata (errors.As).
+//
+// A node answers UNAVAILABLE while an actor's partition moves between
+// nodes; the client retries such calls for a few seconds (see WithRetry), so
+// a rebalance is a delay, not an error, for the caller.
+package client

@@ -1,0 +1,103 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/internal/rpcerr"
+)
+
+// fromStatus turns a failed call's status into the error the caller sees:
+// the *rivet.Error the node sent. When the caller's own context ended the
+// call, the error also matches ctx.Err(), so that both
+// errors.Is(err, context.DeadlineExceeded) and
+// errors.Is(err, rivet.ErrTimeout) hold.
+func fromStatus(ctx context.Context, st *status.Status) error {
+	e := rpcerr.FromStatus(st)
+	if st.Code() != codes.Canceled && st.Code() != codes.DeadlineExceeded {
+		return e
+	}
+	cause := ctx.Err()
+	if d, ok := ctx.Deadline(); cause == nil && ok && !time.Now().Before(d) {
+		// The node saw the deadline (it travels with the call) and reset
+		// the stream a moment before the local timer fired: it is still
+		// the caller's deadline that ended the call.
+		cause = context.DeadlineExceeded
+	}
+	if cause != nil {
+		return withCause(e, cause)
+	}
+	return e
+}
+
+// withCause returns err, also matching cause (a context error) in
+// errors.Is. Its text is err's alone, which already says what happened.
+func withCause(err, cause error) error {
+	if errors.Is(err, cause) {
+		return err
+	}
+	return &causedError{err: err, cause: cause}
+}
+
+type causedError struct {
+	err   error
+	cause error
+}
+
+func (e *causedError) Error() string   { return e.err.Error() }
+func (e *causedError) Unwrap() []error { return []error{e.err, e.cause} }
+
+// Code returns the gRPC status code an error from this package stands for,
+// for callers that report errors in gRPC's terms (rivetctl does).
+func Code(err error) codes.Code {
+	if err == nil {
+		return codes.OK
+	}
+	return rpcerr.Code(err)
+}
+
+// marshalArgs encodes call arguments as the JSON array the wire carries. A
+// json.RawMessage argument is sent byte for byte (once checked to be JSON),
+// so that what a CLI user typed is what the actor gets.
+func marshalArgs(args []any) (json.RawMessage, error) {
+	if len(args) == 0 {
+		return json.RawMessage("[]"), nil
+	}
+	var b []byte
+	for i, a := range args {
+		v, err := marshal(fmt.Sprintf("argument %d", i), a)
+		if err != nil {
+			return nil, err
+		}
+		if i == 0 {
+			b = append(b, '[')
+		} else {
+			b = append(b, ',')
+		}
+		b = append(b, v...)
+	}
+	return append(b, ']'), nil
+}
+
+// marshal encodes a payload, failing with rivet.ErrInvalidArgument before
+// anything is sent.
+func marshal(what string, v any) (json.RawMessage, error) {
+	if raw, ok := v.(json.RawMessage); ok {
+		if !json.Valid(raw) {
+			return nil, rivet.Errorf(rivet.ErrInvalidArgument, "%s is not valid JSON", what)
+		}
+		return raw, nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, rivet.Errorf(rivet.ErrInvalidArgument, "%s does not marshal to JSON: %v", what, err)
+	}
+	return b, nil
+}

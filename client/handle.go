@@ -1,0 +1,167 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/rivet-go/rivet/caller"
+	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
+)
+
+// ActorHandle calls one actor. It holds only the address (name, key) and
+// how to treat a missing actor, so it is cheap, safe for concurrent use,
+// and never stale: the actor is found again on every call, wherever its
+// partition lives now. The With... methods return a new handle.
+type ActorHandle struct {
+	c    *Client
+	name string
+	key  []string
+	// create gives getOrCreate semantics to Call, Send and Info.
+	create bool
+	// input is the create input, marshalled on each call that may create.
+	input any
+}
+
+var _ caller.Handle = (*ActorHandle)(nil)
+
+// Name is the actor's name.
+func (h *ActorHandle) Name() string { return h.name }
+
+// Key is the actor's key. The caller must not modify it.
+func (h *ActorHandle) Key() []string { return h.key }
+
+// NoCreate returns a handle whose calls fail with rivet.ErrNotFound if the
+// actor does not exist, instead of creating it.
+func (h *ActorHandle) NoCreate() *ActorHandle {
+	h2 := *h
+	h2.create = false
+	return &h2
+}
+
+// WithInput returns a handle that creates the actor, when a call creates
+// it, with input (marshalled to JSON; a json.RawMessage is sent as it is).
+// An actor that exists keeps the input it was created with.
+func (h *ActorHandle) WithInput(input any) *ActorHandle {
+	h2 := *h
+	h2.input = input
+	return &h2
+}
+
+func (h *ActorHandle) ref() *rivetv1.ActorRef {
+	return &rivetv1.ActorRef{Name: h.name, Key: h.key}
+}
+
+// createInput is the input to send: only on calls that may create.
+func (h *ActorHandle) createInput() ([]byte, error) {
+	if !h.create {
+		return nil, nil
+	}
+	return marshalOptional("create input", h.input)
+}
+
+// Call runs an action with args (each marshalled to JSON; a json.RawMessage
+// is sent as it is) and returns its JSON result. Use rivet.Call for a
+// typed result.
+func (h *ActorHandle) Call(ctx context.Context, action string, args ...any) (json.RawMessage, error) {
+	a, err := marshalArgs(args)
+	if err != nil {
+		return nil, err
+	}
+	in, err := h.createInput()
+	if err != nil {
+		return nil, err
+	}
+	req := &rivetv1.CallRequest{Actor: h.ref(), Action: action, Args: a, CreateIfMissing: h.create, Input: in}
+	resp, err := invoke(ctx, h.c, sideEffects, h.c.actors.Call, req)
+	if err != nil {
+		return nil, err
+	}
+	return resp.GetResult(), nil
+}
+
+// Send appends body (marshalled to JSON) to one of the actor's queues and
+// returns once the message is durable.
+func (h *ActorHandle) Send(ctx context.Context, queue string, body any) error {
+	_, err := h.send(ctx, queue, body, false, 0)
+	return err
+}
+
+// SendWait appends body to a queue and waits, for at most timeout (0: the
+// node's default, 30 s), until the actor's workflow completes the message.
+// A wait that runs out is not an error: the result's Status says
+// SendTimedOut, and the message stays queued. ctx must outlive timeout, or
+// the call ends with ctx's error first.
+func (h *ActorHandle) SendWait(ctx context.Context, queue string, body any, timeout time.Duration) (SendResult, error) {
+	return h.send(ctx, queue, body, true, timeout)
+}
+
+func (h *ActorHandle) send(ctx context.Context, queue string, body any, wait bool, timeout time.Duration) (SendResult, error) {
+	b, err := marshal("message body", body)
+	if err != nil {
+		return SendResult{}, err
+	}
+	in, err := h.createInput()
+	if err != nil {
+		return SendResult{}, err
+	}
+	req := &rivetv1.SendRequest{
+		Actor: h.ref(), Queue: queue, Body: b,
+		CreateIfMissing: h.create, Input: in,
+		Wait: wait, TimeoutMs: timeout.Milliseconds(),
+	}
+	resp, err := invoke(ctx, h.c, sideEffects, h.c.actors.Send, req)
+	if err != nil {
+		return SendResult{}, err
+	}
+	return SendResult{MessageID: resp.GetMessageId(), Status: resp.GetStatus(), Response: resp.GetResponse()}, nil
+}
+
+// Info returns what the node knows of the actor without activating it. A
+// getOrCreate handle creates the actor if needed (resolving it, as the
+// original engine's handle.resolve does); a NoCreate handle fails with
+// rivet.ErrNotFound.
+func (h *ActorHandle) Info(ctx context.Context) (ActorInfo, error) {
+	if !h.create {
+		resp, err := invoke(ctx, h.c, idempotent, h.c.actors.Get, &rivetv1.GetRequest{Actor: h.ref()})
+		if err != nil {
+			return ActorInfo{}, err
+		}
+		return infoFrom(resp.GetActor()), nil
+	}
+	in, err := h.createInput()
+	if err != nil {
+		return ActorInfo{}, err
+	}
+	resp, err := invoke(ctx, h.c, idempotent, h.c.actors.GetOrCreate, &rivetv1.GetOrCreateRequest{Actor: h.ref(), Input: in})
+	if err != nil {
+		return ActorInfo{}, err
+	}
+	return infoFrom(resp.GetActor()), nil
+}
+
+// Inspect returns the actor's committed state and runtime facts. It never
+// creates the actor: a missing one is rivet.ErrNotFound.
+func (h *ActorHandle) Inspect(ctx context.Context) (Inspection, error) {
+	resp, err := invoke(ctx, h.c, idempotent, h.c.actors.Inspect, &rivetv1.InspectRequest{Actor: h.ref()})
+	if err != nil {
+		return Inspection{}, err
+	}
+	return inspectionFrom(resp), nil
+}
+
+// State returns the actor's committed state as JSON (Inspect's State).
+func (h *ActorHandle) State(ctx context.Context) (json.RawMessage, error) {
+	in, err := h.Inspect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return in.State, nil
+}
+
+// Destroy removes the actor and everything stored for it. A missing actor
+// is rivet.ErrNotFound.
+func (h *ActorHandle) Destroy(ctx context.Context) error {
+	_, err := invoke(ctx, h.c, sideEffects, h.c.actors.Destroy, &rivetv1.DestroyRequest{Actor: h.ref()})
+	return err
+}

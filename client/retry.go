@@ -1,0 +1,102 @@
+package client
+
+import (
+	"context"
+	"math/rand/v2"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
+)
+
+// retryPolicy says how long to retry UNAVAILABLE.
+type retryPolicy struct {
+	// initial is the first backoff; it doubles up to maxBackoff.
+	initial time.Duration
+	// budget bounds the time from the first attempt to the last retry;
+	// 0 means no retries.
+	budget time.Duration
+}
+
+// maxBackoff caps one wait, so that a partition that comes back is used
+// within a second.
+const maxBackoff = time.Second
+
+func defaultRetry() retryPolicy {
+	return retryPolicy{initial: 50 * time.Millisecond, budget: 5 * time.Second}
+}
+
+// retryClass says which UNAVAILABLE failures of an RPC may be retried.
+type retryClass int
+
+const (
+	// idempotent RPCs (reads, getOrCreate) are retried on any UNAVAILABLE,
+	// including a connection that broke mid-call.
+	idempotent retryClass = iota
+	// sideEffects RPCs (Call, Send, Create, Destroy) are retried only when
+	// the node itself answered UNAVAILABLE (the status carries an
+	// ActorError): then it did not run the request. A connection that
+	// broke mid-call may have run it, and running an action twice is
+	// worse than an error the caller can see.
+	sideEffects
+)
+
+// retryable says whether a failed attempt may be retried.
+func (rc retryClass) retryable(st *status.Status) bool {
+	if st.Code() != codes.Unavailable {
+		return false
+	}
+	if rc == idempotent {
+		return true
+	}
+	for _, d := range st.Details() {
+		if _, ok := d.(*rivetv1.ActorError); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// invoke runs one RPC, retrying UNAVAILABLE as the client's policy and the
+// RPC's class allow, and converts a final failure into a *rivet.Error.
+func invoke[Req, Resp any](ctx context.Context, c *Client, class retryClass,
+	rpc func(context.Context, Req, ...grpc.CallOption) (Resp, error), req Req,
+) (Resp, error) {
+	var zero Resp
+	giveUp := time.Now().Add(c.retry.budget)
+	backoff := c.retry.initial
+	if backoff <= 0 {
+		backoff = defaultRetry().initial
+	}
+	for {
+		resp, err := rpc(ctx, req)
+		if err == nil {
+			return resp, nil
+		}
+		st := status.Convert(err)
+		if !class.retryable(st) {
+			return zero, fromStatus(ctx, st)
+		}
+		// Half fixed, half random: clients that failed together (a
+		// partition moved under all of them) do not retry in lockstep.
+		wait := backoff/2 + rand.N(backoff/2+1)
+		wake := time.Now().Add(wait)
+		if wake.After(giveUp) {
+			return zero, fromStatus(ctx, st)
+		}
+		if d, ok := ctx.Deadline(); ok && wake.After(d) {
+			return zero, fromStatus(ctx, st)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return zero, withCause(fromStatus(ctx, st), ctx.Err())
+		case <-t.C:
+		}
+		backoff = min(2*backoff, maxBackoff)
+	}
+}

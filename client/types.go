@@ -1,0 +1,134 @@
+package client
+
+import (
+	"encoding/json"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
+)
+
+// These types mirror the node's (package runtime) rather than reuse them,
+// so that the SDK does not pull a node's dependencies (etcd) into every
+// program that calls actors. The JSON tags are the wire's field names, as
+// rivetctl prints them.
+
+// ActorInfo is what is known of an actor without activating it.
+type ActorInfo struct {
+	Name string   `json:"name"`
+	Key  []string `json:"key"`
+	// CreatedAt is zero if the node did not say.
+	CreatedAt time.Time `json:"created_at"`
+	Partition uint32    `json:"partition"`
+	// Owner is the node that owns the actor's partition now ("" if none).
+	Owner string `json:"owner"`
+}
+
+// QueueDepth is the number of messages waiting in one queue.
+type QueueDepth struct {
+	Queue string `json:"queue"`
+	Depth uint64 `json:"depth"`
+}
+
+// Inspection is an actor's committed state and runtime facts.
+type Inspection struct {
+	Info ActorInfo `json:"info"`
+	// State is the committed state, JSON.
+	State json.RawMessage `json:"state"`
+	// Active says whether the actor is in memory on its owner now.
+	Active bool         `json:"active"`
+	Queues []QueueDepth `json:"queues"`
+	// WorkflowStatus is "" for an actor without a workflow, else
+	// "running", "sleeping", "completed" or "failed".
+	WorkflowStatus string `json:"workflow_status,omitempty"`
+	WorkflowError  string `json:"workflow_error,omitempty"`
+}
+
+// Send statuses.
+const (
+	SendEnqueued  = "enqueued"
+	SendCompleted = "completed"
+	SendTimedOut  = "timed_out"
+)
+
+// SendResult says what became of a sent message.
+type SendResult struct {
+	MessageID uint64 `json:"message_id,omitempty"`
+	// Status is SendEnqueued, or after SendWait SendCompleted or
+	// SendTimedOut.
+	Status string `json:"status"`
+	// Response is the completion's JSON, with SendCompleted.
+	Response json.RawMessage `json:"response,omitempty"`
+}
+
+// Member is one node of the cluster.
+type Member struct {
+	NodeID   string `json:"node_id"`
+	GRPCAddr string `json:"grpc_addr"`
+	// State is "alive", "suspect", "dead" or "left".
+	State           string    `json:"state"`
+	PartitionsOwned uint32    `json:"partitions_owned"`
+	StartedAt       time.Time `json:"started_at"`
+}
+
+// PartitionOwner is one row of the partition table.
+type PartitionOwner struct {
+	Partition uint32 `json:"partition"`
+	// Owner is "" for a partition no node holds now.
+	Owner string `json:"owner"`
+	// Token is the owner's fencing token (its claim's etcd revision).
+	Token int64 `json:"token"`
+}
+
+// PartitionTable is the cluster's partition table.
+type PartitionTable struct {
+	// Count is the number of partitions, fixed when the cluster was
+	// created.
+	Count uint32 `json:"partition_count"`
+	// Owners has a row per partition that has an owner.
+	Owners []PartitionOwner `json:"partitions"`
+}
+
+// Stats are the counters of one node.
+type Stats struct {
+	NodeID          string `json:"node_id"`
+	ActiveActors    uint64 `json:"active_actors"`
+	Calls           uint64 `json:"calls"`
+	Commits         uint64 `json:"commits"`
+	CommitBatches   uint64 `json:"commit_batches"`
+	PartitionsOwned uint32 `json:"partitions_owned"`
+}
+
+func infoFrom(a *rivetv1.ActorInfo) ActorInfo {
+	return ActorInfo{
+		Name:      a.GetActor().GetName(),
+		Key:       a.GetActor().GetKey(),
+		CreatedAt: timeFrom(a.GetCreatedAt()),
+		Partition: a.GetPartition(),
+		Owner:     a.GetOwner(),
+	}
+}
+
+func inspectionFrom(r *rivetv1.InspectResponse) Inspection {
+	qs := make([]QueueDepth, len(r.GetQueues()))
+	for i, q := range r.GetQueues() {
+		qs[i] = QueueDepth{Queue: q.GetQueue(), Depth: q.GetDepth()}
+	}
+	return Inspection{
+		Info:           infoFrom(r.GetInfo()),
+		State:          r.GetState(),
+		Active:         r.GetActive(),
+		Queues:         qs,
+		WorkflowStatus: r.GetWorkflowStatus(),
+		WorkflowError:  r.GetWorkflowError(),
+	}
+}
+
+// timeFrom keeps an unset time zero instead of the Unix epoch.
+func timeFrom(t *timestamppb.Timestamp) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return t.AsTime()
+}

@@ -1,0 +1,336 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rivet-go/rivet/client"
+)
+
+// handleFlags are the flags of commands that may create the actor.
+type handleFlags struct {
+	noCreate bool
+	input    string
+}
+
+func (hf *handleFlags) add(cmd *cobra.Command) {
+	cmd.Flags().BoolVar(&hf.noCreate, "no-create", false, "fail with NOT_FOUND if the actor does not exist, instead of creating it")
+	cmd.Flags().StringVar(&hf.input, "input", "", "create input (JSON), used if this call creates the actor")
+}
+
+// handle returns the actor's handle as the flags ask.
+func (hf *handleFlags) handle(c *client.Client, name string, key []string) (*client.ActorHandle, error) {
+	h := c.Actor(name, key...)
+	if hf.noCreate {
+		if hf.input != "" {
+			return nil, usagef("--input makes no sense with --no-create")
+		}
+		return h.NoCreate(), nil
+	}
+	if hf.input != "" {
+		in, err := parseJSON("--input", hf.input)
+		if err != nil {
+			return nil, err
+		}
+		h = h.WithInput(in)
+	}
+	return h, nil
+}
+
+func (a *app) callCommand() *cobra.Command {
+	var hf handleFlags
+	cmd := &cobra.Command{
+		Use:   "call ACTOR KEY ACTION [ARG_JSON...]",
+		Short: "Run an action and print its JSON result",
+		Example: `  rivetctl call counter main increment 5
+  rivetctl call greeter '["eu","alice"]' greet '"hello"'`,
+		Args: args(3, -1),
+	}
+	cmd.RunE = a.runE(nil, func(ctx context.Context, c *client.Client, args []string) error {
+		key, err := parseKey(args[1])
+		if err != nil {
+			return err
+		}
+		callArgs := make([]any, 0, len(args)-3)
+		for i, s := range args[3:] {
+			raw, err := parseJSON(fmt.Sprintf("argument %d", i+1), s)
+			if err != nil {
+				return err
+			}
+			callArgs = append(callArgs, raw)
+		}
+		h, err := hf.handle(c, args[0], key)
+		if err != nil {
+			return err
+		}
+		res, err := h.Call(ctx, args[2], callArgs...)
+		if err != nil {
+			return err
+		}
+		return a.printJSON(res)
+	})
+	hf.add(cmd)
+	return cmd
+}
+
+func (a *app) sendCommand() *cobra.Command {
+	var (
+		hf          handleFlags
+		wait        bool
+		waitTimeout time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "send ACTOR KEY QUEUE BODY_JSON",
+		Short: "Append a message to an actor's queue",
+		Long: `Append a message to an actor's queue. Without --wait it returns once the message is
+durable; with --wait, once the actor's workflow completed it (or --wait-timeout passed:
+the message then stays queued). The command's deadline is --timeout plus --wait-timeout.`,
+		Example: `  rivetctl send mailbox alice inbox '{"text":"hi"}'
+  rivetctl send orders o-17 submit '{"sku":"a1"}' --wait --wait-timeout 1m`,
+		Args: args(4, 4),
+	}
+	cmd.RunE = a.runE(func() time.Duration {
+		if wait {
+			return waitTimeout
+		}
+		return 0
+	}, func(ctx context.Context, c *client.Client, args []string) error {
+		key, err := parseKey(args[1])
+		if err != nil {
+			return err
+		}
+		body, err := parseJSON("BODY_JSON", args[3])
+		if err != nil {
+			return err
+		}
+		if waitTimeout < 0 {
+			return usagef("--wait-timeout must not be negative, not %s", waitTimeout)
+		}
+		h, err := hf.handle(c, args[0], key)
+		if err != nil {
+			return err
+		}
+		res := client.SendResult{Status: client.SendEnqueued}
+		if wait {
+			res, err = h.SendWait(ctx, args[2], body, waitTimeout)
+		} else {
+			err = h.Send(ctx, args[2], body)
+		}
+		if err != nil {
+			return err
+		}
+		return a.printSendResult(res, wait)
+	})
+	hf.add(cmd)
+	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the actor's workflow completes the message")
+	cmd.Flags().DurationVar(&waitTimeout, "wait-timeout", 30*time.Second, "how long --wait waits")
+	return cmd
+}
+
+func (a *app) stateCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "state ACTOR KEY",
+		Short: "Print an actor's committed state (JSON)",
+		Args:  args(2, 2),
+	}
+	cmd.RunE = a.runE(nil, func(ctx context.Context, c *client.Client, args []string) error {
+		key, err := parseKey(args[1])
+		if err != nil {
+			return err
+		}
+		st, err := c.Actor(args[0], key...).NoCreate().State(ctx)
+		if err != nil {
+			return err
+		}
+		return a.printJSON(st)
+	})
+	return cmd
+}
+
+func (a *app) inspectCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "inspect ACTOR KEY",
+		Short: "Show an actor's state, owner, queues and workflow status",
+		Args:  args(2, 2),
+	}
+	cmd.RunE = a.runE(nil, func(ctx context.Context, c *client.Client, args []string) error {
+		key, err := parseKey(args[1])
+		if err != nil {
+			return err
+		}
+		in, err := c.Actor(args[0], key...).NoCreate().Inspect(ctx)
+		if err != nil {
+			return err
+		}
+		return a.printInspection(in)
+	})
+	return cmd
+}
+
+func (a *app) actorsCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "actors [ACTOR]",
+		Short: "List actors, of one name or all",
+		Args:  args(0, 1),
+	}
+	cmd.RunE = a.runE(nil, func(ctx context.Context, c *client.Client, args []string) error {
+		name := ""
+		if len(args) == 1 {
+			name = args[0]
+		}
+		actors, err := c.ListAll(ctx, name)
+		if err != nil {
+			return err
+		}
+		return a.printActors(actors)
+	})
+	return cmd
+}
+
+func (a *app) createCommand() *cobra.Command {
+	var input string
+	cmd := &cobra.Command{
+		Use:   "create ACTOR KEY",
+		Short: "Create an actor (ALREADY_EXISTS if it exists)",
+		Args:  args(2, 2),
+	}
+	cmd.RunE = a.runE(nil, func(ctx context.Context, c *client.Client, args []string) error {
+		key, err := parseKey(args[1])
+		if err != nil {
+			return err
+		}
+		var in any
+		if input != "" {
+			if in, err = parseJSON("--input", input); err != nil {
+				return err
+			}
+		}
+		info, err := c.Create(ctx, args[0], key, in)
+		if err != nil {
+			return err
+		}
+		if a.output == "json" {
+			return a.printValue(info)
+		}
+		_, err = fmt.Fprintf(a.stdout, "created %s %s (partition %d, owner %s)\n", info.Name, formatKey(info.Key), info.Partition, orDash(info.Owner))
+		return err
+	})
+	cmd.Flags().StringVar(&input, "input", "", "create input (JSON)")
+	return cmd
+}
+
+func (a *app) destroyCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "destroy ACTOR KEY",
+		Short: "Destroy an actor and everything stored for it",
+		Args:  args(2, 2),
+	}
+	cmd.RunE = a.runE(nil, func(ctx context.Context, c *client.Client, args []string) error {
+		key, err := parseKey(args[1])
+		if err != nil {
+			return err
+		}
+		if err := c.Actor(args[0], key...).Destroy(ctx); err != nil {
+			return err
+		}
+		if a.output == "json" {
+			return a.printValue(struct {
+				Name      string   `json:"name"`
+				Key       []string `json:"key"`
+				Destroyed bool     `json:"destroyed"`
+			}{args[0], key, true})
+		}
+		_, err = fmt.Fprintf(a.stdout, "destroyed %s %s\n", args[0], formatKey(key))
+		return err
+	})
+	return cmd
+}
+
+func (a *app) membersCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "members",
+		Short: "List the nodes of the cluster",
+		Args:  args(0, 0),
+	}
+	cmd.RunE = a.runE(nil, func(ctx context.Context, c *client.Client, _ []string) error {
+		ms, err := c.Members(ctx)
+		if err != nil {
+			return err
+		}
+		return a.printMembers(ms)
+	})
+	return cmd
+}
+
+func (a *app) partitionsCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "partitions",
+		Short: "Print the partition table: partition, owner, fencing token",
+		Args:  args(0, 0),
+	}
+	cmd.RunE = a.runE(nil, func(ctx context.Context, c *client.Client, _ []string) error {
+		pt, err := c.Partitions(ctx)
+		if err != nil {
+			return err
+		}
+		return a.printPartitions(pt)
+	})
+	return cmd
+}
+
+func (a *app) statsCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "stats",
+		Short: "Print the counters of the node at --addr",
+		Args:  args(0, 0),
+	}
+	cmd.RunE = a.runE(nil, func(ctx context.Context, c *client.Client, _ []string) error {
+		st, err := c.Stats(ctx)
+		if err != nil {
+			return err
+		}
+		return a.printStats(st)
+	})
+	return cmd
+}
+
+// parseKey reads KEY: a JSON array of strings if it starts with '[', else
+// the string itself as the only component.
+func parseKey(s string) ([]string, error) {
+	if !strings.HasPrefix(s, "[") {
+		return []string{s}, nil
+	}
+	var key []string
+	if err := json.Unmarshal([]byte(s), &key); err != nil {
+		return nil, usagef("KEY %q starts with '[' but is not a JSON array of strings: %v", s, err)
+	}
+	return key, nil
+}
+
+// parseJSON takes a command-line payload literally as JSON.
+func parseJSON(what, s string) (json.RawMessage, error) {
+	if !json.Valid([]byte(s)) {
+		return nil, usagef("%s is not valid JSON: %s (a string needs its quotes: '%s')", what, clip(s), clip(quoteHint(s)))
+	}
+	return json.RawMessage(s), nil
+}
+
+func quoteHint(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// clip shortens what an error message quotes of a payload, which may be
+// megabytes.
+func clip(s string) string {
+	const n = 40
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}

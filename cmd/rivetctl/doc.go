@@ -1,0 +1,20 @@
+// Command rivetctl calls actors and inspects a rivet cluster from a shell.
+//
+//	rivetctl call counter main increment 5     # prints 5
+//	rivetctl send mailbox '["a","b"]' inbox '{"text":"hi"}' --wait
+//	rivetctl state counter main
+//	rivetctl actors counter
+//	rivetctl members
+//
+// KEY is a plain string, or a JSON array of strings if it starts with '['.
+// Payloads (ARG_JSON, BODY_JSON, --input) are taken literally as JSON, as
+// the wire carries them: a string argument needs its quotes ('"text"'). A
+// malformed one is refused before anything is sent.
+//
+// On failure rivetctl prints one line on stderr, with the gRPC code and the
+// rivet error code, and exits 1; a usage error (bad flags, arguments or
+// JSON on the command line) exits 2.
+//
+// The command logic lives in this package's run function, which tests call
+// in-process with their own arguments, writers and environment.
+package main

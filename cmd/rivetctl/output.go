@@ -1,0 +1,200 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/rivet-go/rivet/client"
+)
+
+// Output: --output json prints one JSON value (compact) for scripts and jq;
+// text prints indented JSON for payloads and aligned tables for lists.
+
+// printJSON prints a JSON payload from the node.
+func (a *app) printJSON(raw json.RawMessage) error {
+	if len(raw) == 0 {
+		raw = json.RawMessage("null")
+	}
+	var buf bytes.Buffer
+	var err error
+	if a.output == "json" {
+		err = json.Compact(&buf, raw)
+	} else {
+		err = json.Indent(&buf, raw, "", "  ")
+	}
+	if err != nil {
+		// Not JSON after all: print it as it came rather than nothing.
+		buf.Reset()
+		buf.Write(raw)
+	}
+	buf.WriteByte('\n')
+	_, err = a.stdout.Write(buf.Bytes())
+	return err
+}
+
+// printValue prints v as JSON: compact with --output json, else indented.
+func (a *app) printValue(v any) error {
+	var b []byte
+	var err error
+	if a.output == "json" {
+		b, err = json.Marshal(v)
+	} else {
+		b, err = json.MarshalIndent(v, "", "  ")
+	}
+	if err != nil {
+		return err
+	}
+	_, err = a.stdout.Write(append(b, '\n'))
+	return err
+}
+
+func (a *app) printSendResult(res client.SendResult, wait bool) error {
+	if a.output == "json" {
+		return a.printValue(res)
+	}
+	var err error
+	switch {
+	case !wait:
+		_, err = fmt.Fprintln(a.stdout, "enqueued")
+	case res.Status == client.SendCompleted:
+		_, err = fmt.Fprintf(a.stdout, "completed (message %d)\n", res.MessageID)
+		if err == nil && len(res.Response) > 0 {
+			err = a.printJSON(res.Response)
+		}
+	case res.Status == client.SendTimedOut:
+		_, err = fmt.Fprintf(a.stdout, "timed out waiting for completion (message %d stays queued)\n", res.MessageID)
+	default:
+		_, err = fmt.Fprintf(a.stdout, "%s (message %d)\n", res.Status, res.MessageID)
+	}
+	return err
+}
+
+func (a *app) printInspection(in client.Inspection) error {
+	if a.output == "json" {
+		return a.printValue(in)
+	}
+	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
+	row("actor", in.Info.Name+" "+formatKey(in.Info.Key))
+	row("partition", fmt.Sprint(in.Info.Partition))
+	row("owner", orDash(in.Info.Owner))
+	row("created", formatTime(in.Info.CreatedAt))
+	row("active", fmt.Sprint(in.Active))
+	if in.WorkflowStatus != "" {
+		row("workflow", in.WorkflowStatus)
+	}
+	if in.WorkflowError != "" {
+		row("workflow error", in.WorkflowError)
+	}
+	qs := make([]string, len(in.Queues))
+	for i, q := range in.Queues {
+		qs[i] = fmt.Sprintf("%s=%d", q.Queue, q.Depth)
+	}
+	if len(qs) > 0 {
+		row("queues", strings.Join(qs, " "))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if _, err := fmt.Fprintln(a.stdout, "state"); err != nil {
+		return err
+	}
+	return a.printJSON(in.State)
+}
+
+func (a *app) printActors(actors []client.ActorInfo) error {
+	if a.output == "json" {
+		if actors == nil {
+			actors = []client.ActorInfo{}
+		}
+		return a.printValue(actors)
+	}
+	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tKEY\tPARTITION\tOWNER\tCREATED")
+	for _, x := range actors {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", x.Name, formatKey(x.Key), x.Partition, orDash(x.Owner), formatTime(x.CreatedAt))
+	}
+	return tw.Flush()
+}
+
+func (a *app) printMembers(ms []client.Member) error {
+	if a.output == "json" {
+		if ms == nil {
+			ms = []client.Member{}
+		}
+		return a.printValue(ms)
+	}
+	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tADDRESS\tSTATE\tPARTITIONS\tSTARTED")
+	for _, m := range ms {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", m.NodeID, orDash(m.GRPCAddr), m.State, m.PartitionsOwned, formatTime(m.StartedAt))
+	}
+	return tw.Flush()
+}
+
+func (a *app) printPartitions(pt client.PartitionTable) error {
+	if a.output == "json" {
+		if pt.Owners == nil {
+			pt.Owners = []client.PartitionOwner{}
+		}
+		return a.printValue(pt)
+	}
+	owners := map[string]bool{}
+	for _, o := range pt.Owners {
+		if o.Owner != "" {
+			owners[o.Owner] = true
+		}
+	}
+	if _, err := fmt.Fprintf(a.stdout, "%d partitions, %d with an owner, %d owners\n", pt.Count, len(pt.Owners), len(owners)); err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PARTITION\tOWNER\tTOKEN")
+	for _, o := range pt.Owners {
+		fmt.Fprintf(tw, "%d\t%s\t%d\n", o.Partition, orDash(o.Owner), o.Token)
+	}
+	return tw.Flush()
+}
+
+func (a *app) printStats(st client.Stats) error {
+	if a.output == "json" {
+		return a.printValue(st)
+	}
+	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "node\t%s\n", st.NodeID)
+	fmt.Fprintf(tw, "active actors\t%d\n", st.ActiveActors)
+	fmt.Fprintf(tw, "calls\t%d\n", st.Calls)
+	fmt.Fprintf(tw, "commits\t%d\n", st.Commits)
+	fmt.Fprintf(tw, "commit batches\t%d\n", st.CommitBatches)
+	fmt.Fprintf(tw, "partitions owned\t%d\n", st.PartitionsOwned)
+	return tw.Flush()
+}
+
+// formatKey prints a key the way KEY is given on the command line, so that
+// it can be pasted back: a plain string when that is unambiguous, else a
+// JSON array.
+func formatKey(key []string) string {
+	if len(key) == 1 && !strings.HasPrefix(key[0], "[") && key[0] != "" && !strings.ContainsAny(key[0], " \t\n") {
+		return key[0]
+	}
+	b, _ := json.Marshal(key)
+	return string(b)
+}
+
+func formatTime(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

@@ -1,0 +1,257 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/client"
+	"github.com/rivet-go/rivet/runtime"
+	"github.com/rivet-go/rivet/server/servertest"
+)
+
+// result is one in-process run of rivetctl.
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// rivetctl runs the command line against addr, with no environment.
+func rivetctl(t *testing.T, addr string, args ...string) result {
+	t.Helper()
+	return rivetctlEnv(t, map[string]string{}, append([]string{"--addr", addr}, args...)...)
+}
+
+func rivetctlEnv(t *testing.T, env map[string]string, args ...string) result {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(context.Background(), args, &out, &errb, func(k string) string { return env[k] })
+	return result{code, out.String(), errb.String()}
+}
+
+func (r result) want(t *testing.T, code int, stdout string) {
+	t.Helper()
+	if r.code != code || r.stdout != stdout {
+		t.Errorf("exit %d, stdout:\n%s\nstderr: %s\nwant exit %d, stdout:\n%s", r.code, r.stdout, r.stderr, code, stdout)
+	}
+	if code == 0 && r.stderr != "" {
+		t.Errorf("stderr on success: %s", r.stderr)
+	}
+}
+
+// wantErr checks a failure: the exit code and the one line on stderr.
+func (r result) wantErr(t *testing.T, code int, line string) {
+	t.Helper()
+	if r.code != code || r.stdout != "" || r.stderr != line+"\n" {
+		t.Errorf("exit %d, stdout %q, stderr %q; want exit %d, stderr %q", r.code, r.stdout, r.stderr, code, line+"\n")
+	}
+}
+
+func TestCall(t *testing.T) {
+	addr := servertest.Start(t, servertest.NewFake(), servertest.Config{})
+	rivetctl(t, addr, "call", "counter", "main", "increment", "5").want(t, 0, "5\n")
+	rivetctl(t, addr, "call", "counter", "main", "increment", "2", "-o", "json").want(t, 0, "7\n")
+	rivetctl(t, addr, "call", "--no-create", "counter", "main", "getCount").want(t, 0, "7\n")
+	rivetctl(t, addr, "call", "counter", `["eu","main"]`, "getCount").want(t, 0, "0\n")
+
+	rivetctl(t, addr, "call", "--no-create", "counter", "nope", "getCount").
+		wantErr(t, 1, `rivetctl: not found: actor counter ["nope"] does not exist (NOT_FOUND actor.not_found)`)
+	rivetctl(t, addr, "call", "counter", "main", "reset").
+		wantErr(t, 1, `rivetctl: not found: actor counter has no action "reset" (NOT_FOUND actor.unknown_action)`)
+}
+
+func TestCallArgs(t *testing.T) {
+	f := servertest.NewFake()
+	var got atomic.Value
+	var calls atomic.Int32
+	f.CallFunc = func(_ context.Context, req runtime.CallRequest) (json.RawMessage, error) {
+		calls.Add(1)
+		got.Store(string(req.Args) + " " + string(req.Input))
+		return json.RawMessage(`{"b":[1,2],"a":"x"}`), nil
+	}
+	addr := servertest.Start(t, f, servertest.Config{})
+
+	// Arguments are taken literally as JSON, the result printed indented.
+	rivetctl(t, addr, "call", "greeter", "k", "greet", `"hi"`, `{"n": 1}`, "[]", "null", "--input", `{"lang":"fr"}`).
+		want(t, 0, "{\n  \"b\": [\n    1,\n    2\n  ],\n  \"a\": \"x\"\n}\n")
+	if got.Load() != `["hi",{"n": 1},[],null] {"lang":"fr"}` {
+		t.Errorf("sent %v", got.Load())
+	}
+	rivetctl(t, addr, "-o", "json", "call", "greeter", "k", "greet").want(t, 0, `{"b":[1,2],"a":"x"}`+"\n")
+
+	// Malformed arguments are usage errors; nothing is sent.
+	calls.Store(0)
+	rivetctl(t, addr, "call", "greeter", "k", "greet", "hello").
+		wantErr(t, 2, `rivetctl: argument 1 is not valid JSON: hello (a string needs its quotes: '"hello"')`)
+	rivetctl(t, addr, "call", "greeter", "k", "greet", "1", "{").
+		wantErr(t, 2, `rivetctl: argument 2 is not valid JSON: { (a string needs its quotes: '"{"')`)
+	rivetctl(t, addr, "call", "greeter", `["a",`, "greet").
+		wantErr(t, 2, `rivetctl: KEY "[\"a\"," starts with '[' but is not a JSON array of strings: unexpected end of JSON input`)
+	rivetctl(t, addr, "call", "greeter", "k", "greet", "--input", "{").
+		wantErr(t, 2, `rivetctl: --input is not valid JSON: { (a string needs its quotes: '"{"')`)
+	if calls.Load() != 0 {
+		t.Errorf("%d calls sent from malformed command lines", calls.Load())
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	addr := servertest.Start(t, servertest.NewFake(), servertest.Config{})
+	for _, tc := range []struct {
+		args []string
+		line string
+	}{
+		{[]string{"call", "counter", "main"}, "rivetctl: usage: rivetctl call ACTOR KEY ACTION [ARG_JSON...] [flags] (got 2 arguments)"},
+		{[]string{"state", "counter"}, "rivetctl: usage: rivetctl state ACTOR KEY [flags] (got 1 arguments)"},
+		{[]string{"frobnicate"}, `rivetctl: unknown command "frobnicate" for "rivetctl"`},
+		{[]string{"members", "--bogus"}, "rivetctl: unknown flag: --bogus (see rivetctl members --help)"},
+		{[]string{"members", "-o", "yaml"}, `rivetctl: --output must be text or json, not "yaml"`},
+		{[]string{"members", "--timeout", "0s"}, "rivetctl: --timeout must be positive, not 0s"},
+		{[]string{"call", "--no-create", "--input", "{}", "counter", "main", "getCount"}, "rivetctl: --input makes no sense with --no-create"},
+	} {
+		rivetctl(t, addr, tc.args...).wantErr(t, 2, tc.line)
+	}
+	if r := rivetctl(t, addr, "--help"); r.code != 0 || !strings.Contains(r.stdout, "Call actors and inspect") && !strings.Contains(r.stdout, "rivetctl calls actors") {
+		t.Errorf("--help: %+v", r)
+	}
+}
+
+func TestUserError(t *testing.T) {
+	f := servertest.NewFake()
+	f.CallFunc = func(context.Context, runtime.CallRequest) (json.RawMessage, error) {
+		return nil, rivet.UserError("out_of_stock", "sku a1 is\nout of stock", nil)
+	}
+	addr := servertest.Start(t, f, servertest.Config{})
+	rivetctl(t, addr, "call", "shop", "k", "buy", `"a1"`).
+		wantErr(t, 1, "rivetctl: error: sku a1 is out of stock (UNKNOWN user.out_of_stock)")
+}
+
+func TestUnreachable(t *testing.T) {
+	r := rivetctl(t, "127.0.0.1:1", "call", "counter", "main", "getCount")
+	if r.code != 1 || !strings.HasPrefix(r.stderr, "rivetctl: unavailable: ") || !strings.HasSuffix(r.stderr, " (UNAVAILABLE)\n") || strings.Count(r.stderr, "\n") != 1 {
+		t.Errorf("exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+func TestSend(t *testing.T) {
+	f := servertest.NewFake()
+	addr := servertest.Start(t, f, servertest.Config{})
+	rivetctl(t, addr, "send", "mailbox", "alice", "inbox", `{"text":"hi"}`).want(t, 0, "enqueued\n")
+	rivetctl(t, addr, "send", "mailbox", "alice", "inbox", `{"text":"hi"}`, "-o", "json").want(t, 0, `{"status":"enqueued"}`+"\n")
+	rivetctl(t, addr, "send", "mailbox", "alice", "inbox", `{"text":"hi"}`, "--wait").
+		want(t, 0, "completed (message 3)\n{\n  \"text\": \"hi\"\n}\n")
+	rivetctl(t, addr, "send", "mailbox", "alice", "inbox", `[1]`, "--wait", "-o", "json").
+		want(t, 0, `{"message_id":4,"status":"completed","response":[1]}`+"\n")
+	rivetctl(t, addr, "send", "mailbox", "alice", "inbox", "hi").
+		wantErr(t, 2, `rivetctl: BODY_JSON is not valid JSON: hi (a string needs its quotes: '"hi"')`)
+	rivetctl(t, addr, "send", "--no-create", "mailbox", "bob", "inbox", "1").
+		wantErr(t, 1, `rivetctl: not found: actor mailbox ["bob"] does not exist (NOT_FOUND actor.not_found)`)
+
+	var timeout atomic.Int64
+	f.SendFunc = func(_ context.Context, req runtime.SendRequest) (runtime.SendResult, error) {
+		timeout.Store(int64(req.Timeout))
+		return runtime.SendResult{MessageID: 9, Status: runtime.SendTimedOut}, nil
+	}
+	rivetctl(t, addr, "send", "mailbox", "alice", "inbox", "1", "--wait", "--wait-timeout", "1500ms").
+		want(t, 0, "timed out waiting for completion (message 9 stays queued)\n")
+	if timeout.Load() != int64(1500e6) {
+		t.Errorf("wait timeout sent: %d", timeout.Load())
+	}
+}
+
+func TestStateInspectCreateDestroy(t *testing.T) {
+	addr := servertest.Start(t, servertest.NewFake(), servertest.Config{})
+	rivetctl(t, addr, "create", "counter", "main", "--input", `{"start":1}`).
+		want(t, 0, "created counter main (partition 12, owner node-1)\n")
+	rivetctl(t, addr, "create", "counter", "main").
+		wantErr(t, 1, `rivetctl: already exists: actor counter ["main"] already exists (ALREADY_EXISTS actor.duplicate_key)`)
+	rivetctl(t, addr, "-o", "json", "create", "counter", `["eu","x"]`).
+		want(t, 0, `{"name":"counter","key":["eu","x"],"created_at":"2026-01-02T03:04:05Z","partition":3,"owner":"node-1"}`+"\n")
+
+	rivetctl(t, addr, "call", "counter", "main", "increment", "3").want(t, 0, "3\n")
+	rivetctl(t, addr, "send", "counter", "main", "jobs", "1").want(t, 0, "enqueued\n")
+	rivetctl(t, addr, "state", "counter", "main").want(t, 0, "{\n  \"count\": 3\n}\n")
+	rivetctl(t, addr, "state", "counter", "main", "-o", "json").want(t, 0, `{"count":3}`+"\n")
+	rivetctl(t, addr, "state", "counter", "nope").
+		wantErr(t, 1, `rivetctl: not found: actor counter ["nope"] does not exist (NOT_FOUND actor.not_found)`)
+
+	rivetctl(t, addr, "inspect", "counter", "main").want(t, 0, `actor      counter main
+partition  12
+owner      node-1
+created    2026-01-02T03:04:05Z
+active     true
+queues     jobs=1
+state
+{
+  "count": 3
+}
+`)
+	r := rivetctl(t, addr, "inspect", "counter", "main", "-o", "json")
+	var in client.Inspection
+	if err := json.Unmarshal([]byte(r.stdout), &in); err != nil || r.code != 0 || string(in.State) != `{"count":3}` || in.Queues[0].Depth != 1 {
+		t.Errorf("inspect json: %+v %v (%+v)", in, err, r)
+	}
+
+	rivetctl(t, addr, "actors").want(t, 0, `NAME     KEY         PARTITION  OWNER   CREATED
+counter  ["eu","x"]  3          node-1  2026-01-02T03:04:05Z
+counter  main        12         node-1  2026-01-02T03:04:05Z
+`)
+	rivetctl(t, addr, "actors", "nothing").want(t, 0, "NAME  KEY  PARTITION  OWNER  CREATED\n")
+	rivetctl(t, addr, "actors", "nothing", "-o", "json").want(t, 0, "[]\n")
+	r = rivetctl(t, addr, "actors", "-o", "json")
+	var list []client.ActorInfo
+	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil || len(list) != 2 {
+		t.Errorf("actors json: %v %+v", err, r)
+	}
+
+	rivetctl(t, addr, "destroy", "counter", "main").want(t, 0, "destroyed counter main\n")
+	rivetctl(t, addr, "destroy", "counter", "main", "-o", "json").
+		wantErr(t, 1, `rivetctl: not found: actor counter ["main"] does not exist (NOT_FOUND actor.not_found)`)
+	rivetctl(t, addr, "destroy", "counter", `["eu","x"]`, "-o", "json").
+		want(t, 0, `{"name":"counter","key":["eu","x"],"destroyed":true}`+"\n")
+}
+
+func TestAdminCommands(t *testing.T) {
+	f := servertest.NewFake()
+	f.PartitionCount = 4
+	f.PartitionTable = []runtime.PartitionOwner{{Partition: 0, Owner: "node-1", Token: 7}, {Partition: 2, Owner: "node-2", Token: 9}}
+	addr := servertest.Start(t, f, servertest.Config{})
+	rivetctl(t, addr, "members").want(t, 0, `NODE    ADDRESS         STATE  PARTITIONS  STARTED
+node-1  127.0.0.1:6420  alive  16          2026-01-02T03:04:05Z
+`)
+	rivetctl(t, addr, "members", "-o", "json").
+		want(t, 0, `[{"node_id":"node-1","grpc_addr":"127.0.0.1:6420","state":"alive","partitions_owned":16,"started_at":"2026-01-02T03:04:05Z"}]`+"\n")
+	rivetctl(t, addr, "partitions").want(t, 0, `4 partitions, 2 with an owner, 2 owners
+PARTITION  OWNER   TOKEN
+0          node-1  7
+2          node-2  9
+`)
+	rivetctl(t, addr, "partitions", "-o", "json").
+		want(t, 0, `{"partition_count":4,"partitions":[{"partition":0,"owner":"node-1","token":7},{"partition":2,"owner":"node-2","token":9}]}`+"\n")
+	rivetctl(t, addr, "stats").want(t, 0, `node              node-1
+active actors     1
+calls             2
+commits           3
+commit batches    1
+partitions owned  16
+`)
+}
+
+func TestAddrFromEnv(t *testing.T) {
+	addr := servertest.Start(t, servertest.NewFake(), servertest.Config{})
+	rivetctlEnv(t, map[string]string{client.EndpointEnv: addr}, "call", "counter", "main", "increment", "1").want(t, 0, "1\n")
+}
+
+func TestTimeout(t *testing.T) {
+	f := servertest.NewFake()
+	f.CallFunc = func(ctx context.Context, _ runtime.CallRequest) (json.RawMessage, error) {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	addr := servertest.Start(t, f, servertest.Config{})
+	rivetctl(t, addr, "call", "slow", "k", "wait", "--timeout", "100ms").
+		wantErr(t, 1, "rivetctl: deadline exceeded: no answer from "+addr+" within 100ms (--timeout) (DEADLINE_EXCEEDED)")
+}

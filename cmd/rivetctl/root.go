@@ -1,0 +1,193 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/client"
+	"github.com/rivet-go/rivet/internal/rpcerr"
+)
+
+// Exit codes.
+const (
+	exitOK    = 0
+	exitError = 1 // the command ran and failed
+	exitUsage = 2 // the command line is wrong; nothing was sent
+)
+
+// app is one run of rivetctl: its global flags and where it writes.
+type app struct {
+	addr    string
+	output  string
+	timeout time.Duration
+
+	stdout io.Writer
+	getenv func(string) string
+}
+
+// usageError is a mistake on the command line, found before anything was
+// sent: exit code 2.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, args...)}
+}
+
+// runError is a failure of a command that ran: exit code 1. Everything
+// cobra returns that is not one is a usage error (bad flag, unknown
+// command, wrong number of arguments).
+type runError struct{ err error }
+
+func (e *runError) Error() string { return e.err.Error() }
+func (e *runError) Unwrap() error { return e.err }
+
+// run runs rivetctl with args (without the program name) and returns its
+// exit code. Errors go to stderr as one line, so that scripts can show or
+// grep them.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	a := &app{stdout: stdout, getenv: getenv}
+	root := a.rootCommand()
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return exitOK
+	}
+	fmt.Fprintln(stderr, "rivetctl: "+oneLine(describe(err)))
+	var re *runError
+	if errors.As(err, &re) {
+		return exitError
+	}
+	return exitUsage
+}
+
+func (a *app) rootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "rivetctl",
+		Short: "Call actors and inspect a rivet cluster",
+		Long: `rivetctl calls actors and inspects a rivet cluster over gRPC.
+
+KEY is a plain string, or a JSON array of strings if it starts with '['.
+JSON arguments are taken literally: quote strings ('"text"').`,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			if a.output != "text" && a.output != "json" {
+				return usagef("--output must be text or json, not %q", a.output)
+			}
+			if a.timeout <= 0 {
+				return usagef("--timeout must be positive, not %s", a.timeout)
+			}
+			return nil
+		},
+	}
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		return usagef("%v (see %s --help)", err, cmd.CommandPath())
+	})
+	addr := a.getenv(client.EndpointEnv)
+	if addr == "" {
+		addr = client.DefaultEndpoint
+	}
+	f := root.PersistentFlags()
+	f.StringVar(&a.addr, "addr", addr, "node address host:port (env "+client.EndpointEnv+")")
+	f.StringVarP(&a.output, "output", "o", "text", "output format: text or json")
+	f.DurationVar(&a.timeout, "timeout", 10*time.Second, "deadline of the whole command")
+
+	root.AddCommand(
+		a.callCommand(),
+		a.sendCommand(),
+		a.stateCommand(),
+		a.inspectCommand(),
+		a.actorsCommand(),
+		a.createCommand(),
+		a.destroyCommand(),
+		a.membersCommand(),
+		a.partitionsCommand(),
+		a.statsCommand(),
+	)
+	return root
+}
+
+// args checks the number of positional arguments with a message that
+// shows the command's usage line.
+func args(lo, hi int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) < lo || hi >= 0 && len(args) > hi {
+			return usagef("usage: %s (got %d arguments)", cmd.UseLine(), len(args))
+		}
+		return nil
+	}
+}
+
+// command is the body of a subcommand: it gets a connected client and a
+// context bounded by --timeout.
+type command func(ctx context.Context, c *client.Client, args []string) error
+
+// runE adapts a command to cobra: it connects, applies --timeout (plus
+// extra, for commands that wait by design), and marks failures as run
+// errors (exit 1) unless the command found a usage error.
+func (a *app) runE(extra func() time.Duration, body command) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		timeout := a.timeout
+		if extra != nil {
+			timeout += extra()
+		}
+		ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+		defer cancel()
+		c, err := client.New(a.addr)
+		if err != nil {
+			return &runError{err: err}
+		}
+		defer c.Close()
+		err = body(ctx, c, args)
+		var ue *usageError
+		switch {
+		case err == nil:
+			return nil
+		case errors.As(err, &ue):
+			return err
+		case errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded):
+			return &runError{err: fmt.Errorf("deadline exceeded: no answer from %s within %s (--timeout) (DEADLINE_EXCEEDED)", a.addr, timeout)}
+		default:
+			return &runError{err: err}
+		}
+	}
+}
+
+// describe renders an error for people: for a rivet error, what kind of
+// failure it was in gRPC's words, the node's message, and the codes to
+// search for, e.g.
+//
+//	not found: actor counter ["nope"] does not exist (NOT_FOUND actor.not_found)
+func describe(err error) string {
+	var e *rivet.Error
+	if !errors.As(err, &e) {
+		return err.Error()
+	}
+	code := rpcerr.Code(e)
+	name := rpcerr.CodeName(code)
+	what := strings.ToLower(strings.ReplaceAll(name, "_", " "))
+	if errors.Is(e, rivet.ErrUser) {
+		what = "error"
+	}
+	tag := name
+	if e.Group != "" || e.Code != "" {
+		tag += " " + e.Group + "." + e.Code
+	}
+	return fmt.Sprintf("%s: %s (%s)", what, e.Message, tag)
+}
+
+// oneLine keeps an error on one line, whatever the node put in it.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}

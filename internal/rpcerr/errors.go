@@ -1,0 +1,175 @@
+package rpcerr
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"unicode"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/rivet-go/rivet"
+	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
+)
+
+// Group and code of a cancelled call. rivet has no sentinel for it: a
+// cancellation is the caller's own doing, and the caller tests it with
+// errors.Is(err, context.Canceled).
+const (
+	canceledGroup = "rivet"
+	canceledCode  = "canceled"
+)
+
+// codeOfKind maps each kind to its status code. Order matters only for an
+// error that matches several entries, which no sentinel does.
+var codeOfKind = []struct {
+	kind error
+	code codes.Code
+}{
+	{rivet.ErrNotFound, codes.NotFound},
+	{rivet.ErrUnknownActor, codes.NotFound},
+	{rivet.ErrUnknownAction, codes.NotFound},
+	{rivet.ErrUnknownQueue, codes.NotFound},
+	{rivet.ErrAlreadyExists, codes.AlreadyExists},
+	{rivet.ErrInvalidArgument, codes.InvalidArgument},
+	{rivet.ErrTooLarge, codes.ResourceExhausted},
+	{rivet.ErrQueueFull, codes.ResourceExhausted},
+	{rivet.ErrUnavailable, codes.Unavailable},
+	{rivet.ErrWorkflowFailed, codes.FailedPrecondition},
+	{rivet.ErrTimeout, codes.DeadlineExceeded},
+	{context.DeadlineExceeded, codes.DeadlineExceeded},
+	{context.Canceled, codes.Canceled},
+	{rivet.ErrUser, codes.Unknown},
+	{rivet.ErrInternal, codes.Internal},
+}
+
+// Code returns the status code for an error of the given kind (any error
+// that wraps a rivet sentinel or a context error); Internal for anything
+// else.
+func Code(err error) codes.Code {
+	for _, k := range codeOfKind {
+		if errors.Is(err, k.kind) {
+			return k.code
+		}
+	}
+	return codes.Internal
+}
+
+// KindOf is the reverse of Code for a status that carries no ActorError
+// detail (a proxy, grpc itself, or a server of another kind produced it):
+// the most likely kind for the code. It loses information by nature, which
+// is why servers attach the detail.
+func KindOf(code codes.Code) error {
+	switch code {
+	case codes.NotFound:
+		return rivet.ErrNotFound
+	case codes.AlreadyExists:
+		return rivet.ErrAlreadyExists
+	case codes.InvalidArgument:
+		return rivet.ErrInvalidArgument
+	case codes.ResourceExhausted:
+		return rivet.ErrTooLarge
+	case codes.Unavailable:
+		return rivet.ErrUnavailable
+	case codes.FailedPrecondition:
+		return rivet.ErrWorkflowFailed
+	case codes.DeadlineExceeded:
+		return rivet.ErrTimeout
+	case codes.Canceled:
+		return context.Canceled
+	default:
+		return rivet.ErrInternal
+	}
+}
+
+// ToStatus converts err into the status a server returns, with an
+// ActorError detail. A *rivet.Error (or an error wrapping a rivet sentinel)
+// keeps its message: it was written for callers. Any other error is a bug or
+// an unexpected failure whose text may leak internals, so its message is
+// replaced with "internal error" and masked is true: the caller must log err
+// itself, since the client will never see it.
+func ToStatus(err error) (st *status.Status, masked bool) {
+	e, masked := asRivetError(err)
+	st = status.New(Code(e.Kind), e.Message)
+	withDetail, derr := st.WithDetails(&rivetv1.ActorError{
+		Group:    e.Group,
+		Code:     e.Code,
+		Message:  e.Message,
+		Metadata: e.Metadata,
+	})
+	if derr != nil {
+		// Only a detail that fails to marshal gets here; the code and
+		// message still reach the client.
+		return st, masked
+	}
+	return withDetail, masked
+}
+
+func asRivetError(err error) (e *rivet.Error, masked bool) {
+	switch {
+	case errors.As(err, &e):
+		return e, false
+	case errors.Is(err, context.DeadlineExceeded):
+		return rivet.Errorf(rivet.ErrTimeout, "%v", err), false
+	case errors.Is(err, context.Canceled):
+		return &rivet.Error{Kind: context.Canceled, Group: canceledGroup, Code: canceledCode, Message: err.Error()}, false
+	}
+	// An error that is already a status (from a node-to-node call) is
+	// taken back to its kind first, so that forwarding keeps it intact.
+	if st, ok := status.FromError(err); ok {
+		return FromStatus(st), false
+	}
+	e = rivet.AsError(err)
+	if e.Kind == rivet.ErrInternal && !errors.Is(err, rivet.ErrInternal) {
+		return rivet.Errorf(rivet.ErrInternal, "internal error"), true
+	}
+	return e, false
+}
+
+// FromStatus rebuilds the *rivet.Error a server sent: from its ActorError
+// detail when there is one, otherwise from the code alone. Its Unwrap gives
+// the sentinel kind, so errors.Is works as on the server.
+func FromStatus(st *status.Status) *rivet.Error {
+	for _, d := range st.Details() {
+		ae, ok := d.(*rivetv1.ActorError)
+		if !ok {
+			continue
+		}
+		kind := rivet.KindByCode(ae.GetGroup(), ae.GetCode())
+		if kind == rivet.ErrInternal && (ae.GetGroup() != "rivet" || ae.GetCode() != "internal_error") {
+			// A (group, code) this build does not know, from a newer
+			// server or for a cancellation: the status code still says
+			// what kind of failure it is.
+			kind = KindOf(st.Code())
+		}
+		msg := ae.GetMessage()
+		if msg == "" {
+			msg = st.Message()
+		}
+		var md []byte
+		if len(ae.GetMetadata()) > 0 {
+			md = ae.GetMetadata()
+		}
+		return &rivet.Error{Kind: kind, Group: ae.GetGroup(), Code: ae.GetCode(), Message: msg, Metadata: md}
+	}
+	// Group and Code stay empty: the node did not give them, and a made-up
+	// "actor.unavailable" for a refused connection would mislead.
+	return &rivet.Error{Kind: KindOf(st.Code()), Message: st.Message()}
+}
+
+// CodeName is the canonical upper-case name of a code, as the gRPC spec and
+// other tools print it: NotFound -> NOT_FOUND.
+func CodeName(c codes.Code) string {
+	if c == codes.OK {
+		return "OK"
+	}
+	var b strings.Builder
+	for i, r := range c.String() {
+		if i > 0 && unicode.IsUpper(r) {
+			b.WriteByte('_')
+		}
+		b.WriteRune(unicode.ToUpper(r))
+	}
+	return b.String()
+}

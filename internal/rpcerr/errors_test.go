@@ -1,0 +1,61 @@
+package rpcerr
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/rivet-go/rivet"
+)
+
+// Every kind survives ToStatus then FromStatus, with and without the
+// detail (a status without one keeps at least its code).
+func TestRoundTrip(t *testing.T) {
+	for _, kind := range append(rivet.Kinds(), context.Canceled, context.DeadlineExceeded) {
+		st, masked := ToStatus(fmt.Errorf("wrapped: %w", kind))
+		if masked {
+			t.Errorf("%v was masked", kind)
+		}
+		back := FromStatus(st)
+		want := kind
+		if kind == context.DeadlineExceeded {
+			want = rivet.ErrTimeout
+		}
+		if !errors.Is(back, want) {
+			t.Errorf("%v came back as %v (%v)", kind, back.Kind, back)
+		}
+		// A bare UNKNOWN is gRPC's "no idea", not an actor's own error.
+		bare := FromStatus(status.New(st.Code(), "x"))
+		if Code(bare) != st.Code() && st.Code() != codes.Unknown {
+			t.Errorf("%v: a bare %v came back as %v", kind, st.Code(), Code(bare))
+		}
+	}
+}
+
+func TestMasking(t *testing.T) {
+	st, masked := ToStatus(errors.New("secret path"))
+	if !masked || st.Code() != codes.Internal || st.Message() != "internal error" {
+		t.Errorf("got %v, masked %v", st, masked)
+	}
+	// A status from another node keeps its kind and message.
+	peer, _ := ToStatus(rivet.Errorf(rivet.ErrQueueFull, "queue q is full"))
+	st, masked = ToStatus(fmt.Errorf("forward: %w", peer.Err()))
+	if masked || st.Code() != codes.ResourceExhausted || !errors.Is(FromStatus(st), rivet.ErrQueueFull) {
+		t.Errorf("forwarded: %v, masked %v", st, masked)
+	}
+}
+
+func TestCodeName(t *testing.T) {
+	for c, want := range map[codes.Code]string{
+		codes.OK: "OK", codes.NotFound: "NOT_FOUND", codes.DeadlineExceeded: "DEADLINE_EXCEEDED",
+		codes.ResourceExhausted: "RESOURCE_EXHAUSTED", codes.Unknown: "UNKNOWN",
+	} {
+		if got := CodeName(c); got != want {
+			t.Errorf("CodeName(%v) = %s, want %s", c, got, want)
+		}
+	}
+}

@@ -1,0 +1,177 @@
+package server
+
+import (
+	"context"
+	"time"
+
+	"github.com/rivet-go/rivet"
+	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
+	"github.com/rivet-go/rivet/runtime"
+)
+
+// maxListLimit is the largest page List serves. A larger request is served
+// at this size rather than refused, as paging APIs usually do: the caller
+// follows next_page_token either way.
+const maxListLimit = 1000
+
+// Call runs one action.
+func (s *Server) Call(ctx context.Context, req *rivetv1.CallRequest) (*rivetv1.CallResponse, error) {
+	r, err := ref(req.GetActor())
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	if err := rivet.ValidateName("action name", req.GetAction()); err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	args, err := s.args(req.GetArgs())
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	input, err := s.input(req.GetInput())
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	res, err := s.backend.Call(ctx, runtime.CallRequest{
+		Ref:             r,
+		Action:          req.GetAction(),
+		Args:            args,
+		CreateIfMissing: req.GetCreateIfMissing(),
+		Input:           input,
+	})
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	if err := checkSize("result of action "+req.GetAction(), len(res), s.limits.MaxResultBytes); err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	return &rivetv1.CallResponse{Result: res}, nil
+}
+
+// Send appends a message to a queue.
+func (s *Server) Send(ctx context.Context, req *rivetv1.SendRequest) (*rivetv1.SendResponse, error) {
+	r, err := ref(req.GetActor())
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	if err := rivet.ValidateName("queue name", req.GetQueue()); err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	body, err := s.body(req.GetBody())
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	input, err := s.input(req.GetInput())
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	if req.GetTimeoutMs() < 0 {
+		return nil, s.toStatus(ctx, rivet.Errorf(rivet.ErrInvalidArgument, "timeout_ms is negative (%d)", req.GetTimeoutMs()))
+	}
+	res, err := s.backend.Send(ctx, runtime.SendRequest{
+		Ref:             r,
+		Queue:           req.GetQueue(),
+		Body:            body,
+		CreateIfMissing: req.GetCreateIfMissing(),
+		Input:           input,
+		Wait:            req.GetWait(),
+		Timeout:         time.Duration(req.GetTimeoutMs()) * time.Millisecond,
+	})
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	return &rivetv1.SendResponse{MessageId: res.MessageID, Status: res.Status, Response: res.Response}, nil
+}
+
+// Create creates an actor.
+func (s *Server) Create(ctx context.Context, req *rivetv1.CreateRequest) (*rivetv1.CreateResponse, error) {
+	r, err := ref(req.GetActor())
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	input, err := s.input(req.GetInput())
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	info, err := s.backend.Create(ctx, r, input)
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	return &rivetv1.CreateResponse{Actor: infoProto(info)}, nil
+}
+
+// GetOrCreate returns an actor, creating it if needed.
+func (s *Server) GetOrCreate(ctx context.Context, req *rivetv1.GetOrCreateRequest) (*rivetv1.GetOrCreateResponse, error) {
+	r, err := ref(req.GetActor())
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	input, err := s.input(req.GetInput())
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	info, created, err := s.backend.GetOrCreate(ctx, r, input)
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	return &rivetv1.GetOrCreateResponse{Actor: infoProto(info), Created: created}, nil
+}
+
+// Get returns an actor without creating it.
+func (s *Server) Get(ctx context.Context, req *rivetv1.GetRequest) (*rivetv1.GetResponse, error) {
+	r, err := ref(req.GetActor())
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	info, err := s.backend.Get(ctx, r)
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	return &rivetv1.GetResponse{Actor: infoProto(info)}, nil
+}
+
+// Destroy removes an actor.
+func (s *Server) Destroy(ctx context.Context, req *rivetv1.DestroyRequest) (*rivetv1.DestroyResponse, error) {
+	r, err := ref(req.GetActor())
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	if err := s.backend.Destroy(ctx, r); err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	return &rivetv1.DestroyResponse{}, nil
+}
+
+// Inspect returns an actor's state and runtime facts.
+func (s *Server) Inspect(ctx context.Context, req *rivetv1.InspectRequest) (*rivetv1.InspectResponse, error) {
+	r, err := ref(req.GetActor())
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	in, err := s.backend.Inspect(ctx, r)
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	return inspectionProto(in), nil
+}
+
+// List pages through actors.
+func (s *Server) List(ctx context.Context, req *rivetv1.ListRequest) (*rivetv1.ListResponse, error) {
+	if req.GetName() != "" {
+		if err := rivet.ValidateName("actor name", req.GetName()); err != nil {
+			return nil, s.toStatus(ctx, err)
+		}
+	}
+	res, err := s.backend.List(ctx, runtime.ListOptions{
+		Name:      req.GetName(),
+		Limit:     int(min(req.GetLimit(), maxListLimit)),
+		PageToken: req.GetPageToken(),
+	})
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	out := &rivetv1.ListResponse{Actors: make([]*rivetv1.ActorInfo, len(res.Actors)), NextPageToken: res.NextPageToken}
+	for i, a := range res.Actors {
+		out.Actors[i] = infoProto(a)
+	}
+	return out, nil
+}

@@ -1,0 +1,46 @@
+package server
+
+import (
+	"context"
+
+	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
+)
+
+// Members lists the nodes of the cluster.
+func (s *Server) Members(ctx context.Context, _ *rivetv1.MembersRequest) (*rivetv1.MembersResponse, error) {
+	ms, err := s.backend.Members(ctx)
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	out := &rivetv1.MembersResponse{Members: make([]*rivetv1.Member, len(ms))}
+	for i, m := range ms {
+		out.Members[i] = memberProto(m)
+	}
+	return out, nil
+}
+
+// Partitions lists the partition table.
+func (s *Server) Partitions(ctx context.Context, _ *rivetv1.PartitionsRequest) (*rivetv1.PartitionsResponse, error) {
+	n, owners, err := s.backend.Partitions(ctx)
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	out := &rivetv1.PartitionsResponse{PartitionCount: n, Partitions: make([]*rivetv1.PartitionOwner, len(owners))}
+	for i, o := range owners {
+		out.Partitions[i] = &rivetv1.PartitionOwner{Partition: o.Partition, Owner: o.Owner, Token: o.Token}
+	}
+	return out, nil
+}
+
+// Stats returns the counters of this node.
+func (s *Server) Stats(_ context.Context, _ *rivetv1.StatsRequest) (*rivetv1.StatsResponse, error) {
+	st := s.backend.Stats()
+	return &rivetv1.StatsResponse{
+		NodeId:          st.NodeID,
+		ActiveActors:    st.ActiveActors,
+		Calls:           st.Calls,
+		Commits:         st.Commits,
+		CommitBatches:   st.CommitBatches,
+		PartitionsOwned: st.PartitionsOwned,
+	}, nil
+}

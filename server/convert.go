@@ -1,0 +1,56 @@
+package server
+
+import (
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
+	"github.com/rivet-go/rivet/runtime"
+)
+
+func refProto(r runtime.Ref) *rivetv1.ActorRef {
+	return &rivetv1.ActorRef{Name: r.Name, Key: r.Key}
+}
+
+func infoProto(i runtime.ActorInfo) *rivetv1.ActorInfo {
+	return &rivetv1.ActorInfo{
+		Actor:     refProto(i.Ref),
+		CreatedAt: timeProto(i.CreatedAt),
+		Partition: i.Partition,
+		Owner:     i.Owner,
+	}
+}
+
+// timeProto leaves an unknown time unset rather than sending year 1.
+func timeProto(t time.Time) *timestamppb.Timestamp {
+	if t.IsZero() {
+		return nil
+	}
+	return timestamppb.New(t)
+}
+
+func inspectionProto(in runtime.Inspection) *rivetv1.InspectResponse {
+	qs := make([]*rivetv1.QueueDepth, len(in.Queues))
+	for i, q := range in.Queues {
+		qs[i] = &rivetv1.QueueDepth{Queue: q.Queue, Depth: q.Depth}
+	}
+	return &rivetv1.InspectResponse{
+		Info:           infoProto(in.Info),
+		State:          in.State,
+		Active:         in.Active,
+		Queues:         qs,
+		WorkflowStatus: in.WorkflowStatus,
+		WorkflowError:  in.WorkflowError,
+	}
+}
+
+func memberProto(m runtime.Member) *rivetv1.Member {
+	return &rivetv1.Member{
+		NodeId:          m.NodeID,
+		GrpcAddr:        m.GRPCAddr,
+		State:           m.State,
+		PartitionsOwned: m.PartitionsOwned,
+		StartedAt:       timeProto(m.StartedAt),
+	}
+}

@@ -1,0 +1,18 @@
+// Package server is a node's gRPC front door: it implements the ActorService
+// and AdminService of proto/rivet/v1 on top of a Backend (the runtime's
+// Host).
+//
+// It is the edge where untrusted input meets the cluster, so it checks what
+// is cheap to check before any work is routed: names, keys, that payloads are
+// JSON (and args a JSON array), and payload sizes against Limits. It is also
+// the one place where the server side turns errors into gRPC status codes,
+// each status carrying an ActorError detail from which the client rebuilds
+// the rivet error (see internal/rpcerr for the table).
+//
+// Wiring, as cmd/node does it:
+//
+//	srv := server.New(host, server.WithLogger(log))
+//	gs := grpc.NewServer(append(server.ServerOptions(server.DefaultLimits()),
+//		grpc.ChainUnaryInterceptor(server.UnaryInterceptor(log)))...)
+//	srv.Register(gs)
+package server

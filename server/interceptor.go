@@ -1,0 +1,48 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/rivet-go/rivet/internal/rpcerr"
+)
+
+// UnaryInterceptor logs every unary call: at debug level normally, at error
+// level when it ends INTERNAL, because that is a bug or an unexpected
+// failure someone should look at. A masked internal error was already logged
+// with its cause where it was masked, so it is not logged twice at error
+// level.
+func UnaryInterceptor(log *zap.Logger) grpc.UnaryServerInterceptor {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		start := time.Now()
+		resp, err := handler(ctx, req)
+		code := status.Code(err)
+		level := zapcore.DebugLevel
+		var we *wireError
+		if code == codes.Internal && !(errors.As(err, &we) && we.masked) {
+			level = zapcore.ErrorLevel
+		}
+		if ce := log.Check(level, "grpc call"); ce != nil {
+			fields := []zap.Field{
+				zap.String("method", info.FullMethod),
+				zap.String("code", rpcerr.CodeName(code)),
+				zap.Duration("duration", time.Since(start)),
+			}
+			if err != nil {
+				fields = append(fields, zap.String("error", status.Convert(err).Message()))
+			}
+			ce.Write(fields...)
+		}
+		return resp, err
+	}
+}

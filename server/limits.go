@@ -1,0 +1,119 @@
+package server
+
+import (
+	"fmt"
+	"math"
+
+	"google.golang.org/grpc"
+
+	"github.com/rivet-go/rivet"
+)
+
+// Sizes, for readability of the defaults.
+const (
+	kib = 1 << 10
+	mib = 1 << 20
+)
+
+// Limits bound the payloads a node accepts. Every limit counts the bytes of
+// the JSON as sent; zero or negative means the default.
+type Limits struct {
+	// MaxArgsBytes bounds an action's arguments (the JSON array). Default
+	// 4 MiB, the original engine's input limit. Larger arguments cost the
+	// owner memory for the whole turn and make state commits slow.
+	MaxArgsBytes int
+	// MaxResultBytes bounds an action's result. Default 4 MiB.
+	MaxResultBytes int
+	// MaxMessageBytes bounds a queue message body. Default 64 KiB, as in
+	// the original engine: messages are stored in etcd one key each, and
+	// a queue of them is read in one batch.
+	MaxMessageBytes int
+	// MaxInputBytes bounds an actor's create input. Default 4 MiB.
+	MaxInputBytes int
+}
+
+// DefaultLimits returns the limits a node runs with unless configured.
+func DefaultLimits() Limits {
+	return Limits{
+		MaxArgsBytes:    4 * mib,
+		MaxResultBytes:  4 * mib,
+		MaxMessageBytes: 64 * kib,
+		MaxInputBytes:   4 * mib,
+	}
+}
+
+// withDefaults fills zero and negative fields from DefaultLimits.
+func (l Limits) withDefaults() Limits {
+	d := DefaultLimits()
+	fill := func(v *int, def int) {
+		if *v <= 0 {
+			*v = def
+		}
+	}
+	fill(&l.MaxArgsBytes, d.MaxArgsBytes)
+	fill(&l.MaxResultBytes, d.MaxResultBytes)
+	fill(&l.MaxMessageBytes, d.MaxMessageBytes)
+	fill(&l.MaxInputBytes, d.MaxInputBytes)
+	return l
+}
+
+// largest is the largest single payload a request or response may carry.
+func (l Limits) largest() int {
+	return max(l.MaxArgsBytes, l.MaxResultBytes, l.MaxMessageBytes, l.MaxInputBytes)
+}
+
+// ServerOptions returns the grpc.ServerOptions a node needs for limits: the
+// message size bounds of the transport itself.
+//
+// gRPC refuses messages over 4 MiB by default, with its own message that
+// names no field and no rivet limit, before the request reaches the
+// service. So the transport's receive bound is set well above our limits:
+// twice the largest limit plus 1 MiB for the envelope (a Call may carry
+// args and input together). A request up to that size gets our
+// RESOURCE_EXHAUSTED naming the field, its size and the limit; beyond it,
+// gRPC's own RESOURCE_EXHAUSTED still protects the node's memory.
+func ServerOptions(limits Limits) []grpc.ServerOption {
+	l := limits.withDefaults()
+	recv := satAdd(satMul2(l.largest()), mib)
+	send := satAdd(l.largest(), mib)
+	return []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(recv),
+		grpc.MaxSendMsgSize(send),
+	}
+}
+
+func satMul2(n int) int {
+	if n > math.MaxInt/2 {
+		return math.MaxInt
+	}
+	return 2 * n
+}
+
+func satAdd(a, b int) int {
+	if a > math.MaxInt-b {
+		return math.MaxInt
+	}
+	return a + b
+}
+
+// checkSize returns ErrTooLarge if a payload is over its limit, with a
+// message that says which payload, its size and the limit, so a user can
+// act on it without reading the node's config.
+func checkSize(what string, n, limit int) error {
+	if n <= limit {
+		return nil
+	}
+	return rivet.Errorf(rivet.ErrTooLarge, "%s too large: %s, the limit is %s", what, sizeText(n), sizeText(limit))
+}
+
+// sizeText prints a size in bytes and, when that helps, in KiB or MiB.
+func sizeText(n int) string {
+	switch {
+	case n >= mib:
+		return fmt.Sprintf("%d bytes (%.1f MiB)", n, float64(n)/mib)
+	case n >= kib:
+		return fmt.Sprintf("%d bytes (%.1f KiB)", n, float64(n)/kib)
+	default:
+		return fmt.Sprintf("%d bytes", n)
+	}
+}

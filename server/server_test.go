@@ -1,0 +1,331 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/rivet-go/rivet"
+	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
+	"github.com/rivet-go/rivet/runtime"
+	"github.com/rivet-go/rivet/server/servertest"
+)
+
+// These tests talk to the server with the generated client, not package
+// client, so that they see the raw status codes and details a client in
+// any language gets.
+
+func dial(t *testing.T, addr string) (rivetv1.ActorServiceClient, rivetv1.AdminServiceClient) {
+	t.Helper()
+	conn, err := grpc.NewClient(addr,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(64<<20), grpc.MaxCallRecvMsgSize(64<<20)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return rivetv1.NewActorServiceClient(conn), rivetv1.NewAdminServiceClient(conn)
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+func ref(name string, key ...string) *rivetv1.ActorRef {
+	return &rivetv1.ActorRef{Name: name, Key: key}
+}
+
+// detail returns the ActorError of a status, failing the test if there is
+// none: every error status must carry one.
+func detail(t *testing.T, err error) (*status.Status, *rivetv1.ActorError) {
+	t.Helper()
+	st, ok := status.FromError(err)
+	if !ok || err == nil {
+		t.Fatalf("want a status error, got %v", err)
+	}
+	for _, d := range st.Details() {
+		if ae, ok := d.(*rivetv1.ActorError); ok {
+			return st, ae
+		}
+	}
+	t.Fatalf("status %v has no ActorError detail", st)
+	return nil, nil
+}
+
+func TestErrorMapping(t *testing.T) {
+	var next error
+	f := servertest.NewFake()
+	f.GetFunc = func(context.Context, runtime.Ref) (runtime.ActorInfo, error) { return runtime.ActorInfo{}, next }
+	core, logs := observer.New(zapcore.DebugLevel)
+	actors, _ := dial(t, servertest.Start(t, f, servertest.Config{Logger: zap.New(core)}))
+
+	cases := []struct {
+		err         error
+		code        codes.Code
+		group, name string
+		msg         string
+	}{
+		{rivet.Errorf(rivet.ErrNotFound, "actor a [\"k\"] does not exist"), codes.NotFound, "actor", "not_found", `actor a ["k"] does not exist`},
+		{rivet.Errorf(rivet.ErrUnknownActor, "no actor named a"), codes.NotFound, "actor", "unknown_actor", "no actor named a"},
+		{rivet.Errorf(rivet.ErrUnknownAction, "no action x"), codes.NotFound, "actor", "unknown_action", "no action x"},
+		{rivet.Errorf(rivet.ErrUnknownQueue, "no queue q"), codes.NotFound, "queue", "unknown_queue", "no queue q"},
+		{rivet.Errorf(rivet.ErrAlreadyExists, "exists"), codes.AlreadyExists, "actor", "duplicate_key", "exists"},
+		{rivet.Errorf(rivet.ErrInvalidArgument, "bad"), codes.InvalidArgument, "request", "invalid_argument", "bad"},
+		{rivet.Errorf(rivet.ErrTooLarge, "big"), codes.ResourceExhausted, "request", "too_large", "big"},
+		{rivet.Errorf(rivet.ErrQueueFull, "full"), codes.ResourceExhausted, "queue", "full", "full"},
+		{rivet.Errorf(rivet.ErrUnavailable, "moving"), codes.Unavailable, "actor", "unavailable", "moving"},
+		{rivet.Errorf(rivet.ErrWorkflowFailed, "failed"), codes.FailedPrecondition, "workflow", "failed", "failed"},
+		{rivet.Errorf(rivet.ErrTimeout, "slow"), codes.DeadlineExceeded, "actor", "timed_out", "slow"},
+		{rivet.Errorf(rivet.ErrInternal, "broken invariant"), codes.Internal, "rivet", "internal_error", "broken invariant"},
+		{rivet.UserError("insufficient_funds", "balance is 3", map[string]int{"balance": 3}), codes.Unknown, "user", "insufficient_funds", "balance is 3"},
+		// Not *rivet.Error, but wrapping a sentinel: keeps its kind and text.
+		{fmt.Errorf("partition 7 is moving: %w", rivet.ErrUnavailable), codes.Unavailable, "actor", "unavailable", "partition 7 is moving: unavailable"},
+		{fmt.Errorf("turn: %w", context.DeadlineExceeded), codes.DeadlineExceeded, "actor", "timed_out", "turn: context deadline exceeded"},
+		{context.Canceled, codes.Canceled, "rivet", "canceled", "context canceled"},
+		// Anything else is masked.
+		{errors.New("open /var/lib/secret: permission denied"), codes.Internal, "rivet", "internal_error", "internal error"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.group+"."+tc.name, func(t *testing.T) {
+			next = tc.err
+			_, err := actors.Get(ctx(t), &rivetv1.GetRequest{Actor: ref("a", "k")})
+			st, ae := detail(t, err)
+			if st.Code() != tc.code || ae.Group != tc.group || ae.Code != tc.name || ae.Message != tc.msg || st.Message() != tc.msg {
+				t.Errorf("got %v %q, detail {%s %s %q}; want %v %q {%s %s}", st.Code(), st.Message(), ae.Group, ae.Code, ae.Message, tc.code, tc.msg, tc.group, tc.name)
+			}
+		})
+	}
+
+	// Every kind is covered.
+	covered := map[error]bool{}
+	for _, tc := range cases {
+		var e *rivet.Error
+		if errors.As(tc.err, &e) {
+			covered[e.Kind] = true
+		}
+	}
+	for _, k := range rivet.Kinds() {
+		if !covered[k] {
+			t.Errorf("kind %v has no case", k)
+		}
+	}
+
+	// User metadata travels in the detail.
+	next = rivet.UserError("insufficient_funds", "balance is 3", map[string]int{"balance": 3})
+	_, err := actors.Get(ctx(t), &rivetv1.GetRequest{Actor: ref("a", "k")})
+	if _, ae := detail(t, err); string(ae.Metadata) != `{"balance":3}` {
+		t.Errorf("metadata = %s", ae.Metadata)
+	}
+
+	// The masked error is logged with its cause, once at error level.
+	masked := logs.FilterMessage("internal error (masked for the client)").All()
+	if len(masked) != 1 || !strings.Contains(fmt.Sprint(masked[0].ContextMap()["error"]), "permission denied") {
+		t.Errorf("masked error logs: %+v", masked)
+	}
+	var errorLines int
+	for _, e := range logs.All() {
+		if e.Level == zapcore.ErrorLevel {
+			errorLines++
+		}
+	}
+	// One for the masked error, one for the deliberate ErrInternal.
+	if errorLines != 2 {
+		t.Errorf("%d error-level lines, want 2: %+v", errorLines, logs.All())
+	}
+	if n := logs.FilterMessage("grpc call").FilterField(zap.String("code", "NOT_FOUND")).Len(); n != 4 {
+		t.Errorf("%d debug lines for NOT_FOUND calls, want 4", n)
+	}
+}
+
+func TestValidation(t *testing.T) {
+	f := servertest.NewFake()
+	var calls int
+	f.CallFunc = func(context.Context, runtime.CallRequest) (json.RawMessage, error) {
+		calls++
+		return json.RawMessage("1"), nil
+	}
+	actors, _ := dial(t, servertest.Start(t, f, servertest.Config{}))
+	call := func(r *rivetv1.CallRequest) error {
+		_, err := actors.Call(ctx(t), r)
+		return err
+	}
+	longComponent := strings.Repeat("k", 2048)
+	var manyComponents []string
+	for range 20 {
+		manyComponents = append(manyComponents, strings.Repeat("k", 100))
+	}
+	cases := []struct {
+		name string
+		req  *rivetv1.CallRequest
+		code codes.Code
+		msg  string
+	}{
+		{"empty actor name", &rivetv1.CallRequest{Actor: ref("", "k"), Action: "a"}, codes.InvalidArgument, "actor name is empty"},
+		{"bad actor name", &rivetv1.CallRequest{Actor: ref("9lives", "k"), Action: "a"}, codes.InvalidArgument, "actor name \"9lives\""},
+		{"no actor", &rivetv1.CallRequest{Action: "a"}, codes.InvalidArgument, "actor name is empty"},
+		{"empty key", &rivetv1.CallRequest{Actor: ref("a"), Action: "a"}, codes.InvalidArgument, "actor key is empty"},
+		{"2 KiB key component", &rivetv1.CallRequest{Actor: ref("a", longComponent), Action: "a"}, codes.InvalidArgument, "component 0 is 2048 bytes, the limit is 128"},
+		{"2 KiB key", &rivetv1.CallRequest{Actor: ref("a", manyComponents...), Action: "a"}, codes.InvalidArgument, "actor key is 2000 bytes, the limit is 1024"},
+		{"bad action name", &rivetv1.CallRequest{Actor: ref("a", "k"), Action: "do it"}, codes.InvalidArgument, "action name"},
+		{"malformed args", &rivetv1.CallRequest{Actor: ref("a", "k"), Action: "a", Args: []byte("[1,")}, codes.InvalidArgument, "action arguments are not valid JSON"},
+		{"object args", &rivetv1.CallRequest{Actor: ref("a", "k"), Action: "a", Args: []byte(`{"x":1}`)}, codes.InvalidArgument, "must be a JSON array, such as [5] or [], not an object"},
+		{"number args", &rivetv1.CallRequest{Actor: ref("a", "k"), Action: "a", Args: []byte(" 5")}, codes.InvalidArgument, "not a number"},
+		{"string args", &rivetv1.CallRequest{Actor: ref("a", "k"), Action: "a", Args: []byte(`"x"`)}, codes.InvalidArgument, "not a string"},
+		{"malformed input", &rivetv1.CallRequest{Actor: ref("a", "k"), Action: "a", Input: []byte("{")}, codes.InvalidArgument, "create input is not valid JSON"},
+		{"5 MiB args", &rivetv1.CallRequest{Actor: ref("a", "k"), Action: "a", Args: bigArray(5 << 20)}, codes.ResourceExhausted,
+			"action arguments too large: 5242880 bytes (5.0 MiB), the limit is 4194304 bytes (4.0 MiB)"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			st, ae := detail(t, call(tc.req))
+			if st.Code() != tc.code || !strings.Contains(st.Message(), tc.msg) || ae.Message != st.Message() {
+				t.Errorf("got %v %q; want %v containing %q", st.Code(), st.Message(), tc.code, tc.msg)
+			}
+		})
+	}
+	if calls != 0 {
+		t.Errorf("backend saw %d invalid calls", calls)
+	}
+
+	// What passes: no args, an empty array, spaces before the array.
+	for _, args := range []string{"", "[]", " \n[1, \"x\"]"} {
+		if err := call(&rivetv1.CallRequest{Actor: ref("a", "k"), Action: "a", Args: []byte(args)}); err != nil {
+			t.Errorf("args %q: %v", args, err)
+		}
+	}
+	if calls != 3 {
+		t.Errorf("backend saw %d valid calls, want 3", calls)
+	}
+}
+
+// bigArray returns a JSON array of exactly n bytes.
+func bigArray(n int) []byte {
+	b := make([]byte, n)
+	b[0], b[1], b[n-2], b[n-1] = '[', '"', '"', ']'
+	for i := 2; i < n-2; i++ {
+		b[i] = 'x'
+	}
+	return b
+}
+
+func TestSendValidation(t *testing.T) {
+	actors, _ := dial(t, servertest.Start(t, servertest.NewFake(), servertest.Config{}))
+	cases := []struct {
+		name string
+		req  *rivetv1.SendRequest
+		code codes.Code
+		msg  string
+	}{
+		{"bad queue", &rivetv1.SendRequest{Actor: ref("a", "k"), Queue: "", Body: []byte("1")}, codes.InvalidArgument, "queue name is empty"},
+		{"empty body", &rivetv1.SendRequest{Actor: ref("a", "k"), Queue: "q"}, codes.InvalidArgument, "message body is empty"},
+		{"malformed body", &rivetv1.SendRequest{Actor: ref("a", "k"), Queue: "q", Body: []byte("{")}, codes.InvalidArgument, "message body is not valid JSON"},
+		{"65 KiB body", &rivetv1.SendRequest{Actor: ref("a", "k"), Queue: "q", Body: bigArray(65 << 10)}, codes.ResourceExhausted,
+			"message body too large: 66560 bytes (65.0 KiB), the limit is 65536 bytes (64.0 KiB)"},
+		{"negative timeout", &rivetv1.SendRequest{Actor: ref("a", "k"), Queue: "q", Body: []byte("1"), Wait: true, TimeoutMs: -1}, codes.InvalidArgument, "timeout_ms is negative"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := actors.Send(ctx(t), tc.req)
+			st, _ := detail(t, err)
+			if st.Code() != tc.code || !strings.Contains(st.Message(), tc.msg) {
+				t.Errorf("got %v %q; want %v containing %q", st.Code(), st.Message(), tc.code, tc.msg)
+			}
+		})
+	}
+	resp, err := actors.Send(ctx(t), &rivetv1.SendRequest{Actor: ref("a", "k"), Queue: "q", Body: bigArray(64 << 10), CreateIfMissing: true})
+	if err != nil || resp.Status != runtime.SendEnqueued {
+		t.Errorf("64 KiB body: %v %v", resp, err)
+	}
+}
+
+func TestResultTooLarge(t *testing.T) {
+	f := servertest.NewFake()
+	f.CallFunc = func(context.Context, runtime.CallRequest) (json.RawMessage, error) {
+		return bigArray(2 << 10), nil
+	}
+	actors, _ := dial(t, servertest.Start(t, f, servertest.Config{Limits: serverLimits(1 << 10)}))
+	_, err := actors.Call(ctx(t), &rivetv1.CallRequest{Actor: ref("a", "k"), Action: "get"})
+	st, _ := detail(t, err)
+	if st.Code() != codes.ResourceExhausted || !strings.Contains(st.Message(), "result of action get too large: 2048 bytes (2.0 KiB), the limit is 1024 bytes (1.0 KiB)") {
+		t.Errorf("got %v", st)
+	}
+}
+
+func TestTransportBound(t *testing.T) {
+	// Past twice the largest limit plus 1 MiB, gRPC itself refuses the
+	// request; it is still RESOURCE_EXHAUSTED.
+	actors, _ := dial(t, servertest.Start(t, servertest.NewFake(), servertest.Config{}))
+	_, err := actors.Call(ctx(t), &rivetv1.CallRequest{Actor: ref("a", "k"), Action: "a", Args: bigArray(10 << 20)})
+	if status.Code(err) != codes.ResourceExhausted {
+		t.Errorf("10 MiB args: %v", err)
+	}
+}
+
+func TestActorServiceRoundTrip(t *testing.T) {
+	f := servertest.NewFake()
+	actors, admin := dial(t, servertest.Start(t, f, servertest.Config{}))
+	c := ctx(t)
+
+	cr, err := actors.Create(c, &rivetv1.CreateRequest{Actor: ref("counter", "a"), Input: []byte(`{"x":1}`)})
+	if err != nil || cr.Actor.Actor.Name != "counter" || !cr.Actor.CreatedAt.AsTime().Equal(servertest.Created) || cr.Actor.Owner != "node-1" {
+		t.Fatalf("create: %v %v", cr, err)
+	}
+	if _, err := actors.Create(c, &rivetv1.CreateRequest{Actor: ref("counter", "a")}); status.Code(err) != codes.AlreadyExists {
+		t.Errorf("second create: %v", err)
+	}
+	gc, err := actors.GetOrCreate(c, &rivetv1.GetOrCreateRequest{Actor: ref("counter", "b")})
+	if err != nil || !gc.Created {
+		t.Errorf("getOrCreate: %v %v", gc, err)
+	}
+	res, err := actors.Call(c, &rivetv1.CallRequest{Actor: ref("counter", "a"), Action: "increment", Args: []byte("[5]")})
+	if err != nil || string(res.Result) != "5" {
+		t.Errorf("call: %v %v", res, err)
+	}
+	if _, err := actors.Send(c, &rivetv1.SendRequest{Actor: ref("counter", "a"), Queue: "q", Body: []byte(`"m"`)}); err != nil {
+		t.Error(err)
+	}
+	in, err := actors.Inspect(c, &rivetv1.InspectRequest{Actor: ref("counter", "a")})
+	if err != nil || string(in.State) != `{"count":5}` || len(in.Queues) != 1 || in.Queues[0].Depth != 1 {
+		t.Errorf("inspect: %v %v", in, err)
+	}
+	list, err := actors.List(c, &rivetv1.ListRequest{Name: "counter", Limit: 1})
+	if err != nil || len(list.Actors) != 1 || list.NextPageToken == "" {
+		t.Errorf("list: %v %v", list, err)
+	}
+	if _, err := actors.List(c, &rivetv1.ListRequest{Name: "bad name"}); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("list bad name: %v", err)
+	}
+	if _, err := actors.Destroy(c, &rivetv1.DestroyRequest{Actor: ref("counter", "a")}); err != nil {
+		t.Error(err)
+	}
+	if _, err := actors.Get(c, &rivetv1.GetRequest{Actor: ref("counter", "a")}); status.Code(err) != codes.NotFound {
+		t.Errorf("get after destroy: %v", err)
+	}
+
+	ms, err := admin.Members(c, &rivetv1.MembersRequest{})
+	if err != nil || len(ms.Members) != 1 || ms.Members[0].NodeId != "node-1" {
+		t.Errorf("members: %v %v", ms, err)
+	}
+	ps, err := admin.Partitions(c, &rivetv1.PartitionsRequest{})
+	if err != nil || ps.PartitionCount != 16 || len(ps.Partitions) != 16 || ps.Partitions[3].Token != 103 {
+		t.Errorf("partitions: %v %v", ps, err)
+	}
+	st, err := admin.Stats(c, &rivetv1.StatsRequest{})
+	if err != nil || st.Commits != 3 {
+		t.Errorf("stats: %v %v", st, err)
+	}
+}

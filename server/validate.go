@@ -1,0 +1,100 @@
+package server
+
+import (
+	"encoding/json"
+
+	"github.com/rivet-go/rivet"
+	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
+	"github.com/rivet-go/rivet/runtime"
+)
+
+// The checks here run before a request is routed to an actor's owner, so a
+// malformed request costs one node a little CPU and never an etcd read or a
+// forward. The runtime checks again what only it can know (that an action
+// exists, that a body fits a queue's type).
+
+// ref checks an actor reference and converts it.
+func ref(a *rivetv1.ActorRef) (runtime.Ref, error) {
+	if err := rivet.ValidateName("actor name", a.GetName()); err != nil {
+		return runtime.Ref{}, err
+	}
+	if err := rivet.ValidateKey(a.GetKey()); err != nil {
+		return runtime.Ref{}, err
+	}
+	return runtime.Ref{Name: a.GetName(), Key: a.GetKey()}, nil
+}
+
+// args checks an action's arguments: a JSON array within the limit. Empty
+// means no arguments.
+func (s *Server) args(b []byte) (json.RawMessage, error) {
+	if len(b) == 0 {
+		return json.RawMessage("[]"), nil
+	}
+	if err := checkSize("action arguments", len(b), s.limits.MaxArgsBytes); err != nil {
+		return nil, err
+	}
+	if !json.Valid(b) {
+		return nil, rivet.Errorf(rivet.ErrInvalidArgument, "action arguments are not valid JSON")
+	}
+	if firstByte(b) != '[' {
+		return nil, rivet.Errorf(rivet.ErrInvalidArgument, "action arguments must be a JSON array, such as [5] or [], not %s", jsonKind(b))
+	}
+	return b, nil
+}
+
+// body checks a queue message: JSON within the limit. An empty body is not
+// JSON; a client that means "nothing" sends null.
+func (s *Server) body(b []byte) (json.RawMessage, error) {
+	if len(b) == 0 {
+		return nil, rivet.Errorf(rivet.ErrInvalidArgument, "message body is empty: send JSON (null for none)")
+	}
+	if err := checkSize("message body", len(b), s.limits.MaxMessageBytes); err != nil {
+		return nil, err
+	}
+	if !json.Valid(b) {
+		return nil, rivet.Errorf(rivet.ErrInvalidArgument, "message body is not valid JSON")
+	}
+	return b, nil
+}
+
+// input checks a create input: JSON within the limit, or empty for none.
+func (s *Server) input(b []byte) (json.RawMessage, error) {
+	if len(b) == 0 {
+		return nil, nil
+	}
+	if err := checkSize("create input", len(b), s.limits.MaxInputBytes); err != nil {
+		return nil, err
+	}
+	if !json.Valid(b) {
+		return nil, rivet.Errorf(rivet.ErrInvalidArgument, "create input is not valid JSON")
+	}
+	return b, nil
+}
+
+// firstByte returns the first byte of JSON that is not white space.
+func firstByte(b []byte) byte {
+	for _, c := range b {
+		switch c {
+		case ' ', '\t', '\r', '\n':
+			continue
+		}
+		return c
+	}
+	return 0
+}
+
+// jsonKind names the kind of a valid JSON value, for error messages.
+func jsonKind(b []byte) string {
+	switch c := firstByte(b); {
+	case c == '{':
+		return "an object"
+	case c == '"':
+		return "a string"
+	case c == 't' || c == 'f':
+		return "a boolean"
+	case c == 'n':
+		return "null"
+	default:
+		return "a number"
+	}
+}
