@@ -1,0 +1,145 @@
+// Command node runs a rivet node hosting the example actors. Alone it needs
+// nothing else (an embedded etcd keeps its data in ./data):
+//
+//	go run ./cmd/node
+//
+// Every flag has an environment equivalent: --grpc-addr is RIVET_GRPC_ADDR.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/rivet-go/rivet/examples"
+	"github.com/rivet-go/rivet/node"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "node:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	cfg := node.DefaultConfig()
+	fs := flag.NewFlagSet("node", flag.ContinueOnError)
+	var (
+		etcdEndpoints string
+		logLevel      string
+		logFormat     string
+	)
+	str(fs, &cfg.NodeID, "node-id", cfg.NodeID, "unique, stable node ID (default: from <data-dir>/node-id, made on first start)")
+	str(fs, &cfg.GRPCAddr, "grpc-addr", cfg.GRPCAddr, "gRPC listen address")
+	str(fs, &cfg.AdvertiseAddr, "advertise-addr", cfg.AdvertiseAddr, "gRPC address told to clients and other nodes (default: --grpc-addr)")
+	str(fs, &cfg.HTTPAddr, "http-addr", cfg.HTTPAddr, "metrics and health listen address ('-' to disable)")
+	str(fs, &cfg.DataDir, "data-dir", cfg.DataDir, "data directory (node ID, embedded etcd)")
+	str(fs, &etcdEndpoints, "etcd-endpoints", "", "comma-separated external etcd endpoints (default: run an embedded etcd)")
+	str(fs, &cfg.EtcdClientAddr, "etcd-client-addr", cfg.EtcdClientAddr, "embedded etcd client listen address")
+	str(fs, &cfg.EtcdPeerAddr, "etcd-peer-addr", cfg.EtcdPeerAddr, "embedded etcd peer listen address")
+	str(fs, &cfg.EtcdPrefix, "etcd-prefix", cfg.EtcdPrefix, "key prefix of everything the node stores in etcd")
+	u32(fs, &cfg.Partitions, "partitions", cfg.Partitions, "partition count of a new cluster (fixed once the cluster exists)")
+	dur(fs, &cfg.LeaseTTL, "lease-ttl", cfg.LeaseTTL, "ownership lease TTL: how soon a crashed node's actors can move")
+	dur(fs, &cfg.Runtime.IdleTimeout, "idle-timeout", cfg.Runtime.IdleTimeout, "deactivate actors idle this long")
+	boolean(fs, &cfg.Runtime.ExposeErrors, "expose-errors", false, "send the text of actions' internal errors to callers")
+	str(fs, &logLevel, "log-level", "info", "debug, info, warn or error")
+	str(fs, &logFormat, "log-format", "console", "console or json")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if etcdEndpoints != "" {
+		for _, e := range strings.Split(etcdEndpoints, ",") {
+			if e = strings.TrimSpace(e); e != "" {
+				cfg.EtcdEndpoints = append(cfg.EtcdEndpoints, e)
+			}
+		}
+	}
+	log, err := newLogger(logLevel, logFormat)
+	if err != nil {
+		return err
+	}
+	cfg.Logger = log
+
+	reg, err := examples.Registry()
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	return node.Run(ctx, cfg, reg)
+}
+
+func newLogger(level, format string) (*zap.Logger, error) {
+	lvl, err := zapcore.ParseLevel(level)
+	if err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	var zc zap.Config
+	switch format {
+	case "json":
+		zc = zap.NewProductionConfig()
+	case "console":
+		zc = zap.NewDevelopmentConfig()
+		zc.DisableStacktrace = true
+		zc.EncoderConfig.EncodeLevel = zapcore.CapitalColorLevelEncoder
+	default:
+		return nil, fmt.Errorf("--log-format: %q is neither console nor json", format)
+	}
+	zc.Level = zap.NewAtomicLevelAt(lvl)
+	return zc.Build()
+}
+
+// envName maps a flag name to its environment variable: grpc-addr ->
+// RIVET_GRPC_ADDR. The environment sets the default; a flag wins.
+func envName(flagName string) string {
+	return "RIVET_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+func str(fs *flag.FlagSet, p *string, name, def, usage string) {
+	if v, ok := os.LookupEnv(envName(name)); ok {
+		def = v
+	}
+	fs.StringVar(p, name, def, usage+" ["+envName(name)+"]")
+}
+
+func u32(fs *flag.FlagSet, p *uint32, name string, def uint32, usage string) {
+	if v, ok := os.LookupEnv(envName(name)); ok {
+		if n, err := strconv.ParseUint(v, 10, 32); err == nil {
+			def = uint32(n)
+		}
+	}
+	fs.Func(name, fmt.Sprintf("%s (default %d) [%s]", usage, def, envName(name)), func(s string) error {
+		n, err := strconv.ParseUint(s, 10, 32)
+		*p = uint32(n)
+		return err
+	})
+	*p = def
+}
+
+func dur(fs *flag.FlagSet, p *time.Duration, name string, def time.Duration, usage string) {
+	if v, ok := os.LookupEnv(envName(name)); ok {
+		if d, err := time.ParseDuration(v); err == nil {
+			def = d
+		}
+	}
+	fs.DurationVar(p, name, def, usage+" ["+envName(name)+"]")
+}
+
+func boolean(fs *flag.FlagSet, p *bool, name string, def bool, usage string) {
+	if v, ok := os.LookupEnv(envName(name)); ok {
+		if b, err := strconv.ParseBool(v); err == nil {
+			def = b
+		}
+	}
+	fs.BoolVar(p, name, def, usage+" ["+envName(name)+"]")
+}

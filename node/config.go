@@ -1,0 +1,130 @@
+package node
+
+import (
+	"errors"
+	"time"
+
+	"github.com/rivet-go/rivet/placement"
+	"github.com/rivet-go/rivet/runtime"
+	"go.uber.org/zap"
+)
+
+// Config is everything a node needs. Zero fields take the defaults of
+// DefaultConfig, which run one node alone on loopback.
+type Config struct {
+	// NodeID names the node in the cluster; it must be unique and stable
+	// across restarts (a restarted node revokes its previous run's lease by
+	// ID). Empty: read from <DataDir>/node-id, or made and written there.
+	NodeID string
+	// GRPCAddr is where clients and peers call the node.
+	GRPCAddr string
+	// AdvertiseAddr is the gRPC address other nodes and clients are told;
+	// empty means GRPCAddr.
+	AdvertiseAddr string
+	// HTTPAddr serves /metrics, /healthz and /readyz. "-" disables it.
+	HTTPAddr string
+	// DataDir holds the node ID and the embedded etcd's data.
+	DataDir string
+
+	// EtcdEndpoints points the node at an external etcd. Empty runs an
+	// embedded etcd member in <DataDir>/etcd.
+	EtcdEndpoints []string
+	// EtcdClientAddr and EtcdPeerAddr are the embedded member's client and
+	// peer listen addresses (host:port).
+	EtcdClientAddr string
+	EtcdPeerAddr   string
+	// EtcdPrefix namespaces every key the node writes.
+	EtcdPrefix string
+
+	// Partitions is the partition count used if this node creates the
+	// cluster; an existing cluster keeps its own.
+	Partitions uint32
+	// LeaseTTL is how long the node's claims outlive its last lease
+	// renewal: the time until another node may take over after a crash.
+	// Shorter fails over faster but risks losing claims in a long GC pause
+	// or etcd hiccup (which is safe, thanks to fencing, but interrupts).
+	LeaseTTL time.Duration
+	// ShutdownTimeout bounds a clean stop (drain turns, flush, resign).
+	ShutdownTimeout time.Duration
+
+	// Runtime tunes the actor host (NodeID and Partitions are set by the
+	// node).
+	Runtime runtime.Config
+	// Logger receives the node's logs. Nil: a production zap logger.
+	Logger *zap.Logger
+}
+
+// DefaultConfig returns the configuration of a node that runs alone on
+// loopback with an embedded etcd in ./data.
+func DefaultConfig() Config {
+	return Config{
+		GRPCAddr:        "127.0.0.1:6420",
+		HTTPAddr:        "127.0.0.1:6421",
+		DataDir:         "data",
+		EtcdClientAddr:  "127.0.0.1:2379",
+		EtcdPeerAddr:    "127.0.0.1:2380",
+		EtcdPrefix:      "/rivet/",
+		Partitions:      placement.DefaultPartitions,
+		LeaseTTL:        5 * time.Second,
+		ShutdownTimeout: 20 * time.Second,
+		Runtime:         runtime.DefaultConfig(),
+	}
+}
+
+// DefaultLocalConfig is DefaultConfig on free loopback ports with data in
+// dir, for tests and benchmarks.
+func DefaultLocalConfig(dir string) Config {
+	c := DefaultConfig()
+	c.GRPCAddr = "127.0.0.1:0"
+	c.HTTPAddr = "127.0.0.1:0"
+	c.EtcdClientAddr = "127.0.0.1:0"
+	c.EtcdPeerAddr = "127.0.0.1:0"
+	c.DataDir = dir
+	c.Partitions = 64
+	return c
+}
+
+func (c *Config) validate() error {
+	d := DefaultConfig()
+	if c.GRPCAddr == "" {
+		c.GRPCAddr = d.GRPCAddr
+	}
+	if c.HTTPAddr == "" {
+		c.HTTPAddr = d.HTTPAddr
+	}
+	if c.DataDir == "" {
+		c.DataDir = d.DataDir
+	}
+	if c.EtcdClientAddr == "" {
+		c.EtcdClientAddr = d.EtcdClientAddr
+	}
+	if c.EtcdPeerAddr == "" {
+		c.EtcdPeerAddr = d.EtcdPeerAddr
+	}
+	if c.EtcdPrefix == "" {
+		c.EtcdPrefix = d.EtcdPrefix
+	}
+	if c.Partitions == 0 {
+		c.Partitions = d.Partitions
+	}
+	if c.Partitions > 65536 {
+		return errors.New("node: Partitions above 65536")
+	}
+	if c.LeaseTTL == 0 {
+		c.LeaseTTL = d.LeaseTTL
+	}
+	if c.LeaseTTL < time.Second {
+		return errors.New("node: LeaseTTL under 1s (etcd leases have second granularity)")
+	}
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = d.ShutdownTimeout
+	}
+	if c.Logger == nil {
+		l, err := zap.NewProduction()
+		if err != nil {
+			return err
+		}
+		c.Logger = l
+	}
+	return nil
+}

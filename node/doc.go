@@ -1,0 +1,12 @@
+// Package node runs a rivet node: it wires etcd (embedded or external), the
+// storage layer, the actor runtime, the gRPC API and the HTTP endpoints for
+// metrics and health, and owns every goroutine they start. A custom node
+// binary is a registry plus node.Run:
+//
+//	reg := rivet.MustSetup(myActor)
+//	err := node.Run(ctx, node.DefaultConfig(), reg)
+//
+// Stop order (SIGTERM): refuse new calls, let the calls in progress finish,
+// flush every pending commit, revoke the node's lease (so its partitions can
+// be taken over at once), close etcd.
+package node

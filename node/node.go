@@ -1,0 +1,369 @@
+package node
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+
+	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/runtime"
+	"github.com/rivet-go/rivet/server"
+	"github.com/rivet-go/rivet/storage"
+	"github.com/rivet-go/rivet/storage/etcdstore"
+)
+
+// Node is a running node. Make it with Start; stop it with Stop.
+type Node struct {
+	cfg Config
+	log *zap.Logger
+
+	embedded  *etcdstore.Embedded
+	etcd      *clientv3.Client
+	store     storage.Store
+	committer *storage.Committer
+	own       *Ownership
+	host      *runtime.Host
+
+	grpcServer *grpc.Server
+	grpcLis    net.Listener
+	health     *health.Server
+	httpServer *http.Server
+	httpLis    net.Listener
+
+	// bgCancel stops the background tasks (committer, lease keep-alive);
+	// bg waits for them.
+	bgCancel context.CancelFunc
+	bg       sync.WaitGroup
+	// fatal receives the first error of a background task that must stop
+	// the node (etcd died, a listener failed).
+	fatal chan error
+
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// Ownership is the runtime's ownership, aliased so that callers of node
+// need not import runtime for it.
+type Ownership = runtime.Ownership
+
+// Run starts a node, serves until ctx is done (or a fatal error), then
+// stops it cleanly.
+func Run(ctx context.Context, cfg Config, reg *rivet.Registry) error {
+	n, err := Start(ctx, cfg, reg)
+	if err != nil {
+		return err
+	}
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case runErr = <-n.fatal:
+		n.log.Error("fatal error: stopping", zap.Error(runErr))
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), n.cfg.ShutdownTimeout)
+	defer cancel()
+	return errors.Join(runErr, n.Stop(sctx))
+}
+
+// Start starts a node and returns once it serves.
+func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	n := &Node{cfg: cfg, log: cfg.Logger, fatal: make(chan error, 4)}
+	defer func() {
+		if err != nil {
+			n.closeAll()
+		}
+	}()
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("node: data dir: %w", err)
+	}
+	if n.cfg.NodeID == "" {
+		if n.cfg.NodeID, err = loadNodeID(cfg.DataDir); err != nil {
+			return nil, err
+		}
+	}
+	n.log = n.log.With(zap.String("node", n.cfg.NodeID))
+
+	// Listeners first, so that a port in use fails fast and ":0" resolves
+	// to the address the node advertises.
+	if n.grpcLis, err = net.Listen("tcp", cfg.GRPCAddr); err != nil {
+		return nil, fmt.Errorf("node: grpc listen: %w", err)
+	}
+	if cfg.HTTPAddr != "-" {
+		if n.httpLis, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
+			return nil, fmt.Errorf("node: http listen: %w", err)
+		}
+	}
+
+	endpoints := cfg.EtcdEndpoints
+	if len(endpoints) == 0 {
+		ec := etcdstore.DefaultEmbeddedConfig(filepath.Join(cfg.DataDir, "etcd"))
+		ec.Name = n.cfg.NodeID
+		ec.ClientURL = "http://" + cfg.EtcdClientAddr
+		ec.PeerURL = "http://" + cfg.EtcdPeerAddr
+		ec.Logger = n.log
+		t0 := time.Now()
+		if n.embedded, err = etcdstore.StartEmbedded(ctx, ec); err != nil {
+			return nil, fmt.Errorf("node: %w", err)
+		}
+		endpoints = n.embedded.Endpoints()
+		n.log.Info("embedded etcd ready", zap.Strings("endpoints", endpoints), zap.Duration("took", time.Since(t0)))
+	}
+	n.etcd, err = clientv3.New(clientv3.Config{
+		Endpoints:   endpoints,
+		DialTimeout: 5 * time.Second,
+		Logger:      n.log.Named("etcd-client").WithOptions(zap.IncreaseLevel(zap.WarnLevel)),
+		// Room for the largest transaction the committer builds.
+		MaxCallSendMsgSize: 4 << 20,
+		MaxCallRecvMsgSize: 64 << 20,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("node: etcd client: %w", err)
+	}
+	st, err := etcdstore.New(n.etcd, cfg.EtcdPrefix)
+	if err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	n.store = st
+
+	parts, err := clusterPartitions(ctx, n.store, cfg.Partitions)
+	if err != nil {
+		return nil, err
+	}
+	if parts != cfg.Partitions {
+		n.log.Info("the cluster's partition count differs from the configured one; the cluster's wins", zap.Uint32("cluster", parts), zap.Uint32("configured", cfg.Partitions))
+	}
+
+	bgCtx, bgCancel := context.WithCancel(context.Background())
+	n.bgCancel = bgCancel
+	n.committer = storage.NewCommitter(n.store, storage.DefaultCommitterConfig())
+	n.goBackground("committer", func() error { return n.committer.Run(bgCtx) })
+
+	advertise := cfg.AdvertiseAddr
+	if advertise == "" {
+		advertise = n.grpcLis.Addr().String()
+	}
+	n.own = runtime.NewOwnership(n.store, runtime.NodeRecord{NodeID: n.cfg.NodeID, GRPCAddr: advertise, StartedAt: time.Now().UTC()}, cfg.LeaseTTL, n.log)
+	t0 := time.Now()
+	if err := n.own.Establish(ctx, runtime.AllPartitions(parts)); err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	n.log.Info("ownership established", zap.Int("partitions", n.own.Owned()), zap.Duration("took", time.Since(t0)))
+	n.goBackground("lease", func() error { return n.own.Run(bgCtx) })
+
+	rc := cfg.Runtime
+	rc.NodeID, rc.Partitions, rc.Logger = n.cfg.NodeID, parts, n.log
+	if n.host, err = runtime.New(rc, reg, n.store, n.committer, n.own); err != nil {
+		return nil, err
+	}
+	n.host.Start()
+
+	// One source for the limits both layers enforce: the runtime's config.
+	limits := server.DefaultLimits()
+	limits.MaxResultBytes, limits.MaxMessageBytes = rc.MaxResultBytes, rc.MaxMessageBytes
+	opts := append(server.ServerOptions(limits), grpc.ChainUnaryInterceptor(server.UnaryInterceptor(n.log)))
+	n.grpcServer = grpc.NewServer(opts...)
+	server.New(n.host, server.WithLimits(limits), server.WithLogger(n.log)).Register(n.grpcServer)
+	n.health = health.NewServer()
+	healthpb.RegisterHealthServer(n.grpcServer, n.health)
+	reflection.Register(n.grpcServer)
+	n.goBackground("grpc", func() error {
+		if err := n.grpcServer.Serve(n.grpcLis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			return fmt.Errorf("grpc serve: %w", err)
+		}
+		return nil
+	})
+	if n.httpLis != nil {
+		n.startHTTP()
+	}
+	if n.embedded != nil {
+		n.goBackground("etcd", func() error {
+			select {
+			case err := <-n.embedded.Err():
+				return fmt.Errorf("embedded etcd: %w", err)
+			case <-bgCtx.Done():
+				return nil
+			}
+		})
+	}
+	n.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	n.log.Info("node serving", zap.String("grpc", n.GRPCAddr()), zap.String("http", n.HTTPAddr()), zap.Uint32("partitions", parts))
+	return n, nil
+}
+
+func (n *Node) goBackground(name string, fn func() error) {
+	n.bg.Add(1)
+	go func() {
+		defer n.bg.Done()
+		if err := fn(); err != nil {
+			select {
+			case n.fatal <- fmt.Errorf("%s: %w", name, err):
+			default:
+			}
+		}
+	}()
+}
+
+func (n *Node) startHTTP() {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), newCollector(n))
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		res, err := n.health.Check(r.Context(), &healthpb.HealthCheckRequest{})
+		if err != nil || res.Status != healthpb.HealthCheckResponse_SERVING {
+			http.Error(w, "not serving", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	n.httpServer = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	n.goBackground("http", func() error {
+		if err := n.httpServer.Serve(n.httpLis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("http serve: %w", err)
+		}
+		return nil
+	})
+}
+
+// GRPCAddr is the address the gRPC server listens on.
+func (n *Node) GRPCAddr() string { return n.grpcLis.Addr().String() }
+
+// HTTPAddr is the address of the metrics and health server ("" if off).
+func (n *Node) HTTPAddr() string {
+	if n.httpLis == nil {
+		return ""
+	}
+	return n.httpLis.Addr().String()
+}
+
+// ID is the node's ID.
+func (n *Node) ID() string { return n.cfg.NodeID }
+
+// Host is the node's actor host.
+func (n *Node) Host() *runtime.Host { return n.host }
+
+// Stop stops the node cleanly: refuse new calls, finish the calls in
+// progress, flush, resign ownership, close etcd. It is idempotent.
+func (n *Node) Stop(ctx context.Context) error {
+	n.stopOnce.Do(func() { n.stopErr = n.stop(ctx) })
+	return n.stopErr
+}
+
+func (n *Node) stop(ctx context.Context) error {
+	n.log.Info("stopping")
+	var errs []error
+	n.health.Shutdown()
+	// Refuse new turns first: calls that arrive now get UNAVAILABLE, which
+	// clients retry elsewhere, instead of hanging on a closing listener.
+	hostStopped := make(chan error, 1)
+	go func() { hostStopped <- n.host.Stop(ctx) }()
+	graceful := make(chan struct{})
+	go func() { n.grpcServer.GracefulStop(); close(graceful) }()
+	select {
+	case <-graceful:
+	case <-ctx.Done():
+		n.grpcServer.Stop()
+		<-graceful
+	}
+	if err := <-hostStopped; err != nil {
+		errs = append(errs, fmt.Errorf("host stop: %w", err))
+	}
+	if err := n.own.Resign(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("resign: %w", err))
+	}
+	if n.httpServer != nil {
+		_ = n.httpServer.Shutdown(ctx)
+	}
+	n.closeAll()
+	n.log.Info("stopped")
+	_ = n.log.Sync()
+	return errors.Join(errs...)
+}
+
+// closeAll stops background tasks and closes what Start opened, in reverse.
+func (n *Node) closeAll() {
+	if n.grpcServer != nil {
+		n.grpcServer.Stop()
+	} else if n.grpcLis != nil {
+		n.grpcLis.Close()
+	}
+	if n.httpServer != nil {
+		n.httpServer.Close()
+	} else if n.httpLis != nil {
+		n.httpLis.Close()
+	}
+	if n.bgCancel != nil {
+		n.bgCancel()
+	}
+	n.bg.Wait()
+	if n.etcd != nil {
+		n.etcd.Close()
+	}
+	if n.embedded != nil {
+		n.embedded.Close()
+	}
+}
+
+// loadNodeID reads the node ID from dataDir, or makes one and writes it
+// there, so that the node keeps its ID across restarts.
+func loadNodeID(dataDir string) (string, error) {
+	p := filepath.Join(dataDir, "node-id")
+	if b, err := os.ReadFile(p); err == nil {
+		if id := strings.TrimSpace(string(b)); id != "" {
+			return id, nil
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("node: read node id: %w", err)
+	}
+	var r [4]byte
+	_, _ = rand.Read(r[:])
+	id := "node-" + hex.EncodeToString(r[:])
+	if err := os.WriteFile(p, []byte(id+"\n"), 0o644); err != nil {
+		return "", fmt.Errorf("node: write node id: %w", err)
+	}
+	return id, nil
+}
+
+// clusterConfig is stored at storage.ClusterConfigKey.
+type clusterConfig struct {
+	Partitions uint32    `json:"partitions"`
+	CreatedAt  time.Time `json:"created_at"`
+}
+
+// clusterPartitions returns the cluster's partition count, creating the
+// cluster with want partitions if it does not exist yet.
+func clusterPartitions(ctx context.Context, st storage.Store, want uint32) (uint32, error) {
+	b, _ := json.Marshal(clusterConfig{Partitions: want, CreatedAt: time.Now().UTC()})
+	stored, _, err := st.PutIfAbsent(ctx, storage.ClusterConfigKey, b)
+	if err != nil {
+		return 0, fmt.Errorf("node: cluster config: %w", err)
+	}
+	var cc clusterConfig
+	if err := json.Unmarshal(stored, &cc); err != nil || cc.Partitions == 0 {
+		return 0, fmt.Errorf("node: cluster config %q is invalid", stored)
+	}
+	return cc.Partitions, nil
+}

@@ -1,0 +1,190 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// bins holds the binaries built once for the whole package.
+var bins struct {
+	dir      string
+	node     string
+	rivetctl string
+}
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "rivet-e2e-bin")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	bins.dir = dir
+	bins.node = filepath.Join(dir, "node")
+	bins.rivetctl = filepath.Join(dir, "rivetctl")
+	for out, pkg := range map[string]string{bins.node: "../../cmd/node", bins.rivetctl: "../../cmd/rivetctl"} {
+		cmd := exec.Command("go", "build", "-o", out, pkg)
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "build", pkg, err)
+			os.Exit(1)
+		}
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// freePort returns a loopback port that was free a moment ago. The etcd
+// ports must be fixed across a node's restarts, so they cannot be ":0".
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// nodeProc is one node process. Its data dir and etcd ports outlive the
+// process, so start can run it again after a kill.
+type nodeProc struct {
+	t        *testing.T
+	dataDir  string
+	etcdC    string
+	etcdP    string
+	grpcFix  string
+	extra    []string
+	logPath  string
+	cmd      *exec.Cmd
+	grpcAddr string
+	done     chan struct{}
+}
+
+func newNode(t *testing.T, extra ...string) *nodeProc {
+	n := &nodeProc{t: t, dataDir: t.TempDir(), etcdC: freePort(t), etcdP: freePort(t), grpcFix: freePort(t), extra: extra}
+	n.logPath = filepath.Join(n.dataDir, "node.log")
+	t.Cleanup(func() { n.kill() })
+	return n
+}
+
+// start runs the node and waits until it logs that it serves.
+func (n *nodeProc) start() {
+	t := n.t
+	t.Helper()
+	args := append([]string{
+		"--data-dir", n.dataDir, "--grpc-addr", n.grpcFix, "--http-addr", "-",
+		"--etcd-client-addr", n.etcdC, "--etcd-peer-addr", n.etcdP,
+		"--log-format", "json", "--partitions", "64",
+	}, n.extra...)
+	cmd := exec.Command(bins.node, args...)
+	logf, err := os.OpenFile(n.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr, pw := io.Pipe()
+	cmd.Stdout, cmd.Stderr = logf, io.MultiWriter(logf, pw)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	n.cmd, n.done = cmd, make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		logf.Close()
+		pw.Close()
+		close(n.done)
+	}()
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(pr)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		sent := false
+		for sc.Scan() {
+			var line struct {
+				Msg  string `json:"msg"`
+				GRPC string `json:"grpc"`
+			}
+			if !sent && json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "node serving" {
+				addr <- line.GRPC
+				sent = true
+			}
+		}
+		_, _ = io.Copy(io.Discard, pr)
+	}()
+	select {
+	case a := <-addr:
+		n.grpcAddr = a
+	case <-n.done:
+		t.Fatalf("node exited before serving; log:\n%s", n.log())
+	case <-time.After(60 * time.Second):
+		t.Fatalf("node did not serve within 60s; log:\n%s", n.log())
+	}
+}
+
+// kill sends SIGKILL and waits for the process to end.
+func (n *nodeProc) kill() {
+	if n.cmd == nil || n.cmd.Process == nil {
+		return
+	}
+	_ = n.cmd.Process.Signal(syscall.SIGKILL)
+	<-n.done
+	n.cmd = nil
+}
+
+// stop sends SIGTERM and waits for a clean exit.
+func (n *nodeProc) stop() error {
+	if n.cmd == nil {
+		return nil
+	}
+	_ = n.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-n.done:
+	case <-time.After(30 * time.Second):
+		n.kill()
+		return fmt.Errorf("node did not stop within 30s of SIGTERM")
+	}
+	code := n.cmd.ProcessState.ExitCode()
+	n.cmd = nil
+	if code != 0 {
+		return fmt.Errorf("node exited with code %d", code)
+	}
+	return nil
+}
+
+func (n *nodeProc) log() string {
+	b, _ := os.ReadFile(n.logPath)
+	if len(b) > 8000 {
+		b = b[len(b)-8000:]
+	}
+	return string(b)
+}
+
+// rivetctl runs the CLI against the node and returns stdout, stderr and
+// the exit code.
+func (n *nodeProc) rivetctl(args ...string) (string, string, int) {
+	n.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bins.rivetctl, append([]string{"--addr", n.grpcAddr}, args...)...)
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		n.t.Fatalf("rivetctl: %v", err)
+	}
+	return strings.TrimSpace(out.String()), strings.TrimSpace(errb.String()), code
+}
