@@ -460,3 +460,34 @@ func TestLostClaimFencesTheActor(t *testing.T) {
 	}
 	_ = e.store.RevokeLease(ctx(t), other)
 }
+
+type blobState struct {
+	Blob string `json:"blob"`
+}
+
+var blobby = rivet.Actor[blobState]{
+	Name: "blobby",
+	Actions: rivet.Actions[blobState]{
+		"grow": rivet.Action(func(c *rivet.ActionCtx[blobState], n int) (int, error) {
+			c.State.Blob += string(make([]byte, n))
+			return len(c.State.Blob), nil
+		}),
+	},
+}
+
+func TestStateOverItsLimitIsRefusedAndDiscarded(t *testing.T) {
+	e := newEnv(t, counterReg(t, blobby), func(c *runtime.Config) { c.MaxStateBytes = 64 << 10 })
+	if n := callInt(t, e.host, "blobby", "b", "grow", true, 1000); n != 1000 {
+		t.Fatalf("grow = %d", n)
+	}
+	if _, err := call(t, e.host, "blobby", "b", "grow", true, 100<<10); !errors.Is(err, rivet.ErrTooLarge) {
+		t.Fatalf("growing past the limit: %v, want ErrTooLarge", err)
+	}
+	if n := callInt(t, e.host, "blobby", "b", "grow", true, 1); n != 1001 {
+		t.Fatalf("after the refused change blob is %d bytes, want 1001 (the change discarded)", n)
+	}
+	e.restart()
+	if n := callInt(t, e.host, "blobby", "b", "grow", true, 0); n != 1001 {
+		t.Fatalf("after restart blob is %d bytes, want 1001", n)
+	}
+}
