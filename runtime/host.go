@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"runtime/debug"
 	"sort"
 	"strconv"
@@ -495,11 +494,10 @@ func (h *Host) Get(ctx context.Context, ref Ref) (ActorInfo, error) {
 	if _, err := h.spec(ref.Name); err != nil {
 		return ActorInfo{}, err
 	}
-	snap, part, active, err := h.peek(ctx, ref)
+	snap, part, _, err := h.peek(ctx, ref)
 	if err != nil {
 		return ActorInfo{}, err
 	}
-	_ = active
 	return ActorInfo{Ref: ref, CreatedAt: time.UnixMilli(snap.meta.CreatedAt), Partition: part, Owner: h.cfg.NodeID}, nil
 }
 
@@ -863,5 +861,3 @@ func isConditionFailed(err error) bool { return errors.Is(err, storage.ErrCondit
 
 func actorField(a *activation) zap.Field { return zap.String("actor", a.describe()) }
 func errField(err error) zap.Field       { return zap.Error(err) }
-
-var _ = fmt.Sprintf

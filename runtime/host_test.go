@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -379,7 +380,7 @@ func TestFailedActionDiscardsItsChanges(t *testing.T) {
 		t.Fatalf("user error = %#v, want code nope with metadata", err)
 	}
 	_, err = call(t, e.host, "failing", "x", "crash", true)
-	if !errors.Is(err, rivet.ErrInternal) || contains(err.Error(), "secret") {
+	if !errors.Is(err, rivet.ErrInternal) || strings.Contains(err.Error(), "secret") {
 		t.Fatalf("internal error = %v, want ErrInternal without the detail", err)
 	}
 	if _, err = call(t, e.host, "failing", "x", "panic", true); !errors.Is(err, rivet.ErrInternal) {
@@ -388,19 +389,6 @@ func TestFailedActionDiscardsItsChanges(t *testing.T) {
 	if n := callInt(t, e.host, "failing", "x", "bump", true, false); n != 2 {
 		t.Fatalf("after failed actions n = %d, want 2 (their changes discarded)", n)
 	}
-}
-
-func contains(s, sub string) bool {
-	return len(sub) > 0 && len(s) >= len(sub) && (s == sub || indexOf(s, sub) >= 0)
-}
-
-func indexOf(s, sub string) int {
-	for i := 0; i+len(sub) <= len(s); i++ {
-		if s[i:i+len(sub)] == sub {
-			return i
-		}
-	}
-	return -1
 }
 
 func TestIdleActorsAreDeactivatedAndComeBack(t *testing.T) {
@@ -442,8 +430,6 @@ func TestLostClaimFencesTheActor(t *testing.T) {
 	if !errors.Is(err, rivet.ErrUnavailable) {
 		t.Fatalf("increment after losing the claim: %v, want ErrUnavailable", err)
 	}
-	ref := runtime.Ref{Name: "counter", Key: []string{"f"}}
-	_ = ref
 	var found bool
 	kvs, err := e.store.List(ctx(t), storage.ActorsPrefix, storage.ListOptions{})
 	if err != nil {
