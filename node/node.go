@@ -177,7 +177,9 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 	if n.host, err = runtime.New(rc, reg, n.store, n.committer, n.own); err != nil {
 		return nil, err
 	}
-	n.host.Start()
+	if err := n.host.Start(ctx); err != nil {
+		return nil, err
+	}
 
 	// One source for the limits both layers enforce: the runtime's config.
 	limits := server.DefaultLimits()

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"runtime/debug"
 	"sort"
 	"strconv"
@@ -50,8 +51,10 @@ type Host struct {
 	drained  chan struct{} // closed when stopping and inflight reaches 0
 
 	flushes sync.WaitGroup // flush goroutines
-	reaper  sync.WaitGroup
+	loops   sync.WaitGroup // reap and wakeLoop
 	stopCh  chan struct{}
+
+	timers *timers
 
 	chainSeq atomic.Uint64
 	calls    atomic.Uint64
@@ -68,15 +71,27 @@ func New(cfg Config, reg *rivet.Registry, store storage.Store, commit Committer,
 		baseCtx: ctx, cancelBase: cancel,
 		actors: map[string]*activation{},
 		stopCh: make(chan struct{}),
+		timers: newTimers(),
 	}
 	own.OnLost(h.evictAll)
+	own.OnClaimed(func(ctx context.Context) {
+		if err := h.loadWakeups(ctx); err != nil {
+			h.log.Error("loading wakeups after claiming partitions failed", zap.Error(err))
+		}
+	})
 	return h, nil
 }
 
-// Start starts the idle reaper.
-func (h *Host) Start() {
-	h.reaper.Add(1)
+// Start loads the wakeups of the partitions the node owns, and starts the
+// idle reaper and the wakeup timer.
+func (h *Host) Start(ctx context.Context) error {
+	if err := h.loadWakeups(ctx); err != nil {
+		return fmt.Errorf("runtime: load wakeups: %w", err)
+	}
+	h.loops.Add(2)
 	go h.reap()
+	go h.wakeLoop()
+	return nil
 }
 
 // Stop refuses new requests (rivet.ErrUnavailable), waits for the requests
@@ -112,7 +127,7 @@ func (h *Host) Stop(ctx context.Context) error {
 		<-flushed
 	}
 	h.cancelBase()
-	h.reaper.Wait()
+	h.loops.Wait()
 	return err
 }
 
@@ -718,7 +733,7 @@ func (h *Host) Stats() Stats {
 
 // reap deactivates actors idle past their timeout.
 func (h *Host) reap() {
-	defer h.reaper.Done()
+	defer h.loops.Done()
 	tick := time.NewTicker(max(h.cfg.IdleTimeout/4, 10*time.Millisecond))
 	defer tick.Stop()
 	for {

@@ -80,7 +80,9 @@ func (e *env) start() {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.Start()
+	if err := h.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
 	e.host, e.own = h, own
 	stopped := false
 	e.stop = func() {

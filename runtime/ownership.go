@@ -35,6 +35,9 @@ type Ownership struct {
 	claims map[uint32]storage.Claim
 	// onLost is called, without mu held, when claims are dropped.
 	onLost []func()
+	// onClaimed is called, without mu held, when claims were re-established
+	// after a loss (not after the first Establish: the host starts after it).
+	onClaimed []func(context.Context)
 }
 
 // NewOwnership returns an Ownership for the node described by record. It
@@ -50,6 +53,14 @@ func NewOwnership(store storage.Store, record NodeRecord, ttl time.Duration, log
 func (o *Ownership) OnLost(fn func()) {
 	o.mu.Lock()
 	o.onLost = append(o.onLost, fn)
+	o.mu.Unlock()
+}
+
+// OnClaimed registers fn to be called when claims are re-established after
+// a loss.
+func (o *Ownership) OnClaimed(fn func(context.Context)) {
+	o.mu.Lock()
+	o.onClaimed = append(o.onClaimed, fn)
 	o.mu.Unlock()
 }
 
@@ -110,6 +121,12 @@ func (o *Ownership) Run(ctx context.Context) error {
 		backoff := 100 * time.Millisecond
 		for {
 			if err := o.Establish(ctx, parts); err == nil {
+				o.mu.RLock()
+				fns := append([]func(context.Context){}, o.onClaimed...)
+				o.mu.RUnlock()
+				for _, fn := range fns {
+					fn(ctx)
+				}
 				break
 			} else if ctx.Err() != nil {
 				return nil

@@ -1,0 +1,203 @@
+package runtime
+
+import (
+	"container/heap"
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/storage"
+	"go.uber.org/zap"
+)
+
+// wakeupRecord is stored at wakeups/<p>/<name>/<key>: the actor must run at
+// At (unix ms) even if no request arrives. It exists while an actor's
+// workflow is unfinished; At is the earliest time it can make progress
+// without a message (a sleep's deadline, a retry's backoff), or the time it
+// last started running, so that a new owner runs it at once after a crash.
+type wakeupRecord struct {
+	At int64 `json:"at"`
+}
+
+// wakeItem is one scheduled activation.
+type wakeItem struct {
+	ref   Ref
+	id    string
+	at    time.Time
+	index int
+}
+
+// wakeHeap is a min-heap of wakeItems by time.
+type wakeHeap []*wakeItem
+
+func (h wakeHeap) Len() int           { return len(h) }
+func (h wakeHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h wakeHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i]; h[i].index = i; h[j].index = j }
+func (h *wakeHeap) Push(x any)        { it := x.(*wakeItem); it.index = len(*h); *h = append(*h, it) }
+func (h *wakeHeap) Pop() any {
+	old := *h
+	it := old[len(old)-1]
+	*h = old[:len(old)-1]
+	it.index = -1
+	return it
+}
+
+// timers schedules actor activations. This node is the only writer of the
+// wakeup records of its partitions, so after loading them once when it
+// claims partitions it keeps them in memory and never scans etcd again.
+type timers struct {
+	mu    sync.Mutex
+	heap  wakeHeap
+	byID  map[string]*wakeItem
+	kick  chan struct{}
+	clock func() time.Time
+}
+
+func newTimers() *timers {
+	return &timers{byID: map[string]*wakeItem{}, kick: make(chan struct{}, 1), clock: time.Now}
+}
+
+// schedule sets (or moves) the actor's activation time.
+func (t *timers) schedule(ref Ref, id string, at time.Time) {
+	t.mu.Lock()
+	if it, ok := t.byID[id]; ok {
+		it.at = at
+		heap.Fix(&t.heap, it.index)
+	} else {
+		it := &wakeItem{ref: ref, id: id, at: at}
+		heap.Push(&t.heap, it)
+		t.byID[id] = it
+	}
+	t.mu.Unlock()
+	select {
+	case t.kick <- struct{}{}:
+	default:
+	}
+}
+
+// cancel forgets the actor's activation time.
+func (t *timers) cancel(id string) {
+	t.mu.Lock()
+	if it, ok := t.byID[id]; ok {
+		heap.Remove(&t.heap, it.index)
+		delete(t.byID, id)
+	}
+	t.mu.Unlock()
+}
+
+// due pops the items due now and returns them, and the time of the next.
+func (t *timers) due() ([]*wakeItem, time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := t.clock()
+	var out []*wakeItem
+	for len(t.heap) > 0 && !t.heap[0].at.After(now) {
+		it := heap.Pop(&t.heap).(*wakeItem)
+		delete(t.byID, it.id)
+		out = append(out, it)
+	}
+	var next time.Time
+	if len(t.heap) > 0 {
+		next = t.heap[0].at
+	}
+	return out, next
+}
+
+// loadWakeups schedules every wakeup record of the partitions this node
+// owns. Called when partitions are claimed.
+func (h *Host) loadWakeups(ctx context.Context) error {
+	kvs, err := h.store.List(ctx, storage.WakeupsPrefix, storage.ListOptions{})
+	if err != nil {
+		return err
+	}
+	n := 0
+	for _, kv := range kvs {
+		// wakeups/<p:5>/<name>/<enc>
+		rest := strings.TrimPrefix(kv.Key, storage.WakeupsPrefix)
+		if len(rest) < 7 || rest[5] != '/' {
+			continue
+		}
+		name, enc, ok := cut(rest[6:], '/')
+		if !ok {
+			continue
+		}
+		key, err := storage.DecodeKey(enc)
+		if err != nil {
+			continue
+		}
+		ref := Ref{Name: name, Key: key}
+		_, part, _, err := h.locate(ref)
+		if err != nil {
+			continue
+		}
+		if _, owned := h.own.Token(part); !owned {
+			continue
+		}
+		var rec wakeupRecord
+		if json.Unmarshal(kv.Value, &rec) != nil {
+			continue
+		}
+		h.timers.schedule(ref, name+"/"+enc, time.UnixMilli(rec.At))
+		n++
+	}
+	if n > 0 {
+		h.log.Info("wakeups loaded", zap.Int("actors", n))
+	}
+	return nil
+}
+
+// wakeLoop activates actors whose wakeup time came. It runs until Stop.
+func (h *Host) wakeLoop() {
+	defer h.loops.Done()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		items, next := h.timers.due()
+		for _, it := range items {
+			h.wakeOne(it)
+		}
+		wait := time.Hour
+		if !next.IsZero() {
+			wait = max(time.Until(next), time.Millisecond)
+		}
+		timer.Reset(wait)
+		select {
+		case <-h.stopCh:
+			return
+		case <-h.timers.kick:
+		case <-timer.C:
+		}
+	}
+}
+
+// wakeOne activates one actor; activating it starts its workflow, which
+// then decides what to wait for next.
+func (h *Host) wakeOne(it *wakeItem) {
+	if err := h.begin(); err != nil {
+		return
+	}
+	defer h.end()
+	sp, err := h.spec(it.ref.Name)
+	if err != nil {
+		h.log.Warn("wakeup for an unknown actor type: dropped", zap.String("actor", it.id))
+		return
+	}
+	ctx, cancel := context.WithTimeout(h.baseCtx, 30*time.Second)
+	defer cancel()
+	a, _, err := h.activate(ctx, it.ref, sp, false, nil)
+	switch {
+	case err == nil:
+		a.lastTurn.Store(time.Now().UnixNano())
+	case errors.Is(err, rivet.ErrNotFound):
+	case errors.Is(err, rivet.ErrUnavailable):
+		// Not ours any more, or storage is down: the owner (or a later
+		// claim's load) will pick it up.
+	default:
+		h.log.Warn("wakeup failed", zap.String("actor", it.id), zap.Error(err))
+		h.timers.schedule(it.ref, it.id, time.Now().Add(time.Second))
+	}
+}
