@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rivet-go/rivet/caller"
+	"github.com/rivet-go/rivet/workflow"
 )
 
 // Client finds actors; Handle calls one. See package caller.
@@ -32,6 +33,12 @@ type Actor[S any] struct {
 	Queues Queues
 	// Actions are what callers can run, by name.
 	Actions Actions[S]
+	// Run, if set, is the actor's durable workflow. It starts when the
+	// actor is created and runs until it returns; every step, sleep, queue
+	// receive, join and race is recorded, and after a crash, a restart or a
+	// move it replays from the history and continues where it stopped.
+	// See package workflow for the rules workflow code must follow.
+	Run func(ctx *workflow.Ctx[S]) error
 	// Options tune the runtime for this actor type.
 	Options Options
 }
@@ -167,6 +174,9 @@ type Spec struct {
 	DecodeState func(data []byte) (any, error)
 	Actions     map[string]ActionSpec
 	Queues      map[string]QueueSpec
+	// Run runs the actor's workflow once against its history (nil if the
+	// actor has none); see workflow.Run.
+	Run func(ctx context.Context, host workflow.Host, history []workflow.Entry) workflow.Outcome
 }
 
 // ActionSpec is one type-erased action.
@@ -239,6 +249,12 @@ func (a Actor[S]) Spec() (*Spec, error) {
 			return nil, fmt.Errorf("actor %s: stored state does not decode: %w", a.Name, err)
 		}
 		return s, nil
+	}
+	if a.Run != nil {
+		fn := a.Run
+		sp.Run = func(ctx context.Context, host workflow.Host, history []workflow.Entry) workflow.Outcome {
+			return workflow.Run(ctx, fn, host, history)
+		}
 	}
 	for name, h := range a.Actions {
 		if err := ValidateName("action name", name); err != nil {

@@ -70,6 +70,10 @@ const (
 	StateSuffix    = "state"
 	QueueSuffix    = "q/"  // q/<queue>/<seq as 20 digits>
 	WorkflowSuffix = "wf/" // wf/<entry path>
+	// WorkflowStatusSuffix holds the workflow's status (running, completed,
+	// failed) and error; outside wf/ so that history prefix deletes never
+	// touch it.
+	WorkflowStatusSuffix = "wfstatus"
 )
 
 // EncodeKey encodes an actor key's components into one path segment: each

@@ -1,0 +1,165 @@
+package workflow
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/rivet-go/rivet/caller"
+)
+
+// Ctx is the orchestration context of a workflow on actors with state S. It
+// gives no access to the state: only step bodies (StepCtx) have it, so that
+// every change to the state is recorded with the step that made it.
+//
+// A Ctx is valid in the function it was given to; loop, join, race and try
+// bodies get their own and must use it, not the outer one.
+type Ctx[S any] struct{ x *cx }
+
+// StepCtx is what a step body sees. It lives for one attempt.
+type StepCtx[S any] struct {
+	// State is the actor's state. The body may change it; the change is
+	// committed with the step's record, even when the attempt fails.
+	State *S
+
+	// ctx is the attempt's context, kept as http.Request keeps its own
+	// because a StepCtx is itself request-scoped.
+	ctx     context.Context
+	client  caller.Client
+	attempt int
+}
+
+// Context is cancelled when the attempt times out, its race branch loses,
+// or the run is evicted. A body that ignores it holds the actor's turn until
+// it returns.
+func (s *StepCtx[S]) Context() context.Context { return s.ctx }
+
+// Client calls other actors (or this one, re-entrantly).
+func (s *StepCtx[S]) Client() caller.Client { return s.client }
+
+// Attempt is the attempt's number, from 1.
+func (s *StepCtx[S]) Attempt() int { return s.attempt }
+
+// Now is the workflow's time: the time recorded by the entry the code
+// passed last, so replays see the time the first run saw. Before the
+// workflow's first entry it is the host's clock. Use it instead of
+// time.Now outside steps.
+func (c *Ctx[S]) Now() time.Time {
+	if t := c.x.t.now; !t.IsZero() {
+		return t
+	}
+	return c.x.t.r.now()
+}
+
+// Context is done when the run is evicted or the race branch that runs this
+// code lost. Primitives watch it already; use it for your own waits, if
+// any.
+func (c *Ctx[S]) Context() context.Context { return c.x.t.ctx }
+
+// Step runs fn once as the step name and returns its value, or replays the
+// recorded value: S and T are inferred from fn. Retries, backoff and timeout
+// take their defaults (StepOpts sets them). T must marshal to JSON; the
+// value returned is the one decoded from its JSON, live as on replay.
+func Step[S, T any](c *Ctx[S], name string, fn func(*StepCtx[S]) (T, error)) (T, error) {
+	return StepOpts(c, StepOptions{Name: name}, fn)
+}
+
+// StepOpts is Step with options.
+func StepOpts[S, T any](c *Ctx[S], opts StepOptions, fn func(*StepCtx[S]) (T, error)) (T, error) {
+	return runStep[S, T](c, opts, fn, nil)
+}
+
+// StepWithRollback is StepOpts with a compensation: if the workflow later
+// fails (not diverges, not evicted), rollback runs with the step's value,
+// the handlers of all completed steps in reverse order of completion. A
+// RollbackCheckpoint must come first.
+func StepWithRollback[S, T any](c *Ctx[S], opts StepOptions, fn func(*StepCtx[S]) (T, error), rollback func(s *StepCtx[S], value T) error) (T, error) {
+	return runStep(c, opts, fn, rollback)
+}
+
+// TryStep is Step that catches the step's terminal failure (kinds
+// critical, timeout and exhausted) and returns it as a *Failure instead of
+// an error: the error is then only what must stop the workflow (eviction,
+// divergence, a Rollback failure).
+func TryStep[S, T any](c *Ctx[S], name string, fn func(*StepCtx[S]) (T, error)) (T, *Failure, error) {
+	return TryStepOpts(c, StepOptions{Name: name}, fn)
+}
+
+// TryStepOpts is TryStep with options.
+func TryStepOpts[S, T any](c *Ctx[S], opts StepOptions, fn func(*StepCtx[S]) (T, error)) (T, *Failure, error) {
+	v, err := StepOpts(c, opts, fn)
+	if err == nil {
+		return v, nil, nil
+	}
+	var se *StepError
+	if errors.As(err, &se) {
+		if f, ok := failureOf(se); ok {
+			return v, f, nil
+		}
+	}
+	return v, nil, err
+}
+
+// Step runs a step that returns no value.
+func (c *Ctx[S]) Step(name string, fn func(*StepCtx[S]) error) error {
+	return c.StepWith(StepOptions{Name: name}, fn)
+}
+
+// StepWith runs a step that returns no value, with options.
+func (c *Ctx[S]) StepWith(opts StepOptions, fn func(*StepCtx[S]) error) error {
+	_, err := StepOpts(c, opts, func(s *StepCtx[S]) (none, error) { return none{}, fn(s) })
+	return err
+}
+
+// none is the value of a step without one: recorded as no output at all.
+type none struct{}
+
+func (none) MarshalJSON() ([]byte, error) { return []byte("null"), nil }
+func (*none) UnmarshalJSON([]byte) error  { return nil }
+
+func runStep[S, T any](c *Ctx[S], opts StepOptions, fn func(*StepCtx[S]) (T, error), rollback func(*StepCtx[S], T) error) (T, error) {
+	var zero T
+	sp := stepSpec{opts: opts, pol: policyOf(opts)}
+	sp.body = func(env StepEnv, ctx context.Context, attempt int) (json.RawMessage, error) {
+		st, ok := env.State.(*S)
+		if !ok {
+			return nil, Critical(fmt.Errorf("workflow: the host passed a state of type %T, the workflow wants %T", env.State, st))
+		}
+		v, err := fn(&StepCtx[S]{State: st, ctx: ctx, client: env.Client, attempt: attempt})
+		if err != nil {
+			return nil, err
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, Critical(fmt.Errorf("workflow: step value does not marshal to JSON: %w", err))
+		}
+		if string(b) == "null" {
+			b = nil
+		}
+		return b, nil
+	}
+	if rollback != nil {
+		sp.rollback = func(env StepEnv, ctx context.Context, out json.RawMessage) error {
+			st, ok := env.State.(*S)
+			if !ok {
+				return fmt.Errorf("workflow: the host passed a state of type %T, the workflow wants %T", env.State, st)
+			}
+			var v T
+			if err := json.Unmarshal(out, &v); err != nil {
+				return fmt.Errorf("workflow: recorded step value does not decode into %T: %w", v, err)
+			}
+			return rollback(&StepCtx[S]{State: st, ctx: ctx, client: env.Client, attempt: 1}, v)
+		}
+	}
+	out, path, err := c.x.step(sp)
+	if err != nil {
+		return zero, err
+	}
+	var v T
+	if err := decodeInto(path, out, &v); err != nil {
+		return zero, err
+	}
+	return v, nil
+}

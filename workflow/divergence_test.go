@@ -1,0 +1,397 @@
+package workflow_test
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rivet-go/rivet/workflow"
+	"github.com/rivet-go/rivet/workflow/workflowtest"
+)
+
+func note(c *logCtx, name string) error {
+	return c.Step(name, func(s *logStep) error { s.State.Log = append(s.State.Log, name); return nil })
+}
+
+func wait(c *logCtx, name string) error {
+	_, err := workflow.Next[job](c, name)
+	return err
+}
+
+// inFlight runs v1 until it blocks on a message nobody sent (or ends): the
+// history of a workflow in flight when new code is deployed.
+func inFlight(t *testing.T, v1 func(c *logCtx) error) *workflowtest.Host[log] {
+	t.Helper()
+	h := newHost(log{})
+	if out := drive(t, h, v1); out.Status == workflow.RunFailed {
+		t.Fatalf("v1: %+v", out)
+	}
+	return h
+}
+
+func TestDivergence(t *testing.T) {
+	seq := func(names ...string) func(c *logCtx) error {
+		return func(c *logCtx) error {
+			for _, n := range names {
+				var err error
+				if strings.HasPrefix(n, "?") {
+					err = wait(c, n[1:])
+				} else {
+					err = note(c, n)
+				}
+				if err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}
+	cases := []struct {
+		name     string
+		v1, v2   func(c *logCtx) error
+		path     string
+		expected string
+		found    string
+	}{
+		{"renamed root step", seq("a", "b", "?w"), seq("a", "c", "?w"), "b", `step "b"`, `new step "c"`},
+		{"removed root step", seq("a", "b", "?w"), seq("a", "?w"), "b", `step "b"`, `new message "w"`},
+		{"removed last root step", seq("a", "b"), seq("a"), "b", `step "b"`, "the workflow ended"},
+		{"removed step at the end of a loop iteration", loopOf("a", "b"), loopOf("a"), "l/~0/b", `step "l/~0/b"`, `"l/~0" ended`},
+		{"inserted root step", seq("a", "b", "?w"), seq("a", "x", "b", "?w"), "b", `step "b"`, `new step "x"`},
+		{"swapped root steps", seq("a", "b", "?w"), seq("b", "a", "?w"), "a", `step "a" before step "b"`, `"b" first`},
+		{"swapped in a join branch", func(c *logCtx) error {
+			_, err := workflow.Join(c, "j", workflow.Branches[log, int]{"x": func(c *logCtx) (int, error) { return 0, seq("a", "b", "?w")(c) }})
+			return err
+		}, func(c *logCtx) error {
+			_, err := workflow.Join(c, "j", workflow.Branches[log, int]{"x": func(c *logCtx) (int, error) { return 0, seq("b", "a", "?w")(c) }})
+			return err
+		}, "j/x/a", `step "j/x/a" before step "j/x/b"`, `"j/x/b" first`},
+		{"wrong kind", seq("a", "?w"), func(c *logCtx) error { return c.Sleep("a", 0) }, "a", `step "a"`, "sleep"},
+		{"renamed in a loop iteration", func(c *logCtx) error {
+			return c.Loop("l", func(c *logCtx) error { return seq("a", "b", "?w")(c) })
+		}, func(c *logCtx) error {
+			return c.Loop("l", func(c *logCtx) error { return seq("a", "c", "?w")(c) })
+		}, "l/~0/b", `step "l/~0/b"`, `new step "l/~0/c"`},
+		{"try block where a step was", seq("t", "?w"), func(c *logCtx) error {
+			_, err := c.Try("t", func(*logCtx) error { return nil })
+			return err
+		}, "t", `step "t"`, "a try block"},
+		{"step renamed inside try", func(c *logCtx) error {
+			_, err := c.Try("t", func(c *logCtx) error { return seq("a", "?w")(c) })
+			return err
+		}, func(c *logCtx) error {
+			_, err := c.Try("t", func(c *logCtx) error { return seq("b", "?w")(c) })
+			return err
+		}, "t/a", `step "t/a"`, `new step "t/b"`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := inFlight(t, tc.v1)
+			before := h.State().Log
+			out := drive(t, h, tc.v2)
+			de := failedWith[*workflow.DivergenceError](t, out)
+			if de.Path != tc.path || !strings.Contains(de.Expected, tc.expected) || !strings.Contains(de.Found, tc.found) {
+				t.Fatalf("divergence %+v, want path %q expected ~%q found ~%q", de, tc.path, tc.expected, tc.found)
+			}
+			// Caught before the new code ran a step.
+			if got := h.State().Log; !reflect.DeepEqual(got, before) {
+				t.Fatalf("steps ran before the divergence was caught: %v -> %v", before, got)
+			}
+		})
+	}
+}
+
+// loopOf runs steps in the first iteration of a loop, then waits in the
+// second.
+func loopOf(steps ...string) func(c *logCtx) error {
+	return func(c *logCtx) error {
+		_, err := workflow.LoopWith(c, workflow.LoopOptions[int]{Name: "l"}, func(c *logCtx, i int) (int, error) {
+			if i == 1 {
+				if err := wait(c, "w"); err != nil {
+					return i, err
+				}
+				return i, workflow.Break
+			}
+			for _, n := range steps {
+				if err := note(c, n); err != nil {
+					return i, err
+				}
+			}
+			return i + 1, nil
+		})
+		return err
+	}
+}
+
+func TestReplayAcceptsAppendedEntries(t *testing.T) {
+	// New entries after all the recorded ones are just new.
+	h := inFlight(t, func(c *logCtx) error {
+		if err := note(c, "a"); err != nil {
+			return err
+		}
+		if err := note(c, "b"); err != nil {
+			return err
+		}
+		return wait(c, "w")
+	})
+	h.Send("q", job{1})
+	out := drive(t, h, func(c *logCtx) error {
+		for _, n := range []string{"a", "b"} {
+			if err := note(c, n); err != nil {
+				return err
+			}
+		}
+		if err := wait(c, "w"); err != nil {
+			return err
+		}
+		return note(c, "c")
+	})
+	if out.Status != workflow.RunCompleted || !reflect.DeepEqual(h.State().Log, []string{"a", "b", "c"}) {
+		t.Fatalf("outcome %+v log %v", out, h.State().Log)
+	}
+}
+
+func TestGetVersion(t *testing.T) {
+	v1 := func(c *logCtx) error {
+		if err := note(c, "a"); err != nil {
+			return err
+		}
+		if err := note(c, "b"); err != nil {
+			return err
+		}
+		return wait(c, "w")
+	}
+	var versions []int
+	v2 := func(c *logCtx) error {
+		if err := note(c, "a"); err != nil {
+			return err
+		}
+		v, err := c.GetVersion("drop-b", 2)
+		if err != nil {
+			return err
+		}
+		versions = append(versions, v)
+		if v == 1 {
+			if err := note(c, "b"); err != nil {
+				return err
+			}
+		} else if err := note(c, "b2"); err != nil {
+			return err
+		}
+		return wait(c, "w")
+	}
+	// An instance in flight keeps the old path.
+	h := inFlight(t, v1)
+	h.Send("q", job{1})
+	if out := drive(t, h, v2); out.Status != workflow.RunCompleted || !reflect.DeepEqual(h.State().Log, []string{"a", "b"}) {
+		t.Fatalf("old instance: %+v %v", out, h.State().Log)
+	}
+	// A new instance takes the new one.
+	h2 := newHost(log{})
+	h2.Send("q", job{1})
+	if out := drive(t, h2, v2); out.Status != workflow.RunCompleted || !reflect.DeepEqual(h2.State().Log, []string{"a", "b2"}) {
+		t.Fatalf("new instance: %+v %v", out, h2.State().Log)
+	}
+	// Recorded versions are replayed.
+	if out := drive(t, h2, v2); out.Status != workflow.RunCompleted {
+		t.Fatalf("replay %+v", out)
+	}
+	if !reflect.DeepEqual(versions, []int{1, 2, 2}) {
+		t.Fatalf("versions %v", versions)
+	}
+	if e := entryAt(t, h2.History(), "drop-b"); e.Kind != workflow.KindVersionCheck || e.Version != 2 || e.Latest != 2 {
+		t.Fatalf("entry %+v", e)
+	}
+}
+
+func TestRemoved(t *testing.T) {
+	v1 := func(c *logCtx) error {
+		if err := c.Loop("old-loop", func(c *logCtx) error {
+			if err := note(c, "x"); err != nil {
+				return err
+			}
+			return workflow.Break
+		}); err != nil {
+			return err
+		}
+		return wait(c, "w")
+	}
+	v2 := func(c *logCtx) error {
+		if err := c.Removed("old-loop", workflow.KindLoop); err != nil {
+			return err
+		}
+		return wait(c, "w")
+	}
+	h := inFlight(t, v1)
+	h.Send("q", job{1})
+	if out := drive(t, h, v2); out.Status != workflow.RunCompleted {
+		t.Fatalf("in flight: %+v", out)
+	}
+	h2 := newHost(log{})
+	h2.Send("q", job{1})
+	if out := drive(t, h2, v2); out.Status != workflow.RunCompleted {
+		t.Fatalf("new: %+v", out)
+	}
+	if e := entryAt(t, h2.History(), "old-loop"); e.Kind != workflow.KindRemoved || e.RemovedKind != workflow.KindLoop {
+		t.Fatalf("placeholder %+v", e)
+	}
+	// The placeholder replays, and the wrong kind diverges.
+	if out := drive(t, h2, v2); out.Status != workflow.RunCompleted {
+		t.Fatalf("replay: %+v", out)
+	}
+	out := drive(t, h, func(c *logCtx) error { return c.Removed("old-loop", workflow.KindStep) })
+	failedWith[*workflow.DivergenceError](t, out)
+}
+
+func TestRollback(t *testing.T) {
+	compensated := func(name string) func(c *logCtx) (string, error) {
+		return func(c *logCtx) (string, error) {
+			return workflow.StepWithRollback(c, workflow.StepOptions{Name: name},
+				func(s *logStep) (string, error) {
+					s.State.Log = append(s.State.Log, name)
+					return "id-" + name, nil
+				},
+				func(s *logStep, id string) error {
+					s.State.Log = append(s.State.Log, "undo "+id)
+					return nil
+				})
+		}
+	}
+	wf := func(c *logCtx) error {
+		if err := c.RollbackCheckpoint("cp"); err != nil {
+			return err
+		}
+		for _, n := range []string{"reserve", "charge"} {
+			if _, err := compensated(n)(c); err != nil {
+				return err
+			}
+		}
+		if err := c.Sleep("settle", time.Minute); err != nil {
+			return err
+		}
+		if _, err := compensated("ship")(c); err != nil {
+			return err
+		}
+		return c.StepWith(workflow.StepOptions{Name: "notify", MaxRetries: workflow.NoRetries}, func(*logStep) error {
+			return errors.New("mail server down")
+		})
+	}
+	want := []string{"reserve", "charge", "ship", "undo id-ship", "undo id-charge", "undo id-reserve"}
+	h := newHost(log{})
+	out := drive(t, h, wf)
+	se := failedWith[*workflow.StepError](t, out)
+	if se.Path != "notify" || !reflect.DeepEqual(h.State().Log, want) {
+		t.Fatalf("error %v, log %v", se, h.State().Log)
+	}
+	for _, p := range []string{"reserve", "charge", "ship"} {
+		if e := entryAt(t, h.History(), p); !e.RollbackDone {
+			t.Fatalf("%s: rollback not recorded: %+v", p, e)
+		}
+	}
+	// The failure is sticky and the rollback is not run twice.
+	if out := drive(t, h, wf); out.Status != workflow.RunFailed || !reflect.DeepEqual(h.State().Log, want) {
+		t.Fatalf("rerun: %+v %v", out, h.State().Log)
+	}
+	// A crash in the middle of the rollback resumes it where it stopped.
+	for k := 1; k <= 8; k++ {
+		h := newHost(log{})
+		h.CrashAt(k, k%2 == 0)
+		out := drive(t, h, wf)
+		if out.Status != workflow.RunFailed || !reflect.DeepEqual(h.State().Log, want) {
+			t.Fatalf("crash at %d: %+v %v", k, out, h.State().Log)
+		}
+	}
+}
+
+func TestRollbackHandlerFailure(t *testing.T) {
+	h := newHost(log{})
+	out := drive(t, h, func(c *logCtx) error {
+		if err := c.RollbackCheckpoint("cp"); err != nil {
+			return err
+		}
+		if _, err := workflow.StepWithRollback(c, workflow.StepOptions{Name: "a"}, func(*logStep) (int, error) { return 1, nil },
+			func(*logStep, int) error { return errors.New("cannot undo") }); err != nil {
+			return err
+		}
+		return errors.New("business failure")
+	})
+	rf := failedWith[*workflow.RollbackFailedError](t, out)
+	if rf.Path != "a" || !strings.Contains(out.Err.Error(), "business failure") {
+		t.Fatalf("error %v", out.Err)
+	}
+}
+
+func TestNoRollbackAfterDivergence(t *testing.T) {
+	var undone atomic.Bool
+	v := func(second string) func(c *logCtx) error {
+		return func(c *logCtx) error {
+			if err := c.RollbackCheckpoint("cp"); err != nil {
+				return err
+			}
+			if _, err := workflow.StepWithRollback(c, workflow.StepOptions{Name: "a"}, func(*logStep) (int, error) { return 1, nil },
+				func(*logStep, int) error { undone.Store(true); return nil }); err != nil {
+				return err
+			}
+			if err := note(c, second); err != nil {
+				return err
+			}
+			return wait(c, "w")
+		}
+	}
+	h := inFlight(t, v("b"))
+	out := drive(t, h, v("c"))
+	failedWith[*workflow.DivergenceError](t, out)
+	if undone.Load() {
+		t.Fatal("rollback ran after a divergence")
+	}
+}
+
+func TestTryCatchesStepJoinRace(t *testing.T) {
+	h := newHost(log{})
+	var caught []*workflow.Failure
+	out := drive(t, h, func(c *logCtx) error {
+		fail := func(c *logCtx) (int, error) {
+			return workflow.StepOpts(c, workflow.StepOptions{Name: "s", MaxRetries: workflow.NoRetries}, func(*logStep) (int, error) {
+				return 0, errors.New("no")
+			})
+		}
+		blocks := map[string]func(c *logCtx) error{
+			"step": func(c *logCtx) error { _, err := fail(c); return err },
+			"join": func(c *logCtx) error {
+				_, err := workflow.Join(c, "j", workflow.Branches[log, int]{"x": fail})
+				return err
+			},
+			"race": func(c *logCtx) error {
+				_, _, err := workflow.Race(c, "r", []workflow.RaceBranch[log, int]{{Name: "x", Run: fail}})
+				return err
+			},
+		}
+		for _, name := range []string{"step", "join", "race"} {
+			f, err := c.Try("try-"+name, blocks[name])
+			if err != nil {
+				return err
+			}
+			caught = append(caught, f)
+		}
+		// What is not a step, join or race failure passes through.
+		mine := errors.New("mine")
+		if _, err := c.Try("own", func(*logCtx) error { return mine }); err != mine {
+			return errors.New("Try caught a plain error")
+		}
+		return nil
+	})
+	if out.Status != workflow.RunCompleted || len(caught) != 3 {
+		t.Fatalf("outcome %+v caught %v", out, caught)
+	}
+	for i, src := range []workflow.Source{workflow.SourceStep, workflow.SourceJoin, workflow.SourceRace} {
+		if caught[i] == nil || caught[i].Source != src {
+			t.Fatalf("caught[%d] = %+v", i, caught[i])
+		}
+	}
+	if caught[0].Name != "try-step/s" || caught[0].Kind != workflow.FailureExhausted {
+		t.Fatalf("step failure %+v", caught[0])
+	}
+}

@@ -1,0 +1,134 @@
+// Package workflow is the durable workflow engine of rivet actors: an
+// actor's Run function, written as ordinary Go, whose every step, sleep,
+// queue receive, loop, join and race is recorded in a history, so that after
+// a crash or a deactivation the function is re-run and continues exactly
+// where it stopped.
+//
+//	Run: func(ctx *workflow.Ctx[ReminderState]) error {
+//		return ctx.Loop("reminder-loop", func(ctx *workflow.Ctx[ReminderState]) error {
+//			msg, err := workflow.Next[Reminder](ctx, "wait-reminder")
+//			if err != nil {
+//				return err
+//			}
+//			at := time.UnixMilli(max(ctx.Now().UnixMilli(), msg.Body.At))
+//			if err := ctx.SleepUntil("wait-until-reminder", at); err != nil {
+//				return err
+//			}
+//			return ctx.Step("record-reminder", func(s *workflow.StepCtx[ReminderState]) error {
+//				s.State.Fired = append(s.State.Fired, msg.Body.Text)
+//				return nil
+//			})
+//		})
+//	},
+//
+// Typed operations are functions (Step, StepOpts, TryStep, LoopWith, Next,
+// NextBatch, Join, Race), because Go methods cannot have type parameters;
+// the others are methods of Ctx. The orchestration code gets a *Ctx, which
+// has no access to the actor's state: only step bodies (*StepCtx) do, so
+// every change of state is recorded with the step that made it.
+//
+// # Execution model
+//
+// Every activation re-runs the workflow function from the start (Run). Each
+// primitive looks its entry up in the history by its name path ("loop/~3/
+// step", "join/branch/step"):
+//
+//   - a completed entry returns its recorded result at once, without running
+//     anything (a step body, a receive, a sleep);
+//   - a new or unfinished entry runs live: a step body runs in the actor's
+//     turn and its result commits atomically with the state it changed; a
+//     receive takes messages and records them in one commit; a sleep records
+//     its deadline once and waits.
+//
+// While the run waits (a sleep, a receive, a retry's backoff) it blocks in
+// memory. When every part of it is blocked the host is told (Host.Waiting),
+// and may evict it by cancelling its context: every primitive then returns
+// ErrEvicted, and Run returns an Outcome with status RunYielded and the time
+// and queues that would wake it. The host persists a wakeup and runs the
+// workflow again then. Run also returns RunCompleted, or RunFailed with the
+// error: a step that used up its retries (*StepError), a join or race that
+// failed (*JoinError, *RaceError), the function's own error, or a
+// divergence (*DivergenceError). A failed workflow fails the same way when
+// run again: the failure is in its history.
+//
+// Join and race branches run concurrently, on goroutines that Run owns and
+// joins before it returns; a race cancels its losers through their context
+// and deletes their history; a step that times out has its context
+// cancelled. Run starts no other goroutine, and none outlives it.
+//
+// # Rules for workflow code
+//
+// The engine replays by re-running your code, so the code outside steps must
+// take the same path every time it runs against the same history:
+//
+//  1. Code outside steps must be deterministic. Anything that can differ
+//     between runs (the time, random numbers, I/O, calls to other actors,
+//     reading the environment) goes in a step, whose result is recorded.
+//  2. Use ctx.Now, never time.Now, outside steps: it returns the time
+//     recorded by the last entry the code passed, the same on every replay.
+//     (Before the workflow's first entry it is the host's clock.)
+//  3. Do not depend on map iteration order, or on goroutine scheduling: do
+//     not start goroutines in workflow code; use Join and Race.
+//  4. Propagate ErrEvicted (and ErrCancelled, in race branches): return it
+//     unchanged. A primitive that returned it will return it again; code that
+//     swallows it cannot make progress, and nothing it does is committed.
+//  5. Touch the actor's state only in step bodies, through StepCtx.State, and
+//     do not keep the pointer after the body returns. Step values and loop
+//     states must round-trip through JSON: the engine returns the decoded
+//     value even live, so that live runs and replays see the same value.
+//  6. Give every entry a name unique in its scope (a loop iteration, a join
+//     or race branch, a try block, or the top level) and keep names stable:
+//     entries are found by name. Names may not contain '/' or start with
+//     '~'.
+//  7. A loop resumes at its recorded iteration; keep what one iteration
+//     passes to the next in LoopWith's state, not in variables captured by
+//     the closure.
+//  8. Changing the code of running workflows: a change that makes a run
+//     reach entries in a different order or under different names is caught
+//     as a *DivergenceError naming the path, what the history holds and what
+//     the code did (a wrong kind; entries reached in another order than
+//     recorded; a new entry where recorded ones were not reached yet; a
+//     scope, the top level included, that ends with recorded entries it
+//     never reached; a join or race branch added or removed; a name used
+//     twice). Gate changes with GetVersion and retire entries with Removed,
+//     put where the entry was.
+//  9. Step bodies may run more than once (at-least-once): after a crash
+//     between running and committing, or after a failed attempt. Their state
+//     changes commit exactly once per recorded attempt, and a failed
+//     attempt's changes are kept (roll-forward); write steps so that a
+//     re-run is harmless.
+//  10. Errors returned by steps, branches and receives are recorded as their
+//     message and code (ErrorCode() string) and come back as a
+//     *RecordedError, live as on replay: test them by code, not by type.
+//
+// # The host's duties
+//
+// The host (the actor runtime) implements Host. For each activation it:
+//
+//  1. Loads the actor's committed state and history, and calls Run with a
+//     context it cancels to evict the run.
+//  2. Runs step bodies in the actor's turn (RunStep) and commits, in ONE
+//     atomic write, the state the body left and the history writes it
+//     returns. A failed attempt's writes are committed too.
+//  3. Commits history-only writes atomically and in order (Commit).
+//  4. Takes queue messages only through Receive, deleting them in the same
+//     atomic write that records them, and signals new messages through
+//     MessageNotify.
+//  5. Commits a completion (Complete) before it answers the sender.
+//  6. Fences every write: a host that lost the actor must not commit, and
+//     returns an error wrapping ErrEvicted so that the run stops without
+//     failing. Any other error fails the workflow.
+//  7. Treats Waiting as a hint: it may evict a run blocked longer than it
+//     wants to keep the actor in memory.
+//  8. After Run returns, acts on the Outcome: RunYielded, persist a wakeup
+//     for Outcome.Wake (a time, or a message on one of its queues) and run
+//     again then; RunCompleted, the workflow is done; RunFailed, record the
+//     failure (status and error) where operators see it, and do not run it
+//     again until an operator asks.
+//
+// The replay core (History and the decision functions beside it) does no
+// I/O, starts no goroutine and reads no clock (the driver passes it the
+// time), so it is tested directly; the driver around it is tested with the
+// in-memory host and fake clock of package workflowtest, including a
+// simulation that crashes a workflow at every one of its commits.
+package workflow

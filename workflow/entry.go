@@ -1,0 +1,163 @@
+package workflow
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Kind is what a history entry records.
+type Kind string
+
+// The entry kinds. They are stored, so their values never change.
+const (
+	KindStep               Kind = "step"
+	KindLoop               Kind = "loop"
+	KindSleep              Kind = "sleep"
+	KindMessage            Kind = "message"
+	KindRollbackCheckpoint Kind = "rollback_checkpoint"
+	KindJoin               Kind = "join"
+	KindRace               Kind = "race"
+	KindRemoved            Kind = "removed"
+	KindVersionCheck       Kind = "version_check"
+)
+
+// Status is where an entry (or a join or race branch) stands. Stored.
+type Status string
+
+// The statuses. Not every kind uses every status: see Entry.
+const (
+	// StatusPending: started, not finished (a sleep before its deadline, a
+	// loop between iterations, a join or race whose branches run).
+	StatusPending Status = "pending"
+	// StatusCompleted: finished; replay returns the recorded result.
+	StatusCompleted Status = "completed"
+	// StatusFailed: a step whose last attempt failed and that will be
+	// retried after its backoff; a join, race or branch that settled with
+	// an error.
+	StatusFailed Status = "failed"
+	// StatusExhausted: a step that failed for good (retries used up, or a
+	// critical error). Sticky: replay fails it again.
+	StatusExhausted Status = "exhausted"
+	// StatusCancelled: a race branch that lost.
+	StatusCancelled Status = "cancelled"
+)
+
+// Entry is one record of a workflow's history, keyed by its name path.
+// Entries are JSON so that the host can store them as they are; the fields a
+// kind does not use stay empty.
+type Entry struct {
+	// Path names the entry: the names of the enclosing scopes and its own,
+	// joined by '/'. A loop iteration is the segment "~<n>"; a join or race
+	// branch is the segment of its name: "charge-loop/~3/charge-card",
+	// "par/x/work".
+	Path string `json:"path"`
+	// Seq is the entry's place among the entries of its scope, from 1, in
+	// the order the code made them: a replay that reaches them in another
+	// order has diverged. 0 (unknown) is not checked.
+	Seq    int    `json:"seq,omitempty"`
+	Kind   Kind   `json:"kind"`
+	Status Status `json:"status"`
+	// Time is the workflow time after the entry: when a step or receive
+	// completed, when a sleep ended, the end of the last recorded
+	// iteration of a loop. Ctx.Now returns it, so replays see the same
+	// time the first run saw.
+	Time time.Time `json:"time,omitzero"`
+
+	// Steps.
+	Attempts      int             `json:"attempts,omitempty"`
+	LastAttemptAt time.Time       `json:"last_attempt_at,omitzero"`
+	Output        json.RawMessage `json:"output,omitempty"` // also a loop's or race's result
+	Error         *RecordedError  `json:"error,omitempty"`
+	Failure       FailureKind     `json:"failure,omitempty"` // why an exhausted step failed
+	RollbackDone  bool            `json:"rollback_done,omitempty"`
+	RollbackError *RecordedError  `json:"rollback_error,omitempty"`
+
+	// Sleeps, and receives with a timeout: recorded on the first call, so
+	// that a replay never resets it.
+	Deadline time.Time `json:"deadline,omitzero"`
+
+	// Loops. Iteration is the next iteration to run; State is the loop
+	// state it starts from. Iterations before PrunedBefore were deleted.
+	Iteration    int             `json:"iteration,omitempty"`
+	PrunedBefore int             `json:"pruned_before,omitempty"`
+	State        json.RawMessage `json:"state,omitempty"`
+
+	// Receives: the messages taken, in the order taken.
+	Messages []RecordedMessage `json:"messages,omitempty"`
+
+	// Joins and races.
+	Branches map[string]Branch `json:"branches,omitempty"`
+	Winner   string            `json:"winner,omitempty"`
+
+	// Removed placeholders: the kind of the entry that was removed.
+	RemovedKind Kind `json:"removed_kind,omitempty"`
+
+	// Version checks.
+	Version int `json:"version,omitempty"`
+	Latest  int `json:"latest,omitempty"`
+}
+
+// Branch is the record of one join or race branch.
+type Branch struct {
+	Status Status          `json:"status"`
+	Output json.RawMessage `json:"output,omitempty"`
+	Error  *RecordedError  `json:"error,omitempty"`
+}
+
+// RawMessage is a queue message as the host hands it over.
+type RawMessage struct {
+	// ID orders an actor's messages (FIFO across its queues).
+	ID        uint64          `json:"id"`
+	Queue     string          `json:"queue"`
+	Body      json.RawMessage `json:"body"`
+	CreatedAt time.Time       `json:"created_at"`
+}
+
+// RecordedMessage is a message as a receive entry records it.
+type RecordedMessage struct {
+	RawMessage
+	// Completed is set once the workflow completed the message, so that a
+	// replayed Complete does not answer its sender twice.
+	Completed bool `json:"completed,omitempty"`
+}
+
+// HistoryWrite is one change to the history: Put sets an entry, DeleteTree
+// deletes the entry at a path and every entry under it. Exactly one is set.
+type HistoryWrite struct {
+	Put        *Entry `json:"put,omitempty"`
+	DeleteTree string `json:"delete_tree,omitempty"`
+}
+
+// Under reports whether path is tree or lies under it.
+func Under(path, tree string) bool {
+	return path == tree || (strings.HasPrefix(path, tree) && len(path) > len(tree) && path[len(tree)] == '/')
+}
+
+func joinPath(scope, name string) string {
+	if scope == "" {
+		return name
+	}
+	return scope + "/" + name
+}
+
+func iterationPath(loop string, i int) string {
+	return loop + "/~" + strconv.Itoa(i)
+}
+
+// clone returns a copy that shares nothing mutable with e: entries in a
+// History are never changed in place, only replaced.
+func (e *Entry) clone() *Entry {
+	c := *e
+	if e.Messages != nil {
+		c.Messages = append([]RecordedMessage(nil), e.Messages...)
+	}
+	if e.Branches != nil {
+		c.Branches = make(map[string]Branch, len(e.Branches))
+		for k, v := range e.Branches {
+			c.Branches[k] = v
+		}
+	}
+	return &c
+}

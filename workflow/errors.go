@@ -1,0 +1,290 @@
+package workflow
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Sentinel errors. Test with errors.Is.
+var (
+	// ErrEvicted is returned by every primitive once the host stopped the
+	// run (the actor is being deactivated, or its node lost it). Workflow
+	// code must return it unchanged: the run resumes from history on the
+	// next activation.
+	ErrEvicted = errors.New("workflow: evicted")
+	// ErrCancelled is returned by the primitives of a race branch that lost.
+	// Return it unchanged, like ErrEvicted.
+	ErrCancelled = errors.New("workflow: cancelled: race lost")
+	// ErrDiverged matches every *DivergenceError.
+	ErrDiverged = errors.New("workflow: history diverged")
+	// ErrTimeout matches a Next that timed out and a *StepError of kind
+	// FailureTimeout.
+	ErrTimeout = errors.New("workflow: timed out")
+	// ErrEntryInProgress: a primitive was called on a Ctx that is already
+	// running one (from another goroutine, or the outer Ctx from inside a
+	// loop, join, race or try body, which must use the Ctx they are given).
+	ErrEntryInProgress = errors.New("workflow: another entry is in progress on this Ctx")
+	// ErrRollbackCheckpoint: a step with a rollback handler ran before any
+	// RollbackCheckpoint.
+	ErrRollbackCheckpoint = errors.New("workflow: a step with a rollback handler needs a RollbackCheckpoint before it")
+	// ErrNotCompleted: a receive with NextOptions.Completable was followed by
+	// another receive before all its messages were completed.
+	ErrNotCompleted = errors.New("workflow: a completable message was not completed before the next receive")
+	// ErrInvalid: a bad name (empty, with '/', or starting with '~'), a
+	// duplicate branch name, or a bad option.
+	ErrInvalid = errors.New("workflow: invalid use")
+	// Break ends a Loop or LoopWith when its body returns it. Named after
+	// the original's Loop.break, as io.EOF is named for what it means.
+	Break = errors.New("workflow: break") //lint:ignore ST1012 it is a signal, not a failure
+)
+
+// DivergenceError says that the code no longer does what the history
+// records, so replaying it would be wrong. The workflow fails (no rollback
+// runs); fix the code, or migrate with GetVersion and Removed.
+type DivergenceError struct {
+	// Path is the entry (or scope) where the difference shows.
+	Path string
+	// Expected is what the history holds there.
+	Expected string
+	// Found is what the code did instead.
+	Found string
+}
+
+func (e *DivergenceError) Error() string {
+	return fmt.Sprintf("workflow: history diverged at %q: history has %s, code did %s", e.Path, e.Expected, e.Found)
+}
+
+// Is makes errors.Is(err, ErrDiverged) true.
+func (e *DivergenceError) Is(target error) bool { return target == ErrDiverged }
+
+// RecordedError is an error as the history stores it: its message and, if
+// the original implemented ErrorCode() string, its code. Steps, joins and
+// races return errors in this form both live and on replay, so that code
+// that inspects them behaves the same both times.
+type RecordedError struct {
+	Message string `json:"message"`
+	Code    string `json:"code,omitempty"`
+}
+
+func (e *RecordedError) Error() string { return e.Message }
+
+// ErrorCode returns the recorded code ("" if none).
+func (e *RecordedError) ErrorCode() string { return e.Code }
+
+// record converts err to the form the history keeps.
+func record(err error) *RecordedError {
+	if err == nil {
+		return nil
+	}
+	r := &RecordedError{Message: err.Error()}
+	var c interface{ ErrorCode() string }
+	if errors.As(err, &c) {
+		r.Code = c.ErrorCode()
+	}
+	return r
+}
+
+// FailureKind says why a step failed for good. Stored.
+type FailureKind string
+
+// The failure kinds, as in the original engine.
+const (
+	// FailureCritical: the step returned a Critical error; no retry.
+	FailureCritical FailureKind = "critical"
+	// FailureTimeout: the step timed out and RetryOnTimeout was not set.
+	FailureTimeout FailureKind = "timeout"
+	// FailureExhausted: every attempt failed.
+	FailureExhausted FailureKind = "exhausted"
+	// FailureRollback: the step returned a Rollback error: no retry, and
+	// TryStep and Try let it through so that the workflow rolls back.
+	FailureRollback FailureKind = "rollback"
+)
+
+// StepError is the error of a step that failed for good.
+type StepError struct {
+	Path     string
+	Kind     FailureKind
+	Attempts int
+	// Err is the last attempt's error as recorded (a *RecordedError).
+	Err error
+}
+
+func (e *StepError) Error() string {
+	return fmt.Sprintf("workflow: step %q failed (%s, %d attempts): %v", e.Path, e.Kind, e.Attempts, e.Err)
+}
+
+func (e *StepError) Unwrap() error { return e.Err }
+
+// Is makes a timed-out step match ErrTimeout.
+func (e *StepError) Is(target error) bool { return target == ErrTimeout && e.Kind == FailureTimeout }
+
+// CriticalError marks an error as not worth retrying. Make one with Critical.
+type CriticalError struct{ Err error }
+
+// Critical returns err marked critical: the step that returns it fails at
+// once with kind FailureCritical, without retries.
+func Critical(err error) error { return &CriticalError{Err: err} }
+
+func (e *CriticalError) Error() string { return e.Err.Error() }
+func (e *CriticalError) Unwrap() error { return e.Err }
+
+// RollbackError asks for the workflow to fail and roll back. Make one with
+// Rollback.
+type RollbackError struct{ Err error }
+
+// Rollback returns err marked so that its step fails at once with kind
+// FailureRollback, which TryStep and Try do not catch: the workflow fails
+// and its rollback handlers run.
+func Rollback(err error) error { return &RollbackError{Err: err} }
+
+func (e *RollbackError) Error() string { return e.Err.Error() }
+func (e *RollbackError) Unwrap() error { return e.Err }
+
+// JoinError is the error of a join with failed branches. The branches that
+// succeeded are recorded too, but their values are not returned.
+type JoinError struct {
+	Path string
+	// Errors holds each failed branch's error as recorded, by branch name.
+	Errors map[string]error
+}
+
+func (e *JoinError) Error() string {
+	names := make([]string, 0, len(e.Errors))
+	for n := range e.Errors {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	fmt.Fprintf(&b, "workflow: join %q: %d branch(es) failed:", e.Path, len(names))
+	for _, n := range names {
+		fmt.Fprintf(&b, " %s: %v;", n, e.Errors[n])
+	}
+	return strings.TrimSuffix(b.String(), ";")
+}
+
+// Unwrap returns the branch errors, ordered by branch name.
+func (e *JoinError) Unwrap() []error {
+	names := make([]string, 0, len(e.Errors))
+	for n := range e.Errors {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	out := make([]error, len(names))
+	for i, n := range names {
+		out[i] = e.Errors[n]
+	}
+	return out
+}
+
+// BranchError is one failed race branch.
+type BranchError struct {
+	Name string
+	Err  error
+}
+
+// RaceError is the error of a race whose every branch failed.
+type RaceError struct {
+	Path string
+	// Errors holds each branch's error as recorded, in declaration order.
+	Errors []BranchError
+}
+
+func (e *RaceError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "workflow: race %q: every branch failed:", e.Path)
+	for _, be := range e.Errors {
+		fmt.Fprintf(&b, " %s: %v;", be.Name, be.Err)
+	}
+	return strings.TrimSuffix(b.String(), ";")
+}
+
+// Unwrap returns the branch errors.
+func (e *RaceError) Unwrap() []error {
+	out := make([]error, len(e.Errors))
+	for i, be := range e.Errors {
+		out[i] = be.Err
+	}
+	return out
+}
+
+// RollbackFailedError is a rollback handler's failure. The workflow fails
+// with it joined to the error that started the rollback.
+type RollbackFailedError struct {
+	Path string
+	Err  error
+}
+
+func (e *RollbackFailedError) Error() string {
+	return fmt.Sprintf("workflow: rollback of step %q failed: %v", e.Path, e.Err)
+}
+
+func (e *RollbackFailedError) Unwrap() error { return e.Err }
+
+// PanicError is a panic in workflow code outside steps, turned into a
+// failure of the workflow. (A panic inside a step is a failed attempt.)
+type PanicError struct {
+	Value any
+	Stack []byte
+}
+
+func (e *PanicError) Error() string { return fmt.Sprintf("workflow: panic: %v", e.Value) }
+
+// Source says what a Try caught.
+type Source string
+
+// The sources of a caught failure.
+const (
+	SourceStep Source = "step"
+	SourceJoin Source = "join"
+	SourceRace Source = "race"
+)
+
+// Failure is a terminal failure that TryStep or Try caught.
+type Failure struct {
+	Source Source
+	// Kind is why a step failed; empty for joins and races.
+	Kind FailureKind
+	// Name is the path of the step, join or race that failed.
+	Name     string
+	Attempts int
+	// Err is the *StepError, *JoinError or *RaceError.
+	Err error
+}
+
+func (f *Failure) Error() string { return f.Err.Error() }
+func (f *Failure) Unwrap() error { return f.Err }
+
+// failureOf returns the failure err carries if Try may catch it.
+func failureOf(err error) (*Failure, bool) {
+	var se *StepError
+	if errors.As(err, &se) {
+		if se.Kind == FailureRollback {
+			return nil, false
+		}
+		return &Failure{Source: SourceStep, Kind: se.Kind, Name: se.Path, Attempts: se.Attempts, Err: se}, true
+	}
+	var je *JoinError
+	if errors.As(err, &je) {
+		return &Failure{Source: SourceJoin, Name: je.Path, Err: je}, true
+	}
+	var re *RaceError
+	if errors.As(err, &re) {
+		return &Failure{Source: SourceRace, Name: re.Path, Err: re}, true
+	}
+	return nil, false
+}
+
+// isControl reports whether err stops the workflow rather than fails part
+// of it: such errors are never recorded as a branch's failure, never caught
+// by Try, and never start a rollback.
+func isControl(err error) bool {
+	if errors.Is(err, ErrEvicted) || errors.Is(err, ErrCancelled) || errors.Is(err, ErrDiverged) ||
+		errors.Is(err, ErrEntryInProgress) || errors.Is(err, ErrRollbackCheckpoint) ||
+		errors.Is(err, ErrNotCompleted) || errors.Is(err, ErrInvalid) {
+		return true
+	}
+	var pe *PanicError
+	return errors.As(err, &pe)
+}

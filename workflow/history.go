@@ -1,0 +1,316 @@
+package workflow
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// History is the replay core: the recorded entries of one workflow, which of
+// them the current run has visited, and the checks that turn a mismatch
+// between code and history into a *DivergenceError. It does no I/O, reads no
+// clock and starts no goroutine; it is not safe for concurrent use (the
+// driver guards it with one mutex).
+//
+// Entries are immutable once stored: Apply replaces them, so a pointer
+// returned by Get or Visit stays valid and unchanging.
+type History struct {
+	entries map[string]*Entry
+	// order lists the loaded entries of each scope by Seq, with a cursor
+	// past those already visited: replay visits them in that order.
+	order map[string]*scopeOrder
+	// loaded holds the paths of the entries the run started with, sorted.
+	// Only they can be unvisited: entries written during the run are
+	// visited by the act of writing them.
+	loaded    []string
+	unvisited map[string]struct{}
+}
+
+// NewHistory returns the replay state of entries. It fails if two entries
+// share a path or a path is malformed.
+func NewHistory(entries []Entry) (*History, error) {
+	h := &History{entries: make(map[string]*Entry, len(entries)), unvisited: make(map[string]struct{}, len(entries)), order: map[string]*scopeOrder{}}
+	for i := range entries {
+		e := entries[i].clone()
+		if err := validPath(e.Path); err != nil {
+			return nil, err
+		}
+		if _, dup := h.entries[e.Path]; dup {
+			return nil, fmt.Errorf("%w: history holds two entries at %q", ErrInvalid, e.Path)
+		}
+		h.entries[e.Path] = e
+		h.unvisited[e.Path] = struct{}{}
+		h.loaded = append(h.loaded, e.Path)
+		if e.Seq > 0 {
+			sc := parentOf(e.Path)
+			o := h.order[sc]
+			if o == nil {
+				o = &scopeOrder{}
+				h.order[sc] = o
+			}
+			o.entries = append(o.entries, e)
+		}
+	}
+	sort.Strings(h.loaded)
+	for _, o := range h.order {
+		sort.SliceStable(o.entries, func(i, j int) bool { return o.entries[i].Seq < o.entries[j].Seq })
+	}
+	return h, nil
+}
+
+// scopeOrder is the recorded order of one scope's entries.
+type scopeOrder struct {
+	entries []*Entry // by Seq
+	next    int      // entries before it are visited
+}
+
+func parentOf(path string) string {
+	if i := strings.LastIndexByte(path, '/'); i >= 0 {
+		return path[:i]
+	}
+	return ""
+}
+
+// Get returns the entry at path, or nil.
+func (h *History) Get(path string) *Entry { return h.entries[path] }
+
+// Visit marks path visited and returns its entry (nil if there is none). If
+// the entry is of another kind than the code asks for, or the code reached
+// it before an entry its scope recorded earlier, it returns a
+// *DivergenceError. kind "" accepts any kind.
+func (h *History) Visit(path string, kind Kind) (*Entry, error) {
+	e := h.entries[path]
+	if e == nil {
+		return nil, nil
+	}
+	if err := h.checkOrder(e); err != nil {
+		return nil, err
+	}
+	delete(h.unvisited, path)
+	if kind != "" && e.Kind != kind {
+		return nil, &DivergenceError{Path: path, Expected: describe(e), Found: string(kind)}
+	}
+	return e, nil
+}
+
+// checkOrder reports a recorded entry of e's scope that was recorded before
+// e and is not visited yet: the code skipped it, or swapped it with e.
+func (h *History) checkOrder(e *Entry) error {
+	o := h.order[parentOf(e.Path)]
+	if o == nil || e.Seq == 0 {
+		return nil
+	}
+	for o.next < len(o.entries) {
+		if _, ok := h.unvisited[o.entries[o.next].Path]; ok {
+			break
+		}
+		o.next++
+	}
+	if o.next < len(o.entries) {
+		first := o.entries[o.next]
+		if first.Seq < e.Seq && first.Path != e.Path {
+			return &DivergenceError{Path: first.Path, Expected: describe(first) + " before " + describe(e), Found: fmt.Sprintf("%q first", e.Path)}
+		}
+	}
+	return nil
+}
+
+// VisitTree marks the entry at tree and everything under it visited: a
+// completed scope whose body is not re-run.
+func (h *History) VisitTree(tree string) {
+	if len(h.unvisited) == 0 {
+		return
+	}
+	for _, p := range h.inTree(tree) {
+		delete(h.unvisited, p)
+	}
+}
+
+// VisitIterationsBefore marks the iterations of loop before n visited: a
+// loop resumes at its recorded iteration and does not re-run earlier ones.
+func (h *History) VisitIterationsBefore(loop string, n int) {
+	if len(h.unvisited) == 0 {
+		return
+	}
+	prefix := loop + "/~"
+	for _, p := range h.inTree(loop) {
+		rest, ok := strings.CutPrefix(p, prefix)
+		if !ok {
+			continue
+		}
+		seg, _, _ := strings.Cut(rest, "/")
+		if i, err := strconv.Atoi(seg); err == nil && i < n {
+			delete(h.unvisited, p)
+		}
+	}
+}
+
+// FirstUnvisited returns the first (in path order) unvisited entry under
+// scope ("" is the root: every entry), if any.
+func (h *History) FirstUnvisited(scope string) (string, bool) {
+	if len(h.unvisited) == 0 {
+		return "", false
+	}
+	var candidates []string
+	if scope == "" {
+		candidates = h.loaded
+	} else {
+		candidates = h.inTree(scope)
+	}
+	for _, p := range candidates {
+		if p == scope {
+			continue
+		}
+		if _, ok := h.unvisited[p]; ok {
+			return p, true
+		}
+	}
+	return "", false
+}
+
+// CheckNew returns a *DivergenceError if the code creates a new entry at
+// path while its scope still holds unvisited recorded entries: entries of a
+// scope are recorded in program order, so a deterministic replay reaches
+// all of them before it runs anything new. This catches a renamed or
+// inserted entry before its step runs, not only when the scope ends.
+func (h *History) CheckNew(scope, path string, kind Kind) error {
+	if p, ok := h.FirstUnvisited(scope); ok {
+		return &DivergenceError{Path: p, Expected: describe(h.entries[p]) + " not yet replayed", Found: fmt.Sprintf("new %s %q", kind, path)}
+	}
+	return nil
+}
+
+// CheckEnd returns a *DivergenceError if scope ended (its body returned)
+// with recorded entries it never reached: an entry was removed or renamed.
+func (h *History) CheckEnd(scope string) error {
+	if p, ok := h.FirstUnvisited(scope); ok {
+		name := fmt.Sprintf("scope %q", scope)
+		if scope == "" {
+			name = "the workflow"
+		}
+		return &DivergenceError{Path: p, Expected: describe(h.entries[p]), Found: fmt.Sprintf("%s ended without reaching it", name)}
+	}
+	return nil
+}
+
+// Apply applies writes in order.
+func (h *History) Apply(writes []HistoryWrite) {
+	for _, w := range writes {
+		if w.Put != nil {
+			h.entries[w.Put.Path] = w.Put.clone()
+			delete(h.unvisited, w.Put.Path)
+			continue
+		}
+		for p := range h.entries {
+			if Under(p, w.DeleteTree) {
+				delete(h.entries, p)
+				delete(h.unvisited, p)
+			}
+		}
+	}
+}
+
+// Entries returns a copy of every entry, ordered by path.
+func (h *History) Entries() []Entry {
+	out := make([]Entry, 0, len(h.entries))
+	for _, e := range h.entries {
+		out = append(out, *e.clone())
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out
+}
+
+// inTree returns the loaded paths equal to or under tree, in order.
+func (h *History) inTree(tree string) []string {
+	lo := sort.SearchStrings(h.loaded, tree)
+	hi := lo
+	for hi < len(h.loaded) && strings.HasPrefix(h.loaded[hi], tree) {
+		hi++
+	}
+	var out []string
+	for _, p := range h.loaded[lo:hi] {
+		if Under(p, tree) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func describe(e *Entry) string {
+	if e == nil {
+		return "nothing"
+	}
+	return fmt.Sprintf("%s %q", e.Kind, e.Path)
+}
+
+// scope tracks the names used in one scope of one run: the root, a loop
+// iteration, a join or race branch, a try block.
+type scope struct {
+	path string
+	used map[string]struct{}
+}
+
+func newScope(path string) *scope { return &scope{path: path, used: map[string]struct{}{}} }
+
+// claim returns the path of name in the scope and its place (Seq) among the
+// names used so far, failing if the name was already used in this run of the
+// scope: two entries with one name would share one record.
+func (s *scope) claim(name string) (string, int, error) {
+	if err := validName(name); err != nil {
+		return "", 0, err
+	}
+	p := joinPath(s.path, name)
+	if _, dup := s.used[name]; dup {
+		return "", 0, &DivergenceError{Path: p, Expected: "one entry per name in a scope", Found: fmt.Sprintf("the name %q used twice", name)}
+	}
+	s.used[name] = struct{}{}
+	return p, len(s.used), nil
+}
+
+// validName accepts the names users give entries and branches: a path
+// segment that cannot be mistaken for a loop iteration.
+func validName(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%w: empty name", ErrInvalid)
+	case len(name) > 255:
+		return fmt.Errorf("%w: name of %d bytes (at most 255): %.40q", ErrInvalid, len(name), name)
+	case strings.ContainsRune(name, '/'):
+		return fmt.Errorf("%w: name %q contains '/'", ErrInvalid, name)
+	case strings.HasPrefix(name, "~"):
+		return fmt.Errorf("%w: name %q starts with '~' (reserved for loop iterations)", ErrInvalid, name)
+	}
+	return nil
+}
+
+func validPath(path string) error {
+	if path == "" {
+		return fmt.Errorf("%w: entry with an empty path", ErrInvalid)
+	}
+	for _, seg := range strings.Split(path, "/") {
+		if seg == "" {
+			return fmt.Errorf("%w: entry path %q has an empty segment", ErrInvalid, path)
+		}
+	}
+	return nil
+}
+
+// decodeInto is json.Unmarshal that reports a type change of a recorded
+// value as a divergence: the history holds a value the code can no longer
+// read.
+func decodeInto(path string, raw json.RawMessage, v any) error {
+	if len(raw) == 0 {
+		raw = json.RawMessage("null")
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		const max = 80
+		s := string(raw)
+		if len(s) > max {
+			s = s[:max] + "..."
+		}
+		return &DivergenceError{Path: path, Expected: "the value " + s, Found: fmt.Sprintf("a read into %T (%v)", v, err)}
+	}
+	return nil
+}

@@ -1,0 +1,140 @@
+package workflow
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/rivet-go/rivet/caller"
+)
+
+// Clock is the workflow's only source of time, so that tests can use a fake
+// one.
+type Clock interface {
+	// Now returns the current time.
+	Now() time.Time
+	// Timer returns a channel that receives once the clock reaches at (at
+	// once if it already has), and a func that releases the timer early.
+	Timer(at time.Time) (c <-chan time.Time, stop func())
+}
+
+// SystemClock is the Clock of the real world.
+type SystemClock struct{}
+
+// Now returns time.Now().
+func (SystemClock) Now() time.Time { return time.Now() }
+
+// Timer returns a time.Timer's channel.
+func (SystemClock) Timer(at time.Time) (<-chan time.Time, func()) {
+	t := time.NewTimer(time.Until(at))
+	return t.C, func() { t.Stop() }
+}
+
+// StepEnv is what the host gives a step body besides time: the actor's
+// state and a client bound to the step's turn.
+type StepEnv struct {
+	// State is the actor's state, a *S for the workflow's S.
+	State any
+	// Client calls actors; calls made through it belong to the step's turn
+	// (so that a call back into this actor re-enters rather than waits).
+	Client caller.Client
+}
+
+// Host is what a workflow run needs from the actor runtime: exclusive turns
+// on the actor's state, atomic commits of history (with state and queue
+// changes), the actor's queues, and time. The workflow decides every
+// history write; the host only applies them. The methods are called from
+// several goroutines at once (join and race branches): each must be safe for
+// concurrent use.
+//
+// Writes within one batch apply in order, and all of a batch applies or
+// none does. A batch never writes one path twice and never puts an entry
+// under a tree it deletes (AppendWrites keeps them so), so it maps onto one
+// etcd transaction.
+//
+// Errors: a method that fails because ctx is done may return ctx.Err(). An
+// error that wraps ErrEvicted stops the run without failing the workflow
+// (use it for a lost partition, a node shutting down, a transient storage
+// error): the next activation replays from what was committed. Any other
+// error fails the workflow. In both cases the driver stops calling the
+// host for this run: whether the failed commit applied or not, the next
+// activation reads the truth from storage.
+type Host interface {
+	Clock
+
+	// RunStep runs fn holding the actor's turn (no action and no other
+	// step touches the state meanwhile), then commits, atomically, the
+	// state as fn left it and the writes fn returned. A failed attempt
+	// still returns writes (its failure record): commit them with the
+	// state too, since the original engine never undoes the state changes
+	// of failed attempts (roll-forward).
+	//
+	// If fn returns no writes the attempt was abandoned because ctx was
+	// cancelled: commit nothing (or only the state; a crash would give the
+	// same result either way).
+	//
+	// If ctx is done before the turn starts, return without calling fn.
+	// RunStep returns nil only after fn ran and its commit is durable.
+	//
+	// If ephemeral, the host may defer the commit: it must then commit the
+	// state and these writes no later than, and atomically with, the next
+	// commit of this actor (of any kind, including an action's), in order.
+	RunStep(ctx context.Context, ephemeral bool, fn func(env StepEnv) []HistoryWrite) error
+
+	// Commit commits history writes, atomically, in one batch.
+	Commit(ctx context.Context, writes []HistoryWrite) error
+
+	// Receive takes, without waiting, up to max messages that are in the
+	// actor's queues now, from the queues listed in names (any queue if
+	// names is empty), lowest ID first. If there are none it returns
+	// (nil, nil) and commits nothing. Otherwise it calls record once with
+	// the messages, and commits in ONE batch their deletion from the queues
+	// and the writes record returned: a message is either still queued or
+	// recorded in history, never lost and never taken twice.
+	Receive(ctx context.Context, names []string, max int, record func(msgs []RawMessage) []HistoryWrite) ([]RawMessage, error)
+
+	// MessageNotify returns a channel that is closed when a message is
+	// enqueued for this actor after the call. The driver takes it before
+	// each Receive and waits on it if the Receive found nothing, so no
+	// message can arrive unnoticed in between.
+	MessageNotify() <-chan struct{}
+
+	// Complete commits writes (which record the completion) and then hands
+	// response to the sender waiting for message id, if any. A replay does
+	// not call it again for a completion already recorded.
+	Complete(ctx context.Context, id uint64, response json.RawMessage, writes []HistoryWrite) error
+
+	// Waiting tells the host that every part of the run is blocked until
+	// w (a hint, for deciding to evict: cancel the run's ctx, persist a
+	// wakeup for w, and deactivate). It is called with the driver's lock
+	// held: it must not block and must not call back into the run.
+	Waiting(w Wake)
+}
+
+// RunStatus is how a run ended.
+type RunStatus string
+
+// The run statuses.
+const (
+	// RunCompleted: the workflow function returned nil.
+	RunCompleted RunStatus = "completed"
+	// RunFailed: the workflow failed (Outcome.Err says why: a *StepError,
+	// *DivergenceError, the function's own error, ...). Its rollback
+	// handlers have run. Running it again replays to the same failure.
+	RunFailed RunStatus = "failed"
+	// RunYielded: the run stopped before the workflow finished (evicted,
+	// or a host error wrapping ErrEvicted). Run it again after
+	// Outcome.Wake.
+	RunYielded RunStatus = "yielded"
+)
+
+// Outcome is how a run ended.
+type Outcome struct {
+	Status RunStatus
+	// Err is the failure (RunFailed), or what stopped the run (RunYielded:
+	// the ctx's cause, or the host error).
+	Err error
+	// Wake is when a yielded workflow can make progress: At is set to the
+	// time of the yield if it could continue at once.
+	Wake Wake
+}

@@ -1,0 +1,403 @@
+package workflow
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+)
+
+// Branches are the branches of a Join, by name.
+type Branches[S, T any] map[string]func(*Ctx[S]) (T, error)
+
+// Join runs every branch concurrently, each in its own scope (entries of
+// branch b live under "name/b"), waits for all of them, and returns their
+// values by branch name. A failing branch does not cancel the others; if
+// any failed, Join returns a *JoinError with each failure by branch name.
+// A settled join is replayed from its record without running the branches.
+func Join[S, T any](c *Ctx[S], name string, branches Branches[S, T]) (map[string]T, error) {
+	names := make([]string, 0, len(branches))
+	for n := range branches {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	runs := make([]func(*cx) (json.RawMessage, error), len(names))
+	for i, n := range names {
+		runs[i] = typedBranch(branches[n])
+	}
+	path, e, err := c.x.join(name, names, runs)
+	if err != nil {
+		return nil, err
+	}
+	if e.Status == StatusFailed {
+		return nil, joinErrorOf(e)
+	}
+	out := make(map[string]T, len(names))
+	for _, n := range names {
+		var v T
+		if err := decodeInto(joinPath(path, n), e.Branches[n].Output, &v); err != nil {
+			return nil, err
+		}
+		out[n] = v
+	}
+	return out, nil
+}
+
+// RaceBranch is one branch of a Race.
+type RaceBranch[S, T any] struct {
+	Name string
+	Run  func(*Ctx[S]) (T, error)
+}
+
+// Race runs the branches concurrently; the first to return without error
+// wins, and Race returns its name and value. The others are cancelled
+// through their context (their primitives return ErrCancelled) and, once
+// they have stopped, their history is deleted. If every branch fails, Race
+// returns a *RaceError. The winner is recorded, so a replay returns it at
+// once.
+//
+// A branch that has taken queue messages wins if it finishes, even after
+// another branch finished, so that its messages are never dropped with a
+// loser's history; and branches that finish while others still replay
+// recorded entries are ranked by workflow time, then declaration order, so
+// that a replay after a crash picks the same winner.
+func Race[S, T any](c *Ctx[S], name string, branches []RaceBranch[S, T]) (winner string, value T, err error) {
+	names := make([]string, len(branches))
+	runs := make([]func(*cx) (json.RawMessage, error), len(branches))
+	for i, b := range branches {
+		names[i] = b.Name
+		runs[i] = typedBranch(b.Run)
+	}
+	path, e, err := c.x.race(name, names, runs)
+	if err != nil {
+		return "", value, err
+	}
+	if e.Status == StatusFailed {
+		return "", value, raceErrorOf(e, names)
+	}
+	if err := decodeInto(joinPath(path, e.Winner), e.Output, &value); err != nil {
+		return "", value, err
+	}
+	return e.Winner, value, nil
+}
+
+func typedBranch[S, T any](f func(*Ctx[S]) (T, error)) func(*cx) (json.RawMessage, error) {
+	return func(bx *cx) (json.RawMessage, error) {
+		var v T
+		err := callGuarded(func() error {
+			var err error
+			v, err = f(&Ctx[S]{x: bx})
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, fmt.Errorf("workflow: branch value does not marshal to JSON: %w", err)
+		}
+		return b, nil
+	}
+}
+
+func joinErrorOf(e *Entry) *JoinError {
+	je := &JoinError{Path: e.Path, Errors: map[string]error{}}
+	for n, b := range e.Branches {
+		if b.Status == StatusFailed {
+			je.Errors[n] = b.Error
+		}
+	}
+	return je
+}
+
+func raceErrorOf(e *Entry, names []string) *RaceError {
+	re := &RaceError{Path: e.Path}
+	for _, n := range names {
+		if b := e.Branches[n]; b.Error != nil {
+			re.Errors = append(re.Errors, BranchError{Name: n, Err: b.Error})
+		}
+	}
+	return re
+}
+
+// branchResult is how one branch thread ended.
+type branchResult struct {
+	out     json.RawMessage
+	err     error
+	pending []HistoryWrite
+	now     time.Time
+}
+
+// checkBranches validates the branch names of a join or race.
+func checkBranches(kind Kind, name string, names []string) error {
+	if len(names) == 0 {
+		return fmt.Errorf("%w: %s %q has no branches", ErrInvalid, kind, name)
+	}
+	seen := map[string]bool{}
+	for _, n := range names {
+		if err := validName(n); err != nil {
+			return err
+		}
+		if seen[n] {
+			return fmt.Errorf("%w: %s %q has two branches named %q", ErrInvalid, kind, name, n)
+		}
+		seen[n] = true
+	}
+	return nil
+}
+
+// sameBranches reports a branch added to or removed from the code since the
+// entry was recorded.
+func sameBranches(e *Entry, names []string) error {
+	inCode := map[string]bool{}
+	for _, n := range names {
+		inCode[n] = true
+		if _, ok := e.Branches[n]; !ok {
+			return &DivergenceError{Path: joinPath(e.Path, n), Expected: fmt.Sprintf("no branch %q in %s %q", n, e.Kind, e.Path), Found: "a new branch"}
+		}
+	}
+	recorded := make([]string, 0, len(e.Branches))
+	for n := range e.Branches {
+		recorded = append(recorded, n)
+	}
+	sort.Strings(recorded)
+	for _, n := range recorded {
+		if !inCode[n] {
+			return &DivergenceError{Path: joinPath(e.Path, n), Expected: fmt.Sprintf("branch %q of %s %q", n, e.Kind, e.Path), Found: "no such branch"}
+		}
+	}
+	return nil
+}
+
+// open starts a join or race at name: returns its entry, recorded or new,
+// after committing what the thread has pending, so that no branch commit can
+// reach storage before what the code did before the fork.
+func (x *cx) open(kind Kind, name string, names []string) (string, *Entry, bool, error) {
+	t, r := x.t, x.t.r
+	if err := checkBranches(kind, name, names); err != nil {
+		return "", nil, false, err
+	}
+	path, seq, err := x.sc.claim(name)
+	if err != nil {
+		return "", nil, false, err
+	}
+	e, err := r.visit(x.sc.path, path, kind)
+	if err != nil {
+		return path, nil, false, err
+	}
+	if e != nil {
+		if err := sameBranches(e, names); err != nil {
+			return path, nil, false, err
+		}
+		if e.Status != StatusPending {
+			r.visitTree(path)
+			t.advance(e.Time)
+			return path, e, true, nil
+		}
+		return path, e, false, t.commit()
+	}
+	e = &Entry{Path: path, Seq: seq, Kind: kind, Status: StatusPending, Branches: map[string]Branch{}}
+	for _, n := range names {
+		e.Branches[n] = Branch{Status: StatusPending}
+	}
+	return path, e, false, t.commit(HistoryWrite{Put: e})
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// child returns a thread for a branch of t.
+func (t *thread) child(ctx context.Context, slot *raceSlot) *thread {
+	c := &thread{r: t.r, ctx: ctx, now: t.now, checkpoint: t.checkpoint}
+	c.races = append(c.races, t.races...)
+	if slot != nil {
+		c.races = append(c.races, *slot)
+	}
+	return c
+}
+
+// runBranch runs one branch's function in its scope and checks that the
+// scope is done.
+func runBranch(c *thread, path string, run func(*cx) (json.RawMessage, error)) branchResult {
+	bx := &cx{t: c, sc: newScope(path)}
+	out, err := run(bx)
+	if err == nil {
+		err = c.r.checkEnd(path)
+	}
+	return branchResult{out: out, err: err, pending: c.pending, now: c.now}
+}
+
+// fatal reports an error that must stop the whole workflow, not just fail
+// a branch.
+func fatal(err error) bool {
+	return err != nil && isControl(err) && !errors.Is(err, ErrCancelled) && !errors.Is(err, ErrEvicted)
+}
+
+// settled returns the error that stops the parent after its branches
+// exited: eviction, a branch's fatal error, or the parent's own
+// cancellation.
+func (t *thread) settled(results []branchResult) error {
+	if t.r.ctx.Err() != nil {
+		return t.stopped(false)
+	}
+	for _, res := range results {
+		if fatal(res.err) {
+			return res.err
+		}
+	}
+	return t.stopped(false)
+}
+
+func (x *cx) join(name string, names []string, runs []func(*cx) (json.RawMessage, error)) (string, *Entry, error) {
+	if err := x.begin(); err != nil {
+		return "", nil, err
+	}
+	defer x.end()
+	t := x.t
+	path, e, done, err := x.open(KindJoin, name, names)
+	if err != nil || done {
+		return path, e, err
+	}
+	ctx, cancel := context.WithCancel(t.ctx)
+	defer cancel()
+	results := make([]branchResult, len(names))
+	t.forked.Store(true)
+	t.fork(len(names), func(int) *thread { return t.child(ctx, nil) }, func(i int, c *thread) {
+		results[i] = runBranch(c, joinPath(path, names[i]), runs[i])
+		if fatal(results[i].err) {
+			// The workflow fails anyway: stop the siblings rather than
+			// wait for them (they may wait forever).
+			cancel()
+		}
+	})
+	t.forked.Store(false)
+	if err := t.settled(results); err != nil {
+		return path, nil, err
+	}
+	final := e.clone()
+	final.Status = StatusCompleted
+	at := t.now
+	for i, n := range names {
+		res := results[i]
+		at = later(at, res.now)
+		t.pending = AppendWrites(t.pending, res.pending...)
+		if res.err != nil {
+			if isControl(res.err) {
+				// Cancelled without the run being evicted or another
+				// branch failing fatally: cannot happen, but must not
+				// be recorded as the branch's result.
+				return path, nil, fmt.Errorf("workflow: join %q: branch %q stopped: %w", path, n, res.err)
+			}
+			final.Branches[n] = Branch{Status: StatusFailed, Error: record(res.err)}
+			final.Status = StatusFailed
+			continue
+		}
+		final.Branches[n] = Branch{Status: StatusCompleted, Output: res.out}
+	}
+	final.Time = at
+	// Recording the settled join may wait for the next commit: if it is
+	// lost, the branches replay to the same results.
+	t.record(HistoryWrite{Put: final})
+	t.advance(final.Time)
+	return path, final, nil
+}
+
+func (x *cx) race(name string, names []string, runs []func(*cx) (json.RawMessage, error)) (string, *Entry, error) {
+	if err := x.begin(); err != nil {
+		return "", nil, err
+	}
+	defer x.end()
+	t, r := x.t, x.t.r
+	path, e, done, err := x.open(KindRace, name, names)
+	if err != nil || done {
+		return path, e, err
+	}
+	rc := newRace(len(names))
+	// A branch with recorded entries replays them first; until every such
+	// branch has, no winner is picked (see pickWinner).
+	r.mu.Lock()
+	for i, n := range names {
+		if _, ok := r.hist.FirstUnvisited(joinPath(path, n)); ok {
+			rc.live[i] = false
+			rc.replaying++
+		}
+	}
+	r.mu.Unlock()
+	ctxs := make([]context.Context, len(names))
+	for i := range names {
+		ctxs[i], rc.cancel[i] = context.WithCancel(t.ctx)
+	}
+	defer rc.cancelAll()
+	results := make([]branchResult, len(names))
+	t.forked.Store(true)
+	t.fork(len(names), func(i int) *thread { return t.child(ctxs[i], &raceSlot{r: rc, b: i}) }, func(i int, c *thread) {
+		results[i] = runBranch(c, joinPath(path, names[i]), runs[i])
+		switch err := results[i].err; {
+		case err == nil:
+			r.raceFinish(c, rc, i)
+		case fatal(err):
+			r.raceEnd(rc, i, false)
+			rc.cancelAll()
+		default:
+			r.raceEnd(rc, i, !isControl(err))
+		}
+	})
+	t.forked.Store(false)
+	if err := t.settled(results); err != nil {
+		return path, nil, err
+	}
+	r.mu.Lock()
+	decided, w := rc.decided, rc.winner
+	r.mu.Unlock()
+	if !decided {
+		return path, nil, fmt.Errorf("workflow: race %q: every branch stopped without a result", path)
+	}
+	final := e.clone()
+	var batch []HistoryWrite
+	if w >= 0 {
+		final.Status = StatusCompleted
+		final.Winner = names[w]
+		final.Output = results[w].out
+		final.Time = results[w].now
+		batch = AppendWrites(batch, results[w].pending...)
+		for i, n := range names {
+			switch {
+			case i == w:
+				final.Branches[n] = Branch{Status: StatusCompleted, Output: results[i].out}
+			case results[i].err != nil && !isControl(results[i].err):
+				final.Branches[n] = Branch{Status: StatusFailed, Error: record(results[i].err)}
+			default:
+				final.Branches[n] = Branch{Status: StatusCancelled}
+			}
+		}
+		batch = AppendWrites(batch, HistoryWrite{Put: final})
+		for i, n := range names {
+			if i != w {
+				batch = AppendWrites(batch, HistoryWrite{DeleteTree: joinPath(path, n)})
+			}
+		}
+	} else {
+		final.Status = StatusFailed
+		at := t.now
+		for i, n := range names {
+			at = later(at, results[i].now)
+			batch = AppendWrites(batch, results[i].pending...)
+			final.Branches[n] = Branch{Status: StatusFailed, Error: record(results[i].err)}
+		}
+		final.Time = at
+		batch = AppendWrites(batch, HistoryWrite{Put: final})
+	}
+	// The decision is committed at once: from now on no replay may pick
+	// another winner.
+	if err := t.commit(batch...); err != nil {
+		return path, nil, err
+	}
+	t.advance(final.Time)
+	return path, final, nil
+}

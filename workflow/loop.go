@@ -1,0 +1,163 @@
+package workflow
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// LoopOptions configure LoopWith.
+type LoopOptions[L any] struct {
+	// Name is the loop's history entry name.
+	Name string
+	// State is the loop state the first iteration gets. It must marshal
+	// to JSON: it is recorded with the loop's progress.
+	State L
+	// HistoryPruneInterval: every this many iterations (and at the end)
+	// the history of old iterations is deleted, so that a loop that runs
+	// forever keeps a bounded history. 0: 20. NoPrune: never.
+	HistoryPruneInterval int
+	// HistorySize is how many of the latest iterations pruning keeps. 0:
+	// HistoryPruneInterval. At most HistoryPruneInterval+HistorySize
+	// iterations are kept at any time.
+	HistorySize int
+}
+
+// Loop runs fn again and again, each iteration in its own scope (entries of
+// iteration i live under "name/~i"), until fn returns Break (the loop then
+// returns nil) or another error (returned). A loop resumes at its recorded
+// iteration without re-running the earlier ones, so keep data that must
+// survive from one iteration to the next in LoopWith's state, not in
+// variables the closure captures.
+func (c *Ctx[S]) Loop(name string, fn func(*Ctx[S]) error) error {
+	_, err := LoopWith(c, LoopOptions[struct{}]{Name: name}, func(c *Ctx[S], s struct{}) (struct{}, error) {
+		return s, fn(c)
+	})
+	return err
+}
+
+// LoopWith is a loop with a state of type L: each iteration gets the state
+// the previous one returned, and the loop returns the state of the
+// iteration that returned Break:
+//
+//	total, err := workflow.LoopWith(ctx, workflow.LoopOptions[int]{Name: "sum"},
+//		func(ctx *workflow.Ctx[S], total int) (int, error) {
+//			...
+//			if done {
+//				return total, workflow.Break
+//			}
+//			return total + n, nil
+//		})
+func LoopWith[S, L any](c *Ctx[S], opts LoopOptions[L], fn func(*Ctx[S], L) (L, error)) (L, error) {
+	var zero L
+	initial, err := json.Marshal(opts.State)
+	if err != nil {
+		return zero, fmt.Errorf("%w: loop %q: state does not marshal to JSON: %v", ErrInvalid, opts.Name, err)
+	}
+	interval := opts.HistoryPruneInterval
+	if interval == 0 {
+		interval = DefaultHistoryPruneInterval
+	}
+	size := opts.HistorySize
+	if size <= 0 {
+		size = interval
+	}
+	out, path, err := c.x.loop(opts.Name, interval, size, initial, func(ix *cx, state json.RawMessage) (json.RawMessage, bool, error) {
+		var s L
+		if err := decodeInto(ix.sc.path, state, &s); err != nil {
+			return nil, false, err
+		}
+		ns, err := fn(&Ctx[S]{x: ix}, s)
+		brk := errors.Is(err, Break) && !isControl(err)
+		if err != nil && !brk {
+			return nil, false, err
+		}
+		b, err := json.Marshal(ns)
+		if err != nil {
+			return nil, false, fmt.Errorf("workflow: loop %q: state does not marshal to JSON: %w", ix.sc.path, err)
+		}
+		return b, brk, nil
+	})
+	if err != nil {
+		return zero, err
+	}
+	var v L
+	if err := decodeInto(path, out, &v); err != nil {
+		return zero, err
+	}
+	return v, nil
+}
+
+// loop runs iterations of body from the recorded one on. Its progress (next
+// iteration, state, time) is recorded after each iteration and committed
+// with the next commit; every interval iterations, and at the end, it
+// prunes and commits.
+func (x *cx) loop(name string, interval, size int, initial json.RawMessage, body func(ix *cx, state json.RawMessage) (json.RawMessage, bool, error)) (json.RawMessage, string, error) {
+	if err := x.begin(); err != nil {
+		return nil, "", err
+	}
+	defer x.end()
+	t, r := x.t, x.t.r
+	path, seq, err := x.sc.claim(name)
+	if err != nil {
+		return nil, "", err
+	}
+	e, err := r.visit(x.sc.path, path, KindLoop)
+	if err != nil {
+		return nil, path, err
+	}
+	switch {
+	case e != nil && e.Status == StatusCompleted:
+		r.visitTree(path)
+		t.advance(e.Time)
+		return e.Output, path, nil
+	case e != nil:
+		r.mu.Lock()
+		r.hist.VisitIterationsBefore(path, e.Iteration)
+		r.mu.Unlock()
+		t.advance(e.Time)
+	default:
+		e = &Entry{Path: path, Seq: seq, Kind: KindLoop, Status: StatusPending, State: initial}
+		t.record(HistoryWrite{Put: e})
+	}
+	for {
+		if err := t.stopped(true); err != nil {
+			return nil, path, err
+		}
+		ix := &cx{t: t, sc: newScope(iterationPath(path, e.Iteration))}
+		state, brk, err := body(ix, e.State)
+		if err != nil {
+			return nil, path, err
+		}
+		if err := r.checkEnd(ix.sc.path); err != nil {
+			return nil, path, err
+		}
+		ne := e.clone()
+		ne.Iteration++
+		ne.State = state
+		ne.Time = t.now
+		due := interval > 0 && ne.Iteration%interval == 0
+		var trees []string
+		if interval > 0 && (brk || due) {
+			trees, ne.PrunedBefore = prunePlan(path, e.PrunedBefore, ne.Iteration, size)
+		}
+		if brk {
+			ne.Status = StatusCompleted
+			ne.Output, ne.State = state, nil
+		}
+		ws := make([]HistoryWrite, 0, len(trees)+1)
+		for _, tr := range trees {
+			ws = append(ws, HistoryWrite{DeleteTree: tr})
+		}
+		t.record(append(ws, HistoryWrite{Put: ne})...)
+		e = ne
+		if brk || due {
+			if err := t.commit(); err != nil {
+				return nil, path, err
+			}
+		}
+		if brk {
+			return state, path, nil
+		}
+	}
+}

@@ -1,0 +1,268 @@
+package workflow_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rivet-go/rivet/workflow"
+)
+
+func TestLoopContinueAndBreak(t *testing.T) {
+	h := newHost(log{})
+	out := drive(t, h, func(c *logCtx) error {
+		return c.Loop("count", func(c *logCtx) error {
+			n, err := workflow.Step(c, "inc", func(s *logStep) (int, error) {
+				s.State.N++
+				return s.State.N, nil
+			})
+			if err != nil {
+				return err
+			}
+			if n == 5 {
+				return workflow.Break
+			}
+			return nil
+		})
+	})
+	if out.Status != workflow.RunCompleted || h.State().N != 5 {
+		t.Fatalf("outcome %+v n=%d", out, h.State().N)
+	}
+	e := entryAt(t, h.History(), "count")
+	if e.Kind != workflow.KindLoop || e.Status != workflow.StatusCompleted || e.Iteration != 5 {
+		t.Fatalf("loop entry %+v", e)
+	}
+	for i := 0; i < 5; i++ {
+		entryAt(t, h.History(), fmt.Sprintf("count/~%d/inc", i))
+	}
+}
+
+func TestLoopWithState(t *testing.T) {
+	h := newHost(log{})
+	var bodies atomic.Int32
+	wf := func(c *logCtx) error {
+		sum, err := workflow.LoopWith(c, workflow.LoopOptions[[2]int]{Name: "sum", State: [2]int{1, 0}}, func(c *logCtx, st [2]int) ([2]int, error) {
+			bodies.Add(1)
+			i, total := st[0], st[1]+st[0]
+			if i == 10 {
+				return [2]int{i, total}, workflow.Break
+			}
+			return [2]int{i + 1, total}, nil
+		})
+		if err != nil {
+			return err
+		}
+		return c.Step("save", func(s *logStep) error { s.State.N = sum[1]; return nil })
+	}
+	out := drive(t, h, wf)
+	if out.Status != workflow.RunCompleted || h.State().N != 55 || bodies.Load() != 10 {
+		t.Fatalf("outcome %+v sum=%d bodies=%d", out, h.State().N, bodies.Load())
+	}
+	// A completed loop is replayed from its record, not re-run.
+	out = drive(t, h, wf)
+	if out.Status != workflow.RunCompleted || bodies.Load() != 10 {
+		t.Fatalf("replay re-ran the loop: bodies=%d", bodies.Load())
+	}
+}
+
+func TestLoopErrorEndsIt(t *testing.T) {
+	h := newHost(log{})
+	boom := errors.New("boom")
+	out := drive(t, h, func(c *logCtx) error {
+		return c.Loop("l", func(*logCtx) error { return boom })
+	})
+	if out.Status != workflow.RunFailed || !errors.Is(out.Err, boom) {
+		t.Fatalf("outcome %+v", out)
+	}
+}
+
+// TestLoopPruning runs 10,000 iterations and checks after every commit that
+// the history never holds more than interval+size iterations.
+func TestLoopPruning(t *testing.T) {
+	for _, c := range []struct {
+		name           string
+		interval, size int
+		keptAtEnd      int
+	}{
+		{"defaults", 0, 0, 20},
+		{"size 5", 20, 5, 5},
+		{"interval 7 size 3", 7, 3, 3},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := newHost(log{})
+			interval, size := c.interval, c.size
+			if interval == 0 {
+				interval = workflow.DefaultHistoryPruneInterval
+			}
+			if size == 0 {
+				size = interval
+			}
+			maxKept := 0
+			h.OnCommit = func(paths []string) {
+				iters := map[string]bool{}
+				for _, p := range paths {
+					if rest, ok := strings.CutPrefix(p, "l/~"); ok {
+						iters[strings.SplitN(rest, "/", 2)[0]] = true
+					}
+				}
+				maxKept = max(maxKept, len(iters))
+			}
+			out := drive(t, h, func(c *logCtx) error {
+				_, err := workflow.LoopWith(c, workflow.LoopOptions[int]{Name: "l", HistoryPruneInterval: interval, HistorySize: size}, func(c *logCtx, i int) (int, error) {
+					if err := c.Step("s", func(s *logStep) error { s.State.N++; return nil }); err != nil {
+						return i, err
+					}
+					if i == 9999 {
+						return i, workflow.Break
+					}
+					return i + 1, nil
+				})
+				return err
+			})
+			if out.Status != workflow.RunCompleted || h.State().N != 10000 {
+				t.Fatalf("outcome %+v n=%d", out, h.State().N)
+			}
+			if maxKept > interval+size {
+				t.Fatalf("history held %d iterations, bound %d", maxKept, interval+size)
+			}
+			var kept []string
+			for _, e := range h.History() {
+				if strings.HasPrefix(e.Path, "l/~") {
+					kept = append(kept, e.Path)
+				}
+			}
+			if len(kept) != c.keptAtEnd || kept[len(kept)-1] != "l/~9999/s" {
+				t.Fatalf("kept at the end: %v", kept)
+			}
+		})
+	}
+	t.Run("NoPrune", func(t *testing.T) {
+		h := newHost(log{})
+		out := drive(t, h, func(c *logCtx) error {
+			_, err := workflow.LoopWith(c, workflow.LoopOptions[int]{Name: "l", HistoryPruneInterval: workflow.NoPrune}, func(c *logCtx, i int) (int, error) {
+				if err := c.Step("s", func(*logStep) error { return nil }); err != nil {
+					return i, err
+				}
+				if i == 99 {
+					return i, workflow.Break
+				}
+				return i + 1, nil
+			})
+			return err
+		})
+		if out.Status != workflow.RunCompleted || len(h.History()) != 101 {
+			t.Fatalf("outcome %+v, %d entries", out, len(h.History()))
+		}
+	})
+}
+
+// TestLoopResumesAtRecordedIteration crashes a loop mid-way: the next
+// activation starts from the recorded iteration and state, without
+// re-running the iterations before it.
+func TestLoopResumesAtRecordedIteration(t *testing.T) {
+	h := newHost(log{})
+	starts := map[int]int{}
+	wf := func(c *logCtx) error {
+		_, err := workflow.LoopWith(c, workflow.LoopOptions[int]{Name: "l", State: 100}, func(c *logCtx, v int) (int, error) {
+			i := v - 100
+			starts[i]++
+			if err := c.Step("s", func(s *logStep) error {
+				s.State.Log = append(s.State.Log, fmt.Sprint(v))
+				return nil
+			}); err != nil {
+				return v, err
+			}
+			if i == 6 {
+				return v, workflow.Break
+			}
+			return v + 1, nil
+		})
+		return err
+	}
+	h.CrashAt(5, false) // the step of iteration 4
+	out := drive(t, h, wf)
+	if out.Status != workflow.RunCompleted {
+		t.Fatalf("outcome %+v", out)
+	}
+	if want := []string{"100", "101", "102", "103", "104", "105", "106"}; !reflect.DeepEqual(h.State().Log, want) {
+		t.Fatalf("log %v", h.State().Log)
+	}
+	// Iteration 4 ran twice (its commit crashed); 3 ran again on replay
+	// because its end was not yet committed; 0-2 were never re-run.
+	if want := map[int]int{0: 1, 1: 1, 2: 1, 3: 2, 4: 2, 5: 1, 6: 1}; !reflect.DeepEqual(starts, want) {
+		t.Fatalf("iteration starts %v, want %v", starts, want)
+	}
+}
+
+func TestSleepDeadlineIsRecordedOnce(t *testing.T) {
+	h := newHost(log{})
+	wf := func(c *logCtx) error {
+		if err := c.Sleep("nap", time.Minute); err != nil {
+			return err
+		}
+		return c.Step("after", func(s *logStep) error { s.State.Times = append(s.State.Times, h.Clock.Now()); return nil })
+	}
+	// First activation: evicted while it sleeps.
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { <-h.Wakes(); cancel() }()
+	out := h.Run(ctx, wf)
+	cancel()
+	if out.Status != workflow.RunYielded || !out.Wake.At.Equal(t0.Add(time.Minute)) || out.Wake.AnyQueue || len(out.Wake.Queues) != 0 {
+		t.Fatalf("yield %+v", out)
+	}
+	// Woken early: the replay waits only for what is left.
+	h.Clock.Advance(30 * time.Second)
+	out = drive(t, h, wf)
+	if out.Status != workflow.RunCompleted || !reflect.DeepEqual(h.State().Times, []time.Time{t0.Add(time.Minute)}) {
+		t.Fatalf("outcome %+v, woke at %v", out, h.State().Times)
+	}
+	if e := entryAt(t, h.History(), "nap"); !e.Deadline.Equal(t0.Add(time.Minute)) {
+		t.Fatalf("deadline %v", e.Deadline)
+	}
+}
+
+func TestSleepUntilPastNeedsNoCommit(t *testing.T) {
+	h := newHost(log{})
+	out := drive(t, h, func(c *logCtx) error {
+		return c.SleepUntil("past", t0.Add(-time.Hour))
+	})
+	// One commit: the final flush of the completed sleep.
+	if out.Status != workflow.RunCompleted || h.Commits() != 1 {
+		t.Fatalf("outcome %+v, %d commits", out, h.Commits())
+	}
+}
+
+// TestNowIsReplayed: Ctx.Now returns the time recorded by the last entry,
+// so a replay an hour later computes the same values.
+func TestNowIsReplayed(t *testing.T) {
+	h := newHost(log{})
+	wf := func(c *logCtx) error {
+		if err := c.Step("a", func(*logStep) error { return nil }); err != nil {
+			return err
+		}
+		afterA := c.Now()
+		if _, err := workflow.Next[int](c, "wait"); err != nil {
+			return err
+		}
+		afterWait := c.Now()
+		return c.Step("rec", func(s *logStep) error {
+			s.State.Times = []time.Time{afterA, afterWait}
+			return nil
+		})
+	}
+	out := drive(t, h, wf) // blocks on the message: evicted
+	if out.Status != workflow.RunYielded || !out.Wake.AnyQueue {
+		t.Fatalf("first run %+v", out)
+	}
+	h.Clock.Advance(time.Hour)
+	h.Send("q", 1)
+	out = drive(t, h, wf)
+	if want := []time.Time{t0, t0.Add(time.Hour)}; out.Status != workflow.RunCompleted || !reflect.DeepEqual(h.State().Times, want) {
+		t.Fatalf("outcome %+v, times %v, want %v", out, h.State().Times, want)
+	}
+}

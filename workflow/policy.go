@@ -1,0 +1,298 @@
+package workflow
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+)
+
+// The defaults of the original engine.
+const (
+	DefaultMaxRetries           = 3
+	DefaultRetryBackoffBase     = 100 * time.Millisecond
+	DefaultRetryBackoffMax      = 30 * time.Second
+	DefaultStepTimeout          = 30 * time.Second
+	DefaultHistoryPruneInterval = 20
+)
+
+// NoTimeout disables a step's timeout (StepOptions.Timeout), NoRetries its
+// retries (StepOptions.MaxRetries) and NoPrune a loop's pruning
+// (LoopOptions.HistoryPruneInterval): their zero values mean the defaults.
+const NoTimeout time.Duration = -1
+
+// See NoTimeout.
+const (
+	NoRetries = -1
+	NoPrune   = -1
+)
+
+// StepOptions configure a step. Zero values take the defaults.
+type StepOptions struct {
+	// Name is the step's history entry name, unique in its scope.
+	Name string
+	// Timeout bounds one attempt: its context is cancelled and the
+	// attempt fails with kind FailureTimeout, which is critical unless
+	// RetryOnTimeout. 0: 30 s. NoTimeout (any negative value): none.
+	Timeout time.Duration
+	// MaxRetries is the number of retries after the first attempt. 0: 3
+	// (4 attempts in all). NoRetries (any negative value): one attempt.
+	MaxRetries int
+	// RetryBackoffBase and RetryBackoffMax shape the wait before retry n
+	// (n = failed attempts so far): min(max, base·2^n), no jitter, so
+	// replays compute the same wait. 0: 100 ms and 30 s.
+	RetryBackoffBase time.Duration
+	RetryBackoffMax  time.Duration
+	// RetryOnTimeout makes a timeout an ordinary, retried failure.
+	RetryOnTimeout bool
+	// Ephemeral lets the host delay this step's commit until the next
+	// commit of the workflow (fewer commits for cheap steps). A crash in
+	// between re-runs the step.
+	Ephemeral bool
+}
+
+type retryPolicy struct {
+	maxRetries     int
+	base, max      time.Duration
+	timeout        time.Duration // 0: none
+	retryOnTimeout bool
+}
+
+func policyOf(o StepOptions) retryPolicy {
+	p := retryPolicy{maxRetries: o.MaxRetries, base: o.RetryBackoffBase, max: o.RetryBackoffMax, timeout: o.Timeout, retryOnTimeout: o.RetryOnTimeout}
+	switch {
+	case p.maxRetries == 0:
+		p.maxRetries = DefaultMaxRetries
+	case p.maxRetries < 0:
+		p.maxRetries = 0
+	}
+	if p.base <= 0 {
+		p.base = DefaultRetryBackoffBase
+	}
+	if p.max <= 0 {
+		p.max = DefaultRetryBackoffMax
+	}
+	switch {
+	case p.timeout == 0:
+		p.timeout = DefaultStepTimeout
+	case p.timeout < 0:
+		p.timeout = 0
+	}
+	return p
+}
+
+// Backoff is the wait before retrying a step that failed attempts times:
+// min(max, base·2^attempts). With the defaults: 200 ms, 400 ms, 800 ms.
+func Backoff(attempts int, base, max time.Duration) time.Duration {
+	if attempts < 0 {
+		attempts = 0
+	}
+	d := base
+	for i := 0; i < attempts; i++ {
+		if d > max/2 { // doubling would pass max (or overflow)
+			return max
+		}
+		d *= 2
+	}
+	return min(d, max)
+}
+
+type stepAction int
+
+const (
+	stepRun    stepAction = iota // run attempt .attempt now
+	stepWait                     // wait until .at, then plan again
+	stepReplay                   // return the recorded output
+	stepFail                     // return the recorded failure
+)
+
+type stepPlan struct {
+	action  stepAction
+	attempt int
+	at      time.Time
+}
+
+// planStep decides what a step does given its entry (nil if new) and the
+// time.
+func planStep(e *Entry, p retryPolicy, now time.Time) stepPlan {
+	switch {
+	case e == nil || e.Status == StatusPending:
+		return stepPlan{action: stepRun, attempt: 1}
+	case e.Status == StatusCompleted:
+		return stepPlan{action: stepReplay}
+	case e.Status == StatusExhausted:
+		return stepPlan{action: stepFail}
+	}
+	// Failed: retry after the backoff, unless the code now allows fewer
+	// retries than were already used.
+	if e.Attempts > p.maxRetries {
+		return stepPlan{action: stepFail}
+	}
+	at := e.LastAttemptAt.Add(Backoff(e.Attempts, p.base, p.max))
+	if now.Before(at) {
+		return stepPlan{action: stepWait, at: at}
+	}
+	return stepPlan{action: stepRun, attempt: e.Attempts + 1}
+}
+
+type attemptResult struct {
+	start, end time.Time
+	output     json.RawMessage
+	err        error
+	timedOut   bool
+}
+
+// recordAttempt returns the entry that records attempt n of the step at
+// path. A failed attempt's state changes stay (roll-forward), so the
+// failure is recorded with them.
+func recordAttempt(path string, n int, r attemptResult, p retryPolicy) *Entry {
+	e := &Entry{Path: path, Kind: KindStep, Attempts: n, LastAttemptAt: r.start, Time: r.end}
+	if !r.timedOut && r.err == nil {
+		e.Status = StatusCompleted
+		e.Output = r.output
+		return e
+	}
+	kind := FailureExhausted
+	critical := false
+	var ce *CriticalError
+	var rb *RollbackError
+	switch {
+	case r.timedOut:
+		e.Error = &RecordedError{Message: fmt.Sprintf("step timed out after %s", p.timeout)}
+		if !p.retryOnTimeout {
+			kind, critical = FailureTimeout, true
+		}
+	case errors.As(r.err, &rb):
+		e.Error = record(r.err)
+		kind, critical = FailureRollback, true
+	case errors.As(r.err, &ce):
+		e.Error = record(r.err)
+		kind, critical = FailureCritical, true
+	default:
+		e.Error = record(r.err)
+	}
+	if critical || n > p.maxRetries {
+		e.Status = StatusExhausted
+		e.Failure = kind
+		return e
+	}
+	e.Status = StatusFailed
+	return e
+}
+
+func stepErrorOf(e *Entry) *StepError {
+	var err error = e.Error
+	if e.Error == nil {
+		err = &RecordedError{Message: "unknown error"}
+	}
+	kind := e.Failure
+	if kind == "" {
+		kind = FailureExhausted
+	}
+	return &StepError{Path: e.Path, Kind: kind, Attempts: e.Attempts, Err: err}
+}
+
+// prunePlan returns the iteration trees of loop to delete once next
+// iterations are done, keeping the last size, and the new PrunedBefore.
+func prunePlan(loop string, prunedBefore, next, size int) ([]string, int) {
+	keepFrom := max(0, next-size)
+	var trees []string
+	for i := prunedBefore; i < keepFrom; i++ {
+		trees = append(trees, iterationPath(loop, i))
+	}
+	return trees, max(prunedBefore, keepFrom)
+}
+
+// resolveVersion is GetVersion's rule: an instance whose scope still holds
+// recorded entries it has not reached started under old code, so it keeps
+// the old path (version 1); anything else takes the latest.
+func resolveVersion(unvisitedInScope bool, latest int) int {
+	if unvisitedInScope {
+		return 1
+	}
+	return latest
+}
+
+// AppendWrites appends ws to batch and returns it, keeping the batch minimal
+// and valid for a store like etcd, which refuses a transaction that writes
+// one key twice or puts a key under a range it deletes: a put replaces an
+// earlier put of the same path, and a tree delete drops the earlier writes it
+// covers. The engine builds every batch with it; a host that merges batches
+// (deferred ephemeral steps with the next commit) must merge with it too.
+func AppendWrites(batch []HistoryWrite, ws ...HistoryWrite) []HistoryWrite {
+	for _, w := range ws {
+		if w.Put != nil {
+			batch = slices.DeleteFunc(batch, func(o HistoryWrite) bool { return o.Put != nil && o.Put.Path == w.Put.Path })
+		} else {
+			batch = slices.DeleteFunc(batch, func(o HistoryWrite) bool {
+				if o.Put != nil {
+					return Under(o.Put.Path, w.DeleteTree)
+				}
+				return Under(o.DeleteTree, w.DeleteTree)
+			})
+		}
+		batch = append(batch, w)
+	}
+	return batch
+}
+
+// Wake says when a yielded or waiting workflow can make progress.
+type Wake struct {
+	// At is the earliest deadline (sleep, receive timeout, retry backoff);
+	// zero if none.
+	At time.Time
+	// Queues lists the queues whose messages would wake it, sorted;
+	// AnyQueue is set when any message would.
+	Queues   []string
+	AnyQueue bool
+}
+
+// IsZero reports whether nothing would wake the workflow.
+func (w Wake) IsZero() bool { return w.At.IsZero() && len(w.Queues) == 0 && !w.AnyQueue }
+
+// mergeWake returns the wake that fires when either a or b would.
+func mergeWake(a, b Wake) Wake {
+	out := Wake{At: a.At, AnyQueue: a.AnyQueue || b.AnyQueue}
+	if out.At.IsZero() || (!b.At.IsZero() && b.At.Before(out.At)) {
+		out.At = b.At
+	}
+	if !out.AnyQueue {
+		seen := map[string]struct{}{}
+		for _, q := range append(append([]string(nil), a.Queues...), b.Queues...) {
+			if _, ok := seen[q]; !ok {
+				seen[q] = struct{}{}
+				out.Queues = append(out.Queues, q)
+			}
+		}
+		sort.Strings(out.Queues)
+	}
+	return out
+}
+
+type raceCandidate struct {
+	branch int
+	at     time.Time // the branch's workflow time when it finished
+}
+
+// pickWinner chooses among branches that finished: the one holding the
+// race's message claim if any (a message it took must not be dropped with
+// a loser's history), else the earliest in workflow time, then the first
+// declared, so that branches finishing together during a replay pick the
+// same winner every time.
+func pickWinner(cands []raceCandidate, claim int) int {
+	best := -1
+	for i, c := range cands {
+		if c.branch == claim {
+			return c.branch
+		}
+		if best < 0 || c.at.Before(cands[best].at) || (c.at.Equal(cands[best].at) && c.branch < cands[best].branch) {
+			best = i
+		}
+	}
+	if best < 0 {
+		return -1
+	}
+	return cands[best].branch
+}

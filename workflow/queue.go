@@ -1,0 +1,256 @@
+package workflow
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// NextOptions shape a receive.
+type NextOptions struct {
+	// Names are the queues to take from; empty: any of the actor's queues.
+	Names []string
+	// Count is the most messages NextBatch takes (default 1). It never
+	// waits to fill a batch: it takes what is there, once at least one
+	// message is.
+	Count int
+	// Timeout bounds the wait, measured from the first call (recorded, so
+	// not reset by replays). 0: wait forever.
+	Timeout time.Duration
+	// Completable requires every message taken to be completed (with
+	// Message.Complete) before this branch of the workflow receives again.
+	Completable bool
+}
+
+// Message is a message taken from a queue.
+type Message[T any] struct {
+	ID uint64
+	// Name is the queue the message came from.
+	Name      string
+	Body      T
+	CreatedAt time.Time
+
+	ref *msgRef
+}
+
+// msgRef finds a received message's record again, to complete it.
+type msgRef struct {
+	t     *thread
+	path  string
+	index int
+	id    uint64
+}
+
+// Next takes one message, waiting for it; name is the history entry's name,
+// not a queue's (opts.Names picks queues):
+//
+//	msg, err := workflow.Next[Reminder](ctx, "wait-reminder")
+//
+// With a timeout it returns an error matching ErrTimeout if none came.
+func Next[T, S any](c *Ctx[S], name string, opts ...NextOptions) (Message[T], error) {
+	var o NextOptions
+	switch len(opts) {
+	case 0:
+	case 1:
+		o = opts[0]
+	default:
+		return Message[T]{}, fmt.Errorf("%w: Next %q: at most one NextOptions", ErrInvalid, name)
+	}
+	if o.Count > 1 {
+		return Message[T]{}, fmt.Errorf("%w: Next %q takes one message; use NextBatch for %d", ErrInvalid, name, o.Count)
+	}
+	o.Count = 1
+	ms, path, err := receive[T](c, name, o)
+	if err != nil {
+		return Message[T]{}, err
+	}
+	if len(ms) == 0 {
+		return Message[T]{}, fmt.Errorf("workflow: %q: no message within %s: %w", path, o.Timeout, ErrTimeout)
+	}
+	return ms[0], nil
+}
+
+// NextBatch takes up to opts.Count messages (default 1), waiting until at
+// least one is there. With a timeout it returns an empty slice if none came.
+func NextBatch[T, S any](c *Ctx[S], name string, opts NextOptions) ([]Message[T], error) {
+	ms, _, err := receive[T](c, name, opts)
+	return ms, err
+}
+
+func receive[T, S any](c *Ctx[S], name string, o NextOptions) ([]Message[T], string, error) {
+	if o.Count == 0 {
+		o.Count = 1
+	}
+	if o.Count < 0 || o.Timeout < 0 {
+		return nil, "", fmt.Errorf("%w: receive %q: negative count or timeout", ErrInvalid, name)
+	}
+	path, e, err := c.x.receive(name, o)
+	if err != nil {
+		return nil, path, err
+	}
+	out := make([]Message[T], len(e.Messages))
+	var refs []*msgRef
+	for i, m := range e.Messages {
+		var body T
+		if err := json.Unmarshal(m.Body, &body); err != nil {
+			return nil, path, fmt.Errorf("workflow: %q: message %d from queue %q does not decode into %T: %w", path, m.ID, m.Queue, body, err)
+		}
+		ref := &msgRef{t: c.x.t, path: path, index: i, id: m.ID}
+		out[i] = Message[T]{ID: m.ID, Name: m.Queue, Body: body, CreatedAt: m.CreatedAt, ref: ref}
+		// Tracked even when the history says it was completed: until
+		// this run reaches the Complete call, the code has not completed
+		// it, and replays must behave as the first run did.
+		if o.Completable {
+			refs = append(refs, ref)
+		}
+	}
+	c.x.t.uncompleted = append(c.x.t.uncompleted, refs...)
+	return out, path, nil
+}
+
+// receive takes messages into the entry at name: replays it, or waits
+// until messages come (taking them and recording them in one commit) or the
+// deadline passes.
+func (x *cx) receive(name string, o NextOptions) (string, *Entry, error) {
+	if err := x.begin(); err != nil {
+		return "", nil, err
+	}
+	defer x.end()
+	t, r := x.t, x.t.r
+	if n := len(t.uncompleted); n > 0 {
+		return "", nil, fmt.Errorf("%w: %d message(s), the first %d received at %q", ErrNotCompleted, n, t.uncompleted[0].id, t.uncompleted[0].path)
+	}
+	path, seq, err := x.sc.claim(name)
+	if err != nil {
+		return "", nil, err
+	}
+	e, err := r.visit(x.sc.path, path, KindMessage)
+	if err != nil {
+		return path, nil, err
+	}
+	if e != nil && e.Status == StatusCompleted {
+		if len(e.Messages) > 0 {
+			t.claimReplayed()
+		}
+		t.advance(e.Time)
+		return path, e, nil
+	}
+	t.goLive()
+	var deadline time.Time
+	switch {
+	case e != nil:
+		deadline = e.Deadline
+	case o.Timeout > 0:
+		deadline = r.now().Add(o.Timeout)
+		pe := &Entry{Path: path, Seq: seq, Kind: KindMessage, Status: StatusPending, Deadline: deadline}
+		if err := t.commit(HistoryWrite{Put: pe}); err != nil {
+			return path, nil, err
+		}
+	}
+	for {
+		// Taken before looking, so that a message sent after the look
+		// still wakes the wait below.
+		notify := r.host.MessageNotify()
+		got, err := x.take(path, seq, deadline, o)
+		if err != nil || got != nil {
+			return path, got, err
+		}
+		if now := r.now(); !deadline.IsZero() && !now.Before(deadline) {
+			// Timed out. Recording it may wait for the next commit: if
+			// it is lost, the replay looks again and may find a
+			// message, which is as good an outcome.
+			done := &Entry{Path: path, Seq: seq, Kind: KindMessage, Status: StatusCompleted, Deadline: deadline, Time: now}
+			t.record(HistoryWrite{Put: done})
+			t.advance(now)
+			return path, done, nil
+		}
+		if err := t.wait(waitFor{at: deadline, notify: notify, names: o.Names}); err != nil {
+			return path, nil, err
+		}
+	}
+}
+
+// take takes the messages that are there, if any, recording them at path
+// in the same commit; nil if there were none (or, in a race, if another
+// branch held the right to take messages until the deadline passed).
+func (x *cx) take(path string, seq int, deadline time.Time, o NextOptions) (*Entry, error) {
+	t, r := x.t, x.t.r
+	release, err := t.claim(deadline)
+	if err != nil || release == nil {
+		return nil, err
+	}
+	var (
+		got   *Entry
+		batch []HistoryWrite
+	)
+	msgs, err := r.host.Receive(t.ctx, o.Names, o.Count, func(ms []RawMessage) []HistoryWrite {
+		got = &Entry{Path: path, Seq: seq, Kind: KindMessage, Status: StatusCompleted, Deadline: deadline, Time: r.now()}
+		for _, m := range ms {
+			got.Messages = append(got.Messages, RecordedMessage{RawMessage: m})
+		}
+		batch = AppendWrites(append([]HistoryWrite(nil), t.pending...), HistoryWrite{Put: got})
+		return batch
+	})
+	switch {
+	case err != nil:
+		release(false)
+		return nil, t.hostErr(err)
+	case len(msgs) == 0:
+		release(false)
+		return nil, nil
+	case got == nil:
+		release(false)
+		return nil, t.hostErr(fmt.Errorf("the host's Receive returned %d messages without recording them", len(msgs)))
+	}
+	release(true)
+	t.committed(batch)
+	t.advance(got.Time)
+	return got, nil
+}
+
+// Complete answers the message's sender (if it waits) with response, which
+// must marshal to JSON, and records that the message was completed; on
+// replay it does nothing. Call it from the branch of the workflow that
+// received the message.
+func (m Message[T]) Complete(response any) error {
+	if m.ref == nil {
+		return fmt.Errorf("%w: Complete of a message that no workflow received", ErrInvalid)
+	}
+	return m.ref.complete(response)
+}
+
+func (ref *msgRef) complete(response any) error {
+	t, r := ref.t, ref.t.r
+	if t.forked.Load() {
+		// The receiving branch is blocked in a join or race: its state
+		// belongs to its goroutine.
+		return fmt.Errorf("%w: Complete of message %d while the branch that received it runs a join or race", ErrEntryInProgress, ref.id)
+	}
+	if err := t.stopped(true); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	e := r.hist.Get(ref.path)
+	r.mu.Unlock()
+	if e == nil || ref.index >= len(e.Messages) || e.Messages[ref.index].ID != ref.id {
+		return fmt.Errorf("%w: Complete of message %d: its receive entry %q is gone (a pruned loop iteration?)", ErrInvalid, ref.id, ref.path)
+	}
+	t.uncompleted = slices.DeleteFunc(t.uncompleted, func(o *msgRef) bool { return o.path == ref.path && o.id == ref.id })
+	if e.Messages[ref.index].Completed {
+		return nil
+	}
+	b, err := json.Marshal(response)
+	if err != nil {
+		return fmt.Errorf("workflow: completion of message %d does not marshal to JSON: %w", ref.id, err)
+	}
+	ne := e.clone()
+	ne.Messages[ref.index].Completed = true
+	batch := AppendWrites(append([]HistoryWrite(nil), t.pending...), HistoryWrite{Put: ne})
+	t.goLive()
+	if err := r.host.Complete(t.ctx, ref.id, b, batch); err != nil {
+		return t.hostErr(err)
+	}
+	t.committed(batch)
+	return nil
+}

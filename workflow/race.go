@@ -1,0 +1,217 @@
+package workflow
+
+import (
+	"context"
+	"time"
+)
+
+// race is the decision state of one running Race. Every field is guarded
+// by run.mu, except cancel, which is fixed before the branches start.
+type race struct {
+	n int
+	// decided is set once; winner is then the winning branch, or -1 if
+	// every branch failed.
+	decided bool
+	winner  int
+	// claim is the branch that took queue messages (-1: none): it wins if
+	// it finishes, and no other branch may take messages meanwhile.
+	claim int
+	// live[b] is false while branch b still replays recorded entries;
+	// replaying counts those. No winner is picked while it is above 0.
+	live      []bool
+	replaying int
+	cands     []raceCandidate
+	failed    int
+	cancel    []context.CancelFunc
+	// changed is closed (and replaced) on every change, to wake the
+	// branches waiting for a decision or a claim.
+	changed chan struct{}
+}
+
+// raceSlot is a thread's place in a race: the race and its branch.
+type raceSlot struct {
+	r *race
+	b int
+}
+
+func newRace(n int) *race {
+	rc := &race{n: n, winner: -1, claim: -1, live: make([]bool, n), cancel: make([]context.CancelFunc, n), changed: make(chan struct{})}
+	for i := range rc.live {
+		rc.live[i] = true
+	}
+	return rc
+}
+
+func (rc *race) signalLocked() {
+	close(rc.changed)
+	rc.changed = make(chan struct{})
+}
+
+func (rc *race) cancelAll() {
+	for _, c := range rc.cancel {
+		if c != nil {
+			c()
+		}
+	}
+}
+
+// liveLocked notes that branch b no longer replays.
+func (rc *race) liveLocked(b int) {
+	if !rc.live[b] {
+		rc.live[b] = true
+		rc.replaying--
+		rc.signalLocked()
+	}
+}
+
+func (rc *race) decideLocked(w int) {
+	rc.decided = true
+	rc.winner = w
+	for i, c := range rc.cancel {
+		if i != w {
+			c()
+		}
+	}
+	rc.signalLocked()
+}
+
+// goLive notes that t is about to do something its history does not
+// record (run an attempt, wait, commit): the race branches it runs under
+// are done replaying.
+func (t *thread) goLive() {
+	if t.allLive || len(t.races) == 0 {
+		return
+	}
+	t.r.mu.Lock()
+	for _, s := range t.races {
+		s.r.liveLocked(s.b)
+	}
+	t.r.mu.Unlock()
+	t.allLive = true
+}
+
+// raceFinish records that branch b returned a value and waits until the
+// race is decided (by this branch or another).
+func (r *run) raceFinish(c *thread, rc *race, b int) {
+	r.mu.Lock()
+	rc.liveLocked(b)
+	rc.cands = append(rc.cands, raceCandidate{branch: b, at: c.now})
+	for !rc.decided {
+		claimed := rc.claim >= 0
+		if claimed {
+			for _, cd := range rc.cands {
+				if cd.branch == rc.claim {
+					claimed = false
+				}
+			}
+		}
+		if rc.replaying == 0 && !claimed {
+			rc.decideLocked(pickWinner(rc.cands, rc.claim))
+			break
+		}
+		ch := rc.changed
+		r.mu.Unlock()
+		err := c.wait(waitFor{change: ch})
+		r.mu.Lock()
+		if err != nil {
+			break
+		}
+	}
+	r.mu.Unlock()
+}
+
+// raceEnd records that branch b stopped without a value: failed (counted
+// towards "every branch failed") or cancelled.
+func (r *run) raceEnd(rc *race, b int, failed bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rc.liveLocked(b)
+	if rc.claim == b {
+		rc.claim = -1
+	}
+	if failed {
+		rc.failed++
+		if rc.failed == rc.n && !rc.decided {
+			rc.decideLocked(-1)
+		}
+	}
+	rc.signalLocked()
+}
+
+// claim takes, for each race t runs under, the right to take messages for
+// t's branch, waiting while another branch holds it (but not past deadline,
+// if set: then it returns nil and no error). The returned func gives back
+// the rights this call took unless keep (messages were taken).
+func (t *thread) claim(deadline time.Time) (func(keep bool), error) {
+	if len(t.races) == 0 {
+		return func(bool) {}, nil
+	}
+	r := t.r
+	for {
+		r.mu.Lock()
+		var taken []raceSlot
+		var busy chan struct{}
+		lost := false
+		for _, s := range t.races {
+			switch {
+			case s.r.decided:
+				// A thread still running under a decided race is a loser.
+				lost = true
+			case s.r.claim < 0:
+				s.r.claim = s.b
+				taken = append(taken, s)
+				continue
+			case s.r.claim == s.b:
+				continue
+			default:
+				busy = s.r.changed
+			}
+			break
+		}
+		if !lost && busy == nil {
+			r.mu.Unlock()
+			return func(keep bool) {
+				if keep || len(taken) == 0 {
+					return
+				}
+				r.mu.Lock()
+				defer r.mu.Unlock()
+				for _, s := range taken {
+					if s.r.claim == s.b {
+						s.r.claim = -1
+						s.r.signalLocked()
+					}
+				}
+			}, nil
+		}
+		for _, s := range taken {
+			s.r.claim = -1
+		}
+		r.mu.Unlock()
+		if lost {
+			return nil, ErrCancelled
+		}
+		if !deadline.IsZero() && !r.now().Before(deadline) {
+			return nil, nil
+		}
+		if err := t.wait(waitFor{change: busy, at: deadline}); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// claimReplayed takes the message rights of a replayed receive, without
+// waiting: the messages were taken in the first run, so the branch holds
+// the right unless another branch took it first in this replay.
+func (t *thread) claimReplayed() {
+	if len(t.races) == 0 {
+		return
+	}
+	t.r.mu.Lock()
+	defer t.r.mu.Unlock()
+	for _, s := range t.races {
+		if s.r.claim < 0 && !s.r.decided {
+			s.r.claim = s.b
+		}
+	}
+}

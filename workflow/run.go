@@ -1,0 +1,363 @@
+package workflow
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Run runs the workflow fn once against history: it re-runs fn from the
+// start, returning recorded results without re-running them, and calls the
+// host for everything new. It returns when fn returns, or when ctx is
+// cancelled (eviction: every primitive then returns ErrEvicted), or when a
+// host call fails. It starts goroutines only for join and race branches and
+// step timeouts, and has joined all of them when it returns.
+func Run[S any](ctx context.Context, fn func(*Ctx[S]) error, host Host, history []Entry) Outcome {
+	h, err := NewHistory(history)
+	if err != nil {
+		return Outcome{Status: RunFailed, Err: err}
+	}
+	rctx, abort := context.WithCancelCause(ctx)
+	defer abort(nil)
+	r := &run{host: host, ctx: rctx, abort: abort, hist: h, active: 1, waits: map[*thread]waitFor{}}
+	root := &thread{r: r, ctx: rctx}
+	c := &Ctx[S]{x: &cx{t: root, sc: newScope("")}}
+	err = callGuarded(func() error { return fn(c) })
+	return r.finish(root, err)
+}
+
+// run is one Run: the state its threads share.
+type run struct {
+	host  Host
+	ctx   context.Context // done on eviction (the caller's ctx) or abort
+	abort context.CancelCauseFunc
+
+	mu sync.Mutex // guards everything below
+	// hist is the run's view of the history: what was committed plus what
+	// threads recorded and will commit with their next commit.
+	hist      *History
+	rollbacks []rollbackAction
+	seq       int // orders rollbacks registered at the same time
+	// active counts threads that are not blocked; waits holds what the
+	// blocked ones wait for. When active drops to 0, the host hears of it.
+	active int
+	waits  map[*thread]waitFor
+	// yield accumulates what evicted threads were waiting for; yieldNow
+	// is set if one had work to do at once.
+	yield    Wake
+	yieldNow bool
+	// failure is a host error that fails the run (not wrapping ErrEvicted).
+	failure error
+}
+
+// thread is one goroutine of a run: the root, or a join or race branch.
+// Everything here is owned by that goroutine.
+type thread struct {
+	r *run
+	// ctx is the run's ctx, or a branch's child of it (cancelled when the
+	// branch loses its race or a sibling hits a fatal error).
+	ctx context.Context
+	// pending holds writes recorded but not committed yet: bookkeeping
+	// that a replay would recompute identically if it were lost (a sleep's
+	// end, a loop's progress, version checks). They go out with the
+	// thread's next commit, so every commit of a thread carries everything
+	// the thread recorded before it.
+	pending []HistoryWrite
+	// now is the thread's workflow time (Ctx.Now).
+	now time.Time
+	// races are the race branches this thread runs under, outermost first;
+	// allLive caches that goLive marked them all.
+	races   []raceSlot
+	allLive bool
+	// forked is set while the thread waits in a join or race; it is read
+	// by Message.Complete, which may be called from any goroutine.
+	forked     atomic.Bool
+	checkpoint bool
+	// uncompleted are completable messages not completed yet.
+	uncompleted []*msgRef
+}
+
+// cx is one scope on one thread: the untyped half of a Ctx.
+type cx struct {
+	t    *thread
+	sc   *scope
+	busy atomic.Bool
+}
+
+func (r *run) now() time.Time { return r.host.Now().Round(0) }
+
+// begin starts a primitive on x: one at a time per Ctx, and none once the
+// run or branch is stopping.
+func (x *cx) begin() error {
+	if !x.busy.CompareAndSwap(false, true) {
+		return ErrEntryInProgress
+	}
+	if err := x.t.stopped(true); err != nil {
+		x.busy.Store(false)
+		return err
+	}
+	return nil
+}
+
+func (x *cx) end() { x.busy.Store(false) }
+
+// stopped returns ErrEvicted or ErrCancelled if the thread must stop. atWork
+// says the thread would otherwise do something now, so the yielded run must
+// be woken at once.
+func (t *thread) stopped(atWork bool) error {
+	if t.r.ctx.Err() != nil {
+		if atWork {
+			t.r.mu.Lock()
+			t.r.yieldNow = true
+			t.r.mu.Unlock()
+		}
+		return ErrEvicted
+	}
+	if t.ctx.Err() != nil {
+		return ErrCancelled
+	}
+	return nil
+}
+
+// hostErr turns a failed host call into the error the primitive returns,
+// and stops the run: after a failed commit the run's view of the history may
+// be wrong, and only storage knows the truth.
+func (t *thread) hostErr(err error) error {
+	r := t.r
+	if r.ctx.Err() == nil && t.ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		// The branch lost its race while the host waited for it.
+		return ErrCancelled
+	}
+	r.mu.Lock()
+	r.yieldNow = true
+	if r.ctx.Err() == nil && !errors.Is(err, ErrEvicted) && r.failure == nil {
+		r.failure = fmt.Errorf("workflow: host: %w", err)
+	}
+	r.mu.Unlock()
+	r.abort(err)
+	return fmt.Errorf("%w: %v", ErrEvicted, err)
+}
+
+// advance moves the thread's workflow time to that of an entry it passed.
+func (t *thread) advance(at time.Time) {
+	if at.After(t.now) {
+		t.now = at
+	}
+}
+
+// record applies writes to the run's history now and queues them for the
+// thread's next commit.
+func (t *thread) record(ws ...HistoryWrite) {
+	t.r.mu.Lock()
+	t.r.hist.Apply(ws)
+	t.r.mu.Unlock()
+	t.pending = AppendWrites(t.pending, ws...)
+}
+
+// commit commits the thread's pending writes and ws in one batch.
+func (t *thread) commit(ws ...HistoryWrite) error {
+	batch := AppendWrites(append([]HistoryWrite(nil), t.pending...), ws...)
+	if len(batch) == 0 {
+		return nil
+	}
+	// Nothing is committed once the run or branch is stopping, whatever
+	// the code did with the ErrEvicted it got.
+	if err := t.stopped(true); err != nil {
+		return err
+	}
+	t.goLive()
+	if err := t.r.host.Commit(t.ctx, batch); err != nil {
+		return t.hostErr(err)
+	}
+	t.committed(batch)
+	return nil
+}
+
+// committed notes that batch, built from the thread's pending writes, is
+// durable.
+func (t *thread) committed(batch []HistoryWrite) {
+	t.r.mu.Lock()
+	t.r.hist.Apply(batch)
+	t.r.mu.Unlock()
+	t.pending = nil
+}
+
+// waitFor is what a blocked thread waits for; zero fields are ignored.
+type waitFor struct {
+	at     time.Time
+	notify <-chan struct{} // new messages
+	names  []string        // the queues it receives from (nil: any)
+	change <-chan struct{} // a race's state changed
+}
+
+func (w waitFor) wake() Wake {
+	wk := Wake{At: w.at}
+	if w.notify != nil {
+		if len(w.names) == 0 {
+			wk.AnyQueue = true
+		} else {
+			wk.Queues = append([]string(nil), w.names...)
+			sort.Strings(wk.Queues)
+		}
+	}
+	return wk
+}
+
+// wait blocks until w fires or the thread must stop. A due deadline
+// returns at once.
+func (t *thread) wait(w waitFor) error {
+	r := t.r
+	var timer <-chan time.Time
+	if !w.at.IsZero() {
+		if !w.at.After(r.now()) {
+			return nil
+		}
+		c, stop := r.host.Timer(w.at)
+		defer stop()
+		timer = c
+	}
+	r.mu.Lock()
+	r.active--
+	r.waits[t] = w
+	r.reportLocked()
+	r.mu.Unlock()
+
+	select {
+	case <-timer:
+	case <-w.notify:
+	case <-w.change:
+	case <-t.ctx.Done():
+	}
+
+	r.mu.Lock()
+	r.active++
+	delete(r.waits, t)
+	evicted := r.ctx.Err() != nil
+	if evicted {
+		r.yield = mergeWake(r.yield, w.wake())
+	}
+	r.mu.Unlock()
+	return t.stopped(false)
+}
+
+// reportLocked tells the host the run is blocked, if it is: every thread
+// waits, and none of them is about to wake (a cancelled race loser, a timer
+// that fired, a message that came).
+func (r *run) reportLocked() {
+	if r.active > 0 || r.ctx.Err() != nil {
+		return
+	}
+	now := r.now()
+	var w Wake
+	for t, wf := range r.waits {
+		if t.ctx.Err() != nil || (!wf.at.IsZero() && !wf.at.After(now)) || closed(wf.notify) || closed(wf.change) {
+			return
+		}
+		w = mergeWake(w, wf.wake())
+	}
+	r.host.Waiting(w)
+}
+
+func closed(c <-chan struct{}) bool {
+	if c == nil {
+		return false
+	}
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+// fork runs body for n child threads concurrently and returns when all have
+// exited. The parent counts as blocked meanwhile; the last child to exit
+// hands its activity back to the parent, so the run never looks blocked
+// while it is in fact moving on.
+func (t *thread) fork(n int, child func(i int) *thread, body func(i int, c *thread)) {
+	r := t.r
+	r.mu.Lock()
+	r.active += n - 1
+	left := n
+	r.mu.Unlock()
+	var wg sync.WaitGroup
+	wg.Add(n)
+	for i := 0; i < n; i++ {
+		c := child(i)
+		go func() {
+			defer wg.Done()
+			defer func() {
+				r.mu.Lock()
+				left--
+				if left > 0 {
+					r.active--
+					r.reportLocked()
+				}
+				r.mu.Unlock()
+			}()
+			body(i, c)
+		}()
+	}
+	wg.Wait()
+}
+
+// callGuarded turns a panic in workflow code into a *PanicError.
+func callGuarded(fn func() error) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &PanicError{Value: v, Stack: debug.Stack()}
+		}
+	}()
+	return fn()
+}
+
+// finish turns how the root function ended into the run's outcome.
+func (r *run) finish(root *thread, err error) Outcome {
+	if r.ctx.Err() != nil {
+		return r.yielded()
+	}
+	if err == nil {
+		r.mu.Lock()
+		err = r.hist.CheckEnd("")
+		r.mu.Unlock()
+		if err == nil {
+			if cerr := root.commit(); cerr != nil {
+				return r.yielded()
+			}
+			return Outcome{Status: RunCompleted}
+		}
+	}
+	if isControl(err) {
+		// The history no longer describes this code (or the code misused
+		// the API): record nothing more and run no compensation.
+		return Outcome{Status: RunFailed, Err: err}
+	}
+	if rerr := r.rollback(root); rerr != nil {
+		if r.ctx.Err() != nil {
+			return r.yielded()
+		}
+		err = errors.Join(err, rerr)
+	}
+	if cerr := root.commit(); cerr != nil {
+		return r.yielded()
+	}
+	return Outcome{Status: RunFailed, Err: err}
+}
+
+func (r *run) yielded() Outcome {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.failure != nil {
+		return Outcome{Status: RunFailed, Err: r.failure}
+	}
+	w := r.yield
+	if r.yieldNow {
+		w = mergeWake(w, Wake{At: r.now()})
+	}
+	return Outcome{Status: RunYielded, Err: context.Cause(r.ctx), Wake: w}
+}

@@ -1,0 +1,196 @@
+package workflow
+
+import (
+	"fmt"
+	"time"
+)
+
+// Sleep waits d, durably: the deadline is recorded on the first call, so a
+// replay (after a crash, or after the actor was deactivated meanwhile)
+// waits only for what is left.
+func (c *Ctx[S]) Sleep(name string, d time.Duration) error {
+	return c.x.sleep(name, func(now time.Time) time.Time { return now.Add(d) })
+}
+
+// SleepUntil waits until t, durably.
+func (c *Ctx[S]) SleepUntil(name string, t time.Time) error {
+	t = t.Round(0)
+	return c.x.sleep(name, func(time.Time) time.Time { return t })
+}
+
+func (x *cx) sleep(name string, deadline func(now time.Time) time.Time) error {
+	if err := x.begin(); err != nil {
+		return err
+	}
+	defer x.end()
+	t, r := x.t, x.t.r
+	path, seq, err := x.sc.claim(name)
+	if err != nil {
+		return err
+	}
+	e, err := r.visit(x.sc.path, path, KindSleep)
+	if err != nil {
+		return err
+	}
+	if e != nil && e.Status == StatusCompleted {
+		t.advance(e.Time)
+		return nil
+	}
+	t.goLive()
+	if e == nil {
+		now := r.now()
+		e = &Entry{Path: path, Seq: seq, Kind: KindSleep, Status: StatusPending, Deadline: deadline(now)}
+		// A sleep already due needs no durable deadline: its end,
+		// recorded below, goes out with the next commit.
+		if e.Deadline.After(now) {
+			if err := t.commit(HistoryWrite{Put: e}); err != nil {
+				return err
+			}
+		}
+	}
+	if err := t.wait(waitFor{at: e.Deadline}); err != nil {
+		return err
+	}
+	done := e.clone()
+	done.Status = StatusCompleted
+	done.Time = r.now()
+	t.record(HistoryWrite{Put: done})
+	t.advance(done.Time)
+	return nil
+}
+
+// RollbackCheckpoint records a checkpoint. Steps with rollback handlers
+// (StepWithRollback) may only run after one, so that a workflow cannot
+// declare compensations by accident.
+func (c *Ctx[S]) RollbackCheckpoint(name string) error {
+	x := c.x
+	if err := x.begin(); err != nil {
+		return err
+	}
+	defer x.end()
+	t, r := x.t, x.t.r
+	path, seq, err := x.sc.claim(name)
+	if err != nil {
+		return err
+	}
+	e, err := r.visit(x.sc.path, path, KindRollbackCheckpoint)
+	if err != nil {
+		return err
+	}
+	if e == nil {
+		t.record(HistoryWrite{Put: &Entry{Path: path, Seq: seq, Kind: KindRollbackCheckpoint, Status: StatusCompleted}})
+	}
+	t.checkpoint = true
+	return nil
+}
+
+// GetVersion gates a code change for workflows already in flight. It
+// returns the version recorded at name, else records and returns 1 if the
+// scope still holds recorded entries this run has not reached (an instance
+// started under the old code, mid-flight), else latest. Inside a loop each
+// iteration decides on its own. Retire a gate with Removed(name,
+// KindVersionCheck) once no old instance is left.
+//
+//	v, err := ctx.GetVersion("charge-v2", 2)
+//	if v == 1 { /* old steps */ } else { /* new steps */ }
+func (c *Ctx[S]) GetVersion(name string, latest int) (int, error) {
+	x := c.x
+	if err := x.begin(); err != nil {
+		return 0, err
+	}
+	defer x.end()
+	t, r := x.t, x.t.r
+	if latest < 1 {
+		return 0, fmt.Errorf("%w: GetVersion %q: latest must be at least 1", ErrInvalid, name)
+	}
+	path, seq, err := x.sc.claim(name)
+	if err != nil {
+		return 0, err
+	}
+	r.mu.Lock()
+	e, err := r.hist.Visit(path, KindVersionCheck)
+	_, unvisited := r.hist.FirstUnvisited(x.sc.path)
+	r.mu.Unlock()
+	if err != nil {
+		return 0, err
+	}
+	if e != nil {
+		return e.Version, nil
+	}
+	v := resolveVersion(unvisited, latest)
+	t.record(HistoryWrite{Put: &Entry{Path: path, Seq: seq, Kind: KindVersionCheck, Status: StatusCompleted, Version: v, Latest: latest}})
+	return v, nil
+}
+
+// Removed stands in for an entry of kind that the code no longer makes: it
+// accepts the old entry (and everything under it) in the histories of
+// workflows in flight, and records a placeholder in new ones, so that
+// neither diverges.
+func (c *Ctx[S]) Removed(name string, kind Kind) error {
+	x := c.x
+	if err := x.begin(); err != nil {
+		return err
+	}
+	defer x.end()
+	t, r := x.t, x.t.r
+	switch kind {
+	case KindStep, KindLoop, KindSleep, KindMessage, KindRollbackCheckpoint, KindJoin, KindRace, KindVersionCheck:
+	default:
+		return fmt.Errorf("%w: Removed %q: %q is not a removable kind", ErrInvalid, name, kind)
+	}
+	path, seq, err := x.sc.claim(name)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	e, verr := r.hist.Visit(path, "")
+	if verr != nil {
+		r.mu.Unlock()
+		return verr
+	}
+	if e != nil && e.Kind != kind && !(e.Kind == KindRemoved && e.RemovedKind == kind) {
+		r.mu.Unlock()
+		return &DivergenceError{Path: path, Expected: describe(e), Found: fmt.Sprintf("removed %s", kind)}
+	}
+	if e != nil {
+		r.hist.VisitTree(path)
+	}
+	r.mu.Unlock()
+	if e == nil {
+		t.record(HistoryWrite{Put: &Entry{Path: path, Seq: seq, Kind: KindRemoved, Status: StatusCompleted, RemovedKind: kind}})
+	}
+	return nil
+}
+
+// Try runs fn in a named scope and catches the terminal failures of the
+// steps (except kind rollback), joins and races in it: it returns them as a
+// *Failure, and the workflow goes on. Other errors (fn's own, eviction,
+// divergence) are returned as they are.
+func (c *Ctx[S]) Try(name string, fn func(*Ctx[S]) error) (*Failure, error) {
+	x := c.x
+	if err := x.begin(); err != nil {
+		return nil, err
+	}
+	defer x.end()
+	r := x.t.r
+	path, _, err := x.sc.claim(name)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	if e := r.hist.Get(path); e != nil {
+		// A try block has no entry of its own: something else was here.
+		r.mu.Unlock()
+		return nil, &DivergenceError{Path: path, Expected: describe(e), Found: "a try block"}
+	}
+	r.mu.Unlock()
+	bx := &cx{t: x.t, sc: newScope(path)}
+	err = callGuarded(func() error { return fn(&Ctx[S]{x: bx}) })
+	if err == nil {
+		return nil, r.checkEnd(path)
+	}
+	if f, ok := failureOf(err); ok {
+		return f, nil
+	}
+	return nil, err
+}

@@ -1,0 +1,267 @@
+package workflow
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// stepSpec is a step with its types erased.
+type stepSpec struct {
+	opts StepOptions
+	pol  retryPolicy
+	// body runs the user's function and returns its value as JSON.
+	body func(env StepEnv, ctx context.Context, attempt int) (json.RawMessage, error)
+	// rollback, if set, compensates the step given its recorded value.
+	rollback func(env StepEnv, ctx context.Context, output json.RawMessage) error
+}
+
+// visit looks path up for a new primitive of kind in scope: the recorded
+// entry, or nil if the code is ahead of the history (after checking that it
+// has not skipped part of it).
+func (r *run) visit(scope, path string, kind Kind) (*Entry, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, err := r.hist.Visit(path, kind)
+	if err != nil || e != nil {
+		return e, err
+	}
+	return nil, r.hist.CheckNew(scope, path, kind)
+}
+
+func (r *run) checkEnd(scope string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.hist.CheckEnd(scope)
+}
+
+func (r *run) visitTree(tree string) {
+	r.mu.Lock()
+	r.hist.VisitTree(tree)
+	r.mu.Unlock()
+}
+
+// step runs a step to its end: replays it, or runs attempts and waits out
+// backoffs until it completes or fails for good.
+func (x *cx) step(sp stepSpec) (json.RawMessage, string, error) {
+	if err := x.begin(); err != nil {
+		return nil, "", err
+	}
+	defer x.end()
+	t, r := x.t, x.t.r
+	if sp.rollback != nil && !t.checkpoint {
+		return nil, "", fmt.Errorf("%w (step %q)", ErrRollbackCheckpoint, sp.opts.Name)
+	}
+	path, seq, err := x.sc.claim(sp.opts.Name)
+	if err != nil {
+		return nil, "", err
+	}
+	e, err := r.visit(x.sc.path, path, KindStep)
+	if err != nil {
+		return nil, path, err
+	}
+	for {
+		p := planStep(e, sp.pol, r.now())
+		switch p.action {
+		case stepReplay:
+			t.advance(e.Time)
+			r.registerRollback(e, sp)
+			return e.Output, path, nil
+		case stepFail:
+			t.advance(e.Time)
+			return nil, path, stepErrorOf(e)
+		case stepWait:
+			t.goLive()
+			if err := t.wait(waitFor{at: p.at}); err != nil {
+				return nil, path, err
+			}
+		case stepRun:
+			t.goLive()
+			ne, err := x.attempt(path, seq, p.attempt, sp)
+			if err != nil {
+				return nil, path, err
+			}
+			e = ne
+		}
+	}
+}
+
+// attempt runs attempt n in the actor's turn and commits its record with
+// the state it left.
+func (x *cx) attempt(path string, seq, n int, sp stepSpec) (*Entry, error) {
+	t, r := x.t, x.t.r
+	// Set by fn, which the host may run on another goroutine; RunStep
+	// returning orders those writes before the reads below.
+	var (
+		ne        *Entry
+		batch     []HistoryWrite
+		abandoned bool
+	)
+	fn := func(env StepEnv) []HistoryWrite {
+		start := r.now()
+		out, err, timedOut := runBody(t.ctx, sp.pol.timeout, r.host, func(ctx context.Context) (json.RawMessage, error) {
+			return sp.body(env, ctx, n)
+		})
+		if err != nil && !timedOut && t.ctx.Err() != nil {
+			// Evicted or lost the race mid-attempt: the failure says
+			// nothing about the step, so it is not counted. The attempt
+			// runs again on the next activation, as after a crash.
+			abandoned = true
+			return nil
+		}
+		ne = recordAttempt(path, n, attemptResult{start: start, end: r.now(), output: out, err: err, timedOut: timedOut}, sp.pol)
+		ne.Seq = seq
+		batch = AppendWrites(append([]HistoryWrite(nil), t.pending...), HistoryWrite{Put: ne})
+		return batch
+	}
+	if err := r.host.RunStep(t.ctx, sp.opts.Ephemeral, fn); err != nil {
+		return nil, t.hostErr(err)
+	}
+	if abandoned {
+		return nil, t.stopped(true)
+	}
+	if ne == nil {
+		return nil, t.hostErr(errors.New("the host's RunStep returned nil without running the step"))
+	}
+	t.committed(batch)
+	if ne.Status != StatusFailed {
+		t.advance(ne.Time)
+	}
+	if ne.Status == StatusCompleted {
+		r.registerRollback(ne, sp)
+	}
+	return ne, nil
+}
+
+// runBody runs body with a context that is cancelled after timeout (0:
+// never), and reports whether the timeout fired before body returned.
+func runBody(parent context.Context, timeout time.Duration, clk Clock, body func(context.Context) (json.RawMessage, error)) (json.RawMessage, error, bool) {
+	ctx, cancel := context.WithCancel(parent)
+	defer cancel()
+	var fired atomic.Bool
+	var wg sync.WaitGroup
+	done := make(chan struct{})
+	if timeout > 0 {
+		tc, stop := clk.Timer(clk.Now().Add(timeout))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer stop()
+			select {
+			case <-tc:
+				fired.Store(true)
+				cancel()
+			case <-done:
+			}
+		}()
+	}
+	out, err := callBody(ctx, body)
+	timedOut := fired.Load()
+	close(done)
+	wg.Wait()
+	return out, err, timedOut
+}
+
+// callBody turns a panic in a step body into a failed attempt.
+func callBody(ctx context.Context, body func(context.Context) (json.RawMessage, error)) (out json.RawMessage, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("workflow: step panicked: %v", v)
+		}
+	}()
+	return body(ctx)
+}
+
+// rollbackAction is the compensation of one completed step.
+type rollbackAction struct {
+	path    string
+	at      time.Time
+	seq     int
+	timeout time.Duration
+	run     func(env StepEnv, ctx context.Context) error
+}
+
+func (r *run) registerRollback(e *Entry, sp stepSpec) {
+	if sp.rollback == nil || e.RollbackDone {
+		return
+	}
+	out := e.Output
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.seq++
+	r.rollbacks = append(r.rollbacks, rollbackAction{
+		path: e.Path, at: e.Time, seq: r.seq, timeout: sp.pol.timeout,
+		run: func(env StepEnv, ctx context.Context) error { return sp.rollback(env, ctx, out) },
+	})
+}
+
+// rollback runs the registered compensations, latest completion first, each
+// in a turn that records that it ran, so that a rollback cut short resumes
+// where it stopped. It stops at the first handler that fails.
+func (r *run) rollback(root *thread) error {
+	r.mu.Lock()
+	acts := append([]rollbackAction(nil), r.rollbacks...)
+	r.mu.Unlock()
+	sort.SliceStable(acts, func(i, j int) bool {
+		if !acts[i].at.Equal(acts[j].at) {
+			return acts[i].at.After(acts[j].at)
+		}
+		return acts[i].seq > acts[j].seq
+	})
+	for _, a := range acts {
+		r.mu.Lock()
+		e := r.hist.Get(a.path)
+		r.mu.Unlock()
+		if e == nil || e.RollbackDone {
+			// Gone with a pruned loop iteration or a race loser.
+			continue
+		}
+		if e.RollbackError != nil {
+			return &RollbackFailedError{Path: a.path, Err: e.RollbackError}
+		}
+		var (
+			ne        *Entry
+			batch     []HistoryWrite
+			abandoned bool
+		)
+		fn := func(env StepEnv) []HistoryWrite {
+			_, err, timedOut := runBody(root.ctx, a.timeout, r.host, func(ctx context.Context) (json.RawMessage, error) {
+				return nil, a.run(env, ctx)
+			})
+			if err != nil && !timedOut && root.ctx.Err() != nil {
+				abandoned = true
+				return nil
+			}
+			ne = e.clone()
+			switch {
+			case timedOut:
+				ne.RollbackError = &RecordedError{Message: fmt.Sprintf("rollback timed out after %s", a.timeout)}
+			case err != nil:
+				ne.RollbackError = record(err)
+			default:
+				ne.RollbackDone = true
+			}
+			batch = AppendWrites(append([]HistoryWrite(nil), root.pending...), HistoryWrite{Put: ne})
+			return batch
+		}
+		if err := r.host.RunStep(root.ctx, false, fn); err != nil {
+			return root.hostErr(err)
+		}
+		if abandoned {
+			return root.stopped(true)
+		}
+		if ne == nil {
+			return root.hostErr(errors.New("the host's RunStep returned nil without running the rollback"))
+		}
+		root.committed(batch)
+		if ne.RollbackError != nil {
+			return &RollbackFailedError{Path: a.path, Err: ne.RollbackError}
+		}
+	}
+	return nil
+}

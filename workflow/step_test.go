@@ -1,0 +1,355 @@
+package workflow_test
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rivet-go/rivet/workflow"
+	"github.com/rivet-go/rivet/workflow/workflowtest"
+)
+
+// log is the test state: steps append to it, so it shows which step bodies
+// committed and in what order.
+type log struct {
+	Log   []string    `json:"log"`
+	Times []time.Time `json:"times,omitempty"`
+	N     int         `json:"n"`
+}
+
+type logCtx = workflow.Ctx[log]
+type logStep = workflow.StepCtx[log]
+
+func failedWith[E error](t *testing.T, out workflow.Outcome) E {
+	t.Helper()
+	var e E
+	if out.Status != workflow.RunFailed || !errors.As(out.Err, &e) {
+		t.Fatalf("outcome %s %v, want a failure with %T", out.Status, out.Err, e)
+	}
+	return e
+}
+
+func entryAt(t *testing.T, hist []workflow.Entry, path string) workflow.Entry {
+	t.Helper()
+	for _, e := range hist {
+		if e.Path == path {
+			return e
+		}
+	}
+	t.Fatalf("no entry %q in %v", path, hist)
+	return workflow.Entry{}
+}
+
+func TestStepRetriesWithDefaultBackoff(t *testing.T) {
+	for _, evict := range []bool{false, true} {
+		h := newHost(log{})
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		out, activations := h.Drive(ctx, func(c *logCtx) error {
+			return c.Step("flaky", func(s *logStep) error {
+				s.State.Times = append(s.State.Times, h.Clock.Now())
+				return errors.New("unavailable")
+			})
+		}, workflowtest.DriveOptions{Evict: func(workflow.Wake) bool { return evict }})
+		cancel()
+		se := failedWith[*workflow.StepError](t, out)
+		if se.Kind != workflow.FailureExhausted || se.Attempts != 4 || se.Path != "flaky" || se.Err.Error() != "unavailable" {
+			t.Fatalf("step error %+v", se)
+		}
+		// Roll-forward: every failed attempt's change to the state was kept.
+		want := []time.Time{t0, t0.Add(200 * time.Millisecond), t0.Add(600 * time.Millisecond), t0.Add(1400 * time.Millisecond)}
+		if got := h.State().Times; !reflect.DeepEqual(got, want) {
+			t.Fatalf("evict=%v: attempts at %v, want %v", evict, got, want)
+		}
+		if evict && activations != 4 {
+			t.Fatalf("backoffs yielded %d activations, want 4", activations)
+		}
+		e := entryAt(t, h.History(), "flaky")
+		if e.Status != workflow.StatusExhausted || e.Attempts != 4 || e.Failure != workflow.FailureExhausted {
+			t.Fatalf("entry %+v", e)
+		}
+		// The failure is sticky: running again replays it without an attempt.
+		again := drive(t, h, func(c *logCtx) error {
+			return c.Step("flaky", func(s *logStep) error { t.Fatal("exhausted step re-ran"); return nil })
+		})
+		failedWith[*workflow.StepError](t, again)
+	}
+}
+
+func TestStepOptionsRetriesAndValue(t *testing.T) {
+	h := newHost(log{})
+	var got string
+	out := drive(t, h, func(c *logCtx) error {
+		v, err := workflow.StepOpts(c, workflow.StepOptions{Name: "charge-card", MaxRetries: 5, RetryBackoffBase: 200 * time.Millisecond, RetryBackoffMax: 2 * time.Second},
+			func(s *logStep) (string, error) {
+				s.State.Times = append(s.State.Times, h.Clock.Now())
+				if s.Attempt() < 6 {
+					return "", errors.New("busy")
+				}
+				return "charge-1", nil
+			})
+		got = v
+		return err
+	})
+	if out.Status != workflow.RunCompleted || got != "charge-1" {
+		t.Fatalf("outcome %+v value %q", out, got)
+	}
+	// min(2s, 200ms·2^n): 400ms, 800ms, 1.6s, 2s, 2s.
+	want := []time.Duration{0, 400, 1200, 2800, 4800, 6800}
+	for i, ms := range want {
+		if at := h.State().Times[i]; !at.Equal(t0.Add(ms * time.Millisecond)) {
+			t.Fatalf("attempt %d at %v, want +%dms", i+1, at.Sub(t0), ms)
+		}
+	}
+}
+
+func TestCriticalErrorIsNotRetried(t *testing.T) {
+	h := newHost(log{})
+	out := drive(t, h, func(c *logCtx) error {
+		return c.Step("s", func(s *logStep) error {
+			s.State.N++
+			return workflow.Critical(codedErr{})
+		})
+	})
+	se := failedWith[*workflow.StepError](t, out)
+	var coder interface{ ErrorCode() string }
+	if se.Kind != workflow.FailureCritical || se.Attempts != 1 || h.State().N != 1 || !errors.As(se, &coder) || coder.ErrorCode() != "card_declined" {
+		t.Fatalf("step error %+v, n=%d", se, h.State().N)
+	}
+}
+
+type codedErr struct{}
+
+func (codedErr) Error() string     { return "card declined" }
+func (codedErr) ErrorCode() string { return "card_declined" }
+
+// waitOut advances the fake clock past the step's timeout from inside the
+// body, then waits for the body's context to be cancelled.
+func waitOut(h *workflowtest.Host[log], s *logStep, d time.Duration) error {
+	s.State.N++
+	h.Clock.Advance(d)
+	<-s.Context().Done()
+	return s.Context().Err()
+}
+
+func TestStepTimeout(t *testing.T) {
+	t.Run("critical by default", func(t *testing.T) {
+		h := newHost(log{})
+		out := drive(t, h, func(c *logCtx) error {
+			return c.Step("slow", func(s *logStep) error { return waitOut(h, s, workflow.DefaultStepTimeout) })
+		})
+		se := failedWith[*workflow.StepError](t, out)
+		if se.Kind != workflow.FailureTimeout || se.Attempts != 1 || !errors.Is(se, workflow.ErrTimeout) || h.State().N != 1 {
+			t.Fatalf("step error %+v", se)
+		}
+	})
+	t.Run("retried with RetryOnTimeout", func(t *testing.T) {
+		h := newHost(log{})
+		out := drive(t, h, func(c *logCtx) error {
+			return c.StepWith(workflow.StepOptions{Name: "slow", Timeout: 5 * time.Second, RetryOnTimeout: true}, func(s *logStep) error {
+				return waitOut(h, s, 5*time.Second)
+			})
+		})
+		se := failedWith[*workflow.StepError](t, out)
+		if se.Kind != workflow.FailureExhausted || se.Attempts != 4 || h.State().N != 4 {
+			t.Fatalf("step error %+v, n=%d", se, h.State().N)
+		}
+	})
+	t.Run("NoTimeout", func(t *testing.T) {
+		h := newHost(log{})
+		out := drive(t, h, func(c *logCtx) error {
+			return c.StepWith(workflow.StepOptions{Name: "long", Timeout: workflow.NoTimeout, MaxRetries: workflow.NoRetries}, func(s *logStep) error {
+				h.Clock.Advance(24 * time.Hour)
+				if s.Context().Err() != nil {
+					return s.Context().Err()
+				}
+				return nil
+			})
+		})
+		if out.Status != workflow.RunCompleted {
+			t.Fatalf("outcome %+v", out)
+		}
+	})
+}
+
+func TestTryStepKinds(t *testing.T) {
+	h := newHost(log{})
+	var failures []*workflow.Failure
+	out := drive(t, h, func(c *logCtx) error {
+		for _, tc := range []struct {
+			name string
+			fn   func(s *logStep) (int, error)
+		}{
+			{"critical", func(*logStep) (int, error) { return 0, workflow.Critical(errors.New("bad input")) }},
+			{"exhausted", func(*logStep) (int, error) { return 0, errors.New("flaky") }},
+			{"timeout", func(s *logStep) (int, error) { return 0, waitOut(h, s, workflow.DefaultStepTimeout) }},
+			{"ok", func(*logStep) (int, error) { return 7, nil }},
+		} {
+			v, f, err := workflow.TryStep(c, tc.name, tc.fn)
+			if err != nil {
+				return err
+			}
+			if tc.name == "ok" && (f != nil || v != 7) {
+				t.Errorf("ok step: %v %+v", v, f)
+			}
+			if f != nil {
+				failures = append(failures, f)
+			}
+		}
+		_, f, err := workflow.TryStep(c, "rollback", func(*logStep) (int, error) { return 0, workflow.Rollback(errors.New("undo")) })
+		if f != nil || err == nil {
+			t.Errorf("a rollback failure was caught: %+v %v", f, err)
+		}
+		return err
+	})
+	se := failedWith[*workflow.StepError](t, out)
+	if se.Kind != workflow.FailureRollback {
+		t.Fatalf("final error %+v", se)
+	}
+	want := []struct {
+		kind     workflow.FailureKind
+		attempts int
+	}{{workflow.FailureCritical, 1}, {workflow.FailureExhausted, 4}, {workflow.FailureTimeout, 1}}
+	if len(failures) != len(want) {
+		t.Fatalf("failures %+v", failures)
+	}
+	for i, w := range want {
+		f := failures[i]
+		if f.Source != workflow.SourceStep || f.Kind != w.kind || f.Attempts != w.attempts {
+			t.Errorf("failure %d = %+v, want %+v", i, f, w)
+		}
+	}
+}
+
+func TestCommittedStepIsNotRerunAfterCrash(t *testing.T) {
+	for _, after := range []bool{false, true} {
+		h := newHost(log{})
+		var runs atomic.Int32
+		wf := func(c *logCtx) error {
+			if err := c.Step("a", func(s *logStep) error {
+				runs.Add(1)
+				s.State.Log = append(s.State.Log, "a")
+				return nil
+			}); err != nil {
+				return err
+			}
+			return c.Step("b", func(s *logStep) error {
+				s.State.Log = append(s.State.Log, "b")
+				return nil
+			})
+		}
+		h.CrashAt(1, after)
+		out := drive(t, h, wf)
+		if out.Status != workflow.RunCompleted {
+			t.Fatalf("after=%v: outcome %+v", after, out)
+		}
+		wantRuns := int32(2)
+		if after {
+			wantRuns = 1
+		}
+		if runs.Load() != wantRuns || !reflect.DeepEqual(h.State().Log, []string{"a", "b"}) {
+			t.Fatalf("after=%v: a ran %d times, log %v", after, runs.Load(), h.State().Log)
+		}
+	}
+}
+
+func TestEphemeralStepCommitsWithTheNext(t *testing.T) {
+	h := newHost(log{})
+	var runs atomic.Int32
+	wf := func(c *logCtx) error {
+		if err := c.StepWith(workflow.StepOptions{Name: "cheap", Ephemeral: true}, func(s *logStep) error {
+			runs.Add(1)
+			s.State.N++
+			return nil
+		}); err != nil {
+			return err
+		}
+		return c.Step("durable", func(s *logStep) error { s.State.N += 10; return nil })
+	}
+	// The first commit is the durable step's, which carries the ephemeral
+	// one: crashing it loses both, and both run again.
+	h.CrashAt(1, false)
+	out := drive(t, h, wf)
+	if out.Status != workflow.RunCompleted || h.State().N != 11 || runs.Load() != 2 || h.Commits() != 2 {
+		t.Fatalf("outcome %+v, n=%d, runs=%d, commits=%d", out, h.State().N, runs.Load(), h.Commits())
+	}
+	if e := entryAt(t, h.History(), "cheap"); e.Status != workflow.StatusCompleted {
+		t.Fatalf("ephemeral entry %+v", e)
+	}
+}
+
+type withHidden struct {
+	Shown  int `json:"shown"`
+	hidden int
+}
+
+func TestStepValueIsTheRecordedOne(t *testing.T) {
+	h := newHost(log{})
+	var live withHidden
+	out := drive(t, h, func(c *logCtx) error {
+		v, err := workflow.Step(c, "v", func(*logStep) (withHidden, error) { return withHidden{Shown: 1, hidden: 2}, nil })
+		live = v
+		return err
+	})
+	// The live run returns what a replay would: the JSON round trip.
+	if out.Status != workflow.RunCompleted || live != (withHidden{Shown: 1}) {
+		t.Fatalf("live value %+v", live)
+	}
+}
+
+func TestPanics(t *testing.T) {
+	h := newHost(log{})
+	out := drive(t, h, func(c *logCtx) error {
+		if err := c.StepWith(workflow.StepOptions{Name: "p", MaxRetries: 1}, func(s *logStep) error {
+			if s.Attempt() == 1 {
+				panic("step bug")
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		panic("orchestration bug")
+	})
+	pe := failedWith[*workflow.PanicError](t, out)
+	if pe.Value != "orchestration bug" {
+		t.Fatalf("panic %v", pe.Value)
+	}
+	if e := entryAt(t, h.History(), "p"); e.Attempts != 2 || e.Status != workflow.StatusCompleted {
+		t.Fatalf("a panicking attempt is a failed attempt: %+v", e)
+	}
+}
+
+func TestMisuse(t *testing.T) {
+	cases := map[string]struct {
+		wf   func(c *logCtx) error
+		want error
+	}{
+		"outer ctx inside a loop": {func(c *logCtx) error {
+			return c.Loop("l", func(*logCtx) error { return c.Sleep("s", time.Second) })
+		}, workflow.ErrEntryInProgress},
+		"bad name": {func(c *logCtx) error { return c.Sleep("a/b", time.Second) }, workflow.ErrInvalid},
+		"reused name": {func(c *logCtx) error {
+			if err := c.Step("x", func(*logStep) error { return nil }); err != nil {
+				return err
+			}
+			return c.Sleep("x", 0)
+		}, workflow.ErrDiverged},
+		"rollback without checkpoint": {func(c *logCtx) error {
+			_, err := workflow.StepWithRollback(c, workflow.StepOptions{Name: "x"}, func(*logStep) (int, error) { return 1, nil }, func(*logStep, int) error { return nil })
+			return err
+		}, workflow.ErrRollbackCheckpoint},
+	}
+	for name, tc := range cases {
+		h := newHost(log{})
+		out := drive(t, h, tc.wf)
+		if out.Status != workflow.RunFailed || !errors.Is(out.Err, tc.want) {
+			t.Errorf("%s: outcome %s %v, want %v", name, out.Status, out.Err, tc.want)
+		}
+		if name == "reused name" && !strings.Contains(out.Err.Error(), `"x"`) {
+			t.Errorf("reused name error does not name the entry: %v", out.Err)
+		}
+	}
+}

@@ -1,0 +1,6 @@
+// Package workflowtest runs workflows in tests without a cluster: Host is an
+// in-memory actor (state, history, queues) that implements workflow.Host per
+// activation, with a fake Clock, injected crashes at any commit, and Drive,
+// a deterministic simulation loop that jumps time forward whenever the
+// workflow is blocked.
+package workflowtest

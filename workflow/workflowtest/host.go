@@ -1,0 +1,519 @@
+package workflowtest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/rivet-go/rivet/caller"
+	"github.com/rivet-go/rivet/workflow"
+)
+
+// ErrCrash is the error of an injected crash. It wraps workflow.ErrEvicted,
+// as a host's "stop, come back later" errors must.
+var ErrCrash = fmt.Errorf("workflowtest: injected crash: %w", workflow.ErrEvicted)
+
+// Host is an in-memory actor for workflow tests: durable state, history and
+// queues, and activations that each run the workflow once against them, as
+// the runtime does. What an activation holds in memory (the state being
+// changed, deferred ephemeral steps) is lost when it crashes; only
+// commits survive.
+//
+// Commits are counted from 1 across activations (every RunStep commit,
+// Commit, Receive that took messages, and Complete); CrashAt makes one of
+// them crash its activation.
+type Host[S any] struct {
+	// Clock is the fake time of the actor.
+	Clock *Clock
+	// Client is what step bodies get from StepCtx.Client.
+	Client caller.Client
+	// OnCommit, if set, is called after each commit with the history's
+	// paths, sorted, with the host's lock held.
+	OnCommit func(paths []string)
+	// FailCommit, if set, is asked before commit number n applies: an
+	// error fails the commit (nothing applies) and is returned to the run,
+	// as a storage error would be.
+	FailCommit func(n int) error
+
+	mu          sync.Mutex
+	state       []byte
+	history     map[string][]byte
+	queue       []workflow.RawMessage
+	nextID      uint64
+	notify      chan struct{}
+	waiters     map[uint64]chan json.RawMessage
+	completions map[uint64]int
+	commits     int
+	crashes     map[int]bool // commit number -> crash after applying it
+	wakes       chan workflow.Wake
+}
+
+// NewHost returns an actor whose committed state is initial.
+func NewHost[S any](initial S, clock *Clock) *Host[S] {
+	b, err := json.Marshal(initial)
+	if err != nil {
+		panic(fmt.Sprintf("workflowtest: initial state does not marshal: %v", err))
+	}
+	return &Host[S]{
+		Clock: clock, state: b, history: map[string][]byte{}, nextID: 1,
+		notify: make(chan struct{}), waiters: map[uint64]chan json.RawMessage{},
+		completions: map[uint64]int{}, crashes: map[int]bool{}, wakes: make(chan workflow.Wake, 1),
+	}
+}
+
+// Send enqueues a message and returns its id.
+func (h *Host[S]) Send(queue string, body any) uint64 {
+	id, _ := h.send(queue, body, false)
+	return id
+}
+
+// SendWait enqueues a message whose sender waits for its completion: the
+// channel receives the response the workflow completes it with.
+func (h *Host[S]) SendWait(queue string, body any) (uint64, <-chan json.RawMessage) {
+	return h.send(queue, body, true)
+}
+
+func (h *Host[S]) send(queue string, body any, wait bool) (uint64, <-chan json.RawMessage) {
+	b, err := json.Marshal(body)
+	if err != nil {
+		panic(fmt.Sprintf("workflowtest: message body does not marshal: %v", err))
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	id := h.nextID
+	h.nextID++
+	h.queue = append(h.queue, workflow.RawMessage{ID: id, Queue: queue, Body: b, CreatedAt: h.Clock.Now()})
+	var ch chan json.RawMessage
+	if wait {
+		ch = make(chan json.RawMessage, 1)
+		h.waiters[id] = ch
+	}
+	close(h.notify)
+	h.notify = make(chan struct{})
+	return id, ch
+}
+
+// CrashAt makes commit number n (counted from 1 since the host was made)
+// crash its activation: the commit is not applied, or, if after, applied
+// just before the crash. Several crashes may be scheduled.
+func (h *Host[S]) CrashAt(n int, after bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.crashes[n] = after
+}
+
+// Commits returns the number of commits so far.
+func (h *Host[S]) Commits() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.commits
+}
+
+// State returns the committed state.
+func (h *Host[S]) State() S {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var s S
+	if err := json.Unmarshal(h.state, &s); err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// History returns the committed history, ordered by path.
+func (h *Host[S]) History() []workflow.Entry {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.historyLocked()
+}
+
+func (h *Host[S]) historyLocked() []workflow.Entry {
+	out := make([]workflow.Entry, 0, len(h.history))
+	for _, b := range h.history {
+		var e workflow.Entry
+		if err := json.Unmarshal(b, &e); err != nil {
+			panic(err)
+		}
+		out = append(out, e)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out
+}
+
+// HistoryJSON returns the committed history as JSON, ordered by path: two
+// runs that committed the same history return the same bytes.
+func (h *Host[S]) HistoryJSON() string {
+	b, err := json.Marshal(h.History())
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
+
+// Queue returns the messages still queued, by id.
+func (h *Host[S]) Queue() []workflow.RawMessage {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]workflow.RawMessage(nil), h.queue...)
+}
+
+// Completions returns how many times each message's sender was answered.
+func (h *Host[S]) Completions() map[uint64]int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make(map[uint64]int, len(h.completions))
+	for k, v := range h.completions {
+		out[k] = v
+	}
+	return out
+}
+
+// Wakes delivers the run's reports that it is blocked (Host.Waiting); only
+// the latest unread one is kept.
+func (h *Host[S]) Wakes() <-chan workflow.Wake { return h.wakes }
+
+// Run activates the actor and runs fn once, as the runtime would: from the
+// committed state and history, until fn returns, ctx is cancelled
+// (eviction) or an injected crash stops it.
+func (h *Host[S]) Run(ctx context.Context, fn func(*workflow.Ctx[S]) error) workflow.Outcome {
+	actx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	a := &activation[S]{h: h, kill: cancel, state: new(S)}
+	h.mu.Lock()
+	if err := json.Unmarshal(h.state, a.state); err != nil {
+		h.mu.Unlock()
+		panic(err)
+	}
+	hist := h.historyLocked()
+	h.mu.Unlock()
+	select {
+	case <-h.wakes: // a report of an earlier activation
+	default:
+	}
+	return workflow.Run(actx, fn, a, hist)
+}
+
+// DriveOptions shape Drive.
+type DriveOptions struct {
+	// MaxActivations bounds the activations; 0: 10000.
+	MaxActivations int
+	// Evict, if set, is asked each time the run reports that it is blocked
+	// until a deadline: true evicts the activation (it yields, the clock
+	// moves to the wake time, a new activation runs), false moves the clock
+	// in place. Nil: always in place.
+	Evict func(w workflow.Wake) bool
+	// Stop, if set, is asked first each time the run is blocked: true
+	// evicts it and Drive returns its yield (for workflows that never end).
+	Stop func(w workflow.Wake) bool
+}
+
+// Drive runs activations of fn until the workflow completes or fails, as a
+// deterministic simulation: whenever every part of the run is blocked, time
+// jumps to the earliest deadline. A run blocked only on messages that are
+// not queued is evicted, and Drive returns its yield. Crashes (CrashAt)
+// start a new activation at once. It returns the last outcome and the
+// number of activations.
+func (h *Host[S]) Drive(ctx context.Context, fn func(*workflow.Ctx[S]) error, opts DriveOptions) (workflow.Outcome, int) {
+	max := opts.MaxActivations
+	if max == 0 {
+		max = 10000
+	}
+	var out workflow.Outcome
+	for n := 1; n <= max; n++ {
+		actx, cancel := context.WithCancel(ctx)
+		done := make(chan workflow.Outcome, 1)
+		go func() { done <- h.Run(actx, fn) }()
+		stop := false
+	wait:
+		for {
+			select {
+			case out = <-done:
+				break wait
+			case w := <-h.wakes:
+				switch {
+				case opts.Stop != nil && opts.Stop(w):
+					stop = true
+					cancel()
+				case w.At.IsZero():
+					cancel()
+				case opts.Evict != nil && opts.Evict(w):
+					cancel()
+				default:
+					h.Clock.Set(w.At)
+				}
+			}
+		}
+		cancel()
+		if out.Status != workflow.RunYielded || ctx.Err() != nil || stop {
+			return out, n
+		}
+		if out.Wake.At.IsZero() {
+			if !h.hasMessagesFor(out.Wake) {
+				return out, n
+			}
+			continue
+		}
+		h.Clock.Set(out.Wake.At)
+	}
+	return out, max
+}
+
+func (h *Host[S]) hasMessagesFor(w workflow.Wake) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, m := range h.queue {
+		if w.AnyQueue {
+			return true
+		}
+		for _, q := range w.Queues {
+			if q == m.Queue {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// activation is one Run of the actor: the workflow.Host the run talks to.
+type activation[S any] struct {
+	h    *Host[S]
+	kill context.CancelCauseFunc
+	// turn serialises step bodies: they own the state while they run.
+	turn  sync.Mutex
+	state *S
+
+	// Guarded by h.mu.
+	dead          bool
+	deferred      []workflow.HistoryWrite
+	deferredState []byte
+}
+
+var _ workflow.Host = (*activation[struct{}])(nil)
+
+func (a *activation[S]) Now() time.Time { return a.h.Clock.Now() }
+
+func (a *activation[S]) Timer(at time.Time) (<-chan time.Time, func()) { return a.h.Clock.Timer(at) }
+
+func (a *activation[S]) Waiting(w workflow.Wake) {
+	select {
+	case <-a.h.wakes:
+	default:
+	}
+	select {
+	case a.h.wakes <- w:
+	default:
+	}
+}
+
+func (a *activation[S]) MessageNotify() <-chan struct{} {
+	a.h.mu.Lock()
+	defer a.h.mu.Unlock()
+	return a.h.notify
+}
+
+func (a *activation[S]) RunStep(ctx context.Context, ephemeral bool, fn func(workflow.StepEnv) []workflow.HistoryWrite) error {
+	a.turn.Lock()
+	defer a.turn.Unlock()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	a.h.mu.Lock()
+	dead := a.dead
+	a.h.mu.Unlock()
+	if dead {
+		return ErrCrash
+	}
+	writes := fn(workflow.StepEnv{State: a.state, Client: a.h.Client})
+	if writes == nil {
+		return nil
+	}
+	snap, err := json.Marshal(a.state)
+	if err != nil {
+		return fmt.Errorf("workflowtest: state does not marshal: %w", err)
+	}
+	a.h.mu.Lock()
+	defer a.h.mu.Unlock()
+	if ephemeral && !a.dead {
+		a.deferred = workflow.AppendWrites(a.deferred, writes...)
+		a.deferredState = snap
+		return nil
+	}
+	return a.commitLocked(writes, snap, nil)
+}
+
+func (a *activation[S]) Commit(ctx context.Context, writes []workflow.HistoryWrite) error {
+	a.h.mu.Lock()
+	defer a.h.mu.Unlock()
+	return a.commitLocked(writes, nil, nil)
+}
+
+func (a *activation[S]) Receive(ctx context.Context, names []string, max int, record func([]workflow.RawMessage) []workflow.HistoryWrite) ([]workflow.RawMessage, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	h := a.h
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if a.dead {
+		return nil, ErrCrash
+	}
+	var msgs []workflow.RawMessage
+	for _, m := range h.queue {
+		if len(msgs) == max {
+			break
+		}
+		if len(names) == 0 || contains(names, m.Queue) {
+			msgs = append(msgs, m)
+		}
+	}
+	if len(msgs) == 0 {
+		return nil, nil
+	}
+	if err := a.commitLocked(record(msgs), nil, msgs); err != nil {
+		return nil, err
+	}
+	return msgs, nil
+}
+
+func (a *activation[S]) Complete(ctx context.Context, id uint64, response json.RawMessage, writes []workflow.HistoryWrite) error {
+	h := a.h
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return a.commitLocked(writes, nil, nil, func() {
+		h.completions[id]++
+		if w, ok := h.waiters[id]; ok {
+			w <- response
+			delete(h.waiters, id)
+		}
+	})
+}
+
+// commitLocked applies one atomic batch: the activation's deferred
+// ephemeral steps, writes, the state snapshot (nil: the deferred one, if
+// any), the removal of taken messages, and then the effects of after. It
+// refuses what etcd would refuse, so that the engine cannot rely on a
+// laxer store than the real one.
+func (a *activation[S]) commitLocked(writes []workflow.HistoryWrite, snap []byte, taken []workflow.RawMessage, after ...func()) error {
+	h := a.h
+	if a.dead {
+		return ErrCrash
+	}
+	batch := workflow.AppendWrites(append([]workflow.HistoryWrite(nil), a.deferred...), writes...)
+	if snap == nil {
+		snap = a.deferredState
+	}
+	if err := validate(batch); err != nil {
+		return err
+	}
+	encoded := make([][]byte, len(batch))
+	for i, w := range batch {
+		if w.Put != nil {
+			b, err := json.Marshal(w.Put)
+			if err != nil {
+				return fmt.Errorf("workflowtest: entry %q does not marshal: %w", w.Put.Path, err)
+			}
+			encoded[i] = b
+		}
+	}
+	h.commits++
+	if h.FailCommit != nil {
+		if err := h.FailCommit(h.commits); err != nil {
+			return err
+		}
+	}
+	crashAfter, crash := h.crashes[h.commits]
+	if crash && !crashAfter {
+		a.die()
+		return ErrCrash
+	}
+	for i, w := range batch {
+		if w.Put != nil {
+			h.history[w.Put.Path] = encoded[i]
+			continue
+		}
+		for p := range h.history {
+			if workflow.Under(p, w.DeleteTree) {
+				delete(h.history, p)
+			}
+		}
+	}
+	if snap != nil {
+		h.state = snap
+	}
+	for _, m := range taken {
+		for i, q := range h.queue {
+			if q.ID == m.ID {
+				h.queue = append(h.queue[:i], h.queue[i+1:]...)
+				break
+			}
+		}
+	}
+	a.deferred, a.deferredState = nil, nil
+	for _, f := range after {
+		f()
+	}
+	if h.OnCommit != nil {
+		paths := make([]string, 0, len(h.history))
+		for p := range h.history {
+			paths = append(paths, p)
+		}
+		sort.Strings(paths)
+		h.OnCommit(paths)
+	}
+	if crash {
+		a.die()
+		return ErrCrash
+	}
+	return nil
+}
+
+// die loses the activation's memory and stops its run, as a crashed node
+// would.
+func (a *activation[S]) die() {
+	a.dead = true
+	a.deferred, a.deferredState = nil, nil
+	a.kill(ErrCrash)
+}
+
+// validate refuses a batch that writes one path twice or puts a path under
+// a tree it deletes (etcd refuses such a transaction).
+func validate(batch []workflow.HistoryWrite) error {
+	puts := map[string]bool{}
+	var trees []string
+	for _, w := range batch {
+		switch {
+		case w.Put != nil && w.DeleteTree != "":
+			return errors.New("workflowtest: a write with both Put and DeleteTree")
+		case w.Put != nil:
+			if puts[w.Put.Path] {
+				return fmt.Errorf("workflowtest: batch puts %q twice", w.Put.Path)
+			}
+			puts[w.Put.Path] = true
+		case w.DeleteTree != "":
+			trees = append(trees, w.DeleteTree)
+		default:
+			return errors.New("workflowtest: an empty write")
+		}
+	}
+	for p := range puts {
+		for _, t := range trees {
+			if workflow.Under(p, t) {
+				return fmt.Errorf("workflowtest: batch puts %q under the tree %q it deletes", p, t)
+			}
+		}
+	}
+	return nil
+}
+
+func contains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
