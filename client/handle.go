@@ -165,3 +165,31 @@ func (h *ActorHandle) Destroy(ctx context.Context) error {
 	_, err := invoke(ctx, h.c, sideEffects, h.c.actors.Destroy, &rivetv1.DestroyRequest{Actor: h.ref()})
 	return err
 }
+
+// History returns the actor's workflow status and history, in path order.
+func (h *ActorHandle) History(ctx context.Context) (History, error) {
+	resp, err := invoke(ctx, h.c, idempotent, h.c.actors.History, &rivetv1.HistoryRequest{Actor: h.ref()})
+	if err != nil {
+		return History{}, err
+	}
+	out := History{WorkflowStatus: resp.GetWorkflowStatus(), WorkflowError: resp.GetWorkflowError()}
+	for _, e := range resp.GetEntries() {
+		he := HistoryEntry{Path: e.GetPath(), Kind: e.GetKind(), Status: e.GetStatus(), Attempts: int(e.GetAttempts()), Output: e.GetOutput(), Error: e.GetError()}
+		if e.GetUpdatedAt() != nil {
+			he.UpdatedAt = e.GetUpdatedAt().AsTime()
+		}
+		out.Entries = append(out.Entries, he)
+	}
+	return out, nil
+}
+
+// RetryWorkflow replays a failed workflow: from the entry from (and
+// everything recorded after it), or, with from empty, from the entries that
+// failed. It returns how many history entries were deleted.
+func (h *ActorHandle) RetryWorkflow(ctx context.Context, from string) (int, error) {
+	resp, err := invoke(ctx, h.c, sideEffects, h.c.actors.RetryWorkflow, &rivetv1.RetryWorkflowRequest{Actor: h.ref(), From: from})
+	if err != nil {
+		return 0, err
+	}
+	return int(resp.GetRemoved()), nil
+}

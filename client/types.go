@@ -132,3 +132,21 @@ func timeFrom(t *timestamppb.Timestamp) time.Time {
 	}
 	return t.AsTime()
 }
+
+// HistoryEntry is one recorded workflow entry.
+type HistoryEntry struct {
+	Path      string          `json:"path"`
+	Kind      string          `json:"kind"`
+	Status    string          `json:"status"`
+	Attempts  int             `json:"attempts,omitempty"`
+	Output    json.RawMessage `json:"output,omitempty"`
+	Error     string          `json:"error,omitempty"`
+	UpdatedAt time.Time       `json:"updated_at,omitzero"`
+}
+
+// History is an actor's workflow status and history.
+type History struct {
+	WorkflowStatus string         `json:"workflow_status"`
+	WorkflowError  string         `json:"workflow_error,omitempty"`
+	Entries        []HistoryEntry `json:"entries"`
+}

@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/storage"
+	"github.com/rivet-go/rivet/workflow"
 )
 
 // actorMeta is stored at <actor>/meta.
@@ -65,6 +67,12 @@ type activation struct {
 	meta       actorMeta
 	nextSeq    uint64
 	depth      map[string]uint64
+	// history is the workflow history read by load, handed to the first
+	// run and then dropped.
+	history []workflow.Entry
+
+	// wf is the workflow part (see wfState for which lock guards what).
+	wf wfState
 
 	// Commit pipeline, guarded by mu.
 	mu        sync.Mutex
@@ -99,7 +107,10 @@ type snapshot struct {
 	state      []byte
 	nextSeq    uint64
 	depth      map[string]uint64
+	msgs       []msgRef // pending messages by seq, without bodies
 	metaExists bool
+	wfStatus   workflowStatus
+	wakeAt     int64
 }
 
 // readActor reads an actor's durable record. A missing actor is returned
@@ -132,10 +143,16 @@ func (h *Host) readActor(ctx context.Context, prefix string) (snapshot, error) {
 			continue
 		}
 		s.depth[q]++
+		s.msgs = append(s.msgs, msgRef{seq: seq, queue: q})
 		s.nextSeq = max(s.nextSeq, seq+1)
 	}
 	if s.nextSeq == 0 {
 		s.nextSeq = 1
+	}
+	if st, err := h.store.Get(ctx, prefix+storage.WorkflowStatusSuffix); err == nil {
+		_ = json.Unmarshal(st.Value, &s.wfStatus)
+	} else if !isNotFound(err) {
+		return s, err
 	}
 	return s, nil
 }
@@ -155,6 +172,10 @@ func (a *activation) load(ctx context.Context, create bool, input json.RawMessag
 			}
 			a.state, a.stateBytes, a.meta = st, snap.state, snap.meta
 			a.nextSeq, a.depth = snap.nextSeq, snap.depth
+			a.wf.msgs = snap.msgs
+			if a.spec.Run != nil {
+				return a.loadWorkflow(ctx)
+			}
 			return nil
 		}
 		if !create {
@@ -174,14 +195,23 @@ func (a *activation) load(ctx context.Context, create bool, input json.RawMessag
 		meta := actorMeta{CreatedAt: time.Now().UnixMilli(), Input: input}
 		mb, _ := json.Marshal(meta)
 		ib, _ := json.Marshal(indexEntry{Partition: a.part, CreatedAt: meta.CreatedAt})
+		ops := []storage.Op{
+			storage.Put(a.key(storage.MetaSuffix), mb),
+			storage.Put(a.key(storage.StateSuffix), sb),
+			storage.Put(storage.IndexKey(a.ref.Name, a.enc), ib),
+		}
+		if a.spec.Run != nil {
+			// From its creation until its workflow ends, the actor has a
+			// wakeup record: if this node dies, the partition's next owner
+			// starts the workflow again without waiting for a request.
+			wb, _ := json.Marshal(wakeupRecord{At: meta.CreatedAt})
+			ops = append(ops, storage.Put(storage.WakeupKey(a.part, a.ref.Name, a.enc), wb))
+			a.wf.wakeAt = meta.CreatedAt
+		}
 		err = h.commit.Commit(ctx, storage.Txn{
 			Fence: a.fence,
 			Conds: []storage.Cond{storage.Absent(a.key(storage.MetaSuffix))},
-			Ops: []storage.Op{
-				storage.Put(a.key(storage.MetaSuffix), mb),
-				storage.Put(a.key(storage.StateSuffix), sb),
-				storage.Put(storage.IndexKey(a.ref.Name, a.enc), ib),
-			},
+			Ops:   ops,
 		})
 		if isConditionFailed(err) {
 			continue // created meanwhile; read it
@@ -195,6 +225,24 @@ func (a *activation) load(ctx context.Context, create bool, input json.RawMessag
 		return nil
 	}
 	return rivet.Errorf(rivet.ErrUnavailable, "load %s: lost a race to create it three times", a.describe())
+}
+
+// loadWorkflow reads the workflow's status, history and wakeup record.
+func (a *activation) loadWorkflow(ctx context.Context) error {
+	st, hist, err := a.h.loadWorkflow(ctx, a.prefix)
+	if err != nil {
+		return rivet.Errorf(rivet.ErrUnavailable, "load %s: workflow: %v", a.describe(), err)
+	}
+	a.wf.status, a.history = st, hist
+	if kv, err := a.h.store.Get(ctx, storage.WakeupKey(a.part, a.ref.Name, a.enc)); err == nil {
+		var rec wakeupRecord
+		if json.Unmarshal(kv.Value, &rec) == nil {
+			a.wf.wakeAt = rec.At
+		}
+	} else if !isNotFound(err) {
+		return rivet.Errorf(rivet.ErrUnavailable, "load %s: wakeup: %v", a.describe(), err)
+	}
+	return nil
 }
 
 func (a *activation) describe() string {
@@ -318,7 +366,7 @@ func packGroups(groups []writeGroup, l storage.Limits) ([]storage.Op, uint64, in
 			}
 			addSize += len(op.Key) + len(op.Value) + 16
 		}
-		if n > 0 && (len(ops)+add > maxOps || size+addSize > maxBytes) {
+		if n > 0 && (len(ops)+add > maxOps || size+addSize > maxBytes || prefixConflict(ops, g.ops)) {
 			break
 		}
 		for _, op := range g.ops {
@@ -336,6 +384,22 @@ func packGroups(groups []writeGroup, l storage.Limits) ([]storage.Op, uint64, in
 		n++
 	}
 	return ops, v, n
+}
+
+// prefixConflict reports whether merging next into ops would put a key
+// under a prefix delete of the other side, which etcd refuses in one txn.
+// (Each write group alone never does: the workflow engine keeps its batches
+// so.)
+func prefixConflict(ops, next []storage.Op) bool {
+	for _, x := range ops {
+		for _, y := range next {
+			if x.Kind == storage.OpDeletePrefix && strings.HasPrefix(y.Key, x.Key) ||
+				y.Kind == storage.OpDeletePrefix && strings.HasPrefix(x.Key, y.Key) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func orNull(b []byte) []byte {

@@ -131,3 +131,21 @@ type Stats struct {
 	CommitBatches   uint64
 	PartitionsOwned uint32
 }
+
+// HistoryEntry is one recorded workflow entry, for people.
+type HistoryEntry struct {
+	Path      string
+	Kind      string
+	Status    string
+	Attempts  int
+	Output    json.RawMessage
+	Error     string
+	UpdatedAt time.Time
+}
+
+// History is an actor's workflow status and history, in path order.
+type History struct {
+	WorkflowStatus string
+	WorkflowError  string
+	Entries        []HistoryEntry
+}

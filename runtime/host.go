@@ -50,9 +50,10 @@ type Host struct {
 	inflight int           // requests in progress
 	drained  chan struct{} // closed when stopping and inflight reaches 0
 
-	flushes sync.WaitGroup // flush goroutines
-	loops   sync.WaitGroup // reap and wakeLoop
-	stopCh  chan struct{}
+	flushes   sync.WaitGroup // flush goroutines
+	workflows sync.WaitGroup // workflow runners
+	loops     sync.WaitGroup // reap and wakeLoop
+	stopCh    chan struct{}
 
 	timers *timers
 
@@ -111,6 +112,22 @@ func (h *Host) Stop(ctx context.Context) error {
 	drained := h.drained
 	h.mu.Unlock()
 
+	// Stop the workflows first: each records when it must run again (on
+	// this node's next start, or on the partition's next owner), and
+	// senders waiting for their completions are told to come back.
+	h.mu.Lock()
+	acts := make([]*activation, 0, len(h.actors))
+	for _, a := range h.actors {
+		acts = append(acts, a)
+	}
+	h.mu.Unlock()
+	for _, a := range acts {
+		a.cancelWorkflow()
+	}
+	h.workflows.Wait()
+	for _, a := range acts {
+		a.failWaiters()
+	}
 	var err error
 	select {
 	case <-drained:
@@ -139,6 +156,12 @@ func (h *Host) begin() error {
 	}
 	h.inflight++
 	return nil
+}
+
+func (h *Host) isStopping() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.stopping
 }
 
 func (h *Host) end() {
@@ -210,6 +233,9 @@ func (h *Host) activate(ctx context.Context, ref Ref, sp *rivet.Spec, create boo
 			if a.loadErr != nil {
 				return nil, false, a.loadErr
 			}
+			history := a.history
+			a.history = nil
+			a.startWorkflow(history)
 			return a, a.created, nil
 		}
 		h.mu.Unlock()
@@ -243,6 +269,7 @@ func (h *Host) remove(a *activation) {
 // of storage, so the next request loads the actor again.
 func (h *Host) evict(a *activation) {
 	a.stopped.Store(true)
+	a.cancelWorkflow()
 	h.remove(a)
 }
 
@@ -254,6 +281,7 @@ func (h *Host) evictAll() {
 	h.mu.Unlock()
 	for _, a := range all {
 		a.stopped.Store(true)
+		a.cancelWorkflow()
 		a.mu.Lock()
 		if a.failed == nil {
 			a.failed = storage.ErrFenced
@@ -452,23 +480,90 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 		chain = h.newChain()
 	}
 	var seq uint64
-	_, _, err = h.turn(ctx, req.Ref, sp, req.CreateIfMissing, req.Input, chain, func(a *activation) error {
+	var completion chan json.RawMessage
+	act, _, err := h.turn(ctx, req.Ref, sp, req.CreateIfMissing, req.Input, chain, func(a *activation) error {
 		if a.depth[req.Queue] >= uint64(h.cfg.MaxQueueDepth) {
 			return rivet.Errorf(rivet.ErrQueueFull, "queue %s of %s holds %d messages, the limit", req.Queue, a.describe(), h.cfg.MaxQueueDepth)
 		}
-		msg, _ := json.Marshal(queueMessage{Body: body, CreatedAt: time.Now().UnixMilli()})
+		wfst := a.workflowStatus()
+		if req.Wait && (sp.Run == nil || wfst.Status == WorkflowCompleted || wfst.Status == WorkflowFailed) {
+			return rivet.Errorf(rivet.ErrWorkflowFailed, "%s has no running workflow to complete the message (workflow %s)", a.describe(), orNone(wfst.Status))
+		}
+		now := time.Now()
+		msg, _ := json.Marshal(queueMessage{Body: body, CreatedAt: now.UnixMilli()})
 		seq = a.nextSeq
-		if _, err := a.enqueue(storage.Put(queueKey(a.prefix, seq, req.Queue), msg)); err != nil {
+		ops := []storage.Op{storage.Put(queueKey(a.prefix, seq, req.Queue), msg)}
+		if sp.Run != nil {
+			a.mu.Lock()
+			if a.wf.wakeAt == 0 && wfst.Status != WorkflowCompleted && wfst.Status != WorkflowFailed {
+				// The workflow waits for messages only: make sure a new
+				// owner runs it if this node dies before it takes this one.
+				wb, _ := json.Marshal(wakeupRecord{At: now.UnixMilli()})
+				ops = append(ops, storage.Put(storage.WakeupKey(a.part, a.ref.Name, a.enc), wb))
+				a.wf.wakeAt = now.UnixMilli()
+			}
+			a.mu.Unlock()
+		}
+		if req.Wait {
+			completion = make(chan json.RawMessage, 1)
+			a.wf.notifyMu.Lock()
+			if a.wf.completions == nil {
+				a.wf.completions = map[uint64]chan json.RawMessage{}
+			}
+			a.wf.completions[seq] = completion
+			a.wf.notifyMu.Unlock()
+		}
+		if _, err := a.enqueue(ops...); err != nil {
 			return err
 		}
 		a.nextSeq++
 		a.depth[req.Queue]++
+		a.wf.msgs = append(a.wf.msgs, msgRef{seq: seq, queue: req.Queue, body: body, at: now})
+		a.wf.messageArrived()
 		return nil
 	})
 	if err != nil {
 		return SendResult{}, err
 	}
-	return SendResult{MessageID: seq, Status: SendEnqueued}, nil
+	res := SendResult{MessageID: seq, Status: SendEnqueued}
+	if completion == nil {
+		return res, nil
+	}
+	timeout := req.Timeout
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	defer func() {
+		act.wf.notifyMu.Lock()
+		delete(act.wf.completions, seq)
+		act.wf.notifyMu.Unlock()
+	}()
+	select {
+	case resp, ok := <-completion:
+		if !ok {
+			if h.isStopping() {
+				return res, rivet.Errorf(rivet.ErrUnavailable, "node %s is stopping; message %d stays queued for the workflow", h.cfg.NodeID, seq)
+			}
+			st := act.workflowStatus()
+			return res, rivet.Errorf(rivet.ErrWorkflowFailed, "the workflow of %s ended without completing message %d: %s", act.describe(), seq, orNone(st.Error))
+		}
+		res.Status, res.Response = SendCompleted, resp
+		return res, nil
+	case <-t.C:
+		res.Status = SendTimedOut
+		return res, nil
+	case <-ctx.Done():
+		return res, ctxError(ctx)
+	}
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
 }
 
 // Create creates an actor; rivet.ErrAlreadyExists if it exists.
@@ -537,7 +632,7 @@ func (h *Host) peek(ctx context.Context, ref Ref) (snapshot, uint32, bool, error
 		}
 		if a.loadErr == nil && a.gate.acquire(ctx, h.newChain()) == nil {
 			if !a.stopped.Load() {
-				snap := snapshot{meta: a.meta, state: a.stateBytes, nextSeq: a.nextSeq, depth: map[string]uint64{}, metaExists: true}
+				snap := snapshot{meta: a.meta, state: a.stateBytes, nextSeq: a.nextSeq, depth: map[string]uint64{}, metaExists: true, wfStatus: a.workflowStatus()}
 				for q, d := range a.depth {
 					snap.depth[q] = d
 				}
@@ -575,9 +670,14 @@ func (h *Host) Inspect(ctx context.Context, ref Ref) (Inspection, error) {
 		return Inspection{}, err
 	}
 	ins := Inspection{
-		Info:   ActorInfo{Ref: ref, CreatedAt: time.UnixMilli(snap.meta.CreatedAt), Partition: part, Owner: h.cfg.NodeID},
-		State:  orNull(snap.state),
-		Active: active,
+		Info:           ActorInfo{Ref: ref, CreatedAt: time.UnixMilli(snap.meta.CreatedAt), Partition: part, Owner: h.cfg.NodeID},
+		State:          orNull(snap.state),
+		Active:         active,
+		WorkflowStatus: snap.wfStatus.Status,
+		WorkflowError:  snap.wfStatus.Error,
+	}
+	if sp, _ := h.reg.Lookup(ref.Name); sp != nil && sp.Run != nil && ins.WorkflowStatus == "" {
+		ins.WorkflowStatus = WorkflowRunning
 	}
 	for q, d := range snap.depth {
 		if d > 0 {
@@ -769,10 +869,20 @@ func (h *Host) tryDeactivate(a *activation) {
 	default:
 		return
 	}
+	idle := h.cfg.IdleTimeout
+	if a.spec.IdleTimeout > 0 {
+		idle = a.spec.IdleTimeout
+	}
+	if !a.idleWorkflow(idle) {
+		return
+	}
 	if !a.gate.tryAcquire("reaper") {
 		return
 	}
 	defer a.gate.release()
+	// The workflow waits for a message or a far time: stop it; it records
+	// its wakeup before it returns.
+	a.stopWorkflow()
 	a.mu.Lock()
 	pending := a.flushing || len(a.groups) > 0
 	a.mu.Unlock()

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"google.golang.org/protobuf/types/known/timestamppb"
+
 	"context"
 	"time"
 
@@ -174,4 +176,41 @@ func (s *Server) List(ctx context.Context, req *rivetv1.ListRequest) (*rivetv1.L
 		out.Actors[i] = infoProto(a)
 	}
 	return out, nil
+}
+
+// History returns an actor's workflow history.
+func (s *Server) History(ctx context.Context, req *rivetv1.HistoryRequest) (*rivetv1.HistoryResponse, error) {
+	r, err := ref(req.GetActor())
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	h, err := s.backend.History(ctx, r)
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	out := &rivetv1.HistoryResponse{WorkflowStatus: h.WorkflowStatus, WorkflowError: h.WorkflowError}
+	for _, e := range h.Entries {
+		pe := &rivetv1.HistoryEntry{
+			Path: e.Path, Kind: e.Kind, Status: e.Status, Attempts: uint32(e.Attempts),
+			Output: e.Output, Error: e.Error,
+		}
+		if !e.UpdatedAt.IsZero() {
+			pe.UpdatedAt = timestamppb.New(e.UpdatedAt)
+		}
+		out.Entries = append(out.Entries, pe)
+	}
+	return out, nil
+}
+
+// RetryWorkflow replays a failed workflow from an entry.
+func (s *Server) RetryWorkflow(ctx context.Context, req *rivetv1.RetryWorkflowRequest) (*rivetv1.RetryWorkflowResponse, error) {
+	r, err := ref(req.GetActor())
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	n, err := s.backend.RetryWorkflow(ctx, r, req.GetFrom())
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	return &rivetv1.RetryWorkflowResponse{Removed: uint32(n)}, nil
 }

@@ -26,6 +26,8 @@ type Backend interface {
 	Destroy(ctx context.Context, ref runtime.Ref) error
 	Inspect(ctx context.Context, ref runtime.Ref) (runtime.Inspection, error)
 	List(ctx context.Context, opts runtime.ListOptions) (runtime.ListResult, error)
+	History(ctx context.Context, ref runtime.Ref) (runtime.History, error)
+	RetryWorkflow(ctx context.Context, ref runtime.Ref, from string) (int, error)
 	Members(ctx context.Context) ([]runtime.Member, error)
 	Partitions(ctx context.Context) (count uint32, owners []runtime.PartitionOwner, err error)
 	Stats() runtime.Stats

@@ -114,6 +114,8 @@ JSON arguments are taken literally: quote strings ('"text"').`,
 		a.membersCommand(),
 		a.partitionsCommand(),
 		a.statsCommand(),
+		a.historyCommand(),
+		a.workflowCommand(),
 	)
 	return root
 }

@@ -260,6 +260,26 @@ func (f *Fake) List(_ context.Context, opts runtime.ListOptions) (runtime.ListRe
 }
 
 // Members implements Backend.
+// History returns an empty history for any existing actor.
+func (f *Fake) History(_ context.Context, ref runtime.Ref) (runtime.History, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, _, err := f.lookup(ref, false, nil); err != nil {
+		return runtime.History{}, err
+	}
+	return runtime.History{}, nil
+}
+
+// RetryWorkflow refuses: the fake hosts no workflows.
+func (f *Fake) RetryWorkflow(_ context.Context, ref runtime.Ref, _ string) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, _, err := f.lookup(ref, false, nil); err != nil {
+		return 0, err
+	}
+	return 0, rivet.Errorf(rivet.ErrWorkflowFailed, "actor %s has no workflow", ref.Name)
+}
+
 func (f *Fake) Members(context.Context) ([]runtime.Member, error) { return f.MemberList, nil }
 
 // Partitions implements Backend.

@@ -1168,6 +1168,307 @@ func (x *ListResponse) GetNextPageToken() string {
 	return ""
 }
 
+type HistoryRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Actor         *ActorRef              `protobuf:"bytes,1,opt,name=actor,proto3" json:"actor,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HistoryRequest) Reset() {
+	*x = HistoryRequest{}
+	mi := &file_rivet_v1_actor_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HistoryRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HistoryRequest) ProtoMessage() {}
+
+func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_rivet_v1_actor_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HistoryRequest.ProtoReflect.Descriptor instead.
+func (*HistoryRequest) Descriptor() ([]byte, []int) {
+	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *HistoryRequest) GetActor() *ActorRef {
+	if x != nil {
+		return x.Actor
+	}
+	return nil
+}
+
+// HistoryEntry is one recorded workflow entry.
+type HistoryEntry struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// path names the entry: its name within its scopes, e.g.
+	// "charge-loop/~3/charge-card".
+	Path string `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	// kind is step, loop, sleep, message, join, race, rollback_checkpoint,
+	// removed or version_check.
+	Kind string `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	// status is pending, running, completed, failed, exhausted or cancelled.
+	Status   string `protobuf:"bytes,3,opt,name=status,proto3" json:"status,omitempty"`
+	Attempts uint32 `protobuf:"varint,4,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	// output is the entry's recorded JSON value, if any.
+	Output        []byte                 `protobuf:"bytes,5,opt,name=output,proto3" json:"output,omitempty"`
+	Error         string                 `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
+	UpdatedAt     *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HistoryEntry) Reset() {
+	*x = HistoryEntry{}
+	mi := &file_rivet_v1_actor_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HistoryEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HistoryEntry) ProtoMessage() {}
+
+func (x *HistoryEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_rivet_v1_actor_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HistoryEntry.ProtoReflect.Descriptor instead.
+func (*HistoryEntry) Descriptor() ([]byte, []int) {
+	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *HistoryEntry) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *HistoryEntry) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *HistoryEntry) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *HistoryEntry) GetAttempts() uint32 {
+	if x != nil {
+		return x.Attempts
+	}
+	return 0
+}
+
+func (x *HistoryEntry) GetOutput() []byte {
+	if x != nil {
+		return x.Output
+	}
+	return nil
+}
+
+func (x *HistoryEntry) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *HistoryEntry) GetUpdatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UpdatedAt
+	}
+	return nil
+}
+
+type HistoryResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// workflow_status is "" for an actor without a workflow.
+	WorkflowStatus string          `protobuf:"bytes,1,opt,name=workflow_status,json=workflowStatus,proto3" json:"workflow_status,omitempty"`
+	WorkflowError  string          `protobuf:"bytes,2,opt,name=workflow_error,json=workflowError,proto3" json:"workflow_error,omitempty"`
+	Entries        []*HistoryEntry `protobuf:"bytes,3,rep,name=entries,proto3" json:"entries,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *HistoryResponse) Reset() {
+	*x = HistoryResponse{}
+	mi := &file_rivet_v1_actor_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HistoryResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HistoryResponse) ProtoMessage() {}
+
+func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_rivet_v1_actor_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HistoryResponse.ProtoReflect.Descriptor instead.
+func (*HistoryResponse) Descriptor() ([]byte, []int) {
+	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *HistoryResponse) GetWorkflowStatus() string {
+	if x != nil {
+		return x.WorkflowStatus
+	}
+	return ""
+}
+
+func (x *HistoryResponse) GetWorkflowError() string {
+	if x != nil {
+		return x.WorkflowError
+	}
+	return ""
+}
+
+func (x *HistoryResponse) GetEntries() []*HistoryEntry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+type RetryWorkflowRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Actor         *ActorRef              `protobuf:"bytes,1,opt,name=actor,proto3" json:"actor,omitempty"`
+	From          string                 `protobuf:"bytes,2,opt,name=from,proto3" json:"from,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RetryWorkflowRequest) Reset() {
+	*x = RetryWorkflowRequest{}
+	mi := &file_rivet_v1_actor_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RetryWorkflowRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RetryWorkflowRequest) ProtoMessage() {}
+
+func (x *RetryWorkflowRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_rivet_v1_actor_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RetryWorkflowRequest.ProtoReflect.Descriptor instead.
+func (*RetryWorkflowRequest) Descriptor() ([]byte, []int) {
+	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *RetryWorkflowRequest) GetActor() *ActorRef {
+	if x != nil {
+		return x.Actor
+	}
+	return nil
+}
+
+func (x *RetryWorkflowRequest) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+type RetryWorkflowResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// removed counts the history entries deleted for the replay.
+	Removed       uint32 `protobuf:"varint,1,opt,name=removed,proto3" json:"removed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RetryWorkflowResponse) Reset() {
+	*x = RetryWorkflowResponse{}
+	mi := &file_rivet_v1_actor_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RetryWorkflowResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RetryWorkflowResponse) ProtoMessage() {}
+
+func (x *RetryWorkflowResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_rivet_v1_actor_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RetryWorkflowResponse.ProtoReflect.Descriptor instead.
+func (*RetryWorkflowResponse) Descriptor() ([]byte, []int) {
+	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *RetryWorkflowResponse) GetRemoved() uint32 {
+	if x != nil {
+		return x.Removed
+	}
+	return 0
+}
+
 // ActorError is attached to every error status a node returns. For errors an
 // actor's code raised on purpose (the original engine's UserError), group is
 // "user" and code is the user's own code.
@@ -1184,7 +1485,7 @@ type ActorError struct {
 
 func (x *ActorError) Reset() {
 	*x = ActorError{}
-	mi := &file_rivet_v1_actor_proto_msgTypes[20]
+	mi := &file_rivet_v1_actor_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1196,7 +1497,7 @@ func (x *ActorError) String() string {
 func (*ActorError) ProtoMessage() {}
 
 func (x *ActorError) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_actor_proto_msgTypes[20]
+	mi := &file_rivet_v1_actor_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1209,7 +1510,7 @@ func (x *ActorError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActorError.ProtoReflect.Descriptor instead.
 func (*ActorError) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{20}
+	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ActorError) GetGroup() string {
@@ -1320,13 +1621,33 @@ const file_rivet_v1_actor_proto_rawDesc = "" +
 	"page_token\x18\x03 \x01(\tR\tpageToken\"c\n" +
 	"\fListResponse\x12+\n" +
 	"\x06actors\x18\x01 \x03(\v2\x13.rivet.v1.ActorInfoR\x06actors\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"l\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\":\n" +
+	"\x0eHistoryRequest\x12(\n" +
+	"\x05actor\x18\x01 \x01(\v2\x12.rivet.v1.ActorRefR\x05actor\"\xd3\x01\n" +
+	"\fHistoryEntry\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
+	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x16\n" +
+	"\x06status\x18\x03 \x01(\tR\x06status\x12\x1a\n" +
+	"\battempts\x18\x04 \x01(\rR\battempts\x12\x16\n" +
+	"\x06output\x18\x05 \x01(\fR\x06output\x12\x14\n" +
+	"\x05error\x18\x06 \x01(\tR\x05error\x129\n" +
+	"\n" +
+	"updated_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"\x93\x01\n" +
+	"\x0fHistoryResponse\x12'\n" +
+	"\x0fworkflow_status\x18\x01 \x01(\tR\x0eworkflowStatus\x12%\n" +
+	"\x0eworkflow_error\x18\x02 \x01(\tR\rworkflowError\x120\n" +
+	"\aentries\x18\x03 \x03(\v2\x16.rivet.v1.HistoryEntryR\aentries\"T\n" +
+	"\x14RetryWorkflowRequest\x12(\n" +
+	"\x05actor\x18\x01 \x01(\v2\x12.rivet.v1.ActorRefR\x05actor\x12\x12\n" +
+	"\x04from\x18\x02 \x01(\tR\x04from\"1\n" +
+	"\x15RetryWorkflowResponse\x12\x18\n" +
+	"\aremoved\x18\x01 \x01(\rR\aremoved\"l\n" +
 	"\n" +
 	"ActorError\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x12\n" +
 	"\x04code\x18\x02 \x01(\tR\x04code\x12\x18\n" +
 	"\amessage\x18\x03 \x01(\tR\amessage\x12\x1a\n" +
-	"\bmetadata\x18\x04 \x01(\fR\bmetadata2\xf0\x03\n" +
+	"\bmetadata\x18\x04 \x01(\fR\bmetadata2\x82\x05\n" +
 	"\fActorService\x125\n" +
 	"\x04Call\x12\x15.rivet.v1.CallRequest\x1a\x16.rivet.v1.CallResponse\x125\n" +
 	"\x04Send\x12\x15.rivet.v1.SendRequest\x1a\x16.rivet.v1.SendResponse\x12;\n" +
@@ -1335,7 +1656,9 @@ const file_rivet_v1_actor_proto_rawDesc = "" +
 	"\x03Get\x12\x14.rivet.v1.GetRequest\x1a\x15.rivet.v1.GetResponse\x12>\n" +
 	"\aDestroy\x12\x18.rivet.v1.DestroyRequest\x1a\x19.rivet.v1.DestroyResponse\x12>\n" +
 	"\aInspect\x12\x18.rivet.v1.InspectRequest\x1a\x19.rivet.v1.InspectResponse\x125\n" +
-	"\x04List\x12\x15.rivet.v1.ListRequest\x1a\x16.rivet.v1.ListResponseB0Z.github.com/rivet-go/rivet/gen/rivet/v1;rivetv1b\x06proto3"
+	"\x04List\x12\x15.rivet.v1.ListRequest\x1a\x16.rivet.v1.ListResponse\x12>\n" +
+	"\aHistory\x12\x18.rivet.v1.HistoryRequest\x1a\x19.rivet.v1.HistoryResponse\x12P\n" +
+	"\rRetryWorkflow\x12\x1e.rivet.v1.RetryWorkflowRequest\x1a\x1f.rivet.v1.RetryWorkflowResponseB0Z.github.com/rivet-go/rivet/gen/rivet/v1;rivetv1b\x06proto3"
 
 var (
 	file_rivet_v1_actor_proto_rawDescOnce sync.Once
@@ -1349,7 +1672,7 @@ func file_rivet_v1_actor_proto_rawDescGZIP() []byte {
 	return file_rivet_v1_actor_proto_rawDescData
 }
 
-var file_rivet_v1_actor_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_rivet_v1_actor_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_rivet_v1_actor_proto_goTypes = []any{
 	(*ActorRef)(nil),              // 0: rivet.v1.ActorRef
 	(*CallChain)(nil),             // 1: rivet.v1.CallChain
@@ -1371,8 +1694,13 @@ var file_rivet_v1_actor_proto_goTypes = []any{
 	(*InspectResponse)(nil),       // 17: rivet.v1.InspectResponse
 	(*ListRequest)(nil),           // 18: rivet.v1.ListRequest
 	(*ListResponse)(nil),          // 19: rivet.v1.ListResponse
-	(*ActorError)(nil),            // 20: rivet.v1.ActorError
-	(*timestamppb.Timestamp)(nil), // 21: google.protobuf.Timestamp
+	(*HistoryRequest)(nil),        // 20: rivet.v1.HistoryRequest
+	(*HistoryEntry)(nil),          // 21: rivet.v1.HistoryEntry
+	(*HistoryResponse)(nil),       // 22: rivet.v1.HistoryResponse
+	(*RetryWorkflowRequest)(nil),  // 23: rivet.v1.RetryWorkflowRequest
+	(*RetryWorkflowResponse)(nil), // 24: rivet.v1.RetryWorkflowResponse
+	(*ActorError)(nil),            // 25: rivet.v1.ActorError
+	(*timestamppb.Timestamp)(nil), // 26: google.protobuf.Timestamp
 }
 var file_rivet_v1_actor_proto_depIdxs = []int32{
 	0,  // 0: rivet.v1.CallRequest.actor:type_name -> rivet.v1.ActorRef
@@ -1387,32 +1715,40 @@ var file_rivet_v1_actor_proto_depIdxs = []int32{
 	14, // 9: rivet.v1.GetResponse.actor:type_name -> rivet.v1.ActorInfo
 	0,  // 10: rivet.v1.DestroyRequest.actor:type_name -> rivet.v1.ActorRef
 	0,  // 11: rivet.v1.ActorInfo.actor:type_name -> rivet.v1.ActorRef
-	21, // 12: rivet.v1.ActorInfo.created_at:type_name -> google.protobuf.Timestamp
+	26, // 12: rivet.v1.ActorInfo.created_at:type_name -> google.protobuf.Timestamp
 	0,  // 13: rivet.v1.InspectRequest.actor:type_name -> rivet.v1.ActorRef
 	14, // 14: rivet.v1.InspectResponse.info:type_name -> rivet.v1.ActorInfo
 	16, // 15: rivet.v1.InspectResponse.queues:type_name -> rivet.v1.QueueDepth
 	14, // 16: rivet.v1.ListResponse.actors:type_name -> rivet.v1.ActorInfo
-	2,  // 17: rivet.v1.ActorService.Call:input_type -> rivet.v1.CallRequest
-	4,  // 18: rivet.v1.ActorService.Send:input_type -> rivet.v1.SendRequest
-	6,  // 19: rivet.v1.ActorService.Create:input_type -> rivet.v1.CreateRequest
-	8,  // 20: rivet.v1.ActorService.GetOrCreate:input_type -> rivet.v1.GetOrCreateRequest
-	10, // 21: rivet.v1.ActorService.Get:input_type -> rivet.v1.GetRequest
-	12, // 22: rivet.v1.ActorService.Destroy:input_type -> rivet.v1.DestroyRequest
-	15, // 23: rivet.v1.ActorService.Inspect:input_type -> rivet.v1.InspectRequest
-	18, // 24: rivet.v1.ActorService.List:input_type -> rivet.v1.ListRequest
-	3,  // 25: rivet.v1.ActorService.Call:output_type -> rivet.v1.CallResponse
-	5,  // 26: rivet.v1.ActorService.Send:output_type -> rivet.v1.SendResponse
-	7,  // 27: rivet.v1.ActorService.Create:output_type -> rivet.v1.CreateResponse
-	9,  // 28: rivet.v1.ActorService.GetOrCreate:output_type -> rivet.v1.GetOrCreateResponse
-	11, // 29: rivet.v1.ActorService.Get:output_type -> rivet.v1.GetResponse
-	13, // 30: rivet.v1.ActorService.Destroy:output_type -> rivet.v1.DestroyResponse
-	17, // 31: rivet.v1.ActorService.Inspect:output_type -> rivet.v1.InspectResponse
-	19, // 32: rivet.v1.ActorService.List:output_type -> rivet.v1.ListResponse
-	25, // [25:33] is the sub-list for method output_type
-	17, // [17:25] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	0,  // 17: rivet.v1.HistoryRequest.actor:type_name -> rivet.v1.ActorRef
+	26, // 18: rivet.v1.HistoryEntry.updated_at:type_name -> google.protobuf.Timestamp
+	21, // 19: rivet.v1.HistoryResponse.entries:type_name -> rivet.v1.HistoryEntry
+	0,  // 20: rivet.v1.RetryWorkflowRequest.actor:type_name -> rivet.v1.ActorRef
+	2,  // 21: rivet.v1.ActorService.Call:input_type -> rivet.v1.CallRequest
+	4,  // 22: rivet.v1.ActorService.Send:input_type -> rivet.v1.SendRequest
+	6,  // 23: rivet.v1.ActorService.Create:input_type -> rivet.v1.CreateRequest
+	8,  // 24: rivet.v1.ActorService.GetOrCreate:input_type -> rivet.v1.GetOrCreateRequest
+	10, // 25: rivet.v1.ActorService.Get:input_type -> rivet.v1.GetRequest
+	12, // 26: rivet.v1.ActorService.Destroy:input_type -> rivet.v1.DestroyRequest
+	15, // 27: rivet.v1.ActorService.Inspect:input_type -> rivet.v1.InspectRequest
+	18, // 28: rivet.v1.ActorService.List:input_type -> rivet.v1.ListRequest
+	20, // 29: rivet.v1.ActorService.History:input_type -> rivet.v1.HistoryRequest
+	23, // 30: rivet.v1.ActorService.RetryWorkflow:input_type -> rivet.v1.RetryWorkflowRequest
+	3,  // 31: rivet.v1.ActorService.Call:output_type -> rivet.v1.CallResponse
+	5,  // 32: rivet.v1.ActorService.Send:output_type -> rivet.v1.SendResponse
+	7,  // 33: rivet.v1.ActorService.Create:output_type -> rivet.v1.CreateResponse
+	9,  // 34: rivet.v1.ActorService.GetOrCreate:output_type -> rivet.v1.GetOrCreateResponse
+	11, // 35: rivet.v1.ActorService.Get:output_type -> rivet.v1.GetResponse
+	13, // 36: rivet.v1.ActorService.Destroy:output_type -> rivet.v1.DestroyResponse
+	17, // 37: rivet.v1.ActorService.Inspect:output_type -> rivet.v1.InspectResponse
+	19, // 38: rivet.v1.ActorService.List:output_type -> rivet.v1.ListResponse
+	22, // 39: rivet.v1.ActorService.History:output_type -> rivet.v1.HistoryResponse
+	24, // 40: rivet.v1.ActorService.RetryWorkflow:output_type -> rivet.v1.RetryWorkflowResponse
+	31, // [31:41] is the sub-list for method output_type
+	21, // [21:31] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_rivet_v1_actor_proto_init() }
@@ -1426,7 +1762,7 @@ func file_rivet_v1_actor_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rivet_v1_actor_proto_rawDesc), len(file_rivet_v1_actor_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   21,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -24,14 +24,16 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	ActorService_Call_FullMethodName        = "/rivet.v1.ActorService/Call"
-	ActorService_Send_FullMethodName        = "/rivet.v1.ActorService/Send"
-	ActorService_Create_FullMethodName      = "/rivet.v1.ActorService/Create"
-	ActorService_GetOrCreate_FullMethodName = "/rivet.v1.ActorService/GetOrCreate"
-	ActorService_Get_FullMethodName         = "/rivet.v1.ActorService/Get"
-	ActorService_Destroy_FullMethodName     = "/rivet.v1.ActorService/Destroy"
-	ActorService_Inspect_FullMethodName     = "/rivet.v1.ActorService/Inspect"
-	ActorService_List_FullMethodName        = "/rivet.v1.ActorService/List"
+	ActorService_Call_FullMethodName          = "/rivet.v1.ActorService/Call"
+	ActorService_Send_FullMethodName          = "/rivet.v1.ActorService/Send"
+	ActorService_Create_FullMethodName        = "/rivet.v1.ActorService/Create"
+	ActorService_GetOrCreate_FullMethodName   = "/rivet.v1.ActorService/GetOrCreate"
+	ActorService_Get_FullMethodName           = "/rivet.v1.ActorService/Get"
+	ActorService_Destroy_FullMethodName       = "/rivet.v1.ActorService/Destroy"
+	ActorService_Inspect_FullMethodName       = "/rivet.v1.ActorService/Inspect"
+	ActorService_List_FullMethodName          = "/rivet.v1.ActorService/List"
+	ActorService_History_FullMethodName       = "/rivet.v1.ActorService/History"
+	ActorService_RetryWorkflow_FullMethodName = "/rivet.v1.ActorService/RetryWorkflow"
 )
 
 // ActorServiceClient is the client API for ActorService service.
@@ -59,6 +61,12 @@ type ActorServiceClient interface {
 	Inspect(ctx context.Context, in *InspectRequest, opts ...grpc.CallOption) (*InspectResponse, error)
 	// List pages through the actors of one name, or of all names.
 	List(ctx context.Context, in *ListRequest, opts ...grpc.CallOption) (*ListResponse, error)
+	// History returns the actor's workflow history, in path order.
+	History(ctx context.Context, in *HistoryRequest, opts ...grpc.CallOption) (*HistoryResponse, error)
+	// RetryWorkflow clears a failed workflow's failure and replays it, from
+	// the entry named by from (and everything recorded after it) or, with
+	// from empty, from the entry that failed.
+	RetryWorkflow(ctx context.Context, in *RetryWorkflowRequest, opts ...grpc.CallOption) (*RetryWorkflowResponse, error)
 }
 
 type actorServiceClient struct {
@@ -149,6 +157,26 @@ func (c *actorServiceClient) List(ctx context.Context, in *ListRequest, opts ...
 	return out, nil
 }
 
+func (c *actorServiceClient) History(ctx context.Context, in *HistoryRequest, opts ...grpc.CallOption) (*HistoryResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(HistoryResponse)
+	err := c.cc.Invoke(ctx, ActorService_History_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *actorServiceClient) RetryWorkflow(ctx context.Context, in *RetryWorkflowRequest, opts ...grpc.CallOption) (*RetryWorkflowResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RetryWorkflowResponse)
+	err := c.cc.Invoke(ctx, ActorService_RetryWorkflow_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ActorServiceServer is the server API for ActorService service.
 // All implementations must embed UnimplementedActorServiceServer
 // for forward compatibility.
@@ -174,6 +202,12 @@ type ActorServiceServer interface {
 	Inspect(context.Context, *InspectRequest) (*InspectResponse, error)
 	// List pages through the actors of one name, or of all names.
 	List(context.Context, *ListRequest) (*ListResponse, error)
+	// History returns the actor's workflow history, in path order.
+	History(context.Context, *HistoryRequest) (*HistoryResponse, error)
+	// RetryWorkflow clears a failed workflow's failure and replays it, from
+	// the entry named by from (and everything recorded after it) or, with
+	// from empty, from the entry that failed.
+	RetryWorkflow(context.Context, *RetryWorkflowRequest) (*RetryWorkflowResponse, error)
 	mustEmbedUnimplementedActorServiceServer()
 }
 
@@ -207,6 +241,12 @@ func (UnimplementedActorServiceServer) Inspect(context.Context, *InspectRequest)
 }
 func (UnimplementedActorServiceServer) List(context.Context, *ListRequest) (*ListResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method List not implemented")
+}
+func (UnimplementedActorServiceServer) History(context.Context, *HistoryRequest) (*HistoryResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method History not implemented")
+}
+func (UnimplementedActorServiceServer) RetryWorkflow(context.Context, *RetryWorkflowRequest) (*RetryWorkflowResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RetryWorkflow not implemented")
 }
 func (UnimplementedActorServiceServer) mustEmbedUnimplementedActorServiceServer() {}
 func (UnimplementedActorServiceServer) testEmbeddedByValue()                      {}
@@ -373,6 +413,42 @@ func _ActorService_List_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ActorService_History_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(HistoryRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ActorServiceServer).History(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ActorService_History_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ActorServiceServer).History(ctx, req.(*HistoryRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ActorService_RetryWorkflow_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RetryWorkflowRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ActorServiceServer).RetryWorkflow(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ActorService_RetryWorkflow_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ActorServiceServer).RetryWorkflow(ctx, req.(*RetryWorkflowRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ActorService_ServiceDesc is the grpc.ServiceDesc for ActorService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -411,6 +487,14 @@ var ActorService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "List",
 			Handler:    _ActorService_List_Handler,
+		},
+		{
+			MethodName: "History",
+			Handler:    _ActorService_History_Handler,
+		},
+		{
+			MethodName: "RetryWorkflow",
+			Handler:    _ActorService_RetryWorkflow_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rivet-go/rivet/client"
+)
+
+func (a *app) historyCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "history ACTOR KEY",
+		Short: "Show an actor's workflow history: path, kind, status, attempts, output or error",
+		Args:  args(2, 2),
+	}
+	cmd.RunE = a.runE(nil, func(ctx context.Context, c *client.Client, args []string) error {
+		key, err := parseKey(args[1])
+		if err != nil {
+			return err
+		}
+		h, err := c.Actor(args[0], key...).NoCreate().History(ctx)
+		if err != nil {
+			return err
+		}
+		return a.printHistory(h)
+	})
+	return cmd
+}
+
+func (a *app) workflowCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "workflow",
+		Short: "Operate on an actor's workflow",
+	}
+	var from string
+	retry := &cobra.Command{
+		Use:   "retry ACTOR KEY",
+		Short: "Replay a failed workflow from its failed entries, or from --from ENTRY and all after it",
+		Args:  args(2, 2),
+	}
+	retry.Flags().StringVar(&from, "from", "", "history path to replay from (default: the entries that failed)")
+	retry.RunE = a.runE(nil, func(ctx context.Context, c *client.Client, args []string) error {
+		key, err := parseKey(args[1])
+		if err != nil {
+			return err
+		}
+		n, err := c.Actor(args[0], key...).NoCreate().RetryWorkflow(ctx, from)
+		if err != nil {
+			return err
+		}
+		if a.output == "json" {
+			return a.printValue(map[string]int{"removed": n})
+		}
+		_, err = fmt.Fprintf(a.stdout, "workflow restarted: %d history entries removed\n", n)
+		return err
+	})
+	cmd.AddCommand(retry)
+	return cmd
+}
+
+func (a *app) printHistory(h client.History) error {
+	if a.output == "json" {
+		if h.Entries == nil {
+			h.Entries = []client.HistoryEntry{}
+		}
+		return a.printValue(h)
+	}
+	fmt.Fprintf(a.stdout, "workflow  %s\n", orDash(h.WorkflowStatus))
+	if h.WorkflowError != "" {
+		fmt.Fprintf(a.stdout, "error     %s\n", h.WorkflowError)
+	}
+	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PATH\tKIND\tSTATUS\tATTEMPTS\tOUTPUT / ERROR")
+	for _, e := range h.Entries {
+		detail := string(e.Output)
+		if e.Error != "" {
+			detail = "error: " + e.Error
+		}
+		detail = strings.ReplaceAll(detail, "\n", " ")
+		if len(detail) > 80 {
+			detail = detail[:77] + "..."
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", e.Path, e.Kind, e.Status, e.Attempts, orDash(detail))
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,212 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/storage"
+	"github.com/rivet-go/rivet/workflow"
+)
+
+// settle waits until every write of the actor's activation (if it is in
+// memory) is durable, so that a read of storage sees what callers saw.
+func (h *Host) settle(ctx context.Context, ref Ref, enc string) error {
+	h.mu.Lock()
+	a := h.actors[ref.Name+"/"+enc]
+	h.mu.Unlock()
+	if a == nil {
+		return nil
+	}
+	select {
+	case <-a.ready:
+	case <-ctx.Done():
+		return ctxError(ctx)
+	}
+	if a.loadErr != nil {
+		return nil
+	}
+	err := a.waitCommitted(ctx, a.currentVersion())
+	if err != nil && ctx.Err() != nil {
+		return err
+	}
+	return nil
+}
+
+// History returns the actor's workflow history.
+func (h *Host) History(ctx context.Context, ref Ref) (History, error) {
+	if err := h.begin(); err != nil {
+		return History{}, err
+	}
+	defer h.end()
+	sp, err := h.spec(ref.Name)
+	if err != nil {
+		return History{}, err
+	}
+	enc, part, prefix, err := h.locate(ref)
+	if err != nil {
+		return History{}, err
+	}
+	if _, owned := h.own.Token(part); !owned {
+		return History{}, rivet.Errorf(rivet.ErrUnavailable, "partition %d is not owned by node %s", part, h.cfg.NodeID)
+	}
+	if err := h.settle(ctx, ref, enc); err != nil {
+		return History{}, err
+	}
+	if _, err := h.store.Get(ctx, prefix+storage.MetaSuffix); err != nil {
+		if isNotFound(err) {
+			return History{}, rivet.Errorf(rivet.ErrNotFound, "actor %s %s does not exist", ref.Name, keyString(ref.Key))
+		}
+		return History{}, rivet.Errorf(rivet.ErrUnavailable, "read actor: %v", err)
+	}
+	if sp.Run == nil {
+		return History{}, nil
+	}
+	st, entries, err := h.loadWorkflow(ctx, prefix)
+	if err != nil {
+		return History{}, rivet.Errorf(rivet.ErrUnavailable, "read history: %v", err)
+	}
+	out := History{WorkflowStatus: st.Status, WorkflowError: st.Error}
+	h.mu.Lock()
+	a := h.actors[ref.Name+"/"+enc]
+	h.mu.Unlock()
+	if a != nil && a.loadErr == nil {
+		out.WorkflowStatus = a.workflowStatus().Status
+	} else if out.WorkflowStatus == "" {
+		out.WorkflowStatus = WorkflowSleeping
+	}
+	sortEntries(entries)
+	for _, e := range entries {
+		he := HistoryEntry{Path: e.Path, Kind: string(e.Kind), Status: string(e.Status), Attempts: e.Attempts, Output: e.Output, UpdatedAt: e.Time}
+		if e.Error != nil {
+			he.Error = e.Error.Message
+		}
+		if he.Output == nil && e.Kind == workflow.KindLoop && e.State != nil {
+			he.Output = e.State
+		}
+		out.Entries = append(out.Entries, he)
+	}
+	return out, nil
+}
+
+// RetryWorkflow clears a failed (or finished) workflow's end and runs it
+// again: from the entry from (deleting it, everything under it, and every
+// entry recorded after it outside its enclosing scopes), or, with from
+// empty, from the entries that failed. It returns how many entries it
+// deleted. A running workflow cannot be retried (rivet.ErrWorkflowFailed,
+// FAILED_PRECONDITION on the wire).
+func (h *Host) RetryWorkflow(ctx context.Context, ref Ref, from string) (int, error) {
+	if err := h.begin(); err != nil {
+		return 0, err
+	}
+	defer h.end()
+	sp, err := h.spec(ref.Name)
+	if err != nil {
+		return 0, err
+	}
+	if sp.Run == nil {
+		return 0, rivet.Errorf(rivet.ErrWorkflowFailed, "actor %s has no workflow", ref.Name)
+	}
+	removed := 0
+	_, _, err = h.turn(ctx, ref, sp, false, nil, h.newChain(), func(a *activation) error {
+		st := a.workflowStatus()
+		if st.Status != WorkflowFailed && st.Status != WorkflowCompleted {
+			return rivet.Errorf(rivet.ErrWorkflowFailed, "the workflow of %s is %s: only a failed or completed workflow can be retried", a.describe(), orNone(st.Status))
+		}
+		if err := a.waitCommitted(ctx, a.currentVersion()); err != nil {
+			return err
+		}
+		_, entries, err := h.loadWorkflow(ctx, a.prefix)
+		if err != nil {
+			return rivet.Errorf(rivet.ErrUnavailable, "read history: %v", err)
+		}
+		trees, err := retryTrees(entries, from)
+		if err != nil {
+			return err
+		}
+		var writes []workflow.HistoryWrite
+		for _, t := range trees {
+			writes = append(writes, workflow.HistoryWrite{DeleteTree: t})
+		}
+		ops, err := historyOps(a.prefix, writes)
+		if err != nil {
+			return err
+		}
+		now := time.Now().UnixMilli()
+		wb, _ := json.Marshal(wakeupRecord{At: now})
+		ops = append(ops,
+			storage.Delete(a.key(storage.WorkflowStatusSuffix)),
+			storage.Put(storage.WakeupKey(a.part, a.ref.Name, a.enc), wb))
+		v, err := a.enqueue(ops...)
+		if err != nil {
+			return err
+		}
+		if err := a.waitCommitted(ctx, v); err != nil {
+			return err
+		}
+		_, hist, err := h.loadWorkflow(ctx, a.prefix)
+		if err != nil {
+			return rivet.Errorf(rivet.ErrUnavailable, "read history: %v", err)
+		}
+		for _, e := range entries {
+			for _, t := range trees {
+				if workflow.Under(e.Path, t) {
+					removed++
+					break
+				}
+			}
+		}
+		a.mu.Lock()
+		a.wf.status = workflowStatus{}
+		a.wf.wakeAt = now
+		a.mu.Unlock()
+		a.startWorkflow(hist)
+		return nil
+	})
+	return removed, err
+}
+
+// retryTrees picks the history trees to delete for a retry.
+func retryTrees(entries []workflow.Entry, from string) ([]string, error) {
+	var trees []string
+	covered := func(p string) bool {
+		for _, t := range trees {
+			if workflow.Under(p, t) {
+				return true
+			}
+		}
+		return false
+	}
+	sortEntries(entries)
+	if from == "" {
+		for _, e := range entries {
+			if (e.Status == workflow.StatusExhausted || e.Status == workflow.StatusFailed) && !covered(e.Path) {
+				trees = append(trees, e.Path)
+			}
+		}
+		if len(trees) == 0 {
+			return nil, rivet.Errorf(rivet.ErrInvalidArgument, "no failed entry in the history: name one with --from")
+		}
+		return trees, nil
+	}
+	var target *workflow.Entry
+	for i := range entries {
+		if entries[i].Path == from {
+			target = &entries[i]
+		}
+	}
+	if target == nil {
+		return nil, rivet.Errorf(rivet.ErrInvalidArgument, "%v: %q", errUnknownEntry, from)
+	}
+	trees = append(trees, from)
+	for _, e := range entries {
+		if covered(e.Path) || workflow.Under(from, e.Path) {
+			continue // already deleted, or a scope that encloses from
+		}
+		if e.Time.IsZero() || !e.Time.Before(target.Time) {
+			trees = append(trees, e.Path)
+		}
+	}
+	return trees, nil
+}

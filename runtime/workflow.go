@@ -1,0 +1,511 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/storage"
+	"github.com/rivet-go/rivet/workflow"
+	"go.uber.org/zap"
+)
+
+// Workflow statuses, as Inspect reports them.
+const (
+	WorkflowRunning   = "running"
+	WorkflowSleeping  = "sleeping"
+	WorkflowCompleted = "completed"
+	WorkflowFailed    = "failed"
+)
+
+// workflowStatus is stored at <actor>/wfstatus.
+type workflowStatus struct {
+	Status string `json:"status"`
+	Error  string `json:"error,omitempty"`
+}
+
+// msgRef is a pending queue message an activation knows of. Body is kept
+// for messages sent while the actor is in memory (the common case: they are
+// taken soon after), and read from storage otherwise.
+type msgRef struct {
+	seq   uint64
+	queue string
+	body  json.RawMessage
+	at    time.Time
+}
+
+// wfRunner is an activation's running workflow.
+type wfRunner struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu      sync.Mutex
+	waiting bool
+	wake    workflow.Wake
+}
+
+// wfState is the workflow part of an activation. msgs is owned by the turn
+// holder; status, wakeAt and runner are guarded by activation.mu (the
+// runner goroutine reads and writes them outside turns).
+type wfState struct {
+	status workflowStatus
+	msgs   []msgRef // pending messages, by seq
+	// wakeAt is the At (unix ms) of the stored wakeup record: 0 means the
+	// record does not ask for a timer (the workflow waits for a message).
+	wakeAt int64
+
+	// notify is closed and replaced when a message is enqueued; guarded
+	// by notifyMu so that the workflow can take it outside turns.
+	notifyMu sync.Mutex
+	notify   chan struct{}
+
+	// completions are the senders waiting for a message's completion,
+	// guarded by notifyMu.
+	completions map[uint64]chan json.RawMessage
+
+	runner *wfRunner // nil when not running
+}
+
+func (w *wfState) messageNotify() <-chan struct{} {
+	w.notifyMu.Lock()
+	defer w.notifyMu.Unlock()
+	if w.notify == nil {
+		w.notify = make(chan struct{})
+	}
+	return w.notify
+}
+
+func (w *wfState) messageArrived() {
+	w.notifyMu.Lock()
+	if w.notify != nil {
+		close(w.notify)
+		w.notify = nil
+	}
+	w.notifyMu.Unlock()
+}
+
+func historyKey(prefix, path string) string { return prefix + storage.WorkflowSuffix + path }
+
+// historyOps turns the workflow's history writes into storage ops.
+func historyOps(prefix string, ws []workflow.HistoryWrite) ([]storage.Op, error) {
+	ops := make([]storage.Op, 0, len(ws)+1)
+	for _, w := range ws {
+		switch {
+		case w.Put != nil:
+			b, err := json.Marshal(w.Put)
+			if err != nil {
+				return nil, fmt.Errorf("history entry %s does not marshal: %w", w.Put.Path, err)
+			}
+			ops = append(ops, storage.Put(historyKey(prefix, w.Put.Path), b))
+		case w.DeleteTree != "":
+			ops = append(ops,
+				storage.Delete(historyKey(prefix, w.DeleteTree)),
+				storage.DeletePrefix(historyKey(prefix, w.DeleteTree)+"/"))
+		}
+	}
+	return ops, nil
+}
+
+// loadWorkflow reads the history and status of an actor with a workflow.
+func (h *Host) loadWorkflow(ctx context.Context, prefix string) (workflowStatus, []workflow.Entry, error) {
+	var st workflowStatus
+	kv, err := h.store.Get(ctx, prefix+storage.WorkflowStatusSuffix)
+	switch {
+	case err == nil:
+		if err := json.Unmarshal(kv.Value, &st); err != nil {
+			return st, nil, fmt.Errorf("workflow status does not decode: %w", err)
+		}
+	case !isNotFound(err):
+		return st, nil, err
+	}
+	kvs, err := h.store.List(ctx, prefix+storage.WorkflowSuffix, storage.ListOptions{})
+	if err != nil {
+		return st, nil, err
+	}
+	hist := make([]workflow.Entry, 0, len(kvs))
+	for _, kv := range kvs {
+		var e workflow.Entry
+		if err := json.Unmarshal(kv.Value, &e); err != nil {
+			return st, nil, fmt.Errorf("history entry %s does not decode: %w", kv.Key, err)
+		}
+		hist = append(hist, e)
+	}
+	return st, hist, nil
+}
+
+// startWorkflow starts the actor's workflow on history if it has one, it
+// is not running and it has not finished.
+func (a *activation) startWorkflow(history []workflow.Entry) {
+	if a.spec.Run == nil || a.stopped.Load() {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.wf.runner != nil || a.wf.status.Status == WorkflowCompleted || a.wf.status.Status == WorkflowFailed {
+		return
+	}
+	ctx, cancel := context.WithCancel(a.h.baseCtx)
+	r := &wfRunner{cancel: cancel, done: make(chan struct{})}
+	a.wf.runner = r
+	a.wf.status.Status = WorkflowRunning
+	a.h.workflows.Add(1)
+	go a.runWorkflow(ctx, r, history)
+}
+
+// runWorkflow runs the workflow until it finishes or is stopped. Owned by
+// Host.workflows; stopped by cancelling its ctx (deactivation, eviction,
+// node stop).
+func (a *activation) runWorkflow(ctx context.Context, r *wfRunner, history []workflow.Entry) {
+	defer a.h.workflows.Done()
+	defer close(r.done)
+	defer r.cancel()
+	defer func() {
+		a.mu.Lock()
+		if a.wf.runner == r {
+			a.wf.runner = nil
+		}
+		a.mu.Unlock()
+	}()
+	host := &wfHost{a: a, r: r}
+	out := a.spec.Run(ctx, host, history)
+	switch out.Status {
+	case workflow.RunCompleted:
+		a.h.log.Info("workflow completed", actorField(a))
+		a.finishWorkflow(workflowStatus{Status: WorkflowCompleted})
+	case workflow.RunFailed:
+		a.h.log.Warn("workflow failed", actorField(a), zap.Error(out.Err))
+		a.finishWorkflow(workflowStatus{Status: WorkflowFailed, Error: out.Err.Error()})
+	case workflow.RunYielded:
+		a.yieldWorkflow(out.Wake)
+	}
+}
+
+// finishWorkflow records a finished workflow and drops its wakeup.
+func (a *activation) finishWorkflow(st workflowStatus) {
+	b, _ := json.Marshal(st)
+	ctx, cancel := context.WithTimeout(a.h.baseCtx, 30*time.Second)
+	defer cancel()
+	v, err := a.enqueue(
+		storage.Put(a.key(storage.WorkflowStatusSuffix), b),
+		storage.Delete(storage.WakeupKey(a.part, a.ref.Name, a.enc)),
+	)
+	if err == nil {
+		err = a.waitCommitted(ctx, v)
+	}
+	if err != nil {
+		a.h.log.Warn("recording the workflow's end failed; it will replay to it again", actorField(a), zap.Error(err))
+		return
+	}
+	a.mu.Lock()
+	a.wf.status = st
+	a.wf.wakeAt = 0
+	a.mu.Unlock()
+	a.h.timers.cancel(a.id)
+	a.failWaiters()
+}
+
+// failWaiters answers senders waiting for completions of a workflow that
+// will never complete them.
+func (a *activation) failWaiters() {
+	a.wf.notifyMu.Lock()
+	defer a.wf.notifyMu.Unlock()
+	for id, ch := range a.wf.completions {
+		close(ch)
+		delete(a.wf.completions, id)
+	}
+}
+
+// yieldWorkflow records when a stopped workflow must run again, so that a
+// timer (on this node, or on the partition's next owner) wakes it.
+func (a *activation) yieldWorkflow(w workflow.Wake) {
+	at := int64(0)
+	if !w.At.IsZero() {
+		at = w.At.UnixMilli()
+	}
+	b, _ := json.Marshal(wakeupRecord{At: at})
+	ctx, cancel := context.WithTimeout(a.h.baseCtx, 10*time.Second)
+	defer cancel()
+	v, err := a.enqueue(storage.Put(storage.WakeupKey(a.part, a.ref.Name, a.enc), b))
+	if err == nil {
+		err = a.waitCommitted(ctx, v)
+	}
+	if err != nil {
+		// The record keeps its older, earlier time: waking too early is
+		// harmless (the workflow waits again).
+		return
+	}
+	a.mu.Lock()
+	a.wf.wakeAt = at
+	if a.wf.status.Status == WorkflowRunning {
+		a.wf.status.Status = WorkflowSleeping
+	}
+	a.mu.Unlock()
+	if at != 0 {
+		a.h.timers.schedule(a.ref, a.id, w.At)
+	}
+}
+
+// wfHost implements workflow.Host for one run on one activation.
+type wfHost struct {
+	workflow.SystemClock
+	a *activation
+	r *wfRunner
+}
+
+var _ workflow.Host = (*wfHost)(nil)
+
+// stepTurn runs fn as a turn of the actor, for a workflow step or receive.
+func (w *wfHost) turn(ctx context.Context, chain string, fn func() ([]storage.Op, error)) error {
+	a := w.a
+	if err := a.gate.acquire(ctx, chain); err != nil {
+		return fmt.Errorf("%w: %v", workflow.ErrEvicted, err)
+	}
+	if a.stopped.Load() {
+		a.gate.release()
+		return fmt.Errorf("%w: actor deactivated", workflow.ErrEvicted)
+	}
+	ops, err := a.h.runWorkflowTurn(a, fn)
+	var v uint64
+	if err == nil && len(ops) > 0 {
+		v, err = a.enqueue(ops...)
+	}
+	a.lastTurn.Store(time.Now().UnixNano())
+	a.gate.release()
+	if err != nil {
+		return err
+	}
+	if v == 0 {
+		return nil
+	}
+	return w.wait(ctx, v)
+}
+
+// wait waits for a commit; a failed commit evicts the run (the next
+// activation reads what is durable).
+func (w *wfHost) wait(ctx context.Context, v uint64) error {
+	if err := w.a.waitCommitted(context.WithoutCancel(ctx), v); err != nil {
+		return fmt.Errorf("%w: %v", workflow.ErrEvicted, err)
+	}
+	return nil
+}
+
+// runWorkflowTurn calls fn, turning a panic into an error that evicts.
+func (h *Host) runWorkflowTurn(a *activation, fn func() ([]storage.Op, error)) (ops []storage.Op, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			h.log.Error("workflow step panicked outside the engine's guard", actorField(a), zap.Any("panic", r))
+			err = fmt.Errorf("%w: panic: %v", workflow.ErrEvicted, r)
+		}
+	}()
+	return fn()
+}
+
+func (w *wfHost) RunStep(ctx context.Context, ephemeral bool, fn func(env workflow.StepEnv) []workflow.HistoryWrite) error {
+	w.active()
+	a := w.a
+	// The step's calls to other actors carry the turn's chain, so that a
+	// call back into this actor re-enters the step's turn.
+	chain := a.h.newChain()
+	return w.turn(ctx, chain, func() ([]storage.Op, error) {
+		writes := fn(workflow.StepEnv{State: a.state, Client: &hostClient{h: a.h, chain: chain, from: a}})
+		if len(writes) == 0 {
+			return nil, nil
+		}
+		ops, err := historyOps(a.prefix, writes)
+		if err != nil {
+			return nil, err
+		}
+		b, err := json.Marshal(a.state)
+		if err != nil {
+			return nil, fmt.Errorf("state of %s does not marshal to JSON: %w", a.describe(), err)
+		}
+		if len(b) > a.h.cfg.MaxStateBytes {
+			return nil, rivet.Errorf(rivet.ErrTooLarge, "state of %s would be %d bytes, the limit is %d", a.describe(), len(b), a.h.cfg.MaxStateBytes)
+		}
+		if string(b) != string(a.stateBytes) {
+			ops = append(ops, storage.Put(a.key(storage.StateSuffix), b))
+			a.stateBytes = b
+		}
+		return ops, nil
+	})
+}
+
+func (w *wfHost) Commit(ctx context.Context, writes []workflow.HistoryWrite) error {
+	w.active()
+	ops, err := historyOps(w.a.prefix, writes)
+	if err != nil {
+		return err
+	}
+	if len(ops) == 0 {
+		return nil
+	}
+	v, err := w.a.enqueue(ops...)
+	if err != nil {
+		return fmt.Errorf("%w: %v", workflow.ErrEvicted, err)
+	}
+	return w.wait(ctx, v)
+}
+
+func (w *wfHost) Receive(ctx context.Context, names []string, max int, record func(msgs []workflow.RawMessage) []workflow.HistoryWrite) ([]workflow.RawMessage, error) {
+	w.active()
+	a := w.a
+	var got []workflow.RawMessage
+	err := w.turn(ctx, a.h.newChain(), func() ([]storage.Op, error) {
+		want := map[string]bool{}
+		for _, n := range names {
+			want[n] = true
+		}
+		var picked []int
+		for i, m := range a.wf.msgs {
+			if len(picked) == max {
+				break
+			}
+			if len(names) == 0 || want[m.queue] {
+				picked = append(picked, i)
+			}
+		}
+		if len(picked) == 0 {
+			return nil, nil
+		}
+		var ops []storage.Op
+		for _, i := range picked {
+			m := a.wf.msgs[i]
+			body, at := m.body, m.at
+			if body == nil {
+				kv, err := a.h.store.Get(ctx, queueKey(a.prefix, m.seq, m.queue))
+				if err != nil {
+					return nil, fmt.Errorf("%w: read message %d: %v", workflow.ErrEvicted, m.seq, err)
+				}
+				var qm queueMessage
+				if err := json.Unmarshal(kv.Value, &qm); err != nil {
+					return nil, fmt.Errorf("message %d does not decode: %w", m.seq, err)
+				}
+				body, at = qm.Body, time.UnixMilli(qm.CreatedAt)
+			}
+			got = append(got, workflow.RawMessage{ID: m.seq, Queue: m.queue, Body: body, CreatedAt: at})
+			ops = append(ops, storage.Delete(queueKey(a.prefix, m.seq, m.queue)))
+		}
+		hops, err := historyOps(a.prefix, record(got))
+		if err != nil {
+			return nil, err
+		}
+		// Memory follows the commit: if it fails, the activation is
+		// evicted and these counters die with it.
+		for k := len(picked) - 1; k >= 0; k-- {
+			i := picked[k]
+			a.depth[a.wf.msgs[i].queue]--
+			a.wf.msgs = append(a.wf.msgs[:i], a.wf.msgs[i+1:]...)
+		}
+		return append(ops, hops...), nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return got, nil
+}
+
+func (w *wfHost) MessageNotify() <-chan struct{} { return w.a.wf.messageNotify() }
+
+func (w *wfHost) Complete(ctx context.Context, id uint64, response json.RawMessage, writes []workflow.HistoryWrite) error {
+	if err := w.Commit(ctx, writes); err != nil {
+		return err
+	}
+	a := w.a
+	a.wf.notifyMu.Lock()
+	ch, ok := a.wf.completions[id]
+	delete(a.wf.completions, id)
+	a.wf.notifyMu.Unlock()
+	if ok {
+		ch <- response
+	}
+	return nil
+}
+
+// active notes that the run works again: the engine says when it blocks
+// (Waiting), not when it resumes, so every host call that does work clears it.
+func (w *wfHost) active() {
+	w.r.mu.Lock()
+	w.r.waiting = false
+	w.r.mu.Unlock()
+}
+
+func (w *wfHost) Waiting(wk workflow.Wake) {
+	w.r.mu.Lock()
+	w.r.waiting, w.r.wake = true, wk
+	w.r.mu.Unlock()
+}
+
+// idleWorkflow reports whether the actor's workflow (if any) lets it be
+// deactivated: not running, or blocked on a message or on a time further
+// than idle away.
+func (a *activation) idleWorkflow(idle time.Duration) bool {
+	a.mu.Lock()
+	r := a.wf.runner
+	a.mu.Unlock()
+	if r == nil {
+		return true
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.waiting {
+		return false
+	}
+	return r.wake.At.IsZero() || time.Until(r.wake.At) > idle
+}
+
+// stopWorkflow stops the running workflow and waits for it to record its
+// wakeup. Called by the turn holder, which must release the gate only
+// after: a step waiting for the gate gives up when its ctx is cancelled.
+func (a *activation) stopWorkflow() {
+	a.mu.Lock()
+	r := a.wf.runner
+	a.mu.Unlock()
+	if r == nil {
+		return
+	}
+	r.cancel()
+	<-r.done
+}
+
+// cancelWorkflow stops the running workflow without waiting (for evictions,
+// which may run on the workflow's own goroutine).
+func (a *activation) cancelWorkflow() {
+	a.mu.Lock()
+	r := a.wf.runner
+	a.mu.Unlock()
+	if r != nil {
+		r.cancel()
+	}
+}
+
+// workflowStatus returns the workflow's status ("" if it has none).
+func (a *activation) workflowStatus() workflowStatus {
+	if a.spec.Run == nil {
+		return workflowStatus{}
+	}
+	a.mu.Lock()
+	st, r := a.wf.status, a.wf.runner
+	a.mu.Unlock()
+	if st.Status == WorkflowRunning && r != nil {
+		r.mu.Lock()
+		if r.waiting {
+			st.Status = WorkflowSleeping
+		}
+		r.mu.Unlock()
+	}
+	return st
+}
+
+// errUnknownEntry is returned by RetryWorkflow for a from that names no
+// recorded entry.
+var errUnknownEntry = errors.New("no such history entry")
+
+// sortEntries orders entries by path, the order History shows them in.
+func sortEntries(es []workflow.Entry) {
+	sort.Slice(es, func(i, j int) bool { return es[i].Path < es[j].Path })
+}

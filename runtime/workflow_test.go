@@ -1,0 +1,338 @@
+package runtime_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/runtime"
+	"github.com/rivet-go/rivet/storage"
+	"github.com/rivet-go/rivet/workflow"
+)
+
+type stepsState struct {
+	Done []string `json:"done"`
+}
+
+func getState(c *rivet.ActionCtx[stepsState]) (stepsState, error) { return *c.State, nil }
+
+// stepsActor runs the given step names in order, then waits on a queue so
+// that the workflow is still unfinished when the test changes its code.
+func stepsActor(names ...string) rivet.Actor[stepsState] {
+	return rivet.Actor[stepsState]{
+		Name:   "steps",
+		Queues: rivet.Queues{"go": rivet.QueueOf[struct{}]()},
+		Run: func(ctx *workflow.Ctx[stepsState]) error {
+			for _, n := range names {
+				if err := ctx.Step(n, func(s *workflow.StepCtx[stepsState]) error {
+					s.State.Done = append(s.State.Done, n)
+					return nil
+				}); err != nil {
+					return err
+				}
+			}
+			_, err := workflow.Next[struct{}](ctx, "wait-go")
+			return err
+		},
+		Actions: rivet.Actions[stepsState]{"getState": rivet.Query(getState)},
+	}
+}
+
+func waitFor(t *testing.T, what string, within time.Duration, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func inspect(t *testing.T, h *runtime.Host, name, key string) runtime.Inspection {
+	t.Helper()
+	ins, err := h.Inspect(ctx(t), runtime.Ref{Name: name, Key: []string{key}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ins
+}
+
+func TestDivergenceFailsTheWorkflowAndNothingElse(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		v2       []string
+		wantPath string
+	}{
+		{"renamed at the root", []string{"a", "renamed"}, "b"},
+		{"removed", []string{"a"}, "b"},
+		{"reordered", []string{"b", "a"}, "a"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t, counterReg(t, stepsActor("a", "b")), nil)
+			callInt(t, e.host, "counter", "other", "increment", true, 1)
+			if _, _, err := e.host.GetOrCreate(ctx(t), runtime.Ref{Name: "steps", Key: []string{"x"}}, nil); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, "v1 to run both steps", 10*time.Second, func() bool {
+				return strings.Contains(string(inspect(t, e.host, "steps", "x").State), `"b"`)
+			})
+			e.reg = counterReg(t, stepsActor(c.v2...))
+			e.restart()
+			// Wake it: any call activates the actor and replays its workflow.
+			raw, err := call(t, e.host, "steps", "x", "getState", false)
+			if err != nil {
+				t.Fatalf("actions must keep working on a diverged actor: %v", err)
+			}
+			if string(raw) != `{"done":["a","b"]}` {
+				t.Fatalf("state = %s", raw)
+			}
+			waitFor(t, "the workflow to fail", 10*time.Second, func() bool {
+				return inspect(t, e.host, "steps", "x").WorkflowStatus == runtime.WorkflowFailed
+			})
+			ins := inspect(t, e.host, "steps", "x")
+			if !strings.Contains(ins.WorkflowError, c.wantPath) || !strings.Contains(strings.ToLower(ins.WorkflowError), "diverge") {
+				t.Fatalf("workflow error %q should name the divergence at %q", ins.WorkflowError, c.wantPath)
+			}
+			if n := callInt(t, e.host, "counter", "other", "increment", false, 1); n != 2 {
+				t.Fatalf("another actor was affected: count %d", n)
+			}
+			// A Send that waits on the failed workflow says so.
+			_, err = e.host.Send(ctx(t), runtime.SendRequest{Ref: runtime.Ref{Name: "steps", Key: []string{"x"}}, Queue: "go", Body: json.RawMessage(`{}`), Wait: true})
+			if !errors.Is(err, rivet.ErrWorkflowFailed) {
+				t.Fatalf("send with wait to a failed workflow: %v, want ErrWorkflowFailed", err)
+			}
+		})
+	}
+}
+
+var flakyCalls atomic.Int64
+var flakyHealthy atomic.Bool
+
+type flakyState struct {
+	Result string `json:"result"`
+}
+
+var flaky = rivet.Actor[flakyState]{
+	Name: "flaky",
+	Run: func(ctx *workflow.Ctx[flakyState]) error {
+		v, err := workflow.StepOpts(ctx, workflow.StepOptions{Name: "call-api", RetryBackoffBase: time.Millisecond, RetryBackoffMax: 5 * time.Millisecond},
+			func(s *workflow.StepCtx[flakyState]) (string, error) {
+				flakyCalls.Add(1)
+				if !flakyHealthy.Load() {
+					return "", errors.New("api down")
+				}
+				return "ok", nil
+			})
+		if err != nil {
+			return err
+		}
+		return ctx.Step("save", func(s *workflow.StepCtx[flakyState]) error {
+			s.State.Result = v
+			return nil
+		})
+	},
+	Actions: rivet.Actions[flakyState]{"getState": rivet.Query(func(c *rivet.ActionCtx[flakyState]) (flakyState, error) { return *c.State, nil })},
+}
+
+func TestExhaustedStepFailsTheWorkflowVisiblyAndRetryRecovers(t *testing.T) {
+	flakyCalls.Store(0)
+	flakyHealthy.Store(false)
+	e := newEnv(t, counterReg(t, flaky), nil)
+	ref := runtime.Ref{Name: "flaky", Key: []string{"f"}}
+	if _, _, err := e.host.GetOrCreate(ctx(t), ref, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the workflow to fail", 20*time.Second, func() bool {
+		return inspect(t, e.host, "flaky", "f").WorkflowStatus == runtime.WorkflowFailed
+	})
+	if n := flakyCalls.Load(); n != 4 {
+		t.Fatalf("step ran %d times, want 1 + 3 retries", n)
+	}
+	hist, err := e.host.History(ctx(t), ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hist.Entries) == 0 || hist.Entries[0].Path != "call-api" || hist.Entries[0].Status != "exhausted" || hist.Entries[0].Attempts != 4 || !strings.Contains(hist.Entries[0].Error, "api down") {
+		t.Fatalf("history = %+v", hist.Entries)
+	}
+	// The failure is sticky across a restart.
+	e.restart()
+	if _, err := call(t, e.host, "flaky", "f", "getState", false); err != nil {
+		t.Fatal(err)
+	}
+	if st := inspect(t, e.host, "flaky", "f").WorkflowStatus; st != runtime.WorkflowFailed {
+		t.Fatalf("after restart workflow is %s, want failed", st)
+	}
+	flakyHealthy.Store(true)
+	removed, err := e.host.RetryWorkflow(ctx(t), ref, "")
+	if err != nil || removed != 1 {
+		t.Fatalf("retry: removed %d, %v", removed, err)
+	}
+	waitFor(t, "the retried workflow to complete", 20*time.Second, func() bool {
+		return inspect(t, e.host, "flaky", "f").WorkflowStatus == runtime.WorkflowCompleted
+	})
+	if raw, _ := call(t, e.host, "flaky", "f", "getState", false); string(raw) != `{"result":"ok"}` {
+		t.Fatalf("state after retry = %s", raw)
+	}
+}
+
+type sleeperState struct {
+	Woke bool `json:"woke"`
+}
+
+var sleeper = rivet.Actor[sleeperState]{
+	Name: "sleeper",
+	Run: func(ctx *workflow.Ctx[sleeperState]) error {
+		if err := ctx.Sleep("nap", 1500*time.Millisecond); err != nil {
+			return err
+		}
+		return ctx.Step("wake", func(s *workflow.StepCtx[sleeperState]) error {
+			s.State.Woke = true
+			return nil
+		})
+	},
+}
+
+// A sleeping workflow survives a restart of its node and is woken at its
+// deadline by the wakeup index, with no request to bring it back.
+func TestSleepSurvivesRestartAndWakesWithoutARequest(t *testing.T) {
+	e := newEnv(t, counterReg(t, sleeper), nil)
+	ref := runtime.Ref{Name: "sleeper", Key: []string{"s"}}
+	start := time.Now()
+	if _, _, err := e.host.GetOrCreate(ctx(t), ref, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the sleep to be recorded", 10*time.Second, func() bool {
+		h, err := e.host.History(ctx(t), ref)
+		return err == nil && len(h.Entries) == 1 && h.Entries[0].Path == "nap"
+	})
+	e.restart()
+	// Nothing calls the actor: only the stored wakeup can bring it back.
+	var woke bool
+	waitFor(t, "the workflow to wake and finish", 20*time.Second, func() bool {
+		kv, err := e.store.List(ctx(t), storage.ActorsPrefix, storage.ListOptions{})
+		if err != nil {
+			return false
+		}
+		for _, x := range kv {
+			if strings.HasSuffix(x.Key, "/state") && strings.Contains(x.Key, "/sleeper/") {
+				woke = string(x.Value) == `{"woke":true}`
+			}
+		}
+		return woke
+	})
+	if since := time.Since(start); since < 1500*time.Millisecond {
+		t.Fatalf("woke after %v, before the deadline", since)
+	}
+}
+
+type loopState struct {
+	N int `json:"n"`
+}
+
+// A long loop keeps a bounded history: pruning deletes old iterations.
+func TestLongLoopHistoryStaysBounded(t *testing.T) {
+	const iterations = 10000
+	looper := rivet.Actor[loopState]{
+		Name: "looper",
+		Run: func(ctx *workflow.Ctx[loopState]) error {
+			_, err := workflow.LoopWith(ctx, workflow.LoopOptions[int]{Name: "count"}, func(lc *workflow.Ctx[loopState], i int) (int, error) {
+				if i == iterations {
+					return i, workflow.Break
+				}
+				if err := lc.Step("bump", func(s *workflow.StepCtx[loopState]) error {
+					s.State.N++
+					return nil
+				}); err != nil {
+					return i, err
+				}
+				return i + 1, nil
+			})
+			return err
+		},
+	}
+	e := newEnv(t, counterReg(t, looper), nil)
+	ref := runtime.Ref{Name: "looper", Key: []string{"l"}}
+	if _, _, err := e.host.GetOrCreate(ctx(t), ref, nil); err != nil {
+		t.Fatal(err)
+	}
+	maxIters := 0
+	waitFor(t, "10,000 iterations", 5*time.Minute, func() bool {
+		kvs, err := e.store.List(context.Background(), storage.ActorsPrefix, storage.ListOptions{KeysOnly: true})
+		if err != nil {
+			return false
+		}
+		iters := map[string]bool{}
+		for _, kv := range kvs {
+			if i := strings.Index(kv.Key, "/wf/count/~"); i >= 0 {
+				rest := kv.Key[i+len("/wf/count/~"):]
+				iters[strings.SplitN(rest, "/", 2)[0]] = true
+			}
+		}
+		maxIters = max(maxIters, len(iters))
+		ins, err := e.host.Inspect(context.Background(), ref)
+		return err == nil && ins.WorkflowStatus == runtime.WorkflowCompleted
+	})
+	if raw := inspect(t, e.host, "looper", "l").State; string(raw) != `{"n":10000}` {
+		t.Fatalf("state = %s", raw)
+	}
+	// Defaults: prune every 20 iterations, keep 20.
+	if maxIters > 40 {
+		t.Fatalf("up to %d iterations of history were stored at once, want at most 40", maxIters)
+	}
+	t.Logf("at most %d iterations stored at once", maxIters)
+}
+
+type echoState struct {
+	Seen int `json:"seen"`
+}
+
+// echoer completes each message of its "ask" queue with the body doubled.
+var echoer = rivet.Actor[echoState]{
+	Name:   "echoer",
+	Queues: rivet.Queues{"ask": rivet.QueueOf[int]()},
+	Run: func(ctx *workflow.Ctx[echoState]) error {
+		return ctx.Loop("serve", func(lc *workflow.Ctx[echoState]) error {
+			msg, err := workflow.Next[int](lc, "wait-ask")
+			if err != nil {
+				return err
+			}
+			if err := lc.Step("count", func(s *workflow.StepCtx[echoState]) error {
+				s.State.Seen++
+				return nil
+			}); err != nil {
+				return err
+			}
+			return msg.Complete(msg.Body * 2)
+		})
+	},
+}
+
+func TestSendWaitReturnsTheCompletion(t *testing.T) {
+	e := newEnv(t, counterReg(t, echoer), nil)
+	ref := runtime.Ref{Name: "echoer", Key: []string{"e"}}
+	for i := 1; i <= 3; i++ {
+		res, err := e.host.Send(ctx(t), runtime.SendRequest{Ref: ref, Queue: "ask", Body: json.RawMessage(fmt.Sprint(i)), CreateIfMissing: true, Wait: true, Timeout: 10 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Status != runtime.SendCompleted || string(res.Response) != fmt.Sprint(2*i) {
+			t.Fatalf("send %d: %+v, want completed with %d", i, res, 2*i)
+		}
+	}
+	// Without wait, Send returns once the message is durable.
+	res, err := e.host.Send(ctx(t), runtime.SendRequest{Ref: ref, Queue: "ask", Body: json.RawMessage(`5`)})
+	if err != nil || res.Status != runtime.SendEnqueued {
+		t.Fatalf("send without wait: %+v, %v", res, err)
+	}
+	waitFor(t, "the fourth message to be served", 10*time.Second, func() bool {
+		return string(inspect(t, e.host, "echoer", "e").State) == `{"seen":4}`
+	})
+}
