@@ -7,12 +7,28 @@ package examples
 import (
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/examples/counter"
+	"github.com/rivet-go/rivet/examples/seed"
 )
 
 // All returns every example actor definition.
 func All() []rivet.Definition {
 	return []rivet.Definition{
 		counter.Actor,
+		seed.ReminderActor,
+		seed.TimeoutActor,
+		seed.DashboardActor,
+		seed.AuctionActor,
+		seed.FanInOutActor,
+		seed.ScatterGatherActor,
+		seed.ShardActor,
+		seed.PollBackoffActor,
+		seed.CoordinatorActor,
+		seed.WorkerActor,
+		seed.OrchestratorActor,
+		seed.ChildWorkerActor,
+		seed.TimeoutFallbackActor,
+		seed.PrimaryServiceActor,
+		seed.FallbackServiceActor,
 	}
 }
 

@@ -66,6 +66,7 @@ type nodeProc struct {
 	etcdP    string
 	grpcFix  string
 	extra    []string
+	env      []string // KEY=value, added to the process's environment
 	logPath  string
 	cmd      *exec.Cmd
 	grpcAddr string
@@ -89,6 +90,9 @@ func (n *nodeProc) start() {
 		"--log-format", "json", "--partitions", "64",
 	}, n.extra...)
 	cmd := exec.Command(bins.node, args...)
+	if len(n.env) > 0 {
+		cmd.Env = append(os.Environ(), n.env...)
+	}
 	logf, err := os.OpenFile(n.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		t.Fatal(err)

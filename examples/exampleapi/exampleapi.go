@@ -1,0 +1,87 @@
+// Package exampleapi is the external HTTP service the seed's examples call
+// (fetchCount, listItem, finalizeAuction). Its base URL comes from the
+// environment variable EXAMPLES_API_URL; GET answers JSON {"count": n}, POST
+// any 2xx. Tests serve it with NewTestServer.
+package exampleapi
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+)
+
+// EnvVar names the environment variable holding the base URL.
+const EnvVar = "EXAMPLES_API_URL"
+
+var httpClient = &http.Client{Timeout: 10 * time.Second}
+
+func baseURL() (string, error) {
+	u := strings.TrimRight(os.Getenv(EnvVar), "/")
+	if u == "" {
+		return "", fmt.Errorf("%s is not set: the example has no API to call", EnvVar)
+	}
+	return u, nil
+}
+
+// FetchCount is the seed's fetchCount: GET <base><path>, {"count": n}.
+func FetchCount(ctx context.Context, path string) (int, error) {
+	base, err := baseURL()
+	if err != nil {
+		return 0, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return 0, fmt.Errorf("fetch %s failed: %d", path, resp.StatusCode)
+	}
+	var body struct {
+		Count int `json:"count"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		return 0, fmt.Errorf("fetch %s: %w", path, err)
+	}
+	return body.Count, nil
+}
+
+// Post is the seed's POST calls: POST <base><path> with a JSON body.
+func Post(ctx context.Context, path string, body any) error {
+	base, err := baseURL()
+	if err != nil {
+		return err
+	}
+	var r io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		r = strings.NewReader(string(b))
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+path, r)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("POST %s failed: %d", path, resp.StatusCode)
+	}
+	return nil
+}

@@ -1,0 +1,71 @@
+package exampleapi
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+)
+
+// TestServer is an in-process stand-in for the examples' API: GET answers
+// the count set for its path (0 if none), POST records the call.
+type TestServer struct {
+	*httptest.Server
+
+	mu     sync.Mutex
+	counts map[string]int
+	posts  []Request
+	gets   map[string]int
+}
+
+// Request is one POST the server received.
+type Request struct {
+	Path string
+	Body string
+}
+
+// NewTestServer starts a TestServer; Close it when done.
+func NewTestServer(counts map[string]int) *TestServer {
+	s := &TestServer{counts: map[string]int{}, gets: map[string]int{}}
+	for k, v := range counts {
+		s.counts[k] = v
+	}
+	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
+	return s
+}
+
+func (s *TestServer) serve(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch r.Method {
+	case http.MethodGet:
+		s.gets[r.URL.Path]++
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]int{"count": s.counts[r.URL.Path]})
+	case http.MethodPost:
+		b, _ := io.ReadAll(r.Body)
+		s.posts = append(s.posts, Request{Path: r.URL.Path, Body: string(b)})
+		w.WriteHeader(http.StatusOK)
+	default:
+		w.WriteHeader(http.StatusMethodNotAllowed)
+	}
+}
+
+// Posts returns the POSTs received so far.
+func (s *TestServer) Posts() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Request(nil), s.posts...)
+}
+
+// Gets returns how many GETs each path received.
+func (s *TestServer) Gets() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]int{}
+	for k, v := range s.gets {
+		out[k] = v
+	}
+	return out
+}
