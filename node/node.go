@@ -141,7 +141,11 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 	if err != nil {
 		return nil, fmt.Errorf("node: etcd client: %w", err)
 	}
-	st, err := etcdstore.New(n.etcd, cfg.EtcdPrefix)
+	var storeOpts []etcdstore.Option
+	if n.embedded != nil {
+		storeOpts = append(storeOpts, etcdstore.WithLimits(etcdstore.EmbeddedLimits()))
+	}
+	st, err := etcdstore.New(n.etcd, cfg.EtcdPrefix, storeOpts...)
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}

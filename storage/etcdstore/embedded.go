@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
+
+	"github.com/rivet-go/rivet/storage"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
@@ -63,6 +65,22 @@ type EmbeddedConfig struct {
 	// QuotaBackendBytes bounds etcd's database; past it etcd refuses writes
 	// (alarm NOSPACE). Zero means 4 GiB (etcd's own default is 2 GiB).
 	QuotaBackendBytes int64
+	// MaxTxnOps bounds the operations of one transaction. Zero means
+	// EmbeddedMaxTxnOps, above etcd's default of 128: the group committer
+	// packs more actors' writes into one transaction, and so into one
+	// fsync. A node using this member must give the store the same bound
+	// (EmbeddedLimits).
+	MaxTxnOps int
+}
+
+// EmbeddedMaxTxnOps is the transaction op bound of an embedded member.
+const EmbeddedMaxTxnOps = 1024
+
+// EmbeddedLimits are the store limits that fit an embedded member.
+func EmbeddedLimits() storage.Limits {
+	l := storage.DefaultLimits()
+	l.MaxTxnOps = EmbeddedMaxTxnOps
+	return l
 }
 
 // DefaultEmbeddedConfig returns the configuration of a node that runs
@@ -106,6 +124,9 @@ func (c *EmbeddedConfig) validate() error {
 	}
 	if c.QuotaBackendBytes == 0 {
 		c.QuotaBackendBytes = d.QuotaBackendBytes
+	}
+	if c.MaxTxnOps == 0 {
+		c.MaxTxnOps = EmbeddedMaxTxnOps
 	}
 	switch c.InitialClusterState {
 	case "", embed.ClusterStateFlagNew, embed.ClusterStateFlagExisting:
@@ -152,6 +173,7 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
 		ec.AutoCompactionRetention = cfg.AutoCompactionRetention.String()
 	}
 	ec.QuotaBackendBytes = cfg.QuotaBackendBytes
+	ec.MaxTxnOps = uint(cfg.MaxTxnOps)
 	lg := zap.NewNop()
 	closing := new(atomic.Bool)
 	if cfg.Logger != nil {

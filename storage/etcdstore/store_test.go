@@ -34,17 +34,19 @@ func TestConformance(t *testing.T) {
 // believes its limits are higher than the server's.
 func TestServerLimits(t *testing.T) {
 	cli := etcdtest.StartClient(t)
-	s, err := etcdstore.New(cli, etcdstore.DefaultPrefix, etcdstore.WithLimits(storage.Limits{MaxTxnOps: 1000, MaxTxnBytes: 8 << 20}))
+	// The store's own limits are set above the server's, so that the
+	// server's refusals are what is tested.
+	s, err := etcdstore.New(cli, etcdstore.DefaultPrefix, etcdstore.WithLimits(storage.Limits{MaxTxnOps: 4 * etcdstore.EmbeddedMaxTxnOps, MaxTxnBytes: 8 << 20}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
 	var many storage.Txn
-	for i := range 129 {
+	for i := range etcdstore.EmbeddedMaxTxnOps + 1 {
 		many.Ops = append(many.Ops, storage.Put(fmt.Sprintf("k%d", i), nil))
 	}
 	for name, txn := range map[string]storage.Txn{
-		"129 ops (etcd: too many operations)":  many,
+		"1025 ops (etcd: too many operations)": many,
 		"1.6 MiB (etcd: request is too large)": {Ops: []storage.Op{storage.Put("big", make([]byte, 1600<<10))}},
 		"2.1 MiB (client: ResourceExhausted)":  {Ops: []storage.Op{storage.Put("big", make([]byte, 2100<<10))}},
 	} {
