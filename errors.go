@@ -84,6 +84,10 @@ type Error struct {
 
 func (e *Error) Error() string { return e.Message }
 
+// ErrorCode returns the error's code. Workflows record it with the message,
+// so that a step's failure keeps its code across replay.
+func (e *Error) ErrorCode() string { return e.Code }
+
 // Unwrap returns the kind, so that errors.Is(err, ErrNotFound) works.
 func (e *Error) Unwrap() error { return e.Kind }
 

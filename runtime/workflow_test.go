@@ -336,3 +336,55 @@ func TestSendWaitReturnsTheCompletion(t *testing.T) {
 		return string(inspect(t, e.host, "echoer", "e").State) == `{"seen":4}`
 	})
 }
+
+type codedState struct {
+	Code string `json:"code"`
+}
+
+// A user error's code survives the step's failure record and a replay: the
+// workflow that catches it sees the same code after a restart.
+var coded = rivet.Actor[codedState]{
+	Name: "coded",
+	Run: func(ctx *workflow.Ctx[codedState]) error {
+		_, failure, err := workflow.TryStepOpts(ctx, workflow.StepOptions{Name: "charge", MaxRetries: workflow.NoRetries},
+			func(s *workflow.StepCtx[codedState]) (int, error) {
+				return 0, rivet.UserError("card_declined", "the card was declined", nil)
+			})
+		if err != nil {
+			return err
+		}
+		var coded interface{ ErrorCode() string }
+		code := "none"
+		if failure != nil && errors.As(failure.Err, &coded) {
+			code = coded.ErrorCode()
+		}
+		if err := ctx.Sleep("pause", 200*time.Millisecond); err != nil {
+			return err
+		}
+		return ctx.Step("record", func(s *workflow.StepCtx[codedState]) error {
+			s.State.Code = code
+			return nil
+		})
+	},
+}
+
+func TestUserErrorCodeSurvivesReplay(t *testing.T) {
+	e := newEnv(t, counterReg(t, coded), func(c *runtime.Config) { c.IdleTimeout = 50 * time.Millisecond })
+	ref := runtime.Ref{Name: "coded", Key: []string{"c"}}
+	if _, _, err := e.host.GetOrCreate(ctx(t), ref, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the pause to be recorded", 10*time.Second, func() bool {
+		h, err := e.host.History(ctx(t), ref)
+		return err == nil && len(h.Entries) >= 2
+	})
+	// Restart while it sleeps: the record step runs after a replay of the
+	// failed charge, which must still carry its code.
+	e.restart()
+	waitFor(t, "the workflow to complete", 10*time.Second, func() bool {
+		return inspect(t, e.host, "coded", "c").WorkflowStatus == runtime.WorkflowCompleted
+	})
+	if st := string(inspect(t, e.host, "coded", "c").State); st != `{"code":"card_declined"}` {
+		t.Fatalf("state = %s, want the code recorded across the replay", st)
+	}
+}
