@@ -57,6 +57,9 @@ var stepper = rivet.Actor[stepperState]{
 
 var benchSteps atomic.Value
 
+// benchRun makes the actor keys of every run unique (-count reruns).
+var benchRun atomic.Int64
+
 // BenchmarkWorkflowSteps measures committed workflow steps per second on a
 // real node: (a) one workflow running steps one after another, (b) 1,000
 // workflows running steps at the same time. Each step commits its history
@@ -83,31 +86,37 @@ func BenchmarkWorkflowSteps(b *testing.B) {
 	}
 	defer c.Close()
 
-	run := func(b *testing.B, workflows, steps int) {
+	measure := func(b *testing.B, workflows, steps int) {
 		benchSteps.Store(steps)
 		total := int64(workflows * steps)
 		b.ResetTimer()
 		var elapsed time.Duration
-		for i := range b.N {
+		for range b.N {
 			stepsDone.Store(0)
-			commits0 := n.Host().Stats().Commits
+			st0 := n.Host().Stats()
 			start := time.Now()
 			// Create the workflows from 64 callers, as clients would.
 			var wg sync.WaitGroup
+			var failed atomic.Bool
 			next := atomic.Int64{}
+			run := benchRun.Add(1)
 			for range min(64, workflows) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
 					for w := next.Add(1) - 1; w < int64(workflows); w = next.Add(1) - 1 {
-						if _, err := c.Create(ctx, "stepper", []string{fmt.Sprintf("%s-%d-%d", b.Name(), i, w)}, nil); err != nil {
+						if _, err := c.Create(ctx, "stepper", []string{fmt.Sprintf("run%d-%d", run, w)}, nil); err != nil {
 							b.Error(err)
+							failed.Store(true)
 							return
 						}
 					}
 				}()
 			}
 			wg.Wait()
+			if failed.Load() {
+				b.FailNow()
+			}
 			for stepsDone.Load() < total {
 				if ctx.Err() != nil {
 					b.Fatalf("only %d of %d steps done", stepsDone.Load(), total)
@@ -116,14 +125,14 @@ func BenchmarkWorkflowSteps(b *testing.B) {
 			}
 			elapsed += time.Since(start)
 			st := n.Host().Stats()
-			b.ReportMetric(float64(st.Commits-commits0)/float64(total), "commits/step")
-			b.ReportMetric(float64(st.Commits)/float64(max(st.CommitBatches, 1)), "txns/batch")
+			b.ReportMetric(float64(st.Commits-st0.Commits)/float64(total), "commits/step")
+			b.ReportMetric(float64(st.Commits-st0.Commits)/float64(max(st.CommitBatches-st0.CommitBatches, 1)), "txns/batch")
 		}
 		b.ReportMetric(float64(total)*float64(b.N)/elapsed.Seconds(), "steps/s")
 		b.ReportMetric(0, "ns/op")
 	}
-	b.Run("one-workflow-sequential", func(b *testing.B) { run(b, 1, 2000) })
-	b.Run("1000-workflows-concurrent", func(b *testing.B) { run(b, 1000, 20) })
+	b.Run("one-workflow-sequential", func(b *testing.B) { measure(b, 1, 2000) })
+	b.Run("1000-workflows-concurrent", func(b *testing.B) { measure(b, 1000, 20) })
 	b.Run("etcd-batched-put-reference", func(b *testing.B) {
 		cli := etcdtest.StartClient(b)
 		var rate float64

@@ -13,7 +13,7 @@ import (
 // The seed's scenarios as a user runs them: a node hosting the examples,
 // with their HTTP API, driven with rivetctl only.
 func TestSeedScenariosWithRivetctl(t *testing.T) {
-	api := exampleapi.NewTestServer(map[string]int{"/users": 3, "/orders": 5, "/revenue": 7})
+	api := exampleapi.NewTestServer(map[string]int{"/users": 3, "/orders": 5, "/revenue": 7, "/invoices": 11})
 	defer api.Close()
 	n := newNode(t)
 	n.env = []string{exampleapi.EnvVar + "=" + api.URL}
@@ -45,6 +45,44 @@ func TestSeedScenariosWithRivetctl(t *testing.T) {
 	// Join: the dashboard reads the node's EXAMPLES_API_URL.
 	send("dashboardActor", "main", "refresh", `{}`)
 	waitState(t, n, "dashboardActor", "main", 15*time.Second, `{"summary":{"users":3,"orders":5,"revenue":7}}`)
+
+	// Timeouts and retries: the charge is saved.
+	send("timeoutActor", "main", "charge", `{"orderId":"o1"}`)
+	waitState(t, n, "timeoutActor", "main", 15*time.Second, `{"lastChargeId":"charge-o1"}`)
+
+	// Race: a bid sells the item before the 24 h expiry.
+	send("auctionActor", "item-123", "bids", `{"amount":100}`)
+	waitState(t, n, "auctionActor", "item-123", 15*time.Second, `{"result":"sold"}`)
+
+	// Fan-out / fan-in: 3 + 5 + 11.
+	send("fanInOutActor", "main", "refresh", `{}`)
+	waitState(t, n, "fanInOutActor", "main", 15*time.Second, `{"total":19}`)
+
+	// Child orchestration: three children, each ×3.
+	send("orchestratorActor", "main", "batch", `{"payload":2}`)
+	waitState(t, n, "orchestratorActor", "main", 15*time.Second, `{"lastTotal":18}`)
+
+	// Timeout + fallback: the primary takes 500 ms, the timeout 200 ms.
+	send("timeoutFallbackActor", "main", "request", `{}`)
+	waitState(t, n, "timeoutFallbackActor", "main", 15*time.Second, `{"lastSource":"fallback","lastValue":"fallback"}`)
+
+	// Poll + backoff: healthy at the third attempt, backoff reset.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		out, _, code := n.rivetctl("call", "pollBackoffActor", "main", "getState")
+		var st struct {
+			Attempts  int
+			BackoffMs int
+			Status    string
+		}
+		if code == 0 && json.Unmarshal([]byte(out), &st) == nil && st.Attempts >= 3 && st.Status == "healthy" && st.BackoffMs == 100 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pollBackoffActor did not become healthy: %s", out)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 
 	if err := n.stop(); err != nil {
 		t.Fatalf("SIGTERM: %v\n%s", err, n.log())
