@@ -173,6 +173,9 @@ func (a *activation) load(ctx context.Context, create bool, input json.RawMessag
 			a.state, a.stateBytes, a.meta = st, snap.state, snap.meta
 			a.nextSeq, a.depth = snap.nextSeq, snap.depth
 			a.wf.msgs = snap.msgs
+			for _, m := range snap.msgs {
+				a.wf.countPending(m.queue, 1)
+			}
 			if a.spec.Run != nil {
 				return a.loadWorkflow(ctx)
 			}
@@ -286,14 +289,16 @@ func (a *activation) currentVersion() uint64 {
 func (a *activation) waitCommitted(ctx context.Context, v uint64) error {
 	for {
 		a.mu.Lock()
+		// Committed first: a write that is durable is reported so even if
+		// a later one failed, or the caller would retry and apply it twice.
+		if a.committed >= v {
+			a.mu.Unlock()
+			return nil
+		}
 		if a.failed != nil {
 			err := a.failedErr()
 			a.mu.Unlock()
 			return err
-		}
-		if a.committed >= v {
-			a.mu.Unlock()
-			return nil
 		}
 		ch := a.advanced
 		a.mu.Unlock()
@@ -351,8 +356,8 @@ func (a *activation) flushLoop() {
 // returns the ops, the version they cover and how many groups they hold. It
 // always takes the first group: each group alone is within limits.
 func packGroups(groups []writeGroup, l storage.Limits) ([]storage.Op, uint64, int) {
-	maxOps := l.MaxTxnOps - 8 // room for the fence compare and conds
-	maxBytes := l.MaxTxnBytes
+	maxOps := l.MaxTxnOps - 8       // room for the fence compare and conds
+	maxBytes := l.MaxTxnBytes - 256 // room for the fence compare and its read
 	index := map[string]int{}
 	var ops []storage.Op
 	size := 0

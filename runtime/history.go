@@ -71,7 +71,15 @@ func (h *Host) History(ctx context.Context, ref Ref) (History, error) {
 	h.mu.Lock()
 	a := h.actors[ref.Name+"/"+enc]
 	h.mu.Unlock()
-	if a != nil && a.loadErr == nil {
+	loaded := false
+	if a != nil {
+		select {
+		case <-a.ready:
+			loaded = a.loadErr == nil
+		default: // still loading: what storage says is the truth
+		}
+	}
+	if loaded {
 		out.WorkflowStatus = a.workflowStatus().Status
 	} else if out.WorkflowStatus == "" {
 		out.WorkflowStatus = WorkflowSleeping

@@ -43,6 +43,9 @@ type Host struct {
 	// giving up does not abandon a commit other callers wait for.
 	baseCtx    context.Context
 	cancelBase context.CancelFunc
+	// wfCtx is the parent of every workflow run; Stop cancels it first.
+	wfCtx    context.Context
+	cancelWf context.CancelFunc
 
 	mu       sync.Mutex
 	actors   map[string]*activation
@@ -67,9 +70,10 @@ func New(cfg Config, reg *rivet.Registry, store storage.Store, commit Committer,
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	wfCtx, cancelWf := context.WithCancel(ctx)
 	h := &Host{
 		cfg: cfg, reg: reg, store: store, commit: commit, own: own, log: cfg.Logger,
-		baseCtx: ctx, cancelBase: cancel,
+		baseCtx: ctx, cancelBase: cancel, wfCtx: wfCtx, cancelWf: cancelWf,
 		actors: map[string]*activation{},
 		stopCh: make(chan struct{}),
 		timers: newTimers(),
@@ -114,7 +118,19 @@ func (h *Host) Stop(ctx context.Context) error {
 
 	// Stop the workflows first: each records when it must run again (on
 	// this node's next start, or on the partition's next owner), and
-	// senders waiting for their completions are told to come back.
+	// senders waiting for their completions are told to come back. No run
+	// starts once stopping is set (startWorkflow checks it).
+	h.cancelWf()
+	var err error
+	wfDone := make(chan struct{})
+	go func() { h.workflows.Wait(); close(wfDone) }()
+	select {
+	case <-wfDone:
+	case <-ctx.Done():
+		err = ctx.Err()
+		h.cancelBase() // their last commits give up
+		<-wfDone
+	}
 	h.mu.Lock()
 	acts := make([]*activation, 0, len(h.actors))
 	for _, a := range h.actors {
@@ -122,13 +138,8 @@ func (h *Host) Stop(ctx context.Context) error {
 	}
 	h.mu.Unlock()
 	for _, a := range acts {
-		a.cancelWorkflow()
-	}
-	h.workflows.Wait()
-	for _, a := range acts {
 		a.failWaiters()
 	}
-	var err error
 	select {
 	case <-drained:
 	case <-ctx.Done():
@@ -272,6 +283,9 @@ func (h *Host) evict(a *activation) {
 	a.cancelWorkflow()
 	h.remove(a)
 }
+
+// errDestroyed fails the writes of an activation whose actor was destroyed.
+var errDestroyed = errors.New("actor destroyed")
 
 // evictAll drops every activation, when the node's claims are lost.
 func (h *Host) evictAll() {
@@ -495,7 +509,7 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 		ops := []storage.Op{storage.Put(queueKey(a.prefix, seq, req.Queue), msg)}
 		if sp.Run != nil {
 			a.mu.Lock()
-			if a.wf.wakeAt == 0 && wfst.Status != WorkflowCompleted && wfst.Status != WorkflowFailed {
+			if (a.wf.wakeAt == 0 || a.wf.wakeAt > now.UnixMilli()) && wfst.Status != WorkflowCompleted && wfst.Status != WorkflowFailed {
 				// The workflow waits for messages only: make sure a new
 				// owner runs it if this node dies before it takes this one.
 				wb, _ := json.Marshal(wakeupRecord{At: now.UnixMilli()})
@@ -507,15 +521,27 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 		if req.Wait {
 			completion = make(chan json.RawMessage, 1)
 			a.wf.notifyMu.Lock()
-			if a.wf.completions == nil {
-				a.wf.completions = map[uint64]chan json.RawMessage{}
+			closed := a.wf.closed
+			if !closed {
+				if a.wf.completions == nil {
+					a.wf.completions = map[uint64]chan json.RawMessage{}
+				}
+				a.wf.completions[seq] = completion
 			}
-			a.wf.completions[seq] = completion
 			a.wf.notifyMu.Unlock()
+			if closed {
+				return rivet.Errorf(rivet.ErrWorkflowFailed, "%s has no running workflow to complete the message", a.describe())
+			}
 		}
 		if _, err := a.enqueue(ops...); err != nil {
+			if completion != nil {
+				a.wf.notifyMu.Lock()
+				delete(a.wf.completions, seq)
+				a.wf.notifyMu.Unlock()
+			}
 			return err
 		}
+		a.wf.countPending(req.Queue, 1)
 		a.nextSeq++
 		a.depth[req.Queue]++
 		a.wf.msgs = append(a.wf.msgs, msgRef{seq: seq, queue: req.Queue, body: body, at: now})
@@ -543,7 +569,7 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 	select {
 	case resp, ok := <-completion:
 		if !ok {
-			if h.isStopping() {
+			if h.isStopping() || act.stopped.Load() {
 				return res, rivet.Errorf(rivet.ErrUnavailable, "node %s is stopping; message %d stays queued for the workflow", h.cfg.NodeID, seq)
 			}
 			st := act.workflowStatus()
@@ -699,10 +725,22 @@ func (h *Host) Destroy(ctx context.Context, ref Ref) error {
 		return err
 	}
 	_, _, err = h.turn(ctx, ref, sp, false, nil, h.newChain(), func(a *activation) error {
-		// Every earlier write must land before the delete, never after it.
+		// The workflow stops first (its last writes are in the pipeline
+		// then), and every earlier write must land before the delete,
+		// never after it.
+		a.stopWorkflow()
 		if err := a.waitCommitted(ctx, a.currentVersion()); err != nil {
 			return err
 		}
+		// From here on this activation writes nothing: a late write would
+		// land after the delete and resurrect part of the actor.
+		a.mu.Lock()
+		if a.failed == nil {
+			a.failed = errDestroyed
+		}
+		a.mu.Unlock()
+		h.timers.cancel(a.id)
+		a.failWaiters()
 		err := h.commit.Commit(ctx, storage.Txn{Fence: a.fence, Ops: []storage.Op{
 			storage.DeletePrefix(a.prefix),
 			storage.Delete(storage.IndexKey(a.ref.Name, a.enc)),
@@ -880,13 +918,18 @@ func (h *Host) tryDeactivate(a *activation) {
 		return
 	}
 	defer a.gate.release()
+	// A turn may have run between the reaper's look and the gate.
+	if time.Since(time.Unix(0, a.lastTurn.Load())) <= idle || !a.idleWorkflow(idle) {
+		return
+	}
 	// The workflow waits for a message or a far time: stop it; it records
-	// its wakeup before it returns.
+	// its wakeup before it returns. Then let every write land, so that a
+	// new activation reads them.
 	a.stopWorkflow()
-	a.mu.Lock()
-	pending := a.flushing || len(a.groups) > 0
-	a.mu.Unlock()
-	if pending {
+	ctx, cancel := context.WithTimeout(h.baseCtx, 30*time.Second)
+	defer cancel()
+	if err := a.waitCommitted(ctx, a.currentVersion()); err != nil {
+		h.evict(a)
 		return
 	}
 	a.stopped.Store(true)

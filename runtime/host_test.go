@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -34,7 +35,7 @@ func TestMain(m *testing.M) {
 // the same store, as a node restarted after a crash would.
 type env struct {
 	t     *testing.T
-	store storage.Store
+	store *faultStore
 	reg   *rivet.Registry
 	cfg   runtime.Config
 	host  *runtime.Host
@@ -44,13 +45,47 @@ type env struct {
 
 const testPartitions = 16
 
+// faultStore injects transient storage errors into a real store.
+type faultStore struct {
+	storage.Store
+	failGetSub atomic.Value // string: the next Get of a key containing it fails
+	failCommit atomic.Int64 // this many next Commits fail
+	// failCommitSub: the next Commit writing a key containing it fails.
+	failCommitSub atomic.Value
+}
+
+func (s *faultStore) Get(ctx context.Context, key string) (storage.KV, error) {
+	if v, _ := s.failGetSub.Load().(string); v != "" && strings.Contains(key, v) {
+		s.failGetSub.Store("")
+		return storage.KV{}, errors.New("injected transient read error")
+	}
+	return s.Store.Get(ctx, key)
+}
+
+func (s *faultStore) Commit(ctx context.Context, txns ...storage.Txn) error {
+	if s.failCommit.Add(-1) >= 0 {
+		return errors.New("injected: etcdserver: leader changed")
+	}
+	if v, _ := s.failCommitSub.Load().(string); v != "" {
+		for _, txn := range txns {
+			for _, op := range txn.Ops {
+				if strings.Contains(op.Key, v) && s.failCommitSub.CompareAndSwap(v, "") {
+					return errors.New("injected: etcdserver: leader changed")
+				}
+			}
+		}
+	}
+	return s.Store.Commit(ctx, txns...)
+}
+
 func newEnv(t *testing.T, reg *rivet.Registry, mutate func(*runtime.Config)) *env {
 	t.Helper()
 	cli := etcdtest.StartClient(t)
-	st, err := etcdstore.New(cli, "/test/")
+	es, err := etcdstore.New(cli, "/test/")
 	if err != nil {
 		t.Fatal(err)
 	}
+	st := &faultStore{Store: es}
 	cfg := runtime.DefaultConfig()
 	cfg.NodeID = "n1"
 	cfg.Partitions = testPartitions

@@ -65,8 +65,13 @@ type wfState struct {
 	notify   chan struct{}
 
 	// completions are the senders waiting for a message's completion,
-	// guarded by notifyMu.
+	// guarded by notifyMu; closed is set (under notifyMu) once no run of
+	// this activation will complete anything any more.
 	completions map[uint64]chan json.RawMessage
+	closed      bool
+	// pending counts the queued messages per queue, guarded by
+	// notifyMu, for decisions made outside turns (yieldWorkflow).
+	pending map[string]int
 
 	runner *wfRunner // nil when not running
 }
@@ -149,11 +154,20 @@ func (a *activation) startWorkflow(history []workflow.Entry) {
 	if a.wf.runner != nil || a.wf.status.Status == WorkflowCompleted || a.wf.status.Status == WorkflowFailed {
 		return
 	}
-	ctx, cancel := context.WithCancel(a.h.baseCtx)
+	// Adding to the WaitGroup under h.mu, after checking stopping, keeps
+	// Stop's Wait from racing a late start.
+	h := a.h
+	h.mu.Lock()
+	if h.stopping {
+		h.mu.Unlock()
+		return
+	}
+	h.workflows.Add(1)
+	h.mu.Unlock()
+	ctx, cancel := context.WithCancel(h.wfCtx)
 	r := &wfRunner{cancel: cancel, done: make(chan struct{})}
 	a.wf.runner = r
 	a.wf.status.Status = WorkflowRunning
-	a.h.workflows.Add(1)
 	go a.runWorkflow(ctx, r, history)
 }
 
@@ -181,6 +195,15 @@ func (a *activation) runWorkflow(ctx context.Context, r *wfRunner, history []wor
 		a.h.log.Warn("workflow failed", actorField(a), zap.Error(out.Err))
 		a.finishWorkflow(workflowStatus{Status: WorkflowFailed, Error: out.Err.Error()})
 	case workflow.RunYielded:
+		if ctx.Err() == nil {
+			// A host error stopped the run (a failed commit or read), not
+			// a deactivation: this memory may be behind storage. Drop it
+			// and run the workflow again from storage soon.
+			a.h.log.Warn("workflow stopped by a storage error: retrying from storage", actorField(a), zap.Error(out.Err))
+			a.h.evict(a)
+			a.h.timers.schedule(a.ref, a.id, time.Now().Add(time.Second))
+			return
+		}
 		a.yieldWorkflow(out.Wake)
 	}
 }
@@ -214,6 +237,7 @@ func (a *activation) finishWorkflow(st workflowStatus) {
 func (a *activation) failWaiters() {
 	a.wf.notifyMu.Lock()
 	defer a.wf.notifyMu.Unlock()
+	a.wf.closed = true
 	for id, ch := range a.wf.completions {
 		close(ch)
 		delete(a.wf.completions, id)
@@ -227,6 +251,11 @@ func (a *activation) yieldWorkflow(w workflow.Wake) {
 	if !w.At.IsZero() {
 		at = w.At.UnixMilli()
 	}
+	// A message it waits for may have arrived after it last looked: then
+	// it must run again now, not at its next deadline.
+	if a.hasPendingFor(w) {
+		at = time.Now().UnixMilli()
+	}
 	b, _ := json.Marshal(wakeupRecord{At: at})
 	ctx, cancel := context.WithTimeout(a.h.baseCtx, 10*time.Second)
 	defer cancel()
@@ -235,8 +264,12 @@ func (a *activation) yieldWorkflow(w workflow.Wake) {
 		err = a.waitCommitted(ctx, v)
 	}
 	if err != nil {
-		// The record keeps its older, earlier time: waking too early is
-		// harmless (the workflow waits again).
+		// The record keeps its older time, and this node retries from
+		// storage soon (waking early is harmless: the workflow waits
+		// again). If the partition moved, the new owner has the record.
+		if !a.h.isStopping() {
+			a.h.timers.schedule(a.ref, a.id, time.Now().Add(time.Second))
+		}
 		return
 	}
 	a.mu.Lock()
@@ -270,6 +303,9 @@ func (w *wfHost) turn(ctx context.Context, chain string, fn func() ([]storage.Op
 		return fmt.Errorf("%w: actor deactivated", workflow.ErrEvicted)
 	}
 	ops, err := a.h.runWorkflowTurn(a, fn)
+	if err == nil && len(ops) > 0 {
+		err = checkLimits(a, ops)
+	}
 	var v uint64
 	if err == nil && len(ops) > 0 {
 		v, err = a.enqueue(ops...)
@@ -344,11 +380,55 @@ func (w *wfHost) Commit(ctx context.Context, writes []workflow.HistoryWrite) err
 	if len(ops) == 0 {
 		return nil
 	}
+	if err := checkLimits(w.a, ops); err != nil {
+		return err
+	}
 	v, err := w.a.enqueue(ops...)
 	if err != nil {
 		return fmt.Errorf("%w: %v", workflow.ErrEvicted, err)
 	}
 	return w.wait(ctx, v)
+}
+
+// checkLimits refuses a workflow write that no store transaction can hold.
+// The error does not wrap ErrEvicted: the workflow fails, visibly, instead
+// of replaying into the same wall after every activation.
+func checkLimits(a *activation, ops []storage.Op) error {
+	txn := storage.Txn{Fence: a.fence, Ops: ops}
+	if err := a.h.store.Limits().Check(txn); err != nil {
+		return rivet.Errorf(rivet.ErrTooLarge, "a workflow write of %s is too large for one transaction: %v", a.describe(), err)
+	}
+	return nil
+}
+
+// hasPendingFor reports whether a queued message would wake w.
+func (a *activation) hasPendingFor(w workflow.Wake) bool {
+	a.wf.notifyMu.Lock()
+	defer a.wf.notifyMu.Unlock()
+	for q, n := range a.wf.pending {
+		if n <= 0 {
+			continue
+		}
+		if w.AnyQueue {
+			return true
+		}
+		for _, wq := range w.Queues {
+			if wq == q {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// countPending adds d to the pending count of queue.
+func (w *wfState) countPending(queue string, d int) {
+	w.notifyMu.Lock()
+	if w.pending == nil {
+		w.pending = map[string]int{}
+	}
+	w.pending[queue] += d
+	w.notifyMu.Unlock()
 }
 
 func (w *wfHost) Receive(ctx context.Context, names []string, max int, record func(msgs []workflow.RawMessage) []workflow.HistoryWrite) ([]workflow.RawMessage, error) {
@@ -360,12 +440,23 @@ func (w *wfHost) Receive(ctx context.Context, names []string, max int, record fu
 		for _, n := range names {
 			want[n] = true
 		}
+		// One receive is one transaction: take no more messages than it
+		// can hold (a delete and a recorded copy each); the rest wait for
+		// the next receive.
+		l := a.h.store.Limits()
+		maxTake := min(max, (l.MaxTxnOps-16)/2)
+		budget := l.MaxTxnBytes/2 - 4096
 		var picked []int
 		for i, m := range a.wf.msgs {
-			if len(picked) == max {
+			if len(picked) >= maxTake {
 				break
 			}
 			if len(names) == 0 || want[m.queue] {
+				if m.body != nil {
+					if budget -= 2*len(m.body) + 128; budget < 0 && len(picked) > 0 {
+						break
+					}
+				}
 				picked = append(picked, i)
 			}
 		}
@@ -399,6 +490,7 @@ func (w *wfHost) Receive(ctx context.Context, names []string, max int, record fu
 		for k := len(picked) - 1; k >= 0; k-- {
 			i := picked[k]
 			a.depth[a.wf.msgs[i].queue]--
+			a.wf.countPending(a.wf.msgs[i].queue, -1)
 			a.wf.msgs = append(a.wf.msgs[:i], a.wf.msgs[i+1:]...)
 		}
 		return append(ops, hops...), nil
@@ -449,6 +541,12 @@ func (a *activation) idleWorkflow(idle time.Duration) bool {
 	a.mu.Unlock()
 	if r == nil {
 		return true
+	}
+	a.wf.notifyMu.Lock()
+	waiters := len(a.wf.completions)
+	a.wf.notifyMu.Unlock()
+	if waiters > 0 {
+		return false
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/placement"
 	"github.com/rivet-go/rivet/runtime"
 	"github.com/rivet-go/rivet/storage"
 	"github.com/rivet-go/rivet/workflow"
@@ -386,5 +387,147 @@ func TestUserErrorCodeSurvivesReplay(t *testing.T) {
 	})
 	if st := string(inspect(t, e.host, "coded", "c").State); st != `{"code":"card_declined"}` {
 		t.Fatalf("state = %s, want the code recorded across the replay", st)
+	}
+}
+
+// Destroy of an actor whose workflow sleeps removes everything of it: its
+// state, history, index entry and wakeup record. Nothing written later by
+// the stopped workflow brings any of it back.
+func TestDestroyOfASleepingWorkflowLeavesNothing(t *testing.T) {
+	e := newEnv(t, counterReg(t, sleeper), nil)
+	ref := runtime.Ref{Name: "sleeper", Key: []string{"gone"}}
+	if _, _, err := e.host.GetOrCreate(ctx(t), ref, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the sleep to be recorded", 10*time.Second, func() bool {
+		h, err := e.host.History(ctx(t), ref)
+		return err == nil && len(h.Entries) == 1
+	})
+	if err := e.host.Destroy(ctx(t), ref); err != nil {
+		t.Fatal(err)
+	}
+	e.stop() // every pending write lands
+	kvs, err := e.store.List(context.Background(), "", storage.ListOptions{KeysOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range kvs {
+		if strings.Contains(kv.Key, "sleeper") {
+			t.Errorf("left behind after Destroy: %s", kv.Key)
+		}
+	}
+}
+
+type tickState struct {
+	Seen int `json:"seen"`
+}
+
+var ticker = rivet.Actor[tickState]{
+	Name:   "ticker",
+	Queues: rivet.Queues{"tick": rivet.QueueOf[int]()},
+	Run: func(ctx *workflow.Ctx[tickState]) error {
+		return ctx.Loop("serve", func(lc *workflow.Ctx[tickState]) error {
+			if _, err := workflow.Next[int](lc, "wait-tick"); err != nil {
+				return err
+			}
+			return lc.Step("count", func(s *workflow.StepCtx[tickState]) error {
+				s.State.Seen++
+				return nil
+			})
+		})
+	},
+}
+
+func seen(t *testing.T, e *env, key string) int {
+	var st tickState
+	_ = json.Unmarshal(inspect(t, e.host, "ticker", key).State, &st)
+	return st.Seen
+}
+
+func tick(t *testing.T, e *env, key string) {
+	t.Helper()
+	if _, err := e.host.Send(ctx(t), runtime.SendRequest{Ref: runtime.Ref{Name: "ticker", Key: []string{key}}, Queue: "tick", Body: json.RawMessage(`1`), CreateIfMissing: true}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// One failed commit of the workflow stops its run, not the workflow: with
+// no further request to wake it, it runs again from storage and takes the
+// message.
+func TestWorkflowResumesAfterATransientCommitError(t *testing.T) {
+	e := newEnv(t, counterReg(t, ticker), nil)
+	tick(t, e, "c")
+	waitFor(t, "the first tick", 10*time.Second, func() bool { return seen(t, e, "c") == 1 })
+	e.store.failCommitSub.Store("wf/serve/~1/count")
+	tick(t, e, "c")
+	waitFor(t, "the tick whose receive failed to commit", 15*time.Second, func() bool { return seen(t, e, "c") == 2 })
+}
+
+// One failed read of a queued message does not strand it: a message queued
+// while the node was down is read from storage, the read fails once, and
+// with no request to wake it the workflow still takes it.
+func TestQueuedMessageSurvivesATransientReadError(t *testing.T) {
+	e := newEnv(t, counterReg(t, ticker), nil)
+	tick(t, e, "r")
+	waitFor(t, "the first tick", 10*time.Second, func() bool { return seen(t, e, "r") == 1 })
+	e.stop()
+	enc := storage.EncodeKey([]string{"r"})
+	prefix := storage.ActorPrefix(placement.Partition("ticker", enc, testPartitions), "ticker", enc)
+	msg := fmt.Sprintf(`{"body":1,"created_at":%d}`, time.Now().UnixMilli())
+	if err := e.store.Store.Commit(ctx(t), storage.Txn{Ops: []storage.Op{storage.Put(fmt.Sprintf("%sq/%020d/tick", prefix, 100), []byte(msg))}}); err != nil {
+		t.Fatal(err)
+	}
+	e.store.failGetSub.Store("/q/")
+	e.start()
+	waitFor(t, "the message queued while the node was down", 15*time.Second, func() bool { return seen(t, e, "r") == 2 })
+}
+
+type batchState struct {
+	Taken []int `json:"taken"`
+}
+
+// A batch receive asking for more messages than one transaction holds takes
+// what fits, and the rest on the next receive; nothing wedges.
+func TestBatchReceiveLargerThanATransaction(t *testing.T) {
+	batcher := rivet.Actor[batchState]{
+		Name:   "batcher",
+		Queues: rivet.Queues{"q": rivet.QueueOf[int]()},
+		Run: func(ctx *workflow.Ctx[batchState]) error {
+			if err := ctx.Sleep("let-them-queue", 300*time.Millisecond); err != nil {
+				return err
+			}
+			return ctx.Loop("take", func(lc *workflow.Ctx[batchState]) error {
+				ms, err := workflow.NextBatch[int](lc, "batch", workflow.NextOptions{Count: 500, Timeout: time.Second})
+				if err != nil {
+					return err
+				}
+				if len(ms) == 0 {
+					return workflow.Break
+				}
+				return lc.Step("count", func(s *workflow.StepCtx[batchState]) error {
+					s.State.Taken = append(s.State.Taken, len(ms))
+					return nil
+				})
+			})
+		},
+	}
+	e := newEnv(t, counterReg(t, batcher), nil)
+	ref := runtime.Ref{Name: "batcher", Key: []string{"b"}}
+	for range 200 {
+		if _, err := e.host.Send(ctx(t), runtime.SendRequest{Ref: ref, Queue: "q", Body: json.RawMessage(`1`), CreateIfMissing: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "the workflow to take every message", 30*time.Second, func() bool {
+		return inspect(t, e.host, "batcher", "b").WorkflowStatus == runtime.WorkflowCompleted
+	})
+	var st batchState
+	_ = json.Unmarshal(inspect(t, e.host, "batcher", "b").State, &st)
+	total := 0
+	for _, n := range st.Taken {
+		total += n
+	}
+	if total != 200 || len(st.Taken) < 2 {
+		t.Fatalf("batches taken %v (total %d), want all 200 over several receives", st.Taken, total)
 	}
 }
