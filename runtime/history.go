@@ -119,6 +119,11 @@ func (h *Host) RetryWorkflow(ctx context.Context, ref Ref, from string) (int, er
 	removed := 0
 	_, _, err = h.turn(ctx, ref, sp, false, nil, h.newChain(), func(a *activation) error {
 		st := a.workflowStatus()
+		if st.Status == WorkflowFailed || st.Status == WorkflowCompleted {
+			// The ended run may still be tidying up: wait for it, or the
+			// new run would not start.
+			a.stopWorkflow()
+		}
 		if st.Status != WorkflowFailed && st.Status != WorkflowCompleted {
 			return rivet.Errorf(rivet.ErrWorkflowFailed, "the workflow of %s is %s: only a failed or completed workflow can be retried", a.describe(), orNone(st.Status))
 		}

@@ -302,6 +302,12 @@ func (w *wfHost) turn(ctx context.Context, chain string, fn func() ([]storage.Op
 		a.gate.release()
 		return fmt.Errorf("%w: actor deactivated", workflow.ErrEvicted)
 	}
+	if err := ctx.Err(); err != nil {
+		// The gate's fast path does not look at ctx: a run stopped while
+		// it waited must not run its step.
+		a.gate.release()
+		return fmt.Errorf("%w: %v", workflow.ErrEvicted, err)
+	}
 	ops, err := a.h.runWorkflowTurn(a, fn)
 	if err == nil && len(ops) > 0 {
 		err = checkLimits(a, ops)
@@ -350,6 +356,9 @@ func (w *wfHost) RunStep(ctx context.Context, ephemeral bool, fn func(env workfl
 	return w.turn(ctx, chain, func() ([]storage.Op, error) {
 		writes := fn(workflow.StepEnv{State: a.state, Client: &hostClient{h: a.h, chain: chain, from: a}})
 		if len(writes) == 0 {
+			// Abandoned attempt: its state changes are not committed, so
+			// memory goes back to what is durable.
+			a.restoreState()
 			return nil, nil
 		}
 		ops, err := historyOps(a.prefix, writes)
@@ -358,9 +367,13 @@ func (w *wfHost) RunStep(ctx context.Context, ephemeral bool, fn func(env workfl
 		}
 		b, err := json.Marshal(a.state)
 		if err != nil {
+			a.restoreState()
 			return nil, fmt.Errorf("state of %s does not marshal to JSON: %w", a.describe(), err)
 		}
 		if len(b) > a.h.cfg.MaxStateBytes {
+			// Memory goes back to what is durable, so that actions do not
+			// read a change that was never committed.
+			a.restoreState()
 			return nil, rivet.Errorf(rivet.ErrTooLarge, "state of %s would be %d bytes, the limit is %d", a.describe(), len(b), a.h.cfg.MaxStateBytes)
 		}
 		if string(b) != string(a.stateBytes) {
