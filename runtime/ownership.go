@@ -117,7 +117,7 @@ func (o *Ownership) Run(ctx context.Context) error {
 			return nil
 		}
 		o.log.Error("lease lost: dropping every partition claim", zap.Error(err))
-		parts := o.drop()
+		parts := o.drop(true)
 		backoff := 100 * time.Millisecond
 		for {
 			if err := o.Establish(ctx, parts); err == nil {
@@ -143,8 +143,9 @@ func (o *Ownership) Run(ctx context.Context) error {
 	}
 }
 
-// drop forgets every claim and returns their partitions.
-func (o *Ownership) drop() []uint32 {
+// drop forgets every claim and returns their partitions; if lost, the
+// OnLost callbacks run.
+func (o *Ownership) drop(lost bool) []uint32 {
 	o.mu.Lock()
 	parts := make([]uint32, 0, len(o.claims))
 	for p := range o.claims {
@@ -152,7 +153,10 @@ func (o *Ownership) drop() []uint32 {
 	}
 	o.claims = map[uint32]storage.Claim{}
 	o.lease = 0
-	fns := append([]func(){}, o.onLost...)
+	var fns []func()
+	if lost {
+		fns = append(fns, o.onLost...)
+	}
 	o.mu.Unlock()
 	for _, fn := range fns {
 		fn()
@@ -165,7 +169,7 @@ func (o *Ownership) drop() []uint32 {
 // waiting for the TTL. For a clean shutdown, after the last write.
 func (o *Ownership) Resign(ctx context.Context) error {
 	lease := o.currentLease()
-	o.drop()
+	o.drop(false) // the host has stopped: nothing to evict
 	if lease == 0 {
 		return nil
 	}
