@@ -420,10 +420,14 @@ func (c *Committer) finish(r *request, err error) {
 // requests can be removed again.
 type keySet struct {
 	writes, reads, prefixes map[string]int
+	// plens counts the prefixes by length, so that underPrefix looks up
+	// a key's own prefixes of those lengths instead of scanning every
+	// prefix (a node with many workflows pruning holds thousands).
+	plens map[int]int
 }
 
 func newKeySet() keySet {
-	return keySet{writes: map[string]int{}, reads: map[string]int{}, prefixes: map[string]int{}}
+	return keySet{writes: map[string]int{}, reads: map[string]int{}, prefixes: map[string]int{}, plens: map[int]int{}}
 }
 
 func (s *keySet) add(r *request) {
@@ -435,6 +439,7 @@ func (s *keySet) add(r *request) {
 	}
 	for _, k := range r.prefixes {
 		s.prefixes[k]++
+		s.plens[len(k)]++
 	}
 }
 
@@ -452,13 +457,16 @@ func (s *keySet) remove(r *request) {
 	}
 	for _, k := range r.prefixes {
 		dec(s.prefixes, k)
+		if s.plens[len(k)]--; s.plens[len(k)] <= 0 {
+			delete(s.plens, len(k))
+		}
 	}
 }
 
 // underPrefix reports whether k falls under one of s's prefix deletes.
 func (s *keySet) underPrefix(k string) bool {
-	for p := range s.prefixes {
-		if strings.HasPrefix(k, p) {
+	for n := range s.plens {
+		if n <= len(k) && s.prefixes[k[:n]] > 0 {
 			return true
 		}
 	}
