@@ -516,3 +516,60 @@ func TestStateOverItsLimitIsRefusedAndDiscarded(t *testing.T) {
 		t.Fatalf("after restart blob is %d bytes, want 1001", n)
 	}
 }
+
+type greeterState struct {
+	Greeting string `json:"greeting"`
+}
+
+// greeter makes its initial state from the create input.
+var greeter = rivet.Actor[greeterState]{
+	Name: "greeter",
+	CreateState: func(input json.RawMessage) (greeterState, error) {
+		var in struct {
+			Name string `json:"name"`
+		}
+		if len(input) > 0 {
+			if err := json.Unmarshal(input, &in); err != nil {
+				return greeterState{}, err
+			}
+		}
+		if in.Name == "" {
+			in.Name = "world"
+		}
+		return greeterState{Greeting: "hello " + in.Name}, nil
+	},
+}
+
+func TestInitialStateFromCreateInput(t *testing.T) {
+	e := newEnv(t, counterReg(t, greeter), nil)
+	state := func(key string) string {
+		return string(inspect(t, e.host, "greeter", key).State)
+	}
+	if _, err := e.host.Create(ctx(t), runtime.Ref{Name: "greeter", Key: []string{"a"}}, json.RawMessage(`{"name":"ada"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if got := state("a"); got != `{"greeting":"hello ada"}` {
+		t.Fatalf("state from input = %s", got)
+	}
+	// The input is used only by the call that creates the actor.
+	if _, created, err := e.host.GetOrCreate(ctx(t), runtime.Ref{Name: "greeter", Key: []string{"a"}}, json.RawMessage(`{"name":"bob"}`)); err != nil || created {
+		t.Fatalf("GetOrCreate of an existing actor: created=%v, %v", created, err)
+	}
+	if got := state("a"); got != `{"greeting":"hello ada"}` {
+		t.Fatalf("an existing actor's state changed to %s", got)
+	}
+	if _, _, err := e.host.GetOrCreate(ctx(t), runtime.Ref{Name: "greeter", Key: []string{"b"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := state("b"); got != `{"greeting":"hello world"}` {
+		t.Fatalf("state without input = %s", got)
+	}
+	// An input the actor cannot use is refused, and nothing is created.
+	_, err := e.host.Create(ctx(t), runtime.Ref{Name: "greeter", Key: []string{"c"}}, json.RawMessage(`{"name":5}`))
+	if !errors.Is(err, rivet.ErrInvalidArgument) {
+		t.Fatalf("bad input: %v, want ErrInvalidArgument", err)
+	}
+	if _, err := e.host.Get(ctx(t), runtime.Ref{Name: "greeter", Key: []string{"c"}}); !errors.Is(err, rivet.ErrNotFound) {
+		t.Fatalf("a refused create left an actor: %v", err)
+	}
+}
