@@ -8,6 +8,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -56,6 +57,9 @@ func run(args []string) error {
 	str(fs, &logFormat, "log-format", "console", "console or json")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if len(envErrs) > 0 {
+		return errors.Join(envErrs...)
 	}
 	if etcdEndpoints != "" {
 		for _, e := range strings.Split(etcdEndpoints, ",") {
@@ -112,10 +116,20 @@ func str(fs *flag.FlagSet, p *string, name, def, usage string) {
 	fs.StringVar(p, name, def, usage+" ["+envName(name)+"]")
 }
 
+// envErrs collects environment values that do not parse: the node refuses
+// to start rather than silently use a default.
+var envErrs []error
+
+func badEnv(name, v string, err error) {
+	envErrs = append(envErrs, fmt.Errorf("%s=%q: %w", envName(name), v, err))
+}
+
 func u32(fs *flag.FlagSet, p *uint32, name string, def uint32, usage string) {
 	if v, ok := os.LookupEnv(envName(name)); ok {
 		if n, err := strconv.ParseUint(v, 10, 32); err == nil {
 			def = uint32(n)
+		} else {
+			badEnv(name, v, err)
 		}
 	}
 	fs.Func(name, fmt.Sprintf("%s (default %d) [%s]", usage, def, envName(name)), func(s string) error {
@@ -130,6 +144,8 @@ func dur(fs *flag.FlagSet, p *time.Duration, name string, def time.Duration, usa
 	if v, ok := os.LookupEnv(envName(name)); ok {
 		if d, err := time.ParseDuration(v); err == nil {
 			def = d
+		} else {
+			badEnv(name, v, err)
 		}
 	}
 	fs.DurationVar(p, name, def, usage+" ["+envName(name)+"]")
@@ -139,6 +155,8 @@ func boolean(fs *flag.FlagSet, p *bool, name string, def bool, usage string) {
 	if v, ok := os.LookupEnv(envName(name)); ok {
 		if b, err := strconv.ParseBool(v); err == nil {
 			def = b
+		} else {
+			badEnv(name, v, err)
 		}
 	}
 	fs.BoolVar(p, name, def, usage+" ["+envName(name)+"]")
