@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/caller"
 	"github.com/rivet-go/rivet/storage"
 	"github.com/rivet-go/rivet/workflow"
 	"go.uber.org/zap"
@@ -515,6 +516,13 @@ func (w *wfHost) Receive(ctx context.Context, names []string, max int, record fu
 }
 
 func (w *wfHost) MessageNotify() <-chan struct{} { return w.a.wf.messageNotify() }
+
+// Client is for Do steps, which hold no turn: each call starts a chain of
+// its own. Outgoing calls still wait for the actor's pending writes.
+func (w *wfHost) Client() caller.Client {
+	w.active()
+	return &hostClient{h: w.a.h, chain: w.a.h.newChain(), from: w.a}
+}
 
 func (w *wfHost) Complete(ctx context.Context, id uint64, response json.RawMessage, writes []workflow.HistoryWrite) error {
 	if err := w.Commit(ctx, writes); err != nil {

@@ -531,3 +531,60 @@ func TestBatchReceiveLargerThanATransaction(t *testing.T) {
 		t.Fatalf("batches taken %v (total %d), want all 200 over several receives", st.Taken, total)
 	}
 }
+
+type joinState struct {
+	Sum int `json:"sum"`
+}
+
+// parallelJoin's three branches each wait, inside a Do step, until all
+// three are inside theirs: it completes only if Do bodies run at the same
+// time (Step bodies take the actor's turn one after another).
+func parallelJoin(inside *atomic.Int32) rivet.Actor[joinState] {
+	return rivet.Actor[joinState]{
+		Name: "parallelJoin",
+		Run: func(ctx *workflow.Ctx[joinState]) error {
+			branch := func(name string, v int) func(*workflow.Ctx[joinState]) (int, error) {
+				return func(bc *workflow.Ctx[joinState]) (int, error) {
+					return workflow.Do(bc, "fetch-"+name, func(d *workflow.DoCtx) (int, error) {
+						inside.Add(1)
+						deadline := time.Now().Add(10 * time.Second)
+						for inside.Load() < 3 {
+							if time.Now().After(deadline) {
+								return 0, workflow.Critical(errors.New("the other branches never ran alongside"))
+							}
+							time.Sleep(time.Millisecond)
+						}
+						return v, nil
+					})
+				}
+			}
+			got, err := workflow.Join(ctx, "gather", workflow.Branches[joinState, int]{
+				"a": branch("a", 1), "b": branch("b", 2), "c": branch("c", 4),
+			})
+			if err != nil {
+				return err
+			}
+			return ctx.Step("sum", func(s *workflow.StepCtx[joinState]) error {
+				s.State.Sum = got["a"] + got["b"] + got["c"]
+				return nil
+			})
+		},
+	}
+}
+
+func TestDoStepsOfJoinBranchesRunAtTheSameTime(t *testing.T) {
+	var inside atomic.Int32
+	e := newEnv(t, counterReg(t, parallelJoin(&inside)), nil)
+	ref := runtime.Ref{Name: "parallelJoin", Key: []string{"p"}}
+	if _, _, err := e.host.GetOrCreate(ctx(t), ref, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the join to finish", 20*time.Second, func() bool {
+		ins := inspect(t, e.host, "parallelJoin", "p")
+		return ins.WorkflowStatus == runtime.WorkflowCompleted || ins.WorkflowStatus == runtime.WorkflowFailed
+	})
+	ins := inspect(t, e.host, "parallelJoin", "p")
+	if ins.WorkflowStatus != runtime.WorkflowCompleted || string(ins.State) != `{"sum":7}` {
+		t.Fatalf("workflow %s (%s), state %s", ins.WorkflowStatus, ins.WorkflowError, ins.State)
+	}
+}

@@ -102,6 +102,63 @@ func TryStepOpts[S, T any](c *Ctx[S], opts StepOptions, fn func(*StepCtx[S]) (T,
 	return v, nil, err
 }
 
+// DoCtx is what the body of a Do step sees: no state, by construction.
+type DoCtx struct {
+	ctx     context.Context
+	client  caller.Client
+	attempt int
+}
+
+// Context is cancelled when the attempt times out, its race branch loses,
+// or the run is evicted.
+func (d *DoCtx) Context() context.Context { return d.ctx }
+
+// Client calls other actors.
+func (d *DoCtx) Client() caller.Client { return d.client }
+
+// Attempt is the attempt's number, from 1.
+func (d *DoCtx) Attempt() int { return d.attempt }
+
+// Do runs fn as the step name, like Step, for a body that does not touch
+// the actor's state (it cannot: DoCtx has none). Because it needs no turn,
+// it runs while other steps and actions run: the Do steps of the branches of
+// one Join (the seed's fetch-users, fetch-orders, ...) do their I/O at the
+// same time, where Step bodies take the actor's turn one after another. It
+// is recorded, retried and replayed as a step.
+func Do[S, T any](c *Ctx[S], name string, fn func(*DoCtx) (T, error)) (T, error) {
+	return DoOpts(c, StepOptions{Name: name}, fn)
+}
+
+// DoOpts is Do with options (Ephemeral is ignored: a Do step's record
+// always commits at once).
+func DoOpts[S, T any](c *Ctx[S], opts StepOptions, fn func(*DoCtx) (T, error)) (T, error) {
+	var zero T
+	sp := stepSpec{opts: opts, pol: policyOf(opts), stateless: true}
+	sp.body = func(env StepEnv, ctx context.Context, attempt int) (json.RawMessage, error) {
+		v, err := fn(&DoCtx{ctx: ctx, client: env.Client, attempt: attempt})
+		if err != nil {
+			return nil, err
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, Critical(fmt.Errorf("workflow: step value does not marshal to JSON: %w", err))
+		}
+		if string(b) == "null" {
+			b = nil
+		}
+		return b, nil
+	}
+	out, path, err := c.x.step(sp)
+	if err != nil {
+		return zero, err
+	}
+	var v T
+	if err := decodeInto(path, out, &v); err != nil {
+		return zero, err
+	}
+	return v, nil
+}
+
 // Step runs a step that returns no value.
 func (c *Ctx[S]) Step(name string, fn func(*StepCtx[S]) error) error {
 	return c.StepWith(StepOptions{Name: name}, fn)

@@ -21,11 +21,13 @@
 //		})
 //	},
 //
-// Typed operations are functions (Step, StepOpts, TryStep, LoopWith, Next,
-// NextBatch, Join, Race), because Go methods cannot have type parameters;
-// the others are methods of Ctx. The orchestration code gets a *Ctx, which
-// has no access to the actor's state: only step bodies (*StepCtx) do, so
-// every change of state is recorded with the step that made it.
+// Typed operations are functions (Step, StepOpts, TryStep, Do, LoopWith,
+// Next, NextBatch, Join, Race), because Go methods cannot have type
+// parameters; the others are methods of Ctx. The orchestration code gets a
+// *Ctx, which has no access to the actor's state: only step bodies
+// (*StepCtx) do, so every change of state is recorded with the step that
+// made it. A Do step's body (*DoCtx) has no state either, so the host runs
+// it outside the actor's turn: Do steps of join branches run in parallel.
 //
 // # Execution model
 //
@@ -110,7 +112,9 @@
 //  2. Runs step bodies in the actor's turn (RunStep) and commits, in ONE
 //     atomic write, the state the body left and the history writes it
 //     returns. A failed attempt's writes are committed too.
-//  3. Commits history-only writes atomically and in order (Commit).
+//  3. Commits history-only writes atomically and in order (Commit), which
+//     is also how a Do step's record commits; Do bodies call actors through
+//     Client, outside any turn.
 //  4. Takes queue messages only through Receive, deleting them in the same
 //     atomic write that records them, and signals new messages through
 //     MessageNotify.

@@ -84,6 +84,10 @@ type Host interface {
 	// Commit commits history writes, atomically, in one batch.
 	Commit(ctx context.Context, writes []HistoryWrite) error
 
+	// Client returns a client for the body of a Do step, which runs
+	// outside the actor's turn: its calls carry no turn's call chain.
+	Client() caller.Client
+
 	// Receive takes, without waiting, up to max messages that are in the
 	// actor's queues now, from the queues listed in names (any queue if
 	// names is empty), lowest ID first. If there are none it returns

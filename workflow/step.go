@@ -19,6 +19,9 @@ type stepSpec struct {
 	body func(env StepEnv, ctx context.Context, attempt int) (json.RawMessage, error)
 	// rollback, if set, compensates the step given its recorded value.
 	rollback func(env StepEnv, ctx context.Context, output json.RawMessage) error
+	// stateless: the body cannot touch the state (Do), so it runs outside
+	// the actor's turn and its record commits alone.
+	stateless bool
 }
 
 // visit looks path up for a new primitive of kind in scope: the recorded
@@ -119,7 +122,17 @@ func (x *cx) attempt(path string, seq, n int, sp stepSpec) (*Entry, error) {
 		batch = AppendWrites(append([]HistoryWrite(nil), t.pending...), HistoryWrite{Put: ne})
 		return batch
 	}
-	if err := r.host.RunStep(t.ctx, sp.opts.Ephemeral, fn); err != nil {
+	if sp.stateless {
+		// No turn: other steps (of other join or race branches, or
+		// actions) run meanwhile. Only the record is committed.
+		writes := fn(StepEnv{Client: r.host.Client()})
+		if abandoned {
+			return nil, t.stopped(true)
+		}
+		if err := r.host.Commit(t.ctx, writes); err != nil {
+			return nil, t.hostErr(err)
+		}
+	} else if err := r.host.RunStep(t.ctx, sp.opts.Ephemeral, fn); err != nil {
 		return nil, t.hostErr(err)
 	}
 	if abandoned {

@@ -58,17 +58,17 @@ var OrchestratorActor = rivet.Actor[OrchestratorState]{
 
 			results, err := workflow.Join(loopCtx, "collect-updates", workflow.Branches[OrchestratorState, int]{
 				"a": func(joinCtx *workflow.Ctx[OrchestratorState]) (int, error) {
-					return workflow.Step(joinCtx, "run-child-a", func(step *workflow.StepCtx[OrchestratorState]) (int, error) {
+					return workflow.Do(joinCtx, "run-child-a", func(step *workflow.DoCtx) (int, error) {
 						return runChildWorker(step, "child-a", batch.Payload)
 					})
 				},
 				"b": func(joinCtx *workflow.Ctx[OrchestratorState]) (int, error) {
-					return workflow.Step(joinCtx, "run-child-b", func(step *workflow.StepCtx[OrchestratorState]) (int, error) {
+					return workflow.Do(joinCtx, "run-child-b", func(step *workflow.DoCtx) (int, error) {
 						return runChildWorker(step, "child-b", batch.Payload)
 					})
 				},
 				"c": func(joinCtx *workflow.Ctx[OrchestratorState]) (int, error) {
-					return workflow.Step(joinCtx, "run-child-c", func(step *workflow.StepCtx[OrchestratorState]) (int, error) {
+					return workflow.Do(joinCtx, "run-child-c", func(step *workflow.DoCtx) (int, error) {
 						return runChildWorker(step, "child-c", batch.Payload)
 					})
 				},
@@ -98,7 +98,7 @@ func startChildren(step *workflow.StepCtx[OrchestratorState]) error {
 	return nil
 }
 
-func runChildWorker(step *workflow.StepCtx[OrchestratorState], workerID string, payload int) (int, error) {
+func runChildWorker(step *workflow.DoCtx, workerID string, payload int) (int, error) {
 	client := step.Client()
 	return rivet.Call[int](step.Context(), client.GetOrCreate("childWorkerActor", workerID), "process", payload)
 }

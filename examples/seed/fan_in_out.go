@@ -38,17 +38,17 @@ var FanInOutActor = rivet.Actor[FanInOutState]{
 
 			joined, err := workflow.Join(loopCtx, "parallel-work", workflow.Branches[FanInOutState, int]{
 				"users": func(branchCtx *workflow.Ctx[FanInOutState]) (int, error) {
-					return workflow.Step(branchCtx, "fetch-users", func(step *workflow.StepCtx[FanInOutState]) (int, error) {
+					return workflow.Do(branchCtx, "fetch-users", func(step *workflow.DoCtx) (int, error) {
 						return exampleapi.FetchCount(step.Context(), "/users")
 					})
 				},
 				"orders": func(branchCtx *workflow.Ctx[FanInOutState]) (int, error) {
-					return workflow.Step(branchCtx, "fetch-orders", func(step *workflow.StepCtx[FanInOutState]) (int, error) {
+					return workflow.Do(branchCtx, "fetch-orders", func(step *workflow.DoCtx) (int, error) {
 						return exampleapi.FetchCount(step.Context(), "/orders")
 					})
 				},
 				"invoices": func(branchCtx *workflow.Ctx[FanInOutState]) (int, error) {
-					return workflow.Step(branchCtx, "fetch-invoices", func(step *workflow.StepCtx[FanInOutState]) (int, error) {
+					return workflow.Do(branchCtx, "fetch-invoices", func(step *workflow.DoCtx) (int, error) {
 						return exampleapi.FetchCount(step.Context(), "/invoices")
 					})
 				},

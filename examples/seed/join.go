@@ -38,17 +38,17 @@ var DashboardActor = rivet.Actor[DashboardState]{
 
 			summary, err := workflow.Join(loopCtx, "fetch-summary", workflow.Branches[DashboardState, int]{
 				"users": func(branchCtx *workflow.Ctx[DashboardState]) (int, error) {
-					return workflow.Step(branchCtx, "fetch-users", func(step *workflow.StepCtx[DashboardState]) (int, error) {
+					return workflow.Do(branchCtx, "fetch-users", func(step *workflow.DoCtx) (int, error) {
 						return exampleapi.FetchCount(step.Context(), "/users")
 					})
 				},
 				"orders": func(branchCtx *workflow.Ctx[DashboardState]) (int, error) {
-					return workflow.Step(branchCtx, "fetch-orders", func(step *workflow.StepCtx[DashboardState]) (int, error) {
+					return workflow.Do(branchCtx, "fetch-orders", func(step *workflow.DoCtx) (int, error) {
 						return exampleapi.FetchCount(step.Context(), "/orders")
 					})
 				},
 				"revenue": func(branchCtx *workflow.Ctx[DashboardState]) (int, error) {
-					return workflow.Step(branchCtx, "fetch-revenue", func(step *workflow.StepCtx[DashboardState]) (int, error) {
+					return workflow.Do(branchCtx, "fetch-revenue", func(step *workflow.DoCtx) (int, error) {
 						return exampleapi.FetchCount(step.Context(), "/revenue")
 					})
 				},

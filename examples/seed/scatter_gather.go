@@ -54,17 +54,17 @@ var ScatterGatherActor = rivet.Actor[ScatterGatherState]{
 
 			gathered, err := workflow.Join(loopCtx, "gather", workflow.Branches[ScatterGatherState, int]{
 				"shardA": func(joinCtx *workflow.Ctx[ScatterGatherState]) (int, error) {
-					return workflow.Step(joinCtx, "call-shard-a", func(step *workflow.StepCtx[ScatterGatherState]) (int, error) {
+					return workflow.Do(joinCtx, "call-shard-a", func(step *workflow.DoCtx) (int, error) {
 						return callShard(step, "a", scatter.Input)
 					})
 				},
 				"shardB": func(joinCtx *workflow.Ctx[ScatterGatherState]) (int, error) {
-					return workflow.Step(joinCtx, "call-shard-b", func(step *workflow.StepCtx[ScatterGatherState]) (int, error) {
+					return workflow.Do(joinCtx, "call-shard-b", func(step *workflow.DoCtx) (int, error) {
 						return callShard(step, "b", scatter.Input)
 					})
 				},
 				"shardC": func(joinCtx *workflow.Ctx[ScatterGatherState]) (int, error) {
-					return workflow.Step(joinCtx, "call-shard-c", func(step *workflow.StepCtx[ScatterGatherState]) (int, error) {
+					return workflow.Do(joinCtx, "call-shard-c", func(step *workflow.DoCtx) (int, error) {
 						return callShard(step, "c", scatter.Input)
 					})
 				},
@@ -84,7 +84,7 @@ var ScatterGatherActor = rivet.Actor[ScatterGatherState]{
 	},
 }
 
-func callShard(step *workflow.StepCtx[ScatterGatherState], shardID string, input int) (int, error) {
+func callShard(step *workflow.DoCtx, shardID string, input int) (int, error) {
 	client := step.Client()
 	handle := client.GetOrCreate("shardActor", shardID)
 	return rivet.Call[int](step.Context(), handle, "compute", input)

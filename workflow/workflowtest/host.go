@@ -345,6 +345,9 @@ func (a *activation[S]) RunStep(ctx context.Context, ephemeral bool, fn func(wor
 	return a.commitLocked(writes, snap, nil)
 }
 
+// Client is the Host's Client, for Do steps.
+func (a *activation[S]) Client() caller.Client { return a.h.Client }
+
 func (a *activation[S]) Commit(ctx context.Context, writes []workflow.HistoryWrite) error {
 	a.h.mu.Lock()
 	defer a.h.mu.Unlock()
