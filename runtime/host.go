@@ -544,8 +544,12 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 		a.wf.countPending(req.Queue, 1)
 		a.nextSeq++
 		a.depth[req.Queue]++
-		a.wf.msgs = append(a.wf.msgs, msgRef{seq: seq, queue: req.Queue, body: body, at: now})
-		a.wf.messageArrived()
+		if sp.Run != nil {
+			// Only a workflow takes messages: an actor without one keeps
+			// no copy of their bodies in memory.
+			a.wf.msgs = append(a.wf.msgs, msgRef{seq: seq, queue: req.Queue, body: body, at: now})
+			a.wf.messageArrived()
+		}
 		return nil
 	})
 	if err != nil {
@@ -703,7 +707,9 @@ func (h *Host) Inspect(ctx context.Context, ref Ref) (Inspection, error) {
 		WorkflowError:  snap.wfStatus.Error,
 	}
 	if sp, _ := h.reg.Lookup(ref.Name); sp != nil && sp.Run != nil && ins.WorkflowStatus == "" {
-		ins.WorkflowStatus = WorkflowRunning
+		// Not in memory and not finished: it waits for its wakeup (History
+		// says the same).
+		ins.WorkflowStatus = WorkflowSleeping
 	}
 	for q, d := range snap.depth {
 		if d > 0 {
