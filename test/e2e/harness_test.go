@@ -6,11 +6,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -22,6 +24,28 @@ var bins struct {
 	node     string
 	rivetctl string
 }
+
+// statSources stats every source file of the module. These tests run
+// binaries built from the module, which go test's result cache cannot see;
+// files the test process stats are part of its cache key, so a change to any
+// of them makes go test run these tests again instead of replaying an old
+// result.
+func statSources(root string) {
+	_ = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if d.IsDir() && (d.Name() == ".git" || d.Name() == "data") {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && (strings.HasSuffix(path, ".go") || d.Name() == "go.mod" || d.Name() == "go.sum") {
+			_, _ = os.Stat(path)
+		}
+		return nil
+	})
+}
+
+var statOnce sync.Once
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "rivet-e2e-bin")
@@ -74,6 +98,8 @@ type nodeProc struct {
 }
 
 func newNode(t *testing.T, extra ...string) *nodeProc {
+	// Within a test, where go test records the files the process uses.
+	statOnce.Do(func() { statSources("../..") })
 	n := &nodeProc{t: t, dataDir: t.TempDir(), etcdC: freePort(t), etcdP: freePort(t), grpcFix: freePort(t), extra: extra}
 	n.logPath = filepath.Join(n.dataDir, "node.log")
 	t.Cleanup(func() { n.kill() })
