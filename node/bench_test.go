@@ -15,7 +15,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 
-	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/client"
 	"github.com/rivet-go/rivet/examples"
 	"github.com/rivet-go/rivet/node"
@@ -145,5 +144,4 @@ func BenchmarkCalls(b *testing.B) {
 			})
 		}
 	}
-	_ = rivet.ErrInternal
 }

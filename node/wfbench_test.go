@@ -30,10 +30,8 @@ var stepsDone atomic.Int64
 var stepper = rivet.Actor[stepperState]{
 	Name: "stepper",
 	Run: func(ctx *workflow.Ctx[stepperState]) error {
-		var steps int
-		if err := ctx.Step("read-input", func(s *workflow.StepCtx[stepperState]) error { return nil }); err != nil {
-			return err
-		}
+		// Read inside a step, so that a replay sees the value the first run
+		// recorded.
 		steps, err := workflow.Step(ctx, "steps", func(s *workflow.StepCtx[stepperState]) (int, error) { return benchSteps.Load().(int), nil })
 		if err != nil {
 			return err

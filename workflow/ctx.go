@@ -139,14 +139,7 @@ func DoOpts[S, T any](c *Ctx[S], opts StepOptions, fn func(*DoCtx) (T, error)) (
 		if err != nil {
 			return nil, err
 		}
-		b, err := json.Marshal(v)
-		if err != nil {
-			return nil, Critical(fmt.Errorf("workflow: step value does not marshal to JSON: %w", err))
-		}
-		if string(b) == "null" {
-			b = nil
-		}
-		return b, nil
+		return encodeStepValue(v)
 	}
 	out, path, err := c.x.step(sp)
 	if err != nil {
@@ -157,6 +150,20 @@ func DoOpts[S, T any](c *Ctx[S], opts StepOptions, fn func(*DoCtx) (T, error)) (
 		return zero, err
 	}
 	return v, nil
+}
+
+// encodeStepValue is a step's value as recorded: JSON, with null recorded
+// as no output at all. A value that does not marshal is a critical error:
+// retrying would not change it.
+func encodeStepValue(v any) (json.RawMessage, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, Critical(fmt.Errorf("workflow: step value does not marshal to JSON: %w", err))
+	}
+	if string(b) == "null" {
+		return nil, nil
+	}
+	return b, nil
 }
 
 // Step runs a step that returns no value.
@@ -188,14 +195,7 @@ func runStep[S, T any](c *Ctx[S], opts StepOptions, fn func(*StepCtx[S]) (T, err
 		if err != nil {
 			return nil, err
 		}
-		b, err := json.Marshal(v)
-		if err != nil {
-			return nil, Critical(fmt.Errorf("workflow: step value does not marshal to JSON: %w", err))
-		}
-		if string(b) == "null" {
-			b = nil
-		}
-		return b, nil
+		return encodeStepValue(v)
 	}
 	if rollback != nil {
 		sp.rollback = func(env StepEnv, ctx context.Context, out json.RawMessage) error {
