@@ -23,4 +23,22 @@
 // one fsync per write. A packed transaction that fails is split and each
 // part retried alone, so that one lost partition or one failed condition does
 // not fail the others.
+//
+// # Watching
+//
+// ListRev reads keys with the revision they were read at, and Watch from
+// that revision + 1 streams every later change once, in order. The store
+// keeps a bounded history (etcd compacts it), so a watcher that falls too
+// far behind gets ErrCompacted and must read again. Mirror does this for a
+// small prefix (the partition table under OwnersPrefix, the node records
+// under NodesPrefix), so that a node routes by an in-memory copy that
+// trails etcd by a watch's latency.
+//
+// # Leases
+//
+// KeepAlive reports, after each renewal, a time before which the store
+// cannot expire the lease (the renewal's send time plus the TTL), and
+// reports the lease lost once that time passes without a renewal. A node
+// cut off from etcd that stops serving by then has stopped before its
+// claims can vanish and another node can take its partitions.
 package storage

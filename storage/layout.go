@@ -64,6 +64,11 @@ func WakeupKey(p uint32, name, encKey string) string {
 	return fmt.Sprintf("%s%05d/%s/%s", WakeupsPrefix, p, name, encKey)
 }
 
+// WakeupPartitionPrefix is the prefix of partition p's wakeup records.
+func WakeupPartitionPrefix(p uint32) string {
+	return fmt.Sprintf("%s%05d/", WakeupsPrefix, p)
+}
+
 // Suffixes of an actor's keys under ActorPrefix.
 const (
 	MetaSuffix     = "meta"

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -20,9 +21,16 @@ import (
 // transaction that changes something, and every key records the revision
 // that created it and the one that last modified it.
 //
-// Leases expire on real time. Expiry is applied lazily, at the start of
-// every operation, which no caller can tell from eager expiry because every
-// observation goes through an operation. ExpireLease expires one at once.
+// Leases expire on real time: a timer per lease expires it when its TTL
+// passes, so that watchers see the deletes of its keys without anyone
+// calling the store, and every operation applies due expiries first, so
+// that no caller sees a lease outlive its deadline because a timer ran
+// late. ExpireLease expires one at once.
+//
+// Watch reads a log of the changes of the last DefaultMemoryRetention
+// revisions; a watch from an older revision gets ErrCompacted, as it does
+// from etcd after a compaction. Compact discards history at once, for
+// tests of watchers that fall behind.
 //
 // A packed transaction that writes a key twice, or puts a key under one of
 // its own deletes, fails with ErrInvalidTxn, as etcd refuses it with
@@ -39,9 +47,27 @@ type Memory struct {
 	// lastLease is the last lease id granted; ids are never reused.
 	lastLease LeaseID
 	closed    bool
-	// closedc is closed by Close, to end KeepAlive calls.
+	// closedc is closed by Close, to end KeepAlive and Watch calls.
 	closedc chan struct{}
+
+	// log holds every change from revision compacted on, oldest first.
+	log []Event
+	// compacted is the oldest revision a Watch can start from, as etcd's
+	// compaction revision: history before it is gone.
+	compacted int64
+	// changed is closed and replaced whenever rev grows, to wake watchers.
+	changed chan struct{}
 }
+
+// DefaultMemoryRetention is how many revisions of history a Memory keeps
+// for watchers that lag behind. etcd's embedded member keeps five minutes.
+const DefaultMemoryRetention = 10000
+
+// memWatchBatch bounds the events of one WatchResponse of a Memory, so that
+// a watcher far behind catches up in steps (as etcd sends at most 1000
+// revisions at a time). A revision is never split, so one response can
+// hold more.
+const memWatchBatch = 1000
 
 type memEntry struct {
 	value       []byte
@@ -56,6 +82,8 @@ type memLease struct {
 	keys     map[string]struct{}
 	// gone is closed when the lease expires or is revoked.
 	gone chan struct{}
+	// timer expires the lease at its deadline; renewals push it back.
+	timer *time.Timer
 }
 
 var _ Store = (*Memory)(nil)
@@ -68,6 +96,7 @@ func NewMemory() *Memory {
 		data:    make(map[string]*memEntry),
 		leases:  make(map[LeaseID]*memLease),
 		closedc: make(chan struct{}),
+		changed: make(chan struct{}),
 	}
 }
 
@@ -82,29 +111,88 @@ func (m *Memory) lock(ctx context.Context) error {
 		m.mu.Unlock()
 		return ErrClosed
 	}
-	now := time.Now()
-	for _, l := range m.leases {
-		if now.After(l.deadline) {
-			m.removeLeaseLocked(l)
-		}
-	}
+	m.expireLocked()
 	return nil
 }
 
+// expireLocked removes the leases whose deadline has passed.
+func (m *Memory) expireLocked() {
+	now := time.Now()
+	for _, l := range m.leases {
+		if !now.Before(l.deadline) {
+			m.removeLeaseLocked(l)
+		}
+	}
+}
+
+// expireTimer is the body of a lease's timer.
+func (m *Memory) expireTimer(l *memLease) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed || m.leases[l.id] != l {
+		return
+	}
+	// A renewal may have raced with the timer's firing: only a lease past
+	// its deadline goes.
+	if d := time.Until(l.deadline); d > 0 {
+		l.timer.Reset(d)
+		return
+	}
+	m.expireLocked()
+}
+
+// removeLeaseLocked deletes the lease and its keys, in one revision and in
+// key order, as etcd revokes a lease in one transaction.
 func (m *Memory) removeLeaseLocked(l *memLease) {
 	delete(m.leases, l.id)
+	l.timer.Stop()
 	close(l.gone)
 	if len(l.keys) == 0 {
 		return
 	}
 	rev := m.rev + 1
-	for k := range l.keys {
-		m.deleteLocked(k)
+	for _, k := range slices.Sorted(maps.Keys(l.keys)) {
+		m.deleteLocked(k, rev)
 	}
-	m.rev = rev
+	m.advanceLocked(rev)
 }
 
-// putLocked sets key at revision rev (the caller advances m.rev).
+// advanceLocked makes rev, whose changes are in the log, the current
+// revision: it drops history past the retention and wakes watchers.
+func (m *Memory) advanceLocked(rev int64) {
+	m.rev = rev
+	if old := rev - DefaultMemoryRetention + 1; old > m.compacted {
+		m.compactLocked(old)
+	}
+	close(m.changed)
+	m.changed = make(chan struct{})
+}
+
+// compactLocked drops the history before rev.
+func (m *Memory) compactLocked(rev int64) {
+	m.compacted = rev
+	i := sort.Search(len(m.log), func(i int) bool { return m.log[i].KV.ModRevision >= rev })
+	// Reslicing keeps the dropped events' array alive only until the next
+	// append reallocates it; clearing lets their values go now.
+	clear(m.log[:i])
+	m.log = m.log[i:]
+}
+
+// Compact discards the history before rev (at most the current revision),
+// as etcd's compaction does: a Watch from an older revision then fails
+// with ErrCompacted. Compacting to an older revision than before does
+// nothing. It is a test hook for watchers that fall behind.
+func (m *Memory) Compact(rev int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	rev = min(rev, m.rev)
+	if rev > m.compacted {
+		m.compactLocked(rev)
+	}
+}
+
+// putLocked sets key at revision rev and logs the change (the caller
+// advances m.rev).
 func (m *Memory) putLocked(key string, value []byte, lease LeaseID, rev int64) {
 	e, ok := m.data[key]
 	if !ok {
@@ -119,19 +207,26 @@ func (m *Memory) putLocked(key string, value []byte, lease LeaseID, rev int64) {
 		}
 	}
 	e.value = slices.Clone(value)
+	if e.value == nil {
+		e.value = []byte{}
+	}
 	e.mod = rev
 	e.lease = lease
 	if lease != 0 {
 		m.leases[lease].keys[key] = struct{}{}
 	}
+	// The log shares e.value: a put replaces the slice, never writes to it.
+	m.log = append(m.log, Event{Type: EventPut, KV: KV{Key: key, Value: e.value, CreateRevision: e.create, ModRevision: rev, Lease: lease}})
 }
 
-// deleteLocked deletes key and reports whether it existed.
-func (m *Memory) deleteLocked(key string) bool {
+// deleteLocked deletes key at revision rev, logs the change if it existed
+// (the caller advances m.rev) and reports whether it did.
+func (m *Memory) deleteLocked(key string, rev int64) bool {
 	e, ok := m.data[key]
 	if !ok {
 		return false
 	}
+	m.log = append(m.log, Event{Type: EventDelete, KV: KV{Key: key, ModRevision: rev}})
 	if e.lease != 0 {
 		if l := m.leases[e.lease]; l != nil {
 			delete(l.keys, key)
@@ -185,8 +280,14 @@ func (m *Memory) Get(ctx context.Context, key string) (KV, error) {
 
 // List implements Store.
 func (m *Memory) List(ctx context.Context, prefix string, opts ListOptions) ([]KV, error) {
+	kvs, _, err := m.ListRev(ctx, prefix, opts)
+	return kvs, err
+}
+
+// ListRev implements Store.
+func (m *Memory) ListRev(ctx context.Context, prefix string, opts ListOptions) ([]KV, int64, error) {
 	if err := m.lock(ctx); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer m.mu.Unlock()
 	i, j := m.rangeLocked(prefix, opts.StartAfter)
@@ -197,7 +298,7 @@ func (m *Memory) List(ctx context.Context, prefix string, opts ListOptions) ([]K
 	for _, k := range m.keys[i:j] {
 		out = append(out, m.kvLocked(k, opts.KeysOnly))
 	}
-	return out, nil
+	return out, m.rev, nil
 }
 
 // Count implements Store.
@@ -255,17 +356,17 @@ func (m *Memory) Commit(ctx context.Context, txns ...Txn) error {
 				m.putLocked(o.Key, o.Value, 0, rev)
 				changed = true
 			case OpDelete:
-				changed = m.deleteLocked(o.Key) || changed
+				changed = m.deleteLocked(o.Key, rev) || changed
 			case OpDeletePrefix:
 				a, b := m.rangeLocked(o.Key, "")
 				for _, k := range slices.Clone(m.keys[a:b]) {
-					changed = m.deleteLocked(k) || changed
+					changed = m.deleteLocked(k, rev) || changed
 				}
 			}
 		}
 	}
 	if changed {
-		m.rev = rev
+		m.advanceLocked(rev)
 	}
 	return nil
 }
@@ -282,8 +383,8 @@ func (m *Memory) PutIfAbsent(ctx context.Context, key string, value []byte) ([]b
 	if e, ok := m.data[key]; ok {
 		return slices.Clone(e.value), false, nil
 	}
-	m.rev++
-	m.putLocked(key, value, 0, m.rev)
+	m.putLocked(key, value, 0, m.rev+1)
+	m.advanceLocked(m.rev + 1)
 	return slices.Clone(value), true, nil
 }
 
@@ -299,8 +400,8 @@ func (m *Memory) PutLeased(ctx context.Context, key string, value []byte, lease 
 	if _, ok := m.leases[lease]; !ok {
 		return fmt.Errorf("%w: %x", ErrLeaseNotFound, int64(lease))
 	}
-	m.rev++
-	m.putLocked(key, value, lease, m.rev)
+	m.putLocked(key, value, lease, m.rev+1)
+	m.advanceLocked(m.rev + 1)
 	return nil
 }
 
@@ -319,14 +420,16 @@ func (m *Memory) GrantLease(ctx context.Context, ttl time.Duration) (LeaseID, er
 	defer m.mu.Unlock()
 	m.lastLease++
 	ttl = leaseTTL(ttl)
-	m.leases[m.lastLease] = &memLease{
+	l := &memLease{
 		id:       m.lastLease,
 		ttl:      ttl,
 		deadline: time.Now().Add(ttl),
 		keys:     make(map[string]struct{}),
 		gone:     make(chan struct{}),
 	}
-	return m.lastLease, nil
+	l.timer = time.AfterFunc(ttl, func() { m.expireTimer(l) })
+	m.leases[l.id] = l
+	return l.id, nil
 }
 
 // renew extends lease by its ttl and returns it, or nil if it is gone.
@@ -340,37 +443,50 @@ func (m *Memory) renew(ctx context.Context, lease LeaseID) (*memLease, error) {
 		return nil, fmt.Errorf("%w: %x", ErrLeaseNotFound, int64(lease))
 	}
 	l.deadline = time.Now().Add(l.ttl)
+	l.timer.Reset(l.ttl)
 	return l, nil
 }
 
 // KeepAlive implements Store. It renews every third of the ttl, as the
-// etcd client does.
-func (m *Memory) KeepAlive(ctx context.Context, lease LeaseID) error {
-	l, err := m.renew(ctx, lease)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
-		return err
-	}
-	t := time.NewTicker(l.ttl / 3)
+// etcd store does.
+func (m *Memory) KeepAlive(ctx context.Context, lease LeaseID, renewed func(validUntil time.Time)) error {
+	var (
+		l          *memLease
+		validUntil time.Time
+		gone       <-chan struct{} // nil until the first renewal
+	)
+	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-l.gone:
-			return fmt.Errorf("%w: %x", ErrLeaseNotFound, int64(lease))
+		case <-gone:
+			return fmt.Errorf("%w: %x expired or revoked", ErrLeaseNotFound, int64(lease))
 		case <-m.closedc:
 			return ErrClosed
 		case <-t.C:
-			if _, err := m.renew(ctx, lease); err != nil {
-				if ctx.Err() != nil {
-					return nil
-				}
-				return err
-			}
 		}
+		// The renewal below cannot fail for want of the store, but the
+		// wait for the timer can outlast the lease (a stalled process):
+		// the contract is the same as the etcd store's.
+		if !validUntil.IsZero() && !time.Now().Before(validUntil) {
+			return fmt.Errorf("%w: %x not renewed before %v", ErrLeaseNotFound, int64(lease), validUntil)
+		}
+		sent := time.Now()
+		var err error
+		if l, err = m.renew(ctx, lease); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		gone = l.gone
+		validUntil = sent.Add(l.ttl)
+		if renewed != nil {
+			renewed(validUntil)
+		}
+		t.Reset(time.Until(sent.Add(l.ttl / 3)))
 	}
 }
 
@@ -421,7 +537,7 @@ func (m *Memory) Claim(ctx context.Context, node string, lease LeaseID, partitio
 		out = append(out, Claim{Partition: p, Node: node, Token: rev, Lease: lease})
 	}
 	if len(out) > 0 {
-		m.rev = rev
+		m.advanceLocked(rev)
 	}
 	return out, nil
 }
@@ -434,8 +550,8 @@ func (m *Memory) Release(ctx context.Context, c Claim) error {
 	defer m.mu.Unlock()
 	k := OwnerKey(c.Partition)
 	if e, ok := m.data[k]; ok && e.create == c.Token {
-		m.deleteLocked(k)
-		m.rev++
+		m.deleteLocked(k, m.rev+1)
+		m.advanceLocked(m.rev + 1)
 	}
 	return nil
 }
@@ -460,14 +576,103 @@ func (m *Memory) Claims(ctx context.Context) ([]Claim, error) {
 	return out, nil
 }
 
-// Close implements Store: later calls fail with ErrClosed and KeepAlive
-// calls return it.
+// Close implements Store: later calls fail with ErrClosed, and KeepAlive
+// and Watch calls end with it. Leases stop expiring.
 func (m *Memory) Close() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if !m.closed {
 		m.closed = true
 		close(m.closedc)
+		for _, l := range m.leases {
+			l.timer.Stop()
+		}
 	}
 	return nil
+}
+
+// Watch implements Store. Each watch has one goroutine, which reads the
+// log under the store's lock and sends without it.
+func (m *Memory) Watch(ctx context.Context, prefix string, fromRev int64) <-chan WatchResponse {
+	out := make(chan WatchResponse, watchBuffer)
+	if fromRev <= 0 {
+		m.mu.Lock()
+		fromRev = m.rev + 1
+		m.mu.Unlock()
+	}
+	go m.watch(ctx, prefix, fromRev, out)
+	return out
+}
+
+// watchBuffer is the buffer of a Watch channel: enough to absorb a burst
+// while the reader works, small enough that a stalled reader holds up only
+// its own watch.
+const watchBuffer = 16
+
+func (m *Memory) watch(ctx context.Context, prefix string, next int64, out chan<- WatchResponse) {
+	defer close(out)
+	send := func(r WatchResponse) bool {
+		select {
+		case out <- r:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	for {
+		if err := m.lock(ctx); err != nil {
+			if ctx.Err() == nil {
+				send(WatchResponse{Err: err})
+			}
+			return
+		}
+		if next < m.compacted {
+			err := fmt.Errorf("%w: watch from revision %d, history starts at %d", ErrCompacted, next, m.compacted)
+			m.mu.Unlock()
+			send(WatchResponse{Err: err})
+			return
+		}
+		evs, upTo := m.eventsLocked(prefix, next)
+		caughtUp := upTo == m.rev
+		wake := m.changed
+		m.mu.Unlock()
+		if upTo >= next {
+			next = upTo + 1
+			if len(evs) > 0 && !send(WatchResponse{Events: evs, Revision: upTo}) {
+				return
+			}
+		}
+		if caughtUp {
+			select {
+			case <-ctx.Done():
+				return
+			case <-m.closedc:
+			case <-wake:
+			}
+		}
+	}
+}
+
+// eventsLocked returns the logged events under prefix from revision next
+// on, at most about memWatchBatch of them, and the revision they bring the
+// watcher up to.
+func (m *Memory) eventsLocked(prefix string, next int64) ([]Event, int64) {
+	i := sort.Search(len(m.log), func(i int) bool { return m.log[i].KV.ModRevision >= next })
+	var out []Event
+	upTo := m.rev
+	for ; i < len(m.log); i++ {
+		e := m.log[i]
+		if len(out) >= memWatchBatch && e.KV.ModRevision != out[len(out)-1].KV.ModRevision {
+			upTo = e.KV.ModRevision - 1
+			break
+		}
+		if !strings.HasPrefix(e.KV.Key, prefix) {
+			continue
+		}
+		if e.Type == EventPut {
+			e.KV.Value = slices.Clone(e.KV.Value)
+		}
+		out = append(out, e)
+	}
+	return out, upTo
 }

@@ -15,7 +15,13 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestMemoryConformance(t *testing.T) {
-	storagetest.Run(t, func(t *testing.T) storage.Store { return storage.NewMemory() })
+	storagetest.Run(t, storagetest.Harness{
+		NewStore: func(t *testing.T) storage.Store { return storage.NewMemory() },
+		Compact: func(_ context.Context, s storage.Store, rev int64) error {
+			s.(*storage.Memory).Compact(rev)
+			return nil
+		},
+	})
 }
 
 // Revisions of the twin grow exactly as etcd's: one per committed write

@@ -3,6 +3,7 @@ package storage
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -30,6 +31,11 @@ var (
 	ErrLeaseNotFound = errors.New("storage: lease not found")
 	// ErrClosed: the store or committer was closed.
 	ErrClosed = errors.New("storage: closed")
+	// ErrCompacted: a Watch asked for changes from a revision the store no
+	// longer keeps (etcd compacted its history). Nothing can resume that
+	// watch: the watcher must read again (ListRev) and watch from the new
+	// revision.
+	ErrCompacted = errors.New("storage: revision compacted")
 )
 
 // KV is one key as read. Value is owned by the caller.
@@ -149,6 +155,52 @@ type ListOptions struct {
 	KeysOnly bool
 }
 
+// EventType says what an Event did to its key.
+type EventType uint8
+
+const (
+	// EventPut: the key was created or overwritten.
+	EventPut EventType = iota + 1
+	// EventDelete: the key was deleted, by a delete, a prefix delete, or
+	// the expiry or revocation of its lease.
+	EventDelete
+)
+
+func (t EventType) String() string {
+	switch t {
+	case EventPut:
+		return "put"
+	case EventDelete:
+		return "delete"
+	}
+	return fmt.Sprintf("EventType(%d)", uint8(t))
+}
+
+// Event is one change of one key, as a Watch reports it.
+type Event struct {
+	Type EventType
+	// KV is the key as the change left it. For EventDelete only Key and
+	// ModRevision (the revision of the delete) are set, and Value is nil.
+	KV KV
+}
+
+// WatchResponse is one batch of changes from a Watch.
+type WatchResponse struct {
+	// Events are in revision order. The events of one revision (one
+	// transaction, one lease expiry) are never split across responses.
+	Events []Event
+	// Revision is how far the watcher has come: every change under the
+	// prefix up to and including Revision has been delivered. It is at
+	// least the revision of the last event.
+	Revision int64
+	// Err, if set, is the last response: the channel closes after it.
+	// ErrCompacted (wrapped) means the revision asked for is gone (re-list
+	// and watch again); ErrClosed means the store was closed; anything else
+	// is a store failure after which the watcher cannot know what it missed
+	// (it too calls for a re-list).
+	Err error
+}
+
 // Claim is a partition's owner claim.
 type Claim struct {
 	Partition uint32
@@ -168,8 +220,25 @@ type Store interface {
 	Get(ctx context.Context, key string) (KV, error)
 	// List reads the keys that start with prefix, in key order.
 	List(ctx context.Context, prefix string, opts ListOptions) ([]KV, error)
+	// ListRev is List plus the store revision the result was read at: a
+	// Watch from rev+1 then sees every later change exactly once.
+	ListRev(ctx context.Context, prefix string, opts ListOptions) (kvs []KV, rev int64, err error)
 	// Count returns how many keys start with prefix.
 	Count(ctx context.Context, prefix string) (int64, error)
+
+	// Watch streams the changes to keys under prefix from revision fromRev
+	// on (inclusive); fromRev <= 0 means from the revision at which the
+	// store registers the watch, which the caller cannot know, so a watcher
+	// that must miss nothing passes ListRev's rev+1. A fromRev older than
+	// the store's history gets ErrCompacted.
+	//
+	// The channel is closed once ctx is done, or right after a response
+	// with Err (ErrClosed if the store is closed). Responses are never
+	// dropped: the channel has a small buffer and then the watch's own
+	// goroutine waits for the reader, so the caller must keep reading or
+	// cancel ctx, and must cancel ctx in the end to free the watch. Event
+	// values are owned by the caller.
+	Watch(ctx context.Context, prefix string, fromRev int64) <-chan WatchResponse
 
 	// Commit applies txns as ONE atomic transaction: every write of every
 	// txn, or nothing. It fails with ErrFenced if any fence fails, with
@@ -192,10 +261,21 @@ type Store interface {
 
 	// GrantLease creates a lease that expires ttl after its last renewal.
 	GrantLease(ctx context.Context, ttl time.Duration) (LeaseID, error)
-	// KeepAlive renews the lease until ctx is done, and returns nil then.
-	// It returns ErrLeaseNotFound (wrapped) as soon as the lease is known to
-	// be lost; from then on every claim on it is gone.
-	KeepAlive(ctx context.Context, lease LeaseID) error
+	// KeepAlive renews lease until ctx is done (then returns nil). After
+	// each successful renewal it calls renewed(validUntil), where
+	// validUntil is a lower bound on when the store can expire the lease:
+	// the time the renewal request was sent plus the lease's TTL. A node
+	// that stops serving by validUntil has stopped before any other node
+	// can claim its partitions. renewed may be nil; it runs on KeepAlive's
+	// goroutine and must not block.
+	//
+	// It returns ErrLeaseNotFound (wrapped) as soon as the lease is known
+	// to be lost, including when time.Now() passes the last validUntil
+	// without a successful renewal (the store may be unreachable; the lease
+	// may be gone already); from then on every claim on it is gone. A
+	// lease that this store did not grant, and whose first renewal fails,
+	// counts as lost. It returns ErrClosed if the store is closed.
+	KeepAlive(ctx context.Context, lease LeaseID, renewed func(validUntil time.Time)) error
 	// RevokeLease deletes the lease and every key attached to it, including
 	// owner claims. Revoking a missing lease is not an error.
 	RevokeLease(ctx context.Context, lease LeaseID) error

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,14 +24,35 @@ import (
 const DefaultPrefix = "/rivet/"
 
 // Store is a storage.Store over etcd. Its methods make one etcd request
-// each, except Claim (one per batch of partitions) and KeepAlive.
+// each, except Claim (one per batch of partitions), KeepAlive (one per
+// renewal) and Watch (one watch on the client's shared watch stream).
 type Store struct {
 	cli    *clientv3.Client
 	kv     clientv3.KV // namespaced: keys are relative to the prefix
+	prefix string      // the namespace, for Watch, which does not use kv
 	limits storage.Limits
 
 	closeOnce sync.Once
 	closed    chan struct{}
+
+	// mu guards leases and the fields of its values.
+	mu sync.Mutex
+	// leases holds what this store knows of the leases it granted or
+	// renews, so that KeepAlive starts from a known TTL and validity, and
+	// ends at once when this store revokes the lease. Entries go when the
+	// lease is revoked or KeepAlive finds it lost; a lease left to expire
+	// unwatched keeps its few bytes until the store goes.
+	leases map[storage.LeaseID]*leaseState
+}
+
+type leaseState struct {
+	// ttl is the lease's TTL as etcd granted it (at least etcd's minimum).
+	ttl time.Duration
+	// validUntil is the send time of the last successful grant or renewal
+	// plus ttl: etcd cannot expire the lease before it. Zero if unknown.
+	validUntil time.Time
+	// revoked is closed when this store revokes the lease.
+	revoked chan struct{}
 }
 
 var _ storage.Store = (*Store)(nil)
@@ -52,8 +74,10 @@ func New(cli *clientv3.Client, prefix string, opts ...Option) (*Store, error) {
 	s := &Store{
 		cli:    cli,
 		kv:     namespace.NewKV(cli.KV, prefix),
+		prefix: prefix,
 		limits: storage.DefaultLimits(),
 		closed: make(chan struct{}),
+		leases: make(map[storage.LeaseID]*leaseState),
 	}
 	for _, o := range opts {
 		o(s)
@@ -152,15 +176,27 @@ func withEnd(end string) clientv3.OpOption {
 
 // List implements storage.Store.
 func (s *Store) List(ctx context.Context, prefix string, opts storage.ListOptions) ([]storage.KV, error) {
+	kvs, _, err := s.ListRev(ctx, prefix, opts)
+	return kvs, err
+}
+
+// ListRev implements storage.Store. The revision is the header revision
+// of the one range request: the store's revision when etcd served it.
+func (s *Store) ListRev(ctx context.Context, prefix string, opts storage.ListOptions) ([]storage.KV, int64, error) {
 	if err := s.check(ctx); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	start, end := prefix, rangeEnd(prefix)
 	if opts.StartAfter != "" && opts.StartAfter+"\x00" > start {
 		start = opts.StartAfter + "\x00"
 	}
 	if end != "\x00" && start >= end {
-		return nil, nil
+		// Nothing can match, but the caller still needs the revision.
+		resp, err := s.kv.Get(ctx, prefix, withEnd(end), clientv3.WithCountOnly())
+		if err != nil {
+			return nil, 0, mapErr(err)
+		}
+		return nil, resp.Header.Revision, nil
 	}
 	ops := []clientv3.OpOption{withEnd(end)}
 	if opts.Limit > 0 {
@@ -171,13 +207,13 @@ func (s *Store) List(ctx context.Context, prefix string, opts storage.ListOption
 	}
 	resp, err := s.kv.Get(ctx, start, ops...)
 	if err != nil {
-		return nil, mapErr(err)
+		return nil, 0, mapErr(err)
 	}
 	out := make([]storage.KV, len(resp.Kvs))
 	for i, kv := range resp.Kvs {
 		out[i] = toKV(kv, opts.KeysOnly)
 	}
-	return out, nil
+	return out, resp.Header.Revision, nil
 }
 
 // Count implements storage.Store.
@@ -318,79 +354,132 @@ func (s *Store) GrantLease(ctx context.Context, ttl time.Duration) (storage.Leas
 		return 0, err
 	}
 	secs := max(int64((ttl+time.Second-1)/time.Second), 1)
+	sent := time.Now()
 	resp, err := s.cli.Grant(ctx, secs)
 	if err != nil {
 		return 0, mapErr(err)
 	}
-	return storage.LeaseID(resp.ID), nil
+	id := storage.LeaseID(resp.ID)
+	granted := time.Duration(resp.TTL) * time.Second
+	s.mu.Lock()
+	s.leases[id] = &leaseState{ttl: granted, validUntil: sent.Add(granted), revoked: make(chan struct{})}
+	s.mu.Unlock()
+	return id, nil
 }
 
-// KeepAlive implements storage.Store over the client's keepalive stream,
-// which renews every third of the TTL. The stream's channel closes when the
-// lease is gone or when no renewal arrived for a whole TTL; then the lease's
-// TTL on the server decides. If the server cannot be asked either, the
-// lease is taken as lost: it was not renewed for its TTL, so etcd may
-// already have expired it.
-func (s *Store) KeepAlive(ctx context.Context, lease storage.LeaseID) error {
+// lease returns what the store knows of id: its revoked channel (nil if
+// it did not grant it), ttl and validUntil (zero if unknown).
+func (s *Store) lease(id storage.LeaseID) (<-chan struct{}, time.Duration, time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ls := s.leases[id]; ls != nil {
+		return ls.revoked, ls.ttl, ls.validUntil
+	}
+	return nil, 0, time.Time{}
+}
+
+// renewedLease records a successful renewal of id, and returns its revoked
+// channel. A lease this store did not grant is tracked from then on.
+func (s *Store) renewedLease(id storage.LeaseID, ttl time.Duration, validUntil time.Time) <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ls := s.leases[id]
+	if ls == nil {
+		ls = &leaseState{revoked: make(chan struct{})}
+		s.leases[id] = ls
+	}
+	ls.ttl, ls.validUntil = ttl, validUntil
+	return ls.revoked
+}
+
+// forgetLease drops what the store knows of id, and ends the KeepAlive
+// calls of id if revoked.
+func (s *Store) forgetLease(id storage.LeaseID, revoked bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ls := s.leases[id]; ls != nil {
+		delete(s.leases, id)
+		if revoked {
+			close(ls.revoked)
+		}
+	}
+}
+
+// unknownLeaseTimeout bounds the first renewal of a lease this store did
+// not grant, whose TTL it does not know yet.
+const unknownLeaseTimeout = 5 * time.Second
+
+// renewRetry is the pause between failed renewals: a tenth of the TTL
+// (several tries before the lease can lapse), within bounds.
+func renewRetry(ttl time.Duration) time.Duration {
+	return min(max(ttl/10, 50*time.Millisecond), time.Second)
+}
+
+// KeepAlive implements storage.Store with one KeepAliveOnce request every
+// third of the TTL, not the client's keepalive stream: the stream's
+// responses do not say when their request was sent, and a lower bound on
+// the lease's expiry needs exactly that. Each request gets a third of the
+// TTL to succeed; failed ones (etcd unreachable, no leader) are retried
+// until validUntil passes, and then the lease counts as lost: etcd may have
+// expired it, and another node may claim its partitions.
+//
+// The requests do not require a leader (clientv3.WithRequireLeader): a
+// member without one holds a renewal until one is elected or the attempt's
+// timeout passes, which is the wait wanted here, where a request failing
+// fast would just be retried.
+func (s *Store) KeepAlive(ctx context.Context, lease storage.LeaseID, renewed func(validUntil time.Time)) error {
 	id := clientv3.LeaseID(lease)
 	lost := func(why string) error {
+		s.forgetLease(lease, false)
 		return fmt.Errorf("%w: lease %x %s", storage.ErrLeaseNotFound, int64(lease), why)
 	}
+	revoked, ttl, validUntil := s.lease(lease)
+	known := !validUntil.IsZero()
+	t := time.NewTimer(0)
+	defer t.Stop()
 	for {
-		if err := s.check(ctx); err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return err
-		}
-		started := time.Now()
-		kctx, cancel := context.WithCancel(ctx)
-		ch, err := s.cli.KeepAlive(kctx, id)
-		if err != nil {
-			cancel()
-			if ctx.Err() != nil {
-				return nil
-			}
-			return mapErr(err)
-		}
-		closed := false
-		for !closed {
-			select {
-			case _, ok := <-ch:
-				closed = !ok
-			case <-s.closed:
-				cancel()
-				return storage.ErrClosed
-			}
-		}
-		cancel()
-		if ctx.Err() != nil {
+		select {
+		case <-ctx.Done():
 			return nil
+		case <-s.closed:
+			return storage.ErrClosed
+		case <-revoked:
+			return lost("revoked")
+		case <-t.C:
 		}
-		tctx, tcancel := context.WithTimeout(ctx, 5*time.Second)
-		resp, err := s.cli.TimeToLive(tctx, id)
-		tcancel()
+		now := time.Now()
+		if known && !now.Before(validUntil) {
+			return lost("not renewed before it could expire: etcd unreachable or without a leader")
+		}
+		timeout := unknownLeaseTimeout
+		if known {
+			timeout = min(ttl/3, validUntil.Sub(now))
+		}
+		rctx, cancel := context.WithTimeout(ctx, timeout)
+		sent := time.Now()
+		resp, err := s.cli.KeepAliveOnce(rctx, id)
+		cancel()
 		switch {
 		case ctx.Err() != nil:
 			return nil
-		case err == nil && resp.TTL <= 0, errors.Is(err, rpctypes.ErrLeaseNotFound):
+		case s.isClosed():
+			return storage.ErrClosed
+		case err == nil:
+			ttl = time.Duration(resp.TTL) * time.Second
+			validUntil, known = sent.Add(ttl), true
+			revoked = s.renewedLease(lease, ttl, validUntil)
+			if renewed != nil {
+				renewed(validUntil)
+			}
+			t.Reset(time.Until(sent.Add(ttl / 3)))
+		case errors.Is(err, rpctypes.ErrLeaseNotFound):
 			return lost("expired or revoked")
-		case err != nil:
-			if s.cli.Ctx().Err() != nil {
-				return storage.ErrClosed
-			}
-			return lost(fmt.Sprintf("not renewed within its TTL (%v)", err))
-		}
-		// Alive after all (the stream broke and recovered): renew again,
-		// but not in a tight loop.
-		if d := time.Since(started); d < 100*time.Millisecond {
-			t := time.NewTimer(100*time.Millisecond - d)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return nil
-			case <-t.C:
-			}
+		case s.cli.Ctx().Err() != nil:
+			return storage.ErrClosed
+		case !known:
+			return lost(fmt.Sprintf("unknown to this store, and its renewal failed: %v", err))
+		default:
+			t.Reset(min(renewRetry(ttl), time.Until(validUntil)))
 		}
 	}
 }
@@ -401,7 +490,8 @@ func (s *Store) RevokeLease(ctx context.Context, lease storage.LeaseID) error {
 		return err
 	}
 	_, err := s.cli.Revoke(ctx, clientv3.LeaseID(lease))
-	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+	if err == nil || errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		s.forgetLease(lease, true)
 		return nil
 	}
 	return mapErr(err)
@@ -505,9 +595,116 @@ func (s *Store) Claims(ctx context.Context) ([]storage.Claim, error) {
 	return out, nil
 }
 
-// Close implements storage.Store: later calls fail with storage.ErrClosed
-// and KeepAlive calls return it. The client stays open.
+// Close implements storage.Store: later calls fail with storage.ErrClosed,
+// and KeepAlive and Watch calls end with it. The client stays open.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() { close(s.closed) })
 	return nil
+}
+
+// watchBuffer is the buffer of a Watch channel: enough to absorb a burst
+// while the reader works, small enough that a stalled reader holds up only
+// its own watch (the client buffers what etcd sends meanwhile).
+const watchBuffer = 16
+
+// Watch implements storage.Store over one etcd watch.
+//
+// The watch requires a leader (clientv3.WithRequireLeader): without it, a
+// watch served by a member cut off from the leader stalls silently, and a
+// mirror of owners/ would route by a stale table with nothing to tell it
+// so. With it, etcd cancels the watch once its member has no leader, and
+// the response carries that error (not ErrCompacted), so the watcher
+// re-lists, which fails until a leader is back: stale, but knowingly.
+func (s *Store) Watch(ctx context.Context, prefix string, fromRev int64) <-chan storage.WatchResponse {
+	out := make(chan storage.WatchResponse, watchBuffer)
+	go s.watch(ctx, prefix, fromRev, out)
+	return out
+}
+
+func (s *Store) watch(ctx context.Context, prefix string, fromRev int64, out chan<- storage.WatchResponse) {
+	defer close(out)
+	send := func(r storage.WatchResponse) bool {
+		select {
+		case out <- r:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	if err := s.check(ctx); err != nil {
+		if ctx.Err() == nil {
+			send(storage.WatchResponse{Err: err})
+		}
+		return
+	}
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	// The namespace wrapper of the client is not used: it adds a goroutine
+	// and a channel per watch to do what two lines do here.
+	key, opts := s.prefix+prefix, []clientv3.OpOption{clientv3.WithRev(max(fromRev, 0))}
+	if key == "" {
+		key, opts = "\x00", append(opts, clientv3.WithFromKey())
+	} else {
+		opts = append(opts, clientv3.WithPrefix())
+	}
+	wch := s.cli.Watch(wctx, key, opts...)
+	for {
+		var (
+			wr clientv3.WatchResponse
+			ok bool
+		)
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.closed:
+			send(storage.WatchResponse{Err: storage.ErrClosed})
+			return
+		case wr, ok = <-wch:
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if !ok {
+			// The client closes the channel without a response when it is
+			// closed itself, or when it gave up handing over the error
+			// that ended the watch because this goroutine was busy sending.
+			err := errors.New("etcdstore: watch ended by the client")
+			if s.cli.Ctx().Err() != nil {
+				err = storage.ErrClosed
+			}
+			send(storage.WatchResponse{Err: err})
+			return
+		}
+		if err := wr.Err(); err != nil {
+			if wr.CompactRevision != 0 || errors.Is(err, rpctypes.ErrCompacted) {
+				err = fmt.Errorf("%w: watch from revision %d, etcd compacted up to %d", storage.ErrCompacted, fromRev, wr.CompactRevision)
+			} else {
+				err = fmt.Errorf("etcdstore: watch %q: %w", prefix, err)
+			}
+			send(storage.WatchResponse{Err: err})
+			return
+		}
+		if len(wr.Events) == 0 {
+			continue // a progress notification, or the watch's creation
+		}
+		r := storage.WatchResponse{Events: make([]storage.Event, len(wr.Events))}
+		for i, ev := range wr.Events {
+			key := strings.TrimPrefix(string(ev.Kv.Key), s.prefix)
+			if ev.Type == mvccpb.DELETE {
+				r.Events[i] = storage.Event{Type: storage.EventDelete, KV: storage.KV{Key: key, ModRevision: ev.Kv.ModRevision}}
+				continue
+			}
+			kv := toKV(ev.Kv, false)
+			kv.Key = key
+			r.Events[i] = storage.Event{Type: storage.EventPut, KV: kv}
+		}
+		// Not the header's revision: while etcd catches a watcher up over
+		// more than 1000 revisions, each batch carries the store's current
+		// revision, ahead of what the batch delivers. The last event's
+		// revision never overstates.
+		r.Revision = r.Events[len(r.Events)-1].KV.ModRevision
+		if !send(r) {
+			return
+		}
+	}
 }

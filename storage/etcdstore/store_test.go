@@ -4,9 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/goleak"
 
 	"github.com/rivet-go/rivet/storage"
@@ -21,12 +25,23 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func TestConformance(t *testing.T) {
 	cli := etcdtest.StartClient(t)
 	var n atomic.Int64
-	storagetest.Run(t, func(t *testing.T) storage.Store {
-		s, err := etcdstore.New(cli, fmt.Sprintf("/t%d/", n.Add(1)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
+	storagetest.Run(t, storagetest.Harness{
+		NewStore: func(t *testing.T) storage.Store {
+			s, err := etcdstore.New(cli, fmt.Sprintf("/t%d/", n.Add(1)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		},
+		// Compaction is etcd-wide, not per namespace: the suite compacts
+		// only from subtests that run alone.
+		Compact: func(ctx context.Context, _ storage.Store, rev int64) error {
+			_, err := cli.Compact(ctx, rev)
+			if errors.Is(err, rpctypes.ErrCompacted) {
+				return nil // compacted at rev or later already
+			}
+			return err
+		},
 	})
 }
 
@@ -68,5 +83,95 @@ func TestEmbeddedConfig(t *testing.T) {
 	c.InitialClusterState = "maybe"
 	if _, err := etcdstore.StartEmbedded(ctx, c); err == nil {
 		t.Fatal("StartEmbedded with a bad InitialClusterState succeeded")
+	}
+}
+
+// KeepAlive notices a lease revoked by someone else at its next renewal,
+// and a node cut off from etcd learns that its lease is lost once the last
+// validUntil passes, not before (its claims are still safe until then) and
+// not much later (another node may claim them soon after).
+func TestKeepAliveLoss(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	e, err := etcdstore.StartEmbedded(ctx, etcdstore.DefaultLocalEmbeddedConfig(t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var closeOnce sync.Once
+	closeEtcd := func() { closeOnce.Do(func() { e.Close() }) }
+	t.Cleanup(closeEtcd)
+	cli := etcdtest.NewClient(t, e.Endpoints())
+	s, err := etcdstore.New(cli, etcdstore.DefaultPrefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	lease, err := s.GrantLease(ctx, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	elsewhere := make(chan error, 1)
+	go func() { elsewhere <- s.KeepAlive(ctx, lease, nil) }()
+	if _, err := cli.Revoke(ctx, clientv3.LeaseID(lease)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-elsewhere:
+		if !errors.Is(err, storage.ErrLeaseNotFound) {
+			t.Fatalf("KeepAlive of a lease revoked elsewhere = %v, want ErrLeaseNotFound", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("KeepAlive did not notice a lease revoked elsewhere")
+	}
+
+	lease, err = s.GrantLease(ctx, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu   sync.Mutex
+		last time.Time
+	)
+	renewed := make(chan struct{}, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- s.KeepAlive(ctx, lease, func(validUntil time.Time) {
+			mu.Lock()
+			last = validUntil
+			mu.Unlock()
+			select {
+			case renewed <- struct{}{}:
+			default:
+			}
+		})
+	}()
+	select {
+	case <-renewed:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no renewal")
+	}
+	// Close waits for open client streams to drain; it refuses new
+	// requests at once.
+	go closeEtcd()
+	select {
+	case err := <-done:
+		at := time.Now()
+		mu.Lock()
+		validUntil := last
+		mu.Unlock()
+		if !errors.Is(err, storage.ErrLeaseNotFound) {
+			t.Fatalf("KeepAlive with etcd gone = %v, want ErrLeaseNotFound", err)
+		}
+		if at.Before(validUntil) {
+			t.Fatalf("KeepAlive gave up %v before the lease could expire", validUntil.Sub(at))
+		}
+		// Generous for a loaded machine; the point is that it does not
+		// wait for etcd to come back.
+		if late := at.Sub(validUntil); late > 2*time.Second {
+			t.Fatalf("KeepAlive gave up %v after the lease could expire", late)
+		}
+		t.Logf("KeepAlive gave up %v after validUntil: %v", at.Sub(validUntil), err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("KeepAlive did not give up with etcd gone")
 	}
 }

@@ -18,10 +18,28 @@ import (
 	"github.com/rivet-go/rivet/storage"
 )
 
-// Run runs the suite. newStore returns an empty store (a fresh namespace
-// will do) for each subtest; the suite closes it. Some subtests run in
-// parallel and some wait for real lease expiry (a few seconds).
-func Run(t *testing.T, newStore func(t *testing.T) storage.Store) {
+// Harness is what the suite needs of an implementation.
+type Harness struct {
+	// NewStore returns an empty store (a fresh namespace will do) for one
+	// subtest; the suite closes it.
+	NewStore func(t *testing.T) storage.Store
+	// Compact discards the history of s before rev, as etcd's compaction
+	// does, so that a Watch from an older revision fails with
+	// ErrCompacted. Nil skips the subtests that need it. The suite calls
+	// it only from subtests that do not run in parallel, so that it cannot
+	// compact away the revisions another subtest is watching from.
+	Compact func(ctx context.Context, s storage.Store, rev int64) error
+}
+
+// Run runs the suite. Some subtests run in parallel and some wait for real
+// lease expiry (a few seconds).
+func Run(t *testing.T, h Harness) {
+	compact := func(s storage.Store) func(context.Context, int64) error {
+		if h.Compact == nil {
+			return nil
+		}
+		return func(ctx context.Context, rev int64) error { return h.Compact(ctx, s, rev) }
+	}
 	tests := []struct {
 		name     string
 		parallel bool
@@ -46,13 +64,23 @@ func Run(t *testing.T, newStore func(t *testing.T) storage.Store) {
 		{"CommitterConcurrent", true, testCommitterConcurrent},
 		{"CommitterFencedInBatch", false, testCommitterFencedInBatch},
 		{"CommitterTooLarge", false, testCommitterTooLarge},
+		{"WatchEvents", false, testWatchEvents},
+		{"WatchLeaseExpiry", true, testWatchLeaseExpiry},
+		{"WatchFollowsWrites", false, testWatchFollowsWrites},
+		{"WatchCompacted", false, func(t *testing.T, s storage.Store) { testWatchCompacted(t, s, compact(s)) }},
+		{"WatchCancel", false, testWatchCancel},
+		{"WatchClosed", false, testWatchClosed},
+		{"KeepAliveLostAfterRenewal", true, testKeepAliveLostAfterRenewal},
+		{"MirrorConverges", false, testMirrorConverges},
+		{"MirrorCompacted", false, func(t *testing.T, s storage.Store) { testMirrorCompacted(t, s, compact(s)) }},
+		{"MirrorLeaseExpiry", true, testMirrorLeaseExpiry},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.parallel {
 				t.Parallel()
 			}
-			s := newStore(t)
+			s := h.NewStore(t)
 			t.Cleanup(func() { s.Close() })
 			tc.fn(t, s)
 		})
@@ -446,7 +474,7 @@ func testLeaseRevoke(t *testing.T, s storage.Store) {
 	if _, err := s.Claim(ctx, "n1", l1, []uint32{5}); !errors.Is(err, storage.ErrLeaseNotFound) {
 		t.Fatalf("Claim on revoked lease = %v, want ErrLeaseNotFound", err)
 	}
-	if err := s.KeepAlive(ctx, l1); !errors.Is(err, storage.ErrLeaseNotFound) {
+	if err := s.KeepAlive(ctx, l1, nil); !errors.Is(err, storage.ErrLeaseNotFound) {
 		t.Fatalf("KeepAlive on revoked lease = %v, want ErrLeaseNotFound", err)
 	}
 	// A put without the lease detaches the key from it.
@@ -576,7 +604,7 @@ func testClosed(t *testing.T, s storage.Store) {
 	done := make(chan error, 1)
 	kctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	go func() { done <- s.KeepAlive(kctx, lease) }()
+	go func() { done <- s.KeepAlive(kctx, lease, nil) }()
 	if err := s.RevokeLease(ctx, lease); err != nil {
 		t.Fatal(err)
 	}
@@ -595,8 +623,17 @@ func testClosed(t *testing.T, s storage.Store) {
 	}
 }
 
+// renewal is one call of KeepAlive's renewed callback.
+type renewal struct {
+	validUntil time.Time
+	// at is when the callback ran: the renewal was sent before it.
+	at time.Time
+}
+
 func testKeepAliveHolds(t *testing.T, s storage.Store) {
 	ctx := testCtx(t)
+	// Both stores keep exactly this TTL: etcd's minimum with its default
+	// timing is 2 s, and the memory twin keeps whole seconds.
 	const ttl = 2 * time.Second
 	lease := grant(t, s, ttl)
 	defer s.RevokeLease(context.WithoutCancel(ctx), lease)
@@ -605,9 +642,19 @@ func testKeepAliveHolds(t *testing.T, s storage.Store) {
 	}
 	kctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- s.KeepAlive(kctx, lease) }()
-	// Outlive the TTL twice over while renewing.
+	var (
+		mu       sync.Mutex
+		renewals []renewal
+	)
 	start := time.Now()
+	go func() {
+		done <- s.KeepAlive(kctx, lease, func(validUntil time.Time) {
+			mu.Lock()
+			renewals = append(renewals, renewal{validUntil, time.Now()})
+			mu.Unlock()
+		})
+	}()
+	// Outlive the TTL twice over while renewing.
 	for time.Since(start) < 2*ttl+time.Second {
 		wantValue(t, s, "ka/held", "1")
 		time.Sleep(100 * time.Millisecond)
@@ -617,6 +664,56 @@ func testKeepAliveHolds(t *testing.T, s storage.Store) {
 		t.Fatalf("KeepAlive after ctx done = %v, want nil", err)
 	}
 	wantValue(t, s, "ka/held", "1")
+
+	// Each renewal was sent after the previous callback (or the call) and
+	// before its own callback, and validUntil is in (sent, sent+ttl].
+	mu.Lock()
+	defer mu.Unlock()
+	if len(renewals) < 3 {
+		t.Fatalf("%d renewals in %v with a TTL of %v, want at least 3", len(renewals), 2*ttl+time.Second, ttl)
+	}
+	after := start
+	for i, r := range renewals {
+		if !r.validUntil.After(after) || r.validUntil.After(r.at.Add(ttl)) {
+			t.Fatalf("renewal %d: validUntil %v is not in (%v, %v]: the renewal was sent in [%v, %v]",
+				i, r.validUntil.Sub(start), after.Sub(start), r.at.Add(ttl).Sub(start), after.Sub(start), r.at.Sub(start))
+		}
+		after = r.at
+	}
+}
+
+// A lease revoked while KeepAlive renews it is reported lost.
+func testKeepAliveLostAfterRenewal(t *testing.T, s storage.Store) {
+	ctx := testCtx(t)
+	lease := grant(t, s, 2*time.Second)
+	renewed := make(chan time.Time, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- s.KeepAlive(ctx, lease, func(validUntil time.Time) {
+			select {
+			case renewed <- validUntil:
+			default:
+			}
+		})
+	}()
+	select {
+	case <-renewed:
+	case err := <-done:
+		t.Fatalf("KeepAlive = %v before its first renewal", err)
+	case <-time.After(15 * time.Second):
+		t.Fatal("no renewal")
+	}
+	if err := s.RevokeLease(ctx, lease); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, storage.ErrLeaseNotFound) {
+			t.Fatalf("KeepAlive of a revoked lease = %v, want ErrLeaseNotFound", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("KeepAlive did not notice the revoked lease")
+	}
 }
 
 func testKeepAliveLost(t *testing.T, s storage.Store) {
@@ -626,7 +723,7 @@ func testKeepAliveLost(t *testing.T, s storage.Store) {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
-	go func() { done <- s.KeepAlive(ctx, lease) }()
+	go func() { done <- s.KeepAlive(ctx, lease, nil) }()
 	if err := s.RevokeLease(ctx, lease); err != nil {
 		t.Fatal(err)
 	}
@@ -648,7 +745,7 @@ func testKeepAliveLost(t *testing.T, s storage.Store) {
 	}
 	lease = grant(t, s, time.Minute)
 	claimOne(t, s, lease, 1)
-	go func() { done <- s.KeepAlive(ctx, lease) }()
+	go func() { done <- s.KeepAlive(ctx, lease, nil) }()
 	x.ExpireLease(lease)
 	if err := <-done; !errors.Is(err, storage.ErrLeaseNotFound) {
 		t.Fatalf("KeepAlive of an expired lease = %v, want ErrLeaseNotFound", err)
@@ -671,7 +768,7 @@ func testLeaseExpires(t *testing.T, s storage.Store) {
 	if err != nil || len(cs) != 0 {
 		t.Fatalf("Claims after expiry = %+v, %v; want none", cs, err)
 	}
-	if err := s.KeepAlive(ctx, lease); !errors.Is(err, storage.ErrLeaseNotFound) {
+	if err := s.KeepAlive(ctx, lease, nil); !errors.Is(err, storage.ErrLeaseNotFound) {
 		t.Fatalf("KeepAlive of an expired lease = %v, want ErrLeaseNotFound", err)
 	}
 }
