@@ -1,0 +1,15 @@
+package cluster
+
+// Join contacts the members at addrs now and merges their view of the
+// cluster, returning how many answered. Gossip never re-contacts a member
+// it declared dead, so two sides of a healed network partition stay apart
+// until one joins the other: the node calls Join with the addresses of
+// members it knows exist (from etcd) but does not see alive.
+func (c *Cluster) Join(addrs []string) (int, error) {
+	c.life.Lock()
+	defer c.life.Unlock()
+	if c.state != running {
+		return 0, ErrStopped
+	}
+	return c.ml.Join(addrs)
+}

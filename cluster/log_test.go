@@ -1,0 +1,68 @@
+package cluster
+
+import (
+	"sync/atomic"
+	"testing"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+)
+
+func TestMemberlistLogsGoToZap(t *testing.T) {
+	core, logs := observer.New(zapcore.DebugLevel)
+	l := newStdLogger(zap.New(core), nil)
+	l.Printf("[DEBUG] memberlist: Stream connection from=%s", "127.0.0.1:1")
+	l.Printf("[INFO] memberlist: Marking b as failed")
+	l.Printf("[WARN] memberlist: Refuting a suspect message (from: a)")
+	l.Printf("[ERR] memberlist: Failed to send ping: boom")
+	l.Printf("[ERR] Failed to shutdown transport: x")
+	l.Printf("no tag at all")
+
+	want := []struct {
+		level zapcore.Level
+		msg   string
+	}{
+		{zapcore.DebugLevel, "Stream connection from=127.0.0.1:1"},
+		{zapcore.InfoLevel, "Marking b as failed"},
+		{zapcore.WarnLevel, "Refuting a suspect message (from: a)"},
+		{zapcore.ErrorLevel, "Failed to send ping: boom"},
+		{zapcore.ErrorLevel, "Failed to shutdown transport: x"},
+		{zapcore.InfoLevel, "no tag at all"},
+	}
+	got := logs.AllUntimed()
+	if len(got) != len(want) {
+		t.Fatalf("%d entries, want %d: %v", len(got), len(want), got)
+	}
+	for i, w := range want {
+		if got[i].Level != w.level || got[i].Message != w.msg {
+			t.Errorf("entry %d = %v %q, want %v %q", i, got[i].Level, got[i].Message, w.level, w.msg)
+		}
+	}
+}
+
+func TestMemberlistDebugLogsCostNothingWhenDisabled(t *testing.T) {
+	core, logs := observer.New(zapcore.InfoLevel)
+	w := logWriter{log: zap.New(core)}
+	line := []byte("[DEBUG] memberlist: Initiating push/pull sync with: b 127.0.0.1:2\n")
+	if n := testing.AllocsPerRun(100, func() { _, _ = w.Write(line) }); n != 0 {
+		t.Errorf("%v allocations per disabled debug line", n)
+	}
+	if logs.Len() != 0 {
+		t.Errorf("debug line logged at info: %v", logs.All())
+	}
+}
+
+func TestMemberlistErrorsAreDebugDuringShutdown(t *testing.T) {
+	core, logs := observer.New(zapcore.DebugLevel)
+	var shuttingDown atomic.Bool
+	l := newStdLogger(zap.New(core), &shuttingDown)
+	l.Printf("[ERR] memberlist: Failed to send gossip: before")
+	shuttingDown.Store(true)
+	l.Printf("[ERR] memberlist: Failed to send gossip: use of closed network connection")
+	l.Printf("[INFO] memberlist: still info")
+	got := logs.AllUntimed()
+	if len(got) != 3 || got[0].Level != zapcore.ErrorLevel || got[1].Level != zapcore.DebugLevel || got[2].Level != zapcore.InfoLevel {
+		t.Errorf("entries: %v", got)
+	}
+}
