@@ -199,6 +199,9 @@ func (c *Client) Members(ctx context.Context) ([]Member, error) {
 			State:           m.GetState(),
 			PartitionsOwned: m.GetPartitionsOwned(),
 			StartedAt:       timeFrom(m.GetStartedAt()),
+			GossipAddr:      m.GetGossipAddr(),
+			HTTPAddr:        m.GetHttpAddr(),
+			Draining:        m.GetDraining(),
 		}
 	}
 	return out, nil
@@ -242,4 +245,16 @@ func marshalOptional(what string, v any) ([]byte, error) {
 		return nil, nil
 	}
 	return marshal(what, v)
+}
+
+// Drain asks node to hand every partition it owns to the other nodes (with
+// undo, to take its share again). It returns at once, with the number of
+// partitions the node owned; Members shows the progress. Any node forwards
+// the request to node.
+func (c *Client) Drain(ctx context.Context, node string, undo bool) (uint32, error) {
+	resp, err := invoke(ctx, c, idempotent, c.admin.Drain, &rivetv1.DrainRequest{NodeId: node, Undo: undo})
+	if err != nil {
+		return 0, err
+	}
+	return resp.GetPartitionsOwned(), nil
 }

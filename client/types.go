@@ -70,6 +70,10 @@ type Member struct {
 	State           string    `json:"state"`
 	PartitionsOwned uint32    `json:"partitions_owned"`
 	StartedAt       time.Time `json:"started_at"`
+	GossipAddr      string    `json:"gossip_addr,omitempty"`
+	HTTPAddr        string    `json:"http_addr,omitempty"`
+	// Draining is set while the node hands its partitions off.
+	Draining bool `json:"draining,omitempty"`
 }
 
 // PartitionOwner is one row of the partition table.

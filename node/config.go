@@ -4,6 +4,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/rivet-go/rivet/cluster"
 	"github.com/rivet-go/rivet/placement"
 	"github.com/rivet-go/rivet/runtime"
 	"go.uber.org/zap"
@@ -35,6 +36,34 @@ type Config struct {
 	EtcdPeerAddr   string
 	// EtcdPrefix namespaces every key the node writes.
 	EtcdPrefix string
+	// EtcdInitialCluster makes the embedded member one of a multi-member
+	// etcd cluster: name=peerURL,... listing every member (the node ID is
+	// this member's name). Empty: a cluster of this member alone. Used only
+	// when the member's data directory is new.
+	EtcdInitialCluster string
+
+	// GossipAddr is the host:port of the memberlist gossip (TCP and UDP).
+	// "-" runs the node without gossip: it then balances over the nodes
+	// registered in etcd alone, and notices a peer's death only when its
+	// lease expires.
+	GossipAddr string
+	// GossipAdvertiseAddr is the gossip address told to peers; empty means
+	// GossipAddr.
+	GossipAdvertiseAddr string
+	// Join lists gossip addresses of nodes to join; empty starts a cluster.
+	Join []string
+	// GossipKey encrypts gossip (16, 24 or 32 bytes); empty: plaintext.
+	GossipKey []byte
+	// GossipProfile picks failure-detection timings (LAN by default).
+	GossipProfile cluster.Profile
+	// SettleTimeout bounds how long Start waits, when joining a cluster,
+	// for gossip to reach a peer and for the first partition claims, before
+	// it serves anyway (calls then find their owners as the cluster
+	// settles).
+	SettleTimeout time.Duration
+	// Handoffs bounds the partitions this node hands off at once when the
+	// ring changes.
+	Handoffs int
 
 	// Partitions is the partition count used if this node creates the
 	// cluster; an existing cluster keeps its own.
@@ -65,7 +94,11 @@ func DefaultConfig() Config {
 		EtcdPeerAddr:    "127.0.0.1:2380",
 		EtcdPrefix:      "/rivet/",
 		Partitions:      placement.DefaultPartitions,
-		LeaseTTL:        5 * time.Second,
+		LeaseTTL:        4 * time.Second,
+		GossipAddr:      cluster.DefaultBindAddr,
+		GossipProfile:   cluster.ProfileLAN,
+		SettleTimeout:   10 * time.Second,
+		Handoffs:        4,
 		ShutdownTimeout: 20 * time.Second,
 		Runtime:         runtime.DefaultConfig(),
 	}
@@ -79,6 +112,8 @@ func DefaultLocalConfig(dir string) Config {
 	c.HTTPAddr = "127.0.0.1:0"
 	c.EtcdClientAddr = "127.0.0.1:0"
 	c.EtcdPeerAddr = "127.0.0.1:0"
+	c.GossipAddr = "127.0.0.1:0"
+	c.GossipProfile = cluster.ProfileLocal
 	c.DataDir = dir
 	c.Partitions = 64
 	return c
@@ -109,6 +144,15 @@ func (c *Config) validate() error {
 	}
 	if c.Partitions > 65536 {
 		return errors.New("node: Partitions above 65536")
+	}
+	if c.GossipAddr == "" {
+		c.GossipAddr = d.GossipAddr
+	}
+	if c.SettleTimeout == 0 {
+		c.SettleTimeout = d.SettleTimeout
+	}
+	if c.Handoffs <= 0 {
+		c.Handoffs = d.Handoffs
 	}
 	if c.LeaseTTL == 0 {
 		c.LeaseTTL = d.LeaseTTL

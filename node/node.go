@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/cluster"
 	"github.com/rivet-go/rivet/runtime"
 	"github.com/rivet-go/rivet/server"
 	"github.com/rivet-go/rivet/storage"
@@ -43,6 +44,13 @@ type Node struct {
 	committer *storage.Committer
 	own       *Ownership
 	host      *runtime.Host
+	gossip    *cluster.Cluster
+	view      *view
+	balancer  *runtime.Balancer
+	// balanceCancel stops the balancer before the rest, so that a node
+	// going away does not start handing partitions off one by one.
+	balanceCancel context.CancelFunc
+	balanceDone   chan struct{}
 
 	grpcServer *grpc.Server
 	grpcLis    net.Listener
@@ -122,6 +130,7 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 		ec.Name = n.cfg.NodeID
 		ec.ClientURL = "http://" + cfg.EtcdClientAddr
 		ec.PeerURL = "http://" + cfg.EtcdPeerAddr
+		ec.InitialCluster = cfg.EtcdInitialCluster
 		ec.Logger = n.log
 		t0 := time.Now()
 		if n.embedded, err = etcdstore.StartEmbedded(ctx, ec); err != nil {
@@ -168,12 +177,25 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 	if advertise == "" {
 		advertise = n.grpcLis.Addr().String()
 	}
-	n.own = runtime.NewOwnership(n.store, runtime.NodeRecord{NodeID: n.cfg.NodeID, GRPCAddr: advertise, StartedAt: time.Now().UTC()}, cfg.LeaseTTL, n.log)
-	t0 := time.Now()
-	if err := n.own.Establish(ctx, runtime.AllPartitions(parts)); err != nil {
+	rec := runtime.NodeRecord{NodeID: n.cfg.NodeID, GRPCAddr: advertise, HTTPAddr: n.HTTPAddr(), StartedAt: time.Now().UTC()}
+	if cfg.GossipAddr != "-" {
+		gc := cluster.Config{
+			NodeID: n.cfg.NodeID, BindAddr: cfg.GossipAddr, AdvertiseAddr: cfg.GossipAdvertiseAddr,
+			Join: cfg.Join, GossipKey: cfg.GossipKey, Profile: cfg.GossipProfile,
+			Meta:   cluster.Meta{GRPCAddr: advertise, HTTPAddr: n.HTTPAddr()},
+			Logger: n.log.Named("gossip"),
+		}
+		if n.gossip, err = cluster.Start(gc); err != nil {
+			return nil, fmt.Errorf("node: gossip: %w", err)
+		}
+		rec.GossipAddr = n.gossip.GossipAddr()
+	}
+	// No partition is claimed here: the balancer claims what the ring
+	// gives this node once it sees the cluster.
+	n.own = runtime.NewOwnership(n.store, rec, cfg.LeaseTTL, n.log)
+	if err := n.own.Establish(ctx, nil); err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
-	n.log.Info("ownership established", zap.Int("partitions", n.own.Owned()), zap.Duration("took", time.Since(t0)))
 	n.goBackground("lease", func() error { return n.own.Run(bgCtx) })
 
 	rc := cfg.Runtime
@@ -181,16 +203,27 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 	if n.host, err = runtime.New(rc, reg, n.store, n.committer, n.own); err != nil {
 		return nil, err
 	}
+	n.view = newView(n.cfg.NodeID, parts, n.store, n.log.Named("view"))
+	n.view.gossip, n.view.host = n.gossip, n.host
+	n.host.SetRemote(remote{n.view})
+	n.host.SetOwnerLookup(func(p uint32) string { o, _ := n.view.ownerOf(p); return o })
 	if err := n.host.Start(ctx); err != nil {
 		return nil, err
 	}
+	n.goBackground("owners-mirror", func() error { return n.view.owners.Run(bgCtx) })
+	n.goBackground("nodes-mirror", func() error { return n.view.nodes.Run(bgCtx) })
+	n.balancer = runtime.NewBalancer(runtime.BalancerConfig{
+		Eligible: n.view.eligible, Owners: n.view.ownerTable, Handoffs: cfg.Handoffs,
+	}, n.host, n.own)
+	n.own.OnEstablished(n.balancer.Kick)
 
 	// One source for the limits both layers enforce: the runtime's config.
 	limits := server.DefaultLimits()
 	limits.MaxResultBytes, limits.MaxMessageBytes = rc.MaxResultBytes, rc.MaxMessageBytes
 	opts := append(server.ServerOptions(limits), grpc.ChainUnaryInterceptor(server.UnaryInterceptor(n.log)))
+	opts = append(opts, grpc.ChainUnaryInterceptor(server.ForwardingInterceptor(n.view)))
 	n.grpcServer = grpc.NewServer(opts...)
-	server.New(n.host, server.WithLimits(limits), server.WithLogger(n.log)).Register(n.grpcServer)
+	server.New(backend{n.host, n}, server.WithLimits(limits), server.WithLogger(n.log)).Register(n.grpcServer)
 	n.health = health.NewServer()
 	healthpb.RegisterHealthServer(n.grpcServer, n.health)
 	reflection.Register(n.grpcServer)
@@ -212,6 +245,9 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 				return nil
 			}
 		})
+	}
+	if err := n.settle(ctx, bgCtx); err != nil {
+		return nil, err
 	}
 	n.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	n.log.Info("node serving", zap.String("grpc", n.GRPCAddr()), zap.String("http", n.HTTPAddr()), zap.Uint32("partitions", parts))
@@ -282,6 +318,14 @@ func (n *Node) stop(ctx context.Context) error {
 	n.log.Info("stopping")
 	var errs []error
 	n.health.Shutdown()
+	n.stopBalancer()
+	if n.gossip != nil {
+		// Peers drop this node from their rings now, so they are ready
+		// to claim its partitions the moment Resign frees them.
+		if err := n.gossip.Leave(2 * time.Second); err != nil {
+			n.log.Warn("gossip leave", zap.Error(err))
+		}
+	}
 	// Refuse new turns first: calls that arrive now get UNAVAILABLE, which
 	// clients retry elsewhere, instead of hanging on a closing listener.
 	hostStopped := make(chan error, 1)
@@ -321,10 +365,17 @@ func (n *Node) closeAll() {
 	} else if n.httpLis != nil {
 		n.httpLis.Close()
 	}
+	n.stopBalancer()
+	if n.gossip != nil {
+		_ = n.gossip.Stop()
+	}
 	if n.bgCancel != nil {
 		n.bgCancel()
 	}
 	n.bg.Wait()
+	if n.view != nil {
+		n.view.close()
+	}
 	if n.etcd != nil {
 		n.etcd.Close()
 	}
@@ -372,4 +423,15 @@ func clusterPartitions(ctx context.Context, st storage.Store, want uint32) (uint
 		return 0, fmt.Errorf("node: cluster config %q is invalid", stored)
 	}
 	return cc.Partitions, nil
+}
+
+// Ownership is the node's lease and partition claims.
+func (n *Node) Ownership() *Ownership { return n.own }
+
+// GossipAddr is the node's gossip address ("" without gossip).
+func (n *Node) GossipAddr() string {
+	if n.gossip == nil {
+		return ""
+	}
+	return n.gossip.GossipAddr()
 }

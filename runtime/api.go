@@ -113,6 +113,9 @@ type Member struct {
 	State           string
 	PartitionsOwned uint32
 	StartedAt       time.Time
+	GossipAddr      string
+	HTTPAddr        string
+	Draining        bool
 }
 
 // PartitionOwner is one row of the partition table.

@@ -59,6 +59,10 @@ type Host struct {
 	stopCh    chan struct{}
 
 	timers *timers
+	// remote reaches actors of other nodes (nil: a node alone).
+	remote Remote
+	// ownerLookup names the owner of a partition served elsewhere.
+	ownerLookup func(p uint32) string
 
 	chainSeq atomic.Uint64
 	calls    atomic.Uint64
@@ -79,8 +83,8 @@ func New(cfg Config, reg *rivet.Registry, store storage.Store, commit Committer,
 		timers: newTimers(),
 	}
 	own.OnLost(h.evictAll)
-	own.OnClaimed(func(ctx context.Context) {
-		if err := h.loadWakeups(ctx); err != nil {
+	own.OnClaimed(func(ctx context.Context, parts []uint32) {
+		if err := h.loadWakeups(ctx, parts); err != nil {
 			h.log.Error("loading wakeups after claiming partitions failed", zap.Error(err))
 		}
 	})
@@ -90,7 +94,7 @@ func New(cfg Config, reg *rivet.Registry, store storage.Store, commit Committer,
 // Start loads the wakeups of the partitions the node owns, and starts the
 // idle reaper and the wakeup timer.
 func (h *Host) Start(ctx context.Context) error {
-	if err := h.loadWakeups(ctx); err != nil {
+	if err := h.loadWakeups(ctx, h.own.Partitions()); err != nil {
 		return fmt.Errorf("runtime: load wakeups: %w", err)
 	}
 	h.loops.Add(2)
@@ -422,6 +426,11 @@ func (h *Host) actionError(a *activation, action string, err error) error {
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		return rivet.Errorf(rivet.ErrTimeout, "action %s of %s timed out", action, a.describe())
+	}
+	if errors.Is(err, context.Canceled) {
+		// The caller gave up (a race's loser, a timeout with fallback):
+		// not the actor's failure, and not worth an error log.
+		return err
 	}
 	h.log.Warn("action failed", actorField(a), zap.String("action", action), errField(err))
 	if h.cfg.ExposeErrors {
@@ -821,8 +830,16 @@ func (h *Host) ownerOf(p uint32) string {
 	if _, ok := h.own.Token(p); ok {
 		return h.cfg.NodeID
 	}
+	if h.ownerLookup != nil {
+		return h.ownerLookup(p)
+	}
 	return ""
 }
+
+// SetOwnerLookup tells the host where to read the owners of partitions it
+// does not serve (the node's mirror of the partition table), for List.
+// Call it before Start.
+func (h *Host) SetOwnerLookup(fn func(p uint32) string) { h.ownerLookup = fn }
 
 // Members lists the registered nodes.
 func (h *Host) Members(ctx context.Context) ([]Member, error) {
@@ -981,7 +998,11 @@ func (hh *hostHandle) Call(ctx context.Context, action string, args ...any) (jso
 	if err := hh.flushCaller(ctx); err != nil {
 		return nil, err
 	}
-	return hh.c.h.Call(ctx, CallRequest{Ref: hh.ref, Action: action, Args: raw, CreateIfMissing: hh.create, Chain: Chain{ID: hh.c.chain}})
+	req := CallRequest{Ref: hh.ref, Action: action, Args: raw, CreateIfMissing: hh.create, Chain: Chain{ID: hh.c.chain}}
+	if r := hh.c.h.remoteFor(hh.ref); r != nil {
+		return r.Call(ctx, req)
+	}
+	return hh.c.h.Call(ctx, req)
 }
 
 func (hh *hostHandle) Send(ctx context.Context, queue string, body any) error {
@@ -992,7 +1013,12 @@ func (hh *hostHandle) Send(ctx context.Context, queue string, body any) error {
 	if err := hh.flushCaller(ctx); err != nil {
 		return err
 	}
-	_, err = hh.c.h.Send(ctx, SendRequest{Ref: hh.ref, Queue: queue, Body: b, CreateIfMissing: hh.create, Chain: Chain{ID: hh.c.chain}})
+	req := SendRequest{Ref: hh.ref, Queue: queue, Body: b, CreateIfMissing: hh.create, Chain: Chain{ID: hh.c.chain}}
+	if r := hh.c.h.remoteFor(hh.ref); r != nil {
+		_, err = r.Send(ctx, req)
+		return err
+	}
+	_, err = hh.c.h.Send(ctx, req)
 	return err
 }
 
@@ -1035,3 +1061,104 @@ func isConditionFailed(err error) bool { return errors.Is(err, storage.ErrCondit
 
 func actorField(a *activation) zap.Field { return zap.String("actor", a.describe()) }
 func errField(err error) zap.Field       { return zap.Error(err) }
+
+// Remote reaches actors whose partition another node owns. The node
+// provides it; without one, such calls fail with rivet.ErrUnavailable.
+type Remote interface {
+	Call(ctx context.Context, req CallRequest) (json.RawMessage, error)
+	Send(ctx context.Context, req SendRequest) (SendResult, error)
+}
+
+// SetRemote sets how actors reach actors on other nodes. Call it before
+// Start.
+func (h *Host) SetRemote(r Remote) { h.remote = r }
+
+// PartitionOf returns the partition of an actor.
+func (h *Host) PartitionOf(ref Ref) (uint32, error) {
+	_, part, _, err := h.locate(ref)
+	return part, err
+}
+
+// Owns reports whether this node serves partition p now.
+func (h *Host) Owns(p uint32) bool {
+	_, ok := h.own.Token(p)
+	return ok
+}
+
+// remoteFor returns the Remote to use for ref, or nil if ref is served
+// here (or cannot be located: the local path reports that error).
+func (h *Host) remoteFor(ref Ref) Remote {
+	if h.remote == nil {
+		return nil
+	}
+	part, err := h.PartitionOf(ref)
+	if err != nil || h.Owns(part) {
+		return nil
+	}
+	return h.remote
+}
+
+// Handoff stops serving partition p so that another node can take it
+// over: no new turn starts (requests get rivet.ErrUnavailable, which
+// clients retry), the turns in progress finish, every workflow records
+// where it stopped, and every write lands. Then the claim is released. If
+// ctx ends first, the actors still in memory are evicted (their unwritten
+// changes fail, fenced, once the claim is gone) and the claim is released
+// all the same: a handoff that never ends would hold the partition hostage.
+func (h *Host) Handoff(ctx context.Context, p uint32) error {
+	if !h.own.BeginRelease(p) {
+		return nil
+	}
+	h.mu.Lock()
+	var acts []*activation
+	for _, a := range h.actors {
+		if a.part == p {
+			acts = append(acts, a)
+		}
+	}
+	h.mu.Unlock()
+	// The next owner loads the partition's wakeups from storage.
+	h.timers.cancelIf(func(ref Ref) bool {
+		part, err := h.PartitionOf(ref)
+		return err == nil && part == p
+	})
+	var wg sync.WaitGroup
+	for _, a := range acts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			h.handoffActor(ctx, a)
+		}()
+	}
+	wg.Wait()
+	// The claim goes even if ctx ended: a fresh context bounds it.
+	rctx, cancel := context.WithTimeout(h.baseCtx, 10*time.Second)
+	defer cancel()
+	if err := h.own.FinishRelease(rctx, p); err != nil {
+		return fmt.Errorf("release partition %d: %w", p, err)
+	}
+	return nil
+}
+
+// handoffActor deactivates one actor of a partition being handed off.
+func (h *Host) handoffActor(ctx context.Context, a *activation) {
+	select {
+	case <-a.ready:
+	case <-ctx.Done():
+		h.evict(a)
+		return
+	}
+	if err := a.gate.acquire(ctx, "handoff"); err != nil {
+		h.evict(a)
+		return
+	}
+	defer a.gate.release()
+	a.stopWorkflow()
+	a.failWaiters()
+	if err := a.waitCommitted(ctx, a.currentVersion()); err != nil {
+		h.evict(a)
+		return
+	}
+	a.stopped.Store(true)
+	h.remove(a)
+}

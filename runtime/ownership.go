@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"sync"
 	"time"
 
@@ -13,31 +14,56 @@ import (
 )
 
 // NodeRecord is a node's registration in storage (storage.NodeKey), on the
-// node's lease: it vanishes when the node does.
+// node's lease: it vanishes when the node does. Every node mirrors these
+// records: they are where peers find each other's gRPC and gossip
+// addresses, and the ring is computed only over nodes that have one (a
+// node whose lease expired is out of the ring at once, whatever gossip
+// still believes).
 type NodeRecord struct {
-	NodeID    string          `json:"node_id"`
-	GRPCAddr  string          `json:"grpc_addr"`
-	StartedAt time.Time       `json:"started_at"`
-	Lease     storage.LeaseID `json:"lease"`
+	NodeID     string          `json:"node_id"`
+	GRPCAddr   string          `json:"grpc_addr"`
+	GossipAddr string          `json:"gossip_addr,omitempty"`
+	HTTPAddr   string          `json:"http_addr,omitempty"`
+	StartedAt  time.Time       `json:"started_at"`
+	Lease      storage.LeaseID `json:"lease"`
+	// Draining asks the cluster to move every partition off this node.
+	Draining bool `json:"draining,omitempty"`
 }
 
 // Ownership holds this node's lease and the partition claims on it. Claims
 // die with the lease: when the lease is lost, every claim is dropped at once
 // (and any write fenced on them already fails in storage).
+//
+// The node stops serving its partitions when the lease may have expired in
+// storage, judged by its own clock (the time each renewal was sent plus the
+// TTL, minus a safety margin), not when storage says so: a node cut off
+// from etcd hears nothing, and by then another node may have claimed its
+// partitions. So two nodes never serve one partition, not even reads.
 type Ownership struct {
-	store  storage.Store
-	record NodeRecord
-	ttl    time.Duration
-	log    *zap.Logger
+	store storage.Store
+	ttl   time.Duration
+	log   *zap.Logger
 
 	mu     sync.RWMutex
+	record NodeRecord
 	lease  storage.LeaseID
 	claims map[uint32]storage.Claim
+	// releasing holds claims being handed off: no longer served (Token
+	// says not owned), but still held in storage until the drain ends.
+	releasing map[uint32]storage.Claim
+	// validUntil is when the lease may expire in storage, by this node's
+	// clock, minus the margin.
+	validUntil time.Time
+	renewed    chan struct{}
+	// resigned is set by Resign: Run then ends instead of re-establishing.
+	resigned bool
 	// onLost is called, without mu held, when claims are dropped.
 	onLost []func()
-	// onClaimed is called, without mu held, when claims were re-established
-	// after a loss (not after the first Establish: the host starts after it).
-	onClaimed []func(context.Context)
+	// onClaimed is called, without mu held, with the partitions just
+	// claimed (not after the first Establish: the host starts after it).
+	onClaimed []func(ctx context.Context, parts []uint32)
+	// onEstablished is called after the lease was re-established.
+	onEstablished []func()
 }
 
 // NewOwnership returns an Ownership for the node described by record. It
@@ -46,7 +72,11 @@ func NewOwnership(store storage.Store, record NodeRecord, ttl time.Duration, log
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Ownership{store: store, record: record, ttl: ttl, log: log, claims: map[uint32]storage.Claim{}}
+	return &Ownership{
+		store: store, record: record, ttl: ttl, log: log,
+		claims: map[uint32]storage.Claim{}, releasing: map[uint32]storage.Claim{},
+		renewed: make(chan struct{}, 1),
+	}
 }
 
 // OnLost registers fn to be called when the node's claims are lost.
@@ -56,12 +86,26 @@ func (o *Ownership) OnLost(fn func()) {
 	o.mu.Unlock()
 }
 
-// OnClaimed registers fn to be called when claims are re-established after
-// a loss.
-func (o *Ownership) OnClaimed(fn func(context.Context)) {
+// OnClaimed registers fn to be called with the partitions of every claim
+// made after the host started (by Claim, or by Run re-establishing).
+func (o *Ownership) OnClaimed(fn func(ctx context.Context, parts []uint32)) {
 	o.mu.Lock()
 	o.onClaimed = append(o.onClaimed, fn)
 	o.mu.Unlock()
+}
+
+// OnEstablished registers fn to be called after Run re-established the
+// lease following a loss.
+func (o *Ownership) OnEstablished(fn func()) {
+	o.mu.Lock()
+	o.onEstablished = append(o.onEstablished, fn)
+	o.mu.Unlock()
+}
+
+// margin is how long before the lease's possible expiry the node stops
+// serving: room for clock rate differences and for the drop itself.
+func (o *Ownership) margin() time.Duration {
+	return max(o.ttl/10, 200*time.Millisecond)
 }
 
 // Establish grants the node's lease, registers the node and claims the
@@ -70,7 +114,7 @@ func (o *Ownership) OnClaimed(fn func(context.Context)) {
 // that a node restarted after a crash serves at once instead of waiting for
 // its old claims to expire. Node IDs must therefore be unique.
 func (o *Ownership) Establish(ctx context.Context, partitions []uint32) error {
-	if kv, err := o.store.Get(ctx, storage.NodeKey(o.record.NodeID)); err == nil {
+	if kv, err := o.store.Get(ctx, storage.NodeKey(o.Record().NodeID)); err == nil {
 		var prev NodeRecord
 		if json.Unmarshal(kv.Value, &prev) == nil && prev.Lease != 0 && prev.Lease != o.currentLease() {
 			o.log.Info("revoking the lease of this node's previous run", zap.Int64("lease", int64(prev.Lease)))
@@ -81,66 +125,219 @@ func (o *Ownership) Establish(ctx context.Context, partitions []uint32) error {
 	} else if !errors.Is(err, storage.ErrNotFound) {
 		return fmt.Errorf("read node record: %w", err)
 	}
+	sent := time.Now()
 	lease, err := o.store.GrantLease(ctx, o.ttl)
 	if err != nil {
 		return fmt.Errorf("grant lease: %w", err)
 	}
-	rec := o.record
+	rec := o.Record()
 	rec.Lease = lease
 	b, _ := json.Marshal(rec)
 	if err := o.store.PutLeased(ctx, storage.NodeKey(rec.NodeID), b, lease); err != nil {
 		return fmt.Errorf("register node: %w", err)
 	}
-	claims, err := o.store.Claim(ctx, rec.NodeID, lease, partitions)
-	if err != nil {
-		return fmt.Errorf("claim partitions: %w", err)
+	var claims []storage.Claim
+	if len(partitions) > 0 {
+		if claims, err = o.store.Claim(ctx, rec.NodeID, lease, partitions); err != nil {
+			return fmt.Errorf("claim partitions: %w", err)
+		}
 	}
 	o.mu.Lock()
 	o.lease = lease
 	o.record = rec
+	o.validUntil = sent.Add(o.ttl - o.margin())
 	for _, c := range claims {
 		o.claims[c.Partition] = c
 	}
 	o.mu.Unlock()
-	o.log.Info("partitions claimed", zap.Int("claimed", len(claims)), zap.Int("asked", len(partitions)), zap.Int64("lease", int64(lease)))
+	o.log.Info("lease granted", zap.Int("claimed", len(claims)), zap.Int("asked", len(partitions)), zap.Int64("lease", int64(lease)))
 	return nil
 }
 
-// Run keeps the lease alive until ctx is done. If the lease is lost (etcd
-// unreachable past the TTL), every claim is dropped, the OnLost callbacks
-// run, and Run re-establishes the lease and claims the same partitions
-// again, with backoff, until ctx is done.
+// Claim claims those of partitions that have no owner, and returns the
+// ones it claimed. The OnClaimed callbacks run before it returns, so the
+// wakeups of the new partitions are scheduled.
+func (o *Ownership) Claim(ctx context.Context, partitions []uint32) ([]uint32, error) {
+	lease := o.currentLease()
+	if lease == 0 {
+		return nil, storage.ErrLeaseNotFound
+	}
+	claims, err := o.store.Claim(ctx, o.Record().NodeID, lease, partitions)
+	if err != nil {
+		return nil, err
+	}
+	o.mu.Lock()
+	if o.lease != lease {
+		// The lease was lost while claiming: these claims died with it.
+		o.mu.Unlock()
+		return nil, storage.ErrLeaseNotFound
+	}
+	parts := make([]uint32, 0, len(claims))
+	for _, c := range claims {
+		o.claims[c.Partition] = c
+		parts = append(parts, c.Partition)
+	}
+	fns := append([]func(context.Context, []uint32){}, o.onClaimed...)
+	o.mu.Unlock()
+	if len(parts) > 0 {
+		for _, fn := range fns {
+			fn(ctx, parts)
+		}
+	}
+	return parts, nil
+}
+
+// BeginRelease stops serving partition p (Token reports it not owned, so
+// no new activation starts) while keeping its claim in storage, so that
+// the activations already running can finish their turns and flush. It
+// returns false if p is not owned.
+func (o *Ownership) BeginRelease(p uint32) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	c, ok := o.claims[p]
+	if !ok {
+		return false
+	}
+	delete(o.claims, p)
+	o.releasing[p] = c
+	return true
+}
+
+// FinishRelease deletes the claim of a partition BeginRelease took out of
+// service, so that its next owner can claim it. Later writes fenced with
+// the claim fail.
+func (o *Ownership) FinishRelease(ctx context.Context, p uint32) error {
+	o.mu.Lock()
+	c, ok := o.releasing[p]
+	o.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	err := o.store.Release(ctx, c)
+	if err == nil || errors.Is(err, storage.ErrLeaseNotFound) {
+		o.mu.Lock()
+		delete(o.releasing, p)
+		o.mu.Unlock()
+		return nil
+	}
+	return err
+}
+
+// Run keeps the lease alive until ctx is done. If the lease may have
+// expired (no renewal in time) or is known lost, every claim is dropped
+// first, the OnLost callbacks run, and Run re-establishes the lease and
+// claims the same partitions again, with backoff, until ctx is done.
 func (o *Ownership) Run(ctx context.Context) error {
 	for {
-		err := o.store.KeepAlive(ctx, o.currentLease())
-		if ctx.Err() != nil {
+		lease := o.currentLease()
+		kctx, cancel := context.WithCancel(ctx)
+		kaErr := make(chan error, 1)
+		go func() {
+			kaErr <- o.store.KeepAlive(kctx, lease, func(validUntil time.Time) {
+				o.mu.Lock()
+				if o.lease == lease {
+					o.validUntil = validUntil.Add(-o.margin())
+				}
+				o.mu.Unlock()
+				select {
+				case o.renewed <- struct{}{}:
+				default:
+				}
+			})
+		}()
+		err, kaEnded := o.watch(ctx, kaErr)
+		cancel()
+		if !kaEnded {
+			<-kaErr
+		}
+		if ctx.Err() != nil || o.isResigned() {
 			return nil
 		}
 		o.log.Error("lease lost: dropping every partition claim", zap.Error(err))
 		parts := o.drop(true)
-		backoff := 100 * time.Millisecond
-		for {
-			if err := o.Establish(ctx, parts); err == nil {
-				o.mu.RLock()
-				fns := append([]func(context.Context){}, o.onClaimed...)
-				o.mu.RUnlock()
-				for _, fn := range fns {
-					fn(ctx)
-				}
-				break
-			} else if ctx.Err() != nil {
-				return nil
-			} else {
-				o.log.Warn("re-establishing ownership failed", zap.Error(err), zap.Duration("retry_in", backoff))
-			}
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-time.After(backoff):
-			}
-			backoff = min(backoff*2, 5*time.Second)
+		if err := o.reestablish(ctx, parts); err != nil {
+			return nil // ctx done
 		}
 	}
+}
+
+// watch waits until the lease is lost: KeepAlive failed, or the lease's
+// local deadline passed without a renewal. kaEnded says whether it took
+// KeepAlive's result from kaErr.
+func (o *Ownership) watch(ctx context.Context, kaErr <-chan error) (err error, kaEnded bool) {
+	timer := time.NewTimer(time.Until(o.deadline()))
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err(), false
+		case err := <-kaErr:
+			if ctx.Err() != nil {
+				return ctx.Err(), true
+			}
+			if err == nil {
+				err = errors.New("keep-alive ended")
+			}
+			return err, true
+		case <-o.renewed:
+			timer.Reset(time.Until(o.deadline()))
+		case <-timer.C:
+			if d := time.Until(o.deadline()); d > 0 {
+				timer.Reset(d)
+				continue
+			}
+			return fmt.Errorf("no lease renewal in time: the lease may expire in %v", o.margin()), false
+		}
+	}
+}
+
+func (o *Ownership) isResigned() bool {
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	return o.resigned
+}
+
+func (o *Ownership) reestablish(ctx context.Context, parts []uint32) error {
+	backoff := 100 * time.Millisecond
+	for {
+		err := o.Establish(ctx, parts)
+		if err == nil {
+			o.mu.RLock()
+			claimed := make([]uint32, 0, len(o.claims))
+			for p := range o.claims {
+				claimed = append(claimed, p)
+			}
+			fns := append([]func(context.Context, []uint32){}, o.onClaimed...)
+			est := append([]func(){}, o.onEstablished...)
+			o.mu.RUnlock()
+			sort.Slice(claimed, func(i, j int) bool { return claimed[i] < claimed[j] })
+			if len(claimed) > 0 {
+				for _, fn := range fns {
+					fn(ctx, claimed)
+				}
+			}
+			for _, fn := range est {
+				fn()
+			}
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		o.log.Warn("re-establishing ownership failed", zap.Error(err), zap.Duration("retry_in", backoff))
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+}
+
+func (o *Ownership) deadline() time.Time {
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	return o.validUntil
 }
 
 // drop forgets every claim and returns their partitions; if lost, the
@@ -152,6 +349,7 @@ func (o *Ownership) drop(lost bool) []uint32 {
 		parts = append(parts, p)
 	}
 	o.claims = map[uint32]storage.Claim{}
+	o.releasing = map[uint32]storage.Claim{}
 	o.lease = 0
 	var fns []func()
 	if lost {
@@ -161,6 +359,7 @@ func (o *Ownership) drop(lost bool) []uint32 {
 	for _, fn := range fns {
 		fn()
 	}
+	sort.Slice(parts, func(i, j int) bool { return parts[i] < parts[j] })
 	return parts
 }
 
@@ -168,6 +367,9 @@ func (o *Ownership) drop(lost bool) []uint32 {
 // claim at once, so another run or another node can take over without
 // waiting for the TTL. For a clean shutdown, after the last write.
 func (o *Ownership) Resign(ctx context.Context) error {
+	o.mu.Lock()
+	o.resigned = true
+	o.mu.Unlock()
 	lease := o.currentLease()
 	o.drop(false) // the host has stopped: nothing to evict
 	if lease == 0 {
@@ -176,7 +378,28 @@ func (o *Ownership) Resign(ctx context.Context) error {
 	return o.store.RevokeLease(ctx, lease)
 }
 
-// Token returns the fencing token of partition p if this node owns it.
+// SetDraining updates the node's registration: a draining node is left out
+// of every node's ring, so its partitions move to the others.
+func (o *Ownership) SetDraining(ctx context.Context, draining bool) error {
+	o.mu.Lock()
+	o.record.Draining = draining
+	rec, lease := o.record, o.lease
+	o.mu.Unlock()
+	if lease == 0 {
+		return storage.ErrLeaseNotFound
+	}
+	b, _ := json.Marshal(rec)
+	return o.store.PutLeased(ctx, storage.NodeKey(rec.NodeID), b, lease)
+}
+
+// Record returns the node's registration as last written.
+func (o *Ownership) Record() NodeRecord {
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	return o.record
+}
+
+// Token returns the fencing token of partition p if this node serves it.
 func (o *Ownership) Token(p uint32) (int64, bool) {
 	o.mu.RLock()
 	c, ok := o.claims[p]
@@ -184,12 +407,27 @@ func (o *Ownership) Token(p uint32) (int64, bool) {
 	return c.Token, ok
 }
 
-// Owned returns how many partitions this node owns.
+// Owned returns how many partitions this node serves.
 func (o *Ownership) Owned() int {
 	o.mu.RLock()
 	defer o.mu.RUnlock()
 	return len(o.claims)
 }
+
+// Partitions returns the partitions this node serves, in order.
+func (o *Ownership) Partitions() []uint32 {
+	o.mu.RLock()
+	out := make([]uint32, 0, len(o.claims))
+	for p := range o.claims {
+		out = append(out, p)
+	}
+	o.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// Lease returns the current lease (0 while there is none).
+func (o *Ownership) Lease() storage.LeaseID { return o.currentLease() }
 
 func (o *Ownership) currentLease() storage.LeaseID {
 	o.mu.RLock()
@@ -204,4 +442,10 @@ func AllPartitions(n uint32) []uint32 {
 		out[i] = uint32(i)
 	}
 	return out
+}
+
+// Owns reports whether this node serves partition p.
+func (o *Ownership) Owns(p uint32) bool {
+	_, ok := o.Token(p)
+	return ok
 }

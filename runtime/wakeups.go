@@ -89,6 +89,18 @@ func (t *timers) cancel(id string) {
 	t.mu.Unlock()
 }
 
+// cancelIf forgets the activation times of the actors drop selects.
+func (t *timers) cancelIf(drop func(ref Ref) bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for id, it := range t.byID {
+		if drop(it.ref) {
+			heap.Remove(&t.heap, it.index)
+			delete(t.byID, id)
+		}
+	}
+}
+
 // due pops the items due now and returns them, and the time of the next.
 func (t *timers) due() ([]*wakeItem, time.Time) {
 	t.mu.Lock()
@@ -107,12 +119,32 @@ func (t *timers) due() ([]*wakeItem, time.Time) {
 	return out, next
 }
 
-// loadWakeups schedules every wakeup record of the partitions this node
-// owns. Called when partitions are claimed.
-func (h *Host) loadWakeups(ctx context.Context) error {
-	kvs, err := h.store.List(ctx, storage.WakeupsPrefix, storage.ListOptions{})
-	if err != nil {
-		return err
+// loadWakeups schedules the wakeup records of the given partitions (those
+// of them this node owns). Called when partitions are claimed.
+func (h *Host) loadWakeups(ctx context.Context, parts []uint32) error {
+	if len(parts) == 0 {
+		return nil
+	}
+	// Few partitions (a handoff): read just theirs. Many (a start, a
+	// failover): one pass over the index costs less than one read each.
+	var kvs []storage.KV
+	if len(parts) <= 16 {
+		for _, p := range parts {
+			part, err := h.store.List(ctx, storage.WakeupPartitionPrefix(p), storage.ListOptions{})
+			if err != nil {
+				return err
+			}
+			kvs = append(kvs, part...)
+		}
+	} else {
+		var err error
+		if kvs, err = h.store.List(ctx, storage.WakeupsPrefix, storage.ListOptions{}); err != nil {
+			return err
+		}
+	}
+	want := make(map[uint32]bool, len(parts))
+	for _, p := range parts {
+		want[p] = true
 	}
 	n := 0
 	for _, kv := range kvs {
@@ -131,7 +163,7 @@ func (h *Host) loadWakeups(ctx context.Context) error {
 		}
 		ref := Ref{Name: name, Key: key}
 		_, part, _, err := h.locate(ref)
-		if err != nil {
+		if err != nil || !want[part] {
 			continue
 		}
 		if _, owned := h.own.Token(part); !owned {
@@ -145,7 +177,7 @@ func (h *Host) loadWakeups(ctx context.Context) error {
 		n++
 	}
 	if n > 0 {
-		h.log.Info("wakeups loaded", zap.Int("actors", n))
+		h.log.Info("wakeups loaded", zap.Int("actors", n), zap.Int("partitions", len(parts)))
 	}
 	return nil
 }

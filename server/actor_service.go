@@ -39,6 +39,7 @@ func (s *Server) Call(ctx context.Context, req *rivetv1.CallRequest) (*rivetv1.C
 		Args:            args,
 		CreateIfMissing: req.GetCreateIfMissing(),
 		Input:           input,
+		Chain:           chainOf(ctx),
 	})
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
@@ -77,6 +78,7 @@ func (s *Server) Send(ctx context.Context, req *rivetv1.SendRequest) (*rivetv1.S
 		Input:           input,
 		Wait:            req.GetWait(),
 		Timeout:         time.Duration(req.GetTimeoutMs()) * time.Millisecond,
+		Chain:           chainOf(ctx),
 	})
 	if err != nil {
 		return nil, s.toStatus(ctx, err)

@@ -44,3 +44,12 @@ func (s *Server) Stats(_ context.Context, _ *rivetv1.StatsRequest) (*rivetv1.Sta
 		PartitionsOwned: st.PartitionsOwned,
 	}, nil
 }
+
+// Drain starts or ends a node's drain.
+func (s *Server) Drain(ctx context.Context, req *rivetv1.DrainRequest) (*rivetv1.DrainResponse, error) {
+	n, err := s.backend.Drain(ctx, req.GetNodeId(), req.GetUndo())
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	return &rivetv1.DrainResponse{NodeId: req.GetNodeId(), PartitionsOwned: n}, nil
+}

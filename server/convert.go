@@ -52,5 +52,8 @@ func memberProto(m runtime.Member) *rivetv1.Member {
 		State:           m.State,
 		PartitionsOwned: m.PartitionsOwned,
 		StartedAt:       timeProto(m.StartedAt),
+		GossipAddr:      m.GossipAddr,
+		HttpAddr:        m.HTTPAddr,
+		Draining:        m.Draining,
 	}
 }

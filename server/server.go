@@ -31,6 +31,9 @@ type Backend interface {
 	Members(ctx context.Context) ([]runtime.Member, error)
 	Partitions(ctx context.Context) (count uint32, owners []runtime.PartitionOwner, err error)
 	Stats() runtime.Stats
+	// Drain starts (or, with undo, ends) the drain of node and returns the
+	// partitions it owned when asked.
+	Drain(ctx context.Context, node string, undo bool) (uint32, error)
 }
 
 // Server implements rivetv1.ActorServiceServer and

@@ -8,6 +8,7 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"flag"
 	"fmt"
@@ -21,6 +22,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/rivet-go/rivet/cluster"
 	"github.com/rivet-go/rivet/examples"
 	"github.com/rivet-go/rivet/node"
 )
@@ -39,6 +41,9 @@ func run(args []string) error {
 		etcdEndpoints string
 		logLevel      string
 		logFormat     string
+		join          string
+		gossipKey     string
+		gossipProfile string
 	)
 	str(fs, &cfg.NodeID, "node-id", cfg.NodeID, "unique, stable node ID (default: from <data-dir>/node-id, made on first start)")
 	str(fs, &cfg.GRPCAddr, "grpc-addr", cfg.GRPCAddr, "gRPC listen address")
@@ -49,6 +54,12 @@ func run(args []string) error {
 	str(fs, &cfg.EtcdClientAddr, "etcd-client-addr", cfg.EtcdClientAddr, "embedded etcd client listen address")
 	str(fs, &cfg.EtcdPeerAddr, "etcd-peer-addr", cfg.EtcdPeerAddr, "embedded etcd peer listen address")
 	str(fs, &cfg.EtcdPrefix, "etcd-prefix", cfg.EtcdPrefix, "key prefix of everything the node stores in etcd")
+	str(fs, &cfg.EtcdInitialCluster, "etcd-initial-cluster", "", "embedded etcd members of a new multi-member cluster: name=http://host:peerport,... (each name a node ID)")
+	str(fs, &cfg.GossipAddr, "gossip-addr", cfg.GossipAddr, "memberlist gossip listen address, TCP and UDP ('-' to run without gossip)")
+	str(fs, &cfg.GossipAdvertiseAddr, "gossip-advertise-addr", "", "gossip address told to other nodes (default: --gossip-addr)")
+	str(fs, &join, "join", "", "comma-separated gossip addresses of nodes to join (default: start a new cluster)")
+	str(fs, &gossipKey, "gossip-key", "", "base64 AES key (16, 24 or 32 bytes) that encrypts gossip; every node needs the same")
+	str(fs, &gossipProfile, "gossip-profile", "lan", "failure detection timings: lan, or local (fast, for one host)")
 	u32(fs, &cfg.Partitions, "partitions", cfg.Partitions, "partition count of a new cluster (fixed once the cluster exists)")
 	dur(fs, &cfg.LeaseTTL, "lease-ttl", cfg.LeaseTTL, "ownership lease TTL: how soon a crashed node's actors can move")
 	dur(fs, &cfg.Runtime.IdleTimeout, "idle-timeout", cfg.Runtime.IdleTimeout, "deactivate actors idle this long")
@@ -61,12 +72,25 @@ func run(args []string) error {
 	if len(envErrs) > 0 {
 		return errors.Join(envErrs...)
 	}
-	if etcdEndpoints != "" {
-		for _, e := range strings.Split(etcdEndpoints, ",") {
-			if e = strings.TrimSpace(e); e != "" {
-				cfg.EtcdEndpoints = append(cfg.EtcdEndpoints, e)
-			}
+	cfg.EtcdEndpoints = splitList(etcdEndpoints)
+	cfg.Join = splitList(join)
+	if gossipKey != "" {
+		k, err := base64.StdEncoding.DecodeString(gossipKey)
+		if err != nil {
+			return fmt.Errorf("--gossip-key: not base64: %w", err)
 		}
+		if n := len(k); n != 16 && n != 24 && n != 32 {
+			return fmt.Errorf("--gossip-key: %d bytes; want 16, 24 or 32 (e.g. head -c 32 /dev/urandom | base64)", n)
+		}
+		cfg.GossipKey = k
+	}
+	switch gossipProfile {
+	case "lan":
+		cfg.GossipProfile = cluster.ProfileLAN
+	case "local":
+		cfg.GossipProfile = cluster.ProfileLocal
+	default:
+		return fmt.Errorf("--gossip-profile: %q is neither lan nor local", gossipProfile)
 	}
 	log, err := newLogger(logLevel, logFormat)
 	if err != nil {
@@ -81,6 +105,16 @@ func run(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	return node.Run(ctx, cfg, reg)
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, e := range strings.Split(s, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 func newLogger(level, format string) (*zap.Logger, error) {

@@ -129,9 +129,13 @@ func (a *app) printMembers(ms []client.Member) error {
 		return a.printValue(ms)
 	}
 	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tADDRESS\tSTATE\tPARTITIONS\tSTARTED")
+	fmt.Fprintln(tw, "NODE\tADDRESS\tGOSSIP\tSTATE\tPARTITIONS\tSTARTED")
 	for _, m := range ms {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", m.NodeID, orDash(m.GRPCAddr), m.State, m.PartitionsOwned, formatTime(m.StartedAt))
+		state := m.State
+		if m.Draining {
+			state += ",draining"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", m.NodeID, orDash(m.GRPCAddr), orDash(m.GossipAddr), state, m.PartitionsOwned, formatTime(m.StartedAt))
 	}
 	return tw.Flush()
 }

@@ -219,8 +219,8 @@ func TestAdminCommands(t *testing.T) {
 	f.PartitionCount = 4
 	f.PartitionTable = []runtime.PartitionOwner{{Partition: 0, Owner: "node-1", Token: 7}, {Partition: 2, Owner: "node-2", Token: 9}}
 	addr := servertest.Start(t, f, servertest.Config{})
-	rivetctl(t, addr, "members").want(t, 0, `NODE    ADDRESS         STATE  PARTITIONS  STARTED
-node-1  127.0.0.1:6420  alive  16          2026-01-02T03:04:05Z
+	rivetctl(t, addr, "members").want(t, 0, `NODE    ADDRESS         GOSSIP  STATE  PARTITIONS  STARTED
+node-1  127.0.0.1:6420  -       alive  16          2026-01-02T03:04:05Z
 `)
 	rivetctl(t, addr, "members", "-o", "json").
 		want(t, 0, `[{"node_id":"node-1","grpc_addr":"127.0.0.1:6420","state":"alive","partitions_owned":16,"started_at":"2026-01-02T03:04:05Z"}]`+"\n")

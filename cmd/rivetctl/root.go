@@ -29,6 +29,7 @@ type app struct {
 	timeout time.Duration
 
 	stdout io.Writer
+	stderr io.Writer
 	getenv func(string) string
 }
 
@@ -54,7 +55,7 @@ func (e *runError) Unwrap() error { return e.err }
 // exit code. Errors go to stderr as one line, so that scripts can show or
 // grep them.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
-	a := &app{stdout: stdout, getenv: getenv}
+	a := &app{stdout: stdout, stderr: stderr, getenv: getenv}
 	root := a.rootCommand()
 	root.SetArgs(args)
 	root.SetOut(stdout)
@@ -112,6 +113,7 @@ JSON arguments are taken literally: quote strings ('"text"').`,
 		a.createCommand(),
 		a.destroyCommand(),
 		a.membersCommand(),
+		a.drainCommand(),
 		a.partitionsCommand(),
 		a.statsCommand(),
 		a.historyCommand(),

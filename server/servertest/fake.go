@@ -289,3 +289,8 @@ func (f *Fake) Partitions(context.Context) (uint32, []runtime.PartitionOwner, er
 
 // Stats implements Backend.
 func (f *Fake) Stats() runtime.Stats { return f.NodeStats }
+
+// Drain records nothing: a fake has no partitions to move.
+func (f *Fake) Drain(ctx context.Context, node string, undo bool) (uint32, error) {
+	return 0, rivet.Errorf(rivet.ErrNotFound, "no node %q", node)
+}

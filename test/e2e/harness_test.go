@@ -89,6 +89,7 @@ type nodeProc struct {
 	etcdC    string
 	etcdP    string
 	grpcFix  string
+	gossip   string
 	extra    []string
 	env      []string // KEY=value, added to the process's environment
 	logPath  string
@@ -100,7 +101,7 @@ type nodeProc struct {
 func newNode(t *testing.T, extra ...string) *nodeProc {
 	// Within a test, where go test records the files the process uses.
 	statOnce.Do(func() { statSources("../..") })
-	n := &nodeProc{t: t, dataDir: t.TempDir(), etcdC: freePort(t), etcdP: freePort(t), grpcFix: freePort(t), extra: extra}
+	n := &nodeProc{t: t, dataDir: t.TempDir(), etcdC: freePort(t), etcdP: freePort(t), grpcFix: freePort(t), gossip: freePort(t), extra: extra}
 	n.logPath = filepath.Join(n.dataDir, "node.log")
 	t.Cleanup(func() { n.kill() })
 	return n
@@ -108,11 +109,19 @@ func newNode(t *testing.T, extra ...string) *nodeProc {
 
 // start runs the node and waits until it logs that it serves.
 func (n *nodeProc) start() {
+	n.t.Helper()
+	n.awaitServing(n.launch())
+}
+
+// launch starts the process and returns a channel that receives its gRPC
+// address once it logs that it serves. Nodes of one etcd cluster must be
+// launched together: none serves before a quorum of members runs.
+func (n *nodeProc) launch() <-chan string {
 	t := n.t
 	t.Helper()
 	args := append([]string{
 		"--data-dir", n.dataDir, "--grpc-addr", n.grpcFix, "--http-addr", "-",
-		"--etcd-client-addr", n.etcdC, "--etcd-peer-addr", n.etcdP,
+		"--etcd-client-addr", n.etcdC, "--etcd-peer-addr", n.etcdP, "--gossip-addr", n.gossip,
 		"--log-format", "json", "--partitions", "64",
 	}, n.extra...)
 	cmd := exec.Command(bins.node, args...)
@@ -152,6 +161,13 @@ func (n *nodeProc) start() {
 		}
 		_, _ = io.Copy(io.Discard, pr)
 	}()
+	return addr
+}
+
+// awaitServing waits for what launch returned.
+func (n *nodeProc) awaitServing(addr <-chan string) {
+	t := n.t
+	t.Helper()
 	select {
 	case a := <-addr:
 		n.grpcAddr = a

@@ -19,70 +19,7 @@ func TestSeedScenariosWithRivetctl(t *testing.T) {
 	n.env = []string{exampleapi.EnvVar + "=" + api.URL}
 	n.start()
 
-	send := func(actor, key, queue, body string) {
-		t.Helper()
-		if out, errOut, code := n.rivetctl("send", actor, key, queue, body); code != 0 {
-			t.Fatalf("rivetctl send %s %s %s: %q (stderr %q, exit %d)", actor, key, queue, out, errOut, code)
-		}
-	}
-
-	// Timers: the reminder fires after its time.
-	sent := time.Now()
-	send("reminderActor", "main", "reminders", fmt.Sprintf(`{"text":"send weekly report","at":%d}`, sent.Add(time.Second).UnixMilli()))
-	waitState(t, n, "reminderActor", "main", 15*time.Second, `{"fired":["send weekly report"]}`)
-	if since := time.Since(sent); since < time.Second {
-		t.Fatalf("reminder fired after %v, before its time", since)
-	}
-
-	// Scatter-gather across actors: 2 to three shards, each ×10.
-	send("scatterGatherActor", "main", "scatter", `{"input":2}`)
-	waitState(t, n, "scatterGatherActor", "main", 15*time.Second, `{"lastSum":60}`)
-
-	// Coordinator -> worker RPC.
-	send("coordinatorActor", "main", "task", `{"taskId":"t1","workerId":"w1","value":21}`)
-	waitState(t, n, "coordinatorActor", "main", 15*time.Second, `{"lastTaskId":"t1","lastResult":42}`)
-
-	// Join: the dashboard reads the node's EXAMPLES_API_URL.
-	send("dashboardActor", "main", "refresh", `{}`)
-	waitState(t, n, "dashboardActor", "main", 15*time.Second, `{"summary":{"users":3,"orders":5,"revenue":7}}`)
-
-	// Timeouts and retries: the charge is saved.
-	send("timeoutActor", "main", "charge", `{"orderId":"o1"}`)
-	waitState(t, n, "timeoutActor", "main", 15*time.Second, `{"lastChargeId":"charge-o1"}`)
-
-	// Race: a bid sells the item before the 24 h expiry.
-	send("auctionActor", "item-123", "bids", `{"amount":100}`)
-	waitState(t, n, "auctionActor", "item-123", 15*time.Second, `{"result":"sold"}`)
-
-	// Fan-out / fan-in: 3 + 5 + 11.
-	send("fanInOutActor", "main", "refresh", `{}`)
-	waitState(t, n, "fanInOutActor", "main", 15*time.Second, `{"total":19}`)
-
-	// Child orchestration: three children, each ×3.
-	send("orchestratorActor", "main", "batch", `{"payload":2}`)
-	waitState(t, n, "orchestratorActor", "main", 15*time.Second, `{"lastTotal":18}`)
-
-	// Timeout + fallback: the primary takes 500 ms, the timeout 200 ms.
-	send("timeoutFallbackActor", "main", "request", `{}`)
-	waitState(t, n, "timeoutFallbackActor", "main", 15*time.Second, `{"lastSource":"fallback","lastValue":"fallback"}`)
-
-	// Poll + backoff: healthy at the third attempt, backoff reset.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		out, _, code := n.rivetctl("call", "pollBackoffActor", "main", "getState")
-		var st struct {
-			Attempts  int
-			BackoffMs int
-			Status    string
-		}
-		if code == 0 && json.Unmarshal([]byte(out), &st) == nil && st.Attempts >= 3 && st.Status == "healthy" && st.BackoffMs == 100 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("pollBackoffActor did not become healthy: %s", out)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	seedScenarios(t, func() *nodeProc { return n })
 
 	if err := n.stop(); err != nil {
 		t.Fatalf("SIGTERM: %v\n%s", err, n.log())
@@ -109,4 +46,77 @@ func waitState(t *testing.T, n *nodeProc, actor, key string, within time.Duratio
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// seedScenarios runs each seed pattern's scenario with rivetctl, each
+// command against the node pick returns (on a cluster, a different one each
+// time, so most calls are forwarded).
+func seedScenarios(t *testing.T, pick func() *nodeProc) {
+	t.Helper()
+	send := func(actor, key, queue, body string) {
+		t.Helper()
+		n := pick()
+		if out, errOut, code := n.rivetctl("send", actor, key, queue, body); code != 0 {
+			t.Fatalf("rivetctl send %s %s %s: %q (stderr %q, exit %d)", actor, key, queue, out, errOut, code)
+		}
+	}
+
+	// Timers: the reminder fires after its time.
+	sent := time.Now()
+	send("reminderActor", "main", "reminders", fmt.Sprintf(`{"text":"send weekly report","at":%d}`, sent.Add(time.Second).UnixMilli()))
+	waitState(t, pick(), "reminderActor", "main", 15*time.Second, `{"fired":["send weekly report"]}`)
+	if since := time.Since(sent); since < time.Second {
+		t.Fatalf("reminder fired after %v, before its time", since)
+	}
+
+	// Scatter-gather across actors: 2 to three shards, each ×10.
+	send("scatterGatherActor", "main", "scatter", `{"input":2}`)
+	waitState(t, pick(), "scatterGatherActor", "main", 15*time.Second, `{"lastSum":60}`)
+
+	// Coordinator -> worker RPC.
+	send("coordinatorActor", "main", "task", `{"taskId":"t1","workerId":"w1","value":21}`)
+	waitState(t, pick(), "coordinatorActor", "main", 15*time.Second, `{"lastTaskId":"t1","lastResult":42}`)
+
+	// Join: the dashboard reads the node's EXAMPLES_API_URL.
+	send("dashboardActor", "main", "refresh", `{}`)
+	waitState(t, pick(), "dashboardActor", "main", 15*time.Second, `{"summary":{"users":3,"orders":5,"revenue":7}}`)
+
+	// Timeouts and retries: the charge is saved.
+	send("timeoutActor", "main", "charge", `{"orderId":"o1"}`)
+	waitState(t, pick(), "timeoutActor", "main", 15*time.Second, `{"lastChargeId":"charge-o1"}`)
+
+	// Race: a bid sells the item before the 24 h expiry.
+	send("auctionActor", "item-123", "bids", `{"amount":100}`)
+	waitState(t, pick(), "auctionActor", "item-123", 15*time.Second, `{"result":"sold"}`)
+
+	// Fan-out / fan-in: 3 + 5 + 11.
+	send("fanInOutActor", "main", "refresh", `{}`)
+	waitState(t, pick(), "fanInOutActor", "main", 15*time.Second, `{"total":19}`)
+
+	// Child orchestration: three children, each ×3.
+	send("orchestratorActor", "main", "batch", `{"payload":2}`)
+	waitState(t, pick(), "orchestratorActor", "main", 15*time.Second, `{"lastTotal":18}`)
+
+	// Timeout + fallback: the primary takes 500 ms, the timeout 200 ms.
+	send("timeoutFallbackActor", "main", "request", `{}`)
+	waitState(t, pick(), "timeoutFallbackActor", "main", 15*time.Second, `{"lastSource":"fallback","lastValue":"fallback"}`)
+
+	// Poll + backoff: healthy at the third attempt, backoff reset.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		out, _, code := pick().rivetctl("call", "pollBackoffActor", "main", "getState")
+		var st struct {
+			Attempts  int
+			BackoffMs int
+			Status    string
+		}
+		if code == 0 && json.Unmarshal([]byte(out), &st) == nil && st.Attempts >= 3 && st.Status == "healthy" && st.BackoffMs == 100 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pollBackoffActor did not become healthy: %s", out)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
 }

@@ -66,8 +66,14 @@ type Member struct {
 	State           string                 `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
 	PartitionsOwned uint32                 `protobuf:"varint,4,opt,name=partitions_owned,json=partitionsOwned,proto3" json:"partitions_owned,omitempty"`
 	StartedAt       *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// gossip_addr is the node's memberlist address.
+	GossipAddr string `protobuf:"bytes,6,opt,name=gossip_addr,json=gossipAddr,proto3" json:"gossip_addr,omitempty"`
+	// draining is set while the node hands its partitions off.
+	Draining bool `protobuf:"varint,7,opt,name=draining,proto3" json:"draining,omitempty"`
+	// http_addr serves the node's metrics and health.
+	HttpAddr      string `protobuf:"bytes,8,opt,name=http_addr,json=httpAddr,proto3" json:"http_addr,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Member) Reset() {
@@ -133,6 +139,27 @@ func (x *Member) GetStartedAt() *timestamppb.Timestamp {
 		return x.StartedAt
 	}
 	return nil
+}
+
+func (x *Member) GetGossipAddr() string {
+	if x != nil {
+		return x.GossipAddr
+	}
+	return ""
+}
+
+func (x *Member) GetDraining() bool {
+	if x != nil {
+		return x.Draining
+	}
+	return false
+}
+
+func (x *Member) GetHttpAddr() string {
+	if x != nil {
+		return x.HttpAddr
+	}
+	return ""
 }
 
 type MembersResponse struct {
@@ -449,19 +476,130 @@ func (x *StatsResponse) GetPartitionsOwned() uint32 {
 	return 0
 }
 
+type DrainRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// node_id is the node to drain; any node forwards to it.
+	NodeId string `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// undo ends a drain: the node takes its share of partitions again.
+	Undo          bool `protobuf:"varint,2,opt,name=undo,proto3" json:"undo,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DrainRequest) Reset() {
+	*x = DrainRequest{}
+	mi := &file_rivet_v1_admin_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DrainRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DrainRequest) ProtoMessage() {}
+
+func (x *DrainRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_rivet_v1_admin_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DrainRequest.ProtoReflect.Descriptor instead.
+func (*DrainRequest) Descriptor() ([]byte, []int) {
+	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *DrainRequest) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *DrainRequest) GetUndo() bool {
+	if x != nil {
+		return x.Undo
+	}
+	return false
+}
+
+type DrainResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	NodeId string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// partitions_owned is the node's count when the drain began.
+	PartitionsOwned uint32 `protobuf:"varint,2,opt,name=partitions_owned,json=partitionsOwned,proto3" json:"partitions_owned,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *DrainResponse) Reset() {
+	*x = DrainResponse{}
+	mi := &file_rivet_v1_admin_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DrainResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DrainResponse) ProtoMessage() {}
+
+func (x *DrainResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_rivet_v1_admin_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DrainResponse.ProtoReflect.Descriptor instead.
+func (*DrainResponse) Descriptor() ([]byte, []int) {
+	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *DrainResponse) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *DrainResponse) GetPartitionsOwned() uint32 {
+	if x != nil {
+		return x.PartitionsOwned
+	}
+	return 0
+}
+
 var File_rivet_v1_admin_proto protoreflect.FileDescriptor
 
 const file_rivet_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"\x14rivet/v1/admin.proto\x12\brivet.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x10\n" +
-	"\x0eMembersRequest\"\xba\x01\n" +
+	"\x0eMembersRequest\"\x94\x02\n" +
 	"\x06Member\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1b\n" +
 	"\tgrpc_addr\x18\x02 \x01(\tR\bgrpcAddr\x12\x14\n" +
 	"\x05state\x18\x03 \x01(\tR\x05state\x12)\n" +
 	"\x10partitions_owned\x18\x04 \x01(\rR\x0fpartitionsOwned\x129\n" +
 	"\n" +
-	"started_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\"=\n" +
+	"started_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x12\x1f\n" +
+	"\vgossip_addr\x18\x06 \x01(\tR\n" +
+	"gossipAddr\x12\x1a\n" +
+	"\bdraining\x18\a \x01(\bR\bdraining\x12\x1b\n" +
+	"\thttp_addr\x18\b \x01(\tR\bhttpAddr\"=\n" +
 	"\x0fMembersResponse\x12*\n" +
 	"\amembers\x18\x01 \x03(\v2\x10.rivet.v1.MemberR\amembers\"\x13\n" +
 	"\x11PartitionsRequest\"Z\n" +
@@ -481,12 +619,19 @@ const file_rivet_v1_admin_proto_rawDesc = "" +
 	"\x05calls\x18\x03 \x01(\x04R\x05calls\x12\x18\n" +
 	"\acommits\x18\x04 \x01(\x04R\acommits\x12%\n" +
 	"\x0ecommit_batches\x18\x05 \x01(\x04R\rcommitBatches\x12)\n" +
-	"\x10partitions_owned\x18\x06 \x01(\rR\x0fpartitionsOwned2\xd1\x01\n" +
+	"\x10partitions_owned\x18\x06 \x01(\rR\x0fpartitionsOwned\";\n" +
+	"\fDrainRequest\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x12\n" +
+	"\x04undo\x18\x02 \x01(\bR\x04undo\"S\n" +
+	"\rDrainResponse\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12)\n" +
+	"\x10partitions_owned\x18\x02 \x01(\rR\x0fpartitionsOwned2\x8b\x02\n" +
 	"\fAdminService\x12>\n" +
 	"\aMembers\x12\x18.rivet.v1.MembersRequest\x1a\x19.rivet.v1.MembersResponse\x12G\n" +
 	"\n" +
 	"Partitions\x12\x1b.rivet.v1.PartitionsRequest\x1a\x1c.rivet.v1.PartitionsResponse\x128\n" +
-	"\x05Stats\x12\x16.rivet.v1.StatsRequest\x1a\x17.rivet.v1.StatsResponseB0Z.github.com/rivet-go/rivet/gen/rivet/v1;rivetv1b\x06proto3"
+	"\x05Stats\x12\x16.rivet.v1.StatsRequest\x1a\x17.rivet.v1.StatsResponse\x128\n" +
+	"\x05Drain\x12\x16.rivet.v1.DrainRequest\x1a\x17.rivet.v1.DrainResponseB0Z.github.com/rivet-go/rivet/gen/rivet/v1;rivetv1b\x06proto3"
 
 var (
 	file_rivet_v1_admin_proto_rawDescOnce sync.Once
@@ -500,7 +645,7 @@ func file_rivet_v1_admin_proto_rawDescGZIP() []byte {
 	return file_rivet_v1_admin_proto_rawDescData
 }
 
-var file_rivet_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_rivet_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_rivet_v1_admin_proto_goTypes = []any{
 	(*MembersRequest)(nil),        // 0: rivet.v1.MembersRequest
 	(*Member)(nil),                // 1: rivet.v1.Member
@@ -510,23 +655,27 @@ var file_rivet_v1_admin_proto_goTypes = []any{
 	(*PartitionsResponse)(nil),    // 5: rivet.v1.PartitionsResponse
 	(*StatsRequest)(nil),          // 6: rivet.v1.StatsRequest
 	(*StatsResponse)(nil),         // 7: rivet.v1.StatsResponse
-	(*timestamppb.Timestamp)(nil), // 8: google.protobuf.Timestamp
+	(*DrainRequest)(nil),          // 8: rivet.v1.DrainRequest
+	(*DrainResponse)(nil),         // 9: rivet.v1.DrainResponse
+	(*timestamppb.Timestamp)(nil), // 10: google.protobuf.Timestamp
 }
 var file_rivet_v1_admin_proto_depIdxs = []int32{
-	8, // 0: rivet.v1.Member.started_at:type_name -> google.protobuf.Timestamp
-	1, // 1: rivet.v1.MembersResponse.members:type_name -> rivet.v1.Member
-	4, // 2: rivet.v1.PartitionsResponse.partitions:type_name -> rivet.v1.PartitionOwner
-	0, // 3: rivet.v1.AdminService.Members:input_type -> rivet.v1.MembersRequest
-	3, // 4: rivet.v1.AdminService.Partitions:input_type -> rivet.v1.PartitionsRequest
-	6, // 5: rivet.v1.AdminService.Stats:input_type -> rivet.v1.StatsRequest
-	2, // 6: rivet.v1.AdminService.Members:output_type -> rivet.v1.MembersResponse
-	5, // 7: rivet.v1.AdminService.Partitions:output_type -> rivet.v1.PartitionsResponse
-	7, // 8: rivet.v1.AdminService.Stats:output_type -> rivet.v1.StatsResponse
-	6, // [6:9] is the sub-list for method output_type
-	3, // [3:6] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	10, // 0: rivet.v1.Member.started_at:type_name -> google.protobuf.Timestamp
+	1,  // 1: rivet.v1.MembersResponse.members:type_name -> rivet.v1.Member
+	4,  // 2: rivet.v1.PartitionsResponse.partitions:type_name -> rivet.v1.PartitionOwner
+	0,  // 3: rivet.v1.AdminService.Members:input_type -> rivet.v1.MembersRequest
+	3,  // 4: rivet.v1.AdminService.Partitions:input_type -> rivet.v1.PartitionsRequest
+	6,  // 5: rivet.v1.AdminService.Stats:input_type -> rivet.v1.StatsRequest
+	8,  // 6: rivet.v1.AdminService.Drain:input_type -> rivet.v1.DrainRequest
+	2,  // 7: rivet.v1.AdminService.Members:output_type -> rivet.v1.MembersResponse
+	5,  // 8: rivet.v1.AdminService.Partitions:output_type -> rivet.v1.PartitionsResponse
+	7,  // 9: rivet.v1.AdminService.Stats:output_type -> rivet.v1.StatsResponse
+	9,  // 10: rivet.v1.AdminService.Drain:output_type -> rivet.v1.DrainResponse
+	7,  // [7:11] is the sub-list for method output_type
+	3,  // [3:7] is the sub-list for method input_type
+	3,  // [3:3] is the sub-list for extension type_name
+	3,  // [3:3] is the sub-list for extension extendee
+	0,  // [0:3] is the sub-list for field type_name
 }
 
 func init() { file_rivet_v1_admin_proto_init() }
@@ -540,7 +689,7 @@ func file_rivet_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rivet_v1_admin_proto_rawDesc), len(file_rivet_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   8,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -22,6 +22,7 @@ const (
 	AdminService_Members_FullMethodName    = "/rivet.v1.AdminService/Members"
 	AdminService_Partitions_FullMethodName = "/rivet.v1.AdminService/Partitions"
 	AdminService_Stats_FullMethodName      = "/rivet.v1.AdminService/Stats"
+	AdminService_Drain_FullMethodName      = "/rivet.v1.AdminService/Drain"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -36,6 +37,10 @@ type AdminServiceClient interface {
 	Partitions(ctx context.Context, in *PartitionsRequest, opts ...grpc.CallOption) (*PartitionsResponse, error)
 	// Stats returns counters of the node that answers.
 	Stats(ctx context.Context, in *StatsRequest, opts ...grpc.CallOption) (*StatsResponse, error)
+	// Drain asks a node to hand every partition it owns to the others (or,
+	// with undo, to take its share again). It returns at once; the node's
+	// partitions_owned in Members shows the progress.
+	Drain(ctx context.Context, in *DrainRequest, opts ...grpc.CallOption) (*DrainResponse, error)
 }
 
 type adminServiceClient struct {
@@ -76,6 +81,16 @@ func (c *adminServiceClient) Stats(ctx context.Context, in *StatsRequest, opts .
 	return out, nil
 }
 
+func (c *adminServiceClient) Drain(ctx context.Context, in *DrainRequest, opts ...grpc.CallOption) (*DrainResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DrainResponse)
+	err := c.cc.Invoke(ctx, AdminService_Drain_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -88,6 +103,10 @@ type AdminServiceServer interface {
 	Partitions(context.Context, *PartitionsRequest) (*PartitionsResponse, error)
 	// Stats returns counters of the node that answers.
 	Stats(context.Context, *StatsRequest) (*StatsResponse, error)
+	// Drain asks a node to hand every partition it owns to the others (or,
+	// with undo, to take its share again). It returns at once; the node's
+	// partitions_owned in Members shows the progress.
+	Drain(context.Context, *DrainRequest) (*DrainResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -106,6 +125,9 @@ func (UnimplementedAdminServiceServer) Partitions(context.Context, *PartitionsRe
 }
 func (UnimplementedAdminServiceServer) Stats(context.Context, *StatsRequest) (*StatsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Stats not implemented")
+}
+func (UnimplementedAdminServiceServer) Drain(context.Context, *DrainRequest) (*DrainResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Drain not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -182,6 +204,24 @@ func _AdminService_Stats_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_Drain_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DrainRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).Drain(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_Drain_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).Drain(ctx, req.(*DrainRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -200,6 +240,10 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Stats",
 			Handler:    _AdminService_Stats_Handler,
+		},
+		{
+			MethodName: "Drain",
+			Handler:    _AdminService_Drain_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+
+	"github.com/rivet-go/rivet/client"
+)
+
+func (a *app) drainCommand() *cobra.Command {
+	var (
+		undo bool
+		wait time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "drain NODE",
+		Short: "Move every partition off NODE, so that it can be stopped with no interruption",
+		Long: `Drain marks NODE as draining: every node leaves it out of its ring, so NODE
+hands its partitions to the others, a few at a time (each one's turns finish
+and its writes land before the next owner takes it). rivetctl shows the
+progress and returns when NODE owns nothing. --undo ends a drain: NODE takes
+its share of partitions again.`,
+		Args: args(1, 1),
+	}
+	cmd.Flags().BoolVar(&undo, "undo", false, "end the drain: the node takes its share again")
+	cmd.Flags().DurationVar(&wait, "wait", 5*time.Minute, "how long to wait for the drain to finish (0: do not wait)")
+	cmd.RunE = a.runE(func() time.Duration { return wait }, func(ctx context.Context, c *client.Client, args []string) error {
+		node := args[0]
+		start, err := c.Drain(ctx, node, undo)
+		if err != nil {
+			return err
+		}
+		if undo || wait == 0 {
+			verb := "draining"
+			if undo {
+				verb = "no longer draining"
+			}
+			_, err := fmt.Fprintf(a.stdout, "%s is %s (owned %d partitions)\n", node, verb, start)
+			return err
+		}
+		bar := progressbar.NewOptions(int(start),
+			progressbar.OptionSetWriter(a.stderr),
+			progressbar.OptionSetDescription("draining "+node),
+			progressbar.OptionShowCount(),
+			progressbar.OptionSetPredictTime(false),
+			progressbar.OptionThrottle(100*time.Millisecond),
+			progressbar.OptionClearOnFinish(),
+		)
+		t0 := time.Now()
+		for {
+			owned, err := ownedBy(ctx, c, node)
+			if err != nil {
+				return err
+			}
+			if owned <= start {
+				_ = bar.Set(int(start - owned))
+			}
+			if owned == 0 {
+				_ = bar.Finish()
+				_, err := fmt.Fprintf(a.stdout, "drained %s: %d partitions moved in %s\n", node, start, time.Since(t0).Round(10*time.Millisecond))
+				return err
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("%s still owns %d partitions: %w", node, owned, ctx.Err())
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	})
+	return cmd
+}
+
+// ownedBy returns how many partitions node owns.
+func ownedBy(ctx context.Context, c *client.Client, node string) (uint32, error) {
+	ms, err := c.Members(ctx)
+	if err != nil {
+		return 0, err
+	}
+	for _, m := range ms {
+		if m.NodeID == node {
+			return m.PartitionsOwned, nil
+		}
+	}
+	return 0, fmt.Errorf("node %s is not a member of the cluster", node)
+}

@@ -1,0 +1,275 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/cluster"
+	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
+	"github.com/rivet-go/rivet/internal/rpcerr"
+	"github.com/rivet-go/rivet/runtime"
+	"github.com/rivet-go/rivet/server"
+	"github.com/rivet-go/rivet/storage"
+)
+
+// view is what a node knows of the cluster: gossip membership (who is
+// alive), and mirrors of the node registrations and the partition table in
+// etcd (who exists, who owns what). Routing reads the partition table, the
+// authority; the ring that decides who should own what is computed over
+// the nodes that are both alive in gossip and registered in etcd.
+type view struct {
+	self   string
+	parts  uint32
+	log    *zap.Logger
+	gossip *cluster.Cluster
+	owners *storage.Mirror
+	nodes  *storage.Mirror
+	host   *runtime.Host
+	dial   []grpc.DialOption
+
+	mu    sync.Mutex
+	conns map[string]*grpc.ClientConn // by gRPC address
+}
+
+func newView(self string, parts uint32, st storage.Store, log *zap.Logger) *view {
+	return &view{
+		self: self, parts: parts, log: log,
+		owners: storage.NewMirror(st, storage.OwnersPrefix, log),
+		nodes:  storage.NewMirror(st, storage.NodesPrefix, log),
+		dial: []grpc.DialOption{
+			grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(64<<20), grpc.MaxCallRecvMsgSize(64<<20)),
+		},
+		conns: map[string]*grpc.ClientConn{},
+	}
+}
+
+// records returns the registered nodes by ID.
+func (v *view) records() map[string]runtime.NodeRecord {
+	out := map[string]runtime.NodeRecord{}
+	for _, kv := range v.nodes.Snapshot() {
+		var rec runtime.NodeRecord
+		if json.Unmarshal(kv.Value, &rec) == nil && rec.NodeID != "" {
+			out[rec.NodeID] = rec
+		}
+	}
+	return out
+}
+
+// eligible returns the nodes the ring is computed over: registered, not
+// draining, and alive in gossip (when there is gossip).
+func (v *view) eligible() []string {
+	recs := v.records()
+	var alive map[string]bool
+	if v.gossip != nil {
+		alive = map[string]bool{}
+		for _, m := range v.gossip.Alive() {
+			alive[m.ID] = true
+		}
+	}
+	var out []string
+	for id, rec := range recs {
+		if rec.Draining {
+			continue
+		}
+		if alive != nil && !alive[id] {
+			continue
+		}
+		out = append(out, id)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// ownerTable returns the owner of each partition, indexed by partition.
+func (v *view) ownerTable() []string {
+	out := make([]string, v.parts)
+	for _, kv := range v.owners.Snapshot() {
+		if p, ok := storage.ParseOwnerKey(kv.Key); ok && p < v.parts {
+			out[p] = string(kv.Value)
+		}
+	}
+	return out
+}
+
+func (v *view) ownerOf(p uint32) (string, int64) {
+	kv, ok := v.owners.Get(storage.OwnerKey(p))
+	if !ok {
+		return "", 0
+	}
+	return string(kv.Value), kv.CreateRevision
+}
+
+// routeWait bounds how long a request waits for its partition to get an
+// owner (a failover or handoff in progress) before it is refused with
+// UNAVAILABLE for the client to retry.
+const routeWait = 3 * time.Second
+
+// Route implements server.Router: nil for actors served here, else a
+// connection to their owner. While the partition has no owner, or this
+// node is its owner on record but does not serve it (a handoff between
+// release and the table's update), it waits for the table to change.
+func (v *view) Route(ctx context.Context, ref runtime.Ref) (grpc.ClientConnInterface, error) {
+	p, err := v.host.PartitionOf(ref)
+	if err != nil {
+		return nil, nil // served here: the host refuses it properly
+	}
+	conn, _, err := v.connFor(ctx, p)
+	if conn == nil {
+		// Not a typed nil in the interface: the caller tests for nil.
+		return nil, err
+	}
+	return conn, err
+}
+
+// connFor returns a connection to the owner of p (nil if it is this node)
+// and the owner's ID.
+func (v *view) connFor(ctx context.Context, p uint32) (*grpc.ClientConn, string, error) {
+	deadline := time.Now().Add(routeWait)
+	for {
+		changed := v.owners.Changed()
+		owner, _ := v.ownerOf(p)
+		switch {
+		case owner == v.self && v.host.Owns(p):
+			return nil, owner, nil
+		case owner != "" && owner != v.self:
+			rec, ok := v.records()[owner]
+			if ok && rec.GRPCAddr != "" {
+				c, err := v.conn(rec.GRPCAddr)
+				return c, owner, err
+			}
+		}
+		if time.Now().After(deadline) {
+			// Let the local host answer: it refuses with UNAVAILABLE,
+			// which clients retry.
+			return nil, owner, nil
+		}
+		t := time.NewTimer(100 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, owner, nil
+		case <-changed:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// conn returns a pooled connection to a peer.
+func (v *view) conn(addr string) (*grpc.ClientConn, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if c, ok := v.conns[addr]; ok {
+		return c, nil
+	}
+	c, err := grpc.NewClient(addr, v.dial...)
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", addr, err)
+	}
+	v.conns[addr] = c
+	return c, nil
+}
+
+// prune closes connections to addresses no registered node has.
+func (v *view) prune() {
+	live := map[string]bool{}
+	for _, rec := range v.records() {
+		live[rec.GRPCAddr] = true
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for addr, c := range v.conns {
+		if !live[addr] {
+			c.Close()
+			delete(v.conns, addr)
+		}
+	}
+}
+
+func (v *view) close() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for addr, c := range v.conns {
+		c.Close()
+		delete(v.conns, addr)
+	}
+}
+
+// remote implements runtime.Remote: actors calling actors that another
+// node serves.
+type remote struct{ v *view }
+
+func (r remote) Call(ctx context.Context, req runtime.CallRequest) (json.RawMessage, error) {
+	conn, err := r.peer(ctx, req.Ref)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := rivetv1.NewActorServiceClient(conn).Call(server.OutgoingHop(ctx, req.Chain.ID), &rivetv1.CallRequest{
+		Actor: &rivetv1.ActorRef{Name: req.Ref.Name, Key: req.Ref.Key}, Action: req.Action, Args: req.Args,
+		CreateIfMissing: req.CreateIfMissing, Input: req.Input,
+	})
+	if err != nil {
+		return nil, peerError(err)
+	}
+	return resp.GetResult(), nil
+}
+
+func (r remote) Send(ctx context.Context, req runtime.SendRequest) (runtime.SendResult, error) {
+	conn, err := r.peer(ctx, req.Ref)
+	if err != nil {
+		return runtime.SendResult{}, err
+	}
+	resp, err := rivetv1.NewActorServiceClient(conn).Send(server.OutgoingHop(ctx, req.Chain.ID), &rivetv1.SendRequest{
+		Actor: &rivetv1.ActorRef{Name: req.Ref.Name, Key: req.Ref.Key}, Queue: req.Queue, Body: req.Body,
+		CreateIfMissing: req.CreateIfMissing, Input: req.Input, Wait: req.Wait, TimeoutMs: req.Timeout.Milliseconds(),
+	})
+	if err != nil {
+		return runtime.SendResult{}, peerError(err)
+	}
+	return runtime.SendResult{MessageID: resp.GetMessageId(), Status: resp.GetStatus(), Response: resp.GetResponse()}, nil
+}
+
+// peer returns the connection to ref's owner. A partition that has no
+// owner in time is rivet.ErrUnavailable (the caller's step retries).
+func (r remote) peer(ctx context.Context, ref runtime.Ref) (*grpc.ClientConn, error) {
+	p, err := r.v.host.PartitionOf(ref)
+	if err != nil {
+		return nil, err
+	}
+	conn, owner, err := r.v.connFor(ctx, p)
+	if err != nil {
+		return nil, rivet.Errorf(rivet.ErrUnavailable, "reach the owner of partition %d: %v", p, err)
+	}
+	if conn == nil {
+		return nil, rivet.Errorf(rivet.ErrUnavailable, "partition %d has no reachable owner (table says %q)", p, owner)
+	}
+	return conn, nil
+}
+
+// peerError turns a peer's status back into the *rivet.Error it carried.
+func peerError(err error) error {
+	return rpcerr.FromStatus(status.Convert(err))
+}
+
+func sortMembers(ms []runtime.Member) {
+	slices.SortFunc(ms, func(a, b runtime.Member) int {
+		switch {
+		case a.NodeID < b.NodeID:
+			return -1
+		case a.NodeID > b.NodeID:
+			return 1
+		}
+		return 0
+	})
+}

@@ -1,0 +1,224 @@
+package node_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/client"
+	"github.com/rivet-go/rivet/examples"
+	"github.com/rivet-go/rivet/node"
+	"github.com/rivet-go/rivet/placement"
+	"github.com/rivet-go/rivet/storage"
+	"github.com/rivet-go/rivet/storage/etcdstore"
+	"github.com/rivet-go/rivet/storage/etcdstore/etcdtest"
+)
+
+// cutProxy forwards TCP to a target until cut: then it closes every
+// connection and refuses new ones, as a network partition would (the
+// peer hears nothing more).
+type cutProxy struct {
+	lis    net.Listener
+	target string
+	mu     sync.Mutex
+	cut    bool
+	conns  []net.Conn
+	wg     sync.WaitGroup
+}
+
+func newCutProxy(t *testing.T, target string) *cutProxy {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &cutProxy{lis: l, target: target}
+	p.wg.Add(1)
+	go p.serve()
+	t.Cleanup(func() { l.Close(); p.setCut(true); p.wg.Wait() })
+	return p
+}
+
+func (p *cutProxy) addr() string { return p.lis.Addr().String() }
+
+func (p *cutProxy) serve() {
+	defer p.wg.Done()
+	for {
+		c, err := p.lis.Accept()
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		if p.cut {
+			p.mu.Unlock()
+			c.Close()
+			continue
+		}
+		up, err := net.Dial("tcp", p.target)
+		if err != nil {
+			p.mu.Unlock()
+			c.Close()
+			continue
+		}
+		p.conns = append(p.conns, c, up)
+		p.mu.Unlock()
+		p.wg.Add(2)
+		go func() { defer p.wg.Done(); _, _ = io.Copy(up, c); up.Close() }()
+		go func() { defer p.wg.Done(); _, _ = io.Copy(c, up); c.Close() }()
+	}
+}
+
+func (p *cutProxy) setCut(cut bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = cut
+	if cut {
+		for _, c := range p.conns {
+			c.Close()
+		}
+		p.conns = nil
+	}
+}
+
+// No two writers: node A is cut off from etcd. It stops serving every
+// partition it owned before node B can claim one, B takes them all over
+// once A's lease has expired, and a write A still has in hand (fenced with
+// its old claim) is refused by etcd after the network heals.
+func TestCutOffNodeStopsBeforeAnotherClaimsAndItsLateWritesAreFenced(t *testing.T) {
+	reg, err := examples.Registry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	endpoints := etcdtest.Start(t)
+	proxy := newCutProxy(t, endpoints[0][len("http://"):])
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	start := func(name string, etcd []string, join []string) *node.Node {
+		cfg := node.DefaultLocalConfig(t.TempDir())
+		cfg.NodeID = name
+		cfg.EtcdEndpoints = etcd
+		cfg.EtcdPrefix = "/fence-test/"
+		cfg.Partitions = 16
+		cfg.LeaseTTL = 2 * time.Second
+		cfg.HTTPAddr = "-"
+		cfg.Join = join
+		cfg.Logger = zap.NewNop()
+		n, err := node.Start(ctx, cfg, reg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			sctx, c := context.WithTimeout(context.Background(), 20*time.Second)
+			defer c()
+			_ = n.Stop(sctx)
+		})
+		return n
+	}
+	b := start("b", endpoints, nil)
+	// A gossips with B all along: only etcd is cut, and A's registration
+	// vanishing with its lease is what takes it out of B's ring.
+	a := start("a", []string{"http://" + proxy.addr()}, []string{b.GossipAddr()})
+	waitUntil(t, "both nodes own partitions", 30*time.Second, func() bool {
+		return a.Ownership().Owned() > 0 && b.Ownership().Owned() > 0 && a.Ownership().Owned()+b.Ownership().Owned() == 16
+	})
+
+	// An actor on A, with state.
+	key := ""
+	for i := range 1000 {
+		k := fmt.Sprintf("k%d", i)
+		if a.Host().Owns(placement.Partition("counter", storage.EncodeKey([]string{k}), 16)) {
+			key = k
+			break
+		}
+	}
+	part := placement.Partition("counter", storage.EncodeKey([]string{key}), 16)
+	token, _ := a.Ownership().Token(part)
+	ca, err := client.New(a.GRPCAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ca.Close()
+	if n, err := rivet.Call[int](ctx, ca.GetOrCreate("counter", key), "increment", 1); err != nil || n != 1 {
+		t.Fatalf("increment on A: %d, %v", n, err)
+	}
+
+	// Timestamps of A's loss and of B's first claim after the cut.
+	var mu sync.Mutex
+	var lostAt, claimedAt time.Time
+	a.Ownership().OnLost(func() {
+		mu.Lock()
+		if lostAt.IsZero() {
+			lostAt = time.Now()
+		}
+		mu.Unlock()
+	})
+	b.Ownership().OnClaimed(func(context.Context, []uint32) {
+		mu.Lock()
+		if claimedAt.IsZero() {
+			claimedAt = time.Now()
+		}
+		mu.Unlock()
+	})
+	cutAt := time.Now()
+	proxy.setCut(true)
+
+	waitUntil(t, "A serves nothing", 30*time.Second, func() bool { return a.Ownership().Owned() == 0 })
+	waitUntil(t, "B owns every partition", 30*time.Second, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return b.Ownership().Owned() == 16 && !claimedAt.IsZero()
+	})
+	mu.Lock()
+	lost, claimed := lostAt.Sub(cutAt), claimedAt.Sub(cutAt)
+	mu.Unlock()
+	t.Logf("after the cut: A stopped serving at +%v, B claimed at +%v (lease TTL 2s)", lost.Round(time.Millisecond), claimed.Round(time.Millisecond))
+	if !(lost > 0 && lost < claimed) {
+		t.Fatalf("A stopped serving at +%v, not before B claimed at +%v", lost, claimed)
+	}
+
+	// B serves the actor from what was committed.
+	cb, err := client.New(b.GRPCAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cb.Close()
+	if n, err := rivet.Call[int](ctx, cb.GetOrCreate("counter", key), "increment", 1); err != nil || n != 2 {
+		t.Fatalf("increment on B: %d, %v", n, err)
+	}
+
+	// The network heals; a write A held, fenced with its old claim,
+	// reaches etcd now and is refused.
+	proxy.setCut(false)
+	cli := etcdtest.NewClient(t, []string{"http://" + proxy.addr()})
+	st, err := etcdstore.New(cli, "/fence-test/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := storage.ActorPrefix(part, "counter", storage.EncodeKey([]string{key}))
+	err = st.Commit(ctx, storage.Txn{Fence: storage.Fence{Partition: part, Token: token}, Ops: []storage.Op{storage.Put(prefix+storage.StateSuffix, []byte(`{"count":100}`))}})
+	if !errors.Is(err, storage.ErrFenced) {
+		t.Fatalf("late write with A's old claim: %v, want ErrFenced", err)
+	}
+	if n, err := rivet.Call[int](ctx, cb.Get("counter", key), "getCount"); err != nil || n != 2 {
+		t.Fatalf("count after the late write: %d, %v; want 2", n, err)
+	}
+}
+
+func waitUntil(t *testing.T, what string, within time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, within)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -1,0 +1,204 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/rivet-go/rivet"
+	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
+	"github.com/rivet-go/rivet/internal/rpcerr"
+	"github.com/rivet-go/rivet/runtime"
+	"google.golang.org/grpc/status"
+)
+
+// settle starts the balancer and waits, within SettleTimeout, until the
+// node sees the cluster and has claimed the partitions free for it.
+func (n *Node) settle(ctx, bgCtx context.Context) error {
+	t0 := time.Now()
+	for _, m := range []interface{ Ready() <-chan struct{} }{n.view.owners, n.view.nodes} {
+		select {
+		case <-m.Ready():
+		case <-ctx.Done():
+			return fmt.Errorf("node: reading the cluster's tables: %w", ctx.Err())
+		}
+	}
+	deadline := time.NewTimer(n.cfg.SettleTimeout)
+	defer deadline.Stop()
+	if n.gossip != nil && len(n.cfg.Join) > 0 {
+		select {
+		case <-n.gossip.Joined():
+		case <-deadline.C:
+			n.log.Warn("no peer reached yet: serving anyway; joining goes on", zap.Strings("join", n.cfg.Join))
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	bctx, cancel := context.WithCancel(bgCtx)
+	n.balanceCancel = cancel
+	n.balanceDone = make(chan struct{})
+	go func() {
+		defer close(n.balanceDone)
+		_ = n.balancer.Run(bctx)
+	}()
+	n.goBackground("watch", func() error { n.watchCluster(bctx); return nil })
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for !n.balancer.Settled() {
+		select {
+		case <-tick.C:
+		case <-deadline.C:
+			n.log.Warn("partitions not settled yet: serving anyway", zap.Int("owned", n.own.Owned()))
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	n.log.Info("partitions settled", zap.Int("owned", n.own.Owned()), zap.Duration("took", time.Since(t0)))
+	return nil
+}
+
+// watchCluster tells the balancer of every change of membership,
+// registrations or owners, and keeps gossip whole: a registered node that
+// gossip does not see alive is joined again (gossip alone never rejoins a
+// member it declared dead, so a healed network partition would otherwise
+// stay split).
+func (n *Node) watchCluster(ctx context.Context) {
+	var gossipChanges <-chan struct{}
+	if n.gossip != nil {
+		gossipChanges = n.gossip.Changes()
+	}
+	rejoin := time.NewTicker(5 * time.Second)
+	defer rejoin.Stop()
+	for {
+		owners, nodes := n.view.owners.Changed(), n.view.nodes.Changed()
+		select {
+		case <-ctx.Done():
+			return
+		case <-gossipChanges:
+		case <-owners:
+		case <-nodes:
+			n.view.prune()
+		case <-rejoin.C:
+			n.rejoin()
+		}
+		n.balancer.Kick()
+	}
+}
+
+// rejoin joins the registered nodes that gossip does not see alive.
+func (n *Node) rejoin() {
+	if n.gossip == nil {
+		return
+	}
+	alive := map[string]bool{}
+	for _, m := range n.gossip.Alive() {
+		alive[m.ID] = true
+	}
+	var addrs []string
+	for id, rec := range n.view.records() {
+		if !alive[id] && rec.GossipAddr != "" {
+			addrs = append(addrs, rec.GossipAddr)
+		}
+	}
+	if len(addrs) > 0 {
+		if _, err := n.gossip.Join(addrs); err != nil {
+			n.log.Debug("rejoining registered nodes", zap.Strings("addrs", addrs), zap.Error(err))
+		}
+	}
+}
+
+func (n *Node) stopBalancer() {
+	if n.balanceCancel != nil {
+		n.balanceCancel()
+		<-n.balanceDone
+	}
+}
+
+// backend is the runtime host as the gRPC services see it, with the
+// cluster-wide answers that only the node can give.
+type backend struct {
+	*runtime.Host
+	n *Node
+}
+
+// Members lists the registered nodes, with their gossip state, and the
+// nodes gossip still remembers that are gone.
+func (b backend) Members(ctx context.Context) ([]runtime.Member, error) {
+	owned := map[string]uint32{}
+	for _, o := range b.n.view.ownerTable() {
+		if o != "" {
+			owned[o]++
+		}
+	}
+	state := map[string]string{}
+	var gone []runtime.Member
+	if b.n.gossip != nil {
+		for _, m := range b.n.gossip.Members() {
+			state[m.ID] = string(m.State)
+			gone = append(gone, runtime.Member{NodeID: m.ID, GRPCAddr: m.Meta.GRPCAddr, GossipAddr: m.GossipAddr, HTTPAddr: m.Meta.HTTPAddr, State: string(m.State)})
+		}
+	}
+	recs := b.n.view.records()
+	var out []runtime.Member
+	for id, rec := range recs {
+		st := state[id]
+		if st == "" {
+			st = "alive"
+			if b.n.gossip != nil {
+				st = "unknown" // registered, but not (yet) in gossip
+			}
+		}
+		out = append(out, runtime.Member{
+			NodeID: id, GRPCAddr: rec.GRPCAddr, GossipAddr: rec.GossipAddr, HTTPAddr: rec.HTTPAddr,
+			State: st, PartitionsOwned: owned[id], StartedAt: rec.StartedAt, Draining: rec.Draining,
+		})
+	}
+	for _, m := range gone {
+		if _, ok := recs[m.NodeID]; !ok && m.State != "alive" {
+			out = append(out, m)
+		}
+	}
+	sortMembers(out)
+	return out, nil
+}
+
+// Partitions returns the partition table as this node mirrors it.
+func (b backend) Partitions(ctx context.Context) (uint32, []runtime.PartitionOwner, error) {
+	var out []runtime.PartitionOwner
+	for p := range b.n.view.parts {
+		if owner, token := b.n.view.ownerOf(p); owner != "" {
+			out = append(out, runtime.PartitionOwner{Partition: p, Owner: owner, Token: token})
+		}
+	}
+	return b.n.view.parts, out, nil
+}
+
+// Drain starts or ends the drain of a node: this one, or another one
+// through its own AdminService.
+func (b backend) Drain(ctx context.Context, node string, undo bool) (uint32, error) {
+	if node == "" || node == b.n.cfg.NodeID {
+		owned := uint32(b.n.own.Owned())
+		if err := b.n.own.SetDraining(ctx, !undo); err != nil {
+			return 0, rivet.Errorf(rivet.ErrUnavailable, "mark node %s draining: %v", b.n.cfg.NodeID, err)
+		}
+		b.n.log.Info("drain", zap.Bool("undo", undo), zap.Uint32("owned", owned))
+		b.n.balancer.Kick()
+		return owned, nil
+	}
+	rec, ok := b.n.view.records()[node]
+	if !ok {
+		return 0, rivet.Errorf(rivet.ErrNotFound, "no node %q is registered", node)
+	}
+	conn, err := b.n.view.conn(rec.GRPCAddr)
+	if err != nil {
+		return 0, rivet.Errorf(rivet.ErrUnavailable, "reach node %s: %v", node, err)
+	}
+	resp, err := rivetv1.NewAdminServiceClient(conn).Drain(ctx, &rivetv1.DrainRequest{NodeId: node, Undo: undo})
+	if err != nil {
+		return 0, rpcerr.FromStatus(status.Convert(err))
+	}
+	return resp.GetPartitionsOwned(), nil
+}

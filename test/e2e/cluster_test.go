@@ -1,0 +1,228 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/rivet-go/rivet/client"
+	"github.com/rivet-go/rivet/examples/exampleapi"
+	"github.com/rivet-go/rivet/placement"
+	"github.com/rivet-go/rivet/storage"
+)
+
+// testCluster is a cluster of node processes on loopback, each running one
+// member of a shared embedded etcd cluster.
+type testCluster struct {
+	t     *testing.T
+	nodes []*nodeProc
+}
+
+// newCluster starts size nodes named node1..nodeN together (an etcd
+// cluster serves only once a quorum of its members runs).
+func newCluster(t *testing.T, size int, env []string, extra ...string) *testCluster {
+	t.Helper()
+	c := &testCluster{t: t}
+	var initial, join []string
+	for i := range size {
+		n := newNode(t)
+		n.env = env
+		c.nodes = append(c.nodes, n)
+		initial = append(initial, fmt.Sprintf("node%d=http://%s", i+1, n.etcdP))
+		join = append(join, n.gossip)
+	}
+	for i, n := range c.nodes {
+		n.extra = append([]string{
+			"--node-id", fmt.Sprintf("node%d", i+1),
+			"--etcd-initial-cluster", strings.Join(initial, ","),
+			"--join", strings.Join(join, ","),
+			"--gossip-profile", "local",
+		}, extra...)
+	}
+	var ready []<-chan string
+	for _, n := range c.nodes {
+		ready = append(ready, n.launch())
+	}
+	for i, n := range c.nodes {
+		n.awaitServing(ready[i])
+	}
+	return c
+}
+
+// client returns a Go client of node i, closed at the end of the test.
+func (c *testCluster) client(i int) *client.Client {
+	c.t.Helper()
+	cl, err := client.New(c.nodes[i].grpcAddr)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(func() { cl.Close() })
+	return cl
+}
+
+// waitBalanced waits until every partition has an owner and each of the
+// want nodes owns some, as node i sees it.
+func (c *testCluster) waitBalanced(i int, want []string, within time.Duration) client.PartitionTable {
+	c.t.Helper()
+	cl := c.client(i)
+	deadline := time.Now().Add(within)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		tab, err := cl.Partitions(ctx)
+		cancel()
+		if err == nil {
+			owned := map[string]int{}
+			all := len(tab.Owners) == int(tab.Count)
+			for _, p := range tab.Owners {
+				if p.Owner == "" {
+					all = false
+				}
+				owned[p.Owner]++
+			}
+			ok := all && len(owned) == len(want)
+			for _, w := range want {
+				ok = ok && owned[w] > 0
+			}
+			if ok {
+				return tab
+			}
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("partitions not balanced over %v within %v: %+v (err %v)", want, within, tab, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (c *testCluster) logs() string {
+	var b strings.Builder
+	for i, n := range c.nodes {
+		fmt.Fprintf(&b, "--- node%d ---\n%s\n", i+1, n.log())
+	}
+	return b.String()
+}
+
+// Three node processes, each one member of a 3-member embedded etcd
+// cluster, form one cluster; every seed scenario passes with its rivetctl
+// commands sent to the nodes in turn, so most are forwarded, and actors
+// that call actors reach them on other nodes.
+func TestThreeNodeClusterRunsEverySeedPattern(t *testing.T) {
+	api := exampleapi.NewTestServer(map[string]int{"/users": 3, "/orders": 5, "/revenue": 7, "/invoices": 11})
+	defer api.Close()
+	c := newCluster(t, 3, []string{exampleapi.EnvVar + "=" + api.URL})
+	ids := []string{"node1", "node2", "node3"}
+
+	// Every node lists all three, alive.
+	for i, n := range c.nodes {
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			out, errOut, code := n.rivetctl("members")
+			alive := 0
+			for _, id := range ids {
+				for _, line := range strings.Split(out, "\n") {
+					if strings.HasPrefix(line, id+" ") && strings.Contains(line, "alive") {
+						alive++
+					}
+				}
+			}
+			if code == 0 && alive == 3 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("rivetctl members on node%d: %q (stderr %q, exit %d), want node1-3 alive\n%s", i+1, out, errOut, code, c.logs())
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	c.waitBalanced(0, ids, 30*time.Second)
+
+	turn := 0
+	seedScenarios(t, func() *nodeProc {
+		turn++
+		return c.nodes[turn%len(c.nodes)]
+	})
+
+	// The actors that called actors did so across nodes: their owners,
+	// as Inspect reports them, differ.
+	cl := c.client(0)
+	owner := func(name, key string) string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		ins, err := cl.Actor(name, key).NoCreate().Inspect(ctx)
+		if err != nil {
+			t.Fatalf("inspect %s %s: %v", name, key, err)
+		}
+		return ins.Info.Owner
+	}
+	crossed := func(from string, to ...string) bool {
+		for _, k := range to {
+			if owner(strings.Fields(k)[0], strings.Fields(k)[1]) != from {
+				return true
+			}
+		}
+		return false
+	}
+	if !crossed(owner("scatterGatherActor", "main"), "shardActor a", "shardActor b", "shardActor c") {
+		t.Errorf("scatter-gather and its shards all live on one node; the test should make them cross")
+	}
+	// Coordinator -> worker across nodes: a worker key whose partition
+	// another node owns, found from the partition table.
+	coord := owner("coordinatorActor", "main")
+	tab := c.waitBalanced(0, ids, 30*time.Second)
+	owners := map[uint32]string{}
+	for _, o := range tab.Owners {
+		owners[o.Partition] = o.Owner
+	}
+	worker := ""
+	for i := range 100 {
+		k := fmt.Sprintf("w%d", i)
+		if o := owners[placement.Partition("workerActor", storage.EncodeKey([]string{k}), tab.Count)]; o != "" && o != coord {
+			worker = k
+			break
+		}
+	}
+	if worker == "" {
+		t.Fatalf("no worker key among w0..w99 lives off the coordinator's node %s", coord)
+	}
+	if out, errOut, code := c.nodes[2].rivetctl("send", "coordinatorActor", "main", "task", fmt.Sprintf(`{"taskId":"t2","workerId":%q,"value":50}`, worker)); code != 0 {
+		t.Fatalf("send task: %s %s", out, errOut)
+	}
+	waitState(t, c.nodes[1], "coordinatorActor", "main", 15*time.Second, `{"lastTaskId":"t2","lastResult":100}`)
+	if w := owner("workerActor", worker); w == coord {
+		t.Errorf("worker %s ended up on the coordinator's node %s", worker, coord)
+	}
+	if t.Failed() {
+		t.Log(c.logs())
+	}
+}
+
+// etcdLeader returns the name (node ID) of the etcd member that leads.
+func (c *testCluster) etcdLeader() string {
+	c.t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{c.nodes[0].etcdC}, DialTimeout: 5 * time.Second})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := cli.Status(ctx, c.nodes[0].etcdC)
+	if err != nil {
+		c.t.Fatalf("etcd status: %v", err)
+	}
+	ms, err := cli.MemberList(ctx)
+	if err != nil {
+		c.t.Fatalf("etcd members: %v", err)
+	}
+	for _, m := range ms.Members {
+		if m.ID == st.Leader {
+			return m.Name
+		}
+	}
+	return ""
+}
