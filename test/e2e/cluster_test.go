@@ -18,13 +18,13 @@ import (
 // testCluster is a cluster of node processes on loopback, each running one
 // member of a shared embedded etcd cluster.
 type testCluster struct {
-	t     *testing.T
+	t     testing.TB
 	nodes []*nodeProc
 }
 
 // newCluster starts size nodes named node1..nodeN together (an etcd
 // cluster serves only once a quorum of its members runs).
-func newCluster(t *testing.T, size int, env []string, extra ...string) *testCluster {
+func newCluster(t testing.TB, size int, env []string, extra ...string) *testCluster {
 	t.Helper()
 	c := &testCluster{t: t}
 	var initial, join []string

@@ -71,7 +71,7 @@ func TestMain(m *testing.M) {
 
 // freePort returns a loopback port that was free a moment ago. The etcd
 // ports must be fixed across a node's restarts, so they cannot be ":0".
-func freePort(t *testing.T) string {
+func freePort(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -84,7 +84,7 @@ func freePort(t *testing.T) string {
 // nodeProc is one node process. Its data dir and etcd ports outlive the
 // process, so start can run it again after a kill.
 type nodeProc struct {
-	t        *testing.T
+	t        testing.TB
 	dataDir  string
 	etcdC    string
 	etcdP    string
@@ -98,7 +98,7 @@ type nodeProc struct {
 	done     chan struct{}
 }
 
-func newNode(t *testing.T, extra ...string) *nodeProc {
+func newNode(t testing.TB, extra ...string) *nodeProc {
 	// Within a test, where go test records the files the process uses.
 	statOnce.Do(func() { statSources("../..") })
 	n := &nodeProc{t: t, dataDir: t.TempDir(), etcdC: freePort(t), etcdP: freePort(t), grpcFix: freePort(t), gossip: freePort(t), extra: extra}

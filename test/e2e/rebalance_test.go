@@ -71,6 +71,18 @@ func TestJoinAndDrainUnderLoad(t *testing.T) {
 	}
 	waitCalls(200)
 
+	// Sleeping workflows that the moves carry along: 20 reminders due
+	// while partitions move to node4 and back.
+	dueFrom := time.Now().Add(2 * time.Second)
+	for i := range 20 {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := cl.GetOrCreate("reminderActor", fmt.Sprintf("m%d", i)).Send(cctx, "reminders", map[string]any{"text": fmt.Sprintf("m%d", i), "at": dueFrom.Add(time.Duration(i) * 100 * time.Millisecond).UnixMilli()})
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+
 	// Join.
 	var endpoints []string
 	for _, n := range c.nodes {
@@ -105,6 +117,9 @@ func TestJoinAndDrainUnderLoad(t *testing.T) {
 	wg.Wait()
 
 	t.Logf("FIGURE load: %d calls, %d failed", calls.Load(), failed.Load())
+	for i := range 20 {
+		waitState(t, c.nodes[i%3], "reminderActor", fmt.Sprintf("m%d", i), 30*time.Second, fmt.Sprintf(`{"fired":["m%d"]}`, i))
+	}
 	if failed.Load() > 0 {
 		t.Errorf("%d calls failed during join and drain, e.g. %q", failed.Load(), errs)
 	}

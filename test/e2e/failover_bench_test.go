@@ -1,0 +1,119 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/rivet-go/rivet/placement"
+	"github.com/rivet-go/rivet/storage"
+)
+
+// BenchmarkFailover kills one node of a fresh three-node cluster, five
+// times, with default settings (lease TTL 4 s), and reports the median and
+// the worst of: kill -> an actor the node owned serves a call; kill -> a
+// reminder of that node that came due at the kill fires. "follower" kills
+// a node whose etcd member does not lead; "leader" kills the node of the
+// etcd leader, which adds etcd's election and its lease extension on
+// promotion.
+//
+//	go test -run x -bench BenchmarkFailover -benchtime 1x ./test/e2e
+func BenchmarkFailover(b *testing.B) {
+	for _, leader := range []bool{false, true} {
+		name := "follower"
+		if leader {
+			name = "leader"
+		}
+		b.Run(name, func(b *testing.B) {
+			for range b.N {
+				var serving, fired []time.Duration
+				for run := range 5 {
+					s, f := failoverOnce(b, leader)
+					serving, fired = append(serving, s), append(fired, f)
+					b.Logf("run %d: serving after %v, overdue timer fired after %v", run+1, s.Round(time.Millisecond), f.Round(time.Millisecond))
+				}
+				slices.Sort(serving)
+				slices.Sort(fired)
+				b.ReportMetric(serving[2].Seconds(), "serving-median-s")
+				b.ReportMetric(serving[4].Seconds(), "serving-max-s")
+				b.ReportMetric(fired[2].Seconds(), "timer-median-s")
+				b.ReportMetric(fired[4].Seconds(), "timer-max-s")
+			}
+		})
+	}
+}
+
+func failoverOnce(b *testing.B, killLeader bool) (serving, fired time.Duration) {
+	c := newCluster(b, 3, nil)
+	ids := []string{"node1", "node2", "node3"}
+	tab := c.waitBalanced(0, ids, 30*time.Second)
+	leader := c.etcdLeader()
+	victim, caller := -1, -1
+	for i := range 3 {
+		if victim < 0 && (ids[i] == leader) == killLeader && (killLeader || i > 0) {
+			victim = i
+		}
+	}
+	for i := range 3 {
+		if caller < 0 && i != victim {
+			caller = i
+		}
+	}
+	owners := map[uint32]string{}
+	for _, o := range tab.Owners {
+		owners[o.Partition] = o.Owner
+	}
+	onVictim := func(name string) string {
+		for i := range 10000 {
+			k := fmt.Sprintf("%s%d", name, i)
+			if owners[placement.Partition(name, storage.EncodeKey([]string{k}), tab.Count)] == ids[victim] {
+				return k
+			}
+		}
+		b.Fatalf("no %s key on %s", name, ids[victim])
+		return ""
+	}
+	cl := c.client(caller)
+	ctx := context.Background()
+	probe, rem := onVictim("counter"), onVictim("reminderActor")
+	if _, err := cl.GetOrCreate("counter", probe).Call(ctx, "increment", 1); err != nil {
+		b.Fatal(err)
+	}
+	// Due 1.5 s from now; the kill comes at 1 s, so it is overdue while
+	// its node is gone.
+	due := time.Now().Add(1500 * time.Millisecond)
+	if err := cl.GetOrCreate("reminderActor", rem).Send(ctx, "reminders", map[string]any{"text": "x", "at": due.UnixMilli()}); err != nil {
+		b.Fatal(err)
+	}
+	time.Sleep(time.Until(due.Add(-500 * time.Millisecond)))
+	killed := time.Now()
+	c.nodes[victim].kill()
+	deadline := killed.Add(60 * time.Second)
+	for serving == 0 || fired == 0 {
+		if time.Now().After(deadline) {
+			b.Fatalf("failover incomplete after 60 s (serving %v, fired %v)\n%s", serving, fired, c.logs())
+		}
+		if serving == 0 {
+			cctx, cancel := context.WithTimeout(ctx, time.Second)
+			if _, err := cl.GetOrCreate("counter", probe).Call(cctx, "getCount"); err == nil {
+				serving = time.Since(killed)
+			}
+			cancel()
+		}
+		if fired == 0 {
+			cctx, cancel := context.WithTimeout(ctx, time.Second)
+			raw, err := cl.Get("reminderActor", rem).Call(cctx, "getState")
+			cancel()
+			if err == nil && string(raw) == `{"fired":["x"]}` {
+				fired = time.Since(killed)
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, n := range c.nodes {
+		n.kill()
+	}
+	return serving, fired
+}
