@@ -110,38 +110,46 @@ func BenchmarkCalls(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
-				lat := make([][]time.Duration, callers)
-				var next atomic.Int64
-				var failed atomic.Int64
-				b.ResetTimer()
-				start := time.Now()
-				var wg sync.WaitGroup
-				for i := range callers {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						for next.Add(1) <= int64(b.N) {
-							t0 := time.Now()
-							if err := do[i](); err != nil {
-								failed.Add(1)
-							}
-							lat[i] = append(lat[i], time.Since(t0))
-						}
-					}()
-				}
-				wg.Wait()
-				elapsed := time.Since(start)
-				b.StopTimer()
-				if failed.Load() > 0 {
-					b.Fatalf("%d calls failed", failed.Load())
-				}
-				all := slices.Concat(lat...)
-				slices.Sort(all)
-				b.ReportMetric(float64(b.N)/elapsed.Seconds(), "calls/s")
+				rate, all := driveCallers(b, do)
+				b.ReportMetric(rate, "calls/s")
 				b.ReportMetric(float64(all[len(all)/2].Microseconds()), "p50-µs")
 				b.ReportMetric(float64(all[len(all)*99/100].Microseconds()), "p99-µs")
 				b.ReportMetric(0, "ns/op")
 			})
 		}
 	}
+}
+
+// driveCallers shares b.N calls among the callers, one do func each, and
+// returns the calls per second and the sorted latencies. It fails the
+// benchmark if any call fails.
+func driveCallers(b *testing.B, do []func() error) (rate float64, lat []time.Duration) {
+	b.Helper()
+	per := make([][]time.Duration, len(do))
+	var next, failed atomic.Int64
+	b.ResetTimer()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i := range do {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for next.Add(1) <= int64(b.N) {
+				t0 := time.Now()
+				if err := do[i](); err != nil {
+					failed.Add(1)
+				}
+				per[i] = append(per[i], time.Since(t0))
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	if failed.Load() > 0 {
+		b.Fatalf("%d calls failed", failed.Load())
+	}
+	lat = slices.Concat(per...)
+	slices.Sort(lat)
+	return float64(b.N) / elapsed.Seconds(), lat
 }

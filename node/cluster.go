@@ -66,6 +66,20 @@ func (v *view) records() map[string]runtime.NodeRecord {
 	return out
 }
 
+// record returns one node's registration (decoding just it: routing
+// asks for the owner of every forwarded call).
+func (v *view) record(id string) (runtime.NodeRecord, bool) {
+	kv, ok := v.nodes.Get(storage.NodeKey(id))
+	if !ok {
+		return runtime.NodeRecord{}, false
+	}
+	var rec runtime.NodeRecord
+	if json.Unmarshal(kv.Value, &rec) != nil {
+		return runtime.NodeRecord{}, false
+	}
+	return rec, true
+}
+
 // eligible returns the nodes the ring is computed over: registered, not
 // draining, and alive in gossip (when there is gossip).
 func (v *view) eligible() []string {
@@ -143,7 +157,7 @@ func (v *view) connFor(ctx context.Context, p uint32) (*grpc.ClientConn, string,
 		case owner == v.self && v.host.Owns(p):
 			return nil, owner, nil
 		case owner != "" && owner != v.self:
-			rec, ok := v.records()[owner]
+			rec, ok := v.record(owner)
 			if ok && rec.GRPCAddr != "" {
 				c, err := v.conn(rec.GRPCAddr)
 				return c, owner, err

@@ -1,0 +1,203 @@
+package node_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/rivet-go/rivet/client"
+	"github.com/rivet-go/rivet/examples"
+	"github.com/rivet-go/rivet/node"
+	"github.com/rivet-go/rivet/placement"
+	"github.com/rivet-go/rivet/storage"
+	"github.com/rivet-go/rivet/storage/etcdstore/etcdtest"
+)
+
+// fwdPartitions is the partition count of the forwarding benchmark's
+// cluster.
+const fwdPartitions = 64
+
+// fwdResult is one case of BenchmarkForwarding, for the closing table.
+type fwdResult struct {
+	rate     float64
+	p50, p99 time.Duration
+}
+
+// BenchmarkForwarding measures action calls in a two-node cluster (nodes
+// "a" and "b" in this process, one embedded etcd, gossip on loopback), each
+// caller on its own actor, every actor owned by node a:
+//
+//   - direct: the Go client calls node a, which serves the call;
+//   - forwarded: the client calls node b, which forwards the request to a
+//     (one hop) and passes the reply back.
+//
+// Actions: query, the read-only counter getCount; mutate, counter increment
+// (the reply leaves once the change is durable in etcd). 16 and 64
+// concurrent callers share one client per target node. Reported: calls/s,
+// p50/p99 latency in microseconds, and for forwarded cases the ratio to the
+// direct case measured just before (x-direct); a table of all cases is
+// printed at the end.
+func BenchmarkForwarding(b *testing.B) {
+	reg, err := examples.Registry()
+	if err != nil {
+		b.Fatal(err)
+	}
+	endpoints := etcdtest.Start(b)
+	startCtx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	start := func(id string, join []string) *node.Node {
+		cfg := node.DefaultLocalConfig(b.TempDir())
+		cfg.NodeID = id
+		cfg.EtcdEndpoints = endpoints
+		cfg.EtcdPrefix = "/fwd-bench/"
+		cfg.Partitions = fwdPartitions
+		cfg.HTTPAddr = "-"
+		cfg.Join = join
+		cfg.Logger = zap.NewNop()
+		n, err := node.Start(startCtx, cfg, reg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		// Cleanups run last-registered first: node b, then a, then etcd.
+		b.Cleanup(func() {
+			sctx, scancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer scancel()
+			if err := n.Stop(sctx); err != nil {
+				b.Errorf("stop %s: %v", id, err)
+			}
+		})
+		return n
+	}
+	na := start("a", nil)
+	nb := start("b", []string{na.GossipAddr()})
+
+	// Wait until the cluster has settled: both nodes own partitions, all 64
+	// are owned, and each is on the node rendezvous hashing gives it, so
+	// that no handoff moves an actor of the benchmark while it runs.
+	want := placement.Table(fwdPartitions, []string{"a", "b"})
+	settled := func() bool {
+		oa, ob := na.Ownership().Owned(), nb.Ownership().Owned()
+		if oa == 0 || ob == 0 || oa+ob != fwdPartitions {
+			return false
+		}
+		for p, id := range want {
+			n := na
+			if id == "b" {
+				n = nb
+			}
+			if !n.Ownership().Owns(uint32(p)) {
+				return false
+			}
+		}
+		return true
+	}
+	deadline := time.Now().Add(time.Minute)
+	for !settled() {
+		if time.Now().After(deadline) {
+			b.Fatalf("cluster not settled within a minute: a owns %d, b owns %d partitions",
+				na.Ownership().Owned(), nb.Ownership().Owned())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	// One actor key per caller, each in a partition node a owns.
+	var keys []string
+	for i := 0; len(keys) < 64; i++ {
+		k := fmt.Sprintf("fwd-%d", i)
+		if na.Host().Owns(placement.Partition("counter", storage.EncodeKey([]string{k}), fwdPartitions)) {
+			keys = append(keys, k)
+		}
+	}
+
+	clients := map[string]*client.Client{}
+	for target, n := range map[string]*node.Node{"direct": na, "forwarded": nb} {
+		c, err := client.New(n.GRPCAddr())
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { c.Close() })
+		clients[target] = c
+	}
+
+	ctx := context.Background()
+	results := map[string]fwdResult{}
+	actions := []string{"query", "mutate"}
+	callerCounts := []int{16, 64}
+	targets := []string{"direct", "forwarded"}
+	for _, action := range actions {
+		for _, callers := range callerCounts {
+			for _, target := range targets {
+				name := fmt.Sprintf("%s/callers=%d/%s", action, callers, target)
+				b.Run(name, func(b *testing.B) {
+					c := clients[target]
+					do := make([]func() error, callers)
+					for i := range callers {
+						h := c.Actor("counter", keys[i])
+						if action == "query" {
+							do[i] = func() error { _, err := h.Call(ctx, "getCount"); return err }
+						} else {
+							do[i] = func() error { _, err := h.Call(ctx, "increment", 1); return err }
+						}
+						if err := do[i](); err != nil { // warm up: activate the actor, open the peer connection
+							b.Fatal(err)
+						}
+					}
+					sa0, sb0 := na.Host().Stats(), nb.Host().Stats()
+					rate, all := driveCallers(b, do)
+					// Every call must have been served by node a, whichever
+					// node received it.
+					sa, sb := na.Host().Stats(), nb.Host().Stats()
+					if got := sa.Calls - sa0.Calls; got < uint64(b.N) {
+						b.Fatalf("node a served %d of %d calls", got, b.N)
+					}
+					if got := sb.Calls - sb0.Calls; got != 0 {
+						b.Fatalf("node b served %d calls itself, want 0", got)
+					}
+					r := fwdResult{
+						rate: rate,
+						p50:  all[len(all)/2],
+						p99:  all[len(all)*99/100],
+					}
+					// The last run (the one at the full -benchtime) is the
+					// one the table keeps.
+					results[name] = r
+					b.ReportMetric(r.rate, "calls/s")
+					b.ReportMetric(float64(r.p50.Microseconds()), "p50-µs")
+					b.ReportMetric(float64(r.p99.Microseconds()), "p99-µs")
+					if target == "forwarded" {
+						if d, ok := results[fmt.Sprintf("%s/callers=%d/direct", action, callers)]; ok {
+							b.ReportMetric(r.rate/d.rate, "x-direct")
+						}
+					}
+					b.ReportMetric(0, "ns/op")
+				})
+			}
+		}
+	}
+
+	fmt.Printf("\nforwarded vs direct (two nodes and etcd in one process, every actor on node a)\n")
+	fmt.Printf("%-7s %7s | %9s %9s %9s | %9s %9s %9s | %s\n",
+		"action", "callers", "direct/s", "p50", "p99", "fwd/s", "p50", "p99", "fwd/direct")
+	for _, action := range actions {
+		for _, callers := range callerCounts {
+			d, dok := results[fmt.Sprintf("%s/callers=%d/direct", action, callers)]
+			f, fok := results[fmt.Sprintf("%s/callers=%d/forwarded", action, callers)]
+			if !dok || !fok {
+				continue // filtered out by -bench
+			}
+			fmt.Printf("%-7s %7d | %9.0f %9s %9s | %9.0f %9s %9s | %.2fx\n", action, callers,
+				d.rate, fwdDur(d.p50), fwdDur(d.p99), f.rate, fwdDur(f.p50), fwdDur(f.p99), f.rate/d.rate)
+		}
+	}
+}
+
+// fwdDur prints a latency to the microsecond, or to 0.1 ms above 10 ms.
+func fwdDur(d time.Duration) string {
+	if d >= 10*time.Millisecond {
+		return d.Round(100 * time.Microsecond).String()
+	}
+	return d.Round(time.Microsecond).String()
+}
