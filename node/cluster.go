@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
@@ -160,10 +161,23 @@ func (v *view) connFor(ctx context.Context, p uint32) (*grpc.ClientConn, string,
 			rec, ok := v.record(owner)
 			if ok && rec.GRPCAddr != "" {
 				c, err := v.conn(rec.GRPCAddr)
-				return c, owner, err
+				// An owner that cannot be dialed is most likely dead,
+				// its partitions about to move: hold the request for the
+				// table to change rather than fail it.
+				if err != nil || c.GetState() != connectivity.TransientFailure {
+					return c, owner, err
+				}
 			}
 		}
 		if time.Now().After(deadline) {
+			if owner != "" && owner != v.self {
+				// Still undialable: forward anyway, and the caller gets
+				// the dial error as a retryable UNAVAILABLE.
+				if rec, ok := v.record(owner); ok {
+					c, err := v.conn(rec.GRPCAddr)
+					return c, owner, err
+				}
+			}
 			// Let the local host answer: it refuses with UNAVAILABLE,
 			// which clients retry.
 			return nil, owner, nil

@@ -94,7 +94,7 @@ func DefaultConfig() Config {
 		EtcdPeerAddr:    "127.0.0.1:2380",
 		EtcdPrefix:      "/rivet/",
 		Partitions:      placement.DefaultPartitions,
-		LeaseTTL:        4 * time.Second,
+		LeaseTTL:        3 * time.Second,
 		GossipAddr:      cluster.DefaultBindAddr,
 		GossipProfile:   cluster.ProfileLAN,
 		SettleTimeout:   10 * time.Second,

@@ -12,7 +12,7 @@ import (
 )
 
 // BenchmarkFailover kills one node of a fresh three-node cluster, five
-// times, with default settings (lease TTL 4 s), and reports the median and
+// times, with default settings (lease TTL 3 s, etcd election timeout 500 ms), and reports the median and
 // the worst of: kill -> an actor the node owned serves a call; kill -> a
 // reminder of that node that came due at the kill fires. "follower" kills
 // a node whose etcd member does not lead; "leader" kills the node of the

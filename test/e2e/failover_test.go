@@ -17,7 +17,7 @@ import (
 )
 
 // leaseTTL is the nodes' default lease TTL, which bounds failover.
-const leaseTTL = 4 * time.Second
+const leaseTTL = 3 * time.Second
 
 // Failover under load: 100 sleeping reminders and a counter load on a
 // three-node cluster; one node is killed with SIGKILL. Every reminder fires

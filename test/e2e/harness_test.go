@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -69,16 +70,30 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// freePort returns a loopback port that was free a moment ago. The etcd
-// ports must be fixed across a node's restarts, so they cannot be ":0".
+// freePort returns a loopback port that was free (TCP and UDP) a moment
+// ago. The etcd ports must be fixed across a node's restarts and the gossip
+// ports known to every node before any starts, so they cannot be ":0". The
+// port is drawn below Linux's ephemeral range (32768 and up), so that no
+// outgoing connection of this machine can take it between this check and
+// the node's bind.
 func freePort(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 1000 {
+		addr := fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(12000))
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			continue
+		}
+		u, err := net.ListenPacket("udp", addr)
+		l.Close()
+		if err != nil {
+			continue
+		}
+		u.Close()
+		return addr
 	}
-	defer l.Close()
-	return l.Addr().String()
+	t.Fatal("no free loopback port in 20000-31999")
+	return ""
 }
 
 // nodeProc is one node process. Its data dir and etcd ports outlive the
