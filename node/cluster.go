@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -39,8 +40,19 @@ type view struct {
 	dial   []grpc.DialOption
 
 	mu    sync.Mutex
-	conns map[string]*grpc.ClientConn // by gRPC address
+	conns map[string]*grpc.ClientConn   // by gRPC address
+	peers map[string][]*server.PeerConn // forwarding streams, by gRPC address
+	next  atomic.Uint64                 // round robin over a peer's streams
+	// recs caches decoded node records as of the nodes mirror's revision
+	// recRev.
+	recs   map[string]runtime.NodeRecord
+	recRev int64
 }
+
+// peerStreams is how many forwarding streams a node keeps to each peer:
+// one stream's sends and receives are serial, and under many callers it
+// became the bottleneck (docs/benchmarks.md).
+const peerStreams = 4
 
 func newView(self string, parts uint32, st storage.Store, log *zap.Logger) *view {
 	return &view{
@@ -52,6 +64,7 @@ func newView(self string, parts uint32, st storage.Store, log *zap.Logger) *view
 			grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(64<<20), grpc.MaxCallRecvMsgSize(64<<20)),
 		},
 		conns: map[string]*grpc.ClientConn{},
+		peers: map[string][]*server.PeerConn{},
 	}
 }
 
@@ -67,17 +80,29 @@ func (v *view) records() map[string]runtime.NodeRecord {
 	return out
 }
 
-// record returns one node's registration (decoding just it: routing
-// asks for the owner of every forwarded call).
+// record returns one node's registration. Routing asks for the owner's on
+// every forwarded call, so decoded records are kept until the mirror of
+// nodes/ moves to another revision.
 func (v *view) record(id string) (runtime.NodeRecord, bool) {
+	rev := v.nodes.Revision()
+	v.mu.Lock()
+	if v.recRev != rev {
+		v.recs, v.recRev = map[string]runtime.NodeRecord{}, rev
+	}
+	rec, ok := v.recs[id]
+	v.mu.Unlock()
+	if ok {
+		return rec, true
+	}
 	kv, ok := v.nodes.Get(storage.NodeKey(id))
-	if !ok {
+	if !ok || json.Unmarshal(kv.Value, &rec) != nil {
 		return runtime.NodeRecord{}, false
 	}
-	var rec runtime.NodeRecord
-	if json.Unmarshal(kv.Value, &rec) != nil {
-		return runtime.NodeRecord{}, false
+	v.mu.Lock()
+	if v.recRev == rev {
+		v.recs[id] = rec
 	}
+	v.mu.Unlock()
 	return rec, true
 }
 
@@ -147,9 +172,9 @@ func (v *view) Route(ctx context.Context, ref runtime.Ref) (grpc.ClientConnInter
 	return conn, err
 }
 
-// connFor returns a connection to the owner of p (nil if it is this node)
-// and the owner's ID.
-func (v *view) connFor(ctx context.Context, p uint32) (*grpc.ClientConn, string, error) {
+// connFor returns the forwarding stream to the owner of p (nil if it is
+// this node) and the owner's ID.
+func (v *view) connFor(ctx context.Context, p uint32) (*server.PeerConn, string, error) {
 	deadline := time.Now().Add(routeWait)
 	for {
 		changed := v.owners.Changed()
@@ -160,11 +185,11 @@ func (v *view) connFor(ctx context.Context, p uint32) (*grpc.ClientConn, string,
 		case owner != "" && owner != v.self:
 			rec, ok := v.record(owner)
 			if ok && rec.GRPCAddr != "" {
-				c, err := v.conn(rec.GRPCAddr)
+				c, err := v.peer(rec.GRPCAddr)
 				// An owner that cannot be dialed is most likely dead,
 				// its partitions about to move: hold the request for the
 				// table to change rather than fail it.
-				if err != nil || c.GetState() != connectivity.TransientFailure {
+				if err != nil || c.Conn().GetState() != connectivity.TransientFailure {
 					return c, owner, err
 				}
 			}
@@ -174,7 +199,7 @@ func (v *view) connFor(ctx context.Context, p uint32) (*grpc.ClientConn, string,
 				// Still undialable: forward anyway, and the caller gets
 				// the dial error as a retryable UNAVAILABLE.
 				if rec, ok := v.record(owner); ok {
-					c, err := v.conn(rec.GRPCAddr)
+					c, err := v.peer(rec.GRPCAddr)
 					return c, owner, err
 				}
 			}
@@ -209,6 +234,31 @@ func (v *view) conn(addr string) (*grpc.ClientConn, error) {
 	return c, nil
 }
 
+// peer returns one of the forwarding streams to a peer.
+func (v *view) peer(addr string) (*server.PeerConn, error) {
+	n := v.next.Add(1)
+	v.mu.Lock()
+	if ps, ok := v.peers[addr]; ok {
+		v.mu.Unlock()
+		return ps[n%uint64(len(ps))], nil
+	}
+	v.mu.Unlock()
+	c, err := v.conn(addr)
+	if err != nil {
+		return nil, err
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	ps, ok := v.peers[addr]
+	if !ok {
+		for range peerStreams {
+			ps = append(ps, server.NewPeerConn(c))
+		}
+		v.peers[addr] = ps
+	}
+	return ps[n%uint64(len(ps))], nil
+}
+
 // prune closes connections to addresses no registered node has.
 func (v *view) prune() {
 	live := map[string]bool{}
@@ -216,18 +266,38 @@ func (v *view) prune() {
 		live[rec.GRPCAddr] = true
 	}
 	v.mu.Lock()
-	defer v.mu.Unlock()
+	var gone []*server.PeerConn
+	for addr, ps := range v.peers {
+		if !live[addr] {
+			gone = append(gone, ps...)
+			delete(v.peers, addr)
+		}
+	}
+	var conns []*grpc.ClientConn
 	for addr, c := range v.conns {
 		if !live[addr] {
-			c.Close()
+			conns = append(conns, c)
 			delete(v.conns, addr)
 		}
+	}
+	v.mu.Unlock()
+	for _, p := range gone {
+		p.Close()
+	}
+	for _, c := range conns {
+		c.Close()
 	}
 }
 
 func (v *view) close() {
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	for addr, ps := range v.peers {
+		for _, p := range ps {
+			p.Close()
+		}
+		delete(v.peers, addr)
+	}
 	for addr, c := range v.conns {
 		c.Close()
 		delete(v.conns, addr)
@@ -270,7 +340,7 @@ func (r remote) Send(ctx context.Context, req runtime.SendRequest) (runtime.Send
 
 // peer returns the connection to ref's owner. A partition that has no
 // owner in time is rivet.ErrUnavailable (the caller's step retries).
-func (r remote) peer(ctx context.Context, ref runtime.Ref) (*grpc.ClientConn, error) {
+func (r remote) peer(ctx context.Context, ref runtime.Ref) (*server.PeerConn, error) {
 	p, err := r.v.host.PartitionOf(ref)
 	if err != nil {
 		return nil, err

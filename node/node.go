@@ -45,6 +45,7 @@ type Node struct {
 	own       *Ownership
 	host      *runtime.Host
 	gossip    *cluster.Cluster
+	peers     *server.PeerServer
 	view      *view
 	balancer  *runtime.Balancer
 	// balanceCancel stops the balancer before the rest, so that a node
@@ -223,7 +224,10 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 	opts := append(server.ServerOptions(limits), grpc.ChainUnaryInterceptor(server.UnaryInterceptor(n.log)))
 	opts = append(opts, grpc.ChainUnaryInterceptor(server.ForwardingInterceptor(n.view)))
 	n.grpcServer = grpc.NewServer(opts...)
-	server.New(backend{n.host, n}, server.WithLimits(limits), server.WithLogger(n.log)).Register(n.grpcServer)
+	srv := server.New(backend{n.host, n}, server.WithLimits(limits), server.WithLogger(n.log))
+	srv.Register(n.grpcServer)
+	n.peers = server.NewPeerServer(srv)
+	n.peers.Register(n.grpcServer)
 	n.health = health.NewServer()
 	healthpb.RegisterHealthServer(n.grpcServer, n.health)
 	reflection.Register(n.grpcServer)
@@ -332,6 +336,7 @@ func (n *Node) stop(ctx context.Context) error {
 	go func() { hostStopped <- n.host.Stop(ctx) }()
 	graceful := make(chan struct{})
 	go func() { n.grpcServer.GracefulStop(); close(graceful) }()
+	n.peers.Shutdown()
 	select {
 	case <-graceful:
 	case <-ctx.Done():

@@ -105,7 +105,8 @@ func ForwardingInterceptor(r Router) grpc.UnaryServerInterceptor {
 // notSent reports whether a failed call never reached its server: gRPC
 // failed to dial (it sends nothing on a connection it has not made).
 func notSent(st *status.Status) bool {
-	return strings.Contains(st.Message(), "Error while dialing") || strings.Contains(st.Message(), "connection refused")
+	m := st.Message()
+	return strings.Contains(m, notSentMark) || strings.Contains(m, "Error while dialing") || strings.Contains(m, "connection refused")
 }
 
 // Hops returns the forward count of an incoming request.

@@ -1,0 +1,354 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	spb "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
+)
+
+// PeerServer serves PeerService: it runs the requests other nodes forward
+// on their streams through the ActorService handlers of srv, as if they had
+// arrived as unary calls with one hop.
+type PeerServer struct {
+	rivetv1.UnimplementedPeerServiceServer
+	srv      rivetv1.ActorServiceServer
+	methods  map[string]grpc.MethodHandler
+	stopping chan struct{}
+	stopOnce sync.Once
+}
+
+// NewPeerServer returns a PeerServer over srv.
+func NewPeerServer(srv rivetv1.ActorServiceServer) *PeerServer {
+	p := &PeerServer{srv: srv, methods: map[string]grpc.MethodHandler{}, stopping: make(chan struct{})}
+	d := rivetv1.ActorService_ServiceDesc
+	for _, m := range d.Methods {
+		p.methods["/"+d.ServiceName+"/"+m.MethodName] = m.Handler
+	}
+	return p
+}
+
+// Shutdown ends every stream once its requests in flight are answered,
+// and refuses new requests meanwhile, so that a gRPC GracefulStop is not
+// held up by peers' streams, which never end by themselves.
+func (p *PeerServer) Shutdown() { p.stopOnce.Do(func() { close(p.stopping) }) }
+
+// Register adds the PeerService to gs.
+func (p *PeerServer) Register(gs *grpc.Server) { rivetv1.RegisterPeerServiceServer(gs, p) }
+
+// Forward implements rivetv1.PeerServiceServer.
+func (p *PeerServer) Forward(stream rivetv1.PeerService_ForwardServer) error {
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel()
+	var (
+		sendMu  sync.Mutex
+		mu      sync.Mutex
+		cancels = map[uint64]context.CancelFunc{}
+		wg      sync.WaitGroup
+	)
+	defer wg.Wait()
+	defer cancel() // before Wait: the requests in flight end first
+	send := func(r *rivetv1.ForwardResponse) {
+		sendMu.Lock()
+		defer sendMu.Unlock()
+		_ = stream.Send(r) // a broken stream ends Recv too
+	}
+	// Recv runs apart, so that Shutdown can end the stream while it waits.
+	reqs := make(chan *rivetv1.ForwardRequest)
+	go func() {
+		defer close(reqs)
+		for {
+			req, err := stream.Recv()
+			if err != nil {
+				return
+			}
+			select {
+			case reqs <- req:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	for {
+		var req *rivetv1.ForwardRequest
+		select {
+		case r, ok := <-reqs:
+			if !ok {
+				return nil
+			}
+			req = r
+		case <-p.stopping:
+			// Every request taken is answered before the stream ends, so
+			// whatever the peer still waits for was never run.
+			wg.Wait()
+			return status.Error(codes.Unavailable, "peer: node stopping: "+notSentMark)
+		}
+		if req.GetCancel() {
+			mu.Lock()
+			if c := cancels[req.GetId()]; c != nil {
+				c()
+			}
+			mu.Unlock()
+			continue
+		}
+		rctx := metadata.NewIncomingContext(ctx, peerMetadata(req.GetChain()))
+		var rcancel context.CancelFunc
+		if ms := req.GetTimeoutMs(); ms > 0 {
+			rctx, rcancel = context.WithTimeout(rctx, time.Duration(ms)*time.Millisecond)
+		} else {
+			rctx, rcancel = context.WithCancel(rctx)
+		}
+		mu.Lock()
+		cancels[req.GetId()] = rcancel
+		mu.Unlock()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp := p.serve(rctx, req)
+			mu.Lock()
+			delete(cancels, req.GetId())
+			mu.Unlock()
+			rcancel()
+			send(resp)
+		}()
+	}
+}
+
+func peerMetadata(chain string) metadata.MD {
+	md := metadata.Pairs(HopsKey, "1")
+	if chain != "" {
+		md.Set(ChainKey, chain)
+	}
+	return md
+}
+
+// serve runs one forwarded request.
+func (p *PeerServer) serve(ctx context.Context, req *rivetv1.ForwardRequest) *rivetv1.ForwardResponse {
+	out := &rivetv1.ForwardResponse{Id: req.GetId()}
+	h, ok := p.methods[req.GetMethod()]
+	if !ok {
+		out.Status = statusBytes(status.New(codes.Unimplemented, "peer: no forwardable method "+req.GetMethod()))
+		return out
+	}
+	dec := func(m any) error { return proto.Unmarshal(req.GetRequest(), m.(proto.Message)) }
+	resp, err := h(p.srv, ctx, dec, nil)
+	if err != nil {
+		out.Status = statusBytes(status.Convert(err))
+		return out
+	}
+	b, err := proto.Marshal(resp.(proto.Message))
+	if err != nil {
+		out.Status = statusBytes(status.New(codes.Internal, "peer: marshal response: "+err.Error()))
+		return out
+	}
+	out.Response = b
+	return out
+}
+
+func statusBytes(st *status.Status) []byte {
+	b, _ := proto.Marshal(st.Proto())
+	return b
+}
+
+// PeerConn carries unary ActorService calls to one node over one
+// PeerService stream, opened on first use and again after it breaks. It
+// implements grpc.ClientConnInterface for unary calls, so generated
+// clients and the forwarding interceptor use it as they would a
+// connection. Outgoing metadata is not sent, except the call chain.
+type PeerConn struct {
+	conn *grpc.ClientConn
+
+	mu      sync.Mutex
+	stream  *peerStream
+	closed  bool
+	streams sync.WaitGroup // receive loops
+}
+
+// NewPeerConn returns a PeerConn over conn (which it does not own).
+func NewPeerConn(conn *grpc.ClientConn) *PeerConn { return &PeerConn{conn: conn} }
+
+// errPeerClosed is returned by calls on a closed PeerConn.
+var errPeerClosed = status.Error(codes.Unavailable, "peer connection closed")
+
+type peerStream struct {
+	stream  rivetv1.PeerService_ForwardClient
+	cancel  context.CancelFunc
+	sendMu  sync.Mutex
+	mu      sync.Mutex
+	nextID  uint64
+	pending map[uint64]chan *rivetv1.ForwardResponse
+	err     error // set when the stream broke
+}
+
+// Close ends the stream; calls in flight fail with UNAVAILABLE.
+func (c *PeerConn) Close() {
+	c.mu.Lock()
+	c.closed = true
+	s := c.stream
+	c.stream = nil
+	c.mu.Unlock()
+	if s != nil {
+		s.cancel()
+	}
+	c.streams.Wait()
+}
+
+// State is the underlying connection's state.
+func (c *PeerConn) State() string { return c.conn.GetState().String() }
+
+// Conn is the underlying connection.
+func (c *PeerConn) Conn() *grpc.ClientConn { return c.conn }
+
+func (c *PeerConn) current() (*peerStream, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, errPeerClosed
+	}
+	if c.stream != nil {
+		return c.stream, nil
+	}
+	// The stream outlives every call: its context is the PeerConn's.
+	ctx, cancel := context.WithCancel(context.Background())
+	st, err := rivetv1.NewPeerServiceClient(c.conn).Forward(ctx)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	s := &peerStream{stream: st, cancel: cancel, pending: map[uint64]chan *rivetv1.ForwardResponse{}}
+	c.stream = s
+	c.streams.Add(1)
+	go c.receive(s)
+	return s, nil
+}
+
+// receive delivers responses until the stream breaks, then fails every
+// call still waiting and forgets the stream.
+func (c *PeerConn) receive(s *peerStream) {
+	defer c.streams.Done()
+	for {
+		resp, err := s.stream.Recv()
+		if err != nil {
+			s.mu.Lock()
+			s.err = err
+			for id, ch := range s.pending {
+				close(ch)
+				delete(s.pending, id)
+			}
+			s.mu.Unlock()
+			c.mu.Lock()
+			if c.stream == s {
+				c.stream = nil
+			}
+			c.mu.Unlock()
+			s.cancel()
+			return
+		}
+		s.mu.Lock()
+		ch := s.pending[resp.GetId()]
+		delete(s.pending, resp.GetId())
+		s.mu.Unlock()
+		if ch != nil {
+			ch <- resp
+		}
+	}
+}
+
+// Invoke implements grpc.ClientConnInterface.
+func (c *PeerConn) Invoke(ctx context.Context, method string, args, reply any, _ ...grpc.CallOption) error {
+	b, err := proto.Marshal(args.(proto.Message))
+	if err != nil {
+		return status.Error(codes.Internal, "peer: marshal request: "+err.Error())
+	}
+	s, err := c.current()
+	if err != nil {
+		return notSentErr(err)
+	}
+	req := &rivetv1.ForwardRequest{Method: method, Request: b}
+	if md, ok := metadata.FromOutgoingContext(ctx); ok {
+		if v := md.Get(ChainKey); len(v) > 0 {
+			req.Chain = v[0]
+		}
+	}
+	if d, ok := ctx.Deadline(); ok {
+		req.TimeoutMs = max(time.Until(d).Milliseconds(), 1)
+	}
+	ch := make(chan *rivetv1.ForwardResponse, 1)
+	s.mu.Lock()
+	if s.err != nil {
+		s.mu.Unlock()
+		return notSentErr(s.err)
+	}
+	s.nextID++
+	req.Id = s.nextID
+	s.pending[req.Id] = ch
+	s.mu.Unlock()
+	s.sendMu.Lock()
+	err = s.stream.Send(req)
+	s.sendMu.Unlock()
+	if err != nil {
+		// A failed Send sent nothing (gRPC aborts the stream instead).
+		s.mu.Lock()
+		delete(s.pending, req.Id)
+		s.mu.Unlock()
+		return notSentErr(err)
+	}
+	select {
+	case resp, ok := <-ch:
+		if !ok {
+			s.mu.Lock()
+			serr := s.err
+			s.mu.Unlock()
+			if msg := status.Convert(serr).Message(); strings.Contains(msg, notSentMark) {
+				return status.Error(codes.Unavailable, msg)
+			}
+			return status.Error(codes.Unavailable, "peer stream broke during the call")
+		}
+		if len(resp.GetStatus()) > 0 {
+			var sp spb.Status
+			if err := proto.Unmarshal(resp.GetStatus(), &sp); err != nil {
+				return status.Error(codes.Internal, "peer: bad status: "+err.Error())
+			}
+			return status.FromProto(&sp).Err()
+		}
+		if err := proto.Unmarshal(resp.GetResponse(), reply.(proto.Message)); err != nil {
+			return status.Error(codes.Internal, "peer: unmarshal response: "+err.Error())
+		}
+		return nil
+	case <-ctx.Done():
+		s.mu.Lock()
+		delete(s.pending, req.Id)
+		s.mu.Unlock()
+		s.sendMu.Lock()
+		_ = s.stream.Send(&rivetv1.ForwardRequest{Id: req.Id, Cancel: true})
+		s.sendMu.Unlock()
+		return status.FromContextError(ctx.Err()).Err()
+	}
+}
+
+// NewStream implements grpc.ClientConnInterface: streams are not forwarded.
+func (c *PeerConn) NewStream(context.Context, *grpc.StreamDesc, string, ...grpc.CallOption) (grpc.ClientStream, error) {
+	return nil, status.Error(codes.Unimplemented, "peer: streams are not forwarded")
+}
+
+// notSentMark is in the message of failures that happened before the
+// request left this node, which the forwarder may therefore call retryable.
+const notSentMark = "request not sent"
+
+func notSentErr(err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return status.FromContextError(err).Err()
+	}
+	return status.Error(codes.Unavailable, fmt.Sprintf("peer: %s: %v", notSentMark, status.Convert(err).Message()))
+}
