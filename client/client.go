@@ -34,6 +34,7 @@ type Client struct {
 	actors rivetv1.ActorServiceClient
 	admin  rivetv1.AdminServiceClient
 	retry  retryPolicy
+	router *router // nil unless WithDirectRouting
 }
 
 var _ caller.Client = (*Client)(nil)
@@ -42,8 +43,24 @@ var _ caller.Client = (*Client)(nil)
 type Option func(*options)
 
 type options struct {
-	dial  []grpc.DialOption
-	retry retryPolicy
+	dial   []grpc.DialOption
+	retry  retryPolicy
+	direct time.Duration
+}
+
+// WithDirectRouting makes the client send each actor call straight to the
+// node that owns the actor, from a copy of the cluster's partition table
+// refreshed every interval (0: 2 s), instead of letting the node at addr
+// forward it. Calls the table cannot place, and calls to a node this
+// client cannot dial (say, a container address), go to addr as before.
+// Use it when the client can reach every node's advertised address.
+func WithDirectRouting(interval time.Duration) Option {
+	return func(o *options) {
+		if interval <= 0 {
+			interval = 2 * time.Second
+		}
+		o.direct = interval
+	}
 }
 
 // WithDialOptions adds gRPC dial options, after the client's defaults
@@ -85,16 +102,26 @@ func New(addr string, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rivet client: %s: %w", addr, err)
 	}
-	return &Client{
+	c := &Client{
 		conn:   conn,
 		actors: rivetv1.NewActorServiceClient(conn),
 		admin:  rivetv1.NewAdminServiceClient(conn),
 		retry:  o.retry,
-	}, nil
+	}
+	if o.direct > 0 {
+		c.router = newRouter(conn, dial, o.direct)
+		c.actors = rivetv1.NewActorServiceClient(c.router)
+	}
+	return c, nil
 }
 
-// Close closes the connection. Calls in flight fail with Canceled.
-func (c *Client) Close() error { return c.conn.Close() }
+// Close closes the connections. Calls in flight fail with Canceled.
+func (c *Client) Close() error {
+	if c.router != nil {
+		c.router.close()
+	}
+	return c.conn.Close()
+}
 
 // GetOrCreate returns a handle whose calls create the actor if it does not
 // exist. Its dynamic type is *ActorHandle; c.Actor gives it typed.

@@ -1,0 +1,174 @@
+package client
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
+	"github.com/rivet-go/rivet/placement"
+	"github.com/rivet-go/rivet/storage"
+)
+
+// router sends each actor request straight to the node that owns the
+// actor's partition, from a copy of the partition table it refreshes in
+// the background, so that calls take no forwarding hop. Everything else,
+// and every request it cannot place, goes to the node the client was made
+// with, which forwards as needed: a stale table costs a hop, never an
+// error. It implements grpc.ClientConnInterface.
+type router struct {
+	seed  *grpc.ClientConn
+	admin rivetv1.AdminServiceClient
+	dial  []grpc.DialOption
+	every time.Duration
+
+	mu         sync.Mutex
+	count      uint32
+	owners     []string             // node ID by partition
+	addrs      map[string]string    // gRPC address by node ID
+	conns      map[string]*grpc.ClientConn
+	bad        map[string]time.Time // addresses that failed to dial, until
+	fetched    time.Time
+	refreshing bool
+	closed     bool
+	wg         sync.WaitGroup
+}
+
+// badFor is how long an address that could not be dialed is avoided (it
+// may be a container address this client cannot reach).
+const badFor = 30 * time.Second
+
+func newRouter(seed *grpc.ClientConn, dial []grpc.DialOption, every time.Duration) *router {
+	return &router{
+		seed: seed, admin: rivetv1.NewAdminServiceClient(seed), dial: dial, every: every,
+		conns: map[string]*grpc.ClientConn{}, bad: map[string]time.Time{},
+	}
+}
+
+type actorRequest interface{ GetActor() *rivetv1.ActorRef }
+
+// Invoke implements grpc.ClientConnInterface.
+func (r *router) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
+	conn, addr := r.pick(args)
+	if conn == nil {
+		return r.seed.Invoke(ctx, method, args, reply, opts...)
+	}
+	err := conn.Invoke(ctx, method, args, reply, opts...)
+	if err != nil && notSent(err) {
+		// The owner could not be reached at all: the request was not
+		// sent. Avoid the address for a while, refresh the table, and
+		// let the seed node forward this one.
+		r.mu.Lock()
+		r.bad[addr] = time.Now().Add(badFor)
+		r.fetched = time.Time{}
+		r.mu.Unlock()
+		return r.seed.Invoke(ctx, method, args, reply, opts...)
+	}
+	return err
+}
+
+// NewStream implements grpc.ClientConnInterface; the API has no streams
+// to route.
+func (r *router) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	return r.seed.NewStream(ctx, desc, method, opts...)
+}
+
+// pick returns the connection to the owner of the request's actor, or nil
+// for the seed.
+func (r *router) pick(args any) (*grpc.ClientConn, string) {
+	r.maybeRefresh()
+	ar, ok := args.(actorRequest)
+	if !ok || ar.GetActor() == nil {
+		return nil, ""
+	}
+	if _, ok := args.(proto.Message); !ok {
+		return nil, ""
+	}
+	a := ar.GetActor()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.count == 0 || r.closed {
+		return nil, ""
+	}
+	p := placement.Partition(a.GetName(), storage.EncodeKey(a.GetKey()), r.count)
+	addr := r.addrs[r.owners[p]]
+	if addr == "" || time.Now().Before(r.bad[addr]) {
+		return nil, ""
+	}
+	c, ok := r.conns[addr]
+	if !ok {
+		var err error
+		if c, err = grpc.NewClient(addr, r.dial...); err != nil {
+			return nil, ""
+		}
+		r.conns[addr] = c
+	}
+	return c, addr
+}
+
+// maybeRefresh starts a refresh of the table if it is older than every
+// and none runs.
+func (r *router) maybeRefresh() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed || r.refreshing || time.Since(r.fetched) < r.every {
+		return
+	}
+	r.refreshing = true
+	r.wg.Add(1)
+	go r.refresh()
+}
+
+func (r *router) refresh() {
+	defer r.wg.Done()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	tab, err := r.admin.Partitions(ctx, &rivetv1.PartitionsRequest{})
+	var ms *rivetv1.MembersResponse
+	if err == nil {
+		ms, err = r.admin.Members(ctx, &rivetv1.MembersRequest{})
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.refreshing = false
+	r.fetched = time.Now()
+	if err != nil {
+		return // keep the old table; the seed forwards meanwhile
+	}
+	r.count = tab.GetPartitionCount()
+	r.owners = make([]string, r.count)
+	for _, o := range tab.GetPartitions() {
+		if o.GetPartition() < r.count {
+			r.owners[o.GetPartition()] = o.GetOwner()
+		}
+	}
+	r.addrs = map[string]string{}
+	for _, m := range ms.GetMembers() {
+		if m.GetState() == "alive" || m.GetState() == "unknown" {
+			r.addrs[m.GetNodeId()] = m.GetGrpcAddr()
+		}
+	}
+}
+
+func (r *router) close() {
+	r.mu.Lock()
+	r.closed = true
+	conns := r.conns
+	r.conns = map[string]*grpc.ClientConn{}
+	r.mu.Unlock()
+	r.wg.Wait()
+	for _, c := range conns {
+		c.Close()
+	}
+}
+
+// notSent reports whether a call failed before reaching its server.
+func notSent(err error) bool {
+	m := status.Convert(err).Message()
+	return strings.Contains(m, "Error while dialing") || strings.Contains(m, "connection refused") || strings.Contains(m, "no such host")
+}
