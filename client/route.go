@@ -29,8 +29,8 @@ type router struct {
 
 	mu         sync.Mutex
 	count      uint32
-	owners     []string             // node ID by partition
-	addrs      map[string]string    // gRPC address by node ID
+	owners     []string          // node ID by partition
+	addrs      map[string]string // gRPC address by node ID
 	conns      map[string]*grpc.ClientConn
 	bad        map[string]time.Time // addresses that failed to dial, until
 	fetched    time.Time
