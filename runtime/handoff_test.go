@@ -1,0 +1,133 @@
+package runtime_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/placement"
+	"github.com/rivet-go/rivet/runtime"
+	"github.com/rivet-go/rivet/storage"
+)
+
+// secondHost starts another host over e's store that owns nothing yet, as
+// a second node would.
+func secondHost(t *testing.T, e *env) (*runtime.Host, *runtime.Ownership) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	com := storage.NewCommitter(e.store, storage.DefaultCommitterConfig())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = com.Run(ctx) }()
+	own := runtime.NewOwnership(e.store, runtime.NodeRecord{NodeID: "n2"}, 5*time.Second, nil)
+	if err := own.Establish(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = own.Run(ctx) }()
+	cfg := e.cfg
+	cfg.NodeID = "n2"
+	h, err := runtime.New(cfg, e.reg, e.store, com, own)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer scancel()
+		_ = h.Stop(sctx)
+		_ = own.Resign(sctx)
+		cancel()
+		wg.Wait()
+	})
+	return h, own
+}
+
+// A handoff moves a partition with a busy actor and a sleeping workflow:
+// the turns in flight finish, every acknowledged increment is there on the
+// next owner, calls to the old owner are refused with UNAVAILABLE (which
+// clients retry), and the workflow wakes on the next owner at its time.
+func TestHandoffMovesActorsAndSleepingWorkflows(t *testing.T) {
+	e := newEnv(t, counterReg(t, sleeper), nil)
+	h2, own2 := secondHost(t, e)
+	part := func(name, key string) uint32 {
+		return placement.Partition(name, storage.EncodeKey([]string{key}), testPartitions)
+	}
+	// A sleeper and a counter in one partition.
+	p := part("counter", "c")
+	sk := ""
+	for i := range 10000 {
+		k := string(rune('a'+i%26)) + string(rune('a'+i/26%26)) + string(rune('a'+i/676))
+		if part("sleeper", k) == p {
+			sk = k
+			break
+		}
+	}
+	sref := runtime.Ref{Name: "sleeper", Key: []string{sk}}
+	if _, _, err := e.host.GetOrCreate(ctx(t), sref, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the sleep to be recorded", 10*time.Second, func() bool {
+		h, err := e.host.History(ctx(t), sref)
+		return err == nil && len(h.Entries) == 1
+	})
+
+	// Increments run against the old owner during the handoff.
+	var acked, refused atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 100000; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				_, err := call(t, e.host, "counter", "c", "increment", true, 1)
+				switch {
+				case err == nil:
+					acked.Add(1)
+				case errors.Is(err, rivet.ErrUnavailable):
+					refused.Add(1)
+				default:
+					t.Errorf("increment during handoff: %v", err)
+					return
+				}
+			}
+		}()
+	}
+	waitFor(t, "some increments", 10*time.Second, func() bool { return acked.Load() >= 20 })
+	if err := e.host.Handoff(ctx(t), p); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "calls to the old owner refused", 10*time.Second, func() bool { return refused.Load() > 0 })
+	close(stop)
+	wg.Wait()
+	if e.host.Owns(p) {
+		t.Fatal("old owner still serves the partition")
+	}
+
+	// The next owner claims it and has every acknowledged increment.
+	got, err := own2.Claim(ctx(t), []uint32{p})
+	if err != nil || len(got) != 1 {
+		t.Fatalf("claim after handoff: %v, %v", got, err)
+	}
+	n := callInt(t, h2, "counter", "c", "getCount", false)
+	if n < int(acked.Load()) {
+		t.Fatalf("count on the next owner = %d, below the %d acknowledged", n, acked.Load())
+	}
+	// The sleeper wakes there, with no request.
+	waitFor(t, "the sleeper to wake on the next owner", 20*time.Second, func() bool {
+		ins, err := h2.Inspect(ctx(t), sref)
+		return err == nil && string(ins.State) == `{"woke":true}`
+	})
+}
