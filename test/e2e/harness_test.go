@@ -99,13 +99,15 @@ func freePort(t testing.TB) string {
 // nodeProc is one node process. Its data dir and etcd ports outlive the
 // process, so start can run it again after a kill.
 type nodeProc struct {
-	t        testing.TB
-	dataDir  string
-	etcdC    string
-	etcdP    string
-	grpcFix  string
-	gossip   string
-	extra    []string
+	t       testing.TB
+	dataDir string
+	etcdC   string
+	etcdP   string
+	grpcFix string
+	gossip  string
+	extra   []string
+	// wrap runs the node through a command, e.g. ip netns exec NS.
+	wrap     []string
 	env      []string // KEY=value, added to the process's environment
 	logPath  string
 	cmd      *exec.Cmd
@@ -140,6 +142,9 @@ func (n *nodeProc) launch() <-chan string {
 		"--log-format", "json", "--partitions", "64",
 	}, n.extra...)
 	cmd := exec.Command(bins.node, args...)
+	if len(n.wrap) > 0 {
+		cmd = exec.Command(n.wrap[0], append(append(n.wrap[1:len(n.wrap):len(n.wrap)], bins.node), args...)...)
+	}
 	if len(n.env) > 0 {
 		cmd.Env = append(os.Environ(), n.env...)
 	}
