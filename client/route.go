@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -167,8 +168,19 @@ func (r *router) close() {
 	}
 }
 
-// notSent reports whether a call failed before reaching its server.
+// notSent reports whether a call failed before reaching its server: a
+// bare UNAVAILABLE from dialing. A status with an ActorError came from a
+// node (and its text from an action, perhaps), so it never qualifies.
 func notSent(err error) bool {
-	m := status.Convert(err).Message()
+	st := status.Convert(err)
+	if st.Code() != codes.Unavailable {
+		return false
+	}
+	for _, d := range st.Details() {
+		if _, ok := d.(*rivetv1.ActorError); ok {
+			return false
+		}
+	}
+	m := st.Message()
 	return strings.Contains(m, "Error while dialing") || strings.Contains(m, "connection refused") || strings.Contains(m, "no such host")
 }

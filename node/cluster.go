@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
@@ -250,6 +251,10 @@ func (v *view) peer(addr string) (*server.PeerConn, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	ps, ok := v.peers[addr]
+	if !ok && v.conns[addr] != c {
+		// prune closed c meanwhile: no streams on a closed connection.
+		return nil, fmt.Errorf("connection to %s was closed", addr)
+	}
 	if !ok {
 		for range peerStreams {
 			ps = append(ps, server.NewPeerConn(c))
@@ -356,8 +361,24 @@ func (r remote) peer(ctx context.Context, ref runtime.Ref) (*server.PeerConn, er
 }
 
 // peerError turns a peer's status back into the *rivet.Error it carried.
+// A bare UNAVAILABLE from a stream that broke mid-call is not: the call
+// may have run, and the calling actor's error would otherwise reach its
+// own client as a node's UNAVAILABLE, which the client retries.
 func peerError(err error) error {
-	return rpcerr.FromStatus(status.Convert(err))
+	st := status.Convert(err)
+	if st.Code() == codes.Unavailable && !server.NotSent(st) && !hasDetail(st) {
+		return rivet.Errorf(rivet.ErrTimeout, "call to the owner's node broke off; its outcome is unknown: %s", st.Message())
+	}
+	return rpcerr.FromStatus(st)
+}
+
+func hasDetail(st *status.Status) bool {
+	for _, d := range st.Details() {
+		if _, ok := d.(*rivetv1.ActorError); ok {
+			return true
+		}
+	}
+	return false
 }
 
 func sortMembers(ms []runtime.Member) {

@@ -52,6 +52,9 @@ type Node struct {
 	// going away does not start handing partitions off one by one.
 	balanceCancel context.CancelFunc
 	balanceDone   chan struct{}
+	// hostStarted and hostStopped tell closeAll whether the host needs
+	// stopping (a Start that failed after starting it).
+	hostStarted, hostStopped bool
 
 	grpcServer *grpc.Server
 	grpcLis    net.Listener
@@ -211,6 +214,7 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 	if err := n.host.Start(ctx); err != nil {
 		return nil, err
 	}
+	n.hostStarted = true
 	n.goBackground("owners-mirror", func() error { return n.view.owners.Run(bgCtx) })
 	n.goBackground("nodes-mirror", func() error { return n.view.nodes.Run(bgCtx) })
 	n.balancer = runtime.NewBalancer(runtime.BalancerConfig{
@@ -346,9 +350,14 @@ func (n *Node) stop(ctx context.Context) error {
 	if err := <-hostStopped; err != nil {
 		errs = append(errs, fmt.Errorf("host stop: %w", err))
 	}
-	if err := n.own.Resign(ctx); err != nil {
+	// A fresh deadline: if stopping the host used up ctx, the claims
+	// must still go now rather than a TTL from now.
+	rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	if err := n.own.Resign(rctx); err != nil {
 		errs = append(errs, fmt.Errorf("resign: %w", err))
 	}
+	rcancel()
+	n.hostStopped = true
 	if n.httpServer != nil {
 		_ = n.httpServer.Shutdown(ctx)
 	}
@@ -360,6 +369,17 @@ func (n *Node) stop(ctx context.Context) error {
 
 // closeAll stops background tasks and closes what Start opened, in reverse.
 func (n *Node) closeAll() {
+	if n.hostStarted && !n.hostStopped {
+		// Start failed after the host started: stop it and give up the
+		// claims it may have made, or its goroutines and partitions would
+		// outlive the failed start.
+		n.stopBalancer()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_ = n.host.Stop(ctx)
+		_ = n.own.Resign(ctx)
+		cancel()
+		n.hostStopped = true
+	}
 	if n.grpcServer != nil {
 		n.grpcServer.Stop()
 	} else if n.grpcLis != nil {

@@ -105,9 +105,17 @@ func (b *Balancer) balance(ctx context.Context, wg *sync.WaitGroup, done chan st
 	if b.own.Lease() == 0 {
 		return
 	}
-	self := b.own.Record().NodeID
+	rec := b.own.Record()
+	self := rec.NodeID
 	eligible := b.cfg.Eligible()
 	slices.Sort(eligible)
+	if !rec.Draining && !slices.Contains(eligible, self) {
+		// This node is not in its own view of the cluster yet (its
+		// registration was just rewritten, or gossip has not caught up):
+		// a ring without it would hand everything off, to take it back a
+		// moment later.
+		return
+	}
 	owners := b.cfg.Owners()
 	n := b.host.cfg.Partitions
 	var claim, leave []uint32

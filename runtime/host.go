@@ -330,6 +330,15 @@ func (h *Host) turn(ctx context.Context, ref Ref, sp *rivet.Spec, create bool, i
 			a.gate.release()
 			continue
 		}
+		// The claim this activation was loaded under must still be
+		// served: after a stall (a GC pause, a frozen VM) the lease may
+		// have run out before the watchdog dropped it, and another node
+		// may serve the actor now. Not even a read is answered then.
+		if tok, ok := h.own.Token(a.part); !ok || tok != a.fence.Token {
+			a.gate.release()
+			h.evict(a)
+			return nil, false, rivet.Errorf(rivet.ErrUnavailable, "partition %d of %s is not served by node %s now", a.part, a.describe(), h.cfg.NodeID)
+		}
 		err = h.runTurn(a, fn)
 		v := a.currentVersion()
 		a.lastTurn.Store(time.Now().UnixNano())
@@ -1131,13 +1140,25 @@ func (h *Host) Handoff(ctx context.Context, p uint32) error {
 		}()
 	}
 	wg.Wait()
-	// The claim goes even if ctx ended: a fresh context bounds it.
-	rctx, cancel := context.WithTimeout(h.baseCtx, 10*time.Second)
-	defer cancel()
-	if err := h.own.FinishRelease(rctx, p); err != nil {
-		return fmt.Errorf("release partition %d: %w", p, err)
+	// The claim goes even if ctx ended, and until it goes the partition
+	// is served by no one: retry until it is released, or the lease (and
+	// with it the claim) is gone, or the host stops.
+	backoff := 100 * time.Millisecond
+	for {
+		rctx, cancel := context.WithTimeout(h.baseCtx, 10*time.Second)
+		err := h.own.FinishRelease(rctx, p)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		h.log.Warn("releasing a handed-off partition failed; retrying", zap.Uint32("partition", p), zap.Error(err))
+		select {
+		case <-h.baseCtx.Done():
+			return fmt.Errorf("release partition %d: %w", p, err)
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 2*time.Second)
 	}
-	return nil
 }
 
 // handoffActor deactivates one actor of a partition being handed off.
@@ -1154,11 +1175,14 @@ func (h *Host) handoffActor(ctx context.Context, a *activation) {
 	}
 	defer a.gate.release()
 	a.stopWorkflow()
+	// Stopped before the waiters hear of it: a sender waiting for its
+	// message's completion then knows the actor moved (UNAVAILABLE, and
+	// its message waits on the next owner) rather than failed.
+	a.stopped.Store(true)
 	a.failWaiters()
 	if err := a.waitCommitted(ctx, a.currentVersion()); err != nil {
 		h.evict(a)
 		return
 	}
-	a.stopped.Store(true)
 	h.remove(a)
 }

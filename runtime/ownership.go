@@ -143,6 +143,13 @@ func (o *Ownership) Establish(ctx context.Context, partitions []uint32) error {
 		}
 	}
 	o.mu.Lock()
+	if o.resigned {
+		// Resign ran meanwhile (a stopping node): this lease must not
+		// hold anything.
+		o.mu.Unlock()
+		_ = o.store.RevokeLease(ctx, lease)
+		return errors.New("ownership resigned")
+	}
 	o.lease = lease
 	o.record = rec
 	o.validUntil = sent.Add(o.ttl - o.margin())
@@ -164,7 +171,26 @@ func (o *Ownership) Claim(ctx context.Context, partitions []uint32) ([]uint32, e
 	}
 	claims, err := o.store.Claim(ctx, o.Record().NodeID, lease, partitions)
 	if err != nil {
-		return nil, err
+		// The claim may have committed with its reply lost: adopt what
+		// storage holds on this lease, or it would be owned on record and
+		// served by no one until the lease ended.
+		all, lerr := o.store.Claims(ctx)
+		if lerr != nil {
+			return nil, err
+		}
+		claims = claims[:0]
+		o.mu.RLock()
+		for _, c := range all {
+			_, have := o.claims[c.Partition]
+			_, leaving := o.releasing[c.Partition]
+			if c.Lease == lease && !have && !leaving {
+				claims = append(claims, c)
+			}
+		}
+		o.mu.RUnlock()
+		if len(claims) == 0 {
+			return nil, err
+		}
 	}
 	o.mu.Lock()
 	if o.lease != lease {
@@ -255,6 +281,9 @@ func (o *Ownership) Run(ctx context.Context) error {
 		}
 		o.log.Error("lease lost: dropping every partition claim", zap.Error(err))
 		parts := o.drop(true)
+		if o.isResigned() {
+			return nil
+		}
 		if err := o.reestablish(ctx, parts); err != nil {
 			return nil // ctx done
 		}
@@ -321,8 +350,8 @@ func (o *Ownership) reestablish(ctx context.Context, parts []uint32) error {
 			}
 			return nil
 		}
-		if ctx.Err() != nil {
-			return ctx.Err()
+		if ctx.Err() != nil || o.isResigned() {
+			return errors.New("stopped")
 		}
 		o.log.Warn("re-establishing ownership failed", zap.Error(err), zap.Duration("retry_in", backoff))
 		select {
@@ -403,8 +432,11 @@ func (o *Ownership) Record() NodeRecord {
 func (o *Ownership) Token(p uint32) (int64, bool) {
 	o.mu.RLock()
 	c, ok := o.claims[p]
+	valid := time.Now().Before(o.validUntil)
 	o.mu.RUnlock()
-	return c.Token, ok
+	// Past the lease's local deadline the claim is not served, even if
+	// the watchdog has not run yet (it may be as stalled as this caller).
+	return c.Token, ok && valid
 }
 
 // Owned returns how many partitions this node serves.

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"strconv"
 	"strings"
 
 	"google.golang.org/grpc"
@@ -17,18 +16,11 @@ import (
 	"github.com/rivet-go/rivet/runtime"
 )
 
-// Metadata keys of node-to-node calls.
-const (
-	// HopsKey counts the forwards a request went through. A node serves a
-	// request with hops >= 1 itself, whatever its table says, so a stale
-	// table costs a retry, never a loop.
-	HopsKey = "rivet-hops"
-	// ChainKey carries the call chain of a cross-actor call, so that
-	// A -> B -> A across nodes re-enters A's turn. It is honoured only on
-	// forwarded requests (hops >= 1): a client that could name a running
-	// chain could slip into another caller's turn.
-	ChainKey = "rivet-chain"
-)
+// ChainKey is the outgoing-metadata key through which a caller hands a
+// PeerConn the call chain of a cross-actor call, so that A -> B -> A
+// across nodes re-enters A's turn. PeerConn sends it in the stream
+// request; it never travels as gRPC metadata.
+const ChainKey = "rivet-chain"
 
 // Router says where an actor is served.
 type Router interface {
@@ -58,9 +50,11 @@ var forwardedResponses = map[string]func() proto.Message{
 }
 
 // ForwardingInterceptor sends each actor request that another node serves
-// to that node, unchanged, with HopsKey set: the request bytes and the
-// reply (or status, with its details) pass through as they are. Requests
-// this node serves, and requests already forwarded once, go to handler.
+// to that node, unchanged (over a PeerConn): the reply, or the status with
+// its details, passes through as it is. Requests this node serves go to
+// handler. A forwarded request arrives on the owner's PeerServer, which
+// serves it without routing it again, so a stale table costs a retry,
+// never a loop.
 // A request whose actor ref is malformed is served locally, which refuses
 // it with the usual error.
 //
@@ -88,7 +82,7 @@ func ForwardingInterceptor(r Router) grpc.UnaryServerInterceptor {
 			if !ok {
 				return nil, status.Error(codes.Unavailable, err.Error())
 			}
-			if st.Code() == codes.Unavailable && notSent(st) {
+			if NotSent(st) {
 				// The owner was never reached (it is down and its
 				// partitions are about to move): say so the way a node
 				// refusing a request does, so that clients retry even
@@ -102,42 +96,54 @@ func ForwardingInterceptor(r Router) grpc.UnaryServerInterceptor {
 	}
 }
 
-// notSent reports whether a failed call never reached its server: gRPC
-// failed to dial (it sends nothing on a connection it has not made).
-func notSent(st *status.Status) bool {
+// NotSent reports whether a failed node-to-node call never left this node:
+// gRPC failed to dial (it sends nothing on a connection it has not made),
+// or the peer stream says so. Only a bare UNAVAILABLE qualifies: a status
+// with an ActorError came from a node, and its text is the node's.
+func NotSent(st *status.Status) bool {
+	if st.Code() != codes.Unavailable {
+		return false
+	}
+	for _, d := range st.Details() {
+		if _, ok := d.(*rivetv1.ActorError); ok {
+			return false
+		}
+	}
 	m := st.Message()
 	return strings.Contains(m, notSentMark) || strings.Contains(m, "Error while dialing") || strings.Contains(m, "connection refused")
 }
 
-// Hops returns the forward count of an incoming request.
+// peerKey marks the context of a request that arrived on a PeerService
+// stream; its value is the request's call chain.
+type peerKey struct{}
+
+// Hops returns 1 for a request another node forwarded (it came on a
+// PeerService stream), else 0. Metadata a client sends cannot make a
+// request look forwarded: that would let it skip routing, or, with a
+// guessed call chain, slip into another caller's turn.
 func Hops(ctx context.Context) int {
-	md, _ := metadata.FromIncomingContext(ctx)
-	if v := md.Get(HopsKey); len(v) > 0 {
-		n, _ := strconv.Atoi(v[0])
-		return n
+	if _, ok := ctx.Value(peerKey{}).(string); ok {
+		return 1
 	}
 	return 0
 }
 
-// OutgoingHop returns ctx for a node-to-node call: one hop, and the call
-// chain if there is one. Incoming metadata is not carried over.
+// OutgoingHop returns ctx for a node-to-node call over a PeerConn,
+// carrying the call chain if there is one. Incoming metadata is not
+// carried over.
 func OutgoingHop(ctx context.Context, chain string) context.Context {
-	kv := []string{HopsKey, "1"}
+	md := metadata.MD{}
 	if chain != "" {
-		kv = append(kv, ChainKey, chain)
+		md.Set(ChainKey, chain)
 	}
-	return metadata.NewOutgoingContext(ctx, metadata.Pairs(kv...))
+	return metadata.NewOutgoingContext(ctx, md)
 }
 
-// chainOf returns the call chain of a forwarded request ("" otherwise).
+// chainOf returns the call chain of a forwarded request (zero otherwise).
 func chainOf(ctx context.Context) runtime.Chain {
-	if Hops(ctx) == 0 {
+	chain, ok := ctx.Value(peerKey{}).(string)
+	if !ok {
 		return runtime.Chain{}
 	}
-	md, _ := metadata.FromIncomingContext(ctx)
-	c := runtime.Chain{Hops: uint32(Hops(ctx))}
-	if v := md.Get(ChainKey); len(v) > 0 {
-		c.ID = v[0]
-	}
-	return c
+	return runtime.Chain{ID: chain, Hops: 1}
 }

@@ -11,6 +11,7 @@ import (
 	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -102,7 +103,7 @@ func (p *PeerServer) Forward(stream rivetv1.PeerService_ForwardServer) error {
 			mu.Unlock()
 			continue
 		}
-		rctx := metadata.NewIncomingContext(ctx, peerMetadata(req.GetChain()))
+		rctx := context.WithValue(ctx, peerKey{}, req.GetChain())
 		var rcancel context.CancelFunc
 		if ms := req.GetTimeoutMs(); ms > 0 {
 			rctx, rcancel = context.WithTimeout(rctx, time.Duration(ms)*time.Millisecond)
@@ -123,14 +124,6 @@ func (p *PeerServer) Forward(stream rivetv1.PeerService_ForwardServer) error {
 			send(resp)
 		}()
 	}
-}
-
-func peerMetadata(chain string) metadata.MD {
-	md := metadata.Pairs(HopsKey, "1")
-	if chain != "" {
-		md.Set(ChainKey, chain)
-	}
-	return md
 }
 
 // serve runs one forwarded request.
@@ -210,6 +203,27 @@ func (c *PeerConn) State() string { return c.conn.GetState().String() }
 // Conn is the underlying connection.
 func (c *PeerConn) Conn() *grpc.ClientConn { return c.conn }
 
+// ready waits, within ctx, until the connection is up, so that opening a
+// stream (under c.mu, with no deadline of its own) does not wait on a
+// peer that is still being dialed. A connection in transient failure
+// fails at once: the peer is down, and the caller should not wait for it.
+func (c *PeerConn) ready(ctx context.Context) error {
+	for {
+		st := c.conn.GetState()
+		switch st {
+		case connectivity.Ready:
+			return nil
+		case connectivity.TransientFailure, connectivity.Shutdown:
+			return fmt.Errorf("connection to %s: %s", c.conn.Target(), st)
+		case connectivity.Idle:
+			c.conn.Connect()
+		}
+		if !c.conn.WaitForStateChange(ctx, st) {
+			return ctx.Err()
+		}
+	}
+}
+
 func (c *PeerConn) current() (*peerStream, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -270,6 +284,9 @@ func (c *PeerConn) Invoke(ctx context.Context, method string, args, reply any, _
 	b, err := proto.Marshal(args.(proto.Message))
 	if err != nil {
 		return status.Error(codes.Internal, "peer: marshal request: "+err.Error())
+	}
+	if err := c.ready(ctx); err != nil {
+		return notSentErr(err)
 	}
 	s, err := c.current()
 	if err != nil {
