@@ -1061,8 +1061,15 @@ func commitError(what string, err error) error {
 		return rivet.Errorf(rivet.ErrTooLarge, "%s: %v", what, err)
 	case errors.Is(err, context.DeadlineExceeded):
 		return rivet.Errorf(rivet.ErrTimeout, "%s: commit timed out; its outcome is unknown", what)
+	case errors.Is(err, storage.ErrClosed), errors.Is(err, storage.ErrLeaseNotFound),
+		errors.Is(err, storage.ErrInvalidTxn), errors.Is(err, errDestroyed):
+		// Refused before or by storage: nothing was written.
+		return rivet.Errorf(rivet.ErrUnavailable, "%s: commit failed: %v", what, err)
 	}
-	return rivet.Errorf(rivet.ErrUnavailable, "%s: commit failed: %v", what, err)
+	// Anything else (a lost connection, "leader changed", an etcd-side
+	// timeout) may have come after etcd applied the write: UNAVAILABLE
+	// would have clients retry a change that may be there already.
+	return rivet.Errorf(rivet.ErrTimeout, "%s: commit failed; its outcome is unknown: %v", what, err)
 }
 
 func isNotFound(err error) bool        { return errors.Is(err, storage.ErrNotFound) }
