@@ -2,16 +2,15 @@ package client
 
 import (
 	"context"
-	"strings"
 	"sync"
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
+	"github.com/rivet-go/rivet/internal/rpcerr"
 	"github.com/rivet-go/rivet/placement"
 	"github.com/rivet-go/rivet/storage"
 )
@@ -60,7 +59,7 @@ func (r *router) Invoke(ctx context.Context, method string, args, reply any, opt
 		return r.seed.Invoke(ctx, method, args, reply, opts...)
 	}
 	err := conn.Invoke(ctx, method, args, reply, opts...)
-	if err != nil && notSent(err) {
+	if err != nil && rpcerr.NotSent(status.Convert(err)) {
 		// The owner could not be reached at all: the request was not
 		// sent. Avoid the address for a while, refresh the table, and
 		// let the seed node forward this one.
@@ -166,21 +165,4 @@ func (r *router) close() {
 	for _, c := range conns {
 		c.Close()
 	}
-}
-
-// notSent reports whether a call failed before reaching its server: a
-// bare UNAVAILABLE from dialing. A status with an ActorError came from a
-// node (and its text from an action, perhaps), so it never qualifies.
-func notSent(err error) bool {
-	st := status.Convert(err)
-	if st.Code() != codes.Unavailable {
-		return false
-	}
-	for _, d := range st.Details() {
-		if _, ok := d.(*rivetv1.ActorError); ok {
-			return false
-		}
-	}
-	m := st.Message()
-	return strings.Contains(m, "Error while dialing") || strings.Contains(m, "connection refused") || strings.Contains(m, "no such host")
 }

@@ -366,19 +366,10 @@ func (r remote) peer(ctx context.Context, ref runtime.Ref) (*server.PeerConn, er
 // own client as a node's UNAVAILABLE, which the client retries.
 func peerError(err error) error {
 	st := status.Convert(err)
-	if st.Code() == codes.Unavailable && !server.NotSent(st) && !hasDetail(st) {
+	if st.Code() == codes.Unavailable && !rpcerr.NotSent(st) && !rpcerr.HasActorError(st) {
 		return rivet.Errorf(rivet.ErrTimeout, "call to the owner's node broke off; its outcome is unknown: %s", st.Message())
 	}
 	return rpcerr.FromStatus(st)
-}
-
-func hasDetail(st *status.Status) bool {
-	for _, d := range st.Details() {
-		if _, ok := d.(*rivetv1.ActorError); ok {
-			return true
-		}
-	}
-	return false
 }
 
 func sortMembers(ms []runtime.Member) {

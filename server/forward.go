@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -82,7 +81,7 @@ func ForwardingInterceptor(r Router) grpc.UnaryServerInterceptor {
 			if !ok {
 				return nil, status.Error(codes.Unavailable, err.Error())
 			}
-			if NotSent(st) {
+			if rpcerr.NotSent(st) {
 				// The owner was never reached (it is down and its
 				// partitions are about to move): say so the way a node
 				// refusing a request does, so that clients retry even
@@ -94,23 +93,6 @@ func ForwardingInterceptor(r Router) grpc.UnaryServerInterceptor {
 		}
 		return resp, nil
 	}
-}
-
-// NotSent reports whether a failed node-to-node call never left this node:
-// gRPC failed to dial (it sends nothing on a connection it has not made),
-// or the peer stream says so. Only a bare UNAVAILABLE qualifies: a status
-// with an ActorError came from a node, and its text is the node's.
-func NotSent(st *status.Status) bool {
-	if st.Code() != codes.Unavailable {
-		return false
-	}
-	for _, d := range st.Details() {
-		if _, ok := d.(*rivetv1.ActorError); ok {
-			return false
-		}
-	}
-	m := st.Message()
-	return strings.Contains(m, notSentMark) || strings.Contains(m, "Error while dialing") || strings.Contains(m, "connection refused")
 }
 
 // peerKey marks the context of a request that arrived on a PeerService

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
+	"github.com/rivet-go/rivet/internal/rpcerr"
 )
 
 // PeerServer serves PeerService: it runs the requests other nodes forward
@@ -361,7 +362,7 @@ func (c *PeerConn) NewStream(context.Context, *grpc.StreamDesc, string, ...grpc.
 
 // notSentMark is in the message of failures that happened before the
 // request left this node, which the forwarder may therefore call retryable.
-const notSentMark = "request not sent"
+const notSentMark = rpcerr.NotSentMark
 
 func notSentErr(err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {

@@ -26,11 +26,18 @@ type testCluster struct {
 // cluster serves only once a quorum of its members runs).
 func newCluster(t testing.TB, size int, env []string, extra ...string) *testCluster {
 	t.Helper()
+	return newClusterWith(t, size, func(_ int, n *nodeProc) { n.env = env }, extra...)
+}
+
+// newClusterWith is newCluster with setup called on each node (numbered
+// from 1) before the cluster's flags are made from its addresses.
+func newClusterWith(t testing.TB, size int, setup func(i int, n *nodeProc), extra ...string) *testCluster {
+	t.Helper()
 	c := &testCluster{t: t}
 	var initial, join []string
 	for i := range size {
 		n := newNode(t)
-		n.env = env
+		setup(i+1, n)
 		c.nodes = append(c.nodes, n)
 		initial = append(initial, fmt.Sprintf("node%d=http://%s", i+1, n.etcdP))
 		join = append(join, n.gossip)

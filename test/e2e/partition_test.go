@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -47,31 +46,11 @@ func logTimes(t *testing.T, n *nodeProc, msg string) []float64 {
 // again, with nothing acknowledged lost.
 func TestPartitionedNodeStopsServingAndRejoins(t *testing.T) {
 	lab := newNetLab(t, 3)
-	c := &testCluster{t: t}
-	var initial, join []string
-	for i := 1; i <= 3; i++ {
-		n := newNode(t)
+	c := newClusterWith(t, 3, func(i int, n *nodeProc) {
 		ip := lab.addr(i)
 		n.etcdC, n.etcdP, n.grpcFix, n.gossip = ip+":2379", ip+":2380", ip+":6420", ip+":7946"
 		n.wrap = lab.wrap(i)
-		c.nodes = append(c.nodes, n)
-		initial = append(initial, fmt.Sprintf("node%d=http://%s", i, n.etcdP))
-		join = append(join, n.gossip)
-	}
-	for i, n := range c.nodes {
-		n.extra = []string{
-			"--node-id", fmt.Sprintf("node%d", i+1),
-			"--etcd-initial-cluster", strings.Join(initial, ","),
-			"--join", strings.Join(join, ","), "--gossip-profile", "local",
-		}
-	}
-	var ready []<-chan string
-	for _, n := range c.nodes {
-		ready = append(ready, n.launch())
-	}
-	for i, n := range c.nodes {
-		n.awaitServing(ready[i])
-	}
+	})
 	ids := []string{"node1", "node2", "node3"}
 	tab := c.waitBalanced(0, ids, 60*time.Second)
 	owners := map[uint32]string{}

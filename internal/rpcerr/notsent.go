@@ -1,0 +1,43 @@
+package rpcerr
+
+import (
+	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
+)
+
+// NotSentMark is in the message of a node-to-node failure that happened
+// before the request left the node (server.PeerConn says so).
+const NotSentMark = "request not sent"
+
+// NotSent reports whether a failed call never reached its server: a bare
+// UNAVAILABLE from dialing (gRPC sends nothing on a connection it has not
+// made), or one a peer stream marked with NotSentMark. A status with an
+// ActorError came from a node, and its text perhaps from an action, so it
+// never qualifies.
+func NotSent(st *status.Status) bool {
+	if st.Code() != codes.Unavailable || HasActorError(st) {
+		return false
+	}
+	m := st.Message()
+	for _, s := range []string{NotSentMark, "Error while dialing", "connection refused", "no such host"} {
+		if strings.Contains(m, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// HasActorError reports whether st carries an ActorError detail: a node
+// produced it.
+func HasActorError(st *status.Status) bool {
+	for _, d := range st.Details() {
+		if _, ok := d.(*rivetv1.ActorError); ok {
+			return true
+		}
+	}
+	return false
+}
