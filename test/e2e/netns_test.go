@@ -40,27 +40,27 @@ func newNetLab(t *testing.T, hosts int) *netLab {
 	if out, err := exec.Command("ip", "netns", "add", l.ns(1)).CombinedOutput(); err != nil {
 		t.Skipf("cannot make a network namespace here: %v: %s", err, out)
 	}
-	l.run("ip", "link", "add", l.bridge, "type", "bridge")
+	l.setup("ip", "link", "add", l.bridge, "type", "bridge")
 	// Frames between the bridge's ports go through iptables' FORWARD
 	// chain (br_netfilter), whose policy Docker sets to DROP.
 	if _, err := exec.LookPath("iptables"); err == nil {
-		l.run("iptables", "-I", "FORWARD", "-i", l.bridge, "-o", l.bridge, "-j", "ACCEPT")
+		l.setup("iptables", "-I", "FORWARD", "-i", l.bridge, "-o", l.bridge, "-j", "ACCEPT")
 		l.iptables = true
 	}
-	l.run("ip", "addr", "add", l.subnet+".1/24", "dev", l.bridge)
-	l.run("ip", "link", "set", l.bridge, "up")
+	l.setup("ip", "addr", "add", l.subnet+".1/24", "dev", l.bridge)
+	l.setup("ip", "link", "set", l.bridge, "up")
 	for i := 1; i <= hosts; i++ {
 		if i > 1 {
-			l.run("ip", "netns", "add", l.ns(i))
+			l.setup("ip", "netns", "add", l.ns(i))
 		}
 		host, peer := fmt.Sprintf("rvh%s%d", l.id, i), fmt.Sprintf("rvp%s%d", l.id, i)
-		l.run("ip", "link", "add", host, "type", "veth", "peer", "name", peer)
-		l.run("ip", "link", "set", host, "master", l.bridge)
-		l.run("ip", "link", "set", host, "up")
-		l.run("ip", "link", "set", peer, "netns", l.ns(i))
-		l.run("ip", "-n", l.ns(i), "addr", "add", l.addr(i)+"/24", "dev", peer)
-		l.run("ip", "-n", l.ns(i), "link", "set", peer, "up")
-		l.run("ip", "-n", l.ns(i), "link", "set", "lo", "up")
+		l.setup("ip", "link", "add", host, "type", "veth", "peer", "name", peer)
+		l.setup("ip", "link", "set", host, "master", l.bridge)
+		l.setup("ip", "link", "set", host, "up")
+		l.setup("ip", "link", "set", peer, "netns", l.ns(i))
+		l.setup("ip", "-n", l.ns(i), "addr", "add", l.addr(i)+"/24", "dev", peer)
+		l.setup("ip", "-n", l.ns(i), "link", "set", peer, "up")
+		l.setup("ip", "-n", l.ns(i), "link", "set", "lo", "up")
 	}
 	return l
 }
@@ -80,6 +80,15 @@ func (l *netLab) run(args ...string) {
 	l.t.Helper()
 	if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
 		l.t.Fatalf("%s: %v: %s", strings.Join(args, " "), err, out)
+	}
+}
+
+// setup runs one step of making the lab; a machine that refuses it (a
+// container without the capabilities, say) skips the test, saying why.
+func (l *netLab) setup(args ...string) {
+	l.t.Helper()
+	if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+		l.t.Skipf("cannot make the network lab here: %s: %v: %s", strings.Join(args, " "), err, out)
 	}
 }
 
