@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/rivet-go/rivet/caller"
 	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
@@ -284,4 +285,15 @@ func (c *Client) Drain(ctx context.Context, node string, undo bool) (uint32, err
 		return 0, err
 	}
 	return resp.GetPartitionsOwned(), nil
+}
+
+// Healthy reports whether the node the client is connected to serves:
+// its gRPC health service says SERVING (once it has settled its
+// partitions). It does not retry.
+func (c *Client) Healthy(ctx context.Context) (bool, error) {
+	resp, err := healthpb.NewHealthClient(c.conn).Check(ctx, &healthpb.HealthCheckRequest{})
+	if err != nil {
+		return false, err
+	}
+	return resp.GetStatus() == healthpb.HealthCheckResponse_SERVING, nil
 }

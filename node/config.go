@@ -34,6 +34,11 @@ type Config struct {
 	// peer listen addresses (host:port).
 	EtcdClientAddr string
 	EtcdPeerAddr   string
+	// EtcdAdvertiseClientAddr and EtcdAdvertisePeerAddr are told to other
+	// members and clients instead of the listen addresses (needed when
+	// those are 0.0.0.0). Empty: the listen addresses.
+	EtcdAdvertiseClientAddr string
+	EtcdAdvertisePeerAddr   string
 	// EtcdPrefix namespaces every key the node writes.
 	EtcdPrefix string
 	// EtcdInitialCluster makes the embedded member one of a multi-member

@@ -134,6 +134,12 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 		ec.Name = n.cfg.NodeID
 		ec.ClientURL = "http://" + cfg.EtcdClientAddr
 		ec.PeerURL = "http://" + cfg.EtcdPeerAddr
+		if cfg.EtcdAdvertiseClientAddr != "" {
+			ec.AdvertiseClientURL = "http://" + cfg.EtcdAdvertiseClientAddr
+		}
+		if cfg.EtcdAdvertisePeerAddr != "" {
+			ec.AdvertisePeerURL = "http://" + cfg.EtcdAdvertisePeerAddr
+		}
 		ec.InitialCluster = cfg.EtcdInitialCluster
 		ec.Logger = n.log
 		t0 := time.Now()

@@ -53,6 +53,8 @@ func run(args []string) error {
 	str(fs, &etcdEndpoints, "etcd-endpoints", "", "comma-separated external etcd endpoints (default: run an embedded etcd)")
 	str(fs, &cfg.EtcdClientAddr, "etcd-client-addr", cfg.EtcdClientAddr, "embedded etcd client listen address")
 	str(fs, &cfg.EtcdPeerAddr, "etcd-peer-addr", cfg.EtcdPeerAddr, "embedded etcd peer listen address")
+	str(fs, &cfg.EtcdAdvertiseClientAddr, "etcd-advertise-client-addr", "", "embedded etcd client address told to others (default: --etcd-client-addr)")
+	str(fs, &cfg.EtcdAdvertisePeerAddr, "etcd-advertise-peer-addr", "", "embedded etcd peer address told to other members (default: --etcd-peer-addr)")
 	str(fs, &cfg.EtcdPrefix, "etcd-prefix", cfg.EtcdPrefix, "key prefix of everything the node stores in etcd")
 	str(fs, &cfg.EtcdInitialCluster, "etcd-initial-cluster", "", "embedded etcd members of a new multi-member cluster: name=http://host:peerport,... (each name a node ID)")
 	str(fs, &cfg.GossipAddr, "gossip-addr", cfg.GossipAddr, "memberlist gossip listen address, TCP and UDP ('-' to run without gossip)")

@@ -116,6 +116,7 @@ JSON arguments are taken literally: quote strings ('"text"').`,
 		a.drainCommand(),
 		a.partitionsCommand(),
 		a.statsCommand(),
+		a.healthCommand(),
 		a.historyCommand(),
 		a.workflowCommand(),
 	)

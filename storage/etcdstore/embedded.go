@@ -48,6 +48,12 @@ type EmbeddedConfig struct {
 	// Port 0 picks a free port, which only a single-member cluster can use
 	// (its peers would need to know the port).
 	PeerURL string
+	// AdvertiseClientURL and AdvertisePeerURL are the URLs the member tells
+	// others, when they differ from the listen URLs (a member listening on
+	// 0.0.0.0 in a container advertises its host name). Empty: the listen
+	// URL.
+	AdvertiseClientURL string
+	AdvertisePeerURL   string
 	// InitialCluster lists every member of a new cluster as
 	// name=peerURL,name=peerURL. Empty means a cluster of this member alone.
 	InitialCluster string
@@ -184,8 +190,19 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
 	if err != nil {
 		return nil, fmt.Errorf("etcdstore: PeerURL: %w", err)
 	}
-	ec.ListenClientUrls, ec.AdvertiseClientUrls = []url.URL{*cu}, []url.URL{*cu}
-	ec.ListenPeerUrls, ec.AdvertisePeerUrls = []url.URL{*pu}, []url.URL{*pu}
+	acu, apu := cu, pu
+	if cfg.AdvertiseClientURL != "" {
+		if acu, err = url.Parse(cfg.AdvertiseClientURL); err != nil {
+			return nil, fmt.Errorf("etcdstore: AdvertiseClientURL: %w", err)
+		}
+	}
+	if cfg.AdvertisePeerURL != "" {
+		if apu, err = url.Parse(cfg.AdvertisePeerURL); err != nil {
+			return nil, fmt.Errorf("etcdstore: AdvertisePeerURL: %w", err)
+		}
+	}
+	ec.ListenClientUrls, ec.AdvertiseClientUrls = []url.URL{*cu}, []url.URL{*acu}
+	ec.ListenPeerUrls, ec.AdvertisePeerUrls = []url.URL{*pu}, []url.URL{*apu}
 	ec.InitialCluster = cfg.InitialCluster
 	if ec.InitialCluster == "" {
 		ec.InitialCluster = ec.InitialClusterFromName(ec.Name)
