@@ -171,6 +171,9 @@ func TestCutOffNodeStopsBeforeAnotherClaimsAndItsLateWritesAreFenced(t *testing.
 	proxy.setCut(true)
 
 	waitUntil(t, "A serves nothing", 30*time.Second, func() bool { return a.Ownership().Owned() == 0 })
+	if ok, err := ca.Healthy(ctx); err != nil || ok {
+		t.Fatalf("A's health after losing its lease: serving=%v, %v; want NOT_SERVING", ok, err)
+	}
 	waitUntil(t, "B owns every partition", 30*time.Second, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
@@ -210,6 +213,11 @@ func TestCutOffNodeStopsBeforeAnotherClaimsAndItsLateWritesAreFenced(t *testing.
 	if n, err := rivet.Call[int](ctx, cb.Get("counter", key), "getCount"); err != nil || n != 2 {
 		t.Fatalf("count after the late write: %d, %v; want 2", n, err)
 	}
+	// A gets a lease again and says so.
+	waitUntil(t, "A serving again after the network healed", 30*time.Second, func() bool {
+		ok, err := ca.Healthy(ctx)
+		return err == nil && ok
+	})
 }
 
 func waitUntil(t *testing.T, what string, within time.Duration, cond func() bool) {

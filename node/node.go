@@ -264,6 +264,10 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 		return nil, err
 	}
 	n.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	// Health follows the lease: a node that lost it serves nothing until
+	// it has a lease again (load balancers and compose see it at once).
+	n.own.OnLost(func() { n.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING) })
+	n.own.OnEstablished(func() { n.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING) })
 	n.log.Info("node serving", zap.String("grpc", n.GRPCAddr()), zap.String("http", n.HTTPAddr()), zap.Uint32("partitions", parts))
 	return n, nil
 }
