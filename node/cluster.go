@@ -44,6 +44,9 @@ type view struct {
 	conns map[string]*grpc.ClientConn   // by gRPC address
 	peers map[string][]*server.PeerConn // forwarding streams, by gRPC address
 	next  atomic.Uint64                 // round robin over a peer's streams
+	// forwards counts requests sent to other nodes (forwarded client
+	// requests and actors' calls to actors there), for metrics.
+	forwards atomic.Uint64
 	// recs caches decoded node records as of the nodes mirror's revision
 	// recRev.
 	recs   map[string]runtime.NodeRecord
@@ -170,6 +173,7 @@ func (v *view) Route(ctx context.Context, ref runtime.Ref) (grpc.ClientConnInter
 		// Not a typed nil in the interface: the caller tests for nil.
 		return nil, err
 	}
+	v.forwards.Add(1)
 	return conn, err
 }
 
@@ -357,6 +361,7 @@ func (r remote) peer(ctx context.Context, ref runtime.Ref) (*server.PeerConn, er
 	if conn == nil {
 		return nil, rivet.Errorf(rivet.ErrUnavailable, "partition %d has no reachable owner (table says %q)", p, owner)
 	}
+	r.v.forwards.Add(1)
 	return conn, nil
 }
 

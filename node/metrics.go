@@ -8,6 +8,8 @@ import "github.com/prometheus/client_golang/prometheus"
 type collector struct {
 	n                                         *Node
 	calls, active, commits, batches, partsOwn *prometheus.Desc
+	forwards, claimed, handedOff              *prometheus.Desc
+	renewals, losses, members                 *prometheus.Desc
 }
 
 func newCollector(n *Node) *collector {
@@ -18,6 +20,13 @@ func newCollector(n *Node) *collector {
 		commits:  prometheus.NewDesc("rivet_commits_total", "Transactions committed by the group committer.", nil, nil),
 		batches:  prometheus.NewDesc("rivet_commit_batches_total", "Store transactions the group committer sent.", nil, nil),
 		partsOwn: prometheus.NewDesc("rivet_partitions_owned", "Partitions this node owns.", nil, nil),
+
+		forwards:  prometheus.NewDesc("rivet_forwards_total", "Requests this node sent to the node owning their actor.", nil, nil),
+		claimed:   prometheus.NewDesc("rivet_partitions_claimed_total", "Partitions this node claimed.", nil, nil),
+		handedOff: prometheus.NewDesc("rivet_partitions_handed_off_total", "Partitions this node handed to another.", nil, nil),
+		renewals:  prometheus.NewDesc("rivet_lease_renewals_total", "Renewals of this node's etcd lease.", nil, nil),
+		losses:    prometheus.NewDesc("rivet_lease_losses_total", "Times this node lost its lease (and every partition with it).", nil, nil),
+		members:   prometheus.NewDesc("rivet_cluster_members_alive", "Members gossip reports alive, this node included.", nil, nil),
 	}
 }
 
@@ -27,6 +36,9 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.commits
 	ch <- c.batches
 	ch <- c.partsOwn
+	for _, d := range []*prometheus.Desc{c.forwards, c.claimed, c.handedOff, c.renewals, c.losses, c.members} {
+		ch <- d
+	}
 }
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
@@ -36,4 +48,15 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.commits, prometheus.CounterValue, float64(s.Commits))
 	ch <- prometheus.MustNewConstMetric(c.batches, prometheus.CounterValue, float64(s.CommitBatches))
 	ch <- prometheus.MustNewConstMetric(c.partsOwn, prometheus.GaugeValue, float64(s.PartitionsOwned))
+	ch <- prometheus.MustNewConstMetric(c.forwards, prometheus.CounterValue, float64(c.n.view.forwards.Load()))
+	ch <- prometheus.MustNewConstMetric(c.claimed, prometheus.CounterValue, float64(c.n.claimed.Load()))
+	ch <- prometheus.MustNewConstMetric(c.handedOff, prometheus.CounterValue, float64(c.n.handedOff.Load()))
+	renewals, losses := c.n.own.LeaseStats()
+	ch <- prometheus.MustNewConstMetric(c.renewals, prometheus.CounterValue, float64(renewals))
+	ch <- prometheus.MustNewConstMetric(c.losses, prometheus.CounterValue, float64(losses))
+	alive := 1
+	if c.n.gossip != nil {
+		alive = len(c.n.gossip.Alive())
+	}
+	ch <- prometheus.MustNewConstMetric(c.members, prometheus.GaugeValue, float64(alive))
 }

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -52,6 +53,8 @@ type Node struct {
 	// going away does not start handing partitions off one by one.
 	balanceCancel context.CancelFunc
 	balanceDone   chan struct{}
+	// claimed and handedOff count partitions moved in and out.
+	claimed, handedOff atomic.Uint64
 	// hostStarted and hostStopped tell closeAll whether the host needs
 	// stopping (a Start that failed after starting it).
 	hostStarted, hostStopped bool
@@ -225,6 +228,7 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 	n.goBackground("nodes-mirror", func() error { return n.view.nodes.Run(bgCtx) })
 	n.balancer = runtime.NewBalancer(runtime.BalancerConfig{
 		Eligible: n.view.eligible, Owners: n.view.ownerTable, Handoffs: cfg.Handoffs,
+		OnMoved: func(in, out int) { n.claimed.Add(uint64(in)); n.handedOff.Add(uint64(out)) },
 	}, n.host, n.own)
 	n.own.OnEstablished(n.balancer.Kick)
 

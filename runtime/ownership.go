@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rivet-go/rivet/storage"
@@ -57,6 +58,8 @@ type Ownership struct {
 	renewed    chan struct{}
 	// resigned is set by Resign: Run then ends instead of re-establishing.
 	resigned bool
+	// renewals and losses count lease renewals and losses, for metrics.
+	renewals, losses atomic.Uint64
 	// onLost is called, without mu held, when claims are dropped.
 	onLost []func()
 	// onClaimed is called, without mu held, with the partitions just
@@ -260,6 +263,7 @@ func (o *Ownership) Run(ctx context.Context) error {
 		kaErr := make(chan error, 1)
 		go func() {
 			kaErr <- o.store.KeepAlive(kctx, lease, func(validUntil time.Time) {
+				o.renewals.Add(1)
 				o.mu.Lock()
 				if o.lease == lease {
 					o.validUntil = validUntil.Add(-o.margin())
@@ -280,6 +284,7 @@ func (o *Ownership) Run(ctx context.Context) error {
 			return nil
 		}
 		o.log.Error("lease lost: dropping every partition claim", zap.Error(err))
+		o.losses.Add(1)
 		parts := o.drop(true)
 		if o.isResigned() {
 			return nil
@@ -456,6 +461,11 @@ func (o *Ownership) Partitions() []uint32 {
 	o.mu.RUnlock()
 	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
 	return out
+}
+
+// LeaseStats returns how many times the lease was renewed and lost.
+func (o *Ownership) LeaseStats() (renewals, losses uint64) {
+	return o.renewals.Load(), o.losses.Load()
 }
 
 // Lease returns the current lease (0 while there is none).
