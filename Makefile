@@ -32,5 +32,6 @@ up: image
 down:
 	$(COMPOSE) down -v
 
+# RIVET_COMPOSE_E2E=1 adds the docker compose test (it builds the image).
 e2e:
-	go test -count=1 ./test/e2e/
+	RIVET_COMPOSE_E2E=1 go test -count=1 ./test/e2e/
