@@ -181,21 +181,7 @@ func TestThreeNodeClusterRunsEverySeedPattern(t *testing.T) {
 	// another node owns, found from the partition table.
 	coord := owner("coordinatorActor", "main")
 	tab := c.waitBalanced(0, ids, 30*time.Second)
-	owners := map[uint32]string{}
-	for _, o := range tab.Owners {
-		owners[o.Partition] = o.Owner
-	}
-	worker := ""
-	for i := range 100 {
-		k := fmt.Sprintf("w%d", i)
-		if o := owners[placement.Partition("workerActor", storage.EncodeKey([]string{k}), tab.Count)]; o != "" && o != coord {
-			worker = k
-			break
-		}
-	}
-	if worker == "" {
-		t.Fatalf("no worker key among w0..w99 lives off the coordinator's node %s", coord)
-	}
+	worker := ownersOf(tab).key(t, "workerActor", "w", func(o string) bool { return o != "" && o != coord })
 	if out, errOut, code := c.nodes[2].rivetctl("send", "coordinatorActor", "main", "task", fmt.Sprintf(`{"taskId":"t2","workerId":%q,"value":50}`, worker)); code != 0 {
 		t.Fatalf("send task: %s %s", out, errOut)
 	}
@@ -231,5 +217,37 @@ func (c *testCluster) etcdLeader() string {
 			return m.Name
 		}
 	}
+	return ""
+}
+
+// owners is a partition table as a lookup of who owns which actor.
+type owners struct {
+	count uint32
+	by    map[uint32]string
+}
+
+func ownersOf(tab client.PartitionTable) owners {
+	o := owners{count: tab.Count, by: map[uint32]string{}}
+	for _, row := range tab.Owners {
+		o.by[row.Partition] = row.Owner
+	}
+	return o
+}
+
+// of returns the owner of an actor with a one-component key.
+func (o owners) of(name, key string) string {
+	return o.by[placement.Partition(name, storage.EncodeKey([]string{key}), o.count)]
+}
+
+// key returns the first of prefix0, prefix1, ... whose owner (for actor
+// name) satisfies ok.
+func (o owners) key(t testing.TB, name, prefix string, ok func(owner string) bool) string {
+	t.Helper()
+	for i := range 10000 {
+		if k := fmt.Sprintf("%s%d", prefix, i); ok(o.of(name, k)) {
+			return k
+		}
+	}
+	t.Fatalf("no %s key %s0..%s9999 has the owner wanted", name, prefix, prefix)
 	return ""
 }

@@ -2,13 +2,9 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"testing"
 	"time"
-
-	"github.com/rivet-go/rivet/placement"
-	"github.com/rivet-go/rivet/storage"
 )
 
 // BenchmarkFailover kills one node of a fresh three-node cluster, five
@@ -61,19 +57,8 @@ func failoverOnce(b *testing.B, killLeader bool) (serving, fired time.Duration) 
 			caller = i
 		}
 	}
-	owners := map[uint32]string{}
-	for _, o := range tab.Owners {
-		owners[o.Partition] = o.Owner
-	}
 	onVictim := func(name string) string {
-		for i := range 10000 {
-			k := fmt.Sprintf("%s%d", name, i)
-			if owners[placement.Partition(name, storage.EncodeKey([]string{k}), tab.Count)] == ids[victim] {
-				return k
-			}
-		}
-		b.Fatalf("no %s key on %s", name, ids[victim])
-		return ""
+		return ownersOf(tab).key(b, name, name, func(o string) bool { return o == ids[victim] })
 	}
 	cl := c.client(caller)
 	ctx := context.Background()

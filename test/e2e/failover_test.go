@@ -12,8 +12,6 @@ import (
 
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/client"
-	"github.com/rivet-go/rivet/placement"
-	"github.com/rivet-go/rivet/storage"
 )
 
 // leaseTTL is the nodes' default lease TTL, which bounds failover.
@@ -37,13 +35,7 @@ func TestFailoverKill9LosesNothing(t *testing.T) {
 		victim = 1
 	}
 	vid := ids[victim]
-	owners := map[uint32]string{}
-	for _, o := range tab.Owners {
-		owners[o.Partition] = o.Owner
-	}
-	ownerOf := func(name, key string) string {
-		return owners[placement.Partition(name, storage.EncodeKey([]string{key}), tab.Count)]
-	}
+	ownerOf := ownersOf(tab).of
 	cl := c.client(0) // node1: it survives
 	ctx := context.Background()
 

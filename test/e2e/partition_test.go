@@ -4,14 +4,11 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"testing"
 	"time"
 
 	"github.com/rivet-go/rivet"
-	"github.com/rivet-go/rivet/placement"
-	"github.com/rivet-go/rivet/storage"
 )
 
 // logTimes returns the times (unix seconds) of the node's log lines whose
@@ -53,18 +50,7 @@ func TestPartitionedNodeStopsServingAndRejoins(t *testing.T) {
 	})
 	ids := []string{"node1", "node2", "node3"}
 	tab := c.waitBalanced(0, ids, 60*time.Second)
-	owners := map[uint32]string{}
-	for _, o := range tab.Owners {
-		owners[o.Partition] = o.Owner
-	}
-	key := ""
-	for i := range 10000 {
-		k := fmt.Sprintf("k%d", i)
-		if owners[placement.Partition("counter", storage.EncodeKey([]string{k}), tab.Count)] == "node3" {
-			key = k
-			break
-		}
-	}
+	key := ownersOf(tab).key(t, "counter", "k", func(o string) bool { return o == "node3" })
 	cl := c.client(0)
 	ctx := context.Background()
 	if n, err := rivet.Call[int](ctx, cl.GetOrCreate("counter", key), "increment", 1); err != nil || n != 1 {
