@@ -322,7 +322,7 @@ func (r remote) Call(ctx context.Context, req runtime.CallRequest) (json.RawMess
 	if err != nil {
 		return nil, err
 	}
-	resp, err := rivetv1.NewActorServiceClient(conn).Call(server.OutgoingHop(ctx, req.Chain.ID), &rivetv1.CallRequest{
+	resp, err := rivetv1.NewActorServiceClient(conn).Call(server.WithChain(ctx, req.Chain.ID), &rivetv1.CallRequest{
 		Actor: &rivetv1.ActorRef{Name: req.Ref.Name, Key: req.Ref.Key}, Action: req.Action, Args: req.Args,
 		CreateIfMissing: req.CreateIfMissing, Input: req.Input,
 	})
@@ -337,7 +337,7 @@ func (r remote) Send(ctx context.Context, req runtime.SendRequest) (runtime.Send
 	if err != nil {
 		return runtime.SendResult{}, err
 	}
-	resp, err := rivetv1.NewActorServiceClient(conn).Send(server.OutgoingHop(ctx, req.Chain.ID), &rivetv1.SendRequest{
+	resp, err := rivetv1.NewActorServiceClient(conn).Send(server.WithChain(ctx, req.Chain.ID), &rivetv1.SendRequest{
 		Actor: &rivetv1.ActorRef{Name: req.Ref.Name, Key: req.Ref.Key}, Queue: req.Queue, Body: req.Body,
 		CreateIfMissing: req.CreateIfMissing, Input: req.Input, Wait: req.Wait, TimeoutMs: req.Timeout.Milliseconds(),
 	})

@@ -16,8 +16,6 @@ type Ref struct {
 // leave it zero.
 type Chain struct {
 	ID string
-	// Hops counts node-to-node forwards of this request.
-	Hops uint32
 }
 
 // CallRequest runs one action.

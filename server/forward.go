@@ -64,7 +64,7 @@ var forwardedResponses = map[string]func() proto.Message{
 func ForwardingInterceptor(r Router) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		newResp, ok := forwardedResponses[info.FullMethod]
-		if !ok || Hops(ctx) > 0 {
+		if !ok {
 			return handler(ctx, req)
 		}
 		ar, ok := req.(actorRequest)
@@ -76,7 +76,7 @@ func ForwardingInterceptor(r Router) grpc.UnaryServerInterceptor {
 			return handler(ctx, req)
 		}
 		resp := newResp()
-		if err := conn.Invoke(OutgoingHop(ctx, ""), info.FullMethod, req, resp); err != nil {
+		if err := conn.Invoke(ctx, info.FullMethod, req, resp); err != nil {
 			st, ok := status.FromError(err)
 			if !ok {
 				return nil, status.Error(codes.Unavailable, err.Error())
@@ -99,21 +99,13 @@ func ForwardingInterceptor(r Router) grpc.UnaryServerInterceptor {
 // stream; its value is the request's call chain.
 type peerKey struct{}
 
-// Hops returns 1 for a request another node forwarded (it came on a
-// PeerService stream), else 0. Metadata a client sends cannot make a
-// request look forwarded: that would let it skip routing, or, with a
-// guessed call chain, slip into another caller's turn.
-func Hops(ctx context.Context) int {
-	if _, ok := ctx.Value(peerKey{}).(string); ok {
-		return 1
-	}
-	return 0
-}
-
-// OutgoingHop returns ctx for a node-to-node call over a PeerConn,
-// carrying the call chain if there is one. Incoming metadata is not
-// carried over.
-func OutgoingHop(ctx context.Context, chain string) context.Context {
+// WithChain returns ctx for a call over a PeerConn carrying the call
+// chain of a cross-actor call ("" for none). Incoming metadata is not
+// carried over. A request that arrives on a peer stream is the only kind
+// whose chain (and one hop) the owner honours: client metadata cannot
+// forge either, or a client could skip routing or, with a guessed chain,
+// slip into another caller's turn.
+func WithChain(ctx context.Context, chain string) context.Context {
 	md := metadata.MD{}
 	if chain != "" {
 		md.Set(ChainKey, chain)
@@ -127,5 +119,5 @@ func chainOf(ctx context.Context) runtime.Chain {
 	if !ok {
 		return runtime.Chain{}
 	}
-	return runtime.Chain{ID: chain, Hops: 1}
+	return runtime.Chain{ID: chain}
 }

@@ -198,9 +198,6 @@ func (c *PeerConn) Close() {
 	c.streams.Wait()
 }
 
-// State is the underlying connection's state.
-func (c *PeerConn) State() string { return c.conn.GetState().String() }
-
 // Conn is the underlying connection.
 func (c *PeerConn) Conn() *grpc.ClientConn { return c.conn }
 

@@ -83,7 +83,7 @@ func TestPeerStreamCarriesCallsErrorsChainsAndCancels(t *testing.T) {
 	ctx := context.Background()
 	ref := &rivetv1.ActorRef{Name: "counter", Key: []string{"a"}}
 
-	resp, err := cl.Call(server.OutgoingHop(ctx, "chain-1"), &rivetv1.CallRequest{Actor: ref, Action: "echo", Args: []byte(`[1,2]`)})
+	resp, err := cl.Call(server.WithChain(ctx, "chain-1"), &rivetv1.CallRequest{Actor: ref, Action: "echo", Args: []byte(`[1,2]`)})
 	if err != nil || string(resp.GetResult()) != `[1,2]` {
 		t.Fatalf("echo: %v, %v", resp, err)
 	}
