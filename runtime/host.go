@@ -686,12 +686,18 @@ func (h *Host) peek(ctx context.Context, ref Ref) (snapshot, uint32, bool, error
 				}
 				v := a.currentVersion()
 				a.gate.release()
-				if err := a.waitCommitted(ctx, v); err != nil {
+				err := a.waitCommitted(ctx, v)
+				if err == nil {
+					return snap, part, true, nil
+				}
+				if ctx.Err() != nil {
 					return snapshot{}, 0, false, err
 				}
-				return snap, part, true, nil
+				// The activation's writes failed: its memory may be ahead of
+				// storage, so storage answers the read (below), not it.
+			} else {
+				a.gate.release()
 			}
-			a.gate.release()
 		}
 	}
 	snap, err := h.readActor(ctx, prefix)
