@@ -1,14 +1,15 @@
 # make build   static binaries in bin/ (CGO_ENABLED=0)
 # make image   the FROM-scratch image rivet-go:dev
 # make up      a 3-node cluster with docker compose, waiting until healthy
-# make down    stop it and delete its data
+# make scale-out  add node4, a node with no etcd member (compose profile "scale")
+# make down    stop it (node4 too) and delete its data
 # make e2e     the end-to-end tests (real node processes)
 
 COMPOSE ?= $(shell docker compose version >/dev/null 2>&1 && echo "docker compose" || echo docker-compose)
 IMAGE   ?= rivet-go:dev
 NODES   := node1 node2 node3
 
-.PHONY: build image up down e2e
+.PHONY: build image up scale-out down e2e
 
 build:
 	CGO_ENABLED=0 go build -trimpath -o bin/rivet-node ./cmd/node
@@ -29,8 +30,17 @@ up: image
 	  sleep 2; \
 	done; echo "not healthy after 180 s" >&2; $(COMPOSE) ps >&2; exit 1
 
+scale-out:
+	$(COMPOSE) --profile scale up -d node4
+	@echo "waiting for node4 to be healthy..."
+	@for i in $$(seq 1 90); do \
+	  s=$$(docker inspect -f '{{.State.Health.Status}}' $$($(COMPOSE) --profile scale ps -q node4) 2>/dev/null); \
+	  if [ "$$s" = healthy ]; then echo "node4 up: bin/rivetctl --addr localhost:6450 members"; exit 0; fi; \
+	  sleep 2; \
+	done; echo "node4 not healthy after 180 s" >&2; exit 1
+
 down:
-	$(COMPOSE) down -v
+	$(COMPOSE) --profile scale down -v
 
 # RIVET_COMPOSE_E2E=1 adds the docker compose test (it builds the image).
 e2e:

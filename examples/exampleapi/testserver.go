@@ -3,6 +3,7 @@ package exampleapi
 import (
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -25,13 +26,34 @@ type Request struct {
 	Body string
 }
 
-// NewTestServer starts a TestServer; Close it when done.
+// NewTestServer starts a TestServer on loopback; Close it when done.
 func NewTestServer(counts map[string]int) *TestServer {
+	s := newTestServer(counts)
+	s.Start()
+	return s
+}
+
+// NewTestServerOn starts a TestServer listening on addr (host:port), e.g.
+// 0.0.0.0:0 so that containers can reach it through the host's bridge
+// address. Close it when done.
+func NewTestServerOn(addr string, counts map[string]int) (*TestServer, error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	s := newTestServer(counts)
+	s.Listener.Close()
+	s.Listener = l
+	s.Start()
+	return s, nil
+}
+
+func newTestServer(counts map[string]int) *TestServer {
 	s := &TestServer{counts: map[string]int{}, gets: map[string]int{}}
 	for k, v := range counts {
 		s.counts[k] = v
 	}
-	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
+	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
 	return s
 }
 

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/client"
+	"github.com/rivet-go/rivet/examples/exampleapi"
 )
 
 // composeCmd returns the compose command of this machine.
@@ -25,13 +27,131 @@ func composeCmd() ([]string, error) {
 	return nil, fmt.Errorf("neither docker compose nor docker-compose is installed")
 }
 
-// The repository's docker-compose.yml, built and run as `make up` does:
-// three healthy nodes that list each other, serve counters through every
-// published port, keep serving (through the Go client's retries) when one
-// container is killed, and keep every actor's state and a sleeping
-// workflow across a restart of every node. Run by `make e2e`
-// (RIVET_COMPOSE_E2E=1) and by CI when a Docker engine answers.
-func TestComposeClusterServesAndSurvivesAKill(t *testing.T) {
+// composeEnv is a docker-compose.yml project run by a test.
+type composeEnv struct {
+	t       *testing.T
+	root    string
+	base    []string // compose command with -p and --profile
+	env     []string
+	project string
+	ports   []string // localhost gRPC address of node1..node4
+	clients []*client.Client
+}
+
+func (e *composeEnv) run(args ...string) string {
+	e.t.Helper()
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Dir, cmd.Env = e.root, append(os.Environ(), e.env...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		e.t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+func (e *composeEnv) compose(args ...string) string {
+	e.t.Helper()
+	return e.run(append(append([]string{}, e.base...), args...)...)
+}
+
+func (e *composeEnv) container(svc string) string {
+	e.t.Helper()
+	return strings.TrimSpace(e.compose("ps", "-q", svc))
+}
+
+func (e *composeEnv) logs() string {
+	cmd := exec.Command(e.base[0], append(e.base[1:], "logs", "--no-color", "--tail", "40")...)
+	cmd.Dir, cmd.Env = e.root, append(os.Environ(), e.env...)
+	out, _ := cmd.CombinedOutput()
+	return string(out)
+}
+
+// waitHealthy waits until the services' containers report healthy.
+func (e *composeEnv) waitHealthy(within time.Duration, svcs ...string) {
+	e.t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		healthy := 0
+		for _, svc := range svcs {
+			out, _ := exec.Command("docker", "inspect", "-f", "{{.State.Health.Status}}", e.container(svc)).Output()
+			if strings.TrimSpace(string(out)) == "healthy" {
+				healthy++
+			}
+		}
+		if healthy == len(svcs) {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("%v not healthy within %v:\n%s", svcs, within, e.logs())
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// waitMembers waits until node1 lists exactly the nodes want as alive,
+// each owning partitions, and returns how long that took.
+func (e *composeEnv) waitMembers(within time.Duration, want ...string) time.Duration {
+	e.t.Helper()
+	start := time.Now()
+	deadline := start.Add(within)
+	for {
+		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ms, err := e.clients[0].Members(cctx)
+		cancel()
+		var got []string
+		for _, m := range ms {
+			if m.State == "alive" && m.PartitionsOwned > 0 {
+				got = append(got, m.NodeID)
+			}
+		}
+		if err == nil && strings.Join(got, ",") == strings.Join(want, ",") {
+			return time.Since(start)
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("members through %s: %+v, %v; want %v alive with partitions\n%s", e.ports[0], ms, err, want, e.logs())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// probeKey returns a counter key whose partition node owns now.
+func (e *composeEnv) probeKey(node string) string {
+	e.t.Helper()
+	tab, err := e.clients[0].Partitions(context.Background())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return ownersOf(tab).key(e.t, "counter", "probe", func(o string) bool { return o == node })
+}
+
+// untilServed calls getCount on a counter through node1 until it
+// succeeds and returns the time since from.
+func (e *composeEnv) untilServed(key string, from time.Time, within time.Duration) time.Duration {
+	e.t.Helper()
+	for {
+		cctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_, err := e.clients[0].GetOrCreate("counter", key).Call(cctx, "getCount")
+		cancel()
+		if err == nil {
+			return time.Since(from)
+		}
+		if time.Since(from) > within {
+			e.t.Fatalf("counter %s not served through node1 within %v: %v\n%s", key, within, err, e.logs())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// The repository's docker-compose.yml, built and run as `make up` does,
+// then operated as a user would: every seed scenario with rivetctl against
+// the published ports, a 4th node from the "scale" profile, and three
+// faults under a load whose lost and duplicated operations are counted
+// (both must be zero): `docker kill` of a node, `docker network
+// disconnect` of a node (it must stop serving within its lease while the
+// others go on, and heal on reconnect), and `docker compose restart` of
+// every node (every actor's state and a sleeping workflow survive). Run by
+// `make e2e` (RIVET_COMPOSE_E2E=1) and by CI when a Docker engine answers.
+func TestComposeCluster(t *testing.T) {
 	if os.Getenv("RIVET_COMPOSE_E2E") == "" {
 		t.Skip("set RIVET_COMPOSE_E2E=1 (make e2e does) to build the image and run docker-compose.yml")
 	}
@@ -43,166 +163,206 @@ func TestComposeClusterServesAndSurvivesAKill(t *testing.T) {
 		t.Skip(err.Error())
 	}
 	root, _ := filepath.Abs("../..")
-	run := func(env []string, args ...string) string {
-		t.Helper()
-		cmd := exec.Command(args[0], args[1:]...)
-		cmd.Dir, cmd.Env = root, append(os.Environ(), env...)
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-		return string(out)
-	}
-	run([]string{"CGO_ENABLED=0"}, "go", "build", "-trimpath", "-o", "bin/rivet-node", "./cmd/node")
-	run([]string{"CGO_ENABLED=0"}, "go", "build", "-trimpath", "-o", "bin/rivetctl", "./cmd/rivetctl")
-	image := "rivet-go:e2e"
-	run(nil, "docker", "build", "-q", "-t", image, ".")
+	e := &composeEnv{t: t, root: root, project: fmt.Sprintf("rivete2e%d", os.Getpid())}
+	e.base = append(append([]string{}, compose...), "-p", e.project, "--profile", "scale")
 
-	project := fmt.Sprintf("rivete2e%d", os.Getpid())
-	env := []string{"RIVET_IMAGE=" + image}
-	var ports []string
-	for i := 1; i <= 3; i++ {
-		p, h := freePort(t), freePort(t)
-		ports = append(ports, p)
-		env = append(env, fmt.Sprintf("RIVET_PORT%d=%s", i, p[strings.LastIndex(p, ":")+1:]), fmt.Sprintf("RIVET_HTTP%d=%s", i, h[strings.LastIndex(h, ":")+1:]))
-	}
-	up := append(append([]string{}, compose...), "-p", project)
-	t.Cleanup(func() {
-		cmd := exec.Command(up[0], append(up[1:], "down", "-v", "-t", "5")...)
-		cmd.Dir, cmd.Env = root, append(os.Environ(), env...)
-		_ = cmd.Run()
-	})
-	run(env, append(up, "up", "-d")...)
-	container := func(svc string) string {
-		return strings.TrimSpace(run(env, append(up, "ps", "-q", svc)...))
-	}
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
-		healthy := 0
-		for _, svc := range []string{"node1", "node2", "node3"} {
-			out, _ := exec.Command("docker", "inspect", "-f", "{{.State.Health.Status}}", container(svc)).Output()
-			if strings.TrimSpace(string(out)) == "healthy" {
-				healthy++
-			}
-		}
-		if healthy == 3 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("compose cluster not healthy within 3 min:\n%s", run(env, append(up, "logs", "--tail", "30")...))
-		}
-		time.Sleep(time.Second)
-	}
-
-	ctx := context.Background()
-	cl, err := client.New(ports[0])
+	// The examples' HTTP API, served on the host for the containers.
+	api, err := exampleapi.NewTestServerOn("0.0.0.0:0", map[string]int{"/users": 3, "/orders": 5, "/revenue": 7, "/invoices": 11})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cl.Close()
-	waitUntilMembers := time.Now().Add(60 * time.Second)
-	for {
-		ms, err := cl.Members(ctx)
-		alive := 0
-		for _, m := range ms {
-			if m.State == "alive" && m.PartitionsOwned > 0 {
-				alive++
-			}
-		}
-		if err == nil && alive == 3 {
-			break
-		}
-		if time.Now().After(waitUntilMembers) {
-			t.Fatalf("members through localhost port %s: %+v, %v; want 3 alive with partitions", ports[0], ms, err)
-		}
-		time.Sleep(200 * time.Millisecond)
+	defer api.Close()
+	apiPort := api.Listener.Addr().(*net.TCPAddr).Port
+
+	e.run("env", "CGO_ENABLED=0", "go", "build", "-trimpath", "-o", "bin/rivet-node", "./cmd/node")
+	e.run("env", "CGO_ENABLED=0", "go", "build", "-trimpath", "-o", "bin/rivetctl", "./cmd/rivetctl")
+	image := "rivet-go:e2e"
+	e.run("docker", "build", "-q", "-t", image, ".")
+
+	e.env = []string{"RIVET_IMAGE=" + image, fmt.Sprintf("EXAMPLES_API_URL=http://host.docker.internal:%d", apiPort)}
+	for i := 1; i <= 4; i++ {
+		p, h := freePort(t), freePort(t)
+		e.ports = append(e.ports, p)
+		e.env = append(e.env, fmt.Sprintf("RIVET_PORT%d=%s", i, p[strings.LastIndex(p, ":")+1:]), fmt.Sprintf("RIVET_HTTP%d=%s", i, h[strings.LastIndex(h, ":")+1:]))
 	}
-	// Every published port serves every actor.
-	for i, p := range ports {
+	t.Cleanup(func() {
+		cmd := exec.Command(e.base[0], append(e.base[1:], "down", "-v", "-t", "5")...)
+		cmd.Dir, cmd.Env = root, append(os.Environ(), e.env...)
+		_ = cmd.Run()
+	})
+	e.compose("up", "-d", "node1", "node2", "node3")
+	e.waitHealthy(3*time.Minute, "node1", "node2", "node3")
+	for _, p := range e.ports {
 		c, err := client.New(p)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for k := range 10 {
-			if _, err := rivet.Call[int](ctx, c.GetOrCreate("counter", fmt.Sprintf("c%d", k)), "increment", 1); err != nil {
-				t.Fatalf("increment through node%d: %v", i+1, err)
-			}
-		}
-		c.Close()
+		defer c.Close()
+		e.clients = append(e.clients, c)
 	}
-	// Kill node3's container: calls through node1 keep succeeding. A write
-	// in flight while etcd elects a new leader (if node3's member led) may
-	// fail with "outcome unknown", which the client does not retry; the
-	// loop retries it, and the final count must lie between the increments
-	// acknowledged and those attempted.
-	run(nil, "docker", "kill", container("node3"))
-	killed := time.Now()
-	failed := 0
-	for k := range 10 {
-		key := fmt.Sprintf("c%d", k)
-		attempts := 0
-		for {
-			attempts++
-			cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			_, err := rivet.Call[int](cctx, cl.GetOrCreate("counter", key), "increment", 1)
-			cancel()
-			if err == nil {
-				break
-			}
-			failed++
-			if attempts == 10 || time.Since(killed) > 2*time.Minute {
-				t.Fatalf("increment %s after the kill kept failing: %v", key, err)
-			}
-		}
-		n, err := rivet.Call[int](ctx, cl.Get("counter", key), "getCount")
-		if err != nil || n < 4 || n > 3+attempts {
-			t.Fatalf("counter %s = %d, %v; want between 4 and %d", key, n, err, 3+attempts)
-		}
-	}
-	t.Logf("FIGURE compose: 10 increments acknowledged %v after killing node3 (%d attempts failed, outcome unknown or unavailable)", time.Since(killed).Round(time.Millisecond), failed)
+	e.waitMembers(60*time.Second, "node1", "node2", "node3")
 
-	// Restart every node (node3 from its kill too): every actor's state
-	// and a workflow sleeping across the restart survive.
-	counts := map[string]int{}
+	ok := t.Run("seed scenarios", func(t *testing.T) {
+		// rivetctl against each published port in turn: most commands
+		// are forwarded, and the scatter and coordinator calls cross
+		// nodes.
+		var nodes []*nodeProc
+		for _, p := range e.ports[:3] {
+			nodes = append(nodes, &nodeProc{t: t, grpcAddr: p})
+		}
+		i := 0
+		seedScenarios(t, func() *nodeProc { i++; return nodes[i%3] })
+	})
+	ok = ok && t.Run("scale out", func(t *testing.T) { e.t = t; composeScaleOut(e) })
+	ok = ok && t.Run("docker kill", func(t *testing.T) { e.t = t; composeKill(e) })
+	ok = ok && t.Run("network disconnect", func(t *testing.T) { e.t = t; composeDisconnect(e) })
+	_ = ok && t.Run("restart all", func(t *testing.T) { e.t = t; composeRestart(e) })
+}
+
+// composeScaleOut adds node4, a node with no etcd member, which takes a
+// share of the partitions; stopped with SIGTERM, it hands them back.
+func composeScaleOut(e *composeEnv) {
+	e.compose("up", "-d", "node4")
+	e.waitHealthy(2*time.Minute, "node4")
+	took := e.waitMembers(60*time.Second, "node1", "node2", "node3", "node4")
+	ctx := context.Background()
 	for k := range 10 {
-		key := fmt.Sprintf("c%d", k)
+		if _, err := rivet.Call[int](ctx, e.clients[3].GetOrCreate("counter", fmt.Sprintf("s%d", k)), "increment", 1); err != nil {
+			e.t.Fatalf("increment through node4: %v", err)
+		}
+	}
+	e.t.Logf("FIGURE compose: node4 (etcd client only) owns partitions %v after healthy", took.Round(time.Millisecond))
+	e.compose("stop", "-t", "20", "node4")
+	e.waitMembers(60*time.Second, "node1", "node2", "node3")
+	for k := range 10 {
+		n, err := rivet.Call[int](ctx, e.clients[0].Get("counter", fmt.Sprintf("s%d", k)), "getCount")
+		if err != nil || n != 1 {
+			e.t.Fatalf("counter s%d after node4 left = %d, %v; want 1", k, n, err)
+		}
+	}
+}
+
+// composeKill kills node3's container under load.
+func composeKill(e *composeEnv) {
+	load := startLoad(e.clients[:2], 4, 12, "k")
+	time.Sleep(time.Second) // let the load run before the fault
+	probe := e.probeKey("node3")
+	e.run("docker", "kill", e.container("node3"))
+	killed := time.Now()
+	failover := e.untilServed(probe, killed, time.Minute)
+	time.Sleep(time.Second) // the load goes on past the failover
+	load.stop()
+	r := load.verify(e.t, e.clients[0], time.Minute)
+	e.t.Logf("FIGURE compose docker kill: kill -> moved actor serving %v; load: %v", failover.Round(time.Millisecond), r)
+	if r.lost != 0 || r.duplicated != 0 || r.ops == 0 {
+		e.t.Fatalf("docker kill: %v", r)
+	}
+	e.compose("up", "-d", "node3")
+	e.waitHealthy(2*time.Minute, "node3")
+	back := e.waitMembers(60*time.Second, "node1", "node2", "node3")
+	e.t.Logf("FIGURE compose: node3 restarted owns partitions again %v after healthy", back.Round(time.Millisecond))
+}
+
+// composeDisconnect takes node3 off the network under load: it stops
+// serving within its lease, the others serve its actors, and it heals when
+// connected again.
+func composeDisconnect(e *composeEnv) {
+	load := startLoad(e.clients[:2], 4, 12, "n")
+	time.Sleep(time.Second)
+	probe := e.probeKey("node3")
+	ctr, network := e.container("node3"), e.project+"_default"
+	healthy := func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		return exec.CommandContext(ctx, "docker", "exec", ctr, "/rivetctl", "--addr", "127.0.0.1:6420", "--timeout", "1s", "health").Run() == nil
+	}
+	if !healthy() {
+		e.t.Fatalf("node3 not serving before the disconnect\n%s", e.logs())
+	}
+	e.run("docker", "network", "disconnect", network, ctr)
+	cut := time.Now()
+	reconnected := false
+	defer func() {
+		if !reconnected {
+			_ = exec.Command("docker", "network", "connect", "--alias", "node3", network, ctr).Run()
+		}
+	}()
+	var stopped time.Duration
+	for healthy() {
+		if time.Since(cut) > time.Minute {
+			e.t.Fatalf("node3 still serving a minute after losing the network")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	stopped = time.Since(cut)
+	failover := e.untilServed(probe, cut, time.Minute)
+	// Cut off, node3 serves nothing, not even an actor it used to own.
+	cctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	out, err := exec.CommandContext(cctx, "docker", "exec", ctr, "/rivetctl", "--addr", "127.0.0.1:6420", "--timeout", "2s", "call", "counter", probe, "getCount").CombinedOutput()
+	cancel()
+	if err == nil {
+		e.t.Fatalf("node3, cut off, answered a call on %s: %s", probe, out)
+	}
+	time.Sleep(time.Second)
+	e.run("docker", "network", "connect", "--alias", "node3", network, ctr)
+	reconnected = true
+	healed := e.waitMembers(2*time.Minute, "node1", "node2", "node3")
+	time.Sleep(time.Second) // the load goes on across the heal
+	load.stop()
+	r := load.verify(e.t, e.clients[0], time.Minute)
+	e.t.Logf("FIGURE compose network disconnect: node3 stopped serving %v after the cut, its actors served elsewhere %v after; it owned partitions again %v after reconnecting; load: %v",
+		stopped.Round(time.Millisecond), failover.Round(time.Millisecond), healed.Round(time.Millisecond), r)
+	if limit := leaseTTL + 2*time.Second; stopped > limit {
+		e.t.Errorf("node3 stopped serving %v after the cut, over %v", stopped, limit)
+	}
+	if r.lost != 0 || r.duplicated != 0 || r.ops == 0 {
+		e.t.Fatalf("network disconnect: %v", r)
+	}
+}
+
+// composeRestart restarts every node: every actor's state and a workflow
+// sleeping across the restart survive.
+func composeRestart(e *composeEnv) {
+	ctx := context.Background()
+	cl := e.clients[0]
+	counts := map[string]int{}
+	for k := range 12 {
+		key := fmt.Sprintf("n%d", k)
 		n, err := rivet.Call[int](ctx, cl.Get("counter", key), "getCount")
 		if err != nil {
-			t.Fatal(err)
+			e.t.Fatal(err)
 		}
 		counts[key] = n
 	}
 	due := time.Now().Add(20 * time.Second)
 	if err := cl.GetOrCreate("reminderActor", "compose").Send(ctx, "reminders", map[string]any{"text": "after restart", "at": due.UnixMilli()}); err != nil {
-		t.Fatal(err)
+		e.t.Fatal(err)
 	}
-	run(env, append(up, "restart", "-t", "10")...)
-	run(env, append(up, "up", "-d")...) // node3 was killed: restart leaves it down
+	e.compose("restart", "-t", "10", "node1", "node2", "node3")
 	restarted := time.Now()
-	deadline = time.Now().Add(3 * time.Minute)
+	deadline := time.Now().Add(3 * time.Minute)
 	for {
 		ok := 0
-		for k := range 10 {
-			key := fmt.Sprintf("c%d", k)
+		for key, want := range counts {
 			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			n, err := rivet.Call[int](cctx, cl.Get("counter", key), "getCount")
 			cancel()
 			if err == nil {
-				if n != counts[key] {
-					t.Fatalf("counter %s = %d after the restart, was %d", key, n, counts[key])
+				if n != want {
+					e.t.Fatalf("counter %s = %d after the restart, was %d", key, n, want)
 				}
 				ok++
 			}
 		}
-		if ok == 10 {
+		if ok == len(counts) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("actors not served within 3 min of restarting every node")
+			e.t.Fatalf("actors not served within 3 min of restarting every node\n%s", e.logs())
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-	t.Logf("FIGURE compose: every counter served with its state %v after restarting all nodes", time.Since(restarted).Round(time.Millisecond))
+	e.t.Logf("FIGURE compose: every counter served with its state %v after restarting all nodes", time.Since(restarted).Round(time.Millisecond))
 	deadline = time.Now().Add(2 * time.Minute)
 	for {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -210,12 +370,12 @@ func TestComposeClusterServesAndSurvivesAKill(t *testing.T) {
 		cancel()
 		if err == nil && string(raw) == `{"fired":["after restart"]}` {
 			if time.Now().Before(due) {
-				t.Fatalf("the reminder fired before its time")
+				e.t.Fatalf("the reminder fired before its time")
 			}
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the reminder sleeping across the restart did not fire: %s, %v", raw, err)
+			e.t.Fatalf("the reminder sleeping across the restart did not fire: %s, %v", raw, err)
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
