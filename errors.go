@@ -35,6 +35,9 @@ var (
 	ErrWorkflowFailed = errors.New("workflow failed")
 	// ErrTimeout: the operation's deadline passed.
 	ErrTimeout = errors.New("timed out")
+	// ErrUnauthenticated: the node requires a bearer token (or another
+	// one) and the call did not carry it.
+	ErrUnauthenticated = errors.New("unauthenticated")
 	// ErrInternal: a bug or an unexpected failure; the node logs the cause.
 	ErrInternal = errors.New("internal error")
 	// ErrUser: an error an actor returned on purpose (see UserError); its
@@ -59,6 +62,7 @@ var kinds = []struct {
 	{ErrUnavailable, "actor", "unavailable"},
 	{ErrWorkflowFailed, "workflow", "failed"},
 	{ErrTimeout, "actor", "timed_out"},
+	{ErrUnauthenticated, "request", "unauthenticated"},
 	{ErrInternal, "rivet", "internal_error"},
 	{ErrUser, "user", ""},
 }

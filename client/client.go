@@ -2,17 +2,23 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/rivet-go/rivet/caller"
 	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
+	"github.com/rivet-go/rivet/internal/auth"
+	"github.com/rivet-go/rivet/internal/certs"
 )
 
 // DefaultEndpoint is where a node listens unless configured otherwise.
@@ -21,6 +27,10 @@ const DefaultEndpoint = "localhost:6420"
 // EndpointEnv names the environment variable New reads when given no
 // address, as the original engine's clients do.
 const EndpointEnv = "RIVET_ENDPOINT"
+
+// TokenEnv names the environment variable New reads the bearer token from
+// when given no WithToken, as the original engine's clients do.
+const TokenEnv = auth.TokenEnv
 
 // maxMsgBytes bounds the messages the client sends and receives. It is well
 // above the node's own limits (4 MiB by default), so that an oversized
@@ -47,6 +57,36 @@ type options struct {
 	dial   []grpc.DialOption
 	retry  retryPolicy
 	direct time.Duration
+	// tls is set by WithTLSConfig, tlsFiles by WithTLS (loaded by New,
+	// which can report a bad file).
+	tls      *tls.Config
+	tlsFiles *[3]string
+	token    *string // nil: $RIVET_TOKEN
+}
+
+// WithTLS makes the client dial with TLS: it verifies nodes' certificates
+// against the CAs in caFile (PEM; empty: the system's roots) and, given
+// certFile and keyFile, presents that client certificate to nodes that
+// require one (mTLS). The name verified is the host of the address
+// dialed, so a node's certificate must name it. New fails if a file
+// cannot be read.
+func WithTLS(caFile, certFile, keyFile string) Option {
+	return func(o *options) { o.tls, o.tlsFiles = nil, &[3]string{caFile, certFile, keyFile} }
+}
+
+// WithTLSConfig makes the client dial with TLS configured by cfg (for
+// certificates that are not in files).
+func WithTLSConfig(cfg *tls.Config) Option {
+	return func(o *options) { o.tls, o.tlsFiles = cfg, nil }
+}
+
+// WithToken sends token as "authorization: Bearer <token>" with every
+// call, for nodes that require one; "" sends none. Without this option
+// the client sends $RIVET_TOKEN if it is set. The token is sent over
+// plaintext connections too (a node on loopback, a trusted network), but
+// anyone on the path can read it there: use TLS across networks.
+func WithToken(token string) Option {
+	return func(o *options) { o.token = &token }
 }
 
 // WithDirectRouting makes the client send each actor call straight to the
@@ -65,8 +105,8 @@ func WithDirectRouting(interval time.Duration) Option {
 }
 
 // WithDialOptions adds gRPC dial options, after the client's defaults
-// (plaintext, large message bounds), so they can override them: pass
-// grpc.WithTransportCredentials to use TLS.
+// (credentials from WithTLS and WithToken, large message bounds), so they
+// can override them.
 func WithDialOptions(opts ...grpc.DialOption) Option {
 	return func(o *options) { o.dial = append(o.dial, opts...) }
 }
@@ -93,12 +133,15 @@ func New(addr string, opts ...Option) (*Client, error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	dial := append([]grpc.DialOption{
-		// Plaintext is the default because a node listens on loopback
-		// unless configured; TLS comes through WithDialOptions.
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+	creds, err := o.credentials()
+	if err != nil {
+		return nil, fmt.Errorf("rivet client: %w", err)
+	}
+	// The router dials the other nodes with the same options, so the
+	// credentials reach every node the client talks to.
+	dial := append(append(creds,
 		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(maxMsgBytes), grpc.MaxCallRecvMsgSize(maxMsgBytes)),
-	}, o.dial...)
+	), o.dial...)
 	conn, err := grpc.NewClient(addr, dial...)
 	if err != nil {
 		return nil, fmt.Errorf("rivet client: %s: %w", addr, err)
@@ -114,6 +157,36 @@ func New(addr string, opts ...Option) (*Client, error) {
 		c.actors = rivetv1.NewActorServiceClient(c.router)
 	}
 	return c, nil
+}
+
+// credentials returns the dial options of the client's TLS and token.
+// Plaintext is the default because a node listens on loopback unless
+// configured otherwise.
+func (o *options) credentials() ([]grpc.DialOption, error) {
+	cfg := o.tls
+	if f := o.tlsFiles; f != nil {
+		var err error
+		if cfg, err = certs.ClientConfig(f[0], f[1], f[2]); err != nil {
+			return nil, err
+		}
+	}
+	out := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	if cfg != nil {
+		out[0] = grpc.WithTransportCredentials(credentials.NewTLS(cfg))
+	}
+	token := os.Getenv(TokenEnv)
+	if o.token != nil {
+		token = *o.token
+	}
+	if token = strings.TrimSpace(token); token != "" {
+		for _, r := range token {
+			if r < 0x20 || r > 0x7e {
+				return nil, errors.New("the token must be printable ASCII (it travels in gRPC metadata)")
+			}
+		}
+		out = append(out, grpc.WithPerRPCCredentials(auth.NewCredentials(token)))
+	}
+	return out, nil
 }
 
 // Close closes the connections. Calls in flight fail with Canceled.

@@ -14,6 +14,11 @@
 // errors.Is(err, rivet.ErrNotFound) works as it does inside the node, and an
 // actor's own UserError arrives with its code and metadata (errors.As).
 //
+// A node with TLS needs WithTLS (its CA, and under mTLS a client
+// certificate); a node with a token needs WithToken, or $RIVET_TOKEN in the
+// environment, which New reads when given no WithToken. A refused token is
+// rivet.ErrUnauthenticated.
+//
 // A node answers UNAVAILABLE while an actor's partition moves between
 // nodes; the client retries such calls for a few seconds (see WithRetry), so
 // a rebalance is a delay, not an error, for the caller.

@@ -13,7 +13,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/rivet-go/rivet"
@@ -58,15 +57,16 @@ type view struct {
 // became the bottleneck (docs/benchmarks.md).
 const peerStreams = 4
 
-func newView(self string, parts uint32, st storage.Store, log *zap.Logger) *view {
+// newView returns a view whose connections to peers use creds (transport
+// and per-call credentials).
+func newView(self string, parts uint32, st storage.Store, log *zap.Logger, creds []grpc.DialOption) *view {
 	return &view{
 		self: self, parts: parts, log: log,
 		owners: storage.NewMirror(st, storage.OwnersPrefix, log),
 		nodes:  storage.NewMirror(st, storage.NodesPrefix, log),
-		dial: []grpc.DialOption{
-			grpc.WithTransportCredentials(insecure.NewCredentials()),
+		dial: append([]grpc.DialOption{
 			grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(64<<20), grpc.MaxCallRecvMsgSize(64<<20)),
-		},
+		}, creds...),
 		conns: map[string]*grpc.ClientConn{},
 		peers: map[string][]*server.PeerConn{},
 	}

@@ -70,6 +70,42 @@ type Config struct {
 	// ring changes.
 	Handoffs int
 
+	// TLSCertFile and TLSKeyFile (PEM) turn TLS on for the gRPC port: the
+	// node serves with this certificate, and presents it as its client
+	// certificate when it dials other nodes. Its names (SANs) must cover
+	// every host clients and peers dial: the advertised address's host
+	// (AdvertiseAddr, or the listen address), and any other name clients
+	// use. Under mTLS it needs both server and client use (extended key
+	// usage), as `rivetctl certs` makes it. Empty: plaintext. Certificates
+	// are read once, at Start.
+	TLSCertFile string
+	TLSKeyFile  string
+	// TLSClientCAFile turns mTLS on: every client and peer must present a
+	// certificate signed by a CA in this file (PEM), or the handshake
+	// fails. Needs TLSCertFile. Empty: clients need no certificate.
+	TLSClientCAFile string
+	// TLSCAFile holds the CAs this node verifies other nodes' certificates
+	// with when it dials them. Empty: TLSClientCAFile, or if that is empty
+	// too, the system's roots.
+	TLSCAFile string
+	// Token, when set, must come with every call to the ActorService, the
+	// AdminService and the PeerService (and reflection), as metadata
+	// "authorization: Bearer <token>", or the call fails UNAUTHENTICATED.
+	// The node sends it to its peers, so every node needs the same token.
+	// The gRPC health service stays open. Without TLS the token crosses
+	// the network in plaintext: use it alone only on a trusted network.
+	Token string
+
+	// EtcdCAFile, EtcdCertFile and EtcdKeyFile (PEM) are the client TLS of
+	// an external etcd (EtcdEndpoints, which must then be https:// or
+	// scheme-less): the CAs that verify etcd's certificate (empty: the
+	// system's roots) and the node's client certificate, for an etcd that
+	// requires one (--client-cert-auth). The embedded etcd serves
+	// plaintext and takes none of them.
+	EtcdCAFile   string
+	EtcdCertFile string
+	EtcdKeyFile  string
+
 	// Partitions is the partition count used if this node creates the
 	// cluster; an existing cluster keeps its own.
 	Partitions uint32
@@ -167,6 +203,9 @@ func (c *Config) validate() error {
 	}
 	if c.ShutdownTimeout == 0 {
 		c.ShutdownTimeout = d.ShutdownTimeout
+	}
+	if err := c.validateSecurity(); err != nil {
+		return err
 	}
 	if c.Logger == nil {
 		l, err := zap.NewProduction()

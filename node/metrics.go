@@ -1,62 +1,263 @@
 package node
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/runtime"
+	"github.com/rivet-go/rivet/storage"
+)
+
+// The node's metrics come from two places, and neither the runtime nor the
+// storage package knows Prometheus:
+//
+//   - counters and gauges are plain atomics in the runtime and the
+//     committer (runtime.Stats, storage.CommitterStats), read at scrape
+//     time by collector;
+//   - distributions (turn, call and commit durations, batch sizes) reach
+//     metrics through the runtime.Observer and storage.CommitObserver
+//     hooks, once per turn, call or store transaction, and go into
+//     Prometheus histograms (a few atomic adds each).
+//
+// No metric is labelled by actor key, and none by actor name: every label
+// takes a handful of fixed values.
+
+// metrics holds the histograms and the labelled call counter, fed by the
+// runtime and the committer. It implements runtime.Observer and
+// storage.CommitObserver.
+type metrics struct {
+	turnDur *prometheus.HistogramVec
+	// turns holds turnDur's child of each kind, so that the hot path does
+	// no label lookup.
+	turns [runtime.NumTurnKinds]prometheus.Observer
+
+	callDur prometheus.Histogram
+	calls   *prometheus.CounterVec
+	callsOK prometheus.Counter // calls' child for "ok"
+
+	batchTxns, batchOps, commitDur prometheus.Histogram
+}
+
+var (
+	_ runtime.Observer       = (*metrics)(nil)
+	_ storage.CommitObserver = (*metrics)(nil)
+)
+
+func newMetrics() *metrics {
+	m := &metrics{
+		turnDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "rivet_turn_duration_seconds",
+			Help:    "Time an actor turn held the actor's gate (the action's or step's code and its writes, not the commit), by kind: action, send, step, receive, admin.",
+			Buckets: []float64{5e-6, 10e-6, 25e-6, 50e-6, 100e-6, 250e-6, 500e-6, .001, .0025, .005, .01, .025, .1, 1, 10},
+		}, []string{"kind"}),
+		callDur: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "rivet_call_duration_seconds",
+			Help:    "Time from admitting an action call on the node that runs it until its reply is ready (its writes durable), whatever the outcome.",
+			Buckets: []float64{100e-6, 250e-6, 500e-6, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}),
+		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rivet_calls_total",
+			Help: "Action calls run by this node (forwarded calls count on the node that runs them), by outcome: ok, or the error's group.code (user for errors actors return on purpose, canceled).",
+		}, []string{"code"}),
+		batchTxns: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "rivet_commit_batch_size",
+			Help:    "Callers' transactions per store (etcd) transaction of the group committer.",
+			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256},
+		}),
+		batchOps: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "rivet_commit_batch_ops",
+			Help:    "Operations (puts and deletes) per store (etcd) transaction of the group committer.",
+			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024},
+		}),
+		commitDur: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "rivet_commit_duration_seconds",
+			Help:    "Latency of the group committer's store (etcd) transactions, failed ones included.",
+			Buckets: []float64{250e-6, 500e-6, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+		}),
+	}
+	for k := range runtime.NumTurnKinds {
+		m.turns[k] = m.turnDur.WithLabelValues(runtime.TurnKind(k).String())
+	}
+	m.callsOK = m.calls.WithLabelValues("ok")
+	return m
+}
+
+// Turn implements runtime.Observer.
+func (m *metrics) Turn(kind runtime.TurnKind, took time.Duration) {
+	if int(kind) < len(m.turns) {
+		m.turns[kind].Observe(took.Seconds())
+	}
+}
+
+// Call implements runtime.Observer.
+func (m *metrics) Call(took time.Duration, err error) {
+	m.callDur.Observe(took.Seconds())
+	if err == nil {
+		m.callsOK.Inc()
+		return
+	}
+	m.calls.WithLabelValues(callCode(err)).Inc()
+}
+
+// StoreCommit implements storage.CommitObserver.
+func (m *metrics) StoreCommit(txns, ops int, took time.Duration, _ error) {
+	m.batchTxns.Observe(float64(txns))
+	m.batchOps.Observe(float64(ops))
+	m.commitDur.Observe(took.Seconds())
+}
+
+func (m *metrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.turnDur, m.callDur, m.calls, m.batchTxns, m.batchOps, m.commitDur}
+}
+
+// callCodes names the outcome of a failed call after its kind, so that the
+// label takes one value per rivet sentinel (plus context errors), whatever
+// codes actors give their own errors.
+var callCodes = func() []struct {
+	kind error
+	code string
+} {
+	out := []struct {
+		kind error
+		code string
+	}{{context.Canceled, "canceled"}, {context.DeadlineExceeded, "actor.timed_out"}}
+	for _, k := range rivet.Kinds() {
+		code := "user"
+		if k != rivet.ErrUser {
+			e := rivet.Errorf(k, "")
+			code = e.Group + "." + e.Code
+		}
+		out = append(out, struct {
+			kind error
+			code string
+		}{k, code})
+	}
+	return out
+}()
+
+// callCode is the rivet_calls_total label of a failed call.
+func callCode(err error) string {
+	for _, c := range callCodes {
+		if errors.Is(err, c.kind) {
+			return c.code
+		}
+	}
+	return "rivet.internal_error"
+}
 
 // collector exposes the node's counters to Prometheus, read at scrape time
 // from the runtime and committer (which count with plain atomics, so the
-// hot path pays nothing for metrics).
+// hot path pays nothing for them), and the histograms of n.metrics.
 type collector struct {
-	n                                         *Node
-	calls, active, commits, batches, partsOwn *prometheus.Desc
-	forwards, claimed, handedOff              *prometheus.Desc
-	renewals, losses, members                 *prometheus.Desc
+	n                                 *Node
+	active, commits, batches, partsOw *prometheus.Desc
+	forwards, claimed, handedOff      *prometheus.Desc
+	renewals, losses, members         *prometheus.Desc
+	commitFailures, commitRetries     *prometheus.Desc
+	commitWaiting                     *prometheus.Desc
+	queued, sent, received            *prometheus.Desc
+	wfRunning, wfCompleted, wfFailed  *prometheus.Desc
+	steps                             *prometheus.Desc
 }
 
 func newCollector(n *Node) *collector {
+	d := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc(name, help, labels, nil)
+	}
 	return &collector{
-		n:        n,
-		calls:    prometheus.NewDesc("rivet_calls_total", "Action calls received by this node.", nil, nil),
-		active:   prometheus.NewDesc("rivet_active_actors", "Actors in memory on this node.", nil, nil),
-		commits:  prometheus.NewDesc("rivet_commits_total", "Transactions committed by the group committer.", nil, nil),
-		batches:  prometheus.NewDesc("rivet_commit_batches_total", "Store transactions the group committer sent.", nil, nil),
-		partsOwn: prometheus.NewDesc("rivet_partitions_owned", "Partitions this node owns.", nil, nil),
+		n:       n,
+		active:  d("rivet_active_actors", "Actors in memory on this node."),
+		commits: d("rivet_commits_total", "Transactions committed by the group committer."),
+		batches: d("rivet_commit_batches_total", "Store transactions the group committer sent."),
+		partsOw: d("rivet_partitions_owned", "Partitions this node owns."),
 
-		forwards:  prometheus.NewDesc("rivet_forwards_total", "Requests this node sent to the node owning their actor.", nil, nil),
-		claimed:   prometheus.NewDesc("rivet_partitions_claimed_total", "Partitions this node claimed.", nil, nil),
-		handedOff: prometheus.NewDesc("rivet_partitions_handed_off_total", "Partitions this node handed to another.", nil, nil),
-		renewals:  prometheus.NewDesc("rivet_lease_renewals_total", "Renewals of this node's etcd lease.", nil, nil),
-		losses:    prometheus.NewDesc("rivet_lease_losses_total", "Times this node lost its lease (and every partition with it).", nil, nil),
-		members:   prometheus.NewDesc("rivet_cluster_members_alive", "Members gossip reports alive, this node included.", nil, nil),
+		forwards:  d("rivet_forwards_total", "Requests this node sent to the node owning their actor."),
+		claimed:   d("rivet_partitions_claimed_total", "Partitions this node claimed."),
+		handedOff: d("rivet_partitions_handed_off_total", "Partitions this node handed to another."),
+		renewals:  d("rivet_lease_renewals_total", "Renewals of this node's etcd lease."),
+		losses:    d("rivet_lease_losses_total", "Times this node lost its lease (and every partition with it)."),
+		members:   d("rivet_cluster_members_alive", "Members gossip reports alive, this node included."),
+
+		commitFailures: d("rivet_commit_failures_total", "Transactions the group committer failed (fenced, condition failed, too large, store errors)."),
+		commitRetries:  d("rivet_commit_retries_total", "Store transactions the group committer sent to split a failed batch."),
+		commitWaiting:  d("rivet_commit_waiting", "Transactions queued in the group committer, not yet in a batch."),
+
+		queued:   d("rivet_queue_messages", "Pending queue messages of the actors in memory on this node, summed."),
+		sent:     d("rivet_queue_messages_sent_total", "Messages this node appended to actors' queues, durably."),
+		received: d("rivet_queue_messages_received_total", "Queue messages workflows on this node took, durably."),
+
+		wfRunning:   d("rivet_workflows_running", "Workflow runs in memory on this node (working, or waiting in memory for a message or a time)."),
+		wfCompleted: d("rivet_workflows_completed_total", "Workflows that completed on this node."),
+		wfFailed:    d("rivet_workflow_failures_total", "Workflows that failed on this node (retries exhausted, a critical error, divergence)."),
+		steps:       d("rivet_workflow_steps_total", "Workflow step attempts committed on this node, by status: completed, failed (to be retried), exhausted.", "status"),
+	}
+}
+
+func (c *collector) descs() []*prometheus.Desc {
+	return []*prometheus.Desc{
+		c.active, c.commits, c.batches, c.partsOw, c.forwards, c.claimed, c.handedOff, c.renewals, c.losses, c.members,
+		c.commitFailures, c.commitRetries, c.commitWaiting, c.queued, c.sent, c.received,
+		c.wfRunning, c.wfCompleted, c.wfFailed, c.steps,
 	}
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- c.calls
-	ch <- c.active
-	ch <- c.commits
-	ch <- c.batches
-	ch <- c.partsOwn
-	for _, d := range []*prometheus.Desc{c.forwards, c.claimed, c.handedOff, c.renewals, c.losses, c.members} {
+	for _, d := range c.descs() {
 		ch <- d
+	}
+	if c.n.metrics != nil {
+		for _, m := range c.n.metrics.collectors() {
+			m.Describe(ch)
+		}
 	}
 }
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	gauge := func(d *prometheus.Desc, v uint64) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(v))
+	}
 	s := c.n.host.Stats()
-	ch <- prometheus.MustNewConstMetric(c.calls, prometheus.CounterValue, float64(s.Calls))
-	ch <- prometheus.MustNewConstMetric(c.active, prometheus.GaugeValue, float64(s.ActiveActors))
-	ch <- prometheus.MustNewConstMetric(c.commits, prometheus.CounterValue, float64(s.Commits))
-	ch <- prometheus.MustNewConstMetric(c.batches, prometheus.CounterValue, float64(s.CommitBatches))
-	ch <- prometheus.MustNewConstMetric(c.partsOwn, prometheus.GaugeValue, float64(s.PartitionsOwned))
-	ch <- prometheus.MustNewConstMetric(c.forwards, prometheus.CounterValue, float64(c.n.view.forwards.Load()))
-	ch <- prometheus.MustNewConstMetric(c.claimed, prometheus.CounterValue, float64(c.n.claimed.Load()))
-	ch <- prometheus.MustNewConstMetric(c.handedOff, prometheus.CounterValue, float64(c.n.handedOff.Load()))
+	gauge(c.active, s.ActiveActors)
+	counter(c.commits, s.Commits)
+	counter(c.batches, s.CommitBatches)
+	gauge(c.partsOw, uint64(s.PartitionsOwned))
+	counter(c.forwards, c.n.view.forwards.Load())
+	counter(c.claimed, c.n.claimed.Load())
+	counter(c.handedOff, c.n.handedOff.Load())
 	renewals, losses := c.n.own.LeaseStats()
-	ch <- prometheus.MustNewConstMetric(c.renewals, prometheus.CounterValue, float64(renewals))
-	ch <- prometheus.MustNewConstMetric(c.losses, prometheus.CounterValue, float64(losses))
+	counter(c.renewals, renewals)
+	counter(c.losses, losses)
 	alive := 1
 	if c.n.gossip != nil {
 		alive = len(c.n.gossip.Alive())
 	}
-	ch <- prometheus.MustNewConstMetric(c.members, prometheus.GaugeValue, float64(alive))
+	gauge(c.members, uint64(alive))
+
+	cs := c.n.committer.Stats()
+	counter(c.commitFailures, uint64(cs.Failed))
+	counter(c.commitRetries, uint64(cs.Retries))
+	gauge(c.commitWaiting, uint64(cs.Waiting))
+
+	gauge(c.queued, s.QueuedMessages)
+	counter(c.sent, s.MessagesSent)
+	counter(c.received, s.MessagesReceived)
+	gauge(c.wfRunning, s.WorkflowsRunning)
+	counter(c.wfCompleted, s.WorkflowsCompleted)
+	counter(c.wfFailed, s.WorkflowsFailed)
+	counter(c.steps, s.StepsCompleted, "completed")
+	counter(c.steps, s.StepsFailed, "failed")
+	counter(c.steps, s.StepsExhausted, "exhausted")
+
+	if c.n.metrics != nil {
+		for _, m := range c.n.metrics.collectors() {
+			m.Collect(ch)
+		}
+	}
 }

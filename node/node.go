@@ -55,6 +55,8 @@ type Node struct {
 	balanceDone   chan struct{}
 	// claimed and handedOff count partitions moved in and out.
 	claimed, handedOff atomic.Uint64
+	// metrics receives the runtime's and the committer's observations.
+	metrics *metrics
 	// hostStarted and hostStopped tell closeAll whether the host needs
 	// stopping (a Start that failed after starting it).
 	hostStarted, hostStopped bool
@@ -119,6 +121,10 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 		}
 	}
 	n.log = n.log.With(zap.String("node", n.cfg.NodeID))
+	sec, err := n.loadSecurity()
+	if err != nil {
+		return nil, err
+	}
 
 	// Listeners first, so that a port in use fails fast and ":0" resolves
 	// to the address the node advertises.
@@ -159,6 +165,7 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 		// Room for the largest transaction the committer builds.
 		MaxCallSendMsgSize: 4 << 20,
 		MaxCallRecvMsgSize: 64 << 20,
+		TLS:                sec.etcd,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("node: etcd client: %w", err)
@@ -183,7 +190,10 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 
 	bgCtx, bgCancel := context.WithCancel(context.Background())
 	n.bgCancel = bgCancel
-	n.committer = storage.NewCommitter(n.store, storage.DefaultCommitterConfig())
+	n.metrics = newMetrics()
+	ccfg := storage.DefaultCommitterConfig()
+	ccfg.Observer = n.metrics
+	n.committer = storage.NewCommitter(n.store, ccfg)
 	n.goBackground("committer", func() error { return n.committer.Run(bgCtx) })
 
 	advertise := cfg.AdvertiseAddr
@@ -213,10 +223,11 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 
 	rc := cfg.Runtime
 	rc.NodeID, rc.Partitions, rc.Logger = n.cfg.NodeID, parts, n.log
+	rc.Observer = n.metrics
 	if n.host, err = runtime.New(rc, reg, n.store, n.committer, n.own); err != nil {
 		return nil, err
 	}
-	n.view = newView(n.cfg.NodeID, parts, n.store, n.log.Named("view"))
+	n.view = newView(n.cfg.NodeID, parts, n.store, n.log.Named("view"), sec.peer)
 	n.view.gossip, n.view.host = n.gossip, n.host
 	n.host.SetRemote(remote{n.view})
 	n.host.SetOwnerLookup(func(p uint32) string { o, _ := n.view.ownerOf(p); return o })
@@ -236,6 +247,7 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 	limits := server.DefaultLimits()
 	limits.MaxResultBytes, limits.MaxMessageBytes = rc.MaxResultBytes, rc.MaxMessageBytes
 	opts := append(server.ServerOptions(limits), grpc.ChainUnaryInterceptor(server.UnaryInterceptor(n.log)))
+	opts = append(opts, sec.server...) // before forwarding: nothing is forwarded unauthenticated
 	opts = append(opts, grpc.ChainUnaryInterceptor(server.ForwardingInterceptor(n.view)))
 	n.grpcServer = grpc.NewServer(opts...)
 	srv := server.New(backend{n.host, n}, server.WithLimits(limits), server.WithLogger(n.log))
@@ -243,6 +255,9 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 	n.peers = server.NewPeerServer(srv)
 	n.peers.Register(n.grpcServer)
 	n.health = health.NewServer()
+	// NOT_SERVING (and /readyz 503) until the partitions settle below:
+	// the health server starts out SERVING.
+	n.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	healthpb.RegisterHealthServer(n.grpcServer, n.health)
 	reflection.Register(n.grpcServer)
 	n.goBackground("grpc", func() error {

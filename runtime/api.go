@@ -123,7 +123,9 @@ type PartitionOwner struct {
 	Token     int64
 }
 
-// Stats are counters of one node.
+// Stats are counters of one node. Counters count since the Host was made;
+// gauges (ActiveActors, PartitionsOwned, QueuedMessages, WorkflowsRunning)
+// are the value now.
 type Stats struct {
 	NodeID          string
 	ActiveActors    uint64
@@ -131,6 +133,22 @@ type Stats struct {
 	Commits         uint64
 	CommitBatches   uint64
 	PartitionsOwned uint32
+
+	// QueuedMessages is the pending queue messages of the actors in memory
+	// on this node, summed.
+	QueuedMessages uint64
+	// MessagesSent counts messages durably appended to queues (Send);
+	// MessagesReceived, messages workflows took from them.
+	MessagesSent, MessagesReceived uint64
+	// WorkflowsRunning is the workflow runs in memory on this node (working,
+	// or waiting in memory for a message or a time).
+	WorkflowsRunning uint64
+	// WorkflowsCompleted and WorkflowsFailed count workflows that ended on
+	// this node.
+	WorkflowsCompleted, WorkflowsFailed uint64
+	// StepsCompleted, StepsFailed and StepsExhausted count committed step
+	// attempts by outcome: done, failed (to be retried), failed for good.
+	StepsCompleted, StepsFailed, StepsExhausted uint64
 }
 
 // HistoryEntry is one recorded workflow entry, for people.

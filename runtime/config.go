@@ -38,6 +38,9 @@ type Config struct {
 	ExposeErrors bool
 	// Logger receives the runtime's logs. Default: a no-op logger.
 	Logger *zap.Logger
+	// Observer receives the durations of turns and calls (for metrics).
+	// Default: none.
+	Observer Observer
 }
 
 // DefaultConfig returns the defaults, matching the original engine's.
@@ -80,6 +83,9 @@ func (c *Config) validate() error {
 	}
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
+	}
+	if c.Observer == nil {
+		c.Observer = nopObserver{}
 	}
 	return nil
 }

@@ -117,7 +117,7 @@ func (h *Host) RetryWorkflow(ctx context.Context, ref Ref, from string) (int, er
 		return 0, rivet.Errorf(rivet.ErrWorkflowFailed, "actor %s has no workflow", ref.Name)
 	}
 	removed := 0
-	_, _, err = h.turn(ctx, ref, sp, false, nil, h.newChain(), func(a *activation) error {
+	_, _, err = h.turn(ctx, TurnAdmin, ref, sp, false, nil, h.newChain(), func(a *activation) error {
 		st := a.workflowStatus()
 		if st.Status == WorkflowFailed || st.Status == WorkflowCompleted {
 			// The ended run may still be tidying up: wait for it, or the

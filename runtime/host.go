@@ -17,6 +17,7 @@ import (
 	"github.com/rivet-go/rivet/placement"
 	"github.com/rivet-go/rivet/storage"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 )
 
 // Committer commits one transaction durably (storage.Committer packs many
@@ -66,6 +67,13 @@ type Host struct {
 
 	chainSeq atomic.Uint64
 	calls    atomic.Uint64
+	// The counters and gauges of Stats, beside calls. queued is kept by
+	// the activations (wfState.countPending), wfRunning by the workflow
+	// runners.
+	queued, sent, received                      atomic.Int64
+	wfRunning                                   atomic.Int64
+	wfCompleted, wfFailed                       atomic.Uint64
+	stepsCompleted, stepsFailed, stepsExhausted atomic.Uint64
 }
 
 // New returns a Host. It starts nothing: call Start.
@@ -236,6 +244,7 @@ func (h *Host) activate(ctx context.Context, ref Ref, sp *rivet.Spec, create boo
 				h: h, ref: Ref{Name: ref.Name, Key: append([]string(nil), ref.Key...)}, id: id, enc: enc, part: part, spec: sp, prefix: prefix,
 				fence: storage.Fence{Partition: part, Token: token},
 				ready: make(chan struct{}), advanced: make(chan struct{}),
+				wf: wfState{queued: &h.queued},
 			}
 			a.lastTurn.Store(time.Now().UnixNano())
 			h.actors[id] = a
@@ -274,10 +283,14 @@ func (h *Host) activate(ctx context.Context, ref Ref, sp *rivet.Spec, create boo
 // remove forgets an activation (if it is still the current one for its id).
 func (h *Host) remove(a *activation) {
 	h.mu.Lock()
-	if h.actors[a.id] == a {
+	gone := h.actors[a.id] == a
+	if gone {
 		delete(h.actors, a.id)
 	}
 	h.mu.Unlock()
+	if gone {
+		a.wf.dropQueued()
+	}
 }
 
 // evict stops an activation whose commits failed: its memory may be ahead
@@ -300,6 +313,7 @@ func (h *Host) evictAll() {
 	for _, a := range all {
 		a.stopped.Store(true)
 		a.cancelWorkflow()
+		a.wf.dropQueued()
 		a.mu.Lock()
 		if a.failed == nil {
 			a.failed = storage.ErrFenced
@@ -317,7 +331,7 @@ func (h *Host) evictAll() {
 // every turn before it) made to be durable before returning: the output
 // gate. The gate is released before the wait, so the next turn can run
 // while this one's commit is in flight, and their writes share a commit.
-func (h *Host) turn(ctx context.Context, ref Ref, sp *rivet.Spec, create bool, input json.RawMessage, chain string, fn func(a *activation) error) (*activation, bool, error) {
+func (h *Host) turn(ctx context.Context, kind TurnKind, ref Ref, sp *rivet.Spec, create bool, input json.RawMessage, chain string, fn func(a *activation) error) (*activation, bool, error) {
 	for range 5 {
 		a, created, err := h.activate(ctx, ref, sp, create, input)
 		if err != nil {
@@ -339,10 +353,13 @@ func (h *Host) turn(ctx context.Context, ref Ref, sp *rivet.Spec, create bool, i
 			h.evict(a)
 			return nil, false, rivet.Errorf(rivet.ErrUnavailable, "partition %d of %s is not served by node %s now", a.part, a.describe(), h.cfg.NodeID)
 		}
+		t0 := time.Now()
 		err = h.runTurn(a, fn)
 		v := a.currentVersion()
-		a.lastTurn.Store(time.Now().UnixNano())
+		now := time.Now()
+		a.lastTurn.Store(now.UnixNano())
 		a.gate.release()
+		h.cfg.Observer.Turn(kind, now.Sub(t0))
 		if err != nil {
 			return a, created, err
 		}
@@ -364,12 +381,14 @@ func (h *Host) runTurn(a *activation, fn func(a *activation) error) (err error) 
 }
 
 // Call runs one action.
-func (h *Host) Call(ctx context.Context, req CallRequest) (json.RawMessage, error) {
+func (h *Host) Call(ctx context.Context, req CallRequest) (_ json.RawMessage, err error) {
 	if err := h.begin(); err != nil {
 		return nil, err
 	}
 	defer h.end()
 	h.calls.Add(1)
+	t0 := time.Now()
+	defer func() { h.cfg.Observer.Call(time.Since(t0), err) }()
 	sp, err := h.spec(req.Ref.Name)
 	if err != nil {
 		return nil, err
@@ -394,7 +413,7 @@ func (h *Host) Call(ctx context.Context, req CallRequest) (json.RawMessage, erro
 		chain = h.newChain()
 	}
 	var result json.RawMessage
-	_, _, err = h.turn(ctx, req.Ref, sp, req.CreateIfMissing, req.Input, chain, func(a *activation) error {
+	_, _, err = h.turn(ctx, TurnAction, req.Ref, sp, req.CreateIfMissing, req.Input, chain, func(a *activation) error {
 		env := rivet.Env{Ctx: ctx, Name: a.ref.Name, Key: a.ref.Key, Client: &hostClient{h: h, chain: chain, from: a}}
 		res, err := act.Invoke(env, a.state, args)
 		if err != nil {
@@ -513,7 +532,7 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 	}
 	var seq uint64
 	var completion chan json.RawMessage
-	act, _, err := h.turn(ctx, req.Ref, sp, req.CreateIfMissing, req.Input, chain, func(a *activation) error {
+	act, _, err := h.turn(ctx, TurnSend, req.Ref, sp, req.CreateIfMissing, req.Input, chain, func(a *activation) error {
 		if a.depth[req.Queue] >= uint64(h.cfg.MaxQueueDepth) {
 			return rivet.Errorf(rivet.ErrQueueFull, "queue %s of %s holds %d messages, the limit", req.Queue, a.describe(), h.cfg.MaxQueueDepth)
 		}
@@ -573,6 +592,7 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 	if err != nil {
 		return SendResult{}, err
 	}
+	h.sent.Add(1)
 	res := SendResult{MessageID: seq, Status: SendEnqueued}
 	if completion == nil {
 		return res, nil
@@ -754,7 +774,7 @@ func (h *Host) Destroy(ctx context.Context, ref Ref) error {
 	if err != nil {
 		return err
 	}
-	_, _, err = h.turn(ctx, ref, sp, false, nil, h.newChain(), func(a *activation) error {
+	_, _, err = h.turn(ctx, TurnAdmin, ref, sp, false, nil, h.newChain(), func(a *activation) error {
 		// The workflow stops first (its last writes are in the pipeline
 		// then), and every earlier write must land before the delete,
 		// never after it.
@@ -899,7 +919,12 @@ func (h *Host) Stats() Stats {
 	h.mu.Lock()
 	n := len(h.actors)
 	h.mu.Unlock()
-	s := Stats{NodeID: h.cfg.NodeID, ActiveActors: uint64(n), Calls: h.calls.Load(), PartitionsOwned: uint32(h.own.Owned())}
+	s := Stats{
+		NodeID: h.cfg.NodeID, ActiveActors: uint64(n), Calls: h.calls.Load(), PartitionsOwned: uint32(h.own.Owned()),
+		QueuedMessages: uint64(max(h.queued.Load(), 0)), MessagesSent: uint64(h.sent.Load()), MessagesReceived: uint64(h.received.Load()),
+		WorkflowsRunning: uint64(max(h.wfRunning.Load(), 0)), WorkflowsCompleted: h.wfCompleted.Load(), WorkflowsFailed: h.wfFailed.Load(),
+		StepsCompleted: h.stepsCompleted.Load(), StepsFailed: h.stepsFailed.Load(), StepsExhausted: h.stepsExhausted.Load(),
+	}
 	if cs, ok := h.commit.(CommitStats); ok {
 		st := cs.Stats()
 		s.Commits, s.CommitBatches = uint64(st.Committed), uint64(st.Batches)
@@ -1081,8 +1106,25 @@ func commitError(what string, err error) error {
 func isNotFound(err error) bool        { return errors.Is(err, storage.ErrNotFound) }
 func isConditionFailed(err error) bool { return errors.Is(err, storage.ErrConditionFailed) }
 
-func actorField(a *activation) zap.Field { return zap.String("actor", a.describe()) }
-func errField(err error) zap.Field       { return zap.Error(err) }
+// actorField names an actor in a log line: fields "actor" (its name) and
+// "key" (its key, as JSON).
+func actorField(a *activation) zap.Field { return refField(a.ref) }
+
+func refField(ref Ref) zap.Field { return zap.Inline(logRef(ref)) }
+
+// logRef marshals an actor's name and key as two log fields.
+type logRef Ref
+
+func (r logRef) MarshalLogObject(enc zapcore.ObjectEncoder) error {
+	enc.AddString("actor", r.Name)
+	return enc.AddArray("key", zapcore.ArrayMarshalerFunc(func(ae zapcore.ArrayEncoder) error {
+		for _, k := range r.Key {
+			ae.AppendString(k)
+		}
+		return nil
+	}))
+}
+func errField(err error) zap.Field { return zap.Error(err) }
 
 // Remote reaches actors whose partition another node owns. The node
 // provides it; without one, such calls fail with rivet.ErrUnavailable.

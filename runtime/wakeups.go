@@ -215,7 +215,7 @@ func (h *Host) wakeOne(it *wakeItem) {
 	defer h.end()
 	sp, err := h.spec(it.ref.Name)
 	if err != nil {
-		h.log.Warn("wakeup for an unknown actor type: dropped", zap.String("actor", it.id))
+		h.log.Warn("wakeup for an unknown actor type: dropped", refField(it.ref))
 		return
 	}
 	ctx, cancel := context.WithTimeout(h.baseCtx, 30*time.Second)
@@ -229,7 +229,7 @@ func (h *Host) wakeOne(it *wakeItem) {
 		// Not ours any more, or storage is down: the owner (or a later
 		// claim's load) will pick it up.
 	default:
-		h.log.Warn("wakeup failed", zap.String("actor", it.id), zap.Error(err))
+		h.log.Warn("wakeup failed", refField(it.ref), zap.Error(err))
 		h.timers.schedule(it.ref, it.id, time.Now().Add(time.Second))
 	}
 }

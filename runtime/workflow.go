@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rivet-go/rivet"
@@ -73,6 +74,11 @@ type wfState struct {
 	// pending counts the queued messages per queue, guarded by
 	// notifyMu, for decisions made outside turns (yieldWorkflow).
 	pending map[string]int
+	// queued is the Host's count of queued messages in memory, which
+	// countPending keeps in step with pending while the activation is the
+	// Host's; nil once dropQueued took its messages out. Guarded by
+	// notifyMu.
+	queued *atomic.Int64
 
 	runner *wfRunner // nil when not running
 }
@@ -165,6 +171,7 @@ func (a *activation) startWorkflow(history []workflow.Entry) {
 	}
 	h.workflows.Add(1)
 	h.mu.Unlock()
+	h.wfRunning.Add(1)
 	ctx, cancel := context.WithCancel(h.wfCtx)
 	r := &wfRunner{cancel: cancel, done: make(chan struct{})}
 	a.wf.runner = r
@@ -177,6 +184,7 @@ func (a *activation) startWorkflow(history []workflow.Entry) {
 // node stop).
 func (a *activation) runWorkflow(ctx context.Context, r *wfRunner, history []workflow.Entry) {
 	defer a.h.workflows.Done()
+	defer a.h.wfRunning.Add(-1)
 	defer close(r.done)
 	defer r.cancel()
 	defer func() {
@@ -191,9 +199,11 @@ func (a *activation) runWorkflow(ctx context.Context, r *wfRunner, history []wor
 	switch out.Status {
 	case workflow.RunCompleted:
 		a.h.log.Info("workflow completed", actorField(a))
+		a.h.wfCompleted.Add(1)
 		a.finishWorkflow(workflowStatus{Status: WorkflowCompleted})
 	case workflow.RunFailed:
 		a.h.log.Warn("workflow failed", actorField(a), zap.Error(out.Err))
+		a.h.wfFailed.Add(1)
 		a.finishWorkflow(workflowStatus{Status: WorkflowFailed, Error: out.Err.Error()})
 	case workflow.RunYielded:
 		if ctx.Err() == nil {
@@ -293,8 +303,8 @@ type wfHost struct {
 
 var _ workflow.Host = (*wfHost)(nil)
 
-// stepTurn runs fn as a turn of the actor, for a workflow step or receive.
-func (w *wfHost) turn(ctx context.Context, chain string, fn func() ([]storage.Op, error)) error {
+// turn runs fn as a turn of the actor, for a workflow step or receive.
+func (w *wfHost) turn(ctx context.Context, kind TurnKind, chain string, fn func() ([]storage.Op, error)) error {
 	a := w.a
 	if err := a.gate.acquire(ctx, chain); err != nil {
 		return fmt.Errorf("%w: %v", workflow.ErrEvicted, err)
@@ -309,6 +319,7 @@ func (w *wfHost) turn(ctx context.Context, chain string, fn func() ([]storage.Op
 		a.gate.release()
 		return fmt.Errorf("%w: %v", workflow.ErrEvicted, err)
 	}
+	t0 := time.Now()
 	ops, err := a.h.runWorkflowTurn(a, fn)
 	if err == nil && len(ops) > 0 {
 		err = checkLimits(a, ops)
@@ -317,8 +328,10 @@ func (w *wfHost) turn(ctx context.Context, chain string, fn func() ([]storage.Op
 	if err == nil && len(ops) > 0 {
 		v, err = a.enqueue(ops...)
 	}
-	a.lastTurn.Store(time.Now().UnixNano())
+	now := time.Now()
+	a.lastTurn.Store(now.UnixNano())
 	a.gate.release()
+	a.h.cfg.Observer.Turn(kind, now.Sub(t0))
 	if err != nil {
 		return err
 	}
@@ -354,8 +367,10 @@ func (w *wfHost) RunStep(ctx context.Context, ephemeral bool, fn func(env workfl
 	// The step's calls to other actors carry the turn's chain, so that a
 	// call back into this actor re-enters the step's turn.
 	chain := a.h.newChain()
-	return w.turn(ctx, chain, func() ([]storage.Op, error) {
+	var steps stepCounts
+	err := w.turn(ctx, TurnStep, chain, func() ([]storage.Op, error) {
 		writes := fn(workflow.StepEnv{State: a.state, Client: &hostClient{h: a.h, chain: chain, from: a}})
+		steps = countSteps(writes)
 		if len(writes) == 0 {
 			// Abandoned attempt: its state changes are not committed, so
 			// memory goes back to what is durable.
@@ -383,6 +398,11 @@ func (w *wfHost) RunStep(ctx context.Context, ephemeral bool, fn func(env workfl
 		}
 		return ops, nil
 	})
+	if err != nil {
+		return err
+	}
+	a.h.addSteps(steps)
+	return nil
 }
 
 func (w *wfHost) Commit(ctx context.Context, writes []workflow.HistoryWrite) error {
@@ -401,7 +421,48 @@ func (w *wfHost) Commit(ctx context.Context, writes []workflow.HistoryWrite) err
 	if err != nil {
 		return fmt.Errorf("%w: %v", workflow.ErrEvicted, err)
 	}
-	return w.wait(ctx, v)
+	if err := w.wait(ctx, v); err != nil {
+		return err
+	}
+	w.a.h.addSteps(countSteps(writes))
+	return nil
+}
+
+// stepCounts counts step attempts by outcome.
+type stepCounts struct{ completed, failed, exhausted int }
+
+// countSteps counts the step attempts recorded in ws (a rollback's record
+// is not an attempt).
+func countSteps(ws []workflow.HistoryWrite) stepCounts {
+	var c stepCounts
+	for _, w := range ws {
+		e := w.Put
+		if e == nil || e.Kind != workflow.KindStep || e.RollbackDone || e.RollbackError != nil {
+			continue
+		}
+		switch e.Status {
+		case workflow.StatusCompleted:
+			c.completed++
+		case workflow.StatusFailed:
+			c.failed++
+		case workflow.StatusExhausted:
+			c.exhausted++
+		}
+	}
+	return c
+}
+
+// addSteps adds committed step attempts to the Host's counters.
+func (h *Host) addSteps(c stepCounts) {
+	if c.completed > 0 {
+		h.stepsCompleted.Add(uint64(c.completed))
+	}
+	if c.failed > 0 {
+		h.stepsFailed.Add(uint64(c.failed))
+	}
+	if c.exhausted > 0 {
+		h.stepsExhausted.Add(uint64(c.exhausted))
+	}
 }
 
 // checkLimits refuses a workflow write that no store transaction can hold.
@@ -442,14 +503,33 @@ func (w *wfState) countPending(queue string, d int) {
 		w.pending = map[string]int{}
 	}
 	w.pending[queue] += d
+	if w.queued != nil {
+		w.queued.Add(int64(d))
+	}
 	w.notifyMu.Unlock()
+}
+
+// dropQueued takes the activation's pending messages out of the Host's
+// count, once, when the activation leaves the Host's memory.
+func (w *wfState) dropQueued() {
+	w.notifyMu.Lock()
+	defer w.notifyMu.Unlock()
+	if w.queued == nil {
+		return
+	}
+	n := 0
+	for _, d := range w.pending {
+		n += d
+	}
+	w.queued.Add(-int64(n))
+	w.queued = nil
 }
 
 func (w *wfHost) Receive(ctx context.Context, names []string, max int, record func(msgs []workflow.RawMessage) []workflow.HistoryWrite) ([]workflow.RawMessage, error) {
 	w.active()
 	a := w.a
 	var got []workflow.RawMessage
-	err := w.turn(ctx, a.h.newChain(), func() ([]storage.Op, error) {
+	err := w.turn(ctx, TurnReceive, a.h.newChain(), func() ([]storage.Op, error) {
 		want := map[string]bool{}
 		for _, n := range names {
 			want[n] = true
@@ -512,6 +592,7 @@ func (w *wfHost) Receive(ctx context.Context, names []string, max int, record fu
 	if err != nil {
 		return nil, err
 	}
+	a.h.received.Add(int64(len(got)))
 	return got, nil
 }
 

@@ -15,4 +15,8 @@
 //	gs := grpc.NewServer(append(server.ServerOptions(server.DefaultLimits()),
 //		grpc.ChainUnaryInterceptor(server.UnaryInterceptor(log)))...)
 //	srv.Register(gs)
+//
+// A node with a bearer token adds AuthUnaryInterceptor and
+// AuthStreamInterceptor before the forwarding interceptor; they guard
+// everything but the gRPC health service.
 package server

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 	"time"
@@ -314,6 +315,19 @@ func (c *PeerConn) Invoke(ctx context.Context, method string, args, reply any, _
 	s.sendMu.Unlock()
 	if err != nil {
 		// A failed Send sent nothing (gRPC aborts the stream instead).
+		if errors.Is(err, io.EOF) {
+			// The stream had ended: its status, which the receive loop
+			// gets (and then closes ch), says why.
+			select {
+			case <-ch:
+			case <-ctx.Done():
+			}
+			s.mu.Lock()
+			if s.err != nil {
+				err = refused(s.err)
+			}
+			s.mu.Unlock()
+		}
 		s.mu.Lock()
 		delete(s.pending, req.Id)
 		s.mu.Unlock()
@@ -325,8 +339,12 @@ func (c *PeerConn) Invoke(ctx context.Context, method string, args, reply any, _
 			s.mu.Lock()
 			serr := s.err
 			s.mu.Unlock()
-			if msg := status.Convert(serr).Message(); strings.Contains(msg, notSentMark) {
+			st := status.Convert(serr)
+			if msg := st.Message(); strings.Contains(msg, notSentMark) {
 				return status.Error(codes.Unavailable, msg)
+			}
+			if st.Code() == codes.Unauthenticated {
+				return notSentErr(refused(serr))
 			}
 			return status.Error(codes.Unavailable, "peer stream broke during the call")
 		}
@@ -360,6 +378,16 @@ func (c *PeerConn) NewStream(context.Context, *grpc.StreamDesc, string, ...grpc.
 // notSentMark is in the message of failures that happened before the
 // request left this node, which the forwarder may therefore call retryable.
 const notSentMark = rpcerr.NotSentMark
+
+// refused explains a stream that ended UNAUTHENTICATED: the peer refused
+// it as it opened, before any request on it ran, because its token is not
+// this node's.
+func refused(err error) error {
+	if st := status.Convert(err); st.Code() == codes.Unauthenticated {
+		return fmt.Errorf("the peer refused this node's stream: %s", st.Message())
+	}
+	return err
+}
 
 func notSentErr(err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {

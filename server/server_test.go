@@ -90,6 +90,7 @@ func TestErrorMapping(t *testing.T) {
 		{rivet.Errorf(rivet.ErrUnavailable, "moving"), codes.Unavailable, "actor", "unavailable", "moving"},
 		{rivet.Errorf(rivet.ErrWorkflowFailed, "failed"), codes.FailedPrecondition, "workflow", "failed", "failed"},
 		{rivet.Errorf(rivet.ErrTimeout, "slow"), codes.DeadlineExceeded, "actor", "timed_out", "slow"},
+		{rivet.Errorf(rivet.ErrUnauthenticated, "no token"), codes.Unauthenticated, "request", "unauthenticated", "no token"},
 		{rivet.Errorf(rivet.ErrInternal, "broken invariant"), codes.Internal, "rivet", "internal_error", "broken invariant"},
 		{rivet.UserError("insufficient_funds", "balance is 3", map[string]int{"balance": 3}), codes.Unknown, "user", "insufficient_funds", "balance is 3"},
 		// Not *rivet.Error, but wrapping a sentinel: keeps its kind and text.

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // CommitterConfig configures a Committer.
@@ -21,6 +22,19 @@ type CommitterConfig struct {
 	// Limits bounds one packed transaction. The zero value means the
 	// store's own Limits(); a smaller value is for tests.
 	Limits Limits
+	// Observer is told of every store transaction the Committer sends
+	// (for metrics). Nil means none.
+	Observer CommitObserver
+}
+
+// CommitObserver is told of the store transactions a Committer sends. Its
+// method runs on the commit path, once per store transaction (never per
+// caller's txn): it must be cheap and must not block.
+type CommitObserver interface {
+	// StoreCommit reports one store transaction: how many callers' txns
+	// and ops it held, how long the store took, and its error. A batch
+	// split after a failure reports each of its parts as well.
+	StoreCommit(txns, ops int, took time.Duration, err error)
 }
 
 // DefaultCommitterConfig returns the configuration a node uses.
@@ -71,6 +85,7 @@ type Committer struct {
 	store       Store
 	limits      Limits
 	maxInFlight int
+	observer    CommitObserver // nil: none
 
 	// kick wakes the packer: a txn was queued or a batch finished.
 	kick chan struct{}
@@ -122,6 +137,7 @@ func NewCommitter(store Store, cfg CommitterConfig) *Committer {
 		store:       store,
 		limits:      cfg.Limits,
 		maxInFlight: cfg.MaxInFlight,
+		observer:    cfg.Observer,
 		kick:        make(chan struct{}, 1),
 		busy:        newKeySet(),
 	}
@@ -383,13 +399,19 @@ func (c *Committer) send(ctx context.Context, b []*request) {
 // at fault fail.
 func (c *Committer) commit(ctx context.Context, b []*request, retry bool) {
 	txns := make([]Txn, len(b))
+	ops := 0
 	for i, r := range b {
 		txns[i] = r.txn
+		ops += r.ops
 	}
 	if retry {
 		c.retries.Add(1)
 	}
+	t0 := time.Now()
 	err := c.store.Commit(ctx, txns...)
+	if c.observer != nil {
+		c.observer.StoreCommit(len(b), ops, time.Since(t0), err)
+	}
 	if err != nil && len(b) > 1 && splittable(err) {
 		h := len(b) / 2
 		c.commit(ctx, b[:h], true)

@@ -143,3 +143,58 @@ func TestCommitterAbandon(t *testing.T) {
 		t.Fatalf("Commit after Run = %v, want ErrClosed", err)
 	}
 }
+
+// recordObserver records what a Committer tells its CommitObserver.
+type recordObserver struct {
+	mu               sync.Mutex
+	calls, txns, ops int
+	errs             int
+}
+
+func (o *recordObserver) StoreCommit(txns, ops int, took time.Duration, err error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.calls++
+	o.txns += txns
+	o.ops += ops
+	if err != nil {
+		o.errs++
+	}
+}
+
+// The observer hears of every store transaction, with the callers' txns
+// and ops it held: a held batch makes the next one hold several txns.
+func TestCommitterObserver(t *testing.T) {
+	m := NewMemory()
+	defer m.Close()
+	h := &holdStore{Store: m, hold: make(chan struct{})}
+	obs := &recordObserver{}
+	c := NewCommitter(h, CommitterConfig{MaxInFlight: 1, Observer: obs})
+	ctx, cancel := context.WithCancel(context.Background())
+	runDone := make(chan error)
+	go func() { runDone <- c.Run(ctx) }()
+	defer func() { cancel(); <-runDone }()
+
+	var wg sync.WaitGroup
+	commit := func(key string) {
+		wg.Go(func() {
+			if err := c.Commit(ctx, Txn{Ops: []Op{Put(key, []byte("v")), Put(key+"/2", []byte("v"))}}); err != nil {
+				t.Errorf("Commit: %v", err)
+			}
+		})
+	}
+	batches := func() int { h.mu.Lock(); defer h.mu.Unlock(); return len(h.batches) }
+	commit("a") // held in flight
+	waitUntil(t, "the first batch", func() bool { return batches() == 1 })
+	commit("b")
+	commit("c")
+	waitUntil(t, "two txns waiting", func() bool { return c.Stats().Waiting == 2 })
+	close(h.hold)
+	wg.Wait()
+
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	if obs.calls != 2 || obs.txns != 3 || obs.ops != 6 || obs.errs != 0 {
+		t.Fatalf("observer saw %d store commits, %d txns, %d ops, %d errors; want 2, 3, 6, 0", obs.calls, obs.txns, obs.ops, obs.errs)
+	}
+}

@@ -62,6 +62,14 @@ func run(args []string) error {
 	str(fs, &join, "join", "", "comma-separated gossip addresses of nodes to join (default: start a new cluster)")
 	str(fs, &gossipKey, "gossip-key", "", "base64 AES key (16, 24 or 32 bytes) that encrypts gossip; every node needs the same")
 	str(fs, &gossipProfile, "gossip-profile", "lan", "failure detection timings: lan, or local (fast, for one host)")
+	str(fs, &cfg.TLSCertFile, "tls-cert", "", "PEM certificate of the gRPC port (turns TLS on; also the client certificate shown to peers); its names must cover the advertised host")
+	str(fs, &cfg.TLSKeyFile, "tls-key", "", "PEM key of --tls-cert")
+	str(fs, &cfg.TLSClientCAFile, "tls-client-ca", "", "PEM CAs that sign client and peer certificates: turns mTLS on (every caller needs a certificate)")
+	str(fs, &cfg.TLSCAFile, "tls-ca", "", "PEM CAs that verify peers' certificates when this node dials them (default: --tls-client-ca, else the system's roots)")
+	secret(fs, &cfg.Token, "token", "bearer `token` every actor, admin and peer call must carry (health excepted); every node needs the same; prefer the environment, which ps does not show")
+	str(fs, &cfg.EtcdCAFile, "etcd-ca", "", "PEM CAs that verify an external etcd's certificate (with https:// --etcd-endpoints)")
+	str(fs, &cfg.EtcdCertFile, "etcd-cert", "", "PEM client certificate for an external etcd that requires one")
+	str(fs, &cfg.EtcdKeyFile, "etcd-key", "", "PEM key of --etcd-cert")
 	u32(fs, &cfg.Partitions, "partitions", cfg.Partitions, "partition count of a new cluster (fixed once the cluster exists)")
 	dur(fs, &cfg.LeaseTTL, "lease-ttl", cfg.LeaseTTL, "ownership lease TTL: how soon a crashed node's actors can move")
 	dur(fs, &cfg.Runtime.IdleTimeout, "idle-timeout", cfg.Runtime.IdleTimeout, "deactivate actors idle this long")
@@ -150,6 +158,14 @@ func str(fs *flag.FlagSet, p *string, name, def, usage string) {
 		def = v
 	}
 	fs.StringVar(p, name, def, usage+" ["+envName(name)+"]")
+}
+
+// secret is str for a value --help must not print as its default.
+func secret(fs *flag.FlagSet, p *string, name, usage string) {
+	if v, ok := os.LookupEnv(envName(name)); ok {
+		*p = v
+	}
+	fs.Func(name, usage+" ["+envName(name)+"]", func(s string) error { *p = s; return nil })
 }
 
 // envErrs collects environment values that do not parse: the node refuses

@@ -23,3 +23,24 @@ func TestUnknownFlagIsRefused(t *testing.T) {
 		t.Fatal("an unknown flag was accepted")
 	}
 }
+
+// TLS settings that would leave the port less secure than they ask, or
+// certificates that cannot be read, stop the node before it serves.
+func TestSecurityFlagsAreChecked(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--tls-client-ca", "ca.pem"}, "need TLS on"},
+		{[]string{"--tls-cert", "node.pem"}, "go together"},
+		{[]string{"--tls-cert", "missing.pem", "--tls-key", "missing-key.pem"}, "missing.pem"},
+		{[]string{"--etcd-ca", "ca.pem"}, "external etcd"},
+		{[]string{"--etcd-ca", "ca.pem", "--etcd-endpoints", "http://127.0.0.1:2379"}, "https://"},
+	} {
+		envErrs = nil
+		err := run(append([]string{"--data-dir", t.TempDir(), "--log-level", "error"}, tc.args...))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v, want an error with %q", tc.args, err, tc.want)
+		}
+	}
+}

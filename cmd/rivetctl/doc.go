@@ -11,6 +11,11 @@
 // the wire carries them: a string argument needs its quotes ('"text"'). A
 // malformed one is refused before anything is sent.
 //
+// A node with TLS needs --tls-ca (and under mTLS --tls-cert and --tls-key),
+// a node with a token --token; each has an environment equivalent
+// (RIVET_TLS_CA, RIVET_TLS_CERT, RIVET_TLS_KEY, RIVET_TOKEN). `rivetctl
+// certs` writes a CA and the node and client certificates it signs.
+//
 // On failure rivetctl prints one line on stderr, with the gRPC code and the
 // rivet error code, and exits 1; a usage error (bad flags, arguments or
 // JSON on the command line) exits 2.

@@ -10,7 +10,9 @@ import (
 )
 
 // healthCommand is the probe a container's health check runs (images have
-// no shell or curl): exit 0 when the node at --addr serves.
+// no shell or curl): exit 0 when the node at --addr serves. The health
+// service needs no token, but a node with TLS needs the TLS flags (and
+// under mTLS a certificate) like any other call.
 func (a *app) healthCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "health",

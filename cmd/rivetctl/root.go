@@ -27,6 +27,10 @@ type app struct {
 	addr    string
 	output  string
 	timeout time.Duration
+	// The connection's security (see clientOptions).
+	tls                    bool
+	tlsCA, tlsCert, tlsKey string
+	token                  string
 
 	stdout io.Writer
 	stderr io.Writer
@@ -89,6 +93,14 @@ JSON arguments are taken literally: quote strings ('"text"').`,
 			if a.timeout <= 0 {
 				return usagef("--timeout must be positive, not %s", a.timeout)
 			}
+			if (a.tlsCert == "") != (a.tlsKey == "") {
+				return usagef("--tls-cert and --tls-key go together")
+			}
+			// Read here, not as the flag's default, so that --help does
+			// not print the token.
+			if !cmd.Flags().Changed("token") {
+				a.token = a.getenv(client.TokenEnv)
+			}
 			return nil
 		},
 	}
@@ -103,6 +115,11 @@ JSON arguments are taken literally: quote strings ('"text"').`,
 	f.StringVar(&a.addr, "addr", addr, "node address host:port (env "+client.EndpointEnv+")")
 	f.StringVarP(&a.output, "output", "o", "text", "output format: text or json")
 	f.DurationVar(&a.timeout, "timeout", 10*time.Second, "deadline of the whole command")
+	f.BoolVar(&a.tls, "tls", false, "dial with TLS, verifying the node against the system's roots (implied by --tls-ca and --tls-cert)")
+	f.StringVar(&a.tlsCA, "tls-ca", a.getenv(envTLSCA), "PEM CAs that verify the node's certificate; turns TLS on (env "+envTLSCA+")")
+	f.StringVar(&a.tlsCert, "tls-cert", a.getenv(envTLSCert), "PEM client certificate for a node that requires one (mTLS); turns TLS on (env "+envTLSCert+")")
+	f.StringVar(&a.tlsKey, "tls-key", a.getenv(envTLSKey), "PEM key of --tls-cert (env "+envTLSKey+")")
+	f.StringVar(&a.token, "token", "", "bearer token for a node that requires one (env "+client.TokenEnv+", which ps does not show)")
 
 	root.AddCommand(
 		a.callCommand(),
@@ -119,6 +136,7 @@ JSON arguments are taken literally: quote strings ('"text"').`,
 		a.healthCommand(),
 		a.historyCommand(),
 		a.workflowCommand(),
+		a.certsCommand(),
 	)
 	return root
 }
@@ -149,7 +167,7 @@ func (a *app) runE(extra func() time.Duration, body command) func(*cobra.Command
 		}
 		ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 		defer cancel()
-		c, err := client.New(a.addr)
+		c, err := client.New(a.addr, a.clientOptions()...)
 		if err != nil {
 			return &runError{err: err}
 		}
@@ -167,6 +185,26 @@ func (a *app) runE(extra func() time.Duration, body command) func(*cobra.Command
 			return &runError{err: err}
 		}
 	}
+}
+
+// The environment variables of the TLS flags: the same names the node
+// reads for its own certificate and CA, so that rivetctl run inside a
+// node's container (its health check) dials the node as a peer would.
+const (
+	envTLSCA   = "RIVET_TLS_CA"
+	envTLSCert = "RIVET_TLS_CERT"
+	envTLSKey  = "RIVET_TLS_KEY"
+)
+
+// clientOptions returns the client's credentials from the flags. The token
+// is always given, even empty, so that the client does not read the
+// process environment behind getenv's back.
+func (a *app) clientOptions() []client.Option {
+	opts := []client.Option{client.WithToken(a.token)}
+	if a.tls || a.tlsCA != "" || a.tlsCert != "" {
+		opts = append(opts, client.WithTLS(a.tlsCA, a.tlsCert, a.tlsKey))
+	}
+	return opts
 }
 
 // describe renders an error for people: for a rivet error, what kind of

@@ -38,6 +38,7 @@ var codeOfKind = []struct {
 	{rivet.ErrUnavailable, codes.Unavailable},
 	{rivet.ErrWorkflowFailed, codes.FailedPrecondition},
 	{rivet.ErrTimeout, codes.DeadlineExceeded},
+	{rivet.ErrUnauthenticated, codes.Unauthenticated},
 	{context.DeadlineExceeded, codes.DeadlineExceeded},
 	{context.Canceled, codes.Canceled},
 	{rivet.ErrUser, codes.Unknown},
@@ -78,6 +79,8 @@ func KindOf(code codes.Code) error {
 		return rivet.ErrTimeout
 	case codes.Canceled:
 		return context.Canceled
+	case codes.Unauthenticated:
+		return rivet.ErrUnauthenticated
 	default:
 		return rivet.ErrInternal
 	}

@@ -1,0 +1,61 @@
+package main
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rivet-go/rivet/internal/certs"
+)
+
+// certsCommand writes a CA and the node and client certificates it signs,
+// so that a cluster can run with mTLS without openssl.
+func (a *app) certsCommand() *cobra.Command {
+	var (
+		out      string
+		hosts    string
+		validity time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "certs",
+		Short: "Write a CA, a node certificate (for --hosts) and a client certificate into --out",
+		Long: `certs writes a new CA and two certificates it signs (ECDSA P-256) into --out:
+
+  ca.pem, ca-key.pem          the CA (nodes and clients trust ca.pem; ca-key.pem only signs)
+  node.pem, node-key.pem      for every node: server and client use, valid for --hosts
+  client.pem, client-key.pem  for clients (rivetctl, applications) under mTLS
+
+--hosts must name every host name and IP address nodes are dialed at: the
+hosts of their advertised gRPC addresses, and what clients dial. It never
+overwrites a file; remove the old ones to make new ones.`,
+		Args: args(0, 0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var hs []string
+			for _, h := range strings.Split(hosts, ",") {
+				if h = strings.TrimSpace(h); h != "" {
+					hs = append(hs, h)
+				}
+			}
+			if len(hs) == 0 {
+				return usagef("--hosts names no host")
+			}
+			if validity <= 0 {
+				return usagef("--validity must be positive, not %s", validity)
+			}
+			if err := certs.Generate(out, hs, validity); err != nil {
+				return &runError{err: err}
+			}
+			_, err := fmt.Fprintf(a.stdout, "wrote %s, %s, %s (for %s) and %s\n", filepath.Join(out, certs.CAFile),
+				certs.CAKeyFile, certs.NodeFile, strings.Join(hs, ","), certs.ClientFile)
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&out, "out", "certs", "directory to write into (made if missing)")
+	f.StringVar(&hosts, "hosts", "localhost,127.0.0.1", "comma-separated host names and IP addresses of the node certificate")
+	f.DurationVar(&validity, "validity", certs.DefaultValidity, "how long the certificates are valid")
+	return cmd
+}

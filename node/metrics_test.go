@@ -1,0 +1,288 @@
+package node_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/client"
+	"github.com/rivet-go/rivet/examples/counter"
+	"github.com/rivet-go/rivet/node"
+	"github.com/rivet-go/rivet/workflow"
+)
+
+// Job is a message of metricsWorker's "jobs" queue.
+type Job struct {
+	N int `json:"n"`
+}
+
+type workerState struct {
+	Done int `json:"done"`
+}
+
+// metricsWorker's workflow takes jobs and runs a step for each; its
+// "backlog" queue is never read, so its messages stay pending.
+var metricsWorker = rivet.Actor[workerState]{
+	Name:   "metricsWorker",
+	Queues: rivet.Queues{"jobs": rivet.QueueOf[Job](), "backlog": rivet.QueueOf[Job]()},
+	Run: func(ctx *workflow.Ctx[workerState]) error {
+		return ctx.Loop("jobs-loop", func(c *workflow.Ctx[workerState]) error {
+			if _, err := workflow.Next[Job](c, "take", workflow.NextOptions{Names: []string{"jobs"}}); err != nil {
+				return err
+			}
+			return c.Step("work", func(s *workflow.StepCtx[workerState]) error {
+				s.State.Done++
+				return nil
+			})
+		})
+	},
+	Actions: rivet.Actions[workerState]{
+		"getDone": rivet.Query(func(c *rivet.ActionCtx[workerState]) (int, error) { return c.State.Done, nil }),
+	},
+}
+
+// metricsFailing's workflow fails: its one step fails twice, for good.
+var metricsFailing = rivet.Actor[struct{}]{
+	Name: "metricsFailing",
+	Run: func(ctx *workflow.Ctx[struct{}]) error {
+		return ctx.StepWith(workflow.StepOptions{Name: "boom", MaxRetries: 1, RetryBackoffBase: 10 * time.Millisecond},
+			func(*workflow.StepCtx[struct{}]) error { return errors.New("boom") })
+	},
+}
+
+// scrape reads /metrics into series ("name" or "name{labels}") and their
+// values, and sums of each name over its label sets.
+func scrape(t *testing.T, addr string) (series, sums map[string]float64) {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	series, sums = map[string]float64{}, map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			continue
+		}
+		s := line[:i]
+		series[s] = v
+		name, _, _ := strings.Cut(s, "{")
+		sums[name] += v
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return series, sums
+}
+
+// A node under a small load of actions, queue messages and workflows shows
+// every metric of issue 5 on its HTTP port with a non-zero value, and says
+// it is ready (gRPC health and /readyz) only once its partitions settled.
+func TestMetricsAfterLoadAndReadiness(t *testing.T) {
+	reg, err := rivet.Setup(counter.Actor, metricsWorker, metricsFailing)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	// A fixed HTTP port, so that /readyz can be polled while the node starts.
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	httpAddr := lis.Addr().String()
+	lis.Close()
+	core, logs := observer.New(zapcore.InfoLevel)
+	cfg := node.DefaultLocalConfig(t.TempDir())
+	cfg.HTTPAddr = httpAddr
+	cfg.Logger = zap.New(core)
+
+	var (
+		pollWG      sync.WaitGroup
+		readyEarly  bool // /readyz said ok before the partitions settled
+		sawNotReady bool // written by the poller, read after pollWG.Wait
+	)
+	started := make(chan struct{})
+	pollWG.Add(1)
+	go func() {
+		defer pollWG.Done()
+		hc := &http.Client{Timeout: time.Second}
+		for {
+			select {
+			case <-started:
+				return
+			default:
+			}
+			resp, err := hc.Get("http://" + httpAddr + "/readyz")
+			if err != nil {
+				time.Sleep(2 * time.Millisecond)
+				continue
+			}
+			resp.Body.Close()
+			// Read after the answer: the node logs that its partitions
+			// settled before it turns SERVING.
+			settled := logs.FilterMessageSnippet("settled").Len()+logs.FilterMessageSnippet("serving anyway").Len() > 0
+			switch {
+			case resp.StatusCode == http.StatusOK && !settled:
+				readyEarly = true
+			case resp.StatusCode == http.StatusServiceUnavailable:
+				sawNotReady = true
+			}
+		}
+	}()
+	n, err := node.Start(ctx, cfg, reg)
+	close(started)
+	pollWG.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Stop(ctx)
+	if readyEarly {
+		t.Error("/readyz said ok before the partitions settled")
+	}
+	t.Logf("/readyz polled during start: not ready seen = %v", sawNotReady)
+	if code, body := get(t, "http://"+httpAddr+"/readyz"); code != http.StatusOK {
+		t.Fatalf("/readyz after start = %d %s", code, body)
+	}
+
+	c, err := client.New(n.GRPCAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if ok, err := c.Healthy(ctx); err != nil || !ok {
+		t.Fatalf("gRPC health after start = %v, %v", ok, err)
+	}
+
+	// The load.
+	for i := range 20 {
+		if _, err := rivet.Call[int](ctx, c.GetOrCreate("counter", "m"+strconv.Itoa(i%4)), "increment", 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.Actor("counter", "m0").Call(ctx, "nope"); !errors.Is(err, rivet.ErrUnknownAction) {
+		t.Fatalf("unknown action: %v", err)
+	}
+	w := c.Actor("metricsWorker", "w")
+	for i := range 5 {
+		if err := w.Send(ctx, "jobs", Job{N: i}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 3 {
+		if err := w.Send(ctx, "backlog", Job{N: i}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.Create(ctx, "metricsFailing", []string{"f"}, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	nonZero := []string{
+		// counters
+		`rivet_calls_total{code="ok"}`, `rivet_calls_total{code="actor.unknown_action"}`,
+		"rivet_commits_total", "rivet_commit_batches_total", "rivet_partitions_claimed_total", "rivet_lease_renewals_total",
+		"rivet_queue_messages_sent_total", "rivet_queue_messages_received_total",
+		`rivet_workflow_steps_total{status="completed"}`, `rivet_workflow_steps_total{status="failed"}`,
+		`rivet_workflow_steps_total{status="exhausted"}`, "rivet_workflow_failures_total",
+		// gauges
+		"rivet_active_actors", "rivet_partitions_owned", "rivet_cluster_members_alive",
+		"rivet_queue_messages", "rivet_workflows_running",
+		// histograms
+		`rivet_turn_duration_seconds_count{kind="action"}`, `rivet_turn_duration_seconds_count{kind="send"}`,
+		`rivet_turn_duration_seconds_count{kind="step"}`, `rivet_turn_duration_seconds_count{kind="receive"}`,
+		"rivet_turn_duration_seconds_sum", "rivet_call_duration_seconds_count", "rivet_call_duration_seconds_sum",
+		"rivet_commit_batch_size_count", "rivet_commit_batch_size_sum", "rivet_commit_batch_ops_sum",
+		"rivet_commit_duration_seconds_count", "rivet_commit_duration_seconds_sum",
+		// the Go and process collectors
+		"go_goroutines", "process_resident_memory_bytes",
+	}
+	// Present, and zero here: nothing failed in the committer.
+	present := []string{"rivet_forwards_total", "rivet_commit_failures_total", "rivet_commit_retries_total",
+		"rivet_commit_waiting", "rivet_lease_losses_total", "rivet_workflows_completed_total", "rivet_partitions_handed_off_total"}
+
+	var series, sums map[string]float64
+	var missing []string
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		series, sums = scrape(t, httpAddr)
+		missing = missing[:0]
+		for _, m := range nonZero {
+			v, ok := series[m]
+			if !ok {
+				v = sums[m] // a name summed over its labels
+			}
+			if v <= 0 {
+				missing = append(missing, m)
+			}
+		}
+		if len(missing) == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if len(missing) > 0 {
+		t.Errorf("metrics zero or absent after the load: %v", missing)
+	}
+	for _, m := range present {
+		if _, ok := series[m]; !ok {
+			t.Errorf("/metrics lacks %s", m)
+		}
+	}
+	if got := series["rivet_queue_messages"]; got != 3 {
+		t.Errorf("rivet_queue_messages = %v, want 3 (the backlog)", got)
+	}
+	if got := series["rivet_queue_messages_received_total"]; got != 5 {
+		t.Errorf("rivet_queue_messages_received_total = %v, want 5", got)
+	}
+	if got := series["rivet_queue_messages_sent_total"]; got != 8 {
+		t.Errorf("rivet_queue_messages_sent_total = %v, want 8", got)
+	}
+	if got := series[`rivet_workflow_steps_total{status="completed"}`]; got != 5 {
+		t.Errorf("completed steps = %v, want 5", got)
+	}
+	if got := series[`rivet_calls_total{code="ok"}`]; got < 20 {
+		t.Errorf(`rivet_calls_total{code="ok"} = %v, want at least 20`, got)
+	}
+	for s := range series {
+		if strings.Contains(s, `key=`) {
+			t.Errorf("a series is labelled by actor key: %s", s)
+		}
+	}
+
+	// Log lines about an actor name it and its key, under the node's ID.
+	failed := logs.FilterMessage("workflow failed").All()
+	if len(failed) == 0 {
+		t.Fatal("no \"workflow failed\" log line")
+	}
+	fields := failed[0].ContextMap()
+	if fields["node"] != n.ID() || fields["actor"] != "metricsFailing" {
+		t.Errorf("workflow failed log fields = %v; want node %s, actor metricsFailing, key [f]", fields, n.ID())
+	}
+	if k, ok := fields["key"].([]any); !ok || len(k) != 1 || k[0] != "f" {
+		t.Errorf("workflow failed log key = %#v, want [f]", fields["key"])
+	}
+}

@@ -1,0 +1,57 @@
+package runtime
+
+import "time"
+
+// TurnKind is what a turn of an actor ran, for Observer. The set is small
+// and fixed, so that a metric labelled by it stays small.
+type TurnKind uint8
+
+// The kinds of turn.
+const (
+	// TurnAction: an action (Call).
+	TurnAction TurnKind = iota
+	// TurnSend: a message appended to a queue (Send).
+	TurnSend
+	// TurnStep: a workflow step's body and its state.
+	TurnStep
+	// TurnReceive: a workflow taking queue messages.
+	TurnReceive
+	// TurnAdmin: Destroy, or a workflow retry.
+	TurnAdmin
+
+	// NumTurnKinds is the number of kinds, for tables indexed by kind.
+	NumTurnKinds = int(TurnAdmin) + 1
+)
+
+var turnKindNames = [NumTurnKinds]string{"action", "send", "step", "receive", "admin"}
+
+func (k TurnKind) String() string {
+	if int(k) < NumTurnKinds {
+		return turnKindNames[k]
+	}
+	return "unknown"
+}
+
+// Observer is told of the Host's measurements that are distributions (the
+// Host counts everything else with atomics: Stats). The node adapts it to
+// Prometheus histograms.
+//
+// Its methods run on the hot path, once per turn or call (never per key or
+// message), on the goroutine that ran it, with no Host lock held: they must
+// be cheap, must not block and must be safe for concurrent use.
+type Observer interface {
+	// Turn reports how long one turn ran while holding the actor's gate:
+	// the action's, step's or receive's code and the building of its
+	// writes, not the wait for the gate nor the commit.
+	Turn(kind TurnKind, took time.Duration)
+	// Call reports one action call from after it was admitted until its
+	// reply was ready (its writes durable), and how it ended: nil, or an
+	// error that wraps a rivet sentinel or a context error.
+	Call(took time.Duration, err error)
+}
+
+// nopObserver is the Observer of a Host configured without one.
+type nopObserver struct{}
+
+func (nopObserver) Turn(TurnKind, time.Duration) {}
+func (nopObserver) Call(time.Duration, error)    {}
