@@ -1,12 +1,15 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -35,6 +38,7 @@ type composeEnv struct {
 	env     []string
 	project string
 	ports   []string // localhost gRPC address of node1..node4
+	https   []string // localhost HTTP (metrics) address of node1..node4
 	clients []*client.Client
 }
 
@@ -182,7 +186,7 @@ func TestComposeCluster(t *testing.T) {
 	e.env = []string{"RIVET_IMAGE=" + image, fmt.Sprintf("EXAMPLES_API_URL=http://host.docker.internal:%d", apiPort)}
 	for i := 1; i <= 4; i++ {
 		p, h := freePort(t), freePort(t)
-		e.ports = append(e.ports, p)
+		e.ports, e.https = append(e.ports, p), append(e.https, h)
 		e.env = append(e.env, fmt.Sprintf("RIVET_PORT%d=%s", i, p[strings.LastIndex(p, ":")+1:]), fmt.Sprintf("RIVET_HTTP%d=%s", i, h[strings.LastIndex(h, ":")+1:]))
 	}
 	t.Cleanup(func() {
@@ -216,6 +220,7 @@ func TestComposeCluster(t *testing.T) {
 	ok = ok && t.Run("scale out", func(t *testing.T) { e.t = t; composeScaleOut(e) })
 	ok = ok && t.Run("docker kill", func(t *testing.T) { e.t = t; composeKill(e) })
 	ok = ok && t.Run("network disconnect", func(t *testing.T) { e.t = t; composeDisconnect(e) })
+	ok = ok && t.Run("metrics", func(t *testing.T) { e.t = t; composeMetrics(e) })
 	_ = ok && t.Run("restart all", func(t *testing.T) { e.t = t; composeRestart(e) })
 }
 
@@ -379,4 +384,48 @@ func composeRestart(e *composeEnv) {
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
+}
+
+// composeMetrics reads node1's /metrics through its published HTTP port,
+// after the loads above: what an operator scrapes is there and counts.
+func composeMetrics(e *composeEnv) {
+	resp, err := http.Get("http://" + e.https[0] + "/metrics")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sums := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		sp := strings.LastIndexByte(line, ' ')
+		name := line[:sp]
+		if i := strings.IndexByte(name, '{'); i >= 0 {
+			name = name[:i]
+		}
+		v, err := strconv.ParseFloat(line[sp+1:], 64)
+		if err == nil {
+			sums[name] += v
+		}
+	}
+	var got []string
+	for _, m := range []string{
+		"rivet_calls_total", "rivet_call_duration_seconds_count", "rivet_turn_duration_seconds_count",
+		"rivet_workflow_steps_total", "rivet_queue_messages_sent_total", "rivet_queue_messages_received_total",
+		"rivet_commit_batch_size_count", "rivet_commit_duration_seconds_count", "rivet_partitions_owned",
+		"rivet_forwards_total", "rivet_lease_renewals_total", "rivet_cluster_members_alive",
+	} {
+		if sums[m] <= 0 {
+			e.t.Errorf("node1 /metrics: %s = %v, want > 0", m, sums[m])
+		}
+		got = append(got, fmt.Sprintf("%s=%v", m, sums[m]))
+	}
+	if _, ok := sums["rivet_queue_messages"]; !ok {
+		e.t.Errorf("node1 /metrics has no rivet_queue_messages")
+	}
+	e.t.Logf("node1 /metrics: %s", strings.Join(got, " "))
 }
