@@ -182,15 +182,34 @@ func (h *Host) loadWakeups(ctx context.Context, parts []uint32) error {
 	return nil
 }
 
-// wakeLoop activates actors whose wakeup time came. It runs until Stop.
+// wakeParallel bounds the activations the wake loop runs at once. After a
+// failover the new owner wakes every unfinished workflow of the partitions
+// it took (each activation reads state and history from etcd); one at a
+// time, the last of a few hundred fired seconds after the first.
+const wakeParallel = 16
+
+// wakeLoop activates actors whose wakeup time came. It runs until Stop;
+// the activations it started end before Stop returns (they are counted in
+// loops, which Stop waits for).
 func (h *Host) wakeLoop() {
 	defer h.loops.Done()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	sem := make(chan struct{}, wakeParallel)
 	for {
 		items, next := h.timers.due()
 		for _, it := range items {
-			h.wakeOne(it)
+			select {
+			case sem <- struct{}{}:
+			case <-h.stopCh:
+				return
+			}
+			h.loops.Add(1) // this loop's own count keeps loops above zero
+			go func() {
+				defer h.loops.Done()
+				defer func() { <-sem }()
+				h.wakeOne(it)
+			}()
 		}
 		wait := time.Hour
 		if !next.IsZero() {
