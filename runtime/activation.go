@@ -356,6 +356,11 @@ func (a *activation) flushLoop() {
 // returns the ops, the version they cover and how many groups they hold. It
 // always takes the first group: each group alone is within limits.
 func packGroups(groups []writeGroup, l storage.Limits) ([]storage.Op, uint64, int) {
+	if len(groups) == 1 && !hasDupKeys(groups[0].ops) {
+		// The common case of a workflow, which waits for each of its
+		// commits: one group, sent as it is (no index map, no copy).
+		return groups[0].ops, groups[0].version, 1
+	}
 	maxOps := l.MaxTxnOps - 8       // room for the fence compare and conds
 	maxBytes := l.MaxTxnBytes - 256 // room for the fence compare and its read
 	index := map[string]int{}
@@ -389,6 +394,22 @@ func packGroups(groups []writeGroup, l storage.Limits) ([]storage.Op, uint64, in
 		n++
 	}
 	return ops, v, n
+}
+
+// hasDupKeys reports whether two of ops (a few) share a key; many ops count
+// as having some, for packGroups' merging path to sort out.
+func hasDupKeys(ops []storage.Op) bool {
+	if len(ops) > 16 {
+		return true
+	}
+	for i := range ops {
+		for j := i + 1; j < len(ops); j++ {
+			if ops[i].Key == ops[j].Key {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // prefixConflict reports whether merging next into ops would put a key

@@ -115,9 +115,12 @@ func historyOps(prefix string, ws []workflow.HistoryWrite) ([]storage.Op, error)
 			}
 			ops = append(ops, storage.Put(historyKey(prefix, w.Put.Path), b))
 		case w.DeleteTree != "":
-			ops = append(ops,
-				storage.Delete(historyKey(prefix, w.DeleteTree)),
-				storage.DeletePrefix(historyKey(prefix, w.DeleteTree)+"/"))
+			// Pruned loop iterations hold no entry at their own path: one
+			// op each instead of two.
+			if !workflow.IsIteration(w.DeleteTree) {
+				ops = append(ops, storage.Delete(historyKey(prefix, w.DeleteTree)))
+			}
+			ops = append(ops, storage.DeletePrefix(historyKey(prefix, w.DeleteTree)+"/"))
 		}
 	}
 	return ops, nil

@@ -102,6 +102,9 @@ type Committer struct {
 	nWaiting int
 	// busy holds the keys of the batches in flight.
 	busy keySet
+	// in and deferred are packLocked's scratch sets (the batch's keys, and
+	// those of the txns it leaves behind), kept to reuse their maps.
+	in, deferred keySet
 
 	committed, failed, batches, batched, maxBatch, retries atomic.Int64
 }
@@ -120,8 +123,10 @@ type request struct {
 	// The request's cost, its fence excepted (counted once per batch).
 	compares, ops, bytes int
 	fenceBytes           int
-	// The keys it writes, reads (conds) and deletes by prefix.
+	// The keys it writes, reads (conds) and deletes by prefix, and the
+	// directories that hold them (see keySet).
 	writes, reads, prefixes []string
+	scopes                  []string
 }
 
 // NewCommitter returns a Committer over store. It starts no goroutine: call
@@ -140,6 +145,8 @@ func NewCommitter(store Store, cfg CommitterConfig) *Committer {
 		observer:    cfg.Observer,
 		kick:        make(chan struct{}, 1),
 		busy:        newKeySet(),
+		in:          newKeySet(),
+		deferred:    newKeySet(),
 	}
 }
 
@@ -234,6 +241,7 @@ func (c *Committer) newRequest(txn Txn) (*request, error) {
 			r.writes = append(r.writes, o.Key)
 		}
 	}
+	r.scopes = scopesOf(r)
 	return r, nil
 }
 
@@ -315,11 +323,13 @@ func (c *Committer) worthSendingLocked() bool {
 func (c *Committer) packLocked() []*request {
 	var (
 		batch                []*request
-		in, deferred         keySet
+		in, deferred         = &c.in, &c.deferred
 		fences               []Fence
 		compares, ops, bytes int
 		full                 bool
 	)
+	in.reset()
+	deferred.reset()
 	keep := c.queue[:0]
 	for _, r := range c.queue {
 		if r.state == reqAbandoned {
@@ -331,9 +341,6 @@ func (c *Committer) packLocked() []*request {
 		}
 		if c.busy.conflicts(r) || in.conflicts(r) || deferred.conflicts(r) {
 			// Keep it, and keep every later txn on its keys behind it.
-			if deferred.writes == nil {
-				deferred = newKeySet()
-			}
 			deferred.add(r)
 			keep = append(keep, r)
 			continue
@@ -355,9 +362,6 @@ func (c *Committer) packLocked() []*request {
 			fences = append(fences, r.txn.Fence)
 		}
 		compares, ops, bytes = compares+rc, ops+r.ops, bytes+rb
-		if in.writes == nil {
-			in = newKeySet()
-		}
 		in.add(r)
 		r.state = reqTaken
 		c.nWaiting--
@@ -440,19 +444,99 @@ func (c *Committer) finish(r *request, err error) {
 
 // keySet is the keys touched by a set of requests, counted so that
 // requests can be removed again.
+//
+// The costly question is whether a prefix delete covers any key of the set:
+// a node with many workflows pruning sends many prefix deletes, and a scan
+// of every key in flight for each of them took most of the packer's time.
+// Requests touch one or a few subtrees each (one actor's keys), so the set
+// also indexes each request's scopes, the directories ('/'-terminated
+// prefixes) that hold its keys: a prefix delete can only cover keys of
+// requests with a scope above or below its own directory, and the set scans
+// its keys only when such a request is there.
 type keySet struct {
+	// n counts the requests in the set.
+	n                       int
 	writes, reads, prefixes map[string]int
 	// plens counts the prefixes by length, so that underPrefix looks up
 	// a key's own prefixes of those lengths instead of scanning every
 	// prefix (a node with many workflows pruning holds thousands).
 	plens map[int]int
+	// scopes counts the requests by scope; dirs counts, for every
+	// non-empty directory d, the requests whose scope lies in d (d itself
+	// included).
+	scopes, dirs map[string]int
 }
 
 func newKeySet() keySet {
-	return keySet{writes: map[string]int{}, reads: map[string]int{}, prefixes: map[string]int{}, plens: map[int]int{}}
+	return keySet{
+		writes: map[string]int{}, reads: map[string]int{}, prefixes: map[string]int{}, plens: map[int]int{},
+		scopes: map[string]int{}, dirs: map[string]int{},
+	}
+}
+
+// reset empties s and keeps its maps' room, for the packer's per-batch sets.
+func (s *keySet) reset() {
+	if s.writes == nil {
+		*s = newKeySet()
+		return
+	}
+	s.n = 0
+	clear(s.writes)
+	clear(s.reads)
+	clear(s.prefixes)
+	clear(s.plens)
+	clear(s.scopes)
+	clear(s.dirs)
+}
+
+// scopesOf returns r's scopes: for each first path segment among the keys
+// r writes, reads or deletes by prefix, the longest directory
+// ('/'-terminated prefix, or "") that holds all of them. Most txns touch
+// one actor (one scope); an actor's creation also writes its index and
+// wakeup entries (three scopes, not the root).
+func scopesOf(r *request) []string {
+	var scopes []string
+	for _, ks := range [][]string{r.writes, r.reads, r.prefixes} {
+		for _, k := range ks {
+			merged := false
+			for i, sc := range scopes {
+				if n := commonDir(sc, k); n > 0 {
+					scopes[i], merged = sc[:n], true
+					break
+				}
+			}
+			if !merged {
+				scopes = append(scopes, k[:strings.LastIndexByte(k, '/')+1])
+			}
+		}
+	}
+	return scopes
+}
+
+// commonDir returns the length of the longest directory that holds both
+// the directory dir and the key k ("" counts as none: 0).
+func commonDir(dir, k string) int {
+	n := 0
+	for i := 0; i < len(dir) && i < len(k) && dir[i] == k[i]; i++ {
+		if dir[i] == '/' {
+			n = i + 1
+		}
+	}
+	return n
+}
+
+// forDirs calls fn with every non-empty directory of scope, scope
+// included (scope is "" or ends with '/').
+func forDirs(scope string, fn func(dir string)) {
+	for i := 0; i < len(scope); i++ {
+		if scope[i] == '/' {
+			fn(scope[:i+1])
+		}
+	}
 }
 
 func (s *keySet) add(r *request) {
+	s.n++
 	for _, k := range r.writes {
 		s.writes[k]++
 	}
@@ -463,6 +547,10 @@ func (s *keySet) add(r *request) {
 		s.prefixes[k]++
 		s.plens[len(k)]++
 	}
+	for _, sc := range r.scopes {
+		s.scopes[sc]++
+		forDirs(sc, func(d string) { s.dirs[d]++ })
+	}
 }
 
 func (s *keySet) remove(r *request) {
@@ -471,6 +559,7 @@ func (s *keySet) remove(r *request) {
 			delete(m, k)
 		}
 	}
+	s.n--
 	for _, k := range r.writes {
 		dec(s.writes, k)
 	}
@@ -482,6 +571,10 @@ func (s *keySet) remove(r *request) {
 		if s.plens[len(k)]--; s.plens[len(k)] <= 0 {
 			delete(s.plens, len(k))
 		}
+	}
+	for _, sc := range r.scopes {
+		dec(s.scopes, sc)
+		forDirs(sc, func(d string) { dec(s.dirs, d) })
 	}
 }
 
@@ -495,10 +588,26 @@ func (s *keySet) underPrefix(k string) bool {
 	return false
 }
 
+// mayHaveUnder reports whether some key or prefix of s may start with p;
+// false is certain. A key under p lies in p's directory d, so its
+// request's scope either lies in d too, or is a directory above d.
+func (s *keySet) mayHaveUnder(p string) bool {
+	d := p[:strings.LastIndexByte(p, '/')+1]
+	if d == "" || s.dirs[d] > 0 || s.scopes[""] > 0 {
+		return true
+	}
+	for i := 0; i < len(d)-1; i++ {
+		if d[i] == '/' && s.scopes[d[:i+1]] > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // conflicts reports whether r touches a key of s in a way whose order
 // matters: any overlap that involves a write.
 func (s *keySet) conflicts(r *request) bool {
-	if s.writes == nil {
+	if s.n == 0 {
 		return false
 	}
 	for _, k := range r.writes {
@@ -512,8 +621,16 @@ func (s *keySet) conflicts(r *request) bool {
 		}
 	}
 	for _, p := range r.prefixes {
+		// A prefix of s above p (or p itself).
+		if s.underPrefix(p) {
+			return true
+		}
+		if !s.mayHaveUnder(p) {
+			continue
+		}
+		// Below p: a prefix, a write or a read of s.
 		for q := range s.prefixes {
-			if strings.HasPrefix(p, q) || strings.HasPrefix(q, p) {
+			if strings.HasPrefix(q, p) {
 				return true
 			}
 		}

@@ -2,6 +2,8 @@ package storage
 
 import (
 	"context"
+	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -197,4 +199,110 @@ func TestCommitterObserver(t *testing.T) {
 	if obs.calls != 2 || obs.txns != 3 || obs.ops != 6 || obs.errs != 0 {
 		t.Fatalf("observer saw %d store commits, %d txns, %d ops, %d errors; want 2, 3, 6, 0", obs.calls, obs.txns, obs.ops, obs.errs)
 	}
+}
+
+// keySet.conflicts agrees with a naive check of every pair of keys, on
+// random requests over a small tree of keys (so that overlaps, shared
+// directories and prefixes that are not directories are common), as sets
+// grow and shrink.
+func TestKeySetConflictsMatchesNaive(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	segs := []string{"a", "b", "ab", "a/", "b/"}
+	key := func() string {
+		var b strings.Builder
+		for range 1 + rng.IntN(4) {
+			b.WriteString(segs[rng.IntN(len(segs))])
+		}
+		return b.String()
+	}
+	newReq := func() *request {
+		var txn Txn
+		for range rng.IntN(3) {
+			txn.Conds = append(txn.Conds, Present(key()))
+		}
+		for range 1 + rng.IntN(3) {
+			switch rng.IntN(3) {
+			case 0:
+				txn.Ops = append(txn.Ops, Put(key(), nil))
+			case 1:
+				txn.Ops = append(txn.Ops, Delete(key()))
+			default:
+				txn.Ops = append(txn.Ops, DeletePrefix(key()))
+			}
+		}
+		r := &request{txn: txn}
+		for _, cd := range txn.Conds {
+			r.reads = append(r.reads, cd.Key)
+		}
+		for _, o := range txn.Ops {
+			if o.Kind == OpDeletePrefix {
+				r.prefixes = append(r.prefixes, o.Key)
+			} else {
+				r.writes = append(r.writes, o.Key)
+			}
+		}
+		r.scopes = scopesOf(r)
+		return r
+	}
+	// naive: r conflicts with a if they overlap and one side writes.
+	naive := func(r, a *request) bool {
+		covers := func(ps []string, k string) bool {
+			for _, p := range ps {
+				if strings.HasPrefix(k, p) {
+					return true
+				}
+			}
+			return false
+		}
+		for _, x := range [2][2]*request{{r, a}, {a, r}} {
+			for _, k := range x[0].writes {
+				if contains(x[1].writes, k) || contains(x[1].reads, k) || covers(x[1].prefixes, k) {
+					return true
+				}
+			}
+			for _, k := range x[0].reads {
+				if contains(x[1].writes, k) || covers(x[1].prefixes, k) {
+					return true
+				}
+			}
+			for _, p := range x[0].prefixes {
+				if covers(x[1].prefixes, p) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	s := newKeySet()
+	var in []*request
+	for i := range 20000 {
+		r := newReq()
+		want := false
+		for _, a := range in {
+			if naive(r, a) {
+				want = true
+				break
+			}
+		}
+		if got := s.conflicts(r); got != want {
+			t.Fatalf("step %d: conflicts(%+v) = %v, want %v; set: %+v", i, r.txn, got, want, in)
+		}
+		if len(in) > 0 && (len(in) > 6 || rng.IntN(2) == 0) {
+			j := rng.IntN(len(in))
+			s.remove(in[j])
+			in = append(in[:j], in[j+1:]...)
+		} else {
+			s.add(r)
+			in = append(in, r)
+		}
+	}
+}
+
+func contains(ks []string, k string) bool {
+	for _, x := range ks {
+		if x == k {
+			return true
+		}
+	}
+	return false
 }

@@ -142,6 +142,13 @@ func joinPath(scope, name string) string {
 	return scope + "/" + name
 }
 
+// IsIteration reports whether path names a loop iteration ("l/~3"): a
+// scope, never an entry of its own (names cannot start with '~'), so a
+// host deleting its tree has only the entries under it to delete.
+func IsIteration(path string) bool {
+	return strings.HasPrefix(path[strings.LastIndexByte(path, '/')+1:], "~")
+}
+
 func iterationPath(loop string, i int) string {
 	return loop + "/~" + strconv.Itoa(i)
 }

@@ -30,6 +30,20 @@ func (SystemClock) Timer(at time.Time) (<-chan time.Time, func()) {
 	return t.C, func() { t.Stop() }
 }
 
+// AfterFunc calls f in its own goroutine at at, unless stop (which
+// reports whether it stopped the call) comes first.
+func (SystemClock) AfterFunc(at time.Time, f func()) (stop func() bool) {
+	return time.AfterFunc(time.Until(at), f).Stop
+}
+
+// afterFuncClock is a Clock that can call a func at a time without a
+// goroutine waiting for it (SystemClock can). Step timeouts use it when the
+// host's clock has it, so it must keep the time Timer keeps: a host that
+// embeds SystemClock but fakes Timer must fake AfterFunc too.
+type afterFuncClock interface {
+	AfterFunc(at time.Time, f func()) (stop func() bool)
+}
+
 // StepEnv is what the host gives a step body besides time: the actor's
 // state and a client bound to the step's turn.
 type StepEnv struct {

@@ -88,10 +88,25 @@ func LoopWith[S, L any](c *Ctx[S], opts LoopOptions[L], fn func(*Ctx[S], L) (L, 
 	return v, nil
 }
 
+// pendingPrune reports whether ws deletes a tree.
+func pendingPrune(ws []HistoryWrite) bool {
+	for _, w := range ws {
+		if w.DeleteTree != "" {
+			return true
+		}
+	}
+	return false
+}
+
 // loop runs iterations of body from the recorded one on. Its progress (next
 // iteration, state, time) is recorded after each iteration and committed
 // with the next commit; every interval iterations, and at the end, it
-// prunes and commits.
+// prunes. The end commits at once; a periodic prune goes with the next
+// commit, like the progress it belongs to (usually the next iteration's
+// first step), which saves a commit round trip per interval: until then
+// the stored history holds at most interval+size iterations, the bound
+// pruning promises, and a replay that finds the prune lost prunes again.
+// A prune still pending at the next one is committed on its own first.
 func (x *cx) loop(name string, interval, size int, initial json.RawMessage, body func(ix *cx, state json.RawMessage) (json.RawMessage, bool, error)) (json.RawMessage, string, error) {
 	if err := x.begin(); err != nil {
 		return nil, "", err
@@ -145,13 +160,21 @@ func (x *cx) loop(name string, interval, size int, initial json.RawMessage, body
 			ne.Status = StatusCompleted
 			ne.Output, ne.State = state, nil
 		}
+		if len(trees) > 0 && pendingPrune(t.pending) {
+			// The last prune has not gone out yet (the iterations since
+			// committed nothing): send it first, so that pending prunes
+			// do not pile up into a commit too large for one transaction.
+			if err := t.commit(); err != nil {
+				return nil, path, err
+			}
+		}
 		ws := make([]HistoryWrite, 0, len(trees)+1)
 		for _, tr := range trees {
 			ws = append(ws, HistoryWrite{DeleteTree: tr})
 		}
 		t.record(append(ws, HistoryWrite{Put: ne})...)
 		e = ne
-		if brk || due {
+		if brk {
 			if err := t.commit(); err != nil {
 				return nil, path, err
 			}

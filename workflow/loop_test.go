@@ -161,6 +161,60 @@ func TestLoopPruning(t *testing.T) {
 	})
 }
 
+// TestLoopPruneRidesWithNextCommit: a periodic prune goes out with the next
+// iteration's step rather than a commit of its own, and iterations that
+// commit nothing do not pile prunes up: no commit carries more than one
+// interval's trees.
+func TestLoopPruneRidesWithNextCommit(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		stepEvery int // a step in every this many iterations
+	}{{"step each iteration", 1}, {"step every 25 iterations", 25}} {
+		t.Run(c.name, func(t *testing.T) {
+			h := newHost(log{})
+			const interval = 5
+			maxTrees, alone := 0, 0
+			h.OnBatch = func(batch []workflow.HistoryWrite) {
+				trees := 0
+				for _, w := range batch {
+					if w.DeleteTree != "" {
+						trees++
+					}
+				}
+				maxTrees = max(maxTrees, trees)
+				if trees > 0 && len(batch) == trees+1 {
+					alone++ // the prune and the loop's progress, nothing else
+				}
+			}
+			out := drive(t, h, func(c2 *logCtx) error {
+				_, err := workflow.LoopWith(c2, workflow.LoopOptions[int]{Name: "l", HistoryPruneInterval: interval}, func(c2 *logCtx, i int) (int, error) {
+					if i%c.stepEvery == 0 {
+						if err := c2.Step("s", func(s *logStep) error { s.State.N++; return nil }); err != nil {
+							return i, err
+						}
+					}
+					if i == 99 {
+						return i, workflow.Break
+					}
+					return i + 1, nil
+				})
+				return err
+			})
+			if out.Status != workflow.RunCompleted {
+				t.Fatalf("outcome %+v", out)
+			}
+			if maxTrees > interval {
+				t.Fatalf("a commit deleted %d trees, more than one interval (%d)", maxTrees, interval)
+			}
+			// With a step in every iteration, only the end's prune goes
+			// alone.
+			if c.stepEvery == 1 && alone != 1 {
+				t.Fatalf("%d prunes committed alone, want 1 (the end)", alone)
+			}
+		})
+	}
+}
+
 // TestLoopResumesAtRecordedIteration crashes a loop mid-way: the next
 // activation starts from the recorded iteration and state, without
 // re-running the iterations before it.

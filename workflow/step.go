@@ -156,6 +156,23 @@ func (x *cx) attempt(path string, seq, n int, sp stepSpec) (*Entry, error) {
 func runBody(parent context.Context, timeout time.Duration, clk Clock, body func(context.Context) (json.RawMessage, error)) (json.RawMessage, error, bool) {
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
+	if af, ok := clk.(afterFuncClock); ok && timeout > 0 {
+		// No goroutine to wait for the timer: a node runs thousands of
+		// steps a second, each with a timeout that almost never fires.
+		fired := make(chan struct{})
+		stop := af.AfterFunc(clk.Now().Add(timeout), func() {
+			cancel()
+			close(fired)
+		})
+		out, err := callBody(ctx, body)
+		timedOut := !stop()
+		if timedOut {
+			// Fired (or firing): let it finish, so that nothing of this
+			// step runs after it returns.
+			<-fired
+		}
+		return out, err, timedOut
+	}
 	var fired atomic.Bool
 	var wg sync.WaitGroup
 	done := make(chan struct{})

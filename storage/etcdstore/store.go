@@ -29,7 +29,7 @@ const DefaultPrefix = "/rivet/"
 type Store struct {
 	cli    *clientv3.Client
 	kv     clientv3.KV // namespaced: keys are relative to the prefix
-	prefix string      // the namespace, for Watch, which does not use kv
+	prefix string      // the namespace, for Watch and Commit, which do not use kv
 	limits storage.Limits
 
 	closeOnce sync.Once
@@ -246,38 +246,49 @@ func (s *Store) Commit(ctx context.Context, txns ...storage.Txn) error {
 	if err := s.limits.Check(txns...); err != nil {
 		return err
 	}
+	// Sized up front: a packed batch holds hundreds of ops, and growing a
+	// slice of clientv3.Op (a large struct) by appends copied it over and
+	// over (a tenth of the bytes a node allocated under workflow load).
+	// For the same reason the keys are namespaced here, on the raw KV: the
+	// namespace wrapper would copy every op once more.
+	nConds, nOps := 0, 0
+	for i := range txns {
+		nConds += len(txns[i].Conds)
+		nOps += len(txns[i].Ops)
+	}
 	var (
 		fences []storage.Fence
-		cmps   []clientv3.Cmp
-		thens  []clientv3.Op
+		cmps   = make([]clientv3.Cmp, 0, nConds+1)
+		thens  = make([]clientv3.Op, 0, nOps)
 		elses  []clientv3.Op
 	)
 	for i := range txns {
 		t := &txns[i]
 		if f := t.Fence; f.Token != 0 && !slices.Contains(fences, f) {
 			fences = append(fences, f)
-			k := storage.OwnerKey(f.Partition)
+			k := s.prefix + storage.OwnerKey(f.Partition)
 			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(k), "=", f.Token))
 			elses = append(elses, clientv3.OpGet(k, clientv3.WithKeysOnly()))
 		}
 		for _, c := range t.Conds {
 			switch c.Kind {
 			case storage.CondAbsent:
-				cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(c.Key), "=", 0))
+				cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(s.prefix+c.Key), "=", 0))
 			case storage.CondPresent:
-				cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(c.Key), ">", 0))
+				cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(s.prefix+c.Key), ">", 0))
 			default:
 				return fmt.Errorf("%w: unknown cond kind %d", storage.ErrInvalidTxn, c.Kind)
 			}
 		}
 		for _, o := range t.Ops {
+			k := s.prefix + o.Key
 			switch o.Kind {
 			case storage.OpPut:
-				thens = append(thens, clientv3.OpPut(o.Key, string(o.Value)))
+				thens = append(thens, clientv3.OpPut(k, string(o.Value)))
 			case storage.OpDelete:
-				thens = append(thens, clientv3.OpDelete(o.Key))
+				thens = append(thens, clientv3.OpDelete(k))
 			case storage.OpDeletePrefix:
-				thens = append(thens, clientv3.OpDelete(o.Key, withEnd(rangeEnd(o.Key))))
+				thens = append(thens, clientv3.OpDelete(k, withEnd(rangeEnd(k))))
 			default:
 				return fmt.Errorf("%w: unknown op kind %d", storage.ErrInvalidTxn, o.Kind)
 			}
@@ -286,7 +297,7 @@ func (s *Store) Commit(ctx context.Context, txns ...storage.Txn) error {
 	if len(cmps) == 0 && len(thens) == 0 {
 		return nil
 	}
-	resp, err := s.kv.Txn(ctx).If(cmps...).Then(thens...).Else(elses...).Commit()
+	resp, err := s.cli.KV.Txn(ctx).If(cmps...).Then(thens...).Else(elses...).Commit()
 	if err != nil {
 		return mapErr(err)
 	}

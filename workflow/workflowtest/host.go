@@ -34,6 +34,9 @@ type Host[S any] struct {
 	// OnCommit, if set, is called after each commit with the history's
 	// paths, sorted, with the host's lock held.
 	OnCommit func(paths []string)
+	// OnBatch, if set, is called with each batch of history writes as it
+	// commits, with the host's lock held.
+	OnBatch func(batch []workflow.HistoryWrite)
 	// FailCommit, if set, is asked before commit number n applies: an
 	// error fails the commit (nothing applies) and is returned to the run,
 	// as a storage error would be.
@@ -432,6 +435,9 @@ func (a *activation[S]) commitLocked(writes []workflow.HistoryWrite, snap []byte
 	if crash && !crashAfter {
 		a.die()
 		return ErrCrash
+	}
+	if h.OnBatch != nil {
+		h.OnBatch(batch)
 	}
 	for i, w := range batch {
 		if w.Put != nil {
