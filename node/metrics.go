@@ -158,6 +158,7 @@ type collector struct {
 	forwards, claimed, handedOff      *prometheus.Desc
 	renewals, losses, members         *prometheus.Desc
 	commitFailures, commitRetries     *prometheus.Desc
+	commitStalls                      *prometheus.Desc
 	commitWaiting                     *prometheus.Desc
 	queued, sent, received            *prometheus.Desc
 	wfRunning, wfCompleted, wfFailed  *prometheus.Desc
@@ -184,6 +185,7 @@ func newCollector(n *Node) *collector {
 
 		commitFailures: d("rivet_commit_failures_total", "Transactions the group committer failed (fenced, condition failed, too large, store errors)."),
 		commitRetries:  d("rivet_commit_retries_total", "Store transactions the group committer sent to split a failed batch."),
+		commitStalls:   d("rivet_commit_stalls_total", "Store transactions still in flight after the committer's StallAfter (others then went around them)."),
 		commitWaiting:  d("rivet_commit_waiting", "Transactions queued in the group committer, not yet in a batch."),
 
 		queued:   d("rivet_queue_messages", "Pending queue messages of the actors in memory on this node, summed."),
@@ -200,7 +202,7 @@ func newCollector(n *Node) *collector {
 func (c *collector) descs() []*prometheus.Desc {
 	return []*prometheus.Desc{
 		c.active, c.commits, c.batches, c.partsOw, c.forwards, c.claimed, c.handedOff, c.renewals, c.losses, c.members,
-		c.commitFailures, c.commitRetries, c.commitWaiting, c.queued, c.sent, c.received,
+		c.commitFailures, c.commitRetries, c.commitStalls, c.commitWaiting, c.queued, c.sent, c.received,
 		c.wfRunning, c.wfCompleted, c.wfFailed, c.steps,
 	}
 }
@@ -243,6 +245,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	cs := c.n.committer.Stats()
 	counter(c.commitFailures, uint64(cs.Failed))
 	counter(c.commitRetries, uint64(cs.Retries))
+	counter(c.commitStalls, uint64(cs.Stalls))
 	gauge(c.commitWaiting, uint64(cs.Waiting))
 
 	gauge(c.queued, s.QueuedMessages)

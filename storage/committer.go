@@ -25,6 +25,18 @@ type CommitterConfig struct {
 	// Observer is told of every store transaction the Committer sends
 	// (for metrics). Nil means none.
 	Observer CommitObserver
+	// StallAfter is how long a packed transaction may be in flight before
+	// it stops counting against MaxInFlight, so that one stuck transaction
+	// does not stop every other writer of the node. etcd holds a proposal
+	// that was in flight when its leader died until its request timeout
+	// (about 6 s): with every slot taken by such batches, workflows of
+	// actors that had nothing to do with them stalled for seconds. Writes
+	// that conflict with a stalled batch still wait for it. Zero means
+	// 500 ms; at most MaxStalled batches are let through this way.
+	StallAfter time.Duration
+	// MaxStalled bounds the stalled batches in flight beyond MaxInFlight.
+	// Zero means 8.
+	MaxStalled int
 }
 
 // CommitObserver is told of the store transactions a Committer sends. Its
@@ -39,7 +51,7 @@ type CommitObserver interface {
 
 // DefaultCommitterConfig returns the configuration a node uses.
 func DefaultCommitterConfig() CommitterConfig {
-	return CommitterConfig{MaxInFlight: 2}
+	return CommitterConfig{MaxInFlight: 2, StallAfter: 500 * time.Millisecond, MaxStalled: 8}
 }
 
 // CommitterStats are a Committer's counters since it was made.
@@ -53,6 +65,8 @@ type CommitterStats struct {
 	Batches, BatchedTxns, MaxBatch int64
 	// Retries counts the store commits made to split failed batches.
 	Retries int64
+	// Stalls counts batches that stayed in flight past StallAfter.
+	Stalls int64
 	// Waiting is the number of txns queued and not yet in a batch.
 	Waiting int
 }
@@ -77,27 +91,33 @@ type CommitterStats struct {
 // failed, too large, invalid) is split in halves and each half retried, down
 // to single txns, so that every caller gets the result its txn has alone.
 //
+// A batch in flight longer than StallAfter (an etcd proposal lost with its
+// leader waits out etcd's request timeout) stops holding a slot: the txns
+// that do not touch its keys go on in new batches.
+//
 // Goroutines: NewCommitter starts none. Run runs the packer in the calling
-// goroutine and one goroutine per batch in flight (at most MaxInFlight), and
+// goroutine and one goroutine per batch in flight (at most MaxInFlight +
+// MaxStalled), and
 // waits for all of them before it returns. Commit may be called from any
 // goroutine, before or while Run runs.
 type Committer struct {
 	store       Store
 	limits      Limits
 	maxInFlight int
+	stallAfter  time.Duration
+	maxStalled  int
 	observer    CommitObserver // nil: none
 
 	// kick wakes the packer: a txn was queued or a batch finished.
 	kick chan struct{}
 
 	// mu guards the fields below.
-	mu       sync.Mutex
-	queue    []*request // waiting, oldest first
-	started  bool
-	stopped  bool
-	inflight int
-	// sizes holds the number of txns of each batch in flight.
-	sizes []int
+	mu      sync.Mutex
+	queue   []*request // waiting, oldest first
+	started bool
+	stopped bool
+	// flights are the batches in flight, oldest first.
+	flights []*flight
 	// nWaiting counts the queued requests in state reqWaiting.
 	nWaiting int
 	// busy holds the keys of the batches in flight.
@@ -106,7 +126,14 @@ type Committer struct {
 	// those of the txns it leaves behind), kept to reuse their maps.
 	in, deferred keySet
 
-	committed, failed, batches, batched, maxBatch, retries atomic.Int64
+	committed, failed, batches, batched, maxBatch, retries, stalls atomic.Int64
+}
+
+// flight is a batch in flight.
+type flight struct {
+	size    int
+	started time.Time
+	stalled bool // counted in stalls
 }
 
 // request states, guarded by Committer.mu.
@@ -132,8 +159,15 @@ type request struct {
 // NewCommitter returns a Committer over store. It starts no goroutine: call
 // Run.
 func NewCommitter(store Store, cfg CommitterConfig) *Committer {
+	d := DefaultCommitterConfig()
 	if cfg.MaxInFlight <= 0 {
-		cfg.MaxInFlight = DefaultCommitterConfig().MaxInFlight
+		cfg.MaxInFlight = d.MaxInFlight
+	}
+	if cfg.StallAfter <= 0 {
+		cfg.StallAfter = d.StallAfter
+	}
+	if cfg.MaxStalled <= 0 {
+		cfg.MaxStalled = d.MaxStalled
 	}
 	if cfg.Limits == (Limits{}) {
 		cfg.Limits = store.Limits()
@@ -142,6 +176,8 @@ func NewCommitter(store Store, cfg CommitterConfig) *Committer {
 		store:       store,
 		limits:      cfg.Limits,
 		maxInFlight: cfg.MaxInFlight,
+		stallAfter:  cfg.StallAfter,
+		maxStalled:  cfg.MaxStalled,
 		observer:    cfg.Observer,
 		kick:        make(chan struct{}, 1),
 		busy:        newKeySet(),
@@ -163,6 +199,7 @@ func (c *Committer) Stats() CommitterStats {
 		BatchedTxns: c.batched.Load(),
 		MaxBatch:    c.maxBatch.Load(),
 		Retries:     c.retries.Load(),
+		Stalls:      c.stalls.Load(),
 	}
 }
 
@@ -262,24 +299,40 @@ func (c *Committer) Run(ctx context.Context) error {
 
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	stallTimer := time.NewTimer(time.Hour)
+	defer stallTimer.Stop()
 	for ctx.Err() == nil {
 		c.mu.Lock()
-		for c.inflight < c.maxInFlight && c.worthSendingLocked() {
+		now := time.Now()
+		for c.roomLocked(now) && c.worthSendingLocked(now) {
 			b := c.packLocked()
 			if len(b) == 0 {
 				break
 			}
-			c.inflight++
-			c.sizes = append(c.sizes, len(b))
+			f := &flight{size: len(b), started: now}
+			c.flights = append(c.flights, f)
 			for _, r := range b {
 				c.busy.add(r)
 			}
-			wg.Go(func() { c.send(ctx, b) })
+			wg.Go(func() { c.send(ctx, b, f) })
+		}
+		// Txns left waiting behind batches in flight are looked at again
+		// when the oldest of those would count as stalled.
+		wait := time.Hour
+		if c.nWaiting > 0 {
+			for _, f := range c.flights {
+				if !f.stalled {
+					wait = max(f.started.Add(c.stallAfter).Sub(now), time.Millisecond)
+					break
+				}
+			}
 		}
 		c.mu.Unlock()
+		stallTimer.Reset(wait)
 
 		select {
 		case <-c.kick:
+		case <-stallTimer.C:
 		case <-ctx.Done():
 		}
 	}
@@ -309,14 +362,42 @@ func (c *Committer) Run(ctx context.Context) error {
 // larger batch. Sending every txn as soon as a slot is free would fill the
 // slots with batches of one or two (the first callers back from the last
 // batch), each paying a whole store round trip.
-func (c *Committer) worthSendingLocked() bool {
+func (c *Committer) worthSendingLocked(now time.Time) bool {
 	if c.nWaiting == 0 {
 		return false
 	}
-	if c.inflight == 0 {
-		return true
+	largest := 0
+	for _, f := range c.flights {
+		if !c.stalledLocked(f, now) {
+			largest = max(largest, f.size)
+		}
 	}
-	return c.nWaiting >= slices.Max(c.sizes)
+	return c.nWaiting >= largest
+}
+
+// stalledLocked reports whether f has been in flight past StallAfter, and
+// counts it the first time it does.
+func (c *Committer) stalledLocked(f *flight, now time.Time) bool {
+	if !f.stalled && now.Sub(f.started) >= c.stallAfter {
+		f.stalled = true
+		c.stalls.Add(1)
+	}
+	return f.stalled
+}
+
+// roomLocked reports whether another batch may go: fewer than MaxInFlight
+// batches in flight that have not stalled, and at most MaxStalled more.
+func (c *Committer) roomLocked(now time.Time) bool {
+	if len(c.flights) >= c.maxInFlight+c.maxStalled {
+		return false
+	}
+	active := 0
+	for _, f := range c.flights {
+		if !c.stalledLocked(f, now) {
+			active++
+		}
+	}
+	return active < c.maxInFlight
 }
 
 // packLocked takes the next batch out of the queue.
@@ -374,7 +455,7 @@ func (c *Committer) packLocked() []*request {
 
 // send commits one batch, splitting it on failure, then frees its slot
 // and keys.
-func (c *Committer) send(ctx context.Context, b []*request) {
+func (c *Committer) send(ctx context.Context, b []*request, f *flight) {
 	n := int64(len(b))
 	c.batches.Add(1)
 	c.batched.Add(n)
@@ -387,9 +468,8 @@ func (c *Committer) send(ctx context.Context, b []*request) {
 	c.commit(ctx, b, false)
 
 	c.mu.Lock()
-	c.inflight--
-	if i := slices.Index(c.sizes, len(b)); i >= 0 {
-		c.sizes = slices.Delete(c.sizes, i, i+1)
+	if i := slices.Index(c.flights, f); i >= 0 {
+		c.flights = slices.Delete(c.flights, i, i+1)
 	}
 	for _, r := range b {
 		c.busy.remove(r)

@@ -23,7 +23,11 @@ func (h *holdStore) Commit(ctx context.Context, txns ...Txn) error {
 	h.batches = append(h.batches, txns)
 	hold := h.hold
 	h.mu.Unlock()
-	<-hold
+	select {
+	case <-hold:
+	case <-ctx.Done(): // the Committer stops
+		return ctx.Err()
+	}
 	return h.Store.Commit(ctx, txns...)
 }
 
@@ -305,4 +309,61 @@ func contains(ks []string, k string) bool {
 		}
 	}
 	return false
+}
+
+// A batch stuck in the store (as a proposal lost with etcd's leader is)
+// stops holding its slot after StallAfter: a txn on other keys commits
+// while it hangs, and a txn on its keys waits for it.
+func TestCommitterStalledBatchDoesNotStopOthers(t *testing.T) {
+	m := NewMemory()
+	defer m.Close()
+	stuck := make(chan struct{})
+	h := &holdStore{Store: m, hold: stuck}
+	c := NewCommitter(h, CommitterConfig{MaxInFlight: 1, StallAfter: 50 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	runDone := make(chan error)
+	go func() { runDone <- c.Run(ctx) }()
+	defer func() { cancel(); <-runDone }()
+
+	commit := func(key string) chan error {
+		done := make(chan error, 1)
+		go func() { done <- c.Commit(ctx, Txn{Ops: []Op{Put(key, []byte("v"))}}) }()
+		return done
+	}
+	batches := func() int { h.mu.Lock(); defer h.mu.Unlock(); return len(h.batches) }
+	first := commit("a") // stuck in the store
+	waitUntil(t, "the first batch in flight", func() bool { return batches() == 1 })
+	h.mu.Lock()
+	h.hold = closedChan() // later batches go through
+	h.mu.Unlock()
+	same := commit("a")
+	other := commit("b")
+	select {
+	case err := <-other:
+		if err != nil {
+			t.Fatalf("commit of b: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a txn on other keys waited for the stuck batch")
+	}
+	select {
+	case err := <-same:
+		t.Fatalf("a txn on the stuck batch's key went ahead of it: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	if st := c.Stats(); st.Stalls != 1 {
+		t.Fatalf("stalls = %d, want 1", st.Stalls)
+	}
+	close(stuck)
+	for _, ch := range []chan error{first, same} {
+		if err := <-ch; err != nil {
+			t.Fatalf("commit of a: %v", err)
+		}
+	}
+}
+
+func closedChan() chan struct{} {
+	ch := make(chan struct{})
+	close(ch)
+	return ch
 }
