@@ -412,7 +412,10 @@ func (h *Host) Call(ctx context.Context, req CallRequest) (_ json.RawMessage, er
 	if chain == "" {
 		chain = h.newChain()
 	}
-	var result json.RawMessage
+	var (
+		result json.RawMessage
+		read   bool // a read-only action ran to the end
+	)
 	_, _, err = h.turn(ctx, TurnAction, req.Ref, sp, req.CreateIfMissing, req.Input, chain, func(a *activation) error {
 		env := rivet.Env{Ctx: ctx, Name: a.ref.Name, Key: a.ref.Key, Client: &hostClient{h: h, chain: chain, from: a}}
 		res, err := act.Invoke(env, a.state, args)
@@ -435,10 +438,22 @@ func (h *Host) Call(ctx context.Context, req CallRequest) (_ json.RawMessage, er
 			return rivet.Errorf(rivet.ErrTooLarge, "result of %s is %d bytes, the limit is %d", req.Action, len(result), h.cfg.MaxResultBytes)
 		}
 		if act.ReadOnly {
+			read = true
 			return nil
 		}
 		return a.saveState()
 	})
+	if err != nil && read && !errors.Is(err, context.Canceled) {
+		// The read ran, but the state it saw was not yet durable and the
+		// write making it so failed (the actor is reloaded from storage).
+		// The read changed nothing, so whatever that write's outcome, a
+		// retry is safe: say UNAVAILABLE, which clients retry, rather than
+		// the write's "outcome unknown", which they must not.
+		var re *rivet.Error
+		if errors.As(err, &re) && (re.Kind == rivet.ErrTimeout || re.Kind == rivet.ErrUnavailable) && ctx.Err() == nil {
+			return nil, rivet.Errorf(rivet.ErrUnavailable, "%s %s: the state it read was not durable yet and the write failed; retry (%v)", req.Ref.Name, req.Action, err)
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
