@@ -32,6 +32,7 @@ type opLoad struct {
 	errs      int
 	cancelled int
 	firstErr  error
+	slow      []string // operations that took over half a second, for debugging
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup
 	started   time.Time
@@ -73,10 +74,12 @@ func (l *opLoad) increment(ctx context.Context, cl *client.Client, key string) {
 	l.incTried[key]++
 	l.mu.Unlock()
 	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	t0 := time.Now()
 	_, err := cl.GetOrCreate("counter", key).Call(cctx, "increment", 1)
 	cancel()
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.noteSlow("increment", key, t0, err)
 	if err == nil {
 		l.incAcked[key]++
 	} else {
@@ -86,15 +89,23 @@ func (l *opLoad) increment(ctx context.Context, cl *client.Client, key string) {
 
 func (l *opLoad) send(ctx context.Context, cl *client.Client, key, text string) {
 	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	t0 := time.Now()
 	err := cl.GetOrCreate("reminderActor", key).Send(cctx, "reminders", map[string]any{"text": text, "at": 0})
 	cancel()
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.noteSlow("send", key, t0, err)
 	if err == nil {
 		l.acked[text] = key
 	} else {
 		l.failed[text] = key
 		l.fail(ctx, err)
+	}
+}
+
+func (l *opLoad) noteSlow(op, key string, t0 time.Time, err error) {
+	if d := time.Since(t0); d > 500*time.Millisecond {
+		l.slow = append(l.slow, fmt.Sprintf("%s %s at %s took %v (%v)", op, key, t0.Format("15:04:05.000"), d.Round(time.Millisecond), err))
 	}
 }
 
