@@ -1,7 +1,6 @@
 package node_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"net"
@@ -19,6 +18,7 @@ import (
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/client"
 	"github.com/rivet-go/rivet/examples/counter"
+	"github.com/rivet-go/rivet/internal/metricstest"
 	"github.com/rivet-go/rivet/node"
 	"github.com/rivet-go/rivet/workflow"
 )
@@ -62,37 +62,11 @@ var metricsFailing = rivet.Actor[struct{}]{
 	},
 }
 
-// scrape reads /metrics into series ("name" or "name{labels}") and their
-// values, and sums of each name over its label sets.
+// scrape reads the node's /metrics.
 func scrape(t *testing.T, addr string) (series, sums map[string]float64) {
 	t.Helper()
-	resp, err := http.Get("http://" + addr + "/metrics")
+	series, sums, err := metricstest.Scrape("http://" + addr + "/metrics")
 	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	series, sums = map[string]float64{}, map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		if i < 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			continue
-		}
-		s := line[:i]
-		series[s] = v
-		name, _, _ := strings.Cut(s, "{")
-		sums[name] += v
-	}
-	if err := sc.Err(); err != nil {
 		t.Fatal(err)
 	}
 	return series, sums

@@ -268,10 +268,17 @@ func (c *Committer) newRequest(txn Txn) (*request, error) {
 	if txn.Fence.Token != 0 {
 		r.fenceBytes = fenceBytes(txn.Fence.Partition)
 	}
-	for _, cd := range txn.Conds {
+	r.indexKeys()
+	return r, nil
+}
+
+// indexKeys sorts the keys of r's txn into those it reads, writes and
+// deletes by prefix, and the directories that hold them.
+func (r *request) indexKeys() {
+	for _, cd := range r.txn.Conds {
 		r.reads = append(r.reads, cd.Key)
 	}
-	for _, o := range txn.Ops {
+	for _, o := range r.txn.Ops {
 		if o.Kind == OpDeletePrefix {
 			r.prefixes = append(r.prefixes, o.Key)
 		} else {
@@ -279,7 +286,6 @@ func (c *Committer) newRequest(txn Txn) (*request, error) {
 		}
 	}
 	r.scopes = scopesOf(r)
-	return r, nil
 }
 
 // Run packs and sends batches until ctx is done. Then it fails the waiting

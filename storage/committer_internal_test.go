@@ -235,17 +235,7 @@ func TestKeySetConflictsMatchesNaive(t *testing.T) {
 			}
 		}
 		r := &request{txn: txn}
-		for _, cd := range txn.Conds {
-			r.reads = append(r.reads, cd.Key)
-		}
-		for _, o := range txn.Ops {
-			if o.Kind == OpDeletePrefix {
-				r.prefixes = append(r.prefixes, o.Key)
-			} else {
-				r.writes = append(r.writes, o.Key)
-			}
-		}
-		r.scopes = scopesOf(r)
+		r.indexKeys()
 		return r
 	}
 	// naive: r conflicts with a if they overlap and one side writes.

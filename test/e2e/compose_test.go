@@ -1,17 +1,14 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -20,6 +17,7 @@ import (
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/client"
 	"github.com/rivet-go/rivet/examples/exampleapi"
+	"github.com/rivet-go/rivet/internal/metricstest"
 )
 
 // composeCmd returns the compose command of this machine.
@@ -550,28 +548,9 @@ func composeRestart(e *composeEnv) {
 // composeMetrics reads node1's /metrics through its published HTTP port,
 // after the loads above: what an operator scrapes is there and counts.
 func composeMetrics(e *composeEnv) {
-	resp, err := http.Get("http://" + e.https[0] + "/metrics")
+	_, sums, err := metricstest.Scrape("http://" + e.https[0] + "/metrics")
 	if err != nil {
 		e.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	sums := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		sp := strings.LastIndexByte(line, ' ')
-		name := line[:sp]
-		if i := strings.IndexByte(name, '{'); i >= 0 {
-			name = name[:i]
-		}
-		v, err := strconv.ParseFloat(line[sp+1:], 64)
-		if err == nil {
-			sums[name] += v
-		}
 	}
 	var got []string
 	for _, m := range []string{
