@@ -279,8 +279,11 @@ func composeKill(e *composeEnv) {
 	// The reminders are sent at once (one after another they took seconds
 	// under the load, and came due before the kill they were meant to
 	// outlive); the kill comes 1 s before the first is due.
+	// docker-compose itself takes a second or two: name the victim first.
+	victim := e.container("node3")
+	probe := e.probeKey("node3")
 	const reminders = 30
-	dueFrom := time.Now().Add(5 * time.Second)
+	dueFrom := time.Now().Add(4 * time.Second)
 	onVictim := 0
 	sent := make(chan error, reminders)
 	for i := range reminders {
@@ -301,8 +304,6 @@ func composeKill(e *composeEnv) {
 	if onVictim == 0 {
 		e.t.Fatalf("no reminder sleeps on node3; the test proves nothing")
 	}
-	probe := e.probeKey("node3")
-	victim := e.container("node3") // docker-compose itself takes a second or two
 	if time.Until(dueFrom) < 1500*time.Millisecond {
 		e.t.Fatalf("sending the reminders took until %v before they are due; the kill must come before", time.Until(dueFrom))
 	}
