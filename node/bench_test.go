@@ -46,7 +46,8 @@ func startEcho(b *testing.B) testgrpc.TestServiceClient {
 	return testgrpc.NewTestServiceClient(conn)
 }
 
-func startNode(b *testing.B) *client.Client {
+// benchClient starts a node with the examples and returns a client of it.
+func benchClient(b *testing.B) *client.Client {
 	reg, err := examples.Registry()
 	if err != nil {
 		b.Fatal(err)
@@ -55,15 +56,7 @@ func startNode(b *testing.B) *client.Client {
 	cfg.Logger = zap.NewNop()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	n, err := node.Start(ctx, cfg, reg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		sctx, scancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer scancel()
-		_ = n.Stop(sctx)
-	})
+	n := startNode(b, ctx, cfg, reg)
 	c, err := client.New(n.GRPCAddr())
 	if err != nil {
 		b.Fatal(err)
@@ -84,7 +77,7 @@ func startNode(b *testing.B) *client.Client {
 //
 // Reported: calls/s and p50/p99 latency in microseconds.
 func BenchmarkCalls(b *testing.B) {
-	c := startNode(b)
+	c := benchClient(b)
 	echo := startEcho(b)
 	ctx := context.Background()
 	payload := &testgrpc.SimpleRequest{Payload: &testgrpc.Payload{Body: []byte("[1]")}}

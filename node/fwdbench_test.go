@@ -57,19 +57,8 @@ func BenchmarkForwarding(b *testing.B) {
 		cfg.HTTPAddr = "-"
 		cfg.Join = join
 		cfg.Logger = zap.NewNop()
-		n, err := node.Start(startCtx, cfg, reg)
-		if err != nil {
-			b.Fatal(err)
-		}
 		// Cleanups run last-registered first: node b, then a, then etcd.
-		b.Cleanup(func() {
-			sctx, scancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer scancel()
-			if err := n.Stop(sctx); err != nil {
-				b.Errorf("stop %s: %v", id, err)
-			}
-		})
-		return n
+		return startNode(b, startCtx, cfg, reg)
 	}
 	na := start("a", nil)
 	nb := start("b", []string{na.GossipAddr()})

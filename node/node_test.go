@@ -25,6 +25,25 @@ func TestMain(m *testing.M) {
 	)
 }
 
+// startNode starts a node for a test or a benchmark and stops it at
+// cleanup. Cleanups run last-registered first, so nodes stop before the
+// etcd that a test started for them.
+func startNode(tb testing.TB, ctx context.Context, cfg node.Config, reg *rivet.Registry) *node.Node {
+	tb.Helper()
+	n, err := node.Start(ctx, cfg, reg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := n.Stop(sctx); err != nil {
+			tb.Errorf("stop %s: %v", n.ID(), err)
+		}
+	})
+	return n
+}
+
 func get(t *testing.T, url string) (int, string) {
 	t.Helper()
 	resp, err := http.Get(url)

@@ -61,18 +61,7 @@ func TestClusterWithMutualTLSAndToken(t *testing.T) {
 		cfg.Logger = zap.NewNop()
 		cfg.TLSCertFile, cfg.TLSKeyFile, cfg.TLSClientCAFile = file(certs.NodeFile), file(certs.NodeKeyFile), file(certs.CAFile)
 		cfg.Token = token
-		n, err := node.Start(ctx, cfg, reg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			sctx, c := context.WithTimeout(context.Background(), 20*time.Second)
-			defer c()
-			if err := n.Stop(sctx); err != nil {
-				t.Errorf("stop %s: %v", id, err)
-			}
-		})
-		return n
+		return startNode(t, ctx, cfg, reg)
 	}
 	a := start("a", nil)
 	b := start("b", []string{a.GossipAddr()})
@@ -241,15 +230,7 @@ func TestExternalEtcdOverTLS(t *testing.T) {
 	cfg.EtcdCAFile, cfg.EtcdCertFile, cfg.EtcdKeyFile = file(certs.CAFile), file(certs.ClientFile), file(certs.ClientKeyFile)
 	cfg.GossipAddr, cfg.HTTPAddr = "-", "-"
 	cfg.Logger = zap.NewNop()
-	n, err := node.Start(ctx, cfg, reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := n.Stop(ctx); err != nil {
-			t.Errorf("stop: %v", err)
-		}
-	}()
+	n := startNode(t, ctx, cfg, reg)
 	c, err := client.New(n.GRPCAddr())
 	if err != nil {
 		t.Fatal(err)
