@@ -323,12 +323,13 @@ func (c *Committer) Run(ctx context.Context) error {
 			wg.Go(func() { c.send(ctx, b, f) })
 		}
 		// Txns left waiting behind batches in flight are looked at again
-		// when the oldest of those would count as stalled.
+		// when the oldest of those would count as stalled (at the cap of
+		// stalled batches, only a batch's end can make room: it kicks).
 		wait := time.Hour
-		if c.nWaiting > 0 {
+		if c.nWaiting > 0 && len(c.flights) < c.maxInFlight+c.maxStalled {
 			for _, f := range c.flights {
-				if !f.stalled {
-					wait = max(f.started.Add(c.stallAfter).Sub(now), time.Millisecond)
+				if !c.stalledLocked(f, now) {
+					wait = f.started.Add(c.stallAfter).Sub(now)
 					break
 				}
 			}
