@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -43,11 +44,16 @@ type composeEnv struct {
 	clients []*client.Client
 }
 
-func (e *composeEnv) run(args ...string) string {
-	e.t.Helper()
+// command is args run in the repository with the project's environment.
+func (e *composeEnv) command(args ...string) *exec.Cmd {
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Dir, cmd.Env = e.root, append(os.Environ(), e.env...)
-	out, err := cmd.CombinedOutput()
+	return cmd
+}
+
+func (e *composeEnv) run(args ...string) string {
+	e.t.Helper()
+	out, err := e.command(args...).CombinedOutput()
 	if err != nil {
 		e.t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
 	}
@@ -56,7 +62,12 @@ func (e *composeEnv) run(args ...string) string {
 
 func (e *composeEnv) compose(args ...string) string {
 	e.t.Helper()
-	return e.run(append(append([]string{}, e.base...), args...)...)
+	return e.run(e.composeArgs(args...)...)
+}
+
+// composeArgs is the compose command line for the project's args.
+func (e *composeEnv) composeArgs(args ...string) []string {
+	return append(slices.Clone(e.base), args...)
 }
 
 func (e *composeEnv) container(svc string) string {
@@ -65,9 +76,7 @@ func (e *composeEnv) container(svc string) string {
 }
 
 func (e *composeEnv) logs() string {
-	cmd := exec.Command(e.base[0], append(e.base[1:], "logs", "--no-color", "--tail", "40")...)
-	cmd.Dir, cmd.Env = e.root, append(os.Environ(), e.env...)
-	out, _ := cmd.CombinedOutput()
+	out, _ := e.command(e.composeArgs("logs", "--no-color", "--tail", "40")...).CombinedOutput()
 	return string(out)
 }
 
@@ -93,10 +102,14 @@ func (e *composeEnv) logsSince(since time.Time, svcs ...string) string {
 func (e *composeEnv) waitHealthy(within time.Duration, svcs ...string) {
 	e.t.Helper()
 	deadline := time.Now().Add(within)
+	var ctrs []string // named once: each docker-compose call takes a second or so
+	for _, svc := range svcs {
+		ctrs = append(ctrs, e.container(svc))
+	}
 	for {
 		healthy := 0
-		for _, svc := range svcs {
-			out, _ := exec.Command("docker", "inspect", "-f", "{{.State.Health.Status}}", e.container(svc)).Output()
+		for _, ctr := range ctrs {
+			out, _ := exec.Command("docker", "inspect", "-f", "{{.State.Health.Status}}", ctr).Output()
 			if strings.TrimSpace(string(out)) == "healthy" {
 				healthy++
 			}
@@ -208,11 +221,7 @@ func TestComposeCluster(t *testing.T) {
 		e.ports, e.https = append(e.ports, p), append(e.https, h)
 		e.env = append(e.env, fmt.Sprintf("RIVET_PORT%d=%s", i, p[strings.LastIndex(p, ":")+1:]), fmt.Sprintf("RIVET_HTTP%d=%s", i, h[strings.LastIndex(h, ":")+1:]))
 	}
-	t.Cleanup(func() {
-		cmd := exec.Command(e.base[0], append(e.base[1:], "down", "-v", "-t", "5")...)
-		cmd.Dir, cmd.Env = root, append(os.Environ(), e.env...)
-		_ = cmd.Run()
-	})
+	t.Cleanup(func() { _ = e.command(e.composeArgs("down", "-v", "-t", "5")...).Run() })
 	e.compose("up", "-d", "node1", "node2", "node3")
 	e.waitHealthy(3*time.Minute, "node1", "node2", "node3")
 	for _, p := range e.ports {
@@ -271,15 +280,17 @@ func composeScaleOut(e *composeEnv) {
 // in containers.
 func composeKill(e *composeEnv) {
 	load := startLoad(e.clients[:2], 4, 12, "k")
+	defer load.stop()
 	ctx := context.Background()
 	tab, err := e.clients[0].Partitions(ctx)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	// The reminders are sent at once (one after another they took seconds
+	owner := ownersOf(tab).of
+	// The victim is named first (docker-compose takes a second or two) and
+	// the reminders are sent at once (one after another they took seconds
 	// under the load, and came due before the kill they were meant to
 	// outlive); the kill comes 1 s before the first is due.
-	// docker-compose itself takes a second or two: name the victim first.
 	victim := e.container("node3")
 	probe := e.probeKey("node3")
 	const reminders = 30
@@ -288,7 +299,7 @@ func composeKill(e *composeEnv) {
 	sent := make(chan error, reminders)
 	for i := range reminders {
 		key := fmt.Sprintf("kr%d", i)
-		if ownersOf(tab).of("reminderActor", key) == "node3" {
+		if owner("reminderActor", key) == "node3" {
 			onVictim++
 		}
 		at := dueFrom.Add(time.Duration(i) * 20 * time.Millisecond)
@@ -350,7 +361,7 @@ func composeKill(e *composeEnv) {
 					}
 					mu.Lock()
 					worst = max(worst, late)
-					lates = append(lates, fmt.Sprintf("%s@%s:%v", key, ownersOf(tab).of("reminderActor", key), late.Round(10*time.Millisecond)))
+					lates = append(lates, fmt.Sprintf("%s@%s:%v", key, owner("reminderActor", key), late.Round(10*time.Millisecond)))
 					mu.Unlock()
 					return
 				}
@@ -380,12 +391,6 @@ func composeKill(e *composeEnv) {
 	}
 	sort.Strings(lates)
 	e.t.Logf("reminders (key@owner before the kill:late): %v", lates)
-	if os.Getenv("RIVET_COMPOSE_DEBUG") != "" {
-		load.mu.Lock()
-		e.t.Logf("killed at %s; slow operations: %v", killed.Format("15:04:05.000"), load.slow)
-		load.mu.Unlock()
-		e.t.Logf("node logs since the kill:\n%s", e.logsSince(killed.Add(-time.Second), "node1", "node2"))
-	}
 	if limit := leaseTTL + 4*time.Second; worst > limit {
 		e.t.Errorf("a reminder fired %v after its time, over %v: %v\n%s", worst, limit, lates, e.logsSince(killed.Add(-time.Second), "node1", "node2"))
 	}
@@ -400,6 +405,7 @@ func composeKill(e *composeEnv) {
 // connected again.
 func composeDisconnect(e *composeEnv) {
 	load := startLoad(e.clients[:2], 4, 12, "n")
+	defer load.stop()
 	time.Sleep(time.Second)
 	probe := e.probeKey("node3")
 	ctr, network := e.container("node3"), e.project+"_default"
