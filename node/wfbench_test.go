@@ -3,8 +3,10 @@ package node_test
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -55,6 +57,15 @@ var stepper = rivet.Actor[stepperState]{
 
 var benchSteps atomic.Value
 
+// processCPU returns the CPU time (user and system) the process has used.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 // benchRun makes the actor keys of every run unique (-count reruns).
 var benchRun atomic.Int64
 
@@ -92,6 +103,9 @@ func BenchmarkWorkflowSteps(b *testing.B) {
 		for range b.N {
 			stepsDone.Store(0)
 			st0 := n.Host().Stats()
+			var ms0 runtime.MemStats
+			runtime.ReadMemStats(&ms0)
+			cpu0 := processCPU(b)
 			start := time.Now()
 			// Create the workflows from 64 callers, as clients would.
 			var wg sync.WaitGroup
@@ -127,6 +141,14 @@ func BenchmarkWorkflowSteps(b *testing.B) {
 			if workflows > 1 && total-steadySteps > total/2 {
 				b.ReportMetric(float64(total-steadySteps)/time.Since(steadyFrom).Seconds(), "steady-steps/s")
 			}
+			// Figures the load of other processes does not change much:
+			// the process's CPU time and heap allocations per step, etcd's
+			// included (it runs in this process).
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			b.ReportMetric(float64((processCPU(b)-cpu0).Microseconds())/float64(total), "cpu-µs/step")
+			b.ReportMetric(float64(ms.Mallocs-ms0.Mallocs)/float64(total), "allocs/step")
+			b.ReportMetric(float64(ms.TotalAlloc-ms0.TotalAlloc)/float64(total), "B/step")
 			st := n.Host().Stats()
 			b.ReportMetric(float64(st.Commits-st0.Commits)/float64(total), "commits/step")
 			b.ReportMetric(float64(st.Commits-st0.Commits)/float64(max(st.CommitBatches-st0.CommitBatches, 1)), "txns/batch")

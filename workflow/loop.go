@@ -99,14 +99,20 @@ func pendingPrune(ws []HistoryWrite) bool {
 }
 
 // loop runs iterations of body from the recorded one on. Its progress (next
-// iteration, state, time) is recorded after each iteration and committed
-// with the next commit; every interval iterations, and at the end, it
-// prunes. The end commits at once; a periodic prune goes with the next
-// commit, like the progress it belongs to (usually the next iteration's
-// first step), which saves a commit round trip per interval: until then
-// the stored history holds at most interval+size iterations, the bound
-// pruning promises, and a replay that finds the prune lost prunes again.
-// A prune still pending at the next one is committed on its own first.
+// iteration, state, time) is recorded at checkpoints only: every interval
+// iterations, where it prunes, and at the end. Rivet writes the loop entry
+// after every iteration; that doubles the keys a step in a loop writes
+// (its entry, the state, and the loop's progress), and etcd's cost is per
+// key. Between checkpoints nothing is lost: a replay starts at the last
+// checkpoint and re-runs the body of the iterations after it from their
+// recorded entries, which pruning has kept (it never deletes past the
+// checkpoint it records with). The end commits at once; a periodic
+// checkpoint and its prune go with the next commit (usually the next
+// iteration's first step), which saves a commit round trip per interval:
+// until then the stored history holds at most interval+size iterations,
+// the bound pruning promises, and a replay that finds the prune lost
+// prunes again. A prune still pending at the next one is committed on its
+// own first.
 func (x *cx) loop(name string, interval, size int, initial json.RawMessage, body func(ix *cx, state json.RawMessage) (json.RawMessage, bool, error)) (json.RawMessage, string, error) {
 	if err := x.begin(); err != nil {
 		return nil, "", err
@@ -135,6 +141,12 @@ func (x *cx) loop(name string, interval, size int, initial json.RawMessage, body
 		e = &Entry{Path: path, Seq: seq, Kind: KindLoop, Status: StatusPending, State: initial}
 		t.record(HistoryWrite{Put: e})
 	}
+	// A loop that never prunes still checkpoints, so that a replay does
+	// not re-run its whole history.
+	every := interval
+	if every <= 0 {
+		every = DefaultHistoryPruneInterval
+	}
 	for {
 		if err := t.stopped(true); err != nil {
 			return nil, path, err
@@ -151,7 +163,7 @@ func (x *cx) loop(name string, interval, size int, initial json.RawMessage, body
 		ne.Iteration++
 		ne.State = state
 		ne.Time = t.now
-		due := interval > 0 && ne.Iteration%interval == 0
+		due := ne.Iteration%every == 0
 		var trees []string
 		if interval > 0 && (brk || due) {
 			trees, ne.PrunedBefore = prunePlan(path, e.PrunedBefore, ne.Iteration, size)
@@ -159,6 +171,11 @@ func (x *cx) loop(name string, interval, size int, initial json.RawMessage, body
 		if brk {
 			ne.Status = StatusCompleted
 			ne.Output, ne.State = state, nil
+		}
+		if !brk && !due {
+			// Not a checkpoint: the progress lives in memory only.
+			e = ne
+			continue
 		}
 		if len(trees) > 0 && pendingPrune(t.pending) {
 			// The last prune has not gone out yet (the iterations since

@@ -216,13 +216,15 @@ func TestLoopPruneRidesWithNextCommit(t *testing.T) {
 }
 
 // TestLoopResumesAtRecordedIteration crashes a loop mid-way: the next
-// activation starts from the recorded iteration and state, without
-// re-running the iterations before it.
+// activation starts from the last checkpoint (every prune interval) and
+// its state, without re-running the iterations before it; the iterations
+// after it replay from their recorded entries, their steps not re-run.
 func TestLoopResumesAtRecordedIteration(t *testing.T) {
 	h := newHost(log{})
 	starts := map[int]int{}
 	wf := func(c *logCtx) error {
-		_, err := workflow.LoopWith(c, workflow.LoopOptions[int]{Name: "l", State: 100}, func(c *logCtx, v int) (int, error) {
+		opts := workflow.LoopOptions[int]{Name: "l", State: 100, HistoryPruneInterval: 2}
+		_, err := workflow.LoopWith(c, opts, func(c *logCtx, v int) (int, error) {
 			i := v - 100
 			starts[i]++
 			if err := c.Step("s", func(s *logStep) error {
@@ -238,7 +240,10 @@ func TestLoopResumesAtRecordedIteration(t *testing.T) {
 		})
 		return err
 	}
-	h.CrashAt(5, false) // the step of iteration 4
+	// Commits: the steps of iterations 0-3, the third with the checkpoint
+	// "next is 2"; the fifth, iteration 4's step with the checkpoint
+	// "next is 4", crashes.
+	h.CrashAt(5, false)
 	out := drive(t, h, wf)
 	if out.Status != workflow.RunCompleted {
 		t.Fatalf("outcome %+v", out)
@@ -246,9 +251,10 @@ func TestLoopResumesAtRecordedIteration(t *testing.T) {
 	if want := []string{"100", "101", "102", "103", "104", "105", "106"}; !reflect.DeepEqual(h.State().Log, want) {
 		t.Fatalf("log %v", h.State().Log)
 	}
-	// Iteration 4 ran twice (its commit crashed); 3 ran again on replay
-	// because its end was not yet committed; 0-2 were never re-run.
-	if want := map[int]int{0: 1, 1: 1, 2: 1, 3: 2, 4: 2, 5: 1, 6: 1}; !reflect.DeepEqual(starts, want) {
+	// Iteration 4 ran twice (its commit crashed); 2 and 3 replayed from
+	// the checkpoint "next is 2" (their steps did not run again: the log
+	// holds each value once); 0 and 1 were never re-run.
+	if want := map[int]int{0: 1, 1: 1, 2: 2, 3: 2, 4: 2, 5: 1, 6: 1}; !reflect.DeepEqual(starts, want) {
 		t.Fatalf("iteration starts %v, want %v", starts, want)
 	}
 }
