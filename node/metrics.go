@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -35,9 +36,11 @@ type metrics struct {
 	// no label lookup.
 	turns [runtime.NumTurnKinds]prometheus.Observer
 
-	callDur prometheus.Histogram
+	callDur *prometheus.HistogramVec
 	calls   *prometheus.CounterVec
-	callsOK prometheus.Counter // calls' child for "ok"
+	// byActor holds, per actor name, the children of callDur and calls
+	// that every call uses, so that the hot path does one map read.
+	byActor sync.Map // string -> *actorCalls
 
 	batchTxns, batchOps, commitDur prometheus.Histogram
 }
@@ -54,15 +57,15 @@ func newMetrics() *metrics {
 			Help:    "Time an actor turn held the actor's gate (the action's or step's code and its writes, not the commit), by kind: action, send, step, receive, admin.",
 			Buckets: []float64{5e-6, 10e-6, 25e-6, 50e-6, 100e-6, 250e-6, 500e-6, .001, .0025, .005, .01, .025, .1, 1, 10},
 		}, []string{"kind"}),
-		callDur: prometheus.NewHistogram(prometheus.HistogramOpts{
+		callDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "rivet_call_duration_seconds",
-			Help:    "Time from admitting an action call on the node that runs it until its reply is ready (its writes durable), whatever the outcome.",
+			Help:    "Time from admitting an action call on the node that runs it until its reply is ready (its writes durable), by actor name and outcome (ok or error).",
 			Buckets: []float64{100e-6, 250e-6, 500e-6, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
-		}),
+		}, []string{"actor", "outcome"}),
 		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "rivet_calls_total",
-			Help: "Action calls run by this node (forwarded calls count on the node that runs them), by outcome: ok, or the error's group.code (user for errors actors return on purpose, canceled).",
-		}, []string{"code"}),
+			Help: "Action calls run by this node (forwarded calls count on the node that runs them), by actor name (empty for an unregistered name) and outcome: ok, or the error's group.code (user for errors actors return on purpose, canceled).",
+		}, []string{"actor", "code"}),
 		batchTxns: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "rivet_commit_batch_size",
 			Help:    "Callers' transactions per store (etcd) transaction of the group committer.",
@@ -82,8 +85,25 @@ func newMetrics() *metrics {
 	for k := range runtime.NumTurnKinds {
 		m.turns[k] = m.turnDur.WithLabelValues(runtime.TurnKind(k).String())
 	}
-	m.callsOK = m.calls.WithLabelValues("ok")
 	return m
+}
+
+// actorCalls are the call series of one actor name that every call uses.
+type actorCalls struct {
+	durOK, durErr prometheus.Observer
+	ok            prometheus.Counter
+}
+
+func (m *metrics) actorCalls(actor string) *actorCalls {
+	if ac, ok := m.byActor.Load(actor); ok {
+		return ac.(*actorCalls)
+	}
+	ac, _ := m.byActor.LoadOrStore(actor, &actorCalls{
+		durOK:  m.callDur.WithLabelValues(actor, "ok"),
+		durErr: m.callDur.WithLabelValues(actor, "error"),
+		ok:     m.calls.WithLabelValues(actor, "ok"),
+	})
+	return ac.(*actorCalls)
 }
 
 // Turn implements runtime.Observer.
@@ -94,13 +114,15 @@ func (m *metrics) Turn(kind runtime.TurnKind, took time.Duration) {
 }
 
 // Call implements runtime.Observer.
-func (m *metrics) Call(took time.Duration, err error) {
-	m.callDur.Observe(took.Seconds())
+func (m *metrics) Call(actor string, took time.Duration, err error) {
+	ac := m.actorCalls(actor)
 	if err == nil {
-		m.callsOK.Inc()
+		ac.durOK.Observe(took.Seconds())
+		ac.ok.Inc()
 		return
 	}
-	m.calls.WithLabelValues(callCode(err)).Inc()
+	ac.durErr.Observe(took.Seconds())
+	m.calls.WithLabelValues(actor, callCode(err)).Inc()
 }
 
 // StoreCommit implements storage.CommitObserver.

@@ -161,6 +161,11 @@ func TestMetricsAfterLoadAndReadiness(t *testing.T) {
 	if _, err := c.Actor("counter", "m0").Call(ctx, "nope"); !errors.Is(err, rivet.ErrUnknownAction) {
 		t.Fatalf("unknown action: %v", err)
 	}
+	// An unregistered name counts under actor="": bad input makes up no
+	// label values.
+	if _, err := c.Actor("noSuchActor", "x").Call(ctx, "get"); !errors.Is(err, rivet.ErrUnknownActor) {
+		t.Fatalf("unknown actor: %v", err)
+	}
 	w := c.Actor("metricsWorker", "w")
 	for i := range 5 {
 		if err := w.Send(ctx, "jobs", Job{N: i}); err != nil {
@@ -178,7 +183,10 @@ func TestMetricsAfterLoadAndReadiness(t *testing.T) {
 
 	nonZero := []string{
 		// counters
-		`rivet_calls_total{code="ok"}`, `rivet_calls_total{code="actor.unknown_action"}`,
+		`rivet_calls_total{actor="counter",code="ok"}`, `rivet_calls_total{actor="counter",code="actor.unknown_action"}`,
+		`rivet_calls_total{actor="",code="actor.unknown_actor"}`,
+		`rivet_call_duration_seconds_count{actor="counter",outcome="ok"}`,
+		`rivet_call_duration_seconds_count{actor="counter",outcome="error"}`,
 		"rivet_commits_total", "rivet_commit_batches_total", "rivet_partitions_claimed_total", "rivet_lease_renewals_total",
 		"rivet_queue_messages_sent_total", "rivet_queue_messages_received_total",
 		`rivet_workflow_steps_total{status="completed"}`, `rivet_workflow_steps_total{status="failed"}`,
@@ -238,8 +246,13 @@ func TestMetricsAfterLoadAndReadiness(t *testing.T) {
 	if got := series[`rivet_workflow_steps_total{status="completed"}`]; got != 5 {
 		t.Errorf("completed steps = %v, want 5", got)
 	}
-	if got := series[`rivet_calls_total{code="ok"}`]; got < 20 {
-		t.Errorf(`rivet_calls_total{code="ok"} = %v, want at least 20`, got)
+	if got := series[`rivet_calls_total{actor="counter",code="ok"}`]; got != 20 {
+		t.Errorf(`rivet_calls_total{actor="counter",code="ok"} = %v, want 20`, got)
+	}
+	for s := range series {
+		if strings.Contains(s, "noSuchActor") {
+			t.Errorf("a series is labelled by an unregistered actor name: %s", s)
+		}
 	}
 	for s := range series {
 		if strings.Contains(s, `key=`) {

@@ -388,11 +388,13 @@ func (h *Host) Call(ctx context.Context, req CallRequest) (_ json.RawMessage, er
 	defer h.end()
 	h.calls.Add(1)
 	t0 := time.Now()
-	defer func() { h.cfg.Observer.Call(time.Since(t0), err) }()
+	actor := ""
+	defer func() { h.cfg.Observer.Call(actor, time.Since(t0), err) }()
 	sp, err := h.spec(req.Ref.Name)
 	if err != nil {
 		return nil, err
 	}
+	actor = req.Ref.Name
 	act, ok := sp.Actions[req.Action]
 	if !ok {
 		return nil, rivet.Errorf(rivet.ErrUnknownAction, "actor %s has no action %q", sp.Name, req.Action)

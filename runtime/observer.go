@@ -46,12 +46,14 @@ type Observer interface {
 	Turn(kind TurnKind, took time.Duration)
 	// Call reports one action call from after it was admitted until its
 	// reply was ready (its writes durable), and how it ended: nil, or an
-	// error that wraps a rivet sentinel or a context error.
-	Call(took time.Duration, err error)
+	// error that wraps a rivet sentinel or a context error. actor is the
+	// actor's registered name, or "" if the call named no registered
+	// actor (so that bad input cannot make up label values).
+	Call(actor string, took time.Duration, err error)
 }
 
 // nopObserver is the Observer of a Host configured without one.
 type nopObserver struct{}
 
-func (nopObserver) Turn(TurnKind, time.Duration) {}
-func (nopObserver) Call(time.Duration, error)    {}
+func (nopObserver) Turn(TurnKind, time.Duration)      {}
+func (nopObserver) Call(string, time.Duration, error) {}

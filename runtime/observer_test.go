@@ -28,7 +28,7 @@ func (o *recordObserver) Turn(kind runtime.TurnKind, took time.Duration) {
 	o.turns[kind]++
 }
 
-func (o *recordObserver) Call(took time.Duration, err error) {
+func (o *recordObserver) Call(actor string, took time.Duration, err error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.calls++
