@@ -4,7 +4,8 @@ package workflow_test
 // in-memory host: the workflows are the example actors' own (package
 // examples/seed, whose tests run them on a real node); here the engine runs
 // them with simulated time. Their HTTP calls go to an in-process API
-// (exampleapi) and their calls to other actors to the functions in workers.
+// (exampleapi) and their calls to other actors to those actors' actions
+// (workers).
 
 import (
 	"context"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/caller"
 	"github.com/rivet-go/rivet/examples/exampleapi"
 	"github.com/rivet-go/rivet/examples/seed"
@@ -141,18 +143,22 @@ func TestSeedFanInOut(t *testing.T) {
 	}
 }
 
-// workers answers the example actors' calls to other actors as those
-// actors' actions do.
-func workers(clock *workflowtest.Clock) actorsClient {
+// workers answers the example actors' calls to other actors with the
+// called example actor's own action, run on a fresh state (the workers keep
+// none). The exception is the primary service, whose fetchValue waits 500 ms
+// of real time: its stand-in lets them pass on the simulated clock instead.
+func workers(t *testing.T, clock *workflowtest.Clock) actorsClient {
+	t.Helper()
+	specs := map[string]*rivet.Spec{}
+	for _, d := range []rivet.Definition{seed.ShardActor, seed.WorkerActor, seed.ChildWorkerActor, seed.FallbackServiceActor} {
+		sp, err := d.Spec()
+		if err != nil {
+			t.Fatal(err)
+		}
+		specs[sp.Name] = sp
+	}
 	return func(ctx context.Context, name, key, action string, args []any) (any, error) {
-		switch name + "." + action {
-		case "shardActor.compute":
-			return args[0].(int) * 10, nil
-		case "workerActor.runTask":
-			return args[0].(int) * 2, nil
-		case "childWorkerActor.process":
-			return args[0].(int) * 3, nil
-		case "primaryServiceActor.fetchValue":
+		if name == seed.PrimaryServiceActor.Name && action == "fetchValue" {
 			// Slower than the race's 200 ms timeout: time passes once the
 			// timeout branch sleeps (its timer and this step's timeout).
 			if err := clock.WaitTimers(ctx, 2); err != nil {
@@ -161,16 +167,34 @@ func workers(clock *workflowtest.Clock) actorsClient {
 			clock.Advance(500 * time.Millisecond)
 			<-ctx.Done()
 			return nil, ctx.Err()
-		case "fallbackServiceActor.fetchValue":
-			return "fallback", nil
 		}
-		return nil, fmt.Errorf("no action %s.%s", name, action)
+		sp, ok := specs[name]
+		if !ok {
+			return nil, fmt.Errorf("no actor %s", name)
+		}
+		a, ok := sp.Actions[action]
+		if !ok || a.Arity != len(args) {
+			return nil, fmt.Errorf("no action %s.%s of %d arguments", name, action, len(args))
+		}
+		raw := make([]json.RawMessage, len(args))
+		for i, arg := range args {
+			b, err := json.Marshal(arg)
+			if err != nil {
+				return nil, err
+			}
+			raw[i] = b
+		}
+		state, err := sp.NewState(nil)
+		if err != nil {
+			return nil, err
+		}
+		return a.Invoke(rivet.Env{Ctx: ctx, Name: name, Key: []string{key}}, state, raw)
 	}
 }
 
 func TestSeedScatterGather(t *testing.T) {
 	h := newHost(seed.ScatterGatherActor.State)
-	h.Client = workers(h.Clock)
+	h.Client = workers(t, h.Clock)
 	h.Send("scatter", seed.ScatterMessage{Input: 2})
 	driveSeed(t, h, seed.ScatterGatherActor.Run, 1)
 	if got := h.State().LastSum; got != 60 {
@@ -195,7 +219,7 @@ func TestSeedPollBackoff(t *testing.T) {
 
 func TestSeedCoordinator(t *testing.T) {
 	h := newHost(seed.CoordinatorActor.State)
-	h.Client = workers(h.Clock)
+	h.Client = workers(t, h.Clock)
 	h.Send("task", seed.TaskMessage{TaskID: "t-1", WorkerID: "w-1", Value: 21})
 	driveSeed(t, h, seed.CoordinatorActor.Run, 1)
 	if got := h.State(); got.LastTaskID == nil || *got.LastTaskID != "t-1" || got.LastResult != 42 {
@@ -205,7 +229,7 @@ func TestSeedCoordinator(t *testing.T) {
 
 func TestSeedChildWorkers(t *testing.T) {
 	h := newHost(seed.OrchestratorActor.State)
-	h.Client = workers(h.Clock)
+	h.Client = workers(t, h.Clock)
 	h.Send("batch", seed.BatchMessage{Payload: 5})
 	driveSeed(t, h, seed.OrchestratorActor.Run, 1)
 	if got := h.State().LastTotal; got != 45 {
@@ -215,7 +239,7 @@ func TestSeedChildWorkers(t *testing.T) {
 
 func TestSeedTimeoutFallback(t *testing.T) {
 	h := newHost(seed.TimeoutFallbackActor.State)
-	h.Client = workers(h.Clock)
+	h.Client = workers(t, h.Clock)
 	h.Send("request", struct{}{})
 	driveSeed(t, h, seed.TimeoutFallbackActor.Run, 0)
 	if got := h.State(); got != (seed.TimeoutFallbackState{LastSource: "fallback", LastValue: "fallback"}) {
