@@ -75,11 +75,19 @@ func TestMain(m *testing.M) {
 // ports known to every node before any starts, so they cannot be ":0". The
 // port is drawn below Linux's ephemeral range (32768 and up), so that no
 // outgoing connection of this machine can take it between this check and
-// the node's bind.
+// the node's bind. A port is never handed out twice by one test binary:
+// a port is free here until its node binds it, so without that two nodes
+// of one cluster could draw the same one (seen once: "bind: address
+// already in use" from a node's gossip listener).
 func freePort(t testing.TB) string {
 	t.Helper()
+	portsMu.Lock()
+	defer portsMu.Unlock()
 	for range 1000 {
 		addr := fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(12000))
+		if portsGiven[addr] {
+			continue
+		}
 		l, err := net.Listen("tcp", addr)
 		if err != nil {
 			continue
@@ -90,11 +98,17 @@ func freePort(t testing.TB) string {
 			continue
 		}
 		u.Close()
+		portsGiven[addr] = true
 		return addr
 	}
 	t.Fatal("no free loopback port in 20000-31999")
 	return ""
 }
+
+var (
+	portsMu    sync.Mutex
+	portsGiven = map[string]bool{}
+)
 
 // nodeProc is one node process. Its data dir and etcd ports outlive the
 // process, so start can run it again after a kill.
