@@ -167,3 +167,68 @@ func TestPeerServerShutdownEndsStreams(t *testing.T) {
 		t.Fatalf("call after Shutdown: %v, want UNAVAILABLE saying it was not sent", err)
 	}
 }
+
+// The caller's deadline reaches the owner: its work sees the deadline and
+// ends with it, and the caller gets DEADLINE_EXCEEDED. Workers the stream
+// keeps for reuse serve each request in that request's own context.
+func TestPeerStreamCarriesDeadlines(t *testing.T) {
+	f := servertest.NewFake()
+	ended := make(chan error, 1)
+	f.CallFunc = func(ctx context.Context, req runtime.CallRequest) (json.RawMessage, error) {
+		switch req.Action {
+		case "deadline":
+			d, ok := ctx.Deadline()
+			if !ok {
+				return json.RawMessage(`0`), nil
+			}
+			return json.Marshal(time.Until(d).Milliseconds())
+		case "block":
+			<-ctx.Done()
+			ended <- ctx.Err()
+			return nil, ctx.Err()
+		}
+		return nil, rivet.Errorf(rivet.ErrUnknownAction, "no %s", req.Action)
+	}
+	pc, _ := peerPair(t, f)
+	cl := rivetv1.NewActorServiceClient(pc)
+	ref := &rivetv1.ActorRef{Name: "counter", Key: []string{"a"}}
+	remaining := func(ctx context.Context) int64 {
+		t.Helper()
+		resp, err := cl.Call(ctx, &rivetv1.CallRequest{Actor: ref, Action: "deadline", Args: []byte(`[]`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ms int64
+		if err := json.Unmarshal(resp.GetResult(), &ms); err != nil {
+			t.Fatal(err)
+		}
+		return ms
+	}
+	// Twice each way, so that a reused worker serves the second call.
+	for range 2 {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		ms := remaining(ctx)
+		cancel()
+		if ms <= 0 || ms > time.Minute.Milliseconds() {
+			t.Fatalf("owner saw %d ms left, want (0, 60000]", ms)
+		}
+		if ms := remaining(context.Background()); ms != 0 {
+			t.Fatalf("owner saw a deadline (%d ms left) on a call without one", ms)
+		}
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	_, err := cl.Call(ctx, &rivetv1.CallRequest{Actor: ref, Action: "block", Args: []byte(`[]`)})
+	if status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("call past its deadline: %v, want DEADLINE_EXCEEDED", err)
+	}
+	select {
+	case err := <-ended:
+		if err == nil {
+			t.Fatal("owner's work ended without an error")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("owner's work did not end with the caller's deadline")
+	}
+}
