@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	spb "google.golang.org/genproto/googleapis/rpc/status"
@@ -53,78 +54,143 @@ func (p *PeerServer) Register(gs *grpc.Server) { rivetv1.RegisterPeerServiceServ
 // Forward implements rivetv1.PeerServiceServer.
 func (p *PeerServer) Forward(stream rivetv1.PeerService_ForwardServer) error {
 	ctx, cancel := context.WithCancel(stream.Context())
-	defer cancel()
-	var (
-		sendMu  sync.Mutex
-		mu      sync.Mutex
-		cancels = map[uint64]context.CancelFunc{}
-		wg      sync.WaitGroup
-	)
-	defer wg.Wait()
-	defer cancel() // before Wait: the requests in flight end first
-	send := func(r *rivetv1.ForwardResponse) {
-		sendMu.Lock()
-		defer sendMu.Unlock()
-		_ = stream.Send(r) // a broken stream ends Recv too
-	}
+	f := &forwardStream{p: p, stream: stream, ctx: ctx, cancels: map[uint64]context.CancelFunc{}, work: make(chan forwardCall)}
+	defer f.workers.Wait()
+	defer cancel() // before Wait: the requests in flight and idle workers end first
 	// Recv runs apart, so that Shutdown can end the stream while it waits.
-	reqs := make(chan *rivetv1.ForwardRequest)
+	// It hands each request straight to a worker: a request costs one
+	// switch of goroutine on this side of the stream, not two.
+	received := make(chan struct{})
 	go func() {
-		defer close(reqs)
-		for {
-			req, err := stream.Recv()
-			if err != nil {
-				return
-			}
-			select {
-			case reqs <- req:
-			case <-ctx.Done():
-				return
-			}
-		}
+		defer close(received)
+		f.receive()
 	}()
+	select {
+	case <-received:
+		f.stop()
+		return nil
+	case <-p.stopping:
+		// Every request taken is answered before the stream ends, so
+		// whatever the peer still waits for was never run.
+		f.stop()
+		f.inflight.Wait()
+		return status.Error(codes.Unavailable, "peer: node stopping: "+notSentMark)
+	}
+}
+
+// maxIdleWorkers bounds the goroutines a stream keeps waiting for its next
+// request. Reusing a worker saves starting a goroutine and growing its
+// stack again through the handlers (a measurable part of a forwarded
+// read-only call); more than this stay only while their requests run.
+const maxIdleWorkers = 16
+
+// forwardStream is the owner's side of one PeerService stream.
+type forwardStream struct {
+	p      *PeerServer
+	stream rivetv1.PeerService_ForwardServer
+	ctx    context.Context // ends with the stream
+	sendMu sync.Mutex
+
+	mu       sync.Mutex
+	stopped  bool                          // no new requests, no new workers
+	cancels  map[uint64]context.CancelFunc // of the requests in flight
+	inflight sync.WaitGroup
+	workers  sync.WaitGroup
+
+	// work hands a request to an idle worker; idle counts them.
+	work chan forwardCall
+	idle atomic.Int32
+}
+
+// stop refuses every request from now on; after it, workers only end.
+func (f *forwardStream) stop() {
+	f.mu.Lock()
+	f.stopped = true
+	f.mu.Unlock()
+}
+
+// receive takes the stream's requests until it ends or is stopped.
+func (f *forwardStream) receive() {
 	for {
-		var req *rivetv1.ForwardRequest
-		select {
-		case r, ok := <-reqs:
-			if !ok {
-				return nil
-			}
-			req = r
-		case <-p.stopping:
-			// Every request taken is answered before the stream ends, so
-			// whatever the peer still waits for was never run.
-			wg.Wait()
-			return status.Error(codes.Unavailable, "peer: node stopping: "+notSentMark)
+		req, err := f.stream.Recv()
+		if err != nil {
+			return
 		}
 		if req.GetCancel() {
-			mu.Lock()
-			if c := cancels[req.GetId()]; c != nil {
+			f.mu.Lock()
+			if c := f.cancels[req.GetId()]; c != nil {
 				c()
 			}
-			mu.Unlock()
+			f.mu.Unlock()
 			continue
 		}
-		rctx := context.WithValue(ctx, peerKey{}, req.GetChain())
-		var rcancel context.CancelFunc
-		if ms := req.GetTimeoutMs(); ms > 0 {
-			rctx, rcancel = context.WithTimeout(rctx, time.Duration(ms)*time.Millisecond)
-		} else {
-			rctx, rcancel = context.WithCancel(rctx)
+		if !f.start(req) {
+			return
 		}
-		mu.Lock()
-		cancels[req.GetId()] = rcancel
-		mu.Unlock()
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			resp := p.serve(rctx, req)
-			mu.Lock()
-			delete(cancels, req.GetId())
-			mu.Unlock()
-			rcancel()
-			send(resp)
-		}()
+	}
+}
+
+// start runs req on an idle worker, or a new one; false once stopped.
+func (f *forwardStream) start(req *rivetv1.ForwardRequest) bool {
+	f.mu.Lock()
+	if f.stopped {
+		f.mu.Unlock()
+		return false
+	}
+	// Registered here, not in the worker, so that a cancel that follows
+	// at once on the stream finds it.
+	rctx := context.WithValue(f.ctx, peerKey{}, req.GetChain())
+	var rcancel context.CancelFunc
+	if ms := req.GetTimeoutMs(); ms > 0 {
+		rctx, rcancel = context.WithTimeout(rctx, time.Duration(ms)*time.Millisecond)
+	} else {
+		rctx, rcancel = context.WithCancel(rctx)
+	}
+	f.cancels[req.GetId()] = rcancel
+	f.inflight.Add(1)
+	c := forwardCall{ctx: rctx, cancel: rcancel, req: req}
+	select {
+	case f.work <- c: // an idle worker took it
+	default:
+		f.workers.Add(1) // under mu, with stopped false: before any Wait
+		go f.worker(c)
+	}
+	f.mu.Unlock()
+	return true
+}
+
+// forwardCall is one request taken, with the context it runs in.
+type forwardCall struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	req    *rivetv1.ForwardRequest
+}
+
+// worker serves c, then waits for more while fewer than maxIdleWorkers
+// others do, until the stream ends.
+func (f *forwardStream) worker(c forwardCall) {
+	defer f.workers.Done()
+	for {
+		resp := f.p.serve(c.ctx, c.req)
+		f.mu.Lock()
+		delete(f.cancels, c.req.GetId())
+		f.mu.Unlock()
+		c.cancel()
+		f.sendMu.Lock()
+		_ = f.stream.Send(resp) // a broken stream ends Recv too
+		f.sendMu.Unlock()
+		f.inflight.Done()
+		if f.idle.Add(1) > maxIdleWorkers {
+			f.idle.Add(-1)
+			return
+		}
+		select {
+		case c = <-f.work:
+			f.idle.Add(-1)
+		case <-f.ctx.Done():
+			f.idle.Add(-1)
+			return
+		}
 	}
 }
 
