@@ -170,16 +170,28 @@ type forwardCall struct {
 // others do, until the stream ends.
 func (f *forwardStream) worker(c forwardCall) {
 	defer f.workers.Done()
+	// What serving a request needs, made once per worker rather than per
+	// request: the response (Send marshals it before it returns) and the
+	// decoder the handler calls.
+	var (
+		req  *rivetv1.ForwardRequest
+		resp rivetv1.ForwardResponse
+		dec  = func(m any) error { return proto.Unmarshal(req.GetRequest(), m.(proto.Message)) }
+	)
 	for {
-		resp := f.p.serve(c.ctx, c.req)
+		req = c.req
+		f.p.serve(c.ctx, req, dec, &resp)
 		f.mu.Lock()
-		delete(f.cancels, c.req.GetId())
+		delete(f.cancels, req.GetId())
 		f.mu.Unlock()
 		c.cancel()
 		f.sendMu.Lock()
-		_ = f.stream.Send(resp) // a broken stream ends Recv too
+		_ = f.stream.Send(&resp) // a broken stream ends Recv too
 		f.sendMu.Unlock()
 		f.inflight.Done()
+		if cap(resp.Response) > maxPooledRequest {
+			resp.Response = nil
+		}
 		if f.idle.Add(1) > maxIdleWorkers {
 			f.idle.Add(-1)
 			return
@@ -194,27 +206,27 @@ func (f *forwardStream) worker(c forwardCall) {
 	}
 }
 
-// serve runs one forwarded request.
-func (p *PeerServer) serve(ctx context.Context, req *rivetv1.ForwardRequest) *rivetv1.ForwardResponse {
-	out := &rivetv1.ForwardResponse{Id: req.GetId()}
+// serve runs one forwarded request, whose body dec decodes, and sets out
+// to its response (reusing out's buffer).
+func (p *PeerServer) serve(ctx context.Context, req *rivetv1.ForwardRequest, dec func(any) error, out *rivetv1.ForwardResponse) {
+	*out = rivetv1.ForwardResponse{Id: req.GetId(), Response: out.Response[:0]}
 	h, ok := p.methods[req.GetMethod()]
 	if !ok {
 		out.Status = statusBytes(status.New(codes.Unimplemented, "peer: no forwardable method "+req.GetMethod()))
-		return out
+		return
 	}
-	dec := func(m any) error { return proto.Unmarshal(req.GetRequest(), m.(proto.Message)) }
 	resp, err := h(p.srv, ctx, dec, nil)
 	if err != nil {
 		out.Status = statusBytes(status.Convert(err))
-		return out
+		return
 	}
-	b, err := proto.Marshal(resp.(proto.Message))
+	b, err := proto.MarshalOptions{}.MarshalAppend(out.Response, resp.(proto.Message))
 	if err != nil {
+		out.Response = nil
 		out.Status = statusBytes(status.New(codes.Internal, "peer: marshal response: "+err.Error()))
-		return out
+		return
 	}
 	out.Response = b
-	return out
 }
 
 func statusBytes(st *status.Status) []byte {
@@ -346,10 +358,13 @@ func (c *PeerConn) receive(s *peerStream) {
 
 // Invoke implements grpc.ClientConnInterface.
 func (c *PeerConn) Invoke(ctx context.Context, method string, args, reply any, _ ...grpc.CallOption) error {
-	b, err := proto.Marshal(args.(proto.Message))
+	req := forwardRequests.Get().(*rivetv1.ForwardRequest)
+	defer putForwardRequest(req)
+	b, err := proto.MarshalOptions{}.MarshalAppend(req.Request[:0], args.(proto.Message))
 	if err != nil {
 		return status.Error(codes.Internal, "peer: marshal request: "+err.Error())
 	}
+	req.Method, req.Request = method, b
 	if err := c.ready(ctx); err != nil {
 		return notSentErr(err)
 	}
@@ -357,7 +372,6 @@ func (c *PeerConn) Invoke(ctx context.Context, method string, args, reply any, _
 	if err != nil {
 		return notSentErr(err)
 	}
-	req := &rivetv1.ForwardRequest{Method: method, Request: b}
 	if md, ok := metadata.FromOutgoingContext(ctx); ok {
 		if v := md.Get(ChainKey); len(v) > 0 {
 			req.Chain = v[0]
@@ -366,18 +380,20 @@ func (c *PeerConn) Invoke(ctx context.Context, method string, args, reply any, _
 	if d, ok := ctx.Deadline(); ok {
 		req.TimeoutMs = max(time.Until(d).Milliseconds(), 1)
 	}
-	ch := make(chan *rivetv1.ForwardResponse, 1)
+	ch := replyChans.Get().(chan *rivetv1.ForwardResponse)
 	s.mu.Lock()
 	if s.err != nil {
 		s.mu.Unlock()
+		replyChans.Put(ch) // never shared
 		return notSentErr(s.err)
 	}
 	s.nextID++
-	req.Id = s.nextID
-	s.pending[req.Id] = ch
+	id := s.nextID
+	req.Id = id
+	s.pending[id] = ch
 	s.mu.Unlock()
 	s.sendMu.Lock()
-	err = s.stream.Send(req)
+	err = s.stream.Send(req) // marshals req: it can be reused once Send returns
 	s.sendMu.Unlock()
 	if err != nil {
 		// A failed Send sent nothing (gRPC aborts the stream instead).
@@ -395,12 +411,18 @@ func (c *PeerConn) Invoke(ctx context.Context, method string, args, reply any, _
 			s.mu.Unlock()
 		}
 		s.mu.Lock()
-		delete(s.pending, req.Id)
+		delete(s.pending, id)
 		s.mu.Unlock()
 		return notSentErr(err)
 	}
 	select {
 	case resp, ok := <-ch:
+		if ok {
+			// The receive loop forgot ch as it sent on it: no one else
+			// holds it now. A closed ch, or one a cancelled call left
+			// behind, which a late response may still fill, is not reused.
+			replyChans.Put(ch)
+		}
 		if !ok {
 			s.mu.Lock()
 			serr := s.err
@@ -427,13 +449,33 @@ func (c *PeerConn) Invoke(ctx context.Context, method string, args, reply any, _
 		return nil
 	case <-ctx.Done():
 		s.mu.Lock()
-		delete(s.pending, req.Id)
+		delete(s.pending, id)
 		s.mu.Unlock()
 		s.sendMu.Lock()
-		_ = s.stream.Send(&rivetv1.ForwardRequest{Id: req.Id, Cancel: true})
+		_ = s.stream.Send(&rivetv1.ForwardRequest{Id: id, Cancel: true})
 		s.sendMu.Unlock()
 		return status.FromContextError(ctx.Err()).Err()
 	}
+}
+
+// Pools of what every forwarded call needs and no one keeps once it
+// returns: each costs an allocation per call otherwise, and the
+// forwarding node spends most of its time on allocations.
+var (
+	forwardRequests = sync.Pool{New: func() any { return new(rivetv1.ForwardRequest) }}
+	replyChans      = sync.Pool{New: func() any { return make(chan *rivetv1.ForwardResponse, 1) }}
+)
+
+// maxPooledRequest is the largest request buffer kept for reuse, so that
+// one large call does not keep its buffer for ever.
+const maxPooledRequest = 64 << 10
+
+func putForwardRequest(r *rivetv1.ForwardRequest) {
+	if cap(r.Request) > maxPooledRequest {
+		return
+	}
+	*r = rivetv1.ForwardRequest{Request: r.Request[:0]}
+	forwardRequests.Put(r)
 }
 
 // NewStream implements grpc.ClientConnInterface: streams are not forwarded.
