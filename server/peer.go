@@ -393,7 +393,9 @@ func (c *PeerConn) Invoke(ctx context.Context, method string, args, reply any, _
 	s.pending[id] = ch
 	s.mu.Unlock()
 	s.sendMu.Lock()
-	err = s.stream.Send(req) // marshals req: it can be reused once Send returns
+	// Send marshals req before it returns (what gRPC keeps for a retry is
+	// the encoding), so req goes back to its pool when Invoke returns.
+	err = s.stream.Send(req)
 	s.sendMu.Unlock()
 	if err != nil {
 		// A failed Send sent nothing (gRPC aborts the stream instead).
@@ -417,12 +419,6 @@ func (c *PeerConn) Invoke(ctx context.Context, method string, args, reply any, _
 	}
 	select {
 	case resp, ok := <-ch:
-		if ok {
-			// The receive loop forgot ch as it sent on it: no one else
-			// holds it now. A closed ch, or one a cancelled call left
-			// behind, which a late response may still fill, is not reused.
-			replyChans.Put(ch)
-		}
 		if !ok {
 			s.mu.Lock()
 			serr := s.err
@@ -436,6 +432,10 @@ func (c *PeerConn) Invoke(ctx context.Context, method string, args, reply any, _
 			}
 			return status.Error(codes.Unavailable, "peer stream broke during the call")
 		}
+		// The receive loop forgot ch as it sent on it: no one else holds
+		// it now. A closed ch, or one a cancelled call left behind (which
+		// a late response may still fill), is never reused.
+		replyChans.Put(ch)
 		if len(resp.GetStatus()) > 0 {
 			var sp spb.Status
 			if err := proto.Unmarshal(resp.GetStatus(), &sp); err != nil {
@@ -459,8 +459,8 @@ func (c *PeerConn) Invoke(ctx context.Context, method string, args, reply any, _
 }
 
 // Pools of what every forwarded call needs and no one keeps once it
-// returns: each costs an allocation per call otherwise, and the
-// forwarding node spends most of its time on allocations.
+// returns: allocation is the largest cost the forwarding node's own code
+// adds to a call, and each of these would be one per call.
 var (
 	forwardRequests = sync.Pool{New: func() any { return new(rivetv1.ForwardRequest) }}
 	replyChans      = sync.Pool{New: func() any { return make(chan *rivetv1.ForwardResponse, 1) }}

@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"strings"
 	"sync"
@@ -117,11 +118,16 @@ func TestPeerStreamCarriesCallsErrorsChainsAndCancels(t *testing.T) {
 		t.Fatal("cancelled call did not return")
 	}
 
-	// Many calls at once share the stream.
+	// Many calls at once share the stream, each getting its own answer
+	// (the stream reuses what calls leave behind, the cancelled one's too).
 	errs := make(chan error, 50)
-	for range 50 {
+	for i := range 50 {
 		go func() {
-			_, err := cl.Call(ctx, &rivetv1.CallRequest{Actor: ref, Action: "echo", Args: []byte(`[3]`)})
+			args := fmt.Sprintf("[%d]", i)
+			resp, err := cl.Call(ctx, &rivetv1.CallRequest{Actor: ref, Action: "echo", Args: []byte(args)})
+			if err == nil && string(resp.GetResult()) != args {
+				err = fmt.Errorf("call with %s got %s", args, resp.GetResult())
+			}
 			errs <- err
 		}()
 	}
