@@ -24,6 +24,7 @@ const fwdPartitions = 64
 type fwdResult struct {
 	rate     float64
 	p50, p99 time.Duration
+	cpu      time.Duration // CPU time of the whole process per call
 }
 
 // BenchmarkForwarding measures action calls in a two-node cluster (nodes
@@ -39,7 +40,9 @@ type fwdResult struct {
 // concurrent callers share one client per target node. Reported: calls/s,
 // p50/p99 latency in microseconds, and for forwarded cases the ratio to the
 // direct case measured just before (x-direct); a table of all cases is
-// printed at the end.
+// printed at the end. Also reported: allocations and CPU time (user and
+// system, of this whole process) per call, which hold up when other work
+// shares the machine, as calls/s do not.
 func BenchmarkForwarding(b *testing.B) {
 	reg, err := examples.Registry()
 	if err != nil {
@@ -150,7 +153,10 @@ func BenchmarkForwarding(b *testing.B) {
 						}
 					}
 					sa0, sb0 := na.Host().Stats(), nb.Host().Stats()
+					b.ReportAllocs()
+					cpu0 := processCPU(b)
 					rate, all := driveCallers(b, do)
+					cpu := processCPU(b) - cpu0
 					// Every call must have been served by node a, whichever
 					// node received it.
 					sa, sb := na.Host().Stats(), nb.Host().Stats()
@@ -164,6 +170,7 @@ func BenchmarkForwarding(b *testing.B) {
 						rate: rate,
 						p50:  all[len(all)/2],
 						p99:  all[len(all)*99/100],
+						cpu:  cpu / time.Duration(b.N),
 					}
 					// The last run (the one at the full -benchtime) is the
 					// one the table keeps.
@@ -171,6 +178,7 @@ func BenchmarkForwarding(b *testing.B) {
 					b.ReportMetric(r.rate, "calls/s")
 					b.ReportMetric(float64(r.p50.Microseconds()), "p50-µs")
 					b.ReportMetric(float64(r.p99.Microseconds()), "p99-µs")
+					b.ReportMetric(float64(r.cpu.Nanoseconds())/1e3, "cpu-µs/call")
 					if target != "direct" {
 						if d, ok := results[fmt.Sprintf("%s/callers=%d/direct", action, callers)]; ok {
 							b.ReportMetric(r.rate/d.rate, "x-direct")
@@ -183,8 +191,8 @@ func BenchmarkForwarding(b *testing.B) {
 	}
 
 	fmt.Printf("\nforwarded vs direct (two nodes and etcd in one process, every actor on node a)\n")
-	fmt.Printf("%-7s %7s | %9s %9s %9s | %9s %9s %9s | %10s | %s\n",
-		"action", "callers", "direct/s", "p50", "p99", "fwd/s", "p50", "p99", "fwd/direct", "routed/direct")
+	fmt.Printf("%-7s %7s | %9s %9s %9s %8s | %9s %9s %9s %8s | %10s | %s\n",
+		"action", "callers", "direct/s", "p50", "p99", "cpu/call", "fwd/s", "p50", "p99", "cpu/call", "fwd/direct", "routed/direct")
 	for _, action := range actions {
 		for _, callers := range callerCounts {
 			d, dok := results[fmt.Sprintf("%s/callers=%d/direct", action, callers)]
@@ -196,8 +204,8 @@ func BenchmarkForwarding(b *testing.B) {
 			if r, ok := results[fmt.Sprintf("%s/callers=%d/routed", action, callers)]; ok {
 				routed = fmt.Sprintf("%.2fx", r.rate/d.rate)
 			}
-			fmt.Printf("%-7s %7d | %9.0f %9s %9s | %9.0f %9s %9s | %9.2fx | %s\n", action, callers,
-				d.rate, fwdDur(d.p50), fwdDur(d.p99), f.rate, fwdDur(f.p50), fwdDur(f.p99), f.rate/d.rate, routed)
+			fmt.Printf("%-7s %7d | %9.0f %9s %9s %8s | %9.0f %9s %9s %8s | %9.2fx | %s\n", action, callers,
+				d.rate, fwdDur(d.p50), fwdDur(d.p99), fwdDur(d.cpu), f.rate, fwdDur(f.p50), fwdDur(f.p99), fwdDur(f.cpu), f.rate/d.rate, routed)
 		}
 	}
 }

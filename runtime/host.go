@@ -211,15 +211,22 @@ func (h *Host) newChain() string {
 // locate returns where an actor lives: its encoded key, partition and
 // storage prefix.
 func (h *Host) locate(ref Ref) (enc string, part uint32, prefix string, err error) {
-	if err := rivet.ValidateName("actor name", ref.Name); err != nil {
+	if enc, part, err = h.place(ref); err != nil {
 		return "", 0, "", err
+	}
+	return enc, part, storage.ActorPrefix(part, ref.Name, enc), nil
+}
+
+// place validates ref and returns its encoded key and partition.
+func (h *Host) place(ref Ref) (enc string, part uint32, err error) {
+	if err := rivet.ValidateName("actor name", ref.Name); err != nil {
+		return "", 0, err
 	}
 	if err := rivet.ValidateKey(ref.Key); err != nil {
-		return "", 0, "", err
+		return "", 0, err
 	}
 	enc = storage.EncodeKey(ref.Key)
-	part = placement.Partition(ref.Name, enc, h.cfg.Partitions)
-	return enc, part, storage.ActorPrefix(part, ref.Name, enc), nil
+	return enc, placement.Partition(ref.Name, enc, h.cfg.Partitions), nil
 }
 
 // activate returns the actor's activation, loading it (and creating the
@@ -1156,7 +1163,9 @@ func (h *Host) SetRemote(r Remote) { h.remote = r }
 
 // PartitionOf returns the partition of an actor.
 func (h *Host) PartitionOf(ref Ref) (uint32, error) {
-	_, part, _, err := h.locate(ref)
+	// Not locate: a forwarding node routes every call it forwards by this,
+	// and has no use for the actor's key prefix.
+	_, part, err := h.place(ref)
 	return part, err
 }
 

@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	spb "google.golang.org/genproto/googleapis/rpc/status"
@@ -53,102 +54,179 @@ func (p *PeerServer) Register(gs *grpc.Server) { rivetv1.RegisterPeerServiceServ
 // Forward implements rivetv1.PeerServiceServer.
 func (p *PeerServer) Forward(stream rivetv1.PeerService_ForwardServer) error {
 	ctx, cancel := context.WithCancel(stream.Context())
-	defer cancel()
-	var (
-		sendMu  sync.Mutex
-		mu      sync.Mutex
-		cancels = map[uint64]context.CancelFunc{}
-		wg      sync.WaitGroup
-	)
-	defer wg.Wait()
-	defer cancel() // before Wait: the requests in flight end first
-	send := func(r *rivetv1.ForwardResponse) {
-		sendMu.Lock()
-		defer sendMu.Unlock()
-		_ = stream.Send(r) // a broken stream ends Recv too
-	}
+	f := &forwardStream{p: p, stream: stream, ctx: ctx, cancels: map[uint64]context.CancelFunc{}, work: make(chan forwardCall)}
+	defer f.workers.Wait()
+	defer cancel() // before Wait: the requests in flight and idle workers end first
 	// Recv runs apart, so that Shutdown can end the stream while it waits.
-	reqs := make(chan *rivetv1.ForwardRequest)
+	// It hands each request straight to a worker: a request costs one
+	// switch of goroutine on this side of the stream, not two.
+	received := make(chan struct{})
 	go func() {
-		defer close(reqs)
-		for {
-			req, err := stream.Recv()
-			if err != nil {
-				return
-			}
-			select {
-			case reqs <- req:
-			case <-ctx.Done():
-				return
-			}
-		}
+		defer close(received)
+		f.receive()
 	}()
-	for {
-		var req *rivetv1.ForwardRequest
-		select {
-		case r, ok := <-reqs:
-			if !ok {
-				return nil
-			}
-			req = r
-		case <-p.stopping:
-			// Every request taken is answered before the stream ends, so
-			// whatever the peer still waits for was never run.
-			wg.Wait()
-			return status.Error(codes.Unavailable, "peer: node stopping: "+notSentMark)
-		}
-		if req.GetCancel() {
-			mu.Lock()
-			if c := cancels[req.GetId()]; c != nil {
-				c()
-			}
-			mu.Unlock()
-			continue
-		}
-		rctx := context.WithValue(ctx, peerKey{}, req.GetChain())
-		var rcancel context.CancelFunc
-		if ms := req.GetTimeoutMs(); ms > 0 {
-			rctx, rcancel = context.WithTimeout(rctx, time.Duration(ms)*time.Millisecond)
-		} else {
-			rctx, rcancel = context.WithCancel(rctx)
-		}
-		mu.Lock()
-		cancels[req.GetId()] = rcancel
-		mu.Unlock()
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			resp := p.serve(rctx, req)
-			mu.Lock()
-			delete(cancels, req.GetId())
-			mu.Unlock()
-			rcancel()
-			send(resp)
-		}()
+	select {
+	case <-received:
+		f.stop()
+		return nil
+	case <-p.stopping:
+		// Every request taken is answered before the stream ends, so
+		// whatever the peer still waits for was never run.
+		f.stop()
+		f.inflight.Wait()
+		return status.Error(codes.Unavailable, "peer: node stopping: "+notSentMark)
 	}
 }
 
-// serve runs one forwarded request.
-func (p *PeerServer) serve(ctx context.Context, req *rivetv1.ForwardRequest) *rivetv1.ForwardResponse {
-	out := &rivetv1.ForwardResponse{Id: req.GetId()}
+// maxIdleWorkers bounds the goroutines a stream keeps waiting for its next
+// request. Reusing a worker saves starting a goroutine and growing its
+// stack again through the handlers (a measurable part of a forwarded
+// read-only call); more than this stay only while their requests run.
+const maxIdleWorkers = 16
+
+// forwardStream is the owner's side of one PeerService stream.
+type forwardStream struct {
+	p      *PeerServer
+	stream rivetv1.PeerService_ForwardServer
+	ctx    context.Context // ends with the stream
+	sendMu sync.Mutex
+
+	mu       sync.Mutex
+	stopped  bool                          // no new requests, no new workers
+	cancels  map[uint64]context.CancelFunc // of the requests in flight
+	inflight sync.WaitGroup
+	workers  sync.WaitGroup
+
+	// work hands a request to an idle worker; idle counts them.
+	work chan forwardCall
+	idle atomic.Int32
+}
+
+// stop refuses every request from now on; after it, workers only end.
+func (f *forwardStream) stop() {
+	f.mu.Lock()
+	f.stopped = true
+	f.mu.Unlock()
+}
+
+// receive takes the stream's requests until it ends or is stopped.
+func (f *forwardStream) receive() {
+	for {
+		req, err := f.stream.Recv()
+		if err != nil {
+			return
+		}
+		if req.GetCancel() {
+			f.mu.Lock()
+			if c := f.cancels[req.GetId()]; c != nil {
+				c()
+			}
+			f.mu.Unlock()
+			continue
+		}
+		if !f.start(req) {
+			return
+		}
+	}
+}
+
+// start runs req on an idle worker, or a new one; false once stopped.
+func (f *forwardStream) start(req *rivetv1.ForwardRequest) bool {
+	f.mu.Lock()
+	if f.stopped {
+		f.mu.Unlock()
+		return false
+	}
+	// Registered here, not in the worker, so that a cancel that follows
+	// at once on the stream finds it.
+	rctx := context.WithValue(f.ctx, peerKey{}, req.GetChain())
+	var rcancel context.CancelFunc
+	if ms := req.GetTimeoutMs(); ms > 0 {
+		rctx, rcancel = context.WithTimeout(rctx, time.Duration(ms)*time.Millisecond)
+	} else {
+		rctx, rcancel = context.WithCancel(rctx)
+	}
+	f.cancels[req.GetId()] = rcancel
+	f.inflight.Add(1)
+	c := forwardCall{ctx: rctx, cancel: rcancel, req: req}
+	select {
+	case f.work <- c: // an idle worker took it
+	default:
+		f.workers.Add(1) // under mu, with stopped false: before any Wait
+		go f.worker(c)
+	}
+	f.mu.Unlock()
+	return true
+}
+
+// forwardCall is one request taken, with the context it runs in.
+type forwardCall struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	req    *rivetv1.ForwardRequest
+}
+
+// worker serves c, then waits for more while fewer than maxIdleWorkers
+// others do, until the stream ends.
+func (f *forwardStream) worker(c forwardCall) {
+	defer f.workers.Done()
+	// What serving a request needs, made once per worker rather than per
+	// request: the response (Send marshals it before it returns) and the
+	// decoder the handler calls.
+	var (
+		req  *rivetv1.ForwardRequest
+		resp rivetv1.ForwardResponse
+		dec  = func(m any) error { return proto.Unmarshal(req.GetRequest(), m.(proto.Message)) }
+	)
+	for {
+		req = c.req
+		f.p.serve(c.ctx, req, dec, &resp)
+		f.mu.Lock()
+		delete(f.cancels, req.GetId())
+		f.mu.Unlock()
+		c.cancel()
+		f.sendMu.Lock()
+		_ = f.stream.Send(&resp) // a broken stream ends Recv too
+		f.sendMu.Unlock()
+		f.inflight.Done()
+		if cap(resp.Response) > maxPooledRequest {
+			resp.Response = nil
+		}
+		if f.idle.Add(1) > maxIdleWorkers {
+			f.idle.Add(-1)
+			return
+		}
+		select {
+		case c = <-f.work:
+			f.idle.Add(-1)
+		case <-f.ctx.Done():
+			f.idle.Add(-1)
+			return
+		}
+	}
+}
+
+// serve runs one forwarded request, whose body dec decodes, and sets out
+// to its response (reusing out's buffer).
+func (p *PeerServer) serve(ctx context.Context, req *rivetv1.ForwardRequest, dec func(any) error, out *rivetv1.ForwardResponse) {
+	*out = rivetv1.ForwardResponse{Id: req.GetId(), Response: out.Response[:0]}
 	h, ok := p.methods[req.GetMethod()]
 	if !ok {
 		out.Status = statusBytes(status.New(codes.Unimplemented, "peer: no forwardable method "+req.GetMethod()))
-		return out
+		return
 	}
-	dec := func(m any) error { return proto.Unmarshal(req.GetRequest(), m.(proto.Message)) }
 	resp, err := h(p.srv, ctx, dec, nil)
 	if err != nil {
 		out.Status = statusBytes(status.Convert(err))
-		return out
+		return
 	}
-	b, err := proto.Marshal(resp.(proto.Message))
+	b, err := proto.MarshalOptions{}.MarshalAppend(out.Response, resp.(proto.Message))
 	if err != nil {
+		out.Response = nil
 		out.Status = statusBytes(status.New(codes.Internal, "peer: marshal response: "+err.Error()))
-		return out
+		return
 	}
 	out.Response = b
-	return out
 }
 
 func statusBytes(st *status.Status) []byte {
@@ -280,10 +358,13 @@ func (c *PeerConn) receive(s *peerStream) {
 
 // Invoke implements grpc.ClientConnInterface.
 func (c *PeerConn) Invoke(ctx context.Context, method string, args, reply any, _ ...grpc.CallOption) error {
-	b, err := proto.Marshal(args.(proto.Message))
+	req := forwardRequests.Get().(*rivetv1.ForwardRequest)
+	defer putForwardRequest(req)
+	b, err := proto.MarshalOptions{}.MarshalAppend(req.Request[:0], args.(proto.Message))
 	if err != nil {
 		return status.Error(codes.Internal, "peer: marshal request: "+err.Error())
 	}
+	req.Method, req.Request = method, b
 	if err := c.ready(ctx); err != nil {
 		return notSentErr(err)
 	}
@@ -291,7 +372,6 @@ func (c *PeerConn) Invoke(ctx context.Context, method string, args, reply any, _
 	if err != nil {
 		return notSentErr(err)
 	}
-	req := &rivetv1.ForwardRequest{Method: method, Request: b}
 	if md, ok := metadata.FromOutgoingContext(ctx); ok {
 		if v := md.Get(ChainKey); len(v) > 0 {
 			req.Chain = v[0]
@@ -300,17 +380,21 @@ func (c *PeerConn) Invoke(ctx context.Context, method string, args, reply any, _
 	if d, ok := ctx.Deadline(); ok {
 		req.TimeoutMs = max(time.Until(d).Milliseconds(), 1)
 	}
-	ch := make(chan *rivetv1.ForwardResponse, 1)
+	ch := replyChans.Get().(chan *rivetv1.ForwardResponse)
 	s.mu.Lock()
 	if s.err != nil {
 		s.mu.Unlock()
+		replyChans.Put(ch) // never shared
 		return notSentErr(s.err)
 	}
 	s.nextID++
-	req.Id = s.nextID
-	s.pending[req.Id] = ch
+	id := s.nextID
+	req.Id = id
+	s.pending[id] = ch
 	s.mu.Unlock()
 	s.sendMu.Lock()
+	// Send marshals req before it returns (what gRPC keeps for a retry is
+	// the encoding), so req goes back to its pool when Invoke returns.
 	err = s.stream.Send(req)
 	s.sendMu.Unlock()
 	if err != nil {
@@ -329,7 +413,7 @@ func (c *PeerConn) Invoke(ctx context.Context, method string, args, reply any, _
 			s.mu.Unlock()
 		}
 		s.mu.Lock()
-		delete(s.pending, req.Id)
+		delete(s.pending, id)
 		s.mu.Unlock()
 		return notSentErr(err)
 	}
@@ -348,6 +432,10 @@ func (c *PeerConn) Invoke(ctx context.Context, method string, args, reply any, _
 			}
 			return status.Error(codes.Unavailable, "peer stream broke during the call")
 		}
+		// The receive loop forgot ch as it sent on it: no one else holds
+		// it now. A closed ch, or one a cancelled call left behind (which
+		// a late response may still fill), is never reused.
+		replyChans.Put(ch)
 		if len(resp.GetStatus()) > 0 {
 			var sp spb.Status
 			if err := proto.Unmarshal(resp.GetStatus(), &sp); err != nil {
@@ -361,13 +449,33 @@ func (c *PeerConn) Invoke(ctx context.Context, method string, args, reply any, _
 		return nil
 	case <-ctx.Done():
 		s.mu.Lock()
-		delete(s.pending, req.Id)
+		delete(s.pending, id)
 		s.mu.Unlock()
 		s.sendMu.Lock()
-		_ = s.stream.Send(&rivetv1.ForwardRequest{Id: req.Id, Cancel: true})
+		_ = s.stream.Send(&rivetv1.ForwardRequest{Id: id, Cancel: true})
 		s.sendMu.Unlock()
 		return status.FromContextError(ctx.Err()).Err()
 	}
+}
+
+// Pools of what every forwarded call needs and no one keeps once it
+// returns: allocation is the largest cost the forwarding node's own code
+// adds to a call, and each of these would be one per call.
+var (
+	forwardRequests = sync.Pool{New: func() any { return new(rivetv1.ForwardRequest) }}
+	replyChans      = sync.Pool{New: func() any { return make(chan *rivetv1.ForwardResponse, 1) }}
+)
+
+// maxPooledRequest is the largest request buffer kept for reuse, so that
+// one large call does not keep its buffer for ever.
+const maxPooledRequest = 64 << 10
+
+func putForwardRequest(r *rivetv1.ForwardRequest) {
+	if cap(r.Request) > maxPooledRequest {
+		return
+	}
+	*r = rivetv1.ForwardRequest{Request: r.Request[:0]}
+	forwardRequests.Put(r)
 }
 
 // NewStream implements grpc.ClientConnInterface: streams are not forwarded.

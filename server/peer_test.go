@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"strings"
 	"sync"
@@ -117,11 +118,16 @@ func TestPeerStreamCarriesCallsErrorsChainsAndCancels(t *testing.T) {
 		t.Fatal("cancelled call did not return")
 	}
 
-	// Many calls at once share the stream.
+	// Many calls at once share the stream, each getting its own answer
+	// (the stream reuses what calls leave behind, the cancelled one's too).
 	errs := make(chan error, 50)
-	for range 50 {
+	for i := range 50 {
 		go func() {
-			_, err := cl.Call(ctx, &rivetv1.CallRequest{Actor: ref, Action: "echo", Args: []byte(`[3]`)})
+			args := fmt.Sprintf("[%d]", i)
+			resp, err := cl.Call(ctx, &rivetv1.CallRequest{Actor: ref, Action: "echo", Args: []byte(args)})
+			if err == nil && string(resp.GetResult()) != args {
+				err = fmt.Errorf("call with %s got %s", args, resp.GetResult())
+			}
 			errs <- err
 		}()
 	}
@@ -165,5 +171,70 @@ func TestPeerServerShutdownEndsStreams(t *testing.T) {
 	_, err := cl.Call(context.Background(), &rivetv1.CallRequest{Actor: ref, Action: "x", Args: []byte(`[]`)})
 	if status.Code(err) != codes.Unavailable || !strings.Contains(status.Convert(err).Message(), "not sent") {
 		t.Fatalf("call after Shutdown: %v, want UNAVAILABLE saying it was not sent", err)
+	}
+}
+
+// The caller's deadline reaches the owner: its work sees the deadline and
+// ends with it, and the caller gets DEADLINE_EXCEEDED. Workers the stream
+// keeps for reuse serve each request in that request's own context.
+func TestPeerStreamCarriesDeadlines(t *testing.T) {
+	f := servertest.NewFake()
+	ended := make(chan error, 1)
+	f.CallFunc = func(ctx context.Context, req runtime.CallRequest) (json.RawMessage, error) {
+		switch req.Action {
+		case "deadline":
+			d, ok := ctx.Deadline()
+			if !ok {
+				return json.RawMessage(`0`), nil
+			}
+			return json.Marshal(time.Until(d).Milliseconds())
+		case "block":
+			<-ctx.Done()
+			ended <- ctx.Err()
+			return nil, ctx.Err()
+		}
+		return nil, rivet.Errorf(rivet.ErrUnknownAction, "no %s", req.Action)
+	}
+	pc, _ := peerPair(t, f)
+	cl := rivetv1.NewActorServiceClient(pc)
+	ref := &rivetv1.ActorRef{Name: "counter", Key: []string{"a"}}
+	remaining := func(ctx context.Context) int64 {
+		t.Helper()
+		resp, err := cl.Call(ctx, &rivetv1.CallRequest{Actor: ref, Action: "deadline", Args: []byte(`[]`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ms int64
+		if err := json.Unmarshal(resp.GetResult(), &ms); err != nil {
+			t.Fatal(err)
+		}
+		return ms
+	}
+	// Twice each way, so that a reused worker serves the second call.
+	for range 2 {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		ms := remaining(ctx)
+		cancel()
+		if ms <= 0 || ms > time.Minute.Milliseconds() {
+			t.Fatalf("owner saw %d ms left, want (0, 60000]", ms)
+		}
+		if ms := remaining(context.Background()); ms != 0 {
+			t.Fatalf("owner saw a deadline (%d ms left) on a call without one", ms)
+		}
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	_, err := cl.Call(ctx, &rivetv1.CallRequest{Actor: ref, Action: "block", Args: []byte(`[]`)})
+	if status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("call past its deadline: %v, want DEADLINE_EXCEEDED", err)
+	}
+	select {
+	case err := <-ended:
+		if err == nil {
+			t.Fatal("owner's work ended without an error")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("owner's work did not end with the caller's deadline")
 	}
 }

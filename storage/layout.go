@@ -2,6 +2,7 @@ package storage
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -31,7 +32,7 @@ const (
 func NodeKey(node string) string { return NodesPrefix + node }
 
 // OwnerKey is the key of a partition's owner claim.
-func OwnerKey(p uint32) string { return fmt.Sprintf("%s%05d", OwnersPrefix, p) }
+func OwnerKey(p uint32) string { return string(appendPartition([]byte(OwnersPrefix), p)) }
 
 // ParseOwnerKey returns the partition of an owner key.
 func ParseOwnerKey(key string) (uint32, bool) {
@@ -47,7 +48,19 @@ func ParseOwnerKey(key string) (uint32, bool) {
 }
 
 // PartitionPrefix is the prefix of every actor key of partition p.
-func PartitionPrefix(p uint32) string { return fmt.Sprintf("%s%05d/", ActorsPrefix, p) }
+func PartitionPrefix(p uint32) string {
+	return string(append(appendPartition([]byte(ActorsPrefix), p), '/'))
+}
+
+// appendPartition appends p zero-padded to five digits, as %05d does.
+// Every forwarded and every served call builds such keys, and fmt costs
+// them several times as much (and a deep stack).
+func appendPartition(b []byte, p uint32) []byte {
+	for n := uint32(10000); n > 1 && p < n; n /= 10 {
+		b = append(b, '0')
+	}
+	return strconv.AppendUint(b, uint64(p), 10)
+}
 
 // ActorPrefix is the prefix of every key of one actor. encKey is the
 // actor's key as EncodeKey returns it, which has no '/' so that no actor's
