@@ -6,7 +6,6 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -56,15 +55,6 @@ var stepper = rivet.Actor[stepperState]{
 }
 
 var benchSteps atomic.Value
-
-// processCPU returns the CPU time (user and system) the process has used.
-func processCPU(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 // benchRun makes the actor keys of every run unique (-count reruns).
 var benchRun atomic.Int64
