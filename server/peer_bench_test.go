@@ -3,15 +3,12 @@ package server_test
 import (
 	"context"
 	"encoding/json"
-	"net"
 	"testing"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
 	"github.com/rivet-go/rivet/runtime"
-	"github.com/rivet-go/rivet/server"
 	"github.com/rivet-go/rivet/server/servertest"
 )
 
@@ -25,27 +22,8 @@ func BenchmarkPeerCall(b *testing.B) {
 	f.CallFunc = func(context.Context, runtime.CallRequest) (json.RawMessage, error) {
 		return json.RawMessage(`{"count":1}`), nil
 	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	gs := grpc.NewServer()
-	srv := server.New(f)
-	srv.Register(gs)
-	server.NewPeerServer(srv).Register(gs)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = gs.Serve(lis) }()
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		b.Fatal(err)
-	}
-	pc := server.NewPeerConn(conn)
-	b.Cleanup(func() {
-		pc.Close()
-		conn.Close()
-		gs.Stop()
-		<-done
-	})
+	pc, _ := peerPair(b, f)
+	conn := pc.Conn()
 	req := &rivetv1.CallRequest{Actor: &rivetv1.ActorRef{Name: "counter", Key: []string{"a"}}, Action: "getCount", Args: []byte(`[]`)}
 	for _, c := range []struct {
 		name string

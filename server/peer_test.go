@@ -24,7 +24,7 @@ import (
 )
 
 // peerPair serves backend with a PeerServer and returns a PeerConn to it.
-func peerPair(t *testing.T, backend server.Backend) (*server.PeerConn, *server.PeerServer) {
+func peerPair(t testing.TB, backend server.Backend) (*server.PeerConn, *server.PeerServer) {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
