@@ -147,6 +147,24 @@ func (h *History) VisitIterationsBefore(loop string, n int) {
 	}
 }
 
+// LastIteration returns the highest iteration of loop that holds recorded
+// entries, or -1 if none does.
+func (h *History) LastIteration(loop string) int {
+	last := -1
+	prefix := loop + "/~"
+	for _, p := range h.inTree(loop) {
+		rest, ok := strings.CutPrefix(p, prefix)
+		if !ok {
+			continue
+		}
+		seg, _, _ := strings.Cut(rest, "/")
+		if i, err := strconv.Atoi(seg); err == nil && i > last {
+			last = i
+		}
+	}
+	return last
+}
+
 // FirstUnvisited returns the first (in path order) unvisited entry under
 // scope ("" is the root: every entry), if any.
 func (h *History) FirstUnvisited(scope string) (string, bool) {

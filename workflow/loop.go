@@ -123,6 +123,10 @@ func (x *cx) loop(name string, interval, size int, initial json.RawMessage, body
 	if err != nil {
 		return nil, "", err
 	}
+	// lastRecorded is the latest iteration with recorded entries: on a
+	// resume, the iterations before it completed under the code that
+	// recorded them.
+	lastRecorded := -1
 	e, err := r.visit(x.sc.path, path, KindLoop)
 	if err != nil {
 		return nil, path, err
@@ -135,23 +139,33 @@ func (x *cx) loop(name string, interval, size int, initial json.RawMessage, body
 	case e != nil:
 		r.mu.Lock()
 		r.hist.VisitIterationsBefore(path, e.Iteration)
+		lastRecorded = r.hist.LastIteration(path)
 		r.mu.Unlock()
 		t.advance(e.Time)
 	default:
 		e = &Entry{Path: path, Seq: seq, Kind: KindLoop, Status: StatusPending, State: initial}
 		t.record(HistoryWrite{Put: e})
 	}
-	// A loop that never prunes still checkpoints, so that a replay does
-	// not re-run its whole history.
-	every := interval
-	if every <= 0 {
-		every = DefaultHistoryPruneInterval
+	// Checkpoints come every interval iterations, and at least every 20
+	// (a loop that prunes rarely or never still checkpoints, so that a
+	// replay does not re-run its whole history).
+	every := DefaultHistoryPruneInterval
+	if interval > 0 && interval < every {
+		every = interval
 	}
 	for {
 		if err := t.stopped(true); err != nil {
 			return nil, path, err
 		}
 		ix := &cx{t: t, sc: newScope(iterationPath(path, e.Iteration))}
+		if e.Iteration < lastRecorded {
+			// A replayed iteration that completed before: it re-runs
+			// only to rebuild the loop's state from its entries, so
+			// changed code must not add work to it.
+			r.mu.Lock()
+			r.sealed = append(r.sealed, ix.sc.path)
+			r.mu.Unlock()
+		}
 		state, brk, err := body(ix, e.State)
 		if err != nil {
 			return nil, path, err
@@ -163,9 +177,10 @@ func (x *cx) loop(name string, interval, size int, initial json.RawMessage, body
 		ne.Iteration++
 		ne.State = state
 		ne.Time = t.now
-		due := ne.Iteration%every == 0
+		prune := interval > 0 && (brk || ne.Iteration%interval == 0)
+		due := prune || ne.Iteration%every == 0
 		var trees []string
-		if interval > 0 && (brk || due) {
+		if prune {
 			trees, ne.PrunedBefore = prunePlan(path, e.PrunedBefore, ne.Iteration, size)
 		}
 		if brk {

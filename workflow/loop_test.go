@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rivet-go/rivet/workflow"
+	"github.com/rivet-go/rivet/workflow/workflowtest"
 )
 
 func TestLoopContinueAndBreak(t *testing.T) {
@@ -324,5 +325,102 @@ func TestNowIsReplayed(t *testing.T) {
 	out = drive(t, h, wf)
 	if want := []time.Time{t0, t0.Add(time.Hour)}; out.Status != workflow.RunCompleted || !reflect.DeepEqual(h.State().Times, want) {
 		t.Fatalf("outcome %+v, times %v, want %v", out, h.State().Times, want)
+	}
+}
+
+type loopJob struct{ N int }
+
+// jobsLoop handles one job per iteration; audit, if set, adds a step after
+// the handling (gated if gate is set).
+func jobsLoop(audit, gate bool) func(*logCtx) error {
+	return func(c *logCtx) error {
+		return c.Loop("jobs", func(c *logCtx) error {
+			m, err := workflow.Next[loopJob](c, "wait", workflow.NextOptions{Names: []string{"jobs"}})
+			if err != nil {
+				return err
+			}
+			if err := c.Step("handle", func(s *logStep) error {
+				s.State.Log = append(s.State.Log, fmt.Sprint("handle ", m.Body.N))
+				return nil
+			}); err != nil {
+				return err
+			}
+			if !audit {
+				return nil
+			}
+			if gate {
+				v, err := c.GetVersion("audit-gate", 2)
+				if err != nil || v < 2 {
+					return err
+				}
+			}
+			return c.Step("audit", func(s *logStep) error {
+				s.State.Log = append(s.State.Log, fmt.Sprint("audit ", m.Body.N))
+				return nil
+			})
+		})
+	}
+}
+
+// runIdle runs wf until it waits for a message that is not there.
+func runIdle(t *testing.T, h *workflowtest.Host[log], wf func(*logCtx) error) workflow.Outcome {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	out, _ := h.Drive(ctx, wf, workflowtest.DriveOptions{})
+	if ctx.Err() != nil {
+		t.Fatalf("no yield within 20 s: %+v", out)
+	}
+	return out
+}
+
+// A loop resumes at its last checkpoint and re-runs the bodies of the
+// iterations after it. An upgrade that adds a step behind a version gate
+// must not run it for iterations the old code completed: they take the
+// old path, as they would if they were not re-run. (The last iteration
+// with entries may be one whose end was not recorded yet, as in Rivet: it
+// takes the new path.)
+func TestLoopUpgradeGatedStepSkipsCompletedIterations(t *testing.T) {
+	h := newHost(log{})
+	for i := 1; i <= 5; i++ {
+		h.Send("jobs", loopJob{i})
+	}
+	if out := runIdle(t, h, jobsLoop(false, false)); out.Status != workflow.RunYielded {
+		t.Fatalf("old code: %+v", out)
+	}
+	h.Send("jobs", loopJob{6})
+	if out := runIdle(t, h, jobsLoop(true, true)); out.Status != workflow.RunYielded {
+		t.Fatalf("new code: %+v", out)
+	}
+	var audits []string
+	for _, l := range h.State().Log {
+		if strings.HasPrefix(l, "audit") {
+			audits = append(audits, l)
+		}
+	}
+	if want := []string{"audit 5", "audit 6"}; !reflect.DeepEqual(audits, want) {
+		t.Fatalf("audits %q, want %q (log %q)", audits, want, h.State().Log)
+	}
+}
+
+// Without a gate, the same addition is a divergence that names a completed
+// iteration, not a new step run for every job the old code handled.
+func TestLoopUpgradeUngatedStepInCompletedIterationDiverges(t *testing.T) {
+	h := newHost(log{})
+	for i := 1; i <= 5; i++ {
+		h.Send("jobs", loopJob{i})
+	}
+	if out := runIdle(t, h, jobsLoop(false, false)); out.Status != workflow.RunYielded {
+		t.Fatalf("old code: %+v", out)
+	}
+	out := runIdle(t, h, jobsLoop(true, false))
+	var div *workflow.DivergenceError
+	if out.Status != workflow.RunFailed || !errors.As(out.Err, &div) || div.Path != "jobs/~0/audit" {
+		t.Fatalf("outcome %v %v, want a divergence at jobs/~0/audit", out.Status, out.Err)
+	}
+	for _, l := range h.State().Log {
+		if strings.HasPrefix(l, "audit") {
+			t.Fatalf("the new step ran: %q", h.State().Log)
+		}
 	}
 }

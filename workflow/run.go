@@ -40,7 +40,13 @@ type run struct {
 	mu sync.Mutex // guards everything below
 	// hist is the run's view of the history: what was committed plus what
 	// threads recorded and will commit with their next commit.
-	hist      *History
+	hist *History
+	// sealed holds the loop iterations that a replay re-runs although
+	// they completed under earlier code (those between the loop's last
+	// checkpoint and its latest iteration): new entries in them are
+	// divergence, and version gates in them take the old path, as if
+	// they were not re-run (see loop).
+	sealed    []string
 	rollbacks []rollbackAction
 	seq       int // orders rollbacks registered at the same time
 	// active counts threads that are not blocked; waits holds what the

@@ -110,12 +110,18 @@ func (c *Ctx[S]) GetVersion(name string, latest int) (int, error) {
 	r.mu.Lock()
 	e, err := r.hist.Visit(path, KindVersionCheck)
 	_, unvisited := r.hist.FirstUnvisited(x.sc.path)
+	_, sealed := r.sealedLocked(x.sc.path)
 	r.mu.Unlock()
 	if err != nil {
 		return 0, err
 	}
 	if e != nil {
 		return e.Version, nil
+	}
+	if sealed {
+		// An iteration that completed under code without this gate:
+		// the old path, and nothing recorded, as if it were not re-run.
+		return 1, nil
 	}
 	v := resolveVersion(unvisited, latest)
 	t.record(HistoryWrite{Put: &Entry{Path: path, Seq: seq, Kind: KindVersionCheck, Status: StatusCompleted, Version: v, Latest: latest}})
@@ -155,8 +161,9 @@ func (c *Ctx[S]) Removed(name string, kind Kind) error {
 	if e != nil {
 		r.hist.VisitTree(path)
 	}
+	_, sealed := r.sealedLocked(x.sc.path)
 	r.mu.Unlock()
-	if e == nil {
+	if e == nil && !sealed {
 		t.record(HistoryWrite{Put: &Entry{Path: path, Seq: seq, Kind: KindRemoved, Status: StatusCompleted, RemovedKind: kind}})
 	}
 	return nil

@@ -34,7 +34,22 @@ func (r *run) visit(scope, path string, kind Kind) (*Entry, error) {
 	if err != nil || e != nil {
 		return e, err
 	}
+	if it, ok := r.sealedLocked(scope); ok {
+		return nil, &DivergenceError{Path: path,
+			Expected: fmt.Sprintf("nothing: iteration %s completed under code that recorded no entry here", it),
+			Found:    fmt.Sprintf("new %s %q (gate a change to a loop's body with GetVersion)", kind, path)}
+	}
 	return nil, r.hist.CheckNew(scope, path, kind)
+}
+
+// sealedLocked returns the sealed iteration that holds scope, if any.
+func (r *run) sealedLocked(scope string) (string, bool) {
+	for _, s := range r.sealed {
+		if Under(scope, s) {
+			return s, true
+		}
+	}
+	return "", false
 }
 
 func (r *run) checkEnd(scope string) error {
