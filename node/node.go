@@ -175,7 +175,7 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 	}
 	var storeOpts []etcdstore.Option
 	if n.embedded != nil {
-		storeOpts = append(storeOpts, etcdstore.WithLimits(etcdstore.EmbeddedLimits()))
+		storeOpts = append(storeOpts, etcdstore.WithLimits(etcdstore.EmbeddedLimits()), etcdstore.WithLeaderChanges(n.embedded.LeaderChanges()))
 	}
 	st, err := etcdstore.New(n.etcd, cfg.EtcdPrefix, storeOpts...)
 	if err != nil {
@@ -432,6 +432,9 @@ func (n *Node) closeAll() {
 	n.bg.Wait()
 	if n.view != nil {
 		n.view.close()
+	}
+	if n.store != nil {
+		_ = n.store.Close()
 	}
 	if n.etcd != nil {
 		n.etcd.Close()

@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 )
@@ -24,24 +26,37 @@ func BenchmarkFailover(b *testing.B) {
 		}
 		b.Run(name, func(b *testing.B) {
 			for range b.N {
-				var serving, fired []time.Duration
+				var serving, fired, stalls []time.Duration
 				for run := range 5 {
-					s, f := failoverOnce(b, leader)
-					serving, fired = append(serving, s), append(fired, f)
-					b.Logf("run %d: serving after %v, overdue timer fired after %v", run+1, s.Round(time.Millisecond), f.Round(time.Millisecond))
+					r := failoverOnce(b, leader)
+					serving, fired, stalls = append(serving, r.serving), append(fired, r.fired), append(stalls, r.survivorStall)
+					b.Logf("run %d: serving after %v, overdue timer fired after %v; survivor's own actors: slowest call %v, %d of %d calls failed",
+						run+1, r.serving.Round(time.Millisecond), r.fired.Round(time.Millisecond), r.survivorStall.Round(time.Millisecond), r.survivorFailed, r.survivorCalls)
 				}
 				slices.Sort(serving)
 				slices.Sort(fired)
+				slices.Sort(stalls)
 				b.ReportMetric(serving[2].Seconds(), "serving-median-s")
 				b.ReportMetric(serving[4].Seconds(), "serving-max-s")
 				b.ReportMetric(fired[2].Seconds(), "timer-median-s")
 				b.ReportMetric(fired[4].Seconds(), "timer-max-s")
+				b.ReportMetric(stalls[2].Seconds(), "survivor-stall-median-s")
+				b.ReportMetric(stalls[4].Seconds(), "survivor-stall-max-s")
 			}
 		})
 	}
 }
 
-func failoverOnce(b *testing.B, killLeader bool) (serving, fired time.Duration) {
+// failoverResult is what one failover measured. survivorStall is the
+// longest call (ok or failed) on counters the surviving caller node owns,
+// made by 8 callers from before the kill until the failover is over: what
+// the kill costs actors that did not move.
+type failoverResult struct {
+	serving, fired, survivorStall time.Duration
+	survivorCalls, survivorFailed int
+}
+
+func failoverOnce(b *testing.B, killLeader bool) (res failoverResult) {
 	c := newCluster(b, 3, nil)
 	ids := []string{"node1", "node2", "node3"}
 	tab := c.waitBalanced(0, ids, 30*time.Second)
@@ -72,9 +87,39 @@ func failoverOnce(b *testing.B, killLeader bool) (serving, fired time.Duration) 
 	if err := cl.GetOrCreate("reminderActor", rem).Send(ctx, "reminders", map[string]any{"text": "x", "at": due.UnixMilli()}); err != nil {
 		b.Fatal(err)
 	}
+	// Load on the survivor's own actors, each call bounded by 30 s.
+	loadCtx, stopLoad := context.WithCancel(ctx)
+	var (
+		loadMu sync.Mutex
+		loadWG sync.WaitGroup
+	)
+	for w := range 8 {
+		key := ownersOf(tab).key(b, "counter", fmt.Sprintf("survivor%d-", w), func(o string) bool { return o == ids[caller] })
+		loadWG.Go(func() {
+			for loadCtx.Err() == nil {
+				cctx, cancel := context.WithTimeout(loadCtx, 30*time.Second)
+				t0 := time.Now()
+				_, err := cl.GetOrCreate("counter", key).Call(cctx, "increment", 1)
+				took := time.Since(t0)
+				cancel()
+				if loadCtx.Err() != nil {
+					return
+				}
+				loadMu.Lock()
+				res.survivorCalls++
+				if err != nil {
+					res.survivorFailed++
+				}
+				res.survivorStall = max(res.survivorStall, took)
+				loadMu.Unlock()
+			}
+		})
+	}
+	defer func() { stopLoad(); loadWG.Wait() }()
 	time.Sleep(time.Until(due.Add(-500 * time.Millisecond)))
 	killed := time.Now()
 	c.nodes[victim].kill()
+	serving, fired := time.Duration(0), time.Duration(0)
 	deadline := killed.Add(60 * time.Second)
 	for serving == 0 || fired == 0 {
 		if time.Now().After(deadline) {
@@ -97,8 +142,13 @@ func failoverOnce(b *testing.B, killLeader bool) (serving, fired time.Duration) 
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	// Calls in flight at the kill may still be waiting: let them end.
+	time.Sleep(time.Until(killed.Add(8 * time.Second)))
+	stopLoad()
+	loadWG.Wait()
 	for _, n := range c.nodes {
 		n.kill()
 	}
-	return serving, fired
+	res.serving, res.fired = serving, fired
+	return res
 }
