@@ -3,6 +3,8 @@ package runtime
 import (
 	"context"
 	"encoding/json"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/rivet-go/rivet"
@@ -212,6 +214,9 @@ func retryTrees(entries []workflow.Entry, from string) ([]string, error) {
 	if target == nil {
 		return nil, rivet.Errorf(rivet.ErrInvalidArgument, "%v: %q", errUnknownEntry, from)
 	}
+	if err := checkLoopRewind(entries, from); err != nil {
+		return nil, err
+	}
 	trees = append(trees, from)
 	for _, e := range entries {
 		if covered(e.Path) || workflow.Under(from, e.Path) {
@@ -222,4 +227,34 @@ func retryTrees(entries []workflow.Entry, from string) ([]string, error) {
 		}
 	}
 	return trees, nil
+}
+
+// checkLoopRewind refuses a retry from an entry in a loop iteration that
+// the loop cannot go back to. A loop keeps its state at its checkpoints
+// only (every prune interval, and its end): it resumes at the last one and
+// replays the iterations after it from their entries. Retrying from an
+// iteration before that checkpoint would delete that iteration's entries
+// and never run it again, the loop going on from a state built on the
+// results just deleted.
+func checkLoopRewind(entries []workflow.Entry, from string) error {
+	segs := strings.Split(from, "/")
+	for i := 1; i < len(segs); i++ {
+		k, err := strconv.Atoi(strings.TrimPrefix(segs[i], "~"))
+		if !strings.HasPrefix(segs[i], "~") || err != nil {
+			continue
+		}
+		loop := strings.Join(segs[:i], "/")
+		for _, e := range entries {
+			if e.Path != loop || e.Kind != workflow.KindLoop {
+				continue
+			}
+			switch {
+			case e.Status == workflow.StatusCompleted:
+				return rivet.Errorf(rivet.ErrInvalidArgument, "cannot retry from %q: loop %q has completed and kept no state to go back to; retry from %q itself or from an entry after it", from, loop, loop)
+			case e.Iteration > k:
+				return rivet.Errorf(rivet.ErrInvalidArgument, "cannot retry from %q: loop %q resumes at iteration %d, its last checkpoint, and kept no state for iteration %d; retry from an entry of iteration %d or later, or from %q itself", from, loop, e.Iteration, k, e.Iteration, loop)
+			}
+		}
+	}
+	return nil
 }

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -586,5 +588,79 @@ func TestDoStepsOfJoinBranchesRunAtTheSameTime(t *testing.T) {
 	ins := inspect(t, e.host, "parallelJoin", "p")
 	if ins.WorkflowStatus != runtime.WorkflowCompleted || string(ins.State) != `{"sum":7}` {
 		t.Fatalf("workflow %s (%s), state %s", ins.WorkflowStatus, ins.WorkflowError, ins.State)
+	}
+}
+
+var (
+	loopRetryHealthy atomic.Bool
+	loopRetryMu      sync.Mutex
+	loopRetryRuns    = map[int]int{}
+)
+
+type loopRetryState struct {
+	Sum int `json:"sum"`
+}
+
+// loopRetry runs iterations 0-7 of a loop that checkpoints every 4, one
+// step each; the step of iteration 6 fails (no retries) until healthy.
+var loopRetry = rivet.Actor[loopRetryState]{
+	Name: "loopRetry",
+	Run: func(ctx *workflow.Ctx[loopRetryState]) error {
+		_, err := workflow.LoopWith(ctx, workflow.LoopOptions[int]{Name: "l", HistoryPruneInterval: 4, HistorySize: 50}, func(c *workflow.Ctx[loopRetryState], i int) (int, error) {
+			err := c.StepWith(workflow.StepOptions{Name: "s", MaxRetries: workflow.NoRetries}, func(s *workflow.StepCtx[loopRetryState]) error {
+				loopRetryMu.Lock()
+				loopRetryRuns[i]++
+				loopRetryMu.Unlock()
+				if i == 6 && !loopRetryHealthy.Load() {
+					return errors.New("down")
+				}
+				s.State.Sum += i
+				return nil
+			})
+			if err != nil {
+				return i, err
+			}
+			if i == 7 {
+				return i, workflow.Break
+			}
+			return i + 1, nil
+		})
+		return err
+	},
+}
+
+// retry --from an entry inside a loop: from an iteration before the loop's
+// last checkpoint it is refused (the loop kept no state to go back there;
+// deleting the entries would skip those iterations), and from the
+// checkpoint's iteration on it re-runs each iteration from there.
+func TestRetryFromInsideALoop(t *testing.T) {
+	loopRetryHealthy.Store(false)
+	e := newEnv(t, counterReg(t, loopRetry), nil)
+	ref := runtime.Ref{Name: "loopRetry", Key: []string{"k"}}
+	if _, _, err := e.host.GetOrCreate(ctx(t), ref, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the workflow to fail", 20*time.Second, func() bool {
+		return inspect(t, e.host, "loopRetry", "k").WorkflowStatus == runtime.WorkflowFailed
+	})
+	loopRetryHealthy.Store(true)
+	if _, err := e.host.RetryWorkflow(ctx(t), ref, "l/~2/s"); !errors.Is(err, rivet.ErrInvalidArgument) || !strings.Contains(err.Error(), "resumes at iteration 4") {
+		t.Fatalf("retry from before the checkpoint: %v, want INVALID_ARGUMENT naming iteration 4", err)
+	}
+	if _, err := e.host.RetryWorkflow(ctx(t), ref, "l/~4/s"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the retried workflow to complete", 20*time.Second, func() bool {
+		return inspect(t, e.host, "loopRetry", "k").WorkflowStatus == runtime.WorkflowCompleted
+	})
+	loopRetryMu.Lock()
+	defer loopRetryMu.Unlock()
+	want := map[int]int{0: 1, 1: 1, 2: 1, 3: 1, 4: 2, 5: 2, 6: 2, 7: 1}
+	if !reflect.DeepEqual(loopRetryRuns, want) {
+		t.Fatalf("step runs per iteration %v, want %v", loopRetryRuns, want)
+	}
+	// A completed loop cannot be re-entered either.
+	if _, err := e.host.RetryWorkflow(ctx(t), ref, "l/~7/s"); !errors.Is(err, rivet.ErrInvalidArgument) || !strings.Contains(err.Error(), "has completed") {
+		t.Fatalf("retry inside a completed loop: %v, want INVALID_ARGUMENT", err)
 	}
 }
