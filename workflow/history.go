@@ -134,14 +134,8 @@ func (h *History) VisitIterationsBefore(loop string, n int) {
 	if len(h.unvisited) == 0 {
 		return
 	}
-	prefix := loop + "/~"
 	for _, p := range h.inTree(loop) {
-		rest, ok := strings.CutPrefix(p, prefix)
-		if !ok {
-			continue
-		}
-		seg, _, _ := strings.Cut(rest, "/")
-		if i, err := strconv.Atoi(seg); err == nil && i < n {
+		if i, ok := iterationIn(loop, p); ok && i < n {
 			delete(h.unvisited, p)
 		}
 	}
@@ -151,18 +145,23 @@ func (h *History) VisitIterationsBefore(loop string, n int) {
 // entries, or -1 if none does.
 func (h *History) LastIteration(loop string) int {
 	last := -1
-	prefix := loop + "/~"
 	for _, p := range h.inTree(loop) {
-		rest, ok := strings.CutPrefix(p, prefix)
-		if !ok {
-			continue
-		}
-		seg, _, _ := strings.Cut(rest, "/")
-		if i, err := strconv.Atoi(seg); err == nil && i > last {
+		if i, ok := iterationIn(loop, p); ok && i > last {
 			last = i
 		}
 	}
 	return last
+}
+
+// iterationIn returns the iteration of loop that path p is in, if any.
+func iterationIn(loop, p string) (int, bool) {
+	rest, ok := strings.CutPrefix(p, loop+"/~")
+	if !ok {
+		return 0, false
+	}
+	seg, _, _ := strings.Cut(rest, "/")
+	i, err := strconv.Atoi(seg)
+	return i, err == nil
 }
 
 // FirstUnvisited returns the first (in path order) unvisited entry under

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/rivet-go/rivet/workflow"
-	"github.com/rivet-go/rivet/workflow/workflowtest"
 )
 
 func TestLoopContinueAndBreak(t *testing.T) {
@@ -362,18 +361,6 @@ func jobsLoop(audit, gate bool) func(*logCtx) error {
 	}
 }
 
-// runIdle runs wf until it waits for a message that is not there.
-func runIdle(t *testing.T, h *workflowtest.Host[log], wf func(*logCtx) error) workflow.Outcome {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	out, _ := h.Drive(ctx, wf, workflowtest.DriveOptions{})
-	if ctx.Err() != nil {
-		t.Fatalf("no yield within 20 s: %+v", out)
-	}
-	return out
-}
-
 // A loop resumes at its last checkpoint and re-runs the bodies of the
 // iterations after it. An upgrade that adds a step behind a version gate
 // must not run it for iterations the old code completed: they take the
@@ -385,11 +372,11 @@ func TestLoopUpgradeGatedStepSkipsCompletedIterations(t *testing.T) {
 	for i := 1; i <= 5; i++ {
 		h.Send("jobs", loopJob{i})
 	}
-	if out := runIdle(t, h, jobsLoop(false, false)); out.Status != workflow.RunYielded {
+	if out := drive(t, h, jobsLoop(false, false)); out.Status != workflow.RunYielded {
 		t.Fatalf("old code: %+v", out)
 	}
 	h.Send("jobs", loopJob{6})
-	if out := runIdle(t, h, jobsLoop(true, true)); out.Status != workflow.RunYielded {
+	if out := drive(t, h, jobsLoop(true, true)); out.Status != workflow.RunYielded {
 		t.Fatalf("new code: %+v", out)
 	}
 	var audits []string
@@ -410,10 +397,10 @@ func TestLoopUpgradeUngatedStepInCompletedIterationDiverges(t *testing.T) {
 	for i := 1; i <= 5; i++ {
 		h.Send("jobs", loopJob{i})
 	}
-	if out := runIdle(t, h, jobsLoop(false, false)); out.Status != workflow.RunYielded {
+	if out := drive(t, h, jobsLoop(false, false)); out.Status != workflow.RunYielded {
 		t.Fatalf("old code: %+v", out)
 	}
-	out := runIdle(t, h, jobsLoop(true, false))
+	out := drive(t, h, jobsLoop(true, false))
 	var div *workflow.DivergenceError
 	if out.Status != workflow.RunFailed || !errors.As(out.Err, &div) || div.Path != "jobs/~0/audit" {
 		t.Fatalf("outcome %v %v, want a divergence at jobs/~0/audit", out.Status, out.Err)

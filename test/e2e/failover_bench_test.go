@@ -2,9 +2,7 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 )
@@ -87,35 +85,9 @@ func failoverOnce(b *testing.B, killLeader bool) (res failoverResult) {
 	if err := cl.GetOrCreate("reminderActor", rem).Send(ctx, "reminders", map[string]any{"text": "x", "at": due.UnixMilli()}); err != nil {
 		b.Fatal(err)
 	}
-	// Load on the survivor's own actors, each call bounded by 30 s.
-	loadCtx, stopLoad := context.WithCancel(ctx)
-	var (
-		loadMu sync.Mutex
-		loadWG sync.WaitGroup
-	)
-	for w := range 8 {
-		key := ownersOf(tab).key(b, "counter", fmt.Sprintf("survivor%d-", w), func(o string) bool { return o == ids[caller] })
-		loadWG.Go(func() {
-			for loadCtx.Err() == nil {
-				cctx, cancel := context.WithTimeout(loadCtx, 30*time.Second)
-				t0 := time.Now()
-				_, err := cl.GetOrCreate("counter", key).Call(cctx, "increment", 1)
-				took := time.Since(t0)
-				cancel()
-				if loadCtx.Err() != nil {
-					return
-				}
-				loadMu.Lock()
-				res.survivorCalls++
-				if err != nil {
-					res.survivorFailed++
-				}
-				res.survivorStall = max(res.survivorStall, took)
-				loadMu.Unlock()
-			}
-		})
-	}
-	defer func() { stopLoad(); loadWG.Wait() }()
+	// Load on the survivor's own actors.
+	load := startNodeLoad(b, cl, tab, ids[caller], 8)
+	defer load.stop()
 	time.Sleep(time.Until(due.Add(-500 * time.Millisecond)))
 	killed := time.Now()
 	c.nodes[victim].kill()
@@ -143,9 +115,9 @@ func failoverOnce(b *testing.B, killLeader bool) (res failoverResult) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	// Calls in flight at the kill may still be waiting: let them end.
-	time.Sleep(time.Until(killed.Add(8 * time.Second)))
-	stopLoad()
-	loadWG.Wait()
+	load.waitPast(b, killed, 60*time.Second)
+	load.stop()
+	res.survivorCalls, res.survivorFailed, res.survivorStall = load.calls, len(load.failed), load.slowest
 	for _, n := range c.nodes {
 		n.kill()
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/client"
 )
 
 // Killing the node whose etcd member leads must not stall the actors of
@@ -41,56 +42,20 @@ func TestEtcdLeaderLossDoesNotStallSurvivors(t *testing.T) {
 	ctx := context.Background()
 
 	// 8 callers on counters the survivor owns.
-	loadCtx, stopLoad := context.WithCancel(ctx)
-	var (
-		mu      sync.Mutex
-		wg      sync.WaitGroup
-		acked   = map[string]int{}
-		tried   = map[string]int{}
-		failed  []string
-		slowest time.Duration
-	)
-	for w := range 8 {
-		key := ownersOf(tab).key(t, "counter", fmt.Sprintf("s%d-", w), func(o string) bool { return o == ids[survivor] })
-		wg.Go(func() {
-			for i := 0; loadCtx.Err() == nil && i < 1_000_000; i++ {
-				mu.Lock()
-				tried[key]++
-				mu.Unlock()
-				cctx, cancel := context.WithTimeout(loadCtx, 30*time.Second)
-				t0 := time.Now()
-				_, err := cl.GetOrCreate("counter", key).Call(cctx, "increment", 1)
-				took := time.Since(t0)
-				cancel()
-				if loadCtx.Err() != nil {
-					return
-				}
-				mu.Lock()
-				slowest = max(slowest, took)
-				if err != nil {
-					failed = append(failed, err.Error())
-				} else {
-					acked[key]++
-				}
-				mu.Unlock()
-			}
-		})
-	}
-	defer func() { stopLoad(); wg.Wait() }()
+	load := startNodeLoad(t, cl, tab, ids[survivor], 8)
+	defer load.stop()
 
-	time.Sleep(time.Second) // the load runs
+	load.waitPast(t, time.Now(), 30*time.Second) // the load runs
 	c.nodes[victim].kill()
 	killed := time.Now()
-	// Long enough for etcd's request timeout (6 s) to have shown.
-	time.Sleep(8 * time.Second)
-	stopLoad()
-	wg.Wait()
+	// Every call in flight at the kill has ended, and every caller has
+	// made one since.
+	load.waitPast(t, killed, 60*time.Second)
+	load.stop()
 
-	mu.Lock()
-	defer mu.Unlock()
-	t.Logf("killed %s (etcd leader); on %s's own actors: slowest call %v, %d failed", ids[victim], ids[survivor], slowest.Round(time.Millisecond), len(failed))
+	t.Logf("killed %s (etcd leader); on %s's own actors: slowest call %v, %d of %d failed", ids[victim], ids[survivor], load.slowest.Round(time.Millisecond), len(load.failed), load.calls)
 	sawLeaderChange := false
-	for _, e := range failed {
+	for _, e := range load.failed {
 		t.Logf("failed: %s", e)
 		if strings.Contains(e, "request timed out") {
 			t.Errorf("a call waited out etcd's request timeout after the leader died: %s", e)
@@ -98,10 +63,10 @@ func TestEtcdLeaderLossDoesNotStallSurvivors(t *testing.T) {
 		sawLeaderChange = sawLeaderChange || strings.Contains(e, "leader changed while the commit was in flight")
 	}
 	if !sawLeaderChange {
-		t.Errorf("no call in flight at the kill failed with the leader change (%d failed)", len(failed))
+		t.Errorf("no call in flight at the kill failed with the leader change (%d failed)", len(load.failed))
 	}
 	// Nothing acknowledged was lost, nothing counted twice.
-	for key, n := range acked {
+	for key, n := range load.acked {
 		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		got, err := rivet.Call[int](cctx, cl.Get("counter", key), "getCount")
 		cancel()
@@ -109,11 +74,98 @@ func TestEtcdLeaderLossDoesNotStallSurvivors(t *testing.T) {
 			t.Errorf("count of %s: %v", key, err)
 			continue
 		}
-		if got < n || got > tried[key] {
-			t.Errorf("count of %s is %d: %d increments acknowledged, %d tried", key, got, n, tried[key])
+		if got < n || got > load.tried[key] {
+			t.Errorf("count of %s is %d: %d increments acknowledged, %d tried", key, got, n, load.tried[key])
 		}
 	}
 	if t.Failed() {
 		t.Logf("kill at %v\n%s", killed.Format(time.RFC3339Nano), c.logs())
 	}
+}
+
+// nodeLoad is callers incrementing counters that one node owns, one
+// counter each, through one client, until stop: per key the increments
+// tried and acknowledged, the errors, and the slowest call (failed ones
+// included). It measures what a fault elsewhere costs that node's actors.
+type nodeLoad struct {
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	once   sync.Once
+
+	mu           sync.Mutex
+	acked, tried map[string]int
+	failed       []string
+	calls        int
+	slowest      time.Duration
+	// started is when each caller's call in flight began (zero: none);
+	// last, when its last ended call began.
+	started, last []time.Time
+}
+
+func startNodeLoad(t testing.TB, cl *client.Client, tab client.PartitionTable, node string, callers int) *nodeLoad {
+	ctx, cancel := context.WithCancel(context.Background())
+	l := &nodeLoad{cancel: cancel, acked: map[string]int{}, tried: map[string]int{},
+		started: make([]time.Time, callers), last: make([]time.Time, callers)}
+	for w := range callers {
+		key := ownersOf(tab).key(t, "counter", fmt.Sprintf("%s-load%d-", node, w), func(o string) bool { return o == node })
+		l.wg.Go(func() {
+			for i := 0; ctx.Err() == nil && i < 1_000_000; i++ {
+				t0 := time.Now()
+				l.mu.Lock()
+				l.tried[key]++
+				l.started[w] = t0
+				l.mu.Unlock()
+				cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+				_, err := cl.GetOrCreate("counter", key).Call(cctx, "increment", 1)
+				took := time.Since(t0)
+				cancel()
+				if ctx.Err() != nil {
+					return // stopped: not a failure of the cluster
+				}
+				l.mu.Lock()
+				l.started[w], l.last[w] = time.Time{}, t0
+				l.calls++
+				l.slowest = max(l.slowest, took)
+				if err != nil {
+					l.failed = append(l.failed, err.Error())
+				} else {
+					l.acked[key]++
+				}
+				l.mu.Unlock()
+			}
+		})
+	}
+	return l
+}
+
+// waitPast waits until no call that began before t is in flight and every
+// caller has ended a call that began after t.
+func (l *nodeLoad) waitPast(t testing.TB, at time.Time, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		l.mu.Lock()
+		done := true
+		for w := range l.started {
+			if (!l.started[w].IsZero() && l.started[w].Before(at)) || !l.last[w].After(at) {
+				done = false
+			}
+		}
+		l.mu.Unlock()
+		if done {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("load: calls from before %v not over, or callers without a call since, within %v", at.Format(time.StampMilli), within)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// stop ends the load and waits for its callers; the figures are final.
+func (l *nodeLoad) stop() {
+	l.once.Do(func() {
+		l.cancel()
+		l.wg.Wait()
+	})
 }
