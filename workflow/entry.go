@@ -71,8 +71,12 @@ type Entry struct {
 	Output        json.RawMessage `json:"output,omitempty"` // also a loop's or race's result
 	Error         *RecordedError  `json:"error,omitempty"`
 	Failure       FailureKind     `json:"failure,omitempty"` // why an exhausted step failed
-	RollbackDone  bool            `json:"rollback_done,omitempty"`
-	RollbackError *RecordedError  `json:"rollback_error,omitempty"`
+	// HasRollback marks a completed step that has a rollback handler,
+	// so that a rollback can tell a handler it did not get (its scope was
+	// not replayed) from a step that has none.
+	HasRollback   bool           `json:"has_rollback,omitempty"`
+	RollbackDone  bool           `json:"rollback_done,omitempty"`
+	RollbackError *RecordedError `json:"rollback_error,omitempty"`
 
 	// Sleeps, and receives with a timeout: recorded on the first call, so
 	// that a replay never resets it.

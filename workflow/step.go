@@ -134,6 +134,7 @@ func (x *cx) attempt(path string, seq, n int, sp stepSpec) (*Entry, error) {
 		}
 		ne = recordAttempt(path, n, attemptResult{start: start, end: r.now(), output: out, err: err, timedOut: timedOut}, sp.pol)
 		ne.Seq = seq
+		ne.HasRollback = sp.rollback != nil && ne.Status == StatusCompleted
 		batch = AppendWrites(append([]HistoryWrite(nil), t.pending...), HistoryWrite{Put: ne})
 		return batch
 	}
@@ -229,6 +230,8 @@ type rollbackAction struct {
 	seq     int
 	timeout time.Duration
 	run     func(env StepEnv, ctx context.Context) error
+	// missing: the step has a handler that this run did not register.
+	missing bool
 }
 
 func (r *run) registerRollback(e *Entry, sp stepSpec) {
@@ -251,6 +254,20 @@ func (r *run) registerRollback(e *Entry, sp stepSpec) {
 func (r *run) rollback(root *thread) error {
 	r.mu.Lock()
 	acts := append([]rollbackAction(nil), r.rollbacks...)
+	// Steps whose handlers this run never got: they are in scopes a
+	// replay does not re-enter (a completed join, race or loop, or a
+	// loop's iterations before its checkpoint). Their compensation cannot
+	// run; the rollback fails there, in its order, rather than silently
+	// leave them done.
+	registered := make(map[string]bool, len(acts))
+	for _, a := range acts {
+		registered[a.path] = true
+	}
+	for _, e := range r.hist.Entries() {
+		if e.HasRollback && !e.RollbackDone && e.RollbackError == nil && !registered[e.Path] {
+			acts = append(acts, rollbackAction{path: e.Path, at: e.Time, missing: true})
+		}
+	}
 	r.mu.Unlock()
 	sort.SliceStable(acts, func(i, j int) bool {
 		if !acts[i].at.Equal(acts[j].at) {
@@ -268,6 +285,9 @@ func (r *run) rollback(root *thread) error {
 		}
 		if e.RollbackError != nil {
 			return &RollbackFailedError{Path: a.path, Err: e.RollbackError}
+		}
+		if a.missing {
+			return &RollbackFailedError{Path: a.path, Err: ErrRollbackNotReplayed}
 		}
 		var (
 			ne        *Entry

@@ -353,3 +353,69 @@ func TestMisuse(t *testing.T) {
 		}
 	}
 }
+
+// After a restart, a replay does not re-enter a completed join, so it never
+// gets the rollback handlers of the steps inside. A rollback then fails
+// where such a step comes in its order, naming it (ErrRollbackNotReplayed),
+// instead of silently leaving those steps done while undoing the others.
+// Crash-free, every step is undone.
+func TestRollbackOfStepsInAScopeNotReplayedFailsLoudly(t *testing.T) {
+	wf := func(c *logCtx) error {
+		if err := c.RollbackCheckpoint("cp"); err != nil {
+			return err
+		}
+		br := workflow.Branches[log, int]{}
+		for _, n := range []string{"a", "b"} {
+			br[n] = func(c *logCtx) (int, error) {
+				return workflow.StepWithRollback(c, workflow.StepOptions{Name: "s"}, func(s *logStep) (int, error) {
+					s.State.Log = append(s.State.Log, "do "+n)
+					return 1, nil
+				}, func(s *logStep, v int) error {
+					s.State.Log = append(s.State.Log, "undo "+n)
+					return nil
+				})
+			}
+		}
+		if _, err := workflow.Join(c, "j", br); err != nil {
+			return err
+		}
+		if err := c.Step("after", func(*logStep) error { return nil }); err != nil {
+			return err
+		}
+		return errors.New("business failure")
+	}
+	h := newHost(log{})
+	drive(t, h, wf)
+	undos := func(l []string) int {
+		n := 0
+		for _, s := range l {
+			if strings.HasPrefix(s, "undo") {
+				n++
+			}
+		}
+		return n
+	}
+	if n := undos(h.State().Log); n != 2 {
+		t.Fatalf("crash-free: %d undone, want 2: %q", n, h.State().Log)
+	}
+	loud := 0
+	for k := 1; k <= h.Commits()+1; k++ {
+		hk := newHost(log{})
+		hk.CrashAt(k, true)
+		out := drive(t, hk, wf)
+		switch n := undos(hk.State().Log); {
+		case n == 2:
+		case errors.Is(out.Err, workflow.ErrRollbackNotReplayed):
+			loud++
+			var rf *workflow.RollbackFailedError
+			if !errors.As(out.Err, &rf) || !strings.HasPrefix(rf.Path, "j/") {
+				t.Errorf("crash after commit %d: %v, want a RollbackFailedError naming a step of j", k, out.Err)
+			}
+		default:
+			t.Errorf("crash after commit %d: %d of 2 undone, silently (outcome %v %v)", k, n, out.Status, out.Err)
+		}
+	}
+	if loud == 0 {
+		t.Fatal("no crash point left the join unreplayed: the test shows nothing")
+	}
+}
