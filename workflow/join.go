@@ -205,6 +205,30 @@ func (x *cx) open(kind Kind, name string, names []string) (string, *Entry, bool,
 	return path, e, false, t.commit(HistoryWrite{Put: e})
 }
 
+// replaySettled re-runs the branches idx of a settled join or race against
+// their records, once a rollback checkpoint is active, only so that the
+// rollback handlers of their steps are registered: a replay does not
+// otherwise re-enter a settled scope, and a rollback after a restart would
+// not know those handlers. Every entry is recorded, so nothing runs for
+// real; the scope is sealed, so changed code cannot add work to it, and
+// divergence is reported as anywhere else.
+func (x *cx) replaySettled(path string, names []string, runs []func(*cx) (json.RawMessage, error), idx []int) error {
+	t, r := x.t, x.t.r
+	if !t.checkpoint || len(idx) == 0 {
+		return nil
+	}
+	r.mu.Lock()
+	r.sealed = append(r.sealed, path)
+	r.mu.Unlock()
+	results := make([]branchResult, len(idx))
+	t.forked.Store(true)
+	t.fork(len(idx), func(int) *thread { return t.child(t.ctx, nil) }, func(i int, c *thread) {
+		results[i] = runBranch(c, joinPath(path, names[idx[i]]), runs[idx[i]])
+	})
+	t.forked.Store(false)
+	return t.settled(results)
+}
+
 func later(a, b time.Time) time.Time {
 	if b.After(a) {
 		return b
@@ -261,8 +285,15 @@ func (x *cx) join(name string, names []string, runs []func(*cx) (json.RawMessage
 	defer x.end()
 	t := x.t
 	path, e, done, err := x.open(KindJoin, name, names)
-	if err != nil || done {
+	if err != nil {
 		return path, e, err
+	}
+	if done {
+		all := make([]int, len(names))
+		for i := range all {
+			all[i] = i
+		}
+		return path, e, x.replaySettled(path, names, runs, all)
 	}
 	ctx, cancel := context.WithCancel(t.ctx)
 	defer cancel()
@@ -315,8 +346,19 @@ func (x *cx) race(name string, names []string, runs []func(*cx) (json.RawMessage
 	defer x.end()
 	t, r := x.t, x.t.r
 	path, e, done, err := x.open(KindRace, name, names)
-	if err != nil || done {
+	if err != nil {
 		return path, e, err
+	}
+	if done {
+		// The losers' history is gone with them: only the winner's
+		// branch, or every branch of a race that all of them lost.
+		var idx []int
+		for i, n := range names {
+			if e.Winner == "" || n == e.Winner {
+				idx = append(idx, i)
+			}
+		}
+		return path, e, x.replaySettled(path, names, runs, idx)
 	}
 	rc := newRace(len(names))
 	// A branch with recorded entries replays them first; until every such

@@ -3,7 +3,9 @@ package workflow_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -354,29 +356,101 @@ func TestMisuse(t *testing.T) {
 	}
 }
 
-// After a restart, a replay does not re-enter a completed join, so it never
-// gets the rollback handlers of the steps inside. A rollback then fails
-// where such a step comes in its order, naming it (ErrRollbackNotReplayed),
-// instead of silently leaving those steps done while undoing the others.
-// Crash-free, every step is undone.
-func TestRollbackOfStepsInAScopeNotReplayedFailsLoudly(t *testing.T) {
+// undos counts the rollback handlers that ran.
+func undos(l []string) []string {
+	var out []string
+	for _, s := range l {
+		if strings.HasPrefix(s, "undo") {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// rollbackStep is a step that logs "do NAME" and whose rollback logs
+// "undo NAME".
+func rollbackStep(c *logCtx, name string) (int, error) {
+	return workflow.StepWithRollback(c, workflow.StepOptions{Name: "s"}, func(s *logStep) (int, error) {
+		s.State.Log = append(s.State.Log, "do "+name)
+		return 1, nil
+	}, func(s *logStep, v int) error {
+		s.State.Log = append(s.State.Log, "undo "+name)
+		return nil
+	})
+}
+
+// After a restart, a replay re-enters settled joins and races (the
+// winner's branch) while a rollback checkpoint is active, so a rollback
+// knows the handlers of the steps inside them: crashed at any commit, the
+// workflow undoes what the crash-free run undoes.
+func TestRollbackAfterRestartReachesStepsInSettledJoinsAndRaces(t *testing.T) {
 	wf := func(c *logCtx) error {
 		if err := c.RollbackCheckpoint("cp"); err != nil {
 			return err
 		}
 		br := workflow.Branches[log, int]{}
 		for _, n := range []string{"a", "b"} {
-			br[n] = func(c *logCtx) (int, error) {
-				return workflow.StepWithRollback(c, workflow.StepOptions{Name: "s"}, func(s *logStep) (int, error) {
-					s.State.Log = append(s.State.Log, "do "+n)
-					return 1, nil
-				}, func(s *logStep, v int) error {
-					s.State.Log = append(s.State.Log, "undo "+n)
-					return nil
-				})
-			}
+			br[n] = func(c *logCtx) (int, error) { return rollbackStep(c, n) }
 		}
 		if _, err := workflow.Join(c, "j", br); err != nil {
+			return err
+		}
+		if _, _, err := workflow.Race(c, "r", []workflow.RaceBranch[log, int]{
+			{Name: "fast", Run: func(c *logCtx) (int, error) { return rollbackStep(c, "fast") }},
+			{Name: "slow", Run: func(c *logCtx) (int, error) {
+				if err := c.Sleep("z", time.Hour); err != nil {
+					return 0, err
+				}
+				return rollbackStep(c, "slow")
+			}},
+		}); err != nil {
+			return err
+		}
+		if err := c.Step("after", func(*logStep) error { return nil }); err != nil {
+			return err
+		}
+		return errors.New("business failure")
+	}
+	// The join's branches end at the same workflow time, so a and b may
+	// be undone in either order: compare the sets.
+	sorted := func(l []string) []string { slices.Sort(l); return l }
+	h := newHost(log{})
+	drive(t, h, wf)
+	want := sorted(undos(h.State().Log))
+	if len(want) != 3 {
+		t.Fatalf("crash-free: undone %q, want a, b and fast", want)
+	}
+	for k := 1; k <= h.Commits()+1; k++ {
+		for _, after := range []bool{false, true} {
+			hk := newHost(log{})
+			hk.CrashAt(k, after)
+			out := drive(t, hk, wf)
+			if got := sorted(undos(hk.State().Log)); !reflect.DeepEqual(got, want) || out.Status != workflow.RunFailed {
+				t.Errorf("crash at commit %d (after: %v): undone %q, want %q (outcome %v %v)", k, after, got, want, out.Status, out.Err)
+			}
+		}
+	}
+}
+
+// A completed loop is not re-entered (its state before its last
+// checkpoint is gone), so after a restart a rollback cannot know the
+// handlers of the steps in it: it fails where the first of them comes in
+// its order, naming it (ErrRollbackNotReplayed), instead of silently
+// leaving them done. Crash-free, every step is undone.
+func TestRollbackOfStepsInACompletedLoopFailsLoudlyAfterARestart(t *testing.T) {
+	wf := func(c *logCtx) error {
+		if err := c.RollbackCheckpoint("cp"); err != nil {
+			return err
+		}
+		if _, err := workflow.LoopWith(c, workflow.LoopOptions[int]{Name: "l", HistoryPruneInterval: 2, HistorySize: 10}, func(c *logCtx, i int) (int, error) {
+			if _, err := rollbackStep(c, fmt.Sprint(i)); err != nil {
+				return i, err
+			}
+			if i == 3 {
+				return i, workflow.Break
+			}
+			return i + 1, nil
+		}); err != nil {
 			return err
 		}
 		if err := c.Step("after", func(*logStep) error { return nil }); err != nil {
@@ -386,36 +460,27 @@ func TestRollbackOfStepsInAScopeNotReplayedFailsLoudly(t *testing.T) {
 	}
 	h := newHost(log{})
 	drive(t, h, wf)
-	undos := func(l []string) int {
-		n := 0
-		for _, s := range l {
-			if strings.HasPrefix(s, "undo") {
-				n++
-			}
-		}
-		return n
-	}
-	if n := undos(h.State().Log); n != 2 {
-		t.Fatalf("crash-free: %d undone, want 2: %q", n, h.State().Log)
+	if got := undos(h.State().Log); len(got) != 4 {
+		t.Fatalf("crash-free: undone %q, want 4", got)
 	}
 	loud := 0
 	for k := 1; k <= h.Commits()+1; k++ {
 		hk := newHost(log{})
 		hk.CrashAt(k, true)
 		out := drive(t, hk, wf)
-		switch n := undos(hk.State().Log); {
-		case n == 2:
+		switch n := len(undos(hk.State().Log)); {
+		case n == 4:
 		case errors.Is(out.Err, workflow.ErrRollbackNotReplayed):
 			loud++
 			var rf *workflow.RollbackFailedError
-			if !errors.As(out.Err, &rf) || !strings.HasPrefix(rf.Path, "j/") {
-				t.Errorf("crash after commit %d: %v, want a RollbackFailedError naming a step of j", k, out.Err)
+			if !errors.As(out.Err, &rf) || !strings.HasPrefix(rf.Path, "l/") {
+				t.Errorf("crash after commit %d: %v, want a RollbackFailedError naming a step of l", k, out.Err)
 			}
 		default:
-			t.Errorf("crash after commit %d: %d of 2 undone, silently (outcome %v %v)", k, n, out.Status, out.Err)
+			t.Errorf("crash after commit %d: %d of 4 undone, silently (outcome %v %v)", k, n, out.Status, out.Err)
 		}
 	}
 	if loud == 0 {
-		t.Fatal("no crash point left the join unreplayed: the test shows nothing")
+		t.Fatal("no crash point left the loop unreplayed: the test shows nothing")
 	}
 }
