@@ -25,10 +25,13 @@ type LoopOptions[L any] struct {
 
 // Loop runs fn again and again, each iteration in its own scope (entries of
 // iteration i live under "name/~i"), until fn returns Break (the loop then
-// returns nil) or another error (returned). A loop resumes at its recorded
-// iteration without re-running the earlier ones, so keep data that must
-// survive from one iteration to the next in LoopWith's state, not in
-// variables the closure captures.
+// returns nil) or another error (returned). After a restart a loop resumes
+// at its last checkpoint (every prune interval, at most 20 iterations
+// apart) and replays the iterations after it from their records; the ones
+// before are not re-run, so keep data that must survive from one iteration
+// to the next in LoopWith's state, not in variables the closure captures.
+// Replayed iterations that had completed are sealed: a change to the body
+// must be gated with GetVersion, which takes the old path in them.
 func (c *Ctx[S]) Loop(name string, fn func(*Ctx[S]) error) error {
 	_, err := LoopWith(c, LoopOptions[struct{}]{Name: name}, func(c *Ctx[S], s struct{}) (struct{}, error) {
 		return s, fn(c)
