@@ -136,7 +136,7 @@ func (h *Host) RetryWorkflow(ctx context.Context, ref Ref, from string) (int, er
 		if err != nil {
 			return rivet.Errorf(rivet.ErrUnavailable, "read history: %v", err)
 		}
-		trees, err := retryTrees(entries, from)
+		trees, err := retryTrees(entries, from, st.FailedAt)
 		if err != nil {
 			return err
 		}
@@ -182,8 +182,13 @@ func (h *Host) RetryWorkflow(ctx context.Context, ref Ref, from string) (int, er
 	return removed, err
 }
 
-// retryTrees picks the history trees to delete for a retry.
-func retryTrees(entries []workflow.Entry, from string) ([]string, error) {
+// retryTrees picks the history trees to delete for a retry: from from on,
+// or, without from, the failed entries at or under failedAt (the entry
+// whose failure ended the workflow; "" for every failed entry, as a status
+// written before it was recorded has none). Failures elsewhere were caught
+// (by Try or TryStep) and the workflow went on: retrying them would run
+// their steps again and take another path than the recorded one.
+func retryTrees(entries []workflow.Entry, from, failedAt string) ([]string, error) {
 	var trees []string
 	covered := func(p string) bool {
 		for _, t := range trees {
@@ -196,7 +201,8 @@ func retryTrees(entries []workflow.Entry, from string) ([]string, error) {
 	sortEntries(entries)
 	if from == "" {
 		for _, e := range entries {
-			if (e.Status == workflow.StatusExhausted || e.Status == workflow.StatusFailed) && !covered(e.Path) {
+			if (e.Status == workflow.StatusExhausted || e.Status == workflow.StatusFailed) && !covered(e.Path) &&
+				(failedAt == "" || workflow.Under(e.Path, failedAt)) {
 				trees = append(trees, e.Path)
 			}
 		}

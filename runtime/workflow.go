@@ -29,6 +29,28 @@ const (
 type workflowStatus struct {
 	Status string `json:"status"`
 	Error  string `json:"error,omitempty"`
+	// FailedAt is the entry whose failure ended the workflow (a step, a
+	// join or a race), if the error names one: a retry without --from
+	// retries the failures there, not those a Try caught elsewhere.
+	FailedAt string `json:"failed_at,omitempty"`
+}
+
+// failedAt returns the path of the entry whose failure err reports.
+func failedAt(err error) string {
+	var (
+		se *workflow.StepError
+		je *workflow.JoinError
+		re *workflow.RaceError
+	)
+	switch {
+	case errors.As(err, &se):
+		return se.Path
+	case errors.As(err, &je):
+		return je.Path
+	case errors.As(err, &re):
+		return re.Path
+	}
+	return ""
 }
 
 // msgRef is a pending queue message an activation knows of. Body is kept
@@ -207,7 +229,7 @@ func (a *activation) runWorkflow(ctx context.Context, r *wfRunner, history []wor
 	case workflow.RunFailed:
 		a.h.log.Warn("workflow failed", actorField(a), zap.Error(out.Err))
 		a.h.wfFailed.Add(1)
-		a.finishWorkflow(workflowStatus{Status: WorkflowFailed, Error: out.Err.Error()})
+		a.finishWorkflow(workflowStatus{Status: WorkflowFailed, Error: out.Err.Error(), FailedAt: failedAt(out.Err)})
 	case workflow.RunYielded:
 		if ctx.Err() == nil {
 			// A host error stopped the run (a failed commit or read), not

@@ -664,3 +664,67 @@ func TestRetryFromInsideALoop(t *testing.T) {
 		t.Fatalf("retry inside a completed loop: %v, want INVALID_ARGUMENT", err)
 	}
 }
+
+var (
+	caughtRuns    atomic.Int64
+	caughtHealthy atomic.Bool
+)
+
+type caughtState struct {
+	Path string `json:"path"`
+}
+
+// caught tries a step that always fails (a Try catches it and the code
+// takes a fallback), then runs a step that fails until healthy.
+var caught = rivet.Actor[caughtState]{
+	Name: "caught",
+	Run: func(ctx *workflow.Ctx[caughtState]) error {
+		f, err := ctx.Try("try", func(c *workflow.Ctx[caughtState]) error {
+			return c.StepWith(workflow.StepOptions{Name: "x", MaxRetries: workflow.NoRetries}, func(s *workflow.StepCtx[caughtState]) error {
+				caughtRuns.Add(1)
+				return errors.New("x is down for good")
+			})
+		})
+		if err != nil {
+			return err
+		}
+		path := "main"
+		if f != nil {
+			path = "fallback"
+		}
+		return ctx.StepWith(workflow.StepOptions{Name: "y", MaxRetries: workflow.NoRetries}, func(s *workflow.StepCtx[caughtState]) error {
+			if !caughtHealthy.Load() {
+				return errors.New("y is down")
+			}
+			s.State.Path = path
+			return nil
+		})
+	},
+}
+
+// retry without --from retries the failure that ended the workflow, not
+// one a Try caught on the way: the caught step does not run again, and the
+// workflow goes on down the path it took.
+func TestRetryWithoutFromLeavesCaughtFailures(t *testing.T) {
+	caughtRuns.Store(0)
+	caughtHealthy.Store(false)
+	e := newEnv(t, counterReg(t, caught), nil)
+	ref := runtime.Ref{Name: "caught", Key: []string{"k"}}
+	if _, _, err := e.host.GetOrCreate(ctx(t), ref, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the workflow to fail", 20*time.Second, func() bool {
+		return inspect(t, e.host, "caught", "k").WorkflowStatus == runtime.WorkflowFailed
+	})
+	caughtHealthy.Store(true)
+	removed, err := e.host.RetryWorkflow(ctx(t), ref, "")
+	if err != nil || removed != 1 {
+		t.Fatalf("retry: removed %d, %v; want 1 (y only)", removed, err)
+	}
+	waitFor(t, "the retried workflow to complete", 20*time.Second, func() bool {
+		return inspect(t, e.host, "caught", "k").WorkflowStatus == runtime.WorkflowCompleted
+	})
+	if n := caughtRuns.Load(); n != 1 {
+		t.Fatalf("the caught step ran %d times, want 1", n)
+	}
+}
