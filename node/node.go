@@ -175,7 +175,7 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 	}
 	var storeOpts []etcdstore.Option
 	if n.embedded != nil {
-		storeOpts = append(storeOpts, etcdstore.WithLimits(etcdstore.EmbeddedLimits()), etcdstore.WithLeaderChanges(n.embedded.LeaderChanges()))
+		storeOpts = append(storeOpts, etcdstore.WithLimits(etcdstore.EmbeddedLimits()))
 	}
 	st, err := etcdstore.New(n.etcd, cfg.EtcdPrefix, storeOpts...)
 	if err != nil {
