@@ -16,7 +16,10 @@ type Branches[S, T any] map[string]func(*Ctx[S]) (T, error)
 // branch b live under "name/b"), waits for all of them, and returns their
 // values by branch name. A failing branch does not cancel the others; if
 // any failed, Join returns a *JoinError with each failure by branch name.
-// A settled join is replayed from its record without running the branches.
+// A settled join is replayed from its record without running the branches,
+// except while a rollback checkpoint is active: then its branches replay
+// against their records (nothing runs again) so that the rollback handlers
+// of their steps are known after a restart.
 func Join[S, T any](c *Ctx[S], name string, branches Branches[S, T]) (map[string]T, error) {
 	names := make([]string, 0, len(branches))
 	for n := range branches {
@@ -210,8 +213,12 @@ func (x *cx) open(kind Kind, name string, names []string) (string, *Entry, bool,
 // rollback handlers of their steps are registered: a replay does not
 // otherwise re-enter a settled scope, and a rollback after a restart would
 // not know those handlers. Every entry is recorded, so nothing runs for
-// real; the scope is sealed, so changed code cannot add work to it, and
-// divergence is reported as anywhere else.
+// real; the scope is sealed, so changed code cannot add work to it. A
+// branch whose code no longer matches its record stops there, without
+// failing the workflow (which never re-entered settled scopes before): the
+// handlers it did not reach stay unknown, and a rollback that needs them
+// fails naming the step (ErrRollbackNotReplayed). The scope's entries are
+// already marked visited, so only new entries and kind changes show.
 func (x *cx) replaySettled(path string, names []string, runs []func(*cx) (json.RawMessage, error), idx []int) error {
 	t, r := x.t, x.t.r
 	if !t.checkpoint || len(idx) == 0 {
@@ -226,6 +233,11 @@ func (x *cx) replaySettled(path string, names []string, runs []func(*cx) (json.R
 		results[i] = runBranch(c, joinPath(path, names[idx[i]]), runs[idx[i]])
 	})
 	t.forked.Store(false)
+	for i := range results {
+		if errors.Is(results[i].err, ErrDiverged) {
+			results[i].err = nil
+		}
+	}
 	return t.settled(results)
 }
 

@@ -36,8 +36,8 @@ func (r *run) visit(scope, path string, kind Kind) (*Entry, error) {
 	}
 	if it, ok := r.sealedLocked(scope); ok {
 		return nil, &DivergenceError{Path: path,
-			Expected: fmt.Sprintf("nothing: iteration %s completed under code that recorded no entry here", it),
-			Found:    fmt.Sprintf("new %s %q (gate a change to a loop's body with GetVersion)", kind, path)}
+			Expected: fmt.Sprintf("nothing: %s completed under code that recorded no entry here", it),
+			Found:    fmt.Sprintf("new %s %q (gate the change with GetVersion)", kind, path)}
 	}
 	return nil, r.hist.CheckNew(scope, path, kind)
 }

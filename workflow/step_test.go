@@ -484,3 +484,44 @@ func TestRollbackOfStepsInACompletedLoopFailsLoudlyAfterARestart(t *testing.T) {
 		t.Fatal("no crash point left the loop unreplayed: the test shows nothing")
 	}
 }
+
+// A settled join is replayed after a restart only to learn its steps'
+// rollback handlers: code changed inside it since does not fail the
+// workflow (before, a settled join was never re-entered at all).
+func TestChangedCodeInASettledJoinDoesNotFailTheReplay(t *testing.T) {
+	wf := func(extra bool) func(c *logCtx) error {
+		return func(c *logCtx) error {
+			if err := c.RollbackCheckpoint("cp"); err != nil {
+				return err
+			}
+			if _, err := workflow.Join(c, "j", workflow.Branches[log, int]{
+				"a": func(c *logCtx) (int, error) {
+					if extra {
+						if err := c.Step("new", func(*logStep) error { return nil }); err != nil {
+							return 0, err
+						}
+					}
+					return rollbackStep(c, "a")
+				},
+			}); err != nil {
+				return err
+			}
+			// Commits the join's record with it.
+			if err := c.Step("after", func(*logStep) error { return nil }); err != nil {
+				return err
+			}
+			if _, err := workflow.Next[loopJob](c, "wait", workflow.NextOptions{Names: []string{"go"}}); err != nil {
+				return err
+			}
+			return c.Step("end", func(s *logStep) error { s.State.Log = append(s.State.Log, "end"); return nil })
+		}
+	}
+	h := newHost(log{})
+	if out := drive(t, h, wf(false)); out.Status != workflow.RunYielded {
+		t.Fatalf("old code: %+v", out)
+	}
+	h.Send("go", loopJob{1})
+	if out := drive(t, h, wf(true)); out.Status != workflow.RunCompleted {
+		t.Fatalf("new code after a restart: %v %v, want completed", out.Status, out.Err)
+	}
+}
