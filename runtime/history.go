@@ -199,6 +199,12 @@ func retryTrees(entries []workflow.Entry, from, failedAt string) ([]string, erro
 		return false
 	}
 	sortEntries(entries)
+	if from == "" && failedAt == noEntry {
+		// Nothing recorded failed the workflow (its own error, a
+		// divergence, a panic): it replays as it is, with the code
+		// deployed now.
+		return nil, nil
+	}
 	if from == "" {
 		for _, e := range entries {
 			if (e.Status == workflow.StatusExhausted || e.Status == workflow.StatusFailed) && !covered(e.Path) &&
@@ -220,7 +226,7 @@ func retryTrees(entries []workflow.Entry, from, failedAt string) ([]string, erro
 	if target == nil {
 		return nil, rivet.Errorf(rivet.ErrInvalidArgument, "%v: %q", errUnknownEntry, from)
 	}
-	if err := checkLoopRewind(entries, from); err != nil {
+	if err := checkRewind(entries, from); err != nil {
 		return nil, err
 	}
 	trees = append(trees, from)
@@ -235,15 +241,24 @@ func retryTrees(entries []workflow.Entry, from, failedAt string) ([]string, erro
 	return trees, nil
 }
 
-// checkLoopRewind refuses a retry from an entry in a loop iteration that
-// the loop cannot go back to. A loop keeps its state at its checkpoints
+// checkRewind refuses a retry from an entry inside a scope that would not
+// run it again. A settled join or race keeps its recorded result: a replay
+// does not re-run its branches. A loop keeps its state at its checkpoints
 // only (every prune interval, and its end): it resumes at the last one and
-// replays the iterations after it from their entries. Retrying from an
+// replays the iterations after it from their entries, so retrying from an
 // iteration before that checkpoint would delete that iteration's entries
 // and never run it again, the loop going on from a state built on the
 // results just deleted.
-func checkLoopRewind(entries []workflow.Entry, from string) error {
+func checkRewind(entries []workflow.Entry, from string) error {
 	segs := strings.Split(from, "/")
+	for i := 1; i < len(segs); i++ {
+		scope := strings.Join(segs[:i], "/")
+		for _, e := range entries {
+			if e.Path == scope && (e.Kind == workflow.KindJoin || e.Kind == workflow.KindRace) && e.Status != workflow.StatusPending {
+				return rivet.Errorf(rivet.ErrInvalidArgument, "cannot retry from %q: %s %q has settled and keeps its recorded result; retry from %q itself", from, e.Kind, scope, scope)
+			}
+		}
+	}
 	for i := 1; i < len(segs); i++ {
 		k, err := strconv.Atoi(strings.TrimPrefix(segs[i], "~"))
 		if !strings.HasPrefix(segs[i], "~") || err != nil {

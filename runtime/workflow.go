@@ -30,10 +30,15 @@ type workflowStatus struct {
 	Status string `json:"status"`
 	Error  string `json:"error,omitempty"`
 	// FailedAt is the entry whose failure ended the workflow (a step, a
-	// join or a race), if the error names one: a retry without --from
-	// retries the failures there, not those a Try caught elsewhere.
+	// join or a race), or noEntry if the error names none (the workflow
+	// returned its own error, diverged, panicked): a retry without --from
+	// retries the failures there, not those a Try caught elsewhere. Empty
+	// in a status written before it was recorded.
 	FailedAt string `json:"failed_at,omitempty"`
 }
+
+// noEntry is FailedAt when the error names no entry.
+const noEntry = "-"
 
 // failedAt returns the path of the entry whose failure err reports.
 func failedAt(err error) string {
@@ -50,7 +55,7 @@ func failedAt(err error) string {
 	case errors.As(err, &re):
 		return re.Path
 	}
-	return ""
+	return noEntry
 }
 
 // msgRef is a pending queue message an activation knows of. Body is kept

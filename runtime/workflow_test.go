@@ -728,3 +728,64 @@ func TestRetryWithoutFromLeavesCaughtFailures(t *testing.T) {
 		t.Fatalf("the caught step ran %d times, want 1", n)
 	}
 }
+
+// caughtPlain is caught, except that it fails with its own error (naming no
+// entry) until healthy; and it has a settled join.
+var caughtPlain = rivet.Actor[caughtState]{
+	Name: "caughtPlain",
+	Run: func(ctx *workflow.Ctx[caughtState]) error {
+		if _, err := ctx.Try("try", func(c *workflow.Ctx[caughtState]) error {
+			return c.StepWith(workflow.StepOptions{Name: "x", MaxRetries: workflow.NoRetries}, func(s *workflow.StepCtx[caughtState]) error {
+				caughtRuns.Add(1)
+				return errors.New("x is down for good")
+			})
+		}); err != nil {
+			return err
+		}
+		if _, err := workflow.Join(ctx, "j", workflow.Branches[caughtState, int]{
+			"a": func(c *workflow.Ctx[caughtState]) (int, error) {
+				return workflow.Step(c, "s", func(*workflow.StepCtx[caughtState]) (int, error) { return 1, nil })
+			},
+		}); err != nil {
+			return err
+		}
+		if err := ctx.Step("after", func(*workflow.StepCtx[caughtState]) error { return nil }); err != nil {
+			return err
+		}
+		if !caughtHealthy.Load() {
+			return errors.New("the workflow's own error")
+		}
+		return nil
+	},
+}
+
+// After a failure that names no entry (the workflow's own error), retry
+// without --from deletes nothing, caught failures included, and replays
+// with the code deployed now; --from inside a settled join is refused (the
+// join keeps its result, so the entry would never run again).
+func TestRetryAfterAnErrorNamingNoEntry(t *testing.T) {
+	caughtRuns.Store(0)
+	caughtHealthy.Store(false)
+	e := newEnv(t, counterReg(t, caughtPlain), nil)
+	ref := runtime.Ref{Name: "caughtPlain", Key: []string{"k"}}
+	if _, _, err := e.host.GetOrCreate(ctx(t), ref, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the workflow to fail", 20*time.Second, func() bool {
+		return inspect(t, e.host, "caughtPlain", "k").WorkflowStatus == runtime.WorkflowFailed
+	})
+	if _, err := e.host.RetryWorkflow(ctx(t), ref, "j/a/s"); !errors.Is(err, rivet.ErrInvalidArgument) || !strings.Contains(err.Error(), "has settled") {
+		t.Fatalf("retry from inside a settled join: %v, want INVALID_ARGUMENT", err)
+	}
+	caughtHealthy.Store(true)
+	removed, err := e.host.RetryWorkflow(ctx(t), ref, "")
+	if err != nil || removed != 0 {
+		t.Fatalf("retry: removed %d, %v; want 0", removed, err)
+	}
+	waitFor(t, "the retried workflow to complete", 20*time.Second, func() bool {
+		return inspect(t, e.host, "caughtPlain", "k").WorkflowStatus == runtime.WorkflowCompleted
+	})
+	if n := caughtRuns.Load(); n != 1 {
+		t.Fatalf("the caught step ran %d times, want 1", n)
+	}
+}
