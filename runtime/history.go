@@ -230,15 +230,53 @@ func retryTrees(entries []workflow.Entry, from, failedAt string) ([]string, erro
 		return nil, err
 	}
 	trees = append(trees, from)
+	byPath := make(map[string]*workflow.Entry, len(entries))
+	for i := range entries {
+		byPath[entries[i].Path] = &entries[i]
+	}
 	for _, e := range entries {
 		if covered(e.Path) || workflow.Under(from, e.Path) {
 			continue // already deleted, or a scope that encloses from
 		}
-		if e.Time.IsZero() || !e.Time.Before(target.Time) {
+		if parentPath(e.Path) == parentPath(from) && e.Seq < target.Seq {
+			continue // recorded before from in its scope
+		}
+		if at := entryTime(byPath, &e); !at.IsZero() && !at.Before(target.Time) {
 			trees = append(trees, e.Path)
 		}
 	}
 	return trees, nil
+}
+
+// entryTime is when e was recorded, as far as the history tells: its time,
+// or for the entries that record none (rollback checkpoints, version
+// checks, removed markers) the time of the latest entry before it in its
+// scope, or of its scope's entry; zero at the start of the workflow.
+func entryTime(byPath map[string]*workflow.Entry, e *workflow.Entry) time.Time {
+	if !e.Time.IsZero() {
+		return e.Time
+	}
+	scope := parentPath(e.Path)
+	var at time.Time
+	for _, o := range byPath {
+		if parentPath(o.Path) == scope && o.Seq < e.Seq && o.Time.After(at) {
+			at = o.Time
+		}
+	}
+	if at.IsZero() && scope != "" {
+		if p := byPath[scope]; p != nil {
+			return entryTime(byPath, p)
+		}
+	}
+	return at
+}
+
+// parentPath is the scope that holds path ("" for the root).
+func parentPath(path string) string {
+	if i := strings.LastIndexByte(path, '/'); i >= 0 {
+		return path[:i]
+	}
+	return ""
 }
 
 // checkRewind refuses a retry from an entry inside a scope that would not

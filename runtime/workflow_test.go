@@ -789,3 +789,55 @@ func TestRetryAfterAnErrorNamingNoEntry(t *testing.T) {
 		t.Fatalf("the caught step ran %d times, want 1", n)
 	}
 }
+
+// gated records a rollback checkpoint and a version check (entries without
+// a time) before its steps; step b fails until healthy.
+var gated = rivet.Actor[caughtState]{
+	Name: "gated",
+	Run: func(ctx *workflow.Ctx[caughtState]) error {
+		if err := ctx.RollbackCheckpoint("cp"); err != nil {
+			return err
+		}
+		v, err := ctx.GetVersion("v", 2)
+		if err != nil {
+			return err
+		}
+		if err := ctx.Step("a", func(*workflow.StepCtx[caughtState]) error { return nil }); err != nil {
+			return err
+		}
+		return ctx.StepWith(workflow.StepOptions{Name: "b", MaxRetries: workflow.NoRetries}, func(s *workflow.StepCtx[caughtState]) error {
+			if !caughtHealthy.Load() {
+				return errors.New("b is down")
+			}
+			s.State.Path = fmt.Sprint("version ", v)
+			return nil
+		})
+	},
+	Actions: rivet.Actions[caughtState]{"getState": rivet.Query(func(c *rivet.ActionCtx[caughtState]) (caughtState, error) { return *c.State, nil })},
+}
+
+// retry --from keeps what was recorded before the entry, the entries that
+// carry no time (a rollback checkpoint, a version check) included: they
+// were deleted, and the replay diverged or re-resolved the version.
+func TestRetryFromKeepsEarlierEntriesWithoutATime(t *testing.T) {
+	caughtHealthy.Store(false)
+	e := newEnv(t, counterReg(t, gated), nil)
+	ref := runtime.Ref{Name: "gated", Key: []string{"k"}}
+	if _, _, err := e.host.GetOrCreate(ctx(t), ref, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the workflow to fail", 20*time.Second, func() bool {
+		return inspect(t, e.host, "gated", "k").WorkflowStatus == runtime.WorkflowFailed
+	})
+	caughtHealthy.Store(true)
+	removed, err := e.host.RetryWorkflow(ctx(t), ref, "b")
+	if err != nil || removed != 1 {
+		t.Fatalf("retry --from b: removed %d, %v; want 1", removed, err)
+	}
+	waitFor(t, "the retried workflow to complete", 20*time.Second, func() bool {
+		return inspect(t, e.host, "gated", "k").WorkflowStatus == runtime.WorkflowCompleted
+	})
+	if raw, _ := call(t, e.host, "gated", "k", "getState", false); string(raw) != `{"path":"version 2"}` {
+		t.Fatalf("state %s, want version 2", raw)
+	}
+}
