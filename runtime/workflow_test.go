@@ -674,17 +674,22 @@ type caughtState struct {
 	Path string `json:"path"`
 }
 
+// tryX tries step x, which always fails; a Try catches it.
+func tryX(ctx *workflow.Ctx[caughtState]) (*workflow.Failure, error) {
+	return ctx.Try("try", func(c *workflow.Ctx[caughtState]) error {
+		return c.StepWith(workflow.StepOptions{Name: "x", MaxRetries: workflow.NoRetries}, func(s *workflow.StepCtx[caughtState]) error {
+			caughtRuns.Add(1)
+			return errors.New("x is down for good")
+		})
+	})
+}
+
 // caught tries a step that always fails (a Try catches it and the code
 // takes a fallback), then runs a step that fails until healthy.
 var caught = rivet.Actor[caughtState]{
 	Name: "caught",
 	Run: func(ctx *workflow.Ctx[caughtState]) error {
-		f, err := ctx.Try("try", func(c *workflow.Ctx[caughtState]) error {
-			return c.StepWith(workflow.StepOptions{Name: "x", MaxRetries: workflow.NoRetries}, func(s *workflow.StepCtx[caughtState]) error {
-				caughtRuns.Add(1)
-				return errors.New("x is down for good")
-			})
-		})
+		f, err := tryX(ctx)
 		if err != nil {
 			return err
 		}
@@ -734,12 +739,7 @@ func TestRetryWithoutFromLeavesCaughtFailures(t *testing.T) {
 var caughtPlain = rivet.Actor[caughtState]{
 	Name: "caughtPlain",
 	Run: func(ctx *workflow.Ctx[caughtState]) error {
-		if _, err := ctx.Try("try", func(c *workflow.Ctx[caughtState]) error {
-			return c.StepWith(workflow.StepOptions{Name: "x", MaxRetries: workflow.NoRetries}, func(s *workflow.StepCtx[caughtState]) error {
-				caughtRuns.Add(1)
-				return errors.New("x is down for good")
-			})
-		}); err != nil {
+		if _, err := tryX(ctx); err != nil {
 			return err
 		}
 		if _, err := workflow.Join(ctx, "j", workflow.Branches[caughtState, int]{
