@@ -225,7 +225,7 @@ func (x *cx) replaySettled(path string, names []string, runs []func(*cx) (json.R
 		return nil
 	}
 	r.mu.Lock()
-	r.sealed = append(r.sealed, path)
+	r.seal(path)
 	r.mu.Unlock()
 	results := make([]branchResult, len(idx))
 	t.forked.Store(true)

@@ -166,7 +166,7 @@ func (x *cx) loop(name string, interval, size int, initial json.RawMessage, body
 			// only to rebuild the loop's state from its entries, so
 			// changed code must not add work to it.
 			r.mu.Lock()
-			r.sealed = append(r.sealed, ix.sc.path)
+			r.seal(ix.sc.path)
 			r.mu.Unlock()
 		}
 		state, brk, err := body(ix, e.State)

@@ -46,7 +46,7 @@ type run struct {
 	// checkpoint and its latest iteration): new entries in them are
 	// divergence, and version gates in them take the old path, as if
 	// they were not re-run (see loop).
-	sealed    []string
+	sealed    map[string]bool
 	rollbacks []rollbackAction
 	seq       int // orders rollbacks registered at the same time
 	// active counts threads that are not blocked; waits holds what the

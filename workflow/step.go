@@ -42,10 +42,23 @@ func (r *run) visit(scope, path string, kind Kind) (*Entry, error) {
 	return nil, r.hist.CheckNew(scope, path, kind)
 }
 
-// sealedLocked returns the sealed iteration that holds scope, if any.
+// seal marks scope sealed; r.mu must be held.
+func (r *run) seal(scope string) {
+	if r.sealed == nil {
+		r.sealed = map[string]bool{}
+	}
+	r.sealed[scope] = true
+}
+
+// sealedLocked returns the sealed scope that holds scope, if any: scope
+// itself or one of the scopes that enclose it (a walk up its path, not a
+// scan of every sealed scope).
 func (r *run) sealedLocked(scope string) (string, bool) {
-	for _, s := range r.sealed {
-		if Under(scope, s) {
+	if len(r.sealed) == 0 {
+		return "", false
+	}
+	for s := scope; s != ""; s = parentOf(s) {
+		if r.sealed[s] {
 			return s, true
 		}
 	}
