@@ -47,8 +47,8 @@ func BenchmarkFailover(b *testing.B) {
 
 // failoverResult is what one failover measured. survivorStall is the
 // longest call (ok or failed) on counters the surviving caller node owns,
-// made by 8 callers from before the kill until the failover is over: what
-// the kill costs actors that did not move.
+// made by 8 callers from before the kill until every call in flight at the
+// kill has ended: what the kill costs actors that did not move.
 type failoverResult struct {
 	serving, fired, survivorStall time.Duration
 	survivorCalls, survivorFailed int
@@ -117,7 +117,7 @@ func failoverOnce(b *testing.B, killLeader bool) (res failoverResult) {
 	// Calls in flight at the kill may still be waiting: let them end.
 	load.waitPast(b, killed, 60*time.Second)
 	load.stop()
-	res.survivorCalls, res.survivorFailed, res.survivorStall = load.calls, len(load.failed), load.slowest
+	res.survivorCalls, res.survivorFailed, res.survivorStall = load.calls, load.failed, load.slowest
 	for _, n := range c.nodes {
 		n.kill()
 	}

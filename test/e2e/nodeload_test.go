@@ -11,19 +11,17 @@ import (
 )
 
 // nodeLoad is callers incrementing counters that one node owns, one
-// counter each, through one client, until stop: per key the increments
-// tried and acknowledged, the errors, and the slowest call (failed ones
-// included). It measures what a fault elsewhere costs that node's actors.
+// counter each, through one client, until stop: the calls ended, how many
+// failed, and the slowest (failed ones included). It measures what a fault
+// elsewhere costs that node's actors.
 type nodeLoad struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	once   sync.Once
 
-	mu           sync.Mutex
-	acked, tried map[string]int
-	failed       []string
-	calls        int
-	slowest      time.Duration
+	mu            sync.Mutex
+	calls, failed int
+	slowest       time.Duration
 	// started is when each caller's call in flight began (zero: none);
 	// last, when its last ended call began.
 	started, last []time.Time
@@ -31,15 +29,13 @@ type nodeLoad struct {
 
 func startNodeLoad(t testing.TB, cl *client.Client, tab client.PartitionTable, node string, callers int) *nodeLoad {
 	ctx, cancel := context.WithCancel(context.Background())
-	l := &nodeLoad{cancel: cancel, acked: map[string]int{}, tried: map[string]int{},
-		started: make([]time.Time, callers), last: make([]time.Time, callers)}
+	l := &nodeLoad{cancel: cancel, started: make([]time.Time, callers), last: make([]time.Time, callers)}
 	for w := range callers {
 		key := ownersOf(tab).key(t, "counter", fmt.Sprintf("%s-load%d-", node, w), func(o string) bool { return o == node })
 		l.wg.Go(func() {
 			for i := 0; ctx.Err() == nil && i < 1_000_000; i++ {
 				t0 := time.Now()
 				l.mu.Lock()
-				l.tried[key]++
 				l.started[w] = t0
 				l.mu.Unlock()
 				cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -54,9 +50,7 @@ func startNodeLoad(t testing.TB, cl *client.Client, tab client.PartitionTable, n
 				l.calls++
 				l.slowest = max(l.slowest, took)
 				if err != nil {
-					l.failed = append(l.failed, err.Error())
-				} else {
-					l.acked[key]++
+					l.failed++
 				}
 				l.mu.Unlock()
 			}
@@ -84,24 +78,6 @@ func (l *nodeLoad) waitPast(t testing.TB, at time.Time, within time.Duration) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("load: calls from before %v not over, or callers without a call since, within %v", at.Format(time.StampMilli), within)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// waitCalls waits until the load has ended n calls.
-func (l *nodeLoad) waitCalls(t testing.TB, n int, within time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		l.mu.Lock()
-		calls := l.calls
-		l.mu.Unlock()
-		if calls >= n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("load: %d calls within %v, want %d", calls, within, n)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
