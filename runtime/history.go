@@ -226,19 +226,19 @@ func retryTrees(entries []workflow.Entry, from, failedAt string) ([]string, erro
 	if target == nil {
 		return nil, rivet.Errorf(rivet.ErrInvalidArgument, "%v: %q", errUnknownEntry, from)
 	}
-	if err := checkRewind(entries, from); err != nil {
-		return nil, err
-	}
-	trees = append(trees, from)
 	byPath := make(map[string]*workflow.Entry, len(entries))
 	for i := range entries {
 		byPath[entries[i].Path] = &entries[i]
 	}
+	if err := checkRewind(byPath, from); err != nil {
+		return nil, err
+	}
+	trees = append(trees, from)
 	for _, e := range entries {
 		if covered(e.Path) || workflow.Under(from, e.Path) {
 			continue // already deleted, or a scope that encloses from
 		}
-		if parentPath(e.Path) == parentPath(from) && e.Seq < target.Seq {
+		if workflow.ParentOf(e.Path) == workflow.ParentOf(from) && e.Seq < target.Seq {
 			continue // recorded before from in its scope
 		}
 		if at := entryTime(byPath, &e); !at.IsZero() && !at.Before(target.Time) {
@@ -256,10 +256,10 @@ func entryTime(byPath map[string]*workflow.Entry, e *workflow.Entry) time.Time {
 	if !e.Time.IsZero() {
 		return e.Time
 	}
-	scope := parentPath(e.Path)
+	scope := workflow.ParentOf(e.Path)
 	var at time.Time
 	for _, o := range byPath {
-		if parentPath(o.Path) == scope && o.Seq < e.Seq && o.Time.After(at) {
+		if workflow.ParentOf(o.Path) == scope && o.Seq < e.Seq && o.Time.After(at) {
 			at = o.Time
 		}
 	}
@@ -271,14 +271,6 @@ func entryTime(byPath map[string]*workflow.Entry, e *workflow.Entry) time.Time {
 	return at
 }
 
-// parentPath is the scope that holds path ("" for the root).
-func parentPath(path string) string {
-	if i := strings.LastIndexByte(path, '/'); i >= 0 {
-		return path[:i]
-	}
-	return ""
-}
-
 // checkRewind refuses a retry from an entry inside a scope that would not
 // run it again. A settled join or race keeps its recorded result: a replay
 // does not re-run its branches. A loop keeps its state at its checkpoints
@@ -287,31 +279,23 @@ func parentPath(path string) string {
 // iteration before that checkpoint would delete that iteration's entries
 // and never run it again, the loop going on from a state built on the
 // results just deleted.
-func checkRewind(entries []workflow.Entry, from string) error {
+func checkRewind(byPath map[string]*workflow.Entry, from string) error {
 	segs := strings.Split(from, "/")
 	for i := 1; i < len(segs); i++ {
 		scope := strings.Join(segs[:i], "/")
-		for _, e := range entries {
-			if e.Path == scope && (e.Kind == workflow.KindJoin || e.Kind == workflow.KindRace) && e.Status != workflow.StatusPending {
-				return rivet.Errorf(rivet.ErrInvalidArgument, "cannot retry from %q: %s %q has settled and keeps its recorded result; retry from %q itself", from, e.Kind, scope, scope)
-			}
+		e := byPath[scope]
+		if e == nil {
+			continue // a loop iteration or a branch: no entry of its own
 		}
-	}
-	for i := 1; i < len(segs); i++ {
-		k, err := strconv.Atoi(strings.TrimPrefix(segs[i], "~"))
-		if !strings.HasPrefix(segs[i], "~") || err != nil {
-			continue
-		}
-		loop := strings.Join(segs[:i], "/")
-		for _, e := range entries {
-			if e.Path != loop || e.Kind != workflow.KindLoop {
-				continue
-			}
-			switch {
-			case e.Status == workflow.StatusCompleted:
-				return rivet.Errorf(rivet.ErrInvalidArgument, "cannot retry from %q: loop %q has completed and kept no state to go back to; retry from %q itself or from an entry after it", from, loop, loop)
-			case e.Iteration > k:
-				return rivet.Errorf(rivet.ErrInvalidArgument, "cannot retry from %q: loop %q resumes at iteration %d, its last checkpoint, and kept no state for iteration %d; retry from an entry of iteration %d or later, or from %q itself", from, loop, e.Iteration, k, e.Iteration, loop)
+		switch {
+		case (e.Kind == workflow.KindJoin || e.Kind == workflow.KindRace) && e.Status != workflow.StatusPending:
+			return rivet.Errorf(rivet.ErrInvalidArgument, "cannot retry from %q: %s %q has settled and keeps its recorded result; retry from %q itself", from, e.Kind, scope, scope)
+		case e.Kind != workflow.KindLoop || !strings.HasPrefix(segs[i], "~"):
+		case e.Status == workflow.StatusCompleted:
+			return rivet.Errorf(rivet.ErrInvalidArgument, "cannot retry from %q: loop %q has completed and kept no state to go back to; retry from %q itself or from an entry after it", from, scope, scope)
+		default:
+			if k, err := strconv.Atoi(segs[i][1:]); err == nil && e.Iteration > k {
+				return rivet.Errorf(rivet.ErrInvalidArgument, "cannot retry from %q: loop %q resumes at iteration %d, its last checkpoint, and kept no state for iteration %d; retry from an entry of iteration %d or later, or from %q itself", from, scope, e.Iteration, k, e.Iteration, scope)
 			}
 		}
 	}

@@ -211,9 +211,10 @@ func (e *RaceError) Unwrap() []error {
 
 // ErrRollbackNotReplayed is the cause of a RollbackFailedError for a step
 // whose rollback handler the run never registered: after a restart, the
-// scope that holds it (a completed join, race or loop, or a loop iteration
-// before the loop's last checkpoint) was not replayed, so its handler is
-// unknown. The step's compensation has to be done by hand.
+// scope that holds it was not replayed (a completed loop, a loop iteration
+// before the loop's last checkpoint, or a settled join or race branch
+// whose code changed since), so its handler is unknown. The step's
+// compensation has to be done by hand.
 var ErrRollbackNotReplayed = errors.New("its rollback handler was not registered: the scope holding the step completed before the workflow restarted and is not replayed")
 
 // RollbackFailedError is a rollback handler's failure. The workflow fails

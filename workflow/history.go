@@ -44,7 +44,7 @@ func NewHistory(entries []Entry) (*History, error) {
 		h.unvisited[e.Path] = struct{}{}
 		h.loaded = append(h.loaded, e.Path)
 		if e.Seq > 0 {
-			sc := parentOf(e.Path)
+			sc := ParentOf(e.Path)
 			o := h.order[sc]
 			if o == nil {
 				o = &scopeOrder{}
@@ -66,7 +66,8 @@ type scopeOrder struct {
 	next    int      // entries before it are visited
 }
 
-func parentOf(path string) string {
+// ParentOf returns the scope that holds path ("" for the root).
+func ParentOf(path string) string {
 	if i := strings.LastIndexByte(path, '/'); i >= 0 {
 		return path[:i]
 	}
@@ -98,7 +99,7 @@ func (h *History) Visit(path string, kind Kind) (*Entry, error) {
 // checkOrder reports a recorded entry of e's scope that was recorded before
 // e and is not visited yet: the code skipped it, or swapped it with e.
 func (h *History) checkOrder(e *Entry) error {
-	o := h.order[parentOf(e.Path)]
+	o := h.order[ParentOf(e.Path)]
 	if o == nil || e.Seq == 0 {
 		return nil
 	}

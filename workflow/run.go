@@ -41,11 +41,12 @@ type run struct {
 	// hist is the run's view of the history: what was committed plus what
 	// threads recorded and will commit with their next commit.
 	hist *History
-	// sealed holds the loop iterations that a replay re-runs although
-	// they completed under earlier code (those between the loop's last
-	// checkpoint and its latest iteration): new entries in them are
-	// divergence, and version gates in them take the old path, as if
-	// they were not re-run (see loop).
+	// sealed holds the scopes that a replay re-runs although they
+	// completed under earlier code (a loop's iterations between its last
+	// checkpoint and its latest one, see loop; settled joins and races
+	// replayed for their rollback handlers, see replaySettled): new
+	// entries in them are divergence, and version gates in them take the
+	// old path, as if they were not re-run.
 	sealed    map[string]bool
 	rollbacks []rollbackAction
 	seq       int // orders rollbacks registered at the same time

@@ -57,7 +57,7 @@ func (r *run) sealedLocked(scope string) (string, bool) {
 	if len(r.sealed) == 0 {
 		return "", false
 	}
-	for s := scope; s != ""; s = parentOf(s) {
+	for s := scope; s != ""; s = ParentOf(s) {
 		if r.sealed[s] {
 			return s, true
 		}
@@ -268,10 +268,10 @@ func (r *run) rollback(root *thread) error {
 	r.mu.Lock()
 	acts := append([]rollbackAction(nil), r.rollbacks...)
 	// Steps whose handlers this run never got: they are in scopes a
-	// replay does not re-enter (a completed join, race or loop, or a
-	// loop's iterations before its checkpoint). Their compensation cannot
-	// run; the rollback fails there, in its order, rather than silently
-	// leave them done.
+	// replay does not re-enter (a completed loop, a loop's iterations
+	// before its checkpoint, a settled branch whose code changed). Their
+	// compensation cannot run; the rollback fails there, in its order,
+	// rather than silently leave them done.
 	registered := make(map[string]bool, len(acts))
 	for _, a := range acts {
 		registered[a.path] = true
