@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -522,7 +523,21 @@ func composeRestart(e *composeEnv) {
 	}
 	e.t.Logf("FIGURE compose: every counter served with its state %v after restarting all nodes", time.Since(restarted).Round(time.Millisecond))
 	for _, r := range refs {
-		raw, err := cl.Get(r.actor, r.key).Call(ctx, "getState")
+		// UNAVAILABLE is the cluster saying "retry" (a write of the actor
+		// was cut short by the restart's etcd leader change): retry it,
+		// within a deadline, as a client would.
+		var (
+			raw json.RawMessage
+			err error
+		)
+		for stateDeadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			raw, err = cl.Get(r.actor, r.key).Call(cctx, "getState")
+			cancel()
+			if !errors.Is(err, rivet.ErrUnavailable) || time.Now().After(stateDeadline) {
+				break
+			}
+		}
 		if err != nil || string(raw) != states[r] {
 			// pollBackoffActor keeps polling; its state may move on, but
 			// only forward.
