@@ -3,6 +3,7 @@ package storage
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -37,6 +38,19 @@ type CommitterConfig struct {
 	// MaxStalled bounds the stalled batches in flight beyond MaxInFlight.
 	// Zero means 8.
 	MaxStalled int
+	// OnInDoubt is called with the fences of a packed transaction whose
+	// outcome is unknown (the store failed it with an error that does not
+	// say nothing was written: a lost connection, a timeout, an etcd
+	// leader change). From then on the Committer fails every txn fenced on
+	// one of them with ErrFenced, unsent: the doubtful write may still
+	// apply later, and a later write of the same keys on the same claim
+	// could land before it and be overwritten. The claims must be replaced
+	// (released and claimed again, which changes the token) before their
+	// partitions are written again; a doubtful write that applies after
+	// that fails its fence. It runs on the commit path and must not block.
+	// Nil means no txn is refused for this (and a late write may land on a
+	// newer one).
+	OnInDoubt func(fences []Fence)
 }
 
 // CommitObserver is told of the store transactions a Committer sends. Its
@@ -125,6 +139,12 @@ type Committer struct {
 	// in and deferred are packLocked's scratch sets (the batch's keys, and
 	// those of the txns it leaves behind), kept to reuse their maps.
 	in, deferred keySet
+	// doubted holds the fences of writes whose outcome is unknown
+	// (OnInDoubt); txns fenced on them fail unsent. Tokens are never
+	// reused, so an entry is never wrong, only kept: there is one per
+	// doubtful write, a rare event.
+	doubted   map[Fence]struct{}
+	onInDoubt func([]Fence)
 
 	committed, failed, batches, batched, maxBatch, retries, stalls atomic.Int64
 }
@@ -179,6 +199,8 @@ func NewCommitter(store Store, cfg CommitterConfig) *Committer {
 		stallAfter:  cfg.StallAfter,
 		maxStalled:  cfg.MaxStalled,
 		observer:    cfg.Observer,
+		onInDoubt:   cfg.OnInDoubt,
+		doubted:     map[Fence]struct{}{},
 		kick:        make(chan struct{}, 1),
 		busy:        newKeySet(),
 		in:          newKeySet(),
@@ -225,6 +247,11 @@ func (c *Committer) Commit(ctx context.Context, txn Txn) error {
 	if c.stopped {
 		c.mu.Unlock()
 		return ErrClosed
+	}
+	if c.doubtedLocked(txn.Fence) {
+		c.mu.Unlock()
+		c.failed.Add(1)
+		return errDoubted
 	}
 	c.queue = append(c.queue, r)
 	c.nWaiting++
@@ -423,6 +450,13 @@ func (c *Committer) packLocked() []*request {
 		if r.state == reqAbandoned {
 			continue
 		}
+		if c.doubtedLocked(r.txn.Fence) {
+			// Queued before its claim's write went in doubt.
+			r.state = reqTaken
+			c.nWaiting--
+			c.finish(r, errDoubted) // r.done is buffered: never blocks
+			continue
+		}
 		if full {
 			keep = append(keep, r)
 			continue
@@ -509,9 +543,50 @@ func (c *Committer) commit(ctx context.Context, b []*request, retry bool) {
 		c.commit(ctx, b[h:], true)
 		return
 	}
+	if c.onInDoubt != nil && inDoubt(err) {
+		// Before the callers hear of it and before send frees the keys:
+		// no later txn on these claims may go out.
+		c.doubt(b)
+	}
 	for _, r := range b {
 		c.finish(r, err)
 	}
+}
+
+// errDoubted fails the txns fenced on a claim that has a write in doubt.
+var errDoubted = fmt.Errorf("%w: a write on this partition claim has an unknown outcome; the claim must be replaced first", ErrFenced)
+
+// inDoubt reports whether err leaves a store transaction's outcome
+// unknown: every error but those that say nothing was written.
+func inDoubt(err error) bool {
+	return err != nil && !splittable(err) && !errors.Is(err, ErrClosed) && !errors.Is(err, ErrLeaseNotFound)
+}
+
+// doubt records the fences of b, whose outcome is unknown, and reports
+// them to OnInDoubt.
+func (c *Committer) doubt(b []*request) {
+	var fences []Fence
+	c.mu.Lock()
+	for _, r := range b {
+		f := r.txn.Fence
+		if f.Token == 0 || c.doubtedLocked(f) {
+			continue
+		}
+		c.doubted[f] = struct{}{}
+		fences = append(fences, f)
+	}
+	c.mu.Unlock()
+	if len(fences) > 0 {
+		c.onInDoubt(fences)
+	}
+}
+
+func (c *Committer) doubtedLocked(f Fence) bool {
+	if f.Token == 0 || len(c.doubted) == 0 {
+		return false
+	}
+	_, ok := c.doubted[f]
+	return ok
 }
 
 // splittable reports whether err may be due to some txns of a batch only.

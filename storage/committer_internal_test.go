@@ -2,6 +2,7 @@ package storage
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -356,4 +357,103 @@ func closedChan() chan struct{} {
 	ch := make(chan struct{})
 	close(ch)
 	return ch
+}
+
+// failFirstStore holds the first Commit until release closes, then fails
+// it with errLost without writing (a request whose outcome its caller
+// cannot know: etcd may yet apply it); later commits pass through. It
+// records every txn it was given.
+type failFirstStore struct {
+	Store
+	release chan struct{}
+	mu      sync.Mutex
+	calls   int
+	seen    []Txn
+}
+
+var errLost = errors.New("request lost with the leader")
+
+func (f *failFirstStore) Commit(ctx context.Context, txns ...Txn) error {
+	f.mu.Lock()
+	f.calls++
+	first := f.calls == 1
+	f.seen = append(f.seen, txns...)
+	f.mu.Unlock()
+	if first {
+		<-f.release
+		return errLost
+	}
+	return f.Store.Commit(ctx, txns...)
+}
+
+// A write whose outcome is unknown stops every later write on its claim:
+// the ones queued behind it and the ones that come after fail with
+// ErrFenced without reaching the store, and OnInDoubt hears of the claim
+// once. Writes on other claims, and unfenced ones, go on.
+func TestCommitterWriteInDoubtStopsItsClaim(t *testing.T) {
+	m := NewMemory()
+	defer m.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	lease, err := m.GrantLease(ctx, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claims, err := m.Claim(ctx, "n1", lease, []uint32{1, 2})
+	if err != nil || len(claims) != 2 {
+		t.Fatalf("claim: %v, %v", claims, err)
+	}
+	doubtful, other := Fence{Partition: claims[0].Partition, Token: claims[0].Token}, Fence{Partition: claims[1].Partition, Token: claims[1].Token}
+
+	f := &failFirstStore{Store: m, release: make(chan struct{})}
+	var (
+		reportMu sync.Mutex
+		reported [][]Fence
+	)
+	c := NewCommitter(f, CommitterConfig{MaxInFlight: 1, OnInDoubt: func(fs []Fence) {
+		reportMu.Lock()
+		reported = append(reported, fs)
+		reportMu.Unlock()
+	}})
+	runDone := make(chan error)
+	go func() { runDone <- c.Run(ctx) }()
+	defer func() { cancel(); <-runDone }()
+
+	commit := func(fence Fence, key string) chan error {
+		done := make(chan error, 1)
+		go func() { done <- c.Commit(ctx, Txn{Fence: fence, Ops: []Op{Put(key, []byte("v"))}}) }()
+		return done
+	}
+	first := commit(doubtful, "p1/a")
+	waitUntil(t, "the first batch in flight", func() bool { f.mu.Lock(); defer f.mu.Unlock(); return f.calls == 1 })
+	queuedSameKey := commit(doubtful, "p1/a")
+	waitUntil(t, "a txn queued behind it", func() bool { return c.Stats().Waiting == 1 })
+	close(f.release)
+
+	if err := <-first; !errors.Is(err, errLost) {
+		t.Fatalf("the doubtful write: %v, want the store's error", err)
+	}
+	if err := <-queuedSameKey; !errors.Is(err, ErrFenced) {
+		t.Fatalf("a txn queued on the doubtful claim: %v, want ErrFenced", err)
+	}
+	if err := <-commit(doubtful, "p1/b"); !errors.Is(err, ErrFenced) {
+		t.Fatalf("a later txn on the doubtful claim: %v, want ErrFenced", err)
+	}
+	if err := <-commit(other, "p2/a"); err != nil {
+		t.Fatalf("a txn on another claim: %v", err)
+	}
+	if err := <-commit(Fence{}, "free"); err != nil {
+		t.Fatalf("an unfenced txn: %v", err)
+	}
+	f.mu.Lock()
+	for i, txn := range f.seen {
+		if i > 0 && txn.Fence == doubtful {
+			t.Errorf("txn %d on the doubtful claim reached the store: %+v", i, txn)
+		}
+	}
+	f.mu.Unlock()
+	reportMu.Lock()
+	defer reportMu.Unlock()
+	if len(reported) != 1 || len(reported[0]) != 1 || reported[0][0] != doubtful {
+		t.Fatalf("OnInDoubt heard %v, want [[%v]] once", reported, doubtful)
+	}
 }

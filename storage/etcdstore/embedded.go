@@ -266,6 +266,9 @@ func (e *Embedded) Endpoints() []string {
 // member closes; close it first.
 func (e *Embedded) Client() *clientv3.Client { return v3client.New(e.etcd.Server) }
 
+// LeaderChanges tells of the member's raft leader, for WithLeaderChanges.
+func (e *Embedded) LeaderChanges() LeaderChanges { return e.etcd.Server }
+
 // Err reports a fatal error of the running member (its listeners failed).
 func (e *Embedded) Err() <-chan error { return e.etcd.Err() }
 

@@ -43,6 +43,16 @@ type Store struct {
 	// lease is revoked or KeepAlive finds it lost; a lease left to expire
 	// unwatched keeps its few bytes until the store goes.
 	leases map[storage.LeaseID]*leaseState
+
+	// leader, if set, tells of etcd leader changes (WithLeaderChanges);
+	// the commits in flight are tracked in inflight, each with the
+	// leaderEpoch (count of changes seen) it began in.
+	leader      LeaderChanges
+	inflightMu  sync.Mutex
+	inflight    map[uint64]trackedCommit
+	nextCommit  uint64
+	leaderEpoch uint64
+	bg          sync.WaitGroup // followLeader
 }
 
 type leaseState struct {
@@ -84,6 +94,11 @@ func New(cli *clientv3.Client, prefix string, opts ...Option) (*Store, error) {
 	}
 	if s.limits.MaxTxnOps <= 0 || s.limits.MaxTxnBytes <= 0 {
 		return nil, fmt.Errorf("etcdstore: bad limits %+v", s.limits)
+	}
+	if s.leader != nil {
+		s.inflight = make(map[uint64]trackedCommit)
+		s.bg.Add(1)
+		go s.followLeader()
 	}
 	return s, nil
 }
@@ -297,8 +312,20 @@ func (s *Store) Commit(ctx context.Context, txns ...storage.Txn) error {
 	if len(cmps) == 0 && len(thens) == 0 {
 		return nil
 	}
+	if s.leader != nil {
+		var cancel context.CancelCauseFunc
+		ctx, cancel = context.WithCancelCause(ctx)
+		id := s.track(cancel)
+		defer func() {
+			s.untrack(id)
+			cancel(nil)
+		}()
+	}
 	resp, err := s.cli.KV.Txn(ctx).If(cmps...).Then(thens...).Else(elses...).Commit()
 	if err != nil {
+		if errors.Is(context.Cause(ctx), ErrLeaderChanged) {
+			return ErrLeaderChanged
+		}
 		return mapErr(err)
 	}
 	if resp.Succeeded {
@@ -610,6 +637,7 @@ func (s *Store) Claims(ctx context.Context) ([]storage.Claim, error) {
 // and KeepAlive and Watch calls end with it. The client stays open.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() { close(s.closed) })
+	s.bg.Wait()
 	return nil
 }
 

@@ -1,0 +1,118 @@
+package etcdstore
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// ErrLeaderChanged is the error of a Commit that was in flight when etcd's
+// leader changed and was given up once the new leader's first entry was
+// applied: its outcome is unknown (a caller must treat it like a timeout).
+var ErrLeaderChanged = errors.New("etcdstore: etcd's leader changed while the commit was in flight")
+
+// LeaderChanges is what an etcd member in this process tells of its raft
+// leader. An *etcdserver.EtcdServer has both methods.
+type LeaderChanges interface {
+	// LeaderChangedNotify returns a channel closed when the member learns
+	// of a new leader.
+	LeaderChangedNotify() <-chan struct{}
+	// FirstCommitInTermNotify returns a channel closed when the member
+	// applies the first entry of a new leader's term.
+	FirstCommitInTermNotify() <-chan struct{}
+}
+
+// WithLeaderChanges makes the Store give up, with ErrLeaderChanged, the
+// commits that were in flight when lc's leader changed and are still
+// waiting once the new leader's first entry has been applied here.
+//
+// Why: a member forwards a write to the leader, and if the leader dies with
+// the write not yet replicated, the write is lost, but the member waits for
+// it until its request timeout (5 s plus two election timeouts, 6 s with
+// the embedded members' timings). Every actor of a surviving node with a
+// write in flight stalled that long, longer than the failover of the dead
+// node's own actors (docs/benchmarks.md). Raft makes the early answer
+// safe: the new leader's first entry commits every entry the old leader
+// had replicated, and a member applies entries in order, so once that
+// entry is applied here, a write proposed before the change that has not
+// been applied never will be. It is still reported as unknown, not as not
+// written: the tracking cannot tell a write proposed just after the change
+// from one proposed just before it.
+func WithLeaderChanges(lc LeaderChanges) Option { return func(s *Store) { s.leader = lc } }
+
+const (
+	// leaderSettle bounds the wait for the new leader's first entry; past
+	// it nothing is given up (etcd's own timeout applies).
+	leaderSettle = 3 * time.Second
+	// leaderMargin lets the answers of the writes applied before the new
+	// leader's first entry reach their callers before the rest is given
+	// up.
+	leaderMargin = 100 * time.Millisecond
+)
+
+// track registers a commit's cancel func; untrack with the returned id.
+func (s *Store) track(cancel context.CancelCauseFunc) uint64 {
+	s.inflightMu.Lock()
+	defer s.inflightMu.Unlock()
+	s.nextCommit++
+	s.inflight[s.nextCommit] = trackedCommit{epoch: s.leaderEpoch, cancel: cancel}
+	return s.nextCommit
+}
+
+func (s *Store) untrack(id uint64) {
+	s.inflightMu.Lock()
+	delete(s.inflight, id)
+	s.inflightMu.Unlock()
+}
+
+type trackedCommit struct {
+	epoch  uint64
+	cancel context.CancelCauseFunc
+}
+
+// followLeader gives up, after each leader change, the commits that began
+// before it and still wait once the new term's first entry is applied.
+func (s *Store) followLeader() {
+	defer s.bg.Done()
+	for {
+		// Both taken before the change: the first commit of the new term
+		// comes after the change is known.
+		changed, firstCommit := s.leader.LeaderChangedNotify(), s.leader.FirstCommitInTermNotify()
+		select {
+		case <-changed:
+		case <-s.closed:
+			return
+		}
+		s.inflightMu.Lock()
+		s.leaderEpoch++
+		epoch := s.leaderEpoch
+		s.inflightMu.Unlock()
+		if !s.sleepUntil(firstCommit, leaderSettle) {
+			continue
+		}
+		s.sleepUntil(nil, leaderMargin)
+		s.inflightMu.Lock()
+		for _, c := range s.inflight {
+			if c.epoch < epoch {
+				c.cancel(ErrLeaderChanged)
+			}
+		}
+		s.inflightMu.Unlock()
+	}
+}
+
+// sleepUntil waits for ch (nil: never) for at most d; it reports whether
+// ch was closed, or, with a nil ch, whether d passed. It returns false at
+// once if the store closes.
+func (s *Store) sleepUntil(ch <-chan struct{}, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ch:
+		return true
+	case <-t.C:
+		return ch == nil
+	case <-s.closed:
+		return false
+	}
+}
