@@ -180,7 +180,7 @@ type collector struct {
 	forwards, claimed, handedOff      *prometheus.Desc
 	renewals, losses, members         *prometheus.Desc
 	commitFailures, commitRetries     *prometheus.Desc
-	commitStalls                      *prometheus.Desc
+	commitStalls, refences            *prometheus.Desc
 	commitWaiting                     *prometheus.Desc
 	queued, sent, received            *prometheus.Desc
 	wfRunning, wfCompleted, wfFailed  *prometheus.Desc
@@ -209,6 +209,7 @@ func newCollector(n *Node) *collector {
 		commitRetries:  d("rivet_commit_retries_total", "Store transactions the group committer sent to split a failed batch."),
 		commitStalls:   d("rivet_commit_stalls_total", "Store transactions still in flight after the committer's StallAfter (others then went around them)."),
 		commitWaiting:  d("rivet_commit_waiting", "Transactions queued in the group committer, not yet in a batch."),
+		refences:       d("rivet_partitions_refenced_total", "Partitions this node released and claimed again because one of their writes had an unknown outcome (an etcd leader change, a timeout)."),
 
 		queued:   d("rivet_queue_messages", "Pending queue messages of the actors in memory on this node, summed."),
 		sent:     d("rivet_queue_messages_sent_total", "Messages this node appended to actors' queues, durably."),
@@ -224,7 +225,7 @@ func newCollector(n *Node) *collector {
 func (c *collector) descs() []*prometheus.Desc {
 	return []*prometheus.Desc{
 		c.active, c.commits, c.batches, c.partsOw, c.forwards, c.claimed, c.handedOff, c.renewals, c.losses, c.members,
-		c.commitFailures, c.commitRetries, c.commitStalls, c.commitWaiting, c.queued, c.sent, c.received,
+		c.commitFailures, c.commitRetries, c.commitStalls, c.refences, c.commitWaiting, c.queued, c.sent, c.received,
 		c.wfRunning, c.wfCompleted, c.wfFailed, c.steps,
 	}
 }
@@ -269,6 +270,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.commitRetries, uint64(cs.Retries))
 	counter(c.commitStalls, uint64(cs.Stalls))
 	gauge(c.commitWaiting, uint64(cs.Waiting))
+	counter(c.refences, s.Refences)
 
 	gauge(c.queued, s.QueuedMessages)
 	counter(c.sent, s.MessagesSent)

@@ -149,6 +149,9 @@ type Stats struct {
 	// StepsCompleted, StepsFailed and StepsExhausted count committed step
 	// attempts by outcome: done, failed (to be retried), failed for good.
 	StepsCompleted, StepsFailed, StepsExhausted uint64
+	// Refences counts partitions this node claimed again because one of
+	// their writes had an unknown outcome (Host.InDoubt).
+	Refences uint64
 }
 
 // HistoryEntry is one recorded workflow entry, for people.

@@ -51,8 +51,11 @@ type Host struct {
 	mu       sync.Mutex
 	actors   map[string]*activation
 	stopping bool
-	inflight int           // requests in progress
-	drained  chan struct{} // closed when stopping and inflight reaches 0
+	// refencing holds the partitions being claimed again after a write
+	// in doubt (InDoubt).
+	refencing map[uint32]bool
+	inflight  int           // requests in progress
+	drained   chan struct{} // closed when stopping and inflight reaches 0
 
 	flushes   sync.WaitGroup // flush goroutines
 	workflows sync.WaitGroup // workflow runners
@@ -73,6 +76,7 @@ type Host struct {
 	queued, sent, received                      atomic.Int64
 	wfRunning                                   atomic.Int64
 	wfCompleted, wfFailed                       atomic.Uint64
+	refences                                    atomic.Uint64
 	stepsCompleted, stepsFailed, stepsExhausted atomic.Uint64
 }
 
@@ -948,6 +952,7 @@ func (h *Host) Stats() Stats {
 		QueuedMessages: uint64(max(h.queued.Load(), 0)), MessagesSent: uint64(h.sent.Load()), MessagesReceived: uint64(h.received.Load()),
 		WorkflowsRunning: uint64(max(h.wfRunning.Load(), 0)), WorkflowsCompleted: h.wfCompleted.Load(), WorkflowsFailed: h.wfFailed.Load(),
 		StepsCompleted: h.stepsCompleted.Load(), StepsFailed: h.stepsFailed.Load(), StepsExhausted: h.stepsExhausted.Load(),
+		Refences: h.refences.Load(),
 	}
 	if cs, ok := h.commit.(CommitStats); ok {
 		st := cs.Stats()

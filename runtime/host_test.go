@@ -34,13 +34,15 @@ func TestMain(m *testing.M) {
 // env is a host over a real embedded etcd. Restart makes a new host over
 // the same store, as a node restarted after a crash would.
 type env struct {
-	t     *testing.T
-	store *faultStore
-	reg   *rivet.Registry
-	cfg   runtime.Config
-	host  *runtime.Host
-	own   *runtime.Ownership
-	stop  func()
+	t *testing.T
+	// refence wires the committer's OnInDoubt to the host, as a node does.
+	refence bool
+	store   *faultStore
+	reg     *rivet.Registry
+	cfg     runtime.Config
+	host    *runtime.Host
+	own     *runtime.Ownership
+	stop    func()
 }
 
 const testPartitions = 16
@@ -55,6 +57,12 @@ type faultStore struct {
 	// holdFail, if set, is waited on by a Commit failCommit makes fail,
 	// and entered is closed when it starts waiting.
 	holdFail, entered chan struct{}
+	// stashCommitSub: the next Commit writing a key containing it fails
+	// unwritten and is kept in stashed, to be applied late, as a proposal
+	// etcd took before its caller gave up can be.
+	stashCommitSub atomic.Value
+	stashMu        sync.Mutex
+	stashed        []storage.Txn
 }
 
 func (s *faultStore) Get(ctx context.Context, key string) (storage.KV, error) {
@@ -73,6 +81,18 @@ func (s *faultStore) Commit(ctx context.Context, txns ...storage.Txn) error {
 		}
 		return errors.New("injected: etcdserver: leader changed")
 	}
+	if v, _ := s.stashCommitSub.Load().(string); v != "" {
+		for _, txn := range txns {
+			for _, op := range txn.Ops {
+				if strings.Contains(op.Key, v) && s.stashCommitSub.CompareAndSwap(v, "") {
+					s.stashMu.Lock()
+					s.stashed = append(s.stashed, txns...)
+					s.stashMu.Unlock()
+					return errors.New("injected: etcdstore: etcd's leader changed while the commit was in flight")
+				}
+			}
+		}
+	}
 	if v, _ := s.failCommitSub.Load().(string); v != "" {
 		for _, txn := range txns {
 			for _, op := range txn.Ops {
@@ -87,6 +107,13 @@ func (s *faultStore) Commit(ctx context.Context, txns ...storage.Txn) error {
 
 func newEnv(t *testing.T, reg *rivet.Registry, mutate func(*runtime.Config)) *env {
 	t.Helper()
+	return newEnvWith(t, reg, mutate, false)
+}
+
+// newEnvWith is newEnv; refence says whether the host claims again the
+// partitions of writes in doubt, as a node's does.
+func newEnvWith(t *testing.T, reg *rivet.Registry, mutate func(*runtime.Config), refence bool) *env {
+	t.Helper()
 	cli := etcdtest.StartClient(t)
 	es, err := etcdstore.New(cli, "/test/")
 	if err != nil {
@@ -99,7 +126,7 @@ func newEnv(t *testing.T, reg *rivet.Registry, mutate func(*runtime.Config)) *en
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	e := &env{t: t, store: st, reg: reg, cfg: cfg}
+	e := &env{t: t, store: st, reg: reg, cfg: cfg, refence: refence}
 	e.start()
 	t.Cleanup(func() { e.stop() })
 	return e
@@ -108,7 +135,16 @@ func newEnv(t *testing.T, reg *rivet.Registry, mutate func(*runtime.Config)) *en
 func (e *env) start() {
 	t := e.t
 	ctx, cancel := context.WithCancel(context.Background())
-	com := storage.NewCommitter(e.store, storage.DefaultCommitterConfig())
+	ccfg := storage.DefaultCommitterConfig()
+	var host atomic.Pointer[runtime.Host]
+	if e.refence {
+		ccfg.OnInDoubt = func(fs []storage.Fence) {
+			if h := host.Load(); h != nil {
+				h.InDoubt(fs)
+			}
+		}
+	}
+	com := storage.NewCommitter(e.store, ccfg)
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); _ = com.Run(ctx) }()
@@ -122,6 +158,7 @@ func (e *env) start() {
 	if err != nil {
 		t.Fatal(err)
 	}
+	host.Store(h)
 	if err := h.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
