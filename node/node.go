@@ -175,7 +175,7 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 	}
 	var storeOpts []etcdstore.Option
 	if n.embedded != nil {
-		storeOpts = append(storeOpts, etcdstore.WithLimits(etcdstore.EmbeddedLimits()))
+		storeOpts = append(storeOpts, etcdstore.WithLimits(etcdstore.EmbeddedLimits()), etcdstore.WithLeaderChanges(n.embedded.LeaderChanges()))
 	}
 	st, err := etcdstore.New(n.etcd, cfg.EtcdPrefix, storeOpts...)
 	if err != nil {
@@ -196,6 +196,14 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 	n.metrics = newMetrics()
 	ccfg := storage.DefaultCommitterConfig()
 	ccfg.Observer = n.metrics
+	// The host, made below, claims again the partitions of writes in
+	// doubt; none can be in doubt before it exists (only it writes fenced).
+	var host atomic.Pointer[runtime.Host]
+	ccfg.OnInDoubt = func(fences []storage.Fence) {
+		if h := host.Load(); h != nil {
+			h.InDoubt(fences)
+		}
+	}
 	n.committer = storage.NewCommitter(n.store, ccfg)
 	n.goBackground("committer", func() error { return n.committer.Run(bgCtx) })
 
@@ -230,6 +238,7 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 	if n.host, err = runtime.New(rc, reg, n.store, n.committer, n.own); err != nil {
 		return nil, err
 	}
+	host.Store(n.host)
 	n.view = newView(n.cfg.NodeID, parts, n.store, n.log.Named("view"), sec.peer)
 	n.view.gossip, n.view.host = n.gossip, n.host
 	n.host.SetRemote(remote{n.view})

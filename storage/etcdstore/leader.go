@@ -24,20 +24,26 @@ type LeaderChanges interface {
 
 // WithLeaderChanges makes the Store give up, with ErrLeaderChanged, the
 // commits that were in flight when lc's leader changed and are still
-// waiting once the new leader's first entry has been applied here.
+// waiting once the new leader's first entry has been applied here (plus a
+// short margin).
 //
 // Why: a member forwards a write to the leader, and if the leader dies with
 // the write not yet replicated, the write is lost, but the member waits for
 // it until its request timeout (5 s plus two election timeouts, 6 s with
 // the embedded members' timings). Every actor of a surviving node with a
 // write in flight stalled that long, longer than the failover of the dead
-// node's own actors (docs/benchmarks.md). Raft makes the early answer
-// safe: the new leader's first entry commits every entry the old leader
-// had replicated, and a member applies entries in order, so once that
-// entry is applied here, a write proposed before the change that has not
-// been applied never will be. It is still reported as unknown, not as not
-// written: the tracking cannot tell a write proposed just after the change
-// from one proposed just before it.
+// node's own actors (docs/benchmarks.md).
+//
+// Giving up is not safe on its own, and is not meant to be: cancelling a
+// request does not withdraw its raft proposal, so a write proposed around
+// the change may still apply after its caller heard it was given up.
+// ErrLeaderChanged therefore means "outcome unknown", like etcd's own
+// timeout (which has the same hole, 6 s wide). What makes it safe is the
+// storage.Committer: a write in doubt makes it refuse every later write on
+// the same partition claim (CommitterConfig.OnInDoubt) until the node has
+// replaced the claim, so that the late write, if it ever applies, either
+// comes before the new claim (and the actors reloaded after it see it) or
+// fails its fence.
 func WithLeaderChanges(lc LeaderChanges) Option { return func(s *Store) { s.leader = lc } }
 
 const (

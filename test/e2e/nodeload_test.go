@@ -22,6 +22,10 @@ type nodeLoad struct {
 	mu            sync.Mutex
 	calls, failed int
 	slowest       time.Duration
+	// tried and acked count each key's increments sent and acknowledged;
+	// errs holds the failed calls' errors.
+	tried, acked map[string]int
+	errs         []string
 	// started is when each caller's call in flight began (zero: none);
 	// last, when its last ended call began.
 	started, last []time.Time
@@ -29,7 +33,8 @@ type nodeLoad struct {
 
 func startNodeLoad(t testing.TB, cl *client.Client, tab client.PartitionTable, node string, callers int) *nodeLoad {
 	ctx, cancel := context.WithCancel(context.Background())
-	l := &nodeLoad{cancel: cancel, started: make([]time.Time, callers), last: make([]time.Time, callers)}
+	l := &nodeLoad{cancel: cancel, started: make([]time.Time, callers), last: make([]time.Time, callers),
+		tried: map[string]int{}, acked: map[string]int{}}
 	for w := range callers {
 		key := ownersOf(tab).key(t, "counter", fmt.Sprintf("%s-load%d-", node, w), func(o string) bool { return o == node })
 		l.wg.Go(func() {
@@ -37,6 +42,7 @@ func startNodeLoad(t testing.TB, cl *client.Client, tab client.PartitionTable, n
 				t0 := time.Now()
 				l.mu.Lock()
 				l.started[w] = t0
+				l.tried[key]++
 				l.mu.Unlock()
 				cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 				_, err := cl.GetOrCreate("counter", key).Call(cctx, "increment", 1)
@@ -51,12 +57,33 @@ func startNodeLoad(t testing.TB, cl *client.Client, tab client.PartitionTable, n
 				l.slowest = max(l.slowest, took)
 				if err != nil {
 					l.failed++
+					l.errs = append(l.errs, err.Error())
+				} else {
+					l.acked[key]++
 				}
 				l.mu.Unlock()
 			}
 		})
 	}
 	return l
+}
+
+// waitCalls waits until the load has made n calls.
+func (l *nodeLoad) waitCalls(t testing.TB, n int, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		l.mu.Lock()
+		calls := l.calls
+		l.mu.Unlock()
+		if calls >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("load: %d calls within %v, want %d", calls, within, n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // waitPast waits until no call that began before t is in flight and every
