@@ -154,9 +154,9 @@ func BenchmarkForwarding(b *testing.B) {
 					}
 					sa0, sb0 := na.Host().Stats(), nb.Host().Stats()
 					b.ReportAllocs()
-					cpu0 := processCPU(b)
+					cpu0, w0 := processCPU(b), processWrites(b)
 					rate, all := driveCallers(b, do)
-					cpu := processCPU(b) - cpu0
+					cpu, writes := processCPU(b)-cpu0, processWrites(b)-w0
 					// Every call must have been served by node a, whichever
 					// node received it.
 					sa, sb := na.Host().Stats(), nb.Host().Stats()
@@ -179,6 +179,7 @@ func BenchmarkForwarding(b *testing.B) {
 					b.ReportMetric(float64(r.p50.Microseconds()), "p50-µs")
 					b.ReportMetric(float64(r.p99.Microseconds()), "p99-µs")
 					b.ReportMetric(float64(r.cpu.Nanoseconds())/1e3, "cpu-µs/call")
+					b.ReportMetric(float64(writes)/float64(b.N), "writes/call")
 					if target != "direct" {
 						if d, ok := results[fmt.Sprintf("%s/callers=%d/direct", action, callers)]; ok {
 							b.ReportMetric(r.rate/d.rate, "x-direct")
