@@ -52,8 +52,8 @@ type Host struct {
 	actors   map[string]*activation
 	stopping bool
 	// refencing holds the partitions being claimed again after a write
-	// in doubt (InDoubt).
-	refencing map[uint32]bool
+	// in doubt (InDoubt), each with the doubted claims not yet replaced.
+	refencing map[uint32][]storage.Fence
 	inflight  int           // requests in progress
 	drained   chan struct{} // closed when stopping and inflight reaches 0
 
@@ -1201,8 +1201,15 @@ func (h *Host) remoteFor(ref Ref) Remote {
 // changes fail, fenced, once the claim is gone) and the claim is released
 // all the same: a handoff that never ends would hold the partition hostage.
 func (h *Host) Handoff(ctx context.Context, p uint32) error {
+	_, err := h.handoff(ctx, p)
+	return err
+}
+
+// handoff is Handoff; began says whether it took p out of service (false:
+// p was not served, e.g. another handoff of it runs).
+func (h *Host) handoff(ctx context.Context, p uint32) (began bool, _ error) {
 	if !h.own.BeginRelease(p) {
-		return nil
+		return false, nil
 	}
 	h.mu.Lock()
 	var acts []*activation
@@ -1235,12 +1242,12 @@ func (h *Host) Handoff(ctx context.Context, p uint32) error {
 		err := h.own.FinishRelease(rctx, p)
 		cancel()
 		if err == nil {
-			return nil
+			return true, nil
 		}
 		h.log.Warn("releasing a handed-off partition failed; retrying", zap.Uint32("partition", p), zap.Error(err))
 		select {
 		case <-h.baseCtx.Done():
-			return fmt.Errorf("release partition %d: %w", p, err)
+			return true, fmt.Errorf("release partition %d: %w", p, err)
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, 2*time.Second)

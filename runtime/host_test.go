@@ -37,12 +37,15 @@ type env struct {
 	t *testing.T
 	// refence wires the committer's OnInDoubt to the host, as a node does.
 	refence bool
-	store   *faultStore
-	reg     *rivet.Registry
-	cfg     runtime.Config
-	host    *runtime.Host
-	own     *runtime.Ownership
-	stop    func()
+	// holdInDoubt, if set, holds the host's InDoubt calls until it closes.
+	holdInDoubt chan struct{}
+	store       *faultStore
+	reg         *rivet.Registry
+	cfg         runtime.Config
+	host        *runtime.Host
+	own         *runtime.Ownership
+	com         *storage.Committer
+	stop        func()
 }
 
 const testPartitions = 16
@@ -63,6 +66,27 @@ type faultStore struct {
 	stashCommitSub atomic.Value
 	stashMu        sync.Mutex
 	stashed        []storage.Txn
+	// stashHold, if set, is waited on by the stashed Commit before it
+	// fails, and stashEntered is closed when it starts waiting.
+	stashHold, stashEntered chan struct{}
+	// sent records the fence of every txn a Commit passed on after the
+	// stash.
+	sent []storage.Fence
+	// listHoldPrefix, if set, makes a List of exactly that prefix wait
+	// until listGate closes.
+	listHoldPrefix atomic.Value
+	listGate       chan struct{}
+	// holdDelPrefix makes a Commit with a prefix delete wait until delGate
+	// closes, and delEntered is closed when it starts waiting.
+	holdDelPrefix       atomic.Bool
+	delGate, delEntered chan struct{}
+}
+
+func (s *faultStore) List(ctx context.Context, prefix string, opts storage.ListOptions) ([]storage.KV, error) {
+	if v, _ := s.listHoldPrefix.Load().(string); v != "" && v == prefix {
+		<-s.listGate
+	}
+	return s.Store.List(ctx, prefix, opts)
 }
 
 func (s *faultStore) Get(ctx context.Context, key string) (storage.KV, error) {
@@ -81,6 +105,16 @@ func (s *faultStore) Commit(ctx context.Context, txns ...storage.Txn) error {
 		}
 		return errors.New("injected: etcdserver: leader changed")
 	}
+	if s.holdDelPrefix.Load() {
+		for _, txn := range txns {
+			for _, op := range txn.Ops {
+				if op.Kind == storage.OpDeletePrefix && s.holdDelPrefix.CompareAndSwap(true, false) {
+					close(s.delEntered)
+					<-s.delGate
+				}
+			}
+		}
+	}
 	if v, _ := s.stashCommitSub.Load().(string); v != "" {
 		for _, txn := range txns {
 			for _, op := range txn.Ops {
@@ -88,11 +122,22 @@ func (s *faultStore) Commit(ctx context.Context, txns ...storage.Txn) error {
 					s.stashMu.Lock()
 					s.stashed = append(s.stashed, txns...)
 					s.stashMu.Unlock()
+					if s.stashHold != nil {
+						close(s.stashEntered)
+						<-s.stashHold
+					}
 					return errors.New("injected: etcdstore: etcd's leader changed while the commit was in flight")
 				}
 			}
 		}
 	}
+	s.stashMu.Lock()
+	if len(s.stashed) > 0 {
+		for _, txn := range txns {
+			s.sent = append(s.sent, txn.Fence)
+		}
+	}
+	s.stashMu.Unlock()
 	if v, _ := s.failCommitSub.Load().(string); v != "" {
 		for _, txn := range txns {
 			for _, op := range txn.Ops {
@@ -112,7 +157,7 @@ func newEnv(t *testing.T, reg *rivet.Registry, mutate func(*runtime.Config)) *en
 
 // newEnvWith is newEnv; refence says whether the host claims again the
 // partitions of writes in doubt, as a node's does.
-func newEnvWith(t *testing.T, reg *rivet.Registry, mutate func(*runtime.Config), refence bool) *env {
+func newEnvWith(t *testing.T, reg *rivet.Registry, mutate func(*runtime.Config), refence bool, holdInDoubt ...chan struct{}) *env {
 	t.Helper()
 	cli := etcdtest.StartClient(t)
 	es, err := etcdstore.New(cli, "/test/")
@@ -127,6 +172,9 @@ func newEnvWith(t *testing.T, reg *rivet.Registry, mutate func(*runtime.Config),
 		mutate(&cfg)
 	}
 	e := &env{t: t, store: st, reg: reg, cfg: cfg, refence: refence}
+	if len(holdInDoubt) > 0 {
+		e.holdInDoubt = holdInDoubt[0]
+	}
 	e.start()
 	t.Cleanup(func() { e.stop() })
 	return e
@@ -138,10 +186,17 @@ func (e *env) start() {
 	ccfg := storage.DefaultCommitterConfig()
 	var host atomic.Pointer[runtime.Host]
 	if e.refence {
+		hold := e.holdInDoubt
 		ccfg.OnInDoubt = func(fs []storage.Fence) {
-			if h := host.Load(); h != nil {
-				h.InDoubt(fs)
+			h := host.Load()
+			if h == nil {
+				return
 			}
+			if hold == nil {
+				h.InDoubt(fs)
+				return
+			}
+			go func() { <-hold; h.InDoubt(fs) }()
 		}
 	}
 	com := storage.NewCommitter(e.store, ccfg)
@@ -162,7 +217,7 @@ func (e *env) start() {
 	if err := h.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	e.host, e.own = h, own
+	e.host, e.own, e.com = h, own, com
 	stopped := false
 	e.stop = func() {
 		if stopped {

@@ -26,50 +26,87 @@ const refenceDrain = 5 * time.Second
 func (h *Host) InDoubt(fences []storage.Fence) {
 	for _, f := range fences {
 		h.mu.Lock()
-		if h.stopping || h.refencing[f.Partition] {
+		if h.stopping {
 			h.mu.Unlock()
-			continue
+			return
 		}
 		if h.refencing == nil {
-			h.refencing = map[uint32]bool{}
+			h.refencing = map[uint32][]storage.Fence{}
 		}
-		h.refencing[f.Partition] = true
-		h.loops.Add(1) // under mu, with stopping false: before Stop waits
+		queued, running := h.refencing[f.Partition]
+		// A claim made by a re-fence may go in doubt before that re-fence
+		// ends: it is queued for the same goroutine, not dropped.
+		h.refencing[f.Partition] = append(queued, f)
+		if !running {
+			h.loops.Add(1) // under mu, with stopping false: before Stop waits
+		}
 		h.mu.Unlock()
-		go h.refence(f)
+		if !running {
+			go h.refenceLoop(f.Partition)
+		}
 	}
 }
 
-// refence replaces the claim f, if it is still the one served.
-func (h *Host) refence(f storage.Fence) {
+// refenceLoop replaces the doubted claims of partition p, one after the
+// other, until none is left.
+func (h *Host) refenceLoop(p uint32) {
 	defer h.loops.Done()
-	defer func() {
+	for {
 		h.mu.Lock()
-		delete(h.refencing, f.Partition)
+		queued := h.refencing[p]
+		if len(queued) == 0 || h.stopping {
+			delete(h.refencing, p)
+			h.mu.Unlock()
+			return
+		}
+		f := queued[0]
+		h.refencing[p] = queued[1:]
 		h.mu.Unlock()
-	}()
-	if tok, ok := h.own.Token(f.Partition); !ok || tok != f.Token {
-		return // moved, lost, or replaced already
+		h.refence(f)
+	}
+}
+
+// refence replaces the claim f, if it is still the one held.
+func (h *Host) refence(f storage.Fence) {
+	// The token of the claim held, served or not: a claim past its lease's
+	// local deadline may yet be renewed and served again.
+	if tok, _ := h.own.Token(f.Partition); tok != f.Token {
+		return // released, lost, or replaced already: the token is dead
 	}
 	h.refences.Add(1)
 	t0 := time.Now()
 	h.log.Warn("a write on this partition has an unknown outcome: claiming it again before its actors write again",
 		zap.Uint32("partition", f.Partition), zap.Int64("token", f.Token))
 	ctx, cancel := context.WithTimeout(h.baseCtx, refenceDrain)
-	err := h.Handoff(ctx, f.Partition)
+	began, err := h.handoff(ctx, f.Partition)
 	cancel()
-	if err != nil {
-		return // the host stops
-	}
-	// The balancer would claim it too (it is free and the ring's choice is
-	// still this node), but only at its next look: claim it now.
-	ctx, cancel = context.WithTimeout(h.baseCtx, 10*time.Second)
-	got, err := h.own.Claim(ctx, []uint32{f.Partition})
-	cancel()
-	if err != nil || len(got) == 0 {
-		h.log.Warn("claiming a re-fenced partition again failed; the balancer will", zap.Uint32("partition", f.Partition), zap.Error(err))
+	if err != nil || !began {
+		// The host stops, or another handoff of the partition runs: its
+		// claim goes all the same, and whoever claims it next gets a new
+		// token.
 		return
 	}
-	tok, _ := h.own.Token(f.Partition)
-	h.log.Info("partition re-fenced", zap.Uint32("partition", f.Partition), zap.Int64("token", tok), zap.Duration("took", time.Since(t0)))
+	// The balancer would claim it too (it is free and the ring's choice is
+	// still this node), but only at its next look: claim it now. A claim
+	// whose reply was lost is adopted by a later Claim, so try until one
+	// answers.
+	backoff := 100 * time.Millisecond
+	for {
+		ctx, cancel := context.WithTimeout(h.baseCtx, 10*time.Second)
+		_, err := h.own.Claim(ctx, []uint32{f.Partition})
+		cancel()
+		if err == nil {
+			break
+		}
+		h.log.Warn("claiming a re-fenced partition again failed; retrying", zap.Uint32("partition", f.Partition), zap.Error(err))
+		select {
+		case <-h.baseCtx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
+	tok, owned := h.own.Token(f.Partition)
+	h.log.Info("partition re-fenced", zap.Uint32("partition", f.Partition), zap.Bool("owned", owned),
+		zap.Int64("token", tok), zap.Duration("took", time.Since(t0)))
 }

@@ -3,23 +3,32 @@ package runtime_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/placement"
+	"github.com/rivet-go/rivet/runtime"
 	"github.com/rivet-go/rivet/storage"
 )
 
 // A write whose outcome is unknown (etcd took it, its caller gave up) may
-// still apply later. The host claims the partition again before the actor
-// writes again, so the late write either came first, or fails its fence:
-// it never overwrites a newer write. Here it comes after: the actor, at 1,
-// is told its +5 has an unknown outcome, then is reloaded and takes +1
-// (count 2); the +5 applied afterwards must be refused, and the count
-// stay 2. Without the new claim it would land and the count read 6.
+// still apply later. Until the partition is claimed again, no write on
+// its old claim leaves the node, and the late write, if it comes after,
+// fails its fence: it never overwrites a newer write.
+//
+// Here the actor, at 1, is told its +5 has an unknown outcome. Before the
+// host re-fences (held back by the test), a new call loads the actor again
+// from storage (count 1) and adds 1: that write must not be sent, and the
+// caller is told UNAVAILABLE (not run), as clients retry. Then the
+// re-fence runs, the retried +1 gives 2, and the held-back +5 applied now
+// is refused: the count stays 2. Without the committer's refusal the
+// store would see a write on the old claim after the doubt; without the
+// re-fence the token would not change and the late +5 would land (6).
 func TestWriteInDoubtNeverLandsOnANewerWrite(t *testing.T) {
-	e := newEnvWith(t, counterReg(t), nil, true)
+	hold := make(chan struct{})
+	e := newEnvWith(t, counterReg(t), nil, true, hold)
 	if n := callInt(t, e.host, "counter", "doubt", "increment", true, 1); n != 1 {
 		t.Fatalf("count = %d, want 1", n)
 	}
@@ -40,7 +49,19 @@ func TestWriteInDoubtNeverLandsOnANewerWrite(t *testing.T) {
 		t.Fatal("no write was held back")
 	}
 
-	// Meanwhile calls get UNAVAILABLE, which clients retry.
+	// The actor is loaded again on the old claim; its write is refused.
+	if _, err := call(t, e.host, "counter", "doubt", "increment", false, 1); !errors.Is(err, rivet.ErrUnavailable) {
+		t.Fatalf("an increment on the doubted claim: %v, want ErrUnavailable", err)
+	}
+	e.store.stashMu.Lock()
+	for _, f := range e.store.sent {
+		if f.Token == oldToken {
+			t.Errorf("a write on the doubted claim (partition %d, token %d) reached the store", f.Partition, f.Token)
+		}
+	}
+	e.store.stashMu.Unlock()
+
+	close(hold) // the host re-fences
 	var n int
 	waitFor(t, "the actor to take writes again", 10*time.Second, func() bool {
 		raw, err := call(t, e.host, "counter", "doubt", "increment", false, 1)
@@ -64,7 +85,109 @@ func TestWriteInDoubtNeverLandsOnANewerWrite(t *testing.T) {
 	if err := e.store.Store.Commit(context.Background(), late...); !errors.Is(err, storage.ErrFenced) {
 		t.Fatalf("the late write: %v, want ErrFenced", err)
 	}
+	e.restart() // read what storage holds, not memory
 	if n := callInt(t, e.host, "counter", "doubt", "getCount", false); n != 2 {
 		t.Fatalf("count = %d, want 2", n)
+	}
+}
+
+// A claim made by a re-fence can go in doubt before that re-fence has
+// ended (here while it loads the partition's wakeups): it is re-fenced in
+// turn, not dropped, or the partition would refuse every write until its
+// lease ended (found in review).
+func TestClaimGoingInDoubtDuringItsRefenceIsRefencedToo(t *testing.T) {
+	e := newEnvWith(t, counterReg(t), nil, true)
+	if n := callInt(t, e.host, "counter", "again", "increment", true, 1); n != 1 {
+		t.Fatalf("count = %d, want 1", n)
+	}
+	p := placement.Partition("counter", storage.EncodeKey([]string{"again"}), testPartitions)
+	t1, _ := e.own.Token(p)
+
+	// The re-fence's claim stops in the wakeups' List until listGate.
+	e.store.listGate = make(chan struct{})
+	openList := sync.OnceFunc(func() { close(e.store.listGate) })
+	t.Cleanup(openList) // before the host stops, which waits for the re-fence
+	e.store.listHoldPrefix.Store(storage.WakeupPartitionPrefix(p))
+	e.store.stashCommitSub.Store(storage.EncodeKey([]string{"again"}))
+	if _, err := call(t, e.host, "counter", "again", "increment", false, 5); !errors.Is(err, rivet.ErrTimeout) {
+		t.Fatalf("the first doubtful increment: %v, want ErrTimeout", err)
+	}
+	var t2 int64
+	waitFor(t, "the new claim", 10*time.Second, func() bool {
+		tok, ok := e.own.Token(p)
+		t2 = tok
+		return ok && tok != t1
+	})
+	// A write on the new claim goes in doubt too.
+	e.store.stashCommitSub.Store(storage.EncodeKey([]string{"again"}))
+	if _, err := call(t, e.host, "counter", "again", "increment", false, 7); !errors.Is(err, rivet.ErrTimeout) {
+		t.Fatalf("the second doubtful increment: %v, want ErrTimeout", err)
+	}
+	e.store.listHoldPrefix.Store("")
+	openList()
+
+	var n int
+	waitFor(t, "the actor to take writes again", 15*time.Second, func() bool {
+		raw, err := call(t, e.host, "counter", "again", "increment", false, 1)
+		if errors.Is(err, rivet.ErrUnavailable) {
+			return false
+		}
+		n = mustInt(t, raw, err)
+		return true
+	})
+	if n != 2 {
+		t.Fatalf("count = %d, want 2 (neither doubtful write applied)", n)
+	}
+	if tok, _ := e.own.Token(p); tok == t1 || tok == t2 {
+		t.Fatalf("token %d, want neither doubted claim's (%d, %d)", tok, t1, t2)
+	}
+	if got := e.host.Stats().Refences; got != 2 {
+		t.Fatalf("Refences = %d, want 2", got)
+	}
+}
+
+// A Destroy whose caller gives up while its delete is in flight leaves the
+// actor's fate unknown. The actor must not come back on top of a delete
+// that lands later (found in review: a state written after the delete
+// left a state key without its actor). The partition is re-fenced, so the
+// late delete either applied first or is refused: storage holds the actor
+// whole or not at all, and a call sees what storage holds.
+func TestDestroyAbandonedInFlightLeavesTheActorWholeOrGone(t *testing.T) {
+	e := newEnvWith(t, counterReg(t), nil, true)
+	if n := callInt(t, e.host, "counter", "zombie", "increment", true, 3); n != 3 {
+		t.Fatalf("count = %d, want 3", n)
+	}
+	p := placement.Partition("counter", storage.EncodeKey([]string{"zombie"}), testPartitions)
+	t1, _ := e.own.Token(p)
+	e.store.delGate, e.store.delEntered = make(chan struct{}), make(chan struct{})
+	release := sync.OnceFunc(func() { close(e.store.delGate) })
+	t.Cleanup(release) // before the host stops, which waits for the delete
+	e.store.holdDelPrefix.Store(true)
+	dctx, cancel := context.WithCancel(context.Background())
+	destroyed := make(chan error, 1)
+	go func() { destroyed <- e.host.Destroy(dctx, runtime.Ref{Name: "counter", Key: []string{"zombie"}}) }()
+	<-e.store.delEntered // the delete is in flight
+	cancel()
+	if err := <-destroyed; err == nil {
+		t.Fatal("Destroy returned nil after its caller left with the delete in flight")
+	}
+	waitFor(t, "the partition re-fenced", 10*time.Second, func() bool {
+		tok, ok := e.own.Token(p)
+		return ok && tok != t1
+	})
+	release() // the delete reaches etcd now: refused
+
+	raw, err := call(t, e.host, "counter", "zombie", "increment", false, 1)
+	prefix := storage.ActorPrefix(p, "counter", storage.EncodeKey([]string{"zombie"}))
+	_, merr := e.store.Store.Get(context.Background(), prefix+storage.MetaSuffix)
+	_, serr := e.store.Store.Get(context.Background(), prefix+storage.StateSuffix)
+	if (merr == nil) != (serr == nil) {
+		t.Fatalf("storage holds half an actor: meta %v, state %v", merr, serr)
+	}
+	switch {
+	case merr == nil && mustInt(t, raw, err) != 4:
+		t.Fatalf("the actor is there, and the increment gave %s, want 4", raw)
+	case merr != nil && !errors.Is(err, rivet.ErrNotFound):
+		t.Fatalf("the actor is gone, and the increment gave %s, %v; want ErrNotFound", raw, err)
 	}
 }

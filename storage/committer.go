@@ -262,11 +262,25 @@ func (c *Committer) Commit(ctx context.Context, txn Txn) error {
 		return err
 	case <-ctx.Done():
 		c.mu.Lock()
+		taken := r.state == reqTaken
 		if r.state == reqWaiting {
 			r.state = reqAbandoned
 			c.nWaiting--
 		}
 		c.mu.Unlock()
+		if taken {
+			select {
+			case err := <-r.done: // it ended meanwhile
+				return err
+			default:
+			}
+			// In flight: it may commit after its caller went on as if it
+			// had not (an actor evicted and loaded again would read
+			// storage without it, then write on top of it).
+			if c.onInDoubt != nil {
+				c.doubt([]*request{r})
+			}
+		}
 		return ctx.Err()
 	}
 }
@@ -523,14 +537,19 @@ func (c *Committer) send(ctx context.Context, b []*request, f *flight) {
 // its txns, it commits each half apart, recursively, so that only the txns
 // at fault fail.
 func (c *Committer) commit(ctx context.Context, b []*request, retry bool) {
+	if retry {
+		// A half sent after the other half's outcome went in doubt must
+		// not carry txns on its claims.
+		if b = c.dropDoubted(b); len(b) == 0 {
+			return
+		}
+		c.retries.Add(1)
+	}
 	txns := make([]Txn, len(b))
 	ops := 0
 	for i, r := range b {
 		txns[i] = r.txn
 		ops += r.ops
-	}
-	if retry {
-		c.retries.Add(1)
 	}
 	t0 := time.Now()
 	err := c.store.Commit(ctx, txns...)
@@ -579,6 +598,25 @@ func (c *Committer) doubt(b []*request) {
 	if len(fences) > 0 {
 		c.onInDoubt(fences)
 	}
+}
+
+// dropDoubted fails the requests of b fenced on a doubted claim and
+// returns the others.
+func (c *Committer) dropDoubted(b []*request) []*request {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.doubted) == 0 {
+		return b
+	}
+	keep := make([]*request, 0, len(b))
+	for _, r := range b {
+		if c.doubtedLocked(r.txn.Fence) {
+			c.finish(r, errDoubted)
+			continue
+		}
+		keep = append(keep, r)
+	}
+	return keep
 }
 
 func (c *Committer) doubtedLocked(f Fence) bool {

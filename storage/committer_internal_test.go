@@ -457,3 +457,141 @@ func TestCommitterWriteInDoubtStopsItsClaim(t *testing.T) {
 		t.Fatalf("OnInDoubt heard %v, want [[%v]] once", reported, doubtful)
 	}
 }
+
+// splitStore holds its first Commit until hold closes, and fails a lone
+// txn writing p1/a with errLost (outcome unknown); it records every call.
+type splitStore struct {
+	Store
+	hold  chan struct{}
+	mu    sync.Mutex
+	calls [][]Txn
+}
+
+func (s *splitStore) Commit(ctx context.Context, txns ...Txn) error {
+	s.mu.Lock()
+	s.calls = append(s.calls, txns)
+	n := len(s.calls)
+	s.mu.Unlock()
+	if n == 1 {
+		<-s.hold
+	}
+	if len(txns) == 1 && len(txns[0].Ops) > 0 && txns[0].Ops[0].Key == "p1/a" {
+		return errLost
+	}
+	return s.Store.Commit(ctx, txns...)
+}
+
+// A batch that fails on one txn's condition is split and its halves sent
+// apart; once one half's outcome is in doubt, the other half does not
+// carry txns on the doubted claim (found in review).
+func TestCommitterSplitHalfAfterADoubtCarriesNoTxnOnItsClaim(t *testing.T) {
+	m := NewMemory()
+	defer m.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	lease, err := m.GrantLease(ctx, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claims, err := m.Claim(ctx, "n1", lease, []uint32{1, 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := Fence{Partition: claims[0].Partition, Token: claims[0].Token}
+	q := Fence{Partition: claims[1].Partition, Token: claims[1].Token}
+	s := &splitStore{Store: m, hold: make(chan struct{})}
+	doubtedAt := -1
+	c := NewCommitter(s, CommitterConfig{MaxInFlight: 1, OnInDoubt: func([]Fence) {
+		s.mu.Lock()
+		doubtedAt = len(s.calls)
+		s.mu.Unlock()
+	}})
+	run := make(chan error)
+	go func() { run <- c.Run(ctx) }()
+	defer func() { cancel(); <-run }()
+	first := make(chan error, 1)
+	go func() { first <- c.Commit(ctx, Txn{Ops: []Op{Put("free/x", []byte("v"))}}) }()
+	waitUntil(t, "a batch in flight", func() bool { s.mu.Lock(); defer s.mu.Unlock(); return len(s.calls) == 1 })
+	// Queued in this order, then packed into one batch: [p1/a, the failing
+	// cond on q, p1/b]; split: [p1/a] (in doubt), then [cond, p1/b].
+	res := make([]chan error, 3)
+	for i, txn := range []Txn{
+		{Fence: p, Ops: []Op{Put("p1/a", []byte("v"))}},
+		{Fence: q, Conds: []Cond{Present("p2/missing")}, Ops: []Op{Put("p2/a", []byte("v"))}},
+		{Fence: p, Ops: []Op{Put("p1/b", []byte("v"))}},
+	} {
+		res[i] = make(chan error, 1)
+		go func() { res[i] <- c.Commit(ctx, txn) }()
+		waitUntil(t, "txn queued", func() bool { return c.Stats().Waiting == i+1 })
+	}
+	close(s.hold)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-res[0]; !errors.Is(err, errLost) {
+		t.Fatalf("p1/a: %v, want the store's error", err)
+	}
+	if err := <-res[1]; !errors.Is(err, ErrConditionFailed) {
+		t.Fatalf("the cond txn: %v, want ErrConditionFailed", err)
+	}
+	if err := <-res[2]; !errors.Is(err, ErrFenced) {
+		t.Fatalf("p1/b: %v, want ErrFenced (its claim is in doubt)", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if doubtedAt < 0 {
+		t.Fatal("no doubt reported")
+	}
+	for i, call := range s.calls[doubtedAt:] {
+		for _, txn := range call {
+			if txn.Fence == p {
+				t.Errorf("store call %d after the doubt carries %s on the doubted claim", doubtedAt+i+1, txn.Ops[0].Key)
+			}
+		}
+	}
+}
+
+// A caller that leaves while its txn is in flight does not know whether it
+// committed: its claim is in doubt, as if the store had said so (found in
+// review: a Destroy whose ctx ended mid-commit let the actor load again
+// and write after the delete).
+func TestCommitterCallerLeavingInFlightPutsItsClaimInDoubt(t *testing.T) {
+	m := NewMemory()
+	defer m.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	lease, err := m.GrantLease(ctx, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claims, err := m.Claim(ctx, "n1", lease, []uint32{1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := Fence{Partition: claims[0].Partition, Token: claims[0].Token}
+	h := &holdStore{Store: m, hold: make(chan struct{})}
+	reported := make(chan []Fence, 1)
+	c := NewCommitter(h, CommitterConfig{MaxInFlight: 1, OnInDoubt: func(fs []Fence) { reported <- fs }})
+	run := make(chan error)
+	go func() { run <- c.Run(ctx) }()
+	defer func() { cancel(); <-run }()
+
+	cctx, ccancel := context.WithCancel(ctx)
+	left := make(chan error, 1)
+	go func() { left <- c.Commit(cctx, Txn{Fence: p, Ops: []Op{Put("p1/a", []byte("v"))}}) }()
+	waitUntil(t, "the txn in flight", func() bool { h.mu.Lock(); defer h.mu.Unlock(); return len(h.batches) == 1 })
+	ccancel()
+	if err := <-left; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the caller that left: %v", err)
+	}
+	select {
+	case fs := <-reported:
+		if len(fs) != 1 || fs[0] != p {
+			t.Fatalf("OnInDoubt heard %v, want [%v]", fs, p)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("OnInDoubt never heard of the claim whose txn's caller left")
+	}
+	if err := c.Commit(ctx, Txn{Fence: p, Ops: []Op{Put("p1/b", []byte("v"))}}); !errors.Is(err, ErrFenced) {
+		t.Fatalf("a later txn on the claim: %v, want ErrFenced", err)
+	}
+	close(h.hold)
+}

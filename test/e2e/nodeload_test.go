@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sync"
 	"testing"
 	"time"
@@ -81,6 +82,33 @@ func (l *nodeLoad) waitCalls(t testing.TB, n int, within time.Duration) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("load: %d calls within %v, want %d", calls, within, n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waitAcked waits until every caller has had an increment acknowledged
+// since it was called.
+func (l *nodeLoad) waitAcked(t testing.TB, within time.Duration) {
+	t.Helper()
+	l.mu.Lock()
+	before := maps.Clone(l.acked)
+	l.mu.Unlock()
+	deadline := time.Now().Add(within)
+	for {
+		l.mu.Lock()
+		var behind []string
+		for key := range l.tried {
+			if l.acked[key] <= before[key] {
+				behind = append(behind, key)
+			}
+		}
+		l.mu.Unlock()
+		if len(behind) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("load: no increment acknowledged within %v on %v", within, behind)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
