@@ -1122,7 +1122,7 @@ func commitError(what string, err error) error {
 	case errors.Is(err, context.DeadlineExceeded):
 		return rivet.Errorf(rivet.ErrTimeout, "%s: commit timed out; its outcome is unknown", what)
 	case errors.Is(err, storage.ErrClosed), errors.Is(err, storage.ErrLeaseNotFound),
-		errors.Is(err, storage.ErrInvalidTxn), errors.Is(err, errDestroyed):
+		errors.Is(err, storage.ErrInvalidTxn), errors.Is(err, storage.ErrRefused), errors.Is(err, errDestroyed):
 		// Refused before or by storage: nothing was written.
 		return rivet.Errorf(rivet.ErrUnavailable, "%s: commit failed: %v", what, err)
 	}

@@ -578,7 +578,8 @@ var errDoubted = fmt.Errorf("%w: a write on this partition claim has an unknown 
 // inDoubt reports whether err leaves a store transaction's outcome
 // unknown: every error but those that say nothing was written.
 func inDoubt(err error) bool {
-	return err != nil && !splittable(err) && !errors.Is(err, ErrClosed) && !errors.Is(err, ErrLeaseNotFound)
+	return err != nil && !splittable(err) && !errors.Is(err, ErrClosed) && !errors.Is(err, ErrLeaseNotFound) &&
+		!errors.Is(err, ErrRefused)
 }
 
 // doubt records the fences of b, whose outcome is unknown, and reports

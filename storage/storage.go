@@ -31,6 +31,10 @@ var (
 	ErrLeaseNotFound = errors.New("storage: lease not found")
 	// ErrClosed: the store or committer was closed.
 	ErrClosed = errors.New("storage: closed")
+	// ErrRefused: the store refused the transaction for a reason of its
+	// own, not of the transaction (etcd: too many requests, database space
+	// exceeded). Nothing was written; trying again later may succeed.
+	ErrRefused = errors.New("storage: refused by the store")
 	// ErrCompacted: a Watch asked for changes from a revision the store no
 	// longer keeps (etcd compacted its history). Nothing can resume that
 	// watch: the watcher must read again (ListRev) and watch from the new

@@ -110,6 +110,10 @@ func mapErr(err error) error {
 		return nil
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return err
+	case errors.Is(err, rpctypes.ErrTooManyRequests), errors.Is(err, rpctypes.ErrNoSpace):
+		// Checked before the request is proposed (too many requests), or
+		// at its apply, which then writes nothing (no space): definite.
+		return fmt.Errorf("%w: %v", storage.ErrRefused, err)
 	case errors.Is(err, rpctypes.ErrTooManyOps), errors.Is(err, rpctypes.ErrRequestTooLarge),
 		status.Code(err) == codes.ResourceExhausted:
 		return fmt.Errorf("%w: %v", storage.ErrTooLarge, err)

@@ -1,0 +1,40 @@
+package etcdstore
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+
+	"github.com/rivet-go/rivet/storage"
+)
+
+// etcd's errors map to the storage classes the committer and the runtime
+// act on: definite failures (nothing written) must not read as "outcome
+// unknown", which costs a re-fence, nor as the caller's fault (too large).
+func TestMapErrClassifiesEtcdErrors(t *testing.T) {
+	for _, c := range []struct {
+		in   error
+		want error
+	}{
+		{rpctypes.ErrTooManyRequests, storage.ErrRefused},
+		{rpctypes.ErrNoSpace, storage.ErrRefused},
+		{rpctypes.ErrTooManyOps, storage.ErrTooLarge},
+		{rpctypes.ErrRequestTooLarge, storage.ErrTooLarge},
+		{rpctypes.ErrDuplicateKey, storage.ErrInvalidTxn},
+		{rpctypes.ErrLeaseNotFound, storage.ErrLeaseNotFound},
+		{context.DeadlineExceeded, context.DeadlineExceeded},
+	} {
+		if got := mapErr(c.in); !errors.Is(got, c.want) {
+			t.Errorf("mapErr(%v) = %v, want %v", c.in, got, c.want)
+		}
+	}
+	// Whether a timed-out request applied is unknown: no definite class.
+	got := mapErr(rpctypes.ErrTimeout)
+	for _, definite := range []error{storage.ErrRefused, storage.ErrTooLarge, storage.ErrInvalidTxn, storage.ErrFenced, storage.ErrConditionFailed} {
+		if errors.Is(got, definite) {
+			t.Errorf("mapErr(%v) = %v, a definite failure", rpctypes.ErrTimeout, got)
+		}
+	}
+}
