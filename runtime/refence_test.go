@@ -62,16 +62,7 @@ func TestWriteInDoubtNeverLandsOnANewerWrite(t *testing.T) {
 	e.store.stashMu.Unlock()
 
 	close(hold) // the host re-fences
-	var n int
-	waitFor(t, "the actor to take writes again", 10*time.Second, func() bool {
-		raw, err := call(t, e.host, "counter", "doubt", "increment", false, 1)
-		if errors.Is(err, rivet.ErrUnavailable) {
-			return false
-		}
-		n = mustInt(t, raw, err)
-		return true
-	})
-	if n != 2 {
+	if n := incrementWhenServed(t, e, "doubt"); n != 2 {
 		t.Fatalf("count after the retry = %d, want 2 (the doubtful +5 had not applied)", n)
 	}
 	if tok, ok := e.own.Token(p); !ok || tok == oldToken {
@@ -89,6 +80,23 @@ func TestWriteInDoubtNeverLandsOnANewerWrite(t *testing.T) {
 	if n := callInt(t, e.host, "counter", "doubt", "getCount", false); n != 2 {
 		t.Fatalf("count = %d, want 2", n)
 	}
+}
+
+// incrementWhenServed adds 1 to counter key once the host takes writes on
+// it again (UNAVAILABLE until then, as a client retries), and returns the
+// count.
+func incrementWhenServed(t *testing.T, e *env, key string) int {
+	t.Helper()
+	var n int
+	waitFor(t, "the actor to take writes again", 15*time.Second, func() bool {
+		raw, err := call(t, e.host, "counter", key, "increment", false, 1)
+		if errors.Is(err, rivet.ErrUnavailable) {
+			return false
+		}
+		n = mustInt(t, raw, err)
+		return true
+	})
+	return n
 }
 
 // A claim made by a re-fence can go in doubt before that re-fence has
@@ -126,16 +134,7 @@ func TestClaimGoingInDoubtDuringItsRefenceIsRefencedToo(t *testing.T) {
 	e.store.listHoldPrefix.Store("")
 	openList()
 
-	var n int
-	waitFor(t, "the actor to take writes again", 15*time.Second, func() bool {
-		raw, err := call(t, e.host, "counter", "again", "increment", false, 1)
-		if errors.Is(err, rivet.ErrUnavailable) {
-			return false
-		}
-		n = mustInt(t, raw, err)
-		return true
-	})
-	if n != 2 {
+	if n := incrementWhenServed(t, e, "again"); n != 2 {
 		t.Fatalf("count = %d, want 2 (neither doubtful write applied)", n)
 	}
 	if tok, _ := e.own.Token(p); tok == t1 || tok == t2 {

@@ -386,23 +386,48 @@ func (f *failFirstStore) Commit(ctx context.Context, txns ...Txn) error {
 	return f.Store.Commit(ctx, txns...)
 }
 
+// claimedMemory returns a memory store in which partitions 1..n are
+// claimed on a lease, and the claims' fences.
+func claimedMemory(t *testing.T, n uint32) (*Memory, []Fence) {
+	t.Helper()
+	m := NewMemory()
+	t.Cleanup(func() { m.Close() })
+	lease, err := m.GrantLease(context.Background(), time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var parts []uint32
+	for p := uint32(1); p <= n; p++ {
+		parts = append(parts, p)
+	}
+	claims, err := m.Claim(context.Background(), "n1", lease, parts)
+	if err != nil || len(claims) != int(n) {
+		t.Fatalf("claim: %v, %v", claims, err)
+	}
+	fences := make([]Fence, len(claims))
+	for i, c := range claims {
+		fences[i] = Fence{Partition: c.Partition, Token: c.Token}
+	}
+	return m, fences
+}
+
+// runCommitter runs c until the test ends, and returns the context its
+// callers use (done when it stops).
+func runCommitter(t *testing.T, c *Committer) context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- c.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return ctx
+}
+
 // A write whose outcome is unknown stops every later write on its claim:
 // the ones queued behind it and the ones that come after fail with
 // ErrFenced without reaching the store, and OnInDoubt hears of the claim
 // once. Writes on other claims, and unfenced ones, go on.
 func TestCommitterWriteInDoubtStopsItsClaim(t *testing.T) {
-	m := NewMemory()
-	defer m.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	lease, err := m.GrantLease(ctx, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	claims, err := m.Claim(ctx, "n1", lease, []uint32{1, 2})
-	if err != nil || len(claims) != 2 {
-		t.Fatalf("claim: %v, %v", claims, err)
-	}
-	doubtful, other := Fence{Partition: claims[0].Partition, Token: claims[0].Token}, Fence{Partition: claims[1].Partition, Token: claims[1].Token}
+	m, fences := claimedMemory(t, 2)
+	doubtful, other := fences[0], fences[1]
 
 	f := &failFirstStore{Store: m, release: make(chan struct{})}
 	var (
@@ -414,9 +439,7 @@ func TestCommitterWriteInDoubtStopsItsClaim(t *testing.T) {
 		reported = append(reported, fs)
 		reportMu.Unlock()
 	}})
-	runDone := make(chan error)
-	go func() { runDone <- c.Run(ctx) }()
-	defer func() { cancel(); <-runDone }()
+	ctx := runCommitter(t, c)
 
 	commit := func(fence Fence, key string) chan error {
 		done := make(chan error, 1)
@@ -485,19 +508,8 @@ func (s *splitStore) Commit(ctx context.Context, txns ...Txn) error {
 // apart; once one half's outcome is in doubt, the other half does not
 // carry txns on the doubted claim (found in review).
 func TestCommitterSplitHalfAfterADoubtCarriesNoTxnOnItsClaim(t *testing.T) {
-	m := NewMemory()
-	defer m.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	lease, err := m.GrantLease(ctx, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	claims, err := m.Claim(ctx, "n1", lease, []uint32{1, 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := Fence{Partition: claims[0].Partition, Token: claims[0].Token}
-	q := Fence{Partition: claims[1].Partition, Token: claims[1].Token}
+	m, fences := claimedMemory(t, 2)
+	p, q := fences[0], fences[1]
 	s := &splitStore{Store: m, hold: make(chan struct{})}
 	doubtedAt := -1
 	c := NewCommitter(s, CommitterConfig{MaxInFlight: 1, OnInDoubt: func([]Fence) {
@@ -505,9 +517,7 @@ func TestCommitterSplitHalfAfterADoubtCarriesNoTxnOnItsClaim(t *testing.T) {
 		doubtedAt = len(s.calls)
 		s.mu.Unlock()
 	}})
-	run := make(chan error)
-	go func() { run <- c.Run(ctx) }()
-	defer func() { cancel(); <-run }()
+	ctx := runCommitter(t, c)
 	first := make(chan error, 1)
 	go func() { first <- c.Commit(ctx, Txn{Ops: []Op{Put("free/x", []byte("v"))}}) }()
 	waitUntil(t, "a batch in flight", func() bool { s.mu.Lock(); defer s.mu.Unlock(); return len(s.calls) == 1 })
@@ -555,24 +565,12 @@ func TestCommitterSplitHalfAfterADoubtCarriesNoTxnOnItsClaim(t *testing.T) {
 // review: a Destroy whose ctx ended mid-commit let the actor load again
 // and write after the delete).
 func TestCommitterCallerLeavingInFlightPutsItsClaimInDoubt(t *testing.T) {
-	m := NewMemory()
-	defer m.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	lease, err := m.GrantLease(ctx, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	claims, err := m.Claim(ctx, "n1", lease, []uint32{1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := Fence{Partition: claims[0].Partition, Token: claims[0].Token}
+	m, fences := claimedMemory(t, 1)
+	p := fences[0]
 	h := &holdStore{Store: m, hold: make(chan struct{})}
 	reported := make(chan []Fence, 1)
 	c := NewCommitter(h, CommitterConfig{MaxInFlight: 1, OnInDoubt: func(fs []Fence) { reported <- fs }})
-	run := make(chan error)
-	go func() { run <- c.Run(ctx) }()
-	defer func() { cancel(); <-run }()
+	ctx := runCommitter(t, c)
 
 	cctx, ccancel := context.WithCancel(ctx)
 	left := make(chan error, 1)
