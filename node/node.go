@@ -254,6 +254,7 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 		OnMoved: func(in, out int) { n.claimed.Add(uint64(in)); n.handedOff.Add(uint64(out)) },
 	}, n.host, n.own)
 	n.own.OnEstablished(n.balancer.Kick)
+	n.host.SetWants(n.balancer.Wants)
 
 	// One source for the limits both layers enforce: the runtime's config.
 	limits := server.DefaultLimits()

@@ -211,11 +211,13 @@ func (a *activation) load(ctx context.Context, create bool, input json.RawMessag
 			ops = append(ops, storage.Put(storage.WakeupKey(a.part, a.ref.Name, a.enc), wb))
 			a.wf.wakeAt = meta.CreatedAt
 		}
-		err = h.commit.Commit(ctx, storage.Txn{
+		cctx, cancel := h.commitContext() // the commit outlives the caller
+		err = h.commit.Commit(cctx, storage.Txn{
 			Fence: a.fence,
 			Conds: []storage.Cond{storage.Absent(a.key(storage.MetaSuffix))},
 			Ops:   ops,
 		})
+		cancel()
 		if isConditionFailed(err) {
 			continue // created meanwhile; read it
 		}
@@ -314,6 +316,14 @@ func (a *activation) failedErr() error {
 	return commitError(a.describe(), a.failed)
 }
 
+// commitContext is the context of a commit: the host's, not a caller's,
+// bounded. A commit whose caller left while it was in flight would have
+// an unknown outcome, and put its whole partition in doubt (re-fenced);
+// a client's short deadline must not cost that.
+func (h *Host) commitContext() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(h.baseCtx, 30*time.Second)
+}
+
 // flushLoop commits pending write groups, several turns per store
 // transaction when turns pile up while a commit is in flight. It exits when
 // nothing is pending. Owned by Host.flushes.
@@ -331,7 +341,7 @@ func (a *activation) flushLoop() {
 		a.groups = a.groups[n:]
 		a.mu.Unlock()
 
-		ctx, cancel := context.WithTimeout(a.h.baseCtx, 30*time.Second)
+		ctx, cancel := a.h.commitContext()
 		err := a.h.commit.Commit(ctx, storage.Txn{Fence: a.fence, Ops: ops})
 		cancel()
 

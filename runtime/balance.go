@@ -99,6 +99,17 @@ func (b *Balancer) Run(ctx context.Context) error {
 	}
 }
 
+// Wants reports whether the ring gives partition p to this node now (it
+// is in its own view of the cluster and not draining).
+func (b *Balancer) Wants(p uint32) bool {
+	rec := b.own.Record()
+	if rec.Draining {
+		return false
+	}
+	eligible := b.cfg.Eligible()
+	return slices.Contains(eligible, rec.NodeID) && placement.Owner(p, eligible) == rec.NodeID
+}
+
 // balance looks once: claims what it should, and starts handoffs up to the
 // bound. Handoffs run in the background and signal done when they end.
 func (b *Balancer) balance(ctx context.Context, wg *sync.WaitGroup, done chan struct{}) {
@@ -131,6 +142,10 @@ func (b *Balancer) balance(ctx context.Context, wg *sync.WaitGroup, done chan st
 		owned := b.own.Owns(p)
 		switch {
 		case want == self && cur == "" && !owned:
+			claim = append(claim, p)
+		case want == self && cur == self && !b.own.Holds(p):
+			// Ours on record but not held: a claim whose reply was lost.
+			// Claim adopts it.
 			claim = append(claim, p)
 		case owned && want != self && want != "":
 			leave = append(leave, p)

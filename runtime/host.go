@@ -54,8 +54,11 @@ type Host struct {
 	// refencing holds the partitions being claimed again after a write
 	// in doubt (InDoubt), each with the doubted claims not yet replaced.
 	refencing map[uint32][]storage.Fence
-	inflight  int           // requests in progress
-	drained   chan struct{} // closed when stopping and inflight reaches 0
+	// wants says whether the ring gives a partition to this node (nil:
+	// every partition); see SetWants.
+	wants    func(p uint32) bool
+	inflight int           // requests in progress
+	drained  chan struct{} // closed when stopping and inflight reaches 0
 
 	flushes   sync.WaitGroup // flush goroutines
 	workflows sync.WaitGroup // workflow runners
@@ -819,11 +822,14 @@ func (h *Host) Destroy(ctx context.Context, ref Ref) error {
 		a.mu.Unlock()
 		h.timers.cancel(a.id)
 		a.failWaiters()
-		err := h.commit.Commit(ctx, storage.Txn{Fence: a.fence, Ops: []storage.Op{
+		// The commit outlives the caller (see commitContext).
+		cctx, cancel := h.commitContext()
+		err := h.commit.Commit(cctx, storage.Txn{Fence: a.fence, Ops: []storage.Op{
 			storage.DeletePrefix(a.prefix),
 			storage.Delete(storage.IndexKey(a.ref.Name, a.enc)),
 			storage.Delete(storage.WakeupKey(a.part, a.ref.Name, a.enc)),
 		}})
+		cancel()
 		// Whatever the outcome, this memory is done: on success the actor
 		// is gone; on failure its fate is unknown until it is read again.
 		h.evict(a)

@@ -78,8 +78,29 @@ type faultStore struct {
 	listGate       chan struct{}
 	// holdDelPrefix makes a Commit with a prefix delete wait until delGate
 	// closes, and delEntered is closed when it starts waiting.
-	holdDelPrefix       atomic.Bool
+	holdDelPrefix atomic.Bool
+	// loseClaimReply and failClaims: see Claim and Claims.
+	loseClaimReply      atomic.Bool
+	failClaims          atomic.Int64
 	delGate, delEntered chan struct{}
+}
+
+// Claim commits, then, if loseClaimReply is set (once), fails as a claim
+// whose reply was lost does.
+func (s *faultStore) Claim(ctx context.Context, node string, lease storage.LeaseID, parts []uint32) ([]storage.Claim, error) {
+	claims, err := s.Store.Claim(ctx, node, lease, parts)
+	if err == nil && len(claims) > 0 && s.loseClaimReply.CompareAndSwap(true, false) {
+		return nil, errors.New("injected: the claim's reply was lost")
+	}
+	return claims, err
+}
+
+// Claims fails failClaims times first.
+func (s *faultStore) Claims(ctx context.Context) ([]storage.Claim, error) {
+	if s.failClaims.Add(-1) >= 0 {
+		return nil, errors.New("injected: listing claims failed")
+	}
+	return s.Store.Claims(ctx)
 }
 
 func (s *faultStore) List(ctx context.Context, prefix string, opts storage.ListOptions) ([]storage.KV, error) {

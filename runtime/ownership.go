@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -165,35 +166,24 @@ func (o *Ownership) Establish(ctx context.Context, partitions []uint32) error {
 }
 
 // Claim claims those of partitions that have no owner, and returns the
-// ones it claimed. The OnClaimed callbacks run before it returns, so the
-// wakeups of the new partitions are scheduled.
+// ones it claimed. A partition owned in storage on this node's lease but
+// not held (a claim that committed with its reply lost, here or in an
+// earlier Claim) is adopted and returned too: it would otherwise be owned
+// on record and served by no one until the lease ended. The OnClaimed
+// callbacks run before it returns, so the wakeups of the new partitions
+// are scheduled.
 func (o *Ownership) Claim(ctx context.Context, partitions []uint32) ([]uint32, error) {
 	lease := o.currentLease()
 	if lease == 0 {
 		return nil, storage.ErrLeaseNotFound
 	}
 	claims, err := o.store.Claim(ctx, o.Record().NodeID, lease, partitions)
-	if err != nil {
-		// The claim may have committed with its reply lost: adopt what
-		// storage holds on this lease, or it would be owned on record and
-		// served by no one until the lease ended.
-		all, lerr := o.store.Claims(ctx)
-		if lerr != nil {
+	if err != nil || len(claims) < len(partitions) {
+		got, lerr := o.orphans(ctx, lease, partitions, claims)
+		if err != nil && (lerr != nil || len(got) == 0) {
 			return nil, err
 		}
-		claims = claims[:0]
-		o.mu.RLock()
-		for _, c := range all {
-			_, have := o.claims[c.Partition]
-			_, leaving := o.releasing[c.Partition]
-			if c.Lease == lease && !have && !leaving {
-				claims = append(claims, c)
-			}
-		}
-		o.mu.RUnlock()
-		if len(claims) == 0 {
-			return nil, err
-		}
+		claims = got
 	}
 	o.mu.Lock()
 	if o.lease != lease {
@@ -214,6 +204,37 @@ func (o *Ownership) Claim(ctx context.Context, partitions []uint32) ([]uint32, e
 		}
 	}
 	return parts, nil
+}
+
+// orphans returns claimed plus the claims among partitions that storage
+// holds on lease but this node neither holds nor is releasing.
+func (o *Ownership) orphans(ctx context.Context, lease storage.LeaseID, partitions []uint32, claimed []storage.Claim) ([]storage.Claim, error) {
+	all, err := o.store.Claims(ctx)
+	if err != nil {
+		return claimed, err
+	}
+	out := slices.Clone(claimed)
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	for _, c := range all {
+		_, have := o.claims[c.Partition]
+		_, leaving := o.releasing[c.Partition]
+		if c.Lease == lease && !have && !leaving && slices.Contains(partitions, c.Partition) &&
+			!slices.ContainsFunc(out, func(x storage.Claim) bool { return x.Partition == c.Partition }) {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+// Holds reports whether p is held, served or being released: false means
+// this node has no claim on p that it knows of.
+func (o *Ownership) Holds(p uint32) bool {
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	_, have := o.claims[p]
+	_, leaving := o.releasing[p]
+	return have || leaving
 }
 
 // BeginRelease stops serving partition p (Token reports it not owned, so

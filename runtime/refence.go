@@ -66,6 +66,15 @@ func (h *Host) refenceLoop(p uint32) {
 	}
 }
 
+// SetWants sets what says whether the ring gives a partition to this node
+// (Balancer.Wants); a host without one (a node alone) claims back every
+// partition it re-fences.
+func (h *Host) SetWants(fn func(p uint32) bool) {
+	h.mu.Lock()
+	h.wants = fn
+	h.mu.Unlock()
+}
+
 // refence replaces the claim f, if it is still the one held.
 func (h *Host) refence(f storage.Fence) {
 	// The token of the claim held, served or not: a claim past its lease's
@@ -86,12 +95,17 @@ func (h *Host) refence(f storage.Fence) {
 		// token.
 		return
 	}
-	// The balancer would claim it too (it is free and the ring's choice is
-	// still this node), but only at its next look: claim it now. A claim
-	// whose reply was lost is adopted by a later Claim, so try until one
-	// answers.
+	// Claim it now rather than at the balancer's next look, unless the
+	// ring gives it to another node meanwhile (or this one drains): then
+	// it is left free for that node.
 	backoff := 100 * time.Millisecond
 	for {
+		h.mu.Lock()
+		stopping, wants := h.stopping, h.wants
+		h.mu.Unlock()
+		if stopping || (wants != nil && !wants(f.Partition)) {
+			return
+		}
 		ctx, cancel := context.WithTimeout(h.baseCtx, 10*time.Second)
 		_, err := h.own.Claim(ctx, []uint32{f.Partition})
 		cancel()

@@ -380,7 +380,11 @@ func (f *failFirstStore) Commit(ctx context.Context, txns ...Txn) error {
 	f.seen = append(f.seen, txns...)
 	f.mu.Unlock()
 	if first {
-		<-f.release
+		select {
+		case <-f.release:
+		case <-ctx.Done(): // the test failed early; the Committer stops
+			return ctx.Err()
+		}
 		return errLost
 	}
 	return f.Store.Commit(ctx, txns...)
@@ -434,7 +438,8 @@ func TestCommitterWriteInDoubtStopsItsClaim(t *testing.T) {
 		reportMu sync.Mutex
 		reported [][]Fence
 	)
-	c := NewCommitter(f, CommitterConfig{MaxInFlight: 1, OnInDoubt: func(fs []Fence) {
+	// StallAfter: a held batch keeps its slot however slow the machine.
+	c := NewCommitter(f, CommitterConfig{MaxInFlight: 1, StallAfter: time.Hour, OnInDoubt: func(fs []Fence) {
 		reportMu.Lock()
 		reported = append(reported, fs)
 		reportMu.Unlock()
@@ -496,7 +501,11 @@ func (s *splitStore) Commit(ctx context.Context, txns ...Txn) error {
 	n := len(s.calls)
 	s.mu.Unlock()
 	if n == 1 {
-		<-s.hold
+		select {
+		case <-s.hold:
+		case <-ctx.Done(): // the test failed early; the Committer stops
+			return ctx.Err()
+		}
 	}
 	if len(txns) == 1 && len(txns[0].Ops) > 0 && txns[0].Ops[0].Key == "p1/a" {
 		return errLost
@@ -512,7 +521,7 @@ func TestCommitterSplitHalfAfterADoubtCarriesNoTxnOnItsClaim(t *testing.T) {
 	p, q := fences[0], fences[1]
 	s := &splitStore{Store: m, hold: make(chan struct{})}
 	doubtedAt := -1
-	c := NewCommitter(s, CommitterConfig{MaxInFlight: 1, OnInDoubt: func([]Fence) {
+	c := NewCommitter(s, CommitterConfig{MaxInFlight: 1, StallAfter: time.Hour, OnInDoubt: func([]Fence) {
 		s.mu.Lock()
 		doubtedAt = len(s.calls)
 		s.mu.Unlock()
@@ -569,7 +578,7 @@ func TestCommitterCallerLeavingInFlightPutsItsClaimInDoubt(t *testing.T) {
 	p := fences[0]
 	h := &holdStore{Store: m, hold: make(chan struct{})}
 	reported := make(chan []Fence, 1)
-	c := NewCommitter(h, CommitterConfig{MaxInFlight: 1, OnInDoubt: func(fs []Fence) { reported <- fs }})
+	c := NewCommitter(h, CommitterConfig{MaxInFlight: 1, StallAfter: time.Hour, OnInDoubt: func(fs []Fence) { reported <- fs }})
 	ctx := runCommitter(t, c)
 
 	cctx, ccancel := context.WithCancel(ctx)
