@@ -53,6 +53,9 @@ type Ownership struct {
 	// releasing holds claims being handed off: no longer served (Token
 	// says not owned), but still held in storage until the drain ends.
 	releasing map[uint32]storage.Claim
+	// released is, per partition, the newest token this node released:
+	// a claim listed before its release must not be adopted after it.
+	released map[uint32]int64
 	// validUntil is when the lease may expire in storage, by this node's
 	// clock, minus the margin.
 	validUntil time.Time
@@ -78,7 +81,7 @@ func NewOwnership(store storage.Store, record NodeRecord, ttl time.Duration, log
 	}
 	return &Ownership{
 		store: store, record: record, ttl: ttl, log: log,
-		claims: map[uint32]storage.Claim{}, releasing: map[uint32]storage.Claim{},
+		claims: map[uint32]storage.Claim{}, releasing: map[uint32]storage.Claim{}, released: map[uint32]int64{},
 		renewed: make(chan struct{}, 1),
 	}
 }
@@ -193,6 +196,13 @@ func (o *Ownership) Claim(ctx context.Context, partitions []uint32) ([]uint32, e
 	}
 	parts := make([]uint32, 0, len(claims))
 	for _, c := range claims {
+		// An adopted claim may have been released, or replaced by a newer
+		// one, since storage was listed: tokens only grow.
+		held, have := o.claims[c.Partition]
+		_, leaving := o.releasing[c.Partition]
+		if leaving || (have && held.Token >= c.Token) || c.Token <= o.released[c.Partition] {
+			continue
+		}
 		o.claims[c.Partition] = c
 		parts = append(parts, c.Partition)
 	}
@@ -219,7 +229,7 @@ func (o *Ownership) orphans(ctx context.Context, lease storage.LeaseID, partitio
 	for _, c := range all {
 		_, have := o.claims[c.Partition]
 		_, leaving := o.releasing[c.Partition]
-		if c.Lease == lease && !have && !leaving && slices.Contains(partitions, c.Partition) &&
+		if c.Lease == lease && !have && !leaving && c.Token > o.released[c.Partition] && slices.Contains(partitions, c.Partition) &&
 			!slices.ContainsFunc(out, func(x storage.Claim) bool { return x.Partition == c.Partition }) {
 			out = append(out, c)
 		}
@@ -267,6 +277,7 @@ func (o *Ownership) FinishRelease(ctx context.Context, p uint32) error {
 	if err == nil || errors.Is(err, storage.ErrLeaseNotFound) {
 		o.mu.Lock()
 		delete(o.releasing, p)
+		o.released[p] = max(o.released[p], c.Token)
 		o.mu.Unlock()
 		return nil
 	}

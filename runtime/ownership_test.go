@@ -1,0 +1,77 @@
+package runtime_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/rivet-go/rivet/runtime"
+	"github.com/rivet-go/rivet/storage"
+)
+
+// pauseClaims is a store whose Claims, once armed, lists storage, then
+// waits for resume before answering: what a Claim adopting orphans sees
+// when a release runs meanwhile.
+type pauseClaims struct {
+	storage.Store
+	armed          chan struct{} // closed: the next Claims pauses
+	listed, resume chan struct{}
+}
+
+func (s *pauseClaims) Claims(ctx context.Context) ([]storage.Claim, error) {
+	all, err := s.Store.Claims(ctx)
+	select {
+	case <-s.armed:
+		s.armed = make(chan struct{}) // once
+		close(s.listed)
+		<-s.resume
+	default:
+	}
+	return all, err
+}
+
+// A Claim that adopts the claims storage holds on this node's lease must
+// not adopt one released after it listed them: the node would serve the
+// partition on a dead token, and another node could claim it (found in
+// review).
+func TestClaimDoesNotAdoptAClaimReleasedAfterItWasListed(t *testing.T) {
+	m := storage.NewMemory()
+	defer m.Close()
+	st := &pauseClaims{Store: m, armed: make(chan struct{}), listed: make(chan struct{}), resume: make(chan struct{})}
+	own := runtime.NewOwnership(st, runtime.NodeRecord{NodeID: "n1"}, time.Minute, nil)
+	ctx := context.Background()
+	if err := own.Establish(ctx, []uint32{3}); err != nil {
+		t.Fatal(err)
+	}
+	if !own.Owns(3) {
+		t.Fatal("partition 3 not owned after Establish")
+	}
+	// Partition 3 is owned: the Claim below claims nothing and looks for
+	// orphans; it pauses once it has listed the current claim.
+	close(st.armed)
+	done := make(chan []uint32, 1)
+	go func() {
+		got, err := own.Claim(ctx, []uint32{3})
+		if err != nil {
+			t.Errorf("Claim: %v", err)
+		}
+		done <- got
+	}()
+	<-st.listed
+	if !own.BeginRelease(3) {
+		t.Fatal("BeginRelease(3) = false")
+	}
+	if err := own.FinishRelease(ctx, 3); err != nil {
+		t.Fatal(err)
+	}
+	close(st.resume)
+	if got := <-done; len(got) != 0 {
+		t.Fatalf("Claim adopted %v, a claim released meanwhile", got)
+	}
+	if own.Owns(3) || own.Holds(3) {
+		t.Fatalf("partition 3 held after its release (Owns %v, Holds %v)", own.Owns(3), own.Holds(3))
+	}
+	if cs, err := m.Claims(ctx); err != nil || len(cs) != 0 {
+		t.Fatalf("claims in storage: %v, %v; want none", cs, err)
+	}
+}
