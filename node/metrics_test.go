@@ -205,7 +205,8 @@ func TestMetricsAfterLoadAndReadiness(t *testing.T) {
 	}
 	// Present, and zero here: nothing failed in the committer.
 	present := []string{"rivet_forwards_total", "rivet_commit_failures_total", "rivet_commit_retries_total",
-		"rivet_commit_waiting", "rivet_lease_losses_total", "rivet_workflows_completed_total", "rivet_partitions_handed_off_total"}
+		"rivet_commit_waiting", "rivet_lease_losses_total", "rivet_workflows_completed_total", "rivet_partitions_handed_off_total",
+		"rivet_partitions_refenced_total", "rivet_commit_stalls_total"}
 
 	var series, sums map[string]float64
 	var missing []string
