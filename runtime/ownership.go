@@ -182,11 +182,9 @@ func (o *Ownership) Claim(ctx context.Context, partitions []uint32) ([]uint32, e
 	}
 	claims, err := o.store.Claim(ctx, o.Record().NodeID, lease, partitions)
 	if err != nil || len(claims) < len(partitions) {
-		got, lerr := o.orphans(ctx, lease, partitions, claims)
-		if err != nil && (lerr != nil || len(got) == 0) {
-			return nil, err
+		if orphans, lerr := o.onLease(ctx, lease, partitions); lerr == nil {
+			claims = append(claims, orphans...)
 		}
-		claims = got
 	}
 	o.mu.Lock()
 	if o.lease != lease {
@@ -196,8 +194,8 @@ func (o *Ownership) Claim(ctx context.Context, partitions []uint32) ([]uint32, e
 	}
 	parts := make([]uint32, 0, len(claims))
 	for _, c := range claims {
-		// An adopted claim may have been released, or replaced by a newer
-		// one, since storage was listed: tokens only grow.
+		// Only claims not held yet, and not released or replaced since
+		// storage was listed (tokens only grow).
 		held, have := o.claims[c.Partition]
 		_, leaving := o.releasing[c.Partition]
 		if leaving || (have && held.Token >= c.Token) || c.Token <= o.released[c.Partition] {
@@ -208,6 +206,9 @@ func (o *Ownership) Claim(ctx context.Context, partitions []uint32) ([]uint32, e
 	}
 	fns := append([]func(context.Context, []uint32){}, o.onClaimed...)
 	o.mu.Unlock()
+	if err != nil && len(parts) == 0 {
+		return nil, err
+	}
 	if len(parts) > 0 {
 		for _, fn := range fns {
 			fn(ctx, parts)
@@ -216,21 +217,15 @@ func (o *Ownership) Claim(ctx context.Context, partitions []uint32) ([]uint32, e
 	return parts, nil
 }
 
-// orphans returns claimed plus the claims among partitions that storage
-// holds on lease but this node neither holds nor is releasing.
-func (o *Ownership) orphans(ctx context.Context, lease storage.LeaseID, partitions []uint32, claimed []storage.Claim) ([]storage.Claim, error) {
+// onLease returns the claims storage holds on lease among partitions.
+func (o *Ownership) onLease(ctx context.Context, lease storage.LeaseID, partitions []uint32) ([]storage.Claim, error) {
 	all, err := o.store.Claims(ctx)
 	if err != nil {
-		return claimed, err
+		return nil, err
 	}
-	out := slices.Clone(claimed)
-	o.mu.RLock()
-	defer o.mu.RUnlock()
+	var out []storage.Claim
 	for _, c := range all {
-		_, have := o.claims[c.Partition]
-		_, leaving := o.releasing[c.Partition]
-		if c.Lease == lease && !have && !leaving && c.Token > o.released[c.Partition] && slices.Contains(partitions, c.Partition) &&
-			!slices.ContainsFunc(out, func(x storage.Claim) bool { return x.Partition == c.Partition }) {
+		if c.Lease == lease && slices.Contains(partitions, c.Partition) {
 			out = append(out, c)
 		}
 	}

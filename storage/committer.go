@@ -277,9 +277,7 @@ func (c *Committer) Commit(ctx context.Context, txn Txn) error {
 			// In flight: it may commit after its caller went on as if it
 			// had not (an actor evicted and loaded again would read
 			// storage without it, then write on top of it).
-			if c.onInDoubt != nil {
-				c.doubt([]*request{r})
-			}
+			c.doubt([]*request{r})
 		}
 		return ctx.Err()
 	}
@@ -562,7 +560,7 @@ func (c *Committer) commit(ctx context.Context, b []*request, retry bool) {
 		c.commit(ctx, b[h:], true)
 		return
 	}
-	if c.onInDoubt != nil && inDoubt(err) {
+	if inDoubt(err) {
 		// Before the callers hear of it and before send frees the keys:
 		// no later txn on these claims may go out.
 		c.doubt(b)
@@ -583,8 +581,11 @@ func inDoubt(err error) bool {
 }
 
 // doubt records the fences of b, whose outcome is unknown, and reports
-// them to OnInDoubt.
+// them to OnInDoubt; without OnInDoubt it does nothing.
 func (c *Committer) doubt(b []*request) {
+	if c.onInDoubt == nil {
+		return
+	}
 	var fences []Fence
 	c.mu.Lock()
 	for _, r := range b {
