@@ -52,10 +52,13 @@ type view struct {
 	recRev int64
 }
 
-// peerStreams is how many forwarding streams a node keeps to each peer:
-// one stream's sends and receives are serial, and under many callers it
-// became the bottleneck (docs/benchmarks.md).
-const peerStreams = 4
+// peerStreams is how many forwarding streams a node keeps to each peer.
+// One, since a stream message carries every call queued for it: spreading
+// the calls over more streams made the batches, and so the saving, smaller
+// (before batching, 4 were needed, as one stream's serial sends became the
+// bottleneck; docs/benchmarks.md). The cost is that a large payload holds
+// up the calls queued behind it for its transmission time.
+const peerStreams = 1
 
 // newView returns a view whose connections to peers use creds (transport
 // and per-call credentials).
@@ -64,9 +67,9 @@ func newView(self string, parts uint32, st storage.Store, log *zap.Logger, creds
 		self: self, parts: parts, log: log,
 		owners: storage.NewMirror(st, storage.OwnersPrefix, log),
 		nodes:  storage.NewMirror(st, storage.NodesPrefix, log),
-		dial: append([]grpc.DialOption{
+		dial: append(append([]grpc.DialOption{
 			grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(64<<20), grpc.MaxCallRecvMsgSize(64<<20)),
-		}, creds...),
+		}, server.PeerDialOptions()...), creds...),
 		conns: map[string]*grpc.ClientConn{},
 		peers: map[string][]*server.PeerConn{},
 	}

@@ -161,7 +161,7 @@ func TestClusterWithMutualTLSAndToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	stream, err := rivetv1.NewPeerServiceClient(conn).Forward(ctx)
+	stream, err := rivetv1.NewPeerServiceClient(conn).ForwardBatches(ctx)
 	if err == nil {
 		_, err = stream.Recv()
 	}

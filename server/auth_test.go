@@ -110,7 +110,7 @@ func TestTokenIsRequiredExceptForHealth(t *testing.T) {
 	}
 	// Without the token check on the peer stream, anyone could forward
 	// requests, with call chains, as if they were a node.
-	stream, err := rivetv1.NewPeerServiceClient(conn).Forward(ctx(t))
+	stream, err := rivetv1.NewPeerServiceClient(conn).ForwardBatches(ctx(t))
 	if err == nil {
 		_, err = stream.Recv()
 	}

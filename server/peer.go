@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -51,12 +50,26 @@ func (p *PeerServer) Shutdown() { p.stopOnce.Do(func() { close(p.stopping) }) }
 // Register adds the PeerService to gs.
 func (p *PeerServer) Register(gs *grpc.Server) { rivetv1.RegisterPeerServiceServer(gs, p) }
 
-// Forward implements rivetv1.PeerServiceServer.
-func (p *PeerServer) Forward(stream rivetv1.PeerService_ForwardServer) error {
+// ForwardBatches implements rivetv1.PeerServiceServer.
+func (p *PeerServer) ForwardBatches(stream rivetv1.PeerService_ForwardBatchesServer) error {
 	ctx, cancel := context.WithCancel(stream.Context())
-	f := &forwardStream{p: p, stream: stream, ctx: ctx, cancels: map[uint64]context.CancelFunc{}, work: make(chan forwardCall)}
-	defer f.workers.Wait()
-	defer cancel() // before Wait: the requests in flight and idle workers end first
+	f := &forwardStream{
+		p: p, stream: stream, ctx: ctx, cancels: map[uint64]context.CancelFunc{}, work: make(chan forwardCall),
+		out: newOutbox[*rivetv1.ForwardResponse](), sendDone: make(chan struct{}),
+	}
+	sent := make(chan struct{})
+	go func() {
+		defer close(sent)
+		f.send()
+	}()
+	defer func() {
+		cancel() // the requests in flight and idle workers end first
+		f.workers.Wait()
+		// The sender stops last, with whatever the workers queued: it
+		// must not touch the stream once this handler has returned.
+		close(f.sendDone)
+		<-sent
+	}()
 	// Recv runs apart, so that Shutdown can end the stream while it waits.
 	// It hands each request straight to a worker: a request costs one
 	// switch of goroutine on this side of the stream, not two.
@@ -87,13 +100,19 @@ const maxIdleWorkers = 16
 // forwardStream is the owner's side of one PeerService stream.
 type forwardStream struct {
 	p      *PeerServer
-	stream rivetv1.PeerService_ForwardServer
+	stream rivetv1.PeerService_ForwardBatchesServer
 	ctx    context.Context // ends with the stream
-	sendMu sync.Mutex
 
-	mu       sync.Mutex
-	stopped  bool                          // no new requests, no new workers
-	cancels  map[uint64]context.CancelFunc // of the requests in flight
+	// out queues the workers' responses for the sender, which stops
+	// when sendDone closes.
+	out      *outbox[*rivetv1.ForwardResponse]
+	sendDone chan struct{}
+
+	mu      sync.Mutex
+	stopped bool                          // no new requests, no new workers
+	cancels map[uint64]context.CancelFunc // of the requests in flight
+	// inflight counts the requests taken and not yet answered: a request
+	// is done once its response was sent (or could not be).
 	inflight sync.WaitGroup
 	workers  sync.WaitGroup
 
@@ -112,22 +131,55 @@ func (f *forwardStream) stop() {
 // receive takes the stream's requests until it ends or is stopped.
 func (f *forwardStream) receive() {
 	for {
-		req, err := f.stream.Recv()
+		msg, err := f.stream.Recv()
 		if err != nil {
 			return
 		}
-		if req.GetCancel() {
-			f.mu.Lock()
-			if c := f.cancels[req.GetId()]; c != nil {
-				c()
+		for _, req := range msg.GetRequests() {
+			if req.GetCancel() {
+				f.mu.Lock()
+				if c := f.cancels[req.GetId()]; c != nil {
+					c()
+				}
+				f.mu.Unlock()
+				continue
 			}
-			f.mu.Unlock()
-			continue
-		}
-		if !f.start(req) {
-			return
+			if !f.start(req) {
+				return
+			}
 		}
 	}
+}
+
+// send sends the workers' responses, as many to a message as are queued,
+// until sendDone closes.
+func (f *forwardStream) send() {
+	var (
+		msg   rivetv1.ForwardBatchesResponse
+		batch []*rivetv1.ForwardResponse
+		ok    bool
+	)
+	for {
+		batch, ok = f.out.take(f.sendDone, batch, responseSize)
+		if !ok {
+			break
+		}
+		msg.Responses = batch
+		_ = f.stream.Send(&msg) // a broken stream ends Recv too
+		for i, r := range batch {
+			putForwardResponse(r)
+			batch[i] = nil
+			f.inflight.Done()
+		}
+	}
+	for _, r := range f.out.close() {
+		putForwardResponse(r)
+		f.inflight.Done()
+	}
+}
+
+func responseSize(r *rivetv1.ForwardResponse) int {
+	return len(r.GetResponse()) + len(r.GetStatus()) + 16
 }
 
 // start runs req on an idle worker, or a new one; false once stopped.
@@ -170,27 +222,23 @@ type forwardCall struct {
 // others do, until the stream ends.
 func (f *forwardStream) worker(c forwardCall) {
 	defer f.workers.Done()
-	// What serving a request needs, made once per worker rather than per
-	// request: the response (Send marshals it before it returns) and the
-	// decoder the handler calls.
+	// The decoder the handler calls, made once per worker rather than
+	// per request.
 	var (
-		req  *rivetv1.ForwardRequest
-		resp rivetv1.ForwardResponse
-		dec  = func(m any) error { return proto.Unmarshal(req.GetRequest(), m.(proto.Message)) }
+		req *rivetv1.ForwardRequest
+		dec = func(m any) error { return proto.Unmarshal(req.GetRequest(), m.(proto.Message)) }
 	)
 	for {
 		req = c.req
-		f.p.serve(c.ctx, req, dec, &resp)
+		resp := forwardResponses.Get().(*rivetv1.ForwardResponse)
+		f.p.serve(c.ctx, req, dec, resp)
 		f.mu.Lock()
 		delete(f.cancels, req.GetId())
 		f.mu.Unlock()
 		c.cancel()
-		f.sendMu.Lock()
-		_ = f.stream.Send(&resp) // a broken stream ends Recv too
-		f.sendMu.Unlock()
-		f.inflight.Done()
-		if cap(resp.Response) > maxPooledRequest {
-			resp.Response = nil
+		if !f.out.put(resp) { // the sender has stopped: the stream is gone
+			putForwardResponse(resp)
+			f.inflight.Done()
 		}
 		if f.idle.Add(1) > maxIdleWorkers {
 			f.idle.Add(-1)
@@ -255,13 +303,27 @@ func NewPeerConn(conn *grpc.ClientConn) *PeerConn { return &PeerConn{conn: conn}
 var errPeerClosed = status.Error(codes.Unavailable, "peer connection closed")
 
 type peerStream struct {
-	stream  rivetv1.PeerService_ForwardClient
-	cancel  context.CancelFunc
-	sendMu  sync.Mutex
+	stream rivetv1.PeerService_ForwardBatchesClient
+	ctx    context.Context // ends with the stream
+	cancel context.CancelFunc
+	// out queues the callers' requests (and cancels) for the sender,
+	// which owns each request from then on.
+	out *outbox[*rivetv1.ForwardRequest]
+
 	mu      sync.Mutex
 	nextID  uint64
-	pending map[uint64]chan *rivetv1.ForwardResponse
+	pending map[uint64]*peerCall
 	err     error // set when the stream broke
+}
+
+// peerCall is one call waiting for its response.
+type peerCall struct {
+	// ch gets the response; it is closed if the stream breaks first.
+	ch chan *rivetv1.ForwardResponse
+	// sending (under the stream's mu) is set once the sender has handed
+	// the request to the stream, from when the peer may run it; a call
+	// whose stream breaks before that was never sent.
+	sending bool
 }
 
 // Close ends the stream; calls in flight fail with UNAVAILABLE.
@@ -312,16 +374,65 @@ func (c *PeerConn) current() (*peerStream, error) {
 	}
 	// The stream outlives every call: its context is the PeerConn's.
 	ctx, cancel := context.WithCancel(context.Background())
-	st, err := rivetv1.NewPeerServiceClient(c.conn).Forward(ctx)
+	st, err := rivetv1.NewPeerServiceClient(c.conn).ForwardBatches(ctx)
 	if err != nil {
 		cancel()
 		return nil, err
 	}
-	s := &peerStream{stream: st, cancel: cancel, pending: map[uint64]chan *rivetv1.ForwardResponse{}}
+	s := &peerStream{stream: st, ctx: ctx, cancel: cancel, out: newOutbox[*rivetv1.ForwardRequest](), pending: map[uint64]*peerCall{}}
 	c.stream = s
-	c.streams.Add(1)
+	c.streams.Add(2)
 	go c.receive(s)
+	go c.send(s)
 	return s, nil
+}
+
+// send sends the callers' requests, as many to a message as are queued,
+// until the stream ends.
+func (c *PeerConn) send(s *peerStream) {
+	defer c.streams.Done()
+	var (
+		msg   rivetv1.ForwardBatchesRequest
+		batch []*rivetv1.ForwardRequest
+		ok    bool
+	)
+	for {
+		batch, ok = s.out.take(s.ctx.Done(), batch, requestSize)
+		if !ok {
+			break
+		}
+		// Marked under mu, against the receive loop's failing of every
+		// call when the stream breaks: a call is either marked before
+		// (and may have run), or never sent at all.
+		s.mu.Lock()
+		broken := s.err != nil
+		if !broken {
+			for _, r := range batch {
+				if call := s.pending[r.GetId()]; call != nil {
+					call.sending = true
+				}
+			}
+		}
+		s.mu.Unlock()
+		if !broken {
+			msg.Requests = batch
+			// Send marshals the batch before it returns. A failed Send
+			// ends the stream (gRPC aborts it, or it had ended), and the
+			// receive loop then fails every call with the stream's status.
+			_ = s.stream.Send(&msg)
+		}
+		for i, r := range batch {
+			putForwardRequest(r)
+			batch[i] = nil
+		}
+	}
+	for _, r := range s.out.close() {
+		putForwardRequest(r)
+	}
+}
+
+func requestSize(r *rivetv1.ForwardRequest) int {
+	return len(r.GetRequest()) + len(r.GetMethod()) + len(r.GetChain()) + 32
 }
 
 // receive delivers responses until the stream breaks, then fails every
@@ -329,12 +440,12 @@ func (c *PeerConn) current() (*peerStream, error) {
 func (c *PeerConn) receive(s *peerStream) {
 	defer c.streams.Done()
 	for {
-		resp, err := s.stream.Recv()
+		msg, err := s.stream.Recv()
 		if err != nil {
 			s.mu.Lock()
 			s.err = err
-			for id, ch := range s.pending {
-				close(ch)
+			for id, call := range s.pending {
+				close(call.ch)
 				delete(s.pending, id)
 			}
 			s.mu.Unlock()
@@ -347,29 +458,34 @@ func (c *PeerConn) receive(s *peerStream) {
 			return
 		}
 		s.mu.Lock()
-		ch := s.pending[resp.GetId()]
-		delete(s.pending, resp.GetId())
-		s.mu.Unlock()
-		if ch != nil {
-			ch <- resp
+		for _, resp := range msg.GetResponses() {
+			if call := s.pending[resp.GetId()]; call != nil {
+				delete(s.pending, resp.GetId())
+				call.ch <- resp // buffered, and sent on once
+			}
 		}
+		s.mu.Unlock()
 	}
 }
 
 // Invoke implements grpc.ClientConnInterface.
 func (c *PeerConn) Invoke(ctx context.Context, method string, args, reply any, _ ...grpc.CallOption) error {
+	// req is the sender's once queued: it goes back to its pool after
+	// the Send that marshals it.
 	req := forwardRequests.Get().(*rivetv1.ForwardRequest)
-	defer putForwardRequest(req)
 	b, err := proto.MarshalOptions{}.MarshalAppend(req.Request[:0], args.(proto.Message))
 	if err != nil {
+		putForwardRequest(req)
 		return status.Error(codes.Internal, "peer: marshal request: "+err.Error())
 	}
 	req.Method, req.Request = method, b
 	if err := c.ready(ctx); err != nil {
+		putForwardRequest(req)
 		return notSentErr(err)
 	}
 	s, err := c.current()
 	if err != nil {
+		putForwardRequest(req)
 		return notSentErr(err)
 	}
 	if md, ok := metadata.FromOutgoingContext(ctx); ok {
@@ -380,62 +496,53 @@ func (c *PeerConn) Invoke(ctx context.Context, method string, args, reply any, _
 	if d, ok := ctx.Deadline(); ok {
 		req.TimeoutMs = max(time.Until(d).Milliseconds(), 1)
 	}
-	ch := replyChans.Get().(chan *rivetv1.ForwardResponse)
+	call := peerCalls.Get().(*peerCall)
+	call.sending = false
 	s.mu.Lock()
 	if s.err != nil {
+		serr := s.err
 		s.mu.Unlock()
-		replyChans.Put(ch) // never shared
-		return notSentErr(s.err)
+		peerCalls.Put(call) // never shared
+		putForwardRequest(req)
+		return notSentErr(refused(serr))
 	}
 	s.nextID++
 	id := s.nextID
 	req.Id = id
-	s.pending[id] = ch
+	s.pending[id] = call
 	s.mu.Unlock()
-	s.sendMu.Lock()
-	// Send marshals req before it returns (what gRPC keeps for a retry is
-	// the encoding), so req goes back to its pool when Invoke returns.
-	err = s.stream.Send(req)
-	s.sendMu.Unlock()
-	if err != nil {
-		// A failed Send sent nothing (gRPC aborts the stream instead).
-		if errors.Is(err, io.EOF) {
-			// The stream had ended: its status, which the receive loop
-			// gets (and then closes ch), says why.
-			select {
-			case <-ch:
-			case <-ctx.Done():
-			}
-			s.mu.Lock()
-			if s.err != nil {
-				err = refused(s.err)
-			}
-			s.mu.Unlock()
-		}
+	if !s.out.put(req) {
+		// The sender has stopped (the stream broke or was closed), so
+		// the request never left.
+		putForwardRequest(req)
 		s.mu.Lock()
 		delete(s.pending, id)
+		serr := s.err
 		s.mu.Unlock()
-		return notSentErr(err)
+		if serr == nil {
+			serr = errPeerClosed
+		}
+		return notSentErr(refused(serr))
 	}
 	select {
-	case resp, ok := <-ch:
+	case resp, ok := <-call.ch:
 		if !ok {
 			s.mu.Lock()
-			serr := s.err
+			serr, sending := s.err, call.sending
 			s.mu.Unlock()
 			st := status.Convert(serr)
 			if msg := st.Message(); strings.Contains(msg, notSentMark) {
 				return status.Error(codes.Unavailable, msg)
 			}
-			if st.Code() == codes.Unauthenticated {
+			if st.Code() == codes.Unauthenticated || st.Code() == codes.Unimplemented || !sending {
 				return notSentErr(refused(serr))
 			}
 			return status.Error(codes.Unavailable, "peer stream broke during the call")
 		}
-		// The receive loop forgot ch as it sent on it: no one else holds
-		// it now. A closed ch, or one a cancelled call left behind (which
-		// a late response may still fill), is never reused.
-		replyChans.Put(ch)
+		// The receive loop forgot the call as it sent on ch: no one else
+		// holds it now. A closed ch, or one a cancelled call left behind
+		// (which a late response may have filled), is never reused.
+		peerCalls.Put(call)
 		if len(resp.GetStatus()) > 0 {
 			var sp spb.Status
 			if err := proto.Unmarshal(resp.GetStatus(), &sp); err != nil {
@@ -451,23 +558,22 @@ func (c *PeerConn) Invoke(ctx context.Context, method string, args, reply any, _
 		s.mu.Lock()
 		delete(s.pending, id)
 		s.mu.Unlock()
-		s.sendMu.Lock()
-		_ = s.stream.Send(&rivetv1.ForwardRequest{Id: id, Cancel: true})
-		s.sendMu.Unlock()
+		s.out.put(&rivetv1.ForwardRequest{Id: id, Cancel: true}) // behind the request, if it is still queued
 		return status.FromContextError(ctx.Err()).Err()
 	}
 }
 
-// Pools of what every forwarded call needs and no one keeps once it
-// returns: allocation is the largest cost the forwarding node's own code
+// Pools of what every forwarded call needs and no one keeps once it is
+// answered: allocation is the largest cost the forwarding node's own code
 // adds to a call, and each of these would be one per call.
 var (
-	forwardRequests = sync.Pool{New: func() any { return new(rivetv1.ForwardRequest) }}
-	replyChans      = sync.Pool{New: func() any { return make(chan *rivetv1.ForwardResponse, 1) }}
+	forwardRequests  = sync.Pool{New: func() any { return new(rivetv1.ForwardRequest) }}
+	forwardResponses = sync.Pool{New: func() any { return new(rivetv1.ForwardResponse) }}
+	peerCalls        = sync.Pool{New: func() any { return &peerCall{ch: make(chan *rivetv1.ForwardResponse, 1)} }}
 )
 
-// maxPooledRequest is the largest request buffer kept for reuse, so that
-// one large call does not keep its buffer for ever.
+// maxPooledRequest is the largest request or response buffer kept for
+// reuse, so that one large call does not keep its buffer for ever.
 const maxPooledRequest = 64 << 10
 
 func putForwardRequest(r *rivetv1.ForwardRequest) {
@@ -476,6 +582,14 @@ func putForwardRequest(r *rivetv1.ForwardRequest) {
 	}
 	*r = rivetv1.ForwardRequest{Request: r.Request[:0]}
 	forwardRequests.Put(r)
+}
+
+func putForwardResponse(r *rivetv1.ForwardResponse) {
+	if cap(r.Response) > maxPooledRequest {
+		return
+	}
+	*r = rivetv1.ForwardResponse{Response: r.Response[:0]}
+	forwardResponses.Put(r)
 }
 
 // NewStream implements grpc.ClientConnInterface: streams are not forwarded.
@@ -487,12 +601,16 @@ func (c *PeerConn) NewStream(context.Context, *grpc.StreamDesc, string, ...grpc.
 // request left this node, which the forwarder may therefore call retryable.
 const notSentMark = rpcerr.NotSentMark
 
-// refused explains a stream that ended UNAUTHENTICATED: the peer refused
-// it as it opened, before any request on it ran, because its token is not
-// this node's.
+// refused explains a stream the peer refused as it opened, before any
+// request on it ran: UNAUTHENTICATED, because its token is not this
+// node's, or UNIMPLEMENTED, because it is a version without
+// ForwardBatches.
 func refused(err error) error {
-	if st := status.Convert(err); st.Code() == codes.Unauthenticated {
+	switch st := status.Convert(err); st.Code() {
+	case codes.Unauthenticated:
 		return fmt.Errorf("the peer refused this node's stream: %s", st.Message())
+	case codes.Unimplemented:
+		return fmt.Errorf("the peer does not serve ForwardBatches (a different version?): %s", st.Message())
 	}
 	return err
 }

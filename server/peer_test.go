@@ -238,3 +238,71 @@ func TestPeerStreamCarriesDeadlines(t *testing.T) {
 		t.Fatal("owner's work did not end with the caller's deadline")
 	}
 }
+
+// Calls queued together share stream messages, but a message never grows
+// past what the transport accepts: large calls among many small ones
+// each get their own answer, none refused for the size of the batch.
+func TestPeerStreamMixesLargeAndSmallCalls(t *testing.T) {
+	f := servertest.NewFake()
+	f.CallFunc = func(_ context.Context, req runtime.CallRequest) (json.RawMessage, error) {
+		return req.Args, nil
+	}
+	pc, _ := peerPair(t, f)
+	cl := rivetv1.NewActorServiceClient(pc)
+	ref := &rivetv1.ActorRef{Name: "counter", Key: []string{"a"}}
+	// 3 MiB each way: under the default limits, and several of them over
+	// a transport bound of 4 MiB per message had they been batched whole.
+	large := `["` + strings.Repeat("x", 3<<20) + `"]`
+	errs := make(chan error, 64)
+	for i := range 64 {
+		go func() {
+			args := fmt.Sprintf("[%d]", i)
+			if i%8 == 0 {
+				args = large
+			}
+			resp, err := cl.Call(context.Background(), &rivetv1.CallRequest{Actor: ref, Action: "echo", Args: []byte(args)})
+			if err == nil && string(resp.GetResult()) != args {
+				err = fmt.Errorf("call %d got %d bytes back, want its %d", i, len(resp.GetResult()), len(args))
+			}
+			errs <- err
+		}()
+	}
+	for range 64 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A node that does not serve ForwardBatches (a version from before
+// batching, during a rolling upgrade) refuses the whole stream, so nothing
+// forwarded to it ran: the caller is told the call was not sent, which
+// the forwarder turns into a retryable UNAVAILABLE.
+func TestPeerStreamToANodeWithoutBatchesIsNotSent(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer() // no PeerService
+	done := make(chan struct{})
+	go func() { defer close(done); _ = gs.Serve(lis) }()
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc := server.NewPeerConn(conn)
+	defer func() {
+		pc.Close()
+		conn.Close()
+		gs.Stop()
+		<-done
+	}()
+	cl := rivetv1.NewActorServiceClient(pc)
+	ref := &rivetv1.ActorRef{Name: "counter", Key: []string{"a"}}
+	for range 3 {
+		_, err := cl.Call(ctx(t), &rivetv1.CallRequest{Actor: ref, Action: "increment", Args: []byte(`[1]`)})
+		if status.Code(err) != codes.Unavailable || !strings.Contains(status.Convert(err).Message(), "not sent") {
+			t.Fatalf("call to a node without ForwardBatches: %v, want UNAVAILABLE saying it was not sent", err)
+		}
+	}
+}

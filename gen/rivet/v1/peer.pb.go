@@ -21,6 +21,96 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// ForwardBatchesRequest is one message of a forwarding stream.
+type ForwardBatchesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Requests      []*ForwardRequest      `protobuf:"bytes,1,rep,name=requests,proto3" json:"requests,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForwardBatchesRequest) Reset() {
+	*x = ForwardBatchesRequest{}
+	mi := &file_rivet_v1_peer_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForwardBatchesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForwardBatchesRequest) ProtoMessage() {}
+
+func (x *ForwardBatchesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_rivet_v1_peer_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForwardBatchesRequest.ProtoReflect.Descriptor instead.
+func (*ForwardBatchesRequest) Descriptor() ([]byte, []int) {
+	return file_rivet_v1_peer_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *ForwardBatchesRequest) GetRequests() []*ForwardRequest {
+	if x != nil {
+		return x.Requests
+	}
+	return nil
+}
+
+// ForwardBatchesResponse is one message of a forwarding stream's replies.
+type ForwardBatchesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Responses     []*ForwardResponse     `protobuf:"bytes,1,rep,name=responses,proto3" json:"responses,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForwardBatchesResponse) Reset() {
+	*x = ForwardBatchesResponse{}
+	mi := &file_rivet_v1_peer_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForwardBatchesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForwardBatchesResponse) ProtoMessage() {}
+
+func (x *ForwardBatchesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_rivet_v1_peer_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForwardBatchesResponse.ProtoReflect.Descriptor instead.
+func (*ForwardBatchesResponse) Descriptor() ([]byte, []int) {
+	return file_rivet_v1_peer_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ForwardBatchesResponse) GetResponses() []*ForwardResponse {
+	if x != nil {
+		return x.Responses
+	}
+	return nil
+}
+
 type ForwardRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// id is unique among the requests in flight on the stream.
@@ -41,7 +131,7 @@ type ForwardRequest struct {
 
 func (x *ForwardRequest) Reset() {
 	*x = ForwardRequest{}
-	mi := &file_rivet_v1_peer_proto_msgTypes[0]
+	mi := &file_rivet_v1_peer_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -53,7 +143,7 @@ func (x *ForwardRequest) String() string {
 func (*ForwardRequest) ProtoMessage() {}
 
 func (x *ForwardRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_peer_proto_msgTypes[0]
+	mi := &file_rivet_v1_peer_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -66,7 +156,7 @@ func (x *ForwardRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForwardRequest.ProtoReflect.Descriptor instead.
 func (*ForwardRequest) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_peer_proto_rawDescGZIP(), []int{0}
+	return file_rivet_v1_peer_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ForwardRequest) GetId() uint64 {
@@ -125,7 +215,7 @@ type ForwardResponse struct {
 
 func (x *ForwardResponse) Reset() {
 	*x = ForwardResponse{}
-	mi := &file_rivet_v1_peer_proto_msgTypes[1]
+	mi := &file_rivet_v1_peer_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -137,7 +227,7 @@ func (x *ForwardResponse) String() string {
 func (*ForwardResponse) ProtoMessage() {}
 
 func (x *ForwardResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_peer_proto_msgTypes[1]
+	mi := &file_rivet_v1_peer_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -150,7 +240,7 @@ func (x *ForwardResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForwardResponse.ProtoReflect.Descriptor instead.
 func (*ForwardResponse) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_peer_proto_rawDescGZIP(), []int{1}
+	return file_rivet_v1_peer_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ForwardResponse) GetId() uint64 {
@@ -178,7 +268,11 @@ var File_rivet_v1_peer_proto protoreflect.FileDescriptor
 
 const file_rivet_v1_peer_proto_rawDesc = "" +
 	"\n" +
-	"\x13rivet/v1/peer.proto\x12\brivet.v1\"\x9f\x01\n" +
+	"\x13rivet/v1/peer.proto\x12\brivet.v1\"M\n" +
+	"\x15ForwardBatchesRequest\x124\n" +
+	"\brequests\x18\x01 \x03(\v2\x18.rivet.v1.ForwardRequestR\brequests\"Q\n" +
+	"\x16ForwardBatchesResponse\x127\n" +
+	"\tresponses\x18\x01 \x03(\v2\x19.rivet.v1.ForwardResponseR\tresponses\"\x9f\x01\n" +
 	"\x0eForwardRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x16\n" +
 	"\x06method\x18\x02 \x01(\tR\x06method\x12\x18\n" +
@@ -190,9 +284,9 @@ const file_rivet_v1_peer_proto_rawDesc = "" +
 	"\x0fForwardResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x1a\n" +
 	"\bresponse\x18\x02 \x01(\fR\bresponse\x12\x16\n" +
-	"\x06status\x18\x03 \x01(\fR\x06status2Q\n" +
-	"\vPeerService\x12B\n" +
-	"\aForward\x12\x18.rivet.v1.ForwardRequest\x1a\x19.rivet.v1.ForwardResponse(\x010\x01B0Z.github.com/rivet-go/rivet/gen/rivet/v1;rivetv1b\x06proto3"
+	"\x06status\x18\x03 \x01(\fR\x06status2f\n" +
+	"\vPeerService\x12W\n" +
+	"\x0eForwardBatches\x12\x1f.rivet.v1.ForwardBatchesRequest\x1a .rivet.v1.ForwardBatchesResponse(\x010\x01B0Z.github.com/rivet-go/rivet/gen/rivet/v1;rivetv1b\x06proto3"
 
 var (
 	file_rivet_v1_peer_proto_rawDescOnce sync.Once
@@ -206,19 +300,23 @@ func file_rivet_v1_peer_proto_rawDescGZIP() []byte {
 	return file_rivet_v1_peer_proto_rawDescData
 }
 
-var file_rivet_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_rivet_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
 var file_rivet_v1_peer_proto_goTypes = []any{
-	(*ForwardRequest)(nil),  // 0: rivet.v1.ForwardRequest
-	(*ForwardResponse)(nil), // 1: rivet.v1.ForwardResponse
+	(*ForwardBatchesRequest)(nil),  // 0: rivet.v1.ForwardBatchesRequest
+	(*ForwardBatchesResponse)(nil), // 1: rivet.v1.ForwardBatchesResponse
+	(*ForwardRequest)(nil),         // 2: rivet.v1.ForwardRequest
+	(*ForwardResponse)(nil),        // 3: rivet.v1.ForwardResponse
 }
 var file_rivet_v1_peer_proto_depIdxs = []int32{
-	0, // 0: rivet.v1.PeerService.Forward:input_type -> rivet.v1.ForwardRequest
-	1, // 1: rivet.v1.PeerService.Forward:output_type -> rivet.v1.ForwardResponse
-	1, // [1:2] is the sub-list for method output_type
-	0, // [0:1] is the sub-list for method input_type
-	0, // [0:0] is the sub-list for extension type_name
-	0, // [0:0] is the sub-list for extension extendee
-	0, // [0:0] is the sub-list for field type_name
+	2, // 0: rivet.v1.ForwardBatchesRequest.requests:type_name -> rivet.v1.ForwardRequest
+	3, // 1: rivet.v1.ForwardBatchesResponse.responses:type_name -> rivet.v1.ForwardResponse
+	0, // 2: rivet.v1.PeerService.ForwardBatches:input_type -> rivet.v1.ForwardBatchesRequest
+	1, // 3: rivet.v1.PeerService.ForwardBatches:output_type -> rivet.v1.ForwardBatchesResponse
+	3, // [3:4] is the sub-list for method output_type
+	2, // [2:3] is the sub-list for method input_type
+	2, // [2:2] is the sub-list for extension type_name
+	2, // [2:2] is the sub-list for extension extendee
+	0, // [0:2] is the sub-list for field type_name
 }
 
 func init() { file_rivet_v1_peer_proto_init() }
@@ -232,7 +330,7 @@ func file_rivet_v1_peer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rivet_v1_peer_proto_rawDesc), len(file_rivet_v1_peer_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   2,
+			NumMessages:   4,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,21 +19,26 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	PeerService_Forward_FullMethodName = "/rivet.v1.PeerService/Forward"
+	PeerService_ForwardBatches_FullMethodName = "/rivet.v1.PeerService/ForwardBatches"
 )
 
 // PeerServiceClient is the client API for PeerService service.
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
-// PeerService is how nodes forward requests to each other: one long-lived
-// stream per pair of nodes carries every forwarded call, so a forward costs
-// a message on an open stream rather than a new HTTP/2 stream with its
-// headers and trailers. It is not for clients.
+// PeerService is how nodes forward requests to each other: a few
+// long-lived streams per pair of nodes carry every forwarded call, so a
+// forward costs part of a message on an open stream rather than a new
+// HTTP/2 stream with its headers and trailers. It is not for clients.
 type PeerServiceClient interface {
-	// Forward carries requests one way and their responses the other,
-	// matched by id, in any order.
-	Forward(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ForwardRequest, ForwardResponse], error)
+	// ForwardBatches carries requests one way and their responses the
+	// other, matched by id, in any order. Each message carries every
+	// request (or response) its sender had queued when it sent, so under
+	// load one message, one HTTP/2 frame and one write serve many calls.
+	// (A node of the version before batching called Forward, with one
+	// request per message; the two do not talk to each other, and a stream
+	// to a node without this method fails at once as UNIMPLEMENTED.)
+	ForwardBatches(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ForwardBatchesRequest, ForwardBatchesResponse], error)
 }
 
 type peerServiceClient struct {
@@ -44,31 +49,36 @@ func NewPeerServiceClient(cc grpc.ClientConnInterface) PeerServiceClient {
 	return &peerServiceClient{cc}
 }
 
-func (c *peerServiceClient) Forward(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ForwardRequest, ForwardResponse], error) {
+func (c *peerServiceClient) ForwardBatches(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ForwardBatchesRequest, ForwardBatchesResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &PeerService_ServiceDesc.Streams[0], PeerService_Forward_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &PeerService_ServiceDesc.Streams[0], PeerService_ForwardBatches_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
-	x := &grpc.GenericClientStream[ForwardRequest, ForwardResponse]{ClientStream: stream}
+	x := &grpc.GenericClientStream[ForwardBatchesRequest, ForwardBatchesResponse]{ClientStream: stream}
 	return x, nil
 }
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
-type PeerService_ForwardClient = grpc.BidiStreamingClient[ForwardRequest, ForwardResponse]
+type PeerService_ForwardBatchesClient = grpc.BidiStreamingClient[ForwardBatchesRequest, ForwardBatchesResponse]
 
 // PeerServiceServer is the server API for PeerService service.
 // All implementations must embed UnimplementedPeerServiceServer
 // for forward compatibility.
 //
-// PeerService is how nodes forward requests to each other: one long-lived
-// stream per pair of nodes carries every forwarded call, so a forward costs
-// a message on an open stream rather than a new HTTP/2 stream with its
-// headers and trailers. It is not for clients.
+// PeerService is how nodes forward requests to each other: a few
+// long-lived streams per pair of nodes carry every forwarded call, so a
+// forward costs part of a message on an open stream rather than a new
+// HTTP/2 stream with its headers and trailers. It is not for clients.
 type PeerServiceServer interface {
-	// Forward carries requests one way and their responses the other,
-	// matched by id, in any order.
-	Forward(grpc.BidiStreamingServer[ForwardRequest, ForwardResponse]) error
+	// ForwardBatches carries requests one way and their responses the
+	// other, matched by id, in any order. Each message carries every
+	// request (or response) its sender had queued when it sent, so under
+	// load one message, one HTTP/2 frame and one write serve many calls.
+	// (A node of the version before batching called Forward, with one
+	// request per message; the two do not talk to each other, and a stream
+	// to a node without this method fails at once as UNIMPLEMENTED.)
+	ForwardBatches(grpc.BidiStreamingServer[ForwardBatchesRequest, ForwardBatchesResponse]) error
 	mustEmbedUnimplementedPeerServiceServer()
 }
 
@@ -79,8 +89,8 @@ type PeerServiceServer interface {
 // pointer dereference when methods are called.
 type UnimplementedPeerServiceServer struct{}
 
-func (UnimplementedPeerServiceServer) Forward(grpc.BidiStreamingServer[ForwardRequest, ForwardResponse]) error {
-	return status.Error(codes.Unimplemented, "method Forward not implemented")
+func (UnimplementedPeerServiceServer) ForwardBatches(grpc.BidiStreamingServer[ForwardBatchesRequest, ForwardBatchesResponse]) error {
+	return status.Error(codes.Unimplemented, "method ForwardBatches not implemented")
 }
 func (UnimplementedPeerServiceServer) mustEmbedUnimplementedPeerServiceServer() {}
 func (UnimplementedPeerServiceServer) testEmbeddedByValue()                     {}
@@ -103,12 +113,12 @@ func RegisterPeerServiceServer(s grpc.ServiceRegistrar, srv PeerServiceServer) {
 	s.RegisterService(&PeerService_ServiceDesc, srv)
 }
 
-func _PeerService_Forward_Handler(srv interface{}, stream grpc.ServerStream) error {
-	return srv.(PeerServiceServer).Forward(&grpc.GenericServerStream[ForwardRequest, ForwardResponse]{ServerStream: stream})
+func _PeerService_ForwardBatches_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(PeerServiceServer).ForwardBatches(&grpc.GenericServerStream[ForwardBatchesRequest, ForwardBatchesResponse]{ServerStream: stream})
 }
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
-type PeerService_ForwardServer = grpc.BidiStreamingServer[ForwardRequest, ForwardResponse]
+type PeerService_ForwardBatchesServer = grpc.BidiStreamingServer[ForwardBatchesRequest, ForwardBatchesResponse]
 
 // PeerService_ServiceDesc is the grpc.ServiceDesc for PeerService service.
 // It's only intended for direct use with grpc.RegisterService,
@@ -119,8 +129,8 @@ var PeerService_ServiceDesc = grpc.ServiceDesc{
 	Methods:     []grpc.MethodDesc{},
 	Streams: []grpc.StreamDesc{
 		{
-			StreamName:    "Forward",
-			Handler:       _PeerService_Forward_Handler,
+			StreamName:    "ForwardBatches",
+			Handler:       _PeerService_ForwardBatches_Handler,
 			ServerStreams: true,
 			ClientStreams: true,
 		},
