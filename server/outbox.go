@@ -49,8 +49,9 @@ func (o *outbox[T]) put(m T) bool {
 const maxBatchBytes = 256 << 10
 
 // take waits until messages are queued, or done is closed (false), and
-// moves the oldest of them, up to maxBatchBytes by size (at least one),
-// into buf.
+// returns the oldest of them, up to maxBatchBytes by size (at least one),
+// in buf or in a slice that takes its place: the caller passes back the
+// previous batch, emptied, as buf.
 func (o *outbox[T]) take(done <-chan struct{}, buf []T, size func(T) int) ([]T, bool) {
 	for {
 		o.mu.Lock()
@@ -77,6 +78,12 @@ func (o *outbox[T]) take(done <-chan struct{}, buf []T, size func(T) int) ([]T, 
 			break
 		}
 		n++
+	}
+	if n == len(o.queue) { // the usual case: hand over the queue itself
+		out := o.queue
+		o.queue = buf[:0]
+		o.mu.Unlock()
+		return out, true
 	}
 	buf = append(buf[:0], o.queue[:n]...)
 	rest := copy(o.queue, o.queue[n:])

@@ -52,9 +52,45 @@ func (p *PeerServer) Register(gs *grpc.Server) { rivetv1.RegisterPeerServiceServ
 
 // ForwardBatches implements rivetv1.PeerServiceServer.
 func (p *PeerServer) ForwardBatches(stream rivetv1.PeerService_ForwardBatchesServer) error {
-	ctx, cancel := context.WithCancel(stream.Context())
+	var msg rivetv1.ForwardBatchesResponse
+	return p.forward(stream.Context(),
+		func() ([]*rivetv1.ForwardRequest, error) {
+			m, err := stream.Recv()
+			return m.GetRequests(), err
+		},
+		func(batch []*rivetv1.ForwardResponse) error {
+			msg.Responses = batch
+			return stream.Send(&msg)
+		})
+}
+
+// Forward implements rivetv1.PeerServiceServer: the stream of nodes of the
+// version before ForwardBatches, one request or response per message,
+// served so that a cluster can be upgraded one node at a time.
+func (p *PeerServer) Forward(stream rivetv1.PeerService_ForwardServer) error {
+	return p.forward(stream.Context(),
+		func() ([]*rivetv1.ForwardRequest, error) {
+			m, err := stream.Recv()
+			if err != nil {
+				return nil, err
+			}
+			return []*rivetv1.ForwardRequest{m}, nil
+		},
+		func(batch []*rivetv1.ForwardResponse) error {
+			for _, r := range batch {
+				if err := stream.Send(r); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+}
+
+// forward serves one peer stream, whose messages recv and send carry.
+func (p *PeerServer) forward(sctx context.Context, recv func() ([]*rivetv1.ForwardRequest, error), send func([]*rivetv1.ForwardResponse) error) error {
+	ctx, cancel := context.WithCancel(sctx)
 	f := &forwardStream{
-		p: p, stream: stream, ctx: ctx, cancels: map[uint64]context.CancelFunc{}, work: make(chan forwardCall),
+		p: p, recv: recv, sendBatch: send, ctx: ctx, cancels: map[uint64]context.CancelFunc{}, work: make(chan forwardCall),
 		out: newOutbox[*rivetv1.ForwardResponse](), sendDone: make(chan struct{}),
 	}
 	sent := make(chan struct{})
@@ -99,9 +135,11 @@ const maxIdleWorkers = 16
 
 // forwardStream is the owner's side of one PeerService stream.
 type forwardStream struct {
-	p      *PeerServer
-	stream rivetv1.PeerService_ForwardBatchesServer
-	ctx    context.Context // ends with the stream
+	p *PeerServer
+	// recv and sendBatch carry the stream's messages.
+	recv      func() ([]*rivetv1.ForwardRequest, error)
+	sendBatch func([]*rivetv1.ForwardResponse) error
+	ctx       context.Context // ends with the stream
 
 	// out queues the workers' responses for the sender, which stops
 	// when sendDone closes.
@@ -131,11 +169,11 @@ func (f *forwardStream) stop() {
 // receive takes the stream's requests until it ends or is stopped.
 func (f *forwardStream) receive() {
 	for {
-		msg, err := f.stream.Recv()
+		reqs, err := f.recv()
 		if err != nil {
 			return
 		}
-		for _, req := range msg.GetRequests() {
+		for _, req := range reqs {
 			if req.GetCancel() {
 				f.mu.Lock()
 				if c := f.cancels[req.GetId()]; c != nil {
@@ -144,9 +182,12 @@ func (f *forwardStream) receive() {
 				f.mu.Unlock()
 				continue
 			}
-			if !f.start(req) {
-				return
-			}
+			// Once the stream is stopped, requests are dropped, never
+			// run (the stream's status will say so), but the loop reads
+			// on: the cancels of the requests in flight must still
+			// arrive, or a call without a deadline would hold up the
+			// stop for ever.
+			f.start(req)
 		}
 	}
 }
@@ -155,7 +196,6 @@ func (f *forwardStream) receive() {
 // until sendDone closes.
 func (f *forwardStream) send() {
 	var (
-		msg   rivetv1.ForwardBatchesResponse
 		batch []*rivetv1.ForwardResponse
 		ok    bool
 	)
@@ -164,8 +204,7 @@ func (f *forwardStream) send() {
 		if !ok {
 			break
 		}
-		msg.Responses = batch
-		_ = f.stream.Send(&msg) // a broken stream ends Recv too
+		_ = f.sendBatch(batch) // a broken stream ends Recv too
 		for i, r := range batch {
 			putForwardResponse(r)
 			batch[i] = nil
@@ -182,12 +221,12 @@ func responseSize(r *rivetv1.ForwardResponse) int {
 	return len(r.GetResponse()) + len(r.GetStatus()) + 16
 }
 
-// start runs req on an idle worker, or a new one; false once stopped.
-func (f *forwardStream) start(req *rivetv1.ForwardRequest) bool {
+// start runs req on an idle worker, or a new one; nothing once stopped.
+func (f *forwardStream) start(req *rivetv1.ForwardRequest) {
 	f.mu.Lock()
 	if f.stopped {
 		f.mu.Unlock()
-		return false
+		return
 	}
 	// Registered here, not in the worker, so that a cancel that follows
 	// at once on the stream finds it.
@@ -208,7 +247,6 @@ func (f *forwardStream) start(req *rivetv1.ForwardRequest) bool {
 		go f.worker(c)
 	}
 	f.mu.Unlock()
-	return true
 }
 
 // forwardCall is one request taken, with the context it runs in.
@@ -290,10 +328,13 @@ func statusBytes(st *status.Status) []byte {
 type PeerConn struct {
 	conn *grpc.ClientConn
 
-	mu      sync.Mutex
-	stream  *peerStream
-	closed  bool
-	streams sync.WaitGroup // receive loops
+	mu     sync.Mutex
+	stream *peerStream
+	closed bool
+	// legacy is set while the peer is a version without ForwardBatches:
+	// its streams are Forward streams, one call per message.
+	legacy  bool
+	streams sync.WaitGroup // receive and send loops
 }
 
 // NewPeerConn returns a PeerConn over conn (which it does not own).
@@ -303,9 +344,12 @@ func NewPeerConn(conn *grpc.ClientConn) *PeerConn { return &PeerConn{conn: conn}
 var errPeerClosed = status.Error(codes.Unavailable, "peer connection closed")
 
 type peerStream struct {
-	stream rivetv1.PeerService_ForwardBatchesClient
-	ctx    context.Context // ends with the stream
-	cancel context.CancelFunc
+	// sendBatch and recv carry the stream's messages.
+	sendBatch func([]*rivetv1.ForwardRequest) error
+	recv      func() ([]*rivetv1.ForwardResponse, error)
+	legacy    bool            // a Forward stream
+	ctx       context.Context // ends with the stream
+	cancel    context.CancelFunc
 	// out queues the callers' requests (and cancels) for the sender,
 	// which owns each request from then on.
 	out *outbox[*rivetv1.ForwardRequest]
@@ -314,6 +358,7 @@ type peerStream struct {
 	nextID  uint64
 	pending map[uint64]*peerCall
 	err     error // set when the stream broke
+	refused bool  // by the peer, before it ran anything
 }
 
 // peerCall is one call waiting for its response.
@@ -374,12 +419,45 @@ func (c *PeerConn) current() (*peerStream, error) {
 	}
 	// The stream outlives every call: its context is the PeerConn's.
 	ctx, cancel := context.WithCancel(context.Background())
-	st, err := rivetv1.NewPeerServiceClient(c.conn).ForwardBatches(ctx)
-	if err != nil {
-		cancel()
-		return nil, err
+	s := &peerStream{legacy: c.legacy, ctx: ctx, cancel: cancel, out: newOutbox[*rivetv1.ForwardRequest](), pending: map[uint64]*peerCall{}}
+	cl := rivetv1.NewPeerServiceClient(c.conn)
+	if s.legacy {
+		st, err := cl.Forward(ctx)
+		if err != nil {
+			cancel()
+			return nil, err
+		}
+		s.sendBatch = func(batch []*rivetv1.ForwardRequest) error {
+			for _, r := range batch {
+				if err := st.Send(r); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		s.recv = func() ([]*rivetv1.ForwardResponse, error) {
+			m, err := st.Recv()
+			if err != nil {
+				return nil, err
+			}
+			return []*rivetv1.ForwardResponse{m}, nil
+		}
+	} else {
+		st, err := cl.ForwardBatches(ctx)
+		if err != nil {
+			cancel()
+			return nil, err
+		}
+		var msg rivetv1.ForwardBatchesRequest
+		s.sendBatch = func(batch []*rivetv1.ForwardRequest) error {
+			msg.Requests = batch
+			return st.Send(&msg)
+		}
+		s.recv = func() ([]*rivetv1.ForwardResponse, error) {
+			m, err := st.Recv()
+			return m.GetResponses(), err
+		}
 	}
-	s := &peerStream{stream: st, ctx: ctx, cancel: cancel, out: newOutbox[*rivetv1.ForwardRequest](), pending: map[uint64]*peerCall{}}
 	c.stream = s
 	c.streams.Add(2)
 	go c.receive(s)
@@ -392,9 +470,8 @@ func (c *PeerConn) current() (*peerStream, error) {
 func (c *PeerConn) send(s *peerStream) {
 	defer c.streams.Done()
 	var (
-		msg   rivetv1.ForwardBatchesRequest
-		batch []*rivetv1.ForwardRequest
-		ok    bool
+		batch, live []*rivetv1.ForwardRequest
+		ok          bool
 	)
 	for {
 		batch, ok = s.out.take(s.ctx.Done(), batch, requestSize)
@@ -403,23 +480,32 @@ func (c *PeerConn) send(s *peerStream) {
 		}
 		// Marked under mu, against the receive loop's failing of every
 		// call when the stream breaks: a call is either marked before
-		// (and may have run), or never sent at all.
+		// (and may have run), or never sent at all. A closed stream's
+		// context ends before its receive loop learns of it, and a
+		// Send after that may still reach the peer: nothing is sent.
 		s.mu.Lock()
-		broken := s.err != nil
+		broken := s.err != nil || s.ctx.Err() != nil
+		live = live[:0]
 		if !broken {
 			for _, r := range batch {
-				if call := s.pending[r.GetId()]; call != nil {
+				if r.GetCancel() {
+					live = append(live, r)
+				} else if call := s.pending[r.GetId()]; call != nil {
 					call.sending = true
+					live = append(live, r)
 				}
+				// Otherwise its caller gave up before it was sent: the
+				// owner need not start it (the cancel that follows
+				// finds nothing to cancel).
 			}
 		}
 		s.mu.Unlock()
-		if !broken {
-			msg.Requests = batch
+		if len(live) > 0 {
 			// Send marshals the batch before it returns. A failed Send
 			// ends the stream (gRPC aborts it, or it had ended), and the
 			// receive loop then fails every call with the stream's status.
-			_ = s.stream.Send(&msg)
+			_ = s.sendBatch(live)
+			clear(live)
 		}
 		for i, r := range batch {
 			putForwardRequest(r)
@@ -439,26 +525,41 @@ func requestSize(r *rivetv1.ForwardRequest) int {
 // call still waiting and forgets the stream.
 func (c *PeerConn) receive(s *peerStream) {
 	defer c.streams.Done()
+	received := false // a message
 	for {
-		msg, err := s.stream.Recv()
+		resps, err := s.recv()
 		if err != nil {
+			// The peer refused the stream as it opened, so that no
+			// request on it ran: its token is not this node's, or it
+			// does not serve this kind of stream. (Once a message has
+			// come back, these codes mean something else.)
+			code := status.Code(err)
+			refused := !received && (code == codes.Unauthenticated || code == codes.Unimplemented)
+			// The stream is forgotten before its calls fail, so that
+			// a call that tries again gets a new one.
+			c.mu.Lock()
+			if c.stream == s {
+				c.stream = nil
+				// A peer without ForwardBatches gets Forward streams
+				// from now on; when one of those ends, the peer may
+				// have been upgraded meanwhile, so the next stream
+				// tries again.
+				c.legacy = !s.legacy && refused && code == codes.Unimplemented
+			}
+			c.mu.Unlock()
 			s.mu.Lock()
-			s.err = err
+			s.err, s.refused = err, refused
 			for id, call := range s.pending {
 				close(call.ch)
 				delete(s.pending, id)
 			}
 			s.mu.Unlock()
-			c.mu.Lock()
-			if c.stream == s {
-				c.stream = nil
-			}
-			c.mu.Unlock()
 			s.cancel()
 			return
 		}
+		received = true
 		s.mu.Lock()
-		for _, resp := range msg.GetResponses() {
+		for _, resp := range resps {
 			if call := s.pending[resp.GetId()]; call != nil {
 				delete(s.pending, resp.GetId())
 				call.ch <- resp // buffered, and sent on once
@@ -470,23 +571,35 @@ func (c *PeerConn) receive(s *peerStream) {
 
 // Invoke implements grpc.ClientConnInterface.
 func (c *PeerConn) Invoke(ctx context.Context, method string, args, reply any, _ ...grpc.CallOption) error {
+	again, err := c.invoke(ctx, method, args, reply)
+	if again {
+		// The peer refused ForwardBatches, so nothing ran: once more,
+		// on a Forward stream.
+		_, err = c.invoke(ctx, method, args, reply)
+	}
+	return err
+}
+
+// invoke makes one attempt at a call; again says that it was not sent
+// because the peer does not serve the kind of stream it was queued on.
+func (c *PeerConn) invoke(ctx context.Context, method string, args, reply any) (again bool, err error) {
 	// req is the sender's once queued: it goes back to its pool after
 	// the Send that marshals it.
 	req := forwardRequests.Get().(*rivetv1.ForwardRequest)
-	b, err := proto.MarshalOptions{}.MarshalAppend(req.Request[:0], args.(proto.Message))
-	if err != nil {
+	b, merr := proto.MarshalOptions{}.MarshalAppend(req.Request[:0], args.(proto.Message))
+	if merr != nil {
 		putForwardRequest(req)
-		return status.Error(codes.Internal, "peer: marshal request: "+err.Error())
+		return false, status.Error(codes.Internal, "peer: marshal request: "+merr.Error())
 	}
 	req.Method, req.Request = method, b
 	if err := c.ready(ctx); err != nil {
 		putForwardRequest(req)
-		return notSentErr(err)
+		return false, notSentErr(err)
 	}
 	s, err := c.current()
 	if err != nil {
 		putForwardRequest(req)
-		return notSentErr(err)
+		return false, notSentErr(err)
 	}
 	if md, ok := metadata.FromOutgoingContext(ctx); ok {
 		if v := md.Get(ChainKey); len(v) > 0 {
@@ -500,11 +613,11 @@ func (c *PeerConn) Invoke(ctx context.Context, method string, args, reply any, _
 	call.sending = false
 	s.mu.Lock()
 	if s.err != nil {
-		serr := s.err
+		serr, again := s.err, s.tryLegacy()
 		s.mu.Unlock()
 		peerCalls.Put(call) // never shared
 		putForwardRequest(req)
-		return notSentErr(refused(serr))
+		return again, notSentErr(refused(serr))
 	}
 	s.nextID++
 	id := s.nextID
@@ -517,27 +630,27 @@ func (c *PeerConn) Invoke(ctx context.Context, method string, args, reply any, _
 		putForwardRequest(req)
 		s.mu.Lock()
 		delete(s.pending, id)
-		serr := s.err
+		serr, again := s.err, s.tryLegacy()
 		s.mu.Unlock()
 		if serr == nil {
 			serr = errPeerClosed
 		}
-		return notSentErr(refused(serr))
+		return again, notSentErr(refused(serr))
 	}
 	select {
 	case resp, ok := <-call.ch:
 		if !ok {
 			s.mu.Lock()
-			serr, sending := s.err, call.sending
+			serr, sending, refusedAll, again := s.err, call.sending, s.refused, s.tryLegacy()
 			s.mu.Unlock()
 			st := status.Convert(serr)
 			if msg := st.Message(); strings.Contains(msg, notSentMark) {
-				return status.Error(codes.Unavailable, msg)
+				return false, status.Error(codes.Unavailable, msg)
 			}
-			if st.Code() == codes.Unauthenticated || st.Code() == codes.Unimplemented || !sending {
-				return notSentErr(refused(serr))
+			if refusedAll || !sending {
+				return again, notSentErr(refused(serr))
 			}
-			return status.Error(codes.Unavailable, "peer stream broke during the call")
+			return false, status.Error(codes.Unavailable, "peer stream broke during the call")
 		}
 		// The receive loop forgot the call as it sent on ch: no one else
 		// holds it now. A closed ch, or one a cancelled call left behind
@@ -546,21 +659,28 @@ func (c *PeerConn) Invoke(ctx context.Context, method string, args, reply any, _
 		if len(resp.GetStatus()) > 0 {
 			var sp spb.Status
 			if err := proto.Unmarshal(resp.GetStatus(), &sp); err != nil {
-				return status.Error(codes.Internal, "peer: bad status: "+err.Error())
+				return false, status.Error(codes.Internal, "peer: bad status: "+err.Error())
 			}
-			return status.FromProto(&sp).Err()
+			return false, status.FromProto(&sp).Err()
 		}
 		if err := proto.Unmarshal(resp.GetResponse(), reply.(proto.Message)); err != nil {
-			return status.Error(codes.Internal, "peer: unmarshal response: "+err.Error())
+			return false, status.Error(codes.Internal, "peer: unmarshal response: "+err.Error())
 		}
-		return nil
+		return false, nil
 	case <-ctx.Done():
 		s.mu.Lock()
 		delete(s.pending, id)
 		s.mu.Unlock()
 		s.out.put(&rivetv1.ForwardRequest{Id: id, Cancel: true}) // behind the request, if it is still queued
-		return status.FromContextError(ctx.Err()).Err()
+		return false, status.FromContextError(ctx.Err()).Err()
 	}
+}
+
+// tryLegacy says, under s.mu, whether s is a ForwardBatches stream the
+// peer refused because it does not serve it, so that a call on it may
+// go again on a Forward stream.
+func (s *peerStream) tryLegacy() bool {
+	return s.refused && !s.legacy && status.Code(s.err) == codes.Unimplemented
 }
 
 // Pools of what every forwarded call needs and no one keeps once it is

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/rivet-go/rivet"
 	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
@@ -274,16 +276,23 @@ func TestPeerStreamMixesLargeAndSmallCalls(t *testing.T) {
 	}
 }
 
-// A node that does not serve ForwardBatches (a version from before
-// batching, during a rolling upgrade) refuses the whole stream, so nothing
-// forwarded to it ran: the caller is told the call was not sent, which
-// the forwarder turns into a retryable UNAVAILABLE.
-func TestPeerStreamToANodeWithoutBatchesIsNotSent(t *testing.T) {
+// servePeer serves backend on a gRPC server with only the PeerService
+// streams named (none: no PeerService at all), and returns a PeerConn to
+// it: a node of an older version, or not a node.
+func servePeer(t *testing.T, backend server.Backend, streams ...string) *server.PeerConn {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	gs := grpc.NewServer() // no PeerService
+	gs := grpc.NewServer()
+	if len(streams) > 0 {
+		desc := rivetv1.PeerService_ServiceDesc
+		desc.Streams = slices.DeleteFunc(slices.Clone(desc.Streams), func(d grpc.StreamDesc) bool {
+			return !slices.Contains(streams, d.StreamName)
+		})
+		gs.RegisterService(&desc, server.NewPeerServer(server.New(backend)))
+	}
 	done := make(chan struct{})
 	go func() { defer close(done); _ = gs.Serve(lis) }()
 	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -291,18 +300,145 @@ func TestPeerStreamToANodeWithoutBatchesIsNotSent(t *testing.T) {
 		t.Fatal(err)
 	}
 	pc := server.NewPeerConn(conn)
-	defer func() {
+	t.Cleanup(func() {
 		pc.Close()
 		conn.Close()
 		gs.Stop()
 		<-done
-	}()
+	})
+	return pc
+}
+
+// A cluster is upgraded one node at a time, so a node forwards to a peer
+// of the version before ForwardBatches over that version's Forward
+// stream: the calls the refused stream carried were not run, and go
+// again, once each.
+func TestPeerConnForwardsToAnOlderPeer(t *testing.T) {
+	f := servertest.NewFake()
+	var runs sync.Map
+	f.CallFunc = func(_ context.Context, req runtime.CallRequest) (json.RawMessage, error) {
+		if _, twice := runs.LoadOrStore(string(req.Args), true); twice {
+			return nil, fmt.Errorf("call %s ran twice", req.Args)
+		}
+		return req.Args, nil
+	}
+	pc := servePeer(t, f, "Forward")
+	cl := rivetv1.NewActorServiceClient(pc)
+	ref := &rivetv1.ActorRef{Name: "counter", Key: []string{"a"}}
+	errs := make(chan error, 20)
+	for i := range 20 {
+		go func() {
+			args := fmt.Sprintf("[%d]", i)
+			resp, err := cl.Call(ctx(t), &rivetv1.CallRequest{Actor: ref, Action: "echo", Args: []byte(args)})
+			if err == nil && string(resp.GetResult()) != args {
+				err = fmt.Errorf("call with %s got %s", args, resp.GetResult())
+			}
+			errs <- err
+		}()
+	}
+	for range 20 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A peer that serves neither stream refuses the call as a whole, so the
+// caller is told it was not sent, which the forwarder turns into a
+// retryable UNAVAILABLE.
+func TestPeerStreamToANodeWithoutPeerServiceIsNotSent(t *testing.T) {
+	pc := servePeer(t, servertest.NewFake())
 	cl := rivetv1.NewActorServiceClient(pc)
 	ref := &rivetv1.ActorRef{Name: "counter", Key: []string{"a"}}
 	for range 3 {
 		_, err := cl.Call(ctx(t), &rivetv1.CallRequest{Actor: ref, Action: "increment", Args: []byte(`[1]`)})
 		if status.Code(err) != codes.Unavailable || !strings.Contains(status.Convert(err).Message(), "not sent") {
-			t.Fatalf("call to a node without ForwardBatches: %v, want UNAVAILABLE saying it was not sent", err)
+			t.Fatalf("call to a node without PeerService: %v, want UNAVAILABLE saying it was not sent", err)
 		}
+	}
+}
+
+// A node of the version before ForwardBatches forwards over Forward, one
+// request per message; this version still serves it.
+func TestOlderPeerForwardsToThisNode(t *testing.T) {
+	f := servertest.NewFake()
+	f.CallFunc = func(_ context.Context, req runtime.CallRequest) (json.RawMessage, error) { return req.Args, nil }
+	pc, _ := peerPair(t, f)
+	stream, err := rivetv1.NewPeerServiceClient(pc.Conn()).Forward(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id := uint64(1); id <= 3; id++ {
+		body, err := proto.Marshal(&rivetv1.CallRequest{Actor: &rivetv1.ActorRef{Name: "counter", Key: []string{"a"}}, Action: "echo", Args: []byte(fmt.Sprintf("[%d]", id))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := stream.Send(&rivetv1.ForwardRequest{Id: id, Method: rivetv1.ActorService_Call_FullMethodName, Request: body}); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := stream.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out rivetv1.CallResponse
+		if resp.GetId() != id || len(resp.GetStatus()) > 0 || proto.Unmarshal(resp.GetResponse(), &out) != nil || string(out.GetResult()) != fmt.Sprintf("[%d]", id) {
+			t.Fatalf("response %d: %v (result %s)", id, resp, out.GetResult())
+		}
+	}
+}
+
+// A stopping owner answers the requests in flight and runs no new ones,
+// but still reads the stream: a cancel that arrives after a refused
+// request reaches the request it cancels, or a call without a deadline
+// would hold up the stop (and a GracefulStop) for ever.
+func TestPeerServerStoppingStillTakesCancels(t *testing.T) {
+	f := servertest.NewFake()
+	started, ended := make(chan struct{}, 1), make(chan error, 1)
+	f.CallFunc = func(ctx context.Context, req runtime.CallRequest) (json.RawMessage, error) {
+		if req.Action == "block" {
+			started <- struct{}{}
+			<-ctx.Done()
+			ended <- ctx.Err()
+			return nil, ctx.Err()
+		}
+		return []byte(`1`), nil
+	}
+	pc, ps := peerPair(t, f)
+	stream, err := rivetv1.NewPeerServiceClient(pc.Conn()).ForwardBatches(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := func(id uint64, action string) *rivetv1.ForwardRequest {
+		body, err := proto.Marshal(&rivetv1.CallRequest{Actor: &rivetv1.ActorRef{Name: "counter", Key: []string{"a"}}, Action: action, Args: []byte(`[]`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &rivetv1.ForwardRequest{Id: id, Method: rivetv1.ActorService_Call_FullMethodName, Request: body}
+	}
+	// Request 1 has no deadline and runs until cancelled.
+	if err := stream.Send(&rivetv1.ForwardBatchesRequest{Requests: []*rivetv1.ForwardRequest{call(1, "block")}}); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	ps.Shutdown()
+	// Request 2 arrives while stopping (refused), and behind it in the
+	// same message the cancel of request 1.
+	if err := stream.Send(&rivetv1.ForwardBatchesRequest{Requests: []*rivetv1.ForwardRequest{call(2, "x"), {Id: 1, Cancel: true}}}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stopping owner never took the cancel of the request in flight")
+	}
+	// Request 1 is answered (with its cancellation), request 2 never
+	// ran: the stream ends saying so.
+	resp, err := stream.Recv()
+	if err != nil || resp.GetResponses()[0].GetId() != 1 {
+		t.Fatalf("first message after the cancel: %v, %v; want the answer to request 1", resp, err)
+	}
+	_, err = stream.Recv()
+	if status.Code(err) != codes.Unavailable || !strings.Contains(status.Convert(err).Message(), "not sent") {
+		t.Fatalf("the stream ended with %v, want UNAVAILABLE saying what is left was not sent", err)
 	}
 }

@@ -284,9 +284,10 @@ const file_rivet_v1_peer_proto_rawDesc = "" +
 	"\x0fForwardResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x1a\n" +
 	"\bresponse\x18\x02 \x01(\fR\bresponse\x12\x16\n" +
-	"\x06status\x18\x03 \x01(\fR\x06status2f\n" +
+	"\x06status\x18\x03 \x01(\fR\x06status2\xaf\x01\n" +
 	"\vPeerService\x12W\n" +
-	"\x0eForwardBatches\x12\x1f.rivet.v1.ForwardBatchesRequest\x1a .rivet.v1.ForwardBatchesResponse(\x010\x01B0Z.github.com/rivet-go/rivet/gen/rivet/v1;rivetv1b\x06proto3"
+	"\x0eForwardBatches\x12\x1f.rivet.v1.ForwardBatchesRequest\x1a .rivet.v1.ForwardBatchesResponse(\x010\x01\x12G\n" +
+	"\aForward\x12\x18.rivet.v1.ForwardRequest\x1a\x19.rivet.v1.ForwardResponse\"\x03\x88\x02\x01(\x010\x01B0Z.github.com/rivet-go/rivet/gen/rivet/v1;rivetv1b\x06proto3"
 
 var (
 	file_rivet_v1_peer_proto_rawDescOnce sync.Once
@@ -311,9 +312,11 @@ var file_rivet_v1_peer_proto_depIdxs = []int32{
 	2, // 0: rivet.v1.ForwardBatchesRequest.requests:type_name -> rivet.v1.ForwardRequest
 	3, // 1: rivet.v1.ForwardBatchesResponse.responses:type_name -> rivet.v1.ForwardResponse
 	0, // 2: rivet.v1.PeerService.ForwardBatches:input_type -> rivet.v1.ForwardBatchesRequest
-	1, // 3: rivet.v1.PeerService.ForwardBatches:output_type -> rivet.v1.ForwardBatchesResponse
-	3, // [3:4] is the sub-list for method output_type
-	2, // [2:3] is the sub-list for method input_type
+	2, // 3: rivet.v1.PeerService.Forward:input_type -> rivet.v1.ForwardRequest
+	1, // 4: rivet.v1.PeerService.ForwardBatches:output_type -> rivet.v1.ForwardBatchesResponse
+	3, // 5: rivet.v1.PeerService.Forward:output_type -> rivet.v1.ForwardResponse
+	4, // [4:6] is the sub-list for method output_type
+	2, // [2:4] is the sub-list for method input_type
 	2, // [2:2] is the sub-list for extension type_name
 	2, // [2:2] is the sub-list for extension extendee
 	0, // [0:2] is the sub-list for field type_name

@@ -20,25 +20,29 @@ const _ = grpc.SupportPackageIsVersion9
 
 const (
 	PeerService_ForwardBatches_FullMethodName = "/rivet.v1.PeerService/ForwardBatches"
+	PeerService_Forward_FullMethodName        = "/rivet.v1.PeerService/Forward"
 )
 
 // PeerServiceClient is the client API for PeerService service.
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
-// PeerService is how nodes forward requests to each other: a few
-// long-lived streams per pair of nodes carry every forwarded call, so a
-// forward costs part of a message on an open stream rather than a new
-// HTTP/2 stream with its headers and trailers. It is not for clients.
+// PeerService is how nodes forward requests to each other: a long-lived
+// stream from each node to each other node carries every forwarded call,
+// so a forward costs part of a message on an open stream rather than a
+// new HTTP/2 stream with its headers and trailers. It is not for clients.
 type PeerServiceClient interface {
 	// ForwardBatches carries requests one way and their responses the
 	// other, matched by id, in any order. Each message carries every
 	// request (or response) its sender had queued when it sent, so under
 	// load one message, one HTTP/2 frame and one write serve many calls.
-	// (A node of the version before batching called Forward, with one
-	// request per message; the two do not talk to each other, and a stream
-	// to a node without this method fails at once as UNIMPLEMENTED.)
 	ForwardBatches(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ForwardBatchesRequest, ForwardBatchesResponse], error)
+	// Deprecated: Do not use.
+	// Forward is ForwardBatches with one request (or response) per
+	// message: what nodes of the version before batching call. Nodes still
+	// serve it, and call it on a peer that does not serve ForwardBatches,
+	// so that a cluster can be upgraded one node at a time.
+	Forward(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ForwardRequest, ForwardResponse], error)
 }
 
 type peerServiceClient struct {
@@ -62,23 +66,40 @@ func (c *peerServiceClient) ForwardBatches(ctx context.Context, opts ...grpc.Cal
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type PeerService_ForwardBatchesClient = grpc.BidiStreamingClient[ForwardBatchesRequest, ForwardBatchesResponse]
 
+// Deprecated: Do not use.
+func (c *peerServiceClient) Forward(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ForwardRequest, ForwardResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &PeerService_ServiceDesc.Streams[1], PeerService_Forward_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ForwardRequest, ForwardResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type PeerService_ForwardClient = grpc.BidiStreamingClient[ForwardRequest, ForwardResponse]
+
 // PeerServiceServer is the server API for PeerService service.
 // All implementations must embed UnimplementedPeerServiceServer
 // for forward compatibility.
 //
-// PeerService is how nodes forward requests to each other: a few
-// long-lived streams per pair of nodes carry every forwarded call, so a
-// forward costs part of a message on an open stream rather than a new
-// HTTP/2 stream with its headers and trailers. It is not for clients.
+// PeerService is how nodes forward requests to each other: a long-lived
+// stream from each node to each other node carries every forwarded call,
+// so a forward costs part of a message on an open stream rather than a
+// new HTTP/2 stream with its headers and trailers. It is not for clients.
 type PeerServiceServer interface {
 	// ForwardBatches carries requests one way and their responses the
 	// other, matched by id, in any order. Each message carries every
 	// request (or response) its sender had queued when it sent, so under
 	// load one message, one HTTP/2 frame and one write serve many calls.
-	// (A node of the version before batching called Forward, with one
-	// request per message; the two do not talk to each other, and a stream
-	// to a node without this method fails at once as UNIMPLEMENTED.)
 	ForwardBatches(grpc.BidiStreamingServer[ForwardBatchesRequest, ForwardBatchesResponse]) error
+	// Deprecated: Do not use.
+	// Forward is ForwardBatches with one request (or response) per
+	// message: what nodes of the version before batching call. Nodes still
+	// serve it, and call it on a peer that does not serve ForwardBatches,
+	// so that a cluster can be upgraded one node at a time.
+	Forward(grpc.BidiStreamingServer[ForwardRequest, ForwardResponse]) error
 	mustEmbedUnimplementedPeerServiceServer()
 }
 
@@ -91,6 +112,9 @@ type UnimplementedPeerServiceServer struct{}
 
 func (UnimplementedPeerServiceServer) ForwardBatches(grpc.BidiStreamingServer[ForwardBatchesRequest, ForwardBatchesResponse]) error {
 	return status.Error(codes.Unimplemented, "method ForwardBatches not implemented")
+}
+func (UnimplementedPeerServiceServer) Forward(grpc.BidiStreamingServer[ForwardRequest, ForwardResponse]) error {
+	return status.Error(codes.Unimplemented, "method Forward not implemented")
 }
 func (UnimplementedPeerServiceServer) mustEmbedUnimplementedPeerServiceServer() {}
 func (UnimplementedPeerServiceServer) testEmbeddedByValue()                     {}
@@ -120,6 +144,13 @@ func _PeerService_ForwardBatches_Handler(srv interface{}, stream grpc.ServerStre
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type PeerService_ForwardBatchesServer = grpc.BidiStreamingServer[ForwardBatchesRequest, ForwardBatchesResponse]
 
+func _PeerService_Forward_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(PeerServiceServer).Forward(&grpc.GenericServerStream[ForwardRequest, ForwardResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type PeerService_ForwardServer = grpc.BidiStreamingServer[ForwardRequest, ForwardResponse]
+
 // PeerService_ServiceDesc is the grpc.ServiceDesc for PeerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -131,6 +162,12 @@ var PeerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "ForwardBatches",
 			Handler:       _PeerService_ForwardBatches_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+		{
+			StreamName:    "Forward",
+			Handler:       _PeerService_Forward_Handler,
 			ServerStreams: true,
 			ClientStreams: true,
 		},
