@@ -38,6 +38,8 @@ type view struct {
 	nodes  *storage.Mirror
 	host   *runtime.Host
 	dial   []grpc.DialOption
+	// maxForward bounds the requests forwarded to peers (marshalled).
+	maxForward int
 
 	mu    sync.Mutex
 	conns map[string]*grpc.ClientConn   // by gRPC address
@@ -61,17 +63,16 @@ type view struct {
 const peerStreams = 1
 
 // newView returns a view whose connections to peers use creds (transport
-// and per-call credentials).
-func newView(self string, parts uint32, st storage.Store, log *zap.Logger, creds []grpc.DialOption) *view {
+// and per-call credentials) and carry requests within limits.
+func newView(self string, parts uint32, st storage.Store, log *zap.Logger, creds []grpc.DialOption, limits server.Limits) *view {
 	return &view{
 		self: self, parts: parts, log: log,
-		owners: storage.NewMirror(st, storage.OwnersPrefix, log),
-		nodes:  storage.NewMirror(st, storage.NodesPrefix, log),
-		dial: append(append([]grpc.DialOption{
-			grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(64<<20), grpc.MaxCallRecvMsgSize(64<<20)),
-		}, server.PeerDialOptions()...), creds...),
-		conns: map[string]*grpc.ClientConn{},
-		peers: map[string][]*server.PeerConn{},
+		owners:     storage.NewMirror(st, storage.OwnersPrefix, log),
+		nodes:      storage.NewMirror(st, storage.NodesPrefix, log),
+		dial:       append(server.PeerDialOptions(limits), creds...),
+		maxForward: limits.MaxForwardedBytes(),
+		conns:      map[string]*grpc.ClientConn{},
+		peers:      map[string][]*server.PeerConn{},
 	}
 }
 
@@ -264,7 +265,7 @@ func (v *view) peer(addr string) (*server.PeerConn, error) {
 	}
 	if !ok {
 		for range peerStreams {
-			ps = append(ps, server.NewPeerConn(c))
+			ps = append(ps, server.NewPeerConn(c).LimitRequests(v.maxForward))
 		}
 		v.peers[addr] = ps
 	}

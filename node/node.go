@@ -239,7 +239,10 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 		return nil, err
 	}
 	host.Store(n.host)
-	n.view = newView(n.cfg.NodeID, parts, n.store, n.log.Named("view"), sec.peer)
+	// One source for the limits both layers enforce: the runtime's config.
+	limits := server.DefaultLimits()
+	limits.MaxResultBytes, limits.MaxMessageBytes = rc.MaxResultBytes, rc.MaxMessageBytes
+	n.view = newView(n.cfg.NodeID, parts, n.store, n.log.Named("view"), sec.peer, limits)
 	n.view.gossip, n.view.host = n.gossip, n.host
 	n.host.SetRemote(remote{n.view})
 	n.host.SetOwnerLookup(func(p uint32) string { o, _ := n.view.ownerOf(p); return o })
@@ -256,9 +259,6 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 	n.own.OnEstablished(n.balancer.Kick)
 	n.host.SetWants(n.balancer.Wants)
 
-	// One source for the limits both layers enforce: the runtime's config.
-	limits := server.DefaultLimits()
-	limits.MaxResultBytes, limits.MaxMessageBytes = rc.MaxResultBytes, rc.MaxMessageBytes
 	opts := append(server.ServerOptions(limits), grpc.ChainUnaryInterceptor(server.UnaryInterceptor(n.log)))
 	opts = append(opts, sec.server...) // before forwarding: nothing is forwarded unauthenticated
 	opts = append(opts, grpc.ChainUnaryInterceptor(server.ForwardingInterceptor(n.view)))

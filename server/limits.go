@@ -76,11 +76,9 @@ func (l Limits) largest() int {
 // They also set static HTTP/2 flow-control windows (see streamWindow).
 func ServerOptions(limits Limits) []grpc.ServerOption {
 	l := limits.withDefaults()
-	recv := satAdd(satMul2(l.largest()), mib)
-	send := satAdd(l.largest(), mib)
 	return []grpc.ServerOption{
-		grpc.MaxRecvMsgSize(recv),
-		grpc.MaxSendMsgSize(send),
+		grpc.MaxRecvMsgSize(l.recvBound()),
+		grpc.MaxSendMsgSize(l.sendBound()),
 		grpc.InitialWindowSize(streamWindow),
 		grpc.InitialConnWindowSize(connWindow),
 	}
@@ -101,12 +99,36 @@ const (
 )
 
 // PeerDialOptions are the transport options for a node's connections to
-// other nodes: the same static windows as its server's.
-func PeerDialOptions() []grpc.DialOption {
+// other nodes of the same limits: the same static windows as its server's,
+// and message bounds that let through whatever the peer's server accepts
+// and sends.
+func PeerDialOptions(limits Limits) []grpc.DialOption {
+	l := limits.withDefaults()
 	return []grpc.DialOption{
+		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(l.recvBound()), grpc.MaxCallRecvMsgSize(l.recvBound())),
 		grpc.WithInitialWindowSize(streamWindow),
 		grpc.WithInitialConnWindowSize(connWindow),
 	}
+}
+
+// recvBound is the transport's bound on a message a node receives: twice
+// the largest limit plus 1 MiB (see ServerOptions).
+func (l Limits) recvBound() int { return satAdd(satMul2(l.largest()), mib) }
+
+// sendBound is the transport's bound on a message a node sends.
+func (l Limits) sendBound() int { return satAdd(l.largest(), mib) }
+
+// forwardEnvelope is room for what a forwarded request carries beside the
+// client's request: its id, method, call chain and deadline.
+const forwardEnvelope = 4 * kib
+
+// MaxForwardedBytes is the largest request, as marshalled, that a node of
+// these limits forwards: what the owner's transport accepts, less the
+// forwarding envelope. A client's request just under the owner's bound
+// would otherwise pass the forwarding node's transport and then, in the
+// envelope, break the stream to the owner for every call on it.
+func (l Limits) MaxForwardedBytes() int {
+	return l.withDefaults().recvBound() - forwardEnvelope
 }
 
 func satMul2(n int) int {

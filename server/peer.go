@@ -326,7 +326,8 @@ func statusBytes(st *status.Status) []byte {
 // clients and the forwarding interceptor use it as they would a
 // connection. Outgoing metadata is not sent, except the call chain.
 type PeerConn struct {
-	conn *grpc.ClientConn
+	conn       *grpc.ClientConn
+	maxRequest int // 0: no bound
 
 	mu     sync.Mutex
 	stream *peerStream
@@ -339,6 +340,16 @@ type PeerConn struct {
 
 // NewPeerConn returns a PeerConn over conn (which it does not own).
 func NewPeerConn(conn *grpc.ClientConn) *PeerConn { return &PeerConn{conn: conn} }
+
+// LimitRequests makes c refuse, with RESOURCE_EXHAUSTED and without
+// sending it, a request larger than n bytes marshalled (Limits'
+// MaxForwardedBytes): a message over the peer's bound would break the
+// stream, and with it every call in flight to that peer. Call it before
+// c is used; it returns c.
+func (c *PeerConn) LimitRequests(n int) *PeerConn {
+	c.maxRequest = n
+	return c
+}
 
 // errPeerClosed is returned by calls on a closed PeerConn.
 var errPeerClosed = status.Error(codes.Unavailable, "peer connection closed")
@@ -590,6 +601,12 @@ func (c *PeerConn) invoke(ctx context.Context, method string, args, reply any) (
 	if merr != nil {
 		putForwardRequest(req)
 		return false, status.Error(codes.Internal, "peer: marshal request: "+merr.Error())
+	}
+	if c.maxRequest > 0 && len(b) > c.maxRequest {
+		putForwardRequest(req)
+		err := checkSize("request to forward", len(b), c.maxRequest)
+		st, _ := rpcerr.ToStatus(err)
+		return false, st.Err()
 	}
 	req.Method, req.Request = method, b
 	if err := c.ready(ctx); err != nil {

@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"slices"
@@ -440,5 +441,39 @@ func TestPeerServerStoppingStillTakesCancels(t *testing.T) {
 	_, err = stream.Recv()
 	if status.Code(err) != codes.Unavailable || !strings.Contains(status.Convert(err).Message(), "not sent") {
 		t.Fatalf("the stream ended with %v, want UNAVAILABLE saying what is left was not sent", err)
+	}
+}
+
+// A request too large for the peer is refused on its own, unsent: had it
+// gone out, the peer would have broken the stream, and every call on it.
+func TestPeerConnRefusesARequestTooLargeForThePeer(t *testing.T) {
+	f := servertest.NewFake()
+	started, release := make(chan struct{}, 1), make(chan struct{})
+	f.CallFunc = func(_ context.Context, req runtime.CallRequest) (json.RawMessage, error) {
+		if req.Action == "block" {
+			started <- struct{}{}
+			<-release
+		}
+		return []byte(`1`), nil
+	}
+	pc, _ := peerPair(t, f) // the peer's transport takes messages up to 4 MiB
+	pc.LimitRequests(4<<20 - 4<<10)
+	cl := rivetv1.NewActorServiceClient(pc)
+	ref := &rivetv1.ActorRef{Name: "counter", Key: []string{"a"}}
+	errc := make(chan error, 1)
+	go func() {
+		_, err := cl.Call(ctx(t), &rivetv1.CallRequest{Actor: ref, Action: "block", Args: []byte(`[]`)})
+		errc <- err
+	}()
+	<-started
+	huge := []byte(`["` + strings.Repeat("x", 4<<20) + `"]`)
+	_, err := cl.Call(ctx(t), &rivetv1.CallRequest{Actor: ref, Action: "echo", Args: huge})
+	e := rpcerr.FromStatus(status.Convert(err))
+	if status.Code(err) != codes.ResourceExhausted || !errors.Is(e, rivet.ErrTooLarge) || !strings.Contains(e.Message, "request to forward too large") {
+		t.Fatalf("oversized forward: %v (%+v), want RESOURCE_EXHAUSTED, too large", err, e)
+	}
+	close(release)
+	if err := <-errc; err != nil {
+		t.Fatalf("the call in flight beside it: %v, want its answer", err)
 	}
 }
