@@ -54,6 +54,29 @@ var stepper = rivet.Actor[stepperState]{
 	},
 }
 
+// recorder is stepper with steps that change no state: each commits its
+// history entry alone (the loop's checkpoint and pruning as for stepper).
+var recorder = rivet.Actor[stepperState]{
+	Name: "recorder",
+	Run: func(ctx *workflow.Ctx[stepperState]) error {
+		steps, err := workflow.Step(ctx, "steps", func(s *workflow.StepCtx[stepperState]) (int, error) { return benchSteps.Load().(int), nil })
+		if err != nil {
+			return err
+		}
+		_, err = workflow.LoopWith(ctx, workflow.LoopOptions[int]{Name: "work"}, func(lc *workflow.Ctx[stepperState], i int) (int, error) {
+			if i == steps {
+				return i, workflow.Break
+			}
+			_, err := workflow.Step(lc, "step", func(s *workflow.StepCtx[stepperState]) (int, error) { return i, nil })
+			if err == nil {
+				stepsDone.Add(1)
+			}
+			return i + 1, err
+		})
+		return err
+	},
+}
+
 var benchSteps atomic.Value
 
 // benchRun makes the actor keys of every run unique (-count reruns).
@@ -66,7 +89,7 @@ var benchRun atomic.Int64
 // them, etcd's own batched-put rate (64 goroutines, 64 puts per txn) on an
 // embedded etcd of the same kind, measured in the same run.
 func BenchmarkWorkflowSteps(b *testing.B) {
-	reg, err := rivet.Setup(stepper)
+	reg, err := rivet.Setup(stepper, recorder)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -85,7 +108,7 @@ func BenchmarkWorkflowSteps(b *testing.B) {
 	}
 	defer c.Close()
 
-	measure := func(b *testing.B, workflows, steps int) {
+	measure := func(b *testing.B, actor string, workflows, steps int) {
 		benchSteps.Store(steps)
 		total := int64(workflows * steps)
 		b.ResetTimer()
@@ -107,7 +130,7 @@ func BenchmarkWorkflowSteps(b *testing.B) {
 				go func() {
 					defer wg.Done()
 					for w := next.Add(1) - 1; w < int64(workflows); w = next.Add(1) - 1 {
-						if _, err := c.Create(ctx, "stepper", []string{fmt.Sprintf("run%d-%d", run, w)}, nil); err != nil {
+						if _, err := c.Create(ctx, actor, []string{fmt.Sprintf("run%d-%d", run, w)}, nil); err != nil {
 							b.Error(err)
 							failed.Store(true)
 							return
@@ -146,8 +169,11 @@ func BenchmarkWorkflowSteps(b *testing.B) {
 		b.ReportMetric(float64(total)*float64(b.N)/elapsed.Seconds(), "steps/s")
 		b.ReportMetric(0, "ns/op")
 	}
-	b.Run("one-workflow-sequential", func(b *testing.B) { measure(b, 1, 2000) })
-	b.Run("1000-workflows-concurrent", func(b *testing.B) { measure(b, 1000, 50) })
+	b.Run("one-workflow-sequential", func(b *testing.B) { measure(b, "stepper", 1, 2000) })
+	b.Run("1000-workflows-concurrent", func(b *testing.B) { measure(b, "stepper", 1000, 50) })
+	// The same with steps that only record their output: what a step
+	// costs without a state write.
+	b.Run("1000-workflows-concurrent-no-state", func(b *testing.B) { measure(b, "recorder", 1000, 50) })
 	b.Run("etcd-batched-put-reference", func(b *testing.B) {
 		cli := etcdtest.StartClient(b)
 		var rate float64
