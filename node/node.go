@@ -176,6 +176,8 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 	var storeOpts []etcdstore.Option
 	if n.embedded != nil {
 		storeOpts = append(storeOpts, etcdstore.WithLimits(etcdstore.EmbeddedLimits()), etcdstore.WithLeaderChanges(n.embedded.LeaderChanges()))
+	} else {
+		storeOpts = append(storeOpts, etcdstore.WithTermProbe())
 	}
 	st, err := etcdstore.New(n.etcd, cfg.EtcdPrefix, storeOpts...)
 	if err != nil {

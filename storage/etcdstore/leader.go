@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // ErrLeaderChanged is the error of a Commit that was in flight when etcd's
@@ -46,6 +48,100 @@ type LeaderChanges interface {
 // fails its fence.
 func WithLeaderChanges(lc LeaderChanges) Option { return func(s *Store) { s.leader = lc } }
 
+// WithTermProbe is WithLeaderChanges for a Store whose etcd members run
+// elsewhere (a node started with --etcd-endpoints), with no member in this
+// process to say when the leader changed. The Store learns of raft terms
+// from the headers of etcd's answers (commits, lease renewals) and, while
+// a commit has waited longer than a healthy one takes (probeAfter), asks
+// with a linearizable read, which etcd answers only once a leader has
+// committed an entry of its term. An answer from a newer term than a
+// waiting commit began in means the leader changed under it: the commit
+// is given up with ErrLeaderChanged (after leaderMargin), as
+// WithLeaderChanges does. A term learned late can make a commit that was
+// merely slow look like one from before a change; giving it up is still
+// safe (see WithLeaderChanges), it only costs its partition a re-fence.
+func WithTermProbe() Option { return func(s *Store) { s.probe = true } }
+
+const (
+	// probeEvery is how often the prober looks for waiting commits, and
+	// probeAfter how long a commit waits before it asks etcd's term: far
+	// beyond a healthy commit (a few fsyncs), far below etcd's timeout.
+	probeEvery = 100 * time.Millisecond
+	probeAfter = 300 * time.Millisecond
+	// probeTimeout bounds one probe: without a leader it waits for one.
+	probeTimeout = time.Second
+)
+
+// observe notes a raft term from the header of an etcd answer; a term
+// newer than any seen before counts as a leader change.
+func (s *Store) observe(term uint64) {
+	if !s.probe || term == 0 {
+		return
+	}
+	s.inflightMu.Lock()
+	if term > s.term {
+		if s.term != 0 {
+			s.leaderEpoch++
+		}
+		s.term = term
+	}
+	s.inflightMu.Unlock()
+}
+
+// probeTerms gives up, while commits wait too long, those that began
+// before a leader change that a linearizable read has seen completed.
+func (s *Store) probeTerms() {
+	defer s.bg.Done()
+	t := time.NewTicker(probeEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+		case <-s.closed:
+			return
+		}
+		s.inflightMu.Lock()
+		waiting := false
+		for _, c := range s.inflight {
+			if time.Since(c.start) > probeAfter {
+				waiting = true
+				break
+			}
+		}
+		s.inflightMu.Unlock()
+		if !waiting {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(s.cli.Ctx(), probeTimeout)
+		resp, err := s.cli.KV.Get(ctx, s.prefix+probeKey, clientv3.WithKeysOnly(), clientv3.WithLimit(1))
+		cancel()
+		if err != nil {
+			continue
+		}
+		s.observe(resp.Header.GetRaftTerm())
+		s.inflightMu.Lock()
+		epoch := s.leaderEpoch
+		stale := false
+		for _, c := range s.inflight {
+			stale = stale || c.epoch < epoch
+		}
+		s.inflightMu.Unlock()
+		if !stale || !s.sleepUntil(nil, leaderMargin) {
+			continue
+		}
+		s.inflightMu.Lock()
+		for _, c := range s.inflight {
+			if c.epoch < epoch {
+				c.cancel(ErrLeaderChanged)
+			}
+		}
+		s.inflightMu.Unlock()
+	}
+}
+
+// probeKey is the key the prober reads (its value is never needed).
+const probeKey = "term-probe"
+
 const (
 	// leaderSettle bounds the wait for the new leader's first entry; past
 	// it nothing is given up (etcd's own timeout applies).
@@ -56,12 +152,33 @@ const (
 	leaderMargin = 100 * time.Millisecond
 )
 
+// begin registers a write (a commit, a claim or a release) to be given up
+// at a leader change, when the Store follows them; end, called with the
+// write's error, unregisters it and returns ErrLeaderChanged if it was
+// given up, else the error mapped to storage's.
+func (s *Store) begin(ctx context.Context) (_ context.Context, end func(error) error) {
+	if s.inflight == nil {
+		return ctx, mapErr
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	id := s.track(cancel)
+	return ctx, func(err error) error {
+		s.untrack(id)
+		gaveUp := err != nil && errors.Is(context.Cause(ctx), ErrLeaderChanged)
+		cancel(nil)
+		if gaveUp {
+			return ErrLeaderChanged
+		}
+		return mapErr(err)
+	}
+}
+
 // track registers a commit's cancel func; untrack with the returned id.
 func (s *Store) track(cancel context.CancelCauseFunc) uint64 {
 	s.inflightMu.Lock()
 	defer s.inflightMu.Unlock()
 	s.nextCommit++
-	s.inflight[s.nextCommit] = trackedCommit{epoch: s.leaderEpoch, cancel: cancel}
+	s.inflight[s.nextCommit] = trackedCommit{epoch: s.leaderEpoch, start: time.Now(), cancel: cancel}
 	return s.nextCommit
 }
 
@@ -73,6 +190,7 @@ func (s *Store) untrack(id uint64) {
 
 type trackedCommit struct {
 	epoch  uint64
+	start  time.Time
 	cancel context.CancelCauseFunc
 }
 

@@ -48,6 +48,8 @@ type Store struct {
 	// the commits in flight are tracked in inflight, each with the
 	// leaderEpoch (count of changes seen) it began in.
 	leader      LeaderChanges
+	probe       bool   // WithTermProbe
+	term        uint64 // the newest raft term seen (probe), under inflightMu
 	inflightMu  sync.Mutex
 	inflight    map[uint64]trackedCommit
 	nextCommit  uint64
@@ -95,10 +97,15 @@ func New(cli *clientv3.Client, prefix string, opts ...Option) (*Store, error) {
 	if s.limits.MaxTxnOps <= 0 || s.limits.MaxTxnBytes <= 0 {
 		return nil, fmt.Errorf("etcdstore: bad limits %+v", s.limits)
 	}
-	if s.leader != nil {
+	if s.leader != nil || s.probe {
 		s.inflight = make(map[uint64]trackedCommit)
+	}
+	if s.leader != nil {
 		s.bg.Add(1)
 		go s.followLeader()
+	} else if s.probe {
+		s.bg.Add(1)
+		go s.probeTerms()
 	}
 	return s, nil
 }
@@ -316,22 +323,12 @@ func (s *Store) Commit(ctx context.Context, txns ...storage.Txn) error {
 	if len(cmps) == 0 && len(thens) == 0 {
 		return nil
 	}
-	if s.leader != nil {
-		var cancel context.CancelCauseFunc
-		ctx, cancel = context.WithCancelCause(ctx)
-		id := s.track(cancel)
-		defer func() {
-			s.untrack(id)
-			cancel(nil)
-		}()
-	}
+	ctx, end := s.begin(ctx)
 	resp, err := s.cli.KV.Txn(ctx).If(cmps...).Then(thens...).Else(elses...).Commit()
-	if err != nil {
-		if errors.Is(context.Cause(ctx), ErrLeaderChanged) {
-			return ErrLeaderChanged
-		}
-		return mapErr(err)
+	if err := end(err); err != nil {
+		return err
 	}
+	s.observe(resp.Header.GetRaftTerm())
 	if resp.Succeeded {
 		return nil
 	}
@@ -501,6 +498,9 @@ func (s *Store) KeepAlive(ctx context.Context, lease storage.LeaseID, renewed fu
 		sent := time.Now()
 		resp, err := s.cli.KeepAliveOnce(rctx, id)
 		cancel()
+		if err == nil {
+			s.observe(resp.ResponseHeader.GetRaftTerm())
+		}
 		switch {
 		case ctx.Err() != nil:
 			return nil
@@ -579,10 +579,12 @@ func (s *Store) Claim(ctx context.Context, node string, lease storage.LeaseID, p
 			puts[i] = clientv3.OpPut(k, node, clientv3.WithLease(clientv3.LeaseID(lease)))
 			gets[i] = clientv3.OpGet(k, clientv3.WithKeysOnly())
 		}
-		resp, err := s.kv.Txn(ctx).If(cmps...).Then(puts...).Else(gets...).Commit()
-		if err != nil {
-			return out, mapErr(err)
+		tctx, end := s.begin(ctx)
+		resp, err := s.kv.Txn(tctx).If(cmps...).Then(puts...).Else(gets...).Commit()
+		if err := end(err); err != nil {
+			return out, err
 		}
+		s.observe(resp.Header.GetRaftTerm())
 		if resp.Succeeded {
 			for _, p := range batch {
 				out = append(out, storage.Claim{Partition: p, Node: node, Token: resp.Header.Revision, Lease: lease})
@@ -612,11 +614,16 @@ func (s *Store) Release(ctx context.Context, c storage.Claim) error {
 		return err
 	}
 	k := storage.OwnerKey(c.Partition)
-	_, err := s.kv.Txn(ctx).
+	ctx, end := s.begin(ctx)
+	resp, err := s.kv.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(k), "=", c.Token)).
 		Then(clientv3.OpDelete(k)).
 		Commit()
-	return mapErr(err)
+	if err := end(err); err != nil {
+		return err
+	}
+	s.observe(resp.Header.GetRaftTerm())
+	return nil
 }
 
 // Claims implements storage.Store.
