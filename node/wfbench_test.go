@@ -28,53 +28,43 @@ var stepsDone atomic.Int64
 
 // stepper runs the number of steps given as its create input, one after
 // another, each changing its state (so each commits state and history).
-var stepper = rivet.Actor[stepperState]{
-	Name: "stepper",
-	Run: func(ctx *workflow.Ctx[stepperState]) error {
-		// Read inside a step, so that a replay sees the value the first run
-		// recorded.
-		steps, err := workflow.Step(ctx, "steps", func(s *workflow.StepCtx[stepperState]) (int, error) { return benchSteps.Load().(int), nil })
-		if err != nil {
-			return err
-		}
-		_, err = workflow.LoopWith(ctx, workflow.LoopOptions[int]{Name: "work"}, func(lc *workflow.Ctx[stepperState], i int) (int, error) {
-			if i == steps {
-				return i, workflow.Break
-			}
-			err := lc.Step("step", func(s *workflow.StepCtx[stepperState]) error {
-				s.State.N++
-				return nil
-			})
-			if err == nil {
-				stepsDone.Add(1)
-			}
-			return i + 1, err
-		})
-		return err
-	},
-}
+var stepper = steppingActor("stepper", true)
 
 // recorder is stepper with steps that change no state: each commits its
 // history entry alone (the loop's checkpoint and pruning as for stepper).
-var recorder = rivet.Actor[stepperState]{
-	Name: "recorder",
-	Run: func(ctx *workflow.Ctx[stepperState]) error {
-		steps, err := workflow.Step(ctx, "steps", func(s *workflow.StepCtx[stepperState]) (int, error) { return benchSteps.Load().(int), nil })
-		if err != nil {
+var recorder = steppingActor("recorder", false)
+
+func steppingActor(name string, changeState bool) rivet.Actor[stepperState] {
+	return rivet.Actor[stepperState]{
+		Name: name,
+		Run: func(ctx *workflow.Ctx[stepperState]) error {
+			// Read inside a step, so that a replay sees the value the
+			// first run recorded.
+			steps, err := workflow.Step(ctx, "steps", func(s *workflow.StepCtx[stepperState]) (int, error) { return benchSteps.Load().(int), nil })
+			if err != nil {
+				return err
+			}
+			_, err = workflow.LoopWith(ctx, workflow.LoopOptions[int]{Name: "work"}, func(lc *workflow.Ctx[stepperState], i int) (int, error) {
+				if i == steps {
+					return i, workflow.Break
+				}
+				var err error
+				if changeState {
+					err = lc.Step("step", func(s *workflow.StepCtx[stepperState]) error {
+						s.State.N++
+						return nil
+					})
+				} else {
+					_, err = workflow.Step(lc, "step", func(*workflow.StepCtx[stepperState]) (int, error) { return i, nil })
+				}
+				if err == nil {
+					stepsDone.Add(1)
+				}
+				return i + 1, err
+			})
 			return err
-		}
-		_, err = workflow.LoopWith(ctx, workflow.LoopOptions[int]{Name: "work"}, func(lc *workflow.Ctx[stepperState], i int) (int, error) {
-			if i == steps {
-				return i, workflow.Break
-			}
-			_, err := workflow.Step(lc, "step", func(s *workflow.StepCtx[stepperState]) (int, error) { return i, nil })
-			if err == nil {
-				stepsDone.Add(1)
-			}
-			return i + 1, err
-		})
-		return err
-	},
+		},
+	}
 }
 
 var benchSteps atomic.Value

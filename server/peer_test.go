@@ -29,15 +29,24 @@ import (
 // peerPair serves backend with a PeerServer and returns a PeerConn to it.
 func peerPair(t testing.TB, backend server.Backend) (*server.PeerConn, *server.PeerServer) {
 	t.Helper()
+	srv := server.New(backend)
+	ps := server.NewPeerServer(srv)
+	return serveOn(t, func(gs *grpc.Server) {
+		srv.Register(gs)
+		ps.Register(gs)
+	}), ps
+}
+
+// serveOn serves what register registers on a gRPC server on loopback,
+// and returns a PeerConn to it; both end with the test.
+func serveOn(t testing.TB, register func(*grpc.Server)) *server.PeerConn {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	gs := grpc.NewServer()
-	srv := server.New(backend)
-	srv.Register(gs)
-	ps := server.NewPeerServer(srv)
-	ps.Register(gs)
+	register(gs)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = gs.Serve(lis) }()
 	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -51,7 +60,7 @@ func peerPair(t testing.TB, backend server.Backend) (*server.PeerConn, *server.P
 		gs.Stop()
 		<-done
 	})
-	return pc, ps
+	return pc
 }
 
 // A forwarded call over the peer stream gets the owner's answer, its error
@@ -123,18 +132,26 @@ func TestPeerStreamCarriesCallsErrorsChainsAndCancels(t *testing.T) {
 
 	// Many calls at once share the stream, each getting its own answer
 	// (the stream reuses what calls leave behind, the cancelled one's too).
-	errs := make(chan error, 50)
-	for i := range 50 {
+	echoMany(t, cl, 50, func(i int) string { return fmt.Sprintf("[%d]", i) })
+}
+
+// echoMany makes n echo calls at once through cl, the i-th with args(i),
+// and fails t unless each gets its own args back.
+func echoMany(t *testing.T, cl rivetv1.ActorServiceClient, n int, args func(i int) string) {
+	t.Helper()
+	ref := &rivetv1.ActorRef{Name: "counter", Key: []string{"a"}}
+	errs := make(chan error, n)
+	for i := range n {
 		go func() {
-			args := fmt.Sprintf("[%d]", i)
-			resp, err := cl.Call(ctx, &rivetv1.CallRequest{Actor: ref, Action: "echo", Args: []byte(args)})
-			if err == nil && string(resp.GetResult()) != args {
-				err = fmt.Errorf("call with %s got %s", args, resp.GetResult())
+			a := args(i)
+			resp, err := cl.Call(ctx(t), &rivetv1.CallRequest{Actor: ref, Action: "echo", Args: []byte(a)})
+			if err == nil && string(resp.GetResult()) != a {
+				err = fmt.Errorf("call %d got %d bytes back, want its %d (%.20s)", i, len(resp.GetResult()), len(a), a)
 			}
 			errs <- err
 		}()
 	}
-	for range 50 {
+	for range n {
 		if err := <-errs; err != nil {
 			t.Fatal(err)
 		}
@@ -251,30 +268,15 @@ func TestPeerStreamMixesLargeAndSmallCalls(t *testing.T) {
 		return req.Args, nil
 	}
 	pc, _ := peerPair(t, f)
-	cl := rivetv1.NewActorServiceClient(pc)
-	ref := &rivetv1.ActorRef{Name: "counter", Key: []string{"a"}}
 	// 3 MiB each way: under the default limits, and several of them over
 	// a transport bound of 4 MiB per message had they been batched whole.
 	large := `["` + strings.Repeat("x", 3<<20) + `"]`
-	errs := make(chan error, 64)
-	for i := range 64 {
-		go func() {
-			args := fmt.Sprintf("[%d]", i)
-			if i%8 == 0 {
-				args = large
-			}
-			resp, err := cl.Call(context.Background(), &rivetv1.CallRequest{Actor: ref, Action: "echo", Args: []byte(args)})
-			if err == nil && string(resp.GetResult()) != args {
-				err = fmt.Errorf("call %d got %d bytes back, want its %d", i, len(resp.GetResult()), len(args))
-			}
-			errs <- err
-		}()
-	}
-	for range 64 {
-		if err := <-errs; err != nil {
-			t.Fatal(err)
+	echoMany(t, rivetv1.NewActorServiceClient(pc), 64, func(i int) string {
+		if i%8 == 0 {
+			return large
 		}
-	}
+		return fmt.Sprintf("[%d]", i)
+	})
 }
 
 // servePeer serves backend on a gRPC server with only the PeerService
@@ -282,32 +284,16 @@ func TestPeerStreamMixesLargeAndSmallCalls(t *testing.T) {
 // it: a node of an older version, or not a node.
 func servePeer(t *testing.T, backend server.Backend, streams ...string) *server.PeerConn {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gs := grpc.NewServer()
-	if len(streams) > 0 {
+	return serveOn(t, func(gs *grpc.Server) {
+		if len(streams) == 0 {
+			return
+		}
 		desc := rivetv1.PeerService_ServiceDesc
 		desc.Streams = slices.DeleteFunc(slices.Clone(desc.Streams), func(d grpc.StreamDesc) bool {
 			return !slices.Contains(streams, d.StreamName)
 		})
 		gs.RegisterService(&desc, server.NewPeerServer(server.New(backend)))
-	}
-	done := make(chan struct{})
-	go func() { defer close(done); _ = gs.Serve(lis) }()
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pc := server.NewPeerConn(conn)
-	t.Cleanup(func() {
-		pc.Close()
-		conn.Close()
-		gs.Stop()
-		<-done
 	})
-	return pc
 }
 
 // A cluster is upgraded one node at a time, so a node forwards to a peer
@@ -324,24 +310,7 @@ func TestPeerConnForwardsToAnOlderPeer(t *testing.T) {
 		return req.Args, nil
 	}
 	pc := servePeer(t, f, "Forward")
-	cl := rivetv1.NewActorServiceClient(pc)
-	ref := &rivetv1.ActorRef{Name: "counter", Key: []string{"a"}}
-	errs := make(chan error, 20)
-	for i := range 20 {
-		go func() {
-			args := fmt.Sprintf("[%d]", i)
-			resp, err := cl.Call(ctx(t), &rivetv1.CallRequest{Actor: ref, Action: "echo", Args: []byte(args)})
-			if err == nil && string(resp.GetResult()) != args {
-				err = fmt.Errorf("call with %s got %s", args, resp.GetResult())
-			}
-			errs <- err
-		}()
-	}
-	for range 20 {
-		if err := <-errs; err != nil {
-			t.Fatal(err)
-		}
-	}
+	echoMany(t, rivetv1.NewActorServiceClient(pc), 20, func(i int) string { return fmt.Sprintf("[%d]", i) })
 }
 
 // A peer that serves neither stream refuses the call as a whole, so the

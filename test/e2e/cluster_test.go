@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -58,6 +59,24 @@ func newClusterWith(t testing.TB, size int, setup func(i int, n *nodeProc), extr
 		n.awaitServing(ready[i])
 	}
 	return c
+}
+
+// externalNode returns a node named id, not started, whose etcd is the
+// members of the cluster's nodes (--etcd-endpoints) and which joins their
+// gossip.
+func (c *testCluster) externalNode(id string) *nodeProc {
+	var endpoints []string
+	for _, n := range c.nodes {
+		if !slices.Contains(n.extra, "--etcd-endpoints") {
+			endpoints = append(endpoints, "http://"+n.etcdC)
+		}
+	}
+	n := newNode(c.t)
+	n.extra = []string{
+		"--node-id", id, "--etcd-endpoints", strings.Join(endpoints, ","),
+		"--join", c.nodes[0].gossip, "--gossip-profile", "local",
+	}
+	return n
 }
 
 // client returns a Go client of node i, closed at the end of the test.

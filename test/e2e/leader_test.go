@@ -66,15 +66,7 @@ func leaderLossOnce(t *testing.T, external bool) bool {
 	ids := []string{"node1", "node2", "node3"}
 	members := c.nodes
 	if external {
-		var endpoints []string
-		for _, n := range c.nodes {
-			endpoints = append(endpoints, "http://"+n.etcdC)
-		}
-		n4 := newNode(t)
-		n4.extra = []string{
-			"--node-id", "node4", "--etcd-endpoints", strings.Join(endpoints, ","),
-			"--join", c.nodes[0].gossip, "--gossip-profile", "local",
-		}
+		n4 := c.externalNode("node4")
 		n4.start()
 		c.nodes = append(c.nodes, n4)
 		ids = append(ids, "node4")

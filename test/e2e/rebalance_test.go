@@ -84,15 +84,7 @@ func TestJoinAndDrainUnderLoad(t *testing.T) {
 	}
 
 	// Join.
-	var endpoints []string
-	for _, n := range c.nodes {
-		endpoints = append(endpoints, "http://"+n.etcdC)
-	}
-	n4 := newNode(t)
-	n4.extra = []string{
-		"--node-id", "node4", "--etcd-endpoints", strings.Join(endpoints, ","),
-		"--join", c.nodes[0].gossip, "--gossip-profile", "local",
-	}
+	n4 := c.externalNode("node4")
 	joinAt := time.Now()
 	n4.start()
 	c.nodes = append(c.nodes, n4)
