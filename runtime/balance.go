@@ -143,9 +143,12 @@ func (b *Balancer) balance(ctx context.Context, wg *sync.WaitGroup, done chan st
 		switch {
 		case want == self && cur == "" && !owned:
 			claim = append(claim, p)
-		case want == self && cur == self && !b.own.Holds(p):
-			// Ours on record but not held: a claim whose reply was lost.
-			// Claim adopts it.
+		case cur == self && !b.own.Holds(p):
+			// Ours on record but not held: a claim whose reply was lost
+			// (or that was given up and applied late). Claim adopts it,
+			// even if the ring now wants it elsewhere: not held, it is
+			// served by no one, and no other node claims a partition
+			// owned on record. Once held, the case below hands it off.
 			claim = append(claim, p)
 		case owned && want != self && want != "":
 			leave = append(leave, p)

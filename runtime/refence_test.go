@@ -213,3 +213,63 @@ func TestRefenceAdoptsAClaimWhoseReplyWasLost(t *testing.T) {
 		t.Fatal("no claim lost its reply: the test tested nothing")
 	}
 }
+
+// A claim on this node's lease that it does not hold (a claim given up as
+// in doubt that applied late) is served by no one, and no other node
+// claims a partition owned on record. The balancer adopts it even when the
+// ring wants it elsewhere, and then hands it off (found in review: only
+// those the ring gave this node were adopted).
+func TestBalancerAdoptsAndHandsOffAnOrphanClaimTheRingWantsElsewhere(t *testing.T) {
+	e := newEnvWith(t, counterReg(t), nil, true)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	eligible := []string{"n1", "n2"}
+	p := uint32(0)
+	for placement.Owner(p, eligible) != "n2" {
+		p++
+	}
+	// Release p, then claim it on the node's lease behind the Ownership's
+	// back: owned on record, not held.
+	if !e.own.BeginRelease(p) {
+		t.Fatalf("partition %d not held at the start", p)
+	}
+	if err := e.own.FinishRelease(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := e.store.Claim(ctx, "n1", e.own.Lease(), []uint32{p}); err != nil || len(got) != 1 {
+		t.Fatalf("orphan claim: %v, %v", got, err)
+	}
+	owners := func() []string {
+		out := make([]string, testPartitions)
+		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		claims, err := e.store.Claims(cctx)
+		if err != nil {
+			t.Errorf("listing claims: %v", err)
+			return out
+		}
+		for _, c := range claims {
+			out[c.Partition] = c.Node
+		}
+		return out
+	}
+	b := runtime.NewBalancer(runtime.BalancerConfig{
+		Eligible: func() []string { return eligible },
+		Owners:   owners,
+		Resync:   50 * time.Millisecond,
+	}, e.host, e.own)
+	bctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- b.Run(bctx) }()
+	defer func() {
+		stop()
+		<-done
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	for owners()[p] != "" || e.own.Holds(p) {
+		if time.Now().After(deadline) {
+			t.Fatalf("partition %d still owned on record by %q (held %v): the orphan claim was never handed off", p, owners()[p], e.own.Holds(p))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -6,11 +6,14 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/rivet-go/rivet/storage"
 )
 
-// ErrLeaderChanged is the error of a Commit that was in flight when etcd's
-// leader changed and was given up once the new leader's first entry was
-// applied: its outcome is unknown (a caller must treat it like a timeout).
+// ErrLeaderChanged is the error of a write (a Commit, a Claim or a
+// Release) that was in flight when etcd's leader changed and was given up
+// once a leader of the new term served: its outcome is unknown (a caller
+// must treat it like a timeout).
 var ErrLeaderChanged = errors.New("etcdstore: etcd's leader changed while the commit was in flight")
 
 // LeaderChanges is what an etcd member in this process tells of its raft
@@ -60,6 +63,9 @@ func WithLeaderChanges(lc LeaderChanges) Option { return func(s *Store) { s.lead
 // WithLeaderChanges does. A term learned late can make a commit that was
 // merely slow look like one from before a change; giving it up is still
 // safe (see WithLeaderChanges), it only costs its partition a re-fence.
+//
+// With WithLeaderChanges as well, the member in this process is followed
+// and no probe runs.
 func WithTermProbe() Option { return func(s *Store) { s.probe = true } }
 
 const (
@@ -92,6 +98,13 @@ func (s *Store) observe(term uint64) {
 // before a leader change that a linearizable read has seen completed.
 func (s *Store) probeTerms() {
 	defer s.bg.Done()
+	// The first term seen is the base, never a change: learn it now,
+	// before writes start, rather than from the first answer after one.
+	ctx, cancel := context.WithTimeout(s.probeCtx, probeTimeout)
+	if resp, err := s.cli.KV.Get(ctx, s.prefix+probeKey, clientv3.WithKeysOnly(), clientv3.WithLimit(1)); err == nil {
+		s.observe(resp.Header.GetRaftTerm())
+	}
+	cancel()
 	t := time.NewTicker(probeEvery)
 	defer t.Stop()
 	for {
@@ -112,18 +125,27 @@ func (s *Store) probeTerms() {
 		if !waiting {
 			continue
 		}
-		ctx, cancel := context.WithTimeout(s.cli.Ctx(), probeTimeout)
+		ctx, cancel := context.WithTimeout(s.probeCtx, probeTimeout)
 		resp, err := s.cli.KV.Get(ctx, s.prefix+probeKey, clientv3.WithKeysOnly(), clientv3.WithLimit(1))
 		cancel()
 		if err != nil {
+			// Without a leader the read waits and fails; the next tick
+			// asks again. (A probe etcd always refuses, say for want of
+			// permission on the prefix, leaves writes to etcd's own
+			// timeout, as before the probe.)
 			continue
 		}
-		s.observe(resp.Header.GetRaftTerm())
+		term := resp.Header.GetRaftTerm()
+		s.observe(term)
 		s.inflightMu.Lock()
 		epoch := s.leaderEpoch
+		// Only an answer from the newest term seen says that a leader
+		// of that term serves; a lagging member's says nothing.
 		stale := false
-		for _, c := range s.inflight {
-			stale = stale || c.epoch < epoch
+		if term >= s.term {
+			for _, c := range s.inflight {
+				stale = stale || c.epoch < epoch
+			}
 		}
 		s.inflightMu.Unlock()
 		if !stale || !s.sleepUntil(nil, leaderMargin) {
@@ -166,11 +188,22 @@ func (s *Store) begin(ctx context.Context) (_ context.Context, end func(error) e
 		s.untrack(id)
 		gaveUp := err != nil && errors.Is(context.Cause(ctx), ErrLeaderChanged)
 		cancel(nil)
-		if gaveUp {
+		mapped := mapErr(err)
+		// A write that etcd answered definitely (refused, too large,
+		// invalid, lease gone) just as it was given up keeps its answer:
+		// a too-large batch is split, a refused one is not in doubt.
+		if gaveUp && !definite(mapped) {
 			return ErrLeaderChanged
 		}
-		return mapErr(err)
+		return mapped
 	}
+}
+
+// definite says whether err is an answer of etcd that says the write was
+// not applied (mapErr's sentinels).
+func definite(err error) bool {
+	return errors.Is(err, storage.ErrRefused) || errors.Is(err, storage.ErrTooLarge) ||
+		errors.Is(err, storage.ErrInvalidTxn) || errors.Is(err, storage.ErrLeaseNotFound)
 }
 
 // track registers a commit's cancel func; untrack with the returned id.

@@ -29,7 +29,7 @@ const DefaultPrefix = "/rivet/"
 type Store struct {
 	cli    *clientv3.Client
 	kv     clientv3.KV // namespaced: keys are relative to the prefix
-	prefix string      // the namespace, for Watch and Commit, which do not use kv
+	prefix string      // the namespace, for Watch, Commit and the term probe, which do not use kv
 	limits storage.Limits
 
 	closeOnce sync.Once
@@ -45,16 +45,21 @@ type Store struct {
 	leases map[storage.LeaseID]*leaseState
 
 	// leader, if set, tells of etcd leader changes (WithLeaderChanges);
-	// the commits in flight are tracked in inflight, each with the
+	// without it, probe (WithTermProbe) learns of them from raft terms.
+	// The writes in flight are tracked in inflight, each with the
 	// leaderEpoch (count of changes seen) it began in.
 	leader      LeaderChanges
-	probe       bool   // WithTermProbe
+	probe       bool   // WithTermProbe, and no leader
 	term        uint64 // the newest raft term seen (probe), under inflightMu
 	inflightMu  sync.Mutex
 	inflight    map[uint64]trackedCommit
 	nextCommit  uint64
 	leaderEpoch uint64
-	bg          sync.WaitGroup // followLeader
+	bg          sync.WaitGroup // followLeader or probeTerms
+	// probeCtx ends when the store closes, so that a probe waiting for a
+	// leader does not hold up Close.
+	probeCtx    context.Context
+	probeCancel context.CancelFunc
 }
 
 type leaseState struct {
@@ -97,6 +102,9 @@ func New(cli *clientv3.Client, prefix string, opts ...Option) (*Store, error) {
 	if s.limits.MaxTxnOps <= 0 || s.limits.MaxTxnBytes <= 0 {
 		return nil, fmt.Errorf("etcdstore: bad limits %+v", s.limits)
 	}
+	if s.leader != nil {
+		s.probe = false // a member in this process tells of changes itself
+	}
 	if s.leader != nil || s.probe {
 		s.inflight = make(map[uint64]trackedCommit)
 	}
@@ -104,6 +112,7 @@ func New(cli *clientv3.Client, prefix string, opts ...Option) (*Store, error) {
 		s.bg.Add(1)
 		go s.followLeader()
 	} else if s.probe {
+		s.probeCtx, s.probeCancel = context.WithCancel(context.Background())
 		s.bg.Add(1)
 		go s.probeTerms()
 	}
@@ -647,7 +656,12 @@ func (s *Store) Claims(ctx context.Context) ([]storage.Claim, error) {
 // Close implements storage.Store: later calls fail with storage.ErrClosed,
 // and KeepAlive and Watch calls end with it. The client stays open.
 func (s *Store) Close() error {
-	s.closeOnce.Do(func() { close(s.closed) })
+	s.closeOnce.Do(func() {
+		close(s.closed)
+		if s.probeCancel != nil {
+			s.probeCancel()
+		}
+	})
 	s.bg.Wait()
 	return nil
 }

@@ -22,12 +22,18 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // One etcd serves every subtest, each in its own namespace.
-func TestConformance(t *testing.T) {
+func TestConformance(t *testing.T) { conformance(t) }
+
+// The same with the term probe of a node on external etcd, which tracks
+// every write and runs a goroutine of its own.
+func TestConformanceWithTermProbe(t *testing.T) { conformance(t, etcdstore.WithTermProbe()) }
+
+func conformance(t *testing.T, opts ...etcdstore.Option) {
 	cli := etcdtest.StartClient(t)
 	var n atomic.Int64
 	storagetest.Run(t, storagetest.Harness{
 		NewStore: func(t *testing.T) storage.Store {
-			s, err := etcdstore.New(cli, fmt.Sprintf("/t%d/", n.Add(1)))
+			s, err := etcdstore.New(cli, fmt.Sprintf("/t%d/", n.Add(1)), opts...)
 			if err != nil {
 				t.Fatal(err)
 			}
