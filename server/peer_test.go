@@ -446,3 +446,124 @@ func TestPeerConnRefusesARequestTooLargeForThePeer(t *testing.T) {
 		t.Fatalf("the call in flight beside it: %v, want its answer", err)
 	}
 }
+
+// Calls of many callers with short deadlines, over a stream whose owner
+// restarts twice meanwhile: every call returns by its deadline (or soon
+// after, for one the broken stream fails), with its own answer or an error
+// a forwarder expects (deadline, UNAVAILABLE), and the stream carries calls
+// again after each restart. Nothing hangs, panics or leaks (goleak).
+func TestPeerStreamUnderChurn(t *testing.T) {
+	f := servertest.NewFake()
+	f.CallFunc = func(ctx context.Context, req runtime.CallRequest) (json.RawMessage, error) {
+		select {
+		case <-time.After(time.Duration(len(req.Args)%5) * time.Millisecond):
+			return req.Args, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	serve := func(lis net.Listener) (stop func()) {
+		gs := grpc.NewServer()
+		server.NewPeerServer(server.New(f)).Register(gs)
+		done := make(chan struct{})
+		go func() { defer close(done); _ = gs.Serve(lis) }()
+		return func() { gs.Stop(); <-done }
+	}
+	stop := serve(lis)
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	pc := server.NewPeerConn(conn)
+	defer pc.Close()
+	cl := rivetv1.NewActorServiceClient(pc)
+	ref := &rivetv1.ActorRef{Name: "counter", Key: []string{"a"}}
+
+	var (
+		mu   sync.Mutex
+		ok   int
+		bad  []string
+		quit = make(chan struct{})
+		wg   sync.WaitGroup
+	)
+	for w := range 32 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-quit:
+					return
+				default:
+				}
+				args := fmt.Sprintf("[%d,%d]", w, i)
+				timeout := time.Duration(1+(w*7+i)%20) * time.Millisecond
+				ctx, cancel := context.WithTimeout(context.Background(), timeout)
+				start := time.Now()
+				resp, err := cl.Call(ctx, &rivetv1.CallRequest{Actor: ref, Action: "echo", Args: []byte(args)})
+				took := time.Since(start)
+				cancel()
+				mu.Lock()
+				switch code := status.Code(err); {
+				case took > timeout+5*time.Second:
+					bad = append(bad, fmt.Sprintf("call %s took %v with a %v deadline", args, took, timeout))
+				case err == nil && string(resp.GetResult()) != args:
+					bad = append(bad, fmt.Sprintf("call %s got %s", args, resp.GetResult()))
+				case err == nil:
+					ok++
+				case code != codes.DeadlineExceeded && code != codes.Unavailable && code != codes.Canceled:
+					bad = append(bad, fmt.Sprintf("call %s: %v", args, err))
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	succeeded := func(n int) {
+		t.Helper()
+		mu.Lock()
+		base := ok
+		mu.Unlock()
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+			mu.Lock()
+			got := ok - base
+			mu.Unlock()
+			if got >= n {
+				return
+			}
+			if time.Now().After(deadline) {
+				close(quit)
+				wg.Wait()
+				t.Fatalf("only %d calls answered in 30 s (want %d)", got, n)
+			}
+		}
+	}
+	succeeded(200)
+	for range 2 {
+		stop()
+		var lerr error
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			if lis, lerr = net.Listen("tcp", addr); lerr == nil || time.Now().After(deadline) {
+				break
+			}
+		}
+		if lerr != nil {
+			close(quit)
+			wg.Wait()
+			t.Fatalf("listen again on %s: %v", addr, lerr)
+		}
+		stop = serve(lis)
+		succeeded(200)
+	}
+	close(quit)
+	wg.Wait()
+	stop()
+	mu.Lock()
+	defer mu.Unlock()
+	for _, b := range bad[:min(len(bad), 10)] {
+		t.Error(b)
+	}
+}
