@@ -175,9 +175,10 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 	}
 	var storeOpts []etcdstore.Option
 	if n.embedded != nil {
-		storeOpts = append(storeOpts, etcdstore.WithLimits(etcdstore.EmbeddedLimits()), etcdstore.WithLeaderChanges(n.embedded.LeaderChanges()))
+		storeOpts = append(storeOpts, etcdstore.WithLimits(etcdstore.EmbeddedLimits()), etcdstore.WithLeaderChanges(n.embedded.LeaderChanges()),
+			etcdstore.WithKVClient(n.embedded.KVClient()))
 	} else {
-		storeOpts = append(storeOpts, etcdstore.WithTermProbe())
+		storeOpts = append(storeOpts, etcdstore.WithTermProbe(), etcdstore.WithKVClient(clientv3.RetryKVClient(n.etcd)))
 	}
 	st, err := etcdstore.New(n.etcd, cfg.EtcdPrefix, storeOpts...)
 	if err != nil {

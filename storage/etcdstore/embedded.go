@@ -8,9 +8,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.etcd.io/etcd/server/v3/etcdserver/api/v3client"
+	"go.etcd.io/etcd/server/v3/etcdserver/api/v3rpc"
+	"go.etcd.io/etcd/server/v3/proxy/grpcproxy/adapter"
 
 	"github.com/rivet-go/rivet/storage"
 	"go.uber.org/zap"
@@ -265,6 +268,12 @@ func (e *Embedded) Endpoints() []string {
 // cost a node about a tenth of its CPU. The client stays valid until the
 // member closes; close it first.
 func (e *Embedded) Client() *clientv3.Client { return v3client.New(e.etcd.Server) }
+
+// KVClient returns the member's KV API called in this process, for
+// WithKVClient: what Client's KV calls underneath.
+func (e *Embedded) KVClient() pb.KVClient {
+	return adapter.KvServerToKvClient(v3rpc.NewQuotaKVServer(e.etcd.Server))
+}
 
 // LeaderChanges tells of the member's raft leader, for WithLeaderChanges.
 func (e *Embedded) LeaderChanges() LeaderChanges { return e.etcd.Server }

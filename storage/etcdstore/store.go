@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -48,6 +49,10 @@ type Store struct {
 	// without it, probe (WithTermProbe) learns of them from raft terms.
 	// The writes in flight are tracked in inflight, each with the
 	// leaderEpoch (count of changes seen) it began in.
+	// raw, if set (WithKVClient), is the KV API Commit sends to, with its
+	// request built directly.
+	raw pb.KVClient
+
 	leader      LeaderChanges
 	probe       bool   // WithTermProbe, and no leader
 	term        uint64 // the newest raft term seen (probe), under inflightMu
@@ -281,6 +286,9 @@ func (s *Store) Commit(ctx context.Context, txns ...storage.Txn) error {
 	if err := s.limits.Check(txns...); err != nil {
 		return err
 	}
+	if s.raw != nil {
+		return s.commitRaw(ctx, txns)
+	}
 	// Sized up front: a packed batch holds hundreds of ops, and growing a
 	// slice of clientv3.Op (a large struct) by appends copied it over and
 	// over (a tenth of the bytes a node allocated under workflow load).
@@ -337,6 +345,12 @@ func (s *Store) Commit(ctx context.Context, txns ...storage.Txn) error {
 	if err := end(err); err != nil {
 		return err
 	}
+	return s.committed((*pb.TxnResponse)(resp), fences)
+}
+
+// committed reads Commit's answer: nil if it applied, else which of its
+// fences or conds failed.
+func (s *Store) committed(resp *pb.TxnResponse, fences []storage.Fence) error {
 	s.observe(resp.Header.GetRaftTerm())
 	if resp.Succeeded {
 		return nil

@@ -22,14 +22,33 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // One etcd serves every subtest, each in its own namespace.
-func TestConformance(t *testing.T) { conformance(t) }
+func TestConformance(t *testing.T) { conformance(t, etcdtest.StartClient(t)) }
 
-// The same with the term probe of a node on external etcd, which tracks
-// every write and runs a goroutine of its own.
-func TestConformanceWithTermProbe(t *testing.T) { conformance(t, etcdstore.WithTermProbe()) }
-
-func conformance(t *testing.T, opts ...etcdstore.Option) {
+// The same as a node on external etcd runs it: commits sent to etcd's KV
+// API directly, and the term probe, which tracks every write and runs a
+// goroutine of its own.
+func TestConformanceExternal(t *testing.T) {
 	cli := etcdtest.StartClient(t)
+	conformance(t, cli, etcdstore.WithTermProbe(), etcdstore.WithKVClient(clientv3.RetryKVClient(cli)))
+}
+
+// The same as a node with an embedded member runs it: in process.
+func TestConformanceInProcess(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	e, err := etcdstore.StartEmbedded(ctx, etcdstore.DefaultLocalEmbeddedConfig(t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli := e.Client()
+	// Cleanups, not defers: the suite's parallel subtests run after this
+	// function returns. The client goes first.
+	t.Cleanup(func() { e.Close() })
+	t.Cleanup(func() { cli.Close() })
+	conformance(t, cli, etcdstore.WithLeaderChanges(e.LeaderChanges()), etcdstore.WithKVClient(e.KVClient()))
+}
+
+func conformance(t *testing.T, cli *clientv3.Client, opts ...etcdstore.Option) {
 	var n atomic.Int64
 	storagetest.Run(t, storagetest.Harness{
 		NewStore: func(t *testing.T) storage.Store {
