@@ -19,4 +19,9 @@
 // A node with a bearer token adds AuthUnaryInterceptor and
 // AuthStreamInterceptor before the forwarding interceptor; they guard
 // everything but the gRPC health service.
+//
+// Between nodes, ForwardingInterceptor sends a request for an actor
+// another node owns over a PeerConn: a long-lived PeerService stream on
+// which each message carries every call queued for it (outbox), served
+// on the owner by PeerServer through the same ActorService handlers.
 package server
