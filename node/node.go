@@ -101,6 +101,13 @@ func Run(ctx context.Context, cfg Config, reg *rivet.Registry) error {
 	return errors.Join(runErr, n.Stop(sctx))
 }
 
+// The etcd client's message bounds: room for the largest transaction the
+// committer builds, and for large reads.
+const (
+	etcdMaxSend = 4 << 20
+	etcdMaxRecv = 64 << 20
+)
+
 // Start starts a node and returns once it serves.
 func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err error) {
 	if err := cfg.validate(); err != nil {
@@ -167,8 +174,8 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 		DialTimeout: 5 * time.Second,
 		Logger:      n.log.Named("etcd-client").WithOptions(zap.IncreaseLevel(zap.WarnLevel)),
 		// Room for the largest transaction the committer builds.
-		MaxCallSendMsgSize: 4 << 20,
-		MaxCallRecvMsgSize: 64 << 20,
+		MaxCallSendMsgSize: etcdMaxSend,
+		MaxCallRecvMsgSize: etcdMaxRecv,
 		TLS:                sec.etcd,
 	}); err != nil {
 		return nil, fmt.Errorf("node: etcd client: %w", err)
@@ -178,7 +185,11 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 		storeOpts = append(storeOpts, etcdstore.WithLimits(etcdstore.EmbeddedLimits()), etcdstore.WithLeaderChanges(n.embedded.LeaderChanges()),
 			etcdstore.WithKVClient(n.embedded.KVClient()))
 	} else {
-		storeOpts = append(storeOpts, etcdstore.WithTermProbe(), etcdstore.WithKVClient(clientv3.RetryKVClient(n.etcd)))
+		kv, callOpts, err := etcdstore.ClientKV(n.etcd, etcdMaxSend, etcdMaxRecv)
+		if err != nil {
+			return nil, fmt.Errorf("node: %w", err)
+		}
+		storeOpts = append(storeOpts, etcdstore.WithTermProbe(), etcdstore.WithKVClient(kv, callOpts...))
 	}
 	st, err := etcdstore.New(n.etcd, cfg.EtcdPrefix, storeOpts...)
 	if err != nil {

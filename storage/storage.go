@@ -78,7 +78,10 @@ const (
 	OpDeletePrefix
 )
 
-// Op is one write of a transaction.
+// Op is one write of a transaction. A store may read Value until the
+// Commit (or the Committer's request) it is part of has returned, and a
+// little beyond for a request its caller left: its owner does not change
+// it once handed over.
 type Op struct {
 	Kind  OpKind
 	Key   string

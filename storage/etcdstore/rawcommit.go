@@ -2,11 +2,13 @@ package etcdstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
 
 	"github.com/rivet-go/rivet/storage"
 )
@@ -19,7 +21,28 @@ import (
 // then a request op (the key and value copied back into bytes, and three
 // small objects): about a tenth of what a node allocated per workflow
 // step, all of it work for the garbage collector.
-func WithKVClient(kc pb.KVClient) Option { return func(s *Store) { s.raw = kc } }
+//
+// opts go with every Txn: clientv3 sends its requests with call options of
+// its own (ClientKV returns them for a client of etcd's endpoints), which
+// a pb.KVClient does not add.
+func WithKVClient(kc pb.KVClient, opts ...grpc.CallOption) Option {
+	return func(s *Store) { s.raw, s.rawOpts = kc, opts }
+}
+
+// ClientKV returns cli's KV API for WithKVClient, with the call options
+// clientv3 would send: wait for a connection rather than fail at once (an
+// unreachable etcd is waited out within the caller's deadline, not turned
+// into writes of unknown outcome), and these message bounds. cli must be a
+// client of etcd's endpoints (clientv3.New); a member in this process has
+// Embedded.KVClient.
+func ClientKV(cli *clientv3.Client, maxSend, maxRecv int) (pb.KVClient, []grpc.CallOption, error) {
+	if cli.ActiveConnection() == nil {
+		return nil, nil, errors.New("etcdstore: ClientKV needs a client of etcd's endpoints (clientv3.New)")
+	}
+	return clientv3.RetryKVClient(cli), []grpc.CallOption{
+		grpc.WaitForReady(true), grpc.MaxCallSendMsgSize(maxSend), grpc.MaxCallRecvMsgSize(maxRecv),
+	}, nil
+}
 
 // commitRaw is Commit over s.raw: the same transaction (see Commit).
 func (s *Store) commitRaw(ctx context.Context, txns []storage.Txn) error {
@@ -74,9 +97,9 @@ func (s *Store) commitRaw(ctx context.Context, txns []storage.Txn) error {
 		for _, o := range t.Ops {
 			switch o.Kind {
 			case storage.OpPut:
-				// The value is sent as it is: the request is encoded
-				// (for the wire, or for raft in process) before Txn
-				// returns, and a write group's values are not changed.
+				// The value is sent as it is, not copied: Commit's
+				// callers leave an op's value unchanged (storage.Op),
+				// and nothing keeps the request once Txn returns.
 				puts = append(puts, pb.PutRequest{Key: key(o.Key), Value: o.Value})
 				wraps = append(wraps, pb.RequestOp_RequestPut{RequestPut: &puts[len(puts)-1]})
 				ops = append(ops, pb.RequestOp{Request: &wraps[len(wraps)-1]})
@@ -85,8 +108,14 @@ func (s *Store) commitRaw(ctx context.Context, txns []storage.Txn) error {
 					RequestDeleteRange: &pb.DeleteRangeRequest{Key: key(o.Key)}}})
 			case storage.OpDeletePrefix:
 				k := key(o.Key)
+				end := []byte(rangeEnd(string(k)))
+				if len(k) == 0 {
+					// Everything: etcd wants a key, and "\x00" to the end
+					// is what clientv3's WithFromKey sends.
+					k = []byte{0}
+				}
 				ops = append(ops, pb.RequestOp{Request: &pb.RequestOp_RequestDeleteRange{
-					RequestDeleteRange: &pb.DeleteRangeRequest{Key: k, RangeEnd: []byte(rangeEnd(string(k)))}}})
+					RequestDeleteRange: &pb.DeleteRangeRequest{Key: k, RangeEnd: end}}})
 			default:
 				return fmt.Errorf("%w: unknown op kind %d", storage.ErrInvalidTxn, o.Kind)
 			}
@@ -97,7 +126,7 @@ func (s *Store) commitRaw(ctx context.Context, txns []storage.Txn) error {
 		return nil
 	}
 	ctx, end := s.begin(ctx)
-	resp, err := s.raw.Txn(ctx, req)
+	resp, err := s.raw.Txn(ctx, req, s.rawOpts...)
 	if err := end(clientv3.ContextError(ctx, err)); err != nil {
 		return err
 	}

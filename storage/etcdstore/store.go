@@ -15,6 +15,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/namespace"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -45,14 +46,15 @@ type Store struct {
 	// unwatched keeps its few bytes until the store goes.
 	leases map[storage.LeaseID]*leaseState
 
+	// raw, if set (WithKVClient), is the KV API Commit sends to, with its
+	// request built directly, and rawOpts the call options it sends with.
+	raw     pb.KVClient
+	rawOpts []grpc.CallOption
+
 	// leader, if set, tells of etcd leader changes (WithLeaderChanges);
 	// without it, probe (WithTermProbe) learns of them from raft terms.
 	// The writes in flight are tracked in inflight, each with the
 	// leaderEpoch (count of changes seen) it began in.
-	// raw, if set (WithKVClient), is the KV API Commit sends to, with its
-	// request built directly.
-	raw pb.KVClient
-
 	leader      LeaderChanges
 	probe       bool   // WithTermProbe, and no leader
 	term        uint64 // the newest raft term seen (probe), under inflightMu

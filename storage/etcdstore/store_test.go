@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/goleak"
+	"go.uber.org/zap"
 
 	"github.com/rivet-go/rivet/storage"
 	"github.com/rivet-go/rivet/storage/etcdstore"
@@ -24,12 +26,98 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // One etcd serves every subtest, each in its own namespace.
 func TestConformance(t *testing.T) { conformance(t, etcdtest.StartClient(t)) }
 
-// The same as a node on external etcd runs it: commits sent to etcd's KV
-// API directly, and the term probe, which tracks every write and runs a
+// The same with the term probe alone, which tracks every write and runs a
 // goroutine of its own.
+func TestConformanceWithTermProbe(t *testing.T) {
+	conformance(t, etcdtest.StartClient(t), etcdstore.WithTermProbe())
+}
+
+// The same as a node on external etcd runs it: the term probe, and commits
+// sent to etcd's KV API directly.
 func TestConformanceExternal(t *testing.T) {
 	cli := etcdtest.StartClient(t)
-	conformance(t, cli, etcdstore.WithTermProbe(), etcdstore.WithKVClient(clientv3.RetryKVClient(cli)))
+	kv, opts, err := etcdstore.ClientKV(cli, 4<<20, 64<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conformance(t, cli, etcdstore.WithTermProbe(), etcdstore.WithKVClient(kv, opts...))
+}
+
+// A commit sent to etcd's KV API while etcd cannot be reached waits for it
+// within its deadline, as clientv3's own calls do, rather than failing at
+// once with an error whose outcome the committer must treat as unknown.
+func TestClientKVWaitsForAnUnreachableEtcd(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // nothing listens there now
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{addr}, DialTimeout: time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	kv, opts, err := etcdstore.ClientKV(cli, 4<<20, 64<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := etcdstore.New(cli, "/t/", etcdstore.WithKVClient(kv, opts...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err = s.Commit(ctx, storage.Txn{Ops: []storage.Op{storage.Put("k", []byte("v"))}})
+	if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) < 400*time.Millisecond {
+		t.Fatalf("commit to an unreachable etcd: %v after %v, want the deadline's error after 500 ms", err, time.Since(start))
+	}
+	if _, _, err := etcdstore.ClientKV(etcdClientInProcess(t), 1, 1); err == nil {
+		t.Fatal("ClientKV accepted an in-process client, which has no connection")
+	}
+}
+
+// etcdClientInProcess returns the in-process client of a fresh member.
+func etcdClientInProcess(t *testing.T) *clientv3.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	e, err := etcdstore.StartEmbedded(ctx, etcdstore.DefaultLocalEmbeddedConfig(t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli := e.Client()
+	t.Cleanup(func() { e.Close() })
+	t.Cleanup(func() { cli.Close() })
+	return cli
+}
+
+// With an empty prefix, a prefix delete of "" deletes every key, as it did
+// through clientv3's builder (etcd wants a key: "\x00" to the end).
+func TestRawCommitDeletesEverythingWithAnEmptyPrefix(t *testing.T) {
+	cli := etcdtest.StartClient(t)
+	kv, opts, err := etcdstore.ClientKV(cli, 4<<20, 64<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := etcdstore.New(cli, "", etcdstore.WithKVClient(kv, opts...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	if err := s.Commit(ctx, storage.Txn{Ops: []storage.Op{storage.Put("a", []byte("1")), storage.Put("b/c", []byte("2"))}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Commit(ctx, storage.Txn{Ops: []storage.Op{storage.DeletePrefix("")}}); err != nil {
+		t.Fatalf("delete everything: %v", err)
+	}
+	resp, err := cli.Get(ctx, "\x00", clientv3.WithFromKey(), clientv3.WithCountOnly())
+	if err != nil || resp.Count != 0 {
+		t.Fatalf("%d keys left (%v), want none", resp.Count, err)
+	}
 }
 
 // The same as a node with an embedded member runs it: in process.
