@@ -15,6 +15,7 @@ import (
 
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/examples/counter"
+	"github.com/rivet-go/rivet/placement"
 	"github.com/rivet-go/rivet/runtime"
 	"github.com/rivet-go/rivet/storage"
 	"github.com/rivet-go/rivet/storage/etcdstore"
@@ -567,20 +568,40 @@ func TestLostClaimFencesTheActor(t *testing.T) {
 	e := newEnv(t, counterReg(t), nil)
 	callInt(t, e.host, "counter", "f", "increment", true, 1)
 	// Another party takes every partition over: revoke this node's lease
-	// behind its back and claim everything on a lease of its own.
-	claims, err := e.store.Claims(ctx(t))
-	if err != nil || len(claims) == 0 {
-		t.Fatal(claims, err)
-	}
-	if err := e.store.RevokeLease(ctx(t), claims[0].Lease); err != nil {
-		t.Fatal(err)
-	}
+	// behind its back and claim everything on a lease of its own. The
+	// node, told its lease is gone, establishes a new one and claims
+	// again, and may get the actor's partition back first: then its
+	// claim is revoked again, until the intruder holds the partition.
+	p := placement.Partition("counter", storage.EncodeKey([]string{"f"}), testPartitions)
 	other, err := e.store.GrantLease(ctx(t), 30*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.store.Claim(ctx(t), "intruder", other, runtime.AllPartitions(testPartitions)); err != nil {
-		t.Fatal(err)
+	for attempt := 1; ; attempt++ {
+		claims, err := e.store.Claims(ctx(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var owner *storage.Claim
+		for i := range claims {
+			if claims[i].Partition == p {
+				owner = &claims[i]
+			}
+		}
+		if owner != nil && owner.Node == "intruder" {
+			break
+		}
+		if attempt > 20 {
+			t.Fatalf("the node claimed partition %d back ahead of the intruder 20 times", p)
+		}
+		if owner != nil {
+			if err := e.store.RevokeLease(ctx(t), owner.Lease); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := e.store.Claim(ctx(t), "intruder", other, runtime.AllPartitions(testPartitions)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	// The still-active actor must not write under the intruder's claims.
 	_, err = call(t, e.host, "counter", "f", "increment", true, 100)
