@@ -58,15 +58,7 @@ func TestClientKVWaitsForAnUnreachableEtcd(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cli.Close()
-	kv, opts, err := etcdstore.ClientKV(cli, 4<<20, 64<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := etcdstore.New(cli, "/t/", etcdstore.WithKVClient(kv, opts...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := externalStore(t, cli, "/t/")
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
 	start := time.Now()
@@ -77,6 +69,22 @@ func TestClientKVWaitsForAnUnreachableEtcd(t *testing.T) {
 	if _, _, err := etcdstore.ClientKV(etcdClientInProcess(t), 1, 1); err == nil {
 		t.Fatal("ClientKV accepted an in-process client, which has no connection")
 	}
+}
+
+// externalStore returns a store over cli's KV API, as a node on external
+// etcd runs it, closed when the test ends.
+func externalStore(t *testing.T, cli *clientv3.Client, prefix string) *etcdstore.Store {
+	t.Helper()
+	kv, opts, err := etcdstore.ClientKV(cli, 4<<20, 64<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := etcdstore.New(cli, prefix, etcdstore.WithKVClient(kv, opts...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
 }
 
 // etcdClientInProcess returns the in-process client of a fresh member.
@@ -98,15 +106,7 @@ func etcdClientInProcess(t *testing.T) *clientv3.Client {
 // through clientv3's builder (etcd wants a key: "\x00" to the end).
 func TestRawCommitDeletesEverythingWithAnEmptyPrefix(t *testing.T) {
 	cli := etcdtest.StartClient(t)
-	kv, opts, err := etcdstore.ClientKV(cli, 4<<20, 64<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := etcdstore.New(cli, "", etcdstore.WithKVClient(kv, opts...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := externalStore(t, cli, "")
 	ctx := context.Background()
 	if err := s.Commit(ctx, storage.Txn{Ops: []storage.Op{storage.Put("a", []byte("1")), storage.Put("b/c", []byte("2"))}}); err != nil {
 		t.Fatal(err)
