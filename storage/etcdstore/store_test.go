@@ -66,7 +66,8 @@ func TestClientKVWaitsForAnUnreachableEtcd(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) < 400*time.Millisecond {
 		t.Fatalf("commit to an unreachable etcd: %v after %v, want the deadline's error after 500 ms", err, time.Since(start))
 	}
-	if _, _, err := etcdstore.ClientKV(etcdClientInProcess(t), 1, 1); err == nil {
+	_, inProcess := startMember(t)
+	if _, _, err := etcdstore.ClientKV(inProcess, 1, 1); err == nil {
 		t.Fatal("ClientKV accepted an in-process client, which has no connection")
 	}
 }
@@ -87,8 +88,10 @@ func externalStore(t *testing.T, cli *clientv3.Client, prefix string) *etcdstore
 	return s
 }
 
-// etcdClientInProcess returns the in-process client of a fresh member.
-func etcdClientInProcess(t *testing.T) *clientv3.Client {
+// startMember starts a member in this process and returns it with its
+// in-process client, both closed when the test ends (cleanups, not
+// defers: parallel subtests run after their parent function returns).
+func startMember(t *testing.T) (*etcdstore.Embedded, *clientv3.Client) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -98,8 +101,8 @@ func etcdClientInProcess(t *testing.T) *clientv3.Client {
 	}
 	cli := e.Client()
 	t.Cleanup(func() { e.Close() })
-	t.Cleanup(func() { cli.Close() })
-	return cli
+	t.Cleanup(func() { cli.Close() }) // runs first
+	return e, cli
 }
 
 // With an empty prefix, a prefix delete of "" deletes every key, as it did
@@ -122,17 +125,7 @@ func TestRawCommitDeletesEverythingWithAnEmptyPrefix(t *testing.T) {
 
 // The same as a node with an embedded member runs it: in process.
 func TestConformanceInProcess(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	e, err := etcdstore.StartEmbedded(ctx, etcdstore.DefaultLocalEmbeddedConfig(t.TempDir()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cli := e.Client()
-	// Cleanups, not defers: the suite's parallel subtests run after this
-	// function returns. The client goes first.
-	t.Cleanup(func() { e.Close() })
-	t.Cleanup(func() { cli.Close() })
+	e, cli := startMember(t)
 	conformance(t, cli, etcdstore.WithLeaderChanges(e.LeaderChanges()), etcdstore.WithKVClient(e.KVClient()))
 }
 
