@@ -68,22 +68,30 @@ func (p *PeerServer) ForwardBatches(stream rivetv1.PeerService_ForwardBatchesSer
 // version before ForwardBatches, one request or response per message,
 // served so that a cluster can be upgraded one node at a time.
 func (p *PeerServer) Forward(stream rivetv1.PeerService_ForwardServer) error {
-	return p.forward(stream.Context(),
-		func() ([]*rivetv1.ForwardRequest, error) {
-			m, err := stream.Recv()
-			if err != nil {
-				return nil, err
+	return p.forward(stream.Context(), recvOne(stream.Recv), sendEach(stream.Send))
+}
+
+// recvOne and sendEach carry batches over a Forward stream, one request
+// or response per message.
+func recvOne[M any](recv func() (M, error)) func() ([]M, error) {
+	return func() ([]M, error) {
+		m, err := recv()
+		if err != nil {
+			return nil, err
+		}
+		return []M{m}, nil
+	}
+}
+
+func sendEach[M any](send func(M) error) func([]M) error {
+	return func(batch []M) error {
+		for _, m := range batch {
+			if err := send(m); err != nil {
+				return err
 			}
-			return []*rivetv1.ForwardRequest{m}, nil
-		},
-		func(batch []*rivetv1.ForwardResponse) error {
-			for _, r := range batch {
-				if err := stream.Send(r); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
+		}
+		return nil
+	}
 }
 
 // forward serves one peer stream, whose messages recv and send carry.
@@ -438,21 +446,7 @@ func (c *PeerConn) current() (*peerStream, error) {
 			cancel()
 			return nil, err
 		}
-		s.sendBatch = func(batch []*rivetv1.ForwardRequest) error {
-			for _, r := range batch {
-				if err := st.Send(r); err != nil {
-					return err
-				}
-			}
-			return nil
-		}
-		s.recv = func() ([]*rivetv1.ForwardResponse, error) {
-			m, err := st.Recv()
-			if err != nil {
-				return nil, err
-			}
-			return []*rivetv1.ForwardResponse{m}, nil
-		}
+		s.sendBatch, s.recv = sendEach(st.Send), recvOne(st.Recv)
 	} else {
 		st, err := cl.ForwardBatches(ctx)
 		if err != nil {
@@ -546,6 +540,7 @@ func (c *PeerConn) receive(s *peerStream) {
 			// come back, these codes mean something else.)
 			code := status.Code(err)
 			refused := !received && (code == codes.Unauthenticated || code == codes.Unimplemented)
+			tryLegacy := refusedBatches(s.legacy, refused, err)
 			// The stream is forgotten before its calls fail, so that
 			// a call that tries again gets a new one.
 			c.mu.Lock()
@@ -555,7 +550,7 @@ func (c *PeerConn) receive(s *peerStream) {
 				// from now on; when one of those ends, the peer may
 				// have been upgraded meanwhile, so the next stream
 				// tries again.
-				c.legacy = !s.legacy && refused && code == codes.Unimplemented
+				c.legacy = tryLegacy
 			}
 			c.mu.Unlock()
 			s.mu.Lock()
@@ -696,8 +691,12 @@ func (c *PeerConn) invoke(ctx context.Context, method string, args, reply any) (
 // tryLegacy says, under s.mu, whether s is a ForwardBatches stream the
 // peer refused because it does not serve it, so that a call on it may
 // go again on a Forward stream.
-func (s *peerStream) tryLegacy() bool {
-	return s.refused && !s.legacy && status.Code(s.err) == codes.Unimplemented
+func (s *peerStream) tryLegacy() bool { return refusedBatches(s.legacy, s.refused, s.err) }
+
+// refusedBatches says whether a stream that ended with err (refused: before
+// any answer) was a ForwardBatches stream the peer does not serve.
+func refusedBatches(legacy, refused bool, err error) bool {
+	return refused && !legacy && status.Code(err) == codes.Unimplemented
 }
 
 // Pools of what every forwarded call needs and no one keeps once it is

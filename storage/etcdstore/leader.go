@@ -100,11 +100,7 @@ func (s *Store) probeTerms() {
 	defer s.bg.Done()
 	// The first term seen is the base, never a change: learn it now,
 	// before writes start, rather than from the first answer after one.
-	ctx, cancel := context.WithTimeout(s.probeCtx, probeTimeout)
-	if resp, err := s.cli.KV.Get(ctx, s.prefix+probeKey, clientv3.WithKeysOnly(), clientv3.WithLimit(1)); err == nil {
-		s.observe(resp.Header.GetRaftTerm())
-	}
-	cancel()
+	_, _ = s.readTerm()
 	t := time.NewTicker(probeEvery)
 	defer t.Stop()
 	for {
@@ -125,9 +121,7 @@ func (s *Store) probeTerms() {
 		if !waiting {
 			continue
 		}
-		ctx, cancel := context.WithTimeout(s.probeCtx, probeTimeout)
-		resp, err := s.cli.KV.Get(ctx, s.prefix+probeKey, clientv3.WithKeysOnly(), clientv3.WithLimit(1))
-		cancel()
+		term, err := s.readTerm()
 		if err != nil {
 			// Without a leader the read waits and fails; the next tick
 			// asks again. (A probe etcd always refuses, say for want of
@@ -135,8 +129,6 @@ func (s *Store) probeTerms() {
 			// timeout, as before the probe.)
 			continue
 		}
-		term := resp.Header.GetRaftTerm()
-		s.observe(term)
 		s.inflightMu.Lock()
 		epoch := s.leaderEpoch
 		// Only an answer from the newest term seen says that a leader
@@ -148,16 +140,34 @@ func (s *Store) probeTerms() {
 			}
 		}
 		s.inflightMu.Unlock()
-		if !stale || !s.sleepUntil(nil, leaderMargin) {
-			continue
+		if stale && s.sleepUntil(nil, leaderMargin) {
+			s.giveUpBefore(epoch)
 		}
-		s.inflightMu.Lock()
-		for _, c := range s.inflight {
-			if c.epoch < epoch {
-				c.cancel(ErrLeaderChanged)
-			}
+	}
+}
+
+// readTerm asks etcd's raft term with a linearizable read, and notes it.
+func (s *Store) readTerm() (uint64, error) {
+	ctx, cancel := context.WithTimeout(s.probeCtx, probeTimeout)
+	defer cancel()
+	resp, err := s.cli.KV.Get(ctx, s.prefix+probeKey, clientv3.WithKeysOnly(), clientv3.WithLimit(1))
+	if err != nil {
+		return 0, err
+	}
+	term := resp.Header.GetRaftTerm()
+	s.observe(term)
+	return term, nil
+}
+
+// giveUpBefore gives up, with ErrLeaderChanged, the writes in flight that
+// began before leader epoch epoch.
+func (s *Store) giveUpBefore(epoch uint64) {
+	s.inflightMu.Lock()
+	defer s.inflightMu.Unlock()
+	for _, c := range s.inflight {
+		if c.epoch < epoch {
+			c.cancel(ErrLeaderChanged)
 		}
-		s.inflightMu.Unlock()
 	}
 }
 
@@ -248,13 +258,7 @@ func (s *Store) followLeader() {
 			continue
 		}
 		s.sleepUntil(nil, leaderMargin)
-		s.inflightMu.Lock()
-		for _, c := range s.inflight {
-			if c.epoch < epoch {
-				c.cancel(ErrLeaderChanged)
-			}
-		}
-		s.inflightMu.Unlock()
+		s.giveUpBefore(epoch)
 	}
 }
 

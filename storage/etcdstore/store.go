@@ -46,8 +46,9 @@ type Store struct {
 	// unwatched keeps its few bytes until the store goes.
 	leases map[storage.LeaseID]*leaseState
 
-	// raw, if set (WithKVClient), is the KV API Commit sends to, with its
-	// request built directly, and rawOpts the call options it sends with.
+	// raw is the KV API Commit sends to, with its request built directly
+	// (WithKVClient, or the client's own), and rawOpts the call options it
+	// sends with.
 	raw     pb.KVClient
 	rawOpts []grpc.CallOption
 
@@ -108,6 +109,16 @@ func New(cli *clientv3.Client, prefix string, opts ...Option) (*Store, error) {
 	}
 	if s.limits.MaxTxnOps <= 0 || s.limits.MaxTxnBytes <= 0 {
 		return nil, fmt.Errorf("etcdstore: bad limits %+v", s.limits)
+	}
+	if s.raw == nil {
+		// Commit talks to etcd's KV API itself (see WithKVClient): a
+		// client of etcd's endpoints has it on its connection; one in
+		// process (Embedded.Client) has none, and Embedded.KVClient
+		// must be given.
+		if cli.ActiveConnection() == nil {
+			return nil, errors.New("etcdstore: a client without a connection (in process) needs WithKVClient(Embedded.KVClient())")
+		}
+		s.raw, s.rawOpts = clientv3.RetryKVClient(cli), []grpc.CallOption{grpc.WaitForReady(true)}
 	}
 	if s.leader != nil {
 		s.probe = false // a member in this process tells of changes itself
@@ -288,66 +299,7 @@ func (s *Store) Commit(ctx context.Context, txns ...storage.Txn) error {
 	if err := s.limits.Check(txns...); err != nil {
 		return err
 	}
-	if s.raw != nil {
-		return s.commitRaw(ctx, txns)
-	}
-	// Sized up front: a packed batch holds hundreds of ops, and growing a
-	// slice of clientv3.Op (a large struct) by appends copied it over and
-	// over (a tenth of the bytes a node allocated under workflow load).
-	// For the same reason the keys are namespaced here, on the raw KV: the
-	// namespace wrapper would copy every op once more.
-	nConds, nOps := 0, 0
-	for i := range txns {
-		nConds += len(txns[i].Conds)
-		nOps += len(txns[i].Ops)
-	}
-	var (
-		fences []storage.Fence
-		cmps   = make([]clientv3.Cmp, 0, nConds+1)
-		thens  = make([]clientv3.Op, 0, nOps)
-		elses  []clientv3.Op
-	)
-	for i := range txns {
-		t := &txns[i]
-		if f := t.Fence; f.Token != 0 && !slices.Contains(fences, f) {
-			fences = append(fences, f)
-			k := s.prefix + storage.OwnerKey(f.Partition)
-			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(k), "=", f.Token))
-			elses = append(elses, clientv3.OpGet(k, clientv3.WithKeysOnly()))
-		}
-		for _, c := range t.Conds {
-			switch c.Kind {
-			case storage.CondAbsent:
-				cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(s.prefix+c.Key), "=", 0))
-			case storage.CondPresent:
-				cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(s.prefix+c.Key), ">", 0))
-			default:
-				return fmt.Errorf("%w: unknown cond kind %d", storage.ErrInvalidTxn, c.Kind)
-			}
-		}
-		for _, o := range t.Ops {
-			k := s.prefix + o.Key
-			switch o.Kind {
-			case storage.OpPut:
-				thens = append(thens, clientv3.OpPut(k, string(o.Value)))
-			case storage.OpDelete:
-				thens = append(thens, clientv3.OpDelete(k))
-			case storage.OpDeletePrefix:
-				thens = append(thens, clientv3.OpDelete(k, withEnd(rangeEnd(k))))
-			default:
-				return fmt.Errorf("%w: unknown op kind %d", storage.ErrInvalidTxn, o.Kind)
-			}
-		}
-	}
-	if len(cmps) == 0 && len(thens) == 0 {
-		return nil
-	}
-	ctx, end := s.begin(ctx)
-	resp, err := s.cli.KV.Txn(ctx).If(cmps...).Then(thens...).Else(elses...).Commit()
-	if err := end(err); err != nil {
-		return err
-	}
-	return s.committed((*pb.TxnResponse)(resp), fences)
+	return s.commit(ctx, txns)
 }
 
 // committed reads Commit's answer: nil if it applied, else which of its

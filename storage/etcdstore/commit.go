@@ -14,17 +14,20 @@ import (
 )
 
 // WithKVClient makes Commit send its transactions to kc, etcd's KV API
-// itself (clientv3.RetryKVClient of a client, or Embedded.KVClient), with
-// the request built directly: one buffer for every key, the values as
-// they are, the ops in a few slices. Through clientv3's transaction
-// builder each op was a clientv3.Op (its value copied into a string),
-// then a request op (the key and value copied back into bytes, and three
-// small objects): about a tenth of what a node allocated per workflow
-// step, all of it work for the garbage collector.
+// itself: Embedded.KVClient for a member in this process (whose client has
+// no connection to take it from), or ClientKV's for a client of etcd's
+// endpoints with message bounds of its own. Without it, a client of
+// etcd's endpoints gives its own, with WaitForReady.
+//
+// Commit builds the request directly: one buffer for every key, the
+// values as they are, the ops in a few slices. Through clientv3's
+// transaction builder each op was a clientv3.Op (its value copied into a
+// string), then a request op (the key and value copied back into bytes,
+// and three small objects): about a tenth of what a node allocated per
+// workflow step, all of it work for the garbage collector.
 //
 // opts go with every Txn: clientv3 sends its requests with call options of
-// its own (ClientKV returns them for a client of etcd's endpoints), which
-// a pb.KVClient does not add.
+// its own, which a pb.KVClient does not add.
 func WithKVClient(kc pb.KVClient, opts ...grpc.CallOption) Option {
 	return func(s *Store) { s.raw, s.rawOpts = kc, opts }
 }
@@ -44,8 +47,9 @@ func ClientKV(cli *clientv3.Client, maxSend, maxRecv int) (pb.KVClient, []grpc.C
 	}, nil
 }
 
-// commitRaw is Commit over s.raw: the same transaction (see Commit).
-func (s *Store) commitRaw(ctx context.Context, txns []storage.Txn) error {
+// commit builds Commit's transaction as etcd's request and sends it to
+// s.raw.
+func (s *Store) commit(ctx context.Context, txns []storage.Txn) error {
 	nOps, nPuts, keyBytes := 0, 0, 0
 	for i := range txns {
 		nOps += len(txns[i].Ops)
