@@ -438,6 +438,9 @@ func (n *Node) closeAll() {
 	}
 	if n.grpcServer != nil {
 		n.grpcServer.Stop()
+		if n.peers != nil {
+			n.peers.Wait() // every stream has ended with the server
+		}
 	} else if n.grpcLis != nil {
 		n.grpcLis.Close()
 	}

@@ -30,6 +30,11 @@ type PeerServer struct {
 	methods  map[string]grpc.MethodHandler
 	stopping chan struct{}
 	stopOnce sync.Once
+	// receivers are the streams' receive loops. On the stopping path a
+	// stream's handler returns while its loop still waits in Recv, which
+	// only the stream's end (after the handler returns) ends: Wait, after
+	// the gRPC server has stopped, is their owner.
+	receivers sync.WaitGroup
 }
 
 // NewPeerServer returns a PeerServer over srv.
@@ -46,6 +51,10 @@ func NewPeerServer(srv rivetv1.ActorServiceServer) *PeerServer {
 // and refuses new requests meanwhile, so that a gRPC GracefulStop is not
 // held up by peers' streams, which never end by themselves.
 func (p *PeerServer) Shutdown() { p.stopOnce.Do(func() { close(p.stopping) }) }
+
+// Wait waits for the receive loops of the streams served so far to end:
+// call it once the gRPC server has stopped (which ends every stream).
+func (p *PeerServer) Wait() { p.receivers.Wait() }
 
 // Register adds the PeerService to gs.
 func (p *PeerServer) Register(gs *grpc.Server) { rivetv1.RegisterPeerServiceServer(gs, p) }
@@ -118,7 +127,9 @@ func (p *PeerServer) forward(sctx context.Context, recv func() ([]*rivetv1.Forwa
 	// It hands each request straight to a worker: a request costs one
 	// switch of goroutine on this side of the stream, not two.
 	received := make(chan struct{})
+	p.receivers.Add(1)
 	go func() {
+		defer p.receivers.Done()
 		defer close(received)
 		f.receive()
 	}()
@@ -388,6 +399,11 @@ type peerCall struct {
 	// the request to the stream, from when the peer may run it; a call
 	// whose stream breaks before that was never sent.
 	sending bool
+	// deadline is the caller's, if it has one: the sender turns it into
+	// the request's timeout as it sends, so that the time the request
+	// waited in the outbox (behind a large message, say) is not given to
+	// the owner again.
+	deadline time.Time
 }
 
 // Close ends the stream; calls in flight fail with UNAVAILABLE.
@@ -497,6 +513,9 @@ func (c *PeerConn) send(s *peerStream) {
 					live = append(live, r)
 				} else if call := s.pending[r.GetId()]; call != nil {
 					call.sending = true
+					if !call.deadline.IsZero() {
+						r.TimeoutMs = max(time.Until(call.deadline).Milliseconds(), 1)
+					}
 					live = append(live, r)
 				}
 				// Otherwise its caller gave up before it was sent: the
@@ -618,11 +637,9 @@ func (c *PeerConn) invoke(ctx context.Context, method string, args, reply any) (
 			req.Chain = v[0]
 		}
 	}
-	if d, ok := ctx.Deadline(); ok {
-		req.TimeoutMs = max(time.Until(d).Milliseconds(), 1)
-	}
 	call := peerCalls.Get().(*peerCall)
 	call.sending = false
+	call.deadline, _ = ctx.Deadline()
 	s.mu.Lock()
 	if s.err != nil {
 		serr, again := s.err, s.tryLegacy()

@@ -411,6 +411,15 @@ func TestPeerServerStoppingStillTakesCancels(t *testing.T) {
 	if status.Code(err) != codes.Unavailable || !strings.Contains(status.Convert(err).Message(), "not sent") {
 		t.Fatalf("the stream ended with %v, want UNAVAILABLE saying what is left was not sent", err)
 	}
+	// The stream's receive loop, left waiting in Recv when its handler
+	// returned, ends with the stream: the node's stop waits for it.
+	waited := make(chan struct{})
+	go func() { ps.Wait(); close(waited) }()
+	select {
+	case <-waited:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the receive loop of an ended stream is still running")
+	}
 }
 
 // A request too large for the peer is refused on its own, unsent: had it
