@@ -268,7 +268,7 @@ func (o *Ownership) FinishRelease(ctx context.Context, p uint32) error {
 	if !ok {
 		return nil
 	}
-	err := o.store.Release(ctx, c)
+	_, err := o.store.Release(ctx, c)
 	if err == nil || errors.Is(err, storage.ErrLeaseNotFound) {
 		o.mu.Lock()
 		delete(o.releasing, p)

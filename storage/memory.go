@@ -50,8 +50,11 @@ type Memory struct {
 	// closedc is closed by Close, to end KeepAlive and Watch calls.
 	closedc chan struct{}
 
-	// log holds every change from revision compacted on, oldest first.
-	log []Event
+	// log holds every change from revision compacted on, oldest first;
+	// prevs[i] is the key as it was before log[i], for reads at a past
+	// revision.
+	log   []Event
+	prevs []memPrev
 	// compacted is the oldest revision a Watch can start from, as etcd's
 	// compaction revision: history before it is gone.
 	compacted int64
@@ -68,6 +71,13 @@ const DefaultMemoryRetention = 10000
 // revisions at a time). A revision is never split, so one response can
 // hold more.
 const memWatchBatch = 1000
+
+// memPrev is a key as it was before a change: existed false if it did not
+// exist.
+type memPrev struct {
+	kv      KV
+	existed bool
+}
 
 type memEntry struct {
 	value       []byte
@@ -176,6 +186,17 @@ func (m *Memory) compactLocked(rev int64) {
 	// append reallocates it; clearing lets their values go now.
 	clear(m.log[:i])
 	m.log = m.log[i:]
+	clear(m.prevs[:i])
+	m.prevs = m.prevs[i:]
+}
+
+// prevLocked is key as it is now, before a change logged next.
+func (m *Memory) prevLocked(key string) memPrev {
+	e, ok := m.data[key]
+	if !ok {
+		return memPrev{}
+	}
+	return memPrev{kv: KV{Key: key, Value: e.value, CreateRevision: e.create, ModRevision: e.mod, Lease: e.lease}, existed: true}
 }
 
 // Compact discards the history before rev (at most the current revision),
@@ -194,6 +215,7 @@ func (m *Memory) Compact(rev int64) {
 // putLocked sets key at revision rev and logs the change (the caller
 // advances m.rev).
 func (m *Memory) putLocked(key string, value []byte, lease LeaseID, rev int64) {
+	m.prevs = append(m.prevs, m.prevLocked(key))
 	e, ok := m.data[key]
 	if !ok {
 		e = &memEntry{create: rev}
@@ -226,6 +248,7 @@ func (m *Memory) deleteLocked(key string, rev int64) bool {
 	if !ok {
 		return false
 	}
+	m.prevs = append(m.prevs, m.prevLocked(key))
 	m.log = append(m.log, Event{Type: EventDelete, KV: KV{Key: key, ModRevision: rev}})
 	if e.lease != 0 {
 		if l := m.leases[e.lease]; l != nil {
@@ -290,6 +313,10 @@ func (m *Memory) ListRev(ctx context.Context, prefix string, opts ListOptions) (
 		return nil, 0, err
 	}
 	defer m.mu.Unlock()
+	if opts.Revision != 0 {
+		kvs, err := m.listAtLocked(prefix, opts)
+		return kvs, m.rev, err
+	}
 	i, j := m.rangeLocked(prefix, opts.StartAfter)
 	if opts.Limit > 0 && j-i > opts.Limit {
 		j = i + opts.Limit
@@ -299,6 +326,57 @@ func (m *Memory) ListRev(ctx context.Context, prefix string, opts ListOptions) (
 		out = append(out, m.kvLocked(k, opts.KeysOnly))
 	}
 	return out, m.rev, nil
+}
+
+// listAtLocked is ListRev at opts.Revision: the keys as they are now,
+// except those changed since, which are as the first change after it
+// found them.
+func (m *Memory) listAtLocked(prefix string, opts ListOptions) ([]KV, error) {
+	rev := opts.Revision
+	switch {
+	case rev < m.compacted:
+		return nil, fmt.Errorf("%w: read at revision %d, history starts at %d", ErrCompacted, rev, m.compacted)
+	case rev > m.rev:
+		return nil, fmt.Errorf("storage: read at revision %d, which is in the future (the store is at %d)", rev, m.rev)
+	}
+	before := map[string]memPrev{}
+	for i := sort.Search(len(m.log), func(i int) bool { return m.log[i].KV.ModRevision > rev }); i < len(m.log); i++ {
+		k := m.log[i].KV.Key
+		if _, seen := before[k]; !seen && strings.HasPrefix(k, prefix) {
+			before[k] = m.prevs[i]
+		}
+	}
+	i, j := m.rangeLocked(prefix, "")
+	var out []KV
+	for _, k := range m.keys[i:j] {
+		if _, changed := before[k]; !changed {
+			out = append(out, m.kvLocked(k, opts.KeysOnly))
+		}
+	}
+	for _, p := range before {
+		if !p.existed {
+			continue
+		}
+		kv := p.kv
+		if opts.KeysOnly {
+			kv.Value = nil
+		} else {
+			kv.Value = slices.Clone(kv.Value)
+			if kv.Value == nil {
+				kv.Value = []byte{}
+			}
+		}
+		out = append(out, kv)
+	}
+	slices.SortFunc(out, func(a, b KV) int { return strings.Compare(a.Key, b.Key) })
+	if opts.StartAfter != "" {
+		n, _ := slices.BinarySearchFunc(out, opts.StartAfter+"\x00", func(kv KV, k string) int { return strings.Compare(kv.Key, k) })
+		out = out[n:]
+	}
+	if opts.Limit > 0 && len(out) > opts.Limit {
+		out = out[:opts.Limit]
+	}
+	return out, nil
 }
 
 // Count implements Store.
@@ -543,17 +621,18 @@ func (m *Memory) Claim(ctx context.Context, node string, lease LeaseID, partitio
 }
 
 // Release implements Store.
-func (m *Memory) Release(ctx context.Context, c Claim) error {
+func (m *Memory) Release(ctx context.Context, c Claim) (int64, error) {
 	if err := m.lock(ctx); err != nil {
-		return err
+		return 0, err
 	}
 	defer m.mu.Unlock()
 	k := OwnerKey(c.Partition)
 	if e, ok := m.data[k]; ok && e.create == c.Token {
 		m.deleteLocked(k, m.rev+1)
 		m.advanceLocked(m.rev + 1)
+		return m.rev, nil
 	}
-	return nil
+	return 0, nil
 }
 
 // Claims implements Store.

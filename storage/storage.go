@@ -160,6 +160,10 @@ type ListOptions struct {
 	Limit int
 	// KeysOnly leaves Value nil.
 	KeysOnly bool
+	// Revision reads the keys as they were at that store revision; 0
+	// reads them now. A revision older than the store's history fails
+	// with ErrCompacted, one newer than the store's with an error.
+	Revision int64
 }
 
 // EventType says what an Event did to its key.
@@ -293,8 +297,11 @@ type Store interface {
 	// lease is gone.
 	Claim(ctx context.Context, node string, lease LeaseID, partitions []uint32) ([]Claim, error)
 	// Release gives up a claim; it is a no-op if the claim's token no
-	// longer holds. Later writes fenced with it fail.
-	Release(ctx context.Context, c Claim) error
+	// longer holds. Later writes fenced with it fail. It returns the
+	// store revision of the claim's delete if this call deleted it, else
+	// 0: a write fenced with the claim applied before that revision or
+	// never will.
+	Release(ctx context.Context, c Claim) (int64, error)
 	// Claims returns every current owner claim, ordered by partition.
 	Claims(ctx context.Context) ([]Claim, error)
 

@@ -258,7 +258,13 @@ func (s *Store) ListRev(ctx context.Context, prefix string, opts storage.ListOpt
 	if opts.KeysOnly {
 		ops = append(ops, clientv3.WithKeysOnly())
 	}
+	if opts.Revision != 0 {
+		ops = append(ops, clientv3.WithRev(opts.Revision))
+	}
 	resp, err := s.kv.Get(ctx, start, ops...)
+	if errors.Is(err, rpctypes.ErrCompacted) {
+		return nil, 0, fmt.Errorf("%w: read at revision %d: %v", storage.ErrCompacted, opts.Revision, err)
+	}
 	if err != nil {
 		return nil, 0, mapErr(err)
 	}
@@ -586,9 +592,9 @@ func (s *Store) Claim(ctx context.Context, node string, lease storage.LeaseID, p
 }
 
 // Release implements storage.Store.
-func (s *Store) Release(ctx context.Context, c storage.Claim) error {
+func (s *Store) Release(ctx context.Context, c storage.Claim) (int64, error) {
 	if err := s.check(ctx); err != nil {
-		return err
+		return 0, err
 	}
 	k := storage.OwnerKey(c.Partition)
 	ctx, end := s.begin(ctx)
@@ -597,10 +603,14 @@ func (s *Store) Release(ctx context.Context, c storage.Claim) error {
 		Then(clientv3.OpDelete(k)).
 		Commit()
 	if err := end(err); err != nil {
-		return err
+		return 0, err
 	}
 	s.observe(resp.Header.GetRaftTerm())
-	return nil
+	if !resp.Succeeded {
+		return 0, nil
+	}
+	// A write txn's header revision is the one it wrote at.
+	return resp.Header.GetRevision(), nil
 }
 
 // Claims implements storage.Store.

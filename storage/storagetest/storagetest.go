@@ -48,6 +48,7 @@ func Run(t *testing.T, h Harness) {
 		{"GetListCount", false, testGetListCount},
 		{"ListOptions", false, testListOptions},
 		{"Revisions", false, testRevisions},
+		{"ListAtRevision", false, func(t *testing.T, s storage.Store) { testListAtRevision(t, s, compact(s)) }},
 		{"Conds", false, testConds},
 		{"CommitAtomic", false, testCommitAtomic},
 		{"DeletePrefix", false, testDeletePrefix},
@@ -318,7 +319,7 @@ func testCommitAtomic(t *testing.T, s storage.Store) {
 	defer s.RevokeLease(ctx, lease)
 	good := claimOne(t, s, lease, 1)
 	stale := claimOne(t, s, lease, 2)
-	if err := s.Release(ctx, stale); err != nil {
+	if _, err := s.Release(ctx, stale); err != nil {
 		t.Fatal(err)
 	}
 	commit(t, s, puts("x/old", "1"))
@@ -525,19 +526,27 @@ func testClaimRelease(t *testing.T, s storage.Store) {
 			t.Fatalf("Claims[%d] = %+v, want %+v", i, c, want[i])
 		}
 	}
-	// Release with the token frees the partition; a stale token is a no-op.
-	if err := s.Release(ctx, cs[1]); err != nil {
+	// Release with the token frees the partition, and says at which
+	// revision; a stale token is a no-op (revision 0).
+	rev, err := s.Release(ctx, cs[1])
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Release(ctx, cs[1]); err != nil {
-		t.Fatalf("second Release: %v", err)
+	if kvs, err := s.List(ctx, storage.OwnerKey(1), storage.ListOptions{Revision: rev - 1}); err != nil || len(kvs) != 1 || kvs[0].CreateRevision != cs[1].Token {
+		t.Fatalf("the claim just before its release's revision %d = %+v, %v; want it held", rev, kvs, err)
+	}
+	if kvs, err := s.List(ctx, storage.OwnerKey(1), storage.ListOptions{Revision: rev}); err != nil || len(kvs) != 0 {
+		t.Fatalf("the claim at its release's revision %d = %+v, %v; want it gone", rev, kvs, err)
+	}
+	if rev, err := s.Release(ctx, cs[1]); err != nil || rev != 0 {
+		t.Fatalf("second Release = %d, %v; want 0, nil", rev, err)
 	}
 	re, err := s.Claim(ctx, "n2", l2, []uint32{1})
 	if err != nil || len(re) != 1 || re[0].Token <= cs[1].Token {
 		t.Fatalf("claim after release = %+v, %v; want a newer token than %d", re, err, cs[1].Token)
 	}
-	if err := s.Release(ctx, cs[1]); err != nil {
-		t.Fatal(err)
+	if rev, err := s.Release(ctx, cs[1]); err != nil || rev != 0 {
+		t.Fatalf("stale Release = %d, %v; want 0, nil", rev, err)
 	}
 	if kv := mustGet(t, s, storage.OwnerKey(1)); string(kv.Value) != "n2" {
 		t.Fatalf("stale Release removed the new claim: owner %q", kv.Value)
@@ -572,7 +581,7 @@ func testStaleFence(t *testing.T, s storage.Store) {
 		t.Fatal(err)
 	}
 	before := mustGet(t, s, key)
-	if err := s.Release(ctx, old); err != nil {
+	if _, err := s.Release(ctx, old); err != nil {
 		t.Fatal(err)
 	}
 	if err := write(old, "released"); !errors.Is(err, storage.ErrFenced) {
@@ -869,7 +878,7 @@ func testCommitterFencedInBatch(t *testing.T, s storage.Store) {
 	defer s.RevokeLease(context.WithoutCancel(ctx), lease)
 	good := claimOne(t, s, lease, 1)
 	stale := claimOne(t, s, lease, 2)
-	if err := s.Release(ctx, stale); err != nil {
+	if _, err := s.Release(ctx, stale); err != nil {
 		t.Fatal(err)
 	}
 	claimOne(t, s, lease, 2)
@@ -957,4 +966,79 @@ func testCommitterTooLarge(t *testing.T, s storage.Store) {
 	wg.Wait()
 	wantCount(t, s, "half/", 3)
 	wantAbsent(t, s, "big")
+}
+
+// testListAtRevision reads keys as they were at past revisions: what a
+// node reads to learn whether a write whose outcome it did not hear
+// applied before its claim ended.
+func testListAtRevision(t *testing.T, s storage.Store, compact func(context.Context, int64) error) {
+	ctx := testCtx(t)
+	at := func(prefix string, opts storage.ListOptions) []string {
+		t.Helper()
+		kvs, err := s.List(ctx, prefix, opts)
+		if err != nil {
+			t.Fatalf("List(%q, %+v): %v", prefix, opts, err)
+		}
+		var out []string
+		for _, kv := range kvs {
+			if opts.KeysOnly {
+				if kv.Value != nil {
+					t.Fatalf("List(%q, keys only) returned a value for %s", prefix, kv.Key)
+				}
+				out = append(out, kv.Key)
+				continue
+			}
+			out = append(out, kv.Key+"="+string(kv.Value))
+		}
+		return out
+	}
+	revOf := func(key string) int64 { return mustGet(t, s, key).ModRevision }
+	commit(t, s, puts("r/a", "1", "r/b", "1", "r/c", "1"))
+	r1 := revOf("r/a")
+	commit(t, s, puts("r/a", "2"))
+	r2 := revOf("r/a")
+	commit(t, s, storage.Txn{Ops: []storage.Op{storage.Delete("r/b"), storage.Put("r/d", []byte("1"))}})
+	r3 := revOf("r/d")
+	commit(t, s, storage.Txn{Ops: []storage.Op{storage.DeletePrefix("r/")}})
+	commit(t, s, puts("r/c", "5"))
+
+	for _, tc := range []struct {
+		rev  int64
+		want []string
+	}{
+		{r1, []string{"r/a=1", "r/b=1", "r/c=1"}},
+		{r2, []string{"r/a=2", "r/b=1", "r/c=1"}},
+		{r3, []string{"r/a=2", "r/c=1", "r/d=1"}},
+		{r3 + 1, nil},
+		{0, []string{"r/c=5"}},
+	} {
+		if got := at("r/", storage.ListOptions{Revision: tc.rev}); !slices.Equal(got, tc.want) {
+			t.Fatalf("List at revision %d = %v, want %v", tc.rev, got, tc.want)
+		}
+	}
+	if got := at("r/", storage.ListOptions{Revision: r2, StartAfter: "r/a", Limit: 1}); !slices.Equal(got, []string{"r/b=1"}) {
+		t.Fatalf("List at revision %d after r/a, limit 1 = %v, want [r/b=1]", r2, got)
+	}
+	if got := at("r/", storage.ListOptions{Revision: r3, KeysOnly: true}); !slices.Equal(got, []string{"r/a", "r/c", "r/d"}) {
+		t.Fatalf("keys at revision %d = %v", r3, got)
+	}
+	// A key read at a revision keeps that revision's metadata.
+	if kvs, err := s.List(ctx, "r/a", storage.ListOptions{Revision: r1}); err != nil || len(kvs) != 1 || kvs[0].ModRevision != r1 || kvs[0].CreateRevision != r1 {
+		t.Fatalf("r/a at revision %d = %+v, %v", r1, kvs, err)
+	}
+	if _, err := s.List(ctx, "r/", storage.ListOptions{Revision: revOf("r/c") + 1000}); err == nil {
+		t.Fatal("List at a future revision succeeded")
+	}
+	if compact == nil {
+		return
+	}
+	if err := compact(ctx, r3); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.List(ctx, "r/", storage.ListOptions{Revision: r1}); !errors.Is(err, storage.ErrCompacted) {
+		t.Fatalf("List at a compacted revision = %v, want ErrCompacted", err)
+	}
+	if got := at("r/", storage.ListOptions{Revision: r3}); !slices.Equal(got, []string{"r/a=2", "r/c=1", "r/d=1"}) {
+		t.Fatalf("List at the compaction revision %d = %v", r3, got)
+	}
 }

@@ -204,7 +204,7 @@ func testWatchEvents(t *testing.T, s storage.Store) {
 	var c storage.Claim
 	step("claim", func() { c = claimOne(t, s, lease2, 7) }, nil, []ev{put(storage.OwnerKey(7), "n1")})
 	step("release", func() {
-		if err := s.Release(ctx, c); err != nil {
+		if _, err := s.Release(ctx, c); err != nil {
 			t.Fatal(err)
 		}
 	}, nil, []ev{del(storage.OwnerKey(7))})
