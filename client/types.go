@@ -56,7 +56,10 @@ const (
 type SendResult struct {
 	MessageID uint64 `json:"message_id,omitempty"`
 	// Status is SendEnqueued, or after SendWait SendCompleted or
-	// SendTimedOut.
+	// SendTimedOut. After SendWait, SendEnqueued says that the message is
+	// queued but its completion could not be waited for (its actor moved
+	// to another node, or the node stopped): do not send it again, the
+	// workflow completes it all the same.
 	Status string `json:"status"`
 	// Response is the completion's JSON, with SendCompleted.
 	Response json.RawMessage `json:"response,omitempty"`

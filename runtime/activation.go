@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"errors"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -82,6 +83,30 @@ type activation struct {
 	flushing  bool
 	failed    error
 	advanced  chan struct{} // closed and replaced when committed or failed changes
+	// quiet is made when the activation is retired (evicted): it refuses
+	// every later write, and quiet closes once the writes queued before
+	// have settled, committed or failed.
+	quiet chan struct{}
+}
+
+// errRetired refuses the writes of an evicted activation: nothing written.
+var errRetired = errors.New("actor deactivated")
+
+// retire makes the activation refuse every later write and returns a
+// channel closed once the writes it queued before have settled. Until
+// then no other activation of the actor may load: it would read storage
+// without a write that could still land, under the same claim, and then
+// write over it.
+func (a *activation) retire() <-chan struct{} {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.quiet == nil {
+		a.quiet = make(chan struct{})
+		if !a.flushing {
+			close(a.quiet)
+		}
+	}
+	return a.quiet
 }
 
 func (a *activation) key(suffix string) string { return a.prefix + suffix }
@@ -267,6 +292,9 @@ func (a *activation) enqueue(ops ...storage.Op) (uint64, error) {
 	if a.failed != nil {
 		return 0, a.failedErr()
 	}
+	if a.quiet != nil {
+		return 0, commitError(a.describe(), errRetired)
+	}
 	a.version++
 	a.groups = append(a.groups, writeGroup{version: a.version, ops: ops})
 	if !a.flushing {
@@ -334,7 +362,14 @@ func (a *activation) flushLoop() {
 		a.mu.Lock()
 		if len(a.groups) == 0 || a.failed != nil {
 			a.flushing = false
+			quiet := a.quiet
+			if quiet != nil {
+				close(quiet) // retired: nothing can be queued after this
+			}
 			a.mu.Unlock()
+			if quiet != nil {
+				a.h.retired(a)
+			}
 			return
 		}
 		ops, v, n := packGroups(a.groups, limits)

@@ -56,7 +56,11 @@ const (
 // SendResult says what became of a sent message.
 type SendResult struct {
 	MessageID uint64
-	Status    string
+	// Status is SendEnqueued, or with Wait SendCompleted or SendTimedOut;
+	// with Wait, SendEnqueued says that the message is queued but its
+	// completion could not be waited for here (the actor moved to another
+	// node, or this one stopped): the workflow completes it all the same.
+	Status string
 	// Response is the completion's JSON, with Status SendCompleted.
 	Response json.RawMessage
 }

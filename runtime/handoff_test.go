@@ -2,6 +2,7 @@ package runtime_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"sync"
 	"sync/atomic"
@@ -12,6 +13,7 @@ import (
 	"github.com/rivet-go/rivet/placement"
 	"github.com/rivet-go/rivet/runtime"
 	"github.com/rivet-go/rivet/storage"
+	"github.com/rivet-go/rivet/workflow"
 )
 
 // secondHost starts another host over e's store that owns nothing yet, as
@@ -130,4 +132,71 @@ func TestHandoffMovesActorsAndSleepingWorkflows(t *testing.T) {
 		ins, err := h2.Inspect(ctx(t), sref)
 		return err == nil && string(ins.State) == `{"woke":true}`
 	})
+}
+
+type heldState struct {
+	Seen int `json:"seen"`
+}
+
+// held counts each message of "ask", then holds it a while before
+// completing it, so that a handoff can come while its sender waits.
+var held = rivet.Actor[heldState]{
+	Name:   "held",
+	Queues: rivet.Queues{"ask": rivet.QueueOf[int]()},
+	Run: func(ctx *workflow.Ctx[heldState]) error {
+		return ctx.Loop("serve", func(lc *workflow.Ctx[heldState]) error {
+			msg, err := workflow.Next[int](lc, "wait-ask")
+			if err != nil {
+				return err
+			}
+			if err := lc.Step("count", func(s *workflow.StepCtx[heldState]) error {
+				s.State.Seen++
+				return nil
+			}); err != nil {
+				return err
+			}
+			if err := lc.Sleep("hold", 2*time.Second); err != nil {
+				return err
+			}
+			return msg.Complete(msg.Body)
+		})
+	},
+	Actions: rivet.Actions[heldState]{"get": rivet.Query(func(c *rivet.ActionCtx[heldState]) (heldState, error) { return *c.State, nil })},
+}
+
+// A sender waiting for the completion of a message that is durable when
+// the actor moves is told that its message is queued (not an error: a
+// client would send it again), and the next owner has that one message.
+func TestSendWaitDuringAHandoffSaysTheMessageIsQueued(t *testing.T) {
+	e := newEnv(t, counterReg(t, held), nil)
+	h2, own2 := secondHost(t, e)
+	ref := runtime.Ref{Name: "held", Key: []string{"k"}}
+	p := placement.Partition("held", storage.EncodeKey(ref.Key), testPartitions)
+	type sent struct {
+		res runtime.SendResult
+		err error
+	}
+	done := make(chan sent, 1)
+	go func() {
+		res, err := e.host.Send(ctx(t), runtime.SendRequest{Ref: ref, Queue: "ask", Body: json.RawMessage(`1`), CreateIfMissing: true, Wait: true, Timeout: 20 * time.Second})
+		done <- sent{res, err}
+	}()
+	waitFor(t, "the message to be received", 10*time.Second, func() bool {
+		ins, err := e.host.Inspect(ctx(t), ref)
+		return err == nil && string(ins.State) == `{"seen":1}`
+	})
+	if err := e.host.Handoff(ctx(t), p); err != nil {
+		t.Fatal(err)
+	}
+	s := <-done
+	if s.err != nil || s.res.Status != runtime.SendEnqueued || s.res.MessageID == 0 {
+		t.Fatalf("SendWait cut short by a handoff = %+v, %v; want status %q with its message id, no error", s.res, s.err, runtime.SendEnqueued)
+	}
+	if _, err := own2.Claim(ctx(t), []uint32{p}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := h2.Call(ctx(t), runtime.CallRequest{Ref: ref, Action: "get"})
+	if err != nil || string(out) != `{"seen":1}` {
+		t.Fatalf("state after the move = %s, %v; want the message counted once", out, err)
+	}
 }

@@ -48,8 +48,11 @@ type Host struct {
 	wfCtx    context.Context
 	cancelWf context.CancelFunc
 
-	mu       sync.Mutex
-	actors   map[string]*activation
+	mu     sync.Mutex
+	actors map[string]*activation
+	// retiring holds evicted activations whose writes are still in
+	// flight: the actor is not loaded again until they settle.
+	retiring map[string]*activation
 	stopping bool
 	// refencing holds the partitions being claimed again after a write
 	// in doubt (InDoubt), each with the doubted claims not yet replaced.
@@ -93,7 +96,7 @@ func New(cfg Config, reg *rivet.Registry, store storage.Store, commit Committer,
 	h := &Host{
 		cfg: cfg, reg: reg, store: store, commit: commit, own: own, log: cfg.Logger,
 		baseCtx: ctx, cancelBase: cancel, wfCtx: wfCtx, cancelWf: cancelWf,
-		actors: map[string]*activation{},
+		actors: map[string]*activation{}, retiring: map[string]*activation{},
 		stopCh: make(chan struct{}),
 		timers: newTimers(),
 	}
@@ -248,6 +251,18 @@ func (h *Host) activate(ctx context.Context, ref Ref, sp *rivet.Spec, create boo
 	for range 5 {
 		h.mu.Lock()
 		a = h.actors[id]
+		if old := h.retiring[id]; a == nil && old != nil {
+			// An evicted activation's writes are still in flight: load
+			// after they settle, or storage would be read without them.
+			h.mu.Unlock()
+			select {
+			case <-old.quiet:
+				h.retired(old)
+			case <-ctx.Done():
+				return nil, false, ctxError(ctx)
+			}
+			continue
+		}
 		if a == nil {
 			token, owned := h.own.Token(part)
 			if !owned {
@@ -307,12 +322,37 @@ func (h *Host) remove(a *activation) {
 	}
 }
 
-// evict stops an activation whose commits failed: its memory may be ahead
-// of storage, so the next request loads the actor again.
+// evict stops an activation whose commits failed (or that must not be
+// served any more): its memory may be ahead of storage, so the next request
+// loads the actor again, once the writes the activation queued before have
+// settled (retire).
 func (h *Host) evict(a *activation) {
 	a.stopped.Store(true)
+	quiet := a.retire()
 	a.cancelWorkflow()
-	h.remove(a)
+	h.mu.Lock()
+	gone := h.actors[a.id] == a
+	if gone {
+		delete(h.actors, a.id)
+		select {
+		case <-quiet:
+		default:
+			h.retiring[a.id] = a // until its flush ends (retired)
+		}
+	}
+	h.mu.Unlock()
+	if gone {
+		a.wf.dropQueued()
+	}
+}
+
+// retired forgets a retired activation whose writes have settled.
+func (h *Host) retired(a *activation) {
+	h.mu.Lock()
+	if h.retiring[a.id] == a {
+		delete(h.retiring, a.id)
+	}
+	h.mu.Unlock()
 }
 
 // errDestroyed fails the writes of an activation whose actor was destroyed.
@@ -643,7 +683,11 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 	case resp, ok := <-completion:
 		if !ok {
 			if h.isStopping() || act.stopped.Load() {
-				return res, rivet.Errorf(rivet.ErrUnavailable, "node %s is stopping; message %d stays queued for the workflow", h.cfg.NodeID, seq)
+				// The actor moved (or this node stops) before its workflow
+				// completed the message, which is durable and stays queued
+				// for the workflow wherever it runs next. Not an error: a
+				// caller that retried would queue the message twice.
+				return res, nil
 			}
 			st := act.workflowStatus()
 			return res, rivet.Errorf(rivet.ErrWorkflowFailed, "the workflow of %s ended without completing message %d: %s", act.describe(), seq, orNone(st.Error))
@@ -1128,7 +1172,8 @@ func commitError(what string, err error) error {
 	case errors.Is(err, context.DeadlineExceeded):
 		return rivet.Errorf(rivet.ErrTimeout, "%s: commit timed out; its outcome is unknown", what)
 	case errors.Is(err, storage.ErrClosed), errors.Is(err, storage.ErrLeaseNotFound),
-		errors.Is(err, storage.ErrInvalidTxn), errors.Is(err, storage.ErrRefused), errors.Is(err, errDestroyed):
+		errors.Is(err, storage.ErrInvalidTxn), errors.Is(err, storage.ErrRefused), errors.Is(err, errDestroyed),
+		errors.Is(err, errRetired):
 		// Refused before or by storage: nothing was written.
 		return rivet.Errorf(rivet.ErrUnavailable, "%s: commit failed: %v", what, err)
 	}

@@ -80,6 +80,11 @@ type faultStore struct {
 	// holdDelPrefix makes a Commit with a prefix delete wait until delGate
 	// closes, and delEntered is closed when it starts waiting.
 	holdDelPrefix atomic.Bool
+	// holdCommitSub: the next Commit writing a key containing it waits
+	// until holdGate closes (holdEntered is closed when it starts), then
+	// goes on.
+	holdCommitSub         atomic.Value
+	holdGate, holdEntered chan struct{}
 	// loseClaimReply and failClaims: see Claim and Claims.
 	loseClaimReply      atomic.Bool
 	failClaims          atomic.Int64
@@ -126,6 +131,16 @@ func (s *faultStore) Commit(ctx context.Context, txns ...storage.Txn) error {
 			<-s.holdFail
 		}
 		return errors.New("injected: etcdserver: leader changed")
+	}
+	if v, _ := s.holdCommitSub.Load().(string); v != "" {
+		for _, txn := range txns {
+			for _, op := range txn.Ops {
+				if strings.Contains(op.Key, v) && s.holdCommitSub.CompareAndSwap(v, "") {
+					close(s.holdEntered)
+					<-s.holdGate
+				}
+			}
+		}
 	}
 	if s.holdDelPrefix.Load() {
 		for _, txn := range txns {

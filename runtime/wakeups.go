@@ -225,6 +225,13 @@ func (h *Host) wakeLoop() {
 	}
 }
 
+// stillOwns says whether this node holds the partition of ref, served or
+// being handed off.
+func (h *Host) stillOwns(ref Ref) bool {
+	p, err := h.PartitionOf(ref)
+	return err == nil && h.own.Holds(p)
+}
+
 // wakeOne activates one actor; activating it starts its workflow, which
 // then decides what to wait for next.
 func (h *Host) wakeOne(it *wakeItem) {
@@ -244,9 +251,10 @@ func (h *Host) wakeOne(it *wakeItem) {
 	case err == nil:
 		a.lastTurn.Store(time.Now().UnixNano())
 	case errors.Is(err, rivet.ErrNotFound):
-	case errors.Is(err, rivet.ErrUnavailable):
-		// Not ours any more, or storage is down: the owner (or a later
-		// claim's load) will pick it up.
+	case errors.Is(err, rivet.ErrUnavailable) && !h.stillOwns(it.ref):
+		// Not ours any more: the partition's next owner loads its
+		// wakeups from storage. (Ours still, storage failing: no one
+		// else would pick it up, so it is tried again below.)
 	default:
 		h.log.Warn("wakeup failed", refField(it.ref), zap.Error(err))
 		h.timers.schedule(it.ref, it.id, time.Now().Add(time.Second))

@@ -67,6 +67,8 @@ func (a *app) printSendResult(res client.SendResult, wait bool) error {
 		}
 	case res.Status == client.SendTimedOut:
 		_, err = fmt.Fprintf(a.stdout, "timed out waiting for completion (message %d stays queued)\n", res.MessageID)
+	case res.Status == client.SendEnqueued:
+		_, err = fmt.Fprintf(a.stdout, "enqueued, not waited for: the actor moved (message %d stays queued)\n", res.MessageID)
 	default:
 		_, err = fmt.Fprintf(a.stdout, "%s (message %d)\n", res.Status, res.MessageID)
 	}

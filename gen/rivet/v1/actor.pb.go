@@ -375,7 +375,9 @@ func (x *SendRequest) GetChain() *CallChain {
 type SendResponse struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	MessageId uint64                 `protobuf:"varint,1,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
-	// status is "enqueued", or with wait "completed" or "timed_out".
+	// status is "enqueued", or with wait "completed" or "timed_out". With
+	// wait, "enqueued" means the message is queued but its completion could
+	// not be waited for (its actor moved, or the node stopped).
 	Status        string `protobuf:"bytes,2,opt,name=status,proto3" json:"status,omitempty"`
 	Response      []byte `protobuf:"bytes,3,opt,name=response,proto3" json:"response,omitempty"`
 	unknownFields protoimpl.UnknownFields

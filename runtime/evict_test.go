@@ -1,0 +1,129 @@
+package runtime_test
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/placement"
+	"github.com/rivet-go/rivet/runtime"
+	"github.com/rivet-go/rivet/storage"
+	"github.com/rivet-go/rivet/workflow"
+)
+
+type accState struct {
+	N   int `json:"n"`
+	Got int `json:"got"`
+}
+
+// An activation evicted (here: its workflow stopped by a failed read)
+// while a write of one of its turns is in flight keeps its claim's token:
+// that write may still land. The actor must not be loaded again before it
+// settles, or the new activation reads storage without it and writes over
+// it, and an acknowledged increment is lost.
+func TestEvictedActivationIsNotLoadedAgainBeforeItsWritesSettle(t *testing.T) {
+	release := make(chan struct{})
+	acc := rivet.Actor[accState]{
+		Name:   "acc",
+		Queues: rivet.Queues{"tick": rivet.QueueOf[int]()},
+		Run: func(ctx *workflow.Ctx[accState]) error {
+			select {
+			case <-release:
+			case <-ctx.Context().Done():
+				return ctx.Context().Err()
+			}
+			if _, err := workflow.Next[int](ctx, "m"); err != nil {
+				return err
+			}
+			return ctx.Step("got", func(s *workflow.StepCtx[accState]) error { s.State.Got++; return nil })
+		},
+		Actions: rivet.Actions[accState]{
+			"inc": rivet.Action(func(c *rivet.ActionCtx[accState], by int) (int, error) { c.State.N += by; return c.State.N, nil }),
+		},
+	}
+	e := newEnv(t, counterReg(t, acc), nil)
+	ref := runtime.Ref{Name: "acc", Key: []string{"x"}}
+	type result struct {
+		n   int
+		err error
+	}
+	inc := func(out chan<- result) {
+		raw, err := e.host.Call(ctx(t), runtime.CallRequest{Ref: ref, Action: "inc", Args: json.RawMessage(`[1]`), CreateIfMissing: true})
+		var n int
+		if err == nil {
+			err = json.Unmarshal(raw, &n)
+		}
+		out <- result{n, err}
+	}
+	// A queued message, then a restart: the new activation knows the
+	// message but not its body, which the workflow's Next reads.
+	if _, err := e.host.Send(ctx(t), runtime.SendRequest{Ref: ref, Queue: "tick", Body: json.RawMessage(`1`), CreateIfMissing: true}); err != nil {
+		t.Fatal(err)
+	}
+	e.restart()
+
+	// 1. An increment whose state write is held in flight.
+	e.store.holdGate, e.store.holdEntered = make(chan struct{}), make(chan struct{})
+	e.store.holdCommitSub.Store("/" + storage.StateSuffix)
+	r1 := make(chan result, 1)
+	go inc(r1)
+	<-e.store.holdEntered
+	// 2. The workflow's read of the message fails: the activation is
+	// evicted, its write still in flight.
+	e.store.failGetSub.Store("/" + storage.QueueSuffix)
+	close(release)
+	waitFor(t, "the activation's eviction", 10*time.Second, func() bool { return e.host.Stats().ActiveActors == 0 })
+	// 3. A second increment, which must wait for the first's write.
+	r2 := make(chan result, 1)
+	go inc(r2)
+	select {
+	case r := <-r2:
+		t.Fatalf("the second increment ended (%d, %v) while the first one's write was still in flight", r.n, r.err)
+	case <-time.After(300 * time.Millisecond): // time for it to load, if it could
+	}
+	close(e.store.holdGate)
+	a, b := <-r1, <-r2
+	if a.err != nil || b.err != nil {
+		t.Fatalf("increments: %d, %v and %d, %v", a.n, a.err, b.n, b.err)
+	}
+	if a.n != 1 || b.n != 2 {
+		t.Fatalf("increments returned %d and %d, want 1 and 2", a.n, b.n)
+	}
+	var s accState
+	if err := json.Unmarshal(inspect(t, e.host, "acc", "x").State, &s); err != nil {
+		t.Fatal(err)
+	}
+	if s.N != 2 {
+		t.Fatalf("two increments acknowledged, stored n = %d", s.N)
+	}
+}
+
+// A timer that comes due while storage fails one read is tried again: the
+// node still owns the actor's partition, and no one else would wake it.
+func TestDueWakeupSurvivesAFailedRead(t *testing.T) {
+	napper := rivet.Actor[tickState]{
+		Name: "napper",
+		Run: func(ctx *workflow.Ctx[tickState]) error {
+			if err := ctx.Sleep("nap", 1500*time.Millisecond); err != nil {
+				return err
+			}
+			return ctx.Step("woke", func(s *workflow.StepCtx[tickState]) error { s.State.Seen++; return nil })
+		},
+	}
+	e := newEnv(t, counterReg(t, napper), func(c *runtime.Config) { c.IdleTimeout = 200 * time.Millisecond })
+	ref := runtime.Ref{Name: "napper", Key: []string{"k"}}
+	if _, _, err := e.host.GetOrCreate(ctx(t), ref, nil); err != nil {
+		t.Fatal(err)
+	}
+	// The sleep outlasts the idle timeout: the actor is deactivated, and
+	// only its timer wakes it.
+	waitFor(t, "deactivation", 10*time.Second, func() bool { return e.host.Stats().ActiveActors == 0 })
+	enc := storage.EncodeKey(ref.Key)
+	prefix := storage.ActorPrefix(placement.Partition("napper", enc, testPartitions), "napper", enc)
+	e.store.failGetSub.Store(prefix + storage.MetaSuffix) // the wakeup's load fails once
+	waitFor(t, "the wakeup's failed load", 10*time.Second, func() bool { return e.store.failGetSub.Load() == "" })
+	waitFor(t, "the workflow's end", 20*time.Second, func() bool {
+		return inspect(t, e.host, "napper", "k").WorkflowStatus == runtime.WorkflowCompleted
+	})
+}
