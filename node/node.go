@@ -279,7 +279,7 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 	n.grpcServer = grpc.NewServer(opts...)
 	srv := server.New(backend{n.host, n}, server.WithLimits(limits), server.WithLogger(n.log))
 	srv.Register(n.grpcServer)
-	n.peers = server.NewPeerServer(srv)
+	n.peers = server.NewPeerServer(srv).LimitResponses(limits.MaxForwardedResponseBytes())
 	n.peers.Register(n.grpcServer)
 	n.health = health.NewServer()
 	// NOT_SERVING (and /readyz 503) until the partitions settle below:

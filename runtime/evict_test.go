@@ -2,6 +2,8 @@ package runtime_test
 
 import (
 	"encoding/json"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -126,4 +128,33 @@ func TestDueWakeupSurvivesAFailedRead(t *testing.T) {
 	waitFor(t, "the workflow's end", 20*time.Second, func() bool {
 		return inspect(t, e.host, "napper", "k").WorkflowStatus == runtime.WorkflowCompleted
 	})
+}
+
+// A completion travels in its sender's reply, under the bound of an
+// action's result: a larger one fails the workflow with an error that
+// says so (an operator can fix the code and retry it), and its sender
+// learns that the workflow failed, rather than sending a reply that would
+// fail in the transport after the message was taken.
+func TestACompletionLargerThanAResultFailsTheWorkflowClearly(t *testing.T) {
+	completer := rivet.Actor[tickState]{
+		Name:   "completer",
+		Queues: rivet.Queues{"ask": rivet.QueueOf[int]()},
+		Run: func(ctx *workflow.Ctx[tickState]) error {
+			msg, err := workflow.Next[int](ctx, "wait-ask")
+			if err != nil {
+				return err
+			}
+			return msg.Complete(strings.Repeat("x", 200))
+		},
+	}
+	e := newEnv(t, counterReg(t, completer), func(c *runtime.Config) { c.MaxResultBytes = 100 })
+	ref := runtime.Ref{Name: "completer", Key: []string{"k"}}
+	_, err := e.host.Send(ctx(t), runtime.SendRequest{Ref: ref, Queue: "ask", Body: json.RawMessage(`1`), CreateIfMissing: true, Wait: true, Timeout: 20 * time.Second})
+	if !errors.Is(err, rivet.ErrWorkflowFailed) {
+		t.Fatalf("SendWait = %v, want ErrWorkflowFailed", err)
+	}
+	ins := inspect(t, e.host, "completer", "k")
+	if ins.WorkflowStatus != runtime.WorkflowFailed || !strings.Contains(ins.WorkflowError, "the limit (of an action's result) is 100") {
+		t.Fatalf("workflow %s (%s); want failed, saying the completion is over the limit", ins.WorkflowStatus, ins.WorkflowError)
+	}
 }

@@ -636,6 +636,12 @@ func (w *wfHost) Client() caller.Client {
 }
 
 func (w *wfHost) Complete(ctx context.Context, id uint64, response json.RawMessage, writes []workflow.HistoryWrite) error {
+	if n, limit := len(response), w.a.h.cfg.MaxResultBytes; n > limit {
+		// Its sender's reply carries it, under the same bound as an
+		// action's result; a larger one would fail the reply after the
+		// message was taken.
+		return rivet.Errorf(rivet.ErrTooLarge, "the completion of message %d is %d bytes, the limit (of an action's result) is %d", id, n, limit)
+	}
 	if err := w.Commit(ctx, writes); err != nil {
 		return err
 	}

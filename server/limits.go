@@ -131,6 +131,14 @@ func (l Limits) MaxForwardedBytes() int {
 	return l.withDefaults().recvBound() - forwardEnvelope
 }
 
+// MaxForwardedResponseBytes is the largest response, as marshalled, that
+// a node of these limits sends back on a peer stream: what its transport
+// sends, less the envelope. A larger one would break the stream, and fail
+// every call in flight on it, so it fails alone (PeerServer.LimitResponses).
+func (l Limits) MaxForwardedResponseBytes() int {
+	return l.withDefaults().sendBound() - forwardEnvelope
+}
+
 func satMul2(n int) int {
 	if n > math.MaxInt/2 {
 		return math.MaxInt

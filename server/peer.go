@@ -28,6 +28,8 @@ type PeerServer struct {
 	rivetv1.UnimplementedPeerServiceServer
 	srv      rivetv1.ActorServiceServer
 	methods  map[string]grpc.MethodHandler
+	// maxResponse bounds a response sent on a stream (0: no bound).
+	maxResponse int
 	stopping chan struct{}
 	stopOnce sync.Once
 	// receivers are the streams' receive loops. On the stopping path a
@@ -51,6 +53,16 @@ func NewPeerServer(srv rivetv1.ActorServiceServer) *PeerServer {
 // and refuses new requests meanwhile, so that a gRPC GracefulStop is not
 // held up by peers' streams, which never end by themselves.
 func (p *PeerServer) Shutdown() { p.stopOnce.Do(func() { close(p.stopping) }) }
+
+// LimitResponses makes p answer a request whose response would be larger
+// than n bytes marshalled (Limits' MaxForwardedResponseBytes) with
+// RESOURCE_EXHAUSTED instead: a message over the transport's bound would
+// break the stream, and fail every call in flight on it. Call it before p
+// serves; it returns p.
+func (p *PeerServer) LimitResponses(n int) *PeerServer {
+	p.maxResponse = n
+	return p
+}
 
 // Wait waits for the receive loops of the streams served so far to end:
 // call it once the gRPC server has stopped (which ends every stream).
@@ -329,6 +341,12 @@ func (p *PeerServer) serve(ctx context.Context, req *rivetv1.ForwardRequest, dec
 	if err != nil {
 		out.Response = nil
 		out.Status = statusBytes(status.New(codes.Internal, "peer: marshal response: "+err.Error()))
+		return
+	}
+	if p.maxResponse > 0 && len(b) > p.maxResponse {
+		out.Response = b[:0]
+		st, _ := rpcerr.ToStatus(checkSize("response", len(b), p.maxResponse))
+		out.Status = statusBytes(st)
 		return
 	}
 	out.Response = b

@@ -576,3 +576,62 @@ func TestPeerStreamUnderChurn(t *testing.T) {
 		t.Error(b)
 	}
 }
+
+// A response larger than the owner's transport sends (a SendWait whose
+// workflow completed the message with a response that escaped every
+// limit, a long History) fails alone with RESOURCE_EXHAUSTED. Sent, it
+// would have broken the peer stream, failing every other call in flight
+// on it, although the owner ran them.
+func TestAnOversizedForwardedResponseFailsAloneNotTheStream(t *testing.T) {
+	f := servertest.NewFake()
+	started, release := make(chan struct{}), make(chan struct{})
+	f.CallFunc = func(ctx context.Context, req runtime.CallRequest) (json.RawMessage, error) {
+		close(started)
+		<-release
+		return json.RawMessage(`1`), nil
+	}
+	big := json.RawMessage(`"` + strings.Repeat("x", 6<<20) + `"`)
+	f.SendFunc = func(ctx context.Context, req runtime.SendRequest) (runtime.SendResult, error) {
+		return runtime.SendResult{MessageID: 7, Status: runtime.SendCompleted, Response: big}, nil
+	}
+	// Served and dialed as a node does: the transport sends at most 5 MiB.
+	lim := server.DefaultLimits()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer(server.ServerOptions(lim)...)
+	srv := server.New(f, server.WithLimits(lim))
+	srv.Register(gs)
+	server.NewPeerServer(srv).LimitResponses(lim.MaxForwardedResponseBytes()).Register(gs)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = gs.Serve(lis) }()
+	dial := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, server.PeerDialOptions(lim)...)
+	conn, err := grpc.NewClient(lis.Addr().String(), dial...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc := server.NewPeerConn(conn).LimitRequests(lim.MaxForwardedBytes())
+	t.Cleanup(func() {
+		pc.Close()
+		conn.Close()
+		gs.Stop()
+		<-done
+	})
+	cl := rivetv1.NewActorServiceClient(pc)
+	ref := &rivetv1.ActorRef{Name: "counter", Key: []string{"a"}}
+	incErr := make(chan error, 1)
+	go func() {
+		_, err := cl.Call(ctx(t), &rivetv1.CallRequest{Actor: ref, Action: "increment", Args: []byte(`[1]`)})
+		incErr <- err
+	}()
+	<-started
+	_, err = cl.Send(ctx(t), &rivetv1.SendRequest{Actor: ref, Queue: "q", Body: []byte(`1`), Wait: true})
+	if status.Code(err) != codes.ResourceExhausted || !strings.Contains(status.Convert(err).Message(), "response too large") {
+		t.Fatalf("forwarded SendWait with a 6 MiB response = %v, want RESOURCE_EXHAUSTED saying the response is too large", err)
+	}
+	close(release)
+	if err := <-incErr; err != nil {
+		t.Fatalf("a call in flight on the same stream, which the owner ran, failed: %v", err)
+	}
+}
