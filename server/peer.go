@@ -26,12 +26,12 @@ import (
 // arrived as unary calls with one hop.
 type PeerServer struct {
 	rivetv1.UnimplementedPeerServiceServer
-	srv      rivetv1.ActorServiceServer
-	methods  map[string]grpc.MethodHandler
+	srv     rivetv1.ActorServiceServer
+	methods map[string]grpc.MethodHandler
 	// maxResponse bounds a response sent on a stream (0: no bound).
 	maxResponse int
-	stopping chan struct{}
-	stopOnce sync.Once
+	stopping    chan struct{}
+	stopOnce    sync.Once
 	// receivers are the streams' receive loops. On the stopping path a
 	// stream's handler returns while its loop still waits in Recv, which
 	// only the stream's end (after the handler returns) ends: Wait, after
