@@ -158,3 +158,47 @@ func TestACompletionLargerThanAResultFailsTheWorkflowClearly(t *testing.T) {
 		t.Fatalf("workflow %s (%s); want failed, saying the completion is over the limit", ins.WorkflowStatus, ins.WorkflowError)
 	}
 }
+
+// A NextBatch of large messages queued before a restart (whose bodies the
+// new activation has not read yet) takes what one transaction holds, as it
+// does without the restart, rather than failing its commit for ever.
+func TestNextBatchOfLargeMessagesAfterARestartFitsOneTransaction(t *testing.T) {
+	big := rivet.Actor[batchState]{
+		Name:   "bigbatch",
+		Queues: rivet.Queues{"q": rivet.QueueOf[string]()},
+		Run: func(ctx *workflow.Ctx[batchState]) error {
+			if err := ctx.Sleep("let-them-queue", 2*time.Second); err != nil {
+				return err
+			}
+			ms, err := workflow.NextBatch[string](ctx, "batch", workflow.NextOptions{Count: 30})
+			if err != nil {
+				return err
+			}
+			return ctx.Step("count", func(s *workflow.StepCtx[batchState]) error {
+				s.State.Taken = append(s.State.Taken, len(ms))
+				return nil
+			})
+		},
+	}
+	e := newEnv(t, counterReg(t, big), nil)
+	ref := runtime.Ref{Name: "bigbatch", Key: []string{"b"}}
+	body, _ := json.Marshal(strings.Repeat("x", 60<<10))
+	for range 30 {
+		if _, err := e.host.Send(ctx(t), runtime.SendRequest{Ref: ref, Queue: "q", Body: body, CreateIfMissing: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.restart()
+	waitFor(t, "the workflow's end", 30*time.Second, func() bool {
+		s := inspect(t, e.host, "bigbatch", "b").WorkflowStatus
+		return s == runtime.WorkflowCompleted || s == runtime.WorkflowFailed
+	})
+	in := inspect(t, e.host, "bigbatch", "b")
+	var s batchState
+	if err := json.Unmarshal(in.State, &s); err != nil {
+		t.Fatal(err)
+	}
+	if in.WorkflowStatus != runtime.WorkflowCompleted || len(s.Taken) != 1 || s.Taken[0] < 1 || s.Taken[0] >= 30 {
+		t.Fatalf("workflow %s (%s), state %s; want completed, having taken some of the 30 messages in one batch", in.WorkflowStatus, in.WorkflowError, in.State)
+	}
+}

@@ -570,26 +570,20 @@ func (w *wfHost) Receive(ctx context.Context, names []string, max int, record fu
 		l := a.h.store.Limits()
 		maxTake := min(max, (l.MaxTxnOps-16)/2)
 		budget := l.MaxTxnBytes/2 - 4096
-		var picked []int
+		// Bodies not in memory (messages queued before this activation
+		// loaded) are read here, and counted like the others: a batch
+		// over the limits would fail its commit, after every restart.
+		var (
+			picked []int
+			ops    []storage.Op
+		)
 		for i, m := range a.wf.msgs {
 			if len(picked) >= maxTake {
 				break
 			}
-			if len(names) == 0 || want[m.queue] {
-				if m.body != nil {
-					if budget -= 2*len(m.body) + 128; budget < 0 && len(picked) > 0 {
-						break
-					}
-				}
-				picked = append(picked, i)
+			if len(names) > 0 && !want[m.queue] {
+				continue
 			}
-		}
-		if len(picked) == 0 {
-			return nil, nil
-		}
-		var ops []storage.Op
-		for _, i := range picked {
-			m := a.wf.msgs[i]
 			body, at := m.body, m.at
 			if body == nil {
 				kv, err := a.h.store.Get(ctx, queueKey(a.prefix, m.seq, m.queue))
@@ -602,8 +596,15 @@ func (w *wfHost) Receive(ctx context.Context, names []string, max int, record fu
 				}
 				body, at = qm.Body, time.UnixMilli(qm.CreatedAt)
 			}
+			if budget -= 2*len(body) + 128; budget < 0 && len(picked) > 0 {
+				break
+			}
+			picked = append(picked, i)
 			got = append(got, workflow.RawMessage{ID: m.seq, Queue: m.queue, Body: body, CreatedAt: at})
 			ops = append(ops, storage.Delete(queueKey(a.prefix, m.seq, m.queue)))
+		}
+		if len(picked) == 0 {
+			return nil, nil
 		}
 		hops, err := historyOps(a.prefix, record(got))
 		if err != nil {
