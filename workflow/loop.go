@@ -169,7 +169,15 @@ func (x *cx) loop(name string, interval, size int, initial json.RawMessage, body
 			r.seal(ix.sc.path)
 			r.mu.Unlock()
 		}
+		// A rollback checkpoint taken in an iteration holds for the rest
+		// of that iteration only, as one taken in a join or race branch
+		// holds for that branch: a replay does not run a finished loop,
+		// or the iterations before its last checkpoint, again, so one
+		// that held past its iteration would hold in the first run and
+		// not after a restart.
+		checkpoint := t.checkpoint
 		state, brk, err := body(ix, e.State)
+		t.checkpoint = checkpoint
 		if err != nil {
 			return nil, path, err
 		}

@@ -185,7 +185,7 @@ func (x *cx) take(path string, seq int, deadline time.Time, o NextOptions) (*Ent
 		batch []HistoryWrite
 	)
 	msgs, err := r.host.Receive(t.ctx, o.Names, o.Count, func(ms []RawMessage) []HistoryWrite {
-		got = &Entry{Path: path, Seq: seq, Kind: KindMessage, Status: StatusCompleted, Deadline: deadline, Time: r.now()}
+		got = &Entry{Path: path, Seq: seq, Kind: KindMessage, Status: StatusCompleted, Deadline: deadline, Time: t.stamp()}
 		for _, m := range ms {
 			got.Messages = append(got.Messages, RecordedMessage{RawMessage: m})
 		}

@@ -150,6 +150,19 @@ func (t *thread) hostErr(err error) error {
 	return fmt.Errorf("%w: %v", ErrEvicted, err)
 }
 
+// stamp is the time to record on an entry the thread makes now: the
+// host's clock, but never before the workflow time it has reached. After a
+// move to a node whose clock is behind, entries would otherwise say that
+// they completed before the entries they followed, and rollback (which
+// runs handlers latest completion first) and retry (which deletes what
+// came after an entry) go by those times.
+func (t *thread) stamp() time.Time {
+	if now := t.r.now(); now.After(t.now) {
+		return now
+	}
+	return t.now
+}
+
 // advance moves the thread's workflow time to that of an entry it passed.
 func (t *thread) advance(at time.Time) {
 	if at.After(t.now) {

@@ -53,7 +53,7 @@ func (x *cx) sleep(name string, deadline func(now time.Time) time.Time) error {
 	}
 	done := e.clone()
 	done.Status = StatusCompleted
-	done.Time = r.now()
+	done.Time = t.stamp()
 	t.record(HistoryWrite{Put: done})
 	t.advance(done.Time)
 	return nil
@@ -61,7 +61,10 @@ func (x *cx) sleep(name string, deadline func(now time.Time) time.Time) error {
 
 // RollbackCheckpoint records a checkpoint. Steps with rollback handlers
 // (StepWithRollback) may only run after one, so that a workflow cannot
-// declare compensations by accident.
+// declare compensations by accident. A checkpoint holds for the rest of
+// its scope and the scopes it opens after it: taken in a loop iteration,
+// or in a join or race branch, it holds until that iteration or branch
+// ends (take it before the loop to cover every iteration).
 func (c *Ctx[S]) RollbackCheckpoint(name string) error {
 	x := c.x
 	if err := x.begin(); err != nil {

@@ -134,7 +134,7 @@ func (x *cx) attempt(path string, seq, n int, sp stepSpec) (*Entry, error) {
 		abandoned bool
 	)
 	fn := func(env StepEnv) []HistoryWrite {
-		start := r.now()
+		start := t.stamp()
 		out, err, timedOut := runBody(t.ctx, sp.pol.timeout, r.host, func(ctx context.Context) (json.RawMessage, error) {
 			return sp.body(env, ctx, n)
 		})
@@ -145,7 +145,7 @@ func (x *cx) attempt(path string, seq, n int, sp stepSpec) (*Entry, error) {
 			abandoned = true
 			return nil
 		}
-		ne = recordAttempt(path, n, attemptResult{start: start, end: r.now(), output: out, err: err, timedOut: timedOut}, sp.pol)
+		ne = recordAttempt(path, n, attemptResult{start: start, end: t.stamp(), output: out, err: err, timedOut: timedOut}, sp.pol)
 		ne.Seq = seq
 		ne.HasRollback = sp.rollback != nil && ne.Status == StatusCompleted
 		batch = AppendWrites(append([]HistoryWrite(nil), t.pending...), HistoryWrite{Put: ne})
