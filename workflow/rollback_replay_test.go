@@ -34,8 +34,14 @@ func driveEvicting[S any](t *testing.T, h *workflowtest.Host[S], fn func(*workfl
 func TestRollbackCheckpointInALoopHoldsForItsIteration(t *testing.T) {
 	reserve := func(c *workflow.Ctx[rvState], name string) error {
 		_, err := workflow.StepWithRollback(c, workflow.StepOptions{Name: name},
-			func(s *workflow.StepCtx[rvState]) (int, error) { s.State.Log = append(s.State.Log, name); return 1, nil },
-			func(s *workflow.StepCtx[rvState], v int) error { s.State.Log = append(s.State.Log, "undo "+name); return nil })
+			func(s *workflow.StepCtx[rvState]) (int, error) {
+				s.State.Log = append(s.State.Log, name)
+				return 1, nil
+			},
+			func(s *workflow.StepCtx[rvState], v int) error {
+				s.State.Log = append(s.State.Log, "undo "+name)
+				return nil
+			})
 		return err
 	}
 	after := func(c *workflow.Ctx[rvState]) error {
@@ -78,7 +84,10 @@ func TestRollbackOrderSurvivesAMoveToANodeWhoseClockIsBehind(t *testing.T) {
 		for _, n := range []string{"a", "b"} {
 			if _, err := workflow.StepWithRollback(c, workflow.StepOptions{Name: n},
 				func(s *workflow.StepCtx[rvState]) (int, error) { return 1, nil },
-				func(s *workflow.StepCtx[rvState], v int) error { s.State.Log = append(s.State.Log, "undo "+n); return nil }); err != nil {
+				func(s *workflow.StepCtx[rvState], v int) error {
+					s.State.Log = append(s.State.Log, "undo "+n)
+					return nil
+				}); err != nil {
 				return err
 			}
 			if n == "a" {
