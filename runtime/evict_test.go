@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -200,5 +201,58 @@ func TestNextBatchOfLargeMessagesAfterARestartFitsOneTransaction(t *testing.T) {
 	}
 	if in.WorkflowStatus != runtime.WorkflowCompleted || len(s.Taken) != 1 || s.Taken[0] < 1 || s.Taken[0] >= 30 {
 		t.Fatalf("workflow %s (%s), state %s; want completed, having taken some of the 30 messages in one batch", in.WorkflowStatus, in.WorkflowError, in.State)
+	}
+}
+
+type bookingState struct {
+	Held  int  `json:"held"`
+	Ready bool `json:"ready"`
+}
+
+// A workflow that rolled back is retried from its first compensated step:
+// that step's effect was undone, and replayed as completed it would not
+// run again, leaving the retried workflow to go on without it.
+func TestRetryAfterARollbackRunsTheCompensatedStepsAgain(t *testing.T) {
+	var healthy atomic.Bool
+	booking := rivet.Actor[bookingState]{
+		Name: "booking",
+		Run: func(ctx *workflow.Ctx[bookingState]) error {
+			if err := ctx.RollbackCheckpoint("cp"); err != nil {
+				return err
+			}
+			if _, err := workflow.StepWithRollback(ctx, workflow.StepOptions{Name: "reserve"},
+				func(s *workflow.StepCtx[bookingState]) (int, error) { s.State.Held++; return 1, nil },
+				func(s *workflow.StepCtx[bookingState], _ int) error { s.State.Held--; return nil }); err != nil {
+				return err
+			}
+			return ctx.StepWith(workflow.StepOptions{Name: "confirm", MaxRetries: workflow.NoRetries}, func(s *workflow.StepCtx[bookingState]) error {
+				if !healthy.Load() {
+					return errors.New("payment refused")
+				}
+				s.State.Ready = true
+				return nil
+			})
+		},
+	}
+	e := newEnv(t, counterReg(t, booking), nil)
+	ref := runtime.Ref{Name: "booking", Key: []string{"b"}}
+	if _, _, err := e.host.GetOrCreate(ctx(t), ref, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the rollback", 20*time.Second, func() bool {
+		return inspect(t, e.host, "booking", "b").WorkflowStatus == runtime.WorkflowFailed
+	})
+	if st := string(inspect(t, e.host, "booking", "b").State); st != `{"held":0,"ready":false}` {
+		t.Fatalf("state after the rollback = %s, want the reservation undone", st)
+	}
+	healthy.Store(true)
+	if _, err := e.host.RetryWorkflow(ctx(t), ref, ""); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the retried workflow's end", 20*time.Second, func() bool {
+		return inspect(t, e.host, "booking", "b").WorkflowStatus == runtime.WorkflowCompleted
+	})
+	if st := string(inspect(t, e.host, "booking", "b").State); st != `{"held":1,"ready":true}` {
+		t.Fatalf("state after the retry = %s, want the reservation made again and confirmed", st)
 	}
 }

@@ -206,6 +206,16 @@ func retryTrees(entries []workflow.Entry, from, failedAt string) ([]string, erro
 		return nil, nil
 	}
 	if from == "" {
+		if first := firstCompensated(entries); first != nil {
+			// The workflow rolled back: the compensated steps' effects
+			// are undone, and replayed as completed they would not run
+			// again. It runs again from the first of them.
+			trees, err := retryTrees(entries, first.Path, failedAt)
+			if err != nil {
+				return nil, rivet.Errorf(rivet.ErrInvalidArgument, "the workflow rolled back from %q on, so a retry must run that step again, but: %v", first.Path, err)
+			}
+			return trees, nil
+		}
 		for _, e := range entries {
 			if (e.Status == workflow.StatusExhausted || e.Status == workflow.StatusFailed) && !covered(e.Path) &&
 				(failedAt == "" || workflow.Under(e.Path, failedAt)) {
@@ -246,6 +256,27 @@ func retryTrees(entries []workflow.Entry, from, failedAt string) ([]string, erro
 		}
 	}
 	return trees, nil
+}
+
+// firstCompensated is the earliest entry whose rollback handler ran (or
+// failed), nil if none did.
+func firstCompensated(entries []workflow.Entry) *workflow.Entry {
+	byPath := make(map[string]*workflow.Entry, len(entries))
+	for i := range entries {
+		byPath[entries[i].Path] = &entries[i]
+	}
+	var first *workflow.Entry
+	var firstAt time.Time
+	for i := range entries {
+		e := &entries[i]
+		if !e.RollbackDone && e.RollbackError == nil {
+			continue
+		}
+		if at := entryTime(byPath, e); first == nil || at.Before(firstAt) {
+			first, firstAt = e, at
+		}
+	}
+	return first
 }
 
 // entryTime is when e was recorded, as far as the history tells: its time,
