@@ -256,3 +256,46 @@ func TestRetryAfterARollbackRunsTheCompensatedStepsAgain(t *testing.T) {
 		t.Fatalf("state after the retry = %s, want the reservation made again and confirmed", st)
 	}
 }
+
+// A workflow retried in the activation that saw it fail completes the
+// messages of waiting senders again.
+func TestSendWaitAfterARetryInTheSameActivation(t *testing.T) {
+	var healthy atomic.Bool
+	echo := rivet.Actor[tickState]{
+		Name:   "echo",
+		Queues: rivet.Queues{"ask": rivet.QueueOf[int]()},
+		Run: func(ctx *workflow.Ctx[tickState]) error {
+			if err := ctx.StepWith(workflow.StepOptions{Name: "gate", MaxRetries: workflow.NoRetries}, func(*workflow.StepCtx[tickState]) error {
+				if !healthy.Load() {
+					return errors.New("not yet")
+				}
+				return nil
+			}); err != nil {
+				return err
+			}
+			return ctx.Loop("serve", func(lc *workflow.Ctx[tickState]) error {
+				msg, err := workflow.Next[int](lc, "wait-ask")
+				if err != nil {
+					return err
+				}
+				return msg.Complete(msg.Body * 2)
+			})
+		},
+	}
+	e := newEnv(t, counterReg(t, echo), nil)
+	ref := runtime.Ref{Name: "echo", Key: []string{"e"}}
+	if _, _, err := e.host.GetOrCreate(ctx(t), ref, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the workflow's failure", 20*time.Second, func() bool {
+		return inspect(t, e.host, "echo", "e").WorkflowStatus == runtime.WorkflowFailed
+	})
+	healthy.Store(true)
+	if _, err := e.host.RetryWorkflow(ctx(t), ref, ""); err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.host.Send(ctx(t), runtime.SendRequest{Ref: ref, Queue: "ask", Body: json.RawMessage(`21`), Wait: true, Timeout: 20 * time.Second})
+	if err != nil || res.Status != runtime.SendCompleted || string(res.Response) != "42" {
+		t.Fatalf("SendWait after the retry = %+v, %v; want completed with 42", res, err)
+	}
+}

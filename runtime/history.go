@@ -176,6 +176,11 @@ func (h *Host) RetryWorkflow(ctx context.Context, ref Ref, from string) (int, er
 		a.wf.status = workflowStatus{}
 		a.wf.wakeAt = now
 		a.mu.Unlock()
+		// The ended run refused waiting senders from its end on; the new
+		// one completes messages again.
+		a.wf.notifyMu.Lock()
+		a.wf.closed = false
+		a.wf.notifyMu.Unlock()
 		a.startWorkflow(hist)
 		return nil
 	})
