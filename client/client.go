@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 
 	"github.com/rivet-go/rivet/caller"
 	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
@@ -139,8 +140,12 @@ func New(addr string, opts ...Option) (*Client, error) {
 	}
 	// The router dials the other nodes with the same options, so the
 	// credentials reach every node the client talks to.
+	// Keepalive pings find a node gone without a word (a cut network):
+	// the calls on its connection then fail, and are retried elsewhere,
+	// instead of waiting for their deadline, or for ever without one.
 	dial := append(append(creds,
 		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(maxMsgBytes), grpc.MaxCallRecvMsgSize(maxMsgBytes)),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 	), o.dial...)
 	conn, err := grpc.NewClient(addr, dial...)
 	if err != nil {

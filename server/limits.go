@@ -3,8 +3,10 @@ package server
 import (
 	"fmt"
 	"math"
+	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
 
 	"github.com/rivet-go/rivet"
 )
@@ -81,8 +83,20 @@ func ServerOptions(limits Limits) []grpc.ServerOption {
 		grpc.MaxSendMsgSize(l.sendBound()),
 		grpc.InitialWindowSize(streamWindow),
 		grpc.InitialConnWindowSize(connWindow),
+		// Peers and clients ping idle connections (PeerKeepalive): the
+		// server must not take those for abuse (its default allows one
+		// ping every 5 minutes).
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 	}
 }
+
+// PeerKeepalive is how a node's connections to its peers (and the Go
+// client's to nodes) find a peer gone without a word (a cut network, a
+// frozen host): a ping after 10 s without traffic, which must be answered
+// within 5 s, or the connection fails and the calls on it fail
+// (UNAVAILABLE) rather than wait for their deadline, or for ever for a
+// call without one. TCP alone takes minutes to hours.
+var PeerKeepalive = keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 5 * time.Second, PermitWithoutStream: true}
 
 // Static HTTP/2 flow-control windows, for a node's server and its
 // connections to peers. With gRPC's default the windows start at 64 KiB
@@ -108,6 +122,7 @@ func PeerDialOptions(limits Limits) []grpc.DialOption {
 		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(l.recvBound()), grpc.MaxCallRecvMsgSize(l.recvBound())),
 		grpc.WithInitialWindowSize(streamWindow),
 		grpc.WithInitialConnWindowSize(connWindow),
+		grpc.WithKeepaliveParams(PeerKeepalive),
 	}
 }
 

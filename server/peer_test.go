@@ -635,3 +635,120 @@ func TestAnOversizedForwardedResponseFailsAloneNotTheStream(t *testing.T) {
 		t.Fatalf("a call in flight on the same stream, which the owner ran, failed: %v", err)
 	}
 }
+
+// freezingProxy relays TCP connections to target until freeze closes: then
+// it stops relaying, and keeps the connections open, as a peer whose host
+// froze or whose network was cut without a reset.
+func freezingProxy(t *testing.T, target string, freeze <-chan struct{}) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var conns []net.Conn
+	t.Cleanup(func() {
+		lis.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	relay := func(dst, src net.Conn) {
+		defer wg.Done()
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := src.Read(buf)
+			select {
+			case <-freeze:
+				<-t.Context().Done() // hold the connection, silent
+				return
+			default:
+			}
+			if n > 0 {
+				if _, err := dst.Write(buf[:n]); err != nil {
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			u, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			mu.Lock()
+			conns = append(conns, c, u)
+			mu.Unlock()
+			wg.Add(2)
+			go relay(u, c)
+			go relay(c, u)
+		}
+	}()
+	return lis.Addr().String()
+}
+
+// A forwarded call, even one without a deadline, to an owner that goes
+// silent (no reset: a frozen host, a cut network) fails once keepalive
+// finds the connection dead, rather than waiting for ever.
+func TestPeerCallToAFrozenOwnerFails(t *testing.T) {
+	f := servertest.NewFake()
+	started := make(chan struct{}, 1)
+	f.CallFunc = func(ctx context.Context, req runtime.CallRequest) (json.RawMessage, error) {
+		started <- struct{}{}
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := server.DefaultLimits()
+	gs := grpc.NewServer(server.ServerOptions(lim)...)
+	srv := server.New(f, server.WithLimits(lim))
+	srv.Register(gs)
+	server.NewPeerServer(srv).Register(gs)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = gs.Serve(lis) }()
+	t.Cleanup(func() { gs.Stop(); <-done })
+	freeze := make(chan struct{})
+	addr := freezingProxy(t, lis.Addr().String(), freeze)
+	dial := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, server.PeerDialOptions(lim)...)
+	conn, err := grpc.NewClient(addr, dial...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc := server.NewPeerConn(conn)
+	t.Cleanup(func() { pc.Close(); conn.Close() })
+	errc := make(chan error, 1)
+	go func() {
+		// No deadline: only the connection's failure can end it.
+		_, err := rivetv1.NewActorServiceClient(pc).Call(context.Background(), &rivetv1.CallRequest{Actor: &rivetv1.ActorRef{Name: "counter", Key: []string{"a"}}, Action: "block", Args: []byte(`[]`)})
+		errc <- err
+	}()
+	<-started
+	close(freeze)
+	limit := server.PeerKeepalive.Time + server.PeerKeepalive.Timeout + 30*time.Second
+	select {
+	case err := <-errc:
+		if status.Code(err) != codes.Unavailable {
+			t.Fatalf("call to a frozen owner = %v, want UNAVAILABLE", err)
+		}
+	case <-time.After(limit):
+		t.Fatalf("a call to a frozen owner still waits %v later", limit)
+	}
+}
