@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -108,6 +109,14 @@ func (r *router) pick(args any) (*grpc.ClientConn, string) {
 		}
 		r.conns[addr] = c
 	}
+	if c.GetState() != connectivity.Ready {
+		// Not connected (yet, or at all: an address this client cannot
+		// reach, a certificate that does not name it): the seed forwards
+		// meanwhile, and the connection is tried in the background. A
+		// call on it would wait for the dial, or fail.
+		c.Connect()
+		return nil, ""
+	}
 	return c, addr
 }
 
@@ -133,6 +142,12 @@ func (r *router) refresh() {
 	if err == nil {
 		ms, err = r.admin.Members(ctx, &rivetv1.MembersRequest{})
 	}
+	var stale []*grpc.ClientConn
+	defer func() {
+		for _, c := range stale {
+			c.Close()
+		}
+	}()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.refreshing = false
@@ -148,9 +163,23 @@ func (r *router) refresh() {
 		}
 	}
 	r.addrs = map[string]string{}
+	live := map[string]bool{}
 	for _, m := range ms.GetMembers() {
+		live[m.GetGrpcAddr()] = true
 		if m.GetState() == "alive" || m.GetState() == "unknown" {
 			r.addrs[m.GetNodeId()] = m.GetGrpcAddr()
+		}
+	}
+	// Connections to nodes no longer members at all go.
+	for addr, c := range r.conns {
+		if !live[addr] {
+			delete(r.conns, addr)
+			stale = append(stale, c) // closed once mu is released
+		}
+	}
+	for addr, until := range r.bad {
+		if time.Now().After(until) {
+			delete(r.bad, addr)
 		}
 	}
 }

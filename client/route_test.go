@@ -4,12 +4,18 @@ import (
 	"context"
 	"encoding/json"
 	"net"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
 	"github.com/rivet-go/rivet/client"
+	"github.com/rivet-go/rivet/internal/certs"
 	"github.com/rivet-go/rivet/runtime"
+	"github.com/rivet-go/rivet/server"
 	"github.com/rivet-go/rivet/server/servertest"
 )
 
@@ -77,5 +83,44 @@ func TestDirectRoutingSendsCallsToTheOwner(t *testing.T) {
 	}
 	if atA.Load() == 0 {
 		t.Fatal("a served nothing")
+	}
+}
+
+// An owner the client reaches but cannot complete a TLS handshake with
+// (its certificate names localhost, it advertises 127.0.0.1) is never
+// called directly: the seed forwards every call, and none fails.
+func TestDirectRoutingFallsBackWhenTheOwnersHandshakeFails(t *testing.T) {
+	t.Setenv(client.TokenEnv, "")
+	dir := t.TempDir()
+	if err := certs.Generate(dir, []string{"localhost"}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	f := func(n string) string { return filepath.Join(dir, n) }
+	cfg, err := certs.ServerConfig(f(certs.NodeFile), f(certs.NodeKeyFile), f(certs.CAFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := []grpc.ServerOption{grpc.Creds(credentials.NewTLS(cfg)),
+		grpc.ChainUnaryInterceptor(server.AuthUnaryInterceptor("t0k")),
+		grpc.ChainStreamInterceptor(server.AuthStreamInterceptor("t0k"))}
+	var atA, atB atomic.Int64
+	aAddr := servertest.Start(t, countingFake("a", &atA), servertest.Config{GRPCOptions: opts})
+	b := countingFake("b", &atB)
+	b.MemberList = []runtime.Member{{NodeID: "a", GRPCAddr: aAddr, State: "alive"}} // 127.0.0.1:port
+	b.PartitionCount = 1
+	b.PartitionTable = []runtime.PartitionOwner{{Partition: 0, Owner: "a"}}
+	bAddr := servertest.Start(t, b, servertest.Config{GRPCOptions: opts})
+	_, port, _ := net.SplitHostPort(bAddr)
+	c := newClient(t, "localhost:"+port, client.WithDirectRouting(20*time.Millisecond), client.WithToken("t0k"),
+		client.WithTLS(f(certs.CAFile), f(certs.ClientFile), f(certs.ClientKeyFile)))
+	// Calls while the client learns the table and tries the owner.
+	for i := range 40 {
+		if _, err := c.GetOrCreate("counter", "k").Call(ctx(t), "x"); err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if atB.Load() != 40 || atA.Load() != 0 {
+		t.Fatalf("served by the seed %d, by the owner %d; want all 40 by the seed", atB.Load(), atA.Load())
 	}
 }

@@ -23,7 +23,7 @@ func NotSent(st *status.Status) bool {
 		return false
 	}
 	m := st.Message()
-	for _, s := range []string{NotSentMark, "Error while dialing", "connection refused", "no such host"} {
+	for _, s := range []string{NotSentMark, "Error while dialing", "connection refused", "no such host", "authentication handshake failed"} {
 		if strings.Contains(m, s) {
 			return true
 		}
