@@ -268,7 +268,8 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 	n.goBackground("nodes-mirror", func() error { return n.view.nodes.Run(bgCtx) })
 	n.balancer = runtime.NewBalancer(runtime.BalancerConfig{
 		Eligible: n.view.eligible, Owners: n.view.ownerTable, Handoffs: cfg.Handoffs,
-		OnMoved: func(in, out int) { n.claimed.Add(uint64(in)); n.handedOff.Add(uint64(out)) },
+		OwnerToken: func(p uint32) int64 { _, tok := n.view.ownerOf(p); return tok },
+		OnMoved:    func(in, out int) { n.claimed.Add(uint64(in)); n.handedOff.Add(uint64(out)) },
 	}, n.host, n.own)
 	n.own.OnEstablished(n.balancer.Kick)
 	n.host.SetWants(n.balancer.Wants)

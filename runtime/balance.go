@@ -19,6 +19,11 @@ type BalancerConfig struct {
 	// Owners returns the owner of each partition as storage last said
 	// ("" for none), indexed by partition.
 	Owners func() []string
+	// OwnerToken, if set, returns the token of partition p's owner record
+	// as storage last said (0 if none): a record of this node no newer
+	// than a claim it released is the table lagging behind the release,
+	// not a claim whose reply was lost, and is not claimed back.
+	OwnerToken func(p uint32) int64
 	// Handoffs bounds the partitions handed off at once, so that a join
 	// moves partitions in a trickle rather than a storm. Default 4.
 	Handoffs int
@@ -110,6 +115,17 @@ func (b *Balancer) Wants(p uint32) bool {
 	return slices.Contains(eligible, rec.NodeID) && placement.Owner(p, eligible) == rec.NodeID
 }
 
+// staleRecord reports whether the owner record of p, which names this
+// node, is a claim it has released since (the table lags behind): claiming
+// p back would take a partition just handed off from its next owner.
+func (b *Balancer) staleRecord(p uint32) bool {
+	if b.cfg.OwnerToken == nil {
+		return false
+	}
+	tok := b.cfg.OwnerToken(p)
+	return tok != 0 && tok <= b.own.ReleasedToken(p)
+}
+
 // balance looks once: claims what it should, and starts handoffs up to the
 // bound. Handoffs run in the background and signal done when they end.
 func (b *Balancer) balance(ctx context.Context, wg *sync.WaitGroup, done chan struct{}) {
@@ -143,7 +159,7 @@ func (b *Balancer) balance(ctx context.Context, wg *sync.WaitGroup, done chan st
 		switch {
 		case want == self && cur == "" && !owned:
 			claim = append(claim, p)
-		case cur == self && !b.own.Holds(p):
+		case cur == self && !b.own.Holds(p) && !b.staleRecord(p):
 			// Ours on record but not held: a claim whose reply was lost
 			// (or that was given up and applied late). Claim adopts it,
 			// even if the ring now wants it elsewhere: not held, it is

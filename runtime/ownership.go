@@ -279,6 +279,14 @@ func (o *Ownership) FinishRelease(ctx context.Context, p uint32) error {
 	return err
 }
 
+// ReleasedToken returns the newest token of partition p this node has
+// released (0 if none).
+func (o *Ownership) ReleasedToken(p uint32) int64 {
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	return o.released[p]
+}
+
 // Run keeps the lease alive until ctx is done. If the lease may have
 // expired (no renewal in time) or is known lost, every claim is dropped
 // first, the OnLost callbacks run, and Run re-establishes the lease and

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -271,5 +272,58 @@ func TestBalancerAdoptsAndHandsOffAnOrphanClaimTheRingWantsElsewhere(t *testing.
 			t.Fatalf("partition %d still owned on record by %q (held %v): the orphan claim was never handed off", p, owners()[p], e.own.Holds(p))
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// An owner table that still names this node for a partition it has just
+// released (the table lags behind the release) is not taken for a claim
+// whose reply was lost: claiming it back would take the partition from the
+// node it was handed to.
+func TestBalancerDoesNotClaimBackAPartitionOnAStaleTable(t *testing.T) {
+	e := newEnvWith(t, counterReg(t), nil, true)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	eligible := []string{"n1", "n2"}
+	p := uint32(0)
+	for placement.Owner(p, eligible) != "n2" {
+		p++
+	}
+	tok, ok := e.own.Token(p)
+	if !ok || !e.own.BeginRelease(p) {
+		t.Fatalf("partition %d not held at the start", p)
+	}
+	if err := e.own.FinishRelease(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	var looks atomic.Int64
+	stale := func() []string {
+		looks.Add(1)
+		out := make([]string, testPartitions)
+		out[p] = "n1" // as before the release
+		return out
+	}
+	b := runtime.NewBalancer(runtime.BalancerConfig{
+		Eligible:   func() []string { return eligible },
+		Owners:     stale,
+		OwnerToken: func(q uint32) int64 { return tok },
+		Resync:     20 * time.Millisecond,
+	}, e.host, e.own)
+	bctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- b.Run(bctx) }()
+	waitFor(t, "the balancer to look several times", 20*time.Second, func() bool { return looks.Load() >= 10 })
+	stop()
+	<-done
+	if e.own.Holds(p) {
+		t.Fatalf("partition %d, released, was claimed back on a table that lagged behind its release", p)
+	}
+	claims, err := e.store.Claims(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range claims {
+		if c.Partition == p {
+			t.Fatalf("partition %d claimed again in storage: %+v", p, c)
+		}
 	}
 }
