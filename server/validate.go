@@ -8,10 +8,11 @@ import (
 	"github.com/rivet-go/rivet/runtime"
 )
 
-// The checks here run before a request is routed to an actor's owner, so a
-// malformed request costs one node a little CPU and never an etcd read or a
-// forward. The runtime checks again what only it can know (that an action
-// exists, that a body fits a queue's type).
+// The checks here run in the service's handlers, on the node that serves
+// the actor: a node that forwards a request passes it on as it came (its
+// forwarding interceptor runs before the handler), so a malformed request
+// may cost a hop, but never an etcd read. The runtime checks again what only
+// it can know (that an action exists, that a body fits a queue's type).
 
 // ref checks an actor reference and converts it.
 func ref(a *rivetv1.ActorRef) (runtime.Ref, error) {
