@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,6 +14,7 @@ import (
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/storage"
 	"github.com/rivet-go/rivet/workflow"
+	"go.uber.org/zap"
 )
 
 // actorMeta is stored at <actor>/meta.
@@ -82,6 +84,11 @@ type activation struct {
 	groups    []writeGroup
 	flushing  bool
 	failed    error
+	// failedOps and failedVer are the writes of the commit that failed and
+	// the version they covered: a reply waiting on a commit whose outcome
+	// is unknown learns it from storage (waitDurable).
+	failedOps []storage.Op
+	failedVer uint64
 	advanced  chan struct{} // closed and replaced when committed or failed changes
 	// quiet is made when the activation is retired (evicted): it refuses
 	// every later write, and quiet closes once the writes queued before
@@ -340,6 +347,88 @@ func (a *activation) waitCommitted(ctx context.Context, v uint64) error {
 	}
 }
 
+// waitDurable is waitCommitted for a reply, which must not say "outcome
+// unknown" when storage can tell. If the commit that covered version v
+// failed with its outcome unknown (etcd's leader changed, the connection
+// broke), its partition's claim is being replaced (storage.OutcomeUnknown);
+// once it has been, the commit applied before the claim ended or never
+// will, and what storage held then says which: nil if it applied, an
+// UNAVAILABLE error (nothing written; clients retry) if not. A write queued
+// after that commit was never sent: UNAVAILABLE too. If storage cannot
+// tell within resolveWait (or ctx), the error stays "outcome unknown".
+func (a *activation) waitDurable(ctx context.Context, v uint64) error {
+	err := a.waitCommitted(ctx, v)
+	if err == nil || ctx.Err() != nil {
+		return err
+	}
+	a.mu.Lock()
+	failed, ops, fv := a.failed, a.failedOps, a.failedVer
+	a.mu.Unlock()
+	if failed == nil || !storage.OutcomeUnknown(failed) || ops == nil {
+		return err
+	}
+	if v > fv {
+		return rivet.Errorf(rivet.ErrUnavailable, "%s: not written (a write before it had an unknown outcome; the actor reloads): retry", a.describe())
+	}
+	applied, rerr := a.h.resolveInDoubt(ctx, a.fence, ops)
+	if rerr != nil {
+		a.h.log.Warn("the outcome of a write stays unknown", actorField(a), zap.Error(rerr))
+		return err
+	}
+	a.h.resolved.Add(1)
+	if applied {
+		return nil
+	}
+	return rivet.Errorf(rivet.ErrUnavailable, "%s: not written (its outcome was unknown until the partition's claim was replaced; it had not applied): retry", a.describe())
+}
+
+// resolveWait bounds how long a reply waits to learn the outcome of a
+// write in doubt: the claim's replacement takes milliseconds, at most its
+// drain (refenceDrain) and a release.
+const resolveWait = 15 * time.Second
+
+// resolveInDoubt says whether ops, committed fenced on f with an unknown
+// outcome, applied: once the claim f has ended (replaced by the re-fence
+// the doubt set off), ops applied before that revision or never, and
+// nothing else writes the actor's keys on that claim after the doubt (the
+// committer refuses it), so storage just before the claim's end holds
+// ops' values exactly if they applied. (If the commit did not apply but
+// storage held those very values already, the actor's state is the same
+// as if it had: the reply is true all the same.)
+func (h *Host) resolveInDoubt(ctx context.Context, f storage.Fence, ops []storage.Op) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, resolveWait)
+	defer cancel()
+	rev, err := h.own.ClaimEnd(ctx, f)
+	if err != nil {
+		return false, fmt.Errorf("the end of the claim it was fenced on: %w", err)
+	}
+	at := storage.ListOptions{Revision: rev - 1, Limit: 1}
+	for _, op := range ops {
+		opts := at
+		opts.KeysOnly = op.Kind != storage.OpPut
+		kvs, err := h.store.List(ctx, op.Key, opts)
+		if err != nil {
+			return false, fmt.Errorf("read %s at revision %d: %w", op.Key, opts.Revision, err)
+		}
+		exact := len(kvs) > 0 && kvs[0].Key == op.Key
+		switch op.Kind {
+		case storage.OpPut:
+			if !exact || !bytes.Equal(kvs[0].Value, op.Value) {
+				return false, nil
+			}
+		case storage.OpDelete:
+			if exact {
+				return false, nil
+			}
+		case storage.OpDeletePrefix:
+			if len(kvs) > 0 {
+				return false, nil
+			}
+		}
+	}
+	return true, nil
+}
+
 func (a *activation) failedErr() error {
 	return commitError(a.describe(), a.failed)
 }
@@ -382,7 +471,7 @@ func (a *activation) flushLoop() {
 
 		a.mu.Lock()
 		if err != nil {
-			a.failed = err
+			a.failed, a.failedOps, a.failedVer = err, ops, v
 		} else {
 			a.committed = v
 		}

@@ -156,6 +156,9 @@ type Stats struct {
 	// Refences counts partitions this node claimed again because one of
 	// their writes had an unknown outcome (Host.InDoubt).
 	Refences uint64
+	// Resolved counts replies that waited on a write whose outcome was
+	// unknown and learned it from storage once its claim was replaced.
+	Resolved uint64
 }
 
 // HistoryEntry is one recorded workflow entry, for people.

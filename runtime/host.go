@@ -82,7 +82,7 @@ type Host struct {
 	queued, sent, received                      atomic.Int64
 	wfRunning                                   atomic.Int64
 	wfCompleted, wfFailed                       atomic.Uint64
-	refences                                    atomic.Uint64
+	refences, resolved                          atomic.Uint64
 	stepsCompleted, stepsFailed, stepsExhausted atomic.Uint64
 }
 
@@ -417,7 +417,7 @@ func (h *Host) turn(ctx context.Context, kind TurnKind, ref Ref, sp *rivet.Spec,
 		if err != nil {
 			return a, created, err
 		}
-		return a, created, a.waitCommitted(ctx, v)
+		return a, created, a.waitDurable(ctx, v)
 	}
 	return nil, false, rivet.Errorf(rivet.ErrUnavailable, "actor %s/%v kept being deactivated", ref.Name, ref.Key)
 }
@@ -1003,6 +1003,7 @@ func (h *Host) Stats() Stats {
 		WorkflowsRunning: uint64(max(h.wfRunning.Load(), 0)), WorkflowsCompleted: h.wfCompleted.Load(), WorkflowsFailed: h.wfFailed.Load(),
 		StepsCompleted: h.stepsCompleted.Load(), StepsFailed: h.stepsFailed.Load(), StepsExhausted: h.stepsExhausted.Load(),
 		Refences: h.refences.Load(),
+		Resolved: h.resolved.Load(),
 	}
 	if cs, ok := h.commit.(CommitStats); ok {
 		st := cs.Stats()

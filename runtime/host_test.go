@@ -85,6 +85,9 @@ type faultStore struct {
 	// goes on.
 	holdCommitSub         atomic.Value
 	holdGate, holdEntered chan struct{}
+	// applyThenFailSub: the next Commit writing a key containing it
+	// applies, then fails as if its reply was lost (outcome unknown).
+	applyThenFailSub atomic.Value
 	// loseClaimReply and failClaims: see Claim and Claims.
 	loseClaimReply      atomic.Bool
 	failClaims          atomic.Int64
@@ -138,6 +141,18 @@ func (s *faultStore) Commit(ctx context.Context, txns ...storage.Txn) error {
 				if strings.Contains(op.Key, v) && s.holdCommitSub.CompareAndSwap(v, "") {
 					close(s.holdEntered)
 					<-s.holdGate
+				}
+			}
+		}
+	}
+	if v, _ := s.applyThenFailSub.Load().(string); v != "" {
+		for _, txn := range txns {
+			for _, op := range txn.Ops {
+				if strings.Contains(op.Key, v) && s.applyThenFailSub.CompareAndSwap(v, "") {
+					if err := s.Store.Commit(ctx, txns...); err != nil {
+						return err
+					}
+					return errors.New("injected: etcdserver: leader changed (after the commit applied)")
 				}
 			}
 		}

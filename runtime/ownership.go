@@ -56,6 +56,13 @@ type Ownership struct {
 	// released is, per partition, the newest token this node released:
 	// a claim listed before its release must not be adopted after it.
 	released map[uint32]int64
+	// ended holds the store revisions of the latest releases (at most
+	// maxEnded, oldest dropped first), for ClaimEnd; endedOrder is their
+	// order.
+	ended      map[storage.Fence]int64
+	endedOrder []storage.Fence
+	// changed is closed and replaced whenever a claim ends, for ClaimEnd.
+	changed chan struct{}
 	// validUntil is when the lease may expire in storage, by this node's
 	// clock, minus the margin.
 	validUntil time.Time
@@ -82,6 +89,7 @@ func NewOwnership(store storage.Store, record NodeRecord, ttl time.Duration, log
 	return &Ownership{
 		store: store, record: record, ttl: ttl, log: log,
 		claims: map[uint32]storage.Claim{}, releasing: map[uint32]storage.Claim{}, released: map[uint32]int64{},
+		ended: map[storage.Fence]int64{}, changed: make(chan struct{}),
 		renewed: make(chan struct{}, 1),
 	}
 }
@@ -268,15 +276,65 @@ func (o *Ownership) FinishRelease(ctx context.Context, p uint32) error {
 	if !ok {
 		return nil
 	}
-	_, err := o.store.Release(ctx, c)
+	rev, err := o.store.Release(ctx, c)
 	if err == nil || errors.Is(err, storage.ErrLeaseNotFound) {
 		o.mu.Lock()
 		delete(o.releasing, p)
 		o.released[p] = max(o.released[p], c.Token)
+		if rev > 0 {
+			f := storage.Fence{Partition: p, Token: c.Token}
+			o.ended[f] = rev
+			o.endedOrder = append(o.endedOrder, f)
+			if len(o.endedOrder) > maxEnded {
+				delete(o.ended, o.endedOrder[0])
+				o.endedOrder = slices.Delete(o.endedOrder, 0, 1)
+			}
+		}
+		o.notifyLocked()
 		o.mu.Unlock()
 		return nil
 	}
 	return err
+}
+
+// maxEnded bounds the releases Ownership remembers for ClaimEnd: a caller
+// asks within seconds of its write, and a re-fence releases one claim.
+const maxEnded = 1024
+
+// notifyLocked wakes ClaimEnd's waiters.
+func (o *Ownership) notifyLocked() {
+	close(o.changed)
+	o.changed = make(chan struct{})
+}
+
+// errClaimEndUnknown: the claim ended other than by a release of this
+// node's that said at which revision (its lease was lost, say).
+var errClaimEndUnknown = errors.New("the claim ended without a known revision")
+
+// ClaimEnd waits until the claim f is no longer held by this node and
+// returns the store revision of the release that ended it: a write fenced
+// on f applied before that revision, or never will. It fails if the claim
+// ended otherwise (its lease was lost, or it was already gone when
+// released), or when ctx ends.
+func (o *Ownership) ClaimEnd(ctx context.Context, f storage.Fence) (int64, error) {
+	for {
+		o.mu.RLock()
+		rev, ended := o.ended[f]
+		held := o.claims[f.Partition].Token == f.Token || o.releasing[f.Partition].Token == f.Token
+		ch := o.changed
+		o.mu.RUnlock()
+		switch {
+		case ended:
+			return rev, nil
+		case !held:
+			return 0, errClaimEndUnknown
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
 }
 
 // ReleasedToken returns the newest token of partition p this node has
@@ -420,6 +478,7 @@ func (o *Ownership) drop(lost bool) []uint32 {
 	o.claims = map[uint32]storage.Claim{}
 	o.releasing = map[uint32]storage.Claim{}
 	o.lease = 0
+	o.notifyLocked()
 	var fns []func()
 	if lost {
 		fns = append(fns, o.onLost...)

@@ -2,8 +2,10 @@ package runtime_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -43,7 +45,12 @@ func TestWriteInDoubtNeverLandsOnANewerWrite(t *testing.T) {
 	}
 
 	e.store.stashCommitSub.Store(storage.EncodeKey([]string{"doubt"}))
-	if _, err := call(t, e.host, "counter", "doubt", "increment", false, 5); !errors.Is(err, rivet.ErrTimeout) {
+	// The re-fence is held, so the caller cannot learn within its
+	// deadline whether the write applied.
+	short, cancel := context.WithTimeout(ctx(t), time.Second)
+	_, err := e.host.Call(short, runtime.CallRequest{Ref: runtime.Ref{Name: "counter", Key: []string{"doubt"}}, Action: "increment", Args: json.RawMessage(`[5]`)})
+	cancel()
+	if !errors.Is(err, rivet.ErrTimeout) {
 		t.Fatalf("the increment whose write is in doubt: %v, want ErrTimeout (outcome unknown)", err)
 	}
 	e.store.stashMu.Lock()
@@ -121,8 +128,10 @@ func TestClaimGoingInDoubtDuringItsRefenceIsRefencedToo(t *testing.T) {
 	t.Cleanup(openList) // before the host stops, which waits for the re-fence
 	e.store.listHoldPrefix.Store(storage.WakeupPartitionPrefix(p))
 	e.store.stashCommitSub.Store(storage.EncodeKey([]string{"again"}))
-	if _, err := call(t, e.host, "counter", "again", "increment", false, 5); !errors.Is(err, rivet.ErrTimeout) {
-		t.Fatalf("the first doubtful increment: %v, want ErrTimeout", err)
+	// Its outcome is learned once the claim is replaced: it did not apply
+	// (it is held back), so the caller may retry.
+	if _, err := call(t, e.host, "counter", "again", "increment", false, 5); !errors.Is(err, rivet.ErrUnavailable) || !strings.Contains(err.Error(), "not written") {
+		t.Fatalf("the first doubtful increment: %v, want ErrUnavailable, not written", err)
 	}
 	var t2 int64
 	waitFor(t, "the new claim", 10*time.Second, func() bool {
@@ -132,7 +141,12 @@ func TestClaimGoingInDoubtDuringItsRefenceIsRefencedToo(t *testing.T) {
 	})
 	// A write on the new claim goes in doubt too.
 	e.store.stashCommitSub.Store(storage.EncodeKey([]string{"again"}))
-	if _, err := call(t, e.host, "counter", "again", "increment", false, 7); !errors.Is(err, rivet.ErrTimeout) {
+	// Its re-fence waits behind the first, held: the caller's deadline
+	// passes before the outcome is known.
+	short, cancel := context.WithTimeout(ctx(t), time.Second)
+	_, err := e.host.Call(short, runtime.CallRequest{Ref: runtime.Ref{Name: "counter", Key: []string{"again"}}, Action: "increment", Args: json.RawMessage(`[7]`)})
+	cancel()
+	if !errors.Is(err, rivet.ErrTimeout) {
 		t.Fatalf("the second doubtful increment: %v, want ErrTimeout", err)
 	}
 	e.store.listHoldPrefix.Store("")
@@ -201,8 +215,8 @@ func TestRefenceAdoptsAClaimWhoseReplyWasLost(t *testing.T) {
 	e.store.loseClaimReply.Store(true)
 	e.store.failClaims.Store(1)
 	e.store.stashCommitSub.Store(storage.EncodeKey([]string{"orphan"}))
-	if _, err := call(t, e.host, "counter", "orphan", "increment", false, 5); !errors.Is(err, rivet.ErrTimeout) {
-		t.Fatalf("the doubtful increment: %v, want ErrTimeout", err)
+	if _, err := call(t, e.host, "counter", "orphan", "increment", false, 5); !errors.Is(err, rivet.ErrUnavailable) || !strings.Contains(err.Error(), "not written") {
+		t.Fatalf("the doubtful increment: %v, want ErrUnavailable, not written", err)
 	}
 	if n := incrementWhenServed(t, e, "orphan"); n != 2 {
 		t.Fatalf("count = %d, want 2", n)
@@ -325,5 +339,30 @@ func TestBalancerDoesNotClaimBackAPartitionOnAStaleTable(t *testing.T) {
 		if c.Partition == p {
 			t.Fatalf("partition %d claimed again in storage: %+v", p, c)
 		}
+	}
+}
+
+// A caller whose write went in doubt but had applied learns so once the
+// claim is replaced: it gets its reply, not "outcome unknown", and the
+// write is there, once.
+func TestAWriteInDoubtThatAppliedIsAnswered(t *testing.T) {
+	e := newEnvWith(t, counterReg(t), nil, true)
+	if n := callInt(t, e.host, "counter", "landed", "increment", true, 1); n != 1 {
+		t.Fatalf("count = %d, want 1", n)
+	}
+	p := placement.Partition("counter", storage.EncodeKey([]string{"landed"}), testPartitions)
+	t1, _ := e.own.Token(p)
+	e.store.applyThenFailSub.Store(storage.EncodeKey([]string{"landed"}))
+	if n := callInt(t, e.host, "counter", "landed", "increment", false, 5); n != 6 {
+		t.Fatalf("the increment whose reply was lost = %d, want 6", n)
+	}
+	if got := e.host.Stats().Resolved; got != 1 {
+		t.Fatalf("Resolved = %d, want 1", got)
+	}
+	if tok, ok := e.own.Token(p); ok && tok == t1 {
+		t.Fatal("the claim of a write in doubt was not replaced")
+	}
+	if n := incrementWhenServed(t, e, "landed"); n != 7 {
+		t.Fatalf("count = %d, want 7 (the write in doubt applied once)", n)
 	}
 }

@@ -573,6 +573,13 @@ func (c *Committer) commit(ctx context.Context, b []*request, retry bool) {
 // errDoubted fails the txns fenced on a claim that has a write in doubt.
 var errDoubted = fmt.Errorf("%w: a write on this partition claim has an unknown outcome; the claim must be replaced first", ErrFenced)
 
+// OutcomeUnknown reports whether a commit that failed with err may still
+// have applied, or may apply later: every error but those that say nothing
+// was written. (With CommitterConfig.OnInDoubt set, the committer reports
+// the claims of such commits, so that they are replaced: then a commit
+// fenced on a replaced claim applied before the replacement or never.)
+func OutcomeUnknown(err error) bool { return inDoubt(err) }
+
 // inDoubt reports whether err leaves a store transaction's outcome
 // unknown: every error but those that say nothing was written.
 func inDoubt(err error) bool {
