@@ -20,12 +20,13 @@ import (
 // its caller waiting 6 s for it, which stalled every survivor's actor with
 // a write in flight longer than the failover of the dead node's own
 // actors. The node now gives such writes up once the new leader's first
-// entry is applied (etcdstore.WithLeaderChanges): they fail fast as
-// outcome unknown, and their partitions are claimed again before their
-// actors write again, so that such a write, if it applies after all,
-// cannot land on a newer one (Host.InDoubt). The test checks that no call
-// failed with etcd's timeout, that the calls in flight failed with the
-// leader change, that the survivor re-fenced, and that no acknowledged
+// entry is applied (etcdstore.WithLeaderChanges), and their partitions are
+// claimed again before their actors write again, so that such a write, if
+// it applies after all, cannot land on a newer one (Host.InDoubt); the
+// callers then learn from storage whether their write had applied (their
+// reply) or not (UNAVAILABLE, which the client retries). The test checks
+// that the survivor re-fenced, that no call failed (none with etcd's
+// timeout, none with "outcome unknown"), and that no acknowledged
 // increment was lost and none counted beyond those tried.
 func TestEtcdLeaderLossDoesNotStallSurvivors(t *testing.T) { leaderLoss(t, false) }
 
@@ -104,25 +105,20 @@ func leaderLossOnce(t *testing.T, external bool) bool {
 		// etcd's own timeout would be 6 s.
 		t.Errorf("a call on %s took %v after the leader died, want under 4 s", ids[survivor], load.slowest)
 	}
-	if load.failed == 0 {
+	// A write in flight at the kill made the survivor claim its partition
+	// again (the log line comes before the release; a balancer that
+	// claims one first is fine). Without one, the kill showed nothing.
+	if b, _ := os.ReadFile(c.nodes[survivor].logPath); !strings.Contains(string(b), "unknown outcome: claiming it again") {
 		return false
 	}
-	sawLeaderChange := false
 	for _, e := range load.errs {
 		t.Logf("failed: %s", e)
 		if strings.Contains(e, "request timed out") {
 			t.Errorf("a call waited out etcd's request timeout after the leader died: %s", e)
 		}
-		sawLeaderChange = sawLeaderChange || strings.Contains(e, "leader changed while the commit was in flight")
 	}
-	if !sawLeaderChange {
-		t.Errorf("no call in flight at the kill failed with the leader change (%d failed)", load.failed)
-	}
-	// The survivor set out to claim the partitions of its writes in doubt
-	// again (the log line comes before the release; a balancer that
-	// claims one first is fine).
-	if b, _ := os.ReadFile(c.nodes[survivor].logPath); !strings.Contains(string(b), "unknown outcome: claiming it again") {
-		t.Errorf("%s never re-fenced a partition after its writes in doubt", ids[survivor])
+	if load.failed > 0 {
+		t.Errorf("%d calls failed: the callers of writes in doubt should have learned their outcome", load.failed)
 	}
 	// Nothing acknowledged was lost, nothing counted beyond what was
 	// tried: read from etcd, not from the actors' memory, so that a late
