@@ -583,7 +583,7 @@ func TestStartRejectsBadConfig(t *testing.T) {
 	}{
 		{"no node ID", func(c *Config) { c.NodeID = "" }, ErrInvalidConfig, "NodeID"},
 		{"short gossip key", func(c *Config) { c.GossipKey = make([]byte, 10) }, ErrInvalidConfig, "GossipKey"},
-		{"unspecified bind, no advertise", func(c *Config) { c.BindAddr = "0.0.0.0:0" }, ErrInvalidConfig, "--advertise-addr"},
+		{"unspecified bind, no advertise", func(c *Config) { c.BindAddr = "0.0.0.0:0" }, ErrInvalidConfig, "--gossip-advertise-addr"},
 		{"unspecified advertise", func(c *Config) { c.AdvertiseAddr = "0.0.0.0:7946" }, ErrInvalidConfig, "AdvertiseAddr"},
 		{"bind without port", func(c *Config) { c.BindAddr = "127.0.0.1" }, ErrInvalidConfig, "BindAddr"},
 		{"unknown profile", func(c *Config) { c.Profile = 7 }, ErrInvalidConfig, "Profile(7)"},

@@ -244,7 +244,7 @@ func (cfg Config) validate() (settings, error) {
 			return s, fmt.Errorf("%w: AdvertiseAddr %q is not an address others can dial", ErrInvalidConfig, s.AdvertiseAddr)
 		}
 	case s.bindIP.IsUnspecified():
-		return s, fmt.Errorf("%w: BindAddr %q listens on all interfaces, so the address to tell other members cannot be guessed: set the advertise address (--advertise-addr)", ErrInvalidConfig, s.BindAddr)
+		return s, fmt.Errorf("%w: BindAddr %q listens on all interfaces, so the address to tell other members cannot be guessed: set the gossip advertise address (--gossip-advertise-addr)", ErrInvalidConfig, s.BindAddr)
 	default:
 		s.advIP = s.bindIP
 	}

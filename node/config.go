@@ -2,6 +2,8 @@ package node
 
 import (
 	"errors"
+	"fmt"
+	"net"
 	"time"
 
 	"github.com/rivet-go/rivet/cluster"
@@ -46,6 +48,12 @@ type Config struct {
 	// this member's name). Empty: a cluster of this member alone. Used only
 	// when the member's data directory is new.
 	EtcdInitialCluster string
+	// EtcdInitialClusterState is "new" (the default: the members listed
+	// form a new cluster) or "existing": this member joins a running
+	// cluster that already has it as a member (etcdctl member add), as a
+	// node whose data directory was lost does once its old member was
+	// removed. Used only when the member's data directory is new.
+	EtcdInitialClusterState string
 
 	// GossipAddr is the host:port of the memberlist gossip (TCP and UDP).
 	// "-" runs the node without gossip: it then balances over the nodes
@@ -182,6 +190,15 @@ func (c *Config) validate() error {
 	}
 	if c.Partitions == 0 {
 		c.Partitions = d.Partitions
+	}
+	if c.AdvertiseAddr == "" && (len(c.Join) > 0 || c.EtcdInitialCluster != "" || len(c.EtcdEndpoints) > 0) {
+		// In a cluster the address is told to the other nodes, which
+		// forward calls to it: 0.0.0.0 would send them to themselves.
+		if host, _, err := net.SplitHostPort(c.GRPCAddr); err == nil {
+			if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+				return fmt.Errorf("node: the gRPC address %q listens on all interfaces, so the address to tell other nodes cannot be guessed: set the advertise address (--advertise-addr)", c.GRPCAddr)
+			}
+		}
 	}
 	if c.Partitions > 65536 {
 		return errors.New("node: Partitions above 65536")

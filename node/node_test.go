@@ -14,6 +14,7 @@ import (
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/client"
 	"github.com/rivet-go/rivet/examples"
+	"github.com/rivet-go/rivet/examples/counter"
 	"github.com/rivet-go/rivet/node"
 )
 
@@ -112,5 +113,26 @@ func TestNodeServesMetricsAndKeepsStateAcrossRestart(t *testing.T) {
 	defer c.Close()
 	if got, err := rivet.Call[int](ctx, c.Get("counter", "n"), "getCount"); err != nil || got != 6 {
 		t.Fatalf("after restart count = %d, %v; want 6", got, err)
+	}
+}
+
+// A node of a cluster that listens on all interfaces without an advertise
+// address is refused at start: the address others would be told, 0.0.0.0,
+// would send their forwarded calls to themselves.
+func TestAClusteredNodeOnAllInterfacesNeedsAnAdvertiseAddress(t *testing.T) {
+	reg, err := rivet.Setup(counter.Actor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := node.DefaultLocalConfig(t.TempDir())
+	cfg.GRPCAddr = "0.0.0.0:0"
+	cfg.EtcdEndpoints = []string{"127.0.0.1:1"} // never dialed: refused before
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if n, err := node.Start(ctx, cfg, reg); err == nil || !strings.Contains(err.Error(), "--advertise-addr") {
+		if n != nil {
+			n.Stop(ctx)
+		}
+		t.Fatalf("start = %v, want a refusal naming --advertise-addr", err)
 	}
 }
