@@ -140,7 +140,7 @@ func (s *Store) probeTerms() {
 			}
 		}
 		s.inflightMu.Unlock()
-		if stale && s.sleepUntil(nil, leaderMargin) {
+		if stale && s.sleepUntil(nil, leaderMargin, nil) {
 			s.giveUpBefore(epoch)
 		}
 	}
@@ -241,10 +241,10 @@ type trackedCommit struct {
 // before it and still wait once the new term's first entry is applied.
 func (s *Store) followLeader() {
 	defer s.bg.Done()
+	// Both taken before the change: the first commit of the new term
+	// comes after the change is known.
+	changed, firstCommit := s.leader.LeaderChangedNotify(), s.leader.FirstCommitInTermNotify()
 	for {
-		// Both taken before the change: the first commit of the new term
-		// comes after the change is known.
-		changed, firstCommit := s.leader.LeaderChangedNotify(), s.leader.FirstCommitInTermNotify()
 		select {
 		case <-changed:
 		case <-s.closed:
@@ -254,18 +254,21 @@ func (s *Store) followLeader() {
 		s.leaderEpoch++
 		epoch := s.leaderEpoch
 		s.inflightMu.Unlock()
-		if !s.sleepUntil(firstCommit, leaderSettle) {
-			continue
+		// The next change's channels, taken at once: a change while this
+		// one settles cuts the waits short, and the loop counts it (its
+		// give-up then covers this change's writes too).
+		next, nextFirst := s.leader.LeaderChangedNotify(), s.leader.FirstCommitInTermNotify()
+		if s.sleepUntil(firstCommit, leaderSettle, next) && s.sleepUntil(nil, leaderMargin, next) {
+			s.giveUpBefore(epoch)
 		}
-		s.sleepUntil(nil, leaderMargin)
-		s.giveUpBefore(epoch)
+		changed, firstCommit = next, nextFirst
 	}
 }
 
 // sleepUntil waits for ch (nil: never) for at most d; it reports whether
 // ch was closed, or, with a nil ch, whether d passed. It returns false at
-// once if the store closes.
-func (s *Store) sleepUntil(ch <-chan struct{}, d time.Duration) bool {
+// once if the store closes or cut closes.
+func (s *Store) sleepUntil(ch <-chan struct{}, d time.Duration, cut <-chan struct{}) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -273,6 +276,8 @@ func (s *Store) sleepUntil(ch <-chan struct{}, d time.Duration) bool {
 		return true
 	case <-t.C:
 		return ch == nil
+	case <-cut:
+		return false
 	case <-s.closed:
 		return false
 	}

@@ -1,0 +1,76 @@
+package etcdstore
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// notifier mimics etcd's notify.Notifier: Receive returns the current
+// channel; Notify closes it and replaces it.
+type notifier struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+func newNotifier() *notifier { return &notifier{ch: make(chan struct{})} }
+func (n *notifier) receive() <-chan struct{} {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.ch
+}
+func (n *notifier) notify() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	close(n.ch)
+	n.ch = make(chan struct{})
+}
+
+type fakeLeader struct{ changed, first *notifier }
+
+func (f *fakeLeader) LeaderChangedNotify() <-chan struct{}     { return f.changed.receive() }
+func (f *fakeLeader) FirstCommitInTermNotify() <-chan struct{} { return f.first.receive() }
+
+type nopKV struct{ pb.KVClient }
+
+// Two leader changes in quick succession (leader A dies, B is elected,
+// B dies within ~3 s, C is elected). A write that began after the first
+// change and is in flight at the second must be given up once C's first
+// entry applies, as the first change's writes were.
+func TestASecondLeaderChangeWhileTheFirstSettlesIsNotMissed(t *testing.T) {
+	lc := &fakeLeader{changed: newNotifier(), first: newNotifier()}
+	s, err := New(&clientv3.Client{}, "/x/", WithKVClient(nopKV{}), WithLeaderChanges(lc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	time.Sleep(20 * time.Millisecond) // followLeader takes its channels (if it is late, change 1 waits for it)
+
+	before, endBefore := s.begin(context.Background())
+	defer endBefore(nil)
+	lc.changed.notify() // change 1: leader B
+	time.Sleep(20 * time.Millisecond)
+	// A write begins in B's term, once followLeader counted change 1.
+	mid, endMid := s.begin(context.Background())
+	defer endMid(nil)
+	lc.first.notify() // B's first entry applies; followLeader sleeps leaderMargin
+	time.Sleep(leaderMargin / 2)
+	lc.changed.notify() // change 2 (leader C), during the margin
+	select {
+	case <-before.Done():
+	case <-time.After(2 * time.Second):
+		t.Fatal("the write from before change 1 was not given up")
+	}
+	time.Sleep(50 * time.Millisecond)
+	lc.first.notify() // C's first entry applies
+	select {
+	case <-mid.Done():
+		t.Logf("the write in flight at change 2 was given up: %v", context.Cause(mid))
+	case <-time.After(2 * time.Second):
+		t.Fatal("the write in flight at change 2 was never given up: change 2 was missed (it waits out etcd's request timeout)")
+	}
+}
