@@ -3,8 +3,11 @@ package seed_test
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"os"
 	"reflect"
+	"regexp"
+	"slices"
 	"testing"
 	"time"
 
@@ -112,6 +115,11 @@ func TestReminderFiresAfterItsTime(t *testing.T) {
 	if since := time.Since(sent); since < time.Second {
 		t.Fatalf("reminder fired after %v, before its time", since)
 	}
+	wantEntries(e, "reminderActor", "main",
+		"reminder-loop",
+		"reminder-loop/~N/record-reminder",
+		"reminder-loop/~N/wait-reminder",
+		"reminder-loop/~N/wait-until-reminder")
 }
 
 // wantState checks that getState answers exactly want (as JSON: the seed's
@@ -147,6 +155,11 @@ func TestTimeoutActorSavesTheCharge(t *testing.T) {
 	send(e, "timeoutActor", "main", "charge", map[string]any{"orderId": "o1"})
 	eventually(e, "timeoutActor", "main", 20*time.Second, func(s struct{ LastChargeID *string }) bool { return s.LastChargeID != nil })
 	wantState(e, "timeoutActor", "main", `{"lastChargeId":"charge-o1"}`)
+	wantEntries(e, "timeoutActor", "main",
+		"charge-loop",
+		"charge-loop/~N/charge-card",
+		"charge-loop/~N/save-charge",
+		"charge-loop/~N/wait-charge")
 }
 
 func TestDashboardJoinsTheThreeCounts(t *testing.T) {
@@ -158,6 +171,14 @@ func TestDashboardJoinsTheThreeCounts(t *testing.T) {
 	if gets := e.api.Gets(); gets["/users"] != 1 || gets["/orders"] != 1 || gets["/revenue"] != 1 {
 		t.Fatalf("API GETs = %v, want one of each", gets)
 	}
+	wantEntries(e, "dashboardActor", "main",
+		"dashboard-loop",
+		"dashboard-loop/~N/fetch-summary",
+		"dashboard-loop/~N/fetch-summary/orders/fetch-orders",
+		"dashboard-loop/~N/fetch-summary/revenue/fetch-revenue",
+		"dashboard-loop/~N/fetch-summary/users/fetch-users",
+		"dashboard-loop/~N/save-summary",
+		"dashboard-loop/~N/wait-refresh")
 }
 
 func TestAuctionIsSoldOnABid(t *testing.T) {
@@ -169,6 +190,7 @@ func TestAuctionIsSoldOnABid(t *testing.T) {
 		{Path: "/auctions/item-123"},
 		{Path: "/auctions/item-123/finalize", Body: `{"outcome":"bid"}`},
 	})
+	wantEntries(e, "auctionActor", "item-123", "list-item", "bid-or-expire", "bid-or-expire/bid/wait-bid", "finalize")
 }
 
 func TestAuctionExpiresWithoutABid(t *testing.T) {
@@ -188,6 +210,7 @@ func TestAuctionExpiresWithoutABid(t *testing.T) {
 	// A bid after the end changes nothing.
 	send(e, "auctionActor", "item-123", "bids", map[string]any{"amount": 100})
 	wantState(e, "auctionActor", "item-123", `{"result":"expired"}`)
+	wantEntries(e, "auctionActor", "item-123", "list-item", "bid-or-expire", "bid-or-expire/expire/auction-timeout", "finalize")
 }
 
 func wantPosts(t *testing.T, api *exampleapi.TestServer, want []exampleapi.Request) {
@@ -203,6 +226,14 @@ func TestFanInOutMergesTheCounts(t *testing.T) {
 	send(e, "fanInOutActor", "main", "refresh", map[string]any{})
 	eventually(e, "fanInOutActor", "main", 20*time.Second, func(s struct{ Total int }) bool { return s.Total != 0 })
 	wantState(e, "fanInOutActor", "main", `{"total":19}`)
+	wantEntries(e, "fanInOutActor", "main",
+		"join-loop",
+		"join-loop/~N/merge-results",
+		"join-loop/~N/parallel-work",
+		"join-loop/~N/parallel-work/invoices/fetch-invoices",
+		"join-loop/~N/parallel-work/orders/fetch-orders",
+		"join-loop/~N/parallel-work/users/fetch-users",
+		"join-loop/~N/wait-refresh")
 }
 
 func TestScatterGatherSumsTheShards(t *testing.T) {
@@ -210,6 +241,14 @@ func TestScatterGatherSumsTheShards(t *testing.T) {
 	send(e, "scatterGatherActor", "main", "scatter", map[string]any{"input": 2})
 	eventually(e, "scatterGatherActor", "main", 20*time.Second, func(s struct{ LastSum int }) bool { return s.LastSum != 0 })
 	wantState(e, "scatterGatherActor", "main", `{"lastSum":60}`)
+	wantEntries(e, "scatterGatherActor", "main",
+		"scatter-gather-loop",
+		"scatter-gather-loop/~N/aggregate",
+		"scatter-gather-loop/~N/gather",
+		"scatter-gather-loop/~N/gather/shardA/call-shard-a",
+		"scatter-gather-loop/~N/gather/shardB/call-shard-b",
+		"scatter-gather-loop/~N/gather/shardC/call-shard-c",
+		"scatter-gather-loop/~N/wait-scatter")
 }
 
 // The seed's poll loop starts with the actor: attempts 1 and 2 fail (the
@@ -271,6 +310,13 @@ func TestPollBackoffGrowsThenResets(t *testing.T) {
 		}
 	}
 	t.Logf("states seen: %v", order)
+	wantEntries(e, "pollBackoffActor", "main",
+		"poll-loop",
+		"poll-loop/~N/grow-backoff",
+		"poll-loop/~N/healthy-interval",
+		"poll-loop/~N/poll-target",
+		"poll-loop/~N/reset-backoff",
+		"poll-loop/~N/retry-delay")
 }
 
 func TestCoordinatorDispatchesToTheWorker(t *testing.T) {
@@ -278,6 +324,11 @@ func TestCoordinatorDispatchesToTheWorker(t *testing.T) {
 	send(e, "coordinatorActor", "main", "task", map[string]any{"taskId": "t1", "workerId": "w1", "value": 21})
 	eventually(e, "coordinatorActor", "main", 20*time.Second, func(s struct{ LastTaskID *string }) bool { return s.LastTaskID != nil })
 	wantState(e, "coordinatorActor", "main", `{"lastTaskId":"t1","lastResult":42}`)
+	wantEntries(e, "coordinatorActor", "main",
+		"orchestrator-loop",
+		"orchestrator-loop/~N/dispatch-rpc",
+		"orchestrator-loop/~N/record-result",
+		"orchestrator-loop/~N/wait-task")
 }
 
 func TestOrchestratorReconcilesItsChildren(t *testing.T) {
@@ -291,6 +342,15 @@ func TestOrchestratorReconcilesItsChildren(t *testing.T) {
 			t.Errorf("child %s: %v", child, err)
 		}
 	}
+	wantEntries(e, "orchestratorActor", "main",
+		"orchestrate-loop",
+		"orchestrate-loop/~N/collect-updates",
+		"orchestrate-loop/~N/collect-updates/a/run-child-a",
+		"orchestrate-loop/~N/collect-updates/b/run-child-b",
+		"orchestrate-loop/~N/collect-updates/c/run-child-c",
+		"orchestrate-loop/~N/reconcile",
+		"orchestrate-loop/~N/wait-batch",
+		"start-children")
 }
 
 func TestTimeoutFallbackFallsBack(t *testing.T) {
@@ -299,4 +359,34 @@ func TestTimeoutFallbackFallsBack(t *testing.T) {
 	send(e, "timeoutFallbackActor", "main", "request", map[string]any{})
 	eventually(e, "timeoutFallbackActor", "main", 20*time.Second, func(s struct{ LastSource string }) bool { return s.LastSource != "none" })
 	wantState(e, "timeoutFallbackActor", "main", `{"lastSource":"fallback","lastValue":"fallback"}`)
+	wantEntries(e, "timeoutFallbackActor", "main",
+		"timeout-loop",
+		"timeout-loop/~N/fallback-call",
+		"timeout-loop/~N/primary-vs-timeout",
+		"timeout-loop/~N/primary-vs-timeout/timeout/primary-timeout",
+		"timeout-loop/~N/record-choice",
+		"timeout-loop/~N/wait-request")
+}
+
+// iterationNumber matches a loop iteration's segment of a history path.
+var iterationNumber = regexp.MustCompile(`~[0-9]+`)
+
+// wantEntries checks the names the actor's workflow recorded (loop
+// iterations as ~N), which are the seed's: history compatibility with the
+// spec depends on them, and no other test looks at most of them.
+func wantEntries(e *env, actor, key string, want ...string) {
+	e.t.Helper()
+	h, err := e.c.Actor(actor, key).History(e.ctx)
+	if err != nil {
+		e.t.Fatalf("%s %s history: %v", actor, key, err)
+	}
+	seen := map[string]bool{}
+	for _, en := range h.Entries {
+		seen[iterationNumber.ReplaceAllString(en.Path, "~N")] = true
+	}
+	got := slices.Sorted(maps.Keys(seen))
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		e.t.Fatalf("%s %s history paths = %q, want %q", actor, key, got, want)
+	}
 }
