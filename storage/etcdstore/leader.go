@@ -254,11 +254,19 @@ func (s *Store) followLeader() {
 		s.leaderEpoch++
 		epoch := s.leaderEpoch
 		s.inflightMu.Unlock()
-		// The next change's channels, taken at once: a change while this
-		// one settles cuts the waits short, and the loop counts it (its
-		// give-up then covers this change's writes too).
-		next, nextFirst := s.leader.LeaderChangedNotify(), s.leader.FirstCommitInTermNotify()
-		if s.sleepUntil(firstCommit, leaderSettle, next) && s.sleepUntil(nil, leaderMargin, next) {
+		// The next change's channel, taken at once: a change before this
+		// term's first commit cuts the wait short, and the loop counts it
+		// (its give-up then covers this change's writes too). Once the
+		// term has committed, the writes from before it are given up
+		// whatever comes next.
+		next := s.leader.LeaderChangedNotify()
+		settled := s.sleepUntil(firstCommit, leaderSettle, next)
+		// The next term's first commit: taken once this term's has come
+		// (or will not), so that it is not the channel this term's
+		// closes. (If the next change came first, it is the next term's
+		// all the same: this term committed nothing before it.)
+		nextFirst := s.leader.FirstCommitInTermNotify()
+		if settled && s.sleepUntil(nil, leaderMargin, nil) {
 			s.giveUpBefore(epoch)
 		}
 		changed, firstCommit = next, nextFirst

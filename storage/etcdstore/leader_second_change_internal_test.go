@@ -74,3 +74,35 @@ func TestASecondLeaderChangeWhileTheFirstSettlesIsNotMissed(t *testing.T) {
 		t.Fatal("the write in flight at change 2 was never given up: change 2 was missed (it waits out etcd's request timeout)")
 	}
 }
+
+// After one leader change has settled, a later one again waits for its
+// own term's first commit before it gives writes up (the first commit
+// channel of the next term is not the one the earlier term closed).
+func TestALaterLeaderChangeWaitsForItsOwnFirstCommit(t *testing.T) {
+	lc := &fakeLeader{changed: newNotifier(), first: newNotifier()}
+	s, err := New(&clientv3.Client{}, "/x/", WithKVClient(nopKV{}), WithLeaderChanges(lc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	time.Sleep(20 * time.Millisecond) // followLeader takes its channels (if late, the test is weaker, not wrong)
+	lc.changed.notify()               // change 1: leader B
+	time.Sleep(20 * time.Millisecond)
+	lc.first.notify() // B's first entry applies
+	time.Sleep(leaderMargin + 100*time.Millisecond)
+
+	w, endW := s.begin(context.Background())
+	defer endW(nil)
+	lc.changed.notify() // change 2 (leader C), later; C has committed nothing
+	select {
+	case <-w.Done():
+		t.Fatalf("a write was given up after change 2 although C's first entry never applied: %v", context.Cause(w))
+	case <-time.After(time.Second):
+	}
+	lc.first.notify() // C's first entry applies: now it goes
+	select {
+	case <-w.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the write in flight at change 2 was not given up once C's first entry applied")
+	}
+}
