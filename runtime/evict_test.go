@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -297,5 +298,44 @@ func TestSendWaitAfterARetryInTheSameActivation(t *testing.T) {
 	res, err := e.host.Send(ctx(t), runtime.SendRequest{Ref: ref, Queue: "ask", Body: json.RawMessage(`21`), Wait: true, Timeout: 20 * time.Second})
 	if err != nil || res.Status != runtime.SendCompleted || string(res.Response) != "42" {
 		t.Fatalf("SendWait after the retry = %+v, %v; want completed with 42", res, err)
+	}
+}
+
+// When the node's watchdog takes its lease for lost (no renewal heard in
+// time) while a write is in flight, that write may still apply: the lease
+// may live on in etcd. Its caller is not told "not written" (which it
+// would retry, applying the increment twice): it waits for the write's
+// real outcome, here that it applied.
+func TestALostLeaseDoesNotAnswerNotWrittenForAWriteThatApplies(t *testing.T) {
+	e := newEnv(t, counterReg(t), nil)
+	if n := callInt(t, e.host, "counter", "x", "increment", true, 1); n != 1 {
+		t.Fatalf("count = %d, want 1", n)
+	}
+	e.store.applyGate, e.store.applyEntered = make(chan struct{}), make(chan struct{})
+	open := sync.OnceFunc(func() { close(e.store.applyGate) })
+	t.Cleanup(open)
+	e.store.applyThenHoldSub.Store("/" + storage.StateSuffix)
+	type reply struct {
+		raw json.RawMessage
+		err error
+	}
+	done := make(chan reply, 1)
+	go func() {
+		raw, err := call(t, e.host, "counter", "x", "increment", false, 1)
+		done <- reply{raw, err}
+	}()
+	<-e.store.applyEntered // applied; its answer is slow
+	e.store.muteRenewals.Store(true)
+	waitFor(t, "the watchdog to drop the claims", 20*time.Second, func() bool { return e.own.Owned() == 0 })
+	select {
+	case r := <-done:
+		t.Fatalf("the caller was answered (%s, %v) while its write was still on its way", r.raw, r.err)
+	default:
+	}
+	e.store.muteRenewals.Store(false)
+	open()
+	r := <-done
+	if n := mustInt(t, r.raw, r.err); n != 2 {
+		t.Fatalf("increment = %d, want 2", n)
 	}
 }

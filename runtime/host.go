@@ -330,6 +330,9 @@ func (h *Host) evict(a *activation) {
 	a.stopped.Store(true)
 	quiet := a.retire()
 	a.cancelWorkflow()
+	// Senders waiting for completions learn that their messages wait for
+	// the next activation (Send answers "enqueued").
+	a.failWaiters()
 	h.mu.Lock()
 	gone := h.actors[a.id] == a
 	if gone {
@@ -359,22 +362,20 @@ func (h *Host) retired(a *activation) {
 var errDestroyed = errors.New("actor destroyed")
 
 // evictAll drops every activation, when the node's claims are lost.
+//
+// Each is evicted, not failed: a write already on its way may still apply
+// (the watchdog judges by the node's clock, and the lease may live on in
+// etcd), so its callers wait for its real outcome rather than hear "not
+// written" and retry it; a write that did not apply fails its fence.
 func (h *Host) evictAll() {
 	h.mu.Lock()
-	all := h.actors
-	h.actors = map[string]*activation{}
+	all := make([]*activation, 0, len(h.actors))
+	for _, a := range h.actors {
+		all = append(all, a)
+	}
 	h.mu.Unlock()
 	for _, a := range all {
-		a.stopped.Store(true)
-		a.cancelWorkflow()
-		a.wf.dropQueued()
-		a.mu.Lock()
-		if a.failed == nil {
-			a.failed = storage.ErrFenced
-			close(a.advanced)
-			a.advanced = make(chan struct{})
-		}
-		a.mu.Unlock()
+		h.evict(a)
 	}
 	if len(all) > 0 {
 		h.log.Warn("partition claims lost: every actor deactivated", zap.Int("actors", len(all)))

@@ -88,6 +88,15 @@ type faultStore struct {
 	// applyThenFailSub: the next Commit writing a key containing it
 	// applies, then fails as if its reply was lost (outcome unknown).
 	applyThenFailSub atomic.Value
+	// applyThenHoldSub: the next Commit writing a key containing it
+	// applies, then waits until applyGate closes before it answers
+	// (applyEntered is closed when it waits).
+	applyThenHoldSub        atomic.Value
+	applyGate, applyEntered chan struct{}
+	// muteRenewals hides the lease's renewals from the node (a slow etcd,
+	// a long pause): the lease lives on in etcd, but the node's watchdog
+	// takes it for lost.
+	muteRenewals atomic.Bool
 	// loseClaimReply and failClaims: see Claim and Claims.
 	loseClaimReply      atomic.Bool
 	failClaims          atomic.Int64
@@ -102,6 +111,15 @@ func (s *faultStore) Claim(ctx context.Context, node string, lease storage.Lease
 		return nil, errors.New("injected: the claim's reply was lost")
 	}
 	return claims, err
+}
+
+// KeepAlive hides the renewals from the node while muteRenewals is set.
+func (s *faultStore) KeepAlive(ctx context.Context, lease storage.LeaseID, renewed func(time.Time)) error {
+	return s.Store.KeepAlive(ctx, lease, func(v time.Time) {
+		if !s.muteRenewals.Load() {
+			renewed(v)
+		}
+	})
 }
 
 // Claims fails failClaims times first.
@@ -141,6 +159,18 @@ func (s *faultStore) Commit(ctx context.Context, txns ...storage.Txn) error {
 				if strings.Contains(op.Key, v) && s.holdCommitSub.CompareAndSwap(v, "") {
 					close(s.holdEntered)
 					<-s.holdGate
+				}
+			}
+		}
+	}
+	if v, _ := s.applyThenHoldSub.Load().(string); v != "" {
+		for _, txn := range txns {
+			for _, op := range txn.Ops {
+				if strings.Contains(op.Key, v) && s.applyThenHoldSub.CompareAndSwap(v, "") {
+					err := s.Store.Commit(ctx, txns...)
+					close(s.applyEntered)
+					<-s.applyGate
+					return err
 				}
 			}
 		}
