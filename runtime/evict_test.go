@@ -339,3 +339,48 @@ func TestALostLeaseDoesNotAnswerNotWrittenForAWriteThatApplies(t *testing.T) {
 		t.Fatalf("increment = %d, want 2", n)
 	}
 }
+
+type bigState struct {
+	Blob string `json:"blob"`
+	N    int    `json:"n"`
+}
+
+// A step whose record and state together are too large for one store
+// transaction fails the workflow, and its state change stays uncommitted:
+// actions do not see it, and a later action does not commit it.
+func TestAStepTooLargeToCommitLeavesTheStateAsItWas(t *testing.T) {
+	big := rivet.Actor[bigState]{
+		Name: "big",
+		Run: func(ctx *workflow.Ctx[bigState]) error {
+			_, err := workflow.Step(ctx, "grow", func(s *workflow.StepCtx[bigState]) (string, error) {
+				s.State.Blob = strings.Repeat("s", 900_000) // under the 1 MiB state limit
+				return strings.Repeat("o", 900_000), nil    // with the state, over one txn
+			})
+			return err
+		},
+		Actions: rivet.Actions[bigState]{
+			"len":   rivet.Query(func(c *rivet.ActionCtx[bigState]) (int, error) { return len(c.State.Blob), nil }),
+			"touch": rivet.Action0(func(c *rivet.ActionCtx[bigState]) (int, error) { c.State.N++; return c.State.N, nil }),
+		},
+	}
+	e := newEnv(t, counterReg(t, big), nil)
+	if _, _, err := e.host.GetOrCreate(ctx(t), runtime.Ref{Name: "big", Key: []string{"y"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the workflow's failure", 20*time.Second, func() bool {
+		return inspect(t, e.host, "big", "y").WorkflowStatus == runtime.WorkflowFailed
+	})
+	if ins := inspect(t, e.host, "big", "y"); !strings.Contains(ins.WorkflowError, "too large") {
+		t.Fatalf("workflow error %q, want it to say the write is too large", ins.WorkflowError)
+	}
+	if n := callInt(t, e.host, "big", "y", "len", false); n != 0 {
+		t.Fatalf("an action sees a blob of %d bytes that was never committed", n)
+	}
+	if n := callInt(t, e.host, "big", "y", "touch", false); n != 1 {
+		t.Fatalf("touch = %d, want 1", n)
+	}
+	e.restart()
+	if n := callInt(t, e.host, "big", "y", "len", false); n != 0 {
+		t.Fatalf("after a later action and a restart, the failed step's change (%d bytes) is durable", n)
+	}
+}

@@ -422,8 +422,18 @@ func (w *wfHost) RunStep(ctx context.Context, ephemeral bool, fn func(env workfl
 			a.restoreState()
 			return nil, rivet.Errorf(rivet.ErrTooLarge, "state of %s would be %d bytes, the limit is %d", a.describe(), len(b), a.h.cfg.MaxStateBytes)
 		}
-		if string(b) != string(a.stateBytes) {
+		changed := string(b) != string(a.stateBytes)
+		if changed {
 			ops = append(ops, storage.Put(a.key(storage.StateSuffix), b))
+		}
+		// Checked here, before memory takes the change: a write too large
+		// for one transaction is never committed, and actions must not
+		// read (or a later turn commit) the state it changed.
+		if err := checkLimits(a, ops); err != nil {
+			a.restoreState()
+			return nil, err
+		}
+		if changed {
 			a.stateBytes = b
 		}
 		return ops, nil
@@ -610,6 +620,12 @@ func (w *wfHost) Receive(ctx context.Context, names []string, max int, record fu
 		if err != nil {
 			return nil, err
 		}
+		ops = append(ops, hops...)
+		// Before memory forgets the messages: a receive too large to
+		// commit leaves them queued.
+		if err := checkLimits(a, ops); err != nil {
+			return nil, err
+		}
 		// Memory follows the commit: if it fails, the activation is
 		// evicted and these counters die with it.
 		for k := len(picked) - 1; k >= 0; k-- {
@@ -618,7 +634,7 @@ func (w *wfHost) Receive(ctx context.Context, names []string, max int, record fu
 			a.wf.countPending(a.wf.msgs[i].queue, -1)
 			a.wf.msgs = append(a.wf.msgs[:i], a.wf.msgs[i+1:]...)
 		}
-		return append(ops, hops...), nil
+		return ops, nil
 	})
 	if err != nil {
 		return nil, err
