@@ -24,8 +24,9 @@ import (
 //     hooks, once per turn, call or store transaction, and go into
 //     Prometheus histograms (a few atomic adds each).
 //
-// No metric is labelled by actor key, and none by actor name: every label
-// takes a handful of fixed values.
+// No metric is labelled by actor key. The call metrics are labelled by
+// actor name, which takes only the registry's names (an unregistered one
+// counts as ""); every other label takes a handful of fixed values.
 
 // metrics holds the histograms and the labelled call counter, fed by the
 // runtime and the committer. It implements runtime.Observer and

@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -134,5 +135,30 @@ func TestAClusteredNodeOnAllInterfacesNeedsAnAdvertiseAddress(t *testing.T) {
 			n.Stop(ctx)
 		}
 		t.Fatalf("start = %v, want a refusal naming --advertise-addr", err)
+	}
+}
+
+// Draining the only node that could hold the partitions is refused at
+// once, saying why, rather than marking it draining for good with nothing
+// able to move.
+func TestDrainingTheOnlyEligibleNodeIsRefused(t *testing.T) {
+	reg, err := rivet.Setup(counter.Actor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	n := startNode(t, ctx, node.DefaultLocalConfig(t.TempDir()), reg)
+	c, err := client.New(n.GRPCAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Drain(ctx, n.ID(), false); !errors.Is(err, rivet.ErrInvalidArgument) || !strings.Contains(err.Error(), "no other node") {
+		t.Fatalf("drain of the only node = %v, want INVALID_ARGUMENT saying no other node can take its partitions", err)
+	}
+	ms, err := c.Members(ctx)
+	if err != nil || len(ms) != 1 || strings.Contains(ms[0].State, "draining") {
+		t.Fatalf("members after the refused drain = %+v, %v; want the node, not draining", ms, err)
 	}
 }

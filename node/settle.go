@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.uber.org/zap"
@@ -180,6 +181,10 @@ func (b backend) Partitions(ctx context.Context) (uint32, []runtime.PartitionOwn
 // through its own AdminService.
 func (b backend) Drain(ctx context.Context, node string, undo bool) (uint32, error) {
 	if node == "" || node == b.n.cfg.NodeID {
+		if !undo && !slices.ContainsFunc(b.n.view.eligible(), func(id string) bool { return id != b.n.cfg.NodeID }) {
+			// The ring would be empty: nothing could ever move.
+			return 0, rivet.Errorf(rivet.ErrInvalidArgument, "cannot drain node %s: no other node can take its partitions (the others are draining or gone); start or undrain another node first", b.n.cfg.NodeID)
+		}
 		owned := uint32(b.n.own.Owned())
 		if err := b.n.own.SetDraining(ctx, !undo); err != nil {
 			return 0, rivet.Errorf(rivet.ErrUnavailable, "mark node %s draining: %v", b.n.cfg.NodeID, err)

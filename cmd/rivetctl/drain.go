@@ -66,7 +66,10 @@ its share of partitions again.`,
 			}
 			select {
 			case <-ctx.Done():
-				return fmt.Errorf("%s still owns %d partitions: %w", node, owned, ctx.Err())
+				// Not the deadline's "no answer": the node answered, the
+				// drain is slow. It goes on; the bar's line ends first.
+				_ = bar.Exit()
+				return fmt.Errorf("%s still owns %d of its %d partitions after %s (--wait); it stays draining (rivetctl drain --undo %s ends that)", node, owned, start, wait, node)
 			case <-time.After(200 * time.Millisecond):
 			}
 		}
