@@ -53,9 +53,15 @@ func TestWriteInDoubtNeverLandsOnANewerWrite(t *testing.T) {
 	if !errors.Is(err, rivet.ErrTimeout) {
 		t.Fatalf("the increment whose write is in doubt: %v, want ErrTimeout (outcome unknown)", err)
 	}
-	e.store.stashMu.Lock()
-	late := append([]storage.Txn(nil), e.store.stashed...)
-	e.store.stashMu.Unlock()
+	// On a slow machine the deadline can pass before the write reached
+	// the store: it is held back then, later.
+	var late []storage.Txn
+	waitFor(t, "the write held back", 20*time.Second, func() bool {
+		e.store.stashMu.Lock()
+		late = append([]storage.Txn(nil), e.store.stashed...)
+		e.store.stashMu.Unlock()
+		return len(late) > 0
+	})
 	if len(late) == 0 {
 		t.Fatal("no write was held back")
 	}

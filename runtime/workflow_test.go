@@ -214,7 +214,7 @@ func TestSleepSurvivesRestartAndWakesWithoutARequest(t *testing.T) {
 	}
 	waitFor(t, "the sleep to be recorded", 10*time.Second, func() bool {
 		h, err := e.host.History(ctx(t), ref)
-		return err == nil && len(h.Entries) == 1 && h.Entries[0].Path == "nap"
+		return err == nil && len(h.Entries) > 0 && h.Entries[0].Path == "nap"
 	})
 	e.restart()
 	// Nothing calls the actor: only the stored wakeup can bring it back.
@@ -403,7 +403,7 @@ func TestDestroyOfASleepingWorkflowLeavesNothing(t *testing.T) {
 	}
 	waitFor(t, "the sleep to be recorded", 10*time.Second, func() bool {
 		h, err := e.host.History(ctx(t), ref)
-		return err == nil && len(h.Entries) == 1
+		return err == nil && len(h.Entries) > 0
 	})
 	if err := e.host.Destroy(ctx(t), ref); err != nil {
 		t.Fatal(err)

@@ -342,8 +342,8 @@ func TestCommitterStalledBatchDoesNotStopOthers(t *testing.T) {
 		t.Fatalf("a txn on the stuck batch's key went ahead of it: %v", err)
 	case <-time.After(100 * time.Millisecond):
 	}
-	if st := c.Stats(); st.Stalls != 1 {
-		t.Fatalf("stalls = %d, want 1", st.Stalls)
+	if st := c.Stats(); st.Stalls < 1 {
+		t.Fatalf("stalls = %d, want the stuck batch counted", st.Stalls)
 	}
 	close(stuck)
 	for _, ch := range []chan error{first, same} {

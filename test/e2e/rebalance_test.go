@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -120,11 +121,13 @@ func TestJoinAndDrainUnderLoad(t *testing.T) {
 		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		out, err := cl.Get("counter", key).Call(cctx, "getCount")
 		cancel()
-		if err != nil || string(out) < "" {
+		if err != nil {
 			t.Fatalf("getCount %s: %v", key, err)
 		}
 		var got int
-		fmt.Sscan(string(out), &got)
+		if err := json.Unmarshal(out, &got); err != nil {
+			t.Fatalf("getCount %s = %s: %v", key, out, err)
+		}
 		if got < n {
 			t.Errorf("counter %s = %d, below the %d acknowledged increments", key, got, n)
 		}
