@@ -13,15 +13,36 @@ import (
 // notifier mimics etcd's notify.Notifier: Receive returns the current
 // channel; Notify closes it and replaces it.
 type notifier struct {
-	mu sync.Mutex
-	ch chan struct{}
+	mu       sync.Mutex
+	ch       chan struct{}
+	receives int // how many times a channel was taken
 }
 
 func newNotifier() *notifier { return &notifier{ch: make(chan struct{})} }
 func (n *notifier) receive() <-chan struct{} {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	n.receives++
 	return n.ch
+}
+
+// taken waits until the store's leader follower has taken n channels of
+// this notifier: it then waits on the latest.
+func (n *notifier) taken(t *testing.T, count int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n.mu.Lock()
+		got := n.receives
+		n.mu.Unlock()
+		if got >= count {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the leader follower took %d channels, want %d", got, count)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 func (n *notifier) notify() {
 	n.mu.Lock()
@@ -48,12 +69,12 @@ func TestASecondLeaderChangeWhileTheFirstSettlesIsNotMissed(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	time.Sleep(20 * time.Millisecond) // followLeader takes its channels (if it is late, change 1 waits for it)
+	lc.changed.taken(t, 1) // followLeader waits for change 1
 
 	before, endBefore := s.begin(context.Background())
 	defer endBefore(nil)
 	lc.changed.notify() // change 1: leader B
-	time.Sleep(20 * time.Millisecond)
+	lc.changed.taken(t, 2)
 	// A write begins in B's term, once followLeader counted change 1.
 	mid, endMid := s.begin(context.Background())
 	defer endMid(nil)
@@ -85,9 +106,9 @@ func TestALaterLeaderChangeWaitsForItsOwnFirstCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	time.Sleep(20 * time.Millisecond) // followLeader takes its channels (if late, the test is weaker, not wrong)
-	lc.changed.notify()               // change 1: leader B
-	time.Sleep(20 * time.Millisecond)
+	lc.changed.taken(t, 1)
+	lc.changed.notify() // change 1: leader B
+	lc.changed.taken(t, 2)
 	lc.first.notify() // B's first entry applies
 	time.Sleep(leaderMargin + 100*time.Millisecond)
 
