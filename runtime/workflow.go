@@ -228,13 +228,17 @@ func (a *activation) runWorkflow(ctx context.Context, r *wfRunner, history []wor
 	out := a.spec.Run(ctx, host, history)
 	switch out.Status {
 	case workflow.RunCompleted:
-		a.h.log.Info("workflow completed", actorField(a))
-		a.h.wfCompleted.Add(1)
-		a.finishWorkflow(workflowStatus{Status: WorkflowCompleted})
+		// Counted once recorded: a run whose end failed to commit replays
+		// to it again, and would count twice.
+		if a.finishWorkflow(workflowStatus{Status: WorkflowCompleted}) {
+			a.h.log.Info("workflow completed", actorField(a))
+			a.h.wfCompleted.Add(1)
+		}
 	case workflow.RunFailed:
-		a.h.log.Warn("workflow failed", actorField(a), zap.Error(out.Err))
-		a.h.wfFailed.Add(1)
-		a.finishWorkflow(workflowStatus{Status: WorkflowFailed, Error: out.Err.Error(), FailedAt: failedAt(out.Err)})
+		if a.finishWorkflow(workflowStatus{Status: WorkflowFailed, Error: out.Err.Error(), FailedAt: failedAt(out.Err)}) {
+			a.h.log.Warn("workflow failed", actorField(a), zap.Error(out.Err))
+			a.h.wfFailed.Add(1)
+		}
 	case workflow.RunYielded:
 		if ctx.Err() == nil {
 			// A host error stopped the run (a failed commit or read), not
@@ -249,8 +253,9 @@ func (a *activation) runWorkflow(ctx context.Context, r *wfRunner, history []wor
 	}
 }
 
-// finishWorkflow records a finished workflow and drops its wakeup.
-func (a *activation) finishWorkflow(st workflowStatus) {
+// finishWorkflow records a finished workflow and drops its wakeup; it
+// reports whether the record committed.
+func (a *activation) finishWorkflow(st workflowStatus) bool {
 	b, _ := json.Marshal(st)
 	ctx, cancel := context.WithTimeout(a.h.baseCtx, 30*time.Second)
 	defer cancel()
@@ -263,7 +268,7 @@ func (a *activation) finishWorkflow(st workflowStatus) {
 	}
 	if err != nil {
 		a.h.log.Warn("recording the workflow's end failed; it will replay to it again", actorField(a), zap.Error(err))
-		return
+		return false
 	}
 	a.mu.Lock()
 	a.wf.status = st
@@ -271,6 +276,7 @@ func (a *activation) finishWorkflow(st workflowStatus) {
 	a.mu.Unlock()
 	a.h.timers.cancel(a.id)
 	a.failWaiters()
+	return true
 }
 
 // failWaiters answers senders waiting for completions of a workflow that
