@@ -683,6 +683,12 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 	select {
 	case resp, ok := <-completion:
 		if !ok {
+			act.mu.Lock()
+			destroyed := errors.Is(act.failed, errDestroyed)
+			act.mu.Unlock()
+			if destroyed {
+				return res, rivet.Errorf(rivet.ErrNotFound, "%s was destroyed before its workflow completed message %d, which went with it", act.describe(), seq)
+			}
 			if h.isStopping() || act.stopped.Load() {
 				// The actor moved (or this node stops) before its workflow
 				// completed the message, which is durable and stays queued
