@@ -87,6 +87,10 @@ func ServerOptions(limits Limits) []grpc.ServerOption {
 		// server must not take those for abuse (its default allows one
 		// ping every 5 minutes).
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+		// Stop waits for the handlers to return (they all end with their
+		// context), so that what a handler started (a peer stream's
+		// receive loop, PeerServer.Wait) is counted before Stop returns.
+		grpc.WaitForHandlers(true),
 	}
 }
 

@@ -64,6 +64,15 @@ func (p *PeerServer) LimitResponses(n int) *PeerServer {
 	return p
 }
 
+func (p *PeerServer) shuttingDown() bool {
+	select {
+	case <-p.stopping:
+		return true
+	default:
+		return false
+	}
+}
+
 // Wait waits for the receive loops of the streams served so far to end:
 // call it once the gRPC server has stopped (which ends every stream).
 func (p *PeerServer) Wait() { p.receivers.Wait() }
@@ -255,7 +264,10 @@ func responseSize(r *rivetv1.ForwardResponse) int {
 // start runs req on an idle worker, or a new one; nothing once stopped.
 func (f *forwardStream) start(req *rivetv1.ForwardRequest) {
 	f.mu.Lock()
-	if f.stopped {
+	if f.stopped || f.p.shuttingDown() {
+		// Refused from the moment Shutdown returns, not from when this
+		// stream's handler notices: the stream's status will say that
+		// what was not answered was not sent.
 		f.mu.Unlock()
 		return
 	}
