@@ -384,3 +384,55 @@ func TestAStepTooLargeToCommitLeavesTheStateAsItWas(t *testing.T) {
 		t.Fatalf("after a later action and a restart, the failed step's change (%d bytes) is durable", n)
 	}
 }
+
+type raceTurnState struct {
+	Winner string `json:"winner"`
+}
+
+// A race loser cancelled while it waits for the actor's turn (another
+// branch's step holds it) loses its race alone: the run goes on with the
+// winner, neither stopped nor run again.
+func TestARaceLoserWaitingForTheTurnDoesNotStopTheRun(t *testing.T) {
+	var runs, bodies atomic.Int32
+	slow := func(name string) func(*workflow.Ctx[raceTurnState]) (string, error) {
+		return func(c *workflow.Ctx[raceTurnState]) (string, error) {
+			return workflow.Step(c, name, func(s *workflow.StepCtx[raceTurnState]) (string, error) {
+				bodies.Add(1)
+				<-s.Context().Done() // holds the turn until the race is lost
+				return "", s.Context().Err()
+			})
+		}
+	}
+	racer := rivet.Actor[raceTurnState]{
+		Name: "raceTurn",
+		Run: func(ctx *workflow.Ctx[raceTurnState]) error {
+			runs.Add(1)
+			w, _, err := workflow.Race(ctx, "r", []workflow.RaceBranch[raceTurnState, string]{
+				{Name: "fast", Run: func(c *workflow.Ctx[raceTurnState]) (string, error) {
+					return "fast", c.Sleep("nap", 300*time.Millisecond)
+				}},
+				{Name: "slow-a", Run: slow("a")},
+				{Name: "slow-b", Run: slow("b")},
+			})
+			if err != nil {
+				return err
+			}
+			return ctx.Step("result", func(s *workflow.StepCtx[raceTurnState]) error { s.State.Winner = w; return nil })
+		},
+	}
+	e := newEnv(t, counterReg(t, racer), nil)
+	if _, _, err := e.host.GetOrCreate(ctx(t), runtime.Ref{Name: "raceTurn", Key: []string{"k"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the workflow's end", 20*time.Second, func() bool {
+		st := inspect(t, e.host, "raceTurn", "k").WorkflowStatus
+		return st == runtime.WorkflowCompleted || st == runtime.WorkflowFailed
+	})
+	ins := inspect(t, e.host, "raceTurn", "k")
+	if ins.WorkflowStatus != runtime.WorkflowCompleted || string(ins.State) != `{"winner":"fast"}` {
+		t.Fatalf("workflow %s (%s), state %s; want completed with the fast branch", ins.WorkflowStatus, ins.WorkflowError, ins.State)
+	}
+	if runs.Load() != 1 || bodies.Load() != 1 {
+		t.Fatalf("the workflow ran %d times and the slow steps %d times; want once and once (one held the turn, the other never got it)", runs.Load(), bodies.Load())
+	}
+}

@@ -342,8 +342,11 @@ var _ workflow.Host = (*wfHost)(nil)
 // turn runs fn as a turn of the actor, for a workflow step or receive.
 func (w *wfHost) turn(ctx context.Context, kind TurnKind, chain string, fn func() ([]storage.Op, error)) error {
 	a := w.a
+	// Context errors stay matchable (%w): a race branch cancelled while
+	// it waits for the turn has lost its race, which ends that branch
+	// alone, not the run.
 	if err := a.gate.acquire(ctx, chain); err != nil {
-		return fmt.Errorf("%w: %v", workflow.ErrEvicted, err)
+		return fmt.Errorf("%w: %w", workflow.ErrEvicted, err)
 	}
 	if a.stopped.Load() {
 		a.gate.release()
@@ -353,7 +356,7 @@ func (w *wfHost) turn(ctx context.Context, kind TurnKind, chain string, fn func(
 		// The gate's fast path does not look at ctx: a run stopped while
 		// it waited must not run its step.
 		a.gate.release()
-		return fmt.Errorf("%w: %v", workflow.ErrEvicted, err)
+		return fmt.Errorf("%w: %w", workflow.ErrEvicted, err)
 	}
 	t0 := time.Now()
 	ops, err := a.h.runWorkflowTurn(a, fn)

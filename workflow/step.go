@@ -145,6 +145,16 @@ func (x *cx) attempt(path string, seq, n int, sp stepSpec) (*Entry, error) {
 			abandoned = true
 			return nil
 		}
+		if !timedOut && t.ctx.Err() != nil && r.ctx.Err() == nil {
+			// Its branch lost the race while it ran, and it succeeded
+			// after all: not recorded. Recorded, the late result could be
+			// durable before the race's decision, and a replay after a
+			// crash in between would pick it as the winner by its time.
+			// (An evicted run's success is recorded, to save running the
+			// step again.)
+			abandoned = true
+			return nil
+		}
 		ne = recordAttempt(path, n, attemptResult{start: start, end: t.stamp(), output: out, err: err, timedOut: timedOut}, sp.pol)
 		ne.Seq = seq
 		ne.HasRollback = sp.rollback != nil && ne.Status == StatusCompleted
