@@ -100,6 +100,14 @@ func Start(cfg Config) (*Cluster, error) {
 	mc.SecretKey = s.GossipKey
 	mc.Delegate = c.meta
 	mc.Events = c.view
+	// A node that died and comes back under its name (node IDs persist
+	// in the data directory) at another address (a rescheduled container)
+	// is taken at once: memberlist's default refuses the new address for
+	// as long as it remembers the dead one (GossipToTheDeadTime, 30 s on
+	// a LAN), during which the others leave it out of their rings while it
+	// counts itself in. Node IDs are unique (a duplicate revokes the
+	// other's lease), so a name is never claimed by two live nodes.
+	mc.DeadNodeReclaimTime = time.Second
 	ml, err := memberlist.Create(mc)
 	if err != nil {
 		// Create shuts the transport down on some errors and not others;

@@ -162,3 +162,26 @@ func TestDrainingTheOnlyEligibleNodeIsRefused(t *testing.T) {
 		t.Fatalf("members after the refused drain = %+v, %v; want the node, not draining", ms, err)
 	}
 }
+
+// With etcd TLS configured, an endpoint that would be dialed in plaintext
+// is refused, whatever the case of its scheme (etcd's client lowercases
+// it, then drops the TLS configuration for http).
+func TestEtcdTLSRefusesPlaintextEndpoints(t *testing.T) {
+	reg, err := rivet.Setup(counter.Actor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, ep := range []string{"http://127.0.0.1:1", "HTTP://127.0.0.1:1", "Http://127.0.0.1:1"} {
+		cfg := node.DefaultLocalConfig(t.TempDir())
+		cfg.EtcdEndpoints = []string{ep}
+		cfg.EtcdCAFile = "ca.pem" // never read: refused before
+		if n, err := node.Start(ctx, cfg, reg); err == nil || !strings.Contains(err.Error(), "https://") {
+			if n != nil {
+				n.Stop(ctx)
+			}
+			t.Fatalf("start with etcd TLS and endpoint %s = %v, want a refusal saying endpoints must be https://", ep, err)
+		}
+	}
+}

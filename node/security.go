@@ -61,7 +61,7 @@ func (c *Config) validateSecurity() error {
 	for _, ep := range c.EtcdEndpoints {
 		// etcd's client dials an http:// endpoint in plaintext even with
 		// a TLS configuration.
-		if strings.HasPrefix(ep, "http://") {
+		if len(ep) >= 7 && strings.EqualFold(ep[:7], "http://") { // etcd's client lowercases the scheme
 			return fmt.Errorf("node: etcd endpoint %s: with etcd TLS, endpoints must be https:// (http:// is dialed in plaintext)", ep)
 		}
 	}
