@@ -6,7 +6,11 @@ package workflow_test
 // evictions, and replayed from what was committed until it ends. Every run
 // must end exactly like the crash-free one: same outcome, same state, same
 // history, every committed step's effect once, every message processed once
-// and answered once.
+// and answered once. (Step timeouts are the one thing not in it: a body
+// that blocks until its timeout keeps the run from counting as blocked, so
+// the simulation's clock would never move; step_test.go covers them with a
+// clock moved by hand, and race_late_loser_test.go a race lost while a
+// step runs, crashed at every commit.)
 
 import (
 	"context"
@@ -202,10 +206,50 @@ func simWorkflow(failAtEnd bool) func(c *simCtx) error {
 			return err
 		}
 
+		// A stateless step (Do), outside the actor's turn.
+		rate, err := workflow.Do(c, "fetch-rate", func(d *workflow.DoCtx) (int, error) { return 2, nil })
+		if err != nil {
+			return err
+		}
+		// A sleep to an absolute time (recorded once), and a receive that
+		// times out.
+		if err := c.SleepUntil("until", c.Now().Add(3*time.Second)); err != nil {
+			return err
+		}
+		if _, err := workflow.Next[job](c, "wait-never", workflow.NextOptions{Names: []string{"never"}, Timeout: 2 * time.Second}); !errors.Is(err, workflow.ErrTimeout) {
+			return fmt.Errorf("wait-never: %v, want ErrTimeout", err)
+		}
+		// A join with a failing branch and a race nested in another,
+		// caught by Try.
+		joinFailure, err := c.Try("risky-join", func(c *simCtx) error {
+			_, err := workflow.Join(c, "fan-fail", workflow.Branches[simState, int]{
+				"ok": func(c *simCtx) (int, error) {
+					return workflow.Step(c, "ok-step", func(s *simStep) (int, error) { fan(s, "ok"); return 1, nil })
+				},
+				"bad": func(c *simCtx) (int, error) {
+					return workflow.StepOpts(c, workflow.StepOptions{Name: "bad-step", MaxRetries: workflow.NoRetries}, func(s *simStep) (int, error) {
+						fan(s, "bad")
+						return 0, errors.New("refused")
+					})
+				},
+				"raced": func(c *simCtx) (int, error) {
+					_, v, err := workflow.Race(c, "inner-race", []workflow.RaceBranch[simState, int]{
+						{Name: "quick", Run: func(c *simCtx) (int, error) { return 1, c.Sleep("quick-nap", time.Second) }},
+						{Name: "slow", Run: func(c *simCtx) (int, error) { return 2, c.Sleep("slow-nap", time.Hour) }},
+					})
+					return v, err
+				},
+			})
+			return err
+		})
+		if err != nil {
+			return err
+		}
+
 		if err := c.Step("summary", func(s *simStep) error {
-			s.State.Total = reserved + sum[1] + joined["users"] + joined["orders"] + joined["invoices"] + amount
-			logf(s, "v%d %s won %d, %s won; caught %s/%s and %s at +%v",
-				version, bidder, amount, source, failure.Source, failure.Kind, critical.Kind, c.Now().Sub(t0))
+			s.State.Total = reserved + sum[1] + joined["users"] + joined["orders"] + joined["invoices"] + amount + rate
+			logf(s, "v%d %s won %d, %s won; caught %s/%s, %s and %s at +%v",
+				version, bidder, amount, source, failure.Source, failure.Kind, critical.Kind, joinFailure.Source, c.Now().Sub(t0))
 			return nil
 		}); err != nil {
 			return err
@@ -351,8 +395,8 @@ func checkBaseline(t *testing.T, base simResult, completable []uint64, failAtEnd
 			t.Fatalf("completions %v", base.completions)
 		}
 	}
-	// 7 reserved + (2+4+6+8+10) + 3+4+5 + 100.
-	if base.state.Total != 149 {
+	// 7 reserved + (2+4+6+8+10) + 3+4+5 + 100 + 2 (the Do step).
+	if base.state.Total != 151 {
 		t.Fatalf("total %d", base.state.Total)
 	}
 	want := []string{
@@ -362,8 +406,10 @@ func checkBaseline(t *testing.T, base simResult, completable []uint64, failAtEnd
 		// 10 s timeout.
 		"batch 0 of 3 at +1m0.6s", "batch 1 of 1 at +1m0.6s", "batch 2 of 0 at +1m10.6s",
 		"charge attempt 1", "charge attempt 2", "validate",
-		// 5 s of rate limit in the join, the 200 ms timeout, a 2 s backoff.
-		"v2 bid won 100, timeout won; caught step/exhausted and critical at +1m17.8s",
+		// 5 s of rate limit in the join, the 200 ms timeout, a 2 s backoff,
+		// 3 s to the absolute time, 2 s of a receive timing out, and the
+		// inner race's 1 s.
+		"v2 bid won 100, timeout won; caught step/exhausted, critical and join at +1m23.8s",
 	}
 	if failAtEnd {
 		want = append(want, "unreserve 7")
@@ -371,7 +417,7 @@ func checkBaseline(t *testing.T, base simResult, completable []uint64, failAtEnd
 	if !reflect.DeepEqual(base.state.Log, want) {
 		t.Fatalf("log %q\nwant %q", base.state.Log, want)
 	}
-	if want := map[string]int{"users": 1, "orders": 1, "invoices attempt 1": 1, "invoices attempt 2": 1}; !reflect.DeepEqual(base.state.Fan, want) {
+	if want := map[string]int{"users": 1, "orders": 1, "invoices attempt 1": 1, "invoices attempt 2": 1, "ok": 1, "bad": 1}; !reflect.DeepEqual(base.state.Fan, want) {
 		t.Fatalf("fan-out %v", base.state.Fan)
 	}
 }
