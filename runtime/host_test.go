@@ -145,6 +145,24 @@ func (s *faultStore) Get(ctx context.Context, key string) (storage.KV, error) {
 	return s.Store.Get(ctx, key)
 }
 
+// writesOnce reports whether txns write a key containing the string sub
+// holds, and if so clears sub (so that only the first such Commit
+// matches).
+func writesOnce(sub *atomic.Value, txns []storage.Txn) bool {
+	v, _ := sub.Load().(string)
+	if v == "" {
+		return false
+	}
+	for _, txn := range txns {
+		for _, op := range txn.Ops {
+			if strings.Contains(op.Key, v) {
+				return sub.CompareAndSwap(v, "")
+			}
+		}
+	}
+	return false
+}
+
 func (s *faultStore) Commit(ctx context.Context, txns ...storage.Txn) error {
 	if s.failCommit.Add(-1) >= 0 {
 		if s.holdFail != nil {
@@ -153,39 +171,21 @@ func (s *faultStore) Commit(ctx context.Context, txns ...storage.Txn) error {
 		}
 		return errors.New("injected: etcdserver: leader changed")
 	}
-	if v, _ := s.holdCommitSub.Load().(string); v != "" {
-		for _, txn := range txns {
-			for _, op := range txn.Ops {
-				if strings.Contains(op.Key, v) && s.holdCommitSub.CompareAndSwap(v, "") {
-					close(s.holdEntered)
-					<-s.holdGate
-				}
-			}
-		}
+	if writesOnce(&s.holdCommitSub, txns) {
+		close(s.holdEntered)
+		<-s.holdGate
 	}
-	if v, _ := s.applyThenHoldSub.Load().(string); v != "" {
-		for _, txn := range txns {
-			for _, op := range txn.Ops {
-				if strings.Contains(op.Key, v) && s.applyThenHoldSub.CompareAndSwap(v, "") {
-					err := s.Store.Commit(ctx, txns...)
-					close(s.applyEntered)
-					<-s.applyGate
-					return err
-				}
-			}
-		}
+	if writesOnce(&s.applyThenHoldSub, txns) {
+		err := s.Store.Commit(ctx, txns...)
+		close(s.applyEntered)
+		<-s.applyGate
+		return err
 	}
-	if v, _ := s.applyThenFailSub.Load().(string); v != "" {
-		for _, txn := range txns {
-			for _, op := range txn.Ops {
-				if strings.Contains(op.Key, v) && s.applyThenFailSub.CompareAndSwap(v, "") {
-					if err := s.Store.Commit(ctx, txns...); err != nil {
-						return err
-					}
-					return errors.New("injected: etcdserver: leader changed (after the commit applied)")
-				}
-			}
+	if writesOnce(&s.applyThenFailSub, txns) {
+		if err := s.Store.Commit(ctx, txns...); err != nil {
+			return err
 		}
+		return errors.New("injected: etcdserver: leader changed (after the commit applied)")
 	}
 	if s.holdDelPrefix.Load() {
 		for _, txn := range txns {
@@ -197,21 +197,15 @@ func (s *faultStore) Commit(ctx context.Context, txns ...storage.Txn) error {
 			}
 		}
 	}
-	if v, _ := s.stashCommitSub.Load().(string); v != "" {
-		for _, txn := range txns {
-			for _, op := range txn.Ops {
-				if strings.Contains(op.Key, v) && s.stashCommitSub.CompareAndSwap(v, "") {
-					s.stashMu.Lock()
-					s.stashed = append(s.stashed, txns...)
-					s.stashMu.Unlock()
-					if s.stashHold != nil {
-						close(s.stashEntered)
-						<-s.stashHold
-					}
-					return errors.New("injected: etcdstore: etcd's leader changed while the commit was in flight")
-				}
-			}
+	if writesOnce(&s.stashCommitSub, txns) {
+		s.stashMu.Lock()
+		s.stashed = append(s.stashed, txns...)
+		s.stashMu.Unlock()
+		if s.stashHold != nil {
+			close(s.stashEntered)
+			<-s.stashHold
 		}
+		return errors.New("injected: etcdstore: etcd's leader changed while the commit was in flight")
 	}
 	s.stashMu.Lock()
 	if len(s.stashed) > 0 {
@@ -220,14 +214,8 @@ func (s *faultStore) Commit(ctx context.Context, txns ...storage.Txn) error {
 		}
 	}
 	s.stashMu.Unlock()
-	if v, _ := s.failCommitSub.Load().(string); v != "" {
-		for _, txn := range txns {
-			for _, op := range txn.Ops {
-				if strings.Contains(op.Key, v) && s.failCommitSub.CompareAndSwap(v, "") {
-					return errors.New("injected: etcdserver: leader changed")
-				}
-			}
-		}
+	if writesOnce(&s.failCommitSub, txns) {
+		return errors.New("injected: etcdserver: leader changed")
 	}
 	return s.Store.Commit(ctx, txns...)
 }

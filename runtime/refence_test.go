@@ -244,19 +244,9 @@ func TestBalancerAdoptsAndHandsOffAnOrphanClaimTheRingWantsElsewhere(t *testing.
 	e := newEnvWith(t, counterReg(t), nil, true)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	eligible := []string{"n1", "n2"}
-	p := uint32(0)
-	for placement.Owner(p, eligible) != "n2" {
-		p++
-	}
 	// Release p, then claim it on the node's lease behind the Ownership's
 	// back: owned on record, not held.
-	if !e.own.BeginRelease(p) {
-		t.Fatalf("partition %d not held at the start", p)
-	}
-	if err := e.own.FinishRelease(ctx, p); err != nil {
-		t.Fatal(err)
-	}
+	p, _ := releaseOneForN2(ctx, t, e)
 	if got, err := e.store.Claim(ctx, "n1", e.own.Lease(), []uint32{p}); err != nil || len(got) != 1 {
 		t.Fatalf("orphan claim: %v, %v", got, err)
 	}
@@ -274,18 +264,7 @@ func TestBalancerAdoptsAndHandsOffAnOrphanClaimTheRingWantsElsewhere(t *testing.
 		}
 		return out
 	}
-	b := runtime.NewBalancer(runtime.BalancerConfig{
-		Eligible: func() []string { return eligible },
-		Owners:   owners,
-		Resync:   50 * time.Millisecond,
-	}, e.host, e.own)
-	bctx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- b.Run(bctx) }()
-	defer func() {
-		stop()
-		<-done
-	}()
+	defer runBalancer(ctx, e, runtime.BalancerConfig{Owners: owners, Resync: 50 * time.Millisecond})()
 	deadline := time.Now().Add(20 * time.Second)
 	for owners()[p] != "" || e.own.Holds(p) {
 		if time.Now().After(deadline) {
@@ -303,18 +282,7 @@ func TestBalancerDoesNotClaimBackAPartitionOnAStaleTable(t *testing.T) {
 	e := newEnvWith(t, counterReg(t), nil, true)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	eligible := []string{"n1", "n2"}
-	p := uint32(0)
-	for placement.Owner(p, eligible) != "n2" {
-		p++
-	}
-	tok, ok := e.own.Token(p)
-	if !ok || !e.own.BeginRelease(p) {
-		t.Fatalf("partition %d not held at the start", p)
-	}
-	if err := e.own.FinishRelease(ctx, p); err != nil {
-		t.Fatal(err)
-	}
+	p, tok := releaseOneForN2(ctx, t, e)
 	var looks atomic.Int64
 	stale := func() []string {
 		looks.Add(1)
@@ -322,18 +290,9 @@ func TestBalancerDoesNotClaimBackAPartitionOnAStaleTable(t *testing.T) {
 		out[p] = "n1" // as before the release
 		return out
 	}
-	b := runtime.NewBalancer(runtime.BalancerConfig{
-		Eligible:   func() []string { return eligible },
-		Owners:     stale,
-		OwnerToken: func(q uint32) int64 { return tok },
-		Resync:     20 * time.Millisecond,
-	}, e.host, e.own)
-	bctx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- b.Run(bctx) }()
+	stop := runBalancer(ctx, e, runtime.BalancerConfig{Owners: stale, OwnerToken: func(q uint32) int64 { return tok }, Resync: 20 * time.Millisecond})
 	waitFor(t, "the balancer to look several times", 20*time.Second, func() bool { return looks.Load() >= 10 })
 	stop()
-	<-done
 	if e.own.Holds(p) {
 		t.Fatalf("partition %d, released, was claimed back on a table that lagged behind its release", p)
 	}
@@ -370,5 +329,41 @@ func TestAWriteInDoubtThatAppliedIsAnswered(t *testing.T) {
 	}
 	if n := incrementWhenServed(t, e, "landed"); n != 7 {
 		t.Fatalf("count = %d, want 7 (the write in doubt applied once)", n)
+	}
+}
+
+// twoNodes is the ring of the balancer tests: this node, n1, and an n2
+// that exists only in it.
+var twoNodes = []string{"n1", "n2"}
+
+// releaseOneForN2 releases a partition of e's node that the two-node ring
+// gives n2, and returns it with the token released.
+func releaseOneForN2(ctx context.Context, t *testing.T, e *env) (uint32, int64) {
+	t.Helper()
+	p := uint32(0)
+	for placement.Owner(p, twoNodes) != "n2" {
+		p++
+	}
+	tok, ok := e.own.Token(p)
+	if !ok || !e.own.BeginRelease(p) {
+		t.Fatalf("partition %d not held at the start", p)
+	}
+	if err := e.own.FinishRelease(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	return p, tok
+}
+
+// runBalancer runs a balancer of e's node over the two-node ring with
+// cfg's table, until the returned stop.
+func runBalancer(ctx context.Context, e *env, cfg runtime.BalancerConfig) (stop func()) {
+	cfg.Eligible = func() []string { return twoNodes }
+	b := runtime.NewBalancer(cfg, e.host, e.own)
+	bctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- b.Run(bctx) }()
+	return func() {
+		cancel()
+		<-done
 	}
 }
