@@ -639,6 +639,12 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 			}
 			a.wf.notifyMu.Unlock()
 			if closed {
+				if a.stopped.Load() {
+					// Evicted meanwhile (it answers its waiters as it
+					// goes): nothing was written, and the next activation
+					// runs the workflow.
+					return rivet.Errorf(rivet.ErrUnavailable, "%s was deactivated; retry", a.describe())
+				}
 				return rivet.Errorf(rivet.ErrWorkflowFailed, "%s has no running workflow to complete the message", a.describe())
 			}
 		}

@@ -90,6 +90,22 @@ func (t *thread) goLive() {
 	t.allLive = true
 }
 
+// lostARace reports whether a race t runs under was decided for another
+// branch.
+func (t *thread) lostARace() bool {
+	if len(t.races) == 0 {
+		return false
+	}
+	t.r.mu.Lock()
+	defer t.r.mu.Unlock()
+	for _, s := range t.races {
+		if s.r.decided && s.r.winner != s.b {
+			return true
+		}
+	}
+	return false
+}
+
 // raceFinish records that branch b returned a value and waits until the
 // race is decided (by this branch or another).
 func (r *run) raceFinish(c *thread, rc *race, b int) {

@@ -2,6 +2,8 @@ package workflow_test
 
 import (
 	"context"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -93,5 +95,57 @@ func TestARaceLosersLateSuccessCannotWinAfterACrash(t *testing.T) {
 				t.Errorf("crash at commit %d (after %v): logged %q, crash-free %q", k, after, got, want)
 			}
 		}
+	}
+}
+
+type joinRevState struct{}
+
+// A join branch fails fatally (a panic: the workflow fails) while a
+// sibling's Do step runs; the join cancels the sibling, whose step (a
+// charge) succeeds all the same. Its success is recorded (only a race
+// loser's is not), so the run after a fix does not charge again.
+func TestAJoinSiblingsSuccessAfterTheJoinFailedIsRecorded(t *testing.T) {
+	var charges atomic.Int32
+	var panicNow atomic.Bool
+	panicNow.Store(true)
+	started := make(chan struct{}, 4)
+	wf := func(c *workflow.Ctx[joinRevState]) error {
+		_, err := workflow.Join(c, "j", workflow.Branches[joinRevState, string]{
+			"boom": func(c *workflow.Ctx[joinRevState]) (string, error) {
+				if panicNow.Load() {
+					<-started
+					panic("bug")
+				}
+				return "ok", nil
+			},
+			"charge": func(c *workflow.Ctx[joinRevState]) (string, error) {
+				return workflow.DoOpts(c, workflow.StepOptions{Name: "charge", Timeout: workflow.NoTimeout}, func(d *workflow.DoCtx) (string, error) {
+					charges.Add(1)
+					started <- struct{}{}
+					if panicNow.Load() {
+						<-d.Context().Done() // the charge's reply comes as the sibling fails
+					}
+					return "charged", nil
+				})
+			},
+		})
+		return err
+	}
+	h := newHost(joinRevState{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out := h.Run(ctx, wf)
+	t.Logf("first run: %v %v", out.Status, out.Err)
+	recorded := false
+	for _, e := range h.History() {
+		if strings.HasSuffix(e.Path, "charge") && e.Kind == workflow.KindStep {
+			recorded = true
+		}
+	}
+	panicNow.Store(false)
+	out = h.Run(ctx, wf)
+	t.Logf("second run: %v %v; charges=%d recorded=%v", out.Status, out.Err, charges.Load(), recorded)
+	if !recorded || charges.Load() != 1 {
+		t.Fatalf("the completed charge was not recorded (%v) and ran %d times", recorded, charges.Load())
 	}
 }

@@ -145,13 +145,14 @@ func (x *cx) attempt(path string, seq, n int, sp stepSpec) (*Entry, error) {
 			abandoned = true
 			return nil
 		}
-		if !timedOut && t.ctx.Err() != nil && r.ctx.Err() == nil {
-			// Its branch lost the race while it ran, and it succeeded
-			// after all: not recorded. Recorded, the late result could be
+		if !timedOut && t.ctx.Err() != nil && t.lostARace() {
+			// Its branch lost a race while it ran, and it succeeded after
+			// all: not recorded. Recorded, the late result could be
 			// durable before the race's decision, and a replay after a
 			// crash in between would pick it as the winner by its time.
-			// (An evicted run's success is recorded, to save running the
-			// step again.)
+			// (Any other cancelled success is recorded: an evicted run's,
+			// a join sibling's of a branch that failed, to save running
+			// the step again.)
 			abandoned = true
 			return nil
 		}

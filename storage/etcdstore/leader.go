@@ -174,15 +174,11 @@ func (s *Store) giveUpBefore(epoch uint64) {
 // probeKey is the key the prober reads (its value is never needed).
 const probeKey = "term-probe"
 
-const (
-	// leaderSettle bounds the wait for the new leader's first entry; past
-	// it nothing is given up (etcd's own timeout applies).
-	leaderSettle = 3 * time.Second
-	// leaderMargin lets the answers of the writes applied before the new
-	// leader's first entry reach their callers before the rest is given
-	// up.
-	leaderMargin = 100 * time.Millisecond
-)
+// leaderMargin lets the answers of the writes applied before the new
+// leader's first entry reach their callers before the rest is given up.
+// (The first entry is waited for as long as it takes: a write that waits
+// longer than etcd's own timeout has ended by then.)
+const leaderMargin = 100 * time.Millisecond
 
 // begin registers a write (a commit, a claim or a release) to be given up
 // at a leader change, when the Store follows them; end, called with the
@@ -255,21 +251,32 @@ func (s *Store) followLeader() {
 		epoch := s.leaderEpoch
 		s.inflightMu.Unlock()
 		// The next change's channel, taken at once: a change before this
-		// term's first commit cuts the wait short, and the loop counts it
-		// (its give-up then covers this change's writes too). Once the
-		// term has committed, the writes from before it are given up
-		// whatever comes next.
+		// term's first commit ends the wait, and the loop counts it (its
+		// give-up then covers this change's writes too).
 		next := s.leader.LeaderChangedNotify()
-		settled := s.sleepUntil(firstCommit, leaderSettle, next)
-		// The next term's first commit: taken once this term's has come
-		// (or will not), so that it is not the channel this term's
-		// closes. (If the next change came first, it is the next term's
-		// all the same: this term committed nothing before it.)
-		nextFirst := s.leader.FirstCommitInTermNotify()
-		if settled && s.sleepUntil(nil, leaderMargin, nil) {
-			s.giveUpBefore(epoch)
+		select {
+		case <-firstCommit:
+			// This term committed. The channel of the next term's first
+			// commit is a new one from now on (etcd's notifier replaces
+			// it at each first commit). Once the term has committed, the
+			// writes from before it are given up whatever comes next.
+			firstCommit = s.leader.FirstCommitInTermNotify()
+			if s.sleepUntil(nil, leaderMargin, nil) {
+				s.giveUpBefore(epoch)
+			}
+		case <-next:
+			// Another change before this term committed: firstCommit is
+			// still the channel the next first commit closes, unless this
+			// term's came at the same moment.
+			select {
+			case <-firstCommit:
+				firstCommit = s.leader.FirstCommitInTermNotify()
+			default:
+			}
+		case <-s.closed:
+			return
 		}
-		changed, firstCommit = next, nextFirst
+		changed = next
 	}
 }
 

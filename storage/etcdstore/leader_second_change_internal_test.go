@@ -127,3 +127,47 @@ func TestALaterLeaderChangeWaitsForItsOwnFirstCommit(t *testing.T) {
 		t.Fatal("the write in flight at change 2 was not given up once C's first entry applied")
 	}
 }
+
+// A term whose first entry applies here late (a member catching up) is
+// still waited for, and the next change waits for its own term's first
+// entry: the channel taken for it is not the one the late entry closed.
+func TestALateFirstCommitDoesNotCutTheNextChangeShort(t *testing.T) {
+	lc := &fakeLeader{changed: newNotifier(), first: newNotifier()}
+	s, err := New(&clientv3.Client{}, "/x/", WithKVClient(nopKV{}), WithLeaderChanges(lc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	lc.changed.taken(t, 1)
+	before, endBefore := s.begin(context.Background())
+	defer endBefore(nil)
+	lc.changed.notify() // change 1: leader B
+	lc.changed.taken(t, 2)
+	select {
+	case <-before.Done():
+		t.Fatalf("a write was given up before B's first entry applied: %v", context.Cause(before))
+	case <-time.After(500 * time.Millisecond): // B's first entry is late
+	}
+	lc.first.notify()
+	select {
+	case <-before.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the write from before change 1 was not given up once B's first entry applied")
+	}
+	lc.first.taken(t, 2) // the follower took the next term's channel
+
+	w, endW := s.begin(context.Background())
+	defer endW(nil)
+	lc.changed.notify() // change 2 (leader C); C has committed nothing
+	select {
+	case <-w.Done():
+		t.Fatalf("a write was given up after change 2 although C's first entry never applied: %v", context.Cause(w))
+	case <-time.After(time.Second):
+	}
+	lc.first.notify()
+	select {
+	case <-w.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the write in flight at change 2 was not given up once C's first entry applied")
+	}
+}
