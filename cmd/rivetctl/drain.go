@@ -51,11 +51,22 @@ its share of partitions again.`,
 			progressbar.OptionClearOnFinish(),
 		)
 		t0 := time.Now()
+		owned := start
+		// --wait bounds the drain; the command's deadline has --timeout
+		// on top, for the looks at the member list.
+		waited := time.NewTimer(wait)
+		defer waited.Stop()
 		for {
-			owned, err := ownedBy(ctx, c, node)
+			n, err := ownedBy(ctx, c, node)
+			if err != nil && ctx.Err() != nil {
+				// --wait ran out during the look, not the node.
+				_ = bar.Exit()
+				return &runError{err: fmt.Errorf("%s still owned %d of its %d partitions after %s (--wait); it stays draining (rivetctl drain --undo %s ends that)", node, owned, start, wait, node)}
+			}
 			if err != nil {
 				return err
 			}
+			owned = n
 			if owned <= start {
 				_ = bar.Set(int(start - owned))
 			}
@@ -65,11 +76,11 @@ its share of partitions again.`,
 				return err
 			}
 			select {
-			case <-ctx.Done():
+			case <-waited.C:
 				// Not the deadline's "no answer": the node answered, the
 				// drain is slow. It goes on; the bar's line ends first.
 				_ = bar.Exit()
-				return fmt.Errorf("%s still owns %d of its %d partitions after %s (--wait); it stays draining (rivetctl drain --undo %s ends that)", node, owned, start, wait, node)
+				return &runError{err: fmt.Errorf("%s still owns %d of its %d partitions after %s (--wait); it stays draining (rivetctl drain --undo %s ends that)", node, owned, start, wait, node)}
 			case <-time.After(200 * time.Millisecond):
 			}
 		}

@@ -255,3 +255,19 @@ func TestTimeout(t *testing.T) {
 	rivetctl(t, addr, "call", "slow", "k", "wait", "--timeout", "100ms").
 		wantErr(t, 1, "rivetctl: deadline exceeded: no answer from "+addr+" within 100ms (--timeout) (DEADLINE_EXCEEDED)")
 }
+
+// stuckDrain is a node whose drain never finishes: it keeps its 16
+// partitions (the fake's member list says so).
+type stuckDrain struct{ *servertest.Fake }
+
+func (stuckDrain) Drain(context.Context, string, bool) (uint32, error) { return 16, nil }
+
+// A drain that outlasts --wait says how many partitions are left and that
+// the node stays draining, not that the node did not answer.
+func TestDrainThatOutlastsItsWaitSaysWhatIsLeft(t *testing.T) {
+	addr := servertest.Start(t, stuckDrain{servertest.NewFake()}, servertest.Config{})
+	r := rivetctl(t, addr, "drain", "node-1", "--wait", "300ms")
+	if r.code == 0 || !strings.Contains(r.stderr, "still own") || !strings.Contains(r.stderr, "of its 16 partitions") || strings.Contains(r.stderr, "no answer") {
+		t.Fatalf("exit %d, stderr %q; want a failure saying node-1 still owns its partitions", r.code, r.stderr)
+	}
+}

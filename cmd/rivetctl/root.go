@@ -174,10 +174,15 @@ func (a *app) runE(extra func() time.Duration, body command) func(*cobra.Command
 		defer c.Close()
 		err = body(ctx, c, args)
 		var ue *usageError
+		var re *runError
 		switch {
 		case err == nil:
 			return nil
 		case errors.As(err, &ue):
+			return err
+		case errors.As(err, &re):
+			// The command said what happened itself (a wait that ran
+			// out while the node answered, say).
 			return err
 		case errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded):
 			return &runError{err: fmt.Errorf("deadline exceeded: no answer from %s within %s (--timeout) (DEADLINE_EXCEEDED)", a.addr, timeout)}
