@@ -103,7 +103,8 @@ func New(cfg Config, reg *rivet.Registry, store storage.Store, commit Committer,
 	own.OnLost(h.evictAll)
 	own.OnClaimed(func(ctx context.Context, parts []uint32) {
 		if err := h.loadWakeups(ctx, parts); err != nil {
-			h.log.Error("loading wakeups after claiming partitions failed", zap.Error(err))
+			h.log.Warn("loading wakeups after claiming partitions failed; retrying", zap.Error(err))
+			h.retryLoadWakeups(parts)
 		}
 	})
 	return h, nil
@@ -618,6 +619,7 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 		ops := []storage.Op{storage.Put(queueKey(a.prefix, seq, req.Queue), msg)}
 		if sp.Run != nil {
 			a.mu.Lock()
+			a.wf.arrivals++
 			if (a.wf.wakeAt == 0 || a.wf.wakeAt > now.UnixMilli()) && wfst.Status != WorkflowCompleted && wfst.Status != WorkflowFailed {
 				// The workflow waits for messages only: make sure a new
 				// owner runs it if this node dies before it takes this one.

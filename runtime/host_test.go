@@ -101,6 +101,11 @@ type faultStore struct {
 	loseClaimReply      atomic.Bool
 	failClaims          atomic.Int64
 	delGate, delEntered chan struct{}
+	// failListPrefix: the next List of exactly that prefix fails.
+	failListPrefix atomic.Value
+	// refuseCommitSub: the next Commit writing a key containing it fails
+	// with storage.ErrRefused (etcd: too many requests, no space).
+	refuseCommitSub atomic.Value
 }
 
 // Claim commits, then, if loseClaimReply is set (once), fails as a claim
@@ -131,6 +136,9 @@ func (s *faultStore) Claims(ctx context.Context) ([]storage.Claim, error) {
 }
 
 func (s *faultStore) List(ctx context.Context, prefix string, opts storage.ListOptions) ([]storage.KV, error) {
+	if v, _ := s.failListPrefix.Load().(string); v != "" && v == prefix && s.failListPrefix.CompareAndSwap(v, "") {
+		return nil, errors.New("injected: etcdserver: request timed out")
+	}
 	if v, _ := s.listHoldPrefix.Load().(string); v != "" && v == prefix {
 		<-s.listGate
 	}
@@ -214,6 +222,9 @@ func (s *faultStore) Commit(ctx context.Context, txns ...storage.Txn) error {
 		}
 	}
 	s.stashMu.Unlock()
+	if writesOnce(&s.refuseCommitSub, txns) {
+		return fmt.Errorf("%w: injected: etcdserver: too many requests", storage.ErrRefused)
+	}
 	if writesOnce(&s.failCommitSub, txns) {
 		return errors.New("injected: etcdserver: leader changed")
 	}

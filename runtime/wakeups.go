@@ -170,7 +170,9 @@ func (h *Host) loadWakeups(ctx context.Context, parts []uint32) error {
 			continue
 		}
 		var rec wakeupRecord
-		if json.Unmarshal(kv.Value, &rec) != nil {
+		if json.Unmarshal(kv.Value, &rec) != nil || rec.At == 0 {
+			// 0: the workflow waits for messages only, and a message
+			// sent to it writes a record that is due.
 			continue
 		}
 		h.timers.schedule(ref, name+"/"+enc, time.UnixMilli(rec.At))
@@ -180,6 +182,48 @@ func (h *Host) loadWakeups(ctx context.Context, parts []uint32) error {
 		h.log.Info("wakeups loaded", zap.Int("actors", n), zap.Int("partitions", len(parts)))
 	}
 	return nil
+}
+
+// retryLoadWakeups loads the wakeups of parts in the background until it
+// succeeds, this node holds none of them any more, or the host stops: the
+// timers of a claimed partition exist nowhere else (its previous owner
+// dropped them with the partition).
+func (h *Host) retryLoadWakeups(parts []uint32) {
+	h.mu.Lock()
+	if h.stopping {
+		h.mu.Unlock()
+		return
+	}
+	h.loops.Add(1) // under mu, with stopping false: before Stop waits
+	h.mu.Unlock()
+	go func() {
+		defer h.loops.Done()
+		backoff := 200 * time.Millisecond
+		for {
+			select {
+			case <-h.stopCh:
+				return
+			case <-time.After(backoff):
+			}
+			var held []uint32
+			for _, p := range parts {
+				if h.own.Holds(p) {
+					held = append(held, p)
+				}
+			}
+			if len(held) == 0 {
+				return
+			}
+			ctx, cancel := context.WithTimeout(h.baseCtx, 10*time.Second)
+			err := h.loadWakeups(ctx, held)
+			cancel()
+			if err == nil {
+				return
+			}
+			h.log.Warn("loading wakeups after claiming partitions failed; retrying", zap.Error(err))
+			backoff = min(2*backoff, 5*time.Second)
+		}
+	}()
 }
 
 // wakeParallel bounds the activations the wake loop runs at once. After a

@@ -87,6 +87,10 @@ type wfState struct {
 	// wakeAt is the At (unix ms) of the stored wakeup record: 0 means the
 	// record does not ask for a timer (the workflow waits for a message).
 	wakeAt int64
+	// arrivals counts the messages sent to the workflow (guarded, like
+	// wakeAt, by activation.mu), so that a yield that raced a Send (a
+	// stop does not hold the turn) sees it.
+	arrivals uint64
 
 	// notify is closed and replaced when a message is enqueued; guarded
 	// by notifyMu so that the workflow can take it outside turns.
@@ -268,6 +272,11 @@ func (a *activation) finishWorkflow(st workflowStatus) bool {
 	}
 	if err != nil {
 		a.h.log.Warn("recording the workflow's end failed; it will replay to it again", actorField(a), zap.Error(err))
+		if !a.h.isStopping() {
+			// Soon, from storage (the failed commit evicted the actor),
+			// not only when a request comes.
+			a.h.timers.schedule(a.ref, a.id, time.Now().Add(time.Second))
+		}
 		return false
 	}
 	a.mu.Lock()
@@ -294,6 +303,9 @@ func (a *activation) failWaiters() {
 // yieldWorkflow records when a stopped workflow must run again, so that a
 // timer (on this node, or on the partition's next owner) wakes it.
 func (a *activation) yieldWorkflow(w workflow.Wake) {
+	a.mu.Lock()
+	arrivals := a.wf.arrivals
+	a.mu.Unlock()
 	at := int64(0)
 	if !w.At.IsZero() {
 		at = w.At.UnixMilli()
@@ -324,9 +336,28 @@ func (a *activation) yieldWorkflow(w workflow.Wake) {
 	if a.wf.status.Status == WorkflowRunning {
 		a.wf.status.Status = WorkflowSleeping
 	}
+	// A Send that decided on the wakeup record before the line above saw
+	// the older time and wrote none; one after it writes its own.
+	raced := a.wf.arrivals != arrivals && (at == 0 || at > time.Now().UnixMilli())
 	a.mu.Unlock()
+	if raced {
+		now := time.Now().UnixMilli()
+		b, _ := json.Marshal(wakeupRecord{At: now})
+		v, err := a.enqueue(storage.Put(storage.WakeupKey(a.part, a.ref.Name, a.enc), b))
+		if err == nil {
+			err = a.waitCommitted(ctx, v)
+		}
+		if err == nil {
+			a.mu.Lock()
+			a.wf.wakeAt = now
+			a.mu.Unlock()
+		}
+		// Failed, the older record stands, and the retry below comes.
+		a.h.timers.schedule(a.ref, a.id, time.UnixMilli(now))
+		return
+	}
 	if at != 0 {
-		a.h.timers.schedule(a.ref, a.id, w.At)
+		a.h.timers.schedule(a.ref, a.id, time.UnixMilli(at))
 	}
 }
 

@@ -475,8 +475,15 @@ func TestQueuedMessageSurvivesATransientReadError(t *testing.T) {
 	e.stop()
 	enc := storage.EncodeKey([]string{"r"})
 	prefix := storage.ActorPrefix(placement.Partition("ticker", enc, testPartitions), "ticker", enc)
-	msg := fmt.Sprintf(`{"body":1,"created_at":%d}`, time.Now().UnixMilli())
-	if err := e.store.Store.Commit(ctx(t), storage.Txn{Ops: []storage.Op{storage.Put(fmt.Sprintf("%sq/%020d/tick", prefix, 100), []byte(msg))}}); err != nil {
+	// Queued as Send queues it: the message and a wakeup record that is
+	// due, in one transaction.
+	now := time.Now().UnixMilli()
+	msg := fmt.Sprintf(`{"body":1,"created_at":%d}`, now)
+	wake := fmt.Sprintf(`{"at":%d}`, now)
+	if err := e.store.Store.Commit(ctx(t), storage.Txn{Ops: []storage.Op{
+		storage.Put(fmt.Sprintf("%sq/%020d/tick", prefix, 100), []byte(msg)),
+		storage.Put(storage.WakeupKey(placement.Partition("ticker", enc, testPartitions), "ticker", enc), []byte(wake)),
+	}}); err != nil {
 		t.Fatal(err)
 	}
 	e.store.failGetSub.Store("/q/")
