@@ -253,6 +253,11 @@ func (a *activation) load(ctx context.Context, create bool, input json.RawMessag
 		if isConditionFailed(err) {
 			continue // created meanwhile; read it
 		}
+		if err != nil && storage.OutcomeUnknown(err) {
+			// Resolved by the caller once this activation is gone (the
+			// claim's replacement waits for it).
+			return &createInDoubt{err: commitError("create "+a.describe(), err), fence: a.fence, ops: ops}
+		}
 		if err != nil {
 			return commitError("create "+a.describe(), err)
 		}
@@ -263,6 +268,18 @@ func (a *activation) load(ctx context.Context, create bool, input json.RawMessag
 	}
 	return rivet.Errorf(rivet.ErrUnavailable, "load %s: lost a race to create it three times", a.describe())
 }
+
+// createInDoubt is a load whose create commit's outcome is unknown: its
+// caller learns it from storage once the claim has been replaced
+// (Host.resolveInDoubt), as a reply whose write went in doubt does.
+type createInDoubt struct {
+	err   error
+	fence storage.Fence
+	ops   []storage.Op
+}
+
+func (e *createInDoubt) Error() string { return e.err.Error() }
+func (e *createInDoubt) Unwrap() error { return e.err }
 
 // loadWorkflow reads the workflow's status, history and wakeup record.
 func (a *activation) loadWorkflow(ctx context.Context) error {

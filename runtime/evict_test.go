@@ -436,3 +436,67 @@ func TestARaceLoserWaitingForTheTurnDoesNotStopTheRun(t *testing.T) {
 		t.Fatalf("the workflow ran %d times and the slow steps %d times; want once and once (one held the turn, the other never got it)", runs.Load(), bodies.Load())
 	}
 }
+
+// A create whose commit went in doubt but had applied is answered as a
+// create once the claim is replaced: Create succeeds, and GetOrCreate says
+// this caller created the actor (a retry would have got ALREADY_EXISTS,
+// and no answer created=true).
+func TestACreateInDoubtThatAppliedIsACreate(t *testing.T) {
+	e := newEnvWith(t, counterReg(t), nil, true)
+	ref := runtime.Ref{Name: "counter", Key: []string{"born"}}
+	e.store.applyThenFailSub.Store(storage.EncodeKey(ref.Key) + "/" + storage.MetaSuffix)
+	if _, err := e.host.Create(ctx(t), ref, nil); err != nil {
+		t.Fatalf("Create whose commit applied but whose reply was lost: %v", err)
+	}
+	ref2 := runtime.Ref{Name: "counter", Key: []string{"born2"}}
+	e.store.applyThenFailSub.Store(storage.EncodeKey(ref2.Key) + "/" + storage.MetaSuffix)
+	if _, created, err := e.host.GetOrCreate(ctx(t), ref2, nil); err != nil || !created {
+		t.Fatalf("GetOrCreate whose commit applied but whose reply was lost = created %v, %v; want created", created, err)
+	}
+	if got := e.host.Stats().Resolved; got < 2 {
+		t.Fatalf("Resolved = %d, want the two creates", got)
+	}
+}
+
+// A Destroy whose delete is refused leaves the actor as it was: a sender
+// waiting for its message's completion is not told the message was
+// destroyed, and the workflow takes it later without a request.
+func TestAFailedDestroyLeavesTheActorAndItsWaiters(t *testing.T) {
+	slow := rivet.Actor[tickState]{
+		Name:   "slow",
+		Queues: rivet.Queues{"ask": rivet.QueueOf[int]()},
+		Run: func(ctx *workflow.Ctx[tickState]) error {
+			if err := ctx.Sleep("first", 2*time.Second); err != nil {
+				return err
+			}
+			msg, err := workflow.Next[int](ctx, "wait-ask")
+			if err != nil {
+				return err
+			}
+			return msg.Complete(msg.Body * 2)
+		},
+	}
+	e := newEnv(t, counterReg(t, slow), nil)
+	ref := runtime.Ref{Name: "slow", Key: []string{"k"}}
+	if _, _, err := e.host.GetOrCreate(ctx(t), ref, nil); err != nil {
+		t.Fatal(err)
+	}
+	type res struct {
+		r   runtime.SendResult
+		err error
+	}
+	done := make(chan res, 1)
+	go func() {
+		r, err := e.host.Send(ctx(t), runtime.SendRequest{Ref: ref, Queue: "ask", Body: json.RawMessage(`21`), Wait: true, Timeout: 20 * time.Second})
+		done <- res{r, err}
+	}()
+	waitFor(t, "the message queued", 10*time.Second, func() bool { return len(inspect(t, e.host, "slow", "k").Queues) == 1 })
+	e.store.refuseCommitSub.Store(storage.IndexPrefix + "slow/")
+	if err := e.host.Destroy(ctx(t), ref); !errors.Is(err, rivet.ErrUnavailable) {
+		t.Fatalf("Destroy whose delete was refused = %v, want UNAVAILABLE", err)
+	}
+	if r := <-done; errors.Is(r.err, rivet.ErrNotFound) {
+		t.Fatalf("the waiting sender was told its message was destroyed (%v), but the destroy failed", r.err)
+	}
+	waitFor(t, "the workflow to take the message", 20*time.Second, func() bool { return len(inspect(t, e.host, "slow", "k").Queues) == 0 })
+}

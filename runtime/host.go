@@ -249,6 +249,9 @@ func (h *Host) activate(ctx context.Context, ref Ref, sp *rivet.Spec, create boo
 		return nil, false, err
 	}
 	id := ref.Name + "/" + enc
+	// createdHere: an earlier attempt's create, whose outcome was unknown,
+	// turned out to have applied: this caller created the actor.
+	createdHere := false
 	for range 5 {
 		h.mu.Lock()
 		a = h.actors[id]
@@ -266,6 +269,16 @@ func (h *Host) activate(ctx context.Context, ref Ref, sp *rivet.Spec, create boo
 		}
 		if a == nil {
 			token, owned := h.own.Token(part)
+			if !owned && createdHere {
+				// This caller's create applied; the partition is being
+				// claimed again (the re-fence its doubt set off): wait for
+				// it, so that the answer can say "created".
+				h.mu.Unlock()
+				if h.waitOwned(ctx, part) {
+					continue
+				}
+				h.mu.Lock()
+			}
 			if !owned {
 				h.mu.Unlock()
 				return nil, false, rivet.Errorf(rivet.ErrUnavailable, "partition %d of actor %s is not owned by node %s", part, ref.Name, h.cfg.NodeID)
@@ -284,13 +297,26 @@ func (h *Host) activate(ctx context.Context, ref Ref, sp *rivet.Spec, create boo
 				h.remove(a)
 			}
 			close(a.ready)
+			var doubt *createInDoubt
+			if errors.As(a.loadErr, &doubt) {
+				applied, rerr := h.resolveInDoubt(ctx, doubt.fence, doubt.ops)
+				if rerr == nil {
+					// Applied: the next attempt loads what this one
+					// created. Not: it creates again (nothing was
+					// written).
+					h.resolved.Add(1)
+					createdHere = createdHere || applied
+					continue
+				}
+				h.log.Warn("the outcome of a create stays unknown", refField(ref), zap.Error(rerr))
+			}
 			if a.loadErr != nil {
 				return nil, false, a.loadErr
 			}
 			history := a.history
 			a.history = nil
 			a.startWorkflow(history)
-			return a, a.created, nil
+			return a, a.created || createdHere, nil
 		}
 		h.mu.Unlock()
 		select {
@@ -299,7 +325,7 @@ func (h *Host) activate(ctx context.Context, ref Ref, sp *rivet.Spec, create boo
 			return nil, false, ctxError(ctx)
 		}
 		if a.loadErr == nil {
-			return a, false, nil
+			return a, createdHere, nil
 		}
 		// Another caller's load failed: a missing actor we may create, or
 		// that caller's own deadline. Try again with ours.
@@ -308,6 +334,25 @@ func (h *Host) activate(ctx context.Context, ref Ref, sp *rivet.Spec, create boo
 		}
 	}
 	return nil, false, rivet.Errorf(rivet.ErrUnavailable, "actor %s/%v: activation kept failing", ref.Name, ref.Key)
+}
+
+// waitOwned waits, within ctx and a few seconds, until this node serves
+// partition p; it reports whether it does.
+func (h *Host) waitOwned(ctx context.Context, p uint32) bool {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, owned := h.own.Token(p); owned {
+			return true
+		}
+		if ctx.Err() != nil || time.Now().After(deadline) {
+			return false
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // remove forgets an activation (if it is still the current one for its id).
@@ -879,8 +924,6 @@ func (h *Host) Destroy(ctx context.Context, ref Ref) error {
 			a.failed = errDestroyed
 		}
 		a.mu.Unlock()
-		h.timers.cancel(a.id)
-		a.failWaiters()
 		// The commit outlives the caller (see commitContext).
 		cctx, cancel := h.commitContext()
 		err := h.commit.Commit(cctx, storage.Txn{Fence: a.fence, Ops: []storage.Op{
@@ -889,12 +932,23 @@ func (h *Host) Destroy(ctx context.Context, ref Ref) error {
 			storage.Delete(storage.WakeupKey(a.part, a.ref.Name, a.enc)),
 		}})
 		cancel()
-		// Whatever the outcome, this memory is done: on success the actor
-		// is gone; on failure its fate is unknown until it is read again.
-		h.evict(a)
 		if err != nil {
+			// Not destroyed, as far as is known: the actor, its messages
+			// and its workflow stay. This memory is done all the same
+			// (evicted: waiting senders hear that their messages stay
+			// queued), and the workflow runs again from storage soon.
+			a.mu.Lock()
+			if errors.Is(a.failed, errDestroyed) {
+				a.failed = errRetired
+			}
+			a.mu.Unlock()
+			h.evict(a)
+			h.timers.schedule(a.ref, a.id, time.Now().Add(time.Second))
 			return commitError("destroy "+a.describe(), err)
 		}
+		h.timers.cancel(a.id)
+		a.failWaiters()
+		h.evict(a)
 		return nil
 	})
 	return err
