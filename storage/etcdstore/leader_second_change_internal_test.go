@@ -58,17 +58,25 @@ func (f *fakeLeader) FirstCommitInTermNotify() <-chan struct{} { return f.first.
 
 type nopKV struct{ pb.KVClient }
 
-// Two leader changes in quick succession (leader A dies, B is elected,
-// B dies within ~3 s, C is elected). A write that began after the first
-// change and is in flight at the second must be given up once C's first
-// entry applies, as the first change's writes were.
-func TestASecondLeaderChangeWhileTheFirstSettlesIsNotMissed(t *testing.T) {
+// followingStore is a Store that follows lc's leader changes and writes
+// nowhere; it closes with the test.
+func followingStore(t *testing.T) (*Store, *fakeLeader) {
+	t.Helper()
 	lc := &fakeLeader{changed: newNotifier(), first: newNotifier()}
 	s, err := New(&clientv3.Client{}, "/x/", WithKVClient(nopKV{}), WithLeaderChanges(lc))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	t.Cleanup(func() { s.Close() })
+	return s, lc
+}
+
+// Two leader changes in quick succession (leader A dies, B is elected,
+// B dies within ~3 s, C is elected). A write that began after the first
+// change and is in flight at the second must be given up once C's first
+// entry applies, as the first change's writes were.
+func TestASecondLeaderChangeWhileTheFirstSettlesIsNotMissed(t *testing.T) {
+	s, lc := followingStore(t)
 	lc.changed.taken(t, 1) // followLeader waits for change 1
 
 	before, endBefore := s.begin(context.Background())
@@ -96,48 +104,11 @@ func TestASecondLeaderChangeWhileTheFirstSettlesIsNotMissed(t *testing.T) {
 	}
 }
 
-// After one leader change has settled, a later one again waits for its
-// own term's first commit before it gives writes up (the first commit
-// channel of the next term is not the one the earlier term closed).
-func TestALaterLeaderChangeWaitsForItsOwnFirstCommit(t *testing.T) {
-	lc := &fakeLeader{changed: newNotifier(), first: newNotifier()}
-	s, err := New(&clientv3.Client{}, "/x/", WithKVClient(nopKV{}), WithLeaderChanges(lc))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	lc.changed.taken(t, 1)
-	lc.changed.notify() // change 1: leader B
-	lc.changed.taken(t, 2)
-	lc.first.notify() // B's first entry applies
-	time.Sleep(leaderMargin + 100*time.Millisecond)
-
-	w, endW := s.begin(context.Background())
-	defer endW(nil)
-	lc.changed.notify() // change 2 (leader C), later; C has committed nothing
-	select {
-	case <-w.Done():
-		t.Fatalf("a write was given up after change 2 although C's first entry never applied: %v", context.Cause(w))
-	case <-time.After(time.Second):
-	}
-	lc.first.notify() // C's first entry applies: now it goes
-	select {
-	case <-w.Done():
-	case <-time.After(5 * time.Second):
-		t.Fatal("the write in flight at change 2 was not given up once C's first entry applied")
-	}
-}
-
 // A term whose first entry applies here late (a member catching up) is
 // still waited for, and the next change waits for its own term's first
 // entry: the channel taken for it is not the one the late entry closed.
 func TestALateFirstCommitDoesNotCutTheNextChangeShort(t *testing.T) {
-	lc := &fakeLeader{changed: newNotifier(), first: newNotifier()}
-	s, err := New(&clientv3.Client{}, "/x/", WithKVClient(nopKV{}), WithLeaderChanges(lc))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, lc := followingStore(t)
 	lc.changed.taken(t, 1)
 	before, endBefore := s.begin(context.Background())
 	defer endBefore(nil)
