@@ -45,6 +45,7 @@ func (n *Node) settle(ctx, bgCtx context.Context) error {
 		_ = n.balancer.Run(bctx)
 	}()
 	n.goBackground("watch", func() error { n.watchCluster(bctx); return nil })
+	n.goBackground("rejoin", func() error { n.rejoinLoop(bctx); return nil })
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for !n.balancer.Settled() {
@@ -62,17 +63,12 @@ func (n *Node) settle(ctx, bgCtx context.Context) error {
 }
 
 // watchCluster tells the balancer of every change of membership,
-// registrations or owners, and keeps gossip whole: a registered node that
-// gossip does not see alive is joined again (gossip alone never rejoins a
-// member it declared dead, so a healed network partition would otherwise
-// stay split).
+// registrations or owners.
 func (n *Node) watchCluster(ctx context.Context) {
 	var gossipChanges <-chan struct{}
 	if n.gossip != nil {
 		gossipChanges = n.gossip.Changes()
 	}
-	rejoin := time.NewTicker(5 * time.Second)
-	defer rejoin.Stop()
 	for {
 		owners, nodes := n.view.owners.Changed(), n.view.nodes.Changed()
 		select {
@@ -82,10 +78,27 @@ func (n *Node) watchCluster(ctx context.Context) {
 		case <-owners:
 		case <-nodes:
 			n.view.prune()
-		case <-rejoin.C:
-			n.rejoin()
 		}
 		n.balancer.Kick()
+	}
+}
+
+// rejoinLoop keeps gossip whole: every 5 s, a registered node that gossip
+// does not see alive is joined again (gossip alone never rejoins a member
+// it declared dead, so a healed network partition would otherwise stay
+// split). Apart from watchCluster, whose reactions a join to an
+// unreachable node (seconds of dialing each) would hold up.
+func (n *Node) rejoinLoop(ctx context.Context) {
+	rejoin := time.NewTicker(5 * time.Second)
+	defer rejoin.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-rejoin.C:
+			n.rejoin()
+			n.balancer.Kick()
+		}
 	}
 }
 
