@@ -947,8 +947,7 @@ func (h *Host) Destroy(ctx context.Context, ref Ref) error {
 			return commitError("destroy "+a.describe(), err)
 		}
 		h.timers.cancel(a.id)
-		a.failWaiters()
-		h.evict(a)
+		h.evict(a) // answers waiting senders: destroyed
 		return nil
 	})
 	return err

@@ -138,21 +138,17 @@ func (x *cx) attempt(path string, seq, n int, sp stepSpec) (*Entry, error) {
 		out, err, timedOut := runBody(t.ctx, sp.pol.timeout, r.host, func(ctx context.Context) (json.RawMessage, error) {
 			return sp.body(env, ctx, n)
 		})
-		if err != nil && !timedOut && t.ctx.Err() != nil {
-			// Evicted or lost the race mid-attempt: the failure says
-			// nothing about the step, so it is not counted. The attempt
-			// runs again on the next activation, as after a crash.
-			abandoned = true
-			return nil
-		}
-		if !timedOut && t.ctx.Err() != nil && t.lostARace() {
-			// Its branch lost a race while it ran, and it succeeded after
-			// all: not recorded. Recorded, the late result could be
-			// durable before the race's decision, and a replay after a
-			// crash in between would pick it as the winner by its time.
-			// (Any other cancelled success is recorded: an evicted run's,
-			// a join sibling's of a branch that failed, to save running
-			// the step again.)
+		if !timedOut && t.ctx.Err() != nil && (err != nil || t.lostARace()) {
+			// Evicted or lost the race mid-attempt: a failure says
+			// nothing about the step, so it is not counted, and the
+			// attempt runs again on the next activation, as after a
+			// crash. A success after its branch lost a race is not
+			// recorded either: recorded, the late result could be durable
+			// before the race's decision, and a replay after a crash in
+			// between would pick it as the winner by its time. (Any other
+			// cancelled success is recorded: an evicted run's, a join
+			// sibling's of a branch that failed, to save running the step
+			// again.)
 			abandoned = true
 			return nil
 		}

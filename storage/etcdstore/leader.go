@@ -140,7 +140,7 @@ func (s *Store) probeTerms() {
 			}
 		}
 		s.inflightMu.Unlock()
-		if stale && s.sleepUntil(nil, leaderMargin, nil) {
+		if stale && s.sleep(leaderMargin) {
 			s.giveUpBefore(epoch)
 		}
 	}
@@ -261,7 +261,7 @@ func (s *Store) followLeader() {
 			// it at each first commit). Once the term has committed, the
 			// writes from before it are given up whatever comes next.
 			firstCommit = s.leader.FirstCommitInTermNotify()
-			if s.sleepUntil(nil, leaderMargin, nil) {
+			if s.sleep(leaderMargin) {
 				s.giveUpBefore(epoch)
 			}
 		case <-next:
@@ -280,19 +280,13 @@ func (s *Store) followLeader() {
 	}
 }
 
-// sleepUntil waits for ch (nil: never) for at most d; it reports whether
-// ch was closed, or, with a nil ch, whether d passed. It returns false at
-// once if the store closes or cut closes.
-func (s *Store) sleepUntil(ch <-chan struct{}, d time.Duration, cut <-chan struct{}) bool {
+// sleep waits d; it reports false, at once, if the store closes first.
+func (s *Store) sleep(d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
-	case <-ch:
-		return true
 	case <-t.C:
-		return ch == nil
-	case <-cut:
-		return false
+		return true
 	case <-s.closed:
 		return false
 	}
