@@ -33,7 +33,9 @@ func lateLoser(c *workflow.Ctx[lateState]) error {
 	if err != nil {
 		return err
 	}
-	return c.Step("result", func(s *workflow.StepCtx[lateState]) error {
+	// No timeouts on the steps: the clock the test moves has the sleeps'
+	// timers only.
+	return c.StepWith(workflow.StepOptions{Name: "result", Timeout: workflow.NoTimeout}, func(s *workflow.StepCtx[lateState]) error {
 		s.State.Log = append(s.State.Log, "winner "+w+": "+v)
 		return nil
 	})
