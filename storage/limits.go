@@ -60,7 +60,7 @@ func checkTxns(txns []Txn) error {
 	var prefixes []string
 	for i := range txns {
 		for _, c := range txns[i].Conds {
-			if c.Kind != CondAbsent && c.Kind != CondPresent {
+			if c.Kind != CondAbsent && c.Kind != CondPresent && c.Kind != CondUnchanged {
 				return fmt.Errorf("%w: unknown cond kind %d", ErrInvalidTxn, c.Kind)
 			}
 			if c.Key == "" {

@@ -415,11 +415,8 @@ func (m *Memory) Commit(ctx context.Context, txns ...Txn) error {
 				return fmt.Errorf("%w: partition %d, token %d", ErrFenced, t.Fence.Partition, t.Fence.Token)
 			}
 		}
-		for _, c := range t.Conds {
-			_, exists := m.data[c.Key]
-			if condErr == nil && exists != (c.Kind == CondPresent) {
-				condErr = fmt.Errorf("%w: %q", ErrConditionFailed, c.Key)
-			}
+		if condErr == nil {
+			condErr = m.condsLocked(t.Conds)
 		}
 	}
 	if condErr != nil {
@@ -449,6 +446,32 @@ func (m *Memory) Commit(ctx context.Context, txns ...Txn) error {
 	return nil
 }
 
+// condsLocked returns ErrConditionFailed (wrapped) if one of conds does
+// not hold.
+func (m *Memory) condsLocked(conds []Cond) error {
+	for _, c := range conds {
+		e, exists := m.data[c.Key]
+		var holds bool
+		switch c.Kind {
+		case CondAbsent:
+			holds = !exists
+		case CondPresent:
+			holds = exists
+		case CondUnchanged:
+			// etcd compares a missing key's mod revision as 0.
+			mod := int64(0)
+			if exists {
+				mod = e.mod
+			}
+			holds = mod == c.Rev
+		}
+		if !holds {
+			return fmt.Errorf("%w: %q", ErrConditionFailed, c.Key)
+		}
+	}
+	return nil
+}
+
 // PutIfAbsent implements Store.
 func (m *Memory) PutIfAbsent(ctx context.Context, key string, value []byte) ([]byte, bool, error) {
 	if key == "" {
@@ -466,15 +489,28 @@ func (m *Memory) PutIfAbsent(ctx context.Context, key string, value []byte) ([]b
 	return slices.Clone(value), true, nil
 }
 
-// PutLeased implements Store.
-func (m *Memory) PutLeased(ctx context.Context, key string, value []byte, lease LeaseID) error {
+// PutLeased implements Store. The conds are checked before the lease, as
+// etcd checks the lease of a put only on the branch of a txn it runs.
+func (m *Memory) PutLeased(ctx context.Context, key string, value []byte, lease LeaseID, conds ...Cond) error {
 	if key == "" {
 		return fmt.Errorf("%w: empty key", ErrInvalidTxn)
+	}
+	if len(conds) > 0 {
+		txn := Txn{Conds: conds, Ops: []Op{Put(key, value)}}
+		if err := m.limits.Check(txn); err != nil {
+			return err
+		}
+		if err := checkTxns([]Txn{txn}); err != nil {
+			return err
+		}
 	}
 	if err := m.lock(ctx); err != nil {
 		return err
 	}
 	defer m.mu.Unlock()
+	if err := m.condsLocked(conds); err != nil {
+		return err
+	}
 	if _, ok := m.leases[lease]; !ok {
 		return fmt.Errorf("%w: %x", ErrLeaseNotFound, int64(lease))
 	}

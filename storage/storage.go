@@ -105,12 +105,19 @@ const (
 	CondAbsent CondKind = iota + 1
 	// CondPresent requires that Key exists.
 	CondPresent
+	// CondUnchanged requires that Key was last modified at revision Rev
+	// (a KV's ModRevision): nothing wrote or deleted it since it was read
+	// at that revision. Rev 0 requires that Key does not exist.
+	CondUnchanged
 )
 
 // Cond is a precondition of a transaction.
 type Cond struct {
 	Kind CondKind
 	Key  string
+	// Rev is the revision CondUnchanged compares with; the other kinds
+	// leave it 0.
+	Rev int64
 }
 
 // Absent returns a CondAbsent.
@@ -118,6 +125,12 @@ func Absent(key string) Cond { return Cond{Kind: CondAbsent, Key: key} }
 
 // Present returns a CondPresent.
 func Present(key string) Cond { return Cond{Kind: CondPresent, Key: key} }
+
+// Unchanged returns a CondUnchanged: key is still as modRev (its
+// ModRevision when read) left it.
+func Unchanged(key string, modRev int64) Cond {
+	return Cond{Kind: CondUnchanged, Key: key, Rev: modRev}
+}
 
 // Txn is one atomic unit of writes: all of Ops apply, or none. It applies
 // only if Fence holds and every Cond holds. A Txn must not put or delete the
@@ -266,9 +279,13 @@ type Store interface {
 	// the value that is stored after the call and whether this call created it.
 	PutIfAbsent(ctx context.Context, key string, value []byte) (stored []byte, created bool, err error)
 	// PutLeased sets key to value attached to lease (unfenced; for records
-	// such as a node's registration that live and die with the node).
-	// Returns ErrLeaseNotFound if the lease is gone.
-	PutLeased(ctx context.Context, key string, value []byte, lease LeaseID) error
+	// such as a node's registration that live and die with the node), in
+	// one atomic step with checking conds: it fails with
+	// ErrConditionFailed, writing nothing, if one of them does not hold.
+	// Returns ErrLeaseNotFound if the conds hold but the lease is gone,
+	// ErrTooLarge if the conds exceed Limits, ErrInvalidTxn for an empty
+	// key or a malformed cond.
+	PutLeased(ctx context.Context, key string, value []byte, lease LeaseID, conds ...Cond) error
 
 	// GrantLease creates a lease that expires ttl after its last renewal.
 	GrantLease(ctx context.Context, ttl time.Duration) (LeaseID, error)

@@ -94,6 +94,9 @@ func (s *Store) commit(ctx context.Context, txns []storage.Txn) error {
 				req.Compare = append(req.Compare, createRev(c.Key, pb.Compare_EQUAL, 0))
 			case storage.CondPresent:
 				req.Compare = append(req.Compare, createRev(c.Key, pb.Compare_GREATER, 0))
+			case storage.CondUnchanged:
+				req.Compare = append(req.Compare, &pb.Compare{Result: pb.Compare_EQUAL, Target: pb.Compare_MOD, Key: []byte(s.prefix + c.Key),
+					TargetUnion: &pb.Compare_ModRevision{ModRevision: c.Rev}})
 			default:
 				return fmt.Errorf("%w: unknown cond kind %d", storage.ErrInvalidTxn, c.Kind)
 			}

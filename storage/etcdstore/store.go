@@ -293,7 +293,8 @@ func (s *Store) Limits() storage.Limits { return s.limits }
 // Commit implements storage.Store with one etcd txn:
 //
 //	If(CreateRevision(owner key) == token, once per distinct fence;
-//	   CreateRevision(key) == 0 for CondAbsent, > 0 for CondPresent)
+//	   CreateRevision(key) == 0 for CondAbsent, > 0 for CondPresent;
+//	   ModRevision(key) == Rev for CondUnchanged)
 //	Then(every op)
 //	Else(Get of every fenced owner key)
 //
@@ -356,16 +357,51 @@ func (s *Store) PutIfAbsent(ctx context.Context, key string, value []byte) ([]by
 	return v, false, nil
 }
 
-// PutLeased implements storage.Store.
-func (s *Store) PutLeased(ctx context.Context, key string, value []byte, lease storage.LeaseID) error {
+// PutLeased implements storage.Store: a plain put, or with conds
+//
+//	If(the conds, as Commit compares them) Then(Put(key, value, lease))
+//
+// etcd checks the lease only on the branch it runs, so failed conds are
+// ErrConditionFailed whatever became of the lease.
+func (s *Store) PutLeased(ctx context.Context, key string, value []byte, lease storage.LeaseID, conds ...storage.Cond) error {
 	if err := s.check(ctx); err != nil {
 		return err
 	}
 	if key == "" {
 		return fmt.Errorf("%w: empty key", storage.ErrInvalidTxn)
 	}
-	_, err := s.kv.Put(ctx, key, string(value), clientv3.WithLease(clientv3.LeaseID(lease)))
-	return mapErr(err)
+	if len(conds) == 0 {
+		_, err := s.kv.Put(ctx, key, string(value), clientv3.WithLease(clientv3.LeaseID(lease)))
+		return mapErr(err)
+	}
+	if err := s.limits.Check(storage.Txn{Conds: conds, Ops: []storage.Op{storage.Put(key, value)}}); err != nil {
+		return err
+	}
+	cmps := make([]clientv3.Cmp, len(conds))
+	for i, c := range conds {
+		if c.Key == "" {
+			return fmt.Errorf("%w: empty cond key", storage.ErrInvalidTxn)
+		}
+		switch c.Kind {
+		case storage.CondAbsent:
+			cmps[i] = clientv3.Compare(clientv3.CreateRevision(c.Key), "=", 0)
+		case storage.CondPresent:
+			cmps[i] = clientv3.Compare(clientv3.CreateRevision(c.Key), ">", 0)
+		case storage.CondUnchanged:
+			cmps[i] = clientv3.Compare(clientv3.ModRevision(c.Key), "=", c.Rev)
+		default:
+			return fmt.Errorf("%w: unknown cond kind %d", storage.ErrInvalidTxn, c.Kind)
+		}
+	}
+	put := clientv3.OpPut(key, string(value), clientv3.WithLease(clientv3.LeaseID(lease)))
+	resp, err := s.kv.Txn(ctx).If(cmps...).Then(put).Commit()
+	if err != nil {
+		return mapErr(err)
+	}
+	if !resp.Succeeded {
+		return storage.ErrConditionFailed
+	}
+	return nil
 }
 
 // GrantLease implements storage.Store. etcd keeps TTLs in whole seconds

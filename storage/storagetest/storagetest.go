@@ -55,6 +55,7 @@ func Run(t *testing.T, h Harness) {
 		{"TooLarge", false, testTooLarge},
 		{"InvalidTxn", false, testInvalidTxn},
 		{"PutIfAbsent", false, testPutIfAbsent},
+		{"PutLeasedConds", false, testPutLeasedConds},
 		{"LeaseRevoke", false, testLeaseRevoke},
 		{"ClaimRelease", false, testClaimRelease},
 		{"StaleFence", false, testStaleFence},
@@ -311,6 +312,81 @@ func testConds(t *testing.T, s storage.Store) {
 	if err := s.Commit(ctx); err != nil {
 		t.Fatalf("empty Commit = %v", err)
 	}
+
+	// Unchanged holds while the key keeps the mod revision it was read
+	// with; 0 stands for a key that does not exist.
+	here := mustGet(t, s, "c/here")
+	commit(t, s, storage.Txn{Conds: []storage.Cond{storage.Unchanged("c/here", here.ModRevision), storage.Unchanged("c/none", 0)}, Ops: puts("c/c", "1").Ops})
+	wantValue(t, s, "c/c", "1")
+	commit(t, s, puts("c/here", "2"))
+	for _, cond := range []storage.Cond{storage.Unchanged("c/here", here.ModRevision), storage.Unchanged("c/here", 0), storage.Unchanged("c/none", here.ModRevision)} {
+		err := s.Commit(ctx, storage.Txn{Conds: []storage.Cond{cond}, Ops: puts("c/b", "1").Ops})
+		if !errors.Is(err, storage.ErrConditionFailed) {
+			t.Fatalf("Commit with failing %+v = %v, want ErrConditionFailed", cond, err)
+		}
+		wantAbsent(t, s, "c/b")
+	}
+}
+
+// PutLeased with conds writes only if they hold, checking them before the
+// lease, and refuses what Commit refuses.
+func testPutLeasedConds(t *testing.T, s storage.Store) {
+	ctx := testCtx(t)
+	lease := grant(t, s, 30*time.Second)
+	defer s.RevokeLease(ctx, lease)
+	commit(t, s, puts("pl/other", "1"))
+	other := mustGet(t, s, "pl/other")
+	if err := s.PutLeased(ctx, "pl/me", []byte("1"), lease, storage.Unchanged("pl/other", other.ModRevision), storage.Present("pl/other"), storage.Absent("pl/none")); err != nil {
+		t.Fatalf("PutLeased with holding conds = %v", err)
+	}
+	if kv := mustGet(t, s, "pl/me"); string(kv.Value) != "1" || kv.Lease != lease {
+		t.Fatalf("PutLeased wrote %q on lease %d, want 1 on %d", kv.Value, kv.Lease, lease)
+	}
+
+	// Another writer changes the key the conds relied on: nothing written.
+	commit(t, s, puts("pl/other", "2"))
+	for _, cond := range []storage.Cond{storage.Unchanged("pl/other", other.ModRevision), storage.Absent("pl/other"), storage.Present("pl/none")} {
+		if err := s.PutLeased(ctx, "pl/me", []byte("2"), lease, cond); !errors.Is(err, storage.ErrConditionFailed) {
+			t.Fatalf("PutLeased with failing %+v = %v, want ErrConditionFailed", cond, err)
+		}
+	}
+	wantValue(t, s, "pl/me", "1")
+	// A key deleted since it was read has changed too.
+	other = mustGet(t, s, "pl/other")
+	commit(t, s, storage.Txn{Ops: []storage.Op{storage.Delete("pl/other")}})
+	if err := s.PutLeased(ctx, "pl/me", []byte("2"), lease, storage.Unchanged("pl/other", other.ModRevision)); !errors.Is(err, storage.ErrConditionFailed) {
+		t.Fatalf("PutLeased unchanged on a deleted key = %v, want ErrConditionFailed", err)
+	}
+	wantValue(t, s, "pl/me", "1")
+
+	// Conds are checked before the lease: failing ones say so, holding
+	// ones leave the lease's error.
+	gone := grant(t, s, 30*time.Second)
+	if err := s.RevokeLease(ctx, gone); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutLeased(ctx, "pl/gone", nil, gone, storage.Present("pl/none")); !errors.Is(err, storage.ErrConditionFailed) {
+		t.Fatalf("PutLeased with a failing cond on a revoked lease = %v, want ErrConditionFailed", err)
+	}
+	if err := s.PutLeased(ctx, "pl/gone", nil, gone, storage.Absent("pl/none")); !errors.Is(err, storage.ErrLeaseNotFound) {
+		t.Fatalf("PutLeased with a holding cond on a revoked lease = %v, want ErrLeaseNotFound", err)
+	}
+	wantAbsent(t, s, "pl/gone")
+
+	// Malformed or too many conds are refused whole.
+	many := make([]storage.Cond, s.Limits().MaxTxnOps+1)
+	for i := range many {
+		many[i] = storage.Absent(fmt.Sprintf("pl/none%d", i))
+	}
+	if err := s.PutLeased(ctx, "pl/me", []byte("3"), lease, many...); !errors.Is(err, storage.ErrTooLarge) {
+		t.Fatalf("PutLeased with %d conds = %v, want ErrTooLarge", len(many), err)
+	}
+	for _, cond := range []storage.Cond{{Kind: 99, Key: "pl/other"}, storage.Absent("")} {
+		if err := s.PutLeased(ctx, "pl/me", []byte("3"), lease, cond); !errors.Is(err, storage.ErrInvalidTxn) {
+			t.Fatalf("PutLeased with cond %+v = %v, want ErrInvalidTxn", cond, err)
+		}
+	}
+	wantValue(t, s, "pl/me", "1")
 }
 
 func testCommitAtomic(t *testing.T, s storage.Store) {
