@@ -46,6 +46,12 @@ type Ownership struct {
 	ttl   time.Duration
 	log   *zap.Logger
 
+	// registering is a lock (a token in a channel of one, so that a
+	// waiter can give up) held by Establish and SetDraining: the writes of
+	// the node's registration go one at a time, each with the record left
+	// by the one before, so that record is what storage holds.
+	registering chan struct{}
+
 	mu     sync.RWMutex
 	record NodeRecord
 	lease  storage.LeaseID
@@ -90,9 +96,21 @@ func NewOwnership(store storage.Store, record NodeRecord, ttl time.Duration, log
 		store: store, record: record, ttl: ttl, log: log,
 		claims: map[uint32]storage.Claim{}, releasing: map[uint32]storage.Claim{}, released: map[uint32]int64{},
 		ended: map[storage.Fence]int64{}, changed: make(chan struct{}),
-		renewed: make(chan struct{}, 1),
+		renewed: make(chan struct{}, 1), registering: make(chan struct{}, 1),
 	}
 }
+
+// lockRegistration takes the registering lock, or fails when ctx ends.
+func (o *Ownership) lockRegistration(ctx context.Context) error {
+	select {
+	case o.registering <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (o *Ownership) unlockRegistration() { <-o.registering }
 
 // OnLost registers fn to be called when the node's claims are lost.
 func (o *Ownership) OnLost(fn func()) {
@@ -129,6 +147,10 @@ func (o *Ownership) margin() time.Duration {
 // that a node restarted after a crash serves at once instead of waiting for
 // its old claims to expire. Node IDs must therefore be unique.
 func (o *Ownership) Establish(ctx context.Context, partitions []uint32) error {
+	if err := o.lockRegistration(ctx); err != nil {
+		return err
+	}
+	defer o.unlockRegistration()
 	if kv, err := o.store.Get(ctx, storage.NodeKey(o.Record().NodeID)); err == nil {
 		var prev NodeRecord
 		if json.Unmarshal(kv.Value, &prev) == nil && prev.Lease != 0 && prev.Lease != o.currentLease() {
@@ -507,17 +529,30 @@ func (o *Ownership) Resign(ctx context.Context) error {
 }
 
 // SetDraining updates the node's registration: a draining node is left out
-// of every node's ring, so its partitions move to the others.
-func (o *Ownership) SetDraining(ctx context.Context, draining bool) error {
-	o.mu.Lock()
-	o.record.Draining = draining
+// of every node's ring, so its partitions move to the others. The write
+// applies only if conds hold (ErrConditionFailed otherwise), and the record
+// this node keeps (Record) changes only once it applied: a refused or
+// failed write leaves the node as it was.
+func (o *Ownership) SetDraining(ctx context.Context, draining bool, conds ...storage.Cond) error {
+	if err := o.lockRegistration(ctx); err != nil {
+		return err
+	}
+	defer o.unlockRegistration()
+	o.mu.RLock()
 	rec, lease := o.record, o.lease
-	o.mu.Unlock()
+	o.mu.RUnlock()
 	if lease == 0 {
 		return storage.ErrLeaseNotFound
 	}
+	rec.Draining = draining
 	b, _ := json.Marshal(rec)
-	return o.store.PutLeased(ctx, storage.NodeKey(rec.NodeID), b, lease)
+	if err := o.store.PutLeased(ctx, storage.NodeKey(rec.NodeID), b, lease, conds...); err != nil {
+		return err
+	}
+	o.mu.Lock()
+	o.record.Draining = draining
+	o.mu.Unlock()
+	return nil
 }
 
 // Record returns the node's registration as last written.

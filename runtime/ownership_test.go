@@ -2,6 +2,8 @@ package runtime_test
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"testing"
 	"time"
 
@@ -73,5 +75,56 @@ func TestClaimDoesNotAdoptAClaimReleasedAfterItWasListed(t *testing.T) {
 	}
 	if cs, err := m.Claims(ctx); err != nil || len(cs) != 0 {
 		t.Fatalf("claims in storage: %v, %v; want none", cs, err)
+	}
+}
+
+// A drain whose conds fail writes nothing and leaves the node's own record
+// as it was: the balancer reads Draining from it, and a lease re-established
+// later registers it again, so a refused drain must not linger there.
+func TestSetDrainingChangesTheRecordOnlyIfWritten(t *testing.T) {
+	m := storage.NewMemory()
+	defer m.Close()
+	own := runtime.NewOwnership(m, runtime.NodeRecord{NodeID: "n1"}, time.Minute, nil)
+	ctx := context.Background()
+	if err := own.Establish(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	stored := func() runtime.NodeRecord {
+		t.Helper()
+		kv, err := m.Get(ctx, storage.NodeKey("n1"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rec runtime.NodeRecord
+		if err := json.Unmarshal(kv.Value, &rec); err != nil {
+			t.Fatal(err)
+		}
+		return rec
+	}
+	if err := m.Commit(ctx, storage.Txn{Ops: []storage.Op{storage.Put(storage.NodeKey("n2"), []byte(`{"node_id":"n2"}`))}}); err != nil {
+		t.Fatal(err)
+	}
+	other, err := m.Get(ctx, storage.NodeKey("n2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := storage.Unchanged(other.Key, other.ModRevision-1)
+	if err := own.SetDraining(ctx, true, stale); !errors.Is(err, storage.ErrConditionFailed) {
+		t.Fatalf("SetDraining with a failing cond = %v, want ErrConditionFailed", err)
+	}
+	if own.Record().Draining || stored().Draining {
+		t.Fatalf("after a refused drain: record draining %v, stored draining %v; want neither", own.Record().Draining, stored().Draining)
+	}
+	if err := own.SetDraining(ctx, true, storage.Unchanged(other.Key, other.ModRevision)); err != nil {
+		t.Fatalf("SetDraining with a holding cond = %v", err)
+	}
+	if !own.Record().Draining || !stored().Draining {
+		t.Fatalf("after a drain: record draining %v, stored draining %v; want both", own.Record().Draining, stored().Draining)
+	}
+	if err := own.SetDraining(ctx, false); err != nil {
+		t.Fatalf("undrain = %v", err)
+	}
+	if own.Record().Draining || stored().Draining {
+		t.Fatalf("after an undrain: record draining %v, stored draining %v; want neither", own.Record().Draining, stored().Draining)
 	}
 }
