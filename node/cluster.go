@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -117,7 +118,13 @@ func (v *view) record(id string) (runtime.NodeRecord, bool) {
 // eligible returns the nodes the ring is computed over: registered, not
 // draining, and alive in gossip (when there is gossip).
 func (v *view) eligible() []string {
-	recs := v.records()
+	return slices.Sorted(maps.Keys(v.eligibleRecords()))
+}
+
+// eligibleRecords returns the nodes eligible returns, by ID, each with its
+// record as mirrored: the key and mod revision that a write can require
+// unchanged, to act on the answer atomically (gossip aside).
+func (v *view) eligibleRecords() map[string]storage.KV {
 	var alive map[string]bool
 	if v.gossip != nil {
 		alive = map[string]bool{}
@@ -125,18 +132,38 @@ func (v *view) eligible() []string {
 			alive[m.ID] = true
 		}
 	}
-	var out []string
-	for id, rec := range recs {
-		if rec.Draining {
+	out := map[string]storage.KV{}
+	for _, kv := range v.nodes.Snapshot() {
+		var rec runtime.NodeRecord
+		if json.Unmarshal(kv.Value, &rec) != nil || rec.NodeID == "" || rec.Draining {
 			continue
 		}
-		if alive != nil && !alive[id] {
+		if alive != nil && !alive[rec.NodeID] {
 			continue
 		}
-		out = append(out, id)
+		out[rec.NodeID] = kv
 	}
-	slices.Sort(out)
 	return out
+}
+
+// awaitRecordChange waits until the mirror of nodes/ no longer holds one
+// of recs as read (its key has another mod revision, or is gone): a write
+// that required them unchanged failed, and this waits for the change that
+// failed it to reach the view. It fails when ctx ends first.
+func (v *view) awaitRecordChange(ctx context.Context, recs []storage.KV) error {
+	for {
+		changed := v.nodes.Changed()
+		for _, kv := range recs {
+			if cur, ok := v.nodes.Get(kv.Key); !ok || cur.ModRevision != kv.ModRevision {
+				return nil
+			}
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // ownerTable returns the owner of each partition, indexed by partition.

@@ -77,6 +77,10 @@ type Node struct {
 
 	stopOnce sync.Once
 	stopErr  error
+
+	// drainChecked, a test hook (nil otherwise), runs in a drain of this
+	// node between its check that another node is eligible and its write.
+	drainChecked func()
 }
 
 // Ownership is the runtime's ownership, aliased so that callers of node

@@ -2,7 +2,9 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
 	"github.com/rivet-go/rivet/internal/rpcerr"
 	"github.com/rivet-go/rivet/runtime"
+	"github.com/rivet-go/rivet/storage"
 	"google.golang.org/grpc/status"
 )
 
@@ -194,13 +197,13 @@ func (b backend) Partitions(ctx context.Context) (uint32, []runtime.PartitionOwn
 // through its own AdminService.
 func (b backend) Drain(ctx context.Context, node string, undo bool) (uint32, error) {
 	if node == "" || node == b.n.cfg.NodeID {
-		if !undo && !slices.ContainsFunc(b.n.view.eligible(), func(id string) bool { return id != b.n.cfg.NodeID }) {
-			// The ring would be empty: nothing could ever move.
-			return 0, rivet.Errorf(rivet.ErrInvalidArgument, "cannot drain node %s: no other node can take its partitions (the others are draining or gone); start or undrain another node first", b.n.cfg.NodeID)
-		}
 		owned := uint32(b.n.own.Owned())
-		if err := b.n.own.SetDraining(ctx, !undo); err != nil {
-			return 0, rivet.Errorf(rivet.ErrUnavailable, "mark node %s draining: %v", b.n.cfg.NodeID, err)
+		if undo {
+			if err := b.n.own.SetDraining(ctx, false); err != nil {
+				return 0, rivet.Errorf(rivet.ErrUnavailable, "mark node %s draining: %v", b.n.cfg.NodeID, err)
+			}
+		} else if err := b.drainSelf(ctx); err != nil {
+			return 0, err
 		}
 		b.n.log.Info("drain", zap.Bool("undo", undo), zap.Uint32("owned", owned))
 		b.n.balancer.Kick()
@@ -219,4 +222,60 @@ func (b backend) Drain(ctx context.Context, node string, undo bool) (uint32, err
 		return 0, rpcerr.FromStatus(status.Convert(err))
 	}
 	return resp.GetPartitionsOwned(), nil
+}
+
+// A drain whose write was refused (another node's registration changed
+// since the view showed it) waits up to drainViewWait for the view to show
+// the change, and looks again, up to drainAttempts times in all.
+const (
+	drainViewWait = 10 * time.Second
+	drainAttempts = 5
+)
+
+// drainSelf marks this node draining, unless no other node could take its
+// partitions: the ring would be empty, and nothing could ever move. The
+// check reads this node's view, which trails etcd, so the write requires
+// the records of the other eligible nodes it saw to be unchanged: of two
+// nodes drained at once, each seeing the other eligible, the second write
+// fails, and its check, done again once the view has the first, refuses.
+func (b backend) drainSelf(ctx context.Context) error {
+	self := b.n.cfg.NodeID
+	for attempt := 1; ; attempt++ {
+		others := b.n.view.eligibleRecords()
+		delete(others, self)
+		if len(others) == 0 {
+			return rivet.Errorf(rivet.ErrInvalidArgument, "cannot drain node %s: no other node can take its partitions (the others are draining or gone); start or undrain another node first", self)
+		}
+		// Any one of them unchanged would keep a node eligible; all are
+		// required, up to the store's bound on compares.
+		ids := slices.Sorted(maps.Keys(others))
+		compared := make([]storage.KV, 0, len(ids))
+		conds := make([]storage.Cond, 0, len(ids))
+		for _, id := range ids[:min(len(ids), b.n.store.Limits().MaxTxnOps)] {
+			kv := others[id]
+			compared = append(compared, kv)
+			conds = append(conds, storage.Unchanged(kv.Key, kv.ModRevision))
+		}
+		if b.n.drainChecked != nil {
+			b.n.drainChecked()
+		}
+		err := b.n.own.SetDraining(ctx, true, conds...)
+		switch {
+		case err == nil:
+			return nil
+		case !errors.Is(err, storage.ErrConditionFailed):
+			return rivet.Errorf(rivet.ErrUnavailable, "mark node %s draining: %v", self, err)
+		case attempt == drainAttempts:
+			return rivet.Errorf(rivet.ErrUnavailable, "cannot drain node %s: the other nodes' registrations kept changing (%d attempts); try again", self, attempt)
+		}
+		wctx, cancel := context.WithTimeout(ctx, drainViewWait)
+		err = b.n.view.awaitRecordChange(wctx, compared)
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return rivet.Errorf(rivet.ErrUnavailable, "cannot drain node %s: %v", self, ctx.Err())
+		case err != nil:
+			return rivet.Errorf(rivet.ErrUnavailable, "cannot drain node %s: another node's registration changed, and this node's view of the cluster did not show it within %v; try again", self, drainViewWait)
+		}
+	}
 }

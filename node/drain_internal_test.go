@@ -1,0 +1,200 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/client"
+	"github.com/rivet-go/rivet/examples/counter"
+	"github.com/rivet-go/rivet/runtime"
+	"github.com/rivet-go/rivet/storage"
+	"github.com/rivet-go/rivet/storage/etcdstore/etcdtest"
+)
+
+// Two nodes of a two-node cluster told to drain at the same moment, each
+// seeing the other eligible: one drains, the other is refused as if it
+// had been told second, so that a node stays eligible and partitions can
+// still move. First interleaved by a hook, the way the check-then-write
+// went wrong (A passes its check, B drains in full, A writes), then with
+// the two drains sent at once to the nodes' AdminServices, a few times.
+func TestConcurrentDrainsOfTwoNodesLeaveOneEligible(t *testing.T) {
+	reg, err := rivet.Setup(counter.Actor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	endpoints := etcdtest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	start := func(id string, join []string) *Node {
+		cfg := DefaultLocalConfig(t.TempDir())
+		cfg.NodeID = id
+		cfg.EtcdEndpoints = endpoints
+		cfg.EtcdPrefix = "/drain-test/"
+		cfg.Partitions = 8
+		cfg.HTTPAddr = "-"
+		cfg.Join = join
+		cfg.Logger = zap.NewNop()
+		n, err := Start(ctx, cfg, reg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if err := n.Stop(sctx); err != nil {
+				t.Errorf("stop %s: %v", n.ID(), err)
+			}
+		})
+		return n
+	}
+	a := start("a", nil)
+	b := start("b", []string{a.GossipAddr()})
+	nodes := []*Node{a, b}
+
+	// eligibleEverywhere waits until both nodes' views count exactly ids
+	// eligible.
+	eligibleEverywhere := func(ids ...string) {
+		t.Helper()
+		awaitCond(t, ctx, "both views to count "+strings.Join(ids, ", ")+" eligible", func() bool {
+			for _, n := range nodes {
+				if !slices.Equal(n.view.eligible(), ids) {
+					return false
+				}
+			}
+			return true
+		})
+	}
+	// draining reads from etcd which nodes are registered draining.
+	draining := func() map[string]bool {
+		t.Helper()
+		kvs, err := a.store.List(ctx, storage.NodesPrefix, storage.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]bool{}
+		for _, kv := range kvs {
+			var rec runtime.NodeRecord
+			if err := json.Unmarshal(kv.Value, &rec); err != nil {
+				t.Fatal(err)
+			}
+			out[rec.NodeID] = rec.Draining
+		}
+		return out
+	}
+	refused := func(err error) bool {
+		return errors.Is(err, rivet.ErrInvalidArgument) && strings.Contains(err.Error(), "no other node")
+	}
+	eligibleEverywhere("a", "b")
+
+	// A's drain stops between its check (B eligible) and its write; B's
+	// drain runs meanwhile (A eligible, as A has written nothing).
+	checked, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	a.drainChecked = func() { once.Do(func() { close(checked); <-release }) }
+	aDone := make(chan error, 1)
+	go func() {
+		_, err := backend{a.host, a}.Drain(ctx, "", false)
+		aDone <- err
+	}()
+	select {
+	case <-checked:
+	case <-ctx.Done():
+		t.Fatal("a's drain never reached its write")
+	}
+	if _, err := (backend{b.host, b}).Drain(ctx, "", false); err != nil {
+		t.Fatalf("b's drain, while a's waits to write: %v", err)
+	}
+	close(release)
+	errA := <-aDone
+	a.drainChecked = nil
+	if got := draining(); got["a"] || !got["b"] {
+		t.Fatalf("draining in etcd after both drains: %v (a's drain: %v); want b alone", got, errA)
+	}
+	if !refused(errA) {
+		t.Fatalf("a's drain after b drained = %v, want INVALID_ARGUMENT saying no other node can take its partitions", errA)
+	}
+	if a.own.Record().Draining {
+		t.Fatal("a's own record says draining after its drain was refused")
+	}
+	eligibleEverywhere("a")
+	if _, err := (backend{b.host, b}).Drain(ctx, "", true); err != nil {
+		t.Fatalf("undrain b: %v", err)
+	}
+	eligibleEverywhere("a", "b")
+
+	// The same race through the AdminService, as two rivetctl drains
+	// would run it: exactly one wins each round.
+	var clients []*client.Client
+	for _, n := range nodes {
+		c, err := client.New(n.GRPCAddr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		clients = append(clients, c)
+	}
+	for round := range 5 {
+		var (
+			wg   sync.WaitGroup
+			fire = make(chan struct{})
+			errs = make([]error, len(nodes))
+		)
+		for i, n := range nodes {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-fire
+				_, errs[i] = clients[i].Drain(ctx, n.ID(), false)
+			}()
+		}
+		close(fire)
+		wg.Wait()
+		got := draining()
+		won := -1
+		for i, n := range nodes {
+			switch {
+			case errs[i] == nil && won < 0:
+				won = i
+			case errs[i] == nil:
+				t.Fatalf("round %d: both drains succeeded; draining in etcd: %v", round, got)
+			case !refused(errs[i]):
+				t.Fatalf("round %d: drain of %s = %v, want success or INVALID_ARGUMENT saying no other node can take its partitions", round, n.ID(), errs[i])
+			}
+		}
+		if won < 0 {
+			t.Fatalf("round %d: both drains refused (%v, %v); draining in etcd: %v", round, errs[0], errs[1], got)
+		}
+		winner, loser := nodes[won], nodes[1-won]
+		if !got[winner.ID()] || got[loser.ID()] {
+			t.Fatalf("round %d: %s's drain won, but draining in etcd: %v", round, winner.ID(), got)
+		}
+		eligibleEverywhere(loser.ID())
+		if _, err := clients[won].Drain(ctx, winner.ID(), true); err != nil {
+			t.Fatalf("round %d: undrain %s: %v", round, winner.ID(), err)
+		}
+		eligibleEverywhere("a", "b")
+	}
+}
+
+// awaitCond polls cond until it holds, failing the test if ctx ends first.
+func awaitCond(t *testing.T, ctx context.Context, what string, cond func() bool) {
+	t.Helper()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("waiting for %s: %v", what, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
