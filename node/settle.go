@@ -200,7 +200,7 @@ func (b backend) Drain(ctx context.Context, node string, undo bool) (uint32, err
 		owned := uint32(b.n.own.Owned())
 		if undo {
 			if err := b.n.own.SetDraining(ctx, false); err != nil {
-				return 0, rivet.Errorf(rivet.ErrUnavailable, "mark node %s draining: %v", b.n.cfg.NodeID, err)
+				return 0, rivet.Errorf(rivet.ErrUnavailable, "mark node %s no longer draining: %v", b.n.cfg.NodeID, err)
 			}
 		} else if err := b.drainSelf(ctx); err != nil {
 			return 0, err

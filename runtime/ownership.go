@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -546,13 +547,34 @@ func (o *Ownership) SetDraining(ctx context.Context, draining bool, conds ...sto
 	}
 	rec.Draining = draining
 	b, _ := json.Marshal(rec)
-	if err := o.store.PutLeased(ctx, storage.NodeKey(rec.NodeID), b, lease, conds...); err != nil {
-		return err
+	key := storage.NodeKey(rec.NodeID)
+	if err := o.store.PutLeased(ctx, key, b, lease, conds...); err != nil {
+		if !o.writtenAnyway(ctx, key, b, err) {
+			return err
+		}
 	}
 	o.mu.Lock()
 	o.record.Draining = draining
 	o.mu.Unlock()
 	return nil
+}
+
+// writtenAnyway tells whether a registration write that failed with err
+// applied all the same (a timeout or a lost connection after etcd took it):
+// storage then holds the value written, which is all the caller wants of
+// the write (a registration holds this run's lease, so no other run's write
+// matches it). Without this, a drain whose reply was lost left
+// storage draining and this node not, so its balancer moved nothing away.
+func (o *Ownership) writtenAnyway(ctx context.Context, key string, value []byte, err error) bool {
+	for _, definite := range []error{storage.ErrConditionFailed, storage.ErrLeaseNotFound, storage.ErrTooLarge, storage.ErrInvalidTxn} {
+		if errors.Is(err, definite) {
+			return false
+		}
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	kv, gerr := o.store.Get(rctx, key)
+	return gerr == nil && bytes.Equal(kv.Value, value)
 }
 
 // Record returns the node's registration as last written.

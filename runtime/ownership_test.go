@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -126,5 +127,48 @@ func TestSetDrainingChangesTheRecordOnlyIfWritten(t *testing.T) {
 	}
 	if own.Record().Draining || stored().Draining {
 		t.Fatalf("after an undrain: record draining %v, stored draining %v; want neither", own.Record().Draining, stored().Draining)
+	}
+}
+
+// lostReplyStore applies a registration write and then fails it, as a
+// write whose reply a timeout or a lost connection cut off does.
+type lostReplyStore struct {
+	storage.Store
+	lose atomic.Bool
+}
+
+func (s *lostReplyStore) PutLeased(ctx context.Context, key string, value []byte, lease storage.LeaseID, conds ...storage.Cond) error {
+	if err := s.Store.PutLeased(ctx, key, value, lease, conds...); err != nil || !s.lose.Load() {
+		return err
+	}
+	return context.DeadlineExceeded
+}
+
+func TestSetDrainingWhoseReplyWasLostKeepsTheRecordAsStored(t *testing.T) {
+	m := storage.NewMemory()
+	defer m.Close()
+	s := &lostReplyStore{Store: m}
+	own := runtime.NewOwnership(s, runtime.NodeRecord{NodeID: "n1"}, time.Minute, nil)
+	ctx := context.Background()
+	if err := own.Establish(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	s.lose.Store(true)
+	// Applied, reply lost: the node learns from storage that it drains.
+	if err := own.SetDraining(ctx, true); err != nil {
+		t.Fatalf("SetDraining whose write applied = %v, want nil", err)
+	}
+	if !own.Record().Draining {
+		t.Fatal("a drain that applied left the node's record not draining")
+	}
+	// Not applied (the lease is gone) and failed: nothing changes.
+	if err := m.RevokeLease(ctx, own.Lease()); err != nil {
+		t.Fatal(err)
+	}
+	if err := own.SetDraining(ctx, false); err == nil {
+		t.Fatal("undrain without a lease succeeded")
+	}
+	if !own.Record().Draining {
+		t.Fatal("an undrain that did not apply changed the node's record")
 	}
 }
