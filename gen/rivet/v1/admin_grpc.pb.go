@@ -39,7 +39,10 @@ type AdminServiceClient interface {
 	Stats(ctx context.Context, in *StatsRequest, opts ...grpc.CallOption) (*StatsResponse, error)
 	// Drain asks a node to hand every partition it owns to the others (or,
 	// with undo, to take its share again). It returns at once; the node's
-	// partitions_owned in Members shows the progress.
+	// partitions_owned in Members shows the progress. A drain that would
+	// leave no node to take the partitions (the others draining or gone) is
+	// refused with INVALID_ARGUMENT; of two nodes drained at once as the last
+	// two eligible ones, one drain is refused.
 	Drain(ctx context.Context, in *DrainRequest, opts ...grpc.CallOption) (*DrainResponse, error)
 }
 
@@ -105,7 +108,10 @@ type AdminServiceServer interface {
 	Stats(context.Context, *StatsRequest) (*StatsResponse, error)
 	// Drain asks a node to hand every partition it owns to the others (or,
 	// with undo, to take its share again). It returns at once; the node's
-	// partitions_owned in Members shows the progress.
+	// partitions_owned in Members shows the progress. A drain that would
+	// leave no node to take the partitions (the others draining or gone) is
+	// refused with INVALID_ARGUMENT; of two nodes drained at once as the last
+	// two eligible ones, one drain is refused.
 	Drain(context.Context, *DrainRequest) (*DrainResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
