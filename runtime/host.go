@@ -241,12 +241,26 @@ func (h *Host) place(ref Ref) (enc string, part uint32, err error) {
 }
 
 // activate returns the actor's activation, loading it (and creating the
-// actor, if create) on first use. created is true only for the one caller
-// whose load created the actor.
+// actor, if create) on first use, and starting its workflow. created is
+// true only for the one caller whose load created the actor.
 func (h *Host) activate(ctx context.Context, ref Ref, sp *rivet.Spec, create bool, input json.RawMessage) (a *activation, created bool, err error) {
+	a, created, _, err = h.activateFor(ctx, ref, sp, create, input, "")
+	return a, created, err
+}
+
+// activateFor is activate. hold, if not "", is the chain of a caller that
+// must run before any of the actor's workflow code (Destroy): an
+// activation this call loads does not start its workflow, and is returned
+// with its gate held by hold (held true), taken before any other request
+// can see the activation ready, so that no turn and no workflow runs
+// before the caller's. The caller then owns that activation until it
+// releases the gate: it must leave it destroyed or evicted (stopped), not
+// serving without its workflow. An activation found in memory is returned
+// as to anyone (its workflow runs already; held false).
+func (h *Host) activateFor(ctx context.Context, ref Ref, sp *rivet.Spec, create bool, input json.RawMessage, hold string) (a *activation, created, held bool, err error) {
 	enc, part, prefix, err := h.locate(ref)
 	if err != nil {
-		return nil, false, err
+		return nil, false, false, err
 	}
 	id := ref.Name + "/" + enc
 	// createdHere: an earlier attempt's create, whose outcome was unknown,
@@ -263,7 +277,7 @@ func (h *Host) activate(ctx context.Context, ref Ref, sp *rivet.Spec, create boo
 			case <-old.quiet:
 				h.retired(old)
 			case <-ctx.Done():
-				return nil, false, ctxError(ctx)
+				return nil, false, false, ctxError(ctx)
 			}
 			continue
 		}
@@ -281,7 +295,7 @@ func (h *Host) activate(ctx context.Context, ref Ref, sp *rivet.Spec, create boo
 			}
 			if !owned {
 				h.mu.Unlock()
-				return nil, false, rivet.Errorf(rivet.ErrUnavailable, "partition %d of actor %s is not owned by node %s", part, ref.Name, h.cfg.NodeID)
+				return nil, false, false, rivet.Errorf(rivet.ErrUnavailable, "partition %d of actor %s is not owned by node %s", part, ref.Name, h.cfg.NodeID)
 			}
 			a = &activation{
 				h: h, ref: Ref{Name: ref.Name, Key: append([]string(nil), ref.Key...)}, id: id, enc: enc, part: part, spec: sp, prefix: prefix,
@@ -295,6 +309,10 @@ func (h *Host) activate(ctx context.Context, ref Ref, sp *rivet.Spec, create boo
 			a.loadErr = a.load(ctx, create, input)
 			if a.loadErr != nil {
 				h.remove(a)
+			} else if hold != "" {
+				// Before ready closes, no one else has the activation:
+				// the gate is free.
+				held = a.gate.tryAcquire(hold)
 			}
 			close(a.ready)
 			var doubt *createInDoubt
@@ -311,29 +329,31 @@ func (h *Host) activate(ctx context.Context, ref Ref, sp *rivet.Spec, create boo
 				h.log.Warn("the outcome of a create stays unknown", refField(ref), zap.Error(rerr))
 			}
 			if a.loadErr != nil {
-				return nil, false, a.loadErr
+				return nil, false, false, a.loadErr
 			}
 			history := a.history
 			a.history = nil
-			a.startWorkflow(history)
-			return a, a.created || createdHere, nil
+			if !held {
+				a.startWorkflow(history)
+			}
+			return a, a.created || createdHere, held, nil
 		}
 		h.mu.Unlock()
 		select {
 		case <-a.ready:
 		case <-ctx.Done():
-			return nil, false, ctxError(ctx)
+			return nil, false, false, ctxError(ctx)
 		}
 		if a.loadErr == nil {
-			return a, createdHere, nil
+			return a, createdHere, false, nil
 		}
 		// Another caller's load failed: a missing actor we may create, or
 		// that caller's own deadline. Try again with ours.
 		if errors.Is(a.loadErr, rivet.ErrNotFound) && !create {
-			return nil, false, a.loadErr
+			return nil, false, false, a.loadErr
 		}
 	}
-	return nil, false, rivet.Errorf(rivet.ErrUnavailable, "actor %s/%v: activation kept failing", ref.Name, ref.Key)
+	return nil, false, false, rivet.Errorf(rivet.ErrUnavailable, "actor %s/%v: activation kept failing", ref.Name, ref.Key)
 }
 
 // waitOwned waits, within ctx and a few seconds, until this node serves
@@ -433,13 +453,27 @@ func (h *Host) evictAll() {
 // gate. The gate is released before the wait, so the next turn can run
 // while this one's commit is in flight, and their writes share a commit.
 func (h *Host) turn(ctx context.Context, kind TurnKind, ref Ref, sp *rivet.Spec, create bool, input json.RawMessage, chain string, fn func(a *activation) error) (*activation, bool, error) {
+	return h.turnFor(ctx, kind, ref, sp, create, input, chain, false, fn)
+}
+
+// turnFor is turn. first says that fn must run before any code of the
+// actor's workflow if the actor is not in memory (Destroy): its load then
+// starts no workflow and fn's turn comes before any other (activateFor),
+// and fn must leave such an activation destroyed or evicted.
+func (h *Host) turnFor(ctx context.Context, kind TurnKind, ref Ref, sp *rivet.Spec, create bool, input json.RawMessage, chain string, first bool, fn func(a *activation) error) (*activation, bool, error) {
+	hold := ""
+	if first {
+		hold = chain
+	}
 	for range 5 {
-		a, created, err := h.activate(ctx, ref, sp, create, input)
+		a, created, held, err := h.activateFor(ctx, ref, sp, create, input, hold)
 		if err != nil {
 			return nil, false, err
 		}
-		if err := a.gate.acquire(ctx, chain); err != nil {
-			return nil, false, ctxError(ctx)
+		if !held {
+			if err := a.gate.acquire(ctx, chain); err != nil {
+				return nil, false, ctxError(ctx)
+			}
 		}
 		if a.stopped.Load() {
 			a.gate.release()
@@ -909,7 +943,11 @@ func (h *Host) Destroy(ctx context.Context, ref Ref) error {
 	if err != nil {
 		return err
 	}
-	_, _, err = h.turn(ctx, TurnAdmin, ref, sp, false, nil, h.newChain(), func(a *activation) error {
+	// An actor not in memory is loaded without its workflow, and this turn
+	// comes first (turnFor): a workflow started by Destroy's own load
+	// could run a step (a due message, a sleep that ended) before the
+	// delete, an effect of an actor being destroyed.
+	_, _, err = h.turnFor(ctx, TurnAdmin, ref, sp, false, nil, h.newChain(), true, func(a *activation) error {
 		// The workflow stops first (its last writes are in the pipeline
 		// then), and every earlier write must land before the delete,
 		// never after it.

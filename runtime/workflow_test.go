@@ -420,6 +420,123 @@ func TestDestroyOfASleepingWorkflowLeavesNothing(t *testing.T) {
 	}
 }
 
+// doomedActor counts its workflow's runs (each is workflow code running)
+// and the executions of its steps, which come once a message arrives.
+func doomedActor(runs, steps *atomic.Int32) rivet.Actor[tickState] {
+	return rivet.Actor[tickState]{
+		Name:   "doomed",
+		Queues: rivet.Queues{"m": rivet.QueueOf[int]()},
+		Run: func(ctx *workflow.Ctx[tickState]) error {
+			runs.Add(1)
+			if _, err := workflow.Next[int](ctx, "wait-m"); err != nil {
+				return err
+			}
+			if _, err := workflow.Do(ctx, "effect", func(*workflow.DoCtx) (int, error) { steps.Add(1); return 0, nil }); err != nil {
+				return err
+			}
+			return ctx.Step("count", func(s *workflow.StepCtx[tickState]) error { steps.Add(1); s.State.Seen++; return nil })
+		},
+	}
+}
+
+// queueUnseen stores a message for an actor not in memory as Send does
+// (with a wakeup record that is due), without activating it: as if its
+// wakeup timer had not fired yet.
+func queueUnseen(t *testing.T, e *env, ref runtime.Ref, queue string, seq uint64) {
+	t.Helper()
+	enc := storage.EncodeKey(ref.Key)
+	p := placement.Partition(ref.Name, enc, testPartitions)
+	tok, ok := e.own.Token(p)
+	if !ok {
+		t.Fatalf("partition %d not owned", p)
+	}
+	now := time.Now().UnixMilli()
+	msg, _ := json.Marshal(map[string]any{"body": 1, "created_at": now})
+	wake, _ := json.Marshal(map[string]any{"at": now})
+	if err := e.store.Commit(ctx(t), storage.Txn{Fence: storage.Fence{Partition: p, Token: tok}, Ops: []storage.Op{
+		storage.Put(storage.ActorPrefix(p, ref.Name, enc)+storage.QueueSuffix+fmt.Sprintf("%020d/%s", seq, queue), msg),
+		storage.Put(storage.WakeupKey(p, ref.Name, enc), wake),
+	}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Destroy of an actor that is not in memory does not start its workflow:
+// a workflow with work due at once (here a queued message; a sleep that
+// ended is the same) would run workflow code, and a step's effect, in the
+// moment before the delete. Both an actor deactivated while it waited and
+// one not loaded since its node restarted. (A run is workflow code, and
+// counted: the test fails whenever Destroy starts the workflow. Whether
+// the step ran too depends on its race with Destroy's stop.)
+func TestDestroyOfAnInactiveActorRunsNoWorkflowCode(t *testing.T) {
+	var runs, steps atomic.Int32
+	e := newEnv(t, counterReg(t, doomedActor(&runs, &steps)), func(c *runtime.Config) { c.IdleTimeout = 200 * time.Millisecond })
+	refOf := func(key string) runtime.Ref { return runtime.Ref{Name: "doomed", Key: []string{key}} }
+	for _, key := range []string{"evicted", "restarted"} {
+		if _, _, err := e.host.GetOrCreate(ctx(t), refOf(key), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Deactivated while they wait for a message: their wakeup records ask
+	// for no timer.
+	waitFor(t, "both workflows to wait and be deactivated", 10*time.Second, func() bool {
+		return runs.Load() == 2 && e.host.Stats().ActiveActors == 0
+	})
+	destroy := func(key string) {
+		t.Helper()
+		before := runs.Load()
+		if err := e.host.Destroy(ctx(t), refOf(key)); err != nil {
+			t.Fatalf("destroy %s: %v", key, err)
+		}
+		if n := runs.Load() - before; n != 0 {
+			t.Errorf("destroy %s started its workflow (%d run(s))", key, n)
+		}
+		if n := steps.Load(); n != 0 {
+			t.Errorf("destroy %s: %d step(s) of its workflow ran", key, n)
+		}
+		if _, err := e.host.Get(ctx(t), refOf(key)); !errors.Is(err, rivet.ErrNotFound) {
+			t.Errorf("Get after destroy %s = %v, want NOT_FOUND", key, err)
+		}
+		if n := e.host.Stats().ActiveActors; n != 0 {
+			t.Errorf("%d actor(s) in memory after destroy %s", n, key)
+		}
+	}
+	queueUnseen(t, e, refOf("evicted"), "m", 1)
+	destroy("evicted")
+
+	e.restart() // its record asks for no timer: nothing loads it
+	queueUnseen(t, e, refOf("restarted"), "m", 1)
+	destroy("restarted")
+	if _, err := e.host.Inspect(ctx(t), refOf("restarted")); !errors.Is(err, rivet.ErrNotFound) {
+		t.Errorf("Inspect after destroy = %v, want NOT_FOUND", err)
+	}
+}
+
+// A Destroy whose delete fails on an actor it loaded without its workflow
+// leaves no activation serving with its workflow stopped: the workflow runs
+// again from storage, without a request, and takes the message that was
+// due.
+func TestAFailedDestroyOfAnInactiveActorLeavesItsWorkflowToRun(t *testing.T) {
+	var runs, steps atomic.Int32
+	e := newEnv(t, counterReg(t, doomedActor(&runs, &steps)), func(c *runtime.Config) { c.IdleTimeout = 200 * time.Millisecond })
+	ref := runtime.Ref{Name: "doomed", Key: []string{"kept"}}
+	if _, _, err := e.host.GetOrCreate(ctx(t), ref, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the workflow to wait and be deactivated", 10*time.Second, func() bool {
+		return runs.Load() == 1 && e.host.Stats().ActiveActors == 0
+	})
+	queueUnseen(t, e, ref, "m", 1)
+	e.store.refuseCommitSub.Store(storage.IndexPrefix + "doomed/")
+	if err := e.host.Destroy(ctx(t), ref); !errors.Is(err, rivet.ErrUnavailable) {
+		t.Fatalf("Destroy whose delete was refused = %v, want UNAVAILABLE", err)
+	}
+	waitFor(t, "the workflow to take the message", 20*time.Second, func() bool { return steps.Load() == 2 })
+	if n := runs.Load(); n != 2 {
+		t.Fatalf("the workflow ran %d times, want twice (created, then after the failed destroy)", n)
+	}
+}
+
 type tickState struct {
 	Seen int `json:"seen"`
 }
