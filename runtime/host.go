@@ -74,6 +74,11 @@ type Host struct {
 	// ownerLookup names the owner of a partition served elsewhere.
 	ownerLookup func(p uint32) string
 
+	// sendWaitHook, set by tests only (before any request), runs in a
+	// waiting Send's turn just before it registers for the completion:
+	// where an eviction, which needs no turn, can come between.
+	sendWaitHook func(a *activation)
+
 	chainSeq atomic.Uint64
 	calls    atomic.Uint64
 	// The counters and gauges of Stats, beside calls. queued is kept by
@@ -709,6 +714,9 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 			a.mu.Unlock()
 		}
 		if req.Wait {
+			if h.sendWaitHook != nil {
+				h.sendWaitHook(a)
+			}
 			completion = make(chan json.RawMessage, 1)
 			a.wf.notifyMu.Lock()
 			closed := a.wf.closed

@@ -1,0 +1,121 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/storage"
+	"github.com/rivet-go/rivet/workflow"
+)
+
+// memHost starts a Host alone on a memory store, owning every partition,
+// and stops it when the test ends.
+func memHost(t *testing.T, reg *rivet.Registry) *Host {
+	t.Helper()
+	const parts = 4
+	ctx, cancel := context.WithCancel(context.Background())
+	store := storage.NewMemory()
+	com := storage.NewCommitter(store, storage.DefaultCommitterConfig())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = com.Run(ctx) }()
+	own := NewOwnership(store, NodeRecord{NodeID: "n1"}, 5*time.Second, nil)
+	if err := own.Establish(ctx, AllPartitions(parts)); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = own.Run(ctx) }()
+	cfg := DefaultConfig()
+	cfg.NodeID, cfg.Partitions = "n1", parts
+	h, err := New(cfg, reg, store, com, own)
+	if err != nil {
+		cancel()
+		wg.Wait()
+		t.Fatal(err)
+	}
+	if err := h.Start(ctx); err != nil {
+		cancel()
+		wg.Wait()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer scancel()
+		if err := h.Stop(sctx); err != nil {
+			t.Errorf("host stop: %v", err)
+		}
+		_ = own.Resign(sctx)
+		cancel()
+		wg.Wait()
+		store.Close()
+	})
+	return h
+}
+
+type echoState struct{}
+
+// A Send that waits for its message's completion, whose actor is evicted
+// in its turn just before it registers for the completion (an eviction
+// needs no turn: a failed commit, a lost claim), finds the activation
+// answering no completions any more. Nothing was written and the next
+// activation runs the workflow: the sender is told to retry
+// (UNAVAILABLE), not that the actor has no workflow (FAILED_PRECONDITION,
+// which clients do not retry). A retry is then completed.
+func TestSendWaitRacingAnEvictionIsToldToRetry(t *testing.T) {
+	echo := rivet.Actor[echoState]{
+		Name:   "echo",
+		Queues: rivet.Queues{"ask": rivet.QueueOf[int]()},
+		Run: func(ctx *workflow.Ctx[echoState]) error {
+			return ctx.Loop("serve", func(lc *workflow.Ctx[echoState]) error {
+				msg, err := workflow.Next[int](lc, "ask")
+				if err != nil {
+					return err
+				}
+				return msg.Complete(msg.Body * 2)
+			})
+		},
+	}
+	reg, err := rivet.Setup(echo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := memHost(t, reg)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ref := Ref{Name: "echo", Key: []string{"e"}}
+	if _, _, err := h.GetOrCreate(ctx, ref, nil); err != nil {
+		t.Fatal(err)
+	}
+	var evicted atomic.Bool
+	h.sendWaitHook = func(a *activation) {
+		if evicted.CompareAndSwap(false, true) {
+			h.evict(a)
+		}
+	}
+	req := SendRequest{Ref: ref, Queue: "ask", Body: json.RawMessage(`21`), Wait: true, Timeout: 20 * time.Second}
+	_, err = h.Send(ctx, req)
+	if !evicted.Load() {
+		t.Fatal("the hook did not run")
+	}
+	if !errors.Is(err, rivet.ErrUnavailable) {
+		t.Fatalf("SendWait racing an eviction = %v, want UNAVAILABLE", err)
+	}
+	ins, err := h.Inspect(ctx, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ins.Queues) != 0 {
+		t.Fatalf("the refused message was queued: %v", ins.Queues)
+	}
+	res, err := h.Send(ctx, req)
+	if err != nil || res.Status != SendCompleted || string(res.Response) != "42" {
+		t.Fatalf("retried SendWait = %+v, %v; want completed with 42", res, err)
+	}
+}
