@@ -1,6 +1,7 @@
 package runtime_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -499,4 +500,63 @@ func TestAFailedDestroyLeavesTheActorAndItsWaiters(t *testing.T) {
 		t.Fatalf("the waiting sender was told its message was destroyed (%v), but the destroy failed", r.err)
 	}
 	waitFor(t, "the workflow to take the message", 20*time.Second, func() bool { return len(inspect(t, e.host, "slow", "k").Queues) == 0 })
+}
+
+// A Destroy that gives up (its caller's deadline) while a write of the
+// actor is still in flight has destroyed nothing: the actor must go on as
+// before, its workflow (which Destroy stopped first) running again, not
+// left in memory stopped with nothing to restart it.
+func TestADestroyThatGaveUpLeavesTheWorkflowRunning(t *testing.T) {
+	var after atomic.Int64
+	vic := rivet.Actor[accState]{
+		Name:   "vic",
+		Queues: rivet.Queues{"m": rivet.QueueOf[int]()},
+		Run: func(ctx *workflow.Ctx[accState]) error {
+			if _, err := workflow.Next[int](ctx, "m"); err != nil {
+				return err
+			}
+			return ctx.Step("b", func(s *workflow.StepCtx[accState]) error { after.Add(1); s.State.Got++; return nil })
+		},
+		Actions: rivet.Actions[accState]{
+			"inc": rivet.Action(func(c *rivet.ActionCtx[accState], by int) (int, error) { c.State.N += by; return c.State.N, nil }),
+		},
+	}
+	e := newEnv(t, counterReg(t, vic), nil)
+	ref := runtime.Ref{Name: "vic", Key: []string{"x"}}
+	if _, _, err := e.host.GetOrCreate(ctx(t), ref, nil); err != nil {
+		t.Fatal(err)
+	}
+	// An increment whose state write is held in flight; Destroy stops the
+	// workflow (waiting for its message) and waits for that write, past
+	// its caller's deadline.
+	e.store.holdGate, e.store.holdEntered = make(chan struct{}), make(chan struct{})
+	e.store.holdCommitSub.Store("/" + storage.StateSuffix)
+	incDone := make(chan error, 1)
+	go func() {
+		_, err := e.host.Call(ctx(t), runtime.CallRequest{Ref: ref, Action: "inc", Args: json.RawMessage(`[1]`)})
+		incDone <- err
+	}()
+	<-e.store.holdEntered
+	dctx, cancel := context.WithTimeout(ctx(t), 300*time.Millisecond)
+	err := e.host.Destroy(dctx, ref)
+	cancel()
+	if err == nil {
+		t.Fatal("Destroy returned nil while a write it had to wait for was held")
+	}
+	close(e.store.holdGate)
+	if err := <-incDone; err != nil {
+		t.Fatalf("the increment: %v", err)
+	}
+	// The actor exists, and its workflow takes the next message.
+	if _, err := e.host.Send(ctx(t), runtime.SendRequest{Ref: ref, Queue: "m", Body: json.RawMessage(`1`)}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the workflow's step after the message", 20*time.Second, func() bool { return after.Load() == 1 })
+	var s accState
+	if err := json.Unmarshal(inspect(t, e.host, "vic", "x").State, &s); err != nil {
+		t.Fatal(err)
+	}
+	if s.N != 1 || s.Got != 1 {
+		t.Fatalf("state after a failed destroy and a message: %+v, want n 1, got 1", s)
+	}
 }

@@ -959,8 +959,17 @@ func (h *Host) Destroy(ctx context.Context, ref Ref) error {
 		// The workflow stops first (its last writes are in the pipeline
 		// then), and every earlier write must land before the delete,
 		// never after it.
-		a.stopWorkflow()
-		if err := a.waitCommitted(ctx, a.currentVersion()); err != nil {
+		err := a.stopWorkflowWithin(ctx)
+		if err == nil {
+			err = a.waitCommitted(ctx, a.currentVersion())
+		}
+		if err != nil {
+			// Not destroyed, and its workflow is stopped: this memory is
+			// done (evicted once its writes settle), and the workflow
+			// runs again from storage soon, as after a failed delete
+			// below. Left in memory, nothing would restart it.
+			h.evict(a)
+			h.timers.schedule(a.ref, a.id, time.Now().Add(time.Second))
 			return err
 		}
 		// From here on this activation writes nothing: a late write would
@@ -972,7 +981,7 @@ func (h *Host) Destroy(ctx context.Context, ref Ref) error {
 		a.mu.Unlock()
 		// The commit outlives the caller (see commitContext).
 		cctx, cancel := h.commitContext()
-		err := h.commit.Commit(cctx, storage.Txn{Fence: a.fence, Ops: []storage.Op{
+		err = h.commit.Commit(cctx, storage.Txn{Fence: a.fence, Ops: []storage.Op{
 			storage.DeletePrefix(a.prefix),
 			storage.Delete(storage.IndexKey(a.ref.Name, a.enc)),
 			storage.Delete(storage.WakeupKey(a.part, a.ref.Name, a.enc)),

@@ -755,14 +755,27 @@ func (a *activation) idleWorkflow(idle time.Duration) bool {
 // wakeup. Called by the turn holder, which must release the gate only
 // after: a step waiting for the gate gives up when its ctx is cancelled.
 func (a *activation) stopWorkflow() {
+	_ = a.stopWorkflowWithin(context.Background())
+}
+
+// stopWorkflowWithin is stopWorkflow for a caller with a deadline: a run
+// ends only once its last record (when to wake it) has committed, which a
+// slow storage can hold up. If ctx ends first, the run is cancelled but
+// may still be ending, and the error says so.
+func (a *activation) stopWorkflowWithin(ctx context.Context) error {
 	a.mu.Lock()
 	r := a.wf.runner
 	a.mu.Unlock()
 	if r == nil {
-		return
+		return nil
 	}
 	r.cancel()
-	<-r.done
+	select {
+	case <-r.done:
+		return nil
+	case <-ctx.Done():
+		return ctxError(ctx)
+	}
 }
 
 // cancelWorkflow stops the running workflow without waiting (for evictions,

@@ -86,7 +86,7 @@ func WakeupPartitionPrefix(p uint32) string {
 const (
 	MetaSuffix     = "meta"
 	StateSuffix    = "state"
-	QueueSuffix    = "q/"  // q/<queue>/<seq as 20 digits>
+	QueueSuffix    = "q/"  // q/<seq as 20 digits>/<queue>
 	WorkflowSuffix = "wf/" // wf/<entry path>
 	// WorkflowStatusSuffix holds the workflow's status (running, completed,
 	// failed) and error; outside wf/ so that history prefix deletes never
