@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rivet-go/rivet/placement"
+	"github.com/rivet-go/rivet/storage"
 	"go.uber.org/zap"
 )
 
@@ -24,6 +25,13 @@ type BalancerConfig struct {
 	// than a claim it released is the table lagging behind the release,
 	// not a claim whose reply was lost, and is not claimed back.
 	OwnerToken func(p uint32) int64
+	// Registered, if set, returns the lease of this node's registration
+	// as the view of the cluster last said (0 if none). A look then counts
+	// as settled only if that is the current lease: right after the lease
+	// was re-established, a view that does not show the new registration
+	// yet lags behind the re-establishment, and may show owners as they
+	// were before the loss.
+	Registered func() storage.LeaseID
 	// Handoffs bounds the partitions handed off at once, so that a join
 	// moves partitions in a trickle rather than a storm. Default 4.
 	Handoffs int
@@ -53,6 +61,13 @@ type Balancer struct {
 	mu      sync.Mutex
 	moving  int // handoffs in progress
 	settled bool
+	// settledLease is the lease the look that set settled ran under: a
+	// look under an earlier lease says nothing of the claims of now.
+	settledLease storage.LeaseID
+	// verifiedLease is the last lease a look settled under. The first
+	// look to settle under a lease has its plan checked against the owners
+	// table in storage, not only the view's.
+	verifiedLease storage.LeaseID
 }
 
 // NewBalancer returns a Balancer for host's partitions. Call Run.
@@ -78,11 +93,24 @@ func (b *Balancer) Kick() {
 	}
 }
 
-// Settled reports whether the last look found nothing to move.
+// Settled reports whether the last look under the node's current lease
+// found nothing to move: this node has claimed every partition the ring
+// gives it that is free (as storage lists them, for the first look to
+// settle under a lease). It is false while the node has no lease, and,
+// after the lease was lost, until a look under the re-established lease
+// settles.
 func (b *Balancer) Settled() bool {
+	lease := b.own.Lease()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.settled
+	return b.settled && lease != 0 && b.settledLease == lease
+}
+
+// verified reports whether a look has settled under lease already.
+func (b *Balancer) verified(lease storage.LeaseID) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.verifiedLease == lease
 }
 
 // Run balances until ctx is done.
@@ -116,37 +144,18 @@ func (b *Balancer) Wants(p uint32) bool {
 }
 
 // staleRecord reports whether the owner record of p, which names this
-// node, is a claim it has released since (the table lags behind): claiming
-// p back would take a partition just handed off from its next owner.
-func (b *Balancer) staleRecord(p uint32) bool {
-	if b.cfg.OwnerToken == nil {
-		return false
-	}
-	tok := b.cfg.OwnerToken(p)
+// node with token tok (0 if unknown), is a claim it has released since
+// (the table lags behind): claiming p back would take a partition just
+// handed off from its next owner.
+func (b *Balancer) staleRecord(p uint32, tok int64) bool {
 	return tok != 0 && tok <= b.own.ReleasedToken(p)
 }
 
-// balance looks once: claims what it should, and starts handoffs up to the
-// bound. Handoffs run in the background and signal done when they end.
-func (b *Balancer) balance(ctx context.Context, wg *sync.WaitGroup, done chan struct{}) {
-	if b.own.Lease() == 0 {
-		return
-	}
-	rec := b.own.Record()
-	self := rec.NodeID
-	eligible := b.cfg.Eligible()
-	slices.Sort(eligible)
-	if !rec.Draining && !slices.Contains(eligible, self) {
-		// This node is not in its own view of the cluster yet (its
-		// registration was just rewritten, or gossip has not caught up):
-		// a ring without it would hand everything off, to take it back a
-		// moment later.
-		return
-	}
-	owners := b.cfg.Owners()
-	n := b.host.cfg.Partitions
-	var claim, leave []uint32
-	for p := range n {
+// plan returns the partitions to claim and to hand off, for the ring over
+// eligible (sorted) and the owners table owners (indexed by partition; ""
+// for none), whose records of this node have the tokens token gives.
+func (b *Balancer) plan(self string, eligible, owners []string, token func(p uint32) int64) (claim, leave []uint32) {
+	for p := range b.host.cfg.Partitions {
 		want := ""
 		if len(eligible) > 0 {
 			want = placement.Owner(p, eligible)
@@ -159,7 +168,7 @@ func (b *Balancer) balance(ctx context.Context, wg *sync.WaitGroup, done chan st
 		switch {
 		case want == self && cur == "" && !owned:
 			claim = append(claim, p)
-		case cur == self && !b.own.Holds(p) && !b.staleRecord(p):
+		case cur == self && !b.own.Holds(p) && !b.staleRecord(p, token(p)):
 			// Ours on record but not held: a claim whose reply was lost
 			// (or that was given up and applied late). Claim adopts it,
 			// even if the ring now wants it elsewhere: not held, it is
@@ -168,6 +177,68 @@ func (b *Balancer) balance(ctx context.Context, wg *sync.WaitGroup, done chan st
 			claim = append(claim, p)
 		case owned && want != self && want != "":
 			leave = append(leave, p)
+		}
+	}
+	return claim, leave
+}
+
+// storedOwners reads the owners table from storage, as plan takes it.
+func (b *Balancer) storedOwners(ctx context.Context) (owners []string, token func(p uint32) int64, err error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	claims, err := b.own.store.Claims(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	owners = make([]string, b.host.cfg.Partitions)
+	tokens := make(map[uint32]int64, len(claims))
+	for _, c := range claims {
+		if c.Partition < uint32(len(owners)) {
+			owners[c.Partition], tokens[c.Partition] = c.Node, c.Token
+		}
+	}
+	return owners, func(p uint32) int64 { return tokens[p] }, nil
+}
+
+// balance looks once: claims what it should, and starts handoffs up to the
+// bound. Handoffs run in the background and signal done when they end.
+func (b *Balancer) balance(ctx context.Context, wg *sync.WaitGroup, done chan struct{}) {
+	lease := b.own.Lease()
+	if lease == 0 {
+		return
+	}
+	// Read before the view's tables: a look counts as settled only if
+	// its view already showed this lease's registration.
+	current := b.cfg.Registered == nil || b.cfg.Registered() == lease
+	rec := b.own.Record()
+	self := rec.NodeID
+	eligible := b.cfg.Eligible()
+	slices.Sort(eligible)
+	if !rec.Draining && !slices.Contains(eligible, self) {
+		// This node is not in its own view of the cluster yet (its
+		// registration was just rewritten, or gossip has not caught up):
+		// a ring without it would hand everything off, to take it back a
+		// moment later.
+		return
+	}
+	token := func(p uint32) int64 { return 0 }
+	if b.cfg.OwnerToken != nil {
+		token = b.cfg.OwnerToken
+	}
+	claim, leave := b.plan(self, eligible, b.cfg.Owners(), token)
+	if current && len(claim) == 0 && len(leave) == 0 && !b.verified(lease) {
+		// Settled for the first time under this lease, by the view's
+		// owners table: after the node was cut off from storage, that
+		// table may still lack releases made meanwhile. Storage's own
+		// table says whether a free partition is left to claim.
+		owners, stored, err := b.storedOwners(ctx)
+		if err != nil {
+			current = false // not settled: the next look asks again
+			if ctx.Err() == nil {
+				b.log.Warn("reading the owners table failed", zap.Error(err))
+			}
+		} else {
+			claim, leave = b.plan(self, eligible, owners, stored)
 		}
 	}
 	if len(claim) > 0 {
@@ -183,7 +254,11 @@ func (b *Balancer) balance(ctx context.Context, wg *sync.WaitGroup, done chan st
 		}
 	}
 	b.mu.Lock()
-	b.settled = len(claim) == 0 && len(leave) == 0 && b.moving == 0
+	b.settled = current && len(claim) == 0 && len(leave) == 0 && b.moving == 0
+	b.settledLease = lease
+	if b.settled {
+		b.verifiedLease = lease
+	}
 	free := b.cfg.Handoffs - b.moving
 	b.mu.Unlock()
 	for _, p := range leave {
