@@ -64,6 +64,11 @@ type Node struct {
 	grpcServer *grpc.Server
 	grpcLis    net.Listener
 	health     *health.Server
+	// readyMu orders the changes of the health status; readyEpoch counts
+	// the lease losses, so that a wait for the partitions to settle that
+	// a later loss overtook does not turn the node SERVING.
+	readyMu    sync.Mutex
+	readyEpoch uint64
 	httpServer *http.Server
 	httpLis    net.Listener
 
@@ -274,6 +279,7 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 	n.balancer = runtime.NewBalancer(runtime.BalancerConfig{
 		Eligible: n.view.eligible, Owners: n.view.ownerTable, Handoffs: cfg.Handoffs,
 		OwnerToken: func(p uint32) int64 { _, tok := n.view.ownerOf(p); return tok },
+		Registered: func() storage.LeaseID { rec, _ := n.view.record(n.cfg.NodeID); return rec.Lease },
 		OnMoved:    func(in, out int) { n.claimed.Add(uint64(in)); n.handedOff.Add(uint64(out)) },
 	}, n.host, n.own)
 	n.own.OnEstablished(n.balancer.Kick)
@@ -312,14 +318,21 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 			}
 		})
 	}
+	// Health follows the lease: a node that lost it serves nothing until
+	// it has a lease again and has claimed what the ring gives it, as at
+	// start (load balancers and compose see it at once). Registered before
+	// settling, so that a loss during it is not missed.
+	n.own.OnLost(n.notServing)
+	n.own.OnEstablished(func() {
+		epoch := n.epoch()
+		// Not in the callback: it runs in the lease's loop.
+		n.goBackground("ready", func() error { n.serveWhenSettled(bgCtx, epoch); return nil })
+	})
+	epoch := n.epoch()
 	if err := n.settle(ctx, bgCtx); err != nil {
 		return nil, err
 	}
-	n.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-	// Health follows the lease: a node that lost it serves nothing until
-	// it has a lease again (load balancers and compose see it at once).
-	n.own.OnLost(func() { n.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING) })
-	n.own.OnEstablished(func() { n.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING) })
+	n.setServing(epoch)
 	n.log.Info("node serving", zap.String("grpc", n.GRPCAddr()), zap.String("http", n.HTTPAddr()), zap.Uint32("partitions", parts))
 	return n, nil
 }

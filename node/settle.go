@@ -15,6 +15,7 @@ import (
 	"github.com/rivet-go/rivet/internal/rpcerr"
 	"github.com/rivet-go/rivet/runtime"
 	"github.com/rivet-go/rivet/storage"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 )
 
@@ -49,20 +50,82 @@ func (n *Node) settle(ctx, bgCtx context.Context) error {
 	}()
 	n.goBackground("watch", func() error { n.watchCluster(bctx); return nil })
 	n.goBackground("rejoin", func() error { n.rejoinLoop(bctx); return nil })
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for !n.balancer.Settled() {
-		select {
-		case <-tick.C:
-		case <-deadline.C:
-			n.log.Warn("partitions not settled yet: serving anyway", zap.Int("owned", n.own.Owned()))
-			return nil
-		case <-ctx.Done():
+	if !n.awaitSettled(ctx, deadline.C, nil) {
+		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		n.log.Warn("partitions not settled yet: serving anyway", zap.Int("owned", n.own.Owned()))
+		return nil
 	}
 	n.log.Info("partitions settled", zap.Int("owned", n.own.Owned()), zap.Duration("took", time.Since(t0)))
 	return nil
+}
+
+// awaitSettled waits until the balancer has settled (true), or until
+// deadline fires, ctx is done or stale (if set) says the wait is no longer
+// needed (false).
+func (n *Node) awaitSettled(ctx context.Context, deadline <-chan time.Time, stale func() bool) bool {
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for !n.balancer.Settled() {
+		if stale != nil && stale() {
+			return false
+		}
+		select {
+		case <-tick.C:
+		case <-deadline:
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
+	return true
+}
+
+// serveWhenSettled turns the node SERVING again after its lease was
+// re-established, under the rule of Start: once it has claimed what the
+// ring gives it that is free (the balancer settled under the new lease),
+// or, if that takes over SettleTimeout, anyway. A loss of the lease since
+// epoch ends it: the next re-establishment starts another.
+func (n *Node) serveWhenSettled(ctx context.Context, epoch uint64) {
+	t0 := time.Now()
+	deadline := time.NewTimer(n.cfg.SettleTimeout)
+	defer deadline.Stop()
+	stale := func() bool { return n.epoch() != epoch }
+	if n.awaitSettled(ctx, deadline.C, stale) {
+		n.log.Info("partitions settled after the lease came back", zap.Int("owned", n.own.Owned()), zap.Duration("took", time.Since(t0)))
+	} else {
+		if ctx.Err() != nil || stale() {
+			return
+		}
+		n.log.Warn("partitions not settled yet after the lease came back: serving anyway", zap.Int("owned", n.own.Owned()))
+	}
+	n.setServing(epoch)
+}
+
+// epoch returns the number of lease losses so far.
+func (n *Node) epoch() uint64 {
+	n.readyMu.Lock()
+	defer n.readyMu.Unlock()
+	return n.readyEpoch
+}
+
+// notServing turns the node NOT_SERVING: its lease was lost.
+func (n *Node) notServing() {
+	n.readyMu.Lock()
+	defer n.readyMu.Unlock()
+	n.readyEpoch++
+	n.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+}
+
+// setServing turns the node SERVING, unless its lease was lost since
+// epoch. After Stop began, the health server ignores it.
+func (n *Node) setServing(epoch uint64) {
+	n.readyMu.Lock()
+	defer n.readyMu.Unlock()
+	if n.readyEpoch == epoch {
+		n.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	}
 }
 
 // watchCluster tells the balancer of every change of membership,
