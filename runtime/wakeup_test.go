@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/placement"
 	"github.com/rivet-go/rivet/runtime"
 	"github.com/rivet-go/rivet/storage"
 	"github.com/rivet-go/rivet/workflow"
@@ -155,4 +157,170 @@ func TestAMessageSentDuringAStopIsTakenAfterTheRestart(t *testing.T) {
 	<-stopped
 	e.start()
 	waitFor(t, "the message sent during the stop", 20*time.Second, func() bool { return seenN() == 2 })
+}
+
+// fakeClock is a clock that moves only when told to.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Set(t time.Time) {
+	c.mu.Lock()
+	c.now = t
+	c.mu.Unlock()
+}
+
+// wakeupEnv is a host with a counter actor whose wakeups its timers run
+// by a fake clock.
+type wakeupEnv struct {
+	*env
+	t     *testing.T
+	ref   runtime.Ref
+	part  uint32
+	clock *fakeClock
+}
+
+// newWakeupEnv creates the counter actor key, out of memory.
+func newWakeupEnv(t *testing.T, key string) *wakeupEnv {
+	e := newEnv(t, counterReg(t), nil)
+	if n := callInt(t, e.host, "counter", key, "increment", true, 1); n != 1 {
+		t.Fatalf("count = %d, want 1", n)
+	}
+	ref := runtime.Ref{Name: "counter", Key: []string{key}}
+	w := &wakeupEnv{env: e, t: t, ref: ref, part: placement.Partition("counter", storage.EncodeKey(ref.Key), testPartitions), clock: &fakeClock{now: time.Now()}}
+	w.deactivate()
+	e.host.SetWakeClock(w.clock.Now)
+	return w
+}
+
+// deactivate takes the actor out of memory: its partition is handed off
+// and claimed again.
+func (w *wakeupEnv) deactivate() {
+	t := w.t
+	t.Helper()
+	if err := w.host.Handoff(ctx(t), w.part); err != nil {
+		t.Fatal(err)
+	}
+	if parts, err := w.own.Claim(ctx(t), []uint32{w.part}); err != nil || len(parts) != 1 {
+		t.Fatalf("claim: %v %v", parts, err)
+	}
+	if n := w.host.Stats().ActiveActors; n != 0 {
+		t.Fatalf("%d actors in memory, want 0", n)
+	}
+}
+
+// key returns the storage key of the actor's record suffix.
+func (w *wakeupEnv) key(suffix string) string {
+	return storage.ActorPrefix(w.part, "counter", storage.EncodeKey(w.ref.Key)) + suffix
+}
+
+// setState writes the actor's stored state.
+func (w *wakeupEnv) setState(state string) {
+	t := w.t
+	t.Helper()
+	tok, ok := w.own.Token(w.part)
+	if !ok {
+		t.Fatalf("partition %d not owned", w.part)
+	}
+	txn := storage.Txn{Fence: storage.Fence{Partition: w.part, Token: tok}, Ops: []storage.Op{storage.Put(w.key(storage.StateSuffix), []byte(state))}}
+	if err := w.store.Store.Commit(ctx(t), txn); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// wakeNow schedules a wakeup of the actor at the clock's time.
+func (w *wakeupEnv) wakeNow() {
+	w.t.Helper()
+	if err := w.host.ScheduleWakeup(w.ref, w.clock.Now()); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// nextRetry waits until the wakeup that came due at the clock's time has
+// been tried and scheduled again, and returns in how long.
+func (w *wakeupEnv) nextRetry() time.Duration {
+	w.t.Helper()
+	now := w.clock.Now()
+	var at time.Time
+	waitFor(w.t, "the wakeup to be tried and scheduled again", 20*time.Second, func() bool {
+		var ok bool
+		at, ok = w.host.NextWakeup(w.ref)
+		return ok && at.After(now)
+	})
+	return at.Sub(now)
+}
+
+// runDue moves the clock to the actor's wakeup and lets the host run it.
+func (w *wakeupEnv) runDue() {
+	w.t.Helper()
+	at, ok := w.host.NextWakeup(w.ref)
+	if !ok {
+		w.t.Fatal("no wakeup scheduled")
+	}
+	w.clock.Set(at)
+	w.host.KickWakeups()
+}
+
+// A wakeup whose actor cannot be activated (its state does not decode) is
+// tried again later and later, up to a minute apart, not every second for
+// ever, each time with a warning. Once the actor activates, the retries
+// end; a later wakeup that fails starts again from a second.
+func TestAWakeupThatKeepsFailingBacksOffUpToAMinute(t *testing.T) {
+	w := newWakeupEnv(t, "broken")
+	w.setState("not json")
+	w.wakeNow()
+	for i, want := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second,
+		16 * time.Second, 32 * time.Second, time.Minute, time.Minute} {
+		if got := w.nextRetry(); got != want {
+			t.Fatalf("retry %d after %v, want %v", i+1, got, want)
+		}
+		w.runDue()
+	}
+	// Repaired: the next try activates it, and nothing is left to retry.
+	w.nextRetry()
+	w.setState(`{"count":7}`)
+	w.runDue()
+	waitFor(t, "the actor to activate", 20*time.Second, func() bool { return w.host.Stats().ActiveActors == 1 })
+	waitFor(t, "the retries to end", 20*time.Second, func() bool { _, ok := w.host.NextWakeup(w.ref); return !ok })
+	if n := callInt(t, w.host, "counter", "broken", "getCount", false); n != 7 {
+		t.Fatalf("count = %d, want 7", n)
+	}
+
+	w.deactivate()
+	w.setState("not json")
+	w.wakeNow()
+	if got := w.nextRetry(); got != time.Second {
+		t.Fatalf("first retry of a new wakeup after %v, want 1s", got)
+	}
+}
+
+// A wakeup that fails because storage does (a read fails, the partition
+// still ours) backs off too, but only up to 5 s, so that the actor runs
+// soon after storage is back.
+func TestAWakeupFailingOnStorageIsTriedAgainWithinSeconds(t *testing.T) {
+	w := newWakeupEnv(t, "unreadable")
+	meta := w.key(storage.MetaSuffix)
+	w.store.failGetSub.Store(meta)
+	w.wakeNow()
+	for i, want := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 5 * time.Second, 5 * time.Second} {
+		if got := w.nextRetry(); got != want {
+			t.Fatalf("retry %d after %v, want %v", i+1, got, want)
+		}
+		if w.store.failGetSub.Load() != "" {
+			t.Fatal("the wakeup failed without reading storage")
+		}
+		if i < 4 {
+			w.store.failGetSub.Store(meta) // the next read fails too
+		}
+		w.runDue()
+	}
+	waitFor(t, "the actor to activate once storage reads again", 20*time.Second, func() bool { return w.host.Stats().ActiveActors == 1 })
+	waitFor(t, "the retries to end", 20*time.Second, func() bool { _, ok := w.host.NextWakeup(w.ref); return !ok })
 }

@@ -29,6 +29,9 @@ type wakeItem struct {
 	id    string
 	at    time.Time
 	index int
+	// fails counts the activations for this wakeup that failed in a row;
+	// its retries back off by it (wakeRetryDelay).
+	fails int
 }
 
 // wakeHeap is a min-heap of wakeItems by time.
@@ -61,11 +64,12 @@ func newTimers() *timers {
 	return &timers{byID: map[string]*wakeItem{}, kick: make(chan struct{}, 1), clock: time.Now}
 }
 
-// schedule sets (or moves) the actor's activation time.
+// schedule sets (or moves) the actor's activation time: a new wakeup,
+// whose failures, if it replaces a retry, start again from none.
 func (t *timers) schedule(ref Ref, id string, at time.Time) {
 	t.mu.Lock()
 	if it, ok := t.byID[id]; ok {
-		it.at = at
+		it.at, it.fails = at, 0
 		heap.Fix(&t.heap, it.index)
 	} else {
 		it := &wakeItem{ref: ref, id: id, at: at}
@@ -77,6 +81,32 @@ func (t *timers) schedule(ref Ref, id string, at time.Time) {
 	case t.kick <- struct{}{}:
 	default:
 	}
+}
+
+// retry schedules again, at at, a wakeup that due returned and whose
+// activation failed, keeping its count of failures. If the actor was
+// scheduled since (by an activation of it that ran meanwhile), that time
+// stands.
+func (t *timers) retry(it *wakeItem, at time.Time) {
+	t.mu.Lock()
+	if _, ok := t.byID[it.id]; !ok {
+		it.at = at
+		heap.Push(&t.heap, it)
+		t.byID[it.id] = it
+	}
+	t.mu.Unlock()
+	select {
+	case t.kick <- struct{}{}:
+	default:
+	}
+}
+
+// now returns the time by the timers' clock.
+func (t *timers) now() time.Time {
+	t.mu.Lock()
+	clock := t.clock
+	t.mu.Unlock()
+	return clock()
 }
 
 // cancel forgets the actor's activation time.
@@ -257,7 +287,7 @@ func (h *Host) wakeLoop() {
 		}
 		wait := time.Hour
 		if !next.IsZero() {
-			wait = max(time.Until(next), time.Millisecond)
+			wait = max(next.Sub(h.timers.now()), time.Millisecond)
 		}
 		timer.Reset(wait)
 		select {
@@ -274,6 +304,29 @@ func (h *Host) wakeLoop() {
 func (h *Host) stillOwns(ref Ref) bool {
 	p, err := h.PartitionOf(ref)
 	return err == nil && h.own.Holds(p)
+}
+
+// The retries of a wakeup whose actor failed to activate: the first a
+// second later, each next one twice as late, up to a minute, so that an
+// actor that cannot load (its state does not decode, say) costs a warning
+// a minute rather than one a second, for ever. A failure that storage
+// coming back ends (UNAVAILABLE or a timeout, the partition still ours)
+// backs off up to 5 s only, as loading a partition's wakeups does: the
+// actor runs soon after storage is back.
+const (
+	wakeRetryMin          = time.Second
+	wakeRetryMax          = time.Minute
+	wakeRetryMaxTransient = 5 * time.Second
+)
+
+// wakeRetryDelay returns how long after its fails-th failure in a row a
+// wakeup is tried again.
+func wakeRetryDelay(fails int, transient bool) time.Duration {
+	limit := wakeRetryMax
+	if transient {
+		limit = wakeRetryMaxTransient
+	}
+	return min(wakeRetryMin<<min(max(fails-1, 0), 16), limit)
 }
 
 // wakeOne activates one actor; activating it starts its workflow, which
@@ -300,7 +353,9 @@ func (h *Host) wakeOne(it *wakeItem) {
 		// wakeups from storage. (Ours still, storage failing: no one
 		// else would pick it up, so it is tried again below.)
 	default:
-		h.log.Warn("wakeup failed", refField(it.ref), zap.Error(err))
-		h.timers.schedule(it.ref, it.id, time.Now().Add(time.Second))
+		it.fails++
+		delay := wakeRetryDelay(it.fails, errors.Is(err, rivet.ErrUnavailable) || errors.Is(err, rivet.ErrTimeout))
+		h.log.Warn("wakeup failed; trying again later", refField(it.ref), zap.Error(err), zap.Int("failures", it.fails), zap.Duration("retry_in", delay))
+		h.timers.retry(it, h.timers.now().Add(delay))
 	}
 }

@@ -1,0 +1,47 @@
+package runtime
+
+import "time"
+
+// Hooks of the host's timers for the tests of package runtime_test.
+
+// SetWakeClock makes the host's timers read the time from clock.
+func (h *Host) SetWakeClock(clock func() time.Time) {
+	h.timers.mu.Lock()
+	h.timers.clock = clock
+	h.timers.mu.Unlock()
+	h.KickWakeups()
+}
+
+// KickWakeups makes the wake loop look for due wakeups now.
+func (h *Host) KickWakeups() {
+	select {
+	case h.timers.kick <- struct{}{}:
+	default:
+	}
+}
+
+// ScheduleWakeup schedules an activation of ref at at, as a workflow's
+// wakeup is.
+func (h *Host) ScheduleWakeup(ref Ref, at time.Time) error {
+	enc, _, _, err := h.locate(ref)
+	if err != nil {
+		return err
+	}
+	h.timers.schedule(ref, ref.Name+"/"+enc, at)
+	return nil
+}
+
+// NextWakeup returns when an activation of ref is scheduled, if one is.
+func (h *Host) NextWakeup(ref Ref) (time.Time, bool) {
+	enc, _, _, err := h.locate(ref)
+	if err != nil {
+		return time.Time{}, false
+	}
+	h.timers.mu.Lock()
+	defer h.timers.mu.Unlock()
+	it, ok := h.timers.byID[ref.Name+"/"+enc]
+	if !ok {
+		return time.Time{}, false
+	}
+	return it.at, true
+}
