@@ -90,7 +90,9 @@ func (h *ActorHandle) Send(ctx context.Context, queue string, body any) error {
 // SendWait appends body to a queue and waits, for at most timeout (0: the
 // node's default, 30 s), until the actor's workflow completes the message.
 // A wait that runs out is not an error: the result's Status says
-// SendTimedOut, and the message stays queued. Nor is a wait cut short
+// SendTimedOut, and the message stays (queued, or taken by a workflow
+// that has not completed it: only Message.Complete answers a waiting
+// sender). Nor is a wait cut short
 // because the actor moved to another node (or its node stopped): Status
 // says SendEnqueued, and the workflow completes the message all the same. ctx must outlive timeout, or
 // the call ends with ctx's error first.

@@ -48,7 +48,7 @@ func (a *app) callCommand() *cobra.Command {
 		Use:   "call ACTOR KEY ACTION [ARG_JSON...]",
 		Short: "Run an action and print its JSON result",
 		Example: `  rivetctl call counter main increment 5
-  rivetctl call greeter '["eu","alice"]' greet '"hello"'`,
+  rivetctl call counter '["eu","alice"]' getCount`,
 		Args: args(3, -1),
 	}
 	cmd.RunE = a.runE(nil, func(ctx context.Context, c *client.Client, args []string) error {
@@ -89,9 +89,11 @@ func (a *app) sendCommand() *cobra.Command {
 		Short: "Append a message to an actor's queue",
 		Long: `Append a message to an actor's queue. Without --wait it returns once the message is
 durable; with --wait, once the actor's workflow completed it (or --wait-timeout passed:
-the message then stays queued). The command's deadline is --timeout plus --wait-timeout.`,
-		Example: `  rivetctl send mailbox alice inbox '{"text":"hi"}'
-  rivetctl send orders o-17 submit '{"sku":"a1"}' --wait --wait-timeout 1m`,
+the message stays, queued or taken by the workflow). Only a workflow that completes the
+messages it receives (Message.Complete) answers a waiting sender. The command's deadline
+is --timeout plus --wait-timeout.`,
+		Example: `  rivetctl send reminderActor main reminders '{"text":"hi","at":0}'
+  rivetctl send scatterGatherActor main scatter '{"input":2}'`,
 		Args: args(4, 4),
 	}
 	cmd.RunE = a.runE(func() time.Duration {

@@ -1,7 +1,7 @@
 // Command rivetctl calls actors and inspects a rivet cluster from a shell.
 //
 //	rivetctl call counter main increment 5     # prints 5
-//	rivetctl send mailbox '["a","b"]' inbox '{"text":"hi"}' --wait
+//	rivetctl send reminderActor main reminders '{"text":"hi","at":0}'
 //	rivetctl state counter main
 //	rivetctl actors counter
 //	rivetctl members

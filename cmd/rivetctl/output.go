@@ -66,9 +66,9 @@ func (a *app) printSendResult(res client.SendResult, wait bool) error {
 			err = a.printJSON(res.Response)
 		}
 	case res.Status == client.SendTimedOut:
-		_, err = fmt.Fprintf(a.stdout, "timed out waiting for completion (message %d stays queued)\n", res.MessageID)
+		_, err = fmt.Fprintf(a.stdout, "not completed within the wait (message %d: still queued, or taken by a workflow that has not completed it)\n", res.MessageID)
 	case res.Status == client.SendEnqueued:
-		_, err = fmt.Fprintf(a.stdout, "enqueued, not waited for: the actor moved (message %d stays queued)\n", res.MessageID)
+		_, err = fmt.Fprintf(a.stdout, "enqueued, not waited for: the actor moved (message %d)\n", res.MessageID)
 	default:
 		_, err = fmt.Fprintf(a.stdout, "%s (message %d)\n", res.Status, res.MessageID)
 	}

@@ -156,7 +156,7 @@ func TestSend(t *testing.T) {
 		return runtime.SendResult{MessageID: 9, Status: runtime.SendTimedOut}, nil
 	}
 	rivetctl(t, addr, "send", "mailbox", "alice", "inbox", "1", "--wait", "--wait-timeout", "1500ms").
-		want(t, 0, "timed out waiting for completion (message 9 stays queued)\n")
+		want(t, 0, "not completed within the wait (message 9: still queued, or taken by a workflow that has not completed it)\n")
 	if timeout.Load() != int64(1500e6) {
 		t.Errorf("wait timeout sent: %d", timeout.Load())
 	}

@@ -1,0 +1,77 @@
+// Command examples-api serves a stand-in for the external HTTP API that the
+// seed's examples call (dashboardActor, fanInOutActor, auctionActor): GET
+// answers {"count": n} for the counts it is given, POST answers 200. Start
+// the node with EXAMPLES_API_URL set to the address it prints:
+//
+//	go run ./cmd/examples-api &
+//	EXAMPLES_API_URL=http://127.0.0.1:6480 go run ./cmd/node
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/rivet-go/rivet/examples/exampleapi"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, nil); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "examples-api:", err)
+		}
+		os.Exit(2)
+	}
+}
+
+// counts is a repeatable path=n flag.
+type counts map[string]int
+
+func (c counts) String() string { return fmt.Sprint(map[string]int(c)) }
+
+func (c counts) Set(v string) error {
+	path, n, ok := strings.Cut(v, "=")
+	count, err := strconv.Atoi(n)
+	if !ok || !strings.HasPrefix(path, "/") || err != nil {
+		return fmt.Errorf("want /path=n, got %q", v)
+	}
+	c[path] = count
+	return nil
+}
+
+// run serves until ctx ends; ready, if set, gets the base URL once it
+// listens.
+func run(ctx context.Context, args []string, out io.Writer, ready chan<- string) error {
+	fs := flag.NewFlagSet("examples-api", flag.ContinueOnError)
+	addr := fs.String("addr", "127.0.0.1:6480", "address to listen on")
+	// The counts the seed's dashboard and fan-in/fan-out examples fetch,
+	// as the tests serve them.
+	c := counts{}
+	fs.Var(c, "count", "a GET path and the count it answers, as /path=n (repeatable; default /users=3 /orders=5 /revenue=7 /invoices=11)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if len(c) == 0 {
+		c = counts{"/users": 3, "/orders": 5, "/revenue": 7, "/invoices": 11}
+	}
+	srv, err := exampleapi.NewTestServerOn(*addr, c)
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	fmt.Fprintf(out, "serving the examples' API on %s; start the node with %s=%s\n", srv.URL, exampleapi.EnvVar, srv.URL)
+	if ready != nil {
+		ready <- srv.URL
+	}
+	<-ctx.Done()
+	return nil
+}
