@@ -246,6 +246,10 @@ type ListOptions struct {
 	Limit int
 	// PageToken continues from a previous ListResult.NextPageToken.
 	PageToken string
+	// FailedWorkflows lists only the actors whose workflow failed, each
+	// with its error (ActorInfo.WorkflowError); a retry or a destroy takes
+	// an actor off the list.
+	FailedWorkflows bool
 }
 
 // ListResult is one page of actors.
@@ -261,7 +265,7 @@ func (c *Client) List(ctx context.Context, name string, opts ListOptions) (ListR
 	if opts.Limit > 0 {
 		limit = uint32(min(opts.Limit, 1<<31))
 	}
-	req := &rivetv1.ListRequest{Name: name, Limit: limit, PageToken: opts.PageToken}
+	req := &rivetv1.ListRequest{Name: name, Limit: limit, PageToken: opts.PageToken, FailedWorkflows: opts.FailedWorkflows}
 	resp, err := invoke(ctx, c, idempotent, c.actors.List, req)
 	if err != nil {
 		return ListResult{}, err
@@ -276,8 +280,18 @@ func (c *Client) List(ctx context.Context, name string, opts ListOptions) (ListR
 // ListAll returns every actor named name ("" for all names), following
 // pages until the last or the first error.
 func (c *Client) ListAll(ctx context.Context, name string) ([]ActorInfo, error) {
+	return c.listAll(ctx, name, ListOptions{Limit: 1000})
+}
+
+// ListFailed returns every actor named name ("" for all names) whose
+// workflow failed, each with its error, following pages until the last or
+// the first error. `rivetctl workflow retry` takes one off the list.
+func (c *Client) ListFailed(ctx context.Context, name string) ([]ActorInfo, error) {
+	return c.listAll(ctx, name, ListOptions{Limit: 1000, FailedWorkflows: true})
+}
+
+func (c *Client) listAll(ctx context.Context, name string, opts ListOptions) ([]ActorInfo, error) {
 	var all []ActorInfo
-	opts := ListOptions{Limit: 1000}
 	for {
 		page, err := c.List(ctx, name, opts)
 		if err != nil {

@@ -23,6 +23,11 @@ type ActorInfo struct {
 	Partition uint32    `json:"partition"`
 	// Owner is the node that owns the actor's partition now ("" if none).
 	Owner string `json:"owner"`
+	// WorkflowError and WorkflowFailedAt are set in a list of failed
+	// workflows (ListOptions.FailedWorkflows): the error, cut to 1 KiB
+	// (Inspect has all of it), and when the workflow failed.
+	WorkflowError    string    `json:"workflow_error,omitempty"`
+	WorkflowFailedAt time.Time `json:"workflow_failed_at,omitzero"`
 }
 
 // QueueDepth is the number of messages waiting in one queue.
@@ -114,6 +119,9 @@ func infoFrom(a *rivetv1.ActorInfo) ActorInfo {
 		CreatedAt: timeFrom(a.GetCreatedAt()),
 		Partition: a.GetPartition(),
 		Owner:     a.GetOwner(),
+
+		WorkflowError:    a.GetWorkflowError(),
+		WorkflowFailedAt: timeFrom(a.GetWorkflowFailedAt()),
 	}
 }
 

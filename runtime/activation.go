@@ -591,3 +591,16 @@ type indexEntry struct {
 	Partition uint32 `json:"p"`
 	CreatedAt int64  `json:"created_at"`
 }
+
+// failedEntry is an actor's entry in the index of failed workflows
+// (storage.FailedKey).
+type failedEntry struct {
+	indexEntry
+	FailedAt int64 `json:"failed_at"` // unix ms
+	// Error is the workflow's error, cut to maxFailedError bytes (the
+	// whole of it is in the actor's status).
+	Error string `json:"error"`
+}
+
+// maxFailedError bounds the error a failed-index entry repeats.
+const maxFailedError = 1024

@@ -72,6 +72,11 @@ type ActorInfo struct {
 	Partition uint32
 	// Owner is the node that owns the actor's partition ("" if none).
 	Owner string
+	// WorkflowError and WorkflowFailedAt are set in a list of failed
+	// workflows (ListOptions.FailedWorkflows): the workflow's error (cut
+	// to 1 KiB; Inspect has all of it) and when it failed.
+	WorkflowError    string
+	WorkflowFailedAt time.Time
 }
 
 // QueueDepth is the number of messages waiting in one queue.
@@ -100,6 +105,11 @@ type ListOptions struct {
 	Limit int
 	// PageToken continues a previous List.
 	PageToken string
+	// FailedWorkflows lists only the actors whose workflow is failed
+	// (exhausted a step's retries, diverged from its history...), from
+	// their own index: a failure recorded before that index existed is
+	// not listed until the workflow fails again.
+	FailedWorkflows bool
 }
 
 // ListResult is one page of actors.

@@ -152,6 +152,7 @@ func (h *Host) RetryWorkflow(ctx context.Context, ref Ref, from string) (int, er
 		wb, _ := json.Marshal(wakeupRecord{At: now})
 		ops = append(ops,
 			storage.Delete(a.key(storage.WorkflowStatusSuffix)),
+			storage.Delete(storage.FailedKey(a.ref.Name, a.enc)),
 			storage.Put(storage.WakeupKey(a.part, a.ref.Name, a.enc), wb))
 		v, err := a.enqueue(ops...)
 		if err != nil {

@@ -984,6 +984,7 @@ func (h *Host) Destroy(ctx context.Context, ref Ref) error {
 		err = h.commit.Commit(cctx, storage.Txn{Fence: a.fence, Ops: []storage.Op{
 			storage.DeletePrefix(a.prefix),
 			storage.Delete(storage.IndexKey(a.ref.Name, a.enc)),
+			storage.Delete(storage.FailedKey(a.ref.Name, a.enc)),
 			storage.Delete(storage.WakeupKey(a.part, a.ref.Name, a.enc)),
 		}})
 		cancel()
@@ -1019,7 +1020,11 @@ func (h *Host) List(ctx context.Context, opts ListOptions) (ListResult, error) {
 		limit = 100
 	}
 	limit = min(limit, 1000)
-	prefix := storage.IndexPrefix
+	base := storage.IndexPrefix
+	if opts.FailedWorkflows {
+		base = storage.FailedPrefix
+	}
+	prefix := base
 	if opts.Name != "" {
 		if err := rivet.ValidateName("actor name", opts.Name); err != nil {
 			return ListResult{}, err
@@ -1044,7 +1049,7 @@ func (h *Host) List(ctx context.Context, opts ListOptions) (ListResult, error) {
 			res.NextPageToken = base64.RawURLEncoding.EncodeToString([]byte(kvs[i-1].Key))
 			break
 		}
-		rest := kv.Key[len(storage.IndexPrefix):]
+		rest := kv.Key[len(base):]
 		name, enc, ok := cut(rest, '/')
 		if !ok {
 			continue
@@ -1053,11 +1058,15 @@ func (h *Host) List(ctx context.Context, opts ListOptions) (ListResult, error) {
 		if err != nil {
 			continue
 		}
-		var ie indexEntry
-		_ = json.Unmarshal(kv.Value, &ie)
-		res.Actors = append(res.Actors, ActorInfo{
-			Ref: Ref{Name: name, Key: key}, CreatedAt: time.UnixMilli(ie.CreatedAt), Partition: ie.Partition, Owner: h.ownerOf(ie.Partition),
-		})
+		var fe failedEntry // an index entry, and more in the failed index
+		_ = json.Unmarshal(kv.Value, &fe)
+		info := ActorInfo{
+			Ref: Ref{Name: name, Key: key}, CreatedAt: time.UnixMilli(fe.CreatedAt), Partition: fe.Partition, Owner: h.ownerOf(fe.Partition),
+		}
+		if opts.FailedWorkflows {
+			info.WorkflowError, info.WorkflowFailedAt = fe.Error, time.UnixMilli(fe.FailedAt)
+		}
+		res.Actors = append(res.Actors, info)
 	}
 	return res, nil
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -263,10 +264,23 @@ func (a *activation) finishWorkflow(st workflowStatus) bool {
 	b, _ := json.Marshal(st)
 	ctx, cancel := context.WithTimeout(a.h.baseCtx, 30*time.Second)
 	defer cancel()
-	v, err := a.enqueue(
+	ops := []storage.Op{
 		storage.Put(a.key(storage.WorkflowStatusSuffix), b),
 		storage.Delete(storage.WakeupKey(a.part, a.ref.Name, a.enc)),
-	)
+		storage.Delete(storage.FailedKey(a.ref.Name, a.enc)),
+	}
+	if st.Status == WorkflowFailed {
+		msg := st.Error
+		if len(msg) > maxFailedError {
+			msg = strings.ToValidUTF8(msg[:maxFailedError], "") + "…"
+		}
+		fb, _ := json.Marshal(failedEntry{
+			indexEntry: indexEntry{Partition: a.part, CreatedAt: a.meta.CreatedAt},
+			FailedAt:   time.Now().UnixMilli(), Error: msg,
+		})
+		ops[2] = storage.Put(storage.FailedKey(a.ref.Name, a.enc), fb)
+	}
+	v, err := a.enqueue(ops...)
 	if err == nil {
 		err = a.waitCommitted(ctx, v)
 	}

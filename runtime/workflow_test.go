@@ -158,6 +158,31 @@ func TestExhaustedStepFailsTheWorkflowVisiblyAndRetryRecovers(t *testing.T) {
 	if n := flakyCalls.Load(); n != 4 {
 		t.Fatalf("step ran %d times, want 1 + 3 retries", n)
 	}
+	// The list of failed workflows names it, with its error.
+	failed := func() []runtime.ActorInfo {
+		t.Helper()
+		res, err := e.host.List(ctx(t), runtime.ListOptions{FailedWorkflows: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Actors
+	}
+	if fl := failed(); len(fl) != 1 || fl[0].Ref.Name != "flaky" || fl[0].Ref.Key[0] != "f" || !strings.Contains(fl[0].WorkflowError, "api down") ||
+		fl[0].WorkflowFailedAt.IsZero() || fl[0].CreatedAt.IsZero() {
+		t.Fatalf("failed workflows = %+v, want flaky/f with its error", fl)
+	}
+	// A second one that fails, then is destroyed, leaves the list.
+	g := runtime.Ref{Name: "flaky", Key: []string{"g"}}
+	if _, _, err := e.host.GetOrCreate(ctx(t), g, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the second workflow to fail", 20*time.Second, func() bool { return len(failed()) == 2 })
+	if err := e.host.Destroy(ctx(t), g); err != nil {
+		t.Fatal(err)
+	}
+	if fl := failed(); len(fl) != 1 || fl[0].Ref.Key[0] != "f" {
+		t.Fatalf("failed workflows after destroying one = %+v, want flaky/f alone", fl)
+	}
 	hist, err := e.host.History(ctx(t), ref)
 	if err != nil {
 		t.Fatal(err)
@@ -183,6 +208,12 @@ func TestExhaustedStepFailsTheWorkflowVisiblyAndRetryRecovers(t *testing.T) {
 	})
 	if raw, _ := call(t, e.host, "flaky", "f", "getState", false); string(raw) != `{"result":"ok"}` {
 		t.Fatalf("state after retry = %s", raw)
+	}
+	if fl := failed(); len(fl) != 0 {
+		t.Fatalf("failed workflows after a retry that completed = %+v, want none", fl)
+	}
+	if all, err := e.host.List(ctx(t), runtime.ListOptions{Name: "flaky"}); err != nil || len(all.Actors) != 1 {
+		t.Fatalf("actors = %+v, %v; want flaky/f", all.Actors, err)
 	}
 }
 

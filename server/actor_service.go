@@ -169,6 +169,8 @@ func (s *Server) List(ctx context.Context, req *rivetv1.ListRequest) (*rivetv1.L
 		Name:      req.GetName(),
 		Limit:     int(min(req.GetLimit(), maxListLimit)),
 		PageToken: req.GetPageToken(),
+
+		FailedWorkflows: req.GetFailedWorkflows(),
 	})
 	if err != nil {
 		return nil, s.toStatus(ctx, err)

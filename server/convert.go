@@ -19,6 +19,9 @@ func infoProto(i runtime.ActorInfo) *rivetv1.ActorInfo {
 		CreatedAt: timeProto(i.CreatedAt),
 		Partition: i.Partition,
 		Owner:     i.Owner,
+
+		WorkflowError:    i.WorkflowError,
+		WorkflowFailedAt: timeProto(i.WorkflowFailedAt),
 	}
 }
 

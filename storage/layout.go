@@ -23,6 +23,10 @@ const (
 	// IndexPrefix holds one entry per actor by name, so that listing actors
 	// does not scan their state and history.
 	IndexPrefix = "ix/"
+	// FailedPrefix holds one entry per actor whose workflow failed, by
+	// name, written with the failure and deleted by a retry or Destroy, so
+	// that listing failed workflows does not read every actor's status.
+	FailedPrefix = "failed/"
 	// WakeupsPrefix holds, per partition, the actors that must run without a
 	// request (a pending sleep, a queued message, an unfinished workflow).
 	WakeupsPrefix = "wakeups/"
@@ -71,6 +75,10 @@ func ActorPrefix(p uint32, name, encKey string) string {
 
 // IndexKey is the key of an actor's index entry.
 func IndexKey(name, encKey string) string { return IndexPrefix + name + "/" + encKey }
+
+// FailedKey is the key of an actor's entry in the index of failed
+// workflows.
+func FailedKey(name, encKey string) string { return FailedPrefix + name + "/" + encKey }
 
 // WakeupKey is the key of an actor's wakeup entry.
 func WakeupKey(p uint32, name, encKey string) string {

@@ -178,16 +178,30 @@ func (a *app) actorsCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "actors [ACTOR]",
 		Short: "List actors, of one name or all",
-		Args:  args(0, 1),
+		Long: `List actors, of one name or all. With --failed, only those whose workflow failed
+(a step exhausted its retries, the code no longer matches the history...), each with
+when it failed and its error; ` + "`rivetctl workflow retry ACTOR KEY`" + ` takes one off the list.`,
+		Example: `  rivetctl actors counter
+  rivetctl actors --failed`,
+		Args: args(0, 1),
 	}
+	var failed bool
+	cmd.Flags().BoolVar(&failed, "failed", false, "list only the actors whose workflow failed, with their errors")
 	cmd.RunE = a.runE(nil, func(ctx context.Context, c *client.Client, args []string) error {
 		name := ""
 		if len(args) == 1 {
 			name = args[0]
 		}
-		actors, err := c.ListAll(ctx, name)
+		list := c.ListAll
+		if failed {
+			list = c.ListFailed
+		}
+		actors, err := list(ctx, name)
 		if err != nil {
 			return err
+		}
+		if failed {
+			return a.printFailed(actors)
 		}
 		return a.printActors(actors)
 	})

@@ -123,6 +123,24 @@ func (a *app) printActors(actors []client.ActorInfo) error {
 	return tw.Flush()
 }
 
+// printFailed prints actors whose workflows failed, with the first line of
+// each error (-o json has all of it, as the node keeps it).
+func (a *app) printFailed(actors []client.ActorInfo) error {
+	if a.output == "json" {
+		return a.printActors(actors)
+	}
+	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tKEY\tOWNER\tFAILED\tERROR")
+	for _, x := range actors {
+		msg, _, _ := strings.Cut(x.WorkflowError, "\n")
+		if r := []rune(msg); len(r) > 120 {
+			msg = string(r[:119]) + "…"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", x.Name, formatKey(x.Key), orDash(x.Owner), formatTime(x.WorkflowFailedAt), msg)
+	}
+	return tw.Flush()
+}
+
 func (a *app) printMembers(ms []client.Member) error {
 	if a.output == "json" {
 		if ms == nil {

@@ -234,6 +234,9 @@ func (f *Fake) List(_ context.Context, opts runtime.ListOptions) (runtime.ListRe
 	defer f.mu.Unlock()
 	var all []runtime.ActorInfo
 	for _, a := range f.actors {
+		if opts.FailedWorkflows {
+			break // the fake hosts no workflows
+		}
 		if opts.Name == "" || a.info.Ref.Name == opts.Name {
 			all = append(all, a.info)
 		}

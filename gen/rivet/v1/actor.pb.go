@@ -810,9 +810,14 @@ type ActorInfo struct {
 	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
 	Partition uint32                 `protobuf:"varint,3,opt,name=partition,proto3" json:"partition,omitempty"`
 	// owner is the node that owns the actor's partition now ("" if none).
-	Owner         string `protobuf:"bytes,4,opt,name=owner,proto3" json:"owner,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Owner string `protobuf:"bytes,4,opt,name=owner,proto3" json:"owner,omitempty"`
+	// workflow_error and workflow_failed_at are set in a list of failed
+	// workflows (ListRequest.failed_workflows): the workflow's error, cut to
+	// 1 KiB (Inspect has all of it), and when it failed.
+	WorkflowError    string                 `protobuf:"bytes,5,opt,name=workflow_error,json=workflowError,proto3" json:"workflow_error,omitempty"`
+	WorkflowFailedAt *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=workflow_failed_at,json=workflowFailedAt,proto3" json:"workflow_failed_at,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ActorInfo) Reset() {
@@ -871,6 +876,20 @@ func (x *ActorInfo) GetOwner() string {
 		return x.Owner
 	}
 	return ""
+}
+
+func (x *ActorInfo) GetWorkflowError() string {
+	if x != nil {
+		return x.WorkflowError
+	}
+	return ""
+}
+
+func (x *ActorInfo) GetWorkflowFailedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.WorkflowFailedAt
+	}
+	return nil
 }
 
 type InspectRequest struct {
@@ -1061,10 +1080,14 @@ type ListRequest struct {
 	// name restricts the list to one actor name; empty lists all.
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// limit is the page size; 0 means 100, at most 1000.
-	Limit         uint32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
-	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Limit     uint32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	PageToken string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// failed_workflows lists only the actors whose workflow failed (a step
+	// exhausted its retries, the code diverged from the history...), from an
+	// index of failures: a retry or a destroy takes an actor off it.
+	FailedWorkflows bool `protobuf:"varint,4,opt,name=failed_workflows,json=failedWorkflows,proto3" json:"failed_workflows,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ListRequest) Reset() {
@@ -1116,6 +1139,13 @@ func (x *ListRequest) GetPageToken() string {
 		return x.PageToken
 	}
 	return ""
+}
+
+func (x *ListRequest) GetFailedWorkflows() bool {
+	if x != nil {
+		return x.FailedWorkflows
+	}
+	return false
 }
 
 type ListResponse struct {
@@ -1596,13 +1626,15 @@ const file_rivet_v1_actor_proto_rawDesc = "" +
 	"\x05actor\x18\x01 \x01(\v2\x13.rivet.v1.ActorInfoR\x05actor\":\n" +
 	"\x0eDestroyRequest\x12(\n" +
 	"\x05actor\x18\x01 \x01(\v2\x12.rivet.v1.ActorRefR\x05actor\"\x11\n" +
-	"\x0fDestroyResponse\"\xa4\x01\n" +
+	"\x0fDestroyResponse\"\x95\x02\n" +
 	"\tActorInfo\x12(\n" +
 	"\x05actor\x18\x01 \x01(\v2\x12.rivet.v1.ActorRefR\x05actor\x129\n" +
 	"\n" +
 	"created_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12\x1c\n" +
 	"\tpartition\x18\x03 \x01(\rR\tpartition\x12\x14\n" +
-	"\x05owner\x18\x04 \x01(\tR\x05owner\":\n" +
+	"\x05owner\x18\x04 \x01(\tR\x05owner\x12%\n" +
+	"\x0eworkflow_error\x18\x05 \x01(\tR\rworkflowError\x12H\n" +
+	"\x12workflow_failed_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x10workflowFailedAt\":\n" +
 	"\x0eInspectRequest\x12(\n" +
 	"\x05actor\x18\x01 \x01(\v2\x12.rivet.v1.ActorRefR\x05actor\"8\n" +
 	"\n" +
@@ -1615,12 +1647,13 @@ const file_rivet_v1_actor_proto_rawDesc = "" +
 	"\x06active\x18\x03 \x01(\bR\x06active\x12,\n" +
 	"\x06queues\x18\x04 \x03(\v2\x14.rivet.v1.QueueDepthR\x06queues\x12'\n" +
 	"\x0fworkflow_status\x18\x05 \x01(\tR\x0eworkflowStatus\x12%\n" +
-	"\x0eworkflow_error\x18\x06 \x01(\tR\rworkflowError\"V\n" +
+	"\x0eworkflow_error\x18\x06 \x01(\tR\rworkflowError\"\x81\x01\n" +
 	"\vListRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\rR\x05limit\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x03 \x01(\tR\tpageToken\"c\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\x12)\n" +
+	"\x10failed_workflows\x18\x04 \x01(\bR\x0ffailedWorkflows\"c\n" +
 	"\fListResponse\x12+\n" +
 	"\x06actors\x18\x01 \x03(\v2\x13.rivet.v1.ActorInfoR\x06actors\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\":\n" +
@@ -1718,39 +1751,40 @@ var file_rivet_v1_actor_proto_depIdxs = []int32{
 	0,  // 10: rivet.v1.DestroyRequest.actor:type_name -> rivet.v1.ActorRef
 	0,  // 11: rivet.v1.ActorInfo.actor:type_name -> rivet.v1.ActorRef
 	26, // 12: rivet.v1.ActorInfo.created_at:type_name -> google.protobuf.Timestamp
-	0,  // 13: rivet.v1.InspectRequest.actor:type_name -> rivet.v1.ActorRef
-	14, // 14: rivet.v1.InspectResponse.info:type_name -> rivet.v1.ActorInfo
-	16, // 15: rivet.v1.InspectResponse.queues:type_name -> rivet.v1.QueueDepth
-	14, // 16: rivet.v1.ListResponse.actors:type_name -> rivet.v1.ActorInfo
-	0,  // 17: rivet.v1.HistoryRequest.actor:type_name -> rivet.v1.ActorRef
-	26, // 18: rivet.v1.HistoryEntry.updated_at:type_name -> google.protobuf.Timestamp
-	21, // 19: rivet.v1.HistoryResponse.entries:type_name -> rivet.v1.HistoryEntry
-	0,  // 20: rivet.v1.RetryWorkflowRequest.actor:type_name -> rivet.v1.ActorRef
-	2,  // 21: rivet.v1.ActorService.Call:input_type -> rivet.v1.CallRequest
-	4,  // 22: rivet.v1.ActorService.Send:input_type -> rivet.v1.SendRequest
-	6,  // 23: rivet.v1.ActorService.Create:input_type -> rivet.v1.CreateRequest
-	8,  // 24: rivet.v1.ActorService.GetOrCreate:input_type -> rivet.v1.GetOrCreateRequest
-	10, // 25: rivet.v1.ActorService.Get:input_type -> rivet.v1.GetRequest
-	12, // 26: rivet.v1.ActorService.Destroy:input_type -> rivet.v1.DestroyRequest
-	15, // 27: rivet.v1.ActorService.Inspect:input_type -> rivet.v1.InspectRequest
-	18, // 28: rivet.v1.ActorService.List:input_type -> rivet.v1.ListRequest
-	20, // 29: rivet.v1.ActorService.History:input_type -> rivet.v1.HistoryRequest
-	23, // 30: rivet.v1.ActorService.RetryWorkflow:input_type -> rivet.v1.RetryWorkflowRequest
-	3,  // 31: rivet.v1.ActorService.Call:output_type -> rivet.v1.CallResponse
-	5,  // 32: rivet.v1.ActorService.Send:output_type -> rivet.v1.SendResponse
-	7,  // 33: rivet.v1.ActorService.Create:output_type -> rivet.v1.CreateResponse
-	9,  // 34: rivet.v1.ActorService.GetOrCreate:output_type -> rivet.v1.GetOrCreateResponse
-	11, // 35: rivet.v1.ActorService.Get:output_type -> rivet.v1.GetResponse
-	13, // 36: rivet.v1.ActorService.Destroy:output_type -> rivet.v1.DestroyResponse
-	17, // 37: rivet.v1.ActorService.Inspect:output_type -> rivet.v1.InspectResponse
-	19, // 38: rivet.v1.ActorService.List:output_type -> rivet.v1.ListResponse
-	22, // 39: rivet.v1.ActorService.History:output_type -> rivet.v1.HistoryResponse
-	24, // 40: rivet.v1.ActorService.RetryWorkflow:output_type -> rivet.v1.RetryWorkflowResponse
-	31, // [31:41] is the sub-list for method output_type
-	21, // [21:31] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	26, // 13: rivet.v1.ActorInfo.workflow_failed_at:type_name -> google.protobuf.Timestamp
+	0,  // 14: rivet.v1.InspectRequest.actor:type_name -> rivet.v1.ActorRef
+	14, // 15: rivet.v1.InspectResponse.info:type_name -> rivet.v1.ActorInfo
+	16, // 16: rivet.v1.InspectResponse.queues:type_name -> rivet.v1.QueueDepth
+	14, // 17: rivet.v1.ListResponse.actors:type_name -> rivet.v1.ActorInfo
+	0,  // 18: rivet.v1.HistoryRequest.actor:type_name -> rivet.v1.ActorRef
+	26, // 19: rivet.v1.HistoryEntry.updated_at:type_name -> google.protobuf.Timestamp
+	21, // 20: rivet.v1.HistoryResponse.entries:type_name -> rivet.v1.HistoryEntry
+	0,  // 21: rivet.v1.RetryWorkflowRequest.actor:type_name -> rivet.v1.ActorRef
+	2,  // 22: rivet.v1.ActorService.Call:input_type -> rivet.v1.CallRequest
+	4,  // 23: rivet.v1.ActorService.Send:input_type -> rivet.v1.SendRequest
+	6,  // 24: rivet.v1.ActorService.Create:input_type -> rivet.v1.CreateRequest
+	8,  // 25: rivet.v1.ActorService.GetOrCreate:input_type -> rivet.v1.GetOrCreateRequest
+	10, // 26: rivet.v1.ActorService.Get:input_type -> rivet.v1.GetRequest
+	12, // 27: rivet.v1.ActorService.Destroy:input_type -> rivet.v1.DestroyRequest
+	15, // 28: rivet.v1.ActorService.Inspect:input_type -> rivet.v1.InspectRequest
+	18, // 29: rivet.v1.ActorService.List:input_type -> rivet.v1.ListRequest
+	20, // 30: rivet.v1.ActorService.History:input_type -> rivet.v1.HistoryRequest
+	23, // 31: rivet.v1.ActorService.RetryWorkflow:input_type -> rivet.v1.RetryWorkflowRequest
+	3,  // 32: rivet.v1.ActorService.Call:output_type -> rivet.v1.CallResponse
+	5,  // 33: rivet.v1.ActorService.Send:output_type -> rivet.v1.SendResponse
+	7,  // 34: rivet.v1.ActorService.Create:output_type -> rivet.v1.CreateResponse
+	9,  // 35: rivet.v1.ActorService.GetOrCreate:output_type -> rivet.v1.GetOrCreateResponse
+	11, // 36: rivet.v1.ActorService.Get:output_type -> rivet.v1.GetResponse
+	13, // 37: rivet.v1.ActorService.Destroy:output_type -> rivet.v1.DestroyResponse
+	17, // 38: rivet.v1.ActorService.Inspect:output_type -> rivet.v1.InspectResponse
+	19, // 39: rivet.v1.ActorService.List:output_type -> rivet.v1.ListResponse
+	22, // 40: rivet.v1.ActorService.History:output_type -> rivet.v1.HistoryResponse
+	24, // 41: rivet.v1.ActorService.RetryWorkflow:output_type -> rivet.v1.RetryWorkflowResponse
+	32, // [32:42] is the sub-list for method output_type
+	22, // [22:32] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_rivet_v1_actor_proto_init() }

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/client"
+	"github.com/rivet-go/rivet/node"
+	"github.com/rivet-go/rivet/workflow"
+)
+
+type chargeState struct {
+	Charged int `json:"charged"`
+}
+
+// The workflow commands against a real node (embedded etcd): a workflow
+// whose step exhausts its retries is failed, listed by `actors --failed`
+// with its error, shown by `history`, and `workflow retry` replays it once
+// the step can succeed, which takes it off the list.
+func TestWorkflowCommandsOnARealNode(t *testing.T) {
+	var cardUp atomic.Bool
+	reg, err := rivet.Setup(rivet.Actor[chargeState]{
+		Name: "charger",
+		Run: func(ctx *workflow.Ctx[chargeState]) error {
+			_, err := workflow.StepOpts(ctx, workflow.StepOptions{Name: "charge-card", MaxRetries: 1, RetryBackoffBase: time.Millisecond},
+				func(s *workflow.StepCtx[chargeState]) (int, error) {
+					if !cardUp.Load() {
+						return 0, errors.New("card service down")
+					}
+					s.State.Charged++
+					return s.State.Charged, nil
+				})
+			return err
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := node.DefaultLocalConfig(t.TempDir())
+	cfg.HTTPAddr = "-"
+	cfg.Partitions = 8
+	cfg.Logger = zap.NewNop()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	n, err := node.Start(ctx, cfg, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := n.Stop(context.Background()); err != nil {
+			t.Error(err)
+		}
+	}()
+	addr := n.GRPCAddr()
+
+	if r := rivetctl(t, addr, "create", "charger", "order-1"); r.code != 0 || !strings.HasPrefix(r.stdout, "created charger order-1 ") {
+		t.Fatalf("create: %+v", r)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	var failed []client.ActorInfo
+	for {
+		r := rivetctl(t, addr, "actors", "--failed", "-o", "json")
+		if r.code != 0 {
+			t.Fatalf("actors --failed: %+v", r)
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &failed); err != nil {
+			t.Fatal(err)
+		}
+		if len(failed) > 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if len(failed) != 1 || failed[0].Name != "charger" || failed[0].Key[0] != "order-1" ||
+		!strings.Contains(failed[0].WorkflowError, "card service down") || failed[0].WorkflowFailedAt.IsZero() {
+		t.Fatalf("actors --failed = %+v, want charger order-1 with its error", failed)
+	}
+	r := rivetctl(t, addr, "actors", "--failed")
+	if lines := strings.Split(strings.TrimSpace(r.stdout), "\n"); r.code != 0 || len(lines) != 2 ||
+		!strings.HasPrefix(lines[0], "NAME") || !strings.Contains(lines[0], "ERROR") ||
+		!strings.HasPrefix(lines[1], "charger  order-1") || !strings.Contains(lines[1], "card service down") {
+		t.Fatalf("actors --failed:\n%s (%+v)", r.stdout, r)
+	}
+	r = rivetctl(t, addr, "history", "charger", "order-1")
+	if r.code != 0 || !strings.HasPrefix(r.stdout, "workflow  failed\n") ||
+		!strings.Contains(r.stdout, "charge-card") || !strings.Contains(r.stdout, "exhausted") || !strings.Contains(r.stdout, "card service down") {
+		t.Fatalf("history:\n%s (%+v)", r.stdout, r)
+	}
+	cardUp.Store(true)
+	rivetctl(t, addr, "workflow", "retry", "charger", "order-1").want(t, 0, "workflow restarted: 1 history entries removed\n")
+	rivetctl(t, addr, "actors", "charger", "--failed", "-o", "json").want(t, 0, "[]\n")
+	deadline = time.Now().Add(30 * time.Second)
+	for !strings.HasPrefix(rivetctl(t, addr, "history", "charger", "order-1").stdout, "workflow  completed\n") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the retried workflow did not complete: %+v", rivetctl(t, addr, "history", "charger", "order-1"))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	rivetctl(t, addr, "state", "charger", "order-1").want(t, 0, "{\n  \"charged\": 1\n}\n")
+	rivetctl(t, addr, "workflow", "retry", "charger", "nope").
+		wantErr(t, 1, `rivetctl: not found: actor charger ["nope"] does not exist (NOT_FOUND actor.not_found)`)
+}
