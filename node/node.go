@@ -282,6 +282,13 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 		Registered: func() storage.LeaseID { rec, _ := n.view.record(n.cfg.NodeID); return rec.Lease },
 		OnMoved:    func(in, out int) { n.claimed.Add(uint64(in)); n.handedOff.Add(uint64(out)) },
 	}, n.host, n.own)
+	// A lease back after a cut says etcd serves again: the view's copies,
+	// which may be waiting seconds to retry it, read it now (routing and
+	// the balancer go by them), before the balancer looks.
+	n.own.OnEstablished(func() {
+		n.view.owners.Kick()
+		n.view.nodes.Kick()
+	})
 	n.own.OnEstablished(n.balancer.Kick)
 	n.host.SetWants(n.balancer.Wants)
 

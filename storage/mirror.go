@@ -38,6 +38,11 @@ type Mirror struct {
 	running   atomic.Bool
 	ready     chan struct{} // closed by the first successful read
 	readyOnce sync.Once
+	// kick cuts a backoff short (Kick).
+	kick chan struct{}
+	// backoff returns the wait after the fails-th failure in a row
+	// (mirrorBackoff; tests change it).
+	backoff func(fails int) time.Duration
 
 	// mu guards the fields below. Run writes them; readers take it shared.
 	mu  sync.RWMutex
@@ -76,6 +81,26 @@ func NewMirror(store Store, prefix string, log *zap.Logger) *Mirror {
 		ready:   make(chan struct{}),
 		kvs:     make(map[string]KV),
 		changed: make(chan struct{}),
+		kick:    make(chan struct{}, 1),
+		backoff: mirrorBackoff,
+	}
+}
+
+// mirrorBackoff is the wait after the fails-th failure in a row (from 0).
+func mirrorBackoff(fails int) time.Duration {
+	delay := min(mirrorMinBackoff<<min(fails, 16), mirrorMaxBackoff)
+	return delay/2 + rand.N(delay/2+1)
+}
+
+// Kick makes a Mirror that waits to try the store again (after failures)
+// try at once: its owner has news that the store serves again (the node's
+// lease was renewed after a cut), and a copy seconds behind would route
+// calls by owners that have changed. It does nothing to a Mirror that is
+// following the store.
+func (m *Mirror) Kick() {
+	select {
+	case m.kick <- struct{}{}:
+	default:
 	}
 }
 
@@ -107,8 +132,7 @@ func (m *Mirror) Run(ctx context.Context) error {
 		}
 		var delay time.Duration
 		if fails > 0 || !errors.Is(err, ErrCompacted) {
-			delay = min(mirrorMinBackoff<<min(fails, 16), mirrorMaxBackoff)
-			delay = delay/2 + rand.N(delay/2+1)
+			delay = m.backoff(fails)
 		}
 		fails++
 		if errors.Is(err, ErrCompacted) {
@@ -117,12 +141,16 @@ func (m *Mirror) Run(ctx context.Context) error {
 			m.log.Warn("mirror: store failed; reading the prefix again", zap.Error(err), zap.Int("failures", fails), zap.Duration("after", delay))
 		}
 		if delay > 0 {
+			// A kick that came while the failed attempt ran is kept: it
+			// may say that the store is back since that attempt began.
 			t := time.NewTimer(delay)
 			select {
 			case <-ctx.Done():
 				t.Stop()
 				return nil
 			case <-t.C:
+			case <-m.kick:
+				t.Stop()
 			}
 		}
 	}
