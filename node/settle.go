@@ -123,7 +123,9 @@ func (n *Node) notServing() {
 func (n *Node) setServing(epoch uint64) {
 	n.readyMu.Lock()
 	defer n.readyMu.Unlock()
-	if n.readyEpoch == epoch {
+	// A lease lost before the callbacks were registered bumped no epoch:
+	// without a lease, the node serves nothing, whatever settling said.
+	if n.readyEpoch == epoch && n.own.Lease() != 0 {
 		n.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	}
 }
@@ -144,6 +146,9 @@ func (n *Node) watchCluster(ctx context.Context) {
 		case <-owners:
 		case <-nodes:
 			n.view.prune()
+			if rec, ok := n.view.record(n.cfg.NodeID); ok {
+				n.own.SyncRecord(rec)
+			}
 		}
 		n.balancer.Kick()
 	}

@@ -491,10 +491,23 @@ func (h *Host) turnFor(ctx context.Context, kind TurnKind, ref Ref, sp *rivet.Sp
 		if tok, ok := h.own.Token(a.part); !ok || tok != a.fence.Token {
 			a.gate.release()
 			h.evict(a)
+			if held {
+				// Its workflow never started, and a wakeup that found it
+				// loaded has been used up: if the partition is still
+				// ours, the workflow must run again from storage.
+				h.timers.schedule(a.ref, a.id, time.Now().Add(time.Second))
+			}
 			return nil, false, rivet.Errorf(rivet.ErrUnavailable, "partition %d of %s is not served by node %s now", a.part, a.describe(), h.cfg.NodeID)
 		}
 		t0 := time.Now()
 		err = h.runTurn(a, fn)
+		if held && err != nil && !a.stopped.Load() {
+			// fn must leave a held activation destroyed or evicted; one
+			// that failed otherwise (a panic) must not stay in memory
+			// serving without its workflow.
+			h.evict(a)
+			h.timers.schedule(a.ref, a.id, time.Now().Add(time.Second))
+		}
 		v := a.currentVersion()
 		now := time.Now()
 		a.lastTurn.Store(now.UnixNano())

@@ -535,6 +535,11 @@ func (o *Ownership) Resign(ctx context.Context) error {
 // this node keeps (Record) changes only once it applied: a refused or
 // failed write leaves the node as it was.
 func (o *Ownership) SetDraining(ctx context.Context, draining bool, conds ...storage.Cond) error {
+	if o.currentLease() == 0 {
+		// Lost, and being established again (under the lock, for as
+		// long as etcd takes): no wait for it.
+		return storage.ErrLeaseNotFound
+	}
 	if err := o.lockRegistration(ctx); err != nil {
 		return err
 	}
@@ -575,6 +580,19 @@ func (o *Ownership) writtenAnyway(ctx context.Context, key string, value []byte,
 	defer cancel()
 	kv, gerr := o.store.Get(rctx, key)
 	return gerr == nil && bytes.Equal(kv.Value, value)
+}
+
+// SyncRecord takes the draining mark of this node's registration as
+// storage holds it (stored, as a copy of storage read it) if stored is this
+// lease's: a write whose reply was lost may apply after SetDraining gave
+// up on it, and the node must then act by what storage says (its
+// balancer; and Establish writes the record again after a lease loss).
+func (o *Ownership) SyncRecord(stored NodeRecord) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.lease != 0 && stored.Lease == o.lease && stored.NodeID == o.record.NodeID {
+		o.record.Draining = stored.Draining
+	}
 }
 
 // Record returns the node's registration as last written.

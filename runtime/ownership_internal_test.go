@@ -1,0 +1,156 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rivet-go/rivet/storage"
+)
+
+// stuckGrantStore blocks GrantLease until release closes (etcd unreachable:
+// clientv3 waits for a ready connection, and reestablish passes Run's ctx,
+// which has no deadline).
+type stuckGrantStore struct {
+	storage.Store
+	block   chan struct{}
+	entered chan struct{}
+	once    sync.Once
+}
+
+func (s *stuckGrantStore) GrantLease(ctx context.Context, ttl time.Duration) (storage.LeaseID, error) {
+	if s.block != nil {
+		s.once.Do(func() { close(s.entered) })
+		select {
+		case <-s.block:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+	return s.Store.GrantLease(ctx, ttl)
+}
+
+// While the lease loop establishes the lease again (Establish held up by
+// etcd, holding the registration lock), a drain fails at once: it waited
+// on the lock for its caller's whole deadline (rivetctl drain: minutes).
+func TestSetDrainingWithoutALeaseFailsAtOnce(t *testing.T) {
+	m := storage.NewMemory()
+	defer m.Close()
+	s := &stuckGrantStore{Store: m}
+	own := NewOwnership(s, NodeRecord{NodeID: "n1"}, time.Minute, nil)
+	if err := own.Establish(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	// The lease is lost: drop, then the lease loop's Establish gets stuck.
+	own.drop(true)
+	s.block, s.entered = make(chan struct{}), make(chan struct{})
+	bg, cancelBg := context.WithCancel(context.Background())
+	estDone := make(chan error, 1)
+	go func() { estDone <- own.Establish(bg, nil) }()
+	<-s.entered
+	defer func() { cancelBg(); <-estDone }()
+
+	const deadline = 10 * time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	t0 := time.Now()
+	err := own.SetDraining(ctx, true)
+	took := time.Since(t0)
+	if !errors.Is(err, storage.ErrLeaseNotFound) || ctx.Err() != nil {
+		t.Errorf("SetDraining without a lease waited %v (the caller's whole deadline) and returned %v; want ErrLeaseNotFound at once", took, err)
+	}
+}
+
+// lateApplyStore fails a registration write as a timed-out one does, but
+// applies it only after the caller's read-back: etcd can apply a proposal
+// whose client gave up (the project's own faultStore.stashCommitSub models
+// this for Commit).
+type lateApplyStore struct {
+	storage.Store
+	mu      sync.Mutex
+	stashed func()
+	stash   bool
+}
+
+func (s *lateApplyStore) PutLeased(ctx context.Context, key string, value []byte, lease storage.LeaseID, conds ...storage.Cond) error {
+	s.mu.Lock()
+	stash := s.stash
+	if stash {
+		s.stash = false
+		v := append([]byte(nil), value...)
+		s.stashed = func() { _ = s.Store.PutLeased(context.Background(), key, v, lease, conds...) }
+	}
+	s.mu.Unlock()
+	if stash {
+		return context.DeadlineExceeded
+	}
+	return s.Store.PutLeased(ctx, key, value, lease, conds...)
+}
+
+// A registration write that applies after its caller gave up on it (and
+// after the read-back that looks for it) reaches the node's record through
+// the copy of storage (SyncRecord, which the node calls as its copy of the
+// nodes' records changes): otherwise the next Establish, after a lease
+// loss, wrote the stale mark back, here undoing an undrain that applied (and
+// with another node drained meanwhile, on the strength of this one being
+// eligible, every node would be draining).
+func TestALateAppliedUndrainIsNotRevertedByEstablish(t *testing.T) {
+	m := storage.NewMemory()
+	defer m.Close()
+	s := &lateApplyStore{Store: m}
+	own := NewOwnership(s, NodeRecord{NodeID: "a"}, time.Minute, nil)
+	ctx := context.Background()
+	if err := own.Establish(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := own.SetDraining(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	stored := func() NodeRecord {
+		kv, err := m.Get(ctx, storage.NodeKey("a"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rec NodeRecord
+		if err := json.Unmarshal(kv.Value, &rec); err != nil {
+			t.Fatal(err)
+		}
+		return rec
+	}
+	// Undrain: the reply is lost (the caller's deadline), the read-back
+	// sees the old record, then etcd applies the write.
+	s.mu.Lock()
+	s.stash = true
+	s.mu.Unlock()
+	if err := own.SetDraining(ctx, false); err == nil {
+		t.Fatal("an undrain whose write was not applied reported success")
+	}
+	s.stashed()
+	if stored().Draining {
+		t.Fatal("setup: the late undrain did not apply")
+	}
+	// The node's copy of the nodes' records shows the write.
+	own.SyncRecord(stored())
+	if own.Record().Draining {
+		t.Fatal("the record did not take the stored mark")
+	}
+	// A record of another lease (an earlier run's) is not taken.
+	old := stored()
+	old.Lease, old.Draining = old.Lease+1000, true
+	own.SyncRecord(old)
+	if own.Record().Draining {
+		t.Fatal("the record took the mark of a record under another lease")
+	}
+	// (Here another node's drain sees a eligible and succeeds.)
+	// a's lease is lost and re-established.
+	own.drop(true)
+	if err := own.Establish(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if stored().Draining {
+		t.Errorf("after a lease loss the node is registered draining again: Establish reverted an undrain that applied")
+	}
+}
