@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -139,6 +140,15 @@ func (n *Node) watchCluster(ctx context.Context) {
 	}
 	for {
 		owners, nodes := n.view.owners.Changed(), n.view.nodes.Changed()
+		// After taking the channels, so that no change is missed: a write
+		// of this node's registration that applied after its caller gave
+		// up on it reaches the node's own record this way.
+		if kv, ok := n.view.nodes.Get(storage.NodeKey(n.cfg.NodeID)); ok {
+			var rec runtime.NodeRecord
+			if json.Unmarshal(kv.Value, &rec) == nil {
+				n.own.SyncRecord(rec, kv.ModRevision)
+			}
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -146,9 +156,6 @@ func (n *Node) watchCluster(ctx context.Context) {
 		case <-owners:
 		case <-nodes:
 			n.view.prune()
-			if rec, ok := n.view.record(n.cfg.NodeID); ok {
-				n.own.SyncRecord(rec)
-			}
 		}
 		n.balancer.Kick()
 	}

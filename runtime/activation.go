@@ -240,7 +240,11 @@ func (a *activation) load(ctx context.Context, create bool, input json.RawMessag
 			// wakeup record: if this node dies, the partition's next owner
 			// starts the workflow again without waiting for a request.
 			wb, _ := json.Marshal(wakeupRecord{At: meta.CreatedAt})
-			ops = append(ops, storage.Put(storage.WakeupKey(a.part, a.ref.Name, a.enc), wb))
+			ops = append(ops, storage.Put(storage.WakeupKey(a.part, a.ref.Name, a.enc), wb),
+				// An entry a node without the failed index's upkeep (an
+				// older build, in a rolling upgrade) left behind when it
+				// destroyed an actor of this key is not this actor's.
+				storage.Delete(storage.FailedKey(a.ref.Name, a.enc)))
 			a.wf.wakeAt = meta.CreatedAt
 		}
 		cctx, cancel := h.commitContext() // the commit outlives the caller

@@ -159,10 +159,20 @@ func (h *Host) RetryWorkflow(ctx context.Context, ref Ref, from string) (int, er
 			return err
 		}
 		if err := a.waitCommitted(ctx, v); err != nil {
+			// The commit may land after its caller left: this memory
+			// (failed, no run) would then be behind storage (no status,
+			// the failures gone, a wakeup record) with nothing to start
+			// the workflow. Dropped, the actor loads what storage holds
+			// once its writes settle, and its workflow runs from there.
+			h.evict(a)
+			h.timers.schedule(a.ref, a.id, time.Now().Add(time.Second))
 			return err
 		}
 		_, hist, err := h.loadWorkflow(ctx, a.prefix)
 		if err != nil {
+			// Retried in storage, but not started here: as above.
+			h.evict(a)
+			h.timers.schedule(a.ref, a.id, time.Now().Add(time.Second))
 			return rivet.Errorf(rivet.ErrUnavailable, "read history: %v", err)
 		}
 		for _, e := range entries {

@@ -9,6 +9,7 @@ import (
 	"runtime/debug"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -1051,6 +1052,12 @@ func (h *Host) List(ctx context.Context, opts ListOptions) (ListResult, error) {
 			return ListResult{}, rivet.Errorf(rivet.ErrInvalidArgument, "bad page token")
 		}
 		after = string(b)
+		// A token names the last key of a page of this very listing: one
+		// of another (a name, the failed index) would restart it or end it
+		// early without a word.
+		if !strings.HasPrefix(after, prefix) {
+			return ListResult{}, rivet.Errorf(rivet.ErrInvalidArgument, "bad page token: it continues another listing")
+		}
 	}
 	kvs, err := h.store.List(ctx, prefix, storage.ListOptions{StartAfter: after, Limit: limit + 1})
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"sync"
@@ -55,8 +56,12 @@ type Ownership struct {
 
 	mu     sync.RWMutex
 	record NodeRecord
-	lease  storage.LeaseID
-	claims map[uint32]storage.Claim
+	// recordRev is the revision of record's last write (SetDraining's,
+	// read back), below which SyncRecord takes nothing from a copy; 0
+	// after Establish (every record of its lease is as new as its own).
+	recordRev int64
+	lease     storage.LeaseID
+	claims    map[uint32]storage.Claim
 	// releasing holds claims being handed off: no longer served (Token
 	// says not owned), but still held in storage until the drain ends.
 	releasing map[uint32]storage.Claim
@@ -190,6 +195,7 @@ func (o *Ownership) Establish(ctx context.Context, partitions []uint32) error {
 	}
 	o.lease = lease
 	o.record = rec
+	o.recordRev = 0
 	o.validUntil = sent.Add(o.ttl - o.margin())
 	for _, c := range claims {
 		o.claims[c.Partition] = c
@@ -553,45 +559,49 @@ func (o *Ownership) SetDraining(ctx context.Context, draining bool, conds ...sto
 	rec.Draining = draining
 	b, _ := json.Marshal(rec)
 	key := storage.NodeKey(rec.NodeID)
-	if err := o.store.PutLeased(ctx, key, b, lease, conds...); err != nil {
-		if !o.writtenAnyway(ctx, key, b, err) {
+	err := o.store.PutLeased(ctx, key, b, lease, conds...)
+	for _, definite := range []error{storage.ErrConditionFailed, storage.ErrLeaseNotFound, storage.ErrTooLarge, storage.ErrInvalidTxn} {
+		if errors.Is(err, definite) {
 			return err
 		}
 	}
+	// Read back, for the write's revision (a copy of storage older than
+	// it must not undo it: SyncRecord) and, if its reply was lost (a
+	// timeout, a broken connection after etcd took it), for whether it
+	// applied: storage then holds the value written, which is all the
+	// caller wants of it. Without this, a drain whose reply was lost left
+	// storage draining and this node not, so its balancer moved nothing.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	kv, gerr := o.store.Get(rctx, key)
+	cancel()
+	if err != nil && (gerr != nil || !bytes.Equal(kv.Value, b)) {
+		return err
+	}
 	o.mu.Lock()
+	defer o.mu.Unlock()
 	o.record.Draining = draining
-	o.mu.Unlock()
+	o.recordRev = math.MaxInt64 // revision unknown: no copy can tell newer
+	var stored NodeRecord
+	if gerr == nil && json.Unmarshal(kv.Value, &stored) == nil && stored.Lease == lease {
+		// Storage's, which a write of ours given up earlier may have
+		// overtaken since.
+		o.record.Draining, o.recordRev = stored.Draining, kv.ModRevision
+	}
 	return nil
 }
 
-// writtenAnyway tells whether a registration write that failed with err
-// applied all the same (a timeout or a lost connection after etcd took it):
-// storage then holds the value written, which is all the caller wants of
-// the write (a registration holds this run's lease, so no other run's write
-// matches it). Without this, a drain whose reply was lost left
-// storage draining and this node not, so its balancer moved nothing away.
-func (o *Ownership) writtenAnyway(ctx context.Context, key string, value []byte, err error) bool {
-	for _, definite := range []error{storage.ErrConditionFailed, storage.ErrLeaseNotFound, storage.ErrTooLarge, storage.ErrInvalidTxn} {
-		if errors.Is(err, definite) {
-			return false
-		}
-	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	kv, gerr := o.store.Get(rctx, key)
-	return gerr == nil && bytes.Equal(kv.Value, value)
-}
-
-// SyncRecord takes the draining mark of this node's registration as
-// storage holds it (stored, as a copy of storage read it) if stored is this
-// lease's: a write whose reply was lost may apply after SetDraining gave
-// up on it, and the node must then act by what storage says (its
-// balancer; and Establish writes the record again after a lease loss).
-func (o *Ownership) SyncRecord(stored NodeRecord) {
+// SyncRecord takes the draining mark of this node's registration as a
+// copy of storage holds it (stored, last written at modRev) if that is
+// this lease's record and newer than the last one this node wrote or read
+// back: a write whose reply was lost may apply after SetDraining gave up
+// on it, and the node must then act by what storage says (its balancer;
+// Establish writes the record again after a lease loss). An older copy (a
+// lagging mirror) says nothing.
+func (o *Ownership) SyncRecord(stored NodeRecord, modRev int64) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.lease != 0 && stored.Lease == o.lease && stored.NodeID == o.record.NodeID {
-		o.record.Draining = stored.Draining
+	if o.lease != 0 && stored.Lease == o.lease && stored.NodeID == o.record.NodeID && modRev > o.recordRev {
+		o.record.Draining, o.recordRev = stored.Draining, modRev
 	}
 }
 

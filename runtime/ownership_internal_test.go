@@ -109,17 +109,8 @@ func TestALateAppliedUndrainIsNotRevertedByEstablish(t *testing.T) {
 	if err := own.SetDraining(ctx, true); err != nil {
 		t.Fatal(err)
 	}
-	stored := func() NodeRecord {
-		kv, err := m.Get(ctx, storage.NodeKey("a"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var rec NodeRecord
-		if err := json.Unmarshal(kv.Value, &rec); err != nil {
-			t.Fatal(err)
-		}
-		return rec
-	}
+	stored, rev := readRecord(t, m, "a")
+	drained, drainedRev := stored(), rev()
 	// Undrain: the reply is lost (the caller's deadline), the read-back
 	// sees the old record, then etcd applies the write.
 	s.mu.Lock()
@@ -132,15 +123,20 @@ func TestALateAppliedUndrainIsNotRevertedByEstablish(t *testing.T) {
 	if stored().Draining {
 		t.Fatal("setup: the late undrain did not apply")
 	}
-	// The node's copy of the nodes' records shows the write.
-	own.SyncRecord(stored())
+	// A copy of storage that lags behind the drain's write says nothing.
+	own.SyncRecord(drained, drainedRev-1)
+	if !own.Record().Draining {
+		t.Fatal("the record took the mark of a copy older than its last write")
+	}
+	// The node's copy of the nodes' records shows the late write.
+	own.SyncRecord(stored(), rev())
 	if own.Record().Draining {
 		t.Fatal("the record did not take the stored mark")
 	}
 	// A record of another lease (an earlier run's) is not taken.
 	old := stored()
 	old.Lease, old.Draining = old.Lease+1000, true
-	own.SyncRecord(old)
+	own.SyncRecord(old, rev()+1)
 	if own.Record().Draining {
 		t.Fatal("the record took the mark of a record under another lease")
 	}
@@ -152,5 +148,56 @@ func TestALateAppliedUndrainIsNotRevertedByEstablish(t *testing.T) {
 	}
 	if stored().Draining {
 		t.Errorf("after a lease loss the node is registered draining again: Establish reverted an undrain that applied")
+	}
+}
+
+// readRecord returns readers of node id's registration in m and of its
+// mod revision.
+func readRecord(t *testing.T, m storage.Store, id string) (func() NodeRecord, func() int64) {
+	get := func() storage.KV {
+		kv, err := m.Get(context.Background(), storage.NodeKey(id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return kv
+	}
+	return func() NodeRecord {
+			var rec NodeRecord
+			if err := json.Unmarshal(get().Value, &rec); err != nil {
+				t.Fatal(err)
+			}
+			return rec
+		}, func() int64 {
+			return get().ModRevision
+		}
+}
+
+// A copy of storage that trails a drain which succeeded (an event the
+// node's mirror applies after the drain's reply, showing the record as it
+// was under the same lease) must not undo it: the next Establish, after a
+// lease loss, would write the old mark back.
+func TestACopyOlderThanADrainDoesNotUndoIt(t *testing.T) {
+	m := storage.NewMemory()
+	defer m.Close()
+	own := NewOwnership(m, NodeRecord{NodeID: "a"}, time.Minute, nil)
+	ctx := context.Background()
+	if err := own.Establish(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	stored, rev := readRecord(t, m, "a")
+	before, beforeRev := stored(), rev()
+	if err := own.SetDraining(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	own.SyncRecord(before, beforeRev)
+	if !own.Record().Draining {
+		t.Fatal("a copy older than the drain that just succeeded flipped the record to not draining")
+	}
+	own.drop(true)
+	if err := own.Establish(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if !stored().Draining {
+		t.Fatal("after a lease loss the node is registered not draining: a drain that succeeded was undone")
 	}
 }

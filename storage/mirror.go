@@ -38,8 +38,10 @@ type Mirror struct {
 	running   atomic.Bool
 	ready     chan struct{} // closed by the first successful read
 	readyOnce sync.Once
-	// kick cuts a backoff short (Kick).
-	kick chan struct{}
+	// kick cuts a backoff short (Kick); following says that the copy is
+	// read and its watch runs, when a kick has nothing to cut short.
+	kick      chan struct{}
+	following atomic.Bool
 	// backoff returns the wait after the fails-th failure in a row
 	// (mirrorBackoff; tests change it).
 	backoff func(fails int) time.Duration
@@ -98,6 +100,9 @@ func mirrorBackoff(fails int) time.Duration {
 // calls by owners that have changed. It does nothing to a Mirror that is
 // following the store.
 func (m *Mirror) Kick() {
+	if m.following.Load() {
+		return
+	}
 	select {
 	case m.kick <- struct{}{}:
 	default:
@@ -141,8 +146,8 @@ func (m *Mirror) Run(ctx context.Context) error {
 			m.log.Warn("mirror: store failed; reading the prefix again", zap.Error(err), zap.Int("failures", fails), zap.Duration("after", delay))
 		}
 		if delay > 0 {
-			// A kick that came while the failed attempt ran is kept: it
-			// may say that the store is back since that attempt began.
+			// A kick that came while the failed read ran is kept: it may
+			// say that the store is back since that read began.
 			t := time.NewTimer(delay)
 			select {
 			case <-ctx.Done():
@@ -166,6 +171,14 @@ func (m *Mirror) follow(ctx context.Context) (healthy bool, err error) {
 		return false, fmt.Errorf("list: %w", err)
 	}
 	m.replace(kvs, rev)
+	// Read: a kick from before is served, and one from now on is for
+	// after the next failure only if it comes after that failure.
+	m.following.Store(true)
+	defer m.following.Store(false)
+	select {
+	case <-m.kick:
+	default:
+	}
 	m.readyOnce.Do(func() { close(m.ready) })
 
 	wctx, cancel := context.WithCancel(ctx)

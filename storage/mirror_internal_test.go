@@ -59,3 +59,49 @@ func TestMirrorKickCutsTheBackoffShort(t *testing.T) {
 		t.Fatalf("copy after the kick: %+v, %v", kv, ok)
 	}
 }
+
+// breakableWatch is failingLists whose Watch can be ended with an error.
+type breakableWatch struct {
+	*failingLists
+	brk chan struct{}
+}
+
+func (b *breakableWatch) Watch(ctx context.Context, prefix string, fromRev int64) <-chan WatchResponse {
+	out := make(chan WatchResponse, 1)
+	go func() {
+		defer close(out)
+		select {
+		case <-b.brk:
+			out <- WatchResponse{Err: errors.New("injected: watch broke")}
+		case <-ctx.Done():
+		}
+	}()
+	return out
+}
+
+// A Kick while the Mirror follows the store does nothing: it stayed in its
+// channel and cut short the backoff of a later, unrelated failure.
+func TestAKickWhileFollowingIsNotKeptForLater(t *testing.T) {
+	mem := NewMemory()
+	defer mem.Close()
+	s := &breakableWatch{failingLists: &failingLists{Store: mem}, brk: make(chan struct{})}
+	m := NewMirror(s, "k/", nil)
+	m.backoff = func(int) time.Duration { return time.Hour } // only a kick ends a wait
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = m.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	<-m.Ready()
+	m.Kick() // while following
+	s.fail.Store(true)
+	close(s.brk) // much later, the watch breaks; the store is down
+	// With an hour's backoff after the break, a 2nd read can only come
+	// from the stale kick, which would be at once: a second is plenty.
+	deadline := time.Now().Add(time.Second)
+	for s.lists.Load() < 2 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := s.lists.Load(); n >= 2 {
+		t.Errorf("a kick given while following cut a later backoff short (%d reads)", n)
+	}
+}

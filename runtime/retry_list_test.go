@@ -1,0 +1,113 @@
+package runtime_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/runtime"
+	"github.com/rivet-go/rivet/storage"
+	"github.com/rivet-go/rivet/workflow"
+)
+
+type rfState struct {
+	Done bool `json:"done"`
+}
+
+func retryFlaky(healthy *atomic.Bool) rivet.Actor[rfState] {
+	return rivet.Actor[rfState]{
+		Name: "rflaky",
+		Run: func(ctx *workflow.Ctx[rfState]) error {
+			_, err := workflow.StepOpts(ctx, workflow.StepOptions{Name: "call", MaxRetries: workflow.NoRetries},
+				func(s *workflow.StepCtx[rfState]) (int, error) {
+					if !healthy.Load() {
+						return 0, errors.New("api down")
+					}
+					s.State.Done = true
+					return 1, nil
+				})
+			return err
+		},
+	}
+}
+
+// A RetryWorkflow whose caller gives up while its commit is in flight: the
+// commit lands (status, failed-index entry and failed history entries
+// deleted, wakeup written), and the workflow must run from there. The
+// activation kept "failed" in memory and never started the run: the failed
+// index said "not failed", Inspect "failed", a second retry was refused
+// (the failures were gone), and nothing ran the workflow.
+func TestARetryWhoseCallerGaveUpStillRunsTheWorkflow(t *testing.T) {
+	var healthy atomic.Bool
+	e := newEnv(t, counterReg(t, retryFlaky(&healthy)), nil)
+	ref := runtime.Ref{Name: "rflaky", Key: []string{"k"}}
+	if _, _, err := e.host.GetOrCreate(ctx(t), ref, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the workflow to fail", 20*time.Second, func() bool {
+		return inspect(t, e.host, "rflaky", "k").WorkflowStatus == runtime.WorkflowFailed
+	})
+	healthy.Store(true)
+
+	e.store.holdGate, e.store.holdEntered = make(chan struct{}), make(chan struct{})
+	e.store.holdCommitSub.Store(storage.FailedPrefix + "rflaky/")
+	rctx, cancel := context.WithTimeout(ctx(t), 300*time.Millisecond)
+	_, err := e.host.RetryWorkflow(rctx, ref, "")
+	cancel()
+	<-e.store.holdEntered
+	if err == nil {
+		t.Fatal("retry returned nil while its commit was held")
+	}
+	close(e.store.holdGate)
+	// The retry's commit lands after its caller left.
+	waitFor(t, "the retry's commit to land", 20*time.Second, func() bool {
+		res, err := e.host.List(ctx(t), runtime.ListOptions{FailedWorkflows: true})
+		return err == nil && len(res.Actors) == 0
+	})
+	waitFor(t, "the retried workflow to complete", 20*time.Second, func() bool {
+		return inspect(t, e.host, "rflaky", "k").WorkflowStatus == runtime.WorkflowCompleted
+	})
+}
+
+// A page token of one listing used in another is refused: an index token
+// in the failed mode gave an empty last page, and a failed-index token in
+// the index mode restarted the listing from its first page.
+func TestAPageTokenOfAnotherListingIsRefused(t *testing.T) {
+	var healthy atomic.Bool
+	e := newEnv(t, counterReg(t, retryFlaky(&healthy)), nil)
+	for _, k := range []string{"a", "b", "c"} {
+		if _, err := call(t, e.host, "counter", k, "increment", true, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, k := range []string{"x", "y"} {
+		if _, _, err := e.host.GetOrCreate(ctx(t), runtime.Ref{Name: "rflaky", Key: []string{k}}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "two failed workflows", 20*time.Second, func() bool {
+		res, err := e.host.List(ctx(t), runtime.ListOptions{FailedWorkflows: true})
+		return err == nil && len(res.Actors) == 2
+	})
+	fp, err := e.host.List(ctx(t), runtime.ListOptions{FailedWorkflows: true, Limit: 1})
+	if err != nil || fp.NextPageToken == "" {
+		t.Fatal(fp, err)
+	}
+	if ip, err := e.host.List(ctx(t), runtime.ListOptions{PageToken: fp.NextPageToken, Limit: 2}); !errors.Is(err, rivet.ErrInvalidArgument) {
+		t.Errorf("a failed-mode token in index mode: %+v, %v; want INVALID_ARGUMENT", ip, err)
+	}
+	ix, err := e.host.List(ctx(t), runtime.ListOptions{Limit: 1})
+	if err != nil || ix.NextPageToken == "" {
+		t.Fatal(ix, err)
+	}
+	if fp2, err := e.host.List(ctx(t), runtime.ListOptions{FailedWorkflows: true, PageToken: ix.NextPageToken}); !errors.Is(err, rivet.ErrInvalidArgument) {
+		t.Errorf("an index token in failed mode: %+v, %v; want INVALID_ARGUMENT", fp2, err)
+	}
+	// The tokens of each listing still page through it.
+	if next, err := e.host.List(ctx(t), runtime.ListOptions{FailedWorkflows: true, PageToken: fp.NextPageToken}); err != nil || len(next.Actors) != 1 || next.Actors[0].Ref.Key[0] == fp.Actors[0].Ref.Key[0] {
+		t.Errorf("the failed listing's second page: %+v, %v", next, err)
+	}
+}
