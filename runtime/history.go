@@ -168,13 +168,6 @@ func (h *Host) RetryWorkflow(ctx context.Context, ref Ref, from string) (int, er
 			h.timers.schedule(a.ref, a.id, time.Now().Add(time.Second))
 			return err
 		}
-		_, hist, err := h.loadWorkflow(ctx, a.prefix)
-		if err != nil {
-			// Retried in storage, but not started here: as above.
-			h.evict(a)
-			h.timers.schedule(a.ref, a.id, time.Now().Add(time.Second))
-			return rivet.Errorf(rivet.ErrUnavailable, "read history: %v", err)
-		}
 		for _, e := range entries {
 			for _, t := range trees {
 				if workflow.Under(e.Path, t) {
@@ -182,6 +175,16 @@ func (h *Host) RetryWorkflow(ctx context.Context, ref Ref, from string) (int, er
 					break
 				}
 			}
+		}
+		_, hist, err := h.loadWorkflow(ctx, a.prefix)
+		if err != nil {
+			// The retry is done in storage (an error would say it was not,
+			// and a client's retry of it would delete failures of the run
+			// that follows); only this memory cannot start it: as above,
+			// the actor loads again and its workflow runs from storage.
+			h.evict(a)
+			h.timers.schedule(a.ref, a.id, time.Now().Add(time.Second))
+			return nil
 		}
 		a.mu.Lock()
 		a.wf.status = workflowStatus{}

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"sort"
 	"sync"
@@ -61,6 +60,10 @@ type Ownership struct {
 	// after Establish (every record of its lease is as new as its own).
 	recordRev int64
 	lease     storage.LeaseID
+	// lostLease is the lease drop took away (0 if none): its record in
+	// storage, if still there when Establish runs, is this run's last word
+	// (a write given up on may have applied under it after the loss).
+	lostLease storage.LeaseID
 	claims    map[uint32]storage.Claim
 	// releasing holds claims being handed off: no longer served (Token
 	// says not owned), but still held in storage until the drain ends.
@@ -164,6 +167,11 @@ func (o *Ownership) Establish(ctx context.Context, partitions []uint32) error {
 			if err := o.store.RevokeLease(ctx, prev.Lease); err != nil {
 				return fmt.Errorf("revoke previous lease: %w", err)
 			}
+			o.mu.Lock()
+			if prev.Lease == o.lostLease {
+				o.record.Draining = prev.Draining // this run's last word in storage
+			}
+			o.mu.Unlock()
 		}
 	} else if !errors.Is(err, storage.ErrNotFound) {
 		return fmt.Errorf("read node record: %w", err)
@@ -506,6 +514,9 @@ func (o *Ownership) drop(lost bool) []uint32 {
 	}
 	o.claims = map[uint32]storage.Claim{}
 	o.releasing = map[uint32]storage.Claim{}
+	if o.lease != 0 {
+		o.lostLease = o.lease
+	}
 	o.lease = 0
 	o.notifyLocked()
 	var fns []func()
@@ -579,14 +590,21 @@ func (o *Ownership) SetDraining(ctx context.Context, draining bool, conds ...sto
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.record.Draining = draining
-	o.recordRev = math.MaxInt64 // revision unknown: no copy can tell newer
 	var stored NodeRecord
 	if gerr == nil && json.Unmarshal(kv.Value, &stored) == nil && stored.Lease == lease {
-		// Storage's, which a write of ours given up earlier may have
-		// overtaken since.
-		o.record.Draining, o.recordRev = stored.Draining, kv.ModRevision
+		if kv.ModRevision > o.recordRev {
+			// Storage's (a write of ours given up earlier may have
+			// overtaken this one), unless SyncRecord took a newer copy
+			// meanwhile.
+			o.record.Draining, o.recordRev = stored.Draining, kv.ModRevision
+		}
+		return nil
 	}
+	// Applied (its reply said so), at a revision the read-back could not
+	// tell: its mark, which any copy of this lease's record may correct
+	// (the copy ends on storage's latest; refusing them all would keep a
+	// write of ours that applied later from ever being taken).
+	o.record.Draining, o.recordRev = draining, 0
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -199,5 +200,140 @@ func TestACopyOlderThanADrainDoesNotUndoIt(t *testing.T) {
 	}
 	if !stored().Draining {
 		t.Fatal("after a lease loss the node is registered not draining: a drain that succeeded was undone")
+	}
+}
+
+// The late write most likely in practice applies while the node has no
+// lease: an etcd cut times out the drain's write and stops the lease's
+// renewals, etcd extends leases across a leader change, so the old lease
+// lives on and the proposal applies under it. SyncRecord cannot take it
+// (no lease, then a new one); Establish must, from the old lease's record,
+// rather than write the stale mark back under the new lease.
+func TestALateWriteUnderTheLostLeaseIsNotRevertedByEstablish(t *testing.T) {
+	m := storage.NewMemory()
+	defer m.Close()
+	s := &lateApplyStore{Store: m}
+	own := NewOwnership(s, NodeRecord{NodeID: "a"}, time.Minute, nil)
+	ctx := context.Background()
+	if err := own.Establish(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := own.SetDraining(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	stored, rev := readRecord(t, m, "a")
+	// Undrain during the cut: reply lost, read-back sees the old record.
+	s.mu.Lock()
+	s.stash = true
+	s.mu.Unlock()
+	if err := own.SetDraining(ctx, false); err == nil {
+		t.Fatal("setup: undrain reported success")
+	}
+	// The same cut: the watchdog drops the lease (etcd still has it).
+	own.drop(true)
+	// etcd applies the undrain under the old lease; the mirror shows it.
+	s.stashed()
+	if stored().Draining {
+		t.Fatal("setup: the late undrain did not apply")
+	}
+	own.SyncRecord(stored(), rev()) // ignored: o.lease == 0
+	if err := own.Establish(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	own.SyncRecord(stored(), rev()) // Establish's own write: same stale mark
+	if stored().Draining {
+		t.Errorf("Establish registered the node draining again: the undrain that applied under the lost lease was reverted")
+	}
+}
+
+// getHookStore runs hook after a Get of key (once), and fails the next
+// Get when failGet is set.
+type getHookStore struct {
+	*lateApplyStore
+	failGet atomic.Bool
+	hookMu  sync.Mutex
+	hook    func()
+}
+
+func (s *getHookStore) Get(ctx context.Context, key string) (storage.KV, error) {
+	if s.failGet.CompareAndSwap(true, false) {
+		return storage.KV{}, errors.New("injected: read-back timed out")
+	}
+	kv, err := s.lateApplyStore.Get(ctx, key)
+	s.hookMu.Lock()
+	h := s.hook
+	s.hook = nil
+	s.hookMu.Unlock()
+	if h != nil {
+		h()
+	}
+	return kv, err
+}
+
+// A read-back that fails after a write that succeeded leaves the write's
+// revision unknown: a late write of an earlier SetDraining that applies
+// afterwards must still be taken from a copy (refused, the node's record
+// and storage disagreed until the next Establish wrote the stale mark).
+func TestAnUnknownRevisionDoesNotBlockALateWrite(t *testing.T) {
+	m := storage.NewMemory()
+	defer m.Close()
+	s := &getHookStore{lateApplyStore: &lateApplyStore{Store: m}}
+	own := NewOwnership(s, NodeRecord{NodeID: "a"}, time.Minute, nil)
+	ctx := context.Background()
+	if err := own.Establish(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	stored, rev := readRecord(t, m, "a")
+	// #1 drain: reply lost, not applied yet.
+	s.mu.Lock()
+	s.stash = true
+	s.mu.Unlock()
+	if err := own.SetDraining(ctx, true); err == nil {
+		t.Fatal("setup: drain reported success")
+	}
+	// #2 undrain: applies, its read-back fails.
+	s.failGet.Store(true)
+	if err := own.SetDraining(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	// #1 applies late; the mirror shows it.
+	s.stashed()
+	own.SyncRecord(stored(), rev())
+	if got, want := own.Record().Draining, stored().Draining; got != want {
+		t.Errorf("record draining=%v, storage draining=%v (rev %d): the copy was refused (recordRev=MaxInt64)", got, want, rev())
+	}
+}
+
+// SetDraining must not take back a newer copy that SyncRecord took while
+// its read-back was in flight.
+func TestSetDrainingKeepsANewerCopyTakenMeanwhile(t *testing.T) {
+	m := storage.NewMemory()
+	defer m.Close()
+	s := &getHookStore{lateApplyStore: &lateApplyStore{Store: m}}
+	own := NewOwnership(s, NodeRecord{NodeID: "a"}, time.Minute, nil)
+	ctx := context.Background()
+	if err := own.Establish(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	stored, rev := readRecord(t, m, "a")
+	s.mu.Lock()
+	s.stash = true
+	s.mu.Unlock()
+	if err := own.SetDraining(ctx, true); err == nil {
+		t.Fatal("setup: drain reported success")
+	}
+	// #2's read-back is served; then #1 applies and the mirror delivers it
+	// (watchCluster's SyncRecord) before SetDraining takes o.mu.
+	s.hookMu.Lock()
+	s.hook = func() {
+		s.stashed()
+		own.SyncRecord(stored(), rev())
+	}
+	s.hookMu.Unlock()
+	if err := own.SetDraining(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := own.Record().Draining, stored().Draining; got != want {
+		t.Errorf("record draining=%v, storage draining=%v: SetDraining overwrote a newer adopted copy (rev %d)", got, want, rev())
 	}
 }

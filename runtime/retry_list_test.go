@@ -54,11 +54,22 @@ func TestARetryWhoseCallerGaveUpStillRunsTheWorkflow(t *testing.T) {
 
 	e.store.holdGate, e.store.holdEntered = make(chan struct{}), make(chan struct{})
 	e.store.holdCommitSub.Store(storage.FailedPrefix + "rflaky/")
-	rctx, cancel := context.WithTimeout(ctx(t), 300*time.Millisecond)
-	_, err := e.host.RetryWorkflow(rctx, ref, "")
+	// The caller gives up once the retry's commit is in flight.
+	rctx, cancel := context.WithCancel(ctx(t))
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.host.RetryWorkflow(rctx, ref, "")
+		done <- err
+	}()
+	select {
+	case <-e.store.holdEntered:
+	case err := <-done:
+		t.Fatalf("the retry ended (%v) before its commit", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("the retry's commit did not start within 20 s")
+	}
 	cancel()
-	<-e.store.holdEntered
-	if err == nil {
+	if err := <-done; err == nil {
 		t.Fatal("retry returned nil while its commit was held")
 	}
 	close(e.store.holdGate)
@@ -109,5 +120,42 @@ func TestAPageTokenOfAnotherListingIsRefused(t *testing.T) {
 	// The tokens of each listing still page through it.
 	if next, err := e.host.List(ctx(t), runtime.ListOptions{FailedWorkflows: true, PageToken: fp.NextPageToken}); err != nil || len(next.Actors) != 1 || next.Actors[0].Ref.Key[0] == fp.Actors[0].Ref.Key[0] {
 		t.Errorf("the failed listing's second page: %+v, %v", next, err)
+	}
+}
+
+// RetryWorkflow's commit applied, then the history read after it failed:
+// the retry is done, and the caller hears so; it heard UNAVAILABLE ("not
+// done, retry"), and a client that retried got FAILED_PRECONDITION or, if
+// the re-run had failed again meanwhile, deleted its failures and ran its
+// steps once more.
+func TestARetryThatAppliedIsReportedDoneEvenIfTheReadAfterItFails(t *testing.T) {
+	var healthy atomic.Bool
+	e := newEnv(t, counterReg(t, retryFlaky(&healthy)), nil)
+	ref := runtime.Ref{Name: "rflaky", Key: []string{"k"}}
+	if _, _, err := e.host.GetOrCreate(ctx(t), ref, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the workflow to fail", 20*time.Second, func() bool {
+		return inspect(t, e.host, "rflaky", "k").WorkflowStatus == runtime.WorkflowFailed
+	})
+	healthy.Store(true)
+	e.store.holdGate, e.store.holdEntered = make(chan struct{}), make(chan struct{})
+	e.store.holdCommitSub.Store(storage.FailedPrefix + "rflaky/")
+	errc := make(chan error, 1)
+	go func() { _, err := e.host.RetryWorkflow(ctx(t), ref, ""); errc <- err }()
+	select {
+	case <-e.store.holdEntered:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the retry's commit never came")
+	}
+	// The read after the commit fails once.
+	e.store.failGetSub.Store(storage.WorkflowStatusSuffix)
+	close(e.store.holdGate)
+	err := <-errc
+	waitFor(t, "the retried workflow to complete", 20*time.Second, func() bool {
+		return inspect(t, e.host, "rflaky", "k").WorkflowStatus == runtime.WorkflowCompleted
+	})
+	if err != nil {
+		t.Errorf("RetryWorkflow said %v, yet the retry applied and the workflow completed", err)
 	}
 }

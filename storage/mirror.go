@@ -38,10 +38,8 @@ type Mirror struct {
 	running   atomic.Bool
 	ready     chan struct{} // closed by the first successful read
 	readyOnce sync.Once
-	// kick cuts a backoff short (Kick); following says that the copy is
-	// read and its watch runs, when a kick has nothing to cut short.
-	kick      chan struct{}
-	following atomic.Bool
+	// kick cuts a backoff short (Kick).
+	kick chan struct{}
 	// backoff returns the wait after the fails-th failure in a row
 	// (mirrorBackoff; tests change it).
 	backoff func(fails int) time.Duration
@@ -97,12 +95,12 @@ func mirrorBackoff(fails int) time.Duration {
 // Kick makes a Mirror that waits to try the store again (after failures)
 // try at once: its owner has news that the store serves again (the node's
 // lease was renewed after a cut), and a copy seconds behind would route
-// calls by owners that have changed. It does nothing to a Mirror that is
-// following the store.
+// calls by owners that have changed. A kick while the Mirror follows the
+// store is kept until its next read: at most one wait cut short, after a
+// watch that, having run, starts its backoff from the shortest anyway
+// (dropping such kicks instead could drop the one that matters, given as
+// a watch fails).
 func (m *Mirror) Kick() {
-	if m.following.Load() {
-		return
-	}
 	select {
 	case m.kick <- struct{}{}:
 	default:
@@ -171,10 +169,7 @@ func (m *Mirror) follow(ctx context.Context) (healthy bool, err error) {
 		return false, fmt.Errorf("list: %w", err)
 	}
 	m.replace(kvs, rev)
-	// Read: a kick from before is served, and one from now on is for
-	// after the next failure only if it comes after that failure.
-	m.following.Store(true)
-	defer m.following.Store(false)
+	// Read: a kick from before it is served.
 	select {
 	case <-m.kick:
 	default:
