@@ -285,12 +285,7 @@ func TestAnUnknownRevisionDoesNotBlockALateWrite(t *testing.T) {
 	}
 	stored, rev := readRecord(t, m, "a")
 	// #1 drain: reply lost, not applied yet.
-	s.mu.Lock()
-	s.stash = true
-	s.mu.Unlock()
-	if err := own.SetDraining(ctx, true); err == nil {
-		t.Fatal("setup: drain reported success")
-	}
+	drainWithItsReplyLost(t, s.lateApplyStore, own)
 	// #2 undrain: applies, its read-back fails.
 	s.failGet.Store(true)
 	if err := own.SetDraining(ctx, false); err != nil {
@@ -316,12 +311,7 @@ func TestSetDrainingKeepsANewerCopyTakenMeanwhile(t *testing.T) {
 		t.Fatal(err)
 	}
 	stored, rev := readRecord(t, m, "a")
-	s.mu.Lock()
-	s.stash = true
-	s.mu.Unlock()
-	if err := own.SetDraining(ctx, true); err == nil {
-		t.Fatal("setup: drain reported success")
-	}
+	drainWithItsReplyLost(t, s.lateApplyStore, own)
 	// #2's read-back is served; then #1 applies and the mirror delivers it
 	// (watchCluster's SyncRecord) before SetDraining takes o.mu.
 	s.hookMu.Lock()
@@ -335,5 +325,17 @@ func TestSetDrainingKeepsANewerCopyTakenMeanwhile(t *testing.T) {
 	}
 	if got, want := own.Record().Draining, stored().Draining; got != want {
 		t.Errorf("record draining=%v, storage draining=%v: SetDraining overwrote a newer adopted copy (rev %d)", got, want, rev())
+	}
+}
+
+// drainWithItsReplyLost makes own drain, its write failing unapplied, to
+// apply when s.stashed is called.
+func drainWithItsReplyLost(t *testing.T, s *lateApplyStore, own *Ownership) {
+	t.Helper()
+	s.mu.Lock()
+	s.stash = true
+	s.mu.Unlock()
+	if err := own.SetDraining(context.Background(), true); err == nil {
+		t.Fatal("setup: a drain whose write did not apply reported success")
 	}
 }

@@ -41,16 +41,7 @@ func retryFlaky(healthy *atomic.Bool) rivet.Actor[rfState] {
 // index said "not failed", Inspect "failed", a second retry was refused
 // (the failures were gone), and nothing ran the workflow.
 func TestARetryWhoseCallerGaveUpStillRunsTheWorkflow(t *testing.T) {
-	var healthy atomic.Bool
-	e := newEnv(t, counterReg(t, retryFlaky(&healthy)), nil)
-	ref := runtime.Ref{Name: "rflaky", Key: []string{"k"}}
-	if _, _, err := e.host.GetOrCreate(ctx(t), ref, nil); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the workflow to fail", 20*time.Second, func() bool {
-		return inspect(t, e.host, "rflaky", "k").WorkflowStatus == runtime.WorkflowFailed
-	})
-	healthy.Store(true)
+	e, ref := failedRetryable(t)
 
 	e.store.holdGate, e.store.holdEntered = make(chan struct{}), make(chan struct{})
 	e.store.holdCommitSub.Store(storage.FailedPrefix + "rflaky/")
@@ -129,16 +120,7 @@ func TestAPageTokenOfAnotherListingIsRefused(t *testing.T) {
 // the re-run had failed again meanwhile, deleted its failures and ran its
 // steps once more.
 func TestARetryThatAppliedIsReportedDoneEvenIfTheReadAfterItFails(t *testing.T) {
-	var healthy atomic.Bool
-	e := newEnv(t, counterReg(t, retryFlaky(&healthy)), nil)
-	ref := runtime.Ref{Name: "rflaky", Key: []string{"k"}}
-	if _, _, err := e.host.GetOrCreate(ctx(t), ref, nil); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the workflow to fail", 20*time.Second, func() bool {
-		return inspect(t, e.host, "rflaky", "k").WorkflowStatus == runtime.WorkflowFailed
-	})
-	healthy.Store(true)
+	e, ref := failedRetryable(t)
 	e.store.holdGate, e.store.holdEntered = make(chan struct{}), make(chan struct{})
 	e.store.holdCommitSub.Store(storage.FailedPrefix + "rflaky/")
 	errc := make(chan error, 1)
@@ -158,4 +140,21 @@ func TestARetryThatAppliedIsReportedDoneEvenIfTheReadAfterItFails(t *testing.T) 
 	if err != nil {
 		t.Errorf("RetryWorkflow said %v, yet the retry applied and the workflow completed", err)
 	}
+}
+
+// failedRetryable returns an env with rflaky/k, whose workflow has failed
+// and would now succeed if retried.
+func failedRetryable(t *testing.T) (*env, runtime.Ref) {
+	t.Helper()
+	var healthy atomic.Bool
+	e := newEnv(t, counterReg(t, retryFlaky(&healthy)), nil)
+	ref := runtime.Ref{Name: "rflaky", Key: []string{"k"}}
+	if _, _, err := e.host.GetOrCreate(ctx(t), ref, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the workflow to fail", 20*time.Second, func() bool {
+		return inspect(t, e.host, "rflaky", "k").WorkflowStatus == runtime.WorkflowFailed
+	})
+	healthy.Store(true)
+	return e, ref
 }
