@@ -99,27 +99,13 @@ func (s *lateApplyStore) PutLeased(ctx context.Context, key string, value []byte
 // with another node drained meanwhile, on the strength of this one being
 // eligible, every node would be draining).
 func TestALateAppliedUndrainIsNotRevertedByEstablish(t *testing.T) {
-	m := storage.NewMemory()
-	defer m.Close()
-	s := &lateApplyStore{Store: m}
-	own := NewOwnership(s, NodeRecord{NodeID: "a"}, time.Minute, nil)
+	m, s, own := drainedNode(t)
 	ctx := context.Background()
-	if err := own.Establish(ctx, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := own.SetDraining(ctx, true); err != nil {
-		t.Fatal(err)
-	}
 	stored, rev := readRecord(t, m, "a")
 	drained, drainedRev := stored(), rev()
 	// Undrain: the reply is lost (the caller's deadline), the read-back
 	// sees the old record, then etcd applies the write.
-	s.mu.Lock()
-	s.stash = true
-	s.mu.Unlock()
-	if err := own.SetDraining(ctx, false); err == nil {
-		t.Fatal("an undrain whose write was not applied reported success")
-	}
+	setDrainingWithItsReplyLost(t, s, own, false)
 	s.stashed()
 	if stored().Draining {
 		t.Fatal("setup: the late undrain did not apply")
@@ -210,25 +196,11 @@ func TestACopyOlderThanADrainDoesNotUndoIt(t *testing.T) {
 // (no lease, then a new one); Establish must, from the old lease's record,
 // rather than write the stale mark back under the new lease.
 func TestALateWriteUnderTheLostLeaseIsNotRevertedByEstablish(t *testing.T) {
-	m := storage.NewMemory()
-	defer m.Close()
-	s := &lateApplyStore{Store: m}
-	own := NewOwnership(s, NodeRecord{NodeID: "a"}, time.Minute, nil)
+	m, s, own := drainedNode(t)
 	ctx := context.Background()
-	if err := own.Establish(ctx, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := own.SetDraining(ctx, true); err != nil {
-		t.Fatal(err)
-	}
 	stored, rev := readRecord(t, m, "a")
 	// Undrain during the cut: reply lost, read-back sees the old record.
-	s.mu.Lock()
-	s.stash = true
-	s.mu.Unlock()
-	if err := own.SetDraining(ctx, false); err == nil {
-		t.Fatal("setup: undrain reported success")
-	}
+	setDrainingWithItsReplyLost(t, s, own, false)
 	// The same cut: the watchdog drops the lease (etcd still has it).
 	own.drop(true)
 	// etcd applies the undrain under the old lease; the mirror shows it.
@@ -332,10 +304,34 @@ func TestSetDrainingKeepsANewerCopyTakenMeanwhile(t *testing.T) {
 // apply when s.stashed is called.
 func drainWithItsReplyLost(t *testing.T, s *lateApplyStore, own *Ownership) {
 	t.Helper()
+	setDrainingWithItsReplyLost(t, s, own, true)
+}
+
+// setDrainingWithItsReplyLost is drainWithItsReplyLost for a drain or an
+// undrain.
+func setDrainingWithItsReplyLost(t *testing.T, s *lateApplyStore, own *Ownership, draining bool) {
+	t.Helper()
 	s.mu.Lock()
 	s.stash = true
 	s.mu.Unlock()
-	if err := own.SetDraining(context.Background(), true); err == nil {
-		t.Fatal("setup: a drain whose write did not apply reported success")
+	if err := own.SetDraining(context.Background(), draining); err == nil {
+		t.Fatal("setup: a registration write that did not apply reported success")
 	}
+}
+
+// drainedNode returns node "a", registered and drained, on a store that
+// can apply a write after its caller gave up on it.
+func drainedNode(t *testing.T) (*storage.Memory, *lateApplyStore, *Ownership) {
+	t.Helper()
+	m := storage.NewMemory()
+	t.Cleanup(func() { m.Close() })
+	s := &lateApplyStore{Store: m}
+	own := NewOwnership(s, NodeRecord{NodeID: "a"}, time.Minute, nil)
+	if err := own.Establish(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := own.SetDraining(context.Background(), true); err != nil {
+		t.Fatal(err)
+	}
+	return m, s, own
 }
