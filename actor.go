@@ -3,7 +3,9 @@ package rivet
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/rivet-go/rivet/caller"
@@ -136,11 +138,51 @@ func QueryArg[S, A, R any](fn func(c *ActionCtx[S], arg A) (R, error)) Handler[S
 	return h
 }
 
+// decodeArg decodes the i-th argument (from 0), naming it from 1 in its
+// error, as rivetctl and the client do.
 func decodeArg(raw json.RawMessage, into any, i int) error {
 	if err := json.Unmarshal(raw, into); err != nil {
-		return Errorf(ErrInvalidArgument, "argument %d: %v", i, err)
+		return Errorf(ErrInvalidArgument, "argument %d: %s", i+1, describeJSONError(err))
 	}
 	return nil
+}
+
+// describeJSONError says what was wrong with a JSON value in the caller's
+// terms (JSON types), not Go's ("cannot unmarshal string into Go value of
+// type int").
+func describeJSONError(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		where := ""
+		if te.Field != "" {
+			where = " in field " + te.Field
+		}
+		return fmt.Sprintf("a JSON %s%s where %s was expected", te.Value, where, jsonKind(te.Type))
+	}
+	return err.Error()
+}
+
+// jsonKind names the JSON a Go type decodes from.
+func jsonKind(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	}
+	return "a " + t.String()
 }
 
 // Queues maps queue names to queue types made with QueueOf.
@@ -157,7 +199,7 @@ func QueueOf[T any]() QueueType {
 	return QueueType{validate: func(body json.RawMessage) error {
 		var v T
 		if err := json.Unmarshal(body, &v); err != nil {
-			return Errorf(ErrInvalidArgument, "message body: %v", err)
+			return Errorf(ErrInvalidArgument, "message body: %s", describeJSONError(err))
 		}
 		return nil
 	}}
@@ -231,7 +273,7 @@ func (a Actor[S]) Spec() (*Spec, error) {
 		if create != nil {
 			v, err := create(input)
 			if err != nil {
-				return nil, Errorf(ErrInvalidArgument, "create %s: %v", a.Name, err)
+				return nil, Errorf(ErrInvalidArgument, "create %s: %s", a.Name, describeJSONError(err))
 			}
 			*s = v
 			return s, nil

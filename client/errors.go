@@ -72,7 +72,7 @@ func marshalArgs(args []any) (json.RawMessage, error) {
 	}
 	var b []byte
 	for i, a := range args {
-		v, err := marshal(fmt.Sprintf("argument %d", i), a)
+		v, err := marshal(fmt.Sprintf("argument %d", i+1), a)
 		if err != nil {
 			return nil, err
 		}
