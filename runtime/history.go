@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"encoding/json"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -86,7 +87,9 @@ func (h *Host) History(ctx context.Context, ref Ref) (History, error) {
 	} else if out.WorkflowStatus == "" {
 		out.WorkflowStatus = WorkflowSleeping
 	}
-	sortEntries(entries)
+	// In the order a reader expects: by scope, a loop's iterations by
+	// number (~2 before ~10), not as their keys sort.
+	sort.SliceStable(entries, func(i, j int) bool { return pathLess(entries[i].Path, entries[j].Path) })
 	for _, e := range entries {
 		he := HistoryEntry{Path: e.Path, Kind: string(e.Kind), Status: string(e.Status), Attempts: e.Attempts, Output: e.Output, UpdatedAt: e.Time}
 		if e.Error != nil {
@@ -98,6 +101,25 @@ func (h *Host) History(ctx context.Context, ref Ref) (History, error) {
 		out.Entries = append(out.Entries, he)
 	}
 	return out, nil
+}
+
+// pathLess orders history paths segment by segment, loop iterations (~N)
+// by their number.
+func pathLess(a, b string) bool {
+	for a != "" && b != "" {
+		sa, ra, _ := strings.Cut(a, "/")
+		sb, rb, _ := strings.Cut(b, "/")
+		if sa != sb {
+			na, erra := strconv.ParseUint(strings.TrimPrefix(sa, "~"), 10, 64)
+			nb, errb := strconv.ParseUint(strings.TrimPrefix(sb, "~"), 10, 64)
+			if strings.HasPrefix(sa, "~") && strings.HasPrefix(sb, "~") && erra == nil && errb == nil {
+				return na < nb
+			}
+			return sa < sb
+		}
+		a, b = ra, rb
+	}
+	return a == "" && b != ""
 }
 
 // RetryWorkflow clears a failed (or finished) workflow's end and runs it

@@ -1043,6 +1043,11 @@ func (h *Host) List(ctx context.Context, opts ListOptions) (ListResult, error) {
 		if err := rivet.ValidateName("actor name", opts.Name); err != nil {
 			return ListResult{}, err
 		}
+		// A name no actor is registered under is a typo (or the wrong
+		// case), which an empty list would hide; a call says the same.
+		if _, err := h.spec(opts.Name); err != nil {
+			return ListResult{}, err
+		}
 		prefix += opts.Name + "/"
 	}
 	var after string

@@ -432,6 +432,11 @@ func TestLifecycleSemantics(t *testing.T) {
 	if err != nil || len(list.Actors) != 1 || fmt.Sprint(list.Actors[0].Ref.Key) != fmt.Sprint(ref.Key) {
 		t.Fatalf("List = %+v, %v; want the one actor", list, err)
 	}
+	// A name no actor is registered under (a typo, the wrong case) is
+	// said to be one, as a call says, not listed as empty.
+	if list, err := h.List(ctx(t), runtime.ListOptions{Name: "Counter"}); !errors.Is(err, rivet.ErrUnknownActor) || !strings.Contains(err.Error(), "no actor named") {
+		t.Fatalf("List of an unregistered name = %+v, %v; want NOT_FOUND naming it", list, err)
+	}
 	if err := h.Destroy(ctx(t), ref); err != nil {
 		t.Fatal(err)
 	}

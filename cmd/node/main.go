@@ -29,6 +29,9 @@ import (
 
 func main() {
 	if err := run(os.Args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return // -h: the usage is printed, and asking for it is no failure
+		}
 		fmt.Fprintln(os.Stderr, "node:", err)
 		os.Exit(1)
 	}

@@ -318,6 +318,11 @@ func (a *app) statsCommand() *cobra.Command {
 // parseKey reads KEY: a JSON array of strings if it starts with '[', else
 // the string itself as the only component.
 func parseKey(s string) ([]string, error) {
+	if s == "" {
+		// Most often an unset shell variable: refused rather than
+		// creating an actor whose key is one empty string.
+		return nil, usagef(`KEY is empty (for a key of one empty string, write '[""]')`)
+	}
 	if !strings.HasPrefix(s, "[") {
 		return []string{s}, nil
 	}

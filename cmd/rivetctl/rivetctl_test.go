@@ -57,6 +57,9 @@ func TestCall(t *testing.T) {
 	rivetctl(t, addr, "call", "counter", "main", "increment", "2", "-o", "json").want(t, 0, "7\n")
 	rivetctl(t, addr, "call", "--no-create", "counter", "main", "getCount").want(t, 0, "7\n")
 	rivetctl(t, addr, "call", "counter", `["eu","main"]`, "getCount").want(t, 0, "0\n")
+	rivetctl(t, addr, "history", "counter", "main").want(t, 0, "workflow  none (this actor has no workflow)\n")
+	rivetctl(t, addr, "call", "counter", "", "increment", "1").
+		wantErr(t, 2, `rivetctl: KEY is empty (for a key of one empty string, write '[""]')`)
 
 	rivetctl(t, addr, "call", "--no-create", "counter", "nope", "getCount").
 		wantErr(t, 1, `rivetctl: not found: actor counter ["nope"] does not exist (NOT_FOUND actor.not_found)`)

@@ -69,7 +69,12 @@ func (a *app) printHistory(h client.History) error {
 		}
 		return a.printValue(h)
 	}
-	fmt.Fprintf(a.stdout, "workflow  %s\n", orDash(h.WorkflowStatus))
+	if h.WorkflowStatus == "" {
+		// An actor without a Run has no history to show.
+		_, err := fmt.Fprintln(a.stdout, "workflow  none (this actor has no workflow)")
+		return err
+	}
+	fmt.Fprintf(a.stdout, "workflow  %s\n", h.WorkflowStatus)
 	if h.WorkflowError != "" {
 		fmt.Fprintf(a.stdout, "error     %s\n", h.WorkflowError)
 	}
