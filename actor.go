@@ -64,6 +64,9 @@ type Handler[S any] struct {
 	readOnly bool
 	arity    int
 	invoke   func(c *ActionCtx[S], args []json.RawMessage) (any, error)
+	// check decodes the arguments as invoke would, without running the
+	// action (nil: there are none).
+	check func(args []json.RawMessage) error
 }
 
 // ActionCtx is what an action sees. It lives for one turn: do not keep it.
@@ -102,6 +105,9 @@ func Action[S, A, R any](fn func(c *ActionCtx[S], arg A) (R, error)) Handler[S] 
 			return nil, err
 		}
 		return fn(c, a)
+	}, check: func(args []json.RawMessage) error {
+		var a A
+		return decodeArg(args[0], &a, 0)
 	}}
 }
 
@@ -122,6 +128,13 @@ func Action2[S, A, B, R any](fn func(c *ActionCtx[S], a A, b B) (R, error)) Hand
 			return nil, err
 		}
 		return fn(c, a, b)
+	}, check: func(args []json.RawMessage) error {
+		var a A
+		var b B
+		if err := decodeArg(args[0], &a, 0); err != nil {
+			return err
+		}
+		return decodeArg(args[1], &b, 1)
 	}}
 }
 
@@ -229,6 +242,11 @@ type ActionSpec struct {
 	// Invoke runs the action on state (a *S) with the decoded argument
 	// array, whose length the runtime has checked against Arity.
 	Invoke func(env Env, state any, args []json.RawMessage) (any, error)
+	// Check returns the error Invoke would for arguments that do not
+	// decode, without running the action (nil for an action without
+	// arguments): a call that would create the actor checks first, so
+	// that bad input creates nothing.
+	Check func(args []json.RawMessage) error
 }
 
 // QueueSpec is one type-erased queue.
@@ -306,7 +324,7 @@ func (a Actor[S]) Spec() (*Spec, error) {
 			return nil, fmt.Errorf("actor %s: action %s has no handler (make it with rivet.Action or rivet.Query)", a.Name, name)
 		}
 		h := h
-		sp.Actions[name] = ActionSpec{ReadOnly: h.readOnly, Arity: h.arity, Invoke: func(env Env, state any, args []json.RawMessage) (any, error) {
+		sp.Actions[name] = ActionSpec{ReadOnly: h.readOnly, Arity: h.arity, Check: h.check, Invoke: func(env Env, state any, args []json.RawMessage) (any, error) {
 			c := &ActionCtx[S]{State: state.(*S), ctx: env.Ctx, name: env.Name, key: env.Key, client: env.Client}
 			return h.invoke(c, args)
 		}}

@@ -562,6 +562,13 @@ func (h *Host) Call(ctx context.Context, req CallRequest) (_ json.RawMessage, er
 	if len(args) != act.Arity {
 		return nil, rivet.Errorf(rivet.ErrInvalidArgument, "action %s takes %d argument(s), got %d", req.Action, act.Arity, len(args))
 	}
+	if req.CreateIfMissing && act.Check != nil {
+		// Arguments that do not decode fail the call: they must not
+		// create the actor on the way.
+		if err := act.Check(args); err != nil {
+			return nil, err
+		}
+	}
 	ctx, cancel := context.WithTimeout(ctx, h.cfg.ActionTimeout)
 	defer cancel()
 	chain := req.Chain.ID

@@ -2,7 +2,9 @@ package runtime_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -157,4 +159,22 @@ func failedRetryable(t *testing.T) (*env, runtime.Ref) {
 	})
 	healthy.Store(true)
 	return e, ref
+}
+
+// A call whose arguments do not decode fails without creating its actor:
+// bad input changes nothing.
+func TestACallWithBadArgumentsCreatesNoActor(t *testing.T) {
+	var healthy atomic.Bool
+	e := newEnv(t, counterReg(t, retryFlaky(&healthy)), nil)
+	ref := runtime.Ref{Name: "counter", Key: []string{"bad"}}
+	_, err := e.host.Call(ctx(t), runtime.CallRequest{Ref: ref, Action: "increment", Args: json.RawMessage(`["x"]`), CreateIfMissing: true})
+	if !errors.Is(err, rivet.ErrInvalidArgument) || !strings.Contains(err.Error(), "argument 1: a JSON string where an integer was expected") {
+		t.Fatalf("call with a string for an int: %v, want INVALID_ARGUMENT naming argument 1", err)
+	}
+	if _, err := e.host.Get(ctx(t), ref); !errors.Is(err, rivet.ErrNotFound) {
+		t.Fatalf("after the refused call, Get = %v; want NOT_FOUND (nothing created)", err)
+	}
+	if raw, err := e.host.Call(ctx(t), runtime.CallRequest{Ref: ref, Action: "increment", Args: json.RawMessage(`[2]`), CreateIfMissing: true}); err != nil || string(raw) != "2" {
+		t.Fatalf("a good call then = %s, %v", raw, err)
+	}
 }
