@@ -67,6 +67,30 @@ var kinds = []struct {
 	{ErrUser, "user", ""},
 }
 
+// reasons are (group, code) pairs that some errors carry instead of their
+// kind's own, to say more precisely what went wrong; each decodes as its
+// kind (and a client that does not know it goes by the status code, which
+// is the kind's).
+var reasons = []struct {
+	err         error
+	group, code string
+}{
+	{ErrNotFound, "node", "not_found"},           // no such node (drain)
+	{ErrWorkflowFailed, "workflow", "none"},      // the actor has no workflow
+	{ErrWorkflowFailed, "workflow", "not_ended"}, // a retry of a workflow that runs
+}
+
+// Reasonf returns an error of kind with the reason (group, code), one of
+// those this package lists, rather than the kind's own pair.
+func Reasonf(kind error, group, code, format string, args ...any) *Error {
+	for _, r := range reasons {
+		if r.err == kind && r.group == group && r.code == code {
+			return &Error{Kind: kind, Group: group, Code: code, Message: fmt.Sprintf(format, args...)}
+		}
+	}
+	return Errorf(kind, format, args...)
+}
+
 // Kinds returns every sentinel kind, in a fixed order.
 func Kinds() []error {
 	out := make([]error, len(kinds))
@@ -123,6 +147,11 @@ func KindByCode(group, code string) error {
 	for _, k := range kinds {
 		if k.group == group && k.code == code {
 			return k.err
+		}
+	}
+	for _, r := range reasons {
+		if r.group == group && r.code == code {
+			return r.err
 		}
 	}
 	return ErrInternal

@@ -138,7 +138,7 @@ func (h *Host) RetryWorkflow(ctx context.Context, ref Ref, from string) (int, er
 		return 0, err
 	}
 	if sp.Run == nil {
-		return 0, rivet.Errorf(rivet.ErrWorkflowFailed, "actor %s has no workflow", ref.Name)
+		return 0, rivet.Reasonf(rivet.ErrWorkflowFailed, "workflow", "none", "actor %s has no workflow", ref.Name)
 	}
 	removed := 0
 	_, _, err = h.turn(ctx, TurnAdmin, ref, sp, false, nil, h.newChain(), func(a *activation) error {
@@ -149,7 +149,7 @@ func (h *Host) RetryWorkflow(ctx context.Context, ref Ref, from string) (int, er
 			a.stopWorkflow()
 		}
 		if st.Status != WorkflowFailed && st.Status != WorkflowCompleted {
-			return rivet.Errorf(rivet.ErrWorkflowFailed, "the workflow of %s is %s: only a failed or completed workflow can be retried", a.describe(), orNone(st.Status))
+			return rivet.Reasonf(rivet.ErrWorkflowFailed, "workflow", "not_ended", "the workflow of %s is %s: only a failed or completed workflow can be retried", a.describe(), orNone(st.Status))
 		}
 		if err := a.waitCommitted(ctx, a.currentVersion()); err != nil {
 			return err

@@ -59,3 +59,27 @@ func TestCodeName(t *testing.T) {
 		}
 	}
 }
+
+// An error with a finer reason than its kind's keeps it across the wire,
+// and decodes as its kind.
+func TestAReasonSurvivesTheWire(t *testing.T) {
+	for _, tc := range []struct {
+		kind        error
+		group, code string
+		status      codes.Code
+	}{
+		{rivet.ErrNotFound, "node", "not_found", codes.NotFound},
+		{rivet.ErrWorkflowFailed, "workflow", "none", codes.FailedPrecondition},
+		{rivet.ErrWorkflowFailed, "workflow", "not_ended", codes.FailedPrecondition},
+	} {
+		st, _ := ToStatus(rivet.Reasonf(tc.kind, tc.group, tc.code, "m"))
+		back := FromStatus(st)
+		if st.Code() != tc.status || !errors.Is(back, tc.kind) || back.Group != tc.group || back.Code != tc.code {
+			t.Errorf("%s.%s: %v came back as %v %s.%s", tc.group, tc.code, st.Code(), back.Kind, back.Group, back.Code)
+		}
+	}
+	// A pair not listed falls back to the kind's own.
+	if e := rivet.Reasonf(rivet.ErrNotFound, "node", "gone", "m"); e.Group != "actor" || e.Code != "not_found" {
+		t.Errorf("an unlisted reason: %s.%s, want actor.not_found", e.Group, e.Code)
+	}
+}

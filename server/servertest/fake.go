@@ -280,7 +280,7 @@ func (f *Fake) RetryWorkflow(_ context.Context, ref runtime.Ref, _ string) (int,
 	if _, _, err := f.lookup(ref, false, nil); err != nil {
 		return 0, err
 	}
-	return 0, rivet.Errorf(rivet.ErrWorkflowFailed, "actor %s has no workflow", ref.Name)
+	return 0, rivet.Reasonf(rivet.ErrWorkflowFailed, "workflow", "none", "actor %s has no workflow", ref.Name)
 }
 
 func (f *Fake) Members(context.Context) ([]runtime.Member, error) { return f.MemberList, nil }
