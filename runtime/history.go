@@ -103,23 +103,37 @@ func (h *Host) History(ctx context.Context, ref Ref) (History, error) {
 	return out, nil
 }
 
-// pathLess orders history paths segment by segment, loop iterations (~N)
-// by their number.
+// pathLess orders history paths segment by segment: loop iterations (~N)
+// by their number, before any other segment, and the others as strings (a
+// strict weak order, as sorting needs, whatever the segments).
 func pathLess(a, b string) bool {
 	for a != "" && b != "" {
 		sa, ra, _ := strings.Cut(a, "/")
 		sb, rb, _ := strings.Cut(b, "/")
 		if sa != sb {
-			na, erra := strconv.ParseUint(strings.TrimPrefix(sa, "~"), 10, 64)
-			nb, errb := strconv.ParseUint(strings.TrimPrefix(sb, "~"), 10, 64)
-			if strings.HasPrefix(sa, "~") && strings.HasPrefix(sb, "~") && erra == nil && errb == nil {
+			na, oka := iteration(sa)
+			nb, okb := iteration(sb)
+			switch {
+			case oka && okb && na != nb:
 				return na < nb
+			case oka != okb:
+				return oka
 			}
 			return sa < sb
 		}
 		a, b = ra, rb
 	}
 	return a == "" && b != ""
+}
+
+// iteration returns the number of a loop iteration's path segment ("~N").
+func iteration(seg string) (uint64, bool) {
+	rest, ok := strings.CutPrefix(seg, "~")
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(rest, 10, 64)
+	return n, err == nil
 }
 
 // RetryWorkflow clears a failed (or finished) workflow's end and runs it

@@ -15,4 +15,19 @@ func TestHistoryPathsSortByScopeAndIterationNumber(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("order:\n got %v\nwant %v", got, want)
 	}
+	// A strict weak order over odd segments too (sort needs one): no
+	// cycle, nothing less than itself.
+	odd := []string{"~9", "~10", "~1a", "~01", "~1", "a", "", "~", "b/~2", "b/~10", "b"}
+	for _, x := range odd {
+		if pathLess(x, x) {
+			t.Errorf("%q < itself", x)
+		}
+		for _, y := range odd {
+			for _, z := range odd {
+				if pathLess(x, y) && pathLess(y, z) && !pathLess(x, z) {
+					t.Errorf("not transitive: %q < %q < %q but not %q < %q", x, y, z, x, z)
+				}
+			}
+		}
+	}
 }
