@@ -2,10 +2,11 @@ package rivet
 
 import (
 	"context"
+	"encoding"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"time"
 
 	"github.com/rivet-go/rivet/caller"
@@ -162,40 +163,69 @@ func decodeArg(raw json.RawMessage, into any, i int) error {
 
 // describeJSONError says what was wrong with a JSON value in the caller's
 // terms (JSON types), not Go's ("cannot unmarshal string into Go value of
-// type int").
+// type int"), where it can tell for sure: a plain type mismatch. Anything
+// else (a number out of range, a type with its own decoding, an error of
+// the actor's own wrapping one) keeps its message.
 func describeJSONError(err error) string {
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) {
-		where := ""
-		if te.Field != "" {
-			where = " in field " + te.Field
-		}
-		return fmt.Sprintf("a JSON %s%s where %s was expected", te.Value, where, jsonKind(te.Type))
+	te, ok := err.(*json.UnmarshalTypeError)
+	if !ok || te.Type == nil {
+		return err.Error()
 	}
-	return err.Error()
-}
-
-// jsonKind names the JSON a Go type decodes from.
-func jsonKind(t reflect.Type) string {
+	t := te.Type
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
+	if reflect.PointerTo(t).Implements(jsonUnmarshaler) || reflect.PointerTo(t).Implements(textUnmarshaler) {
+		return err.Error()
+	}
+	want, ok := jsonKind(t)
+	switch te.Value {
+	case "string", "bool", "array", "object":
+	case "number":
+		if want == "an integer" || want == "a number" {
+			return err.Error() // a number, out of range or not whole
+		}
+	default: // "number 1.5" (a ,string field), a map key...
+		return err.Error()
+	}
+	if !ok {
+		return err.Error()
+	}
+	where := ""
+	if te.Field != "" {
+		// Its last name only: the path before it names Go's fields (an
+		// embedded struct), which the JSON may not have.
+		where = " at field " + te.Field[strings.LastIndexByte(te.Field, '.')+1:]
+	}
+	return fmt.Sprintf("a JSON %s%s where %s was expected", te.Value, where, want)
+}
+
+var (
+	jsonUnmarshaler = reflect.TypeFor[json.Unmarshaler]()
+	textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
+)
+
+// jsonKind names the JSON a Go type decodes from, if plainly one.
+func jsonKind(t reflect.Type) (string, bool) {
 	switch t.Kind() {
 	case reflect.Bool:
-		return "a boolean"
+		return "a boolean", true
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
 		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
-		return "an integer"
+		return "an integer", true
 	case reflect.Float32, reflect.Float64:
-		return "a number"
+		return "a number", true
 	case reflect.String:
-		return "a string"
+		return "a string", true
 	case reflect.Slice, reflect.Array:
-		return "an array"
+		if t.Elem().Kind() == reflect.Uint8 {
+			return "", false // []byte is a base64 string; [16]byte, an array
+		}
+		return "an array", true
 	case reflect.Map, reflect.Struct:
-		return "an object"
+		return "an object", true
 	}
-	return "a " + t.String()
+	return "", false
 }
 
 // Queues maps queue names to queue types made with QueueOf.

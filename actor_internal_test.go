@@ -18,8 +18,10 @@ func TestAWrongArgumentIsNamedAndDescribedInJSONTerms(t *testing.T) {
 		want string
 	}{
 		{[]string{`"x"`, `{"x":1}`}, `argument 1: a JSON string where an integer was expected`},
-		{[]string{`1`, `{"x":"y"}`}, `argument 2: a JSON string in field x where an integer was expected`},
+		{[]string{`1`, `{"x":"y"}`}, `argument 2: a JSON string at field x where an integer was expected`},
 		{[]string{`1`, `[1]`}, `argument 2: a JSON array where an object was expected`},
+		// What it cannot tell for sure keeps Go's message: out of range.
+		{[]string{`1e400`, `{}`}, `argument 1: json: cannot unmarshal number 1e400 into Go value of type int`},
 	} {
 		raw := make([]json.RawMessage, len(tc.args))
 		for i, a := range tc.args {

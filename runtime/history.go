@@ -83,8 +83,13 @@ func (h *Host) History(ctx context.Context, ref Ref) (History, error) {
 		}
 	}
 	if loaded {
-		out.WorkflowStatus = a.workflowStatus().Status
-	} else if out.WorkflowStatus == "" {
+		if st := a.workflowStatus().Status; st != "" {
+			out.WorkflowStatus = st
+		}
+	}
+	if out.WorkflowStatus == "" {
+		// Not running in memory (not loaded, or between its load and its
+		// start, or a retry's reset and its restart): waiting to run.
 		out.WorkflowStatus = WorkflowSleeping
 	}
 	// In the order a reader expects: by scope, a loop's iterations by

@@ -221,6 +221,18 @@ func (h *Host) spec(name string) (*rivet.Spec, error) {
 	return sp, nil
 }
 
+// inMemory reports whether the actor is loaded (so it exists).
+func (h *Host) inMemory(ref Ref) bool {
+	enc, _, _, err := h.locate(ref)
+	if err != nil {
+		return false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	_, ok := h.actors[ref.Name+"/"+enc]
+	return ok
+}
+
 func (h *Host) newChain() string {
 	return h.cfg.NodeID + "-" + strconv.FormatUint(h.chainSeq.Add(1), 36)
 }
@@ -562,9 +574,10 @@ func (h *Host) Call(ctx context.Context, req CallRequest) (_ json.RawMessage, er
 	if len(args) != act.Arity {
 		return nil, rivet.Errorf(rivet.ErrInvalidArgument, "action %s takes %d argument(s), got %d", req.Action, act.Arity, len(args))
 	}
-	if req.CreateIfMissing && act.Check != nil {
+	if req.CreateIfMissing && act.Check != nil && !h.inMemory(req.Ref) {
 		// Arguments that do not decode fail the call: they must not
-		// create the actor on the way.
+		// create the actor on the way. (An actor in memory exists: the
+		// action decodes them once, in its turn.)
 		if err := act.Check(args); err != nil {
 			return nil, err
 		}
@@ -1050,11 +1063,6 @@ func (h *Host) List(ctx context.Context, opts ListOptions) (ListResult, error) {
 		if err := rivet.ValidateName("actor name", opts.Name); err != nil {
 			return ListResult{}, err
 		}
-		// A name no actor is registered under is a typo (or the wrong
-		// case), which an empty list would hide; a call says the same.
-		if _, err := h.spec(opts.Name); err != nil {
-			return ListResult{}, err
-		}
 		prefix += opts.Name + "/"
 	}
 	var after string
@@ -1074,6 +1082,15 @@ func (h *Host) List(ctx context.Context, opts ListOptions) (ListResult, error) {
 	kvs, err := h.store.List(ctx, prefix, storage.ListOptions{StartAfter: after, Limit: limit + 1})
 	if err != nil {
 		return ListResult{}, rivet.Errorf(rivet.ErrUnavailable, "list actors: %v", err)
+	}
+	if len(kvs) == 0 && opts.Name != "" && after == "" {
+		// Nothing under a name no actor is registered under: a typo (or
+		// the wrong case), which an empty list would hide; a call says
+		// the same. (Actors of a name this node does not know, in a
+		// rolling upgrade or left by a removed type, are still listed.)
+		if _, err := h.spec(opts.Name); err != nil {
+			return ListResult{}, err
+		}
 	}
 	var res ListResult
 	for i, kv := range kvs {

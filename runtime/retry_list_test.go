@@ -178,3 +178,38 @@ func TestACallWithBadArgumentsCreatesNoActor(t *testing.T) {
 		t.Fatalf("a good call then = %s, %v", raw, err)
 	}
 }
+
+var argDecodes atomic.Int64
+
+// countedArg counts its decodes.
+type countedArg struct{ N int }
+
+func (c *countedArg) UnmarshalJSON(b []byte) error {
+	argDecodes.Add(1)
+	return json.Unmarshal(b, &c.N)
+}
+
+type summerState struct{ Sum int }
+
+// A get-or-create call (the Go client's and rivetctl's default) to an
+// actor in memory decodes its arguments once: the check that keeps bad
+// arguments from creating an actor runs only when the call might create.
+func TestACallToALoadedActorDecodesItsArgumentsOnce(t *testing.T) {
+	def := rivet.Actor[summerState]{Name: "summer", Actions: rivet.Actions[summerState]{
+		"add": rivet.Action(func(c *rivet.ActionCtx[summerState], a countedArg) (int, error) {
+			c.State.Sum += a.N
+			return c.State.Sum, nil
+		}),
+	}}
+	e := newEnv(t, counterReg(t, def), nil)
+	ref := runtime.Ref{Name: "summer", Key: []string{"k"}}
+	for i := 0; i < 3; i++ {
+		before := argDecodes.Load()
+		if _, err := e.host.Call(ctx(t), runtime.CallRequest{Ref: ref, Action: "add", Args: json.RawMessage(`[1]`), CreateIfMissing: true}); err != nil {
+			t.Fatal(err)
+		}
+		if n := argDecodes.Load() - before; i > 0 && n != 1 {
+			t.Errorf("call %d, to an actor in memory, decoded its argument %d times", i+1, n)
+		}
+	}
+}
