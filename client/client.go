@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
 
 	"github.com/rivet-go/rivet/caller"
 	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
@@ -385,7 +386,7 @@ func (c *Client) Drain(ctx context.Context, node string, undo bool) (uint32, err
 func (c *Client) Healthy(ctx context.Context) (bool, error) {
 	resp, err := healthpb.NewHealthClient(c.conn).Check(ctx, &healthpb.HealthCheckRequest{})
 	if err != nil {
-		return false, err
+		return false, fromStatus(ctx, status.Convert(err)) // a *rivet.Error, as from every call
 	}
 	return resp.GetStatus() == healthpb.HealthCheckResponse_SERVING, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"reflect"
 	"strings"
 	"sync/atomic"
@@ -334,5 +335,21 @@ func TestEndpointFromEnv(t *testing.T) {
 	c := newClient(t, "")
 	if _, err := c.Members(ctx(t)); err != nil {
 		t.Errorf("client from $%s: %v", client.EndpointEnv, err)
+	}
+}
+
+// A health check of a node that does not answer fails like every other
+// call: a *rivet.Error of kind UNAVAILABLE, not a raw gRPC error.
+func TestHealthyOfANodeThatIsNotThereIsUnavailable(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // nothing listens there now
+	ok, err := newClient(t, addr).Healthy(ctx(t))
+	var re *rivet.Error
+	if ok || !errors.Is(err, rivet.ErrUnavailable) || !errors.As(err, &re) {
+		t.Fatalf("Healthy = %v, %v (%T); want a *rivet.Error of kind UNAVAILABLE", ok, err, err)
 	}
 }
