@@ -247,17 +247,9 @@ func (s *getHookStore) Get(ctx context.Context, key string) (storage.KV, error) 
 // afterwards must still be taken from a copy (refused, the node's record
 // and storage disagreed until the next Establish wrote the stale mark).
 func TestAnUnknownRevisionDoesNotBlockALateWrite(t *testing.T) {
-	m := storage.NewMemory()
-	defer m.Close()
-	s := &getHookStore{lateApplyStore: &lateApplyStore{Store: m}}
-	own := NewOwnership(s, NodeRecord{NodeID: "a"}, time.Minute, nil)
+	m, s, own := nodeWithALostDrain(t) // #1: a drain whose reply was lost, not applied yet
 	ctx := context.Background()
-	if err := own.Establish(ctx, nil); err != nil {
-		t.Fatal(err)
-	}
 	stored, rev := readRecord(t, m, "a")
-	// #1 drain: reply lost, not applied yet.
-	drainWithItsReplyLost(t, s.lateApplyStore, own)
 	// #2 undrain: applies, its read-back fails.
 	s.failGet.Store(true)
 	if err := own.SetDraining(ctx, false); err != nil {
@@ -274,16 +266,9 @@ func TestAnUnknownRevisionDoesNotBlockALateWrite(t *testing.T) {
 // SetDraining must not take back a newer copy that SyncRecord took while
 // its read-back was in flight.
 func TestSetDrainingKeepsANewerCopyTakenMeanwhile(t *testing.T) {
-	m := storage.NewMemory()
-	defer m.Close()
-	s := &getHookStore{lateApplyStore: &lateApplyStore{Store: m}}
-	own := NewOwnership(s, NodeRecord{NodeID: "a"}, time.Minute, nil)
+	m, s, own := nodeWithALostDrain(t) // #1: a drain whose reply was lost, not applied yet
 	ctx := context.Background()
-	if err := own.Establish(ctx, nil); err != nil {
-		t.Fatal(err)
-	}
 	stored, rev := readRecord(t, m, "a")
-	drainWithItsReplyLost(t, s.lateApplyStore, own)
 	// #2's read-back is served; then #1 applies and the mirror delivers it
 	// (watchCluster's SyncRecord) before SetDraining takes o.mu.
 	s.hookMu.Lock()
@@ -333,5 +318,21 @@ func drainedNode(t *testing.T) (*storage.Memory, *lateApplyStore, *Ownership) {
 	if err := own.SetDraining(context.Background(), true); err != nil {
 		t.Fatal(err)
 	}
+	return m, s, own
+}
+
+// nodeWithALostDrain returns node "a", registered, whose drain failed
+// unapplied (to apply when s.stashed is called), on a store whose reads
+// can be failed or hooked.
+func nodeWithALostDrain(t *testing.T) (*storage.Memory, *getHookStore, *Ownership) {
+	t.Helper()
+	m := storage.NewMemory()
+	t.Cleanup(func() { m.Close() })
+	s := &getHookStore{lateApplyStore: &lateApplyStore{Store: m}}
+	own := NewOwnership(s, NodeRecord{NodeID: "a"}, time.Minute, nil)
+	if err := own.Establish(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	drainWithItsReplyLost(t, s.lateApplyStore, own)
 	return m, s, own
 }
