@@ -223,10 +223,7 @@ func (h *Host) spec(name string) (*rivet.Spec, error) {
 
 // inMemory reports whether the actor is loaded (so it exists).
 func (h *Host) inMemory(ref Ref) bool {
-	enc, _, _, err := h.locate(ref)
-	if err != nil {
-		return false
-	}
+	enc := storage.EncodeKey(ref.Key) // a bad name or key is no actor's: no match
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	_, ok := h.actors[ref.Name+"/"+enc]
