@@ -52,6 +52,9 @@ type Ownership struct {
 	// the node's registration go one at a time, each with the record left
 	// by the one before, so that record is what storage holds.
 	registering chan struct{}
+	// lockWaitHook, set by tests only, runs as SetDraining is about to
+	// wait for the registering lock.
+	lockWaitHook func()
 
 	mu     sync.RWMutex
 	record NodeRecord
@@ -552,13 +555,27 @@ func (o *Ownership) Resign(ctx context.Context) error {
 // this node keeps (Record) changes only once it applied: a refused or
 // failed write leaves the node as it was.
 func (o *Ownership) SetDraining(ctx context.Context, draining bool, conds ...storage.Cond) error {
-	if o.currentLease() == 0 {
-		// Lost, and being established again (under the lock, for as
-		// long as etcd takes): no wait for it.
-		return storage.ErrLeaseNotFound
-	}
-	if err := o.lockRegistration(ctx); err != nil {
-		return err
+	// Without a lease (lost, and being established again under the lock,
+	// for as long as etcd takes), or once it is lost while this waits for
+	// the lock: no wait for it.
+	for {
+		o.mu.RLock()
+		lease, changed := o.lease, o.changed
+		o.mu.RUnlock()
+		if lease == 0 {
+			return storage.ErrLeaseNotFound
+		}
+		if o.lockWaitHook != nil {
+			o.lockWaitHook()
+		}
+		select {
+		case o.registering <- struct{}{}:
+		case <-changed:
+			continue
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		break
 	}
 	defer o.unlockRegistration()
 	o.mu.RLock()

@@ -336,3 +336,58 @@ func nodeWithALostDrain(t *testing.T) (*storage.Memory, *getHookStore, *Ownershi
 	drainWithItsReplyLost(t, s.lateApplyStore, own)
 	return m, s, own
 }
+
+// blockingPut holds registration writes until release closes.
+type blockingPut struct {
+	storage.Store
+	block, entered chan struct{}
+	once           sync.Once
+}
+
+func (s *blockingPut) PutLeased(ctx context.Context, key string, value []byte, lease storage.LeaseID, conds ...storage.Cond) error {
+	if s.block != nil {
+		s.once.Do(func() { close(s.entered) })
+		<-s.block
+	}
+	return s.Store.PutLeased(ctx, key, value, lease, conds...)
+}
+
+// A drain waiting for another registration write to finish fails at once
+// when the lease is lost meanwhile, rather than waiting its caller's
+// deadline behind the lease's re-establishment.
+func TestADrainWaitingForTheRegistrationLockFailsWhenTheLeaseIsLost(t *testing.T) {
+	m := storage.NewMemory()
+	defer m.Close()
+	s := &blockingPut{Store: m}
+	own := NewOwnership(s, NodeRecord{NodeID: "a"}, time.Minute, nil)
+	if err := own.Establish(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	s.block, s.entered = make(chan struct{}), make(chan struct{})
+	first := make(chan error, 1)
+	go func() { first <- own.SetDraining(context.Background(), true) }()
+	<-s.entered // the first holds the lock, its write held
+	waiting := make(chan struct{})
+	var once sync.Once
+	own.lockWaitHook = func() { once.Do(func() { close(waiting) }) }
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	second := make(chan error, 1)
+	go func() { second <- own.SetDraining(ctx, false) }()
+	<-waiting // the second is at the lock, with a lease
+	own.drop(true)
+	select {
+	case err := <-second:
+		if !errors.Is(err, storage.ErrLeaseNotFound) {
+			t.Errorf("the waiting drain = %v, want ErrLeaseNotFound", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Error("the waiting drain still waits 30 s after the lease was lost")
+		close(s.block)
+		<-first
+		<-second
+		return
+	}
+	close(s.block)
+	<-first
+}
