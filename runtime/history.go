@@ -205,8 +205,7 @@ func (h *Host) RetryWorkflow(ctx context.Context, ref Ref, from string) (int, er
 			// the failures gone, a wakeup record) with nothing to start
 			// the workflow. Dropped, the actor loads what storage holds
 			// once its writes settle, and its workflow runs from there.
-			h.evict(a)
-			h.timers.schedule(a.ref, a.id, time.Now().Add(time.Second))
+			h.evictAndRerun(a)
 			return err
 		}
 		for _, e := range entries {
@@ -223,8 +222,7 @@ func (h *Host) RetryWorkflow(ctx context.Context, ref Ref, from string) (int, er
 			// and a client's retry of it would delete failures of the run
 			// that follows); only this memory cannot start it: as above,
 			// the actor loads again and its workflow runs from storage.
-			h.evict(a)
-			h.timers.schedule(a.ref, a.id, time.Now().Add(time.Second))
+			h.evictAndRerun(a)
 			return nil
 		}
 		a.mu.Lock()

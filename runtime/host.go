@@ -430,6 +430,15 @@ func (h *Host) evict(a *activation) {
 	}
 }
 
+// evictAndRerun evicts a and runs its workflow again from storage a second
+// later, with no request: for an activation whose memory may be behind
+// storage, or that is left with its workflow stopped or never started.
+// (If the partition has moved on, the wakeup finds it not ours and drops.)
+func (h *Host) evictAndRerun(a *activation) {
+	h.evict(a)
+	h.timers.schedule(a.ref, a.id, time.Now().Add(time.Second))
+}
+
 // retired forgets a retired activation whose writes have settled.
 func (h *Host) retired(a *activation) {
 	h.mu.Lock()
@@ -500,12 +509,13 @@ func (h *Host) turnFor(ctx context.Context, kind TurnKind, ref Ref, sp *rivet.Sp
 		// may serve the actor now. Not even a read is answered then.
 		if tok, ok := h.own.Token(a.part); !ok || tok != a.fence.Token {
 			a.gate.release()
-			h.evict(a)
 			if held {
 				// Its workflow never started, and a wakeup that found it
 				// loaded has been used up: if the partition is still
 				// ours, the workflow must run again from storage.
-				h.timers.schedule(a.ref, a.id, time.Now().Add(time.Second))
+				h.evictAndRerun(a)
+			} else {
+				h.evict(a)
 			}
 			return nil, false, rivet.Errorf(rivet.ErrUnavailable, "partition %d of %s is not served by node %s now", a.part, a.describe(), h.cfg.NodeID)
 		}
@@ -515,8 +525,7 @@ func (h *Host) turnFor(ctx context.Context, kind TurnKind, ref Ref, sp *rivet.Sp
 			// fn must leave a held activation destroyed or evicted; one
 			// that failed otherwise (a panic) must not stay in memory
 			// serving without its workflow.
-			h.evict(a)
-			h.timers.schedule(a.ref, a.id, time.Now().Add(time.Second))
+			h.evictAndRerun(a)
 		}
 		v := a.currentVersion()
 		now := time.Now()
@@ -999,8 +1008,7 @@ func (h *Host) Destroy(ctx context.Context, ref Ref) error {
 			// done (evicted once its writes settle), and the workflow
 			// runs again from storage soon, as after a failed delete
 			// below. Left in memory, nothing would restart it.
-			h.evict(a)
-			h.timers.schedule(a.ref, a.id, time.Now().Add(time.Second))
+			h.evictAndRerun(a)
 			return err
 		}
 		// From here on this activation writes nothing: a late write would
@@ -1029,8 +1037,7 @@ func (h *Host) Destroy(ctx context.Context, ref Ref) error {
 				a.failed = errRetired
 			}
 			a.mu.Unlock()
-			h.evict(a)
-			h.timers.schedule(a.ref, a.id, time.Now().Add(time.Second))
+			h.evictAndRerun(a)
 			return commitError("destroy "+a.describe(), err)
 		}
 		h.timers.cancel(a.id)

@@ -250,8 +250,7 @@ func (a *activation) runWorkflow(ctx context.Context, r *wfRunner, history []wor
 			// a deactivation: this memory may be behind storage. Drop it
 			// and run the workflow again from storage soon.
 			a.h.log.Warn("workflow stopped by a storage error: retrying from storage", actorField(a), zap.Error(out.Err))
-			a.h.evict(a)
-			a.h.timers.schedule(a.ref, a.id, time.Now().Add(time.Second))
+			a.h.evictAndRerun(a)
 			return
 		}
 		a.yieldWorkflow(out.Wake)
@@ -264,11 +263,9 @@ func (a *activation) finishWorkflow(st workflowStatus) bool {
 	b, _ := json.Marshal(st)
 	ctx, cancel := context.WithTimeout(a.h.baseCtx, 30*time.Second)
 	defer cancel()
-	ops := []storage.Op{
-		storage.Put(a.key(storage.WorkflowStatusSuffix), b),
-		storage.Delete(storage.WakeupKey(a.part, a.ref.Name, a.enc)),
-		storage.Delete(storage.FailedKey(a.ref.Name, a.enc)),
-	}
+	// The failed-workflow index lists the actor exactly while its status
+	// says failed.
+	index := storage.Delete(storage.FailedKey(a.ref.Name, a.enc))
 	if st.Status == WorkflowFailed {
 		msg := st.Error
 		if len(msg) > maxFailedError {
@@ -278,9 +275,13 @@ func (a *activation) finishWorkflow(st workflowStatus) bool {
 			indexEntry: indexEntry{Partition: a.part, CreatedAt: a.meta.CreatedAt},
 			FailedAt:   time.Now().UnixMilli(), Error: msg,
 		})
-		ops[2] = storage.Put(storage.FailedKey(a.ref.Name, a.enc), fb)
+		index = storage.Put(storage.FailedKey(a.ref.Name, a.enc), fb)
 	}
-	v, err := a.enqueue(ops...)
+	v, err := a.enqueue(
+		storage.Put(a.key(storage.WorkflowStatusSuffix), b),
+		storage.Delete(storage.WakeupKey(a.part, a.ref.Name, a.enc)),
+		index,
+	)
 	if err == nil {
 		err = a.waitCommitted(ctx, v)
 	}
