@@ -52,8 +52,8 @@ type Ownership struct {
 	// the node's registration go one at a time, each with the record left
 	// by the one before, so that record is what storage holds.
 	registering chan struct{}
-	// lockWaitHook, set by tests only, runs as SetDraining is about to
-	// wait for the registering lock.
+	// lockWaitHook, set by tests only, runs as a caller is about to wait
+	// for the registering lock.
 	lockWaitHook func()
 
 	mu     sync.RWMutex
@@ -112,13 +112,30 @@ func NewOwnership(store storage.Store, record NodeRecord, ttl time.Duration, log
 	}
 }
 
-// lockRegistration takes the registering lock, or fails when ctx ends.
-func (o *Ownership) lockRegistration(ctx context.Context) error {
-	select {
-	case o.registering <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
+// lockRegistration takes the registering lock, or fails when ctx ends; if
+// leased, also with ErrLeaseNotFound when the node has no lease, or loses
+// it while this waits (it would wait behind the lease's re-establishment,
+// for as long as etcd takes).
+func (o *Ownership) lockRegistration(ctx context.Context, leased bool) error {
+	for {
+		o.mu.RLock()
+		lease, changed := o.lease, o.changed
+		o.mu.RUnlock()
+		if !leased {
+			changed = nil // waits for the lock or ctx only
+		} else if lease == 0 {
+			return storage.ErrLeaseNotFound
+		}
+		if o.lockWaitHook != nil {
+			o.lockWaitHook()
+		}
+		select {
+		case o.registering <- struct{}{}:
+			return nil
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 }
 
@@ -159,7 +176,7 @@ func (o *Ownership) margin() time.Duration {
 // that a node restarted after a crash serves at once instead of waiting for
 // its old claims to expire. Node IDs must therefore be unique.
 func (o *Ownership) Establish(ctx context.Context, partitions []uint32) error {
-	if err := o.lockRegistration(ctx); err != nil {
+	if err := o.lockRegistration(ctx, false); err != nil {
 		return err
 	}
 	defer o.unlockRegistration()
@@ -555,27 +572,8 @@ func (o *Ownership) Resign(ctx context.Context) error {
 // this node keeps (Record) changes only once it applied: a refused or
 // failed write leaves the node as it was.
 func (o *Ownership) SetDraining(ctx context.Context, draining bool, conds ...storage.Cond) error {
-	// Without a lease (lost, and being established again under the lock,
-	// for as long as etcd takes), or once it is lost while this waits for
-	// the lock: no wait for it.
-	for {
-		o.mu.RLock()
-		lease, changed := o.lease, o.changed
-		o.mu.RUnlock()
-		if lease == 0 {
-			return storage.ErrLeaseNotFound
-		}
-		if o.lockWaitHook != nil {
-			o.lockWaitHook()
-		}
-		select {
-		case o.registering <- struct{}{}:
-		case <-changed:
-			continue
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		break
+	if err := o.lockRegistration(ctx, true); err != nil {
+		return err
 	}
 	defer o.unlockRegistration()
 	o.mu.RLock()
