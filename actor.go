@@ -100,15 +100,19 @@ func (c *ActionCtx[S]) Client() Client { return c.client }
 
 // Action makes a state-changing action with one argument of type A.
 func Action[S, A, R any](fn func(c *ActionCtx[S], arg A) (R, error)) Handler[S] {
+	decode := func(args []json.RawMessage) (a A, err error) {
+		err = decodeArg(args[0], &a, 0)
+		return a, err
+	}
 	return Handler[S]{arity: 1, invoke: func(c *ActionCtx[S], args []json.RawMessage) (any, error) {
-		var a A
-		if err := decodeArg(args[0], &a, 0); err != nil {
+		a, err := decode(args)
+		if err != nil {
 			return nil, err
 		}
 		return fn(c, a)
 	}, check: func(args []json.RawMessage) error {
-		var a A
-		return decodeArg(args[0], &a, 0)
+		_, err := decode(args)
+		return err
 	}}
 }
 
@@ -119,23 +123,21 @@ func Action0[S, R any](fn func(c *ActionCtx[S]) (R, error)) Handler[S] {
 
 // Action2 makes a state-changing action with two arguments.
 func Action2[S, A, B, R any](fn func(c *ActionCtx[S], a A, b B) (R, error)) Handler[S] {
-	return Handler[S]{arity: 2, invoke: func(c *ActionCtx[S], args []json.RawMessage) (any, error) {
-		var a A
-		var b B
-		if err := decodeArg(args[0], &a, 0); err != nil {
-			return nil, err
+	decode := func(args []json.RawMessage) (a A, b B, err error) {
+		if err = decodeArg(args[0], &a, 0); err == nil {
+			err = decodeArg(args[1], &b, 1)
 		}
-		if err := decodeArg(args[1], &b, 1); err != nil {
+		return a, b, err
+	}
+	return Handler[S]{arity: 2, invoke: func(c *ActionCtx[S], args []json.RawMessage) (any, error) {
+		a, b, err := decode(args)
+		if err != nil {
 			return nil, err
 		}
 		return fn(c, a, b)
 	}, check: func(args []json.RawMessage) error {
-		var a A
-		var b B
-		if err := decodeArg(args[0], &a, 0); err != nil {
-			return err
-		}
-		return decodeArg(args[1], &b, 1)
+		_, _, err := decode(args)
+		return err
 	}}
 }
 
