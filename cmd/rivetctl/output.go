@@ -124,7 +124,8 @@ func (a *app) printActors(actors []client.ActorInfo) error {
 }
 
 // printFailed prints actors whose workflows failed, with the first line of
-// each error (-o json has all of it, as the node keeps it).
+// each error (-o json has the error as the index keeps it, up to 1 KiB;
+// inspect has all of it).
 func (a *app) printFailed(actors []client.ActorInfo) error {
 	if a.output == "json" {
 		return a.printActors(actors)
