@@ -32,5 +32,12 @@ func All() []rivet.Definition {
 	}
 }
 
-// Registry returns a registry of every example actor.
-func Registry() (*rivet.Registry, error) { return rivet.Setup(All()...) }
+// Registry returns a registry of every example actor. It refuses an
+// environment that sets the examples' settings to values that do not parse,
+// so that a node does not start with a setting silently ignored.
+func Registry() (*rivet.Registry, error) {
+	if _, err := seed.AuctionTimeoutFromEnv(); err != nil {
+		return nil, err
+	}
+	return rivet.Setup(All()...)
+}

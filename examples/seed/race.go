@@ -2,6 +2,7 @@ package seed
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"time"
 
@@ -15,13 +16,29 @@ import (
 // variable EXAMPLES_AUCTION_TIMEOUT (e.g. "2s", for a node process under
 // test). Tests in this process may set it before the node starts; an
 // auction already waiting keeps its recorded deadline.
-var AuctionTimeout = auctionTimeoutFromEnv()
-
-func auctionTimeoutFromEnv() time.Duration {
-	if d, err := time.ParseDuration(os.Getenv("EXAMPLES_AUCTION_TIMEOUT")); err == nil && d > 0 {
+var AuctionTimeout = func() time.Duration {
+	if d, err := AuctionTimeoutFromEnv(); err == nil && d > 0 {
 		return d
 	}
 	return 24 * time.Hour
+}()
+
+// AuctionTimeoutEnv names the environment variable that sets AuctionTimeout.
+const AuctionTimeoutEnv = "EXAMPLES_AUCTION_TIMEOUT"
+
+// AuctionTimeoutFromEnv parses AuctionTimeoutEnv: 0 if it is unset, an
+// error if it is not a positive duration ("5s"; a bare number has no unit
+// and would otherwise leave the seed's 24 h in force without a word).
+func AuctionTimeoutFromEnv() (time.Duration, error) {
+	v, ok := os.LookupEnv(AuctionTimeoutEnv)
+	if !ok || v == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("%s=%q: want a positive duration with its unit, such as 5s or 1m30s", AuctionTimeoutEnv, v)
+	}
+	return d, nil
 }
 
 // Bid is a message of auctionActor's "bids" queue.
