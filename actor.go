@@ -1,6 +1,7 @@
 package rivet
 
 import (
+	"bytes"
 	"context"
 	"encoding"
 	"encoding/json"
@@ -30,7 +31,8 @@ type Actor[S any] struct {
 	State S
 	// CreateState, if set, makes the initial state from the create input
 	// (JSON; empty if none was given). An error fails the create with
-	// ErrInvalidArgument.
+	// ErrInvalidArgument. Without it, a create that carries an input (other
+	// than null) fails the same way: nothing would read the input.
 	CreateState func(input json.RawMessage) (S, error)
 	// Queues are the actor's typed queues, by name.
 	Queues Queues
@@ -327,6 +329,11 @@ func (a Actor[S]) Spec() (*Spec, error) {
 			}
 			*s = v
 			return s, nil
+		}
+		if in := bytes.TrimSpace(input); len(in) > 0 && !bytes.Equal(in, []byte("null")) {
+			// Nothing would read it: a create input given to an actor
+			// that takes none is a mistake the caller should hear of.
+			return nil, Errorf(ErrInvalidArgument, "create %s: this actor takes no create input (it has no CreateState)", a.Name)
 		}
 		// A JSON round trip copies the initial value, so that no two actors
 		// share a slice or map of it.

@@ -777,6 +777,18 @@ func TestInitialStateFromCreateInput(t *testing.T) {
 	if _, err := e.host.Get(ctx(t), runtime.Ref{Name: "greeter", Key: []string{"c"}}); !errors.Is(err, rivet.ErrNotFound) {
 		t.Fatalf("a refused create left an actor: %v", err)
 	}
+	// An actor without CreateState refuses an input rather than ignore
+	// it (nothing else reads it); null and no input are the same.
+	_, err = e.host.Create(ctx(t), runtime.Ref{Name: "counter", Key: []string{"in"}}, json.RawMessage(`{"start":1}`))
+	if !errors.Is(err, rivet.ErrInvalidArgument) || !strings.Contains(err.Error(), "takes no create input") {
+		t.Fatalf("input to an actor without CreateState: %v, want ErrInvalidArgument", err)
+	}
+	if _, err := e.host.Get(ctx(t), runtime.Ref{Name: "counter", Key: []string{"in"}}); !errors.Is(err, rivet.ErrNotFound) {
+		t.Fatalf("a refused create left an actor: %v", err)
+	}
+	if _, err := e.host.Create(ctx(t), runtime.Ref{Name: "counter", Key: []string{"in"}}, json.RawMessage(` null `)); err != nil {
+		t.Fatalf("null input to an actor without CreateState: %v", err)
+	}
 }
 
 // A read that saw state whose write then failed with an unknown outcome
