@@ -48,6 +48,15 @@ type Inspection struct {
 	// "running", "sleeping", "completed" or "failed".
 	WorkflowStatus string `json:"workflow_status,omitempty"`
 	WorkflowError  string `json:"workflow_error,omitempty"`
+	// WorkflowWakeAt is when a sleeping workflow runs again by itself (a
+	// sleep's end, a receive's timeout, a retry's backoff); zero if no
+	// time would or none is known.
+	WorkflowWakeAt time.Time `json:"workflow_wake_at,omitzero"`
+	// WorkflowWakeQueues are the queues a message on which would wake a
+	// sleeping workflow, and WorkflowWakeAnyQueue says that any would:
+	// known while the actor is in memory on its owner.
+	WorkflowWakeQueues   []string `json:"workflow_wake_queues,omitempty"`
+	WorkflowWakeAnyQueue bool     `json:"workflow_wake_any_queue,omitempty"`
 }
 
 // Send statuses.
@@ -131,12 +140,15 @@ func inspectionFrom(r *rivetv1.InspectResponse) Inspection {
 		qs[i] = QueueDepth{Queue: q.GetQueue(), Depth: q.GetDepth()}
 	}
 	return Inspection{
-		Info:           infoFrom(r.GetInfo()),
-		State:          r.GetState(),
-		Active:         r.GetActive(),
-		Queues:         qs,
-		WorkflowStatus: r.GetWorkflowStatus(),
-		WorkflowError:  r.GetWorkflowError(),
+		Info:                 infoFrom(r.GetInfo()),
+		State:                r.GetState(),
+		Active:               r.GetActive(),
+		Queues:               qs,
+		WorkflowStatus:       r.GetWorkflowStatus(),
+		WorkflowError:        r.GetWorkflowError(),
+		WorkflowWakeAt:       timeFrom(r.GetWorkflowWakeAt()),
+		WorkflowWakeQueues:   r.GetWorkflowWakeQueues(),
+		WorkflowWakeAnyQueue: r.GetWorkflowWakeAnyQueue(),
 	}
 }
 

@@ -142,7 +142,9 @@ type snapshot struct {
 	msgs       []msgRef // pending messages by seq, without bodies
 	metaExists bool
 	wfStatus   workflowStatus
-	wakeAt     int64
+	// wake is what wakes the workflow of an actor in memory (zero if it
+	// is not waiting).
+	wake workflow.Wake
 }
 
 // readActor reads an actor's durable record. A missing actor is returned

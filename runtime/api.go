@@ -3,6 +3,8 @@ package runtime
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/rivet-go/rivet/workflow"
 )
 
 // Ref names one actor.
@@ -95,6 +97,10 @@ type Inspection struct {
 	// WorkflowStatus is "" for an actor without a workflow.
 	WorkflowStatus string
 	WorkflowError  string
+	// WorkflowWake says what would wake a sleeping workflow: the time
+	// (zero if none is known), and the queues only while the actor is in
+	// memory (otherwise a message activates it and its replay decides).
+	WorkflowWake workflow.Wake
 }
 
 // ListOptions page through actors.

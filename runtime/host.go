@@ -917,7 +917,8 @@ func (h *Host) peek(ctx context.Context, ref Ref) (snapshot, uint32, bool, error
 		}
 		if a.loadErr == nil && a.gate.acquire(ctx, h.newChain()) == nil {
 			if !a.stopped.Load() {
-				snap := snapshot{meta: a.meta, state: a.stateBytes, nextSeq: a.nextSeq, depth: map[string]uint64{}, metaExists: true, wfStatus: a.workflowStatus()}
+				snap := snapshot{meta: a.meta, state: a.stateBytes, nextSeq: a.nextSeq, depth: map[string]uint64{}, metaExists: true}
+				snap.wfStatus, snap.wake = a.workflowStatusAndWake()
 				for q, d := range a.depth {
 					snap.depth[q] = d
 				}
@@ -969,8 +970,20 @@ func (h *Host) Inspect(ctx context.Context, ref Ref) (Inspection, error) {
 	}
 	if sp, _ := h.reg.Lookup(ref.Name); sp != nil && sp.Run != nil && ins.WorkflowStatus == "" {
 		// Not in memory and not finished: it waits for its wakeup (History
-		// says the same).
+		// says the same), whose time its wakeup record has.
 		ins.WorkflowStatus = WorkflowSleeping
+		enc, _, _, _ := h.locate(ref)
+		kv, err := h.store.Get(ctx, storage.WakeupKey(part, ref.Name, enc))
+		var rec wakeupRecord
+		switch {
+		case err == nil && json.Unmarshal(kv.Value, &rec) == nil && rec.At > 0:
+			ins.WorkflowWake.At = time.UnixMilli(rec.At)
+		case err != nil && !isNotFound(err):
+			return Inspection{}, rivet.Errorf(rivet.ErrUnavailable, "read actor: wakeup: %v", err)
+		}
+	}
+	if ins.WorkflowStatus == WorkflowSleeping && active {
+		ins.WorkflowWake = snap.wake
 	}
 	for q, d := range snap.depth {
 		if d > 0 {

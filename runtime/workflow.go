@@ -806,20 +806,32 @@ func (a *activation) cancelWorkflow() {
 
 // workflowStatus returns the workflow's status ("" if it has none).
 func (a *activation) workflowStatus() workflowStatus {
+	st, _ := a.workflowStatusAndWake()
+	return st
+}
+
+// workflowStatusAndWake is workflowStatus with what would wake the
+// workflow if it sleeps: the wake it blocked on if it runs here, else the
+// stored wakeup's time (a workflow stopped to wait, or not started yet).
+func (a *activation) workflowStatusAndWake() (workflowStatus, workflow.Wake) {
 	if a.spec.Run == nil {
-		return workflowStatus{}
+		return workflowStatus{}, workflow.Wake{}
 	}
 	a.mu.Lock()
-	st, r := a.wf.status, a.wf.runner
+	st, r, wakeAt := a.wf.status, a.wf.runner, a.wf.wakeAt
 	a.mu.Unlock()
+	var wk workflow.Wake
 	if st.Status == WorkflowRunning && r != nil {
 		r.mu.Lock()
 		if r.waiting {
 			st.Status = WorkflowSleeping
+			wk = r.wake
 		}
 		r.mu.Unlock()
+	} else if st.Status == WorkflowSleeping && wakeAt > 0 {
+		wk.At = time.UnixMilli(wakeAt)
 	}
-	return st
+	return st, wk
 }
 
 // errUnknownEntry is returned by RetryWorkflow for a from that names no

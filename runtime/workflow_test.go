@@ -996,3 +996,54 @@ func TestRetryFromKeepsEarlierEntriesWithoutATime(t *testing.T) {
 		t.Fatalf("state %s, want version 2", raw)
 	}
 }
+
+// Inspect says what would wake a sleeping workflow: the queues it waits
+// on and its timeout while it is in memory; after a restart, the time its
+// wakeup record holds (a message activates it, and its replay decides).
+func TestInspectSaysWhatWakesASleepingWorkflow(t *testing.T) {
+	waiter := func(name string, timeout time.Duration) rivet.Actor[stepsState] {
+		return rivet.Actor[stepsState]{
+			Name:   name,
+			Queues: rivet.Queues{"go": rivet.QueueOf[struct{}](), "other": rivet.QueueOf[struct{}]()},
+			Run: func(ctx *workflow.Ctx[stepsState]) error {
+				_, err := workflow.Next[struct{}](ctx, "wait-go", workflow.NextOptions{Names: []string{"go"}, Timeout: timeout})
+				return err
+			},
+		}
+	}
+	e := newEnv(t, counterReg(t, waiter("timed", time.Hour), waiter("untimed", 0)), nil)
+	before := time.Now()
+	for _, name := range []string{"timed", "untimed"} {
+		if _, _, err := e.host.GetOrCreate(ctx(t), runtime.Ref{Name: name, Key: []string{"x"}}, nil); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, name+" to wait", 10*time.Second, func() bool {
+			return inspect(t, e.host, name, "x").WorkflowStatus == runtime.WorkflowSleeping
+		})
+	}
+	after := time.Now()
+
+	ins := inspect(t, e.host, "timed", "x")
+	at := ins.WorkflowWake.At
+	if at.Before(before.Add(time.Hour).Truncate(time.Millisecond)) || at.After(after.Add(time.Hour)) {
+		t.Errorf("in memory: wakes at %v, want an hour after the receive began (%v to %v)", at, before, after)
+	}
+	if !reflect.DeepEqual(ins.WorkflowWake.Queues, []string{"go"}) || ins.WorkflowWake.AnyQueue {
+		t.Errorf("in memory: wakes on %v (any %v), want [go]", ins.WorkflowWake.Queues, ins.WorkflowWake.AnyQueue)
+	}
+	if ins := inspect(t, e.host, "untimed", "x"); !ins.WorkflowWake.At.IsZero() || !reflect.DeepEqual(ins.WorkflowWake.Queues, []string{"go"}) {
+		t.Errorf("in memory, no timeout: wake %+v, want no time and [go]", ins.WorkflowWake)
+	}
+
+	e.restart()
+	ins = inspect(t, e.host, "timed", "x")
+	if ins.Active || ins.WorkflowStatus != runtime.WorkflowSleeping {
+		t.Fatalf("after a restart: active %v, status %q; want a sleeping actor not in memory", ins.Active, ins.WorkflowStatus)
+	}
+	if !ins.WorkflowWake.At.Equal(at.Truncate(time.Millisecond)) || ins.WorkflowWake.Queues != nil {
+		t.Errorf("after a restart: wake %+v, want the stored time %v and no queues", ins.WorkflowWake, at)
+	}
+	if ins := inspect(t, e.host, "untimed", "x"); ins.Active || !ins.WorkflowWake.IsZero() {
+		t.Errorf("after a restart, no timeout: active %v, wake %+v, want nothing known", ins.Active, ins.WorkflowWake)
+	}
+}

@@ -39,12 +39,15 @@ func inspectionProto(in runtime.Inspection) *rivetv1.InspectResponse {
 		qs[i] = &rivetv1.QueueDepth{Queue: q.Queue, Depth: q.Depth}
 	}
 	return &rivetv1.InspectResponse{
-		Info:           infoProto(in.Info),
-		State:          in.State,
-		Active:         in.Active,
-		Queues:         qs,
-		WorkflowStatus: in.WorkflowStatus,
-		WorkflowError:  in.WorkflowError,
+		Info:                 infoProto(in.Info),
+		State:                in.State,
+		Active:               in.Active,
+		Queues:               qs,
+		WorkflowStatus:       in.WorkflowStatus,
+		WorkflowError:        in.WorkflowError,
+		WorkflowWakeAt:       timeProto(in.WorkflowWake.At),
+		WorkflowWakeQueues:   in.WorkflowWake.Queues,
+		WorkflowWakeAnyQueue: in.WorkflowWake.AnyQueue,
 	}
 }
 

@@ -87,7 +87,7 @@ func (a *app) printInspection(in client.Inspection) error {
 	row("created", formatTime(in.Info.CreatedAt))
 	row("active", fmt.Sprint(in.Active))
 	if in.WorkflowStatus != "" {
-		row("workflow", in.WorkflowStatus)
+		row("workflow", in.WorkflowStatus+describeWake(in))
 	}
 	if in.WorkflowError != "" {
 		row("workflow error", in.WorkflowError)
@@ -106,6 +106,25 @@ func (a *app) printInspection(in client.Inspection) error {
 		return err
 	}
 	return a.printJSON(in.State)
+}
+
+// describeWake says what would wake a sleeping workflow, as far as the
+// owner knows: " (wakes at T or on a message in q1, q2)".
+func describeWake(in client.Inspection) string {
+	var ways []string
+	if !in.WorkflowWakeAt.IsZero() {
+		ways = append(ways, "at "+formatTime(in.WorkflowWakeAt))
+	}
+	switch {
+	case in.WorkflowWakeAnyQueue:
+		ways = append(ways, "on any message")
+	case len(in.WorkflowWakeQueues) > 0:
+		ways = append(ways, "on a message in "+strings.Join(in.WorkflowWakeQueues, ", "))
+	}
+	if len(ways) == 0 {
+		return ""
+	}
+	return " (wakes " + strings.Join(ways, " or ") + ")"
 }
 
 func (a *app) printActors(actors []client.ActorInfo) error {

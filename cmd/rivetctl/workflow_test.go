@@ -40,6 +40,13 @@ func TestWorkflowCommandsOnARealNode(t *testing.T) {
 				})
 			return err
 		},
+	}, rivet.Actor[chargeState]{
+		Name:   "napper",
+		Queues: rivet.Queues{"go": rivet.QueueOf[struct{}]()},
+		Run: func(ctx *workflow.Ctx[chargeState]) error {
+			_, err := workflow.Next[struct{}](ctx, "wait-go", workflow.NextOptions{Names: []string{"go"}, Timeout: time.Hour})
+			return err
+		},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -107,4 +114,26 @@ func TestWorkflowCommandsOnARealNode(t *testing.T) {
 	rivetctl(t, addr, "state", "charger", "order-1").want(t, 0, "{\n  \"charged\": 1\n}\n")
 	rivetctl(t, addr, "workflow", "retry", "charger", "nope").
 		wantErr(t, 1, `rivetctl: not found: actor charger ["nope"] does not exist (NOT_FOUND actor.not_found)`)
+
+	// inspect says what a sleeping workflow waits for.
+	rivetctl(t, addr, "create", "napper", "k")
+	deadline = time.Now().Add(30 * time.Second)
+	var in client.Inspection
+	for in.WorkflowStatus != "sleeping" {
+		if time.Now().After(deadline) {
+			t.Fatalf("napper never slept: %+v", in)
+		}
+		time.Sleep(20 * time.Millisecond)
+		r := rivetctl(t, addr, "inspect", "napper", "k", "-o", "json")
+		if err := json.Unmarshal([]byte(r.stdout), &in); err != nil {
+			t.Fatalf("inspect -o json: %v (%+v)", err, r)
+		}
+	}
+	if d := time.Until(in.WorkflowWakeAt); d < 59*time.Minute || d > time.Hour || len(in.WorkflowWakeQueues) != 1 || in.WorkflowWakeQueues[0] != "go" {
+		t.Fatalf("inspect -o json: wakes at %v (in %v) on %v, want in an hour or on go", in.WorkflowWakeAt, d, in.WorkflowWakeQueues)
+	}
+	want := "workflow   sleeping (wakes at " + in.WorkflowWakeAt.UTC().Format(time.RFC3339) + " or on a message in go)\n"
+	if r := rivetctl(t, addr, "inspect", "napper", "k"); r.code != 0 || !strings.Contains(r.stdout, want) {
+		t.Fatalf("inspect:\n%s\nwant a line %q", r.stdout, want)
+	}
 }

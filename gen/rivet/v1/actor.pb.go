@@ -999,8 +999,18 @@ type InspectResponse struct {
 	// workflow_status is "", "running", "sleeping", "completed" or "failed".
 	WorkflowStatus string `protobuf:"bytes,5,opt,name=workflow_status,json=workflowStatus,proto3" json:"workflow_status,omitempty"`
 	WorkflowError  string `protobuf:"bytes,6,opt,name=workflow_error,json=workflowError,proto3" json:"workflow_error,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// workflow_wake_at is when a sleeping workflow runs again by itself (a
+	// sleep's end, a receive's timeout, a retry's backoff); unset if no time
+	// would (it waits for a message only) or none is known.
+	WorkflowWakeAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=workflow_wake_at,json=workflowWakeAt,proto3" json:"workflow_wake_at,omitempty"`
+	// workflow_wake_queues are the queues a message on which would wake a
+	// sleeping workflow, and workflow_wake_any_queue says that any message
+	// would: known while the actor is in memory on its owner (otherwise a
+	// message activates the actor, whose workflow replays to see).
+	WorkflowWakeQueues   []string `protobuf:"bytes,8,rep,name=workflow_wake_queues,json=workflowWakeQueues,proto3" json:"workflow_wake_queues,omitempty"`
+	WorkflowWakeAnyQueue bool     `protobuf:"varint,9,opt,name=workflow_wake_any_queue,json=workflowWakeAnyQueue,proto3" json:"workflow_wake_any_queue,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *InspectResponse) Reset() {
@@ -1073,6 +1083,27 @@ func (x *InspectResponse) GetWorkflowError() string {
 		return x.WorkflowError
 	}
 	return ""
+}
+
+func (x *InspectResponse) GetWorkflowWakeAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.WorkflowWakeAt
+	}
+	return nil
+}
+
+func (x *InspectResponse) GetWorkflowWakeQueues() []string {
+	if x != nil {
+		return x.WorkflowWakeQueues
+	}
+	return nil
+}
+
+func (x *InspectResponse) GetWorkflowWakeAnyQueue() bool {
+	if x != nil {
+		return x.WorkflowWakeAnyQueue
+	}
+	return false
 }
 
 type ListRequest struct {
@@ -1640,14 +1671,17 @@ const file_rivet_v1_actor_proto_rawDesc = "" +
 	"\n" +
 	"QueueDepth\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x14\n" +
-	"\x05depth\x18\x02 \x01(\x04R\x05depth\"\xe6\x01\n" +
+	"\x05depth\x18\x02 \x01(\x04R\x05depth\"\x95\x03\n" +
 	"\x0fInspectResponse\x12'\n" +
 	"\x04info\x18\x01 \x01(\v2\x13.rivet.v1.ActorInfoR\x04info\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\fR\x05state\x12\x16\n" +
 	"\x06active\x18\x03 \x01(\bR\x06active\x12,\n" +
 	"\x06queues\x18\x04 \x03(\v2\x14.rivet.v1.QueueDepthR\x06queues\x12'\n" +
 	"\x0fworkflow_status\x18\x05 \x01(\tR\x0eworkflowStatus\x12%\n" +
-	"\x0eworkflow_error\x18\x06 \x01(\tR\rworkflowError\"\x81\x01\n" +
+	"\x0eworkflow_error\x18\x06 \x01(\tR\rworkflowError\x12D\n" +
+	"\x10workflow_wake_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x0eworkflowWakeAt\x120\n" +
+	"\x14workflow_wake_queues\x18\b \x03(\tR\x12workflowWakeQueues\x125\n" +
+	"\x17workflow_wake_any_queue\x18\t \x01(\bR\x14workflowWakeAnyQueue\"\x81\x01\n" +
 	"\vListRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\rR\x05limit\x12\x1d\n" +
@@ -1755,36 +1789,37 @@ var file_rivet_v1_actor_proto_depIdxs = []int32{
 	0,  // 14: rivet.v1.InspectRequest.actor:type_name -> rivet.v1.ActorRef
 	14, // 15: rivet.v1.InspectResponse.info:type_name -> rivet.v1.ActorInfo
 	16, // 16: rivet.v1.InspectResponse.queues:type_name -> rivet.v1.QueueDepth
-	14, // 17: rivet.v1.ListResponse.actors:type_name -> rivet.v1.ActorInfo
-	0,  // 18: rivet.v1.HistoryRequest.actor:type_name -> rivet.v1.ActorRef
-	26, // 19: rivet.v1.HistoryEntry.updated_at:type_name -> google.protobuf.Timestamp
-	21, // 20: rivet.v1.HistoryResponse.entries:type_name -> rivet.v1.HistoryEntry
-	0,  // 21: rivet.v1.RetryWorkflowRequest.actor:type_name -> rivet.v1.ActorRef
-	2,  // 22: rivet.v1.ActorService.Call:input_type -> rivet.v1.CallRequest
-	4,  // 23: rivet.v1.ActorService.Send:input_type -> rivet.v1.SendRequest
-	6,  // 24: rivet.v1.ActorService.Create:input_type -> rivet.v1.CreateRequest
-	8,  // 25: rivet.v1.ActorService.GetOrCreate:input_type -> rivet.v1.GetOrCreateRequest
-	10, // 26: rivet.v1.ActorService.Get:input_type -> rivet.v1.GetRequest
-	12, // 27: rivet.v1.ActorService.Destroy:input_type -> rivet.v1.DestroyRequest
-	15, // 28: rivet.v1.ActorService.Inspect:input_type -> rivet.v1.InspectRequest
-	18, // 29: rivet.v1.ActorService.List:input_type -> rivet.v1.ListRequest
-	20, // 30: rivet.v1.ActorService.History:input_type -> rivet.v1.HistoryRequest
-	23, // 31: rivet.v1.ActorService.RetryWorkflow:input_type -> rivet.v1.RetryWorkflowRequest
-	3,  // 32: rivet.v1.ActorService.Call:output_type -> rivet.v1.CallResponse
-	5,  // 33: rivet.v1.ActorService.Send:output_type -> rivet.v1.SendResponse
-	7,  // 34: rivet.v1.ActorService.Create:output_type -> rivet.v1.CreateResponse
-	9,  // 35: rivet.v1.ActorService.GetOrCreate:output_type -> rivet.v1.GetOrCreateResponse
-	11, // 36: rivet.v1.ActorService.Get:output_type -> rivet.v1.GetResponse
-	13, // 37: rivet.v1.ActorService.Destroy:output_type -> rivet.v1.DestroyResponse
-	17, // 38: rivet.v1.ActorService.Inspect:output_type -> rivet.v1.InspectResponse
-	19, // 39: rivet.v1.ActorService.List:output_type -> rivet.v1.ListResponse
-	22, // 40: rivet.v1.ActorService.History:output_type -> rivet.v1.HistoryResponse
-	24, // 41: rivet.v1.ActorService.RetryWorkflow:output_type -> rivet.v1.RetryWorkflowResponse
-	32, // [32:42] is the sub-list for method output_type
-	22, // [22:32] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	26, // 17: rivet.v1.InspectResponse.workflow_wake_at:type_name -> google.protobuf.Timestamp
+	14, // 18: rivet.v1.ListResponse.actors:type_name -> rivet.v1.ActorInfo
+	0,  // 19: rivet.v1.HistoryRequest.actor:type_name -> rivet.v1.ActorRef
+	26, // 20: rivet.v1.HistoryEntry.updated_at:type_name -> google.protobuf.Timestamp
+	21, // 21: rivet.v1.HistoryResponse.entries:type_name -> rivet.v1.HistoryEntry
+	0,  // 22: rivet.v1.RetryWorkflowRequest.actor:type_name -> rivet.v1.ActorRef
+	2,  // 23: rivet.v1.ActorService.Call:input_type -> rivet.v1.CallRequest
+	4,  // 24: rivet.v1.ActorService.Send:input_type -> rivet.v1.SendRequest
+	6,  // 25: rivet.v1.ActorService.Create:input_type -> rivet.v1.CreateRequest
+	8,  // 26: rivet.v1.ActorService.GetOrCreate:input_type -> rivet.v1.GetOrCreateRequest
+	10, // 27: rivet.v1.ActorService.Get:input_type -> rivet.v1.GetRequest
+	12, // 28: rivet.v1.ActorService.Destroy:input_type -> rivet.v1.DestroyRequest
+	15, // 29: rivet.v1.ActorService.Inspect:input_type -> rivet.v1.InspectRequest
+	18, // 30: rivet.v1.ActorService.List:input_type -> rivet.v1.ListRequest
+	20, // 31: rivet.v1.ActorService.History:input_type -> rivet.v1.HistoryRequest
+	23, // 32: rivet.v1.ActorService.RetryWorkflow:input_type -> rivet.v1.RetryWorkflowRequest
+	3,  // 33: rivet.v1.ActorService.Call:output_type -> rivet.v1.CallResponse
+	5,  // 34: rivet.v1.ActorService.Send:output_type -> rivet.v1.SendResponse
+	7,  // 35: rivet.v1.ActorService.Create:output_type -> rivet.v1.CreateResponse
+	9,  // 36: rivet.v1.ActorService.GetOrCreate:output_type -> rivet.v1.GetOrCreateResponse
+	11, // 37: rivet.v1.ActorService.Get:output_type -> rivet.v1.GetResponse
+	13, // 38: rivet.v1.ActorService.Destroy:output_type -> rivet.v1.DestroyResponse
+	17, // 39: rivet.v1.ActorService.Inspect:output_type -> rivet.v1.InspectResponse
+	19, // 40: rivet.v1.ActorService.List:output_type -> rivet.v1.ListResponse
+	22, // 41: rivet.v1.ActorService.History:output_type -> rivet.v1.HistoryResponse
+	24, // 42: rivet.v1.ActorService.RetryWorkflow:output_type -> rivet.v1.RetryWorkflowResponse
+	33, // [33:43] is the sub-list for method output_type
+	23, // [23:33] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_rivet_v1_actor_proto_init() }
