@@ -36,8 +36,12 @@ func All() []rivet.Definition {
 // environment that sets the examples' settings to values that do not parse,
 // so that a node does not start with a setting silently ignored.
 func Registry() (*rivet.Registry, error) {
-	if _, err := seed.AuctionTimeoutFromEnv(); err != nil {
+	d, err := seed.AuctionTimeoutFromEnv()
+	if err != nil {
 		return nil, err
+	}
+	if d > 0 {
+		seed.AuctionTimeout = d
 	}
 	return rivet.Setup(All()...)
 }

@@ -969,9 +969,15 @@ func (h *Host) Inspect(ctx context.Context, ref Ref) (Inspection, error) {
 		WorkflowError:  snap.wfStatus.Error,
 	}
 	if sp, _ := h.reg.Lookup(ref.Name); sp != nil && sp.Run != nil && ins.WorkflowStatus == "" {
-		// Not in memory and not finished: it waits for its wakeup (History
-		// says the same), whose time its wakeup record has.
+		// Not finished and not running: it waits for its wakeup (History
+		// says the same).
 		ins.WorkflowStatus = WorkflowSleeping
+	}
+	switch {
+	case active:
+		ins.WorkflowWake = snap.wake
+	case ins.WorkflowStatus == WorkflowSleeping:
+		// Not in memory: the time is its wakeup record's.
 		enc, _, _, _ := h.locate(ref)
 		kv, err := h.store.Get(ctx, storage.WakeupKey(part, ref.Name, enc))
 		var rec wakeupRecord
@@ -981,9 +987,6 @@ func (h *Host) Inspect(ctx context.Context, ref Ref) (Inspection, error) {
 		case err != nil && !isNotFound(err):
 			return Inspection{}, rivet.Errorf(rivet.ErrUnavailable, "read actor: wakeup: %v", err)
 		}
-	}
-	if ins.WorkflowStatus == WorkflowSleeping && active {
-		ins.WorkflowWake = snap.wake
 	}
 	for q, d := range snap.depth {
 		if d > 0 {

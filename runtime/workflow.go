@@ -812,7 +812,8 @@ func (a *activation) workflowStatus() workflowStatus {
 
 // workflowStatusAndWake is workflowStatus with what would wake the
 // workflow if it sleeps: the wake it blocked on if it runs here, else the
-// stored wakeup's time (a workflow stopped to wait, or not started yet).
+// stored wakeup's time (a workflow stopped to wait, or not started yet:
+// status "").
 func (a *activation) workflowStatusAndWake() (workflowStatus, workflow.Wake) {
 	if a.spec.Run == nil {
 		return workflowStatus{}, workflow.Wake{}
@@ -828,7 +829,7 @@ func (a *activation) workflowStatusAndWake() (workflowStatus, workflow.Wake) {
 			wk = r.wake
 		}
 		r.mu.Unlock()
-	} else if st.Status == WorkflowSleeping && wakeAt > 0 {
+	} else if (st.Status == WorkflowSleeping || st.Status == "") && wakeAt > 0 {
 		wk.At = time.UnixMilli(wakeAt)
 	}
 	return st, wk

@@ -111,6 +111,10 @@ func (a *app) printInspection(in client.Inspection) error {
 // describeWake says what would wake a sleeping workflow, as far as the
 // owner knows: " (wakes at T or on a message in q1, q2)".
 func describeWake(in client.Inspection) string {
+	if at := in.WorkflowWakeAt; !at.IsZero() && at.Before(time.Now()) {
+		// Its time has come: it runs as soon as its owner gets to it.
+		return " (due since " + formatTime(at) + ")"
+	}
 	var ways []string
 	if !in.WorkflowWakeAt.IsZero() {
 		ways = append(ways, "at "+formatTime(in.WorkflowWakeAt))

@@ -14,7 +14,8 @@ import (
 // AuctionTimeout is how long auctionActor waits for a bid before the
 // auction expires: 24 h, as in the seed, or the duration in the environment
 // variable EXAMPLES_AUCTION_TIMEOUT (e.g. "2s", for a node process under
-// test). Tests in this process may set it before the node starts; an
+// test; examples.Registry applies it too, and refuses a value that does
+// not parse). Tests in this process may set it before the node starts; an
 // auction already waiting keeps its recorded deadline.
 var AuctionTimeout = func() time.Duration {
 	if d, err := AuctionTimeoutFromEnv(); err == nil && d > 0 {
