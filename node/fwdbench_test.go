@@ -3,6 +3,10 @@ package node_test
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -40,7 +44,9 @@ type fwdResult struct {
 // concurrent callers share one client per target node. Reported: calls/s,
 // p50/p99 latency in microseconds, and for forwarded cases the ratio to the
 // direct case measured just before (x-direct); a table of all cases is
-// printed at the end. Also reported: allocations and CPU time (user and
+// printed at the end. "interleaved" measures the same ratio from eight
+// short forwarded rounds, each between two direct ones (median, min and
+// max), which a machine whose speed drifts skews far less. Also reported: allocations and CPU time (user and
 // system, of this whole process) per call, which hold up when other work
 // shares the machine, as calls/s do not.
 func BenchmarkForwarding(b *testing.B) {
@@ -121,7 +127,20 @@ func BenchmarkForwarding(b *testing.B) {
 	}
 
 	ctx := context.Background()
+	callsOf := func(c *client.Client, action string, callers int) []func() error {
+		do := make([]func() error, callers)
+		for i := range callers {
+			h := c.Actor("counter", keys[i])
+			if action == "query" {
+				do[i] = func() error { _, err := h.Call(ctx, "getCount"); return err }
+			} else {
+				do[i] = func() error { _, err := h.Call(ctx, "increment", 1); return err }
+			}
+		}
+		return do
+	}
 	results := map[string]fwdResult{}
+	interleaved := map[string][]float64{}
 	actions := []string{"query", "mutate"}
 	callerCounts := []int{16, 64}
 	targets := []string{"direct", "forwarded", "routed"}
@@ -130,15 +149,8 @@ func BenchmarkForwarding(b *testing.B) {
 			for _, target := range targets {
 				name := fmt.Sprintf("%s/callers=%d/%s", action, callers, target)
 				b.Run(name, func(b *testing.B) {
-					c := clients[target]
-					do := make([]func() error, callers)
-					for i := range callers {
-						h := c.Actor("counter", keys[i])
-						if action == "query" {
-							do[i] = func() error { _, err := h.Call(ctx, "getCount"); return err }
-						} else {
-							do[i] = func() error { _, err := h.Call(ctx, "increment", 1); return err }
-						}
+					do := callsOf(clients[target], action, callers)
+					for i := range do {
 						if err := do[i](); err != nil { // warm up: activate the actor, open the peer connection
 							b.Fatal(err)
 						}
@@ -188,6 +200,32 @@ func BenchmarkForwarding(b *testing.B) {
 					b.ReportMetric(0, "ns/op")
 				})
 			}
+			// The same ratio from short rounds that alternate direct and
+			// forwarded calls, each forwarded round against the mean of
+			// the direct rounds on either side of it: on a machine whose
+			// speed drifts (a shared VM), the ratio of two long runs one
+			// after the other measures the drift as much as the hop.
+			name := fmt.Sprintf("%s/callers=%d/interleaved", action, callers)
+			b.Run(name, func(b *testing.B) {
+				direct, forwarded := callsOf(clients["direct"], action, callers), callsOf(clients["forwarded"], action, callers)
+				const rounds, round = 8, 250 * time.Millisecond
+				for range b.N {
+					var ratios []float64
+					prev := timedRate(b, direct, round)
+					for range rounds {
+						f := timedRate(b, forwarded, round)
+						d := timedRate(b, direct, round)
+						ratios = append(ratios, f/((prev+d)/2))
+						prev = d
+					}
+					slices.Sort(ratios)
+					interleaved[fmt.Sprintf("%s/%d", action, callers)] = ratios
+					b.ReportMetric((ratios[rounds/2-1]+ratios[rounds/2])/2, "x-direct-median")
+					b.ReportMetric(ratios[0], "x-direct-min")
+					b.ReportMetric(ratios[rounds-1], "x-direct-max")
+				}
+				b.ReportMetric(0, "ns/op")
+			})
 		}
 	}
 
@@ -209,6 +247,47 @@ func BenchmarkForwarding(b *testing.B) {
 				d.rate, fwdDur(d.p50), fwdDur(d.p99), fwdDur(d.cpu), f.rate, fwdDur(f.p50), fwdDur(f.p99), fwdDur(f.cpu), f.rate/d.rate, routed)
 		}
 	}
+	for _, action := range actions {
+		for _, callers := range callerCounts {
+			if r := interleaved[fmt.Sprintf("%s/%d", action, callers)]; r != nil {
+				fmt.Printf("%-7s %7d | forwarded / direct in alternating rounds: median %.2fx, rounds %s\n",
+					action, callers, (r[len(r)/2-1]+r[len(r)/2])/2, fmtRatios(r))
+			}
+		}
+	}
+}
+
+// timedRate runs the calls of do, one caller each, for about d and
+// returns the calls per second; any failed call fails the benchmark.
+func timedRate(b *testing.B, do []func() error, d time.Duration) float64 {
+	b.Helper()
+	var calls, failed atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	end := start.Add(d)
+	for i := range do {
+		wg.Go(func() {
+			for time.Now().Before(end) {
+				if err := do[i](); err != nil {
+					failed.Add(1)
+				}
+				calls.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if n := failed.Load(); n > 0 {
+		b.Fatalf("%d calls failed", n)
+	}
+	return float64(calls.Load()) / time.Since(start).Seconds()
+}
+
+func fmtRatios(r []float64) string {
+	s := make([]string, len(r))
+	for i, x := range r {
+		s[i] = fmt.Sprintf("%.2f", x)
+	}
+	return strings.Join(s, " ")
 }
 
 // fwdDur prints a latency to the microsecond, or to 0.1 ms above 10 ms.
