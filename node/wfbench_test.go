@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -67,6 +68,27 @@ func steppingActor(name string, changeState bool) rivet.Actor[stepperState] {
 	}
 }
 
+// sequencer runs its steps as a plain Go loop, each step named by its
+// number ("step-0", "step-1"...) and changing no state, the way a Temporal
+// workflow calls activities in a for loop: each commits its history entry
+// alone, and nothing is pruned.
+var sequencer = rivet.Actor[stepperState]{
+	Name: "sequencer",
+	Run: func(ctx *workflow.Ctx[stepperState]) error {
+		steps, err := workflow.Step(ctx, "steps", func(s *workflow.StepCtx[stepperState]) (int, error) { return benchSteps.Load().(int), nil })
+		if err != nil {
+			return err
+		}
+		for i := range steps {
+			if _, err := workflow.Step(ctx, "step-"+strconv.Itoa(i), func(*workflow.StepCtx[stepperState]) (int, error) { return i, nil }); err != nil {
+				return err
+			}
+			stepsDone.Add(1)
+		}
+		return nil
+	},
+}
+
 var benchSteps atomic.Value
 
 // benchRun makes the actor keys of every run unique (-count reruns).
@@ -79,7 +101,7 @@ var benchRun atomic.Int64
 // them, etcd's own batched-put rate (64 goroutines, 64 puts per txn) on an
 // embedded etcd of the same kind, measured in the same run.
 func BenchmarkWorkflowSteps(b *testing.B) {
-	reg, err := rivet.Setup(stepper, recorder)
+	reg, err := rivet.Setup(stepper, recorder, sequencer)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -164,6 +186,9 @@ func BenchmarkWorkflowSteps(b *testing.B) {
 	// The same with steps that only record their output: what a step
 	// costs without a state write.
 	b.Run("1000-workflows-concurrent-no-state", func(b *testing.B) { measure(b, "recorder", 1000, 50) })
+	// Steps in a plain Go loop, named by number, changing no state: one
+	// etcd key per step, nothing pruned.
+	b.Run("1000-workflows-concurrent-named-steps", func(b *testing.B) { measure(b, "sequencer", 1000, 50) })
 	b.Run("etcd-batched-put-reference", func(b *testing.B) {
 		cli := etcdtest.StartClient(b)
 		var rate float64
