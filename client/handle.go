@@ -176,7 +176,10 @@ func (h *ActorHandle) History(ctx context.Context) (History, error) {
 	if err != nil {
 		return History{}, err
 	}
-	out := History{WorkflowStatus: resp.GetWorkflowStatus(), WorkflowError: resp.GetWorkflowError()}
+	out := History{
+		WorkflowStatus: resp.GetWorkflowStatus(), WorkflowError: resp.GetWorkflowError(),
+		WorkflowWakeAt: timeFrom(resp.GetWorkflowWakeAt()), WorkflowWakeQueues: resp.GetWorkflowWakeQueues(), WorkflowWakeAnyQueue: resp.GetWorkflowWakeAnyQueue(),
+	}
 	for _, e := range resp.GetEntries() {
 		he := HistoryEntry{Path: e.GetPath(), Kind: e.GetKind(), Status: e.GetStatus(), Attempts: int(e.GetAttempts()), Output: e.GetOutput(), Error: e.GetError()}
 		if e.GetUpdatedAt() != nil {

@@ -173,7 +173,11 @@ type HistoryEntry struct {
 
 // History is an actor's workflow status and history.
 type History struct {
-	WorkflowStatus string         `json:"workflow_status"`
-	WorkflowError  string         `json:"workflow_error,omitempty"`
-	Entries        []HistoryEntry `json:"entries"`
+	WorkflowStatus string `json:"workflow_status"`
+	WorkflowError  string `json:"workflow_error,omitempty"`
+	// What wakes a sleeping workflow, as Inspection's fields say.
+	WorkflowWakeAt       time.Time      `json:"workflow_wake_at,omitzero"`
+	WorkflowWakeQueues   []string       `json:"workflow_wake_queues,omitempty"`
+	WorkflowWakeAnyQueue bool           `json:"workflow_wake_any_queue,omitempty"`
+	Entries              []HistoryEntry `json:"entries"`
 }

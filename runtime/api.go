@@ -192,5 +192,7 @@ type HistoryEntry struct {
 type History struct {
 	WorkflowStatus string
 	WorkflowError  string
-	Entries        []HistoryEntry
+	// WorkflowWake is as Inspection's.
+	WorkflowWake workflow.Wake
+	Entries      []HistoryEntry
 }

@@ -83,14 +83,23 @@ func (h *Host) History(ctx context.Context, ref Ref) (History, error) {
 		}
 	}
 	if loaded {
-		if st := a.workflowStatus().Status; st != "" {
-			out.WorkflowStatus = st
+		st, wk := a.workflowStatusAndWake()
+		if st.Status != "" {
+			out.WorkflowStatus = st.Status
 		}
+		out.WorkflowWake = wk
 	}
 	if out.WorkflowStatus == "" {
 		// Not running in memory (not loaded, or between its load and its
 		// start, or a retry's reset and its restart): waiting to run.
 		out.WorkflowStatus = WorkflowSleeping
+	}
+	if out.WorkflowStatus != WorkflowSleeping {
+		out.WorkflowWake = workflow.Wake{}
+	} else if !loaded {
+		if out.WorkflowWake, err = h.storedWake(ctx, part, ref.Name, enc); err != nil {
+			return History{}, err
+		}
 	}
 	// In the order a reader expects: by scope, a loop's iterations by
 	// number (~2 before ~10), not as their keys sort.

@@ -17,6 +17,7 @@ import (
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/placement"
 	"github.com/rivet-go/rivet/storage"
+	"github.com/rivet-go/rivet/workflow"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
@@ -977,15 +978,9 @@ func (h *Host) Inspect(ctx context.Context, ref Ref) (Inspection, error) {
 	case active:
 		ins.WorkflowWake = snap.wake
 	case ins.WorkflowStatus == WorkflowSleeping:
-		// Not in memory: the time is its wakeup record's.
 		enc, _, _, _ := h.locate(ref)
-		kv, err := h.store.Get(ctx, storage.WakeupKey(part, ref.Name, enc))
-		var rec wakeupRecord
-		switch {
-		case err == nil && json.Unmarshal(kv.Value, &rec) == nil && rec.At > 0:
-			ins.WorkflowWake.At = time.UnixMilli(rec.At)
-		case err != nil && !isNotFound(err):
-			return Inspection{}, rivet.Errorf(rivet.ErrUnavailable, "read actor: wakeup: %v", err)
+		if ins.WorkflowWake, err = h.storedWake(ctx, part, ref.Name, enc); err != nil {
+			return Inspection{}, err
 		}
 	}
 	for q, d := range snap.depth {
@@ -995,6 +990,24 @@ func (h *Host) Inspect(ctx context.Context, ref Ref) (Inspection, error) {
 	}
 	sort.Slice(ins.Queues, func(i, j int) bool { return ins.Queues[i].Queue < ins.Queues[j].Queue })
 	return ins, nil
+}
+
+// storedWake is what wakes the sleeping workflow of an actor not in
+// memory, as far as storage says: its wakeup record's time. (Which queues
+// it waits on only its replay would tell: a message activates it.)
+func (h *Host) storedWake(ctx context.Context, part uint32, name, enc string) (workflow.Wake, error) {
+	kv, err := h.store.Get(ctx, storage.WakeupKey(part, name, enc))
+	if err != nil {
+		if isNotFound(err) {
+			return workflow.Wake{}, nil
+		}
+		return workflow.Wake{}, rivet.Errorf(rivet.ErrUnavailable, "read actor: wakeup: %v", err)
+	}
+	var rec wakeupRecord
+	if json.Unmarshal(kv.Value, &rec) != nil || rec.At <= 0 {
+		return workflow.Wake{}, nil
+	}
+	return workflow.Wake{At: time.UnixMilli(rec.At)}, nil
 }
 
 // Destroy removes the actor and everything stored for it.

@@ -1034,6 +1034,18 @@ func TestInspectSaysWhatWakesASleepingWorkflow(t *testing.T) {
 	if ins := inspect(t, e.host, "untimed", "x"); !ins.WorkflowWake.At.IsZero() || !reflect.DeepEqual(ins.WorkflowWake.Queues, []string{"go"}) {
 		t.Errorf("in memory, no timeout: wake %+v, want no time and [go]", ins.WorkflowWake)
 	}
+	// History says the same.
+	history := func(name string) runtime.History {
+		t.Helper()
+		h, err := e.host.History(ctx(t), runtime.Ref{Name: name, Key: []string{"x"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	if h := history("timed"); h.WorkflowStatus != runtime.WorkflowSleeping || !h.WorkflowWake.At.Equal(at) || !reflect.DeepEqual(h.WorkflowWake.Queues, []string{"go"}) {
+		t.Errorf("history in memory: status %q, wake %+v; want sleeping, at %v on [go]", h.WorkflowStatus, h.WorkflowWake, at)
+	}
 
 	e.restart()
 	ins = inspect(t, e.host, "timed", "x")
@@ -1045,5 +1057,11 @@ func TestInspectSaysWhatWakesASleepingWorkflow(t *testing.T) {
 	}
 	if ins := inspect(t, e.host, "untimed", "x"); ins.Active || !ins.WorkflowWake.IsZero() {
 		t.Errorf("after a restart, no timeout: active %v, wake %+v, want nothing known", ins.Active, ins.WorkflowWake)
+	}
+	if h := history("timed"); h.WorkflowStatus != runtime.WorkflowSleeping || !h.WorkflowWake.At.Equal(at.Truncate(time.Millisecond)) || h.WorkflowWake.Queues != nil {
+		t.Errorf("history after a restart: status %q, wake %+v; want sleeping, at the stored %v", h.WorkflowStatus, h.WorkflowWake, at)
+	}
+	if ins := inspect(t, e.host, "timed", "x"); ins.Active {
+		t.Errorf("History activated the actor")
 	}
 }

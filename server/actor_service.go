@@ -192,7 +192,10 @@ func (s *Server) History(ctx context.Context, req *rivetv1.HistoryRequest) (*riv
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
-	out := &rivetv1.HistoryResponse{WorkflowStatus: h.WorkflowStatus, WorkflowError: h.WorkflowError}
+	out := &rivetv1.HistoryResponse{
+		WorkflowStatus: h.WorkflowStatus, WorkflowError: h.WorkflowError,
+		WorkflowWakeAt: timeProto(h.WorkflowWake.At), WorkflowWakeQueues: h.WorkflowWake.Queues, WorkflowWakeAnyQueue: h.WorkflowWake.AnyQueue,
+	}
 	for _, e := range h.Entries {
 		pe := &rivetv1.HistoryEntry{
 			Path: e.Path, Kind: e.Kind, Status: e.Status, Attempts: uint32(e.Attempts),

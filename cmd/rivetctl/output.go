@@ -87,7 +87,7 @@ func (a *app) printInspection(in client.Inspection) error {
 	row("created", formatTime(in.Info.CreatedAt))
 	row("active", fmt.Sprint(in.Active))
 	if in.WorkflowStatus != "" {
-		row("workflow", in.WorkflowStatus+describeWake(in))
+		row("workflow", in.WorkflowStatus+describeWake(in.WorkflowWakeAt, in.WorkflowWakeQueues, in.WorkflowWakeAnyQueue))
 	}
 	if in.WorkflowError != "" {
 		row("workflow error", in.WorkflowError)
@@ -110,20 +110,20 @@ func (a *app) printInspection(in client.Inspection) error {
 
 // describeWake says what would wake a sleeping workflow, as far as the
 // owner knows: " (wakes at T or on a message in q1, q2)".
-func describeWake(in client.Inspection) string {
-	if at := in.WorkflowWakeAt; !at.IsZero() && at.Before(time.Now()) {
+func describeWake(at time.Time, queues []string, anyQueue bool) string {
+	if !at.IsZero() && at.Before(time.Now()) {
 		// Its time has come: it runs as soon as its owner gets to it.
 		return " (due since " + formatTime(at) + ")"
 	}
 	var ways []string
-	if !in.WorkflowWakeAt.IsZero() {
-		ways = append(ways, "at "+formatTime(in.WorkflowWakeAt))
+	if !at.IsZero() {
+		ways = append(ways, "at "+formatTime(at))
 	}
 	switch {
-	case in.WorkflowWakeAnyQueue:
+	case anyQueue:
 		ways = append(ways, "on any message")
-	case len(in.WorkflowWakeQueues) > 0:
-		ways = append(ways, "on a message in "+strings.Join(in.WorkflowWakeQueues, ", "))
+	case len(queues) > 0:
+		ways = append(ways, "on a message in "+strings.Join(queues, ", "))
 	}
 	if len(ways) == 0 {
 		return ""

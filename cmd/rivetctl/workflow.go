@@ -74,7 +74,7 @@ func (a *app) printHistory(h client.History) error {
 		_, err := fmt.Fprintln(a.stdout, "workflow  none (this actor has no workflow)")
 		return err
 	}
-	fmt.Fprintf(a.stdout, "workflow  %s\n", h.WorkflowStatus)
+	fmt.Fprintf(a.stdout, "workflow  %s%s\n", h.WorkflowStatus, describeWake(h.WorkflowWakeAt, h.WorkflowWakeQueues, h.WorkflowWakeAnyQueue))
 	if h.WorkflowError != "" {
 		fmt.Fprintf(a.stdout, "error     %s\n", h.WorkflowError)
 	}

@@ -136,4 +136,8 @@ func TestWorkflowCommandsOnARealNode(t *testing.T) {
 	if r := rivetctl(t, addr, "inspect", "napper", "k"); r.code != 0 || !strings.Contains(r.stdout, want) {
 		t.Fatalf("inspect:\n%s\nwant a line %q", r.stdout, want)
 	}
+	want = "workflow  sleeping (wakes at " + in.WorkflowWakeAt.UTC().Format(time.RFC3339) + " or on a message in go)\n"
+	if r := rivetctl(t, addr, "history", "napper", "k"); r.code != 0 || !strings.HasPrefix(r.stdout, want) {
+		t.Fatalf("history:\n%s\nwant a first line %q", r.stdout, want)
+	}
 }

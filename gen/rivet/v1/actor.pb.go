@@ -1380,8 +1380,12 @@ type HistoryResponse struct {
 	WorkflowStatus string          `protobuf:"bytes,1,opt,name=workflow_status,json=workflowStatus,proto3" json:"workflow_status,omitempty"`
 	WorkflowError  string          `protobuf:"bytes,2,opt,name=workflow_error,json=workflowError,proto3" json:"workflow_error,omitempty"`
 	Entries        []*HistoryEntry `protobuf:"bytes,3,rep,name=entries,proto3" json:"entries,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// What wakes a sleeping workflow, as InspectResponse's fields 7-9 say.
+	WorkflowWakeAt       *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=workflow_wake_at,json=workflowWakeAt,proto3" json:"workflow_wake_at,omitempty"`
+	WorkflowWakeQueues   []string               `protobuf:"bytes,5,rep,name=workflow_wake_queues,json=workflowWakeQueues,proto3" json:"workflow_wake_queues,omitempty"`
+	WorkflowWakeAnyQueue bool                   `protobuf:"varint,6,opt,name=workflow_wake_any_queue,json=workflowWakeAnyQueue,proto3" json:"workflow_wake_any_queue,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *HistoryResponse) Reset() {
@@ -1433,6 +1437,27 @@ func (x *HistoryResponse) GetEntries() []*HistoryEntry {
 		return x.Entries
 	}
 	return nil
+}
+
+func (x *HistoryResponse) GetWorkflowWakeAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.WorkflowWakeAt
+	}
+	return nil
+}
+
+func (x *HistoryResponse) GetWorkflowWakeQueues() []string {
+	if x != nil {
+		return x.WorkflowWakeQueues
+	}
+	return nil
+}
+
+func (x *HistoryResponse) GetWorkflowWakeAnyQueue() bool {
+	if x != nil {
+		return x.WorkflowWakeAnyQueue
+	}
+	return false
 }
 
 type RetryWorkflowRequest struct {
@@ -1701,11 +1726,14 @@ const file_rivet_v1_actor_proto_rawDesc = "" +
 	"\x06output\x18\x05 \x01(\fR\x06output\x12\x14\n" +
 	"\x05error\x18\x06 \x01(\tR\x05error\x129\n" +
 	"\n" +
-	"updated_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"\x93\x01\n" +
+	"updated_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"\xc2\x02\n" +
 	"\x0fHistoryResponse\x12'\n" +
 	"\x0fworkflow_status\x18\x01 \x01(\tR\x0eworkflowStatus\x12%\n" +
 	"\x0eworkflow_error\x18\x02 \x01(\tR\rworkflowError\x120\n" +
-	"\aentries\x18\x03 \x03(\v2\x16.rivet.v1.HistoryEntryR\aentries\"T\n" +
+	"\aentries\x18\x03 \x03(\v2\x16.rivet.v1.HistoryEntryR\aentries\x12D\n" +
+	"\x10workflow_wake_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x0eworkflowWakeAt\x120\n" +
+	"\x14workflow_wake_queues\x18\x05 \x03(\tR\x12workflowWakeQueues\x125\n" +
+	"\x17workflow_wake_any_queue\x18\x06 \x01(\bR\x14workflowWakeAnyQueue\"T\n" +
 	"\x14RetryWorkflowRequest\x12(\n" +
 	"\x05actor\x18\x01 \x01(\v2\x12.rivet.v1.ActorRefR\x05actor\x12\x12\n" +
 	"\x04from\x18\x02 \x01(\tR\x04from\"1\n" +
@@ -1794,32 +1822,33 @@ var file_rivet_v1_actor_proto_depIdxs = []int32{
 	0,  // 19: rivet.v1.HistoryRequest.actor:type_name -> rivet.v1.ActorRef
 	26, // 20: rivet.v1.HistoryEntry.updated_at:type_name -> google.protobuf.Timestamp
 	21, // 21: rivet.v1.HistoryResponse.entries:type_name -> rivet.v1.HistoryEntry
-	0,  // 22: rivet.v1.RetryWorkflowRequest.actor:type_name -> rivet.v1.ActorRef
-	2,  // 23: rivet.v1.ActorService.Call:input_type -> rivet.v1.CallRequest
-	4,  // 24: rivet.v1.ActorService.Send:input_type -> rivet.v1.SendRequest
-	6,  // 25: rivet.v1.ActorService.Create:input_type -> rivet.v1.CreateRequest
-	8,  // 26: rivet.v1.ActorService.GetOrCreate:input_type -> rivet.v1.GetOrCreateRequest
-	10, // 27: rivet.v1.ActorService.Get:input_type -> rivet.v1.GetRequest
-	12, // 28: rivet.v1.ActorService.Destroy:input_type -> rivet.v1.DestroyRequest
-	15, // 29: rivet.v1.ActorService.Inspect:input_type -> rivet.v1.InspectRequest
-	18, // 30: rivet.v1.ActorService.List:input_type -> rivet.v1.ListRequest
-	20, // 31: rivet.v1.ActorService.History:input_type -> rivet.v1.HistoryRequest
-	23, // 32: rivet.v1.ActorService.RetryWorkflow:input_type -> rivet.v1.RetryWorkflowRequest
-	3,  // 33: rivet.v1.ActorService.Call:output_type -> rivet.v1.CallResponse
-	5,  // 34: rivet.v1.ActorService.Send:output_type -> rivet.v1.SendResponse
-	7,  // 35: rivet.v1.ActorService.Create:output_type -> rivet.v1.CreateResponse
-	9,  // 36: rivet.v1.ActorService.GetOrCreate:output_type -> rivet.v1.GetOrCreateResponse
-	11, // 37: rivet.v1.ActorService.Get:output_type -> rivet.v1.GetResponse
-	13, // 38: rivet.v1.ActorService.Destroy:output_type -> rivet.v1.DestroyResponse
-	17, // 39: rivet.v1.ActorService.Inspect:output_type -> rivet.v1.InspectResponse
-	19, // 40: rivet.v1.ActorService.List:output_type -> rivet.v1.ListResponse
-	22, // 41: rivet.v1.ActorService.History:output_type -> rivet.v1.HistoryResponse
-	24, // 42: rivet.v1.ActorService.RetryWorkflow:output_type -> rivet.v1.RetryWorkflowResponse
-	33, // [33:43] is the sub-list for method output_type
-	23, // [23:33] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	26, // 22: rivet.v1.HistoryResponse.workflow_wake_at:type_name -> google.protobuf.Timestamp
+	0,  // 23: rivet.v1.RetryWorkflowRequest.actor:type_name -> rivet.v1.ActorRef
+	2,  // 24: rivet.v1.ActorService.Call:input_type -> rivet.v1.CallRequest
+	4,  // 25: rivet.v1.ActorService.Send:input_type -> rivet.v1.SendRequest
+	6,  // 26: rivet.v1.ActorService.Create:input_type -> rivet.v1.CreateRequest
+	8,  // 27: rivet.v1.ActorService.GetOrCreate:input_type -> rivet.v1.GetOrCreateRequest
+	10, // 28: rivet.v1.ActorService.Get:input_type -> rivet.v1.GetRequest
+	12, // 29: rivet.v1.ActorService.Destroy:input_type -> rivet.v1.DestroyRequest
+	15, // 30: rivet.v1.ActorService.Inspect:input_type -> rivet.v1.InspectRequest
+	18, // 31: rivet.v1.ActorService.List:input_type -> rivet.v1.ListRequest
+	20, // 32: rivet.v1.ActorService.History:input_type -> rivet.v1.HistoryRequest
+	23, // 33: rivet.v1.ActorService.RetryWorkflow:input_type -> rivet.v1.RetryWorkflowRequest
+	3,  // 34: rivet.v1.ActorService.Call:output_type -> rivet.v1.CallResponse
+	5,  // 35: rivet.v1.ActorService.Send:output_type -> rivet.v1.SendResponse
+	7,  // 36: rivet.v1.ActorService.Create:output_type -> rivet.v1.CreateResponse
+	9,  // 37: rivet.v1.ActorService.GetOrCreate:output_type -> rivet.v1.GetOrCreateResponse
+	11, // 38: rivet.v1.ActorService.Get:output_type -> rivet.v1.GetResponse
+	13, // 39: rivet.v1.ActorService.Destroy:output_type -> rivet.v1.DestroyResponse
+	17, // 40: rivet.v1.ActorService.Inspect:output_type -> rivet.v1.InspectResponse
+	19, // 41: rivet.v1.ActorService.List:output_type -> rivet.v1.ListResponse
+	22, // 42: rivet.v1.ActorService.History:output_type -> rivet.v1.HistoryResponse
+	24, // 43: rivet.v1.ActorService.RetryWorkflow:output_type -> rivet.v1.RetryWorkflowResponse
+	34, // [34:44] is the sub-list for method output_type
+	24, // [24:34] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_rivet_v1_actor_proto_init() }
