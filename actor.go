@@ -183,6 +183,22 @@ func describeJSONError(err error) string {
 		return err.Error()
 	}
 	want, ok := jsonKind(t)
+	where := ""
+	if te.Field != "" {
+		// Its last name only: the path before it names Go's fields (an
+		// embedded struct), which the JSON may not have.
+		where = " at field " + te.Field[strings.LastIndexByte(te.Field, '.')+1:]
+	}
+	if lit, isNum := strings.CutPrefix(te.Value, "number "); isNum && want == "an integer" {
+		if strings.ContainsAny(lit, ".eE") {
+			return fmt.Sprintf("the JSON number %s%s where an integer (no fraction or exponent) was expected", lit, where)
+		}
+		kind := "an integer"
+		if t.Kind() >= reflect.Uint && t.Kind() <= reflect.Uintptr {
+			kind = "an unsigned integer"
+		}
+		return fmt.Sprintf("the JSON number %s%s is out of range for %s of %d bits", lit, where, kind, t.Bits())
+	}
 	switch te.Value {
 	case "string", "bool", "array", "object":
 	case "number":
@@ -194,12 +210,6 @@ func describeJSONError(err error) string {
 	}
 	if !ok {
 		return err.Error()
-	}
-	where := ""
-	if te.Field != "" {
-		// Its last name only: the path before it names Go's fields (an
-		// embedded struct), which the JSON may not have.
-		where = " at field " + te.Field[strings.LastIndexByte(te.Field, '.')+1:]
 	}
 	return fmt.Sprintf("a JSON %s%s where %s was expected", te.Value, where, want)
 }

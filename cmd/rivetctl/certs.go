@@ -48,8 +48,8 @@ overwrites a file; remove the old ones to make new ones.`,
 			if err := certs.Generate(out, hs, validity); err != nil {
 				return &runError{err: err}
 			}
-			_, err := fmt.Fprintf(a.stdout, "wrote %s, %s, %s (for %s) and %s\n", filepath.Join(out, certs.CAFile),
-				certs.CAKeyFile, certs.NodeFile, strings.Join(hs, ","), certs.ClientFile)
+			_, err := fmt.Fprintf(a.stdout, "wrote %s, %s, %s and %s (for %s), %s and %s\n", filepath.Join(out, certs.CAFile),
+				certs.CAKeyFile, certs.NodeFile, certs.NodeKeyFile, strings.Join(hs, ","), certs.ClientFile, certs.ClientKeyFile)
 			return err
 		},
 	}

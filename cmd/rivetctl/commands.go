@@ -89,9 +89,9 @@ func (a *app) sendCommand() *cobra.Command {
 		Short: "Append a message to an actor's queue",
 		Long: `Append a message to an actor's queue. Without --wait it returns once the message is
 durable; with --wait, once the actor's workflow completed it (or --wait-timeout passed:
-the message stays, queued or taken by the workflow). Only a workflow that completes the
-messages it receives (Message.Complete) answers a waiting sender. The command's deadline
-is --timeout plus --wait-timeout.`,
+the message stays, queued or taken by the workflow, and rivetctl exits 1). Only a workflow
+that completes the messages it receives (Message.Complete) answers a waiting sender. The
+command's deadline is --timeout plus --wait-timeout.`,
 		Example: `  rivetctl send reminderActor main reminders '{"text":"hi","at":0}'
   rivetctl send scatterGatherActor main scatter '{"input":2}'`,
 		Args: args(4, 4),

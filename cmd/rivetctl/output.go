@@ -53,8 +53,18 @@ func (a *app) printValue(v any) error {
 }
 
 func (a *app) printSendResult(res client.SendResult, wait bool) error {
+	// A wait that ran out is a failure of the command (exit 1), as a
+	// drain that outlasts its --wait is: a script must be able to tell.
+	timedOut := wait && res.Status == client.SendTimedOut
+	notDone := &runError{err: fmt.Errorf("not completed within the wait (message %d: still queued, or taken by a workflow that has not completed it)", res.MessageID)}
 	if a.output == "json" {
-		return a.printValue(res)
+		if err := a.printValue(res); err != nil || !timedOut {
+			return err
+		}
+		return notDone
+	}
+	if timedOut {
+		return notDone
 	}
 	var err error
 	switch {
@@ -65,8 +75,6 @@ func (a *app) printSendResult(res client.SendResult, wait bool) error {
 		if err == nil && len(res.Response) > 0 {
 			err = a.printJSON(res.Response)
 		}
-	case res.Status == client.SendTimedOut:
-		_, err = fmt.Fprintf(a.stdout, "not completed within the wait (message %d: still queued, or taken by a workflow that has not completed it)\n", res.MessageID)
 	case res.Status == client.SendEnqueued:
 		_, err = fmt.Fprintf(a.stdout, "enqueued, not waited for: the actor moved (message %d)\n", res.MessageID)
 	default:

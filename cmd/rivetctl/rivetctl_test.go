@@ -134,7 +134,7 @@ func TestUserError(t *testing.T) {
 
 func TestUnreachable(t *testing.T) {
 	r := rivetctl(t, "127.0.0.1:1", "call", "counter", "main", "getCount")
-	if r.code != 1 || !strings.HasPrefix(r.stderr, "rivetctl: unavailable: ") || !strings.HasSuffix(r.stderr, " (UNAVAILABLE)\n") || strings.Count(r.stderr, "\n") != 1 {
+	if r.code != 1 || !strings.HasPrefix(r.stderr, "rivetctl: unavailable: ") || !strings.HasSuffix(r.stderr, " (UNAVAILABLE); is a node listening at 127.0.0.1:1? (--addr, or env RIVET_ENDPOINT)\n") || strings.Count(r.stderr, "\n") != 1 {
 		t.Errorf("exit %d, stderr %q", r.code, r.stderr)
 	}
 }
@@ -159,7 +159,7 @@ func TestSend(t *testing.T) {
 		return runtime.SendResult{MessageID: 9, Status: runtime.SendTimedOut}, nil
 	}
 	rivetctl(t, addr, "send", "mailbox", "alice", "inbox", "1", "--wait", "--wait-timeout", "1500ms").
-		want(t, 0, "not completed within the wait (message 9: still queued, or taken by a workflow that has not completed it)\n")
+		wantErr(t, 1, "rivetctl: not completed within the wait (message 9: still queued, or taken by a workflow that has not completed it)")
 	if timeout.Load() != int64(1500e6) {
 		t.Errorf("wait timeout sent: %d", timeout.Load())
 	}

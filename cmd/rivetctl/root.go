@@ -68,11 +68,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	if err == nil {
 		return exitOK
 	}
-	fmt.Fprintln(stderr, "rivetctl: "+oneLine(describe(err)))
+	msg := oneLine(describe(err))
 	var re *runError
 	if errors.As(err, &re) {
+		fmt.Fprintln(stderr, "rivetctl: "+msg+a.connectionHint(msg))
 		return exitError
 	}
+	fmt.Fprintln(stderr, "rivetctl: "+msg)
 	return exitUsage
 }
 
@@ -233,6 +235,27 @@ func describe(err error) string {
 		tag += " " + e.Group + "." + e.Code
 	}
 	return fmt.Sprintf("%s: %s (%s)", what, e.Message, tag)
+}
+
+// connectionHint says what most likely went wrong with a connection
+// whose failure gRPC describes only in transport terms ("error reading
+// server preface: EOF" is a node that wants TLS).
+func (a *app) connectionHint(msg string) string {
+	usesTLS := a.tls || a.tlsCA != ""
+	switch {
+	case !strings.Contains(msg, "UNAVAILABLE"):
+		return ""
+	case strings.Contains(msg, "connection refused"):
+		return fmt.Sprintf("; is a node listening at %s? (--addr, or env %s)", a.addr, client.EndpointEnv)
+	case strings.Contains(msg, "server preface") && !usesTLS:
+		return "; the node may serve TLS only: pass --tls-ca (or env RIVET_TLS_CA)"
+	case strings.Contains(msg, "first record does not look like a TLS handshake"):
+		return "; the node does not serve TLS: leave out --tls-ca"
+	case usesTLS && a.tlsCert == "" && (strings.Contains(msg, "broken pipe") || strings.Contains(msg, "certificate required") ||
+		strings.Contains(msg, "connection reset") || strings.Contains(msg, "server preface") || strings.Contains(msg, "EOF")):
+		return "; the node may require a client certificate: pass --tls-cert and --tls-key"
+	}
+	return ""
 }
 
 // oneLine keeps an error on one line, whatever the node put in it.

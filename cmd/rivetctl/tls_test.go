@@ -49,7 +49,7 @@ func serveSecured(t *testing.T, dir, token string) string {
 func TestCertsTLSAndToken(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "certs")
 	r := rivetctlEnv(t, map[string]string{}, "certs", "--out", dir, "--hosts", "localhost, 127.0.0.1")
-	r.want(t, 0, "wrote "+filepath.Join(dir, "ca.pem")+", ca-key.pem, node.pem (for localhost,127.0.0.1) and client.pem\n")
+	r.want(t, 0, "wrote "+filepath.Join(dir, "ca.pem")+", ca-key.pem, node.pem and node-key.pem (for localhost,127.0.0.1), client.pem and client-key.pem\n")
 	for _, f := range []string{certs.CAFile, certs.CAKeyFile, certs.NodeFile, certs.NodeKeyFile, certs.ClientFile, certs.ClientKeyFile} {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 			t.Fatal(err)
@@ -80,14 +80,14 @@ func TestCertsTLSAndToken(t *testing.T) {
 
 	// Plaintext to a TLS port: the node never answers.
 	r = rivetctlEnv(t, none, "--addr", addr, "--token", "t0k", "--timeout", "3s", "stats")
-	if r.code != exitError || r.stdout != "" || !strings.Contains(r.stderr, "(UNAVAILABLE)") {
-		t.Errorf("plaintext: exit %d, stdout %q, stderr %q; want a failure", r.code, r.stdout, r.stderr)
+	if r.code != exitError || r.stdout != "" || !strings.Contains(r.stderr, "(UNAVAILABLE); the node may serve TLS only: pass --tls-ca") {
+		t.Errorf("plaintext: exit %d, stdout %q, stderr %q; want a failure that hints at TLS", r.code, r.stdout, r.stderr)
 	}
 	// TLS without the client certificate mTLS requires: the handshake
 	// fails (the message varies: "certificate required", a broken pipe).
 	r = rivetctlEnv(t, none, "--addr", addr, "--tls-ca", filepath.Join(dir, "ca.pem"), "--token", "t0k", "--timeout", "3s", "stats")
-	if r.code != exitError || r.stdout != "" || !strings.Contains(r.stderr, "(UNAVAILABLE)") {
-		t.Errorf("no client certificate: exit %d, stdout %q, stderr %q; want a failure", r.code, r.stdout, r.stderr)
+	if r.code != exitError || r.stdout != "" || !strings.Contains(r.stderr, "(UNAVAILABLE); the node may require a client certificate") {
+		t.Errorf("no client certificate: exit %d, stdout %q, stderr %q; want a failure that hints at the certificate", r.code, r.stdout, r.stderr)
 	}
 	rivetctlEnv(t, none, "--addr", addr, "--tls-cert", "client.pem", "stats").
 		wantErr(t, exitUsage, "rivetctl: --tls-cert and --tls-key go together")

@@ -55,7 +55,11 @@ func (a *app) workflowCommand() *cobra.Command {
 		if a.output == "json" {
 			return a.printValue(map[string]int{"removed": n})
 		}
-		_, err = fmt.Fprintf(a.stdout, "workflow restarted: %d history entries removed\n", n)
+		entries := "entries"
+		if n == 1 {
+			entries = "entry"
+		}
+		_, err = fmt.Fprintf(a.stdout, "workflow restarted: %d history %s removed\n", n, entries)
 		return err
 	})
 	cmd.AddCommand(retry)

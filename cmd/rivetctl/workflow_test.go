@@ -102,7 +102,7 @@ func TestWorkflowCommandsOnARealNode(t *testing.T) {
 		t.Fatalf("history:\n%s (%+v)", r.stdout, r)
 	}
 	cardUp.Store(true)
-	rivetctl(t, addr, "workflow", "retry", "charger", "order-1").want(t, 0, "workflow restarted: 1 history entries removed\n")
+	rivetctl(t, addr, "workflow", "retry", "charger", "order-1").want(t, 0, "workflow restarted: 1 history entry removed\n")
 	rivetctl(t, addr, "actors", "charger", "--failed", "-o", "json").want(t, 0, "[]\n")
 	deadline = time.Now().Add(30 * time.Second)
 	for !strings.HasPrefix(rivetctl(t, addr, "history", "charger", "order-1").stdout, "workflow  completed\n") {
