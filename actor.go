@@ -167,9 +167,10 @@ func decodeArg(raw json.RawMessage, into any, i int) error {
 
 // describeJSONError says what was wrong with a JSON value in the caller's
 // terms (JSON types), not Go's ("cannot unmarshal string into Go value of
-// type int"), where it can tell for sure: a plain type mismatch. Anything
-// else (a number out of range, a type with its own decoding, an error of
-// the actor's own wrapping one) keeps its message.
+// type int"), where it can tell for sure: a plain type mismatch, or a
+// number where an integer was expected that is not whole or out of range.
+// Anything else (a type with its own decoding, a map key, an error of the
+// actor's own wrapping one) keeps its message.
 func describeJSONError(err error) string {
 	te, ok := err.(*json.UnmarshalTypeError)
 	if !ok || te.Type == nil {
@@ -189,23 +190,29 @@ func describeJSONError(err error) string {
 		// embedded struct), which the JSON may not have.
 		where = " at field " + te.Field[strings.LastIndexByte(te.Field, '.')+1:]
 	}
-	if lit, isNum := strings.CutPrefix(te.Value, "number "); isNum && want == "an integer" {
+	// "number <literal>": a number that did not fit an integer type (or
+	// a ,string field's, or a map key: "the value", and only if it reads
+	// as a JSON number).
+	if lit, isNum := strings.CutPrefix(te.Value, "number "); isNum && want == "an integer" &&
+		lit != "" && (lit[0] == '-' || lit[0] >= '0' && lit[0] <= '9') && json.Valid([]byte(lit)) {
 		if strings.ContainsAny(lit, ".eE") {
-			return fmt.Sprintf("the JSON number %s%s where an integer (no fraction or exponent) was expected", lit, where)
+			return fmt.Sprintf("the value %s%s where an integer (no fraction or exponent) was expected", lit, where)
 		}
-		kind := "an integer"
+		kind := fmt.Sprintf("a %d-bit integer", t.Bits())
 		if t.Kind() >= reflect.Uint && t.Kind() <= reflect.Uintptr {
-			kind = "an unsigned integer"
+			kind = fmt.Sprintf("an unsigned %d-bit integer", t.Bits())
+		} else if t.Bits() == 8 {
+			kind = "an 8-bit integer"
 		}
-		return fmt.Sprintf("the JSON number %s%s is out of range for %s of %d bits", lit, where, kind, t.Bits())
+		return fmt.Sprintf("the value %s%s is out of range for %s", lit, where, kind)
 	}
 	switch te.Value {
 	case "string", "bool", "array", "object":
 	case "number":
-		if want == "an integer" || want == "a number" {
-			return err.Error() // a number, out of range or not whole
+		if want == "a number" {
+			return err.Error() // a float out of range
 		}
-	default: // "number 1.5" (a ,string field), a map key...
+	default: // a map key, a ,string field's value...
 		return err.Error()
 	}
 	if !ok {

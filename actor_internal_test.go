@@ -20,10 +20,10 @@ func TestAWrongArgumentIsNamedAndDescribedInJSONTerms(t *testing.T) {
 		{[]string{`"x"`, `{"x":1}`}, `argument 1: a JSON string where an integer was expected`},
 		{[]string{`1`, `{"x":"y"}`}, `argument 2: a JSON string at field x where an integer was expected`},
 		{[]string{`1`, `[1]`}, `argument 2: a JSON array where an object was expected`},
-		{[]string{`1.5`, `{}`}, `argument 1: the JSON number 1.5 where an integer (no fraction or exponent) was expected`},
-		{[]string{`1e400`, `{}`}, `argument 1: the JSON number 1e400 where an integer (no fraction or exponent) was expected`},
-		{[]string{`99999999999999999999`, `{}`}, `argument 1: the JSON number 99999999999999999999 is out of range for an integer of 64 bits`},
-		{[]string{`1`, `{"x":1.25}`}, `argument 2: the JSON number 1.25 at field x where an integer (no fraction or exponent) was expected`},
+		{[]string{`1.5`, `{}`}, `argument 1: the value 1.5 where an integer (no fraction or exponent) was expected`},
+		{[]string{`1e400`, `{}`}, `argument 1: the value 1e400 where an integer (no fraction or exponent) was expected`},
+		{[]string{`99999999999999999999`, `{}`}, `argument 1: the value 99999999999999999999 is out of range for a 64-bit integer`},
+		{[]string{`1`, `{"x":1.25}`}, `argument 2: the value 1.25 at field x where an integer (no fraction or exponent) was expected`},
 	} {
 		raw := make([]json.RawMessage, len(tc.args))
 		for i, a := range tc.args {

@@ -55,8 +55,13 @@ func (a *app) printValue(v any) error {
 func (a *app) printSendResult(res client.SendResult, wait bool) error {
 	// A wait that ran out is a failure of the command (exit 1), as a
 	// drain that outlasts its --wait is: a script must be able to tell.
-	timedOut := wait && res.Status == client.SendTimedOut
+	// So is one the node gave up because the actor moved: the message is
+	// queued, its completion unknown.
+	timedOut := wait && (res.Status == client.SendTimedOut || res.Status == client.SendEnqueued)
 	notDone := &runError{err: fmt.Errorf("not completed within the wait (message %d: still queued, or taken by a workflow that has not completed it)", res.MessageID)}
+	if res.Status == client.SendEnqueued {
+		notDone = &runError{err: fmt.Errorf("enqueued, not waited for: the actor moved (message %d); its completion is unknown", res.MessageID)}
+	}
 	if a.output == "json" {
 		if err := a.printValue(res); err != nil || !timedOut {
 			return err
@@ -75,8 +80,6 @@ func (a *app) printSendResult(res client.SendResult, wait bool) error {
 		if err == nil && len(res.Response) > 0 {
 			err = a.printJSON(res.Response)
 		}
-	case res.Status == client.SendEnqueued:
-		_, err = fmt.Fprintf(a.stdout, "enqueued, not waited for: the actor moved (message %d)\n", res.MessageID)
 	default:
 		_, err = fmt.Fprintf(a.stdout, "%s (message %d)\n", res.Status, res.MessageID)
 	}

@@ -71,7 +71,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	msg := oneLine(describe(err))
 	var re *runError
 	if errors.As(err, &re) {
-		fmt.Fprintln(stderr, "rivetctl: "+msg+a.connectionHint(msg))
+		fmt.Fprintln(stderr, "rivetctl: "+msg+a.connectionHint(err))
 		return exitError
 	}
 	fmt.Fprintln(stderr, "rivetctl: "+msg)
@@ -239,20 +239,27 @@ func describe(err error) string {
 
 // connectionHint says what most likely went wrong with a connection
 // whose failure gRPC describes only in transport terms ("error reading
-// server preface: EOF" is a node that wants TLS).
-func (a *app) connectionHint(msg string) string {
-	usesTLS := a.tls || a.tlsCA != ""
-	switch {
-	case !strings.Contains(msg, "UNAVAILABLE"):
+// server preface: EOF" is a node that wants TLS). Only for failures of
+// the connection itself: UNAVAILABLE without a rivet error of the node's.
+func (a *app) connectionHint(err error) string {
+	var e *rivet.Error
+	if !errors.As(err, &e) || !errors.Is(e, rivet.ErrUnavailable) || e.Group != "" || e.Code != "" {
 		return ""
+	}
+	msg := e.Message
+	usesTLS := a.tls || a.tlsCA != "" || a.tlsCert != ""
+	switch {
 	case strings.Contains(msg, "connection refused"):
 		return fmt.Sprintf("; is a node listening at %s? (--addr, or env %s)", a.addr, client.EndpointEnv)
-	case strings.Contains(msg, "server preface") && !usesTLS:
-		return "; the node may serve TLS only: pass --tls-ca (or env RIVET_TLS_CA)"
+	case strings.Contains(msg, "looked like an HTTP/1.1 header"):
+		return "; this looks like an HTTP port, not a node's gRPC address (--addr)"
 	case strings.Contains(msg, "first record does not look like a TLS handshake"):
-		return "; the node does not serve TLS: leave out --tls-ca"
-	case usesTLS && a.tlsCert == "" && (strings.Contains(msg, "broken pipe") || strings.Contains(msg, "certificate required") ||
-		strings.Contains(msg, "connection reset") || strings.Contains(msg, "server preface") || strings.Contains(msg, "EOF")):
+		return "; the node does not serve TLS: leave out --tls, --tls-ca and --tls-cert (and RIVET_TLS_* in the environment)"
+	case strings.Contains(msg, "server preface: EOF") && !usesTLS:
+		return "; the node may serve TLS only: pass --tls-ca (or env RIVET_TLS_CA)"
+	case usesTLS && a.tlsCert == "" &&
+		(strings.Contains(msg, "broken pipe") || strings.Contains(msg, "certificate required") ||
+			strings.Contains(msg, "connection reset") || strings.Contains(msg, "server preface")):
 		return "; the node may require a client certificate: pass --tls-cert and --tls-key"
 	}
 	return ""
