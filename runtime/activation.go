@@ -294,12 +294,7 @@ func (a *activation) loadWorkflow(ctx context.Context) error {
 		return rivet.Errorf(rivet.ErrUnavailable, "load %s: workflow: %v", a.describe(), err)
 	}
 	a.wf.status, a.history = st, hist
-	if kv, err := a.h.store.Get(ctx, storage.WakeupKey(a.part, a.ref.Name, a.enc)); err == nil {
-		var rec wakeupRecord
-		if json.Unmarshal(kv.Value, &rec) == nil {
-			a.wf.wakeAt = rec.At
-		}
-	} else if !isNotFound(err) {
+	if a.wf.wakeAt, err = a.h.readWakeAt(ctx, a.part, a.ref.Name, a.enc); err != nil {
 		return rivet.Errorf(rivet.ErrUnavailable, "load %s: wakeup: %v", a.describe(), err)
 	}
 	return nil

@@ -996,18 +996,31 @@ func (h *Host) Inspect(ctx context.Context, ref Ref) (Inspection, error) {
 // memory, as far as storage says: its wakeup record's time. (Which queues
 // it waits on only its replay would tell: a message activates it.)
 func (h *Host) storedWake(ctx context.Context, part uint32, name, enc string) (workflow.Wake, error) {
+	at, err := h.readWakeAt(ctx, part, name, enc)
+	if err != nil {
+		return workflow.Wake{}, rivet.Errorf(rivet.ErrUnavailable, "read actor: wakeup: %v", err)
+	}
+	if at <= 0 {
+		return workflow.Wake{}, nil
+	}
+	return workflow.Wake{At: time.UnixMilli(at)}, nil
+}
+
+// readWakeAt reads the At (unix ms) of an actor's wakeup record: 0 if it
+// has none, or one that does not decode.
+func (h *Host) readWakeAt(ctx context.Context, part uint32, name, enc string) (int64, error) {
 	kv, err := h.store.Get(ctx, storage.WakeupKey(part, name, enc))
 	if err != nil {
 		if isNotFound(err) {
-			return workflow.Wake{}, nil
+			return 0, nil
 		}
-		return workflow.Wake{}, rivet.Errorf(rivet.ErrUnavailable, "read actor: wakeup: %v", err)
+		return 0, err
 	}
 	var rec wakeupRecord
-	if json.Unmarshal(kv.Value, &rec) != nil || rec.At <= 0 {
-		return workflow.Wake{}, nil
+	if json.Unmarshal(kv.Value, &rec) != nil {
+		return 0, nil
 	}
-	return workflow.Wake{At: time.UnixMilli(rec.At)}, nil
+	return rec.At, nil
 }
 
 // Destroy removes the actor and everything stored for it.

@@ -57,18 +57,20 @@ func (a *app) printSendResult(res client.SendResult, wait bool) error {
 	// drain that outlasts its --wait is: a script must be able to tell.
 	// So is one the node gave up because the actor moved: the message is
 	// queued, its completion unknown.
-	timedOut := wait && (res.Status == client.SendTimedOut || res.Status == client.SendEnqueued)
-	notDone := &runError{err: fmt.Errorf("not completed within the wait (message %d: still queued, or taken by a workflow that has not completed it)", res.MessageID)}
-	if res.Status == client.SendEnqueued {
+	var notDone error
+	switch {
+	case wait && res.Status == client.SendTimedOut:
+		notDone = &runError{err: fmt.Errorf("not completed within the wait (message %d: still queued, or taken by a workflow that has not completed it)", res.MessageID)}
+	case wait && res.Status == client.SendEnqueued:
 		notDone = &runError{err: fmt.Errorf("enqueued, not waited for: the actor moved (message %d); its completion is unknown", res.MessageID)}
 	}
 	if a.output == "json" {
-		if err := a.printValue(res); err != nil || !timedOut {
+		if err := a.printValue(res); err != nil {
 			return err
 		}
 		return notDone
 	}
-	if timedOut {
+	if notDone != nil {
 		return notDone
 	}
 	var err error
