@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/internal/certs"
 	"github.com/rivet-go/rivet/server"
 	"github.com/rivet-go/rivet/server/servertest"
@@ -91,4 +92,23 @@ func TestCertsTLSAndToken(t *testing.T) {
 	}
 	rivetctlEnv(t, none, "--addr", addr, "--tls-cert", "client.pem", "stats").
 		wantErr(t, exitUsage, "rivetctl: --tls-cert and --tls-key go together")
+}
+
+// A plaintext client's failure against a TLS-only node reads either way,
+// depending on timing: both get the TLS hint, and only without TLS flags.
+func TestConnectionHintForATLSOnlyNode(t *testing.T) {
+	for _, msg := range []string{
+		`connection error: desc = "error reading server preface: EOF"`,
+		`connection error: desc = "error reading server preface: read tcp 127.0.0.1:5->127.0.0.1:6: read: connection reset by peer"`,
+	} {
+		err := &rivet.Error{Kind: rivet.ErrUnavailable, Message: msg}
+		plain := &app{addr: "127.0.0.1:6"}
+		if got := plain.connectionHint(err); !strings.Contains(got, "the node may serve TLS only") {
+			t.Errorf("%s: hint %q, want the TLS one", msg, got)
+		}
+		withCA := &app{addr: "127.0.0.1:6", tlsCA: "ca.pem"}
+		if got := withCA.connectionHint(err); strings.Contains(got, "serve TLS only") {
+			t.Errorf("%s with --tls-ca: hint %q", msg, got)
+		}
+	}
 }
