@@ -170,7 +170,8 @@ func (h *ActorHandle) Destroy(ctx context.Context) error {
 	return err
 }
 
-// History returns the actor's workflow status and history, in path order.
+// History returns the actor's workflow status and history, its entries in
+// the order the workflow made them (each followed by the entries under it).
 func (h *ActorHandle) History(ctx context.Context) (History, error) {
 	resp, err := invoke(ctx, h.c, idempotent, h.c.actors.History, &rivetv1.HistoryRequest{Actor: h.ref()})
 	if err != nil {
@@ -181,7 +182,7 @@ func (h *ActorHandle) History(ctx context.Context) (History, error) {
 		WorkflowWakeAt: timeFrom(resp.GetWorkflowWakeAt()), WorkflowWakeQueues: resp.GetWorkflowWakeQueues(), WorkflowWakeAnyQueue: resp.GetWorkflowWakeAnyQueue(),
 	}
 	for _, e := range resp.GetEntries() {
-		he := HistoryEntry{Path: e.GetPath(), Kind: e.GetKind(), Status: e.GetStatus(), Attempts: int(e.GetAttempts()), Output: e.GetOutput(), Error: e.GetError()}
+		he := HistoryEntry{Path: e.GetPath(), Kind: e.GetKind(), Status: e.GetStatus(), Attempts: int(e.GetAttempts()), Output: e.GetOutput(), Error: e.GetError(), Winner: e.GetWinner()}
 		if e.GetUpdatedAt() != nil {
 			he.UpdatedAt = e.GetUpdatedAt().AsTime()
 		}

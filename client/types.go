@@ -169,6 +169,8 @@ type HistoryEntry struct {
 	Output    json.RawMessage `json:"output,omitempty"`
 	Error     string          `json:"error,omitempty"`
 	UpdatedAt time.Time       `json:"updated_at,omitzero"`
+	// Winner is the branch that won a race (whose output is Output).
+	Winner string `json:"winner,omitempty"`
 }
 
 // History is an actor's workflow status and history.

@@ -186,9 +186,12 @@ type HistoryEntry struct {
 	Output    json.RawMessage
 	Error     string
 	UpdatedAt time.Time
+	// Winner is the branch that won a race.
+	Winner string
 }
 
-// History is an actor's workflow status and history, in path order.
+// History is an actor's workflow status and history, its entries in the
+// order the workflow made them (each followed by the entries under it).
 type History struct {
 	WorkflowStatus string
 	WorkflowError  string

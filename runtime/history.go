@@ -101,11 +101,9 @@ func (h *Host) History(ctx context.Context, ref Ref) (History, error) {
 			return History{}, err
 		}
 	}
-	// In the order a reader expects: by scope, a loop's iterations by
-	// number (~2 before ~10), not as their keys sort.
-	sort.SliceStable(entries, func(i, j int) bool { return pathLess(entries[i].Path, entries[j].Path) })
+	sortHistory(entries)
 	for _, e := range entries {
-		he := HistoryEntry{Path: e.Path, Kind: string(e.Kind), Status: string(e.Status), Attempts: e.Attempts, Output: e.Output, UpdatedAt: e.Time}
+		he := HistoryEntry{Path: e.Path, Kind: string(e.Kind), Status: string(e.Status), Attempts: e.Attempts, Output: e.Output, UpdatedAt: e.Time, Winner: e.Winner}
 		if e.Error != nil {
 			he.Error = e.Error.Message
 		}
@@ -117,27 +115,62 @@ func (h *Host) History(ctx context.Context, ref Ref) (History, error) {
 	return out, nil
 }
 
-// pathLess orders history paths segment by segment: loop iterations (~N)
-// by their number, before any other segment, and the others as strings (a
-// strict weak order, as sorting needs, whatever the segments).
-func pathLess(a, b string) bool {
-	for a != "" && b != "" {
-		sa, ra, _ := strings.Cut(a, "/")
-		sb, rb, _ := strings.Cut(b, "/")
+// sortHistory puts entries in the order the workflow made them, as a
+// reader expects, not as their keys sort: each entry followed by the
+// entries under it, the entries of a scope by their place in it (Seq:
+// "step-2" before "step-10", a step before the loop the code reached after
+// it), a loop's iterations by number (~2 before ~10), and join and race
+// branches, which run at once, by name.
+func sortHistory(entries []workflow.Entry) {
+	seq := make(map[string]int, len(entries))
+	for _, e := range entries {
+		seq[e.Path] = e.Seq
+	}
+	sort.SliceStable(entries, func(i, j int) bool { return historyLess(seq, entries[i].Path, entries[j].Path) })
+}
+
+// historyLess orders history paths segment by segment. At the first
+// segment in which they differ (under the same parent), each segment is
+// ranked by a key of its own: loop iterations (~N) first, by number; then
+// entries with a place in their scope (seq of the entry the segment ends),
+// by it; then the rest (branches, entries recorded without a place) by
+// name; ties by name. A key per segment makes it a strict weak order, as
+// sorting needs, whatever the segments and places.
+func historyLess(seq map[string]int, a, b string) bool {
+	prefix := 0 // bytes of a (and b) before the current segments
+	for a[prefix:] != "" && b[prefix:] != "" {
+		sa, _, _ := strings.Cut(a[prefix:], "/")
+		sb, _, _ := strings.Cut(b[prefix:], "/")
 		if sa != sb {
-			na, oka := iteration(sa)
-			nb, okb := iteration(sb)
+			ca, na := segmentRank(seq, a[:prefix+len(sa)], sa)
+			cb, nb := segmentRank(seq, b[:prefix+len(sb)], sb)
 			switch {
-			case oka && okb && na != nb:
+			case ca != cb:
+				return ca < cb
+			case na != nb:
 				return na < nb
-			case oka != okb:
-				return oka
 			}
 			return sa < sb
 		}
-		a, b = ra, rb
+		prefix += len(sa) + 1
+		if prefix > len(a) || prefix > len(b) {
+			break
+		}
 	}
-	return a == "" && b != ""
+	return len(a) < len(b)
+}
+
+// segmentRank ranks the last segment seg of path among its siblings: its
+// class (0 an iteration, 1 an entry with a place, 2 anything else) and its
+// number in that class.
+func segmentRank(seq map[string]int, path, seg string) (class int, n uint64) {
+	if it, ok := iteration(seg); ok {
+		return 0, it
+	}
+	if s := seq[path]; s > 0 {
+		return 1, uint64(s)
+	}
+	return 2, 0
 }
 
 // iteration returns the number of a loop iteration's path segment ("~N").

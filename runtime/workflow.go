@@ -839,7 +839,8 @@ func (a *activation) workflowStatusAndWake() (workflowStatus, workflow.Wake) {
 // recorded entry.
 var errUnknownEntry = errors.New("no such history entry")
 
-// sortEntries orders entries by path, the order History shows them in.
+// sortEntries orders entries by path, so that an entry comes before the
+// entries under it.
 func sortEntries(es []workflow.Entry) {
 	sort.Slice(es, func(i, j int) bool { return es[i].Path < es[j].Path })
 }

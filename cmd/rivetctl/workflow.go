@@ -86,6 +86,9 @@ func (a *app) printHistory(h client.History) error {
 	fmt.Fprintln(tw, "PATH\tKIND\tSTATUS\tATTEMPTS\tOUTPUT / ERROR")
 	for _, e := range h.Entries {
 		detail := string(e.Output)
+		if e.Winner != "" {
+			detail = "won by " + e.Winner + ": " + orDash(detail)
+		}
 		if e.Error != "" {
 			detail = "error: " + e.Error
 		}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -45,6 +47,24 @@ func TestWorkflowCommandsOnARealNode(t *testing.T) {
 		Queues: rivet.Queues{"go": rivet.QueueOf[struct{}]()},
 		Run: func(ctx *workflow.Ctx[chargeState]) error {
 			_, err := workflow.Next[struct{}](ctx, "wait-go", workflow.NextOptions{Names: []string{"go"}, Timeout: time.Hour})
+			return err
+		},
+	}, rivet.Actor[chargeState]{
+		// Steps whose names sort apart from the order they ran in, then a
+		// race that one branch wins.
+		Name: "racer",
+		Run: func(ctx *workflow.Ctx[chargeState]) error {
+			for i := 1; i <= 11; i++ {
+				if _, err := workflow.Step(ctx, fmt.Sprintf("step-%d", i), func(*workflow.StepCtx[chargeState]) (int, error) { return i, nil }); err != nil {
+					return err
+				}
+			}
+			_, _, err := workflow.Race(ctx, "fast-or-slow", []workflow.RaceBranch[chargeState, string]{
+				{Name: "slow", Run: func(c *workflow.Ctx[chargeState]) (string, error) { return "slow", c.Sleep("nap", time.Hour) }},
+				{Name: "fast", Run: func(c *workflow.Ctx[chargeState]) (string, error) {
+					return workflow.Step(c, "answer", func(*workflow.StepCtx[chargeState]) (string, error) { return "quick", nil })
+				}},
+			})
 			return err
 		},
 	})
@@ -139,5 +159,33 @@ func TestWorkflowCommandsOnARealNode(t *testing.T) {
 	want = "workflow  sleeping (wakes at " + in.WorkflowWakeAt.UTC().Format(time.RFC3339) + " or on a message in go)\n"
 	if r := rivetctl(t, addr, "history", "napper", "k"); r.code != 0 || !strings.HasPrefix(r.stdout, want) {
 		t.Fatalf("history:\n%s\nwant a first line %q", r.stdout, want)
+	}
+
+	// history lists entries in the order the workflow made them (step-10
+	// after step-9, where their keys sort it after step-1), and says which
+	// branch won a race.
+	rivetctl(t, addr, "create", "racer", "r")
+	deadline = time.Now().Add(30 * time.Second)
+	for !strings.HasPrefix(rivetctl(t, addr, "history", "racer", "r").stdout, "workflow  completed\n") {
+		if time.Now().After(deadline) {
+			t.Fatalf("racer did not complete: %+v", rivetctl(t, addr, "history", "racer", "r"))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	r = rivetctl(t, addr, "history", "racer", "r")
+	var paths []string
+	for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n")[2:] {
+		paths = append(paths, strings.Fields(line)[0])
+	}
+	wantPaths := []string{"step-1", "step-2", "step-3", "step-4", "step-5", "step-6", "step-7", "step-8", "step-9", "step-10", "step-11", "fast-or-slow", "fast-or-slow/fast/answer"}
+	if !slices.Equal(paths, wantPaths) {
+		t.Fatalf("history paths %v, want %v:\n%s", paths, wantPaths, r.stdout)
+	}
+	if !strings.Contains(r.stdout, `won by fast: "quick"`) {
+		t.Fatalf("history does not say which branch won the race:\n%s", r.stdout)
+	}
+	var h client.History
+	if r := rivetctl(t, addr, "history", "racer", "r", "-o", "json"); r.code != 0 || json.Unmarshal([]byte(r.stdout), &h) != nil || h.Entries[11].Winner != "fast" {
+		t.Fatalf("history -o json: %+v (%+v)", h, r)
 	}
 }

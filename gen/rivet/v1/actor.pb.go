@@ -1288,9 +1288,12 @@ type HistoryEntry struct {
 	Status   string `protobuf:"bytes,3,opt,name=status,proto3" json:"status,omitempty"`
 	Attempts uint32 `protobuf:"varint,4,opt,name=attempts,proto3" json:"attempts,omitempty"`
 	// output is the entry's recorded JSON value, if any.
-	Output        []byte                 `protobuf:"bytes,5,opt,name=output,proto3" json:"output,omitempty"`
-	Error         string                 `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
-	UpdatedAt     *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	Output    []byte                 `protobuf:"bytes,5,opt,name=output,proto3" json:"output,omitempty"`
+	Error     string                 `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
+	UpdatedAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	// winner is the branch that won a race (its output is output); the
+	// losers' entries are not kept.
+	Winner        string `protobuf:"bytes,8,opt,name=winner,proto3" json:"winner,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1372,6 +1375,13 @@ func (x *HistoryEntry) GetUpdatedAt() *timestamppb.Timestamp {
 		return x.UpdatedAt
 	}
 	return nil
+}
+
+func (x *HistoryEntry) GetWinner() string {
+	if x != nil {
+		return x.Winner
+	}
+	return ""
 }
 
 type HistoryResponse struct {
@@ -1717,7 +1727,7 @@ const file_rivet_v1_actor_proto_rawDesc = "" +
 	"\x06actors\x18\x01 \x03(\v2\x13.rivet.v1.ActorInfoR\x06actors\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\":\n" +
 	"\x0eHistoryRequest\x12(\n" +
-	"\x05actor\x18\x01 \x01(\v2\x12.rivet.v1.ActorRefR\x05actor\"\xd3\x01\n" +
+	"\x05actor\x18\x01 \x01(\v2\x12.rivet.v1.ActorRefR\x05actor\"\xeb\x01\n" +
 	"\fHistoryEntry\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x16\n" +
@@ -1726,7 +1736,8 @@ const file_rivet_v1_actor_proto_rawDesc = "" +
 	"\x06output\x18\x05 \x01(\fR\x06output\x12\x14\n" +
 	"\x05error\x18\x06 \x01(\tR\x05error\x129\n" +
 	"\n" +
-	"updated_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"\xc2\x02\n" +
+	"updated_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12\x16\n" +
+	"\x06winner\x18\b \x01(\tR\x06winner\"\xc2\x02\n" +
 	"\x0fHistoryResponse\x12'\n" +
 	"\x0fworkflow_status\x18\x01 \x01(\tR\x0eworkflowStatus\x12%\n" +
 	"\x0eworkflow_error\x18\x02 \x01(\tR\rworkflowError\x120\n" +

@@ -61,7 +61,8 @@ type ActorServiceClient interface {
 	Inspect(ctx context.Context, in *InspectRequest, opts ...grpc.CallOption) (*InspectResponse, error)
 	// List pages through the actors of one name, or of all names.
 	List(ctx context.Context, in *ListRequest, opts ...grpc.CallOption) (*ListResponse, error)
-	// History returns the actor's workflow history, in path order.
+	// History returns the actor's workflow history, its entries in the order
+	// the workflow made them (each followed by the entries under it).
 	History(ctx context.Context, in *HistoryRequest, opts ...grpc.CallOption) (*HistoryResponse, error)
 	// RetryWorkflow clears a failed workflow's failure and replays it, from
 	// the entry named by from (and everything recorded after it) or, with
@@ -202,7 +203,8 @@ type ActorServiceServer interface {
 	Inspect(context.Context, *InspectRequest) (*InspectResponse, error)
 	// List pages through the actors of one name, or of all names.
 	List(context.Context, *ListRequest) (*ListResponse, error)
-	// History returns the actor's workflow history, in path order.
+	// History returns the actor's workflow history, its entries in the order
+	// the workflow made them (each followed by the entries under it).
 	History(context.Context, *HistoryRequest) (*HistoryResponse, error)
 	// RetryWorkflow clears a failed workflow's failure and replays it, from
 	// the entry named by from (and everything recorded after it) or, with
