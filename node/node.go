@@ -93,10 +93,18 @@ type Node struct {
 type Ownership = runtime.Ownership
 
 // Run starts a node, serves until ctx is done (or a fatal error), then
-// stops it cleanly.
+// stops it cleanly. A ctx done while the node starts (SIGTERM, Ctrl-C)
+// stops it too, and is no failure: Run returns nil.
 func Run(ctx context.Context, cfg Config, reg *rivet.Registry) error {
 	n, err := Start(ctx, cfg, reg)
 	if err != nil {
+		if ctx.Err() != nil {
+			// Start has undone what it had begun.
+			if cfg.Logger != nil {
+				cfg.Logger.Info("stopped while starting", zap.NamedError("cause", err))
+			}
+			return nil
+		}
 		return err
 	}
 	var runErr error

@@ -185,3 +185,32 @@ func TestEtcdTLSRefusesPlaintextEndpoints(t *testing.T) {
 		}
 	}
 }
+
+// A node asked to stop while it starts (SIGTERM or Ctrl-C during its
+// start: the context of Run is done) stops cleanly and Run returns nil,
+// at whatever point of the start the request comes.
+func TestRunStoppedWhileStartingIsNoFailure(t *testing.T) {
+	reg, err := examples.Registry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, after := range []time.Duration{0, time.Millisecond, 10 * time.Millisecond, 50 * time.Millisecond, 200 * time.Millisecond, 500 * time.Millisecond, time.Second} {
+		cfg := node.DefaultLocalConfig(t.TempDir())
+		cfg.Logger = zap.NewNop()
+		cfg.HTTPAddr = "-"
+		ctx, cancel := context.WithCancel(context.Background())
+		stop := time.AfterFunc(after, cancel)
+		done := make(chan error, 1)
+		go func() { done <- node.Run(ctx, cfg, reg) }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Run stopped %v into its start = %v, want nil", after, err)
+			}
+		case <-time.After(time.Minute):
+			t.Fatalf("Run stopped %v into its start did not return within a minute", after)
+		}
+		stop.Stop()
+		cancel()
+	}
+}
