@@ -276,4 +276,19 @@ func TestMetricsAfterLoadAndReadiness(t *testing.T) {
 	if k, ok := fields["key"].([]any); !ok || len(k) != 1 || k[0] != "f" {
 		t.Errorf("workflow failed log key = %#v, want [f]", fields["key"])
 	}
+
+	// The stop's last log line says how long each part of it took.
+	if err := n.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	stopped := logs.FilterMessage("stopped").All()
+	if len(stopped) != 1 {
+		t.Fatalf("%d \"stopped\" log lines, want 1", len(stopped))
+	}
+	fields = stopped[0].ContextMap()
+	for _, f := range []string{"took", "gossip_leave", "calls_and_actors", "partitions_released", "close"} {
+		if d, ok := fields[f].(time.Duration); !ok || d < 0 {
+			t.Errorf("\"stopped\" log field %s = %#v, want a duration", f, fields[f])
+		}
+	}
 }

@@ -414,6 +414,16 @@ func (n *Node) Stop(ctx context.Context) error {
 
 func (n *Node) stop(ctx context.Context) error {
 	n.log.Info("stopping")
+	// How long each part of the stop took goes in its last log line, so
+	// that a stop that takes seconds says what it waited for.
+	start := time.Now()
+	phase := start
+	took := func() time.Duration {
+		now := time.Now()
+		d := now.Sub(phase)
+		phase = now
+		return d.Round(time.Millisecond)
+	}
 	var errs []error
 	n.health.Shutdown()
 	n.stopBalancer()
@@ -424,6 +434,7 @@ func (n *Node) stop(ctx context.Context) error {
 			n.log.Warn("gossip leave", zap.Error(err))
 		}
 	}
+	leave := took()
 	// Refuse new turns first: calls that arrive now get UNAVAILABLE, which
 	// clients retry elsewhere, instead of hanging on a closing listener.
 	hostStopped := make(chan error, 1)
@@ -440,6 +451,7 @@ func (n *Node) stop(ctx context.Context) error {
 	if err := <-hostStopped; err != nil {
 		errs = append(errs, fmt.Errorf("host stop: %w", err))
 	}
+	calls := took()
 	// A fresh deadline: if stopping the host used up ctx, the claims
 	// must still go now rather than a TTL from now.
 	rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -452,12 +464,15 @@ func (n *Node) stop(ctx context.Context) error {
 			zap.Error(err), zap.Duration("lease_ttl", n.cfg.LeaseTTL))
 	}
 	rcancel()
+	resign := took()
 	n.hostStopped = true
 	if n.httpServer != nil {
 		_ = n.httpServer.Shutdown(ctx)
 	}
 	n.closeAll()
-	n.log.Info("stopped")
+	n.log.Info("stopped", zap.Duration("took", time.Since(start).Round(time.Millisecond)),
+		zap.Duration("gossip_leave", leave), zap.Duration("calls_and_actors", calls),
+		zap.Duration("partitions_released", resign), zap.Duration("close", took()))
 	_ = n.log.Sync()
 	return errors.Join(errs...)
 }
