@@ -7,6 +7,7 @@ package examples
 import (
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/examples/counter"
+	"github.com/rivet-go/rivet/examples/exampleapi"
 	"github.com/rivet-go/rivet/examples/seed"
 )
 
@@ -36,6 +37,9 @@ func All() []rivet.Definition {
 // environment that sets the examples' settings to values that do not parse,
 // so that a node does not start with a setting silently ignored.
 func Registry() (*rivet.Registry, error) {
+	if err := exampleapi.CheckEnv(); err != nil {
+		return nil, err
+	}
 	d, err := seed.AuctionTimeoutFromEnv()
 	if err != nil {
 		return nil, err

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/rivet-go/rivet/examples"
+	"github.com/rivet-go/rivet/examples/exampleapi"
 	"github.com/rivet-go/rivet/examples/seed"
 )
 
@@ -22,6 +23,24 @@ func TestRegistryRefusesAnAuctionTimeoutThatDoesNotParse(t *testing.T) {
 		t.Setenv(seed.AuctionTimeoutEnv, v)
 		if _, err := examples.Registry(); err != nil {
 			t.Errorf("%s=%q: %v", seed.AuctionTimeoutEnv, v, err)
+		}
+	}
+}
+
+// Nor with an API URL every call would fail on: without its scheme, the
+// examples' steps each failed with a URL parse error once a workflow ran.
+func TestRegistryRefusesAnAPIURLThatIsNotOne(t *testing.T) {
+	for _, v := range []string{"127.0.0.1:6480", "localhost", "ftp://host/", "http://", "http//127.0.0.1:6480"} {
+		t.Setenv(exampleapi.EnvVar, v)
+		_, err := examples.Registry()
+		if err == nil || !strings.Contains(err.Error(), exampleapi.EnvVar) {
+			t.Errorf("%s=%q: err = %v, want one naming the variable", exampleapi.EnvVar, v, err)
+		}
+	}
+	for _, v := range []string{"", "http://127.0.0.1:6480", "https://api.example.com/v1/", "http://host.docker.internal:6480"} {
+		t.Setenv(exampleapi.EnvVar, v)
+		if _, err := examples.Registry(); err != nil {
+			t.Errorf("%s=%q: %v", exampleapi.EnvVar, v, err)
 		}
 	}
 }

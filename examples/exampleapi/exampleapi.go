@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -19,6 +20,23 @@ import (
 const EnvVar = "EXAMPLES_API_URL"
 
 var httpClient = &http.Client{Timeout: 10 * time.Second}
+
+// CheckEnv refuses an EnvVar that is set but is not an http or https URL
+// with a host, so that a node does not start with a base URL every call
+// would fail on ("127.0.0.1:6480", without its scheme, fails each step with
+// a URL parse error only once a workflow runs). Unset is allowed: the
+// examples that call the API then fail, visibly, until it is set.
+func CheckEnv() error {
+	v := os.Getenv(EnvVar)
+	if v == "" {
+		return nil
+	}
+	u, err := url.Parse(v)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("%s=%q: want an http:// or https:// URL with a host, such as http://127.0.0.1:6480", EnvVar, v)
+	}
+	return nil
+}
 
 func baseURL() (string, error) {
 	u := strings.TrimRight(os.Getenv(EnvVar), "/")
