@@ -96,13 +96,16 @@ type Ownership = runtime.Ownership
 // stops it cleanly. A ctx done while the node starts (SIGTERM, Ctrl-C)
 // stops it too, and is no failure: Run returns nil.
 func Run(ctx context.Context, cfg Config, reg *rivet.Registry) error {
+	if err := cfg.validate(); err != nil {
+		return err
+	}
 	n, err := Start(ctx, cfg, reg)
 	if err != nil {
-		if ctx.Err() != nil {
-			// Start has undone what it had begun.
-			if cfg.Logger != nil {
-				cfg.Logger.Info("stopped while starting", zap.NamedError("cause", err))
-			}
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			// Start gave up because it was asked to stop, and has
+			// undone what it had begun. A start that failed for another
+			// reason meanwhile (a port in use) is still a failure.
+			cfg.Logger.Info("stopped while starting", zap.String("node", cfg.NodeID), zap.NamedError("cause", err))
 			return nil
 		}
 		return err

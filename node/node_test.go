@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -212,5 +213,21 @@ func TestRunStoppedWhileStartingIsNoFailure(t *testing.T) {
 		}
 		stop.Stop()
 		cancel()
+	}
+	// A start that fails for a reason of its own (its port is taken) is a
+	// failure even if a stop was asked for meanwhile.
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	cfg := node.DefaultLocalConfig(t.TempDir())
+	cfg.Logger = zap.NewNop()
+	cfg.HTTPAddr = "-"
+	cfg.GRPCAddr = lis.Addr().String()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := node.Run(ctx, cfg, reg); err == nil {
+		t.Errorf("Run on a port in use, stopped as it started = nil, want the start's failure")
 	}
 }

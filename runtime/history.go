@@ -122,28 +122,92 @@ func (h *Host) History(ctx context.Context, ref Ref) (History, error) {
 // it), a loop's iterations by number (~2 before ~10), and join and race
 // branches, which run at once, by name.
 func sortHistory(entries []workflow.Entry) {
-	seq := make(map[string]int, len(entries))
+	places := historyPlaces(entries)
+	sort.SliceStable(entries, func(i, j int) bool { return historyLess(places, entries[i].Path, entries[j].Path) })
+}
+
+// historyPlaces returns the place in its scope of every entry, and of
+// every try block: a try block takes a place in its scope like an entry,
+// but records none of its own (only the entries in it), so it gets one of
+// the places no entry of its scope holds, the try blocks of a scope in the
+// order of the first entry recorded in each.
+func historyPlaces(entries []workflow.Entry) map[string]int {
+	places := make(map[string]int, len(entries))
+	kinds := make(map[string]workflow.Kind, len(entries))
+	taken := map[string]map[int]bool{} // scope -> the places its entries hold
 	for _, e := range entries {
-		seq[e.Path] = e.Seq
+		kinds[e.Path] = e.Kind
+		if e.Seq > 0 {
+			places[e.Path] = e.Seq
+			scope := parentPath(e.Path)
+			if taken[scope] == nil {
+				taken[scope] = map[int]bool{}
+			}
+			taken[scope][e.Seq] = true
+		}
 	}
-	sort.SliceStable(entries, func(i, j int) bool { return historyLess(seq, entries[i].Path, entries[j].Path) })
+	// A try block is a scope with entries under it and none of its own
+	// that is neither a loop iteration nor a branch of a join or race.
+	first := map[string]time.Time{} // try block -> its first entry's time
+	for _, e := range entries {
+		for p := parentPath(e.Path); p != ""; p = parentPath(p) {
+			if _, ok := kinds[p]; ok || workflow.IsIteration(p) {
+				continue
+			}
+			if k := kinds[parentPath(p)]; k == workflow.KindJoin || k == workflow.KindRace {
+				continue
+			}
+			if t, ok := first[p]; !ok || e.Time.Before(t) {
+				first[p] = e.Time
+			}
+		}
+	}
+	blocks := map[string][]string{} // scope -> its try blocks
+	for p := range first {
+		blocks[parentPath(p)] = append(blocks[parentPath(p)], p)
+	}
+	for scope, bs := range blocks {
+		sort.Slice(bs, func(i, j int) bool {
+			if !first[bs[i]].Equal(first[bs[j]]) {
+				return first[bs[i]].Before(first[bs[j]])
+			}
+			return bs[i] < bs[j]
+		})
+		next := 1
+		for _, b := range bs {
+			for taken[scope][next] {
+				next++
+			}
+			places[b] = next
+			next++
+		}
+	}
+	return places
+}
+
+// parentPath returns the scope path holds an entry in ("" for the root).
+func parentPath(path string) string {
+	if i := strings.LastIndexByte(path, '/'); i >= 0 {
+		return path[:i]
+	}
+	return ""
 }
 
 // historyLess orders history paths segment by segment. At the first
 // segment in which they differ (under the same parent), each segment is
 // ranked by a key of its own: loop iterations (~N) first, by number; then
-// entries with a place in their scope (seq of the entry the segment ends),
-// by it; then the rest (branches, entries recorded without a place) by
-// name; ties by name. A key per segment makes it a strict weak order, as
-// sorting needs, whatever the segments and places.
-func historyLess(seq map[string]int, a, b string) bool {
+// entries and try blocks with a place in their scope, by it; then the rest
+// (branches, entries recorded without a place) by name; ties by name. A
+// key per segment makes it a strict weak order, as sorting needs, whatever
+// the segments and places.
+func historyLess(places map[string]int, a, b string) bool {
 	prefix := 0 // bytes of a (and b) before the current segments
 	for a[prefix:] != "" && b[prefix:] != "" {
 		sa, _, _ := strings.Cut(a[prefix:], "/")
 		sb, _, _ := strings.Cut(b[prefix:], "/")
 		if sa != sb {
-			ca, na := segmentRank(seq, a[:prefix+len(sa)], sa)
-			cb, nb := segmentRank(seq, b[:prefix+len(sb)], sb)
+			ca, na := segmentRank(places, a[:prefix+len(sa)], sa)
+			cb, nb := segmentRank(places, b[:prefix+len(sb)], sb)
 			switch {
 			case ca != cb:
 				return ca < cb
@@ -161,14 +225,14 @@ func historyLess(seq map[string]int, a, b string) bool {
 }
 
 // segmentRank ranks the last segment seg of path among its siblings: its
-// class (0 an iteration, 1 an entry with a place, 2 anything else) and its
+// class (0 an iteration, 1 a place in its scope, 2 anything else) and its
 // number in that class.
-func segmentRank(seq map[string]int, path, seg string) (class int, n uint64) {
+func segmentRank(places map[string]int, path, seg string) (class int, n uint64) {
 	if it, ok := iteration(seg); ok {
 		return 0, it
 	}
-	if s := seq[path]; s > 0 {
-		return 1, uint64(s)
+	if p := places[path]; p > 0 {
+		return 1, uint64(p)
 	}
 	return 2, 0
 }

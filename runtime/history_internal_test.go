@@ -3,6 +3,7 @@ package runtime
 import (
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/rivet-go/rivet/workflow"
 )
@@ -10,18 +11,33 @@ import (
 // History lists entries in the order the workflow made them, each followed
 // by the entries under it: a scope's entries by their place (their keys
 // sort "step-10" before "step-2", and "a" before a "work" loop the code ran
-// first), a loop's iterations by number (keys: ~10 before ~2), branches by
-// name.
+// first), a try block (no entry of its own) at the place it took, a loop's
+// iterations by number (keys: ~10 before ~2), branches by name.
 func TestHistoryListsEntriesInTheOrderTheWorkflowMadeThem(t *testing.T) {
-	places := map[string]int{
-		"steps": 1, "work": 2, "a": 3, "step-2": 4, "step-10": 5, "par": 6,
-		"work/~1/step": 1, "work/~1/step/inner": 1, "work/~2/step": 1, "work/~9/step": 1, "work/~10/step": 1,
-		"par/y/fetch": 1, "par/x/fetch": 1, "par/x/save": 2,
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	type rec struct {
+		seq  int
+		kind workflow.Kind
+		at   int // seconds after t0
+	}
+	recs := map[string]rec{
+		// The root: steps, a loop, a try block at place 4 holding two
+		// steps, another at place 7 holding a step, a join.
+		"steps": {1, workflow.KindStep, 1}, "work": {2, workflow.KindLoop, 2}, "a": {3, workflow.KindStep, 3},
+		"z-try/inner": {1, workflow.KindStep, 4}, "z-try/inner-2": {2, workflow.KindStep, 5},
+		"step-2": {5, workflow.KindStep, 6}, "step-10": {6, workflow.KindStep, 7},
+		"b-try/only":   {1, workflow.KindStep, 8},
+		"par":          {8, workflow.KindJoin, 9},
+		"work/~1/step": {1, workflow.KindStep, 2}, "work/~1/step/inner": {1, workflow.KindStep, 2}, "work/~2/step": {1, workflow.KindStep, 2},
+		"work/~9/step": {1, workflow.KindStep, 2}, "work/~10/step": {1, workflow.KindStep, 2},
+		// In a branch: a try block at place 1, then a step.
+		"par/y/fetch": {1, workflow.KindStep, 9}, "par/x/t/fetch": {1, workflow.KindStep, 9}, "par/x/save": {2, workflow.KindStep, 9},
 	}
 	var entries []workflow.Entry
-	for _, p := range []string{"work/~10/step", "step-10", "work", "par/x/save", "work/~2/step", "a", "par", "work/~9/step", "step-2",
-		"steps", "par/y/fetch", "work/~1/step/inner", "par/x/fetch", "work/~1/step"} {
-		entries = append(entries, workflow.Entry{Path: p, Seq: places[p]})
+	for _, p := range []string{"work/~10/step", "step-10", "work", "par/x/save", "b-try/only", "work/~2/step", "a", "par", "z-try/inner-2", "work/~9/step", "step-2",
+		"steps", "par/y/fetch", "work/~1/step/inner", "par/x/t/fetch", "z-try/inner", "work/~1/step"} {
+		r := recs[p]
+		entries = append(entries, workflow.Entry{Path: p, Seq: r.seq, Kind: r.kind, Time: t0.Add(time.Duration(r.at) * time.Second)})
 	}
 	sortHistory(entries)
 	var got []string
@@ -29,7 +45,7 @@ func TestHistoryListsEntriesInTheOrderTheWorkflowMadeThem(t *testing.T) {
 		got = append(got, e.Path)
 	}
 	want := []string{"steps", "work", "work/~1/step", "work/~1/step/inner", "work/~2/step", "work/~9/step", "work/~10/step",
-		"a", "step-2", "step-10", "par", "par/x/fetch", "par/x/save", "par/y/fetch"}
+		"a", "z-try/inner", "z-try/inner-2", "step-2", "step-10", "b-try/only", "par", "par/x/t/fetch", "par/x/save", "par/y/fetch"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("order:\n got %v\nwant %v", got, want)
 	}

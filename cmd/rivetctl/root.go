@@ -238,8 +238,8 @@ func describe(err error) string {
 }
 
 // connectionHint says what most likely went wrong with a connection
-// whose failure gRPC describes only in transport terms ("error reading
-// server preface: EOF", or a reset, is a node that wants TLS). Only for failures of
+// whose failure gRPC describes only in transport terms (an EOF or a reset
+// reading the server preface is a node that wants TLS). Only for failures of
 // the connection itself: UNAVAILABLE without a rivet error of the node's.
 func (a *app) connectionHint(err error) string {
 	var e *rivet.Error
@@ -255,7 +255,7 @@ func (a *app) connectionHint(err error) string {
 		return "; this looks like an HTTP port, not a node's gRPC address (--addr)"
 	case strings.Contains(msg, "first record does not look like a TLS handshake"):
 		return "; the node does not serve TLS: leave out --tls, --tls-ca and --tls-cert (and RIVET_TLS_* in the environment)"
-	case strings.Contains(msg, "server preface") && !usesTLS:
+	case strings.Contains(msg, "server preface") && (strings.Contains(msg, "EOF") || strings.Contains(msg, "connection reset")) && !usesTLS:
 		// The node closed the connection before its preface: EOF, or
 		// "connection reset by peer" when the TLS server closed it with
 		// the client's plaintext preface still unread (seen under load).

@@ -111,4 +111,10 @@ func TestConnectionHintForATLSOnlyNode(t *testing.T) {
 			t.Errorf("%s with --tls-ca: hint %q", msg, got)
 		}
 	}
+	// Another first frame that could not be read (a port that is not
+	// HTTP/2 at all) is not blamed on TLS.
+	err := &rivet.Error{Kind: rivet.ErrUnavailable, Message: `connection error: desc = "error reading server preface: http2: frame too large"`}
+	if got := (&app{addr: "127.0.0.1:6"}).connectionHint(err); got != "" {
+		t.Errorf("frame too large: hint %q, want none", got)
+	}
 }

@@ -59,6 +59,16 @@ func TestWorkflowCommandsOnARealNode(t *testing.T) {
 					return err
 				}
 			}
+			// A try block records no entry of its own, only those in it.
+			if _, err := ctx.Try("guarded", func(c *workflow.Ctx[chargeState]) error {
+				_, err := workflow.Step(c, "inside", func(*workflow.StepCtx[chargeState]) (int, error) { return 0, nil })
+				return err
+			}); err != nil {
+				return err
+			}
+			if _, err := workflow.Step(ctx, "after-try", func(*workflow.StepCtx[chargeState]) (int, error) { return 0, nil }); err != nil {
+				return err
+			}
 			_, _, err := workflow.Race(ctx, "fast-or-slow", []workflow.RaceBranch[chargeState, string]{
 				{Name: "slow", Run: func(c *workflow.Ctx[chargeState]) (string, error) { return "slow", c.Sleep("nap", time.Hour) }},
 				{Name: "fast", Run: func(c *workflow.Ctx[chargeState]) (string, error) {
@@ -177,7 +187,7 @@ func TestWorkflowCommandsOnARealNode(t *testing.T) {
 	for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n")[2:] {
 		paths = append(paths, strings.Fields(line)[0])
 	}
-	wantPaths := []string{"step-1", "step-2", "step-3", "step-4", "step-5", "step-6", "step-7", "step-8", "step-9", "step-10", "step-11", "fast-or-slow", "fast-or-slow/fast/answer"}
+	wantPaths := []string{"step-1", "step-2", "step-3", "step-4", "step-5", "step-6", "step-7", "step-8", "step-9", "step-10", "step-11", "guarded/inside", "after-try", "fast-or-slow", "fast-or-slow/fast/answer"}
 	if !slices.Equal(paths, wantPaths) {
 		t.Fatalf("history paths %v, want %v:\n%s", paths, wantPaths, r.stdout)
 	}
@@ -185,7 +195,7 @@ func TestWorkflowCommandsOnARealNode(t *testing.T) {
 		t.Fatalf("history does not say which branch won the race:\n%s", r.stdout)
 	}
 	var h client.History
-	if r := rivetctl(t, addr, "history", "racer", "r", "-o", "json"); r.code != 0 || json.Unmarshal([]byte(r.stdout), &h) != nil || h.Entries[11].Winner != "fast" {
+	if r := rivetctl(t, addr, "history", "racer", "r", "-o", "json"); r.code != 0 || json.Unmarshal([]byte(r.stdout), &h) != nil || h.Entries[13].Winner != "fast" {
 		t.Fatalf("history -o json: %+v (%+v)", h, r)
 	}
 }
