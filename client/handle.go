@@ -87,6 +87,13 @@ func (h *ActorHandle) Send(ctx context.Context, queue string, body any) error {
 	return err
 }
 
+// Enqueue is Send that returns what the node said of the message: its ID,
+// and in WorkflowStatus whether the actor's workflow had already ended
+// (then nothing takes the message until the workflow is retried).
+func (h *ActorHandle) Enqueue(ctx context.Context, queue string, body any) (SendResult, error) {
+	return h.send(ctx, queue, body, false, 0)
+}
+
 // SendWait appends body to a queue and waits, for at most timeout (0: the
 // node's default, 30 s), until the actor's workflow completes the message.
 // A wait that runs out is not an error: the result's Status says
@@ -118,7 +125,7 @@ func (h *ActorHandle) send(ctx context.Context, queue string, body any, wait boo
 	if err != nil {
 		return SendResult{}, err
 	}
-	return SendResult{MessageID: resp.GetMessageId(), Status: resp.GetStatus(), Response: resp.GetResponse()}, nil
+	return SendResult{MessageID: resp.GetMessageId(), Status: resp.GetStatus(), Response: resp.GetResponse(), WorkflowStatus: resp.GetWorkflowStatus()}, nil
 }
 
 // Info returns what the node knows of the actor without activating it. A

@@ -77,6 +77,10 @@ type SendResult struct {
 	Status string `json:"status"`
 	// Response is the completion's JSON, with SendCompleted.
 	Response json.RawMessage `json:"response,omitempty"`
+	// WorkflowStatus is "completed" or "failed" if the actor's workflow had
+	// ended when the message was queued: nothing takes the message until
+	// the workflow is retried. Empty otherwise.
+	WorkflowStatus string `json:"workflow_status,omitempty"`
 }
 
 // Member is one node of the cluster.

@@ -65,6 +65,10 @@ type SendResult struct {
 	Status string
 	// Response is the completion's JSON, with Status SendCompleted.
 	Response json.RawMessage
+	// WorkflowEnded is the status of the actor's workflow, WorkflowCompleted
+	// or WorkflowFailed, if it had ended when the message was queued: no
+	// one takes the message until the workflow is retried. Empty otherwise.
+	WorkflowEnded string
 }
 
 // ActorInfo is what is known of an actor without activating it.

@@ -730,6 +730,7 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 	}
 	var seq uint64
 	var completion chan json.RawMessage
+	var ended string
 	act, _, err := h.turn(ctx, TurnSend, req.Ref, sp, req.CreateIfMissing, req.Input, chain, func(a *activation) error {
 		if a.depth[req.Queue] >= uint64(h.cfg.MaxQueueDepth) {
 			return rivet.Errorf(rivet.ErrQueueFull, "queue %s of %s holds %d messages, the limit", req.Queue, a.describe(), h.cfg.MaxQueueDepth)
@@ -786,6 +787,9 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 			}
 			return err
 		}
+		if sp.Run != nil && (wfst.Status == WorkflowCompleted || wfst.Status == WorkflowFailed) {
+			ended = wfst.Status
+		}
 		a.wf.countPending(req.Queue, 1)
 		a.nextSeq++
 		a.depth[req.Queue]++
@@ -801,7 +805,7 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 		return SendResult{}, err
 	}
 	h.sent.Add(1)
-	res := SendResult{MessageID: seq, Status: SendEnqueued}
+	res := SendResult{MessageID: seq, Status: SendEnqueued, WorkflowEnded: ended}
 	if completion == nil {
 		return res, nil
 	}

@@ -117,11 +117,11 @@ command's deadline is --timeout plus --wait-timeout.`,
 		if err != nil {
 			return err
 		}
-		res := client.SendResult{Status: client.SendEnqueued}
+		var res client.SendResult
 		if wait {
 			res, err = h.SendWait(ctx, args[2], body, waitTimeout)
 		} else {
-			err = h.Send(ctx, args[2], body)
+			res, err = h.Enqueue(ctx, args[2], body)
 		}
 		if err != nil {
 			return err

@@ -143,7 +143,7 @@ func TestSend(t *testing.T) {
 	f := servertest.NewFake()
 	addr := servertest.Start(t, f, servertest.Config{})
 	rivetctl(t, addr, "send", "mailbox", "alice", "inbox", `{"text":"hi"}`).want(t, 0, "enqueued\n")
-	rivetctl(t, addr, "send", "mailbox", "alice", "inbox", `{"text":"hi"}`, "-o", "json").want(t, 0, `{"status":"enqueued"}`+"\n")
+	rivetctl(t, addr, "send", "mailbox", "alice", "inbox", `{"text":"hi"}`, "-o", "json").want(t, 0, `{"message_id":2,"status":"enqueued"}`+"\n")
 	rivetctl(t, addr, "send", "mailbox", "alice", "inbox", `{"text":"hi"}`, "--wait").
 		want(t, 0, "completed (message 3)\n{\n  \"text\": \"hi\"\n}\n")
 	rivetctl(t, addr, "send", "mailbox", "alice", "inbox", `[1]`, "--wait", "-o", "json").

@@ -52,7 +52,8 @@ func TestWorkflowCommandsOnARealNode(t *testing.T) {
 	}, rivet.Actor[chargeState]{
 		// Steps whose names sort apart from the order they ran in, then a
 		// race that one branch wins.
-		Name: "racer",
+		Name:   "racer",
+		Queues: rivet.Queues{"later": rivet.QueueOf[struct{}]()},
 		Run: func(ctx *workflow.Ctx[chargeState]) error {
 			for i := 1; i <= 11; i++ {
 				if _, err := workflow.Step(ctx, fmt.Sprintf("step-%d", i), func(*workflow.StepCtx[chargeState]) (int, error) { return i, nil }); err != nil {
@@ -198,4 +199,18 @@ func TestWorkflowCommandsOnARealNode(t *testing.T) {
 	if r := rivetctl(t, addr, "history", "racer", "r", "-o", "json"); r.code != 0 || json.Unmarshal([]byte(r.stdout), &h) != nil || h.Entries[13].Winner != "fast" {
 		t.Fatalf("history -o json: %+v (%+v)", h, r)
 	}
+
+	// A message for an actor whose workflow has ended is queued, and the
+	// sender is told that nothing takes it until a retry.
+	r = rivetctl(t, addr, "send", "racer", "r", "later", "{}")
+	if r.code != 0 || r.stdout != "enqueued\n" ||
+		r.stderr != "rivetctl: note: the actor's workflow has completed: nothing takes message 1 until it is retried (rivetctl workflow retry)\n" {
+		t.Fatalf("send to an ended workflow: %+v", r)
+	}
+	var sent client.SendResult
+	if r := rivetctl(t, addr, "send", "racer", "r", "later", "{}", "-o", "json"); r.code != 0 || json.Unmarshal([]byte(r.stdout), &sent) != nil || sent.WorkflowStatus != "completed" {
+		t.Fatalf("send -o json to an ended workflow: %+v (%+v)", sent, r)
+	}
+	// While it runs, nothing is said.
+	rivetctl(t, addr, "send", "napper", "k", "go", "{}").want(t, 0, "enqueued\n")
 }

@@ -378,10 +378,14 @@ type SendResponse struct {
 	// status is "enqueued", or with wait "completed" or "timed_out". With
 	// wait, "enqueued" means the message is queued but its completion could
 	// not be waited for (its actor moved, or the node stopped).
-	Status        string `protobuf:"bytes,2,opt,name=status,proto3" json:"status,omitempty"`
-	Response      []byte `protobuf:"bytes,3,opt,name=response,proto3" json:"response,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Status   string `protobuf:"bytes,2,opt,name=status,proto3" json:"status,omitempty"`
+	Response []byte `protobuf:"bytes,3,opt,name=response,proto3" json:"response,omitempty"`
+	// workflow_status is "completed" or "failed" if the actor's workflow had
+	// ended when the message was queued: nothing takes the message until the
+	// workflow is retried (rivetctl workflow retry). Empty otherwise.
+	WorkflowStatus string `protobuf:"bytes,4,opt,name=workflow_status,json=workflowStatus,proto3" json:"workflow_status,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *SendResponse) Reset() {
@@ -433,6 +437,13 @@ func (x *SendResponse) GetResponse() []byte {
 		return x.Response
 	}
 	return nil
+}
+
+func (x *SendResponse) GetWorkflowStatus() string {
+	if x != nil {
+		return x.WorkflowStatus
+	}
+	return ""
 }
 
 type CreateRequest struct {
@@ -1668,12 +1679,13 @@ const file_rivet_v1_actor_proto_rawDesc = "" +
 	"\x04wait\x18\x06 \x01(\bR\x04wait\x12\x1d\n" +
 	"\n" +
 	"timeout_ms\x18\a \x01(\x03R\ttimeoutMs\x12)\n" +
-	"\x05chain\x18\b \x01(\v2\x13.rivet.v1.CallChainR\x05chain\"a\n" +
+	"\x05chain\x18\b \x01(\v2\x13.rivet.v1.CallChainR\x05chain\"\x8a\x01\n" +
 	"\fSendResponse\x12\x1d\n" +
 	"\n" +
 	"message_id\x18\x01 \x01(\x04R\tmessageId\x12\x16\n" +
 	"\x06status\x18\x02 \x01(\tR\x06status\x12\x1a\n" +
-	"\bresponse\x18\x03 \x01(\fR\bresponse\"O\n" +
+	"\bresponse\x18\x03 \x01(\fR\bresponse\x12'\n" +
+	"\x0fworkflow_status\x18\x04 \x01(\tR\x0eworkflowStatus\"O\n" +
 	"\rCreateRequest\x12(\n" +
 	"\x05actor\x18\x01 \x01(\v2\x12.rivet.v1.ActorRefR\x05actor\x12\x14\n" +
 	"\x05input\x18\x02 \x01(\fR\x05input\";\n" +
