@@ -97,9 +97,9 @@ func (h *ActorHandle) Enqueue(ctx context.Context, queue string, body any) (Send
 // SendWait appends body to a queue and waits, for at most timeout (0: the
 // node's default, 30 s), until the actor's workflow completes the message.
 // A wait that runs out is not an error: the result's Status says
-// SendTimedOut, and the message stays (queued, or taken by a workflow
-// that has not completed it: only Message.Complete answers a waiting
-// sender). Nor is a wait cut short
+// SendTimedOut, and the message stays, queued or (Taken) taken by a
+// workflow that has not completed it: only Message.Complete answers a
+// waiting sender. Nor is a wait cut short
 // because the actor moved to another node (or its node stopped): Status
 // says SendEnqueued, and the workflow completes the message all the same. ctx must outlive timeout, or
 // the call ends with ctx's error first.
@@ -125,7 +125,7 @@ func (h *ActorHandle) send(ctx context.Context, queue string, body any, wait boo
 	if err != nil {
 		return SendResult{}, err
 	}
-	return SendResult{MessageID: resp.GetMessageId(), Status: resp.GetStatus(), Response: resp.GetResponse(), WorkflowStatus: resp.GetWorkflowStatus()}, nil
+	return SendResult{MessageID: resp.GetMessageId(), Status: resp.GetStatus(), Response: resp.GetResponse(), WorkflowStatus: resp.GetWorkflowStatus(), Taken: resp.GetTaken()}, nil
 }
 
 // Info returns what the node knows of the actor without activating it. A

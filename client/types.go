@@ -81,6 +81,10 @@ type SendResult struct {
 	// ended when the message was queued: nothing takes the message until
 	// the workflow is retried. Empty otherwise.
 	WorkflowStatus string `json:"workflow_status,omitempty"`
+	// Taken, with SendTimedOut, says that the workflow received the message
+	// (it is no longer queued) and has not completed it; false: the
+	// message is still queued.
+	Taken bool `json:"taken,omitempty"`
 }
 
 // Member is one node of the cluster.

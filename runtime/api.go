@@ -65,6 +65,10 @@ type SendResult struct {
 	Status string
 	// Response is the completion's JSON, with Status SendCompleted.
 	Response json.RawMessage
+	// Taken, with Status SendTimedOut, says that the workflow received the
+	// message (it is in its history, no longer queued) and has not
+	// completed it.
+	Taken bool
 	// WorkflowEnded is the status of the actor's workflow, WorkflowCompleted
 	// or WorkflowFailed, if it had ended when the message was queued: no
 	// one takes the message until the workflow is retried. Empty otherwise.

@@ -818,6 +818,7 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 	defer func() {
 		act.wf.notifyMu.Lock()
 		delete(act.wf.completions, seq)
+		delete(act.wf.taken, seq)
 		act.wf.notifyMu.Unlock()
 	}()
 	select {
@@ -843,6 +844,9 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 		return res, nil
 	case <-t.C:
 		res.Status = SendTimedOut
+		act.wf.notifyMu.Lock()
+		res.Taken = act.wf.taken[seq]
+		act.wf.notifyMu.Unlock()
 		return res, nil
 	case <-ctx.Done():
 		return res, ctxError(ctx)

@@ -102,7 +102,11 @@ type wfState struct {
 	// guarded by notifyMu; closed is set (under notifyMu) once no run of
 	// this activation will complete anything any more.
 	completions map[uint64]chan json.RawMessage
-	closed      bool
+	// taken marks the messages of waiting senders that the workflow has
+	// received (and not completed yet), so that a wait that runs out can
+	// say whether its message is still queued. Guarded by notifyMu.
+	taken  map[uint64]bool
+	closed bool
 	// pending counts the queued messages per queue, guarded by
 	// notifyMu, for decisions made outside turns (yieldWorkflow).
 	pending map[string]int
@@ -695,6 +699,16 @@ func (w *wfHost) Receive(ctx context.Context, names []string, max int, record fu
 		return nil, err
 	}
 	a.h.received.Add(int64(len(got)))
+	a.wf.notifyMu.Lock()
+	for _, m := range got {
+		if _, waited := a.wf.completions[m.ID]; waited {
+			if a.wf.taken == nil {
+				a.wf.taken = map[uint64]bool{}
+			}
+			a.wf.taken[m.ID] = true
+		}
+	}
+	a.wf.notifyMu.Unlock()
 	return got, nil
 }
 

@@ -159,10 +159,15 @@ func TestSend(t *testing.T) {
 		return runtime.SendResult{MessageID: 9, Status: runtime.SendTimedOut}, nil
 	}
 	rivetctl(t, addr, "send", "mailbox", "alice", "inbox", "1", "--wait", "--wait-timeout", "1500ms").
-		wantErr(t, 1, "rivetctl: not completed within the wait (message 9: still queued, or taken by a workflow that has not completed it)")
+		wantErr(t, 1, "rivetctl: not completed within the wait: message 9 is still queued")
 	if timeout.Load() != int64(1500e6) {
 		t.Errorf("wait timeout sent: %d", timeout.Load())
 	}
+	f.SendFunc = func(context.Context, runtime.SendRequest) (runtime.SendResult, error) {
+		return runtime.SendResult{MessageID: 9, Status: runtime.SendTimedOut, Taken: true}, nil
+	}
+	rivetctl(t, addr, "send", "mailbox", "alice", "inbox", "1", "--wait").
+		wantErr(t, 1, "rivetctl: not completed within the wait: the workflow took message 9 and has not completed it (only a workflow's Message.Complete answers a waiting sender)")
 }
 
 func TestStateInspectCreateDestroy(t *testing.T) {

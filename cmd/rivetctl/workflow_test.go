@@ -50,6 +50,16 @@ func TestWorkflowCommandsOnARealNode(t *testing.T) {
 			return err
 		},
 	}, rivet.Actor[chargeState]{
+		// Takes one job and sleeps without completing it.
+		Name:   "taker",
+		Queues: rivet.Queues{"jobs": rivet.QueueOf[struct{}]()},
+		Run: func(ctx *workflow.Ctx[chargeState]) error {
+			if _, err := workflow.Next[struct{}](ctx, "take", workflow.NextOptions{Names: []string{"jobs"}}); err != nil {
+				return err
+			}
+			return ctx.Sleep("nap", time.Hour)
+		},
+	}, rivet.Actor[chargeState]{
 		// Steps whose names sort apart from the order they ran in, then a
 		// race that one branch wins.
 		Name:   "racer",
@@ -213,4 +223,11 @@ func TestWorkflowCommandsOnARealNode(t *testing.T) {
 	}
 	// While it runs, nothing is said.
 	rivetctl(t, addr, "send", "napper", "k", "go", "{}").want(t, 0, "enqueued\n")
+
+	// A wait that runs out says whether the workflow took the message.
+	rivetctl(t, addr, "create", "taker", "t")
+	rivetctl(t, addr, "send", "taker", "t", "jobs", "{}", "--wait", "--wait-timeout", "2s").
+		wantErr(t, 1, "rivetctl: not completed within the wait: the workflow took message 1 and has not completed it (only a workflow's Message.Complete answers a waiting sender)")
+	rivetctl(t, addr, "send", "taker", "t", "jobs", "{}", "--wait", "--wait-timeout", "200ms").
+		wantErr(t, 1, "rivetctl: not completed within the wait: message 2 is still queued")
 }

@@ -384,8 +384,12 @@ type SendResponse struct {
 	// ended when the message was queued: nothing takes the message until the
 	// workflow is retried (rivetctl workflow retry). Empty otherwise.
 	WorkflowStatus string `protobuf:"bytes,4,opt,name=workflow_status,json=workflowStatus,proto3" json:"workflow_status,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// taken, with status "timed_out", says that the workflow received the
+	// message (it is no longer queued) and has not completed it; false: it
+	// is still queued.
+	Taken         bool `protobuf:"varint,5,opt,name=taken,proto3" json:"taken,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SendResponse) Reset() {
@@ -444,6 +448,13 @@ func (x *SendResponse) GetWorkflowStatus() string {
 		return x.WorkflowStatus
 	}
 	return ""
+}
+
+func (x *SendResponse) GetTaken() bool {
+	if x != nil {
+		return x.Taken
+	}
+	return false
 }
 
 type CreateRequest struct {
@@ -1679,13 +1690,14 @@ const file_rivet_v1_actor_proto_rawDesc = "" +
 	"\x04wait\x18\x06 \x01(\bR\x04wait\x12\x1d\n" +
 	"\n" +
 	"timeout_ms\x18\a \x01(\x03R\ttimeoutMs\x12)\n" +
-	"\x05chain\x18\b \x01(\v2\x13.rivet.v1.CallChainR\x05chain\"\x8a\x01\n" +
+	"\x05chain\x18\b \x01(\v2\x13.rivet.v1.CallChainR\x05chain\"\xa0\x01\n" +
 	"\fSendResponse\x12\x1d\n" +
 	"\n" +
 	"message_id\x18\x01 \x01(\x04R\tmessageId\x12\x16\n" +
 	"\x06status\x18\x02 \x01(\tR\x06status\x12\x1a\n" +
 	"\bresponse\x18\x03 \x01(\fR\bresponse\x12'\n" +
-	"\x0fworkflow_status\x18\x04 \x01(\tR\x0eworkflowStatus\"O\n" +
+	"\x0fworkflow_status\x18\x04 \x01(\tR\x0eworkflowStatus\x12\x14\n" +
+	"\x05taken\x18\x05 \x01(\bR\x05taken\"O\n" +
 	"\rCreateRequest\x12(\n" +
 	"\x05actor\x18\x01 \x01(\v2\x12.rivet.v1.ActorRefR\x05actor\x12\x14\n" +
 	"\x05input\x18\x02 \x01(\fR\x05input\";\n" +
