@@ -81,7 +81,8 @@ func (h *ActorHandle) Call(ctx context.Context, action string, args ...any) (jso
 }
 
 // Send appends body (marshalled to JSON) to one of the actor's queues and
-// returns once the message is durable.
+// returns once the message is durable. Enqueue does the same and says
+// more: the message's ID, and whether the actor's workflow had ended.
 func (h *ActorHandle) Send(ctx context.Context, queue string, body any) error {
 	_, err := h.send(ctx, queue, body, false, 0)
 	return err
@@ -97,8 +98,8 @@ func (h *ActorHandle) Enqueue(ctx context.Context, queue string, body any) (Send
 // SendWait appends body to a queue and waits, for at most timeout (0: the
 // node's default, 30 s), until the actor's workflow completes the message.
 // A wait that runs out is not an error: the result's Status says
-// SendTimedOut, and the message stays, queued or (Taken) taken by a
-// workflow that has not completed it: only Message.Complete answers a
+// SendTimedOut, and the message stays, queued or (MessageState) taken by
+// a workflow that has not completed it: only Message.Complete answers a
 // waiting sender. Nor is a wait cut short
 // because the actor moved to another node (or its node stopped): Status
 // says SendEnqueued, and the workflow completes the message all the same. ctx must outlive timeout, or
@@ -125,7 +126,7 @@ func (h *ActorHandle) send(ctx context.Context, queue string, body any, wait boo
 	if err != nil {
 		return SendResult{}, err
 	}
-	return SendResult{MessageID: resp.GetMessageId(), Status: resp.GetStatus(), Response: resp.GetResponse(), WorkflowStatus: resp.GetWorkflowStatus(), Taken: resp.GetTaken()}, nil
+	return SendResult{MessageID: resp.GetMessageId(), Status: resp.GetStatus(), Response: resp.GetResponse(), WorkflowStatus: resp.GetWorkflowStatus(), MessageState: resp.GetMessageState()}, nil
 }
 
 // Info returns what the node knows of the actor without activating it. A

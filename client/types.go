@@ -79,12 +79,13 @@ type SendResult struct {
 	Response json.RawMessage `json:"response,omitempty"`
 	// WorkflowStatus is "completed" or "failed" if the actor's workflow had
 	// ended when the message was queued: nothing takes the message until
-	// the workflow is retried. Empty otherwise.
+	// the workflow is retried. Empty otherwise (best effort: a workflow
+	// ending as the message is queued may not be seen as ended).
 	WorkflowStatus string `json:"workflow_status,omitempty"`
-	// Taken, with SendTimedOut, says that the workflow received the message
-	// (it is no longer queued) and has not completed it; false: the
-	// message is still queued.
-	Taken bool `json:"taken,omitempty"`
+	// MessageState, with SendTimedOut, is "queued" (the message is still
+	// in its queue) or "taken" (the workflow received it and has not
+	// completed it); empty from a node that does not say.
+	MessageState string `json:"message_state,omitempty"`
 }
 
 // Member is one node of the cluster.

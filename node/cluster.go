@@ -375,7 +375,7 @@ func (r remote) Send(ctx context.Context, req runtime.SendRequest) (runtime.Send
 	if err != nil {
 		return runtime.SendResult{}, peerError(err)
 	}
-	return runtime.SendResult{MessageID: resp.GetMessageId(), Status: resp.GetStatus(), Response: resp.GetResponse(), WorkflowEnded: resp.GetWorkflowStatus(), Taken: resp.GetTaken()}, nil
+	return runtime.SendResult{MessageID: resp.GetMessageId(), Status: resp.GetStatus(), Response: resp.GetResponse(), WorkflowStatus: resp.GetWorkflowStatus(), MessageState: resp.GetMessageState()}, nil
 }
 
 // peer returns the connection to ref's owner. A partition that has no

@@ -55,6 +55,13 @@ const (
 	SendTimedOut  = "timed_out"
 )
 
+// The states of a message whose sender's wait ran out
+// (SendResult.MessageState).
+const (
+	MessageQueued = "queued"
+	MessageTaken  = "taken"
+)
+
 // SendResult says what became of a sent message.
 type SendResult struct {
 	MessageID uint64
@@ -65,14 +72,16 @@ type SendResult struct {
 	Status string
 	// Response is the completion's JSON, with Status SendCompleted.
 	Response json.RawMessage
-	// Taken, with Status SendTimedOut, says that the workflow received the
-	// message (it is in its history, no longer queued) and has not
-	// completed it.
-	Taken bool
-	// WorkflowEnded is the status of the actor's workflow, WorkflowCompleted
+	// MessageState, with Status SendTimedOut, is MessageQueued (still in
+	// its queue) or MessageTaken (the workflow received it, and has not
+	// completed it).
+	MessageState string
+	// WorkflowStatus is the status of the actor's workflow, WorkflowCompleted
 	// or WorkflowFailed, if it had ended when the message was queued: no
-	// one takes the message until the workflow is retried. Empty otherwise.
-	WorkflowEnded string
+	// one takes the message until the workflow is retried. Empty otherwise,
+	// and best effort: a workflow that ends as the message is queued may
+	// not be seen as ended.
+	WorkflowStatus string
 }
 
 // ActorInfo is what is known of an actor without activating it.

@@ -802,10 +802,18 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 		return nil
 	})
 	if err != nil {
+		if completion != nil && act != nil {
+			// The turn registered the wait, then failed (its commit's
+			// outcome unknown, or the caller left): no one waits now.
+			act.wf.notifyMu.Lock()
+			delete(act.wf.completions, seq)
+			delete(act.wf.taken, seq)
+			act.wf.notifyMu.Unlock()
+		}
 		return SendResult{}, err
 	}
 	h.sent.Add(1)
-	res := SendResult{MessageID: seq, Status: SendEnqueued, WorkflowEnded: ended}
+	res := SendResult{MessageID: seq, Status: SendEnqueued, WorkflowStatus: ended}
 	if completion == nil {
 		return res, nil
 	}
@@ -845,7 +853,10 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 	case <-t.C:
 		res.Status = SendTimedOut
 		act.wf.notifyMu.Lock()
-		res.Taken = act.wf.taken[seq]
+		res.MessageState = MessageQueued
+		if act.wf.taken[seq] {
+			res.MessageState = MessageTaken
+		}
 		act.wf.notifyMu.Unlock()
 		return res, nil
 	case <-ctx.Done():

@@ -119,3 +119,77 @@ func TestSendWaitRacingAnEvictionIsToldToRetry(t *testing.T) {
 		t.Fatalf("retried SendWait = %+v, %v; want completed with 42", res, err)
 	}
 }
+
+// A wait that runs out says whether the workflow took the message or it is
+// still queued, and leaves nothing behind; a send to an actor whose
+// workflow has ended says so.
+func TestSendSaysWhatBecameOfTheMessage(t *testing.T) {
+	taker := rivet.Actor[echoState]{
+		Name:   "taker",
+		Queues: rivet.Queues{"jobs": rivet.QueueOf[int]()},
+		Run: func(ctx *workflow.Ctx[echoState]) error {
+			if _, err := workflow.Next[int](ctx, "take"); err != nil {
+				return err
+			}
+			return ctx.Sleep("nap", time.Hour)
+		},
+	}
+	quitter := rivet.Actor[echoState]{
+		Name:   "quitter",
+		Queues: rivet.Queues{"jobs": rivet.QueueOf[int]()},
+		Run:    func(*workflow.Ctx[echoState]) error { return errors.New("gave up") },
+	}
+	reg, err := rivet.Setup(taker, quitter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := memHost(t, reg)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	ref := Ref{Name: "taker", Key: []string{"t"}}
+	send := func(wait time.Duration) SendResult {
+		t.Helper()
+		res, err := h.Send(ctx, SendRequest{Ref: ref, Queue: "jobs", Body: json.RawMessage(`1`), CreateIfMissing: true, Wait: true, Timeout: wait})
+		if err != nil || res.Status != SendTimedOut {
+			t.Fatalf("send = %+v, %v; want timed out", res, err)
+		}
+		return res
+	}
+	if res := send(2 * time.Second); res.MessageState != MessageTaken || res.WorkflowStatus != "" {
+		t.Errorf("first message = %+v, want taken (and no workflow status)", res)
+	}
+	if res := send(100 * time.Millisecond); res.MessageState != MessageQueued {
+		t.Errorf("second message = %+v, want queued", res)
+	}
+	h.mu.Lock()
+	a := h.actors["taker/"+storage.EncodeKey(ref.Key)]
+	h.mu.Unlock()
+	a.wf.notifyMu.Lock()
+	left := len(a.wf.completions) + len(a.wf.taken)
+	a.wf.notifyMu.Unlock()
+	if left != 0 {
+		t.Errorf("%d waits left behind", left)
+	}
+
+	q := Ref{Name: "quitter", Key: []string{"q"}}
+	if _, _, err := h.GetOrCreate(ctx, q, nil); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		ins, err := h.Inspect(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ins.WorkflowStatus == WorkflowFailed {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("quitter's workflow is %q, want failed", ins.WorkflowStatus)
+		}
+	}
+	res, err := h.Send(ctx, SendRequest{Ref: q, Queue: "jobs", Body: json.RawMessage(`1`)})
+	if err != nil || res.Status != SendEnqueued || res.WorkflowStatus != WorkflowFailed {
+		t.Fatalf("send to a failed workflow = %+v, %v; want enqueued, workflow failed", res, err)
+	}
+}

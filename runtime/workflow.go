@@ -691,6 +691,7 @@ func (w *wfHost) Receive(ctx context.Context, names []string, max int, record fu
 			i := picked[k]
 			a.depth[a.wf.msgs[i].queue]--
 			a.wf.countPending(a.wf.msgs[i].queue, -1)
+			a.wf.markTaken(a.wf.msgs[i].seq)
 			a.wf.msgs = append(a.wf.msgs[:i], a.wf.msgs[i+1:]...)
 		}
 		return ops, nil
@@ -699,17 +700,21 @@ func (w *wfHost) Receive(ctx context.Context, names []string, max int, record fu
 		return nil, err
 	}
 	a.h.received.Add(int64(len(got)))
-	a.wf.notifyMu.Lock()
-	for _, m := range got {
-		if _, waited := a.wf.completions[m.ID]; waited {
-			if a.wf.taken == nil {
-				a.wf.taken = map[uint64]bool{}
-			}
-			a.wf.taken[m.ID] = true
-		}
-	}
-	a.wf.notifyMu.Unlock()
 	return got, nil
+}
+
+// markTaken notes that the workflow took message id, if a sender waits
+// for its completion: a wait that runs out then says so.
+func (w *wfState) markTaken(id uint64) {
+	w.notifyMu.Lock()
+	defer w.notifyMu.Unlock()
+	if _, waited := w.completions[id]; !waited {
+		return
+	}
+	if w.taken == nil {
+		w.taken = map[uint64]bool{}
+	}
+	w.taken[id] = true
 }
 
 func (w *wfHost) MessageNotify() <-chan struct{} { return w.a.wf.messageNotify() }
@@ -735,6 +740,7 @@ func (w *wfHost) Complete(ctx context.Context, id uint64, response json.RawMessa
 	a.wf.notifyMu.Lock()
 	ch, ok := a.wf.completions[id]
 	delete(a.wf.completions, id)
+	delete(a.wf.taken, id)
 	a.wf.notifyMu.Unlock()
 	if ok {
 		ch <- response

@@ -83,7 +83,7 @@ func (s *Server) Send(ctx context.Context, req *rivetv1.SendRequest) (*rivetv1.S
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
-	return &rivetv1.SendResponse{MessageId: res.MessageID, Status: res.Status, Response: res.Response, WorkflowStatus: res.WorkflowEnded, Taken: res.Taken}, nil
+	return &rivetv1.SendResponse{MessageId: res.MessageID, Status: res.Status, Response: res.Response, WorkflowStatus: res.WorkflowStatus, MessageState: res.MessageState}, nil
 }
 
 // Create creates an actor.

@@ -60,10 +60,13 @@ func (a *app) printSendResult(res client.SendResult, wait bool) error {
 	var notDone error
 	switch {
 	case wait && res.Status == client.SendTimedOut:
-		if res.Taken {
+		switch res.MessageState {
+		case "taken":
 			notDone = &runError{err: fmt.Errorf("not completed within the wait: the workflow took message %d and has not completed it (only a workflow's Message.Complete answers a waiting sender)", res.MessageID)}
-		} else {
+		case "queued":
 			notDone = &runError{err: fmt.Errorf("not completed within the wait: message %d is still queued", res.MessageID)}
+		default: // a node that does not say
+			notDone = &runError{err: fmt.Errorf("not completed within the wait (message %d: still queued, or taken by a workflow that has not completed it)", res.MessageID)}
 		}
 	case wait && res.Status == client.SendEnqueued:
 		notDone = &runError{err: fmt.Errorf("enqueued, not waited for: the actor moved (message %d); its completion is unknown", res.MessageID)}

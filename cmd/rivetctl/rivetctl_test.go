@@ -156,7 +156,7 @@ func TestSend(t *testing.T) {
 	var timeout atomic.Int64
 	f.SendFunc = func(_ context.Context, req runtime.SendRequest) (runtime.SendResult, error) {
 		timeout.Store(int64(req.Timeout))
-		return runtime.SendResult{MessageID: 9, Status: runtime.SendTimedOut}, nil
+		return runtime.SendResult{MessageID: 9, Status: runtime.SendTimedOut, MessageState: runtime.MessageQueued}, nil
 	}
 	rivetctl(t, addr, "send", "mailbox", "alice", "inbox", "1", "--wait", "--wait-timeout", "1500ms").
 		wantErr(t, 1, "rivetctl: not completed within the wait: message 9 is still queued")
@@ -164,10 +164,16 @@ func TestSend(t *testing.T) {
 		t.Errorf("wait timeout sent: %d", timeout.Load())
 	}
 	f.SendFunc = func(context.Context, runtime.SendRequest) (runtime.SendResult, error) {
-		return runtime.SendResult{MessageID: 9, Status: runtime.SendTimedOut, Taken: true}, nil
+		return runtime.SendResult{MessageID: 9, Status: runtime.SendTimedOut, MessageState: runtime.MessageTaken}, nil
 	}
 	rivetctl(t, addr, "send", "mailbox", "alice", "inbox", "1", "--wait").
 		wantErr(t, 1, "rivetctl: not completed within the wait: the workflow took message 9 and has not completed it (only a workflow's Message.Complete answers a waiting sender)")
+	// A node of an earlier version does not say.
+	f.SendFunc = func(context.Context, runtime.SendRequest) (runtime.SendResult, error) {
+		return runtime.SendResult{MessageID: 9, Status: runtime.SendTimedOut}, nil
+	}
+	rivetctl(t, addr, "send", "mailbox", "alice", "inbox", "1", "--wait").
+		wantErr(t, 1, "rivetctl: not completed within the wait (message 9: still queued, or taken by a workflow that has not completed it)")
 }
 
 func TestStateInspectCreateDestroy(t *testing.T) {

@@ -382,12 +382,13 @@ type SendResponse struct {
 	Response []byte `protobuf:"bytes,3,opt,name=response,proto3" json:"response,omitempty"`
 	// workflow_status is "completed" or "failed" if the actor's workflow had
 	// ended when the message was queued: nothing takes the message until the
-	// workflow is retried (rivetctl workflow retry). Empty otherwise.
+	// workflow is retried (rivetctl workflow retry). Empty otherwise (best
+	// effort: a workflow ending as the message is queued may not be seen).
 	WorkflowStatus string `protobuf:"bytes,4,opt,name=workflow_status,json=workflowStatus,proto3" json:"workflow_status,omitempty"`
-	// taken, with status "timed_out", says that the workflow received the
-	// message (it is no longer queued) and has not completed it; false: it
-	// is still queued.
-	Taken         bool `protobuf:"varint,5,opt,name=taken,proto3" json:"taken,omitempty"`
+	// message_state, with status "timed_out", is "queued" (the message is
+	// still in its queue) or "taken" (the workflow received it and has not
+	// completed it); empty from a node that does not say.
+	MessageState  string `protobuf:"bytes,5,opt,name=message_state,json=messageState,proto3" json:"message_state,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -450,11 +451,11 @@ func (x *SendResponse) GetWorkflowStatus() string {
 	return ""
 }
 
-func (x *SendResponse) GetTaken() bool {
+func (x *SendResponse) GetMessageState() string {
 	if x != nil {
-		return x.Taken
+		return x.MessageState
 	}
-	return false
+	return ""
 }
 
 type CreateRequest struct {
@@ -1690,14 +1691,14 @@ const file_rivet_v1_actor_proto_rawDesc = "" +
 	"\x04wait\x18\x06 \x01(\bR\x04wait\x12\x1d\n" +
 	"\n" +
 	"timeout_ms\x18\a \x01(\x03R\ttimeoutMs\x12)\n" +
-	"\x05chain\x18\b \x01(\v2\x13.rivet.v1.CallChainR\x05chain\"\xa0\x01\n" +
+	"\x05chain\x18\b \x01(\v2\x13.rivet.v1.CallChainR\x05chain\"\xaf\x01\n" +
 	"\fSendResponse\x12\x1d\n" +
 	"\n" +
 	"message_id\x18\x01 \x01(\x04R\tmessageId\x12\x16\n" +
 	"\x06status\x18\x02 \x01(\tR\x06status\x12\x1a\n" +
 	"\bresponse\x18\x03 \x01(\fR\bresponse\x12'\n" +
-	"\x0fworkflow_status\x18\x04 \x01(\tR\x0eworkflowStatus\x12\x14\n" +
-	"\x05taken\x18\x05 \x01(\bR\x05taken\"O\n" +
+	"\x0fworkflow_status\x18\x04 \x01(\tR\x0eworkflowStatus\x12#\n" +
+	"\rmessage_state\x18\x05 \x01(\tR\fmessageState\"O\n" +
 	"\rCreateRequest\x12(\n" +
 	"\x05actor\x18\x01 \x01(\v2\x12.rivet.v1.ActorRefR\x05actor\x12\x14\n" +
 	"\x05input\x18\x02 \x01(\fR\x05input\";\n" +
