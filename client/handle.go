@@ -84,7 +84,7 @@ func (h *ActorHandle) Call(ctx context.Context, action string, args ...any) (jso
 // returns once the message is durable. Enqueue does the same and says
 // more: the message's ID, and whether the actor's workflow had ended.
 func (h *ActorHandle) Send(ctx context.Context, queue string, body any) error {
-	_, err := h.send(ctx, queue, body, false, 0)
+	_, err := h.Enqueue(ctx, queue, body)
 	return err
 }
 

@@ -66,6 +66,13 @@ const (
 	SendTimedOut  = "timed_out"
 )
 
+// The states of a message whose sender's wait ran out
+// (SendResult.MessageState).
+const (
+	MessageQueued = "queued"
+	MessageTaken  = "taken"
+)
+
 // SendResult says what became of a sent message.
 type SendResult struct {
 	MessageID uint64 `json:"message_id,omitempty"`

@@ -730,7 +730,10 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 	}
 	var seq uint64
 	var completion chan json.RawMessage
-	var ended string
+	var (
+		ended  string
+		queued bool // the turn queued the message: seq is its alone
+	)
 	act, _, err := h.turn(ctx, TurnSend, req.Ref, sp, req.CreateIfMissing, req.Input, chain, func(a *activation) error {
 		if a.depth[req.Queue] >= uint64(h.cfg.MaxQueueDepth) {
 			return rivet.Errorf(rivet.ErrQueueFull, "queue %s of %s holds %d messages, the limit", req.Queue, a.describe(), h.cfg.MaxQueueDepth)
@@ -781,9 +784,7 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 		}
 		if _, err := a.enqueue(ops...); err != nil {
 			if completion != nil {
-				a.wf.notifyMu.Lock()
-				delete(a.wf.completions, seq)
-				a.wf.notifyMu.Unlock()
+				a.wf.forgetWait(seq)
 			}
 			return err
 		}
@@ -792,6 +793,7 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 		}
 		a.wf.countPending(req.Queue, 1)
 		a.nextSeq++
+		queued = true
 		a.depth[req.Queue]++
 		if sp.Run != nil {
 			// Only a workflow takes messages: an actor without one keeps
@@ -802,13 +804,13 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 		return nil
 	})
 	if err != nil {
-		if completion != nil && act != nil {
-			// The turn registered the wait, then failed (its commit's
-			// outcome unknown, or the caller left): no one waits now.
-			act.wf.notifyMu.Lock()
-			delete(act.wf.completions, seq)
-			delete(act.wf.taken, seq)
-			act.wf.notifyMu.Unlock()
+		if completion != nil && queued {
+			// The turn queued the message and registered the wait, then
+			// the wait for its commit failed (outcome unknown, or the
+			// caller left): no one waits now. (A turn that failed before
+			// queued it and forgot its wait itself: seq may already be
+			// another sender's.)
+			act.wf.forgetWait(seq)
 		}
 		return SendResult{}, err
 	}
@@ -823,12 +825,7 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 	}
 	t := time.NewTimer(timeout)
 	defer t.Stop()
-	defer func() {
-		act.wf.notifyMu.Lock()
-		delete(act.wf.completions, seq)
-		delete(act.wf.taken, seq)
-		act.wf.notifyMu.Unlock()
-	}()
+	defer act.wf.forgetWait(seq)
 	select {
 	case resp, ok := <-completion:
 		if !ok {

@@ -703,6 +703,14 @@ func (w *wfHost) Receive(ctx context.Context, names []string, max int, record fu
 	return got, nil
 }
 
+// forgetWait drops the wait of the sender of message id, if any.
+func (w *wfState) forgetWait(id uint64) {
+	w.notifyMu.Lock()
+	delete(w.completions, id)
+	delete(w.taken, id)
+	w.notifyMu.Unlock()
+}
+
 // markTaken notes that the workflow took message id, if a sender waits
 // for its completion: a wait that runs out then says so.
 func (w *wfState) markTaken(id uint64) {

@@ -61,9 +61,9 @@ func (a *app) printSendResult(res client.SendResult, wait bool) error {
 	switch {
 	case wait && res.Status == client.SendTimedOut:
 		switch res.MessageState {
-		case "taken":
+		case client.MessageTaken:
 			notDone = &runError{err: fmt.Errorf("not completed within the wait: the workflow took message %d and has not completed it (only a workflow's Message.Complete answers a waiting sender)", res.MessageID)}
-		case "queued":
+		case client.MessageQueued:
 			notDone = &runError{err: fmt.Errorf("not completed within the wait: message %d is still queued", res.MessageID)}
 		default: // a node that does not say
 			notDone = &runError{err: fmt.Errorf("not completed within the wait (message %d: still queued, or taken by a workflow that has not completed it)", res.MessageID)}
