@@ -78,6 +78,7 @@ var reasons = []struct {
 	{ErrNotFound, "node", "not_found"},           // no such node (drain)
 	{ErrWorkflowFailed, "workflow", "none"},      // the actor has no workflow
 	{ErrWorkflowFailed, "workflow", "not_ended"}, // a retry of a workflow that runs
+	{ErrWorkflowFailed, "workflow", "ended"},     // a cancel of a workflow that has ended
 }
 
 // Reasonf returns an error of kind with the reason (group, code), one of

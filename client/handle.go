@@ -209,3 +209,20 @@ func (h *ActorHandle) RetryWorkflow(ctx context.Context, from string) (int, erro
 	}
 	return int(resp.GetRemoved()), nil
 }
+
+// CancelWorkflow stops the actor's workflow for good, as an operator's
+// decision, with reason kept in its error: no node runs it again until
+// RetryWorkflow resumes it where it stopped. A step in flight has its
+// context cancelled and its attempt is not recorded; the state, the
+// history and the queued messages stay, and actions still work. It returns
+// the status the workflow had ("running", "sleeping", or "cancelled":
+// cancelling again
+// changes nothing, so the client retries the call as it needs). A
+// completed or failed workflow cannot be cancelled (ErrWorkflowFailed).
+func (h *ActorHandle) CancelWorkflow(ctx context.Context, reason string) (string, error) {
+	resp, err := invoke(ctx, h.c, idempotent, h.c.actors.CancelWorkflow, &rivetv1.CancelWorkflowRequest{Actor: h.ref(), Reason: reason})
+	if err != nil {
+		return "", err
+	}
+	return resp.GetPreviousStatus(), nil
+}

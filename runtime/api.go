@@ -76,8 +76,9 @@ type SendResult struct {
 	// its queue) or MessageTaken (the workflow received it, and has not
 	// completed it).
 	MessageState string
-	// WorkflowStatus is the status of the actor's workflow, WorkflowCompleted
-	// or WorkflowFailed, if it had ended when the message was queued: no
+	// WorkflowStatus is the status of the actor's workflow, WorkflowCompleted,
+	// WorkflowFailed or WorkflowCancelled, if it had ended when the message
+	// was queued: no
 	// one takes the message until the workflow is retried. Empty otherwise,
 	// and best effort: a workflow that ends as the message is queued may
 	// not be seen as ended.

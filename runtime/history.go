@@ -247,10 +247,11 @@ func iteration(seg string) (uint64, bool) {
 	return n, err == nil
 }
 
-// RetryWorkflow clears a failed (or finished) workflow's end and runs it
-// again: from the entry from (deleting it, everything under it, and every
-// entry recorded after it outside its enclosing scopes), or, with from
-// empty, from the entries that failed. It returns how many entries it
+// RetryWorkflow clears a failed (or finished, or cancelled) workflow's end
+// and runs it again: from the entry from (deleting it, everything under it,
+// and every entry recorded after it outside its enclosing scopes), or, with
+// from empty, from the entries that failed (a cancelled workflow resumes
+// where it stopped). It returns how many entries it
 // deleted. A running workflow cannot be retried (rivet.ErrWorkflowFailed,
 // FAILED_PRECONDITION on the wire).
 func (h *Host) RetryWorkflow(ctx context.Context, ref Ref, from string) (int, error) {
@@ -268,14 +269,12 @@ func (h *Host) RetryWorkflow(ctx context.Context, ref Ref, from string) (int, er
 	removed := 0
 	_, _, err = h.turn(ctx, TurnAdmin, ref, sp, false, nil, h.newChain(), func(a *activation) error {
 		st := a.workflowStatus()
-		if st.Status == WorkflowFailed || st.Status == WorkflowCompleted {
-			// The ended run may still be tidying up: wait for it, or the
-			// new run would not start.
-			a.stopWorkflow()
+		if !workflowEnded(st.Status) {
+			return rivet.Reasonf(rivet.ErrWorkflowFailed, "workflow", "not_ended", "the workflow of %s is %s: only a failed, completed or cancelled workflow can be retried", a.describe(), orNone(st.Status))
 		}
-		if st.Status != WorkflowFailed && st.Status != WorkflowCompleted {
-			return rivet.Reasonf(rivet.ErrWorkflowFailed, "workflow", "not_ended", "the workflow of %s is %s: only a failed or completed workflow can be retried", a.describe(), orNone(st.Status))
-		}
+		// The ended run may still be tidying up: wait for it, or the new
+		// run would not start.
+		a.stopWorkflow()
 		if err := a.waitCommitted(ctx, a.currentVersion()); err != nil {
 			return err
 		}

@@ -739,7 +739,7 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 			return rivet.Errorf(rivet.ErrQueueFull, "queue %s of %s holds %d messages, the limit", req.Queue, a.describe(), h.cfg.MaxQueueDepth)
 		}
 		wfst := a.workflowStatus()
-		if req.Wait && (sp.Run == nil || wfst.Status == WorkflowCompleted || wfst.Status == WorkflowFailed) {
+		if req.Wait && (sp.Run == nil || workflowEnded(wfst.Status)) {
 			return rivet.Errorf(rivet.ErrWorkflowFailed, "%s has no running workflow to complete the message (workflow %s)", a.describe(), orNone(wfst.Status))
 		}
 		now := time.Now()
@@ -749,7 +749,7 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 		if sp.Run != nil {
 			a.mu.Lock()
 			a.wf.arrivals++
-			if (a.wf.wakeAt == 0 || a.wf.wakeAt > now.UnixMilli()) && wfst.Status != WorkflowCompleted && wfst.Status != WorkflowFailed {
+			if (a.wf.wakeAt == 0 || a.wf.wakeAt > now.UnixMilli()) && !workflowEnded(wfst.Status) {
 				// The workflow waits for messages only: make sure a new
 				// owner runs it if this node dies before it takes this one.
 				wb, _ := json.Marshal(wakeupRecord{At: now.UnixMilli()})
@@ -788,7 +788,7 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 			}
 			return err
 		}
-		if sp.Run != nil && (wfst.Status == WorkflowCompleted || wfst.Status == WorkflowFailed) {
+		if sp.Run != nil && workflowEnded(wfst.Status) {
 			ended = wfst.Status
 		}
 		a.wf.countPending(req.Queue, 1)

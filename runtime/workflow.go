@@ -24,7 +24,16 @@ const (
 	WorkflowSleeping  = "sleeping"
 	WorkflowCompleted = "completed"
 	WorkflowFailed    = "failed"
+	// WorkflowCancelled: stopped for good by CancelWorkflow, until a
+	// RetryWorkflow resumes it.
+	WorkflowCancelled = "cancelled"
 )
+
+// workflowEnded reports whether status is one a workflow ends in: nothing
+// runs it, or will complete a message sent to it, until it is retried.
+func workflowEnded(status string) bool {
+	return status == WorkflowCompleted || status == WorkflowFailed || status == WorkflowCancelled
+}
 
 // workflowStatus is stored at <actor>/wfstatus.
 type workflowStatus struct {
@@ -197,7 +206,7 @@ func (a *activation) startWorkflow(history []workflow.Entry) {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.wf.runner != nil || a.wf.status.Status == WorkflowCompleted || a.wf.status.Status == WorkflowFailed {
+	if a.wf.runner != nil || workflowEnded(a.wf.status.Status) {
 		return
 	}
 	// Adding to the WaitGroup under h.mu, after checking stopping, keeps

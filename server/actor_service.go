@@ -221,3 +221,16 @@ func (s *Server) RetryWorkflow(ctx context.Context, req *rivetv1.RetryWorkflowRe
 	}
 	return &rivetv1.RetryWorkflowResponse{Removed: uint32(n)}, nil
 }
+
+// CancelWorkflow stops an actor's workflow for good.
+func (s *Server) CancelWorkflow(ctx context.Context, req *rivetv1.CancelWorkflowRequest) (*rivetv1.CancelWorkflowResponse, error) {
+	r, err := ref(req.GetActor())
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	prev, err := s.backend.CancelWorkflow(ctx, r, req.GetReason())
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	return &rivetv1.CancelWorkflowResponse{PreviousStatus: prev}, nil
+}

@@ -84,7 +84,11 @@ func (a *app) printSendResult(res client.SendResult, wait bool) error {
 		// Queued all the same (a retry of the workflow takes it), but
 		// whoever sent it should know that nothing reads it now. On
 		// stderr, so that the output stays what scripts expect.
-		fmt.Fprintf(a.stderr, "rivetctl: note: the actor's workflow has %s: nothing takes message %d until it is retried (rivetctl workflow retry)\n", res.WorkflowStatus, res.MessageID)
+		ended := "has " + res.WorkflowStatus
+		if res.WorkflowStatus == "cancelled" {
+			ended = "was cancelled"
+		}
+		fmt.Fprintf(a.stderr, "rivetctl: note: the actor's workflow %s: nothing takes message %d until it is retried (rivetctl workflow retry)\n", ended, res.MessageID)
 	}
 	var err error
 	switch {

@@ -62,7 +62,40 @@ func (a *app) workflowCommand() *cobra.Command {
 		_, err = fmt.Fprintf(a.stdout, "workflow restarted: %d history %s removed\n", n, entries)
 		return err
 	})
-	cmd.AddCommand(retry)
+	var reason string
+	cancel := &cobra.Command{
+		Use:   "cancel ACTOR KEY",
+		Short: "Stop a workflow for good (state, history and queued messages stay; actions still work); workflow retry resumes it",
+		Long: `Stop an actor's workflow for good, for a workflow that loops for ever or waits
+on what will never come. A step in flight has its context cancelled and its attempt
+is not recorded. The workflow's status becomes cancelled, on every node, until
+` + "`rivetctl workflow retry ACTOR KEY`" + ` resumes it where it stopped. The actor's state,
+history and queued messages stay, and its actions still work. Cancelling a
+cancelled workflow changes nothing; a completed or failed one cannot be cancelled.`,
+		Example: `  rivetctl workflow cancel pollBackoffActor main --reason "the job is gone"`,
+		Args:    args(2, 2),
+	}
+	cancel.Flags().StringVar(&reason, "reason", "", "why, kept in the workflow's error (at most 1 KiB)")
+	cancel.RunE = a.runE(nil, func(ctx context.Context, c *client.Client, args []string) error {
+		key, err := parseKey(args[1])
+		if err != nil {
+			return err
+		}
+		prev, err := c.Actor(args[0], key...).NoCreate().CancelWorkflow(ctx, reason)
+		if err != nil {
+			return err
+		}
+		if a.output == "json" {
+			return a.printValue(map[string]string{"previous_status": prev})
+		}
+		if prev == "cancelled" {
+			_, err = fmt.Fprintln(a.stdout, "workflow already cancelled")
+			return err
+		}
+		_, err = fmt.Fprintf(a.stdout, "workflow cancelled (it was %s)\n", prev)
+		return err
+	})
+	cmd.AddCommand(retry, cancel)
 	return cmd
 }
 

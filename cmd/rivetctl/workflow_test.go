@@ -230,4 +230,36 @@ func TestWorkflowCommandsOnARealNode(t *testing.T) {
 		wantErr(t, 1, "rivetctl: not completed within the wait: the workflow took message 1 and has not completed it (only a workflow's Message.Complete answers a waiting sender)")
 	rivetctl(t, addr, "send", "taker", "t", "jobs", "{}", "--wait", "--wait-timeout", "200ms").
 		wantErr(t, 1, "rivetctl: not completed within the wait: message 2 is still queued")
+
+	// workflow cancel stops a workflow for good; retry resumes it.
+	rivetctl(t, addr, "create", "napper", "c")
+	deadline = time.Now().Add(30 * time.Second)
+	for !strings.HasPrefix(rivetctl(t, addr, "history", "napper", "c").stdout, "workflow  sleeping") {
+		if time.Now().After(deadline) {
+			t.Fatalf("napper never slept: %+v", rivetctl(t, addr, "history", "napper", "c"))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	rivetctl(t, addr, "workflow", "cancel", "napper", "c", "--reason", "no longer needed").want(t, 0, "workflow cancelled (it was sleeping)\n")
+	r = rivetctl(t, addr, "history", "napper", "c")
+	if r.code != 0 || !strings.HasPrefix(r.stdout, "workflow  cancelled\nerror     cancelled: no longer needed\n") {
+		t.Fatalf("history of a cancelled workflow:\n%s (%+v)", r.stdout, r)
+	}
+	rivetctl(t, addr, "workflow", "cancel", "napper", "c", "-o", "json").want(t, 0, `{"previous_status":"cancelled"}`+"\n")
+	rivetctl(t, addr, "workflow", "cancel", "napper", "c").want(t, 0, "workflow already cancelled\n")
+	r = rivetctl(t, addr, "send", "napper", "c", "go", "{}")
+	if r.code != 0 || r.stdout != "enqueued\n" ||
+		r.stderr != "rivetctl: note: the actor's workflow was cancelled: nothing takes message 1 until it is retried (rivetctl workflow retry)\n" {
+		t.Fatalf("send to a cancelled workflow: %+v", r)
+	}
+	rivetctl(t, addr, "workflow", "cancel", "racer", "r").
+		wantErr(t, 1, `rivetctl: failed precondition: the workflow of racer ["r"] has completed: only a running or sleeping workflow can be cancelled (FAILED_PRECONDITION workflow.ended)`)
+	rivetctl(t, addr, "workflow", "retry", "napper", "c").want(t, 0, "workflow restarted: 0 history entries removed\n")
+	deadline = time.Now().Add(30 * time.Second)
+	for !strings.HasPrefix(rivetctl(t, addr, "history", "napper", "c").stdout, "workflow  completed\n") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the resumed workflow did not take its message: %+v", rivetctl(t, addr, "history", "napper", "c"))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

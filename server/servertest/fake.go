@@ -283,6 +283,16 @@ func (f *Fake) RetryWorkflow(_ context.Context, ref runtime.Ref, _ string) (int,
 	return 0, rivet.Reasonf(rivet.ErrWorkflowFailed, "workflow", "none", "actor %s has no workflow", ref.Name)
 }
 
+// CancelWorkflow refuses: the fake hosts no workflows.
+func (f *Fake) CancelWorkflow(_ context.Context, ref runtime.Ref, _ string) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, _, err := f.lookup(ref, false, nil); err != nil {
+		return "", err
+	}
+	return "", rivet.Reasonf(rivet.ErrWorkflowFailed, "workflow", "none", "actor %s has no workflow", ref.Name)
+}
+
 func (f *Fake) Members(context.Context) ([]runtime.Member, error) { return f.MemberList, nil }
 
 // Partitions implements Backend.

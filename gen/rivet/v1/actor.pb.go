@@ -1590,6 +1590,106 @@ func (x *RetryWorkflowResponse) GetRemoved() uint32 {
 	return 0
 }
 
+type CancelWorkflowRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Actor *ActorRef              `protobuf:"bytes,1,opt,name=actor,proto3" json:"actor,omitempty"`
+	// reason is kept in the workflow's error ("cancelled: <reason>"); UTF-8,
+	// at most 1 KiB.
+	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelWorkflowRequest) Reset() {
+	*x = CancelWorkflowRequest{}
+	mi := &file_rivet_v1_actor_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelWorkflowRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelWorkflowRequest) ProtoMessage() {}
+
+func (x *CancelWorkflowRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_rivet_v1_actor_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelWorkflowRequest.ProtoReflect.Descriptor instead.
+func (*CancelWorkflowRequest) Descriptor() ([]byte, []int) {
+	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *CancelWorkflowRequest) GetActor() *ActorRef {
+	if x != nil {
+		return x.Actor
+	}
+	return nil
+}
+
+func (x *CancelWorkflowRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+type CancelWorkflowResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// previous_status is the workflow's status before the call: "running" or
+	// "sleeping", or "cancelled" if it already was.
+	PreviousStatus string `protobuf:"bytes,1,opt,name=previous_status,json=previousStatus,proto3" json:"previous_status,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *CancelWorkflowResponse) Reset() {
+	*x = CancelWorkflowResponse{}
+	mi := &file_rivet_v1_actor_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelWorkflowResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelWorkflowResponse) ProtoMessage() {}
+
+func (x *CancelWorkflowResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_rivet_v1_actor_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelWorkflowResponse.ProtoReflect.Descriptor instead.
+func (*CancelWorkflowResponse) Descriptor() ([]byte, []int) {
+	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *CancelWorkflowResponse) GetPreviousStatus() string {
+	if x != nil {
+		return x.PreviousStatus
+	}
+	return ""
+}
+
 // ActorError is attached to every error status a node returns. For errors an
 // actor's code raised on purpose (the original engine's UserError), group is
 // "user" and code is the user's own code.
@@ -1606,7 +1706,7 @@ type ActorError struct {
 
 func (x *ActorError) Reset() {
 	*x = ActorError{}
-	mi := &file_rivet_v1_actor_proto_msgTypes[25]
+	mi := &file_rivet_v1_actor_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1618,7 +1718,7 @@ func (x *ActorError) String() string {
 func (*ActorError) ProtoMessage() {}
 
 func (x *ActorError) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_actor_proto_msgTypes[25]
+	mi := &file_rivet_v1_actor_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1631,7 +1731,7 @@ func (x *ActorError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActorError.ProtoReflect.Descriptor instead.
 func (*ActorError) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{25}
+	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ActorError) GetGroup() string {
@@ -1774,13 +1874,18 @@ const file_rivet_v1_actor_proto_rawDesc = "" +
 	"\x05actor\x18\x01 \x01(\v2\x12.rivet.v1.ActorRefR\x05actor\x12\x12\n" +
 	"\x04from\x18\x02 \x01(\tR\x04from\"1\n" +
 	"\x15RetryWorkflowResponse\x12\x18\n" +
-	"\aremoved\x18\x01 \x01(\rR\aremoved\"l\n" +
+	"\aremoved\x18\x01 \x01(\rR\aremoved\"Y\n" +
+	"\x15CancelWorkflowRequest\x12(\n" +
+	"\x05actor\x18\x01 \x01(\v2\x12.rivet.v1.ActorRefR\x05actor\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"A\n" +
+	"\x16CancelWorkflowResponse\x12'\n" +
+	"\x0fprevious_status\x18\x01 \x01(\tR\x0epreviousStatus\"l\n" +
 	"\n" +
 	"ActorError\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x12\n" +
 	"\x04code\x18\x02 \x01(\tR\x04code\x12\x18\n" +
 	"\amessage\x18\x03 \x01(\tR\amessage\x12\x1a\n" +
-	"\bmetadata\x18\x04 \x01(\fR\bmetadata2\x82\x05\n" +
+	"\bmetadata\x18\x04 \x01(\fR\bmetadata2\xd7\x05\n" +
 	"\fActorService\x125\n" +
 	"\x04Call\x12\x15.rivet.v1.CallRequest\x1a\x16.rivet.v1.CallResponse\x125\n" +
 	"\x04Send\x12\x15.rivet.v1.SendRequest\x1a\x16.rivet.v1.SendResponse\x12;\n" +
@@ -1791,7 +1896,8 @@ const file_rivet_v1_actor_proto_rawDesc = "" +
 	"\aInspect\x12\x18.rivet.v1.InspectRequest\x1a\x19.rivet.v1.InspectResponse\x125\n" +
 	"\x04List\x12\x15.rivet.v1.ListRequest\x1a\x16.rivet.v1.ListResponse\x12>\n" +
 	"\aHistory\x12\x18.rivet.v1.HistoryRequest\x1a\x19.rivet.v1.HistoryResponse\x12P\n" +
-	"\rRetryWorkflow\x12\x1e.rivet.v1.RetryWorkflowRequest\x1a\x1f.rivet.v1.RetryWorkflowResponseB0Z.github.com/rivet-go/rivet/gen/rivet/v1;rivetv1b\x06proto3"
+	"\rRetryWorkflow\x12\x1e.rivet.v1.RetryWorkflowRequest\x1a\x1f.rivet.v1.RetryWorkflowResponse\x12S\n" +
+	"\x0eCancelWorkflow\x12\x1f.rivet.v1.CancelWorkflowRequest\x1a .rivet.v1.CancelWorkflowResponseB0Z.github.com/rivet-go/rivet/gen/rivet/v1;rivetv1b\x06proto3"
 
 var (
 	file_rivet_v1_actor_proto_rawDescOnce sync.Once
@@ -1805,35 +1911,37 @@ func file_rivet_v1_actor_proto_rawDescGZIP() []byte {
 	return file_rivet_v1_actor_proto_rawDescData
 }
 
-var file_rivet_v1_actor_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_rivet_v1_actor_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_rivet_v1_actor_proto_goTypes = []any{
-	(*ActorRef)(nil),              // 0: rivet.v1.ActorRef
-	(*CallChain)(nil),             // 1: rivet.v1.CallChain
-	(*CallRequest)(nil),           // 2: rivet.v1.CallRequest
-	(*CallResponse)(nil),          // 3: rivet.v1.CallResponse
-	(*SendRequest)(nil),           // 4: rivet.v1.SendRequest
-	(*SendResponse)(nil),          // 5: rivet.v1.SendResponse
-	(*CreateRequest)(nil),         // 6: rivet.v1.CreateRequest
-	(*CreateResponse)(nil),        // 7: rivet.v1.CreateResponse
-	(*GetOrCreateRequest)(nil),    // 8: rivet.v1.GetOrCreateRequest
-	(*GetOrCreateResponse)(nil),   // 9: rivet.v1.GetOrCreateResponse
-	(*GetRequest)(nil),            // 10: rivet.v1.GetRequest
-	(*GetResponse)(nil),           // 11: rivet.v1.GetResponse
-	(*DestroyRequest)(nil),        // 12: rivet.v1.DestroyRequest
-	(*DestroyResponse)(nil),       // 13: rivet.v1.DestroyResponse
-	(*ActorInfo)(nil),             // 14: rivet.v1.ActorInfo
-	(*InspectRequest)(nil),        // 15: rivet.v1.InspectRequest
-	(*QueueDepth)(nil),            // 16: rivet.v1.QueueDepth
-	(*InspectResponse)(nil),       // 17: rivet.v1.InspectResponse
-	(*ListRequest)(nil),           // 18: rivet.v1.ListRequest
-	(*ListResponse)(nil),          // 19: rivet.v1.ListResponse
-	(*HistoryRequest)(nil),        // 20: rivet.v1.HistoryRequest
-	(*HistoryEntry)(nil),          // 21: rivet.v1.HistoryEntry
-	(*HistoryResponse)(nil),       // 22: rivet.v1.HistoryResponse
-	(*RetryWorkflowRequest)(nil),  // 23: rivet.v1.RetryWorkflowRequest
-	(*RetryWorkflowResponse)(nil), // 24: rivet.v1.RetryWorkflowResponse
-	(*ActorError)(nil),            // 25: rivet.v1.ActorError
-	(*timestamppb.Timestamp)(nil), // 26: google.protobuf.Timestamp
+	(*ActorRef)(nil),               // 0: rivet.v1.ActorRef
+	(*CallChain)(nil),              // 1: rivet.v1.CallChain
+	(*CallRequest)(nil),            // 2: rivet.v1.CallRequest
+	(*CallResponse)(nil),           // 3: rivet.v1.CallResponse
+	(*SendRequest)(nil),            // 4: rivet.v1.SendRequest
+	(*SendResponse)(nil),           // 5: rivet.v1.SendResponse
+	(*CreateRequest)(nil),          // 6: rivet.v1.CreateRequest
+	(*CreateResponse)(nil),         // 7: rivet.v1.CreateResponse
+	(*GetOrCreateRequest)(nil),     // 8: rivet.v1.GetOrCreateRequest
+	(*GetOrCreateResponse)(nil),    // 9: rivet.v1.GetOrCreateResponse
+	(*GetRequest)(nil),             // 10: rivet.v1.GetRequest
+	(*GetResponse)(nil),            // 11: rivet.v1.GetResponse
+	(*DestroyRequest)(nil),         // 12: rivet.v1.DestroyRequest
+	(*DestroyResponse)(nil),        // 13: rivet.v1.DestroyResponse
+	(*ActorInfo)(nil),              // 14: rivet.v1.ActorInfo
+	(*InspectRequest)(nil),         // 15: rivet.v1.InspectRequest
+	(*QueueDepth)(nil),             // 16: rivet.v1.QueueDepth
+	(*InspectResponse)(nil),        // 17: rivet.v1.InspectResponse
+	(*ListRequest)(nil),            // 18: rivet.v1.ListRequest
+	(*ListResponse)(nil),           // 19: rivet.v1.ListResponse
+	(*HistoryRequest)(nil),         // 20: rivet.v1.HistoryRequest
+	(*HistoryEntry)(nil),           // 21: rivet.v1.HistoryEntry
+	(*HistoryResponse)(nil),        // 22: rivet.v1.HistoryResponse
+	(*RetryWorkflowRequest)(nil),   // 23: rivet.v1.RetryWorkflowRequest
+	(*RetryWorkflowResponse)(nil),  // 24: rivet.v1.RetryWorkflowResponse
+	(*CancelWorkflowRequest)(nil),  // 25: rivet.v1.CancelWorkflowRequest
+	(*CancelWorkflowResponse)(nil), // 26: rivet.v1.CancelWorkflowResponse
+	(*ActorError)(nil),             // 27: rivet.v1.ActorError
+	(*timestamppb.Timestamp)(nil),  // 28: google.protobuf.Timestamp
 }
 var file_rivet_v1_actor_proto_depIdxs = []int32{
 	0,  // 0: rivet.v1.CallRequest.actor:type_name -> rivet.v1.ActorRef
@@ -1848,43 +1956,46 @@ var file_rivet_v1_actor_proto_depIdxs = []int32{
 	14, // 9: rivet.v1.GetResponse.actor:type_name -> rivet.v1.ActorInfo
 	0,  // 10: rivet.v1.DestroyRequest.actor:type_name -> rivet.v1.ActorRef
 	0,  // 11: rivet.v1.ActorInfo.actor:type_name -> rivet.v1.ActorRef
-	26, // 12: rivet.v1.ActorInfo.created_at:type_name -> google.protobuf.Timestamp
-	26, // 13: rivet.v1.ActorInfo.workflow_failed_at:type_name -> google.protobuf.Timestamp
+	28, // 12: rivet.v1.ActorInfo.created_at:type_name -> google.protobuf.Timestamp
+	28, // 13: rivet.v1.ActorInfo.workflow_failed_at:type_name -> google.protobuf.Timestamp
 	0,  // 14: rivet.v1.InspectRequest.actor:type_name -> rivet.v1.ActorRef
 	14, // 15: rivet.v1.InspectResponse.info:type_name -> rivet.v1.ActorInfo
 	16, // 16: rivet.v1.InspectResponse.queues:type_name -> rivet.v1.QueueDepth
-	26, // 17: rivet.v1.InspectResponse.workflow_wake_at:type_name -> google.protobuf.Timestamp
+	28, // 17: rivet.v1.InspectResponse.workflow_wake_at:type_name -> google.protobuf.Timestamp
 	14, // 18: rivet.v1.ListResponse.actors:type_name -> rivet.v1.ActorInfo
 	0,  // 19: rivet.v1.HistoryRequest.actor:type_name -> rivet.v1.ActorRef
-	26, // 20: rivet.v1.HistoryEntry.updated_at:type_name -> google.protobuf.Timestamp
+	28, // 20: rivet.v1.HistoryEntry.updated_at:type_name -> google.protobuf.Timestamp
 	21, // 21: rivet.v1.HistoryResponse.entries:type_name -> rivet.v1.HistoryEntry
-	26, // 22: rivet.v1.HistoryResponse.workflow_wake_at:type_name -> google.protobuf.Timestamp
+	28, // 22: rivet.v1.HistoryResponse.workflow_wake_at:type_name -> google.protobuf.Timestamp
 	0,  // 23: rivet.v1.RetryWorkflowRequest.actor:type_name -> rivet.v1.ActorRef
-	2,  // 24: rivet.v1.ActorService.Call:input_type -> rivet.v1.CallRequest
-	4,  // 25: rivet.v1.ActorService.Send:input_type -> rivet.v1.SendRequest
-	6,  // 26: rivet.v1.ActorService.Create:input_type -> rivet.v1.CreateRequest
-	8,  // 27: rivet.v1.ActorService.GetOrCreate:input_type -> rivet.v1.GetOrCreateRequest
-	10, // 28: rivet.v1.ActorService.Get:input_type -> rivet.v1.GetRequest
-	12, // 29: rivet.v1.ActorService.Destroy:input_type -> rivet.v1.DestroyRequest
-	15, // 30: rivet.v1.ActorService.Inspect:input_type -> rivet.v1.InspectRequest
-	18, // 31: rivet.v1.ActorService.List:input_type -> rivet.v1.ListRequest
-	20, // 32: rivet.v1.ActorService.History:input_type -> rivet.v1.HistoryRequest
-	23, // 33: rivet.v1.ActorService.RetryWorkflow:input_type -> rivet.v1.RetryWorkflowRequest
-	3,  // 34: rivet.v1.ActorService.Call:output_type -> rivet.v1.CallResponse
-	5,  // 35: rivet.v1.ActorService.Send:output_type -> rivet.v1.SendResponse
-	7,  // 36: rivet.v1.ActorService.Create:output_type -> rivet.v1.CreateResponse
-	9,  // 37: rivet.v1.ActorService.GetOrCreate:output_type -> rivet.v1.GetOrCreateResponse
-	11, // 38: rivet.v1.ActorService.Get:output_type -> rivet.v1.GetResponse
-	13, // 39: rivet.v1.ActorService.Destroy:output_type -> rivet.v1.DestroyResponse
-	17, // 40: rivet.v1.ActorService.Inspect:output_type -> rivet.v1.InspectResponse
-	19, // 41: rivet.v1.ActorService.List:output_type -> rivet.v1.ListResponse
-	22, // 42: rivet.v1.ActorService.History:output_type -> rivet.v1.HistoryResponse
-	24, // 43: rivet.v1.ActorService.RetryWorkflow:output_type -> rivet.v1.RetryWorkflowResponse
-	34, // [34:44] is the sub-list for method output_type
-	24, // [24:34] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	0,  // 24: rivet.v1.CancelWorkflowRequest.actor:type_name -> rivet.v1.ActorRef
+	2,  // 25: rivet.v1.ActorService.Call:input_type -> rivet.v1.CallRequest
+	4,  // 26: rivet.v1.ActorService.Send:input_type -> rivet.v1.SendRequest
+	6,  // 27: rivet.v1.ActorService.Create:input_type -> rivet.v1.CreateRequest
+	8,  // 28: rivet.v1.ActorService.GetOrCreate:input_type -> rivet.v1.GetOrCreateRequest
+	10, // 29: rivet.v1.ActorService.Get:input_type -> rivet.v1.GetRequest
+	12, // 30: rivet.v1.ActorService.Destroy:input_type -> rivet.v1.DestroyRequest
+	15, // 31: rivet.v1.ActorService.Inspect:input_type -> rivet.v1.InspectRequest
+	18, // 32: rivet.v1.ActorService.List:input_type -> rivet.v1.ListRequest
+	20, // 33: rivet.v1.ActorService.History:input_type -> rivet.v1.HistoryRequest
+	23, // 34: rivet.v1.ActorService.RetryWorkflow:input_type -> rivet.v1.RetryWorkflowRequest
+	25, // 35: rivet.v1.ActorService.CancelWorkflow:input_type -> rivet.v1.CancelWorkflowRequest
+	3,  // 36: rivet.v1.ActorService.Call:output_type -> rivet.v1.CallResponse
+	5,  // 37: rivet.v1.ActorService.Send:output_type -> rivet.v1.SendResponse
+	7,  // 38: rivet.v1.ActorService.Create:output_type -> rivet.v1.CreateResponse
+	9,  // 39: rivet.v1.ActorService.GetOrCreate:output_type -> rivet.v1.GetOrCreateResponse
+	11, // 40: rivet.v1.ActorService.Get:output_type -> rivet.v1.GetResponse
+	13, // 41: rivet.v1.ActorService.Destroy:output_type -> rivet.v1.DestroyResponse
+	17, // 42: rivet.v1.ActorService.Inspect:output_type -> rivet.v1.InspectResponse
+	19, // 43: rivet.v1.ActorService.List:output_type -> rivet.v1.ListResponse
+	22, // 44: rivet.v1.ActorService.History:output_type -> rivet.v1.HistoryResponse
+	24, // 45: rivet.v1.ActorService.RetryWorkflow:output_type -> rivet.v1.RetryWorkflowResponse
+	26, // 46: rivet.v1.ActorService.CancelWorkflow:output_type -> rivet.v1.CancelWorkflowResponse
+	36, // [36:47] is the sub-list for method output_type
+	25, // [25:36] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_rivet_v1_actor_proto_init() }
@@ -1898,7 +2009,7 @@ func file_rivet_v1_actor_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rivet_v1_actor_proto_rawDesc), len(file_rivet_v1_actor_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   26,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -24,16 +24,17 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	ActorService_Call_FullMethodName          = "/rivet.v1.ActorService/Call"
-	ActorService_Send_FullMethodName          = "/rivet.v1.ActorService/Send"
-	ActorService_Create_FullMethodName        = "/rivet.v1.ActorService/Create"
-	ActorService_GetOrCreate_FullMethodName   = "/rivet.v1.ActorService/GetOrCreate"
-	ActorService_Get_FullMethodName           = "/rivet.v1.ActorService/Get"
-	ActorService_Destroy_FullMethodName       = "/rivet.v1.ActorService/Destroy"
-	ActorService_Inspect_FullMethodName       = "/rivet.v1.ActorService/Inspect"
-	ActorService_List_FullMethodName          = "/rivet.v1.ActorService/List"
-	ActorService_History_FullMethodName       = "/rivet.v1.ActorService/History"
-	ActorService_RetryWorkflow_FullMethodName = "/rivet.v1.ActorService/RetryWorkflow"
+	ActorService_Call_FullMethodName           = "/rivet.v1.ActorService/Call"
+	ActorService_Send_FullMethodName           = "/rivet.v1.ActorService/Send"
+	ActorService_Create_FullMethodName         = "/rivet.v1.ActorService/Create"
+	ActorService_GetOrCreate_FullMethodName    = "/rivet.v1.ActorService/GetOrCreate"
+	ActorService_Get_FullMethodName            = "/rivet.v1.ActorService/Get"
+	ActorService_Destroy_FullMethodName        = "/rivet.v1.ActorService/Destroy"
+	ActorService_Inspect_FullMethodName        = "/rivet.v1.ActorService/Inspect"
+	ActorService_List_FullMethodName           = "/rivet.v1.ActorService/List"
+	ActorService_History_FullMethodName        = "/rivet.v1.ActorService/History"
+	ActorService_RetryWorkflow_FullMethodName  = "/rivet.v1.ActorService/RetryWorkflow"
+	ActorService_CancelWorkflow_FullMethodName = "/rivet.v1.ActorService/CancelWorkflow"
 )
 
 // ActorServiceClient is the client API for ActorService service.
@@ -68,6 +69,14 @@ type ActorServiceClient interface {
 	// the entry named by from (and everything recorded after it) or, with
 	// from empty, from the entry that failed.
 	RetryWorkflow(ctx context.Context, in *RetryWorkflowRequest, opts ...grpc.CallOption) (*RetryWorkflowResponse, error)
+	// CancelWorkflow stops an actor's workflow for good, as an operator's
+	// decision: its status becomes "cancelled", with the reason in its error.
+	// A step in flight has its context cancelled and its attempt is not
+	// recorded; the state, the history and the queued messages stay, actions
+	// still work, and RetryWorkflow resumes the run where it stopped.
+	// Cancelling a cancelled workflow changes nothing; a completed or failed
+	// one is FAILED_PRECONDITION.
+	CancelWorkflow(ctx context.Context, in *CancelWorkflowRequest, opts ...grpc.CallOption) (*CancelWorkflowResponse, error)
 }
 
 type actorServiceClient struct {
@@ -178,6 +187,16 @@ func (c *actorServiceClient) RetryWorkflow(ctx context.Context, in *RetryWorkflo
 	return out, nil
 }
 
+func (c *actorServiceClient) CancelWorkflow(ctx context.Context, in *CancelWorkflowRequest, opts ...grpc.CallOption) (*CancelWorkflowResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CancelWorkflowResponse)
+	err := c.cc.Invoke(ctx, ActorService_CancelWorkflow_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ActorServiceServer is the server API for ActorService service.
 // All implementations must embed UnimplementedActorServiceServer
 // for forward compatibility.
@@ -210,6 +229,14 @@ type ActorServiceServer interface {
 	// the entry named by from (and everything recorded after it) or, with
 	// from empty, from the entry that failed.
 	RetryWorkflow(context.Context, *RetryWorkflowRequest) (*RetryWorkflowResponse, error)
+	// CancelWorkflow stops an actor's workflow for good, as an operator's
+	// decision: its status becomes "cancelled", with the reason in its error.
+	// A step in flight has its context cancelled and its attempt is not
+	// recorded; the state, the history and the queued messages stay, actions
+	// still work, and RetryWorkflow resumes the run where it stopped.
+	// Cancelling a cancelled workflow changes nothing; a completed or failed
+	// one is FAILED_PRECONDITION.
+	CancelWorkflow(context.Context, *CancelWorkflowRequest) (*CancelWorkflowResponse, error)
 	mustEmbedUnimplementedActorServiceServer()
 }
 
@@ -249,6 +276,9 @@ func (UnimplementedActorServiceServer) History(context.Context, *HistoryRequest)
 }
 func (UnimplementedActorServiceServer) RetryWorkflow(context.Context, *RetryWorkflowRequest) (*RetryWorkflowResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RetryWorkflow not implemented")
+}
+func (UnimplementedActorServiceServer) CancelWorkflow(context.Context, *CancelWorkflowRequest) (*CancelWorkflowResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CancelWorkflow not implemented")
 }
 func (UnimplementedActorServiceServer) mustEmbedUnimplementedActorServiceServer() {}
 func (UnimplementedActorServiceServer) testEmbeddedByValue()                      {}
@@ -451,6 +481,24 @@ func _ActorService_RetryWorkflow_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ActorService_CancelWorkflow_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CancelWorkflowRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ActorServiceServer).CancelWorkflow(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ActorService_CancelWorkflow_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ActorServiceServer).CancelWorkflow(ctx, req.(*CancelWorkflowRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ActorService_ServiceDesc is the grpc.ServiceDesc for ActorService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -497,6 +545,10 @@ var ActorService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RetryWorkflow",
 			Handler:    _ActorService_RetryWorkflow_Handler,
+		},
+		{
+			MethodName: "CancelWorkflow",
+			Handler:    _ActorService_CancelWorkflow_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -1,0 +1,132 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"unicode/utf8"
+
+	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/storage"
+	"go.uber.org/zap"
+)
+
+// MaxCancelReason bounds the reason a CancelWorkflow records: it is kept in
+// the workflow's status and repeated to waiting senders.
+const MaxCancelReason = 1024
+
+// CancelWorkflow stops an actor's workflow for good, as an operator's
+// decision (Temporal's terminate, the original engine's cancel): a
+// workflow that loops for ever, or waits on what will never come. The run
+// stops where it is: a step in flight has its context cancelled and its
+// attempt is not recorded (a success that lands anyway is), as after a
+// crash. Its status becomes WorkflowCancelled, with reason in its error,
+// durably: no node runs it again, its wakeup is dropped, senders waiting
+// for a completion are answered, and new messages stay queued. The state,
+// the history and the actions are untouched, and RetryWorkflow resumes
+// the run from where it stopped.
+//
+// Cancelling a cancelled workflow changes nothing (so a client may retry
+// the call); a completed or failed one cannot be cancelled
+// (rivet.ErrWorkflowFailed, FAILED_PRECONDITION on the wire). It returns
+// the status the workflow had: running, sleeping or cancelled.
+func (h *Host) CancelWorkflow(ctx context.Context, ref Ref, reason string) (string, error) {
+	if err := h.begin(); err != nil {
+		return "", err
+	}
+	defer h.end()
+	sp, err := h.spec(ref.Name)
+	if err != nil {
+		return "", err
+	}
+	if sp.Run == nil {
+		return "", rivet.Reasonf(rivet.ErrWorkflowFailed, "workflow", "none", "actor %s has no workflow", ref.Name)
+	}
+	if len(reason) > MaxCancelReason || !utf8.ValidString(reason) {
+		return "", rivet.Errorf(rivet.ErrInvalidArgument, "the reason must be UTF-8 of at most %d bytes (it is %d)", MaxCancelReason, len(reason))
+	}
+	var early *activation
+	if enc, _, err := h.place(ref); err == nil {
+		// A step in flight holds the turn the cancel waits for, until it
+		// ends on its own (its timeout can be minutes): cancelled now, it
+		// gives the turn up as soon as its code sees its context done.
+		h.mu.Lock()
+		early = h.actors[ref.Name+"/"+enc]
+		h.mu.Unlock()
+		if early != nil {
+			early.cancelWorkflow()
+		}
+	}
+	var (
+		prev string
+		ran  bool
+	)
+	// An actor not in memory is loaded without its workflow, and this turn
+	// comes first (turnFor), as for Destroy: no step runs between the
+	// cancel and its load.
+	_, _, err = h.turnFor(ctx, TurnAdmin, ref, sp, false, nil, h.newChain(), true, func(a *activation) error {
+		ran = true
+		st, _ := a.workflowStatusAndWake()
+		prev = st.Status
+		if prev == "" {
+			// Not finished and not running: it waits for its wakeup
+			// (Inspect says the same).
+			prev = WorkflowSleeping
+		}
+		if st.Status == WorkflowCancelled {
+			return nil
+		}
+		if workflowEnded(st.Status) {
+			return rivet.Reasonf(rivet.ErrWorkflowFailed, "workflow", "ended", "the workflow of %s has %s: only a running or sleeping workflow can be cancelled", a.describe(), st.Status)
+		}
+		if err := a.stopWorkflowWithin(ctx); err != nil {
+			// Stopped, or still stopping: this memory must not serve
+			// without a run; the workflow runs again from storage.
+			h.evictAndRerun(a)
+			return err
+		}
+		if st := a.workflowStatus(); workflowEnded(st.Status) {
+			// The run ended on its own before it saw the cancel.
+			return rivet.Reasonf(rivet.ErrWorkflowFailed, "workflow", "ended", "the workflow of %s has %s before it could be cancelled", a.describe(), st.Status)
+		}
+		msg := "cancelled"
+		if reason != "" {
+			msg += ": " + reason
+		}
+		cst := workflowStatus{Status: WorkflowCancelled, Error: msg, FailedAt: noEntry}
+		b, _ := json.Marshal(cst)
+		// After the stopped run's last record (its wakeup) in the
+		// actor's order of writes: the delete below wins.
+		v, err := a.enqueue(
+			storage.Put(a.key(storage.WorkflowStatusSuffix), b),
+			storage.Delete(storage.WakeupKey(a.part, a.ref.Name, a.enc)),
+			storage.Delete(storage.FailedKey(a.ref.Name, a.enc)),
+		)
+		if err == nil {
+			err = a.waitCommitted(ctx, v)
+		}
+		if err != nil {
+			// Cancelled in storage or not, as far as is known: this
+			// memory (no run) may be behind it. Loaded again once its
+			// writes settle, the actor runs its workflow or not, as
+			// storage says.
+			h.evictAndRerun(a)
+			return err
+		}
+		a.mu.Lock()
+		a.wf.status = cst
+		a.wf.wakeAt = 0
+		a.mu.Unlock()
+		h.timers.cancel(a.id)
+		a.failWaiters()
+		h.log.Info("workflow cancelled", actorField(a), zap.String("reason", reason), zap.String("was", prev))
+		return nil
+	})
+	if err != nil && !ran && early != nil {
+		// The turn never came (the caller's deadline, the partition
+		// moved): the run cancelled above is stopped as by a
+		// deactivation, and nothing in this memory would start it
+		// again. From storage, it runs on.
+		h.evictAndRerun(early)
+	}
+	return prev, err
+}

@@ -1,0 +1,191 @@
+package runtime_test
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/placement"
+	"github.com/rivet-go/rivet/runtime"
+	"github.com/rivet-go/rivet/storage"
+	"github.com/rivet-go/rivet/workflow"
+)
+
+type cancelState struct {
+	Ticks int `json:"ticks"`
+}
+
+// cancelActor ticks once, then runs a step that waits for release (or its
+// context): a workflow that would never end on its own while release
+// stays open.
+func cancelActor(started, sawCancel *atomic.Int64, release chan struct{}) rivet.Actor[cancelState] {
+	return rivet.Actor[cancelState]{
+		Name:   "cancelme",
+		Queues: rivet.Queues{"jobs": rivet.QueueOf[int]()},
+		Run: func(ctx *workflow.Ctx[cancelState]) error {
+			if err := ctx.Step("tick", func(s *workflow.StepCtx[cancelState]) error {
+				s.State.Ticks++
+				return nil
+			}); err != nil {
+				return err
+			}
+			return ctx.StepWith(workflow.StepOptions{Name: "block", Timeout: workflow.NoTimeout}, func(s *workflow.StepCtx[cancelState]) error {
+				started.Add(1)
+				select {
+				case <-release:
+					return nil
+				case <-s.Context().Done():
+					sawCancel.Add(1)
+					return s.Context().Err()
+				}
+			})
+		},
+		Actions: rivet.Actions[cancelState]{"getState": rivet.Query(func(c *rivet.ActionCtx[cancelState]) (cancelState, error) { return *c.State, nil })},
+	}
+}
+
+// An operator's cancel stops a workflow whose step would never end: the
+// step's context is cancelled and its attempt not recorded, the status is
+// cancelled for good (across a restart, with no wakeup left), the actor
+// still serves, senders hear that nothing will complete their messages,
+// and a retry resumes the run where it stopped.
+func TestCancelWorkflowStopsItForGoodUntilRetried(t *testing.T) {
+	var started, sawCancel atomic.Int64
+	release := make(chan struct{})
+	e := newEnv(t, counterReg(t, cancelActor(&started, &sawCancel, release)), nil)
+	ref := runtime.Ref{Name: "cancelme", Key: []string{"c"}}
+	if _, _, err := e.host.GetOrCreate(ctx(t), ref, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the blocking step to start", 10*time.Second, func() bool { return started.Load() == 1 })
+
+	prev, err := e.host.CancelWorkflow(ctx(t), ref, "job gone")
+	if err != nil || prev != runtime.WorkflowRunning {
+		t.Fatalf("CancelWorkflow = %q, %v; want running, nil", prev, err)
+	}
+	if sawCancel.Load() != 1 {
+		t.Fatalf("the step in flight saw its context cancelled %d times, want 1", sawCancel.Load())
+	}
+	ins := inspect(t, e.host, "cancelme", "c")
+	if ins.WorkflowStatus != runtime.WorkflowCancelled || ins.WorkflowError != "cancelled: job gone" {
+		t.Fatalf("after cancel: status %q, error %q", ins.WorkflowStatus, ins.WorkflowError)
+	}
+	h, err := e.host.History(ctx(t), ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, en := range h.Entries {
+		if en.Path == "block" {
+			t.Fatalf("the cancelled attempt was recorded: %+v", en)
+		}
+	}
+	if prev, err := e.host.CancelWorkflow(ctx(t), ref, "again"); err != nil || prev != runtime.WorkflowCancelled {
+		t.Fatalf("second CancelWorkflow = %q, %v; want cancelled, nil (nothing changes)", prev, err)
+	}
+	if got := inspect(t, e.host, "cancelme", "c").WorkflowError; got != "cancelled: job gone" {
+		t.Fatalf("a second cancel changed the error to %q", got)
+	}
+
+	// Queued, with the news that nothing takes it; a wait is refused.
+	res, err := e.host.Send(ctx(t), runtime.SendRequest{Ref: ref, Queue: "jobs", Body: json.RawMessage(`1`)})
+	if err != nil || res.WorkflowStatus != runtime.WorkflowCancelled {
+		t.Fatalf("send to a cancelled workflow = %+v, %v; want queued with workflow status cancelled", res, err)
+	}
+	if _, err := e.host.Send(ctx(t), runtime.SendRequest{Ref: ref, Queue: "jobs", Body: json.RawMessage(`2`), Wait: true}); !errors.Is(err, rivet.ErrWorkflowFailed) {
+		t.Fatalf("send --wait to a cancelled workflow: %v, want ErrWorkflowFailed", err)
+	}
+
+	// Stored: no wakeup record, and a new node does not run it.
+	enc := storage.EncodeKey(ref.Key)
+	wk := storage.WakeupKey(placement.Partition(ref.Name, enc, testPartitions), ref.Name, enc)
+	if _, err := e.store.Get(ctx(t), wk); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("wakeup record of a cancelled workflow: %v, want none", err)
+	}
+	e.restart()
+	raw, err := call(t, e.host, "cancelme", "c", "getState", false)
+	if err != nil || string(raw) != `{"ticks":1}` {
+		t.Fatalf("getState after restart = %s, %v", raw, err)
+	}
+	if st := inspect(t, e.host, "cancelme", "c").WorkflowStatus; st != runtime.WorkflowCancelled {
+		t.Fatalf("after restart the workflow is %q, want cancelled", st)
+	}
+	if started.Load() != 1 {
+		t.Fatalf("the cancelled workflow ran its step again (%d starts)", started.Load())
+	}
+
+	// A retry resumes where it stopped: tick replays, block runs again.
+	if _, err := e.host.RetryWorkflow(ctx(t), ref, ""); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the resumed step", 10*time.Second, func() bool { return started.Load() == 2 })
+	close(release)
+	waitFor(t, "the resumed workflow's end", 10*time.Second, func() bool {
+		return inspect(t, e.host, "cancelme", "c").WorkflowStatus == runtime.WorkflowCompleted
+	})
+	if raw, err := call(t, e.host, "cancelme", "c", "getState", false); err != nil || string(raw) != `{"ticks":1}` {
+		t.Fatalf("state after the resumed run = %s, %v; want tick not run again", raw, err)
+	}
+	if _, err := e.host.CancelWorkflow(ctx(t), ref, ""); !errors.Is(err, rivet.ErrWorkflowFailed) || !strings.Contains(err.Error(), "completed") {
+		t.Fatalf("cancel of a completed workflow: %v, want ErrWorkflowFailed naming its status", err)
+	}
+}
+
+// A sleeping workflow of an actor not in memory is cancelled from storage,
+// without running any of its code first.
+func TestCancelWorkflowOfAnActorNotInMemory(t *testing.T) {
+	var ran atomic.Int64
+	sleeper := rivet.Actor[cancelState]{
+		Name: "sleeper",
+		Run: func(ctx *workflow.Ctx[cancelState]) error {
+			if err := ctx.Sleep("nap", time.Hour); err != nil {
+				return err
+			}
+			return ctx.Step("after", func(*workflow.StepCtx[cancelState]) error { ran.Add(1); return nil })
+		},
+	}
+	e := newEnv(t, counterReg(t, sleeper), nil)
+	ref := runtime.Ref{Name: "sleeper", Key: []string{"s"}}
+	if _, _, err := e.host.GetOrCreate(ctx(t), ref, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the workflow to sleep", 10*time.Second, func() bool {
+		return inspect(t, e.host, "sleeper", "s").WorkflowStatus == runtime.WorkflowSleeping
+	})
+	e.restart()
+	prev, err := e.host.CancelWorkflow(ctx(t), ref, "")
+	if err != nil || prev != runtime.WorkflowSleeping {
+		t.Fatalf("CancelWorkflow = %q, %v; want sleeping, nil", prev, err)
+	}
+	ins := inspect(t, e.host, "sleeper", "s")
+	if ins.WorkflowStatus != runtime.WorkflowCancelled || ins.WorkflowError != "cancelled" || !ins.WorkflowWake.At.IsZero() {
+		t.Fatalf("after cancel: %+v", ins)
+	}
+	if ran.Load() != 0 {
+		t.Fatal("the sleeping workflow ran a step")
+	}
+}
+
+func TestCancelWorkflowRefusesBadRequests(t *testing.T) {
+	e := newEnv(t, counterReg(t), nil)
+	callInt(t, e.host, "counter", "k", "increment", true, 1)
+	ref := runtime.Ref{Name: "counter", Key: []string{"k"}}
+	if _, err := e.host.CancelWorkflow(ctx(t), ref, ""); !errors.Is(err, rivet.ErrWorkflowFailed) {
+		t.Fatalf("cancel on an actor without a workflow: %v, want ErrWorkflowFailed", err)
+	}
+	if _, err := e.host.CancelWorkflow(ctx(t), runtime.Ref{Name: "nope", Key: []string{"k"}}, ""); !errors.Is(err, rivet.ErrUnknownActor) {
+		t.Fatalf("cancel on an unknown actor type: %v", err)
+	}
+	var started, saw atomic.Int64
+	e2 := newEnv(t, counterReg(t, cancelActor(&started, &saw, make(chan struct{}))), nil)
+	long := strings.Repeat("x", runtime.MaxCancelReason+1)
+	if _, err := e2.host.CancelWorkflow(ctx(t), runtime.Ref{Name: "cancelme", Key: []string{"k"}}, long); !errors.Is(err, rivet.ErrInvalidArgument) {
+		t.Fatalf("cancel with a %d-byte reason: %v, want ErrInvalidArgument", len(long), err)
+	}
+	if _, err := e2.host.CancelWorkflow(ctx(t), runtime.Ref{Name: "cancelme", Key: []string{"missing"}}, ""); !errors.Is(err, rivet.ErrNotFound) {
+		t.Fatalf("cancel on a missing actor: %v, want ErrNotFound", err)
+	}
+}
