@@ -176,16 +176,16 @@ func callCode(err error) string {
 // from the runtime and committer (which count with plain atomics, so the
 // hot path pays nothing for them), and the histograms of n.metrics.
 type collector struct {
-	n                                 *Node
-	active, commits, batches, partsOw *prometheus.Desc
-	forwards, claimed, handedOff      *prometheus.Desc
-	renewals, losses, members         *prometheus.Desc
-	commitFailures, commitRetries     *prometheus.Desc
-	commitStalls, refences            *prometheus.Desc
-	commitWaiting                     *prometheus.Desc
-	queued, sent, received            *prometheus.Desc
-	wfRunning, wfCompleted, wfFailed  *prometheus.Desc
-	steps                             *prometheus.Desc
+	n                                             *Node
+	active, commits, batches, partsOw             *prometheus.Desc
+	forwards, claimed, handedOff                  *prometheus.Desc
+	renewals, losses, members                     *prometheus.Desc
+	commitFailures, commitRetries                 *prometheus.Desc
+	commitStalls, refences                        *prometheus.Desc
+	commitWaiting                                 *prometheus.Desc
+	queued, sent, received                        *prometheus.Desc
+	wfRunning, wfCompleted, wfFailed, wfCancelled *prometheus.Desc
+	steps                                         *prometheus.Desc
 }
 
 func newCollector(n *Node) *collector {
@@ -219,6 +219,7 @@ func newCollector(n *Node) *collector {
 		wfRunning:   d("rivet_workflows_running", "Workflow runs in memory on this node (working, or waiting in memory for a message or a time)."),
 		wfCompleted: d("rivet_workflows_completed_total", "Workflows that completed on this node."),
 		wfFailed:    d("rivet_workflow_failures_total", "Workflows that failed on this node (retries exhausted, a critical error, divergence)."),
+		wfCancelled: d("rivet_workflow_cancellations_total", "Workflows an operator cancelled on this node (rivetctl workflow cancel)."),
 		steps:       d("rivet_workflow_steps_total", "Workflow step attempts committed on this node, by status: completed, failed (to be retried), exhausted.", "status"),
 	}
 }
@@ -227,7 +228,7 @@ func (c *collector) descs() []*prometheus.Desc {
 	return []*prometheus.Desc{
 		c.active, c.commits, c.batches, c.partsOw, c.forwards, c.claimed, c.handedOff, c.renewals, c.losses, c.members,
 		c.commitFailures, c.commitRetries, c.commitStalls, c.refences, c.commitWaiting, c.queued, c.sent, c.received,
-		c.wfRunning, c.wfCompleted, c.wfFailed, c.steps,
+		c.wfRunning, c.wfCompleted, c.wfFailed, c.wfCancelled, c.steps,
 	}
 }
 
@@ -279,6 +280,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.wfRunning, s.WorkflowsRunning)
 	counter(c.wfCompleted, s.WorkflowsCompleted)
 	counter(c.wfFailed, s.WorkflowsFailed)
+	counter(c.wfCancelled, s.WorkflowsCancelled)
 	counter(c.steps, s.StepsCompleted, "completed")
 	counter(c.steps, s.StepsFailed, "failed")
 	counter(c.steps, s.StepsExhausted, "exhausted")

@@ -182,8 +182,8 @@ type Stats struct {
 	// or waiting in memory for a message or a time).
 	WorkflowsRunning uint64
 	// WorkflowsCompleted and WorkflowsFailed count workflows that ended on
-	// this node.
-	WorkflowsCompleted, WorkflowsFailed uint64
+	// this node; WorkflowsCancelled those CancelWorkflow stopped here.
+	WorkflowsCompleted, WorkflowsFailed, WorkflowsCancelled uint64
 	// StepsCompleted, StepsFailed and StepsExhausted count committed step
 	// attempts by outcome: done, failed (to be retried), failed for good.
 	StepsCompleted, StepsFailed, StepsExhausted uint64

@@ -88,7 +88,7 @@ type Host struct {
 	// runners.
 	queued, sent, received                      atomic.Int64
 	wfRunning                                   atomic.Int64
-	wfCompleted, wfFailed                       atomic.Uint64
+	wfCompleted, wfFailed, wfCancelled          atomic.Uint64
 	refences, resolved                          atomic.Uint64
 	stepsCompleted, stepsFailed, stepsExhausted atomic.Uint64
 }
@@ -1243,7 +1243,7 @@ func (h *Host) Stats() Stats {
 	s := Stats{
 		NodeID: h.cfg.NodeID, ActiveActors: uint64(n), Calls: h.calls.Load(), PartitionsOwned: uint32(h.own.Owned()),
 		QueuedMessages: uint64(max(h.queued.Load(), 0)), MessagesSent: uint64(h.sent.Load()), MessagesReceived: uint64(h.received.Load()),
-		WorkflowsRunning: uint64(max(h.wfRunning.Load(), 0)), WorkflowsCompleted: h.wfCompleted.Load(), WorkflowsFailed: h.wfFailed.Load(),
+		WorkflowsRunning: uint64(max(h.wfRunning.Load(), 0)), WorkflowsCompleted: h.wfCompleted.Load(), WorkflowsFailed: h.wfFailed.Load(), WorkflowsCancelled: h.wfCancelled.Load(),
 		StepsCompleted: h.stepsCompleted.Load(), StepsFailed: h.stepsFailed.Load(), StepsExhausted: h.stepsExhausted.Load(),
 		Refences: h.refences.Load(),
 		Resolved: h.resolved.Load(),
