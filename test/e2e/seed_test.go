@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -118,5 +119,17 @@ func seedScenarios(t *testing.T, pick func() *nodeProc) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-
+	// Its loop never ends: an operator cancels it, and every node then
+	// says so.
+	if out, errOut, code := pick().rivetctl("workflow", "cancel", "pollBackoffActor", "main", "--reason", "done polling"); code != 0 ||
+		(out != "workflow cancelled (it was sleeping)" && out != "workflow cancelled (it was running)") {
+		t.Fatalf("rivetctl workflow cancel: %q (stderr %q, exit %d)", out, errOut, code)
+	}
+	for range 2 {
+		n := pick()
+		out, errOut, code := n.rivetctl("history", "pollBackoffActor", "main")
+		if code != 0 || !strings.HasPrefix(out, "workflow  cancelled\nerror     cancelled: done polling\n") {
+			t.Fatalf("history after the cancel: %q (stderr %q, exit %d)", out, errOut, code)
+		}
+	}
 }
