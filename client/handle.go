@@ -219,6 +219,9 @@ func (h *ActorHandle) RetryWorkflow(ctx context.Context, from string) (int, erro
 // cancelling again
 // changes nothing, so the client retries the call as it needs). A
 // completed or failed workflow cannot be cancelled (ErrWorkflowFailed).
+// A cancel that fails (its deadline ran out while a step that does not heed
+// its context held on) has still stopped the run: the workflow runs on
+// from storage once that step has ended.
 func (h *ActorHandle) CancelWorkflow(ctx context.Context, reason string) (string, error) {
 	resp, err := invoke(ctx, h.c, idempotent, h.c.actors.CancelWorkflow, &rivetv1.CancelWorkflowRequest{Actor: h.ref(), Reason: reason})
 	if err != nil {

@@ -45,7 +45,7 @@ type Inspection struct {
 	Active bool         `json:"active"`
 	Queues []QueueDepth `json:"queues"`
 	// WorkflowStatus is "" for an actor without a workflow, else
-	// "running", "sleeping", "completed" or "failed".
+	// "running", "sleeping", "completed", "failed" or "cancelled".
 	WorkflowStatus string `json:"workflow_status,omitempty"`
 	WorkflowError  string `json:"workflow_error,omitempty"`
 	// WorkflowWakeAt is when a sleeping workflow runs again by itself (a
@@ -84,7 +84,7 @@ type SendResult struct {
 	Status string `json:"status"`
 	// Response is the completion's JSON, with SendCompleted.
 	Response json.RawMessage `json:"response,omitempty"`
-	// WorkflowStatus is "completed" or "failed" if the actor's workflow had
+	// WorkflowStatus is "completed", "failed" or "cancelled" if the actor's workflow had
 	// ended when the message was queued: nothing takes the message until
 	// the workflow is retried. Empty otherwise (best effort: a workflow
 	// ending as the message is queued may not be seen as ended).

@@ -3,6 +3,8 @@ package runtime
 import (
 	"context"
 	"encoding/json"
+	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/rivet-go/rivet"
@@ -41,10 +43,14 @@ func (h *Host) CancelWorkflow(ctx context.Context, ref Ref, reason string) (stri
 	if sp.Run == nil {
 		return "", rivet.Reasonf(rivet.ErrWorkflowFailed, "workflow", "none", "actor %s has no workflow", ref.Name)
 	}
-	if len(reason) > MaxCancelReason || !utf8.ValidString(reason) {
-		return "", rivet.Errorf(rivet.ErrInvalidArgument, "the reason must be UTF-8 of at most %d bytes (it is %d)", MaxCancelReason, len(reason))
+	if len(reason) > MaxCancelReason || !utf8.ValidString(reason) || strings.ContainsFunc(reason, unicode.IsControl) {
+		return "", rivet.Errorf(rivet.ErrInvalidArgument, "the reason must be one line of UTF-8 text, at most %d bytes (it is %d)", MaxCancelReason, len(reason))
 	}
-	var early *activation
+	var (
+		early     *activation
+		earlyRun  *wfRunner
+		earlyPrev string
+	)
 	if enc, _, err := h.place(ref); err == nil {
 		// A step in flight holds the turn the cancel waits for, until it
 		// ends on its own (its timeout can be minutes): cancelled now, it
@@ -53,7 +59,15 @@ func (h *Host) CancelWorkflow(ctx context.Context, ref Ref, reason string) (stri
 		early = h.actors[ref.Name+"/"+enc]
 		h.mu.Unlock()
 		if early != nil {
-			early.cancelWorkflow()
+			// The status is read first: the stopped run may say
+			// "sleeping" by the time the turn comes.
+			st, _ := early.workflowStatusAndWake()
+			early.mu.Lock()
+			earlyPrev, earlyRun = st.Status, early.wf.runner
+			early.mu.Unlock()
+			if earlyRun != nil {
+				earlyRun.cancel()
+			}
 		}
 	}
 	var (
@@ -67,6 +81,9 @@ func (h *Host) CancelWorkflow(ctx context.Context, ref Ref, reason string) (stri
 		ran = true
 		st, _ := a.workflowStatusAndWake()
 		prev = st.Status
+		if a == early && earlyRun != nil && !workflowEnded(prev) {
+			prev = earlyPrev
+		}
 		if prev == "" {
 			// Not finished and not running: it waits for its wakeup
 			// (Inspect says the same).
@@ -78,10 +95,14 @@ func (h *Host) CancelWorkflow(ctx context.Context, ref Ref, reason string) (stri
 		if workflowEnded(st.Status) {
 			return rivet.Reasonf(rivet.ErrWorkflowFailed, "workflow", "ended", "the workflow of %s has %s: only a running or sleeping workflow can be cancelled", a.describe(), st.Status)
 		}
+		a.mu.Lock()
+		r := a.wf.runner
+		a.mu.Unlock()
 		if err := a.stopWorkflowWithin(ctx); err != nil {
-			// Stopped, or still stopping: this memory must not serve
-			// without a run; the workflow runs again from storage.
-			h.evictAndRerun(a)
+			// Still stopping (a stateless step that does not heed its
+			// context): once it has, this memory, left without a run,
+			// is dropped and the workflow runs again from storage.
+			h.rerunAfter(a, r)
 			return err
 		}
 		if st := a.workflowStatus(); workflowEnded(st.Status) {
@@ -122,12 +143,28 @@ func (h *Host) CancelWorkflow(ctx context.Context, ref Ref, reason string) (stri
 		h.log.Info("workflow cancelled", actorField(a), zap.String("reason", reason), zap.String("was", prev))
 		return nil
 	})
-	if err != nil && !ran && early != nil {
-		// The turn never came (the caller's deadline, the partition
-		// moved): the run cancelled above is stopped as by a
-		// deactivation, and nothing in this memory would start it
-		// again. From storage, it runs on.
-		h.evictAndRerun(early)
+	if err != nil && !ran && earlyRun != nil {
+		// The turn never came (the caller's deadline, a step that does
+		// not heed its context): the run cancelled above stops as if
+		// deactivated, and nothing in this memory would start it again.
+		// Once it has ended (evicted before, the actor would load again
+		// while that step still runs, and run it twice at once), the
+		// actor loads again from storage, and its workflow runs on.
+		h.rerunAfter(early, earlyRun)
 	}
 	return prev, err
+}
+
+// rerunAfter evicts a, and runs its workflow again from storage, once its
+// run r has ended: at once if it has, else as r ends. Evicted while r
+// still runs, the actor could load again, and run the step r is in a
+// second time, at once with it (a step that does not heed its context).
+func (h *Host) rerunAfter(a *activation, r *wfRunner) {
+	r.rerun.Store(true)
+	select {
+	case <-r.done:
+		// Ended, perhaps before it could see the flag.
+		h.evictAndRerun(a)
+	default:
+	}
 }

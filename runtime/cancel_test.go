@@ -1,6 +1,7 @@
 package runtime_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -91,11 +92,11 @@ func TestCancelWorkflowStopsItForGoodUntilRetried(t *testing.T) {
 	}
 
 	// Queued, with the news that nothing takes it; a wait is refused.
-	res, err := e.host.Send(ctx(t), runtime.SendRequest{Ref: ref, Queue: "jobs", Body: json.RawMessage(`1`)})
+	res, err := e.host.Send(ctx(t), runtime.SendRequest{Ref: ref, Queue: "jobs", Body: json.RawMessage(`2`)})
 	if err != nil || res.WorkflowStatus != runtime.WorkflowCancelled {
 		t.Fatalf("send to a cancelled workflow = %+v, %v; want queued with workflow status cancelled", res, err)
 	}
-	if _, err := e.host.Send(ctx(t), runtime.SendRequest{Ref: ref, Queue: "jobs", Body: json.RawMessage(`2`), Wait: true}); !errors.Is(err, rivet.ErrWorkflowFailed) {
+	if _, err := e.host.Send(ctx(t), runtime.SendRequest{Ref: ref, Queue: "jobs", Body: json.RawMessage(`3`), Wait: true}); !errors.Is(err, rivet.ErrWorkflowFailed) {
 		t.Fatalf("send --wait to a cancelled workflow: %v, want ErrWorkflowFailed", err)
 	}
 
@@ -134,17 +135,13 @@ func TestCancelWorkflowStopsItForGoodUntilRetried(t *testing.T) {
 	}
 }
 
-// A sleeping workflow of an actor not in memory is cancelled from storage,
-// without running any of its code first.
+// A sleeping workflow of an actor not in memory is cancelled from storage:
+// no wakeup is left to run it.
 func TestCancelWorkflowOfAnActorNotInMemory(t *testing.T) {
-	var ran atomic.Int64
 	sleeper := rivet.Actor[cancelState]{
 		Name: "sleeper",
 		Run: func(ctx *workflow.Ctx[cancelState]) error {
-			if err := ctx.Sleep("nap", time.Hour); err != nil {
-				return err
-			}
-			return ctx.Step("after", func(*workflow.StepCtx[cancelState]) error { ran.Add(1); return nil })
+			return ctx.Sleep("nap", time.Hour)
 		},
 	}
 	e := newEnv(t, counterReg(t, sleeper), nil)
@@ -164,8 +161,144 @@ func TestCancelWorkflowOfAnActorNotInMemory(t *testing.T) {
 	if ins.WorkflowStatus != runtime.WorkflowCancelled || ins.WorkflowError != "cancelled" || !ins.WorkflowWake.At.IsZero() {
 		t.Fatalf("after cancel: %+v", ins)
 	}
-	if ran.Load() != 0 {
-		t.Fatal("the sleeping workflow ran a step")
+	enc := storage.EncodeKey(ref.Key)
+	wk := storage.WakeupKey(placement.Partition(ref.Name, enc, testPartitions), ref.Name, enc)
+	if _, err := e.store.Get(ctx(t), wk); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("wakeup record of a cancelled workflow: %v, want none", err)
+	}
+}
+
+// A sender waiting for a completion when the cancel lands hears that none
+// will come, and why.
+func TestCancelWorkflowAnswersWaitingSenders(t *testing.T) {
+	taker := rivet.Actor[cancelState]{
+		Name:   "taker",
+		Queues: rivet.Queues{"jobs": rivet.QueueOf[int]()},
+		Run: func(ctx *workflow.Ctx[cancelState]) error {
+			if _, err := workflow.Next[int](ctx, "take"); err != nil {
+				return err
+			}
+			return ctx.Sleep("nap", time.Hour) // never completes it
+		},
+	}
+	e := newEnv(t, counterReg(t, taker), nil)
+	ref := runtime.Ref{Name: "taker", Key: []string{"t"}}
+	waited := make(chan error, 1)
+	go func() {
+		_, err := e.host.Send(ctx(t), runtime.SendRequest{Ref: ref, Queue: "jobs", Body: json.RawMessage(`1`), Wait: true, Timeout: 20 * time.Second, CreateIfMissing: true})
+		waited <- err
+	}()
+	waitFor(t, "the workflow to take the message and sleep", 10*time.Second, func() bool {
+		ins, err := e.host.Inspect(ctx(t), ref)
+		return err == nil && ins.WorkflowStatus == runtime.WorkflowSleeping && len(ins.Queues) == 0
+	})
+	if _, err := e.host.CancelWorkflow(ctx(t), ref, "job gone"); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-waited; !errors.Is(err, rivet.ErrWorkflowFailed) || !strings.Contains(err.Error(), "cancelled: job gone") {
+		t.Fatalf("the waiting sender got %v, want ErrWorkflowFailed with the reason", err)
+	}
+}
+
+// A cancel whose turn never comes (an action holds it past the caller's
+// deadline) fails, and the run it stopped on the way runs on: nothing is
+// left in memory without a run.
+func TestACancelThatTimesOutLeavesTheWorkflowRunning(t *testing.T) {
+	holding := make(chan struct{}, 1)
+	waiter := rivet.Actor[cancelState]{
+		Name:   "waiter",
+		Queues: rivet.Queues{"go": rivet.QueueOf[int]()},
+		Run: func(ctx *workflow.Ctx[cancelState]) error {
+			_, err := workflow.Next[int](ctx, "wait-go")
+			return err
+		},
+		Actions: rivet.Actions[cancelState]{"slow": rivet.Action(func(c *rivet.ActionCtx[cancelState], ms int) (int, error) {
+			holding <- struct{}{}
+			time.Sleep(time.Duration(ms) * time.Millisecond)
+			return ms, nil
+		})},
+	}
+	e := newEnv(t, counterReg(t, waiter), nil)
+	ref := runtime.Ref{Name: "waiter", Key: []string{"w"}}
+	if _, _, err := e.host.GetOrCreate(ctx(t), ref, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the workflow to wait", 10*time.Second, func() bool {
+		return inspect(t, e.host, "waiter", "w").WorkflowStatus == runtime.WorkflowSleeping
+	})
+	slow := make(chan error, 1)
+	go func() { _, err := call(t, e.host, "waiter", "w", "slow", false, 1500); slow <- err }()
+	<-holding // the action holds the turn
+	cctx, cancel := context.WithTimeout(ctx(t), 300*time.Millisecond)
+	defer cancel()
+	if _, err := e.host.CancelWorkflow(cctx, ref, ""); err == nil {
+		t.Fatal("the cancel took a turn the slow action held")
+	}
+	if err := <-slow; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.host.Send(ctx(t), runtime.SendRequest{Ref: ref, Queue: "go", Body: json.RawMessage(`1`)}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the workflow to take its message and complete", 15*time.Second, func() bool {
+		return inspect(t, e.host, "waiter", "w").WorkflowStatus == runtime.WorkflowCompleted
+	})
+}
+
+// A cancel that times out while a step ignores its context does not run
+// that step a second time at once with it, whether the step holds the
+// turn (Step) or runs outside it (Do): the workflow runs on once the step
+// has ended, from what it recorded.
+func TestACancelThatTimesOutDoesNotRunAStepTwiceAtOnce(t *testing.T) {
+	for _, stateless := range []bool{false, true} {
+		name := "Step"
+		if stateless {
+			name = "Do"
+		}
+		t.Run(name, func(t *testing.T) {
+			var starts, running, most atomic.Int64
+			body := func() (int, error) {
+				starts.Add(1)
+				n := running.Add(1)
+				for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+				}
+				time.Sleep(1500 * time.Millisecond) // deaf to its context
+				running.Add(-1)
+				return 1, nil
+			}
+			deaf := rivet.Actor[cancelState]{
+				Name: "deaf",
+				Run: func(ctx *workflow.Ctx[cancelState]) error {
+					var err error
+					if stateless {
+						_, err = workflow.DoOpts(ctx, workflow.StepOptions{Name: "slow", Timeout: workflow.NoTimeout}, func(*workflow.DoCtx) (int, error) { return body() })
+					} else {
+						_, err = workflow.StepOpts(ctx, workflow.StepOptions{Name: "slow", Timeout: workflow.NoTimeout}, func(*workflow.StepCtx[cancelState]) (int, error) { return body() })
+					}
+					return err
+				},
+			}
+			e := newEnv(t, counterReg(t, deaf), nil)
+			ref := runtime.Ref{Name: "deaf", Key: []string{"d"}}
+			if _, _, err := e.host.GetOrCreate(ctx(t), ref, nil); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, "the step to start", 10*time.Second, func() bool { return starts.Load() == 1 })
+			for range 2 { // an operator trying again
+				cctx, cancel := context.WithTimeout(ctx(t), 300*time.Millisecond)
+				_, err := e.host.CancelWorkflow(cctx, ref, "")
+				cancel()
+				if err == nil {
+					t.Fatal("the cancel succeeded while the step held on")
+				}
+			}
+			waitFor(t, "the workflow to complete", 20*time.Second, func() bool {
+				return inspect(t, e.host, "deaf", "d").WorkflowStatus == runtime.WorkflowCompleted
+			})
+			if most.Load() != 1 || starts.Load() != 1 {
+				t.Fatalf("the step started %d times, %d at once; want once (its success is recorded)", starts.Load(), most.Load())
+			}
+		})
 	}
 }
 

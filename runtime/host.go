@@ -270,8 +270,9 @@ func (h *Host) activate(ctx context.Context, ref Ref, sp *rivet.Spec, create boo
 // with its gate held by hold (held true), taken before any other request
 // can see the activation ready, so that no turn and no workflow runs
 // before the caller's. The caller then owns that activation until it
-// releases the gate: it must leave it destroyed or evicted (stopped), not
-// serving without its workflow. An activation found in memory is returned
+// releases the gate: it must leave it destroyed, evicted (stopped), or with
+// its workflow ended (cancelled), not serving without a workflow that
+// should run. An activation found in memory is returned
 // as to anyone (its workflow runs already; held false).
 func (h *Host) activateFor(ctx context.Context, ref Ref, sp *rivet.Spec, create bool, input json.RawMessage, hold string) (a *activation, created, held bool, err error) {
 	enc, part, prefix, err := h.locate(ref)
@@ -323,12 +324,21 @@ func (h *Host) activateFor(ctx context.Context, ref Ref, sp *rivet.Spec, create 
 			h.actors[id] = a
 			h.mu.Unlock()
 			a.loadErr = a.load(ctx, create, input)
-			if a.loadErr != nil {
+			switch {
+			case a.loadErr != nil:
 				h.remove(a)
-			} else if hold != "" {
+			case hold != "":
 				// Before ready closes, no one else has the activation:
 				// the gate is free.
 				held = a.gate.tryAcquire(hold)
+			default:
+				// Started before ready closes: a turn of another caller
+				// (a cancel, a retry) that waited for the load then
+				// sees the run, and the run never starts from a history
+				// or a status such a turn has changed since.
+				history := a.history
+				a.history = nil
+				a.startWorkflow(history)
 			}
 			close(a.ready)
 			var doubt *createInDoubt
@@ -347,11 +357,7 @@ func (h *Host) activateFor(ctx context.Context, ref Ref, sp *rivet.Spec, create 
 			if a.loadErr != nil {
 				return nil, false, false, a.loadErr
 			}
-			history := a.history
-			a.history = nil
-			if !held {
-				a.startWorkflow(history)
-			}
+			a.history = nil // a held activation starts no workflow
 			return a, a.created || createdHere, held, nil
 		}
 		h.mu.Unlock()
@@ -484,7 +490,8 @@ func (h *Host) turn(ctx context.Context, kind TurnKind, ref Ref, sp *rivet.Spec,
 // turnFor is turn. first says that fn must run before any code of the
 // actor's workflow if the actor is not in memory (Destroy): its load then
 // starts no workflow and fn's turn comes before any other (activateFor),
-// and fn must leave such an activation destroyed or evicted.
+// and fn must leave such an activation destroyed, evicted, or with its
+// workflow ended.
 func (h *Host) turnFor(ctx context.Context, kind TurnKind, ref Ref, sp *rivet.Spec, create bool, input json.RawMessage, chain string, first bool, fn func(a *activation) error) (*activation, bool, error) {
 	hold := ""
 	if first {
@@ -1057,11 +1064,19 @@ func (h *Host) Destroy(ctx context.Context, ref Ref) error {
 		// The workflow stops first (its last writes are in the pipeline
 		// then), and every earlier write must land before the delete,
 		// never after it.
+		a.mu.Lock()
+		r := a.wf.runner
+		a.mu.Unlock()
 		err := a.stopWorkflowWithin(ctx)
-		if err == nil {
-			err = a.waitCommitted(ctx, a.currentVersion())
-		}
 		if err != nil {
+			// Still stopping (a stateless step that does not heed its
+			// context): not destroyed, and once the run has ended this
+			// memory is done and the workflow runs again from storage
+			// (evicted now, the step could run twice at once).
+			h.rerunAfter(a, r)
+			return err
+		}
+		if err = a.waitCommitted(ctx, a.currentVersion()); err != nil {
 			// Not destroyed, and its workflow is stopped: this memory is
 			// done (evicted once its writes settle), and the workflow
 			// runs again from storage soon, as after a failed delete

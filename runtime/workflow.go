@@ -82,6 +82,11 @@ type msgRef struct {
 type wfRunner struct {
 	cancel context.CancelFunc
 	done   chan struct{}
+	// rerun asks for the activation to be evicted, and the workflow run
+	// again from storage, once this run has ended: for a run stopped by
+	// a cancel whose turn never came (CancelWorkflow), which nothing in
+	// memory would start again, and whose step may still be running.
+	rerun atomic.Bool
 
 	mu      sync.Mutex
 	waiting bool
@@ -233,6 +238,11 @@ func (a *activation) startWorkflow(history []workflow.Entry) {
 func (a *activation) runWorkflow(ctx context.Context, r *wfRunner, history []workflow.Entry) {
 	defer a.h.workflows.Done()
 	defer a.h.wfRunning.Add(-1)
+	defer func() {
+		if r.rerun.Load() {
+			a.h.evictAndRerun(a)
+		}
+	}()
 	defer close(r.done)
 	defer r.cancel()
 	defer func() {
