@@ -1,6 +1,7 @@
 package rivet
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -28,12 +29,17 @@ var (
 	// ErrQueueFull: the queue holds its limit of pending messages.
 	ErrQueueFull = errors.New("queue full")
 	// ErrUnavailable: the actor cannot be served right now (its partition is
-	// moving, or the node is stopping); retrying is safe.
+	// moving, or the node is stopping). When a node says so, the request did
+	// not run and retrying is safe (the Go client retries for a few seconds
+	// itself); but an UNAVAILABLE that no node said (a connection that broke
+	// mid-call, a node killed) may come after the request ran: see
+	// OutcomeUnknown.
 	ErrUnavailable = errors.New("unavailable")
 	// ErrWorkflowFailed: the actor's workflow failed or diverged from its
 	// history; see Inspect.
 	ErrWorkflowFailed = errors.New("workflow failed")
-	// ErrTimeout: the operation's deadline passed.
+	// ErrTimeout: the operation's deadline passed; the request may have run
+	// (OutcomeUnknown).
 	ErrTimeout = errors.New("timed out")
 	// ErrUnauthenticated: the node requires a bearer token (or another
 	// one) and the call did not carry it.
@@ -180,4 +186,24 @@ func codeOf(kind error) (group, code string) {
 		}
 	}
 	return "rivet", "internal_error"
+}
+
+// OutcomeUnknown reports whether a request that failed with err may have
+// run all the same, its effects durable: its deadline ran out (ErrTimeout,
+// or the caller's context ended), or its connection broke mid-call (an
+// ErrUnavailable no node said: its Group is empty). Sent again, a request
+// with side effects (an action that changes state, a Send, a Create) may
+// then run twice; read what it would have changed first, or make it
+// idempotent (a Send carrying its own ID that the workflow checks). Every
+// other error means the request did not run, or ran and failed (an action's
+// own error leaves the state as it was).
+func OutcomeUnknown(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, ErrTimeout) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return true
+	}
+	var e *Error
+	return errors.As(err, &e) && errors.Is(e.Kind, ErrUnavailable) && e.Group == ""
 }

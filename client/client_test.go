@@ -226,8 +226,8 @@ func TestRetryGivesUp(t *testing.T) {
 	// No retries when turned off.
 	f3, calls := moving()
 	c3 := newClient(t, servertest.Start(t, f3, servertest.Config{}), client.WithRetry(0, 0))
-	if _, err := c3.Actor("a", "k").Call(ctx(t), "x"); !errors.Is(err, rivet.ErrUnavailable) || calls.Load() != 1 {
-		t.Errorf("no retry: %v after %d calls", err, calls.Load())
+	if _, err := c3.Actor("a", "k").Call(ctx(t), "x"); !errors.Is(err, rivet.ErrUnavailable) || calls.Load() != 1 || rivet.OutcomeUnknown(err) {
+		t.Errorf("no retry: %v after %d calls (a node's UNAVAILABLE says it did not run the call)", err, calls.Load())
 	}
 }
 
@@ -253,6 +253,9 @@ func TestRetryBareUnavailable(t *testing.T) {
 	var e *rivet.Error
 	if !errors.Is(err, rivet.ErrUnavailable) || !errors.As(err, &e) || e.Group != "" || e.Message != "connection reset" {
 		t.Errorf("call after a bare UNAVAILABLE: %v (%+v)", err, e)
+	}
+	if !rivet.OutcomeUnknown(err) {
+		t.Errorf("a bare UNAVAILABLE may come after the call ran: OutcomeUnknown(%v) = false", err)
 	}
 	if n, _ := rivet.Call[int](ctx(t), c.Get("counter", "k"), "getCount"); n != 0 {
 		t.Errorf("the failed call ran: count %d", n)

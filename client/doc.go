@@ -22,4 +22,11 @@
 // A node answers UNAVAILABLE while an actor's partition moves between
 // nodes; the client retries such calls for a few seconds (see WithRetry), so
 // a rebalance is a delay, not an error, for the caller.
+//
+// A call that fails after it may have run is never retried with side
+// effects: its node was killed mid-call, or its deadline ran out. The error
+// then says so: rivet.OutcomeUnknown(err) is true, and a Send, Create or
+// state-changing Call sent again could run twice. Reads (Get, State,
+// Inspect, History...) and GetOrCreate are retried through it, as they can
+// run twice harmlessly.
 package client
