@@ -1,9 +1,13 @@
 // Package node runs a rivet node: it wires etcd (embedded or external), the
 // storage layer, the actor runtime, the gRPC API and the HTTP endpoints for
 // metrics and health, and owns every goroutine they start. A custom node
-// binary is a registry plus node.Run:
+// binary is a registry plus Main, which reads cmd/node's flags and RIVET_*
+// variables (ParseFlags) and stops on SIGTERM:
 //
-//	reg := rivet.MustSetup(myActor)
+//	func main() { node.Main(rivet.MustSetup(myActor)) }
+//
+// or, configured in code, Run:
+//
 //	err := node.Run(ctx, node.DefaultConfig(), reg)
 //
 // Stop order (SIGTERM): refuse new calls, let the calls in progress finish,

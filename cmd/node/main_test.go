@@ -10,7 +10,6 @@ import (
 func TestMalformedEnvironmentIsRefused(t *testing.T) {
 	t.Setenv("RIVET_LEASE_TTL", "five seconds")
 	t.Setenv("RIVET_PARTITIONS", "-3")
-	envErrs = nil
 	err := run([]string{"--data-dir", t.TempDir()})
 	if err == nil || !strings.Contains(err.Error(), "RIVET_LEASE_TTL") || !strings.Contains(err.Error(), "RIVET_PARTITIONS") {
 		t.Fatalf("run = %v, want an error naming both variables", err)
@@ -18,7 +17,6 @@ func TestMalformedEnvironmentIsRefused(t *testing.T) {
 }
 
 func TestUnknownFlagIsRefused(t *testing.T) {
-	envErrs = nil
 	if err := run([]string{"--no-such-flag"}); err == nil {
 		t.Fatal("an unknown flag was accepted")
 	}
@@ -37,7 +35,6 @@ func TestSecurityFlagsAreChecked(t *testing.T) {
 		{[]string{"--etcd-ca", "ca.pem"}, "external etcd"},
 		{[]string{"--etcd-ca", "ca.pem", "--etcd-endpoints", "http://127.0.0.1:2379"}, "https://"},
 	} {
-		envErrs = nil
 		err := run(append([]string{"--data-dir", t.TempDir(), "--log-level", "error"}, tc.args...))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: %v, want an error with %q", tc.args, err, tc.want)

@@ -1,0 +1,258 @@
+package node
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"golang.org/x/term"
+
+	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/cluster"
+)
+
+// Main runs a node hosting reg, configured as cmd/node is: by the flags in
+// os.Args and the RIVET_* environment variables (ParseFlags), until SIGINT
+// or SIGTERM stops it gracefully. It is the whole main of a node binary
+// that hosts your own actors:
+//
+//	func main() { node.Main(rivet.MustSetup(Order, Invoice)) }
+//
+// It exits the process: with status 0 once the node has stopped (or after
+// -h), 1 with the error on stderr if it could not start or failed.
+func Main(reg *rivet.Registry) {
+	if err := RunMain(os.Args[1:], reg); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return // the usage is printed, and asking for it is no failure
+		}
+		fmt.Fprintf(os.Stderr, "%s: %v\n", progName(), err)
+		os.Exit(1)
+	}
+}
+
+// RunMain is Main without the exit: it returns the error, flag.ErrHelp
+// after printing the usage for -h, and nil once a signal has stopped the
+// node.
+func RunMain(args []string, reg *rivet.Registry) error {
+	cfg, err := ParseFlags(progName(), args, os.Stderr)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	return Run(ctx, cfg, reg)
+}
+
+func progName() string {
+	if len(os.Args) > 0 {
+		name := os.Args[0]
+		if i := strings.LastIndexAny(name, `/\`); i >= 0 {
+			name = name[i+1:]
+		}
+		if name != "" {
+			return name
+		}
+	}
+	return "node"
+}
+
+// ParseFlags returns the Config that the command-line flags in args and
+// the RIVET_* environment variables describe, over DefaultConfig: the
+// flags of cmd/node, which `-h` lists (usage goes to out). Each flag has
+// an environment variable (--grpc-addr is RIVET_GRPC_ADDR) that sets its
+// default; a flag given wins. A value that does not parse, from either, is
+// an error naming it: a node refuses to start rather than run on a default
+// it was not given. The logger it sets up writes to stderr (--log-level,
+// --log-format); colour only on a terminal.
+func ParseFlags(name string, args []string, out io.Writer) (Config, error) {
+	cfg := DefaultConfig()
+	p := &flagParser{fs: flag.NewFlagSet(name, flag.ContinueOnError)}
+	p.fs.SetOutput(out)
+	var (
+		etcdEndpoints string
+		logLevel      string
+		logFormat     string
+		join          string
+		gossipKey     string
+		gossipProfile string
+	)
+	p.str(&cfg.NodeID, "node-id", cfg.NodeID, "unique, stable node ID (default: from <data-dir>/node-id, made on first start)")
+	p.str(&cfg.GRPCAddr, "grpc-addr", cfg.GRPCAddr, "gRPC listen address")
+	p.str(&cfg.AdvertiseAddr, "advertise-addr", cfg.AdvertiseAddr, "gRPC address told to clients and other nodes (default: --grpc-addr)")
+	p.str(&cfg.HTTPAddr, "http-addr", cfg.HTTPAddr, "metrics and health listen address ('-' to disable)")
+	p.str(&cfg.DataDir, "data-dir", cfg.DataDir, "data directory (node ID, embedded etcd)")
+	p.str(&etcdEndpoints, "etcd-endpoints", "", "comma-separated external etcd endpoints (default: run an embedded etcd)")
+	p.str(&cfg.EtcdClientAddr, "etcd-client-addr", cfg.EtcdClientAddr, "embedded etcd client listen address")
+	p.str(&cfg.EtcdPeerAddr, "etcd-peer-addr", cfg.EtcdPeerAddr, "embedded etcd peer listen address")
+	p.str(&cfg.EtcdAdvertiseClientAddr, "etcd-advertise-client-addr", "", "embedded etcd client address told to others (default: --etcd-client-addr)")
+	p.str(&cfg.EtcdAdvertisePeerAddr, "etcd-advertise-peer-addr", "", "embedded etcd peer address told to other members (default: --etcd-peer-addr)")
+	p.str(&cfg.EtcdPrefix, "etcd-prefix", cfg.EtcdPrefix, "key prefix of everything the node stores in etcd")
+	p.str(&cfg.EtcdInitialCluster, "etcd-initial-cluster", "", "embedded etcd members of a new multi-member cluster: name=http://host:peerport,... (each name a node ID)")
+	p.str(&cfg.EtcdInitialClusterState, "etcd-initial-cluster-state", "", "new (default), or existing: join a running etcd cluster that already lists this member (after etcdctl member add; see docs/deploy.md)")
+	p.str(&cfg.GossipAddr, "gossip-addr", cfg.GossipAddr, "memberlist gossip listen address, TCP and UDP ('-' to run without gossip)")
+	p.str(&cfg.GossipAdvertiseAddr, "gossip-advertise-addr", "", "gossip address told to other nodes (default: --gossip-addr)")
+	p.str(&join, "join", "", "comma-separated gossip addresses of nodes to join (default: start a new cluster)")
+	p.secret(&gossipKey, "gossip-key", "base64 AES key (16, 24 or 32 bytes) that encrypts gossip; every node needs the same; prefer the environment")
+	p.str(&gossipProfile, "gossip-profile", "lan", "failure detection timings: lan, or local (fast, for one host)")
+	p.str(&cfg.TLSCertFile, "tls-cert", "", "PEM certificate of the gRPC port (turns TLS on; also the client certificate shown to peers); its names must cover the advertised host")
+	p.str(&cfg.TLSKeyFile, "tls-key", "", "PEM key of --tls-cert")
+	p.str(&cfg.TLSClientCAFile, "tls-client-ca", "", "PEM CAs that sign client and peer certificates: turns mTLS on (every caller needs a certificate)")
+	p.str(&cfg.TLSCAFile, "tls-ca", "", "PEM CAs that verify peers' certificates when this node dials them (default: --tls-client-ca, else the system's roots)")
+	p.secret(&cfg.Token, "token", "bearer `token` every actor, admin and peer call must carry (health excepted); every node needs the same; prefer the environment, which ps does not show")
+	p.str(&cfg.EtcdCAFile, "etcd-ca", "", "PEM CAs that verify an external etcd's certificate (with https:// --etcd-endpoints)")
+	p.str(&cfg.EtcdCertFile, "etcd-cert", "", "PEM client certificate for an external etcd that requires one")
+	p.str(&cfg.EtcdKeyFile, "etcd-key", "", "PEM key of --etcd-cert")
+	p.u32(&cfg.Partitions, "partitions", cfg.Partitions, "partition count of a new cluster (fixed once the cluster exists)")
+	p.dur(&cfg.LeaseTTL, "lease-ttl", cfg.LeaseTTL, "ownership lease TTL: how soon a crashed node's actors can move")
+	p.dur(&cfg.Runtime.IdleTimeout, "idle-timeout", cfg.Runtime.IdleTimeout, "deactivate actors idle this long")
+	p.boolean(&cfg.Runtime.ExposeErrors, "expose-errors", false, "send the text of actions' internal errors to callers")
+	p.str(&logLevel, "log-level", "info", "debug, info, warn or error")
+	p.str(&logFormat, "log-format", "console", "console or json")
+	if err := p.fs.Parse(args); err != nil {
+		return cfg, err
+	}
+	if len(p.envErrs) > 0 {
+		return cfg, errors.Join(p.envErrs...)
+	}
+	cfg.EtcdEndpoints = splitList(etcdEndpoints)
+	cfg.Join = splitList(join)
+	if gossipKey != "" {
+		k, err := base64.StdEncoding.DecodeString(gossipKey)
+		if err != nil {
+			return cfg, fmt.Errorf("--gossip-key: not base64: %w", err)
+		}
+		if n := len(k); n != 16 && n != 24 && n != 32 {
+			return cfg, fmt.Errorf("--gossip-key: %d bytes; want 16, 24 or 32 (e.g. head -c 32 /dev/urandom | base64)", n)
+		}
+		cfg.GossipKey = k
+	}
+	switch gossipProfile {
+	case "lan":
+		cfg.GossipProfile = cluster.ProfileLAN
+	case "local":
+		cfg.GossipProfile = cluster.ProfileLocal
+	default:
+		return cfg, fmt.Errorf("--gossip-profile: %q is neither lan nor local", gossipProfile)
+	}
+	log, err := newLogger(logLevel, logFormat)
+	if err != nil {
+		return cfg, err
+	}
+	cfg.Logger = log
+	return cfg, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, e := range strings.Split(s, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func newLogger(level, format string) (*zap.Logger, error) {
+	lvl, err := zapcore.ParseLevel(level)
+	if err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	var zc zap.Config
+	switch format {
+	case "json":
+		zc = zap.NewProductionConfig()
+	case "console":
+		zc = zap.NewDevelopmentConfig()
+		zc.DisableStacktrace = true
+		if term.IsTerminal(int(os.Stderr.Fd())) {
+			// Colour codes only where a person reads them: in a file or
+			// a log collector they are noise.
+			zc.EncoderConfig.EncodeLevel = zapcore.CapitalColorLevelEncoder
+		}
+	default:
+		return nil, fmt.Errorf("--log-format: %q is neither console nor json", format)
+	}
+	zc.Level = zap.NewAtomicLevelAt(lvl)
+	return zc.Build()
+}
+
+// flagParser declares flags whose defaults come from the environment.
+type flagParser struct {
+	fs *flag.FlagSet
+	// envErrs collects environment values that do not parse.
+	envErrs []error
+}
+
+// envName maps a flag name to its environment variable: grpc-addr ->
+// RIVET_GRPC_ADDR. The environment sets the default; a flag wins.
+func envName(flagName string) string {
+	return "RIVET_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+func (p *flagParser) badEnv(name, v string, err error) {
+	p.envErrs = append(p.envErrs, fmt.Errorf("%s=%q: %w", envName(name), v, err))
+}
+
+func (p *flagParser) str(dst *string, name, def, usage string) {
+	if v, ok := os.LookupEnv(envName(name)); ok {
+		def = v
+	}
+	p.fs.StringVar(dst, name, def, usage+" ["+envName(name)+"]")
+}
+
+// secret is str for a value --help must not print as its default.
+func (p *flagParser) secret(dst *string, name, usage string) {
+	if v, ok := os.LookupEnv(envName(name)); ok {
+		*dst = v
+	}
+	p.fs.Func(name, usage+" ["+envName(name)+"]", func(s string) error { *dst = s; return nil })
+}
+
+func (p *flagParser) u32(dst *uint32, name string, def uint32, usage string) {
+	if v, ok := os.LookupEnv(envName(name)); ok {
+		if n, err := strconv.ParseUint(v, 10, 32); err == nil {
+			def = uint32(n)
+		} else {
+			p.badEnv(name, v, err)
+		}
+	}
+	p.fs.Func(name, fmt.Sprintf("%s (default %d) [%s]", usage, def, envName(name)), func(s string) error {
+		n, err := strconv.ParseUint(s, 10, 32)
+		*dst = uint32(n)
+		return err
+	})
+	*dst = def
+}
+
+func (p *flagParser) dur(dst *time.Duration, name string, def time.Duration, usage string) {
+	if v, ok := os.LookupEnv(envName(name)); ok {
+		if d, err := time.ParseDuration(v); err == nil {
+			def = d
+		} else {
+			p.badEnv(name, v, err)
+		}
+	}
+	p.fs.DurationVar(dst, name, def, usage+" ["+envName(name)+"]")
+}
+
+func (p *flagParser) boolean(dst *bool, name string, def bool, usage string) {
+	if v, ok := os.LookupEnv(envName(name)); ok {
+		if b, err := strconv.ParseBool(v); err == nil {
+			def = b
+		} else {
+			p.badEnv(name, v, err)
+		}
+	}
+	p.fs.BoolVar(dst, name, def, usage+" ["+envName(name)+"]")
+}

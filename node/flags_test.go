@@ -1,0 +1,53 @@
+package node_test
+
+import (
+	"errors"
+	"flag"
+	"io"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rivet-go/rivet/node"
+)
+
+// A node binary of the user's own reads the same flags and RIVET_*
+// variables as cmd/node: the environment sets a default, a flag wins.
+func TestParseFlagsTakesTheEnvironmentAndFlagsOverIt(t *testing.T) {
+	t.Setenv("RIVET_GRPC_ADDR", "127.0.0.1:18620")
+	t.Setenv("RIVET_LEASE_TTL", "7s")
+	t.Setenv("RIVET_PARTITIONS", "32")
+	cfg, err := node.ParseFlags("mynode", []string{"--lease-ttl", "9s", "--join", "a:1, b:2", "--log-level", "error"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.GRPCAddr != "127.0.0.1:18620" || cfg.LeaseTTL != 9*time.Second || cfg.Partitions != 32 ||
+		len(cfg.Join) != 2 || cfg.Join[1] != "b:2" || cfg.Logger == nil {
+		t.Fatalf("cfg = addr %q, lease %v, partitions %d, join %q, logger %v", cfg.GRPCAddr, cfg.LeaseTTL, cfg.Partitions, cfg.Join, cfg.Logger)
+	}
+	def := node.DefaultConfig()
+	if cfg.DataDir != def.DataDir || cfg.HTTPAddr != def.HTTPAddr {
+		t.Fatalf("unset values moved from the defaults: data dir %q, http %q", cfg.DataDir, cfg.HTTPAddr)
+	}
+}
+
+func TestParseFlagsRefusesWhatDoesNotParse(t *testing.T) {
+	t.Setenv("RIVET_IDLE_TIMEOUT", "soon")
+	if _, err := node.ParseFlags("mynode", nil, io.Discard); err == nil || !strings.Contains(err.Error(), "RIVET_IDLE_TIMEOUT") {
+		t.Fatalf("ParseFlags = %v, want an error naming RIVET_IDLE_TIMEOUT", err)
+	}
+	os.Unsetenv("RIVET_IDLE_TIMEOUT") // t.Setenv puts it back after the test
+	if _, err := node.ParseFlags("mynode", []string{"--log-level", "error"}, io.Discard); err != nil {
+		t.Fatalf("without the bad variable: %v", err)
+	}
+	for _, args := range [][]string{{"--gossip-profile", "wan"}, {"--gossip-key", "c2hvcnQ="}, {"--log-format", "xml"}, {"--nope"}} {
+		if _, err := node.ParseFlags("mynode", args, io.Discard); err == nil {
+			t.Errorf("%v accepted", args)
+		}
+	}
+	var usage strings.Builder
+	if _, err := node.ParseFlags("mynode", []string{"-h"}, &usage); !errors.Is(err, flag.ErrHelp) || !strings.Contains(usage.String(), "RIVET_GRPC_ADDR") {
+		t.Fatalf("-h: %v, usage:\n%s", err, usage.String())
+	}
+}
