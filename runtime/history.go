@@ -270,7 +270,11 @@ func (h *Host) RetryWorkflow(ctx context.Context, ref Ref, from string) (int, er
 	_, _, err = h.turn(ctx, TurnAdmin, ref, sp, false, nil, h.newChain(), func(a *activation) error {
 		st := a.workflowStatus()
 		if !workflowEnded(st.Status) {
-			return rivet.Reasonf(rivet.ErrWorkflowFailed, "workflow", "not_ended", "the workflow of %s is %s: only a failed, completed or cancelled workflow can be retried", a.describe(), orNone(st.Status))
+			shown, _ := a.workflowStatusAndWake() // sleeping, as Inspect says
+			if shown.Status == "" {
+				shown.Status = WorkflowSleeping
+			}
+			return rivet.Reasonf(rivet.ErrWorkflowFailed, "workflow", "not_ended", "the workflow of %s is %s: only a failed, completed or cancelled workflow can be retried (a running one can be cancelled first)", a.describe(), shown.Status)
 		}
 		// The ended run may still be tidying up: wait for it, or the new
 		// run would not start.
@@ -386,7 +390,7 @@ func retryTrees(entries []workflow.Entry, from, failedAt string) ([]string, erro
 			}
 		}
 		if len(trees) == 0 {
-			return nil, rivet.Errorf(rivet.ErrInvalidArgument, "no failed entry in the history: name one with --from")
+			return nil, rivet.Errorf(rivet.ErrInvalidArgument, "no failed entry in the history: name the entry to retry from (rivetctl: --from)")
 		}
 		return trees, nil
 	}

@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"runtime/debug"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -577,7 +579,7 @@ func (h *Host) Call(ctx context.Context, req CallRequest) (_ json.RawMessage, er
 	actor = req.Ref.Name
 	act, ok := sp.Actions[req.Action]
 	if !ok {
-		return nil, rivet.Errorf(rivet.ErrUnknownAction, "actor %s has no action %q", sp.Name, req.Action)
+		return nil, rivet.Errorf(rivet.ErrUnknownAction, "actor %s has no action %q (it has %s)", sp.Name, req.Action, knownNames(sp.Actions))
 	}
 	var args []json.RawMessage
 	if len(req.Args) > 0 {
@@ -719,7 +721,7 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 	}
 	q, ok := sp.Queues[req.Queue]
 	if !ok {
-		return SendResult{}, rivet.Errorf(rivet.ErrUnknownQueue, "actor %s has no queue %q", sp.Name, req.Queue)
+		return SendResult{}, rivet.Errorf(rivet.ErrUnknownQueue, "actor %s has no queue %q (it has %s)", sp.Name, req.Queue, knownNames(sp.Queues))
 	}
 	if len(req.Body) > h.cfg.MaxMessageBytes {
 		return SendResult{}, rivet.Errorf(rivet.ErrTooLarge, "message for queue %s is %d bytes, the limit is %d", req.Queue, len(req.Body), h.cfg.MaxMessageBytes)
@@ -866,6 +868,15 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 	case <-ctx.Done():
 		return res, ctxError(ctx)
 	}
+}
+
+// knownNames lists a map's names, sorted, for an error that says which
+// names exist: "none" for an empty map.
+func knownNames[V any](m map[string]V) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	return strings.Join(slices.Sorted(maps.Keys(m)), ", ")
 }
 
 func orNone(s string) string {

@@ -468,7 +468,13 @@ func TestBadInputIsRefusedAndChangesNothing(t *testing.T) {
 		do   func() error
 	}{
 		{"unknown actor", rivet.ErrUnknownActor, func() error { _, err := call(t, h, "nope", "main", "x", true); return err }},
-		{"unknown action", rivet.ErrUnknownAction, func() error { _, err := call(t, h, "counter", "main", "decrement", true, 1); return err }},
+		{"unknown action", rivet.ErrUnknownAction, func() error {
+			_, err := call(t, h, "counter", "main", "decrement", true, 1)
+			if err != nil && !strings.Contains(err.Error(), "(it has getCount, increment") {
+				return fmt.Errorf("%v; the error does not list the actor's actions", err)
+			}
+			return err
+		}},
 		{"args not an array", rivet.ErrInvalidArgument, func() error {
 			_, err := h.Call(ctx(t), runtime.CallRequest{Ref: runtime.Ref{Name: "counter", Key: []string{"main"}}, Action: "increment", Args: json.RawMessage(`{"by":1}`)})
 			return err
@@ -485,6 +491,9 @@ func TestBadInputIsRefusedAndChangesNothing(t *testing.T) {
 		}},
 		{"unknown queue", rivet.ErrUnknownQueue, func() error {
 			_, err := h.Send(ctx(t), runtime.SendRequest{Ref: runtime.Ref{Name: "q", Key: []string{"a"}}, Queue: "nope", Body: json.RawMessage(`{}`), CreateIfMissing: true})
+			if err != nil && !strings.Contains(err.Error(), "(it has jobs)") {
+				return fmt.Errorf("%v; the error does not list the actor's queues", err)
+			}
 			return err
 		}},
 		{"bad message", rivet.ErrInvalidArgument, func() error {

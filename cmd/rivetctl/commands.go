@@ -336,6 +336,13 @@ func parseKey(s string) ([]string, error) {
 // parseJSON takes a command-line payload literally as JSON.
 func parseJSON(what, s string) (json.RawMessage, error) {
 	if !json.Valid([]byte(s)) {
+		if t := strings.TrimSpace(s); strings.HasPrefix(t, "{") || strings.HasPrefix(t, "[") {
+			// Meant as an object or array: quoting it all would make it
+			// a string.
+			var v any
+			err := json.Unmarshal([]byte(s), &v)
+			return nil, usagef("%s is not valid JSON: %s (%v; names and strings need double quotes, as in '{\"sku\":\"a\"}')", what, clip(s), err)
+		}
 		return nil, usagef("%s is not valid JSON: %s (a string needs its quotes: '%s')", what, clip(s), clip(quoteHint(s)))
 	}
 	return json.RawMessage(s), nil

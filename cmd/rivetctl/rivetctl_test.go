@@ -91,11 +91,13 @@ func TestCallArgs(t *testing.T) {
 	rivetctl(t, addr, "call", "greeter", "k", "greet", "hello").
 		wantErr(t, 2, `rivetctl: argument 1 is not valid JSON: hello (a string needs its quotes: '"hello"')`)
 	rivetctl(t, addr, "call", "greeter", "k", "greet", "1", "{").
-		wantErr(t, 2, `rivetctl: argument 2 is not valid JSON: { (a string needs its quotes: '"{"')`)
+		wantErr(t, 2, `rivetctl: argument 2 is not valid JSON: { (unexpected end of JSON input; names and strings need double quotes, as in '{"sku":"a"}')`)
+	rivetctl(t, addr, "call", "greeter", "k", "greet", `{sku:"a"}`).
+		wantErr(t, 2, `rivetctl: argument 1 is not valid JSON: {sku:"a"} (invalid character 's' looking for beginning of object key string; names and strings need double quotes, as in '{"sku":"a"}')`)
 	rivetctl(t, addr, "call", "greeter", `["a",`, "greet").
 		wantErr(t, 2, `rivetctl: KEY "[\"a\"," starts with '[' but is not a JSON array of strings: unexpected end of JSON input`)
 	rivetctl(t, addr, "call", "greeter", "k", "greet", "--input", "{").
-		wantErr(t, 2, `rivetctl: --input is not valid JSON: { (a string needs its quotes: '"{"')`)
+		wantErr(t, 2, `rivetctl: --input is not valid JSON: { (unexpected end of JSON input; names and strings need double quotes, as in '{"sku":"a"}')`)
 	if calls.Load() != 0 {
 		t.Errorf("%d calls sent from malformed command lines", calls.Load())
 	}

@@ -240,6 +240,8 @@ func TestWorkflowCommandsOnARealNode(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	rivetctl(t, addr, "workflow", "retry", "napper", "c").
+		wantErr(t, 1, `rivetctl: failed precondition: the workflow of napper ["c"] is sleeping: only a failed, completed or cancelled workflow can be retried (a running one can be cancelled first) (FAILED_PRECONDITION workflow.not_ended)`)
 	rivetctl(t, addr, "workflow", "cancel", "napper", "c", "--reason", "no longer needed").want(t, 0, "workflow cancelled (it was sleeping)\n")
 	r = rivetctl(t, addr, "history", "napper", "c")
 	if r.code != 0 || !strings.HasPrefix(r.stdout, "workflow  cancelled\nerror     cancelled: no longer needed\n") {
@@ -254,7 +256,11 @@ func TestWorkflowCommandsOnARealNode(t *testing.T) {
 	}
 	rivetctl(t, addr, "workflow", "cancel", "racer", "r").
 		wantErr(t, 1, `rivetctl: failed precondition: the workflow of racer ["r"] has completed: only a running or sleeping workflow can be cancelled (FAILED_PRECONDITION workflow.ended)`)
-	rivetctl(t, addr, "workflow", "retry", "napper", "c").want(t, 0, "workflow restarted: 0 history entries removed\n")
+	r = rivetctl(t, addr, "workflow", "retry", "napper", "c")
+	if r.code != 0 || r.stdout != "workflow restarted: 0 history entries removed\n" || !strings.Contains(r.stderr, "no entry was deleted") {
+		t.Fatalf("retry of a cancelled workflow: %+v", r)
+	}
+
 	deadline = time.Now().Add(30 * time.Second)
 	for !strings.HasPrefix(rivetctl(t, addr, "history", "napper", "c").stdout, "workflow  completed\n") {
 		if time.Now().After(deadline) {
