@@ -21,7 +21,10 @@ type Ctx[S any] struct{ x *cx }
 // StepCtx is what a step body sees. It lives for one attempt.
 type StepCtx[S any] struct {
 	// State is the actor's state. The body may change it; the change is
-	// committed with the step's record, even when the attempt fails.
+	// committed with the step's record, even when the attempt fails. The
+	// pointer is valid for this attempt only: a change made through it
+	// later (kept in a variable the workflow reads on) is not recorded,
+	// actions see it uncommitted, and the next commit writes it.
 	State *S
 
 	// ctx is the attempt's context, kept as http.Request keeps its own

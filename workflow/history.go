@@ -277,6 +277,9 @@ func newScope(path string) *scope { return &scope{path: path, used: map[string]s
 // scope: two entries with one name would share one record.
 func (s *scope) claim(name string) (string, int, error) {
 	if err := validName(name); err != nil {
+		if s.path != "" {
+			return "", 0, fmt.Errorf("%w, in %q", err, s.path)
+		}
 		return "", 0, err
 	}
 	p := joinPath(s.path, name)
@@ -292,7 +295,7 @@ func (s *scope) claim(name string) (string, int, error) {
 func validName(name string) error {
 	switch {
 	case name == "":
-		return fmt.Errorf("%w: empty name", ErrInvalid)
+		return fmt.Errorf("%w: empty name (StepWith, StepOpts and DoOpts take theirs in StepOptions.Name)", ErrInvalid)
 	case len(name) > 255:
 		return fmt.Errorf("%w: name of %d bytes (at most 255): %.40q", ErrInvalid, len(name), name)
 	case strings.ContainsRune(name, '/'):

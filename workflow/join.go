@@ -291,7 +291,7 @@ func (t *thread) settled(results []branchResult) error {
 }
 
 func (x *cx) join(name string, names []string, runs []func(*cx) (json.RawMessage, error)) (string, *Entry, error) {
-	if err := x.begin(); err != nil {
+	if err := x.begin("join", name); err != nil {
 		return "", nil, err
 	}
 	defer x.end()
@@ -352,7 +352,7 @@ func (x *cx) join(name string, names []string, runs []func(*cx) (json.RawMessage
 }
 
 func (x *cx) race(name string, names []string, runs []func(*cx) (json.RawMessage, error)) (string, *Entry, error) {
-	if err := x.begin(); err != nil {
+	if err := x.begin("race", name); err != nil {
 		return "", nil, err
 	}
 	defer x.end()

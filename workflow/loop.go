@@ -117,7 +117,7 @@ func pendingPrune(ws []HistoryWrite) bool {
 // prunes again. A prune still pending at the next one is committed on its
 // own first.
 func (x *cx) loop(name string, interval, size int, initial json.RawMessage, body func(ix *cx, state json.RawMessage) (json.RawMessage, bool, error)) (json.RawMessage, string, error) {
-	if err := x.begin(); err != nil {
+	if err := x.begin("loop", name); err != nil {
 		return nil, "", err
 	}
 	defer x.end()

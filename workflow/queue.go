@@ -113,7 +113,7 @@ func receive[T, S any](c *Ctx[S], name string, o NextOptions) ([]Message[T], str
 // until messages come (taking them and recording them in one commit) or the
 // deadline passes.
 func (x *cx) receive(name string, o NextOptions) (string, *Entry, error) {
-	if err := x.begin(); err != nil {
+	if err := x.begin("receive", name); err != nil {
 		return "", nil, err
 	}
 	defer x.end()

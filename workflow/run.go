@@ -94,16 +94,22 @@ type cx struct {
 	t    *thread
 	sc   *scope
 	busy atomic.Bool
+	// current names the entry in progress while busy, for the error of
+	// a primitive called meanwhile (a string).
+	current atomic.Value
 }
 
 func (r *run) now() time.Time { return r.host.Now().Round(0) }
 
-// begin starts a primitive on x: one at a time per Ctx, and none once the
-// run or branch is stopping.
-func (x *cx) begin() error {
+// begin starts the primitive kind name on x: one at a time per Ctx, and
+// none once the run or branch is stopping.
+func (x *cx) begin(kind, name string) error {
 	if !x.busy.CompareAndSwap(false, true) {
-		return ErrEntryInProgress
+		cur, _ := x.current.Load().(string)
+		return fmt.Errorf("%w: %s %q called while %s runs (code in a step's body, or in a join or race branch, uses the Ctx it is given, not an outer one)",
+			ErrEntryInProgress, kind, joinPath(x.sc.path, name), cur)
 	}
+	x.current.Store(fmt.Sprintf("%s %q", kind, joinPath(x.sc.path, name)))
 	if err := x.t.stopped(true); err != nil {
 		x.busy.Store(false)
 		return err

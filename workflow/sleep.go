@@ -19,7 +19,7 @@ func (c *Ctx[S]) SleepUntil(name string, t time.Time) error {
 }
 
 func (x *cx) sleep(name string, deadline func(now time.Time) time.Time) error {
-	if err := x.begin(); err != nil {
+	if err := x.begin("sleep", name); err != nil {
 		return err
 	}
 	defer x.end()
@@ -67,7 +67,7 @@ func (x *cx) sleep(name string, deadline func(now time.Time) time.Time) error {
 // ends (take it before the loop to cover every iteration).
 func (c *Ctx[S]) RollbackCheckpoint(name string) error {
 	x := c.x
-	if err := x.begin(); err != nil {
+	if err := x.begin("rollback checkpoint", name); err != nil {
 		return err
 	}
 	defer x.end()
@@ -98,7 +98,7 @@ func (c *Ctx[S]) RollbackCheckpoint(name string) error {
 //	if v == 1 { /* old steps */ } else { /* new steps */ }
 func (c *Ctx[S]) GetVersion(name string, latest int) (int, error) {
 	x := c.x
-	if err := x.begin(); err != nil {
+	if err := x.begin("version gate", name); err != nil {
 		return 0, err
 	}
 	defer x.end()
@@ -137,7 +137,7 @@ func (c *Ctx[S]) GetVersion(name string, latest int) (int, error) {
 // neither diverges.
 func (c *Ctx[S]) Removed(name string, kind Kind) error {
 	x := c.x
-	if err := x.begin(); err != nil {
+	if err := x.begin("removed", name); err != nil {
 		return err
 	}
 	defer x.end()
@@ -178,7 +178,7 @@ func (c *Ctx[S]) Removed(name string, kind Kind) error {
 // divergence) are returned as they are.
 func (c *Ctx[S]) Try(name string, fn func(*Ctx[S]) error) (*Failure, error) {
 	x := c.x
-	if err := x.begin(); err != nil {
+	if err := x.begin("try", name); err != nil {
 		return nil, err
 	}
 	defer x.end()

@@ -80,7 +80,7 @@ func (r *run) visitTree(tree string) {
 // step runs a step to its end: replays it, or runs attempts and waits out
 // backoffs until it completes or fails for good.
 func (x *cx) step(sp stepSpec) (json.RawMessage, string, error) {
-	if err := x.begin(); err != nil {
+	if err := x.begin("step", sp.opts.Name); err != nil {
 		return nil, "", err
 	}
 	defer x.end()

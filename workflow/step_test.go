@@ -328,21 +328,28 @@ func TestMisuse(t *testing.T) {
 	cases := map[string]struct {
 		wf   func(c *logCtx) error
 		want error
+		// says is text the error must hold, to tell where the mistake is.
+		says string
 	}{
 		"outer ctx inside a loop": {func(c *logCtx) error {
 			return c.Loop("l", func(*logCtx) error { return c.Sleep("s", time.Second) })
-		}, workflow.ErrEntryInProgress},
-		"bad name": {func(c *logCtx) error { return c.Sleep("a/b", time.Second) }, workflow.ErrInvalid},
+		}, workflow.ErrEntryInProgress, `sleep "s" called while loop "l" runs`},
+		"bad name": {func(c *logCtx) error { return c.Sleep("a/b", time.Second) }, workflow.ErrInvalid, ""},
+		"no name in the options": {func(c *logCtx) error {
+			return c.Loop("l", func(lc *logCtx) error {
+				return lc.StepWith(workflow.StepOptions{}, func(*logStep) error { return nil })
+			})
+		}, workflow.ErrInvalid, `StepOptions.Name), in "l/~0"`},
 		"reused name": {func(c *logCtx) error {
 			if err := c.Step("x", func(*logStep) error { return nil }); err != nil {
 				return err
 			}
 			return c.Sleep("x", 0)
-		}, workflow.ErrDiverged},
+		}, workflow.ErrDiverged, ""},
 		"rollback without checkpoint": {func(c *logCtx) error {
 			_, err := workflow.StepWithRollback(c, workflow.StepOptions{Name: "x"}, func(*logStep) (int, error) { return 1, nil }, func(*logStep, int) error { return nil })
 			return err
-		}, workflow.ErrRollbackCheckpoint},
+		}, workflow.ErrRollbackCheckpoint, ""},
 	}
 	for name, tc := range cases {
 		h := newHost(log{})
@@ -352,6 +359,9 @@ func TestMisuse(t *testing.T) {
 		}
 		if name == "reused name" && !strings.Contains(out.Err.Error(), `"x"`) {
 			t.Errorf("reused name error does not name the entry: %v", out.Err)
+		}
+		if out.Err != nil && !strings.Contains(out.Err.Error(), tc.says) {
+			t.Errorf("%s: error %q does not say %q", name, out.Err, tc.says)
 		}
 	}
 }
