@@ -94,10 +94,11 @@
 //     never reached; a join or race branch added or removed; a name used
 //     twice). Gate changes with GetVersion and retire entries with Removed,
 //     put where the entry was. What a replay does not run is not checked:
-//     a join, race, loop iteration or try block that has settled returns
-//     its recorded result without running its code again, so a change
-//     inside it (a renamed step) goes unnoticed there, and only takes
-//     effect in runs that reach it fresh.
+//     a settled join or race, and a completed loop, return their recorded
+//     results without running their code again (a loop in progress resumes
+//     at its last checkpoint's iteration), so a change inside them (a
+//     renamed step) goes unnoticed there, and only takes effect in runs
+//     that reach them fresh.
 //  9. Step bodies may run more than once (at-least-once): after a crash
 //     between running and committing, or after a failed attempt. Their state
 //     changes commit exactly once per recorded attempt, and a failed
