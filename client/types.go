@@ -57,6 +57,10 @@ type Inspection struct {
 	// known while the actor is in memory on its owner.
 	WorkflowWakeQueues   []string `json:"workflow_wake_queues,omitempty"`
 	WorkflowWakeAnyQueue bool     `json:"workflow_wake_any_queue,omitempty"`
+	// Unregistered says that the owner runs no actor type of this name
+	// (one removed from the code, or renamed): the actor is stored,
+	// nothing runs it, and only Inspect and Destroy reach it.
+	Unregistered bool `json:"unregistered,omitempty"`
 }
 
 // Send statuses.
@@ -165,6 +169,7 @@ func inspectionFrom(r *rivetv1.InspectResponse) Inspection {
 		WorkflowWakeAt:       timeFrom(r.GetWorkflowWakeAt()),
 		WorkflowWakeQueues:   r.GetWorkflowWakeQueues(),
 		WorkflowWakeAnyQueue: r.GetWorkflowWakeAnyQueue(),
+		Unregistered:         r.GetUnregistered(),
 	}
 }
 

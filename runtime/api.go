@@ -119,6 +119,10 @@ type Inspection struct {
 	// (zero if none is known), and the queues only while the actor is in
 	// memory (otherwise a message activates it and its replay decides).
 	WorkflowWake workflow.Wake
+	// Unregistered says that the node that owns the actor runs no actor
+	// type of its name (a type removed from the code, or renamed): it is
+	// stored, nothing runs it, and only Inspect and Destroy reach it.
+	Unregistered bool
 }
 
 // ListOptions page through actors.

@@ -989,11 +989,16 @@ func (h *Host) Inspect(ctx context.Context, ref Ref) (Inspection, error) {
 		return Inspection{}, err
 	}
 	defer h.end()
-	if _, err := h.spec(ref.Name); err != nil {
-		return Inspection{}, err
-	}
+	_, specErr := h.spec(ref.Name)
 	snap, part, active, err := h.peek(ctx, ref)
-	if err != nil {
+	if specErr != nil && (err == nil || errors.Is(err, rivet.ErrNotFound)) {
+		if err != nil {
+			return Inspection{}, specErr
+		}
+		// Stored by a build that ran this type, which this one does not:
+		// shown as storage holds it, so that an operator can see what it
+		// is before destroying it.
+	} else if err != nil {
 		return Inspection{}, err
 	}
 	ins := Inspection{
@@ -1002,6 +1007,7 @@ func (h *Host) Inspect(ctx context.Context, ref Ref) (Inspection, error) {
 		Active:         active,
 		WorkflowStatus: snap.wfStatus.Status,
 		WorkflowError:  snap.wfStatus.Error,
+		Unregistered:   specErr != nil,
 	}
 	if sp, _ := h.reg.Lookup(ref.Name); sp != nil && sp.Run != nil && ins.WorkflowStatus == "" {
 		// Not finished and not running: it waits for its wakeup (History
@@ -1065,7 +1071,7 @@ func (h *Host) Destroy(ctx context.Context, ref Ref) error {
 	defer h.end()
 	sp, err := h.spec(ref.Name)
 	if err != nil {
-		return err
+		return h.destroyUnregistered(ctx, ref, err)
 	}
 	// An actor not in memory is loaded without its workflow, and this turn
 	// comes first (turnFor): a workflow started by Destroy's own load
@@ -1129,6 +1135,40 @@ func (h *Host) Destroy(ctx context.Context, ref Ref) error {
 		return nil
 	})
 	return err
+}
+
+// destroyUnregistered destroys an actor stored under a name no actor type of
+// this node has (a type removed from the code, or renamed): it cannot be
+// loaded, so nothing runs it, and it is deleted from storage as it is.
+// unknown is the error for a name that no stored actor has either.
+func (h *Host) destroyUnregistered(ctx context.Context, ref Ref, unknown error) error {
+	enc, part, prefix, err := h.locate(ref)
+	if err != nil {
+		return err
+	}
+	token, owned := h.own.Token(part)
+	if !owned {
+		return rivet.Errorf(rivet.ErrUnavailable, "partition %d is not owned by node %s", part, h.cfg.NodeID)
+	}
+	if _, err := h.store.Get(ctx, prefix+storage.MetaSuffix); isNotFound(err) {
+		return unknown
+	} else if err != nil {
+		return rivet.Errorf(rivet.ErrUnavailable, "read actor: %v", err)
+	}
+	cctx, cancel := h.commitContext() // the commit outlives the caller
+	defer cancel()
+	err = h.commit.Commit(cctx, storage.Txn{Fence: storage.Fence{Partition: part, Token: token}, Ops: []storage.Op{
+		storage.DeletePrefix(prefix),
+		storage.Delete(storage.IndexKey(ref.Name, enc)),
+		storage.Delete(storage.FailedKey(ref.Name, enc)),
+		storage.Delete(storage.WakeupKey(part, ref.Name, enc)),
+	}})
+	if err != nil {
+		return commitError("destroy "+ref.Name+" "+keyString(ref.Key), err)
+	}
+	h.timers.cancel(ref.Name + "/" + enc)
+	h.log.Info("destroyed an actor of an unregistered type", refField(ref))
+	return nil
 }
 
 // List pages through actors, from the index.

@@ -48,6 +48,7 @@ func inspectionProto(in runtime.Inspection) *rivetv1.InspectResponse {
 		WorkflowWakeAt:       timeProto(in.WorkflowWake.At),
 		WorkflowWakeQueues:   in.WorkflowWake.Queues,
 		WorkflowWakeAnyQueue: in.WorkflowWake.AnyQueue,
+		Unregistered:         in.Unregistered,
 	}
 }
 

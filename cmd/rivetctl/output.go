@@ -112,6 +112,9 @@ func (a *app) printInspection(in client.Inspection) error {
 	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
 	row("actor", in.Info.Name+" "+formatKey(in.Info.Key))
+	if in.Unregistered {
+		row("type", "not registered on its owner: nothing runs this actor; rivetctl destroy removes it")
+	}
 	row("partition", fmt.Sprint(in.Info.Partition))
 	row("owner", orDash(in.Info.Owner))
 	row("created", formatTime(in.Info.CreatedAt))

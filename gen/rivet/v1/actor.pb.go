@@ -1019,7 +1019,8 @@ type InspectResponse struct {
 	// active says whether the actor is in memory on its owner now.
 	Active bool          `protobuf:"varint,3,opt,name=active,proto3" json:"active,omitempty"`
 	Queues []*QueueDepth `protobuf:"bytes,4,rep,name=queues,proto3" json:"queues,omitempty"`
-	// workflow_status is "", "running", "sleeping", "completed" or "failed".
+	// workflow_status is "", "running", "sleeping", "completed", "failed" or
+	// "cancelled".
 	WorkflowStatus string `protobuf:"bytes,5,opt,name=workflow_status,json=workflowStatus,proto3" json:"workflow_status,omitempty"`
 	WorkflowError  string `protobuf:"bytes,6,opt,name=workflow_error,json=workflowError,proto3" json:"workflow_error,omitempty"`
 	// workflow_wake_at is when a sleeping workflow runs again by itself (a
@@ -1032,8 +1033,12 @@ type InspectResponse struct {
 	// message activates the actor, whose workflow replays to see).
 	WorkflowWakeQueues   []string `protobuf:"bytes,8,rep,name=workflow_wake_queues,json=workflowWakeQueues,proto3" json:"workflow_wake_queues,omitempty"`
 	WorkflowWakeAnyQueue bool     `protobuf:"varint,9,opt,name=workflow_wake_any_queue,json=workflowWakeAnyQueue,proto3" json:"workflow_wake_any_queue,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// unregistered says that the owner runs no actor type of this name (one
+	// removed from the code, or renamed): the actor is stored, nothing runs
+	// it, and only Inspect and Destroy reach it.
+	Unregistered  bool `protobuf:"varint,10,opt,name=unregistered,proto3" json:"unregistered,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *InspectResponse) Reset() {
@@ -1125,6 +1130,13 @@ func (x *InspectResponse) GetWorkflowWakeQueues() []string {
 func (x *InspectResponse) GetWorkflowWakeAnyQueue() bool {
 	if x != nil {
 		return x.WorkflowWakeAnyQueue
+	}
+	return false
+}
+
+func (x *InspectResponse) GetUnregistered() bool {
+	if x != nil {
+		return x.Unregistered
 	}
 	return false
 }
@@ -1831,7 +1843,7 @@ const file_rivet_v1_actor_proto_rawDesc = "" +
 	"\n" +
 	"QueueDepth\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x14\n" +
-	"\x05depth\x18\x02 \x01(\x04R\x05depth\"\x95\x03\n" +
+	"\x05depth\x18\x02 \x01(\x04R\x05depth\"\xb9\x03\n" +
 	"\x0fInspectResponse\x12'\n" +
 	"\x04info\x18\x01 \x01(\v2\x13.rivet.v1.ActorInfoR\x04info\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\fR\x05state\x12\x16\n" +
@@ -1841,7 +1853,9 @@ const file_rivet_v1_actor_proto_rawDesc = "" +
 	"\x0eworkflow_error\x18\x06 \x01(\tR\rworkflowError\x12D\n" +
 	"\x10workflow_wake_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x0eworkflowWakeAt\x120\n" +
 	"\x14workflow_wake_queues\x18\b \x03(\tR\x12workflowWakeQueues\x125\n" +
-	"\x17workflow_wake_any_queue\x18\t \x01(\bR\x14workflowWakeAnyQueue\"\x81\x01\n" +
+	"\x17workflow_wake_any_queue\x18\t \x01(\bR\x14workflowWakeAnyQueue\x12\"\n" +
+	"\funregistered\x18\n" +
+	" \x01(\bR\funregistered\"\x81\x01\n" +
 	"\vListRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\rR\x05limit\x12\x1d\n" +
