@@ -183,13 +183,15 @@ func timeFrom(t *timestamppb.Timestamp) time.Time {
 
 // HistoryEntry is one recorded workflow entry.
 type HistoryEntry struct {
-	Path      string          `json:"path"`
-	Kind      string          `json:"kind"`
-	Status    string          `json:"status"`
-	Attempts  int             `json:"attempts,omitempty"`
-	Output    json.RawMessage `json:"output,omitempty"`
-	Error     string          `json:"error,omitempty"`
-	UpdatedAt time.Time       `json:"updated_at,omitzero"`
+	Path     string          `json:"path"`
+	Kind     string          `json:"kind"`
+	Status   string          `json:"status"`
+	Attempts int             `json:"attempts,omitempty"`
+	Output   json.RawMessage `json:"output,omitempty"`
+	Error    string          `json:"error,omitempty"`
+	// ErrorCode is the error's code, if it had one (a UserError's).
+	ErrorCode string    `json:"error_code,omitempty"`
+	UpdatedAt time.Time `json:"updated_at,omitzero"`
 	// Winner is the branch that won a race (whose output is Output).
 	Winner string `json:"winner,omitempty"`
 }

@@ -201,12 +201,14 @@ type Stats struct {
 
 // HistoryEntry is one recorded workflow entry, for people.
 type HistoryEntry struct {
-	Path      string
-	Kind      string
-	Status    string
-	Attempts  int
-	Output    json.RawMessage
-	Error     string
+	Path     string
+	Kind     string
+	Status   string
+	Attempts int
+	Output   json.RawMessage
+	Error    string
+	// ErrorCode is the error's code, if it had one (a UserError's).
+	ErrorCode string
 	UpdatedAt time.Time
 	// Winner is the branch that won a race.
 	Winner string

@@ -105,7 +105,7 @@ func (h *Host) History(ctx context.Context, ref Ref) (History, error) {
 	for _, e := range entries {
 		he := HistoryEntry{Path: e.Path, Kind: string(e.Kind), Status: string(e.Status), Attempts: e.Attempts, Output: e.Output, UpdatedAt: e.Time, Winner: e.Winner}
 		if e.Error != nil {
-			he.Error = e.Error.Message
+			he.Error, he.ErrorCode = e.Error.Message, e.Error.Code
 		}
 		if he.Output == nil && e.Kind == workflow.KindLoop && e.State != nil {
 			he.Output = e.State

@@ -199,7 +199,7 @@ func (s *Server) History(ctx context.Context, req *rivetv1.HistoryRequest) (*riv
 	for _, e := range h.Entries {
 		pe := &rivetv1.HistoryEntry{
 			Path: e.Path, Kind: e.Kind, Status: e.Status, Attempts: uint32(e.Attempts),
-			Output: e.Output, Error: e.Error, Winner: e.Winner,
+			Output: e.Output, Error: e.Error, ErrorCode: e.ErrorCode, Winner: e.Winner,
 		}
 		if !e.UpdatedAt.IsZero() {
 			pe.UpdatedAt = timestamppb.New(e.UpdatedAt)

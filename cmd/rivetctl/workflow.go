@@ -129,6 +129,9 @@ func (a *app) printHistory(h client.History) error {
 		}
 		if e.Error != "" {
 			detail = "error: " + e.Error
+			if e.ErrorCode != "" {
+				detail = "error (" + e.ErrorCode + "): " + e.Error
+			}
 		}
 		detail = strings.ReplaceAll(detail, "\n", " ")
 		if len(detail) > 80 {

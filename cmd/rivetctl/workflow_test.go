@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -35,7 +34,7 @@ func TestWorkflowCommandsOnARealNode(t *testing.T) {
 			_, err := workflow.StepOpts(ctx, workflow.StepOptions{Name: "charge-card", MaxRetries: 1, RetryBackoffBase: time.Millisecond},
 				func(s *workflow.StepCtx[chargeState]) (int, error) {
 					if !cardUp.Load() {
-						return 0, errors.New("card service down")
+						return 0, rivet.UserError("card.down", "card service down", nil)
 					}
 					s.State.Charged++
 					return s.State.Charged, nil
@@ -139,7 +138,7 @@ func TestWorkflowCommandsOnARealNode(t *testing.T) {
 	}
 	r = rivetctl(t, addr, "history", "charger", "order-1")
 	if r.code != 0 || !strings.HasPrefix(r.stdout, "workflow  failed\n") ||
-		!strings.Contains(r.stdout, "charge-card") || !strings.Contains(r.stdout, "exhausted") || !strings.Contains(r.stdout, "card service down") {
+		!strings.Contains(r.stdout, "charge-card") || !strings.Contains(r.stdout, "exhausted") || !strings.Contains(r.stdout, "error (card.down): card service down") {
 		t.Fatalf("history:\n%s (%+v)", r.stdout, r)
 	}
 	cardUp.Store(true)

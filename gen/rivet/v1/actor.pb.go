@@ -1328,7 +1328,10 @@ type HistoryEntry struct {
 	UpdatedAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
 	// winner is the branch that won a race (its output is output); the
 	// losers' entries are not kept.
-	Winner        string `protobuf:"bytes,8,opt,name=winner,proto3" json:"winner,omitempty"`
+	Winner string `protobuf:"bytes,8,opt,name=winner,proto3" json:"winner,omitempty"`
+	// error_code is the code of error, if the error had one (a UserError's,
+	// or a rivet error's group.code), as replay gives it back to the code.
+	ErrorCode     string `protobuf:"bytes,9,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1415,6 +1418,13 @@ func (x *HistoryEntry) GetUpdatedAt() *timestamppb.Timestamp {
 func (x *HistoryEntry) GetWinner() string {
 	if x != nil {
 		return x.Winner
+	}
+	return ""
+}
+
+func (x *HistoryEntry) GetErrorCode() string {
+	if x != nil {
+		return x.ErrorCode
 	}
 	return ""
 }
@@ -1866,7 +1876,7 @@ const file_rivet_v1_actor_proto_rawDesc = "" +
 	"\x06actors\x18\x01 \x03(\v2\x13.rivet.v1.ActorInfoR\x06actors\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\":\n" +
 	"\x0eHistoryRequest\x12(\n" +
-	"\x05actor\x18\x01 \x01(\v2\x12.rivet.v1.ActorRefR\x05actor\"\xeb\x01\n" +
+	"\x05actor\x18\x01 \x01(\v2\x12.rivet.v1.ActorRefR\x05actor\"\x8a\x02\n" +
 	"\fHistoryEntry\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x16\n" +
@@ -1876,7 +1886,9 @@ const file_rivet_v1_actor_proto_rawDesc = "" +
 	"\x05error\x18\x06 \x01(\tR\x05error\x129\n" +
 	"\n" +
 	"updated_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12\x16\n" +
-	"\x06winner\x18\b \x01(\tR\x06winner\"\xc2\x02\n" +
+	"\x06winner\x18\b \x01(\tR\x06winner\x12\x1d\n" +
+	"\n" +
+	"error_code\x18\t \x01(\tR\terrorCode\"\xc2\x02\n" +
 	"\x0fHistoryResponse\x12'\n" +
 	"\x0fworkflow_status\x18\x01 \x01(\tR\x0eworkflowStatus\x12%\n" +
 	"\x0eworkflow_error\x18\x02 \x01(\tR\rworkflowError\x120\n" +
