@@ -47,7 +47,8 @@ var (
 	// ErrInternal: a bug or an unexpected failure; the node logs the cause.
 	ErrInternal = errors.New("internal error")
 	// ErrUser: an error an actor returned on purpose (see UserError); its
-	// Code is the actor's own.
+	// Code is the actor's own. On the wire it is gRPC UNKNOWN, with the code
+	// in the status's ActorError detail (group "user").
 	ErrUser = errors.New("user error")
 )
 
