@@ -186,6 +186,7 @@ type collector struct {
 	queued, sent, received                        *prometheus.Desc
 	wfRunning, wfCompleted, wfFailed, wfCancelled *prometheus.Desc
 	steps                                         *prometheus.Desc
+	shed                                          *prometheus.Desc
 }
 
 func newCollector(n *Node) *collector {
@@ -195,6 +196,7 @@ func newCollector(n *Node) *collector {
 	return &collector{
 		n:       n,
 		active:  d("rivet_active_actors", "Actors in memory on this node."),
+		shed:    d("rivet_actors_shed_total", "Actors deactivated before their idle timeout because the node held more than --max-active-actors."),
 		commits: d("rivet_commits_total", "Transactions committed by the group committer."),
 		batches: d("rivet_commit_batches_total", "Store transactions the group committer sent."),
 		partsOw: d("rivet_partitions_owned", "Partitions this node owns."),
@@ -226,7 +228,7 @@ func newCollector(n *Node) *collector {
 
 func (c *collector) descs() []*prometheus.Desc {
 	return []*prometheus.Desc{
-		c.active, c.commits, c.batches, c.partsOw, c.forwards, c.claimed, c.handedOff, c.renewals, c.losses, c.members,
+		c.active, c.shed, c.commits, c.batches, c.partsOw, c.forwards, c.claimed, c.handedOff, c.renewals, c.losses, c.members,
 		c.commitFailures, c.commitRetries, c.commitStalls, c.refences, c.commitWaiting, c.queued, c.sent, c.received,
 		c.wfRunning, c.wfCompleted, c.wfFailed, c.wfCancelled, c.steps,
 	}
@@ -252,6 +254,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	s := c.n.host.Stats()
 	gauge(c.active, s.ActiveActors)
+	counter(c.shed, s.ActorsShed)
 	counter(c.commits, s.Commits)
 	counter(c.batches, s.CommitBatches)
 	gauge(c.partsOw, uint64(s.PartitionsOwned))

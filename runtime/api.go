@@ -169,8 +169,11 @@ type PartitionOwner struct {
 // gauges (ActiveActors, PartitionsOwned, QueuedMessages, WorkflowsRunning)
 // are the value now.
 type Stats struct {
-	NodeID          string
-	ActiveActors    uint64
+	NodeID       string
+	ActiveActors uint64
+	// ActorsShed counts the actors deactivated before their idle timeout
+	// because the node held more than Config.MaxActiveActors.
+	ActorsShed      uint64
 	Calls           uint64
 	Commits         uint64
 	CommitBatches   uint64

@@ -21,6 +21,15 @@ type Config struct {
 	IdleTimeout time.Duration
 	// ActionTimeout bounds one action's turn. Default 60 s, as the original.
 	ActionTimeout time.Duration
+	// MaxActiveActors bounds the actors in memory on this node. Past it,
+	// those idle longest (no turn for a second, no sender waiting, a
+	// workflow only waiting) are deactivated before their IdleTimeout,
+	// down to 90% of the bound, as Akka's active entity limit and Orleans'
+	// activation collection do: actors touched once by a burst do not
+	// hold memory until their timeout. Their state is durable; the next
+	// call loads them again. Actors all busy at once may exceed it.
+	// Default 100,000; negative: no bound.
+	MaxActiveActors int
 	// MaxStateBytes bounds an actor's state as JSON. A change that would
 	// exceed it fails with rivet.ErrTooLarge and is discarded. Default 1 MiB.
 	MaxStateBytes int
@@ -48,6 +57,7 @@ func DefaultConfig() Config {
 	return Config{
 		IdleTimeout:     30 * time.Second,
 		ActionTimeout:   60 * time.Second,
+		MaxActiveActors: 100_000,
 		MaxStateBytes:   1 << 20,
 		MaxResultBytes:  4 << 20,
 		MaxMessageBytes: 64 << 10,
@@ -68,6 +78,9 @@ func (c *Config) validate() error {
 	}
 	if c.ActionTimeout <= 0 {
 		c.ActionTimeout = d.ActionTimeout
+	}
+	if c.MaxActiveActors == 0 {
+		c.MaxActiveActors = d.MaxActiveActors
 	}
 	if c.MaxStateBytes <= 0 {
 		c.MaxStateBytes = d.MaxStateBytes

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -71,6 +72,9 @@ type Host struct {
 	workflows sync.WaitGroup // workflow runners
 	loops     sync.WaitGroup // reap and wakeLoop
 	stopCh    chan struct{}
+	// overLimit wakes the reaper when a load takes the node past
+	// MaxActiveActors.
+	overLimit chan struct{}
 
 	timers *timers
 	// remote reaches actors of other nodes (nil: a node alone).
@@ -93,6 +97,7 @@ type Host struct {
 	wfCompleted, wfFailed, wfCancelled          atomic.Uint64
 	refences, resolved                          atomic.Uint64
 	stepsCompleted, stepsFailed, stepsExhausted atomic.Uint64
+	shedCount                                   atomic.Uint64
 }
 
 // New returns a Host. It starts nothing: call Start.
@@ -106,7 +111,7 @@ func New(cfg Config, reg *rivet.Registry, store storage.Store, commit Committer,
 		cfg: cfg, reg: reg, store: store, commit: commit, own: own, log: cfg.Logger,
 		baseCtx: ctx, cancelBase: cancel, wfCtx: wfCtx, cancelWf: cancelWf,
 		actors: map[string]*activation{}, retiring: map[string]*activation{},
-		stopCh: make(chan struct{}),
+		stopCh: make(chan struct{}), overLimit: make(chan struct{}, 1),
 		timers: newTimers(),
 	}
 	own.OnLost(h.evictAll)
@@ -324,6 +329,12 @@ func (h *Host) activateFor(ctx context.Context, ref Ref, sp *rivet.Spec, create 
 			}
 			a.lastTurn.Store(time.Now().UnixNano())
 			h.actors[id] = a
+			if limit := h.cfg.MaxActiveActors; limit > 0 && len(h.actors) > limit {
+				select {
+				case h.overLimit <- struct{}{}:
+				default:
+				}
+			}
 			h.mu.Unlock()
 			a.loadErr = a.load(ctx, create, input)
 			switch {
@@ -1307,7 +1318,7 @@ func (h *Host) Stats() Stats {
 	n := len(h.actors)
 	h.mu.Unlock()
 	s := Stats{
-		NodeID: h.cfg.NodeID, ActiveActors: uint64(n), Calls: h.calls.Load(), PartitionsOwned: uint32(h.own.Owned()),
+		NodeID: h.cfg.NodeID, ActiveActors: uint64(n), ActorsShed: h.shedCount.Load(), Calls: h.calls.Load(), PartitionsOwned: uint32(h.own.Owned()),
 		QueuedMessages: uint64(max(h.queued.Load(), 0)), MessagesSent: uint64(h.sent.Load()), MessagesReceived: uint64(h.received.Load()),
 		WorkflowsRunning: uint64(max(h.wfRunning.Load(), 0)), WorkflowsCompleted: h.wfCompleted.Load(), WorkflowsFailed: h.wfFailed.Load(), WorkflowsCancelled: h.wfCancelled.Load(),
 		StepsCompleted: h.stepsCompleted.Load(), StepsFailed: h.stepsFailed.Load(), StepsExhausted: h.stepsExhausted.Load(),
@@ -1321,16 +1332,44 @@ func (h *Host) Stats() Stats {
 	return s
 }
 
-// reap deactivates actors idle past their timeout.
+// reap deactivates actors idle past their timeout, and sheds the ones idle
+// longest while the node holds more than MaxActiveActors.
 func (h *Host) reap() {
 	defer h.loops.Done()
 	tick := time.NewTicker(max(h.cfg.IdleTimeout/4, 10*time.Millisecond))
 	defer tick.Stop()
+	// A burst of loads past the bound sheds at most every shedEvery: a
+	// pass sorts every activation.
+	// While the node stays past it (its actors all in use), it tries
+	// again every shedEvery.
+	var (
+		lastShed  time.Time
+		shedLater <-chan time.Time
+	)
+	shed := func() {
+		lastShed = time.Now()
+		if h.shed() && shedLater == nil {
+			shedLater = time.After(shedEvery)
+		}
+	}
 	for {
 		select {
 		case <-h.stopCh:
 			return
 		case <-tick.C:
+		case <-h.overLimit:
+			if wait := shedEvery - time.Since(lastShed); wait > 0 {
+				if shedLater == nil {
+					shedLater = time.After(wait)
+				}
+				continue
+			}
+			shed()
+			continue
+		case <-shedLater:
+			shedLater = nil
+			shed()
+			continue
 		}
 		now := time.Now()
 		h.mu.Lock()
@@ -1348,31 +1387,87 @@ func (h *Host) reap() {
 		for _, a := range cands {
 			h.tryDeactivate(a)
 		}
+		shed()
 	}
 }
 
-// tryDeactivate drops an idle activation if no turn holds or waits for it
-// and nothing is waiting to commit.
-func (h *Host) tryDeactivate(a *activation) {
-	select {
-	case <-a.ready:
-	default:
-		return
+// shedIdle is how long an actor must have had no turn before the bound on
+// actors in memory deactivates it: one in use now is not shed, or it would
+// be loaded again at once. shedEvery spaces the passes a burst sets off.
+const (
+	shedIdle  = time.Second
+	shedEvery = 250 * time.Millisecond
+)
+
+// shed deactivates the actors idle longest while the node holds more than
+// MaxActiveActors, down to 90% of it (so that it does not run again for
+// every actor loaded past the bound). It reports whether the node is still
+// past the bound.
+func (h *Host) shed() (over bool) {
+	limit := h.cfg.MaxActiveActors
+	if limit <= 0 {
+		return false
 	}
+	h.mu.Lock()
+	n := len(h.actors)
+	if n <= limit {
+		h.mu.Unlock()
+		return false
+	}
+	all := make([]*activation, 0, n)
+	for _, a := range h.actors {
+		all = append(all, a)
+	}
+	h.mu.Unlock()
+	slices.SortFunc(all, func(x, y *activation) int { return cmp.Compare(x.lastTurn.Load(), y.lastTurn.Load()) })
+	excess := n - (limit - limit/10)
+	for _, a := range all {
+		if excess <= 0 {
+			break
+		}
+		if time.Since(time.Unix(0, a.lastTurn.Load())) <= shedIdle {
+			break // the rest are newer still
+		}
+		if h.deactivateIdle(a, shedIdle) {
+			h.shedCount.Add(1)
+			excess--
+		}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.actors) > limit
+}
+
+// tryDeactivate drops an activation idle past its timeout if no turn holds
+// or waits for it and nothing is waiting to commit.
+func (h *Host) tryDeactivate(a *activation) {
 	idle := h.cfg.IdleTimeout
 	if a.spec.IdleTimeout > 0 {
 		idle = a.spec.IdleTimeout
 	}
+	h.deactivateIdle(a, idle)
+}
+
+// deactivateIdle drops an activation with no turn for idle, if no turn
+// holds or waits for it, no sender waits on it, its workflow (if running)
+// only waits, for a message or for longer than idle, and its writes land;
+// it reports whether it did.
+func (h *Host) deactivateIdle(a *activation, idle time.Duration) bool {
+	select {
+	case <-a.ready:
+	default:
+		return false
+	}
 	if !a.idleWorkflow(idle) {
-		return
+		return false
 	}
 	if !a.gate.tryAcquire("reaper") {
-		return
+		return false
 	}
 	defer a.gate.release()
 	// A turn may have run between the reaper's look and the gate.
 	if time.Since(time.Unix(0, a.lastTurn.Load())) <= idle || !a.idleWorkflow(idle) {
-		return
+		return false
 	}
 	// The workflow waits for a message or a far time: stop it; it records
 	// its wakeup before it returns. Then let every write land, so that a
@@ -1382,10 +1477,11 @@ func (h *Host) tryDeactivate(a *activation) {
 	defer cancel()
 	if err := a.waitCommitted(ctx, a.currentVersion()); err != nil {
 		h.evict(a)
-		return
+		return true
 	}
 	a.stopped.Store(true)
 	h.remove(a)
+	return true
 }
 
 // hostClient is the rivet.Client an action gets: calls keep the chain, so

@@ -835,3 +835,32 @@ func TestReadOfStateWhoseWriteFailedIsRetryable(t *testing.T) {
 		t.Fatalf("count after the failed write = %d, want 1 or 2", n)
 	}
 }
+
+// Past MaxActiveActors the actors idle longest are deactivated early, down
+// to 90% of the bound, and lose nothing: each loads again with its state.
+func TestActorsPastTheBoundAreShedIdlestFirst(t *testing.T) {
+	e := newEnv(t, counterReg(t), func(c *runtime.Config) {
+		c.MaxActiveActors = 10
+		c.IdleTimeout = time.Hour // only the bound deactivates here
+	})
+	const n = 30
+	for i := range n {
+		callInt(t, e.host, "counter", fmt.Sprint(i), "increment", true, i+1)
+	}
+	waitFor(t, "the node to shed down to its bound", 20*time.Second, func() bool {
+		return e.host.Stats().ActiveActors <= 10
+	})
+	st := e.host.Stats()
+	if st.ActiveActors < 9 || st.ActorsShed < n-10 {
+		t.Fatalf("after shedding: %d active, %d shed; want 9 or 10 active (90%% of the bound), at least %d shed", st.ActiveActors, st.ActorsShed, n-10)
+	}
+	// The last ones touched stayed; the first ones went.
+	if !inspect(t, e.host, "counter", fmt.Sprint(n-1)).Active || inspect(t, e.host, "counter", "0").Active {
+		t.Fatal("the bound shed a recently used actor before an older one")
+	}
+	for i := range n {
+		if got := callInt(t, e.host, "counter", fmt.Sprint(i), "getCount", false); got != i+1 {
+			t.Fatalf("counter %d = %d after shedding, want %d", i, got, i+1)
+		}
+	}
+}
