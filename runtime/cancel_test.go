@@ -101,11 +101,7 @@ func TestCancelWorkflowStopsItForGoodUntilRetried(t *testing.T) {
 	}
 
 	// Stored: no wakeup record, and a new node does not run it.
-	enc := storage.EncodeKey(ref.Key)
-	wk := storage.WakeupKey(placement.Partition(ref.Name, enc, testPartitions), ref.Name, enc)
-	if _, err := e.store.Get(ctx(t), wk); !errors.Is(err, storage.ErrNotFound) {
-		t.Fatalf("wakeup record of a cancelled workflow: %v, want none", err)
-	}
+	noWakeup(t, e, ref)
 	e.restart()
 	raw, err := call(t, e.host, "cancelme", "c", "getState", false)
 	if err != nil || string(raw) != `{"ticks":1}` {
@@ -161,6 +157,13 @@ func TestCancelWorkflowOfAnActorNotInMemory(t *testing.T) {
 	if ins.WorkflowStatus != runtime.WorkflowCancelled || ins.WorkflowError != "cancelled" || !ins.WorkflowWake.At.IsZero() {
 		t.Fatalf("after cancel: %+v", ins)
 	}
+	noWakeup(t, e, ref)
+}
+
+// noWakeup fails the test if the actor has a wakeup record: nothing would
+// run its (cancelled) workflow.
+func noWakeup(t *testing.T, e *env, ref runtime.Ref) {
+	t.Helper()
 	enc := storage.EncodeKey(ref.Key)
 	wk := storage.WakeupKey(placement.Partition(ref.Name, enc, testPartitions), ref.Name, enc)
 	if _, err := e.store.Get(ctx(t), wk); !errors.Is(err, storage.ErrNotFound) {
