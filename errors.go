@@ -197,7 +197,10 @@ func codeOf(kind error) (group, code string) {
 // then run twice; read what it would have changed first, or make it
 // idempotent (a Send carrying its own ID that the workflow checks). Every
 // other error means the request did not run, or ran and failed (an action's
-// own error leaves the state as it was).
+// own error leaves the state as it was), with one exception: a Send that
+// waits for its completion queues the message durably before it waits, so
+// a wait that ends in an error (the workflow ended without completing it,
+// ErrWorkflowFailed; the actor was destroyed, ErrNotFound) leaves it sent.
 func OutcomeUnknown(err error) bool {
 	if err == nil {
 		return false

@@ -116,7 +116,7 @@ func ParseFlags(name string, args []string, out io.Writer) (Config, error) {
 	p.u32(&cfg.Partitions, "partitions", cfg.Partitions, "partition count of a new cluster (fixed once the cluster exists)")
 	p.dur(&cfg.LeaseTTL, "lease-ttl", cfg.LeaseTTL, "ownership lease TTL: how soon a crashed node's actors can move")
 	p.dur(&cfg.Runtime.IdleTimeout, "idle-timeout", cfg.Runtime.IdleTimeout, "deactivate actors idle this long")
-	p.integer(&cfg.Runtime.MaxActiveActors, "max-active-actors", cfg.Runtime.MaxActiveActors, "actors in memory past which those idle longest are deactivated early (-1: no bound)")
+	p.integer(&cfg.Runtime.MaxActiveActors, "max-active-actors", cfg.Runtime.MaxActiveActors, "actors in memory past which those idle longest are deactivated early (0: the default; -1: no bound)")
 	p.boolean(&cfg.Runtime.ExposeErrors, "expose-errors", false, "send the text of actions' internal errors to callers")
 	p.str(&logLevel, "log-level", "info", "debug, info, warn or error")
 	p.str(&logFormat, "log-format", "console", "console or json")

@@ -59,6 +59,16 @@ func (h *Host) CancelWorkflow(ctx context.Context, ref Ref, reason string) (stri
 		early = h.actors[ref.Name+"/"+enc]
 		h.mu.Unlock()
 		if early != nil {
+			select {
+			case <-early.ready:
+				if early.loadErr != nil {
+					early = nil
+				}
+			default:
+				early = nil // still loading: its fields are the loader's
+			}
+		}
+		if early != nil {
 			// The status is read first: the stopped run may say
 			// "sleeping" by the time the turn comes.
 			st, _ := early.workflowStatusAndWake()
@@ -160,11 +170,45 @@ func (h *Host) CancelWorkflow(ctx context.Context, ref Ref, reason string) (stri
 // still runs, the actor could load again, and run the step r is in a
 // second time, at once with it (a step that does not heed its context).
 func (h *Host) rerunAfter(a *activation, r *wfRunner) {
+	if r == nil {
+		h.evictWhenFree(a)
+		return
+	}
 	r.rerun.Store(true)
 	select {
 	case <-r.done:
-		// Ended, perhaps before it could see the flag.
-		h.evictAndRerun(a)
+		// Ended, perhaps before it could see the flag: whichever of the
+		// run and this takes the flag evicts.
+		if r.rerun.Swap(false) {
+			h.evictWhenFree(a)
+		}
 	default:
 	}
+}
+
+// evictWhenFree evicts a, and runs its workflow again from storage, once no
+// turn holds it. Evicted under another caller's turn (a Destroy that is
+// about to delete the actor), a new activation could load meanwhile and
+// write after that delete.
+func (h *Host) evictWhenFree(a *activation) {
+	chain := h.newChain()
+	if a.gate.tryAcquire(chain) {
+		h.evictAndRerun(a)
+		a.gate.release()
+		return
+	}
+	h.mu.Lock()
+	if h.stopping {
+		h.mu.Unlock()
+		return // the node stops: the partition's next owner runs it
+	}
+	h.workflows.Add(1) // Stop waits for it, as for a run
+	h.mu.Unlock()
+	go func() {
+		defer h.workflows.Done()
+		if a.gate.acquire(h.wfCtx, chain) == nil { // ends first at Stop
+			h.evictAndRerun(a)
+			a.gate.release()
+		}
+	}()
 }

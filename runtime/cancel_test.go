@@ -325,3 +325,109 @@ func TestCancelWorkflowRefusesBadRequests(t *testing.T) {
 		t.Fatalf("cancel on a missing actor: %v, want ErrNotFound", err)
 	}
 }
+
+// A Destroy that follows one that timed out (a step deaf to its context)
+// deletes the actor for good: the first one's stopped run is evicted only
+// once no turn holds the actor, so no second activation loads between the
+// second Destroy's look and its delete, and none writes the actor back.
+func TestDestroyAfterATimedOutDestroyLeavesNothing(t *testing.T) {
+	var starts atomic.Int64
+	deaf := rivet.Actor[cancelState]{
+		Name: "deaf",
+		Run: func(ctx *workflow.Ctx[cancelState]) error {
+			_, err := workflow.DoOpts(ctx, workflow.StepOptions{Name: "slow", Timeout: workflow.NoTimeout}, func(*workflow.DoCtx) (int, error) {
+				starts.Add(1)
+				time.Sleep(1500 * time.Millisecond) // deaf to its context
+				return 1, nil
+			})
+			if err != nil {
+				return err
+			}
+			return ctx.Step("after", func(s *workflow.StepCtx[cancelState]) error { s.State.Ticks++; return nil })
+		},
+		Actions: rivet.Actions[cancelState]{"getState": rivet.Query(func(c *rivet.ActionCtx[cancelState]) (cancelState, error) { return *c.State, nil })},
+	}
+	e := newEnv(t, counterReg(t, deaf), nil)
+	ref := runtime.Ref{Name: "deaf", Key: []string{"d"}}
+	if _, _, err := e.host.GetOrCreate(ctx(t), ref, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the step to start", 10*time.Second, func() bool { return starts.Load() == 1 })
+	c1, cancel := context.WithTimeout(ctx(t), 300*time.Millisecond)
+	err := e.host.Destroy(c1, ref)
+	cancel()
+	if err == nil {
+		t.Fatal("the first destroy succeeded while the step held on")
+	}
+	// The second Destroy's delete waits while requests try to load the
+	// actor again.
+	e.store.delGate, e.store.delEntered = make(chan struct{}), make(chan struct{})
+	e.store.holdDelPrefix.Store(true)
+	destroyed := make(chan error, 1)
+	go func() { destroyed <- e.host.Destroy(ctx(t), ref) }()
+	<-e.store.delEntered
+	for range 20 {
+		cc, cancel := context.WithTimeout(ctx(t), 50*time.Millisecond)
+		_, _ = e.host.Call(cc, runtime.CallRequest{Ref: ref, Action: "getState", Args: json.RawMessage(`[]`)})
+		cancel()
+	}
+	e.store.holdDelPrefix.Store(false)
+	close(e.store.delGate)
+	if err := <-destroyed; err != nil {
+		t.Fatalf("second destroy: %v", err)
+	}
+	// Nothing comes back, through the eviction's rerun (a second later)
+	// or a call.
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		kvs, err := e.store.List(ctx(t), "", storage.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, kv := range kvs {
+			if strings.Contains(kv.Key, "deaf") {
+				t.Fatalf("written back after the destroy: %s", kv.Key)
+			}
+		}
+	}
+	if _, err := call(t, e.host, "deaf", "d", "getState", false); !errors.Is(err, rivet.ErrNotFound) {
+		t.Fatalf("getState after the destroy: %v, want ErrNotFound", err)
+	}
+}
+
+// A cancel that finds the actor still loading leaves it to the loader (run
+// under -race: the early look read fields the load was writing).
+func TestCancelWhileTheActorLoads(t *testing.T) {
+	quick := rivet.Actor[cancelState]{
+		Name: "quick",
+		Run: func(ctx *workflow.Ctx[cancelState]) error {
+			return ctx.Step("one", func(s *workflow.StepCtx[cancelState]) error { s.State.Ticks++; return nil })
+		},
+		Actions: rivet.Actions[cancelState]{"getState": rivet.Query(func(c *rivet.ActionCtx[cancelState]) (cancelState, error) { return *c.State, nil })},
+	}
+	e := newEnv(t, counterReg(t, quick), nil)
+	ref := runtime.Ref{Name: "quick", Key: []string{"q"}}
+	if _, _, err := e.host.GetOrCreate(ctx(t), ref, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "completion", 10*time.Second, func() bool {
+		return inspect(t, e.host, "quick", "q").WorkflowStatus == runtime.WorkflowCompleted
+	})
+	e.restart()
+	part, _ := e.host.PartitionOf(ref)
+	e.store.listGate = make(chan struct{})
+	e.store.listHoldPrefix.Store(storage.ActorPrefix(part, "quick", storage.EncodeKey(ref.Key)) + storage.WorkflowSuffix)
+	loaded := make(chan error, 1)
+	go func() { _, err := call(t, e.host, "quick", "q", "getState", false); loaded <- err }()
+	waitFor(t, "the load to hold", 10*time.Second, func() bool { return e.host.Stats().ActiveActors == 1 })
+	cancelled := make(chan error, 1)
+	go func() { _, err := e.host.CancelWorkflow(ctx(t), ref, ""); cancelled <- err }()
+	time.Sleep(100 * time.Millisecond) // let the cancel look at the loading actor
+	e.store.listHoldPrefix.Store("")
+	close(e.store.listGate)
+	if err := <-loaded; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-cancelled; !errors.Is(err, rivet.ErrWorkflowFailed) {
+		t.Fatalf("cancel of a completed workflow: %v, want ErrWorkflowFailed", err)
+	}
+}

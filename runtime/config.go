@@ -28,7 +28,7 @@ type Config struct {
 	// activation collection do: actors touched once by a burst do not
 	// hold memory until their timeout. Their state is durable; the next
 	// call loads them again. Actors all busy at once may exceed it.
-	// Default 100,000; negative: no bound.
+	// 0: the default, 100,000; negative: no bound.
 	MaxActiveActors int
 	// MaxStateBytes bounds an actor's state as JSON. A change that would
 	// exceed it fails with rivet.ErrTooLarge and is discarded. Default 1 MiB.

@@ -1349,7 +1349,9 @@ func (h *Host) reap() {
 	shed := func() {
 		lastShed = time.Now()
 		if h.shed() && shedLater == nil {
-			shedLater = time.After(shedEvery)
+			// Nothing more can go before another shedIdle has passed
+			// for the actors in use now.
+			shedLater = time.After(max(shedEvery, shedIdle/2))
 		}
 	}
 	for {
@@ -1414,21 +1416,27 @@ func (h *Host) shed() (over bool) {
 		h.mu.Unlock()
 		return false
 	}
-	all := make([]*activation, 0, n)
+	// Only actors idle long enough are candidates, each with the time it
+	// was seen at (lastTurn moves under a sort that reads it live).
+	type cand struct {
+		a    *activation
+		last int64
+	}
+	cutoff := time.Now().Add(-shedIdle).UnixNano()
+	cands := make([]cand, 0, n)
 	for _, a := range h.actors {
-		all = append(all, a)
+		if last := a.lastTurn.Load(); last < cutoff {
+			cands = append(cands, cand{a, last})
+		}
 	}
 	h.mu.Unlock()
-	slices.SortFunc(all, func(x, y *activation) int { return cmp.Compare(x.lastTurn.Load(), y.lastTurn.Load()) })
+	slices.SortFunc(cands, func(x, y cand) int { return cmp.Compare(x.last, y.last) })
 	excess := n - (limit - limit/10)
-	for _, a := range all {
+	for _, c := range cands {
 		if excess <= 0 {
 			break
 		}
-		if time.Since(time.Unix(0, a.lastTurn.Load())) <= shedIdle {
-			break // the rest are newer still
-		}
-		if h.deactivateIdle(a, shedIdle) {
+		if h.deactivateIdle(c.a, shedIdle) {
 			h.shedCount.Add(1)
 			excess--
 		}

@@ -239,8 +239,10 @@ func (a *activation) runWorkflow(ctx context.Context, r *wfRunner, history []wor
 	defer a.h.workflows.Done()
 	defer a.h.wfRunning.Add(-1)
 	defer func() {
-		if r.rerun.Load() {
-			a.h.evictAndRerun(a)
+		// After close(r.done): rerunAfter, which may see done closed,
+		// and this take the flag by Swap, so exactly one evicts.
+		if r.rerun.Swap(false) {
+			a.h.evictWhenFree(a)
 		}
 	}()
 	defer close(r.done)

@@ -790,6 +790,9 @@ var loopRetry = rivet.Actor[loopRetryState]{
 // checkpoint's iteration on it re-runs each iteration from there.
 func TestRetryFromInsideALoop(t *testing.T) {
 	loopRetryHealthy.Store(false)
+	loopRetryMu.Lock()
+	clear(loopRetryRuns) // a second run of the test (-count) starts afresh
+	loopRetryMu.Unlock()
 	e := newEnv(t, counterReg(t, loopRetry), nil)
 	ref := runtime.Ref{Name: "loopRetry", Key: []string{"k"}}
 	if _, _, err := e.host.GetOrCreate(ctx(t), ref, nil); err != nil {

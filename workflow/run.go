@@ -94,9 +94,10 @@ type cx struct {
 	t    *thread
 	sc   *scope
 	busy atomic.Bool
-	// current names the entry in progress while busy, for the error of
-	// a primitive called meanwhile (a string).
-	current atomic.Value
+	// curKind and curName name the entry in progress while busy, for the
+	// error of a primitive called meanwhile (no allocation per entry).
+	curMu            sync.Mutex
+	curKind, curName string
 }
 
 func (r *run) now() time.Time { return r.host.Now().Round(0) }
@@ -105,11 +106,15 @@ func (r *run) now() time.Time { return r.host.Now().Round(0) }
 // none once the run or branch is stopping.
 func (x *cx) begin(kind, name string) error {
 	if !x.busy.CompareAndSwap(false, true) {
-		cur, _ := x.current.Load().(string)
-		return fmt.Errorf("%w: %s %q called while %s runs (code in a step's body, or in a join or race branch, uses the Ctx it is given, not an outer one)",
-			ErrEntryInProgress, kind, joinPath(x.sc.path, name), cur)
+		x.curMu.Lock()
+		curKind, curName := x.curKind, x.curName
+		x.curMu.Unlock()
+		return fmt.Errorf("%w: %s %q called while %s %q runs (code in a step's body, or in a join or race branch, uses the Ctx it is given, not an outer one)",
+			ErrEntryInProgress, kind, joinPath(x.sc.path, name), curKind, joinPath(x.sc.path, curName))
 	}
-	x.current.Store(fmt.Sprintf("%s %q", kind, joinPath(x.sc.path, name)))
+	x.curMu.Lock()
+	x.curKind, x.curName = kind, name
+	x.curMu.Unlock()
 	if err := x.t.stopped(true); err != nil {
 		x.busy.Store(false)
 		return err
