@@ -216,9 +216,9 @@ func (h *ActorHandle) RetryWorkflow(ctx context.Context, from string) (int, erro
 // context cancelled and its attempt is not recorded; the state, the
 // history and the queued messages stay, and actions still work. It returns
 // the status the workflow had ("running", "sleeping", or "cancelled":
-// cancelling again
-// changes nothing, so the client retries the call as it needs). A
-// completed or failed workflow cannot be cancelled (ErrWorkflowFailed).
+// cancelling again changes nothing, so the client retries the call as it
+// needs). A completed or failed workflow cannot be cancelled
+// (ErrWorkflowFailed).
 // A cancel that fails (its deadline ran out while a step that does not heed
 // its context held on) has still stopped the run: the workflow runs on
 // from storage once that step has ended.

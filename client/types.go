@@ -88,10 +88,10 @@ type SendResult struct {
 	Status string `json:"status"`
 	// Response is the completion's JSON, with SendCompleted.
 	Response json.RawMessage `json:"response,omitempty"`
-	// WorkflowStatus is "completed", "failed" or "cancelled" if the actor's workflow had
-	// ended when the message was queued: nothing takes the message until
-	// the workflow is retried. Empty otherwise (best effort: a workflow
-	// ending as the message is queued may not be seen as ended).
+	// WorkflowStatus is "completed", "failed" or "cancelled" if the actor's
+	// workflow had ended when the message was queued: nothing takes the
+	// message until the workflow is retried. Empty otherwise (best effort:
+	// a workflow ending as the message is queued may not be seen as ended).
 	WorkflowStatus string `json:"workflow_status,omitempty"`
 	// MessageState, with SendTimedOut, is "queued" (the message is still
 	// in its queue) or "taken" (the workflow received it and has not

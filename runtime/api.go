@@ -78,10 +78,9 @@ type SendResult struct {
 	MessageState string
 	// WorkflowStatus is the status of the actor's workflow, WorkflowCompleted,
 	// WorkflowFailed or WorkflowCancelled, if it had ended when the message
-	// was queued: no
-	// one takes the message until the workflow is retried. Empty otherwise,
-	// and best effort: a workflow that ends as the message is queued may
-	// not be seen as ended.
+	// was queued: no one takes the message until the workflow is retried.
+	// Empty otherwise, and best effort: a workflow that ends as the message
+	// is queued may not be seen as ended.
 	WorkflowStatus string
 }
 

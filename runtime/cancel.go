@@ -71,10 +71,7 @@ func (h *Host) CancelWorkflow(ctx context.Context, ref Ref, reason string) (stri
 		if early != nil {
 			// The status is read first: the stopped run may say
 			// "sleeping" by the time the turn comes.
-			st, _ := early.workflowStatusAndWake()
-			early.mu.Lock()
-			earlyPrev, earlyRun = st.Status, early.wf.runner
-			early.mu.Unlock()
+			earlyPrev, earlyRun = early.shownWorkflowStatus(), early.runner()
 			if earlyRun != nil {
 				earlyRun.cancel()
 			}
@@ -89,25 +86,18 @@ func (h *Host) CancelWorkflow(ctx context.Context, ref Ref, reason string) (stri
 	// cancel and its load.
 	_, _, err = h.turnFor(ctx, TurnAdmin, ref, sp, false, nil, h.newChain(), true, func(a *activation) error {
 		ran = true
-		st, _ := a.workflowStatusAndWake()
-		prev = st.Status
-		if a == early && earlyRun != nil && !workflowEnded(prev) {
+		now := a.shownWorkflowStatus()
+		prev = now
+		if a == early && earlyRun != nil && !workflowEnded(now) {
 			prev = earlyPrev
 		}
-		if prev == "" {
-			// Not finished and not running: it waits for its wakeup
-			// (Inspect says the same).
-			prev = WorkflowSleeping
-		}
-		if st.Status == WorkflowCancelled {
+		if now == WorkflowCancelled {
 			return nil
 		}
-		if workflowEnded(st.Status) {
-			return rivet.Reasonf(rivet.ErrWorkflowFailed, "workflow", "ended", "the workflow of %s has %s: only a running or sleeping workflow can be cancelled", a.describe(), st.Status)
+		if workflowEnded(now) {
+			return rivet.Reasonf(rivet.ErrWorkflowFailed, "workflow", "ended", "the workflow of %s has %s: only a running or sleeping workflow can be cancelled", a.describe(), now)
 		}
-		a.mu.Lock()
-		r := a.wf.runner
-		a.mu.Unlock()
+		r := a.runner()
 		if err := a.stopWorkflowWithin(ctx); err != nil {
 			// Still stopping (a stateless step that does not heed its
 			// context): once it has, this memory, left without a run,

@@ -270,11 +270,7 @@ func (h *Host) RetryWorkflow(ctx context.Context, ref Ref, from string) (int, er
 	_, _, err = h.turn(ctx, TurnAdmin, ref, sp, false, nil, h.newChain(), func(a *activation) error {
 		st := a.workflowStatus()
 		if !workflowEnded(st.Status) {
-			shown, _ := a.workflowStatusAndWake() // sleeping, as Inspect says
-			if shown.Status == "" {
-				shown.Status = WorkflowSleeping
-			}
-			return rivet.Reasonf(rivet.ErrWorkflowFailed, "workflow", "not_ended", "the workflow of %s is %s: only a failed, completed or cancelled workflow can be retried (a running one can be cancelled first)", a.describe(), shown.Status)
+			return rivet.Reasonf(rivet.ErrWorkflowFailed, "workflow", "not_ended", "the workflow of %s is %s: only a failed, completed or cancelled workflow can be retried (a running one can be cancelled first)", a.describe(), a.shownWorkflowStatus())
 		}
 		// The ended run may still be tidying up: wait for it, or the new
 		// run would not start.

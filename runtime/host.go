@@ -1092,9 +1092,7 @@ func (h *Host) Destroy(ctx context.Context, ref Ref) error {
 		// The workflow stops first (its last writes are in the pipeline
 		// then), and every earlier write must land before the delete,
 		// never after it.
-		a.mu.Lock()
-		r := a.wf.runner
-		a.mu.Unlock()
+		r := a.runner()
 		err := a.stopWorkflowWithin(ctx)
 		if err != nil {
 			// Still stopping (a stateless step that does not heed its
@@ -1338,20 +1336,13 @@ func (h *Host) reap() {
 	defer h.loops.Done()
 	tick := time.NewTicker(max(h.cfg.IdleTimeout/4, 10*time.Millisecond))
 	defer tick.Stop()
-	// A burst of loads past the bound sheds at most every shedEvery: a
-	// pass sorts every activation.
-	// While the node stays past it (its actors all in use), it tries
-	// again every shedEvery.
-	var (
-		lastShed  time.Time
-		shedLater <-chan time.Time
-	)
+	// A load past the bound sheds shedEvery later (the actors loaded by a
+	// burst are not idle yet, and a pass looks at every activation), and
+	// again every shedEvery while the node stays past it.
+	var shedLater <-chan time.Time
 	shed := func() {
-		lastShed = time.Now()
 		if h.shed() && shedLater == nil {
-			// Nothing more can go before another shedIdle has passed
-			// for the actors in use now.
-			shedLater = time.After(max(shedEvery, shedIdle/2))
+			shedLater = time.After(shedEvery)
 		}
 	}
 	for {
@@ -1360,13 +1351,9 @@ func (h *Host) reap() {
 			return
 		case <-tick.C:
 		case <-h.overLimit:
-			if wait := shedEvery - time.Since(lastShed); wait > 0 {
-				if shedLater == nil {
-					shedLater = time.After(wait)
-				}
-				continue
+			if shedLater == nil {
+				shedLater = time.After(shedEvery)
 			}
-			shed()
 			continue
 		case <-shedLater:
 			shedLater = nil
@@ -1395,10 +1382,10 @@ func (h *Host) reap() {
 
 // shedIdle is how long an actor must have had no turn before the bound on
 // actors in memory deactivates it: one in use now is not shed, or it would
-// be loaded again at once. shedEvery spaces the passes a burst sets off.
+// be loaded again at once. shedEvery spaces the passes.
 const (
 	shedIdle  = time.Second
-	shedEvery = 250 * time.Millisecond
+	shedEvery = shedIdle / 2
 )
 
 // shed deactivates the actors idle longest while the node holds more than

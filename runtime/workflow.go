@@ -795,9 +795,7 @@ func (w *wfHost) Waiting(wk workflow.Wake) {
 // deactivated: not running, or blocked on a message or on a time further
 // than idle away.
 func (a *activation) idleWorkflow(idle time.Duration) bool {
-	a.mu.Lock()
-	r := a.wf.runner
-	a.mu.Unlock()
+	r := a.runner()
 	if r == nil {
 		return true
 	}
@@ -815,6 +813,24 @@ func (a *activation) idleWorkflow(idle time.Duration) bool {
 	return r.wake.At.IsZero() || time.Until(r.wake.At) > idle
 }
 
+// runner returns the workflow's run in memory, nil if none.
+func (a *activation) runner() *wfRunner {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.wf.runner
+}
+
+// shownWorkflowStatus is the status of an actor's workflow as Inspect shows
+// it: sleeping for one not running in memory and not ended (it waits for
+// its wakeup).
+func (a *activation) shownWorkflowStatus() string {
+	st, _ := a.workflowStatusAndWake()
+	if st.Status == "" {
+		return WorkflowSleeping
+	}
+	return st.Status
+}
+
 // stopWorkflow stops the running workflow and waits for it to record its
 // wakeup. Called by the turn holder, which must release the gate only
 // after: a step waiting for the gate gives up when its ctx is cancelled.
@@ -827,9 +843,7 @@ func (a *activation) stopWorkflow() {
 // slow storage can hold up. If ctx ends first, the run is cancelled but
 // may still be ending, and the error says so.
 func (a *activation) stopWorkflowWithin(ctx context.Context) error {
-	a.mu.Lock()
-	r := a.wf.runner
-	a.mu.Unlock()
+	r := a.runner()
 	if r == nil {
 		return nil
 	}
@@ -845,9 +859,7 @@ func (a *activation) stopWorkflowWithin(ctx context.Context) error {
 // cancelWorkflow stops the running workflow without waiting (for evictions,
 // which may run on the workflow's own goroutine).
 func (a *activation) cancelWorkflow() {
-	a.mu.Lock()
-	r := a.wf.runner
-	a.mu.Unlock()
+	r := a.runner()
 	if r != nil {
 		r.cancel()
 	}
