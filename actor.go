@@ -81,10 +81,12 @@ type ActionCtx[S any] struct {
 
 	// ctx is the turn's context. Kept in the struct, as http.Request does,
 	// because the ActionCtx is itself request-scoped.
-	ctx    context.Context
-	name   string
-	key    []string
-	client Client
+	ctx      context.Context
+	name     string
+	key      []string
+	client   Client
+	schedule Scheduler
+	fired    *ScheduledCall
 }
 
 // Context is the turn's context: cancelled when the caller gives up or the
@@ -99,6 +101,19 @@ func (c *ActionCtx[S]) Key() []string { return c.key }
 
 // Client calls other actors (or this one, re-entrantly) from inside a turn.
 func (c *ActionCtx[S]) Client() Client { return c.client }
+
+// Schedule is the actor's durable timers: calls of its own actions at a
+// later time (see Scheduler).
+func (c *ActionCtx[S]) Schedule() Scheduler { return c.schedule }
+
+// Fired returns the scheduled call this turn runs, if a Scheduler's timer,
+// not a caller, started it (Rivet passes the same as a ScheduledFireInfo).
+func (c *ActionCtx[S]) Fired() (ScheduledCall, bool) {
+	if c.fired == nil {
+		return ScheduledCall{}, false
+	}
+	return *c.fired, true
+}
 
 // Action makes a state-changing action with one argument of type A.
 func Action[S, A, R any](fn func(c *ActionCtx[S], arg A) (R, error)) Handler[S] {
@@ -309,10 +324,13 @@ type QueueSpec struct {
 
 // Env is what the runtime gives an action besides its state.
 type Env struct {
-	Ctx    context.Context
-	Name   string
-	Key    []string
-	Client Client
+	Ctx      context.Context
+	Name     string
+	Key      []string
+	Client   Client
+	Schedule Scheduler
+	// Fired is the scheduled call the turn runs (nil for a caller's).
+	Fired *ScheduledCall
 }
 
 // Definition is anything a Registry can host: an Actor[S] of any S.
@@ -381,7 +399,7 @@ func (a Actor[S]) Spec() (*Spec, error) {
 		}
 		h := h
 		sp.Actions[name] = ActionSpec{ReadOnly: h.readOnly, Arity: h.arity, Check: h.check, Invoke: func(env Env, state any, args []json.RawMessage) (any, error) {
-			c := &ActionCtx[S]{State: state.(*S), ctx: env.Ctx, name: env.Name, key: env.Key, client: env.Client}
+			c := &ActionCtx[S]{State: state.(*S), ctx: env.Ctx, name: env.Name, key: env.Key, client: env.Client, schedule: env.Schedule, fired: env.Fired}
 			return h.invoke(c, args)
 		}}
 	}

@@ -61,6 +61,20 @@ type Inspection struct {
 	// (one removed from the code, or renamed): the actor is stored,
 	// nothing runs it, and only Inspect and Destroy reach it.
 	Unregistered bool `json:"unregistered,omitempty"`
+	// Schedules are the actor's pending scheduled calls
+	// (rivet.Scheduler), the earliest first.
+	Schedules []ScheduledCall `json:"schedules,omitempty"`
+}
+
+// ScheduledCall is a call of an actor's own action that it asked for at a
+// later time (rivet.Scheduler).
+type ScheduledCall struct {
+	ID     string `json:"id"`
+	Action string `json:"action"`
+	// Args is the call's arguments as a JSON array.
+	Args      json.RawMessage `json:"args"`
+	At        time.Time       `json:"at"`
+	CreatedAt time.Time       `json:"created_at"`
 }
 
 // Send statuses.
@@ -159,8 +173,13 @@ func inspectionFrom(r *rivetv1.InspectResponse) Inspection {
 	for i, q := range r.GetQueues() {
 		qs[i] = QueueDepth{Queue: q.GetQueue(), Depth: q.GetDepth()}
 	}
+	var scs []ScheduledCall
+	for _, c := range r.GetSchedules() {
+		scs = append(scs, ScheduledCall{ID: c.GetId(), Action: c.GetAction(), Args: c.GetArgs(), At: timeFrom(c.GetAt()), CreatedAt: timeFrom(c.GetCreatedAt())})
+	}
 	return Inspection{
 		Info:                 infoFrom(r.GetInfo()),
+		Schedules:            scs,
 		State:                r.GetState(),
 		Active:               r.GetActive(),
 		Queues:               qs,

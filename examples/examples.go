@@ -1,7 +1,7 @@
 // Package examples gathers the example actors that the reference node
-// (cmd/node) hosts: the counter, and the seed's timer and concurrency
-// patterns, each in its own package with the seed's actor, queue and entry
-// names.
+// (cmd/node) hosts: the counter, the seed's timer and concurrency
+// patterns (with the seed's actor, queue and entry names) and a session
+// that expires by a scheduled call, each in its own package.
 package examples
 
 import (
@@ -9,6 +9,7 @@ import (
 	"github.com/rivet-go/rivet/examples/counter"
 	"github.com/rivet-go/rivet/examples/exampleapi"
 	"github.com/rivet-go/rivet/examples/seed"
+	"github.com/rivet-go/rivet/examples/session"
 )
 
 // All returns every example actor definition.
@@ -30,6 +31,7 @@ func All() []rivet.Definition {
 		seed.TimeoutFallbackActor,
 		seed.PrimaryServiceActor,
 		seed.FallbackServiceActor,
+		session.Actor,
 	}
 }
 

@@ -73,6 +73,9 @@ type activation struct {
 	// history is the workflow history read by load, handed to the first
 	// run and then dropped.
 	history []workflow.Entry
+	// sched is the actor's scheduled calls (rivet.Scheduler), the earliest
+	// first.
+	sched []pendingCall
 
 	// wf is the workflow part (see wfState for which lock guards what).
 	wf wfState
@@ -209,6 +212,14 @@ func (a *activation) load(ctx context.Context, create bool, input json.RawMessag
 			a.wf.msgs = snap.msgs
 			for _, m := range snap.msgs {
 				a.wf.countPending(m.queue, 1)
+			}
+			if a.sched, err = h.readSchedules(ctx, a.part, a.ref.Name, a.enc); err != nil {
+				return rivet.Errorf(rivet.ErrUnavailable, "load %s: scheduled calls: %v", a.describe(), err)
+			}
+			if len(a.sched) > 0 {
+				// Armed already unless a write of an earlier activation
+				// failed after its turn moved the timer past a call.
+				h.timers.scheduleEarlier(a.ref, schedTimer(a.id), time.UnixMilli(a.sched[0].at))
 			}
 			if a.spec.Run != nil {
 				return a.loadWorkflow(ctx)

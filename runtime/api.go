@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/workflow"
 )
 
@@ -118,6 +119,9 @@ type Inspection struct {
 	// (zero if none is known), and the queues only while the actor is in
 	// memory (otherwise a message activates it and its replay decides).
 	WorkflowWake workflow.Wake
+	// Schedules is the actor's pending scheduled calls (rivet.Scheduler)
+	// as storage holds them, the earliest first.
+	Schedules []rivet.ScheduledCall
 	// Unregistered says that the node that owns the actor runs no actor
 	// type of its name (a type removed from the code, or renamed): it is
 	// stored, nothing runs it, and only Inspect and Destroy reach it.
@@ -172,11 +176,15 @@ type Stats struct {
 	ActiveActors uint64
 	// ActorsShed counts the actors deactivated before their idle timeout
 	// because the node held more than Config.MaxActiveActors.
-	ActorsShed      uint64
-	Calls           uint64
-	Commits         uint64
-	CommitBatches   uint64
-	PartitionsOwned uint32
+	ActorsShed uint64
+	// SchedulesFired counts scheduled calls whose action ran to the end;
+	// SchedulesFailed those used up by a failure (the action's error,
+	// or an action or arguments that no longer fit).
+	SchedulesFired, SchedulesFailed uint64
+	Calls                           uint64
+	Commits                         uint64
+	CommitBatches                   uint64
+	PartitionsOwned                 uint32
 
 	// QueuedMessages is the pending queue messages of the actors in memory
 	// on this node, summed.

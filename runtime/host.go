@@ -98,6 +98,7 @@ type Host struct {
 	refences, resolved                          atomic.Uint64
 	stepsCompleted, stepsFailed, stepsExhausted atomic.Uint64
 	shedCount                                   atomic.Uint64
+	schedFired, schedFailed                     atomic.Uint64
 }
 
 // New returns a Host. It starts nothing: call Start.
@@ -620,7 +621,8 @@ func (h *Host) Call(ctx context.Context, req CallRequest) (_ json.RawMessage, er
 		read   bool // a read-only action ran to the end
 	)
 	_, _, err = h.turn(ctx, TurnAction, req.Ref, sp, req.CreateIfMissing, req.Input, chain, func(a *activation) error {
-		env := rivet.Env{Ctx: ctx, Name: a.ref.Name, Key: a.ref.Key, Client: &hostClient{h: h, chain: chain, from: a}}
+		ts := a.newTurnSchedule(act.ReadOnly, a.sched)
+		env := rivet.Env{Ctx: ctx, Name: a.ref.Name, Key: a.ref.Key, Client: &hostClient{h: h, chain: chain, from: a}, Schedule: ts}
 		res, err := act.Invoke(env, a.state, args)
 		if err != nil {
 			if !act.ReadOnly {
@@ -644,7 +646,11 @@ func (h *Host) Call(ctx context.Context, req CallRequest) (_ json.RawMessage, er
 			read = true
 			return nil
 		}
-		return a.saveState()
+		if err := a.saveState(ts.ops()...); err != nil {
+			return err
+		}
+		ts.apply()
+		return nil
 	})
 	if err != nil && read && !errors.Is(err, context.Canceled) {
 		// The read ran, but the state it saw was not yet durable and the
@@ -685,9 +691,10 @@ func (h *Host) actionError(a *activation, action string, err error) error {
 	return rivet.Errorf(rivet.ErrInternal, "action %s of %s failed: internal error (the node's log has the cause)", action, a.describe())
 }
 
-// saveState commits the state if the turn changed it. Called by the turn
-// holder after a state-changing action.
-func (a *activation) saveState() error {
+// saveState commits the state if the turn changed it, with the turn's
+// other writes (extra). Called by the turn holder after a state-changing
+// action.
+func (a *activation) saveState(extra ...storage.Op) error {
 	b, err := json.Marshal(a.state)
 	if err != nil {
 		a.restoreState()
@@ -698,9 +705,13 @@ func (a *activation) saveState() error {
 		return rivet.Errorf(rivet.ErrTooLarge, "state of %s would be %d bytes, the limit is %d; the change was discarded", a.describe(), len(b), a.h.cfg.MaxStateBytes)
 	}
 	if string(b) == string(a.stateBytes) {
-		return nil
+		if len(extra) == 0 {
+			return nil
+		}
+		_, err := a.enqueue(extra...)
+		return err
 	}
-	if _, err := a.enqueue(storage.Put(a.key(storage.StateSuffix), b)); err != nil {
+	if _, err := a.enqueue(append(extra, storage.Put(a.key(storage.StateSuffix), b))...); err != nil {
 		return err
 	}
 	a.stateBytes = b
@@ -1039,6 +1050,9 @@ func (h *Host) Inspect(ctx context.Context, ref Ref) (Inspection, error) {
 			ins.Queues = append(ins.Queues, QueueDepth{Queue: q, Depth: d})
 		}
 	}
+	if ins.Schedules, err = h.schedulesOf(ctx, part, ref); err != nil {
+		return Inspection{}, rivet.Errorf(rivet.ErrUnavailable, "inspect: scheduled calls: %v", err)
+	}
 	sort.Slice(ins.Queues, func(i, j int) bool { return ins.Queues[i].Queue < ins.Queues[j].Queue })
 	return ins, nil
 }
@@ -1124,6 +1138,7 @@ func (h *Host) Destroy(ctx context.Context, ref Ref) error {
 			storage.Delete(storage.IndexKey(a.ref.Name, a.enc)),
 			storage.Delete(storage.FailedKey(a.ref.Name, a.enc)),
 			storage.Delete(storage.WakeupKey(a.part, a.ref.Name, a.enc)),
+			storage.DeletePrefix(storage.ScheduleActorPrefix(a.part, a.ref.Name, a.enc)),
 		}})
 		cancel()
 		if err != nil {
@@ -1140,6 +1155,7 @@ func (h *Host) Destroy(ctx context.Context, ref Ref) error {
 			return commitError("destroy "+a.describe(), err)
 		}
 		h.timers.cancel(a.id)
+		h.timers.cancel(schedTimer(a.id))
 		h.evict(a) // answers waiting senders: destroyed
 		return nil
 	})
@@ -1171,11 +1187,13 @@ func (h *Host) destroyUnregistered(ctx context.Context, ref Ref, unknown error) 
 		storage.Delete(storage.IndexKey(ref.Name, enc)),
 		storage.Delete(storage.FailedKey(ref.Name, enc)),
 		storage.Delete(storage.WakeupKey(part, ref.Name, enc)),
+		storage.DeletePrefix(storage.ScheduleActorPrefix(part, ref.Name, enc)),
 	}})
 	if err != nil {
 		return commitError("destroy "+ref.Name+" "+keyString(ref.Key), err)
 	}
 	h.timers.cancel(ref.Name + "/" + enc)
+	h.timers.cancel(schedTimer(ref.Name + "/" + enc))
 	h.log.Info("destroyed an actor of an unregistered type", refField(ref))
 	return nil
 }
@@ -1316,7 +1334,7 @@ func (h *Host) Stats() Stats {
 	n := len(h.actors)
 	h.mu.Unlock()
 	s := Stats{
-		NodeID: h.cfg.NodeID, ActiveActors: uint64(n), ActorsShed: h.shedCount.Load(), Calls: h.calls.Load(), PartitionsOwned: uint32(h.own.Owned()),
+		NodeID: h.cfg.NodeID, ActiveActors: uint64(n), ActorsShed: h.shedCount.Load(), SchedulesFired: h.schedFired.Load(), SchedulesFailed: h.schedFailed.Load(), Calls: h.calls.Load(), PartitionsOwned: uint32(h.own.Owned()),
 		QueuedMessages: uint64(max(h.queued.Load(), 0)), MessagesSent: uint64(h.sent.Load()), MessagesReceived: uint64(h.received.Load()),
 		WorkflowsRunning: uint64(max(h.wfRunning.Load(), 0)), WorkflowsCompleted: h.wfCompleted.Load(), WorkflowsFailed: h.wfFailed.Load(), WorkflowsCancelled: h.wfCancelled.Load(),
 		StepsCompleted: h.stepsCompleted.Load(), StepsFailed: h.stepsFailed.Load(), StepsExhausted: h.stepsExhausted.Load(),

@@ -83,6 +83,51 @@ func (t *timers) schedule(ref Ref, id string, at time.Time) {
 	}
 }
 
+// scheduleEarlier sets the activation time of id to at unless it is set
+// to an earlier one already.
+func (t *timers) scheduleEarlier(ref Ref, id string, at time.Time) {
+	t.mu.Lock()
+	if it, ok := t.byID[id]; ok {
+		if !at.Before(it.at) {
+			t.mu.Unlock()
+			return
+		}
+		it.at, it.fails = at, 0
+		heap.Fix(&t.heap, it.index)
+	} else {
+		it := &wakeItem{ref: ref, id: id, at: at}
+		heap.Push(&t.heap, it)
+		t.byID[id] = it
+	}
+	t.mu.Unlock()
+	select {
+	case t.kick <- struct{}{}:
+	default:
+	}
+}
+
+// retryEarlier is retry for an item whose time may have been set since to
+// a later one (by the turn that failed): the earlier stands, with its
+// count of failures.
+func (t *timers) retryEarlier(it *wakeItem, at time.Time) {
+	t.mu.Lock()
+	if cur, ok := t.byID[it.id]; ok {
+		if at.Before(cur.at) {
+			cur.at, cur.fails = at, it.fails
+			heap.Fix(&t.heap, cur.index)
+		}
+	} else {
+		it.at = at
+		heap.Push(&t.heap, it)
+		t.byID[it.id] = it
+	}
+	t.mu.Unlock()
+	select {
+	case t.kick <- struct{}{}:
+	default:
+	}
+}
+
 // retry schedules again, at at, a wakeup that due returned and whose
 // activation failed, keeping its count of failures. If the actor was
 // scheduled since (by an activation of it that ran meanwhile), that time
@@ -211,7 +256,7 @@ func (h *Host) loadWakeups(ctx context.Context, parts []uint32) error {
 	if n > 0 {
 		h.log.Info("wakeups loaded", zap.Int("actors", n), zap.Int("partitions", len(parts)))
 	}
-	return nil
+	return h.loadScheduleTimers(ctx, parts, want)
 }
 
 // retryLoadWakeups loads the wakeups of parts in the background until it
@@ -282,7 +327,11 @@ func (h *Host) wakeLoop() {
 			go func() {
 				defer h.loops.Done()
 				defer func() { <-sem }()
-				h.wakeOne(it)
+				if isSchedTimer(it.id) {
+					h.fireSchedules(it)
+				} else {
+					h.wakeOne(it)
+				}
 			}()
 		}
 		wait := time.Hour

@@ -38,8 +38,13 @@ func inspectionProto(in runtime.Inspection) *rivetv1.InspectResponse {
 	for i, q := range in.Queues {
 		qs[i] = &rivetv1.QueueDepth{Queue: q.Queue, Depth: q.Depth}
 	}
+	scs := make([]*rivetv1.ScheduledCall, len(in.Schedules))
+	for i, c := range in.Schedules {
+		scs[i] = &rivetv1.ScheduledCall{Id: c.ID, Action: c.Action, Args: c.Args, At: timeProto(c.At), CreatedAt: timeProto(c.CreatedAt)}
+	}
 	return &rivetv1.InspectResponse{
 		Info:                 infoProto(in.Info),
+		Schedules:            scs,
 		State:                in.State,
 		Active:               in.Active,
 		Queues:               qs,

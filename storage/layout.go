@@ -30,6 +30,11 @@ const (
 	// WakeupsPrefix holds, per partition, the actors that must run without a
 	// request (a pending sleep, a queued message, an unfinished workflow).
 	WakeupsPrefix = "wakeups/"
+	// SchedulesPrefix holds, per partition, the actors' scheduled calls
+	// (rivet.Scheduler): sched/<p>/<name>/<key>/<id>. Per partition, as
+	// wakeups are, so that a node claiming partitions finds their timers
+	// without reading every actor.
+	SchedulesPrefix = "sched/"
 )
 
 // NodeKey is the key of a node's registration record.
@@ -88,6 +93,21 @@ func WakeupKey(p uint32, name, encKey string) string {
 // WakeupPartitionPrefix is the prefix of partition p's wakeup records.
 func WakeupPartitionPrefix(p uint32) string {
 	return fmt.Sprintf("%s%05d/", WakeupsPrefix, p)
+}
+
+// ScheduleActorPrefix is the prefix of one actor's scheduled calls.
+func ScheduleActorPrefix(p uint32, name, encKey string) string {
+	return SchedulePartitionPrefix(p) + name + "/" + encKey + "/"
+}
+
+// ScheduleKey is the key of one scheduled call.
+func ScheduleKey(p uint32, name, encKey, id string) string {
+	return ScheduleActorPrefix(p, name, encKey) + id
+}
+
+// SchedulePartitionPrefix is the prefix of partition p's scheduled calls.
+func SchedulePartitionPrefix(p uint32) string {
+	return string(append(appendPartition([]byte(SchedulesPrefix), p), '/'))
 }
 
 // Suffixes of an actor's keys under ActorPrefix.

@@ -132,6 +132,13 @@ func (a *app) printInspection(in client.Inspection) error {
 	if len(qs) > 0 {
 		row("queues", strings.Join(qs, " "))
 	}
+	for i, c := range in.Schedules {
+		k := ""
+		if i == 0 {
+			k = "scheduled"
+		}
+		row(k, formatTime(c.At)+"  "+c.Action+" "+string(c.Args)+"  ("+c.ID+")")
+	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/client"
@@ -285,5 +286,39 @@ func TestDrainThatOutlastsItsWaitSaysWhatIsLeft(t *testing.T) {
 	r := rivetctl(t, addr, "drain", "node-1", "--wait", "300ms")
 	if r.code == 0 || !strings.Contains(r.stderr, "still own") || !strings.Contains(r.stderr, "of its 16 partitions") || strings.Contains(r.stderr, "no answer") {
 		t.Fatalf("exit %d, stderr %q; want a failure saying node-1 still owns its partitions", r.code, r.stderr)
+	}
+}
+
+// inspect lists an actor's scheduled calls, earliest first, and -o json
+// carries them.
+func TestInspectShowsScheduledCalls(t *testing.T) {
+	f := servertest.NewFake()
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	f.InspectFunc = func(_ context.Context, ref runtime.Ref) (runtime.Inspection, error) {
+		return runtime.Inspection{
+			Info:  runtime.ActorInfo{Ref: ref, CreatedAt: at, Partition: 7, Owner: "node-1"},
+			State: json.RawMessage(`{}`),
+			Schedules: []rivet.ScheduledCall{
+				{ID: "a1", Action: "expire", Args: json.RawMessage(`[]`), At: at.Add(time.Minute), CreatedAt: at},
+				{ID: "b2", Action: "add", Args: json.RawMessage(`[1]`), At: at.Add(time.Hour), CreatedAt: at},
+			},
+		}, nil
+	}
+	addr := servertest.Start(t, f, servertest.Config{})
+	rivetctl(t, addr, "inspect", "sessionActor", "s").want(t, 0, `actor      sessionActor s
+partition  7
+owner      node-1
+created    2026-01-02T03:04:05Z
+active     false
+scheduled  2026-01-02T03:05:05Z  expire []  (a1)
+           2026-01-02T04:04:05Z  add [1]  (b2)
+state
+{}
+`)
+	r := rivetctl(t, addr, "inspect", "sessionActor", "s", "-o", "json")
+	var in client.Inspection
+	if err := json.Unmarshal([]byte(r.stdout), &in); err != nil || len(in.Schedules) != 2 || in.Schedules[1].ID != "b2" ||
+		string(in.Schedules[1].Args) != "[1]" || !in.Schedules[0].At.Equal(at.Add(time.Minute)) {
+		t.Errorf("inspect json: %+v %v (%+v)", in.Schedules, err, r)
 	}
 }

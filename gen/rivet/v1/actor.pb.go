@@ -1036,7 +1036,10 @@ type InspectResponse struct {
 	// unregistered says that the owner runs no actor type of this name (one
 	// removed from the code, or renamed): the actor is stored, nothing runs
 	// it, and only Inspect and Destroy reach it.
-	Unregistered  bool `protobuf:"varint,10,opt,name=unregistered,proto3" json:"unregistered,omitempty"`
+	Unregistered bool `protobuf:"varint,10,opt,name=unregistered,proto3" json:"unregistered,omitempty"`
+	// schedules are the actor's pending scheduled calls (calls of its own
+	// actions it asked for at a later time), the earliest first.
+	Schedules     []*ScheduledCall `protobuf:"bytes,11,rep,name=schedules,proto3" json:"schedules,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1141,6 +1144,91 @@ func (x *InspectResponse) GetUnregistered() bool {
 	return false
 }
 
+func (x *InspectResponse) GetSchedules() []*ScheduledCall {
+	if x != nil {
+		return x.Schedules
+	}
+	return nil
+}
+
+// ScheduledCall is a call of an actor's own action, due at a time.
+type ScheduledCall struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Id     string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Action string                 `protobuf:"bytes,2,opt,name=action,proto3" json:"action,omitempty"`
+	// args is the call's arguments as a JSON array.
+	Args          []byte                 `protobuf:"bytes,3,opt,name=args,proto3" json:"args,omitempty"`
+	At            *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=at,proto3" json:"at,omitempty"`
+	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ScheduledCall) Reset() {
+	*x = ScheduledCall{}
+	mi := &file_rivet_v1_actor_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ScheduledCall) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ScheduledCall) ProtoMessage() {}
+
+func (x *ScheduledCall) ProtoReflect() protoreflect.Message {
+	mi := &file_rivet_v1_actor_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ScheduledCall.ProtoReflect.Descriptor instead.
+func (*ScheduledCall) Descriptor() ([]byte, []int) {
+	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ScheduledCall) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ScheduledCall) GetAction() string {
+	if x != nil {
+		return x.Action
+	}
+	return ""
+}
+
+func (x *ScheduledCall) GetArgs() []byte {
+	if x != nil {
+		return x.Args
+	}
+	return nil
+}
+
+func (x *ScheduledCall) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
+func (x *ScheduledCall) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
 type ListRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// name restricts the list to one actor name; empty lists all.
@@ -1158,7 +1246,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_rivet_v1_actor_proto_msgTypes[18]
+	mi := &file_rivet_v1_actor_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1170,7 +1258,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_actor_proto_msgTypes[18]
+	mi := &file_rivet_v1_actor_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1183,7 +1271,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{18}
+	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListRequest) GetName() string {
@@ -1224,7 +1312,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_rivet_v1_actor_proto_msgTypes[19]
+	mi := &file_rivet_v1_actor_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1236,7 +1324,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_actor_proto_msgTypes[19]
+	mi := &file_rivet_v1_actor_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1249,7 +1337,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{19}
+	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListResponse) GetActors() []*ActorInfo {
@@ -1275,7 +1363,7 @@ type HistoryRequest struct {
 
 func (x *HistoryRequest) Reset() {
 	*x = HistoryRequest{}
-	mi := &file_rivet_v1_actor_proto_msgTypes[20]
+	mi := &file_rivet_v1_actor_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1287,7 +1375,7 @@ func (x *HistoryRequest) String() string {
 func (*HistoryRequest) ProtoMessage() {}
 
 func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_actor_proto_msgTypes[20]
+	mi := &file_rivet_v1_actor_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1300,7 +1388,7 @@ func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryRequest.ProtoReflect.Descriptor instead.
 func (*HistoryRequest) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{20}
+	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *HistoryRequest) GetActor() *ActorRef {
@@ -1338,7 +1426,7 @@ type HistoryEntry struct {
 
 func (x *HistoryEntry) Reset() {
 	*x = HistoryEntry{}
-	mi := &file_rivet_v1_actor_proto_msgTypes[21]
+	mi := &file_rivet_v1_actor_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1350,7 +1438,7 @@ func (x *HistoryEntry) String() string {
 func (*HistoryEntry) ProtoMessage() {}
 
 func (x *HistoryEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_actor_proto_msgTypes[21]
+	mi := &file_rivet_v1_actor_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1363,7 +1451,7 @@ func (x *HistoryEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryEntry.ProtoReflect.Descriptor instead.
 func (*HistoryEntry) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{21}
+	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *HistoryEntry) GetPath() string {
@@ -1445,7 +1533,7 @@ type HistoryResponse struct {
 
 func (x *HistoryResponse) Reset() {
 	*x = HistoryResponse{}
-	mi := &file_rivet_v1_actor_proto_msgTypes[22]
+	mi := &file_rivet_v1_actor_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1457,7 +1545,7 @@ func (x *HistoryResponse) String() string {
 func (*HistoryResponse) ProtoMessage() {}
 
 func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_actor_proto_msgTypes[22]
+	mi := &file_rivet_v1_actor_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1470,7 +1558,7 @@ func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryResponse.ProtoReflect.Descriptor instead.
 func (*HistoryResponse) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{22}
+	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *HistoryResponse) GetWorkflowStatus() string {
@@ -1525,7 +1613,7 @@ type RetryWorkflowRequest struct {
 
 func (x *RetryWorkflowRequest) Reset() {
 	*x = RetryWorkflowRequest{}
-	mi := &file_rivet_v1_actor_proto_msgTypes[23]
+	mi := &file_rivet_v1_actor_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1537,7 +1625,7 @@ func (x *RetryWorkflowRequest) String() string {
 func (*RetryWorkflowRequest) ProtoMessage() {}
 
 func (x *RetryWorkflowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_actor_proto_msgTypes[23]
+	mi := &file_rivet_v1_actor_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1550,7 +1638,7 @@ func (x *RetryWorkflowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryWorkflowRequest.ProtoReflect.Descriptor instead.
 func (*RetryWorkflowRequest) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{23}
+	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *RetryWorkflowRequest) GetActor() *ActorRef {
@@ -1577,7 +1665,7 @@ type RetryWorkflowResponse struct {
 
 func (x *RetryWorkflowResponse) Reset() {
 	*x = RetryWorkflowResponse{}
-	mi := &file_rivet_v1_actor_proto_msgTypes[24]
+	mi := &file_rivet_v1_actor_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1589,7 +1677,7 @@ func (x *RetryWorkflowResponse) String() string {
 func (*RetryWorkflowResponse) ProtoMessage() {}
 
 func (x *RetryWorkflowResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_actor_proto_msgTypes[24]
+	mi := &file_rivet_v1_actor_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1602,7 +1690,7 @@ func (x *RetryWorkflowResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryWorkflowResponse.ProtoReflect.Descriptor instead.
 func (*RetryWorkflowResponse) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{24}
+	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RetryWorkflowResponse) GetRemoved() uint32 {
@@ -1624,7 +1712,7 @@ type CancelWorkflowRequest struct {
 
 func (x *CancelWorkflowRequest) Reset() {
 	*x = CancelWorkflowRequest{}
-	mi := &file_rivet_v1_actor_proto_msgTypes[25]
+	mi := &file_rivet_v1_actor_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1636,7 +1724,7 @@ func (x *CancelWorkflowRequest) String() string {
 func (*CancelWorkflowRequest) ProtoMessage() {}
 
 func (x *CancelWorkflowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_actor_proto_msgTypes[25]
+	mi := &file_rivet_v1_actor_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1649,7 +1737,7 @@ func (x *CancelWorkflowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelWorkflowRequest.ProtoReflect.Descriptor instead.
 func (*CancelWorkflowRequest) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{25}
+	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CancelWorkflowRequest) GetActor() *ActorRef {
@@ -1677,7 +1765,7 @@ type CancelWorkflowResponse struct {
 
 func (x *CancelWorkflowResponse) Reset() {
 	*x = CancelWorkflowResponse{}
-	mi := &file_rivet_v1_actor_proto_msgTypes[26]
+	mi := &file_rivet_v1_actor_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1689,7 +1777,7 @@ func (x *CancelWorkflowResponse) String() string {
 func (*CancelWorkflowResponse) ProtoMessage() {}
 
 func (x *CancelWorkflowResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_actor_proto_msgTypes[26]
+	mi := &file_rivet_v1_actor_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1702,7 +1790,7 @@ func (x *CancelWorkflowResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelWorkflowResponse.ProtoReflect.Descriptor instead.
 func (*CancelWorkflowResponse) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{26}
+	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *CancelWorkflowResponse) GetPreviousStatus() string {
@@ -1728,7 +1816,7 @@ type ActorError struct {
 
 func (x *ActorError) Reset() {
 	*x = ActorError{}
-	mi := &file_rivet_v1_actor_proto_msgTypes[27]
+	mi := &file_rivet_v1_actor_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1740,7 +1828,7 @@ func (x *ActorError) String() string {
 func (*ActorError) ProtoMessage() {}
 
 func (x *ActorError) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_actor_proto_msgTypes[27]
+	mi := &file_rivet_v1_actor_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1753,7 +1841,7 @@ func (x *ActorError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActorError.ProtoReflect.Descriptor instead.
 func (*ActorError) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{27}
+	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ActorError) GetGroup() string {
@@ -1853,7 +1941,7 @@ const file_rivet_v1_actor_proto_rawDesc = "" +
 	"\n" +
 	"QueueDepth\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x14\n" +
-	"\x05depth\x18\x02 \x01(\x04R\x05depth\"\xb9\x03\n" +
+	"\x05depth\x18\x02 \x01(\x04R\x05depth\"\xf0\x03\n" +
 	"\x0fInspectResponse\x12'\n" +
 	"\x04info\x18\x01 \x01(\v2\x13.rivet.v1.ActorInfoR\x04info\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\fR\x05state\x12\x16\n" +
@@ -1865,7 +1953,15 @@ const file_rivet_v1_actor_proto_rawDesc = "" +
 	"\x14workflow_wake_queues\x18\b \x03(\tR\x12workflowWakeQueues\x125\n" +
 	"\x17workflow_wake_any_queue\x18\t \x01(\bR\x14workflowWakeAnyQueue\x12\"\n" +
 	"\funregistered\x18\n" +
-	" \x01(\bR\funregistered\"\x81\x01\n" +
+	" \x01(\bR\funregistered\x125\n" +
+	"\tschedules\x18\v \x03(\v2\x17.rivet.v1.ScheduledCallR\tschedules\"\xb2\x01\n" +
+	"\rScheduledCall\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
+	"\x06action\x18\x02 \x01(\tR\x06action\x12\x12\n" +
+	"\x04args\x18\x03 \x01(\fR\x04args\x12*\n" +
+	"\x02at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x129\n" +
+	"\n" +
+	"created_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"\x81\x01\n" +
 	"\vListRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\rR\x05limit\x12\x1d\n" +
@@ -1937,7 +2033,7 @@ func file_rivet_v1_actor_proto_rawDescGZIP() []byte {
 	return file_rivet_v1_actor_proto_rawDescData
 }
 
-var file_rivet_v1_actor_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_rivet_v1_actor_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_rivet_v1_actor_proto_goTypes = []any{
 	(*ActorRef)(nil),               // 0: rivet.v1.ActorRef
 	(*CallChain)(nil),              // 1: rivet.v1.CallChain
@@ -1957,17 +2053,18 @@ var file_rivet_v1_actor_proto_goTypes = []any{
 	(*InspectRequest)(nil),         // 15: rivet.v1.InspectRequest
 	(*QueueDepth)(nil),             // 16: rivet.v1.QueueDepth
 	(*InspectResponse)(nil),        // 17: rivet.v1.InspectResponse
-	(*ListRequest)(nil),            // 18: rivet.v1.ListRequest
-	(*ListResponse)(nil),           // 19: rivet.v1.ListResponse
-	(*HistoryRequest)(nil),         // 20: rivet.v1.HistoryRequest
-	(*HistoryEntry)(nil),           // 21: rivet.v1.HistoryEntry
-	(*HistoryResponse)(nil),        // 22: rivet.v1.HistoryResponse
-	(*RetryWorkflowRequest)(nil),   // 23: rivet.v1.RetryWorkflowRequest
-	(*RetryWorkflowResponse)(nil),  // 24: rivet.v1.RetryWorkflowResponse
-	(*CancelWorkflowRequest)(nil),  // 25: rivet.v1.CancelWorkflowRequest
-	(*CancelWorkflowResponse)(nil), // 26: rivet.v1.CancelWorkflowResponse
-	(*ActorError)(nil),             // 27: rivet.v1.ActorError
-	(*timestamppb.Timestamp)(nil),  // 28: google.protobuf.Timestamp
+	(*ScheduledCall)(nil),          // 18: rivet.v1.ScheduledCall
+	(*ListRequest)(nil),            // 19: rivet.v1.ListRequest
+	(*ListResponse)(nil),           // 20: rivet.v1.ListResponse
+	(*HistoryRequest)(nil),         // 21: rivet.v1.HistoryRequest
+	(*HistoryEntry)(nil),           // 22: rivet.v1.HistoryEntry
+	(*HistoryResponse)(nil),        // 23: rivet.v1.HistoryResponse
+	(*RetryWorkflowRequest)(nil),   // 24: rivet.v1.RetryWorkflowRequest
+	(*RetryWorkflowResponse)(nil),  // 25: rivet.v1.RetryWorkflowResponse
+	(*CancelWorkflowRequest)(nil),  // 26: rivet.v1.CancelWorkflowRequest
+	(*CancelWorkflowResponse)(nil), // 27: rivet.v1.CancelWorkflowResponse
+	(*ActorError)(nil),             // 28: rivet.v1.ActorError
+	(*timestamppb.Timestamp)(nil),  // 29: google.protobuf.Timestamp
 }
 var file_rivet_v1_actor_proto_depIdxs = []int32{
 	0,  // 0: rivet.v1.CallRequest.actor:type_name -> rivet.v1.ActorRef
@@ -1982,46 +2079,49 @@ var file_rivet_v1_actor_proto_depIdxs = []int32{
 	14, // 9: rivet.v1.GetResponse.actor:type_name -> rivet.v1.ActorInfo
 	0,  // 10: rivet.v1.DestroyRequest.actor:type_name -> rivet.v1.ActorRef
 	0,  // 11: rivet.v1.ActorInfo.actor:type_name -> rivet.v1.ActorRef
-	28, // 12: rivet.v1.ActorInfo.created_at:type_name -> google.protobuf.Timestamp
-	28, // 13: rivet.v1.ActorInfo.workflow_failed_at:type_name -> google.protobuf.Timestamp
+	29, // 12: rivet.v1.ActorInfo.created_at:type_name -> google.protobuf.Timestamp
+	29, // 13: rivet.v1.ActorInfo.workflow_failed_at:type_name -> google.protobuf.Timestamp
 	0,  // 14: rivet.v1.InspectRequest.actor:type_name -> rivet.v1.ActorRef
 	14, // 15: rivet.v1.InspectResponse.info:type_name -> rivet.v1.ActorInfo
 	16, // 16: rivet.v1.InspectResponse.queues:type_name -> rivet.v1.QueueDepth
-	28, // 17: rivet.v1.InspectResponse.workflow_wake_at:type_name -> google.protobuf.Timestamp
-	14, // 18: rivet.v1.ListResponse.actors:type_name -> rivet.v1.ActorInfo
-	0,  // 19: rivet.v1.HistoryRequest.actor:type_name -> rivet.v1.ActorRef
-	28, // 20: rivet.v1.HistoryEntry.updated_at:type_name -> google.protobuf.Timestamp
-	21, // 21: rivet.v1.HistoryResponse.entries:type_name -> rivet.v1.HistoryEntry
-	28, // 22: rivet.v1.HistoryResponse.workflow_wake_at:type_name -> google.protobuf.Timestamp
-	0,  // 23: rivet.v1.RetryWorkflowRequest.actor:type_name -> rivet.v1.ActorRef
-	0,  // 24: rivet.v1.CancelWorkflowRequest.actor:type_name -> rivet.v1.ActorRef
-	2,  // 25: rivet.v1.ActorService.Call:input_type -> rivet.v1.CallRequest
-	4,  // 26: rivet.v1.ActorService.Send:input_type -> rivet.v1.SendRequest
-	6,  // 27: rivet.v1.ActorService.Create:input_type -> rivet.v1.CreateRequest
-	8,  // 28: rivet.v1.ActorService.GetOrCreate:input_type -> rivet.v1.GetOrCreateRequest
-	10, // 29: rivet.v1.ActorService.Get:input_type -> rivet.v1.GetRequest
-	12, // 30: rivet.v1.ActorService.Destroy:input_type -> rivet.v1.DestroyRequest
-	15, // 31: rivet.v1.ActorService.Inspect:input_type -> rivet.v1.InspectRequest
-	18, // 32: rivet.v1.ActorService.List:input_type -> rivet.v1.ListRequest
-	20, // 33: rivet.v1.ActorService.History:input_type -> rivet.v1.HistoryRequest
-	23, // 34: rivet.v1.ActorService.RetryWorkflow:input_type -> rivet.v1.RetryWorkflowRequest
-	25, // 35: rivet.v1.ActorService.CancelWorkflow:input_type -> rivet.v1.CancelWorkflowRequest
-	3,  // 36: rivet.v1.ActorService.Call:output_type -> rivet.v1.CallResponse
-	5,  // 37: rivet.v1.ActorService.Send:output_type -> rivet.v1.SendResponse
-	7,  // 38: rivet.v1.ActorService.Create:output_type -> rivet.v1.CreateResponse
-	9,  // 39: rivet.v1.ActorService.GetOrCreate:output_type -> rivet.v1.GetOrCreateResponse
-	11, // 40: rivet.v1.ActorService.Get:output_type -> rivet.v1.GetResponse
-	13, // 41: rivet.v1.ActorService.Destroy:output_type -> rivet.v1.DestroyResponse
-	17, // 42: rivet.v1.ActorService.Inspect:output_type -> rivet.v1.InspectResponse
-	19, // 43: rivet.v1.ActorService.List:output_type -> rivet.v1.ListResponse
-	22, // 44: rivet.v1.ActorService.History:output_type -> rivet.v1.HistoryResponse
-	24, // 45: rivet.v1.ActorService.RetryWorkflow:output_type -> rivet.v1.RetryWorkflowResponse
-	26, // 46: rivet.v1.ActorService.CancelWorkflow:output_type -> rivet.v1.CancelWorkflowResponse
-	36, // [36:47] is the sub-list for method output_type
-	25, // [25:36] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	29, // 17: rivet.v1.InspectResponse.workflow_wake_at:type_name -> google.protobuf.Timestamp
+	18, // 18: rivet.v1.InspectResponse.schedules:type_name -> rivet.v1.ScheduledCall
+	29, // 19: rivet.v1.ScheduledCall.at:type_name -> google.protobuf.Timestamp
+	29, // 20: rivet.v1.ScheduledCall.created_at:type_name -> google.protobuf.Timestamp
+	14, // 21: rivet.v1.ListResponse.actors:type_name -> rivet.v1.ActorInfo
+	0,  // 22: rivet.v1.HistoryRequest.actor:type_name -> rivet.v1.ActorRef
+	29, // 23: rivet.v1.HistoryEntry.updated_at:type_name -> google.protobuf.Timestamp
+	22, // 24: rivet.v1.HistoryResponse.entries:type_name -> rivet.v1.HistoryEntry
+	29, // 25: rivet.v1.HistoryResponse.workflow_wake_at:type_name -> google.protobuf.Timestamp
+	0,  // 26: rivet.v1.RetryWorkflowRequest.actor:type_name -> rivet.v1.ActorRef
+	0,  // 27: rivet.v1.CancelWorkflowRequest.actor:type_name -> rivet.v1.ActorRef
+	2,  // 28: rivet.v1.ActorService.Call:input_type -> rivet.v1.CallRequest
+	4,  // 29: rivet.v1.ActorService.Send:input_type -> rivet.v1.SendRequest
+	6,  // 30: rivet.v1.ActorService.Create:input_type -> rivet.v1.CreateRequest
+	8,  // 31: rivet.v1.ActorService.GetOrCreate:input_type -> rivet.v1.GetOrCreateRequest
+	10, // 32: rivet.v1.ActorService.Get:input_type -> rivet.v1.GetRequest
+	12, // 33: rivet.v1.ActorService.Destroy:input_type -> rivet.v1.DestroyRequest
+	15, // 34: rivet.v1.ActorService.Inspect:input_type -> rivet.v1.InspectRequest
+	19, // 35: rivet.v1.ActorService.List:input_type -> rivet.v1.ListRequest
+	21, // 36: rivet.v1.ActorService.History:input_type -> rivet.v1.HistoryRequest
+	24, // 37: rivet.v1.ActorService.RetryWorkflow:input_type -> rivet.v1.RetryWorkflowRequest
+	26, // 38: rivet.v1.ActorService.CancelWorkflow:input_type -> rivet.v1.CancelWorkflowRequest
+	3,  // 39: rivet.v1.ActorService.Call:output_type -> rivet.v1.CallResponse
+	5,  // 40: rivet.v1.ActorService.Send:output_type -> rivet.v1.SendResponse
+	7,  // 41: rivet.v1.ActorService.Create:output_type -> rivet.v1.CreateResponse
+	9,  // 42: rivet.v1.ActorService.GetOrCreate:output_type -> rivet.v1.GetOrCreateResponse
+	11, // 43: rivet.v1.ActorService.Get:output_type -> rivet.v1.GetResponse
+	13, // 44: rivet.v1.ActorService.Destroy:output_type -> rivet.v1.DestroyResponse
+	17, // 45: rivet.v1.ActorService.Inspect:output_type -> rivet.v1.InspectResponse
+	20, // 46: rivet.v1.ActorService.List:output_type -> rivet.v1.ListResponse
+	23, // 47: rivet.v1.ActorService.History:output_type -> rivet.v1.HistoryResponse
+	25, // 48: rivet.v1.ActorService.RetryWorkflow:output_type -> rivet.v1.RetryWorkflowResponse
+	27, // 49: rivet.v1.ActorService.CancelWorkflow:output_type -> rivet.v1.CancelWorkflowResponse
+	39, // [39:50] is the sub-list for method output_type
+	28, // [28:39] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_rivet_v1_actor_proto_init() }
@@ -2035,7 +2135,7 @@ func file_rivet_v1_actor_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rivet_v1_actor_proto_rawDesc), len(file_rivet_v1_actor_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   28,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1,0 +1,146 @@
+package session_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"go.uber.org/zap"
+
+	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/client"
+	"github.com/rivet-go/rivet/examples/session"
+	"github.com/rivet-go/rivet/node"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"),
+		goleak.IgnoreAnyFunction("google.golang.org/grpc/internal/grpcsync.(*CallbackSerializer).run"),
+		goleak.IgnoreAnyFunction("go.etcd.io/etcd/client/pkg/v3/logutil.(*MergeLogger).outputLoop"),
+	)
+}
+
+// startNode starts a real node on dir with the session actor and returns a
+// client of it and the node's stop.
+func startNode(t *testing.T, dir string) (*client.Client, func()) {
+	t.Helper()
+	reg, err := rivet.Setup(session.Actor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := node.DefaultLocalConfig(dir)
+	cfg.Logger = zap.NewNop()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	n, err := node.Start(ctx, cfg, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(n.GRPCAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		c.Close()
+		sctx, scancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer scancel()
+		if err := n.Stop(sctx); err != nil {
+			t.Errorf("node stop: %v", err)
+		}
+	}
+	t.Cleanup(stop)
+	return c, stop
+}
+
+func stateOf(t *testing.T, c *client.Client, key string) session.State {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	raw, err := c.Actor("sessionActor", key).Call(ctx, "getState")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s session.State
+	if err := json.Unmarshal(raw, &s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func waitState(t *testing.T, c *client.Client, key string, within time.Duration, ok func(session.State) bool) session.State {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		s := stateOf(t, c, key)
+		if ok(s) {
+			return s
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("session %s: state %+v not reached within %v", key, s, within)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Each touch replaces the pending expiry; the session expires once, its
+// ttl after the last touch.
+func TestASessionExpiresItsTTLAfterTheLastTouch(t *testing.T) {
+	c, _ := startNode(t, t.TempDir())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	h := c.Actor("sessionActor", "s1")
+	var last time.Time
+	for range 3 {
+		last = time.Now()
+		if _, err := h.Call(ctx, "touch", 400); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ins, err := h.Inspect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ins.Schedules) != 1 || ins.Schedules[0].Action != "expire" || string(ins.Schedules[0].Args) != "[]" {
+		t.Fatalf("after three touches, scheduled: %+v (want the one expire)", ins.Schedules)
+	}
+	s := waitState(t, c, "s1", 20*time.Second, func(s session.State) bool { return !s.Active })
+	if since := time.Since(last); since < 400*time.Millisecond {
+		t.Fatalf("expired %v after the last touch, before its ttl", since)
+	}
+	if s.Expired != 1 || s.Touches != 3 {
+		t.Fatalf("state %+v: want 3 touches and 1 expiry", s)
+	}
+	if ins, err := h.Inspect(ctx); err != nil || len(ins.Schedules) != 0 {
+		t.Fatalf("after the expiry, scheduled: %+v %v", ins.Schedules, err)
+	}
+	if _, err := h.Call(ctx, "touch", 0); !errors.Is(err, rivet.ErrInvalidArgument) {
+		t.Fatalf("touch 0: %v, want invalid argument", err)
+	}
+}
+
+// The expiry is stored: a session touched before its node stopped expires
+// after the node starts again.
+func TestASessionExpiresAfterItsNodeRestarts(t *testing.T) {
+	dir := t.TempDir()
+	c, stop := startNode(t, dir)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := c.Actor("sessionActor", "s2").Call(ctx, "touch", 1000); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	c, _ = startNode(t, dir)
+	s := waitState(t, c, "s2", 20*time.Second, func(s session.State) bool { return !s.Active })
+	if s.Expired != 1 {
+		t.Fatalf("state %+v: want 1 expiry", s)
+	}
+}

@@ -1,0 +1,319 @@
+package runtime_test
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/placement"
+	"github.com/rivet-go/rivet/runtime"
+	"github.com/rivet-go/rivet/storage"
+)
+
+type alarmState struct {
+	Count int      `json:"count"`
+	Fired []string `json:"fired"` // ids of the scheduled calls that ran add
+	Ticks int      `json:"ticks"`
+}
+
+// alarm schedules calls of its own actions.
+var alarm = rivet.Actor[alarmState]{
+	Name: "alarm",
+	Actions: rivet.Actions[alarmState]{
+		"addLater": rivet.Action2(func(c *rivet.ActionCtx[alarmState], ms, n int) (string, error) {
+			return c.Schedule().After(time.Duration(ms)*time.Millisecond, "add", n)
+		}),
+		"addAt": rivet.Action2(func(c *rivet.ActionCtx[alarmState], unixMs int64, n int) (string, error) {
+			return c.Schedule().At(time.UnixMilli(unixMs), "add", n)
+		}),
+		"add": rivet.Action(func(c *rivet.ActionCtx[alarmState], n int) (int, error) {
+			c.State.Count += n
+			if f, ok := c.Fired(); ok {
+				c.State.Fired = append(c.State.Fired, f.ID)
+			}
+			return c.State.Count, nil
+		}),
+		// addLaterThenFail schedules, then fails: nothing is scheduled.
+		"addLaterThenFail": rivet.Action(func(c *rivet.ActionCtx[alarmState], n int) (int, error) {
+			if _, err := c.Schedule().After(0, "add", n); err != nil {
+				return 0, err
+			}
+			return 0, rivet.UserError("nope", "changed my mind", nil)
+		}),
+		"schedule": rivet.Action2(func(c *rivet.ActionCtx[alarmState], action string, args []any) (string, error) {
+			return c.Schedule().After(time.Hour, action, args...)
+		}),
+		"boomLater": rivet.Action0(func(c *rivet.ActionCtx[alarmState]) (string, error) {
+			return c.Schedule().After(0, "boom")
+		}),
+		"boom": rivet.Action0(func(c *rivet.ActionCtx[alarmState]) (int, error) {
+			c.State.Count = -1000 // discarded: the action fails
+			return 0, rivet.UserError("boom", "scheduled failure", nil)
+		}),
+		// tick runs three times, each run scheduling the next.
+		"tick": rivet.Action0(func(c *rivet.ActionCtx[alarmState]) (int, error) {
+			c.State.Ticks++
+			if c.State.Ticks < 3 {
+				if _, err := c.Schedule().After(50*time.Millisecond, "tick"); err != nil {
+					return 0, err
+				}
+			}
+			return c.State.Ticks, nil
+		}),
+		"cancel": rivet.Action(func(c *rivet.ActionCtx[alarmState], id string) (bool, error) {
+			return true, c.Schedule().Cancel(id)
+		}),
+		"list": rivet.Query(func(c *rivet.ActionCtx[alarmState]) ([]string, error) {
+			var out []string
+			for _, s := range c.Schedule().List() {
+				out = append(out, s.Action+"@"+s.At.UTC().Format(time.RFC3339))
+			}
+			return out, nil
+		}),
+		"scheduleFromQuery": rivet.Query(func(c *rivet.ActionCtx[alarmState]) (string, error) {
+			return c.Schedule().After(0, "add", 1)
+		}),
+		"get": rivet.Query(func(c *rivet.ActionCtx[alarmState]) (alarmState, error) { return *c.State, nil }),
+	},
+}
+
+func alarmOf(t *testing.T, h *runtime.Host, key string) alarmState {
+	t.Helper()
+	raw, err := call(t, h, "alarm", key, "get", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st alarmState
+	if err := json.Unmarshal(raw, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func callString(t *testing.T, h *runtime.Host, name, key, action string, create bool, args ...any) string {
+	t.Helper()
+	raw, err := call(t, h, name, key, action, create, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		t.Fatalf("%s: %v", raw, err)
+	}
+	return s
+}
+
+// A scheduled call runs once, at its time, with its arguments, and knows
+// it was scheduled; storage then holds no record of it.
+func TestAScheduledCallRunsOnceAtItsTime(t *testing.T) {
+	e := newEnv(t, counterReg(t, alarm), nil)
+	t0 := time.Now()
+	id := callString(t, e.host, "alarm", "a", "addLater", true, 300, 5)
+	ins := inspect(t, e.host, "alarm", "a")
+	if len(ins.Schedules) != 1 || ins.Schedules[0].ID != id || ins.Schedules[0].Action != "add" || string(ins.Schedules[0].Args) != "[5]" {
+		t.Fatalf("inspect after scheduling: %+v", ins.Schedules)
+	}
+	if at := ins.Schedules[0].At.Sub(t0); at < 300*time.Millisecond || at > 5*time.Second {
+		t.Fatalf("scheduled %v after the call, want 300ms", at)
+	}
+	waitFor(t, "the call", 10*time.Second, func() bool { return alarmOf(t, e.host, "a").Count == 5 })
+	if el := time.Since(t0); el < 300*time.Millisecond {
+		t.Fatalf("ran %v after it was scheduled, before its time", el)
+	}
+	st := alarmOf(t, e.host, "a")
+	if len(st.Fired) != 1 || st.Fired[0] != id {
+		t.Fatalf("fired ids %v, want [%s]", st.Fired, id)
+	}
+	if ins := inspect(t, e.host, "alarm", "a"); len(ins.Schedules) != 0 {
+		t.Fatalf("a call that ran is still stored: %+v", ins.Schedules)
+	}
+	if s := e.host.Stats(); s.SchedulesFired != 1 || s.SchedulesFailed != 0 {
+		t.Fatalf("stats fired %d failed %d, want 1 and 0", s.SchedulesFired, s.SchedulesFailed)
+	}
+}
+
+// A call scheduled by an action that then fails is not scheduled, and bad
+// calls are refused when scheduled, not when they come due.
+func TestSchedulingIsPartOfTheTurn(t *testing.T) {
+	e := newEnv(t, counterReg(t, alarm), nil)
+	if _, err := call(t, e.host, "alarm", "b", "addLaterThenFail", true, 1); !errors.Is(err, rivet.ErrUser) {
+		t.Fatalf("failing action: %v", err)
+	}
+	for _, c := range []struct {
+		action string
+		args   []any
+		kind   error
+		says   string
+	}{
+		{"nope", nil, rivet.ErrUnknownAction, "has no action"},
+		{"add", nil, rivet.ErrInvalidArgument, "takes 1 argument"},
+		{"add", []any{"x"}, rivet.ErrInvalidArgument, "argument 1"},
+	} {
+		_, err := call(t, e.host, "alarm", "b", "schedule", true, c.action, c.args)
+		if !errors.Is(err, c.kind) || !strings.Contains(err.Error(), c.says) {
+			t.Errorf("schedule %s %v: %v, want %v saying %q", c.action, c.args, err, c.kind, c.says)
+		}
+	}
+	if _, err := call(t, e.host, "alarm", "b", "scheduleFromQuery", true); err == nil || !strings.Contains(err.Error(), "read-only") {
+		t.Fatalf("scheduling from a query: %v", err)
+	}
+	if ins := inspect(t, e.host, "alarm", "b"); len(ins.Schedules) != 0 {
+		t.Fatalf("refused schedules were stored: %+v", ins.Schedules)
+	}
+	if st := alarmOf(t, e.host, "b"); st.Count != 0 {
+		t.Fatalf("count %d: a discarded call ran", st.Count)
+	}
+}
+
+// A scheduled call whose action fails is used up: not retried, its
+// changes discarded.
+func TestAFailedScheduledCallIsNotRetried(t *testing.T) {
+	e := newEnv(t, counterReg(t, alarm), nil)
+	callString(t, e.host, "alarm", "c", "boomLater", true)
+	waitFor(t, "the failure", 10*time.Second, func() bool { return e.host.Stats().SchedulesFailed == 1 })
+	if ins := inspect(t, e.host, "alarm", "c"); len(ins.Schedules) != 0 {
+		t.Fatalf("a failed call is still stored: %+v", ins.Schedules)
+	}
+	if st := alarmOf(t, e.host, "c"); st.Count != 0 {
+		t.Fatalf("count %d: the failed call's change was kept", st.Count)
+	}
+}
+
+// Calls list earliest first; Cancel removes one; a call can schedule the
+// next (a periodic job).
+func TestScheduledCallsListCancelAndRepeat(t *testing.T) {
+	e := newEnv(t, counterReg(t, alarm), nil)
+	base := time.Now().Add(time.Hour).Truncate(time.Second)
+	callString(t, e.host, "alarm", "d", "addAt", true, base.Add(2*time.Minute).UnixMilli(), 2)
+	mid := callString(t, e.host, "alarm", "d", "addAt", true, base.Add(time.Minute).UnixMilli(), 1)
+	callString(t, e.host, "alarm", "d", "addAt", true, base.UnixMilli(), 0)
+	raw, err := call(t, e.host, "alarm", "d", "list", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := func(d time.Duration) string { return base.Add(d).UTC().Format(time.RFC3339) }
+	if want := `["add@` + at(0) + `","add@` + at(time.Minute) + `","add@` + at(2*time.Minute) + `"]`; string(raw) != want {
+		t.Fatalf("list = %s, want %s", raw, want)
+	}
+	if _, err := call(t, e.host, "alarm", "d", "cancel", false, mid); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := call(t, e.host, "alarm", "d", "cancel", false, mid); !errors.Is(err, rivet.ErrNotFound) {
+		t.Fatalf("cancelling it again: %v, want not found", err)
+	}
+	if ins := inspect(t, e.host, "alarm", "d"); len(ins.Schedules) != 2 || ins.Schedules[0].At.UnixMilli() != base.UnixMilli() {
+		t.Fatalf("after the cancel: %+v", ins.Schedules)
+	}
+
+	if _, err := call(t, e.host, "alarm", "d", "tick", false); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "three ticks", 10*time.Second, func() bool { return alarmOf(t, e.host, "d").Ticks == 3 })
+	if ins := inspect(t, e.host, "alarm", "d"); len(ins.Schedules) != 2 {
+		t.Fatalf("after the ticks: %d calls, want the 2 far ones", len(ins.Schedules))
+	}
+}
+
+// A call survives a restart of its node, and one that came due while no
+// node served the actor runs when one does; an actor out of memory is
+// activated for its call.
+func TestScheduledCallsSurviveARestart(t *testing.T) {
+	e := newEnv(t, counterReg(t, alarm), func(c *runtime.Config) { c.IdleTimeout = 200 * time.Millisecond })
+	callString(t, e.host, "alarm", "e", "addLater", true, 200, 1)
+	callString(t, e.host, "alarm", "e", "addLater", true, 1500, 10)
+	e.stop()
+	time.Sleep(400 * time.Millisecond) // the first comes due while stopped
+	e.start()
+	// Nothing calls the actor until both ran: their timers alone wake it.
+	waitFor(t, "the overdue call", 10*time.Second, func() bool { return e.host.Stats().SchedulesFired == 1 })
+	waitFor(t, "deactivation", 10*time.Second, func() bool { return e.host.Stats().ActiveActors == 0 })
+	waitFor(t, "the later call", 10*time.Second, func() bool { return e.host.Stats().SchedulesFired == 2 })
+	if st := alarmOf(t, e.host, "e"); st.Count != 11 || len(st.Fired) != 2 {
+		t.Fatalf("after both calls: %+v", st)
+	}
+}
+
+// Destroying an actor removes its calls.
+func TestDestroyRemovesScheduledCalls(t *testing.T) {
+	e := newEnv(t, counterReg(t, alarm), nil)
+	callString(t, e.host, "alarm", "f", "addLater", true, 200, 1)
+	if err := e.host.Destroy(ctx(t), runtime.Ref{Name: "alarm", Key: []string{"f"}}); err != nil {
+		t.Fatal(err)
+	}
+	kvs, err := e.store.List(ctx(t), storage.SchedulesPrefix, storage.ListOptions{})
+	if err != nil || len(kvs) != 0 {
+		t.Fatalf("stored calls after destroy: %v %v", kvs, err)
+	}
+	time.Sleep(400 * time.Millisecond) // past its time (absence: cannot flake)
+	if _, err := call(t, e.host, "alarm", "f", "get", false); !errors.Is(err, rivet.ErrNotFound) {
+		t.Fatalf("after destroy and the call's time: %v, want not found", err)
+	}
+}
+
+// An actor holds at most rivet.MaxSchedules pending calls.
+func TestScheduledCallsAreBounded(t *testing.T) {
+	e := newEnv(t, counterReg(t, alarm), nil)
+	for i := range rivet.MaxSchedules {
+		callString(t, e.host, "alarm", "g", "schedule", true, "add", []any{i})
+	}
+	_, err := call(t, e.host, "alarm", "g", "schedule", true, "add", []any{0})
+	if !errors.Is(err, rivet.ErrQueueFull) {
+		t.Fatalf("call %d: %v, want queue full", rivet.MaxSchedules+1, err)
+	}
+}
+
+// A call moves with its partition and runs on the next owner.
+func TestAScheduledCallRunsOnThePartitionsNextOwner(t *testing.T) {
+	e := newEnv(t, counterReg(t, alarm), nil)
+	h2, own2 := secondHost(t, e)
+	callString(t, e.host, "alarm", "h", "addLater", true, 700, 3)
+	p := placement.Partition("alarm", storage.EncodeKey([]string{"h"}), testPartitions)
+	if err := e.host.Handoff(ctx(t), p); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := own2.Claim(ctx(t), []uint32{p}); err != nil || len(got) != 1 {
+		t.Fatalf("claim: %v %v", got, err)
+	}
+	waitFor(t, "the call on the next owner", 10*time.Second, func() bool { return h2.Stats().SchedulesFired == 1 })
+	if st := alarmOf(t, h2, "h"); st.Count != 3 {
+		t.Fatalf("count %d on the next owner, want 3", st.Count)
+	}
+	if s := e.host.Stats(); s.SchedulesFired != 0 {
+		t.Fatalf("the old owner ran %d calls", s.SchedulesFired)
+	}
+}
+
+// A call's run and its removal commit together: a commit that failed
+// unapplied runs the call again later, and one that applied but whose
+// reply was lost (outcome unknown) does not; either way it counts once.
+func TestAScheduledCallCountsOnceAcrossFailedCommits(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		fault func(e *env)
+	}{
+		{"unapplied", func(e *env) { e.store.failCommitSub.Store(storage.SchedulesPrefix) }},
+		{"applied-reply-lost", func(e *env) { e.store.applyThenFailSub.Store(storage.SchedulesPrefix) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnvWith(t, counterReg(t, alarm), nil, true)
+			callString(t, e.host, "alarm", "i", "addLater", true, 300, 7)
+			tc.fault(e)
+			waitFor(t, "the fault", 10*time.Second, func() bool {
+				v1, _ := e.store.failCommitSub.Load().(string)
+				v2, _ := e.store.applyThenFailSub.Load().(string)
+				return v1 == "" && v2 == ""
+			})
+			waitFor(t, "the call, stored no more", 20*time.Second, func() bool {
+				return len(inspect(t, e.host, "alarm", "i").Schedules) == 0
+			})
+			// A second run, if any, would come within the retry's delay.
+			time.Sleep(1500 * time.Millisecond)
+			if st := alarmOf(t, e.host, "i"); st.Count != 7 || len(st.Fired) != 1 {
+				t.Fatalf("state %+v: want the call counted once", st)
+			}
+		})
+	}
+}

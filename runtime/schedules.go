@@ -1,0 +1,439 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/storage"
+	"go.uber.org/zap"
+)
+
+// scheduleRecord is stored at sched/<p>/<name>/<key>/<id>. The id begins
+// with the call's time (schedID), so that a node claiming partitions arms
+// their timers from a keys-only listing, and an actor's calls list in time
+// order.
+type scheduleRecord struct {
+	Action    string          `json:"action"`
+	Args      json.RawMessage `json:"args"`
+	CreatedAt int64           `json:"created_at"` // unix ms
+}
+
+// pendingCall is one scheduled call of an activation.
+type pendingCall struct {
+	id  string
+	at  int64 // unix ms
+	rec scheduleRecord
+}
+
+func (c pendingCall) public() rivet.ScheduledCall {
+	return rivet.ScheduledCall{ID: c.id, Action: c.rec.Action, Args: c.rec.Args, At: time.UnixMilli(c.at), CreatedAt: time.UnixMilli(c.rec.CreatedAt)}
+}
+
+// schedID makes the id of a call due at at (unix ms): the time, zero-padded
+// so that ids sort by it, then 64 random bits.
+func schedID(at int64) string {
+	return fmt.Sprintf("%013d-%016x", max(at, 0), rand.Uint64())
+}
+
+// schedIDTime returns the time (unix ms) an id made by schedID names.
+func schedIDTime(id string) (int64, bool) {
+	if len(id) < 14 || id[13] != '-' {
+		return 0, false
+	}
+	at, err := strconv.ParseInt(id[:13], 10, 64)
+	return at, err == nil
+}
+
+// schedTimer is the timers' id of an actor's scheduled calls: one item per
+// actor, at its earliest call. It cannot be an actor id (names have no NUL),
+// whose item wakes the workflow instead.
+func schedTimer(actorID string) string { return "\x00sched/" + actorID }
+
+func isSchedTimer(id string) bool { return strings.HasPrefix(id, "\x00sched/") }
+
+// readSchedules reads an actor's scheduled calls, the earliest first.
+func (h *Host) readSchedules(ctx context.Context, part uint32, name, enc string) ([]pendingCall, error) {
+	prefix := storage.ScheduleActorPrefix(part, name, enc)
+	kvs, err := h.store.List(ctx, prefix, storage.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	calls := make([]pendingCall, 0, len(kvs))
+	for _, kv := range kvs {
+		id := kv.Key[len(prefix):]
+		at, ok := schedIDTime(id)
+		var rec scheduleRecord
+		if !ok || json.Unmarshal(kv.Value, &rec) != nil {
+			h.log.Warn("a scheduled call's record does not decode: ignored", zap.String("key", kv.Key))
+			continue
+		}
+		calls = append(calls, pendingCall{id: id, at: at, rec: rec})
+	}
+	slices.SortFunc(calls, func(a, b pendingCall) int { return strings.Compare(a.id, b.id) })
+	return calls, nil
+}
+
+// loadScheduleTimers arms the timers of the scheduled calls of the given
+// partitions (want), from a keys-only listing: one timer per actor, at its
+// earliest call. Called with the wakeups when partitions are claimed.
+func (h *Host) loadScheduleTimers(ctx context.Context, parts []uint32, want map[uint32]bool) error {
+	var kvs []storage.KV
+	if len(parts) <= 16 {
+		for _, p := range parts {
+			part, err := h.store.List(ctx, storage.SchedulePartitionPrefix(p), storage.ListOptions{KeysOnly: true})
+			if err != nil {
+				return err
+			}
+			kvs = append(kvs, part...)
+		}
+	} else {
+		var err error
+		if kvs, err = h.store.List(ctx, storage.SchedulesPrefix, storage.ListOptions{KeysOnly: true}); err != nil {
+			return err
+		}
+	}
+	type first struct {
+		ref Ref
+		at  int64
+	}
+	earliest := map[string]first{}
+	for _, kv := range kvs {
+		// sched/<p:5>/<name>/<enc>/<id>
+		rest := strings.TrimPrefix(kv.Key, storage.SchedulesPrefix)
+		if len(rest) < 7 || rest[5] != '/' {
+			continue
+		}
+		name, rest, ok := cut(rest[6:], '/')
+		if !ok {
+			continue
+		}
+		enc, id, ok := cut(rest, '/')
+		if !ok {
+			continue
+		}
+		at, ok := schedIDTime(id)
+		if !ok {
+			continue
+		}
+		actorID := name + "/" + enc
+		if f, seen := earliest[actorID]; seen {
+			if at < f.at {
+				earliest[actorID] = first{f.ref, at}
+			}
+			continue
+		}
+		key, err := storage.DecodeKey(enc)
+		if err != nil {
+			continue
+		}
+		ref := Ref{Name: name, Key: key}
+		_, part, _, err := h.locate(ref)
+		if err != nil || !want[part] {
+			continue
+		}
+		if _, owned := h.own.Token(part); !owned {
+			continue
+		}
+		earliest[actorID] = first{ref, at}
+	}
+	for actorID, f := range earliest {
+		h.timers.scheduleEarlier(f.ref, schedTimer(actorID), time.UnixMilli(f.at))
+	}
+	if len(earliest) > 0 {
+		h.log.Info("scheduled calls loaded", zap.Int("actors", len(earliest)), zap.Int("partitions", len(parts)))
+	}
+	return nil
+}
+
+// turnSchedule is the Scheduler an action gets: its changes are the turn's
+// and commit with its state, or not at all.
+type turnSchedule struct {
+	a        *activation
+	readOnly bool
+	now      time.Time
+	// calls is the turn's view of the pending calls, the earliest first;
+	// base is the view it started from, which the turn's writes turn into
+	// calls.
+	calls, base []pendingCall
+	changed     bool
+}
+
+func (a *activation) newTurnSchedule(readOnly bool, base []pendingCall) *turnSchedule {
+	return &turnSchedule{a: a, readOnly: readOnly, now: time.Now(), calls: base, base: base}
+}
+
+func (s *turnSchedule) After(d time.Duration, action string, args ...any) (string, error) {
+	return s.At(s.now.Add(max(d, 0)), action, args...)
+}
+
+func (s *turnSchedule) At(t time.Time, action string, args ...any) (string, error) {
+	if s.readOnly {
+		return "", rivet.Errorf(rivet.ErrInternal, "a read-only action of %s cannot schedule a call (make it with rivet.Action)", s.a.describe())
+	}
+	sp := s.a.spec
+	act, ok := sp.Actions[action]
+	if !ok {
+		return "", rivet.Errorf(rivet.ErrUnknownAction, "schedule: actor %s has no action %q (it has %s)", sp.Name, action, knownNames(sp.Actions))
+	}
+	if len(args) != act.Arity {
+		return "", rivet.Errorf(rivet.ErrInvalidArgument, "schedule: action %s takes %d argument(s), got %d", action, act.Arity, len(args))
+	}
+	raw, err := rivet.MarshalArgs(args...)
+	if err != nil {
+		return "", rivet.Errorf(rivet.ErrInvalidArgument, "schedule %s: %v", action, err)
+	}
+	if act.Check != nil {
+		var split []json.RawMessage
+		if err := json.Unmarshal(raw, &split); err != nil {
+			return "", rivet.Errorf(rivet.ErrInvalidArgument, "schedule %s: %v", action, err)
+		}
+		if err := act.Check(split); err != nil {
+			return "", err
+		}
+	}
+	if limit := s.a.h.cfg.MaxMessageBytes; len(raw) > limit {
+		return "", rivet.Errorf(rivet.ErrTooLarge, "schedule %s: its arguments are %d bytes, the limit is %d", action, len(raw), limit)
+	}
+	if len(s.calls) >= rivet.MaxSchedules {
+		return "", rivet.Errorf(rivet.ErrQueueFull, "schedule %s: actor %s has %d pending scheduled calls, the limit", action, s.a.describe(), rivet.MaxSchedules)
+	}
+	at := max(t.UnixMilli(), 0)
+	c := pendingCall{id: schedID(at), at: at, rec: scheduleRecord{Action: action, Args: raw, CreatedAt: s.now.UnixMilli()}}
+	i, _ := slices.BinarySearchFunc(s.calls, c.id, func(p pendingCall, id string) int { return strings.Compare(p.id, id) })
+	s.calls = slices.Insert(slices.Clip(s.calls), i, c) // clipped: a copy, as base shares the array
+	s.changed = true
+	return c.id, nil
+}
+
+func (s *turnSchedule) find(id string) int {
+	for i, c := range s.calls {
+		if c.id == id {
+			return i
+		}
+	}
+	return -1
+}
+
+func (s *turnSchedule) Get(id string) (rivet.ScheduledCall, bool) {
+	if i := s.find(id); i >= 0 {
+		return s.calls[i].public(), true
+	}
+	return rivet.ScheduledCall{}, false
+}
+
+func (s *turnSchedule) List() []rivet.ScheduledCall {
+	out := make([]rivet.ScheduledCall, len(s.calls))
+	for i, c := range s.calls {
+		out[i] = c.public()
+	}
+	return out
+}
+
+func (s *turnSchedule) Cancel(id string) error {
+	if s.readOnly {
+		return rivet.Errorf(rivet.ErrInternal, "a read-only action of %s cannot cancel a scheduled call (make it with rivet.Action)", s.a.describe())
+	}
+	i := s.find(id)
+	if i < 0 {
+		return rivet.Errorf(rivet.ErrNotFound, "actor %s has no pending scheduled call %q", s.a.describe(), id)
+	}
+	s.calls = slices.Concat(s.calls[:i], s.calls[i+1:]) // a copy: base shares the array
+	s.changed = true
+	return nil
+}
+
+// ops returns the writes that take storage from the turn's base to its
+// calls: records are never changed, only added and removed.
+func (s *turnSchedule) ops() []storage.Op {
+	if !s.changed {
+		return nil
+	}
+	a := s.a
+	var ops []storage.Op
+	in := make(map[string]bool, len(s.calls))
+	for _, c := range s.calls {
+		in[c.id] = true
+	}
+	was := make(map[string]bool, len(s.base))
+	for _, c := range s.base {
+		was[c.id] = true
+		if !in[c.id] {
+			ops = append(ops, storage.Delete(storage.ScheduleKey(a.part, a.ref.Name, a.enc, c.id)))
+		}
+	}
+	for _, c := range s.calls {
+		if !was[c.id] {
+			b, _ := json.Marshal(c.rec)
+			ops = append(ops, storage.Put(storage.ScheduleKey(a.part, a.ref.Name, a.enc, c.id), b))
+		}
+	}
+	return ops
+}
+
+// apply makes the turn's calls the activation's, once its writes are
+// queued, and arms the timer for a call earlier than any before. (A
+// cancelled call's timer is left: it finds nothing due and re-arms.)
+// Called by the turn holder.
+func (s *turnSchedule) apply() {
+	if !s.changed {
+		return
+	}
+	s.a.sched = s.calls
+	if len(s.calls) > 0 {
+		s.a.h.timers.scheduleEarlier(s.a.ref, schedTimer(s.a.id), time.UnixMilli(s.calls[0].at))
+	}
+}
+
+// fireMax bounds the calls one wake of an actor's timer runs before it
+// lets the other due timers go first: an action that schedules itself
+// with After(0) must not hold the wake loop's slot for ever.
+const fireMax = 100
+
+// fireSchedules runs the actor's calls that are due, one turn each, and
+// arms its timer for the next.
+func (h *Host) fireSchedules(it *wakeItem) {
+	if err := h.begin(); err != nil {
+		return
+	}
+	defer h.end()
+	sp, err := h.spec(it.ref.Name)
+	if err != nil {
+		h.log.Warn("scheduled calls of an unknown actor type: left stored", refField(it.ref))
+		return
+	}
+	for range fireMax {
+		more, err := h.fireOne(it.ref, sp)
+		switch {
+		case err == nil && more:
+			continue
+		case err == nil:
+			return
+		case errors.Is(err, rivet.ErrNotFound):
+			return // destroyed: its calls went with it
+		case errors.Is(err, rivet.ErrUnavailable) && !h.stillOwns(it.ref):
+			return // the partition's next owner loads the timer
+		default:
+			it.fails++
+			delay := wakeRetryDelay(it.fails, errors.Is(err, rivet.ErrUnavailable) || errors.Is(err, rivet.ErrTimeout))
+			h.log.Warn("running a scheduled call failed; trying again later", refField(it.ref), zap.Error(err), zap.Int("failures", it.fails), zap.Duration("retry_in", delay))
+			h.timers.retryEarlier(it, h.timers.now().Add(delay))
+			return
+		}
+	}
+	h.timers.scheduleEarlier(it.ref, it.id, h.timers.now())
+}
+
+// fireOne runs the actor's earliest call if it is due, as a turn of its
+// own whose writes also remove the call, and says whether another may be
+// due. In that turn it arms the actor's timer for the next call, so that
+// no turn that schedules one can come between and be overwritten. The
+// error is storage's or the actor's loading, never the action's: an
+// action that fails still uses its call up (Rivet does not retry either).
+func (h *Host) fireOne(ref Ref, sp *rivet.Spec) (more bool, err error) {
+	ctx, cancel := context.WithTimeout(h.baseCtx, h.cfg.ActionTimeout)
+	defer cancel()
+	chain := h.newChain()
+	_, _, err = h.turn(ctx, TurnAction, ref, sp, false, nil, chain, func(a *activation) error {
+		now := h.timers.now().UnixMilli()
+		if len(a.sched) == 0 {
+			// A timer a turn armed for a call it then cancelled (or
+			// whose write failed): nothing to wait for.
+			h.timers.cancel(schedTimer(a.id))
+			return nil
+		}
+		if c := a.sched[0]; c.at > now {
+			h.timers.schedule(a.ref, schedTimer(a.id), time.UnixMilli(c.at))
+			return nil
+		}
+		c, rest := a.sched[0], a.sched[1:]
+		more = true
+		done := storage.Delete(storage.ScheduleKey(a.part, a.ref.Name, a.enc, c.id))
+		drop := func(why string, err error) error {
+			h.schedFailed.Add(1)
+			h.log.Warn("scheduled call failed; not retried", actorField(a), zap.String("action", c.rec.Action), zap.String("id", c.id), zap.String("why", why), errField(err))
+			if _, err := a.enqueue(done); err != nil {
+				return err
+			}
+			a.sched = rest
+			return nil
+		}
+		act, ok := sp.Actions[c.rec.Action]
+		if !ok {
+			return drop("the actor has no such action now", nil)
+		}
+		var args []json.RawMessage
+		if err := json.Unmarshal(c.rec.Args, &args); err != nil || len(args) != act.Arity {
+			return drop(fmt.Sprintf("its arguments do not fit the action now (it takes %d)", act.Arity), err)
+		}
+		ts := a.newTurnSchedule(act.ReadOnly, rest)
+		call := c.public()
+		env := rivet.Env{Ctx: ctx, Name: a.ref.Name, Key: a.ref.Key, Client: &hostClient{h: h, chain: chain, from: a}, Schedule: ts, Fired: &call}
+		if err := invokeScheduled(h, a, act, env, args); err != nil {
+			if !act.ReadOnly {
+				a.restoreState()
+			}
+			return drop("the action returned an error", err)
+		}
+		if act.ReadOnly {
+			if _, err := a.enqueue(done); err != nil {
+				return err
+			}
+			a.sched = rest
+			return nil
+		}
+		if err := a.saveState(append(ts.ops(), done)...); err != nil {
+			if errors.Is(err, rivet.ErrTooLarge) || errors.Is(err, rivet.ErrInternal) {
+				// The change was discarded (the state over its limit,
+				// or not JSON): the action's failure, not storage's.
+				return drop("its change to the state was refused", err)
+			}
+			return err
+		}
+		h.schedFired.Add(1)
+		a.sched = rest
+		ts.base = rest
+		ts.apply()
+		return nil
+	})
+	return more, err
+}
+
+// invokeScheduled runs a scheduled call's action, a panic turned into its
+// error (a call whose action panics is used up, as one that fails).
+func invokeScheduled(h *Host, a *activation, act rivet.ActionSpec, env rivet.Env, args []json.RawMessage) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			h.log.Error("actor panicked in a scheduled call", actorField(a), zap.Any("panic", r), zap.ByteString("stack", debug.Stack()))
+			err = fmt.Errorf("panic: %v", r)
+		}
+	}()
+	_, err = act.Invoke(env, a.state, args)
+	return err
+}
+
+// schedulesOf returns the actor's scheduled calls as storage holds them (the
+// committed ones), the earliest first.
+func (h *Host) schedulesOf(ctx context.Context, part uint32, ref Ref) ([]rivet.ScheduledCall, error) {
+	enc, _, _, err := h.locate(ref)
+	if err != nil {
+		return nil, err
+	}
+	calls, err := h.readSchedules(ctx, part, ref.Name, enc)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]rivet.ScheduledCall, len(calls))
+	for i, c := range calls {
+		out[i] = c.public()
+	}
+	return out, nil
+}

@@ -1,0 +1,50 @@
+package rivet
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// MaxSchedules bounds the pending scheduled calls of one actor, as Rivet's
+// schedule does (1000).
+const MaxSchedules = 1000
+
+// ScheduledCall is a call of one of the actor's own actions that the
+// actor asked for at a later time (Scheduler.After or At).
+type ScheduledCall struct {
+	ID     string
+	Action string
+	// Args is the call's arguments as a JSON array.
+	Args      json.RawMessage
+	At        time.Time
+	CreatedAt time.Time
+}
+
+// Scheduler is an actor's durable timers for its own actions, like Rivet's
+// c.schedule and Orleans' reminders. A scheduled call is stored with the
+// turn that made it (an action that fails schedules nothing) and survives
+// restarts, crashes and moves of the actor: whichever node owns the actor
+// at At runs the action, as a turn of its own, with the stored arguments.
+// Its run and the call's removal commit together, so a call that ran to
+// the end is not run again, even if its node dies right after; a call whose
+// action returns an error is removed and not retried (handle retries in
+// the action). A call comes due at At or, if no node served the actor
+// then, as soon as one does.
+//
+// Scheduling, and cancelling, changes the actor: a read-only action (Query,
+// QueryArg) can only look.
+type Scheduler interface {
+	// After schedules action with args to run d from now (0 or less: as
+	// soon as possible) and returns the call's id. The action must be one
+	// of the actor's, taking len(args) arguments.
+	After(d time.Duration, action string, args ...any) (string, error)
+	// At is After for a time.
+	At(t time.Time, action string, args ...any) (string, error)
+	// Get returns the pending call id.
+	Get(id string) (ScheduledCall, bool)
+	// List returns the pending calls, the earliest first.
+	List() []ScheduledCall
+	// Cancel removes the pending call id: ErrNotFound if there is none
+	// (it ran, or was cancelled).
+	Cancel(id string) error
+}
