@@ -18,8 +18,10 @@ type State struct {
 	// Touches counts the touches; Expired, the expiries.
 	Touches int `json:"touches"`
 	Expired int `json:"expired"`
-	// ExpiresAt is when the session expires unless touched (unix ms).
+	// ExpiresAt is when the session expires unless touched (unix ms);
+	// ExpiredAt, when it last expired.
 	ExpiresAt int64 `json:"expiresAt"`
+	ExpiredAt int64 `json:"expiredAt"`
 	// Expiry is the id of the pending expire call.
 	Expiry string `json:"expiry"`
 }
@@ -56,6 +58,7 @@ var Actor = rivet.Actor[State]{
 			}
 			c.State.Active, c.State.Expiry = false, ""
 			c.State.Expired++
+			c.State.ExpiredAt = time.Now().UnixMilli()
 			return *c.State, nil
 		}),
 		"getState": rivet.Query(func(c *rivet.ActionCtx[State]) (State, error) { return *c.State, nil }),

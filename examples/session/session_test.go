@@ -116,8 +116,8 @@ func TestASessionExpiresItsTTLAfterTheLastTouch(t *testing.T) {
 	if since := time.Since(last); since < 400*time.Millisecond {
 		t.Fatalf("expired %v after the last touch, before its ttl", since)
 	}
-	if s.Expired != 1 || s.Touches != 3 {
-		t.Fatalf("state %+v: want 3 touches and 1 expiry", s)
+	if s.Expired != 1 || s.Touches != 3 || s.ExpiredAt < s.ExpiresAt {
+		t.Fatalf("state %+v: want 3 touches and 1 expiry, not before its time", s)
 	}
 	if ins, err := h.Inspect(ctx); err != nil || len(ins.Schedules) != 0 {
 		t.Fatalf("after the expiry, scheduled: %+v %v", ins.Schedules, err)

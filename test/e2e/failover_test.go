@@ -94,9 +94,25 @@ func TestFailoverKill9LosesNothing(t *testing.T) {
 			t.Fatalf("send reminder %s: %v", key, err)
 		}
 	}
+	// 30 sessions whose scheduled expiry comes due in the same span.
+	const sessions = 30
+	sessOnVictim := 0
+	for i := range sessions {
+		key := fmt.Sprintf("s%d", i)
+		if ownerOf("sessionActor", key) == vid {
+			sessOnVictim++
+		}
+		ttl := time.Until(dueFrom.Add(time.Duration(i) * 100 * time.Millisecond)).Milliseconds()
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_, err := cl.GetOrCreate("sessionActor", key).Call(cctx, "touch", ttl)
+		cancel()
+		if err != nil {
+			t.Fatalf("touch session %s: %v", key, err)
+		}
+	}
 	sentIn := time.Since(t0)
-	if onVictim == 0 {
-		t.Fatalf("no reminder lives on %s; the test proves nothing", vid)
+	if onVictim == 0 || sessOnVictim == 0 {
+		t.Fatalf("%d reminders and %d sessions live on %s; the test proves nothing", onVictim, sessOnVictim, vid)
 	}
 
 	// An actor the victim owns, to time the failover by.
@@ -185,6 +201,38 @@ func TestFailoverKill9LosesNothing(t *testing.T) {
 	t.Logf("FIGURE reminders: %d fired once each (%d on the killed node); latest %v after its time", reminders, onVictim, worst.Round(time.Millisecond))
 	if limit := leaseTTL + 2*time.Second; worst > limit {
 		t.Errorf("a reminder fired %v after its time, over %v", worst, limit)
+	}
+
+	// Every session's scheduled expiry ran once, as late as a reminder
+	// may be.
+	var sessWorst time.Duration
+	for i := range sessions {
+		key := fmt.Sprintf("s%d", i)
+		for {
+			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			raw, err := cl.Get("sessionActor", key).Call(cctx, "getState")
+			cancel()
+			var st struct {
+				Active               bool
+				Expired              int
+				ExpiresAt, ExpiredAt int64
+			}
+			if err == nil && json.Unmarshal(raw, &st) == nil && !st.Active {
+				if st.Expired != 1 {
+					t.Fatalf("session %s expired %d times, want once", key, st.Expired)
+				}
+				sessWorst = max(sessWorst, time.Duration(st.ExpiredAt-st.ExpiresAt)*time.Millisecond)
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("session %s did not expire by the reminders' deadline (last: %s %v)\n%s", key, raw, err, c.logs())
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	t.Logf("FIGURE scheduled calls: %d sessions expired once each (%d on the killed node); latest %v after its time", sessions, sessOnVictim, sessWorst.Round(time.Millisecond))
+	if limit := leaseTTL + 2*time.Second; sessWorst > limit {
+		t.Errorf("a session expired %v after its time, over %v", sessWorst, limit)
 	}
 
 	stopLoad()
