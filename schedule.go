@@ -18,6 +18,10 @@ type ScheduledCall struct {
 	Args      json.RawMessage
 	At        time.Time
 	CreatedAt time.Time
+	// Name and Every are a recurring call's (Scheduler.Every): At is its
+	// next run.
+	Name  string
+	Every time.Duration
 }
 
 // Scheduler is an actor's durable timers for its own actions, like Rivet's
@@ -40,6 +44,13 @@ type Scheduler interface {
 	After(d time.Duration, action string, args ...any) (string, error)
 	// At is After for a time.
 	At(t time.Time, action string, args ...any) (string, error)
+	// Every schedules action with args to run every interval (at least a
+	// second), the first run one interval from now, and returns the id
+	// "every:"+name, which stays the same across runs. Scheduling a name
+	// again replaces its call. A run that fails is not retried, but the
+	// next one comes; runs missed while no node served the actor are
+	// skipped, not caught up; the action can Cancel its own call.
+	Every(name string, interval time.Duration, action string, args ...any) (string, error)
 	// Get returns the pending call id.
 	Get(id string) (ScheduledCall, bool)
 	// List returns the pending calls, the earliest first.

@@ -75,6 +75,9 @@ type ScheduledCall struct {
 	Args      json.RawMessage `json:"args"`
 	At        time.Time       `json:"at"`
 	CreatedAt time.Time       `json:"created_at"`
+	// Name and Every are a recurring call's; At is its next run.
+	Name  string        `json:"name,omitempty"`
+	Every time.Duration `json:"every,omitzero"`
 }
 
 // Send statuses.
@@ -175,7 +178,8 @@ func inspectionFrom(r *rivetv1.InspectResponse) Inspection {
 	}
 	var scs []ScheduledCall
 	for _, c := range r.GetSchedules() {
-		scs = append(scs, ScheduledCall{ID: c.GetId(), Action: c.GetAction(), Args: c.GetArgs(), At: timeFrom(c.GetAt()), CreatedAt: timeFrom(c.GetCreatedAt())})
+		scs = append(scs, ScheduledCall{ID: c.GetId(), Action: c.GetAction(), Args: c.GetArgs(), At: timeFrom(c.GetAt()), CreatedAt: timeFrom(c.GetCreatedAt()),
+			Name: c.GetName(), Every: c.GetEvery().AsDuration()})
 	}
 	return Inspection{
 		Info:                 infoFrom(r.GetInfo()),

@@ -25,6 +25,10 @@ type scheduleRecord struct {
 	Action    string          `json:"action"`
 	Args      json.RawMessage `json:"args"`
 	CreatedAt int64           `json:"created_at"` // unix ms
+	// Name and EveryMs are a recurring call's (Scheduler.Every): each run
+	// replaces its record by the next one's.
+	Name    string `json:"name,omitempty"`
+	EveryMs int64  `json:"every_ms,omitempty"`
 }
 
 // pendingCall is one scheduled call of an activation.
@@ -34,8 +38,34 @@ type pendingCall struct {
 	rec scheduleRecord
 }
 
+// publicID is the id users see: the storage id of a one-off call, the
+// name's of a recurring one (its storage id changes with each run).
+func (c pendingCall) publicID() string {
+	if c.rec.Name != "" {
+		return everyID(c.rec.Name)
+	}
+	return c.id
+}
+
 func (c pendingCall) public() rivet.ScheduledCall {
-	return rivet.ScheduledCall{ID: c.id, Action: c.rec.Action, Args: c.rec.Args, At: time.UnixMilli(c.at), CreatedAt: time.UnixMilli(c.rec.CreatedAt)}
+	return rivet.ScheduledCall{ID: c.publicID(), Action: c.rec.Action, Args: c.rec.Args, At: time.UnixMilli(c.at),
+		CreatedAt: time.UnixMilli(c.rec.CreatedAt), Name: c.rec.Name, Every: time.Duration(c.rec.EveryMs) * time.Millisecond}
+}
+
+// following returns the run of a recurring call after its run due at c.at,
+// the first one after now: runs missed while no node served the actor are
+// skipped, not caught up.
+func (c pendingCall) following(now int64) pendingCall {
+	n := c
+	n.at = c.at + c.rec.EveryMs
+	if n.at <= now {
+		n.at += (now - n.at) / c.rec.EveryMs * c.rec.EveryMs
+		if n.at <= now {
+			n.at += c.rec.EveryMs
+		}
+	}
+	n.id = fmt.Sprintf("%013d-%s", n.at, everyID(c.rec.Name))
+	return n
 }
 
 // schedID makes the id of a call due at at (unix ms): the time, zero-padded
@@ -176,47 +206,107 @@ func (s *turnSchedule) After(d time.Duration, action string, args ...any) (strin
 }
 
 func (s *turnSchedule) At(t time.Time, action string, args ...any) (string, error) {
+	at := max(t.UnixMilli(), 0)
+	c, err := s.newCall(action, args, scheduleRecord{})
+	if err != nil {
+		return "", err
+	}
+	c.id, c.at = schedID(at), at
+	s.insert(c)
+	return c.id, nil
+}
+
+// MinEvery is the shortest interval of a recurring call.
+const MinEvery = time.Second
+
+func (s *turnSchedule) Every(name string, every time.Duration, action string, args ...any) (string, error) {
+	if err := rivet.ValidateName("recurring call name", name); err != nil {
+		return "", err
+	}
+	if every < MinEvery {
+		return "", rivet.Errorf(rivet.ErrInvalidArgument, "schedule %s every %v: the interval must be at least %v", name, every, MinEvery)
+	}
+	// An existing call of the name is replaced: it does not count
+	// against the limit, and stays if the new one is refused.
+	prev, prevChanged := s.calls, s.changed
+	if i := s.find(everyID(name)); i >= 0 {
+		s.remove(i)
+	}
+	c, err := s.newCall(action, args, scheduleRecord{Name: name, EveryMs: every.Milliseconds()})
+	if err != nil {
+		s.calls, s.changed = prev, prevChanged
+		return "", err
+	}
+	c.at = s.now.Add(every).UnixMilli()
+	c.id = fmt.Sprintf("%013d-%s", c.at, everyID(name))
+	s.insert(c)
+	return everyID(name), nil
+}
+
+// everyID is the id of the recurring call name: the same across its runs.
+// It cannot be a one-off call's id, which starts with a digit.
+func everyID(name string) string { return "every:" + name }
+
+// newCall validates a call of action with args and returns it without its
+// time and id; rec holds what the caller adds (a recurring call's name and
+// interval).
+func (s *turnSchedule) newCall(action string, args []any, rec scheduleRecord) (pendingCall, error) {
 	if s.readOnly {
-		return "", rivet.Errorf(rivet.ErrInternal, "a read-only action of %s cannot schedule a call (make it with rivet.Action)", s.a.describe())
+		return pendingCall{}, rivet.Errorf(rivet.ErrInternal, "a read-only action of %s cannot schedule a call (make it with rivet.Action)", s.a.describe())
 	}
 	sp := s.a.spec
 	act, ok := sp.Actions[action]
 	if !ok {
-		return "", rivet.Errorf(rivet.ErrUnknownAction, "schedule: actor %s has no action %q (it has %s)", sp.Name, action, knownNames(sp.Actions))
+		return pendingCall{}, rivet.Errorf(rivet.ErrUnknownAction, "schedule: actor %s has no action %q (it has %s)", sp.Name, action, knownNames(sp.Actions))
 	}
 	if len(args) != act.Arity {
-		return "", rivet.Errorf(rivet.ErrInvalidArgument, "schedule: action %s takes %d argument(s), got %d", action, act.Arity, len(args))
+		return pendingCall{}, rivet.Errorf(rivet.ErrInvalidArgument, "schedule: action %s takes %d argument(s), got %d", action, act.Arity, len(args))
 	}
 	raw, err := rivet.MarshalArgs(args...)
 	if err != nil {
-		return "", rivet.Errorf(rivet.ErrInvalidArgument, "schedule %s: %v", action, err)
+		return pendingCall{}, rivet.Errorf(rivet.ErrInvalidArgument, "schedule %s: %v", action, err)
 	}
 	if act.Check != nil {
 		var split []json.RawMessage
 		if err := json.Unmarshal(raw, &split); err != nil {
-			return "", rivet.Errorf(rivet.ErrInvalidArgument, "schedule %s: %v", action, err)
+			return pendingCall{}, rivet.Errorf(rivet.ErrInvalidArgument, "schedule %s: %v", action, err)
 		}
 		if err := act.Check(split); err != nil {
-			return "", err
+			return pendingCall{}, err
 		}
 	}
 	if limit := s.a.h.cfg.MaxMessageBytes; len(raw) > limit {
-		return "", rivet.Errorf(rivet.ErrTooLarge, "schedule %s: its arguments are %d bytes, the limit is %d", action, len(raw), limit)
+		return pendingCall{}, rivet.Errorf(rivet.ErrTooLarge, "schedule %s: its arguments are %d bytes, the limit is %d", action, len(raw), limit)
 	}
 	if len(s.calls) >= rivet.MaxSchedules {
-		return "", rivet.Errorf(rivet.ErrQueueFull, "schedule %s: actor %s has %d pending scheduled calls, the limit", action, s.a.describe(), rivet.MaxSchedules)
+		return pendingCall{}, rivet.Errorf(rivet.ErrQueueFull, "schedule %s: actor %s has %d pending scheduled calls, the limit", action, s.a.describe(), rivet.MaxSchedules)
 	}
-	at := max(t.UnixMilli(), 0)
-	c := pendingCall{id: schedID(at), at: at, rec: scheduleRecord{Action: action, Args: raw, CreatedAt: s.now.UnixMilli()}}
-	i, _ := slices.BinarySearchFunc(s.calls, c.id, func(p pendingCall, id string) int { return strings.Compare(p.id, id) })
-	s.calls = slices.Insert(slices.Clip(s.calls), i, c) // clipped: a copy, as base shares the array
-	s.changed = true
-	return c.id, nil
+	rec.Action, rec.Args, rec.CreatedAt = action, raw, s.now.UnixMilli()
+	return pendingCall{rec: rec}, nil
 }
 
+// insert adds c to the turn's calls in time order.
+func (s *turnSchedule) insert(c pendingCall) {
+	s.calls = insertCall(s.calls, c)
+	s.changed = true
+}
+
+// remove drops the turn's i-th call.
+func (s *turnSchedule) remove(i int) {
+	s.calls = slices.Concat(s.calls[:i], s.calls[i+1:]) // a copy: base shares the array
+	s.changed = true
+}
+
+// insertCall returns a copy of calls with c in its place by time.
+func insertCall(calls []pendingCall, c pendingCall) []pendingCall {
+	i, _ := slices.BinarySearchFunc(calls, c.id, func(p pendingCall, id string) int { return strings.Compare(p.id, id) })
+	return slices.Insert(slices.Clip(calls), i, c) // clipped: a copy, as others share the array
+}
+
+// find returns the index of the call whose public id is id, or -1.
 func (s *turnSchedule) find(id string) int {
 	for i, c := range s.calls {
-		if c.id == id {
+		if c.publicID() == id {
 			return i
 		}
 	}
@@ -246,8 +336,7 @@ func (s *turnSchedule) Cancel(id string) error {
 	if i < 0 {
 		return rivet.Errorf(rivet.ErrNotFound, "actor %s has no pending scheduled call %q", s.a.describe(), id)
 	}
-	s.calls = slices.Concat(s.calls[:i], s.calls[i+1:]) // a copy: base shares the array
-	s.changed = true
+	s.remove(i)
 	return nil
 }
 
@@ -356,25 +445,48 @@ func (h *Host) fireOne(ref Ref, sp *rivet.Spec) (more bool, err error) {
 		}
 		c, rest := a.sched[0], a.sched[1:]
 		more = true
-		done := storage.Delete(storage.ScheduleKey(a.part, a.ref.Name, a.enc, c.id))
-		drop := func(why string, err error) error {
-			h.schedFailed.Add(1)
-			h.log.Warn("scheduled call failed; not retried", actorField(a), zap.String("action", c.rec.Action), zap.String("id", c.id), zap.String("why", why), errField(err))
-			if _, err := a.enqueue(done); err != nil {
+		// What follows the run: the call's record deleted, and for a
+		// recurring call its next run's written, whatever the action
+		// does (a failed run is not retried, but the next one comes).
+		after := rest
+		ops := []storage.Op{storage.Delete(storage.ScheduleKey(a.part, a.ref.Name, a.enc, c.id))}
+		if c.rec.EveryMs > 0 && c.rec.Name != "" {
+			next := c.following(now)
+			after = insertCall(rest, next)
+			b, _ := json.Marshal(next.rec)
+			ops = append(ops, storage.Put(storage.ScheduleKey(a.part, a.ref.Name, a.enc, next.id), b))
+		}
+		settle := func() error {
+			if _, err := a.enqueue(ops...); err != nil {
 				return err
 			}
-			a.sched = rest
+			a.sched = after
 			return nil
+		}
+		drop := func(why string, err error) error {
+			h.schedFailed.Add(1)
+			h.log.Warn("scheduled call failed; not retried", actorField(a), zap.String("action", c.rec.Action), zap.String("id", c.publicID()), zap.String("why", why), errField(err))
+			return settle()
+		}
+		// A call that no longer fits the actor's code is used up, even
+		// a recurring one: its next runs would not fit either.
+		unfit := func(why string, err error) error {
+			after, ops = rest, ops[:1]
+			return drop(why, err)
 		}
 		act, ok := sp.Actions[c.rec.Action]
 		if !ok {
-			return drop("the actor has no such action now", nil)
+			return unfit("the actor has no such action now", nil)
 		}
 		var args []json.RawMessage
 		if err := json.Unmarshal(c.rec.Args, &args); err != nil || len(args) != act.Arity {
-			return drop(fmt.Sprintf("its arguments do not fit the action now (it takes %d)", act.Arity), err)
+			return unfit(fmt.Sprintf("its arguments do not fit the action now (it takes %d)", act.Arity), err)
 		}
+		// The action sees the calls as they are after its run: a
+		// recurring call's next run included, which it may cancel or
+		// replace.
 		ts := a.newTurnSchedule(act.ReadOnly, rest)
+		ts.calls, ts.changed = after, len(after) != len(rest)
 		call := c.public()
 		env := rivet.Env{Ctx: ctx, Name: a.ref.Name, Key: a.ref.Key, Client: &hostClient{h: h, chain: chain, from: a}, Schedule: ts, Fired: &call}
 		if err := invokeScheduled(h, a, act, env, args); err != nil {
@@ -384,13 +496,10 @@ func (h *Host) fireOne(ref Ref, sp *rivet.Spec) (more bool, err error) {
 			return drop("the action returned an error", err)
 		}
 		if act.ReadOnly {
-			if _, err := a.enqueue(done); err != nil {
-				return err
-			}
-			a.sched = rest
-			return nil
+			h.schedFired.Add(1)
+			return settle()
 		}
-		if err := a.saveState(append(ts.ops(), done)...); err != nil {
+		if err := a.saveState(append(ts.ops(), ops[0])...); err != nil {
 			if errors.Is(err, rivet.ErrTooLarge) || errors.Is(err, rivet.ErrInternal) {
 				// The change was discarded (the state over its limit,
 				// or not JSON): the action's failure, not storage's.
@@ -399,9 +508,7 @@ func (h *Host) fireOne(ref Ref, sp *rivet.Spec) (more bool, err error) {
 			return err
 		}
 		h.schedFired.Add(1)
-		a.sched = rest
-		ts.base = rest
-		ts.apply()
+		a.sched = ts.calls
 		return nil
 	})
 	return more, err

@@ -3,6 +3,7 @@ package server
 import (
 	"time"
 
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
@@ -40,7 +41,10 @@ func inspectionProto(in runtime.Inspection) *rivetv1.InspectResponse {
 	}
 	scs := make([]*rivetv1.ScheduledCall, len(in.Schedules))
 	for i, c := range in.Schedules {
-		scs[i] = &rivetv1.ScheduledCall{Id: c.ID, Action: c.Action, Args: c.Args, At: timeProto(c.At), CreatedAt: timeProto(c.CreatedAt)}
+		scs[i] = &rivetv1.ScheduledCall{Id: c.ID, Action: c.Action, Args: c.Args, At: timeProto(c.At), CreatedAt: timeProto(c.CreatedAt), Name: c.Name}
+		if c.Every > 0 {
+			scs[i].Every = durationpb.New(c.Every)
+		}
 	}
 	return &rivetv1.InspectResponse{
 		Info:                 infoProto(in.Info),

@@ -137,7 +137,11 @@ func (a *app) printInspection(in client.Inspection) error {
 		if i == 0 {
 			k = "scheduled"
 		}
-		row(k, formatTime(c.At)+"  "+c.Action+" "+string(c.Args)+"  ("+c.ID+")")
+		every := ""
+		if c.Every > 0 {
+			every = "  every " + c.Every.String()
+		}
+		row(k, formatTime(c.At)+"  "+c.Action+" "+string(c.Args)+"  ("+c.ID+")"+every)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

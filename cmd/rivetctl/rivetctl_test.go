@@ -300,7 +300,7 @@ func TestInspectShowsScheduledCalls(t *testing.T) {
 			State: json.RawMessage(`{}`),
 			Schedules: []rivet.ScheduledCall{
 				{ID: "a1", Action: "expire", Args: json.RawMessage(`[]`), At: at.Add(time.Minute), CreatedAt: at},
-				{ID: "b2", Action: "add", Args: json.RawMessage(`[1]`), At: at.Add(time.Hour), CreatedAt: at},
+				{ID: "every:beat", Action: "add", Args: json.RawMessage(`[1]`), At: at.Add(time.Hour), CreatedAt: at, Name: "beat", Every: time.Hour},
 			},
 		}, nil
 	}
@@ -311,13 +311,13 @@ owner      node-1
 created    2026-01-02T03:04:05Z
 active     false
 scheduled  2026-01-02T03:05:05Z  expire []  (a1)
-           2026-01-02T04:04:05Z  add [1]  (b2)
+           2026-01-02T04:04:05Z  add [1]  (every:beat)  every 1h0m0s
 state
 {}
 `)
 	r := rivetctl(t, addr, "inspect", "sessionActor", "s", "-o", "json")
 	var in client.Inspection
-	if err := json.Unmarshal([]byte(r.stdout), &in); err != nil || len(in.Schedules) != 2 || in.Schedules[1].ID != "b2" ||
+	if err := json.Unmarshal([]byte(r.stdout), &in); err != nil || len(in.Schedules) != 2 || in.Schedules[1].ID != "every:beat" || in.Schedules[1].Every != time.Hour ||
 		string(in.Schedules[1].Args) != "[1]" || !in.Schedules[0].At.Equal(at.Add(time.Minute)) {
 		t.Errorf("inspect json: %+v %v (%+v)", in.Schedules, err, r)
 	}

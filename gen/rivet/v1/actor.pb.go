@@ -14,6 +14,7 @@ package rivetv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -1157,9 +1158,13 @@ type ScheduledCall struct {
 	Id     string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	Action string                 `protobuf:"bytes,2,opt,name=action,proto3" json:"action,omitempty"`
 	// args is the call's arguments as a JSON array.
-	Args          []byte                 `protobuf:"bytes,3,opt,name=args,proto3" json:"args,omitempty"`
-	At            *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=at,proto3" json:"at,omitempty"`
-	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	Args []byte `protobuf:"bytes,3,opt,name=args,proto3" json:"args,omitempty"`
+	// at is the call's time; a recurring call's next run.
+	At        *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=at,proto3" json:"at,omitempty"`
+	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	// name and every are a recurring call's; its id is "every:" + name.
+	Name          string               `protobuf:"bytes,6,opt,name=name,proto3" json:"name,omitempty"`
+	Every         *durationpb.Duration `protobuf:"bytes,7,opt,name=every,proto3" json:"every,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1225,6 +1230,20 @@ func (x *ScheduledCall) GetAt() *timestamppb.Timestamp {
 func (x *ScheduledCall) GetCreatedAt() *timestamppb.Timestamp {
 	if x != nil {
 		return x.CreatedAt
+	}
+	return nil
+}
+
+func (x *ScheduledCall) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ScheduledCall) GetEvery() *durationpb.Duration {
+	if x != nil {
+		return x.Every
 	}
 	return nil
 }
@@ -1876,7 +1895,7 @@ var File_rivet_v1_actor_proto protoreflect.FileDescriptor
 
 const file_rivet_v1_actor_proto_rawDesc = "" +
 	"\n" +
-	"\x14rivet/v1/actor.proto\x12\brivet.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"0\n" +
+	"\x14rivet/v1/actor.proto\x12\brivet.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"0\n" +
 	"\bActorRef\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
 	"\x03key\x18\x02 \x03(\tR\x03key\"/\n" +
@@ -1954,14 +1973,16 @@ const file_rivet_v1_actor_proto_rawDesc = "" +
 	"\x17workflow_wake_any_queue\x18\t \x01(\bR\x14workflowWakeAnyQueue\x12\"\n" +
 	"\funregistered\x18\n" +
 	" \x01(\bR\funregistered\x125\n" +
-	"\tschedules\x18\v \x03(\v2\x17.rivet.v1.ScheduledCallR\tschedules\"\xb2\x01\n" +
+	"\tschedules\x18\v \x03(\v2\x17.rivet.v1.ScheduledCallR\tschedules\"\xf7\x01\n" +
 	"\rScheduledCall\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06action\x18\x02 \x01(\tR\x06action\x12\x12\n" +
 	"\x04args\x18\x03 \x01(\fR\x04args\x12*\n" +
 	"\x02at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x129\n" +
 	"\n" +
-	"created_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"\x81\x01\n" +
+	"created_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12\x12\n" +
+	"\x04name\x18\x06 \x01(\tR\x04name\x12/\n" +
+	"\x05every\x18\a \x01(\v2\x19.google.protobuf.DurationR\x05every\"\x81\x01\n" +
 	"\vListRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\rR\x05limit\x12\x1d\n" +
@@ -2065,6 +2086,7 @@ var file_rivet_v1_actor_proto_goTypes = []any{
 	(*CancelWorkflowResponse)(nil), // 27: rivet.v1.CancelWorkflowResponse
 	(*ActorError)(nil),             // 28: rivet.v1.ActorError
 	(*timestamppb.Timestamp)(nil),  // 29: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),    // 30: google.protobuf.Duration
 }
 var file_rivet_v1_actor_proto_depIdxs = []int32{
 	0,  // 0: rivet.v1.CallRequest.actor:type_name -> rivet.v1.ActorRef
@@ -2088,40 +2110,41 @@ var file_rivet_v1_actor_proto_depIdxs = []int32{
 	18, // 18: rivet.v1.InspectResponse.schedules:type_name -> rivet.v1.ScheduledCall
 	29, // 19: rivet.v1.ScheduledCall.at:type_name -> google.protobuf.Timestamp
 	29, // 20: rivet.v1.ScheduledCall.created_at:type_name -> google.protobuf.Timestamp
-	14, // 21: rivet.v1.ListResponse.actors:type_name -> rivet.v1.ActorInfo
-	0,  // 22: rivet.v1.HistoryRequest.actor:type_name -> rivet.v1.ActorRef
-	29, // 23: rivet.v1.HistoryEntry.updated_at:type_name -> google.protobuf.Timestamp
-	22, // 24: rivet.v1.HistoryResponse.entries:type_name -> rivet.v1.HistoryEntry
-	29, // 25: rivet.v1.HistoryResponse.workflow_wake_at:type_name -> google.protobuf.Timestamp
-	0,  // 26: rivet.v1.RetryWorkflowRequest.actor:type_name -> rivet.v1.ActorRef
-	0,  // 27: rivet.v1.CancelWorkflowRequest.actor:type_name -> rivet.v1.ActorRef
-	2,  // 28: rivet.v1.ActorService.Call:input_type -> rivet.v1.CallRequest
-	4,  // 29: rivet.v1.ActorService.Send:input_type -> rivet.v1.SendRequest
-	6,  // 30: rivet.v1.ActorService.Create:input_type -> rivet.v1.CreateRequest
-	8,  // 31: rivet.v1.ActorService.GetOrCreate:input_type -> rivet.v1.GetOrCreateRequest
-	10, // 32: rivet.v1.ActorService.Get:input_type -> rivet.v1.GetRequest
-	12, // 33: rivet.v1.ActorService.Destroy:input_type -> rivet.v1.DestroyRequest
-	15, // 34: rivet.v1.ActorService.Inspect:input_type -> rivet.v1.InspectRequest
-	19, // 35: rivet.v1.ActorService.List:input_type -> rivet.v1.ListRequest
-	21, // 36: rivet.v1.ActorService.History:input_type -> rivet.v1.HistoryRequest
-	24, // 37: rivet.v1.ActorService.RetryWorkflow:input_type -> rivet.v1.RetryWorkflowRequest
-	26, // 38: rivet.v1.ActorService.CancelWorkflow:input_type -> rivet.v1.CancelWorkflowRequest
-	3,  // 39: rivet.v1.ActorService.Call:output_type -> rivet.v1.CallResponse
-	5,  // 40: rivet.v1.ActorService.Send:output_type -> rivet.v1.SendResponse
-	7,  // 41: rivet.v1.ActorService.Create:output_type -> rivet.v1.CreateResponse
-	9,  // 42: rivet.v1.ActorService.GetOrCreate:output_type -> rivet.v1.GetOrCreateResponse
-	11, // 43: rivet.v1.ActorService.Get:output_type -> rivet.v1.GetResponse
-	13, // 44: rivet.v1.ActorService.Destroy:output_type -> rivet.v1.DestroyResponse
-	17, // 45: rivet.v1.ActorService.Inspect:output_type -> rivet.v1.InspectResponse
-	20, // 46: rivet.v1.ActorService.List:output_type -> rivet.v1.ListResponse
-	23, // 47: rivet.v1.ActorService.History:output_type -> rivet.v1.HistoryResponse
-	25, // 48: rivet.v1.ActorService.RetryWorkflow:output_type -> rivet.v1.RetryWorkflowResponse
-	27, // 49: rivet.v1.ActorService.CancelWorkflow:output_type -> rivet.v1.CancelWorkflowResponse
-	39, // [39:50] is the sub-list for method output_type
-	28, // [28:39] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	30, // 21: rivet.v1.ScheduledCall.every:type_name -> google.protobuf.Duration
+	14, // 22: rivet.v1.ListResponse.actors:type_name -> rivet.v1.ActorInfo
+	0,  // 23: rivet.v1.HistoryRequest.actor:type_name -> rivet.v1.ActorRef
+	29, // 24: rivet.v1.HistoryEntry.updated_at:type_name -> google.protobuf.Timestamp
+	22, // 25: rivet.v1.HistoryResponse.entries:type_name -> rivet.v1.HistoryEntry
+	29, // 26: rivet.v1.HistoryResponse.workflow_wake_at:type_name -> google.protobuf.Timestamp
+	0,  // 27: rivet.v1.RetryWorkflowRequest.actor:type_name -> rivet.v1.ActorRef
+	0,  // 28: rivet.v1.CancelWorkflowRequest.actor:type_name -> rivet.v1.ActorRef
+	2,  // 29: rivet.v1.ActorService.Call:input_type -> rivet.v1.CallRequest
+	4,  // 30: rivet.v1.ActorService.Send:input_type -> rivet.v1.SendRequest
+	6,  // 31: rivet.v1.ActorService.Create:input_type -> rivet.v1.CreateRequest
+	8,  // 32: rivet.v1.ActorService.GetOrCreate:input_type -> rivet.v1.GetOrCreateRequest
+	10, // 33: rivet.v1.ActorService.Get:input_type -> rivet.v1.GetRequest
+	12, // 34: rivet.v1.ActorService.Destroy:input_type -> rivet.v1.DestroyRequest
+	15, // 35: rivet.v1.ActorService.Inspect:input_type -> rivet.v1.InspectRequest
+	19, // 36: rivet.v1.ActorService.List:input_type -> rivet.v1.ListRequest
+	21, // 37: rivet.v1.ActorService.History:input_type -> rivet.v1.HistoryRequest
+	24, // 38: rivet.v1.ActorService.RetryWorkflow:input_type -> rivet.v1.RetryWorkflowRequest
+	26, // 39: rivet.v1.ActorService.CancelWorkflow:input_type -> rivet.v1.CancelWorkflowRequest
+	3,  // 40: rivet.v1.ActorService.Call:output_type -> rivet.v1.CallResponse
+	5,  // 41: rivet.v1.ActorService.Send:output_type -> rivet.v1.SendResponse
+	7,  // 42: rivet.v1.ActorService.Create:output_type -> rivet.v1.CreateResponse
+	9,  // 43: rivet.v1.ActorService.GetOrCreate:output_type -> rivet.v1.GetOrCreateResponse
+	11, // 44: rivet.v1.ActorService.Get:output_type -> rivet.v1.GetResponse
+	13, // 45: rivet.v1.ActorService.Destroy:output_type -> rivet.v1.DestroyResponse
+	17, // 46: rivet.v1.ActorService.Inspect:output_type -> rivet.v1.InspectResponse
+	20, // 47: rivet.v1.ActorService.List:output_type -> rivet.v1.ListResponse
+	23, // 48: rivet.v1.ActorService.History:output_type -> rivet.v1.HistoryResponse
+	25, // 49: rivet.v1.ActorService.RetryWorkflow:output_type -> rivet.v1.RetryWorkflowResponse
+	27, // 50: rivet.v1.ActorService.CancelWorkflow:output_type -> rivet.v1.CancelWorkflowResponse
+	40, // [40:51] is the sub-list for method output_type
+	29, // [29:40] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_rivet_v1_actor_proto_init() }
