@@ -26,7 +26,8 @@ var (
 	ErrInvalidArgument = errors.New("invalid argument")
 	// ErrTooLarge: a payload, key or state over its limit.
 	ErrTooLarge = errors.New("too large")
-	// ErrQueueFull: the queue holds its limit of pending messages.
+	// ErrQueueFull: the queue holds its limit of pending messages, or the
+	// actor its limit of scheduled calls (MaxSchedules).
 	ErrQueueFull = errors.New("queue full")
 	// ErrUnavailable: the actor cannot be served right now (its partition is
 	// moving, or the node is stopping). When a node says so, the request did

@@ -36,7 +36,9 @@ type ScheduledCall struct {
 // then, as soon as one does.
 //
 // Scheduling, and cancelling, changes the actor: a read-only action (Query,
-// QueryArg) can only look.
+// QueryArg) can only look. The calls of one turn commit in one etcd
+// transaction, so a turn schedules and cancels at most 64 of them, with
+// at most 256 KiB of arguments in all (ErrTooLarge past that).
 type Scheduler interface {
 	// After schedules action with args to run d from now (0 or less: as
 	// soon as possible) and returns the call's id. The action must be one
@@ -55,7 +57,7 @@ type Scheduler interface {
 	Get(id string) (ScheduledCall, bool)
 	// List returns the pending calls, the earliest first.
 	List() []ScheduledCall
-	// Cancel removes the pending call id: ErrNotFound if there is none
-	// (it ran, or was cancelled).
-	Cancel(id string) error
+	// Cancel removes the pending call id, and says whether there was one
+	// (false: it ran, or was cancelled, already).
+	Cancel(id string) (bool, error)
 }

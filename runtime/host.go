@@ -621,7 +621,7 @@ func (h *Host) Call(ctx context.Context, req CallRequest) (_ json.RawMessage, er
 		read   bool // a read-only action ran to the end
 	)
 	_, _, err = h.turn(ctx, TurnAction, req.Ref, sp, req.CreateIfMissing, req.Input, chain, func(a *activation) error {
-		ts := a.newTurnSchedule(act.ReadOnly, a.sched)
+		ts := a.newTurnSchedule(act.ReadOnly)
 		env := rivet.Env{Ctx: ctx, Name: a.ref.Name, Key: a.ref.Key, Client: &hostClient{h: h, chain: chain, from: a}, Schedule: ts}
 		res, err := act.Invoke(env, a.state, args)
 		if err != nil {

@@ -1,10 +1,12 @@
 package runtime
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"runtime/debug"
 	"slices"
@@ -48,7 +50,7 @@ func (c pendingCall) publicID() string {
 }
 
 func (c pendingCall) public() rivet.ScheduledCall {
-	return rivet.ScheduledCall{ID: c.publicID(), Action: c.rec.Action, Args: c.rec.Args, At: time.UnixMilli(c.at),
+	return rivet.ScheduledCall{ID: c.publicID(), Action: c.rec.Action, Args: bytes.Clone(c.rec.Args), At: time.UnixMilli(c.at),
 		CreatedAt: time.UnixMilli(c.rec.CreatedAt), Name: c.rec.Name, Every: time.Duration(c.rec.EveryMs) * time.Millisecond}
 }
 
@@ -185,20 +187,54 @@ func (h *Host) loadScheduleTimers(ctx context.Context, parts []uint32, want map[
 }
 
 // turnSchedule is the Scheduler an action gets: its changes are the turn's
-// and commit with its state, or not at all.
+// and commit with its state, or not at all. It holds only its own changes
+// and reads the activation's calls live: a call into the same actor made
+// from the action (a re-entrant turn) schedules and cancels too, and
+// applies its changes before this turn applies its own.
 type turnSchedule struct {
 	a        *activation
 	readOnly bool
 	now      time.Time
-	// calls is the turn's view of the pending calls, the earliest first;
-	// base is the view it started from, which the turn's writes turn into
-	// calls.
-	calls, base []pendingCall
-	changed     bool
+	// added are the calls the turn scheduled, by storage id; cancelled,
+	// the storage ids of the activation's calls it cancelled.
+	added     []pendingCall
+	cancelled map[string]bool
+	// addedBytes sums the added calls' arguments (limitTurnBytes).
+	addedBytes int
 }
 
-func (a *activation) newTurnSchedule(readOnly bool, base []pendingCall) *turnSchedule {
-	return &turnSchedule{a: a, readOnly: readOnly, now: time.Now(), calls: base, base: base}
+// A turn's writes go to etcd in one transaction, whose bounds (etcd's
+// defaults: 128 operations, 1.5 MiB) the state and the other writes of
+// the turn share: a turn adds or cancels at most this many calls, with
+// arguments of at most this many bytes in all. (An actor holds up to
+// rivet.MaxSchedules calls, scheduled over several turns.)
+const (
+	limitTurnCalls = 64
+	limitTurnBytes = 256 << 10
+)
+
+// maxSchedMs is the latest time a call can have: ids hold 13 digits of
+// unix milliseconds (the year 2286).
+const maxSchedMs = 9_999_999_999_999
+
+func (a *activation) newTurnSchedule(readOnly bool) *turnSchedule {
+	return &turnSchedule{a: a, readOnly: readOnly, now: time.Now()}
+}
+
+// calls is the turn's view of the pending calls, the earliest first.
+func (s *turnSchedule) calls() []pendingCall {
+	if len(s.added) == 0 && len(s.cancelled) == 0 {
+		return s.a.sched
+	}
+	out := make([]pendingCall, 0, len(s.a.sched)+len(s.added))
+	for _, c := range s.a.sched {
+		if !s.cancelled[c.id] {
+			out = append(out, c)
+		}
+	}
+	out = append(out, s.added...)
+	slices.SortFunc(out, func(a, b pendingCall) int { return strings.Compare(a.id, b.id) })
+	return out
 }
 
 func (s *turnSchedule) After(d time.Duration, action string, args ...any) (string, error) {
@@ -207,12 +243,15 @@ func (s *turnSchedule) After(d time.Duration, action string, args ...any) (strin
 
 func (s *turnSchedule) At(t time.Time, action string, args ...any) (string, error) {
 	at := max(t.UnixMilli(), 0)
+	if at > maxSchedMs {
+		return "", rivet.Errorf(rivet.ErrInvalidArgument, "schedule %s at %s: calls can be scheduled up to the year 2286", action, t.UTC().Format(time.RFC3339))
+	}
 	c, err := s.newCall(action, args, scheduleRecord{})
 	if err != nil {
 		return "", err
 	}
 	c.id, c.at = schedID(at), at
-	s.insert(c)
+	s.add(c)
 	return c.id, nil
 }
 
@@ -228,18 +267,18 @@ func (s *turnSchedule) Every(name string, every time.Duration, action string, ar
 	}
 	// An existing call of the name is replaced: it does not count
 	// against the limit, and stays if the new one is refused.
-	prev, prevChanged := s.calls, s.changed
-	if i := s.find(everyID(name)); i >= 0 {
-		s.remove(i)
-	}
+	added, cancelled := slices.Clone(s.added), maps.Clone(s.cancelled)
+	replaced := s.drop(everyID(name))
 	c, err := s.newCall(action, args, scheduleRecord{Name: name, EveryMs: every.Milliseconds()})
 	if err != nil {
-		s.calls, s.changed = prev, prevChanged
+		if replaced {
+			s.added, s.cancelled = added, cancelled
+		}
 		return "", err
 	}
 	c.at = s.now.Add(every).UnixMilli()
 	c.id = fmt.Sprintf("%013d-%s", c.at, everyID(name))
-	s.insert(c)
+	s.add(c)
 	return everyID(name), nil
 }
 
@@ -257,7 +296,7 @@ func (s *turnSchedule) newCall(action string, args []any, rec scheduleRecord) (p
 	sp := s.a.spec
 	act, ok := sp.Actions[action]
 	if !ok {
-		return pendingCall{}, rivet.Errorf(rivet.ErrUnknownAction, "schedule: actor %s has no action %q (it has %s)", sp.Name, action, knownNames(sp.Actions))
+		return pendingCall{}, rivet.Errorf(rivet.ErrInvalidArgument, "schedule: actor %s has no action %q (it has %s)", sp.Name, action, knownNames(sp.Actions))
 	}
 	if len(args) != act.Arity {
 		return pendingCall{}, rivet.Errorf(rivet.ErrInvalidArgument, "schedule: action %s takes %d argument(s), got %d", action, act.Arity, len(args))
@@ -278,23 +317,45 @@ func (s *turnSchedule) newCall(action string, args []any, rec scheduleRecord) (p
 	if limit := s.a.h.cfg.MaxMessageBytes; len(raw) > limit {
 		return pendingCall{}, rivet.Errorf(rivet.ErrTooLarge, "schedule %s: its arguments are %d bytes, the limit is %d", action, len(raw), limit)
 	}
-	if len(s.calls) >= rivet.MaxSchedules {
+	if len(s.added)+len(s.cancelled) >= limitTurnCalls {
+		return pendingCall{}, rivet.Errorf(rivet.ErrTooLarge, "schedule %s: one turn schedules and cancels at most %d calls (they commit in one transaction)", action, limitTurnCalls)
+	}
+	if s.addedBytes+len(raw) > limitTurnBytes {
+		return pendingCall{}, rivet.Errorf(rivet.ErrTooLarge, "schedule %s: the calls one turn schedules have at most %d bytes of arguments in all (they commit in one transaction)", action, limitTurnBytes)
+	}
+	if n := len(s.a.sched) - len(s.cancelled) + len(s.added); n >= rivet.MaxSchedules {
 		return pendingCall{}, rivet.Errorf(rivet.ErrQueueFull, "schedule %s: actor %s has %d pending scheduled calls, the limit", action, s.a.describe(), rivet.MaxSchedules)
 	}
 	rec.Action, rec.Args, rec.CreatedAt = action, raw, s.now.UnixMilli()
 	return pendingCall{rec: rec}, nil
 }
 
-// insert adds c to the turn's calls in time order.
-func (s *turnSchedule) insert(c pendingCall) {
-	s.calls = insertCall(s.calls, c)
-	s.changed = true
+// add makes c one of the turn's calls.
+func (s *turnSchedule) add(c pendingCall) {
+	s.added = insertCall(s.added, c)
+	s.addedBytes += len(c.rec.Args)
 }
 
-// remove drops the turn's i-th call.
-func (s *turnSchedule) remove(i int) {
-	s.calls = slices.Concat(s.calls[:i], s.calls[i+1:]) // a copy: base shares the array
-	s.changed = true
+// drop removes the call whose public id is id from the turn's view, and
+// says whether there was one.
+func (s *turnSchedule) drop(id string) bool {
+	for i, c := range s.added {
+		if c.publicID() == id {
+			s.added = slices.Concat(s.added[:i], s.added[i+1:])
+			s.addedBytes -= len(c.rec.Args)
+			return true
+		}
+	}
+	for _, c := range s.a.sched {
+		if c.publicID() == id && !s.cancelled[c.id] {
+			if s.cancelled == nil {
+				s.cancelled = map[string]bool{}
+			}
+			s.cancelled[c.id] = true
+			return true
+		}
+	}
+	return false
 }
 
 // insertCall returns a copy of calls with c in its place by time.
@@ -303,82 +364,63 @@ func insertCall(calls []pendingCall, c pendingCall) []pendingCall {
 	return slices.Insert(slices.Clip(calls), i, c) // clipped: a copy, as others share the array
 }
 
-// find returns the index of the call whose public id is id, or -1.
-func (s *turnSchedule) find(id string) int {
-	for i, c := range s.calls {
-		if c.publicID() == id {
-			return i
-		}
-	}
-	return -1
-}
-
 func (s *turnSchedule) Get(id string) (rivet.ScheduledCall, bool) {
-	if i := s.find(id); i >= 0 {
-		return s.calls[i].public(), true
+	for _, c := range s.calls() {
+		if c.publicID() == id {
+			return c.public(), true
+		}
 	}
 	return rivet.ScheduledCall{}, false
 }
 
 func (s *turnSchedule) List() []rivet.ScheduledCall {
-	out := make([]rivet.ScheduledCall, len(s.calls))
-	for i, c := range s.calls {
+	calls := s.calls()
+	out := make([]rivet.ScheduledCall, len(calls))
+	for i, c := range calls {
 		out[i] = c.public()
 	}
 	return out
 }
 
-func (s *turnSchedule) Cancel(id string) error {
+func (s *turnSchedule) Cancel(id string) (bool, error) {
 	if s.readOnly {
-		return rivet.Errorf(rivet.ErrInternal, "a read-only action of %s cannot cancel a scheduled call (make it with rivet.Action)", s.a.describe())
+		return false, rivet.Errorf(rivet.ErrInternal, "a read-only action of %s cannot cancel a scheduled call (make it with rivet.Action)", s.a.describe())
 	}
-	i := s.find(id)
-	if i < 0 {
-		return rivet.Errorf(rivet.ErrNotFound, "actor %s has no pending scheduled call %q", s.a.describe(), id)
+	if len(s.added)+len(s.cancelled) >= limitTurnCalls {
+		return false, rivet.Errorf(rivet.ErrTooLarge, "cancel: one turn schedules and cancels at most %d calls (they commit in one transaction)", limitTurnCalls)
 	}
-	s.remove(i)
-	return nil
+	return s.drop(id), nil
 }
 
-// ops returns the writes that take storage from the turn's base to its
-// calls: records are never changed, only added and removed.
+// ops returns the turn's writes: a record per added call, a delete per
+// cancelled one (records are never changed in place).
 func (s *turnSchedule) ops() []storage.Op {
-	if !s.changed {
-		return nil
-	}
 	a := s.a
 	var ops []storage.Op
-	in := make(map[string]bool, len(s.calls))
-	for _, c := range s.calls {
-		in[c.id] = true
+	for id := range s.cancelled {
+		ops = append(ops, storage.Delete(storage.ScheduleKey(a.part, a.ref.Name, a.enc, id)))
 	}
-	was := make(map[string]bool, len(s.base))
-	for _, c := range s.base {
-		was[c.id] = true
-		if !in[c.id] {
-			ops = append(ops, storage.Delete(storage.ScheduleKey(a.part, a.ref.Name, a.enc, c.id)))
+	for _, c := range s.added {
+		b, err := json.Marshal(c.rec)
+		if err != nil {
+			panic(err) // a string, a valid JSON array and numbers
 		}
-	}
-	for _, c := range s.calls {
-		if !was[c.id] {
-			b, _ := json.Marshal(c.rec)
-			ops = append(ops, storage.Put(storage.ScheduleKey(a.part, a.ref.Name, a.enc, c.id), b))
-		}
+		ops = append(ops, storage.Put(storage.ScheduleKey(a.part, a.ref.Name, a.enc, c.id), b))
 	}
 	return ops
 }
 
-// apply makes the turn's calls the activation's, once its writes are
+// apply makes the turn's changes the activation's, once its writes are
 // queued, and arms the timer for a call earlier than any before. (A
 // cancelled call's timer is left: it finds nothing due and re-arms.)
 // Called by the turn holder.
 func (s *turnSchedule) apply() {
-	if !s.changed {
+	if len(s.added) == 0 && len(s.cancelled) == 0 {
 		return
 	}
-	s.a.sched = s.calls
-	if len(s.calls) > 0 {
-		s.a.h.timers.scheduleEarlier(s.a.ref, schedTimer(s.a.id), time.UnixMilli(s.calls[0].at))
+	s.a.sched = s.calls()
+	if len(s.added) > 0 {
+		s.a.h.timers.scheduleEarlier(s.a.ref, schedTimer(s.a.id), time.UnixMilli(s.added[0].at))
 	}
 }
 
@@ -428,6 +470,7 @@ func (h *Host) fireSchedules(it *wakeItem) {
 // error is storage's or the actor's loading, never the action's: an
 // action that fails still uses its call up (Rivet does not retry either).
 func (h *Host) fireOne(ref Ref, sp *rivet.Spec) (more bool, err error) {
+	outcome := 0 // 1: ran, 2: failed (used up)
 	ctx, cancel := context.WithTimeout(h.baseCtx, h.cfg.ActionTimeout)
 	defer cancel()
 	chain := h.newChain()
@@ -443,63 +486,78 @@ func (h *Host) fireOne(ref Ref, sp *rivet.Spec) (more bool, err error) {
 			h.timers.schedule(a.ref, schedTimer(a.id), time.UnixMilli(c.at))
 			return nil
 		}
-		c, rest := a.sched[0], a.sched[1:]
+		// Out of the view first: a re-entrant turn of the action must
+		// not see the call it runs as pending.
+		c := a.sched[0]
+		a.sched = a.sched[1:]
 		more = true
 		// What follows the run: the call's record deleted, and for a
 		// recurring call its next run's written, whatever the action
 		// does (a failed run is not retried, but the next one comes).
-		after := rest
-		ops := []storage.Op{storage.Delete(storage.ScheduleKey(a.part, a.ref.Name, a.enc, c.id))}
+		done := storage.Delete(storage.ScheduleKey(a.part, a.ref.Name, a.enc, c.id))
+		var next *pendingCall
 		if c.rec.EveryMs > 0 && c.rec.Name != "" {
-			next := c.following(now)
-			after = insertCall(rest, next)
-			b, _ := json.Marshal(next.rec)
-			ops = append(ops, storage.Put(storage.ScheduleKey(a.part, a.ref.Name, a.enc, next.id), b))
+			n := c.following(now)
+			next = &n
 		}
-		settle := func() error {
+		settle := func(failed bool) error {
+			ops := []storage.Op{done}
+			if next != nil {
+				b, _ := json.Marshal(next.rec)
+				ops = append(ops, storage.Put(storage.ScheduleKey(a.part, a.ref.Name, a.enc, next.id), b))
+			}
 			if _, err := a.enqueue(ops...); err != nil {
 				return err
 			}
-			a.sched = after
+			if next != nil {
+				a.sched = insertCall(a.sched, *next)
+			}
+			outcome = 1
+			if failed {
+				outcome = 2
+			}
 			return nil
 		}
 		drop := func(why string, err error) error {
-			h.schedFailed.Add(1)
 			h.log.Warn("scheduled call failed; not retried", actorField(a), zap.String("action", c.rec.Action), zap.String("id", c.publicID()), zap.String("why", why), errField(err))
-			return settle()
+			return settle(true)
 		}
 		// A call that no longer fits the actor's code is used up, even
 		// a recurring one: its next runs would not fit either.
-		unfit := func(why string, err error) error {
-			after, ops = rest, ops[:1]
-			return drop(why, err)
-		}
 		act, ok := sp.Actions[c.rec.Action]
 		if !ok {
-			return unfit("the actor has no such action now", nil)
+			next = nil
+			return drop("the actor has no such action now", nil)
 		}
 		var args []json.RawMessage
 		if err := json.Unmarshal(c.rec.Args, &args); err != nil || len(args) != act.Arity {
-			return unfit(fmt.Sprintf("its arguments do not fit the action now (it takes %d)", act.Arity), err)
+			next = nil
+			return drop(fmt.Sprintf("its arguments do not fit the action now (it takes %d)", act.Arity), err)
 		}
-		// The action sees the calls as they are after its run: a
-		// recurring call's next run included, which it may cancel or
-		// replace.
-		ts := a.newTurnSchedule(act.ReadOnly, rest)
-		ts.calls, ts.changed = after, len(after) != len(rest)
+		// The action sees its recurring call's next run as pending: it
+		// may cancel or replace it.
+		ts := a.newTurnSchedule(act.ReadOnly)
+		if next != nil {
+			ts.add(*next)
+		}
 		call := c.public()
 		env := rivet.Env{Ctx: ctx, Name: a.ref.Name, Key: a.ref.Key, Client: &hostClient{h: h, chain: chain, from: a}, Schedule: ts, Fired: &call}
 		if err := invokeScheduled(h, a, act, env, args); err != nil {
 			if !act.ReadOnly {
 				a.restoreState()
 			}
+			if h.baseCtx.Err() != nil {
+				// The node stops: not the action's failure. The call
+				// stays stored; the actor's next owner runs it.
+				a.sched = insertCall(a.sched, c)
+				return rivet.Errorf(rivet.ErrUnavailable, "node %s is stopping", h.cfg.NodeID)
+			}
 			return drop("the action returned an error", err)
 		}
 		if act.ReadOnly {
-			h.schedFired.Add(1)
-			return settle()
+			return settle(false)
 		}
-		if err := a.saveState(append(ts.ops(), ops[0])...); err != nil {
+		if err := a.saveState(append(ts.ops(), done)...); err != nil {
 			if errors.Is(err, rivet.ErrTooLarge) || errors.Is(err, rivet.ErrInternal) {
 				// The change was discarded (the state over its limit,
 				// or not JSON): the action's failure, not storage's.
@@ -507,10 +565,19 @@ func (h *Host) fireOne(ref Ref, sp *rivet.Spec) (more bool, err error) {
 			}
 			return err
 		}
-		h.schedFired.Add(1)
-		a.sched = ts.calls
+		ts.apply()
+		outcome = 1
 		return nil
 	})
+	if err == nil {
+		// Counted once durable.
+		switch outcome {
+		case 1:
+			h.schedFired.Add(1)
+		case 2:
+			h.schedFailed.Add(1)
+		}
+	}
 	return more, err
 }
 

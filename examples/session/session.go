@@ -6,7 +6,6 @@
 package session
 
 import (
-	"errors"
 	"time"
 
 	"github.com/rivet-go/rivet"
@@ -38,7 +37,7 @@ var Actor = rivet.Actor[State]{
 			if c.State.Expiry != "" {
 				// The pending expiry is replaced by a later one. (It may
 				// be running right now: then it is gone already.)
-				if err := c.Schedule().Cancel(c.State.Expiry); err != nil && !errors.Is(err, rivet.ErrNotFound) {
+				if _, err := c.Schedule().Cancel(c.State.Expiry); err != nil {
 					return State{}, err
 				}
 			}
