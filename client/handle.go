@@ -229,3 +229,15 @@ func (h *ActorHandle) CancelWorkflow(ctx context.Context, reason string) (string
 	}
 	return resp.GetPreviousStatus(), nil
 }
+
+// CancelScheduledCall removes one of the actor's pending scheduled calls
+// (Inspect lists them; a recurring call's id is "every:<name>"), as an
+// operator's decision, and says whether there was one. The actor's code
+// is not consulted: use it for a call the actor has no action to cancel.
+func (h *ActorHandle) CancelScheduledCall(ctx context.Context, id string) (bool, error) {
+	resp, err := invoke(ctx, h.c, idempotent, h.c.actors.CancelScheduledCall, &rivetv1.CancelScheduledCallRequest{Actor: h.ref(), Id: id})
+	if err != nil {
+		return false, err
+	}
+	return resp.GetCancelled(), nil
+}

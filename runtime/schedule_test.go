@@ -466,3 +466,32 @@ func TestReentrantTurnsScheduleAndCancel(t *testing.T) {
 		t.Fatalf("list: %s %v, want the outer turn's call only", raw, err)
 	}
 }
+
+// An operator cancels a call the actor has no action to cancel: a
+// recurring call that keeps failing.
+func TestAnOperatorCancelsAScheduledCall(t *testing.T) {
+	e := newEnv(t, counterReg(t, alarm), nil)
+	ref := runtime.Ref{Name: "alarm", Key: []string{"op"}}
+	callString(t, e.host, "alarm", "op", "every", true, "bad", every{Ms: 1000, Action: "boom"})
+	waitFor(t, "a failed run", 10*time.Second, func() bool { return e.host.Stats().SchedulesFailed >= 1 })
+	if ok, err := e.host.CancelScheduledCall(ctx(t), ref, "every:bad"); err != nil || !ok {
+		t.Fatalf("cancel: %v %v, want true", ok, err)
+	}
+	if ok, err := e.host.CancelScheduledCall(ctx(t), ref, "every:bad"); err != nil || ok {
+		t.Fatalf("cancel again: %v %v, want false", ok, err)
+	}
+	if _, err := e.host.CancelScheduledCall(ctx(t), ref, ""); !errors.Is(err, rivet.ErrInvalidArgument) {
+		t.Fatalf("cancel of an empty id: %v, want invalid argument", err)
+	}
+	if _, err := e.host.CancelScheduledCall(ctx(t), runtime.Ref{Name: "alarm", Key: []string{"none"}}, "x"); !errors.Is(err, rivet.ErrNotFound) {
+		t.Fatalf("cancel on a missing actor: %v, want not found", err)
+	}
+	if ins := inspect(t, e.host, "alarm", "op"); len(ins.Schedules) != 0 {
+		t.Fatalf("after the cancel: %+v", ins.Schedules)
+	}
+	failed := e.host.Stats().SchedulesFailed
+	time.Sleep(1500 * time.Millisecond) // a next run would come by now (absence: cannot flake)
+	if n := e.host.Stats().SchedulesFailed; n != failed {
+		t.Fatalf("%d more runs after the cancel", n-failed)
+	}
+}

@@ -611,3 +611,40 @@ func (h *Host) schedulesOf(ctx context.Context, part uint32, ref Ref) ([]rivet.S
 	}
 	return out, nil
 }
+
+// CancelScheduledCall removes one of an actor's scheduled calls, as
+// Scheduler.Cancel does in an action, and says whether there was one: an
+// operator's stop for a call the actor has no action to cancel (a
+// recurring call that keeps failing).
+func (h *Host) CancelScheduledCall(ctx context.Context, ref Ref, id string) (bool, error) {
+	if err := h.begin(); err != nil {
+		return false, err
+	}
+	defer h.end()
+	if id == "" {
+		return false, rivet.Errorf(rivet.ErrInvalidArgument, "the scheduled call's id is empty (rivetctl inspect lists them)")
+	}
+	sp, err := h.spec(ref.Name)
+	if err != nil {
+		return false, err
+	}
+	cancelled := false
+	_, _, err = h.turn(ctx, TurnAdmin, ref, sp, false, nil, h.newChain(), func(a *activation) error {
+		ts := a.newTurnSchedule(false)
+		if cancelled, _ = ts.Cancel(id); !cancelled {
+			return nil
+		}
+		if _, err := a.enqueue(ts.ops()...); err != nil {
+			return err
+		}
+		ts.apply()
+		return nil
+	})
+	if err != nil {
+		return false, err
+	}
+	if cancelled {
+		h.log.Info("scheduled call cancelled", refField(ref), zap.String("id", id))
+	}
+	return cancelled, nil
+}

@@ -234,3 +234,16 @@ func (s *Server) CancelWorkflow(ctx context.Context, req *rivetv1.CancelWorkflow
 	}
 	return &rivetv1.CancelWorkflowResponse{PreviousStatus: prev}, nil
 }
+
+// CancelScheduledCall removes one of an actor's scheduled calls.
+func (s *Server) CancelScheduledCall(ctx context.Context, req *rivetv1.CancelScheduledCallRequest) (*rivetv1.CancelScheduledCallResponse, error) {
+	r, err := ref(req.GetActor())
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	ok, err := s.backend.CancelScheduledCall(ctx, r, req.GetId())
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	return &rivetv1.CancelScheduledCallResponse{Cancelled: ok}, nil
+}

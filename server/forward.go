@@ -47,6 +47,9 @@ var forwardedResponses = map[string]func() proto.Message{
 	rivetv1.ActorService_History_FullMethodName:        func() proto.Message { return new(rivetv1.HistoryResponse) },
 	rivetv1.ActorService_RetryWorkflow_FullMethodName:  func() proto.Message { return new(rivetv1.RetryWorkflowResponse) },
 	rivetv1.ActorService_CancelWorkflow_FullMethodName: func() proto.Message { return new(rivetv1.CancelWorkflowResponse) },
+	rivetv1.ActorService_CancelScheduledCall_FullMethodName: func() proto.Message {
+		return new(rivetv1.CancelScheduledCallResponse)
+	},
 }
 
 // ForwardingInterceptor sends each actor request that another node serves

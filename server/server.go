@@ -29,6 +29,7 @@ type Backend interface {
 	History(ctx context.Context, ref runtime.Ref) (runtime.History, error)
 	RetryWorkflow(ctx context.Context, ref runtime.Ref, from string) (int, error)
 	CancelWorkflow(ctx context.Context, ref runtime.Ref, reason string) (string, error)
+	CancelScheduledCall(ctx context.Context, ref runtime.Ref, id string) (bool, error)
 	Members(ctx context.Context) ([]runtime.Member, error)
 	Partitions(ctx context.Context) (count uint32, owners []runtime.PartitionOwner, err error)
 	Stats() runtime.Stats

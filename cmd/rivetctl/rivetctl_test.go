@@ -315,10 +315,33 @@ scheduled  2026-01-02T03:05:05Z  expire []  (a1)
 state
 {}
 `)
+	rivetctl(t, addr, "schedule", "list", "sessionActor", "s").want(t, 0, `ID          AT                    ACTION  ARGS  EVERY
+a1          2026-01-02T03:05:05Z  expire  []    -
+every:beat  2026-01-02T04:04:05Z  add     [1]   1h0m0s
+`)
 	r := rivetctl(t, addr, "inspect", "sessionActor", "s", "-o", "json")
 	var in client.Inspection
 	if err := json.Unmarshal([]byte(r.stdout), &in); err != nil || len(in.Schedules) != 2 || in.Schedules[1].ID != "every:beat" || in.Schedules[1].Every != time.Hour ||
 		string(in.Schedules[1].Args) != "[1]" || !in.Schedules[0].At.Equal(at.Add(time.Minute)) {
 		t.Errorf("inspect json: %+v %v (%+v)", in.Schedules, err, r)
+	}
+}
+
+// schedule cancel removes a call by its id and says when there was none.
+func TestScheduleCancel(t *testing.T) {
+	f := servertest.NewFake()
+	var got []string
+	f.CancelScheduledCallFunc = func(ref runtime.Ref, id string) (bool, error) {
+		got = append(got, ref.Name+" "+strings.Join(ref.Key, ",")+" "+id)
+		return id == "every:beat", nil
+	}
+	addr := servertest.Start(t, f, servertest.Config{})
+	rivetctl(t, addr, "schedule", "cancel", "reportActor", "main", "every:beat").want(t, 0, "cancelled every:beat\n")
+	rivetctl(t, addr, "schedule", "cancel", "reportActor", "main", "x1").want(t, 0, "no pending call x1 (it ran, or was cancelled)\n")
+	rivetctl(t, addr, "-o", "json", "schedule", "cancel", "reportActor", "main", "every:beat").want(t, 0, `{"cancelled":true}`+"\n")
+	rivetctl(t, addr, "schedule", "cancel", "reportActor", "main").
+		wantErr(t, 2, "rivetctl: usage: rivetctl schedule cancel ACTOR KEY ID [flags] (got 2 arguments)")
+	if want := "reportActor main every:beat|reportActor main x1|reportActor main every:beat"; strings.Join(got, "|") != want {
+		t.Errorf("cancels sent: %q, want %q", strings.Join(got, "|"), want)
 	}
 }

@@ -144,3 +144,26 @@ func TestASessionExpiresAfterItsNodeRestarts(t *testing.T) {
 		t.Fatalf("state %+v: want 1 expiry", s)
 	}
 }
+
+// An operator's cancel (rivetctl schedule cancel) removes the expiry: the
+// session stays active.
+func TestAnOperatorCancelsASessionsExpiry(t *testing.T) {
+	c, _ := startNode(t, t.TempDir())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	h := c.Actor("sessionActor", "s3")
+	if _, err := h.Call(ctx, "touch", 300); err != nil {
+		t.Fatal(err)
+	}
+	ins, err := h.Inspect(ctx)
+	if err != nil || len(ins.Schedules) != 1 {
+		t.Fatalf("inspect: %+v %v", ins.Schedules, err)
+	}
+	if ok, err := h.CancelScheduledCall(ctx, ins.Schedules[0].ID); err != nil || !ok {
+		t.Fatalf("cancel: %v %v", ok, err)
+	}
+	time.Sleep(600 * time.Millisecond) // past the expiry's time (absence: cannot flake)
+	if s := stateOf(t, c, "s3"); !s.Active || s.Expired != 0 {
+		t.Fatalf("state %+v after the expiry was cancelled", s)
+	}
+}

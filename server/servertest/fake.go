@@ -32,6 +32,8 @@ type Fake struct {
 	SendFunc    func(ctx context.Context, req runtime.SendRequest) (runtime.SendResult, error)
 	GetFunc     func(ctx context.Context, ref runtime.Ref) (runtime.ActorInfo, error)
 	InspectFunc func(ctx context.Context, ref runtime.Ref) (runtime.Inspection, error)
+	// CancelScheduledCallFunc answers CancelScheduledCall.
+	CancelScheduledCallFunc func(ref runtime.Ref, id string) (bool, error)
 
 	// MemberList and PartitionTable are what Members and Partitions
 	// return.
@@ -306,4 +308,13 @@ func (f *Fake) Stats() runtime.Stats { return f.NodeStats }
 // Drain records nothing: a fake has no partitions to move.
 func (f *Fake) Drain(ctx context.Context, node string, undo bool) (uint32, error) {
 	return 0, rivet.Errorf(rivet.ErrNotFound, "no node %q", node)
+}
+
+// CancelScheduledCall finds nothing: the fake schedules no calls (a test
+// scripts Inspect's through InspectFunc).
+func (f *Fake) CancelScheduledCall(_ context.Context, ref runtime.Ref, id string) (bool, error) {
+	if f.CancelScheduledCallFunc != nil {
+		return f.CancelScheduledCallFunc(ref, id)
+	}
+	return false, nil
 }

@@ -1819,6 +1819,104 @@ func (x *CancelWorkflowResponse) GetPreviousStatus() string {
 	return ""
 }
 
+type CancelScheduledCallRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Actor *ActorRef              `protobuf:"bytes,1,opt,name=actor,proto3" json:"actor,omitempty"`
+	// id is the call's id as Inspect shows it ("every:<name>" for a
+	// recurring call).
+	Id            string `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelScheduledCallRequest) Reset() {
+	*x = CancelScheduledCallRequest{}
+	mi := &file_rivet_v1_actor_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelScheduledCallRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelScheduledCallRequest) ProtoMessage() {}
+
+func (x *CancelScheduledCallRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_rivet_v1_actor_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelScheduledCallRequest.ProtoReflect.Descriptor instead.
+func (*CancelScheduledCallRequest) Descriptor() ([]byte, []int) {
+	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *CancelScheduledCallRequest) GetActor() *ActorRef {
+	if x != nil {
+		return x.Actor
+	}
+	return nil
+}
+
+func (x *CancelScheduledCallRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type CancelScheduledCallResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Cancelled     bool                   `protobuf:"varint,1,opt,name=cancelled,proto3" json:"cancelled,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelScheduledCallResponse) Reset() {
+	*x = CancelScheduledCallResponse{}
+	mi := &file_rivet_v1_actor_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelScheduledCallResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelScheduledCallResponse) ProtoMessage() {}
+
+func (x *CancelScheduledCallResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_rivet_v1_actor_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelScheduledCallResponse.ProtoReflect.Descriptor instead.
+func (*CancelScheduledCallResponse) Descriptor() ([]byte, []int) {
+	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *CancelScheduledCallResponse) GetCancelled() bool {
+	if x != nil {
+		return x.Cancelled
+	}
+	return false
+}
+
 // ActorError is attached to every error status a node returns. For errors an
 // actor's code raised on purpose (the original engine's UserError), group is
 // "user" and code is the user's own code.
@@ -1835,7 +1933,7 @@ type ActorError struct {
 
 func (x *ActorError) Reset() {
 	*x = ActorError{}
-	mi := &file_rivet_v1_actor_proto_msgTypes[28]
+	mi := &file_rivet_v1_actor_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1847,7 +1945,7 @@ func (x *ActorError) String() string {
 func (*ActorError) ProtoMessage() {}
 
 func (x *ActorError) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_actor_proto_msgTypes[28]
+	mi := &file_rivet_v1_actor_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1860,7 +1958,7 @@ func (x *ActorError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActorError.ProtoReflect.Descriptor instead.
 func (*ActorError) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{28}
+	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ActorError) GetGroup() string {
@@ -2022,13 +2120,18 @@ const file_rivet_v1_actor_proto_rawDesc = "" +
 	"\x05actor\x18\x01 \x01(\v2\x12.rivet.v1.ActorRefR\x05actor\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"A\n" +
 	"\x16CancelWorkflowResponse\x12'\n" +
-	"\x0fprevious_status\x18\x01 \x01(\tR\x0epreviousStatus\"l\n" +
+	"\x0fprevious_status\x18\x01 \x01(\tR\x0epreviousStatus\"V\n" +
+	"\x1aCancelScheduledCallRequest\x12(\n" +
+	"\x05actor\x18\x01 \x01(\v2\x12.rivet.v1.ActorRefR\x05actor\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\";\n" +
+	"\x1bCancelScheduledCallResponse\x12\x1c\n" +
+	"\tcancelled\x18\x01 \x01(\bR\tcancelled\"l\n" +
 	"\n" +
 	"ActorError\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x12\n" +
 	"\x04code\x18\x02 \x01(\tR\x04code\x12\x18\n" +
 	"\amessage\x18\x03 \x01(\tR\amessage\x12\x1a\n" +
-	"\bmetadata\x18\x04 \x01(\fR\bmetadata2\xd7\x05\n" +
+	"\bmetadata\x18\x04 \x01(\fR\bmetadata2\xbb\x06\n" +
 	"\fActorService\x125\n" +
 	"\x04Call\x12\x15.rivet.v1.CallRequest\x1a\x16.rivet.v1.CallResponse\x125\n" +
 	"\x04Send\x12\x15.rivet.v1.SendRequest\x1a\x16.rivet.v1.SendResponse\x12;\n" +
@@ -2040,7 +2143,8 @@ const file_rivet_v1_actor_proto_rawDesc = "" +
 	"\x04List\x12\x15.rivet.v1.ListRequest\x1a\x16.rivet.v1.ListResponse\x12>\n" +
 	"\aHistory\x12\x18.rivet.v1.HistoryRequest\x1a\x19.rivet.v1.HistoryResponse\x12P\n" +
 	"\rRetryWorkflow\x12\x1e.rivet.v1.RetryWorkflowRequest\x1a\x1f.rivet.v1.RetryWorkflowResponse\x12S\n" +
-	"\x0eCancelWorkflow\x12\x1f.rivet.v1.CancelWorkflowRequest\x1a .rivet.v1.CancelWorkflowResponseB0Z.github.com/rivet-go/rivet/gen/rivet/v1;rivetv1b\x06proto3"
+	"\x0eCancelWorkflow\x12\x1f.rivet.v1.CancelWorkflowRequest\x1a .rivet.v1.CancelWorkflowResponse\x12b\n" +
+	"\x13CancelScheduledCall\x12$.rivet.v1.CancelScheduledCallRequest\x1a%.rivet.v1.CancelScheduledCallResponseB0Z.github.com/rivet-go/rivet/gen/rivet/v1;rivetv1b\x06proto3"
 
 var (
 	file_rivet_v1_actor_proto_rawDescOnce sync.Once
@@ -2054,39 +2158,41 @@ func file_rivet_v1_actor_proto_rawDescGZIP() []byte {
 	return file_rivet_v1_actor_proto_rawDescData
 }
 
-var file_rivet_v1_actor_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_rivet_v1_actor_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_rivet_v1_actor_proto_goTypes = []any{
-	(*ActorRef)(nil),               // 0: rivet.v1.ActorRef
-	(*CallChain)(nil),              // 1: rivet.v1.CallChain
-	(*CallRequest)(nil),            // 2: rivet.v1.CallRequest
-	(*CallResponse)(nil),           // 3: rivet.v1.CallResponse
-	(*SendRequest)(nil),            // 4: rivet.v1.SendRequest
-	(*SendResponse)(nil),           // 5: rivet.v1.SendResponse
-	(*CreateRequest)(nil),          // 6: rivet.v1.CreateRequest
-	(*CreateResponse)(nil),         // 7: rivet.v1.CreateResponse
-	(*GetOrCreateRequest)(nil),     // 8: rivet.v1.GetOrCreateRequest
-	(*GetOrCreateResponse)(nil),    // 9: rivet.v1.GetOrCreateResponse
-	(*GetRequest)(nil),             // 10: rivet.v1.GetRequest
-	(*GetResponse)(nil),            // 11: rivet.v1.GetResponse
-	(*DestroyRequest)(nil),         // 12: rivet.v1.DestroyRequest
-	(*DestroyResponse)(nil),        // 13: rivet.v1.DestroyResponse
-	(*ActorInfo)(nil),              // 14: rivet.v1.ActorInfo
-	(*InspectRequest)(nil),         // 15: rivet.v1.InspectRequest
-	(*QueueDepth)(nil),             // 16: rivet.v1.QueueDepth
-	(*InspectResponse)(nil),        // 17: rivet.v1.InspectResponse
-	(*ScheduledCall)(nil),          // 18: rivet.v1.ScheduledCall
-	(*ListRequest)(nil),            // 19: rivet.v1.ListRequest
-	(*ListResponse)(nil),           // 20: rivet.v1.ListResponse
-	(*HistoryRequest)(nil),         // 21: rivet.v1.HistoryRequest
-	(*HistoryEntry)(nil),           // 22: rivet.v1.HistoryEntry
-	(*HistoryResponse)(nil),        // 23: rivet.v1.HistoryResponse
-	(*RetryWorkflowRequest)(nil),   // 24: rivet.v1.RetryWorkflowRequest
-	(*RetryWorkflowResponse)(nil),  // 25: rivet.v1.RetryWorkflowResponse
-	(*CancelWorkflowRequest)(nil),  // 26: rivet.v1.CancelWorkflowRequest
-	(*CancelWorkflowResponse)(nil), // 27: rivet.v1.CancelWorkflowResponse
-	(*ActorError)(nil),             // 28: rivet.v1.ActorError
-	(*timestamppb.Timestamp)(nil),  // 29: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),    // 30: google.protobuf.Duration
+	(*ActorRef)(nil),                    // 0: rivet.v1.ActorRef
+	(*CallChain)(nil),                   // 1: rivet.v1.CallChain
+	(*CallRequest)(nil),                 // 2: rivet.v1.CallRequest
+	(*CallResponse)(nil),                // 3: rivet.v1.CallResponse
+	(*SendRequest)(nil),                 // 4: rivet.v1.SendRequest
+	(*SendResponse)(nil),                // 5: rivet.v1.SendResponse
+	(*CreateRequest)(nil),               // 6: rivet.v1.CreateRequest
+	(*CreateResponse)(nil),              // 7: rivet.v1.CreateResponse
+	(*GetOrCreateRequest)(nil),          // 8: rivet.v1.GetOrCreateRequest
+	(*GetOrCreateResponse)(nil),         // 9: rivet.v1.GetOrCreateResponse
+	(*GetRequest)(nil),                  // 10: rivet.v1.GetRequest
+	(*GetResponse)(nil),                 // 11: rivet.v1.GetResponse
+	(*DestroyRequest)(nil),              // 12: rivet.v1.DestroyRequest
+	(*DestroyResponse)(nil),             // 13: rivet.v1.DestroyResponse
+	(*ActorInfo)(nil),                   // 14: rivet.v1.ActorInfo
+	(*InspectRequest)(nil),              // 15: rivet.v1.InspectRequest
+	(*QueueDepth)(nil),                  // 16: rivet.v1.QueueDepth
+	(*InspectResponse)(nil),             // 17: rivet.v1.InspectResponse
+	(*ScheduledCall)(nil),               // 18: rivet.v1.ScheduledCall
+	(*ListRequest)(nil),                 // 19: rivet.v1.ListRequest
+	(*ListResponse)(nil),                // 20: rivet.v1.ListResponse
+	(*HistoryRequest)(nil),              // 21: rivet.v1.HistoryRequest
+	(*HistoryEntry)(nil),                // 22: rivet.v1.HistoryEntry
+	(*HistoryResponse)(nil),             // 23: rivet.v1.HistoryResponse
+	(*RetryWorkflowRequest)(nil),        // 24: rivet.v1.RetryWorkflowRequest
+	(*RetryWorkflowResponse)(nil),       // 25: rivet.v1.RetryWorkflowResponse
+	(*CancelWorkflowRequest)(nil),       // 26: rivet.v1.CancelWorkflowRequest
+	(*CancelWorkflowResponse)(nil),      // 27: rivet.v1.CancelWorkflowResponse
+	(*CancelScheduledCallRequest)(nil),  // 28: rivet.v1.CancelScheduledCallRequest
+	(*CancelScheduledCallResponse)(nil), // 29: rivet.v1.CancelScheduledCallResponse
+	(*ActorError)(nil),                  // 30: rivet.v1.ActorError
+	(*timestamppb.Timestamp)(nil),       // 31: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),         // 32: google.protobuf.Duration
 }
 var file_rivet_v1_actor_proto_depIdxs = []int32{
 	0,  // 0: rivet.v1.CallRequest.actor:type_name -> rivet.v1.ActorRef
@@ -2101,50 +2207,53 @@ var file_rivet_v1_actor_proto_depIdxs = []int32{
 	14, // 9: rivet.v1.GetResponse.actor:type_name -> rivet.v1.ActorInfo
 	0,  // 10: rivet.v1.DestroyRequest.actor:type_name -> rivet.v1.ActorRef
 	0,  // 11: rivet.v1.ActorInfo.actor:type_name -> rivet.v1.ActorRef
-	29, // 12: rivet.v1.ActorInfo.created_at:type_name -> google.protobuf.Timestamp
-	29, // 13: rivet.v1.ActorInfo.workflow_failed_at:type_name -> google.protobuf.Timestamp
+	31, // 12: rivet.v1.ActorInfo.created_at:type_name -> google.protobuf.Timestamp
+	31, // 13: rivet.v1.ActorInfo.workflow_failed_at:type_name -> google.protobuf.Timestamp
 	0,  // 14: rivet.v1.InspectRequest.actor:type_name -> rivet.v1.ActorRef
 	14, // 15: rivet.v1.InspectResponse.info:type_name -> rivet.v1.ActorInfo
 	16, // 16: rivet.v1.InspectResponse.queues:type_name -> rivet.v1.QueueDepth
-	29, // 17: rivet.v1.InspectResponse.workflow_wake_at:type_name -> google.protobuf.Timestamp
+	31, // 17: rivet.v1.InspectResponse.workflow_wake_at:type_name -> google.protobuf.Timestamp
 	18, // 18: rivet.v1.InspectResponse.schedules:type_name -> rivet.v1.ScheduledCall
-	29, // 19: rivet.v1.ScheduledCall.at:type_name -> google.protobuf.Timestamp
-	29, // 20: rivet.v1.ScheduledCall.created_at:type_name -> google.protobuf.Timestamp
-	30, // 21: rivet.v1.ScheduledCall.every:type_name -> google.protobuf.Duration
+	31, // 19: rivet.v1.ScheduledCall.at:type_name -> google.protobuf.Timestamp
+	31, // 20: rivet.v1.ScheduledCall.created_at:type_name -> google.protobuf.Timestamp
+	32, // 21: rivet.v1.ScheduledCall.every:type_name -> google.protobuf.Duration
 	14, // 22: rivet.v1.ListResponse.actors:type_name -> rivet.v1.ActorInfo
 	0,  // 23: rivet.v1.HistoryRequest.actor:type_name -> rivet.v1.ActorRef
-	29, // 24: rivet.v1.HistoryEntry.updated_at:type_name -> google.protobuf.Timestamp
+	31, // 24: rivet.v1.HistoryEntry.updated_at:type_name -> google.protobuf.Timestamp
 	22, // 25: rivet.v1.HistoryResponse.entries:type_name -> rivet.v1.HistoryEntry
-	29, // 26: rivet.v1.HistoryResponse.workflow_wake_at:type_name -> google.protobuf.Timestamp
+	31, // 26: rivet.v1.HistoryResponse.workflow_wake_at:type_name -> google.protobuf.Timestamp
 	0,  // 27: rivet.v1.RetryWorkflowRequest.actor:type_name -> rivet.v1.ActorRef
 	0,  // 28: rivet.v1.CancelWorkflowRequest.actor:type_name -> rivet.v1.ActorRef
-	2,  // 29: rivet.v1.ActorService.Call:input_type -> rivet.v1.CallRequest
-	4,  // 30: rivet.v1.ActorService.Send:input_type -> rivet.v1.SendRequest
-	6,  // 31: rivet.v1.ActorService.Create:input_type -> rivet.v1.CreateRequest
-	8,  // 32: rivet.v1.ActorService.GetOrCreate:input_type -> rivet.v1.GetOrCreateRequest
-	10, // 33: rivet.v1.ActorService.Get:input_type -> rivet.v1.GetRequest
-	12, // 34: rivet.v1.ActorService.Destroy:input_type -> rivet.v1.DestroyRequest
-	15, // 35: rivet.v1.ActorService.Inspect:input_type -> rivet.v1.InspectRequest
-	19, // 36: rivet.v1.ActorService.List:input_type -> rivet.v1.ListRequest
-	21, // 37: rivet.v1.ActorService.History:input_type -> rivet.v1.HistoryRequest
-	24, // 38: rivet.v1.ActorService.RetryWorkflow:input_type -> rivet.v1.RetryWorkflowRequest
-	26, // 39: rivet.v1.ActorService.CancelWorkflow:input_type -> rivet.v1.CancelWorkflowRequest
-	3,  // 40: rivet.v1.ActorService.Call:output_type -> rivet.v1.CallResponse
-	5,  // 41: rivet.v1.ActorService.Send:output_type -> rivet.v1.SendResponse
-	7,  // 42: rivet.v1.ActorService.Create:output_type -> rivet.v1.CreateResponse
-	9,  // 43: rivet.v1.ActorService.GetOrCreate:output_type -> rivet.v1.GetOrCreateResponse
-	11, // 44: rivet.v1.ActorService.Get:output_type -> rivet.v1.GetResponse
-	13, // 45: rivet.v1.ActorService.Destroy:output_type -> rivet.v1.DestroyResponse
-	17, // 46: rivet.v1.ActorService.Inspect:output_type -> rivet.v1.InspectResponse
-	20, // 47: rivet.v1.ActorService.List:output_type -> rivet.v1.ListResponse
-	23, // 48: rivet.v1.ActorService.History:output_type -> rivet.v1.HistoryResponse
-	25, // 49: rivet.v1.ActorService.RetryWorkflow:output_type -> rivet.v1.RetryWorkflowResponse
-	27, // 50: rivet.v1.ActorService.CancelWorkflow:output_type -> rivet.v1.CancelWorkflowResponse
-	40, // [40:51] is the sub-list for method output_type
-	29, // [29:40] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	0,  // 29: rivet.v1.CancelScheduledCallRequest.actor:type_name -> rivet.v1.ActorRef
+	2,  // 30: rivet.v1.ActorService.Call:input_type -> rivet.v1.CallRequest
+	4,  // 31: rivet.v1.ActorService.Send:input_type -> rivet.v1.SendRequest
+	6,  // 32: rivet.v1.ActorService.Create:input_type -> rivet.v1.CreateRequest
+	8,  // 33: rivet.v1.ActorService.GetOrCreate:input_type -> rivet.v1.GetOrCreateRequest
+	10, // 34: rivet.v1.ActorService.Get:input_type -> rivet.v1.GetRequest
+	12, // 35: rivet.v1.ActorService.Destroy:input_type -> rivet.v1.DestroyRequest
+	15, // 36: rivet.v1.ActorService.Inspect:input_type -> rivet.v1.InspectRequest
+	19, // 37: rivet.v1.ActorService.List:input_type -> rivet.v1.ListRequest
+	21, // 38: rivet.v1.ActorService.History:input_type -> rivet.v1.HistoryRequest
+	24, // 39: rivet.v1.ActorService.RetryWorkflow:input_type -> rivet.v1.RetryWorkflowRequest
+	26, // 40: rivet.v1.ActorService.CancelWorkflow:input_type -> rivet.v1.CancelWorkflowRequest
+	28, // 41: rivet.v1.ActorService.CancelScheduledCall:input_type -> rivet.v1.CancelScheduledCallRequest
+	3,  // 42: rivet.v1.ActorService.Call:output_type -> rivet.v1.CallResponse
+	5,  // 43: rivet.v1.ActorService.Send:output_type -> rivet.v1.SendResponse
+	7,  // 44: rivet.v1.ActorService.Create:output_type -> rivet.v1.CreateResponse
+	9,  // 45: rivet.v1.ActorService.GetOrCreate:output_type -> rivet.v1.GetOrCreateResponse
+	11, // 46: rivet.v1.ActorService.Get:output_type -> rivet.v1.GetResponse
+	13, // 47: rivet.v1.ActorService.Destroy:output_type -> rivet.v1.DestroyResponse
+	17, // 48: rivet.v1.ActorService.Inspect:output_type -> rivet.v1.InspectResponse
+	20, // 49: rivet.v1.ActorService.List:output_type -> rivet.v1.ListResponse
+	23, // 50: rivet.v1.ActorService.History:output_type -> rivet.v1.HistoryResponse
+	25, // 51: rivet.v1.ActorService.RetryWorkflow:output_type -> rivet.v1.RetryWorkflowResponse
+	27, // 52: rivet.v1.ActorService.CancelWorkflow:output_type -> rivet.v1.CancelWorkflowResponse
+	29, // 53: rivet.v1.ActorService.CancelScheduledCall:output_type -> rivet.v1.CancelScheduledCallResponse
+	42, // [42:54] is the sub-list for method output_type
+	30, // [30:42] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_rivet_v1_actor_proto_init() }
@@ -2158,7 +2267,7 @@ func file_rivet_v1_actor_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rivet_v1_actor_proto_rawDesc), len(file_rivet_v1_actor_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   29,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -24,17 +24,18 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	ActorService_Call_FullMethodName           = "/rivet.v1.ActorService/Call"
-	ActorService_Send_FullMethodName           = "/rivet.v1.ActorService/Send"
-	ActorService_Create_FullMethodName         = "/rivet.v1.ActorService/Create"
-	ActorService_GetOrCreate_FullMethodName    = "/rivet.v1.ActorService/GetOrCreate"
-	ActorService_Get_FullMethodName            = "/rivet.v1.ActorService/Get"
-	ActorService_Destroy_FullMethodName        = "/rivet.v1.ActorService/Destroy"
-	ActorService_Inspect_FullMethodName        = "/rivet.v1.ActorService/Inspect"
-	ActorService_List_FullMethodName           = "/rivet.v1.ActorService/List"
-	ActorService_History_FullMethodName        = "/rivet.v1.ActorService/History"
-	ActorService_RetryWorkflow_FullMethodName  = "/rivet.v1.ActorService/RetryWorkflow"
-	ActorService_CancelWorkflow_FullMethodName = "/rivet.v1.ActorService/CancelWorkflow"
+	ActorService_Call_FullMethodName                = "/rivet.v1.ActorService/Call"
+	ActorService_Send_FullMethodName                = "/rivet.v1.ActorService/Send"
+	ActorService_Create_FullMethodName              = "/rivet.v1.ActorService/Create"
+	ActorService_GetOrCreate_FullMethodName         = "/rivet.v1.ActorService/GetOrCreate"
+	ActorService_Get_FullMethodName                 = "/rivet.v1.ActorService/Get"
+	ActorService_Destroy_FullMethodName             = "/rivet.v1.ActorService/Destroy"
+	ActorService_Inspect_FullMethodName             = "/rivet.v1.ActorService/Inspect"
+	ActorService_List_FullMethodName                = "/rivet.v1.ActorService/List"
+	ActorService_History_FullMethodName             = "/rivet.v1.ActorService/History"
+	ActorService_RetryWorkflow_FullMethodName       = "/rivet.v1.ActorService/RetryWorkflow"
+	ActorService_CancelWorkflow_FullMethodName      = "/rivet.v1.ActorService/CancelWorkflow"
+	ActorService_CancelScheduledCall_FullMethodName = "/rivet.v1.ActorService/CancelScheduledCall"
 )
 
 // ActorServiceClient is the client API for ActorService service.
@@ -77,6 +78,11 @@ type ActorServiceClient interface {
 	// Cancelling a cancelled workflow changes nothing; a completed or failed
 	// one is FAILED_PRECONDITION.
 	CancelWorkflow(ctx context.Context, in *CancelWorkflowRequest, opts ...grpc.CallOption) (*CancelWorkflowResponse, error)
+	// CancelScheduledCall removes one of the actor's pending scheduled calls
+	// (a call of its own action it asked for at a later time; Inspect lists
+	// them), as an operator's decision: for a recurring call that keeps
+	// failing, say. cancelled is false if there was no such call.
+	CancelScheduledCall(ctx context.Context, in *CancelScheduledCallRequest, opts ...grpc.CallOption) (*CancelScheduledCallResponse, error)
 }
 
 type actorServiceClient struct {
@@ -197,6 +203,16 @@ func (c *actorServiceClient) CancelWorkflow(ctx context.Context, in *CancelWorkf
 	return out, nil
 }
 
+func (c *actorServiceClient) CancelScheduledCall(ctx context.Context, in *CancelScheduledCallRequest, opts ...grpc.CallOption) (*CancelScheduledCallResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CancelScheduledCallResponse)
+	err := c.cc.Invoke(ctx, ActorService_CancelScheduledCall_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ActorServiceServer is the server API for ActorService service.
 // All implementations must embed UnimplementedActorServiceServer
 // for forward compatibility.
@@ -237,6 +253,11 @@ type ActorServiceServer interface {
 	// Cancelling a cancelled workflow changes nothing; a completed or failed
 	// one is FAILED_PRECONDITION.
 	CancelWorkflow(context.Context, *CancelWorkflowRequest) (*CancelWorkflowResponse, error)
+	// CancelScheduledCall removes one of the actor's pending scheduled calls
+	// (a call of its own action it asked for at a later time; Inspect lists
+	// them), as an operator's decision: for a recurring call that keeps
+	// failing, say. cancelled is false if there was no such call.
+	CancelScheduledCall(context.Context, *CancelScheduledCallRequest) (*CancelScheduledCallResponse, error)
 	mustEmbedUnimplementedActorServiceServer()
 }
 
@@ -279,6 +300,9 @@ func (UnimplementedActorServiceServer) RetryWorkflow(context.Context, *RetryWork
 }
 func (UnimplementedActorServiceServer) CancelWorkflow(context.Context, *CancelWorkflowRequest) (*CancelWorkflowResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CancelWorkflow not implemented")
+}
+func (UnimplementedActorServiceServer) CancelScheduledCall(context.Context, *CancelScheduledCallRequest) (*CancelScheduledCallResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CancelScheduledCall not implemented")
 }
 func (UnimplementedActorServiceServer) mustEmbedUnimplementedActorServiceServer() {}
 func (UnimplementedActorServiceServer) testEmbeddedByValue()                      {}
@@ -499,6 +523,24 @@ func _ActorService_CancelWorkflow_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ActorService_CancelScheduledCall_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CancelScheduledCallRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ActorServiceServer).CancelScheduledCall(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ActorService_CancelScheduledCall_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ActorServiceServer).CancelScheduledCall(ctx, req.(*CancelScheduledCallRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ActorService_ServiceDesc is the grpc.ServiceDesc for ActorService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -549,6 +591,10 @@ var ActorService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CancelWorkflow",
 			Handler:    _ActorService_CancelWorkflow_Handler,
+		},
+		{
+			MethodName: "CancelScheduledCall",
+			Handler:    _ActorService_CancelScheduledCall_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -1,0 +1,83 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rivet-go/rivet/client"
+)
+
+// scheduleCommand lists and cancels an actor's scheduled calls: calls of
+// its own actions it asked for at a later time (rivet.Scheduler).
+func (a *app) scheduleCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "schedule",
+		Short: "List or cancel an actor's scheduled calls (calls of its own actions at a later time)",
+	}
+	list := &cobra.Command{
+		Use:   "list ACTOR KEY",
+		Short: "List an actor's pending scheduled calls, the earliest first",
+		Args:  args(2, 2),
+	}
+	list.RunE = a.runE(nil, func(ctx context.Context, c *client.Client, args []string) error {
+		key, err := parseKey(args[1])
+		if err != nil {
+			return err
+		}
+		in, err := c.Actor(args[0], key...).NoCreate().Inspect(ctx)
+		if err != nil {
+			return err
+		}
+		if a.output == "json" {
+			if in.Schedules == nil {
+				in.Schedules = []client.ScheduledCall{}
+			}
+			return a.printValue(in.Schedules)
+		}
+		tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tAT\tACTION\tARGS\tEVERY")
+		for _, s := range in.Schedules {
+			every := "-"
+			if s.Every > 0 {
+				every = s.Every.String()
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.ID, formatTime(s.At), s.Action, s.Args, every)
+		}
+		return tw.Flush()
+	})
+	cancel := &cobra.Command{
+		Use:   "cancel ACTOR KEY ID",
+		Short: "Remove one of an actor's scheduled calls (ID as schedule list shows it; every:NAME for a recurring one)",
+		Long: `Remove one of an actor's pending scheduled calls, as an operator's decision:
+for a call the actor has no action to cancel, such as a recurring call that
+keeps failing. The actor's code is not consulted. Cancelling a call that
+already ran, or was cancelled, changes nothing.`,
+		Example: `  rivetctl schedule cancel sessionActor alice 1796094126780-0a92244e48e5ffff
+  rivetctl schedule cancel reportActor main every:digest`,
+		Args: args(3, 3),
+	}
+	cancel.RunE = a.runE(nil, func(ctx context.Context, c *client.Client, args []string) error {
+		key, err := parseKey(args[1])
+		if err != nil {
+			return err
+		}
+		ok, err := c.Actor(args[0], key...).NoCreate().CancelScheduledCall(ctx, args[2])
+		if err != nil {
+			return err
+		}
+		if a.output == "json" {
+			return a.printValue(map[string]bool{"cancelled": ok})
+		}
+		if !ok {
+			_, err = fmt.Fprintf(a.stdout, "no pending call %s (it ran, or was cancelled)\n", args[2])
+			return err
+		}
+		_, err = fmt.Fprintf(a.stdout, "cancelled %s\n", args[2])
+		return err
+	})
+	cmd.AddCommand(list, cancel)
+	return cmd
+}
