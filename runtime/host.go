@@ -131,9 +131,10 @@ func (h *Host) Start(ctx context.Context) error {
 	if err := h.loadWakeups(ctx, h.own.Partitions()); err != nil {
 		return fmt.Errorf("runtime: load wakeups: %w", err)
 	}
-	h.loops.Add(2)
+	h.loops.Add(3)
 	go h.reap()
 	go h.wakeLoop()
+	go h.warnUnregistered()
 	return nil
 }
 
@@ -1196,6 +1197,41 @@ func (h *Host) destroyUnregistered(ctx context.Context, ref Ref, unknown error) 
 	h.timers.cancel(schedTimer(ref.Name + "/" + enc))
 	h.log.Info("destroyed an actor of an unregistered type", refField(ref))
 	return nil
+}
+
+// warnUnregistered logs, once at start, each actor type that has stored
+// actors and that this node does not register (removed from the code, or
+// renamed): nothing runs those actors, their sleeping workflows and
+// scheduled calls included, and an operator should hear of it before a
+// user does. One read of the index per type stored, not per actor.
+func (h *Host) warnUnregistered() {
+	defer h.loops.Done()
+	ctx, cancel := context.WithTimeout(h.baseCtx, 30*time.Second)
+	defer cancel()
+	after := ""
+	for range 10_000 {
+		kvs, err := h.store.List(ctx, storage.IndexPrefix, storage.ListOptions{StartAfter: after, Limit: 1, KeysOnly: true})
+		if err != nil || len(kvs) == 0 {
+			return
+		}
+		name, _, ok := cut(strings.TrimPrefix(kvs[0].Key, storage.IndexPrefix), '/')
+		if !ok {
+			return
+		}
+		// Past every key of the name: encoded keys are UTF-8, which has
+		// no 0xff byte.
+		after = storage.IndexPrefix + name + "/\xff"
+		if _, ok := h.reg.Lookup(name); ok {
+			continue
+		}
+		const most = 1000
+		n := "1000 or more"
+		if kvs, err := h.store.List(ctx, storage.IndexPrefix+name+"/", storage.ListOptions{Limit: most, KeysOnly: true}); err == nil && len(kvs) < most {
+			n = strconv.Itoa(len(kvs))
+		}
+		h.log.Warn("actors of a type this node does not register are stored: nothing runs them (their workflows and scheduled calls included); rivetctl inspect shows them, rivetctl destroy removes them",
+			zap.String("actor_type", name), zap.String("actors", n))
+	}
 }
 
 // List pages through actors, from the index.

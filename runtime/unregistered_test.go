@@ -11,6 +11,8 @@ import (
 	"github.com/rivet-go/rivet/runtime"
 	"github.com/rivet-go/rivet/storage"
 	"github.com/rivet-go/rivet/workflow"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // An actor whose type a new build no longer registers (removed, or
@@ -39,8 +41,25 @@ func TestActorsOfAnUnregisteredTypeCanBeInspectedAndDestroyed(t *testing.T) {
 		return inspect(t, e.host, "lab", "x").WorkflowStatus == runtime.WorkflowSleeping
 	})
 
-	e.reg = counterReg(t) // the next build drops the type
+	// A registered type is stored too (its name sorts first), and the
+	// next build drops lab.
+	callInt(t, e.host, "counter", "c0", "increment", true, 1)
+	e.reg = counterReg(t)
+	core, logs := observer.New(zap.WarnLevel)
+	e.cfg.Logger = zap.New(core)
 	e.restart()
+	// The node says so when it starts.
+	waitFor(t, "the warning", 10*time.Second, func() bool {
+		for _, l := range logs.FilterField(zap.String("actor_type", "lab")).All() {
+			if l.ContextMap()["actors"] == "1" {
+				return true
+			}
+		}
+		return false
+	})
+	if n := len(logs.FilterField(zap.String("actor_type", "counter")).All()); n != 0 {
+		t.Fatalf("%d warnings for a registered type", n)
+	}
 	ins, err := e.host.Inspect(ctx(t), ref)
 	if err != nil || !ins.Unregistered || string(ins.State) != `{"ticks":3}` || len(ins.Queues) != 1 || ins.Queues[0].Depth != 1 {
 		t.Fatalf("Inspect of an unregistered actor = %+v, %v; want it as stored, marked unregistered", ins, err)
