@@ -74,8 +74,10 @@ type activation struct {
 	// run and then dropped.
 	history []workflow.Entry
 	// sched is the actor's scheduled calls (rivet.Scheduler), the earliest
-	// first.
-	sched []pendingCall
+	// first, as the turns left them; schedSaved, as of the writes last
+	// queued (what restoreState goes back to, as stateBytes is for the
+	// state). Both are copied on write: they may share an array.
+	sched, schedSaved []pendingCall
 
 	// wf is the workflow part (see wfState for which lock guards what).
 	wf wfState
@@ -216,6 +218,7 @@ func (a *activation) load(ctx context.Context, create bool, input json.RawMessag
 			if a.sched, err = h.readSchedules(ctx, a.part, a.ref.Name, a.enc); err != nil {
 				return rivet.Errorf(rivet.ErrUnavailable, "load %s: scheduled calls: %v", a.describe(), err)
 			}
+			a.schedSaved = a.sched
 			if len(a.sched) > 0 {
 				// Armed already unless a write of an earlier activation
 				// failed after its turn moved the timer past a call.

@@ -647,11 +647,7 @@ func (h *Host) Call(ctx context.Context, req CallRequest) (_ json.RawMessage, er
 			read = true
 			return nil
 		}
-		if err := a.saveState(ts.ops()...); err != nil {
-			return err
-		}
-		ts.apply()
-		return nil
+		return a.saveState()
 	})
 	if err != nil && read && !errors.Is(err, context.Canceled) {
 		// The read ran, but the state it saw was not yet durable and the
@@ -692,10 +688,9 @@ func (h *Host) actionError(a *activation, action string, err error) error {
 	return rivet.Errorf(rivet.ErrInternal, "action %s of %s failed: internal error (the node's log has the cause)", action, a.describe())
 }
 
-// saveState commits the state if the turn changed it, with the turn's
-// other writes (extra). Called by the turn holder after a state-changing
-// action.
-func (a *activation) saveState(extra ...storage.Op) error {
+// saveState commits the state and the scheduled calls if the turn changed
+// them. Called by the turn holder after a state-changing action.
+func (a *activation) saveState() error {
 	b, err := json.Marshal(a.state)
 	if err != nil {
 		a.restoreState()
@@ -705,22 +700,29 @@ func (a *activation) saveState(extra ...storage.Op) error {
 		a.restoreState()
 		return rivet.Errorf(rivet.ErrTooLarge, "state of %s would be %d bytes, the limit is %d; the change was discarded", a.describe(), len(b), a.h.cfg.MaxStateBytes)
 	}
+	ops := a.schedOps()
 	if string(b) == string(a.stateBytes) {
-		if len(extra) == 0 {
+		if len(ops) == 0 {
 			return nil
 		}
-		_, err := a.enqueue(extra...)
-		return err
+		if _, err := a.enqueue(ops...); err != nil {
+			return err
+		}
+		a.schedSavedNow()
+		return nil
 	}
-	if _, err := a.enqueue(append(extra, storage.Put(a.key(storage.StateSuffix), b))...); err != nil {
+	if _, err := a.enqueue(append(ops, storage.Put(a.key(storage.StateSuffix), b))...); err != nil {
 		return err
 	}
 	a.stateBytes = b
+	a.schedSavedNow()
 	return nil
 }
 
-// restoreState discards the turn's changes to the state.
+// restoreState discards the turn's changes to the state and to the
+// scheduled calls.
 func (a *activation) restoreState() {
+	a.sched = a.schedSaved
 	st, err := a.spec.DecodeState(orNull(a.stateBytes))
 	if err != nil {
 		// The bytes decoded when they were loaded or produced; failing now

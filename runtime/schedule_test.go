@@ -328,7 +328,7 @@ func TestScheduledCallsAreBounded(t *testing.T) {
 func TestAScheduledCallRunsOnThePartitionsNextOwner(t *testing.T) {
 	e := newEnv(t, counterReg(t, alarm), nil)
 	h2, own2 := secondHost(t, e)
-	callString(t, e.host, "alarm", "h", "addLater", true, 2000, 3) // time for the handoff on a busy machine
+	callString(t, e.host, "alarm", "h", "addLater", true, 3000, 3) // time for the handoff on a busy machine
 	p := placement.Partition("alarm", storage.EncodeKey([]string{"h"}), testPartitions)
 	if err := e.host.Handoff(ctx(t), p); err != nil {
 		t.Fatal(err)

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"math/rand/v2"
 	"runtime/debug"
 	"slices"
@@ -186,26 +185,22 @@ func (h *Host) loadScheduleTimers(ctx context.Context, parts []uint32, want map[
 	return nil
 }
 
-// turnSchedule is the Scheduler an action gets: its changes are the turn's
-// and commit with its state, or not at all. It holds only its own changes
-// and reads the activation's calls live: a call into the same actor made
-// from the action (a re-entrant turn) schedules and cancels too, and
-// applies its changes before this turn applies its own.
+// turnSchedule is the Scheduler an action gets. It changes the
+// activation's calls (a.sched) in place, as the action changes its state:
+// the turn's commit writes what changed since the last commit
+// (activation.saveState), and a failed turn puts back the calls as of
+// that commit (restoreState). A call into the same actor made from the
+// action (a re-entrant turn) sees and commits those changes as it does
+// the state's.
 type turnSchedule struct {
 	a        *activation
 	readOnly bool
 	now      time.Time
-	// added are the calls the turn scheduled, by storage id; cancelled,
-	// the storage ids of the activation's calls it cancelled.
-	added     []pendingCall
-	cancelled map[string]bool
-	// addedBytes sums the added calls' arguments (limitTurnBytes).
-	addedBytes int
 }
 
 // A turn's writes go to etcd in one transaction, whose bounds (etcd's
 // defaults: 128 operations, 1.5 MiB) the state and the other writes of
-// the turn share: a turn adds or cancels at most this many calls, with
+// the turn share: a turn adds or removes at most this many calls, with
 // arguments of at most this many bytes in all. (An actor holds up to
 // rivet.MaxSchedules calls, scheduled over several turns.)
 const (
@@ -219,22 +214,6 @@ const maxSchedMs = 9_999_999_999_999
 
 func (a *activation) newTurnSchedule(readOnly bool) *turnSchedule {
 	return &turnSchedule{a: a, readOnly: readOnly, now: time.Now()}
-}
-
-// calls is the turn's view of the pending calls, the earliest first.
-func (s *turnSchedule) calls() []pendingCall {
-	if len(s.added) == 0 && len(s.cancelled) == 0 {
-		return s.a.sched
-	}
-	out := make([]pendingCall, 0, len(s.a.sched)+len(s.added))
-	for _, c := range s.a.sched {
-		if !s.cancelled[c.id] {
-			out = append(out, c)
-		}
-	}
-	out = append(out, s.added...)
-	slices.SortFunc(out, func(a, b pendingCall) int { return strings.Compare(a.id, b.id) })
-	return out
 }
 
 func (s *turnSchedule) After(d time.Duration, action string, args ...any) (string, error) {
@@ -251,7 +230,7 @@ func (s *turnSchedule) At(t time.Time, action string, args ...any) (string, erro
 		return "", err
 	}
 	c.id, c.at = schedID(at), at
-	s.add(c)
+	s.a.sched = insertCall(s.a.sched, c)
 	return c.id, nil
 }
 
@@ -267,18 +246,16 @@ func (s *turnSchedule) Every(name string, every time.Duration, action string, ar
 	}
 	// An existing call of the name is replaced: it does not count
 	// against the limit, and stays if the new one is refused.
-	added, cancelled := slices.Clone(s.added), maps.Clone(s.cancelled)
-	replaced := s.drop(everyID(name))
+	prev := s.a.sched
+	s.a.sched = slices.DeleteFunc(slices.Clone(prev), func(c pendingCall) bool { return c.rec.Name == name })
 	c, err := s.newCall(action, args, scheduleRecord{Name: name, EveryMs: every.Milliseconds()})
 	if err != nil {
-		if replaced {
-			s.added, s.cancelled = added, cancelled
-		}
+		s.a.sched = prev
 		return "", err
 	}
 	c.at = s.now.Add(every).UnixMilli()
 	c.id = fmt.Sprintf("%013d-%s", c.at, everyID(name))
-	s.add(c)
+	s.a.sched = insertCall(s.a.sched, c)
 	return everyID(name), nil
 }
 
@@ -286,9 +263,9 @@ func (s *turnSchedule) Every(name string, every time.Duration, action string, ar
 // It cannot be a one-off call's id, which starts with a digit.
 func everyID(name string) string { return "every:" + name }
 
-// newCall validates a call of action with args and returns it without its
-// time and id; rec holds what the caller adds (a recurring call's name and
-// interval).
+// newCall validates a call of action with args, as one more call of the
+// activation, and returns it without its time and id; rec holds what the
+// caller adds (a recurring call's name and interval).
 func (s *turnSchedule) newCall(action string, args []any, rec scheduleRecord) (pendingCall, error) {
 	if s.readOnly {
 		return pendingCall{}, rivet.Errorf(rivet.ErrInternal, "a read-only action of %s cannot schedule a call (make it with rivet.Action)", s.a.describe())
@@ -317,45 +294,16 @@ func (s *turnSchedule) newCall(action string, args []any, rec scheduleRecord) (p
 	if limit := s.a.h.cfg.MaxMessageBytes; len(raw) > limit {
 		return pendingCall{}, rivet.Errorf(rivet.ErrTooLarge, "schedule %s: its arguments are %d bytes, the limit is %d", action, len(raw), limit)
 	}
-	if len(s.added)+len(s.cancelled) >= limitTurnCalls {
+	if n, b := s.a.schedChanges(); n >= limitTurnCalls {
 		return pendingCall{}, rivet.Errorf(rivet.ErrTooLarge, "schedule %s: one turn schedules and cancels at most %d calls (they commit in one transaction)", action, limitTurnCalls)
-	}
-	if s.addedBytes+len(raw) > limitTurnBytes {
+	} else if b+len(raw) > limitTurnBytes {
 		return pendingCall{}, rivet.Errorf(rivet.ErrTooLarge, "schedule %s: the calls one turn schedules have at most %d bytes of arguments in all (they commit in one transaction)", action, limitTurnBytes)
 	}
-	if n := len(s.a.sched) - len(s.cancelled) + len(s.added); n >= rivet.MaxSchedules {
+	if len(s.a.sched) >= rivet.MaxSchedules {
 		return pendingCall{}, rivet.Errorf(rivet.ErrQueueFull, "schedule %s: actor %s has %d pending scheduled calls, the limit", action, s.a.describe(), rivet.MaxSchedules)
 	}
 	rec.Action, rec.Args, rec.CreatedAt = action, raw, s.now.UnixMilli()
 	return pendingCall{rec: rec}, nil
-}
-
-// add makes c one of the turn's calls.
-func (s *turnSchedule) add(c pendingCall) {
-	s.added = insertCall(s.added, c)
-	s.addedBytes += len(c.rec.Args)
-}
-
-// drop removes the call whose public id is id from the turn's view, and
-// says whether there was one.
-func (s *turnSchedule) drop(id string) bool {
-	for i, c := range s.added {
-		if c.publicID() == id {
-			s.added = slices.Concat(s.added[:i], s.added[i+1:])
-			s.addedBytes -= len(c.rec.Args)
-			return true
-		}
-	}
-	for _, c := range s.a.sched {
-		if c.publicID() == id && !s.cancelled[c.id] {
-			if s.cancelled == nil {
-				s.cancelled = map[string]bool{}
-			}
-			s.cancelled[c.id] = true
-			return true
-		}
-	}
-	return false
 }
 
 // insertCall returns a copy of calls with c in its place by time.
@@ -364,8 +312,19 @@ func insertCall(calls []pendingCall, c pendingCall) []pendingCall {
 	return slices.Insert(slices.Clip(calls), i, c) // clipped: a copy, as others share the array
 }
 
+// withoutCall returns calls without the one of storage id id (a copy if
+// there was one).
+func withoutCall(calls []pendingCall, id string) []pendingCall {
+	for i, c := range calls {
+		if c.id == id {
+			return slices.Concat(calls[:i], calls[i+1:])
+		}
+	}
+	return calls
+}
+
 func (s *turnSchedule) Get(id string) (rivet.ScheduledCall, bool) {
-	for _, c := range s.calls() {
+	for _, c := range s.a.sched {
 		if c.publicID() == id {
 			return c.public(), true
 		}
@@ -374,9 +333,8 @@ func (s *turnSchedule) Get(id string) (rivet.ScheduledCall, bool) {
 }
 
 func (s *turnSchedule) List() []rivet.ScheduledCall {
-	calls := s.calls()
-	out := make([]rivet.ScheduledCall, len(calls))
-	for i, c := range calls {
+	out := make([]rivet.ScheduledCall, len(s.a.sched))
+	for i, c := range s.a.sched {
 		out[i] = c.public()
 	}
 	return out
@@ -386,42 +344,101 @@ func (s *turnSchedule) Cancel(id string) (bool, error) {
 	if s.readOnly {
 		return false, rivet.Errorf(rivet.ErrInternal, "a read-only action of %s cannot cancel a scheduled call (make it with rivet.Action)", s.a.describe())
 	}
-	if len(s.added)+len(s.cancelled) >= limitTurnCalls {
-		return false, rivet.Errorf(rivet.ErrTooLarge, "cancel: one turn schedules and cancels at most %d calls (they commit in one transaction)", limitTurnCalls)
+	for _, c := range s.a.sched {
+		if c.publicID() == id {
+			if n, _ := s.a.schedChanges(); n >= limitTurnCalls {
+				return false, rivet.Errorf(rivet.ErrTooLarge, "cancel: one turn schedules and cancels at most %d calls (they commit in one transaction)", limitTurnCalls)
+			}
+			s.a.sched = withoutCall(s.a.sched, c.id)
+			return true, nil
+		}
 	}
-	return s.drop(id), nil
+	return false, nil
 }
 
-// ops returns the turn's writes: a record per added call, a delete per
-// cancelled one (records are never changed in place).
-func (s *turnSchedule) ops() []storage.Op {
-	a := s.a
-	var ops []storage.Op
-	for id := range s.cancelled {
-		ops = append(ops, storage.Delete(storage.ScheduleKey(a.part, a.ref.Name, a.enc, id)))
+// schedChanges counts the calls added or removed since the last commit,
+// and the bytes of the added ones' arguments.
+func (a *activation) schedChanges() (n, bytes int) {
+	for _, op := range a.schedOps() {
+		n++
+		bytes += len(op.Value)
 	}
-	for _, c := range s.added {
+	return n, bytes
+}
+
+// schedOps returns the writes that take storage from the calls of the
+// last commit (schedSaved) to the activation's: a delete per removed call,
+// a record per added one (records do not change in place; a recurring
+// call replaced within the same millisecond keeps its id and is written
+// again).
+func (a *activation) schedOps() []storage.Op {
+	if sameCalls(a.sched, a.schedSaved) {
+		return nil
+	}
+	var ops []storage.Op
+	now := make(map[string]*pendingCall, len(a.sched))
+	for i := range a.sched {
+		now[a.sched[i].id] = &a.sched[i]
+	}
+	was := make(map[string]*pendingCall, len(a.schedSaved))
+	for i := range a.schedSaved {
+		c := &a.schedSaved[i]
+		was[c.id] = c
+		if now[c.id] == nil {
+			ops = append(ops, storage.Delete(storage.ScheduleKey(a.part, a.ref.Name, a.enc, c.id)))
+		}
+	}
+	for i := range a.sched {
+		c := &a.sched[i]
+		if w := was[c.id]; w != nil && sameRecord(w.rec, c.rec) {
+			continue
+		}
 		b, err := json.Marshal(c.rec)
 		if err != nil {
-			panic(err) // a string, a valid JSON array and numbers
+			panic(err) // strings, a valid JSON array and numbers
 		}
 		ops = append(ops, storage.Put(storage.ScheduleKey(a.part, a.ref.Name, a.enc, c.id), b))
 	}
 	return ops
 }
 
-// apply makes the turn's changes the activation's, once its writes are
-// queued, and arms the timer for a call earlier than any before. (A
-// cancelled call's timer is left: it finds nothing due and re-arms.)
-// Called by the turn holder.
-func (s *turnSchedule) apply() {
-	if len(s.added) == 0 && len(s.cancelled) == 0 {
+// sameCalls says whether two views of the calls are one: the common case
+// of a turn that scheduled nothing.
+func sameCalls(x, y []pendingCall) bool {
+	return len(x) == len(y) && (len(x) == 0 || &x[0] == &y[0])
+}
+
+func sameRecord(x, y scheduleRecord) bool {
+	return x.Action == y.Action && x.CreatedAt == y.CreatedAt && x.Name == y.Name && x.EveryMs == y.EveryMs && bytes.Equal(x.Args, y.Args)
+}
+
+// schedSavedNow records the activation's calls as committed with the
+// writes just queued, and arms the timer for the earliest. Called by the
+// turn holder after queueing schedOps.
+func (a *activation) schedSavedNow() {
+	if sameCalls(a.sched, a.schedSaved) {
 		return
 	}
-	s.a.sched = s.calls()
-	if len(s.added) > 0 {
-		s.a.h.timers.scheduleEarlier(s.a.ref, schedTimer(s.a.id), time.UnixMilli(s.added[0].at))
+	a.schedSaved = a.sched
+	if len(a.sched) > 0 {
+		// Earlier than any armed: a call was added. (A removed call's
+		// timer is left: it finds nothing due and re-arms.)
+		a.h.timers.scheduleEarlier(a.ref, schedTimer(a.id), time.UnixMilli(a.sched[0].at))
 	}
+}
+
+// saveSchedules commits the changes to the calls alone (a read-only
+// action's run, an operator's cancel). Called by the turn holder.
+func (a *activation) saveSchedules() error {
+	ops := a.schedOps()
+	if len(ops) == 0 {
+		return nil
+	}
+	if _, err := a.enqueue(ops...); err != nil {
+		return err
+	}
+	a.schedSavedNow()
+	return nil
 }
 
 // fireMax bounds the calls one wake of an actor's timer runs before it
@@ -486,86 +503,78 @@ func (h *Host) fireOne(ref Ref, sp *rivet.Spec) (more bool, err error) {
 			h.timers.schedule(a.ref, schedTimer(a.id), time.UnixMilli(c.at))
 			return nil
 		}
-		// Out of the view first: a re-entrant turn of the action must
-		// not see the call it runs as pending.
-		c := a.sched[0]
-		a.sched = a.sched[1:]
-		more = true
-		// What follows the run: the call's record deleted, and for a
-		// recurring call its next run's written, whatever the action
+		// The run's own change to the calls: it leaves them, and a
+		// recurring call's next run joins them, whatever the action
 		// does (a failed run is not retried, but the next one comes).
-		done := storage.Delete(storage.ScheduleKey(a.part, a.ref.Name, a.enc, c.id))
+		// Made before the action runs, which sees it (and may cancel or
+		// replace the next run), as a re-entrant turn of it does.
+		c := a.sched[0]
+		more = true
 		var next *pendingCall
 		if c.rec.EveryMs > 0 && c.rec.Name != "" {
 			n := c.following(now)
 			next = &n
 		}
-		settle := func(failed bool) error {
-			ops := []storage.Op{done}
-			if next != nil {
-				b, _ := json.Marshal(next.rec)
-				ops = append(ops, storage.Put(storage.ScheduleKey(a.part, a.ref.Name, a.enc, next.id), b))
-			}
-			if _, err := a.enqueue(ops...); err != nil {
-				return err
-			}
+		ran := func() {
+			a.sched = withoutCall(a.sched, c.id)
 			if next != nil {
 				a.sched = insertCall(a.sched, *next)
 			}
-			outcome = 1
-			if failed {
-				outcome = 2
-			}
-			return nil
 		}
 		drop := func(why string, err error) error {
 			h.log.Warn("scheduled call failed; not retried", actorField(a), zap.String("action", c.rec.Action), zap.String("id", c.publicID()), zap.String("why", why), errField(err))
-			return settle(true)
+			if err := a.saveSchedules(); err != nil {
+				return err
+			}
+			outcome = 2
+			return nil
 		}
 		// A call that no longer fits the actor's code is used up, even
 		// a recurring one: its next runs would not fit either.
 		act, ok := sp.Actions[c.rec.Action]
 		if !ok {
-			next = nil
+			a.sched = withoutCall(a.sched, c.id)
 			return drop("the actor has no such action now", nil)
 		}
 		var args []json.RawMessage
 		if err := json.Unmarshal(c.rec.Args, &args); err != nil || len(args) != act.Arity {
-			next = nil
+			a.sched = withoutCall(a.sched, c.id)
 			return drop(fmt.Sprintf("its arguments do not fit the action now (it takes %d)", act.Arity), err)
 		}
-		// The action sees its recurring call's next run as pending: it
-		// may cancel or replace it.
-		ts := a.newTurnSchedule(act.ReadOnly)
-		if next != nil {
-			ts.add(*next)
-		}
+		ran()
 		call := c.public()
-		env := rivet.Env{Ctx: ctx, Name: a.ref.Name, Key: a.ref.Key, Client: &hostClient{h: h, chain: chain, from: a}, Schedule: ts, Fired: &call}
+		env := rivet.Env{Ctx: ctx, Name: a.ref.Name, Key: a.ref.Key, Client: &hostClient{h: h, chain: chain, from: a}, Schedule: a.newTurnSchedule(act.ReadOnly), Fired: &call}
 		if err := invokeScheduled(h, a, act, env, args); err != nil {
-			if !act.ReadOnly {
-				a.restoreState()
-			}
+			a.restoreState() // the state and the calls as last committed
 			if h.baseCtx.Err() != nil {
 				// The node stops: not the action's failure. The call
-				// stays stored; the actor's next owner runs it.
-				a.sched = insertCall(a.sched, c)
+				// stays stored (unless a re-entrant turn of it committed
+				// its run already); the actor's next owner runs it.
 				return rivet.Errorf(rivet.ErrUnavailable, "node %s is stopping", h.cfg.NodeID)
+			}
+			if slices.ContainsFunc(a.sched, func(p pendingCall) bool { return p.id == c.id }) {
+				ran() // (unless a re-entrant turn committed it)
 			}
 			return drop("the action returned an error", err)
 		}
 		if act.ReadOnly {
-			return settle(false)
+			if err := a.saveSchedules(); err != nil {
+				return err
+			}
+			outcome = 1
+			return nil
 		}
-		if err := a.saveState(append(ts.ops(), done)...); err != nil {
+		if err := a.saveState(); err != nil {
 			if errors.Is(err, rivet.ErrTooLarge) || errors.Is(err, rivet.ErrInternal) {
 				// The change was discarded (the state over its limit,
 				// or not JSON): the action's failure, not storage's.
+				if slices.ContainsFunc(a.sched, func(p pendingCall) bool { return p.id == c.id }) {
+					ran()
+				}
 				return drop("its change to the state was refused", err)
 			}
 			return err
 		}
-		ts.apply()
 		outcome = 1
 		return nil
 	})
@@ -630,15 +639,10 @@ func (h *Host) CancelScheduledCall(ctx context.Context, ref Ref, id string) (boo
 	}
 	cancelled := false
 	_, _, err = h.turn(ctx, TurnAdmin, ref, sp, false, nil, h.newChain(), func(a *activation) error {
-		ts := a.newTurnSchedule(false)
-		if cancelled, _ = ts.Cancel(id); !cancelled {
+		if cancelled, _ = a.newTurnSchedule(false).Cancel(id); !cancelled {
 			return nil
 		}
-		if _, err := a.enqueue(ts.ops()...); err != nil {
-			return err
-		}
-		ts.apply()
-		return nil
+		return a.saveSchedules()
 	})
 	if err != nil {
 		return false, err
