@@ -87,6 +87,7 @@ var reasons = []struct {
 	{ErrWorkflowFailed, "workflow", "none"},      // the actor has no workflow
 	{ErrWorkflowFailed, "workflow", "not_ended"}, // a retry of a workflow that runs
 	{ErrWorkflowFailed, "workflow", "ended"},     // a cancel of a workflow that has ended
+	{ErrQueueFull, "schedule", "full"},           // an actor's MaxSchedules scheduled calls
 }
 
 // Reasonf returns an error of kind with the reason (group, code), one of

@@ -12,16 +12,16 @@ const MaxSchedules = 1000
 // ScheduledCall is a call of one of the actor's own actions that the
 // actor asked for at a later time (Scheduler.After or At).
 type ScheduledCall struct {
-	ID     string
-	Action string
+	ID     string `json:"id"`
+	Action string `json:"action"`
 	// Args is the call's arguments as a JSON array.
-	Args      json.RawMessage
-	At        time.Time
-	CreatedAt time.Time
+	Args      json.RawMessage `json:"args"`
+	At        time.Time       `json:"at"`
+	CreatedAt time.Time       `json:"created_at"`
 	// Name and Every are a recurring call's (Scheduler.Every): At is its
-	// next run.
-	Name  string
-	Every time.Duration
+	// next run. (Every is in nanoseconds in JSON, as time.Duration is.)
+	Name  string        `json:"name,omitempty"`
+	Every time.Duration `json:"every,omitzero"`
 }
 
 // Scheduler is an actor's durable timers for its own actions, like Rivet's
@@ -36,7 +36,11 @@ type ScheduledCall struct {
 // then, as soon as one does.
 //
 // Scheduling, and cancelling, changes the actor: a read-only action (Query,
-// QueryArg) can only look. The calls of one turn commit in one etcd
+// QueryArg) can only look (it gets ErrInternal, a bug in the actor's
+// code). A call's action is checked when it is scheduled: an unknown
+// action, the wrong number of arguments or arguments that do not decode
+// as its types are ErrInvalidArgument then, not a failure later. Its
+// target may be a read-only action too (it runs, and changes nothing). The calls of one turn commit in one etcd
 // transaction, so a turn schedules and cancels at most 64 of them, with
 // at most 256 KiB of arguments in all (ErrTooLarge past that).
 type Scheduler interface {
@@ -44,12 +48,15 @@ type Scheduler interface {
 	// soon as possible) and returns the call's id. The action must be one
 	// of the actor's, taking len(args) arguments.
 	After(d time.Duration, action string, args ...any) (string, error)
-	// At is After for a time.
+	// At is After for a time; a time past runs as soon as possible. The
+	// zero time is refused (an unset time.Time), as is one past the year
+	// 2286.
 	At(t time.Time, action string, args ...any) (string, error)
 	// Every schedules action with args to run every interval (at least a
 	// second), the first run one interval from now, and returns the id
-	// "every:"+name, which stays the same across runs. Scheduling a name
-	// again replaces its call. A run that fails is not retried, but the
+	// "every:"+name, which stays the same across runs (a name is up to 64
+	// letters, digits, '_' and '-', starting with a letter). Scheduling a
+	// name again replaces its call. A run that fails is not retried, but the
 	// next one comes; runs missed while no node served the actor are
 	// skipped, not caught up; the action can Cancel its own call.
 	Every(name string, interval time.Duration, action string, args ...any) (string, error)

@@ -77,6 +77,9 @@ var alarm = rivet.Actor[alarmState]{
 			return c.Schedule().After(0, "add", 1)
 		}),
 		"get": rivet.Query(func(c *rivet.ActionCtx[alarmState]) (alarmState, error) { return *c.State, nil }),
+		"addAtZero": rivet.Action0(func(c *rivet.ActionCtx[alarmState]) (string, error) {
+			return c.Schedule().At(time.Time{}, "add", 1)
+		}),
 		// outer schedules a call an hour away, then calls the actor
 		// again (a re-entrant turn), which schedules or cancels.
 		"outer": rivet.Action2(func(c *rivet.ActionCtx[alarmState], action string, args []any) (bool, error) {
@@ -189,7 +192,7 @@ func TestSchedulingIsPartOfTheTurn(t *testing.T) {
 	}{
 		{"nope", nil, rivet.ErrInvalidArgument, "has no action"},
 		{"add", nil, rivet.ErrInvalidArgument, "takes 1 argument"},
-		{"add", []any{"x"}, rivet.ErrInvalidArgument, "argument 1"},
+		{"add", []any{"x"}, rivet.ErrInvalidArgument, "schedule add: argument 1"},
 	} {
 		_, err := call(t, e.host, "alarm", "b", "schedule", true, c.action, c.args)
 		if !errors.Is(err, c.kind) || !strings.Contains(err.Error(), c.says) {
@@ -310,6 +313,9 @@ func TestScheduledCallsAreBounded(t *testing.T) {
 	if _, err := call(t, e.host, "alarm", "g", "addAt", true, time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli(), 1); !errors.Is(err, rivet.ErrInvalidArgument) {
 		t.Fatalf("a call in 2300: %v, want invalid argument", err)
 	}
+	if _, err := call(t, e.host, "alarm", "g", "addAtZero", true); !errors.Is(err, rivet.ErrInvalidArgument) || !strings.Contains(err.Error(), "zero time") {
+		t.Fatalf("a call at the zero time: %v, want invalid argument", err)
+	}
 	if ins := inspect(t, e.host, "alarm", "g"); len(ins.Schedules) != 0 {
 		t.Fatalf("refused turns stored %d calls", len(ins.Schedules))
 	}
@@ -319,8 +325,9 @@ func TestScheduledCallsAreBounded(t *testing.T) {
 		}
 	}
 	_, err := call(t, e.host, "alarm", "g", "schedule", true, "add", []any{0})
-	if !errors.Is(err, rivet.ErrQueueFull) {
-		t.Fatalf("call %d: %v, want queue full", rivet.MaxSchedules+1, err)
+	var re *rivet.Error
+	if !errors.Is(err, rivet.ErrQueueFull) || !errors.As(err, &re) || re.Group != "schedule" || re.Code != "full" {
+		t.Fatalf("call %d: %v, want queue full (schedule.full)", rivet.MaxSchedules+1, err)
 	}
 }
 

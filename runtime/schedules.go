@@ -221,6 +221,9 @@ func (s *turnSchedule) After(d time.Duration, action string, args ...any) (strin
 }
 
 func (s *turnSchedule) At(t time.Time, action string, args ...any) (string, error) {
+	if t.IsZero() {
+		return "", rivet.Errorf(rivet.ErrInvalidArgument, "schedule %s at the zero time: an unset time.Time (a past time runs as soon as possible: say so with After(0))", action)
+	}
 	at := max(t.UnixMilli(), 0)
 	if at > maxSchedMs {
 		return "", rivet.Errorf(rivet.ErrInvalidArgument, "schedule %s at %s: calls can be scheduled up to the year 2286", action, t.UTC().Format(time.RFC3339))
@@ -288,7 +291,13 @@ func (s *turnSchedule) newCall(action string, args []any, rec scheduleRecord) (p
 			return pendingCall{}, rivet.Errorf(rivet.ErrInvalidArgument, "schedule %s: %v", action, err)
 		}
 		if err := act.Check(split); err != nil {
-			return pendingCall{}, err
+			// Named as the schedule's, or it reads as the caller's own
+			// arguments' mistake.
+			var re *rivet.Error
+			if errors.As(err, &re) {
+				return pendingCall{}, rivet.Errorf(re.Kind, "schedule %s: %s", action, re.Message)
+			}
+			return pendingCall{}, rivet.Errorf(rivet.ErrInvalidArgument, "schedule %s: %v", action, err)
 		}
 	}
 	if limit := s.a.h.cfg.MaxMessageBytes; len(raw) > limit {
@@ -300,7 +309,7 @@ func (s *turnSchedule) newCall(action string, args []any, rec scheduleRecord) (p
 		return pendingCall{}, rivet.Errorf(rivet.ErrTooLarge, "schedule %s: the calls one turn schedules have at most %d bytes of arguments in all (they commit in one transaction)", action, limitTurnBytes)
 	}
 	if len(s.a.sched) >= rivet.MaxSchedules {
-		return pendingCall{}, rivet.Errorf(rivet.ErrQueueFull, "schedule %s: actor %s has %d pending scheduled calls, the limit", action, s.a.describe(), rivet.MaxSchedules)
+		return pendingCall{}, rivet.Reasonf(rivet.ErrQueueFull, "schedule", "full", "schedule %s: actor %s has %d pending scheduled calls, the limit", action, s.a.describe(), rivet.MaxSchedules)
 	}
 	rec.Action, rec.Args, rec.CreatedAt = action, raw, s.now.UnixMilli()
 	return pendingCall{rec: rec}, nil

@@ -132,10 +132,15 @@ func (a *app) printInspection(in client.Inspection) error {
 	if len(qs) > 0 {
 		row("queues", strings.Join(qs, " "))
 	}
+	const shown = 10
 	for i, c := range in.Schedules {
 		k := ""
 		if i == 0 {
 			k = "scheduled"
+		}
+		if i == shown {
+			row("", fmt.Sprintf("... and %d more (rivetctl schedule list shows all)", len(in.Schedules)-shown))
+			break
 		}
 		every := ""
 		if c.Every > 0 {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -343,5 +344,26 @@ func TestScheduleCancel(t *testing.T) {
 		wantErr(t, 2, "rivetctl: usage: rivetctl schedule cancel ACTOR KEY ID [flags] (got 2 arguments)")
 	if want := "reportActor main every:beat|reportActor main x1|reportActor main every:beat"; strings.Join(got, "|") != want {
 		t.Errorf("cancels sent: %q, want %q", strings.Join(got, "|"), want)
+	}
+}
+
+// inspect shows the first ten scheduled calls and says how many more.
+func TestInspectCutsALongListOfScheduledCalls(t *testing.T) {
+	f := servertest.NewFake()
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	f.InspectFunc = func(_ context.Context, ref runtime.Ref) (runtime.Inspection, error) {
+		in := runtime.Inspection{Info: runtime.ActorInfo{Ref: ref, CreatedAt: at}, State: json.RawMessage(`{}`)}
+		for i := range 12 {
+			in.Schedules = append(in.Schedules, rivet.ScheduledCall{ID: fmt.Sprintf("c%d", i), Action: "add", Args: json.RawMessage(`[]`), At: at})
+		}
+		return in, nil
+	}
+	addr := servertest.Start(t, f, servertest.Config{})
+	r := rivetctl(t, addr, "inspect", "a", "k")
+	if r.code != 0 || strings.Count(r.stdout, "  add []  (c") != 10 || !strings.Contains(r.stdout, "... and 2 more (rivetctl schedule list shows all)") {
+		t.Errorf("inspect of 12 calls:\n%s", r.stdout)
+	}
+	if r := rivetctl(t, addr, "schedule", "list", "a", "k"); strings.Count(r.stdout, " add ") != 12 {
+		t.Errorf("schedule list of 12 calls:\n%s", r.stdout)
 	}
 }
