@@ -293,8 +293,13 @@ type Spec struct {
 	NewState func(input json.RawMessage) (any, error)
 	// DecodeState makes a state from its stored JSON.
 	DecodeState func(data []byte) (any, error)
-	Actions     map[string]ActionSpec
-	Queues      map[string]QueueSpec
+	// ResetState sets the state dst (a *S) to the one data holds, in
+	// place: a turn that is discarded while an outer turn of the same
+	// call chain holds dst (a re-entrant call) must not leave that turn
+	// a stale pointer. Nil: the runtime decodes a new state instead.
+	ResetState func(dst any, data []byte) error
+	Actions    map[string]ActionSpec
+	Queues     map[string]QueueSpec
 	// Run runs the actor's workflow once against its history (nil if the
 	// actor has none); see workflow.Run.
 	Run func(ctx context.Context, host workflow.Host, history []workflow.Entry) workflow.Outcome
@@ -376,6 +381,14 @@ func (a Actor[S]) Spec() (*Spec, error) {
 			return nil, err
 		}
 		return s, nil
+	}
+	sp.ResetState = func(dst any, data []byte) error {
+		s := new(S)
+		if err := json.Unmarshal(data, s); err != nil {
+			return fmt.Errorf("actor %s: state does not decode: %w", a.Name, err)
+		}
+		*dst.(*S) = *s
+		return nil
 	}
 	sp.DecodeState = func(data []byte) (any, error) {
 		s := new(S)

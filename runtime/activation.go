@@ -78,6 +78,9 @@ type activation struct {
 	// queued (what restoreState goes back to, as stateBytes is for the
 	// state). Both are copied on write: they may share an array.
 	sched, schedSaved []pendingCall
+	// restorePoint, set while a re-entrant turn runs, is what discarding
+	// it goes back to (markRestorePoint).
+	restorePoint *turnStart
 
 	// wf is the workflow part (see wfState for which lock guards what).
 	wf wfState

@@ -89,6 +89,14 @@ func (g *turnGate) release() {
 	close(w.ready)
 }
 
+// reentered reports whether the holder's chain entered the gate more than
+// once: the caller, the holder, runs a re-entrant turn.
+func (g *turnGate) reentered() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.depth > 1
+}
+
 // busy reports whether a turn holds the gate or waits for it.
 func (g *turnGate) busy() bool {
 	g.mu.Lock()

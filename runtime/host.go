@@ -622,6 +622,9 @@ func (h *Host) Call(ctx context.Context, req CallRequest) (_ json.RawMessage, er
 		read   bool // a read-only action ran to the end
 	)
 	_, _, err = h.turn(ctx, TurnAction, req.Ref, sp, req.CreateIfMissing, req.Input, chain, func(a *activation) error {
+		if !act.ReadOnly && a.gate.reentered() {
+			defer a.markRestorePoint()()
+		}
 		ts := a.newTurnSchedule(act.ReadOnly)
 		env := rivet.Env{Ctx: ctx, Name: a.ref.Name, Key: a.ref.Key, Client: &hostClient{h: h, chain: chain, from: a}, Schedule: ts}
 		res, err := act.Invoke(env, a.state, args)
@@ -719,11 +722,43 @@ func (a *activation) saveState() error {
 	return nil
 }
 
+// turnStart is the actor's memory as a re-entrant turn found it.
+type turnStart struct {
+	state []byte
+	sched []pendingCall
+}
+
+// markRestorePoint makes the memory as it is now what a discard of this
+// turn goes back to, rather than the last commit: the turn is re-entrant,
+// and the outer turn's changes so far are not its to discard. It returns
+// the function that ends the mark. Called by the turn holder.
+func (a *activation) markRestorePoint() func() {
+	prev := a.restorePoint
+	b, err := json.Marshal(a.state)
+	if err != nil {
+		return func() {} // discarded as before: to the last commit
+	}
+	a.restorePoint = &turnStart{state: b, sched: a.sched}
+	return func() { a.restorePoint = prev }
+}
+
 // restoreState discards the turn's changes to the state and to the
 // scheduled calls.
 func (a *activation) restoreState() {
-	a.sched = a.schedSaved
-	st, err := a.spec.DecodeState(orNull(a.stateBytes))
+	data, sched := orNull(a.stateBytes), a.schedSaved
+	if rp := a.restorePoint; rp != nil {
+		// A re-entrant turn: back to where it began, which keeps the
+		// outer turn's changes made before its call.
+		data, sched = rp.state, rp.sched
+	}
+	a.sched = sched
+	if a.spec.ResetState != nil && a.state != nil {
+		// In place: an outer turn of the chain holds the pointer.
+		if err := a.spec.ResetState(a.state, data); err == nil {
+			return
+		}
+	}
+	st, err := a.spec.DecodeState(data)
 	if err != nil {
 		// The bytes decoded when they were loaded or produced; failing now
 		// means memory is corrupt: drop the activation.

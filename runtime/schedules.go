@@ -530,6 +530,15 @@ func (h *Host) fireOne(ref Ref, sp *rivet.Spec) (more bool, err error) {
 				a.sched = insertCall(a.sched, *next)
 			}
 		}
+		// reran puts the run's change back after something went back to
+		// the calls as last committed (restoreState: a failed turn, this
+		// one's or a re-entrant one's), unless a re-entrant turn committed
+		// it already (or replaced or cancelled the call).
+		reran := func() {
+			if slices.ContainsFunc(a.sched, func(p pendingCall) bool { return p.id == c.id }) {
+				ran()
+			}
+		}
 		drop := func(why string, err error) error {
 			h.log.Warn("scheduled call failed; not retried", actorField(a), zap.String("action", c.rec.Action), zap.String("id", c.publicID()), zap.String("why", why), errField(err))
 			if err := a.saveSchedules(); err != nil {
@@ -561,11 +570,13 @@ func (h *Host) fireOne(ref Ref, sp *rivet.Spec) (more bool, err error) {
 				// its run already); the actor's next owner runs it.
 				return rivet.Errorf(rivet.ErrUnavailable, "node %s is stopping", h.cfg.NodeID)
 			}
-			if slices.ContainsFunc(a.sched, func(p pendingCall) bool { return p.id == c.id }) {
-				ran() // (unless a re-entrant turn committed it)
-			}
+			reran()
 			return drop("the action returned an error", err)
 		}
+		// A re-entrant turn of the action that failed went back to the
+		// calls as last committed, the run's removal undone: without it,
+		// a run that ended well would stay stored and run again at once.
+		reran()
 		if act.ReadOnly {
 			if err := a.saveSchedules(); err != nil {
 				return err
@@ -577,9 +588,7 @@ func (h *Host) fireOne(ref Ref, sp *rivet.Spec) (more bool, err error) {
 			if errors.Is(err, rivet.ErrTooLarge) || errors.Is(err, rivet.ErrInternal) {
 				// The change was discarded (the state over its limit,
 				// or not JSON): the action's failure, not storage's.
-				if slices.ContainsFunc(a.sched, func(p pendingCall) bool { return p.id == c.id }) {
-					ran()
-				}
+				reran()
 				return drop("its change to the state was refused", err)
 			}
 			return err
