@@ -117,20 +117,9 @@ func (h *Host) readSchedules(ctx context.Context, part uint32, name, enc string)
 // partitions (want), from a keys-only listing: one timer per actor, at its
 // earliest call. Called with the wakeups when partitions are claimed.
 func (h *Host) loadScheduleTimers(ctx context.Context, parts []uint32, want map[uint32]bool) error {
-	var kvs []storage.KV
-	if len(parts) <= 16 {
-		for _, p := range parts {
-			part, err := h.store.List(ctx, storage.SchedulePartitionPrefix(p), storage.ListOptions{KeysOnly: true})
-			if err != nil {
-				return err
-			}
-			kvs = append(kvs, part...)
-		}
-	} else {
-		var err error
-		if kvs, err = h.store.List(ctx, storage.SchedulesPrefix, storage.ListOptions{KeysOnly: true}); err != nil {
-			return err
-		}
+	kvs, err := h.listParts(ctx, parts, storage.SchedulesPrefix, storage.SchedulePartitionPrefix, true)
+	if err != nil {
+		return err
 	}
 	type first struct {
 		ref Ref
@@ -162,19 +151,9 @@ func (h *Host) loadScheduleTimers(ctx context.Context, parts []uint32, want map[
 			}
 			continue
 		}
-		key, err := storage.DecodeKey(enc)
-		if err != nil {
-			continue
+		if ref, ok := h.ownedRef(name, enc, want); ok {
+			earliest[actorID] = first{ref, at}
 		}
-		ref := Ref{Name: name, Key: key}
-		_, part, _, err := h.locate(ref)
-		if err != nil || !want[part] {
-			continue
-		}
-		if _, owned := h.own.Token(part); !owned {
-			continue
-		}
-		earliest[actorID] = first{ref, at}
 	}
 	for actorID, f := range earliest {
 		h.timers.scheduleEarlier(f.ref, schedTimer(actorID), time.UnixMilli(f.at))

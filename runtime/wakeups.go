@@ -77,6 +77,11 @@ func (t *timers) schedule(ref Ref, id string, at time.Time) {
 		t.byID[id] = it
 	}
 	t.mu.Unlock()
+	t.wake()
+}
+
+// wake tells the wake loop that the earliest time may have changed.
+func (t *timers) wake() {
 	select {
 	case t.kick <- struct{}{}:
 	default:
@@ -100,10 +105,7 @@ func (t *timers) scheduleEarlier(ref Ref, id string, at time.Time) {
 		t.byID[id] = it
 	}
 	t.mu.Unlock()
-	select {
-	case t.kick <- struct{}{}:
-	default:
-	}
+	t.wake()
 }
 
 // retryEarlier is retry for an item whose time may have been set since to
@@ -122,10 +124,7 @@ func (t *timers) retryEarlier(it *wakeItem, at time.Time) {
 		t.byID[it.id] = it
 	}
 	t.mu.Unlock()
-	select {
-	case t.kick <- struct{}{}:
-	default:
-	}
+	t.wake()
 }
 
 // retry schedules again, at at, a wakeup that due returned and whose
@@ -140,10 +139,7 @@ func (t *timers) retry(it *wakeItem, at time.Time) {
 		t.byID[it.id] = it
 	}
 	t.mu.Unlock()
-	select {
-	case t.kick <- struct{}{}:
-	default:
-	}
+	t.wake()
 }
 
 // now returns the time by the timers' clock.
@@ -200,22 +196,9 @@ func (h *Host) loadWakeups(ctx context.Context, parts []uint32) error {
 	if len(parts) == 0 {
 		return nil
 	}
-	// Few partitions (a handoff): read just theirs. Many (a start, a
-	// failover): one pass over the index costs less than one read each.
-	var kvs []storage.KV
-	if len(parts) <= 16 {
-		for _, p := range parts {
-			part, err := h.store.List(ctx, storage.WakeupPartitionPrefix(p), storage.ListOptions{})
-			if err != nil {
-				return err
-			}
-			kvs = append(kvs, part...)
-		}
-	} else {
-		var err error
-		if kvs, err = h.store.List(ctx, storage.WakeupsPrefix, storage.ListOptions{}); err != nil {
-			return err
-		}
+	kvs, err := h.listParts(ctx, parts, storage.WakeupsPrefix, storage.WakeupPartitionPrefix, false)
+	if err != nil {
+		return err
 	}
 	want := make(map[uint32]bool, len(parts))
 	for _, p := range parts {
@@ -232,16 +215,8 @@ func (h *Host) loadWakeups(ctx context.Context, parts []uint32) error {
 		if !ok {
 			continue
 		}
-		key, err := storage.DecodeKey(enc)
-		if err != nil {
-			continue
-		}
-		ref := Ref{Name: name, Key: key}
-		_, part, _, err := h.locate(ref)
-		if err != nil || !want[part] {
-			continue
-		}
-		if _, owned := h.own.Token(part); !owned {
+		ref, ok := h.ownedRef(name, enc, want)
+		if !ok {
 			continue
 		}
 		var rec wakeupRecord
@@ -257,6 +232,41 @@ func (h *Host) loadWakeups(ctx context.Context, parts []uint32) error {
 		h.log.Info("wakeups loaded", zap.Int("actors", n), zap.Int("partitions", len(parts)))
 	}
 	return h.loadScheduleTimers(ctx, parts, want)
+}
+
+// listParts lists the keys under prefix of the given partitions (under
+// partPrefix(p) each). Few partitions (a handoff): it reads just theirs.
+// Many (a start, a failover): one pass over the prefix costs less than a
+// read each, and the caller skips what is not theirs.
+func (h *Host) listParts(ctx context.Context, parts []uint32, prefix string, partPrefix func(uint32) string, keysOnly bool) ([]storage.KV, error) {
+	if len(parts) > 16 {
+		return h.store.List(ctx, prefix, storage.ListOptions{KeysOnly: keysOnly})
+	}
+	var kvs []storage.KV
+	for _, p := range parts {
+		part, err := h.store.List(ctx, partPrefix(p), storage.ListOptions{KeysOnly: keysOnly})
+		if err != nil {
+			return nil, err
+		}
+		kvs = append(kvs, part...)
+	}
+	return kvs, nil
+}
+
+// ownedRef returns the actor of a per-partition record (wakeups,
+// scheduled calls) if its partition is among want and this node holds it.
+func (h *Host) ownedRef(name, enc string, want map[uint32]bool) (Ref, bool) {
+	key, err := storage.DecodeKey(enc)
+	if err != nil {
+		return Ref{}, false
+	}
+	ref := Ref{Name: name, Key: key}
+	_, part, _, err := h.locate(ref)
+	if err != nil || !want[part] {
+		return Ref{}, false
+	}
+	_, owned := h.own.Token(part)
+	return ref, owned
 }
 
 // retryLoadWakeups loads the wakeups of parts in the background until it
