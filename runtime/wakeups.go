@@ -66,9 +66,19 @@ func newTimers() *timers {
 
 // schedule sets (or moves) the actor's activation time: a new wakeup,
 // whose failures, if it replaces a retry, start again from none.
-func (t *timers) schedule(ref Ref, id string, at time.Time) {
+func (t *timers) schedule(ref Ref, id string, at time.Time) { t.set(ref, id, at, false) }
+
+// scheduleEarlier sets the activation time of id to at unless it is set
+// to an earlier one already.
+func (t *timers) scheduleEarlier(ref Ref, id string, at time.Time) { t.set(ref, id, at, true) }
+
+func (t *timers) set(ref Ref, id string, at time.Time, onlyEarlier bool) {
 	t.mu.Lock()
 	if it, ok := t.byID[id]; ok {
+		if onlyEarlier && !at.Before(it.at) {
+			t.mu.Unlock()
+			return
+		}
 		it.at, it.fails = at, 0
 		heap.Fix(&t.heap, it.index)
 	} else {
@@ -86,26 +96,6 @@ func (t *timers) wake() {
 	case t.kick <- struct{}{}:
 	default:
 	}
-}
-
-// scheduleEarlier sets the activation time of id to at unless it is set
-// to an earlier one already.
-func (t *timers) scheduleEarlier(ref Ref, id string, at time.Time) {
-	t.mu.Lock()
-	if it, ok := t.byID[id]; ok {
-		if !at.Before(it.at) {
-			t.mu.Unlock()
-			return
-		}
-		it.at, it.fails = at, 0
-		heap.Fix(&t.heap, it.index)
-	} else {
-		it := &wakeItem{ref: ref, id: id, at: at}
-		heap.Push(&t.heap, it)
-		t.byID[id] = it
-	}
-	t.mu.Unlock()
-	t.wake()
 }
 
 // retryEarlier is retry for an item whose time may have been set since to
