@@ -447,6 +447,9 @@ func (h *Host) fireSchedules(it *wakeItem) {
 		return
 	}
 	for range fireMax {
+		if h.isStopping() {
+			return // the rest stay stored: the actor's next owner runs them
+		}
 		more, err := h.fireOne(it.ref, sp)
 		switch {
 		case err == nil && more:
