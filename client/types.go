@@ -6,6 +6,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/rivet-go/rivet"
 	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
 )
 
@@ -67,18 +68,8 @@ type Inspection struct {
 }
 
 // ScheduledCall is a call of an actor's own action that it asked for at a
-// later time (rivet.Scheduler).
-type ScheduledCall struct {
-	ID     string `json:"id"`
-	Action string `json:"action"`
-	// Args is the call's arguments as a JSON array.
-	Args      json.RawMessage `json:"args"`
-	At        time.Time       `json:"at"`
-	CreatedAt time.Time       `json:"created_at"`
-	// Name and Every are a recurring call's; At is its next run.
-	Name  string        `json:"name,omitempty"`
-	Every time.Duration `json:"every,omitzero"`
-}
+// later time (rivet.Scheduler), as Inspect shows it.
+type ScheduledCall = rivet.ScheduledCall
 
 // Send statuses.
 const (

@@ -704,17 +704,13 @@ func (a *activation) saveState() error {
 		return rivet.Errorf(rivet.ErrTooLarge, "state of %s would be %d bytes, the limit is %d; the change was discarded", a.describe(), len(b), a.h.cfg.MaxStateBytes)
 	}
 	ops := a.schedOps()
-	if string(b) == string(a.stateBytes) {
-		if len(ops) == 0 {
-			return nil
-		}
-		if _, err := a.enqueue(ops...); err != nil {
-			return err
-		}
-		a.schedSavedNow()
+	if string(b) != string(a.stateBytes) {
+		ops = append(ops, storage.Put(a.key(storage.StateSuffix), b))
+	}
+	if len(ops) == 0 {
 		return nil
 	}
-	if _, err := a.enqueue(append(ops, storage.Put(a.key(storage.StateSuffix), b))...); err != nil {
+	if _, err := a.enqueue(ops...); err != nil {
 		return err
 	}
 	a.stateBytes = b

@@ -120,8 +120,8 @@ func TestARecurringRunReplacesItsCallReentrantly(t *testing.T) {
 func TestARecurringRunCancelsItsCallReentrantly(t *testing.T) {
 	e := newEnv(t, counterReg(t, rev), nil)
 	callString(t, e.host, "rev", "c", "startBeat", true, "cancel")
+	// Counted once durable, with the re-entrant cancel before it.
 	waitFor(t, "a run", 10*time.Second, func() bool { return e.host.Stats().SchedulesFired >= 1 })
-	time.Sleep(200 * time.Millisecond)
 	if ids := schedIDs(t, e.host, "c"); len(ids) != 0 {
 		raw, _ := call(t, e.host, "rev", "c", "get", false)
 		t.Fatalf("stored %v after the run cancelled it (state %s)", ids, raw)

@@ -65,7 +65,7 @@ func (c pendingCall) following(now int64) pendingCall {
 			n.at += c.rec.EveryMs
 		}
 	}
-	n.id = fmt.Sprintf("%013d-%s", n.at, everyID(c.rec.Name))
+	n.id = everyStorageID(n.at, c.rec.Name)
 	return n
 }
 
@@ -109,8 +109,7 @@ func (h *Host) readSchedules(ctx context.Context, part uint32, name, enc string)
 		}
 		calls = append(calls, pendingCall{id: id, at: at, rec: rec})
 	}
-	slices.SortFunc(calls, func(a, b pendingCall) int { return strings.Compare(a.id, b.id) })
-	return calls, nil
+	return calls, nil // in key order, which is time order
 }
 
 // loadScheduleTimers arms the timers of the scheduled calls of the given
@@ -125,7 +124,9 @@ func (h *Host) loadScheduleTimers(ctx context.Context, parts []uint32, want map[
 		ref Ref
 		at  int64
 	}
+	// Keys list in order, so an actor's first is its earliest call.
 	earliest := map[string]first{}
+	seen := map[string]bool{}
 	for _, kv := range kvs {
 		// sched/<p:5>/<name>/<enc>/<id>
 		rest := strings.TrimPrefix(kv.Key, storage.SchedulesPrefix)
@@ -141,16 +142,11 @@ func (h *Host) loadScheduleTimers(ctx context.Context, parts []uint32, want map[
 			continue
 		}
 		at, ok := schedIDTime(id)
-		if !ok {
-			continue
-		}
 		actorID := name + "/" + enc
-		if f, seen := earliest[actorID]; seen {
-			if at < f.at {
-				earliest[actorID] = first{f.ref, at}
-			}
+		if !ok || seen[actorID] {
 			continue
 		}
+		seen[actorID] = true
 		if ref, ok := h.ownedRef(name, enc, want); ok {
 			earliest[actorID] = first{ref, at}
 		}
@@ -236,7 +232,7 @@ func (s *turnSchedule) Every(name string, every time.Duration, action string, ar
 		return "", err
 	}
 	c.at = s.now.Add(every).UnixMilli()
-	c.id = fmt.Sprintf("%013d-%s", c.at, everyID(name))
+	c.id = everyStorageID(c.at, name)
 	s.a.sched = insertCall(s.a.sched, c)
 	return everyID(name), nil
 }
@@ -244,6 +240,10 @@ func (s *turnSchedule) Every(name string, every time.Duration, action string, ar
 // everyID is the id of the recurring call name: the same across its runs.
 // It cannot be a one-off call's id, which starts with a digit.
 func everyID(name string) string { return "every:" + name }
+
+// everyStorageID is the storage id of the run of recurring call name due
+// at at (unix ms): the time first, as schedID's.
+func everyStorageID(at int64, name string) string { return fmt.Sprintf("%013d-%s", at, everyID(name)) }
 
 // newCall validates a call of action with args, as one more call of the
 // activation, and returns it without its time and id; rec holds what the
