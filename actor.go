@@ -38,6 +38,9 @@ type Actor[S any] struct {
 	Queues Queues
 	// Actions are what callers can run, by name.
 	Actions Actions[S]
+	// Events are what the actor may broadcast to subscribed clients
+	// (ActionCtx.Broadcast), by name.
+	Events Events
 	// Run, if set, is the actor's durable workflow. It starts when the
 	// actor is created and runs until it returns; every step, sleep, queue
 	// receive, join and race is recorded, and after a crash, a restart or a
@@ -86,6 +89,7 @@ type ActionCtx[S any] struct {
 	key      []string
 	client   Client
 	schedule Scheduler
+	events   Broadcaster
 	fired    *ScheduledCall
 }
 
@@ -105,6 +109,15 @@ func (c *ActionCtx[S]) Client() Client { return c.client }
 // Schedule is the actor's durable timers: calls of its own actions at a
 // later time (see Scheduler).
 func (c *ActionCtx[S]) Schedule() Scheduler { return c.schedule }
+
+// Broadcast publishes an event to the clients subscribed to this actor,
+// once the turn's writes are durable (see Broadcaster).
+func (c *ActionCtx[S]) Broadcast(name string, data any) error {
+	if c.events == nil {
+		return Errorf(ErrInternal, "actor %s: no broadcaster in this context", c.name)
+	}
+	return c.events.Broadcast(name, data)
+}
 
 // Fired returns the scheduled call this turn runs, if a Scheduler's timer,
 // not a caller, started it (Rivet passes the same as a ScheduledFireInfo).
@@ -300,6 +313,7 @@ type Spec struct {
 	ResetState func(dst any, data []byte) error
 	Actions    map[string]ActionSpec
 	Queues     map[string]QueueSpec
+	Events     map[string]EventSpec
 	// Run runs the actor's workflow once against its history (nil if the
 	// actor has none); see workflow.Run.
 	Run func(ctx context.Context, host workflow.Host, history []workflow.Entry) workflow.Outcome
@@ -334,6 +348,7 @@ type Env struct {
 	Key      []string
 	Client   Client
 	Schedule Scheduler
+	Events   Broadcaster
 	// Fired is the scheduled call the turn runs (nil for a caller's).
 	Fired *ScheduledCall
 }
@@ -358,6 +373,7 @@ func (a Actor[S]) Spec() (*Spec, error) {
 		IdleTimeout: a.Options.IdleTimeout,
 		Actions:     map[string]ActionSpec{},
 		Queues:      map[string]QueueSpec{},
+		Events:      map[string]EventSpec{},
 	}
 	create := a.CreateState
 	sp.NewState = func(input json.RawMessage) (any, error) {
@@ -412,9 +428,15 @@ func (a Actor[S]) Spec() (*Spec, error) {
 		}
 		h := h
 		sp.Actions[name] = ActionSpec{ReadOnly: h.readOnly, Arity: h.arity, Check: h.check, Invoke: func(env Env, state any, args []json.RawMessage) (any, error) {
-			c := &ActionCtx[S]{State: state.(*S), ctx: env.Ctx, name: env.Name, key: env.Key, client: env.Client, schedule: env.Schedule, fired: env.Fired}
+			c := &ActionCtx[S]{State: state.(*S), ctx: env.Ctx, name: env.Name, key: env.Key, client: env.Client, schedule: env.Schedule, events: env.Events, fired: env.Fired}
 			return h.invoke(c, args)
 		}}
+	}
+	for name, ev := range a.Events {
+		if err := ValidateName("event name", name); err != nil {
+			return nil, fmt.Errorf("actor %s: %w", a.Name, err)
+		}
+		sp.Events[name] = ev.spec(a.Name, name)
 	}
 	for name, q := range a.Queues {
 		if err := ValidateName("queue name", name); err != nil {

@@ -19,6 +19,8 @@ var (
 	ErrUnknownAction = errors.New("unknown action")
 	// ErrUnknownQueue: the actor has no queue of that name.
 	ErrUnknownQueue = errors.New("unknown queue")
+	// ErrUnknownEvent: the actor declares no event of that name.
+	ErrUnknownEvent = errors.New("unknown event")
 	// ErrAlreadyExists: Create of a key that exists.
 	ErrAlreadyExists = errors.New("actor already exists")
 	// ErrInvalidArgument: malformed JSON, arguments of the wrong type, a bad
@@ -26,8 +28,9 @@ var (
 	ErrInvalidArgument = errors.New("invalid argument")
 	// ErrTooLarge: a payload, key or state over its limit.
 	ErrTooLarge = errors.New("too large")
-	// ErrQueueFull: the queue holds its limit of pending messages, or the
-	// actor its limit of scheduled calls (MaxSchedules).
+	// ErrQueueFull: the queue holds its limit of pending messages, the
+	// actor its limit of scheduled calls (MaxSchedules), or an event
+	// subscriber fell too far behind (or there are too many of them).
 	ErrQueueFull = errors.New("queue full")
 	// ErrUnavailable: the actor cannot be served right now (its partition is
 	// moving, or the node is stopping). When a node says so, the request did
@@ -63,6 +66,7 @@ var kinds = []struct {
 	{ErrUnknownActor, "actor", "unknown_actor"},
 	{ErrUnknownAction, "actor", "unknown_action"},
 	{ErrUnknownQueue, "queue", "unknown_queue"},
+	{ErrUnknownEvent, "event", "unknown_event"},
 	{ErrAlreadyExists, "actor", "duplicate_key"},
 	{ErrInvalidArgument, "request", "invalid_argument"},
 	{ErrTooLarge, "request", "too_large"},
@@ -88,6 +92,8 @@ var reasons = []struct {
 	{ErrWorkflowFailed, "workflow", "not_ended"}, // a retry of a workflow that runs
 	{ErrWorkflowFailed, "workflow", "ended"},     // a cancel of a workflow that has ended
 	{ErrQueueFull, "schedule", "full"},           // an actor's MaxSchedules scheduled calls
+	{ErrQueueFull, "event", "overflow"},          // a subscriber that fell behind its events
+	{ErrQueueFull, "event", "subscribers"},       // the node's or the actor's subscribers at their limit
 }
 
 // Reasonf returns an error of kind with the reason (group, code), one of

@@ -65,9 +65,16 @@ func (rc retryClass) retryable(st *status.Status) bool {
 func invoke[Req, Resp any](ctx context.Context, c *Client, class retryClass,
 	rpc func(context.Context, Req, ...grpc.CallOption) (Resp, error), req Req,
 ) (Resp, error) {
+	return invokeWith(ctx, c.retry, class, rpc, req)
+}
+
+// invokeWith is invoke with a retry policy of its own.
+func invokeWith[Req, Resp any](ctx context.Context, policy retryPolicy, class retryClass,
+	rpc func(context.Context, Req, ...grpc.CallOption) (Resp, error), req Req,
+) (Resp, error) {
 	var zero Resp
-	giveUp := time.Now().Add(c.retry.budget)
-	backoff := c.retry.initial
+	giveUp := time.Now().Add(policy.budget)
+	backoff := policy.initial
 	if backoff <= 0 {
 		backoff = defaultRetry().initial
 	}

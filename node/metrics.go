@@ -187,6 +187,7 @@ type collector struct {
 	wfRunning, wfCompleted, wfFailed, wfCancelled *prometheus.Desc
 	steps                                         *prometheus.Desc
 	shed, scheduled                               *prometheus.Desc
+	subscribers, delivered, dropped               *prometheus.Desc
 }
 
 func newCollector(n *Node) *collector {
@@ -224,6 +225,10 @@ func newCollector(n *Node) *collector {
 		wfFailed:    d("rivet_workflow_failures_total", "Workflows that failed on this node (retries exhausted, a critical error, divergence)."),
 		wfCancelled: d("rivet_workflow_cancellations_total", "Workflows an operator cancelled on this node (rivetctl workflow cancel)."),
 		steps:       d("rivet_workflow_steps_total", "Workflow step attempts committed on this node, by status: completed, failed (to be retried), exhausted.", "status"),
+
+		subscribers: d("rivet_event_subscribers", "Event subscriptions this node holds (of the actors it owns)."),
+		delivered:   d("rivet_events_delivered_total", "Events this node handed to subscribers (an event heard by two counts twice)."),
+		dropped:     d("rivet_event_subscribers_dropped_total", "Event subscriptions this node ended because their subscriber fell 1024 events behind."),
 	}
 }
 
@@ -232,6 +237,7 @@ func (c *collector) descs() []*prometheus.Desc {
 		c.active, c.shed, c.commits, c.batches, c.partsOw, c.forwards, c.claimed, c.handedOff, c.renewals, c.losses, c.members,
 		c.commitFailures, c.commitRetries, c.commitStalls, c.refences, c.commitWaiting, c.queued, c.sent, c.received,
 		c.wfRunning, c.wfCompleted, c.wfFailed, c.wfCancelled, c.steps, c.scheduled,
+		c.subscribers, c.delivered, c.dropped,
 	}
 }
 
@@ -290,6 +296,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.steps, s.StepsExhausted, "exhausted")
 	counter(c.scheduled, s.SchedulesFired, "ok")
 	counter(c.scheduled, s.SchedulesFailed, "failed")
+	gauge(c.subscribers, s.EventSubscribers)
+	counter(c.delivered, s.EventsDelivered)
+	counter(c.dropped, s.EventSubscribersDropped)
 
 	if c.n.metrics != nil {
 		for _, m := range c.n.metrics.collectors() {

@@ -47,6 +47,7 @@ type Node struct {
 	host      *runtime.Host
 	gossip    *cluster.Cluster
 	peers     *server.PeerServer
+	srv       *server.Server
 	view      *view
 	balancer  *runtime.Balancer
 	// balanceCancel stops the balancer before the rest, so that a node
@@ -307,8 +308,9 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 	opts = append(opts, sec.server...) // before forwarding: nothing is forwarded unauthenticated
 	opts = append(opts, grpc.ChainUnaryInterceptor(server.ForwardingInterceptor(n.view)))
 	n.grpcServer = grpc.NewServer(opts...)
-	srv := server.New(backend{n.host, n}, server.WithLimits(limits), server.WithLogger(n.log))
+	srv := server.New(backend{n.host, n}, server.WithLimits(limits), server.WithLogger(n.log), server.WithRouter(n.view))
 	srv.Register(n.grpcServer)
+	n.srv = srv
 	n.peers = server.NewPeerServer(srv).LimitResponses(limits.MaxForwardedResponseBytes())
 	n.peers.Register(n.grpcServer)
 	n.health = health.NewServer()
@@ -445,6 +447,7 @@ func (n *Node) stop(ctx context.Context) error {
 	graceful := make(chan struct{})
 	go func() { n.grpcServer.GracefulStop(); close(graceful) }()
 	n.peers.Shutdown()
+	n.srv.Shutdown()
 	select {
 	case <-graceful:
 	case <-ctx.Done():

@@ -15,6 +15,7 @@ import (
 	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
 	"github.com/rivet-go/rivet/internal/rpcerr"
 	"github.com/rivet-go/rivet/runtime"
+	"github.com/rivet-go/rivet/server"
 	"github.com/rivet-go/rivet/storage"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
@@ -214,6 +215,15 @@ func (n *Node) stopBalancer() {
 type backend struct {
 	*runtime.Host
 	n *Node
+}
+
+// Subscribe is the Host's, as the server's EventStream.
+func (b backend) Subscribe(ctx context.Context, ref runtime.Ref, events []string) (server.EventStream, error) {
+	sub, err := b.Host.Subscribe(ctx, ref, events)
+	if err != nil {
+		return nil, err // not a typed nil in the interface
+	}
+	return sub, nil
 }
 
 // Members lists the registered nodes, with their gossip state, and the

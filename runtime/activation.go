@@ -98,6 +98,9 @@ type activation struct {
 	failedOps []storage.Op
 	failedVer uint64
 	advanced  chan struct{} // closed and replaced when committed or failed changes
+	// pendingEvents are the events of turns whose writes are not durable
+	// yet, oldest first (publishEvents).
+	pendingEvents []pendingEvents
 	// quiet is made when the activation is retired (evicted): it refuses
 	// every later write, and quiet closes once the writes queued before
 	// have settled, committed or failed.
@@ -510,6 +513,7 @@ func (a *activation) flushLoop() {
 		} else {
 			a.committed = v
 		}
+		a.releaseEventsLocked()
 		close(a.advanced)
 		a.advanced = make(chan struct{})
 		a.mu.Unlock()

@@ -207,6 +207,12 @@ type Stats struct {
 	// Resolved counts replies that waited on a write whose outcome was
 	// unknown and learned it from storage once its claim was replaced.
 	Resolved uint64
+	// EventSubscribers is the event subscriptions this node holds;
+	// EventsDelivered counts events handed to them, and
+	// EventSubscribersDropped the subscriptions ended because their
+	// subscriber fell behind.
+	EventSubscribers                         uint64
+	EventsDelivered, EventSubscribersDropped uint64
 }
 
 // HistoryEntry is one recorded workflow entry, for people.

@@ -70,13 +70,15 @@ type Host struct {
 
 	flushes   sync.WaitGroup // flush goroutines
 	workflows sync.WaitGroup // workflow runners
-	loops     sync.WaitGroup // reap and wakeLoop
+	loops     sync.WaitGroup // reap, wakeLoop, warnUnregistered, checkSubscriptions
 	stopCh    chan struct{}
 	// overLimit wakes the reaper when a load takes the node past
 	// MaxActiveActors.
 	overLimit chan struct{}
 
 	timers *timers
+	// events holds the node's event subscriptions.
+	events *eventHub
 	// remote reaches actors of other nodes (nil: a node alone).
 	remote Remote
 	// ownerLookup names the owner of a partition served elsewhere.
@@ -113,7 +115,7 @@ func New(cfg Config, reg *rivet.Registry, store storage.Store, commit Committer,
 		baseCtx: ctx, cancelBase: cancel, wfCtx: wfCtx, cancelWf: cancelWf,
 		actors: map[string]*activation{}, retiring: map[string]*activation{},
 		stopCh: make(chan struct{}), overLimit: make(chan struct{}, 1),
-		timers: newTimers(),
+		timers: newTimers(), events: newEventHub(),
 	}
 	own.OnLost(h.evictAll)
 	own.OnClaimed(func(ctx context.Context, parts []uint32) {
@@ -131,7 +133,8 @@ func (h *Host) Start(ctx context.Context) error {
 	if err := h.loadWakeups(ctx, h.own.Partitions()); err != nil {
 		return fmt.Errorf("runtime: load wakeups: %w", err)
 	}
-	h.loops.Add(3)
+	h.loops.Add(4)
+	go h.checkSubscriptions()
 	go h.reap()
 	go h.wakeLoop()
 	go h.warnUnregistered()
@@ -480,6 +483,7 @@ var errDestroyed = errors.New("actor destroyed")
 // etcd), so its callers wait for its real outcome rather than hear "not
 // written" and retry it; a write that did not apply fails its fence.
 func (h *Host) evictAll() {
+	h.endSubscriptions(func(*Subscription) bool { return true }, "node %s lost its partition claims")
 	h.mu.Lock()
 	all := make([]*activation, 0, len(h.actors))
 	for _, a := range h.actors {
@@ -625,8 +629,8 @@ func (h *Host) Call(ctx context.Context, req CallRequest) (_ json.RawMessage, er
 		if !act.ReadOnly && a.gate.reentered() {
 			defer a.markRestorePoint()()
 		}
-		ts := a.newTurnSchedule(act.ReadOnly)
-		env := rivet.Env{Ctx: ctx, Name: a.ref.Name, Key: a.ref.Key, Client: &hostClient{h: h, chain: chain, from: a}, Schedule: ts}
+		ts, te := a.newTurnSchedule(act.ReadOnly), a.newTurnEvents()
+		env := rivet.Env{Ctx: ctx, Name: a.ref.Name, Key: a.ref.Key, Client: &hostClient{h: h, chain: chain, from: a}, Schedule: ts, Events: te}
 		res, err := act.Invoke(env, a.state, args)
 		if err != nil {
 			if !act.ReadOnly {
@@ -648,9 +652,14 @@ func (h *Host) Call(ctx context.Context, req CallRequest) (_ json.RawMessage, er
 		}
 		if act.ReadOnly {
 			read = true
+			a.publishEvents(te)
 			return nil
 		}
-		return a.saveState()
+		if err := a.saveState(); err != nil {
+			return err
+		}
+		a.publishEvents(te)
+		return nil
 	})
 	if err != nil && read && !errors.Is(err, context.Canceled) {
 		// The read ran, but the state it saw was not yet durable and the
@@ -1191,6 +1200,9 @@ func (h *Host) Destroy(ctx context.Context, ref Ref) error {
 		h.timers.cancel(a.id)
 		h.timers.cancel(schedTimer(a.id))
 		h.evict(a) // answers waiting senders: destroyed
+		h.events.endIf(func(s *Subscription) bool { return s.id == a.id }, func(*Subscription) error {
+			return rivet.Errorf(rivet.ErrNotFound, "actor %s was destroyed", a.describe())
+		})
 		return nil
 	})
 	return err
@@ -1410,6 +1422,8 @@ func (h *Host) Stats() Stats {
 		Refences: h.refences.Load(),
 		Resolved: h.resolved.Load(),
 	}
+	subs, delivered, dropped := h.events.counts()
+	s.EventSubscribers, s.EventsDelivered, s.EventSubscribersDropped = uint64(subs), delivered, dropped
 	if cs, ok := h.commit.(CommitStats); ok {
 		st := cs.Stats()
 		s.Commits, s.CommitBatches = uint64(st.Committed), uint64(st.Batches)
@@ -1750,6 +1764,7 @@ func (h *Host) handoff(ctx context.Context, p uint32) (began bool, _ error) {
 	if !h.own.BeginRelease(p) {
 		return false, nil
 	}
+	h.endSubscriptions(func(s *Subscription) bool { return s.part == p }, "the actor's partition is moving from node %s")
 	h.mu.Lock()
 	var acts []*activation
 	for _, a := range h.actors {

@@ -543,7 +543,8 @@ func (h *Host) fireOne(ref Ref, sp *rivet.Spec) (more bool, err error) {
 		}
 		ran()
 		call := c.public()
-		env := rivet.Env{Ctx: ctx, Name: a.ref.Name, Key: a.ref.Key, Client: &hostClient{h: h, chain: chain, from: a}, Schedule: a.newTurnSchedule(act.ReadOnly), Fired: &call}
+		te := a.newTurnEvents()
+		env := rivet.Env{Ctx: ctx, Name: a.ref.Name, Key: a.ref.Key, Client: &hostClient{h: h, chain: chain, from: a}, Schedule: a.newTurnSchedule(act.ReadOnly), Events: te, Fired: &call}
 		if err := invokeScheduled(h, a, act, env, args); err != nil {
 			a.restoreState() // the state and the calls as last committed
 			if h.baseCtx.Err() != nil {
@@ -563,6 +564,7 @@ func (h *Host) fireOne(ref Ref, sp *rivet.Spec) (more bool, err error) {
 			if err := a.saveSchedules(); err != nil {
 				return err
 			}
+			a.publishEvents(te)
 			outcome = 1
 			return nil
 		}
@@ -575,6 +577,7 @@ func (h *Host) fireOne(ref Ref, sp *rivet.Spec) (more bool, err error) {
 			}
 			return err
 		}
+		a.publishEvents(te)
 		outcome = 1
 		return nil
 	})

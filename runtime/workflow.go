@@ -412,6 +412,11 @@ var _ workflow.Host = (*wfHost)(nil)
 
 // turn runs fn as a turn of the actor, for a workflow step or receive.
 func (w *wfHost) turn(ctx context.Context, kind TurnKind, chain string, fn func() ([]storage.Op, error)) error {
+	return w.turnWith(ctx, kind, chain, nil, fn)
+}
+
+// turnWith is turn, publishing te's events (if any) with the turn's writes.
+func (w *wfHost) turnWith(ctx context.Context, kind TurnKind, chain string, te *turnEvents, fn func() ([]storage.Op, error)) error {
 	a := w.a
 	// Context errors stay matchable (%w): a race branch cancelled while
 	// it waits for the turn has lost its race, which ends that branch
@@ -437,6 +442,9 @@ func (w *wfHost) turn(ctx context.Context, kind TurnKind, chain string, fn func(
 	var v uint64
 	if err == nil && len(ops) > 0 {
 		v, err = a.enqueue(ops...)
+	}
+	if err == nil {
+		a.publishEvents(te)
 	}
 	now := time.Now()
 	a.lastTurn.Store(now.UnixNano())
@@ -478,9 +486,13 @@ func (w *wfHost) RunStep(ctx context.Context, ephemeral bool, fn func(env workfl
 	// call back into this actor re-enters the step's turn.
 	chain := a.h.newChain()
 	var steps stepCounts
-	err := w.turn(ctx, TurnStep, chain, func() ([]storage.Op, error) {
-		writes := fn(workflow.StepEnv{State: a.state, Client: &hostClient{h: a.h, chain: chain, from: a}})
+	te := a.newTurnEvents()
+	err := w.turnWith(ctx, TurnStep, chain, te, func() ([]storage.Op, error) {
+		writes := fn(workflow.StepEnv{State: a.state, Client: &hostClient{h: a.h, chain: chain, from: a}, Events: te})
 		steps = countSteps(writes)
+		if len(writes) == 0 || steps.failed > 0 || steps.exhausted > 0 {
+			te.evs = nil // the attempt failed: what it announced did not happen
+		}
 		if len(writes) == 0 {
 			// Abandoned attempt: its state changes are not committed, so
 			// memory goes back to what is durable.

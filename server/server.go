@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"sync"
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
@@ -30,6 +31,9 @@ type Backend interface {
 	RetryWorkflow(ctx context.Context, ref runtime.Ref, from string) (int, error)
 	CancelWorkflow(ctx context.Context, ref runtime.Ref, reason string) (string, error)
 	CancelScheduledCall(ctx context.Context, ref runtime.Ref, id string) (bool, error)
+	// Subscribe subscribes to the events of an actor this node serves (see
+	// runtime.Host.Subscribe).
+	Subscribe(ctx context.Context, ref runtime.Ref, events []string) (EventStream, error)
 	Members(ctx context.Context) ([]runtime.Member, error)
 	Partitions(ctx context.Context) (count uint32, owners []runtime.PartitionOwner, err error)
 	Stats() runtime.Stats
@@ -48,6 +52,12 @@ type Server struct {
 	backend Backend
 	limits  Limits
 	log     *zap.Logger
+	// router, if set, sends Subscribe streams of actors other nodes serve
+	// to their owner (unary calls go by ForwardingInterceptor).
+	router Router
+	// stopping closes on Shutdown: the streams end.
+	stopping chan struct{}
+	stopOnce sync.Once
 }
 
 var (
@@ -74,15 +84,26 @@ func WithLogger(log *zap.Logger) Option {
 	}
 }
 
+// WithRouter makes the Server relay the Subscribe streams of actors that
+// other nodes serve, as ForwardingInterceptor forwards unary calls.
+func WithRouter(r Router) Option {
+	return func(s *Server) { s.router = r }
+}
+
 // New returns a Server over backend with DefaultLimits and no logging,
 // unless opts say otherwise.
 func New(backend Backend, opts ...Option) *Server {
-	s := &Server{backend: backend, limits: DefaultLimits(), log: zap.NewNop()}
+	s := &Server{backend: backend, limits: DefaultLimits(), log: zap.NewNop(), stopping: make(chan struct{})}
 	for _, o := range opts {
 		o(s)
 	}
 	return s
 }
+
+// Shutdown ends the Subscribe streams, served or relayed, with UNAVAILABLE
+// (their subscribers subscribe again, through another node), so that a
+// gRPC GracefulStop is not held up by them: they never end by themselves.
+func (s *Server) Shutdown() { s.stopOnce.Do(func() { close(s.stopping) }) }
 
 // Register adds the ActorService and AdminService to gs. Health and
 // reflection are the node's to register: only the node knows when it is

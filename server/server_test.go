@@ -83,6 +83,7 @@ func TestErrorMapping(t *testing.T) {
 		{rivet.Errorf(rivet.ErrUnknownActor, "no actor named a"), codes.NotFound, "actor", "unknown_actor", "no actor named a"},
 		{rivet.Errorf(rivet.ErrUnknownAction, "no action x"), codes.NotFound, "actor", "unknown_action", "no action x"},
 		{rivet.Errorf(rivet.ErrUnknownQueue, "no queue q"), codes.NotFound, "queue", "unknown_queue", "no queue q"},
+		{rivet.Errorf(rivet.ErrUnknownEvent, "no event e"), codes.NotFound, "event", "unknown_event", "no event e"},
 		{rivet.Errorf(rivet.ErrAlreadyExists, "exists"), codes.AlreadyExists, "actor", "duplicate_key", "exists"},
 		{rivet.Errorf(rivet.ErrInvalidArgument, "bad"), codes.InvalidArgument, "request", "invalid_argument", "bad"},
 		{rivet.Errorf(rivet.ErrTooLarge, "big"), codes.ResourceExhausted, "request", "too_large", "big"},
@@ -147,8 +148,8 @@ func TestErrorMapping(t *testing.T) {
 	if errorLines != 2 {
 		t.Errorf("%d error-level lines, want 2: %+v", errorLines, logs.All())
 	}
-	if n := logs.FilterMessage("grpc call").FilterField(zap.String("code", "NOT_FOUND")).Len(); n != 4 {
-		t.Errorf("%d debug lines for NOT_FOUND calls, want 4", n)
+	if n := logs.FilterMessage("grpc call").FilterField(zap.String("code", "NOT_FOUND")).Len(); n != 5 {
+		t.Errorf("%d debug lines for NOT_FOUND calls, want 5", n)
 	}
 }
 

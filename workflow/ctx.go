@@ -31,6 +31,7 @@ type StepCtx[S any] struct {
 	// because a StepCtx is itself request-scoped.
 	ctx     context.Context
 	client  caller.Client
+	events  Broadcaster
 	attempt int
 }
 
@@ -41,6 +42,18 @@ func (s *StepCtx[S]) Context() context.Context { return s.ctx }
 
 // Client calls other actors (or this one, re-entrantly).
 func (s *StepCtx[S]) Client() caller.Client { return s.client }
+
+// Broadcast publishes an event to the clients subscribed to the actor, as
+// an action's Broadcast does, once the step's commit is durable; the events
+// of an attempt that fails are dropped. A step replayed from its history
+// does not run, so it does not broadcast again; a step run again after a
+// crash before its commit does.
+func (s *StepCtx[S]) Broadcast(name string, data any) error {
+	if s.events == nil {
+		return errors.New("workflow: this host publishes no events")
+	}
+	return s.events.Broadcast(name, data)
+}
 
 // Attempt is the attempt's number, from 1.
 func (s *StepCtx[S]) Attempt() int { return s.attempt }
@@ -194,7 +207,7 @@ func runStep[S, T any](c *Ctx[S], opts StepOptions, fn func(*StepCtx[S]) (T, err
 		if !ok {
 			return nil, Critical(fmt.Errorf("workflow: the host passed a state of type %T, the workflow wants %T", env.State, st))
 		}
-		v, err := fn(&StepCtx[S]{State: st, ctx: ctx, client: env.Client, attempt: attempt})
+		v, err := fn(&StepCtx[S]{State: st, ctx: ctx, client: env.Client, events: env.Events, attempt: attempt})
 		if err != nil {
 			return nil, err
 		}
@@ -210,7 +223,7 @@ func runStep[S, T any](c *Ctx[S], opts StepOptions, fn func(*StepCtx[S]) (T, err
 			if err := json.Unmarshal(out, &v); err != nil {
 				return fmt.Errorf("workflow: recorded step value does not decode into %T: %w", v, err)
 			}
-			return rollback(&StepCtx[S]{State: st, ctx: ctx, client: env.Client, attempt: 1}, v)
+			return rollback(&StepCtx[S]{State: st, ctx: ctx, client: env.Client, events: env.Events, attempt: 1}, v)
 		}
 	}
 	out, path, err := c.x.step(sp)

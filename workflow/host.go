@@ -52,6 +52,14 @@ type StepEnv struct {
 	// Client calls actors; calls made through it belong to the step's turn
 	// (so that a call back into this actor re-enters rather than waits).
 	Client caller.Client
+	// Events publishes the actor's events: the host publishes those of an
+	// attempt that succeeded once its commit is durable (nil: none).
+	Events Broadcaster
+}
+
+// Broadcaster publishes an actor's events (rivet.Broadcaster).
+type Broadcaster interface {
+	Broadcast(name string, data any) error
 }
 
 // Host is what a workflow run needs from the actor runtime: exclusive turns

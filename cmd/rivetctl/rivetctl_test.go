@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/client"
 	"github.com/rivet-go/rivet/runtime"
+	"github.com/rivet-go/rivet/server"
 	"github.com/rivet-go/rivet/server/servertest"
 )
 
@@ -366,4 +368,70 @@ func TestInspectCutsALongListOfScheduledCalls(t *testing.T) {
 	if r := rivetctl(t, addr, "schedule", "list", "a", "k"); strings.Count(r.stdout, " add ") != 12 {
 		t.Errorf("schedule list of 12 calls:\n%s", r.stdout)
 	}
+}
+
+// fakeEvents is a subscription of the fake backend: the events it holds,
+// then, if err is set, its end with err.
+type fakeEvents struct {
+	ch   chan rivet.Event
+	done chan struct{}
+	err  error
+	once sync.Once
+}
+
+func newFakeEvents(err error, evs ...rivet.Event) *fakeEvents {
+	f := &fakeEvents{ch: make(chan rivet.Event, len(evs)), done: make(chan struct{}), err: err}
+	for _, ev := range evs {
+		f.ch <- ev
+	}
+	if err != nil {
+		close(f.done)
+	}
+	return f
+}
+
+func (f *fakeEvents) Events() <-chan rivet.Event { return f.ch }
+func (f *fakeEvents) Done() <-chan struct{}      { return f.done }
+func (f *fakeEvents) Err() error                 { return f.err }
+func (f *fakeEvents) Close() {
+	f.once.Do(func() {
+		if f.err == nil {
+			close(f.done)
+		}
+	})
+}
+
+// watch prints events as they come, a gap where the stream was made again,
+// and stops after --count.
+func TestWatch(t *testing.T) {
+	f := servertest.NewFake()
+	var mu sync.Mutex
+	var subs []string
+	f.SubscribeFunc = func(_ context.Context, ref runtime.Ref, events []string) (server.EventStream, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		subs = append(subs, ref.Name+" "+strings.Join(ref.Key, ",")+" "+strings.Join(events, ","))
+		if len(subs)%2 == 1 {
+			// The actor moves after its first event.
+			return newFakeEvents(rivet.Errorf(rivet.ErrUnavailable, "the actor's partition left node n1"),
+				rivet.Event{Name: "newCount", Data: json.RawMessage(`1`)}), nil
+		}
+		return newFakeEvents(nil, rivet.Event{Name: "newCount", Data: json.RawMessage(`{"n": 2}`)}), nil
+	}
+	addr := servertest.Start(t, f, servertest.Config{})
+	rivetctl(t, addr, "watch", "counter", "main", "newCount", "--count", "2").want(t, 0,
+		"newCount 1\n-- gap: subscribed again (the actor moved or its node stopped); events may be missing\nnewCount {\"n\":2}\n")
+	rivetctl(t, addr, "-o", "json", "watch", "counter", "main", "--count", "2").want(t, 0,
+		`{"name":"newCount","data":1}`+"\n"+`{"gap":true}`+"\n"+`{"name":"newCount","data":{"n":2}}`+"\n")
+	// --for ends a watch that has heard all there is.
+	rivetctl(t, addr, "watch", "counter", "main", "--for", "2s").want(t, 0, "newCount 1\n-- gap: subscribed again (the actor moved or its node stopped); events may be missing\nnewCount {\"n\":2}\n")
+	if want := "counter main newCount|counter main newCount|counter main |counter main |counter main |counter main "; strings.Join(subs, "|") != want {
+		t.Errorf("subscriptions: %q, want %q", strings.Join(subs, "|"), want)
+	}
+
+	f.SubscribeFunc = nil
+	rivetctl(t, addr, "watch", "counter", "main", "nope").
+		wantErr(t, 1, `rivetctl: not found: actor counter has no events (NOT_FOUND event.unknown_event)`)
+	rivetctl(t, addr, "watch", "counter").
+		wantErr(t, 2, "rivetctl: usage: rivetctl watch ACTOR KEY [EVENT...] [flags] (got 1 arguments)")
 }

@@ -138,6 +138,7 @@ JSON arguments are taken literally: quote strings ('"text"').`,
 		a.healthCommand(),
 		a.historyCommand(),
 		a.workflowCommand(),
+		a.watchCommand(),
 		a.scheduleCommand(),
 		a.certsCommand(),
 	)

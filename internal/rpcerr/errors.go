@@ -31,6 +31,7 @@ var codeOfKind = []struct {
 	{rivet.ErrUnknownActor, codes.NotFound},
 	{rivet.ErrUnknownAction, codes.NotFound},
 	{rivet.ErrUnknownQueue, codes.NotFound},
+	{rivet.ErrUnknownEvent, codes.NotFound},
 	{rivet.ErrAlreadyExists, codes.AlreadyExists},
 	{rivet.ErrInvalidArgument, codes.InvalidArgument},
 	{rivet.ErrTooLarge, codes.ResourceExhausted},

@@ -34,6 +34,9 @@ type Fake struct {
 	InspectFunc func(ctx context.Context, ref runtime.Ref) (runtime.Inspection, error)
 	// CancelScheduledCallFunc answers CancelScheduledCall.
 	CancelScheduledCallFunc func(ref runtime.Ref, id string) (bool, error)
+	// SubscribeFunc answers Subscribe (by default: the actor has no
+	// events).
+	SubscribeFunc func(ctx context.Context, ref runtime.Ref, events []string) (server.EventStream, error)
 
 	// MemberList and PartitionTable are what Members and Partitions
 	// return.
@@ -317,4 +320,13 @@ func (f *Fake) CancelScheduledCall(_ context.Context, ref runtime.Ref, id string
 		return f.CancelScheduledCallFunc(ref, id)
 	}
 	return false, nil
+}
+
+// Subscribe answers through SubscribeFunc; without it, the fake's actors
+// declare no events.
+func (f *Fake) Subscribe(ctx context.Context, ref runtime.Ref, events []string) (server.EventStream, error) {
+	if f.SubscribeFunc != nil {
+		return f.SubscribeFunc(ctx, ref, events)
+	}
+	return nil, rivet.Errorf(rivet.ErrUnknownEvent, "actor %s has no events", ref.Name)
 }

@@ -1917,6 +1917,242 @@ func (x *CancelScheduledCallResponse) GetCancelled() bool {
 	return false
 }
 
+type SubscribeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Actor *ActorRef              `protobuf:"bytes,1,opt,name=actor,proto3" json:"actor,omitempty"`
+	// events names the events to receive; empty: every event of the actor.
+	Events        []string `protobuf:"bytes,2,rep,name=events,proto3" json:"events,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubscribeRequest) Reset() {
+	*x = SubscribeRequest{}
+	mi := &file_rivet_v1_actor_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubscribeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubscribeRequest) ProtoMessage() {}
+
+func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_rivet_v1_actor_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubscribeRequest.ProtoReflect.Descriptor instead.
+func (*SubscribeRequest) Descriptor() ([]byte, []int) {
+	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *SubscribeRequest) GetActor() *ActorRef {
+	if x != nil {
+		return x.Actor
+	}
+	return nil
+}
+
+func (x *SubscribeRequest) GetEvents() []string {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+type SubscribeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Kind:
+	//
+	//	*SubscribeResponse_Subscribed
+	//	*SubscribeResponse_Event
+	Kind          isSubscribeResponse_Kind `protobuf_oneof:"kind"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubscribeResponse) Reset() {
+	*x = SubscribeResponse{}
+	mi := &file_rivet_v1_actor_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubscribeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubscribeResponse) ProtoMessage() {}
+
+func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_rivet_v1_actor_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubscribeResponse.ProtoReflect.Descriptor instead.
+func (*SubscribeResponse) Descriptor() ([]byte, []int) {
+	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *SubscribeResponse) GetKind() isSubscribeResponse_Kind {
+	if x != nil {
+		return x.Kind
+	}
+	return nil
+}
+
+func (x *SubscribeResponse) GetSubscribed() *Subscribed {
+	if x != nil {
+		if x, ok := x.Kind.(*SubscribeResponse_Subscribed); ok {
+			return x.Subscribed
+		}
+	}
+	return nil
+}
+
+func (x *SubscribeResponse) GetEvent() *Event {
+	if x != nil {
+		if x, ok := x.Kind.(*SubscribeResponse_Event); ok {
+			return x.Event
+		}
+	}
+	return nil
+}
+
+type isSubscribeResponse_Kind interface {
+	isSubscribeResponse_Kind()
+}
+
+type SubscribeResponse_Subscribed struct {
+	Subscribed *Subscribed `protobuf:"bytes,1,opt,name=subscribed,proto3,oneof"`
+}
+
+type SubscribeResponse_Event struct {
+	Event *Event `protobuf:"bytes,2,opt,name=event,proto3,oneof"`
+}
+
+func (*SubscribeResponse_Subscribed) isSubscribeResponse_Kind() {}
+
+func (*SubscribeResponse_Event) isSubscribeResponse_Kind() {}
+
+// Subscribed is a subscription's first message: from here on the
+// subscriber hears every event the actor broadcasts.
+type Subscribed struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// node_id is the node that serves the actor, and holds the subscription.
+	NodeId        string `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Subscribed) Reset() {
+	*x = Subscribed{}
+	mi := &file_rivet_v1_actor_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Subscribed) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Subscribed) ProtoMessage() {}
+
+func (x *Subscribed) ProtoReflect() protoreflect.Message {
+	mi := &file_rivet_v1_actor_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Subscribed.ProtoReflect.Descriptor instead.
+func (*Subscribed) Descriptor() ([]byte, []int) {
+	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *Subscribed) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+// Event is one event an actor broadcast.
+type Event struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// data is the event's JSON.
+	Data          []byte `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Event) Reset() {
+	*x = Event{}
+	mi := &file_rivet_v1_actor_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Event) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Event) ProtoMessage() {}
+
+func (x *Event) ProtoReflect() protoreflect.Message {
+	mi := &file_rivet_v1_actor_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Event.ProtoReflect.Descriptor instead.
+func (*Event) Descriptor() ([]byte, []int) {
+	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *Event) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Event) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
 // ActorError is attached to every error status a node returns. For errors an
 // actor's code raised on purpose (the original engine's UserError), group is
 // "user" and code is the user's own code.
@@ -1933,7 +2169,7 @@ type ActorError struct {
 
 func (x *ActorError) Reset() {
 	*x = ActorError{}
-	mi := &file_rivet_v1_actor_proto_msgTypes[30]
+	mi := &file_rivet_v1_actor_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1945,7 +2181,7 @@ func (x *ActorError) String() string {
 func (*ActorError) ProtoMessage() {}
 
 func (x *ActorError) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_actor_proto_msgTypes[30]
+	mi := &file_rivet_v1_actor_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1958,7 +2194,7 @@ func (x *ActorError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActorError.ProtoReflect.Descriptor instead.
 func (*ActorError) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{30}
+	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ActorError) GetGroup() string {
@@ -2125,13 +2361,28 @@ const file_rivet_v1_actor_proto_rawDesc = "" +
 	"\x05actor\x18\x01 \x01(\v2\x12.rivet.v1.ActorRefR\x05actor\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\";\n" +
 	"\x1bCancelScheduledCallResponse\x12\x1c\n" +
-	"\tcancelled\x18\x01 \x01(\bR\tcancelled\"l\n" +
+	"\tcancelled\x18\x01 \x01(\bR\tcancelled\"T\n" +
+	"\x10SubscribeRequest\x12(\n" +
+	"\x05actor\x18\x01 \x01(\v2\x12.rivet.v1.ActorRefR\x05actor\x12\x16\n" +
+	"\x06events\x18\x02 \x03(\tR\x06events\"|\n" +
+	"\x11SubscribeResponse\x126\n" +
+	"\n" +
+	"subscribed\x18\x01 \x01(\v2\x14.rivet.v1.SubscribedH\x00R\n" +
+	"subscribed\x12'\n" +
+	"\x05event\x18\x02 \x01(\v2\x0f.rivet.v1.EventH\x00R\x05eventB\x06\n" +
+	"\x04kind\"%\n" +
+	"\n" +
+	"Subscribed\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"/\n" +
+	"\x05Event\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\"l\n" +
 	"\n" +
 	"ActorError\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x12\n" +
 	"\x04code\x18\x02 \x01(\tR\x04code\x12\x18\n" +
 	"\amessage\x18\x03 \x01(\tR\amessage\x12\x1a\n" +
-	"\bmetadata\x18\x04 \x01(\fR\bmetadata2\xbb\x06\n" +
+	"\bmetadata\x18\x04 \x01(\fR\bmetadata2\x83\a\n" +
 	"\fActorService\x125\n" +
 	"\x04Call\x12\x15.rivet.v1.CallRequest\x1a\x16.rivet.v1.CallResponse\x125\n" +
 	"\x04Send\x12\x15.rivet.v1.SendRequest\x1a\x16.rivet.v1.SendResponse\x12;\n" +
@@ -2144,7 +2395,8 @@ const file_rivet_v1_actor_proto_rawDesc = "" +
 	"\aHistory\x12\x18.rivet.v1.HistoryRequest\x1a\x19.rivet.v1.HistoryResponse\x12P\n" +
 	"\rRetryWorkflow\x12\x1e.rivet.v1.RetryWorkflowRequest\x1a\x1f.rivet.v1.RetryWorkflowResponse\x12S\n" +
 	"\x0eCancelWorkflow\x12\x1f.rivet.v1.CancelWorkflowRequest\x1a .rivet.v1.CancelWorkflowResponse\x12b\n" +
-	"\x13CancelScheduledCall\x12$.rivet.v1.CancelScheduledCallRequest\x1a%.rivet.v1.CancelScheduledCallResponseB0Z.github.com/rivet-go/rivet/gen/rivet/v1;rivetv1b\x06proto3"
+	"\x13CancelScheduledCall\x12$.rivet.v1.CancelScheduledCallRequest\x1a%.rivet.v1.CancelScheduledCallResponse\x12F\n" +
+	"\tSubscribe\x12\x1a.rivet.v1.SubscribeRequest\x1a\x1b.rivet.v1.SubscribeResponse0\x01B0Z.github.com/rivet-go/rivet/gen/rivet/v1;rivetv1b\x06proto3"
 
 var (
 	file_rivet_v1_actor_proto_rawDescOnce sync.Once
@@ -2158,7 +2410,7 @@ func file_rivet_v1_actor_proto_rawDescGZIP() []byte {
 	return file_rivet_v1_actor_proto_rawDescData
 }
 
-var file_rivet_v1_actor_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_rivet_v1_actor_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_rivet_v1_actor_proto_goTypes = []any{
 	(*ActorRef)(nil),                    // 0: rivet.v1.ActorRef
 	(*CallChain)(nil),                   // 1: rivet.v1.CallChain
@@ -2190,9 +2442,13 @@ var file_rivet_v1_actor_proto_goTypes = []any{
 	(*CancelWorkflowResponse)(nil),      // 27: rivet.v1.CancelWorkflowResponse
 	(*CancelScheduledCallRequest)(nil),  // 28: rivet.v1.CancelScheduledCallRequest
 	(*CancelScheduledCallResponse)(nil), // 29: rivet.v1.CancelScheduledCallResponse
-	(*ActorError)(nil),                  // 30: rivet.v1.ActorError
-	(*timestamppb.Timestamp)(nil),       // 31: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),         // 32: google.protobuf.Duration
+	(*SubscribeRequest)(nil),            // 30: rivet.v1.SubscribeRequest
+	(*SubscribeResponse)(nil),           // 31: rivet.v1.SubscribeResponse
+	(*Subscribed)(nil),                  // 32: rivet.v1.Subscribed
+	(*Event)(nil),                       // 33: rivet.v1.Event
+	(*ActorError)(nil),                  // 34: rivet.v1.ActorError
+	(*timestamppb.Timestamp)(nil),       // 35: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),         // 36: google.protobuf.Duration
 }
 var file_rivet_v1_actor_proto_depIdxs = []int32{
 	0,  // 0: rivet.v1.CallRequest.actor:type_name -> rivet.v1.ActorRef
@@ -2207,53 +2463,58 @@ var file_rivet_v1_actor_proto_depIdxs = []int32{
 	14, // 9: rivet.v1.GetResponse.actor:type_name -> rivet.v1.ActorInfo
 	0,  // 10: rivet.v1.DestroyRequest.actor:type_name -> rivet.v1.ActorRef
 	0,  // 11: rivet.v1.ActorInfo.actor:type_name -> rivet.v1.ActorRef
-	31, // 12: rivet.v1.ActorInfo.created_at:type_name -> google.protobuf.Timestamp
-	31, // 13: rivet.v1.ActorInfo.workflow_failed_at:type_name -> google.protobuf.Timestamp
+	35, // 12: rivet.v1.ActorInfo.created_at:type_name -> google.protobuf.Timestamp
+	35, // 13: rivet.v1.ActorInfo.workflow_failed_at:type_name -> google.protobuf.Timestamp
 	0,  // 14: rivet.v1.InspectRequest.actor:type_name -> rivet.v1.ActorRef
 	14, // 15: rivet.v1.InspectResponse.info:type_name -> rivet.v1.ActorInfo
 	16, // 16: rivet.v1.InspectResponse.queues:type_name -> rivet.v1.QueueDepth
-	31, // 17: rivet.v1.InspectResponse.workflow_wake_at:type_name -> google.protobuf.Timestamp
+	35, // 17: rivet.v1.InspectResponse.workflow_wake_at:type_name -> google.protobuf.Timestamp
 	18, // 18: rivet.v1.InspectResponse.schedules:type_name -> rivet.v1.ScheduledCall
-	31, // 19: rivet.v1.ScheduledCall.at:type_name -> google.protobuf.Timestamp
-	31, // 20: rivet.v1.ScheduledCall.created_at:type_name -> google.protobuf.Timestamp
-	32, // 21: rivet.v1.ScheduledCall.every:type_name -> google.protobuf.Duration
+	35, // 19: rivet.v1.ScheduledCall.at:type_name -> google.protobuf.Timestamp
+	35, // 20: rivet.v1.ScheduledCall.created_at:type_name -> google.protobuf.Timestamp
+	36, // 21: rivet.v1.ScheduledCall.every:type_name -> google.protobuf.Duration
 	14, // 22: rivet.v1.ListResponse.actors:type_name -> rivet.v1.ActorInfo
 	0,  // 23: rivet.v1.HistoryRequest.actor:type_name -> rivet.v1.ActorRef
-	31, // 24: rivet.v1.HistoryEntry.updated_at:type_name -> google.protobuf.Timestamp
+	35, // 24: rivet.v1.HistoryEntry.updated_at:type_name -> google.protobuf.Timestamp
 	22, // 25: rivet.v1.HistoryResponse.entries:type_name -> rivet.v1.HistoryEntry
-	31, // 26: rivet.v1.HistoryResponse.workflow_wake_at:type_name -> google.protobuf.Timestamp
+	35, // 26: rivet.v1.HistoryResponse.workflow_wake_at:type_name -> google.protobuf.Timestamp
 	0,  // 27: rivet.v1.RetryWorkflowRequest.actor:type_name -> rivet.v1.ActorRef
 	0,  // 28: rivet.v1.CancelWorkflowRequest.actor:type_name -> rivet.v1.ActorRef
 	0,  // 29: rivet.v1.CancelScheduledCallRequest.actor:type_name -> rivet.v1.ActorRef
-	2,  // 30: rivet.v1.ActorService.Call:input_type -> rivet.v1.CallRequest
-	4,  // 31: rivet.v1.ActorService.Send:input_type -> rivet.v1.SendRequest
-	6,  // 32: rivet.v1.ActorService.Create:input_type -> rivet.v1.CreateRequest
-	8,  // 33: rivet.v1.ActorService.GetOrCreate:input_type -> rivet.v1.GetOrCreateRequest
-	10, // 34: rivet.v1.ActorService.Get:input_type -> rivet.v1.GetRequest
-	12, // 35: rivet.v1.ActorService.Destroy:input_type -> rivet.v1.DestroyRequest
-	15, // 36: rivet.v1.ActorService.Inspect:input_type -> rivet.v1.InspectRequest
-	19, // 37: rivet.v1.ActorService.List:input_type -> rivet.v1.ListRequest
-	21, // 38: rivet.v1.ActorService.History:input_type -> rivet.v1.HistoryRequest
-	24, // 39: rivet.v1.ActorService.RetryWorkflow:input_type -> rivet.v1.RetryWorkflowRequest
-	26, // 40: rivet.v1.ActorService.CancelWorkflow:input_type -> rivet.v1.CancelWorkflowRequest
-	28, // 41: rivet.v1.ActorService.CancelScheduledCall:input_type -> rivet.v1.CancelScheduledCallRequest
-	3,  // 42: rivet.v1.ActorService.Call:output_type -> rivet.v1.CallResponse
-	5,  // 43: rivet.v1.ActorService.Send:output_type -> rivet.v1.SendResponse
-	7,  // 44: rivet.v1.ActorService.Create:output_type -> rivet.v1.CreateResponse
-	9,  // 45: rivet.v1.ActorService.GetOrCreate:output_type -> rivet.v1.GetOrCreateResponse
-	11, // 46: rivet.v1.ActorService.Get:output_type -> rivet.v1.GetResponse
-	13, // 47: rivet.v1.ActorService.Destroy:output_type -> rivet.v1.DestroyResponse
-	17, // 48: rivet.v1.ActorService.Inspect:output_type -> rivet.v1.InspectResponse
-	20, // 49: rivet.v1.ActorService.List:output_type -> rivet.v1.ListResponse
-	23, // 50: rivet.v1.ActorService.History:output_type -> rivet.v1.HistoryResponse
-	25, // 51: rivet.v1.ActorService.RetryWorkflow:output_type -> rivet.v1.RetryWorkflowResponse
-	27, // 52: rivet.v1.ActorService.CancelWorkflow:output_type -> rivet.v1.CancelWorkflowResponse
-	29, // 53: rivet.v1.ActorService.CancelScheduledCall:output_type -> rivet.v1.CancelScheduledCallResponse
-	42, // [42:54] is the sub-list for method output_type
-	30, // [30:42] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	0,  // 30: rivet.v1.SubscribeRequest.actor:type_name -> rivet.v1.ActorRef
+	32, // 31: rivet.v1.SubscribeResponse.subscribed:type_name -> rivet.v1.Subscribed
+	33, // 32: rivet.v1.SubscribeResponse.event:type_name -> rivet.v1.Event
+	2,  // 33: rivet.v1.ActorService.Call:input_type -> rivet.v1.CallRequest
+	4,  // 34: rivet.v1.ActorService.Send:input_type -> rivet.v1.SendRequest
+	6,  // 35: rivet.v1.ActorService.Create:input_type -> rivet.v1.CreateRequest
+	8,  // 36: rivet.v1.ActorService.GetOrCreate:input_type -> rivet.v1.GetOrCreateRequest
+	10, // 37: rivet.v1.ActorService.Get:input_type -> rivet.v1.GetRequest
+	12, // 38: rivet.v1.ActorService.Destroy:input_type -> rivet.v1.DestroyRequest
+	15, // 39: rivet.v1.ActorService.Inspect:input_type -> rivet.v1.InspectRequest
+	19, // 40: rivet.v1.ActorService.List:input_type -> rivet.v1.ListRequest
+	21, // 41: rivet.v1.ActorService.History:input_type -> rivet.v1.HistoryRequest
+	24, // 42: rivet.v1.ActorService.RetryWorkflow:input_type -> rivet.v1.RetryWorkflowRequest
+	26, // 43: rivet.v1.ActorService.CancelWorkflow:input_type -> rivet.v1.CancelWorkflowRequest
+	28, // 44: rivet.v1.ActorService.CancelScheduledCall:input_type -> rivet.v1.CancelScheduledCallRequest
+	30, // 45: rivet.v1.ActorService.Subscribe:input_type -> rivet.v1.SubscribeRequest
+	3,  // 46: rivet.v1.ActorService.Call:output_type -> rivet.v1.CallResponse
+	5,  // 47: rivet.v1.ActorService.Send:output_type -> rivet.v1.SendResponse
+	7,  // 48: rivet.v1.ActorService.Create:output_type -> rivet.v1.CreateResponse
+	9,  // 49: rivet.v1.ActorService.GetOrCreate:output_type -> rivet.v1.GetOrCreateResponse
+	11, // 50: rivet.v1.ActorService.Get:output_type -> rivet.v1.GetResponse
+	13, // 51: rivet.v1.ActorService.Destroy:output_type -> rivet.v1.DestroyResponse
+	17, // 52: rivet.v1.ActorService.Inspect:output_type -> rivet.v1.InspectResponse
+	20, // 53: rivet.v1.ActorService.List:output_type -> rivet.v1.ListResponse
+	23, // 54: rivet.v1.ActorService.History:output_type -> rivet.v1.HistoryResponse
+	25, // 55: rivet.v1.ActorService.RetryWorkflow:output_type -> rivet.v1.RetryWorkflowResponse
+	27, // 56: rivet.v1.ActorService.CancelWorkflow:output_type -> rivet.v1.CancelWorkflowResponse
+	29, // 57: rivet.v1.ActorService.CancelScheduledCall:output_type -> rivet.v1.CancelScheduledCallResponse
+	31, // 58: rivet.v1.ActorService.Subscribe:output_type -> rivet.v1.SubscribeResponse
+	46, // [46:59] is the sub-list for method output_type
+	33, // [33:46] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_rivet_v1_actor_proto_init() }
@@ -2261,13 +2522,17 @@ func file_rivet_v1_actor_proto_init() {
 	if File_rivet_v1_actor_proto != nil {
 		return
 	}
+	file_rivet_v1_actor_proto_msgTypes[31].OneofWrappers = []any{
+		(*SubscribeResponse_Subscribed)(nil),
+		(*SubscribeResponse_Event)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rivet_v1_actor_proto_rawDesc), len(file_rivet_v1_actor_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   31,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

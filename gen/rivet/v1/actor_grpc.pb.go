@@ -36,6 +36,7 @@ const (
 	ActorService_RetryWorkflow_FullMethodName       = "/rivet.v1.ActorService/RetryWorkflow"
 	ActorService_CancelWorkflow_FullMethodName      = "/rivet.v1.ActorService/CancelWorkflow"
 	ActorService_CancelScheduledCall_FullMethodName = "/rivet.v1.ActorService/CancelScheduledCall"
+	ActorService_Subscribe_FullMethodName           = "/rivet.v1.ActorService/Subscribe"
 )
 
 // ActorServiceClient is the client API for ActorService service.
@@ -83,6 +84,15 @@ type ActorServiceClient interface {
 	// them), as an operator's decision: for a recurring call that keeps
 	// failing, say. cancelled is false if there was no such call.
 	CancelScheduledCall(ctx context.Context, in *CancelScheduledCallRequest, opts ...grpc.CallOption) (*CancelScheduledCallResponse, error)
+	// Subscribe streams the events the actor broadcasts: those named in
+	// events, or all. The first message is `subscribed`; every event the actor
+	// broadcasts after it follows, in order, each once the writes of the turn
+	// that broadcast it are durable. Events are ephemeral (never stored). The
+	// actor must exist. The stream ends with UNAVAILABLE when the actor's
+	// partition moves or its node stops, RESOURCE_EXHAUSTED when the
+	// subscriber falls 1024 events behind, and NOT_FOUND when the actor is
+	// destroyed: subscribe again, knowing that events in between were missed.
+	Subscribe(ctx context.Context, in *SubscribeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SubscribeResponse], error)
 }
 
 type actorServiceClient struct {
@@ -213,6 +223,25 @@ func (c *actorServiceClient) CancelScheduledCall(ctx context.Context, in *Cancel
 	return out, nil
 }
 
+func (c *actorServiceClient) Subscribe(ctx context.Context, in *SubscribeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SubscribeResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &ActorService_ServiceDesc.Streams[0], ActorService_Subscribe_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[SubscribeRequest, SubscribeResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ActorService_SubscribeClient = grpc.ServerStreamingClient[SubscribeResponse]
+
 // ActorServiceServer is the server API for ActorService service.
 // All implementations must embed UnimplementedActorServiceServer
 // for forward compatibility.
@@ -258,6 +287,15 @@ type ActorServiceServer interface {
 	// them), as an operator's decision: for a recurring call that keeps
 	// failing, say. cancelled is false if there was no such call.
 	CancelScheduledCall(context.Context, *CancelScheduledCallRequest) (*CancelScheduledCallResponse, error)
+	// Subscribe streams the events the actor broadcasts: those named in
+	// events, or all. The first message is `subscribed`; every event the actor
+	// broadcasts after it follows, in order, each once the writes of the turn
+	// that broadcast it are durable. Events are ephemeral (never stored). The
+	// actor must exist. The stream ends with UNAVAILABLE when the actor's
+	// partition moves or its node stops, RESOURCE_EXHAUSTED when the
+	// subscriber falls 1024 events behind, and NOT_FOUND when the actor is
+	// destroyed: subscribe again, knowing that events in between were missed.
+	Subscribe(*SubscribeRequest, grpc.ServerStreamingServer[SubscribeResponse]) error
 	mustEmbedUnimplementedActorServiceServer()
 }
 
@@ -303,6 +341,9 @@ func (UnimplementedActorServiceServer) CancelWorkflow(context.Context, *CancelWo
 }
 func (UnimplementedActorServiceServer) CancelScheduledCall(context.Context, *CancelScheduledCallRequest) (*CancelScheduledCallResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CancelScheduledCall not implemented")
+}
+func (UnimplementedActorServiceServer) Subscribe(*SubscribeRequest, grpc.ServerStreamingServer[SubscribeResponse]) error {
+	return status.Error(codes.Unimplemented, "method Subscribe not implemented")
 }
 func (UnimplementedActorServiceServer) mustEmbedUnimplementedActorServiceServer() {}
 func (UnimplementedActorServiceServer) testEmbeddedByValue()                      {}
@@ -541,6 +582,17 @@ func _ActorService_CancelScheduledCall_Handler(srv interface{}, ctx context.Cont
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ActorService_Subscribe_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(SubscribeRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ActorServiceServer).Subscribe(m, &grpc.GenericServerStream[SubscribeRequest, SubscribeResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ActorService_SubscribeServer = grpc.ServerStreamingServer[SubscribeResponse]
+
 // ActorService_ServiceDesc is the grpc.ServiceDesc for ActorService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -597,6 +649,12 @@ var ActorService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _ActorService_CancelScheduledCall_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "Subscribe",
+			Handler:       _ActorService_Subscribe_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "rivet/v1/actor.proto",
 }

@@ -1,0 +1,201 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
+	"github.com/rivet-go/rivet/internal/rpcerr"
+)
+
+// Event is one event an actor broadcast, or a gap.
+type Event struct {
+	// Name and Data are the event's name and JSON payload.
+	Name string
+	Data json.RawMessage
+	// Gap marks the place where the subscription was made again (the
+	// actor moved to another node, its node stopped, or this subscriber
+	// fell behind): events broadcast in between may be missing. A Gap
+	// has no Name; a subscriber that keeps a view of the actor reads it
+	// afresh.
+	Gap bool
+}
+
+// Decode unmarshals the event's data into v.
+func (e Event) Decode(v any) error { return json.Unmarshal(e.Data, v) }
+
+// ErrSubscriptionClosed is what Next returns after Close.
+var ErrSubscriptionClosed = errors.New("client: subscription closed")
+
+// Subscription is a stream of one actor's events (ActorHandle.Subscribe).
+// It lasts until Close, or until it cannot be made again: it follows the
+// actor across moves and node stops by subscribing again, and marks each
+// such place with a Gap. Next must be called from one goroutine at a time.
+type Subscription struct {
+	cancel context.CancelFunc
+	ch     chan Event
+	done   chan struct{}
+	err    error // set before done closes
+	once   sync.Once
+}
+
+// Subscribe subscribes to the actor's events (those named, or all) and
+// returns once the subscription is in place: every event the actor
+// broadcasts after that is delivered by Next, in order, once the turn that
+// broadcast it is durable. ctx bounds the subscribing; the subscription
+// lasts until Close. The actor must exist (rivet.ErrNotFound; this does not
+// create it); an event it does not declare is rivet.ErrUnknownEvent.
+//
+// Events are not stored: the subscription hears what is broadcast while it
+// is in place. When its stream breaks it subscribes again, for as long as
+// the client's retry budget allows, and Next returns a Gap event there.
+func (h *ActorHandle) Subscribe(ctx context.Context, events ...string) (*Subscription, error) {
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, cancel)
+	req := &rivetv1.SubscribeRequest{Actor: h.ref(), Events: events}
+	stream, err := h.subscribe(sctx, req, h.c.retry)
+	if !stop() {
+		cancel()
+		if err == nil {
+			err = ctx.Err()
+		}
+	}
+	if err != nil {
+		cancel()
+		return nil, withCause(err, ctx.Err())
+	}
+	s := &Subscription{cancel: cancel, ch: make(chan Event), done: make(chan struct{})}
+	go s.run(sctx, h, req, stream)
+	return s, nil
+}
+
+// subscribe opens a stream and waits for its first message, retrying
+// UNAVAILABLE as policy allows.
+func (h *ActorHandle) subscribe(ctx context.Context, req *rivetv1.SubscribeRequest, policy retryPolicy) (grpc.ServerStreamingClient[rivetv1.SubscribeResponse], error) {
+	open := func(ctx context.Context, req *rivetv1.SubscribeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[rivetv1.SubscribeResponse], error) {
+		stream, err := h.c.actors.Subscribe(ctx, req, opts...)
+		if err != nil {
+			return nil, err
+		}
+		m, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			err = status.Error(codes.Unavailable, "the node ended the subscription before it began")
+		}
+		if err != nil {
+			return nil, err
+		}
+		if m.GetSubscribed() == nil {
+			return nil, status.Error(codes.Internal, "client: a subscription's first message is not 'subscribed'")
+		}
+		return stream, nil
+	}
+	return invokeWith(ctx, policy, idempotent, open, req)
+}
+
+// resubscribeBudget is the least time a subscription keeps trying to
+// subscribe again: an actor whose node died is served again once its
+// lease has expired and its partition moved, which can take longer than a
+// call's retry budget.
+const resubscribeBudget = 30 * time.Second
+
+// resubscribe is the retry policy of subscribing: the client's, with at
+// least resubscribeBudget to spend (none, if the client retries nothing).
+func (c *Client) resubscribe() retryPolicy {
+	p := c.retry
+	if p.budget > 0 {
+		p.budget = max(p.budget, resubscribeBudget)
+	}
+	return p
+}
+
+// run reads the stream into ch, subscribing again when it breaks, until
+// ctx ends or a stream cannot be made again. It owns done.
+func (s *Subscription) run(ctx context.Context, h *ActorHandle, req *rivetv1.SubscribeRequest, stream grpc.ServerStreamingClient[rivetv1.SubscribeResponse]) {
+	defer close(s.done)
+	for {
+		m, err := stream.Recv()
+		if err == nil {
+			if ev := m.GetEvent(); ev != nil && !s.deliver(ctx, Event{Name: ev.GetName(), Data: ev.GetData()}) {
+				s.err = ErrSubscriptionClosed
+				return
+			}
+			continue
+		}
+		if ctx.Err() != nil {
+			s.err = ErrSubscriptionClosed
+			return
+		}
+		if !resumable(err) {
+			s.err = fromStatus(ctx, status.Convert(err))
+			return
+		}
+		if stream, err = h.subscribe(ctx, req, h.c.resubscribe()); err != nil {
+			if ctx.Err() != nil {
+				err = ErrSubscriptionClosed
+			}
+			s.err = err
+			return
+		}
+		if !s.deliver(ctx, Event{Gap: true}) {
+			s.err = ErrSubscriptionClosed
+			return
+		}
+	}
+}
+
+// resumable says whether a broken stream is worth subscribing again: the
+// actor moved or its node stopped (UNAVAILABLE), the connection broke, or
+// this subscriber fell behind.
+func resumable(err error) bool {
+	if errors.Is(err, io.EOF) {
+		return true
+	}
+	st := status.Convert(err)
+	switch st.Code() {
+	case codes.Unavailable:
+		return true
+	case codes.ResourceExhausted:
+		e := rpcerr.FromStatus(st)
+		return e.Group == "event" && e.Code == "overflow"
+	}
+	return false
+}
+
+func (s *Subscription) deliver(ctx context.Context, ev Event) bool {
+	select {
+	case s.ch <- ev:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// Next waits for the next event (or Gap). It returns an error when ctx
+// ends, after Close (ErrSubscriptionClosed), or once the subscription has
+// ended for good: the actor was destroyed (rivet.ErrNotFound), or it could
+// not be made again within the retry budget (rivet.ErrUnavailable).
+func (s *Subscription) Next(ctx context.Context) (Event, error) {
+	select {
+	case ev := <-s.ch:
+		return ev, nil
+	case <-s.done:
+		return Event{}, s.err
+	case <-ctx.Done():
+		return Event{}, ctx.Err()
+	}
+}
+
+// Close ends the subscription and waits for its stream to end.
+func (s *Subscription) Close() error {
+	s.once.Do(s.cancel)
+	<-s.done
+	return nil
+}

@@ -1,0 +1,170 @@
+package node_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/client"
+	"github.com/rivet-go/rivet/examples"
+	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
+	"github.com/rivet-go/rivet/node"
+	"github.com/rivet-go/rivet/placement"
+	"github.com/rivet-go/rivet/storage"
+	"github.com/rivet-go/rivet/storage/etcdstore/etcdtest"
+)
+
+// nextCount waits for the subscription's next event and returns it as a
+// newCount value, or -1 for a gap.
+func nextCount(t *testing.T, sub *client.Subscription) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	ev, err := sub.Next(ctx)
+	if err != nil {
+		t.Fatalf("next event: %v", err)
+	}
+	if ev.Gap {
+		return -1
+	}
+	var n int
+	if ev.Name != "newCount" || ev.Decode(&n) != nil {
+		t.Fatalf("event %s %s, want newCount", ev.Name, ev.Data)
+	}
+	return n
+}
+
+// TestEventsFollowTheActorAcrossNodes subscribes through a node that does
+// not own the actor (the subscription is relayed from the owner), moves the
+// actor to that node by draining its owner, and stops the relaying node
+// under an open stream.
+func TestEventsFollowTheActorAcrossNodes(t *testing.T) {
+	reg, err := examples.Registry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	endpoints := etcdtest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const parts = 16
+	start := func(id string, join []string) *node.Node {
+		cfg := node.DefaultLocalConfig(t.TempDir())
+		cfg.NodeID = id
+		cfg.EtcdEndpoints = endpoints
+		cfg.EtcdPrefix = "/events/"
+		cfg.Partitions = parts
+		cfg.HTTPAddr = "-"
+		cfg.Join = join
+		cfg.Logger = zap.NewNop()
+		return startNode(t, ctx, cfg, reg)
+	}
+	na := start("a", nil)
+	nb := start("b", []string{na.GossipAddr()})
+	waitUntil(t, "both nodes own partitions", time.Minute, func() bool {
+		oa, ob := na.Ownership().Owned(), nb.Ownership().Owned()
+		return oa > 0 && ob > 0 && oa+ob == parts
+	})
+	var key string
+	for i := 0; key == ""; i++ {
+		k := fmt.Sprintf("ev-%d", i)
+		if na.Host().Owns(placement.Partition("counter", storage.EncodeKey([]string{k}), parts)) {
+			key = k
+		}
+	}
+	cb, err := client.New(nb.GRPCAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cb.Close()
+	h := cb.Actor("counter", key)
+	if _, err := h.Call(ctx, "increment", 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Subscribe(ctx, "noSuchEvent"); err == nil || !errors.Is(err, rivet.ErrUnknownEvent) {
+		t.Fatalf("subscribe to an undeclared event: %v", err)
+	}
+	sub, err := h.Subscribe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	for want := 2; want <= 4; want++ {
+		if _, err := h.Call(ctx, "increment", 1); err != nil {
+			t.Fatal(err)
+		}
+		if got := nextCount(t, sub); got != want {
+			t.Fatalf("event %d, want %d", got, want)
+		}
+	}
+
+	// Drain a: the counter moves to b, the stream from a ends, and the
+	// subscription is made again on b: a gap, then the events go on.
+	if _, err := cb.Drain(ctx, "a", false); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "a owns nothing", time.Minute, func() bool { return na.Ownership().Owned() == 0 })
+	if got := nextCount(t, sub); got != -1 {
+		t.Fatalf("after the move: event %d, want a gap", got)
+	}
+	for want := 5; want <= 6; want++ {
+		if _, err := h.Call(ctx, "increment", 1); err != nil {
+			t.Fatal(err)
+		}
+		if got := nextCount(t, sub); got != want {
+			t.Fatalf("after the move: event %d, want %d", got, want)
+		}
+	}
+	if err := sub.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sub.Next(ctx); !errors.Is(err, client.ErrSubscriptionClosed) {
+		t.Fatalf("Next after Close: %v", err)
+	}
+	if _, err := cb.Drain(ctx, "a", true); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "a owns partitions again", time.Minute, func() bool { return na.Ownership().Owned() > 0 })
+
+	// A stream that node a relays from b's actor does not hold up a's
+	// stop: it ends UNAVAILABLE, for its subscriber to subscribe again.
+	var bKey string
+	for i := 0; bKey == ""; i++ {
+		k := fmt.Sprintf("evb-%d", i)
+		if nb.Host().Owns(placement.Partition("counter", storage.EncodeKey([]string{k}), parts)) {
+			bKey = k
+		}
+	}
+	if _, err := cb.Actor("counter", bKey).Call(ctx, "increment", 1); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := grpc.NewClient(na.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	raw, err := rivetv1.NewActorServiceClient(conn).Subscribe(ctx, &rivetv1.SubscribeRequest{Actor: &rivetv1.ActorRef{Name: "counter", Key: []string{bKey}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := raw.Recv()
+	if err != nil || first.GetSubscribed().GetNodeId() != "b" {
+		t.Fatalf("first message of a relayed stream: %v, %v (want subscribed on b)", first, err)
+	}
+	stopCtx, stopCancel := context.WithTimeout(ctx, 20*time.Second)
+	defer stopCancel()
+	if err := na.Stop(stopCtx); err != nil {
+		t.Fatalf("stop with a relayed subscription open: %v", err)
+	}
+	if _, err := raw.Recv(); status.Code(err) != codes.Unavailable {
+		t.Fatalf("the relayed stream ended with %v, want UNAVAILABLE", err)
+	}
+}

@@ -1,0 +1,348 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"time"
+
+	"github.com/rivet-go/rivet"
+)
+
+// Event subscriptions (rivet.Broadcaster): an actor's events go to the
+// subscribers its owner node holds, once the writes of the turn that
+// broadcast them are durable, in the order of the turns. Nothing is stored:
+// a subscription lives on the node that owned the actor's partition when it
+// was made, and ends (UNAVAILABLE) when the partition leaves the node; the
+// subscriber subscribes again, wherever the actor is then, and may have
+// missed events in between (the Go client says so).
+
+// Limits of the node's subscriptions.
+const (
+	// SubscriberBuffer is how many events a subscriber may be behind
+	// before its subscription ends (ErrQueueFull, "event"/"overflow"): a
+	// slow subscriber must not hold up the actor, or the others.
+	SubscriberBuffer = 1024
+	// MaxSubscribersPerActor and MaxSubscribers bound the subscriptions
+	// of one actor and of the node.
+	MaxSubscribersPerActor = 1000
+	MaxSubscribers         = 100_000
+)
+
+// subscriptionCheck is how often the node looks for subscriptions whose
+// partition it no longer serves under their claim (a lease lost, a
+// re-fence); a handoff ends them at once.
+const subscriptionCheck = 250 * time.Millisecond
+
+// Subscription is one subscriber's stream of an actor's events.
+type Subscription struct {
+	hub   *eventHub
+	id    string
+	part  uint32
+	token int64
+	names map[string]bool // nil: every event
+	ch    chan rivet.Event
+	done  chan struct{}
+	err   error // set before done closes
+}
+
+// Events delivers the events. It is never closed: wait on Done too, and
+// when Done closes take what Events still holds before Err.
+func (s *Subscription) Events() <-chan rivet.Event { return s.ch }
+
+// Done is closed when the subscription has ended.
+func (s *Subscription) Done() <-chan struct{} { return s.done }
+
+// Err says why the subscription ended, once Done is closed: nil after
+// Close; rivet.ErrUnavailable when the actor's partition left this node or
+// the node stopped (subscribe again); rivet.ErrQueueFull when the
+// subscriber fell SubscriberBuffer events behind; rivet.ErrNotFound when
+// the actor was destroyed.
+func (s *Subscription) Err() error {
+	<-s.done
+	return s.err
+}
+
+// Close ends the subscription.
+func (s *Subscription) Close() { s.hub.end(s, nil) }
+
+// eventHub holds the node's subscriptions, by actor.
+type eventHub struct {
+	mu   sync.Mutex
+	subs map[string]map[*Subscription]struct{} // by activation id
+	n    int
+	// published counts events handed to subscribers; overflowed, the
+	// subscriptions ended because their subscriber fell behind.
+	published, overflowed uint64
+}
+
+func newEventHub() *eventHub { return &eventHub{subs: map[string]map[*Subscription]struct{}{}} }
+
+// has says whether anyone is subscribed to the actor: a turn broadcasting
+// to no one does not even marshal its events.
+func (e *eventHub) has(id string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.subs[id]) > 0
+}
+
+func (e *eventHub) add(s *Subscription) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.n >= MaxSubscribers {
+		return rivet.Reasonf(rivet.ErrQueueFull, "event", "subscribers", "this node holds %d event subscriptions, its limit", e.n)
+	}
+	m := e.subs[s.id]
+	if len(m) >= MaxSubscribersPerActor {
+		return rivet.Reasonf(rivet.ErrQueueFull, "event", "subscribers", "actor %s has %d event subscribers, the limit", s.id, len(m))
+	}
+	if m == nil {
+		m = map[*Subscription]struct{}{}
+		e.subs[s.id] = m
+	}
+	m[s] = struct{}{}
+	e.n++
+	return nil
+}
+
+// end ends s with err, if it has not ended.
+func (e *eventHub) end(s *Subscription, err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.endLocked(s, err)
+}
+
+func (e *eventHub) endLocked(s *Subscription, err error) {
+	m := e.subs[s.id]
+	if _, ok := m[s]; !ok {
+		return
+	}
+	delete(m, s)
+	if len(m) == 0 {
+		delete(e.subs, s.id)
+	}
+	e.n--
+	s.err = err
+	close(s.done)
+}
+
+// endIf ends, with err, every subscription for which match is true.
+func (e *eventHub) endIf(match func(s *Subscription) bool, err func(s *Subscription) error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, m := range e.subs {
+		for s := range m {
+			if match(s) {
+				e.endLocked(s, err(s))
+			}
+		}
+	}
+}
+
+// publish hands the actor's events to its subscribers, in order. It never
+// blocks: a subscriber SubscriberBuffer events behind is dropped.
+func (e *eventHub) publish(id string, evs []rivet.Event) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for s := range e.subs[id] {
+		for _, ev := range evs {
+			if s.names != nil && !s.names[ev.Name] {
+				continue
+			}
+			select {
+			case s.ch <- ev:
+				e.published++
+			default:
+				e.overflowed++
+				e.endLocked(s, rivet.Reasonf(rivet.ErrQueueFull, "event", "overflow",
+					"this subscriber fell %d events behind actor %s: subscribe again (events were missed)", SubscriberBuffer, id))
+			}
+			if _, ok := e.subs[id][s]; !ok {
+				break
+			}
+		}
+	}
+}
+
+func (e *eventHub) counts() (subscribers int, published, overflowed uint64) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.n, e.published, e.overflowed
+}
+
+// Subscribe subscribes to the events of an actor this node serves, all of
+// them if names is empty. The actor must exist (rivet.ErrNotFound). Every
+// event broadcast after Subscribe returns reaches the subscription, until
+// it ends; see Subscription.Err.
+func (h *Host) Subscribe(ctx context.Context, ref Ref, names []string) (*Subscription, error) {
+	if err := h.begin(); err != nil {
+		return nil, err
+	}
+	defer h.end()
+	sp, err := h.spec(ref.Name)
+	if err != nil {
+		return nil, err
+	}
+	var filter map[string]bool
+	for _, n := range names {
+		if _, ok := sp.Events[n]; !ok {
+			return nil, rivet.Errorf(rivet.ErrUnknownEvent, "actor %s has no event %q (it has %s)", sp.Name, n, knownNames(sp.Events))
+		}
+		if filter == nil {
+			filter = map[string]bool{}
+		}
+		filter[n] = true
+	}
+	enc, part, err := h.place(ref)
+	if err != nil {
+		return nil, err
+	}
+	if _, _, _, err := h.peek(ctx, ref); err != nil {
+		return nil, err
+	}
+	token, ok := h.own.Token(part)
+	if !ok {
+		return nil, rivet.Errorf(rivet.ErrUnavailable, "partition %d is not owned by node %s", part, h.cfg.NodeID)
+	}
+	s := &Subscription{
+		hub: h.events, id: ref.Name + "/" + enc, part: part, token: token, names: filter,
+		ch: make(chan rivet.Event, SubscriberBuffer), done: make(chan struct{}),
+	}
+	if err := h.events.add(s); err != nil {
+		return nil, err
+	}
+	// The partition may have left between the look and the add: the
+	// checker would end it within subscriptionCheck, but a subscriber
+	// must not start on a claim already gone.
+	if tok, ok := h.own.Token(part); !ok || tok != token {
+		h.events.end(s, nil)
+		return nil, rivet.Errorf(rivet.ErrUnavailable, "partition %d is not owned by node %s", part, h.cfg.NodeID)
+	}
+	return s, nil
+}
+
+// checkSubscriptions ends the subscriptions whose partition claim this
+// node no longer holds, until the host stops (when it ends them all).
+// Owned by Host.loops.
+func (h *Host) checkSubscriptions() {
+	defer h.loops.Done()
+	tick := time.NewTicker(subscriptionCheck)
+	defer tick.Stop()
+	for {
+		select {
+		case <-h.stopCh:
+			h.endSubscriptions(func(*Subscription) bool { return true }, "node %s is stopping")
+			return
+		case <-tick.C:
+			// One look per partition, not per subscription: an actor
+			// may have a thousand subscribers.
+			held := map[uint32]int64{}
+			h.endSubscriptions(func(s *Subscription) bool {
+				tok, seen := held[s.part]
+				if !seen {
+					t, ok := h.own.Token(s.part)
+					if !ok {
+						t = -1
+					}
+					held[s.part], tok = t, t
+				}
+				return tok != s.token
+			}, "the actor's partition left node %s")
+		}
+	}
+}
+
+// endSubscriptions ends the matching subscriptions with UNAVAILABLE, whose
+// message is why (with the node's ID for its %s) and that subscribing again
+// finds the actor where it is now.
+func (h *Host) endSubscriptions(match func(*Subscription) bool, why string) {
+	h.events.endIf(match, func(*Subscription) error {
+		return rivet.Errorf(rivet.ErrUnavailable, why+": subscribe again (events may have been missed)", h.cfg.NodeID)
+	})
+}
+
+// turnEvents collects the events of one turn (an action, or a step's
+// attempt), published with its writes (activation.publishEvents), or
+// dropped if the turn fails.
+type turnEvents struct {
+	h   *Host
+	sp  *rivet.Spec
+	id  string
+	n   int
+	evs []rivet.Event
+}
+
+func (a *activation) newTurnEvents() *turnEvents {
+	return &turnEvents{h: a.h, sp: a.spec, id: a.id}
+}
+
+// Broadcast implements rivet.Broadcaster.
+func (t *turnEvents) Broadcast(name string, data any) error {
+	ev, ok := t.sp.Events[name]
+	if !ok {
+		return rivet.Errorf(rivet.ErrInternal, "actor %s broadcast event %q, which it does not declare in its Events (it has %s)", t.sp.Name, name, knownNames(t.sp.Events))
+	}
+	if err := ev.Check(data); err != nil {
+		return err
+	}
+	if t.n >= rivet.MaxEventsPerTurn {
+		return rivet.Errorf(rivet.ErrTooLarge, "actor %s broadcast more than %d events in one turn", t.sp.Name, rivet.MaxEventsPerTurn)
+	}
+	t.n++
+	if !t.h.events.has(t.id) {
+		return nil // no one to hear it
+	}
+	b, err := json.Marshal(data)
+	if err != nil {
+		return rivet.Errorf(rivet.ErrInternal, "event %s of actor %s does not marshal to JSON: %v", name, t.sp.Name, err)
+	}
+	if len(b) > t.h.cfg.MaxResultBytes {
+		return rivet.Errorf(rivet.ErrTooLarge, "event %s of actor %s is %d bytes, the limit is %d", name, t.sp.Name, len(b), t.h.cfg.MaxResultBytes)
+	}
+	t.evs = append(t.evs, rivet.Event{Name: name, Data: b})
+	return nil
+}
+
+// pendingEvents are a turn's events waiting for its writes (version v).
+type pendingEvents struct {
+	v   uint64
+	evs []rivet.Event
+}
+
+// publishEvents publishes a turn's events once every write queued so far is
+// durable, after the events of the turns before it. Called by the turn
+// holder at the end of a turn that succeeded, after its writes are queued.
+func (a *activation) publishEvents(t *turnEvents) {
+	if t == nil || len(t.evs) == 0 {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.failed != nil {
+		return // its writes will not commit: the turn did not happen
+	}
+	if len(a.pendingEvents) == 0 && a.committed >= a.version {
+		a.h.events.publish(a.id, t.evs)
+		return
+	}
+	a.pendingEvents = append(a.pendingEvents, pendingEvents{v: a.version, evs: t.evs})
+}
+
+// releaseEventsLocked publishes the pending events whose writes are now
+// durable, or drops them all if a commit failed. Called with mu held.
+func (a *activation) releaseEventsLocked() {
+	if a.failed != nil {
+		a.pendingEvents = nil
+		return
+	}
+	n := 0
+	for n < len(a.pendingEvents) && a.pendingEvents[n].v <= a.committed {
+		a.h.events.publish(a.id, a.pendingEvents[n].evs)
+		n++
+	}
+	if n > 0 {
+		rest := copy(a.pendingEvents, a.pendingEvents[n:])
+		clear(a.pendingEvents[rest:])
+		a.pendingEvents = a.pendingEvents[:rest]
+	}
+}

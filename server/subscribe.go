@@ -1,0 +1,146 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"io"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/rivet-go/rivet"
+	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
+	"github.com/rivet-go/rivet/internal/rpcerr"
+)
+
+// EventStream is one subscription to an actor's events, as the Backend
+// holds it (runtime.Subscription).
+type EventStream interface {
+	// Events delivers the events; it is never closed.
+	Events() <-chan rivet.Event
+	// Done is closed when the subscription has ended; Err then says why
+	// (nil: closed by Close). Events may still hold events then.
+	Done() <-chan struct{}
+	Err() error
+	Close()
+}
+
+// relayedKey marks a Subscribe that a node relays to the actor's owner: the
+// owner serves it or refuses it, and never relays it again (one hop, as
+// forwarding). A client that sets it only gets the refusal.
+const relayedKey = "rivet-relayed"
+
+// Subscribe streams an actor's events. A node that does not serve the actor
+// relays the owner's stream (the Router's connection), message by message.
+func (s *Server) Subscribe(req *rivetv1.SubscribeRequest, stream rivetv1.ActorService_SubscribeServer) error {
+	ctx := stream.Context()
+	r, err := ref(req.GetActor())
+	if err != nil {
+		return s.toStatus(ctx, err)
+	}
+	for _, n := range req.GetEvents() {
+		if err := rivet.ValidateName("event name", n); err != nil {
+			return s.toStatus(ctx, err)
+		}
+	}
+	if s.router != nil && len(metadata.ValueFromIncomingContext(ctx, relayedKey)) == 0 {
+		conn, err := s.router.Route(ctx, r)
+		if err == nil && conn != nil {
+			return s.relaySubscribe(ctx, conn, req, stream)
+		}
+	}
+	sub, err := s.backend.Subscribe(ctx, r, req.GetEvents())
+	if err != nil {
+		return s.toStatus(ctx, err)
+	}
+	defer sub.Close()
+	node := s.backend.Stats().NodeID
+	if err := stream.Send(&rivetv1.SubscribeResponse{Kind: &rivetv1.SubscribeResponse_Subscribed{Subscribed: &rivetv1.Subscribed{NodeId: node}}}); err != nil {
+		return err
+	}
+	send := func(ev rivet.Event) error {
+		return stream.Send(&rivetv1.SubscribeResponse{Kind: &rivetv1.SubscribeResponse_Event{Event: &rivetv1.Event{Name: ev.Name, Data: ev.Data}}})
+	}
+	for {
+		select {
+		case ev := <-sub.Events():
+			if err := send(ev); err != nil {
+				return err
+			}
+		case <-sub.Done():
+			// What was published before the end goes out first.
+			for {
+				select {
+				case ev := <-sub.Events():
+					if err := send(ev); err != nil {
+						return err
+					}
+					continue
+				default:
+				}
+				break
+			}
+			if err := sub.Err(); err != nil {
+				return s.toStatus(ctx, err)
+			}
+			return nil
+		case <-ctx.Done():
+			return nil
+		case <-s.stopping:
+			return s.stopped(ctx)
+		}
+	}
+}
+
+// stopped is the status of a stream that Shutdown ended.
+func (s *Server) stopped(ctx context.Context) error {
+	return s.toStatus(ctx, rivet.Errorf(rivet.ErrUnavailable, "this node is stopping: subscribe again"))
+}
+
+// relaySubscribe passes the owner's Subscribe stream through to the
+// subscriber. A status the owner sent passes as it is; a broken connection
+// to the owner is UNAVAILABLE, for the subscriber to subscribe again.
+func (s *Server) relaySubscribe(ctx context.Context, conn grpc.ClientConnInterface, req *rivetv1.SubscribeRequest, stream rivetv1.ActorService_SubscribeServer) error {
+	if pc, ok := conn.(interface{ Conn() *grpc.ClientConn }); ok {
+		conn = pc.Conn() // a PeerConn carries unary calls only
+	}
+	ctx, cancel := context.WithCancel(metadata.AppendToOutgoingContext(ctx, relayedKey, "1"))
+	defer cancel()
+	// Shutdown ends the upstream stream too (this goroutine ends with ctx).
+	go func() {
+		select {
+		case <-s.stopping:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	up, err := rivetv1.NewActorServiceClient(conn).Subscribe(ctx, req)
+	for err == nil {
+		var m *rivetv1.SubscribeResponse
+		if m, err = up.Recv(); err == nil {
+			if err := stream.Send(m); err != nil {
+				return err
+			}
+		}
+	}
+	select {
+	case <-s.stopping:
+		return s.stopped(stream.Context())
+	default:
+	}
+	if errors.Is(err, io.EOF) {
+		return nil
+	}
+	return relayError(err)
+}
+
+func relayError(err error) error {
+	st, ok := status.FromError(err)
+	if ok && (rpcerr.HasActorError(st) || st.Code() == codes.Canceled) {
+		return err // the owner's own status, or the subscriber left
+	}
+	ust, _ := rpcerr.ToStatus(rivet.Errorf(rivet.ErrUnavailable, "the stream from the actor's owner broke (%v): subscribe again", err))
+	return ust.Err()
+}
