@@ -123,6 +123,18 @@ func TestFailoverKill9LosesNothing(t *testing.T) {
 			break
 		}
 	}
+	// A subscriber to its events, through node1: the stream is relayed
+	// from the victim until the kill, then made again on the new owner.
+	if _, err := cl.GetOrCreate("counter", probe).Call(ctx, "increment", 1); err != nil {
+		t.Fatalf("increment %s: %v", probe, err)
+	}
+	sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
+	sub, err := cl.Actor("counter", probe).Subscribe(sctx, "newCount")
+	scancel()
+	if err != nil {
+		t.Fatalf("subscribe to %s: %v", probe, err)
+	}
+	defer sub.Close()
 	time.Sleep(time.Until(dueFrom.Add(-time.Second)))
 	mu.Lock()
 	before := 0
@@ -150,6 +162,24 @@ func TestFailoverKill9LosesNothing(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Logf("FIGURE failover kill -> moved actor serving: %v (lease TTL %v)", failover.Round(time.Millisecond), leaseTTL)
+
+	// The subscription followed the counter: a gap where it moved, and
+	// from then on its events again.
+	nctx, ncancel := context.WithTimeout(ctx, 40*time.Second)
+	ev, err := sub.Next(nctx)
+	if err != nil || !ev.Gap {
+		t.Fatalf("the subscription to %s after the kill: %+v, %v; want a gap", probe, ev, err)
+	}
+	t.Logf("FIGURE failover kill -> subscription made again on the new owner: %v", time.Since(killed).Round(time.Millisecond))
+	n, err := rivet.Call[int](nctx, cl.GetOrCreate("counter", probe), "increment", 1)
+	if err != nil {
+		t.Fatalf("increment %s after the failover: %v", probe, err)
+	}
+	var got int
+	if ev, err = sub.Next(nctx); err != nil || ev.Name != "newCount" || ev.Decode(&got) != nil || got != n {
+		t.Fatalf("event after the failover: %+v, %v; want newCount %d", ev, err, n)
+	}
+	ncancel()
 
 	// Every reminder fires once, none later than TTL + 2 s (plus this
 	// poll's own period).
