@@ -15,7 +15,8 @@ type EventType struct {
 }
 
 // EventOf declares an event whose payload is a T (or a *T): Broadcast of
-// anything else is a bug in the actor's code, and fails.
+// anything else is a bug in the actor's code, and fails. (EventOf[any]
+// takes any payload that marshals to JSON, as the zero EventType does.)
 func EventOf[T any]() EventType { return EventType{typ: reflect.TypeFor[T]()} }
 
 // Event is one broadcast as a subscriber receives it.
@@ -30,7 +31,7 @@ type Event struct {
 // subscribers connected when they are published, and are never stored.
 //
 // Unlike Rivet's, an event leaves the node only once the writes of the
-// turn that broadcast it are durable, and in the order of the turns: a
+// turn that broadcast it are durable, and in the order the turns end: a
 // subscriber never hears of a change that a crash then undid, and an
 // action that fails (its state changes discarded) publishes nothing.
 // A workflow step's events are published once its commit is durable, and
@@ -42,7 +43,8 @@ type Broadcaster interface {
 	// An undeclared name or another type is ErrInternal (a bug in the
 	// actor's code); data that does not marshal, or whose JSON is over
 	// the node's limit on results, is an error too, and publishes
-	// nothing. A turn broadcasts at most MaxEventsPerTurn events.
+	// nothing. A turn broadcasts at most MaxEventsPerTurn events. These
+	// checks are made whether or not anyone is subscribed.
 	Broadcast(name string, data any) error
 }
 

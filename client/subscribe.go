@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -45,6 +46,7 @@ type Subscription struct {
 	done   chan struct{}
 	err    error // set before done closes
 	once   sync.Once
+	closed atomic.Bool
 }
 
 // Subscribe subscribes to the actor's events (those named, or all) and
@@ -183,6 +185,9 @@ func (s *Subscription) deliver(ctx context.Context, ev Event) bool {
 // ended for good: the actor was destroyed (rivet.ErrNotFound), or it could
 // not be made again within the retry budget (rivet.ErrUnavailable).
 func (s *Subscription) Next(ctx context.Context) (Event, error) {
+	if s.closed.Load() {
+		return Event{}, ErrSubscriptionClosed
+	}
 	select {
 	case ev := <-s.ch:
 		return ev, nil
@@ -193,8 +198,27 @@ func (s *Subscription) Next(ctx context.Context) (Event, error) {
 	}
 }
 
+// Done is closed when the subscription has ended (Err says why): for a
+// select beside Next's.
+func (s *Subscription) Done() <-chan struct{} { return s.done }
+
+// Err says why the subscription ended, once Done is closed (nil before):
+// as Next's error.
+func (s *Subscription) Err() error {
+	select {
+	case <-s.done:
+		if s.closed.Load() {
+			return ErrSubscriptionClosed
+		}
+		return s.err
+	default:
+		return nil
+	}
+}
+
 // Close ends the subscription and waits for its stream to end.
 func (s *Subscription) Close() error {
+	s.closed.Store(true)
 	s.once.Do(s.cancel)
 	<-s.done
 	return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -166,5 +167,80 @@ func TestEventsFollowTheActorAcrossNodes(t *testing.T) {
 	}
 	if _, err := raw.Recv(); status.Code(err) != codes.Unavailable {
 		t.Fatalf("the relayed stream ended with %v, want UNAVAILABLE", err)
+	}
+}
+
+type blasterState struct{}
+
+// blaster broadcasts n events of 30 KB each.
+var blaster = rivet.Actor[blasterState]{
+	Name:   "blaster",
+	Events: rivet.Events{"blob": rivet.EventOf[string]()},
+	Actions: rivet.Actions[blasterState]{
+		"blast": rivet.Action(func(c *rivet.ActionCtx[blasterState], n int) (int, error) {
+			blob := strings.Repeat("x", 30_000)
+			for range n {
+				if err := c.Broadcast("blob", blob); err != nil {
+					return 0, err
+				}
+			}
+			return n, nil
+		}),
+	},
+}
+
+// A subscriber that stops reading blocks its stream's sends (HTTP/2 flow
+// control); it must not hold up the node's stop until its deadline.
+func TestAStuckSubscriberDoesNotHoldUpAStop(t *testing.T) {
+	reg, err := rivet.Setup(blaster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	endpoints := etcdtest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cfg := node.DefaultLocalConfig(t.TempDir())
+	cfg.NodeID = "solo"
+	cfg.EtcdEndpoints = endpoints
+	cfg.HTTPAddr = "-"
+	cfg.Logger = zap.NewNop()
+	n := startNode(t, ctx, cfg, reg)
+	c, err := client.New(n.GRPCAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Actor("blaster", "a").Call(ctx, "blast", 0); err != nil {
+		t.Fatal(err)
+	}
+	// A small window: the node can send it 64 KiB, then waits for reads
+	// that never come.
+	conn, err := grpc.NewClient(n.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithInitialWindowSize(65535), grpc.WithInitialConnWindowSize(65535))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	raw, err := rivetv1.NewActorServiceClient(conn).Subscribe(ctx, &rivetv1.SubscribeRequest{Actor: &rivetv1.ActorRef{Name: "blaster", Key: []string{"a"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := raw.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Actor("blaster", "a").Call(ctx, "blast", 100); err != nil {
+		t.Fatal(err)
+	}
+	const deadline = 20 * time.Second
+	stopCtx, stopCancel := context.WithTimeout(ctx, deadline)
+	defer stopCancel()
+	t0 := time.Now()
+	if err := n.Stop(stopCtx); err != nil {
+		t.Fatal(err)
+	}
+	// Its deadline is what a stuck stream would cost; the node closes
+	// such streams a second after nothing else is left.
+	if took := time.Since(t0); took > deadline/2 {
+		t.Fatalf("the stop took %v with a stuck subscriber (deadline %v)", took, deadline)
 	}
 }

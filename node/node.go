@@ -48,8 +48,10 @@ type Node struct {
 	gossip    *cluster.Cluster
 	peers     *server.PeerServer
 	srv       *server.Server
-	view      *view
-	balancer  *runtime.Balancer
+	// unaryCalls counts the unary gRPC calls in progress (awaitGraceful).
+	unaryCalls atomic.Int64
+	view       *view
+	balancer   *runtime.Balancer
 	// balanceCancel stops the balancer before the rest, so that a node
 	// going away does not start handing partitions off one by one.
 	balanceCancel context.CancelFunc
@@ -304,7 +306,13 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 	n.own.OnEstablished(n.balancer.Kick)
 	n.host.SetWants(n.balancer.Wants)
 
-	opts := append(server.ServerOptions(limits), grpc.ChainUnaryInterceptor(server.UnaryInterceptor(n.log)))
+	// First in the chain: every unary call counts, forwarded ones too.
+	countCalls := func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		n.unaryCalls.Add(1)
+		defer n.unaryCalls.Add(-1)
+		return handler(ctx, req)
+	}
+	opts := append(server.ServerOptions(limits), grpc.ChainUnaryInterceptor(countCalls, server.UnaryInterceptor(n.log)))
 	opts = append(opts, sec.server...) // before forwarding: nothing is forwarded unauthenticated
 	opts = append(opts, grpc.ChainUnaryInterceptor(server.ForwardingInterceptor(n.view)))
 	n.grpcServer = grpc.NewServer(opts...)
@@ -417,6 +425,52 @@ func (n *Node) Stop(ctx context.Context) error {
 	return n.stopErr
 }
 
+// stuckStreamGrace is how long a stop waits for Subscribe streams once
+// nothing else is left (see awaitGraceful).
+const stuckStreamGrace = time.Second
+
+// awaitGraceful waits for the gRPC server's graceful stop, or ctx (then it
+// stops the server hard). A Subscribe stream whose subscriber stopped
+// reading would hold the graceful stop until ctx ends, its handler blocked
+// in a send that only closing the connection ends: once the host has
+// stopped, no unary call is in progress and only such streams are left
+// for stuckStreamGrace, the server stops hard, which closes them.
+func (n *Node) awaitGraceful(ctx context.Context, graceful, hostStopped <-chan struct{}) {
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	var stuckSince time.Time
+	for {
+		select {
+		case <-graceful:
+			return
+		case <-ctx.Done():
+			n.grpcServer.Stop()
+			<-graceful
+			return
+		case now := <-tick.C:
+			select {
+			case <-hostStopped:
+			default:
+				continue
+			}
+			if n.unaryCalls.Load() > 0 || n.srv.Streams() == 0 {
+				stuckSince = time.Time{}
+				continue
+			}
+			if stuckSince.IsZero() {
+				stuckSince = now
+				continue
+			}
+			if now.Sub(stuckSince) >= stuckStreamGrace {
+				n.log.Warn("event subscribers that stopped reading hold up the stop: closing their connections", zap.Int64("streams", n.srv.Streams()))
+				n.grpcServer.Stop()
+				<-graceful
+				return
+			}
+		}
+	}
+}
+
 func (n *Node) stop(ctx context.Context) error {
 	n.log.Info("stopping")
 	// How long each part of the stop took goes in its last log line, so
@@ -442,20 +496,17 @@ func (n *Node) stop(ctx context.Context) error {
 	leave := took()
 	// Refuse new turns first: calls that arrive now get UNAVAILABLE, which
 	// clients retry elsewhere, instead of hanging on a closing listener.
-	hostStopped := make(chan error, 1)
-	go func() { hostStopped <- n.host.Stop(ctx) }()
+	hostStopped := make(chan struct{})
+	var hostErr error
+	go func() { hostErr = n.host.Stop(ctx); close(hostStopped) }()
 	graceful := make(chan struct{})
 	go func() { n.grpcServer.GracefulStop(); close(graceful) }()
 	n.peers.Shutdown()
 	n.srv.Shutdown()
-	select {
-	case <-graceful:
-	case <-ctx.Done():
-		n.grpcServer.Stop()
-		<-graceful
-	}
-	if err := <-hostStopped; err != nil {
-		errs = append(errs, fmt.Errorf("host stop: %w", err))
+	n.awaitGraceful(ctx, graceful, hostStopped)
+	<-hostStopped
+	if hostErr != nil {
+		errs = append(errs, fmt.Errorf("host stop: %w", hostErr))
 	}
 	calls := took()
 	// A fresh deadline: if stopping the host used up ctx, the claims

@@ -81,6 +81,8 @@ type activation struct {
 	// restorePoint, set while a re-entrant turn runs, is what discarding
 	// it goes back to (markRestorePoint).
 	restorePoint *turnStart
+	// turnEvents collects the events of the turn running (enterTurn).
+	turnEvents *turnEvents
 
 	// wf is the workflow part (see wfState for which lock guards what).
 	wf wfState

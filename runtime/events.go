@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/workflow"
 )
 
 // Event subscriptions (rivet.Broadcaster): an actor's events go to the
@@ -19,10 +20,13 @@ import (
 
 // Limits of the node's subscriptions.
 const (
-	// SubscriberBuffer is how many events a subscriber may be behind
-	// before its subscription ends (ErrQueueFull, "event"/"overflow"): a
-	// slow subscriber must not hold up the actor, or the others.
+	// SubscriberBuffer and SubscriberBytes are how far a subscriber may
+	// be behind, in events and in bytes of their data, before its
+	// subscription ends (ErrQueueFull, "event"/"overflow"): a slow
+	// subscriber must not hold up the actor, or the others, or hold the
+	// node's memory. A subscriber that keeps up holds nothing.
 	SubscriberBuffer = 1024
+	SubscriberBytes  = 8 << 20
 	// MaxSubscribersPerActor and MaxSubscribers bound the subscriptions
 	// of one actor and of the node.
 	MaxSubscribersPerActor = 1000
@@ -37,27 +41,50 @@ const subscriptionCheck = 250 * time.Millisecond
 // Subscription is one subscriber's stream of an actor's events.
 type Subscription struct {
 	hub   *eventHub
+	node  string
 	id    string
 	part  uint32
 	token int64
 	names map[string]bool // nil: every event
-	ch    chan rivet.Event
+	// queue and bytes are the events published and not yet taken,
+	// guarded by hub.mu; ready holds a token while queue may be
+	// non-empty.
+	queue []rivet.Event
+	bytes int
+	ready chan struct{}
 	done  chan struct{}
 	err   error // set before done closes
 }
 
-// Events delivers the events. It is never closed: wait on Done too, and
-// when Done closes take what Events still holds before Err.
-func (s *Subscription) Events() <-chan rivet.Event { return s.ch }
+// NodeID is the node that holds the subscription.
+func (s *Subscription) NodeID() string { return s.node }
 
-// Done is closed when the subscription has ended.
+// Ready has a value when events may be waiting: Take them.
+func (s *Subscription) Ready() <-chan struct{} { return s.ready }
+
+// Take returns the events published and not taken yet, oldest first
+// (appended to buf), also once the subscription has ended.
+func (s *Subscription) Take(buf []rivet.Event) []rivet.Event {
+	s.hub.mu.Lock()
+	defer s.hub.mu.Unlock()
+	buf = append(buf, s.queue...)
+	clear(s.queue)
+	s.queue, s.bytes = s.queue[:0], 0
+	if cap(s.queue) > 64 {
+		s.queue = nil // a burst's array goes with the burst
+	}
+	return buf
+}
+
+// Done is closed when the subscription has ended; Take what it still
+// holds, then Err says why.
 func (s *Subscription) Done() <-chan struct{} { return s.done }
 
 // Err says why the subscription ended, once Done is closed: nil after
 // Close; rivet.ErrUnavailable when the actor's partition left this node or
 // the node stopped (subscribe again); rivet.ErrQueueFull when the
-// subscriber fell SubscriberBuffer events behind; rivet.ErrNotFound when
-// the actor was destroyed.
+// subscriber fell SubscriberBuffer events (or SubscriberBytes) behind;
+// rivet.ErrNotFound when the actor was destroyed.
 func (s *Subscription) Err() error {
 	<-s.done
 	return s.err
@@ -140,26 +167,34 @@ func (e *eventHub) endIf(match func(s *Subscription) bool, err func(s *Subscript
 }
 
 // publish hands the actor's events to its subscribers, in order. It never
-// blocks: a subscriber SubscriberBuffer events behind is dropped.
+// blocks: a subscriber too far behind is dropped.
 func (e *eventHub) publish(id string, evs []rivet.Event) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for s := range e.subs[id] {
+		n := 0
 		for _, ev := range evs {
 			if s.names != nil && !s.names[ev.Name] {
 				continue
 			}
-			select {
-			case s.ch <- ev:
-				e.published++
-			default:
-				e.overflowed++
-				e.endLocked(s, rivet.Reasonf(rivet.ErrQueueFull, "event", "overflow",
-					"this subscriber fell %d events behind actor %s: subscribe again (events were missed)", SubscriberBuffer, id))
-			}
-			if _, ok := e.subs[id][s]; !ok {
-				break
-			}
+			s.queue = append(s.queue, ev)
+			s.bytes += len(ev.Data) + len(ev.Name)
+			n++
+		}
+		if n == 0 {
+			continue
+		}
+		if len(s.queue) > SubscriberBuffer || s.bytes > SubscriberBytes {
+			e.overflowed++
+			e.endLocked(s, rivet.Reasonf(rivet.ErrQueueFull, "event", "overflow",
+				"this subscriber fell more than %d events (or %d MiB) behind actor %s: subscribe again (events were missed)", SubscriberBuffer, SubscriberBytes>>20, id))
+			s.queue, s.bytes = nil, 0
+			continue
+		}
+		e.published += uint64(n)
+		select {
+		case s.ready <- struct{}{}:
+		default:
 		}
 	}
 }
@@ -205,18 +240,30 @@ func (h *Host) Subscribe(ctx context.Context, ref Ref, names []string) (*Subscri
 		return nil, rivet.Errorf(rivet.ErrUnavailable, "partition %d is not owned by node %s", part, h.cfg.NodeID)
 	}
 	s := &Subscription{
-		hub: h.events, id: ref.Name + "/" + enc, part: part, token: token, names: filter,
-		ch: make(chan rivet.Event, SubscriberBuffer), done: make(chan struct{}),
+		hub: h.events, node: h.cfg.NodeID, id: ref.Name + "/" + enc, part: part, token: token, names: filter,
+		ready: make(chan struct{}, 1), done: make(chan struct{}),
 	}
 	if err := h.events.add(s); err != nil {
 		return nil, err
 	}
-	// The partition may have left between the look and the add: the
-	// checker would end it within subscriptionCheck, but a subscriber
-	// must not start on a claim already gone.
+	// What ends subscriptions may have run between the looks above and
+	// the add, and found nothing to end: look again now that it is in.
+	// The partition may have left (the checker would end it within
+	// subscriptionCheck, but a subscriber must not start on a claim
+	// already gone), the node may be stopping (its checker ends every
+	// subscription once, first thing), or the actor may have been
+	// destroyed (Destroy ends its subscriptions after the delete).
 	if tok, ok := h.own.Token(part); !ok || tok != token {
 		h.events.end(s, nil)
 		return nil, rivet.Errorf(rivet.ErrUnavailable, "partition %d is not owned by node %s", part, h.cfg.NodeID)
+	}
+	if h.isStopping() {
+		h.events.end(s, nil)
+		return nil, rivet.Errorf(rivet.ErrUnavailable, "node %s is stopping", h.cfg.NodeID)
+	}
+	if _, _, _, err := h.peek(ctx, ref); err != nil {
+		h.events.end(s, nil)
+		return nil, err
 	}
 	return s, nil
 }
@@ -265,42 +312,78 @@ func (h *Host) endSubscriptions(match func(*Subscription) bool, why string) {
 // attempt), published with its writes (activation.publishEvents), or
 // dropped if the turn fails.
 type turnEvents struct {
-	h   *Host
-	sp  *rivet.Spec
-	id  string
-	n   int
-	evs []rivet.Event
+	h    *Host
+	sp   *rivet.Spec
+	id   string
+	step bool // a step's attempt
+	n    int
+	evs  []rivet.Event
+	// outer is the turn this one re-entered (nil if none).
+	outer *turnEvents
 }
 
 func (a *activation) newTurnEvents() *turnEvents {
 	return &turnEvents{h: a.h, sp: a.spec, id: a.id}
 }
 
+// enterTurn makes t the events of the turn now running, and returns the
+// function that ends that (restoring the enclosing turn's, for a
+// re-entrant turn). Called by the turn holder.
+func (a *activation) enterTurn(t *turnEvents) (exit func()) {
+	t.outer = a.turnEvents
+	a.turnEvents = t
+	return func() { a.turnEvents = t.outer }
+}
+
+// publishRead publishes the events of a read-only turn that succeeded.
+// A read-only turn re-entered from another (a call back into the actor
+// from an action or step) saw that turn's changes, which are not written
+// yet and are discarded if it fails: its events go with that turn's.
+// Called by the turn holder, inside the turn (before its exit).
+func (a *activation) publishRead(t *turnEvents) {
+	if t.outer != nil {
+		t.outer.evs = append(t.outer.evs, t.evs...)
+		return
+	}
+	a.publishEvents(t)
+}
+
 // Broadcast implements rivet.Broadcaster.
 func (t *turnEvents) Broadcast(name string, data any) error {
 	ev, ok := t.sp.Events[name]
 	if !ok {
-		return rivet.Errorf(rivet.ErrInternal, "actor %s broadcast event %q, which it does not declare in its Events (it has %s)", t.sp.Name, name, knownNames(t.sp.Events))
+		return t.bug(rivet.Errorf(rivet.ErrInternal, "actor %s broadcast event %q, which it does not declare in its Events (it has %s)", t.sp.Name, name, knownNames(t.sp.Events)))
 	}
 	if err := ev.Check(data); err != nil {
-		return err
+		return t.bug(err)
 	}
 	if t.n >= rivet.MaxEventsPerTurn {
-		return rivet.Errorf(rivet.ErrTooLarge, "actor %s broadcast more than %d events in one turn", t.sp.Name, rivet.MaxEventsPerTurn)
+		return t.bug(rivet.Errorf(rivet.ErrTooLarge, "actor %s broadcast more than %d events in one turn", t.sp.Name, rivet.MaxEventsPerTurn))
 	}
-	t.n++
-	if !t.h.events.has(t.id) {
-		return nil // no one to hear it
-	}
+	// Checked whether anyone listens or not: an action must not succeed
+	// or fail by whether someone watches it.
 	b, err := json.Marshal(data)
 	if err != nil {
-		return rivet.Errorf(rivet.ErrInternal, "event %s of actor %s does not marshal to JSON: %v", name, t.sp.Name, err)
+		return t.bug(rivet.Errorf(rivet.ErrInternal, "event %s of actor %s does not marshal to JSON: %v", name, t.sp.Name, err))
 	}
 	if len(b) > t.h.cfg.MaxResultBytes {
-		return rivet.Errorf(rivet.ErrTooLarge, "event %s of actor %s is %d bytes, the limit is %d", name, t.sp.Name, len(b), t.h.cfg.MaxResultBytes)
+		return t.bug(rivet.Errorf(rivet.ErrTooLarge, "event %s of actor %s is %d bytes, the limit is %d", name, t.sp.Name, len(b), t.h.cfg.MaxResultBytes))
 	}
-	t.evs = append(t.evs, rivet.Event{Name: name, Data: b})
+	t.n++
+	if t.h.events.has(t.id) {
+		t.evs = append(t.evs, rivet.Event{Name: name, Data: b})
+	}
 	return nil
+}
+
+// bug returns err, a mistake in the actor's code, as a step's critical
+// failure when the turn is a step's: retrying the attempt would make it
+// again.
+func (t *turnEvents) bug(err error) error {
+	if t.step {
+		return workflow.Critical(err)
+	}
+	return err
 }
 
 // pendingEvents are a turn's events waiting for its writes (version v).

@@ -53,6 +53,19 @@ var roomActor = rivet.Actor[roomState]{
 		"peek": rivet.Query(func(c *rivet.ActionCtx[roomState]) (int, error) {
 			return c.State.Posts, c.Broadcast("count", c.State.Posts)
 		}),
+		"big": rivet.Action(func(c *rivet.ActionCtx[roomState], n int) (int, error) {
+			c.State.Posts++
+			return c.State.Posts, c.Broadcast("message", strings.Repeat("x", n))
+		}),
+		// peekThenFail changes the state, has it read and broadcast by a
+		// re-entrant read-only call, then fails: the change never was.
+		"peekThenFail": rivet.Action0(func(c *rivet.ActionCtx[roomState]) (int, error) {
+			c.State.Posts = 99
+			if _, err := c.Client().Get("room", c.Key()...).Call(c.Context(), "peek"); err != nil {
+				return 0, err
+			}
+			return 0, rivet.UserError("nope", "fails after a re-entrant peek", nil)
+		}),
 	},
 	Run: func(ctx *workflow.Ctx[roomState]) error {
 		return ctx.Loop("announce-loop", func(l *workflow.Ctx[roomState]) error {
@@ -76,18 +89,47 @@ var roomActor = rivet.Actor[roomState]{
 
 func roomRef(key string) runtime.Ref { return runtime.Ref{Name: "room", Key: []string{key}} }
 
-// nextEvent waits for the subscription's next event.
-func nextEvent(t *testing.T, s *runtime.Subscription) rivet.Event {
+// eventReader reads a subscription's events one by one.
+type eventReader struct {
+	*runtime.Subscription
+	pending []rivet.Event
+}
+
+func subscribe(t *testing.T, h *runtime.Host, ref runtime.Ref, names ...string) *eventReader {
 	t.Helper()
-	select {
-	case ev := <-s.Events():
-		return ev
-	case <-s.Done():
-		t.Fatalf("subscription ended: %v", s.Err())
-	case <-time.After(10 * time.Second):
-		t.Fatal("no event within 10 s")
+	s, err := h.Subscribe(ctx(t), ref, names)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return rivet.Event{}
+	t.Cleanup(s.Close)
+	return &eventReader{Subscription: s}
+}
+
+// taken says how many events are waiting, without waiting.
+func (r *eventReader) taken() int {
+	r.pending = r.Take(r.pending)
+	return len(r.pending)
+}
+
+// nextEvent waits for the subscription's next event.
+func nextEvent(t *testing.T, r *eventReader) rivet.Event {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for len(r.pending) == 0 {
+		select {
+		case <-r.Ready():
+			r.pending = r.Take(r.pending)
+		case <-r.Done():
+			if r.pending = r.Take(r.pending); len(r.pending) == 0 {
+				t.Fatalf("subscription ended: %v", r.Err())
+			}
+		case <-timeout:
+			t.Fatal("no event within 10 s")
+		}
+	}
+	ev := r.pending[0]
+	r.pending = r.pending[1:]
+	return ev
 }
 
 func eventText(t *testing.T, ev rivet.Event) string {
@@ -109,16 +151,8 @@ func TestEventsReachSubscribersInTurnOrder(t *testing.T) {
 	if _, err := h.Subscribe(ctx(t), roomRef("a"), []string{"nope"}); !errors.Is(err, rivet.ErrUnknownEvent) || !strings.Contains(err.Error(), "count, message, step") {
 		t.Fatalf("subscribe to an undeclared event: %v", err)
 	}
-	all, err := h.Subscribe(ctx(t), roomRef("a"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer all.Close()
-	msgs, err := h.Subscribe(ctx(t), roomRef("a"), []string{"message"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer msgs.Close()
+	all := subscribe(t, h, roomRef("a"))
+	msgs := subscribe(t, h, roomRef("a"), "message")
 	// Many turns at once: each subscriber hears them in the order the
 	// turns ran, which the counts they returned give.
 	const n = 40
@@ -163,11 +197,7 @@ func TestAFailedTurnPublishesNothing(t *testing.T) {
 	e := newEnv(t, counterReg(t, roomActor), nil)
 	h := e.host
 	callInt(t, h, "room", "a", "post", true, "first")
-	sub, err := h.Subscribe(ctx(t), roomRef("a"), []string{"message"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sub.Close()
+	sub := subscribe(t, h, roomRef("a"), "message")
 	if _, err := call(t, h, "room", "a", "postFail", false, "never"); !errors.Is(err, rivet.ErrUser) {
 		t.Fatalf("postFail: %v", err)
 	}
@@ -186,11 +216,7 @@ func TestEventsWaitForTheirTurnsCommit(t *testing.T) {
 	e := newEnv(t, counterReg(t, roomActor), nil)
 	h := e.host
 	callInt(t, h, "room", "a", "post", true, "first")
-	sub, err := h.Subscribe(ctx(t), roomRef("a"), []string{"message"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sub.Close()
+	sub := subscribe(t, h, roomRef("a"), "message")
 	e.store.holdGate, e.store.holdEntered = make(chan struct{}), make(chan struct{})
 	e.store.holdCommitSub.Store("room")
 	done := make(chan error, 1)
@@ -199,10 +225,8 @@ func TestEventsWaitForTheirTurnsCommit(t *testing.T) {
 		done <- err
 	}()
 	<-e.store.holdEntered // the turn ran; its commit waits
-	select {
-	case ev := <-sub.Events():
-		t.Fatalf("event %s %s published before its turn's commit", ev.Name, ev.Data)
-	default:
+	if n := sub.taken(); n != 0 {
+		t.Fatalf("%d events published before their turn's commit", n)
 	}
 	close(e.store.holdGate)
 	if got := eventText(t, nextEvent(t, sub)); got != "message:held" {
@@ -227,11 +251,7 @@ func TestStepEventsAreThoseOfAttemptsThatSucceeded(t *testing.T) {
 	e := newEnv(t, counterReg(t, roomActor), nil)
 	h := e.host
 	callInt(t, h, "room", "a", "post", true, "first")
-	sub, err := h.Subscribe(ctx(t), roomRef("a"), []string{"step"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sub.Close()
+	sub := subscribe(t, h, roomRef("a"), "step")
 	for _, text := range []string{"flaky", "steady"} {
 		body, _ := json.Marshal(text)
 		if _, err := h.Send(ctx(t), runtime.SendRequest{Ref: roomRef("a"), Queue: "announce", Body: body}); err != nil {
@@ -252,10 +272,7 @@ func TestSubscriptionsEndWithTheirPartitionOrActor(t *testing.T) {
 	h := e.host
 	callInt(t, h, "room", "a", "post", true, "x")
 	callInt(t, h, "room", "b", "post", true, "x")
-	moved, err := h.Subscribe(ctx(t), roomRef("a"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	moved := subscribe(t, h, roomRef("a"))
 	p := placement.Partition("room", storage.EncodeKey([]string{"a"}), testPartitions)
 	if err := h.Handoff(ctx(t), p); err != nil {
 		t.Fatal(err)
@@ -263,10 +280,7 @@ func TestSubscriptionsEndWithTheirPartitionOrActor(t *testing.T) {
 	if err := waitErr(t, moved); !errors.Is(err, rivet.ErrUnavailable) {
 		t.Fatalf("subscription after its partition left: %v, want ErrUnavailable", err)
 	}
-	destroyed, err := h.Subscribe(ctx(t), roomRef("b"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	destroyed := subscribe(t, h, roomRef("b"))
 	if err := h.Destroy(ctx(t), roomRef("b")); err != nil {
 		t.Fatal(err)
 	}
@@ -279,7 +293,7 @@ func TestSubscriptionsEndWithTheirPartitionOrActor(t *testing.T) {
 	}
 }
 
-func waitErr(t *testing.T, s *runtime.Subscription) error {
+func waitErr(t *testing.T, s *eventReader) error {
 	t.Helper()
 	select {
 	case <-s.Done():
@@ -294,23 +308,16 @@ func TestASubscriberThatFallsBehindIsDropped(t *testing.T) {
 	e := newEnv(t, counterReg(t, roomActor), nil)
 	h := e.host
 	callInt(t, h, "room", "a", "post", true, "x")
-	slow, err := h.Subscribe(ctx(t), roomRef("a"), []string{"message"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fast, err := h.Subscribe(ctx(t), roomRef("a"), []string{"message"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fast.Close()
+	slow := subscribe(t, h, roomRef("a"), "message")
+	fast := subscribe(t, h, roomRef("a"), "message")
 	got := 0
 	drained := make(chan struct{})
 	go func() {
 		defer close(drained)
 		for got < runtime.SubscriberBuffer+1 {
 			select {
-			case <-fast.Events():
-				got++
+			case <-fast.Ready():
+				got += len(fast.Take(nil))
 			case <-fast.Done():
 				return
 			}
@@ -327,7 +334,48 @@ func TestASubscriberThatFallsBehindIsDropped(t *testing.T) {
 	if err := waitErr(t, slow); !errors.Is(err, rivet.ErrQueueFull) || !errors.As(err, &e2) || e2.Group != "event" || e2.Code != "overflow" {
 		t.Fatalf("the slow subscriber ended with %v, want event.overflow", err)
 	}
-	if len(slow.Events()) != runtime.SubscriberBuffer {
-		t.Fatalf("the slow subscriber holds %d events, want the %d before it fell behind", len(slow.Events()), runtime.SubscriberBuffer)
+	if n := len(slow.Take(nil)); n != 0 {
+		t.Fatalf("the dropped subscriber still holds %d events", n)
+	}
+}
+
+func TestWhetherAnyoneListensChangesNoOutcome(t *testing.T) {
+	e := newEnv(t, counterReg(t, roomActor), func(c *runtime.Config) { c.MaxResultBytes = 1000 })
+	h := e.host
+	callInt(t, h, "room", "a", "post", true, "x")
+	// An event over the limit fails its turn whether or not anyone
+	// listens: watching an actor must not change what it does.
+	for _, watched := range []bool{false, true} {
+		if watched {
+			subscribe(t, h, roomRef("a"))
+		}
+		if _, err := call(t, h, "room", "a", "big", false, 2000); !errors.Is(err, rivet.ErrTooLarge) {
+			t.Fatalf("watched %v: an event over the limit: %v, want ErrTooLarge", watched, err)
+		}
+		if n := callInt(t, h, "room", "a", "big", false, 10); n != 2 {
+			t.Fatalf("watched %v: posts %d after a failed and a good big, want 2 (the failed one discarded)", watched, n)
+		}
+		// Back to one post for the next round.
+		if err := h.Destroy(ctx(t), roomRef("a")); err != nil {
+			t.Fatal(err)
+		}
+		callInt(t, h, "room", "a", "post", true, "x")
+	}
+}
+
+// A read-only call into the actor from one of its turns reads that turn's
+// changes, not yet written: what it broadcasts goes, or is dropped, with
+// that turn.
+func TestAReentrantReadPublishesWithTheTurnItReadFrom(t *testing.T) {
+	e := newEnv(t, counterReg(t, roomActor), nil)
+	h := e.host
+	callInt(t, h, "room", "a", "post", true, "x")
+	sub := subscribe(t, h, roomRef("a"), "count")
+	if _, err := call(t, h, "room", "a", "peekThenFail", false); !errors.Is(err, rivet.ErrUser) {
+		t.Fatalf("peekThenFail: %v", err)
+	}
+	callInt(t, h, "room", "a", "post", false, "y")
+	if ev := nextEvent(t, sub); string(ev.Data) != "2" {
+		t.Fatalf("first count event %s, want 2 (99 was never written)", ev.Data)
 	}
 }

@@ -630,6 +630,7 @@ func (h *Host) Call(ctx context.Context, req CallRequest) (_ json.RawMessage, er
 			defer a.markRestorePoint()()
 		}
 		ts, te := a.newTurnSchedule(act.ReadOnly), a.newTurnEvents()
+		defer a.enterTurn(te)()
 		env := rivet.Env{Ctx: ctx, Name: a.ref.Name, Key: a.ref.Key, Client: &hostClient{h: h, chain: chain, from: a}, Schedule: ts, Events: te}
 		res, err := act.Invoke(env, a.state, args)
 		if err != nil {
@@ -652,7 +653,7 @@ func (h *Host) Call(ctx context.Context, req CallRequest) (_ json.RawMessage, er
 		}
 		if act.ReadOnly {
 			read = true
-			a.publishEvents(te)
+			a.publishRead(te)
 			return nil
 		}
 		if err := a.saveState(); err != nil {

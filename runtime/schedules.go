@@ -544,6 +544,7 @@ func (h *Host) fireOne(ref Ref, sp *rivet.Spec) (more bool, err error) {
 		ran()
 		call := c.public()
 		te := a.newTurnEvents()
+		defer a.enterTurn(te)()
 		env := rivet.Env{Ctx: ctx, Name: a.ref.Name, Key: a.ref.Key, Client: &hostClient{h: h, chain: chain, from: a}, Schedule: a.newTurnSchedule(act.ReadOnly), Events: te, Fired: &call}
 		if err := invokeScheduled(h, a, act, env, args); err != nil {
 			a.restoreState() // the state and the calls as last committed
@@ -564,7 +565,7 @@ func (h *Host) fireOne(ref Ref, sp *rivet.Spec) (more bool, err error) {
 			if err := a.saveSchedules(); err != nil {
 				return err
 			}
-			a.publishEvents(te)
+			a.publishRead(te)
 			outcome = 1
 			return nil
 		}

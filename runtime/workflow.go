@@ -487,10 +487,12 @@ func (w *wfHost) RunStep(ctx context.Context, ephemeral bool, fn func(env workfl
 	chain := a.h.newChain()
 	var steps stepCounts
 	te := a.newTurnEvents()
+	te.step = true
 	err := w.turnWith(ctx, TurnStep, chain, te, func() ([]storage.Op, error) {
+		defer a.enterTurn(te)()
 		writes := fn(workflow.StepEnv{State: a.state, Client: &hostClient{h: a.h, chain: chain, from: a}, Events: te})
 		steps = countSteps(writes)
-		if len(writes) == 0 || steps.failed > 0 || steps.exhausted > 0 {
+		if len(writes) == 0 || steps.failed > 0 || steps.exhausted > 0 || rollbackFailed(writes) {
 			te.evs = nil // the attempt failed: what it announced did not happen
 		}
 		if len(writes) == 0 {
@@ -582,6 +584,17 @@ func countSteps(ws []workflow.HistoryWrite) stepCounts {
 		}
 	}
 	return c
+}
+
+// rollbackFailed says whether writes record a rollback handler that failed:
+// what it broadcast did not happen either.
+func rollbackFailed(ws []workflow.HistoryWrite) bool {
+	for _, w := range ws {
+		if w.Put != nil && w.Put.RollbackError != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // addSteps adds committed step attempts to the Host's counters.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"sync"
+	"sync/atomic"
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
@@ -58,6 +59,8 @@ type Server struct {
 	// stopping closes on Shutdown: the streams end.
 	stopping chan struct{}
 	stopOnce sync.Once
+	// streams counts the Subscribe streams served or relayed now.
+	streams atomic.Int64
 }
 
 var (

@@ -18,10 +18,14 @@ import (
 // EventStream is one subscription to an actor's events, as the Backend
 // holds it (runtime.Subscription).
 type EventStream interface {
-	// Events delivers the events; it is never closed.
-	Events() <-chan rivet.Event
+	// NodeID is the node that holds the subscription.
+	NodeID() string
+	// Ready has a value when events may be waiting; Take returns them,
+	// oldest first, appended to buf.
+	Ready() <-chan struct{}
+	Take(buf []rivet.Event) []rivet.Event
 	// Done is closed when the subscription has ended; Err then says why
-	// (nil: closed by Close). Events may still hold events then.
+	// (nil: closed by Close). Take may still return events then.
 	Done() <-chan struct{}
 	Err() error
 	Close()
@@ -56,31 +60,32 @@ func (s *Server) Subscribe(req *rivetv1.SubscribeRequest, stream rivetv1.ActorSe
 		return s.toStatus(ctx, err)
 	}
 	defer sub.Close()
-	node := s.backend.Stats().NodeID
-	if err := stream.Send(&rivetv1.SubscribeResponse{Kind: &rivetv1.SubscribeResponse_Subscribed{Subscribed: &rivetv1.Subscribed{NodeId: node}}}); err != nil {
+	s.streams.Add(1)
+	defer s.streams.Add(-1)
+	if err := stream.Send(&rivetv1.SubscribeResponse{Kind: &rivetv1.SubscribeResponse_Subscribed{Subscribed: &rivetv1.Subscribed{NodeId: sub.NodeID()}}}); err != nil {
 		return err
 	}
-	send := func(ev rivet.Event) error {
-		return stream.Send(&rivetv1.SubscribeResponse{Kind: &rivetv1.SubscribeResponse_Event{Event: &rivetv1.Event{Name: ev.Name, Data: ev.Data}}})
+	var batch []rivet.Event
+	send := func() error {
+		batch = sub.Take(batch[:0])
+		for i, ev := range batch {
+			if err := stream.Send(&rivetv1.SubscribeResponse{Kind: &rivetv1.SubscribeResponse_Event{Event: &rivetv1.Event{Name: ev.Name, Data: ev.Data}}}); err != nil {
+				return err
+			}
+			batch[i] = rivet.Event{}
+		}
+		return nil
 	}
 	for {
 		select {
-		case ev := <-sub.Events():
-			if err := send(ev); err != nil {
+		case <-sub.Ready():
+			if err := send(); err != nil {
 				return err
 			}
 		case <-sub.Done():
 			// What was published before the end goes out first.
-			for {
-				select {
-				case ev := <-sub.Events():
-					if err := send(ev); err != nil {
-						return err
-					}
-					continue
-				default:
-				}
-				break
+			if err := send(); err != nil {
+				return err
 			}
 			if err := sub.Err(); err != nil {
 				return s.toStatus(ctx, err)
@@ -93,6 +98,12 @@ func (s *Server) Subscribe(req *rivetv1.SubscribeRequest, stream rivetv1.ActorSe
 		}
 	}
 }
+
+// Streams is the Subscribe streams this server is serving or relaying
+// now. After Shutdown, one that stays is blocked sending to a
+// subscriber that stopped reading (HTTP/2 flow control): only closing its
+// connection ends it.
+func (s *Server) Streams() int64 { return s.streams.Load() }
 
 // stopped is the status of a stream that Shutdown ended.
 func (s *Server) stopped(ctx context.Context) error {
@@ -108,6 +119,8 @@ func (s *Server) relaySubscribe(ctx context.Context, conn grpc.ClientConnInterfa
 	}
 	ctx, cancel := context.WithCancel(metadata.AppendToOutgoingContext(ctx, relayedKey, "1"))
 	defer cancel()
+	s.streams.Add(1)
+	defer s.streams.Add(-1)
 	// Shutdown ends the upstream stream too (this goroutine ends with ctx).
 	go func() {
 		select {

@@ -373,26 +373,34 @@ func TestInspectCutsALongListOfScheduledCalls(t *testing.T) {
 // fakeEvents is a subscription of the fake backend: the events it holds,
 // then, if err is set, its end with err.
 type fakeEvents struct {
-	ch   chan rivet.Event
-	done chan struct{}
-	err  error
-	once sync.Once
+	mu    sync.Mutex
+	evs   []rivet.Event
+	ready chan struct{}
+	done  chan struct{}
+	err   error
+	once  sync.Once
 }
 
 func newFakeEvents(err error, evs ...rivet.Event) *fakeEvents {
-	f := &fakeEvents{ch: make(chan rivet.Event, len(evs)), done: make(chan struct{}), err: err}
-	for _, ev := range evs {
-		f.ch <- ev
-	}
+	f := &fakeEvents{evs: evs, ready: make(chan struct{}, 1), done: make(chan struct{}), err: err}
+	f.ready <- struct{}{}
 	if err != nil {
 		close(f.done)
 	}
 	return f
 }
 
-func (f *fakeEvents) Events() <-chan rivet.Event { return f.ch }
-func (f *fakeEvents) Done() <-chan struct{}      { return f.done }
-func (f *fakeEvents) Err() error                 { return f.err }
+func (f *fakeEvents) NodeID() string         { return "node-1" }
+func (f *fakeEvents) Ready() <-chan struct{} { return f.ready }
+func (f *fakeEvents) Take(buf []rivet.Event) []rivet.Event {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	buf = append(buf, f.evs...)
+	f.evs = nil
+	return buf
+}
+func (f *fakeEvents) Done() <-chan struct{} { return f.done }
+func (f *fakeEvents) Err() error            { return f.err }
 func (f *fakeEvents) Close() {
 	f.once.Do(func() {
 		if f.err == nil {

@@ -54,7 +54,7 @@ between may be missing. It runs until interrupted, --count events, or --for.
 			return err
 		}
 		subCtx, cancel := context.WithTimeout(ctx, a.timeout)
-		sub, err := c.Actor(args[0], key...).NoCreate().Subscribe(subCtx, args[2:]...)
+		sub, err := c.Actor(args[0], key...).Subscribe(subCtx, args[2:]...)
 		cancel()
 		if err != nil {
 			return err

@@ -89,9 +89,10 @@ type ActorServiceClient interface {
 	// broadcasts after it follows, in order, each once the writes of the turn
 	// that broadcast it are durable. Events are ephemeral (never stored). The
 	// actor must exist. The stream ends with UNAVAILABLE when the actor's
-	// partition moves or its node stops, RESOURCE_EXHAUSTED when the
-	// subscriber falls 1024 events behind, and NOT_FOUND when the actor is
-	// destroyed: subscribe again, knowing that events in between were missed.
+	// partition moves or its node stops, and RESOURCE_EXHAUSTED when the
+	// subscriber falls more than 1024 events (or 8 MiB) behind: subscribe
+	// again, knowing that events in between were missed. It ends with
+	// NOT_FOUND when the actor is destroyed.
 	Subscribe(ctx context.Context, in *SubscribeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SubscribeResponse], error)
 }
 
@@ -292,9 +293,10 @@ type ActorServiceServer interface {
 	// broadcasts after it follows, in order, each once the writes of the turn
 	// that broadcast it are durable. Events are ephemeral (never stored). The
 	// actor must exist. The stream ends with UNAVAILABLE when the actor's
-	// partition moves or its node stops, RESOURCE_EXHAUSTED when the
-	// subscriber falls 1024 events behind, and NOT_FOUND when the actor is
-	// destroyed: subscribe again, knowing that events in between were missed.
+	// partition moves or its node stops, and RESOURCE_EXHAUSTED when the
+	// subscriber falls more than 1024 events (or 8 MiB) behind: subscribe
+	// again, knowing that events in between were missed. It ends with
+	// NOT_FOUND when the actor is destroyed.
 	Subscribe(*SubscribeRequest, grpc.ServerStreamingServer[SubscribeResponse]) error
 	mustEmbedUnimplementedActorServiceServer()
 }
