@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -58,15 +57,7 @@ func TestEventsFollowTheActorAcrossNodes(t *testing.T) {
 	defer cancel()
 	const parts = 16
 	start := func(id string, join []string) *node.Node {
-		cfg := node.DefaultLocalConfig(t.TempDir())
-		cfg.NodeID = id
-		cfg.EtcdEndpoints = endpoints
-		cfg.EtcdPrefix = "/events/"
-		cfg.Partitions = parts
-		cfg.HTTPAddr = "-"
-		cfg.Join = join
-		cfg.Logger = zap.NewNop()
-		return startNode(t, ctx, cfg, reg)
+		return startNode(t, ctx, clusterConfig(t, id, endpoints, "/events/", parts, join), reg)
 	}
 	na := start("a", nil)
 	nb := start("b", []string{na.GossipAddr()})
@@ -199,12 +190,7 @@ func TestAStuckSubscriberDoesNotHoldUpAStop(t *testing.T) {
 	endpoints := etcdtest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cfg := node.DefaultLocalConfig(t.TempDir())
-	cfg.NodeID = "solo"
-	cfg.EtcdEndpoints = endpoints
-	cfg.HTTPAddr = "-"
-	cfg.Logger = zap.NewNop()
-	n := startNode(t, ctx, cfg, reg)
+	n := startNode(t, ctx, clusterConfig(t, "solo", endpoints, "/stuck/", 16, nil), reg)
 	c, err := client.New(n.GRPCAddr())
 	if err != nil {
 		t.Fatal(err)

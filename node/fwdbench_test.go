@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/zap"
-
 	"github.com/rivet-go/rivet/client"
 	"github.com/rivet-go/rivet/examples"
 	"github.com/rivet-go/rivet/node"
@@ -58,16 +56,8 @@ func BenchmarkForwarding(b *testing.B) {
 	startCtx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	start := func(id string, join []string) *node.Node {
-		cfg := node.DefaultLocalConfig(b.TempDir())
-		cfg.NodeID = id
-		cfg.EtcdEndpoints = endpoints
-		cfg.EtcdPrefix = "/fwd-bench/"
-		cfg.Partitions = fwdPartitions
-		cfg.HTTPAddr = "-"
-		cfg.Join = join
-		cfg.Logger = zap.NewNop()
 		// Cleanups run last-registered first: node b, then a, then etcd.
-		return startNode(b, startCtx, cfg, reg)
+		return startNode(b, startCtx, clusterConfig(b, id, endpoints, "/fwd-bench/", fwdPartitions, join), reg)
 	}
 	na := start("a", nil)
 	nb := start("b", []string{na.GossipAddr()})

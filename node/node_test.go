@@ -47,6 +47,21 @@ func startNode(tb testing.TB, ctx context.Context, cfg node.Config, reg *rivet.R
 	return n
 }
 
+// clusterConfig is the configuration of node id of a test cluster on
+// etcd endpoints (keys under prefix, parts partitions), quiet, without an
+// HTTP port, joining the gossip addresses join.
+func clusterConfig(tb testing.TB, id string, endpoints []string, prefix string, parts uint32, join []string) node.Config {
+	cfg := node.DefaultLocalConfig(tb.TempDir())
+	cfg.NodeID = id
+	cfg.EtcdEndpoints = endpoints
+	cfg.EtcdPrefix = prefix
+	cfg.Partitions = parts
+	cfg.HTTPAddr = "-"
+	cfg.Join = join
+	cfg.Logger = zap.NewNop()
+	return cfg
+}
+
 func get(t *testing.T, url string) (int, string) {
 	t.Helper()
 	resp, err := http.Get(url)
