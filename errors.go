@@ -11,7 +11,8 @@ import (
 // (through *Error), on the node and, via the client package, in a remote
 // caller: test with errors.Is.
 var (
-	// ErrNotFound: the actor does not exist (Get, or a call without create).
+	// ErrNotFound: the actor does not exist (Get, a call without create, a
+	// subscription).
 	ErrNotFound = errors.New("actor not found")
 	// ErrUnknownActor: no actor of that name is registered.
 	ErrUnknownActor = errors.New("unknown actor")

@@ -19,7 +19,8 @@ type EventType struct {
 // takes any payload that marshals to JSON, as the zero EventType does.)
 func EventOf[T any]() EventType { return EventType{typ: reflect.TypeFor[T]()} }
 
-// Event is one broadcast as a subscriber receives it.
+// Event is one event an actor broadcast, as its node holds it for a
+// subscriber (the Go client's is client.Event).
 type Event struct {
 	Name string `json:"name"`
 	// Data is the payload, JSON.
@@ -27,16 +28,17 @@ type Event struct {
 }
 
 // Broadcaster publishes an actor's events to the clients subscribed to it,
-// like Rivet's c.broadcast. Events are ephemeral: they reach the
-// subscribers connected when they are published, and are never stored.
+// like Rivet's c.broadcast, from any action (a read-only one too) and from
+// workflow steps. Events are ephemeral: they reach the subscribers
+// connected when they are published, and are never stored.
 //
 // Unlike Rivet's, an event leaves the node only once the writes of the
 // turn that broadcast it are durable, and in the order the turns end: a
 // subscriber never hears of a change that a crash then undid, and an
 // action that fails (its state changes discarded) publishes nothing.
-// A workflow step's events are published once its commit is durable, and
-// only if the attempt succeeded (a step replayed from history does not run,
-// so it does not broadcast again).
+// A workflow step's events are published with its attempt's commit, as its
+// changes to the state are (a step replayed from history does not run, so
+// it does not broadcast again).
 type Broadcaster interface {
 	// Broadcast publishes data, marshalled to JSON, as the event name,
 	// which the actor must declare in its Events with data's type.
@@ -71,6 +73,6 @@ func (t EventType) spec(actor, name string) EventSpec {
 		if want.Kind() == reflect.Interface && (got == nil || got.Implements(want)) {
 			return nil
 		}
-		return Errorf(ErrInternal, "actor %s broadcast event %s with a %v; it is declared with %v", actor, name, got, want)
+		return Errorf(ErrInternal, "actor %s broadcast event %q with a value of type %v; it is declared with %v", actor, name, got, want)
 	}}
 }

@@ -8,7 +8,7 @@
 // *Client implements rivet.Client (package caller), so code that calls
 // actors reads the same inside an action and outside the cluster. For the
 // operations beyond Call and Send (SendWait, State, Inspect, Destroy, create
-// input), take an *ActorHandle from c.Actor.
+// input, Subscribe to the actor's events), take an *ActorHandle from c.Actor.
 //
 // Errors come back as *rivet.Error with the kind the node gave them:
 // errors.Is(err, rivet.ErrNotFound) works as it does inside the node, and an

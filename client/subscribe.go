@@ -47,22 +47,52 @@ type Subscription struct {
 	err    error // set before done closes
 	once   sync.Once
 	closed atomic.Bool
+	// onBreak is SubscribeOptions.OnBreak.
+	onBreak func(err error)
 }
 
 // Subscribe subscribes to the actor's events (those named, or all) and
 // returns once the subscription is in place: every event the actor
 // broadcasts after that is delivered by Next, in order, once the turn that
 // broadcast it is durable. ctx bounds the subscribing; the subscription
-// lasts until Close. The actor must exist (rivet.ErrNotFound; this does not
-// create it); an event it does not declare is rivet.ErrUnknownEvent.
+// lasts until Close. A getOrCreate handle (Client.Actor) creates the actor
+// first if it does not exist; a NoCreate handle fails with
+// rivet.ErrNotFound. An event the actor does not declare (or any event, of
+// an actor that declares none) is rivet.ErrUnknownEvent.
 //
 // Events are not stored: the subscription hears what is broadcast while it
-// is in place. When its stream breaks it subscribes again, for as long as
-// the client's retry budget allows, and Next returns a Gap event there.
+// is in place. When its stream breaks (the actor moved, its node stopped,
+// the subscriber fell behind) it subscribes again, through the node the
+// client was made with, for at least 30 s (the client's retry budget if
+// longer; none with WithRetry(_, 0)), and Next returns a Gap event there.
 func (h *ActorHandle) Subscribe(ctx context.Context, events ...string) (*Subscription, error) {
+	return h.SubscribeWith(ctx, SubscribeOptions{Events: events})
+}
+
+// SubscribeOptions tune a subscription.
+type SubscribeOptions struct {
+	// Events names the events to receive; empty: all of the actor's.
+	Events []string
+	// OnBreak, if set, is called with the cause when the subscription's
+	// stream breaks and it starts subscribing again (a Gap event follows
+	// once it has): a subscriber that shows a live view can say it is
+	// behind meanwhile. It runs on the subscription's goroutine: return
+	// quickly.
+	OnBreak func(err error)
+}
+
+// SubscribeWith is Subscribe with options.
+func (h *ActorHandle) SubscribeWith(ctx context.Context, opts SubscribeOptions) (*Subscription, error) {
+	if h.create {
+		// Rivet's getOrCreate().connect(): the handle promises the
+		// actor exists once it is used.
+		if _, err := h.Info(ctx); err != nil {
+			return nil, err
+		}
+	}
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	stop := context.AfterFunc(ctx, cancel)
-	req := &rivetv1.SubscribeRequest{Actor: h.ref(), Events: events}
+	req := &rivetv1.SubscribeRequest{Actor: h.ref(), Events: opts.Events}
 	stream, err := h.subscribe(sctx, req, h.c.retry)
 	if !stop() {
 		cancel()
@@ -74,7 +104,7 @@ func (h *ActorHandle) Subscribe(ctx context.Context, events ...string) (*Subscri
 		cancel()
 		return nil, withCause(err, ctx.Err())
 	}
-	s := &Subscription{cancel: cancel, ch: make(chan Event), done: make(chan struct{})}
+	s := &Subscription{cancel: cancel, ch: make(chan Event), done: make(chan struct{}), onBreak: opts.OnBreak}
 	go s.run(sctx, h, req, stream)
 	return s, nil
 }
@@ -122,6 +152,10 @@ func (c *Client) resubscribe() retryPolicy {
 // ctx ends or a stream cannot be made again. It owns done.
 func (s *Subscription) run(ctx context.Context, h *ActorHandle, req *rivetv1.SubscribeRequest, stream grpc.ServerStreamingClient[rivetv1.SubscribeResponse]) {
 	defer close(s.done)
+	// A stream that breaks soon after it was made is made again only
+	// after a wait, growing while they keep breaking: each subscribing
+	// has a fresh retry budget, which alone would not pace them.
+	made, pause := time.Now(), time.Duration(0)
 	for {
 		m, err := stream.Recv()
 		if err == nil {
@@ -139,6 +173,26 @@ func (s *Subscription) run(ctx context.Context, h *ActorHandle, req *rivetv1.Sub
 			s.err = fromStatus(ctx, status.Convert(err))
 			return
 		}
+		if s.onBreak != nil {
+			cause := err
+			if !errors.Is(err, io.EOF) {
+				cause = fromStatus(ctx, status.Convert(err))
+			}
+			s.onBreak(cause)
+		}
+		if time.Since(made) < time.Second {
+			pause = min(max(2*pause, 50*time.Millisecond), time.Second)
+			t := time.NewTimer(pause)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				s.err = ErrSubscriptionClosed
+				return
+			}
+		} else {
+			pause = 0
+		}
 		if stream, err = h.subscribe(ctx, req, h.c.resubscribe()); err != nil {
 			if ctx.Err() != nil {
 				err = ErrSubscriptionClosed
@@ -146,6 +200,7 @@ func (s *Subscription) run(ctx context.Context, h *ActorHandle, req *rivetv1.Sub
 			s.err = err
 			return
 		}
+		made = time.Now()
 		if !s.deliver(ctx, Event{Gap: true}) {
 			s.err = ErrSubscriptionClosed
 			return
@@ -218,7 +273,11 @@ func (s *Subscription) Err() error {
 
 // Close ends the subscription and waits for its stream to end.
 func (s *Subscription) Close() error {
-	s.closed.Store(true)
+	select {
+	case <-s.done: // it had ended: Next and Err keep saying why
+	default:
+		s.closed.Store(true)
+	}
 	s.once.Do(s.cancel)
 	<-s.done
 	return nil

@@ -65,6 +65,10 @@ type Inspection struct {
 	// Schedules are the actor's pending scheduled calls
 	// (rivet.Scheduler), the earliest first.
 	Schedules []ScheduledCall `json:"schedules,omitempty"`
+	// Events are the events the actor's type declares (Subscribe);
+	// Subscribers, the subscriptions its owner holds now.
+	Events      []string `json:"events,omitempty"`
+	Subscribers int      `json:"subscribers,omitempty"`
 }
 
 // ScheduledCall is a call of an actor's own action that it asked for at a
@@ -175,6 +179,8 @@ func inspectionFrom(r *rivetv1.InspectResponse) Inspection {
 	return Inspection{
 		Info:                 infoFrom(r.GetInfo()),
 		Schedules:            scs,
+		Events:               r.GetEvents(),
+		Subscribers:          int(r.GetSubscribers()),
 		State:                r.GetState(),
 		Active:               r.GetActive(),
 		Queues:               qs,

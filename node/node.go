@@ -453,7 +453,7 @@ func (n *Node) awaitGraceful(ctx context.Context, graceful, hostStopped <-chan s
 			default:
 				continue
 			}
-			if n.unaryCalls.Load() > 0 || n.srv.Streams() == 0 {
+			if !n.onlyStreamsLeft() {
 				stuckSince = time.Time{}
 				continue
 			}
@@ -461,7 +461,7 @@ func (n *Node) awaitGraceful(ctx context.Context, graceful, hostStopped <-chan s
 				stuckSince = now
 				continue
 			}
-			if now.Sub(stuckSince) >= stuckStreamGrace {
+			if now.Sub(stuckSince) >= stuckStreamGrace && n.onlyStreamsLeft() {
 				n.log.Warn("event subscribers that stopped reading hold up the stop: closing their connections", zap.Int64("streams", n.srv.Streams()))
 				n.grpcServer.Stop()
 				<-graceful
@@ -469,6 +469,13 @@ func (n *Node) awaitGraceful(ctx context.Context, graceful, hostStopped <-chan s
 			}
 		}
 	}
+}
+
+// onlyStreamsLeft says whether Subscribe streams are all the gRPC server is
+// still serving: no unary call (this node's own or forwarded by it) and no
+// request forwarded to it is in progress.
+func (n *Node) onlyStreamsLeft() bool {
+	return n.unaryCalls.Load() == 0 && n.peers.Active() == 0 && n.srv.Streams() > 0
 }
 
 func (n *Node) stop(ctx context.Context) error {

@@ -122,6 +122,10 @@ type Inspection struct {
 	// Schedules is the actor's pending scheduled calls (rivet.Scheduler)
 	// as storage holds them, the earliest first.
 	Schedules []rivet.ScheduledCall
+	// Events are the events the actor's type declares, sorted;
+	// Subscribers, the subscriptions to them this node holds now.
+	Events      []string
+	Subscribers int
 	// Unregistered says that the node that owns the actor runs no actor
 	// type of its name (a type removed from the code, or renamed): it is
 	// stored, nothing runs it, and only Inspect and Destroy reach it.

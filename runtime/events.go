@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"sync"
 	"time"
 
@@ -113,6 +114,13 @@ func (e *eventHub) has(id string) bool {
 	return len(e.subs[id]) > 0
 }
 
+// count is the subscriptions of one actor.
+func (e *eventHub) count(id string) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.subs[id])
+}
+
 func (e *eventHub) add(s *Subscription) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -218,6 +226,9 @@ func (h *Host) Subscribe(ctx context.Context, ref Ref, names []string) (*Subscri
 	if err != nil {
 		return nil, err
 	}
+	if len(sp.Events) == 0 {
+		return nil, rivet.Errorf(rivet.ErrUnknownEvent, "actor %s declares no events", sp.Name)
+	}
 	var filter map[string]bool
 	for _, n := range names {
 		if _, ok := sp.Events[n]; !ok {
@@ -233,7 +244,7 @@ func (h *Host) Subscribe(ctx context.Context, ref Ref, names []string) (*Subscri
 		return nil, err
 	}
 	if _, _, _, err := h.peek(ctx, ref); err != nil {
-		return nil, err
+		return nil, notCreated(err)
 	}
 	token, ok := h.own.Token(part)
 	if !ok {
@@ -263,9 +274,18 @@ func (h *Host) Subscribe(ctx context.Context, ref Ref, names []string) (*Subscri
 	}
 	if _, _, _, err := h.peek(ctx, ref); err != nil {
 		h.events.end(s, nil)
-		return nil, err
+		return nil, notCreated(err)
 	}
 	return s, nil
+}
+
+// notCreated says, of a missing actor, that subscribing does not create it.
+func notCreated(err error) error {
+	var re *rivet.Error
+	if errors.As(err, &re) && re.Kind == rivet.ErrNotFound {
+		return rivet.Errorf(rivet.ErrNotFound, "%s (subscribing does not create it: call it, or create it, first)", re.Message)
+	}
+	return err
 }
 
 // checkSubscriptions ends the subscriptions whose partition claim this
@@ -308,44 +328,85 @@ func (h *Host) endSubscriptions(match func(*Subscription) bool, why string) {
 	})
 }
 
-// turnEvents collects the events of one turn (an action, or a step's
-// attempt), published with its writes (activation.publishEvents), or
-// dropped if the turn fails.
+// turnEvents collects the events of one turn (an action, a scheduled call,
+// or a step's attempt), published or dropped with its changes to the
+// state (finishTurnEvents).
+//
+// A turn's events describe the actor's memory as the turn changed it, so
+// they go out with the commit that makes those changes durable, and not
+// at all if they are discarded. Re-entrant turns (a call back into the
+// actor from one of its turns, on the same call chain) share the memory of
+// the chain's outermost turn in the actor, its root: a read-only one saw
+// the root's changes before they were written, so its events go with the
+// root's; a state-changing one commits the root's changes so far with its
+// own, so the root's events so far go with its commit.
 type turnEvents struct {
-	h    *Host
-	sp   *rivet.Spec
-	id   string
-	step bool // a step's attempt
-	n    int
-	evs  []rivet.Event
-	// outer is the turn this one re-entered (nil if none).
-	outer *turnEvents
+	h     *Host
+	a     *activation
+	sp    *rivet.Spec
+	id    string
+	chain string
+	step  bool        // a step's attempt
+	root  *turnEvents // the chain's root turn in the actor; nil if this is it
+	// Guarded by a.evMu: a root's events take those of its nested turns,
+	// which may end on other goroutines.
+	n   int
+	evs []rivet.Event
+	// ended: the turn is over (Broadcast fails); for a root, its events
+	// were published or dropped.
+	ended bool
 }
 
-func (a *activation) newTurnEvents() *turnEvents {
-	return &turnEvents{h: a.h, sp: a.spec, id: a.id}
-}
-
-// enterTurn makes t the events of the turn now running, and returns the
-// function that ends that (restoring the enclosing turn's, for a
-// re-entrant turn). Called by the turn holder.
-func (a *activation) enterTurn(t *turnEvents) (exit func()) {
-	t.outer = a.turnEvents
-	a.turnEvents = t
-	return func() { a.turnEvents = t.outer }
-}
-
-// publishRead publishes the events of a read-only turn that succeeded.
-// A read-only turn re-entered from another (a call back into the actor
-// from an action or step) saw that turn's changes, which are not written
-// yet and are discarded if it fails: its events go with that turn's.
-// Called by the turn holder, inside the turn (before its exit).
-func (a *activation) publishRead(t *turnEvents) {
-	if t.outer != nil {
-		t.outer.evs = append(t.outer.evs, t.evs...)
-		return
+// beginTurnEvents starts collecting the events of a turn on chain. Called
+// by the turn holder as the turn begins; finishTurnEvents must follow.
+func (a *activation) beginTurnEvents(chain string, step bool) *turnEvents {
+	t := &turnEvents{h: a.h, a: a, sp: a.spec, id: a.id, chain: chain, step: step}
+	a.evMu.Lock()
+	defer a.evMu.Unlock()
+	if r := a.rootEvents[chain]; r != nil && !r.ended {
+		t.root = r
+		return t
 	}
-	a.publishEvents(t)
+	if a.rootEvents == nil {
+		a.rootEvents = map[string]*turnEvents{}
+	}
+	a.rootEvents[chain] = t
+	return t
+}
+
+// finishTurnEvents ends t. kept says that the turn's changes to the state
+// stay (it succeeded; for a step's attempt, its record is committed even
+// if it failed: the state rolls forward), wrote that it queued a write of
+// the state as memory holds it. Called by the turn holder as the turn
+// ends, after its writes are queued.
+func (a *activation) finishTurnEvents(t *turnEvents, kept, wrote bool) {
+	a.evMu.Lock()
+	var out []rivet.Event
+	switch {
+	case t.root == nil:
+		if a.rootEvents[t.chain] == t {
+			delete(a.rootEvents, t.chain)
+		}
+		if kept {
+			out = t.evs
+		}
+	case !kept:
+		// Its own changes are discarded, and its events with them.
+	case t.root.ended:
+		// The turn it re-entered ended before it did: on its own.
+		out = t.evs
+	case wrote:
+		// Its commit writes the root's changes so far too.
+		out = append(t.root.evs, t.evs...)
+		t.root.evs = nil
+	default:
+		// It read the root's changes, not written yet: it goes with them.
+		t.root.evs = append(t.root.evs, t.evs...)
+		t.root.n += len(t.evs)
+	}
+	t.evs, t.ended = nil, true
+	a.evMu.Unlock()
+	a.publishEvents(out)
 }
 
 // Broadcast implements rivet.Broadcaster.
@@ -357,17 +418,22 @@ func (t *turnEvents) Broadcast(name string, data any) error {
 	if err := ev.Check(data); err != nil {
 		return t.bug(err)
 	}
-	if t.n >= rivet.MaxEventsPerTurn {
-		return t.bug(rivet.Errorf(rivet.ErrTooLarge, "actor %s broadcast more than %d events in one turn", t.sp.Name, rivet.MaxEventsPerTurn))
-	}
 	// Checked whether anyone listens or not: an action must not succeed
 	// or fail by whether someone watches it.
 	b, err := json.Marshal(data)
 	if err != nil {
-		return t.bug(rivet.Errorf(rivet.ErrInternal, "event %s of actor %s does not marshal to JSON: %v", name, t.sp.Name, err))
+		return t.bug(rivet.Errorf(rivet.ErrInternal, "event %q of actor %s does not marshal to JSON: %v", name, t.sp.Name, err))
 	}
 	if len(b) > t.h.cfg.MaxResultBytes {
-		return t.bug(rivet.Errorf(rivet.ErrTooLarge, "event %s of actor %s is %d bytes, the limit is %d", name, t.sp.Name, len(b), t.h.cfg.MaxResultBytes))
+		return t.bug(rivet.Errorf(rivet.ErrTooLarge, "event %q of actor %s is %d bytes, the limit is %d", name, t.sp.Name, len(b), t.h.cfg.MaxResultBytes))
+	}
+	t.a.evMu.Lock()
+	defer t.a.evMu.Unlock()
+	if t.ended {
+		return rivet.Errorf(rivet.ErrInternal, "actor %s broadcast event %q after its turn ended (an ActionCtx or StepCtx kept past its turn)", t.sp.Name, name)
+	}
+	if t.n >= rivet.MaxEventsPerTurn {
+		return t.bug(rivet.Errorf(rivet.ErrTooLarge, "actor %s broadcast more than %d events in one turn", t.sp.Name, rivet.MaxEventsPerTurn))
 	}
 	t.n++
 	if t.h.events.has(t.id) {
@@ -392,11 +458,11 @@ type pendingEvents struct {
 	evs []rivet.Event
 }
 
-// publishEvents publishes a turn's events once every write queued so far is
-// durable, after the events of the turns before it. Called by the turn
-// holder at the end of a turn that succeeded, after its writes are queued.
-func (a *activation) publishEvents(t *turnEvents) {
-	if t == nil || len(t.evs) == 0 {
+// publishEvents publishes events once every write queued so far is
+// durable, after the events published before. Called by the turn holder
+// (finishTurnEvents).
+func (a *activation) publishEvents(evs []rivet.Event) {
+	if len(evs) == 0 {
 		return
 	}
 	a.mu.Lock()
@@ -405,10 +471,10 @@ func (a *activation) publishEvents(t *turnEvents) {
 		return // its writes will not commit: the turn did not happen
 	}
 	if len(a.pendingEvents) == 0 && a.committed >= a.version {
-		a.h.events.publish(a.id, t.evs)
+		a.h.events.publish(a.id, evs)
 		return
 	}
-	a.pendingEvents = append(a.pendingEvents, pendingEvents{v: a.version, evs: t.evs})
+	a.pendingEvents = append(a.pendingEvents, pendingEvents{v: a.version, evs: evs})
 }
 
 // releaseEventsLocked publishes the pending events whose writes are now

@@ -1,6 +1,7 @@
 package runtime_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -57,6 +58,34 @@ var roomActor = rivet.Actor[roomState]{
 			c.State.Posts++
 			return c.State.Posts, c.Broadcast("message", strings.Repeat("x", n))
 		}),
+		// postNestedThenFail changes the state and broadcasts, has a
+		// re-entrant post commit that change with its own, then fails:
+		// the change stays, and so does its event.
+		"postNestedThenFail": rivet.Action0(func(c *rivet.ActionCtx[roomState]) (int, error) {
+			c.State.Posts += 100
+			if err := c.Broadcast("message", "outer+100"); err != nil {
+				return 0, err
+			}
+			if _, err := c.Client().Get("room", c.Key()...).Call(c.Context(), "post", "inner"); err != nil {
+				return 0, err
+			}
+			return 0, rivet.UserError("nope", "fails after a re-entrant post", nil)
+		}),
+		// outlive starts a re-entrant slowPeek and returns while it runs.
+		"outlive": rivet.Action0(func(c *rivet.ActionCtx[roomState]) (int, error) {
+			cl := c.Client()
+			go func() {
+				_, err := cl.Get("room", c.Key()...).Call(context.Background(), "slowPeek")
+				slowDone <- err
+			}()
+			<-slowEntered
+			return 0, nil
+		}),
+		"slowPeek": rivet.Query(func(c *rivet.ActionCtx[roomState]) (int, error) {
+			slowEntered <- struct{}{}
+			<-slowRelease
+			return c.State.Posts, c.Broadcast("count", c.State.Posts)
+		}),
 		// peekThenFail changes the state, has it read and broadcast by a
 		// re-entrant read-only call, then fails: the change never was.
 		"peekThenFail": rivet.Action0(func(c *rivet.ActionCtx[roomState]) (int, error) {
@@ -86,6 +115,13 @@ var roomActor = rivet.Actor[roomState]{
 		})
 	},
 }
+
+// The channels of outlive and slowPeek.
+var (
+	slowEntered = make(chan struct{})
+	slowRelease = make(chan struct{})
+	slowDone    = make(chan error, 1)
+)
 
 func roomRef(key string) runtime.Ref { return runtime.Ref{Name: "room", Key: []string{key}} }
 
@@ -153,6 +189,9 @@ func TestEventsReachSubscribersInTurnOrder(t *testing.T) {
 	}
 	all := subscribe(t, h, roomRef("a"))
 	msgs := subscribe(t, h, roomRef("a"), "message")
+	if ins := inspect(t, h, "room", "a"); strings.Join(ins.Events, ",") != "count,message,step" || ins.Subscribers != 2 {
+		t.Fatalf("inspect: events %v, %d subscribers; want count,message,step and 2", ins.Events, ins.Subscribers)
+	}
 	// Many turns at once: each subscriber hears them in the order the
 	// turns ran, which the counts they returned give.
 	const n = 40
@@ -247,7 +286,9 @@ func TestEventsWaitForTheirTurnsCommit(t *testing.T) {
 	}
 }
 
-func TestStepEventsAreThoseOfAttemptsThatSucceeded(t *testing.T) {
+// A step's events go with its commit: a failed attempt's too, since its
+// changes to the state are committed (roll-forward).
+func TestStepEventsGoWithTheirCommits(t *testing.T) {
 	e := newEnv(t, counterReg(t, roomActor), nil)
 	h := e.host
 	callInt(t, h, "room", "a", "post", true, "first")
@@ -258,9 +299,7 @@ func TestStepEventsAreThoseOfAttemptsThatSucceeded(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// The flaky step's first attempt broadcast and failed: only its
-	// second attempt is heard.
-	for _, want := range []string{"step:flaky#2", "step:steady#1"} {
+	for _, want := range []string{"step:flaky#1", "step:flaky#2", "step:steady#1"} {
 		if got := eventText(t, nextEvent(t, sub)); got != want {
 			t.Fatalf("step event %s, want %s", got, want)
 		}
@@ -377,5 +416,47 @@ func TestAReentrantReadPublishesWithTheTurnItReadFrom(t *testing.T) {
 	callInt(t, h, "room", "a", "post", false, "y")
 	if ev := nextEvent(t, sub); string(ev.Data) != "2" {
 		t.Fatalf("first count event %s, want 2 (99 was never written)", ev.Data)
+	}
+}
+
+// A re-entrant state-changing turn commits the changes of the turn it
+// re-entered so far, with its own: that turn's events so far go with them,
+// even if it then fails.
+func TestAReentrantWriteTakesTheEventsOfWhatItCommits(t *testing.T) {
+	e := newEnv(t, counterReg(t, roomActor), nil)
+	h := e.host
+	callInt(t, h, "room", "a", "post", true, "x")
+	sub := subscribe(t, h, roomRef("a"), "message")
+	if _, err := call(t, h, "room", "a", "postNestedThenFail", false); !errors.Is(err, rivet.ErrUser) {
+		t.Fatalf("postNestedThenFail: %v", err)
+	}
+	if n := callInt(t, h, "room", "a", "post", false, "after"); n != 103 {
+		t.Fatalf("posts %d, want 103: the outer change was committed by the re-entrant post", n)
+	}
+	for _, want := range []string{"message:outer+100", "message:inner", "message:after"} {
+		if got := eventText(t, nextEvent(t, sub)); got != want {
+			t.Fatalf("event %s, want %s", got, want)
+		}
+	}
+}
+
+// A re-entrant turn that ends after the turn it re-entered publishes on its
+// own, and later turns are not taken for its nested ones.
+func TestAReentrantTurnThatOutlivesItsRoot(t *testing.T) {
+	e := newEnv(t, counterReg(t, roomActor), nil)
+	h := e.host
+	callInt(t, h, "room", "a", "post", true, "x")
+	sub := subscribe(t, h, roomRef("a"), "count")
+	callInt(t, h, "room", "a", "outlive", false)
+	slowRelease <- struct{}{}
+	if err := <-slowDone; err != nil {
+		t.Fatal(err)
+	}
+	if ev := nextEvent(t, sub); string(ev.Data) != "1" {
+		t.Fatalf("the late re-entrant peek broadcast %s, want 1", ev.Data)
+	}
+	callInt(t, h, "room", "a", "peek", false)
+	if ev := nextEvent(t, sub); string(ev.Data) != "1" {
+		t.Fatalf("a later peek broadcast %s, want 1", ev.Data)
 	}
 }

@@ -629,8 +629,9 @@ func (h *Host) Call(ctx context.Context, req CallRequest) (_ json.RawMessage, er
 		if !act.ReadOnly && a.gate.reentered() {
 			defer a.markRestorePoint()()
 		}
-		ts, te := a.newTurnSchedule(act.ReadOnly), a.newTurnEvents()
-		defer a.enterTurn(te)()
+		ts, te := a.newTurnSchedule(act.ReadOnly), a.beginTurnEvents(chain, false)
+		kept, wrote := false, false
+		defer func() { a.finishTurnEvents(te, kept, wrote) }()
 		env := rivet.Env{Ctx: ctx, Name: a.ref.Name, Key: a.ref.Key, Client: &hostClient{h: h, chain: chain, from: a}, Schedule: ts, Events: te}
 		res, err := act.Invoke(env, a.state, args)
 		if err != nil {
@@ -652,14 +653,14 @@ func (h *Host) Call(ctx context.Context, req CallRequest) (_ json.RawMessage, er
 			return rivet.Errorf(rivet.ErrTooLarge, "result of %s is %d bytes, the limit is %d", req.Action, len(result), h.cfg.MaxResultBytes)
 		}
 		if act.ReadOnly {
-			read = true
-			a.publishRead(te)
+			read, kept = true, true
 			return nil
 		}
+		v := a.currentVersion()
 		if err := a.saveState(); err != nil {
 			return err
 		}
-		a.publishEvents(te)
+		kept, wrote = true, a.currentVersion() != v
 		return nil
 	})
 	if err != nil && read && !errors.Is(err, context.Canceled) {
@@ -1096,6 +1097,11 @@ func (h *Host) Inspect(ctx context.Context, ref Ref) (Inspection, error) {
 	}
 	if ins.Schedules, err = h.schedulesOf(ctx, part, ref); err != nil {
 		return Inspection{}, rivet.Errorf(rivet.ErrUnavailable, "inspect: scheduled calls: %v", err)
+	}
+	if sp, ok := h.reg.Lookup(ref.Name); ok && len(sp.Events) > 0 {
+		ins.Events = slices.Sorted(maps.Keys(sp.Events))
+		enc, _, _ := h.place(ref)
+		ins.Subscribers = h.events.count(ref.Name + "/" + enc)
 	}
 	sort.Slice(ins.Queues, func(i, j int) bool { return ins.Queues[i].Queue < ins.Queues[j].Queue })
 	return ins, nil

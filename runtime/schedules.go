@@ -543,8 +543,9 @@ func (h *Host) fireOne(ref Ref, sp *rivet.Spec) (more bool, err error) {
 		}
 		ran()
 		call := c.public()
-		te := a.newTurnEvents()
-		defer a.enterTurn(te)()
+		te := a.beginTurnEvents(chain, false)
+		kept, wrote := false, false
+		defer func() { a.finishTurnEvents(te, kept, wrote) }()
 		env := rivet.Env{Ctx: ctx, Name: a.ref.Name, Key: a.ref.Key, Client: &hostClient{h: h, chain: chain, from: a}, Schedule: a.newTurnSchedule(act.ReadOnly), Events: te, Fired: &call}
 		if err := invokeScheduled(h, a, act, env, args); err != nil {
 			a.restoreState() // the state and the calls as last committed
@@ -565,10 +566,11 @@ func (h *Host) fireOne(ref Ref, sp *rivet.Spec) (more bool, err error) {
 			if err := a.saveSchedules(); err != nil {
 				return err
 			}
-			a.publishRead(te)
+			kept = true
 			outcome = 1
 			return nil
 		}
+		v := a.currentVersion()
 		if err := a.saveState(); err != nil {
 			if errors.Is(err, rivet.ErrTooLarge) || errors.Is(err, rivet.ErrInternal) {
 				// The change was discarded (the state over its limit,
@@ -578,7 +580,7 @@ func (h *Host) fireOne(ref Ref, sp *rivet.Spec) (more bool, err error) {
 			}
 			return err
 		}
-		a.publishEvents(te)
+		kept, wrote = true, a.currentVersion() != v
 		outcome = 1
 		return nil
 	})

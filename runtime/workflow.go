@@ -415,8 +415,12 @@ func (w *wfHost) turn(ctx context.Context, kind TurnKind, chain string, fn func(
 	return w.turnWith(ctx, kind, chain, nil, fn)
 }
 
-// turnWith is turn, publishing te's events (if any) with the turn's writes.
-func (w *wfHost) turnWith(ctx context.Context, kind TurnKind, chain string, te *turnEvents, fn func() ([]storage.Op, error)) error {
+// turnWith is turn for a step's attempt: if events is not nil, it collects
+// the events of the turn in *events (for fn's StepEnv), published with its
+// writes: a failed attempt's too, as its changes to the state are
+// committed (roll-forward); not those of an attempt abandoned (no writes),
+// or whose writes fail.
+func (w *wfHost) turnWith(ctx context.Context, kind TurnKind, chain string, events **turnEvents, fn func() ([]storage.Op, error)) error {
 	a := w.a
 	// Context errors stay matchable (%w): a race branch cancelled while
 	// it waits for the turn has lost its race, which ends that branch
@@ -435,6 +439,9 @@ func (w *wfHost) turnWith(ctx context.Context, kind TurnKind, chain string, te *
 		return fmt.Errorf("%w: %w", workflow.ErrEvicted, err)
 	}
 	t0 := time.Now()
+	if events != nil {
+		*events = a.beginTurnEvents(chain, true)
+	}
 	ops, err := a.h.runWorkflowTurn(a, fn)
 	if err == nil && len(ops) > 0 {
 		err = checkLimits(a, ops)
@@ -443,8 +450,8 @@ func (w *wfHost) turnWith(ctx context.Context, kind TurnKind, chain string, te *
 	if err == nil && len(ops) > 0 {
 		v, err = a.enqueue(ops...)
 	}
-	if err == nil {
-		a.publishEvents(te)
+	if events != nil {
+		a.finishTurnEvents(*events, err == nil && len(ops) > 0, err == nil && len(ops) > 0)
 	}
 	now := time.Now()
 	a.lastTurn.Store(now.UnixNano())
@@ -486,15 +493,10 @@ func (w *wfHost) RunStep(ctx context.Context, ephemeral bool, fn func(env workfl
 	// call back into this actor re-enters the step's turn.
 	chain := a.h.newChain()
 	var steps stepCounts
-	te := a.newTurnEvents()
-	te.step = true
-	err := w.turnWith(ctx, TurnStep, chain, te, func() ([]storage.Op, error) {
-		defer a.enterTurn(te)()
+	var te *turnEvents
+	err := w.turnWith(ctx, TurnStep, chain, &te, func() ([]storage.Op, error) {
 		writes := fn(workflow.StepEnv{State: a.state, Client: &hostClient{h: a.h, chain: chain, from: a}, Events: te})
 		steps = countSteps(writes)
-		if len(writes) == 0 || steps.failed > 0 || steps.exhausted > 0 || rollbackFailed(writes) {
-			te.evs = nil // the attempt failed: what it announced did not happen
-		}
 		if len(writes) == 0 {
 			// Abandoned attempt: its state changes are not committed, so
 			// memory goes back to what is durable.
@@ -584,17 +586,6 @@ func countSteps(ws []workflow.HistoryWrite) stepCounts {
 		}
 	}
 	return c
-}
-
-// rollbackFailed says whether writes record a rollback handler that failed:
-// what it broadcast did not happen either.
-func rollbackFailed(ws []workflow.HistoryWrite) bool {
-	for _, w := range ws {
-		if w.Put != nil && w.Put.RollbackError != nil {
-			return true
-		}
-	}
-	return false
 }
 
 // addSteps adds committed step attempts to the Host's counters.

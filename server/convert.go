@@ -58,6 +58,8 @@ func inspectionProto(in runtime.Inspection) *rivetv1.InspectResponse {
 		WorkflowWakeQueues:   in.WorkflowWake.Queues,
 		WorkflowWakeAnyQueue: in.WorkflowWake.AnyQueue,
 		Unregistered:         in.Unregistered,
+		Events:               in.Events,
+		Subscribers:          uint32(in.Subscribers),
 	}
 }
 

@@ -32,6 +32,9 @@ type PeerServer struct {
 	maxResponse int
 	stopping    chan struct{}
 	stopOnce    sync.Once
+	// active counts the requests taken on every stream and not yet
+	// answered (sent, or given up with their stream).
+	active atomic.Int64
 	// receivers are the streams' receive loops. On the stopping path a
 	// stream's handler returns while its loop still waits in Recv, which
 	// only the stream's end (after the handler returns) ends: Wait, after
@@ -72,6 +75,9 @@ func (p *PeerServer) shuttingDown() bool {
 		return false
 	}
 }
+
+// Active is the forwarded requests taken and not yet answered.
+func (p *PeerServer) Active() int64 { return p.active.Load() }
 
 // Wait waits for the receive loops of the streams served so far to end:
 // call it once the gRPC server has stopped (which ends every stream).
@@ -199,6 +205,12 @@ type forwardStream struct {
 	idle atomic.Int32
 }
 
+// answered marks one request taken as answered.
+func (f *forwardStream) answered() {
+	f.p.active.Add(-1)
+	f.inflight.Done()
+}
+
 // stop refuses every request from now on; after it, workers only end.
 func (f *forwardStream) stop() {
 	f.mu.Lock()
@@ -248,12 +260,12 @@ func (f *forwardStream) send() {
 		for i, r := range batch {
 			putForwardResponse(r)
 			batch[i] = nil
-			f.inflight.Done()
+			f.answered()
 		}
 	}
 	for _, r := range f.out.close() {
 		putForwardResponse(r)
-		f.inflight.Done()
+		f.answered()
 	}
 }
 
@@ -282,6 +294,7 @@ func (f *forwardStream) start(req *rivetv1.ForwardRequest) {
 	}
 	f.cancels[req.GetId()] = rcancel
 	f.inflight.Add(1)
+	f.p.active.Add(1)
 	c := forwardCall{ctx: rctx, cancel: rcancel, req: req}
 	select {
 	case f.work <- c: // an idle worker took it
@@ -319,7 +332,7 @@ func (f *forwardStream) worker(c forwardCall) {
 		c.cancel()
 		if !f.out.put(resp) { // the sender has stopped: the stream is gone
 			putForwardResponse(resp)
-			f.inflight.Done()
+			f.answered()
 		}
 		if f.idle.Add(1) > maxIdleWorkers {
 			f.idle.Add(-1)

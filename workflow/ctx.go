@@ -44,10 +44,12 @@ func (s *StepCtx[S]) Context() context.Context { return s.ctx }
 func (s *StepCtx[S]) Client() caller.Client { return s.client }
 
 // Broadcast publishes an event to the clients subscribed to the actor, as
-// an action's Broadcast does, once the step's commit is durable; the events
-// of an attempt that fails are dropped. A step replayed from its history
-// does not run, so it does not broadcast again; a step run again after a
-// crash before its commit does.
+// an action's Broadcast does, once the attempt's commit is durable: a
+// failed attempt's events too, as its changes to the state are committed
+// (roll-forward); an attempt abandoned (its context cancelled) commits and
+// publishes nothing. A step replayed from its history does not run, so it
+// does not broadcast again; a step run again after a crash before its
+// commit does.
 func (s *StepCtx[S]) Broadcast(name string, data any) error {
 	if s.events == nil {
 		return errors.New("workflow: this host publishes no events")

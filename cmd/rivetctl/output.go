@@ -132,6 +132,9 @@ func (a *app) printInspection(in client.Inspection) error {
 	if len(qs) > 0 {
 		row("queues", strings.Join(qs, " "))
 	}
+	if len(in.Events) > 0 {
+		row("events", fmt.Sprintf("%s  (%d subscribed; rivetctl watch)", strings.Join(in.Events, " "), in.Subscribers))
+	}
 	const shown = 10
 	for i, c := range in.Schedules {
 		k := ""

@@ -427,15 +427,38 @@ func TestWatch(t *testing.T) {
 		return newFakeEvents(nil, rivet.Event{Name: "newCount", Data: json.RawMessage(`{"n": 2}`)}), nil
 	}
 	addr := servertest.Start(t, f, servertest.Config{})
-	rivetctl(t, addr, "watch", "counter", "main", "newCount", "--count", "2").want(t, 0,
-		"newCount 1\n-- gap: subscribed again (the actor moved or its node stopped); events may be missing\nnewCount {\"n\":2}\n")
-	rivetctl(t, addr, "-o", "json", "watch", "counter", "main", "--count", "2").want(t, 0,
-		`{"name":"newCount","data":1}`+"\n"+`{"gap":true}`+"\n"+`{"name":"newCount","data":{"n":2}}`+"\n")
-	// --for ends a watch that has heard all there is.
-	rivetctl(t, addr, "watch", "counter", "main", "--for", "2s").want(t, 0, "newCount 1\n-- gap: subscribed again (the actor moved or its node stopped); events may be missing\nnewCount {\"n\":2}\n")
-	if want := "counter main newCount|counter main newCount|counter main |counter main |counter main |counter main "; strings.Join(subs, "|") != want {
+	const broke = "rivetctl: the stream broke (unavailable: the actor's partition left node n1 (UNAVAILABLE actor.unavailable)); subscribing again\n"
+	const gap = "-- gap: subscribed again (the actor moved or its node stopped); events may be missing\n"
+	check := func(r result, code int, stdout, stderr string) {
+		t.Helper()
+		if r.code != code || r.stdout != stdout || r.stderr != stderr {
+			t.Errorf("exit %d, stdout:\n%s\nstderr:\n%s\nwant exit %d, stdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr, code, stdout, stderr)
+		}
+	}
+	check(rivetctl(t, addr, "watch", "counter", "main", "newCount", "--count", "2"), 0,
+		"newCount 1\n"+gap+"newCount {\"n\":2}\n", broke)
+	check(rivetctl(t, addr, "-o", "json", "watch", "counter", "main", "--count", "2"), 0,
+		`{"name":"newCount","data":1}`+"\n"+`{"gap":true}`+"\n"+`{"name":"newCount","data":{"n":2}}`+"\n", broke)
+	// --for ends a watch that has heard all there is; short of --count,
+	// it is a failure.
+	check(rivetctl(t, addr, "watch", "counter", "main", "--for", "2s"), 0, "newCount 1\n"+gap+"newCount {\"n\":2}\n", broke)
+	check(rivetctl(t, addr, "watch", "counter", "main", "--for", "2s", "--count", "3"), 1, "newCount 1\n"+gap+"newCount {\"n\":2}\n",
+		broke+"rivetctl: 2 of --count 3 events within --for 2s\n")
+	if want := "counter main newCount|counter main newCount|counter main |counter main |counter main |counter main |counter main |counter main "; strings.Join(subs, "|") != want {
 		t.Errorf("subscriptions: %q, want %q", strings.Join(subs, "|"), want)
 	}
+
+	// A stream that breaks and cannot be made again before --for ends.
+	var tries atomic.Int32
+	f.SubscribeFunc = func(context.Context, runtime.Ref, []string) (server.EventStream, error) {
+		if tries.Add(1) == 1 {
+			return newFakeEvents(rivet.Errorf(rivet.ErrUnavailable, "the actor's partition left node n1"),
+				rivet.Event{Name: "newCount", Data: json.RawMessage(`1`)}), nil
+		}
+		return nil, rivet.Errorf(rivet.ErrUnavailable, "partition 3 is not owned by node n1")
+	}
+	check(rivetctl(t, addr, "watch", "counter", "main", "--for", "1s"), 1, "newCount 1\n",
+		broke+"rivetctl: --for ended while the stream was down (subscribing again): events may be missing\n")
 
 	f.SubscribeFunc = nil
 	rivetctl(t, addr, "watch", "counter", "main", "nope").

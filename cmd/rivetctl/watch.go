@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -29,10 +30,13 @@ func (a *app) watchCommand() *cobra.Command {
 broadcast, one line each: the event's name and its JSON (with --output json,
 {"name":...,"data":...}). An event leaves the actor's node once the turn that
 broadcast it is durable. Events are not stored: watch shows those broadcast
-while it runs. When the actor moves to another node (or its node stops),
-watch subscribes again and prints a gap line ({"gap":true}): events in
-between may be missing. It runs until interrupted, --count events, or --for.
---timeout bounds the subscribing only. The actor must exist.`,
+while it runs. When the stream breaks (the actor moves to another node, its
+node stops) watch says so on stderr at once, subscribes again (for up to
+30 s) and prints a gap line ({"gap":true}) once it has: events in between
+may be missing. It runs until interrupted, --count events, or --for; with
+--for it exits 1 if it ends with the stream down, or before --count events.
+--timeout bounds the subscribing only. The actor must exist (watch does not
+create it).`,
 		Example: `  rivetctl watch counter main
   rivetctl watch counter main newCount --count 1
   rivetctl -o json watch counter main --for 30s`,
@@ -53,8 +57,16 @@ between may be missing. It runs until interrupted, --count events, or --for.
 		if err != nil {
 			return err
 		}
+		// broken is set while the stream is down and being made again.
+		var broken atomic.Bool
 		subCtx, cancel := context.WithTimeout(ctx, a.timeout)
-		sub, err := c.Actor(args[0], key...).Subscribe(subCtx, args[2:]...)
+		sub, err := c.Actor(args[0], key...).NoCreate().SubscribeWith(subCtx, client.SubscribeOptions{
+			Events: args[2:],
+			OnBreak: func(err error) {
+				broken.Store(true)
+				fmt.Fprintf(a.stderr, "rivetctl: the stream broke (%s); subscribing again\n", oneLine(describe(err)))
+			},
+		})
 		cancel()
 		if err != nil {
 			return err
@@ -79,12 +91,23 @@ between may be missing. It runs until interrupted, --count events, or --for.
 			ev, err := sub.Next(waitCtx)
 			if err != nil {
 				if waitCtx.Err() != nil && ctx.Err() == nil {
-					return nil // --for ran out
+					// --for ran out: a failure if the stream was down
+					// then, or --count was not reached.
+					switch {
+					case broken.Load():
+						return &runError{err: fmt.Errorf("--for ended while the stream was down (subscribing again): events may be missing")}
+					case count > 0:
+						return &runError{err: fmt.Errorf("%d of --count %d events within --for %s", n, count, dur)}
+					}
+					return nil
 				}
 				if errors.Is(err, context.Canceled) {
 					return nil // interrupted
 				}
 				return err
+			}
+			if ev.Gap {
+				broken.Store(false)
 			}
 			if err := a.printEvent(ev); err != nil {
 				return err

@@ -1040,7 +1040,11 @@ type InspectResponse struct {
 	Unregistered bool `protobuf:"varint,10,opt,name=unregistered,proto3" json:"unregistered,omitempty"`
 	// schedules are the actor's pending scheduled calls (calls of its own
 	// actions it asked for at a later time), the earliest first.
-	Schedules     []*ScheduledCall `protobuf:"bytes,11,rep,name=schedules,proto3" json:"schedules,omitempty"`
+	Schedules []*ScheduledCall `protobuf:"bytes,11,rep,name=schedules,proto3" json:"schedules,omitempty"`
+	// events are the events the actor's type declares (Subscribe), sorted;
+	// subscribers, the subscriptions its owner holds now.
+	Events        []string `protobuf:"bytes,12,rep,name=events,proto3" json:"events,omitempty"`
+	Subscribers   uint32   `protobuf:"varint,13,opt,name=subscribers,proto3" json:"subscribers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1150,6 +1154,20 @@ func (x *InspectResponse) GetSchedules() []*ScheduledCall {
 		return x.Schedules
 	}
 	return nil
+}
+
+func (x *InspectResponse) GetEvents() []string {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+func (x *InspectResponse) GetSubscribers() uint32 {
+	if x != nil {
+		return x.Subscribers
+	}
+	return 0
 }
 
 // ScheduledCall is a call of an actor's own action, due at a time.
@@ -2294,7 +2312,7 @@ const file_rivet_v1_actor_proto_rawDesc = "" +
 	"\n" +
 	"QueueDepth\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x14\n" +
-	"\x05depth\x18\x02 \x01(\x04R\x05depth\"\xf0\x03\n" +
+	"\x05depth\x18\x02 \x01(\x04R\x05depth\"\xaa\x04\n" +
 	"\x0fInspectResponse\x12'\n" +
 	"\x04info\x18\x01 \x01(\v2\x13.rivet.v1.ActorInfoR\x04info\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\fR\x05state\x12\x16\n" +
@@ -2307,7 +2325,9 @@ const file_rivet_v1_actor_proto_rawDesc = "" +
 	"\x17workflow_wake_any_queue\x18\t \x01(\bR\x14workflowWakeAnyQueue\x12\"\n" +
 	"\funregistered\x18\n" +
 	" \x01(\bR\funregistered\x125\n" +
-	"\tschedules\x18\v \x03(\v2\x17.rivet.v1.ScheduledCallR\tschedules\"\xf7\x01\n" +
+	"\tschedules\x18\v \x03(\v2\x17.rivet.v1.ScheduledCallR\tschedules\x12\x16\n" +
+	"\x06events\x18\f \x03(\tR\x06events\x12 \n" +
+	"\vsubscribers\x18\r \x01(\rR\vsubscribers\"\xf7\x01\n" +
 	"\rScheduledCall\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06action\x18\x02 \x01(\tR\x06action\x12\x12\n" +
