@@ -81,11 +81,11 @@ type activation struct {
 	// restorePoint, set while a re-entrant turn runs, is what discarding
 	// it goes back to (markRestorePoint).
 	restorePoint *turnStart
-	// evMu guards rootEvents and the event lists of turnEvents:
-	// rootEvents holds, by call chain, the root turn collecting the events
-	// of the chain's turns in the actor (beginTurnEvents).
-	evMu       sync.Mutex
-	rootEvents map[string]*turnEvents
+	// evMu guards chainTop and the event lists of turnEvents: chainTop
+	// holds, by call chain, the innermost turn of the chain open in the
+	// actor (beginTurnEvents).
+	evMu     sync.Mutex
+	chainTop map[string]*turnEvents
 
 	// wf is the workflow part (see wfState for which lock guards what).
 	wf wfState

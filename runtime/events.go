@@ -336,24 +336,24 @@ func (h *Host) endSubscriptions(match func(*Subscription) bool, why string) {
 // they go out with the commit that makes those changes durable, and not
 // at all if they are discarded. Re-entrant turns (a call back into the
 // actor from one of its turns, on the same call chain) share the memory of
-// the chain's outermost turn in the actor, its root: a read-only one saw
-// the root's changes before they were written, so its events go with the
-// root's; a state-changing one commits the root's changes so far with its
-// own, so the root's events so far go with its commit.
+// the turns they re-entered, still open: a read-only one saw their changes
+// before they were written, so its events go with the innermost's; a
+// state-changing one commits their changes so far with its own, so their
+// events so far go with its commit, outermost first.
 type turnEvents struct {
-	h     *Host
-	a     *activation
-	sp    *rivet.Spec
-	id    string
-	chain string
-	step  bool        // a step's attempt
-	root  *turnEvents // the chain's root turn in the actor; nil if this is it
-	// Guarded by a.evMu: a root's events take those of its nested turns,
+	h      *Host
+	a      *activation
+	sp     *rivet.Spec
+	id     string
+	chain  string
+	step   bool        // a step's attempt
+	parent *turnEvents // the chain's turn in the actor it re-entered (nil: none)
+	// Guarded by a.evMu: a turn's events take those of its nested turns,
 	// which may end on other goroutines.
 	n   int
 	evs []rivet.Event
-	// ended: the turn is over (Broadcast fails); for a root, its events
-	// were published or dropped.
+	// ended: the turn is over (Broadcast fails, its events were
+	// published, dropped or handed on).
 	ended bool
 }
 
@@ -363,14 +363,20 @@ func (a *activation) beginTurnEvents(chain string, step bool) *turnEvents {
 	t := &turnEvents{h: a.h, a: a, sp: a.spec, id: a.id, chain: chain, step: step}
 	a.evMu.Lock()
 	defer a.evMu.Unlock()
-	if r := a.rootEvents[chain]; r != nil && !r.ended {
-		t.root = r
-		return t
+	t.parent = openTurn(a.chainTop[chain])
+	if a.chainTop == nil {
+		a.chainTop = map[string]*turnEvents{}
 	}
-	if a.rootEvents == nil {
-		a.rootEvents = map[string]*turnEvents{}
+	a.chainTop[chain] = t
+	return t
+}
+
+// openTurn is t or its nearest ancestor still open (nil: none). Called with
+// evMu held.
+func openTurn(t *turnEvents) *turnEvents {
+	for t != nil && t.ended {
+		t = t.parent
 	}
-	a.rootEvents[chain] = t
 	return t
 }
 
@@ -381,28 +387,37 @@ func (a *activation) beginTurnEvents(chain string, step bool) *turnEvents {
 // ends, after its writes are queued.
 func (a *activation) finishTurnEvents(t *turnEvents, kept, wrote bool) {
 	a.evMu.Lock()
+	open := openTurn(t.parent)
+	if a.chainTop[t.chain] == t {
+		if open == nil {
+			delete(a.chainTop, t.chain)
+		} else {
+			a.chainTop[t.chain] = open
+		}
+	}
 	var out []rivet.Event
 	switch {
-	case t.root == nil:
-		if a.rootEvents[t.chain] == t {
-			delete(a.rootEvents, t.chain)
-		}
-		if kept {
-			out = t.evs
-		}
 	case !kept:
 		// Its own changes are discarded, and its events with them.
-	case t.root.ended:
-		// The turn it re-entered ended before it did: on its own.
+	case open == nil:
+		// A root turn, or one that outlived the turns it re-entered.
 		out = t.evs
 	case wrote:
-		// Its commit writes the root's changes so far too.
-		out = append(t.root.evs, t.evs...)
-		t.root.evs = nil
+		// Its commit writes the changes of the open turns it re-entered
+		// too: their events so far go with it, outermost first.
+		var chain []*turnEvents
+		for p := open; p != nil; p = openTurn(p.parent) {
+			chain = append(chain, p)
+		}
+		for i := len(chain) - 1; i >= 0; i-- {
+			out = append(out, chain[i].evs...)
+			chain[i].evs = nil
+		}
+		out = append(out, t.evs...)
 	default:
-		// It read the root's changes, not written yet: it goes with them.
-		t.root.evs = append(t.root.evs, t.evs...)
-		t.root.n += len(t.evs)
+		// It read their changes, not written yet: it goes with them.
+		open.evs = append(open.evs, t.evs...)
+		open.n += t.n
 	}
 	t.evs, t.ended = nil, true
 	a.evMu.Unlock()

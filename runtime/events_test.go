@@ -71,6 +71,46 @@ var roomActor = rivet.Actor[roomState]{
 			}
 			return 0, rivet.UserError("nope", "fails after a re-entrant post", nil)
 		}),
+		// postThenPanicPeek changes the state and broadcasts, then has a
+		// re-entrant read panic: the change is its own to keep.
+		"postThenPanicPeek": rivet.Action0(func(c *rivet.ActionCtx[roomState]) (int, error) {
+			c.State.Posts += 10
+			if err := c.Broadcast("message", "ten"); err != nil {
+				return 0, err
+			}
+			if _, err := c.Client().Get("room", c.Key()...).Call(c.Context(), "panicPeek"); !errors.Is(err, rivet.ErrInternal) {
+				return 0, fmt.Errorf("panicPeek: %v, want ErrInternal", err)
+			}
+			return c.State.Posts, nil
+		}),
+		"panicPeek": rivet.Query(func(c *rivet.ActionCtx[roomState]) (int, error) { panic("a bug") }),
+		// deepOuter and deepMiddle nest two re-entrant turns: deepMiddle's
+		// post commits the changes of both; deepMiddle fails if told to,
+		// deepOuter always.
+		"deepOuter": rivet.Action(func(c *rivet.ActionCtx[roomState], middleFails bool) (int, error) {
+			c.State.Posts += 1000
+			if err := c.Broadcast("message", "outer"); err != nil {
+				return 0, err
+			}
+			_, err := c.Client().Get("room", c.Key()...).Call(c.Context(), "deepMiddle", middleFails)
+			if err != nil && !errors.Is(err, rivet.ErrUser) {
+				return 0, err
+			}
+			return 0, rivet.UserError("nope", "the outer turn fails", nil)
+		}),
+		"deepMiddle": rivet.Action(func(c *rivet.ActionCtx[roomState], fail bool) (int, error) {
+			c.State.Posts += 100
+			if err := c.Broadcast("message", "middle"); err != nil {
+				return 0, err
+			}
+			if _, err := c.Client().Get("room", c.Key()...).Call(c.Context(), "post", "inner"); err != nil {
+				return 0, err
+			}
+			if fail {
+				return 0, rivet.UserError("nope", "the middle turn fails", nil)
+			}
+			return c.State.Posts, nil
+		}),
 		// outlive starts a re-entrant slowPeek and returns while it runs.
 		"outlive": rivet.Action0(func(c *rivet.ActionCtx[roomState]) (int, error) {
 			cl := c.Client()
@@ -458,5 +498,52 @@ func TestAReentrantTurnThatOutlivesItsRoot(t *testing.T) {
 	callInt(t, h, "room", "a", "peek", false)
 	if ev := nextEvent(t, sub); string(ev.Data) != "1" {
 		t.Fatalf("a later peek broadcast %s, want 1", ev.Data)
+	}
+}
+
+// A re-entrant read that panics discards nothing of the turn it re-entered.
+func TestAPanickingReentrantReadKeepsTheOuterTurnsChanges(t *testing.T) {
+	e := newEnv(t, counterReg(t, roomActor), nil)
+	h := e.host
+	callInt(t, h, "room", "a", "post", true, "x")
+	sub := subscribe(t, h, roomRef("a"), "message")
+	if n := callInt(t, h, "room", "a", "postThenPanicPeek", false); n != 11 {
+		t.Fatalf("posts %d after postThenPanicPeek, want 11", n)
+	}
+	if n := callInt(t, h, "room", "a", "post", false, "after"); n != 12 {
+		t.Fatalf("posts %d, want 12", n)
+	}
+	for _, want := range []string{"message:ten", "message:after"} {
+		if got := eventText(t, nextEvent(t, sub)); got != want {
+			t.Fatalf("event %s, want %s", got, want)
+		}
+	}
+}
+
+// Two levels of re-entrant turns: the innermost commit writes the changes
+// of both turns it is nested in, which stay (and their events go out)
+// whichever of them then fails.
+func TestNestedReentrantTurnsCommitTogether(t *testing.T) {
+	e := newEnv(t, counterReg(t, roomActor), nil)
+	h := e.host
+	callInt(t, h, "room", "a", "post", true, "x")
+	sub := subscribe(t, h, roomRef("a"), "message")
+	want := 1
+	for _, middleFails := range []bool{false, true} {
+		if _, err := call(t, h, "room", "a", "deepOuter", false, middleFails); !errors.Is(err, rivet.ErrUser) {
+			t.Fatalf("deepOuter(%v): %v", middleFails, err)
+		}
+		want += 1101
+		if n := callInt(t, h, "room", "a", "peek", false); n != want {
+			t.Fatalf("middle fails %v: posts %d in memory, want %d (all committed by the inner post)", middleFails, n, want)
+		}
+		if st := string(inspect(t, h, "room", "a").State); st != fmt.Sprintf(`{"posts":%d}`, want) {
+			t.Fatalf("middle fails %v: stored state %s, want posts %d", middleFails, st, want)
+		}
+		for _, w := range []string{"message:outer", "message:middle", "message:inner"} {
+			if got := eventText(t, nextEvent(t, sub)); got != w {
+				t.Fatalf("middle fails %v: event %s, want %s", middleFails, got, w)
+			}
+		}
 	}
 }

@@ -625,13 +625,28 @@ func (h *Host) Call(ctx context.Context, req CallRequest) (_ json.RawMessage, er
 		result json.RawMessage
 		read   bool // a read-only action ran to the end
 	)
-	_, _, err = h.turn(ctx, TurnAction, req.Ref, sp, req.CreateIfMissing, req.Input, chain, func(a *activation) error {
+	_, _, err = h.turn(ctx, TurnAction, req.Ref, sp, req.CreateIfMissing, req.Input, chain, func(a *activation) (err error) {
 		if !act.ReadOnly && a.gate.reentered() {
 			defer a.markRestorePoint()()
 		}
 		ts, te := a.newTurnSchedule(act.ReadOnly), a.beginTurnEvents(chain, false)
 		kept, wrote := false, false
 		defer func() { a.finishTurnEvents(te, kept, wrote) }()
+		// A panic is recovered here, not only by runTurn: a re-entrant
+		// turn's discard must go back to its restore point, which ends
+		// with this function, and a read-only turn discards nothing (it
+		// may have read the uncommitted changes of the turn it re-entered,
+		// which runTurn's discard, to the last commit, would wipe out).
+		defer func() {
+			if r := recover(); r != nil {
+				h.log.Error("actor panicked", actorField(a), zap.String("action", req.Action), zap.Any("panic", r), zap.ByteString("stack", debug.Stack()))
+				if !act.ReadOnly {
+					a.restoreState()
+				}
+				kept = false
+				err = rivet.Errorf(rivet.ErrInternal, "actor %s panicked", a.describe())
+			}
+		}()
 		env := rivet.Env{Ctx: ctx, Name: a.ref.Name, Key: a.ref.Key, Client: &hostClient{h: h, chain: chain, from: a}, Schedule: ts, Events: te}
 		res, err := act.Invoke(env, a.state, args)
 		if err != nil {
@@ -656,11 +671,11 @@ func (h *Host) Call(ctx context.Context, req CallRequest) (_ json.RawMessage, er
 			read, kept = true, true
 			return nil
 		}
-		v := a.currentVersion()
-		if err := a.saveState(); err != nil {
+		w, err := a.saveState()
+		if err != nil {
 			return err
 		}
-		kept, wrote = true, a.currentVersion() != v
+		kept, wrote = true, w
 		return nil
 	})
 	if err != nil && read && !errors.Is(err, context.Canceled) {
@@ -703,36 +718,44 @@ func (h *Host) actionError(a *activation, action string, err error) error {
 }
 
 // saveState commits the state and the scheduled calls if the turn changed
-// them. Called by the turn holder after a state-changing action.
-func (a *activation) saveState() error {
+// them, and says whether it did (queued their write). Called by the turn
+// holder after a state-changing action.
+func (a *activation) saveState() (wrote bool, _ error) {
 	b, err := json.Marshal(a.state)
 	if err != nil {
 		a.restoreState()
-		return rivet.Errorf(rivet.ErrInternal, "state of %s does not marshal to JSON: %v", a.describe(), err)
+		return false, rivet.Errorf(rivet.ErrInternal, "state of %s does not marshal to JSON: %v", a.describe(), err)
 	}
 	if len(b) > a.h.cfg.MaxStateBytes {
 		a.restoreState()
-		return rivet.Errorf(rivet.ErrTooLarge, "state of %s would be %d bytes, the limit is %d; the change was discarded", a.describe(), len(b), a.h.cfg.MaxStateBytes)
+		return false, rivet.Errorf(rivet.ErrTooLarge, "state of %s would be %d bytes, the limit is %d; the change was discarded", a.describe(), len(b), a.h.cfg.MaxStateBytes)
 	}
 	ops := a.schedOps()
 	if string(b) != string(a.stateBytes) {
 		ops = append(ops, storage.Put(a.key(storage.StateSuffix), b))
 	}
 	if len(ops) == 0 {
-		return nil
+		return false, nil
 	}
 	if _, err := a.enqueue(ops...); err != nil {
-		return err
+		return false, err
 	}
 	a.stateBytes = b
 	a.schedSavedNow()
-	return nil
+	// What is written is what the re-entrant turns still open go back
+	// to if they fail: they cannot undo a commit (the outermost turn
+	// goes back to stateBytes).
+	for rp := a.restorePoint; rp != nil; rp = rp.prev {
+		rp.state, rp.sched = b, a.schedSaved
+	}
+	return true, nil
 }
 
 // turnStart is the actor's memory as a re-entrant turn found it.
 type turnStart struct {
 	state []byte
 	sched []pendingCall
+	prev  *turnStart // the restore point of the turn it re-entered
 }
 
 // markRestorePoint makes the memory as it is now what a discard of this
@@ -745,7 +768,7 @@ func (a *activation) markRestorePoint() func() {
 	if err != nil {
 		return func() {} // discarded as before: to the last commit
 	}
-	a.restorePoint = &turnStart{state: b, sched: a.sched}
+	a.restorePoint = &turnStart{state: b, sched: a.sched, prev: prev}
 	return func() { a.restorePoint = prev }
 }
 

@@ -570,8 +570,8 @@ func (h *Host) fireOne(ref Ref, sp *rivet.Spec) (more bool, err error) {
 			outcome = 1
 			return nil
 		}
-		v := a.currentVersion()
-		if err := a.saveState(); err != nil {
+		w, err := a.saveState()
+		if err != nil {
 			if errors.Is(err, rivet.ErrTooLarge) || errors.Is(err, rivet.ErrInternal) {
 				// The change was discarded (the state over its limit,
 				// or not JSON): the action's failure, not storage's.
@@ -580,7 +580,7 @@ func (h *Host) fireOne(ref Ref, sp *rivet.Spec) (more bool, err error) {
 			}
 			return err
 		}
-		kept, wrote = true, a.currentVersion() != v
+		kept, wrote = true, w
 		outcome = 1
 		return nil
 	})
