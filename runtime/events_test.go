@@ -446,10 +446,7 @@ func TestWhetherAnyoneListensChangesNoOutcome(t *testing.T) {
 // changes, not yet written: what it broadcasts goes, or is dropped, with
 // that turn.
 func TestAReentrantReadPublishesWithTheTurnItReadFrom(t *testing.T) {
-	e := newEnv(t, counterReg(t, roomActor), nil)
-	h := e.host
-	callInt(t, h, "room", "a", "post", true, "x")
-	sub := subscribe(t, h, roomRef("a"), "count")
+	_, h, sub := newRoom(t, "count")
 	if _, err := call(t, h, "room", "a", "peekThenFail", false); !errors.Is(err, rivet.ErrUser) {
 		t.Fatalf("peekThenFail: %v", err)
 	}
@@ -463,30 +460,20 @@ func TestAReentrantReadPublishesWithTheTurnItReadFrom(t *testing.T) {
 // re-entered so far, with its own: that turn's events so far go with them,
 // even if it then fails.
 func TestAReentrantWriteTakesTheEventsOfWhatItCommits(t *testing.T) {
-	e := newEnv(t, counterReg(t, roomActor), nil)
-	h := e.host
-	callInt(t, h, "room", "a", "post", true, "x")
-	sub := subscribe(t, h, roomRef("a"), "message")
+	_, h, sub := newRoom(t, "message")
 	if _, err := call(t, h, "room", "a", "postNestedThenFail", false); !errors.Is(err, rivet.ErrUser) {
 		t.Fatalf("postNestedThenFail: %v", err)
 	}
 	if n := callInt(t, h, "room", "a", "post", false, "after"); n != 103 {
 		t.Fatalf("posts %d, want 103: the outer change was committed by the re-entrant post", n)
 	}
-	for _, want := range []string{"message:outer+100", "message:inner", "message:after"} {
-		if got := eventText(t, nextEvent(t, sub)); got != want {
-			t.Fatalf("event %s, want %s", got, want)
-		}
-	}
+	wantEvents(t, sub, "message:outer+100", "message:inner", "message:after")
 }
 
 // A re-entrant turn that ends after the turn it re-entered publishes on its
 // own, and later turns are not taken for its nested ones.
 func TestAReentrantTurnThatOutlivesItsRoot(t *testing.T) {
-	e := newEnv(t, counterReg(t, roomActor), nil)
-	h := e.host
-	callInt(t, h, "room", "a", "post", true, "x")
-	sub := subscribe(t, h, roomRef("a"), "count")
+	_, h, sub := newRoom(t, "count")
 	callInt(t, h, "room", "a", "outlive", false)
 	slowRelease <- struct{}{}
 	if err := <-slowDone; err != nil {
@@ -503,31 +490,21 @@ func TestAReentrantTurnThatOutlivesItsRoot(t *testing.T) {
 
 // A re-entrant read that panics discards nothing of the turn it re-entered.
 func TestAPanickingReentrantReadKeepsTheOuterTurnsChanges(t *testing.T) {
-	e := newEnv(t, counterReg(t, roomActor), nil)
-	h := e.host
-	callInt(t, h, "room", "a", "post", true, "x")
-	sub := subscribe(t, h, roomRef("a"), "message")
+	_, h, sub := newRoom(t, "message")
 	if n := callInt(t, h, "room", "a", "postThenPanicPeek", false); n != 11 {
 		t.Fatalf("posts %d after postThenPanicPeek, want 11", n)
 	}
 	if n := callInt(t, h, "room", "a", "post", false, "after"); n != 12 {
 		t.Fatalf("posts %d, want 12", n)
 	}
-	for _, want := range []string{"message:ten", "message:after"} {
-		if got := eventText(t, nextEvent(t, sub)); got != want {
-			t.Fatalf("event %s, want %s", got, want)
-		}
-	}
+	wantEvents(t, sub, "message:ten", "message:after")
 }
 
 // Two levels of re-entrant turns: the innermost commit writes the changes
 // of both turns it is nested in, which stay (and their events go out)
 // whichever of them then fails.
 func TestNestedReentrantTurnsCommitTogether(t *testing.T) {
-	e := newEnv(t, counterReg(t, roomActor), nil)
-	h := e.host
-	callInt(t, h, "room", "a", "post", true, "x")
-	sub := subscribe(t, h, roomRef("a"), "message")
+	_, h, sub := newRoom(t, "message")
 	want := 1
 	for _, middleFails := range []bool{false, true} {
 		if _, err := call(t, h, "room", "a", "deepOuter", false, middleFails); !errors.Is(err, rivet.ErrUser) {
@@ -544,6 +521,25 @@ func TestNestedReentrantTurnsCommitTogether(t *testing.T) {
 			if got := eventText(t, nextEvent(t, sub)); got != w {
 				t.Fatalf("middle fails %v: event %s, want %s", middleFails, got, w)
 			}
+		}
+	}
+}
+
+// newRoom starts a host with room "a" posted to once, and subscribes to the
+// room's events named.
+func newRoom(t *testing.T, names ...string) (*env, *runtime.Host, *eventReader) {
+	t.Helper()
+	e := newEnv(t, counterReg(t, roomActor), nil)
+	callInt(t, e.host, "room", "a", "post", true, "x")
+	return e, e.host, subscribe(t, e.host, roomRef("a"), names...)
+}
+
+// wantEvents checks the subscription's next events, as eventText gives them.
+func wantEvents(t *testing.T, sub *eventReader, want ...string) {
+	t.Helper()
+	for _, w := range want {
+		if got := eventText(t, nextEvent(t, sub)); got != w {
+			t.Fatalf("event %s, want %s", got, w)
 		}
 	}
 }
