@@ -13,7 +13,7 @@ import (
 
 // Event subscriptions (rivet.Broadcaster): an actor's events go to the
 // subscribers its owner node holds, once the writes of the turn that
-// broadcast them are durable, in the order of the turns. Nothing is stored:
+// broadcast them are durable, in the order the turns end. Nothing is stored:
 // a subscription lives on the node that owned the actor's partition when it
 // was made, and ends (UNAVAILABLE) when the partition leaves the node; the
 // subscriber subscribes again, wherever the actor is then, and may have
