@@ -273,10 +273,7 @@ func TestEventsReachSubscribersInTurnOrder(t *testing.T) {
 }
 
 func TestAFailedTurnPublishesNothing(t *testing.T) {
-	e := newEnv(t, counterReg(t, roomActor), nil)
-	h := e.host
-	callInt(t, h, "room", "a", "post", true, "first")
-	sub := subscribe(t, h, roomRef("a"), "message")
+	_, h, sub := newRoom(t, "message")
 	if _, err := call(t, h, "room", "a", "postFail", false, "never"); !errors.Is(err, rivet.ErrUser) {
 		t.Fatalf("postFail: %v", err)
 	}
@@ -286,16 +283,11 @@ func TestAFailedTurnPublishesNothing(t *testing.T) {
 		}
 	}
 	callInt(t, h, "room", "a", "post", false, "second")
-	if got := eventText(t, nextEvent(t, sub)); got != "message:second" {
-		t.Fatalf("first event after a failed turn: %s, want message:second", got)
-	}
+	wantEvents(t, sub, "message:second")
 }
 
 func TestEventsWaitForTheirTurnsCommit(t *testing.T) {
-	e := newEnv(t, counterReg(t, roomActor), nil)
-	h := e.host
-	callInt(t, h, "room", "a", "post", true, "first")
-	sub := subscribe(t, h, roomRef("a"), "message")
+	e, h, sub := newRoom(t, "message")
 	e.store.holdGate, e.store.holdEntered = make(chan struct{}), make(chan struct{})
 	e.store.holdCommitSub.Store("room")
 	done := make(chan error, 1)
@@ -308,9 +300,7 @@ func TestEventsWaitForTheirTurnsCommit(t *testing.T) {
 		t.Fatalf("%d events published before their turn's commit", n)
 	}
 	close(e.store.holdGate)
-	if got := eventText(t, nextEvent(t, sub)); got != "message:held" {
-		t.Fatalf("event %s", got)
-	}
+	wantEvents(t, sub, "message:held")
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
@@ -321,18 +311,13 @@ func TestEventsWaitForTheirTurnsCommit(t *testing.T) {
 		t.Fatal("a post whose commit failed succeeded")
 	}
 	callInt(t, h, "room", "a", "post", false, "after")
-	if got := eventText(t, nextEvent(t, sub)); got != "message:after" {
-		t.Fatalf("event after a failed commit: %s, want message:after", got)
-	}
+	wantEvents(t, sub, "message:after")
 }
 
 // A step's events go with its commit: a failed attempt's too, since its
 // changes to the state are committed (roll-forward).
 func TestStepEventsGoWithTheirCommits(t *testing.T) {
-	e := newEnv(t, counterReg(t, roomActor), nil)
-	h := e.host
-	callInt(t, h, "room", "a", "post", true, "first")
-	sub := subscribe(t, h, roomRef("a"), "step")
+	_, h, sub := newRoom(t, "step")
 	for _, text := range []string{"flaky", "steady"} {
 		body, _ := json.Marshal(text)
 		if _, err := h.Send(ctx(t), runtime.SendRequest{Ref: roomRef("a"), Queue: "announce", Body: body}); err != nil {
