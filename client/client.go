@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"time"
@@ -15,6 +16,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/resolver/manual"
 	"google.golang.org/grpc/status"
 
 	"github.com/rivet-go/rivet/caller"
@@ -124,6 +127,12 @@ func WithRetry(initial, budget time.Duration) Option {
 // New returns a client of the node at addr (host:port). An empty addr means
 // $RIVET_ENDPOINT, or DefaultEndpoint if that is unset. New does not
 // connect: the first call does, so a node that starts later is fine.
+//
+// addr may list several nodes of one cluster, comma-separated
+// ("n1:6420,n2:6420"), as etcd's clients take their endpoints: the client
+// talks to the first it can reach and moves to another when that one goes
+// (a call in flight then fails as it would with one address; the client's
+// retries and a subscription's resubscribing go to the next).
 func New(addr string, opts ...Option) (*Client, error) {
 	if addr == "" {
 		addr = os.Getenv(EndpointEnv)
@@ -148,7 +157,14 @@ func New(addr string, opts ...Option) (*Client, error) {
 		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(maxMsgBytes), grpc.MaxCallRecvMsgSize(maxMsgBytes)),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 	), o.dial...)
-	conn, err := grpc.NewClient(addr, dial...)
+	target := addr
+	if strings.Contains(addr, ",") {
+		var err error
+		if target, dial, err = severalNodes(addr, dial); err != nil {
+			return nil, fmt.Errorf("rivet client: %w", err)
+		}
+	}
+	conn, err := grpc.NewClient(target, dial...)
 	if err != nil {
 		return nil, fmt.Errorf("rivet client: %s: %w", addr, err)
 	}
@@ -163,6 +179,32 @@ func New(addr string, opts ...Option) (*Client, error) {
 		c.actors = rivetv1.NewActorServiceClient(c.router)
 	}
 	return c, nil
+}
+
+// severalNodes returns the target and dial options of a connection to any
+// of the comma-separated node addresses in list: a resolver of this client's
+// own that lists them all, and gRPC's pick_first, which uses the first that
+// answers and moves on when it goes. Each address keeps its host name for
+// TLS, as if it were dialed alone.
+func severalNodes(list string, dial []grpc.DialOption) (string, []grpc.DialOption, error) {
+	var addrs []resolver.Address
+	for _, a := range strings.Split(list, ",") {
+		a = strings.TrimSpace(a)
+		if a == "" {
+			continue
+		}
+		host, _, err := net.SplitHostPort(a)
+		if err != nil {
+			return "", nil, fmt.Errorf("node address %q: %w", a, err)
+		}
+		addrs = append(addrs, resolver.Address{Addr: a, ServerName: host})
+	}
+	if len(addrs) == 0 {
+		return "", nil, fmt.Errorf("no node address in %q", list)
+	}
+	r := manual.NewBuilderWithScheme("rivet-nodes")
+	r.InitialState(resolver.State{Addresses: addrs})
+	return r.Scheme() + ":///" + addrs[0].Addr, append(dial, grpc.WithResolvers(r)), nil
 }
 
 // credentials returns the dial options of the client's TLS and token.

@@ -62,8 +62,9 @@ type Subscription struct {
 //
 // Events are not stored: the subscription hears what is broadcast while it
 // is in place. When its stream breaks (the actor moved, its node stopped,
-// the subscriber fell behind) it subscribes again, through the node the
-// client was made with, for at least 30 s (the client's retry budget if
+// the subscriber fell behind) it subscribes again, through the client's
+// node (another of them, if New was given several and that one went), for
+// at least 30 s (the client's retry budget if
 // longer; none with WithRetry(_, 0)), and Next returns a Gap event there.
 func (h *ActorHandle) Subscribe(ctx context.Context, events ...string) (*Subscription, error) {
 	return h.SubscribeWith(ctx, SubscribeOptions{Events: events})

@@ -230,3 +230,64 @@ func TestAStuckSubscriberDoesNotHoldUpAStop(t *testing.T) {
 		t.Fatalf("the stop took %v with a stuck subscriber (deadline %v)", took, deadline)
 	}
 }
+
+// A client given several nodes moves to another when its node stops: its
+// subscription is made again through it, and its calls go there.
+func TestAClientOfSeveralNodesOutlivesOne(t *testing.T) {
+	reg, err := examples.Registry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	endpoints := etcdtest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const parts = 16
+	na := startNode(t, ctx, clusterConfig(t, "a", endpoints, "/several/", parts, nil), reg)
+	nb := startNode(t, ctx, clusterConfig(t, "b", endpoints, "/several/", parts, []string{na.GossipAddr()}), reg)
+	waitUntil(t, "both nodes own partitions", time.Minute, func() bool {
+		oa, ob := na.Ownership().Owned(), nb.Ownership().Owned()
+		return oa > 0 && ob > 0 && oa+ob == parts
+	})
+	var key string
+	for i := 0; key == ""; i++ {
+		if k := fmt.Sprintf("sev-%d", i); na.Host().Owns(placement.Partition("counter", storage.EncodeKey([]string{k}), parts)) {
+			key = k
+		}
+	}
+	// b first: the client talks to b, which relays a's stream.
+	c, err := client.New(nb.GRPCAddr() + ", " + na.GRPCAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	h := c.Actor("counter", key)
+	sub, err := h.Subscribe(ctx, "newCount")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	if n, err := rivet.Call[int](ctx, h, "increment", 1); err != nil || n != 1 {
+		t.Fatalf("increment: %d, %v", n, err)
+	}
+	if got := nextCount(t, sub); got != 1 {
+		t.Fatalf("event %d, want 1", got)
+	}
+	stopCtx, stopCancel := context.WithTimeout(ctx, 30*time.Second)
+	defer stopCancel()
+	if err := nb.Stop(stopCtx); err != nil {
+		t.Fatal(err)
+	}
+	if got := nextCount(t, sub); got != -1 {
+		t.Fatalf("after b stopped: event %d, want a gap", got)
+	}
+	n, err := rivet.Call[int](ctx, h, "increment", 1)
+	if err != nil || n != 2 {
+		t.Fatalf("increment after b stopped: %d, %v", n, err)
+	}
+	if got := nextCount(t, sub); got != 2 {
+		t.Fatalf("event %d after b stopped, want 2", got)
+	}
+	if _, err := client.New(" , "); err == nil {
+		t.Fatal("a list of no address was accepted")
+	}
+}

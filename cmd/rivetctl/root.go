@@ -114,7 +114,7 @@ JSON arguments are taken literally: quote strings ('"text"').`,
 		addr = client.DefaultEndpoint
 	}
 	f := root.PersistentFlags()
-	f.StringVar(&a.addr, "addr", addr, "node address host:port (env "+client.EndpointEnv+")")
+	f.StringVar(&a.addr, "addr", addr, "node address host:port, or several nodes of one cluster, comma-separated (env "+client.EndpointEnv+")")
 	f.StringVarP(&a.output, "output", "o", "text", "output format: text or json")
 	f.DurationVar(&a.timeout, "timeout", 10*time.Second, "deadline of the whole command")
 	f.BoolVar(&a.tls, "tls", false, "dial with TLS, verifying the node against the system's roots (implied by --tls-ca and --tls-cert)")
