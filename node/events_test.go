@@ -48,30 +48,10 @@ func nextCount(t *testing.T, sub *client.Subscription) int {
 // actor to that node by draining its owner, and stops the relaying node
 // under an open stream.
 func TestEventsFollowTheActorAcrossNodes(t *testing.T) {
-	reg, err := examples.Registry()
-	if err != nil {
-		t.Fatal(err)
-	}
-	endpoints := etcdtest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	const parts = 16
-	start := func(id string, join []string) *node.Node {
-		return startNode(t, ctx, clusterConfig(t, id, endpoints, "/events/", parts, join), reg)
-	}
-	na := start("a", nil)
-	nb := start("b", []string{na.GossipAddr()})
-	waitUntil(t, "both nodes own partitions", time.Minute, func() bool {
-		oa, ob := na.Ownership().Owned(), nb.Ownership().Owned()
-		return oa > 0 && ob > 0 && oa+ob == parts
-	})
-	var key string
-	for i := 0; key == ""; i++ {
-		k := fmt.Sprintf("ev-%d", i)
-		if na.Host().Owns(placement.Partition("counter", storage.EncodeKey([]string{k}), parts)) {
-			key = k
-		}
-	}
+	na, nb := twoNodes(t, ctx)
+	key := counterOn(na, "ev")
 	cb, err := client.New(nb.GRPCAddr())
 	if err != nil {
 		t.Fatal(err)
@@ -128,13 +108,7 @@ func TestEventsFollowTheActorAcrossNodes(t *testing.T) {
 
 	// A stream that node a relays from b's actor does not hold up a's
 	// stop: it ends UNAVAILABLE, for its subscriber to subscribe again.
-	var bKey string
-	for i := 0; bKey == ""; i++ {
-		k := fmt.Sprintf("evb-%d", i)
-		if nb.Host().Owns(placement.Partition("counter", storage.EncodeKey([]string{k}), parts)) {
-			bKey = k
-		}
-	}
+	bKey := counterOn(nb, "evb")
 	if _, err := cb.Actor("counter", bKey).Call(ctx, "increment", 1); err != nil {
 		t.Fatal(err)
 	}
@@ -234,26 +208,10 @@ func TestAStuckSubscriberDoesNotHoldUpAStop(t *testing.T) {
 // A client given several nodes moves to another when its node stops: its
 // subscription is made again through it, and its calls go there.
 func TestAClientOfSeveralNodesOutlivesOne(t *testing.T) {
-	reg, err := examples.Registry()
-	if err != nil {
-		t.Fatal(err)
-	}
-	endpoints := etcdtest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	const parts = 16
-	na := startNode(t, ctx, clusterConfig(t, "a", endpoints, "/several/", parts, nil), reg)
-	nb := startNode(t, ctx, clusterConfig(t, "b", endpoints, "/several/", parts, []string{na.GossipAddr()}), reg)
-	waitUntil(t, "both nodes own partitions", time.Minute, func() bool {
-		oa, ob := na.Ownership().Owned(), nb.Ownership().Owned()
-		return oa > 0 && ob > 0 && oa+ob == parts
-	})
-	var key string
-	for i := 0; key == ""; i++ {
-		if k := fmt.Sprintf("sev-%d", i); na.Host().Owns(placement.Partition("counter", storage.EncodeKey([]string{k}), parts)) {
-			key = k
-		}
-	}
+	na, nb := twoNodes(t, ctx)
+	key := counterOn(na, "sev")
 	// b first: the client talks to b, which relays a's stream.
 	c, err := client.New(nb.GRPCAddr() + ", " + na.GRPCAddr())
 	if err != nil {
@@ -289,5 +247,35 @@ func TestAClientOfSeveralNodesOutlivesOne(t *testing.T) {
 	}
 	if _, err := client.New(" , "); err == nil {
 		t.Fatal("a list of no address was accepted")
+	}
+}
+
+// eventParts is the partition count of the two-node clusters here.
+const eventParts = 16
+
+// twoNodes starts nodes a and b of one cluster with the examples, on an
+// etcd of their own, and waits until they share its partitions.
+func twoNodes(t *testing.T, ctx context.Context) (na, nb *node.Node) {
+	t.Helper()
+	reg, err := examples.Registry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	endpoints := etcdtest.Start(t)
+	na = startNode(t, ctx, clusterConfig(t, "a", endpoints, "/events/", eventParts, nil), reg)
+	nb = startNode(t, ctx, clusterConfig(t, "b", endpoints, "/events/", eventParts, []string{na.GossipAddr()}), reg)
+	waitUntil(t, "both nodes own partitions", time.Minute, func() bool {
+		oa, ob := na.Ownership().Owned(), nb.Ownership().Owned()
+		return oa > 0 && ob > 0 && oa+ob == eventParts
+	})
+	return na, nb
+}
+
+// counterOn returns a counter key, prefix-N, whose partition n owns.
+func counterOn(n *node.Node, prefix string) string {
+	for i := 0; ; i++ {
+		if k := fmt.Sprintf("%s-%d", prefix, i); n.Host().Owns(placement.Partition("counter", storage.EncodeKey([]string{k}), eventParts)) {
+			return k
+		}
 	}
 }
