@@ -461,7 +461,7 @@ func (n *Node) awaitGraceful(ctx context.Context, graceful, hostStopped <-chan s
 				stuckSince = now
 				continue
 			}
-			if now.Sub(stuckSince) >= stuckStreamGrace && n.onlyStreamsLeft() {
+			if now.Sub(stuckSince) >= stuckStreamGrace {
 				n.log.Warn("event subscribers that stopped reading hold up the stop: closing their connections", zap.Int64("streams", n.srv.Streams()))
 				n.grpcServer.Stop()
 				<-graceful

@@ -106,14 +106,6 @@ type eventHub struct {
 
 func newEventHub() *eventHub { return &eventHub{subs: map[string]map[*Subscription]struct{}{}} }
 
-// has says whether anyone is subscribed to the actor: a turn broadcasting
-// to no one does not even marshal its events.
-func (e *eventHub) has(id string) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return len(e.subs[id]) > 0
-}
-
 // count is the subscriptions of one actor.
 func (e *eventHub) count(id string) int {
 	e.mu.Lock()
@@ -341,10 +333,7 @@ func (h *Host) endSubscriptions(match func(*Subscription) bool, why string) {
 // state-changing one commits their changes so far with its own, so their
 // events so far go with its commit, outermost first.
 type turnEvents struct {
-	h      *Host
 	a      *activation
-	sp     *rivet.Spec
-	id     string
 	chain  string
 	step   bool        // a step's attempt
 	parent *turnEvents // the chain's turn in the actor it re-entered (nil: none)
@@ -360,7 +349,7 @@ type turnEvents struct {
 // beginTurnEvents starts collecting the events of a turn on chain. Called
 // by the turn holder as the turn begins; finishTurnEvents must follow.
 func (a *activation) beginTurnEvents(chain string, step bool) *turnEvents {
-	t := &turnEvents{h: a.h, a: a, sp: a.spec, id: a.id, chain: chain, step: step}
+	t := &turnEvents{a: a, chain: chain, step: step}
 	a.evMu.Lock()
 	defer a.evMu.Unlock()
 	t.parent = openTurn(a.chainTop[chain])
@@ -426,9 +415,10 @@ func (a *activation) finishTurnEvents(t *turnEvents, kept, wrote bool) {
 
 // Broadcast implements rivet.Broadcaster.
 func (t *turnEvents) Broadcast(name string, data any) error {
-	ev, ok := t.sp.Events[name]
+	sp := t.a.spec
+	ev, ok := sp.Events[name]
 	if !ok {
-		return t.bug(rivet.Errorf(rivet.ErrInternal, "actor %s broadcast event %q, which it does not declare in its Events (it has %s)", t.sp.Name, name, knownNames(t.sp.Events)))
+		return t.bug(rivet.Errorf(rivet.ErrInternal, "actor %s broadcast event %q, which it does not declare in its Events (it has %s)", sp.Name, name, knownNames(sp.Events)))
 	}
 	if err := ev.Check(data); err != nil {
 		return t.bug(err)
@@ -437,21 +427,23 @@ func (t *turnEvents) Broadcast(name string, data any) error {
 	// or fail by whether someone watches it.
 	b, err := json.Marshal(data)
 	if err != nil {
-		return t.bug(rivet.Errorf(rivet.ErrInternal, "event %q of actor %s does not marshal to JSON: %v", name, t.sp.Name, err))
+		return t.bug(rivet.Errorf(rivet.ErrInternal, "event %q of actor %s does not marshal to JSON: %v", name, sp.Name, err))
 	}
-	if len(b) > t.h.cfg.MaxResultBytes {
-		return t.bug(rivet.Errorf(rivet.ErrTooLarge, "event %q of actor %s is %d bytes, the limit is %d", name, t.sp.Name, len(b), t.h.cfg.MaxResultBytes))
+	if limit := t.a.h.cfg.MaxResultBytes; len(b) > limit {
+		return t.bug(rivet.Errorf(rivet.ErrTooLarge, "event %q of actor %s is %d bytes, the limit is %d", name, sp.Name, len(b), limit))
 	}
 	t.a.evMu.Lock()
 	defer t.a.evMu.Unlock()
 	if t.ended {
-		return rivet.Errorf(rivet.ErrInternal, "actor %s broadcast event %q after its turn ended (an ActionCtx or StepCtx kept past its turn)", t.sp.Name, name)
+		return rivet.Errorf(rivet.ErrInternal, "actor %s broadcast event %q after its turn ended (an ActionCtx or StepCtx kept past its turn)", sp.Name, name)
 	}
 	if t.n >= rivet.MaxEventsPerTurn {
-		return t.bug(rivet.Errorf(rivet.ErrTooLarge, "actor %s broadcast more than %d events in one turn", t.sp.Name, rivet.MaxEventsPerTurn))
+		return t.bug(rivet.Errorf(rivet.ErrTooLarge, "actor %s broadcast more than %d events in one turn", sp.Name, rivet.MaxEventsPerTurn))
 	}
 	t.n++
-	if t.h.events.has(t.id) {
+	// Kept only if someone listens now: one subscribing later hears
+	// what is broadcast after it subscribed.
+	if t.a.h.events.count(t.a.id) > 0 {
 		t.evs = append(t.evs, rivet.Event{Name: name, Data: b})
 	}
 	return nil
