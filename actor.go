@@ -47,6 +47,48 @@ type Actor[S any] struct {
 	// move it replays from the history and continues where it stopped.
 	// See package workflow for the rules workflow code must follow.
 	Run func(ctx *workflow.Ctx[S]) error
+
+	// CreateVars makes the actor's vars each time it comes into memory,
+	// before OnWake: what it needs while awake and must not store, such
+	// as a connection, a cache or a channel (Rivet's createVars, the
+	// fields of an Orleans grain). Actions, hooks and workflow steps read
+	// them with Vars. They are never stored: the next activation, on this
+	// node or another, makes its own. If the value is an io.Closer, it is
+	// closed once the activation has left memory for whatever reason (an
+	// orderly sleep after OnSleep, an eviction, a lost partition, a
+	// destroy), when no turn runs. An error fails the activation as
+	// OnWake's does.
+	CreateVars func(c *ActionCtx[S]) (any, error)
+	// OnWake runs each time the actor comes into memory on a node: when it
+	// is created, and when it is loaded again after a sleep, a restart, a
+	// crash or a move. It runs as a turn of its own before any action,
+	// scheduled call or workflow code of that activation, so it sees the
+	// state as stored and may change it, schedule calls and broadcast, all
+	// committed as an action's are. Because its changes commit together,
+	// a one-time setup with effects is made exactly once by checking and
+	// setting a field of the state in it. An error (or a panic) fails the
+	// activation: the request that woke the actor gets it (ErrInternal
+	// unless it is a rivet error) and the next request tries again.
+	OnWake func(c *ActionCtx[S]) error
+	// OnSleep runs when the node takes the actor out of memory in an
+	// orderly way: idle for its IdleTimeout, shed past the node's bound on
+	// actors in memory, its partition handed to another node (a join, a
+	// drain), or the node stopping. It runs after the workflow has
+	// stopped, as a turn whose state changes, schedules and events commit
+	// before the actor leaves memory; it gets at most SleepTimeout. It
+	// cannot run after a crash, a kill or a lost partition claim (nothing
+	// may be written then): work that must happen belongs in actions,
+	// steps and scheduled calls. An error is logged and the actor sleeps
+	// all the same. While its node stops, calls it makes to actors of that
+	// node fail (UNAVAILABLE).
+	OnSleep func(c *ActionCtx[S]) error
+	// OnDestroy runs once when the actor is destroyed, after its workflow
+	// has stopped and before its records are deleted: to tell other
+	// actors or release what it holds outside. What it changes in the
+	// state is deleted with the rest. An error is logged and the actor is
+	// destroyed all the same.
+	OnDestroy func(c *ActionCtx[S]) error
+
 	// Options tune the runtime for this actor type.
 	Options Options
 }
@@ -58,6 +100,8 @@ type Options struct {
 	// before it is deactivated (its state is already durable). 0: the
 	// node's default (30 s).
 	IdleTimeout time.Duration
+	// SleepTimeout bounds OnSleep (its context ends then). 0: 10 s.
+	SleepTimeout time.Duration
 }
 
 // Actions maps action names to handlers made with Action, Query and their
@@ -91,6 +135,7 @@ type ActionCtx[S any] struct {
 	schedule Scheduler
 	events   Broadcaster
 	fired    *ScheduledCall
+	vars     any
 }
 
 // Context is the turn's context: cancelled when the caller gives up or the
@@ -118,6 +163,11 @@ func (c *ActionCtx[S]) Broadcast(name string, data any) error {
 	}
 	return c.events.Broadcast(name, data)
 }
+
+// Vars returns the actor's vars, as CreateVars made them for this
+// activation (nil without CreateVars). Assert their type:
+// c.Vars().(*myVars).
+func (c *ActionCtx[S]) Vars() any { return c.vars }
 
 // Fired returns the scheduled call this turn runs, if a Scheduler's timer,
 // not a caller, started it (Rivet passes the same as a ScheduledFireInfo).
@@ -314,6 +364,15 @@ type Spec struct {
 	Actions    map[string]ActionSpec
 	Queues     map[string]QueueSpec
 	Events     map[string]EventSpec
+	// SleepTimeout bounds Sleep (0: the runtime's default).
+	SleepTimeout time.Duration
+	// CreateVars, Wake, Sleep and Destroy are the actor's hooks
+	// (Actor.CreateVars, OnWake, OnSleep, OnDestroy) on its state (a *S),
+	// nil if it has none.
+	CreateVars func(env Env, state any) (any, error)
+	Wake       func(env Env, state any) error
+	Sleep      func(env Env, state any) error
+	Destroy    func(env Env, state any) error
 	// Run runs the actor's workflow once against its history (nil if the
 	// actor has none); see workflow.Run.
 	Run func(ctx context.Context, host workflow.Host, history []workflow.Entry) workflow.Outcome
@@ -351,6 +410,20 @@ type Env struct {
 	Events   Broadcaster
 	// Fired is the scheduled call the turn runs (nil for a caller's).
 	Fired *ScheduledCall
+	// Vars is the activation's vars (Actor.CreateVars).
+	Vars any
+}
+
+func newActionCtx[S any](env Env, state any) *ActionCtx[S] {
+	return &ActionCtx[S]{State: state.(*S), ctx: env.Ctx, name: env.Name, key: env.Key, client: env.Client, schedule: env.Schedule, events: env.Events, fired: env.Fired, vars: env.Vars}
+}
+
+// hook erases the type of a lifecycle hook (nil stays nil).
+func hook[S any](fn func(c *ActionCtx[S]) error) func(env Env, state any) error {
+	if fn == nil {
+		return nil
+	}
+	return func(env Env, state any) error { return fn(newActionCtx[S](env, state)) }
 }
 
 // Definition is anything a Registry can host: an Actor[S] of any S.
@@ -369,11 +442,12 @@ func (a Actor[S]) Spec() (*Spec, error) {
 		return nil, fmt.Errorf("actor %s: initial state does not marshal to JSON: %w", a.Name, err)
 	}
 	sp := &Spec{
-		Name:        a.Name,
-		IdleTimeout: a.Options.IdleTimeout,
-		Actions:     map[string]ActionSpec{},
-		Queues:      map[string]QueueSpec{},
-		Events:      map[string]EventSpec{},
+		Name:         a.Name,
+		IdleTimeout:  a.Options.IdleTimeout,
+		SleepTimeout: a.Options.SleepTimeout,
+		Actions:      map[string]ActionSpec{},
+		Queues:       map[string]QueueSpec{},
+		Events:       map[string]EventSpec{},
 	}
 	create := a.CreateState
 	sp.NewState = func(input json.RawMessage) (any, error) {
@@ -428,10 +502,13 @@ func (a Actor[S]) Spec() (*Spec, error) {
 		}
 		h := h
 		sp.Actions[name] = ActionSpec{ReadOnly: h.readOnly, Arity: h.arity, Check: h.check, Invoke: func(env Env, state any, args []json.RawMessage) (any, error) {
-			c := &ActionCtx[S]{State: state.(*S), ctx: env.Ctx, name: env.Name, key: env.Key, client: env.Client, schedule: env.Schedule, events: env.Events, fired: env.Fired}
-			return h.invoke(c, args)
+			return h.invoke(newActionCtx[S](env, state), args)
 		}}
 	}
+	if fn := a.CreateVars; fn != nil {
+		sp.CreateVars = func(env Env, state any) (any, error) { return fn(newActionCtx[S](env, state)) }
+	}
+	sp.Wake, sp.Sleep, sp.Destroy = hook(a.OnWake), hook(a.OnSleep), hook(a.OnDestroy)
 	for name, ev := range a.Events {
 		if err := ValidateName("event name", name); err != nil {
 			return nil, fmt.Errorf("actor %s: %w", a.Name, err)

@@ -70,6 +70,11 @@ type activation struct {
 	meta       actorMeta
 	nextSeq    uint64
 	depth      map[string]uint64
+	// vars is the activation's vars (rivet.Actor.CreateVars), made by
+	// its first turn (wake); closable says they are an io.Closer not yet
+	// closed (closeVars).
+	vars     any
+	closable atomic.Bool
 	// history is the workflow history read by load, handed to the first
 	// run and then dropped.
 	history []workflow.Entry

@@ -71,6 +71,7 @@ type Host struct {
 	flushes   sync.WaitGroup // flush goroutines
 	workflows sync.WaitGroup // workflow runners
 	loops     sync.WaitGroup // reap, wakeLoop, warnUnregistered, checkSubscriptions
+	hookRuns  sync.WaitGroup // closeVarsLater
 	stopCh    chan struct{}
 	// overLimit wakes the reaper when a load takes the node past
 	// MaxActiveActors.
@@ -184,6 +185,8 @@ func (h *Host) Stop(ctx context.Context) error {
 	}
 	select {
 	case <-drained:
+		// Nothing runs the actors now: their OnSleep hooks can.
+		h.sleepAll(ctx)
 	case <-ctx.Done():
 		err = ctx.Err()
 	}
@@ -198,6 +201,7 @@ func (h *Host) Stop(ctx context.Context) error {
 	}
 	h.cancelBase()
 	h.loops.Wait()
+	h.hookRuns.Wait()
 	return err
 }
 
@@ -342,9 +346,21 @@ func (h *Host) activateFor(ctx context.Context, ref Ref, sp *rivet.Spec, create 
 			}
 			h.mu.Unlock()
 			a.loadErr = a.load(ctx, create, input)
+			wakes := a.loadErr == nil && hasWake(sp)
+			wakeChain := hold
 			switch {
 			case a.loadErr != nil:
 				h.remove(a)
+			case wakes:
+				// The hooks' turn comes first: the gate is taken before
+				// anyone else sees the activation ready, and its workflow
+				// starts after them (below). Ready closes before they run
+				// so that a call from a hook back into the actor
+				// re-enters rather than waits for the load.
+				if wakeChain == "" {
+					wakeChain = h.newChain()
+				}
+				a.gate.tryAcquire(wakeChain)
 			case hold != "":
 				// Before ready closes, no one else has the activation:
 				// the gate is free.
@@ -359,6 +375,29 @@ func (h *Host) activateFor(ctx context.Context, ref Ref, sp *rivet.Spec, create 
 				a.startWorkflow(history)
 			}
 			close(a.ready)
+			if wakes {
+				if err := h.wake(ctx, a, wakeChain); err != nil {
+					if hold == "" {
+						// This activation never serves: turns waiting for
+						// its gate find it stopped and load the actor
+						// again.
+						h.evict(a)
+						a.gate.release()
+						return nil, false, false, err
+					}
+					// Destroy goes on: an actor whose hooks fail must
+					// still be destroyable.
+					h.log.Warn("waking the actor to destroy it failed; destroying it all the same", refField(ref), zap.Error(err))
+				}
+				if hold != "" {
+					held = true
+				} else {
+					history := a.history
+					a.history = nil
+					a.startWorkflow(history)
+					a.gate.release()
+				}
+			}
 			var doubt *createInDoubt
 			if errors.As(a.loadErr, &doubt) {
 				applied, rerr := h.resolveInDoubt(ctx, doubt.fence, doubt.ops)
@@ -434,6 +473,7 @@ func (h *Host) remove(a *activation) {
 // settled (retire).
 func (h *Host) evict(a *activation) {
 	a.stopped.Store(true)
+	h.closeVarsLater(a)
 	quiet := a.retire()
 	a.cancelWorkflow()
 	// Senders waiting for completions learn that their messages wait for
@@ -647,7 +687,7 @@ func (h *Host) Call(ctx context.Context, req CallRequest) (_ json.RawMessage, er
 				err = rivet.Errorf(rivet.ErrInternal, "actor %s panicked", a.describe())
 			}
 		}()
-		env := rivet.Env{Ctx: ctx, Name: a.ref.Name, Key: a.ref.Key, Client: &hostClient{h: h, chain: chain, from: a}, Schedule: ts, Events: te}
+		env := rivet.Env{Ctx: ctx, Name: a.ref.Name, Key: a.ref.Key, Client: &hostClient{h: h, chain: chain, from: a}, Schedule: ts, Events: te, Vars: a.vars}
 		res, err := act.Invoke(env, a.state, args)
 		if err != nil {
 			if !act.ReadOnly {
@@ -1175,7 +1215,8 @@ func (h *Host) Destroy(ctx context.Context, ref Ref) error {
 	// comes first (turnFor): a workflow started by Destroy's own load
 	// could run a step (a due message, a sleep that ended) before the
 	// delete, an effect of an actor being destroyed.
-	_, _, err = h.turnFor(ctx, TurnAdmin, ref, sp, false, nil, h.newChain(), true, func(a *activation) error {
+	chain := h.newChain()
+	_, _, err = h.turnFor(ctx, TurnAdmin, ref, sp, false, nil, chain, true, func(a *activation) error {
 		// The workflow stops first (its last writes are in the pipeline
 		// then), and every earlier write must land before the delete,
 		// never after it.
@@ -1189,6 +1230,7 @@ func (h *Host) Destroy(ctx context.Context, ref Ref) error {
 			h.rerunAfter(a, r)
 			return err
 		}
+		h.destroyHook(ctx, a, chain)
 		if err = a.waitCommitted(ctx, a.currentVersion()); err != nil {
 			// Not destroyed, and its workflow is stopped: this memory is
 			// done (evicted once its writes settle), and the workflow
@@ -1587,18 +1629,23 @@ func (h *Host) deactivateIdle(a *activation, idle time.Duration) bool {
 	if !a.idleWorkflow(idle) {
 		return false
 	}
-	if !a.gate.tryAcquire("reaper") {
+	// A chain of its own, not a name shared by every reaper's turn: a
+	// call OnSleep makes carries it, and must re-enter only this actor.
+	chain := h.newChain()
+	if !a.gate.tryAcquire(chain) {
 		return false
 	}
 	defer a.gate.release()
-	// A turn may have run between the reaper's look and the gate.
-	if time.Since(time.Unix(0, a.lastTurn.Load())) <= idle || !a.idleWorkflow(idle) {
+	// A turn may have run between the reaper's look and the gate, or the
+	// activation been evicted.
+	if a.stopped.Load() || time.Since(time.Unix(0, a.lastTurn.Load())) <= idle || !a.idleWorkflow(idle) {
 		return false
 	}
 	// The workflow waits for a message or a far time: stop it; it records
 	// its wakeup before it returns. Then let every write land, so that a
 	// new activation reads them.
 	a.stopWorkflow()
+	h.sleep(h.baseCtx, a, chain)
 	ctx, cancel := context.WithTimeout(h.baseCtx, 30*time.Second)
 	defer cancel()
 	if err := a.waitCommitted(ctx, a.currentVersion()); err != nil {
@@ -1606,6 +1653,7 @@ func (h *Host) deactivateIdle(a *activation, idle time.Duration) bool {
 		return true
 	}
 	a.stopped.Store(true)
+	a.closeVars()
 	h.remove(a)
 	return true
 }
@@ -1846,12 +1894,16 @@ func (h *Host) handoffActor(ctx context.Context, a *activation) {
 		h.evict(a)
 		return
 	}
-	if err := a.gate.acquire(ctx, "handoff"); err != nil {
+	chain := h.newChain()
+	if err := a.gate.acquire(ctx, chain); err != nil {
 		h.evict(a)
 		return
 	}
 	defer a.gate.release()
 	a.stopWorkflow()
+	if !a.stopped.Load() {
+		h.sleep(ctx, a, chain)
+	}
 	// Stopped before the waiters hear of it: a sender waiting for its
 	// message's completion then knows the actor moved (UNAVAILABLE, and
 	// its message waits on the next owner) rather than failed.
@@ -1861,5 +1913,6 @@ func (h *Host) handoffActor(ctx context.Context, a *activation) {
 		h.evict(a)
 		return
 	}
+	a.closeVars()
 	h.remove(a)
 }

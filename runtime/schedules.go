@@ -546,7 +546,7 @@ func (h *Host) fireOne(ref Ref, sp *rivet.Spec) (more bool, err error) {
 		te := a.beginTurnEvents(chain, false)
 		kept, wrote := false, false
 		defer func() { a.finishTurnEvents(te, kept, wrote) }()
-		env := rivet.Env{Ctx: ctx, Name: a.ref.Name, Key: a.ref.Key, Client: &hostClient{h: h, chain: chain, from: a}, Schedule: a.newTurnSchedule(act.ReadOnly), Events: te, Fired: &call}
+		env := rivet.Env{Ctx: ctx, Name: a.ref.Name, Key: a.ref.Key, Client: &hostClient{h: h, chain: chain, from: a}, Schedule: a.newTurnSchedule(act.ReadOnly), Events: te, Fired: &call, Vars: a.vars}
 		if err := invokeScheduled(h, a, act, env, args); err != nil {
 			a.restoreState() // the state and the calls as last committed
 			if h.baseCtx.Err() != nil {

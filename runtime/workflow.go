@@ -495,7 +495,7 @@ func (w *wfHost) RunStep(ctx context.Context, ephemeral bool, fn func(env workfl
 	var steps stepCounts
 	var te *turnEvents
 	err := w.turnWith(ctx, TurnStep, chain, &te, func() ([]storage.Op, error) {
-		writes := fn(workflow.StepEnv{State: a.state, Client: &hostClient{h: a.h, chain: chain, from: a}, Events: te})
+		writes := fn(workflow.StepEnv{State: a.state, Client: &hostClient{h: a.h, chain: chain, from: a}, Events: te, Vars: a.vars})
 		steps = countSteps(writes)
 		if len(writes) == 0 {
 			// Abandoned attempt: its state changes are not committed, so

@@ -32,6 +32,7 @@ type StepCtx[S any] struct {
 	ctx     context.Context
 	client  caller.Client
 	events  Broadcaster
+	vars    any
 	attempt int
 }
 
@@ -56,6 +57,12 @@ func (s *StepCtx[S]) Broadcast(name string, data any) error {
 	}
 	return s.events.Broadcast(name, data)
 }
+
+// Vars returns the actor's vars (rivet.Actor.CreateVars) of the
+// activation running the step, nil if it has none. They are not recorded:
+// a step replayed from its history does not run, and the next activation
+// has vars of its own.
+func (s *StepCtx[S]) Vars() any { return s.vars }
 
 // Attempt is the attempt's number, from 1.
 func (s *StepCtx[S]) Attempt() int { return s.attempt }
@@ -209,7 +216,7 @@ func runStep[S, T any](c *Ctx[S], opts StepOptions, fn func(*StepCtx[S]) (T, err
 		if !ok {
 			return nil, Critical(fmt.Errorf("workflow: the host passed a state of type %T, the workflow wants %T", env.State, st))
 		}
-		v, err := fn(&StepCtx[S]{State: st, ctx: ctx, client: env.Client, events: env.Events, attempt: attempt})
+		v, err := fn(&StepCtx[S]{State: st, ctx: ctx, client: env.Client, events: env.Events, vars: env.Vars, attempt: attempt})
 		if err != nil {
 			return nil, err
 		}
@@ -225,7 +232,7 @@ func runStep[S, T any](c *Ctx[S], opts StepOptions, fn func(*StepCtx[S]) (T, err
 			if err := json.Unmarshal(out, &v); err != nil {
 				return fmt.Errorf("workflow: recorded step value does not decode into %T: %w", v, err)
 			}
-			return rollback(&StepCtx[S]{State: st, ctx: ctx, client: env.Client, events: env.Events, attempt: 1}, v)
+			return rollback(&StepCtx[S]{State: st, ctx: ctx, client: env.Client, events: env.Events, vars: env.Vars, attempt: 1}, v)
 		}
 	}
 	out, path, err := c.x.step(sp)

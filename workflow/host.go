@@ -55,6 +55,8 @@ type StepEnv struct {
 	// Events publishes the actor's events: the host publishes those of an
 	// attempt that succeeded once its commit is durable (nil: none).
 	Events Broadcaster
+	// Vars is the activation's vars (rivet.Actor.CreateVars), nil if none.
+	Vars any
 }
 
 // Broadcaster publishes an actor's events (rivet.Broadcaster).

@@ -1,0 +1,218 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"io"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/rivet-go/rivet"
+	"go.uber.org/zap"
+)
+
+// The actor's lifecycle hooks (rivet.Actor's CreateVars, OnWake, OnSleep,
+// OnDestroy) run as turns of their own: the gate is held, their changes to
+// the state and the scheduled calls commit as an action's do, and their
+// events go out with that commit.
+
+// defaultSleepTimeout bounds OnSleep when the actor type sets no
+// SleepTimeout: long enough to tell another actor, short enough that a
+// drain or a stop is not held up for long by one actor.
+const defaultSleepTimeout = 10 * time.Second
+
+// maxStopSleeps bounds the OnSleep hooks a stopping host runs at once.
+const maxStopSleeps = 64
+
+func hasWake(sp *rivet.Spec) bool { return sp.CreateVars != nil || sp.Wake != nil }
+
+// hookTurn runs fn, one of the actor's hooks, as a turn body. The caller
+// holds the gate with chain. On an error or a panic the hook's changes are
+// discarded.
+func (h *Host) hookTurn(ctx context.Context, a *activation, chain, name string, fn func(env rivet.Env) error) (err error) {
+	ts, te := a.newTurnSchedule(false), a.beginTurnEvents(chain, false)
+	kept, wrote := false, false
+	defer func() { a.finishTurnEvents(te, kept, wrote) }()
+	defer func() {
+		if r := recover(); r != nil {
+			h.log.Error("actor hook panicked", actorField(a), zap.String("hook", name), zap.Any("panic", r), zap.ByteString("stack", debug.Stack()))
+			a.restoreState()
+			kept = false
+			err = rivet.Errorf(rivet.ErrInternal, "%s of %s panicked", name, a.describe())
+		}
+	}()
+	env := rivet.Env{Ctx: ctx, Name: a.ref.Name, Key: a.ref.Key, Client: &hostClient{h: h, chain: chain, from: a}, Schedule: ts, Events: te, Vars: a.vars}
+	if err := fn(env); err != nil {
+		a.restoreState()
+		return h.hookError(a, name, err)
+	}
+	w, err := a.saveState()
+	if err != nil {
+		return err
+	}
+	kept, wrote = true, w
+	return nil
+}
+
+// hookError is actionError for a hook.
+func (h *Host) hookError(a *activation, name string, err error) error {
+	var re *rivet.Error
+	switch {
+	case errors.As(err, &re):
+		return err
+	case errors.Is(err, context.DeadlineExceeded):
+		return rivet.Errorf(rivet.ErrTimeout, "%s of %s timed out", name, a.describe())
+	case errors.Is(err, context.Canceled):
+		return err
+	}
+	h.log.Warn("actor hook failed", actorField(a), zap.String("hook", name), errField(err))
+	if h.cfg.ExposeErrors {
+		return rivet.Errorf(rivet.ErrInternal, "%s of %s: %v", name, a.describe(), err)
+	}
+	return rivet.Errorf(rivet.ErrInternal, "%s of %s failed: internal error (the node's log has the cause)", name, a.describe())
+}
+
+// wake makes the vars and runs OnWake of a new activation, before any
+// other turn: the caller holds the gate with chain, and no workflow runs.
+// Bounded by the waking request's context and the action timeout.
+func (h *Host) wake(ctx context.Context, a *activation, chain string) error {
+	ctx, cancel := context.WithTimeout(ctx, h.cfg.ActionTimeout)
+	defer cancel()
+	if fn := a.spec.CreateVars; fn != nil {
+		err := h.hookTurn(ctx, a, chain, "CreateVars", func(env rivet.Env) error {
+			v, err := fn(env, a.state)
+			if err != nil {
+				return err
+			}
+			a.vars = v
+			if _, ok := v.(io.Closer); ok {
+				a.closable.Store(true)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	if fn := a.spec.Wake; fn != nil {
+		return h.hookTurn(ctx, a, chain, "OnWake", func(env rivet.Env) error { return fn(env, a.state) })
+	}
+	return nil
+}
+
+// sleep runs OnSleep of an activation leaving memory in an orderly way.
+// The caller holds the gate with chain and has stopped the workflow. A
+// failure is logged: the actor sleeps all the same.
+func (h *Host) sleep(ctx context.Context, a *activation, chain string) {
+	fn := a.spec.Sleep
+	if fn == nil {
+		return
+	}
+	d := a.spec.SleepTimeout
+	if d <= 0 {
+		d = defaultSleepTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	if err := h.hookTurn(ctx, a, chain, "OnSleep", func(env rivet.Env) error { return fn(env, a.state) }); err != nil {
+		h.log.Warn("OnSleep failed; the actor sleeps all the same", actorField(a), errField(err))
+	}
+}
+
+// destroyHook runs OnDestroy in Destroy's turn (chain), after the workflow
+// stopped. A failure is logged: the actor is destroyed all the same.
+func (h *Host) destroyHook(ctx context.Context, a *activation, chain string) {
+	fn := a.spec.Destroy
+	if fn == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, h.cfg.ActionTimeout)
+	defer cancel()
+	if err := h.hookTurn(ctx, a, chain, "OnDestroy", func(env rivet.Env) error { return fn(env, a.state) }); err != nil {
+		h.log.Warn("OnDestroy failed; the actor is destroyed all the same", actorField(a), errField(err))
+	}
+}
+
+// closeVars closes the activation's vars if they are an io.Closer, once.
+// Called by the gate holder of an activation that runs no more turns
+// (stopped), or by the Host's own goroutine that took the gate for it.
+func (a *activation) closeVars() {
+	if !a.closable.CompareAndSwap(true, false) {
+		return
+	}
+	v := a.vars
+	a.vars = nil
+	if err := v.(io.Closer).Close(); err != nil {
+		a.h.log.Warn("closing the actor's vars failed", actorField(a), errField(err))
+	}
+}
+
+// closeVarsLater closes the vars of an evicted activation once no turn
+// holds it: a turn still running (a step that ignores its context) may be
+// using them.
+func (h *Host) closeVarsLater(a *activation) {
+	if !a.closable.Load() {
+		return
+	}
+	h.hookRuns.Add(1)
+	go func() {
+		defer h.hookRuns.Done()
+		if err := a.gate.acquire(h.baseCtx, h.newChain()); err != nil {
+			// The host stopped with a turn still holding the actor: the
+			// vars stay open rather than close under that turn.
+			h.log.Warn("the actor's vars were not closed: a turn still held it when the node stopped", actorField(a))
+			return
+		}
+		a.closeVars()
+		a.gate.release()
+	}()
+}
+
+// sleepAll runs OnSleep for every activation in memory and closes their
+// vars, when the host stops: its workflows have stopped and no request is
+// in progress. At most maxStopSleeps run at once.
+func (h *Host) sleepAll(ctx context.Context) {
+	h.mu.Lock()
+	var acts []*activation
+	for _, a := range h.actors {
+		if a.spec.Sleep != nil || a.closable.Load() {
+			acts = append(acts, a)
+		}
+	}
+	h.mu.Unlock()
+	sem := make(chan struct{}, maxStopSleeps)
+	var wg sync.WaitGroup
+	for _, a := range acts {
+		select {
+		case <-a.ready:
+		default:
+			continue
+		}
+		if a.loadErr != nil {
+			continue
+		}
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			wg.Wait()
+			return
+		}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			chain := h.newChain()
+			if err := a.gate.acquire(ctx, chain); err != nil {
+				return
+			}
+			defer a.gate.release()
+			if a.stopped.Load() {
+				return
+			}
+			h.sleep(ctx, a, chain)
+			a.stopped.Store(true)
+			a.closeVars()
+		}()
+	}
+	wg.Wait()
+}

@@ -1,0 +1,291 @@
+package runtime_test
+
+import (
+	"encoding/json"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/placement"
+	"github.com/rivet-go/rivet/runtime"
+	"github.com/rivet-go/rivet/storage"
+	"github.com/rivet-go/rivet/workflow"
+)
+
+type hookedState struct {
+	Wakes  int `json:"wakes"`
+	Sleeps int `json:"sleeps"`
+	// Setups counts the one-time setups OnWake made (a scheduled call).
+	Setups int `json:"setups"`
+	// StepSaw is what the workflow's first step saw: the wakes so far and
+	// whether it had vars.
+	StepSaw     int  `json:"stepSaw"`
+	StepHadVars bool `json:"stepHadVars"`
+}
+
+// hookVars is an activation's vars: Close records that the runtime closed
+// them.
+type hookVars struct {
+	id     int
+	closed atomic.Bool
+}
+
+func (v *hookVars) Close() error { v.closed.Store(true); return nil }
+
+// hookProbe makes the hooked actor fail on demand and records what its
+// hooks saw.
+type hookProbe struct {
+	failVars, failWake, panicWake, reenter atomic.Bool
+
+	mu        sync.Mutex
+	vars      []*hookVars
+	destroyed []hookedState // the state each OnDestroy saw
+}
+
+func (p *hookProbe) allVars() []*hookVars {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]*hookVars(nil), p.vars...)
+}
+
+type hookedView struct {
+	hookedState
+	VarsID int `json:"varsId"`
+}
+
+func hookedActor(p *hookProbe, withRun bool) rivet.Actor[hookedState] {
+	a := rivet.Actor[hookedState]{
+		Name: "hooked",
+		CreateVars: func(c *rivet.ActionCtx[hookedState]) (any, error) {
+			if p.failVars.Load() {
+				return nil, errors.New("no connection")
+			}
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			v := &hookVars{id: len(p.vars) + 1}
+			p.vars = append(p.vars, v)
+			return v, nil
+		},
+		OnWake: func(c *rivet.ActionCtx[hookedState]) error {
+			if p.panicWake.Load() {
+				panic("wake panicked")
+			}
+			c.State.Wakes++
+			if p.failWake.Load() {
+				return errors.New("wake failed")
+			}
+			if c.Vars() == nil {
+				return errors.New("OnWake ran without vars")
+			}
+			if c.State.Setups == 0 {
+				// One-time setup: its effect commits with the flag.
+				if _, err := c.Schedule().After(time.Hour, "get"); err != nil {
+					return err
+				}
+				c.State.Setups++
+			}
+			if p.reenter.Load() {
+				// Back into this actor, from its own first turn.
+				if _, err := c.Client().Get("hooked", c.Key()...).Call(c.Context(), "get"); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+		OnSleep: func(c *rivet.ActionCtx[hookedState]) error {
+			c.State.Sleeps++
+			return nil
+		},
+		OnDestroy: func(c *rivet.ActionCtx[hookedState]) error {
+			p.mu.Lock()
+			p.destroyed = append(p.destroyed, *c.State)
+			p.mu.Unlock()
+			// It can still reach other actors.
+			_, err := c.Client().GetOrCreate("counter", "audit").Call(c.Context(), "increment", 1)
+			return err
+		},
+		Actions: rivet.Actions[hookedState]{
+			"get": rivet.Query(func(c *rivet.ActionCtx[hookedState]) (hookedView, error) {
+				v := hookedView{hookedState: *c.State}
+				if hv, ok := c.Vars().(*hookVars); ok {
+					v.VarsID = hv.id
+				}
+				return v, nil
+			}),
+		},
+	}
+	if withRun {
+		a.Run = func(ctx *workflow.Ctx[hookedState]) error {
+			_, err := workflow.Step(ctx, "first", func(s *workflow.StepCtx[hookedState]) (int, error) {
+				s.State.StepSaw = s.State.Wakes
+				s.State.StepHadVars = s.Vars() != nil
+				return 0, nil
+			})
+			if err != nil {
+				return err
+			}
+			return ctx.Sleep("forever", time.Hour)
+		}
+	}
+	return a
+}
+
+func getHooked(t *testing.T, h *runtime.Host, key string, create bool) (hookedView, error) {
+	t.Helper()
+	raw, err := call(t, h, "hooked", key, "get", create)
+	if err != nil {
+		return hookedView{}, err
+	}
+	var v hookedView
+	if err := json.Unmarshal(raw, &v); err != nil {
+		t.Fatalf("get: %s: %v", raw, err)
+	}
+	return v, nil
+}
+
+func mustGetHooked(t *testing.T, h *runtime.Host, key string, create bool) hookedView {
+	t.Helper()
+	v, err := getHooked(t, h, key, create)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// OnWake runs on every activation, OnSleep on every orderly deactivation
+// (idle, and the host's stop), each committing its changes; each
+// activation has vars of its own, closed once it leaves memory.
+func TestHooksRunAroundEveryActivation(t *testing.T) {
+	p := &hookProbe{}
+	e := newEnv(t, counterReg(t, hookedActor(p, false)), func(c *runtime.Config) { c.IdleTimeout = 50 * time.Millisecond })
+	if v := mustGetHooked(t, e.host, "h", true); v.Wakes != 1 || v.Sleeps != 0 || v.Setups != 1 || v.VarsID != 1 {
+		t.Fatalf("first activation: %+v, want 1 wake, 0 sleeps, 1 setup, vars 1", v)
+	}
+	waitFor(t, "the idle actor to sleep", 10*time.Second, func() bool { return e.host.Stats().ActiveActors == 0 })
+	waitFor(t, "the first vars to be closed", 10*time.Second, func() bool { return p.allVars()[0].closed.Load() })
+
+	if v := mustGetHooked(t, e.host, "h", false); v.Wakes != 2 || v.Sleeps != 1 || v.Setups != 1 || v.VarsID != 2 {
+		t.Fatalf("second activation: %+v, want 2 wakes, 1 sleep, still 1 setup, vars 2", v)
+	}
+	in, err := e.host.Inspect(ctx(t), runtime.Ref{Name: "hooked", Key: []string{"h"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(in.Schedules) != 1 {
+		t.Fatalf("scheduled calls = %d, want the one the one-time setup made", len(in.Schedules))
+	}
+
+	// A stop is an orderly sleep too.
+	e.restart()
+	if !p.allVars()[1].closed.Load() {
+		t.Fatal("the host stopped without closing the vars of an actor in memory")
+	}
+	if v := mustGetHooked(t, e.host, "h", false); v.Wakes != 3 || v.Sleeps != 2 || v.VarsID != 3 {
+		t.Fatalf("after a restart: %+v, want 3 wakes, 2 sleeps, vars 3", v)
+	}
+}
+
+// A failing OnWake or CreateVars fails the request that woke the actor and
+// commits nothing; the next request tries again. An actor whose hooks fail
+// can still be destroyed.
+func TestAFailingWakeFailsTheCallAndTheNextTriesAgain(t *testing.T) {
+	p := &hookProbe{}
+	e := newEnv(t, counterReg(t, hookedActor(p, false)), nil)
+	for _, tc := range []struct {
+		name string
+		flag *atomic.Bool
+	}{{"OnWake error", &p.failWake}, {"OnWake panic", &p.panicWake}, {"CreateVars error", &p.failVars}} {
+		tc.flag.Store(true)
+		_, err := getHooked(t, e.host, "f", true)
+		tc.flag.Store(false)
+		if !errors.Is(err, rivet.ErrInternal) {
+			t.Fatalf("%s: err = %v, want ErrInternal", tc.name, err)
+		}
+		if n := e.host.Stats().ActiveActors; n != 0 {
+			t.Fatalf("%s: %d actors in memory after a failed wake", tc.name, n)
+		}
+	}
+	// The vars the failed wakes made were closed.
+	for _, v := range p.allVars() {
+		waitFor(t, "the vars of a failed wake to be closed", 10*time.Second, v.closed.Load)
+	}
+	if v := mustGetHooked(t, e.host, "f", false); v.Wakes != 1 || v.Setups != 1 {
+		t.Fatalf("after failed wakes: %+v, want the one successful wake only", v)
+	}
+
+	p.failWake.Store(true)
+	ref := runtime.Ref{Name: "hooked", Key: []string{"g"}}
+	if _, err := getHooked(t, e.host, "g", true); !errors.Is(err, rivet.ErrInternal) {
+		t.Fatalf("err = %v, want ErrInternal", err)
+	}
+	if err := e.host.Destroy(ctx(t), ref); err != nil {
+		t.Fatalf("destroy of an actor whose OnWake fails: %v", err)
+	}
+	p.failWake.Store(false)
+	if _, err := getHooked(t, e.host, "g", false); !errors.Is(err, rivet.ErrNotFound) {
+		t.Fatalf("after destroy: err = %v, want ErrNotFound", err)
+	}
+}
+
+// OnWake comes before the workflow's first step, which sees its changes and
+// the vars; a call from OnWake back into the actor re-enters instead of
+// waiting for the activation it is part of.
+func TestOnWakeRunsBeforeTheWorkflowAndMayReenter(t *testing.T) {
+	p := &hookProbe{}
+	p.reenter.Store(true)
+	e := newEnv(t, counterReg(t, hookedActor(p, true)), nil)
+	mustGetHooked(t, e.host, "w", true)
+	var v hookedView
+	waitFor(t, "the first step", 10*time.Second, func() bool {
+		v = mustGetHooked(t, e.host, "w", false)
+		return v.StepSaw != 0
+	})
+	if v.StepSaw != 1 || !v.StepHadVars {
+		t.Fatalf("the first step saw %d wakes, vars %v; want 1 and true", v.StepSaw, v.StepHadVars)
+	}
+}
+
+// A partition handed to another node puts its actors to sleep (OnSleep
+// commits before the next owner loads them); a destroy runs OnDestroy,
+// which may call other actors, and closes the vars.
+func TestOnSleepOnHandoffAndOnDestroy(t *testing.T) {
+	p := &hookProbe{}
+	e := newEnv(t, counterReg(t, hookedActor(p, false)), nil)
+	h2, own2 := secondHost(t, e)
+	mustGetHooked(t, e.host, "m", true)
+	part := placement.Partition("hooked", storage.EncodeKey([]string{"m"}), testPartitions)
+	if err := e.host.Handoff(ctx(t), part); err != nil {
+		t.Fatal(err)
+	}
+	if !p.allVars()[0].closed.Load() {
+		t.Fatal("vars still open after the handoff")
+	}
+	if got, err := own2.Claim(ctx(t), []uint32{part}); err != nil || len(got) != 1 {
+		t.Fatalf("claim after handoff: %v, %v", got, err)
+	}
+	if v := mustGetHooked(t, h2, "m", false); v.Wakes != 2 || v.Sleeps != 1 || v.VarsID != 2 {
+		t.Fatalf("on the next owner: %+v, want 2 wakes, 1 sleep, vars 2", v)
+	}
+
+	// (On the first host, which owns the audit counter's partition.)
+	mustGetHooked(t, e.host, "d", true)
+	if err := e.host.Destroy(ctx(t), runtime.Ref{Name: "hooked", Key: []string{"d"}}); err != nil {
+		t.Fatal(err)
+	}
+	p.mu.Lock()
+	destroyed := append([]hookedState(nil), p.destroyed...)
+	p.mu.Unlock()
+	if len(destroyed) != 1 || destroyed[0].Wakes != 1 || destroyed[0].Setups != 1 {
+		t.Fatalf("OnDestroy saw %+v, want one run on the actor's last state", destroyed)
+	}
+	waitFor(t, "the destroyed actor's vars to be closed", 10*time.Second, p.allVars()[2].closed.Load)
+	if _, err := getHooked(t, e.host, "d", false); !errors.Is(err, rivet.ErrNotFound) {
+		t.Fatalf("after destroy: err = %v, want ErrNotFound", err)
+	}
+	if n := callInt(t, e.host, "counter", "audit", "getCount", false); n != 1 {
+		t.Fatalf("OnDestroy's call: audit count = %d, want 1", n)
+	}
+}
