@@ -1,13 +1,15 @@
 // Package examples gathers the example actors that the reference node
 // (cmd/node) hosts: the counter, the seed's timer and concurrency
-// patterns (with the seed's actor, queue and entry names) and a session
-// that expires by a scheduled call, each in its own package.
+// patterns (with the seed's actor, queue and entry names), a session
+// that expires by a scheduled call and a page-view counter that writes
+// behind with lifecycle hooks, each in its own package.
 package examples
 
 import (
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/examples/counter"
 	"github.com/rivet-go/rivet/examples/exampleapi"
+	"github.com/rivet-go/rivet/examples/pageviews"
 	"github.com/rivet-go/rivet/examples/seed"
 	"github.com/rivet-go/rivet/examples/session"
 )
@@ -32,6 +34,7 @@ func All() []rivet.Definition {
 		seed.PrimaryServiceActor,
 		seed.FallbackServiceActor,
 		session.Actor,
+		pageviews.Actor,
 	}
 }
 
