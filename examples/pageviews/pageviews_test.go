@@ -5,58 +5,19 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-	"go.uber.org/zap"
-
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/client"
 	"github.com/rivet-go/rivet/examples/pageviews"
-	"github.com/rivet-go/rivet/node"
+	"github.com/rivet-go/rivet/node/nodetest"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"),
-		goleak.IgnoreAnyFunction("google.golang.org/grpc/internal/grpcsync.(*CallbackSerializer).run"),
-		goleak.IgnoreAnyFunction("go.etcd.io/etcd/client/pkg/v3/logutil.(*MergeLogger).outputLoop"),
-	)
-}
+func TestMain(m *testing.M) { nodetest.VerifyNoLeaks(m) }
 
-// startNode starts a real node on dir with the pageViews actor and returns
-// a client of it and the node's stop.
+// startNode starts a real node on dir with the pageviews actor and returns a
+// client of it and the node's stop.
 func startNode(t *testing.T, dir string) (*client.Client, func()) {
 	t.Helper()
-	reg, err := rivet.Setup(pageviews.Actor)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := node.DefaultLocalConfig(dir)
-	cfg.Logger = zap.NewNop()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	n, err := node.Start(ctx, cfg, reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.New(n.GRPCAddr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	stopped := false
-	stop := func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		c.Close()
-		sctx, scancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer scancel()
-		if err := n.Stop(sctx); err != nil {
-			t.Errorf("node stop: %v", err)
-		}
-	}
-	t.Cleanup(stop)
-	return c, stop
+	return nodetest.Start(t, dir, pageviews.Actor)
 }
 
 func call(t *testing.T, c *client.Client, key, action string) pageviews.View {
