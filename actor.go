@@ -67,8 +67,10 @@ type Actor[S any] struct {
 	// committed as an action's are. Because its changes commit together,
 	// a one-time setup with effects is made exactly once by checking and
 	// setting a field of the state in it. An error (or a panic) fails the
-	// activation: the request that woke the actor gets it (ErrInternal
-	// unless it is a rivet error) and the next request tries again.
+	// activation: the request that woke the actor gets ErrInternal (with
+	// the message of a rivet error), and the next request, or the wakeup
+	// of a sleeping workflow or a scheduled call, tries again. A create
+	// whose OnWake failed has created the actor all the same.
 	OnWake func(c *ActionCtx[S]) error
 	// OnSleep runs when the node takes the actor out of memory in an
 	// orderly way: idle for its IdleTimeout, shed past the node's bound on
@@ -80,13 +82,15 @@ type Actor[S any] struct {
 	// may be written then): work that must happen belongs in actions,
 	// steps and scheduled calls. An error is logged and the actor sleeps
 	// all the same. While its node stops, calls it makes to actors of that
-	// node fail (UNAVAILABLE).
+	// node fail (UNAVAILABLE), as do calls to actors of its partition
+	// while that is handed off.
 	OnSleep func(c *ActionCtx[S]) error
-	// OnDestroy runs once when the actor is destroyed, after its workflow
-	// has stopped and before its records are deleted: to tell other
-	// actors or release what it holds outside. What it changes in the
-	// state is deleted with the rest. An error is logged and the actor is
-	// destroyed all the same.
+	// OnDestroy runs when the actor is destroyed, after its workflow has
+	// stopped and before its records are deleted: to tell other actors or
+	// release what it holds outside. What it changes in the state is
+	// deleted with the rest. An error is logged and the actor is destroyed
+	// all the same. If the delete itself fails, the actor stays and a
+	// retried Destroy runs OnDestroy again: make it idempotent.
 	OnDestroy func(c *ActionCtx[S]) error
 
 	// Options tune the runtime for this actor type.

@@ -75,6 +75,9 @@ type activation struct {
 	// closed (closeVars).
 	vars     any
 	closable atomic.Bool
+	// wakeFailed: the hooks of a held load failed (activateFor); the
+	// activation goes once the holder's turn ends.
+	wakeFailed bool
 	// history is the workflow history read by load, handed to the first
 	// run and then dropped.
 	history []workflow.Entry

@@ -97,6 +97,13 @@ func (g *turnGate) reentered() bool {
 	return g.depth > 1
 }
 
+// heldBy reports whether chain holds the gate.
+func (g *turnGate) heldBy(chain string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.holder == chain
+}
+
 // busy reports whether a turn holds the gate or waits for it.
 func (g *turnGate) busy() bool {
 	g.mu.Lock()

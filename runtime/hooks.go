@@ -22,8 +22,9 @@ import (
 // drain or a stop is not held up for long by one actor.
 const defaultSleepTimeout = 10 * time.Second
 
-// maxStopSleeps bounds the OnSleep hooks a stopping host runs at once.
-const maxStopSleeps = 64
+// maxSleeps bounds the OnSleep hooks the reaper, or a stopping host, runs
+// at once.
+const maxSleeps = 64
 
 func hasWake(sp *rivet.Spec) bool { return sp.CreateVars != nil || sp.Wake != nil }
 
@@ -55,12 +56,15 @@ func (h *Host) hookTurn(ctx context.Context, a *activation, chain, name string, 
 	return nil
 }
 
-// hookError is actionError for a hook.
+// hookError is actionError for a hook, except that a rivet error from the
+// hook is INTERNAL too, with its message: its kind would say something of
+// the actor called (NOT_FOUND would tell a caller, a wakeup or a scheduled
+// call that the actor is gone, and they would give up on it).
 func (h *Host) hookError(a *activation, name string, err error) error {
 	var re *rivet.Error
 	switch {
 	case errors.As(err, &re):
-		return err
+		return rivet.Errorf(rivet.ErrInternal, "%s of %s failed: %s", name, a.describe(), re.Message)
 	case errors.Is(err, context.DeadlineExceeded):
 		return rivet.Errorf(rivet.ErrTimeout, "%s of %s timed out", name, a.describe())
 	case errors.Is(err, context.Canceled):
@@ -95,7 +99,7 @@ func (h *Host) wake(ctx context.Context, a *activation, chain string) error {
 			return err
 		}
 	}
-	if fn := a.spec.Wake; fn != nil {
+	if fn := a.spec.Wake; fn != nil && !a.stopped.Load() {
 		return h.hookTurn(ctx, a, chain, "OnWake", func(env rivet.Env) error { return fn(env, a.state) })
 	}
 	return nil
@@ -155,7 +159,19 @@ func (h *Host) closeVarsLater(a *activation) {
 	if !a.closable.Load() {
 		return
 	}
+	h.mu.Lock()
+	if h.hooksDone {
+		// The host has stopped (a late eviction: a lost lease, a
+		// handoff): no goroutine may start now.
+		h.mu.Unlock()
+		if a.gate.tryAcquire(h.newChain()) {
+			a.closeVars()
+			a.gate.release()
+		}
+		return
+	}
 	h.hookRuns.Add(1)
+	h.mu.Unlock()
 	go func() {
 		defer h.hookRuns.Done()
 		if err := a.gate.acquire(h.baseCtx, h.newChain()); err != nil {
@@ -171,7 +187,7 @@ func (h *Host) closeVarsLater(a *activation) {
 
 // sleepAll runs OnSleep for every activation in memory and closes their
 // vars, when the host stops: its workflows have stopped and no request is
-// in progress. At most maxStopSleeps run at once.
+// in progress. At most maxSleeps run at once.
 func (h *Host) sleepAll(ctx context.Context) {
 	h.mu.Lock()
 	var acts []*activation
@@ -181,7 +197,7 @@ func (h *Host) sleepAll(ctx context.Context) {
 		}
 	}
 	h.mu.Unlock()
-	sem := make(chan struct{}, maxStopSleeps)
+	sem := make(chan struct{}, maxSleeps)
 	var wg sync.WaitGroup
 	for _, a := range acts {
 		select {
@@ -215,4 +231,34 @@ func (h *Host) sleepAll(ctx context.Context) {
 		}()
 	}
 	wg.Wait()
+}
+
+// deactivateIdleEach is the reaper's tryDeactivate of each of cands. Those
+// with an OnSleep run at once, at most maxSleeps, so that a slow hook does
+// not hold up the deactivation of every other actor.
+func (h *Host) deactivateIdleEach(cands []*activation) {
+	sem := make(chan struct{}, maxSleeps)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for _, a := range cands {
+		select {
+		case <-h.stopCh:
+			return
+		default:
+		}
+		if a.spec.Sleep == nil {
+			h.tryDeactivate(a)
+			continue
+		}
+		select {
+		case sem <- struct{}{}:
+		case <-h.stopCh:
+			return
+		}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			h.tryDeactivate(a)
+		}()
+	}
 }

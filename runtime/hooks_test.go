@@ -1,6 +1,7 @@
 package runtime_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"sync"
@@ -287,5 +288,186 @@ func TestOnSleepOnHandoffAndOnDestroy(t *testing.T) {
 	}
 	if n := callInt(t, e.host, "counter", "audit", "getCount", false); n != 1 {
 		t.Fatalf("OnDestroy's call: audit count = %d, want 1", n)
+	}
+}
+
+// A held load (CancelWorkflow of an actor not in memory) whose hooks fail
+// does not leave an activation behind that serves without them: the next
+// request wakes the actor again.
+func TestAHeldLoadWhoseWakeFailedDoesNotServe(t *testing.T) {
+	p := &hookProbe{}
+	e := newEnv(t, counterReg(t, hookedActor(p, true)), nil)
+	ref := runtime.Ref{Name: "hooked", Key: []string{"c"}}
+	mustGetHooked(t, e.host, "c", true)
+	e.restart() // out of memory
+	p.failVars.Store(true)
+	_, _ = e.host.CancelWorkflow(ctx(t), ref, "")
+	p.failVars.Store(false)
+	if v := mustGetHooked(t, e.host, "c", false); v.VarsID == 0 {
+		t.Fatalf("an action ran on an activation whose CreateVars failed: %+v", v)
+	}
+}
+
+// A hook's rivet error of a kind that steers the runtime (NOT_FOUND: the
+// actor is gone) is INTERNAL to the wakeup: it tries again, and the
+// workflow runs on.
+func TestAWakeErrorOfAnyKindDoesNotDropTheWakeup(t *testing.T) {
+	var fails atomic.Int32
+	var stepRan atomic.Bool
+	act := rivet.Actor[hookedState]{
+		Name: "nfwake",
+		OnWake: func(c *rivet.ActionCtx[hookedState]) error {
+			if fails.Add(-1) >= 0 {
+				return rivet.Errorf(rivet.ErrNotFound, "config actor not found")
+			}
+			return nil
+		},
+		Actions: rivet.Actions[hookedState]{
+			"get": rivet.Query(func(c *rivet.ActionCtx[hookedState]) (int, error) { return 0, nil }),
+		},
+		Run: func(ctx *workflow.Ctx[hookedState]) error {
+			if err := ctx.Sleep("nap", 500*time.Millisecond); err != nil {
+				return err
+			}
+			_, err := workflow.Step(ctx, "after", func(s *workflow.StepCtx[hookedState]) (int, error) {
+				stepRan.Store(true)
+				return 0, nil
+			})
+			return err
+		},
+	}
+	e := newEnv(t, counterReg(t, act), nil)
+	if _, err := call(t, e.host, "nfwake", "k", "get", true); err != nil {
+		t.Fatal(err)
+	}
+	fails.Store(1) // the wakeup's activation fails once
+	e.restart()
+	waitFor(t, "the workflow to wake after its OnWake failed once", 20*time.Second, stepRan.Load)
+	if fails.Load() >= 0 {
+		t.Fatal("OnWake never failed: the test tested nothing")
+	}
+	if _, err := call(t, e.host, "nfwake", "k", "get", false); err != nil {
+		t.Fatal(err)
+	}
+	fails.Store(1)
+	e.restart()
+	if _, err := call(t, e.host, "nfwake", "k", "get", false); !errors.Is(err, rivet.ErrInternal) {
+		t.Fatalf("a call whose wake failed with NOT_FOUND: %v, want ErrInternal", err)
+	}
+}
+
+// Vars made by an activation that was evicted while CreateVars ran (a
+// handoff that gave up waiting for it) are closed all the same.
+func TestVarsOfAnActivationEvictedWhileWakingAreClosed(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	var made atomic.Pointer[hookVars]
+	act := rivet.Actor[hookedState]{
+		Name: "slowvars",
+		CreateVars: func(c *rivet.ActionCtx[hookedState]) (any, error) {
+			close(entered)
+			<-release
+			v := &hookVars{id: 1}
+			made.Store(v)
+			return v, nil
+		},
+		Actions: rivet.Actions[hookedState]{
+			"get": rivet.Query(func(c *rivet.ActionCtx[hookedState]) (int, error) { return 0, nil }),
+		},
+	}
+	e := newEnv(t, counterReg(t, act), nil)
+	done := make(chan error, 1)
+	go func() {
+		_, err := call(t, e.host, "slowvars", "k", "get", true)
+		done <- err
+	}()
+	<-entered
+	part := placement.Partition("slowvars", storage.EncodeKey([]string{"k"}), testPartitions)
+	hctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	_ = e.host.Handoff(hctx, part) // gives up on the gate: evicts
+	close(release)
+	if err := <-done; !errors.Is(err, rivet.ErrUnavailable) {
+		t.Fatalf("the call that woke an evicted activation: %v, want ErrUnavailable", err)
+	}
+	waitFor(t, "the evicted activation's vars to be closed", 10*time.Second, func() bool {
+		v := made.Load()
+		return v != nil && v.closed.Load()
+	})
+}
+
+// During a handoff, OnSleep's calls to actors of the same partition fail at
+// once (UNAVAILABLE) instead of waiting for a gate the handoff holds.
+func TestOnSleepCallsIntoAPartitionBeingHandedOffFailFast(t *testing.T) {
+	var unavailable atomic.Int32
+	part := func(k string) uint32 {
+		return placement.Partition("cyc", storage.EncodeKey([]string{k}), testPartitions)
+	}
+	k1, k2 := "a", ""
+	for i := 0; i < 1000 && k2 == ""; i++ {
+		if k := "b" + string(rune('a'+i%26)) + string(rune('a'+i/26)); part(k) == part(k1) {
+			k2 = k
+		}
+	}
+	other := map[string]string{k1: k2, k2: k1}
+	var sleeping sync.WaitGroup
+	sleeping.Add(2)
+	act := rivet.Actor[hookedState]{
+		Name: "cyc",
+		// Far beyond the test's deadline: a handoff that waited for it
+		// would fail the test.
+		Options: rivet.Options{SleepTimeout: time.Hour},
+		OnSleep: func(c *rivet.ActionCtx[hookedState]) error {
+			sleeping.Done()
+			sleeping.Wait() // both hold their gates
+			_, err := c.Client().Get("cyc", other[c.Key()[0]]).Call(c.Context(), "get")
+			if errors.Is(err, rivet.ErrUnavailable) {
+				unavailable.Add(1)
+			}
+			return err
+		},
+		Actions: rivet.Actions[hookedState]{
+			"get": rivet.Query(func(c *rivet.ActionCtx[hookedState]) (int, error) { return 0, nil }),
+		},
+	}
+	e := newEnv(t, counterReg(t, act), nil)
+	for _, k := range []string{k1, k2} {
+		if _, err := call(t, e.host, "cyc", k, "get", true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.host.Handoff(ctx(t), part(k1)); err != nil {
+		t.Fatal(err)
+	}
+	if n := unavailable.Load(); n != 2 {
+		t.Fatalf("%d of the 2 OnSleep calls failed with UNAVAILABLE", n)
+	}
+}
+
+// A stop whose deadline ends before a request does (so no OnSleep runs)
+// still closes the vars of the actors in memory.
+func TestAStopPastItsDeadlineClosesVars(t *testing.T) {
+	p := &hookProbe{}
+	entered, block := make(chan struct{}), make(chan struct{})
+	blocker := rivet.Actor[hookedState]{
+		Name: "blocker",
+		Actions: rivet.Actions[hookedState]{
+			"block": rivet.Action0(func(c *rivet.ActionCtx[hookedState]) (int, error) { close(entered); <-block; return 0, nil }),
+		},
+	}
+	e := newEnv(t, counterReg(t, hookedActor(p, false), blocker), nil)
+	mustGetHooked(t, e.host, "idle", true)
+	done := make(chan struct{})
+	go func() { defer close(done); _, _ = call(t, e.host, "blocker", "b", "block", true) }()
+	<-entered
+	sctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	err := e.host.Stop(sctx)
+	cancel()
+	close(block)
+	<-done
+	if err == nil {
+		t.Fatal("stop returned nil with a request still running past its deadline")
+	}
+	if !p.allVars()[0].closed.Load() {
+		t.Fatal("the idle actor's vars were not closed by the stop")
 	}
 }

@@ -72,6 +72,7 @@ type Host struct {
 	workflows sync.WaitGroup // workflow runners
 	loops     sync.WaitGroup // reap, wakeLoop, warnUnregistered, checkSubscriptions
 	hookRuns  sync.WaitGroup // closeVarsLater
+	hooksDone bool           // Stop waited for hookRuns: no more (under mu)
 	stopCh    chan struct{}
 	// overLimit wakes the reaper when a load takes the node past
 	// MaxActiveActors.
@@ -199,8 +200,16 @@ func (h *Host) Stop(ctx context.Context) error {
 		h.cancelBase()
 		<-flushed
 	}
+	// Vars that sleepAll did not close (ctx ran out) are closed where no
+	// turn holds their actor.
+	for _, a := range acts {
+		h.closeVarsLater(a)
+	}
 	h.cancelBase()
 	h.loops.Wait()
+	h.mu.Lock()
+	h.hooksDone = true
+	h.mu.Unlock()
 	h.hookRuns.Wait()
 	return err
 }
@@ -376,18 +385,29 @@ func (h *Host) activateFor(ctx context.Context, ref Ref, sp *rivet.Spec, create 
 			}
 			close(a.ready)
 			if wakes {
-				if err := h.wake(ctx, a, wakeChain); err != nil {
-					if hold == "" {
-						// This activation never serves: turns waiting for
-						// its gate find it stopped and load the actor
-						// again.
-						h.evict(a)
-						a.gate.release()
-						return nil, false, false, err
+				err := h.wake(ctx, a, wakeChain)
+				if err == nil && a.stopped.Load() {
+					// Evicted while its hooks ran (a lost claim, a
+					// handoff that gave up waiting): it never serves.
+					a.closeVars()
+					err = rivet.Errorf(rivet.ErrUnavailable, "actor %s was deactivated while it woke", a.describe())
+				}
+				if err != nil && hold == "" {
+					// This activation never serves: turns waiting for its
+					// gate find it stopped and load the actor again.
+					h.evict(a)
+					a.gate.release()
+					if a.created {
+						err = fmt.Errorf("%w (the actor was created: its hooks failed after)", err)
 					}
-					// Destroy goes on: an actor whose hooks fail must
-					// still be destroyable.
-					h.log.Warn("waking the actor to destroy it failed; destroying it all the same", refField(ref), zap.Error(err))
+					return nil, false, false, err
+				}
+				if err != nil {
+					// The holder's turn runs all the same (Destroy must
+					// work on an actor whose hooks fail), and then the
+					// activation goes (turnFor).
+					a.wakeFailed = true
+					h.log.Warn("waking the actor failed; the operation that loaded it goes on", refField(ref), zap.Error(err))
 				}
 				if hold != "" {
 					held = true
@@ -396,6 +416,11 @@ func (h *Host) activateFor(ctx context.Context, ref Ref, sp *rivet.Spec, create 
 					a.history = nil
 					a.startWorkflow(history)
 					a.gate.release()
+					// A create or a wakeup that loaded the actor answers once
+					// the hooks' writes are durable, as a turn does.
+					if err := a.waitDurable(ctx, a.currentVersion()); err != nil {
+						return nil, false, false, err
+					}
 				}
 			}
 			var doubt *createInDoubt
@@ -562,6 +587,12 @@ func (h *Host) turnFor(ctx context.Context, kind TurnKind, ref Ref, sp *rivet.Sp
 			return nil, false, err
 		}
 		if !held {
+			if _, ok := h.own.Token(a.part); !ok && !a.gate.heldBy(chain) {
+				// Not served (being handed off, or lost): say so now
+				// rather than wait for a gate held by the handoff (an
+				// OnSleep calling an actor of the same partition).
+				return nil, false, rivet.Errorf(rivet.ErrUnavailable, "partition %d of %s is not served by node %s now", a.part, a.describe(), h.cfg.NodeID)
+			}
 			if err := a.gate.acquire(ctx, chain); err != nil {
 				return nil, false, ctxError(ctx)
 			}
@@ -593,6 +624,10 @@ func (h *Host) turnFor(ctx context.Context, kind TurnKind, ref Ref, sp *rivet.Sp
 			// that failed otherwise (a panic) must not stay in memory
 			// serving without its workflow.
 			h.evictAndRerun(a)
+		} else if held && a.wakeFailed && !a.stopped.Load() {
+			// Its hooks failed: it must not serve. The next request
+			// loads the actor and wakes it again.
+			h.evict(a)
 		}
 		v := a.currentVersion()
 		now := time.Now()
@@ -1546,9 +1581,7 @@ func (h *Host) reap() {
 			}
 		}
 		h.mu.Unlock()
-		for _, a := range cands {
-			h.tryDeactivate(a)
-		}
+		h.deactivateIdleEach(cands)
 		shed()
 	}
 }
@@ -1832,13 +1865,14 @@ func (h *Host) remoteFor(ref Ref) Remote {
 // changes fail, fenced, once the claim is gone) and the claim is released
 // all the same: a handoff that never ends would hold the partition hostage.
 func (h *Host) Handoff(ctx context.Context, p uint32) error {
-	_, err := h.handoff(ctx, p)
+	_, err := h.handoff(ctx, p, true)
 	return err
 }
 
 // handoff is Handoff; began says whether it took p out of service (false:
-// p was not served, e.g. another handoff of it runs).
-func (h *Host) handoff(ctx context.Context, p uint32) (began bool, _ error) {
+// p was not served, e.g. another handoff of it runs). hooks says whether
+// the actors' OnSleep runs (not when their writes cannot commit).
+func (h *Host) handoff(ctx context.Context, p uint32, hooks bool) (began bool, _ error) {
 	if !h.own.BeginRelease(p) {
 		return false, nil
 	}
@@ -1861,7 +1895,7 @@ func (h *Host) handoff(ctx context.Context, p uint32) (began bool, _ error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			h.handoffActor(ctx, a)
+			h.handoffActor(ctx, a, hooks)
 		}()
 	}
 	wg.Wait()
@@ -1887,7 +1921,7 @@ func (h *Host) handoff(ctx context.Context, p uint32) (began bool, _ error) {
 }
 
 // handoffActor deactivates one actor of a partition being handed off.
-func (h *Host) handoffActor(ctx context.Context, a *activation) {
+func (h *Host) handoffActor(ctx context.Context, a *activation, hooks bool) {
 	select {
 	case <-a.ready:
 	case <-ctx.Done():
@@ -1901,7 +1935,7 @@ func (h *Host) handoffActor(ctx context.Context, a *activation) {
 	}
 	defer a.gate.release()
 	a.stopWorkflow()
-	if !a.stopped.Load() {
+	if hooks && !a.stopped.Load() {
 		h.sleep(ctx, a, chain)
 	}
 	// Stopped before the waiters hear of it: a sender waiting for its

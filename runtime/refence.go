@@ -87,7 +87,9 @@ func (h *Host) refence(f storage.Fence) {
 	h.log.Warn("a write on this partition has an unknown outcome: claiming it again before its actors write again",
 		zap.Uint32("partition", f.Partition), zap.Int64("token", f.Token))
 	ctx, cancel := context.WithTimeout(h.baseCtx, refenceDrain)
-	began, err := h.handoff(ctx, f.Partition)
+	// No OnSleep: the committer refuses every write on the doubted claim,
+	// so what it changed would be lost.
+	began, err := h.handoff(ctx, f.Partition, false)
 	cancel()
 	if err != nil || !began {
 		// The host stops, or another handoff of the partition runs: its
