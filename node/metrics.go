@@ -186,7 +186,7 @@ type collector struct {
 	queued, sent, received                        *prometheus.Desc
 	wfRunning, wfCompleted, wfFailed, wfCancelled *prometheus.Desc
 	steps                                         *prometheus.Desc
-	shed, scheduled                               *prometheus.Desc
+	shed, scheduled, hookFailures                 *prometheus.Desc
 	subscribers, delivered, dropped               *prometheus.Desc
 }
 
@@ -195,13 +195,14 @@ func newCollector(n *Node) *collector {
 		return prometheus.NewDesc(name, help, labels, nil)
 	}
 	return &collector{
-		n:         n,
-		active:    d("rivet_active_actors", "Actors in memory on this node."),
-		shed:      d("rivet_actors_shed_total", "Actors deactivated before their idle timeout because the node held more than --max-active-actors."),
-		scheduled: d("rivet_scheduled_calls_total", "Scheduled calls (rivet.Scheduler) this node ran, by result: ok, or failed (the action's error, or an action or arguments that no longer fit; not retried).", "result"),
-		commits:   d("rivet_commits_total", "Transactions committed by the group committer."),
-		batches:   d("rivet_commit_batches_total", "Store transactions the group committer sent."),
-		partsOw:   d("rivet_partitions_owned", "Partitions this node owns."),
+		n:            n,
+		active:       d("rivet_active_actors", "Actors in memory on this node."),
+		shed:         d("rivet_actors_shed_total", "Actors deactivated before their idle timeout because the node held more than --max-active-actors."),
+		hookFailures: d("rivet_actor_hook_failures_total", "Actor lifecycle hooks that failed on this node, by hook: wake (CreateVars or OnWake; the request that woke the actor failed), sleep (OnSleep) or destroy (OnDestroy); the last two are logged and the actor slept or was destroyed all the same.", "hook"),
+		scheduled:    d("rivet_scheduled_calls_total", "Scheduled calls (rivet.Scheduler) this node ran, by result: ok, or failed (the action's error, or an action or arguments that no longer fit; not retried).", "result"),
+		commits:      d("rivet_commits_total", "Transactions committed by the group committer."),
+		batches:      d("rivet_commit_batches_total", "Store transactions the group committer sent."),
+		partsOw:      d("rivet_partitions_owned", "Partitions this node owns."),
 
 		forwards:  d("rivet_forwards_total", "Requests this node sent to the node owning their actor."),
 		claimed:   d("rivet_partitions_claimed_total", "Partitions this node claimed."),
@@ -236,7 +237,7 @@ func (c *collector) descs() []*prometheus.Desc {
 	return []*prometheus.Desc{
 		c.active, c.shed, c.commits, c.batches, c.partsOw, c.forwards, c.claimed, c.handedOff, c.renewals, c.losses, c.members,
 		c.commitFailures, c.commitRetries, c.commitStalls, c.refences, c.commitWaiting, c.queued, c.sent, c.received,
-		c.wfRunning, c.wfCompleted, c.wfFailed, c.wfCancelled, c.steps, c.scheduled,
+		c.wfRunning, c.wfCompleted, c.wfFailed, c.wfCancelled, c.steps, c.scheduled, c.hookFailures,
 		c.subscribers, c.delivered, c.dropped,
 	}
 }
@@ -296,6 +297,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.steps, s.StepsExhausted, "exhausted")
 	counter(c.scheduled, s.SchedulesFired, "ok")
 	counter(c.scheduled, s.SchedulesFailed, "failed")
+	counter(c.hookFailures, s.WakeHooksFailed, "wake")
+	counter(c.hookFailures, s.SleepHooksFailed, "sleep")
+	counter(c.hookFailures, s.DestroyHooksFailed, "destroy")
 	gauge(c.subscribers, s.EventSubscribers)
 	counter(c.delivered, s.EventsDelivered)
 	counter(c.dropped, s.EventSubscribersDropped)

@@ -209,7 +209,9 @@ func TestMetricsAfterLoadAndReadiness(t *testing.T) {
 		"rivet_commit_waiting", "rivet_lease_losses_total", "rivet_workflows_completed_total", "rivet_partitions_handed_off_total",
 		"rivet_partitions_refenced_total", "rivet_commit_stalls_total", "rivet_workflow_cancellations_total", "rivet_actors_shed_total",
 		`rivet_scheduled_calls_total{result="ok"}`, `rivet_scheduled_calls_total{result="failed"}`,
-		"rivet_event_subscribers", "rivet_events_delivered_total", "rivet_event_subscribers_dropped_total"}
+		"rivet_event_subscribers", "rivet_events_delivered_total", "rivet_event_subscribers_dropped_total",
+		`rivet_actor_hook_failures_total{hook="wake"}`, `rivet_actor_hook_failures_total{hook="sleep"}`,
+		`rivet_actor_hook_failures_total{hook="destroy"}`}
 
 	// Exact once the workflow has taken its messages: waited for, as
 	// the workflow runs on after the calls above returned.

@@ -185,10 +185,15 @@ type Stats struct {
 	// SchedulesFailed those used up by a failure (the action's error,
 	// or an action or arguments that no longer fit).
 	SchedulesFired, SchedulesFailed uint64
-	Calls                           uint64
-	Commits                         uint64
-	CommitBatches                   uint64
-	PartitionsOwned                 uint32
+	// WakeHooksFailed counts activations whose CreateVars or OnWake failed
+	// (each failed the request that woke the actor); SleepHooksFailed and
+	// DestroyHooksFailed, OnSleep and OnDestroy failures (logged; the
+	// actor slept or was destroyed all the same).
+	WakeHooksFailed, SleepHooksFailed, DestroyHooksFailed uint64
+	Calls                                                 uint64
+	Commits                                               uint64
+	CommitBatches                                         uint64
+	PartitionsOwned                                       uint32
 
 	// QueuedMessages is the pending queue messages of the actors in memory
 	// on this node, summed.

@@ -96,11 +96,15 @@ func (h *Host) wake(ctx context.Context, a *activation, chain string) error {
 			return nil
 		})
 		if err != nil {
+			h.wakeFailed.Add(1)
 			return err
 		}
 	}
 	if fn := a.spec.Wake; fn != nil && !a.stopped.Load() {
-		return h.hookTurn(ctx, a, chain, "OnWake", func(env rivet.Env) error { return fn(env, a.state) })
+		if err := h.hookTurn(ctx, a, chain, "OnWake", func(env rivet.Env) error { return fn(env, a.state) }); err != nil {
+			h.wakeFailed.Add(1)
+			return err
+		}
 	}
 	return nil
 }
@@ -120,6 +124,7 @@ func (h *Host) sleep(ctx context.Context, a *activation, chain string) {
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	if err := h.hookTurn(ctx, a, chain, "OnSleep", func(env rivet.Env) error { return fn(env, a.state) }); err != nil {
+		h.sleepFailed.Add(1)
 		h.log.Warn("OnSleep failed; the actor sleeps all the same", actorField(a), errField(err))
 	}
 }
@@ -134,6 +139,7 @@ func (h *Host) destroyHook(ctx context.Context, a *activation, chain string) {
 	ctx, cancel := context.WithTimeout(ctx, h.cfg.ActionTimeout)
 	defer cancel()
 	if err := h.hookTurn(ctx, a, chain, "OnDestroy", func(env rivet.Env) error { return fn(env, a.state) }); err != nil {
+		h.destroyFailed.Add(1)
 		h.log.Warn("OnDestroy failed; the actor is destroyed all the same", actorField(a), errField(err))
 	}
 }

@@ -216,6 +216,9 @@ func TestAFailingWakeFailsTheCallAndTheNextTriesAgain(t *testing.T) {
 	if v := mustGetHooked(t, e.host, "f", false); v.Wakes != 1 || v.Setups != 1 {
 		t.Fatalf("after failed wakes: %+v, want the one successful wake only", v)
 	}
+	if n := e.host.Stats().WakeHooksFailed; n != 3 {
+		t.Fatalf("stats: %d wake hooks failed, want 3", n)
+	}
 
 	p.failWake.Store(true)
 	ref := runtime.Ref{Name: "hooked", Key: []string{"g"}}

@@ -103,6 +103,7 @@ type Host struct {
 	stepsCompleted, stepsFailed, stepsExhausted atomic.Uint64
 	shedCount                                   atomic.Uint64
 	schedFired, schedFailed                     atomic.Uint64
+	wakeFailed, sleepFailed, destroyFailed      atomic.Uint64
 }
 
 // New returns a Host. It starts nothing: call Start.
@@ -1522,7 +1523,9 @@ func (h *Host) Stats() Stats {
 	n := len(h.actors)
 	h.mu.Unlock()
 	s := Stats{
-		NodeID: h.cfg.NodeID, ActiveActors: uint64(n), ActorsShed: h.shedCount.Load(), SchedulesFired: h.schedFired.Load(), SchedulesFailed: h.schedFailed.Load(), Calls: h.calls.Load(), PartitionsOwned: uint32(h.own.Owned()),
+		NodeID: h.cfg.NodeID, ActiveActors: uint64(n), ActorsShed: h.shedCount.Load(), SchedulesFired: h.schedFired.Load(), SchedulesFailed: h.schedFailed.Load(),
+		WakeHooksFailed: h.wakeFailed.Load(), SleepHooksFailed: h.sleepFailed.Load(), DestroyHooksFailed: h.destroyFailed.Load(),
+		Calls: h.calls.Load(), PartitionsOwned: uint32(h.own.Owned()),
 		QueuedMessages: uint64(max(h.queued.Load(), 0)), MessagesSent: uint64(h.sent.Load()), MessagesReceived: uint64(h.received.Load()),
 		WorkflowsRunning: uint64(max(h.wfRunning.Load(), 0)), WorkflowsCompleted: h.wfCompleted.Load(), WorkflowsFailed: h.wfFailed.Load(), WorkflowsCancelled: h.wfCancelled.Load(),
 		StepsCompleted: h.stepsCompleted.Load(), StepsFailed: h.stepsFailed.Load(), StepsExhausted: h.stepsExhausted.Load(),
