@@ -18,10 +18,12 @@ type ScheduledCall struct {
 	Args      json.RawMessage `json:"args"`
 	At        time.Time       `json:"at"`
 	CreatedAt time.Time       `json:"created_at"`
-	// Name and Every are a recurring call's (Scheduler.Every): At is its
-	// next run. (Every is in nanoseconds in JSON, as time.Duration is.)
+	// Name and Every, or Name and Cron, are a recurring call's
+	// (Scheduler.Every, Scheduler.Cron): At is its next run. (Every is in
+	// nanoseconds in JSON, as time.Duration is.)
 	Name  string        `json:"name,omitempty"`
 	Every time.Duration `json:"every,omitzero"`
+	Cron  string        `json:"cron,omitempty"`
 }
 
 // Scheduler is an actor's durable timers for its own actions, like Rivet's
@@ -60,6 +62,17 @@ type Scheduler interface {
 	// next one comes; runs missed while no node served the actor are
 	// skipped, not caught up; the action can Cancel its own call.
 	Every(name string, interval time.Duration, action string, args ...any) (string, error)
+	// Cron schedules action with args to run at the times of a cron
+	// expression (Rivet's c.cron.set): five fields, minute hour
+	// day-of-month month day-of-week ("0 9 * * 1-5": 9:00 on weekdays), or
+	// @yearly, @monthly, @weekly, @daily or @hourly; in UTC, unless it
+	// begins with CRON_TZ= and an IANA zone ("CRON_TZ=Europe/Paris 0 9 * *
+	// 1-5"). It is a recurring call as Every's are, and shares their names:
+	// the id is "every:"+name, scheduling a name again replaces its call, a
+	// run that fails is not retried, and runs missed while no node served
+	// the actor are skipped. An expression that does not parse, or never
+	// comes due, is ErrInvalidArgument.
+	Cron(name, expr, action string, args ...any) (string, error)
 	// Get returns the pending call id.
 	Get(id string) (ScheduledCall, bool)
 	// List returns the pending calls, the earliest first.

@@ -174,7 +174,7 @@ func inspectionFrom(r *rivetv1.InspectResponse) Inspection {
 	var scs []ScheduledCall
 	for _, c := range r.GetSchedules() {
 		scs = append(scs, ScheduledCall{ID: c.GetId(), Action: c.GetAction(), Args: c.GetArgs(), At: timeFrom(c.GetAt()), CreatedAt: timeFrom(c.GetCreatedAt()),
-			Name: c.GetName(), Every: c.GetEvery().AsDuration()})
+			Name: c.GetName(), Every: c.GetEvery().AsDuration(), Cron: c.GetCron()})
 	}
 	return Inspection{
 		Info:                 infoFrom(r.GetInfo()),

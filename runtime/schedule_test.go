@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -100,6 +101,9 @@ var alarm = rivet.Actor[alarmState]{
 		"every": rivet.Action2(func(c *rivet.ActionCtx[alarmState], name string, p every) (string, error) {
 			return c.Schedule().Every(name, time.Duration(p.Ms)*time.Millisecond, p.Action, p.Args...)
 		}),
+		"cron": rivet.Action2(func(c *rivet.ActionCtx[alarmState], name string, p cronSpec) (string, error) {
+			return c.Schedule().Cron(name, p.Expr, p.Action, p.Args...)
+		}),
 		// tickTwice runs every second until its second run, which
 		// cancels it.
 		"tickTwice": rivet.Action0(func(c *rivet.ActionCtx[alarmState]) (int, error) {
@@ -112,6 +116,12 @@ var alarm = rivet.Actor[alarmState]{
 			return c.State.Ticks, nil
 		}),
 	},
+}
+
+type cronSpec struct {
+	Expr   string `json:"expr"`
+	Action string `json:"action"`
+	Args   []any  `json:"args"`
 }
 
 type every struct {
@@ -500,5 +510,52 @@ func TestAnOperatorCancelsAScheduledCall(t *testing.T) {
 	time.Sleep(1500 * time.Millisecond) // a next run would come by now (absence: cannot flake)
 	if n := e.host.Stats().SchedulesFailed; n != failed {
 		t.Fatalf("%d more runs after the cancel", n-failed)
+	}
+}
+
+// A cron call runs at its expression's times, in its zone, and then at the
+// next one; expressions that do not parse, or are intervals, are refused.
+func TestCronCallsRunAtTheirTimes(t *testing.T) {
+	e := newEnv(t, counterReg(t, alarm), nil)
+	for _, c := range []struct{ expr, says string }{
+		{"* * *", "expected exactly 5 fields"},
+		{"61 * * * *", "above maximum"},
+		{"@every 1s", "use Scheduler.Every"},
+		{"CRON_TZ=Mars/Olympus 0 9 * * *", "provided bad location"},
+		{"0 0 30 2 *", "never comes due"}, // February 30th
+	} {
+		if _, err := call(t, e.host, "alarm", "c", "cron", true, "beat", cronSpec{Expr: c.expr, Action: "add", Args: []any{1}}); !errors.Is(err, rivet.ErrInvalidArgument) || !strings.Contains(err.Error(), c.says) {
+			t.Errorf("cron %q: %v, want an invalid argument saying %q", c.expr, err, c.says)
+		}
+	}
+
+	// In its zone: 9:30 in Kolkata (UTC+5:30, no daylight saving) is 4:00 UTC.
+	callString(t, e.host, "alarm", "z", "cron", true, "standup", cronSpec{Expr: "CRON_TZ=Asia/Kolkata 30 9 * * *", Action: "add", Args: []any{1}})
+	ins := inspect(t, e.host, "alarm", "z")
+	if len(ins.Schedules) != 1 || ins.Schedules[0].ID != "every:standup" || ins.Schedules[0].Cron != "CRON_TZ=Asia/Kolkata 30 9 * * *" {
+		t.Fatalf("scheduled: %+v", ins.Schedules)
+	}
+	if at := ins.Schedules[0].At.UTC(); at.Hour() != 4 || at.Minute() != 0 || at.Sub(time.Now()) > 24*time.Hour || at.Before(time.Now()) {
+		t.Fatalf("9:30 in Kolkata is next at %v UTC, want 04:00 within a day", at)
+	}
+
+	// Every minute: the host's timers run on a clock moved past each
+	// minute in turn.
+	var offset atomic.Int64
+	e.host.SetWakeClock(func() time.Time { return time.Now().Add(time.Duration(offset.Load())) })
+	callString(t, e.host, "alarm", "m", "cron", true, "tick", cronSpec{Expr: "* * * * *", Action: "add", Args: []any{1}})
+	first := inspect(t, e.host, "alarm", "m").Schedules[0].At
+	if first.Second() != 0 || first.Sub(time.Now()) > time.Minute {
+		t.Fatalf("first run of every minute at %v", first)
+	}
+	for run := 1; run <= 2; run++ {
+		due := first.Add(time.Duration(run-1) * time.Minute)
+		offset.Store(int64(time.Until(due) + time.Second))
+		e.host.KickWakeups()
+		waitFor(t, "a run of the cron call", 20*time.Second, func() bool { return alarmOf(t, e.host, "m").Count == run })
+		next := inspect(t, e.host, "alarm", "m").Schedules
+		if len(next) != 1 || !next[0].At.Equal(due.Add(time.Minute)) {
+			t.Fatalf("after run %d (due %v), next: %+v, want one a minute later", run, due, next)
+		}
 	}
 }

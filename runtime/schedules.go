@@ -12,10 +12,15 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	// Cron expressions name IANA zones (CRON_TZ=): the node's image is
+	// built FROM scratch, with no zone database of its own.
+	_ "time/tzdata"
+
+	"github.com/robfig/cron/v3"
+	"go.uber.org/zap"
 
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/storage"
-	"go.uber.org/zap"
 )
 
 // scheduleRecord is stored at sched/<p>/<name>/<key>/<id>. The id begins
@@ -26,11 +31,16 @@ type scheduleRecord struct {
 	Action    string          `json:"action"`
 	Args      json.RawMessage `json:"args"`
 	CreatedAt int64           `json:"created_at"` // unix ms
-	// Name and EveryMs are a recurring call's (Scheduler.Every): each run
-	// replaces its record by the next one's.
+	// Name and EveryMs, or Name and Cron, are a recurring call's
+	// (Scheduler.Every, Scheduler.Cron): each run replaces its record by
+	// the next one's.
 	Name    string `json:"name,omitempty"`
 	EveryMs int64  `json:"every_ms,omitempty"`
+	Cron    string `json:"cron,omitempty"`
 }
+
+// recurring says whether the call is a recurring one.
+func (r scheduleRecord) recurring() bool { return r.Name != "" && (r.EveryMs > 0 || r.Cron != "") }
 
 // pendingCall is one scheduled call of an activation.
 type pendingCall struct {
@@ -50,7 +60,7 @@ func (c pendingCall) publicID() string {
 
 func (c pendingCall) public() rivet.ScheduledCall {
 	return rivet.ScheduledCall{ID: c.publicID(), Action: c.rec.Action, Args: bytes.Clone(c.rec.Args), At: time.UnixMilli(c.at),
-		CreatedAt: time.UnixMilli(c.rec.CreatedAt), Name: c.rec.Name, Every: time.Duration(c.rec.EveryMs) * time.Millisecond}
+		CreatedAt: time.UnixMilli(c.rec.CreatedAt), Name: c.rec.Name, Every: time.Duration(c.rec.EveryMs) * time.Millisecond, Cron: c.rec.Cron}
 }
 
 // following returns the run of a recurring call after its run due at c.at,
@@ -58,6 +68,19 @@ func (c pendingCall) public() rivet.ScheduledCall {
 // skipped, not caught up.
 func (c pendingCall) following(now int64) pendingCall {
 	n := c
+	if c.rec.Cron != "" {
+		// Parsed when it was scheduled; a zone that no longer loads (it
+		// cannot: the zone database is built in) would end the call.
+		at := int64(maxSchedMs)
+		if sched, err := parseCron(c.rec.Cron); err == nil {
+			if next := sched.Next(time.UnixMilli(max(c.at, now))); !next.IsZero() {
+				at = min(next.UnixMilli(), maxSchedMs)
+			}
+		}
+		n.at = at
+		n.id = everyStorageID(n.at, c.rec.Name)
+		return n
+	}
 	n.at = c.at + c.rec.EveryMs
 	if n.at <= now {
 		n.at += (now - n.at) / c.rec.EveryMs * c.rec.EveryMs
@@ -237,6 +260,44 @@ func (s *turnSchedule) Every(name string, every time.Duration, action string, ar
 	return everyID(name), nil
 }
 
+func (s *turnSchedule) Cron(name, expr, action string, args ...any) (string, error) {
+	if err := rivet.ValidateName("recurring call name", name); err != nil {
+		return "", err
+	}
+	sched, err := parseCron(expr)
+	if err != nil {
+		return "", rivet.Errorf(rivet.ErrInvalidArgument, "schedule %s on %q: %v", name, expr, err)
+	}
+	next := sched.Next(s.now)
+	if next.IsZero() || next.UnixMilli() > maxSchedMs {
+		return "", rivet.Errorf(rivet.ErrInvalidArgument, "schedule %s on %q: it never comes due", name, expr)
+	}
+	prev := s.a.sched
+	s.a.sched = slices.DeleteFunc(slices.Clone(prev), func(c pendingCall) bool { return c.rec.Name == name })
+	c, err := s.newCall(action, args, scheduleRecord{Name: name, Cron: expr})
+	if err != nil {
+		s.a.sched = prev
+		return "", err
+	}
+	c.at = next.UnixMilli()
+	c.id = everyStorageID(c.at, name)
+	s.a.sched = insertCall(s.a.sched, c)
+	return everyID(name), nil
+}
+
+// cronParser reads Scheduler.Cron's expressions: five fields or a
+// descriptor, with an optional CRON_TZ= zone.
+var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+
+// parseCron parses a cron expression. "@every" is refused: Every is for
+// intervals, and it would allow ones under MinEvery.
+func parseCron(expr string) (cron.Schedule, error) {
+	if strings.Contains(expr, "@every") {
+		return nil, errors.New("@every is not a cron expression here: use Scheduler.Every")
+	}
+	return cronParser.Parse(expr)
+}
+
 // everyID is the id of the recurring call name: the same across its runs.
 // It cannot be a one-off call's id, which starts with a digit.
 func everyID(name string) string { return "every:" + name }
@@ -397,7 +458,7 @@ func sameCalls(x, y []pendingCall) bool {
 }
 
 func sameRecord(x, y scheduleRecord) bool {
-	return x.Action == y.Action && x.CreatedAt == y.CreatedAt && x.Name == y.Name && x.EveryMs == y.EveryMs && bytes.Equal(x.Args, y.Args)
+	return x.Action == y.Action && x.CreatedAt == y.CreatedAt && x.Name == y.Name && x.EveryMs == y.EveryMs && x.Cron == y.Cron && bytes.Equal(x.Args, y.Args)
 }
 
 // schedSavedNow records the activation's calls as committed with the
@@ -502,7 +563,7 @@ func (h *Host) fireOne(ref Ref, sp *rivet.Spec) (more bool, err error) {
 		c := a.sched[0]
 		more = true
 		var next *pendingCall
-		if c.rec.EveryMs > 0 && c.rec.Name != "" {
+		if c.rec.recurring() {
 			n := c.following(now)
 			next = &n
 		}

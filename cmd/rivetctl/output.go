@@ -149,6 +149,9 @@ func (a *app) printInspection(in client.Inspection) error {
 		if c.Every > 0 {
 			every = "  every " + c.Every.String()
 		}
+		if c.Cron != "" {
+			every = "  cron " + c.Cron
+		}
 		row(k, formatTime(c.At)+"  "+c.Action+" "+string(c.Args)+"  ("+c.ID+")"+every)
 	}
 	if err := tw.Flush(); err != nil {

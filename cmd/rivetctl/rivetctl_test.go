@@ -304,6 +304,7 @@ func TestInspectShowsScheduledCalls(t *testing.T) {
 			Schedules: []rivet.ScheduledCall{
 				{ID: "a1", Action: "expire", Args: json.RawMessage(`[]`), At: at.Add(time.Minute), CreatedAt: at},
 				{ID: "every:beat", Action: "add", Args: json.RawMessage(`[1]`), At: at.Add(time.Hour), CreatedAt: at, Name: "beat", Every: time.Hour},
+				{ID: "every:daily", Action: "report", Args: json.RawMessage(`[]`), At: at.Add(24 * time.Hour), CreatedAt: at, Name: "daily", Cron: "CRON_TZ=Europe/Paris 0 9 * * *"},
 			},
 		}, nil
 	}
@@ -315,16 +316,19 @@ created    2026-01-02T03:04:05Z
 active     false
 scheduled  2026-01-02T03:05:05Z  expire []  (a1)
            2026-01-02T04:04:05Z  add [1]  (every:beat)  every 1h0m0s
+           2026-01-03T03:04:05Z  report []  (every:daily)  cron CRON_TZ=Europe/Paris 0 9 * * *
 state
 {}
 `)
-	rivetctl(t, addr, "schedule", "list", "sessionActor", "s").want(t, 0, `ID          AT                    ACTION  ARGS  EVERY
-a1          2026-01-02T03:05:05Z  expire  []    -
-every:beat  2026-01-02T04:04:05Z  add     [1]   1h0m0s
+	rivetctl(t, addr, "schedule", "list", "sessionActor", "s").want(t, 0, `ID           AT                    ACTION  ARGS  EVERY
+a1           2026-01-02T03:05:05Z  expire  []    -
+every:beat   2026-01-02T04:04:05Z  add     [1]   1h0m0s
+every:daily  2026-01-03T03:04:05Z  report  []    CRON_TZ=Europe/Paris 0 9 * * *
 `)
 	r := rivetctl(t, addr, "inspect", "sessionActor", "s", "-o", "json")
 	var in client.Inspection
-	if err := json.Unmarshal([]byte(r.stdout), &in); err != nil || len(in.Schedules) != 2 || in.Schedules[1].ID != "every:beat" || in.Schedules[1].Every != time.Hour ||
+	if err := json.Unmarshal([]byte(r.stdout), &in); err != nil || len(in.Schedules) != 3 || in.Schedules[1].ID != "every:beat" || in.Schedules[1].Every != time.Hour ||
+		in.Schedules[2].Cron != "CRON_TZ=Europe/Paris 0 9 * * *" ||
 		string(in.Schedules[1].Args) != "[1]" || !in.Schedules[0].At.Equal(at.Add(time.Minute)) {
 		t.Errorf("inspect json: %+v %v (%+v)", in.Schedules, err, r)
 	}

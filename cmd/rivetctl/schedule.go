@@ -44,6 +44,9 @@ func (a *app) scheduleCommand() *cobra.Command {
 			if s.Every > 0 {
 				every = s.Every.String()
 			}
+			if s.Cron != "" {
+				every = s.Cron
+			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.ID, formatTime(s.At), s.Action, s.Args, every)
 		}
 		return tw.Flush()

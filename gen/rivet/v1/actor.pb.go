@@ -1180,9 +1180,11 @@ type ScheduledCall struct {
 	// at is the call's time; a recurring call's next run.
 	At        *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=at,proto3" json:"at,omitempty"`
 	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
-	// name and every are a recurring call's; its id is "every:" + name.
+	// name and every, or name and cron, are a recurring call's; its id is
+	// "every:" + name. cron is a cron expression (Scheduler.Cron).
 	Name          string               `protobuf:"bytes,6,opt,name=name,proto3" json:"name,omitempty"`
 	Every         *durationpb.Duration `protobuf:"bytes,7,opt,name=every,proto3" json:"every,omitempty"`
+	Cron          string               `protobuf:"bytes,8,opt,name=cron,proto3" json:"cron,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1264,6 +1266,13 @@ func (x *ScheduledCall) GetEvery() *durationpb.Duration {
 		return x.Every
 	}
 	return nil
+}
+
+func (x *ScheduledCall) GetCron() string {
+	if x != nil {
+		return x.Cron
+	}
+	return ""
 }
 
 type ListRequest struct {
@@ -2327,7 +2336,7 @@ const file_rivet_v1_actor_proto_rawDesc = "" +
 	" \x01(\bR\funregistered\x125\n" +
 	"\tschedules\x18\v \x03(\v2\x17.rivet.v1.ScheduledCallR\tschedules\x12\x16\n" +
 	"\x06events\x18\f \x03(\tR\x06events\x12 \n" +
-	"\vsubscribers\x18\r \x01(\rR\vsubscribers\"\xf7\x01\n" +
+	"\vsubscribers\x18\r \x01(\rR\vsubscribers\"\x8b\x02\n" +
 	"\rScheduledCall\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06action\x18\x02 \x01(\tR\x06action\x12\x12\n" +
@@ -2336,7 +2345,8 @@ const file_rivet_v1_actor_proto_rawDesc = "" +
 	"\n" +
 	"created_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12\x12\n" +
 	"\x04name\x18\x06 \x01(\tR\x04name\x12/\n" +
-	"\x05every\x18\a \x01(\v2\x19.google.protobuf.DurationR\x05every\"\x81\x01\n" +
+	"\x05every\x18\a \x01(\v2\x19.google.protobuf.DurationR\x05every\x12\x12\n" +
+	"\x04cron\x18\b \x01(\tR\x04cron\"\x81\x01\n" +
 	"\vListRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\rR\x05limit\x12\x1d\n" +
