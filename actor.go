@@ -140,6 +140,7 @@ type ActionCtx[S any] struct {
 	events   Broadcaster
 	fired    *ScheduledCall
 	vars     any
+	destroy  func() error
 }
 
 // Context is the turn's context: cancelled when the caller gives up or the
@@ -166,6 +167,20 @@ func (c *ActionCtx[S]) Broadcast(name string, data any) error {
 		return Errorf(ErrInternal, "actor %s: no broadcaster in this context", c.name)
 	}
 	return c.events.Broadcast(name, data)
+}
+
+// Destroy destroys the actor once this turn's writes are durable (Rivet's
+// c.destroy()): its workflow stops, OnDestroy runs, everything stored for
+// it is deleted, and later calls get ErrNotFound. The request is stored
+// with the turn, as a scheduled call is (inspect lists it as the call of
+// "$destroy"), so a crash or a move does not lose it: whichever node
+// serves the actor then destroys it as soon as it can. A turn that fails
+// asks for nothing; a read-only action cannot ask (ErrInternal).
+func (c *ActionCtx[S]) Destroy() error {
+	if c.destroy == nil {
+		return Errorf(ErrInternal, "actor %s: Destroy is not available in this context", c.name)
+	}
+	return c.destroy()
 }
 
 // Vars returns the actor's vars, as CreateVars made them for this
@@ -416,10 +431,13 @@ type Env struct {
 	Fired *ScheduledCall
 	// Vars is the activation's vars (Actor.CreateVars).
 	Vars any
+	// Destroy asks for the actor's destruction after the turn
+	// (ActionCtx.Destroy); nil where the runtime offers none.
+	Destroy func() error
 }
 
 func newActionCtx[S any](env Env, state any) *ActionCtx[S] {
-	return &ActionCtx[S]{State: state.(*S), ctx: env.Ctx, name: env.Name, key: env.Key, client: env.Client, schedule: env.Schedule, events: env.Events, fired: env.Fired, vars: env.Vars}
+	return &ActionCtx[S]{State: state.(*S), ctx: env.Ctx, name: env.Name, key: env.Key, client: env.Client, schedule: env.Schedule, events: env.Events, fired: env.Fired, vars: env.Vars, destroy: env.Destroy}
 }
 
 // hook erases the type of a lifecycle hook (nil stays nil).

@@ -43,7 +43,7 @@ func (h *Host) hookTurn(ctx context.Context, a *activation, chain, name string, 
 			err = rivet.Errorf(rivet.ErrInternal, "%s of %s panicked", name, a.describe())
 		}
 	}()
-	env := rivet.Env{Ctx: ctx, Name: a.ref.Name, Key: a.ref.Key, Client: &hostClient{h: h, chain: chain, from: a}, Schedule: ts, Events: te, Vars: a.vars}
+	env := rivet.Env{Ctx: ctx, Name: a.ref.Name, Key: a.ref.Key, Client: &hostClient{h: h, chain: chain, from: a}, Schedule: ts, Destroy: ts.destroy, Events: te, Vars: a.vars}
 	if err := fn(env); err != nil {
 		a.restoreState()
 		return h.hookError(a, name, err)

@@ -723,7 +723,7 @@ func (h *Host) Call(ctx context.Context, req CallRequest) (_ json.RawMessage, er
 				err = rivet.Errorf(rivet.ErrInternal, "actor %s panicked", a.describe())
 			}
 		}()
-		env := rivet.Env{Ctx: ctx, Name: a.ref.Name, Key: a.ref.Key, Client: &hostClient{h: h, chain: chain, from: a}, Schedule: ts, Events: te, Vars: a.vars}
+		env := rivet.Env{Ctx: ctx, Name: a.ref.Name, Key: a.ref.Key, Client: &hostClient{h: h, chain: chain, from: a}, Schedule: ts, Destroy: ts.destroy, Events: te, Vars: a.vars}
 		res, err := act.Invoke(env, a.state, args)
 		if err != nil {
 			if !act.ReadOnly {

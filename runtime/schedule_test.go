@@ -12,6 +12,7 @@ import (
 	"github.com/rivet-go/rivet/placement"
 	"github.com/rivet-go/rivet/runtime"
 	"github.com/rivet-go/rivet/storage"
+	"github.com/rivet-go/rivet/workflow"
 )
 
 type alarmState struct {
@@ -101,6 +102,16 @@ var alarm = rivet.Actor[alarmState]{
 		"every": rivet.Action2(func(c *rivet.ActionCtx[alarmState], name string, p every) (string, error) {
 			return c.Schedule().Every(name, time.Duration(p.Ms)*time.Millisecond, p.Action, p.Args...)
 		}),
+		"quit": rivet.Action(func(c *rivet.ActionCtx[alarmState], fail bool) (int, error) {
+			if err := c.Destroy(); err != nil {
+				return 0, err
+			}
+			if fail {
+				return 0, rivet.UserError("changed_mind", "changed my mind", nil)
+			}
+			return c.State.Count, nil
+		}),
+		"quitQuery": rivet.Query(func(c *rivet.ActionCtx[alarmState]) (int, error) { return 0, c.Destroy() }),
 		"cron": rivet.Action2(func(c *rivet.ActionCtx[alarmState], name string, p cronSpec) (string, error) {
 			return c.Schedule().Cron(name, p.Expr, p.Action, p.Args...)
 		}),
@@ -558,4 +569,75 @@ func TestCronCallsRunAtTheirTimes(t *testing.T) {
 			t.Fatalf("after run %d (due %v), next: %+v, want one a minute later", run, due, next)
 		}
 	}
+}
+
+// An action destroys its own actor after its turn: stored with the turn,
+// so a restart before it runs does not lose it; a failed turn or a
+// read-only action destroys nothing.
+func TestAnActionDestroysItsActorAfterItsTurn(t *testing.T) {
+	e := newEnv(t, counterReg(t, alarm), nil)
+	callInt(t, e.host, "alarm", "q", "add", true, 3)
+	if n := callInt(t, e.host, "alarm", "q", "quit", false, false); n != 3 {
+		t.Fatalf("quit answered %d, want the state it saw", n)
+	}
+	waitFor(t, "the actor to be destroyed", 20*time.Second, func() bool {
+		_, err := call(t, e.host, "alarm", "q", "get", false)
+		return errors.Is(err, rivet.ErrNotFound)
+	})
+
+	callInt(t, e.host, "alarm", "f", "add", true, 1)
+	if _, err := call(t, e.host, "alarm", "f", "quit", false, true); err == nil {
+		t.Fatal("the failing quit succeeded")
+	}
+	if _, err := call(t, e.host, "alarm", "f", "quitQuery", false); !errors.Is(err, rivet.ErrInternal) {
+		t.Fatalf("Destroy from a read-only action: %v, want ErrInternal", err)
+	}
+	if n := len(inspect(t, e.host, "alarm", "f").Schedules); n != 0 {
+		t.Fatalf("%d calls stored after a failed turn and a read-only one asked to destroy", n)
+	}
+
+	// Stored: the timers of this host are an hour behind, so the destroy
+	// does not run before the restart; the next host runs it.
+	callInt(t, e.host, "alarm", "r", "add", true, 1)
+	e.host.SetWakeClock(func() time.Time { return time.Now().Add(-time.Hour) })
+	callInt(t, e.host, "alarm", "r", "quit", false, false)
+	if ins := inspect(t, e.host, "alarm", "r"); len(ins.Schedules) != 1 || ins.Schedules[0].Action != "$destroy" {
+		t.Fatalf("scheduled after quit: %+v, want the destroy", ins.Schedules)
+	}
+	e.restart()
+	waitFor(t, "the stored destroy to run after the restart", 20*time.Second, func() bool {
+		_, err := call(t, e.host, "alarm", "r", "get", false)
+		return errors.Is(err, rivet.ErrNotFound)
+	})
+	if _, err := call(t, e.host, "alarm", "f", "get", false); err != nil {
+		t.Fatalf("the actor whose quit failed: %v", err)
+	}
+}
+
+// A workflow step destroys its actor once its commit is durable, while
+// the workflow sleeps on.
+func TestAStepDestroysItsActor(t *testing.T) {
+	act := rivet.Actor[alarmState]{
+		Name: "selfdestruct",
+		Actions: rivet.Actions[alarmState]{
+			"get": rivet.Query(func(c *rivet.ActionCtx[alarmState]) (alarmState, error) { return *c.State, nil }),
+		},
+		Run: func(ctx *workflow.Ctx[alarmState]) error {
+			if _, err := workflow.Step(ctx, "finish", func(s *workflow.StepCtx[alarmState]) (int, error) {
+				s.State.Count++
+				return 0, s.Destroy()
+			}); err != nil {
+				return err
+			}
+			return ctx.Sleep("linger", time.Hour)
+		},
+	}
+	e := newEnv(t, counterReg(t, act), nil)
+	if _, err := call(t, e.host, "selfdestruct", "s", "get", true); err != nil && !errors.Is(err, rivet.ErrNotFound) {
+		t.Fatal(err)
+	}
+	waitFor(t, "the step's destroy", 20*time.Second, func() bool {
+		_, err := call(t, e.host, "selfdestruct", "s", "get", false)
+		return errors.Is(err, rivet.ErrNotFound)
+	})
 }

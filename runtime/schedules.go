@@ -298,6 +298,26 @@ func parseCron(expr string) (cron.Schedule, error) {
 	return cronParser.Parse(expr)
 }
 
+// destroyAction is the action of the call ActionCtx.Destroy stores: not a
+// valid action name, so no actor's action can be it. Its run destroys the
+// actor (Host.Destroy) instead of calling an action.
+const destroyAction = "$destroy"
+
+// destroy stores a call that destroys the actor as soon as the turn's
+// writes are durable (rivet.ActionCtx.Destroy).
+func (s *turnSchedule) destroy() error {
+	if s.readOnly {
+		return rivet.Errorf(rivet.ErrInternal, "a read-only action of %s cannot destroy it (make it with rivet.Action)", s.a.describe())
+	}
+	if slices.ContainsFunc(s.a.sched, func(c pendingCall) bool { return c.rec.Action == destroyAction }) {
+		return nil
+	}
+	at := s.now.UnixMilli()
+	s.a.sched = insertCall(s.a.sched, pendingCall{id: schedID(at), at: at,
+		rec: scheduleRecord{Action: destroyAction, Args: json.RawMessage("[]"), CreatedAt: at}})
+	return nil
+}
+
 // everyID is the id of the recurring call name: the same across its runs.
 // It cannot be a one-off call's id, which starts with a digit.
 func everyID(name string) string { return "every:" + name }
@@ -543,6 +563,16 @@ func (h *Host) fireOne(ref Ref, sp *rivet.Spec) (more bool, err error) {
 	ctx, cancel := context.WithTimeout(h.baseCtx, h.cfg.ActionTimeout)
 	defer cancel()
 	chain := h.newChain()
+	destroy := false
+	defer func() {
+		if destroy && err == nil {
+			// Destroy deletes the call with the rest of the actor; if it
+			// fails, the call stays and is tried again.
+			if err = h.Destroy(ctx, ref); err == nil {
+				more = false
+			}
+		}
+	}()
 	_, _, err = h.turn(ctx, TurnAction, ref, sp, false, nil, chain, func(a *activation) error {
 		now := h.timers.now().UnixMilli()
 		if len(a.sched) == 0 {
@@ -561,6 +591,11 @@ func (h *Host) fireOne(ref Ref, sp *rivet.Spec) (more bool, err error) {
 		// Made before the action runs, which sees it (and may cancel or
 		// replace the next run), as a re-entrant turn of it does.
 		c := a.sched[0]
+		if c.rec.Action == destroyAction {
+			// Its own turn (Destroy's), after this one.
+			destroy = true
+			return nil
+		}
 		more = true
 		var next *pendingCall
 		if c.rec.recurring() {
@@ -607,7 +642,8 @@ func (h *Host) fireOne(ref Ref, sp *rivet.Spec) (more bool, err error) {
 		te := a.beginTurnEvents(chain, false)
 		kept, wrote := false, false
 		defer func() { a.finishTurnEvents(te, kept, wrote) }()
-		env := rivet.Env{Ctx: ctx, Name: a.ref.Name, Key: a.ref.Key, Client: &hostClient{h: h, chain: chain, from: a}, Schedule: a.newTurnSchedule(act.ReadOnly), Events: te, Fired: &call, Vars: a.vars}
+		ts := a.newTurnSchedule(act.ReadOnly)
+		env := rivet.Env{Ctx: ctx, Name: a.ref.Name, Key: a.ref.Key, Client: &hostClient{h: h, chain: chain, from: a}, Schedule: ts, Destroy: ts.destroy, Events: te, Fired: &call, Vars: a.vars}
 		if err := invokeScheduled(h, a, act, env, args); err != nil {
 			a.restoreState() // the state and the calls as last committed
 			if h.baseCtx.Err() != nil {

@@ -33,6 +33,7 @@ type StepCtx[S any] struct {
 	client  caller.Client
 	events  Broadcaster
 	vars    any
+	destroy func() error
 	attempt int
 }
 
@@ -63,6 +64,20 @@ func (s *StepCtx[S]) Broadcast(name string, data any) error {
 // a step replayed from its history does not run, and the next activation
 // has vars of its own.
 func (s *StepCtx[S]) Vars() any { return s.vars }
+
+// Destroy destroys the actor once the attempt's commit is durable, as
+// rivet.ActionCtx.Destroy does (Rivet's destroy in a step): the workflow is
+// stopped where it is then, OnDestroy runs and everything stored is
+// deleted. The request commits with the attempt's record, a failed
+// attempt's too, as its changes to the state do (roll-forward); an
+// abandoned attempt asks for nothing. A step replayed from its history
+// does not run, and the request is stored already.
+func (s *StepCtx[S]) Destroy() error {
+	if s.destroy == nil {
+		return errors.New("workflow: this host cannot destroy the actor")
+	}
+	return s.destroy()
+}
 
 // Attempt is the attempt's number, from 1.
 func (s *StepCtx[S]) Attempt() int { return s.attempt }
@@ -216,7 +231,7 @@ func runStep[S, T any](c *Ctx[S], opts StepOptions, fn func(*StepCtx[S]) (T, err
 		if !ok {
 			return nil, Critical(fmt.Errorf("workflow: the host passed a state of type %T, the workflow wants %T", env.State, st))
 		}
-		v, err := fn(&StepCtx[S]{State: st, ctx: ctx, client: env.Client, events: env.Events, vars: env.Vars, attempt: attempt})
+		v, err := fn(&StepCtx[S]{State: st, ctx: ctx, client: env.Client, events: env.Events, vars: env.Vars, destroy: env.Destroy, attempt: attempt})
 		if err != nil {
 			return nil, err
 		}
@@ -232,7 +247,7 @@ func runStep[S, T any](c *Ctx[S], opts StepOptions, fn func(*StepCtx[S]) (T, err
 			if err := json.Unmarshal(out, &v); err != nil {
 				return fmt.Errorf("workflow: recorded step value does not decode into %T: %w", v, err)
 			}
-			return rollback(&StepCtx[S]{State: st, ctx: ctx, client: env.Client, events: env.Events, vars: env.Vars, attempt: 1}, v)
+			return rollback(&StepCtx[S]{State: st, ctx: ctx, client: env.Client, events: env.Events, vars: env.Vars, destroy: env.Destroy, attempt: 1}, v)
 		}
 	}
 	out, path, err := c.x.step(sp)

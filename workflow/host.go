@@ -57,6 +57,9 @@ type StepEnv struct {
 	Events Broadcaster
 	// Vars is the activation's vars (rivet.Actor.CreateVars), nil if none.
 	Vars any
+	// Destroy asks for the actor's destruction once the attempt's commit
+	// is durable (nil: the host offers none).
+	Destroy func() error
 }
 
 // Broadcaster publishes an actor's events (rivet.Broadcaster).
