@@ -83,7 +83,8 @@ type Actor[S any] struct {
 	// steps and scheduled calls. An error is logged and the actor sleeps
 	// all the same. While its node stops, calls it makes to actors of that
 	// node fail (UNAVAILABLE), as do calls to actors of its partition
-	// while that is handed off.
+	// while that is handed off (its own actor excepted) and calls to an
+	// actor whose OnSleep runs too.
 	OnSleep func(c *ActionCtx[S]) error
 	// OnDestroy runs when the actor is destroyed, after its workflow has
 	// stopped and before its records are deleted: to tell other actors or

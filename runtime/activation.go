@@ -54,8 +54,12 @@ type activation struct {
 	// since, so this activation's memory is stale and its commits must fail.
 	fence storage.Fence
 
-	// ready is closed when loading finished; loadErr says how.
+	// ready is closed when loading finished; loadErr says how. woken is
+	// closed once the hooks of a loaded activation have run (at once if
+	// it has none, or the load failed); an activation whose hooks failed
+	// is stopped by then.
 	ready   chan struct{}
+	woken   chan struct{}
 	loadErr error
 	created bool // this load created the actor
 
@@ -78,6 +82,8 @@ type activation struct {
 	// wakeFailed: the hooks of a held load failed (activateFor); the
 	// activation goes once the holder's turn ends.
 	wakeFailed bool
+	// sleeping: its OnSleep runs (Host.sleep).
+	sleeping atomic.Bool
 	// history is the workflow history read by load, handed to the first
 	// run and then dropped.
 	history []workflow.Entry

@@ -45,3 +45,21 @@ func (h *Host) NextWakeup(ref Ref) (time.Time, bool) {
 	}
 	return it.at, true
 }
+
+// GateWaiters returns how many turns wait for the gate of ref's
+// activation (-1: not in memory).
+func (h *Host) GateWaiters(ref Ref) int {
+	enc, _, _, err := h.locate(ref)
+	if err != nil {
+		return -1
+	}
+	h.mu.Lock()
+	a := h.actors[ref.Name+"/"+enc]
+	h.mu.Unlock()
+	if a == nil {
+		return -1
+	}
+	a.gate.mu.Lock()
+	defer a.gate.mu.Unlock()
+	return len(a.gate.waiters)
+}

@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"runtime/debug"
 	"sync"
@@ -109,6 +110,66 @@ func (h *Host) wake(ctx context.Context, a *activation, chain string) error {
 	return nil
 }
 
+// wakeLoaded runs the hooks of an activation the caller just loaded, with
+// its gate taken by chain (hold's, if not "": the holder keeps the gate),
+// and then starts its workflow (unless held). If they fail, the activation
+// is evicted and the error returned, unless held: a holder's turn (Destroy,
+// a workflow cancel) goes on, and turnFor drops the activation after it.
+// It closes a.woken whatever happens.
+func (h *Host) wakeLoaded(ctx context.Context, a *activation, chain, hold string) error {
+	defer close(a.woken)
+	err := h.wake(ctx, a, chain)
+	if err == nil && a.stopped.Load() {
+		// Evicted while its hooks ran (a lost claim, a handoff that gave
+		// up waiting): it never serves.
+		a.closeVars()
+		err = rivet.Errorf(rivet.ErrUnavailable, "actor %s was deactivated while it woke", a.describe())
+	}
+	if err != nil && hold == "" {
+		// Turns waiting for its gate find it stopped and load the actor
+		// again.
+		h.evict(a)
+		a.gate.release()
+		if a.created {
+			err = fmt.Errorf("%w (the actor was created: its hooks failed after)", err)
+		}
+		return err
+	}
+	if err != nil {
+		a.wakeFailed = true
+		h.log.Warn("waking the actor failed; the operation that loaded it goes on", actorField(a), zap.Error(err))
+		return nil
+	}
+	if hold != "" {
+		return nil
+	}
+	v := a.currentVersion() // the hooks' writes, not the workflow's
+	history := a.history
+	a.history = nil
+	a.startWorkflow(history)
+	a.gate.release()
+	// A create or a wakeup that loaded the actor answers once the hooks'
+	// writes are durable, as a turn does.
+	if err := a.waitDurable(ctx, v); err != nil {
+		return wakeWriteError(ctx, a, err)
+	}
+	return nil
+}
+
+// wakeWriteError is the error of a request whose activation's hook writes
+// failed: the request itself did not run, so it may be retried
+// (UNAVAILABLE), whatever became of those writes.
+func wakeWriteError(ctx context.Context, a *activation, err error) error {
+	if ctx.Err() != nil {
+		return ctxError(ctx)
+	}
+	msg := fmt.Sprintf("actor %s: the writes of its wake failed: %v", a.describe(), err)
+	if a.created {
+		msg += " (the actor was created)"
+	}
+	return rivet.Errorf(rivet.ErrUnavailable, "%s", msg)
+}
+
 // sleep runs OnSleep of an activation leaving memory in an orderly way.
 // The caller holds the gate with chain and has stopped the workflow. A
 // failure is logged: the actor sleeps all the same.
@@ -123,6 +184,11 @@ func (h *Host) sleep(ctx context.Context, a *activation, chain string) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
+	// Calls from this hook to an actor whose OnSleep runs fail at once
+	// (turnFor), and so do theirs to this one.
+	h.sleepChains.Store(chain, struct{}{})
+	a.sleeping.Store(true)
+	defer func() { a.sleeping.Store(false); h.sleepChains.Delete(chain) }()
 	if err := h.hookTurn(ctx, a, chain, "OnSleep", func(env rivet.Env) error { return fn(env, a.state) }); err != nil {
 		h.sleepFailed.Add(1)
 		h.log.Warn("OnSleep failed; the actor sleeps all the same", actorField(a), errField(err))
@@ -186,6 +252,9 @@ func (h *Host) closeVarsLater(a *activation) {
 			h.log.Warn("the actor's vars were not closed: a turn still held it when the node stopped", actorField(a))
 			return
 		}
+		// No turn runs its code with the vars closed: one that reaches
+		// the gate later finds the activation stopped.
+		a.stopped.Store(true)
 		a.closeVars()
 		a.gate.release()
 	}()
@@ -240,12 +309,11 @@ func (h *Host) sleepAll(ctx context.Context) {
 }
 
 // deactivateIdleEach is the reaper's tryDeactivate of each of cands. Those
-// with an OnSleep run at once, at most maxSleeps, so that a slow hook does
-// not hold up the deactivation of every other actor.
-func (h *Host) deactivateIdleEach(cands []*activation) {
-	sem := make(chan struct{}, maxSleeps)
-	var wg sync.WaitGroup
-	defer wg.Wait()
+// with an OnSleep run on goroutines of their own (counted in sleeps, which
+// the reaper waits for before it returns), at most maxSleeps at once, and
+// the pass does not wait for them: a slow hook holds up neither the other
+// actors nor the next pass. One past the bound is left to a later pass.
+func (h *Host) deactivateIdleEach(cands []*activation, sleeps *sync.WaitGroup) {
 	for _, a := range cands {
 		select {
 		case <-h.stopCh:
@@ -257,13 +325,13 @@ func (h *Host) deactivateIdleEach(cands []*activation) {
 			continue
 		}
 		select {
-		case sem <- struct{}{}:
-		case <-h.stopCh:
-			return
+		case h.reapSleeps <- struct{}{}:
+		default:
+			continue
 		}
-		wg.Add(1)
+		sleeps.Add(1)
 		go func() {
-			defer func() { <-sem; wg.Done() }()
+			defer func() { <-h.reapSleeps; sleeps.Done() }()
 			h.tryDeactivate(a)
 		}()
 	}

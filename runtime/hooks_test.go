@@ -474,3 +474,239 @@ func TestAStopPastItsDeadlineClosesVars(t *testing.T) {
 		t.Fatal("the idle actor's vars were not closed by the stop")
 	}
 }
+
+// A workflow's wakeup that fires while another request's wake of the actor
+// fails (slowly: a dependency down) is not used up by it: the wakeup loads
+// the actor itself, or is scheduled again, rather than leave the workflow
+// asleep until some request comes. (The grace below only gives the wakeup
+// time to find the activation; losing that race makes the test pass
+// wrongly, never fail wrongly.)
+func TestAWakeupDuringAFailingWakeIsNotLost(t *testing.T) {
+	var block atomic.Bool
+	var host atomic.Pointer[runtime.Host]
+	ref := runtime.Ref{Name: "wkf", Key: []string{"k"}}
+	act := rivet.Actor[hookedState]{
+		Name: "wkf",
+		OnWake: func(c *rivet.ActionCtx[hookedState]) error {
+			if !block.CompareAndSwap(true, false) {
+				return nil
+			}
+			h := host.Load()
+			// The workflow's wakeup comes due while the hooks run.
+			h.SetWakeClock(func() time.Time { return time.Now().Add(2 * time.Hour) })
+			for {
+				if _, ok := h.NextWakeup(ref); !ok {
+					break // the timer took it
+				}
+				select {
+				case <-c.Context().Done():
+					return c.Context().Err()
+				case <-time.After(10 * time.Millisecond):
+				}
+			}
+			time.Sleep(300 * time.Millisecond) // grace for wakeOne's lookup, which is not observable
+			return errors.New("dependency down")
+		},
+		Actions: rivet.Actions[hookedState]{
+			"get": rivet.Query(func(c *rivet.ActionCtx[hookedState]) (int, error) { return 0, nil }),
+		},
+		Run: func(ctx *workflow.Ctx[hookedState]) error {
+			if err := ctx.Sleep("nap", time.Hour); err != nil {
+				return err
+			}
+			_, err := workflow.Step(ctx, "after", func(s *workflow.StepCtx[hookedState]) (int, error) { return 0, nil })
+			return err
+		},
+	}
+	e := newEnv(t, counterReg(t, act), nil)
+	if _, err := call(t, e.host, "wkf", "k", "get", true); err != nil {
+		t.Fatal(err)
+	}
+	e.restart() // out of memory; the wakeup (in 1 h) is loaded from storage
+	host.Store(e.host)
+	if _, ok := e.host.NextWakeup(ref); !ok {
+		t.Fatal("no wakeup scheduled after the restart")
+	}
+	block.Store(true)
+	if _, err := call(t, e.host, "wkf", "k", "get", false); !errors.Is(err, rivet.ErrInternal) {
+		t.Fatalf("the call whose OnWake failed: %v, want ErrInternal", err)
+	}
+	waitFor(t, "the workflow to be in memory or its wakeup scheduled again", 5*time.Second, func() bool {
+		_, sched := e.host.NextWakeup(ref)
+		return sched || e.host.Stats().ActiveActors > 0
+	})
+}
+
+// Two idle actors whose OnSleep calls the other: the reaper runs both hooks
+// at once, and each call fails at once (UNAVAILABLE: the callee is going to
+// sleep) instead of each waiting for the other's gate until SleepTimeout
+// (an hour here, past the test's deadline).
+func TestOnSleepsCallingEachOtherDoNotDeadlock(t *testing.T) {
+	var mu sync.Mutex
+	results := map[string]error{}
+	var both sync.WaitGroup
+	both.Add(2)
+	other := map[string]string{"p1": "p2", "p2": "p1"}
+	act := rivet.Actor[hookedState]{
+		Name:    "pair",
+		Options: rivet.Options{SleepTimeout: time.Hour, IdleTimeout: 300 * time.Millisecond},
+		OnSleep: func(c *rivet.ActionCtx[hookedState]) error {
+			k := c.Key()[0]
+			mu.Lock()
+			_, again := results[k]
+			mu.Unlock()
+			if again {
+				return nil
+			}
+			both.Done()
+			both.Wait() // both hooks run, each holding its actor's gate
+			_, err := c.Client().Get("pair", other[k]).Call(c.Context(), "get")
+			mu.Lock()
+			results[k] = err
+			mu.Unlock()
+			return nil
+		},
+		Actions: rivet.Actions[hookedState]{
+			"get": rivet.Query(func(c *rivet.ActionCtx[hookedState]) (int, error) { return 0, nil }),
+		},
+	}
+	e := newEnv(t, counterReg(t, act), func(c *runtime.Config) { c.IdleTimeout = 300 * time.Millisecond })
+	for _, k := range []string{"p1", "p2"} {
+		if _, err := call(t, e.host, "pair", k, "get", true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "both OnSleep calls to return", 20*time.Second, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(results) == 2
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	// Returned at all, both: the first call fails at once; the second may
+	// find its callee asleep already, and wake it.
+	for k, err := range results {
+		if err != nil && !errors.Is(err, rivet.ErrUnavailable) {
+			t.Errorf("OnSleep of %s calling the other: %v, want ErrUnavailable or success", k, err)
+		}
+	}
+}
+
+// A handoff of an actor that requests wait for: the waiting turns are
+// refused (UNAVAILABLE) without evicting it, and the handoff runs its
+// OnSleep (pageviews' write-behind counts would be lost on every rebalance
+// of a busy actor otherwise).
+func TestAHandoffOfABusyActorRunsOnSleep(t *testing.T) {
+	var sleeps atomic.Int32
+	entered, release := make(chan struct{}), make(chan struct{})
+	act := rivet.Actor[hookedState]{
+		Name:    "busy",
+		OnSleep: func(c *rivet.ActionCtx[hookedState]) error { sleeps.Add(1); return nil },
+		Actions: rivet.Actions[hookedState]{
+			"block": rivet.Action0(func(c *rivet.ActionCtx[hookedState]) (int, error) { close(entered); <-release; return 0, nil }),
+			"get":   rivet.Query(func(c *rivet.ActionCtx[hookedState]) (int, error) { return 0, nil }),
+		},
+	}
+	e := newEnv(t, counterReg(t, act), nil)
+	ref := runtime.Ref{Name: "busy", Key: []string{"b"}}
+	if _, err := call(t, e.host, "busy", "b", "get", true); err != nil {
+		t.Fatal(err)
+	}
+	r1 := make(chan error, 1)
+	go func() { _, err := call(t, e.host, "busy", "b", "block", false); r1 <- err }()
+	<-entered
+	r2 := make(chan error, 1)
+	go func() { _, err := call(t, e.host, "busy", "b", "get", false); r2 <- err }()
+	waitFor(t, "the second request to wait for the gate", 10*time.Second, func() bool { return e.host.GateWaiters(ref) == 1 })
+	part := placement.Partition("busy", storage.EncodeKey([]string{"b"}), testPartitions)
+	hd := make(chan error, 1)
+	go func() { hd <- e.host.Handoff(context.Background(), part) }()
+	waitFor(t, "the handoff to wait for the gate", 10*time.Second, func() bool { return e.host.GateWaiters(ref) == 2 })
+	close(release)
+	if err := <-r1; err != nil {
+		t.Fatal(err)
+	}
+	err2 := <-r2
+	if err := <-hd; err != nil {
+		t.Fatal(err)
+	}
+	if n := sleeps.Load(); n != 1 {
+		t.Fatalf("OnSleep ran %d times in the handoff of a busy actor, want 1 (the queued request got %v)", n, err2)
+	}
+}
+
+// One slow OnSleep holds up neither the deactivation of other idle actors
+// nor the reaper's next passes.
+func TestASlowOnSleepHoldsUpNoOtherDeactivation(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	slow := rivet.Actor[hookedState]{
+		Name:    "slowsleep",
+		Options: rivet.Options{SleepTimeout: time.Hour},
+		OnSleep: func(c *rivet.ActionCtx[hookedState]) error {
+			once.Do(func() { close(entered) })
+			select {
+			case <-release:
+			case <-c.Context().Done():
+			}
+			return nil
+		},
+		Actions: rivet.Actions[hookedState]{
+			"get": rivet.Query(func(c *rivet.ActionCtx[hookedState]) (int, error) { return 0, nil }),
+		},
+	}
+	e := newEnv(t, counterReg(t, slow), func(c *runtime.Config) { c.IdleTimeout = 200 * time.Millisecond })
+	defer close(release)
+	if _, err := call(t, e.host, "slowsleep", "s", "get", true); err != nil {
+		t.Fatal(err)
+	}
+	<-entered
+	callInt(t, e.host, "counter", "c", "getCount", true) // no hooks at all
+	waitFor(t, "the idle counter to be deactivated while the slow OnSleep runs", 20*time.Second, func() bool {
+		return e.host.Stats().ActiveActors == 1
+	})
+}
+
+// During a handoff, an OnSleep may call its own actor (a re-entrant turn,
+// which still writes on the claim being released): the call and the hook's
+// own changes reach the next owner.
+func TestOnSleepMayCallItsActorDuringAHandoff(t *testing.T) {
+	var callErr atomic.Value
+	act := rivet.Actor[hookedState]{
+		Name: "selfsave",
+		OnSleep: func(c *rivet.ActionCtx[hookedState]) error {
+			_, err := c.Client().Get("selfsave", c.Key()...).Call(c.Context(), "save")
+			callErr.Store(errBox{err})
+			c.State.Sleeps++
+			return nil
+		},
+		Actions: rivet.Actions[hookedState]{
+			"save": rivet.Action0(func(c *rivet.ActionCtx[hookedState]) (int, error) { c.State.Setups++; return 0, nil }),
+			"get":  rivet.Query(func(c *rivet.ActionCtx[hookedState]) (hookedState, error) { return *c.State, nil }),
+		},
+	}
+	e := newEnv(t, counterReg(t, act), nil)
+	h2, own2 := secondHost(t, e)
+	if _, err := call(t, e.host, "selfsave", "m", "get", true); err != nil {
+		t.Fatal(err)
+	}
+	part := placement.Partition("selfsave", storage.EncodeKey([]string{"m"}), testPartitions)
+	if err := e.host.Handoff(ctx(t), part); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := own2.Claim(ctx(t), []uint32{part}); err != nil || len(got) != 1 {
+		t.Fatalf("claim after handoff: %v, %v", got, err)
+	}
+	raw, err := call(t, h2, "selfsave", "m", "get", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st hookedState
+	_ = json.Unmarshal(raw, &st)
+	b, _ := callErr.Load().(errBox)
+	if b.err != nil || st.Sleeps != 1 || st.Setups != 1 {
+		t.Fatalf("OnSleep's call to its own actor during a handoff: %v; on the next owner %+v, want sleeps 1, setups 1", b.err, st)
+	}
+}
+
+type errBox struct{ err error }

@@ -73,7 +73,13 @@ type Host struct {
 	loops     sync.WaitGroup // reap, wakeLoop, warnUnregistered, checkSubscriptions
 	hookRuns  sync.WaitGroup // closeVarsLater
 	hooksDone bool           // Stop waited for hookRuns: no more (under mu)
-	stopCh    chan struct{}
+	// reapSleeps counts the reaper's OnSleep deactivations in progress
+	// (at most maxSleeps), reapDone closes when the reaper has returned,
+	// after them; sleepChains holds the chains of OnSleep hooks running.
+	reapSleeps  chan struct{}
+	reapDone    chan struct{}
+	sleepChains sync.Map
+	stopCh      chan struct{}
 	// overLimit wakes the reaper when a load takes the node past
 	// MaxActiveActors.
 	overLimit chan struct{}
@@ -119,6 +125,7 @@ func New(cfg Config, reg *rivet.Registry, store storage.Store, commit Committer,
 		actors: map[string]*activation{}, retiring: map[string]*activation{},
 		stopCh: make(chan struct{}), overLimit: make(chan struct{}, 1),
 		timers: newTimers(), events: newEventHub(),
+		reapSleeps: make(chan struct{}, maxSleeps),
 	}
 	own.OnLost(h.evictAll)
 	own.OnClaimed(func(ctx context.Context, parts []uint32) {
@@ -137,6 +144,7 @@ func (h *Host) Start(ctx context.Context) error {
 		return fmt.Errorf("runtime: load wakeups: %w", err)
 	}
 	h.loops.Add(4)
+	h.reapDone = make(chan struct{})
 	go h.checkSubscriptions()
 	go h.reap()
 	go h.wakeLoop()
@@ -191,6 +199,17 @@ func (h *Host) Stop(ctx context.Context) error {
 		h.sleepAll(ctx)
 	case <-ctx.Done():
 		err = ctx.Err()
+	}
+	// The reaper's OnSleep hooks write: they end before the flushes are
+	// waited for.
+	if h.reapDone != nil { // Start ran
+		select {
+		case <-h.reapDone:
+		case <-ctx.Done():
+			err = ctx.Err()
+			h.cancelBase() // their hooks' contexts end
+			<-h.reapDone
+		}
 	}
 	flushed := make(chan struct{})
 	go func() { h.flushes.Wait(); close(flushed) }()
@@ -284,10 +303,32 @@ func (h *Host) place(ref Ref) (enc string, part uint32, err error) {
 
 // activate returns the actor's activation, loading it (and creating the
 // actor, if create) on first use, and starting its workflow. created is
-// true only for the one caller whose load created the actor.
+// true only for the one caller whose load created the actor. It answers
+// once the activation's hooks have run and their writes are durable: an
+// activation whose hooks failed is not returned (a wakeup that took
+// another caller's failing load for done would leave the workflow
+// asleep), the actor is loaded again.
 func (h *Host) activate(ctx context.Context, ref Ref, sp *rivet.Spec, create bool, input json.RawMessage) (a *activation, created bool, err error) {
-	a, created, _, err = h.activateFor(ctx, ref, sp, create, input, "")
-	return a, created, err
+	for range 5 {
+		a, c, _, err := h.activateFor(ctx, ref, sp, create, input, "")
+		if err != nil {
+			return nil, false, err
+		}
+		created = created || c
+		select {
+		case <-a.woken:
+		case <-ctx.Done():
+			return nil, false, ctxError(ctx)
+		}
+		if a.stopped.Load() {
+			continue
+		}
+		if err := a.waitDurable(ctx, a.currentVersion()); err != nil {
+			return nil, false, wakeWriteError(ctx, a, err)
+		}
+		return a, created, nil
+	}
+	return nil, false, rivet.Errorf(rivet.ErrUnavailable, "actor %s/%v kept being deactivated as it woke", ref.Name, ref.Key)
 }
 
 // activateFor is activate. hold, if not "", is the chain of a caller that
@@ -343,7 +384,7 @@ func (h *Host) activateFor(ctx context.Context, ref Ref, sp *rivet.Spec, create 
 			a = &activation{
 				h: h, ref: Ref{Name: ref.Name, Key: append([]string(nil), ref.Key...)}, id: id, enc: enc, part: part, spec: sp, prefix: prefix,
 				fence: storage.Fence{Partition: part, Token: token},
-				ready: make(chan struct{}), advanced: make(chan struct{}),
+				ready: make(chan struct{}), woken: make(chan struct{}), advanced: make(chan struct{}),
 				wf: wfState{queued: &h.queued},
 			}
 			a.lastTurn.Store(time.Now().UnixNano())
@@ -385,44 +426,12 @@ func (h *Host) activateFor(ctx context.Context, ref Ref, sp *rivet.Spec, create 
 				a.startWorkflow(history)
 			}
 			close(a.ready)
-			if wakes {
-				err := h.wake(ctx, a, wakeChain)
-				if err == nil && a.stopped.Load() {
-					// Evicted while its hooks ran (a lost claim, a
-					// handoff that gave up waiting): it never serves.
-					a.closeVars()
-					err = rivet.Errorf(rivet.ErrUnavailable, "actor %s was deactivated while it woke", a.describe())
-				}
-				if err != nil && hold == "" {
-					// This activation never serves: turns waiting for its
-					// gate find it stopped and load the actor again.
-					h.evict(a)
-					a.gate.release()
-					if a.created {
-						err = fmt.Errorf("%w (the actor was created: its hooks failed after)", err)
-					}
-					return nil, false, false, err
-				}
-				if err != nil {
-					// The holder's turn runs all the same (Destroy must
-					// work on an actor whose hooks fail), and then the
-					// activation goes (turnFor).
-					a.wakeFailed = true
-					h.log.Warn("waking the actor failed; the operation that loaded it goes on", refField(ref), zap.Error(err))
-				}
-				if hold != "" {
-					held = true
-				} else {
-					history := a.history
-					a.history = nil
-					a.startWorkflow(history)
-					a.gate.release()
-					// A create or a wakeup that loaded the actor answers once
-					// the hooks' writes are durable, as a turn does.
-					if err := a.waitDurable(ctx, a.currentVersion()); err != nil {
-						return nil, false, false, err
-					}
-				}
+			if !wakes {
+				close(a.woken)
+			} else if err := h.wakeLoaded(ctx, a, wakeChain, hold); err != nil {
+				return nil, false, false, err
+			} else {
+				held = hold != ""
 			}
 			var doubt *createInDoubt
 			if errors.As(a.loadErr, &doubt) {
@@ -588,6 +597,14 @@ func (h *Host) turnFor(ctx context.Context, kind TurnKind, ref Ref, sp *rivet.Sp
 			return nil, false, err
 		}
 		if !held {
+			if a.sleeping.Load() && !a.gate.heldBy(chain) {
+				if _, fromSleep := h.sleepChains.Load(chain); fromSleep {
+					// An OnSleep calling an actor whose own OnSleep runs
+					// (and may be calling back): each would wait for the
+					// other's gate until its SleepTimeout.
+					return nil, false, rivet.Errorf(rivet.ErrUnavailable, "actor %s is going to sleep", a.describe())
+				}
+			}
 			if _, ok := h.own.Token(a.part); !ok && !a.gate.heldBy(chain) {
 				// Not served (being handed off, or lost): say so now
 				// rather than wait for a gate held by the handoff (an
@@ -607,16 +624,28 @@ func (h *Host) turnFor(ctx context.Context, kind TurnKind, ref Ref, sp *rivet.Sp
 		// have run out before the watchdog dropped it, and another node
 		// may serve the actor now. Not even a read is answered then.
 		if tok, ok := h.own.Token(a.part); !ok || tok != a.fence.Token {
-			a.gate.release()
-			if held {
-				// Its workflow never started, and a wakeup that found it
-				// loaded has been used up: if the partition is still
-				// ours, the workflow must run again from storage.
-				h.evictAndRerun(a)
+			if rt, releasing := h.own.Releasing(a.part); releasing && rt == a.fence.Token {
+				// A handoff takes the partition out of service: it puts
+				// this activation to sleep (OnSleep) itself. A turn
+				// re-entering one that runs (an OnSleep calling back into
+				// its actor) still writes on the claim, which holds until
+				// the release; any other is refused, and evicts nothing.
+				if !a.gate.reentered() {
+					a.gate.release()
+					return nil, false, rivet.Errorf(rivet.ErrUnavailable, "partition %d of %s is moving from node %s", a.part, a.describe(), h.cfg.NodeID)
+				}
 			} else {
-				h.evict(a)
+				a.gate.release()
+				if held {
+					// Its workflow never started, and a wakeup that found it
+					// loaded has been used up: if the partition is still
+					// ours, the workflow must run again from storage.
+					h.evictAndRerun(a)
+				} else {
+					h.evict(a)
+				}
+				return nil, false, rivet.Errorf(rivet.ErrUnavailable, "partition %d of %s is not served by node %s now", a.part, a.describe(), h.cfg.NodeID)
 			}
-			return nil, false, rivet.Errorf(rivet.ErrUnavailable, "partition %d of %s is not served by node %s now", a.part, a.describe(), h.cfg.NodeID)
 		}
 		t0 := time.Now()
 		err = h.runTurn(a, fn)
@@ -1545,6 +1574,9 @@ func (h *Host) Stats() Stats {
 // longest while the node holds more than MaxActiveActors.
 func (h *Host) reap() {
 	defer h.loops.Done()
+	defer close(h.reapDone)
+	var sleeps sync.WaitGroup
+	defer sleeps.Wait()
 	tick := time.NewTicker(max(h.cfg.IdleTimeout/4, 10*time.Millisecond))
 	defer tick.Stop()
 	// A load past the bound sheds shedEvery later (the actors loaded by a
@@ -1584,7 +1616,7 @@ func (h *Host) reap() {
 			}
 		}
 		h.mu.Unlock()
-		h.deactivateIdleEach(cands)
+		h.deactivateIdleEach(cands, &sleeps)
 		shed()
 	}
 }

@@ -307,6 +307,15 @@ func (o *Ownership) Holds(p uint32) bool {
 	return have || leaving
 }
 
+// Releasing returns the token of partition p's claim if a handoff has
+// taken p out of service (BeginRelease) and not yet released it.
+func (o *Ownership) Releasing(p uint32) (int64, bool) {
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	c, ok := o.releasing[p]
+	return c.Token, ok
+}
+
 // BeginRelease stops serving partition p (Token reports it not owned, so
 // no new activation starts) while keeping its claim in storage, so that
 // the activations already running can finish their turns and flush. It
