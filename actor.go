@@ -171,12 +171,13 @@ func (c *ActionCtx[S]) Broadcast(name string, data any) error {
 }
 
 // Destroy destroys the actor once this turn's writes are durable (Rivet's
-// c.destroy()): its workflow stops, OnDestroy runs, everything stored for
-// it is deleted, and later calls get ErrNotFound. The request is stored
-// with the turn, as a scheduled call is (inspect lists it as the call of
-// "$destroy"), so a crash or a move does not lose it: whichever node
-// serves the actor then destroys it as soon as it can. A turn that fails
-// asks for nothing; a read-only action cannot ask (ErrInternal).
+// c.destroy()): from then on calls and messages get ErrNotFound and the
+// workflow runs no more steps; then OnDestroy runs and everything stored
+// for it is deleted. The request is stored with the turn, as a scheduled
+// call is (inspect lists it as the call of "$destroy"), so a crash or a
+// move does not lose it: whichever node serves the actor then destroys it
+// as soon as it can, even if its hooks fail. A turn that fails asks for
+// nothing; a read-only action cannot ask (ErrInternal).
 func (c *ActionCtx[S]) Destroy() error {
 	if c.destroy == nil {
 		return Errorf(ErrInternal, "actor %s: Destroy is not available in this context", c.name)

@@ -58,7 +58,9 @@ type Scheduler interface {
 	// second), the first run one interval from now, and returns the id
 	// "every:"+name, which stays the same across runs (a name is up to 64
 	// letters, digits, '_' and '-', starting with a letter). Scheduling a
-	// name again replaces its call. A run that fails is not retried, but the
+	// name again replaces its call, unless nothing about it changed (the
+	// interval, action and arguments): then its pending run stays, so that
+	// code scheduling it on every wake does not push it back. A run that fails is not retried, but the
 	// next one comes; runs missed while no node served the actor are
 	// skipped, not caught up; the action can Cancel its own call.
 	Every(name string, interval time.Duration, action string, args ...any) (string, error)
@@ -67,15 +69,20 @@ type Scheduler interface {
 	// day-of-month month day-of-week ("0 9 * * 1-5": 9:00 on weekdays), or
 	// @yearly, @monthly, @weekly, @daily or @hourly; in UTC, unless it
 	// begins with CRON_TZ= and an IANA zone ("CRON_TZ=Europe/Paris 0 9 * *
-	// 1-5"). It is a recurring call as Every's are, and shares their names:
-	// the id is "every:"+name, scheduling a name again replaces its call, a
-	// run that fails is not retried, and runs missed while no node served
-	// the actor are skipped. An expression that does not parse, or never
-	// comes due, is ErrInvalidArgument.
+	// 1-5"), never the node's own zone. It is a recurring call as Every's
+	// are, and shares their names: the id is "every:"+name, scheduling a
+	// name again replaces its call (or keeps it, if nothing changed), a run
+	// that fails is not retried, and runs missed while no node served the
+	// actor are skipped. Where the zone's clocks change, a run at a time
+	// the zone repeats runs once, and one at a time it skips runs that day,
+	// shifted by the gap (Vixie cron's rule). An expression that does not
+	// parse, or never comes due, is ErrInvalidArgument.
 	Cron(name, expr, action string, args ...any) (string, error)
 	// Get returns the pending call id.
 	Get(id string) (ScheduledCall, bool)
-	// List returns the pending calls, the earliest first.
+	// List returns the pending calls, the earliest first; a destroy the
+	// actor asked for (ActionCtx.Destroy) is among them, as a call of
+	// "$destroy".
 	List() []ScheduledCall
 	// Cancel removes the pending call id, and says whether there was one
 	// (false: it ran, or was cancelled, already).

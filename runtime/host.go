@@ -731,6 +731,9 @@ func (h *Host) Call(ctx context.Context, req CallRequest) (_ json.RawMessage, er
 		read   bool // a read-only action ran to the end
 	)
 	_, _, err = h.turn(ctx, TurnAction, req.Ref, sp, req.CreateIfMissing, req.Input, chain, func(a *activation) (err error) {
+		if a.destroyPending() && !a.gate.reentered() {
+			return errBeingDestroyed(a)
+		}
 		if !act.ReadOnly && a.gate.reentered() {
 			defer a.markRestorePoint()()
 		}
@@ -939,6 +942,9 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 		queued bool // the turn queued the message: seq is its alone
 	)
 	act, _, err := h.turn(ctx, TurnSend, req.Ref, sp, req.CreateIfMissing, req.Input, chain, func(a *activation) error {
+		if a.destroyPending() && !a.gate.reentered() {
+			return errBeingDestroyed(a)
+		}
 		if a.depth[req.Queue] >= uint64(h.cfg.MaxQueueDepth) {
 			return rivet.Errorf(rivet.ErrQueueFull, "queue %s of %s holds %d messages, the limit", req.Queue, a.describe(), h.cfg.MaxQueueDepth)
 		}

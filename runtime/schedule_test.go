@@ -550,6 +550,30 @@ func TestCronCallsRunAtTheirTimes(t *testing.T) {
 		t.Fatalf("9:30 in Kolkata is next at %v UTC, want 04:00 within a day", at)
 	}
 
+	// Scheduling a name again just as it is keeps its pending run (an
+	// OnWake that schedules on every wake must not push it back, or drop
+	// one that is due); anything else about it replaces it.
+	callString(t, e.host, "alarm", "z", "every", false, "hourly", every{Ms: 3_600_000, Action: "add", Args: []any{1}})
+	at := func(id string) time.Time {
+		for _, c := range inspect(t, e.host, "alarm", "z").Schedules {
+			if c.ID == id {
+				return c.At
+			}
+		}
+		t.Fatalf("no call %s", id)
+		return time.Time{}
+	}
+	was := at("every:hourly")
+	waitFor(t, "the clock to move on", 10*time.Second, func() bool { return time.Since(was.Add(-time.Hour)) > 5*time.Millisecond })
+	callString(t, e.host, "alarm", "z", "every", false, "hourly", every{Ms: 3_600_000, Action: "add", Args: []any{1}})
+	if now := at("every:hourly"); !now.Equal(was) {
+		t.Fatalf("the same call scheduled again moved from %v to %v", was, now)
+	}
+	callString(t, e.host, "alarm", "z", "every", false, "hourly", every{Ms: 3_600_000, Action: "add", Args: []any{2}})
+	if now := at("every:hourly"); now.Equal(was) {
+		t.Fatal("a call of the name with other arguments did not replace it")
+	}
+
 	// Every minute: the host's timers run on a clock moved past each
 	// minute in turn.
 	var offset atomic.Int64

@@ -69,15 +69,19 @@ func (c pendingCall) public() rivet.ScheduledCall {
 func (c pendingCall) following(now int64) pendingCall {
 	n := c
 	if c.rec.Cron != "" {
-		// Parsed when it was scheduled; a zone that no longer loads (it
-		// cannot: the zone database is built in) would end the call.
-		at := int64(maxSchedMs)
+		// Parsed when it was scheduled (the zone database is built in);
+		// one with no time left (past the year 2286) ends: at 0 the
+		// caller drops it.
+		n.at = 0
 		if sched, err := parseCron(c.rec.Cron); err == nil {
-			if next := sched.Next(time.UnixMilli(max(c.at, now))); !next.IsZero() {
-				at = min(next.UnixMilli(), maxSchedMs)
+			next := sched.Next(time.UnixMilli(max(c.at, now)))
+			if ss, ok := sched.(*cron.SpecSchedule); ok && !next.IsZero() {
+				next = acrossClockChanges(ss, time.UnixMilli(c.at), time.UnixMilli(max(c.at, now)), next)
+			}
+			if !next.IsZero() && next.UnixMilli() <= maxSchedMs {
+				n.at = next.UnixMilli()
 			}
 		}
-		n.at = at
 		n.id = everyStorageID(n.at, c.rec.Name)
 		return n
 	}
@@ -250,6 +254,10 @@ func (s *turnSchedule) Every(name string, every time.Duration, action string, ar
 	prev := s.a.sched
 	s.a.sched = slices.DeleteFunc(slices.Clone(prev), func(c pendingCall) bool { return c.rec.Name == name })
 	c, err := s.newCall(action, args, scheduleRecord{Name: name, EveryMs: every.Milliseconds()})
+	if err == nil && keepSame(prev, c) {
+		s.a.sched = prev
+		return everyID(name), nil
+	}
 	if err != nil {
 		s.a.sched = prev
 		return "", err
@@ -275,6 +283,10 @@ func (s *turnSchedule) Cron(name, expr, action string, args ...any) (string, err
 	prev := s.a.sched
 	s.a.sched = slices.DeleteFunc(slices.Clone(prev), func(c pendingCall) bool { return c.rec.Name == name })
 	c, err := s.newCall(action, args, scheduleRecord{Name: name, Cron: expr})
+	if err == nil && keepSame(prev, c) {
+		s.a.sched = prev
+		return everyID(name), nil
+	}
 	if err != nil {
 		s.a.sched = prev
 		return "", err
@@ -289,13 +301,87 @@ func (s *turnSchedule) Cron(name, expr, action string, args ...any) (string, err
 // descriptor, with an optional CRON_TZ= zone.
 var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
 
+// acrossClockChanges corrects next, robfig's next run of ss after from
+// (prev being the run that came due), where the zone's clocks change, as
+// Vixie cron does: a run at a wall-clock time the zone repeats when its
+// clocks go back runs once, not twice; one at a time the zone skips when
+// they go forward runs that day, shifted by the gap (02:30 on a night that
+// skips from 02:00 to 03:00 runs at 03:30), rather than not at all.
+func acrossClockChanges(ss *cron.SpecSchedule, prev, from, next time.Time) time.Time {
+	loc := ss.Location
+	if sameWallClock(prev.In(loc), next.In(loc)) {
+		return ss.Next(next)
+	}
+	_, fromOff := from.In(loc).Zone()
+	if _, nextOff := next.In(loc).Zone(); nextOff <= fromOff {
+		return next
+	}
+	// The clocks went forward in between: the run as a clock that did not
+	// change would see it, if its wall-clock time is one the zone skipped.
+	fixed := *ss
+	fixed.Location = time.FixedZone("", fromOff)
+	w := fixed.Next(from).In(fixed.Location)
+	if w.IsZero() {
+		return next
+	}
+	real := time.Date(w.Year(), w.Month(), w.Day(), w.Hour(), w.Minute(), w.Second(), 0, loc)
+	if sameWallClock(real, w) || !real.After(from) || !real.Before(next) {
+		return next // not in a gap, or not before robfig's
+	}
+	return real
+}
+
+// sameWallClock says whether a and b, in the same zone, read the same date
+// and time to the second.
+func sameWallClock(a, b time.Time) bool {
+	ay, am, ad := a.Date()
+	by, bm, bd := b.Date()
+	return ay == by && am == bm && ad == bd && a.Hour() == b.Hour() && a.Minute() == b.Minute() && a.Second() == b.Second()
+}
+
 // parseCron parses a cron expression. "@every" is refused: Every is for
 // intervals, and it would allow ones under MinEvery.
 func parseCron(expr string) (cron.Schedule, error) {
 	if strings.Contains(expr, "@every") {
 		return nil, errors.New("@every is not a cron expression here: use Scheduler.Every")
 	}
-	return cronParser.Parse(expr)
+	t := strings.TrimSpace(expr)
+	if !strings.HasPrefix(t, "CRON_TZ=") && !strings.HasPrefix(t, "TZ=") {
+		// robfig's default is the process's zone: nodes with different
+		// TZ settings would disagree on the same call's times.
+		t = "CRON_TZ=UTC " + t
+	} else if zone, _, _ := strings.Cut(t[strings.IndexByte(t, '=')+1:], " "); zone == "Local" {
+		return nil, errors.New("the zone Local is each node's own: name an IANA zone")
+	}
+	return cronParser.Parse(t)
+}
+
+// keepSame says whether calls holds a recurring call just like c (its
+// name, interval or expression, action and arguments): scheduling it
+// again (in OnWake, say) keeps its pending run rather than push it back, or
+// drop one that is due.
+func keepSame(calls []pendingCall, c pendingCall) bool {
+	for _, p := range calls {
+		if p.rec.Name == c.rec.Name {
+			r := p.rec
+			r.CreatedAt = c.rec.CreatedAt
+			return sameRecord(r, c.rec)
+		}
+	}
+	return false
+}
+
+// destroyPending says whether a destroy the actor asked for
+// (ActionCtx.Destroy) is queued for commit or stored: the actor takes no
+// more calls or workflow turns but its own. Called by the turn holder.
+func (a *activation) destroyPending() bool {
+	return slices.ContainsFunc(a.schedSaved, func(c pendingCall) bool { return c.rec.Action == destroyAction })
+}
+
+// errBeingDestroyed refuses a call or a message to an actor that asked to
+// be destroyed: as if it were gone already.
+func errBeingDestroyed(a *activation) error {
+	return rivet.Errorf(rivet.ErrNotFound, "actor %s is being destroyed", a.describe())
 }
 
 // destroyAction is the action of the call ActionCtx.Destroy stores: not a
@@ -563,6 +649,16 @@ func (h *Host) fireOne(ref Ref, sp *rivet.Spec) (more bool, err error) {
 	ctx, cancel := context.WithTimeout(h.baseCtx, h.cfg.ActionTimeout)
 	defer cancel()
 	chain := h.newChain()
+	if !h.inMemory(ref) {
+		// A due destroy of an actor not in memory is Destroy alone: its
+		// own load starts no workflow, and hooks that fail do not stop it.
+		if enc, part, _, lerr := h.locate(ref); lerr == nil {
+			calls, rerr := h.readSchedules(ctx, part, ref.Name, enc)
+			if rerr == nil && len(calls) > 0 && calls[0].rec.Action == destroyAction && calls[0].at <= h.timers.now().UnixMilli() {
+				return false, h.Destroy(ctx, ref)
+			}
+		}
+	}
 	destroy := false
 	defer func() {
 		if destroy && err == nil {
@@ -599,8 +695,9 @@ func (h *Host) fireOne(ref Ref, sp *rivet.Spec) (more bool, err error) {
 		more = true
 		var next *pendingCall
 		if c.rec.recurring() {
-			n := c.following(now)
-			next = &n
+			if n := c.following(now); n.at > 0 {
+				next = &n
+			}
 		}
 		ran := func() {
 			a.sched = withoutCall(a.sched, c.id)

@@ -3,6 +3,7 @@ package runtime
 import (
 	"fmt"
 	"testing"
+	"time"
 )
 
 // A recurring call's next run is the first of its runs after now: runs
@@ -14,5 +15,51 @@ func TestRecurringCallFollowing(t *testing.T) {
 		if n.at != tc.want || n.id != fmt.Sprintf("%013d-every:beat", tc.want) {
 			t.Errorf("after %d: next at %d (%s), want %d", tc.now, n.at, n.id, tc.want)
 		}
+	}
+}
+
+// A cron expression without a zone is UTC, whatever the node's own zone.
+func TestCronWithoutAZoneIsUTC(t *testing.T) {
+	ny, err := time.LoadLocation("America/New_York")
+	if err != nil {
+		t.Fatal(err)
+	}
+	local := time.Local
+	time.Local = ny // as TZ=America/New_York would
+	defer func() { time.Local = local }()
+	from := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
+	c := pendingCall{at: from, rec: scheduleRecord{Name: "d", Cron: "0 9 * * *"}}
+	if got := time.UnixMilli(c.following(from).at).UTC(); got.Hour() != 9 {
+		t.Errorf("0 9 * * * next at %v, want 09:00 UTC", got)
+	}
+	if _, err := parseCron("CRON_TZ=Local 0 9 * * *"); err == nil {
+		t.Error("the zone Local was accepted")
+	}
+}
+
+// Where the zone's clocks change, a daily run at a wall-clock time the zone
+// repeats runs once, and one at a time it skips runs that day, an hour
+// later (Paris: 2026-10-25 03:00 CEST becomes 02:00 CET; 2026-03-29 02:00
+// CET becomes 03:00 CEST).
+func TestCronAcrossClockChanges(t *testing.T) {
+	paris, err := time.LoadLocation("Europe/Paris")
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := func(at time.Time) time.Time {
+		c := pendingCall{at: at.UnixMilli(), rec: scheduleRecord{Name: "d", Cron: "CRON_TZ=Europe/Paris 30 2 * * *"}}
+		return time.UnixMilli(c.following(at.UnixMilli() + 500).at).In(paris)
+	}
+	first := time.Date(2026, 10, 25, 0, 30, 0, 0, time.UTC) // 02:30 CEST
+	if got, want := next(first), time.Date(2026, 10, 26, 2, 30, 0, 0, paris); !got.Equal(want) {
+		t.Errorf("fall back: after %v, next at %v, want %v", first.In(paris), got, want)
+	}
+	before := time.Date(2026, 3, 28, 2, 30, 0, 0, paris)
+	gap := next(before)
+	if want := time.Date(2026, 3, 29, 1, 30, 0, 0, time.UTC); !gap.Equal(want) { // 03:30 CEST
+		t.Errorf("spring forward: after %v, next at %v, want %v", before, gap, want.In(paris))
+	}
+	if got, want := next(gap), time.Date(2026, 3, 30, 2, 30, 0, 0, paris); !got.Equal(want) {
+		t.Errorf("after the shifted run %v, next at %v, want %v", gap, got, want)
 	}
 }

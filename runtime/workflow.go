@@ -432,6 +432,11 @@ func (w *wfHost) turnWith(ctx context.Context, kind TurnKind, chain string, even
 		a.gate.release()
 		return fmt.Errorf("%w: actor deactivated", workflow.ErrEvicted)
 	}
+	if a.destroyPending() {
+		// Its destroy runs next: no more of its workflow.
+		a.gate.release()
+		return fmt.Errorf("%w: the actor is being destroyed", workflow.ErrEvicted)
+	}
 	if err := ctx.Err(); err != nil {
 		// The gate's fast path does not look at ctx: a run stopped while
 		// it waited must not run its step.

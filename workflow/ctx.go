@@ -66,8 +66,8 @@ func (s *StepCtx[S]) Broadcast(name string, data any) error {
 func (s *StepCtx[S]) Vars() any { return s.vars }
 
 // Destroy destroys the actor once the attempt's commit is durable, as
-// rivet.ActionCtx.Destroy does (Rivet's destroy in a step): the workflow is
-// stopped where it is then, OnDestroy runs and everything stored is
+// rivet.ActionCtx.Destroy does (Rivet's destroy in a step): the workflow
+// runs no step after this one, OnDestroy runs and everything stored is
 // deleted. The request commits with the attempt's record, a failed
 // attempt's too, as its changes to the state do (roll-forward); an
 // abandoned attempt asks for nothing. A step replayed from its history

@@ -1,0 +1,167 @@
+package runtime_test
+
+import (
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/runtime"
+	"github.com/rivet-go/rivet/workflow"
+)
+
+// No step runs after the one that asked to destroy the actor: its effects
+// (an email, a charge) would happen for an actor that is going away.
+func TestNoStepRunsAfterAStepsDestroy(t *testing.T) {
+	var after atomic.Int64
+	act := rivet.Actor[alarmState]{
+		Name: "sdafter",
+		Actions: rivet.Actions[alarmState]{
+			"get": rivet.Query(func(c *rivet.ActionCtx[alarmState]) (alarmState, error) { return *c.State, nil }),
+		},
+		Run: func(ctx *workflow.Ctx[alarmState]) error {
+			if _, err := workflow.Step(ctx, "finish", func(s *workflow.StepCtx[alarmState]) (int, error) {
+				return 0, s.Destroy()
+			}); err != nil {
+				return err
+			}
+			for i := range 3 {
+				if _, err := workflow.Step(ctx, "after"+string(rune('a'+i)), func(s *workflow.StepCtx[alarmState]) (int, error) {
+					after.Add(1) // an effect: an email, a charge
+					s.State.Count++
+					return 0, nil
+				}); err != nil {
+					return err
+				}
+			}
+			return ctx.Sleep("linger", time.Hour)
+		},
+	}
+	e := newEnv(t, counterReg(t, act), nil)
+	if _, err := call(t, e.host, "sdafter", "s", "get", true); err != nil && !errors.Is(err, rivet.ErrNotFound) {
+		t.Fatal(err)
+	}
+	waitFor(t, "the step's destroy", 20*time.Second, func() bool {
+		_, err := e.host.Get(ctx(t), runtime.Ref{Name: "sdafter", Key: []string{"s"}})
+		return errors.Is(err, rivet.ErrNotFound)
+	})
+	if n := after.Load(); n > 0 {
+		t.Errorf("%d steps ran after the step that destroyed the actor", n)
+	}
+}
+
+// A stored destroy of an actor not in memory runs as Destroy does, which
+// goes on when the actor's hooks fail (loading it as any turn does would
+// retry for ever).
+var wakerFails atomic.Bool
+
+var waker = rivet.Actor[alarmState]{
+	Name: "waker",
+	Actions: rivet.Actions[alarmState]{
+		"add": rivet.Action(func(c *rivet.ActionCtx[alarmState], n int) (int, error) {
+			c.State.Count += n
+			return c.State.Count, nil
+		}),
+		"quit": rivet.Action0(func(c *rivet.ActionCtx[alarmState]) (int, error) {
+			return 0, c.Destroy()
+		}),
+	},
+	OnWake: func(c *rivet.ActionCtx[alarmState]) error {
+		if wakerFails.Load() {
+			return errors.New("dependency down")
+		}
+		return nil
+	},
+}
+
+func TestAStoredDestroyRunsWhenTheActorsWakeFails(t *testing.T) {
+	e := newEnv(t, counterReg(t, waker), nil)
+	ref := runtime.Ref{Name: "waker", Key: []string{"w"}}
+	callInt(t, e.host, "waker", "w", "add", true, 1)
+	e.host.SetWakeClock(func() time.Time { return time.Now().Add(-time.Hour) }) // not before the restart
+	callInt(t, e.host, "waker", "w", "quit", false)
+	wakerFails.Store(true)
+	defer wakerFails.Store(false)
+	e.restart()
+	waitFor(t, "the stored destroy", 20*time.Second, func() bool {
+		_, err := e.host.Get(ctx(t), ref)
+		return errors.Is(err, rivet.ErrNotFound)
+	})
+}
+
+// OnWake and OnSleep may destroy their actor; OnDestroy asking again
+// changes nothing.
+func TestHooksMayDestroyTheirActor(t *testing.T) {
+	var wakes, destroys atomic.Int64
+	act := rivet.Actor[alarmState]{
+		Name:    "selfhooks",
+		Options: rivet.Options{IdleTimeout: 300 * time.Millisecond},
+		Actions: rivet.Actions[alarmState]{
+			"add": rivet.Action(func(c *rivet.ActionCtx[alarmState], n int) (int, error) {
+				c.State.Count += n
+				return c.State.Count, nil
+			}),
+		},
+		OnWake: func(c *rivet.ActionCtx[alarmState]) error {
+			wakes.Add(1)
+			if c.State.Count == 7 {
+				return c.Destroy()
+			}
+			return nil
+		},
+		OnSleep: func(c *rivet.ActionCtx[alarmState]) error {
+			if c.State.Count == 5 {
+				return c.Destroy()
+			}
+			return nil
+		},
+		OnDestroy: func(c *rivet.ActionCtx[alarmState]) error {
+			destroys.Add(1)
+			return c.Destroy()
+		},
+	}
+	e := newEnv(t, counterReg(t, act), func(c *runtime.Config) { c.IdleTimeout = 300 * time.Millisecond })
+	gone := func(k string) func() bool {
+		return func() bool {
+			_, err := e.host.Get(ctx(t), runtime.Ref{Name: "selfhooks", Key: []string{k}})
+			return errors.Is(err, rivet.ErrNotFound)
+		}
+	}
+	// OnSleep (the reaper) asks.
+	callInt(t, e.host, "selfhooks", "s", "add", true, 5)
+	waitFor(t, "OnSleep's destroy", 20*time.Second, gone("s"))
+	// OnDestroy asks again while destroyed by an operator: nothing left.
+	callInt(t, e.host, "selfhooks", "d", "add", true, 1)
+	if err := e.host.Destroy(ctx(t), runtime.Ref{Name: "selfhooks", Key: []string{"d"}}); err != nil {
+		t.Fatal(err)
+	}
+	if !gone("d")() {
+		t.Fatal("not destroyed")
+	}
+	// OnWake asks: a restart, then the next call wakes it.
+	callInt(t, e.host, "selfhooks", "w", "add", true, 7)
+	e.restart()
+	_, _ = call(t, e.host, "selfhooks", "w", "add", false, 0)
+	waitFor(t, "OnWake's destroy", 20*time.Second, gone("w"))
+	if n := destroys.Load(); n != 3 {
+		t.Fatalf("OnDestroy ran %d times for 3 destroys", n)
+	}
+	if wakes.Load() < 3 {
+		t.Fatalf("%d wakes", wakes.Load())
+	}
+}
+
+// Calls made once a destroy was asked for get NOT_FOUND, as after it: not
+// answers whose writes the destroy then deletes.
+func TestCallsAfterADestroyRequestAreNotFound(t *testing.T) {
+	e := newEnv(t, counterReg(t, alarm), nil)
+	for i := range 10 {
+		k := "k" + string(rune('a'+i))
+		callInt(t, e.host, "alarm", k, "add", true, 1)
+		callInt(t, e.host, "alarm", k, "quit", false, false)
+		if _, err := call(t, e.host, "alarm", k, "add", false, 1); !errors.Is(err, rivet.ErrNotFound) {
+			t.Fatalf("a call after quit returned: %v, want ErrNotFound", err)
+		}
+	}
+}
