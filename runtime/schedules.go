@@ -249,23 +249,28 @@ func (s *turnSchedule) Every(name string, every time.Duration, action string, ar
 	if every < MinEvery {
 		return "", rivet.Errorf(rivet.ErrInvalidArgument, "schedule %s every %v: the interval must be at least %v", name, every, MinEvery)
 	}
-	// An existing call of the name is replaced: it does not count
-	// against the limit, and stays if the new one is refused.
+	return s.recurring(scheduleRecord{Name: name, EveryMs: every.Milliseconds()}, s.now.Add(every).UnixMilli(), action, args)
+}
+
+// recurring schedules the recurring call rec (its name and interval or
+// expression) of action with args, its first run at at. An existing call
+// of the name is replaced: it does not count against the limit, and stays
+// if the new one is refused, or if it is the same call (keepSame).
+func (s *turnSchedule) recurring(rec scheduleRecord, at int64, action string, args []any) (string, error) {
 	prev := s.a.sched
-	s.a.sched = slices.DeleteFunc(slices.Clone(prev), func(c pendingCall) bool { return c.rec.Name == name })
-	c, err := s.newCall(action, args, scheduleRecord{Name: name, EveryMs: every.Milliseconds()})
-	if err == nil && keepSame(prev, c) {
+	s.a.sched = slices.DeleteFunc(slices.Clone(prev), func(c pendingCall) bool { return c.rec.Name == rec.Name })
+	c, err := s.newCall(action, args, rec)
+	if err != nil || keepSame(prev, c) {
 		s.a.sched = prev
-		return everyID(name), nil
+		if err != nil {
+			return "", err
+		}
+		return everyID(rec.Name), nil
 	}
-	if err != nil {
-		s.a.sched = prev
-		return "", err
-	}
-	c.at = s.now.Add(every).UnixMilli()
-	c.id = everyStorageID(c.at, name)
+	c.at = at
+	c.id = everyStorageID(c.at, rec.Name)
 	s.a.sched = insertCall(s.a.sched, c)
-	return everyID(name), nil
+	return everyID(rec.Name), nil
 }
 
 func (s *turnSchedule) Cron(name, expr, action string, args ...any) (string, error) {
@@ -280,21 +285,7 @@ func (s *turnSchedule) Cron(name, expr, action string, args ...any) (string, err
 	if next.IsZero() || next.UnixMilli() > maxSchedMs {
 		return "", rivet.Errorf(rivet.ErrInvalidArgument, "schedule %s on %q: it never comes due", name, expr)
 	}
-	prev := s.a.sched
-	s.a.sched = slices.DeleteFunc(slices.Clone(prev), func(c pendingCall) bool { return c.rec.Name == name })
-	c, err := s.newCall(action, args, scheduleRecord{Name: name, Cron: expr})
-	if err == nil && keepSame(prev, c) {
-		s.a.sched = prev
-		return everyID(name), nil
-	}
-	if err != nil {
-		s.a.sched = prev
-		return "", err
-	}
-	c.at = next.UnixMilli()
-	c.id = everyStorageID(c.at, name)
-	s.a.sched = insertCall(s.a.sched, c)
-	return everyID(name), nil
+	return s.recurring(scheduleRecord{Name: name, Cron: expr}, next.UnixMilli(), action, args)
 }
 
 // cronParser reads Scheduler.Cron's expressions: five fields or a
