@@ -665,3 +665,60 @@ func TestAStepDestroysItsActor(t *testing.T) {
 		return errors.Is(err, rivet.ErrNotFound)
 	})
 }
+
+// A workflow step schedules calls of its actor's actions: they commit with
+// the step's record, so they run, and a replay of the step after a restart
+// schedules nothing again.
+func TestAStepSchedulesCalls(t *testing.T) {
+	act := rivet.Actor[alarmState]{
+		Name: "planner",
+		Actions: rivet.Actions[alarmState]{
+			"add": rivet.Action(func(c *rivet.ActionCtx[alarmState], n int) (int, error) {
+				c.State.Count += n
+				return c.State.Count, nil
+			}),
+			"get": rivet.Query(func(c *rivet.ActionCtx[alarmState]) (alarmState, error) { return *c.State, nil }),
+		},
+		Run: func(ctx *workflow.Ctx[alarmState]) error {
+			if _, err := workflow.Step(ctx, "plan", func(s *workflow.StepCtx[alarmState]) (string, error) {
+				if _, err := s.Schedule().After(0, "add", 1); err != nil {
+					return "", err
+				}
+				return s.Schedule().After(time.Hour, "add", 100)
+			}); err != nil {
+				return err
+			}
+			return ctx.Sleep("wait", time.Hour)
+		},
+	}
+	e := newEnv(t, counterReg(t, act), nil)
+	if _, err := call(t, e.host, "planner", "p", "get", true); err != nil {
+		t.Fatal(err)
+	}
+	count := func() int {
+		raw, err := call(t, e.host, "planner", "p", "get", false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st alarmState
+		if err := json.Unmarshal(raw, &st); err != nil {
+			t.Fatal(err)
+		}
+		return st.Count
+	}
+	waitFor(t, "the call the step scheduled", 20*time.Second, func() bool { return count() == 1 })
+	e.restart()
+	// Loaded again: the workflow replays its step (which does not run) and
+	// sleeps again.
+	waitFor(t, "the replayed workflow to sleep", 20*time.Second, func() bool {
+		in := inspect(t, e.host, "planner", "p")
+		return count() == 1 && in.Active && !in.WorkflowWake.At.IsZero()
+	})
+	in := inspect(t, e.host, "planner", "p")
+	if len(in.Schedules) != 1 || in.Schedules[0].Action != "add" || string(in.Schedules[0].Args) != "[100]" {
+		t.Fatalf("after the replay, scheduled: %+v, want the one hour-away call", in.Schedules)
+	}
+	if n := count(); n != 1 {
+		t.Fatalf("count %d after the replay, want 1", n)
+	}
+}

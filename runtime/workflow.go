@@ -501,7 +501,7 @@ func (w *wfHost) RunStep(ctx context.Context, ephemeral bool, fn func(env workfl
 	var te *turnEvents
 	err := w.turnWith(ctx, TurnStep, chain, &te, func() ([]storage.Op, error) {
 		ts := a.newTurnSchedule(false)
-		writes := fn(workflow.StepEnv{State: a.state, Client: &hostClient{h: a.h, chain: chain, from: a}, Events: te, Vars: a.vars, Destroy: ts.destroy})
+		writes := fn(workflow.StepEnv{State: a.state, Client: &hostClient{h: a.h, chain: chain, from: a}, Events: te, Vars: a.vars, Destroy: ts.destroy, Schedule: ts})
 		steps = countSteps(writes)
 		if len(writes) == 0 {
 			// Abandoned attempt: its state changes are not committed, so
@@ -528,7 +528,7 @@ func (w *wfHost) RunStep(ctx context.Context, ephemeral bool, fn func(env workfl
 		if changed {
 			ops = append(ops, storage.Put(a.key(storage.StateSuffix), b))
 		}
-		// The calls the attempt changed (a Destroy's) commit with it.
+		// The calls the attempt changed (Schedule, Destroy) commit with it.
 		ops = append(ops, a.schedOps()...)
 		// Checked here, before memory takes the change: a write too large
 		// for one transaction is never committed, and actions must not

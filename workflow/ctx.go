@@ -29,12 +29,13 @@ type StepCtx[S any] struct {
 
 	// ctx is the attempt's context, kept as http.Request keeps its own
 	// because a StepCtx is itself request-scoped.
-	ctx     context.Context
-	client  caller.Client
-	events  Broadcaster
-	vars    any
-	destroy func() error
-	attempt int
+	ctx      context.Context
+	client   caller.Client
+	events   Broadcaster
+	vars     any
+	destroy  func() error
+	schedule caller.Scheduler
+	attempt  int
 }
 
 // Context is cancelled when the attempt times out, its race branch loses,
@@ -64,6 +65,37 @@ func (s *StepCtx[S]) Broadcast(name string, data any) error {
 // a step replayed from its history does not run, and the next activation
 // has vars of its own.
 func (s *StepCtx[S]) Vars() any { return s.vars }
+
+// Schedule is the actor's durable timers (rivet.Scheduler), as an action's
+// ActionCtx.Schedule: calls of the actor's own actions at later times. What
+// the attempt schedules or cancels commits with its record, so a step
+// replayed from its history, which does not run, schedules nothing again,
+// and a crash between the two cannot happen; a failed attempt's changes
+// commit too, as its changes to the state do (roll-forward), and an
+// abandoned attempt's are dropped. (The workflow itself waits with Sleep;
+// Schedule is for what an action must do later.)
+func (s *StepCtx[S]) Schedule() caller.Scheduler {
+	if s.schedule == nil {
+		return noScheduler{}
+	}
+	return s.schedule
+}
+
+// noScheduler is the Schedule of a host that offers none: every change
+// fails.
+type noScheduler struct{}
+
+var errNoScheduler = errors.New("workflow: this host keeps no scheduled calls")
+
+func (noScheduler) After(time.Duration, string, ...any) (string, error) { return "", errNoScheduler }
+func (noScheduler) At(time.Time, string, ...any) (string, error)        { return "", errNoScheduler }
+func (noScheduler) Every(string, time.Duration, string, ...any) (string, error) {
+	return "", errNoScheduler
+}
+func (noScheduler) Cron(string, string, string, ...any) (string, error) { return "", errNoScheduler }
+func (noScheduler) Get(string) (caller.ScheduledCall, bool)             { return caller.ScheduledCall{}, false }
+func (noScheduler) List() []caller.ScheduledCall                        { return nil }
+func (noScheduler) Cancel(string) (bool, error)                         { return false, errNoScheduler }
 
 // Destroy destroys the actor once the attempt's commit is durable, as
 // rivet.ActionCtx.Destroy does (Rivet's destroy in a step): the workflow
@@ -231,7 +263,7 @@ func runStep[S, T any](c *Ctx[S], opts StepOptions, fn func(*StepCtx[S]) (T, err
 		if !ok {
 			return nil, Critical(fmt.Errorf("workflow: the host passed a state of type %T, the workflow wants %T", env.State, st))
 		}
-		v, err := fn(&StepCtx[S]{State: st, ctx: ctx, client: env.Client, events: env.Events, vars: env.Vars, destroy: env.Destroy, attempt: attempt})
+		v, err := fn(&StepCtx[S]{State: st, ctx: ctx, client: env.Client, events: env.Events, vars: env.Vars, destroy: env.Destroy, schedule: env.Schedule, attempt: attempt})
 		if err != nil {
 			return nil, err
 		}
@@ -247,7 +279,7 @@ func runStep[S, T any](c *Ctx[S], opts StepOptions, fn func(*StepCtx[S]) (T, err
 			if err := json.Unmarshal(out, &v); err != nil {
 				return fmt.Errorf("workflow: recorded step value does not decode into %T: %w", v, err)
 			}
-			return rollback(&StepCtx[S]{State: st, ctx: ctx, client: env.Client, events: env.Events, vars: env.Vars, destroy: env.Destroy, attempt: 1}, v)
+			return rollback(&StepCtx[S]{State: st, ctx: ctx, client: env.Client, events: env.Events, vars: env.Vars, destroy: env.Destroy, schedule: env.Schedule, attempt: 1}, v)
 		}
 	}
 	out, path, err := c.x.step(sp)

@@ -60,6 +60,9 @@ type StepEnv struct {
 	// Destroy asks for the actor's destruction once the attempt's commit
 	// is durable (nil: the host offers none).
 	Destroy func() error
+	// Schedule is the actor's scheduled calls; what the attempt changes
+	// commits with its record (nil: the host offers none).
+	Schedule caller.Scheduler
 }
 
 // Broadcaster publishes an actor's events (rivet.Broadcaster).
