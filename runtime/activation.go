@@ -82,6 +82,8 @@ type activation struct {
 	// wakeFailed: the hooks of a held load failed (activateFor); the
 	// activation goes once the holder's turn ends.
 	wakeFailed bool
+	// destroySaved: a destroy is among schedSaved (setSchedSaved).
+	destroySaved bool
 	// sleeping: its OnSleep runs (Host.sleep).
 	sleeping atomic.Bool
 	// history is the workflow history read by load, handed to the first
@@ -243,7 +245,7 @@ func (a *activation) load(ctx context.Context, create bool, input json.RawMessag
 			if a.sched, err = h.readSchedules(ctx, a.part, a.ref.Name, a.enc); err != nil {
 				return rivet.Errorf(rivet.ErrUnavailable, "load %s: scheduled calls: %v", a.describe(), err)
 			}
-			a.schedSaved = a.sched
+			a.setSchedSaved(a.sched)
 			if len(a.sched) > 0 {
 				// Armed already unless a write of an earlier activation
 				// failed after its turn moved the timer past a call.

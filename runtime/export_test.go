@@ -63,3 +63,11 @@ func (h *Host) GateWaiters(ref Ref) int {
 	defer a.gate.mu.Unlock()
 	return len(a.gate.waiters)
 }
+
+// InFlight returns how many requests (calls, wakeups, scheduled runs) the
+// host has in progress.
+func (h *Host) InFlight() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.inflight
+}

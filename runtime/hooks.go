@@ -63,19 +63,10 @@ func (h *Host) hookTurn(ctx context.Context, a *activation, chain, name string, 
 // call that the actor is gone, and they would give up on it).
 func (h *Host) hookError(a *activation, name string, err error) error {
 	var re *rivet.Error
-	switch {
-	case errors.As(err, &re):
+	if errors.As(err, &re) {
 		return rivet.Errorf(rivet.ErrInternal, "%s of %s failed: %s", name, a.describe(), re.Message)
-	case errors.Is(err, context.DeadlineExceeded):
-		return rivet.Errorf(rivet.ErrTimeout, "%s of %s timed out", name, a.describe())
-	case errors.Is(err, context.Canceled):
-		return err
 	}
-	h.log.Warn("actor hook failed", actorField(a), zap.String("hook", name), errField(err))
-	if h.cfg.ExposeErrors {
-		return rivet.Errorf(rivet.ErrInternal, "%s of %s: %v", name, a.describe(), err)
-	}
-	return rivet.Errorf(rivet.ErrInternal, "%s of %s failed: internal error (the node's log has the cause)", name, a.describe())
+	return h.codeError(a, name, zap.String("hook", name), err)
 }
 
 // wake makes the vars and runs OnWake of a new activation, before any

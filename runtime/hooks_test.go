@@ -478,9 +478,9 @@ func TestAStopPastItsDeadlineClosesVars(t *testing.T) {
 // A workflow's wakeup that fires while another request's wake of the actor
 // fails (slowly: a dependency down) is not used up by it: the wakeup loads
 // the actor itself, or is scheduled again, rather than leave the workflow
-// asleep until some request comes. (The grace below only gives the wakeup
-// time to find the activation; losing that race makes the test pass
-// wrongly, never fail wrongly.)
+// asleep until some request comes. (The hook waits until the wakeup is in
+// progress, not until it found the activation, which nothing shows; losing
+// that race makes the test pass wrongly, never fail wrongly.)
 func TestAWakeupDuringAFailingWakeIsNotLost(t *testing.T) {
 	var block atomic.Bool
 	var host atomic.Pointer[runtime.Host]
@@ -504,7 +504,15 @@ func TestAWakeupDuringAFailingWakeIsNotLost(t *testing.T) {
 				case <-time.After(10 * time.Millisecond):
 				}
 			}
-			time.Sleep(300 * time.Millisecond) // grace for wakeOne's lookup, which is not observable
+			// The wakeup is a request too: wait until it is in progress
+			// beside the one that loaded the actor.
+			for h.InFlight() < 2 {
+				select {
+				case <-c.Context().Done():
+					return c.Context().Err()
+				case <-time.After(10 * time.Millisecond):
+				}
+			}
 			return errors.New("dependency down")
 		},
 		Actions: rivet.Actions[hookedState]{
@@ -522,6 +530,13 @@ func TestAWakeupDuringAFailingWakeIsNotLost(t *testing.T) {
 	if _, err := call(t, e.host, "wkf", "k", "get", true); err != nil {
 		t.Fatal(err)
 	}
+	// Asleep before the restart: a workflow stopped before its sleep was
+	// recorded would be woken at once, by a wakeup that would then be the
+	// request whose wake fails.
+	waitFor(t, "the sleep to be recorded", 10*time.Second, func() bool {
+		h, err := e.host.History(ctx(t), ref)
+		return err == nil && len(h.Entries) == 1
+	})
 	e.restart() // out of memory; the wakeup (in 1 h) is loaded from storage
 	host.Store(e.host)
 	if _, ok := e.host.NextWakeup(ref); !ok {

@@ -308,7 +308,8 @@ func (h *Host) place(ref Ref) (enc string, part uint32, err error) {
 // activation whose hooks failed is not returned (a wakeup that took
 // another caller's failing load for done would leave the workflow
 // asleep), the actor is loaded again.
-func (h *Host) activate(ctx context.Context, ref Ref, sp *rivet.Spec, create bool, input json.RawMessage) (a *activation, created bool, err error) {
+func (h *Host) activate(ctx context.Context, ref Ref, sp *rivet.Spec, create bool, input json.RawMessage) (*activation, bool, error) {
+	created := false
 	for range 5 {
 		a, c, _, err := h.activateFor(ctx, ref, sp, create, input, "")
 		if err != nil {
@@ -810,19 +811,27 @@ func (h *Host) actionError(a *activation, action string, err error) error {
 	if errors.As(err, &re) {
 		return err
 	}
+	return h.codeError(a, "action "+action, zap.String("action", action), err)
+}
+
+// codeError is the error a caller gets for an error of the actor's code
+// (what, e.g. "action getCount") that is not a rivet error: a timeout, the
+// caller's own cancellation, or INTERNAL, masked unless ExposeErrors (the
+// node logs the cause).
+func (h *Host) codeError(a *activation, what string, field zap.Field, err error) error {
 	if errors.Is(err, context.DeadlineExceeded) {
-		return rivet.Errorf(rivet.ErrTimeout, "action %s of %s timed out", action, a.describe())
+		return rivet.Errorf(rivet.ErrTimeout, "%s of %s timed out", what, a.describe())
 	}
 	if errors.Is(err, context.Canceled) {
 		// The caller gave up (a race's loser, a timeout with fallback):
 		// not the actor's failure, and not worth an error log.
 		return err
 	}
-	h.log.Warn("action failed", actorField(a), zap.String("action", action), errField(err))
+	h.log.Warn(what+" failed", actorField(a), field, errField(err))
 	if h.cfg.ExposeErrors {
-		return rivet.Errorf(rivet.ErrInternal, "action %s of %s: %v", action, a.describe(), err)
+		return rivet.Errorf(rivet.ErrInternal, "%s of %s: %v", what, a.describe(), err)
 	}
-	return rivet.Errorf(rivet.ErrInternal, "action %s of %s failed: internal error (the node's log has the cause)", action, a.describe())
+	return rivet.Errorf(rivet.ErrInternal, "%s of %s failed: internal error (the node's log has the cause)", what, a.describe())
 }
 
 // saveState commits the state and the scheduled calls if the turn changed

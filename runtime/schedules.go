@@ -362,12 +362,23 @@ func keepSame(calls []pendingCall, c pendingCall) bool {
 	return false
 }
 
+// setSchedSaved records calls as the activation's committed calls (as of
+// the writes last queued), and whether a destroy is among them: every turn
+// asks (destroyPending), and a scan of up to MaxSchedules calls is for
+// when they change, not for every turn.
+func (a *activation) setSchedSaved(calls []pendingCall) {
+	a.schedSaved = calls
+	a.destroySaved = hasDestroy(calls)
+}
+
+func hasDestroy(calls []pendingCall) bool {
+	return slices.ContainsFunc(calls, func(c pendingCall) bool { return c.rec.Action == destroyAction })
+}
+
 // destroyPending says whether a destroy the actor asked for
 // (ActionCtx.Destroy) is queued for commit or stored: the actor takes no
 // more calls or workflow turns but its own. Called by the turn holder.
-func (a *activation) destroyPending() bool {
-	return slices.ContainsFunc(a.schedSaved, func(c pendingCall) bool { return c.rec.Action == destroyAction })
-}
+func (a *activation) destroyPending() bool { return a.destroySaved }
 
 // errBeingDestroyed refuses a call or a message to an actor that asked to
 // be destroyed: as if it were gone already.
@@ -386,13 +397,35 @@ func (s *turnSchedule) destroy() error {
 	if s.readOnly {
 		return rivet.Errorf(rivet.ErrInternal, "a read-only action of %s cannot destroy it (make it with rivet.Action)", s.a.describe())
 	}
-	if slices.ContainsFunc(s.a.sched, func(c pendingCall) bool { return c.rec.Action == destroyAction }) {
+	if hasDestroy(s.a.sched) {
 		return nil
 	}
 	at := s.now.UnixMilli()
-	s.a.sched = insertCall(s.a.sched, pendingCall{id: schedID(at), at: at,
+	s.a.sched = insertCall(s.a.sched, pendingCall{id: destroyID(at), at: at,
 		rec: scheduleRecord{Action: destroyAction, Args: json.RawMessage("[]"), CreatedAt: at}})
 	return nil
+}
+
+// destroyID is the storage id of a destroy due at at: its key says what
+// it is, so that a timer finds a due destroy of an actor not in memory
+// from one key (destroyDue).
+func destroyID(at int64) string { return fmt.Sprintf("%013d-%s", at, destroyAction) }
+
+// destroyDue says whether the earliest stored call of ref, not in memory,
+// is a destroy that is due: one key read, keys only.
+func (h *Host) destroyDue(ctx context.Context, ref Ref) bool {
+	enc, part, _, err := h.locate(ref)
+	if err != nil {
+		return false
+	}
+	prefix := storage.ScheduleActorPrefix(part, ref.Name, enc)
+	kvs, err := h.store.List(ctx, prefix, storage.ListOptions{KeysOnly: true, Limit: 1})
+	if err != nil || len(kvs) == 0 {
+		return false
+	}
+	id := kvs[0].Key[len(prefix):]
+	at, ok := schedIDTime(id)
+	return ok && strings.HasSuffix(id, "-"+destroyAction) && at <= h.timers.now().UnixMilli()
 }
 
 // everyID is the id of the recurring call name: the same across its runs.
@@ -565,7 +598,7 @@ func (a *activation) schedSavedNow() {
 	if sameCalls(a.sched, a.schedSaved) {
 		return
 	}
-	a.schedSaved = a.sched
+	a.setSchedSaved(a.sched)
 	if len(a.sched) > 0 {
 		// Earlier than any armed: a call was added. (A removed call's
 		// timer is left: it finds nothing due and re-arms.)
@@ -640,15 +673,10 @@ func (h *Host) fireOne(ref Ref, sp *rivet.Spec) (more bool, err error) {
 	ctx, cancel := context.WithTimeout(h.baseCtx, h.cfg.ActionTimeout)
 	defer cancel()
 	chain := h.newChain()
-	if !h.inMemory(ref) {
+	if !h.inMemory(ref) && h.destroyDue(ctx, ref) {
 		// A due destroy of an actor not in memory is Destroy alone: its
 		// own load starts no workflow, and hooks that fail do not stop it.
-		if enc, part, _, lerr := h.locate(ref); lerr == nil {
-			calls, rerr := h.readSchedules(ctx, part, ref.Name, enc)
-			if rerr == nil && len(calls) > 0 && calls[0].rec.Action == destroyAction && calls[0].at <= h.timers.now().UnixMilli() {
-				return false, h.Destroy(ctx, ref)
-			}
-		}
+		return false, h.Destroy(ctx, ref)
 	}
 	destroy := false
 	defer func() {
