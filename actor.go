@@ -133,15 +133,16 @@ type ActionCtx[S any] struct {
 
 	// ctx is the turn's context. Kept in the struct, as http.Request does,
 	// because the ActionCtx is itself request-scoped.
-	ctx      context.Context
-	name     string
-	key      []string
-	client   Client
-	schedule Scheduler
-	events   Broadcaster
-	fired    *ScheduledCall
-	vars     any
-	destroy  func() error
+	ctx       context.Context
+	name      string
+	key       []string
+	client    Client
+	schedule  Scheduler
+	events    Broadcaster
+	fired     *ScheduledCall
+	vars      any
+	destroy   func() error
+	keepAwake func(fn func(ctx context.Context, c Client)) error
 }
 
 // Context is the turn's context: cancelled when the caller gives up or the
@@ -183,6 +184,33 @@ func (c *ActionCtx[S]) Destroy() error {
 		return Errorf(ErrInternal, "actor %s: Destroy is not available in this context", c.name)
 	}
 	return c.destroy()
+}
+
+// KeepAwake runs fn in the background, on a goroutine the actor owns
+// (Rivet's c.keepAwake and c.waitUntil; a plain go statement would leave it
+// without one). Until fn returns the actor stays in memory: it does not go
+// to sleep when idle (its idle timeout starts again when the last such
+// function returns), and its vars stay open.
+//
+// fn holds no turn, so it must not touch c.State or keep c: it reaches the
+// actor as any client does, through client, whose calls (to this actor
+// too) each wait for the gate like a caller's, and see only durable state
+// (they wait for the actor's pending writes, as a turn's calls do). fn
+// starts at once, before this turn's writes are durable and even if the
+// turn then fails: work that must follow the turn's commit belongs in a
+// scheduled call (c.Schedule().After(0, ...)).
+//
+// ctx ends when the actor must leave memory: its partition moves, its node
+// stops, it is destroyed, or its claim is lost. A move or a stop then waits
+// for fn to return, up to the actor's SleepTimeout, before OnSleep runs;
+// a destroy and a lost claim do not wait. KeepAwake fails (UNAVAILABLE)
+// once the actor is leaving memory, e.g. in OnSleep and OnDestroy. A panic
+// in fn is logged and ends only fn.
+func (c *ActionCtx[S]) KeepAwake(fn func(ctx context.Context, client Client)) error {
+	if c.keepAwake == nil {
+		return Errorf(ErrInternal, "actor %s: KeepAwake is not available in this context", c.name)
+	}
+	return c.keepAwake(fn)
 }
 
 // Vars returns the actor's vars, as CreateVars made them for this
@@ -436,10 +464,13 @@ type Env struct {
 	// Destroy asks for the actor's destruction after the turn
 	// (ActionCtx.Destroy); nil where the runtime offers none.
 	Destroy func() error
+	// KeepAwake starts a task of the actor (ActionCtx.KeepAwake); nil
+	// where the runtime offers none.
+	KeepAwake func(fn func(ctx context.Context, c Client)) error
 }
 
 func newActionCtx[S any](env Env, state any) *ActionCtx[S] {
-	return &ActionCtx[S]{State: state.(*S), ctx: env.Ctx, name: env.Name, key: env.Key, client: env.Client, schedule: env.Schedule, events: env.Events, fired: env.Fired, vars: env.Vars, destroy: env.Destroy}
+	return &ActionCtx[S]{State: state.(*S), ctx: env.Ctx, name: env.Name, key: env.Key, client: env.Client, schedule: env.Schedule, events: env.Events, fired: env.Fired, vars: env.Vars, destroy: env.Destroy, keepAwake: env.KeepAwake}
 }
 
 // hook erases the type of a lifecycle hook (nil stays nil).

@@ -177,7 +177,7 @@ func callCode(err error) string {
 // hot path pays nothing for them), and the histograms of n.metrics.
 type collector struct {
 	n                                             *Node
-	active, commits, batches, partsOw             *prometheus.Desc
+	active, tasks, commits, batches, partsOw      *prometheus.Desc
 	forwards, claimed, handedOff                  *prometheus.Desc
 	renewals, losses, members                     *prometheus.Desc
 	commitFailures, commitRetries                 *prometheus.Desc
@@ -197,6 +197,7 @@ func newCollector(n *Node) *collector {
 	return &collector{
 		n:            n,
 		active:       d("rivet_active_actors", "Actors in memory on this node."),
+		tasks:        d("rivet_actor_tasks_running", "Actors' background functions (ActionCtx.KeepAwake) running on this node; each keeps its actor in memory."),
 		shed:         d("rivet_actors_shed_total", "Actors deactivated before their idle timeout because the node held more than --max-active-actors."),
 		hookFailures: d("rivet_actor_hook_failures_total", "Actor lifecycle hooks that failed on this node, by hook: wake (CreateVars or OnWake; the request that woke the actor failed), sleep (OnSleep) or destroy (OnDestroy); the last two are logged and the actor slept or was destroyed all the same.", "hook"),
 		scheduled:    d("rivet_scheduled_calls_total", "Scheduled calls (rivet.Scheduler) this node ran, by result: ok, or failed (the action's error, or an action or arguments that no longer fit; not retried).", "result"),
@@ -235,7 +236,7 @@ func newCollector(n *Node) *collector {
 
 func (c *collector) descs() []*prometheus.Desc {
 	return []*prometheus.Desc{
-		c.active, c.shed, c.commits, c.batches, c.partsOw, c.forwards, c.claimed, c.handedOff, c.renewals, c.losses, c.members,
+		c.active, c.tasks, c.shed, c.commits, c.batches, c.partsOw, c.forwards, c.claimed, c.handedOff, c.renewals, c.losses, c.members,
 		c.commitFailures, c.commitRetries, c.commitStalls, c.refences, c.commitWaiting, c.queued, c.sent, c.received,
 		c.wfRunning, c.wfCompleted, c.wfFailed, c.wfCancelled, c.steps, c.scheduled, c.hookFailures,
 		c.subscribers, c.delivered, c.dropped,
@@ -262,6 +263,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	s := c.n.host.Stats()
 	gauge(c.active, s.ActiveActors)
+	gauge(c.tasks, s.TasksRunning)
 	counter(c.shed, s.ActorsShed)
 	counter(c.commits, s.Commits)
 	counter(c.batches, s.CommitBatches)

@@ -86,6 +86,9 @@ type activation struct {
 	destroySaved bool
 	// sleeping: its OnSleep runs (Host.sleep).
 	sleeping atomic.Bool
+	// tasks is its KeepAwake goroutines (tasks.go), guarded by taskMu.
+	taskMu sync.Mutex
+	tasks  actorTasks
 	// history is the workflow history read by load, handed to the first
 	// run and then dropped.
 	history []workflow.Entry

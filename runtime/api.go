@@ -173,11 +173,14 @@ type PartitionOwner struct {
 }
 
 // Stats are counters of one node. Counters count since the Host was made;
-// gauges (ActiveActors, PartitionsOwned, QueuedMessages, WorkflowsRunning)
+// gauges (ActiveActors, TasksRunning, PartitionsOwned, QueuedMessages,
+// WorkflowsRunning)
 // are the value now.
 type Stats struct {
 	NodeID       string
 	ActiveActors uint64
+	// TasksRunning is the actors' KeepAwake functions running now.
+	TasksRunning uint64
 	// ActorsShed counts the actors deactivated before their idle timeout
 	// because the node held more than Config.MaxActiveActors.
 	ActorsShed uint64

@@ -64,6 +64,9 @@ func (h *Host) GateWaiters(ref Ref) int {
 	return len(a.gate.waiters)
 }
 
+// ReapPasses returns how many passes the reaper made.
+func (h *Host) ReapPasses() int64 { return h.reapPasses.Load() }
+
 // InFlight returns how many requests (calls, wakeups, scheduled runs) the
 // host has in progress.
 func (h *Host) InFlight() int {

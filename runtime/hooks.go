@@ -44,7 +44,7 @@ func (h *Host) hookTurn(ctx context.Context, a *activation, chain, name string, 
 			err = rivet.Errorf(rivet.ErrInternal, "%s of %s panicked", name, a.describe())
 		}
 	}()
-	env := rivet.Env{Ctx: ctx, Name: a.ref.Name, Key: a.ref.Key, Client: &hostClient{h: h, chain: chain, from: a}, Schedule: ts, Destroy: ts.destroy, Events: te, Vars: a.vars}
+	env := rivet.Env{Ctx: ctx, Name: a.ref.Name, Key: a.ref.Key, Client: &hostClient{h: h, chain: chain, from: a}, Schedule: ts, Destroy: ts.destroy, Events: te, Vars: a.vars, KeepAwake: a.keepAwake}
 	if err := fn(env); err != nil {
 		a.restoreState()
 		return h.hookError(a, name, err)
@@ -205,6 +205,9 @@ func (h *Host) destroyHook(ctx context.Context, a *activation, chain string) {
 // Called by the gate holder of an activation that runs no more turns
 // (stopped), or by the Host's own goroutine that took the gate for it.
 func (a *activation) closeVars() {
+	if a.closable.Load() && a.deferVarsClose() {
+		return // the last of its tasks closes them
+	}
 	if !a.closable.CompareAndSwap(true, false) {
 		return
 	}
@@ -258,7 +261,7 @@ func (h *Host) sleepAll(ctx context.Context) {
 	h.mu.Lock()
 	var acts []*activation
 	for _, a := range h.actors {
-		if a.spec.Sleep != nil || a.closable.Load() {
+		if a.spec.Sleep != nil || a.closable.Load() || a.tasksRunning() {
 			acts = append(acts, a)
 		}
 	}
@@ -283,6 +286,9 @@ func (h *Host) sleepAll(ctx context.Context) {
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
+			// Its tasks end first: they may call the actor, which needs
+			// the gate.
+			a.endTasksWithin(ctx)
 			chain := h.newChain()
 			if err := a.gate.acquire(ctx, chain); err != nil {
 				return

@@ -73,6 +73,15 @@ type Host struct {
 	loops     sync.WaitGroup // reap, wakeLoop, warnUnregistered, checkSubscriptions
 	hookRuns  sync.WaitGroup // closeVarsLater
 	hooksDone bool           // Stop waited for hookRuns: no more (under mu)
+	// nTasks counts the actors' KeepAwake tasks running; tasksIdle is
+	// closed when it falls to 0; tasksClosed: Stop waits for them, no
+	// more start (under mu; tasks.go).
+	nTasks int
+	// reapPasses counts the reaper's passes (for tests: a pass that found
+	// an actor idle past its timeout and left it).
+	reapPasses  atomic.Int64
+	tasksIdle   chan struct{}
+	tasksClosed bool
 	// reapSleeps counts the reaper's OnSleep deactivations in progress
 	// (at most maxSleeps), reapDone closes when the reaper has returned,
 	// after them; sleepChains holds the chains of OnSleep hooks running.
@@ -210,6 +219,10 @@ func (h *Host) Stop(ctx context.Context) error {
 			h.cancelBase() // their hooks' contexts end
 			<-h.reapDone
 		}
+	}
+	// The tasks of actors sleepAll did not reach, or that outlived it.
+	if terr := h.waitTasks(ctx); terr != nil {
+		err = terr
 	}
 	flushed := make(chan struct{})
 	go func() { h.flushes.Wait(); close(flushed) }()
@@ -509,6 +522,7 @@ func (h *Host) remove(a *activation) {
 // settled (retire).
 func (h *Host) evict(a *activation) {
 	a.stopped.Store(true)
+	a.endTasks()
 	h.closeVarsLater(a)
 	quiet := a.retire()
 	a.cancelWorkflow()
@@ -756,7 +770,7 @@ func (h *Host) Call(ctx context.Context, req CallRequest) (_ json.RawMessage, er
 				err = rivet.Errorf(rivet.ErrInternal, "actor %s panicked", a.describe())
 			}
 		}()
-		env := rivet.Env{Ctx: ctx, Name: a.ref.Name, Key: a.ref.Key, Client: &hostClient{h: h, chain: chain, from: a}, Schedule: ts, Destroy: ts.destroy, Events: te, Vars: a.vars}
+		env := rivet.Env{Ctx: ctx, Name: a.ref.Name, Key: a.ref.Key, Client: &hostClient{h: h, chain: chain, from: a}, Schedule: ts, Destroy: ts.destroy, Events: te, Vars: a.vars, KeepAwake: a.keepAwake}
 		res, err := act.Invoke(env, a.state, args)
 		if err != nil {
 			if !act.ReadOnly {
@@ -1310,6 +1324,9 @@ func (h *Host) Destroy(ctx context.Context, ref Ref) error {
 			h.rerunAfter(a, r)
 			return err
 		}
+		// Its tasks' contexts end; they are not waited for: one may be
+		// in a call into the actor, which waits for this turn.
+		a.endTasks()
 		h.destroyHook(ctx, a, chain)
 		if err = a.waitCommitted(ctx, a.currentVersion()); err != nil {
 			// Not destroyed, and its workflow is stopped: this memory is
@@ -1564,10 +1581,10 @@ func (h *Host) Partitions(ctx context.Context) (uint32, []PartitionOwner, error)
 // Stats returns this node's counters.
 func (h *Host) Stats() Stats {
 	h.mu.Lock()
-	n := len(h.actors)
+	n, tasks := len(h.actors), h.nTasks
 	h.mu.Unlock()
 	s := Stats{
-		NodeID: h.cfg.NodeID, ActiveActors: uint64(n), ActorsShed: h.shedCount.Load(), SchedulesFired: h.schedFired.Load(), SchedulesFailed: h.schedFailed.Load(),
+		NodeID: h.cfg.NodeID, ActiveActors: uint64(n), TasksRunning: uint64(tasks), ActorsShed: h.shedCount.Load(), SchedulesFired: h.schedFired.Load(), SchedulesFailed: h.schedFailed.Load(),
 		WakeHooksFailed: h.wakeFailed.Load(), SleepHooksFailed: h.sleepFailed.Load(), DestroyHooksFailed: h.destroyFailed.Load(),
 		Calls: h.calls.Load(), PartitionsOwned: uint32(h.own.Owned()),
 		QueuedMessages: uint64(max(h.queued.Load(), 0)), MessagesSent: uint64(h.sent.Load()), MessagesReceived: uint64(h.received.Load()),
@@ -1626,13 +1643,14 @@ func (h *Host) reap() {
 			if a.spec.IdleTimeout > 0 {
 				idle = a.spec.IdleTimeout
 			}
-			if now.Sub(time.Unix(0, a.lastTurn.Load())) > idle {
+			if now.Sub(time.Unix(0, a.lastTurn.Load())) > idle && !a.tasksRunning() {
 				cands = append(cands, a)
 			}
 		}
 		h.mu.Unlock()
 		h.deactivateIdleEach(cands, &sleeps)
 		shed()
+		h.reapPasses.Add(1)
 	}
 }
 
@@ -1709,7 +1727,7 @@ func (h *Host) deactivateIdle(a *activation, idle time.Duration) bool {
 	default:
 		return false
 	}
-	if !a.idleWorkflow(idle) {
+	if !a.idleWorkflow(idle) || a.tasksRunning() {
 		return false
 	}
 	// A chain of its own, not a name shared by every reaper's turn: a
@@ -1721,9 +1739,12 @@ func (h *Host) deactivateIdle(a *activation, idle time.Duration) bool {
 	defer a.gate.release()
 	// A turn may have run between the reaper's look and the gate, or the
 	// activation been evicted.
-	if a.stopped.Load() || time.Since(time.Unix(0, a.lastTurn.Load())) <= idle || !a.idleWorkflow(idle) {
+	if a.stopped.Load() || time.Since(time.Unix(0, a.lastTurn.Load())) <= idle || !a.idleWorkflow(idle) || a.tasksRunning() {
 		return false
 	}
+	// Only a turn starts a task, and this one holds the gate: none can
+	// start between the look above and this.
+	a.endTasks()
 	// The workflow waits for a message or a far time: stop it; it records
 	// its wakeup before it returns. Then let every write land, so that a
 	// new activation reads them.
@@ -1977,6 +1998,13 @@ func (h *Host) handoffActor(ctx context.Context, a *activation, hooks bool) {
 	case <-ctx.Done():
 		h.evict(a)
 		return
+	}
+	// Its tasks end first, without the gate: they may be in a call into
+	// the actor (which the partition's release now refuses).
+	if hooks {
+		a.endTasksWithin(ctx)
+	} else {
+		a.endTasks()
 	}
 	chain := h.newChain()
 	if err := a.gate.acquire(ctx, chain); err != nil {

@@ -1,0 +1,288 @@
+package runtime_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/placement"
+	"github.com/rivet-go/rivet/runtime"
+	"github.com/rivet-go/rivet/storage"
+)
+
+type taskState struct {
+	Count  int `json:"count"`
+	Sleeps int `json:"sleeps"`
+	// TaskSaw is what OnSleep found the task had left in the vars.
+	TaskSaw string `json:"taskSaw"`
+}
+
+// taskVars is an activation's vars: the task writes its outcome in note;
+// closed records that the runtime closed them.
+type taskVars struct {
+	mu     sync.Mutex
+	note   string
+	closed atomic.Bool
+}
+
+func (v *taskVars) Close() error { v.closed.Store(true); return nil }
+
+func (v *taskVars) setNote(s string) {
+	v.mu.Lock()
+	v.note = s
+	v.mu.Unlock()
+}
+
+func (v *taskVars) getNote() string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.note
+}
+
+// taskProbe drives the tasks of the "tasked" actor and records what they
+// met.
+type taskProbe struct {
+	release chan struct{} // closed: the running tasks finish their work
+	started chan struct{} // gets a value as each task starts
+
+	mu sync.Mutex
+	// callErr is the error of the call each task made into its actor
+	// as it ended (nil: it worked).
+	callErrs []error
+	// closedUnder: a task found the vars closed while it still ran.
+	closedUnder bool
+	// sleepKeepAwake is the error KeepAwake returned in OnSleep.
+	sleepKeepAwake []error
+	vars           []*taskVars
+}
+
+func newTaskProbe() *taskProbe {
+	return &taskProbe{release: make(chan struct{}), started: make(chan struct{}, 16)}
+}
+
+func (p *taskProbe) lastVars() *taskVars {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.vars[len(p.vars)-1]
+}
+
+func (p *taskProbe) calls() []error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]error(nil), p.callErrs...)
+}
+
+func taskedActor(p *taskProbe) rivet.Actor[taskState] {
+	return rivet.Actor[taskState]{
+		Name: "tasked",
+		CreateVars: func(c *rivet.ActionCtx[taskState]) (any, error) {
+			v := &taskVars{}
+			p.mu.Lock()
+			p.vars = append(p.vars, v)
+			p.mu.Unlock()
+			return v, nil
+		},
+		OnSleep: func(c *rivet.ActionCtx[taskState]) error {
+			c.State.Sleeps++
+			c.State.TaskSaw = c.Vars().(*taskVars).getNote()
+			err := c.KeepAwake(func(context.Context, rivet.Client) {})
+			p.mu.Lock()
+			p.sleepKeepAwake = append(p.sleepKeepAwake, err)
+			p.mu.Unlock()
+			return nil
+		},
+		Actions: rivet.Actions[taskState]{
+			// start runs a task that waits to be released (then counts
+			// through a call into its actor) or for its context to end
+			// (then, slowly, records that it was cancelled, and tries the
+			// same call).
+			"start": rivet.Action(func(c *rivet.ActionCtx[taskState], _ int) (bool, error) {
+				v := c.Vars().(*taskVars)
+				key := c.Key()
+				err := c.KeepAwake(func(ctx context.Context, client rivet.Client) {
+					p.started <- struct{}{}
+					note := "released"
+					select {
+					case <-p.release:
+					case <-ctx.Done():
+						// Cleanup that takes a while: an orderly leave
+						// waits for it before OnSleep.
+						time.Sleep(100 * time.Millisecond)
+						note = "cancelled"
+					}
+					cctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+					defer cancel()
+					_, err := client.Get("tasked", key...).Call(cctx, "incr")
+					p.mu.Lock()
+					p.callErrs = append(p.callErrs, err)
+					if v.closed.Load() {
+						p.closedUnder = true
+					}
+					p.mu.Unlock()
+					v.setNote(note)
+				})
+				return true, err
+			}),
+			"startPanic": rivet.Action0(func(c *rivet.ActionCtx[taskState]) (bool, error) {
+				return true, c.KeepAwake(func(context.Context, rivet.Client) { panic("task panicked") })
+			}),
+			"incr": rivet.Action0(func(c *rivet.ActionCtx[taskState]) (int, error) {
+				c.State.Count++
+				return c.State.Count, nil
+			}),
+			"get": rivet.Query(func(c *rivet.ActionCtx[taskState]) (taskState, error) { return *c.State, nil }),
+		},
+	}
+}
+
+func getTasked(t *testing.T, h *runtime.Host, key string) taskState {
+	t.Helper()
+	raw, err := call(t, h, "tasked", key, "get", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s taskState
+	if err := json.Unmarshal(raw, &s); err != nil {
+		t.Fatalf("get: %s: %v", raw, err)
+	}
+	return s
+}
+
+func startTask(t *testing.T, p *taskProbe, h *runtime.Host, key string) {
+	t.Helper()
+	if _, err := call(t, h, "tasked", key, "start", true, 1); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.started:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the task did not start")
+	}
+}
+
+// A task keeps its actor in memory past its idle timeout; once it has
+// ended (its call into the actor worked), the actor sleeps, and OnSleep
+// cannot start another.
+func TestKeepAwakeHoldsAnIdleActorInMemory(t *testing.T) {
+	p := newTaskProbe()
+	e := newEnv(t, counterReg(t, taskedActor(p)), func(c *runtime.Config) { c.IdleTimeout = 50 * time.Millisecond })
+	startTask(t, p, e.host, "k")
+	v := p.lastVars()
+	// Passes of the reaper over a whole idle timeout and more.
+	from, since := e.host.ReapPasses(), time.Now()
+	waitFor(t, "reaper passes", 10*time.Second, func() bool {
+		return e.host.ReapPasses() >= from+8 && time.Since(since) > 200*time.Millisecond
+	})
+	if tasks := e.host.Stats().TasksRunning; tasks != 1 {
+		t.Fatalf("Stats().TasksRunning = %d while the task runs, want 1", tasks)
+	}
+	if n := e.host.Stats().ActiveActors; n != 1 || v.closed.Load() || p.lastVars() != v || v.getNote() != "" {
+		t.Fatalf("while its task runs: %d actors in memory, vars closed %v, vars replaced %v, task note %q; want the activation as it was",
+			n, v.closed.Load(), p.lastVars() != v, v.getNote())
+	}
+	close(p.release)
+	waitFor(t, "the actor to sleep once its task ended", 10*time.Second, func() bool { return e.host.Stats().ActiveActors == 0 })
+	if errs := p.calls(); len(errs) != 1 || errs[0] != nil {
+		t.Fatalf("the task's call into its actor: %v, want one that worked", errs)
+	}
+	if tasks := e.host.Stats().TasksRunning; tasks != 0 {
+		t.Fatalf("Stats().TasksRunning = %d once the task ended, want 0", tasks)
+	}
+	if !p.lastVars().closed.Load() {
+		t.Fatal("vars still open after the actor slept")
+	}
+	s := getTasked(t, e.host, "k")
+	if s.Count != 1 || s.Sleeps != 1 || s.TaskSaw != "released" {
+		t.Fatalf("state %+v, want count 1 (the task's call), 1 sleep that saw the task's note", s)
+	}
+	p.mu.Lock()
+	sleepErrs := append([]error(nil), p.sleepKeepAwake...)
+	p.mu.Unlock()
+	if len(sleepErrs) != 1 || !errors.Is(sleepErrs[0], rivet.ErrUnavailable) {
+		t.Fatalf("KeepAwake in OnSleep returned %v, want UNAVAILABLE", sleepErrs)
+	}
+
+	// A task that panics is logged and counted out: the actor sleeps.
+	if _, err := call(t, e.host, "tasked", "k", "startPanic", false); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the actor to sleep after its task panicked", 10*time.Second, func() bool { return e.host.Stats().ActiveActors == 0 })
+}
+
+// A node stop ends a task's context and waits for it before OnSleep: the
+// hook sees what the task did as it ended, the vars close after it, and
+// its call into the stopping node fails at once instead of hanging.
+func TestAStopEndsTasksAndWaitsForThemBeforeOnSleep(t *testing.T) {
+	p := newTaskProbe()
+	e := newEnv(t, counterReg(t, taskedActor(p)), nil)
+	startTask(t, p, e.host, "s")
+	v := p.lastVars()
+	start := time.Now()
+	e.restart()
+	if took := time.Since(start); took > 8*time.Second {
+		t.Fatalf("the stop took %v: the task's call waited for something", took)
+	}
+	if !v.closed.Load() {
+		t.Fatal("vars still open after the stop")
+	}
+	p.mu.Lock()
+	closedUnder := p.closedUnder
+	p.mu.Unlock()
+	if closedUnder {
+		t.Fatal("the vars were closed while the task still ran")
+	}
+	if errs := p.calls(); len(errs) != 1 || !errors.Is(errs[0], rivet.ErrUnavailable) {
+		t.Fatalf("the task's call during the stop: %v, want UNAVAILABLE", errs)
+	}
+	if s := getTasked(t, e.host, "s"); s.Sleeps != 1 || s.TaskSaw != "cancelled" || s.Count != 0 {
+		t.Fatalf("state %+v, want 1 sleep that saw the cancelled task's note, count 0", s)
+	}
+}
+
+// A handoff ends the tasks of the partition's actors and waits for them
+// before OnSleep, as a stop does; a destroy ends them without waiting, and
+// the vars close once they have ended.
+func TestHandoffAndDestroyEndTasks(t *testing.T) {
+	p := newTaskProbe()
+	e := newEnv(t, counterReg(t, taskedActor(p)), nil)
+	_, own2 := secondHost(t, e)
+
+	startTask(t, p, e.host, "m")
+	v := p.lastVars()
+	part := placement.Partition("tasked", storage.EncodeKey([]string{"m"}), testPartitions)
+	if err := e.host.Handoff(ctx(t), part); err != nil {
+		t.Fatal(err)
+	}
+	if !v.closed.Load() || v.getNote() != "cancelled" {
+		t.Fatalf("after the handoff: vars closed %v, task note %q; want closed, cancelled", v.closed.Load(), v.getNote())
+	}
+	if errs := p.calls(); len(errs) != 1 || !errors.Is(errs[0], rivet.ErrUnavailable) {
+		t.Fatalf("the task's call during the handoff: %v, want UNAVAILABLE", errs)
+	}
+	if got, err := own2.Claim(ctx(t), []uint32{part}); err != nil || len(got) != 1 {
+		t.Fatalf("claim after handoff: %v, %v", got, err)
+	}
+
+	startTask(t, p, e.host, "d")
+	v = p.lastVars()
+	if err := e.host.Destroy(ctx(t), runtime.Ref{Name: "tasked", Key: []string{"d"}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the destroyed actor's task to end and its vars to close", 10*time.Second, func() bool {
+		return v.getNote() == "cancelled" && v.closed.Load()
+	})
+	p.mu.Lock()
+	closedUnder := p.closedUnder
+	p.mu.Unlock()
+	if closedUnder {
+		t.Fatal("the vars were closed while a task still ran")
+	}
+	if errs := p.calls(); len(errs) != 2 || !errors.Is(errs[1], rivet.ErrNotFound) {
+		t.Fatalf("the task's call into its destroyed actor: %v, want NOT_FOUND", errs)
+	}
+}
