@@ -55,6 +55,15 @@ func (r result) wantErr(t *testing.T, code int, line string) {
 	}
 }
 
+// wantErrPrefix checks a failure whose one line on stderr starts with
+// prefix.
+func (r result) wantErrPrefix(t *testing.T, code int, prefix string) {
+	t.Helper()
+	if r.code != code || r.stdout != "" || !strings.HasPrefix(r.stderr, prefix) || strings.Count(r.stderr, "\n") != 1 {
+		t.Errorf("exit %d, stdout %q, stderr %q; want exit %d, one line on stderr starting %q", r.code, r.stdout, r.stderr, code, prefix)
+	}
+}
+
 func TestCall(t *testing.T) {
 	addr := servertest.Start(t, servertest.NewFake(), servertest.Config{})
 	rivetctl(t, addr, "call", "counter", "main", "increment", "5").want(t, 0, "5\n")
@@ -69,6 +78,14 @@ func TestCall(t *testing.T) {
 		wantErr(t, 1, `rivetctl: not found: actor counter ["nope"] does not exist (NOT_FOUND actor.not_found)`)
 	rivetctl(t, addr, "call", "counter", "main", "reset").
 		wantErr(t, 1, `rivetctl: not found: actor counter has no action "reset" (NOT_FOUND actor.unknown_action)`)
+
+	// With --output json, a failure is a JSON object on stderr.
+	rivetctl(t, addr, "-o", "json", "call", "counter", "main", "reset").
+		wantErr(t, 1, `{"error":{"code":"NOT_FOUND","reason":"actor.unknown_action","message":"actor counter has no action \"reset\""},"exit":1}`)
+	rivetctl(t, addr, "-o", "json", "call", "counter", "", "increment", "1").
+		wantErr(t, 2, `{"error":{"code":"USAGE","message":"KEY is empty (for a key of one empty string, write '[\"\"]')"},"exit":2}`)
+	rivetctlEnv(t, map[string]string{}, "--addr", "127.0.0.1:1", "--timeout", "2s", "-o", "json", "members").
+		wantErrPrefix(t, 1, `{"error":{"code":"UNAVAILABLE","message":`)
 }
 
 func TestCallArgs(t *testing.T) {
@@ -228,8 +245,10 @@ counter  main        12         node-1  2026-01-02T03:04:05Z
 	}
 
 	rivetctl(t, addr, "destroy", "counter", "main").want(t, 0, "destroyed counter main\n")
-	rivetctl(t, addr, "destroy", "counter", "main", "-o", "json").
+	rivetctl(t, addr, "destroy", "counter", "main").
 		wantErr(t, 1, `rivetctl: not found: actor counter ["main"] does not exist (NOT_FOUND actor.not_found)`)
+	rivetctl(t, addr, "destroy", "counter", "main", "-o", "json").
+		wantErr(t, 1, `{"error":{"code":"NOT_FOUND","reason":"actor.not_found","message":"actor counter [\"main\"] does not exist"},"exit":1}`)
 	rivetctl(t, addr, "destroy", "counter", `["eu","x"]`, "-o", "json").
 		want(t, 0, `{"name":"counter","key":["eu","x"],"destroyed":true}`+"\n")
 }

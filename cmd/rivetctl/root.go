@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -68,14 +69,52 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	if err == nil {
 		return exitOK
 	}
-	msg := oneLine(describe(err))
 	var re *runError
+	code, hint := exitUsage, ""
 	if errors.As(err, &re) {
-		fmt.Fprintln(stderr, "rivetctl: "+msg+a.connectionHint(err))
-		return exitError
+		code, hint = exitError, a.connectionHint(err)
 	}
-	fmt.Fprintln(stderr, "rivetctl: "+msg)
-	return exitUsage
+	if a.output == "json" {
+		writeJSONError(stderr, err, code, hint)
+		return code
+	}
+	fmt.Fprintln(stderr, "rivetctl: "+oneLine(describe(err))+hint)
+	return code
+}
+
+// jsonError is a failure as --output json writes it, on stderr, so that a
+// script reads the gRPC code and the rivet reason instead of parsing text.
+type jsonError struct {
+	Error struct {
+		// Code is the gRPC code's name (NOT_FOUND...), or USAGE for a
+		// command line refused before anything was sent.
+		Code string `json:"code"`
+		// Reason is the rivet error's group.code (actor.unknown_action),
+		// if it has one.
+		Reason  string `json:"reason,omitempty"`
+		Message string `json:"message"`
+		Hint    string `json:"hint,omitempty"`
+	} `json:"error"`
+	Exit int `json:"exit"`
+}
+
+func writeJSONError(w io.Writer, err error, exit int, hint string) {
+	var j jsonError
+	j.Exit = exit
+	j.Error.Code, j.Error.Message = "USAGE", err.Error()
+	if exit != exitUsage {
+		j.Error.Code = "UNKNOWN"
+	}
+	var e *rivet.Error
+	if errors.As(err, &e) {
+		j.Error.Code, j.Error.Message = rpcerr.CodeName(rpcerr.Code(e)), e.Message
+		if e.Group != "" || e.Code != "" {
+			j.Error.Reason = e.Group + "." + e.Code
+		}
+	}
+	j.Error.Hint = strings.TrimPrefix(hint, "; ")
+	b, _ := json.Marshal(j)
+	fmt.Fprintln(w, string(b))
 }
 
 func (a *app) rootCommand() *cobra.Command {
