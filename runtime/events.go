@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/storage"
 	"github.com/rivet-go/rivet/workflow"
 )
 
@@ -486,8 +487,21 @@ func (a *activation) publishEvents(evs []rivet.Event) {
 
 // releaseEventsLocked publishes the pending events whose writes are now
 // durable, or drops them all if a commit failed. Called with mu held.
+//
+// A commit whose outcome is unknown may still have applied, and a reply
+// waiting on it may learn so from storage (waitDurable): its turns then
+// happened, and their events are lost all the same. So the actor's
+// subscriptions end (UNAVAILABLE): a subscriber knows that it may have
+// missed events (the Go client resubscribes and reports a Gap), rather than
+// go on as if it had heard of every change.
 func (a *activation) releaseEventsLocked() {
 	if a.failed != nil {
+		if len(a.pendingEvents) > 0 && storage.OutcomeUnknown(a.failed) {
+			id, what := a.id, a.describe()
+			a.h.events.endIf(func(s *Subscription) bool { return s.id == id }, func(*Subscription) error {
+				return rivet.Errorf(rivet.ErrUnavailable, "actor %s: a write of its turns had an unknown outcome, and their events were dropped: subscribe again (events may have been missed)", what)
+			})
+		}
 		a.pendingEvents = nil
 		return
 	}

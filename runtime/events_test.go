@@ -314,6 +314,39 @@ func TestEventsWaitForTheirTurnsCommit(t *testing.T) {
 	wantEvents(t, sub, "message:after")
 }
 
+// A commit whose outcome is unknown may have applied, and its caller may
+// learn so: its turn's events are dropped all the same, so the actor's
+// subscriptions end (UNAVAILABLE), telling subscribers that they may have
+// missed events. A new subscription hears what follows.
+func TestAnInDoubtCommitEndsTheActorsSubscriptions(t *testing.T) {
+	// A host whose in-doubt writes do not make it claim their partition
+	// again (which would end the partition's subscriptions anyway): the
+	// actor's own subscriptions end all the same.
+	e, h, sub := newRoom(t, "message")
+	callInt(t, h, "room", "b", "post", true, "x")
+	other := subscribe(t, h, roomRef("b"), "message")
+	e.store.failCommitSub.Store("room")
+	cctx, cancel := context.WithCancel(ctx(t))
+	called := make(chan struct{})
+	go func() {
+		defer close(called)
+		raw, _ := rivet.MarshalArgs("in doubt")
+		// Its outcome is unknown: it waits to learn it, until cancelled.
+		_, _ = h.Call(cctx, runtime.CallRequest{Ref: roomRef("a"), Action: "post", Args: raw})
+	}()
+	err := waitErr(t, sub)
+	cancel()
+	<-called
+	if !errors.Is(err, rivet.ErrUnavailable) {
+		t.Fatalf("subscription after an in-doubt commit of its actor: %v, want ErrUnavailable", err)
+	}
+	again := subscribe(t, h, roomRef("a"), "message")
+	callInt(t, h, "room", "a", "post", false, "after")
+	wantEvents(t, again, "message:after")
+	callInt(t, h, "room", "b", "post", false, "b")
+	wantEvents(t, other, "message:b")
+}
+
 // A step's events go with its commit: a failed attempt's too, since its
 // changes to the state are committed (roll-forward).
 func TestStepEventsGoWithTheirCommits(t *testing.T) {
