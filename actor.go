@@ -133,16 +133,18 @@ type ActionCtx[S any] struct {
 
 	// ctx is the turn's context. Kept in the struct, as http.Request does,
 	// because the ActionCtx is itself request-scoped.
-	ctx       context.Context
-	name      string
-	key       []string
-	client    Client
-	schedule  Scheduler
-	events    Broadcaster
-	fired     *ScheduledCall
-	vars      any
-	destroy   func() error
-	keepAwake func(fn func(ctx context.Context, c Client)) error
+	ctx      context.Context
+	name     string
+	key      []string
+	client   Client
+	schedule Scheduler
+	events   Broadcaster
+	fired    *ScheduledCall
+	vars     any
+	destroy  func() error
+	tasks    interface {
+		KeepAwake(fn func(ctx context.Context, c Client)) error
+	}
 }
 
 // Context is the turn's context: cancelled when the caller gives up or the
@@ -196,9 +198,10 @@ func (c *ActionCtx[S]) Destroy() error {
 // actor as any client does, through client, whose calls (to this actor
 // too) each wait for the gate like a caller's, and see only durable state
 // (they wait for the actor's pending writes, as a turn's calls do). fn
-// starts at once, before this turn's writes are durable and even if the
-// turn then fails: work that must follow the turn's commit belongs in a
-// scheduled call (c.Schedule().After(0, ...)).
+// starts when the turn ends, if it succeeded: a turn that fails (and a wake
+// whose CreateVars or OnWake fails) starts none. It does not wait for the
+// turn's writes to be durable: work that must follow the commit belongs in
+// a scheduled call (c.Schedule().After(0, ...)).
 //
 // ctx ends when the actor must leave memory: its partition moves, its node
 // stops, it is destroyed, or its claim is lost. A move or a stop then waits
@@ -207,10 +210,10 @@ func (c *ActionCtx[S]) Destroy() error {
 // once the actor is leaving memory, e.g. in OnSleep and OnDestroy. A panic
 // in fn is logged and ends only fn.
 func (c *ActionCtx[S]) KeepAwake(fn func(ctx context.Context, client Client)) error {
-	if c.keepAwake == nil {
+	if c.tasks == nil {
 		return Errorf(ErrInternal, "actor %s: KeepAwake is not available in this context", c.name)
 	}
-	return c.keepAwake(fn)
+	return c.tasks.KeepAwake(fn)
 }
 
 // Vars returns the actor's vars, as CreateVars made them for this
@@ -464,13 +467,15 @@ type Env struct {
 	// Destroy asks for the actor's destruction after the turn
 	// (ActionCtx.Destroy); nil where the runtime offers none.
 	Destroy func() error
-	// KeepAwake starts a task of the actor (ActionCtx.KeepAwake); nil
-	// where the runtime offers none.
-	KeepAwake func(fn func(ctx context.Context, c Client)) error
+	// Tasks starts the actor's background functions
+	// (ActionCtx.KeepAwake); nil where the runtime offers none.
+	Tasks interface {
+		KeepAwake(fn func(ctx context.Context, c Client)) error
+	}
 }
 
 func newActionCtx[S any](env Env, state any) *ActionCtx[S] {
-	return &ActionCtx[S]{State: state.(*S), ctx: env.Ctx, name: env.Name, key: env.Key, client: env.Client, schedule: env.Schedule, events: env.Events, fired: env.Fired, vars: env.Vars, destroy: env.Destroy, keepAwake: env.KeepAwake}
+	return &ActionCtx[S]{State: state.(*S), ctx: env.Ctx, name: env.Name, key: env.Key, client: env.Client, schedule: env.Schedule, events: env.Events, fired: env.Fired, vars: env.Vars, destroy: env.Destroy, tasks: env.Tasks}
 }
 
 // hook erases the type of a lifecycle hook (nil stays nil).

@@ -32,10 +32,21 @@ func hasWake(sp *rivet.Spec) bool { return sp.CreateVars != nil || sp.Wake != ni
 // hookTurn runs fn, one of the actor's hooks, as a turn body. The caller
 // holds the gate with chain. On an error or a panic the hook's changes are
 // discarded.
-func (h *Host) hookTurn(ctx context.Context, a *activation, chain, name string, fn func(env rivet.Env) error) (err error) {
+//
+// The tasks it starts (KeepAwake) start as it ends, if it succeeded; or,
+// with wakeTasks set, are added to it, for the wake to start once both its
+// hooks have succeeded.
+func (h *Host) hookTurn(ctx context.Context, a *activation, chain, name string, wakeTasks *[]func(context.Context, rivet.Client), fn func(env rivet.Env) error) (err error) {
 	ts, te := a.newTurnSchedule(false), a.beginTurnEvents(chain, false)
 	kept, wrote := false, false
-	defer func() { a.finishTurnEvents(te, kept, wrote) }()
+	defer func() {
+		a.finishTurnEvents(te, kept, wrote)
+		if wakeTasks != nil && kept {
+			*wakeTasks = append(*wakeTasks, ts.tasks...)
+			ts.tasks = nil
+		}
+		ts.startTasks(kept)
+	}()
 	defer func() {
 		if r := recover(); r != nil {
 			h.log.Error("actor hook panicked", actorField(a), zap.String("hook", name), zap.Any("panic", r), zap.ByteString("stack", debug.Stack()))
@@ -44,7 +55,7 @@ func (h *Host) hookTurn(ctx context.Context, a *activation, chain, name string, 
 			err = rivet.Errorf(rivet.ErrInternal, "%s of %s panicked", name, a.describe())
 		}
 	}()
-	env := rivet.Env{Ctx: ctx, Name: a.ref.Name, Key: a.ref.Key, Client: &hostClient{h: h, chain: chain, from: a}, Schedule: ts, Destroy: ts.destroy, Events: te, Vars: a.vars, KeepAwake: a.keepAwake}
+	env := rivet.Env{Ctx: ctx, Name: a.ref.Name, Key: a.ref.Key, Client: &hostClient{h: h, chain: chain, from: a}, Schedule: ts, Destroy: ts.destroy, Events: te, Vars: a.vars, Tasks: ts}
 	if err := fn(env); err != nil {
 		a.restoreState()
 		return h.hookError(a, name, err)
@@ -75,8 +86,9 @@ func (h *Host) hookError(a *activation, name string, err error) error {
 func (h *Host) wake(ctx context.Context, a *activation, chain string) error {
 	ctx, cancel := context.WithTimeout(ctx, h.cfg.ActionTimeout)
 	defer cancel()
+	var tasks []func(context.Context, rivet.Client)
 	if fn := a.spec.CreateVars; fn != nil {
-		err := h.hookTurn(ctx, a, chain, "CreateVars", func(env rivet.Env) error {
+		err := h.hookTurn(ctx, a, chain, "CreateVars", &tasks, func(env rivet.Env) error {
 			v, err := fn(env, a.state)
 			if err != nil {
 				return err
@@ -93,10 +105,13 @@ func (h *Host) wake(ctx context.Context, a *activation, chain string) error {
 		}
 	}
 	if fn := a.spec.Wake; fn != nil && !a.stopped.Load() {
-		if err := h.hookTurn(ctx, a, chain, "OnWake", func(env rivet.Env) error { return fn(env, a.state) }); err != nil {
+		if err := h.hookTurn(ctx, a, chain, "OnWake", &tasks, func(env rivet.Env) error { return fn(env, a.state) }); err != nil {
 			h.wakeFailed.Add(1)
 			return err
 		}
+	}
+	if !a.stopped.Load() { // evicted while it woke: it never serves
+		a.startTasks(tasks)
 	}
 	return nil
 }
@@ -180,7 +195,7 @@ func (h *Host) sleep(ctx context.Context, a *activation, chain string) {
 	h.sleepChains.Store(chain, struct{}{})
 	a.sleeping.Store(true)
 	defer func() { a.sleeping.Store(false); h.sleepChains.Delete(chain) }()
-	if err := h.hookTurn(ctx, a, chain, "OnSleep", func(env rivet.Env) error { return fn(env, a.state) }); err != nil {
+	if err := h.hookTurn(ctx, a, chain, "OnSleep", nil, func(env rivet.Env) error { return fn(env, a.state) }); err != nil {
 		h.sleepFailed.Add(1)
 		h.log.Warn("OnSleep failed; the actor sleeps all the same", actorField(a), errField(err))
 	}
@@ -195,7 +210,7 @@ func (h *Host) destroyHook(ctx context.Context, a *activation, chain string) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, h.cfg.ActionTimeout)
 	defer cancel()
-	if err := h.hookTurn(ctx, a, chain, "OnDestroy", func(env rivet.Env) error { return fn(env, a.state) }); err != nil {
+	if err := h.hookTurn(ctx, a, chain, "OnDestroy", nil, func(env rivet.Env) error { return fn(env, a.state) }); err != nil {
 		h.destroyFailed.Add(1)
 		h.log.Warn("OnDestroy failed; the actor is destroyed all the same", actorField(a), errField(err))
 	}
@@ -266,6 +281,11 @@ func (h *Host) sleepAll(ctx context.Context) {
 		}
 	}
 	h.mu.Unlock()
+	// Every task's context ends at once, not as its actor's turn comes:
+	// they finish side by side.
+	for _, a := range acts {
+		a.endTasks()
+	}
 	sem := make(chan struct{}, maxSleeps)
 	var wg sync.WaitGroup
 	for _, a := range acts {

@@ -700,6 +700,10 @@ func TestOnSleepMayCallItsActorDuringAHandoff(t *testing.T) {
 			"get":  rivet.Query(func(c *rivet.ActionCtx[hookedState]) (hookedState, error) { return *c.State, nil }),
 		},
 	}
+	// With a Remote, as a node's host has: the call is served here, not
+	// forwarded (this node still owns the partition in every table).
+	remote := &countingRemote{}
+	withRemote(t, remote)
 	e := newEnv(t, counterReg(t, act), nil)
 	h2, own2 := secondHost(t, e)
 	if _, err := call(t, e.host, "selfsave", "m", "get", true); err != nil {
@@ -719,8 +723,8 @@ func TestOnSleepMayCallItsActorDuringAHandoff(t *testing.T) {
 	var st hookedState
 	_ = json.Unmarshal(raw, &st)
 	b, _ := callErr.Load().(errBox)
-	if b.err != nil || st.Sleeps != 1 || st.Setups != 1 {
-		t.Fatalf("OnSleep's call to its own actor during a handoff: %v; on the next owner %+v, want sleeps 1, setups 1", b.err, st)
+	if b.err != nil || st.Sleeps != 1 || st.Setups != 1 || remote.calls.Load() != 0 {
+		t.Fatalf("OnSleep's call to its own actor during a handoff: %v (forwarded: %d); on the next owner %+v, want sleeps 1, setups 1", b.err, remote.calls.Load(), st)
 	}
 }
 

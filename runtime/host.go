@@ -754,7 +754,7 @@ func (h *Host) Call(ctx context.Context, req CallRequest) (_ json.RawMessage, er
 		}
 		ts, te := a.newTurnSchedule(act.ReadOnly), a.beginTurnEvents(chain, false)
 		kept, wrote := false, false
-		defer func() { a.finishTurnEvents(te, kept, wrote) }()
+		defer func() { a.finishTurnEvents(te, kept, wrote); ts.startTasks(kept) }()
 		// A panic is recovered here, not only by runTurn: a re-entrant
 		// turn's discard must go back to its restore point, which ends
 		// with this function, and a read-only turn discards nothing (it
@@ -770,7 +770,7 @@ func (h *Host) Call(ctx context.Context, req CallRequest) (_ json.RawMessage, er
 				err = rivet.Errorf(rivet.ErrInternal, "actor %s panicked", a.describe())
 			}
 		}()
-		env := rivet.Env{Ctx: ctx, Name: a.ref.Name, Key: a.ref.Key, Client: &hostClient{h: h, chain: chain, from: a}, Schedule: ts, Destroy: ts.destroy, Events: te, Vars: a.vars, KeepAwake: a.keepAwake}
+		env := rivet.Env{Ctx: ctx, Name: a.ref.Name, Key: a.ref.Key, Client: &hostClient{h: h, chain: chain, from: a}, Schedule: ts, Destroy: ts.destroy, Events: te, Vars: a.vars, Tasks: ts}
 		res, err := act.Invoke(env, a.state, args)
 		if err != nil {
 			if !act.ReadOnly {
@@ -1609,7 +1609,16 @@ func (h *Host) reap() {
 	defer close(h.reapDone)
 	var sleeps sync.WaitGroup
 	defer sleeps.Wait()
-	tick := time.NewTicker(max(h.cfg.IdleTimeout/4, 10*time.Millisecond))
+	// A quarter of the shortest idle timeout, an actor type's own
+	// included: an actor idle past its timeout sleeps within a quarter of
+	// it.
+	shortest := h.cfg.IdleTimeout
+	for _, name := range h.reg.Names() {
+		if sp, ok := h.reg.Lookup(name); ok && sp.IdleTimeout > 0 {
+			shortest = min(shortest, sp.IdleTimeout)
+		}
+	}
+	tick := time.NewTicker(max(shortest/4, 10*time.Millisecond))
 	defer tick.Stop()
 	// A load past the bound sheds shedEvery later (the actors loaded by a
 	// burst are not idle yet, and a pass looks at every activation), and
@@ -1923,6 +1932,15 @@ func (h *Host) remoteFor(ref Ref) Remote {
 	}
 	part, err := h.PartitionOf(ref)
 	if err != nil || h.Owns(part) {
+		return nil
+	}
+	if _, releasing := h.own.Releasing(part); releasing {
+		// Being handed off: this node answers (turnFor lets re-entrant
+		// turns in, so OnSleep may call its own actor, and refuses the
+		// rest at once). Forwarded, the call would come to a node whose
+		// table still names this one as the owner, and wait there for
+		// the table to change, which the handoff it holds up does only
+		// after it.
 		return nil
 	}
 	return h.remote

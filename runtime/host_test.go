@@ -40,13 +40,15 @@ type env struct {
 	refence bool
 	// holdInDoubt, if set, holds the host's InDoubt calls until it closes.
 	holdInDoubt chan struct{}
-	store       *faultStore
-	reg         *rivet.Registry
-	cfg         runtime.Config
-	host        *runtime.Host
-	own         *runtime.Ownership
-	com         *storage.Committer
-	stop        func()
+	// remote, if set, is the host's Remote (withRemote).
+	remote runtime.Remote
+	store  *faultStore
+	reg    *rivet.Registry
+	cfg    runtime.Config
+	host   *runtime.Host
+	own    *runtime.Ownership
+	com    *storage.Committer
+	stop   func()
 }
 
 const testPartitions = 16
@@ -256,9 +258,23 @@ func newEnvWith(t *testing.T, reg *rivet.Registry, mutate func(*runtime.Config),
 	if len(holdInDoubt) > 0 {
 		e.holdInDoubt = holdInDoubt[0]
 	}
+	if remote, ok := envRemotes[t]; ok {
+		e.remote = remote
+	}
 	e.start()
 	t.Cleanup(func() { e.stop() })
 	return e
+}
+
+// envRemotes holds, by test, the Remote newEnv gives its host (as every
+// node's host has one): withRemote sets it.
+var envRemotes = map[*testing.T]runtime.Remote{}
+
+// withRemote makes the hosts newEnv starts for t reach other nodes through
+// r. Tests that use it do not run in parallel.
+func withRemote(t *testing.T, r runtime.Remote) {
+	envRemotes[t] = r
+	t.Cleanup(func() { delete(envRemotes, t) })
 }
 
 func (e *env) start() {
@@ -293,6 +309,9 @@ func (e *env) start() {
 	h, err := runtime.New(e.cfg, e.reg, e.store, com, own)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if e.remote != nil {
+		h.SetRemote(e.remote)
 	}
 	host.Store(h)
 	if err := h.Start(ctx); err != nil {

@@ -37,11 +37,53 @@ type actorTasks struct {
 	closeVars bool
 }
 
-// keepAwake starts fn as a task of a, or says why not.
-func (a *activation) keepAwake(fn func(ctx context.Context, c rivet.Client)) error {
+// KeepAwake is rivet.Env's Tasks for one turn: fn starts when the turn
+// ends, if it succeeded (startTasks). A task started by a turn that then
+// failed would act on changes that were discarded; one started by a wake
+// that failed would load the actor again with its calls, whose wake would
+// start another, and so on.
+func (s *turnSchedule) KeepAwake(fn func(ctx context.Context, c rivet.Client)) error {
 	if fn == nil {
 		return rivet.Errorf(rivet.ErrInvalidArgument, "KeepAwake: fn is nil")
 	}
+	a := s.a
+	a.taskMu.Lock()
+	ended := a.tasks.ended
+	a.taskMu.Unlock()
+	if ended || a.stopped.Load() {
+		return errLeaving(a)
+	}
+	s.tasks = append(s.tasks, fn)
+	return nil
+}
+
+// startTasks starts the tasks of a turn that ended, if it succeeded
+// (kept), and forgets them.
+func (s *turnSchedule) startTasks(kept bool) {
+	fns := s.tasks
+	s.tasks = nil
+	if !kept {
+		return
+	}
+	s.a.startTasks(fns)
+}
+
+// startTasks starts fns as tasks of a; a task that cannot start now (the
+// actor left memory since its turn asked for it) is logged.
+func (a *activation) startTasks(fns []func(context.Context, rivet.Client)) {
+	for _, fn := range fns {
+		if err := a.keepAwake(fn); err != nil {
+			a.h.log.Warn("a KeepAwake function did not start", actorField(a), errField(err))
+		}
+	}
+}
+
+func errLeaving(a *activation) error {
+	return rivet.Errorf(rivet.ErrUnavailable, "actor %s is leaving memory: KeepAwake starts nothing now", a.describe())
+}
+
+// keepAwake starts fn as a task of a, or says why not.
+func (a *activation) keepAwake(fn func(ctx context.Context, c rivet.Client)) error {
 	h := a.h
 	// The host's count first: its lock is never taken under taskMu (the
 	// reaper and a stop take taskMu under it).
@@ -53,7 +95,7 @@ func (a *activation) keepAwake(fn func(ctx context.Context, c rivet.Client)) err
 	if t.ended || a.stopped.Load() {
 		a.taskMu.Unlock()
 		h.taskEnded()
-		return rivet.Errorf(rivet.ErrUnavailable, "actor %s is leaving memory: KeepAwake starts nothing now", a.describe())
+		return errLeaving(a)
 	}
 	defer a.taskMu.Unlock()
 	if t.ctx == nil {
@@ -87,18 +129,19 @@ func (a *activation) keepAwake(fn func(ctx context.Context, c rivet.Client)) err
 func (a *activation) taskEnded() {
 	a.taskMu.Lock()
 	t := &a.tasks
+	if t.n == 1 {
+		// Before the count falls: a reaper that sees no task sees the
+		// new time too.
+		a.lastTurn.Store(time.Now().UnixNano())
+	}
 	t.n--
-	last := t.n == 0
 	closeVars := false
-	if last {
+	if t.n == 0 {
 		close(t.done)
 		t.done = nil
 		closeVars, t.closeVars = t.closeVars, false
 	}
 	a.taskMu.Unlock()
-	if last {
-		a.lastTurn.Store(time.Now().UnixNano())
-	}
 	if closeVars {
 		a.h.closeVarsLater(a)
 	}

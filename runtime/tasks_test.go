@@ -249,6 +249,11 @@ func TestAStopEndsTasksAndWaitsForThemBeforeOnSleep(t *testing.T) {
 // the vars close once they have ended.
 func TestHandoffAndDestroyEndTasks(t *testing.T) {
 	p := newTaskProbe()
+	// The host has a Remote, as a node's does: a task's call into the
+	// partition being handed off must be refused here, not forwarded to
+	// a node that would wait for the handoff to end.
+	remote := &countingRemote{}
+	withRemote(t, remote)
 	e := newEnv(t, counterReg(t, taskedActor(p)), nil)
 	_, own2 := secondHost(t, e)
 
@@ -261,8 +266,8 @@ func TestHandoffAndDestroyEndTasks(t *testing.T) {
 	if !v.closed.Load() || v.getNote() != "cancelled" {
 		t.Fatalf("after the handoff: vars closed %v, task note %q; want closed, cancelled", v.closed.Load(), v.getNote())
 	}
-	if errs := p.calls(); len(errs) != 1 || !errors.Is(errs[0], rivet.ErrUnavailable) {
-		t.Fatalf("the task's call during the handoff: %v, want UNAVAILABLE", errs)
+	if errs := p.calls(); len(errs) != 1 || !errors.Is(errs[0], rivet.ErrUnavailable) || remote.calls.Load() != 0 {
+		t.Fatalf("the task's call during the handoff: %v (forwarded: %d), want UNAVAILABLE from this node", errs, remote.calls.Load())
 	}
 	if got, err := own2.Claim(ctx(t), []uint32{part}); err != nil || len(got) != 1 {
 		t.Fatalf("claim after handoff: %v, %v", got, err)
@@ -285,4 +290,132 @@ func TestHandoffAndDestroyEndTasks(t *testing.T) {
 	if errs := p.calls(); len(errs) != 2 || !errors.Is(errs[1], rivet.ErrNotFound) {
 		t.Fatalf("the task's call into its destroyed actor: %v, want NOT_FOUND", errs)
 	}
+}
+
+// A task asked for by a turn that fails does not start, nor one asked for
+// by a wake that fails: started, its call into the actor would load it
+// again, whose failing wake would start another, and so on.
+func TestTasksOfAFailedTurnOrWakeDoNotStart(t *testing.T) {
+	var failWake atomic.Bool
+	var started atomic.Int32
+	task := func(ctx context.Context, c rivet.Client) { started.Add(1) }
+	act := rivet.Actor[taskState]{
+		Name: "wakeTask",
+		OnWake: func(c *rivet.ActionCtx[taskState]) error {
+			if err := c.KeepAwake(task); err != nil {
+				return err
+			}
+			if failWake.Load() {
+				return errors.New("wake fails")
+			}
+			return nil
+		},
+		Actions: rivet.Actions[taskState]{
+			"fail": rivet.Action0(func(c *rivet.ActionCtx[taskState]) (int, error) {
+				if err := c.KeepAwake(task); err != nil {
+					return 0, err
+				}
+				return 0, errors.New("the action fails")
+			}),
+			"ok": rivet.Action0(func(c *rivet.ActionCtx[taskState]) (int, error) { return 0, c.KeepAwake(task) }),
+		},
+	}
+	e := newEnv(t, counterReg(t, act), nil)
+	failWake.Store(true)
+	if _, err := call(t, e.host, "wakeTask", "k", "ok", true); err == nil {
+		t.Fatal("a call whose wake failed succeeded")
+	}
+	// (One started at once may not have run yet: the count at the end
+	// tells.)
+	if n := started.Load(); n != 0 {
+		t.Fatalf("%d tasks started by a wake that failed", n)
+	}
+	failWake.Store(false)
+	if _, err := call(t, e.host, "wakeTask", "k", "fail", false); err == nil {
+		t.Fatal("the failing action succeeded")
+	}
+	// The wake's task, not the failed action's.
+	waitFor(t, "the wake's task", 10*time.Second, func() bool { return started.Load() >= 1 })
+	if _, err := call(t, e.host, "wakeTask", "k", "ok", false); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the action's task", 10*time.Second, func() bool { return started.Load() >= 2 })
+	waitFor(t, "no task running", 10*time.Second, func() bool { return e.host.Stats().TasksRunning == 0 })
+	if n := started.Load(); n != 2 {
+		t.Fatalf("%d tasks started, want 2 (the wake's and the action's that succeeded)", n)
+	}
+}
+
+// An actor with a task is not shed when the node holds more actors than
+// its bound, though it is the idlest.
+func TestATaskKeepsItsActorFromBeingShed(t *testing.T) {
+	p := newTaskProbe()
+	e := newEnv(t, counterReg(t, taskedActor(p)), func(c *runtime.Config) { c.MaxActiveActors = 1 })
+	startTask(t, p, e.host, "s")
+	v := p.lastVars()
+	for _, k := range []string{"a", "b", "c"} {
+		if _, err := call(t, e.host, "tasked", k, "incr", true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "the other actors to be shed", 20*time.Second, func() bool { return e.host.Stats().ActorsShed >= 3 })
+	if v.closed.Load() || v.getNote() != "" || e.host.Stats().ActiveActors != 1 {
+		t.Fatalf("the actor with a task: vars closed %v, task note %q, %d actors in memory; want it kept",
+			v.closed.Load(), v.getNote(), e.host.Stats().ActiveActors)
+	}
+	close(p.release)
+	waitFor(t, "the task to end", 10*time.Second, func() bool { return len(p.calls()) == 1 })
+}
+
+// Once an actor's last task ended it sleeps a whole idle timeout later, not
+// at the reaper's next pass: the task was its activity.
+func TestTheIdleClockStartsWhenTheLastTaskEnds(t *testing.T) {
+	const idle = 300 * time.Millisecond
+	release, ending := make(chan struct{}), make(chan time.Time, 1)
+	act := rivet.Actor[taskState]{
+		Name:    "quietTask",
+		Options: rivet.Options{IdleTimeout: idle},
+		Actions: rivet.Actions[taskState]{
+			"start": rivet.Action0(func(c *rivet.ActionCtx[taskState]) (int, error) {
+				return 0, c.KeepAwake(func(ctx context.Context, _ rivet.Client) {
+					select {
+					case <-release:
+					case <-ctx.Done():
+					}
+					ending <- time.Now()
+				})
+			}),
+		},
+	}
+	e := newEnv(t, counterReg(t, act), nil)
+	if _, err := call(t, e.host, "quietTask", "q", "start", true); err != nil {
+		t.Fatal(err)
+	}
+	from, since := e.host.ReapPasses(), time.Now()
+	waitFor(t, "reaper passes past the idle timeout", 10*time.Second, func() bool {
+		return e.host.ReapPasses() >= from+3 && time.Since(since) > 2*idle
+	})
+	if n := e.host.Stats().ActiveActors; n != 1 {
+		t.Fatalf("%d actors in memory while the task runs, want 1", n)
+	}
+	close(release)
+	ended := <-ending
+	waitFor(t, "the actor to sleep", 10*time.Second, func() bool { return e.host.Stats().ActiveActors == 0 })
+	if d := time.Since(ended); d < idle-50*time.Millisecond {
+		t.Fatalf("the actor slept %v after its task ended, want an idle timeout (%v) or more", d, idle)
+	}
+}
+
+// countingRemote is a Remote that counts what reaches it and serves
+// nothing.
+type countingRemote struct{ calls atomic.Int32 }
+
+func (r *countingRemote) Call(context.Context, runtime.CallRequest) (json.RawMessage, error) {
+	r.calls.Add(1)
+	return nil, rivet.Errorf(rivet.ErrUnavailable, "no other node here")
+}
+
+func (r *countingRemote) Send(context.Context, runtime.SendRequest) (runtime.SendResult, error) {
+	r.calls.Add(1)
+	return runtime.SendResult{}, rivet.Errorf(rivet.ErrUnavailable, "no other node here")
 }
