@@ -71,6 +71,12 @@ func (p *taskProbe) lastVars() *taskVars {
 	return p.vars[len(p.vars)-1]
 }
 
+func (p *taskProbe) varsClosedUnderATask() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.closedUnder
+}
+
 func (p *taskProbe) calls() []error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -230,11 +236,8 @@ func TestAStopEndsTasksAndWaitsForThemBeforeOnSleep(t *testing.T) {
 	if !v.closed.Load() {
 		t.Fatal("vars still open after the stop")
 	}
-	p.mu.Lock()
-	closedUnder := p.closedUnder
-	p.mu.Unlock()
-	if closedUnder {
-		t.Fatal("the vars were closed while the task still ran")
+	if p.varsClosedUnderATask() {
+		t.Fatal("the vars were closed while a task still ran")
 	}
 	if errs := p.calls(); len(errs) != 1 || !errors.Is(errs[0], rivet.ErrUnavailable) {
 		t.Fatalf("the task's call during the stop: %v, want UNAVAILABLE", errs)
@@ -281,10 +284,7 @@ func TestHandoffAndDestroyEndTasks(t *testing.T) {
 	waitFor(t, "the destroyed actor's task to end and its vars to close", 10*time.Second, func() bool {
 		return v.getNote() == "cancelled" && v.closed.Load()
 	})
-	p.mu.Lock()
-	closedUnder := p.closedUnder
-	p.mu.Unlock()
-	if closedUnder {
+	if p.varsClosedUnderATask() {
 		t.Fatal("the vars were closed while a task still ran")
 	}
 	if errs := p.calls(); len(errs) != 2 || !errors.Is(errs[1], rivet.ErrNotFound) {
