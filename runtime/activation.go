@@ -537,7 +537,10 @@ func (a *activation) flushLoop() {
 		} else {
 			a.committed = v
 		}
-		a.releaseEventsLocked()
+		// The tasks of the turns now durable are counted before anyone
+		// learns that they are (endLateTasks waits for the writes, then
+		// for the tasks).
+		a.startTasks(a.releaseEventsLocked())
 		close(a.advanced)
 		a.advanced = make(chan struct{})
 		a.mu.Unlock()

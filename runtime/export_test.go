@@ -64,6 +64,24 @@ func (h *Host) GateWaiters(ref Ref) int {
 	return len(a.gate.waiters)
 }
 
+// TasksEnded reports whether the tasks of ref's activation were ended (the
+// actor is leaving memory); false if it is not in memory.
+func (h *Host) TasksEnded(ref Ref) bool {
+	enc, _, _, err := h.locate(ref)
+	if err != nil {
+		return false
+	}
+	h.mu.Lock()
+	a := h.actors[ref.Name+"/"+enc]
+	h.mu.Unlock()
+	if a == nil {
+		return false
+	}
+	a.taskMu.Lock()
+	defer a.taskMu.Unlock()
+	return a.tasks.ended
+}
+
 // ReapPasses returns how many passes the reaper made.
 func (h *Host) ReapPasses() int64 { return h.reapPasses.Load() }
 

@@ -33,19 +33,19 @@ func hasWake(sp *rivet.Spec) bool { return sp.CreateVars != nil || sp.Wake != ni
 // holds the gate with chain. On an error or a panic the hook's changes are
 // discarded.
 //
-// The tasks it starts (KeepAwake) start as it ends, if it succeeded; or,
-// with wakeTasks set, are added to it, for the wake to start once both its
-// hooks have succeeded.
-func (h *Host) hookTurn(ctx context.Context, a *activation, chain, name string, wakeTasks *[]func(context.Context, rivet.Client), fn func(env rivet.Env) error) (err error) {
+// The tasks it asks for (KeepAwake) go as its events go; or, with
+// wakeTasks set, are added to it, for the wake to start once both its hooks
+// have succeeded.
+func (h *Host) hookTurn(ctx context.Context, a *activation, chain, name string, wakeTasks *[]taskFn, fn func(env rivet.Env) error) (err error) {
 	ts, te := a.newTurnSchedule(false), a.beginTurnEvents(chain, false)
 	kept, wrote := false, false
 	defer func() {
-		a.finishTurnEvents(te, kept, wrote)
-		if wakeTasks != nil && kept {
-			*wakeTasks = append(*wakeTasks, ts.tasks...)
-			ts.tasks = nil
+		if wakeTasks != nil {
+			if fns := te.takeTasks(); kept {
+				*wakeTasks = append(*wakeTasks, fns...)
+			}
 		}
-		ts.startTasks(kept)
+		a.finishTurnEvents(te, kept, wrote)
 	}()
 	defer func() {
 		if r := recover(); r != nil {
@@ -55,7 +55,7 @@ func (h *Host) hookTurn(ctx context.Context, a *activation, chain, name string, 
 			err = rivet.Errorf(rivet.ErrInternal, "%s of %s panicked", name, a.describe())
 		}
 	}()
-	env := rivet.Env{Ctx: ctx, Name: a.ref.Name, Key: a.ref.Key, Client: &hostClient{h: h, chain: chain, from: a}, Schedule: ts, Destroy: ts.destroy, Events: te, Vars: a.vars, Tasks: ts}
+	env := rivet.Env{Ctx: ctx, Name: a.ref.Name, Key: a.ref.Key, Client: &hostClient{h: h, chain: chain, from: a}, Schedule: ts, Destroy: ts.destroy, Events: te, Vars: a.vars, Tasks: te}
 	if err := fn(env); err != nil {
 		a.restoreState()
 		return h.hookError(a, name, err)
@@ -86,7 +86,7 @@ func (h *Host) hookError(a *activation, name string, err error) error {
 func (h *Host) wake(ctx context.Context, a *activation, chain string) error {
 	ctx, cancel := context.WithTimeout(ctx, h.cfg.ActionTimeout)
 	defer cancel()
-	var tasks []func(context.Context, rivet.Client)
+	var tasks []taskFn
 	if fn := a.spec.CreateVars; fn != nil {
 		err := h.hookTurn(ctx, a, chain, "CreateVars", &tasks, func(env rivet.Env) error {
 			v, err := fn(env, a.state)
@@ -111,7 +111,7 @@ func (h *Host) wake(ctx context.Context, a *activation, chain string) error {
 		}
 	}
 	if !a.stopped.Load() { // evicted while it woke: it never serves
-		a.startTasks(tasks)
+		a.publishEvents(nil, tasks) // once the hooks' writes are durable
 	}
 	return nil
 }
@@ -317,6 +317,7 @@ func (h *Host) sleepAll(ctx context.Context) {
 			if a.stopped.Load() {
 				return
 			}
+			a.endLateTasks(ctx, true)
 			h.sleep(ctx, a, chain)
 			a.stopped.Store(true)
 			a.closeVars()

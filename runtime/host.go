@@ -754,7 +754,7 @@ func (h *Host) Call(ctx context.Context, req CallRequest) (_ json.RawMessage, er
 		}
 		ts, te := a.newTurnSchedule(act.ReadOnly), a.beginTurnEvents(chain, false)
 		kept, wrote := false, false
-		defer func() { a.finishTurnEvents(te, kept, wrote); ts.startTasks(kept) }()
+		defer func() { a.finishTurnEvents(te, kept, wrote) }()
 		// A panic is recovered here, not only by runTurn: a re-entrant
 		// turn's discard must go back to its restore point, which ends
 		// with this function, and a read-only turn discards nothing (it
@@ -770,7 +770,7 @@ func (h *Host) Call(ctx context.Context, req CallRequest) (_ json.RawMessage, er
 				err = rivet.Errorf(rivet.ErrInternal, "actor %s panicked", a.describe())
 			}
 		}()
-		env := rivet.Env{Ctx: ctx, Name: a.ref.Name, Key: a.ref.Key, Client: &hostClient{h: h, chain: chain, from: a}, Schedule: ts, Destroy: ts.destroy, Events: te, Vars: a.vars, Tasks: ts}
+		env := rivet.Env{Ctx: ctx, Name: a.ref.Name, Key: a.ref.Key, Client: &hostClient{h: h, chain: chain, from: a}, Schedule: ts, Destroy: ts.destroy, Events: te, Vars: a.vars, Tasks: te}
 		res, err := act.Invoke(env, a.state, args)
 		if err != nil {
 			if !act.ReadOnly {
@@ -1611,14 +1611,15 @@ func (h *Host) reap() {
 	defer sleeps.Wait()
 	// A quarter of the shortest idle timeout, an actor type's own
 	// included: an actor idle past its timeout sleeps within a quarter of
-	// it.
-	shortest := h.cfg.IdleTimeout
+	// it. An actor type's counts down to 100 ms, no lower: each pass
+	// looks at every actor in memory.
+	every := h.cfg.IdleTimeout / 4
 	for _, name := range h.reg.Names() {
 		if sp, ok := h.reg.Lookup(name); ok && sp.IdleTimeout > 0 {
-			shortest = min(shortest, sp.IdleTimeout)
+			every = min(every, max(sp.IdleTimeout/4, 100*time.Millisecond))
 		}
 	}
-	tick := time.NewTicker(max(shortest/4, 10*time.Millisecond))
+	tick := time.NewTicker(max(every, 10*time.Millisecond))
 	defer tick.Stop()
 	// A load past the bound sheds shedEvery later (the actors loaded by a
 	// burst are not idle yet, and a pass looks at every activation), and
@@ -1811,7 +1812,7 @@ func (hh *hostHandle) Call(ctx context.Context, action string, args ...any) (jso
 		return nil, err
 	}
 	req := CallRequest{Ref: hh.ref, Action: action, Args: raw, CreateIfMissing: hh.create, Chain: Chain{ID: hh.c.chain}}
-	if r := hh.c.h.remoteFor(hh.ref); r != nil {
+	if r := hh.c.h.remoteFor(hh.ref, hh.c.from); r != nil {
 		return r.Call(ctx, req)
 	}
 	return hh.c.h.Call(ctx, req)
@@ -1826,7 +1827,7 @@ func (hh *hostHandle) Send(ctx context.Context, queue string, body any) error {
 		return err
 	}
 	req := SendRequest{Ref: hh.ref, Queue: queue, Body: b, CreateIfMissing: hh.create, Chain: Chain{ID: hh.c.chain}}
-	if r := hh.c.h.remoteFor(hh.ref); r != nil {
+	if r := hh.c.h.remoteFor(hh.ref, hh.c.from); r != nil {
 		_, err = r.Send(ctx, req)
 		return err
 	}
@@ -1924,9 +1925,10 @@ func (h *Host) Owns(p uint32) bool {
 	return ok
 }
 
-// remoteFor returns the Remote to use for ref, or nil if ref is served
-// here (or cannot be located: the local path reports that error).
-func (h *Host) remoteFor(ref Ref) Remote {
+// remoteFor returns the Remote to use for ref, called from an actor of
+// this node (from; nil: none), or nil if ref is served here (or cannot be
+// located: the local path reports that error).
+func (h *Host) remoteFor(ref Ref, from *activation) Remote {
 	if h.remote == nil {
 		return nil
 	}
@@ -1934,13 +1936,15 @@ func (h *Host) remoteFor(ref Ref) Remote {
 	if err != nil || h.Owns(part) {
 		return nil
 	}
-	if _, releasing := h.own.Releasing(part); releasing {
-		// Being handed off: this node answers (turnFor lets re-entrant
-		// turns in, so OnSleep may call its own actor, and refuses the
-		// rest at once). Forwarded, the call would come to a node whose
-		// table still names this one as the owner, and wait there for
-		// the table to change, which the handoff it holds up does only
-		// after it.
+	if _, releasing := h.own.Releasing(part); releasing && from != nil && from.part == part {
+		// A call from an actor of the partition this node is handing
+		// off (OnSleep, a KeepAwake function) into that partition: this
+		// node answers it (turnFor lets re-entrant turns in, so OnSleep
+		// may call its own actor, and refuses the rest at once). The
+		// Remote would wait for the partition table to name the next
+		// owner, which it does only once the handoff that this call
+		// holds up has ended. Calls from elsewhere do wait for it, and
+		// then reach the next owner.
 		return nil
 	}
 	return h.remote
@@ -2030,6 +2034,7 @@ func (h *Host) handoffActor(ctx context.Context, a *activation, hooks bool) {
 		return
 	}
 	defer a.gate.release()
+	a.endLateTasks(ctx, hooks)
 	a.stopWorkflow()
 	if hooks && !a.stopped.Load() {
 		h.sleep(ctx, a, chain)

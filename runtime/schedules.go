@@ -198,10 +198,6 @@ type turnSchedule struct {
 	a        *activation
 	readOnly bool
 	now      time.Time
-	// tasks are the turn's KeepAwake functions, started when it ends
-	// (startTasks). The turn's schedule carries them: it is made once
-	// per turn already.
-	tasks []func(context.Context, rivet.Client)
 }
 
 // A turn's writes go to etcd in one transaction, whose bounds (etcd's
@@ -761,9 +757,9 @@ func (h *Host) fireOne(ref Ref, sp *rivet.Spec) (more bool, err error) {
 		call := c.public()
 		te := a.beginTurnEvents(chain, false)
 		kept, wrote := false, false
+		defer func() { a.finishTurnEvents(te, kept, wrote) }()
 		ts := a.newTurnSchedule(act.ReadOnly)
-		defer func() { a.finishTurnEvents(te, kept, wrote); ts.startTasks(kept) }()
-		env := rivet.Env{Ctx: ctx, Name: a.ref.Name, Key: a.ref.Key, Client: &hostClient{h: h, chain: chain, from: a}, Schedule: ts, Destroy: ts.destroy, Events: te, Fired: &call, Vars: a.vars, Tasks: ts}
+		env := rivet.Env{Ctx: ctx, Name: a.ref.Name, Key: a.ref.Key, Client: &hostClient{h: h, chain: chain, from: a}, Schedule: ts, Destroy: ts.destroy, Events: te, Fired: &call, Vars: a.vars, Tasks: te}
 		if err := invokeScheduled(h, a, act, env, args); err != nil {
 			a.restoreState() // the state and the calls as last committed
 			if h.baseCtx.Err() != nil {

@@ -37,42 +37,54 @@ type actorTasks struct {
 	closeVars bool
 }
 
-// KeepAwake is rivet.Env's Tasks for one turn: fn starts when the turn
-// ends, if it succeeded (startTasks). A task started by a turn that then
-// failed would act on changes that were discarded; one started by a wake
-// that failed would load the actor again with its calls, whose wake would
-// start another, and so on.
-func (s *turnSchedule) KeepAwake(fn func(ctx context.Context, c rivet.Client)) error {
+// taskFn is a KeepAwake function.
+type taskFn = func(ctx context.Context, c rivet.Client)
+
+// KeepAwake is rivet.Env's Tasks for one turn: fn goes as the turn's
+// events go (finishTurnEvents), and starts once the turn's writes are
+// durable (publishEvents). A task asked for by a turn that then failed
+// would act on changes that were discarded; by a re-entrant read, on
+// changes of the turn it re-entered that may still be discarded; by a wake
+// that failed, it would load the actor again with its calls, whose wake
+// would start another, and so on.
+func (t *turnEvents) KeepAwake(fn func(ctx context.Context, c rivet.Client)) error {
 	if fn == nil {
 		return rivet.Errorf(rivet.ErrInvalidArgument, "KeepAwake: fn is nil")
 	}
-	a := s.a
+	a := t.a
 	a.taskMu.Lock()
 	ended := a.tasks.ended
 	a.taskMu.Unlock()
 	if ended || a.stopped.Load() {
 		return errLeaving(a)
 	}
-	s.tasks = append(s.tasks, fn)
+	a.evMu.Lock()
+	defer a.evMu.Unlock()
+	if t.ended {
+		return rivet.Errorf(rivet.ErrInternal, "actor %s: KeepAwake after its turn ended (an ActionCtx kept past its turn)", a.describe())
+	}
+	t.tasks = append(t.tasks, fn)
 	return nil
 }
 
-// startTasks starts the tasks of a turn that ended, if it succeeded
-// (kept), and forgets them.
-func (s *turnSchedule) startTasks(kept bool) {
-	fns := s.tasks
-	s.tasks = nil
-	if !kept {
-		return
-	}
-	s.a.startTasks(fns)
+// takeTasks takes the tasks t collected so far (a wake's hooks: the wake
+// starts them once both succeeded).
+func (t *turnEvents) takeTasks() []taskFn {
+	t.a.evMu.Lock()
+	defer t.a.evMu.Unlock()
+	fns := t.tasks
+	t.tasks = nil
+	return fns
 }
 
-// startTasks starts fns as tasks of a; a task that cannot start now (the
-// actor left memory since its turn asked for it) is logged.
-func (a *activation) startTasks(fns []func(context.Context, rivet.Client)) {
+// startTasks starts fns, the tasks of turns that are durable now. Called
+// with a.mu held (lock order: a.mu, then Host.mu, then a.taskMu). A task
+// whose actor began to leave memory since its turn asked for it (a
+// handoff, an eviction) starts all the same, with its context ended: its
+// KeepAwake returned nil, so it runs, if only to see that it must stop.
+func (a *activation) startTasks(fns []taskFn) {
 	for _, fn := range fns {
-		if err := a.keepAwake(fn); err != nil {
+		if err := a.keepAwake(fn, true); err != nil {
 			a.h.log.Warn("a KeepAwake function did not start", actorField(a), errField(err))
 		}
 	}
@@ -82,8 +94,9 @@ func errLeaving(a *activation) error {
 	return rivet.Errorf(rivet.ErrUnavailable, "actor %s is leaving memory: KeepAwake starts nothing now", a.describe())
 }
 
-// keepAwake starts fn as a task of a, or says why not.
-func (a *activation) keepAwake(fn func(ctx context.Context, c rivet.Client)) error {
+// keepAwake starts fn as a task of a, or says why not. late: start it even
+// if a is leaving memory, with its context ended.
+func (a *activation) keepAwake(fn taskFn, late bool) error {
 	h := a.h
 	// The host's count first: its lock is never taken under taskMu (the
 	// reaper and a stop take taskMu under it).
@@ -92,7 +105,8 @@ func (a *activation) keepAwake(fn func(ctx context.Context, c rivet.Client)) err
 	}
 	a.taskMu.Lock()
 	t := &a.tasks
-	if t.ended || a.stopped.Load() {
+	leaving := t.ended || a.stopped.Load()
+	if leaving && !late {
 		a.taskMu.Unlock()
 		h.taskEnded()
 		return errLeaving(a)
@@ -101,6 +115,9 @@ func (a *activation) keepAwake(fn func(ctx context.Context, c rivet.Client)) err
 	if t.ctx == nil {
 		// The node's base context: a hard stop ends the tasks too.
 		t.ctx, t.cancel = context.WithCancel(h.baseCtx)
+	}
+	if leaving {
+		t.cancel()
 	}
 	if t.n == 0 {
 		t.done = make(chan struct{})
@@ -199,6 +216,23 @@ func (a *activation) endTasksWithin(ctx context.Context) {
 		a.h.log.Warn("actor tasks did not end within the sleep timeout after their context ended; the actor leaves memory without them", actorField(a), zap.Int("tasks", n), zap.Duration("timeout", d))
 	case <-ctx.Done():
 	}
+}
+
+// endLateTasks is endTasksWithin (wait: false, endTasks) for the tasks of
+// turns that ended before the caller took the gate: they start once those
+// turns' writes are durable, so it waits for these first. Calls from them
+// into the actor do not wait for the gate the caller holds: the partition
+// being handed off, or the node stopping, refuses them at once.
+func (a *activation) endLateTasks(ctx context.Context, wait bool) {
+	if !wait {
+		a.endTasks()
+		return
+	}
+	if err := a.waitCommitted(ctx, a.currentVersion()); err != nil {
+		a.endTasks() // the writes failed: their tasks do not start
+		return
+	}
+	a.endTasksWithin(ctx)
 }
 
 // taskStarted counts a task in for Stop, unless Stop no longer waits for

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -418,4 +419,193 @@ func (r *countingRemote) Call(context.Context, runtime.CallRequest) (json.RawMes
 func (r *countingRemote) Send(context.Context, runtime.SendRequest) (runtime.SendResult, error) {
 	r.calls.Add(1)
 	return runtime.SendResult{}, rivet.Errorf(rivet.ErrUnavailable, "no other node here")
+}
+
+// A re-entrant query's task goes with the turn it re-entered: it read that
+// turn's changes before they were written, so if that turn fails, the task
+// does not start.
+func TestAReentrantQuerysTaskGoesWithTheTurnItReentered(t *testing.T) {
+	var started, sawCount atomic.Int32
+	act := rivet.Actor[taskState]{
+		Name: "reentTask",
+		Actions: rivet.Actions[taskState]{
+			"outer": rivet.Action(func(c *rivet.ActionCtx[taskState], fail bool) (int, error) {
+				c.State.Count = 42
+				if _, err := c.Client().Get("reentTask", c.Key()...).Call(c.Context(), "peek"); err != nil {
+					return 0, err
+				}
+				if fail {
+					return 0, errors.New("the outer turn fails after its re-entrant query")
+				}
+				return 0, nil
+			}),
+			"peek": rivet.Query(func(c *rivet.ActionCtx[taskState]) (int, error) {
+				n := c.State.Count
+				return n, c.KeepAwake(func(context.Context, rivet.Client) {
+					sawCount.Store(int32(n))
+					started.Add(1)
+				})
+			}),
+		},
+	}
+	e := newEnv(t, counterReg(t, act), nil)
+	if _, err := call(t, e.host, "reentTask", "k", "outer", true, true); err == nil {
+		t.Fatal("the failing outer turn succeeded")
+	}
+	if _, err := call(t, e.host, "reentTask", "k", "outer", false, false); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the task of the turn that succeeded", 10*time.Second, func() bool {
+		return started.Load() >= 1 && e.host.Stats().TasksRunning == 0
+	})
+	if n := started.Load(); n != 1 || sawCount.Load() != 42 {
+		t.Fatalf("%d tasks started, want 1 (the failed outer turn's query's task must not)", n)
+	}
+}
+
+// A turn that asked for a task (KeepAwake said yes) and then ended as its
+// actor's partition began to move still gets its task run, with its
+// context ended, and the handoff waits for it.
+func TestATaskAskedForAsAHandoffBeginsStillRuns(t *testing.T) {
+	inTurn, finish := make(chan struct{}), make(chan struct{})
+	var ran, cancelled atomic.Int32
+	act := rivet.Actor[taskState]{
+		Name: "lateTask",
+		Actions: rivet.Actions[taskState]{
+			"kick": rivet.Action0(func(c *rivet.ActionCtx[taskState]) (int, error) {
+				err := c.KeepAwake(func(ctx context.Context, _ rivet.Client) {
+					ran.Add(1)
+					if ctx.Err() != nil {
+						cancelled.Add(1)
+					}
+				})
+				close(inTurn)
+				<-finish
+				c.State.Count++
+				return c.State.Count, err
+			}),
+		},
+	}
+	e := newEnv(t, counterReg(t, act), nil)
+	ref := runtime.Ref{Name: "lateTask", Key: []string{"k"}}
+	callDone := make(chan error, 1)
+	go func() { _, err := call(t, e.host, "lateTask", "k", "kick", true); callDone <- err }()
+	<-inTurn
+	handedOff := make(chan error, 1)
+	go func() {
+		handedOff <- e.host.Handoff(context.Background(), placement.Partition("lateTask", storage.EncodeKey([]string{"k"}), testPartitions))
+	}()
+	waitFor(t, "the handoff to end the actor's tasks", 10*time.Second, func() bool { return e.host.TasksEnded(ref) })
+	close(finish)
+	if err := <-callDone; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-handedOff; err != nil {
+		t.Fatal(err)
+	}
+	if ran.Load() != 1 || cancelled.Load() != 1 {
+		t.Fatalf("the task ran %d times (%d with its context ended) by the end of the handoff, want once, ended", ran.Load(), cancelled.Load())
+	}
+}
+
+// waitingRemote is a Remote as a node's is while this node is still the
+// owner on record of a partition it is handing off: it waits for the next
+// owner, then forwards there.
+type waitingRemote struct {
+	moved   <-chan struct{}
+	next    func() *runtime.Host
+	reached chan struct{} // gets a value for each call that reaches it
+}
+
+func (r *waitingRemote) Call(ctx context.Context, req runtime.CallRequest) (json.RawMessage, error) {
+	r.reached <- struct{}{}
+	select {
+	case <-r.moved:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return r.next().Call(ctx, req)
+}
+
+func (r *waitingRemote) Send(context.Context, runtime.SendRequest) (runtime.SendResult, error) {
+	return runtime.SendResult{}, rivet.Errorf(rivet.ErrUnavailable, "not used")
+}
+
+// An actor of another partition that calls an actor whose partition this
+// node is handing off waits for the next owner (through the Remote), as a
+// client's call does: only calls from the partition being handed off are
+// answered here.
+func TestACallIntoAPartitionBeingHandedOffWaitsForItsNextOwner(t *testing.T) {
+	hold, moved := make(chan struct{}), make(chan struct{})
+	var h2 *runtime.Host
+	remote := &waitingRemote{moved: moved, next: func() *runtime.Host { return h2 }, reached: make(chan struct{}, 8)}
+	withRemote(t, remote)
+	callee := rivet.Actor[taskState]{
+		Name: "slowLeaver",
+		Actions: rivet.Actions[taskState]{
+			// A task whose cleanup holds the handoff up.
+			"start": rivet.Action0(func(c *rivet.ActionCtx[taskState]) (bool, error) {
+				return true, c.KeepAwake(func(ctx context.Context, _ rivet.Client) { <-ctx.Done(); <-hold })
+			}),
+			"get": rivet.Query(func(c *rivet.ActionCtx[taskState]) (int, error) { return c.State.Count, nil }),
+		},
+	}
+	relayer := rivet.Actor[taskState]{
+		Name: "relayer",
+		Actions: rivet.Actions[taskState]{
+			"relay": rivet.Action0(func(c *rivet.ActionCtx[taskState]) (int, error) {
+				raw, err := c.Client().Get("slowLeaver", "m").Call(c.Context(), "get")
+				if err != nil {
+					return 0, err
+				}
+				var n int
+				return n, json.Unmarshal(raw, &n)
+			}),
+		},
+	}
+	e := newEnv(t, counterReg(t, callee, relayer), nil)
+	var own2 *runtime.Ownership
+	h2, own2 = secondHost(t, e)
+	part := placement.Partition("slowLeaver", storage.EncodeKey([]string{"m"}), testPartitions)
+	rkey := ""
+	for i := 0; rkey == ""; i++ {
+		if k := fmt.Sprint("r", i); placement.Partition("relayer", storage.EncodeKey([]string{k}), testPartitions) != part {
+			rkey = k
+		}
+	}
+	if _, err := call(t, e.host, "slowLeaver", "m", "start", true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := call(t, e.host, "relayer", rkey, "relay", true); err != nil {
+		t.Fatal(err)
+	}
+	handedOff := make(chan error, 1)
+	go func() {
+		err := e.host.Handoff(context.Background(), part)
+		if err == nil {
+			_, err = own2.Claim(context.Background(), []uint32{part})
+		}
+		close(moved)
+		handedOff <- err
+	}()
+	waitFor(t, "the partition to be releasing", 10*time.Second, func() bool { _, ok := e.own.Releasing(part); return ok })
+	relayed := make(chan error, 1)
+	go func() { _, err := call(t, e.host, "relayer", rkey, "relay", false); relayed <- err }()
+	// The handoff goes on once the call is on its way, wherever it went.
+	select {
+	case <-remote.reached:
+	case err := <-relayed:
+		close(hold)
+		<-handedOff
+		t.Fatalf("the call ended during the handoff without reaching the Remote: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("the call neither reached the Remote nor ended")
+	}
+	close(hold)
+	if err := <-handedOff; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-relayed; err != nil {
+		t.Fatalf("a call from another partition into one being handed off: %v, want it served by the next owner", err)
+	}
 }

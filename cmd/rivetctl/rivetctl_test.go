@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -86,6 +87,18 @@ func TestCall(t *testing.T) {
 		wantErr(t, 2, `{"error":{"code":"USAGE","message":"KEY is empty (for a key of one empty string, write '[\"\"]')"},"exit":2}`)
 	rivetctlEnv(t, map[string]string{}, "--addr", "127.0.0.1:1", "--timeout", "2s", "-o", "json", "members").
 		wantErrPrefix(t, 1, `{"error":{"code":"UNAVAILABLE","message":`)
+	// Failures before the flags are parsed, and a deadline.
+	rivetctl(t, addr, "-o", "json", "nosuch").
+		wantErr(t, 2, `{"error":{"code":"USAGE","message":"unknown command \"nosuch\" for \"rivetctl\""},"exit":2}`)
+	rivetctl(t, addr, "members", "--bogus", "-o", "json").
+		wantErr(t, 2, `{"error":{"code":"USAGE","message":"unknown flag: --bogus (see rivetctl members --help)"},"exit":2}`)
+	silent, err := net.Listen("tcp", "127.0.0.1:0") // accepts, never answers
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	rivetctl(t, silent.Addr().String(), "--timeout", "300ms", "-o", "json", "members").
+		wantErrPrefix(t, 1, `{"error":{"code":"DEADLINE_EXCEEDED","message":"deadline exceeded: no answer from`)
 }
 
 func TestCallArgs(t *testing.T) {

@@ -51,7 +51,12 @@ func usagef(format string, args ...any) error {
 // runError is a failure of a command that ran: exit code 1. Everything
 // cobra returns that is not one is a usage error (bad flag, unknown
 // command, wrong number of arguments).
-type runError struct{ err error }
+type runError struct {
+	err error
+	// code is the gRPC code's name that --output json reports for an
+	// error that carries none ("": from err, or UNKNOWN).
+	code string
+}
 
 func (e *runError) Error() string { return e.err.Error() }
 func (e *runError) Unwrap() error { return e.err }
@@ -74,7 +79,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	if errors.As(err, &re) {
 		code, hint = exitError, a.connectionHint(err)
 	}
-	if a.output == "json" {
+	if a.output == "json" || wantsJSON(args) {
 		writeJSONError(stderr, err, code, hint)
 		return code
 	}
@@ -98,12 +103,35 @@ type jsonError struct {
 	Exit int `json:"exit"`
 }
 
+// wantsJSON reports whether args ask for --output json: a command line that
+// fails before its flags are parsed (an unknown command, a bad flag before
+// -o) still gets its error in the form it asked for.
+func wantsJSON(args []string) bool {
+	for i, s := range args {
+		switch s {
+		case "--":
+			return false
+		case "-o", "--output":
+			if i+1 < len(args) && args[i+1] == "json" {
+				return true
+			}
+		case "-ojson", "-o=json", "--output=json":
+			return true
+		}
+	}
+	return false
+}
+
 func writeJSONError(w io.Writer, err error, exit int, hint string) {
 	var j jsonError
 	j.Exit = exit
 	j.Error.Code, j.Error.Message = "USAGE", err.Error()
-	if exit != exitUsage {
+	var re *runError
+	if errors.As(err, &re) {
 		j.Error.Code = "UNKNOWN"
+		if re.code != "" {
+			j.Error.Code = re.code
+		}
 	}
 	var e *rivet.Error
 	if errors.As(err, &e) {
@@ -228,7 +256,7 @@ func (a *app) runE(extra func() time.Duration, body command) func(*cobra.Command
 			// out while the node answered, say).
 			return err
 		case errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded):
-			return &runError{err: fmt.Errorf("deadline exceeded: no answer from %s within %s (--timeout) (DEADLINE_EXCEEDED)", a.addr, timeout)}
+			return &runError{err: fmt.Errorf("deadline exceeded: no answer from %s within %s (--timeout) (DEADLINE_EXCEEDED)", a.addr, timeout), code: "DEADLINE_EXCEEDED"}
 		default:
 			return &runError{err: err}
 		}
