@@ -198,10 +198,11 @@ func (c *ActionCtx[S]) Destroy() error {
 // actor as any client does, through client, whose calls (to this actor
 // too) each wait for the gate like a caller's, and see only durable state
 // (they wait for the actor's pending writes, as a turn's calls do). fn
-// starts as the turn's events are published: once its writes are durable,
-// and only if its changes are kept (a turn that fails, a re-entrant query
-// whose outer turn fails, and a wake whose CreateVars or OnWake fails start
-// none).
+// starts when the turn ends, if its changes are kept: a turn that fails, a
+// re-entrant query whose outer turn fails, and a wake whose CreateVars or
+// OnWake fails start none. It does not wait for the turn's writes to be
+// durable: work that must follow the commit belongs in a scheduled call
+// (c.Schedule().After(0, ...)).
 //
 // ctx ends when the actor must leave memory: its partition moves, its node
 // stops, it is destroyed, or its claim is lost. A move or a stop then waits

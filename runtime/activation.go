@@ -537,10 +537,7 @@ func (a *activation) flushLoop() {
 		} else {
 			a.committed = v
 		}
-		// The tasks of the turns now durable are counted before anyone
-		// learns that they are (endLateTasks waits for the writes, then
-		// for the tasks).
-		a.startTasks(a.releaseEventsLocked())
+		a.releaseEventsLocked()
 		close(a.advanced)
 		a.advanced = make(chan struct{})
 		a.mu.Unlock()

@@ -10,7 +10,6 @@ import (
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/storage"
 	"github.com/rivet-go/rivet/workflow"
-	"go.uber.org/zap"
 )
 
 // Event subscriptions (rivet.Broadcaster): an actor's events go to the
@@ -344,8 +343,12 @@ type turnEvents struct {
 	n   int
 	evs []rivet.Event
 	// tasks are the turn's KeepAwake functions: they go as its events go,
-	// started once its writes are durable (tasks.go).
-	tasks []taskFn
+	// but start as soon as they are handed out (finishTurnEvents), while
+	// the turn holds the gate (tasks.go). holdTasks: a wake's hook, whose
+	// tasks wait for the whole wake (a re-entrant write does not take
+	// them).
+	tasks     []taskFn
+	holdTasks bool
 	// ended: the turn is over (Broadcast fails, its events were
 	// published, dropped or handed on).
 	ended bool
@@ -406,8 +409,11 @@ func (a *activation) finishTurnEvents(t *turnEvents, kept, wrote bool) {
 		}
 		for i := len(chain) - 1; i >= 0; i-- {
 			out = append(out, chain[i].evs...)
-			tasks = append(tasks, chain[i].tasks...)
-			chain[i].evs, chain[i].tasks = nil, nil
+			chain[i].evs = nil
+			if !chain[i].holdTasks {
+				tasks = append(tasks, chain[i].tasks...)
+				chain[i].tasks = nil
+			}
 		}
 		out = append(out, t.evs...)
 		tasks = append(tasks, t.tasks...)
@@ -419,7 +425,11 @@ func (a *activation) finishTurnEvents(t *turnEvents, kept, wrote bool) {
 	}
 	t.evs, t.tasks, t.ended = nil, nil, true
 	a.evMu.Unlock()
-	a.publishEvents(out, tasks)
+	a.publishEvents(out)
+	// At once, with the gate still held by the turn's chain: counted
+	// before the reaper, a handoff or a stop can look (they take the
+	// gate), so none of them misses a task on its way.
+	a.startTasks(tasks)
 }
 
 // Broadcast implements rivet.Broadcaster.
@@ -468,60 +478,46 @@ func (t *turnEvents) bug(err error) error {
 	return err
 }
 
-// pendingEvents are a turn's events and tasks waiting for its writes
-// (version v).
+// pendingEvents are a turn's events waiting for its writes (version v).
 type pendingEvents struct {
-	v     uint64
-	evs   []rivet.Event
-	tasks []taskFn
+	v   uint64
+	evs []rivet.Event
 }
 
-// publishEvents publishes events, and starts tasks, once every write
-// queued so far is durable, after the events published before. Called by
-// the turn holder as a turn ends (finishTurnEvents), or by a wake.
-func (a *activation) publishEvents(evs []rivet.Event, tasks []taskFn) {
-	if len(evs) == 0 && len(tasks) == 0 {
+// publishEvents publishes events once every write queued so far is
+// durable, after the events published before. Called by the turn holder
+// as a turn ends (finishTurnEvents).
+func (a *activation) publishEvents(evs []rivet.Event) {
+	if len(evs) == 0 {
 		return
 	}
 	a.mu.Lock()
+	defer a.mu.Unlock()
 	if a.failed != nil {
 		// Its writes will not commit: the turn did not happen. Unless
-		// the failure's outcome is unknown: then it may have, and what
-		// it publishes is lost all the same (releaseEventsLocked).
-		a.dropLocked(len(evs) > 0, tasks)
-		a.mu.Unlock()
+		// the failure's outcome is unknown: then it may have, and its
+		// events are lost all the same (dropLocked).
+		a.dropLocked(true)
 		return
 	}
 	if len(a.pendingEvents) == 0 && a.committed >= a.version {
 		a.h.events.publish(a.id, evs)
-		a.startTasks(tasks)
-		a.mu.Unlock()
 		return
 	}
-	a.pendingEvents = append(a.pendingEvents, pendingEvents{v: a.version, evs: evs, tasks: tasks})
-	a.mu.Unlock()
+	a.pendingEvents = append(a.pendingEvents, pendingEvents{v: a.version, evs: evs})
 }
 
 // releaseEventsLocked publishes the pending events whose writes are now
-// durable, or drops them all if a commit failed, and returns the tasks to
-// start. Called with mu held.
-func (a *activation) releaseEventsLocked() []taskFn {
+// durable, or drops them all if a commit failed. Called with mu held.
+func (a *activation) releaseEventsLocked() {
 	if a.failed != nil {
-		events := false
-		var tasks []taskFn
-		for _, p := range a.pendingEvents {
-			events = events || len(p.evs) > 0
-			tasks = append(tasks, p.tasks...)
-		}
-		a.dropLocked(events, tasks)
+		a.dropLocked(len(a.pendingEvents) > 0)
 		a.pendingEvents = nil
-		return nil
+		return
 	}
-	var tasks []taskFn
 	n := 0
 	for n < len(a.pendingEvents) && a.pendingEvents[n].v <= a.committed {
 		a.h.events.publish(a.id, a.pendingEvents[n].evs)
-		tasks = append(tasks, a.pendingEvents[n].tasks...)
 		n++
 	}
 	if n > 0 {
@@ -529,28 +525,21 @@ func (a *activation) releaseEventsLocked() []taskFn {
 		clear(a.pendingEvents[rest:])
 		a.pendingEvents = a.pendingEvents[:rest]
 	}
-	return tasks
 }
 
-// dropLocked drops the events (if any) and tasks of turns whose writes
-// failed (a.failed). A commit whose outcome is unknown may still have
-// applied, and a reply waiting on it may learn so from storage
-// (waitDurable): its turns then happened, and their events are lost all
-// the same. So the actor's subscriptions end (UNAVAILABLE): a subscriber
-// knows that it may have missed events (the Go client resubscribes and
-// reports a Gap), rather than go on as if it had heard of every change.
-// Such a turn's tasks do not start; that is logged. Called with mu held.
-func (a *activation) dropLocked(events bool, tasks []taskFn) {
-	if !storage.OutcomeUnknown(a.failed) {
+// dropLocked is for events dropped because a commit failed (a.failed). A
+// commit whose outcome is unknown may still have applied, and a reply
+// waiting on it may learn so from storage (waitDurable): its turns then
+// happened, and their events are lost all the same. So the actor's
+// subscriptions end (UNAVAILABLE): a subscriber knows that it may have
+// missed events (the Go client resubscribes and reports a Gap), rather than
+// go on as if it had heard of every change. Called with mu held.
+func (a *activation) dropLocked(events bool) {
+	if !events || !storage.OutcomeUnknown(a.failed) {
 		return
 	}
-	if events {
-		id, what := a.id, a.describe()
-		a.h.events.endIf(func(s *Subscription) bool { return s.id == id }, func(*Subscription) error {
-			return rivet.Errorf(rivet.ErrUnavailable, "actor %s: a write of its turns had an unknown outcome, and their events were dropped: subscribe again (events may have been missed)", what)
-		})
-	}
-	if len(tasks) > 0 {
-		a.h.log.Warn("KeepAwake functions of turns whose write had an unknown outcome were not started", actorField(a), zap.Int("tasks", len(tasks)), errField(a.failed))
-	}
+	id, what := a.id, a.describe()
+	a.h.events.endIf(func(s *Subscription) bool { return s.id == id }, func(*Subscription) error {
+		return rivet.Errorf(rivet.ErrUnavailable, "actor %s: a write of its turns had an unknown outcome, and their events were dropped: subscribe again (events may have been missed)", what)
+	})
 }

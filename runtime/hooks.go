@@ -38,6 +38,7 @@ func hasWake(sp *rivet.Spec) bool { return sp.CreateVars != nil || sp.Wake != ni
 // have succeeded.
 func (h *Host) hookTurn(ctx context.Context, a *activation, chain, name string, wakeTasks *[]taskFn, fn func(env rivet.Env) error) (err error) {
 	ts, te := a.newTurnSchedule(false), a.beginTurnEvents(chain, false)
+	te.holdTasks = wakeTasks != nil
 	kept, wrote := false, false
 	defer func() {
 		if wakeTasks != nil {
@@ -110,9 +111,7 @@ func (h *Host) wake(ctx context.Context, a *activation, chain string) error {
 			return err
 		}
 	}
-	if !a.stopped.Load() { // evicted while it woke: it never serves
-		a.publishEvents(nil, tasks) // once the hooks' writes are durable
-	}
+	a.startTasks(tasks) // (with their contexts ended if it was evicted meanwhile)
 	return nil
 }
 
@@ -307,8 +306,9 @@ func (h *Host) sleepAll(ctx context.Context) {
 		go func() {
 			defer func() { <-sem; wg.Done() }()
 			// Its tasks end first: they may call the actor, which needs
-			// the gate.
-			a.endTasksWithin(ctx)
+			// the gate; then those of turns that ended meanwhile.
+			deadline := a.tasksDeadline()
+			a.endTasksWithin(ctx, deadline)
 			chain := h.newChain()
 			if err := a.gate.acquire(ctx, chain); err != nil {
 				return
@@ -317,7 +317,7 @@ func (h *Host) sleepAll(ctx context.Context) {
 			if a.stopped.Load() {
 				return
 			}
-			a.endLateTasks(ctx, true)
+			a.endTasksWithin(ctx, deadline)
 			h.sleep(ctx, a, chain)
 			a.stopped.Store(true)
 			a.closeVars()

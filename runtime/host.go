@@ -606,7 +606,7 @@ func (h *Host) turnFor(ctx context.Context, kind TurnKind, ref Ref, sp *rivet.Sp
 	if first {
 		hold = chain
 	}
-	for range 5 {
+	for attempt := range 5 {
 		a, created, held, err := h.activateFor(ctx, ref, sp, create, input, hold)
 		if err != nil {
 			return nil, false, err
@@ -631,7 +631,16 @@ func (h *Host) turnFor(ctx context.Context, kind TurnKind, ref Ref, sp *rivet.Sp
 			}
 		}
 		if a.stopped.Load() {
+			// Being evicted: it leaves the node's map a moment after it
+			// is stopped (evict cancels its workflow and answers waiting
+			// senders first). Give it that moment: five attempts in a
+			// row could all find it still there.
 			a.gate.release()
+			select {
+			case <-time.After(time.Millisecond << attempt):
+			case <-ctx.Done():
+				return nil, false, ctxError(ctx)
+			}
 			continue
 		}
 		// The claim this activation was loaded under must still be
@@ -1812,7 +1821,7 @@ func (hh *hostHandle) Call(ctx context.Context, action string, args ...any) (jso
 		return nil, err
 	}
 	req := CallRequest{Ref: hh.ref, Action: action, Args: raw, CreateIfMissing: hh.create, Chain: Chain{ID: hh.c.chain}}
-	if r := hh.c.h.remoteFor(hh.ref, hh.c.from); r != nil {
+	if r := hh.c.h.remoteFor(hh.ref, hh.c.from, hh.c.chain); r != nil {
 		return r.Call(ctx, req)
 	}
 	return hh.c.h.Call(ctx, req)
@@ -1827,7 +1836,7 @@ func (hh *hostHandle) Send(ctx context.Context, queue string, body any) error {
 		return err
 	}
 	req := SendRequest{Ref: hh.ref, Queue: queue, Body: b, CreateIfMissing: hh.create, Chain: Chain{ID: hh.c.chain}}
-	if r := hh.c.h.remoteFor(hh.ref, hh.c.from); r != nil {
+	if r := hh.c.h.remoteFor(hh.ref, hh.c.from, hh.c.chain); r != nil {
 		_, err = r.Send(ctx, req)
 		return err
 	}
@@ -1926,9 +1935,9 @@ func (h *Host) Owns(p uint32) bool {
 }
 
 // remoteFor returns the Remote to use for ref, called from an actor of
-// this node (from; nil: none), or nil if ref is served here (or cannot be
-// located: the local path reports that error).
-func (h *Host) remoteFor(ref Ref, from *activation) Remote {
+// this node (from; nil: none) on chain, or nil if ref is served here (or
+// cannot be located: the local path reports that error).
+func (h *Host) remoteFor(ref Ref, from *activation, chain string) Remote {
 	if h.remote == nil {
 		return nil
 	}
@@ -1936,18 +1945,35 @@ func (h *Host) remoteFor(ref Ref, from *activation) Remote {
 	if err != nil || h.Owns(part) {
 		return nil
 	}
-	if _, releasing := h.own.Releasing(part); releasing && from != nil && from.part == part {
+	if _, releasing := h.own.Releasing(part); releasing && (from != nil && from.part == part || h.heldBy(ref, chain)) {
 		// A call from an actor of the partition this node is handing
-		// off (OnSleep, a KeepAwake function) into that partition: this
-		// node answers it (turnFor lets re-entrant turns in, so OnSleep
-		// may call its own actor, and refuses the rest at once). The
-		// Remote would wait for the partition table to name the next
-		// owner, which it does only once the handoff that this call
-		// holds up has ended. Calls from elsewhere do wait for it, and
-		// then reach the next owner.
+		// off (OnSleep, a KeepAwake function) into that partition, or
+		// one back into an actor whose gate its chain holds (OnSleep
+		// calls an actor elsewhere, which calls back): this node answers
+		// it (turnFor lets re-entrant turns in, so OnSleep may call its
+		// own actor, and refuses the rest at once). The Remote would
+		// wait for the partition table to name the next owner, which it
+		// does only once the handoff that this call holds up has ended.
+		// Calls from elsewhere do wait for it, and then reach the next
+		// owner.
 		return nil
 	}
 	return h.remote
+}
+
+// heldBy reports whether ref is in memory here with its gate held by chain.
+func (h *Host) heldBy(ref Ref, chain string) bool {
+	if chain == "" {
+		return false
+	}
+	enc, _, _, err := h.locate(ref)
+	if err != nil {
+		return false
+	}
+	h.mu.Lock()
+	a := h.actors[ref.Name+"/"+enc]
+	h.mu.Unlock()
+	return a != nil && a.gate.heldBy(chain)
 }
 
 // Handoff stops serving partition p so that another node can take it
@@ -2022,9 +2048,11 @@ func (h *Host) handoffActor(ctx context.Context, a *activation, hooks bool) {
 		return
 	}
 	// Its tasks end first, without the gate: they may be in a call into
-	// the actor (which the partition's release now refuses).
+	// the actor (which the partition's release now refuses); then those
+	// of the turns that ended meanwhile.
+	deadline := a.tasksDeadline()
 	if hooks {
-		a.endTasksWithin(ctx)
+		a.endTasksWithin(ctx, deadline)
 	} else {
 		a.endTasks()
 	}
@@ -2034,7 +2062,11 @@ func (h *Host) handoffActor(ctx context.Context, a *activation, hooks bool) {
 		return
 	}
 	defer a.gate.release()
-	a.endLateTasks(ctx, hooks)
+	if hooks {
+		a.endTasksWithin(ctx, deadline)
+	} else {
+		a.endTasks()
+	}
 	a.stopWorkflow()
 	if hooks && !a.stopped.Load() {
 		h.sleep(ctx, a, chain)

@@ -41,12 +41,14 @@ type actorTasks struct {
 type taskFn = func(ctx context.Context, c rivet.Client)
 
 // KeepAwake is rivet.Env's Tasks for one turn: fn goes as the turn's
-// events go (finishTurnEvents), and starts once the turn's writes are
-// durable (publishEvents). A task asked for by a turn that then failed
-// would act on changes that were discarded; by a re-entrant read, on
-// changes of the turn it re-entered that may still be discarded; by a wake
-// that failed, it would load the actor again with its calls, whose wake
-// would start another, and so on.
+// events go (finishTurnEvents), and starts as they are handed out, at the
+// turn's end, if its changes are kept. A task asked for by a turn that
+// then failed would act on changes that were discarded; by a re-entrant
+// read, on changes of the turn it re-entered that may still be discarded;
+// by a wake that failed, it would load the actor again with its calls,
+// whose wake would start another, and so on (a wake's hooks hold theirs:
+// holdTasks). Started while the turn holds the gate, a task is counted
+// before the reaper, a handoff or a stop can look.
 func (t *turnEvents) KeepAwake(fn func(ctx context.Context, c rivet.Client)) error {
 	if fn == nil {
 		return rivet.Errorf(rivet.ErrInvalidArgument, "KeepAwake: fn is nil")
@@ -77,11 +79,11 @@ func (t *turnEvents) takeTasks() []taskFn {
 	return fns
 }
 
-// startTasks starts fns, the tasks of turns that are durable now. Called
-// with a.mu held (lock order: a.mu, then Host.mu, then a.taskMu). A task
-// whose actor began to leave memory since its turn asked for it (a
-// handoff, an eviction) starts all the same, with its context ended: its
-// KeepAwake returned nil, so it runs, if only to see that it must stop.
+// startTasks starts fns, the tasks of a turn that ended, by the holder of
+// the gate (lock order: Host.mu, then a.taskMu). A task whose actor began
+// to leave memory since its turn asked for it (a handoff, an eviction)
+// starts all the same, with its context ended: its KeepAwake returned nil,
+// so it runs, if only to see that it must stop.
 func (a *activation) startTasks(fns []taskFn) {
 	for _, fn := range fns {
 		if err := a.keepAwake(fn, true); err != nil {
@@ -193,10 +195,24 @@ func (a *activation) deferVarsClose() bool {
 	return true
 }
 
-// endTasksWithin ends a's tasks and waits for them, up to the actor's
-// SleepTimeout or ctx: an orderly leave lets them finish before OnSleep.
-// A task that outlives the wait is logged; its vars close once it ends.
-func (a *activation) endTasksWithin(ctx context.Context) {
+// tasksDeadline is when an orderly leave that begins now stops waiting for
+// a's tasks: the actor's SleepTimeout.
+func (a *activation) tasksDeadline() time.Time {
+	d := a.spec.SleepTimeout
+	if d <= 0 {
+		d = defaultSleepTimeout
+	}
+	return time.Now().Add(d)
+}
+
+// endTasksWithin ends a's tasks and waits for them, until deadline or ctx:
+// an orderly leave lets them finish before OnSleep. A task that outlives
+// the wait is logged; its vars close once it ends. A leave calls it twice,
+// with one deadline: before it takes the gate (tasks may be in a call into
+// the actor), and after (the tasks of the turns that ended meanwhile;
+// their calls into the actor do not wait for that gate: the partition
+// being handed off, or the node stopping, refuses them at once).
+func (a *activation) endTasksWithin(ctx context.Context, deadline time.Time) {
 	a.endTasks()
 	a.taskMu.Lock()
 	done, n := a.tasks.done, a.tasks.n
@@ -204,35 +220,14 @@ func (a *activation) endTasksWithin(ctx context.Context) {
 	if done == nil {
 		return
 	}
-	d := a.spec.SleepTimeout
-	if d <= 0 {
-		d = defaultSleepTimeout
-	}
-	timer := time.NewTimer(d)
+	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
 	select {
 	case <-done:
 	case <-timer.C:
-		a.h.log.Warn("actor tasks did not end within the sleep timeout after their context ended; the actor leaves memory without them", actorField(a), zap.Int("tasks", n), zap.Duration("timeout", d))
+		a.h.log.Warn("actor tasks did not end within the sleep timeout after their context ended; the actor leaves memory without them", actorField(a), zap.Int("tasks", n))
 	case <-ctx.Done():
 	}
-}
-
-// endLateTasks is endTasksWithin (wait: false, endTasks) for the tasks of
-// turns that ended before the caller took the gate: they start once those
-// turns' writes are durable, so it waits for these first. Calls from them
-// into the actor do not wait for the gate the caller holds: the partition
-// being handed off, or the node stopping, refuses them at once.
-func (a *activation) endLateTasks(ctx context.Context, wait bool) {
-	if !wait {
-		a.endTasks()
-		return
-	}
-	if err := a.waitCommitted(ctx, a.currentVersion()); err != nil {
-		a.endTasks() // the writes failed: their tasks do not start
-		return
-	}
-	a.endTasksWithin(ctx)
 }
 
 // taskStarted counts a task in for Stop, unless Stop no longer waits for

@@ -609,3 +609,212 @@ func TestACallIntoAPartitionBeingHandedOffWaitsForItsNextOwner(t *testing.T) {
 		t.Fatalf("a call from another partition into one being handed off: %v, want it served by the next owner", err)
 	}
 }
+
+// OnSleep of an actor whose partition is being handed off calls an actor
+// of another partition, which calls back into the sleeping actor on the
+// same chain: the callback re-enters here, though it comes from another
+// partition (forwarded, it would wait for a next owner that the handoff it
+// holds up has not named yet).
+func TestAnOnSleepCallbackThroughAnotherPartitionReenters(t *testing.T) {
+	remote := &countingRemote{}
+	withRemote(t, remote)
+	var mu sync.Mutex
+	var sleepErr error
+	slept := false
+	sleeper := rivet.Actor[taskState]{
+		Name: "cbSleeper",
+		OnSleep: func(c *rivet.ActionCtx[taskState]) error {
+			_, err := c.Client().GetOrCreate("cbHelper", "h").Call(c.Context(), "bounce", c.Key()[0])
+			mu.Lock()
+			sleepErr, slept = err, true
+			mu.Unlock()
+			return nil
+		},
+		Actions: rivet.Actions[taskState]{
+			"incr": rivet.Action0(func(c *rivet.ActionCtx[taskState]) (int, error) { c.State.Count++; return c.State.Count, nil }),
+			"get":  rivet.Query(func(c *rivet.ActionCtx[taskState]) (int, error) { return c.State.Count, nil }),
+		},
+	}
+	helper := rivet.Actor[taskState]{
+		Name: "cbHelper",
+		Actions: rivet.Actions[taskState]{
+			"bounce": rivet.Action(func(c *rivet.ActionCtx[taskState], key string) (int, error) {
+				_, err := c.Client().Get("cbSleeper", key).Call(c.Context(), "get")
+				return 0, err
+			}),
+		},
+	}
+	e := newEnv(t, counterReg(t, sleeper, helper), nil)
+	hpart := placement.Partition("cbHelper", storage.EncodeKey([]string{"h"}), testPartitions)
+	skey := ""
+	for i := 0; skey == ""; i++ {
+		if k := fmt.Sprint("s", i); placement.Partition("cbSleeper", storage.EncodeKey([]string{k}), testPartitions) != hpart {
+			skey = k
+		}
+	}
+	if _, err := call(t, e.host, "cbSleeper", skey, "incr", true); err != nil {
+		t.Fatal(err)
+	}
+	part := placement.Partition("cbSleeper", storage.EncodeKey([]string{skey}), testPartitions)
+	if err := e.host.Handoff(ctx(t), part); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slept || sleepErr != nil || remote.calls.Load() != 0 {
+		t.Fatalf("OnSleep ran %v; its callback through another partition: %v (forwarded %d); want it re-entered here", slept, sleepErr, remote.calls.Load())
+	}
+}
+
+// A task starts as its turn ends, not once the turn's commit lands: an
+// actor whose commit takes longer than its idle timeout is not put to
+// sleep before its task has run.
+func TestATaskStartsBeforeItsTurnsCommitLands(t *testing.T) {
+	var started, cancelledAtStart, sleepsBefore, sleeps atomic.Int32
+	const idle = 100 * time.Millisecond
+	act := rivet.Actor[taskState]{
+		Name:    "idleTask",
+		Options: rivet.Options{IdleTimeout: idle},
+		OnSleep: func(c *rivet.ActionCtx[taskState]) error { sleeps.Add(1); return nil },
+		Actions: rivet.Actions[taskState]{
+			"touch": rivet.Action0(func(c *rivet.ActionCtx[taskState]) (int, error) { return 0, nil }),
+			"start": rivet.Action0(func(c *rivet.ActionCtx[taskState]) (int, error) {
+				c.State.Count++
+				return 0, c.KeepAwake(func(ctx context.Context, _ rivet.Client) {
+					sleepsBefore.Store(sleeps.Load())
+					if ctx.Err() != nil {
+						cancelledAtStart.Add(1)
+					}
+					started.Add(1)
+				})
+			}),
+		},
+	}
+	e := newEnv(t, counterReg(t, act), nil)
+	if _, err := call(t, e.host, "idleTask", "k", "touch", true); err != nil {
+		t.Fatal(err)
+	}
+	e.store.holdGate, e.store.holdEntered = make(chan struct{}), make(chan struct{})
+	e.store.holdCommitSub.Store("idleTask")
+	done := make(chan error, 1)
+	go func() { _, err := call(t, e.host, "idleTask", "k", "start", false); done <- err }()
+	<-e.store.holdEntered
+	from, since := e.host.ReapPasses(), time.Now()
+	waitFor(t, "reaper passes past the idle timeout, the commit held", 10*time.Second, func() bool {
+		return e.host.ReapPasses() >= from+5 && time.Since(since) > 3*idle
+	})
+	close(e.store.holdGate)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the task", 10*time.Second, func() bool { return started.Load() == 1 })
+	if cancelledAtStart.Load() != 0 || sleepsBefore.Load() != 0 {
+		t.Fatalf("the task started with its context ended %v, after %d OnSleep runs; want it started before any", cancelledAtStart.Load() != 0, sleepsBefore.Load())
+	}
+}
+
+// A handoff that runs out of time while a turn's commit is in flight
+// evicts the actor; the task that turn asked for has started already, and
+// the vars close only once it has ended.
+func TestATaskOfATurnWhoseCommitOutlivesAHandoffFindsItsVarsOpen(t *testing.T) {
+	var started, closedAtStart atomic.Int32
+	var varsMu sync.Mutex
+	var vars []*taskVars
+	release := make(chan struct{})
+	act := rivet.Actor[taskState]{
+		Name: "evictTask",
+		CreateVars: func(c *rivet.ActionCtx[taskState]) (any, error) {
+			v := &taskVars{}
+			varsMu.Lock()
+			vars = append(vars, v)
+			varsMu.Unlock()
+			return v, nil
+		},
+		Actions: rivet.Actions[taskState]{
+			"start": rivet.Action(func(c *rivet.ActionCtx[taskState], wait bool) (int, error) {
+				v := c.Vars().(*taskVars)
+				c.State.Count++
+				return 0, c.KeepAwake(func(ctx context.Context, _ rivet.Client) {
+					if v.closed.Load() {
+						closedAtStart.Add(1)
+					}
+					started.Add(1)
+					if wait {
+						<-release
+						if v.closed.Load() {
+							closedAtStart.Add(1)
+						}
+					}
+				})
+			}),
+		},
+	}
+	e := newEnv(t, counterReg(t, act), nil)
+	if _, err := call(t, e.host, "evictTask", "k", "start", true, false); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the first task", 10*time.Second, func() bool { return started.Load() == 1 && e.host.Stats().TasksRunning == 0 })
+	e.store.applyGate, e.store.applyEntered = make(chan struct{}), make(chan struct{})
+	e.store.applyThenHoldSub.Store("evictTask")
+	done := make(chan error, 1)
+	go func() { _, err := call(t, e.host, "evictTask", "k", "start", false, true); done <- err }()
+	<-e.store.applyEntered // applied; its reply waits
+	hctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_ = e.host.Handoff(hctx, placement.Partition("evictTask", storage.EncodeKey([]string{"k"}), testPartitions))
+	waitFor(t, "the evicted actor to leave memory", 10*time.Second, func() bool { return e.host.Stats().ActiveActors == 0 })
+	close(e.store.applyGate)
+	<-done
+	varsMu.Lock()
+	v := vars[0]
+	varsMu.Unlock()
+	if started.Load() != 2 || v.closed.Load() {
+		t.Fatalf("tasks started %d, vars closed %v, while the second task runs; want 2 started, vars open", started.Load(), v.closed.Load())
+	}
+	close(release)
+	waitFor(t, "the vars to close after the task", 10*time.Second, v.closed.Load)
+	if closedAtStart.Load() != 0 {
+		t.Fatal("a KeepAwake task found its vars closed while it ran")
+	}
+}
+
+// OnWake asks for a task, makes a writing call back into its own actor,
+// then fails: the re-entrant write does not take the hook's task along (a
+// failed wake starts none).
+func TestAFailedWakesTaskDoesNotEscapeThroughAReentrantWrite(t *testing.T) {
+	var started atomic.Int32
+	var failWake atomic.Bool
+	failWake.Store(true)
+	act := rivet.Actor[taskState]{
+		Name: "wakeEscape",
+		OnWake: func(c *rivet.ActionCtx[taskState]) error {
+			if err := c.KeepAwake(func(context.Context, rivet.Client) { started.Add(1) }); err != nil {
+				return err
+			}
+			if _, err := c.Client().Get("wakeEscape", c.Key()...).Call(c.Context(), "incr"); err != nil {
+				return err
+			}
+			if failWake.Load() {
+				return errors.New("OnWake fails after a re-entrant write")
+			}
+			return nil
+		},
+		Actions: rivet.Actions[taskState]{
+			"incr": rivet.Action0(func(c *rivet.ActionCtx[taskState]) (int, error) { c.State.Count++; return c.State.Count, nil }),
+		},
+	}
+	e := newEnv(t, counterReg(t, act), nil)
+	if _, err := call(t, e.host, "wakeEscape", "k", "incr", true); err == nil {
+		t.Fatal("a call whose wake failed succeeded")
+	}
+	failWake.Store(false)
+	if _, err := call(t, e.host, "wakeEscape", "k", "incr", true); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the task of the wake that succeeded", 10*time.Second, func() bool {
+		return started.Load() >= 1 && e.host.Stats().TasksRunning == 0
+	})
+	if n := started.Load(); n != 1 {
+		t.Fatalf("%d tasks started, want 1 (the failed wake's must not)", n)
+	}
+}
