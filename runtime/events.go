@@ -407,16 +407,33 @@ func (a *activation) finishTurnEvents(t *turnEvents, kept, wrote bool) {
 		for p := open; p != nil; p = openTurn(p.parent) {
 			chain = append(chain, p)
 		}
+		// The tasks of a wake's hook (holdTasks), and of every turn
+		// inside it, this one's included, wait on the outermost such
+		// hook: the wake may still fail.
+		hold := -1
+		for i := len(chain) - 1; i >= 0 && hold < 0; i-- {
+			if chain[i].holdTasks {
+				hold = i
+			}
+		}
 		for i := len(chain) - 1; i >= 0; i-- {
 			out = append(out, chain[i].evs...)
 			chain[i].evs = nil
-			if !chain[i].holdTasks {
+			switch {
+			case hold < 0 || i > hold:
 				tasks = append(tasks, chain[i].tasks...)
+				chain[i].tasks = nil
+			case i < hold:
+				chain[hold].tasks = append(chain[hold].tasks, chain[i].tasks...)
 				chain[i].tasks = nil
 			}
 		}
 		out = append(out, t.evs...)
-		tasks = append(tasks, t.tasks...)
+		if hold >= 0 {
+			chain[hold].tasks = append(chain[hold].tasks, t.tasks...)
+		} else {
+			tasks = append(tasks, t.tasks...)
+		}
 	default:
 		// It read their changes, not written yet: it goes with them.
 		open.evs = append(open.evs, t.evs...)

@@ -323,7 +323,7 @@ func (h *Host) place(ref Ref) (enc string, part uint32, err error) {
 // asleep), the actor is loaded again.
 func (h *Host) activate(ctx context.Context, ref Ref, sp *rivet.Spec, create bool, input json.RawMessage) (*activation, bool, error) {
 	created := false
-	for range 5 {
+	for attempt := range 5 {
 		a, c, _, err := h.activateFor(ctx, ref, sp, create, input, "")
 		if err != nil {
 			return nil, false, err
@@ -335,6 +335,9 @@ func (h *Host) activate(ctx context.Context, ref Ref, sp *rivet.Spec, create boo
 			return nil, false, ctxError(ctx)
 		}
 		if a.stopped.Load() {
+			if err := evictedPause(ctx, attempt); err != nil {
+				return nil, false, err
+			}
 			continue
 		}
 		if err := a.waitDurable(ctx, a.currentVersion()); err != nil {
@@ -343,6 +346,25 @@ func (h *Host) activate(ctx context.Context, ref Ref, sp *rivet.Spec, create boo
 		return a, created, nil
 	}
 	return nil, false, rivet.Errorf(rivet.ErrUnavailable, "actor %s/%v kept being deactivated as it woke", ref.Name, ref.Key)
+}
+
+// evictedPause waits before attempt+1 of a request that found its
+// activation stopped: an evicted activation leaves the node's map a moment
+// after it is stopped (evict cancels its workflow and answers waiting
+// senders first), and five attempts in a row could all find it still
+// there. 1, 2, 4, 8 ms; none after the last attempt.
+func evictedPause(ctx context.Context, attempt int) error {
+	if attempt >= 4 {
+		return nil
+	}
+	t := time.NewTimer(time.Millisecond << attempt)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctxError(ctx)
+	}
 }
 
 // activateFor is activate. hold, if not "", is the chain of a caller that
@@ -631,15 +653,9 @@ func (h *Host) turnFor(ctx context.Context, kind TurnKind, ref Ref, sp *rivet.Sp
 			}
 		}
 		if a.stopped.Load() {
-			// Being evicted: it leaves the node's map a moment after it
-			// is stopped (evict cancels its workflow and answers waiting
-			// senders first). Give it that moment: five attempts in a
-			// row could all find it still there.
 			a.gate.release()
-			select {
-			case <-time.After(time.Millisecond << attempt):
-			case <-ctx.Done():
-				return nil, false, ctxError(ctx)
+			if err := evictedPause(ctx, attempt); err != nil {
+				return nil, false, err
 			}
 			continue
 		}

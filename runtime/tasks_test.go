@@ -465,12 +465,17 @@ func TestAReentrantQuerysTaskGoesWithTheTurnItReentered(t *testing.T) {
 
 // A turn that asked for a task (KeepAwake said yes) and then ended as its
 // actor's partition began to move still gets its task run, with its
-// context ended, and the handoff waits for it.
+// context ended, and the handoff waits for it before OnSleep (the wait
+// after it took the gate).
 func TestATaskAskedForAsAHandoffBeginsStillRuns(t *testing.T) {
 	inTurn, finish := make(chan struct{}), make(chan struct{})
-	var ran, cancelled atomic.Int32
+	var ran, cancelled, done, sawDone atomic.Int32
 	act := rivet.Actor[taskState]{
 		Name: "lateTask",
+		OnSleep: func(c *rivet.ActionCtx[taskState]) error {
+			sawDone.Store(done.Load())
+			return nil
+		},
 		Actions: rivet.Actions[taskState]{
 			"kick": rivet.Action0(func(c *rivet.ActionCtx[taskState]) (int, error) {
 				err := c.KeepAwake(func(ctx context.Context, _ rivet.Client) {
@@ -478,6 +483,9 @@ func TestATaskAskedForAsAHandoffBeginsStillRuns(t *testing.T) {
 					if ctx.Err() != nil {
 						cancelled.Add(1)
 					}
+					// Cleanup that takes a while: OnSleep comes after it.
+					time.Sleep(100 * time.Millisecond)
+					done.Store(1)
 				})
 				close(inTurn)
 				<-finish
@@ -503,8 +511,9 @@ func TestATaskAskedForAsAHandoffBeginsStillRuns(t *testing.T) {
 	if err := <-handedOff; err != nil {
 		t.Fatal(err)
 	}
-	if ran.Load() != 1 || cancelled.Load() != 1 {
-		t.Fatalf("the task ran %d times (%d with its context ended) by the end of the handoff, want once, ended", ran.Load(), cancelled.Load())
+	if ran.Load() != 1 || cancelled.Load() != 1 || sawDone.Load() != 1 {
+		t.Fatalf("the task ran %d times (%d with its context ended) by the end of the handoff, done before OnSleep %v; want once, ended, done",
+			ran.Load(), cancelled.Load(), sawDone.Load() == 1)
 	}
 }
 
@@ -778,43 +787,71 @@ func TestATaskOfATurnWhoseCommitOutlivesAHandoffFindsItsVarsOpen(t *testing.T) {
 	}
 }
 
-// OnWake asks for a task, makes a writing call back into its own actor,
-// then fails: the re-entrant write does not take the hook's task along (a
-// failed wake starts none).
+// A task asked for during a wake that then fails does not start, whatever
+// turn inside the wake asked for it: OnWake itself before a re-entrant
+// write ("hook"), a re-entrant read that then writes back ("read"), or a
+// re-entrant write ("write"). Each successful wake starts its one task.
 func TestAFailedWakesTaskDoesNotEscapeThroughAReentrantWrite(t *testing.T) {
-	var started atomic.Int32
-	var failWake atomic.Bool
-	failWake.Store(true)
-	act := rivet.Actor[taskState]{
-		Name: "wakeEscape",
-		OnWake: func(c *rivet.ActionCtx[taskState]) error {
-			if err := c.KeepAwake(func(context.Context, rivet.Client) { started.Add(1) }); err != nil {
-				return err
+	for _, mode := range []string{"hook", "read", "write"} {
+		t.Run(mode, func(t *testing.T) {
+			var started atomic.Int32
+			var failWake atomic.Bool
+			failWake.Store(true)
+			task := func(context.Context, rivet.Client) { started.Add(1) }
+			name := "wakeEscape" + mode
+			act := rivet.Actor[taskState]{
+				Name: name,
+				OnWake: func(c *rivet.ActionCtx[taskState]) error {
+					self := c.Client().Get(name, c.Key()...)
+					var err error
+					switch mode {
+					case "hook":
+						if err = c.KeepAwake(task); err == nil {
+							_, err = self.Call(c.Context(), "incr")
+						}
+					case "read":
+						_, err = self.Call(c.Context(), "peek")
+					case "write":
+						_, err = self.Call(c.Context(), "kick")
+					}
+					if err != nil {
+						return err
+					}
+					if failWake.Load() {
+						return errors.New("OnWake fails after its re-entrant calls")
+					}
+					return nil
+				},
+				Actions: rivet.Actions[taskState]{
+					"incr": rivet.Action0(func(c *rivet.ActionCtx[taskState]) (int, error) { c.State.Count++; return c.State.Count, nil }),
+					"peek": rivet.Query(func(c *rivet.ActionCtx[taskState]) (int, error) {
+						if err := c.KeepAwake(task); err != nil {
+							return 0, err
+						}
+						_, err := c.Client().Get(name, c.Key()...).Call(c.Context(), "incr")
+						return 0, err
+					}),
+					"kick": rivet.Action0(func(c *rivet.ActionCtx[taskState]) (int, error) {
+						c.State.Count++
+						return 0, c.KeepAwake(task)
+					}),
+					"get": rivet.Query(func(c *rivet.ActionCtx[taskState]) (int, error) { return c.State.Count, nil }),
+				},
 			}
-			if _, err := c.Client().Get("wakeEscape", c.Key()...).Call(c.Context(), "incr"); err != nil {
-				return err
+			e := newEnv(t, counterReg(t, act), nil)
+			if _, err := call(t, e.host, name, "k", "get", true); err == nil {
+				t.Fatal("a call whose wake failed succeeded")
 			}
-			if failWake.Load() {
-				return errors.New("OnWake fails after a re-entrant write")
+			failWake.Store(false)
+			if _, err := call(t, e.host, name, "k", "get", true); err != nil {
+				t.Fatal(err)
 			}
-			return nil
-		},
-		Actions: rivet.Actions[taskState]{
-			"incr": rivet.Action0(func(c *rivet.ActionCtx[taskState]) (int, error) { c.State.Count++; return c.State.Count, nil }),
-		},
-	}
-	e := newEnv(t, counterReg(t, act), nil)
-	if _, err := call(t, e.host, "wakeEscape", "k", "incr", true); err == nil {
-		t.Fatal("a call whose wake failed succeeded")
-	}
-	failWake.Store(false)
-	if _, err := call(t, e.host, "wakeEscape", "k", "incr", true); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the task of the wake that succeeded", 10*time.Second, func() bool {
-		return started.Load() >= 1 && e.host.Stats().TasksRunning == 0
-	})
-	if n := started.Load(); n != 1 {
-		t.Fatalf("%d tasks started, want 1 (the failed wake's must not)", n)
+			waitFor(t, "the task of the wake that succeeded", 10*time.Second, func() bool {
+				return started.Load() >= 1 && e.host.Stats().TasksRunning == 0
+			})
+			if n := started.Load(); n != 1 {
+				t.Fatalf("%d tasks started, want 1 (the failed wake's must not)", n)
+			}
+		})
 	}
 }
