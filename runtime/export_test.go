@@ -49,13 +49,7 @@ func (h *Host) NextWakeup(ref Ref) (time.Time, bool) {
 // GateWaiters returns how many turns wait for the gate of ref's
 // activation (-1: not in memory).
 func (h *Host) GateWaiters(ref Ref) int {
-	enc, _, _, err := h.locate(ref)
-	if err != nil {
-		return -1
-	}
-	h.mu.Lock()
-	a := h.actors[ref.Name+"/"+enc]
-	h.mu.Unlock()
+	a := h.loaded(ref)
 	if a == nil {
 		return -1
 	}
@@ -67,13 +61,7 @@ func (h *Host) GateWaiters(ref Ref) int {
 // TasksEnded reports whether the tasks of ref's activation were ended (the
 // actor is leaving memory); false if it is not in memory.
 func (h *Host) TasksEnded(ref Ref) bool {
-	enc, _, _, err := h.locate(ref)
-	if err != nil {
-		return false
-	}
-	h.mu.Lock()
-	a := h.actors[ref.Name+"/"+enc]
-	h.mu.Unlock()
+	a := h.loaded(ref)
 	if a == nil {
 		return false
 	}

@@ -281,12 +281,14 @@ func (h *Host) spec(name string) (*rivet.Spec, error) {
 }
 
 // inMemory reports whether the actor is loaded (so it exists).
-func (h *Host) inMemory(ref Ref) bool {
+func (h *Host) inMemory(ref Ref) bool { return h.loaded(ref) != nil }
+
+// loaded returns ref's activation in memory on this node, or nil.
+func (h *Host) loaded(ref Ref) *activation {
 	enc := storage.EncodeKey(ref.Key) // a bad name or key is no actor's: no match
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	_, ok := h.actors[ref.Name+"/"+enc]
-	return ok
+	return h.actors[ref.Name+"/"+enc]
 }
 
 func (h *Host) newChain() string {
@@ -1982,13 +1984,7 @@ func (h *Host) heldBy(ref Ref, chain string) bool {
 	if chain == "" {
 		return false
 	}
-	enc, _, _, err := h.locate(ref)
-	if err != nil {
-		return false
-	}
-	h.mu.Lock()
-	a := h.actors[ref.Name+"/"+enc]
-	h.mu.Unlock()
+	a := h.loaded(ref)
 	return a != nil && a.gate.heldBy(chain)
 }
 
