@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -39,11 +40,19 @@ its share of partitions again.`,
 			if undo {
 				verb = "no longer draining"
 			}
+			if a.output == "json" {
+				return a.printValue(map[string]any{"node": node, "draining": !undo, "owned": start})
+			}
 			_, err := fmt.Fprintf(a.stdout, "%s is %s (owned %d partitions)\n", node, verb, start)
 			return err
 		}
+		// The bar is for people: with --output json stderr holds JSON only.
+		barOut := a.stderr
+		if a.output == "json" {
+			barOut = io.Discard
+		}
 		bar := progressbar.NewOptions(int(start),
-			progressbar.OptionSetWriter(a.stderr),
+			progressbar.OptionSetWriter(barOut),
 			progressbar.OptionSetDescription("draining "+node),
 			progressbar.OptionShowCount(),
 			progressbar.OptionSetPredictTime(false),
@@ -66,7 +75,11 @@ its share of partitions again.`,
 			}
 			if owned == 0 {
 				_ = bar.Finish()
-				_, err := fmt.Fprintf(a.stdout, "drained %s: %d partitions moved in %s\n", node, start, time.Since(t0).Round(10*time.Millisecond))
+				took := time.Since(t0).Round(10 * time.Millisecond)
+				if a.output == "json" {
+					return a.printValue(map[string]any{"node": node, "drained": true, "moved": start, "seconds": took.Seconds()})
+				}
+				_, err := fmt.Fprintf(a.stdout, "drained %s: %d partitions moved in %s\n", node, start, took)
 				return err
 			}
 			select {
@@ -74,7 +87,7 @@ its share of partitions again.`,
 				// Not the deadline's "no answer": the node answered, the
 				// drain is slow. It goes on; the bar's line ends first.
 				_ = bar.Exit()
-				return &runError{err: fmt.Errorf("%s still owns %d of its %d partitions after %s (--wait); it stays draining (rivetctl drain --undo %s ends that)", node, owned, start, wait, node)}
+				return &runError{err: fmt.Errorf("%s still owns %d of its %d partitions after %s (--wait); it stays draining (rivetctl drain --undo %s ends that)", node, owned, start, wait, node), code: "DEADLINE_EXCEEDED"}
 			case <-time.After(200 * time.Millisecond):
 			}
 		}

@@ -37,6 +37,19 @@ func (a *app) printJSON(raw json.RawMessage) error {
 }
 
 // printValue prints v as JSON: compact with --output json, else indented.
+// note tells the user something beside a command's output, on stderr so
+// that stdout stays what scripts read: a line "rivetctl: note: ..." or, with
+// --output json, a JSON object {"note": "..."} (stderr then holds JSON only).
+func (a *app) note(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	if a.output == "json" {
+		b, _ := json.Marshal(map[string]string{"note": msg})
+		fmt.Fprintln(a.stderr, string(b))
+		return
+	}
+	fmt.Fprintln(a.stderr, "rivetctl: note: "+msg)
+}
+
 func (a *app) printValue(v any) error {
 	var b []byte
 	var err error
@@ -62,14 +75,14 @@ func (a *app) printSendResult(res client.SendResult, wait bool) error {
 	case wait && res.Status == client.SendTimedOut:
 		switch res.MessageState {
 		case client.MessageTaken:
-			notDone = &runError{err: fmt.Errorf("not completed within the wait: the workflow took message %d and has not completed it (only a workflow's Message.Complete answers a waiting sender)", res.MessageID)}
+			notDone = &runError{err: fmt.Errorf("not completed within the wait: the workflow took message %d and has not completed it (only a workflow's Message.Complete answers a waiting sender)", res.MessageID), code: "DEADLINE_EXCEEDED"}
 		case client.MessageQueued:
-			notDone = &runError{err: fmt.Errorf("not completed within the wait: message %d is still queued", res.MessageID)}
+			notDone = &runError{err: fmt.Errorf("not completed within the wait: message %d is still queued", res.MessageID), code: "DEADLINE_EXCEEDED"}
 		default: // a node that does not say
-			notDone = &runError{err: fmt.Errorf("not completed within the wait (message %d: still queued, or taken by a workflow that has not completed it)", res.MessageID)}
+			notDone = &runError{err: fmt.Errorf("not completed within the wait (message %d: still queued, or taken by a workflow that has not completed it)", res.MessageID), code: "DEADLINE_EXCEEDED"}
 		}
 	case wait && res.Status == client.SendEnqueued:
-		notDone = &runError{err: fmt.Errorf("enqueued, not waited for: the actor moved (message %d); its completion is unknown", res.MessageID)}
+		notDone = &runError{err: fmt.Errorf("enqueued, not waited for: the actor moved (message %d); its completion is unknown", res.MessageID), code: "UNAVAILABLE"}
 	}
 	if a.output == "json" {
 		if err := a.printValue(res); err != nil {
@@ -88,7 +101,7 @@ func (a *app) printSendResult(res client.SendResult, wait bool) error {
 		if res.WorkflowStatus == "cancelled" {
 			ended = "was cancelled"
 		}
-		fmt.Fprintf(a.stderr, "rivetctl: note: the actor's workflow %s: nothing takes message %d until it is retried (rivetctl workflow retry)\n", ended, res.MessageID)
+		a.note("the actor's workflow %s: nothing takes message %d until it is retried (rivetctl workflow retry)", ended, res.MessageID)
 	}
 	var err error
 	switch {

@@ -322,6 +322,9 @@ func TestDrainThatOutlastsItsWaitSaysWhatIsLeft(t *testing.T) {
 	if r.code == 0 || !strings.Contains(r.stderr, "still own") || !strings.Contains(r.stderr, "of its 16 partitions") || strings.Contains(r.stderr, "no answer") {
 		t.Fatalf("exit %d, stderr %q; want a failure saying node-1 still owns its partitions", r.code, r.stderr)
 	}
+	// With --output json: no progress bar, one JSON error.
+	rivetctl(t, addr, "-o", "json", "drain", "node-1", "--wait", "300ms").
+		wantErrPrefix(t, 1, `{"error":{"code":"DEADLINE_EXCEEDED","message":"node-1 still owns 16 of its 16 partitions after 300ms`)
 }
 
 // inspect lists an actor's scheduled calls, earliest first, and -o json
@@ -473,8 +476,10 @@ func TestWatch(t *testing.T) {
 	}
 	check(rivetctl(t, addr, "watch", "counter", "main", "newCount", "--count", "2"), 0,
 		"newCount 1\n"+gap+"newCount {\"n\":2}\n", broke)
+	// With --output json, stderr holds JSON objects only.
 	check(rivetctl(t, addr, "-o", "json", "watch", "counter", "main", "--count", "2"), 0,
-		`{"name":"newCount","data":1}`+"\n"+`{"gap":true}`+"\n"+`{"name":"newCount","data":{"n":2}}`+"\n", broke)
+		`{"name":"newCount","data":1}`+"\n"+`{"gap":true}`+"\n"+`{"name":"newCount","data":{"n":2}}`+"\n",
+		`{"note":"the stream broke (unavailable: the actor's partition left node n1 (UNAVAILABLE actor.unavailable)); subscribing again"}`+"\n")
 	// --for ends a watch that has heard all there is; short of --count,
 	// it is a failure.
 	check(rivetctl(t, addr, "watch", "counter", "main", "--for", "2s"), 0, "newCount 1\n"+gap+"newCount {\"n\":2}\n", broke)

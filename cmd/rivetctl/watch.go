@@ -64,6 +64,10 @@ create it).`,
 			Events: args[2:],
 			OnBreak: func(err error) {
 				broken.Store(true)
+				if a.output == "json" {
+					a.note("the stream broke (%s); subscribing again", oneLine(describe(err)))
+					return
+				}
 				fmt.Fprintf(a.stderr, "rivetctl: the stream broke (%s); subscribing again\n", oneLine(describe(err)))
 			},
 		})

@@ -62,7 +62,7 @@ func (a *app) workflowCommand() *cobra.Command {
 		if n == 0 && from == "" {
 			// A workflow that failed by its own error or a divergence,
 			// or was cancelled: the same code fails the same way again.
-			fmt.Fprintln(a.stderr, "rivetctl: note: no entry was deleted, so the workflow replays its history as recorded, with the code deployed now; --from ENTRY runs it again from an entry")
+			a.note("no entry was deleted, so the workflow replays its history as recorded, with the code deployed now; --from ENTRY runs it again from an entry")
 		}
 		_, err = fmt.Fprintf(a.stdout, "workflow restarted: %d history %s removed\n", n, entries)
 		return err

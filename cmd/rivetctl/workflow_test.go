@@ -217,7 +217,7 @@ func TestWorkflowCommandsOnARealNode(t *testing.T) {
 		t.Fatalf("send to an ended workflow: %+v", r)
 	}
 	var sent client.SendResult
-	if r := rivetctl(t, addr, "send", "racer", "r", "later", "{}", "-o", "json"); r.code != 0 || json.Unmarshal([]byte(r.stdout), &sent) != nil || sent.WorkflowStatus != "completed" {
+	if r := rivetctl(t, addr, "send", "racer", "r", "later", "{}", "-o", "json"); r.code != 0 || json.Unmarshal([]byte(r.stdout), &sent) != nil || sent.WorkflowStatus != "completed" || r.stderr != "" {
 		t.Fatalf("send -o json to an ended workflow: %+v (%+v)", sent, r)
 	}
 	// While it runs, nothing is said.
