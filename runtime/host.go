@@ -76,12 +76,12 @@ type Host struct {
 	// nTasks counts the actors' KeepAwake tasks running; tasksIdle is
 	// closed when it falls to 0; tasksClosed: Stop waits for them, no
 	// more start (under mu; tasks.go).
-	nTasks int
-	// reapPasses counts the reaper's passes (for tests: a pass that found
-	// an actor idle past its timeout and left it).
-	reapPasses  atomic.Int64
+	nTasks      int
 	tasksIdle   chan struct{}
 	tasksClosed bool
+	// reapPasses counts the reaper's passes (tests wait for a few to
+	// see that an actor was left in memory).
+	reapPasses atomic.Int64
 	// reapSleeps counts the reaper's OnSleep deactivations in progress
 	// (at most maxSleeps), reapDone closes when the reaper has returned,
 	// after them; sleepChains holds the chains of OnSleep hooks running.

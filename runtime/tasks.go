@@ -80,13 +80,10 @@ func (t *turnEvents) takeTasks() []taskFn {
 }
 
 // startTasks starts fns, the tasks of a turn that ended, by the holder of
-// the gate (lock order: Host.mu, then a.taskMu). A task whose actor began
-// to leave memory since its turn asked for it (a handoff, an eviction)
-// starts all the same, with its context ended: its KeepAwake returned nil,
-// so it runs, if only to see that it must stop.
+// the gate (lock order: Host.mu, then a.taskMu).
 func (a *activation) startTasks(fns []taskFn) {
 	for _, fn := range fns {
-		if err := a.keepAwake(fn, true); err != nil {
+		if err := a.startTask(fn); err != nil {
 			a.h.log.Warn("a KeepAwake function did not start", actorField(a), errField(err))
 		}
 	}
@@ -96,9 +93,12 @@ func errLeaving(a *activation) error {
 	return rivet.Errorf(rivet.ErrUnavailable, "actor %s is leaving memory: KeepAwake starts nothing now", a.describe())
 }
 
-// keepAwake starts fn as a task of a, or says why not. late: start it even
-// if a is leaving memory, with its context ended.
-func (a *activation) keepAwake(fn taskFn, late bool) error {
+// startTask starts fn as a task of a; it fails only once the host no
+// longer waits for tasks (its stop). If a began to leave memory since the
+// turn that asked for fn (a handoff, an eviction), fn starts all the same,
+// with its context ended: its KeepAwake returned nil, so it runs, if only
+// to see that it must stop.
+func (a *activation) startTask(fn taskFn) error {
 	h := a.h
 	// The host's count first: its lock is never taken under taskMu (the
 	// reaper and a stop take taskMu under it).
@@ -106,19 +106,13 @@ func (a *activation) keepAwake(fn taskFn, late bool) error {
 		return rivet.Errorf(rivet.ErrUnavailable, "node %s is stopping: KeepAwake starts nothing now", h.cfg.NodeID)
 	}
 	a.taskMu.Lock()
-	t := &a.tasks
-	leaving := t.ended || a.stopped.Load()
-	if leaving && !late {
-		a.taskMu.Unlock()
-		h.taskEnded()
-		return errLeaving(a)
-	}
 	defer a.taskMu.Unlock()
+	t := &a.tasks
 	if t.ctx == nil {
 		// The node's base context: a hard stop ends the tasks too.
 		t.ctx, t.cancel = context.WithCancel(h.baseCtx)
 	}
-	if leaving {
+	if t.ended || a.stopped.Load() {
 		t.cancel()
 	}
 	if t.n == 0 {
@@ -255,17 +249,15 @@ func (h *Host) taskEnded() {
 	}
 }
 
-// waitTasks ends the host's tasks (those of evicted activations too) and
-// waits for them until ctx ends. No task starts after it.
+// waitTasks ends the host's tasks and waits for them until ctx ends (those
+// of activations no longer in memory were ended as they left). No task
+// starts after it.
 func (h *Host) waitTasks(ctx context.Context) error {
 	h.mu.Lock()
 	h.tasksClosed = true
 	idle, n := h.tasksIdle, h.nTasks
-	acts := make([]*activation, 0, len(h.actors)+len(h.retiring))
+	acts := make([]*activation, 0, len(h.actors))
 	for _, a := range h.actors {
-		acts = append(acts, a)
-	}
-	for _, a := range h.retiring {
 		acts = append(acts, a)
 	}
 	h.mu.Unlock()

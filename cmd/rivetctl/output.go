@@ -36,7 +36,6 @@ func (a *app) printJSON(raw json.RawMessage) error {
 	return err
 }
 
-// printValue prints v as JSON: compact with --output json, else indented.
 // note tells the user something beside a command's output, on stderr so
 // that stdout stays what scripts read: a line "rivetctl: note: ..." or, with
 // --output json, a JSON object {"note": "..."} (stderr then holds JSON only).
@@ -50,6 +49,7 @@ func (a *app) note(format string, args ...any) {
 	fmt.Fprintln(a.stderr, "rivetctl: note: "+msg)
 }
 
+// printValue prints v as JSON: compact with --output json, else indented.
 func (a *app) printValue(v any) error {
 	var b []byte
 	var err error

@@ -64,11 +64,12 @@ create it).`,
 			Events: args[2:],
 			OnBreak: func(err error) {
 				broken.Store(true)
+				msg := fmt.Sprintf("the stream broke (%s); subscribing again", oneLine(describe(err)))
 				if a.output == "json" {
-					a.note("the stream broke (%s); subscribing again", oneLine(describe(err)))
+					a.note("%s", msg)
 					return
 				}
-				fmt.Fprintf(a.stderr, "rivetctl: the stream broke (%s); subscribing again\n", oneLine(describe(err)))
+				fmt.Fprintln(a.stderr, "rivetctl: "+msg)
 			},
 		})
 		cancel()
