@@ -184,7 +184,7 @@ func (h *Host) evictWhenFree(a *activation) {
 	chain := h.newChain()
 	if a.gate.tryAcquire(chain) {
 		h.evictAndRerun(a)
-		a.gate.release()
+		a.gate.release(chain)
 		return
 	}
 	h.mu.Lock()
@@ -198,7 +198,7 @@ func (h *Host) evictWhenFree(a *activation) {
 		defer h.workflows.Done()
 		if a.gate.acquire(h.wfCtx, chain) == nil { // ends first at Stop
 			h.evictAndRerun(a)
-			a.gate.release()
+			a.gate.release(chain)
 		}
 	}()
 }

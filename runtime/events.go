@@ -335,7 +335,7 @@ func (h *Host) endSubscriptions(match func(*Subscription) bool, why string) {
 // events so far go with its commit, outermost first.
 type turnEvents struct {
 	a      *activation
-	chain  string
+	chain  string      // the root of its chain
 	step   bool        // a step's attempt
 	parent *turnEvents // the chain's turn in the actor it re-entered (nil: none)
 	// Guarded by a.evMu: a turn's events take those of its nested turns,
@@ -357,14 +357,16 @@ type turnEvents struct {
 // beginTurnEvents starts collecting the events of a turn on chain. Called
 // by the turn holder as the turn begins; finishTurnEvents must follow.
 func (a *activation) beginTurnEvents(chain string, step bool) *turnEvents {
-	t := &turnEvents{a: a, chain: chain, step: step}
+	// By the chain's root: its turns in the actor nest (turnGate), the
+	// innermost open one is the parent.
+	t := &turnEvents{a: a, chain: chainRoot(chain), step: step}
 	a.evMu.Lock()
 	defer a.evMu.Unlock()
-	t.parent = openTurn(a.chainTop[chain])
+	t.parent = openTurn(a.chainTop[t.chain])
 	if a.chainTop == nil {
 		a.chainTop = map[string]*turnEvents{}
 	}
-	a.chainTop[chain] = t
+	a.chainTop[t.chain] = t
 	return t
 }
 

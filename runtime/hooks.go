@@ -134,7 +134,7 @@ func (h *Host) wakeLoaded(ctx context.Context, a *activation, chain, hold string
 		// Turns waiting for its gate find it stopped and load the actor
 		// again.
 		h.evict(a)
-		a.gate.release()
+		a.gate.release(chain)
 		if a.created {
 			err = fmt.Errorf("%w (the actor was created: its hooks failed after)", err)
 		}
@@ -152,7 +152,7 @@ func (h *Host) wakeLoaded(ctx context.Context, a *activation, chain, hold string
 	history := a.history
 	a.history = nil
 	a.startWorkflow(history)
-	a.gate.release()
+	a.gate.release(chain)
 	// A create or a wakeup that loaded the actor answers once the hooks'
 	// writes are durable, as a turn does.
 	if err := a.waitDurable(ctx, v); err != nil {
@@ -244,9 +244,9 @@ func (h *Host) closeVarsLater(a *activation) {
 		// The host has stopped (a late eviction: a lost lease, a
 		// handoff): no goroutine may start now.
 		h.mu.Unlock()
-		if a.gate.tryAcquire(h.newChain()) {
+		if chain := h.newChain(); a.gate.tryAcquire(chain) {
 			a.closeVars()
-			a.gate.release()
+			a.gate.release(chain)
 		}
 		return
 	}
@@ -254,7 +254,8 @@ func (h *Host) closeVarsLater(a *activation) {
 	h.mu.Unlock()
 	go func() {
 		defer h.hookRuns.Done()
-		if err := a.gate.acquire(h.baseCtx, h.newChain()); err != nil {
+		chain := h.newChain()
+		if err := a.gate.acquire(h.baseCtx, chain); err != nil {
 			// The host stopped with a turn still holding the actor: the
 			// vars stay open rather than close under that turn.
 			h.log.Warn("the actor's vars were not closed: a turn still held it when the node stopped", actorField(a))
@@ -264,7 +265,7 @@ func (h *Host) closeVarsLater(a *activation) {
 		// the gate later finds the activation stopped.
 		a.stopped.Store(true)
 		a.closeVars()
-		a.gate.release()
+		a.gate.release(chain)
 	}()
 }
 
@@ -313,7 +314,7 @@ func (h *Host) sleepAll(ctx context.Context) {
 			if err := a.gate.acquire(ctx, chain); err != nil {
 				return
 			}
-			defer a.gate.release()
+			defer a.gate.release(chain)
 			if a.stopped.Load() {
 				return
 			}

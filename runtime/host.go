@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"runtime/debug"
 	"slices"
 	"sort"
@@ -291,8 +292,30 @@ func (h *Host) loaded(ref Ref) *activation {
 	return h.actors[ref.Name+"/"+enc]
 }
 
+// newChain starts a call chain: the root of the chains of the turns it
+// passes through (turnChain).
 func (h *Host) newChain() string {
-	return h.cfg.NodeID + "-" + strconv.FormatUint(h.chainSeq.Add(1), 36)
+	return strings.ReplaceAll(h.cfg.NodeID, chainSep, "_") + "-" + strconv.FormatUint(h.chainSeq.Add(1), 36)
+}
+
+// maxChainDepth bounds how many turns deep a chain of calls goes (A calls
+// B, which calls C...): past it a call fails rather than lengthen the
+// chain further (each turn adds a segment). A chain so deep is an actor
+// calling itself without end.
+const maxChainDepth = 256
+
+// turnChain is the chain of a turn that a call with chain (from another
+// turn; "" from outside) starts: a new root, or chain and a segment of its
+// own, so that the calls this turn makes re-enter only this turn
+// (turnGate).
+func (h *Host) turnChain(chain string) (string, error) {
+	if chain == "" {
+		return h.newChain(), nil
+	}
+	if n := strings.Count(chain, chainSep); n >= maxChainDepth {
+		return "", rivet.Errorf(rivet.ErrInvalidArgument, "call chain is %d calls deep, the limit is %d (an actor calling itself without end?)", n+1, maxChainDepth)
+	}
+	return chain + chainSep + strconv.FormatUint(rand.Uint64()%(1<<40), 36), nil
 }
 
 // locate returns where an actor lives: its encoded key, partition and
@@ -637,7 +660,7 @@ func (h *Host) turnFor(ctx context.Context, kind TurnKind, ref Ref, sp *rivet.Sp
 		}
 		if !held {
 			if a.sleeping.Load() && !a.gate.heldBy(chain) {
-				if _, fromSleep := h.sleepChains.Load(chain); fromSleep {
+				if _, fromSleep := h.sleepChains.Load(chainRoot(chain)); fromSleep {
 					// An OnSleep calling an actor whose own OnSleep runs
 					// (and may be calling back): each would wait for the
 					// other's gate until its SleepTimeout.
@@ -655,7 +678,7 @@ func (h *Host) turnFor(ctx context.Context, kind TurnKind, ref Ref, sp *rivet.Sp
 			}
 		}
 		if a.stopped.Load() {
-			a.gate.release()
+			a.gate.release(chain)
 			if err := evictedPause(ctx, attempt); err != nil {
 				return nil, false, err
 			}
@@ -673,11 +696,11 @@ func (h *Host) turnFor(ctx context.Context, kind TurnKind, ref Ref, sp *rivet.Sp
 				// its actor) still writes on the claim, which holds until
 				// the release; any other is refused, and evicts nothing.
 				if !a.gate.reentered() {
-					a.gate.release()
+					a.gate.release(chain)
 					return nil, false, rivet.Errorf(rivet.ErrUnavailable, "partition %d of %s is moving from node %s", a.part, a.describe(), h.cfg.NodeID)
 				}
 			} else {
-				a.gate.release()
+				a.gate.release(chain)
 				if held {
 					// Its workflow never started, and a wakeup that found it
 					// loaded has been used up: if the partition is still
@@ -704,7 +727,7 @@ func (h *Host) turnFor(ctx context.Context, kind TurnKind, ref Ref, sp *rivet.Sp
 		v := a.currentVersion()
 		now := time.Now()
 		a.lastTurn.Store(now.UnixNano())
-		a.gate.release()
+		a.gate.release(chain)
 		h.cfg.Observer.Turn(kind, now.Sub(t0))
 		if err != nil {
 			return a, created, err
@@ -764,9 +787,9 @@ func (h *Host) Call(ctx context.Context, req CallRequest) (_ json.RawMessage, er
 	}
 	ctx, cancel := context.WithTimeout(ctx, h.cfg.ActionTimeout)
 	defer cancel()
-	chain := req.Chain.ID
-	if chain == "" {
-		chain = h.newChain()
+	chain, err := h.turnChain(req.Chain.ID)
+	if err != nil {
+		return nil, err
 	}
 	var (
 		result json.RawMessage
@@ -981,9 +1004,9 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 	if err := q.Validate(body); err != nil {
 		return SendResult{}, err
 	}
-	chain := req.Chain.ID
-	if chain == "" {
-		chain = h.newChain()
+	chain, err := h.turnChain(req.Chain.ID)
+	if err != nil {
+		return SendResult{}, err
 	}
 	var seq uint64
 	var completion chan json.RawMessage
@@ -1201,7 +1224,7 @@ func (h *Host) peek(ctx context.Context, ref Ref) (snapshot, uint32, bool, error
 		case <-ctx.Done():
 			return snapshot{}, 0, false, ctxError(ctx)
 		}
-		if a.loadErr == nil && a.gate.acquire(ctx, h.newChain()) == nil {
+		if chain := h.newChain(); a.loadErr == nil && a.gate.acquire(ctx, chain) == nil {
 			if !a.stopped.Load() {
 				snap := snapshot{meta: a.meta, state: a.stateBytes, nextSeq: a.nextSeq, depth: map[string]uint64{}, metaExists: true}
 				snap.wfStatus, snap.wake = a.workflowStatusAndWake()
@@ -1209,7 +1232,7 @@ func (h *Host) peek(ctx context.Context, ref Ref) (snapshot, uint32, bool, error
 					snap.depth[q] = d
 				}
 				v := a.currentVersion()
-				a.gate.release()
+				a.gate.release(chain)
 				err := a.waitCommitted(ctx, v)
 				if err == nil {
 					return snap, part, true, nil
@@ -1220,7 +1243,7 @@ func (h *Host) peek(ctx context.Context, ref Ref) (snapshot, uint32, bool, error
 				// The activation's writes failed: its memory may be ahead of
 				// storage, so storage answers the read (below), not it.
 			} else {
-				a.gate.release()
+				a.gate.release(chain)
 			}
 		}
 	}
@@ -1773,7 +1796,7 @@ func (h *Host) deactivateIdle(a *activation, idle time.Duration) bool {
 	if !a.gate.tryAcquire(chain) {
 		return false
 	}
-	defer a.gate.release()
+	defer a.gate.release(chain)
 	// A turn may have run between the reaper's look and the gate, or the
 	// activation been evicted.
 	if a.stopped.Load() || time.Since(time.Unix(0, a.lastTurn.Load())) <= idle || !a.idleWorkflow(idle) || a.tasksRunning() {
@@ -2073,7 +2096,7 @@ func (h *Host) handoffActor(ctx context.Context, a *activation, hooks bool) {
 		h.evict(a)
 		return
 	}
-	defer a.gate.release()
+	defer a.gate.release(chain)
 	if hooks {
 		a.endTasksWithin(ctx, deadline)
 	} else {

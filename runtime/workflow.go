@@ -429,18 +429,18 @@ func (w *wfHost) turnWith(ctx context.Context, kind TurnKind, chain string, even
 		return fmt.Errorf("%w: %w", workflow.ErrEvicted, err)
 	}
 	if a.stopped.Load() {
-		a.gate.release()
+		a.gate.release(chain)
 		return fmt.Errorf("%w: actor deactivated", workflow.ErrEvicted)
 	}
 	if a.destroyPending() {
 		// Its destroy runs next: no more of its workflow.
-		a.gate.release()
+		a.gate.release(chain)
 		return fmt.Errorf("%w: the actor is being destroyed", workflow.ErrEvicted)
 	}
 	if err := ctx.Err(); err != nil {
 		// The gate's fast path does not look at ctx: a run stopped while
 		// it waited must not run its step.
-		a.gate.release()
+		a.gate.release(chain)
 		return fmt.Errorf("%w: %w", workflow.ErrEvicted, err)
 	}
 	t0 := time.Now()
@@ -460,7 +460,7 @@ func (w *wfHost) turnWith(ctx context.Context, kind TurnKind, chain string, even
 	}
 	now := time.Now()
 	a.lastTurn.Store(now.UnixNano())
-	a.gate.release()
+	a.gate.release(chain)
 	a.h.cfg.Observer.Turn(kind, now.Sub(t0))
 	if err != nil {
 		return err

@@ -1,0 +1,160 @@
+package runtime
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// enterAsync starts acquire(chain) and returns a channel that gets its
+// result.
+func enterAsync(g *turnGate, ctx context.Context, chain string) <-chan error {
+	ch := make(chan error, 1)
+	go func() { ch <- g.acquire(ctx, chain) }()
+	return ch
+}
+
+func waitWaiters(t *testing.T, g *turnGate, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		g.mu.Lock()
+		got := len(g.waiters)
+		g.mu.Unlock()
+		if got == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d waiters, want %d", got, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func mustEnter(t *testing.T, ch <-chan error, who string) {
+	t.Helper()
+	select {
+	case err := <-ch:
+		if err != nil {
+			t.Fatalf("%s: %v", who, err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s never entered", who)
+	}
+}
+
+func mustWait(t *testing.T, ch <-chan error, who string) {
+	t.Helper()
+	select {
+	case err := <-ch:
+		t.Fatalf("%s entered (%v), want it waiting", who, err)
+	default:
+	}
+}
+
+func TestGateLetsInOnlyCallsOfTheInnermostTurn(t *testing.T) {
+	ctx := context.Background()
+	var g turnGate
+	mustEnter(t, enterAsync(&g, ctx, "r"), "root turn")
+	// The root turn's call comes back: it re-enters.
+	mustEnter(t, enterAsync(&g, ctx, "r/a"), "call of the root turn")
+	// The root turn's second call, made at the same time: it waits for
+	// the first one's turn.
+	sibling := enterAsync(&g, ctx, "r/b")
+	// Another chain waits its turn.
+	other := enterAsync(&g, ctx, "q")
+	waitWaiters(t, &g, 2)
+	// A call from the first one's turn, through two other actors: it
+	// re-enters, ahead of both.
+	mustEnter(t, enterAsync(&g, ctx, "r/a/x/y"), "call nested in the re-entrant turn")
+	if !g.reentered() {
+		t.Fatal("three turns inside, reentered false")
+	}
+	g.release("r/a/x/y")
+	mustWait(t, sibling, "sibling while the first call's turn is inside")
+	g.release("r/a")
+	mustEnter(t, sibling, "sibling once the first call's turn ended")
+	mustWait(t, other, "other chain")
+	g.release("r/b")
+	g.release("r")
+	mustEnter(t, other, "other chain once the root turn ended")
+	if !g.heldBy("q/z") || g.heldBy("r/a") || g.reentered() {
+		t.Fatal("heldBy/reentered wrong after the other chain entered")
+	}
+	g.release("q")
+	if g.busy() {
+		t.Fatal("gate busy after every turn ended")
+	}
+}
+
+func TestGateOuterTurnEndingFirst(t *testing.T) {
+	ctx := context.Background()
+	var g turnGate
+	mustEnter(t, enterAsync(&g, ctx, "r"), "root turn")
+	mustEnter(t, enterAsync(&g, ctx, "r/a"), "call of the root turn")
+	// The root turn's call gave up and the turn ended: the re-entrant one
+	// is still inside, alone.
+	g.release("r")
+	if g.reentered() || !g.heldBy("r") {
+		t.Fatal("after the outer turn ended: want one turn of r inside")
+	}
+	// A later call of the ended root turn descends from no turn inside.
+	late := enterAsync(&g, ctx, "r/b")
+	waitWaiters(t, &g, 1)
+	mustEnter(t, enterAsync(&g, ctx, "r/a/c"), "call of the turn inside")
+	g.release("r/a/c")
+	mustWait(t, late, "call of the ended turn")
+	g.release("r/a")
+	mustEnter(t, late, "call of the ended turn, once the gate is free")
+	g.release("r/b")
+	if g.busy() {
+		t.Fatal("gate busy")
+	}
+}
+
+func TestGateWaiterGivesUp(t *testing.T) {
+	var g turnGate
+	if !g.tryAcquire("r") {
+		t.Fatal("free gate refused")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	w := enterAsync(&g, ctx, "q")
+	waitWaiters(t, &g, 1)
+	cancel()
+	select {
+	case err := <-w:
+		if err == nil {
+			t.Fatal("gave up, got the gate")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("waiter did not give up")
+	}
+	waitWaiters(t, &g, 0)
+	if g.tryAcquire("s") {
+		t.Fatal("held gate taken")
+	}
+	g.release("r")
+	if !g.tryAcquire("s") {
+		t.Fatal("gate not free after the holder left and the waiter gave up")
+	}
+}
+
+func TestChainPaths(t *testing.T) {
+	for _, c := range []struct {
+		chain, turn string
+		want        bool
+	}{
+		{"r/a", "r/a", true},
+		{"r/a/b", "r/a", true},
+		{"r/ab", "r/a", false},
+		{"r", "r/a", false},
+		{"q/a", "r", false},
+	} {
+		if got := descends(c.chain, c.turn); got != c.want {
+			t.Errorf("descends(%q, %q) = %v", c.chain, c.turn, got)
+		}
+	}
+	if chainRoot("r/a/b") != "r" || chainRoot("r") != "r" || chainParent("r/a/b") != "r/a" || chainParent("r") != "" {
+		t.Error("chainRoot/chainParent")
+	}
+}
