@@ -78,15 +78,23 @@ func invokeWith[Req, Resp any](ctx context.Context, policy retryPolicy, class re
 	if backoff <= 0 {
 		backoff = defaultRetry().initial
 	}
+	var last *status.Status // the last attempt's retryable failure
 	for {
 		resp, err := rpc(ctx, req)
 		if err == nil {
 			return resp, nil
 		}
 		st := status.Convert(err)
+		if last != nil && ctx.Err() != nil && (st.Code() == codes.DeadlineExceeded || st.Code() == codes.Canceled) {
+			// The caller's deadline ended an attempt after others had
+			// failed: why they failed (a node that is down, one that
+			// wants TLS) says more than the deadline alone.
+			return zero, withCause(fromStatus(ctx, last), ctx.Err())
+		}
 		if !class.retryable(st) {
 			return zero, fromStatus(ctx, st)
 		}
+		last = st
 		// Half fixed, half random: clients that failed together (a
 		// partition moved under all of them) do not retry in lockstep.
 		wait := backoff/2 + rand.N(backoff/2+1)

@@ -48,6 +48,12 @@ overwrites a file; remove the old ones to make new ones.`,
 			if err := certs.Generate(out, hs, validity); err != nil {
 				return &runError{err: err}
 			}
+			if a.output == "json" {
+				return a.printValue(map[string]any{
+					"dir": out, "hosts": hs,
+					"files": []string{certs.CAFile, certs.CAKeyFile, certs.NodeFile, certs.NodeKeyFile, certs.ClientFile, certs.ClientKeyFile},
+				})
+			}
 			_, err := fmt.Fprintf(a.stdout, "wrote %s, %s, %s and %s (for %s), %s and %s\n", filepath.Join(out, certs.CAFile),
 				certs.CAKeyFile, certs.NodeFile, certs.NodeKeyFile, strings.Join(hs, ","), certs.ClientFile, certs.ClientKeyFile)
 			return err

@@ -61,6 +61,9 @@ func TestCertsTLSAndToken(t *testing.T) {
 		t.Errorf("certs over existing files: exit %d, stderr %q; want exit 1, file exists", r.code, r.stderr)
 	}
 	rivetctlEnv(t, map[string]string{}, "certs", "--out", t.TempDir(), "--hosts", ",").wantErr(t, exitUsage, "rivetctl: --hosts names no host")
+	jsonDir := filepath.Join(t.TempDir(), "c")
+	rivetctlEnv(t, map[string]string{}, "-o", "json", "certs", "--out", jsonDir, "--hosts", "n1").want(t, 0,
+		`{"dir":"`+jsonDir+`","files":["ca.pem","ca-key.pem","node.pem","node-key.pem","client.pem","client-key.pem"],"hosts":["n1"]}`+"\n")
 
 	addr := serveSecured(t, dir, "t0k")
 	tlsFlags := []string{"--addr", addr, "--tls-ca", filepath.Join(dir, "ca.pem"),
