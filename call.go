@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
+
+	"github.com/rivet-go/rivet/caller"
 )
 
 // Call runs an action through any Handle and decodes its result into R:
@@ -32,4 +35,45 @@ func MarshalArgs(args ...any) (json.RawMessage, error) {
 		return nil, Errorf(ErrInvalidArgument, "arguments do not marshal to JSON: %v", err)
 	}
 	return b, nil
+}
+
+// SendResult says what became of a sent message (Enqueue, SendWait).
+type SendResult = caller.SendResult
+
+// SendResult.Status and SendResult.MessageState values.
+const (
+	SendEnqueued  = caller.SendEnqueued
+	SendCompleted = caller.SendCompleted
+	SendTimedOut  = caller.SendTimedOut
+	MessageQueued = caller.MessageQueued
+	MessageTaken  = caller.MessageTaken
+)
+
+// Enqueue sends body to one of the actor's queues through h, as h.Send
+// does, and says what became of the message: its ID, and whether the
+// actor's workflow had already ended (then nothing takes it until the
+// workflow is retried).
+func Enqueue(ctx context.Context, h Handle, queue string, body any) (SendResult, error) {
+	s, ok := h.(caller.Sender)
+	if !ok {
+		return SendResult{}, Errorf(ErrInvalidArgument, "a %T cannot say what became of a message: use its Send", h)
+	}
+	return s.Enqueue(ctx, queue, body)
+}
+
+// SendWait sends body to one of the actor's queues through h and waits,
+// for at most timeout (0: 30 s), until the actor's workflow completes the
+// message (Message.Complete), whose response the result carries. A wait
+// that runs out is not an error: Status says SendTimedOut, and the
+// message stays. From an actor, the turn (or step) waits with the actor's
+// turn held: the workflow that completes the message must not need this
+// actor meanwhile, and an actor cannot wait for its own workflow this way.
+//
+//	res, err := rivet.SendWait(ctx, c.Client().GetOrCreate("worker", id), "task", task, 10*time.Second)
+func SendWait(ctx context.Context, h Handle, queue string, body any, timeout time.Duration) (SendResult, error) {
+	s, ok := h.(caller.Sender)
+	if !ok {
+		return SendResult{}, Errorf(ErrInvalidArgument, "a %T cannot wait for a message's completion", h)
+	}
+	return s.SendWait(ctx, queue, body, timeout)
 }

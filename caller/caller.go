@@ -9,6 +9,7 @@ package caller
 import (
 	"context"
 	"encoding/json"
+	"time"
 )
 
 // Client finds actors by name and key.
@@ -30,4 +31,54 @@ type Handle interface {
 	// Send appends body (marshalled to JSON) to one of the actor's queues
 	// and returns once the message is durable.
 	Send(ctx context.Context, queue string, body any) error
+}
+
+// Sender is what this module's handles offer beyond Send: a send that says
+// what became of the message, and one that waits for the receiving
+// workflow to complete it (the original engine's send with wait: true).
+// rivet.Enqueue and rivet.SendWait reach it through any Handle.
+type Sender interface {
+	// Enqueue is Send that returns the message's ID, and in
+	// WorkflowStatus whether the actor's workflow had already ended.
+	Enqueue(ctx context.Context, queue string, body any) (SendResult, error)
+	// SendWait appends body to a queue and waits, for at most timeout
+	// (0: 30 s), until the actor's workflow completes the message. A wait
+	// that runs out is not an error: Status says SendTimedOut.
+	SendWait(ctx context.Context, queue string, body any, timeout time.Duration) (SendResult, error)
+}
+
+// Send statuses (SendResult.Status).
+const (
+	SendEnqueued  = "enqueued"
+	SendCompleted = "completed"
+	SendTimedOut  = "timed_out"
+)
+
+// The states of a message whose sender's wait ran out
+// (SendResult.MessageState).
+const (
+	MessageQueued = "queued"
+	MessageTaken  = "taken"
+)
+
+// SendResult says what became of a sent message.
+type SendResult struct {
+	MessageID uint64 `json:"message_id,omitempty"`
+	// Status is SendEnqueued, or after SendWait SendCompleted or
+	// SendTimedOut. After SendWait, SendEnqueued says that the message is
+	// queued but its completion could not be waited for (its actor moved
+	// to another node, or the node stopped): do not send it again, the
+	// workflow completes it all the same.
+	Status string `json:"status"`
+	// Response is the completion's JSON, with SendCompleted.
+	Response json.RawMessage `json:"response,omitempty"`
+	// WorkflowStatus is "completed", "failed" or "cancelled" if the actor's
+	// workflow had ended when the message was queued: nothing takes the
+	// message until the workflow is retried. Empty otherwise (best effort:
+	// a workflow ending as the message is queued may not be seen as ended).
+	WorkflowStatus string `json:"workflow_status,omitempty"`
+	// MessageState, with SendTimedOut, is "queued" (the message is still
+	// in its queue) or "taken" (the workflow received it and has not
+	// completed it); empty from a node that does not say.
+	MessageState string `json:"message_state,omitempty"`
 }

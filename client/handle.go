@@ -23,7 +23,10 @@ type ActorHandle struct {
 	input any
 }
 
-var _ caller.Handle = (*ActorHandle)(nil)
+var (
+	_ caller.Handle = (*ActorHandle)(nil)
+	_ caller.Sender = (*ActorHandle)(nil)
+)
 
 // Name is the actor's name.
 func (h *ActorHandle) Name() string { return h.name }

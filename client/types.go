@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/caller"
 	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
 )
 
@@ -77,39 +78,21 @@ type ScheduledCall = rivet.ScheduledCall
 
 // Send statuses.
 const (
-	SendEnqueued  = "enqueued"
-	SendCompleted = "completed"
-	SendTimedOut  = "timed_out"
+	SendEnqueued  = caller.SendEnqueued
+	SendCompleted = caller.SendCompleted
+	SendTimedOut  = caller.SendTimedOut
 )
 
 // The states of a message whose sender's wait ran out
 // (SendResult.MessageState).
 const (
-	MessageQueued = "queued"
-	MessageTaken  = "taken"
+	MessageQueued = caller.MessageQueued
+	MessageTaken  = caller.MessageTaken
 )
 
-// SendResult says what became of a sent message.
-type SendResult struct {
-	MessageID uint64 `json:"message_id,omitempty"`
-	// Status is SendEnqueued, or after SendWait SendCompleted or
-	// SendTimedOut. After SendWait, SendEnqueued says that the message is
-	// queued but its completion could not be waited for (its actor moved
-	// to another node, or the node stopped): do not send it again, the
-	// workflow completes it all the same.
-	Status string `json:"status"`
-	// Response is the completion's JSON, with SendCompleted.
-	Response json.RawMessage `json:"response,omitempty"`
-	// WorkflowStatus is "completed", "failed" or "cancelled" if the actor's
-	// workflow had ended when the message was queued: nothing takes the
-	// message until the workflow is retried. Empty otherwise (best effort:
-	// a workflow ending as the message is queued may not be seen as ended).
-	WorkflowStatus string `json:"workflow_status,omitempty"`
-	// MessageState, with SendTimedOut, is "queued" (the message is still
-	// in its queue) or "taken" (the workflow received it and has not
-	// completed it); empty from a node that does not say.
-	MessageState string `json:"message_state,omitempty"`
-}
+// SendResult says what became of a sent message: the same type as an
+// actor's handles return (caller.SendResult).
+type SendResult = caller.SendResult
 
 // Member is one node of the cluster.
 type Member struct {

@@ -1869,20 +1869,48 @@ func (hh *hostHandle) Call(ctx context.Context, action string, args ...any) (jso
 }
 
 func (hh *hostHandle) Send(ctx context.Context, queue string, body any) error {
+	_, err := hh.send(ctx, queue, body, false, 0)
+	return err
+}
+
+// Enqueue implements caller.Sender.
+func (hh *hostHandle) Enqueue(ctx context.Context, queue string, body any) (rivet.SendResult, error) {
+	return hh.send(ctx, queue, body, false, 0)
+}
+
+// SendWait implements caller.Sender. The caller's turn (or step) keeps
+// the actor's turn while it waits.
+func (hh *hostHandle) SendWait(ctx context.Context, queue string, body any, timeout time.Duration) (rivet.SendResult, error) {
+	if from := hh.c.from; from != nil && hh.c.chain != "" && from.ref.Name == hh.ref.Name && slices.Equal(from.ref.Key, hh.ref.Key) {
+		// Its workflow takes the message in a turn of its own, which
+		// waits for this one: the wait could only run out.
+		return rivet.SendResult{}, rivet.Errorf(rivet.ErrInvalidArgument, "actor %s cannot wait for its own workflow to complete a message from one of its turns or steps: send it without waiting", from.describe())
+	}
+	if timeout < 0 {
+		return rivet.SendResult{}, rivet.Errorf(rivet.ErrInvalidArgument, "timeout must not be negative, not %s", timeout)
+	}
+	return hh.send(ctx, queue, body, true, timeout)
+}
+
+func (hh *hostHandle) send(ctx context.Context, queue string, body any, wait bool, timeout time.Duration) (rivet.SendResult, error) {
 	b, err := json.Marshal(body)
 	if err != nil {
-		return rivet.Errorf(rivet.ErrInvalidArgument, "message body does not marshal to JSON: %v", err)
+		return rivet.SendResult{}, rivet.Errorf(rivet.ErrInvalidArgument, "message body does not marshal to JSON: %v", err)
 	}
 	if err := hh.flushCaller(ctx); err != nil {
-		return err
+		return rivet.SendResult{}, err
 	}
-	req := SendRequest{Ref: hh.ref, Queue: queue, Body: b, CreateIfMissing: hh.create, Chain: Chain{ID: hh.c.chain}}
+	req := SendRequest{Ref: hh.ref, Queue: queue, Body: b, CreateIfMissing: hh.create, Wait: wait, Timeout: timeout, Chain: Chain{ID: hh.c.chain}}
+	var res SendResult
 	if r := hh.c.h.remoteFor(hh.ref, hh.c.from, hh.c.chain); r != nil {
-		_, err = r.Send(ctx, req)
-		return err
+		res, err = r.Send(ctx, req)
+	} else {
+		res, err = hh.c.h.Send(ctx, req)
 	}
-	_, err = hh.c.h.Send(ctx, req)
-	return err
+	if err != nil {
+		return rivet.SendResult{}, err
+	}
+	return rivet.SendResult{MessageID: res.MessageID, Status: res.Status, Response: res.Response, WorkflowStatus: res.WorkflowStatus, MessageState: res.MessageState}, nil
 }
 
 func keyString(key []string) string {

@@ -14,6 +14,7 @@ import (
 	"github.com/rivet-go/rivet/placement"
 	"github.com/rivet-go/rivet/storage"
 	"github.com/rivet-go/rivet/storage/etcdstore/etcdtest"
+	"github.com/rivet-go/rivet/workflow"
 )
 
 type hubState struct {
@@ -161,5 +162,67 @@ func TestSiblingCallsBackIntoAnActorTakeTurnsAcrossNodes(t *testing.T) {
 	}
 	if m := most.Load(); m != 1 {
 		t.Fatalf("%d bumps ran in the hub at once, want 1", m)
+	}
+}
+
+// An actor on one node waits for the workflow of an actor on another to
+// complete its message (rivet.SendWait through the node's Remote).
+func TestAnActorWaitsForACompletionOnAnotherNode(t *testing.T) {
+	type st struct{}
+	doubler := rivet.Actor[st]{
+		Name:   "doubler",
+		Queues: rivet.Queues{"ask": rivet.QueueOf[int]()},
+		Run: func(ctx *workflow.Ctx[st]) error {
+			return ctx.Loop("serve", func(lc *workflow.Ctx[st]) error {
+				msg, err := workflow.Next[int](lc, "wait-ask")
+				if err != nil {
+					return err
+				}
+				return msg.Complete(msg.Body * 2)
+			})
+		},
+	}
+	asker := rivet.Actor[st]{
+		Name: "asker",
+		Actions: rivet.Actions[st]{
+			"ask": rivet.Action(func(c *rivet.ActionCtx[st], args struct {
+				Key string `json:"key"`
+				V   int    `json:"v"`
+			}) (rivet.SendResult, error) {
+				return rivet.SendWait(c.Context(), c.Client().GetOrCreate("doubler", args.Key), "ask", args.V, 20*time.Second)
+			}),
+		},
+	}
+	reg, err := rivet.Setup(doubler, asker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const parts = 16
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	endpoints := etcdtest.Start(t)
+	na := startNode(t, ctx, clusterConfig(t, "a", endpoints, "/ask/", parts, nil), reg)
+	nb := startNode(t, ctx, clusterConfig(t, "b", endpoints, "/ask/", parts, []string{na.GossipAddr()}), reg)
+	waitUntil(t, "both nodes own partitions", time.Minute, func() bool {
+		oa, ob := na.Ownership().Owned(), nb.Ownership().Owned()
+		return oa > 0 && ob > 0 && oa+ob == parts
+	})
+	keyOn := func(name string, owner interface{ Owns(uint32) bool }) string {
+		for i := 0; ; i++ {
+			k := fmt.Sprintf("%s-%d", name, i)
+			if owner.Owns(placement.Partition(name, storage.EncodeKey([]string{k}), parts)) {
+				return k
+			}
+		}
+	}
+	c, err := client.New(na.GRPCAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	args := map[string]any{"key": keyOn("doubler", na.Host()), "v": 21}
+	res, err := rivet.Call[rivet.SendResult](ctx, c.GetOrCreate("asker", keyOn("asker", nb.Host())), "ask", args)
+	if err != nil || res.Status != rivet.SendCompleted || string(res.Response) != "42" {
+		t.Fatalf("ask across nodes: %+v, %v; want completed with 42", res, err)
 	}
 }
