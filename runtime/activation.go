@@ -101,8 +101,8 @@ type activation struct {
 	// it goes back to (markRestorePoint).
 	restorePoint *turnStart
 	// evMu guards chainTop and the event lists of turnEvents: chainTop
-	// holds, by call chain, the innermost turn of the chain open in the
-	// actor (beginTurnEvents).
+	// holds, by the root of a call chain, the innermost turn of the chain
+	// open in the actor (beginTurnEvents).
 	evMu     sync.Mutex
 	chainTop map[string]*turnEvents
 

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 )
@@ -156,5 +157,19 @@ func TestChainPaths(t *testing.T) {
 	}
 	if chainRoot("r/a/b") != "r" || chainRoot("r") != "r" || chainParent("r/a/b") != "r/a" || chainParent("r") != "" {
 		t.Error("chainRoot/chainParent")
+	}
+}
+
+func TestChainRootsAreShortAndHaveNoSeparator(t *testing.T) {
+	if p := chainPrefix("node-1"); p != "node-1-" {
+		t.Errorf("chainPrefix(node-1) = %q", p)
+	}
+	if p := chainPrefix("rack/7"); strings.Contains(p, chainSep) {
+		t.Errorf("chainPrefix(rack/7) = %q holds the separator", p)
+	}
+	long := strings.Repeat("x", 200)
+	a, b := chainPrefix(long+"a"), chainPrefix(long+"b")
+	if len(a) > 30 || a == b {
+		t.Errorf("long IDs: %q and %q, want short and distinct", a, b)
 	}
 }

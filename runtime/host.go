@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"maps"
 	"math/rand/v2"
 	"runtime/debug"
@@ -85,7 +86,8 @@ type Host struct {
 	reapPasses atomic.Int64
 	// reapSleeps counts the reaper's OnSleep deactivations in progress
 	// (at most maxSleeps), reapDone closes when the reaper has returned,
-	// after them; sleepChains holds the chains of OnSleep hooks running.
+	// after them; sleepChains holds the chains (roots) of OnSleep hooks
+	// running.
 	reapSleeps  chan struct{}
 	reapDone    chan struct{}
 	sleepChains sync.Map
@@ -107,8 +109,9 @@ type Host struct {
 	// where an eviction, which needs no turn, can come between.
 	sendWaitHook func(a *activation)
 
-	chainSeq atomic.Uint64
-	calls    atomic.Uint64
+	chainSeq    atomic.Uint64
+	chainPrefix string
+	calls       atomic.Uint64
 	// The counters and gauges of Stats, beside calls. queued is kept by
 	// the activations (wfState.countPending), wfRunning by the workflow
 	// runners.
@@ -130,7 +133,7 @@ func New(cfg Config, reg *rivet.Registry, store storage.Store, commit Committer,
 	ctx, cancel := context.WithCancel(context.Background())
 	wfCtx, cancelWf := context.WithCancel(ctx)
 	h := &Host{
-		cfg: cfg, reg: reg, store: store, commit: commit, own: own, log: cfg.Logger,
+		cfg: cfg, reg: reg, store: store, commit: commit, own: own, log: cfg.Logger, chainPrefix: chainPrefix(cfg.NodeID),
 		baseCtx: ctx, cancelBase: cancel, wfCtx: wfCtx, cancelWf: cancelWf,
 		actors: map[string]*activation{}, retiring: map[string]*activation{},
 		stopCh: make(chan struct{}), overLimit: make(chan struct{}, 1),
@@ -295,13 +298,28 @@ func (h *Host) loaded(ref Ref) *activation {
 // newChain starts a call chain: the root of the chains of the turns it
 // passes through (turnChain).
 func (h *Host) newChain() string {
-	return strings.ReplaceAll(h.cfg.NodeID, chainSep, "_") + "-" + strconv.FormatUint(h.chainSeq.Add(1), 36)
+	return h.chainPrefix + strconv.FormatUint(h.chainSeq.Add(1), 36)
 }
 
-// maxChainDepth bounds how many turns deep a chain of calls goes (A calls
-// B, which calls C...): past it a call fails rather than lengthen the
-// chain further (each turn adds a segment). A chain so deep is an actor
-// calling itself without end.
+// chainPrefix is the start of the roots of the chains a node makes: its
+// ID, which makes them unique in the cluster, with no chainSep in it, and
+// short (a chain travels with every call between actors): a long ID
+// gives way to its start and a hash of all of it.
+func chainPrefix(nodeID string) string {
+	id := strings.ReplaceAll(nodeID, chainSep, "_")
+	if len(id) > 24 {
+		f := fnv.New32a()
+		f.Write([]byte(nodeID))
+		id = id[:16] + "~" + strconv.FormatUint(uint64(f.Sum32()), 36)
+	}
+	return id + "-"
+}
+
+// maxChainDepth bounds how many calls between actors a chain nests (A
+// calls B, which calls C...; each adds a segment to the chain, which
+// travels with every call): past it a call fails. It is most likely an
+// actor calling itself without end, which would otherwise go on until its
+// deadline, each call holding a goroutine.
 const maxChainDepth = 256
 
 // turnChain is the chain of a turn that a call with chain (from another
@@ -313,7 +331,7 @@ func (h *Host) turnChain(chain string) (string, error) {
 		return h.newChain(), nil
 	}
 	if n := strings.Count(chain, chainSep); n >= maxChainDepth {
-		return "", rivet.Errorf(rivet.ErrInvalidArgument, "call chain is %d calls deep, the limit is %d (an actor calling itself without end?)", n+1, maxChainDepth)
+		return "", rivet.Errorf(rivet.ErrInvalidArgument, "a chain of calls between actors would be %d calls deep, the limit is %d (an actor calling itself without end?)", n+1, maxChainDepth)
 	}
 	return chain + chainSep + strconv.FormatUint(rand.Uint64()%(1<<40), 36), nil
 }
