@@ -35,7 +35,24 @@ type StepCtx[S any] struct {
 	vars     any
 	destroy  func() error
 	schedule caller.Scheduler
+	tasks    KeepAwaker
 	attempt  int
+}
+
+// KeepAwake runs fn on a goroutine the actor owns once the attempt's
+// commit is queued, as an action's KeepAwake does (work that should not
+// hold up the workflow: a notification, a cache warmed): the actor stays
+// in memory until fn returns, and ctx ends when the actor must leave. It
+// goes as the attempt's events go: a failed attempt's too (its changes
+// are committed), not an abandoned one's (its context cancelled). A step
+// replayed from its history does not run, so it starts nothing again; a
+// step run again after a crash before its commit does. fn is not part of
+// the workflow: nothing records what it did.
+func (s *StepCtx[S]) KeepAwake(fn func(ctx context.Context, client caller.Client)) error {
+	if s.tasks == nil {
+		return errors.New("workflow: KeepAwake is not available in this step (its host offers none)")
+	}
+	return s.tasks.KeepAwake(fn)
 }
 
 // Context is cancelled when the attempt times out, its race branch loses,
@@ -263,7 +280,7 @@ func runStep[S, T any](c *Ctx[S], opts StepOptions, fn func(*StepCtx[S]) (T, err
 		if !ok {
 			return nil, Critical(fmt.Errorf("workflow: the host passed a state of type %T, the workflow wants %T", env.State, st))
 		}
-		v, err := fn(&StepCtx[S]{State: st, ctx: ctx, client: env.Client, events: env.Events, vars: env.Vars, destroy: env.Destroy, schedule: env.Schedule, attempt: attempt})
+		v, err := fn(&StepCtx[S]{State: st, ctx: ctx, client: env.Client, events: env.Events, vars: env.Vars, destroy: env.Destroy, schedule: env.Schedule, tasks: env.Tasks, attempt: attempt})
 		if err != nil {
 			return nil, err
 		}
@@ -279,7 +296,7 @@ func runStep[S, T any](c *Ctx[S], opts StepOptions, fn func(*StepCtx[S]) (T, err
 			if err := json.Unmarshal(out, &v); err != nil {
 				return fmt.Errorf("workflow: recorded step value does not decode into %T: %w", v, err)
 			}
-			return rollback(&StepCtx[S]{State: st, ctx: ctx, client: env.Client, events: env.Events, vars: env.Vars, destroy: env.Destroy, schedule: env.Schedule, attempt: 1}, v)
+			return rollback(&StepCtx[S]{State: st, ctx: ctx, client: env.Client, events: env.Events, vars: env.Vars, destroy: env.Destroy, schedule: env.Schedule, tasks: env.Tasks, attempt: 1}, v)
 		}
 	}
 	out, path, err := c.x.step(sp)

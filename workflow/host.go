@@ -63,6 +63,15 @@ type StepEnv struct {
 	// Schedule is the actor's scheduled calls; what the attempt changes
 	// commits with its record (nil: the host offers none).
 	Schedule caller.Scheduler
+	// Tasks starts background work the actor owns (StepCtx.KeepAwake)
+	// as the attempt's events go (nil: the host offers none).
+	Tasks KeepAwaker
+}
+
+// KeepAwaker starts background work that keeps its actor in memory
+// (rivet.ActionCtx.KeepAwake).
+type KeepAwaker interface {
+	KeepAwake(fn func(ctx context.Context, client caller.Client)) error
 }
 
 // Broadcaster publishes an actor's events (rivet.Broadcaster).
