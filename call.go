@@ -65,9 +65,13 @@ func Enqueue(ctx context.Context, h Handle, queue string, body any) (SendResult,
 // for at most timeout (0: 30 s), until the actor's workflow completes the
 // message (Message.Complete), whose response the result carries. A wait
 // that runs out is not an error: Status says SendTimedOut, and the
-// message stays. From an actor, the turn (or step) waits with the actor's
-// turn held: the workflow that completes the message must not need this
-// actor meanwhile, and an actor cannot wait for its own workflow this way.
+// message stays. From an actor, the wait ends before the caller's context
+// does (a step's timeout, an action's), and the turn (or step) waits with
+// the actor's turn held: the workflow that completes the message must not
+// need this actor meanwhile. Waiting on an actor whose turn the call chain
+// holds (its own, or a caller's up the chain) fails with
+// ErrInvalidArgument where this node can tell (the actor is in memory
+// here); elsewhere the wait runs out.
 //
 //	res, err := rivet.SendWait(ctx, c.Client().GetOrCreate("worker", id), "task", task, 10*time.Second)
 func SendWait(ctx context.Context, h Handle, queue string, body any, timeout time.Duration) (SendResult, error) {

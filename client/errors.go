@@ -37,6 +37,30 @@ func fromStatus(ctx context.Context, st *status.Status) error {
 	return e
 }
 
+// retriedError is a call's final failure after an attempt that could not
+// reach a node: err is what the caller gets (errors.Is and As see it
+// alone), before that attempt's failure (EarlierFailure).
+type retriedError struct {
+	err    error
+	before error
+}
+
+func (e *retriedError) Error() string { return e.err.Error() }
+func (e *retriedError) Unwrap() error { return e.err }
+
+// EarlierFailure returns, for a call whose deadline ended it after an
+// attempt that could not reach the node (UNAVAILABLE from the transport:
+// refused, reset, not TLS), that attempt's failure; nil otherwise. It
+// says why the node did not answer, where err says only that time ran
+// out (and that the last attempt may have run).
+func EarlierFailure(err error) error {
+	var re *retriedError
+	if errors.As(err, &re) {
+		return re.before
+	}
+	return nil
+}
+
 // withCause returns err, also matching cause (a context error) in
 // errors.Is. Its text is err's alone, which already says what happened.
 func withCause(err, cause error) error {

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
+	"github.com/rivet-go/rivet/internal/rpcerr"
 )
 
 // retryPolicy says how long to retry UNAVAILABLE.
@@ -78,23 +79,28 @@ func invokeWith[Req, Resp any](ctx context.Context, policy retryPolicy, class re
 	if backoff <= 0 {
 		backoff = defaultRetry().initial
 	}
-	var last *status.Status // the last attempt's retryable failure
+	var unreached *status.Status // the last attempt that did not reach a node
 	for {
 		resp, err := rpc(ctx, req)
 		if err == nil {
 			return resp, nil
 		}
 		st := status.Convert(err)
-		if last != nil && ctx.Err() != nil && (st.Code() == codes.DeadlineExceeded || st.Code() == codes.Canceled) {
-			// The caller's deadline ended an attempt after others had
-			// failed: why they failed (a node that is down, one that
-			// wants TLS) says more than the deadline alone.
-			return zero, withCause(fromStatus(ctx, last), ctx.Err())
-		}
 		if !class.retryable(st) {
-			return zero, fromStatus(ctx, st)
+			err := fromStatus(ctx, st)
+			if unreached != nil && (st.Code() == codes.DeadlineExceeded || st.Code() == codes.Canceled) {
+				// Still the deadline (this attempt may have run), with why
+				// the one before could not reach the node: a node that is
+				// down, or one that wants TLS, which the deadline alone
+				// would hide.
+				err = &retriedError{err: err, before: rpcerr.FromStatus(unreached)}
+			}
+			return zero, err
 		}
-		last = st
+		if len(st.Details()) == 0 {
+			// No node said it: the transport's failure.
+			unreached = st
+		}
 		// Half fixed, half random: clients that failed together (a
 		// partition moved under all of them) do not retry in lockstep.
 		wait := backoff/2 + rand.N(backoff/2+1)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/runtime"
 	"github.com/rivet-go/rivet/workflow"
 )
 
@@ -20,6 +21,11 @@ type asker struct {
 var doubler = rivet.Actor[tickState]{
 	Name:   "doubler",
 	Queues: rivet.Queues{"ask": rivet.QueueOf[int](), "drop": rivet.QueueOf[int]()},
+	Actions: rivet.Actions[tickState]{
+		"askBack": rivet.Action(func(c *rivet.ActionCtx[tickState], key string) (rivet.SendResult, error) {
+			return rivet.SendWait(c.Context(), c.Client().Get("asker", key), "self", 1, time.Second)
+		}),
+	},
 	Run: func(ctx *workflow.Ctx[tickState]) error {
 		return ctx.Loop("serve", func(lc *workflow.Ctx[tickState]) error {
 			msg, err := workflow.Next[int](lc, "wait-ask", workflow.NextOptions{Names: []string{"ask"}})
@@ -51,6 +57,16 @@ var askerActor = rivet.Actor[asker]{
 		"askSelf": rivet.Action0(func(c *rivet.ActionCtx[asker]) (rivet.SendResult, error) {
 			return rivet.SendWait(c.Context(), c.Client().Get("asker", c.Key()...), "self", 1, time.Second)
 		}),
+		// askLong waits longer than the action may run: the wait ends
+		// first, and says so.
+		"askLong": rivet.Action0(func(c *rivet.ActionCtx[asker]) (rivet.SendResult, error) {
+			return rivet.SendWait(c.Context(), c.Client().GetOrCreate("doubler", "d"), "drop", 1, time.Hour)
+		}),
+		// viaPeer asks the doubler to wait on this actor's queue, while
+		// this turn holds it.
+		"viaPeer": rivet.Action0(func(c *rivet.ActionCtx[asker]) (rivet.SendResult, error) {
+			return rivet.Call[rivet.SendResult](c.Context(), c.Client().GetOrCreate("doubler", "d"), "askBack", c.Key()[0])
+		}),
 		"enqueue": rivet.Action(func(c *rivet.ActionCtx[asker], v int) (rivet.SendResult, error) {
 			return rivet.Enqueue(c.Context(), c.Client().GetOrCreate("doubler", "d"), "drop", v)
 		}),
@@ -77,7 +93,7 @@ var askerActor = rivet.Actor[asker]{
 }
 
 func TestAnActorWaitsForAnotherWorkflowsCompletion(t *testing.T) {
-	e := newEnv(t, counterReg(t, doubler, askerActor), nil)
+	e := newEnv(t, counterReg(t, doubler, askerActor), func(c *runtime.Config) { c.ActionTimeout = 3 * time.Second })
 	raw, err := call(t, e.host, "asker", "a", "ask", true, 21)
 	var res rivet.SendResult
 	if err == nil {
@@ -118,8 +134,21 @@ func TestAnActorWaitsForAnotherWorkflowsCompletion(t *testing.T) {
 
 	// Its own workflow could take the message only after this turn: the
 	// wait is refused at once rather than left to run out.
-	if _, err := call(t, e.host, "asker", "a", "askSelf", false); !errors.Is(err, rivet.ErrInvalidArgument) || !strings.Contains(err.Error(), "its own workflow") {
-		t.Fatalf("askSelf: %v, want INVALID_ARGUMENT", err)
+	for _, action := range []string{"askSelf", "viaPeer"} {
+		if _, err := call(t, e.host, "asker", "a", action, false); !errors.Is(err, rivet.ErrInvalidArgument) || !strings.Contains(err.Error(), "in a turn of this call chain") {
+			t.Fatalf("%s: %v, want INVALID_ARGUMENT", action, err)
+		}
+	}
+
+	// A wait longer than the action may run ends first: timed out, not
+	// the action's own deadline.
+	raw, err = call(t, e.host, "asker", "a", "askLong", false)
+	res = rivet.SendResult{}
+	if err == nil {
+		err = json.Unmarshal(raw, &res)
+	}
+	if err != nil || res.Status != rivet.SendTimedOut {
+		t.Fatalf("askLong: %+v, %v; want timed out within the action's time", res, err)
 	}
 	if d := inspect(t, e.host, "asker", "a").Queues; len(d) > 0 {
 		for _, q := range d {

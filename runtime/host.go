@@ -1122,7 +1122,7 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 	}
 	timeout := req.Timeout
 	if timeout <= 0 {
-		timeout = 30 * time.Second
+		timeout = defaultSendWait
 	}
 	t := time.NewTimer(timeout)
 	defer t.Stop()
@@ -1899,16 +1899,34 @@ func (hh *hostHandle) Enqueue(ctx context.Context, queue string, body any) (rive
 // SendWait implements caller.Sender. The caller's turn (or step) keeps
 // the actor's turn while it waits.
 func (hh *hostHandle) SendWait(ctx context.Context, queue string, body any, timeout time.Duration) (rivet.SendResult, error) {
-	if from := hh.c.from; from != nil && hh.c.chain != "" && from.ref.Name == hh.ref.Name && slices.Equal(from.ref.Key, hh.ref.Key) {
-		// Its workflow takes the message in a turn of its own, which
-		// waits for this one: the wait could only run out.
-		return rivet.SendResult{}, rivet.Errorf(rivet.ErrInvalidArgument, "actor %s cannot wait for its own workflow to complete a message from one of its turns or steps: send it without waiting", from.describe())
-	}
 	if timeout < 0 {
 		return rivet.SendResult{}, rivet.Errorf(rivet.ErrInvalidArgument, "timeout must not be negative, not %s", timeout)
 	}
+	if hh.c.h.heldBy(hh.ref, hh.c.chain) {
+		// The target's workflow takes the message in a turn of its own,
+		// which waits for the turn of this chain that holds it (this
+		// actor's, or one up the chain): the wait could only run out.
+		return rivet.SendResult{}, rivet.Errorf(rivet.ErrInvalidArgument, "actor %s/%s is in a turn of this call chain (this actor, or a caller up the chain), so its workflow cannot take the message until the chain's turn ends: send it without waiting", hh.ref.Name, keyString(hh.ref.Key))
+	}
+	if timeout == 0 {
+		timeout = defaultSendWait
+	}
+	if d, ok := ctx.Deadline(); ok {
+		// The wait ends before the caller's context (a step's timeout,
+		// an action's), so that it says timed out rather than fail the
+		// turn; the margin carries the answer back.
+		left := time.Until(d)
+		timeout = min(timeout, left-min(left/10, 250*time.Millisecond))
+		if timeout < time.Millisecond {
+			timeout = time.Millisecond // the wire counts milliseconds; 0 would be the default
+		}
+	}
 	return hh.send(ctx, queue, body, true, timeout)
 }
+
+// defaultSendWait is how long a send waits for its completion if the
+// sender names no timeout.
+const defaultSendWait = 30 * time.Second
 
 func (hh *hostHandle) send(ctx context.Context, queue string, body any, wait bool, timeout time.Duration) (rivet.SendResult, error) {
 	b, err := json.Marshal(body)

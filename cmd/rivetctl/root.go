@@ -255,13 +255,14 @@ func (a *app) runE(extra func() time.Duration, body command) func(*cobra.Command
 			// The command said what happened itself (a wait that ran
 			// out while the node answered, say).
 			return err
-		case errors.Is(err, rivet.ErrUnavailable):
-			// Even if the deadline ended it: the node could not be
-			// reached, and the client says why (a node that is down, or
-			// one that wants TLS), which the deadline alone would hide.
-			return &runError{err: err}
 		case errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded):
-			return &runError{err: fmt.Errorf("deadline exceeded: no answer from %s within %s (--timeout) (DEADLINE_EXCEEDED)", a.addr, timeout), code: "DEADLINE_EXCEEDED"}
+			why := ""
+			if before := client.EarlierFailure(err); before != nil {
+				// An attempt before the last could not reach the node: why
+				// (down, or wanting TLS) says more than the deadline.
+				why = "; an attempt before failed: " + describe(before) + a.connectionHint(before)
+			}
+			return &runError{err: fmt.Errorf("deadline exceeded: no answer from %s within %s (--timeout)%s (DEADLINE_EXCEEDED)", a.addr, timeout, why), code: "DEADLINE_EXCEEDED"}
 		default:
 			return &runError{err: err}
 		}
