@@ -261,9 +261,17 @@ func twoNodes(t *testing.T, ctx context.Context) (na, nb *node.Node) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return twoNodesWith(t, ctx, reg, "/events/")
+}
+
+// twoNodesWith starts nodes a and b of one cluster (eventParts
+// partitions, keys under prefix) with reg, on an etcd of their own, and
+// waits until they share its partitions.
+func twoNodesWith(t *testing.T, ctx context.Context, reg *rivet.Registry, prefix string) (na, nb *node.Node) {
+	t.Helper()
 	endpoints := etcdtest.Start(t)
-	na = startNode(t, ctx, clusterConfig(t, "a", endpoints, "/events/", eventParts, nil), reg)
-	nb = startNode(t, ctx, clusterConfig(t, "b", endpoints, "/events/", eventParts, []string{na.GossipAddr()}), reg)
+	na = startNode(t, ctx, clusterConfig(t, "a", endpoints, prefix, eventParts, nil), reg)
+	nb = startNode(t, ctx, clusterConfig(t, "b", endpoints, prefix, eventParts, []string{na.GossipAddr()}), reg)
 	waitUntil(t, "both nodes own partitions", time.Minute, func() bool {
 		oa, ob := na.Ownership().Owned(), nb.Ownership().Owned()
 		return oa > 0 && ob > 0 && oa+ob == eventParts
@@ -272,10 +280,16 @@ func twoNodes(t *testing.T, ctx context.Context) (na, nb *node.Node) {
 }
 
 // counterOn returns a counter key, prefix-N, whose partition n owns.
-func counterOn(n *node.Node, prefix string) string {
-	for i := 0; ; i++ {
-		if k := fmt.Sprintf("%s-%d", prefix, i); n.Host().Owns(placement.Partition("counter", storage.EncodeKey([]string{k}), eventParts)) {
-			return k
+func counterOn(n *node.Node, prefix string) string { return keysOn(n, "counter", prefix, 1)[0] }
+
+// keysOn returns count keys, prefix-N, of actors of type name whose
+// partitions n owns (of eventParts).
+func keysOn(n *node.Node, name, prefix string, count int) []string {
+	var keys []string
+	for i := 0; len(keys) < count; i++ {
+		if k := fmt.Sprintf("%s-%d", prefix, i); n.Host().Owns(placement.Partition(name, storage.EncodeKey([]string{k}), eventParts)) {
+			keys = append(keys, k)
 		}
 	}
+	return keys
 }

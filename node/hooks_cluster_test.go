@@ -2,16 +2,12 @@ package node_test
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/client"
-	"github.com/rivet-go/rivet/placement"
-	"github.com/rivet-go/rivet/storage"
-	"github.com/rivet-go/rivet/storage/etcdstore/etcdtest"
 )
 
 type saverState struct {
@@ -50,16 +46,9 @@ func TestOnSleepCallsItsOwnActorDuringADrain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const parts = 16
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	endpoints := etcdtest.Start(t)
-	na := startNode(t, ctx, clusterConfig(t, "a", endpoints, "/saver/", parts, nil), reg)
-	nb := startNode(t, ctx, clusterConfig(t, "b", endpoints, "/saver/", parts, []string{na.GossipAddr()}), reg)
-	waitUntil(t, "both nodes own partitions", time.Minute, func() bool {
-		oa, ob := na.Ownership().Owned(), nb.Ownership().Owned()
-		return oa > 0 && ob > 0 && oa+ob == parts
-	})
+	na, nb := twoNodesWith(t, ctx, reg, "/saver/")
 	c, err := client.New(nb.GRPCAddr())
 	if err != nil {
 		t.Fatal(err)
@@ -67,13 +56,7 @@ func TestOnSleepCallsItsOwnActorDuringADrain(t *testing.T) {
 	defer c.Close()
 
 	// Actors on node a.
-	var keys []string
-	for i := 0; len(keys) < 4; i++ {
-		k := fmt.Sprintf("s-%d", i)
-		if na.Host().Owns(placement.Partition("saver", storage.EncodeKey([]string{k}), parts)) {
-			keys = append(keys, k)
-		}
-	}
+	keys := keysOn(na, "saver", "s", 4)
 	for _, k := range keys {
 		if _, err := rivet.Call[saverState](ctx, c.GetOrCreate("saver", k), "get"); err != nil {
 			t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/caller"
 	"github.com/rivet-go/rivet/workflow"
 )
 
@@ -49,41 +50,22 @@ type SendRequest struct {
 	Chain   Chain
 }
 
-// Send statuses.
-const (
-	SendEnqueued  = "enqueued"
-	SendCompleted = "completed"
-	SendTimedOut  = "timed_out"
-)
-
-// The states of a message whose sender's wait ran out
+// Send statuses, and the states of a message whose sender's wait ran out
 // (SendResult.MessageState).
 const (
-	MessageQueued = "queued"
-	MessageTaken  = "taken"
+	SendEnqueued  = caller.SendEnqueued
+	SendCompleted = caller.SendCompleted
+	SendTimedOut  = caller.SendTimedOut
+	MessageQueued = caller.MessageQueued
+	MessageTaken  = caller.MessageTaken
 )
 
-// SendResult says what became of a sent message.
-type SendResult struct {
-	MessageID uint64
-	// Status is SendEnqueued, or with Wait SendCompleted or SendTimedOut;
-	// with Wait, SendEnqueued says that the message is queued but its
-	// completion could not be waited for here (the actor moved to another
-	// node, or this one stopped): the workflow completes it all the same.
-	Status string
-	// Response is the completion's JSON, with Status SendCompleted.
-	Response json.RawMessage
-	// MessageState, with Status SendTimedOut, is MessageQueued (still in
-	// its queue) or MessageTaken (the workflow received it, and has not
-	// completed it).
-	MessageState string
-	// WorkflowStatus is the status of the actor's workflow, WorkflowCompleted,
-	// WorkflowFailed or WorkflowCancelled, if it had ended when the message
-	// was queued: no one takes the message until the workflow is retried.
-	// Empty otherwise, and best effort: a workflow that ends as the message
-	// is queued may not be seen as ended.
-	WorkflowStatus string
-}
+// SendResult says what became of a sent message (caller.SendResult: an
+// actor's handles return it as it is). With Wait, SendEnqueued says that
+// the message is queued but its completion could not be waited for here
+// (the actor moved to another node, or this one stopped): the workflow
+// completes it all the same.
+type SendResult = caller.SendResult
 
 // ActorInfo is what is known of an actor without activating it.
 type ActorInfo struct {

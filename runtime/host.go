@@ -1937,16 +1937,10 @@ func (hh *hostHandle) send(ctx context.Context, queue string, body any, wait boo
 		return rivet.SendResult{}, err
 	}
 	req := SendRequest{Ref: hh.ref, Queue: queue, Body: b, CreateIfMissing: hh.create, Wait: wait, Timeout: timeout, Chain: Chain{ID: hh.c.chain}}
-	var res SendResult
 	if r := hh.c.h.remoteFor(hh.ref, hh.c.from, hh.c.chain); r != nil {
-		res, err = r.Send(ctx, req)
-	} else {
-		res, err = hh.c.h.Send(ctx, req)
+		return r.Send(ctx, req)
 	}
-	if err != nil {
-		return rivet.SendResult{}, err
-	}
-	return rivet.SendResult{MessageID: res.MessageID, Status: res.Status, Response: res.Response, WorkflowStatus: res.WorkflowStatus, MessageState: res.MessageState}, nil
+	return hh.c.h.Send(ctx, req)
 }
 
 func keyString(key []string) string {
