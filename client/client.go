@@ -94,8 +94,9 @@ func WithToken(token string) Option {
 	return func(o *options) { o.token = &token }
 }
 
-// WithDirectRouting makes the client send each actor call straight to the
-// node that owns the actor, from a copy of the cluster's partition table
+// WithDirectRouting makes the client send each actor call (and open each
+// subscription) straight to the node that owns the actor, from a copy of
+// the cluster's partition table
 // refreshed every interval (0: 2 s), instead of letting the node at addr
 // forward it. Calls the table cannot place, and calls to a node this
 // client cannot dial (say, a container address), go to addr as before.

@@ -60,21 +60,30 @@ func (r *router) Invoke(ctx context.Context, method string, args, reply any, opt
 		return r.seed.Invoke(ctx, method, args, reply, opts...)
 	}
 	err := conn.Invoke(ctx, method, args, reply, opts...)
-	if err != nil && rpcerr.NotSent(status.Convert(err)) {
-		// The owner could not be reached at all: the request was not
-		// sent. Avoid the address for a while, refresh the table, and
-		// let the seed node forward this one.
-		r.mu.Lock()
-		r.bad[addr] = time.Now().Add(badFor)
-		r.fetched = time.Time{}
-		r.mu.Unlock()
+	if r.unreached(addr, err) {
 		return r.seed.Invoke(ctx, method, args, reply, opts...)
 	}
 	return err
 }
 
-// NewStream implements grpc.ClientConnInterface; the API has no streams
-// to route.
+// unreached reports whether err says that the owner at addr could not be
+// reached at all (the request was not sent). Then the address is avoided
+// for a while and the table refreshed; the caller lets the seed node
+// forward the request.
+func (r *router) unreached(addr string, err error) bool {
+	if err == nil || !rpcerr.NotSent(status.Convert(err)) {
+		return false
+	}
+	r.mu.Lock()
+	r.bad[addr] = time.Now().Add(badFor)
+	r.fetched = time.Time{}
+	r.mu.Unlock()
+	return true
+}
+
+// NewStream implements grpc.ClientConnInterface. A stream's request is not
+// known here, so streams go to the seed; Subscribe picks its owner itself
+// (ActorHandle.subscribe).
 func (r *router) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 	return r.seed.NewStream(ctx, desc, method, opts...)
 }

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
+	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/client"
 	"github.com/rivet-go/rivet/internal/certs"
 	"github.com/rivet-go/rivet/runtime"
@@ -122,5 +123,52 @@ func TestDirectRoutingFallsBackWhenTheOwnersHandshakeFails(t *testing.T) {
 	}
 	if atB.Load() != 40 || atA.Load() != 0 {
 		t.Fatalf("served by the seed %d, by the owner %d; want all 40 by the seed", atB.Load(), atA.Load())
+	}
+}
+
+// With direct routing, a subscription goes to the owner too (its events
+// take no hop through the seed node).
+func TestDirectRoutingSubscribesAtTheOwner(t *testing.T) {
+	var subsA, subsB atomic.Int64
+	subscribe := func(n *atomic.Int64, node string) func(context.Context, runtime.Ref, []string) (server.EventStream, error) {
+		return func(context.Context, runtime.Ref, []string) (server.EventStream, error) {
+			n.Add(1)
+			return servertest.NewEvents(nil, rivet.Event{Name: "newCount", Data: json.RawMessage(`"` + node + `"`)}), nil
+		}
+	}
+	var calls atomic.Int64
+	a := countingFake("a", &calls)
+	a.SubscribeFunc = subscribe(&subsA, "a")
+	aAddr := servertest.Start(t, a, servertest.Config{})
+	b := countingFake("b", &calls)
+	b.SubscribeFunc = subscribe(&subsB, "b")
+	b.MemberList = []runtime.Member{{NodeID: "a", GRPCAddr: aAddr, State: "alive"}, {NodeID: "b", GRPCAddr: "unused", State: "alive"}}
+	b.PartitionCount = 1
+	b.PartitionTable = []runtime.PartitionOwner{{Partition: 0, Owner: "a"}}
+	bAddr := servertest.Start(t, b, servertest.Config{})
+
+	c := newClient(t, bAddr, client.WithDirectRouting(50*time.Millisecond))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	// Once calls reach the owner, the router knows the table and has a
+	// connection to it.
+	for {
+		out, err := c.GetOrCreate("counter", "k").Call(ctx, "x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(out) == `"a"` {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	sub, err := c.Actor("counter", "k").Subscribe(ctx, "newCount")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	ev, err := sub.Next(ctx)
+	if err != nil || string(ev.Data) != `"a"` || subsA.Load() != 1 || subsB.Load() != 0 {
+		t.Fatalf("event %s (%v); subscriptions at a %d, at b %d; want one at a, the owner", ev.Data, err, subsA.Load(), subsB.Load())
 	}
 }

@@ -114,23 +114,39 @@ func (h *ActorHandle) SubscribeWith(ctx context.Context, opts SubscribeOptions) 
 // UNAVAILABLE as policy allows.
 func (h *ActorHandle) subscribe(ctx context.Context, req *rivetv1.SubscribeRequest, policy retryPolicy) (grpc.ServerStreamingClient[rivetv1.SubscribeResponse], error) {
 	open := func(ctx context.Context, req *rivetv1.SubscribeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[rivetv1.SubscribeResponse], error) {
-		stream, err := h.c.actors.Subscribe(ctx, req, opts...)
-		if err != nil {
-			return nil, err
+		if r := h.c.router; r != nil {
+			// Straight to the owner, as calls go: the events then take
+			// no hop through a forwarding node.
+			if conn, addr := r.pick(req); conn != nil {
+				stream, err := openStream(ctx, rivetv1.NewActorServiceClient(conn), req, opts...)
+				if !r.unreached(addr, err) {
+					return stream, err
+				}
+			}
 		}
-		m, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			err = status.Error(codes.Unavailable, "the node ended the subscription before it began")
-		}
-		if err != nil {
-			return nil, err
-		}
-		if m.GetSubscribed() == nil {
-			return nil, status.Error(codes.Internal, "client: a subscription's first message is not 'subscribed'")
-		}
-		return stream, nil
+		return openStream(ctx, h.c.actors, req, opts...)
 	}
 	return invokeWith(ctx, policy, idempotent, open, req)
+}
+
+// openStream opens a Subscribe stream on actors and waits for its first
+// message.
+func openStream(ctx context.Context, actors rivetv1.ActorServiceClient, req *rivetv1.SubscribeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[rivetv1.SubscribeResponse], error) {
+	stream, err := actors.Subscribe(ctx, req, opts...)
+	if err != nil {
+		return nil, err
+	}
+	m, err := stream.Recv()
+	if errors.Is(err, io.EOF) {
+		err = status.Error(codes.Unavailable, "the node ended the subscription before it began")
+	}
+	if err != nil {
+		return nil, err
+	}
+	if m.GetSubscribed() == nil {
+		return nil, status.Error(codes.Internal, "client: a subscription's first message is not 'subscribed'")
+	}
+	return stream, nil
 }
 
 // resubscribeBudget is the least time a subscription keeps trying to

@@ -409,45 +409,6 @@ func TestInspectCutsALongListOfScheduledCalls(t *testing.T) {
 	}
 }
 
-// fakeEvents is a subscription of the fake backend: the events it holds,
-// then, if err is set, its end with err.
-type fakeEvents struct {
-	mu    sync.Mutex
-	evs   []rivet.Event
-	ready chan struct{}
-	done  chan struct{}
-	err   error
-	once  sync.Once
-}
-
-func newFakeEvents(err error, evs ...rivet.Event) *fakeEvents {
-	f := &fakeEvents{evs: evs, ready: make(chan struct{}, 1), done: make(chan struct{}), err: err}
-	f.ready <- struct{}{}
-	if err != nil {
-		close(f.done)
-	}
-	return f
-}
-
-func (f *fakeEvents) NodeID() string         { return "node-1" }
-func (f *fakeEvents) Ready() <-chan struct{} { return f.ready }
-func (f *fakeEvents) Take(buf []rivet.Event) []rivet.Event {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	buf = append(buf, f.evs...)
-	f.evs = nil
-	return buf
-}
-func (f *fakeEvents) Done() <-chan struct{} { return f.done }
-func (f *fakeEvents) Err() error            { return f.err }
-func (f *fakeEvents) Close() {
-	f.once.Do(func() {
-		if f.err == nil {
-			close(f.done)
-		}
-	})
-}
-
 // watch prints events as they come, a gap where the stream was made again,
 // and stops after --count.
 func TestWatch(t *testing.T) {
@@ -460,10 +421,10 @@ func TestWatch(t *testing.T) {
 		subs = append(subs, ref.Name+" "+strings.Join(ref.Key, ",")+" "+strings.Join(events, ","))
 		if len(subs)%2 == 1 {
 			// The actor moves after its first event.
-			return newFakeEvents(rivet.Errorf(rivet.ErrUnavailable, "the actor's partition left node n1"),
+			return servertest.NewEvents(rivet.Errorf(rivet.ErrUnavailable, "the actor's partition left node n1"),
 				rivet.Event{Name: "newCount", Data: json.RawMessage(`1`)}), nil
 		}
-		return newFakeEvents(nil, rivet.Event{Name: "newCount", Data: json.RawMessage(`{"n": 2}`)}), nil
+		return servertest.NewEvents(nil, rivet.Event{Name: "newCount", Data: json.RawMessage(`{"n": 2}`)}), nil
 	}
 	addr := servertest.Start(t, f, servertest.Config{})
 	const broke = "rivetctl: the stream broke (unavailable: the actor's partition left node n1 (UNAVAILABLE actor.unavailable)); subscribing again\n"
@@ -493,7 +454,7 @@ func TestWatch(t *testing.T) {
 	var tries atomic.Int32
 	f.SubscribeFunc = func(context.Context, runtime.Ref, []string) (server.EventStream, error) {
 		if tries.Add(1) == 1 {
-			return newFakeEvents(rivet.Errorf(rivet.ErrUnavailable, "the actor's partition left node n1"),
+			return servertest.NewEvents(rivet.Errorf(rivet.ErrUnavailable, "the actor's partition left node n1"),
 				rivet.Event{Name: "newCount", Data: json.RawMessage(`1`)}), nil
 		}
 		return nil, rivet.Errorf(rivet.ErrUnavailable, "partition 3 is not owned by node n1")
