@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -14,13 +16,14 @@ import (
 
 // handleFlags are the flags of commands that may create the actor.
 type handleFlags struct {
+	app      *app
 	noCreate bool
 	input    string
 }
 
 func (hf *handleFlags) add(cmd *cobra.Command) {
 	cmd.Flags().BoolVar(&hf.noCreate, "no-create", false, "fail with NOT_FOUND if the actor does not exist, instead of creating it")
-	cmd.Flags().StringVar(&hf.input, "input", "", "create input (JSON), used if this call creates the actor")
+	cmd.Flags().StringVar(&hf.input, "input", "", "create input (JSON, or @FILE, or @- for stdin), used if this call creates the actor")
 }
 
 // handle returns the actor's handle as the flags ask.
@@ -33,7 +36,7 @@ func (hf *handleFlags) handle(c *client.Client, name string, key []string) (*cli
 		return h.NoCreate(), nil
 	}
 	if hf.input != "" {
-		in, err := parseJSON("--input", hf.input)
+		in, err := hf.app.jsonArg("--input", hf.input)
 		if err != nil {
 			return nil, err
 		}
@@ -43,12 +46,15 @@ func (hf *handleFlags) handle(c *client.Client, name string, key []string) (*cli
 }
 
 func (a *app) callCommand() *cobra.Command {
-	var hf handleFlags
+	hf := handleFlags{app: a}
 	cmd := &cobra.Command{
 		Use:   "call ACTOR KEY ACTION [ARG_JSON...]",
 		Short: "Run an action and print its JSON result",
+		Long: `Run an action and print its JSON result. Each ARG_JSON is one argument; @FILE reads
+it from a file and @- from stdin (for payloads too big for a command line).`,
 		Example: `  rivetctl call counter main increment 5
-  rivetctl call counter '["eu","alice"]' getCount`,
+  rivetctl call counter '["eu","alice"]' getCount
+  rivetctl call importer main load @batch.json`,
 		Args: args(3, -1),
 	}
 	cmd.RunE = a.runE(nil, func(ctx context.Context, c *client.Client, args []string) error {
@@ -58,7 +64,7 @@ func (a *app) callCommand() *cobra.Command {
 		}
 		callArgs := make([]any, 0, len(args)-3)
 		for i, s := range args[3:] {
-			raw, err := parseJSON(fmt.Sprintf("argument %d", i+1), s)
+			raw, err := a.jsonArg(fmt.Sprintf("argument %d", i+1), s)
 			if err != nil {
 				return err
 			}
@@ -79,8 +85,8 @@ func (a *app) callCommand() *cobra.Command {
 }
 
 func (a *app) sendCommand() *cobra.Command {
+	hf := handleFlags{app: a}
 	var (
-		hf          handleFlags
 		wait        bool
 		waitTimeout time.Duration
 	)
@@ -91,9 +97,10 @@ func (a *app) sendCommand() *cobra.Command {
 durable; with --wait, once the actor's workflow completed it (or --wait-timeout passed:
 the message stays, queued or taken by the workflow, and rivetctl exits 1). Only a workflow
 that completes the messages it receives (Message.Complete) answers a waiting sender. The
-command's deadline is --timeout plus --wait-timeout.`,
+command's deadline is --timeout plus --wait-timeout. BODY_JSON may be @FILE or @- (stdin).`,
 		Example: `  rivetctl send reminderActor main reminders '{"text":"hi","at":0}'
-  rivetctl send scatterGatherActor main scatter '{"input":2}'`,
+  rivetctl send scatterGatherActor main scatter '{"input":2}'
+  jq -c . order.json | rivetctl send orders main incoming @-`,
 		Args: args(4, 4),
 	}
 	cmd.RunE = a.runE(func() time.Duration {
@@ -106,7 +113,7 @@ command's deadline is --timeout plus --wait-timeout.`,
 		if err != nil {
 			return err
 		}
-		body, err := parseJSON("BODY_JSON", args[3])
+		body, err := a.jsonArg("BODY_JSON", args[3])
 		if err != nil {
 			return err
 		}
@@ -222,7 +229,7 @@ func (a *app) createCommand() *cobra.Command {
 		}
 		var in any
 		if input != "" {
-			if in, err = parseJSON("--input", input); err != nil {
+			if in, err = a.jsonArg("--input", input); err != nil {
 				return err
 			}
 		}
@@ -236,7 +243,7 @@ func (a *app) createCommand() *cobra.Command {
 		_, err = fmt.Fprintf(a.stdout, "created %s %s (partition %d, owner %s)\n", info.Name, formatKey(info.Key), info.Partition, orDash(info.Owner))
 		return err
 	})
-	cmd.Flags().StringVar(&input, "input", "", "create input (JSON)")
+	cmd.Flags().StringVar(&input, "input", "", "create input (JSON, or @FILE, or @- for stdin)")
 	return cmd
 }
 
@@ -334,6 +341,45 @@ func parseKey(s string) ([]string, error) {
 }
 
 // parseJSON takes a command-line payload literally as JSON.
+// maxJSONFile bounds what a JSON value given as @FILE or @- reads: more
+// than any payload a node accepts.
+const maxJSONFile = 64 << 20
+
+// jsonArg is parseJSON for a value that may also be read from a file
+// (@FILE) or from stdin (@-): a JSON value cannot start with @, and a
+// payload over 128 KiB cannot be one argument on Linux.
+func (a *app) jsonArg(what, s string) (json.RawMessage, error) {
+	path, ok := strings.CutPrefix(s, "@")
+	if !ok {
+		return parseJSON(what, s)
+	}
+	var (
+		b   []byte
+		err error
+	)
+	if path == "-" {
+		if a.stdinUsed {
+			return nil, usagef("%s: stdin (@-) was read already, by another value", what)
+		}
+		a.stdinUsed = true
+		b, err = io.ReadAll(io.LimitReader(a.stdin, maxJSONFile+1))
+		path = "stdin"
+	} else {
+		var f *os.File
+		if f, err = os.Open(path); err == nil {
+			b, err = io.ReadAll(io.LimitReader(f, maxJSONFile+1))
+			f.Close()
+		}
+	}
+	if err != nil {
+		return nil, usagef("%s: %v", what, err)
+	}
+	if len(b) > maxJSONFile {
+		return nil, usagef("%s: %s holds more than %d MiB", what, path, maxJSONFile>>20)
+	}
+	return parseJSON(what+" (from "+path+")", strings.TrimSpace(string(b)))
+}
+
 func parseJSON(what, s string) (json.RawMessage, error) {
 	if !json.Valid([]byte(s)) {
 		if t := strings.TrimSpace(s); strings.HasPrefix(t, "{") || strings.HasPrefix(t, "[") {

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -33,8 +35,14 @@ func rivetctl(t *testing.T, addr string, args ...string) result {
 
 func rivetctlEnv(t *testing.T, env map[string]string, args ...string) result {
 	t.Helper()
+	return rivetctlIn(t, "", env, args...)
+}
+
+// rivetctlIn runs the command line with stdin holding stdin.
+func rivetctlIn(t *testing.T, stdin string, env map[string]string, args ...string) result {
+	t.Helper()
 	var out, errb bytes.Buffer
-	code := run(context.Background(), args, &out, &errb, func(k string) string { return env[k] })
+	code := run(context.Background(), args, strings.NewReader(stdin), &out, &errb, func(k string) string { return env[k] })
 	return result{code, out.String(), errb.String()}
 }
 
@@ -74,6 +82,21 @@ func TestCall(t *testing.T) {
 	rivetctl(t, addr, "history", "counter", "main").want(t, 0, "workflow  none (this actor has no workflow)\n")
 	rivetctl(t, addr, "call", "counter", "", "increment", "1").
 		wantErr(t, 2, `rivetctl: KEY is empty (for a key of one empty string, write '[""]')`)
+	// A value from a file (@FILE) or from stdin (@-): a payload too big
+	// for one argument of a command line.
+	argFile := filepath.Join(t.TempDir(), "arg.json")
+	if err := os.WriteFile(argFile, []byte(" 3\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rivetctl(t, addr, "call", "counter", "main", "increment", "@"+argFile).want(t, 0, "10\n")
+	rivetctlIn(t, "4", map[string]string{}, "--addr", addr, "call", "counter", "main", "increment", "@-").want(t, 0, "14\n")
+	rivetctlIn(t, "1", map[string]string{}, "--addr", addr, "call", "counter", "main", "increment", "@-", "@-").
+		wantErr(t, 2, "rivetctl: argument 2: stdin (@-) was read already, by another value")
+	rivetctl(t, addr, "call", "counter", "main", "increment", "@"+argFile+".missing").
+		wantErrPrefix(t, 2, "rivetctl: argument 1: open ")
+	rivetctlIn(t, "{nope", map[string]string{}, "--addr", addr, "send", "counter", "main", "q", "@-").
+		wantErrPrefix(t, 2, "rivetctl: BODY_JSON (from stdin) is not valid JSON")
+	rivetctl(t, addr, "call", "counter", "main", "increment", "--", "-7").want(t, 0, "7\n")
 
 	rivetctl(t, addr, "call", "--no-create", "counter", "nope", "getCount").
 		wantErr(t, 1, `rivetctl: not found: actor counter ["nope"] does not exist (NOT_FOUND actor.not_found)`)

@@ -33,9 +33,12 @@ type app struct {
 	tlsCA, tlsCert, tlsKey string
 	token                  string
 
+	stdin  io.Reader // read by a JSON value given as @- (jsonArg)
 	stdout io.Writer
 	stderr io.Writer
 	getenv func(string) string
+	// stdinUsed: a value was read from stdin already.
+	stdinUsed bool
 }
 
 // usageError is a mistake on the command line, found before anything was
@@ -64,8 +67,8 @@ func (e *runError) Unwrap() error { return e.err }
 // run runs rivetctl with args (without the program name) and returns its
 // exit code. Errors go to stderr as one line, so that scripts can show or
 // grep them.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
-	a := &app{stdout: stdout, stderr: stderr, getenv: getenv}
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
+	a := &app{stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv}
 	root := a.rootCommand()
 	root.SetArgs(args)
 	root.SetOut(stdout)
