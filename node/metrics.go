@@ -33,6 +33,9 @@ import (
 // storage.CommitObserver.
 type metrics struct {
 	turnDur *prometheus.HistogramVec
+	// waits is turnWait's child of each kind, as turns is turnDur's.
+	turnWait *prometheus.HistogramVec
+	waits    [runtime.NumTurnKinds]prometheus.Observer
 	// turns holds turnDur's child of each kind, so that the hot path does
 	// no label lookup.
 	turns [runtime.NumTurnKinds]prometheus.Observer
@@ -48,6 +51,7 @@ type metrics struct {
 
 var (
 	_ runtime.Observer       = (*metrics)(nil)
+	_ runtime.WaitObserver   = (*metrics)(nil)
 	_ storage.CommitObserver = (*metrics)(nil)
 )
 
@@ -57,6 +61,11 @@ func newMetrics() *metrics {
 			Name:    "rivet_turn_duration_seconds",
 			Help:    "Time an actor turn held the actor's gate (the action's or step's code and its writes, not the commit), by kind: action, send, step, receive, admin.",
 			Buckets: []float64{5e-6, 10e-6, 25e-6, 50e-6, 100e-6, 250e-6, 500e-6, .001, .0025, .005, .01, .025, .1, 1, 10},
+		}, []string{"kind"}),
+		turnWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "rivet_turn_wait_seconds",
+			Help:    "Time an actor turn waited for the actor's gate (the turns ahead of it on the same actor: contention on hot actors), by kind: action, send, step, receive, admin.",
+			Buckets: []float64{1e-6, 10e-6, 100e-6, .001, .01, .1, 1, 10},
 		}, []string{"kind"}),
 		callDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "rivet_call_duration_seconds",
@@ -85,6 +94,7 @@ func newMetrics() *metrics {
 	}
 	for k := range runtime.NumTurnKinds {
 		m.turns[k] = m.turnDur.WithLabelValues(runtime.TurnKind(k).String())
+		m.waits[k] = m.turnWait.WithLabelValues(runtime.TurnKind(k).String())
 	}
 	return m
 }
@@ -114,6 +124,13 @@ func (m *metrics) Turn(kind runtime.TurnKind, took time.Duration) {
 	}
 }
 
+// TurnWait implements runtime.WaitObserver.
+func (m *metrics) TurnWait(kind runtime.TurnKind, waited time.Duration) {
+	if int(kind) < len(m.waits) {
+		m.waits[kind].Observe(waited.Seconds())
+	}
+}
+
 // Call implements runtime.Observer.
 func (m *metrics) Call(actor string, took time.Duration, err error) {
 	ac := m.actorCalls(actor)
@@ -134,7 +151,7 @@ func (m *metrics) StoreCommit(txns, ops int, took time.Duration, _ error) {
 }
 
 func (m *metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.turnDur, m.callDur, m.calls, m.batchTxns, m.batchOps, m.commitDur}
+	return []prometheus.Collector{m.turnDur, m.turnWait, m.callDur, m.calls, m.batchTxns, m.batchOps, m.commitDur}
 }
 
 // callCodes names the outcome of a failed call after its kind, so that the

@@ -198,6 +198,7 @@ func TestMetricsAfterLoadAndReadiness(t *testing.T) {
 		// histograms
 		`rivet_turn_duration_seconds_count{kind="action"}`, `rivet_turn_duration_seconds_count{kind="send"}`,
 		`rivet_turn_duration_seconds_count{kind="step"}`, `rivet_turn_duration_seconds_count{kind="receive"}`,
+		`rivet_turn_wait_seconds_count{kind="action"}`, `rivet_turn_wait_seconds_count{kind="step"}`, "rivet_turn_wait_seconds_sum",
 		"rivet_turn_duration_seconds_sum", "rivet_call_duration_seconds_count", "rivet_call_duration_seconds_sum",
 		"rivet_commit_batch_size_count", "rivet_commit_batch_size_sum", "rivet_commit_batch_ops_sum",
 		"rivet_commit_duration_seconds_count", "rivet_commit_duration_seconds_sum",

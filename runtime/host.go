@@ -111,6 +111,7 @@ type Host struct {
 
 	chainSeq    atomic.Uint64
 	chainPrefix string
+	waitObs     WaitObserver // cfg.Observer's, if it is one
 	calls       atomic.Uint64
 	// The counters and gauges of Stats, beside calls. queued is kept by
 	// the activations (wfState.countPending), wfRunning by the workflow
@@ -140,6 +141,7 @@ func New(cfg Config, reg *rivet.Registry, store storage.Store, commit Committer,
 		timers: newTimers(), events: newEventHub(),
 		reapSleeps: make(chan struct{}, maxSleeps),
 	}
+	h.waitObs, _ = cfg.Observer.(WaitObserver)
 	own.OnLost(h.evictAll)
 	own.OnClaimed(func(ctx context.Context, parts []uint32) {
 		if err := h.loadWakeups(ctx, parts); err != nil {
@@ -691,9 +693,11 @@ func (h *Host) turnFor(ctx context.Context, kind TurnKind, ref Ref, sp *rivet.Sp
 				// OnSleep calling an actor of the same partition).
 				return nil, false, rivet.Errorf(rivet.ErrUnavailable, "partition %d of %s is not served by node %s now", a.part, a.describe(), h.cfg.NodeID)
 			}
+			w0 := time.Now()
 			if err := a.gate.acquire(ctx, chain); err != nil {
 				return nil, false, ctxError(ctx)
 			}
+			h.observeWait(kind, w0)
 		}
 		if a.stopped.Load() {
 			a.gate.release(chain)

@@ -52,6 +52,22 @@ type Observer interface {
 	Call(actor string, took time.Duration, err error)
 }
 
+// WaitObserver is an Observer that is also told how long each turn waited
+// for its actor's gate (the turns before it, in arrival order): the
+// contention on one actor, which Turn's durations do not show. Checked
+// once, when the Host is made.
+type WaitObserver interface {
+	TurnWait(kind TurnKind, waited time.Duration)
+}
+
+// observeWait reports a turn's wait for the gate since t0, if the Observer
+// wants it.
+func (h *Host) observeWait(kind TurnKind, t0 time.Time) {
+	if h.waitObs != nil {
+		h.waitObs.TurnWait(kind, time.Since(t0))
+	}
+}
+
 // nopObserver is the Observer of a Host configured without one.
 type nopObserver struct{}
 
