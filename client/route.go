@@ -33,6 +33,12 @@ type router struct {
 	owners     []string          // node ID by partition
 	addrs      map[string]string // gRPC address by node ID
 	conns      map[string]*grpc.ClientConn
+	// inUse counts the calls and streams on each connection (pick, done):
+	// one dropped from conns as its node left the table is retired, and
+	// closed as the last of them ends, not under them (a call cut off
+	// that way may have run, and could not be sent on again).
+	inUse   map[*grpc.ClientConn]int
+	retired map[*grpc.ClientConn]bool
 	bad        map[string]time.Time // addresses that failed to dial, until
 	fetched    time.Time
 	refreshing bool
@@ -48,6 +54,7 @@ func newRouter(seed *grpc.ClientConn, dial []grpc.DialOption, every time.Duratio
 	return &router{
 		seed: seed, admin: rivetv1.NewAdminServiceClient(seed), dial: dial, every: every,
 		conns: map[string]*grpc.ClientConn{}, bad: map[string]time.Time{},
+		inUse: map[*grpc.ClientConn]int{}, retired: map[*grpc.ClientConn]bool{},
 	}
 }
 
@@ -60,6 +67,7 @@ func (r *router) Invoke(ctx context.Context, method string, args, reply any, opt
 		return r.seed.Invoke(ctx, method, args, reply, opts...)
 	}
 	err := conn.Invoke(ctx, method, args, reply, opts...)
+	r.done(conn)
 	if r.unreached(addr, err) {
 		return r.seed.Invoke(ctx, method, args, reply, opts...)
 	}
@@ -88,8 +96,44 @@ func (r *router) NewStream(ctx context.Context, desc *grpc.StreamDesc, method st
 	return r.seed.NewStream(ctx, desc, method, opts...)
 }
 
+// dropConns drops the connections to nodes no longer members at all (not
+// in live) and returns those to close now; those in use are retired, and
+// closed by their last use's done. Called with mu held.
+func (r *router) dropConns(live map[string]bool) (closeNow []*grpc.ClientConn) {
+	for addr, c := range r.conns {
+		if live[addr] {
+			continue
+		}
+		delete(r.conns, addr)
+		if r.inUse[c] > 0 {
+			r.retired[c] = true
+		} else {
+			closeNow = append(closeNow, c)
+		}
+	}
+	return closeNow
+}
+
+// done ends a use of c that pick began, closing c if it was the last use
+// of a retired connection.
+func (r *router) done(c *grpc.ClientConn) {
+	r.mu.Lock()
+	n := r.inUse[c] - 1
+	last := n <= 0 && r.retired[c]
+	if n <= 0 {
+		delete(r.inUse, c)
+		delete(r.retired, c)
+	} else {
+		r.inUse[c] = n
+	}
+	r.mu.Unlock()
+	if last {
+		c.Close()
+	}
+}
+
 // pick returns the connection to the owner of the request's actor, or nil
-// for the seed.
+// for the seed. A connection it returns is in use until done.
 func (r *router) pick(args any) (*grpc.ClientConn, string) {
 	r.maybeRefresh()
 	ar, ok := args.(actorRequest)
@@ -126,6 +170,7 @@ func (r *router) pick(args any) (*grpc.ClientConn, string) {
 		c.Connect()
 		return nil, ""
 	}
+	r.inUse[c]++
 	return c, addr
 }
 
@@ -179,13 +224,7 @@ func (r *router) refresh() {
 			r.addrs[m.GetNodeId()] = m.GetGrpcAddr()
 		}
 	}
-	// Connections to nodes no longer members at all go.
-	for addr, c := range r.conns {
-		if !live[addr] {
-			delete(r.conns, addr)
-			stale = append(stale, c) // closed once mu is released
-		}
-	}
+	stale = r.dropConns(live) // closed once mu is released
 	for addr, until := range r.bad {
 		if time.Now().After(until) {
 			delete(r.bad, addr)
@@ -198,6 +237,10 @@ func (r *router) close() {
 	r.closed = true
 	conns := r.conns
 	r.conns = map[string]*grpc.ClientConn{}
+	for c := range r.retired {
+		conns["retired "+c.Target()] = c
+	}
+	r.retired = map[*grpc.ClientConn]bool{}
 	r.mu.Unlock()
 	r.wg.Wait()
 	for _, c := range conns {

@@ -142,7 +142,13 @@ func TestDirectRoutingSubscribesAtTheOwner(t *testing.T) {
 	aAddr := servertest.Start(t, a, servertest.Config{})
 	b := countingFake("b", &calls)
 	b.SubscribeFunc = subscribe(&subsB, "b")
-	b.MemberList = []runtime.Member{{NodeID: "a", GRPCAddr: aAddr, State: "alive"}, {NodeID: "b", GRPCAddr: "unused", State: "alive"}}
+	var aGone atomic.Bool
+	b.MembersFunc = func(context.Context) ([]runtime.Member, error) {
+		if aGone.Load() {
+			return []runtime.Member{{NodeID: "b", GRPCAddr: "unused", State: "alive"}}, nil
+		}
+		return []runtime.Member{{NodeID: "a", GRPCAddr: aAddr, State: "alive"}, {NodeID: "b", GRPCAddr: "unused", State: "alive"}}, nil
+	}
 	b.PartitionCount = 1
 	b.PartitionTable = []runtime.PartitionOwner{{Partition: 0, Owner: "a"}}
 	bAddr := servertest.Start(t, b, servertest.Config{})
@@ -170,5 +176,24 @@ func TestDirectRoutingSubscribesAtTheOwner(t *testing.T) {
 	ev, err := sub.Next(ctx)
 	if err != nil || string(ev.Data) != `"a"` || subsA.Load() != 1 || subsB.Load() != 0 {
 		t.Fatalf("event %s (%v); subscriptions at a %d, at b %d; want one at a, the owner", ev.Data, err, subsA.Load(), subsB.Load())
+	}
+	// a leaves the member list: calls go through b as soon as the table
+	// says so, and none fails on the way (the connection to a is retired,
+	// not closed under the calls and the stream using it); the stream at
+	// a goes on until it ends by itself.
+	aGone.Store(true)
+	for { // the table is refreshed as calls are made
+		out, err := c.GetOrCreate("counter", "k").Call(ctx, "x")
+		if err != nil {
+			t.Fatalf("a call as a left the table: %v", err)
+		}
+		if string(out) == `"b"` {
+			break
+		}
+	}
+	select {
+	case <-sub.Done():
+		t.Fatalf("the subscription at a ended as a left the table: %v", sub.Err())
+	default:
 	}
 }

@@ -63,7 +63,8 @@ type Subscription struct {
 // Events are not stored: the subscription hears what is broadcast while it
 // is in place. When its stream breaks (the actor moved, its node stopped,
 // the subscriber fell behind) it subscribes again, through the client's
-// node (another of them, if New was given several and that one went), for
+// node (another of them, if New was given several and that one went; with
+// WithDirectRouting, at the owner its table names), for
 // at least 30 s (the client's retry budget if
 // longer; none with WithRetry(_, 0)), and Next returns a Gap event there.
 func (h *ActorHandle) Subscribe(ctx context.Context, events ...string) (*Subscription, error) {
@@ -119,6 +120,13 @@ func (h *ActorHandle) subscribe(ctx context.Context, req *rivetv1.SubscribeReque
 			// no hop through a forwarding node.
 			if conn, addr := r.pick(req); conn != nil {
 				stream, err := openStream(ctx, rivetv1.NewActorServiceClient(conn), req, opts...)
+				if err != nil {
+					r.done(conn)
+				} else {
+					// In use until the stream ends (its context ends
+					// with it, however it ends).
+					context.AfterFunc(stream.Context(), func() { r.done(conn) })
+				}
 				if !r.unreached(addr, err) {
 					return stream, err
 				}
@@ -227,14 +235,17 @@ func (s *Subscription) run(ctx context.Context, h *ActorHandle, req *rivetv1.Sub
 
 // resumable says whether a broken stream is worth subscribing again: the
 // actor moved or its node stopped (UNAVAILABLE), the connection broke, or
-// this subscriber fell behind.
+// this subscriber fell behind. The caller has checked that the
+// subscription's context is live, so CANCELED is the connection's: with
+// direct routing the client closes its connection to a node that left the
+// table, streams on it included.
 func resumable(err error) bool {
 	if errors.Is(err, io.EOF) {
 		return true
 	}
 	st := status.Convert(err)
 	switch st.Code() {
-	case codes.Unavailable:
+	case codes.Unavailable, codes.Canceled:
 		return true
 	case codes.ResourceExhausted:
 		e := rpcerr.FromStatus(st)

@@ -3,9 +3,12 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -55,7 +58,8 @@ it from a file and @- from stdin (for payloads too big for a command line).`,
 		Example: `  rivetctl call counter main increment 5
   rivetctl call counter '["eu","alice"]' getCount
   rivetctl call importer main load @batch.json`,
-		Args: args(3, -1),
+		Annotations: map[string]string{jsonArgsAnnotation: "3-"},
+		Args:        args(3, -1),
 	}
 	cmd.RunE = a.runE(nil, func(ctx context.Context, c *client.Client, args []string) error {
 		key, err := parseKey(args[1])
@@ -101,7 +105,8 @@ command's deadline is --timeout plus --wait-timeout. BODY_JSON may be @FILE or @
 		Example: `  rivetctl send reminderActor main reminders '{"text":"hi","at":0}'
   rivetctl send scatterGatherActor main scatter '{"input":2}'
   jq -c . order.json | rivetctl send orders main incoming @-`,
-		Args: args(4, 4),
+		Annotations: map[string]string{jsonArgsAnnotation: "3"},
+		Args:        args(4, 4),
 	}
 	cmd.RunE = a.runE(func() time.Duration {
 		if wait {
@@ -340,10 +345,64 @@ func parseKey(s string) ([]string, error) {
 	return key, nil
 }
 
-// parseJSON takes a command-line payload literally as JSON.
 // maxJSONFile bounds what a JSON value given as @FILE or @- reads: more
 // than any payload a node accepts.
 const maxJSONFile = 64 << 20
+
+// jsonArgsAnnotation names, on a command, its positional arguments that
+// are JSON values: "N" the Nth (from 0), "N-" the Nth and those after.
+// preloadJSON reads those given as @FILE or @- before the command's
+// deadline starts (a pipe into stdin may take its time).
+const jsonArgsAnnotation = "rivetctl/json-args"
+
+// loadedValue is what an @FILE or @- value read.
+type loadedValue struct {
+	b   []byte
+	err error
+}
+
+// preloadJSON reads the @FILE and @- values among cmd's JSON arguments
+// and its --input, for jsonArg.
+func (a *app) preloadJSON(cmd *cobra.Command, args []string) {
+	var vals []string
+	if spec, ok := cmd.Annotations[jsonArgsAnnotation]; ok {
+		from, rest := strings.CutSuffix(spec, "-")
+		if n, err := strconv.Atoi(from); err == nil && n < len(args) {
+			if rest {
+				vals = append(vals, args[n:]...)
+			} else {
+				vals = append(vals, args[n])
+			}
+		}
+	}
+	if f := cmd.Flags().Lookup("input"); f != nil {
+		vals = append(vals, f.Value.String())
+	}
+	for _, v := range vals {
+		if path, ok := strings.CutPrefix(v, "@"); ok && path != "" {
+			if _, done := a.loaded[v]; !done {
+				if a.loaded == nil {
+					a.loaded = map[string]loadedValue{}
+				}
+				b, err := a.readAt(path)
+				a.loaded[v] = loadedValue{b, err}
+			}
+		}
+	}
+}
+
+// readAt reads a file, or stdin for "-".
+func (a *app) readAt(path string) ([]byte, error) {
+	if path == "-" {
+		return io.ReadAll(io.LimitReader(a.stdin, maxJSONFile+1))
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, maxJSONFile+1))
+}
 
 // jsonArg is parseJSON for a value that may also be read from a file
 // (@FILE) or from stdin (@-): a JSON value cannot start with @, and a
@@ -353,33 +412,39 @@ func (a *app) jsonArg(what, s string) (json.RawMessage, error) {
 	if !ok {
 		return parseJSON(what, s)
 	}
-	var (
-		b   []byte
-		err error
-	)
+	const quote = "a JSON string that starts with @ needs its quotes"
+	if path == "" {
+		return nil, usagef("%s: @ names no file (@FILE, or @- for stdin; %s: '\"@\"')", what, quote)
+	}
+	src := path
 	if path == "-" {
 		if a.stdinUsed {
 			return nil, usagef("%s: stdin (@-) was read already, by another value", what)
 		}
 		a.stdinUsed = true
-		b, err = io.ReadAll(io.LimitReader(a.stdin, maxJSONFile+1))
-		path = "stdin"
-	} else {
-		var f *os.File
-		if f, err = os.Open(path); err == nil {
-			b, err = io.ReadAll(io.LimitReader(f, maxJSONFile+1))
-			f.Close()
+		src = "stdin"
+	}
+	lv, ok := a.loaded[s]
+	if !ok {
+		lv.b, lv.err = a.readAt(path)
+	}
+	if lv.err != nil {
+		if errors.Is(lv.err, fs.ErrNotExist) {
+			return nil, usagef("%s: %v (%s: '%s')", what, lv.err, quote, clip(quoteHint(s)))
 		}
+		return nil, usagef("%s: %v", what, lv.err)
 	}
-	if err != nil {
-		return nil, usagef("%s: %v", what, err)
+	if len(lv.b) > maxJSONFile {
+		return nil, usagef("%s: %s holds more than %d MiB", what, src, maxJSONFile>>20)
 	}
-	if len(b) > maxJSONFile {
-		return nil, usagef("%s: %s holds more than %d MiB", what, path, maxJSONFile>>20)
+	body := strings.TrimSpace(string(lv.b))
+	if body == "" {
+		return nil, usagef("%s: %s is empty", what, src)
 	}
-	return parseJSON(what+" (from "+path+")", strings.TrimSpace(string(b)))
+	return parseJSON(what+" (from "+src+")", body)
 }
 
+// parseJSON takes a command-line payload literally as JSON.
 func parseJSON(what, s string) (json.RawMessage, error) {
 	if !json.Valid([]byte(s)) {
 		if t := strings.TrimSpace(s); strings.HasPrefix(t, "{") || strings.HasPrefix(t, "[") {

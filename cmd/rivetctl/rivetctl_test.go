@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -41,9 +42,27 @@ func rivetctlEnv(t *testing.T, env map[string]string, args ...string) result {
 // rivetctlIn runs the command line with stdin holding stdin.
 func rivetctlIn(t *testing.T, stdin string, env map[string]string, args ...string) result {
 	t.Helper()
+	return rivetctlReading(t, strings.NewReader(stdin), env, args...)
+}
+
+// rivetctlReading runs the command line with stdin reading from r.
+func rivetctlReading(t *testing.T, r io.Reader, env map[string]string, args ...string) result {
+	t.Helper()
 	var out, errb bytes.Buffer
-	code := run(context.Background(), args, strings.NewReader(stdin), &out, &errb, func(k string) string { return env[k] })
+	code := run(context.Background(), args, r, &out, &errb, func(k string) string { return env[k] })
 	return result{code, out.String(), errb.String()}
+}
+
+// slowReader gives data after a while, as a pipe from a slow producer.
+type slowReader struct {
+	after time.Duration
+	data  io.Reader
+	once  sync.Once
+}
+
+func (s *slowReader) Read(p []byte) (int, error) {
+	s.once.Do(func() { time.Sleep(s.after) })
+	return s.data.Read(p)
 }
 
 func (r result) want(t *testing.T, code int, stdout string) {
@@ -96,6 +115,15 @@ func TestCall(t *testing.T) {
 		wantErrPrefix(t, 2, "rivetctl: argument 1: open ")
 	rivetctlIn(t, "{nope", map[string]string{}, "--addr", addr, "send", "counter", "main", "q", "@-").
 		wantErrPrefix(t, 2, "rivetctl: BODY_JSON (from stdin) is not valid JSON")
+	rivetctlIn(t, " \n", map[string]string{}, "--addr", addr, "send", "counter", "main", "q", "@-").
+		wantErr(t, 2, "rivetctl: BODY_JSON: stdin is empty")
+	rivetctl(t, addr, "send", "counter", "main", "q", "@").
+		wantErr(t, 2, `rivetctl: BODY_JSON: @ names no file (@FILE, or @- for stdin; a JSON string that starts with @ needs its quotes: '"@"')`)
+	rivetctl(t, addr, "send", "counter", "main", "q", "@alice").
+		wantErr(t, 2, `rivetctl: BODY_JSON: open alice: no such file or directory (a JSON string that starts with @ needs its quotes: '"@alice"')`)
+	// Stdin is read before the deadline starts: a slow pipe is no timeout.
+	rivetctlReading(t, &slowReader{after: 1500 * time.Millisecond, data: strings.NewReader("0")}, map[string]string{},
+		"--addr", addr, "--timeout", "1s", "call", "counter", "main", "increment", "@-").want(t, 0, "14\n")
 	rivetctl(t, addr, "call", "counter", "main", "increment", "--", "-7").want(t, 0, "7\n")
 
 	rivetctl(t, addr, "call", "--no-create", "counter", "nope", "getCount").

@@ -37,8 +37,10 @@ type app struct {
 	stdout io.Writer
 	stderr io.Writer
 	getenv func(string) string
-	// stdinUsed: a value was read from stdin already.
+	// stdinUsed: a value was read from stdin already; loaded, what the
+	// @FILE and @- values read before the deadline began (preloadJSON).
 	stdinUsed bool
+	loaded    map[string]loadedValue
 }
 
 // usageError is a mistake on the command line, found before anything was
@@ -235,6 +237,7 @@ type command func(ctx context.Context, c *client.Client, args []string) error
 // errors (exit 1) unless the command found a usage error.
 func (a *app) runE(extra func() time.Duration, body command) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
+		a.preloadJSON(cmd, args)
 		timeout := a.timeout
 		if extra != nil {
 			timeout += extra()

@@ -37,6 +37,8 @@ type Fake struct {
 	// SubscribeFunc answers Subscribe (by default: the actor has no
 	// events).
 	SubscribeFunc func(ctx context.Context, ref runtime.Ref, events []string) (server.EventStream, error)
+	// MembersFunc answers Members (by default: MemberList).
+	MembersFunc func(ctx context.Context) ([]runtime.Member, error)
 
 	// MemberList and PartitionTable are what Members and Partitions
 	// return.
@@ -298,7 +300,12 @@ func (f *Fake) CancelWorkflow(_ context.Context, ref runtime.Ref, _ string) (str
 	return "", rivet.Reasonf(rivet.ErrWorkflowFailed, "workflow", "none", "actor %s has no workflow", ref.Name)
 }
 
-func (f *Fake) Members(context.Context) ([]runtime.Member, error) { return f.MemberList, nil }
+func (f *Fake) Members(ctx context.Context) ([]runtime.Member, error) {
+	if f.MembersFunc != nil {
+		return f.MembersFunc(ctx)
+	}
+	return f.MemberList, nil
+}
 
 // Partitions implements Backend.
 func (f *Fake) Partitions(context.Context) (uint32, []runtime.PartitionOwner, error) {
