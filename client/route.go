@@ -28,17 +28,17 @@ type router struct {
 	dial  []grpc.DialOption
 	every time.Duration
 
-	mu         sync.Mutex
-	count      uint32
-	owners     []string          // node ID by partition
-	addrs      map[string]string // gRPC address by node ID
-	conns      map[string]*grpc.ClientConn
+	mu     sync.Mutex
+	count  uint32
+	owners []string          // node ID by partition
+	addrs  map[string]string // gRPC address by node ID
+	conns  map[string]*grpc.ClientConn
 	// inUse counts the calls and streams on each connection (pick, done):
 	// one dropped from conns as its node left the table is retired, and
 	// closed as the last of them ends, not under them (a call cut off
 	// that way may have run, and could not be sent on again).
-	inUse   map[*grpc.ClientConn]int
-	retired map[*grpc.ClientConn]bool
+	inUse      map[*grpc.ClientConn]int
+	retired    map[*grpc.ClientConn]bool
 	bad        map[string]time.Time // addresses that failed to dial, until
 	fetched    time.Time
 	refreshing bool
