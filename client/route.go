@@ -187,6 +187,20 @@ func (r *router) maybeRefresh() {
 	go r.refresh()
 }
 
+// refreshNow refreshes the table before it returns, unless a refresh runs
+// already (the next pick then sees what that one fetches).
+func (r *router) refreshNow() {
+	r.mu.Lock()
+	if r.closed || r.refreshing {
+		r.mu.Unlock()
+		return
+	}
+	r.refreshing = true
+	r.wg.Add(1)
+	r.mu.Unlock()
+	r.refresh()
+}
+
 func (r *router) refresh() {
 	defer r.wg.Done()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

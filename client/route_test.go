@@ -197,3 +197,67 @@ func TestDirectRoutingSubscribesAtTheOwner(t *testing.T) {
 	default:
 	}
 }
+
+// A directly routed subscription that the actor's move ends subscribes
+// again where the table says the actor is now, not at the node it left
+// (which would relay the new stream for as long as it lasts).
+func TestDirectRoutingResubscribesAtTheNewOwner(t *testing.T) {
+	var subsA, subsB, calls atomic.Int64
+	var moved atomic.Bool
+	a := countingFake("a", &calls)
+	a.SubscribeFunc = func(context.Context, runtime.Ref, []string) (server.EventStream, error) {
+		subsA.Add(1)
+		moved.Store(true)
+		return servertest.NewEvents(rivet.Errorf(rivet.ErrUnavailable, "the actor's partition left node a"),
+			rivet.Event{Name: "newCount", Data: json.RawMessage(`"a"`)}), nil
+	}
+	aAddr := servertest.Start(t, a, servertest.Config{})
+	b := countingFake("b", &calls)
+	b.SubscribeFunc = func(context.Context, runtime.Ref, []string) (server.EventStream, error) {
+		subsB.Add(1)
+		return servertest.NewEvents(nil, rivet.Event{Name: "newCount", Data: json.RawMessage(`"b"`)}), nil
+	}
+	b.MembersFunc = func(context.Context) ([]runtime.Member, error) {
+		return []runtime.Member{{NodeID: "a", GRPCAddr: aAddr, State: "alive"}, {NodeID: "b", GRPCAddr: "unused", State: "alive"}}, nil
+	}
+	b.PartitionCount = 1
+	b.PartitionsFunc = func(context.Context) (uint32, []runtime.PartitionOwner, error) {
+		if moved.Load() {
+			return 1, []runtime.PartitionOwner{{Partition: 0, Owner: "b"}}, nil
+		}
+		return 1, []runtime.PartitionOwner{{Partition: 0, Owner: "a"}}, nil
+	}
+	bAddr := servertest.Start(t, b, servertest.Config{})
+	// No periodic refresh in the test's time: only the break's.
+	c := newClient(t, bAddr, client.WithDirectRouting(time.Hour))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for { // the first table, and a connection to a
+		out, err := c.GetOrCreate("counter", "k").Call(ctx, "x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(out) == `"a"` {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	sub, err := c.Actor("counter", "k").Subscribe(ctx, "newCount")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	for _, want := range []string{`"a"`, "gap", `"b"`} {
+		ev, err := sub.Next(ctx)
+		got := string(ev.Data)
+		if ev.Gap {
+			got = "gap"
+		}
+		if err != nil || got != want {
+			t.Fatalf("event %s (%v), want %s; subscriptions at a %d, at b %d", got, err, want, subsA.Load(), subsB.Load())
+		}
+	}
+	if subsA.Load() != 1 || subsB.Load() != 1 {
+		t.Fatalf("subscriptions at a %d, at b %d; want one each", subsA.Load(), subsB.Load())
+	}
+}

@@ -218,6 +218,12 @@ func (s *Subscription) run(ctx context.Context, h *ActorHandle, req *rivetv1.Sub
 		} else {
 			pause = 0
 		}
+		if r := h.c.router; r != nil && status.Code(err) == codes.Unavailable {
+			// The actor may have moved: the next stream goes where the
+			// table says now, not to the node that just let it go (which
+			// would relay it, for as long as the stream lasts).
+			r.refreshNow()
+		}
 		if stream, err = h.subscribe(ctx, req, h.c.resubscribe()); err != nil {
 			if ctx.Err() != nil {
 				err = ErrSubscriptionClosed

@@ -37,8 +37,10 @@ type Fake struct {
 	// SubscribeFunc answers Subscribe (by default: the actor has no
 	// events).
 	SubscribeFunc func(ctx context.Context, ref runtime.Ref, events []string) (server.EventStream, error)
-	// MembersFunc answers Members (by default: MemberList).
-	MembersFunc func(ctx context.Context) ([]runtime.Member, error)
+	// MembersFunc answers Members (by default: MemberList), PartitionsFunc
+	// Partitions (by default: PartitionCount and PartitionTable).
+	MembersFunc    func(ctx context.Context) ([]runtime.Member, error)
+	PartitionsFunc func(ctx context.Context) (uint32, []runtime.PartitionOwner, error)
 
 	// MemberList and PartitionTable are what Members and Partitions
 	// return.
@@ -308,7 +310,10 @@ func (f *Fake) Members(ctx context.Context) ([]runtime.Member, error) {
 }
 
 // Partitions implements Backend.
-func (f *Fake) Partitions(context.Context) (uint32, []runtime.PartitionOwner, error) {
+func (f *Fake) Partitions(ctx context.Context) (uint32, []runtime.PartitionOwner, error) {
+	if f.PartitionsFunc != nil {
+		return f.PartitionsFunc(ctx)
+	}
 	return f.PartitionCount, f.PartitionTable, nil
 }
 
