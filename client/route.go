@@ -41,7 +41,7 @@ type router struct {
 	retired    map[*grpc.ClientConn]bool
 	bad        map[string]time.Time // addresses that failed to dial, until
 	fetched    time.Time
-	refreshing bool
+	refreshed chan struct{} // while a refresh runs: closed as it ends
 	closed     bool
 	wg         sync.WaitGroup
 }
@@ -179,29 +179,42 @@ func (r *router) pick(args any) (*grpc.ClientConn, string) {
 func (r *router) maybeRefresh() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.closed || r.refreshing || time.Since(r.fetched) < r.every {
+	if r.closed || r.refreshed != nil || time.Since(r.fetched) < r.every {
 		return
 	}
-	r.refreshing = true
-	r.wg.Add(1)
-	go r.refresh()
+	r.startRefresh()
 }
 
-// refreshNow refreshes the table before it returns, unless a refresh runs
-// already (the next pick then sees what that one fetches).
-func (r *router) refreshNow() {
+// startRefresh starts a refresh of the table. Called with mu held, none
+// running.
+func (r *router) startRefresh() {
+	done := make(chan struct{})
+	r.refreshed = done
+	r.wg.Add(1)
+	go r.refresh(done)
+}
+
+// refreshNow waits for a refresh of the table that starts after it was
+// called or runs already (it may have asked before the change: a refresh
+// is cheap, a stream relayed for its whole life is not), or for ctx.
+func (r *router) refreshNow(ctx context.Context) {
 	r.mu.Lock()
-	if r.closed || r.refreshing {
+	if r.closed {
 		r.mu.Unlock()
 		return
 	}
-	r.refreshing = true
-	r.wg.Add(1)
+	if r.refreshed == nil {
+		r.startRefresh()
+	}
+	done := r.refreshed
 	r.mu.Unlock()
-	r.refresh()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
 }
 
-func (r *router) refresh() {
+func (r *router) refresh(done chan struct{}) {
 	defer r.wg.Done()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -218,7 +231,8 @@ func (r *router) refresh() {
 	}()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.refreshing = false
+	defer close(done)
+	r.refreshed = nil
 	r.fetched = time.Now()
 	if err != nil {
 		return // keep the old table; the seed forwards meanwhile
@@ -249,11 +263,14 @@ func (r *router) refresh() {
 func (r *router) close() {
 	r.mu.Lock()
 	r.closed = true
-	conns := r.conns
-	r.conns = map[string]*grpc.ClientConn{}
-	for c := range r.retired {
-		conns["retired "+c.Target()] = c
+	conns := make([]*grpc.ClientConn, 0, len(r.conns)+len(r.retired))
+	for _, c := range r.conns {
+		conns = append(conns, c)
 	}
+	for c := range r.retired {
+		conns = append(conns, c)
+	}
+	r.conns = map[string]*grpc.ClientConn{}
 	r.retired = map[*grpc.ClientConn]bool{}
 	r.mu.Unlock()
 	r.wg.Wait()

@@ -46,4 +46,20 @@ func TestARetiredConnectionClosesAfterItsLastUse(t *testing.T) {
 	if len(r.inUse) != 0 || len(r.retired) != 0 {
 		t.Fatalf("bookkeeping left: %v, %v", r.inUse, r.retired)
 	}
+
+	// Two connections to one address retired in use (its node left,
+	// came back, left again): closing the client closes both.
+	c1, c2 := dial(), dial()
+	r.conns = map[string]*grpc.ClientConn{"x": c1}
+	r.inUse[c1] = 1
+	r.mu.Lock()
+	r.dropConns(nil)
+	r.conns["x"] = c2
+	r.inUse[c2] = 1
+	r.dropConns(nil)
+	r.mu.Unlock()
+	r.close()
+	if c1.GetState() != connectivity.Shutdown || c2.GetState() != connectivity.Shutdown {
+		t.Fatalf("after close: %v and %v, want both shut down", c1.GetState(), c2.GetState())
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -204,12 +205,16 @@ func TestDirectRoutingSubscribesAtTheOwner(t *testing.T) {
 func TestDirectRoutingResubscribesAtTheNewOwner(t *testing.T) {
 	var subsA, subsB, calls atomic.Int64
 	var moved atomic.Bool
+	var mu sync.Mutex
+	var atA []*servertest.Events
 	a := countingFake("a", &calls)
 	a.SubscribeFunc = func(context.Context, runtime.Ref, []string) (server.EventStream, error) {
 		subsA.Add(1)
-		moved.Store(true)
-		return servertest.NewEvents(rivet.Errorf(rivet.ErrUnavailable, "the actor's partition left node a"),
-			rivet.Event{Name: "newCount", Data: json.RawMessage(`"a"`)}), nil
+		ev := servertest.NewEvents(nil, rivet.Event{Name: "newCount", Data: json.RawMessage(`"a"`)})
+		mu.Lock()
+		atA = append(atA, ev)
+		mu.Unlock()
+		return ev, nil
 	}
 	aAddr := servertest.Start(t, a, servertest.Config{})
 	b := countingFake("b", &calls)
@@ -220,15 +225,17 @@ func TestDirectRoutingResubscribesAtTheNewOwner(t *testing.T) {
 	b.MembersFunc = func(context.Context) ([]runtime.Member, error) {
 		return []runtime.Member{{NodeID: "a", GRPCAddr: aAddr, State: "alive"}, {NodeID: "b", GRPCAddr: "unused", State: "alive"}}, nil
 	}
-	b.PartitionCount = 1
 	b.PartitionsFunc = func(context.Context) (uint32, []runtime.PartitionOwner, error) {
 		if moved.Load() {
+			// A slow answer: both subscriptions broke while it runs, and
+			// both must wait for it.
+			time.Sleep(200 * time.Millisecond)
 			return 1, []runtime.PartitionOwner{{Partition: 0, Owner: "b"}}, nil
 		}
 		return 1, []runtime.PartitionOwner{{Partition: 0, Owner: "a"}}, nil
 	}
 	bAddr := servertest.Start(t, b, servertest.Config{})
-	// No periodic refresh in the test's time: only the break's.
+	// No periodic refresh in the test's time: only the breaks'.
 	c := newClient(t, bAddr, client.WithDirectRouting(time.Hour))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -242,22 +249,40 @@ func TestDirectRoutingResubscribesAtTheNewOwner(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	sub, err := c.Actor("counter", "k").Subscribe(ctx, "newCount")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sub.Close()
-	for _, want := range []string{`"a"`, "gap", `"b"`} {
-		ev, err := sub.Next(ctx)
-		got := string(ev.Data)
-		if ev.Gap {
-			got = "gap"
+	var subs []*client.Subscription
+	for range 2 {
+		sub, err := c.Actor("counter", "k").Subscribe(ctx, "newCount")
+		if err != nil {
+			t.Fatal(err)
 		}
-		if err != nil || got != want {
-			t.Fatalf("event %s (%v), want %s; subscriptions at a %d, at b %d", got, err, want, subsA.Load(), subsB.Load())
+		defer sub.Close()
+		subs = append(subs, sub)
+	}
+	for i, sub := range subs {
+		if ev, err := sub.Next(ctx); err != nil || string(ev.Data) != `"a"` {
+			t.Fatalf("subscription %d: first event %s (%v), want a's", i, ev.Data, err)
 		}
 	}
-	if subsA.Load() != 1 || subsB.Load() != 1 {
-		t.Fatalf("subscriptions at a %d, at b %d; want one each", subsA.Load(), subsB.Load())
+	// The actor moves to b: both streams at a end at once.
+	moved.Store(true)
+	mu.Lock()
+	for _, ev := range atA {
+		ev.End(rivet.Errorf(rivet.ErrUnavailable, "the actor's partition left node a"))
+	}
+	mu.Unlock()
+	for i, sub := range subs {
+		for _, want := range []string{"gap", `"b"`} {
+			ev, err := sub.Next(ctx)
+			got := string(ev.Data)
+			if ev.Gap {
+				got = "gap"
+			}
+			if err != nil || got != want {
+				t.Fatalf("subscription %d: event %s (%v), want %s; subscriptions at a %d, at b %d", i, got, err, want, subsA.Load(), subsB.Load())
+			}
+		}
+	}
+	if subsA.Load() != 2 || subsB.Load() != 2 {
+		t.Fatalf("subscriptions at a %d, at b %d; want two each (none relayed by a after the move)", subsA.Load(), subsB.Load())
 	}
 }

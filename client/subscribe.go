@@ -140,20 +140,26 @@ func (h *ActorHandle) subscribe(ctx context.Context, req *rivetv1.SubscribeReque
 // openStream opens a Subscribe stream on actors and waits for its first
 // message.
 func openStream(ctx context.Context, actors rivetv1.ActorServiceClient, req *rivetv1.SubscribeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[rivetv1.SubscribeResponse], error) {
+	// A stream of its own context, so that one given up here ends now,
+	// not with the subscription.
+	ctx, cancel := context.WithCancel(ctx)
 	stream, err := actors.Subscribe(ctx, req, opts...)
 	if err != nil {
+		cancel()
 		return nil, err
 	}
 	m, err := stream.Recv()
 	if errors.Is(err, io.EOF) {
 		err = status.Error(codes.Unavailable, "the node ended the subscription before it began")
 	}
+	if err == nil && m.GetSubscribed() == nil {
+		err = status.Error(codes.Internal, "client: a subscription's first message is not 'subscribed'")
+	}
 	if err != nil {
+		cancel()
 		return nil, err
 	}
-	if m.GetSubscribed() == nil {
-		return nil, status.Error(codes.Internal, "client: a subscription's first message is not 'subscribed'")
-	}
+	context.AfterFunc(stream.Context(), cancel) // ends with the stream
 	return stream, nil
 }
 
@@ -222,7 +228,7 @@ func (s *Subscription) run(ctx context.Context, h *ActorHandle, req *rivetv1.Sub
 			// The actor may have moved: the next stream goes where the
 			// table says now, not to the node that just let it go (which
 			// would relay it, for as long as the stream lasts).
-			r.refreshNow()
+			r.refreshNow(ctx)
 		}
 		if stream, err = h.subscribe(ctx, req, h.c.resubscribe()); err != nil {
 			if ctx.Err() != nil {
@@ -241,17 +247,14 @@ func (s *Subscription) run(ctx context.Context, h *ActorHandle, req *rivetv1.Sub
 
 // resumable says whether a broken stream is worth subscribing again: the
 // actor moved or its node stopped (UNAVAILABLE), the connection broke, or
-// this subscriber fell behind. The caller has checked that the
-// subscription's context is live, so CANCELED is the connection's: with
-// direct routing the client closes its connection to a node that left the
-// table, streams on it included.
+// this subscriber fell behind.
 func resumable(err error) bool {
 	if errors.Is(err, io.EOF) {
 		return true
 	}
 	st := status.Convert(err)
 	switch st.Code() {
-	case codes.Unavailable, codes.Canceled:
+	case codes.Unavailable:
 		return true
 	case codes.ResourceExhausted:
 		e := rpcerr.FromStatus(st)

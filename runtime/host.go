@@ -693,11 +693,12 @@ func (h *Host) turnFor(ctx context.Context, kind TurnKind, ref Ref, sp *rivet.Sp
 				// OnSleep calling an actor of the same partition).
 				return nil, false, rivet.Errorf(rivet.ErrUnavailable, "partition %d of %s is not served by node %s now", a.part, a.describe(), h.cfg.NodeID)
 			}
-			w0 := time.Now()
-			if err := a.gate.acquire(ctx, chain); err != nil {
+			w0 := h.waitStart()
+			err := a.gate.acquire(ctx, chain)
+			h.observeWait(kind, w0)
+			if err != nil {
 				return nil, false, ctxError(ctx)
 			}
-			h.observeWait(kind, w0)
 		}
 		if a.stopped.Load() {
 			a.gate.release(chain)

@@ -60,10 +60,19 @@ type WaitObserver interface {
 	TurnWait(kind TurnKind, waited time.Duration)
 }
 
-// observeWait reports a turn's wait for the gate since t0, if the Observer
-// wants it.
+// waitStart is when a turn began to wait for the gate, if the Observer
+// wants the wait (zero otherwise: no clock read).
+func (h *Host) waitStart() time.Time {
+	if h.waitObs == nil {
+		return time.Time{}
+	}
+	return time.Now()
+}
+
+// observeWait reports a turn's wait for the gate since t0 (waitStart),
+// whether it got the gate or gave up: the longest waits are those.
 func (h *Host) observeWait(kind TurnKind, t0 time.Time) {
-	if h.waitObs != nil {
+	if h.waitObs != nil && !t0.IsZero() {
 		h.waitObs.TurnWait(kind, time.Since(t0))
 	}
 }

@@ -425,11 +425,12 @@ func (w *wfHost) turnWith(ctx context.Context, kind TurnKind, chain string, even
 	// Context errors stay matchable (%w): a race branch cancelled while
 	// it waits for the turn has lost its race, which ends that branch
 	// alone, not the run.
-	w0 := time.Now()
-	if err := a.gate.acquire(ctx, chain); err != nil {
+	w0 := a.h.waitStart()
+	err := a.gate.acquire(ctx, chain)
+	a.h.observeWait(kind, w0)
+	if err != nil {
 		return fmt.Errorf("%w: %w", workflow.ErrEvicted, err)
 	}
-	a.h.observeWait(kind, w0)
 	if a.stopped.Load() {
 		a.gate.release(chain)
 		return fmt.Errorf("%w: actor deactivated", workflow.ErrEvicted)

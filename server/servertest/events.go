@@ -47,7 +47,11 @@ func (f *Events) Take(buf []rivet.Event) []rivet.Event {
 func (f *Events) Done() <-chan struct{} { return f.done }
 
 // Err implements server.EventStream.
-func (f *Events) Err() error { return f.err }
+func (f *Events) Err() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.err
+}
 
 // Close implements server.EventStream.
 func (f *Events) Close() {
@@ -55,5 +59,16 @@ func (f *Events) Close() {
 		if f.err == nil {
 			close(f.done)
 		}
+	})
+}
+
+// End ends an open subscription with err (the actor moved, say). Call it
+// once, on one made without an error, before Close.
+func (f *Events) End(err error) {
+	f.once.Do(func() {
+		f.mu.Lock()
+		f.err = err
+		f.mu.Unlock()
+		close(f.done)
 	})
 }
