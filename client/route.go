@@ -37,13 +37,13 @@ type router struct {
 	// one dropped from conns as its node left the table is retired, and
 	// closed as the last of them ends, not under them (a call cut off
 	// that way may have run, and could not be sent on again).
-	inUse      map[*grpc.ClientConn]int
-	retired    map[*grpc.ClientConn]bool
-	bad        map[string]time.Time // addresses that failed to dial, until
-	fetched    time.Time
+	inUse     map[*grpc.ClientConn]int
+	retired   map[*grpc.ClientConn]bool
+	bad       map[string]time.Time // addresses that failed to dial, until
+	fetched   time.Time
 	refreshed chan struct{} // while a refresh runs: closed as it ends
-	closed     bool
-	wg         sync.WaitGroup
+	closed    bool
+	wg        sync.WaitGroup
 }
 
 // badFor is how long an address that could not be dialed is avoided (it
