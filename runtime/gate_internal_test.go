@@ -2,7 +2,11 @@ package runtime
 
 import (
 	"context"
+	"math/rand/v2"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -172,4 +176,71 @@ func TestChainRootsAreShortAndHaveNoSeparator(t *testing.T) {
 	if len(a) > 30 || a == b {
 		t.Errorf("long IDs: %q and %q, want short and distinct", a, b)
 	}
+}
+
+// Many chains at once, each a tree of calls back into the actor (a turn
+// makes up to two at once, through other actors, and waits for them),
+// some giving up early: at most one turn runs at a time, every chain gets
+// through, and the gate ends free.
+func TestGateUnderConcurrentChains(t *testing.T) {
+	var (
+		g              turnGate
+		running, most  atomic.Int32
+		entered, given atomic.Int32
+		seq            atomic.Uint64
+	)
+	tok := func() string { return strconv.FormatUint(seq.Add(1), 36) }
+	var turn func(ctx context.Context, chain string, depth int)
+	turn = func(ctx context.Context, chain string, depth int) {
+		if err := g.acquire(ctx, chain); err != nil {
+			given.Add(1)
+			return
+		}
+		entered.Add(1)
+		defer g.release(chain)
+		run := func() {
+			n := running.Add(1)
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+			}
+			time.Sleep(20 * time.Microsecond) // the turn's work, for others to pile up behind
+			running.Add(-1)
+		}
+		run()
+		if depth == 3 {
+			return
+		}
+		var wg sync.WaitGroup
+		for range rand.IntN(3) { // 0, 1 or 2 calls at once
+			wg.Go(func() {
+				cctx := ctx
+				if rand.IntN(8) == 0 { // one in eight gives up soon
+					var cancel context.CancelFunc
+					cctx, cancel = context.WithTimeout(ctx, time.Millisecond)
+					defer cancel()
+				}
+				// Through another actor's turn, then back here.
+				turn(cctx, chain+chainSep+tok()+chainSep+tok(), depth+1)
+			})
+		}
+		wg.Wait()
+		run()
+	}
+	var wg sync.WaitGroup
+	for range 40 {
+		wg.Go(func() { turn(context.Background(), "root"+tok(), 0) })
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the chains did not all get through")
+	}
+	if m := most.Load(); m != 1 {
+		t.Fatalf("%d turns ran at once", m)
+	}
+	if g.busy() {
+		t.Fatal("gate busy after every chain ended")
+	}
+	t.Logf("%d turns entered, %d gave up waiting", entered.Load(), given.Load())
 }
