@@ -37,7 +37,8 @@ func hasWake(sp *rivet.Spec) bool { return sp.CreateVars != nil || sp.Wake != ni
 // wakeTasks set, are added to it, for the wake to start once both its hooks
 // have succeeded.
 func (h *Host) hookTurn(ctx context.Context, a *activation, chain, name string, wakeTasks *[]taskFn, fn func(env rivet.Env) error) (err error) {
-	ts, te := a.newTurnSchedule(false), a.beginTurnEvents(chain, false)
+	te := a.beginTurnEvents(chain, false)
+	ts := a.newTurnSchedule(false, te)
 	te.holdTasks = wakeTasks != nil
 	kept, wrote := false, false
 	defer func() {

@@ -825,7 +825,8 @@ func (h *Host) Call(ctx context.Context, req CallRequest) (_ json.RawMessage, er
 		if !act.ReadOnly && a.gate.reentered() {
 			defer a.markRestorePoint()()
 		}
-		ts, te := a.newTurnSchedule(act.ReadOnly), a.beginTurnEvents(chain, false)
+		te := a.beginTurnEvents(chain, false)
+		ts := a.newTurnSchedule(act.ReadOnly, te)
 		kept, wrote := false, false
 		defer func() { a.finishTurnEvents(te, kept, wrote) }()
 		// A panic is recovered here, not only by runTurn: a re-entrant

@@ -198,6 +198,25 @@ type turnSchedule struct {
 	a        *activation
 	readOnly bool
 	now      time.Time
+	// te is the turn's events, whose end is the turn's: the Scheduler of
+	// an ActionCtx or StepCtx kept past its turn would change the calls
+	// without the gate, for no commit of its own (nil: no such check).
+	te *turnEvents
+}
+
+// over reports whether the turn has ended (the Scheduler was kept past it).
+func (s *turnSchedule) over() bool {
+	if s.te == nil {
+		return false
+	}
+	s.a.evMu.Lock()
+	defer s.a.evMu.Unlock()
+	return s.te.ended
+}
+
+// overErr is the error of a Scheduler used after its turn.
+func (s *turnSchedule) overErr() error {
+	return rivet.Errorf(rivet.ErrInternal, "actor %s: its Scheduler was used after its turn ended (an ActionCtx or StepCtx kept past its turn)", s.a.describe())
 }
 
 // A turn's writes go to etcd in one transaction, whose bounds (etcd's
@@ -214,8 +233,8 @@ const (
 // unix milliseconds (the year 2286).
 const maxSchedMs = 9_999_999_999_999
 
-func (a *activation) newTurnSchedule(readOnly bool) *turnSchedule {
-	return &turnSchedule{a: a, readOnly: readOnly, now: time.Now()}
+func (a *activation) newTurnSchedule(readOnly bool, te *turnEvents) *turnSchedule {
+	return &turnSchedule{a: a, readOnly: readOnly, now: time.Now(), te: te}
 }
 
 func (s *turnSchedule) After(d time.Duration, action string, args ...any) (string, error) {
@@ -394,6 +413,9 @@ const destroyAction = "$destroy"
 // destroy stores a call that destroys the actor as soon as the turn's
 // writes are durable (rivet.ActionCtx.Destroy).
 func (s *turnSchedule) destroy() error {
+	if s.over() {
+		return s.overErr()
+	}
 	if s.readOnly {
 		return rivet.Errorf(rivet.ErrInternal, "a read-only action of %s cannot destroy it (make it with rivet.Action)", s.a.describe())
 	}
@@ -440,6 +462,9 @@ func everyStorageID(at int64, name string) string { return fmt.Sprintf("%013d-%s
 // activation, and returns it without its time and id; rec holds what the
 // caller adds (a recurring call's name and interval).
 func (s *turnSchedule) newCall(action string, args []any, rec scheduleRecord) (pendingCall, error) {
+	if s.over() {
+		return pendingCall{}, s.overErr()
+	}
 	if s.readOnly {
 		return pendingCall{}, rivet.Errorf(rivet.ErrInternal, "a read-only action of %s cannot schedule a call (make it with rivet.Action)", s.a.describe())
 	}
@@ -503,6 +528,9 @@ func withoutCall(calls []pendingCall, id string) []pendingCall {
 }
 
 func (s *turnSchedule) Get(id string) (rivet.ScheduledCall, bool) {
+	if s.over() {
+		return rivet.ScheduledCall{}, false // no longer its turn's to read
+	}
 	for _, c := range s.a.sched {
 		if c.publicID() == id {
 			return c.public(), true
@@ -512,6 +540,9 @@ func (s *turnSchedule) Get(id string) (rivet.ScheduledCall, bool) {
 }
 
 func (s *turnSchedule) List() []rivet.ScheduledCall {
+	if s.over() {
+		return nil // no longer its turn's to read
+	}
 	out := make([]rivet.ScheduledCall, len(s.a.sched))
 	for i, c := range s.a.sched {
 		out[i] = c.public()
@@ -520,6 +551,9 @@ func (s *turnSchedule) List() []rivet.ScheduledCall {
 }
 
 func (s *turnSchedule) Cancel(id string) (bool, error) {
+	if s.over() {
+		return false, s.overErr()
+	}
 	if s.readOnly {
 		return false, rivet.Errorf(rivet.ErrInternal, "a read-only action of %s cannot cancel a scheduled call (make it with rivet.Action)", s.a.describe())
 	}
@@ -758,7 +792,7 @@ func (h *Host) fireOne(ref Ref, sp *rivet.Spec) (more bool, err error) {
 		te := a.beginTurnEvents(chain, false)
 		kept, wrote := false, false
 		defer func() { a.finishTurnEvents(te, kept, wrote) }()
-		ts := a.newTurnSchedule(act.ReadOnly)
+		ts := a.newTurnSchedule(act.ReadOnly, te)
 		env := rivet.Env{Ctx: ctx, Name: a.ref.Name, Key: a.ref.Key, Client: &hostClient{h: h, chain: chain, from: a}, Schedule: ts, Destroy: ts.destroy, Events: te, Fired: &call, Vars: a.vars, Tasks: te}
 		if err := invokeScheduled(h, a, act, env, args); err != nil {
 			a.restoreState() // the state and the calls as last committed
@@ -858,7 +892,7 @@ func (h *Host) CancelScheduledCall(ctx context.Context, ref Ref, id string) (boo
 	}
 	cancelled := false
 	_, _, err = h.turn(ctx, TurnAdmin, ref, sp, false, nil, h.newChain(), func(a *activation) error {
-		if cancelled, _ = a.newTurnSchedule(false).Cancel(id); !cancelled {
+		if cancelled, _ = a.newTurnSchedule(false, nil).Cancel(id); !cancelled {
 			return nil
 		}
 		return a.saveSchedules()

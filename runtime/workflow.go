@@ -503,7 +503,7 @@ func (w *wfHost) RunStep(ctx context.Context, ephemeral bool, fn func(env workfl
 	var steps stepCounts
 	var te *turnEvents
 	err := w.turnWith(ctx, TurnStep, chain, &te, func() ([]storage.Op, error) {
-		ts := a.newTurnSchedule(false)
+		ts := a.newTurnSchedule(false, te)
 		writes := fn(workflow.StepEnv{State: a.state, Client: &hostClient{h: a.h, chain: chain, from: a}, Events: te, Vars: a.vars, Destroy: ts.destroy, Schedule: ts, Tasks: te})
 		steps = countSteps(writes)
 		if len(writes) == 0 {
