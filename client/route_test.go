@@ -159,16 +159,7 @@ func TestDirectRoutingSubscribesAtTheOwner(t *testing.T) {
 	defer cancel()
 	// Once calls reach the owner, the router knows the table and has a
 	// connection to it.
-	for {
-		out, err := c.GetOrCreate("counter", "k").Call(ctx, "x")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if string(out) == `"a"` {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	callsReach(ctx, t, c, `"a"`)
 	sub, err := c.Actor("counter", "k").Subscribe(ctx, "newCount")
 	if err != nil {
 		t.Fatal(err)
@@ -183,15 +174,7 @@ func TestDirectRoutingSubscribesAtTheOwner(t *testing.T) {
 	// not closed under the calls and the stream using it); the stream at
 	// a goes on until it ends by itself.
 	aGone.Store(true)
-	for { // the table is refreshed as calls are made
-		out, err := c.GetOrCreate("counter", "k").Call(ctx, "x")
-		if err != nil {
-			t.Fatalf("a call as a left the table: %v", err)
-		}
-		if string(out) == `"b"` {
-			break
-		}
-	}
+	callsReach(ctx, t, c, `"b"`) // the table is refreshed as calls are made
 	select {
 	case <-sub.Done():
 		t.Fatalf("the subscription at a ended as a left the table: %v", sub.Err())
@@ -239,16 +222,7 @@ func TestDirectRoutingResubscribesAtTheNewOwner(t *testing.T) {
 	c := newClient(t, bAddr, client.WithDirectRouting(time.Hour))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	for { // the first table, and a connection to a
-		out, err := c.GetOrCreate("counter", "k").Call(ctx, "x")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if string(out) == `"a"` {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	callsReach(ctx, t, c, `"a"`) // the first table, and a connection to a
 	var subs []*client.Subscription
 	for range 2 {
 		sub, err := c.Actor("counter", "k").Subscribe(ctx, "newCount")
@@ -284,5 +258,22 @@ func TestDirectRoutingResubscribesAtTheNewOwner(t *testing.T) {
 	}
 	if subsA.Load() != 2 || subsB.Load() != 2 {
 		t.Fatalf("subscriptions at a %d, at b %d; want two each (none relayed by a after the move)", subsA.Load(), subsB.Load())
+	}
+}
+
+// callsReach calls counter k until the answer is want (the node that
+// served it: the router's table and connections caught up), failing the
+// test on any error.
+func callsReach(ctx context.Context, t *testing.T, c *client.Client, want string) {
+	t.Helper()
+	for {
+		out, err := c.GetOrCreate("counter", "k").Call(ctx, "x")
+		if err != nil {
+			t.Fatalf("a call while waiting for %s to serve: %v", want, err)
+		}
+		if string(out) == want {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
