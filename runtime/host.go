@@ -697,6 +697,11 @@ func (h *Host) turnFor(ctx context.Context, kind TurnKind, ref Ref, sp *rivet.Sp
 			err := a.gate.acquire(ctx, chain)
 			h.observeWait(kind, w0)
 			if err != nil {
+				if errors.Is(ctx.Err(), context.DeadlineExceeded) && a.gate.heldBy(chain) {
+					// Not a slow actor: a turn of this very chain holds it,
+					// one this call does not descend from (turnGate).
+					return nil, false, rivet.Errorf(rivet.ErrTimeout, "deadline exceeded waiting for %s, which another call of this call chain holds: calls one turn makes at once take turns in an actor, and wait for each other's actors until their deadline", a.describe())
+				}
 				return nil, false, ctxError(ctx)
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -110,5 +111,42 @@ func TestACallChainHasADepthLimit(t *testing.T) {
 	}
 	if n := callInt(t, e.host, "deep", "d", "peek", false); n != 0 {
 		t.Fatalf("n = %d after the failed chain, want 0", n)
+	}
+}
+
+// tine's slow holds its actor for a while, whatever its context says.
+var tine = rivet.Actor[testactors.HubState]{
+	Name: "tine",
+	Actions: rivet.Actions[testactors.HubState]{
+		"slow": rivet.Action0(func(c *rivet.ActionCtx[testactors.HubState]) (int, error) {
+			time.Sleep(2 * time.Second)
+			return 0, nil
+		}),
+	},
+}
+
+// fork calls one tine twice at once.
+var fork = rivet.Actor[testactors.HubState]{
+	Name: "fork",
+	Actions: rivet.Actions[testactors.HubState]{
+		"two": rivet.Action0(func(c *rivet.ActionCtx[testactors.HubState]) (int, error) {
+			errs := make([]error, 2)
+			var wg sync.WaitGroup
+			for i := range errs {
+				wg.Go(func() { _, errs[i] = c.Client().GetOrCreate("tine", "t").Call(c.Context(), "slow") })
+			}
+			wg.Wait()
+			return 0, errors.Join(errs...)
+		}),
+	},
+}
+
+// A call that runs out of time waiting for an actor that another call of
+// its own chain holds says so: the wait is the chain's, not a slow actor's.
+func TestAWaitForAnotherCallOfTheChainSaysSo(t *testing.T) {
+	e := newEnv(t, counterReg(t, fork, tine), func(c *runtime.Config) { c.ActionTimeout = 500 * time.Millisecond })
+	_, err := call(t, e.host, "fork", "f", "two", true)
+	if !errors.Is(err, rivet.ErrTimeout) || !strings.Contains(err.Error(), "another call of this call chain holds") {
+		t.Fatalf("two = %v, want the second call's deadline, naming the chain", err)
 	}
 }
