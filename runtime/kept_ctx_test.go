@@ -33,6 +33,15 @@ func TestASchedulerKeptPastItsTurnRefuses(t *testing.T) {
 				return 0, nil
 			}),
 			"noop": rivet.Action0(func(c *rivet.ActionCtx[tickState]) (int, error) { return 0, nil }),
+			// churn changes the calls in its turn (and leaves none).
+			"churn": rivet.Action0(func(c *rivet.ActionCtx[tickState]) (int, error) {
+				id, err := c.Schedule().After(time.Hour, "noop")
+				if err != nil {
+					return 0, err
+				}
+				_, err = c.Schedule().Cancel(id)
+				return 0, err
+			}),
 		},
 		Run: func(ctx *workflow.Ctx[tickState]) error {
 			return ctx.Loop("loop", func(lc *workflow.Ctx[tickState]) error {
@@ -60,6 +69,12 @@ func TestASchedulerKeptPastItsTurnRefuses(t *testing.T) {
 		if !errors.Is(err, rivet.ErrInternal) || !strings.Contains(err.Error(), "after its turn ended") {
 			t.Fatalf("kept Scheduler %d: After = %v, want refused", i, err)
 		}
+		if _, err := s.Every("x", time.Hour, "noop"); !errors.Is(err, rivet.ErrInternal) {
+			t.Fatalf("kept Scheduler %d: Every = %v, want refused", i, err)
+		}
+		if _, err := s.Cron("y", "@daily", "noop"); !errors.Is(err, rivet.ErrInternal) {
+			t.Fatalf("kept Scheduler %d: Cron = %v, want refused", i, err)
+		}
 		if _, err := s.Cancel("x"); !errors.Is(err, rivet.ErrInternal) {
 			t.Fatalf("kept Scheduler %d: Cancel = %v, want refused", i, err)
 		}
@@ -67,6 +82,21 @@ func TestASchedulerKeptPastItsTurnRefuses(t *testing.T) {
 			t.Fatalf("kept Scheduler %d: List = %v, want nothing", i, l)
 		}
 	}
+	// Kept Schedulers used while live turns change the calls: with the race
+	// detector on, any write of theirs to the calls shows.
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for range 50 {
+			for _, s := range kept {
+				_, _ = s.Every("x", time.Hour, "noop")
+				_, _ = s.After(time.Hour, "noop")
+			}
+		}
+	})
+	for range 20 {
+		callInt(t, e.host, "keeper", "k", "churn", false)
+	}
+	wg.Wait()
 	if in := inspect(t, e.host, "keeper", "k"); len(in.Schedules) != 0 {
 		t.Fatalf("calls scheduled: %+v", in.Schedules)
 	}

@@ -276,6 +276,9 @@ func (s *turnSchedule) Every(name string, every time.Duration, action string, ar
 // of the name is replaced: it does not count against the limit, and stays
 // if the new one is refused, or if it is the same call (keepSame).
 func (s *turnSchedule) recurring(rec scheduleRecord, at int64, action string, args []any) (string, error) {
+	if s.over() {
+		return "", s.overErr() // before the list is touched
+	}
 	prev := s.a.sched
 	s.a.sched = slices.DeleteFunc(slices.Clone(prev), func(c pendingCall) bool { return c.rec.Name == rec.Name })
 	c, err := s.newCall(action, args, rec)
