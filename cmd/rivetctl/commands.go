@@ -376,7 +376,9 @@ func (a *app) preloadJSON(cmd *cobra.Command, args []string) {
 		}
 	}
 	if f := cmd.Flags().Lookup("input"); f != nil {
-		vals = append(vals, f.Value.String())
+		if nc := cmd.Flags().Lookup("no-create"); nc == nil || nc.Value.String() != "true" {
+			vals = append(vals, f.Value.String()) // with --no-create, --input is a usage error, not read
+		}
 	}
 	for _, v := range vals {
 		if path, ok := strings.CutPrefix(v, "@"); ok && path != "" {

@@ -121,6 +121,10 @@ func TestCall(t *testing.T) {
 		wantErr(t, 2, `rivetctl: BODY_JSON: @ names no file (@FILE, or @- for stdin; a JSON string that starts with @ needs its quotes: '"@"')`)
 	rivetctl(t, addr, "send", "counter", "main", "q", "@alice").
 		wantErr(t, 2, `rivetctl: BODY_JSON: open alice: no such file or directory (a JSON string that starts with @ needs its quotes: '"@alice"')`)
+	// --input with --no-create is refused before stdin is read.
+	rivetctlReading(t, &slowReader{after: time.Hour, data: strings.NewReader("1")}, map[string]string{},
+		"--addr", addr, "call", "--no-create", "--input", "@-", "counter", "main", "getCount").
+		wantErr(t, 2, "rivetctl: --input makes no sense with --no-create")
 	// Stdin is read before the deadline starts: a slow pipe is no timeout.
 	rivetctlReading(t, &slowReader{after: 1500 * time.Millisecond, data: strings.NewReader("0")}, map[string]string{},
 		"--addr", addr, "--timeout", "1s", "call", "counter", "main", "increment", "@-").want(t, 0, "14\n")
