@@ -20,6 +20,11 @@ type ScheduledCall struct {
 	Name  string        `json:"name,omitempty"`
 	Every time.Duration `json:"every,omitzero"`
 	Cron  string        `json:"cron,omitempty"`
+	// LastRun, for a recurring call that has run, is when its last run
+	// came due; LastError is how that run failed ("": it ran to the end,
+	// or there was none).
+	LastRun   time.Time `json:"last_run,omitzero"`
+	LastError string    `json:"last_error,omitempty"`
 }
 
 // Scheduler is an actor's durable timers for its own actions, like Rivet's

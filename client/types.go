@@ -157,7 +157,10 @@ func inspectionFrom(r *rivetv1.InspectResponse) Inspection {
 	var scs []ScheduledCall
 	for _, c := range r.GetSchedules() {
 		scs = append(scs, ScheduledCall{ID: c.GetId(), Action: c.GetAction(), Args: c.GetArgs(), At: timeFrom(c.GetAt()), CreatedAt: timeFrom(c.GetCreatedAt()),
-			Name: c.GetName(), Every: c.GetEvery().AsDuration(), Cron: c.GetCron()})
+			Name: c.GetName(), Every: c.GetEvery().AsDuration(), Cron: c.GetCron(), LastError: c.GetLastError()})
+		if c.GetLastRun() != nil {
+			scs[len(scs)-1].LastRun = timeFrom(c.GetLastRun())
+		}
 	}
 	return Inspection{
 		Info:                 infoFrom(r.GetInfo()),

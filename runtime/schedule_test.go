@@ -445,6 +445,26 @@ func TestRecurringCalls(t *testing.T) {
 	if n := e.host.Stats().SchedulesFailed; n < 2 {
 		t.Fatalf("%d failed runs of the failing call: it stopped after a failure", n)
 	}
+	// Each keeps its last run: when it came due, and how it ended.
+	ins = inspect(t, e.host, "alarm", "r")
+	beat, fail := ins.Schedules[0], ins.Schedules[1]
+	if beat.ID != "every:beat" {
+		beat, fail = fail, beat
+	}
+	if beat.LastRun.Before(t0) || beat.LastRun.After(time.Now()) || beat.LastError != "" {
+		t.Fatalf("beat's last run %v %q, want a time since the start and no error", beat.LastRun, beat.LastError)
+	}
+	if fail.LastRun.Before(t0) || !strings.Contains(fail.LastError, "scheduled failure") {
+		t.Fatalf("fail's last run %v %q, want its error", fail.LastRun, fail.LastError)
+	}
+	// Scheduled again as it is (an OnWake that sets it up each time), it
+	// keeps its history.
+	callString(t, e.host, "alarm", "r", "every", false, "fail", every{Ms: 1000, Action: "boom"})
+	for _, s := range inspect(t, e.host, "alarm", "r").Schedules {
+		if s.ID == "every:fail" && (s.LastRun.IsZero() || s.LastError == "") {
+			t.Fatalf("fail scheduled again as it was lost its last run: %+v", s)
+		}
+	}
 
 	// Replaced: one call of the name, with the new interval.
 	callString(t, e.host, "alarm", "r", "every", false, "beat", every{Ms: 3_600_000, Action: "add", Args: []any{5}})

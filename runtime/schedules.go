@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 	// Cron expressions name IANA zones (CRON_TZ=): the node's image is
 	// built FROM scratch, with no zone database of its own.
 	_ "time/tzdata"
@@ -37,6 +38,11 @@ type scheduleRecord struct {
 	Name    string `json:"name,omitempty"`
 	EveryMs int64  `json:"every_ms,omitempty"`
 	Cron    string `json:"cron,omitempty"`
+	// LastRunMs and LastError are a recurring call's last run: when it
+	// came due (unix ms) and how it failed ("": it ran to the end). Its
+	// next run's record carries them.
+	LastRunMs int64  `json:"last_run_ms,omitempty"`
+	LastError string `json:"last_error,omitempty"`
 }
 
 // recurring says whether the call is a recurring one.
@@ -60,7 +66,16 @@ func (c pendingCall) publicID() string {
 
 func (c pendingCall) public() rivet.ScheduledCall {
 	return rivet.ScheduledCall{ID: c.publicID(), Action: c.rec.Action, Args: bytes.Clone(c.rec.Args), At: time.UnixMilli(c.at),
-		CreatedAt: time.UnixMilli(c.rec.CreatedAt), Name: c.rec.Name, Every: time.Duration(c.rec.EveryMs) * time.Millisecond, Cron: c.rec.Cron}
+		CreatedAt: time.UnixMilli(c.rec.CreatedAt), Name: c.rec.Name, Every: time.Duration(c.rec.EveryMs) * time.Millisecond, Cron: c.rec.Cron,
+		LastRun: lastRun(c.rec.LastRunMs), LastError: c.rec.LastError}
+}
+
+// lastRun is a recurring call's last run time (zero for none).
+func lastRun(ms int64) time.Time {
+	if ms == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms)
 }
 
 // following returns the run of a recurring call after its run due at c.at,
@@ -378,6 +393,7 @@ func keepSame(calls []pendingCall, c pendingCall) bool {
 		if p.rec.Name == c.rec.Name {
 			r := p.rec
 			r.CreatedAt = c.rec.CreatedAt
+			r.LastRunMs, r.LastError = c.rec.LastRunMs, c.rec.LastError // its history, not the call
 			return sameRecord(r, c.rec)
 		}
 	}
@@ -625,7 +641,24 @@ func sameCalls(x, y []pendingCall) bool {
 }
 
 func sameRecord(x, y scheduleRecord) bool {
-	return x.Action == y.Action && x.CreatedAt == y.CreatedAt && x.Name == y.Name && x.EveryMs == y.EveryMs && x.Cron == y.Cron && bytes.Equal(x.Args, y.Args)
+	return x.Action == y.Action && x.CreatedAt == y.CreatedAt && x.Name == y.Name && x.EveryMs == y.EveryMs && x.Cron == y.Cron && bytes.Equal(x.Args, y.Args) &&
+		x.LastRunMs == y.LastRunMs && x.LastError == y.LastError
+}
+
+// maxLastError bounds the error a recurring call's record keeps of its
+// last run.
+const maxLastError = 512
+
+// clipError cuts an error's text to maxLastError bytes (on a rune).
+func clipError(s string) string {
+	if len(s) <= maxLastError {
+		return s
+	}
+	cut := maxLastError
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
 }
 
 // schedSavedNow records the activation's calls as committed with the
@@ -752,7 +785,20 @@ func (h *Host) fireOne(ref Ref, sp *rivet.Spec) (more bool, err error) {
 		var next *pendingCall
 		if c.rec.recurring() {
 			if n := c.following(now); n.at > 0 {
+				n.rec.LastRunMs, n.rec.LastError = c.at, ""
 				next = &n
+			}
+		}
+		// failed records, in the next run's record, how this one failed
+		// (also in the calls, if the run's change is in them already).
+		failed := func(why string) {
+			if next == nil {
+				return
+			}
+			next.rec.LastError = clipError(why)
+			if i := slices.IndexFunc(a.sched, func(p pendingCall) bool { return p.id == next.id }); i >= 0 {
+				a.sched = slices.Clone(a.sched) // the committed calls may share its array
+				a.sched[i].rec.LastError = next.rec.LastError
 			}
 		}
 		ran := func() {
@@ -805,6 +851,7 @@ func (h *Host) fireOne(ref Ref, sp *rivet.Spec) (more bool, err error) {
 				// its run already); the actor's next owner runs it.
 				return rivet.Errorf(rivet.ErrUnavailable, "node %s is stopping", h.cfg.NodeID)
 			}
+			failed(err.Error())
 			reran()
 			return drop("the action returned an error", err)
 		}
@@ -825,6 +872,7 @@ func (h *Host) fireOne(ref Ref, sp *rivet.Spec) (more bool, err error) {
 			if errors.Is(err, rivet.ErrTooLarge) || errors.Is(err, rivet.ErrInternal) {
 				// The change was discarded (the state over its limit,
 				// or not JSON): the action's failure, not storage's.
+				failed(err.Error())
 				reran()
 				return drop("its change to the state was refused", err)
 			}

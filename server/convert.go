@@ -41,7 +41,10 @@ func inspectionProto(in runtime.Inspection) *rivetv1.InspectResponse {
 	}
 	scs := make([]*rivetv1.ScheduledCall, len(in.Schedules))
 	for i, c := range in.Schedules {
-		scs[i] = &rivetv1.ScheduledCall{Id: c.ID, Action: c.Action, Args: c.Args, At: timeProto(c.At), CreatedAt: timeProto(c.CreatedAt), Name: c.Name, Cron: c.Cron}
+		scs[i] = &rivetv1.ScheduledCall{Id: c.ID, Action: c.Action, Args: c.Args, At: timeProto(c.At), CreatedAt: timeProto(c.CreatedAt), Name: c.Name, Cron: c.Cron, LastError: c.LastError}
+		if !c.LastRun.IsZero() {
+			scs[i].LastRun = timeProto(c.LastRun)
+		}
 		if c.Every > 0 {
 			scs[i].Every = durationpb.New(c.Every)
 		}

@@ -165,6 +165,9 @@ func (a *app) printInspection(in client.Inspection) error {
 		if c.Cron != "" {
 			every = "  cron " + c.Cron
 		}
+		if !c.LastRun.IsZero() {
+			every += "  last run " + formatTime(c.LastRun) + " " + lastOutcome(c.LastError)
+		}
 		row(k, formatTime(c.At)+"  "+c.Action+" "+string(c.Args)+"  ("+c.ID+")"+every)
 	}
 	if err := tw.Flush(); err != nil {

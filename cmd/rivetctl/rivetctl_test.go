@@ -393,8 +393,9 @@ func TestInspectShowsScheduledCalls(t *testing.T) {
 			State: json.RawMessage(`{}`),
 			Schedules: []rivet.ScheduledCall{
 				{ID: "a1", Action: "expire", Args: json.RawMessage(`[]`), At: at.Add(time.Minute), CreatedAt: at},
-				{ID: "every:beat", Action: "add", Args: json.RawMessage(`[1]`), At: at.Add(time.Hour), CreatedAt: at, Name: "beat", Every: time.Hour},
-				{ID: "every:daily", Action: "report", Args: json.RawMessage(`[]`), At: at.Add(24 * time.Hour), CreatedAt: at, Name: "daily", Cron: "CRON_TZ=Europe/Paris 0 9 * * *"},
+				{ID: "every:beat", Action: "add", Args: json.RawMessage(`[1]`), At: at.Add(time.Hour), CreatedAt: at, Name: "beat", Every: time.Hour, LastRun: at},
+				{ID: "every:daily", Action: "report", Args: json.RawMessage(`[]`), At: at.Add(24 * time.Hour), CreatedAt: at, Name: "daily", Cron: "CRON_TZ=Europe/Paris 0 9 * * *",
+					LastRun: at.Add(-24 * time.Hour), LastError: "mail server down\nretry later"},
 			},
 		}, nil
 	}
@@ -405,15 +406,15 @@ owner      node-1
 created    2026-01-02T03:04:05Z
 active     false
 scheduled  2026-01-02T03:05:05Z  expire []  (a1)
-           2026-01-02T04:04:05Z  add [1]  (every:beat)  every 1h0m0s
-           2026-01-03T03:04:05Z  report []  (every:daily)  cron CRON_TZ=Europe/Paris 0 9 * * *
+           2026-01-02T04:04:05Z  add [1]  (every:beat)  every 1h0m0s  last run 2026-01-02T03:04:05Z ok
+           2026-01-03T03:04:05Z  report []  (every:daily)  cron CRON_TZ=Europe/Paris 0 9 * * *  last run 2026-01-01T03:04:05Z failed: mail server down retry later
 state
 {}
 `)
-	rivetctl(t, addr, "schedule", "list", "sessionActor", "s").want(t, 0, `ID           AT                    ACTION  ARGS  EVERY
-a1           2026-01-02T03:05:05Z  expire  []    -
-every:beat   2026-01-02T04:04:05Z  add     [1]   1h0m0s
-every:daily  2026-01-03T03:04:05Z  report  []    CRON_TZ=Europe/Paris 0 9 * * *
+	rivetctl(t, addr, "schedule", "list", "sessionActor", "s").want(t, 0, `ID           AT                    ACTION  ARGS  EVERY                           LAST RUN
+a1           2026-01-02T03:05:05Z  expire  []    -                               -
+every:beat   2026-01-02T04:04:05Z  add     [1]   1h0m0s                          2026-01-02T03:04:05Z ok
+every:daily  2026-01-03T03:04:05Z  report  []    CRON_TZ=Europe/Paris 0 9 * * *  2026-01-01T03:04:05Z failed: mail server down retry later
 `)
 	r := rivetctl(t, addr, "inspect", "sessionActor", "s", "-o", "json")
 	var in client.Inspection

@@ -38,7 +38,7 @@ func (a *app) scheduleCommand() *cobra.Command {
 			return a.printValue(in.Schedules)
 		}
 		tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tAT\tACTION\tARGS\tEVERY")
+		fmt.Fprintln(tw, "ID\tAT\tACTION\tARGS\tEVERY\tLAST RUN")
 		for _, s := range in.Schedules {
 			every := "-"
 			if s.Every > 0 {
@@ -47,7 +47,11 @@ func (a *app) scheduleCommand() *cobra.Command {
 			if s.Cron != "" {
 				every = s.Cron
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.ID, formatTime(s.At), s.Action, s.Args, every)
+			last := "-"
+			if !s.LastRun.IsZero() {
+				last = formatTime(s.LastRun) + " " + lastOutcome(s.LastError)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.ID, formatTime(s.At), s.Action, s.Args, every, last)
 		}
 		return tw.Flush()
 	})
@@ -83,4 +87,17 @@ already ran, or was cancelled, changes nothing.`,
 	})
 	cmd.AddCommand(list, cancel)
 	return cmd
+}
+
+// lastOutcome says how a recurring call's last run ended, on one line.
+func lastOutcome(err string) string {
+	if err == "" {
+		return "ok"
+	}
+	const n = 80
+	err = oneLine(err)
+	if len(err) > n {
+		err = err[:n] + "..."
+	}
+	return "failed: " + err
 }

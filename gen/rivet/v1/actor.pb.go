@@ -1182,9 +1182,13 @@ type ScheduledCall struct {
 	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
 	// name and every, or name and cron, are a recurring call's; its id is
 	// "every:" + name. cron is a cron expression (Scheduler.Cron).
-	Name          string               `protobuf:"bytes,6,opt,name=name,proto3" json:"name,omitempty"`
-	Every         *durationpb.Duration `protobuf:"bytes,7,opt,name=every,proto3" json:"every,omitempty"`
-	Cron          string               `protobuf:"bytes,8,opt,name=cron,proto3" json:"cron,omitempty"`
+	Name  string               `protobuf:"bytes,6,opt,name=name,proto3" json:"name,omitempty"`
+	Every *durationpb.Duration `protobuf:"bytes,7,opt,name=every,proto3" json:"every,omitempty"`
+	Cron  string               `protobuf:"bytes,8,opt,name=cron,proto3" json:"cron,omitempty"`
+	// last_run, for a recurring call that ran, is when its last run came
+	// due; last_error is how that run failed ("": it ran to the end).
+	LastRun       *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=last_run,json=lastRun,proto3" json:"last_run,omitempty"`
+	LastError     string                 `protobuf:"bytes,10,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1271,6 +1275,20 @@ func (x *ScheduledCall) GetEvery() *durationpb.Duration {
 func (x *ScheduledCall) GetCron() string {
 	if x != nil {
 		return x.Cron
+	}
+	return ""
+}
+
+func (x *ScheduledCall) GetLastRun() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastRun
+	}
+	return nil
+}
+
+func (x *ScheduledCall) GetLastError() string {
+	if x != nil {
+		return x.LastError
 	}
 	return ""
 }
@@ -2336,7 +2354,7 @@ const file_rivet_v1_actor_proto_rawDesc = "" +
 	" \x01(\bR\funregistered\x125\n" +
 	"\tschedules\x18\v \x03(\v2\x17.rivet.v1.ScheduledCallR\tschedules\x12\x16\n" +
 	"\x06events\x18\f \x03(\tR\x06events\x12 \n" +
-	"\vsubscribers\x18\r \x01(\rR\vsubscribers\"\x8b\x02\n" +
+	"\vsubscribers\x18\r \x01(\rR\vsubscribers\"\xe1\x02\n" +
 	"\rScheduledCall\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06action\x18\x02 \x01(\tR\x06action\x12\x12\n" +
@@ -2346,7 +2364,11 @@ const file_rivet_v1_actor_proto_rawDesc = "" +
 	"created_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12\x12\n" +
 	"\x04name\x18\x06 \x01(\tR\x04name\x12/\n" +
 	"\x05every\x18\a \x01(\v2\x19.google.protobuf.DurationR\x05every\x12\x12\n" +
-	"\x04cron\x18\b \x01(\tR\x04cron\"\x81\x01\n" +
+	"\x04cron\x18\b \x01(\tR\x04cron\x125\n" +
+	"\blast_run\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\alastRun\x12\x1d\n" +
+	"\n" +
+	"last_error\x18\n" +
+	" \x01(\tR\tlastError\"\x81\x01\n" +
 	"\vListRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\rR\x05limit\x12\x1d\n" +
@@ -2503,48 +2525,49 @@ var file_rivet_v1_actor_proto_depIdxs = []int32{
 	35, // 19: rivet.v1.ScheduledCall.at:type_name -> google.protobuf.Timestamp
 	35, // 20: rivet.v1.ScheduledCall.created_at:type_name -> google.protobuf.Timestamp
 	36, // 21: rivet.v1.ScheduledCall.every:type_name -> google.protobuf.Duration
-	14, // 22: rivet.v1.ListResponse.actors:type_name -> rivet.v1.ActorInfo
-	0,  // 23: rivet.v1.HistoryRequest.actor:type_name -> rivet.v1.ActorRef
-	35, // 24: rivet.v1.HistoryEntry.updated_at:type_name -> google.protobuf.Timestamp
-	22, // 25: rivet.v1.HistoryResponse.entries:type_name -> rivet.v1.HistoryEntry
-	35, // 26: rivet.v1.HistoryResponse.workflow_wake_at:type_name -> google.protobuf.Timestamp
-	0,  // 27: rivet.v1.RetryWorkflowRequest.actor:type_name -> rivet.v1.ActorRef
-	0,  // 28: rivet.v1.CancelWorkflowRequest.actor:type_name -> rivet.v1.ActorRef
-	0,  // 29: rivet.v1.CancelScheduledCallRequest.actor:type_name -> rivet.v1.ActorRef
-	0,  // 30: rivet.v1.SubscribeRequest.actor:type_name -> rivet.v1.ActorRef
-	32, // 31: rivet.v1.SubscribeResponse.subscribed:type_name -> rivet.v1.Subscribed
-	33, // 32: rivet.v1.SubscribeResponse.event:type_name -> rivet.v1.Event
-	2,  // 33: rivet.v1.ActorService.Call:input_type -> rivet.v1.CallRequest
-	4,  // 34: rivet.v1.ActorService.Send:input_type -> rivet.v1.SendRequest
-	6,  // 35: rivet.v1.ActorService.Create:input_type -> rivet.v1.CreateRequest
-	8,  // 36: rivet.v1.ActorService.GetOrCreate:input_type -> rivet.v1.GetOrCreateRequest
-	10, // 37: rivet.v1.ActorService.Get:input_type -> rivet.v1.GetRequest
-	12, // 38: rivet.v1.ActorService.Destroy:input_type -> rivet.v1.DestroyRequest
-	15, // 39: rivet.v1.ActorService.Inspect:input_type -> rivet.v1.InspectRequest
-	19, // 40: rivet.v1.ActorService.List:input_type -> rivet.v1.ListRequest
-	21, // 41: rivet.v1.ActorService.History:input_type -> rivet.v1.HistoryRequest
-	24, // 42: rivet.v1.ActorService.RetryWorkflow:input_type -> rivet.v1.RetryWorkflowRequest
-	26, // 43: rivet.v1.ActorService.CancelWorkflow:input_type -> rivet.v1.CancelWorkflowRequest
-	28, // 44: rivet.v1.ActorService.CancelScheduledCall:input_type -> rivet.v1.CancelScheduledCallRequest
-	30, // 45: rivet.v1.ActorService.Subscribe:input_type -> rivet.v1.SubscribeRequest
-	3,  // 46: rivet.v1.ActorService.Call:output_type -> rivet.v1.CallResponse
-	5,  // 47: rivet.v1.ActorService.Send:output_type -> rivet.v1.SendResponse
-	7,  // 48: rivet.v1.ActorService.Create:output_type -> rivet.v1.CreateResponse
-	9,  // 49: rivet.v1.ActorService.GetOrCreate:output_type -> rivet.v1.GetOrCreateResponse
-	11, // 50: rivet.v1.ActorService.Get:output_type -> rivet.v1.GetResponse
-	13, // 51: rivet.v1.ActorService.Destroy:output_type -> rivet.v1.DestroyResponse
-	17, // 52: rivet.v1.ActorService.Inspect:output_type -> rivet.v1.InspectResponse
-	20, // 53: rivet.v1.ActorService.List:output_type -> rivet.v1.ListResponse
-	23, // 54: rivet.v1.ActorService.History:output_type -> rivet.v1.HistoryResponse
-	25, // 55: rivet.v1.ActorService.RetryWorkflow:output_type -> rivet.v1.RetryWorkflowResponse
-	27, // 56: rivet.v1.ActorService.CancelWorkflow:output_type -> rivet.v1.CancelWorkflowResponse
-	29, // 57: rivet.v1.ActorService.CancelScheduledCall:output_type -> rivet.v1.CancelScheduledCallResponse
-	31, // 58: rivet.v1.ActorService.Subscribe:output_type -> rivet.v1.SubscribeResponse
-	46, // [46:59] is the sub-list for method output_type
-	33, // [33:46] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	35, // 22: rivet.v1.ScheduledCall.last_run:type_name -> google.protobuf.Timestamp
+	14, // 23: rivet.v1.ListResponse.actors:type_name -> rivet.v1.ActorInfo
+	0,  // 24: rivet.v1.HistoryRequest.actor:type_name -> rivet.v1.ActorRef
+	35, // 25: rivet.v1.HistoryEntry.updated_at:type_name -> google.protobuf.Timestamp
+	22, // 26: rivet.v1.HistoryResponse.entries:type_name -> rivet.v1.HistoryEntry
+	35, // 27: rivet.v1.HistoryResponse.workflow_wake_at:type_name -> google.protobuf.Timestamp
+	0,  // 28: rivet.v1.RetryWorkflowRequest.actor:type_name -> rivet.v1.ActorRef
+	0,  // 29: rivet.v1.CancelWorkflowRequest.actor:type_name -> rivet.v1.ActorRef
+	0,  // 30: rivet.v1.CancelScheduledCallRequest.actor:type_name -> rivet.v1.ActorRef
+	0,  // 31: rivet.v1.SubscribeRequest.actor:type_name -> rivet.v1.ActorRef
+	32, // 32: rivet.v1.SubscribeResponse.subscribed:type_name -> rivet.v1.Subscribed
+	33, // 33: rivet.v1.SubscribeResponse.event:type_name -> rivet.v1.Event
+	2,  // 34: rivet.v1.ActorService.Call:input_type -> rivet.v1.CallRequest
+	4,  // 35: rivet.v1.ActorService.Send:input_type -> rivet.v1.SendRequest
+	6,  // 36: rivet.v1.ActorService.Create:input_type -> rivet.v1.CreateRequest
+	8,  // 37: rivet.v1.ActorService.GetOrCreate:input_type -> rivet.v1.GetOrCreateRequest
+	10, // 38: rivet.v1.ActorService.Get:input_type -> rivet.v1.GetRequest
+	12, // 39: rivet.v1.ActorService.Destroy:input_type -> rivet.v1.DestroyRequest
+	15, // 40: rivet.v1.ActorService.Inspect:input_type -> rivet.v1.InspectRequest
+	19, // 41: rivet.v1.ActorService.List:input_type -> rivet.v1.ListRequest
+	21, // 42: rivet.v1.ActorService.History:input_type -> rivet.v1.HistoryRequest
+	24, // 43: rivet.v1.ActorService.RetryWorkflow:input_type -> rivet.v1.RetryWorkflowRequest
+	26, // 44: rivet.v1.ActorService.CancelWorkflow:input_type -> rivet.v1.CancelWorkflowRequest
+	28, // 45: rivet.v1.ActorService.CancelScheduledCall:input_type -> rivet.v1.CancelScheduledCallRequest
+	30, // 46: rivet.v1.ActorService.Subscribe:input_type -> rivet.v1.SubscribeRequest
+	3,  // 47: rivet.v1.ActorService.Call:output_type -> rivet.v1.CallResponse
+	5,  // 48: rivet.v1.ActorService.Send:output_type -> rivet.v1.SendResponse
+	7,  // 49: rivet.v1.ActorService.Create:output_type -> rivet.v1.CreateResponse
+	9,  // 50: rivet.v1.ActorService.GetOrCreate:output_type -> rivet.v1.GetOrCreateResponse
+	11, // 51: rivet.v1.ActorService.Get:output_type -> rivet.v1.GetResponse
+	13, // 52: rivet.v1.ActorService.Destroy:output_type -> rivet.v1.DestroyResponse
+	17, // 53: rivet.v1.ActorService.Inspect:output_type -> rivet.v1.InspectResponse
+	20, // 54: rivet.v1.ActorService.List:output_type -> rivet.v1.ListResponse
+	23, // 55: rivet.v1.ActorService.History:output_type -> rivet.v1.HistoryResponse
+	25, // 56: rivet.v1.ActorService.RetryWorkflow:output_type -> rivet.v1.RetryWorkflowResponse
+	27, // 57: rivet.v1.ActorService.CancelWorkflow:output_type -> rivet.v1.CancelWorkflowResponse
+	29, // 58: rivet.v1.ActorService.CancelScheduledCall:output_type -> rivet.v1.CancelScheduledCallResponse
+	31, // 59: rivet.v1.ActorService.Subscribe:output_type -> rivet.v1.SubscribeResponse
+	47, // [47:60] is the sub-list for method output_type
+	34, // [34:47] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_rivet_v1_actor_proto_init() }
