@@ -649,12 +649,17 @@ func sameRecord(x, y scheduleRecord) bool {
 // last run.
 const maxLastError = 512
 
-// clipError cuts an error's text to maxLastError bytes (on a rune).
-func clipError(s string) string {
-	if len(s) <= maxLastError {
+// clipError cuts an error's text to at most maxLastError bytes, on a
+// character, its end marked.
+func clipError(s string) string { return clipText(s, maxLastError) }
+
+// clipText cuts s to at most n bytes (n > 3), on a character, "..." at
+// the end of a cut.
+func clipText(s string, n int) string {
+	if len(s) <= n {
 		return s
 	}
-	cut := maxLastError
+	cut := n - 3
 	for cut > 0 && !utf8.RuneStart(s[cut]) {
 		cut--
 	}
@@ -796,7 +801,10 @@ func (h *Host) fireOne(ref Ref, sp *rivet.Spec) (more bool, err error) {
 				return
 			}
 			next.rec.LastError = clipError(why)
-			if i := slices.IndexFunc(a.sched, func(p pendingCall) bool { return p.id == next.id }); i >= 0 {
+			// The run's own next record, not a replacement of the call a
+			// re-entrant turn saved under the same id (a cron call's id is
+			// its time and name).
+			if i := slices.IndexFunc(a.sched, func(p pendingCall) bool { return p.id == next.id && p.rec.LastRunMs == c.at }); i >= 0 {
 				a.sched = slices.Clone(a.sched) // the committed calls may share its array
 				a.sched[i].rec.LastError = next.rec.LastError
 			}

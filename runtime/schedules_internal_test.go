@@ -2,8 +2,10 @@ package runtime
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 // A recurring call's next run is the first of its runs after now: runs
@@ -61,5 +63,20 @@ func TestCronAcrossClockChanges(t *testing.T) {
 	}
 	if got, want := next(gap), time.Date(2026, 3, 30, 2, 30, 0, 0, paris); !got.Equal(want) {
 		t.Errorf("after the shifted run %v, next at %v, want %v", gap, got, want)
+	}
+}
+
+// A recurring call's last error is cut on a character, to at most
+// maxLastError bytes.
+func TestClipErrorKeepsCharactersWhole(t *testing.T) {
+	for _, n := range []int{maxLastError - 4, maxLastError - 3, maxLastError - 2, maxLastError} {
+		s := strings.Repeat("a", n) + strings.Repeat("é", 40)
+		got := clipError(s)
+		if len(got) > maxLastError || !utf8.ValidString(got) || !strings.HasSuffix(got, "...") {
+			t.Fatalf("clipError of %d bytes: %d bytes, valid %v, %q", len(s), len(got), utf8.ValidString(got), got[len(got)-8:])
+		}
+	}
+	if s := "short"; clipError(s) != s {
+		t.Fatal("a short error was changed")
 	}
 }

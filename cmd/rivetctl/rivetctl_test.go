@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/client"
@@ -523,4 +524,19 @@ func TestWatch(t *testing.T) {
 		wantErr(t, 1, `rivetctl: not found: actor counter has no events (NOT_FOUND event.unknown_event)`)
 	rivetctl(t, addr, "watch", "counter").
 		wantErr(t, 2, "rivetctl: usage: rivetctl watch ACTOR KEY [EVENT...] [flags] (got 1 arguments)")
+}
+
+// A last run's error is one line, cut on a character.
+func TestLastOutcome(t *testing.T) {
+	if got := lastOutcome(""); got != "ok" {
+		t.Fatalf("no error: %q", got)
+	}
+	if got := lastOutcome("down\n\tfor now"); got != "failed: down for now" {
+		t.Fatalf("two lines: %q", got)
+	}
+	long := strings.Repeat("x", 76) + strings.Repeat("ш", 20)
+	got := lastOutcome(long)
+	if !utf8.ValidString(got) || !strings.HasSuffix(got, "...") || len(got) > len("failed: ")+80 {
+		t.Fatalf("long: %q (%d bytes)", got, len(got))
+	}
 }

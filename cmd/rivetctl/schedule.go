@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"text/tabwriter"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -94,10 +95,13 @@ func lastOutcome(err string) string {
 	if err == "" {
 		return "ok"
 	}
-	const n = 80
 	err = oneLine(err)
-	if len(err) > n {
-		err = err[:n] + "..."
+	if len(err) > 80 {
+		cut := 77
+		for cut > 0 && !utf8.RuneStart(err[cut]) {
+			cut--
+		}
+		err = err[:cut] + "..."
 	}
 	return "failed: " + err
 }
