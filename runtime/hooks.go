@@ -23,6 +23,15 @@ import (
 // drain or a stop is not held up for long by one actor.
 const defaultSleepTimeout = 10 * time.Second
 
+// sleepTimeout bounds a's OnSleep, and an orderly leave's wait for its
+// tasks: its type's SleepTimeout, or defaultSleepTimeout.
+func (a *activation) sleepTimeout() time.Duration {
+	if d := a.spec.SleepTimeout; d > 0 {
+		return d
+	}
+	return defaultSleepTimeout
+}
+
 // maxSleeps bounds the OnSleep hooks the reaper, or a stopping host, runs
 // at once.
 const maxSleeps = 64
@@ -184,11 +193,7 @@ func (h *Host) sleep(ctx context.Context, a *activation, chain string) {
 	if fn == nil {
 		return
 	}
-	d := a.spec.SleepTimeout
-	if d <= 0 {
-		d = defaultSleepTimeout
-	}
-	ctx, cancel := context.WithTimeout(ctx, d)
+	ctx, cancel := context.WithTimeout(ctx, a.sleepTimeout())
 	defer cancel()
 	// Calls from this hook to an actor whose OnSleep runs fail at once
 	// (turnFor), and so do theirs to this one.

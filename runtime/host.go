@@ -2155,22 +2155,21 @@ func (h *Host) handoffActor(ctx context.Context, a *activation, hooks bool) {
 	// the actor (which the partition's release now refuses); then those
 	// of the turns that ended meanwhile.
 	deadline := a.tasksDeadline()
-	if hooks {
-		a.endTasksWithin(ctx, deadline)
-	} else {
-		a.endTasks()
+	endTasks := func() {
+		if hooks {
+			a.endTasksWithin(ctx, deadline)
+		} else {
+			a.endTasks()
+		}
 	}
+	endTasks()
 	chain := h.newChain()
 	if err := a.gate.acquire(ctx, chain); err != nil {
 		h.evict(a)
 		return
 	}
 	defer a.gate.release(chain)
-	if hooks {
-		a.endTasksWithin(ctx, deadline)
-	} else {
-		a.endTasks()
-	}
+	endTasks()
 	a.stopWorkflow()
 	if hooks && !a.stopped.Load() {
 		h.sleep(ctx, a, chain)

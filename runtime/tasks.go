@@ -191,13 +191,7 @@ func (a *activation) deferVarsClose() bool {
 
 // tasksDeadline is when an orderly leave that begins now stops waiting for
 // a's tasks: the actor's SleepTimeout.
-func (a *activation) tasksDeadline() time.Time {
-	d := a.spec.SleepTimeout
-	if d <= 0 {
-		d = defaultSleepTimeout
-	}
-	return time.Now().Add(d)
-}
+func (a *activation) tasksDeadline() time.Time { return time.Now().Add(a.sleepTimeout()) }
 
 // endTasksWithin ends a's tasks and waits for them, until deadline or ctx:
 // an orderly leave lets them finish before OnSleep. A task that outlives

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -468,10 +469,16 @@ func quoteHint(s string) string {
 
 // clip shortens what an error message quotes of a payload, which may be
 // megabytes.
-func clip(s string) string {
-	const n = 40
+func clip(s string) string { return cutText(s, 40) }
+
+// cutText is s if at most n bytes long, else its start up to n bytes, cut
+// on a character, and "...".
+func cutText(s string, n int) string {
 	if len(s) <= n {
 		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
 	}
 	return s[:n] + "..."
 }

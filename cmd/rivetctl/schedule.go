@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"text/tabwriter"
-	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -95,13 +94,8 @@ func lastOutcome(err string) string {
 	if err == "" {
 		return "ok"
 	}
-	err = oneLine(err)
-	if len(err) > 80 {
-		cut := 77
-		for cut > 0 && !utf8.RuneStart(err[cut]) {
-			cut--
-		}
-		err = err[:cut] + "..."
+	if err = oneLine(err); len(err) > 80 {
+		err = cutText(err, 77) // 80 bytes with its "..."
 	}
 	return "failed: " + err
 }
