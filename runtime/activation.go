@@ -356,22 +356,36 @@ func (a *activation) info() ActorInfo {
 // enqueue adds a turn's writes to the commit pipeline and returns the
 // version a reply must wait for. Called by the turn holder.
 func (a *activation) enqueue(ops ...storage.Op) (uint64, error) {
+	v, flush, err := a.enqueueFlush(ops)
+	if flush {
+		go a.flushLoop(0)
+	}
+	return v, err
+}
+
+// enqueueFlush is enqueue for a caller that waits for the commit itself:
+// if no flush runs, flush is true and the caller must run flushLoop(v)
+// (after it released the gate). A workflow step waits for its commit
+// anyway, so its goroutine commits rather than start a flush goroutine and
+// sleep until that one wakes it: measured, a tenth of the CPU a step costs
+// the node outside etcd (docs/benchmarks.md, session 17).
+func (a *activation) enqueueFlush(ops []storage.Op) (v uint64, flush bool, err error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.failed != nil {
-		return 0, a.failedErr()
+		return 0, false, a.failedErr()
 	}
 	if a.quiet != nil {
-		return 0, commitError(a.describe(), errRetired)
+		return 0, false, commitError(a.describe(), errRetired)
 	}
 	a.version++
 	a.groups = append(a.groups, writeGroup{version: a.version, ops: ops})
 	if !a.flushing {
 		a.flushing = true
 		a.h.flushes.Add(1)
-		go a.flushLoop()
+		flush = true
 	}
-	return a.version, nil
+	return a.version, flush, nil
 }
 
 // currentVersion is the version a reply that saw the current memory must
@@ -506,11 +520,20 @@ func (h *Host) commitContext() (context.Context, context.CancelFunc) {
 // flushLoop commits pending write groups, several turns per store
 // transaction when turns pile up while a commit is in flight. It exits when
 // nothing is pending. Owned by Host.flushes.
-func (a *activation) flushLoop() {
-	defer a.h.flushes.Done()
+//
+// until is 0 in a flush goroutine. A turn's goroutine that runs the flush
+// itself (enqueueFlush) passes its own version: once that is committed, it
+// hands what is left to a flush goroutine and returns, so that the turns
+// of other callers queued meanwhile do not hold it up.
+func (a *activation) flushLoop(until uint64) {
 	limits := a.h.store.Limits()
 	for {
 		a.mu.Lock()
+		if until != 0 && a.committed >= until && len(a.groups) > 0 && a.failed == nil {
+			a.mu.Unlock()
+			go a.flushLoop(0) // still flushing: it takes over this one's count
+			return
+		}
 		if len(a.groups) == 0 || a.failed != nil {
 			a.flushing = false
 			quiet := a.quiet
@@ -521,15 +544,18 @@ func (a *activation) flushLoop() {
 			if quiet != nil {
 				a.h.retired(a)
 			}
+			a.h.flushes.Done()
 			return
 		}
 		ops, v, n := packGroups(a.groups, limits)
 		a.groups = a.groups[n:]
 		a.mu.Unlock()
 
-		ctx, cancel := a.h.commitContext()
-		err := a.h.commit.Commit(ctx, storage.Txn{Fence: a.fence, Ops: ops})
-		cancel()
+		// The Host's context, not commitContext: the committer bounds
+		// each store transaction itself (Committer), where a timeout per
+		// commit cost a timer and a registration with baseCtx, under a
+		// lock every committing actor took.
+		err := a.h.commit.Commit(a.h.baseCtx, storage.Txn{Fence: a.fence, Ops: ops})
 
 		a.mu.Lock()
 		if err != nil {

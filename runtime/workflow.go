@@ -455,8 +455,9 @@ func (w *wfHost) turnWith(ctx context.Context, kind TurnKind, chain string, even
 		err = checkLimits(a, ops)
 	}
 	var v uint64
+	var flush bool
 	if err == nil && len(ops) > 0 {
-		v, err = a.enqueue(ops...)
+		v, flush, err = a.enqueueFlush(ops)
 	}
 	if events != nil {
 		a.finishTurnEvents(*events, err == nil && len(ops) > 0, err == nil && len(ops) > 0)
@@ -465,6 +466,9 @@ func (w *wfHost) turnWith(ctx context.Context, kind TurnKind, chain string, even
 	a.lastTurn.Store(now.UnixNano())
 	a.gate.release(chain)
 	a.h.cfg.Observer.Turn(kind, now.Sub(t0))
+	if flush {
+		a.flushLoop(v)
+	}
 	if err != nil {
 		return err
 	}

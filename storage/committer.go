@@ -38,6 +38,17 @@ type CommitterConfig struct {
 	// MaxStalled bounds the stalled batches in flight beyond MaxInFlight.
 	// Zero means 8.
 	MaxStalled int
+	// SendTimeout bounds one packed transaction's time at the store, the
+	// halves of a split included: past it the batch fails with
+	// context.DeadlineExceeded, its outcome unknown (OnInDoubt). A caller
+	// whose context has no deadline of its own is answered within about
+	// SendTimeout of its txn going out, so that a store that stopped
+	// answering does not hold its writers for ever. One timer per batch
+	// rather than one per caller: a context with a timeout per txn was a
+	// tenth of the CPU a workflow step costs the node outside etcd (its
+	// timer, and its registration with the parent context under a lock
+	// every committing actor took). Zero means 30 s.
+	SendTimeout time.Duration
 	// OnInDoubt is called with the fences of a packed transaction whose
 	// outcome is unknown (the store failed it with an error that does not
 	// say nothing was written: a lost connection, a timeout, an etcd
@@ -65,7 +76,7 @@ type CommitObserver interface {
 
 // DefaultCommitterConfig returns the configuration a node uses.
 func DefaultCommitterConfig() CommitterConfig {
-	return CommitterConfig{MaxInFlight: 2, StallAfter: 500 * time.Millisecond, MaxStalled: 8}
+	return CommitterConfig{MaxInFlight: 2, StallAfter: 500 * time.Millisecond, MaxStalled: 8, SendTimeout: 30 * time.Second}
 }
 
 // CommitterStats are a Committer's counters since it was made.
@@ -120,6 +131,7 @@ type Committer struct {
 	maxInFlight int
 	stallAfter  time.Duration
 	maxStalled  int
+	sendTimeout time.Duration
 	observer    CommitObserver // nil: none
 
 	// kick wakes the packer: a txn was queued or a batch finished.
@@ -189,6 +201,9 @@ func NewCommitter(store Store, cfg CommitterConfig) *Committer {
 	if cfg.MaxStalled <= 0 {
 		cfg.MaxStalled = d.MaxStalled
 	}
+	if cfg.SendTimeout <= 0 {
+		cfg.SendTimeout = d.SendTimeout
+	}
 	if cfg.Limits == (Limits{}) {
 		cfg.Limits = store.Limits()
 	}
@@ -198,6 +213,7 @@ func NewCommitter(store Store, cfg CommitterConfig) *Committer {
 		maxInFlight: cfg.MaxInFlight,
 		stallAfter:  cfg.StallAfter,
 		maxStalled:  cfg.MaxStalled,
+		sendTimeout: cfg.SendTimeout,
 		observer:    cfg.Observer,
 		onInDoubt:   cfg.OnInDoubt,
 		doubted:     map[Fence]struct{}{},
@@ -518,7 +534,9 @@ func (c *Committer) send(ctx context.Context, b []*request, f *flight) {
 			break
 		}
 	}
-	c.commit(ctx, b, false)
+	sctx, cancel := context.WithTimeout(ctx, c.sendTimeout)
+	c.commit(sctx, b, false)
+	cancel()
 
 	c.mu.Lock()
 	if i := slices.Index(c.flights, f); i >= 0 {

@@ -602,3 +602,48 @@ func TestCommitterCallerLeavingInFlightPutsItsClaimInDoubt(t *testing.T) {
 	}
 	close(h.hold)
 }
+
+// A store that stops answering does not hold a writer for ever, even one
+// whose context has no deadline: its batch fails after SendTimeout with
+// DeadlineExceeded, the claim it was fenced on goes in doubt, and the
+// Committer goes on with other batches.
+func TestCommitterSendTimeoutAnswersACallerWithoutDeadline(t *testing.T) {
+	m, fences := claimedMemory(t, 2)
+	h := &holdStore{Store: m, hold: make(chan struct{})} // never released
+	var (
+		reportMu sync.Mutex
+		reported []Fence
+	)
+	c := NewCommitter(h, CommitterConfig{SendTimeout: 50 * time.Millisecond, OnInDoubt: func(fs []Fence) {
+		reportMu.Lock()
+		reported = append(reported, fs...)
+		reportMu.Unlock()
+	}})
+	runCommitter(t, c)
+
+	done := make(chan error, 1)
+	go func() {
+		done <- c.Commit(context.Background(), Txn{Fence: fences[0], Ops: []Op{Put("p1/a", []byte("v"))}})
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.DeadlineExceeded) || !OutcomeUnknown(err) {
+			t.Fatalf("the write to a store that does not answer: %v, want DeadlineExceeded, outcome unknown", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("a write to a store that does not answer was not answered")
+	}
+	reportMu.Lock()
+	got := reported
+	reportMu.Unlock()
+	if len(got) != 1 || got[0] != fences[0] {
+		t.Fatalf("OnInDoubt heard %v, want [%v]", got, fences[0])
+	}
+	if err := c.Commit(context.Background(), Txn{Fence: fences[0], Ops: []Op{Put("p1/b", []byte("v"))}}); !errors.Is(err, ErrFenced) {
+		t.Fatalf("a later write on the doubted claim: %v, want ErrFenced", err)
+	}
+	st := c.Stats()
+	if st.Failed != 2 || st.Committed != 0 {
+		t.Fatalf("stats %+v, want 2 failed", st)
+	}
+}
