@@ -468,7 +468,7 @@ func (h *Host) activateFor(ctx context.Context, ref Ref, sp *rivet.Spec, create 
 			a = &activation{
 				h: h, ref: Ref{Name: ref.Name, Key: append([]string(nil), ref.Key...)}, id: id, enc: enc, part: part, spec: sp, prefix: prefix,
 				fence: storage.Fence{Partition: part, Token: token},
-				ready: make(chan struct{}), woken: make(chan struct{}), advanced: make(chan struct{}),
+				ready: make(chan struct{}), woken: make(chan struct{}),
 				wf: wfState{queued: &h.queued},
 			}
 			a.lastTurn.Store(time.Now().UnixNano())

@@ -245,6 +245,11 @@ func DoOpts[S, T any](c *Ctx[S], opts StepOptions, fn func(*DoCtx) (T, error)) (
 // as no output at all. A value that does not marshal is a critical error:
 // retrying would not change it.
 func encodeStepValue(v any) (json.RawMessage, error) {
+	if _, ok := v.(none); ok {
+		// What json.Marshal would say, without its reflection and its
+		// compaction of MarshalJSON's output, on every Step.
+		return nil, nil
+	}
 	b, err := json.Marshal(v)
 	if err != nil {
 		return nil, Critical(fmt.Errorf("workflow: step value does not marshal to JSON: %w", err))

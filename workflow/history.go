@@ -322,6 +322,9 @@ func validPath(path string) error {
 // value as a divergence: the history holds a value the code can no longer
 // read.
 func decodeInto(path string, raw json.RawMessage, v any) error {
+	if _, ok := v.(*none); ok {
+		return nil // none reads any value, as its UnmarshalJSON does
+	}
 	if len(raw) == 0 {
 		raw = json.RawMessage("null")
 	}
