@@ -159,7 +159,7 @@ func historyOps(prefix string, ws []workflow.HistoryWrite) ([]storage.Op, error)
 	for _, w := range ws {
 		switch {
 		case w.Put != nil:
-			b, err := json.Marshal(w.Put)
+			b, err := workflow.MarshalEntry(w.Put)
 			if err != nil {
 				return nil, fmt.Errorf("history entry %s does not marshal: %w", w.Put.Path, err)
 			}

@@ -675,3 +675,12 @@ func TestCheckSmallTxnMatchesCheckByMaps(t *testing.T) {
 		t.Fatalf("%d of 20000 random txns refused: the test does not tell the checks apart", refused)
 	}
 }
+
+// fenceBytes counts an owner key without making it: the same size.
+func TestFenceBytesIsTheOwnerKeysSize(t *testing.T) {
+	for _, p := range []uint32{0, 1, 9, 99999, 100000, 999999, 1000000, 123456789, 999999999, 1000000000, 4294967295} {
+		if got, want := fenceBytes(p), 2*(len(OwnerKey(p))+16); got != want {
+			t.Errorf("fenceBytes(%d) = %d, want %d", p, got, want)
+		}
+	}
+}

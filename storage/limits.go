@@ -2,6 +2,7 @@ package storage
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -15,7 +16,13 @@ func DefaultLimits() Limits {
 
 // fenceBytes is what one distinct fence adds to a packed transaction: its
 // compare and the read of the owner key when the compares fail.
-func fenceBytes(p uint32) int { return 2 * (len(OwnerKey(p)) + 16) }
+func fenceBytes(p uint32) int {
+	// len(OwnerKey(p)) without making the key: this runs for every txn a
+	// Committer is given. appendPartition pads to five digits.
+	var buf [10]byte
+	digits := max(len(strconv.AppendUint(buf[:0], uint64(p), 10)), 5)
+	return 2 * (len(OwnersPrefix) + digits + 16)
+}
 
 // Check returns ErrTooLarge (wrapped, with the figures) if txns packed into
 // one store transaction exceed l. Identical fences are counted once, as the
