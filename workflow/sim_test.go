@@ -6,18 +6,22 @@ package workflow_test
 // evictions, and replayed from what was committed until it ends. Every run
 // must end exactly like the crash-free one: same outcome, same state, same
 // history, every committed step's effect once, every message processed once
-// and answered once. (Step timeouts are the one thing not in it: a body
-// that blocks until its timeout keeps the run from counting as blocked, so
-// the simulation's clock would never move; step_test.go covers them with a
-// clock moved by hand, and race_late_loser_test.go a race lost while a
-// step runs, crashed at every commit.)
+// and answered once. Step bodies that block until their timeout tell the
+// simulation so (workflowtest.Host.Hang), which moves the clock to the
+// timeout: a run blocked in a step body does not count as waiting. A crash
+// that loses such an attempt's record runs the attempt again, with a
+// timeout of its own, so that run ends later by that timeout, and only
+// there may its times differ from the crash-free run's (compareSim).
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -51,7 +55,9 @@ func logf(s *simStep, format string, args ...any) {
 	s.State.Log = append(s.State.Log, fmt.Sprintf(format, args...))
 }
 
-func simWorkflow(failAtEnd bool) func(c *simCtx) error {
+// simWorkflow is the simulated workflow; hang blocks a step body until its
+// context ends (workflowtest.Host.Hang), timeout being the step's.
+func simWorkflow(failAtEnd bool, hang func(ctx context.Context, timeout time.Duration)) func(c *simCtx) error {
 	return func(c *simCtx) error {
 		if err := c.RollbackCheckpoint("cp"); err != nil {
 			return err
@@ -206,6 +212,30 @@ func simWorkflow(failAtEnd bool) func(c *simCtx) error {
 			return err
 		}
 
+		// A step whose first attempt times out and is retried, and one
+		// whose timeout is critical, caught.
+		slow, err := workflow.StepOpts(c, workflow.StepOptions{Name: "slow-call", Timeout: 3 * time.Second, RetryOnTimeout: true, RetryBackoffBase: 500 * time.Millisecond},
+			func(s *simStep) (int, error) {
+				logf(s, "slow attempt %d", s.Attempt())
+				if s.Attempt() == 1 {
+					hang(s.Context(), 3*time.Second)
+					return 0, s.Context().Err()
+				}
+				return 4, nil
+			})
+		if err != nil {
+			return err
+		}
+		_, hung, err := workflow.TryStepOpts(c, workflow.StepOptions{Name: "hung-call", Timeout: 1500 * time.Millisecond},
+			func(s *simStep) (int, error) {
+				logf(s, "hung attempt %d", s.Attempt())
+				hang(s.Context(), 1500*time.Millisecond)
+				return 0, s.Context().Err()
+			})
+		if err != nil {
+			return err
+		}
+
 		// A stateless step (Do), outside the actor's turn.
 		rate, err := workflow.Do(c, "fetch-rate", func(d *workflow.DoCtx) (int, error) { return 2, nil })
 		if err != nil {
@@ -247,9 +277,9 @@ func simWorkflow(failAtEnd bool) func(c *simCtx) error {
 		}
 
 		if err := c.Step("summary", func(s *simStep) error {
-			s.State.Total = reserved + sum[1] + joined["users"] + joined["orders"] + joined["invoices"] + amount + rate
-			logf(s, "v%d %s won %d, %s won; caught %s/%s, %s and %s at +%v",
-				version, bidder, amount, source, failure.Source, failure.Kind, critical.Kind, joinFailure.Source, c.Now().Sub(t0))
+			s.State.Total = reserved + sum[1] + joined["users"] + joined["orders"] + joined["invoices"] + amount + rate + slow
+			logf(s, "v%d %s won %d, %s won; caught %s/%s, %s, %s and %s at +%v",
+				version, bidder, amount, source, failure.Source, failure.Kind, critical.Kind, hung.Kind, joinFailure.Source, c.Now().Sub(t0))
 			return nil
 		}); err != nil {
 			return err
@@ -269,6 +299,8 @@ type simResult struct {
 	history     string
 	queue       []workflow.RawMessage
 	completions map[uint64]int
+	// hung is the time step bodies spent hanging until their timeout.
+	hung time.Duration
 }
 
 // simRun runs the simulation on a fresh host with the given crashes and
@@ -291,11 +323,16 @@ func simRun(t *testing.T, failAtEnd bool, crashes map[int]bool, evict func(workf
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	out, activations := h.Drive(ctx, simWorkflow(failAtEnd), workflowtest.DriveOptions{Evict: evict})
+	var hung time.Duration
+	hang := func(ctx context.Context, timeout time.Duration) {
+		hung += timeout // step bodies run one at a time
+		h.Hang(ctx)
+	}
+	out, activations := h.Drive(ctx, simWorkflow(failAtEnd, hang), workflowtest.DriveOptions{Evict: evict})
 	if ctx.Err() != nil {
 		t.Fatalf("crashes %v: the workflow did not finish: %+v", crashes, out)
 	}
-	res := simResult{status: out.Status, state: h.State(), history: h.HistoryJSON(), queue: h.Queue(), completions: h.Completions()}
+	res := simResult{status: out.Status, state: h.State(), history: h.HistoryJSON(), queue: h.Queue(), completions: h.Completions(), hung: hung}
 	if out.Err != nil {
 		res.err = out.Err.Error()
 	}
@@ -304,6 +341,19 @@ func simRun(t *testing.T, failAtEnd bool, crashes map[int]bool, evict func(workf
 
 func compareSim(t *testing.T, what string, want, got simResult) {
 	t.Helper()
+	if shift := got.hung - want.hung; shift != 0 {
+		// A crash lost the record of an attempt that timed out: it ran
+		// again, as long, and everything after it happened that much
+		// later. Times aside, the run must still be the same.
+		if shift < 0 {
+			t.Fatalf("%s: bodies hung %v, less than the crash-free run's %v", what, got.hung, want.hung)
+		}
+		wantEnd, gotEnd := endTime(t, want), endTime(t, got)
+		if gotEnd-wantEnd != shift {
+			t.Fatalf("%s: the run ended at +%v, want +%v (the crash-free +%v and %v of a lost attempt run again)", what, gotEnd, wantEnd+shift, wantEnd, shift)
+		}
+		want, got = timeless(t, want), timeless(t, got)
+	}
 	if got.status != want.status || got.err != want.err {
 		t.Fatalf("%s: outcome %s %q, want %s %q", what, got.status, got.err, want.status, want.err)
 	}
@@ -344,6 +394,49 @@ func TestSimulationCrashAtEveryCommit(t *testing.T) {
 			t.Logf("%d commits crash-free; %d runs crashed at one of them, before or after it applied: every run equal", commits, crashed)
 		})
 	}
+}
+
+// endTime is the workflow time the summary step logged.
+func endTime(t *testing.T, r simResult) time.Duration {
+	t.Helper()
+	for _, l := range r.state.Log {
+		if i := strings.LastIndex(l, " at +"); i >= 0 && strings.HasPrefix(l, "v") {
+			d, err := time.ParseDuration(l[i+len(" at +"):])
+			if err != nil {
+				t.Fatalf("summary line %q: %v", l, err)
+			}
+			return d
+		}
+	}
+	t.Fatalf("no summary line in %q", r.state.Log)
+	return 0
+}
+
+// timeless returns r without its times: the log's "at" suffixes and the
+// history entries' time fields.
+func timeless(t *testing.T, r simResult) simResult {
+	t.Helper()
+	r.state.Log = slices.Clone(r.state.Log)
+	for i, l := range r.state.Log {
+		if j := strings.LastIndex(l, " at +"); j >= 0 {
+			r.state.Log[i] = l[:j]
+		}
+	}
+	var entries []map[string]any
+	if err := json.Unmarshal([]byte(r.history), &entries); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		delete(e, "time")
+		delete(e, "last_attempt_at")
+		delete(e, "deadline")
+	}
+	b, err := json.Marshal(entries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.history = string(b)
+	return r
 }
 
 // TestSimulationRandomCrashesAndEvictions crashes each run at several
@@ -395,8 +488,9 @@ func checkBaseline(t *testing.T, base simResult, completable []uint64, failAtEnd
 			t.Fatalf("completions %v", base.completions)
 		}
 	}
-	// 7 reserved + (2+4+6+8+10) + 3+4+5 + 100 + 2 (the Do step).
-	if base.state.Total != 151 {
+	// 7 reserved + (2+4+6+8+10) + 3+4+5 + 100 + 4 (the slow call) + 2 (the
+	// Do step).
+	if base.state.Total != 155 {
 		t.Fatalf("total %d", base.state.Total)
 	}
 	want := []string{
@@ -406,10 +500,13 @@ func checkBaseline(t *testing.T, base simResult, completable []uint64, failAtEnd
 		// 10 s timeout.
 		"batch 0 of 3 at +1m0.6s", "batch 1 of 1 at +1m0.6s", "batch 2 of 0 at +1m10.6s",
 		"charge attempt 1", "charge attempt 2", "validate",
+		// The slow call's second attempt runs at once: its backoff (1 s from
+		// the start of its first attempt) passed while that one hung.
+		"slow attempt 1", "slow attempt 2", "hung attempt 1",
 		// 5 s of rate limit in the join, the 200 ms timeout, a 2 s backoff,
-		// 3 s to the absolute time, 2 s of a receive timing out, and the
-		// inner race's 1 s.
-		"v2 bid won 100, timeout won; caught step/exhausted, critical and join at +1m23.8s",
+		// 3 s and 1.5 s of steps timing out, 3 s to the absolute time, 2 s
+		// of a receive timing out, and the inner race's 1 s.
+		"v2 bid won 100, timeout won; caught step/exhausted, critical, timeout and join at +1m28.3s",
 	}
 	if failAtEnd {
 		want = append(want, "unreserve 7")

@@ -53,6 +53,7 @@ type Host[S any] struct {
 	commits     int
 	crashes     map[int]bool // commit number -> crash after applying it
 	wakes       chan workflow.Wake
+	hangs       chan struct{}
 }
 
 // NewHost returns an actor whose committed state is initial.
@@ -65,6 +66,7 @@ func NewHost[S any](initial S, clock *Clock) *Host[S] {
 		Clock: clock, state: b, history: map[string][]byte{}, nextID: 1,
 		notify: make(chan struct{}), waiters: map[uint64]chan json.RawMessage{},
 		completions: map[uint64]int{}, crashes: map[int]bool{}, wakes: make(chan workflow.Wake, 1),
+		hangs: make(chan struct{}, 1),
 	}
 }
 
@@ -227,6 +229,10 @@ func (h *Host[S]) Drive(ctx context.Context, fn func(*workflow.Ctx[S]) error, op
 	}
 	var out workflow.Outcome
 	for n := 1; n <= max; n++ {
+		select {
+		case <-h.hangs: // of a body the last activation ended
+		default:
+		}
 		actx, cancel := context.WithCancel(ctx)
 		done := make(chan workflow.Outcome, 1)
 		go func() { done <- h.Run(actx, fn) }()
@@ -236,6 +242,15 @@ func (h *Host[S]) Drive(ctx context.Context, fn func(*workflow.Ctx[S]) error, op
 			select {
 			case out = <-done:
 				break wait
+			case <-h.hangs:
+				// A step body hangs until its timeout: the clock moves
+				// to it. (Never an eviction here: an attempt cut off
+				// before its timeout runs again from its start, with a
+				// timeout of its own, so the run would end later than a
+				// run without it, which a simulation compares with.)
+				if ts := h.Clock.Timers(); len(ts) > 0 {
+					h.Clock.Set(ts[0])
+				}
 			case w := <-h.wakes:
 				switch {
 				case opts.Stop != nil && opts.Stop(w):
@@ -263,6 +278,22 @@ func (h *Host[S]) Drive(ctx context.Context, fn func(*workflow.Ctx[S]) error, op
 		h.Clock.Set(out.Wake.At)
 	}
 	return out, max
+}
+
+// Hang blocks a step body until ctx (its StepCtx's context) ends, and
+// tells Drive that the run now waits on the clock: Drive moves the clock to
+// the earliest pending timer (the step's timeout), as it does for a run
+// that reports it waits (but never evicts it there: DriveOptions.Evict is
+// not asked). A body blocked on its own timeout is not a wait the run can
+// report, so without Hang a simulation's clock would never reach it. Use
+// it in a step run while the rest of the workflow is blocked or done (not
+// beside a join branch that is still running steps).
+func (h *Host[S]) Hang(ctx context.Context) {
+	select {
+	case h.hangs <- struct{}{}:
+	default:
+	}
+	<-ctx.Done()
 }
 
 func (h *Host[S]) hasMessagesFor(w workflow.Wake) bool {
