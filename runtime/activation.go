@@ -122,10 +122,11 @@ type activation struct {
 	failedOps []storage.Op
 	failedVer uint64
 	// advanced is closed when committed or failed changes, if a waiter
-	// made it (nil otherwise): a workflow step's goroutine commits itself
-	// and never waits on it, so a channel made per commit would be
-	// garbage at once (the profile charged 7% of a step's CPU to it, the
-	// garbage collector's assists that allocation happened to pay).
+	// made it (nil otherwise): a workflow step's goroutine usually commits
+	// its writes itself and has nothing to wait for, so a channel made per
+	// commit would mostly be garbage at once (the profile charged 7% of a
+	// step's CPU to it, the garbage collector's assists that allocation
+	// happened to pay).
 	advanced chan struct{}
 	// pendingEvents are the events of turns whose writes are not durable
 	// yet, oldest first (publishEvents).
@@ -527,7 +528,8 @@ func (h *Host) commitContext() (context.Context, context.CancelFunc) {
 
 // flushLoop commits pending write groups, several turns per store
 // transaction when turns pile up while a commit is in flight. It exits when
-// nothing is pending. Owned by Host.flushes.
+// nothing is pending or a commit failed (or hands over, below). Owned by
+// Host.flushes.
 //
 // until is 0 in a flush goroutine. A turn's goroutine that runs the flush
 // itself (enqueueFlush) passes its own version: once that is committed, it

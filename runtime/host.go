@@ -28,10 +28,10 @@ import (
 )
 
 // Committer commits one transaction durably (storage.Committer packs many
-// into one store transaction). An activation's commits pass the Host's own
-// context, with no deadline: Commit must answer within a bounded time all
-// the same (storage.Committer's SendTimeout), or an actor whose store
-// stopped answering would wait for ever.
+// into one store transaction). An activation's turns commit with the Host's
+// own context, which has no deadline: Commit must answer within a bounded
+// time all the same (storage.Committer's SendTimeout), or an actor whose
+// store stopped answering would wait for ever.
 type Committer interface {
 	Commit(ctx context.Context, txn storage.Txn) error
 }

@@ -459,6 +459,18 @@ func (w *wfHost) turnWith(ctx context.Context, kind TurnKind, chain string, even
 	if err == nil && len(ops) > 0 {
 		v, flush, err = a.enqueueFlush(ops)
 	}
+	if flush {
+		defer func() {
+			if flush {
+				// Something between here and the flush panicked (an
+				// Observer, a Committer; the engine recovers it): the
+				// flush this turn owns must run all the same, or the
+				// actor's writes would never commit and Host.Stop would
+				// wait for its flushes for ever.
+				go a.flushLoop(0)
+			}
+		}()
+	}
 	if events != nil {
 		a.finishTurnEvents(*events, err == nil && len(ops) > 0, err == nil && len(ops) > 0)
 	}
@@ -468,6 +480,7 @@ func (w *wfHost) turnWith(ctx context.Context, kind TurnKind, chain string, even
 	a.h.cfg.Observer.Turn(kind, now.Sub(t0))
 	if flush {
 		a.flushLoop(v)
+		flush = false
 	}
 	if err != nil {
 		return err

@@ -67,6 +67,10 @@ func appendEntry(b []byte, e *Entry) ([]byte, bool) {
 			ok = false // MarshalJSON refuses it; let it say so
 			return
 		}
+		if _, off := t.Zone(); off <= -24*3600 || off >= 24*3600 {
+			ok = false // so does it an offset of a day or more
+			return
+		}
 		b = append(b, ',', '"')
 		b = append(b, name...)
 		b = append(b, '"', ':', '"')

@@ -43,7 +43,7 @@ var (
 	oddStrings   = []string{`q"uote`, `back\slash`, "<b>", "a&b", "ünï", "\u2028", "tab\t", "\x01", "\xff"}
 	plainRaws    = []string{"1", "null", `{"a":1}`, "[1,2]", `"x"`}
 	oddRaws      = []string{`{"a": 1}`, `"<x>"`, `"é"`, `"\u2028"`, "\n2", "{"}
-	sampleZones  = []*time.Location{time.UTC, time.FixedZone("x", 3600+30*60), time.FixedZone("y", -7*3600)}
+	sampleZones  = []*time.Location{time.UTC, time.FixedZone("x", 3600+30*60), time.FixedZone("y", -7*3600), time.FixedZone("day", 24*3600), time.FixedZone("-day", -25*3600)}
 )
 
 // fill sets v to a random value, often the zero one.
