@@ -2,6 +2,8 @@ package node_test
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -88,25 +90,41 @@ func TestSiblingCallsBackIntoAnActorTakeTurnsAcrossNodes(t *testing.T) {
 }
 
 // An actor on one node waits for the workflow of an actor on another to
-// complete its message (rivet.SendWait through the node's Remote).
+// complete its message (rivet.SendWait through the node's Remote); a wait
+// on an actor whose turn its own call chain holds on the other node is
+// refused there, not waited out.
 func TestAnActorWaitsForACompletionOnAnotherNode(t *testing.T) {
 	type st struct{}
-	doubler := rivet.Actor[st]{
-		Name:   "doubler",
-		Queues: rivet.Queues{"ask": rivet.QueueOf[int]()},
-		Run: func(ctx *workflow.Ctx[st]) error {
+	serve := func(queue string) func(ctx *workflow.Ctx[st]) error {
+		return func(ctx *workflow.Ctx[st]) error {
 			return ctx.Loop("serve", func(lc *workflow.Ctx[st]) error {
-				msg, err := workflow.Next[int](lc, "wait-ask")
+				msg, err := workflow.Next[int](lc, "wait-"+queue)
 				if err != nil {
 					return err
 				}
 				return msg.Complete(msg.Body * 2)
 			})
+		}
+	}
+	doubler := rivet.Actor[st]{
+		Name:   "doubler",
+		Queues: rivet.Queues{"ask": rivet.QueueOf[int]()},
+		Actions: rivet.Actions[st]{
+			// askBack waits on the asker whose turn called it.
+			"askBack": rivet.Action(func(c *rivet.ActionCtx[st], key string) (rivet.SendResult, error) {
+				return rivet.SendWait(c.Context(), c.Client().Get("asker", key), "self", 1, 5*time.Second)
+			}),
 		},
+		Run: serve("ask"),
 	}
 	asker := rivet.Actor[st]{
-		Name: "asker",
+		Name:   "asker",
+		Queues: rivet.Queues{"self": rivet.QueueOf[int]()},
+		Run:    serve("self"),
 		Actions: rivet.Actions[st]{
+			"viaPeer": rivet.Action(func(c *rivet.ActionCtx[st], key string) (rivet.SendResult, error) {
+				return rivet.Call[rivet.SendResult](c.Context(), c.Client().GetOrCreate("doubler", key), "askBack", c.Key()[0])
+			}),
 			"ask": rivet.Action(func(c *rivet.ActionCtx[st], args struct {
 				Key string `json:"key"`
 				V   int    `json:"v"`
@@ -131,5 +149,9 @@ func TestAnActorWaitsForACompletionOnAnotherNode(t *testing.T) {
 	res, err := rivet.Call[rivet.SendResult](ctx, c.GetOrCreate("asker", keysOn(nb, "asker", "a", 1)[0]), "ask", args)
 	if err != nil || res.Status != rivet.SendCompleted || string(res.Response) != "42" {
 		t.Fatalf("ask across nodes: %+v, %v; want completed with 42", res, err)
+	}
+	res, err = rivet.Call[rivet.SendResult](ctx, c.Get("asker", keysOn(nb, "asker", "a", 1)[0]), "viaPeer", args["key"])
+	if !errors.Is(err, rivet.ErrInvalidArgument) || !strings.Contains(err.Error(), "call chain") {
+		t.Fatalf("a wait on the asker from a turn its chain holds, across nodes: %+v, %v; want INVALID_ARGUMENT", res, err)
 	}
 }

@@ -172,6 +172,21 @@ func (g *turnGate) heldBy(chain string) bool {
 	return g.holder != "" && g.holder == chainRoot(chain)
 }
 
+// heldAbove reports whether a turn holding the gate made, directly or
+// through other actors' turns, the call on chain: a turn that cannot end
+// before that call has (unlike heldBy, not a sibling's turn of the same
+// chain, which ends on its own).
+func (g *turnGate) heldAbove(chain string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, t := range g.turns {
+		if descends(chain, t) {
+			return true
+		}
+	}
+	return false
+}
+
 // busy reports whether a turn holds the gate or waits for it.
 func (g *turnGate) busy() bool {
 	g.mu.Lock()

@@ -92,6 +92,33 @@ func TestGateLetsInOnlyCallsOfTheInnermostTurn(t *testing.T) {
 	}
 }
 
+// heldAbove tells the turns that made a call (which cannot end before it
+// has) from siblings' turns of the same chain (which can).
+func TestGateHeldAboveACall(t *testing.T) {
+	ctx := context.Background()
+	var g turnGate
+	mustEnter(t, enterAsync(&g, ctx, "r/a"), "a turn")
+	mustEnter(t, enterAsync(&g, ctx, "r/a/x/y"), "a call nested in it")
+	for chain, want := range map[string]bool{
+		"r/a":       true,  // the turn itself, sending to its own actor
+		"r/a/z":     true,  // a call it made, through another actor
+		"r/a/x/y/w": true,  // a call the nested turn made
+		"r/b":       false, // a sibling of the holding turn
+		"r/ab":      false, // not a path below r/a
+		"r":         false, // the root, above every turn inside
+		"q/a":       false, // another chain
+	} {
+		if got := g.heldAbove(chain); got != want {
+			t.Errorf("heldAbove(%q) = %v, want %v", chain, got, want)
+		}
+	}
+	g.release("r/a/x/y")
+	g.release("r/a")
+	if g.heldAbove("r/a") {
+		t.Fatal("heldAbove after every turn ended")
+	}
+}
+
 func TestGateOuterTurnEndingFirst(t *testing.T) {
 	ctx := context.Background()
 	var g turnGate

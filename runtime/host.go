@@ -1036,6 +1036,17 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 	if err := q.Validate(body); err != nil {
 		return SendResult{}, err
 	}
+	if req.Wait && req.Chain.ID != "" {
+		if a := h.loaded(req.Ref); a != nil && a.gate.heldAbove(req.Chain.ID) {
+			// A send from a turn whose call chain comes from a turn that
+			// holds the target (the sender itself, or a caller up the
+			// chain, on this node or another): the target's workflow takes
+			// the message in a turn of its own, which waits for that one,
+			// which waits for the sender: the wait could only run out.
+			// Checked here, where the target is, for a sender on any node.
+			return SendResult{}, rivet.Errorf(rivet.ErrInvalidArgument, "actor %s/%s is in a turn of this call chain (the sender, or a caller up the chain), so its workflow cannot take the message until the chain's turn ends: send it without waiting", req.Ref.Name, keyString(req.Ref.Key))
+		}
+	}
 	chain, err := h.turnChain(req.Chain.ID)
 	if err != nil {
 		return SendResult{}, err
@@ -1915,12 +1926,6 @@ func (hh *hostHandle) Enqueue(ctx context.Context, queue string, body any) (rive
 func (hh *hostHandle) SendWait(ctx context.Context, queue string, body any, timeout time.Duration) (rivet.SendResult, error) {
 	if timeout < 0 {
 		return rivet.SendResult{}, rivet.Errorf(rivet.ErrInvalidArgument, "timeout must not be negative, not %s", timeout)
-	}
-	if hh.c.h.heldBy(hh.ref, hh.c.chain) {
-		// The target's workflow takes the message in a turn of its own,
-		// which waits for the turn of this chain that holds it (this
-		// actor's, or one up the chain): the wait could only run out.
-		return rivet.SendResult{}, rivet.Errorf(rivet.ErrInvalidArgument, "actor %s/%s is in a turn of this call chain (this actor, or a caller up the chain), so its workflow cannot take the message until the chain's turn ends: send it without waiting", hh.ref.Name, keyString(hh.ref.Key))
 	}
 	if timeout == 0 {
 		timeout = defaultSendWait
