@@ -68,10 +68,10 @@ func Enqueue(ctx context.Context, h Handle, queue string, body any) (SendResult,
 // message stays. From an actor, the wait ends before the caller's context
 // does (a step's timeout, an action's), and the turn (or step) waits with
 // the actor's turn held: the workflow that completes the message must not
-// need this actor meanwhile. Waiting on an actor whose turn the call chain
-// holds (its own, or a caller's up the chain) fails with
-// ErrInvalidArgument where this node can tell (the actor is in memory
-// here); elsewhere the wait runs out.
+// need this actor meanwhile. Waiting on an actor that a turn the send came
+// from holds (the sender itself, or a caller up the chain, on any node)
+// fails with ErrInvalidArgument: its workflow could take the message only
+// after that turn, which waits for the send.
 //
 //	res, err := rivet.SendWait(ctx, c.Client().GetOrCreate("worker", id), "task", task, 10*time.Second)
 func SendWait(ctx context.Context, h Handle, queue string, body any, timeout time.Duration) (SendResult, error) {

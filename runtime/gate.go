@@ -174,8 +174,10 @@ func (g *turnGate) heldBy(chain string) bool {
 
 // heldAbove reports whether a turn holding the gate made, directly or
 // through other actors' turns, the call on chain: a turn that cannot end
-// before that call has (unlike heldBy, not a sibling's turn of the same
-// chain, which ends on its own).
+// before that call has. Unlike heldBy, a sibling's turn of the same chain
+// does not count: it does not wait for the call (unless it calls back into
+// the caller's actor, a cycle of siblings, which waits until its deadline
+// as such calls do).
 func (g *turnGate) heldAbove(chain string) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()

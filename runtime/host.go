@@ -1044,6 +1044,10 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 			// the message in a turn of its own, which waits for that one,
 			// which waits for the sender: the wait could only run out.
 			// Checked here, where the target is, for a sender on any node.
+			// Checked before the send's turn, not in it: a turn above the
+			// sender cannot take the target's gate after this check (it
+			// waits for the sender), nor leave it unless its own call gave
+			// up, in which case the chain is failing anyway.
 			return SendResult{}, rivet.Errorf(rivet.ErrInvalidArgument, "actor %s/%s is in a turn of this call chain (the sender, or a caller up the chain), so its workflow cannot take the message until the chain's turn ends: send it without waiting", req.Ref.Name, keyString(req.Ref.Key))
 		}
 	}

@@ -344,7 +344,8 @@ func compareSim(t *testing.T, what string, want, got simResult) {
 	if shift := got.hung - want.hung; shift != 0 {
 		// A crash lost the record of an attempt that timed out: it ran
 		// again, as long, and everything after it happened that much
-		// later. Times aside, the run must still be the same.
+		// later. Every time must be the crash-free run's, or that much
+		// later; the rest the same.
 		if shift < 0 {
 			t.Fatalf("%s: bodies hung %v, less than the crash-free run's %v", what, got.hung, want.hung)
 		}
@@ -352,6 +353,7 @@ func compareSim(t *testing.T, what string, want, got simResult) {
 		if gotEnd-wantEnd != shift {
 			t.Fatalf("%s: the run ended at +%v, want +%v (the crash-free +%v and %v of a lost attempt run again)", what, gotEnd, wantEnd+shift, wantEnd, shift)
 		}
+		checkShifted(t, what, want, got, shift)
 		want, got = timeless(t, want), timeless(t, got)
 	}
 	if got.status != want.status || got.err != want.err {
@@ -410,6 +412,50 @@ func endTime(t *testing.T, r simResult) time.Duration {
 	}
 	t.Fatalf("no summary line in %q", r.state.Log)
 	return 0
+}
+
+// checkShifted fails unless every time of got (the log's "at" and the
+// history's time fields) is want's, or want's and shift.
+func checkShifted(t *testing.T, what string, want, got simResult, shift time.Duration) {
+	t.Helper()
+	ok := func(w, g time.Duration) bool { return g == w || g == w+shift }
+	if len(got.state.Log) == len(want.state.Log) {
+		for i, l := range got.state.Log {
+			j, k := strings.LastIndex(l, " at +"), strings.LastIndex(want.state.Log[i], " at +")
+			if j < 0 || k < 0 {
+				continue
+			}
+			g, gerr := time.ParseDuration(l[j+len(" at +"):])
+			w, werr := time.ParseDuration(want.state.Log[i][k+len(" at +"):])
+			if gerr != nil || werr != nil || !ok(w, g) {
+				t.Fatalf("%s: log line %q, want %q or %v later", what, l, want.state.Log[i], shift)
+			}
+		}
+	}
+	var we, ge []map[string]any
+	if err := json.Unmarshal([]byte(want.history), &we); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(got.history), &ge); err != nil {
+		t.Fatal(err)
+	}
+	if len(we) != len(ge) {
+		return // the comparison of the rest says how
+	}
+	for i := range ge {
+		for _, f := range []string{"time", "last_attempt_at", "deadline"} {
+			gs, _ := ge[i][f].(string)
+			ws, _ := we[i][f].(string)
+			if gs == ws {
+				continue
+			}
+			g, gerr := time.Parse(time.RFC3339Nano, gs)
+			w, werr := time.Parse(time.RFC3339Nano, ws)
+			if gerr != nil || werr != nil || !g.Equal(w.Add(shift)) {
+				t.Fatalf("%s: %s of %v is %q, want %q or %v later", what, f, ge[i]["path"], gs, ws, shift)
+			}
+		}
+	}
 }
 
 // timeless returns r without its times: the log's "at" suffixes and the

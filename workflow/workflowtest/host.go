@@ -286,8 +286,10 @@ func (h *Host[S]) Drive(ctx context.Context, fn func(*workflow.Ctx[S]) error, op
 // that reports it waits (but never evicts it there: DriveOptions.Evict is
 // not asked). A body blocked on its own timeout is not a wait the run can
 // report, so without Hang a simulation's clock would never reach it. Use
-// it in a step run while the rest of the workflow is blocked or done (not
-// beside a join branch that is still running steps).
+// it only where the step's timeout is the earliest timer and stays so: the
+// rest of the workflow done, or blocked on messages only (not beside a
+// branch that sleeps, waits with a timeout or runs steps: the clock would
+// jump past that branch's deadline, or stop at it).
 func (h *Host[S]) Hang(ctx context.Context) {
 	select {
 	case h.hangs <- struct{}{}:
