@@ -213,11 +213,15 @@ func (h *History) CheckEnd(scope string) error {
 	return nil
 }
 
-// Apply applies writes in order.
+// Apply applies writes in order. It keeps the entries it is given, not
+// copies: an entry must not change once it is in a write (the engine builds
+// a fresh one for every write, and code that changes an entry of the
+// history clones it first). A copy of every entry written was the largest
+// allocation of a workflow step in the engine.
 func (h *History) Apply(writes []HistoryWrite) {
 	for _, w := range writes {
 		if w.Put != nil {
-			h.entries[w.Put.Path] = w.Put.clone()
+			h.entries[w.Put.Path] = w.Put
 			delete(h.unvisited, w.Put.Path)
 			continue
 		}
