@@ -98,6 +98,11 @@ type Broadcaster interface {
 // error fails the workflow. In both cases the driver stops calling the
 // host for this run: whether the failed commit applied or not, the next
 // activation reads the truth from storage.
+//
+// The entries of the writes a host is given (HistoryWrite.Put) are the
+// run's history itself, which the driver keeps without copying and reads
+// from several goroutines: a host reads them (to encode, to count) and
+// never changes them.
 type Host interface {
 	Clock
 

@@ -134,6 +134,16 @@ func (x *cx) attempt(path string, seq, n int, sp stepSpec) (*Entry, error) {
 		abandoned bool
 	)
 	fn := func(env StepEnv) []HistoryWrite {
+		if t.lostARace() {
+			// The branch lost its race while it waited for the turn. Its
+			// context may not be cancelled yet: the decision cancels the
+			// losers one by one, and another loser's step, cancelled
+			// first, may have handed the turn over already. A loser's
+			// body must not start. (lostARace waits for the decision to
+			// end, and costs nothing outside races.)
+			abandoned = true
+			return nil
+		}
 		start := t.stamp()
 		out, err, timedOut := runBody(t.ctx, sp.pol.timeout, r.host, func(ctx context.Context) (json.RawMessage, error) {
 			return sp.body(env, ctx, n)
