@@ -62,50 +62,59 @@ func containsFence(fs []Fence, f Fence) bool {
 // delete (point or prefix) of the same transaction. Overlapping deletes are
 // allowed, as etcd allows them. It also rejects empty keys and unknown kinds.
 func checkTxns(txns []Txn) error {
-	if len(txns) == 1 && len(txns[0].Ops) <= smallTxnOps {
-		return checkSmallTxn(&txns[0])
+	for i := range txns {
+		if err := checkKinds(&txns[i]); err != nil {
+			return err
+		}
 	}
-	return checkTxnsByMaps(txns)
+	if len(txns) == 1 && len(txns[0].Ops) <= smallTxnOps {
+		return putConflictsPairwise(txns[0].Ops)
+	}
+	return putConflictsByMaps(txns)
 }
 
-func checkTxnsByMaps(txns []Txn) error {
-	var puts map[string]struct{}
-	var dels map[string]struct{}
+// checkKinds rejects t's unknown cond and op kinds and empty keys.
+func checkKinds(t *Txn) error {
+	for _, c := range t.Conds {
+		if c.Kind != CondAbsent && c.Kind != CondPresent && c.Kind != CondUnchanged {
+			return fmt.Errorf("%w: unknown cond kind %d", ErrInvalidTxn, c.Kind)
+		}
+		if c.Key == "" {
+			return fmt.Errorf("%w: empty cond key", ErrInvalidTxn)
+		}
+	}
+	for _, o := range t.Ops {
+		switch o.Kind {
+		case OpPut, OpDelete:
+			if o.Key == "" {
+				return fmt.Errorf("%w: empty key", ErrInvalidTxn)
+			}
+		case OpDeletePrefix:
+		default:
+			return fmt.Errorf("%w: unknown op kind %d", ErrInvalidTxn, o.Kind)
+		}
+	}
+	return nil
+}
+
+// putConflictsByMaps finds a key put twice, or put under a delete, among
+// the ops of txns (of known kinds).
+func putConflictsByMaps(txns []Txn) error {
+	puts := map[string]struct{}{}
+	dels := map[string]struct{}{}
 	var prefixes []string
 	for i := range txns {
-		for _, c := range txns[i].Conds {
-			if c.Kind != CondAbsent && c.Kind != CondPresent && c.Kind != CondUnchanged {
-				return fmt.Errorf("%w: unknown cond kind %d", ErrInvalidTxn, c.Kind)
-			}
-			if c.Key == "" {
-				return fmt.Errorf("%w: empty cond key", ErrInvalidTxn)
-			}
-		}
 		for _, o := range txns[i].Ops {
 			switch o.Kind {
 			case OpPut:
-				if o.Key == "" {
-					return fmt.Errorf("%w: empty key", ErrInvalidTxn)
-				}
-				if puts == nil {
-					puts = make(map[string]struct{})
-				}
 				if _, dup := puts[o.Key]; dup {
 					return fmt.Errorf("%w: key %q put twice", ErrInvalidTxn, o.Key)
 				}
 				puts[o.Key] = struct{}{}
 			case OpDelete:
-				if o.Key == "" {
-					return fmt.Errorf("%w: empty key", ErrInvalidTxn)
-				}
-				if dels == nil {
-					dels = make(map[string]struct{})
-				}
 				dels[o.Key] = struct{}{}
 			case OpDeletePrefix:
 				prefixes = append(prefixes, o.Key)
-			default:
-				return fmt.Errorf("%w: unknown op kind %d", ErrInvalidTxn, o.Kind)
 			}
 		}
 	}
@@ -122,36 +131,20 @@ func checkTxnsByMaps(txns []Txn) error {
 	return nil
 }
 
-// smallTxnOps is the size up to which checkSmallTxn compares ops pairwise
-// rather than through maps: an actor's commit is a few ops (a workflow
-// step's entry and state), checked once per commit, and two maps made for
-// each were about 4% of what a node allocated per workflow step.
+// smallTxnOps is the size up to which putConflictsPairwise compares ops
+// pairwise rather than through maps: an actor's commit is a few ops (a
+// workflow step's entry and state), checked once per commit, and two maps
+// made for each were about 4% of what a node allocated per workflow step.
 const smallTxnOps = 16
 
-// checkSmallTxn is checkTxns for one txn of at most smallTxnOps ops.
-func checkSmallTxn(t *Txn) error {
-	for _, c := range t.Conds {
-		if c.Kind != CondAbsent && c.Kind != CondPresent && c.Kind != CondUnchanged {
-			return fmt.Errorf("%w: unknown cond kind %d", ErrInvalidTxn, c.Kind)
-		}
-		if c.Key == "" {
-			return fmt.Errorf("%w: empty cond key", ErrInvalidTxn)
-		}
-	}
-	for i, o := range t.Ops {
-		switch o.Kind {
-		case OpPut, OpDelete:
-			if o.Key == "" {
-				return fmt.Errorf("%w: empty key", ErrInvalidTxn)
-			}
-		case OpDeletePrefix:
-		default:
-			return fmt.Errorf("%w: unknown op kind %d", ErrInvalidTxn, o.Kind)
-		}
+// putConflictsPairwise is putConflictsByMaps for the ops of one txn,
+// compared pairwise.
+func putConflictsPairwise(ops []Op) error {
+	for i, o := range ops {
 		if o.Kind != OpPut {
 			continue
 		}
-		for j, p := range t.Ops {
+		for j, p := range ops {
 			switch {
 			case j == i:
 			case p.Kind == OpPut && p.Key == o.Key:
