@@ -44,8 +44,8 @@ type CommitterConfig struct {
 	// whose context has no deadline of its own is answered within about
 	// SendTimeout of its txn going out, so that a store that stopped
 	// answering does not hold its writers for ever. One timer per batch
-	// rather than one per caller: a context with a timeout per txn was a
-	// tenth of the CPU a workflow step costs the node outside etcd (its
+	// rather than one per caller: a context with a timeout per txn was
+	// about 4% of the CPU a workflow step costs the node outside etcd (its
 	// timer, and its registration with the parent context under a lock
 	// every committing actor took). Zero means 30 s.
 	SendTimeout time.Duration
