@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"github.com/google/btree"
 	"maps"
 	"slices"
 	"sort"
@@ -41,7 +42,7 @@ type Memory struct {
 	// mu guards everything below.
 	mu     sync.Mutex
 	rev    int64
-	keys   []string // sorted; the keys of data
+	keys   *btree.BTreeG[string] // the keys of data, in order
 	data   map[string]*memEntry
 	leases map[LeaseID]*memLease
 	// lastLease is the last lease id granted; ids are never reused.
@@ -104,6 +105,7 @@ func NewMemory() *Memory {
 	return &Memory{
 		limits:  DefaultLimits(),
 		data:    make(map[string]*memEntry),
+		keys:    btree.NewOrderedG[string](32),
 		leases:  make(map[LeaseID]*memLease),
 		closedc: make(chan struct{}),
 		changed: make(chan struct{}),
@@ -220,8 +222,7 @@ func (m *Memory) putLocked(key string, value []byte, lease LeaseID, rev int64) {
 	if !ok {
 		e = &memEntry{create: rev}
 		m.data[key] = e
-		i, _ := slices.BinarySearch(m.keys, key)
-		m.keys = slices.Insert(m.keys, i, key)
+		m.keys.ReplaceOrInsert(key)
 	}
 	if e.lease != 0 && e.lease != lease {
 		if l := m.leases[e.lease]; l != nil {
@@ -256,25 +257,26 @@ func (m *Memory) deleteLocked(key string, rev int64) bool {
 		}
 	}
 	delete(m.data, key)
-	if i, found := slices.BinarySearch(m.keys, key); found {
-		m.keys = slices.Delete(m.keys, i, i+1)
-	}
+	m.keys.Delete(key)
 	return true
 }
 
-// rangeLocked returns the index range of m.keys that starts with prefix and
-// comes after startAfter.
-func (m *Memory) rangeLocked(prefix, startAfter string) (int, int) {
+// keysLocked returns, in order, the keys that start with prefix and come
+// after startAfter, at most limit of them (all if limit <= 0).
+func (m *Memory) keysLocked(prefix, startAfter string, limit int) []string {
 	start := prefix
 	if startAfter != "" && startAfter+"\x00" > start {
 		start = startAfter + "\x00"
 	}
-	i := sort.SearchStrings(m.keys, start)
-	j := i
-	for j < len(m.keys) && strings.HasPrefix(m.keys[j], prefix) {
-		j++
-	}
-	return i, j
+	var out []string
+	m.keys.AscendGreaterOrEqual(start, func(k string) bool {
+		if !strings.HasPrefix(k, prefix) {
+			return false
+		}
+		out = append(out, k)
+		return limit <= 0 || len(out) < limit
+	})
+	return out
 }
 
 func (m *Memory) kvLocked(key string, keysOnly bool) KV {
@@ -317,12 +319,9 @@ func (m *Memory) ListRev(ctx context.Context, prefix string, opts ListOptions) (
 		kvs, err := m.listAtLocked(prefix, opts)
 		return kvs, m.rev, err
 	}
-	i, j := m.rangeLocked(prefix, opts.StartAfter)
-	if opts.Limit > 0 && j-i > opts.Limit {
-		j = i + opts.Limit
-	}
-	out := make([]KV, 0, j-i)
-	for _, k := range m.keys[i:j] {
+	keys := m.keysLocked(prefix, opts.StartAfter, opts.Limit)
+	out := make([]KV, 0, len(keys))
+	for _, k := range keys {
 		out = append(out, m.kvLocked(k, opts.KeysOnly))
 	}
 	return out, m.rev, nil
@@ -346,9 +345,8 @@ func (m *Memory) listAtLocked(prefix string, opts ListOptions) ([]KV, error) {
 			before[k] = m.prevs[i]
 		}
 	}
-	i, j := m.rangeLocked(prefix, "")
 	var out []KV
-	for _, k := range m.keys[i:j] {
+	for _, k := range m.keysLocked(prefix, "", 0) {
 		if _, changed := before[k]; !changed {
 			out = append(out, m.kvLocked(k, opts.KeysOnly))
 		}
@@ -385,8 +383,15 @@ func (m *Memory) Count(ctx context.Context, prefix string) (int64, error) {
 		return 0, err
 	}
 	defer m.mu.Unlock()
-	i, j := m.rangeLocked(prefix, "")
-	return int64(j - i), nil
+	n := int64(0)
+	m.keys.AscendGreaterOrEqual(prefix, func(k string) bool {
+		if !strings.HasPrefix(k, prefix) {
+			return false
+		}
+		n++
+		return true
+	})
+	return n, nil
 }
 
 // Limits implements Store.
@@ -433,8 +438,7 @@ func (m *Memory) Commit(ctx context.Context, txns ...Txn) error {
 			case OpDelete:
 				changed = m.deleteLocked(o.Key, rev) || changed
 			case OpDeletePrefix:
-				a, b := m.rangeLocked(o.Key, "")
-				for _, k := range slices.Clone(m.keys[a:b]) {
+				for _, k := range m.keysLocked(o.Key, "", 0) {
 					changed = m.deleteLocked(k, rev) || changed
 				}
 			}
@@ -677,9 +681,8 @@ func (m *Memory) Claims(ctx context.Context) ([]Claim, error) {
 		return nil, err
 	}
 	defer m.mu.Unlock()
-	i, j := m.rangeLocked(OwnersPrefix, "")
 	var out []Claim
-	for _, k := range m.keys[i:j] {
+	for _, k := range m.keysLocked(OwnersPrefix, "", 0) {
 		p, ok := ParseOwnerKey(k)
 		if !ok {
 			continue
