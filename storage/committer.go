@@ -330,16 +330,27 @@ func (c *Committer) newRequest(txn Txn) (*request, error) {
 // indexKeys sorts the keys of r's txn into those it reads, writes and
 // deletes by prefix, and the directories that hold them.
 func (r *request) indexKeys() {
-	for _, cd := range r.txn.Conds {
-		r.reads = append(r.reads, cd.Key)
+	// One array for the three lists (a step's txn has two or three keys):
+	// reads first, then writes from the front of the rest and prefixes
+	// from its back.
+	nc, no := len(r.txn.Conds), len(r.txn.Ops)
+	keys := make([]string, nc+no)
+	for i, cd := range r.txn.Conds {
+		keys[i] = cd.Key
 	}
+	w, p := nc, nc+no
 	for _, o := range r.txn.Ops {
 		if o.Kind == OpDeletePrefix {
-			r.prefixes = append(r.prefixes, o.Key)
+			p--
+			keys[p] = o.Key
 		} else {
-			r.writes = append(r.writes, o.Key)
+			keys[w] = o.Key
+			w++
 		}
 	}
+	r.reads = keys[:nc:nc]
+	r.writes = keys[nc:w:w]
+	r.prefixes = keys[p:]
 	r.scopes = scopesOf(r)
 }
 
