@@ -380,6 +380,14 @@ func (x *cx) race(name string, names []string, runs []func(*cx) (json.RawMessage
 		if _, ok := r.hist.FirstUnvisited(joinPath(path, n)); ok {
 			rc.live[i] = false
 			rc.replaying++
+			if rc.claim < 0 && holdsMessages(r.hist, joinPath(path, n)) {
+				// The messages it took in the first run are its: it wins
+				// if it finishes, as it would have then. Reserved before
+				// any branch runs: a branch with nothing to replay would
+				// otherwise take the claim with a message that came since,
+				// win, and drop this one's tree, the messages' only record.
+				rc.claim = i
+			}
 		}
 	}
 	r.mu.Unlock()
@@ -454,4 +462,15 @@ func (x *cx) race(name string, names []string, runs []func(*cx) (json.RawMessage
 	}
 	t.advance(final.Time)
 	return path, final, nil
+}
+
+// holdsMessages reports whether the recorded tree at branch holds a
+// completed receive that took messages.
+func holdsMessages(h *History, branch string) bool {
+	for _, p := range h.inTree(branch) {
+		if e := h.Get(p); e != nil && e.Kind == KindMessage && e.Status == StatusCompleted && len(e.Messages) > 0 {
+			return true
+		}
+	}
+	return false
 }

@@ -160,9 +160,9 @@ func (x *cx) receive(name string, o NextOptions) (string, *Entry, error) {
 			// Timed out. Recording it may wait for the next commit: if
 			// it is lost, the replay looks again and may find a
 			// message, which is as good an outcome.
-			done := &Entry{Path: path, Seq: seq, Kind: KindMessage, Status: StatusCompleted, Deadline: deadline, Time: now}
+			done := &Entry{Path: path, Seq: seq, Kind: KindMessage, Status: StatusCompleted, Deadline: deadline, Time: t.endedAt(deadline)}
 			t.record(HistoryWrite{Put: done})
-			t.advance(now)
+			t.advance(done.Time)
 			return path, done, nil
 		}
 		if err := t.wait(waitFor{at: deadline, notify: notify, names: o.Names}); err != nil {

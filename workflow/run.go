@@ -174,6 +174,18 @@ func (t *thread) stamp() time.Time {
 	return t.now
 }
 
+// endedAt is the time to record for a wait that ended at its deadline
+// (a sleep, a receive that timed out): the deadline itself if the run got
+// there late (woken late, replayed after a crash), so that the recorded
+// time, and with it a race's winner, is what it would have been on time.
+func (t *thread) endedAt(deadline time.Time) time.Time {
+	at := t.stamp()
+	if deadline.After(t.now) && deadline.Before(at) {
+		return deadline
+	}
+	return at
+}
+
 // advance moves the thread's workflow time to that of an entry it passed.
 func (t *thread) advance(at time.Time) {
 	if at.After(t.now) {

@@ -53,7 +53,7 @@ func (x *cx) sleep(name string, deadline func(now time.Time) time.Time) error {
 	}
 	done := e.clone()
 	done.Status = StatusCompleted
-	done.Time = t.stamp()
+	done.Time = t.endedAt(e.Deadline)
 	t.record(HistoryWrite{Put: done})
 	t.advance(done.Time)
 	return nil
