@@ -808,11 +808,16 @@ func (h *Host) Call(ctx context.Context, req CallRequest) (_ json.RawMessage, er
 	if len(args) != act.Arity {
 		return nil, rivet.Errorf(rivet.ErrInvalidArgument, "action %s takes %d argument(s), got %d", req.Action, act.Arity, len(args))
 	}
-	if req.CreateIfMissing && act.Check != nil && !h.inMemory(req.Ref) {
-		// Arguments that do not decode fail the call: they must not
-		// create the actor on the way. (An actor in memory exists: the
-		// action decodes them once, in its turn.)
-		if err := act.Check(args); err != nil {
+	// Arguments that do not decode fail the call: they must not create
+	// the actor on the way. An actor in memory exists, so the action
+	// decodes them once, in its turn, which then creates nothing; should
+	// the actor be gone by then (destroyed meanwhile), they are checked
+	// before it is created again, below.
+	create := req.CreateIfMissing
+	if create && act.Check != nil {
+		if h.inMemory(req.Ref) {
+			create = false
+		} else if err := act.Check(args); err != nil {
 			return nil, err
 		}
 	}
@@ -826,7 +831,9 @@ func (h *Host) Call(ctx context.Context, req CallRequest) (_ json.RawMessage, er
 		result json.RawMessage
 		read   bool // a read-only action ran to the end
 	)
-	_, _, err = h.turn(ctx, TurnAction, req.Ref, sp, req.CreateIfMissing, req.Input, chain, func(a *activation) (err error) {
+	ran := false // the action's turn began
+	run := func(a *activation) (err error) {
+		ran = true
 		if a.destroyPending() && !a.gate.reentered() {
 			return errBeingDestroyed(a)
 		}
@@ -882,7 +889,14 @@ func (h *Host) Call(ctx context.Context, req CallRequest) (_ json.RawMessage, er
 		}
 		kept, wrote = true, w
 		return nil
-	})
+	}
+	_, _, err = h.turn(ctx, TurnAction, req.Ref, sp, create, req.Input, chain, run)
+	if err != nil && !ran && create != req.CreateIfMissing && errors.Is(err, rivet.ErrNotFound) {
+		if err := act.Check(args); err != nil {
+			return nil, err
+		}
+		_, _, err = h.turn(ctx, TurnAction, req.Ref, sp, true, req.Input, chain, run)
+	}
 	if err != nil && read && !errors.Is(err, context.Canceled) {
 		// The read ran, but the state it saw was not yet durable and the
 		// write making it so failed (the actor is reloaded from storage).
@@ -1035,6 +1049,11 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 	}
 	if err := q.Validate(body); err != nil {
 		return SendResult{}, err
+	}
+	if req.Wait && sp.Run == nil {
+		// Known from the type alone: refused before the turn, which
+		// would create the actor first (CreateIfMissing).
+		return SendResult{}, rivet.Errorf(rivet.ErrWorkflowFailed, "actor %s has no workflow to complete the message (workflow none)", sp.Name)
 	}
 	if req.Wait && req.Chain.ID != "" {
 		if a := h.loaded(req.Ref); a != nil && a.gate.heldAbove(req.Chain.ID) {

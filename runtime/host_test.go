@@ -519,6 +519,11 @@ func TestBadInputIsRefusedAndChangesNothing(t *testing.T) {
 			_, err := h.Send(ctx(t), runtime.SendRequest{Ref: runtime.Ref{Name: "q", Key: []string{"a"}}, Queue: "jobs", Body: json.RawMessage(`{"N":"x"}`), CreateIfMissing: true})
 			return err
 		}},
+		// Nothing can complete it: q has no workflow.
+		{"send with wait to an actor without a workflow", rivet.ErrWorkflowFailed, func() error {
+			_, err := h.Send(ctx(t), runtime.SendRequest{Ref: runtime.Ref{Name: "q", Key: []string{"w"}}, Queue: "jobs", Body: json.RawMessage(`{"N":1}`), CreateIfMissing: true, Wait: true})
+			return err
+		}},
 	}
 	for _, c := range cases {
 		if err := c.do(); !errors.Is(err, c.err) {
@@ -550,6 +555,53 @@ func TestBadInputIsRefusedAndChangesNothing(t *testing.T) {
 	}
 	if err := send(); !errors.Is(err, rivet.ErrQueueFull) {
 		t.Fatalf("send after restart: %v, want ErrQueueFull (depth is reloaded)", err)
+	}
+}
+
+// A call with arguments the action cannot decode creates nothing, also
+// when it found the actor in memory and the actor was destroyed while it
+// waited for the turn: it must not bring the actor back.
+func TestBadArgumentsDuringADestroyDoNotCreateTheActorAgain(t *testing.T) {
+	type st struct{ N int }
+	entered, release := make(chan struct{}), make(chan struct{})
+	slow := rivet.Actor[st]{
+		Name: "slowDestroy",
+		Actions: rivet.Actions[st]{
+			"add": rivet.Action(func(c *rivet.ActionCtx[st], by int) (int, error) { c.State.N += by; return c.State.N, nil }),
+		},
+		OnDestroy: func(*rivet.ActionCtx[st]) error { close(entered); <-release; return nil },
+	}
+	e := newEnv(t, counterReg(t, slow), nil)
+	ref := runtime.Ref{Name: "slowDestroy", Key: []string{"k"}}
+	add := func(args string) error {
+		_, err := e.host.Call(ctx(t), runtime.CallRequest{Ref: ref, Action: "add", Args: json.RawMessage(args), CreateIfMissing: true})
+		return err
+	}
+	if err := add(`[1]`); err != nil {
+		t.Fatal(err)
+	}
+	destroyed := make(chan error, 1)
+	go func() { destroyed <- e.host.Destroy(ctx(t), ref) }()
+	<-entered
+	called := make(chan error, 1)
+	go func() { called <- add(`["one"]`) }()
+	waitFor(t, "the call to wait for the destroy's turn", 10*time.Second, func() bool { return e.host.GateWaiters(ref) > 0 })
+	close(release)
+	if err := <-destroyed; err != nil {
+		t.Fatalf("destroy: %v", err)
+	}
+	if err := <-called; !errors.Is(err, rivet.ErrInvalidArgument) {
+		t.Fatalf("call with bad arguments: %v, want ErrInvalidArgument", err)
+	}
+	if _, err := e.host.Get(ctx(t), ref); !errors.Is(err, rivet.ErrNotFound) {
+		t.Fatalf("a call refused for its arguments created the destroyed actor again: Get = %v, want ErrNotFound", err)
+	}
+	// Good arguments do create it again, as getOrCreate does.
+	if err := add(`[2]`); err != nil {
+		t.Fatalf("call after the destroy: %v", err)
+	}
+	if n := callInt(t, e.host, "slowDestroy", "k", "add", false, 0); n != 2 {
+		t.Fatalf("state of the actor created again = %d, want 2 (a new actor)", n)
 	}
 }
 
