@@ -356,3 +356,27 @@ func TestHealthyOfANodeThatIsNotThereIsUnavailable(t *testing.T) {
 		t.Fatalf("Healthy = %v, %v (%T); want a *rivet.Error of kind UNAVAILABLE", ok, err, err)
 	}
 }
+
+// A wait under a millisecond is sent as one millisecond: a timeout of 0
+// asks for the node's default wait, 30 s.
+func TestASendWaitUnderAMillisecondIsNotTheDefault(t *testing.T) {
+	f := servertest.NewFake()
+	var sent atomic.Int64
+	f.SendFunc = func(_ context.Context, req runtime.SendRequest) (runtime.SendResult, error) {
+		sent.Store(int64(req.Timeout))
+		return runtime.SendResult{MessageID: 1, Status: runtime.SendTimedOut, MessageState: runtime.MessageQueued}, nil
+	}
+	h := newClient(t, servertest.Start(t, f, servertest.Config{})).Actor("mailbox", "alice")
+	for _, c := range []struct{ wait, want time.Duration }{
+		{500 * time.Microsecond, time.Millisecond},
+		{0, 0}, // the node's default
+		{1500 * time.Millisecond, 1500 * time.Millisecond},
+	} {
+		if _, err := h.SendWait(ctx(t), "inbox", 1, c.wait); err != nil {
+			t.Fatal(err)
+		}
+		if got := time.Duration(sent.Load()); got != c.want {
+			t.Errorf("SendWait(%s) asked the node to wait %s, want %s", c.wait, got, c.want)
+		}
+	}
+}

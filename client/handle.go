@@ -120,10 +120,14 @@ func (h *ActorHandle) send(ctx context.Context, queue string, body any, wait boo
 	if err != nil {
 		return SendResult{}, err
 	}
+	ms := timeout.Milliseconds()
+	if timeout > 0 && ms == 0 {
+		ms = 1 // 0 is the node's default, 30 s: not what a wait under 1 ms asks
+	}
 	req := &rivetv1.SendRequest{
 		Actor: h.ref(), Queue: queue, Body: b,
 		CreateIfMissing: h.create, Input: in,
-		Wait: wait, TimeoutMs: timeout.Milliseconds(),
+		Wait: wait, TimeoutMs: ms,
 	}
 	resp, err := invoke(ctx, h.c, sideEffects, h.c.actors.Send, req)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/rivet-go/rivet"
 	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
 	"github.com/rivet-go/rivet/internal/rpcerr"
 )
@@ -56,9 +57,9 @@ type Subscription struct {
 // broadcasts after that is delivered by Next, in order, once the turn that
 // broadcast it is durable. ctx bounds the subscribing; the subscription
 // lasts until Close. A getOrCreate handle (Client.Actor) creates the actor
-// first if it does not exist; a NoCreate handle fails with
-// rivet.ErrNotFound. An event the actor does not declare (or any event, of
-// an actor that declares none) is rivet.ErrUnknownEvent.
+// if it does not exist; a NoCreate handle fails with rivet.ErrNotFound. An
+// event the actor does not declare (or any event, of an actor that declares
+// none) is rivet.ErrUnknownEvent, and creates nothing.
 //
 // Events are not stored: the subscription hears what is broadcast while it
 // is in place. When its stream breaks (the actor moved, its node stopped,
@@ -85,17 +86,20 @@ type SubscribeOptions struct {
 
 // SubscribeWith is Subscribe with options.
 func (h *ActorHandle) SubscribeWith(ctx context.Context, opts SubscribeOptions) (*Subscription, error) {
-	if h.create {
-		// Rivet's getOrCreate().connect(): the handle promises the
-		// actor exists once it is used.
-		if _, err := h.Info(ctx); err != nil {
-			return nil, err
-		}
-	}
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	stop := context.AfterFunc(ctx, cancel)
 	req := &rivetv1.SubscribeRequest{Actor: h.ref(), Events: opts.Events}
 	stream, err := h.subscribe(sctx, req, h.c.retry)
+	if h.create && errors.Is(err, rivet.ErrNotFound) {
+		// Rivet's getOrCreate().connect(): the handle promises the actor
+		// exists once it is used. Created only once the node has taken
+		// the subscription's event names (a name the actor does not
+		// declare is refused first): a refused subscription creates
+		// nothing.
+		if _, err = h.Info(sctx); err == nil {
+			stream, err = h.subscribe(sctx, req, h.c.retry)
+		}
+	}
 	if !stop() {
 		cancel()
 		if err == nil {

@@ -16,8 +16,10 @@ import (
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/client"
 	"github.com/rivet-go/rivet/examples"
+	"github.com/rivet-go/rivet/examples/counter"
 	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
 	"github.com/rivet-go/rivet/node"
+	"github.com/rivet-go/rivet/node/nodetest"
 	"github.com/rivet-go/rivet/placement"
 	"github.com/rivet-go/rivet/storage"
 	"github.com/rivet-go/rivet/storage/etcdstore/etcdtest"
@@ -292,4 +294,33 @@ func keysOn(n *node.Node, name, prefix string, count int) []string {
 		}
 	}
 	return keys
+}
+
+// A subscription the node refuses (an event the actor does not declare),
+// made on a handle that creates its actor, creates nothing; one it takes
+// creates the actor, as the handle promises.
+func TestARefusedSubscriptionCreatesNothing(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, _ := nodetest.Start(t, t.TempDir(), counter.Actor)
+	if _, err := c.Actor("counter", "typo").Subscribe(ctx, "newCuont"); !errors.Is(err, rivet.ErrUnknownEvent) {
+		t.Fatalf("subscribe to an undeclared event: %v, want ErrUnknownEvent", err)
+	}
+	if _, err := c.Actor("counter", "typo").NoCreate().Info(ctx); !errors.Is(err, rivet.ErrNotFound) {
+		t.Fatalf("the refused subscription created the actor: Info = %v, want ErrNotFound", err)
+	}
+	sub, err := c.Actor("counter", "fresh").Subscribe(ctx, "newCount")
+	if err != nil {
+		t.Fatalf("subscribe to a new actor: %v", err)
+	}
+	defer sub.Close()
+	if _, err := c.Actor("counter", "fresh").NoCreate().Info(ctx); err != nil {
+		t.Fatalf("the subscription did not create its actor: %v", err)
+	}
+	if _, err := c.Actor("counter", "fresh").Call(ctx, "increment", 5); err != nil {
+		t.Fatal(err)
+	}
+	if n := nextCount(t, sub); n != 5 {
+		t.Fatalf("event %d, want 5", n)
+	}
 }

@@ -110,10 +110,13 @@ command's deadline is --timeout plus --wait-timeout. BODY_JSON may be @FILE or @
 		Args:        args(4, 4),
 	}
 	cmd.RunE = a.runE(func() time.Duration {
-		if wait {
-			return waitTimeout
+		switch {
+		case !wait:
+			return 0
+		case waitTimeout == 0:
+			return nodeSendWait // what the node waits for a timeout of 0
 		}
-		return 0
+		return waitTimeout
 	}, func(ctx context.Context, c *client.Client, args []string) error {
 		key, err := parseKey(args[1])
 		if err != nil {
@@ -143,9 +146,13 @@ command's deadline is --timeout plus --wait-timeout. BODY_JSON may be @FILE or @
 	})
 	hf.add(cmd)
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the actor's workflow completes the message")
-	cmd.Flags().DurationVar(&waitTimeout, "wait-timeout", 30*time.Second, "how long --wait waits")
+	cmd.Flags().DurationVar(&waitTimeout, "wait-timeout", nodeSendWait, "how long --wait waits (0: the node's default, 30s)")
 	return cmd
 }
+
+// nodeSendWait is how long a node waits for a send's completion when the
+// request gives no timeout (SendRequest.timeout_ms 0).
+const nodeSendWait = 30 * time.Second
 
 func (a *app) stateCommand() *cobra.Command {
 	cmd := &cobra.Command{

@@ -255,6 +255,23 @@ func TestSend(t *testing.T) {
 	if timeout.Load() != int64(1500e6) {
 		t.Errorf("wait timeout sent: %d", timeout.Load())
 	}
+	// --wait-timeout 0 is the node's default wait (30 s): the command's
+	// deadline covers it, not only --timeout. (This node answers after
+	// 1.5 s, past --timeout.)
+	f.SendFunc = func(ctx context.Context, req runtime.SendRequest) (runtime.SendResult, error) {
+		timeout.Store(int64(req.Timeout))
+		select {
+		case <-time.After(1500 * time.Millisecond):
+			return runtime.SendResult{MessageID: 7, Status: runtime.SendTimedOut, MessageState: runtime.MessageQueued}, nil
+		case <-ctx.Done():
+			return runtime.SendResult{}, ctx.Err()
+		}
+	}
+	rivetctl(t, addr, "--timeout", "1s", "send", "mailbox", "alice", "inbox", "1", "--wait", "--wait-timeout", "0").
+		wantErr(t, 1, "rivetctl: not completed within the wait: message 7 is still queued")
+	if timeout.Load() != 0 {
+		t.Errorf("wait timeout sent for --wait-timeout 0: %d, want 0 (the node's default)", timeout.Load())
+	}
 	f.SendFunc = func(context.Context, runtime.SendRequest) (runtime.SendResult, error) {
 		return runtime.SendResult{MessageID: 9, Status: runtime.SendTimedOut, MessageState: runtime.MessageTaken}, nil
 	}
