@@ -91,7 +91,9 @@
 //     the code did (a wrong kind; entries reached in another order than
 //     recorded; a new entry where recorded ones were not reached yet; a
 //     scope, the top level included, that ends with recorded entries it
-//     never reached; a join or race branch added or removed; a name used
+//     never reached; a workflow that fails with an error of its own before
+//     reaching recorded entries, which then runs no compensation; a join
+//     or race branch added or removed; a name used
 //     twice). Gate changes with GetVersion and retire entries with Removed,
 //     put where the entry was. What a replay does not run is not checked:
 //     a settled join or race, and a completed loop, return their recorded

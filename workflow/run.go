@@ -375,6 +375,19 @@ func (r *run) finish(root *thread, err error) Outcome {
 			return Outcome{Status: RunCompleted}
 		}
 	}
+	if !isControl(err) {
+		// Ended with an error before reaching entries recorded by an
+		// earlier run: unchanged code, replaying the same results, fails
+		// where it failed then, with nothing recorded after that point;
+		// so the code changed, and the error is that, not the workflow's
+		// own. (Host failures and eviction end the run as control errors,
+		// and a stopping run yields above.)
+		r.mu.Lock()
+		if derr := r.hist.CheckEnd(""); derr != nil {
+			err = derr
+		}
+		r.mu.Unlock()
+	}
 	if isControl(err) {
 		// The history no longer describes this code (or the code misused
 		// the API): record nothing more and run no compensation.
