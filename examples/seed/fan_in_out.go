@@ -11,7 +11,7 @@ import (
 
 // FanInOutState is fanInOutActor's state.
 type FanInOutState struct {
-	Total int `json:"total"`
+	Total float64 `json:"total"`
 }
 
 // FanInOutActor is the seed's "Fan-out / fan-in (join)" pattern:
@@ -36,19 +36,19 @@ var FanInOutActor = rivet.Actor[FanInOutState]{
 				return nil
 			}
 
-			joined, err := workflow.Join(loopCtx, "parallel-work", workflow.Branches[FanInOutState, int]{
-				"users": func(branchCtx *workflow.Ctx[FanInOutState]) (int, error) {
-					return workflow.Do(branchCtx, "fetch-users", func(step *workflow.DoCtx) (int, error) {
+			joined, err := workflow.Join(loopCtx, "parallel-work", workflow.Branches[FanInOutState, float64]{
+				"users": func(branchCtx *workflow.Ctx[FanInOutState]) (float64, error) {
+					return workflow.Do(branchCtx, "fetch-users", func(step *workflow.DoCtx) (float64, error) {
 						return exampleapi.FetchCount(step.Context(), "/users")
 					})
 				},
-				"orders": func(branchCtx *workflow.Ctx[FanInOutState]) (int, error) {
-					return workflow.Do(branchCtx, "fetch-orders", func(step *workflow.DoCtx) (int, error) {
+				"orders": func(branchCtx *workflow.Ctx[FanInOutState]) (float64, error) {
+					return workflow.Do(branchCtx, "fetch-orders", func(step *workflow.DoCtx) (float64, error) {
 						return exampleapi.FetchCount(step.Context(), "/orders")
 					})
 				},
-				"invoices": func(branchCtx *workflow.Ctx[FanInOutState]) (int, error) {
-					return workflow.Do(branchCtx, "fetch-invoices", func(step *workflow.DoCtx) (int, error) {
+				"invoices": func(branchCtx *workflow.Ctx[FanInOutState]) (float64, error) {
+					return workflow.Do(branchCtx, "fetch-invoices", func(step *workflow.DoCtx) (float64, error) {
 						return exampleapi.FetchCount(step.Context(), "/invoices")
 					})
 				},

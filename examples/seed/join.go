@@ -12,9 +12,9 @@ type Refresh struct{}
 
 // Summary is what dashboardActor gathers.
 type Summary struct {
-	Users   int `json:"users"`
-	Orders  int `json:"orders"`
-	Revenue int `json:"revenue"`
+	Users   float64 `json:"users"`
+	Orders  float64 `json:"orders"`
+	Revenue float64 `json:"revenue"`
 }
 
 // DashboardState is dashboardActor's state.
@@ -36,19 +36,19 @@ var DashboardActor = rivet.Actor[DashboardState]{
 				return err
 			}
 
-			summary, err := workflow.Join(loopCtx, "fetch-summary", workflow.Branches[DashboardState, int]{
-				"users": func(branchCtx *workflow.Ctx[DashboardState]) (int, error) {
-					return workflow.Do(branchCtx, "fetch-users", func(step *workflow.DoCtx) (int, error) {
+			summary, err := workflow.Join(loopCtx, "fetch-summary", workflow.Branches[DashboardState, float64]{
+				"users": func(branchCtx *workflow.Ctx[DashboardState]) (float64, error) {
+					return workflow.Do(branchCtx, "fetch-users", func(step *workflow.DoCtx) (float64, error) {
 						return exampleapi.FetchCount(step.Context(), "/users")
 					})
 				},
-				"orders": func(branchCtx *workflow.Ctx[DashboardState]) (int, error) {
-					return workflow.Do(branchCtx, "fetch-orders", func(step *workflow.DoCtx) (int, error) {
+				"orders": func(branchCtx *workflow.Ctx[DashboardState]) (float64, error) {
+					return workflow.Do(branchCtx, "fetch-orders", func(step *workflow.DoCtx) (float64, error) {
 						return exampleapi.FetchCount(step.Context(), "/orders")
 					})
 				},
-				"revenue": func(branchCtx *workflow.Ctx[DashboardState]) (int, error) {
-					return workflow.Do(branchCtx, "fetch-revenue", func(step *workflow.DoCtx) (int, error) {
+				"revenue": func(branchCtx *workflow.Ctx[DashboardState]) (float64, error) {
+					return workflow.Do(branchCtx, "fetch-revenue", func(step *workflow.DoCtx) (float64, error) {
 						return exampleapi.FetchCount(step.Context(), "/revenue")
 					})
 				},
