@@ -132,7 +132,12 @@ func (h *Host) wake(ctx context.Context, a *activation, chain string) error {
 // a workflow cancel) goes on, and turnFor drops the activation after it.
 // It closes a.woken whatever happens.
 func (h *Host) wakeLoaded(ctx context.Context, a *activation, chain, hold string) error {
-	defer close(a.woken)
+	defer func() {
+		// The hooks' turn, commit included, was the actor's last: its
+		// idle time starts now, not when it was loaded.
+		a.lastTurn.Store(time.Now().UnixNano())
+		close(a.woken)
+	}()
 	err := h.wake(ctx, a, chain)
 	if err == nil && a.stopped.Load() {
 		// Evicted while its hooks ran (a lost claim, a handoff that gave

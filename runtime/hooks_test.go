@@ -729,3 +729,61 @@ func TestOnSleepMayCallItsActorDuringAHandoff(t *testing.T) {
 }
 
 type errBox struct{ err error }
+
+// The reaper leaves an actor alone until its wake is done, commit included:
+// while a slow OnWake's writes land, the gate is free and the request that
+// loaded the actor has not taken its turn yet, and putting the actor to
+// sleep then ran OnSleep and a second OnWake before that request.
+func TestAWakeSlowerThanTheIdleTimeoutIsNotReapedBeforeItsCall(t *testing.T) {
+	var slow atomic.Bool
+	act := rivet.Actor[hookedState]{
+		Name:    "slowwake",
+		Options: rivet.Options{IdleTimeout: 200 * time.Millisecond},
+		OnWake: func(c *rivet.ActionCtx[hookedState]) error {
+			c.State.Wakes++
+			if slow.Load() {
+				time.Sleep(300 * time.Millisecond) // a wake longer than the idle timeout
+			}
+			return nil
+		},
+		OnSleep: func(c *rivet.ActionCtx[hookedState]) error { c.State.Sleeps++; return nil },
+		Actions: rivet.Actions[hookedState]{
+			"get": rivet.Query(func(c *rivet.ActionCtx[hookedState]) (hookedState, error) { return *c.State, nil }),
+		},
+	}
+	e := newEnv(t, counterReg(t, act), nil)
+	ref := runtime.Ref{Name: "slowwake", Key: []string{"k"}}
+	if _, err := call(t, e.host, "slowwake", "k", "get", true); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the idle actor to be put to sleep", 10*time.Second, func() bool { return e.host.GateWaiters(ref) == -1 })
+	slow.Store(true)
+	// The next wake's commit lands only after two of the reaper's passes
+	// (a busy etcd).
+	e.store.holdGate, e.store.holdEntered = make(chan struct{}), make(chan struct{})
+	e.store.holdCommitSub.Store("slowwake")
+	type result struct {
+		st  hookedState
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		raw, err := call(t, e.host, "slowwake", "k", "get", false)
+		var st hookedState
+		if err == nil {
+			err = json.Unmarshal(raw, &st)
+		}
+		done <- result{st, err}
+	}()
+	<-e.store.holdEntered
+	passes := e.host.ReapPasses()
+	waitFor(t, "two passes of the reaper", 10*time.Second, func() bool { return e.host.ReapPasses() >= passes+2 })
+	close(e.store.holdGate)
+	r := <-done
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if r.st.Wakes != 2 || r.st.Sleeps != 1 {
+		t.Fatalf("the call saw wakes=%d sleeps=%d, want 2 and 1: an OnSleep and another OnWake came between the wake and the call", r.st.Wakes, r.st.Sleeps)
+	}
+}

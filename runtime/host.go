@@ -1848,8 +1848,12 @@ func (h *Host) tryDeactivate(a *activation) {
 // only waits, for a message or for longer than idle, and its writes land;
 // it reports whether it did.
 func (h *Host) deactivateIdle(a *activation, idle time.Duration) bool {
+	// Not before its wake is done, commit included: the gate is free while
+	// the wake's writes land, before the request that loaded the actor
+	// takes its turn, and putting the actor to sleep then would run
+	// OnSleep and a second OnWake before that request.
 	select {
-	case <-a.ready:
+	case <-a.woken:
 	default:
 		return false
 	}

@@ -319,6 +319,11 @@ func (s *turnSchedule) Cron(name, expr, action string, args ...any) (string, err
 		return "", rivet.Errorf(rivet.ErrInvalidArgument, "schedule %s on %q: %v", name, expr, err)
 	}
 	next := sched.Next(s.now)
+	if ss, ok := sched.(*cron.SpecSchedule); ok && !next.IsZero() {
+		// The first run follows the rule where clocks change as the
+		// later ones do (pendingCall.following).
+		next = acrossClockChanges(ss, s.now, s.now, next)
+	}
 	if next.IsZero() || next.UnixMilli() > maxSchedMs {
 		return "", rivet.Errorf(rivet.ErrInvalidArgument, "schedule %s on %q: it never comes due", name, expr)
 	}

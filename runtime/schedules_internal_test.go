@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/rivet-go/rivet"
 )
 
 // A recurring call's next run is the first of its runs after now: runs
@@ -63,6 +65,34 @@ func TestCronAcrossClockChanges(t *testing.T) {
 	}
 	if got, want := next(gap), time.Date(2026, 3, 30, 2, 30, 0, 0, paris); !got.Equal(want) {
 		t.Errorf("after the shifted run %v, next at %v, want %v", gap, got, want)
+	}
+}
+
+// A cron call's first run, computed when it is scheduled, follows the same
+// rule where clocks change as the later ones: a daily 02:30 scheduled the
+// evening before Paris skips 02:00-03:00 runs that night at 03:30.
+func TestCronFirstRunAcrossASkippedHour(t *testing.T) {
+	reg, err := rivet.Setup(rivet.Actor[struct{ N int }]{
+		Name: "cronprobe",
+		Actions: rivet.Actions[struct{ N int }]{
+			"tick": rivet.Action0(func(*rivet.ActionCtx[struct{ N int }]) (int, error) { return 0, nil }),
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp, _ := reg.Lookup("cronprobe")
+	paris, err := time.LoadLocation("Europe/Paris")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &activation{h: &Host{cfg: DefaultConfig()}, spec: sp, ref: Ref{Name: "cronprobe", Key: []string{"k"}}}
+	s := &turnSchedule{a: a, now: time.Date(2026, 3, 28, 23, 0, 0, 0, paris)}
+	if _, err := s.Cron("daily", "CRON_TZ=Europe/Paris 30 2 * * *", "tick"); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := time.UnixMilli(a.sched[0].at), time.Date(2026, 3, 29, 1, 30, 0, 0, time.UTC); !got.Equal(want) {
+		t.Errorf("first run of a daily 02:30 scheduled at %v: %v, want %v (03:30 CEST that night)", s.now, got.In(paris), want.In(paris))
 	}
 }
 
