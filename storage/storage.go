@@ -32,8 +32,9 @@ var (
 	// ErrClosed: the store or committer was closed.
 	ErrClosed = errors.New("storage: closed")
 	// ErrRefused: the store refused the transaction for a reason of its
-	// own, not of the transaction (etcd: too many requests, database space
-	// exceeded). Nothing was written; trying again later may succeed.
+	// own, not of the transaction (etcd: too many requests). Nothing was
+	// written; trying again later may succeed. (etcd's "database space
+	// exceeded" is not one: it can come after the write applied.)
 	ErrRefused = errors.New("storage: refused by the store")
 	// ErrCompacted: a Watch asked for changes from a revision the store no
 	// longer keeps (etcd compacted its history). Nothing can resume that

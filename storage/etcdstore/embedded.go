@@ -244,12 +244,22 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
 	case <-e.Server.ReadyNotify():
 		return &Embedded{etcd: e, closing: closing}, nil
 	case err := <-e.Err():
-		e.Close()
+		closeUnready(e)
 		return nil, fmt.Errorf("etcdstore: etcd failed to start: %w", err)
 	case <-ctx.Done():
-		e.Close()
+		closeUnready(e)
 		return nil, fmt.Errorf("etcdstore: etcd not ready: %w", ctx.Err())
 	}
+}
+
+// closeUnready closes a member that never became ready (it waits for its
+// peers, say). embed.Etcd.Close waits first for its client servers to
+// end, which wait for the member to be ready or to stop: stopping the
+// server first lets Close return, which it otherwise never did (a node
+// stopped with SIGTERM while its member waited for peers hung for ever).
+func closeUnready(e *embed.Etcd) {
+	e.Server.Stop()
+	e.Close()
 }
 
 // Endpoints returns the client URLs of the member, with the real ports.

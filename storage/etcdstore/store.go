@@ -144,9 +144,12 @@ func mapErr(err error) error {
 		return nil
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return err
-	case errors.Is(err, rpctypes.ErrTooManyRequests), errors.Is(err, rpctypes.ErrNoSpace):
-		// Checked before the request is proposed (too many requests), or
-		// at its apply, which then writes nothing (no space): definite.
+	case errors.Is(err, rpctypes.ErrTooManyRequests):
+		// Checked before the request is proposed: definite. Not so
+		// "database space exceeded": etcd's apply writes the txn, then
+		// answers that if the txn crossed the quota, as it answers a txn
+		// refused before its proposal; whether it was written is unknown
+		// (the default case).
 		return fmt.Errorf("%w: %v", storage.ErrRefused, err)
 	case errors.Is(err, rpctypes.ErrTooManyOps), errors.Is(err, rpctypes.ErrRequestTooLarge),
 		status.Code(err) == codes.ResourceExhausted:
@@ -693,6 +696,10 @@ const watchBuffer = 16
 // so. With it, etcd cancels the watch once its member has no leader, and
 // the response carries that error (not ErrCompacted), so the watcher
 // re-lists, which fails until a leader is back: stale, but knowingly.
+// etcd checks it in its gRPC server, though: a client of a member in this
+// process (Embedded.Client, which a node with an embedded member uses)
+// does not pass there, and its watches stall until a leader is back, as
+// without the option.
 func (s *Store) Watch(ctx context.Context, prefix string, fromRev int64) <-chan storage.WatchResponse {
 	out := make(chan storage.WatchResponse, watchBuffer)
 	go s.watch(ctx, prefix, fromRev, out)

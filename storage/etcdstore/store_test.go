@@ -281,3 +281,103 @@ func TestKeepAliveLoss(t *testing.T) {
 		t.Fatal("KeepAlive did not give up with etcd gone")
 	}
 }
+
+// A write that fills etcd's database fails with "database space exceeded",
+// which etcd's apply answers after writing the txn that crossed the quota:
+// it is in doubt, never a definite failure (which tells the committer and
+// the runtime that nothing was written, so that a client may retry a
+// write that applied).
+func TestAWriteThatFillsTheDatabaseIsInDoubt(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cfg := etcdstore.DefaultLocalEmbeddedConfig(t.TempDir())
+	cfg.QuotaBackendBytes = 8 << 20
+	e, err := etcdstore.StartEmbedded(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	cli := e.Client()
+	defer cli.Close()
+	st, err := etcdstore.New(cli, "/rivet/", etcdstore.WithLimits(etcdstore.EmbeddedLimits()), etcdstore.WithKVClient(e.KVClient()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	val := make([]byte, 64<<10)
+	var (
+		mu               sync.Mutex
+		definite, doubts []string
+		wg               sync.WaitGroup
+	)
+	for w := range 32 {
+		wg.Go(func() {
+			for i := range 1000 { // 64 MiB in all: far past the quota
+				k := fmt.Sprintf("k/%02d/%04d", w, i)
+				err := st.Commit(ctx, storage.Txn{Ops: []storage.Op{storage.Put(k, val)}})
+				if err == nil {
+					continue
+				}
+				mu.Lock()
+				if storage.OutcomeUnknown(err) {
+					doubts = append(doubts, k)
+				} else {
+					definite = append(definite, k+": "+err.Error())
+				}
+				mu.Unlock()
+				return
+			}
+		})
+	}
+	wg.Wait()
+	if len(definite)+len(doubts) == 0 {
+		t.Fatal("no write failed: the quota was never reached")
+	}
+	for _, d := range definite {
+		t.Errorf("a write failed definitely (nothing written, the client may retry it): %s", d)
+	}
+	written := 0
+	for _, k := range doubts {
+		if _, err := st.Get(ctx, k); err == nil {
+			written++
+		}
+	}
+	t.Logf("%d writes in doubt, %d of them written", len(doubts), written)
+}
+
+// A member that waits for peers that never come (the first of a new
+// 3-member cluster) gives up when StartEmbedded's ctx ends: a node stopped
+// with SIGTERM while it starts must stop.
+func TestStartEmbeddedGivesUpWhileWaitingForPeers(t *testing.T) {
+	port := func() int {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		return l.Addr().(*net.TCPAddr).Port
+	}
+	peer := fmt.Sprintf("http://127.0.0.1:%d", port())
+	cfg := etcdstore.DefaultLocalEmbeddedConfig(t.TempDir())
+	cfg.Name = "n1"
+	cfg.PeerURL = peer
+	cfg.InitialCluster = fmt.Sprintf("n1=%s,n2=http://127.0.0.1:%d,n3=http://127.0.0.1:%d", peer, port(), port())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		e, err := etcdstore.StartEmbedded(ctx, cfg)
+		if e != nil {
+			e.Close()
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("a member without its peers started")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("StartEmbedded did not return 29 s after its ctx ended")
+	}
+}
