@@ -324,8 +324,15 @@ func TestRollbackHandlerFailure(t *testing.T) {
 	}
 }
 
+// TestNoRollbackAfterDivergence: a run whose code no longer matches its
+// history fails as a divergence and runs no compensation, whether the new
+// code does something else where the history holds an entry, or ends with
+// an error of its own before reaching recorded entries (unchanged code,
+// replaying the same results, fails where it failed then, with nothing
+// recorded after that point).
 func TestNoRollbackAfterDivergence(t *testing.T) {
 	var undone atomic.Bool
+	// v's run notes second after its compensated step; "" fails there.
 	v := func(second string) func(c *logCtx) error {
 		return func(c *logCtx) error {
 			if err := c.RollbackCheckpoint("cp"); err != nil {
@@ -335,17 +342,25 @@ func TestNoRollbackAfterDivergence(t *testing.T) {
 				func(*logStep, int) error { undone.Store(true); return nil }); err != nil {
 				return err
 			}
+			if second == "" {
+				return errors.New("v2 rejects this order")
+			}
 			if err := note(c, second); err != nil {
 				return err
 			}
 			return wait(c, "w")
 		}
 	}
-	h := inFlight(t, v("b"))
-	out := drive(t, h, v("c"))
-	failedWith[*workflow.DivergenceError](t, out)
-	if undone.Load() {
-		t.Fatal("rollback ran after a divergence")
+	for _, second := range []string{"c", ""} {
+		undone.Store(false)
+		h := inFlight(t, v("b"))
+		out := drive(t, h, v(second))
+		if de := failedWith[*workflow.DivergenceError](t, out); second == "" && de.Path != "b" {
+			t.Errorf("a run failing before b: divergence at %q, want b", de.Path)
+		}
+		if undone.Load() {
+			t.Fatalf("rollback ran after a divergence (second step %q)", second)
+		}
 	}
 }
 

@@ -139,7 +139,7 @@ func TestSeedFanInOut(t *testing.T) {
 	h.Send("refresh", struct{}{})
 	driveSeed(t, h, seed.FanInOutActor.Run, 1)
 	if got := h.State().Total; got != 13 {
-		t.Fatalf("total %d", got)
+		t.Fatalf("total %v", got)
 	}
 }
 
