@@ -9,7 +9,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
 	"github.com/rivet-go/rivet/internal/rpcerr"
 )
 
@@ -39,9 +38,9 @@ const (
 	idempotent retryClass = iota
 	// sideEffects RPCs (Call, Send, Create, Destroy) are retried only when
 	// the node itself answered UNAVAILABLE (the status carries an
-	// ActorError): then it did not run the request. A connection that
-	// broke mid-call may have run it, and running an action twice is
-	// worse than an error the caller can see.
+	// ActorError), or the request never left (a dial refused): then it did
+	// not run. A connection that broke mid-call may have run it, and
+	// running an action twice is worse than an error the caller can see.
 	sideEffects
 )
 
@@ -50,15 +49,12 @@ func (rc retryClass) retryable(st *status.Status) bool {
 	if st.Code() != codes.Unavailable {
 		return false
 	}
-	if rc == idempotent {
+	// A dial refused, or a stream a node refused as it opened, sent
+	// nothing (rpcerr.NotSent): safe for any call, as a node's own answer.
+	if rc == idempotent || rpcerr.NotSent(st) {
 		return true
 	}
-	for _, d := range st.Details() {
-		if _, ok := d.(*rivetv1.ActorError); ok {
-			return true
-		}
-	}
-	return false
+	return rpcerr.HasActorError(st)
 }
 
 // invoke runs one RPC, retrying UNAVAILABLE as the client's policy and the

@@ -44,6 +44,10 @@ type router struct {
 	refreshed chan struct{} // while a refresh runs: closed as it ends
 	closed    bool
 	wg        sync.WaitGroup
+	// ctx bounds the refreshes; close cancels it, so that it does not
+	// wait out a refresh against a node that does not answer.
+	ctx  context.Context
+	stop context.CancelFunc
 }
 
 // badFor is how long an address that could not be dialed is avoided (it
@@ -51,10 +55,12 @@ type router struct {
 const badFor = 30 * time.Second
 
 func newRouter(seed *grpc.ClientConn, dial []grpc.DialOption, every time.Duration) *router {
+	ctx, stop := context.WithCancel(context.Background())
 	return &router{
 		seed: seed, admin: rivetv1.NewAdminServiceClient(seed), dial: dial, every: every,
 		conns: map[string]*grpc.ClientConn{}, bad: map[string]time.Time{},
 		inUse: map[*grpc.ClientConn]int{}, retired: map[*grpc.ClientConn]bool{},
+		ctx: ctx, stop: stop,
 	}
 }
 
@@ -216,7 +222,7 @@ func (r *router) refreshNow(ctx context.Context) {
 
 func (r *router) refresh(done chan struct{}) {
 	defer r.wg.Done()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(r.ctx, 5*time.Second)
 	defer cancel()
 	tab, err := r.admin.Partitions(ctx, &rivetv1.PartitionsRequest{})
 	var ms *rivetv1.MembersResponse
@@ -273,6 +279,7 @@ func (r *router) close() {
 	r.conns = map[string]*grpc.ClientConn{}
 	r.retired = map[*grpc.ClientConn]bool{}
 	r.mu.Unlock()
+	r.stop()
 	r.wg.Wait()
 	for _, c := range conns {
 		c.Close()

@@ -277,3 +277,88 @@ func callsReach(ctx context.Context, t *testing.T, c *client.Client, want string
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// A side-effecting call whose dial is refused sent nothing: the client
+// retries it, as it does a node's own UNAVAILABLE, so that a client of one
+// node rides through the node's restart.
+func TestACallWhoseDialIsRefusedIsRetried(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // the node is down
+	var n atomic.Int64
+	gs := grpc.NewServer()
+	server.New(countingFake("ok", &n)).Register(gs)
+	done := make(chan struct{})
+	go func() { // the node comes back
+		defer close(done)
+		time.Sleep(300 * time.Millisecond) // the restart's length
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		_ = gs.Serve(l)
+	}()
+	t.Cleanup(func() { gs.Stop(); <-done })
+	c := newClient(t, addr, client.WithRetry(20*time.Millisecond, 10*time.Second))
+	if _, err := c.Actor("counter", "k").Call(ctx(t), "increment", 1); err != nil {
+		t.Fatalf("a call made while the node restarted: %v (outcome unknown %v)", err, rivet.OutcomeUnknown(err))
+	}
+	if n.Load() != 1 {
+		t.Fatalf("the action ran %d times, want once", n.Load())
+	}
+}
+
+// Close does not wait out a refresh of the partition table against a node
+// that does not answer.
+func TestCloseDoesNotWaitForATableRefresh(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu    sync.Mutex
+		conns []net.Conn
+	)
+	accepted := make(chan struct{})
+	go func() {
+		defer close(accepted)
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c) // held open, never answered
+			mu.Unlock()
+		}
+	}()
+	defer func() {
+		l.Close()
+		<-accepted
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	c, err := client.New(l.Addr().String(), client.WithDirectRouting(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if _, err := c.Actor("counter", "k").Call(cctx, "getCount"); err == nil {
+		t.Fatal("a call to a node that does not answer succeeded")
+	}
+	closed := make(chan struct{})
+	go func() { c.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(3 * time.Second): // the refresh's own bound is 5 s
+		t.Fatal("Close waited for the table refresh")
+	}
+}

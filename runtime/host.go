@@ -919,6 +919,16 @@ func (h *Host) Call(ctx context.Context, req CallRequest) (_ json.RawMessage, er
 func (h *Host) actionError(a *activation, action string, err error) error {
 	var re *rivet.Error
 	if errors.As(err, &re) {
+		if errors.Is(err, rivet.ErrUnavailable) {
+			// An UNAVAILABLE the action passes on (from a call it made to
+			// an actor that was moving) is not the node's "this request
+			// did not run", which clients retry: the action did run, and
+			// what it did to other actors before it failed stands. No
+			// group: an UNAVAILABLE that may come after the request ran
+			// (rivet.OutcomeUnknown), which the node sends without the
+			// detail clients retry on.
+			return &rivet.Error{Kind: rivet.ErrUnavailable, Message: fmt.Sprintf("action %s of %s ran and failed, on an actor it called that was unavailable; its own changes were discarded, its calls to other actors stand: %s", action, a.describe(), re.Message)}
+		}
 		return err
 	}
 	return h.codeError(a, "action "+action, zap.String("action", action), err)

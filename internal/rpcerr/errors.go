@@ -96,6 +96,12 @@ func KindOf(code codes.Code) error {
 func ToStatus(err error) (st *status.Status, masked bool) {
 	e, masked := asRivetError(err)
 	st = status.New(Code(e.Kind), e.Message)
+	if errors.Is(e.Kind, rivet.ErrUnavailable) && e.Group == "" {
+		// An UNAVAILABLE no node gives as its own answer (the request
+		// may have run: rivet.OutcomeUnknown) goes without the detail
+		// that tells clients the request did not run.
+		return st, masked
+	}
 	withDetail, derr := st.WithDetails(&rivetv1.ActorError{
 		Group:    e.Group,
 		Code:     e.Code,

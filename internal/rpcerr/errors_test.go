@@ -83,3 +83,24 @@ func TestAReasonSurvivesTheWire(t *testing.T) {
 		t.Errorf("an unlisted reason: %s.%s, want actor.not_found", e.Group, e.Code)
 	}
 }
+
+// An UNAVAILABLE a node gives as its own answer ("this request did not
+// run") carries the detail that clients retry on; one without a group (the
+// request may have run: an action passing on what a call of its own got)
+// goes without it, and comes back as rivet.OutcomeUnknown.
+func TestOnlyANodesOwnUnavailableSaysNotRun(t *testing.T) {
+	own, _ := ToStatus(rivet.Errorf(rivet.ErrUnavailable, "partition moving"))
+	if len(own.Details()) == 0 {
+		t.Error("the node's own UNAVAILABLE has no detail")
+	}
+	if rivet.OutcomeUnknown(FromStatus(own)) {
+		t.Error("the node's own UNAVAILABLE came back as outcome unknown")
+	}
+	mayHaveRun, _ := ToStatus(&rivet.Error{Kind: rivet.ErrUnavailable, Message: "ran, then failed"})
+	if mayHaveRun.Code() != codes.Unavailable || len(mayHaveRun.Details()) != 0 {
+		t.Errorf("an UNAVAILABLE without a group: %v with %d details, want UNAVAILABLE without any", mayHaveRun.Code(), len(mayHaveRun.Details()))
+	}
+	if back := FromStatus(mayHaveRun); !errors.Is(back, rivet.ErrUnavailable) || !rivet.OutcomeUnknown(back) {
+		t.Errorf("came back as %v (outcome unknown %v)", back, rivet.OutcomeUnknown(back))
+	}
+}
