@@ -236,14 +236,20 @@ func (ref *msgRef) complete(response any) error {
 	if e == nil || ref.index >= len(e.Messages) || e.Messages[ref.index].ID != ref.id {
 		return fmt.Errorf("%w: Complete of message %d: its receive entry %q is gone (a pruned loop iteration?)", ErrInvalid, ref.id, ref.path)
 	}
-	t.uncompleted = slices.DeleteFunc(t.uncompleted, func(o *msgRef) bool { return o.path == ref.path && o.id == ref.id })
+	// Completed once it is: a Complete that fails here leaves it owed,
+	// so that the next receive still refuses to go on without it.
+	completed := func() {
+		t.uncompleted = slices.DeleteFunc(t.uncompleted, func(o *msgRef) bool { return o.path == ref.path && o.id == ref.id })
+	}
 	if e.Messages[ref.index].Completed {
+		completed()
 		return nil
 	}
 	b, err := json.Marshal(response)
 	if err != nil {
 		return fmt.Errorf("workflow: completion of message %d does not marshal to JSON: %w", ref.id, err)
 	}
+	completed()
 	ne := e.clone()
 	ne.Messages[ref.index].Completed = true
 	batch := AppendWrites(append([]HistoryWrite(nil), t.pending...), HistoryWrite{Put: ne})

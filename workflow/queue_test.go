@@ -215,3 +215,33 @@ func TestMessageThatDoesNotDecode(t *testing.T) {
 		t.Fatalf("outcome %+v", out)
 	}
 }
+
+// A Complete that fails (a response that does not marshal) leaves the
+// message owed: the next receive still refuses to go on, rather than take
+// another message while the first one's sender waits for ever.
+func TestAFailedCompleteStillHoldsUpTheNextReceive(t *testing.T) {
+	h := newHost(log{})
+	_, resp := h.SendWait("q", job{1})
+	h.Send("q", job{2})
+	var completeErr, nextErr error
+	drive(t, h, func(c *logCtx) error {
+		m, err := workflow.Next[job](c, "first", workflow.NextOptions{Completable: true, Timeout: time.Second})
+		if err != nil {
+			return err
+		}
+		completeErr = m.Complete(func() {}) // does not marshal
+		_, nextErr = workflow.Next[job](c, "second", workflow.NextOptions{Timeout: time.Second})
+		return nil
+	})
+	if completeErr == nil {
+		t.Fatal("Complete with a response that does not marshal succeeded")
+	}
+	select {
+	case r := <-resp:
+		t.Fatalf("the sender was answered %s", r)
+	default:
+	}
+	if !errors.Is(nextErr, workflow.ErrNotCompleted) {
+		t.Fatalf("the next receive: %v, want ErrNotCompleted (the first message is still owed)", nextErr)
+	}
+}
