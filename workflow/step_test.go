@@ -535,3 +535,18 @@ func TestChangedCodeInASettledJoinDoesNotFailTheReplay(t *testing.T) {
 		t.Fatalf("new code after a restart: %v %v, want completed", out.Status, out.Err)
 	}
 }
+
+// A run that ends with an ephemeral step commits it: the host records the
+// run's end in a commit that takes the deferred step with it.
+func TestAnEphemeralLastStepIsCommitted(t *testing.T) {
+	h := newHost(log{})
+	out := drive(t, h, func(c *logCtx) error {
+		return c.StepWith(workflow.StepOptions{Name: "last", Ephemeral: true}, func(s *logStep) error { s.State.N = 42; return nil })
+	})
+	if out.Status != workflow.RunCompleted {
+		t.Fatalf("outcome %+v", out)
+	}
+	if h.State().N != 42 || len(h.History()) != 1 {
+		t.Fatalf("the run completed, but the committed state has n=%d and the history %d entries", h.State().N, len(h.History()))
+	}
+}

@@ -199,7 +199,21 @@ func (h *Host[S]) Run(ctx context.Context, fn func(*workflow.Ctx[S]) error) work
 	case <-h.wakes: // a report of an earlier activation
 	default:
 	}
-	return workflow.Run(actx, fn, a, hist)
+	out := workflow.Run(actx, fn, a, hist)
+	if out.Status == workflow.RunCompleted || out.Status == workflow.RunFailed {
+		// The run's end is the last chance to commit the ephemeral
+		// steps this host deferred (workflow.Host.RunStep's "next
+		// commit"): a run ending with one would never commit it. (The
+		// runtime defers none: it commits every step at once.)
+		h.mu.Lock()
+		if len(a.deferred) > 0 && !a.dead {
+			if err := a.commitLocked(nil, nil, nil); err != nil {
+				out = workflow.Outcome{Status: workflow.RunYielded}
+			}
+		}
+		h.mu.Unlock()
+	}
+	return out
 }
 
 // DriveOptions shape Drive.
