@@ -282,7 +282,11 @@ func (h *Host) RetryWorkflow(ctx context.Context, ref Ref, from string) (int, er
 		if err != nil {
 			return rivet.Errorf(rivet.ErrUnavailable, "read history: %v", err)
 		}
-		trees, err := retryTrees(entries, from, st.FailedAt)
+		failedAt := st.FailedAt
+		if st.Status == WorkflowCompleted {
+			failedAt = noEntry // no failure ended it: the caught ones stay
+		}
+		trees, err := retryTrees(entries, from, failedAt)
 		if err != nil {
 			return err
 		}

@@ -1108,6 +1108,9 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 		if sp.Run != nil {
 			a.mu.Lock()
 			a.wf.arrivals++
+			// Counted pending with its arrival: a yield that sees the one
+			// sees the other.
+			a.wf.countPending(req.Queue, 1)
 			if (a.wf.wakeAt == 0 || a.wf.wakeAt > now.UnixMilli()) && !workflowEnded(wfst.Status) {
 				// The workflow waits for messages only: make sure a new
 				// owner runs it if this node dies before it takes this one.
@@ -1132,6 +1135,7 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 			}
 			a.wf.notifyMu.Unlock()
 			if closed {
+				a.wf.countPending(req.Queue, -1)
 				if a.stopped.Load() {
 					// Evicted meanwhile (it answers its waiters as it
 					// goes): nothing was written, and the next activation
@@ -1145,12 +1149,17 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 			if completion != nil {
 				a.wf.forgetWait(seq)
 			}
+			if sp.Run != nil {
+				a.wf.countPending(req.Queue, -1)
+			}
 			return err
 		}
 		if sp.Run != nil && workflowEnded(wfst.Status) {
 			ended = wfst.Status
 		}
-		a.wf.countPending(req.Queue, 1)
+		if sp.Run == nil {
+			a.wf.countPending(req.Queue, 1)
+		}
 		a.nextSeq++
 		queued = true
 		a.depth[req.Queue]++

@@ -18,9 +18,19 @@ import (
 // and stops it when the test ends.
 func memHost(t *testing.T, reg *rivet.Registry) *Host {
 	t.Helper()
+	store := storage.NewMemory()
+	t.Cleanup(func() { store.Close() }) // after the Host's stop, registered below
+	h, _ := memHostOn(t, reg, store)
+	return h
+}
+
+// memHostOn is memHost on store, which it leaves open (a second Host on it
+// is the node started again); stop stops the Host, once, as the test's end
+// does if the test has not.
+func memHostOn(t *testing.T, reg *rivet.Registry, store storage.Store) (h *Host, stop func(context.Context) error) {
+	t.Helper()
 	const parts = 4
 	ctx, cancel := context.WithCancel(context.Background())
-	store := storage.NewMemory()
 	com := storage.NewCommitter(store, storage.DefaultCommitterConfig())
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -45,18 +55,25 @@ func memHost(t *testing.T, reg *rivet.Registry) *Host {
 		wg.Wait()
 		t.Fatal(err)
 	}
+	var once sync.Once
+	stop = func(sctx context.Context) error {
+		var err error
+		once.Do(func() {
+			err = h.Stop(sctx)
+			_ = own.Resign(sctx)
+			cancel()
+			wg.Wait()
+		})
+		return err
+	}
 	t.Cleanup(func() {
 		sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer scancel()
-		if err := h.Stop(sctx); err != nil {
+		if err := stop(sctx); err != nil {
 			t.Errorf("host stop: %v", err)
 		}
-		_ = own.Resign(sctx)
-		cancel()
-		wg.Wait()
-		store.Close()
 	})
-	return h
+	return h, stop
 }
 
 type echoState struct{}

@@ -1068,3 +1068,30 @@ func TestInspectSaysWhatWakesASleepingWorkflow(t *testing.T) {
 		t.Errorf("History activated the actor")
 	}
 }
+
+// Retrying a workflow that completed, without --from, keeps the failures a
+// Try caught on its way, as for a failed one: deleted, their steps would
+// run again and the workflow take another path than it recorded.
+func TestRetryOfACompletedWorkflowLeavesCaughtFailures(t *testing.T) {
+	caughtRuns.Store(0)
+	caughtHealthy.Store(true)
+	e := newEnv(t, counterReg(t, caught), nil)
+	ref := runtime.Ref{Name: "caught", Key: []string{"k"}}
+	if _, _, err := e.host.GetOrCreate(ctx(t), ref, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the workflow to complete", 20*time.Second, func() bool {
+		return inspect(t, e.host, "caught", "k").WorkflowStatus == runtime.WorkflowCompleted
+	})
+	removed, err := e.host.RetryWorkflow(ctx(t), ref, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the retried workflow to end", 20*time.Second, func() bool {
+		st := inspect(t, e.host, "caught", "k").WorkflowStatus
+		return st == runtime.WorkflowCompleted || st == runtime.WorkflowFailed
+	})
+	if n := caughtRuns.Load(); n != 1 {
+		t.Fatalf("the caught step ran %d times, want once (the retry removed %d entries)", n, removed)
+	}
+}
