@@ -1095,3 +1095,71 @@ func TestRetryOfACompletedWorkflowLeavesCaughtFailures(t *testing.T) {
 		t.Fatalf("the caught step ran %d times, want once (the retry removed %d entries)", n, removed)
 	}
 }
+
+// retryFromHealthy makes retryFrom's step succeed.
+var retryFromHealthy atomic.Bool
+
+type retryFromState struct {
+	Got []int `json:"got"`
+}
+
+// retryFrom takes a message, then fails a step with it until healthy.
+var retryFrom = rivet.Actor[retryFromState]{
+	Name:   "retryFrom",
+	Queues: rivet.Queues{"q": rivet.QueueOf[int]()},
+	Run: func(ctx *workflow.Ctx[retryFromState]) error {
+		m, err := workflow.Next[int](ctx, "m")
+		if err != nil {
+			return err
+		}
+		return ctx.StepWith(workflow.StepOptions{Name: "use", MaxRetries: workflow.NoRetries}, func(s *workflow.StepCtx[retryFromState]) error {
+			if !retryFromHealthy.Load() {
+				return errors.New("down")
+			}
+			s.State.Got = append(s.State.Got, m.Body)
+			return nil
+		})
+	},
+}
+
+// A retry from a receive (or from before one) puts the messages it took
+// back in their queue, in the retry's own commit: the receive's entry was
+// their only copy, and the replayed receive takes them again, also after a
+// restart.
+func TestRetryFromAReceiveGivesItsMessagesBack(t *testing.T) {
+	retryFromHealthy.Store(false)
+	e := newEnv(t, counterReg(t, retryFrom), nil)
+	ref := runtime.Ref{Name: "retryFrom", Key: []string{"k"}}
+	for _, body := range []string{`7`, `8`} {
+		if _, err := e.host.Send(ctx(t), runtime.SendRequest{Ref: ref, Queue: "q", Body: json.RawMessage(body), CreateIfMissing: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "the workflow to fail", 20*time.Second, func() bool {
+		return inspect(t, e.host, "retryFrom", "k").WorkflowStatus == runtime.WorkflowFailed
+	})
+	for _, restart := range []bool{false, true} {
+		retryFromHealthy.Store(true)
+		if _, err := e.host.RetryWorkflow(ctx(t), ref, "m"); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the retried workflow to complete", 20*time.Second, func() bool {
+			return inspect(t, e.host, "retryFrom", "k").WorkflowStatus == runtime.WorkflowCompleted
+		})
+		var st retryFromState
+		if err := json.Unmarshal(inspect(t, e.host, "retryFrom", "k").State, &st); err != nil {
+			t.Fatal(err)
+		}
+		want := []int{7}
+		if restart {
+			want = []int{7, 7} // the completed run's message, taken again
+		}
+		if !reflect.DeepEqual(st.Got, want) {
+			t.Fatalf("after retry --from m (restart %v): got %v, want %v (message 8 stays queued)", restart, st.Got, want)
+		}
+		if q := inspect(t, e.host, "retryFrom", "k").Queues; len(q) != 1 || q[0].Depth != 1 {
+			t.Fatalf("queues %+v, want message 8 alone in q", q)
+		}
+		e.restart()
+	}
+}
