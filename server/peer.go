@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
@@ -359,7 +360,15 @@ func (p *PeerServer) serve(ctx context.Context, req *rivetv1.ForwardRequest, dec
 	}
 	resp, err := h(p.srv, ctx, dec, nil)
 	if err != nil {
-		out.Status = statusBytes(status.Convert(err))
+		st := status.Convert(err)
+		out.Status = statusBytes(st)
+		if p.maxResponse > 0 && len(out.Status) > p.maxResponse {
+			// An error as large as the stream's bound (an actor's own,
+			// with megabytes of message) would break the stream, and
+			// every call on it: it goes cut to fit, its kind and code
+			// intact.
+			out.Status = statusBytes(cutStatus(st, p.maxResponse/4))
+		}
 		return
 	}
 	b, err := proto.MarshalOptions{}.MarshalAppend(out.Response, resp.(proto.Message))
@@ -375,6 +384,32 @@ func (p *PeerServer) serve(ctx context.Context, req *rivetv1.ForwardRequest, dec
 		return
 	}
 	out.Response = b
+}
+
+// cutStatus is st with its message cut to about n bytes, and its
+// ActorError's metadata dropped if larger than that; the code, group and
+// reason stay.
+func cutStatus(st *status.Status, n int) *status.Status {
+	cut := func(msg string) string {
+		if len(msg) <= n {
+			return msg
+		}
+		i := n
+		for i > 0 && !utf8.RuneStart(msg[i]) {
+			i--
+		}
+		return msg[:i] + fmt.Sprintf("... (cut: %d bytes in all)", len(msg))
+	}
+	if !rpcerr.HasActorError(st) {
+		return status.New(st.Code(), cut(st.Message()))
+	}
+	e := rpcerr.FromStatus(st)
+	e.Message = cut(e.Message)
+	if len(e.Metadata) > n {
+		e.Metadata = nil
+	}
+	out, _ := rpcerr.ToStatus(e)
+	return out
 }
 
 func statusBytes(st *status.Status) []byte {
