@@ -3,6 +3,8 @@ package client_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"math/rand/v2"
 	"net"
 	"path/filepath"
 	"sync"
@@ -282,12 +284,18 @@ func callsReach(ctx context.Context, t *testing.T, c *client.Client, want string
 // retries it, as it does a node's own UNAVAILABLE, so that a client of one
 // node rides through the node's restart.
 func TestACallWhoseDialIsRefusedIsRetried(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	// A port below the kernel's range for outgoing connections, so that
+	// none takes it while the node is down.
+	var addr string
+	for p := 20000 + rand.IntN(10000); addr == "" && p < 32000; p++ {
+		if l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p)); err == nil {
+			addr = l.Addr().String()
+			l.Close() // the node is down
+		}
 	}
-	addr := l.Addr().String()
-	l.Close() // the node is down
+	if addr == "" {
+		t.Fatal("no free port below 32000")
+	}
 	var n atomic.Int64
 	gs := grpc.NewServer()
 	server.New(countingFake("ok", &n)).Register(gs)

@@ -320,6 +320,13 @@ func (h *Host) RetryWorkflow(ctx context.Context, ref Ref, from string) (int, er
 			storage.Delete(a.key(storage.WorkflowStatusSuffix)),
 			storage.Delete(storage.FailedKey(a.ref.Name, a.enc)),
 			storage.Put(storage.WakeupKey(a.part, a.ref.Name, a.enc), wb))
+		if len(restored) > 0 {
+			if err := checkLimits(a, ops); err != nil {
+				// Split over several commits, a crash between them would
+				// leave a message both queued and recorded as taken.
+				return rivet.Errorf(rivet.ErrTooLarge, "the retry of %s would put %d messages back in their queues, more than one transaction holds: retry from a later entry (%v)", a.describe(), len(restored), err)
+			}
+		}
 		v, err := a.enqueue(ops...)
 		if err != nil {
 			return err

@@ -1163,3 +1163,58 @@ func TestRetryFromAReceiveGivesItsMessagesBack(t *testing.T) {
 		e.restart()
 	}
 }
+
+// manyTakesHealthy makes manyTakes' step succeed.
+var manyTakesHealthy atomic.Bool
+
+// manyTakes takes 30 messages, one receive each, then fails a step.
+var manyTakes = rivet.Actor[retryFromState]{
+	Name:   "manyTakes",
+	Queues: rivet.Queues{"q": rivet.QueueOf[string]()},
+	Run: func(ctx *workflow.Ctx[retryFromState]) error {
+		for i := range 30 {
+			if _, err := workflow.Next[string](ctx, fmt.Sprintf("m%02d", i)); err != nil {
+				return err
+			}
+		}
+		return ctx.StepWith(workflow.StepOptions{Name: "use", MaxRetries: workflow.NoRetries}, func(s *workflow.StepCtx[retryFromState]) error {
+			if !manyTakesHealthy.Load() {
+				return errors.New("down")
+			}
+			s.State.Got = append(s.State.Got, 30)
+			return nil
+		})
+	},
+}
+
+// A retry that would put back more messages than one transaction holds is
+// refused as too large, and changes nothing: split, a crash between its
+// commits would leave a message both queued and recorded as taken. A retry
+// from a later entry then works.
+func TestARetryPuttingBackTooManyMessagesIsRefused(t *testing.T) {
+	manyTakesHealthy.Store(false)
+	e := newEnv(t, counterReg(t, manyTakes), nil)
+	ref := runtime.Ref{Name: "manyTakes", Key: []string{"k"}}
+	body, _ := json.Marshal(strings.Repeat("x", 60000))
+	for range 30 {
+		if _, err := e.host.Send(ctx(t), runtime.SendRequest{Ref: ref, Queue: "q", Body: body, CreateIfMissing: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "the workflow to fail", 30*time.Second, func() bool {
+		return inspect(t, e.host, "manyTakes", "k").WorkflowStatus == runtime.WorkflowFailed
+	})
+	manyTakesHealthy.Store(true)
+	if _, err := e.host.RetryWorkflow(ctx(t), ref, "m00"); !errors.Is(err, rivet.ErrTooLarge) || !strings.Contains(err.Error(), "retry from a later entry") {
+		t.Fatalf("retry --from m00: %v, want ErrTooLarge saying to retry from a later entry", err)
+	}
+	if ins := inspect(t, e.host, "manyTakes", "k"); ins.WorkflowStatus != runtime.WorkflowFailed || len(ins.Queues) != 0 {
+		t.Fatalf("after the refused retry: workflow %s, queues %+v; want failed, nothing queued", ins.WorkflowStatus, ins.Queues)
+	}
+	if _, err := e.host.RetryWorkflow(ctx(t), ref, "m29"); err != nil {
+		t.Fatalf("retry --from m29: %v", err)
+	}
+	waitFor(t, "the retried workflow to complete", 30*time.Second, func() bool {
+		return inspect(t, e.host, "manyTakes", "k").WorkflowStatus == runtime.WorkflowCompleted
+	})
+}

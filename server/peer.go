@@ -401,7 +401,11 @@ func cutStatus(st *status.Status, n int) *status.Status {
 		return msg[:i] + fmt.Sprintf("... (cut: %d bytes in all)", len(msg))
 	}
 	if !rpcerr.HasActorError(st) {
-		return status.New(st.Code(), cut(st.Message()))
+		// Its other details (rpcerr.ToStatus's mark of an outcome
+		// unknown) are small, and stay.
+		p := st.Proto()
+		p.Message = cut(p.Message)
+		return status.FromProto(p)
 	}
 	e := rpcerr.FromStatus(st)
 	e.Message = cut(e.Message)

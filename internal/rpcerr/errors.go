@@ -6,6 +6,7 @@ import (
 	"strings"
 	"unicode"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -87,6 +88,10 @@ func KindOf(code codes.Code) error {
 	}
 }
 
+// OutcomeUnknownReason marks (in an errdetails.ErrorInfo) an UNAVAILABLE
+// that a node passes on rather than gives: the request may have run.
+const OutcomeUnknownReason = "OUTCOME_UNKNOWN"
+
 // ToStatus converts err into the status a server returns, with an
 // ActorError detail. A *rivet.Error (or an error wrapping a rivet sentinel)
 // keeps its message: it was written for callers. Any other error is a bug or
@@ -98,9 +103,16 @@ func ToStatus(err error) (st *status.Status, masked bool) {
 	st = status.New(Code(e.Kind), e.Message)
 	if errors.Is(e.Kind, rivet.ErrUnavailable) && e.Group == "" {
 		// An UNAVAILABLE no node gives as its own answer (the request
-		// may have run: rivet.OutcomeUnknown) goes without the detail
-		// that tells clients the request did not run.
-		return st, masked
+		// may have run: rivet.OutcomeUnknown, an action passing on what
+		// a call of its own got) goes without the ActorError that tells
+		// clients the request did not run, and with a mark of its own,
+		// so that its text (perhaps a dial error's) does not read as a
+		// request never sent (NotSent) either.
+		marked, derr := st.WithDetails(&errdetails.ErrorInfo{Reason: OutcomeUnknownReason, Domain: "rivet"})
+		if derr != nil {
+			return st, masked
+		}
+		return marked, masked
 	}
 	withDetail, derr := st.WithDetails(&rivetv1.ActorError{
 		Group:    e.Group,

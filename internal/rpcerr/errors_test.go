@@ -85,22 +85,29 @@ func TestAReasonSurvivesTheWire(t *testing.T) {
 }
 
 // An UNAVAILABLE a node gives as its own answer ("this request did not
-// run") carries the detail that clients retry on; one without a group (the
-// request may have run: an action passing on what a call of its own got)
-// goes without it, and comes back as rivet.OutcomeUnknown.
+// run") carries the ActorError that clients retry on; one without a group
+// (the request may have run: an action passing on what a call of its own
+// got) goes without it, comes back as rivet.OutcomeUnknown, and never reads
+// as a request not sent, whatever its text.
 func TestOnlyANodesOwnUnavailableSaysNotRun(t *testing.T) {
 	own, _ := ToStatus(rivet.Errorf(rivet.ErrUnavailable, "partition moving"))
-	if len(own.Details()) == 0 {
-		t.Error("the node's own UNAVAILABLE has no detail")
+	if !HasActorError(own) {
+		t.Error("the node's own UNAVAILABLE has no ActorError")
 	}
 	if rivet.OutcomeUnknown(FromStatus(own)) {
 		t.Error("the node's own UNAVAILABLE came back as outcome unknown")
 	}
-	mayHaveRun, _ := ToStatus(&rivet.Error{Kind: rivet.ErrUnavailable, Message: "ran, then failed"})
-	if mayHaveRun.Code() != codes.Unavailable || len(mayHaveRun.Details()) != 0 {
-		t.Errorf("an UNAVAILABLE without a group: %v with %d details, want UNAVAILABLE without any", mayHaveRun.Code(), len(mayHaveRun.Details()))
+	mayHaveRun, _ := ToStatus(&rivet.Error{Kind: rivet.ErrUnavailable, Message: "ran, then failed: " + NotSentMark + ": Error while dialing"})
+	if mayHaveRun.Code() != codes.Unavailable || HasActorError(mayHaveRun) {
+		t.Errorf("an UNAVAILABLE without a group: %v, ActorError %v; want UNAVAILABLE without one", mayHaveRun.Code(), HasActorError(mayHaveRun))
+	}
+	if NotSent(mayHaveRun) {
+		t.Error("an UNAVAILABLE that may come after the request ran reads as not sent")
 	}
 	if back := FromStatus(mayHaveRun); !errors.Is(back, rivet.ErrUnavailable) || !rivet.OutcomeUnknown(back) {
 		t.Errorf("came back as %v (outcome unknown %v)", back, rivet.OutcomeUnknown(back))
+	}
+	if !NotSent(status.New(codes.Unavailable, "connection error: Error while dialing: connection refused")) {
+		t.Error("a dial refused does not read as not sent")
 	}
 }

@@ -15,11 +15,12 @@ const NotSentMark = "request not sent"
 
 // NotSent reports whether a failed call never reached its server: a bare
 // UNAVAILABLE from dialing (gRPC sends nothing on a connection it has not
-// made), or one a peer stream marked with NotSentMark. A status with an
-// ActorError came from a node, and its text perhaps from an action, so it
-// never qualifies.
+// made), or one a peer stream marked with NotSentMark. A status with a
+// detail came from a node (an ActorError, or ToStatus's mark of an
+// UNAVAILABLE that may come after the request ran), and its text perhaps
+// from an action, so it never qualifies.
 func NotSent(st *status.Status) bool {
-	if st.Code() != codes.Unavailable || HasActorError(st) {
+	if st.Code() != codes.Unavailable || len(st.Proto().GetDetails()) > 0 {
 		return false
 	}
 	m := st.Message()

@@ -32,7 +32,7 @@ func TestMapErrClassifiesEtcdErrors(t *testing.T) {
 	// Whether a timed-out request applied is unknown: no definite class.
 	// Nor for "database space exceeded": etcd's apply answers it after
 	// writing the txn that crossed the quota (TestAWriteThatFillsTheDatabaseIsInDoubt).
-	for _, in := range []error{rpctypes.ErrTimeout, rpctypes.ErrNoSpace} {
+	for _, in := range []error{rpctypes.ErrTimeout, rpctypes.ErrNoSpace, rpctypes.ErrGRPCNoSpace} {
 		got := mapErr(in)
 		for _, definite := range []error{storage.ErrRefused, storage.ErrTooLarge, storage.ErrInvalidTxn, storage.ErrFenced, storage.ErrConditionFailed} {
 			if errors.Is(got, definite) {

@@ -151,6 +151,10 @@ func mapErr(err error) error {
 		// refused before its proposal; whether it was written is unknown
 		// (the default case).
 		return fmt.Errorf("%w: %v", storage.ErrRefused, err)
+	case errors.Is(err, rpctypes.ErrGRPCNoSpace):
+		// As it comes over gRPC (RESOURCE_EXHAUSTED): not too large, but
+		// space exceeded, in doubt as above.
+		return fmt.Errorf("etcdstore: %w", err)
 	case errors.Is(err, rpctypes.ErrTooManyOps), errors.Is(err, rpctypes.ErrRequestTooLarge),
 		status.Code(err) == codes.ResourceExhausted:
 		return fmt.Errorf("%w: %v", storage.ErrTooLarge, err)
