@@ -890,6 +890,17 @@ func TestRetryWithoutFromLeavesCaughtFailures(t *testing.T) {
 	if n := caughtRuns.Load(); n != 1 {
 		t.Fatalf("the caught step ran %d times, want 1", n)
 	}
+	// A workflow that completed keeps them too: a retry of it deletes
+	// nothing, and replays.
+	if removed, err := e.host.RetryWorkflow(ctx(t), ref, ""); err != nil || removed != 0 {
+		t.Fatalf("retry of the completed workflow: removed %d, %v; want 0", removed, err)
+	}
+	waitFor(t, "the workflow retried again to complete", 20*time.Second, func() bool {
+		return inspect(t, e.host, "caught", "k").WorkflowStatus == runtime.WorkflowCompleted
+	})
+	if n := caughtRuns.Load(); n != 1 {
+		t.Fatalf("after a retry of the completed workflow, the caught step ran %d times, want 1", n)
+	}
 }
 
 // caughtPlain is caught, except that it fails with its own error (naming no
@@ -1066,33 +1077,6 @@ func TestInspectSaysWhatWakesASleepingWorkflow(t *testing.T) {
 	}
 	if ins := inspect(t, e.host, "timed", "x"); ins.Active {
 		t.Errorf("History activated the actor")
-	}
-}
-
-// Retrying a workflow that completed, without --from, keeps the failures a
-// Try caught on its way, as for a failed one: deleted, their steps would
-// run again and the workflow take another path than it recorded.
-func TestRetryOfACompletedWorkflowLeavesCaughtFailures(t *testing.T) {
-	caughtRuns.Store(0)
-	caughtHealthy.Store(true)
-	e := newEnv(t, counterReg(t, caught), nil)
-	ref := runtime.Ref{Name: "caught", Key: []string{"k"}}
-	if _, _, err := e.host.GetOrCreate(ctx(t), ref, nil); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the workflow to complete", 20*time.Second, func() bool {
-		return inspect(t, e.host, "caught", "k").WorkflowStatus == runtime.WorkflowCompleted
-	})
-	removed, err := e.host.RetryWorkflow(ctx(t), ref, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the retried workflow to end", 20*time.Second, func() bool {
-		st := inspect(t, e.host, "caught", "k").WorkflowStatus
-		return st == runtime.WorkflowCompleted || st == runtime.WorkflowFailed
-	})
-	if n := caughtRuns.Load(); n != 1 {
-		t.Fatalf("the caught step ran %d times, want once (the retry removed %d entries)", n, removed)
 	}
 }
 
