@@ -78,7 +78,11 @@ func (t *transport) DialTimeout(addr string, timeout time.Duration) (net.Conn, e
 
 func (t *transport) DialAddressTimeout(a memberlist.Address, timeout time.Duration) (net.Conn, error) {
 	ctx, cancel := t.dialCtx, context.CancelFunc(func() {})
-	if timeout > 0 {
+	if timeout != 0 {
+		// A timeout already past fails at once, as net.Dialer's does:
+		// memberlist's fallback ping dials with the time left to its
+		// probe's deadline, which a late probe finds negative, and waits
+		// for that dial before it probes anyone else.
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 	}
 	defer cancel()
