@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 	// Cron expressions name IANA zones (CRON_TZ=): the node's image is
 	// built FROM scratch, with no zone database of its own.
 	_ "time/tzdata"
@@ -21,6 +20,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/internal/textcut"
 	"github.com/rivet-go/rivet/storage"
 )
 
@@ -664,11 +664,7 @@ func clipText(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	cut := n - 3
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "..."
+	return textcut.Prefix(s, n-3) + "..."
 }
 
 // schedSavedNow records the activation's calls as committed with the

@@ -8,7 +8,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
@@ -20,6 +19,7 @@ import (
 
 	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
 	"github.com/rivet-go/rivet/internal/rpcerr"
+	"github.com/rivet-go/rivet/internal/textcut"
 )
 
 // PeerServer serves PeerService: it runs the requests other nodes forward
@@ -394,11 +394,7 @@ func cutStatus(st *status.Status, n int) *status.Status {
 		if len(msg) <= n {
 			return msg
 		}
-		i := n
-		for i > 0 && !utf8.RuneStart(msg[i]) {
-			i--
-		}
-		return msg[:i] + fmt.Sprintf("... (cut: %d bytes in all)", len(msg))
+		return textcut.Prefix(msg, n) + fmt.Sprintf("... (cut: %d bytes in all)", len(msg))
 	}
 	if !rpcerr.HasActorError(st) {
 		// Its other details (rpcerr.ToStatus's mark of an outcome

@@ -11,11 +11,11 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
 	"github.com/rivet-go/rivet/client"
+	"github.com/rivet-go/rivet/internal/textcut"
 )
 
 // handleFlags are the flags of commands that may create the actor.
@@ -484,8 +484,5 @@ func cutText(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "..."
+	return textcut.Prefix(s, n) + "..."
 }
