@@ -7,11 +7,11 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/internal/cputime"
 	"github.com/rivet-go/rivet/runtime"
 	"github.com/rivet-go/rivet/storage"
 	"github.com/rivet-go/rivet/workflow"
@@ -160,10 +160,11 @@ func measureEngine(b *testing.B, h *runtime.Host, actor string) {
 	b.ReportMetric(0, "ns/op")
 }
 
+// processCPU is the user and system CPU time this process has used.
 func processCPU(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+	d, err := cputime.Process()
+	if err != nil {
 		b.Fatal(err)
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return d
 }
