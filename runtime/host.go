@@ -813,10 +813,10 @@ func (h *Host) Call(ctx context.Context, req CallRequest) (_ json.RawMessage, er
 	// decodes them once, in its turn, which then creates nothing; should
 	// the actor be gone by then (destroyed meanwhile), they are checked
 	// before it is created again, below.
-	create := req.CreateIfMissing
+	create, checkIfGone := req.CreateIfMissing, false
 	if create && act.Check != nil {
 		if h.inMemory(req.Ref) {
-			create = false
+			create, checkIfGone = false, true
 		} else if err := act.Check(args); err != nil {
 			return nil, err
 		}
@@ -891,7 +891,7 @@ func (h *Host) Call(ctx context.Context, req CallRequest) (_ json.RawMessage, er
 		return nil
 	}
 	_, _, err = h.turn(ctx, TurnAction, req.Ref, sp, create, req.Input, chain, run)
-	if err != nil && !ran && create != req.CreateIfMissing && errors.Is(err, rivet.ErrNotFound) {
+	if err != nil && !ran && checkIfGone && errors.Is(err, rivet.ErrNotFound) {
 		if err := act.Check(args); err != nil {
 			return nil, err
 		}
