@@ -29,7 +29,8 @@ import (
 // late. ExpireLease expires one at once.
 //
 // Watch reads a log of the changes of the last DefaultMemoryRetention
-// revisions; a watch from an older revision gets ErrCompacted, as it does
+// revisions (fewer if they hold more than 40,000 changes); a watch from an
+// older revision gets ErrCompacted, as it does
 // from etcd after a compaction. Compact discards history at once, for
 // tests of watchers that fall behind.
 //
@@ -66,6 +67,11 @@ type Memory struct {
 // DefaultMemoryRetention is how many revisions of history a Memory keeps
 // for watchers that lag behind. etcd's embedded member keeps five minutes.
 const DefaultMemoryRetention = 10000
+
+// maxMemoryEvents bounds the events a Memory's log keeps, whatever
+// DefaultMemoryRetention says: the history of the latest revisions that
+// hold at most this many changes (or more, for one revision's).
+const maxMemoryEvents = 4 * DefaultMemoryRetention
 
 // memWatchBatch bounds the events of one WatchResponse of a Memory, so that
 // a watcher far behind catches up in steps (as etcd sends at most 1000
@@ -173,7 +179,14 @@ func (m *Memory) removeLeaseLocked(l *memLease) {
 // revision: it drops history past the retention and wakes watchers.
 func (m *Memory) advanceLocked(rev int64) {
 	m.rev = rev
-	if old := rev - DefaultMemoryRetention + 1; old > m.compacted {
+	old := rev - DefaultMemoryRetention + 1
+	if n := len(m.log); n > maxMemoryEvents {
+		// Group commits of hundreds of keys would otherwise keep
+		// millions of events for the watchers, which the garbage
+		// collector scans and appends copy.
+		old = max(old, m.log[n-maxMemoryEvents].KV.ModRevision)
+	}
+	if old > m.compacted {
 		m.compactLocked(old)
 	}
 	close(m.changed)
@@ -181,15 +194,24 @@ func (m *Memory) advanceLocked(rev int64) {
 }
 
 // compactLocked drops the history before rev.
+//
+// The events before rev stay in the log until they are as many as those
+// after it (every reader looks past m.compacted): moving the rest to the
+// front then keeps the log's array, where reslicing it at every revision
+// made appends reallocate and copy the whole retained log every few
+// thousand events (a sixth of the CPU of a step-heavy benchmark).
 func (m *Memory) compactLocked(rev int64) {
 	m.compacted = rev
 	i := sort.Search(len(m.log), func(i int) bool { return m.log[i].KV.ModRevision >= rev })
-	// Reslicing keeps the dropped events' array alive only until the next
-	// append reallocates it; clearing lets their values go now.
-	clear(m.log[:i])
-	m.log = m.log[i:]
-	clear(m.prevs[:i])
-	m.prevs = m.prevs[i:]
+	if i == 0 || i < len(m.log)-i {
+		return
+	}
+	n := copy(m.log, m.log[i:])
+	clear(m.log[n:]) // lets the dropped events' values go
+	m.log = m.log[:n]
+	n = copy(m.prevs, m.prevs[i:])
+	clear(m.prevs[n:])
+	m.prevs = m.prevs[:n]
 }
 
 // prevLocked is key as it is now, before a change logged next.
