@@ -34,7 +34,8 @@ type Actor[S any] struct {
 	// ErrInvalidArgument. Without it, a create that carries an input (other
 	// than null) fails the same way: nothing would read the input.
 	CreateState func(input json.RawMessage) (S, error)
-	// Queues are the actor's typed queues, by name.
+	// Queues are the actor's typed queues, by name. Only the Run workflow
+	// takes their messages: an actor without Run declares none.
 	Queues Queues
 	// Actions are what callers can run, by name.
 	Actions Actions[S]
@@ -575,6 +576,11 @@ func (a Actor[S]) Spec() (*Spec, error) {
 			return nil, fmt.Errorf("actor %s: %w", a.Name, err)
 		}
 		sp.Events[name] = ev.spec(a.Name, name)
+	}
+	if len(a.Queues) > 0 && a.Run == nil {
+		// Only a workflow takes queue messages: the queues would accept
+		// messages until full and never deliver one.
+		return nil, fmt.Errorf("actor %s: declares queues but has no Run workflow to take their messages", a.Name)
 	}
 	for name, q := range a.Queues {
 		if err := ValidateName("queue name", name); err != nil {

@@ -38,10 +38,11 @@ func (o *recordObserver) Call(actor string, took time.Duration, err error) {
 }
 
 // inbox has a queue and no workflow: its messages stay pending.
-var inbox = rivet.Actor[struct{}]{
+// inbox keeps what is sent to it: nothing takes its messages.
+var inbox = queuesOnly[struct{}]{rivet.Actor[struct{}]{
 	Name:   "inbox",
 	Queues: rivet.Queues{"in": rivet.QueueOf[int]()},
-}
+}}
 
 func send(t *testing.T, h *runtime.Host, name, key, queue string, body any) {
 	t.Helper()
