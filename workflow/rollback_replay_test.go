@@ -73,6 +73,45 @@ func TestRollbackCheckpointInALoopHoldsForItsIteration(t *testing.T) {
 	}
 }
 
+// A rollback checkpoint taken in a Try block holds after the block too, as
+// its doc says, in the first run and in a replay after each wait.
+func TestRollbackCheckpointInATryBlockHoldsAfterIt(t *testing.T) {
+	reserve := func(c *workflow.Ctx[rvState], name string) error {
+		_, err := workflow.StepWithRollback(c, workflow.StepOptions{Name: name},
+			func(s *workflow.StepCtx[rvState]) (int, error) {
+				s.State.Log = append(s.State.Log, name)
+				return 1, nil
+			},
+			func(s *workflow.StepCtx[rvState], v int) error {
+				s.State.Log = append(s.State.Log, "undo "+name)
+				return nil
+			})
+		return err
+	}
+	wf := func(c *workflow.Ctx[rvState]) error {
+		if f, err := c.Try("setup", func(c *workflow.Ctx[rvState]) error { return c.RollbackCheckpoint("cp") }); err != nil || f != nil {
+			return errors.Join(err, f)
+		}
+		if err := c.Sleep("nap", time.Second); err != nil {
+			return err
+		}
+		if err := reserve(c, "after"); err != nil { // covered
+			return err
+		}
+		return c.Step("fail", func(*workflow.StepCtx[rvState]) error { return workflow.Critical(errors.New("no")) })
+	}
+	for _, evict := range []bool{false, true} {
+		h := newHost(rvState{})
+		out := driveEvicting(t, h, wf, evict)
+		if out.Status != workflow.RunFailed || errors.Is(out.Err, workflow.ErrRollbackCheckpoint) {
+			t.Fatalf("evict=%v: %s (%v); want failed by step fail, after rolling back", evict, out.Status, out.Err)
+		}
+		if got := h.State().Log; !slices.Equal(got, []string{"after", "undo after"}) {
+			t.Fatalf("evict=%v: steps ran %v, want [after, undo after]", evict, got)
+		}
+	}
+}
+
 // Handlers run latest completion first even when the workflow moved to a
 // node whose clock is behind the one that ran the earlier steps: entries
 // are never stamped before the workflow time already reached.

@@ -64,7 +64,9 @@ func (x *cx) sleep(name string, deadline func(now time.Time) time.Time) error {
 // declare compensations by accident. A checkpoint holds for the rest of
 // its scope and the scopes it opens after it: taken in a loop iteration,
 // or in a join or race branch, it holds until that iteration or branch
-// ends (take it before the loop to cover every iteration).
+// ends (take it before the loop to cover every iteration). A Try block is
+// not such a scope: a checkpoint taken in it holds after the block too,
+// as if taken where the block is.
 func (c *Ctx[S]) RollbackCheckpoint(name string) error {
 	x := c.x
 	if err := x.begin("rollback checkpoint", name); err != nil {
