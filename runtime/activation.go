@@ -558,7 +558,14 @@ func (a *activation) flushLoop(until uint64) {
 			return
 		}
 		ops, v, n := packGroups(a.groups, limits)
-		a.groups = a.groups[n:]
+		if n == len(a.groups) {
+			// The usual case: the next group (a workflow's next step)
+			// reuses the array rather than allocating one.
+			clear(a.groups)
+			a.groups = a.groups[:0]
+		} else {
+			a.groups = a.groups[n:]
+		}
 		a.mu.Unlock()
 
 		// The Host's context, not commitContext: the committer bounds

@@ -488,13 +488,14 @@ func (w *wfHost) turnWith(ctx context.Context, kind TurnKind, chain string, even
 	if v == 0 {
 		return nil
 	}
-	return w.wait(ctx, v)
+	return w.wait(v)
 }
 
 // wait waits for a commit; a failed commit evicts the run (the next
-// activation reads what is durable).
-func (w *wfHost) wait(ctx context.Context, v uint64) error {
-	if err := w.a.waitCommitted(context.WithoutCancel(ctx), v); err != nil {
+// activation reads what is durable). No context cuts it short: the write
+// is on its way, and the run must learn whether it landed.
+func (w *wfHost) wait(v uint64) error {
+	if err := w.a.waitCommitted(context.Background(), v); err != nil {
 		return fmt.Errorf("%w: %v", workflow.ErrEvicted, err)
 	}
 	return nil
@@ -586,7 +587,7 @@ func (w *wfHost) Commit(ctx context.Context, writes []workflow.HistoryWrite) err
 	if err != nil {
 		return fmt.Errorf("%w: %v", workflow.ErrEvicted, err)
 	}
-	if err := w.wait(ctx, v); err != nil {
+	if err := w.wait(v); err != nil {
 		return err
 	}
 	w.a.h.addSteps(countSteps(writes))

@@ -186,6 +186,10 @@ type request struct {
 	// directories that hold them (see keySet).
 	writes, reads, prefixes []string
 	scopes                  []string
+	// scopeBuf holds scopes when they are few, as for an actor's txn
+	// (its own directory, or that and an index's): one allocation less
+	// per request.
+	scopeBuf [2]string
 }
 
 // NewCommitter returns a Committer over store. It starts no goroutine: call
@@ -733,7 +737,7 @@ func (s *keySet) reset() {
 // one actor (one scope); an actor's creation also writes its index and
 // wakeup entries (three scopes, not the root).
 func scopesOf(r *request) []string {
-	var scopes []string
+	scopes := r.scopeBuf[:0]
 	for _, ks := range [][]string{r.writes, r.reads, r.prefixes} {
 		for _, k := range ks {
 			merged := false

@@ -127,12 +127,13 @@ func (x *cx) step(sp stepSpec) (json.RawMessage, string, error) {
 func (x *cx) attempt(path string, seq, n int, sp stepSpec) (*Entry, error) {
 	t, r := x.t, x.t.r
 	// Set by fn, which the host may run on another goroutine; RunStep
-	// returning orders those writes before the reads below.
-	var (
+	// returning orders those writes before the reads below. (One struct
+	// that fn shares, rather than three variables each moved to the heap.)
+	var res struct {
 		ne        *Entry
 		batch     []HistoryWrite
 		abandoned bool
-	)
+	}
 	fn := func(env StepEnv) []HistoryWrite {
 		if t.lostARace() {
 			// The branch lost its race while it waited for the turn. Its
@@ -141,7 +142,7 @@ func (x *cx) attempt(path string, seq, n int, sp stepSpec) (*Entry, error) {
 			// first, may have handed the turn over already. A loser's
 			// body must not start. (lostARace waits for the decision to
 			// end, and costs nothing outside races.)
-			abandoned = true
+			res.abandoned = true
 			return nil
 		}
 		start := t.stamp()
@@ -159,20 +160,20 @@ func (x *cx) attempt(path string, seq, n int, sp stepSpec) (*Entry, error) {
 			// cancelled success is recorded: an evicted run's, a join
 			// sibling's of a branch that failed, to save running the step
 			// again.)
-			abandoned = true
+			res.abandoned = true
 			return nil
 		}
-		ne = recordAttempt(path, n, attemptResult{start: start, end: t.stamp(), output: out, err: err, timedOut: timedOut}, sp.pol)
-		ne.Seq = seq
-		ne.HasRollback = sp.rollback != nil && ne.Status == StatusCompleted
-		batch = AppendWrites(append([]HistoryWrite(nil), t.pending...), HistoryWrite{Put: ne})
-		return batch
+		res.ne = recordAttempt(path, n, attemptResult{start: start, end: t.stamp(), output: out, err: err, timedOut: timedOut}, sp.pol)
+		res.ne.Seq = seq
+		res.ne.HasRollback = sp.rollback != nil && res.ne.Status == StatusCompleted
+		res.batch = AppendWrites(append([]HistoryWrite(nil), t.pending...), HistoryWrite{Put: res.ne})
+		return res.batch
 	}
 	if sp.stateless {
 		// No turn: other steps (of other join or race branches, or
 		// actions) run meanwhile. Only the record is committed.
 		writes := fn(StepEnv{Client: r.host.Client()})
-		if abandoned {
+		if res.abandoned {
 			return nil, t.stopped(true)
 		}
 		if err := r.host.Commit(t.ctx, writes); err != nil {
@@ -181,13 +182,14 @@ func (x *cx) attempt(path string, seq, n int, sp stepSpec) (*Entry, error) {
 	} else if err := r.host.RunStep(t.ctx, sp.opts.Ephemeral, fn); err != nil {
 		return nil, t.hostErr(err)
 	}
-	if abandoned {
+	if res.abandoned {
 		return nil, t.stopped(true)
 	}
+	ne := res.ne
 	if ne == nil {
 		return nil, t.hostErr(errors.New("the host's RunStep returned nil without running the step"))
 	}
-	t.committed(batch)
+	t.committed(res.batch)
 	if ne.Status != StatusFailed {
 		t.advance(ne.Time)
 	}
