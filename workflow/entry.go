@@ -129,9 +129,16 @@ type RecordedMessage struct {
 
 // HistoryWrite is one change to the history: Put sets an entry, DeleteTree
 // deletes the entry at a path and every entry under it. Exactly one is set.
+//
+// Requeue, set alone, changes the queues instead: it puts the messages back
+// in their queues, each under its own ID (so ahead of any message sent
+// since it was taken). The engine writes it with the deletion of the
+// receive entries that took them, in one batch, as those entries are the
+// messages' only record: a race's decision deleting a loser's history.
 type HistoryWrite struct {
-	Put        *Entry `json:"put,omitempty"`
-	DeleteTree string `json:"delete_tree,omitempty"`
+	Put        *Entry       `json:"put,omitempty"`
+	DeleteTree string       `json:"delete_tree,omitempty"`
+	Requeue    []RawMessage `json:"requeue,omitempty"`
 }
 
 // Under reports whether path is tree or lies under it.

@@ -225,6 +225,9 @@ func (h *History) Apply(writes []HistoryWrite) {
 			delete(h.unvisited, w.Put.Path)
 			continue
 		}
+		if w.DeleteTree == "" {
+			continue // a requeue: the queues' business
+		}
 		for p := range h.entries {
 			if Under(p, w.DeleteTree) {
 				delete(h.entries, p)
@@ -232,6 +235,24 @@ func (h *History) Apply(writes []HistoryWrite) {
 			}
 		}
 	}
+}
+
+// takenUnder returns the messages that the receives at or under tree took
+// and did not complete, by ID: what deleting tree would lose.
+func (h *History) takenUnder(tree string) []RawMessage {
+	var out []RawMessage
+	for p, e := range h.entries {
+		if e.Kind != KindMessage || !Under(p, tree) {
+			continue
+		}
+		for _, m := range e.Messages {
+			if !m.Completed {
+				out = append(out, m.RawMessage)
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
 }
 
 // Entries returns a copy of every entry, ordered by path.

@@ -89,7 +89,11 @@ type Broadcaster interface {
 // Writes within one batch apply in order, and all of a batch applies or
 // none does. A batch never writes one path twice and never puts an entry
 // under a tree it deletes (AppendWrites keeps them so), so it maps onto one
-// etcd transaction.
+// etcd transaction. A write with Requeue puts messages the run took back in
+// their queues, each under its own ID, as if they had never been taken (and
+// wakes what waits for messages): in the same batch as the deletion of the
+// entries that recorded them, so that each message is either recorded or
+// queued, never both and never neither.
 //
 // Errors: a method that fails because ctx is done may return ctx.Err(). An
 // error that wraps ErrEvicted stops the run without failing the workflow

@@ -62,10 +62,15 @@ type RaceBranch[S, T any] struct {
 // once.
 //
 // A branch that has taken queue messages wins if it finishes, even after
-// another branch finished, so that its messages are never dropped with a
-// loser's history; and branches that finish while others still replay
-// recorded entries are ranked by workflow time, then declaration order, so
-// that a replay after a crash picks the same winner.
+// another branch finished, and no other branch takes messages meanwhile, so
+// that the branch that took a message is the one that handles it. If it
+// fails instead (or, rarely, is cancelled holding them), the messages it
+// took and did not complete go back to their queues, ahead of the messages
+// sent since, in the commit that records the winner and deletes the losers'
+// history: they are delivered again, never lost. Branches that finish
+// while others still replay recorded entries are ranked by workflow time,
+// then declaration order, so that a replay after a crash picks the same
+// winner.
 func Race[S, T any](c *Ctx[S], name string, branches []RaceBranch[S, T]) (winner string, value T, err error) {
 	names := make([]string, len(branches))
 	runs := make([]func(*cx) (json.RawMessage, error), len(branches))
@@ -384,8 +389,9 @@ func (x *cx) race(name string, names []string, runs []func(*cx) (json.RawMessage
 				// The messages it took in the first run are its: it wins
 				// if it finishes, as it would have then. Reserved before
 				// any branch runs: a branch with nothing to replay would
-				// otherwise take the claim with a message that came since,
-				// win, and drop this one's tree, the messages' only record.
+				// otherwise take the claim with a message that came since
+				// and win, and this one's messages, though put back in
+				// their queue, would be handled twice.
 				rc.claim = i
 			}
 		}
@@ -439,10 +445,21 @@ func (x *cx) race(name string, names []string, runs []func(*cx) (json.RawMessage
 			}
 		}
 		batch = AppendWrites(batch, HistoryWrite{Put: final})
+		// The messages a loser took (one that failed after taking them,
+		// or, see race.claim, was cancelled holding them) go back to their
+		// queues with the deletion of its tree, their only record.
+		var back []RawMessage
+		r.mu.Lock()
 		for i, n := range names {
 			if i != w {
+				back = append(back, r.hist.takenUnder(joinPath(path, n))...)
 				batch = AppendWrites(batch, HistoryWrite{DeleteTree: joinPath(path, n)})
 			}
+		}
+		r.mu.Unlock()
+		if len(back) > 0 {
+			sort.Slice(back, func(i, j int) bool { return back[i].ID < back[j].ID })
+			batch = AppendWrites(batch, HistoryWrite{Requeue: back})
 		}
 	} else {
 		final.Status = StatusFailed

@@ -219,13 +219,14 @@ func resolveVersion(unvisitedInScope bool, latest int) int {
 // and valid for a store like etcd, which refuses a transaction that writes
 // one key twice or puts a key under a range it deletes: a put replaces an
 // earlier put of the same path, and a tree delete drops the earlier writes it
-// covers. The engine builds every batch with it; a host that merges batches
+// covers (a requeue, which writes no history, stays). The engine builds every batch with it; a host that merges batches
 // (deferred ephemeral steps with the next commit) must merge with it too.
 func AppendWrites(batch []HistoryWrite, ws ...HistoryWrite) []HistoryWrite {
 	for _, w := range ws {
-		if w.Put != nil {
+		switch {
+		case w.Put != nil:
 			batch = slices.DeleteFunc(batch, func(o HistoryWrite) bool { return o.Put != nil && o.Put.Path == w.Put.Path })
-		} else {
+		case w.DeleteTree != "":
 			batch = slices.DeleteFunc(batch, func(o HistoryWrite) bool {
 				if o.Put != nil {
 					return Under(o.Put.Path, w.DeleteTree)

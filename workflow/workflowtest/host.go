@@ -1,10 +1,12 @@
 package workflowtest
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -462,6 +464,13 @@ func (a *activation[S]) commitLocked(writes []workflow.HistoryWrite, snap []byte
 	if err := validate(batch); err != nil {
 		return err
 	}
+	for _, w := range batch {
+		for _, m := range w.Requeue {
+			if slices.ContainsFunc(h.queue, func(q workflow.RawMessage) bool { return q.ID == m.ID }) {
+				return fmt.Errorf("workflowtest: batch puts message %d back in its queue, where it still is", m.ID)
+			}
+		}
+	}
 	encoded := make([][]byte, len(batch))
 	for i, w := range batch {
 		if w.Put != nil {
@@ -489,6 +498,15 @@ func (a *activation[S]) commitLocked(writes []workflow.HistoryWrite, snap []byte
 	for i, w := range batch {
 		if w.Put != nil {
 			h.history[w.Put.Path] = encoded[i]
+			continue
+		}
+		if len(w.Requeue) > 0 {
+			for _, m := range w.Requeue {
+				i, _ := slices.BinarySearchFunc(h.queue, m.ID, func(q workflow.RawMessage, id uint64) int { return cmp.Compare(q.ID, id) })
+				h.queue = slices.Insert(h.queue, i, m)
+			}
+			close(h.notify)
+			h.notify = make(chan struct{})
 			continue
 		}
 		for p := range h.history {
@@ -544,6 +562,9 @@ func validate(batch []workflow.HistoryWrite) error {
 		switch {
 		case w.Put != nil && w.DeleteTree != "":
 			return errors.New("workflowtest: a write with both Put and DeleteTree")
+		case len(w.Requeue) > 0 && (w.Put != nil || w.DeleteTree != ""):
+			return errors.New("workflowtest: a write with Requeue and Put or DeleteTree")
+		case len(w.Requeue) > 0:
 		case w.Put != nil:
 			if puts[w.Put.Path] {
 				return fmt.Errorf("workflowtest: batch puts %q twice", w.Put.Path)
