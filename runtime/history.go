@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"slices"
@@ -296,23 +295,24 @@ func (h *Host) RetryWorkflow(ctx context.Context, ref Ref, from string) (int, er
 		for _, t := range trees {
 			writes = append(writes, workflow.HistoryWrite{DeleteTree: t})
 		}
-		ops, err := historyOps(a.prefix, writes)
-		if err != nil {
-			return err
-		}
 		// The messages a deleted receive took go back to their queues in
 		// the same commit: the receive took them from there, and its entry
 		// is their only copy. Replayed, it takes them again.
-		var restored []msgRef
+		var back []workflow.RawMessage
 		for _, e := range entries {
 			if e.Kind != workflow.KindMessage || !slices.ContainsFunc(trees, func(t string) bool { return workflow.Under(e.Path, t) }) {
 				continue
 			}
 			for _, m := range e.Messages {
-				b, _ := json.Marshal(queueMessage{Body: m.Body, CreatedAt: m.CreatedAt.UnixMilli()})
-				ops = append(ops, storage.Put(queueKey(a.prefix, m.ID, m.Queue), b))
-				restored = append(restored, msgRef{seq: m.ID, queue: m.Queue, body: m.Body, at: m.CreatedAt})
+				back = append(back, m.RawMessage)
 			}
+		}
+		if len(back) > 0 {
+			writes = append(writes, workflow.HistoryWrite{Requeue: back})
+		}
+		ops, restored, err := historyOps(a.prefix, writes)
+		if err != nil {
+			return err
 		}
 		now := time.Now().UnixMilli()
 		wb, _ := json.Marshal(wakeupRecord{At: now})
@@ -357,12 +357,7 @@ func (h *Host) RetryWorkflow(ctx context.Context, ref Ref, from string) (int, er
 			h.evictAndRerun(a)
 			return nil
 		}
-		for _, m := range restored {
-			i, _ := slices.BinarySearchFunc(a.wf.msgs, m.seq, func(r msgRef, seq uint64) int { return cmp.Compare(r.seq, seq) })
-			a.wf.msgs = slices.Insert(a.wf.msgs, i, m)
-			a.depth[m.queue]++
-			a.wf.countPending(m.queue, 1)
-		}
+		a.putBack(restored)
 		a.mu.Lock()
 		a.wf.status = workflowStatus{}
 		a.wf.wakeAt = now

@@ -1,10 +1,12 @@
 package runtime
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -153,15 +155,25 @@ func (w *wfState) messageArrived() {
 
 func historyKey(prefix, path string) string { return prefix + storage.WorkflowSuffix + path }
 
-// historyOps turns the workflow's history writes into storage ops.
-func historyOps(prefix string, ws []workflow.HistoryWrite) ([]storage.Op, error) {
+// historyOps turns the workflow's history writes into storage ops. The
+// messages its Requeue writes put back in their queues are returned too: the
+// caller puts them back in memory (putBack) once the ops are sure to go to
+// storage, as the retry does, or as a receive forgets those it takes.
+func historyOps(prefix string, ws []workflow.HistoryWrite) ([]storage.Op, []msgRef, error) {
 	ops := make([]storage.Op, 0, len(ws)+1)
+	var back []msgRef
 	for _, w := range ws {
 		switch {
+		case len(w.Requeue) > 0:
+			for _, m := range w.Requeue {
+				b, _ := json.Marshal(queueMessage{Body: m.Body, CreatedAt: m.CreatedAt.UnixMilli()})
+				ops = append(ops, storage.Put(queueKey(prefix, m.ID, m.Queue), b))
+				back = append(back, msgRef{seq: m.ID, queue: m.Queue, body: m.Body, at: m.CreatedAt})
+			}
 		case w.Put != nil:
 			b, err := workflow.MarshalEntry(w.Put)
 			if err != nil {
-				return nil, fmt.Errorf("history entry %s does not marshal: %w", w.Put.Path, err)
+				return nil, nil, fmt.Errorf("history entry %s does not marshal: %w", w.Put.Path, err)
 			}
 			ops = append(ops, storage.Put(historyKey(prefix, w.Put.Path), b))
 		case w.DeleteTree != "":
@@ -173,7 +185,27 @@ func historyOps(prefix string, ws []workflow.HistoryWrite) ([]storage.Op, error)
 			ops = append(ops, storage.DeletePrefix(historyKey(prefix, w.DeleteTree)+"/"))
 		}
 	}
-	return ops, nil
+	return ops, back, nil
+}
+
+// putBack puts messages that the workflow had taken back in memory's
+// queues, by seq (their keys keep them ahead of those sent since), once
+// their queue keys are written: the turn holder calls it.
+func (a *activation) putBack(back []msgRef) {
+	for _, m := range back {
+		i, _ := slices.BinarySearchFunc(a.wf.msgs, m.seq, func(r msgRef, seq uint64) int { return cmp.Compare(r.seq, seq) })
+		a.wf.msgs = slices.Insert(a.wf.msgs, i, m)
+		a.depth[m.queue]++
+		a.wf.countPending(m.queue, 1)
+		// A sender waiting for its completion whose wait runs out is told
+		// it is queued again.
+		a.wf.notifyMu.Lock()
+		delete(a.wf.taken, m.seq)
+		a.wf.notifyMu.Unlock()
+	}
+	if len(back) > 0 {
+		a.wf.messageArrived()
+	}
 }
 
 // loadWorkflow reads the history and status of an actor with a workflow.
@@ -530,7 +562,7 @@ func (w *wfHost) RunStep(ctx context.Context, ephemeral bool, fn func(env workfl
 			a.restoreState()
 			return nil, nil
 		}
-		ops, err := historyOps(a.prefix, writes)
+		ops, back, err := historyOps(a.prefix, writes)
 		if err != nil {
 			return nil, err
 		}
@@ -562,6 +594,7 @@ func (w *wfHost) RunStep(ctx context.Context, ephemeral bool, fn func(env workfl
 			a.stateBytes = b
 		}
 		a.schedSavedNow()
+		a.putBack(back) // none: the engine puts messages back in a Commit
 		return ops, nil
 	})
 	if err != nil {
@@ -573,12 +606,15 @@ func (w *wfHost) RunStep(ctx context.Context, ephemeral bool, fn func(env workfl
 
 func (w *wfHost) Commit(ctx context.Context, writes []workflow.HistoryWrite) error {
 	w.active()
-	ops, err := historyOps(w.a.prefix, writes)
+	ops, back, err := historyOps(w.a.prefix, writes)
 	if err != nil {
 		return err
 	}
 	if len(ops) == 0 {
 		return nil
+	}
+	if len(back) > 0 {
+		return w.commitPuttingBack(ctx, writes, ops, back)
 	}
 	if err := checkLimits(w.a, ops); err != nil {
 		return err
@@ -591,6 +627,29 @@ func (w *wfHost) Commit(ctx context.Context, writes []workflow.HistoryWrite) err
 		return err
 	}
 	w.a.h.addSteps(countSteps(writes))
+	return nil
+}
+
+// commitPuttingBack is Commit for writes that put messages back in their
+// queues (a race's decision, with its losers' messages): memory's queues are
+// the turn holder's, so it commits as a turn, as a receive does; as there,
+// memory takes the change before the commit is durable, and a failed commit
+// evicts the activation with it. Refused as too large before memory
+// changes: split, a crash between the commits would leave a message both
+// queued and recorded, or neither.
+func (w *wfHost) commitPuttingBack(ctx context.Context, writes []workflow.HistoryWrite, ops []storage.Op, back []msgRef) error {
+	a := w.a
+	err := w.turn(ctx, TurnReceive, a.h.newChain(), func() ([]storage.Op, error) {
+		if err := checkLimits(a, ops); err != nil {
+			return nil, err
+		}
+		a.putBack(back)
+		return ops, nil
+	})
+	if err != nil {
+		return err
+	}
+	a.h.addSteps(countSteps(writes))
 	return nil
 }
 
@@ -742,9 +801,12 @@ func (w *wfHost) Receive(ctx context.Context, names []string, max int, record fu
 		if len(picked) == 0 {
 			return nil, nil
 		}
-		hops, err := historyOps(a.prefix, record(got))
+		hops, back, err := historyOps(a.prefix, record(got))
 		if err != nil {
 			return nil, err
+		}
+		if len(back) > 0 {
+			return nil, fmt.Errorf("a receive's record puts %d messages back in their queues", len(back))
 		}
 		ops = append(ops, hops...)
 		// Before memory forgets the messages: a receive too large to
