@@ -180,6 +180,30 @@ func simWorkflow(failAtEnd bool, hang func(ctx context.Context, timeout time.Dur
 		if err != nil {
 			return err
 		}
+		// A branch that takes a message and fails loses to a sleep: the
+		// message goes back to its queue with the decision, and is taken
+		// again after the race.
+		if _, _, err := workflow.Race(c, "offer-or-wait", []workflow.RaceBranch[simState, int]{
+			{Name: "flaky-offer", Run: func(c *simCtx) (int, error) {
+				if _, err := workflow.Next[job](c, "wait-offer", workflow.NextOptions{Names: []string{"offers"}}); err != nil {
+					return 0, err
+				}
+				return 0, errors.New("offer desk down")
+			}},
+			{Name: "wait", Run: func(c *simCtx) (int, error) { return 0, c.Sleep("offer-timeout", time.Second) }},
+		}); err != nil {
+			return err
+		}
+		offer, err := workflow.Next[job](c, "retake-offer", workflow.NextOptions{Names: []string{"offers"}})
+		if err != nil {
+			return err
+		}
+		if err := c.Step("take-offer", func(s *simStep) error {
+			s.State.Processed = append(s.State.Processed, offer.ID)
+			return nil
+		}); err != nil {
+			return err
+		}
 		source, _, err := workflow.Race(c, "primary-vs-timeout", []workflow.RaceBranch[simState, string]{
 			{Name: "primary", Run: func(c *simCtx) (string, error) {
 				if err := c.Sleep("slow-call", time.Second); err != nil {
@@ -318,6 +342,7 @@ func simRun(t *testing.T, failAtEnd bool, crashes map[int]bool, evict func(workf
 		h.Send("batch", job{10 * i})
 	}
 	h.Send("bids", job{100})
+	h.Send("offers", job{1000})
 	for n, after := range crashes {
 		h.CrashAt(n, after)
 	}
@@ -526,8 +551,8 @@ func checkBaseline(t *testing.T, base simResult, completable []uint64, failAtEnd
 	for _, id := range base.state.Processed {
 		seen[id]++
 	}
-	if len(seen) != 10 || len(base.state.Processed) != 10 {
-		t.Fatalf("processed %v: want each of the 10 messages once", base.state.Processed)
+	if len(seen) != 11 || len(base.state.Processed) != 11 {
+		t.Fatalf("processed %v: want each of the 11 messages once", base.state.Processed)
 	}
 	for _, id := range completable {
 		if base.completions[id] != 1 {
@@ -549,10 +574,11 @@ func checkBaseline(t *testing.T, base simResult, completable []uint64, failAtEnd
 		// The slow call's second attempt runs at once: its backoff (1 s from
 		// the start of its first attempt) passed while that one hung.
 		"slow attempt 1", "slow attempt 2", "hung attempt 1",
-		// 5 s of rate limit in the join, the 200 ms timeout, a 2 s backoff,
-		// 3 s and 1.5 s of steps timing out, 3 s to the absolute time, 2 s
-		// of a receive timing out, and the inner race's 1 s.
-		"v2 bid won 100, timeout won; caught step/exhausted, critical, timeout and join at +1m28.3s",
+		// 5 s of rate limit in the join, the offer race's 1 s, the 200 ms
+		// timeout, a 2 s backoff, 3 s and 1.5 s of steps timing out, 3 s to
+		// the absolute time, 2 s of a receive timing out, and the inner
+		// race's 1 s.
+		"v2 bid won 100, timeout won; caught step/exhausted, critical, timeout and join at +1m29.3s",
 	}
 	if failAtEnd {
 		want = append(want, "unreserve 7")
