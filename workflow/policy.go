@@ -278,8 +278,9 @@ type raceCandidate struct {
 }
 
 // pickWinner chooses among branches that finished: the one holding the
-// race's message claim if any (a message it took must not be dropped with
-// a loser's history), else the earliest in workflow time, then the first
+// race's message claim if any (the branch that took a message handles it;
+// as a loser it would only put it back, to be delivered again), else the
+// earliest in workflow time, then the first
 // declared, so that branches finishing together during a replay pick the
 // same winner every time.
 func pickWinner(cands []raceCandidate, claim int) int {
