@@ -366,6 +366,37 @@ func TestAppendWrites(t *testing.T) {
 	if len(got) != 1 || got[0].DeleteTree != "r/a" {
 		t.Fatalf("nested deletes = %+v", got)
 	}
+	// A requeue writes no history: no delete drops it.
+	back := HistoryWrite{Requeue: []RawMessage{{ID: 3, Queue: "q"}}}
+	got = AppendWrites(nil, back, HistoryWrite{DeleteTree: "r/a"}, HistoryWrite{DeleteTree: "r"})
+	if len(got) != 2 || len(got[0].Requeue) != 1 || got[1].DeleteTree != "r" {
+		t.Fatalf("requeue and deletes = %+v", got)
+	}
+}
+
+// TestTakenUnder: the messages a tree's receives took and did not
+// complete, nested races and loops included, by ID; none of another tree.
+func TestTakenUnder(t *testing.T) {
+	msg := func(id uint64, completed bool) RecordedMessage {
+		return RecordedMessage{RawMessage: RawMessage{ID: id, Queue: "q"}, Completed: completed}
+	}
+	h, err := NewHistory([]Entry{
+		{Path: "r", Kind: KindRace, Status: StatusPending},
+		{Path: "r/a/m", Kind: KindMessage, Status: StatusCompleted, Messages: []RecordedMessage{msg(5, false), msg(2, true)}},
+		{Path: "r/a/inner/x/l/~3/m", Kind: KindMessage, Status: StatusCompleted, Messages: []RecordedMessage{msg(1, false)}},
+		{Path: "r/ab/m", Kind: KindMessage, Status: StatusCompleted, Messages: []RecordedMessage{msg(9, false)}},
+		{Path: "r/b/m", Kind: KindMessage, Status: StatusCompleted, Messages: []RecordedMessage{msg(4, false)}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []uint64
+	for _, m := range h.takenUnder("r/a") {
+		ids = append(ids, m.ID)
+	}
+	if !reflect.DeepEqual(ids, []uint64{1, 5}) {
+		t.Fatalf("taken under r/a = %v, want [1 5]", ids)
+	}
 }
 
 func TestMergeWake(t *testing.T) {
