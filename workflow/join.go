@@ -385,13 +385,16 @@ func (x *cx) race(name string, names []string, runs []func(*cx) (json.RawMessage
 		if _, ok := r.hist.FirstUnvisited(joinPath(path, n)); ok {
 			rc.live[i] = false
 			rc.replaying++
-			if rc.claim < 0 && holdsMessages(r.hist, joinPath(path, n)) {
+			if rc.holds[i] = holdsMessages(r.hist, joinPath(path, n)); rc.holds[i] && rc.claim < 0 {
 				// The messages it took in the first run are its: it wins
 				// if it finishes, as it would have then. Reserved before
 				// any branch runs: a branch with nothing to replay would
 				// otherwise take the claim with a message that came since
 				// and win, and this one's messages, though put back in
-				// their queue, would be handled twice.
+				// their queue, would be handled twice. Several branches
+				// may hold messages (those before the last one took them
+				// and failed): the first reserves the claim, which goes to
+				// another as it ends (raceEnd).
 				rc.claim = i
 			}
 		}

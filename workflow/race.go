@@ -16,6 +16,11 @@ type race struct {
 	// claim is the branch that took queue messages (-1: none): it wins if
 	// it finishes, and no other branch may take messages meanwhile.
 	claim int
+	// holds[b] is set if branch b's recorded history holds messages it
+	// took (a replay); ended[b] once b stopped without a value. When the
+	// claim's holder ends, a branch that holds messages and has not ended
+	// takes the claim over (see raceEnd).
+	holds, ended []bool
 	// live[b] is false while branch b still replays recorded entries;
 	// replaying counts those. No winner is picked while it is above 0.
 	live      []bool
@@ -35,7 +40,7 @@ type raceSlot struct {
 }
 
 func newRace(n int) *race {
-	rc := &race{n: n, winner: -1, claim: -1, live: make([]bool, n), cancel: make([]context.CancelFunc, n), changed: make(chan struct{})}
+	rc := &race{n: n, winner: -1, claim: -1, live: make([]bool, n), holds: make([]bool, n), ended: make([]bool, n), cancel: make([]context.CancelFunc, n), changed: make(chan struct{})}
 	for i := range rc.live {
 		rc.live[i] = true
 	}
@@ -142,8 +147,20 @@ func (r *run) raceEnd(rc *race, b int, failed bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	rc.liveLocked(b)
+	rc.ended[b] = true
 	if rc.claim == b {
 		rc.claim = -1
+		// In the first run, a branch took messages only once the
+		// holder before it had ended: a replayed branch that holds
+		// messages is the holder that came next (or one that ends in
+		// its turn), and must not lose to a branch that finishes
+		// meanwhile, as it would not have then.
+		for i, h := range rc.holds {
+			if h && !rc.ended[i] {
+				rc.claim = i
+				break
+			}
+		}
 	}
 	if failed {
 		rc.failed++
