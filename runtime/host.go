@@ -1480,13 +1480,7 @@ func (h *Host) Destroy(ctx context.Context, ref Ref) error {
 		a.mu.Unlock()
 		// The commit outlives the caller (see commitContext).
 		cctx, cancel := h.commitContext()
-		err = h.commit.Commit(cctx, storage.Txn{Fence: a.fence, Ops: []storage.Op{
-			storage.DeletePrefix(a.prefix),
-			storage.Delete(storage.IndexKey(a.ref.Name, a.enc)),
-			storage.Delete(storage.FailedKey(a.ref.Name, a.enc)),
-			storage.Delete(storage.WakeupKey(a.part, a.ref.Name, a.enc)),
-			storage.DeletePrefix(storage.ScheduleActorPrefix(a.part, a.ref.Name, a.enc)),
-		}})
+		err = h.commit.Commit(cctx, storage.Txn{Fence: a.fence, Ops: actorDeleteOps(a.part, a.ref.Name, a.enc, a.prefix)})
 		cancel()
 		if err != nil {
 			// Not destroyed, as far as is known: the actor, its messages
@@ -1512,6 +1506,20 @@ func (h *Host) Destroy(ctx context.Context, ref Ref) error {
 	return err
 }
 
+// actorDeleteOps delete everything stored for an actor (of partition part,
+// type name, encoded key enc, records under prefix): its records and
+// messages, index entry, failed-workflow entry, wakeup record and
+// scheduled calls.
+func actorDeleteOps(part uint32, name, enc, prefix string) []storage.Op {
+	return []storage.Op{
+		storage.DeletePrefix(prefix),
+		storage.Delete(storage.IndexKey(name, enc)),
+		storage.Delete(storage.FailedKey(name, enc)),
+		storage.Delete(storage.WakeupKey(part, name, enc)),
+		storage.DeletePrefix(storage.ScheduleActorPrefix(part, name, enc)),
+	}
+}
+
 // destroyUnregistered destroys an actor stored under a name no actor type of
 // this node has (a type removed from the code, or renamed): it cannot be
 // loaded, so nothing runs it, and it is deleted from storage as it is.
@@ -1532,13 +1540,7 @@ func (h *Host) destroyUnregistered(ctx context.Context, ref Ref, unknown error) 
 	}
 	cctx, cancel := h.commitContext() // the commit outlives the caller
 	defer cancel()
-	err = h.commit.Commit(cctx, storage.Txn{Fence: storage.Fence{Partition: part, Token: token}, Ops: []storage.Op{
-		storage.DeletePrefix(prefix),
-		storage.Delete(storage.IndexKey(ref.Name, enc)),
-		storage.Delete(storage.FailedKey(ref.Name, enc)),
-		storage.Delete(storage.WakeupKey(part, ref.Name, enc)),
-		storage.DeletePrefix(storage.ScheduleActorPrefix(part, ref.Name, enc)),
-	}})
+	err = h.commit.Commit(cctx, storage.Txn{Fence: storage.Fence{Partition: part, Token: token}, Ops: actorDeleteOps(part, ref.Name, enc, prefix)})
 	if err != nil {
 		return commitError("destroy "+ref.Name+" "+keyString(ref.Key), err)
 	}
