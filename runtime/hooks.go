@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/storage"
 	"go.uber.org/zap"
 )
 
@@ -146,13 +147,16 @@ func (h *Host) wakeLoaded(ctx context.Context, a *activation, chain, hold string
 		err = rivet.Errorf(rivet.ErrUnavailable, "actor %s was deactivated while it woke", a.describe())
 	}
 	if err != nil && hold == "" {
+		if a.created {
+			// A create is all or nothing: its records go again before
+			// anyone else can see the actor (the gate is still held).
+			err = h.undoCreate(a, err)
+		}
 		// Turns waiting for its gate find it stopped and load the actor
-		// again.
+		// again (or, if its create was taken back, find none, or create
+		// it themselves).
 		h.evict(a)
 		a.gate.release(chain)
-		if a.created {
-			err = fmt.Errorf("%w (the actor was created: its hooks failed after)", err)
-		}
 		return err
 	}
 	if err != nil {
@@ -174,6 +178,73 @@ func (h *Host) wakeLoaded(ctx context.Context, a *activation, chain, hold string
 		return wakeWriteError(ctx, a, err)
 	}
 	return nil
+}
+
+// undoCreate takes back the create of an activation whose creation hooks
+// (CreateVars, OnWake) failed, so that a create is all or nothing: the
+// caller gets the hooks' error and no actor is left (a retried create
+// creates it). The caller holds the gate with the wake's chain, and no
+// workflow, task or turn of anyone else has run: everything stored for the
+// actor was written by this create and its hooks (and their re-entrant
+// turns), and is deleted, fenced, once their writes have settled (a late
+// write would land after the delete and resurrect part of the actor). It
+// returns the error for the caller: err, saying whether the actor was
+// created. If the delete fails, the actor stays (as far as is known), as
+// after a later wake's failure: the next request wakes it again.
+//
+// The hooks run after the create's commit, not before it in one
+// transaction with it, because a hook's turn keeps the output gate: a call
+// it makes to another actor, or back into its own, first waits for the
+// actor's writes to be durable, its creation included.
+func (h *Host) undoCreate(a *activation, err error) error {
+	if a.stopped.Load() {
+		// Evicted while it woke (a lost claim, a partition handed off
+		// meanwhile): its claim is not this activation's to write on any
+		// more, and another may load the actor once it has left.
+		return noteError(err, "the actor was created: its hooks failed after")
+	}
+	// Not the caller's context: a caller that gave up (often why the
+	// hooks failed) must not leave the actor behind.
+	cctx, cancel := h.commitContext()
+	defer cancel()
+	derr := a.waitCommitted(cctx, a.currentVersion())
+	if derr == nil {
+		a.mu.Lock()
+		if a.failed == nil {
+			a.failed = errDestroyed // nothing more is written
+		}
+		a.mu.Unlock()
+		derr = h.commit.Commit(cctx, storage.Txn{Fence: a.fence, Ops: actorDeleteOps(a.part, a.ref.Name, a.enc, a.prefix)})
+		if derr != nil {
+			a.mu.Lock()
+			if errors.Is(a.failed, errDestroyed) {
+				a.failed = errRetired
+			}
+			a.mu.Unlock()
+		}
+	}
+	if derr != nil {
+		h.log.Warn("a create whose hooks failed could not be taken back: the actor exists", actorField(a), zap.Error(derr))
+		return noteError(err, fmt.Sprintf("the actor was created, and taking the create back failed (%v): it may exist; if it does, the next request wakes it again", derr))
+	}
+	h.timers.cancel(a.id)
+	h.timers.cancel(schedTimer(a.id))
+	h.events.endIf(func(s *Subscription) bool { return s.id == a.id }, func(*Subscription) error {
+		return rivet.Errorf(rivet.ErrNotFound, "actor %s was not created: its hooks failed", a.describe())
+	})
+	return noteError(err, "the actor was not created")
+}
+
+// noteError adds note to err's message, keeping its kind: in a rivet
+// error's own message, which is what crosses the wire.
+func noteError(err error, note string) error {
+	var re *rivet.Error
+	if errors.As(err, &re) {
+		c := *re
+		c.Message += " (" + note + ")"
+		return &c
+	}
+	return fmt.Errorf("%w (%s)", err, note)
 }
 
 // wakeWriteError is the error of a request whose activation's hook writes

@@ -189,12 +189,20 @@ func TestHooksRunAroundEveryActivation(t *testing.T) {
 	}
 }
 
-// A failing OnWake or CreateVars fails the request that woke the actor and
-// commits nothing; the next request tries again. An actor whose hooks fail
-// can still be destroyed.
+// A failing OnWake or CreateVars of an actor that exists (woken after a
+// sleep, here a restart) fails the request that woke the actor and commits
+// nothing; the actor stays, and the next request tries again. An actor
+// whose hooks fail can still be destroyed. (A create whose hooks fail
+// creates nothing: TestACreateWhoseHooksFailLeavesNoActor.)
 func TestAFailingWakeFailsTheCallAndTheNextTriesAgain(t *testing.T) {
 	p := &hookProbe{}
 	e := newEnv(t, counterReg(t, hookedActor(p, false)), nil)
+	for _, key := range []string{"f", "g"} {
+		if v := mustGetHooked(t, e.host, key, true); v.Wakes != 1 {
+			t.Fatalf("created %s: %+v, want 1 wake", key, v)
+		}
+	}
+	e.restart() // out of memory: the next request wakes them
 	for _, tc := range []struct {
 		name string
 		flag *atomic.Bool
@@ -208,13 +216,16 @@ func TestAFailingWakeFailsTheCallAndTheNextTriesAgain(t *testing.T) {
 		if n := e.host.Stats().ActiveActors; n != 0 {
 			t.Fatalf("%s: %d actors in memory after a failed wake", tc.name, n)
 		}
+		if _, err := e.host.Get(ctx(t), runtime.Ref{Name: "hooked", Key: []string{"f"}}); err != nil {
+			t.Fatalf("%s: the actor whose wake failed: %v, want it kept", tc.name, err)
+		}
 	}
 	// The vars the failed wakes made were closed.
 	for _, v := range p.allVars() {
 		waitFor(t, "the vars of a failed wake to be closed", 10*time.Second, v.closed.Load)
 	}
-	if v := mustGetHooked(t, e.host, "f", false); v.Wakes != 1 || v.Setups != 1 {
-		t.Fatalf("after failed wakes: %+v, want the one successful wake only", v)
+	if v := mustGetHooked(t, e.host, "f", false); v.Wakes != 2 || v.Setups != 1 || v.Sleeps != 1 {
+		t.Fatalf("after failed wakes: %+v, want the create's wake and one successful wake since", v)
 	}
 	if n := e.host.Stats().WakeHooksFailed; n != 3 {
 		t.Fatalf("stats: %d wake hooks failed, want 3", n)
@@ -222,7 +233,7 @@ func TestAFailingWakeFailsTheCallAndTheNextTriesAgain(t *testing.T) {
 
 	p.failWake.Store(true)
 	ref := runtime.Ref{Name: "hooked", Key: []string{"g"}}
-	if _, err := getHooked(t, e.host, "g", true); !errors.Is(err, rivet.ErrInternal) {
+	if _, err := getHooked(t, e.host, "g", false); !errors.Is(err, rivet.ErrInternal) {
 		t.Fatalf("err = %v, want ErrInternal", err)
 	}
 	if err := e.host.Destroy(ctx(t), ref); err != nil {

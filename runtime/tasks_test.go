@@ -332,7 +332,9 @@ func TestTasksOfAFailedTurnOrWakeDoNotStart(t *testing.T) {
 		t.Fatalf("%d tasks started by a wake that failed", n)
 	}
 	failWake.Store(false)
-	if _, err := call(t, e.host, "wakeTask", "k", "fail", false); err == nil {
+	// The failed wake's create was taken back: this call creates the
+	// actor again.
+	if _, err := call(t, e.host, "wakeTask", "k", "fail", true); err == nil {
 		t.Fatal("the failing action succeeded")
 	}
 	// The wake's task, not the failed action's.
