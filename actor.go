@@ -70,8 +70,11 @@ type Actor[S any] struct {
 	// setting a field of the state in it. An error (or a panic) fails the
 	// activation: the request that woke the actor gets ErrInternal (with
 	// the message of a rivet error), and the next request, or the wakeup
-	// of a sleeping workflow or a scheduled call, tries again. A create
-	// whose OnWake failed has created the actor all the same.
+	// of a sleeping workflow or a scheduled call, tries again. A create is
+	// all or nothing: one whose CreateVars or OnWake fails creates no
+	// actor (what CreateVars wrote goes too, and its workflow never
+	// starts), and the same create, retried, may succeed. What the hook
+	// did to other actors before it failed stands.
 	OnWake func(c *ActionCtx[S]) error
 	// OnSleep runs when the node takes the actor out of memory in an
 	// orderly way: idle for its IdleTimeout, shed past the node's bound on
