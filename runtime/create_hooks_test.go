@@ -8,7 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+
 	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/internal/rpcerr"
 	"github.com/rivet-go/rivet/runtime"
 	"github.com/rivet-go/rivet/storage"
 )
@@ -89,6 +92,10 @@ func TestACreateWhoseHooksFailLeavesNoActor(t *testing.T) {
 		tc.flag.Store(false)
 		if !errors.Is(err, rivet.ErrInternal) {
 			t.Fatalf("%s: err = %v, want ErrInternal", tc.name, err)
+		}
+		// What a gRPC caller gets: INTERNAL, saying nothing was created.
+		if st, _ := rpcerr.ToStatus(err); st.Code() != codes.Internal || !strings.Contains(st.Message(), "the actor was not created") {
+			t.Fatalf("%s: status %v, want INTERNAL saying the actor was not created", tc.name, st)
 		}
 		if n := e.host.Stats().ActiveActors; n != uint64(i) {
 			t.Fatalf("%s: %d actors in memory after a failed create, want the %d earlier cases'", tc.name, n, i)
