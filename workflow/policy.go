@@ -219,8 +219,9 @@ func resolveVersion(unvisitedInScope bool, latest int) int {
 // and valid for a store like etcd, which refuses a transaction that writes
 // one key twice or puts a key under a range it deletes: a put replaces an
 // earlier put of the same path, and a tree delete drops the earlier writes it
-// covers (a requeue, which writes no history, stays). The engine builds every batch with it; a host that merges batches
-// (deferred ephemeral steps with the next commit) must merge with it too.
+// covers (a requeue, which writes no history, stays). The engine builds
+// every batch with it; a host that merges batches (deferred ephemeral steps
+// with the next commit) must merge with it too.
 func AppendWrites(batch []HistoryWrite, ws ...HistoryWrite) []HistoryWrite {
 	for _, w := range ws {
 		switch {
