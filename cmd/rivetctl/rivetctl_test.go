@@ -557,3 +557,20 @@ func TestLastOutcome(t *testing.T) {
 		t.Fatalf("long: %q (%d bytes)", got, len(got))
 	}
 }
+
+// A mistyped subcommand of a command group is a usage error (exit 2), not
+// the group's help with exit 0: a script that runs `workflow retyr` must
+// not take it for a retry that worked. The group alone still shows its help.
+func TestAnUnknownSubcommandOfAGroupIsAUsageError(t *testing.T) {
+	f := servertest.NewFake()
+	addr := servertest.Start(t, f, servertest.Config{})
+	rivetctl(t, addr, "workflow", "retyr", "charger", "main").
+		wantErr(t, 2, `rivetctl: unknown command "retyr" for "rivetctl workflow" (did you mean retry? see rivetctl workflow --help)`)
+	rivetctl(t, addr, "schedule", "lst", "sessionActor", "alice").
+		wantErr(t, 2, `rivetctl: unknown command "lst" for "rivetctl schedule" (did you mean list? see rivetctl schedule --help)`)
+	rivetctl(t, addr, "-o", "json", "schedule", "remove", "a", "k", "id").
+		wantErr(t, 2, `{"error":{"code":"USAGE","message":"unknown command \"remove\" for \"rivetctl schedule\" (see rivetctl schedule --help)"},"exit":2}`)
+	if r := rivetctl(t, addr, "workflow"); r.code != 0 || !strings.Contains(r.stdout, "Available Commands:") {
+		t.Errorf("workflow alone: exit %d, stdout %q; want its help, exit 0", r.code, r.stdout)
+	}
+}

@@ -228,6 +228,22 @@ func args(lo, hi int) cobra.PositionalArgs {
 	}
 }
 
+// group is the RunE of a command that only holds subcommands (workflow,
+// schedule). Without one, cobra answers an unknown subcommand of a group
+// with the group's help and exit 0, so that a script's `workflow retyr`
+// passed for a retry that worked.
+func group(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return cmd.Help()
+	}
+	hint := ""
+	cmd.SuggestionsMinimumDistance = 2 // as cobra's for the root's commands
+	if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+		hint = "did you mean " + strings.Join(s, " or ") + "? "
+	}
+	return usagef("unknown command %q for %q (%ssee %s --help)", args[0], cmd.CommandPath(), hint, cmd.CommandPath())
+}
+
 // command is the body of a subcommand: it gets a connected client and a
 // context bounded by --timeout.
 type command func(ctx context.Context, c *client.Client, args []string) error

@@ -16,6 +16,7 @@ func (a *app) scheduleCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "schedule",
 		Short: "List or cancel an actor's scheduled calls (calls of its own actions at a later time)",
+		RunE:  group,
 	}
 	list := &cobra.Command{
 		Use:   "list ACTOR KEY",

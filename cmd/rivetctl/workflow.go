@@ -35,6 +35,7 @@ func (a *app) workflowCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "workflow",
 		Short: "Operate on an actor's workflow",
+		RunE:  group,
 	}
 	var from string
 	retry := &cobra.Command{
