@@ -164,6 +164,8 @@ func New(addr string, opts ...Option) (*Client, error) {
 		if target, dial, err = severalNodes(addr, dial); err != nil {
 			return nil, fmt.Errorf("rivet client: %w", err)
 		}
+	} else if err := checkAddr(addr); err != nil {
+		return nil, fmt.Errorf("rivet client: %w", err)
 	}
 	conn, err := grpc.NewClient(target, dial...)
 	if err != nil {
@@ -194,6 +196,9 @@ func severalNodes(list string, dial []grpc.DialOption) (string, []grpc.DialOptio
 		if a == "" {
 			continue
 		}
+		if err := checkAddr(a); err != nil {
+			return "", nil, err
+		}
 		host, _, err := net.SplitHostPort(a)
 		if err != nil {
 			return "", nil, fmt.Errorf("node address %q: %w", a, err)
@@ -206,6 +211,24 @@ func severalNodes(list string, dial []grpc.DialOption) (string, []grpc.DialOptio
 	r := manual.NewBuilderWithScheme("rivet-nodes")
 	r.InitialState(resolver.State{Addresses: addrs})
 	return r.Scheme() + ":///" + addrs[0].Addr, append(dial, grpc.WithResolvers(r)), nil
+}
+
+// checkAddr refuses a node address that gRPC would misread rather than
+// fail on: one without a port, which it dials at 443 (HTTPS's port, not a
+// node's), and an http(s) URL, whose scheme it takes for a resolver's. A
+// gRPC target (dns:///host:port, unix:path) passes.
+func checkAddr(a string) error {
+	if rest, ok := strings.CutPrefix(a, "http://"); ok || strings.HasPrefix(a, "https://") {
+		if !ok {
+			rest = strings.TrimPrefix(a, "https://")
+		}
+		return fmt.Errorf("node address %q is a URL: give host:port (%s)", a, strings.TrimSuffix(rest, "/"))
+	}
+	var ae *net.AddrError
+	if _, _, err := net.SplitHostPort(a); errors.As(err, &ae) && strings.Contains(ae.Err, "missing port") {
+		return fmt.Errorf("node address %q has no port (host:port, such as %s)", a, net.JoinHostPort(strings.Trim(a, "[]"), defaultPort()))
+	}
+	return nil
 }
 
 // credentials returns the dial options of the client's TLS and token.
@@ -432,4 +455,10 @@ func (c *Client) Healthy(ctx context.Context) (bool, error) {
 		return false, fromStatus(ctx, status.Convert(err)) // a *rivet.Error, as from every call
 	}
 	return resp.GetStatus() == healthpb.HealthCheckResponse_SERVING, nil
+}
+
+// defaultPort is DefaultEndpoint's port.
+func defaultPort() string {
+	_, port, _ := net.SplitHostPort(DefaultEndpoint)
+	return port
 }

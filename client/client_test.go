@@ -380,3 +380,33 @@ func TestASendWaitUnderAMillisecondIsNotTheDefault(t *testing.T) {
 		}
 	}
 }
+
+// An address gRPC would misread is refused by New, as one of several
+// addresses is: without a port gRPC dials HTTPS's 443, not a node's port,
+// and a URL's scheme reads as a resolver's. A gRPC target still works.
+func TestNewRefusesAnAddressWithoutAPortOrAURL(t *testing.T) {
+	addr := servertest.Start(t, servertest.NewFake(), servertest.Config{})
+	host, _, _ := net.SplitHostPort(addr)
+	for _, c := range []struct{ addr, want string }{
+		{host, `rivet client: node address "` + host + `" has no port (host:port, such as ` + host + `:6420)`},
+		{"localhost", `rivet client: node address "localhost" has no port (host:port, such as localhost:6420)`},
+		{"http://" + addr, `rivet client: node address "http://` + addr + `" is a URL: give host:port (` + addr + `)`},
+		{"https://" + addr + "/", `rivet client: node address "https://` + addr + `/" is a URL: give host:port (` + addr + `)`},
+		{host + "," + addr, `rivet client: node address "` + host + `" has no port (host:port, such as ` + host + `:6420)`},
+		{"http://" + addr + "," + addr, `rivet client: node address "http://` + addr + `" is a URL: give host:port (` + addr + `)`},
+	} {
+		c2, err := client.New(c.addr)
+		if err == nil {
+			_, err = c2.Members(ctx(t))
+			c2.Close()
+			t.Errorf("New(%q) took it (a call then: %v); want %q", c.addr, err, c.want)
+			continue
+		}
+		if err.Error() != c.want {
+			t.Errorf("New(%q): %v; want %q", c.addr, err, c.want)
+		}
+	}
+	if _, err := newClient(t, "dns:///"+addr).Members(ctx(t)); err != nil {
+		t.Errorf("a gRPC target: %v", err)
+	}
+}
