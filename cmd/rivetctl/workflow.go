@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rivet-go/rivet/client"
+	"github.com/rivet-go/rivet/internal/textcut"
 )
 
 func (a *app) historyCommand() *cobra.Command {
@@ -136,7 +137,8 @@ func (a *app) printHistory(h client.History) error {
 		}
 		detail = strings.ReplaceAll(detail, "\n", " ")
 		if len(detail) > 80 {
-			detail = detail[:77] + "..."
+			// On a character: a byte cut inside one printed invalid UTF-8.
+			detail = textcut.Prefix(detail, 77) + "..."
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", e.Path, e.Kind, e.Status, e.Attempts, orDash(detail))
 	}

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"go.uber.org/zap"
 
@@ -266,5 +267,59 @@ func TestWorkflowCommandsOnARealNode(t *testing.T) {
 			t.Fatalf("the resumed workflow did not take its message: %+v", rivetctl(t, addr, "history", "napper", "c"))
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// history cuts a long output or error on a character: a cut inside one
+// printed invalid UTF-8, which a terminal shows as garbage and a script
+// reading the table chokes on.
+func TestHistoryCutsALongOutputOnACharacter(t *testing.T) {
+	long := "a" + strings.Repeat("ш", 60) // its JSON is 124 bytes; a byte cut at 77 splits an ш
+	reg, err := rivet.Setup(rivet.Actor[chargeState]{
+		Name: "writer",
+		Run: func(ctx *workflow.Ctx[chargeState]) error {
+			_, err := workflow.Step(ctx, "write", func(*workflow.StepCtx[chargeState]) (string, error) { return long, nil })
+			return err
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := node.DefaultLocalConfig(t.TempDir())
+	cfg.HTTPAddr = "-"
+	cfg.Partitions = 8
+	cfg.Logger = zap.NewNop()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	n, err := node.Start(ctx, cfg, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := n.Stop(context.Background()); err != nil {
+			t.Error(err)
+		}
+	}()
+	addr := n.GRPCAddr()
+	rivetctl(t, addr, "create", "writer", "w")
+	deadline := time.Now().Add(30 * time.Second)
+	r := rivetctl(t, addr, "history", "writer", "w")
+	for !strings.HasPrefix(r.stdout, "workflow  completed\n") {
+		if time.Now().After(deadline) {
+			t.Fatalf("writer did not complete: %+v", r)
+		}
+		time.Sleep(20 * time.Millisecond)
+		r = rivetctl(t, addr, "history", "writer", "w")
+	}
+	if !utf8.ValidString(r.stdout) {
+		t.Fatalf("history printed invalid UTF-8:\n%q", r.stdout)
+	}
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	last := lines[len(lines)-1]
+	if !strings.HasPrefix(last, "write ") || !strings.HasSuffix(last, `"aшш`+"...") && !strings.HasSuffix(last, "ш...") {
+		t.Fatalf("history's row of the step: %q; want its output cut, ending in ...", last)
+	}
+	if _, out, _ := strings.Cut(last, `"a`); len(out) > 80 {
+		t.Errorf("history's output column is %d bytes, want at most 80: %q", len(out), last)
 	}
 }
