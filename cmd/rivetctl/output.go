@@ -295,9 +295,10 @@ func (a *app) printStats(st client.Stats) error {
 
 // formatKey prints a key the way KEY is given on the command line, so that
 // it can be pasted back: a plain string when that is unambiguous, else a
-// JSON array.
+// JSON array (also for a key that starts with '-', which the command line
+// would take for a flag).
 func formatKey(key []string) string {
-	if len(key) == 1 && !strings.HasPrefix(key[0], "[") && key[0] != "" && !strings.ContainsAny(key[0], " \t\n") {
+	if len(key) == 1 && !strings.HasPrefix(key[0], "[") && !strings.HasPrefix(key[0], "-") && key[0] != "" && !strings.ContainsAny(key[0], " \t\n") {
 		return key[0]
 	}
 	b, _ := json.Marshal(key)

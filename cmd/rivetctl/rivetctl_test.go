@@ -574,3 +574,21 @@ func TestAnUnknownSubcommandOfAGroupIsAUsageError(t *testing.T) {
 		t.Errorf("workflow alone: exit %d, stdout %q; want its help, exit 0", r.code, r.stdout)
 	}
 }
+
+// A key printed by actors can be pasted back as KEY: one that starts with
+// '-' is printed as a JSON array, which the command line does not take for
+// a flag.
+func TestAKeyThatLooksLikeAFlagIsPrintedAsAnArray(t *testing.T) {
+	addr := servertest.Start(t, servertest.NewFake(), servertest.Config{})
+	rivetctl(t, addr, "call", "counter", `["-x"]`, "increment", "1").want(t, 0, "1\n")
+	r := rivetctl(t, addr, "actors", "counter")
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if r.code != 0 || len(lines) != 2 {
+		t.Fatalf("actors: %+v", r)
+	}
+	key := strings.Fields(lines[1])[1]
+	if key != `["-x"]` {
+		t.Errorf("actors printed the key as %s, want [\"-x\"]", key)
+	}
+	rivetctl(t, addr, "call", "counter", key, "getCount").want(t, 0, "1\n")
+}
