@@ -59,7 +59,7 @@ it from a file and @- from stdin (for payloads too big for a command line).`,
 		Example: `  rivetctl call counter main increment 5
   rivetctl call counter '["eu","alice"]' getCount
   rivetctl call importer main load @batch.json`,
-		Annotations: map[string]string{jsonArgsAnnotation: "3-"},
+		Annotations: map[string]string{jsonArgsAnnotation: "3-", sideEffectsAnnotation: "true"},
 		Args:        args(3, -1),
 	}
 	cmd.RunE = a.runE(nil, func(ctx context.Context, c *client.Client, args []string) error {
@@ -106,7 +106,7 @@ command's deadline is --timeout plus --wait-timeout. BODY_JSON may be @FILE or @
 		Example: `  rivetctl send reminderActor main reminders '{"text":"hi","at":0}'
   rivetctl send scatterGatherActor main scatter '{"input":2}'
   jq -c . order.json | rivetctl send orders main incoming @-`,
-		Annotations: map[string]string{jsonArgsAnnotation: "3"},
+		Annotations: map[string]string{jsonArgsAnnotation: "3", sideEffectsAnnotation: "true"},
 		Args:        args(4, 4),
 	}
 	cmd.RunE = a.runE(func() time.Duration {
@@ -231,9 +231,10 @@ when it failed and its error; ` + "`rivetctl workflow retry ACTOR KEY`" + ` take
 func (a *app) createCommand() *cobra.Command {
 	var input string
 	cmd := &cobra.Command{
-		Use:   "create ACTOR KEY",
-		Short: "Create an actor (ALREADY_EXISTS if it exists)",
-		Args:  args(2, 2),
+		Use:         "create ACTOR KEY",
+		Short:       "Create an actor (ALREADY_EXISTS if it exists)",
+		Annotations: map[string]string{sideEffectsAnnotation: "true"},
+		Args:        args(2, 2),
 	}
 	cmd.RunE = a.runE(nil, func(ctx context.Context, c *client.Client, args []string) error {
 		key, err := parseKey(args[1])
@@ -262,9 +263,10 @@ func (a *app) createCommand() *cobra.Command {
 
 func (a *app) destroyCommand() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "destroy ACTOR KEY",
-		Short: "Destroy an actor and everything stored for it",
-		Args:  args(2, 2),
+		Use:         "destroy ACTOR KEY",
+		Short:       "Destroy an actor and everything stored for it",
+		Annotations: map[string]string{sideEffectsAnnotation: "true"},
+		Args:        args(2, 2),
 	}
 	cmd.RunE = a.runE(nil, func(ctx context.Context, c *client.Client, args []string) error {
 		key, err := parseKey(args[1])

@@ -378,7 +378,8 @@ func TestTimeout(t *testing.T) {
 	}
 	addr := servertest.Start(t, f, servertest.Config{})
 	rivetctl(t, addr, "call", "slow", "k", "wait", "--timeout", "100ms").
-		wantErr(t, 1, "rivetctl: deadline exceeded: no answer from "+addr+" within 100ms (--timeout) (DEADLINE_EXCEEDED)")
+		wantErr(t, 1, "rivetctl: deadline exceeded: no answer from "+addr+" within 100ms (--timeout) (DEADLINE_EXCEEDED)"+
+			"; it may have run all the same: look (rivetctl state, inspect) before running it again, which could apply it twice")
 }
 
 // stuckDrain is a node whose drain never finishes: it keeps its 16
@@ -591,4 +592,38 @@ func TestAKeyThatLooksLikeAFlagIsPrintedAsAnArray(t *testing.T) {
 		t.Errorf("actors printed the key as %s, want [\"-x\"]", key)
 	}
 	rivetctl(t, addr, "call", "counter", key, "getCount").want(t, 0, "1\n")
+}
+
+// A command with side effects that failed after it may have run says so:
+// run again, it could apply twice (an increment counted twice). A read, or
+// a request that never reached a node, says nothing of the kind.
+func TestACommandThatMayHaveRunSaysSo(t *testing.T) {
+	f := servertest.NewFake()
+	f.CallFunc = func(ctx context.Context, req runtime.CallRequest) (json.RawMessage, error) {
+		if req.Action == "wait" {
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}
+		// What a node answers when the owner it forwarded to died mid-call.
+		return nil, &rivet.Error{Kind: rivet.ErrUnavailable, Message: "peer stream broke during the call"}
+	}
+	f.InspectFunc = func(context.Context, runtime.Ref) (runtime.Inspection, error) {
+		return runtime.Inspection{}, &rivet.Error{Kind: rivet.ErrUnavailable, Message: "peer stream broke during the call"}
+	}
+	addr := servertest.Start(t, f, servertest.Config{})
+	const mayHaveRun = "; it may have run all the same: look (rivetctl state, inspect) before running it again, which could apply it twice"
+	rivetctl(t, addr, "call", "counter", "main", "increment", "1").
+		wantErr(t, 1, "rivetctl: unavailable: peer stream broke during the call (UNAVAILABLE)"+mayHaveRun)
+	rivetctl(t, addr, "-o", "json", "call", "counter", "main", "increment", "1").
+		wantErr(t, 1, `{"error":{"code":"UNAVAILABLE","message":"peer stream broke during the call","hint":"`+strings.TrimPrefix(mayHaveRun, "; ")+`"},"exit":1}`)
+	rivetctl(t, addr, "call", "slow", "k", "wait", "--timeout", "100ms").
+		wantErr(t, 1, "rivetctl: deadline exceeded: no answer from "+addr+" within 100ms (--timeout) (DEADLINE_EXCEEDED)"+mayHaveRun)
+	// A read is safe to run again.
+	rivetctl(t, addr, "state", "counter", "main", "--timeout", "300ms").
+		wantErr(t, 1, "rivetctl: unavailable: peer stream broke during the call (UNAVAILABLE)")
+	// A node that is not there ran nothing.
+	r := rivetctl(t, "127.0.0.1:1", "--timeout", "300ms", "call", "counter", "main", "increment", "1")
+	if r.code != 1 || strings.Contains(r.stderr, "may have run") {
+		t.Errorf("exit %d, stderr %q; want exit 1 without 'may have run'", r.code, r.stderr)
+	}
 }

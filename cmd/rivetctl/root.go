@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/client"
@@ -61,6 +63,9 @@ type runError struct {
 	// code is the gRPC code's name that --output json reports for an
 	// error that carries none ("": from err, or UNKNOWN).
 	code string
+	// note is said after the error and the connection's hint (a
+	// command that may have run all the same).
+	note string
 }
 
 func (e *runError) Error() string { return e.err.Error() }
@@ -82,7 +87,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	var re *runError
 	code, hint := exitUsage, ""
 	if errors.As(err, &re) {
-		code, hint = exitError, a.connectionHint(err)
+		code, hint = exitError, a.connectionHint(err)+re.note
 	}
 	if a.output == "json" || wantsJSON(args) {
 		writeJSONError(stderr, err, code, hint)
@@ -284,11 +289,30 @@ func (a *app) runE(extra func() time.Duration, body command) func(*cobra.Command
 				// (down, or wanting TLS) says more than the deadline.
 				why = "; an attempt before failed: " + describe(before) + a.connectionHint(before)
 			}
-			return &runError{err: fmt.Errorf("deadline exceeded: no answer from %s within %s (--timeout)%s (DEADLINE_EXCEEDED)", a.addr, timeout, why), code: "DEADLINE_EXCEEDED"}
+			return &runError{err: fmt.Errorf("deadline exceeded: no answer from %s within %s (--timeout)%s (DEADLINE_EXCEEDED)", a.addr, timeout, why), code: "DEADLINE_EXCEEDED", note: mayHaveRun(cmd, err)}
 		default:
-			return &runError{err: err}
+			return &runError{err: err, note: mayHaveRun(cmd, err)}
 		}
 	}
+}
+
+// sideEffectsAnnotation marks a command whose request changes something
+// (the client does not retry it once it may have reached a node).
+const sideEffectsAnnotation = "rivetctl/side-effects"
+
+// mayHaveRun is the note of a command with side effects that failed after
+// its request may have run all the same (its connection broke mid-call,
+// its deadline ran out): a user who runs it again as the error alone
+// suggests could apply it twice (an increment counted twice).
+func mayHaveRun(cmd *cobra.Command, err error) string {
+	if cmd.Annotations[sideEffectsAnnotation] == "" || !rivet.OutcomeUnknown(err) {
+		return ""
+	}
+	var e *rivet.Error
+	if errors.As(err, &e) && errors.Is(e, rivet.ErrUnavailable) && rpcerr.NotSent(status.New(codes.Unavailable, e.Message)) {
+		return "" // it never reached a node (refused, not resolved)
+	}
+	return "; it may have run all the same: look (rivetctl state, inspect) before running it again, which could apply it twice"
 }
 
 // The environment variables of the TLS flags: the same names the node

@@ -40,9 +40,10 @@ func (a *app) workflowCommand() *cobra.Command {
 	}
 	var from string
 	retry := &cobra.Command{
-		Use:   "retry ACTOR KEY",
-		Short: "Replay a failed workflow from the entries whose failure ended it (failures a Try caught stay), or from --from ENTRY and all after it",
-		Args:  args(2, 2),
+		Use:         "retry ACTOR KEY",
+		Short:       "Replay a failed workflow from the entries whose failure ended it (failures a Try caught stay), or from --from ENTRY and all after it",
+		Annotations: map[string]string{sideEffectsAnnotation: "true"},
+		Args:        args(2, 2),
 	}
 	retry.Flags().StringVar(&from, "from", "", "history path to replay from (default: the entries that failed)")
 	retry.RunE = a.runE(nil, func(ctx context.Context, c *client.Client, args []string) error {
