@@ -410,3 +410,37 @@ func TestNewRefusesAnAddressWithoutAPortOrAURL(t *testing.T) {
 		t.Errorf("a gRPC target: %v", err)
 	}
 }
+
+// Subscribe to a node that is not there gives up as a call does: with the
+// UNAVAILABLE that stopped it, before a deadline no retry could beat, and
+// not as if its caller had cancelled it (which a caller that stops on
+// context.Canceled would take for its own shutdown).
+func TestSubscribeToANodeThatIsNotThereFailsAsACallDoes(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // nothing listens there now
+	c := newClient(t, addr)
+	sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_, callErr := c.Actor("counter", "main").Call(sctx, "increment", 1)
+	sctx, cancel = context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err = c.Actor("counter", "main").NoCreate().Subscribe(sctx)
+	took := time.Since(start)
+	if !errors.Is(err, rivet.ErrUnavailable) || !strings.Contains(err.Error(), "connection refused") {
+		t.Fatalf("Subscribe: %v; want UNAVAILABLE saying the connection was refused", err)
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(callErr, context.Canceled) {
+		t.Errorf("Subscribe: %v (call: %v); want neither to match context.Canceled", err, callErr)
+	}
+	if errors.Is(err, context.DeadlineExceeded) != errors.Is(callErr, context.DeadlineExceeded) {
+		t.Errorf("Subscribe: %v, call: %v; want both to match context.DeadlineExceeded or neither", err, callErr)
+	}
+	if took >= time.Second {
+		t.Errorf("Subscribe took %s: it waited out its deadline", took)
+	}
+}

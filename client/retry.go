@@ -19,6 +19,10 @@ type retryPolicy struct {
 	// budget bounds the time from the first attempt to the last retry;
 	// 0 means no retries.
 	budget time.Duration
+	// until, if set, is the caller's deadline for a context that does not
+	// carry it (a subscription's, which must outlive it): retries stop
+	// before it as they do before a context's own.
+	until time.Time
 }
 
 // maxBackoff caps one wait, so that a partition that comes back is used
@@ -105,6 +109,9 @@ func invokeWith[Req, Resp any](ctx context.Context, policy retryPolicy, class re
 			return zero, fromStatus(ctx, st)
 		}
 		if d, ok := ctx.Deadline(); ok && wake.After(d) {
+			return zero, fromStatus(ctx, st)
+		}
+		if !policy.until.IsZero() && wake.After(policy.until) {
 			return zero, fromStatus(ctx, st)
 		}
 		t := time.NewTimer(wait)

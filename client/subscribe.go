@@ -89,7 +89,14 @@ func (h *ActorHandle) SubscribeWith(ctx context.Context, opts SubscribeOptions) 
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	stop := context.AfterFunc(ctx, cancel)
 	req := &rivetv1.SubscribeRequest{Actor: h.ref(), Events: opts.Events}
-	stream, err := h.subscribe(sctx, req, h.c.retry)
+	// sctx has no deadline (the stream outlives ctx's): without ctx's in
+	// the policy, a node that is not there was retried until the deadline
+	// cancelled sctx, and the error matched context.Canceled.
+	policy := h.c.retry
+	if d, ok := ctx.Deadline(); ok {
+		policy.until = d
+	}
+	stream, err := h.subscribe(sctx, req, policy)
 	if h.create && errors.Is(err, rivet.ErrNotFound) {
 		// Rivet's getOrCreate().connect(): the handle promises the actor
 		// exists once it is used. Created only once the node has taken
@@ -97,7 +104,7 @@ func (h *ActorHandle) SubscribeWith(ctx context.Context, opts SubscribeOptions) 
 		// declare is refused first): a refused subscription creates
 		// nothing.
 		if _, err = h.Info(sctx); err == nil {
-			stream, err = h.subscribe(sctx, req, h.c.retry)
+			stream, err = h.subscribe(sctx, req, policy)
 		}
 	}
 	if !stop() {
