@@ -627,3 +627,19 @@ func TestACommandThatMayHaveRunSaysSo(t *testing.T) {
 		t.Errorf("exit %d, stderr %q; want exit 1 without 'may have run'", r.code, r.stderr)
 	}
 }
+
+// A watch whose subscribing outlasts --timeout says so with --timeout's
+// value, which alone bounds the subscribing: not the command's deadline,
+// which --for (or "until interrupted", a hundred years) extends.
+func TestAWatchThatCannotSubscribeInTimeNamesItsTimeout(t *testing.T) {
+	f := servertest.NewFake()
+	f.SubscribeFunc = func(ctx context.Context, _ runtime.Ref, _ []string) (server.EventStream, error) {
+		<-ctx.Done() // a node that does not answer
+		return nil, ctx.Err()
+	}
+	addr := servertest.Start(t, f, servertest.Config{})
+	for _, args := range [][]string{{"watch", "counter", "main"}, {"watch", "counter", "main", "--for", "1m"}} {
+		rivetctl(t, addr, append(args, "--timeout", "300ms")...).
+			wantErr(t, 1, "rivetctl: deadline exceeded: no answer from "+addr+" within 300ms (--timeout) (DEADLINE_EXCEEDED)")
+	}
+}

@@ -283,17 +283,23 @@ func (a *app) runE(extra func() time.Duration, body command) func(*cobra.Command
 			// out while the node answered, say).
 			return err
 		case errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded):
-			why := ""
-			if before := client.EarlierFailure(err); before != nil {
-				// An attempt before the last could not reach the node: why
-				// (down, or wanting TLS) says more than the deadline.
-				why = "; an attempt before failed: " + describe(before) + a.connectionHint(before)
-			}
-			return &runError{err: fmt.Errorf("deadline exceeded: no answer from %s within %s (--timeout)%s (DEADLINE_EXCEEDED)", a.addr, timeout, why), code: "DEADLINE_EXCEEDED", note: mayHaveRun(cmd, err)}
+			return a.deadlineError(err, timeout, mayHaveRun(cmd, err))
 		default:
 			return &runError{err: err, note: mayHaveRun(cmd, err)}
 		}
 	}
+}
+
+// deadlineError is the failure of a command whose deadline, timeout, ran
+// out with err, followed by note.
+func (a *app) deadlineError(err error, timeout time.Duration, note string) error {
+	why := ""
+	if before := client.EarlierFailure(err); before != nil {
+		// An attempt before the last could not reach the node: why
+		// (down, or wanting TLS) says more than the deadline.
+		why = "; an attempt before failed: " + describe(before) + a.connectionHint(before)
+	}
+	return &runError{err: fmt.Errorf("deadline exceeded: no answer from %s within %s (--timeout)%s (DEADLINE_EXCEEDED)", a.addr, timeout, why), code: "DEADLINE_EXCEEDED", note: note}
 }
 
 // sideEffectsAnnotation marks a command whose request changes something

@@ -72,8 +72,14 @@ create it).`,
 				fmt.Fprintln(a.stderr, "rivetctl: "+msg)
 			},
 		})
+		timedOut := errors.Is(subCtx.Err(), context.DeadlineExceeded) && ctx.Err() == nil
 		cancel()
 		if err != nil {
+			if timedOut {
+				// --timeout bounds the subscribing: the command's own
+				// deadline (--for, or a hundred years) would be named.
+				return a.deadlineError(err, a.timeout, "")
+			}
 			return err
 		}
 		defer sub.Close()
