@@ -25,7 +25,12 @@ func (a *app) healthCommand() *cobra.Command {
 			return err
 		}
 		if !ok {
-			return fmt.Errorf("%s is not serving", a.addr)
+			// UNAVAILABLE, as gRPC's own health clients read NOT_SERVING:
+			// --output json said UNKNOWN.
+			return &runError{err: fmt.Errorf("%s is not serving", a.addr), code: "UNAVAILABLE"}
+		}
+		if a.output == "json" {
+			return a.printValue(map[string]bool{"serving": true})
 		}
 		_, err = fmt.Fprintln(a.stdout, "serving")
 		return err
