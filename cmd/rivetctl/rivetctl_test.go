@@ -643,3 +643,21 @@ func TestAWatchThatCannotSubscribeInTimeNamesItsTimeout(t *testing.T) {
 			wantErr(t, 1, "rivetctl: deadline exceeded: no answer from "+addr+" within 300ms (--timeout) (DEADLINE_EXCEEDED)")
 	}
 }
+
+// An --addr given empty (most often an unset shell variable, --addr
+// "$NODE") is refused rather than taken for the default: a destroy meant
+// for one cluster must not reach the node on localhost.
+func TestAnEmptyAddrIsAUsageError(t *testing.T) {
+	addr := servertest.Start(t, servertest.NewFake(), servertest.Config{})
+	env := map[string]string{client.EndpointEnv: addr}
+	rivetctlEnv(t, env, "call", "counter", "main", "increment", "1").want(t, 0, "1\n")
+	for _, args := range [][]string{
+		{"--addr", "", "destroy", "counter", "main"},
+		{"--addr=", "destroy", "counter", "main"},
+		{"--addr", " ", "destroy", "counter", "main"},
+	} {
+		rivetctlEnv(t, env, args...).
+			wantErr(t, 2, "rivetctl: --addr is empty (leave it out for $RIVET_ENDPOINT, else localhost:6420)")
+	}
+	rivetctlEnv(t, env, "call", "--no-create", "counter", "main", "getCount").want(t, 0, "1\n")
+}

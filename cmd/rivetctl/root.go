@@ -172,6 +172,12 @@ JSON arguments are taken literally: quote strings ('"text"').`,
 			if a.timeout <= 0 {
 				return usagef("--timeout must be positive, not %s", a.timeout)
 			}
+			// Given empty, most often as an unset shell variable (--addr
+			// "$NODE"): the client would take it for $RIVET_ENDPOINT or
+			// localhost:6420, another node than the one meant.
+			if a.addr = strings.TrimSpace(a.addr); a.addr == "" {
+				return usagef("--addr is empty (leave it out for $%s, else %s)", client.EndpointEnv, client.DefaultEndpoint)
+			}
 			if (a.tlsCert == "") != (a.tlsKey == "") {
 				return usagef("--tls-cert and --tls-key go together")
 			}
