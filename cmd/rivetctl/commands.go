@@ -129,6 +129,11 @@ command's deadline is --timeout plus --wait-timeout. BODY_JSON may be @FILE or @
 		if waitTimeout < 0 {
 			return usagef("--wait-timeout must not be negative, not %s", waitTimeout)
 		}
+		if !wait && cmd.Flags().Changed("wait-timeout") {
+			// Alone it changed nothing: the send did not wait, as whoever
+			// wrote it expected.
+			return usagef("--wait-timeout needs --wait (without it, send returns once the message is queued)")
+		}
 		h, err := hf.handle(c, args[0], key)
 		if err != nil {
 			return err

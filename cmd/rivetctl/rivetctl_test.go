@@ -661,3 +661,21 @@ func TestAnEmptyAddrIsAUsageError(t *testing.T) {
 	}
 	rivetctlEnv(t, env, "call", "--no-create", "counter", "main", "getCount").want(t, 0, "1\n")
 }
+
+// --wait-timeout without --wait is refused: the send did not wait, which
+// whoever wrote the flag expected it to.
+func TestWaitTimeoutWithoutWaitIsAUsageError(t *testing.T) {
+	f := servertest.NewFake()
+	var sent atomic.Int32
+	f.SendFunc = func(context.Context, runtime.SendRequest) (runtime.SendResult, error) {
+		sent.Add(1)
+		return runtime.SendResult{MessageID: 1, Status: runtime.SendEnqueued}, nil
+	}
+	addr := servertest.Start(t, f, servertest.Config{})
+	rivetctl(t, addr, "send", "--wait-timeout", "5s", "mailbox", "alice", "inbox", "{}").
+		wantErr(t, 2, "rivetctl: --wait-timeout needs --wait (without it, send returns once the message is queued)")
+	if n := sent.Load(); n != 0 {
+		t.Errorf("%d messages sent, want none", n)
+	}
+	rivetctl(t, addr, "send", "mailbox", "alice", "inbox", "{}").want(t, 0, "enqueued\n")
+}
