@@ -48,8 +48,12 @@ func (x *cx) sleep(name string, deadline func(now time.Time) time.Time) error {
 			}
 		}
 	}
-	if err := t.wait(waitFor{at: e.Deadline}); err != nil {
-		return err
+	// A zero deadline (SleepUntil(time.Time{})) is long past, but to
+	// wait it would mean no deadline at all: the run would block for good.
+	if !e.Deadline.IsZero() {
+		if err := t.wait(waitFor{at: e.Deadline}); err != nil {
+			return err
+		}
 	}
 	done := e.clone()
 	done.Status = StatusCompleted
