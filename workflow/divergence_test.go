@@ -86,6 +86,24 @@ func TestDivergence(t *testing.T) {
 			_, err := c.Try("t", func(c *logCtx) error { return seq("b", "?w")(c) })
 			return err
 		}, "t/a", `step "t/a"`, `new step "t/b"`},
+		// A try block has no entry: its steps stand in the order of the
+		// scope that holds it.
+		{"try block inserted before a root step", seq("a", "b", "?w"), func(c *logCtx) error {
+			if err := seq("a")(c); err != nil {
+				return err
+			}
+			if _, err := c.Try("t", func(c *logCtx) error { return seq("x")(c) }); err != nil {
+				return err
+			}
+			return seq("b", "?w")(c)
+		}, "b", `step "b"`, `new step "t/x"`},
+		{"try block renamed", func(c *logCtx) error {
+			_, err := c.Try("t", func(c *logCtx) error { return seq("a", "?w")(c) })
+			return err
+		}, func(c *logCtx) error {
+			_, err := c.Try("t2", func(c *logCtx) error { return seq("a", "?w")(c) })
+			return err
+		}, "t/a", `step "t/a"`, `new step "t2/a"`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -293,6 +293,10 @@ func describe(e *Entry) string {
 type scope struct {
 	path string
 	used map[string]struct{}
+	// outer is, for a try block, the scope that holds it (a try block
+	// has no entry: its entries stand in that scope's order); nil for
+	// the others.
+	outer *scope
 }
 
 func newScope(path string) *scope { return &scope{path: path, used: map[string]struct{}{}} }

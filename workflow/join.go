@@ -191,7 +191,7 @@ func (x *cx) open(kind Kind, name string, names []string) (string, *Entry, bool,
 	if err != nil {
 		return "", nil, false, err
 	}
-	e, err := r.visit(x.sc.path, path, kind)
+	e, err := r.visit(x.sc, path, kind)
 	if err != nil {
 		return path, nil, false, err
 	}

@@ -130,7 +130,7 @@ func (x *cx) loop(name string, interval, size int, initial json.RawMessage, body
 	// resume, the iterations before it completed under the code that
 	// recorded them.
 	lastRecorded := -1
-	e, err := r.visit(x.sc.path, path, KindLoop)
+	e, err := r.visit(x.sc, path, KindLoop)
 	if err != nil {
 		return nil, path, err
 	}

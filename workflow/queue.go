@@ -125,7 +125,7 @@ func (x *cx) receive(name string, o NextOptions) (string, *Entry, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	e, err := r.visit(x.sc.path, path, KindMessage)
+	e, err := r.visit(x.sc, path, KindMessage)
 	if err != nil {
 		return path, nil, err
 	}

@@ -23,3 +23,39 @@ func TestReviewSleepUntilZeroTime(t *testing.T) {
 		t.Fatalf("outcome %+v, state %+v", out, h.State())
 	}
 }
+
+// A version gate in a try block new to an instance in flight takes the old
+// path: the block stands in its enclosing scope, which still holds entries
+// the run has not reached.
+func TestReviewGetVersionInANewTryBlock(t *testing.T) {
+	h := inFlight(t, func(c *logCtx) error {
+		if err := note(c, "a"); err != nil {
+			return err
+		}
+		return wait(c, "w")
+	})
+	h.Send("q", job{1})
+	var got []int
+	out := drive(t, h, func(c *logCtx) error {
+		if _, err := c.Try("t", func(c *logCtx) error {
+			v, err := c.GetVersion("gate", 2)
+			if err != nil {
+				return err
+			}
+			got = append(got, v)
+			if v == 2 {
+				return note(c, "new")
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		if err := note(c, "a"); err != nil {
+			return err
+		}
+		return wait(c, "w")
+	})
+	if out.Status != workflow.RunCompleted || len(got) == 0 || got[0] != 1 {
+		t.Fatalf("outcome %+v, versions %v, log %v", out, got, h.State().Log)
+	}
+}

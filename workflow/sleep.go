@@ -28,7 +28,7 @@ func (x *cx) sleep(name string, deadline func(now time.Time) time.Time) error {
 	if err != nil {
 		return err
 	}
-	e, err := r.visit(x.sc.path, path, KindSleep)
+	e, err := r.visit(x.sc, path, KindSleep)
 	if err != nil {
 		return err
 	}
@@ -82,7 +82,7 @@ func (c *Ctx[S]) RollbackCheckpoint(name string) error {
 	if err != nil {
 		return err
 	}
-	e, err := r.visit(x.sc.path, path, KindRollbackCheckpoint)
+	e, err := r.visit(x.sc, path, KindRollbackCheckpoint)
 	if err != nil {
 		return err
 	}
@@ -95,8 +95,9 @@ func (c *Ctx[S]) RollbackCheckpoint(name string) error {
 
 // GetVersion gates a code change for workflows already in flight. It
 // returns the version recorded at name, else records and returns 1 if the
-// scope still holds recorded entries this run has not reached (an instance
-// started under the old code, mid-flight), else latest. Inside a loop each
+// scope (in a try block, the scope holding the block too) still holds
+// recorded entries this run has not reached (an instance started under
+// the old code, mid-flight), else latest. Inside a loop each
 // iteration decides on its own. Retire a gate with Removed(name,
 // KindVersionCheck) once no old instance is left.
 //
@@ -118,7 +119,13 @@ func (c *Ctx[S]) GetVersion(name string, latest int) (int, error) {
 	}
 	r.mu.Lock()
 	e, err := r.hist.Visit(path, KindVersionCheck)
-	_, unvisited := r.hist.FirstUnvisited(x.sc.path)
+	// In a try block, the entries of the scopes it stands in count too
+	// (see visit): a gate in a block new to an old instance takes the old
+	// path.
+	unvisited := false
+	for s := x.sc; s != nil && !unvisited; s = s.outer {
+		_, unvisited = r.hist.FirstUnvisited(s.path)
+	}
 	_, sealed := r.sealedLocked(x.sc.path)
 	r.mu.Unlock()
 	if err != nil {
@@ -201,6 +208,7 @@ func (c *Ctx[S]) Try(name string, fn func(*Ctx[S]) error) (*Failure, error) {
 	}
 	r.mu.Unlock()
 	bx := &cx{t: x.t, sc: newScope(path)}
+	bx.sc.outer = x.sc
 	err = callGuarded(func() error { return fn(&Ctx[S]{x: bx}) })
 	if err == nil {
 		return nil, r.checkEnd(path)

@@ -27,19 +27,28 @@ type stepSpec struct {
 // visit looks path up for a new primitive of kind in scope: the recorded
 // entry, or nil if the code is ahead of the history (after checking that it
 // has not skipped part of it).
-func (r *run) visit(scope, path string, kind Kind) (*Entry, error) {
+func (r *run) visit(sc *scope, path string, kind Kind) (*Entry, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	e, err := r.hist.Visit(path, kind)
 	if err != nil || e != nil {
 		return e, err
 	}
-	if it, ok := r.sealedLocked(scope); ok {
+	if it, ok := r.sealedLocked(sc.path); ok {
 		return nil, &DivergenceError{Path: path,
 			Expected: fmt.Sprintf("nothing: %s completed under code that recorded no entry here", it),
 			Found:    fmt.Sprintf("new %s %q (gate the change with GetVersion)", kind, path)}
 	}
-	return nil, r.hist.CheckNew(scope, path, kind)
+	// A try block has no entry of its own, so its scope alone would not
+	// show a block inserted (or renamed) before entries of the scope
+	// that holds it: its new steps would run, and an inserted one would
+	// never be caught. The scopes it stands in are checked too.
+	for s := sc; s != nil; s = s.outer {
+		if err := r.hist.CheckNew(s.path, path, kind); err != nil {
+			return nil, err
+		}
+	}
+	return nil, nil
 }
 
 // seal marks scope sealed; r.mu must be held.
@@ -92,7 +101,7 @@ func (x *cx) step(sp stepSpec) (json.RawMessage, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	e, err := r.visit(x.sc.path, path, KindStep)
+	e, err := r.visit(x.sc, path, KindStep)
 	if err != nil {
 		return nil, path, err
 	}
