@@ -59,3 +59,29 @@ func TestReviewGetVersionInANewTryBlock(t *testing.T) {
 		t.Fatalf("outcome %+v, versions %v, log %v", out, got, h.State().Log)
 	}
 }
+
+// A race loser's attempt cut off mid-body is abandoned: it commits nothing,
+// its changes to the state included, as with the runtime's host; the test
+// host must not let them ride with the winner's next commit.
+func TestReviewTestHostDropsAnAbandonedAttemptsState(t *testing.T) {
+	h := newHost(rst{})
+	out := drive(t, h, func(c *workflow.Ctx[rst]) error {
+		_, _, err := workflow.Race(c, "r", []workflow.RaceBranch[rst, int]{
+			{Name: "slow", Run: func(c *workflow.Ctx[rst]) (int, error) {
+				return workflow.Step(c, "s", func(s *workflow.StepCtx[rst]) (int, error) {
+					s.State.N += 100
+					h.Hang(s.Context()) // until it loses
+					return 0, s.Context().Err()
+				})
+			}},
+			{Name: "fast", Run: func(c *workflow.Ctx[rst]) (int, error) { return 1, c.Sleep("z", time.Second) }},
+		})
+		if err != nil {
+			return err
+		}
+		return c.Step("after", func(s *workflow.StepCtx[rst]) error { s.State.N++; return nil })
+	})
+	if out.Status != workflow.RunCompleted || h.State().N != 1 {
+		t.Fatalf("outcome %+v, state %+v, want N=1", out, h.State())
+	}
+}

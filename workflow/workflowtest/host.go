@@ -381,6 +381,21 @@ func (a *activation[S]) RunStep(ctx context.Context, ephemeral bool, fn func(wor
 	}
 	writes := fn(workflow.StepEnv{State: a.state, Client: a.h.Client})
 	if writes == nil {
+		// Abandoned attempt (its race lost, the run evicted): it commits
+		// nothing, so memory goes back to what this activation holds as
+		// committed, as the runtime's does. Kept, its changes would ride
+		// with the next commit of a run that goes on (a race's winner).
+		a.h.mu.Lock()
+		defer a.h.mu.Unlock()
+		snap := a.deferredState
+		if snap == nil {
+			snap = a.h.state
+		}
+		var zero S
+		*a.state = zero
+		if err := json.Unmarshal(snap, a.state); err != nil {
+			return fmt.Errorf("workflowtest: committed state does not unmarshal: %w", err)
+		}
 		return nil
 	}
 	snap, err := json.Marshal(a.state)
