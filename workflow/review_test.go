@@ -85,3 +85,29 @@ func TestReviewTestHostDropsAnAbandonedAttemptsState(t *testing.T) {
 		t.Fatalf("outcome %+v, state %+v, want N=1", out, h.State())
 	}
 }
+
+// An ephemeral step's record waits for the next commit; an eviction (not a
+// crash) before one must not lose it: the original engine flushes on
+// eviction, and the runtime defers nothing, so the step runs once.
+func TestReviewTestHostFlushesEphemeralStepsOnEviction(t *testing.T) {
+	h := newHost(rst{})
+	runs := 0
+	wf := func(c *workflow.Ctx[rst]) error {
+		if err := c.StepWith(workflow.StepOptions{Name: "e", Ephemeral: true}, func(s *workflow.StepCtx[rst]) error {
+			runs++
+			s.State.N++
+			return nil
+		}); err != nil {
+			return err
+		}
+		_, err := workflow.Next[job](c, "w")
+		return err
+	}
+	if out := drive(t, h, wf); out.Status != workflow.RunYielded || h.State().N != 1 {
+		t.Fatalf("evicted waiting for the message: %+v, state %+v", out, h.State())
+	}
+	h.Send("q", job{1})
+	if out := drive(t, h, wf); out.Status != workflow.RunCompleted || runs != 1 || h.State().N != 1 {
+		t.Fatalf("outcome %+v, state %+v, step runs %d, want 1", out, h.State(), runs)
+	}
+}

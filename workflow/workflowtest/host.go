@@ -202,14 +202,18 @@ func (h *Host[S]) Run(ctx context.Context, fn func(*workflow.Ctx[S]) error) work
 	default:
 	}
 	out := workflow.Run(actx, fn, a, hist)
-	if out.Status == workflow.RunCompleted || out.Status == workflow.RunFailed {
+	// An eviction (ctx cancelled) is not a crash: the activation flushes
+	// on its way out, as the original engine does, rather than lose its
+	// deferred steps and run them again next time.
+	evicted := out.Status == workflow.RunYielded && ctx.Err() != nil
+	if out.Status == workflow.RunCompleted || out.Status == workflow.RunFailed || evicted {
 		// The run's end is the last chance to commit the ephemeral
 		// steps this host deferred (workflow.Host.RunStep's "next
 		// commit"): a run ending with one would never commit it. (The
 		// runtime defers none: it commits every step at once.)
 		h.mu.Lock()
 		if len(a.deferred) > 0 && !a.dead {
-			if err := a.commitLocked(nil, nil, nil); err != nil {
+			if err := a.commitLocked(nil, nil, nil); err != nil && !evicted {
 				out = workflow.Outcome{Status: workflow.RunYielded}
 			}
 		}
