@@ -297,6 +297,11 @@ func runStep[S, T any](c *Ctx[S], opts StepOptions, fn func(*StepCtx[S]) (T, err
 			if !ok {
 				return fmt.Errorf("workflow: the host passed a state of type %T, the workflow wants %T", env.State, st)
 			}
+			if len(out) == 0 {
+				// A null value (a nil slice, map or pointer) is recorded
+				// as no output at all (encodeStepValue).
+				out = json.RawMessage("null")
+			}
 			var v T
 			if err := json.Unmarshal(out, &v); err != nil {
 				return fmt.Errorf("workflow: recorded step value does not decode into %T: %w", v, err)

@@ -1,6 +1,7 @@
 package workflow_test
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -109,5 +110,28 @@ func TestReviewTestHostFlushesEphemeralStepsOnEviction(t *testing.T) {
 	h.Send("q", job{1})
 	if out := drive(t, h, wf); out.Status != workflow.RunCompleted || runs != 1 || h.State().N != 1 {
 		t.Fatalf("outcome %+v, state %+v, step runs %d, want 1", out, h.State(), runs)
+	}
+}
+
+// A step whose value is null (a nil slice) records no output; its rollback
+// handler still gets the value (nil), rather than fail the rollback on
+// decoding nothing.
+func TestReviewRollbackOfAStepWithANullValue(t *testing.T) {
+	h := newHost(rst{})
+	undone := 0
+	out := drive(t, h, func(c *workflow.Ctx[rst]) error {
+		if err := c.RollbackCheckpoint("cp"); err != nil {
+			return err
+		}
+		if _, err := workflow.StepWithRollback(c, workflow.StepOptions{Name: "s"},
+			func(*workflow.StepCtx[rst]) ([]string, error) { return nil, nil },
+			func(_ *workflow.StepCtx[rst], v []string) error { undone++; return nil }); err != nil {
+			return err
+		}
+		return errors.New("fail")
+	})
+	var rf *workflow.RollbackFailedError
+	if out.Status != workflow.RunFailed || errors.As(out.Err, &rf) || undone != 1 {
+		t.Fatalf("outcome %+v, handler ran %d times", out, undone)
 	}
 }
