@@ -12,7 +12,7 @@ type rst struct{ N int }
 
 // SleepUntil of the zero time is a deadline long past: the sleep ends at
 // once, rather than blocking with no deadline to wake it.
-func TestReviewSleepUntilZeroTime(t *testing.T) {
+func TestSleepUntilTheZeroTimeEndsAtOnce(t *testing.T) {
 	h := newHost(rst{})
 	out := drive(t, h, func(c *workflow.Ctx[rst]) error {
 		if err := c.SleepUntil("z", time.Time{}); err != nil {
@@ -28,7 +28,7 @@ func TestReviewSleepUntilZeroTime(t *testing.T) {
 // A version gate in a try block new to an instance in flight takes the old
 // path: the block stands in its enclosing scope, which still holds entries
 // the run has not reached.
-func TestReviewGetVersionInANewTryBlock(t *testing.T) {
+func TestAVersionGateInATryBlockNewToAnInstanceTakesTheOldPath(t *testing.T) {
 	h := inFlight(t, func(c *logCtx) error {
 		if err := note(c, "a"); err != nil {
 			return err
@@ -64,7 +64,7 @@ func TestReviewGetVersionInANewTryBlock(t *testing.T) {
 // A race loser's attempt cut off mid-body is abandoned: it commits nothing,
 // its changes to the state included, as with the runtime's host; the test
 // host must not let them ride with the winner's next commit.
-func TestReviewTestHostDropsAnAbandonedAttemptsState(t *testing.T) {
+func TestTheTestHostDropsAnAbandonedAttemptsState(t *testing.T) {
 	h := newHost(rst{})
 	out := drive(t, h, func(c *workflow.Ctx[rst]) error {
 		_, _, err := workflow.Race(c, "r", []workflow.RaceBranch[rst, int]{
@@ -90,7 +90,7 @@ func TestReviewTestHostDropsAnAbandonedAttemptsState(t *testing.T) {
 // An ephemeral step's record waits for the next commit; an eviction (not a
 // crash) before one must not lose it: the original engine flushes on
 // eviction, and the runtime defers nothing, so the step runs once.
-func TestReviewTestHostFlushesEphemeralStepsOnEviction(t *testing.T) {
+func TestTheTestHostCommitsEphemeralStepsOnEviction(t *testing.T) {
 	h := newHost(rst{})
 	runs := 0
 	wf := func(c *workflow.Ctx[rst]) error {
@@ -116,7 +116,7 @@ func TestReviewTestHostFlushesEphemeralStepsOnEviction(t *testing.T) {
 // A step whose value is null (a nil slice) records no output; its rollback
 // handler still gets the value (nil), rather than fail the rollback on
 // decoding nothing.
-func TestReviewRollbackOfAStepWithANullValue(t *testing.T) {
+func TestTheRollbackOfAStepWithANullValueGetsIt(t *testing.T) {
 	h := newHost(rst{})
 	undone := 0
 	out := drive(t, h, func(c *workflow.Ctx[rst]) error {
