@@ -118,8 +118,9 @@ type Host interface {
 	// of failed attempts (roll-forward).
 	//
 	// If fn returns no writes the attempt was abandoned because ctx was
-	// cancelled: commit nothing (or only the state; a crash would give the
-	// same result either way).
+	// cancelled: commit nothing, and put the state back as it was before
+	// fn, so that no later commit carries what the attempt changed (a race
+	// loser's attempt never runs again to make it good).
 	//
 	// If ctx is done before the turn starts, return without calling fn.
 	// RunStep returns nil only after fn ran and its commit is durable.
