@@ -135,3 +135,23 @@ func TestTheRollbackOfAStepWithANullValueGetsIt(t *testing.T) {
 		t.Fatalf("outcome %+v, handler ran %d times", out, undone)
 	}
 }
+
+// A negative message count is a mistake, refused alike by Next and
+// NextBatch (Next took it for one).
+func TestANegativeMessageCountIsRefused(t *testing.T) {
+	for name, recv := range map[string]func(*workflow.Ctx[rst]) error{
+		"Next": func(c *workflow.Ctx[rst]) error {
+			_, err := workflow.Next[int](c, "r", workflow.NextOptions{Count: -1})
+			return err
+		},
+		"NextBatch": func(c *workflow.Ctx[rst]) error {
+			_, err := workflow.NextBatch[int](c, "r", workflow.NextOptions{Count: -1})
+			return err
+		},
+	} {
+		out := drive(t, newHost(rst{}), recv)
+		if out.Status != workflow.RunFailed || !errors.Is(out.Err, workflow.ErrInvalid) {
+			t.Errorf("%s: outcome %s (%v), want failed with ErrInvalid", name, out.Status, out.Err)
+		}
+	}
+}

@@ -60,7 +60,9 @@ func Next[T, S any](c *Ctx[S], name string, opts ...NextOptions) (Message[T], er
 	if o.Count > 1 {
 		return Message[T]{}, fmt.Errorf("%w: Next %q takes one message; use NextBatch for %d", ErrInvalid, name, o.Count)
 	}
-	o.Count = 1
+	if o.Count == 0 { // a negative count is refused, as NextBatch's is
+		o.Count = 1
+	}
 	ms, path, err := receive[T](c, name, o)
 	if err != nil {
 		return Message[T]{}, err
