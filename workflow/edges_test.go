@@ -2,6 +2,7 @@ package workflow_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -153,5 +154,16 @@ func TestANegativeMessageCountIsRefused(t *testing.T) {
 		if out.Status != workflow.RunFailed || !errors.Is(out.Err, workflow.ErrInvalid) {
 			t.Errorf("%s: outcome %s (%v), want failed with ErrInvalid", name, out.Status, out.Err)
 		}
+	}
+}
+
+// A deadline that history cannot record (after the year 9999) is refused as
+// invalid, naming it, rather than failing the workflow on recording it.
+func TestSleepUntilAnUnrecordableTimeIsRefused(t *testing.T) {
+	out := drive(t, newHost(rst{}), func(c *workflow.Ctx[rst]) error {
+		return c.SleepUntil("far", time.Date(12000, 1, 1, 0, 0, 0, 0, time.UTC))
+	})
+	if out.Status != workflow.RunFailed || !errors.Is(out.Err, workflow.ErrInvalid) || !strings.Contains(out.Err.Error(), "12000") {
+		t.Fatalf("outcome %s (%v), want failed with ErrInvalid naming the time", out.Status, out.Err)
 	}
 }

@@ -14,6 +14,11 @@ func (c *Ctx[S]) Sleep(name string, d time.Duration) error {
 
 // SleepUntil waits until t, durably.
 func (c *Ctx[S]) SleepUntil(name string, t time.Time) error {
+	if y := t.Year(); y < 0 || y > 9999 {
+		// History records times as RFC 3339, which has four digits for
+		// the year: say so here rather than fail on recording it.
+		return fmt.Errorf("%w: SleepUntil %q: %s is out of range (years 0 to 9999)", ErrInvalid, name, t.UTC().Format(time.RFC3339))
+	}
 	t = t.Round(0)
 	return c.x.sleep(name, func(time.Time) time.Time { return t })
 }
