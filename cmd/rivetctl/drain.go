@@ -24,13 +24,19 @@ func (a *app) drainCommand() *cobra.Command {
 hands its partitions to the others, a few at a time (each one's turns finish
 and its writes land before the next owner takes it). rivetctl shows the
 progress and returns when NODE owns nothing. --undo ends a drain: NODE takes
-its share of partitions again.`,
+its share of partitions again; it returns at once (--wait is for a drain).`,
 		Args: args(1, 1),
 	}
 	cmd.Flags().BoolVar(&undo, "undo", false, "end the drain: the node takes its share again")
 	cmd.Flags().DurationVar(&wait, "wait", 5*time.Minute, "how long to wait for the drain to finish (0: do not wait)")
 	cmd.RunE = a.runE(func() time.Duration { return wait }, func(ctx context.Context, c *client.Client, args []string) error {
 		node := args[0]
+		if undo && cmd.Flags().Changed("wait") {
+			// An undo has no end to wait for (no count tells when NODE
+			// has its share back): ignoring --wait would return at once
+			// to whoever asked it to wait.
+			return usagef("--wait makes no sense with --undo (an undo returns once %s is no longer draining; rivetctl members shows its partitions come back)", node)
+		}
 		start, err := c.Drain(ctx, node, undo)
 		if err != nil {
 			return err

@@ -679,3 +679,31 @@ func TestWaitTimeoutWithoutWaitIsAUsageError(t *testing.T) {
 	}
 	rivetctl(t, addr, "send", "mailbox", "alice", "inbox", "{}").want(t, 0, "enqueued\n")
 }
+
+// drain --undo does not wait (nothing tells when a node has its share
+// back), so --wait with it is refused before anything is sent, rather than
+// ignored by a command that returns at once.
+func TestDrainUndoWithWaitIsAUsageError(t *testing.T) {
+	f := &countingDrain{Fake: servertest.NewFake()}
+	addr := servertest.Start(t, f, servertest.Config{})
+	for _, wait := range []string{"1m", "0"} {
+		rivetctl(t, addr, "drain", "node-1", "--undo", "--wait", wait).
+			wantErr(t, 2, "rivetctl: --wait makes no sense with --undo (an undo returns once node-1 is no longer draining; rivetctl members shows its partitions come back)")
+	}
+	if n := f.drains.Load(); n != 0 {
+		t.Errorf("%d drain requests sent, want none", n)
+	}
+	rivetctl(t, addr, "drain", "node-1", "--undo").want(t, 0, "node-1 is no longer draining (owned 16 partitions)\n")
+}
+
+// countingDrain counts the drain requests it answers, for a node that
+// owns 16 partitions.
+type countingDrain struct {
+	*servertest.Fake
+	drains atomic.Int32
+}
+
+func (c *countingDrain) Drain(context.Context, string, bool) (uint32, error) {
+	c.drains.Add(1)
+	return 16, nil
+}
