@@ -707,3 +707,30 @@ func (c *countingDrain) Drain(context.Context, string, bool) (uint32, error) {
 	c.drains.Add(1)
 	return 16, nil
 }
+
+// Mistakes on the command line exit 2, as the other usage errors do: an
+// address without a port, a TLS file that cannot be read, an unknown shell
+// for completion or topic for help (which cobra answers with help, exit 0).
+func TestCommandLineMistakesExit2(t *testing.T) {
+	addr := servertest.Start(t, servertest.NewFake(), servertest.Config{})
+	missing := filepath.Join(t.TempDir(), "missing.pem")
+	for _, c := range []struct {
+		args   []string
+		prefix string
+	}{
+		{[]string{"--addr", "127.0.0.1", "members"}, `rivetctl: rivet client: node address "127.0.0.1" has no port`},
+		{[]string{"--addr", addr, "--tls-ca", missing, "members"}, "rivetctl: rivet client: "},
+		{[]string{"--addr", addr, "--tls-cert", missing, "--tls-key", missing, "members"}, "rivetctl: rivet client: "},
+		{[]string{"completion", "bogus"}, `rivetctl: unknown command "bogus" for "rivetctl completion"`},
+		{[]string{"help", "bogus"}, `rivetctl: unknown help topic "bogus"`},
+		{[]string{"help", "workflow", "bogus"}, `rivetctl: unknown help topic "workflow bogus"`},
+	} {
+		rivetctlEnv(t, map[string]string{}, c.args...).wantErrPrefix(t, 2, c.prefix)
+	}
+	// What works still does.
+	for _, args := range [][]string{{"completion", "bash"}, {"help", "drain"}, {"help"}, {"completion"}} {
+		if r := rivetctlEnv(t, map[string]string{}, args...); r.code != 0 || r.stdout == "" {
+			t.Errorf("%v: exit %d, stdout %d bytes, stderr %q", args, r.code, len(r.stdout), r.stderr)
+		}
+	}
+}

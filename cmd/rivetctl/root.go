@@ -225,6 +225,29 @@ JSON arguments are taken literally: quote strings ('"text"').`,
 		a.scheduleCommand(),
 		a.certsCommand(),
 	)
+	// cobra answers `completion bogus` and `help bogus` with help and
+	// exit 0, as it did a group's unknown subcommand (see group): made
+	// here, so that ExecuteC finds them and adds none of its own. The
+	// completion scripts go to the writer set now.
+	root.SetOut(a.stdout)
+	root.SetErr(a.stderr)
+	root.InitDefaultCompletionCmd()
+	root.InitDefaultHelpCmd()
+	for _, c := range root.Commands() {
+		switch c.Name() {
+		case "completion":
+			c.RunE = group
+		case "help":
+			show := c.Run
+			c.RunE = func(cmd *cobra.Command, args []string) error {
+				if target, rest, err := cmd.Root().Find(args); err != nil || target == nil || len(rest) > 0 {
+					return usagef("unknown help topic %q (see %s --help)", strings.Join(args, " "), cmd.Root().CommandPath())
+				}
+				show(cmd, args)
+				return nil
+			}
+		}
+	}
 	return root
 }
 
@@ -273,7 +296,10 @@ func (a *app) runE(extra func() time.Duration, body command) func(*cobra.Command
 		defer cancel()
 		c, err := client.New(a.addr, a.clientOptions()...)
 		if err != nil {
-			return &runError{err: err}
+			// New connects to nothing: what it refuses is the command
+			// line's (an address without a port, a TLS file that cannot
+			// be read), and a script must not take it for a node's failure.
+			return &usageError{msg: err.Error()}
 		}
 		defer c.Close()
 		err = body(ctx, c, args)
