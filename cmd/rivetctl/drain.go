@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"github.com/rivet-go/rivet/client"
 )
@@ -53,10 +55,17 @@ its share of partitions again; it returns at once (--wait is for a drain).`,
 			return err
 		}
 		// The bar is for people: with --output json stderr holds JSON only.
+		// Nor is it for a log or a pipe (2>log), which would keep every
+		// frame the bar redraws with \r: they get a few plain lines.
 		barOut := a.stderr
-		if a.output == "json" {
+		plain := a.output != "json" && !isTerminal(a.stderr)
+		if a.output == "json" || plain {
 			barOut = io.Discard
 		}
+		if plain {
+			fmt.Fprintf(a.stderr, "draining %s: %d partitions to move\n", node, start)
+		}
+		lastOwned, lastLine := start, time.Now()
 		bar := progressbar.NewOptions(int(start),
 			progressbar.OptionSetWriter(barOut),
 			progressbar.OptionSetDescription("draining "+node),
@@ -79,6 +88,12 @@ its share of partitions again; it returns at once (--wait is for a drain).`,
 			if owned <= start {
 				_ = bar.Set(int(start - owned))
 			}
+			// At most a line per plainEvery, and only for progress: a
+			// long drain's log shows it moves, a short one's stays one line.
+			if plain && owned != 0 && owned != lastOwned && time.Since(lastLine) >= plainEvery {
+				fmt.Fprintf(a.stderr, "draining %s: %d of %d partitions left\n", node, owned, start)
+				lastOwned, lastLine = owned, time.Now()
+			}
 			if owned == 0 {
 				_ = bar.Finish()
 				took := time.Since(t0).Round(10 * time.Millisecond)
@@ -99,6 +114,17 @@ its share of partitions again; it returns at once (--wait is for a drain).`,
 		}
 	})
 	return cmd
+}
+
+// plainEvery is how often a drain whose stderr is no terminal says how
+// many partitions are left (a variable for tests).
+var plainEvery = 10 * time.Second
+
+// isTerminal reports whether w is a terminal, where a progress bar can
+// redraw its line.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 // ownedBy returns how many partitions node owns.

@@ -734,3 +734,44 @@ func TestCommandLineMistakesExit2(t *testing.T) {
 		}
 	}
 }
+
+// A drain whose stderr is no terminal (a log, a pipe) writes a few plain
+// lines there, not the bar's frames, which redraw the line with \r.
+func TestDrainToALogWritesPlainLines(t *testing.T) {
+	f := &countingDrain{Fake: servertest.NewFake()}
+	var looks atomic.Int32
+	f.MembersFunc = func(context.Context) ([]runtime.Member, error) {
+		// 16 partitions for a few looks (frames enough to redraw), then none.
+		owned := uint32(16)
+		if looks.Add(1) > 6 {
+			owned = 0
+		}
+		return []runtime.Member{{NodeID: "node-1", GRPCAddr: "127.0.0.1:6420", State: "alive", PartitionsOwned: owned}}, nil
+	}
+	addr := servertest.Start(t, f, servertest.Config{})
+	r := rivetctl(t, addr, "drain", "node-1", "--wait", "1m")
+	if r.code != 0 || !strings.HasPrefix(r.stdout, "drained node-1: 16 partitions moved in ") {
+		t.Fatalf("exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if r.stderr != "draining node-1: 16 partitions to move\n" {
+		t.Errorf("stderr %q; want one plain line", r.stderr)
+	}
+	// One that moves: a line when fewer are left (at most one per
+	// plainEvery, every look here).
+	defer func(d time.Duration) { plainEvery = d }(plainEvery)
+	plainEvery = 0
+	looks.Store(0)
+	f.MembersFunc = func(context.Context) ([]runtime.Member, error) {
+		owned := []uint32{16, 16, 8, 8, 8, 0}[min(int(looks.Add(1))-1, 5)]
+		return []runtime.Member{{NodeID: "node-1", GRPCAddr: "127.0.0.1:6420", State: "alive", PartitionsOwned: owned}}, nil
+	}
+	r = rivetctl(t, addr, "drain", "node-1", "--wait", "1m")
+	if want := "draining node-1: 16 partitions to move\ndraining node-1: 8 of 16 partitions left\n"; r.code != 0 || r.stderr != want {
+		t.Errorf("exit %d, stderr %q; want %q", r.code, r.stderr, want)
+	}
+	// A drain that outlasts --wait: the same line, then the error.
+	r = rivetctl(t, servertest.Start(t, stuckDrain{servertest.NewFake()}, servertest.Config{}), "drain", "node-1", "--wait", "700ms")
+	if want := "draining node-1: 16 partitions to move\nrivetctl: node-1 still owns 16 of its 16 partitions after 700ms"; r.code != 1 || !strings.HasPrefix(r.stderr, want) || strings.ContainsAny(r.stderr, "\r\x1b") {
+		t.Errorf("exit %d, stderr %q; want it to start %q, with no \\r", r.code, r.stderr, want)
+	}
+}
