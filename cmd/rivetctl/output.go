@@ -68,8 +68,10 @@ func (a *app) printValue(v any) error {
 func (a *app) printSendResult(res client.SendResult, wait bool) error {
 	// A wait that ran out is a failure of the command (exit 1), as a
 	// drain that outlasts its --wait is: a script must be able to tell.
-	// So is one the node gave up because the actor moved: the message is
-	// queued, its completion unknown.
+	// So is one the node gave up: the message is queued, its completion
+	// unknown. The node answers so both when the actor moved and when it
+	// stops itself (SIGTERM ends its waits before its gRPC server, which
+	// then sends the answer) and does not say which: the error names both.
 	var notDone error
 	switch {
 	case wait && res.Status == client.SendTimedOut:
@@ -82,7 +84,7 @@ func (a *app) printSendResult(res client.SendResult, wait bool) error {
 			notDone = &runError{err: fmt.Errorf("not completed within the wait (message %d: still queued, or taken by a workflow that has not completed it)", res.MessageID), code: "DEADLINE_EXCEEDED"}
 		}
 	case wait && res.Status == client.SendEnqueued:
-		notDone = &runError{err: fmt.Errorf("enqueued, not waited for: the actor moved (message %d); its completion is unknown", res.MessageID), code: "UNAVAILABLE"}
+		notDone = &runError{err: fmt.Errorf("enqueued, not waited for: the node stopped waiting before the workflow completed message %d (the actor moved to another node, or its node is stopping); the message stays queued and its workflow takes it where it runs next: do not send it again", res.MessageID), code: "UNAVAILABLE"}
 	}
 	if a.output == "json" {
 		if err := a.printValue(res); err != nil {

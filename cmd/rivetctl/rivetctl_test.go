@@ -775,3 +775,22 @@ func TestDrainToALogWritesPlainLines(t *testing.T) {
 		t.Errorf("exit %d, stderr %q; want it to start %q, with no \\r", r.code, r.stderr, want)
 	}
 }
+
+// A wait the node cut short answers "enqueued" (runtime: the actor moved,
+// or the node stops, SIGTERM): the message is queued and its completion
+// was not waited for. The node does not say which, so neither does the
+// error: not "the actor moved" for a node that was stopped.
+func TestASendWaitCutShortSaysWhatIsKnown(t *testing.T) {
+	f := servertest.NewFake()
+	f.SendFunc = func(context.Context, runtime.SendRequest) (runtime.SendResult, error) {
+		return runtime.SendResult{MessageID: 5, Status: runtime.SendEnqueued}, nil
+	}
+	addr := servertest.Start(t, f, servertest.Config{})
+	const line = "enqueued, not waited for: the node stopped waiting before the workflow completed message 5 (the actor moved to another node, or its node is stopping); the message stays queued and its workflow takes it where it runs next: do not send it again"
+	rivetctl(t, addr, "send", "mailbox", "alice", "inbox", "1", "--wait").
+		wantErr(t, 1, "rivetctl: "+line)
+	r := rivetctl(t, addr, "-o", "json", "send", "mailbox", "alice", "inbox", "1", "--wait")
+	if r.code != 1 || r.stdout != `{"message_id":5,"status":"enqueued"}`+"\n" || !strings.Contains(r.stderr, `"code":"UNAVAILABLE"`) || !strings.Contains(r.stderr, line) {
+		t.Errorf("json: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+}
