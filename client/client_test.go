@@ -18,6 +18,7 @@ import (
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/caller"
 	"github.com/rivet-go/rivet/client"
+	"github.com/rivet-go/rivet/internal/rpcerr"
 	"github.com/rivet-go/rivet/runtime"
 	"github.com/rivet-go/rivet/server/servertest"
 )
@@ -442,5 +443,67 @@ func TestSubscribeToANodeThatIsNotThereFailsAsACallDoes(t *testing.T) {
 	}
 	if took >= time.Second {
 		t.Errorf("Subscribe took %s: it waited out its deadline", took)
+	}
+}
+
+// cancelOnce is a node whose workflow and one scheduled call can each be
+// cancelled once; after that a cancel finds them cancelled.
+type cancelOnce struct {
+	*servertest.Fake
+	wfCancelled, callCancelled atomic.Bool
+}
+
+func (c *cancelOnce) CancelWorkflow(context.Context, runtime.Ref, string) (string, error) {
+	if c.wfCancelled.Swap(true) {
+		return "cancelled", nil
+	}
+	return "running", nil
+}
+
+// A cancel the client retried after a connection that broke once the node
+// had run it (the answer lost) finds its own cancel done: that is success,
+// not "already cancelled" or "no pending call". A first attempt that finds
+// them cancelled still says so.
+func TestARetriedCancelThatRanBeforeIsASuccess(t *testing.T) {
+	var breakNext, refuseNext atomic.Bool
+	refused, _ := rpcerr.ToStatus(rivet.Errorf(rivet.ErrUnavailable, "partition 3 is moving"))
+	broken := grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		if refuseNext.Swap(false) {
+			return nil, refused.Err() // a node's own answer: not run
+		}
+		resp, err := h(ctx, req)
+		if breakNext.Swap(false) {
+			// Ran, and the answer is lost as a broken connection loses it.
+			return nil, status.Error(codes.Unavailable, "connection reset")
+		}
+		return resp, err
+	})
+	b := &cancelOnce{Fake: servertest.NewFake()}
+	b.CancelScheduledCallFunc = func(_ runtime.Ref, id string) (bool, error) {
+		return id == "x" && !b.callCancelled.Swap(true), nil
+	}
+	c := newClient(t, servertest.Start(t, b, servertest.Config{GRPCOptions: []grpc.ServerOption{broken}}))
+	h := c.Actor("charger", "main").NoCreate()
+
+	breakNext.Store(true)
+	if prev, err := h.CancelWorkflow(ctx(t), "stop"); err != nil || prev != "" {
+		t.Errorf("retried cancel: %q, %v; want \"\" (the status before is not known), no error", prev, err)
+	}
+	if prev, err := h.CancelWorkflow(ctx(t), "stop"); err != nil || prev != "cancelled" {
+		t.Errorf("second cancel: %q, %v; want cancelled", prev, err)
+	}
+
+	breakNext.Store(true)
+	if ok, err := h.CancelScheduledCall(ctx(t), "x"); err != nil || !ok {
+		t.Errorf("retried cancel of a call: %v, %v; want true", ok, err)
+	}
+	if ok, err := h.CancelScheduledCall(ctx(t), "x"); err != nil || ok {
+		t.Errorf("second cancel of a call: %v, %v; want false", ok, err)
+	}
+	// A node's own UNAVAILABLE says the request did not run: a retry that
+	// finds nothing is the truth.
+	refuseNext.Store(true)
+	if ok, err := h.CancelScheduledCall(ctx(t), "y"); err != nil || ok {
+		t.Errorf("cancel of no call: %v, %v; want false", ok, err)
 	}
 }

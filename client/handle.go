@@ -225,26 +225,39 @@ func (h *ActorHandle) RetryWorkflow(ctx context.Context, from string) (int, erro
 // the status the workflow had ("running", "sleeping", or "cancelled":
 // cancelling again changes nothing, so the client retries the call as it
 // needs). A completed or failed workflow cannot be cancelled
-// (ErrWorkflowFailed).
+// (ErrWorkflowFailed). It returns "" when a retry found the workflow
+// cancelled after an attempt whose connection broke: that attempt most
+// likely cancelled it, and the status before is not known.
 // A cancel that fails (its deadline ran out while a step that does not heed
 // its context held on) has still stopped the run: the workflow runs on
 // from storage once that step has ended.
 func (h *ActorHandle) CancelWorkflow(ctx context.Context, reason string) (string, error) {
-	resp, err := invoke(ctx, h.c, idempotent, h.c.actors.CancelWorkflow, &rivetv1.CancelWorkflowRequest{Actor: h.ref(), Reason: reason})
+	resp, ranBefore, err := invokeRetried(ctx, h.c.retry, idempotent, h.c.actors.CancelWorkflow, &rivetv1.CancelWorkflowRequest{Actor: h.ref(), Reason: reason})
 	if err != nil {
 		return "", err
 	}
-	return resp.GetPreviousStatus(), nil
+	prev := resp.GetPreviousStatus()
+	if ranBefore && prev == "cancelled" {
+		// Not "already cancelled": the attempt that broke is the likely
+		// canceller, and the status it saw went with its answer.
+		return "", nil
+	}
+	return prev, nil
 }
 
 // CancelScheduledCall removes one of the actor's pending scheduled calls
 // (Inspect lists them; a recurring call's id is "every:<name>"), as an
 // operator's decision, and says whether there was one. The actor's code
 // is not consulted: use it for a call the actor has no action to cancel.
+// A retry that finds no call after an attempt whose connection broke says
+// true: that attempt most likely removed it (the call is not pending
+// either way).
 func (h *ActorHandle) CancelScheduledCall(ctx context.Context, id string) (bool, error) {
-	resp, err := invoke(ctx, h.c, idempotent, h.c.actors.CancelScheduledCall, &rivetv1.CancelScheduledCallRequest{Actor: h.ref(), Id: id})
+	resp, ranBefore, err := invokeRetried(ctx, h.c.retry, idempotent, h.c.actors.CancelScheduledCall, &rivetv1.CancelScheduledCallRequest{Actor: h.ref(), Id: id})
 	if err != nil {
 		return false, err
 	}
-	return resp.GetCancelled(), nil
+	// "No pending call" would blame a cancel this client made itself
+	// for having found nothing to cancel.
+	return resp.GetCancelled() || ranBefore, nil
 }

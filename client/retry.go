@@ -73,6 +73,18 @@ func invoke[Req, Resp any](ctx context.Context, c *Client, class retryClass,
 func invokeWith[Req, Resp any](ctx context.Context, policy retryPolicy, class retryClass,
 	rpc func(context.Context, Req, ...grpc.CallOption) (Resp, error), req Req,
 ) (Resp, error) {
+	resp, _, err := invokeRetried(ctx, policy, class, rpc, req)
+	return resp, err
+}
+
+// invokeRetried is invokeWith that also says, with ranBefore, whether an
+// attempt before the one that answered may have run the request: its
+// connection broke once the request could have reached a node. A retried
+// request that changes something (a cancel) may then find its own change
+// already made, and must not report that as someone else's.
+func invokeRetried[Req, Resp any](ctx context.Context, policy retryPolicy, class retryClass,
+	rpc func(context.Context, Req, ...grpc.CallOption) (Resp, error), req Req,
+) (_ Resp, ranBefore bool, _ error) {
 	var zero Resp
 	giveUp := time.Now().Add(policy.budget)
 	backoff := policy.initial
@@ -83,7 +95,7 @@ func invokeWith[Req, Resp any](ctx context.Context, policy retryPolicy, class re
 	for {
 		resp, err := rpc(ctx, req)
 		if err == nil {
-			return resp, nil
+			return resp, ranBefore, nil
 		}
 		st := status.Convert(err)
 		if !class.retryable(st) {
@@ -95,7 +107,12 @@ func invokeWith[Req, Resp any](ctx context.Context, policy retryPolicy, class re
 				// would hide.
 				err = &retriedError{err: err, before: rpcerr.FromStatus(unreached)}
 			}
-			return zero, err
+			return zero, ranBefore, err
+		}
+		// Neither refused before it was sent nor a node's own answer
+		// (which says it did not run): the request may have run.
+		if !rpcerr.NotSent(st) && !rpcerr.HasActorError(st) {
+			ranBefore = true
 		}
 		if len(st.Details()) == 0 {
 			// No node said it: the transport's failure.
@@ -106,19 +123,19 @@ func invokeWith[Req, Resp any](ctx context.Context, policy retryPolicy, class re
 		wait := backoff/2 + rand.N(backoff/2+1)
 		wake := time.Now().Add(wait)
 		if wake.After(giveUp) {
-			return zero, fromStatus(ctx, st)
+			return zero, ranBefore, fromStatus(ctx, st)
 		}
 		if d, ok := ctx.Deadline(); ok && wake.After(d) {
-			return zero, fromStatus(ctx, st)
+			return zero, ranBefore, fromStatus(ctx, st)
 		}
 		if !policy.until.IsZero() && wake.After(policy.until) {
-			return zero, fromStatus(ctx, st)
+			return zero, ranBefore, fromStatus(ctx, st)
 		}
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return zero, withCause(fromStatus(ctx, st), ctx.Err())
+			return zero, ranBefore, withCause(fromStatus(ctx, st), ctx.Err())
 		case <-t.C:
 		}
 		backoff = min(2*backoff, maxBackoff)

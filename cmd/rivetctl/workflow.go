@@ -96,8 +96,14 @@ cancelled workflow changes nothing; a completed or failed one cannot be cancelle
 		if a.output == "json" {
 			return a.printValue(map[string]string{"previous_status": prev})
 		}
-		if prev == "cancelled" {
+		switch prev {
+		case "cancelled":
 			_, err = fmt.Fprintln(a.stdout, "workflow already cancelled")
+			return err
+		case "":
+			// The client retried an attempt that most likely cancelled
+			// it, and whose answer (the status before) was lost.
+			_, err = fmt.Fprintln(a.stdout, "workflow cancelled (its status before is not known: the connection broke after the cancel was sent, and the retry found it cancelled)")
 			return err
 		}
 		_, err = fmt.Fprintf(a.stdout, "workflow cancelled (it was %s)\n", prev)
