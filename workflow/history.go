@@ -3,6 +3,7 @@ package workflow
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -292,14 +293,29 @@ func describe(e *Entry) string {
 // iteration, a join or race branch, a try block.
 type scope struct {
 	path string
-	used map[string]struct{}
+	// names are the names used so far; used holds them too once they are
+	// many. Most scopes (a loop iteration, a branch) use a few names, for
+	// which a map cost an allocation or two per scope and a search of
+	// the slice costs less than hashing.
+	names []string
+	used  map[string]struct{}
+	n     int       // names used
+	buf   [2]string // names' first array
 	// outer is, for a try block, the scope that holds it (a try block
 	// has no entry: its entries stand in that scope's order); nil for
 	// the others.
 	outer *scope
 }
 
-func newScope(path string) *scope { return &scope{path: path, used: map[string]struct{}{}} }
+func newScope(path string) *scope {
+	s := &scope{path: path}
+	s.names = s.buf[:0]
+	return s
+}
+
+// scopeMapAbove is the number of names past which a scope looks names up
+// in a map.
+const scopeMapAbove = 8
 
 // claim returns the path of name in the scope and its place (Seq) among the
 // names used so far, failing if the name was already used in this run of the
@@ -312,11 +328,30 @@ func (s *scope) claim(name string) (string, int, error) {
 		return "", 0, err
 	}
 	p := joinPath(s.path, name)
-	if _, dup := s.used[name]; dup {
+	var dup bool
+	if s.used != nil {
+		_, dup = s.used[name]
+	} else {
+		dup = slices.Contains(s.names, name)
+	}
+	if dup {
 		return "", 0, &DivergenceError{Path: p, Expected: "one entry per name in a scope", Found: fmt.Sprintf("the name %q used twice", name)}
 	}
-	s.used[name] = struct{}{}
-	return p, len(s.used), nil
+	s.n++
+	switch {
+	case s.used != nil:
+		s.used[name] = struct{}{}
+	case s.n > scopeMapAbove:
+		s.used = make(map[string]struct{}, 2*s.n)
+		for _, n := range s.names {
+			s.used[n] = struct{}{}
+		}
+		s.used[name] = struct{}{}
+		s.names = nil
+	default:
+		s.names = append(s.names, name)
+	}
+	return p, s.n, nil
 }
 
 // validName accepts the names users give entries and branches: a path

@@ -156,6 +156,10 @@ func (x *cx) loop(name string, interval, size int, initial json.RawMessage, body
 	if interval > 0 && interval < every {
 		every = interval
 	}
+	// owned says that e is the loop's own copy, which no history write
+	// holds (the progress of iterations between checkpoints): the next
+	// iteration updates it in place rather than cloning it again.
+	owned := false
 	for {
 		if err := t.stopped(true); err != nil {
 			return nil, path, err
@@ -184,7 +188,10 @@ func (x *cx) loop(name string, interval, size int, initial json.RawMessage, body
 		if err := r.checkEnd(ix.sc.path); err != nil {
 			return nil, path, err
 		}
-		ne := e.clone()
+		ne := e
+		if !owned {
+			ne = e.clone()
+		}
 		ne.Iteration++
 		ne.State = state
 		ne.Time = t.now
@@ -200,7 +207,7 @@ func (x *cx) loop(name string, interval, size int, initial json.RawMessage, body
 		}
 		if !brk && !due {
 			// Not a checkpoint: the progress lives in memory only.
-			e = ne
+			e, owned = ne, true
 			continue
 		}
 		if len(trees) > 0 && pendingPrune(t.pending) {
@@ -216,7 +223,7 @@ func (x *cx) loop(name string, interval, size int, initial json.RawMessage, body
 			ws = append(ws, HistoryWrite{DeleteTree: tr})
 		}
 		t.record(append(ws, HistoryWrite{Put: ne})...)
-		e = ne
+		e, owned = ne, false
 		if brk {
 			if err := t.commit(); err != nil {
 				return nil, path, err
