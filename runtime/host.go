@@ -1310,6 +1310,15 @@ func (h *Host) peek(ctx context.Context, ref Ref) (snapshot, uint32, bool, error
 			return snapshot{}, 0, false, ctxError(ctx)
 		}
 		if chain := h.newChain(); a.loadErr == nil && a.gate.acquire(ctx, chain) == nil {
+			// The claim the activation was loaded under must still be
+			// served now that the gate is ours, as turnFor checks: the
+			// wait may have outlasted the lease's local deadline (a
+			// stall before the watchdog ran), and another node may have
+			// changed the actor since. Not even a read is answered then.
+			if tok, ok := h.own.Token(part); !ok || tok != a.fence.Token {
+				a.gate.release(chain)
+				return snapshot{}, 0, false, rivet.Errorf(rivet.ErrUnavailable, "partition %d of %s is not served by node %s now", part, a.describe(), h.cfg.NodeID)
+			}
 			if !a.stopped.Load() {
 				snap := snapshot{meta: a.meta, state: a.stateBytes, nextSeq: a.nextSeq, depth: map[string]uint64{}, metaExists: true}
 				snap.wfStatus, snap.wake = a.workflowStatusAndWake()

@@ -1,0 +1,95 @@
+package runtime_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/runtime"
+	"github.com/rivet-go/rivet/storage"
+)
+
+type blockState struct {
+	N int `json:"n"`
+}
+
+// blockers is where the "hold" action of blocker waits.
+var blockers = struct {
+	entered chan struct{}
+	release chan struct{}
+}{}
+
+var blocker = rivet.Actor[blockState]{
+	Name: "blocker",
+	Actions: rivet.Actions[blockState]{
+		"hold": rivet.Query(func(c *rivet.ActionCtx[blockState]) (int, error) {
+			close(blockers.entered)
+			<-blockers.release
+			return c.State.N, nil
+		}),
+		"set": rivet.Action(func(c *rivet.ActionCtx[blockState], n int) (int, error) {
+			c.State.N = n
+			return n, nil
+		}),
+		"get": rivet.Query(func(c *rivet.ActionCtx[blockState]) (int, error) { return c.State.N, nil }),
+	},
+}
+
+// Past the lease's local deadline (a stall: the watchdog has not run yet,
+// and another node may serve the partition by now) a node answers nothing
+// about its actors, reads included: a call is refused (turnFor checks the
+// claim once it has the gate). Get and Inspect, which read an actor in
+// memory under its gate, must be refused too, not answer from memory that
+// another owner may have made stale.
+func TestInspectPastTheLeaseDeadlineIsRefused(t *testing.T) {
+	e := newEnv(t, counterReg(t, blocker), nil)
+	ref := runtime.Ref{Name: "blocker", Key: []string{"b"}}
+	if _, err := e.host.Call(ctx(t), runtime.CallRequest{Ref: ref, Action: "set", Args: json.RawMessage(`[1]`), CreateIfMissing: true}); err != nil {
+		t.Fatal(err)
+	}
+	blockers.entered, blockers.release = make(chan struct{}), make(chan struct{})
+	release := sync.OnceFunc(func() { close(blockers.release) })
+	t.Cleanup(release)
+	go func() { _, _ = e.host.Call(context.Background(), runtime.CallRequest{Ref: ref, Action: "hold"}) }()
+	<-blockers.entered
+	type answer struct {
+		ins runtime.Inspection
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		ins, err := e.host.Inspect(ctx(t), ref)
+		done <- answer{ins, err}
+	}()
+	waitFor(t, "Inspect to wait for the gate", 10*time.Second, func() bool { return e.host.GateWaiters(ref) == 1 })
+	// The node stalls past its lease's local deadline: no renewal heard,
+	// the watchdog not run yet. Meanwhile the partition's next owner
+	// changes the actor (here written to storage directly).
+	e.store.muteRenewals.Store(true)
+	t.Cleanup(func() { e.store.muteRenewals.Store(false) })
+	e.own.ExpireLocally()
+	p, _ := e.host.PartitionOf(ref)
+	if e.host.Owns(p) {
+		t.Fatal("partition still served past the lease's deadline")
+	}
+	key := storage.ActorPrefix(p, ref.Name, storage.EncodeKey(ref.Key)) + storage.StateSuffix
+	if err := e.store.Store.Commit(ctx(t), storage.Txn{Ops: []storage.Op{storage.Put(key, []byte(`{"n":2}`))}}); err != nil {
+		t.Fatal(err)
+	}
+	release()
+	a := <-done
+	if a.err == nil {
+		t.Fatalf("Inspect past the lease's deadline answered from memory (state %s, storage holds {\"n\":2}); want UNAVAILABLE", a.ins.State)
+	}
+	if !errors.Is(a.err, rivet.ErrUnavailable) {
+		t.Fatalf("Inspect past the lease's deadline = %v, want UNAVAILABLE", a.err)
+	}
+	// A call in the same state is refused.
+	if _, err := e.host.Call(ctx(t), runtime.CallRequest{Ref: ref, Action: "get"}); !errors.Is(err, rivet.ErrUnavailable) {
+		t.Fatalf("call past the lease's deadline = %v, want UNAVAILABLE", err)
+	}
+}
