@@ -467,6 +467,19 @@ func (w *wfHost) turnWith(ctx context.Context, kind TurnKind, chain string, even
 		a.gate.release(chain)
 		return fmt.Errorf("%w: actor deactivated", workflow.ErrEvicted)
 	}
+	// The claim the activation was loaded under must still be served, as
+	// turnFor checks for calls: the wait for the gate may have outlasted
+	// the lease's local deadline (a stall before the watchdog ran), and
+	// the partition's next owner may be replaying this very step. Its
+	// commit would be fenced, but its body must not run twice at once.
+	// During a handoff the claim holds until the release: the step runs
+	// (the handoff waits for it, then stops the workflow).
+	if tok, ok := a.h.own.Token(a.part); !ok || tok != a.fence.Token {
+		if rt, releasing := a.h.own.Releasing(a.part); !releasing || rt != a.fence.Token {
+			a.gate.release(chain)
+			return fmt.Errorf("%w: partition %d is not served by node %s now", workflow.ErrEvicted, a.part, a.h.cfg.NodeID)
+		}
+	}
 	if a.destroyPending() {
 		// Its destroy runs next: no more of its workflow.
 		a.gate.release(chain)

@@ -1,0 +1,103 @@
+package runtime_test
+
+import (
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/runtime"
+	"github.com/rivet-go/rivet/workflow"
+)
+
+// stepProbe is what the step of stepper reports to its test.
+var stepProbe struct {
+	owns              func() bool
+	ran, unserved     atomic.Int64
+	entered, released chan struct{}
+}
+
+type stepperState struct {
+	B int `json:"b"`
+}
+
+// stepper runs a step, naps, then runs a step that says whether its node
+// served the actor's partition as it ran. Its "hold" action holds the
+// actor's turn until the test lets it go.
+var stepper = rivet.Actor[stepperState]{
+	Name:   "stepper",
+	Queues: rivet.Queues{"never": rivet.QueueOf[int]()},
+	Run: func(ctx *workflow.Ctx[stepperState]) error {
+		if err := ctx.Step("a", func(*workflow.StepCtx[stepperState]) error { return nil }); err != nil {
+			return err
+		}
+		if err := ctx.Sleep("nap", 300*time.Millisecond); err != nil {
+			return err
+		}
+		if err := ctx.Step("b", func(s *workflow.StepCtx[stepperState]) error {
+			stepProbe.ran.Add(1)
+			if !stepProbe.owns() {
+				stepProbe.unserved.Add(1)
+			}
+			s.State.B++
+			return nil
+		}); err != nil {
+			return err
+		}
+		_, err := workflow.Next[int](ctx, "wait")
+		return err
+	},
+	Actions: rivet.Actions[stepperState]{
+		"hold": rivet.Query(func(c *rivet.ActionCtx[stepperState]) (int, error) {
+			close(stepProbe.entered)
+			<-stepProbe.released
+			return c.State.B, nil
+		}),
+	},
+}
+
+// Past the lease's local deadline (a stall: the watchdog has not run yet,
+// and another node may serve the partition by now, replaying the same
+// step) no workflow step of the node's actors runs: a step waiting for the
+// actor's turn finds the claim not served once it has it, as a call does,
+// and the workflow runs on once the node serves the partition again.
+func TestAStepPastTheLeaseDeadlineDoesNotRun(t *testing.T) {
+	e := newEnv(t, counterReg(t, stepper), nil)
+	ref := runtime.Ref{Name: "stepper", Key: []string{"s"}}
+	p, err := e.host.PartitionOf(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stepProbe.owns = func() bool { return e.host.Owns(p) }
+	stepProbe.ran.Store(0)
+	stepProbe.unserved.Store(0)
+	stepProbe.entered, stepProbe.released = make(chan struct{}), make(chan struct{})
+	release := sync.OnceFunc(func() { close(stepProbe.released) })
+	t.Cleanup(release)
+	if _, _, err := e.host.GetOrCreate(ctx(t), ref, nil); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _, _ = e.host.Call(ctx(t), runtime.CallRequest{Ref: ref, Action: "hold"}) }()
+	<-stepProbe.entered
+	// The nap ends while "hold" holds the turn: step b waits for it.
+	waitFor(t, "step b to wait for the turn", 10*time.Second, func() bool { return e.host.GateWaiters(ref) == 1 })
+	_, lost := e.own.LeaseStats()
+	e.store.muteRenewals.Store(true)
+	e.own.ExpireLocally()
+	release()
+	waitFor(t, "step b to run, or the watchdog to drop the claims", 20*time.Second, func() bool {
+		_, l := e.own.LeaseStats()
+		return stepProbe.ran.Load() > 0 || l > lost
+	})
+	e.store.muteRenewals.Store(false)
+	if n := stepProbe.unserved.Load(); n > 0 {
+		t.Fatalf("step b ran %d time(s) while its node did not serve the partition", n)
+	}
+	// The node takes its partitions back on a new lease, and the workflow
+	// runs on there.
+	waitFor(t, "step b to run once the partition is served again", 20*time.Second, func() bool { return stepProbe.ran.Load() > 0 })
+	if n := stepProbe.unserved.Load(); n > 0 {
+		t.Fatalf("step b ran %d time(s) while its node did not serve the partition", n)
+	}
+}
