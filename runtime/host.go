@@ -1902,6 +1902,18 @@ func (h *Host) deactivateIdle(a *activation, idle time.Duration) bool {
 	if a.stopped.Load() || time.Since(time.Unix(0, a.lastTurn.Load())) <= idle || !a.idleWorkflow(idle) || a.tasksRunning() {
 		return false
 	}
+	// Only an actor whose claim is served (or held by a handoff) sleeps in
+	// an orderly way: past the lease's local deadline (a stall before the
+	// watchdog ran), the partition's next owner may have loaded the actor
+	// and run its OnWake, and this OnSleep would run at once with its
+	// turns. It is left as it is: a renewal that was only late lets a
+	// later pass put it to sleep, and a lost lease has the watchdog evict
+	// it (without hooks).
+	if tok, ok := h.own.Token(a.part); !ok || tok != a.fence.Token {
+		if rt, releasing := h.own.Releasing(a.part); !releasing || rt != a.fence.Token {
+			return false
+		}
+	}
 	// Only a turn starts a task, and this one holds the gate: none can
 	// start between the look above and this.
 	a.endTasks()
