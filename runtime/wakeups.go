@@ -255,8 +255,14 @@ func (h *Host) ownedRef(name, enc string, want map[uint32]bool) (Ref, bool) {
 	if err != nil || !want[part] {
 		return Ref{}, false
 	}
-	_, owned := h.own.Token(part)
-	return ref, owned
+	// Held, served or not (Token's token, as refence takes it): past the
+	// lease's local deadline with a renewal on its way, the claim is
+	// served again when it comes, and these timers exist nowhere else
+	// (skipped, the partition's workflows slept until something else
+	// touched them). A timer of a claim lost meanwhile finds it not ours
+	// when it fires, and drops.
+	tok, _ := h.own.Token(part)
+	return ref, tok != 0
 }
 
 // retryLoadWakeups loads the wakeups of parts in the background until it
