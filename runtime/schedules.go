@@ -358,10 +358,17 @@ func acrossClockChanges(ss *cron.SpecSchedule, prev, from, next time.Time) time.
 		return next
 	}
 	real := time.Date(w.Year(), w.Month(), w.Day(), w.Hour(), w.Minute(), w.Second(), 0, loc)
-	if sameWallClock(real, w) || !real.After(from) || !real.Before(next) {
-		return next // not in a gap, or not before robfig's
+	if sameWallClock(real, w) {
+		return next // not in a gap
 	}
-	return real
+	// In the gap: w itself, the wall-clock time read at the offset before
+	// the change, is it shifted by the gap. (time.Date's choice in a gap
+	// is not that: west of UTC it takes the later offset, which moves the
+	// run back before the gap, even to the day before.)
+	if !w.After(from) || !w.Before(next) {
+		return next
+	}
+	return w.In(loc)
 }
 
 // sameWallClock says whether a and b, in the same zone, read the same date

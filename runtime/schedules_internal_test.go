@@ -7,6 +7,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/robfig/cron/v3"
+
 	"github.com/rivet-go/rivet"
 )
 
@@ -108,5 +110,39 @@ func TestClipErrorKeepsCharactersWhole(t *testing.T) {
 	}
 	if s := "short"; clipError(s) != s {
 		t.Fatal("a short error was changed")
+	}
+}
+
+// West of UTC too, a run at a wall-clock time the zone skips runs that
+// day, shifted by the gap: New York skips 02:00-03:00 on 2026-03-08, so a
+// daily 02:30 runs at 03:30 EDT, not at 01:30 EST, an hour before the gap;
+// Santiago skips midnight on 2026-09-06, so a daily 00:00 runs at 01:00
+// that day, not at 23:00 the day before.
+func TestCronAcrossASkippedHourWestOfUTC(t *testing.T) {
+	for _, tc := range []struct {
+		zone, expr string
+		prev, want time.Time // want in UTC
+	}{
+		{"America/New_York", "30 2 * * *", time.Date(2026, 3, 7, 7, 30, 0, 0, time.UTC), time.Date(2026, 3, 8, 7, 30, 0, 0, time.UTC)},
+		{"America/Santiago", "0 0 * * *", time.Date(2026, 9, 5, 4, 0, 0, 0, time.UTC), time.Date(2026, 9, 6, 4, 0, 0, 0, time.UTC)},
+	} {
+		loc, err := time.LoadLocation(tc.zone)
+		if err != nil {
+			t.Fatal(err)
+		}
+		expr := "CRON_TZ=" + tc.zone + " " + tc.expr
+		c := pendingCall{at: tc.prev.UnixMilli(), rec: scheduleRecord{Name: "d", Cron: expr}}
+		if got := time.UnixMilli(c.following(c.at + 500).at); !got.Equal(tc.want) {
+			t.Errorf("%s: after %v, next at %v, want %v", expr, tc.prev.In(loc), got.In(loc), tc.want.In(loc))
+		}
+		// The first run, computed when the call is scheduled, too.
+		now := tc.prev.Add(time.Hour)
+		sched, err := parseCron(expr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := acrossClockChanges(sched.(*cron.SpecSchedule), now, now, sched.Next(now)); !got.Equal(tc.want) {
+			t.Errorf("%s: first run after %v at %v, want %v", expr, now.In(loc), got.In(loc), tc.want.In(loc))
+		}
 	}
 }
