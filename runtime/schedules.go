@@ -107,6 +107,11 @@ func (c pendingCall) following(now int64) pendingCall {
 			n.at += c.rec.EveryMs
 		}
 	}
+	if n.at > maxSchedMs {
+		// No id holds it (it would not read back): it ends, as a cron
+		// call with no time left does.
+		n.at = 0
+	}
 	n.id = everyStorageID(n.at, c.rec.Name)
 	return n
 }
@@ -283,7 +288,12 @@ func (s *turnSchedule) Every(name string, every time.Duration, action string, ar
 	if every < MinEvery {
 		return "", rivet.Errorf(rivet.ErrInvalidArgument, "schedule %s every %v: the interval must be at least %v", name, every, MinEvery)
 	}
-	return s.recurring(scheduleRecord{Name: name, EveryMs: every.Milliseconds()}, s.now.Add(every).UnixMilli(), action, args)
+	at := s.now.Add(every).UnixMilli()
+	if at > maxSchedMs {
+		// As At's: an id holds 13 digits of milliseconds.
+		return "", rivet.Errorf(rivet.ErrInvalidArgument, "schedule %s every %v: its first run would be after the year 2286, the latest a call can have", name, every)
+	}
+	return s.recurring(scheduleRecord{Name: name, EveryMs: every.Milliseconds()}, at, action, args)
 }
 
 // recurring schedules the recurring call rec (its name and interval or

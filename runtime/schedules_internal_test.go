@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -144,5 +145,35 @@ func TestCronAcrossASkippedHourWestOfUTC(t *testing.T) {
 		if got := acrossClockChanges(sched.(*cron.SpecSchedule), now, now, sched.Next(now)); !got.Equal(tc.want) {
 			t.Errorf("%s: first run after %v at %v, want %v", expr, now.In(loc), got.In(loc), tc.want.In(loc))
 		}
+	}
+}
+
+// A recurring call's runs keep to the times an id can hold (up to the
+// year 2286), as At's: an interval whose first run is later is refused,
+// and one whose next run would be later ends, as a cron call with no time
+// left does, rather than be stored under an id that does not read back
+// (readSchedules would skip it: a call no one lists, runs or cancels).
+func TestEveryKeepsToTheTimesAnIDHolds(t *testing.T) {
+	reg, err := rivet.Setup(rivet.Actor[struct{ N int }]{
+		Name: "everyprobe",
+		Actions: rivet.Actions[struct{ N int }]{
+			"tick": rivet.Action0(func(*rivet.ActionCtx[struct{ N int }]) (int, error) { return 0, nil }),
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp, _ := reg.Lookup("everyprobe")
+	a := &activation{h: &Host{cfg: DefaultConfig()}, spec: sp, ref: Ref{Name: "everyprobe", Key: []string{"k"}}}
+	s := &turnSchedule{a: a, now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	if _, err := s.Every("big", 280*365*24*time.Hour, "tick"); !errors.Is(err, rivet.ErrInvalidArgument) {
+		t.Errorf("Every with a first run in 2306: %v, want ErrInvalidArgument", err)
+	}
+	if len(a.sched) != 0 {
+		t.Errorf("scheduled %+v", a.sched)
+	}
+	c := pendingCall{at: time.Date(2200, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli(), rec: scheduleRecord{Name: "d", EveryMs: (100 * 365 * 24 * time.Hour).Milliseconds(), Action: "tick"}}
+	if n := c.following(c.at); n.at != 0 {
+		t.Errorf("next run of an Every past the year 2286: at %d, id %q; want none", n.at, n.id)
 	}
 }
