@@ -82,6 +82,9 @@ type activation struct {
 	// wakeFailed: the hooks of a held load failed (activateFor); the
 	// activation goes once the holder's turn ends.
 	wakeFailed bool
+	// loadedSchedAt is the time of the earliest call the load read (0:
+	// none), for armSchedules. Set and read by the loader.
+	loadedSchedAt int64
 	// destroySaved: a destroy is among schedSaved (setSchedSaved).
 	destroySaved bool
 	// sleeping: its OnSleep runs (Host.sleep).
@@ -232,6 +235,19 @@ func (h *Host) readActor(ctx context.Context, prefix string) (snapshot, error) {
 	return s, nil
 }
 
+// armSchedules arms the timer of the calls the load read (loadedSchedAt):
+// armed already unless a write of an earlier activation failed after its
+// turn moved the timer past a call. Called by the loader once the
+// activation's hooks have run: a load whose wake fails must not arm it, or
+// a due call whose run is what loads the actor would be tried again at
+// once, not with the timers' backoff (fireSchedules), each time loading
+// the actor again.
+func (a *activation) armSchedules() {
+	if a.loadedSchedAt > 0 {
+		a.h.timers.scheduleEarlier(a.ref, schedTimer(a.id), time.UnixMilli(a.loadedSchedAt))
+	}
+}
+
 // load reads the actor from storage, creating it if asked and missing.
 func (a *activation) load(ctx context.Context, create bool, input json.RawMessage) error {
 	h := a.h
@@ -256,9 +272,8 @@ func (a *activation) load(ctx context.Context, create bool, input json.RawMessag
 			}
 			a.setSchedSaved(a.sched)
 			if len(a.sched) > 0 {
-				// Armed already unless a write of an earlier activation
-				// failed after its turn moved the timer past a call.
-				h.timers.scheduleEarlier(a.ref, schedTimer(a.id), time.UnixMilli(a.sched[0].at))
+				// Its timer is armed once its hooks have run (armSchedules).
+				a.loadedSchedAt = max(a.sched[0].at, 1)
 			}
 			if a.spec.Run != nil {
 				return a.loadWorkflow(ctx)

@@ -533,6 +533,9 @@ func (h *Host) activateFor(ctx context.Context, ref Ref, sp *rivet.Spec, create 
 			if a.loadErr != nil {
 				return nil, false, false, a.loadErr
 			}
+			if !a.wakeFailed {
+				a.armSchedules()
+			}
 			a.history = nil // a held activation starts no workflow
 			return a, a.created || createdHere, held, nil
 		}

@@ -742,3 +742,52 @@ func TestAStepSchedulesCalls(t *testing.T) {
 		t.Fatalf("count %d after the replay, want 1", n)
 	}
 }
+
+// A due scheduled call of an actor whose wake keeps failing (its
+// CreateVars cannot connect, after a restart or a move) is tried again
+// with the timers' backoff, not at once: the actor's load re-armed its
+// timer at the call's time, already past, so every failed wake started
+// the next at once, hundreds a second, each reading the actor from storage.
+func TestAScheduledCallOfAnActorThatCannotWakeBacksOff(t *testing.T) {
+	var failVars atomic.Bool
+	type st struct {
+		Runs int `json:"runs"`
+	}
+	act := rivet.Actor[st]{
+		Name:    "flakyvars",
+		Options: rivet.Options{IdleTimeout: 50 * time.Millisecond},
+		CreateVars: func(c *rivet.ActionCtx[st]) (any, error) {
+			if failVars.Load() {
+				return nil, errors.New("no connection")
+			}
+			return nil, nil
+		},
+		Actions: rivet.Actions[st]{
+			"later": rivet.Action(func(c *rivet.ActionCtx[st], ms int) (string, error) {
+				return c.Schedule().After(time.Duration(ms)*time.Millisecond, "run")
+			}),
+			"run": rivet.Action0(func(c *rivet.ActionCtx[st]) (int, error) {
+				c.State.Runs++
+				return c.State.Runs, nil
+			}),
+			"get": rivet.Query(func(c *rivet.ActionCtx[st]) (st, error) { return *c.State, nil }),
+		},
+	}
+	e := newEnv(t, counterReg(t, act), func(c *runtime.Config) { c.IdleTimeout = 50 * time.Millisecond })
+	callString(t, e.host, "flakyvars", "a", "later", true, 500)
+	waitFor(t, "the actor's sleep", 10*time.Second, func() bool { return e.host.Stats().ActiveActors == 0 })
+	failVars.Store(true)
+	waitFor(t, "a failed wake", 10*time.Second, func() bool { return e.host.Stats().WakeHooksFailed > 0 })
+	// A window to count the wakes in (not a synchronisation): the call's
+	// first retry comes a second after the failure, the next two later.
+	time.Sleep(1500 * time.Millisecond)
+	if n := e.host.Stats().WakeHooksFailed; n > 5 {
+		t.Errorf("%d failed wakes in 1.5 s, want the first and a retry or two (backed off)", n)
+	}
+	failVars.Store(false)
+	waitFor(t, "the call, once the actor wakes", 10*time.Second, func() bool {
+		raw, err := call(t, e.host, "flakyvars", "a", "get", false)
+		var s st
+		return err == nil && json.Unmarshal(raw, &s) == nil && s.Runs == 1
+	})
+}
