@@ -89,7 +89,7 @@ func (c pendingCall) following(now int64) pendingCall {
 		// caller drops it.
 		n.at = 0
 		if sched, err := parseCron(c.rec.Cron); err == nil {
-			next := sched.Next(time.UnixMilli(max(c.at, now)))
+			next := cronNext(sched, time.UnixMilli(max(c.at, now)))
 			if ss, ok := sched.(*cron.SpecSchedule); ok && !next.IsZero() {
 				next = acrossClockChanges(ss, time.UnixMilli(c.at), time.UnixMilli(max(c.at, now)), next)
 			}
@@ -328,7 +328,7 @@ func (s *turnSchedule) Cron(name, expr, action string, args ...any) (string, err
 	if err != nil {
 		return "", rivet.Errorf(rivet.ErrInvalidArgument, "schedule %s on %q: %v", name, expr, err)
 	}
-	next := sched.Next(s.now)
+	next := cronNext(sched, s.now)
 	if ss, ok := sched.(*cron.SpecSchedule); ok && !next.IsZero() {
 		// The first run follows the rule where clocks change as the
 		// later ones do (pendingCall.following).
@@ -353,7 +353,7 @@ var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month 
 func acrossClockChanges(ss *cron.SpecSchedule, prev, from, next time.Time) time.Time {
 	loc := ss.Location
 	if sameWallClock(prev.In(loc), next.In(loc)) {
-		return ss.Next(next)
+		return cronNext(ss, next)
 	}
 	_, fromOff := from.In(loc).Zone()
 	if _, nextOff := next.In(loc).Zone(); nextOff <= fromOff {
@@ -387,6 +387,25 @@ func sameWallClock(a, b time.Time) bool {
 	ay, am, ad := a.Date()
 	by, bm, bd := b.Date()
 	return ay == by && am == bm && ad == bd && a.Hour() == b.Hour() && a.Minute() == b.Minute() && a.Second() == b.Second()
+}
+
+// cronNext is sched.Next(from), the expression's first time after from,
+// made sure to be after it: where a zone's clocks change at an odd minute,
+// robfig's answer can be before its argument (Chatham, whose clocks go back
+// from 03:45 to 02:45: Next of 02:45 to 03:14 that night is 02:45). A
+// recurring call's next run at the time of the run that came due would have
+// its id, replace it, and be due at once, for ever. Later arguments, a
+// minute apart, find the time after; if none within three hours does, there
+// is none (zero).
+func cronNext(sched cron.Schedule, from time.Time) time.Time {
+	next := sched.Next(from)
+	for i := 1; !next.IsZero() && !next.After(from); i++ {
+		if i > 180 {
+			return time.Time{}
+		}
+		next = sched.Next(from.Add(time.Duration(i) * time.Minute))
+	}
+	return next
 }
 
 // parseCron parses a cron expression. "@every" is refused: Every is for

@@ -177,3 +177,35 @@ func TestEveryKeepsToTheTimesAnIDHolds(t *testing.T) {
 		t.Errorf("next run of an Every past the year 2286: at %d, id %q; want none", n.at, n.id)
 	}
 }
+
+// A cron call's next run is after the run that came due, even where
+// robfig's Next answers a time before its argument (Chatham's clocks go
+// back at 03:45, to 02:45: Next of 02:45 to 03:14 that night is 02:45).
+// A next run at the same time has the same id: it replaced the run that
+// came due with itself, due at once: the action ran back to back.
+func TestCronNextRunIsAfterTheOneThatCameDue(t *testing.T) {
+	loc, err := time.LoadLocation("Pacific/Chatham")
+	if err != nil {
+		t.Fatal(err)
+	}
+	expr := "CRON_TZ=Pacific/Chatham 45 3 * * *"
+	at := time.Date(2026, 4, 3, 3, 45, 0, 0, loc).UnixMilli()
+	for range 5 {
+		c := pendingCall{at: at, rec: scheduleRecord{Name: "d", Cron: expr}}
+		c.id = everyStorageID(c.at, "d")
+		n := c.following(at + 10)
+		if n.at <= at || n.id == c.id {
+			t.Fatalf("%s: after the run due at %v, next at %v (id %s)", expr, time.UnixMilli(at).In(loc), time.UnixMilli(n.at).In(loc), n.id)
+		}
+		at = n.at
+	}
+	// The first run, computed when the call is scheduled, is after now.
+	sched, err := parseCron(expr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 4, 5, 2, 50, 0, 0, loc)
+	if got := cronNext(sched, now); !got.After(now) {
+		t.Errorf("%s: first run after %v at %v", expr, now, got.In(loc))
+	}
+}
