@@ -165,3 +165,44 @@ func TestCallsAfterADestroyRequestAreNotFound(t *testing.T) {
 		}
 	}
 }
+
+// No scheduled call runs after the actor asked to be destroyed, not even
+// one due before the request (overdue: the actor was busy, or just loaded):
+// it takes no more calls, as it takes no requests. One due at the
+// request's time sorted after the destroy and never ran; one due a moment
+// earlier ran, an effect of an actor going away.
+func TestNoScheduledCallRunsAfterADestroyRequest(t *testing.T) {
+	var marks atomic.Int64
+	type st struct{ N int }
+	quitter := rivet.Actor[st]{
+		Name: "quitter",
+		Actions: rivet.Actions[st]{
+			// quitAfter schedules mark ms from now (a past time if
+			// negative), then asks to be destroyed.
+			"quitAfter": rivet.Action(func(c *rivet.ActionCtx[st], ms int) (int, error) {
+				if _, err := c.Schedule().At(time.Now().Add(time.Duration(ms)*time.Millisecond), "mark"); err != nil {
+					return 0, err
+				}
+				return 0, c.Destroy()
+			}),
+			"mark": rivet.Action0(func(c *rivet.ActionCtx[st]) (int, error) {
+				marks.Add(1)
+				return 0, nil
+			}),
+			"get": rivet.Query(func(c *rivet.ActionCtx[st]) (int, error) { return c.State.N, nil }),
+		},
+	}
+	e := newEnv(t, counterReg(t, quitter), nil)
+	for i, ms := range []int{-1000, 0} {
+		k := string(rune('a' + i))
+		callInt(t, e.host, "quitter", k, "get", true)
+		callInt(t, e.host, "quitter", k, "quitAfter", false, ms)
+		waitFor(t, "the destroy", 10*time.Second, func() bool {
+			_, err := call(t, e.host, "quitter", k, "get", false)
+			return errors.Is(err, rivet.ErrNotFound)
+		})
+		if n := marks.Load(); n != 0 {
+			t.Fatalf("a call due %d ms from the destroy request ran %d time(s) after it", ms, n)
+		}
+	}
+}

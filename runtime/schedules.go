@@ -808,6 +808,15 @@ func (h *Host) fireOne(ref Ref, sp *rivet.Spec) (more bool, err error) {
 			h.timers.cancel(schedTimer(a.id))
 			return nil
 		}
+		if a.destroyPending() {
+			// The actor asked to be destroyed: it takes no more calls, as
+			// it takes no requests, not even one due before the request
+			// (overdue), so its destroy runs first, once due.
+			if i := slices.IndexFunc(a.sched, func(p pendingCall) bool { return p.rec.Action == destroyAction }); i >= 0 && a.sched[i].at <= now {
+				destroy = true
+				return nil
+			}
+		}
 		if c := a.sched[0]; c.at > now {
 			h.timers.schedule(a.ref, schedTimer(a.id), time.UnixMilli(c.at))
 			return nil
