@@ -61,9 +61,12 @@ type Scheduler interface {
 	// letters, digits, '_' and '-', starting with a letter). Scheduling a
 	// name again replaces its call, unless nothing about it changed (the
 	// interval, action and arguments): then its pending run stays, so that
-	// code scheduling it on every wake does not push it back. A run that fails is not retried, but the
-	// next one comes; runs missed while no node served the actor are
-	// skipped, not caught up; the action can Cancel its own call.
+	// code scheduling it on every wake does not push it back. A run that
+	// fails is not retried, but the next one comes; runs missed while no
+	// node served the actor are skipped, not caught up; the action can
+	// Cancel its own call. Runs go up to the year 2286, as At's: an
+	// interval whose first run is later is refused, and the call ends
+	// with its last run before then.
 	Every(name string, interval time.Duration, action string, args ...any) (string, error)
 	// Cron schedules action with args to run at the times of a cron
 	// expression (Rivet's c.cron.set): five fields, minute hour

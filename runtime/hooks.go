@@ -201,7 +201,7 @@ func (h *Host) undoCreate(a *activation, err error) error {
 		// Evicted while it woke (a lost claim, a partition handed off
 		// meanwhile): its claim is not this activation's to write on any
 		// more, and another may load the actor once it has left.
-		return noteError(err, "the actor was created: its hooks failed after")
+		return noteError(err, "the actor was created, and this node, which no longer serves it, did not take the create back")
 	}
 	// Not the caller's context: a caller that gave up (often why the
 	// hooks failed) must not leave the actor behind.
