@@ -28,22 +28,24 @@ func driveEvicting[S any](t *testing.T, h *workflowtest.Host[S], fn func(*workfl
 	return out
 }
 
+// reserve is a step with a rollback handler, each logging in the state.
+func reserve(c *workflow.Ctx[rvState], name string) error {
+	_, err := workflow.StepWithRollback(c, workflow.StepOptions{Name: name},
+		func(s *workflow.StepCtx[rvState]) (int, error) {
+			s.State.Log = append(s.State.Log, name)
+			return 1, nil
+		},
+		func(s *workflow.StepCtx[rvState], v int) error {
+			s.State.Log = append(s.State.Log, "undo "+name)
+			return nil
+		})
+	return err
+}
+
 // A rollback checkpoint taken in a loop iteration holds for that iteration
 // only. Had it held after the loop, a replay (which does not run a
 // finished loop again) would have failed the step the first run took.
 func TestRollbackCheckpointInALoopHoldsForItsIteration(t *testing.T) {
-	reserve := func(c *workflow.Ctx[rvState], name string) error {
-		_, err := workflow.StepWithRollback(c, workflow.StepOptions{Name: name},
-			func(s *workflow.StepCtx[rvState]) (int, error) {
-				s.State.Log = append(s.State.Log, name)
-				return 1, nil
-			},
-			func(s *workflow.StepCtx[rvState], v int) error {
-				s.State.Log = append(s.State.Log, "undo "+name)
-				return nil
-			})
-		return err
-	}
 	after := func(c *workflow.Ctx[rvState]) error {
 		if err := c.Loop("setup", func(c *workflow.Ctx[rvState]) error {
 			if err := c.RollbackCheckpoint("cp"); err != nil {
@@ -76,18 +78,6 @@ func TestRollbackCheckpointInALoopHoldsForItsIteration(t *testing.T) {
 // A rollback checkpoint taken in a Try block holds after the block too, as
 // its doc says, in the first run and in a replay after each wait.
 func TestRollbackCheckpointInATryBlockHoldsAfterIt(t *testing.T) {
-	reserve := func(c *workflow.Ctx[rvState], name string) error {
-		_, err := workflow.StepWithRollback(c, workflow.StepOptions{Name: name},
-			func(s *workflow.StepCtx[rvState]) (int, error) {
-				s.State.Log = append(s.State.Log, name)
-				return 1, nil
-			},
-			func(s *workflow.StepCtx[rvState], v int) error {
-				s.State.Log = append(s.State.Log, "undo "+name)
-				return nil
-			})
-		return err
-	}
 	wf := func(c *workflow.Ctx[rvState]) error {
 		if f, err := c.Try("setup", func(c *workflow.Ctx[rvState]) error { return c.RollbackCheckpoint("cp") }); err != nil || f != nil {
 			return errors.Join(err, f)

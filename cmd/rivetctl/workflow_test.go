@@ -92,22 +92,7 @@ func TestWorkflowCommandsOnARealNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := node.DefaultLocalConfig(t.TempDir())
-	cfg.HTTPAddr = "-"
-	cfg.Partitions = 8
-	cfg.Logger = zap.NewNop()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	n, err := node.Start(ctx, cfg, reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := n.Stop(context.Background()); err != nil {
-			t.Error(err)
-		}
-	}()
-	addr := n.GRPCAddr()
+	addr := startNodeOf(t, reg)
 
 	if r := rivetctl(t, addr, "create", "charger", "order-1"); r.code != 0 || !strings.HasPrefix(r.stdout, "created charger order-1 ") {
 		t.Fatalf("create: %+v", r)
@@ -285,22 +270,7 @@ func TestHistoryCutsALongOutputOnACharacter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := node.DefaultLocalConfig(t.TempDir())
-	cfg.HTTPAddr = "-"
-	cfg.Partitions = 8
-	cfg.Logger = zap.NewNop()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	n, err := node.Start(ctx, cfg, reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := n.Stop(context.Background()); err != nil {
-			t.Error(err)
-		}
-	}()
-	addr := n.GRPCAddr()
+	addr := startNodeOf(t, reg)
 	rivetctl(t, addr, "create", "writer", "w")
 	deadline := time.Now().Add(30 * time.Second)
 	r := rivetctl(t, addr, "history", "writer", "w")
@@ -322,4 +292,26 @@ func TestHistoryCutsALongOutputOnACharacter(t *testing.T) {
 	if _, out, _ := strings.Cut(last, `"a`); len(out) > 80 {
 		t.Errorf("history's output column is %d bytes, want at most 80: %q", len(out), last)
 	}
+}
+
+// startNodeOf starts a node of reg, alone, stopped when t ends, and
+// returns its gRPC address.
+func startNodeOf(t *testing.T, reg *rivet.Registry) string {
+	t.Helper()
+	cfg := node.DefaultLocalConfig(t.TempDir())
+	cfg.HTTPAddr = "-"
+	cfg.Partitions = 8
+	cfg.Logger = zap.NewNop()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	n, err := node.Start(ctx, cfg, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := n.Stop(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
+	return n.GRPCAddr()
 }
