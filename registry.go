@@ -58,7 +58,14 @@ func (r *Registry) Names() []string {
 const (
 	MaxKeyComponentBytes = 128
 	MaxKeyBytes          = 1024
-	maxNameBytes         = 64
+	// MaxKeyComponents bounds a key's components, which MaxKeyBytes
+	// alone does not: empty components count no bytes there, yet each
+	// adds a separator to the stored key, so a key of a million empty
+	// components would pass and be stored under a megabyte of commas. A
+	// key of non-empty components has at most MaxKeyBytes of them, so
+	// none of those is refused.
+	MaxKeyComponents = MaxKeyBytes
+	maxNameBytes     = 64
 )
 
 // ValidateName checks an actor, action or queue name: letters, digits, '_'
@@ -79,12 +86,15 @@ func ValidateName(what, name string) error {
 	return nil
 }
 
-// ValidateKey checks an actor key: at least one component, each valid UTF-8
+// ValidateKey checks an actor key: 1 to 1024 components, each valid UTF-8
 // of at most 128 bytes, 1 KiB in all. A key over its limits is a bad key
 // (ErrInvalidArgument), not a payload over a quota.
 func ValidateKey(key []string) error {
 	if len(key) == 0 {
 		return Errorf(ErrInvalidArgument, "actor key is empty: give at least one component")
+	}
+	if len(key) > MaxKeyComponents {
+		return Errorf(ErrInvalidArgument, "actor key has %d components, the limit is %d", len(key), MaxKeyComponents)
 	}
 	total := 0
 	for i, c := range key {

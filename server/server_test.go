@@ -182,6 +182,7 @@ func TestValidation(t *testing.T) {
 		{"empty key", &rivetv1.CallRequest{Actor: ref("a"), Action: "a"}, codes.InvalidArgument, "actor key is empty"},
 		{"2 KiB key component", &rivetv1.CallRequest{Actor: ref("a", longComponent), Action: "a"}, codes.InvalidArgument, "component 0 is 2048 bytes, the limit is 128"},
 		{"2 KiB key", &rivetv1.CallRequest{Actor: ref("a", manyComponents...), Action: "a"}, codes.InvalidArgument, "actor key is 2000 bytes, the limit is 1024"},
+		{"1025 empty key components", &rivetv1.CallRequest{Actor: ref("a", make([]string, 1025)...), Action: "a"}, codes.InvalidArgument, "actor key has 1025 components, the limit is 1024"},
 		{"bad action name", &rivetv1.CallRequest{Actor: ref("a", "k"), Action: "do it"}, codes.InvalidArgument, "action name"},
 		{"malformed args", &rivetv1.CallRequest{Actor: ref("a", "k"), Action: "a", Args: []byte("[1,")}, codes.InvalidArgument, "action arguments are not valid JSON"},
 		{"object args", &rivetv1.CallRequest{Actor: ref("a", "k"), Action: "a", Args: []byte(`{"x":1}`)}, codes.InvalidArgument, "must be a JSON array, such as [5] or [], not an object"},
@@ -209,8 +210,12 @@ func TestValidation(t *testing.T) {
 			t.Errorf("args %q: %v", args, err)
 		}
 	}
-	if calls != 3 {
-		t.Errorf("backend saw %d valid calls, want 3", calls)
+	// As many components as the limit, even empty ones.
+	if err := call(&rivetv1.CallRequest{Actor: ref("a", make([]string, 1024)...), Action: "a"}); err != nil {
+		t.Errorf("1024 empty key components: %v", err)
+	}
+	if calls != 4 {
+		t.Errorf("backend saw %d valid calls, want 4", calls)
 	}
 }
 
