@@ -4,6 +4,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"context"
+	"math"
 	"time"
 
 	"github.com/rivet-go/rivet"
@@ -70,6 +71,13 @@ func (s *Server) Send(ctx context.Context, req *rivetv1.SendRequest) (*rivetv1.S
 	if req.GetTimeoutMs() < 0 {
 		return nil, s.toStatus(ctx, rivet.Errorf(rivet.ErrInvalidArgument, "timeout_ms is negative (%d)", req.GetTimeoutMs()))
 	}
+	// A wait past time.Duration's range (INT64_MAX ms: "as long as my
+	// deadline allows") is the longest one: multiplied, it would wrap to a
+	// negative (the default 30 s) or to under a millisecond.
+	wait := time.Duration(math.MaxInt64)
+	if ms := req.GetTimeoutMs(); ms <= math.MaxInt64/int64(time.Millisecond) {
+		wait = time.Duration(ms) * time.Millisecond
+	}
 	res, err := s.backend.Send(ctx, runtime.SendRequest{
 		Ref:             r,
 		Queue:           req.GetQueue(),
@@ -77,7 +85,7 @@ func (s *Server) Send(ctx context.Context, req *rivetv1.SendRequest) (*rivetv1.S
 		CreateIfMissing: req.GetCreateIfMissing(),
 		Input:           input,
 		Wait:            req.GetWait(),
-		Timeout:         time.Duration(req.GetTimeoutMs()) * time.Millisecond,
+		Timeout:         wait,
 		Chain:           chainOf(ctx),
 	})
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -334,5 +335,28 @@ func TestActorServiceRoundTrip(t *testing.T) {
 	st, err := admin.Stats(c, &rivetv1.StatsRequest{})
 	if err != nil || st.Commits != 3 {
 		t.Errorf("stats: %v %v", st, err)
+	}
+}
+
+// A wait longer than a time.Duration holds (INT64_MAX milliseconds, a
+// client's "as long as my deadline allows") is the longest wait, not a
+// product that wrapped round to a negative (the default 30 s) or to
+// under a millisecond (timed out at once).
+func TestSendWaitTimeoutPastDurationRange(t *testing.T) {
+	f := servertest.NewFake()
+	got := make(chan time.Duration, 1)
+	f.SendFunc = func(_ context.Context, req runtime.SendRequest) (runtime.SendResult, error) {
+		got <- req.Timeout
+		return runtime.SendResult{MessageID: 1, Status: runtime.SendCompleted, Response: req.Body}, nil
+	}
+	actors, _ := dial(t, servertest.Start(t, f, servertest.Config{}))
+	// 18446744073710 ms is 2^64 ns and 448 µs: wrapped, under a millisecond.
+	for _, ms := range []int64{math.MaxInt64, 18446744073710, math.MaxInt64 / int64(time.Millisecond)} {
+		if _, err := actors.Send(ctx(t), &rivetv1.SendRequest{Actor: ref("a", "k"), Queue: "q", Body: []byte("1"), Wait: true, TimeoutMs: ms}); err != nil {
+			t.Fatalf("timeout_ms %d: %v", ms, err)
+		}
+		if d := <-got; d < time.Duration(math.MaxInt64/int64(time.Millisecond))*time.Millisecond {
+			t.Errorf("timeout_ms %d reached the backend as %v, want the longest wait", ms, d)
+		}
 	}
 }
