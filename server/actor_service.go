@@ -1,11 +1,13 @@
 package server
 
 import (
-	"google.golang.org/protobuf/types/known/timestamppb"
-
 	"context"
 	"math"
+	"slices"
 	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/rivet-go/rivet"
 	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
@@ -163,7 +165,35 @@ func (s *Server) Inspect(ctx context.Context, req *rivetv1.InspectRequest) (*riv
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
-	return inspectionProto(in), nil
+	out := inspectionProto(in)
+	if err := fitInspection(out, s.limits.MaxForwardedResponseBytes()); err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	return out, nil
+}
+
+// fitInspection leaves out the arguments of out's scheduled calls, largest
+// first, until out fits in limit bytes marshalled: an actor may hold
+// rivet.MaxSchedules calls with arguments up to a queue message each (tens
+// of MiB), and a response over the transport's bound fails whole, so that
+// the actor could not be inspected at all. The bound is a peer stream's,
+// the smaller, so that a node answers the same as its owner would. Left out
+// is empty, which arguments (a JSON array) never are.
+func fitInspection(out *rivetv1.InspectResponse, limit int) error {
+	n := proto.Size(out)
+	if n <= limit {
+		return nil
+	}
+	largest := slices.Clone(out.Schedules)
+	slices.SortFunc(largest, func(a, b *rivetv1.ScheduledCall) int { return len(b.Args) - len(a.Args) })
+	for _, sc := range largest {
+		if n <= limit || len(sc.Args) == 0 {
+			break
+		}
+		n -= len(sc.Args) // the call shrinks by a little more: its tag and length
+		sc.Args = nil
+	}
+	return checkSize("inspection", proto.Size(out), limit)
 }
 
 // List pages through actors.

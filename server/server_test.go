@@ -17,10 +17,12 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/rivet-go/rivet"
 	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
 	"github.com/rivet-go/rivet/runtime"
+	"github.com/rivet-go/rivet/server"
 	"github.com/rivet-go/rivet/server/servertest"
 )
 
@@ -358,5 +360,48 @@ func TestSendWaitTimeoutPastDurationRange(t *testing.T) {
 		if d := <-got; d < time.Duration(math.MaxInt64/int64(time.Millisecond))*time.Millisecond {
 			t.Errorf("timeout_ms %d reached the backend as %v, want the longest wait", ms, d)
 		}
+	}
+}
+
+// An actor may hold up to rivet.MaxSchedules pending calls with arguments
+// up to a queue message each, far more than one response may carry: its
+// Inspect still answers, within what a peer stream carries (so the same on
+// the owner as through another node), leaving out the largest arguments
+// (empty: a call's arguments are a JSON array, never empty).
+func TestInspectOfManyLargeScheduledCallsFits(t *testing.T) {
+	f := servertest.NewFake()
+	big := bigArray(60 << 10)
+	f.InspectFunc = func(_ context.Context, ref runtime.Ref) (runtime.Inspection, error) {
+		in := runtime.Inspection{Info: runtime.ActorInfo{Ref: ref}, State: json.RawMessage(`{"count":1}`)}
+		for i := range 200 {
+			args := big
+			if i%2 == 1 {
+				args = json.RawMessage(`[1]`)
+			}
+			in.Schedules = append(in.Schedules, rivet.ScheduledCall{ID: fmt.Sprint(i), Action: "later", Args: args, At: servertest.Created})
+		}
+		return in, nil
+	}
+	actors, _ := dial(t, servertest.Start(t, f, servertest.Config{}))
+	resp, err := actors.Inspect(ctx(t), &rivetv1.InspectRequest{Actor: ref("a", "k")})
+	if err != nil {
+		t.Fatalf("inspect: %v", err)
+	}
+	if n, bound := proto.Size(resp), server.DefaultLimits().MaxForwardedResponseBytes(); n > bound {
+		t.Errorf("response of %d bytes, over a peer stream's bound %d", n, bound)
+	}
+	kept, omitted := 0, 0
+	for i, sc := range resp.Schedules {
+		switch {
+		case i%2 == 1 && string(sc.Args) != "[1]":
+			t.Errorf("schedule %d: small args %q were left out", i, sc.Args)
+		case i%2 == 0 && len(sc.Args) == 0:
+			omitted++
+		case i%2 == 0:
+			kept++
+		}
+	}
+	if len(resp.Schedules) != 200 || omitted == 0 || kept == 0 {
+		t.Errorf("%d schedules, %d large args kept, %d left out; want 200, some of each", len(resp.Schedules), kept, omitted)
 	}
 }

@@ -1175,7 +1175,8 @@ type ScheduledCall struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Id     string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	Action string                 `protobuf:"bytes,2,opt,name=action,proto3" json:"action,omitempty"`
-	// args is the call's arguments as a JSON array.
+	// args is the call's arguments as a JSON array; empty if they were left
+	// out of an Inspect response too large to carry them all (largest first).
 	Args []byte `protobuf:"bytes,3,opt,name=args,proto3" json:"args,omitempty"`
 	// at is the call's time; a recurring call's next run.
 	At        *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=at,proto3" json:"at,omitempty"`
