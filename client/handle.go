@@ -197,7 +197,7 @@ func (h *ActorHandle) History(ctx context.Context) (History, error) {
 		WorkflowWakeAt: timeFrom(resp.GetWorkflowWakeAt()), WorkflowWakeQueues: resp.GetWorkflowWakeQueues(), WorkflowWakeAnyQueue: resp.GetWorkflowWakeAnyQueue(),
 	}
 	for _, e := range resp.GetEntries() {
-		he := HistoryEntry{Path: e.GetPath(), Kind: e.GetKind(), Status: e.GetStatus(), Attempts: int(e.GetAttempts()), Output: e.GetOutput(), Error: e.GetError(), ErrorCode: e.GetErrorCode(), Winner: e.GetWinner()}
+		he := HistoryEntry{Path: e.GetPath(), Kind: e.GetKind(), Status: e.GetStatus(), Attempts: int(e.GetAttempts()), Output: e.GetOutput(), Error: e.GetError(), ErrorCode: e.GetErrorCode(), Winner: e.GetWinner(), OutputOmitted: e.GetOutputOmitted()}
 		if e.GetUpdatedAt() != nil {
 			he.UpdatedAt = e.GetUpdatedAt().AsTime()
 		}

@@ -200,6 +200,9 @@ type HistoryEntry struct {
 	UpdatedAt time.Time `json:"updated_at,omitzero"`
 	// Winner is the branch that won a race (whose output is Output).
 	Winner string `json:"winner,omitempty"`
+	// OutputOmitted says that Output, which is recorded, was left out: the
+	// history was too large for one response to carry every output.
+	OutputOmitted bool `json:"output_omitted,omitempty"`
 }
 
 // History is an actor's workflow status and history.

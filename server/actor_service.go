@@ -180,20 +180,29 @@ func (s *Server) Inspect(ctx context.Context, req *rivetv1.InspectRequest) (*riv
 // the smaller, so that a node answers the same as its owner would. Left out
 // is empty, which arguments (a JSON array) never are.
 func fitInspection(out *rivetv1.InspectResponse, limit int) error {
-	n := proto.Size(out)
+	return fit("inspection", out, limit, out.Schedules,
+		func(sc *rivetv1.ScheduledCall) int { return len(sc.Args) },
+		func(sc *rivetv1.ScheduledCall) { sc.Args = nil })
+}
+
+// fit leaves out of resp the payloads of items (their size given by size,
+// dropped by drop), largest first, until resp fits in limit bytes
+// marshalled; ErrTooLarge if it still does not.
+func fit[T any](what string, resp proto.Message, limit int, items []T, size func(T) int, drop func(T)) error {
+	n := proto.Size(resp)
 	if n <= limit {
 		return nil
 	}
-	largest := slices.Clone(out.Schedules)
-	slices.SortFunc(largest, func(a, b *rivetv1.ScheduledCall) int { return len(b.Args) - len(a.Args) })
-	for _, sc := range largest {
-		if n <= limit || len(sc.Args) == 0 {
+	largest := slices.Clone(items)
+	slices.SortFunc(largest, func(a, b T) int { return size(b) - size(a) })
+	for _, it := range largest {
+		if n <= limit || size(it) == 0 {
 			break
 		}
-		n -= len(sc.Args) // the call shrinks by a little more: its tag and length
-		sc.Args = nil
+		n -= size(it) // the item shrinks by a little more: its tag and length
+		drop(it)
 	}
-	return checkSize("inspection", proto.Size(out), limit)
+	return checkSize(what, proto.Size(resp), limit)
 }
 
 // List pages through actors.
@@ -243,6 +252,15 @@ func (s *Server) History(ctx context.Context, req *rivetv1.HistoryRequest) (*riv
 			pe.UpdatedAt = timestamppb.New(e.UpdatedAt)
 		}
 		out.Entries = append(out.Entries, pe)
+	}
+	// A history holds entries up to a transaction's size each, without
+	// bound in all: as Inspect's calls, its largest outputs are left out
+	// rather than the response failing whole.
+	err = fit("history", out, s.limits.MaxForwardedResponseBytes(), out.Entries,
+		func(e *rivetv1.HistoryEntry) int { return len(e.Output) },
+		func(e *rivetv1.HistoryEntry) { e.Output, e.OutputOmitted = nil, true })
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
 	}
 	return out, nil
 }

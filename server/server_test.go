@@ -405,3 +405,54 @@ func TestInspectOfManyLargeScheduledCallsFits(t *testing.T) {
 		t.Errorf("%d schedules, %d large args kept, %d left out; want 200, some of each", len(resp.Schedules), kept, omitted)
 	}
 }
+
+// historyBackend answers History with its entries.
+type historyBackend struct {
+	*servertest.Fake
+	entries []runtime.HistoryEntry
+}
+
+func (b historyBackend) History(context.Context, runtime.Ref) (runtime.History, error) {
+	return runtime.History{WorkflowStatus: "running", Entries: b.entries}, nil
+}
+
+// A workflow's history holds many entries, each up to a transaction's
+// size, far more than one response may carry: History still answers,
+// within what a peer stream carries, leaving out the largest outputs and
+// saying so.
+func TestHistoryOfManyLargeOutputsFits(t *testing.T) {
+	b := historyBackend{Fake: servertest.NewFake()}
+	big := json.RawMessage(`"` + strings.Repeat("o", 1<<20) + `"`)
+	for i := range 12 {
+		out := big
+		if i%2 == 1 {
+			out = json.RawMessage(`1`)
+		}
+		b.entries = append(b.entries, runtime.HistoryEntry{Path: fmt.Sprintf("step-%d", i), Kind: "step", Status: "completed", Output: out})
+	}
+	actors, _ := dial(t, servertest.Start(t, b, servertest.Config{}))
+	resp, err := actors.History(ctx(t), &rivetv1.HistoryRequest{Actor: ref("a", "k")})
+	if err != nil {
+		t.Fatalf("history: %v", err)
+	}
+	if n, bound := proto.Size(resp), server.DefaultLimits().MaxForwardedResponseBytes(); n > bound {
+		t.Errorf("response of %d bytes, over a peer stream's bound %d", n, bound)
+	}
+	kept, omitted := 0, 0
+	for i, e := range resp.Entries {
+		switch {
+		case i%2 == 1 && (string(e.Output) != "1" || e.OutputOmitted):
+			t.Errorf("entry %d: small output %q left out", i, e.Output)
+		case i%2 == 1:
+		case i%2 == 0 && e.OutputOmitted && len(e.Output) == 0:
+			omitted++
+		case i%2 == 0 && !e.OutputOmitted && len(e.Output) == len(big):
+			kept++
+		default:
+			t.Errorf("entry %d: output of %d bytes, omitted %v", i, len(e.Output), e.OutputOmitted)
+		}
+	}
+	if len(resp.Entries) != 12 || omitted == 0 || kept == 0 {
+		t.Errorf("%d entries, %d large outputs kept, %d left out; want 12, some of each", len(resp.Entries), kept, omitted)
+	}
+}

@@ -1484,7 +1484,10 @@ type HistoryEntry struct {
 	Winner string `protobuf:"bytes,8,opt,name=winner,proto3" json:"winner,omitempty"`
 	// error_code is the code of error, if the error had one (a UserError's,
 	// or a rivet error's group.code), as replay gives it back to the code.
-	ErrorCode     string `protobuf:"bytes,9,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
+	ErrorCode string `protobuf:"bytes,9,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
+	// output_omitted says that output was left out of a History response too
+	// large to carry every output (the largest go first); it is recorded.
+	OutputOmitted bool `protobuf:"varint,10,opt,name=output_omitted,json=outputOmitted,proto3" json:"output_omitted,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1580,6 +1583,13 @@ func (x *HistoryEntry) GetErrorCode() string {
 		return x.ErrorCode
 	}
 	return ""
+}
+
+func (x *HistoryEntry) GetOutputOmitted() bool {
+	if x != nil {
+		return x.OutputOmitted
+	}
+	return false
 }
 
 type HistoryResponse struct {
@@ -2380,7 +2390,7 @@ const file_rivet_v1_actor_proto_rawDesc = "" +
 	"\x06actors\x18\x01 \x03(\v2\x13.rivet.v1.ActorInfoR\x06actors\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\":\n" +
 	"\x0eHistoryRequest\x12(\n" +
-	"\x05actor\x18\x01 \x01(\v2\x12.rivet.v1.ActorRefR\x05actor\"\x8a\x02\n" +
+	"\x05actor\x18\x01 \x01(\v2\x12.rivet.v1.ActorRefR\x05actor\"\xb1\x02\n" +
 	"\fHistoryEntry\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x16\n" +
@@ -2392,7 +2402,9 @@ const file_rivet_v1_actor_proto_rawDesc = "" +
 	"updated_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12\x16\n" +
 	"\x06winner\x18\b \x01(\tR\x06winner\x12\x1d\n" +
 	"\n" +
-	"error_code\x18\t \x01(\tR\terrorCode\"\xc2\x02\n" +
+	"error_code\x18\t \x01(\tR\terrorCode\x12%\n" +
+	"\x0eoutput_omitted\x18\n" +
+	" \x01(\bR\routputOmitted\"\xc2\x02\n" +
 	"\x0fHistoryResponse\x12'\n" +
 	"\x0fworkflow_status\x18\x01 \x01(\tR\x0eworkflowStatus\x12%\n" +
 	"\x0eworkflow_error\x18\x02 \x01(\tR\rworkflowError\x120\n" +
