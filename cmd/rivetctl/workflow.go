@@ -133,6 +133,9 @@ func (a *app) printHistory(h client.History) error {
 	fmt.Fprintln(tw, "PATH\tKIND\tSTATUS\tATTEMPTS\tOUTPUT / ERROR")
 	for _, e := range h.Entries {
 		detail := string(e.Output)
+		if e.OutputOmitted {
+			detail = "(recorded; left out of a history too large to send whole)"
+		}
 		if e.Winner != "" {
 			detail = "won by " + e.Winner + ": " + orDash(detail)
 		}
