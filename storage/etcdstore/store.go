@@ -378,6 +378,9 @@ func (s *Store) PutLeased(ctx context.Context, key string, value []byte, lease s
 		return fmt.Errorf("%w: empty key", storage.ErrInvalidTxn)
 	}
 	if len(conds) == 0 {
+		if lease == 0 {
+			return noLease()
+		}
 		_, err := s.kv.Put(ctx, key, string(value), clientv3.WithLease(clientv3.LeaseID(lease)))
 		return mapErr(err)
 	}
@@ -400,15 +403,29 @@ func (s *Store) PutLeased(ctx context.Context, key string, value []byte, lease s
 			return fmt.Errorf("%w: unknown cond kind %d", storage.ErrInvalidTxn, c.Kind)
 		}
 	}
-	put := clientv3.OpPut(key, string(value), clientv3.WithLease(clientv3.LeaseID(lease)))
-	resp, err := s.kv.Txn(ctx).If(cmps...).Then(put).Commit()
+	var then []clientv3.Op
+	if lease != 0 {
+		then = append(then, clientv3.OpPut(key, string(value), clientv3.WithLease(clientv3.LeaseID(lease))))
+	}
+	resp, err := s.kv.Txn(ctx).If(cmps...).Then(then...).Commit()
 	if err != nil {
 		return mapErr(err)
 	}
 	if !resp.Succeeded {
 		return storage.ErrConditionFailed
 	}
+	if lease == 0 {
+		// The conds held: the answer is the lease's, as for a lease gone.
+		return noLease()
+	}
 	return nil
+}
+
+// noLease is the error of a write on lease 0. etcd takes lease 0 for "no
+// lease": the key would outlive the node it stands for (an owner claim, a
+// node record), where the memory twin, like a lease that is gone, refuses.
+func noLease() error {
+	return fmt.Errorf("%w: lease 0 is no lease", storage.ErrLeaseNotFound)
 }
 
 // GrantLease implements storage.Store. etcd keeps TTLs in whole seconds
@@ -589,6 +606,9 @@ func (s *Store) leaseAlive(ctx context.Context, lease storage.LeaseID) error {
 func (s *Store) Claim(ctx context.Context, node string, lease storage.LeaseID, partitions []uint32) ([]storage.Claim, error) {
 	if err := s.check(ctx); err != nil {
 		return nil, err
+	}
+	if lease == 0 {
+		return nil, noLease()
 	}
 	todo := slices.Clone(partitions)
 	slices.Sort(todo)

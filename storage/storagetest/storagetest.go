@@ -58,6 +58,7 @@ func Run(t *testing.T, h Harness) {
 		{"PutLeasedConds", false, testPutLeasedConds},
 		{"LeaseRevoke", false, testLeaseRevoke},
 		{"ClaimRelease", false, testClaimRelease},
+		{"NoLease", false, testNoLease},
 		{"StaleFence", false, testStaleFence},
 		{"Closed", false, testClosed},
 		{"KeepAliveHolds", true, testKeepAliveHolds},
@@ -641,6 +642,28 @@ func testClaimRelease(t *testing.T, s storage.Store) {
 			t.Fatalf("claim %d is partition %d, want %d", i, c.Partition, many[i])
 		}
 	}
+}
+
+// testNoLease: lease 0 is no lease. A claim or a node record on it would
+// be a key that no lease expiry ever removes: a partition owned, or a node
+// registered, for ever.
+func testNoLease(t *testing.T, s storage.Store) {
+	ctx := testCtx(t)
+	if cs, err := s.Claim(ctx, "n1", 0, []uint32{5}); !errors.Is(err, storage.ErrLeaseNotFound) || len(cs) != 0 {
+		t.Fatalf("Claim on lease 0 = %+v, %v; want ErrLeaseNotFound", cs, err)
+	}
+	wantAbsent(t, s, storage.OwnerKey(5))
+	if err := s.PutLeased(ctx, "nl/a", []byte("1"), 0); !errors.Is(err, storage.ErrLeaseNotFound) {
+		t.Fatalf("PutLeased on lease 0 = %v, want ErrLeaseNotFound", err)
+	}
+	if err := s.PutLeased(ctx, "nl/a", []byte("1"), 0, storage.Absent("nl/b")); !errors.Is(err, storage.ErrLeaseNotFound) {
+		t.Fatalf("PutLeased on lease 0 with a holding cond = %v, want ErrLeaseNotFound", err)
+	}
+	// Conds are checked first, as for a lease that is gone.
+	if err := s.PutLeased(ctx, "nl/a", []byte("1"), 0, storage.Present("nl/b")); !errors.Is(err, storage.ErrConditionFailed) {
+		t.Fatalf("PutLeased on lease 0 with a failing cond = %v, want ErrConditionFailed", err)
+	}
+	wantAbsent(t, s, "nl/a")
 }
 
 func testStaleFence(t *testing.T, s storage.Store) {
