@@ -89,6 +89,9 @@ func (s *Store) commit(ctx context.Context, txns []storage.Txn) error {
 				RequestRange: &pb.RangeRequest{Key: []byte(s.prefix + k), KeysOnly: true}}})
 		}
 		for _, c := range t.Conds {
+			if c.Key == "" {
+				return fmt.Errorf("%w: empty cond key", storage.ErrInvalidTxn)
+			}
 			switch c.Kind {
 			case storage.CondAbsent:
 				req.Compare = append(req.Compare, createRev(c.Key, pb.Compare_EQUAL, 0))
@@ -102,6 +105,12 @@ func (s *Store) commit(ctx context.Context, txns []storage.Txn) error {
 			}
 		}
 		for _, o := range t.Ops {
+			// An empty key is the prefix itself to etcd, which takes it:
+			// a key outside every List and Watch of the namespace. (A
+			// prefix delete of "" is the whole namespace, as it should.)
+			if o.Key == "" && o.Kind != storage.OpDeletePrefix {
+				return fmt.Errorf("%w: empty key", storage.ErrInvalidTxn)
+			}
 			switch o.Kind {
 			case storage.OpPut:
 				// The value is sent as it is, not copied: Commit's

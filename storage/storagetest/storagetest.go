@@ -490,6 +490,13 @@ func testInvalidTxn(t *testing.T, s storage.Store) {
 		"put twice over txns":  {puts("i/a", "1"), puts("i/a", "2")},
 		"put and delete":       {{Ops: []storage.Op{storage.Put("i/a", nil), storage.Delete("i/a")}}},
 		"put under del prefix": {puts("i/b", "1"), {Ops: []storage.Op{storage.DeletePrefix("i/")}}},
+		// An empty key would be the namespace's own key in etcd: a key
+		// no List or Watch of the namespace shows.
+		"put of empty key":    {puts("i/a", "1"), puts("", "1")},
+		"delete of empty key": {puts("i/a", "1"), {Ops: []storage.Op{storage.Delete("")}}},
+		"cond on empty key":   {{Conds: []storage.Cond{storage.Absent("")}, Ops: []storage.Op{storage.Put("i/a", nil)}}},
+		"unknown op kind":     {puts("i/a", "1"), {Ops: []storage.Op{{Kind: 99, Key: "i/c"}}}},
+		"unknown cond kind":   {{Conds: []storage.Cond{{Kind: 99, Key: "i/c"}}, Ops: []storage.Op{storage.Put("i/a", nil)}}},
 	} {
 		if err := s.Commit(ctx, txns...); !errors.Is(err, storage.ErrInvalidTxn) {
 			t.Fatalf("%s: %v, want ErrInvalidTxn", name, err)
