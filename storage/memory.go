@@ -503,6 +503,10 @@ func (m *Memory) PutIfAbsent(ctx context.Context, key string, value []byte) ([]b
 	if key == "" {
 		return nil, false, fmt.Errorf("%w: empty key", ErrInvalidTxn)
 	}
+	// etcd refuses a request over its size limit, whatever its kind.
+	if err := m.limits.Check(Txn{Ops: []Op{Put(key, value)}}); err != nil {
+		return nil, false, err
+	}
 	if err := m.lock(ctx); err != nil {
 		return nil, false, err
 	}
@@ -521,14 +525,14 @@ func (m *Memory) PutLeased(ctx context.Context, key string, value []byte, lease 
 	if key == "" {
 		return fmt.Errorf("%w: empty key", ErrInvalidTxn)
 	}
-	if len(conds) > 0 {
-		txn := Txn{Conds: conds, Ops: []Op{Put(key, value)}}
-		if err := m.limits.Check(txn); err != nil {
-			return err
-		}
-		if err := checkTxns([]Txn{txn}); err != nil {
-			return err
-		}
+	// The put is checked too, without conds: etcd refuses a request over
+	// its size limit, whatever its kind.
+	txn := Txn{Conds: conds, Ops: []Op{Put(key, value)}}
+	if err := m.limits.Check(txn); err != nil {
+		return err
+	}
+	if err := checkTxns([]Txn{txn}); err != nil {
+		return err
 	}
 	if err := m.lock(ctx); err != nil {
 		return err

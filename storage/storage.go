@@ -278,14 +278,15 @@ type Store interface {
 
 	// PutIfAbsent creates key with value if it does not exist, and returns
 	// the value that is stored after the call and whether this call created it.
+	// A put over Limits fails with ErrTooLarge.
 	PutIfAbsent(ctx context.Context, key string, value []byte) (stored []byte, created bool, err error)
 	// PutLeased sets key to value attached to lease (unfenced; for records
 	// such as a node's registration that live and die with the node), in
 	// one atomic step with checking conds: it fails with
 	// ErrConditionFailed, writing nothing, if one of them does not hold.
-	// Returns ErrLeaseNotFound if the conds hold but the lease is gone,
-	// ErrTooLarge if the conds exceed Limits, ErrInvalidTxn for an empty
-	// key or a malformed cond.
+	// Returns ErrLeaseNotFound if the conds hold but the lease is gone
+	// (lease 0 is none), ErrTooLarge if the put and conds exceed Limits,
+	// ErrInvalidTxn for an empty key or a malformed cond.
 	PutLeased(ctx context.Context, key string, value []byte, lease LeaseID, conds ...Cond) error
 
 	// GrantLease creates a lease that expires ttl after its last renewal.

@@ -340,6 +340,11 @@ func (s *Store) PutIfAbsent(ctx context.Context, key string, value []byte) ([]by
 	if key == "" {
 		return nil, false, fmt.Errorf("%w: empty key", storage.ErrInvalidTxn)
 	}
+	// Held to the Limits, as Commit is, so that both stores refuse at the
+	// same size: etcd's own bound lies above them, unknown to the twin.
+	if err := s.limits.Check(storage.Txn{Ops: []storage.Op{storage.Put(key, value)}}); err != nil {
+		return nil, false, err
+	}
 	resp, err := s.kv.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
 		Then(clientv3.OpPut(key, string(value))).
@@ -377,15 +382,16 @@ func (s *Store) PutLeased(ctx context.Context, key string, value []byte, lease s
 	if key == "" {
 		return fmt.Errorf("%w: empty key", storage.ErrInvalidTxn)
 	}
+	// Within the Limits, as Commit (see PutIfAbsent).
+	if err := s.limits.Check(storage.Txn{Conds: conds, Ops: []storage.Op{storage.Put(key, value)}}); err != nil {
+		return err
+	}
 	if len(conds) == 0 {
 		if lease == 0 {
 			return noLease()
 		}
 		_, err := s.kv.Put(ctx, key, string(value), clientv3.WithLease(clientv3.LeaseID(lease)))
 		return mapErr(err)
-	}
-	if err := s.limits.Check(storage.Txn{Conds: conds, Ops: []storage.Op{storage.Put(key, value)}}); err != nil {
-		return err
 	}
 	cmps := make([]clientv3.Cmp, len(conds))
 	for i, c := range conds {

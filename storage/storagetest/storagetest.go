@@ -475,6 +475,16 @@ func testTooLarge(t *testing.T, s storage.Store) {
 		t.Fatalf("1.6 MiB value: %v, want ErrTooLarge", err)
 	}
 	wantAbsent(t, s, "t/big")
+	// So for the single writes: etcd refuses them, and the twin must too.
+	if _, _, err := s.PutIfAbsent(ctx, "t/big", big); !errors.Is(err, storage.ErrTooLarge) {
+		t.Fatalf("PutIfAbsent of 1.6 MiB: %v, want ErrTooLarge", err)
+	}
+	lease := grant(t, s, 30*time.Second)
+	defer s.RevokeLease(ctx, lease)
+	if err := s.PutLeased(ctx, "t/big", big, lease); !errors.Is(err, storage.ErrTooLarge) {
+		t.Fatalf("PutLeased of 1.6 MiB: %v, want ErrTooLarge", err)
+	}
+	wantAbsent(t, s, "t/big")
 	// Within the limit, a large value goes through whole.
 	large := bytes.Repeat([]byte("0123456789abcdef"), (1<<20)/16)
 	commit(t, s, storage.Txn{Ops: []storage.Op{storage.Put("t/large", large)}})
