@@ -250,23 +250,28 @@ func (s *Store) ListRev(ctx context.Context, prefix string, opts storage.ListOpt
 	if opts.StartAfter != "" && opts.StartAfter+"\x00" > start {
 		start = opts.StartAfter + "\x00"
 	}
+	ops := []clientv3.OpOption{withEnd(end)}
+	if opts.Revision != 0 {
+		ops = append(ops, clientv3.WithRev(opts.Revision))
+	}
 	if end != "\x00" && start >= end {
-		// Nothing can match, but the caller still needs the revision.
-		resp, err := s.kv.Get(ctx, prefix, withEnd(end), clientv3.WithCountOnly())
+		// Nothing can match, but the caller still needs the revision, and
+		// to hear of a revision compacted or in the future, as from any
+		// read at it.
+		resp, err := s.kv.Get(ctx, prefix, append(ops, clientv3.WithCountOnly())...)
+		if errors.Is(err, rpctypes.ErrCompacted) {
+			return nil, 0, fmt.Errorf("%w: read at revision %d: %v", storage.ErrCompacted, opts.Revision, err)
+		}
 		if err != nil {
 			return nil, 0, mapErr(err)
 		}
 		return nil, resp.Header.Revision, nil
 	}
-	ops := []clientv3.OpOption{withEnd(end)}
 	if opts.Limit > 0 {
 		ops = append(ops, clientv3.WithLimit(int64(opts.Limit)))
 	}
 	if opts.KeysOnly {
 		ops = append(ops, clientv3.WithKeysOnly())
-	}
-	if opts.Revision != 0 {
-		ops = append(ops, clientv3.WithRev(opts.Revision))
 	}
 	resp, err := s.kv.Get(ctx, start, ops...)
 	if errors.Is(err, rpctypes.ErrCompacted) {

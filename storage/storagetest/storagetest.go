@@ -1145,6 +1145,11 @@ func testListAtRevision(t *testing.T, s storage.Store, compact func(context.Cont
 	if _, err := s.List(ctx, "r/", storage.ListOptions{Revision: revOf("r/c") + 1000}); err == nil {
 		t.Fatal("List at a future revision succeeded")
 	}
+	// Even where nothing can match: the revision is not the caller's to
+	// read.
+	if _, err := s.List(ctx, "r/", storage.ListOptions{Revision: revOf("r/c") + 1000, StartAfter: "s"}); err == nil {
+		t.Fatal("List at a future revision, after every key of the prefix, succeeded")
+	}
 	if compact == nil {
 		return
 	}
@@ -1153,6 +1158,9 @@ func testListAtRevision(t *testing.T, s storage.Store, compact func(context.Cont
 	}
 	if _, err := s.List(ctx, "r/", storage.ListOptions{Revision: r1}); !errors.Is(err, storage.ErrCompacted) {
 		t.Fatalf("List at a compacted revision = %v, want ErrCompacted", err)
+	}
+	if _, err := s.List(ctx, "r/", storage.ListOptions{Revision: r1, StartAfter: "s"}); !errors.Is(err, storage.ErrCompacted) {
+		t.Fatalf("List at a compacted revision, after every key of the prefix = %v, want ErrCompacted", err)
 	}
 	if got := at("r/", storage.ListOptions{Revision: r3}); !slices.Equal(got, []string{"r/a=2", "r/c=1", "r/d=1"}) {
 		t.Fatalf("List at the compaction revision %d = %v", r3, got)
