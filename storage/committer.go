@@ -416,19 +416,19 @@ func (c *Committer) Run(ctx context.Context) error {
 
 	c.mu.Lock()
 	c.stopped = true
-	var q []*request
 	for _, r := range c.queue {
 		if r.state == reqWaiting {
+			// Answered under mu, with the state (r.done is buffered): a
+			// caller leaving meanwhile that saw reqTaken and no answer
+			// would take its never-sent txn for one in flight, and put
+			// its claim in doubt.
 			r.state = reqTaken
-			q = append(q, r)
+			c.finish(r, ErrClosed)
 		}
 	}
 	c.queue = nil
 	c.nWaiting = 0
 	c.mu.Unlock()
-	for _, r := range q {
-		c.finish(r, ErrClosed)
-	}
 	return nil
 }
 

@@ -3,6 +3,7 @@ package storage
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -679,5 +680,47 @@ func TestFenceBytesIsTheOwnerKeysSize(t *testing.T) {
 		if got, want := fenceBytes(p), 2*(len(OwnerKey(p))+16); got != want {
 			t.Errorf("fenceBytes(%d) = %d, want %d", p, got, want)
 		}
+	}
+}
+
+// When Run stops, the txns still queued were never sent: their callers,
+// leaving with the same context, must not report their claims in doubt
+// (each such report costs its partition a re-fence).
+func TestCommitterStopDoesNotDoubtQueuedTxns(t *testing.T) {
+	m, fences := claimedMemory(t, 1)
+	h := &holdStore{Store: m, hold: make(chan struct{})}
+	var (
+		mu      sync.Mutex
+		doubted []Fence
+	)
+	c := NewCommitter(h, CommitterConfig{MaxInFlight: 1, StallAfter: time.Hour, OnInDoubt: func(fs []Fence) {
+		mu.Lock()
+		doubted = append(doubted, fs...)
+		mu.Unlock()
+	}})
+	ctx, cancel := context.WithCancel(context.Background())
+	runDone := make(chan error)
+	go func() { runDone <- c.Run(ctx) }()
+	// An unfenced txn holds the one slot; fenced ones queue behind it.
+	go func() { _ = c.Commit(ctx, Txn{Ops: []Op{Put("held", nil)}}) }()
+	waitUntil(t, "the first batch", func() bool { h.mu.Lock(); defer h.mu.Unlock(); return len(h.batches) == 1 })
+	const queued = 2000
+	var wg sync.WaitGroup
+	for i := range queued {
+		wg.Go(func() {
+			_ = c.Commit(ctx, Txn{Fence: fences[0], Ops: []Op{Put(fmt.Sprintf("q/%d", i), nil)}})
+		})
+	}
+	waitUntil(t, "queued", func() bool { return c.Stats().Waiting == queued })
+	cancel()
+	wg.Wait()
+	<-runDone
+	h.mu.Lock()
+	sent := len(h.batches)
+	h.mu.Unlock()
+	mu.Lock()
+	defer mu.Unlock()
+	if sent != 1 || len(doubted) > 0 {
+		t.Fatalf("%d batches sent, claims reported in doubt: %v; want 1 batch, none (nothing fenced was sent)", sent, doubted)
 	}
 }
