@@ -473,16 +473,27 @@ func (s *Store) lease(id storage.LeaseID) (<-chan struct{}, time.Duration, time.
 
 // renewedLease records a successful renewal of id, and returns its revoked
 // channel. A lease this store did not grant is tracked from then on.
-func (s *Store) renewedLease(id storage.LeaseID, ttl time.Duration, validUntil time.Time) <-chan struct{} {
+// revoked is the channel the caller had: if it is closed, this store
+// revoked the lease while the renewal was on its way back (etcd renewed it
+// just before), and renewedLease reports false, tracking nothing: the
+// entry must not come back to life with a channel nobody closes.
+func (s *Store) renewedLease(id storage.LeaseID, ttl time.Duration, validUntil time.Time, revoked <-chan struct{}) (<-chan struct{}, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if revoked != nil {
+		select {
+		case <-revoked:
+			return nil, false
+		default:
+		}
+	}
 	ls := s.leases[id]
 	if ls == nil {
 		ls = &leaseState{revoked: make(chan struct{})}
 		s.leases[id] = ls
 	}
 	ls.ttl, ls.validUntil = ttl, validUntil
-	return ls.revoked
+	return ls.revoked, true
 }
 
 // forgetLease drops what the store knows of id, and ends the KeepAlive
@@ -563,7 +574,10 @@ func (s *Store) KeepAlive(ctx context.Context, lease storage.LeaseID, renewed fu
 		case err == nil:
 			ttl = time.Duration(resp.TTL) * time.Second
 			validUntil, known = sent.Add(ttl), true
-			revoked = s.renewedLease(lease, ttl, validUntil)
+			var ok bool
+			if revoked, ok = s.renewedLease(lease, ttl, validUntil, revoked); !ok {
+				return lost("revoked")
+			}
 			if renewed != nil {
 				renewed(validUntil)
 			}

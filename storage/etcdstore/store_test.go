@@ -381,3 +381,66 @@ func TestStartEmbeddedGivesUpWhileWaitingForPeers(t *testing.T) {
 		t.Fatal("StartEmbedded did not return 29 s after its ctx ended")
 	}
 }
+
+// gatedLease holds the answer of a renewal, once armed, until released:
+// the renewal etcd answered reaches KeepAlive late.
+type gatedLease struct {
+	clientv3.Lease
+	armed   atomic.Bool
+	held    chan struct{} // closed when a renewal is held
+	release chan struct{}
+}
+
+func (g *gatedLease) KeepAliveOnce(ctx context.Context, id clientv3.LeaseID) (*clientv3.LeaseKeepAliveResponse, error) {
+	resp, err := g.Lease.KeepAliveOnce(ctx, id)
+	if g.armed.CompareAndSwap(true, false) {
+		close(g.held)
+		<-g.release
+	}
+	return resp, err
+}
+
+// A lease this store revokes ends its KeepAlive at once, even one whose
+// renewal was answered before the revocation and heard of after it: the
+// renewal does not bring the lease back to life, nor tell the caller that
+// it holds for another TTL.
+func TestKeepAliveEndsAtRevokeDuringARenewal(t *testing.T) {
+	cli := etcdtest.StartClient(t)
+	g := &gatedLease{Lease: cli.Lease, held: make(chan struct{}), release: make(chan struct{})}
+	cli.Lease = g
+	s, err := etcdstore.New(cli, "/ka/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	lease, err := s.GrantLease(ctx, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var renewals atomic.Int32
+	g.armed.Store(true)
+	done := make(chan error, 1)
+	go func() { done <- s.KeepAlive(ctx, lease, func(time.Time) { renewals.Add(1) }) }()
+	select {
+	case <-g.held:
+	case <-ctx.Done():
+		t.Fatal("no renewal")
+	}
+	if err := s.RevokeLease(ctx, lease); err != nil {
+		t.Fatal(err)
+	}
+	close(g.release)
+	select {
+	case err := <-done:
+		if !errors.Is(err, storage.ErrLeaseNotFound) {
+			t.Fatalf("KeepAlive of a revoked lease = %v, want ErrLeaseNotFound", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("KeepAlive went on after the store revoked its lease (until its next renewal, a third of the TTL away)")
+	}
+	if n := renewals.Load(); n != 0 {
+		t.Fatalf("KeepAlive reported %d renewals of a lease revoked before it heard of them", n)
+	}
+}
