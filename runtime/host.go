@@ -2062,6 +2062,8 @@ func commitError(what string, err error) error {
 		return rivet.Errorf(rivet.ErrUnavailable, "%s: the partition moved; retry", what)
 	case errors.Is(err, storage.ErrTooLarge):
 		return rivet.Errorf(rivet.ErrTooLarge, "%s: %v", what, err)
+	case errors.Is(err, storage.ErrNotSent):
+		return rivet.Errorf(rivet.ErrUnavailable, "%s: the commit waited too long to be sent, and was not: nothing was written", what)
 	case errors.Is(err, context.DeadlineExceeded):
 		return rivet.Errorf(rivet.ErrTimeout, "%s: commit timed out; its outcome is unknown", what)
 	case errors.Is(err, storage.ErrClosed), errors.Is(err, storage.ErrLeaseNotFound),

@@ -298,8 +298,12 @@ func (c *Committer) Commit(ctx context.Context, txn Txn) error {
 			// had not (an actor evicted and loaded again would read
 			// storage without it, then write on top of it).
 			c.doubt([]*request{r})
+			return ctx.Err()
 		}
-		return ctx.Err()
+		// Still queued: not even sent. Said so, or the caller would take
+		// its context's error for an outcome unknown and wait to learn
+		// one that cannot come.
+		return fmt.Errorf("%w: %w", ErrNotSent, ctx.Err())
 	}
 }
 
@@ -617,7 +621,7 @@ func OutcomeUnknown(err error) bool { return inDoubt(err) }
 // unknown: every error but those that say nothing was written.
 func inDoubt(err error) bool {
 	return err != nil && !splittable(err) && !errors.Is(err, ErrClosed) && !errors.Is(err, ErrLeaseNotFound) &&
-		!errors.Is(err, ErrRefused)
+		!errors.Is(err, ErrRefused) && !errors.Is(err, ErrNotSent)
 }
 
 // doubt records the fences of b, whose outcome is unknown, and reports

@@ -134,8 +134,9 @@ func TestCommitterAbandon(t *testing.T) {
 	go func() { left <- c.Commit(cctx, Txn{Ops: []Op{Put("left", nil)}}) }()
 	waitUntil(t, "queued", func() bool { return c.Stats().Waiting == 1 })
 	ccancel()
-	if err := <-left; err != context.Canceled {
-		t.Fatalf("abandoned Commit = %v, want context.Canceled", err)
+	// Never sent: its caller must not take it for an outcome unknown.
+	if err := <-left; !errors.Is(err, context.Canceled) || !errors.Is(err, ErrNotSent) || OutcomeUnknown(err) {
+		t.Fatalf("abandoned Commit = %v (outcome unknown: %v), want context.Canceled and ErrNotSent, not unknown", err, OutcomeUnknown(err))
 	}
 	close(h.hold)
 	if err := <-first; err != nil {

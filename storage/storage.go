@@ -36,6 +36,10 @@ var (
 	// written; trying again later may succeed. (etcd's "database space
 	// exceeded" is not one: it can come after the write applied.)
 	ErrRefused = errors.New("storage: refused by the store")
+	// ErrNotSent: a Committer's caller gave up (its context ended) while
+	// the transaction still waited in the queue: it was never sent, and
+	// nothing was written. It comes wrapped with the context's error.
+	ErrNotSent = errors.New("storage: never sent to the store")
 	// ErrCompacted: a Watch asked for changes from a revision the store no
 	// longer keeps (etcd compacted its history). Nothing can resume that
 	// watch: the watcher must read again (ListRev) and watch from the new
