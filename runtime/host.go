@@ -1912,10 +1912,8 @@ func (h *Host) deactivateIdle(a *activation, idle time.Duration) bool {
 	// turns. It is left as it is: a renewal that was only late lets a
 	// later pass put it to sleep, and a lost lease has the watchdog evict
 	// it (without hooks).
-	if tok, ok := h.own.Token(a.part); !ok || tok != a.fence.Token {
-		if rt, releasing := h.own.Releasing(a.part); !releasing || rt != a.fence.Token {
-			return false
-		}
+	if !a.claimHeld() {
+		return false
 	}
 	// Only a turn starts a task, and this one holds the gate: none can
 	// start between the look above and this.

@@ -474,11 +474,9 @@ func (w *wfHost) turnWith(ctx context.Context, kind TurnKind, chain string, even
 	// commit would be fenced, but its body must not run twice at once.
 	// During a handoff the claim holds until the release: the step runs
 	// (the handoff waits for it, then stops the workflow).
-	if tok, ok := a.h.own.Token(a.part); !ok || tok != a.fence.Token {
-		if rt, releasing := a.h.own.Releasing(a.part); !releasing || rt != a.fence.Token {
-			a.gate.release(chain)
-			return fmt.Errorf("%w: partition %d is not served by node %s now", workflow.ErrEvicted, a.part, a.h.cfg.NodeID)
-		}
+	if !a.claimHeld() {
+		a.gate.release(chain)
+		return a.notServedErr()
 	}
 	if a.destroyPending() {
 		// Its destroy runs next: no more of its workflow.
@@ -534,6 +532,38 @@ func (w *wfHost) turnWith(ctx context.Context, kind TurnKind, chain string, even
 		return nil
 	}
 	return w.wait(v)
+}
+
+// MayRunBody implements workflow.BodyGuard: a Do step's body, which takes
+// no turn, must not run where a step's turn would be refused (turnWith),
+// or it could run at once with the same step on the partition's next
+// owner.
+func (w *wfHost) MayRunBody() error {
+	a := w.a
+	if a.stopped.Load() {
+		return fmt.Errorf("%w: actor deactivated", workflow.ErrEvicted)
+	}
+	if !a.claimHeld() {
+		return a.notServedErr()
+	}
+	return nil
+}
+
+var _ workflow.BodyGuard = (*wfHost)(nil)
+
+// claimHeld reports whether the claim the activation was loaded under is
+// served, or held by a handoff until its release: past the lease's local
+// deadline it is neither, though the watchdog may not have dropped it yet.
+func (a *activation) claimHeld() bool {
+	if tok, ok := a.h.own.Token(a.part); ok && tok == a.fence.Token {
+		return true
+	}
+	rt, releasing := a.h.own.Releasing(a.part)
+	return releasing && rt == a.fence.Token
+}
+
+func (a *activation) notServedErr() error {
+	return fmt.Errorf("%w: partition %d is not served by node %s now", workflow.ErrEvicted, a.part, a.h.cfg.NodeID)
 }
 
 // wait waits for a commit; a failed commit evicts the run (the next

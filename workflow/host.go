@@ -164,6 +164,17 @@ type Host interface {
 	Waiting(w Wake)
 }
 
+// BodyGuard is an optional interface of a Host. A Do step's body runs
+// outside the actor's turn, so nothing in RunStep can stop it where the
+// host may no longer run the actor (its node stopped serving the actor's
+// partition, and the next owner may be replaying this very step): the
+// driver asks MayRunBody just before each such body, and an error (wrap
+// ErrEvicted to stop the run without failing the workflow) stops the run
+// as a failed host call does. A Host without it runs every body.
+type BodyGuard interface {
+	MayRunBody() error
+}
+
 // RunStatus is how a run ended.
 type RunStatus string
 

@@ -180,7 +180,14 @@ func (x *cx) attempt(path string, seq, n int, sp stepSpec) (*Entry, error) {
 	}
 	if sp.stateless {
 		// No turn: other steps (of other join or race branches, or
-		// actions) run meanwhile. Only the record is committed.
+		// actions) run meanwhile. Only the record is committed. No turn
+		// either to check that the host may still run the actor, as
+		// RunStep does: the guard does.
+		if g, ok := r.host.(BodyGuard); ok {
+			if err := g.MayRunBody(); err != nil {
+				return nil, t.hostErr(err)
+			}
+		}
 		writes := fn(StepEnv{Client: r.host.Client()})
 		if res.abandoned {
 			return nil, t.stopped(true)
