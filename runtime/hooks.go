@@ -401,7 +401,12 @@ func (h *Host) sleepAll(ctx context.Context) {
 				return
 			}
 			a.endTasksWithin(ctx, deadline)
-			h.sleep(ctx, a, chain)
+			// Past the lease's local deadline (a stall before the
+			// watchdog ran) the partition's next owner may run the
+			// actor's OnWake and turns: no OnSleep here then.
+			if a.claimHeld() {
+				h.sleep(ctx, a, chain)
+			}
 			a.stopped.Store(true)
 			a.closeVars()
 		}()

@@ -2251,7 +2251,11 @@ func (h *Host) handoffActor(ctx context.Context, a *activation, hooks bool) {
 	defer a.gate.release(chain)
 	endTasks()
 	a.stopWorkflow()
-	if hooks && !a.stopped.Load() {
+	// The gate, or the tasks, may have kept it past the lease's local
+	// deadline (a stall before the watchdog ran): the partition's next
+	// owner may have woken the actor, and OnSleep would run at once with
+	// its turns. It leaves memory without it, as on a lost claim.
+	if hooks && !a.stopped.Load() && a.claimHeld() {
 		h.sleep(ctx, a, chain)
 	}
 	// Stopped before the waiters hear of it: a sender waiting for its

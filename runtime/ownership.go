@@ -313,7 +313,11 @@ func (o *Ownership) Releasing(p uint32) (int64, bool) {
 	o.mu.RLock()
 	defer o.mu.RUnlock()
 	c, ok := o.releasing[p]
-	return c.Token, ok
+	// As for Token: past the lease's local deadline the claim may be gone
+	// from storage, and the partition served elsewhere, before the
+	// release (or the watchdog) runs. What it lets run (a handoff's
+	// OnSleep, turns re-entering it) must not.
+	return c.Token, ok && time.Now().Before(o.validUntil)
 }
 
 // BeginRelease stops serving partition p (Token reports it not owned, so

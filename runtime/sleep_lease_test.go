@@ -72,3 +72,55 @@ func TestAnIdleActorPastTheLeaseDeadlineIsNotPutToSleep(t *testing.T) {
 		waitFor(t, "the actor to leave memory", 20*time.Second, func() bool { return e.host.Stats().ActiveActors == 0 })
 	}
 }
+
+// drowsyProbe counts the OnSleep runs of drowsy.
+var drowsyProbe atomic.Int64
+
+// drowsy is an actor with an OnSleep that the reaper never runs in a test.
+var drowsy = rivet.Actor[napperState]{
+	Name:    "drowsy",
+	Options: rivet.Options{IdleTimeout: time.Hour},
+	OnSleep: func(c *rivet.ActionCtx[napperState]) error {
+		drowsyProbe.Add(1)
+		return nil
+	},
+	Actions: napper.Actions,
+}
+
+// Past the lease's local deadline (a stall: the watchdog has not run yet,
+// and another node may serve the partition by now, its OnWake run) a
+// handoff or a stop does not put the partition's actors to sleep in an
+// orderly way either: their OnSleep would run at once with the next
+// owner's turns. They leave memory without it.
+func TestAHandoffOrStopPastTheLeaseDeadlineRunsNoOnSleep(t *testing.T) {
+	for _, how := range []string{"handoff", "stop"} {
+		t.Run(how, func(t *testing.T) {
+			e := newEnv(t, counterReg(t, drowsy), nil)
+			ref := runtime.Ref{Name: "drowsy", Key: []string{"d"}}
+			p, err := e.host.PartitionOf(ref)
+			if err != nil {
+				t.Fatal(err)
+			}
+			drowsyProbe.Store(0)
+			if _, err := e.host.Call(ctx(t), runtime.CallRequest{Ref: ref, Action: "set", Args: []byte(`[1]`), CreateIfMissing: true}); err != nil {
+				t.Fatal(err)
+			}
+			e.store.muteRenewals.Store(true)
+			t.Cleanup(func() { e.store.muteRenewals.Store(false) })
+			e.own.ExpireLocally()
+			if how == "handoff" {
+				if err := e.host.Handoff(ctx(t), p); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				e.stop()
+			}
+			if n := drowsyProbe.Load(); n > 0 {
+				t.Fatalf("OnSleep ran %d time(s) past the lease's local deadline", n)
+			}
+			if how == "handoff" && e.host.Stats().ActiveActors != 0 {
+				t.Fatalf("%d actor(s) still in memory after the handoff", e.host.Stats().ActiveActors)
+			}
+		})
+	}
+}
