@@ -66,6 +66,14 @@ var waker = rivet.Actor[alarmState]{
 		"quit": rivet.Action0(func(c *rivet.ActionCtx[alarmState]) (int, error) {
 			return 0, c.Destroy()
 		}),
+		// quitAfterAdd schedules an add due a second before it asks to
+		// be destroyed: its stored call sorts before the destroy.
+		"quitAfterAdd": rivet.Action0(func(c *rivet.ActionCtx[alarmState]) (int, error) {
+			if _, err := c.Schedule().At(time.Now().Add(-time.Second), "add", 1); err != nil {
+				return 0, err
+			}
+			return 0, c.Destroy()
+		}),
 	},
 	OnWake: func(c *rivet.ActionCtx[alarmState]) error {
 		if wakerFails.Load() {
@@ -81,6 +89,23 @@ func TestAStoredDestroyRunsWhenTheActorsWakeFails(t *testing.T) {
 	callInt(t, e.host, "waker", "w", "add", true, 1)
 	e.host.SetWakeClock(func() time.Time { return time.Now().Add(-time.Hour) }) // not before the restart
 	callInt(t, e.host, "waker", "w", "quit", false)
+	wakerFails.Store(true)
+	defer wakerFails.Store(false)
+	e.restart()
+	waitFor(t, "the stored destroy", 20*time.Second, func() bool {
+		_, err := e.host.Get(ctx(t), ref)
+		return errors.Is(err, rivet.ErrNotFound)
+	})
+}
+
+// So it does with an overdue call stored before it: the destroy comes
+// first (no call runs after the request), not a load that fails.
+func TestAStoredDestroyAfterAnOverdueCallRunsWhenTheActorsWakeFails(t *testing.T) {
+	e := newEnv(t, counterReg(t, waker), nil)
+	ref := runtime.Ref{Name: "waker", Key: []string{"o"}}
+	callInt(t, e.host, "waker", "o", "add", true, 1)
+	e.host.SetWakeClock(func() time.Time { return time.Now().Add(-time.Hour) }) // not before the restart
+	callInt(t, e.host, "waker", "o", "quitAfterAdd", false)
 	wakerFails.Store(true)
 	defer wakerFails.Store(false)
 	e.restart()

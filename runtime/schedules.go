@@ -493,22 +493,46 @@ func (s *turnSchedule) destroy() error {
 // from one key (destroyDue).
 func destroyID(at int64) string { return fmt.Sprintf("%013d-%s", at, destroyAction) }
 
-// destroyDue says whether the earliest stored call of ref, not in memory,
-// is a destroy that is due: one key read, keys only.
+// destroyDue says whether a stored call of ref, not in memory, is a
+// destroy that is due: keys only, in time order, up to the first not due.
+// Not only the earliest: a call overdue when the actor asked to be
+// destroyed sorts before the destroy, and it never runs (fireOne), so
+// the destroy must not wait for a load whose hooks may fail.
 func (h *Host) destroyDue(ctx context.Context, ref Ref) bool {
 	enc, part, _, err := h.locate(ref)
 	if err != nil {
 		return false
 	}
 	prefix := storage.ScheduleActorPrefix(part, ref.Name, enc)
-	kvs, err := h.store.List(ctx, prefix, storage.ListOptions{KeysOnly: true, Limit: 1})
-	if err != nil || len(kvs) == 0 {
-		return false
+	now := h.timers.now().UnixMilli()
+	opts := storage.ListOptions{KeysOnly: true, Limit: destroyDuePage}
+	for {
+		kvs, err := h.store.List(ctx, prefix, opts)
+		if err != nil {
+			return false
+		}
+		for _, kv := range kvs {
+			id := kv.Key[len(prefix):]
+			at, ok := schedIDTime(id)
+			switch {
+			case !ok:
+				continue
+			case at > now:
+				return false
+			case strings.HasSuffix(id, "-"+destroyAction):
+				return true
+			}
+		}
+		if len(kvs) < opts.Limit {
+			return false
+		}
+		opts.StartAfter = kvs[len(kvs)-1].Key
 	}
-	id := kvs[0].Key[len(prefix):]
-	at, ok := schedIDTime(id)
-	return ok && strings.HasSuffix(id, "-"+destroyAction) && at <= h.timers.now().UnixMilli()
 }
+
+// destroyDuePage is how many keys destroyDue reads at a time: the destroy
+// is the first of them unless calls were overdue at the request.
+const destroyDuePage = 16
 
 // everyID is the id of the recurring call name: the same across its runs.
 // It cannot be a one-off call's id, which starts with a digit.
