@@ -67,9 +67,10 @@ type Actor[S any] struct {
 	// state as stored and may change it, schedule calls and broadcast, all
 	// committed as an action's are. Because its changes commit together,
 	// a one-time setup with effects is made exactly once by checking and
-	// setting a field of the state in it. An error (or a panic) fails the
+	// setting a field of the state in it. An error (or a panic, or a
+	// change that leaves the state over the node's limit) fails the
 	// activation: the request that woke the actor gets ErrInternal (with
-	// the message of a rivet error), and the next request, or the wakeup
+	// the message of a rivet error, or of the limit), and the next request, or the wakeup
 	// of a sleeping workflow or a scheduled call, tries again. A create is
 	// all or nothing: one whose CreateVars or OnWake fails creates no
 	// actor (what CreateVars wrote goes too, and its workflow never

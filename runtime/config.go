@@ -31,7 +31,9 @@ type Config struct {
 	// 0: the default, 100,000; negative: no bound.
 	MaxActiveActors int
 	// MaxStateBytes bounds an actor's state as JSON. A change that would
-	// exceed it fails with rivet.ErrTooLarge and is discarded. Default 1 MiB.
+	// exceed it fails with rivet.ErrTooLarge and is discarded (a hook's,
+	// CreateVars' or OnWake's, fails the hook: rivet.ErrInternal, as for
+	// any hook failure). Default 1 MiB.
 	MaxStateBytes int
 	// MaxResultBytes bounds an action's JSON result. Default 4 MiB.
 	MaxResultBytes int

@@ -74,6 +74,12 @@ func (h *Host) hookTurn(ctx context.Context, a *activation, chain, name string, 
 	}
 	w, err := a.saveState()
 	if err != nil {
+		if errors.Is(err, rivet.ErrTooLarge) {
+			// The hook's change was refused (discarded): the hook failed,
+			// as if it had returned the error. RESOURCE_EXHAUSTED would
+			// tell the caller that its own request was too large.
+			return h.hookError(a, name, err)
+		}
 		return err
 	}
 	kept, wrote = true, w
