@@ -247,7 +247,7 @@ func newCollector(n *Node) *collector {
 
 		subscribers: d("rivet_event_subscribers", "Event subscriptions this node holds (of the actors it owns)."),
 		delivered:   d("rivet_events_delivered_total", "Events this node handed to subscribers (an event heard by two counts twice)."),
-		dropped:     d("rivet_event_subscribers_dropped_total", "Event subscriptions this node ended because their subscriber fell more than 1024 events or 8 MiB behind."),
+		dropped:     d("rivet_event_subscribers_dropped_total", "Event subscriptions this node ended because more than 1024 events or 8 MiB waited for their subscriber besides the batch being sent to it."),
 	}
 }
 

@@ -22,11 +22,14 @@ import (
 
 // Limits of the node's subscriptions.
 const (
-	// SubscriberBuffer and SubscriberBytes are how far a subscriber may
-	// be behind, in events and in bytes of their data, before its
+	// SubscriberBuffer and SubscriberBytes bound the events waiting for a
+	// subscriber, in events and in bytes of their data, before its
 	// subscription ends (ErrQueueFull, "event"/"overflow"): a slow
 	// subscriber must not hold up the actor, or the others, or hold the
-	// node's memory. A subscriber that keeps up holds nothing.
+	// node's memory. A subscriber that keeps up holds nothing. What its
+	// sender has taken (Take) and not yet sent does not count: a server
+	// sending a batch to a subscriber that does not read holds up to as
+	// much again, so it may be up to twice the bound behind.
 	SubscriberBuffer = 1024
 	SubscriberBytes  = 8 << 20
 	// MaxSubscribersPerActor and MaxSubscribers bound the subscriptions
@@ -84,8 +87,8 @@ func (s *Subscription) Done() <-chan struct{} { return s.done }
 
 // Err says why the subscription ended, once Done is closed: nil after
 // Close; rivet.ErrUnavailable when the actor's partition left this node or
-// the node stopped (subscribe again); rivet.ErrQueueFull when the
-// subscriber fell SubscriberBuffer events (or SubscriberBytes) behind;
+// the node stopped (subscribe again); rivet.ErrQueueFull when more than
+// SubscriberBuffer events (or SubscriberBytes) waited to be taken;
 // rivet.ErrNotFound when the actor was destroyed.
 func (s *Subscription) Err() error {
 	<-s.done

@@ -436,6 +436,51 @@ func TestASubscriberThatFallsBehindIsDropped(t *testing.T) {
 	}
 }
 
+// The bound counts what waits on the node, not what its sender took: a
+// server's sender takes every event waiting (its batch) and then blocks
+// while the subscriber does not read, and the subscriber is dropped only
+// once the bound is over again besides that batch. So a subscriber may be
+// up to twice the bound behind (here in bytes) before it is dropped, as
+// the docs say.
+func TestASubscriberIsDroppedPastTheBoundBesidesTheBatchBeingSent(t *testing.T) {
+	e := newEnv(t, counterReg(t, roomActor), nil)
+	h := e.host
+	callInt(t, h, "room", "a", "post", true, "x")
+	slow := subscribe(t, h, roomRef("a"), "message")
+	const size = 1<<20 - 100 // with its name and quotes, 8 fit in SubscriberBytes
+	fill := func() {
+		t.Helper()
+		for range runtime.SubscriberBytes >> 20 {
+			callInt(t, h, "room", "a", "big", false, size)
+		}
+	}
+	alive := func() bool {
+		select {
+		case <-slow.Done():
+			return false
+		default:
+			return true
+		}
+	}
+	fill()
+	if !alive() {
+		t.Fatalf("dropped at the bound: %v", slow.Err())
+	}
+	// The sender takes its batch, and blocks sending it.
+	if n := len(slow.Take(nil)); n != runtime.SubscriberBytes>>20 {
+		t.Fatalf("took %d events, want %d", n, runtime.SubscriberBytes>>20)
+	}
+	fill()
+	if !alive() {
+		t.Fatalf("dropped at the bound besides the batch: %v", slow.Err())
+	}
+	callInt(t, h, "room", "a", "big", false, size)
+	var e2 *rivet.Error
+	if err := waitErr(t, slow); !errors.As(err, &e2) || e2.Code != "overflow" {
+		t.Fatalf("past the bound besides the batch: %v, want event.overflow", err)
+	}
+}
+
 func TestWhetherAnyoneListensChangesNoOutcome(t *testing.T) {
 	e := newEnv(t, counterReg(t, roomActor), func(c *runtime.Config) { c.MaxResultBytes = 1000 })
 	h := e.host

@@ -65,6 +65,10 @@ func (s *Server) Subscribe(req *rivetv1.SubscribeRequest, stream rivetv1.ActorSe
 	if err := stream.Send(&rivetv1.SubscribeResponse{Kind: &rivetv1.SubscribeResponse_Subscribed{Subscribed: &rivetv1.Subscribed{NodeId: sub.NodeID()}}}); err != nil {
 		return err
 	}
+	// The batch is what waits on the node, up to the subscription's bound
+	// (runtime.SubscriberBuffer, SubscriberBytes); while Send blocks on a
+	// subscriber that does not read, as much again may wait before the
+	// subscription overflows: the docs give the bound as twice that.
 	var batch []rivet.Event
 	send := func() error {
 		batch = sub.Take(batch[:0])

@@ -90,8 +90,9 @@ type ActorServiceClient interface {
 	// that broadcast it are durable. Events are ephemeral (never stored). The
 	// actor must exist. The stream ends with UNAVAILABLE when the actor's
 	// partition moves or its node stops, and RESOURCE_EXHAUSTED when the
-	// subscriber falls more than 1024 events (or 8 MiB) behind: subscribe
-	// again, knowing that events in between were missed. It ends with
+	// subscriber falls more than 1024 events (or 8 MiB) behind besides
+	// the batch being sent to it (so up to twice that): subscribe again,
+	// knowing that events in between were missed. It ends with
 	// NOT_FOUND when the actor is destroyed.
 	Subscribe(ctx context.Context, in *SubscribeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SubscribeResponse], error)
 }
@@ -294,8 +295,9 @@ type ActorServiceServer interface {
 	// that broadcast it are durable. Events are ephemeral (never stored). The
 	// actor must exist. The stream ends with UNAVAILABLE when the actor's
 	// partition moves or its node stops, and RESOURCE_EXHAUSTED when the
-	// subscriber falls more than 1024 events (or 8 MiB) behind: subscribe
-	// again, knowing that events in between were missed. It ends with
+	// subscriber falls more than 1024 events (or 8 MiB) behind besides
+	// the batch being sent to it (so up to twice that): subscribe again,
+	// knowing that events in between were missed. It ends with
 	// NOT_FOUND when the actor is destroyed.
 	Subscribe(*SubscribeRequest, grpc.ServerStreamingServer[SubscribeResponse]) error
 	mustEmbedUnimplementedActorServiceServer()
