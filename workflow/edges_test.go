@@ -72,6 +72,14 @@ func TestTheTestHostDropsAnAbandonedAttemptsState(t *testing.T) {
 			{Name: "slow", Run: func(c *workflow.Ctx[rst]) (int, error) {
 				return workflow.Step(c, "s", func(s *workflow.StepCtx[rst]) (int, error) {
 					s.State.N += 100
+					// Hang once the fast branch sleeps too (two timers: its
+					// sleep and this step's timeout): seeing the body hang
+					// before, the driver would move the clock to the
+					// timeout, and the timed-out attempt's state would
+					// roll forward.
+					if err := h.Clock.WaitTimers(s.Context(), 2); err != nil {
+						return 0, err
+					}
 					h.Hang(s.Context()) // until it loses
 					return 0, s.Context().Err()
 				})
