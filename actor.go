@@ -37,7 +37,9 @@ type Actor[S any] struct {
 	// Queues are the actor's typed queues, by name. Only the Run workflow
 	// takes their messages: an actor without Run declares none.
 	Queues Queues
-	// Actions are what callers can run, by name.
+	// Actions are what callers can run, by name. An action's rivet error
+	// reaches remote callers with its message cut to about 1 KiB and its
+	// metadata left out if it does not fit beside it (see UserError).
 	Actions Actions[S]
 	// Events are what the actor may broadcast to subscribed clients
 	// (ActionCtx.Broadcast), by name.

@@ -118,7 +118,9 @@ func Kinds() []error {
 }
 
 // Error is an error with a kind (one of the sentinels), a stable group and
-// code, and a message for people. Metadata is optional JSON.
+// code, and a message for people. Metadata is optional JSON. Over the wire
+// the message is cut to about 1 KiB and metadata that does not fit left
+// out (see UserError).
 type Error struct {
 	Kind     error
 	Group    string
@@ -143,8 +145,15 @@ func Errorf(kind error, format string, args ...any) *Error {
 }
 
 // UserError returns an error for an actor to return on purpose: it reaches
-// the caller with its code, message and metadata intact (errors.As to
-// *Error), where any other error from an action is masked as ErrInternal.
+// the caller with its code, message and metadata (errors.As to *Error),
+// where any other error from an action is masked as ErrInternal.
+//
+// An error goes over gRPC in HTTP/2 trailers, which clients bound (8 KiB
+// for grpc-java), so a node sends each within about 4 KiB: a message over
+// about 1 KiB (percent-encoded, so a third of that for non-ASCII text)
+// reaches remote callers cut on a character, ending "... (cut: N bytes in
+// all)", and metadata that does not fit beside it is left out, which the
+// message says. Keep messages short, and put no bulk in metadata.
 func UserError(code, message string, metadata any) *Error {
 	var md json.RawMessage
 	if metadata != nil {

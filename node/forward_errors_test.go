@@ -2,10 +2,13 @@ package node_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -41,8 +44,8 @@ var errer = rivet.Actor[errorsState]{
 	},
 }
 
-// An actor's error larger than the peer stream's bound, forwarded, reaches
-// its caller cut to fit, its kind and code intact, and fails no other call
+// An actor's error larger than the peer stream's bound reaches its caller
+// cut to fit (directly or forwarded), its kind and code intact, and fails no other call
 // forwarded on the same stream (it broke the stream, and all of them).
 func TestALargeActorErrorForwardedFailsNoOtherCall(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -66,9 +69,11 @@ func TestALargeActorErrorForwardedFailsNoOtherCall(t *testing.T) {
 	fail := &rivetv1.CallRequest{Actor: &rivetv1.ActorRef{Name: "errer", Key: []string{errKey}}, Action: "fail", Args: []byte("[3145728]"), CreateIfMissing: true}
 	asError := func(err error) *rivet.Error { return rpcerr.FromStatus(status.Convert(err)) }
 
+	// On its owner too it comes cut (rpcerr.Bound), to fit a client's
+	// header list.
 	_, direct := onA.Call(ctx, fail)
-	if e := asError(direct); !errors.Is(e, rivet.ErrUser) || len(e.Message) != 3<<20 {
-		t.Fatalf("called on its owner: %.200v", direct)
+	if e := asError(direct); !errors.Is(e, rivet.ErrUser) || e.Code != "too_long" || !strings.HasPrefix(e.Message, "eee") || !strings.Contains(e.Message, "(cut: 3145728 bytes in all)") || len(e.Message) > rpcerr.MaxMessageBytes {
+		t.Fatalf("called on its owner: %.300v; want the actor's error, cut", direct)
 	}
 	other := make(chan error, 1)
 	go func() {
@@ -84,5 +89,88 @@ func TestALargeActorErrorForwardedFailsNoOtherCall(t *testing.T) {
 	}
 	if err := <-other; status.Code(err) != codes.DeadlineExceeded {
 		t.Errorf("a call forwarded on the same stream ended with %v, want its own DEADLINE_EXCEEDED", err)
+	}
+}
+
+// longErr's fail returns an error of its own with a message of about N
+// bytes (Char repeated) and metadata of a JSON string of Meta bytes.
+var longErr = rivet.Actor[errorsState]{
+	Name: "longerr",
+	Actions: rivet.Actions[errorsState]{
+		"fail": rivet.QueryArg(func(c *rivet.ActionCtx[errorsState], a longErrArgs) (int, error) {
+			return 0, rivet.UserError("long", strings.Repeat(a.Char, a.N/len(a.Char)), strings.Repeat("m", a.Meta))
+		}),
+	},
+}
+
+type longErrArgs struct {
+	N    int    `json:"n"`
+	Char string `json:"char"`
+	Meta int    `json:"meta"`
+}
+
+// An actor's error with a long message and large metadata reaches a client
+// whose header list is bounded to 8 KiB (grpc-java's default) whole but
+// for the cut: its code, its ActorError (group, code) and the start of its
+// message, called on the owner or through another node, ASCII or not.
+// Before the bound, such a client got only INTERNAL "stream terminated by
+// RST_STREAM".
+func TestALongActorErrorFitsAnEightKiBHeaderList(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	reg, err := rivet.Setup(longErr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	na, nb := twoNodesWith(t, ctx, reg, "/longerr/")
+	key := keysOn(na, "longerr", "l", 1)[0]
+	dial := func(addr string) rivetv1.ActorServiceClient {
+		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithMaxHeaderListSize(8192))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		return rivetv1.NewActorServiceClient(conn)
+	}
+	onA, onB := dial(na.GRPCAddr()), dial(nb.GRPCAddr())
+	for _, c := range []struct {
+		name      string
+		char      string
+		meta      int
+		keepsMeta bool
+		via       rivetv1.ActorServiceClient
+		viaName   string
+	}{
+		{"ascii, large metadata", "e", 100_000, false, onA, "owner"},
+		{"ascii, large metadata", "e", 100_000, false, onB, "forwarder"},
+		{"non-ascii, large metadata", "é", 100_000, false, onA, "owner"},
+		{"non-ascii, large metadata", "é", 100_000, false, onB, "forwarder"},
+		{"ascii, small metadata", "e", 500, true, onA, "owner"},
+		{"non-ascii, small metadata", "日", 500, true, onB, "forwarder"},
+	} {
+		t.Run(c.name+" via "+c.viaName, func(t *testing.T) {
+			args, _ := json.Marshal([]longErrArgs{{N: 100_000, Char: c.char, Meta: c.meta}})
+			_, err := c.via.Call(ctx, &rivetv1.CallRequest{Actor: &rivetv1.ActorRef{Name: "longerr", Key: []string{key}}, Action: "fail", Args: args, CreateIfMissing: true})
+			st := status.Convert(err)
+			if st.Code() != codes.Unknown || !rpcerr.HasActorError(st) {
+				t.Fatalf("got %v %.300q (details %d); want UNKNOWN with an ActorError", st.Code(), st.Message(), len(st.Details()))
+			}
+			e := rpcerr.FromStatus(st)
+			if !errors.Is(e, rivet.ErrUser) || e.Group != "user" || e.Code != "long" {
+				t.Errorf("got %s.%s (%v); want user.long", e.Group, e.Code, e.Kind)
+			}
+			if !strings.HasPrefix(e.Message, c.char+c.char) || !strings.Contains(e.Message, "... (cut: ") || !utf8.ValidString(e.Message) {
+				t.Errorf("message %.300q; want the actor's, cut", e.Message)
+			}
+			if c.keepsMeta != (len(e.Metadata) == c.meta+2) {
+				t.Errorf("metadata of %d bytes; kept: %v, want %v", len(e.Metadata), len(e.Metadata) > 0, c.keepsMeta)
+			}
+			if !c.keepsMeta && !strings.Contains(e.Message, fmt.Sprintf("(metadata of %d bytes left out)", c.meta+2)) {
+				t.Errorf("message %.300q; want it to say the metadata was left out", e.Message)
+			}
+			if n := rpcerr.TrailerSize(st); n > rpcerr.MaxTrailerBytes {
+				t.Errorf("the status takes %d bytes of trailers, over %d", n, rpcerr.MaxTrailerBytes)
+			}
+		})
 	}
 }

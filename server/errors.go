@@ -38,3 +38,30 @@ func (s *Server) toStatus(ctx context.Context, err error) error {
 	}
 	return &wireError{st: st, masked: masked}
 }
+
+// boundErrors and boundStreamErrors bound the status of every error a call
+// ends with (rpcerr.Bound), whichever part of the node made it: handlers
+// build theirs with rpcerr.ToStatus, which bounds it already, but a status
+// passed on from another node, or gRPC's own for an error that is no
+// status, may be any size, and one over a client's header-list bound
+// reaches it as a bare RST_STREAM. ServerOptions installs them first, so
+// that they see what the client would.
+func boundErrors(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	resp, err := handler(ctx, req)
+	return resp, boundError(err)
+}
+
+func boundStreamErrors(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	return boundError(handler(srv, ss))
+}
+
+func boundError(err error) error {
+	if err == nil {
+		return nil
+	}
+	st := status.Convert(err)
+	if b := rpcerr.Bound(st); b != st {
+		return b.Err()
+	}
+	return err
+}

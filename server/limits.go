@@ -75,10 +75,17 @@ func (l Limits) largest() int {
 // RESOURCE_EXHAUSTED naming the field, its size and the limit; beyond it,
 // gRPC's own RESOURCE_EXHAUSTED still protects the node's memory.
 //
-// They also set static HTTP/2 flow-control windows (see streamWindow).
+// They also set static HTTP/2 flow-control windows (see streamWindow), and
+// bound the status of every error a call ends with to fit a client's
+// header list (rpcerr.Bound: a message cut to about 1 KiB, large metadata
+// left out), as the first interceptors of the chain: a status travels in
+// HTTP/2 trailers, and one over a client's bound (8 KiB for grpc-java)
+// reaches it as a bare RST_STREAM, its code and detail lost.
 func ServerOptions(limits Limits) []grpc.ServerOption {
 	l := limits.withDefaults()
 	return []grpc.ServerOption{
+		grpc.ChainUnaryInterceptor(boundErrors),
+		grpc.ChainStreamInterceptor(boundStreamErrors),
 		grpc.MaxRecvMsgSize(l.recvBound()),
 		grpc.MaxSendMsgSize(l.sendBound()),
 		grpc.InitialWindowSize(streamWindow),

@@ -19,7 +19,6 @@ import (
 
 	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
 	"github.com/rivet-go/rivet/internal/rpcerr"
-	"github.com/rivet-go/rivet/internal/textcut"
 )
 
 // PeerServer serves PeerService: it runs the requests other nodes forward
@@ -360,15 +359,12 @@ func (p *PeerServer) serve(ctx context.Context, req *rivetv1.ForwardRequest, dec
 	}
 	resp, err := h(p.srv, ctx, dec, nil)
 	if err != nil {
-		st := status.Convert(err)
-		out.Status = statusBytes(st)
-		if p.maxResponse > 0 && len(out.Status) > p.maxResponse {
-			// An error as large as the stream's bound (an actor's own,
-			// with megabytes of message) would break the stream, and
-			// every call on it: it goes cut to fit, its kind and code
-			// intact.
-			out.Status = statusBytes(cutStatus(st, p.maxResponse/4))
-		}
+		// Bounded as the status a client gets (rpcerr.Bound): an
+		// actor's error with megabytes of message goes cut, its kind
+		// and code intact, and so stays far within the stream's bound
+		// too (over it, it would break the stream, and every call on
+		// it).
+		out.Status = statusBytes(rpcerr.Bound(status.Convert(err)))
 		return
 	}
 	b, err := proto.MarshalOptions{}.MarshalAppend(out.Response, resp.(proto.Message))
@@ -384,32 +380,6 @@ func (p *PeerServer) serve(ctx context.Context, req *rivetv1.ForwardRequest, dec
 		return
 	}
 	out.Response = b
-}
-
-// cutStatus is st with its message cut to about n bytes, and its
-// ActorError's metadata dropped if larger than that; the code, group and
-// reason stay.
-func cutStatus(st *status.Status, n int) *status.Status {
-	cut := func(msg string) string {
-		if len(msg) <= n {
-			return msg
-		}
-		return textcut.Prefix(msg, n) + fmt.Sprintf("... (cut: %d bytes in all)", len(msg))
-	}
-	if !rpcerr.HasActorError(st) {
-		// Its other details (rpcerr.ToStatus's mark of an outcome
-		// unknown) are small, and stay.
-		p := st.Proto()
-		p.Message = cut(p.Message)
-		return status.FromProto(p)
-	}
-	e := rpcerr.FromStatus(st)
-	e.Message = cut(e.Message)
-	if len(e.Metadata) > n {
-		e.Metadata = nil
-	}
-	out, _ := rpcerr.ToStatus(e)
-	return out
 }
 
 func statusBytes(st *status.Status) []byte {

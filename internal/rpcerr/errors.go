@@ -98,7 +98,15 @@ const OutcomeUnknownReason = "OUTCOME_UNKNOWN"
 // an unexpected failure whose text may leak internals, so its message is
 // replaced with "internal error" and masked is true: the caller must log err
 // itself, since the client will never see it.
+//
+// The status is bounded to fit a client's header list (Bound): a long
+// message reaches the client cut, and large metadata left out.
 func ToStatus(err error) (st *status.Status, masked bool) {
+	st, masked = toStatus(err)
+	return Bound(st), masked
+}
+
+func toStatus(err error) (st *status.Status, masked bool) {
 	e, masked := asRivetError(err)
 	st = status.New(Code(e.Kind), e.Message)
 	if errors.Is(e.Kind, rivet.ErrUnavailable) && e.Group == "" {

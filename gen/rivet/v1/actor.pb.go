@@ -2212,11 +2212,17 @@ func (x *Event) GetData() []byte {
 // ActorError is attached to every error status a node returns. For errors an
 // actor's code raised on purpose (the original engine's UserError), group is
 // "user" and code is the user's own code.
+//
+// A node bounds each error status to fit a client's header list (about 4
+// KiB of trailers): a longer status has its message cut to about 1 KiB,
+// message below left empty, and metadata left out if it still does not fit.
 type ActorError struct {
-	state   protoimpl.MessageState `protogen:"open.v1"`
-	Group   string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
-	Code    string                 `protobuf:"bytes,2,opt,name=code,proto3" json:"code,omitempty"`
-	Message string                 `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Group string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Code  string                 `protobuf:"bytes,2,opt,name=code,proto3" json:"code,omitempty"`
+	// message is the status message; empty when the node cut that to fit,
+	// and then the (cut) status message is the one to show.
+	Message string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
 	// metadata is JSON, or empty.
 	Metadata      []byte `protobuf:"bytes,4,opt,name=metadata,proto3" json:"metadata,omitempty"`
 	unknownFields protoimpl.UnknownFields
