@@ -79,20 +79,5 @@ func TestADoStepPastTheLeaseDeadlineDoesNotRun(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("step a did not start")
 	}
-	_, lost := e.own.LeaseStats()
-	e.store.muteRenewals.Store(true)
-	e.own.ExpireLocally()
-	release()
-	waitFor(t, "step b to run, or the watchdog to drop the claims", 20*time.Second, func() bool {
-		_, l := e.own.LeaseStats()
-		return doProbe.ran.Load() > 0 || l > lost
-	})
-	e.store.muteRenewals.Store(false)
-	if n := doProbe.unserved.Load(); n > 0 {
-		t.Fatalf("step b ran %d time(s) while its node did not serve the partition", n)
-	}
-	waitFor(t, "step b to run once the partition is served again", 20*time.Second, func() bool { return doProbe.ran.Load() > 0 })
-	if n := doProbe.unserved.Load(); n > 0 {
-		t.Fatalf("step b ran %d time(s) while its node did not serve the partition", n)
-	}
+	runsOnlyWhenServed(t, e, release, &doProbe.ran, &doProbe.unserved)
 }

@@ -82,22 +82,30 @@ func TestAStepPastTheLeaseDeadlineDoesNotRun(t *testing.T) {
 	<-stepProbe.entered
 	// The nap ends while "hold" holds the turn: step b waits for it.
 	waitFor(t, "step b to wait for the turn", 10*time.Second, func() bool { return e.host.GateWaiters(ref) == 1 })
+	runsOnlyWhenServed(t, e, release, &stepProbe.ran, &stepProbe.unserved)
+}
+
+// runsOnlyWhenServed takes e's node past its lease's local deadline (its
+// renewals muted: a stall, the watchdog not run yet), calls release to let
+// the workflow on to its step b, and checks that b (ran, counting the runs
+// while the node did not serve the partition in unserved) did not run
+// until the node took its partitions back on a new lease, and then did.
+func runsOnlyWhenServed(t *testing.T, e *env, release func(), ran, unserved *atomic.Int64) {
+	t.Helper()
 	_, lost := e.own.LeaseStats()
 	e.store.muteRenewals.Store(true)
 	e.own.ExpireLocally()
 	release()
 	waitFor(t, "step b to run, or the watchdog to drop the claims", 20*time.Second, func() bool {
 		_, l := e.own.LeaseStats()
-		return stepProbe.ran.Load() > 0 || l > lost
+		return ran.Load() > 0 || l > lost
 	})
 	e.store.muteRenewals.Store(false)
-	if n := stepProbe.unserved.Load(); n > 0 {
+	if n := unserved.Load(); n > 0 {
 		t.Fatalf("step b ran %d time(s) while its node did not serve the partition", n)
 	}
-	// The node takes its partitions back on a new lease, and the workflow
-	// runs on there.
-	waitFor(t, "step b to run once the partition is served again", 20*time.Second, func() bool { return stepProbe.ran.Load() > 0 })
-	if n := stepProbe.unserved.Load(); n > 0 {
+	waitFor(t, "step b to run once the partition is served again", 20*time.Second, func() bool { return ran.Load() > 0 })
+	if n := unserved.Load(); n > 0 {
 		t.Fatalf("step b ran %d time(s) while its node did not serve the partition", n)
 	}
 }
