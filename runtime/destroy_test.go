@@ -84,11 +84,18 @@ var waker = rivet.Actor[alarmState]{
 }
 
 func TestAStoredDestroyRunsWhenTheActorsWakeFails(t *testing.T) {
+	storedDestroyRunsThoughWakeFails(t, "quit")
+}
+
+// storedDestroyRunsThoughWakeFails has a waker ask to be destroyed with
+// action quit, restarts the node with its OnWake failing, and waits for
+// the destroy to have run all the same.
+func storedDestroyRunsThoughWakeFails(t *testing.T, quit string) {
 	e := newEnv(t, counterReg(t, waker), nil)
-	ref := runtime.Ref{Name: "waker", Key: []string{"w"}}
-	callInt(t, e.host, "waker", "w", "add", true, 1)
+	ref := runtime.Ref{Name: "waker", Key: []string{quit}}
+	callInt(t, e.host, "waker", quit, "add", true, 1)
 	e.host.SetWakeClock(func() time.Time { return time.Now().Add(-time.Hour) }) // not before the restart
-	callInt(t, e.host, "waker", "w", "quit", false)
+	callInt(t, e.host, "waker", quit, quit, false)
 	wakerFails.Store(true)
 	defer wakerFails.Store(false)
 	e.restart()
@@ -101,18 +108,7 @@ func TestAStoredDestroyRunsWhenTheActorsWakeFails(t *testing.T) {
 // So it does with an overdue call stored before it: the destroy comes
 // first (no call runs after the request), not a load that fails.
 func TestAStoredDestroyAfterAnOverdueCallRunsWhenTheActorsWakeFails(t *testing.T) {
-	e := newEnv(t, counterReg(t, waker), nil)
-	ref := runtime.Ref{Name: "waker", Key: []string{"o"}}
-	callInt(t, e.host, "waker", "o", "add", true, 1)
-	e.host.SetWakeClock(func() time.Time { return time.Now().Add(-time.Hour) }) // not before the restart
-	callInt(t, e.host, "waker", "o", "quitAfterAdd", false)
-	wakerFails.Store(true)
-	defer wakerFails.Store(false)
-	e.restart()
-	waitFor(t, "the stored destroy", 20*time.Second, func() bool {
-		_, err := e.host.Get(ctx(t), ref)
-		return errors.Is(err, rivet.ErrNotFound)
-	})
+	storedDestroyRunsThoughWakeFails(t, "quitAfterAdd")
 }
 
 // OnWake and OnSleep may destroy their actor; OnDestroy asking again
