@@ -141,8 +141,13 @@ func (h *ActorHandle) send(ctx context.Context, queue string, body any, wait boo
 // original engine's handle.resolve does); a NoCreate handle fails with
 // rivet.ErrNotFound.
 func (h *ActorHandle) Info(ctx context.Context) (ActorInfo, error) {
+	return h.info(ctx, h.c.retry)
+}
+
+// info is Info retrying as policy allows.
+func (h *ActorHandle) info(ctx context.Context, policy retryPolicy) (ActorInfo, error) {
 	if !h.create {
-		resp, err := invoke(ctx, h.c, idempotent, h.c.actors.Get, &rivetv1.GetRequest{Actor: h.ref()})
+		resp, err := invokeWith(ctx, policy, idempotent, h.c.actors.Get, &rivetv1.GetRequest{Actor: h.ref()})
 		if err != nil {
 			return ActorInfo{}, err
 		}
@@ -152,7 +157,7 @@ func (h *ActorHandle) Info(ctx context.Context) (ActorInfo, error) {
 	if err != nil {
 		return ActorInfo{}, err
 	}
-	resp, err := invoke(ctx, h.c, idempotent, h.c.actors.GetOrCreate, &rivetv1.GetOrCreateRequest{Actor: h.ref(), Input: in})
+	resp, err := invokeWith(ctx, policy, idempotent, h.c.actors.GetOrCreate, &rivetv1.GetOrCreateRequest{Actor: h.ref(), Input: in})
 	if err != nil {
 		return ActorInfo{}, err
 	}

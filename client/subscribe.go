@@ -103,7 +103,8 @@ func (h *ActorHandle) SubscribeWith(ctx context.Context, opts SubscribeOptions) 
 		// the subscription's event names (a name the actor does not
 		// declare is refused first): a refused subscription creates
 		// nothing.
-		if _, err = h.Info(sctx); err == nil {
+		// Its retries too stop before ctx's deadline (sctx has none).
+		if _, err = h.info(sctx, policy); err == nil {
 			stream, err = h.subscribe(sctx, req, policy)
 		}
 	}
