@@ -194,7 +194,9 @@ type HistoryEntry struct {
 	Status   string          `json:"status"`
 	Attempts int             `json:"attempts,omitempty"`
 	Output   json.RawMessage `json:"output,omitempty"`
-	Error    string          `json:"error,omitempty"`
+	// Error is the entry's error; in a history too large to carry whole,
+	// a long one comes cut, ending "... (cut: N bytes in all)".
+	Error string `json:"error,omitempty"`
 	// ErrorCode is the error's code, if it had one (a UserError's).
 	ErrorCode string    `json:"error_code,omitempty"`
 	UpdatedAt time.Time `json:"updated_at,omitzero"`

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"slices"
 	"time"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/rivet-go/rivet"
 	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
+	"github.com/rivet-go/rivet/internal/textcut"
 	"github.com/rivet-go/rivet/runtime"
 )
 
@@ -180,29 +182,67 @@ func (s *Server) Inspect(ctx context.Context, req *rivetv1.InspectRequest) (*riv
 // the smaller, so that a node answers the same as its owner would. Left out
 // is empty, which arguments (a JSON array) never are.
 func fitInspection(out *rivetv1.InspectResponse, limit int) error {
-	return fit("inspection", out, limit, out.Schedules,
-		func(sc *rivetv1.ScheduledCall) int { return len(sc.Args) },
-		func(sc *rivetv1.ScheduledCall) { sc.Args = nil })
+	items := make([]payload, 0, len(out.Schedules))
+	for _, sc := range out.Schedules {
+		items = append(items, payload{size: len(sc.Args), shrink: func() int { sc.Args = nil; return 0 }})
+	}
+	return fit("inspection", out, limit, items)
 }
 
-// fit leaves out of resp the payloads of items (their size given by size,
-// dropped by drop), largest first, until resp fits in limit bytes
-// marshalled; ErrTooLarge if it still does not.
-func fit[T any](what string, resp proto.Message, limit int, items []T, size func(T) int, drop func(T)) error {
+// payload is a part of a response that fit may shrink: shrink cuts it (or
+// leaves it out) and returns its new size.
+type payload struct {
+	size   int
+	shrink func() int
+}
+
+// fit shrinks the payloads of resp, largest first, until resp fits in
+// limit bytes marshalled; ErrTooLarge if it still does not.
+func fit(what string, resp proto.Message, limit int, items []payload) error {
 	n := proto.Size(resp)
 	if n <= limit {
 		return nil
 	}
 	largest := slices.Clone(items)
-	slices.SortFunc(largest, func(a, b T) int { return size(b) - size(a) })
+	slices.SortFunc(largest, func(a, b payload) int { return b.size - a.size })
 	for _, it := range largest {
-		if n <= limit || size(it) == 0 {
+		if n <= limit || it.size == 0 {
 			break
 		}
-		n -= size(it) // the item shrinks by a little more: its tag and length
-		drop(it)
+		// The item shrinks by a little more: its tag and length.
+		n -= it.size - it.shrink()
 	}
 	return checkSize(what, proto.Size(resp), limit)
+}
+
+// maxCutErrorBytes is about what an error left in a history too large to
+// carry whole keeps of its text (see cutError).
+const maxCutErrorBytes = 1 << 10
+
+// cutError is msg cut on a character to about maxCutErrorBytes, saying so.
+func cutError(msg string) string {
+	return textcut.Prefix(msg, maxCutErrorBytes) + fmt.Sprintf("... (cut: %d bytes in all)", len(msg))
+}
+
+// historyPayloads are what fit may shrink in a history: its entries'
+// outputs (left out, and marked so) and errors (cut, saying so), and the
+// workflow's error (cut): each is recorded whole, up to a transaction's
+// size.
+func historyPayloads(out *rivetv1.HistoryResponse) []payload {
+	var items []payload
+	cuttable := func(p *string) {
+		if len(*p) > 2*maxCutErrorBytes {
+			items = append(items, payload{size: len(*p), shrink: func() int { *p = cutError(*p); return len(*p) }})
+		}
+	}
+	for _, e := range out.Entries {
+		if len(e.Output) > 0 {
+			items = append(items, payload{size: len(e.Output), shrink: func() int { e.Output, e.OutputOmitted = nil, true; return 0 }})
+		}
+		cuttable(&e.Error)
+	}
+	cuttable(&out.WorkflowError)
+	return items
 }
 
 // List pages through actors.
@@ -255,10 +295,8 @@ func (s *Server) History(ctx context.Context, req *rivetv1.HistoryRequest) (*riv
 	}
 	// A history holds entries up to a transaction's size each, without
 	// bound in all: as Inspect's calls, its largest outputs are left out
-	// rather than the response failing whole.
-	err = fit("history", out, s.limits.MaxForwardedResponseBytes(), out.Entries,
-		func(e *rivetv1.HistoryEntry) int { return len(e.Output) },
-		func(e *rivetv1.HistoryEntry) { e.Output, e.OutputOmitted = nil, true })
+	// (and errors cut) rather than the response failing whole.
+	err = fit("history", out, s.limits.MaxForwardedResponseBytes(), historyPayloads(out))
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}

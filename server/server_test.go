@@ -456,3 +456,39 @@ func TestHistoryOfManyLargeOutputsFits(t *testing.T) {
 		t.Errorf("%d entries, %d large outputs kept, %d left out; want 12, some of each", len(resp.Entries), kept, omitted)
 	}
 }
+
+// Entries' errors are as unbounded as their outputs (a step's error is
+// recorded whole, up to a transaction's size): a history of many failed
+// steps with long errors still answers, their longest errors cut and
+// saying so, rather than failing whole.
+func TestHistoryOfManyLargeErrorsFits(t *testing.T) {
+	b := historyBackend{Fake: servertest.NewFake()}
+	long := strings.Repeat("e", 1<<20)
+	for i := range 12 {
+		b.entries = append(b.entries, runtime.HistoryEntry{Path: fmt.Sprintf("step-%d", i), Kind: "step", Status: "failed", Output: json.RawMessage(`1`), Error: long, ErrorCode: "boom"})
+	}
+	actors, _ := dial(t, servertest.Start(t, b, servertest.Config{}))
+	resp, err := actors.History(ctx(t), &rivetv1.HistoryRequest{Actor: ref("a", "k")})
+	if err != nil {
+		t.Fatalf("history: %v", err)
+	}
+	if n, bound := proto.Size(resp), server.DefaultLimits().MaxForwardedResponseBytes(); n > bound {
+		t.Errorf("response of %d bytes, over a peer stream's bound %d", n, bound)
+	}
+	cut := 0
+	for i, e := range resp.Entries {
+		if string(e.Output) != "1" || e.OutputOmitted || e.ErrorCode != "boom" {
+			t.Errorf("entry %d: output %q (omitted %v), code %q; want 1 and boom kept", i, e.Output, e.OutputOmitted, e.ErrorCode)
+		}
+		switch {
+		case e.Error == long:
+		case strings.HasPrefix(e.Error, "eee") && strings.Contains(e.Error, fmt.Sprintf("(cut: %d bytes in all)", len(long))) && len(e.Error) < 2048:
+			cut++
+		default:
+			t.Errorf("entry %d: error %.60q... of %d bytes: neither whole nor cut saying so", i, e.Error, len(e.Error))
+		}
+	}
+	if len(resp.Entries) != 12 || cut == 0 {
+		t.Errorf("%d entries, %d errors cut; want 12, some cut", len(resp.Entries), cut)
+	}
+}
