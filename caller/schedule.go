@@ -10,7 +10,9 @@ import (
 type ScheduledCall struct {
 	ID     string `json:"id"`
 	Action string `json:"action"`
-	// Args is the call's arguments as a JSON array.
+	// Args is the call's arguments as a JSON array. A client's Inspect
+	// gets it empty when the node left it out of a response too large to
+	// carry every call's arguments (the largest go first).
 	Args      json.RawMessage `json:"args"`
 	At        time.Time       `json:"at"`
 	CreatedAt time.Time       `json:"created_at"`

@@ -170,7 +170,7 @@ func (a *app) printInspection(in client.Inspection) error {
 		if !c.LastRun.IsZero() {
 			every += "  last run " + formatTime(c.LastRun) + " " + lastOutcome(c.LastError)
 		}
-		row(k, formatTime(c.At)+"  "+c.Action+" "+string(c.Args)+"  ("+c.ID+")"+every)
+		row(k, formatTime(c.At)+"  "+c.Action+" "+formatArgs(c.Args)+"  ("+c.ID+")"+every)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -10,6 +10,20 @@ import (
 	"github.com/rivet-go/rivet/client"
 )
 
+// argsLeftOut stands for the arguments of a scheduled call that a node
+// left out of an Inspect response too large to carry every call's (the
+// largest go first): arguments, a JSON array, are never empty otherwise.
+const argsLeftOut = "(left out: the inspection was too large to carry every call's arguments)"
+
+// formatArgs is a scheduled call's arguments as printed: as they are, or
+// argsLeftOut.
+func formatArgs(args []byte) string {
+	if len(args) == 0 {
+		return argsLeftOut
+	}
+	return string(args)
+}
+
 // scheduleCommand lists and cancels an actor's scheduled calls: calls of
 // its own actions it asked for at a later time (rivet.Scheduler).
 func (a *app) scheduleCommand() *cobra.Command {
@@ -52,7 +66,7 @@ func (a *app) scheduleCommand() *cobra.Command {
 			if !s.LastRun.IsZero() {
 				last = formatTime(s.LastRun) + " " + lastOutcome(s.LastError)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.ID, formatTime(s.At), s.Action, s.Args, every, last)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.ID, formatTime(s.At), s.Action, formatArgs(s.Args), every, last)
 		}
 		return tw.Flush()
 	})
