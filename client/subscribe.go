@@ -116,6 +116,12 @@ func (h *ActorHandle) SubscribeWith(ctx context.Context, opts SubscribeOptions) 
 	}
 	if err != nil {
 		cancel()
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) && errors.Is(err, context.Canceled) {
+			// sctx has no deadline: ctx's end cancelled the attempt in
+			// flight (a node slow to answer). That is the deadline, as a
+			// call would end, not a cancel by the caller.
+			err = fromStatus(ctx, status.New(codes.DeadlineExceeded, context.DeadlineExceeded.Error()))
+		}
 		return nil, withCause(err, ctx.Err())
 	}
 	s := &Subscription{cancel: cancel, ch: make(chan Event), done: make(chan struct{}), onBreak: opts.OnBreak}

@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -43,5 +44,35 @@ func TestSubscribeCreatingStopsRetryingBeforeTheDeadline(t *testing.T) {
 	}
 	if took >= 700*time.Millisecond {
 		t.Errorf("Subscribe took %s: it waited out its deadline", took)
+	}
+}
+
+// A subscription the node does not answer within the caller's deadline
+// (an actor slow to load) fails as a call does then: with the deadline,
+// not an error that matches context.Canceled (the cancel that ended the
+// stream, which must outlive the deadline once subscribed).
+func TestSubscribeUnansweredFailsWithTheDeadline(t *testing.T) {
+	f := servertest.NewFake()
+	f.SubscribeFunc = func(ctx context.Context, _ runtime.Ref, _ []string) (server.EventStream, error) {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	f.CallFunc = func(ctx context.Context, _ runtime.CallRequest) (json.RawMessage, error) {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	c := newClient(t, servertest.Start(t, f, servertest.Config{}))
+	cctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_, callErr := c.Actor("counter", "main").NoCreate().Call(cctx, "increment")
+	sctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_, err := c.Actor("counter", "main").NoCreate().Subscribe(sctx)
+	if !errors.Is(callErr, context.DeadlineExceeded) || errors.Is(callErr, context.Canceled) {
+		t.Fatalf("call: %v; want the deadline", callErr)
+	}
+	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || !errors.Is(err, rivet.ErrTimeout) != !errors.Is(callErr, rivet.ErrTimeout) {
+		t.Errorf("Subscribe: %v (canceled %v, timeout %v); want the deadline as a call's (%v), not context.Canceled",
+			err, errors.Is(err, context.Canceled), errors.Is(err, rivet.ErrTimeout), callErr)
 	}
 }
