@@ -460,15 +460,19 @@ func (s *Store) GrantLease(ctx context.Context, ttl time.Duration) (storage.Leas
 	return id, nil
 }
 
-// lease returns what the store knows of id: its revoked channel (nil if
-// it did not grant it), ttl and validUntil (zero if unknown).
+// lease returns what the store knows of id: its revoked channel, ttl and
+// validUntil (zero if unknown). A lease it did not grant is tracked from
+// now on, its ttl and validUntil unknown, so that a revocation by this
+// store during its first renewal closes the channel the renewal checks.
 func (s *Store) lease(id storage.LeaseID) (<-chan struct{}, time.Duration, time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if ls := s.leases[id]; ls != nil {
-		return ls.revoked, ls.ttl, ls.validUntil
+	ls := s.leases[id]
+	if ls == nil {
+		ls = &leaseState{revoked: make(chan struct{})}
+		s.leases[id] = ls
 	}
-	return nil, 0, time.Time{}
+	return ls.revoked, ls.ttl, ls.validUntil
 }
 
 // renewedLease records a successful renewal of id, and returns its revoked
