@@ -3,9 +3,11 @@ package rpcerr
 import (
 	"fmt"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
 
 	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
 	"github.com/rivet-go/rivet/internal/textcut"
@@ -52,7 +54,8 @@ func TrailerSize(st *status.Status) int {
 //   - the ActorError's metadata left out if the status still does not
 //     fit, which the message says;
 //   - a group or code longer than any name, cut, and then details other
-//     than the ActorError left out, if it still does not fit.
+//     than the ActorError (and the mark of an outcome unknown) left out,
+//     if it still does not fit.
 //
 // Every status a node sends for the wire goes through it: ToStatus calls
 // it, and the server's interceptors apply it to whatever else a handler
@@ -77,7 +80,10 @@ func Bound(st *status.Status) *status.Status {
 		if out := status.FromProto(p); TrailerSize(out) <= MaxTrailerBytes {
 			return out
 		}
-		p.Details = nil
+		// Its other details go, but not the mark of an outcome unknown:
+		// without any detail, a dial error's text would read as a
+		// request never sent (NotSent), retried even with side effects.
+		p.Details = outcomeMarks(p.Details)
 		return status.FromProto(p)
 	}
 	if ae.GetMessage() == full {
@@ -103,9 +109,22 @@ func Bound(st *status.Status) *status.Status {
 	if out := put(); TrailerSize(out) <= MaxTrailerBytes {
 		return out
 	}
-	p.Details = p.Details[aeAt : aeAt+1]
+	p.Details = append([]*anypb.Any{p.Details[aeAt]}, outcomeMarks(p.Details)...)
 	aeAt = 0
 	return put()
+}
+
+// outcomeMarks is the outcome-unknown marks among details (small: an
+// ErrorInfo of a reason and domain).
+func outcomeMarks(details []*anypb.Any) []*anypb.Any {
+	var out []*anypb.Any
+	for _, d := range details {
+		ei := new(errdetails.ErrorInfo)
+		if d.MessageIs(ei) && d.UnmarshalTo(ei) == nil && ei.GetReason() == OutcomeUnknownReason {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 // cutMessage is msg, cut to fit MaxMessageBytes percent-encoded with a
