@@ -291,11 +291,12 @@ func composeKill(e *composeEnv) {
 	// The victim is named first (docker-compose takes a second or two) and
 	// the reminders are sent at once (one after another they took seconds
 	// under the load, and came due before the kill they were meant to
-	// outlive); the kill comes 1 s before the first is due.
+	// outlive); the kill comes 2 s before the first is due (docker kill
+	// itself took 2 s on a loaded machine).
 	victim := e.container("node3")
 	probe := e.probeKey("node3")
 	const reminders = 30
-	dueFrom := time.Now().Add(4 * time.Second)
+	dueFrom := time.Now().Add(5 * time.Second)
 	onVictim := 0
 	sent := make(chan error, reminders)
 	for i := range reminders {
@@ -316,10 +317,10 @@ func composeKill(e *composeEnv) {
 	if onVictim == 0 {
 		e.t.Fatalf("no reminder sleeps on node3; the test proves nothing")
 	}
-	if time.Until(dueFrom) < 1500*time.Millisecond {
+	if time.Until(dueFrom) < 2500*time.Millisecond {
 		e.t.Fatalf("sending the reminders took until %v before they are due; the kill must come before", time.Until(dueFrom))
 	}
-	time.Sleep(time.Until(dueFrom.Add(-time.Second)))
+	time.Sleep(time.Until(dueFrom.Add(-2 * time.Second)))
 	e.run("docker", "kill", victim)
 	killed := time.Now()
 	if killed.After(dueFrom) {
