@@ -175,3 +175,16 @@ func TestSleepUntilAnUnrecordableTimeIsRefused(t *testing.T) {
 		t.Fatalf("outcome %s (%v), want failed with ErrInvalid naming the time", out.Status, out.Err)
 	}
 }
+
+// A deadline in a zone history cannot record (an offset of a day or more,
+// which RFC 3339 cannot write) is refused as invalid too, rather than
+// failing the workflow on recording it.
+func TestSleepUntilATimeInAnUnrecordableZoneIsRefused(t *testing.T) {
+	far := time.FixedZone("far", 25*3600)
+	out := drive(t, newHost(rst{}), func(c *workflow.Ctx[rst]) error {
+		return c.SleepUntil("z", time.Now().Add(time.Hour).In(far))
+	})
+	if out.Status != workflow.RunFailed || !errors.Is(out.Err, workflow.ErrInvalid) {
+		t.Fatalf("outcome %s (%v), want failed with ErrInvalid naming the time", out.Status, out.Err)
+	}
+}

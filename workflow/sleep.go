@@ -19,6 +19,10 @@ func (c *Ctx[S]) SleepUntil(name string, t time.Time) error {
 		// the year: say so here rather than fail on recording it.
 		return fmt.Errorf("%w: SleepUntil %q: %s is out of range (years 0 to 9999)", ErrInvalid, name, t.UTC().Format(time.RFC3339))
 	}
+	if _, off := t.Zone(); off <= -24*3600 || off >= 24*3600 {
+		// Nor can RFC 3339 write a zone offset of a day or more.
+		return fmt.Errorf("%w: SleepUntil %q: %s is in a zone %v from UTC, which history cannot record (less than a day)", ErrInvalid, name, t.UTC().Format(time.RFC3339), time.Duration(off)*time.Second)
+	}
 	t = t.Round(0)
 	return c.x.sleep(name, func(time.Time) time.Time { return t })
 }
