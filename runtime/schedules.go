@@ -356,13 +356,27 @@ func acrossClockChanges(ss *cron.SpecSchedule, prev, from, next time.Time) time.
 		return cronNext(ss, next)
 	}
 	_, fromOff := from.In(loc).Zone()
+	oldOff := fromOff
 	if _, nextOff := next.In(loc).Zone(); nextOff <= fromOff {
-		return next
+		// The clocks may have gone forward just before from: the
+		// shifted runs of a gap lie in the gap's length after the
+		// change, and the run that came due may be only the first of
+		// them (02:00 run at 03:00, and 02:30 still to run at 03:30).
+		start, _ := from.In(loc).ZoneBounds()
+		if start.IsZero() {
+			return next
+		}
+		_, before := start.Add(-time.Nanosecond).In(loc).Zone()
+		if before >= fromOff || !from.Before(start.Add(time.Duration(fromOff-before)*time.Second)) {
+			return next
+		}
+		oldOff = before
 	}
-	// The clocks went forward in between: the run as a clock that did not
-	// change would see it, if its wall-clock time is one the zone skipped.
+	// The clocks went forward in between (or just before from): the run
+	// as a clock that did not change would see it, if its wall-clock time
+	// is one the zone skipped.
 	fixed := *ss
-	fixed.Location = time.FixedZone("", fromOff)
+	fixed.Location = time.FixedZone("", oldOff)
 	w := fixed.Next(from).In(fixed.Location)
 	if w.IsZero() {
 		return next

@@ -209,3 +209,37 @@ func TestCronNextRunIsAfterTheOneThatCameDue(t *testing.T) {
 		t.Errorf("%s: first run after %v at %v", expr, now, got.In(loc))
 	}
 }
+
+// Every run at a wall-clock time the zone skips runs that day, shifted by
+// the gap, not only the first: with runs at 02:00 and 02:30 on New York's
+// spring-forward night (02:00-03:00 skipped), 02:00 runs at 03:00 EDT and
+// 02:30 at 03:30 EDT (the run that came due at 03:00 was already at the
+// new offset, and the one after it went to the next day).
+func TestCronRunsEveryShiftedRunOfASkippedHour(t *testing.T) {
+	for _, tc := range []struct {
+		zone, expr string
+		prev       time.Time
+		want       []time.Time // UTC
+	}{
+		{"America/New_York", "0,30 2 * * *", time.Date(2026, 3, 7, 7, 30, 0, 0, time.UTC), []time.Time{
+			time.Date(2026, 3, 8, 7, 0, 0, 0, time.UTC), time.Date(2026, 3, 8, 7, 30, 0, 0, time.UTC), time.Date(2026, 3, 9, 6, 0, 0, 0, time.UTC)}},
+		{"Europe/Berlin", "0,30 2 * * *", time.Date(2026, 3, 28, 1, 30, 0, 0, time.UTC), []time.Time{
+			time.Date(2026, 3, 29, 1, 0, 0, 0, time.UTC), time.Date(2026, 3, 29, 1, 30, 0, 0, time.UTC), time.Date(2026, 3, 30, 0, 0, 0, 0, time.UTC)}},
+		// Hourly runs are not shifted twice: after 03:30 EDT, 04:30.
+		{"America/New_York", "30 * * * *", time.Date(2026, 3, 8, 6, 30, 0, 0, time.UTC), []time.Time{
+			time.Date(2026, 3, 8, 7, 30, 0, 0, time.UTC), time.Date(2026, 3, 8, 8, 30, 0, 0, time.UTC)}},
+	} {
+		loc, err := time.LoadLocation(tc.zone)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := pendingCall{at: tc.prev.UnixMilli(), rec: scheduleRecord{Name: "d", Cron: "CRON_TZ=" + tc.zone + " " + tc.expr}}
+		for i, want := range tc.want {
+			c = c.following(c.at + 500)
+			if got := time.UnixMilli(c.at); !got.Equal(want) {
+				t.Errorf("%s %q: run %d at %v, want %v", tc.zone, tc.expr, i+1, got.In(loc), want.In(loc))
+				break
+			}
+		}
+	}
+}
