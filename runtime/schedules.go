@@ -352,8 +352,18 @@ var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month 
 // skips from 02:00 to 03:00 runs at 03:30), rather than not at all.
 func acrossClockChanges(ss *cron.SpecSchedule, prev, from, next time.Time) time.Time {
 	loc := ss.Location
-	if sameWallClock(prev.In(loc), next.In(loc)) {
-		return cronNext(ss, next)
+	// A wall-clock time at or before the last run's, later in time: the
+	// clocks went back, and it ran in the first pass of the repeated
+	// times (not only the time of the last run itself: every run of the
+	// repeated hour, 01:00 and 01:30, runs once).
+	for i := 0; !next.IsZero() && !wallClockAfter(next.In(loc), prev.In(loc)); i++ {
+		if i >= maxRepeatedRuns {
+			return time.Time{}
+		}
+		next = cronNext(ss, next)
+	}
+	if next.IsZero() {
+		return next
 	}
 	_, fromOff := from.In(loc).Zone()
 	oldOff := fromOff
@@ -393,6 +403,18 @@ func acrossClockChanges(ss *cron.SpecSchedule, prev, from, next time.Time) time.
 		return next
 	}
 	return w.In(loc)
+}
+
+// maxRepeatedRuns bounds the runs acrossClockChanges skips in times a zone
+// repeats: one a minute for the longest such change (a day).
+const maxRepeatedRuns = 24 * 60
+
+// wallClockAfter says whether a, in its zone, reads a later date and time
+// (to the second) than b in the same zone.
+func wallClockAfter(a, b time.Time) bool {
+	wa := time.Date(a.Year(), a.Month(), a.Day(), a.Hour(), a.Minute(), a.Second(), 0, time.UTC)
+	wb := time.Date(b.Year(), b.Month(), b.Day(), b.Hour(), b.Minute(), b.Second(), 0, time.UTC)
+	return wa.After(wb)
 }
 
 // sameWallClock says whether a and b, in the same zone, read the same date

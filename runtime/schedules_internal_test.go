@@ -243,3 +243,25 @@ func TestCronRunsEveryShiftedRunOfASkippedHour(t *testing.T) {
 		}
 	}
 }
+
+// Every run at a wall-clock time the zone repeats when its clocks go back
+// runs once, not only a run at the time of the one that came due: with
+// runs at 01:00 and 01:30 on New York's fall-back night (01:00-02:00
+// repeats), each runs in EDT only, and the next run is the next day's.
+func TestCronRunsEachRepeatedTimeOnce(t *testing.T) {
+	loc, err := time.LoadLocation("America/New_York")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := pendingCall{at: time.Date(2026, 10, 31, 5, 30, 0, 0, time.UTC).UnixMilli(), rec: scheduleRecord{Name: "d", Cron: "CRON_TZ=America/New_York 0,30 1 * * *"}}
+	for i, want := range []time.Time{
+		time.Date(2026, 11, 1, 5, 0, 0, 0, time.UTC),  // 01:00 EDT
+		time.Date(2026, 11, 1, 5, 30, 0, 0, time.UTC), // 01:30 EDT
+		time.Date(2026, 11, 2, 6, 0, 0, 0, time.UTC),  // 01:00 EST the next day
+	} {
+		c = c.following(c.at + 500)
+		if got := time.UnixMilli(c.at); !got.Equal(want) {
+			t.Fatalf("run %d at %v, want %v", i+1, got.In(loc), want.In(loc))
+		}
+	}
+}
