@@ -481,6 +481,12 @@ func (h *Host) activateFor(ctx context.Context, ref Ref, sp *rivet.Spec, create 
 			}
 			h.mu.Unlock()
 			a.loadErr = a.load(ctx, create, input)
+			if a.loadErr == nil && createdHere {
+				// This caller's create, whose commit's answer was lost,
+				// applied: its hooks run now, and if they fail the create
+				// is taken back, as one that answered would be.
+				a.created = true
+			}
 			wakes := a.loadErr == nil && hasWake(sp)
 			wakeChain := hold
 			switch {
