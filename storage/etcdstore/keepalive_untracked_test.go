@@ -2,11 +2,9 @@ package etcdstore_test
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
-	"github.com/rivet-go/rivet/storage"
 	"github.com/rivet-go/rivet/storage/etcdstore"
 	"github.com/rivet-go/rivet/storage/etcdstore/etcdtest"
 )
@@ -36,30 +34,5 @@ func TestKeepAliveOfAnUntrackedLeaseEndsAtRevokeDuringARenewal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	renewals := make(chan time.Time, 10)
-	g.armed.Store(true)
-	done := make(chan error, 1)
-	go func() { done <- s.KeepAlive(ctx, lease, func(v time.Time) { renewals <- v }) }()
-	select {
-	case <-g.held:
-	case <-ctx.Done():
-		t.Fatal("no renewal")
-	}
-	if err := s.RevokeLease(ctx, lease); err != nil {
-		t.Fatal(err)
-	}
-	close(g.release)
-	select {
-	case err := <-done:
-		if !errors.Is(err, storage.ErrLeaseNotFound) {
-			t.Fatalf("KeepAlive of a revoked lease = %v, want ErrLeaseNotFound", err)
-		}
-	case <-time.After(5 * time.Second):
-		cancel()
-		<-done
-		t.Fatal("KeepAlive went on after the store revoked its lease (until its next renewal, a third of the TTL away)")
-	}
-	if n := len(renewals); n != 0 {
-		t.Fatalf("KeepAlive reported %d renewals of a lease revoked before it heard of them", n)
-	}
+	keepAliveEndsAtRevoke(t, ctx, s, g, lease)
 }

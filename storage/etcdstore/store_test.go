@@ -419,6 +419,17 @@ func TestKeepAliveEndsAtRevokeDuringARenewal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	keepAliveEndsAtRevoke(t, ctx, s, g, lease)
+}
+
+// keepAliveEndsAtRevoke runs s.KeepAlive of lease, has s revoke it while
+// g holds the first renewal's answer, then lets the answer go, and checks
+// that KeepAlive ended with ErrLeaseNotFound at once, having reported no
+// renewal.
+func keepAliveEndsAtRevoke(t *testing.T, ctx context.Context, s *etcdstore.Store, g *gatedLease, lease storage.LeaseID) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	var renewals atomic.Int32
 	g.armed.Store(true)
 	done := make(chan error, 1)
@@ -438,6 +449,8 @@ func TestKeepAliveEndsAtRevokeDuringARenewal(t *testing.T) {
 			t.Fatalf("KeepAlive of a revoked lease = %v, want ErrLeaseNotFound", err)
 		}
 	case <-time.After(5 * time.Second):
+		cancel()
+		<-done
 		t.Fatal("KeepAlive went on after the store revoked its lease (until its next renewal, a third of the TTL away)")
 	}
 	if n := renewals.Load(); n != 0 {
