@@ -20,14 +20,7 @@ func TestKeepAliveOfAnUntrackedLeaseEndsAtRevokeDuringARenewal(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer granter.Close()
-	cli := etcdtest.NewClient(t, endpoints)
-	g := &gatedLease{Lease: cli.Lease, held: make(chan struct{}), release: make(chan struct{})}
-	cli.Lease = g
-	s, err := etcdstore.New(cli, "/ka/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, g := gatedStore(t, etcdtest.NewClient(t, endpoints))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	lease, err := granter.GrantLease(ctx, 30*time.Second)

@@ -405,14 +405,7 @@ func (g *gatedLease) KeepAliveOnce(ctx context.Context, id clientv3.LeaseID) (*c
 // renewal does not bring the lease back to life, nor tell the caller that
 // it holds for another TTL.
 func TestKeepAliveEndsAtRevokeDuringARenewal(t *testing.T) {
-	cli := etcdtest.StartClient(t)
-	g := &gatedLease{Lease: cli.Lease, held: make(chan struct{}), release: make(chan struct{})}
-	cli.Lease = g
-	s, err := etcdstore.New(cli, "/ka/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, g := gatedStore(t, etcdtest.StartClient(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	lease, err := s.GrantLease(ctx, 30*time.Second)
@@ -420,6 +413,20 @@ func TestKeepAliveEndsAtRevokeDuringARenewal(t *testing.T) {
 		t.Fatal(err)
 	}
 	keepAliveEndsAtRevoke(t, ctx, s, g, lease)
+}
+
+// gatedStore is a store under "/ka/" over cli, whose lease renewals g can
+// hold; closed when t ends.
+func gatedStore(t *testing.T, cli *clientv3.Client) (*etcdstore.Store, *gatedLease) {
+	t.Helper()
+	g := &gatedLease{Lease: cli.Lease, held: make(chan struct{}), release: make(chan struct{})}
+	cli.Lease = g
+	s, err := etcdstore.New(cli, "/ka/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, g
 }
 
 // keepAliveEndsAtRevoke runs s.KeepAlive of lease, has s revoke it while
