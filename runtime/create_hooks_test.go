@@ -198,13 +198,9 @@ func TestRequestsDuringAFailingCreateSeeNoActor(t *testing.T) {
 	wg.Add(3)
 	go func() { defer wg.Done(); _, getErr = getHooked(t, e.host, "r", false) }()
 	go func() { defer wg.Done(); destroyErr = e.host.Destroy(ctx(t), ref) }()
-	go func() {
-		defer wg.Done()
-		time.Sleep(50 * time.Millisecond) // after the others
-		_, secondCreated, secondErr = e.host.GetOrCreate(ctx(t), ref, nil)
-	}()
-	time.Sleep(200 * time.Millisecond) // they wait for the wake
-	close(release)
+	waitFor(t, "the call and the destroy to wait for the wake", 10*time.Second, func() bool { return e.host.GateWaiters(ref) >= 2 })
+	go func() { defer wg.Done(); _, secondCreated, secondErr = e.host.GetOrCreate(ctx(t), ref, nil) }()
+	close(release) // the GetOrCreate comes during the wake or after it: either way it creates the actor itself
 	wg.Wait()
 	if !errors.Is(createErr, rivet.ErrInternal) {
 		t.Fatalf("Create: %v, want ErrInternal", createErr)
