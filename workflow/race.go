@@ -27,10 +27,22 @@ type race struct {
 	replaying int
 	cands     []raceCandidate
 	failed    int
-	cancel    []context.CancelFunc
+	// threads are the threads running under each branch (nested join
+	// and race branches too), for the floors that hold a decision (see
+	// heldLocked); holding counts the finishers waiting on them, which
+	// makes every floor change signal.
+	threads []raceThread
+	holding int
+	cancel  []context.CancelFunc
 	// changed is closed (and replaced) on every change, to wake the
 	// branches waiting for a decision or a claim.
 	changed chan struct{}
+}
+
+// raceThread is a thread under branch b of a race.
+type raceThread struct {
+	t *thread
+	b int
 }
 
 // raceSlot is a thread's place in a race: the race and its branch.
@@ -126,19 +138,100 @@ func (r *run) raceFinish(c *thread, rc *race, b int) {
 				}
 			}
 		}
+		held := false
 		if rc.replaying == 0 && !claimed {
-			rc.decideLocked(pickWinner(rc.cands, rc.claim))
-			break
+			w := pickWinner(rc.cands, rc.claim)
+			if held = rc.heldLocked(w); !held {
+				rc.decideLocked(w)
+				break
+			}
 		}
 		ch := rc.changed
+		if held {
+			rc.holding++
+		}
 		r.mu.Unlock()
-		err := c.wait(waitFor{change: ch})
+		// Until decided, this branch may still finish the race at its
+		// time (for a race it is nested in).
+		err := c.wait(waitFor{change: ch, floor: c.now, hasFloor: true})
 		r.mu.Lock()
+		if held {
+			rc.holding--
+		}
 		if err != nil {
 			break
 		}
 	}
 	r.mu.Unlock()
+}
+
+// heldLocked reports whether a branch still running may finish earlier in
+// workflow time than w, the finisher pickWinner chose: then the decision
+// waits for it. Only a thread catching up on time gone by can: one
+// replayed, or woken late, that passes a deadline already due records
+// the deadline as its time (see endedAt), so the earlier deadline wins
+// whichever goroutine gets there first. A thread running a step or
+// waiting for what has not come yet will record a time after now, which
+// is not before w's.
+func (rc *race) heldLocked(w int) bool {
+	var at time.Time
+	for _, cd := range rc.cands {
+		if cd.branch == w {
+			at = cd.at
+		}
+		if cd.branch == rc.claim {
+			return false // the claim's holder wins whatever the times
+		}
+	}
+	for _, th := range rc.threads {
+		if rc.ended[th.b] || !th.t.hasFloor || th.t.floor.After(at) || (th.t.floor.Equal(at) && th.b > w) {
+			continue
+		}
+		finished := false
+		for _, cd := range rc.cands {
+			finished = finished || cd.branch == th.b
+		}
+		if !finished {
+			return true
+		}
+	}
+	return false
+}
+
+// setFloorLocked sets the earliest workflow time t may still record
+// (none: not before now), for the races it runs under.
+func (t *thread) setFloorLocked(at time.Time, ok bool) {
+	if len(t.races) == 0 || (t.hasFloor == ok && t.floor.Equal(at)) {
+		return
+	}
+	t.floor, t.hasFloor = at, ok
+	for _, s := range t.races {
+		if s.r.holding > 0 {
+			s.r.signalLocked()
+		}
+	}
+}
+
+// enterRaces registers t under the races it runs under, as their branch.
+func (t *thread) enterRacesLocked() {
+	for _, s := range t.races {
+		s.r.threads = append(s.r.threads, raceThread{t: t, b: s.b})
+	}
+}
+
+// leaveRacesLocked unregisters t, which exited.
+func (t *thread) leaveRacesLocked() {
+	for _, s := range t.races {
+		for i, th := range s.r.threads {
+			if th.t == t {
+				s.r.threads = append(s.r.threads[:i], s.r.threads[i+1:]...)
+				break
+			}
+		}
+		if s.r.holding > 0 {
+			s.r.signalLocked()
+		}
+	}
 }
 
 // raceEnd records that branch b stopped without a value: failed (counted

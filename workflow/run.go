@@ -85,6 +85,12 @@ type thread struct {
 	// by Message.Complete, which may be called from any goroutine.
 	forked     atomic.Bool
 	checkpoint bool
+	// floor is the earliest workflow time the thread may still record
+	// (hasFloor unset: none before now), for the races it runs under: a
+	// race's finisher waits for a running branch that may finish earlier
+	// (see race.heldLocked). Guarded by r.mu, kept only under races.
+	floor    time.Time
+	hasFloor bool
 	// uncompleted are completable messages not completed yet.
 	uncompleted []*msgRef
 }
@@ -190,6 +196,16 @@ func (t *thread) endedAt(deadline time.Time) time.Time {
 func (t *thread) advance(at time.Time) {
 	if at.After(t.now) {
 		t.now = at
+		t.setFloor(t.now, true)
+	}
+}
+
+// setFloor is setFloorLocked for a thread that does not hold r.mu.
+func (t *thread) setFloor(at time.Time, ok bool) {
+	if len(t.races) > 0 {
+		t.r.mu.Lock()
+		t.setFloorLocked(at, ok)
+		t.r.mu.Unlock()
 	}
 }
 
@@ -236,6 +252,10 @@ type waitFor struct {
 	notify <-chan struct{} // new messages
 	names  []string        // the queues it receives from (nil: any)
 	change <-chan struct{} // a race's state changed
+	// floor, if hasFloor, is the earliest time the thread may record
+	// when it wakes, if earlier than at (see thread.floor).
+	floor    time.Time
+	hasFloor bool
 }
 
 func (w waitFor) wake() Wake {
@@ -267,6 +287,16 @@ func (t *thread) wait(w waitFor) error {
 	r.mu.Lock()
 	r.active--
 	r.waits[t] = w
+	switch {
+	case w.hasFloor:
+		t.setFloorLocked(w.floor, true)
+	case !w.at.IsZero():
+		// Woken by its timer, a thread may record the deadline (see
+		// endedAt); by a message, the time it came, which is later.
+		t.setFloorLocked(w.at, true)
+	default:
+		t.setFloorLocked(time.Time{}, false)
+	}
 	r.reportLocked()
 	r.mu.Unlock()
 
@@ -280,6 +310,7 @@ func (t *thread) wait(w waitFor) error {
 	r.mu.Lock()
 	r.active++
 	delete(r.waits, t)
+	t.setFloorLocked(t.now, true)
 	evicted := r.ctx.Err() != nil
 	if evicted {
 		r.yield = mergeWake(r.yield, w.wake())
@@ -324,22 +355,36 @@ func closed(c <-chan struct{}) bool {
 // while it is in fact moving on.
 func (t *thread) fork(n int, child func(i int) *thread, body func(i int, c *thread)) {
 	r := t.r
+	children := make([]*thread, n)
+	for i := range children {
+		children[i] = child(i)
+	}
 	r.mu.Lock()
 	r.active += n - 1
 	left := n
+	// The children stand for t in the races it runs under meanwhile.
+	t.setFloorLocked(time.Time{}, false)
+	for _, c := range children {
+		c.floor, c.hasFloor = c.now, true
+		c.enterRacesLocked()
+	}
 	r.mu.Unlock()
 	var wg sync.WaitGroup
 	wg.Add(n)
-	for i := 0; i < n; i++ {
-		c := child(i)
+	for i, c := range children {
 		go func() {
 			defer wg.Done()
 			defer func() {
 				r.mu.Lock()
+				c.leaveRacesLocked()
 				left--
 				if left > 0 {
 					r.active--
 					r.reportLocked()
+				} else {
+					// t goes on from here, at its time before the fork
+					// at the earliest.
+					t.setFloorLocked(t.now, true)
 				}
 				r.mu.Unlock()
 			}()

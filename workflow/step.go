@@ -122,7 +122,10 @@ func (x *cx) step(sp stepSpec) (json.RawMessage, string, error) {
 			}
 		case stepRun:
 			t.goLive()
+			// The attempt's record is stamped when it ends, after now.
+			t.setFloor(time.Time{}, false)
 			ne, err := x.attempt(path, seq, p.attempt, sp)
+			t.setFloor(t.now, true)
 			if err != nil {
 				return nil, path, err
 			}
