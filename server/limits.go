@@ -87,6 +87,8 @@ func ServerOptions(limits Limits) []grpc.ServerOption {
 		grpc.ChainUnaryInterceptor(boundErrors),
 		grpc.ChainStreamInterceptor(boundStreamErrors),
 		grpc.MaxRecvMsgSize(l.recvBound()),
+		// Requests that do not decode are the client's error (decode.go).
+		grpc.ForceServerCodecV2(newRequestCodec()),
 		grpc.MaxSendMsgSize(l.sendBound()),
 		grpc.InitialWindowSize(streamWindow),
 		grpc.InitialConnWindowSize(connWindow),
