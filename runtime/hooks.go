@@ -181,6 +181,13 @@ func (h *Host) wakeLoaded(ctx context.Context, a *activation, chain, hold string
 	// A create or a wakeup that loaded the actor answers once the hooks'
 	// writes are durable, as a turn does.
 	if err := a.waitDurable(ctx, v); err != nil {
+		if ctx.Err() != nil && !a.stopped.Load() {
+			// The caller gave up, not the writes: the activation serves
+			// (its hooks ran, its workflow runs), and no load of it comes
+			// again to arm its calls' timer (activateFor's armSchedules,
+			// which this error skips).
+			a.armSchedules()
+		}
 		return wakeWriteError(ctx, a, err)
 	}
 	return nil
