@@ -378,6 +378,7 @@ func (x *cx) race(name string, names []string, runs []func(*cx) (json.RawMessage
 		return path, e, x.replaySettled(path, names, runs, idx)
 	}
 	rc := newRace(len(names))
+	rc.parent = t
 	// A branch with recorded entries replays them first; until every such
 	// branch has, no winner is picked (see pickWinner).
 	r.mu.Lock()

@@ -33,7 +33,10 @@ type race struct {
 	// makes every floor change signal.
 	threads []raceThread
 	holding int
-	cancel  []context.CancelFunc
+	// parent is the thread that runs the race: decided, it stands for the
+	// winner in the races it runs under (see decideLocked).
+	parent *thread
+	cancel []context.CancelFunc
 	// changed is closed (and replaced) on every change, to wake the
 	// branches waiting for a decision or a claim.
 	changed chan struct{}
@@ -84,6 +87,17 @@ func (rc *race) liveLocked(b int) {
 func (rc *race) decideLocked(w int) {
 	rc.decided = true
 	rc.winner = w
+	if rc.parent != nil && w >= 0 {
+		// The race ends at the winner's time, once its losers stopped:
+		// meanwhile its parent (whose floor is unset while it waits for
+		// the branches) holds the races it runs under at that time, as
+		// the winner did until it exited.
+		for _, cd := range rc.cands {
+			if cd.branch == w {
+				rc.parent.setFloorLocked(cd.at, true)
+			}
+		}
+	}
 	for i, c := range rc.cancel {
 		if i != w {
 			c()
