@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -565,5 +566,53 @@ func TestADestroyThatGaveUpLeavesTheWorkflowRunning(t *testing.T) {
 	}
 	if s.N != 1 || s.Got != 1 {
 		t.Fatalf("state after a failed destroy and a message: %+v, want n 1, got 1", s)
+	}
+}
+
+// A race branch waiting for a message does not hold its race while it
+// waits for the actor's turn only to find its queue empty: a step of
+// another branch holds the turn until it loses, and the timeout branch
+// must win at its deadline, not when that step's own timeout (an hour
+// here) ends it.
+func TestARaceReceiveOfAnEmptyQueueDoesNotHoldTheRaceBehindAStep(t *testing.T) {
+	started := make(chan struct{})
+	var once sync.Once
+	racer := rivet.Actor[raceTurnState]{
+		Name:   "raceListen",
+		Queues: rivet.Queues{"approval": rivet.QueueOf[int]()},
+		Run: func(ctx *workflow.Ctx[raceTurnState]) error {
+			w, _, err := workflow.Race(ctx, "r", []workflow.RaceBranch[raceTurnState, string]{
+				{Name: "timeout", Run: func(c *workflow.Ctx[raceTurnState]) (string, error) {
+					return "timeout", c.Sleep("nap", 300*time.Millisecond)
+				}},
+				{Name: "work", Run: func(c *workflow.Ctx[raceTurnState]) (string, error) {
+					return workflow.StepOpts(c, workflow.StepOptions{Name: "work", Timeout: time.Hour}, func(s *workflow.StepCtx[raceTurnState]) (string, error) {
+						once.Do(func() { close(started) })
+						<-s.Context().Done() // holds the turn until the race is lost
+						return "", s.Context().Err()
+					})
+				}},
+				{Name: "listen", Run: func(c *workflow.Ctx[raceTurnState]) (string, error) {
+					<-started // receive once the step holds the turn
+					m, err := workflow.Next[int](c, "wait-approval")
+					return fmt.Sprint(m.Body), err
+				}},
+			})
+			if err != nil {
+				return err
+			}
+			return ctx.Step("result", func(s *workflow.StepCtx[raceTurnState]) error { s.State.Winner = w; return nil })
+		},
+	}
+	e := newEnv(t, counterReg(t, racer), nil)
+	if _, _, err := e.host.GetOrCreate(ctx(t), runtime.Ref{Name: "raceListen", Key: []string{"k"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the workflow's end", 20*time.Second, func() bool {
+		st := inspect(t, e.host, "raceListen", "k").WorkflowStatus
+		return st == runtime.WorkflowCompleted || st == runtime.WorkflowFailed
+	})
+	if ins := inspect(t, e.host, "raceListen", "k"); ins.WorkflowStatus != runtime.WorkflowCompleted || string(ins.State) != `{"winner":"timeout"}` {
+		t.Fatalf("workflow %s (%s), state %s; want completed with the timeout", ins.WorkflowStatus, ins.WorkflowError, ins.State)
 	}
 }

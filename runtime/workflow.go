@@ -793,6 +793,13 @@ func (w *wfState) dropQueued() {
 	w.queued = nil
 }
 
+// Queued implements workflow.MessagePeeker: the pending counts include
+// every message in memory's queues (they count a message before it is
+// there).
+func (w *wfHost) Queued(names []string) bool {
+	return w.a.hasPendingFor(workflow.Wake{AnyQueue: len(names) == 0, Queues: names})
+}
+
 func (w *wfHost) Receive(ctx context.Context, names []string, max int, record func(msgs []workflow.RawMessage) []workflow.HistoryWrite) ([]workflow.RawMessage, error) {
 	w.active()
 	a := w.a

@@ -164,6 +164,19 @@ type Host interface {
 	Waiting(w Wake)
 }
 
+// MessagePeeker is an optional interface of a Host. Queued reports,
+// without the actor's turn and without blocking, whether a Receive from
+// the queues in names (any queue if empty) might find messages now: false
+// must mean none is queued (one enqueued after the call closes the channel
+// MessageNotify returned before it), true may find none. The driver asks
+// before each Receive: a receive from an empty queue then waits for the
+// actor's turn not at all, and in a race it does not hold the right to
+// take messages meanwhile (which holds the race's decision: a timeout
+// branch could not win while a step of a third branch held the turn).
+type MessagePeeker interface {
+	Queued(names []string) bool
+}
+
 // BodyGuard is an optional interface of a Host. A Do step's body runs
 // outside the actor's turn, so nothing in RunStep can stop it where the
 // host may no longer run the actor (its node stopped serving the actor's

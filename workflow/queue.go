@@ -178,6 +178,9 @@ func (x *cx) receive(name string, o NextOptions) (string, *Entry, error) {
 // branch held the right to take messages until the deadline passed).
 func (x *cx) take(path string, seq int, deadline time.Time, o NextOptions) (*Entry, error) {
 	t, r := x.t, x.t.r
+	if p, ok := r.host.(MessagePeeker); ok && !p.Queued(o.Names) {
+		return nil, nil
+	}
 	release, err := t.claim(deadline)
 	if err != nil || release == nil {
 		return nil, err
