@@ -569,50 +569,87 @@ func TestADestroyThatGaveUpLeavesTheWorkflowRunning(t *testing.T) {
 	}
 }
 
+type raceListenState struct {
+	Winner string `json:"winner"`
+	Later  int    `json:"later"`
+}
+
 // A race branch waiting for a message does not hold its race while it
-// waits for the actor's turn only to find its queue empty: a step of
-// another branch holds the turn until it loses, and the timeout branch
-// must win at its deadline, not when that step's own timeout (an hour
-// here) ends it.
-func TestARaceReceiveOfAnEmptyQueueDoesNotHoldTheRaceBehindAStep(t *testing.T) {
-	started := make(chan struct{})
-	var once sync.Once
-	racer := rivet.Actor[raceTurnState]{
-		Name:   "raceListen",
-		Queues: rivet.Queues{"approval": rivet.QueueOf[int]()},
-		Run: func(ctx *workflow.Ctx[raceTurnState]) error {
-			w, _, err := workflow.Race(ctx, "r", []workflow.RaceBranch[raceTurnState, string]{
-				{Name: "timeout", Run: func(c *workflow.Ctx[raceTurnState]) (string, error) {
-					return "timeout", c.Sleep("nap", 300*time.Millisecond)
-				}},
-				{Name: "work", Run: func(c *workflow.Ctx[raceTurnState]) (string, error) {
-					return workflow.StepOpts(c, workflow.StepOptions{Name: "work", Timeout: time.Hour}, func(s *workflow.StepCtx[raceTurnState]) (string, error) {
-						once.Do(func() { close(started) })
-						<-s.Context().Done() // holds the turn until the race is lost
-						return "", s.Context().Err()
+// waits for the actor's turn before it has taken one: a step of another
+// branch holds the turn until it loses, and the timeout branch must win
+// at its deadline, not when that step's own timeout (an hour here) ends
+// it. Whether the queue is empty or holds a message the branch would
+// take, which then stays queued for the workflow's next receive.
+func TestARaceReceiveWaitingForTheTurnDoesNotHoldTheRaceBehindAStep(t *testing.T) {
+	for _, queued := range []bool{false, true} {
+		t.Run(fmt.Sprintf("message queued %v", queued), func(t *testing.T) {
+			started := make(chan struct{})
+			var once sync.Once
+			racer := rivet.Actor[raceListenState]{
+				Name:   "raceListen",
+				Queues: rivet.Queues{"approval": rivet.QueueOf[int](), "go": rivet.QueueOf[int]()},
+				Run: func(ctx *workflow.Ctx[raceListenState]) error {
+					if _, err := workflow.Next[int](ctx, "wait-go", workflow.NextOptions{Names: []string{"go"}}); err != nil {
+						return err
+					}
+					w, _, err := workflow.Race(ctx, "r", []workflow.RaceBranch[raceListenState, string]{
+						{Name: "timeout", Run: func(c *workflow.Ctx[raceListenState]) (string, error) {
+							return "timeout", c.Sleep("nap", 300*time.Millisecond)
+						}},
+						{Name: "work", Run: func(c *workflow.Ctx[raceListenState]) (string, error) {
+							return workflow.StepOpts(c, workflow.StepOptions{Name: "work", Timeout: time.Hour}, func(s *workflow.StepCtx[raceListenState]) (string, error) {
+								once.Do(func() { close(started) })
+								<-s.Context().Done() // holds the turn until the race is lost
+								return "", s.Context().Err()
+							})
+						}},
+						{Name: "listen", Run: func(c *workflow.Ctx[raceListenState]) (string, error) {
+							<-started // receive once the step holds the turn
+							m, err := workflow.Next[int](c, "wait-approval", workflow.NextOptions{Names: []string{"approval"}})
+							return fmt.Sprint(m.Body), err
+						}},
 					})
-				}},
-				{Name: "listen", Run: func(c *workflow.Ctx[raceTurnState]) (string, error) {
-					<-started // receive once the step holds the turn
-					m, err := workflow.Next[int](c, "wait-approval")
-					return fmt.Sprint(m.Body), err
-				}},
-			})
-			if err != nil {
-				return err
+					if err != nil {
+						return err
+					}
+					if err := ctx.Step("result", func(s *workflow.StepCtx[raceListenState]) error { s.State.Winner = w; return nil }); err != nil {
+						return err
+					}
+					m, err := workflow.Next[int](ctx, "later", workflow.NextOptions{Names: []string{"approval"}})
+					if err != nil {
+						return err
+					}
+					return ctx.Step("record-later", func(s *workflow.StepCtx[raceListenState]) error { s.State.Later = m.Body; return nil })
+				},
 			}
-			return ctx.Step("result", func(s *workflow.StepCtx[raceTurnState]) error { s.State.Winner = w; return nil })
-		},
-	}
-	e := newEnv(t, counterReg(t, racer), nil)
-	if _, _, err := e.host.GetOrCreate(ctx(t), runtime.Ref{Name: "raceListen", Key: []string{"k"}}, nil); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the workflow's end", 20*time.Second, func() bool {
-		st := inspect(t, e.host, "raceListen", "k").WorkflowStatus
-		return st == runtime.WorkflowCompleted || st == runtime.WorkflowFailed
-	})
-	if ins := inspect(t, e.host, "raceListen", "k"); ins.WorkflowStatus != runtime.WorkflowCompleted || string(ins.State) != `{"winner":"timeout"}` {
-		t.Fatalf("workflow %s (%s), state %s; want completed with the timeout", ins.WorkflowStatus, ins.WorkflowError, ins.State)
+			e := newEnv(t, counterReg(t, racer), nil)
+			ref := runtime.Ref{Name: "raceListen", Key: []string{"k"}}
+			if _, _, err := e.host.GetOrCreate(ctx(t), ref, nil); err != nil {
+				t.Fatal(err)
+			}
+			send := func(queue string) {
+				t.Helper()
+				if _, err := e.host.Send(ctx(t), runtime.SendRequest{Ref: ref, Queue: queue, Body: json.RawMessage(`7`)}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if queued {
+				send("approval")
+			}
+			send("go")
+			waitFor(t, "the race's end", 20*time.Second, func() bool {
+				return strings.Contains(string(inspect(t, e.host, "raceListen", "k").State), `"winner":"timeout"`)
+			})
+			if !queued {
+				send("approval")
+			}
+			waitFor(t, "the workflow's end", 20*time.Second, func() bool {
+				st := inspect(t, e.host, "raceListen", "k").WorkflowStatus
+				return st == runtime.WorkflowCompleted || st == runtime.WorkflowFailed
+			})
+			if ins := inspect(t, e.host, "raceListen", "k"); ins.WorkflowStatus != runtime.WorkflowCompleted || string(ins.State) != `{"winner":"timeout","later":7}` {
+				t.Fatalf("workflow %s (%s), state %s; want completed with the timeout, the message taken after", ins.WorkflowStatus, ins.WorkflowError, ins.State)
+			}
+		})
 	}
 }

@@ -851,7 +851,12 @@ func (w *wfHost) Receive(ctx context.Context, names []string, max int, record fu
 		if len(picked) == 0 {
 			return nil, nil
 		}
-		hops, back, err := historyOps(a.prefix, record(got))
+		writes := record(got)
+		if len(writes) == 0 {
+			got = nil // a race branch that lost meanwhile takes nothing
+			return nil, nil
+		}
+		hops, back, err := historyOps(a.prefix, writes)
 		if err != nil {
 			return nil, err
 		}

@@ -143,7 +143,9 @@ type Host interface {
 	// (nil, nil) and commits nothing. Otherwise it calls record once with
 	// the messages, and commits in ONE batch their deletion from the queues
 	// and the writes record returned: a message is either still queued or
-	// recorded in history, never lost and never taken twice.
+	// recorded in history, never lost and never taken twice. If record
+	// returns no writes (the receiving race branch lost meanwhile), take
+	// nothing: commit nothing and return (nil, nil).
 	Receive(ctx context.Context, names []string, max int, record func(msgs []RawMessage) []HistoryWrite) ([]RawMessage, error)
 
 	// MessageNotify returns a channel that is closed when a message is

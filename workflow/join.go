@@ -396,7 +396,7 @@ func (x *cx) race(name string, names []string, runs []func(*cx) (json.RawMessage
 				// may hold messages (those before the last one took them
 				// and failed): the first reserves the claim, which goes to
 				// another as it ends (raceEnd).
-				rc.claim = i
+				rc.claim, rc.claimTaken = i, true
 			}
 		}
 	}

@@ -189,7 +189,17 @@ func (x *cx) take(path string, seq int, deadline time.Time, o NextOptions) (*Ent
 		got   *Entry
 		batch []HistoryWrite
 	)
+	// What the receive takes is recorded at the time it takes it, after
+	// now: it does not hold a race's finisher meanwhile (it may wait for
+	// the actor's turn, held by a step of another branch).
+	t.setFloor(time.Time{}, false)
+	defer t.setFloor(t.now, true)
 	msgs, err := r.host.Receive(t.ctx, o.Names, o.Count, func(ms []RawMessage) []HistoryWrite {
+		if t.lostARace() {
+			// Decided while this branch waited for the turn (its claim
+			// only looked, see race.claimTaken): a loser takes nothing.
+			return nil
+		}
 		got = &Entry{Path: path, Seq: seq, Kind: KindMessage, Status: StatusCompleted, Deadline: deadline, Time: t.stamp()}
 		for _, m := range ms {
 			got.Messages = append(got.Messages, RecordedMessage{RawMessage: m})
@@ -203,6 +213,9 @@ func (x *cx) take(path string, seq int, deadline time.Time, o NextOptions) (*Ent
 		return nil, t.hostErr(err)
 	case len(msgs) == 0:
 		release(false)
+		if t.lostARace() {
+			return nil, ErrCancelled
+		}
 		return nil, nil
 	case got == nil:
 		release(false)

@@ -14,8 +14,12 @@ type race struct {
 	decided bool
 	winner  int
 	// claim is the branch that took queue messages (-1: none): it wins if
-	// it finishes, and no other branch may take messages meanwhile.
-	claim int
+	// it finishes, and no other branch may take messages meanwhile. Until
+	// it has taken them (claimTaken unset), it only looks: it may wait for
+	// the actor's turn (held by a step of another branch, which ends only
+	// when the race is decided), and a finisher does not wait for it.
+	claim      int
+	claimTaken bool
 	// holds[b] is set if branch b's recorded history holds messages it
 	// took (a replay); ended[b] once b stopped without a value. When the
 	// claim's holder ends, a branch that holds messages and has not ended
@@ -144,7 +148,7 @@ func (r *run) raceFinish(c *thread, rc *race, b int) {
 	rc.liveLocked(b)
 	rc.cands = append(rc.cands, raceCandidate{branch: b, at: c.now})
 	for !rc.decided {
-		claimed := rc.claim >= 0
+		claimed := rc.claim >= 0 && rc.claimTaken
 		if claimed {
 			for _, cd := range rc.cands {
 				if cd.branch == rc.claim {
@@ -264,7 +268,7 @@ func (r *run) raceEnd(rc *race, b int, failed bool) {
 		// meanwhile, as it would not have then.
 		for i, h := range rc.holds {
 			if h && !rc.ended[i] {
-				rc.claim = i
+				rc.claim, rc.claimTaken = i, true
 				break
 			}
 		}
@@ -298,7 +302,7 @@ func (t *thread) claim(deadline time.Time) (func(keep bool), error) {
 				// A thread still running under a decided race is a loser.
 				lost = true
 			case s.r.claim < 0:
-				s.r.claim = s.b
+				s.r.claim, s.r.claimTaken = s.b, false
 				taken = append(taken, s)
 				continue
 			case s.r.claim == s.b:
@@ -311,7 +315,17 @@ func (t *thread) claim(deadline time.Time) (func(keep bool), error) {
 		if !lost && busy == nil {
 			r.mu.Unlock()
 			return func(keep bool) {
-				if keep || len(taken) == 0 {
+				if keep {
+					r.mu.Lock()
+					defer r.mu.Unlock()
+					for _, s := range t.races {
+						if s.r.claim == s.b {
+							s.r.claimTaken = true
+						}
+					}
+					return
+				}
+				if len(taken) == 0 {
 					return
 				}
 				r.mu.Lock()
@@ -352,6 +366,9 @@ func (t *thread) claimReplayed() {
 	for _, s := range t.races {
 		if s.r.claim < 0 && !s.r.decided {
 			s.r.claim = s.b
+		}
+		if s.r.claim == s.b {
+			s.r.claimTaken = true
 		}
 	}
 }

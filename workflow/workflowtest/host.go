@@ -447,7 +447,11 @@ func (a *activation[S]) Receive(ctx context.Context, names []string, max int, re
 	if len(msgs) == 0 {
 		return nil, nil
 	}
-	if err := a.commitLocked(record(msgs), nil, msgs); err != nil {
+	writes := record(msgs)
+	if len(writes) == 0 {
+		return nil, nil // the receiving race branch lost meanwhile
+	}
+	if err := a.commitLocked(writes, nil, msgs); err != nil {
 		return nil, err
 	}
 	return msgs, nil
