@@ -172,21 +172,21 @@ func (o *Ownership) margin() time.Duration {
 
 // Establish grants the node's lease, registers the node and claims the
 // given partitions (those that have no owner). If a previous run of this
-// node (same node ID) left a registration, its lease is revoked first, so
-// that a node restarted after a crash serves at once instead of waiting for
-// its old claims to expire. Node IDs must therefore be unique.
+// node (same node ID) left a registration, its lease is revoked once the
+// new registration has replaced it, before claiming, so that a node
+// restarted after a crash serves at once instead of waiting for its old
+// claims to expire. Node IDs must therefore be unique.
 func (o *Ownership) Establish(ctx context.Context, partitions []uint32) error {
 	if err := o.lockRegistration(ctx, false); err != nil {
 		return err
 	}
 	defer o.unlockRegistration()
-	if kv, err := o.store.Get(ctx, storage.NodeKey(o.Record().NodeID)); err == nil {
+	key := storage.NodeKey(o.Record().NodeID)
+	var revoke storage.LeaseID
+	if kv, err := o.store.Get(ctx, key); err == nil {
 		var prev NodeRecord
 		if json.Unmarshal(kv.Value, &prev) == nil && prev.Lease != 0 && prev.Lease != o.currentLease() {
-			o.log.Info("revoking the lease of this node's previous run", zap.Int64("lease", int64(prev.Lease)))
-			if err := o.store.RevokeLease(ctx, prev.Lease); err != nil {
-				return fmt.Errorf("revoke previous lease: %w", err)
-			}
+			revoke = prev.Lease
 			o.mu.Lock()
 			if prev.Lease == o.lostLease {
 				o.record.Draining = prev.Draining // this run's last word in storage
@@ -204,8 +204,35 @@ func (o *Ownership) Establish(ctx context.Context, partitions []uint32) error {
 	rec := o.Record()
 	rec.Lease = lease
 	b, _ := json.Marshal(rec)
-	if err := o.store.PutLeased(ctx, storage.NodeKey(rec.NodeID), b, lease); err != nil {
+	// The new registration is written before the previous lease is
+	// revoked, which moves the record to the new lease: the revoke then
+	// deletes only the previous run's claims, and the node never looks
+	// unregistered to the others. Revoked first, the record vanished for
+	// the few milliseconds until this write: long enough for every other
+	// node to leave this one out of its ring and claim the partitions the
+	// revoke had just freed, to hand them back once the record was back (a
+	// crash and quick restart moved all of a node's partitions twice).
+	if err := o.store.PutLeased(ctx, key, b, lease); err != nil {
 		return fmt.Errorf("register node: %w", err)
+	}
+	if revoke != 0 {
+		o.log.Info("revoking the lease of this node's previous run", zap.Int64("lease", int64(revoke)))
+		if err := o.store.RevokeLease(ctx, revoke); err != nil {
+			return fmt.Errorf("revoke previous lease: %w", err)
+		}
+		// A write of the previous lease's that was given up on (a drain
+		// during a cut) may have applied in between, taking the record
+		// back to that lease, and the revoke deleted it: write it again.
+		// No such write applies after the revoke.
+		kv, err := o.store.Get(ctx, key)
+		if err != nil && !errors.Is(err, storage.ErrNotFound) {
+			return fmt.Errorf("read node record: %w", err)
+		}
+		if err != nil || kv.Lease != lease {
+			if err := o.store.PutLeased(ctx, key, b, lease); err != nil {
+				return fmt.Errorf("register node: %w", err)
+			}
+		}
 	}
 	var claims []storage.Claim
 	if len(partitions) > 0 {

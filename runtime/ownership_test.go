@@ -172,3 +172,120 @@ func TestSetDrainingWhoseReplyWasLostKeepsTheRecordAsStored(t *testing.T) {
 		t.Fatal("an undrain that did not apply changed the node's record")
 	}
 }
+
+// revokeHookStore runs before (if set) as a lease revoke begins and after
+// once it has applied.
+type revokeHookStore struct {
+	storage.Store
+	before, after func(lease storage.LeaseID)
+}
+
+func (s *revokeHookStore) RevokeLease(ctx context.Context, lease storage.LeaseID) error {
+	if s.before != nil {
+		s.before(lease)
+	}
+	err := s.Store.RevokeLease(ctx, lease)
+	if s.after != nil {
+		s.after(lease)
+	}
+	return err
+}
+
+// registeredOn returns the lease node id's registration is on in st, 0 if
+// it has none.
+func registeredOn(t *testing.T, st storage.Store, id string) storage.LeaseID {
+	t.Helper()
+	kv, err := st.Get(context.Background(), storage.NodeKey(id))
+	if errors.Is(err, storage.ErrNotFound) {
+		return 0
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec runtime.NodeRecord
+	if err := json.Unmarshal(kv.Value, &rec); err != nil {
+		t.Fatal(err)
+	}
+	if rec.Lease != kv.Lease {
+		t.Fatalf("the registration says lease %x and is on lease %x", rec.Lease, kv.Lease)
+	}
+	return kv.Lease
+}
+
+// A node that crashed and comes back at once under its ID revokes its
+// previous run's lease, to free that run's claims without waiting for the
+// TTL, and stays registered throughout: revoked before the new
+// registration was written, the record vanished for a moment, and every
+// other node left this one out of its ring, claimed the partitions the
+// revoke had just freed, and handed them back once the record returned
+// (node TestAQuickRestartUnderTheSameIDMovesNoPartitionTwice).
+func TestARestartUnderTheSameIDKeepsTheNodeRegistered(t *testing.T) {
+	m := storage.NewMemory()
+	defer m.Close()
+	ctx := context.Background()
+	crashed := runtime.NewOwnership(m, runtime.NodeRecord{NodeID: "b"}, time.Minute, nil)
+	if err := crashed.Establish(ctx, []uint32{0, 1, 2}); err != nil {
+		t.Fatal(err)
+	}
+	old := crashed.Lease()
+	s := &revokeHookStore{Store: m}
+	var afterRevoke storage.LeaseID
+	s.after = func(lease storage.LeaseID) {
+		if lease == old {
+			afterRevoke = registeredOn(t, m, "b")
+		}
+	}
+	restarted := runtime.NewOwnership(s, runtime.NodeRecord{NodeID: "b"}, time.Minute, nil)
+	if err := restarted.Establish(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if afterRevoke == 0 {
+		t.Error("the node was unregistered as its previous run's lease was revoked")
+	}
+	if got := registeredOn(t, m, "b"); got != restarted.Lease() {
+		t.Errorf("registered on lease %x, want the new run's %x", got, restarted.Lease())
+	}
+	claims, err := m.Claims(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(claims) != 0 {
+		t.Errorf("the previous run's claims outlived the restart: %v", claims)
+	}
+	// The new run claims them at once.
+	got, err := restarted.Claim(ctx, []uint32{0, 1, 2})
+	if err != nil || len(got) != 3 {
+		t.Fatalf("claim after the restart = %v, %v", got, err)
+	}
+}
+
+// A write of the previous lease's given up on (a drain during a cut) may
+// apply between the new registration and the revoke, moving the record
+// back to the previous lease, which the revoke then deletes: Establish
+// registers the node again.
+func TestARegistrationTakenBackByALateWriteIsWrittenAgain(t *testing.T) {
+	m := storage.NewMemory()
+	defer m.Close()
+	ctx := context.Background()
+	crashed := runtime.NewOwnership(m, runtime.NodeRecord{NodeID: "b"}, time.Minute, nil)
+	if err := crashed.Establish(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	old := crashed.Lease()
+	late, _ := json.Marshal(runtime.NodeRecord{NodeID: "b", Lease: old, Draining: true})
+	s := &revokeHookStore{Store: m}
+	s.before = func(lease storage.LeaseID) {
+		if lease == old {
+			if err := m.PutLeased(ctx, storage.NodeKey("b"), late, old); err != nil {
+				t.Errorf("setup: the late write: %v", err)
+			}
+		}
+	}
+	restarted := runtime.NewOwnership(s, runtime.NodeRecord{NodeID: "b"}, time.Minute, nil)
+	if err := restarted.Establish(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := registeredOn(t, m, "b"); got != restarted.Lease() {
+		t.Errorf("registered on lease %x, want the new run's %x", got, restarted.Lease())
+	}
+}
