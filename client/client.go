@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -42,6 +43,10 @@ const TokenEnv = auth.TokenEnv
 // payload reaches the node and comes back as RESOURCE_EXHAUSTED naming the
 // limit, rather than failing in the client with gRPC's generic message.
 const maxMsgBytes = 64 << 20
+
+// reconnectBackoff paces a connection's attempts to reconnect to a node
+// that is down: gRPC's default, but never more than a second apart.
+var reconnectBackoff = backoff.Config{BaseDelay: 250 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second}
 
 // Client is a connection to a rivet cluster. It is safe for concurrent use;
 // make one per process and Close it when done.
@@ -154,9 +159,15 @@ func New(addr string, opts ...Option) (*Client, error) {
 	// Keepalive pings find a node gone without a word (a cut network):
 	// the calls on its connection then fail, and are retried elsewhere,
 	// instead of waiting for their deadline, or for ever without one.
+	// The reconnect backoff is capped at a second: gRPC's default grows to
+	// two minutes between attempts, so that a client whose node was down
+	// a few minutes (a restart, an upgrade) failed every call for up to two
+	// minutes more. Calls fail at once while no connection is up, and the
+	// retry budget is seconds.
 	dial := append(append(creds,
 		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(maxMsgBytes), grpc.MaxCallRecvMsgSize(maxMsgBytes)),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: reconnectBackoff, MinConnectTimeout: 20 * time.Second}),
 	), o.dial...)
 	target := addr
 	if strings.Contains(addr, ",") {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/rivet-go/rivet"
@@ -148,6 +149,14 @@ func PeerDialOptions(limits Limits) []grpc.DialOption {
 		grpc.WithInitialWindowSize(streamWindow),
 		grpc.WithInitialConnWindowSize(connWindow),
 		grpc.WithKeepaliveParams(PeerKeepalive),
+		// A peer down for a while (a restart, a cut network) is reached
+		// again within about a second of being back: gRPC's default backoff
+		// grows to two minutes between attempts, and forwarding to a node
+		// that holds its partitions again would fail all that time.
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 250 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+			MinConnectTimeout: 20 * time.Second,
+		}),
 	}
 }
 
