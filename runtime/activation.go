@@ -359,6 +359,15 @@ func (a *activation) loadWorkflow(ctx context.Context) error {
 		return rivet.Errorf(rivet.ErrUnavailable, "load %s: workflow: %v", a.describe(), err)
 	}
 	a.wf.status, a.history = st, hist
+	// The queues alone may no longer hold the highest ID given: a receive
+	// in the history keeps the messages it took, and a retry puts them back
+	// under their IDs, where a message sent since under a reused ID would
+	// be overwritten.
+	for _, e := range hist {
+		for _, m := range e.Messages {
+			a.nextSeq = max(a.nextSeq, m.ID+1)
+		}
+	}
 	if a.wf.wakeAt, err = a.h.readWakeAt(ctx, a.part, a.ref.Name, a.enc); err != nil {
 		return rivet.Errorf(rivet.ErrUnavailable, "load %s: wakeup: %v", a.describe(), err)
 	}
