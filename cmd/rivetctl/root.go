@@ -410,6 +410,8 @@ func (a *app) connectionHint(err error) string {
 	switch {
 	case strings.Contains(msg, "connection refused"):
 		return fmt.Sprintf("; is a node listening at %s? (--addr, or env %s)", a.addr, client.EndpointEnv)
+	case strings.Contains(msg, "name resolver error") || strings.Contains(msg, "no such host"):
+		return fmt.Sprintf("; the host of %s does not resolve (--addr, or env %s)", a.addr, client.EndpointEnv)
 	case strings.Contains(msg, "looked like an HTTP/1.1 header"):
 		return "; this looks like an HTTP port, not a node's gRPC address (--addr)"
 	case strings.Contains(msg, "first record does not look like a TLS handshake"):

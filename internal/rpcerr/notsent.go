@@ -24,7 +24,9 @@ func NotSent(st *status.Status) bool {
 		return false
 	}
 	m := st.Message()
-	for _, s := range []string{NotSentMark, "Error while dialing", "connection refused", "no such host", "authentication handshake failed"} {
+	// "name resolver error" is gRPC's picker failing a call before any
+	// connection: the address's host did not resolve (to no address).
+	for _, s := range []string{NotSentMark, "Error while dialing", "connection refused", "no such host", "name resolver error", "authentication handshake failed"} {
 		if strings.Contains(m, s) {
 			return true
 		}
