@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/zap"
-
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/client"
 	"github.com/rivet-go/rivet/examples/counter"
@@ -35,26 +33,7 @@ func TestConcurrentDrainsOfTwoNodesLeaveOneEligible(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	start := func(id string, join []string) *Node {
-		cfg := DefaultLocalConfig(t.TempDir())
-		cfg.NodeID = id
-		cfg.EtcdEndpoints = endpoints
-		cfg.EtcdPrefix = "/drain-test/"
-		cfg.Partitions = 8
-		cfg.HTTPAddr = "-"
-		cfg.Join = join
-		cfg.Logger = zap.NewNop()
-		n, err := Start(ctx, cfg, reg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			if err := n.Stop(sctx); err != nil {
-				t.Errorf("stop %s: %v", n.ID(), err)
-			}
-		})
-		return n
+		return startInternal(t, ctx, localClusterConfig(t, id, endpoints, "/drain-test/", 8, join), reg)
 	}
 	a := start("a", nil)
 	b := start("b", []string{a.GossipAddr()})

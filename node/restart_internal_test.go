@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/zap"
-
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/examples/counter"
 	"github.com/rivet-go/rivet/storage/etcdstore/etcdtest"
@@ -37,30 +35,9 @@ func TestAQuickRestartUnderTheSameIDMovesNoPartitionTwice(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	config := func(id string, join []string) Config {
-		cfg := DefaultLocalConfig(t.TempDir())
-		cfg.NodeID = id
-		cfg.EtcdEndpoints = endpoints
-		cfg.EtcdPrefix = "/restart-test/"
-		cfg.Partitions = parts
-		cfg.HTTPAddr = "-"
-		cfg.Join = join
-		cfg.Logger = zap.NewNop()
-		return cfg
+		return localClusterConfig(t, id, endpoints, "/restart-test/", parts, join)
 	}
-	start := func(cfg Config) *Node {
-		n, err := Start(ctx, cfg, reg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			if err := n.Stop(sctx); err != nil {
-				t.Errorf("stop %s: %v", n.ID(), err)
-			}
-		})
-		return n
-	}
+	start := func(cfg Config) *Node { return startInternal(t, ctx, cfg, reg) }
 	shared := func(a, b *Node) func() bool {
 		return func() bool {
 			oa, ob := a.own.Owned(), b.own.Owned()
