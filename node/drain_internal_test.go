@@ -33,7 +33,7 @@ func TestConcurrentDrainsOfTwoNodesLeaveOneEligible(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	start := func(id string, join []string) *Node {
-		return startInternal(t, ctx, localClusterConfig(t, id, endpoints, "/drain-test/", 8, join), reg)
+		return StartForTest(t, ctx, ClusterConfigForTest(t, id, endpoints, "/drain-test/", 8, join), reg)
 	}
 	a := start("a", nil)
 	b := start("b", []string{a.GossipAddr()})

@@ -10,10 +10,11 @@ import (
 	"github.com/rivet-go/rivet"
 )
 
-// localClusterConfig is the configuration of node id of a test cluster
-// sharing etcd at endpoints under prefix: the fast local profile, no HTTP
-// endpoint, no log.
-func localClusterConfig(t *testing.T, id string, endpoints []string, prefix string, partitions uint32, join []string) Config {
+// ClusterConfigForTest is the configuration of node id of a test cluster
+// on etcd endpoints (keys under prefix): the fast local profile, quiet,
+// without an HTTP port, joining the gossip addresses join. (Exported for
+// the package's external tests too.)
+func ClusterConfigForTest(t testing.TB, id string, endpoints []string, prefix string, partitions uint32, join []string) Config {
 	cfg := DefaultLocalConfig(t.TempDir())
 	cfg.NodeID = id
 	cfg.EtcdEndpoints = endpoints
@@ -25,8 +26,10 @@ func localClusterConfig(t *testing.T, id string, endpoints []string, prefix stri
 	return cfg
 }
 
-// startInternal starts a node of cfg, stopped when the test ends.
-func startInternal(t *testing.T, ctx context.Context, cfg Config, reg *rivet.Registry) *Node {
+// StartForTest starts a node of cfg for a test or a benchmark and stops it
+// at cleanup. Cleanups run last-registered first, so nodes stop before
+// the etcd that a test started for them.
+func StartForTest(t testing.TB, ctx context.Context, cfg Config, reg *rivet.Registry) *Node {
 	t.Helper()
 	n, err := Start(ctx, cfg, reg)
 	if err != nil {

@@ -28,38 +28,13 @@ func TestMain(m *testing.M) {
 	)
 }
 
-// startNode starts a node for a test or a benchmark and stops it at
-// cleanup. Cleanups run last-registered first, so nodes stop before the
-// etcd that a test started for them.
 func startNode(tb testing.TB, ctx context.Context, cfg node.Config, reg *rivet.Registry) *node.Node {
 	tb.Helper()
-	n, err := node.Start(ctx, cfg, reg)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := n.Stop(sctx); err != nil {
-			tb.Errorf("stop %s: %v", n.ID(), err)
-		}
-	})
-	return n
+	return node.StartForTest(tb, ctx, cfg, reg)
 }
 
-// clusterConfig is the configuration of node id of a test cluster on
-// etcd endpoints (keys under prefix, parts partitions), quiet, without an
-// HTTP port, joining the gossip addresses join.
 func clusterConfig(tb testing.TB, id string, endpoints []string, prefix string, parts uint32, join []string) node.Config {
-	cfg := node.DefaultLocalConfig(tb.TempDir())
-	cfg.NodeID = id
-	cfg.EtcdEndpoints = endpoints
-	cfg.EtcdPrefix = prefix
-	cfg.Partitions = parts
-	cfg.HTTPAddr = "-"
-	cfg.Join = join
-	cfg.Logger = zap.NewNop()
-	return cfg
+	return node.ClusterConfigForTest(tb, id, endpoints, prefix, parts, join)
 }
 
 func get(t *testing.T, url string) (int, string) {

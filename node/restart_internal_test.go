@@ -35,9 +35,9 @@ func TestAQuickRestartUnderTheSameIDMovesNoPartitionTwice(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	config := func(id string, join []string) Config {
-		return localClusterConfig(t, id, endpoints, "/restart-test/", parts, join)
+		return ClusterConfigForTest(t, id, endpoints, "/restart-test/", parts, join)
 	}
-	start := func(cfg Config) *Node { return startInternal(t, ctx, cfg, reg) }
+	start := func(cfg Config) *Node { return StartForTest(t, ctx, cfg, reg) }
 	shared := func(a, b *Node) func() bool {
 		return func() bool {
 			oa, ob := a.own.Owned(), b.own.Owned()
