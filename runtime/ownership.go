@@ -173,7 +173,8 @@ func (o *Ownership) margin() time.Duration {
 // Establish grants the node's lease, registers the node and claims the
 // given partitions (those that have no owner). If a previous run of this
 // node (same node ID) left a registration, its lease is revoked once the
-// new registration has replaced it, before claiming, so that a node
+// new registration has replaced it, before claiming, as is every other
+// lease that holds a claim of this node's (a run before it), so that a node
 // restarted after a crash serves at once instead of waiting for its old
 // claims to expire. Node IDs must therefore be unique.
 func (o *Ownership) Establish(ctx context.Context, partitions []uint32) error {
@@ -215,10 +216,21 @@ func (o *Ownership) Establish(ctx context.Context, partitions []uint32) error {
 	if err := o.store.PutLeased(ctx, key, b, lease); err != nil {
 		return fmt.Errorf("register node: %w", err)
 	}
-	if revoke != 0 {
-		o.log.Info("revoking the lease of this node's previous run", zap.Int64("lease", int64(revoke)))
-		if err := o.store.RevokeLease(ctx, revoke); err != nil {
-			return fmt.Errorf("revoke previous lease: %w", err)
+	// The record names the previous run's lease only if that run wrote
+	// it: a run that failed (or crashed) between its registration and its
+	// revoke left its own lease there, and the one before's claims on
+	// theirs. Every lease that holds a claim of this node's is a previous
+	// run's (node IDs are unique), and is revoked too.
+	revokes, err := o.previousLeases(ctx, revoke, lease)
+	if err != nil {
+		return fmt.Errorf("list claims: %w", err)
+	}
+	if len(revokes) > 0 {
+		for _, l := range revokes {
+			o.log.Info("revoking the lease of this node's previous run", zap.Int64("lease", int64(l)))
+			if err := o.store.RevokeLease(ctx, l); err != nil {
+				return fmt.Errorf("revoke previous lease: %w", err)
+			}
 		}
 		// A write of the previous lease's that was given up on (a drain
 		// during a cut) may have applied in between, taking the record
@@ -258,6 +270,28 @@ func (o *Ownership) Establish(ctx context.Context, partitions []uint32) error {
 	o.mu.Unlock()
 	o.log.Info("lease granted", zap.Int("claimed", len(claims)), zap.Int("asked", len(partitions)), zap.Int64("lease", int64(lease)))
 	return nil
+}
+
+// previousLeases returns the leases of this node's previous runs to revoke:
+// recorded (the one the node's record was on, 0 if none) and every other
+// lease that holds a claim of this node's, but not lease (the new run's)
+// or the one this run holds.
+func (o *Ownership) previousLeases(ctx context.Context, recorded, lease storage.LeaseID) ([]storage.LeaseID, error) {
+	claims, err := o.store.Claims(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []storage.LeaseID
+	if recorded != 0 {
+		out = append(out, recorded)
+	}
+	id, current := o.Record().NodeID, o.currentLease()
+	for _, c := range claims {
+		if c.Node == id && c.Lease != 0 && c.Lease != lease && c.Lease != current && !slices.Contains(out, c.Lease) {
+			out = append(out, c.Lease)
+		}
+	}
+	return out, nil
 }
 
 // Claim claims those of partitions that have no owner, and returns the

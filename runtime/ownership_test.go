@@ -289,3 +289,57 @@ func TestARegistrationTakenBackByALateWriteIsWrittenAgain(t *testing.T) {
 		t.Errorf("registered on lease %x, want the new run's %x", got, restarted.Lease())
 	}
 }
+
+// A restart whose revoke of the previous run's lease fails (etcd gone
+// mid-way, or a crash right after the new registration) has already moved
+// the record to its own lease: the next run reads that lease, not the one
+// that holds the first run's claims. It must still free those claims,
+// instead of leaving the node's partitions owned by a dead lease, and
+// served by no one, until its TTL runs out.
+func TestARestartWhoseRevokeFailedStillFreesTheFirstRunsClaims(t *testing.T) {
+	m := storage.NewMemory()
+	defer m.Close()
+	ctx := context.Background()
+	crashed := runtime.NewOwnership(m, runtime.NodeRecord{NodeID: "b"}, time.Minute, nil)
+	if err := crashed.Establish(ctx, []uint32{0, 1, 2}); err != nil {
+		t.Fatal(err)
+	}
+	old := crashed.Lease()
+	failing := &revokeFailStore{Store: m, fail: old}
+	second := runtime.NewOwnership(failing, runtime.NodeRecord{NodeID: "b"}, time.Minute, nil)
+	if err := second.Establish(ctx, nil); err == nil {
+		t.Fatal("setup: Establish succeeded although its revoke failed")
+	}
+	third := runtime.NewOwnership(m, runtime.NodeRecord{NodeID: "b"}, time.Minute, nil)
+	if err := third.Establish(ctx, []uint32{0, 1, 2}); err != nil {
+		t.Fatal(err)
+	}
+	claims, err := m.Claims(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range claims {
+		if c.Lease == old {
+			t.Errorf("partition %d is still claimed on the first run's lease %x after two restarts", c.Partition, old)
+		}
+	}
+	for _, p := range []uint32{0, 1, 2} {
+		if _, ok := third.Token(p); !ok {
+			t.Errorf("the restarted node does not hold partition %d", p)
+		}
+	}
+}
+
+// revokeFailStore fails every revoke of lease fail, as etcd going away
+// mid-way would.
+type revokeFailStore struct {
+	storage.Store
+	fail storage.LeaseID
+}
+
+func (s *revokeFailStore) RevokeLease(ctx context.Context, lease storage.LeaseID) error {
+	if lease == s.fail {
+		return storage.ErrNotSent
+	}
+	return s.Store.RevokeLease(ctx, lease)
+}
