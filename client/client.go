@@ -45,7 +45,8 @@ const TokenEnv = auth.TokenEnv
 const maxMsgBytes = 64 << 20
 
 // reconnectBackoff paces a connection's attempts to reconnect to a node
-// that is down: gRPC's default, but never more than a second apart.
+// that is down: gRPC's growth and jitter from a quarter of a second, never
+// more than a second apart.
 var reconnectBackoff = backoff.Config{BaseDelay: 250 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second}
 
 // Client is a connection to a rivet cluster. It is safe for concurrent use;

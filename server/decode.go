@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"strings"
 
 	"google.golang.org/grpc"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/rivet-go/rivet"
 	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
+	"github.com/rivet-go/rivet/internal/rpcerr"
 )
 
 // A request that does not decode (a string field that is not UTF-8,
@@ -22,8 +22,9 @@ import (
 // writes that status as the decode fails, before any handler or
 // interceptor can say otherwise. So the node's codec does not fail on a
 // request of the ActorService or AdminService: it leaves the message empty
-// with the error in an unknown field (undecodableField), and the services'
-// handlers, wrapped by withDecodeErrors, refuse it. Every other message
+// with the error in an unknown field (undecodableField), and the first
+// interceptors of ServerOptions refuse it (boundErrors, boundStreamErrors),
+// before any handler or other interceptor sees it. Every other message
 // (PeerService's, health) decodes as gRPC's codec does.
 
 // undecodableField is the field number of the marker: the largest valid
@@ -86,8 +87,9 @@ func undecodable(v any) error {
 		if num == undecodableField && typ == protowire.BytesType {
 			s, n := protowire.ConsumeString(b)
 			if n >= 0 && strings.HasPrefix(s, undecodablePrefix) {
-				return rivet.Errorf(rivet.ErrInvalidArgument, "the request does not decode (%s): it must be a valid protobuf message, its strings UTF-8",
-					strings.TrimPrefix(s, undecodablePrefix))
+				st, _ := rpcerr.ToStatus(rivet.Errorf(rivet.ErrInvalidArgument, "the request does not decode (%s): it must be a valid protobuf message, its strings UTF-8",
+					strings.TrimPrefix(s, undecodablePrefix)))
+				return st.Err()
 			}
 		}
 		n = protowire.ConsumeFieldValue(num, typ, b)
@@ -99,41 +101,13 @@ func undecodable(v any) error {
 	return nil
 }
 
-// withDecodeErrors returns a copy of d whose handlers refuse a request
-// requestCodec could not decode.
-func (s *Server) withDecodeErrors(d *grpc.ServiceDesc) *grpc.ServiceDesc {
-	c := *d
-	c.Methods = make([]grpc.MethodDesc, len(d.Methods))
-	for i, m := range d.Methods {
-		h := m.Handler
-		c.Methods[i] = grpc.MethodDesc{MethodName: m.MethodName, Handler: func(srv any, ctx context.Context, dec func(any) error, ic grpc.UnaryServerInterceptor) (any, error) {
-			return h(srv, ctx, func(v any) error {
-				if err := dec(v); err != nil {
-					return err
-				}
-				return s.toStatus(ctx, undecodable(v))
-			}, ic)
-		}}
-	}
-	c.Streams = make([]grpc.StreamDesc, len(d.Streams))
-	for i, sd := range d.Streams {
-		h := sd.Handler
-		sd.Handler = func(srv any, ss grpc.ServerStream) error { return h(srv, decodeStream{ss, s}) }
-		c.Streams[i] = sd
-	}
-	return &c
-}
-
 // decodeStream is a server stream that refuses a received request
 // requestCodec could not decode.
-type decodeStream struct {
-	grpc.ServerStream
-	s *Server
-}
+type decodeStream struct{ grpc.ServerStream }
 
 func (d decodeStream) RecvMsg(m any) error {
 	if err := d.ServerStream.RecvMsg(m); err != nil {
 		return err
 	}
-	return d.s.toStatus(d.Context(), undecodable(m))
+	return undecodable(m)
 }

@@ -45,14 +45,20 @@ func (s *Server) toStatus(ctx context.Context, err error) error {
 // passed on from another node, or gRPC's own for an error that is no
 // status, may be any size, and one over a client's header-list bound
 // reaches it as a bare RST_STREAM. ServerOptions installs them first, so
-// that they see what the client would.
+// that they see what the client would. They also refuse the requests the
+// node's codec could not decode (decode.go), before anything else sees
+// them: here, rather than in interceptors of their own, which would cost
+// an allocation per call.
 func boundErrors(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if err := undecodable(req); err != nil {
+		return nil, err
+	}
 	resp, err := handler(ctx, req)
 	return resp, boundError(err)
 }
 
 func boundStreamErrors(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	return boundError(handler(srv, ss))
+	return boundError(handler(srv, decodeStream{ss}))
 }
 
 func boundError(err error) error {

@@ -112,6 +112,6 @@ func (s *Server) Shutdown() { s.stopOnce.Do(func() { close(s.stopping) }) }
 // reflection are the node's to register: only the node knows when it is
 // serving.
 func (s *Server) Register(gs *grpc.Server) {
-	gs.RegisterService(s.withDecodeErrors(&rivetv1.ActorService_ServiceDesc), s)
-	gs.RegisterService(s.withDecodeErrors(&rivetv1.AdminService_ServiceDesc), s)
+	rivetv1.RegisterActorServiceServer(gs, s)
+	rivetv1.RegisterAdminServiceServer(gs, s)
 }

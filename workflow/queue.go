@@ -193,7 +193,7 @@ func (x *cx) take(path string, seq int, deadline time.Time, o NextOptions) (*Ent
 	// now: it does not hold a race's finisher meanwhile (it may wait for
 	// the actor's turn, held by a step of another branch).
 	t.setFloor(time.Time{}, false)
-	defer t.setFloor(t.now, true)
+	defer func() { t.setFloor(t.now, true) }()
 	msgs, err := r.host.Receive(t.ctx, o.Names, o.Count, func(ms []RawMessage) []HistoryWrite {
 		if t.lostARace() {
 			// Decided while this branch waited for the turn (its claim
