@@ -200,3 +200,74 @@ func TestSendWaitDuringAHandoffSaysTheMessageIsQueued(t *testing.T) {
 		t.Fatalf("state after the move = %s, %v; want the message counted once", out, err)
 	}
 }
+
+type longStepState struct {
+	Sleeps  int `json:"sleeps"`
+	Started int `json:"started"`
+	Done    int `json:"done"`
+}
+
+// A handoff does not wait for a workflow step that holds the actor's turn:
+// it stops the workflow first, which cancels the step (its attempt runs
+// again on the next owner, as after a crash), and the actor leaves
+// cleanly, OnSleep and all, long before the step's own timeout. The
+// partition was out of service meanwhile: every other actor in it waited
+// (clients retry UNAVAILABLE for seconds, not for a step's half minute),
+// and a handoff that ran out of time evicted the actor without OnSleep.
+func TestAHandoffCancelsAStepThatHoldsTheTurn(t *testing.T) {
+	started := make(chan struct{}, 1)
+	long := rivet.Actor[longStepState]{
+		Name: "longStep",
+		OnSleep: func(c *rivet.ActionCtx[longStepState]) error {
+			c.State.Sleeps++
+			return nil
+		},
+		Run: func(ctx *workflow.Ctx[longStepState]) error {
+			return ctx.StepWith(workflow.StepOptions{Name: "work", Timeout: time.Hour}, func(s *workflow.StepCtx[longStepState]) error {
+				s.State.Started++
+				select {
+				case started <- struct{}{}:
+				default:
+				}
+				select {
+				case <-s.Context().Done():
+					return s.Context().Err()
+				case <-time.After(time.Hour):
+				}
+				s.State.Done++
+				return nil
+			})
+		},
+	}
+	e := newEnv(t, counterReg(t, long), nil)
+	ref := runtime.Ref{Name: "longStep", Key: []string{"k"}}
+	if _, _, err := e.host.GetOrCreate(ctx(t), ref, nil); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-started:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the step did not start")
+	}
+	p := placement.Partition("longStep", storage.EncodeKey(ref.Key), testPartitions)
+	hctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if err := e.host.Handoff(hctx, p); err != nil {
+		t.Fatal(err)
+	}
+	if hctx.Err() != nil {
+		t.Fatal("the handoff ran out of time waiting for the step")
+	}
+	h2, own2 := secondHost(t, e)
+	if got, err := own2.Claim(ctx(t), []uint32{p}); err != nil || len(got) != 1 {
+		t.Fatalf("claim after handoff: %v, %v", got, err)
+	}
+	ins := inspect(t, h2, "longStep", "k")
+	var st longStepState
+	if err := json.Unmarshal(ins.State, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Sleeps != 1 || st.Done != 0 {
+		t.Fatalf("state on the next owner %s: want OnSleep run once (a clean handoff) and the step not done", ins.State)
+	}
+}

@@ -2249,6 +2249,12 @@ func (h *Host) handoffActor(ctx context.Context, a *activation, hooks bool) {
 		}
 	}
 	endTasks()
+	// The workflow stops before the turn is taken: a step of it may hold
+	// the turn, for as long as its timeout, and the whole partition is out
+	// of service until every actor in it has left. Stopped, the step's
+	// attempt is cancelled and runs again on the next owner, as after a
+	// crash (a step that ignores its context still runs to its end).
+	a.cancelWorkflow()
 	chain := h.newChain()
 	if err := a.gate.acquire(ctx, chain); err != nil {
 		h.evict(a)
