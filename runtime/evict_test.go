@@ -653,3 +653,68 @@ func TestARaceReceiveWaitingForTheTurnDoesNotHoldTheRaceBehindAStep(t *testing.T
 		})
 	}
 }
+
+// A race branch that took a message and then needs the actor's turn for a
+// step gets it, although a step of another branch holds the turn until it
+// loses: once a branch has finished (the timeout here), the branches that
+// can no longer win are cancelled, not kept until the decision, which
+// waits for the message's taker (it wins if it finishes). The race waited
+// until the holding step's own timeout (an hour here).
+func TestARaceBranchThatTookAMessageGetsTheTurnFromALosingStep(t *testing.T) {
+	taken := make(chan struct{})
+	working := make(chan struct{})
+	var takenOnce, workingOnce sync.Once
+	racer := rivet.Actor[raceListenState]{
+		Name:   "raceTaker",
+		Queues: rivet.Queues{"approval": rivet.QueueOf[int](), "go": rivet.QueueOf[int]()},
+		Run: func(ctx *workflow.Ctx[raceListenState]) error {
+			if _, err := workflow.Next[int](ctx, "wait-go", workflow.NextOptions{Names: []string{"go"}}); err != nil {
+				return err
+			}
+			w, _, err := workflow.Race(ctx, "r", []workflow.RaceBranch[raceListenState, string]{
+				{Name: "timeout", Run: func(c *workflow.Ctx[raceListenState]) (string, error) {
+					<-working
+					return "timeout", c.Sleep("nap", 300*time.Millisecond)
+				}},
+				{Name: "work", Run: func(c *workflow.Ctx[raceListenState]) (string, error) {
+					<-taken // the message is taken first
+					return workflow.StepOpts(c, workflow.StepOptions{Name: "work", Timeout: time.Hour}, func(s *workflow.StepCtx[raceListenState]) (string, error) {
+						workingOnce.Do(func() { close(working) })
+						<-s.Context().Done() // holds the turn until the branch loses
+						return "", s.Context().Err()
+					})
+				}},
+				{Name: "listen", Run: func(c *workflow.Ctx[raceListenState]) (string, error) {
+					m, err := workflow.Next[int](c, "wait-approval", workflow.NextOptions{Names: []string{"approval"}})
+					if err != nil {
+						return "", err
+					}
+					takenOnce.Do(func() { close(taken) })
+					<-working // the step needs the turn the work step holds
+					return "listen", c.Step("handle", func(s *workflow.StepCtx[raceListenState]) error { s.State.Later = m.Body; return nil })
+				}},
+			})
+			if err != nil {
+				return err
+			}
+			return ctx.Step("result", func(s *workflow.StepCtx[raceListenState]) error { s.State.Winner = w; return nil })
+		},
+	}
+	e := newEnv(t, counterReg(t, racer), nil)
+	ref := runtime.Ref{Name: "raceTaker", Key: []string{"k"}}
+	if _, _, err := e.host.GetOrCreate(ctx(t), ref, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"approval", "go"} {
+		if _, err := e.host.Send(ctx(t), runtime.SendRequest{Ref: ref, Queue: q, Body: json.RawMessage(`7`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "the workflow's end", 20*time.Second, func() bool {
+		st := inspect(t, e.host, "raceTaker", "k").WorkflowStatus
+		return st == runtime.WorkflowCompleted || st == runtime.WorkflowFailed
+	})
+	if ins := inspect(t, e.host, "raceTaker", "k"); ins.WorkflowStatus != runtime.WorkflowCompleted || string(ins.State) != `{"winner":"listen","later":7}` {
+		t.Fatalf("workflow %s (%s), state %s; want completed, won by the branch that took the message", ins.WorkflowStatus, ins.WorkflowError, ins.State)
+	}
+}

@@ -2,6 +2,7 @@ package workflow
 
 import (
 	"context"
+	"slices"
 	"time"
 )
 
@@ -25,6 +26,9 @@ type race struct {
 	// claim's holder ends, a branch that holds messages and has not ended
 	// takes the claim over (see raceEnd).
 	holds, ended []bool
+	// doomed[b] is set for a branch cancelled before the decision because
+	// it can no longer win (see doomLocked): it is a loser already.
+	doomed []bool
 	// live[b] is false while branch b still replays recorded entries;
 	// replaying counts those. No winner is picked while it is above 0.
 	live      []bool
@@ -59,7 +63,7 @@ type raceSlot struct {
 }
 
 func newRace(n int) *race {
-	rc := &race{n: n, winner: -1, claim: -1, live: make([]bool, n), holds: make([]bool, n), ended: make([]bool, n), cancel: make([]context.CancelFunc, n), changed: make(chan struct{})}
+	rc := &race{n: n, winner: -1, claim: -1, live: make([]bool, n), holds: make([]bool, n), ended: make([]bool, n), doomed: make([]bool, n), cancel: make([]context.CancelFunc, n), changed: make(chan struct{})}
 	for i := range rc.live {
 		rc.live[i] = true
 	}
@@ -134,7 +138,7 @@ func (t *thread) lostARace() bool {
 	t.r.mu.Lock()
 	defer t.r.mu.Unlock()
 	for _, s := range t.races {
-		if s.r.decided && s.r.winner != s.b {
+		if s.r.decided && s.r.winner != s.b || s.r.doomed[s.b] {
 			return true
 		}
 	}
@@ -155,6 +159,9 @@ func (r *run) raceFinish(c *thread, rc *race, b int) {
 					claimed = false
 				}
 			}
+		}
+		if claimed && rc.replaying == 0 {
+			rc.doomLocked()
 		}
 		held := false
 		if rc.replaying == 0 && !claimed {
@@ -181,6 +188,42 @@ func (r *run) raceFinish(c *thread, rc *race, b int) {
 		}
 	}
 	r.mu.Unlock()
+}
+
+// doomLocked cancels the branches that can no longer win while a branch
+// that took messages (the claim's holder, which wins if it finishes) has
+// yet to finish and others have: any branch but those, that holds no
+// messages of its own (a replay's next holder) and that cannot finish
+// before the earliest finisher (see heldLocked). They would be cancelled
+// at the decision anyway; cancelled now, a step of theirs that holds the
+// actor's turn lets the holder have it (until the step's timeout, the
+// holder, and with it the race, waited for the turn).
+func (rc *race) doomLocked() {
+	if len(rc.cands) == 0 {
+		return
+	}
+	w := pickWinner(rc.cands, -1)
+	var at time.Time
+	for _, cd := range rc.cands {
+		if cd.branch == w {
+			at = cd.at
+		}
+	}
+	for b := range rc.n {
+		if b == rc.claim || rc.ended[b] || rc.doomed[b] || rc.holds[b] || slices.ContainsFunc(rc.cands, func(cd raceCandidate) bool { return cd.branch == b }) {
+			continue
+		}
+		early := false
+		for _, th := range rc.threads {
+			if th.b == b && th.t.hasFloor && !th.t.floor.After(at) {
+				early = true // it may still finish first (heldLocked)
+			}
+		}
+		if !early {
+			rc.doomed[b] = true
+			rc.cancel[b]()
+		}
+	}
 }
 
 // heldLocked reports whether a branch still running may finish earlier in
@@ -298,7 +341,7 @@ func (t *thread) claim(deadline time.Time) (func(keep bool), error) {
 		lost := false
 		for _, s := range t.races {
 			switch {
-			case s.r.decided:
+			case s.r.decided || s.r.doomed[s.b]:
 				// A thread still running under a decided race is a loser.
 				lost = true
 			case s.r.claim < 0:
