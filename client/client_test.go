@@ -423,7 +423,12 @@ func TestSubscribeToANodeThatIsNotThereFailsAsACallDoes(t *testing.T) {
 	}
 	addr := l.Addr().String()
 	l.Close() // nothing listens there now
-	c := newClient(t, addr)
+	// The first retry's wait (1 to 2 s) would end past the 1 s deadline:
+	// the client must give up after the first attempt, long before the
+	// deadline. (With the default policy a wait could end a hair before
+	// the deadline, and the attempt after it end just past it: the test
+	// failed about 1 run in 50 under -race.)
+	c := newClient(t, addr, client.WithRetry(2*time.Second, 10*time.Second))
 	sctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	_, callErr := c.Actor("counter", "main").Call(sctx, "increment", 1)
