@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/client"
 	"github.com/rivet-go/rivet/internal/rpcerr"
 	"github.com/rivet-go/rivet/runtime"
 	"github.com/rivet-go/rivet/server"
@@ -33,7 +34,12 @@ func TestSubscribeCreatingStopsRetryingBeforeTheDeadline(t *testing.T) {
 		}
 		return h(ctx, req)
 	})
-	c := newClient(t, servertest.Start(t, f, servertest.Config{GRPCOptions: []grpc.ServerOption{refuse}}))
+	// The first retry's wait (1 to 2 s) would end past the 700 ms
+	// deadline: the client must give up after the first refused attempt,
+	// long before the deadline. (With the default policy a wait could end
+	// a hair before the deadline, and the attempt after it end just past
+	// it: the test failed about 1 run in 150 under -race.)
+	c := newClient(t, servertest.Start(t, f, servertest.Config{GRPCOptions: []grpc.ServerOption{refuse}}), client.WithRetry(2*time.Second, 10*time.Second))
 	sctx, cancel := context.WithTimeout(context.Background(), 700*time.Millisecond)
 	defer cancel()
 	start := time.Now()
