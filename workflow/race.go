@@ -2,7 +2,6 @@ package workflow
 
 import (
 	"context"
-	"slices"
 	"time"
 )
 
@@ -95,16 +94,12 @@ func (rc *race) liveLocked(b int) {
 func (rc *race) decideLocked(w int) {
 	rc.decided = true
 	rc.winner = w
-	if rc.parent != nil && w >= 0 {
+	if at, ok := rc.candAt(w); ok && rc.parent != nil {
 		// The race ends at the winner's time, once its losers stopped:
 		// meanwhile its parent (whose floor is unset while it waits for
 		// the branches) holds the races it runs under at that time, as
 		// the winner did until it exited.
-		for _, cd := range rc.cands {
-			if cd.branch == w {
-				rc.parent.setFloorLocked(cd.at, true)
-			}
-		}
+		rc.parent.setFloorLocked(at, true)
 	}
 	for i, c := range rc.cancel {
 		if i != w {
@@ -152,14 +147,8 @@ func (r *run) raceFinish(c *thread, rc *race, b int) {
 	rc.liveLocked(b)
 	rc.cands = append(rc.cands, raceCandidate{branch: b, at: c.now})
 	for !rc.decided {
-		claimed := rc.claim >= 0 && rc.claimTaken
-		if claimed {
-			for _, cd := range rc.cands {
-				if cd.branch == rc.claim {
-					claimed = false
-				}
-			}
-		}
+		// The holder of messages taken, yet to finish, is waited for.
+		claimed := rc.claim >= 0 && rc.claimTaken && !rc.finished(rc.claim)
 		if claimed && rc.replaying == 0 {
 			rc.doomLocked()
 		}
@@ -203,26 +192,13 @@ func (rc *race) doomLocked() {
 		return
 	}
 	w := pickWinner(rc.cands, -1)
-	var at time.Time
-	for _, cd := range rc.cands {
-		if cd.branch == w {
-			at = cd.at
-		}
-	}
+	at, _ := rc.candAt(w)
 	for b := range rc.n {
-		if b == rc.claim || rc.ended[b] || rc.doomed[b] || rc.holds[b] || slices.ContainsFunc(rc.cands, func(cd raceCandidate) bool { return cd.branch == b }) {
+		if b == rc.claim || rc.ended[b] || rc.doomed[b] || rc.holds[b] || rc.finished(b) || rc.mayFinishFirstLocked(b, w, at) {
 			continue
 		}
-		early := false
-		for _, th := range rc.threads {
-			if th.b == b && th.t.hasFloor && !th.t.floor.After(at) {
-				early = true // it may still finish first (heldLocked)
-			}
-		}
-		if !early {
-			rc.doomed[b] = true
-			rc.cancel[b]()
-		}
+		rc.doomed[b] = true
+		rc.cancel[b]()
 	}
 }
 
@@ -235,28 +211,44 @@ func (rc *race) doomLocked() {
 // waiting for what has not come yet will record a time after now, which
 // is not before w's.
 func (rc *race) heldLocked(w int) bool {
-	var at time.Time
-	for _, cd := range rc.cands {
-		if cd.branch == w {
-			at = cd.at
-		}
-		if cd.branch == rc.claim {
-			return false // the claim's holder wins whatever the times
-		}
+	if rc.finished(rc.claim) {
+		return false // the claim's holder wins whatever the times
 	}
-	for _, th := range rc.threads {
-		if rc.ended[th.b] || !th.t.hasFloor || th.t.floor.After(at) || (th.t.floor.Equal(at) && th.b > w) {
-			continue
-		}
-		finished := false
-		for _, cd := range rc.cands {
-			finished = finished || cd.branch == th.b
-		}
-		if !finished {
+	at, _ := rc.candAt(w)
+	for b := range rc.n {
+		if !rc.ended[b] && !rc.finished(b) && rc.mayFinishFirstLocked(b, w, at) {
 			return true
 		}
 	}
 	return false
+}
+
+// mayFinishFirstLocked reports whether a thread of branch b may still
+// record a time before at, w's, or at it and b declared before w (see
+// pickWinner): then b may still beat w.
+func (rc *race) mayFinishFirstLocked(b, w int, at time.Time) bool {
+	for _, th := range rc.threads {
+		if th.b == b && th.t.hasFloor && (th.t.floor.Before(at) || th.t.floor.Equal(at) && b < w) {
+			return true
+		}
+	}
+	return false
+}
+
+// candAt returns the time at which branch b finished, if it has.
+func (rc *race) candAt(b int) (time.Time, bool) {
+	for _, cd := range rc.cands {
+		if cd.branch == b {
+			return cd.at, true
+		}
+	}
+	return time.Time{}, false
+}
+
+// finished reports whether branch b finished (returned a value).
+func (rc *race) finished(b int) bool {
+	_, ok := rc.candAt(b)
+	return ok
 }
 
 // setFloorLocked sets the earliest workflow time t may still record
@@ -273,7 +265,7 @@ func (t *thread) setFloorLocked(at time.Time, ok bool) {
 	}
 }
 
-// enterRaces registers t under the races it runs under, as their branch.
+// enterRacesLocked registers t under the races it runs under, as their branch.
 func (t *thread) enterRacesLocked() {
 	for _, s := range t.races {
 		s.r.threads = append(s.r.threads, raceThread{t: t, b: s.b})
