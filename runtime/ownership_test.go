@@ -223,11 +223,7 @@ func TestARestartUnderTheSameIDKeepsTheNodeRegistered(t *testing.T) {
 	m := storage.NewMemory()
 	defer m.Close()
 	ctx := context.Background()
-	crashed := runtime.NewOwnership(m, runtime.NodeRecord{NodeID: "b"}, time.Minute, nil)
-	if err := crashed.Establish(ctx, []uint32{0, 1, 2}); err != nil {
-		t.Fatal(err)
-	}
-	old := crashed.Lease()
+	old := crashedRun(t, m, []uint32{0, 1, 2})
 	s := &revokeHookStore{Store: m}
 	var afterRevoke storage.LeaseID
 	s.after = func(lease storage.LeaseID) {
@@ -267,11 +263,7 @@ func TestARegistrationTakenBackByALateWriteIsWrittenAgain(t *testing.T) {
 	m := storage.NewMemory()
 	defer m.Close()
 	ctx := context.Background()
-	crashed := runtime.NewOwnership(m, runtime.NodeRecord{NodeID: "b"}, time.Minute, nil)
-	if err := crashed.Establish(ctx, nil); err != nil {
-		t.Fatal(err)
-	}
-	old := crashed.Lease()
+	old := crashedRun(t, m, nil)
 	late, _ := json.Marshal(runtime.NodeRecord{NodeID: "b", Lease: old, Draining: true})
 	s := &revokeHookStore{Store: m}
 	s.before = func(lease storage.LeaseID) {
@@ -300,11 +292,7 @@ func TestARestartWhoseRevokeFailedStillFreesTheFirstRunsClaims(t *testing.T) {
 	m := storage.NewMemory()
 	defer m.Close()
 	ctx := context.Background()
-	crashed := runtime.NewOwnership(m, runtime.NodeRecord{NodeID: "b"}, time.Minute, nil)
-	if err := crashed.Establish(ctx, []uint32{0, 1, 2}); err != nil {
-		t.Fatal(err)
-	}
-	old := crashed.Lease()
+	old := crashedRun(t, m, []uint32{0, 1, 2})
 	failing := &revokeFailStore{Store: m, fail: old}
 	second := runtime.NewOwnership(failing, runtime.NodeRecord{NodeID: "b"}, time.Minute, nil)
 	if err := second.Establish(ctx, nil); err == nil {
@@ -342,4 +330,16 @@ func (s *revokeFailStore) RevokeLease(ctx context.Context, lease storage.LeaseID
 		return storage.ErrNotSent
 	}
 	return s.Store.RevokeLease(ctx, lease)
+}
+
+// crashedRun establishes node "b" on m with partitions and leaves it as a
+// crashed process leaves it: registered, its claims on its lease, which it
+// returns.
+func crashedRun(t *testing.T, m storage.Store, partitions []uint32) storage.LeaseID {
+	t.Helper()
+	crashed := runtime.NewOwnership(m, runtime.NodeRecord{NodeID: "b"}, time.Minute, nil)
+	if err := crashed.Establish(context.Background(), partitions); err != nil {
+		t.Fatal(err)
+	}
+	return crashed.Lease()
 }
