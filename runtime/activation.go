@@ -263,7 +263,9 @@ func (a *activation) load(ctx context.Context, create bool, input json.RawMessag
 			}
 			a.state, a.stateBytes, a.meta = st, snap.state, snap.meta
 			a.nextSeq, a.depth = snap.nextSeq, snap.depth
+			a.wf.notifyMu.Lock()
 			a.wf.msgs = snap.msgs
+			a.wf.notifyMu.Unlock()
 			for _, m := range snap.msgs {
 				a.wf.countPending(m.queue, 1)
 			}

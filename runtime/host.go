@@ -1175,7 +1175,9 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 		if sp.Run != nil {
 			// Only a workflow takes messages: an actor without one keeps
 			// no copy of their bodies in memory.
+			a.wf.notifyMu.Lock()
 			a.wf.msgs = append(a.wf.msgs, msgRef{seq: seq, queue: req.Queue, body: body, at: now})
+			a.wf.notifyMu.Unlock()
 			a.wf.messageArrived()
 		}
 		return nil

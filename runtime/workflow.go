@@ -100,7 +100,9 @@ type wfRunner struct {
 // runner goroutine reads and writes them outside turns).
 type wfState struct {
 	status workflowStatus
-	msgs   []msgRef // pending messages, by seq
+	// msgs are the pending messages, by seq. Changed in turns, and under
+	// notifyMu too, so that Queued can read it outside turns.
+	msgs []msgRef
 	// wakeAt is the At (unix ms) of the stored wakeup record: 0 means the
 	// record does not ask for a timer (the workflow waits for a message).
 	wakeAt int64
@@ -194,7 +196,9 @@ func historyOps(prefix string, ws []workflow.HistoryWrite) ([]storage.Op, []msgR
 func (a *activation) putBack(back []msgRef) {
 	for _, m := range back {
 		i, _ := slices.BinarySearchFunc(a.wf.msgs, m.seq, func(r msgRef, seq uint64) int { return cmp.Compare(r.seq, seq) })
+		a.wf.notifyMu.Lock()
 		a.wf.msgs = slices.Insert(a.wf.msgs, i, m)
+		a.wf.notifyMu.Unlock()
 		a.depth[m.queue]++
 		a.wf.countPending(m.queue, 1)
 		// A sender waiting for its completion whose wait runs out is told
@@ -795,9 +799,21 @@ func (w *wfState) dropQueued() {
 
 // Queued implements workflow.MessagePeeker: the pending counts include
 // every message in memory's queues (they count a message before it is
-// there).
-func (w *wfHost) Queued(names []string) bool {
-	return w.a.hasPendingFor(workflow.Wake{AnyQueue: len(names) == 0, Queues: names})
+// there). The time is unknown for a message counted but not there yet,
+// and for one queued before the activation loaded (only its key is read).
+func (w *wfHost) Queued(names []string) (time.Time, bool) {
+	a := w.a
+	if !a.hasPendingFor(workflow.Wake{AnyQueue: len(names) == 0, Queues: names}) {
+		return time.Time{}, false
+	}
+	a.wf.notifyMu.Lock()
+	defer a.wf.notifyMu.Unlock()
+	for _, m := range a.wf.msgs {
+		if len(names) == 0 || slices.Contains(names, m.queue) {
+			return m.at, true
+		}
+	}
+	return time.Time{}, true
 }
 
 func (w *wfHost) Receive(ctx context.Context, names []string, max int, record func(msgs []workflow.RawMessage) []workflow.HistoryWrite) ([]workflow.RawMessage, error) {
@@ -876,7 +892,9 @@ func (w *wfHost) Receive(ctx context.Context, names []string, max int, record fu
 			a.depth[a.wf.msgs[i].queue]--
 			a.wf.countPending(a.wf.msgs[i].queue, -1)
 			a.wf.markTaken(a.wf.msgs[i].seq)
+			a.wf.notifyMu.Lock()
 			a.wf.msgs = append(a.wf.msgs[:i], a.wf.msgs[i+1:]...)
+			a.wf.notifyMu.Unlock()
 		}
 		return ops, nil
 	})

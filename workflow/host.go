@@ -175,8 +175,15 @@ type Host interface {
 // actor's turn not at all, and in a race it does not hold the right to
 // take messages meanwhile (which holds the race's decision: a timeout
 // branch could not win while a step of a third branch held the turn).
+//
+// first is when the first message such a Receive would take was enqueued
+// (its CreatedAt), or zero if the host does not know. A run that gets to
+// a receive late (woken late, replayed after a crash) ranks it by that
+// time, as it would have gone on time: a message that came after the
+// receive's deadline, or after another branch of its race finished,
+// loses to them.
 type MessagePeeker interface {
-	Queued(names []string) bool
+	Queued(names []string) (first time.Time, ok bool)
 }
 
 // BodyGuard is an optional interface of a Host. A Do step's body runs

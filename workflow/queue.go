@@ -16,7 +16,9 @@ type NextOptions struct {
 	// message is.
 	Count int
 	// Timeout bounds the wait, measured from the first call (recorded, so
-	// not reset by replays). 0: wait forever.
+	// not reset by replays). 0: wait forever. A run that gets here after
+	// the deadline (woken late, replayed after a crash) times out if the
+	// first message was sent after the deadline, as it would have on time.
 	Timeout time.Duration
 	// Completable requires every message taken to be completed (with
 	// Message.Complete) before this branch of the workflow receives again.
@@ -178,21 +180,73 @@ func (x *cx) receive(name string, o NextOptions) (string, *Entry, error) {
 // branch held the right to take messages until the deadline passed).
 func (x *cx) take(path string, seq int, deadline time.Time, o NextOptions) (*Entry, error) {
 	t, r := x.t, x.t.r
-	if p, ok := r.host.(MessagePeeker); ok && !p.Queued(o.Names) {
-		return nil, nil
+	// came is when the first message came, if after the receive began:
+	// the run got here late (woken late, replayed after a crash), and the
+	// receive ranks as it would have on time, by that time.
+	var came time.Time
+	unknown := false // a message is there, the host does not know since when
+	if p, ok := r.host.(MessagePeeker); ok {
+		first, queued := p.Queued(o.Names)
+		if !queued {
+			return nil, nil
+		}
+		came, unknown = t.cameLate(first), first.IsZero()
 	}
+	for {
+		if !came.IsZero() {
+			if !deadline.IsZero() && came.After(deadline) {
+				// On time, the receive timed out before it came.
+				return nil, nil
+			}
+			if err := t.awaitEarlier(came); err != nil {
+				return nil, err
+			}
+		}
+		got, late, err := x.takeOnce(path, seq, deadline, o, came, unknown)
+		if err != nil || got != nil || late.IsZero() {
+			return got, err
+		}
+		// The host did not know when the message came (Queued said
+		// zero): ranked by its time now, as above.
+		came = late
+	}
+}
+
+// cameLate returns at, when a message came, if it came after t's receive
+// began (zero otherwise, and for an unknown time).
+func (t *thread) cameLate(at time.Time) time.Time {
+	if at = at.Round(0); at.After(t.now) {
+		return at
+	}
+	return time.Time{}
+}
+
+// takeOnce is take's attempt, the messages' time already ranked if came is
+// set. If it is not, and the messages came while the run was behind (see
+// take), it takes them only if their time ranks first; if not it returns
+// that time as late, to be ranked. unknown says that a message is queued
+// whose time the host does not know yet.
+func (x *cx) takeOnce(path string, seq int, deadline time.Time, o NextOptions, came time.Time, unknown bool) (got *Entry, late time.Time, err error) {
+	t, r := x.t, x.t.r
 	release, err := t.claim(deadline)
 	if err != nil || release == nil {
-		return nil, err
+		return nil, time.Time{}, err
 	}
-	var (
-		got   *Entry
-		batch []HistoryWrite
-	)
-	// What the receive takes is recorded at the time it takes it, after
-	// now: it does not hold a race's finisher meanwhile (it may wait for
-	// the actor's turn, held by a step of another branch).
-	t.setFloor(time.Time{}, false)
+	var batch []HistoryWrite
+	switch {
+	case !came.IsZero():
+		// Recorded at came, which it holds a later finisher to.
+		t.setFloor(came, true)
+	case unknown:
+		// It may have come at any time since the receive began: a
+		// finisher waits until the host tells, in the turn.
+	default:
+		// What the receive takes is recorded at the time it takes it,
+		// after now: it does not hold a race's finisher meanwhile (it
+		// may wait for the actor's turn, held by a step of another
+		// branch).
+		t.setFloor(time.Time{}, false)
+	}
 	defer func() { t.setFloor(t.now, true) }()
 	msgs, err := r.host.Receive(t.ctx, o.Names, o.Count, func(ms []RawMessage) []HistoryWrite {
 		if t.lostARace() {
@@ -200,7 +254,20 @@ func (x *cx) take(path string, seq int, deadline time.Time, o NextOptions) (*Ent
 			// only looked, see race.claimTaken): a loser takes nothing.
 			return nil
 		}
-		got = &Entry{Path: path, Seq: seq, Kind: KindMessage, Status: StatusCompleted, Deadline: deadline, Time: t.stamp()}
+		at := t.stamp()
+		if c := came; len(ms) > 0 {
+			if c.IsZero() {
+				c = t.cameLate(ms[0].CreatedAt)
+				if !c.IsZero() && (!deadline.IsZero() && c.After(deadline) || t.earlier(c)) {
+					late = c
+					return nil
+				}
+			}
+			if !c.IsZero() && c.Before(at) {
+				at = c
+			}
+		}
+		got = &Entry{Path: path, Seq: seq, Kind: KindMessage, Status: StatusCompleted, Deadline: deadline, Time: at}
 		for _, m := range ms {
 			got.Messages = append(got.Messages, RecordedMessage{RawMessage: m})
 		}
@@ -210,21 +277,21 @@ func (x *cx) take(path string, seq int, deadline time.Time, o NextOptions) (*Ent
 	switch {
 	case err != nil:
 		release(false)
-		return nil, t.hostErr(err)
+		return nil, time.Time{}, t.hostErr(err)
 	case len(msgs) == 0:
 		release(false)
 		if t.lostARace() {
-			return nil, ErrCancelled
+			return nil, time.Time{}, ErrCancelled
 		}
-		return nil, nil
+		return nil, late, nil
 	case got == nil:
 		release(false)
-		return nil, t.hostErr(fmt.Errorf("the host's Receive returned %d messages without recording them", len(msgs)))
+		return nil, time.Time{}, t.hostErr(fmt.Errorf("the host's Receive returned %d messages without recording them", len(msgs)))
 	}
 	release(true)
 	t.committed(batch)
 	t.advance(got.Time)
-	return got, nil
+	return got, time.Time{}, nil
 }
 
 // Complete answers the message's sender (if it waits) with response, which

@@ -235,6 +235,79 @@ func (rc *race) mayFinishFirstLocked(b, w int, at time.Time) bool {
 	return false
 }
 
+// awaitEarlier waits until no other branch of the races t runs under may
+// finish before at, the time t's receive will record (a message that came
+// while the run was behind): one that does wins the race as it would have
+// on time, and t, a loser, returns ErrCancelled. Meanwhile t holds the
+// races' finishers at at.
+func (t *thread) awaitEarlier(at time.Time) error {
+	if len(t.races) == 0 {
+		return nil
+	}
+	r := t.r
+	r.mu.Lock()
+	for {
+		t.setFloorLocked(at, true)
+		var held *race
+		for _, s := range t.races {
+			if s.r.decided && s.r.winner != s.b || s.r.doomed[s.b] {
+				r.mu.Unlock()
+				return ErrCancelled
+			}
+			if held == nil && !s.r.decided && s.r.earlierLocked(s.b, at) {
+				held = s.r
+			}
+		}
+		if held == nil {
+			r.mu.Unlock()
+			return nil
+		}
+		ch := held.changed
+		held.holding++
+		r.mu.Unlock()
+		err := t.wait(waitFor{change: ch, floor: at, hasFloor: true})
+		r.mu.Lock()
+		held.holding--
+		if err != nil {
+			r.mu.Unlock()
+			return err
+		}
+	}
+}
+
+// earlier reports whether a race t runs under has another branch that
+// finished, or may still finish, before at (see earlierLocked).
+func (t *thread) earlier(at time.Time) bool {
+	if len(t.races) == 0 {
+		return false
+	}
+	t.r.mu.Lock()
+	defer t.r.mu.Unlock()
+	for _, s := range t.races {
+		if !s.r.decided && s.r.earlierLocked(s.b, at) {
+			return true
+		}
+	}
+	return false
+}
+
+// earlierLocked reports whether a branch of rc other than b finished, or
+// may still finish (see mayFinishFirstLocked), before at, or at it and
+// declared before b.
+func (rc *race) earlierLocked(b int, at time.Time) bool {
+	for _, cd := range rc.cands {
+		if cd.branch != b && (cd.at.Before(at) || cd.at.Equal(at) && cd.branch < b) {
+			return true
+		}
+	}
+	for o := range rc.n {
+		if o != b && !rc.ended[o] && !rc.finished(o) && rc.mayFinishFirstLocked(o, b, at) {
+			return true
+		}
+	}
+	return false
+}
+
 // candAt returns the time at which branch b finished, if it has.
 func (rc *race) candAt(b int) (time.Time, bool) {
 	for _, cd := range rc.cands {

@@ -371,6 +371,19 @@ func (a *activation[S]) MessageNotify() <-chan struct{} {
 	return a.h.notify
 }
 
+// Queued implements workflow.MessagePeeker, as the runtime's host does:
+// a run woken late ranks what it receives by when it was sent.
+func (a *activation[S]) Queued(names []string) (time.Time, bool) {
+	a.h.mu.Lock()
+	defer a.h.mu.Unlock()
+	for _, m := range a.h.queue {
+		if len(names) == 0 || contains(names, m.Queue) {
+			return m.CreatedAt, true
+		}
+	}
+	return time.Time{}, false
+}
+
 func (a *activation[S]) RunStep(ctx context.Context, ephemeral bool, fn func(workflow.StepEnv) []workflow.HistoryWrite) error {
 	a.turn.Lock()
 	defer a.turn.Unlock()
