@@ -40,6 +40,9 @@ func MarshalArgs(args ...any) (json.RawMessage, error) {
 // SendResult says what became of a sent message (Enqueue, SendWait).
 type SendResult = caller.SendResult
 
+// SendOptions are the options of SendWith (an idempotency key; a wait).
+type SendOptions = caller.SendOptions
+
 // SendResult.Status and SendResult.MessageState values.
 const (
 	SendEnqueued  = caller.SendEnqueued
@@ -80,4 +83,19 @@ func SendWait(ctx context.Context, h Handle, queue string, body any, timeout tim
 		return SendResult{}, Errorf(ErrInvalidArgument, "a %T cannot wait for a message's completion", h)
 	}
 	return s.SendWait(ctx, queue, body, timeout)
+}
+
+// SendWith sends body to one of the actor's queues through h with opts:
+// with an idempotency key, the message is queued once however often it
+// is sent (a step that runs again after a crash sends it again), and the
+// result says Duplicate for every send after the first:
+//
+//	rivet.SendWith(ctx, step.Client().GetOrCreate("worker", id), "task", task,
+//		rivet.SendOptions{IdempotencyKey: "order-" + orderID})
+func SendWith(ctx context.Context, h Handle, queue string, body any, opts SendOptions) (SendResult, error) {
+	s, ok := h.(caller.OnceSender)
+	if !ok {
+		return SendResult{}, Errorf(ErrInvalidArgument, "a %T cannot send with options", h)
+	}
+	return s.SendWith(ctx, queue, body, opts)
 }

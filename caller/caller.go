@@ -47,6 +47,31 @@ type Sender interface {
 	SendWait(ctx context.Context, queue string, body any, timeout time.Duration) (SendResult, error)
 }
 
+// SendOptions are the options of SendWith.
+type SendOptions struct {
+	// IdempotencyKey, if set, makes the send happen once: the receiving
+	// actor records the key with the message, and a later send of the same
+	// message with the same key queues nothing (the result says
+	// Duplicate, with the first message's ID). An actor keeps its last
+	// 1024 keys, each for 24 hours. So a send with a key may be sent again
+	// after any error, also one that leaves its outcome unknown (the Go
+	// client retries it as it does a read); the same key with another
+	// message (queue or body) is ErrInvalidArgument. At most 256 bytes.
+	IdempotencyKey string
+	// Wait and Timeout wait for the message's completion, as SendWait
+	// does. A duplicate waits for the first message if it is still
+	// queued; once its workflow took it, the result is SendEnqueued at once
+	// (a completion is not kept for a later sender).
+	Wait    bool
+	Timeout time.Duration
+}
+
+// OnceSender is a Sender whose sends take options, among them an
+// idempotency key (rivet.SendWith).
+type OnceSender interface {
+	SendWith(ctx context.Context, queue string, body any, opts SendOptions) (SendResult, error)
+}
+
 // Send statuses (SendResult.Status).
 const (
 	SendEnqueued  = "enqueued"
@@ -81,4 +106,10 @@ type SendResult struct {
 	// in its queue) or "taken" (the workflow received it and has not
 	// completed it); empty from a node that does not say.
 	MessageState string `json:"message_state,omitempty"`
+	// Duplicate says that the send's idempotency key was used before:
+	// nothing was queued, and MessageID is the first send's message. A
+	// duplicate that waits waits for that message if it is still queued;
+	// otherwise its Status is SendEnqueued at once (a completion is not
+	// kept for a later sender).
+	Duplicate bool `json:"duplicate,omitempty"`
 }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"reflect"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -510,5 +511,46 @@ func TestARetriedCancelThatRanBeforeIsASuccess(t *testing.T) {
 	refuseNext.Store(true)
 	if ok, err := h.CancelScheduledCall(ctx(t), "y"); err != nil || ok {
 		t.Errorf("cancel of no call: %v, %v; want false", ok, err)
+	}
+}
+
+// A send with an idempotency key carries it to the node, and is retried
+// after a connection that broke once the node had queued it (a send
+// without one is not: it may have run); the retry's answer is the node's
+// duplicate, the first message's.
+func TestASendWithAnIdempotencyKeyIsRetriedAfterABrokenConnection(t *testing.T) {
+	var breakNext atomic.Bool
+	broken := grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		resp, err := h(ctx, req)
+		if breakNext.Swap(false) {
+			return nil, status.Error(codes.Unavailable, "connection reset")
+		}
+		return resp, err
+	})
+	f := servertest.NewFake()
+	var mu sync.Mutex
+	sent := map[string]uint64{}
+	var queued atomic.Int32
+	f.SendFunc = func(_ context.Context, req runtime.SendRequest) (runtime.SendResult, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if id, ok := sent[req.IdempotencyKey]; ok && req.IdempotencyKey != "" {
+			return runtime.SendResult{MessageID: id, Status: runtime.SendEnqueued, Duplicate: true}, nil
+		}
+		id := uint64(queued.Add(1))
+		sent[req.IdempotencyKey] = id
+		return runtime.SendResult{MessageID: id, Status: runtime.SendEnqueued}, nil
+	}
+	c := newClient(t, servertest.Start(t, f, servertest.Config{GRPCOptions: []grpc.ServerOption{broken}}))
+	h := c.Actor("inbox", "k")
+
+	breakNext.Store(true)
+	res, err := h.SendWith(ctx(t), "q", 7, client.SendOptions{IdempotencyKey: "order-1"})
+	if err != nil || !res.Duplicate || res.MessageID != 1 || queued.Load() != 1 {
+		t.Errorf("keyed send after a broken connection: %+v, %v, %d queued; want the duplicate of message 1, queued once", res, err, queued.Load())
+	}
+	breakNext.Store(true)
+	if _, err := h.Enqueue(ctx(t), "q", 7); !rivet.OutcomeUnknown(err) || queued.Load() != 2 {
+		t.Errorf("send without a key after a broken connection: %v, %d queued; want outcome unknown, not retried", err, queued.Load())
 	}
 }

@@ -24,8 +24,9 @@ type ActorHandle struct {
 }
 
 var (
-	_ caller.Handle = (*ActorHandle)(nil)
-	_ caller.Sender = (*ActorHandle)(nil)
+	_ caller.Handle     = (*ActorHandle)(nil)
+	_ caller.Sender     = (*ActorHandle)(nil)
+	_ caller.OnceSender = (*ActorHandle)(nil)
 )
 
 // Name is the actor's name.
@@ -95,7 +96,7 @@ func (h *ActorHandle) Send(ctx context.Context, queue string, body any) error {
 // and in WorkflowStatus whether the actor's workflow had already ended
 // (then nothing takes the message until the workflow is retried).
 func (h *ActorHandle) Enqueue(ctx context.Context, queue string, body any) (SendResult, error) {
-	return h.send(ctx, queue, body, false, 0)
+	return h.SendWith(ctx, queue, body, SendOptions{})
 }
 
 // SendWait appends body to a queue and waits, for at most timeout (0: the
@@ -108,10 +109,17 @@ func (h *ActorHandle) Enqueue(ctx context.Context, queue string, body any) (Send
 // says SendEnqueued, and the workflow completes the message all the same. ctx must outlive timeout, or
 // the call ends with ctx's error first.
 func (h *ActorHandle) SendWait(ctx context.Context, queue string, body any, timeout time.Duration) (SendResult, error) {
-	return h.send(ctx, queue, body, true, timeout)
+	return h.SendWith(ctx, queue, body, SendOptions{Wait: true, Timeout: timeout})
 }
 
-func (h *ActorHandle) send(ctx context.Context, queue string, body any, wait bool, timeout time.Duration) (SendResult, error) {
+// SendOptions are the options of SendWith (caller.SendOptions): an
+// idempotency key makes a send happen once, and the client then retries
+// it as it does a read, also when its connection broke mid-call.
+type SendOptions = caller.SendOptions
+
+// SendWith is Enqueue, or SendWait with Wait set, with options.
+func (h *ActorHandle) SendWith(ctx context.Context, queue string, body any, opts SendOptions) (SendResult, error) {
+	wait, timeout := opts.Wait, opts.Timeout
 	b, err := marshal("message body", body)
 	if err != nil {
 		return SendResult{}, err
@@ -128,12 +136,17 @@ func (h *ActorHandle) send(ctx context.Context, queue string, body any, wait boo
 		Actor: h.ref(), Queue: queue, Body: b,
 		CreateIfMissing: h.create, Input: in,
 		Wait: wait, TimeoutMs: ms,
+		IdempotencyKey: opts.IdempotencyKey,
 	}
-	resp, err := invoke(ctx, h.c, sideEffects, h.c.actors.Send, req)
+	class := sideEffects
+	if opts.IdempotencyKey != "" {
+		class = idempotent
+	}
+	resp, err := invoke(ctx, h.c, class, h.c.actors.Send, req)
 	if err != nil {
 		return SendResult{}, err
 	}
-	return SendResult{MessageID: resp.GetMessageId(), Status: resp.GetStatus(), Response: resp.GetResponse(), WorkflowStatus: resp.GetWorkflowStatus(), MessageState: resp.GetMessageState()}, nil
+	return SendResult{MessageID: resp.GetMessageId(), Status: resp.GetStatus(), Response: resp.GetResponse(), WorkflowStatus: resp.GetWorkflowStatus(), MessageState: resp.GetMessageState(), Duplicate: resp.GetDuplicate()}, nil
 }
 
 // Info returns what the node knows of the actor without activating it. A

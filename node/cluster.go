@@ -371,11 +371,12 @@ func (r remote) Send(ctx context.Context, req runtime.SendRequest) (runtime.Send
 	resp, err := rivetv1.NewActorServiceClient(conn).Send(server.WithChain(ctx, req.Chain.ID), &rivetv1.SendRequest{
 		Actor: &rivetv1.ActorRef{Name: req.Ref.Name, Key: req.Ref.Key}, Queue: req.Queue, Body: req.Body,
 		CreateIfMissing: req.CreateIfMissing, Input: req.Input, Wait: req.Wait, TimeoutMs: req.Timeout.Milliseconds(),
+		IdempotencyKey: req.IdempotencyKey,
 	})
 	if err != nil {
 		return runtime.SendResult{}, peerError(err)
 	}
-	return runtime.SendResult{MessageID: resp.GetMessageId(), Status: resp.GetStatus(), Response: resp.GetResponse(), WorkflowStatus: resp.GetWorkflowStatus(), MessageState: resp.GetMessageState()}, nil
+	return runtime.SendResult{MessageID: resp.GetMessageId(), Status: resp.GetStatus(), Response: resp.GetResponse(), WorkflowStatus: resp.GetWorkflowStatus(), MessageState: resp.GetMessageState(), Duplicate: resp.GetDuplicate()}, nil
 }
 
 // peer returns the connection to ref's owner. A partition that has no

@@ -74,6 +74,9 @@ type activation struct {
 	meta       actorMeta
 	nextSeq    uint64
 	depth      map[string]uint64
+	// sendKeys is the actor's recent idempotency keys (idempotency.go),
+	// nil until a send with a key reads them.
+	sendKeys map[string]sendKeyRecord
 	// vars is the activation's vars (rivet.Actor.CreateVars), made by
 	// its first turn (wake); closable says they are an io.Closer not yet
 	// closed (closeVars).

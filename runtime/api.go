@@ -48,6 +48,10 @@ type SendRequest struct {
 	Wait    bool
 	Timeout time.Duration
 	Chain   Chain
+	// IdempotencyKey, if set, makes the send happen once (idempotency.go):
+	// a send to the same actor with a key it recorded queues nothing, and
+	// its result is the first one's, with Duplicate set.
+	IdempotencyKey string
 }
 
 // Send statuses, and the states of a message whose sender's wait ran out

@@ -1069,6 +1069,9 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 	if err := q.Validate(body); err != nil {
 		return SendResult{}, err
 	}
+	if err := checkIdempotencyKey(req.IdempotencyKey); err != nil {
+		return SendResult{}, err
+	}
 	if req.Wait && sp.Run == nil {
 		// Known from the type alone: refused before the turn, which
 		// would create the actor first (CreateIfMissing).
@@ -1098,10 +1101,42 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 	var (
 		ended  string
 		queued bool // the turn queued the message: seq is its alone
+		dup    bool // its idempotency key was sent before: seq is that send's
 	)
 	act, _, err := h.turn(ctx, TurnSend, req.Ref, sp, req.CreateIfMissing, req.Input, chain, func(a *activation) error {
 		if a.destroyPending() && !a.gate.reentered() {
 			return errBeingDestroyed(a)
+		}
+		now := time.Now()
+		var keyOps []storage.Op
+		var sum string
+		var dropped []string
+		if key := req.IdempotencyKey; key != "" {
+			sum = sendSum(req.Queue, body)
+			if err := a.loadSendKeys(ctx); err != nil {
+				return err
+			}
+			if rec, ok := a.sentBefore(key, now); ok {
+				if err := a.sameMessage(key, rec, sum); err != nil {
+					return err
+				}
+				seq, dup = rec.Seq, true
+				if req.Wait && sp.Run != nil && a.stillQueued(seq) {
+					// Waits for the first send's message, unless a sender
+					// waits for it already (the first, still connected).
+					a.wf.notifyMu.Lock()
+					if _, waited := a.wf.completions[seq]; !waited && !a.wf.closed {
+						if a.wf.completions == nil {
+							a.wf.completions = map[uint64]chan json.RawMessage{}
+						}
+						completion = make(chan json.RawMessage, 1)
+						a.wf.completions[seq] = completion
+					}
+					a.wf.notifyMu.Unlock()
+				}
+				return nil
+			}
+			keyOps, dropped = a.recordSendKey(key, sendKeyRecord{Seq: a.nextSeq, At: now.UnixMilli(), Sum: sum})
 		}
 		if a.depth[req.Queue] >= uint64(h.cfg.MaxQueueDepth) {
 			return rivet.Errorf(rivet.ErrQueueFull, "queue %s of %s holds %d messages, the limit", req.Queue, a.describe(), h.cfg.MaxQueueDepth)
@@ -1110,10 +1145,9 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 		if req.Wait && (sp.Run == nil || workflowEnded(wfst.Status)) {
 			return rivet.Errorf(rivet.ErrWorkflowFailed, "%s has no running workflow to complete the message (workflow %s)", a.describe(), orNone(wfst.Status))
 		}
-		now := time.Now()
 		msg, _ := json.Marshal(queueMessage{Body: body, CreatedAt: now.UnixMilli()})
 		seq = a.nextSeq
-		ops := []storage.Op{storage.Put(queueKey(a.prefix, seq, req.Queue), msg)}
+		ops := append([]storage.Op{storage.Put(queueKey(a.prefix, seq, req.Queue), msg)}, keyOps...)
 		if sp.Run != nil {
 			a.mu.Lock()
 			a.wf.arrivals++
@@ -1172,6 +1206,9 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 		a.nextSeq++
 		queued = true
 		a.depth[req.Queue]++
+		if keyOps != nil {
+			a.keptSendKey(req.IdempotencyKey, sendKeyRecord{Seq: seq, At: now.UnixMilli(), Sum: sum}, dropped)
+		}
 		if sp.Run != nil {
 			// Only a workflow takes messages: an actor without one keeps
 			// no copy of their bodies in memory.
@@ -1183,7 +1220,7 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 		return nil
 	})
 	if err != nil {
-		if completion != nil && queued {
+		if completion != nil && (queued || dup) {
 			// The turn queued the message and registered the wait, then
 			// the wait for its commit failed (outcome unknown, or the
 			// caller left): no one waits now. (A turn that failed before
@@ -1193,8 +1230,10 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 		}
 		return SendResult{}, err
 	}
-	h.sent.Add(1)
-	res := SendResult{MessageID: seq, Status: SendEnqueued, WorkflowStatus: ended}
+	if !dup {
+		h.sent.Add(1)
+	}
+	res := SendResult{MessageID: seq, Status: SendEnqueued, WorkflowStatus: ended, Duplicate: dup}
 	if completion == nil {
 		return res, nil
 	}
@@ -1990,18 +2029,27 @@ func (hh *hostHandle) Call(ctx context.Context, action string, args ...any) (jso
 }
 
 func (hh *hostHandle) Send(ctx context.Context, queue string, body any) error {
-	_, err := hh.send(ctx, queue, body, false, 0)
+	_, err := hh.send(ctx, queue, body, false, 0, "")
 	return err
 }
 
 // Enqueue implements caller.Sender.
 func (hh *hostHandle) Enqueue(ctx context.Context, queue string, body any) (rivet.SendResult, error) {
-	return hh.send(ctx, queue, body, false, 0)
+	return hh.send(ctx, queue, body, false, 0, "")
 }
 
 // SendWait implements caller.Sender. The caller's turn (or step) keeps
 // the actor's turn while it waits.
 func (hh *hostHandle) SendWait(ctx context.Context, queue string, body any, timeout time.Duration) (rivet.SendResult, error) {
+	return hh.SendWith(ctx, queue, body, rivet.SendOptions{Wait: true, Timeout: timeout})
+}
+
+// SendWith implements caller.OnceSender.
+func (hh *hostHandle) SendWith(ctx context.Context, queue string, body any, opts rivet.SendOptions) (rivet.SendResult, error) {
+	if !opts.Wait {
+		return hh.send(ctx, queue, body, false, 0, opts.IdempotencyKey)
+	}
+	timeout := opts.Timeout
 	if timeout < 0 {
 		return rivet.SendResult{}, rivet.Errorf(rivet.ErrInvalidArgument, "timeout must not be negative, not %s", timeout)
 	}
@@ -2018,14 +2066,14 @@ func (hh *hostHandle) SendWait(ctx context.Context, queue string, body any, time
 			timeout = time.Millisecond // the wire counts milliseconds; 0 would be the default
 		}
 	}
-	return hh.send(ctx, queue, body, true, timeout)
+	return hh.send(ctx, queue, body, true, timeout, opts.IdempotencyKey)
 }
 
 // defaultSendWait is how long a send waits for its completion if the
 // sender names no timeout.
 const defaultSendWait = 30 * time.Second
 
-func (hh *hostHandle) send(ctx context.Context, queue string, body any, wait bool, timeout time.Duration) (rivet.SendResult, error) {
+func (hh *hostHandle) send(ctx context.Context, queue string, body any, wait bool, timeout time.Duration, key string) (rivet.SendResult, error) {
 	b, err := json.Marshal(body)
 	if err != nil {
 		return rivet.SendResult{}, rivet.Errorf(rivet.ErrInvalidArgument, "message body does not marshal to JSON: %v", err)
@@ -2033,7 +2081,7 @@ func (hh *hostHandle) send(ctx context.Context, queue string, body any, wait boo
 	if err := hh.flushCaller(ctx); err != nil {
 		return rivet.SendResult{}, err
 	}
-	req := SendRequest{Ref: hh.ref, Queue: queue, Body: b, CreateIfMissing: hh.create, Wait: wait, Timeout: timeout, Chain: Chain{ID: hh.c.chain}}
+	req := SendRequest{Ref: hh.ref, Queue: queue, Body: b, CreateIfMissing: hh.create, Wait: wait, Timeout: timeout, Chain: Chain{ID: hh.c.chain}, IdempotencyKey: key}
 	if r := hh.c.h.remoteFor(hh.ref, hh.c.from, hh.c.chain); r != nil {
 		return r.Send(ctx, req)
 	}

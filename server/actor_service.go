@@ -91,11 +91,12 @@ func (s *Server) Send(ctx context.Context, req *rivetv1.SendRequest) (*rivetv1.S
 		Wait:            req.GetWait(),
 		Timeout:         wait,
 		Chain:           chainOf(ctx),
+		IdempotencyKey:  req.GetIdempotencyKey(),
 	})
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
-	return &rivetv1.SendResponse{MessageId: res.MessageID, Status: res.Status, Response: res.Response, WorkflowStatus: res.WorkflowStatus, MessageState: res.MessageState}, nil
+	return &rivetv1.SendResponse{MessageId: res.MessageID, Status: res.Status, Response: res.Response, WorkflowStatus: res.WorkflowStatus, MessageState: res.MessageState, Duplicate: res.Duplicate}, nil
 }
 
 // Create creates an actor.

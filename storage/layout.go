@@ -120,6 +120,9 @@ const (
 	// failed) and error; outside wf/ so that history prefix deletes never
 	// touch it.
 	WorkflowStatusSuffix = "wfstatus"
+	// IdempotencySuffix holds the idempotency keys of the actor's recent
+	// sends: k/<key, base64url>.
+	IdempotencySuffix = "k/"
 )
 
 // EncodeKey encodes an actor key's components into one path segment: each

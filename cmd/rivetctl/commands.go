@@ -94,6 +94,7 @@ func (a *app) sendCommand() *cobra.Command {
 	var (
 		wait        bool
 		waitTimeout time.Duration
+		idemKey     string
 	)
 	cmd := &cobra.Command{
 		Use:   "send ACTOR KEY QUEUE BODY_JSON",
@@ -102,9 +103,12 @@ func (a *app) sendCommand() *cobra.Command {
 durable; with --wait, once the actor's workflow completed it (or --wait-timeout passed:
 the message stays, queued or taken by the workflow, and rivetctl exits 1). Only a workflow
 that completes the messages it receives (Message.Complete) answers a waiting sender. The
-command's deadline is --timeout plus --wait-timeout. BODY_JSON may be @FILE or @- (stdin).`,
+command's deadline is --timeout plus --wait-timeout. BODY_JSON may be @FILE or @- (stdin).
+With --idempotency-key the message is queued once: sent again with the same key (after
+an error that leaves its outcome unknown), it queues nothing and says so.`,
 		Example: `  rivetctl send reminderActor main reminders '{"text":"hi","at":0}'
   rivetctl send scatterGatherActor main scatter '{"input":2}'
+  rivetctl send orders main incoming '{"id":17}' --idempotency-key order-17
   jq -c . order.json | rivetctl send orders main incoming @-`,
 		Annotations: map[string]string{jsonArgsAnnotation: "3", sideEffectsAnnotation: "true"},
 		Args:        args(4, 4),
@@ -138,12 +142,7 @@ command's deadline is --timeout plus --wait-timeout. BODY_JSON may be @FILE or @
 		if err != nil {
 			return err
 		}
-		var res client.SendResult
-		if wait {
-			res, err = h.SendWait(ctx, args[2], body, waitTimeout)
-		} else {
-			res, err = h.Enqueue(ctx, args[2], body)
-		}
+		res, err := h.SendWith(ctx, args[2], body, client.SendOptions{Wait: wait, Timeout: waitTimeout, IdempotencyKey: idemKey})
 		if err != nil {
 			return err
 		}
@@ -152,6 +151,7 @@ command's deadline is --timeout plus --wait-timeout. BODY_JSON may be @FILE or @
 	hf.add(cmd)
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the actor's workflow completes the message")
 	cmd.Flags().DurationVar(&waitTimeout, "wait-timeout", nodeSendWait, "how long --wait waits (0: the node's default, 30s)")
+	cmd.Flags().StringVar(&idemKey, "idempotency-key", "", "queue the message once: a send with the same key queues nothing (the actor keeps its last 1024 keys, 24h each)")
 	return cmd
 }
 

@@ -83,6 +83,8 @@ func (a *app) printSendResult(res client.SendResult, wait bool) error {
 		default: // a node that does not say
 			notDone = &runError{err: fmt.Errorf("not completed within the wait (message %d: still queued, or taken by a workflow that has not completed it)", res.MessageID), code: "DEADLINE_EXCEEDED"}
 		}
+	case wait && res.Status == client.SendEnqueued && res.Duplicate:
+		notDone = &runError{err: fmt.Errorf("a duplicate: message %d was sent before with this idempotency key, and the workflow has taken it already (a completion is not kept, so this send cannot wait for it); nothing was queued", res.MessageID), code: "ALREADY_EXISTS"}
 	case wait && res.Status == client.SendEnqueued:
 		notDone = &runError{err: fmt.Errorf("enqueued, not waited for: the node stopped waiting before the workflow completed message %d (the actor moved to another node, or its node is stopping); the message stays queued and its workflow takes it where it runs next: do not send it again", res.MessageID), code: "UNAVAILABLE"}
 	}
@@ -104,6 +106,9 @@ func (a *app) printSendResult(res client.SendResult, wait bool) error {
 			ended = "was cancelled"
 		}
 		a.note("the actor's workflow %s: nothing takes message %d until it is retried (rivetctl workflow retry)", ended, res.MessageID)
+	}
+	if res.Duplicate {
+		a.note("a duplicate: message %d was sent before with this idempotency key; nothing was queued", res.MessageID)
 	}
 	var err error
 	switch {

@@ -285,6 +285,32 @@ func TestSend(t *testing.T) {
 		wantErr(t, 1, "rivetctl: not completed within the wait (message 9: still queued, or taken by a workflow that has not completed it)")
 }
 
+// send --idempotency-key carries the key; a duplicate says so on stderr
+// (stdout stays what scripts read), and a duplicate that cannot wait for
+// its message fails.
+func TestSendWithAnIdempotencyKey(t *testing.T) {
+	f := servertest.NewFake()
+	var mu sync.Mutex
+	sent := map[string]bool{}
+	f.SendFunc = func(_ context.Context, req runtime.SendRequest) (runtime.SendResult, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		dup := sent[req.IdempotencyKey]
+		sent[req.IdempotencyKey] = true
+		return runtime.SendResult{MessageID: 5, Status: runtime.SendEnqueued, Duplicate: dup}, nil
+	}
+	addr := servertest.Start(t, f, servertest.Config{})
+	rivetctl(t, addr, "send", "orders", "main", "incoming", "1", "--idempotency-key", "order-17").want(t, 0, "enqueued\n")
+	r := rivetctl(t, addr, "send", "orders", "main", "incoming", "1", "--idempotency-key", "order-17")
+	if r.code != 0 || r.stdout != "enqueued\n" || r.stderr != "rivetctl: note: a duplicate: message 5 was sent before with this idempotency key; nothing was queued\n" {
+		t.Errorf("a duplicate: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	rivetctl(t, addr, "send", "orders", "main", "incoming", "1", "--idempotency-key", "order-17", "-o", "json").
+		want(t, 0, `{"message_id":5,"status":"enqueued","duplicate":true}`+"\n")
+	rivetctl(t, addr, "send", "orders", "main", "incoming", "1", "--idempotency-key", "order-17", "--wait").
+		wantErr(t, 1, "rivetctl: a duplicate: message 5 was sent before with this idempotency key, and the workflow has taken it already (a completion is not kept, so this send cannot wait for it); nothing was queued")
+}
+
 func TestStateInspectCreateDestroy(t *testing.T) {
 	addr := servertest.Start(t, servertest.NewFake(), servertest.Config{})
 	rivetctl(t, addr, "create", "counter", "main", "--input", `{"start":1}`).

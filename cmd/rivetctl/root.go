@@ -350,6 +350,9 @@ func mayHaveRun(cmd *cobra.Command, err error) string {
 	if errors.As(err, &e) && errors.Is(e, rivet.ErrUnavailable) && rpcerr.NotSent(status.New(codes.Unavailable, e.Message)) {
 		return "" // it never reached a node (refused, not resolved)
 	}
+	if f := cmd.Flags().Lookup("idempotency-key"); f != nil && f.Value.String() != "" {
+		return "; it may have been queued all the same: send it again with the same --idempotency-key, which queues it at most once"
+	}
 	return "; it may have run all the same: look (rivetctl state, inspect) before running it again, which could apply it twice"
 }
 

@@ -280,11 +280,18 @@ type SendRequest struct {
 	Input           []byte `protobuf:"bytes,5,opt,name=input,proto3" json:"input,omitempty"`
 	// wait asks to return only once the workflow completed the message (a
 	// completable message); timeout_ms bounds that wait (0: 30 s).
-	Wait          bool       `protobuf:"varint,6,opt,name=wait,proto3" json:"wait,omitempty"`
-	TimeoutMs     int64      `protobuf:"varint,7,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
-	Chain         *CallChain `protobuf:"bytes,8,opt,name=chain,proto3" json:"chain,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Wait      bool       `protobuf:"varint,6,opt,name=wait,proto3" json:"wait,omitempty"`
+	TimeoutMs int64      `protobuf:"varint,7,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	Chain     *CallChain `protobuf:"bytes,8,opt,name=chain,proto3" json:"chain,omitempty"`
+	// idempotency_key, if set, makes the send happen once: a later send to
+	// the same actor with the same key (within the node's retention, by
+	// default the actor's last 1024 keys of the last 24 hours) queues
+	// nothing and answers with the first one's message_id and duplicate set,
+	// so a send whose outcome was unknown can be sent again. The same key
+	// with another queue or body is INVALID_ARGUMENT. At most 256 bytes.
+	IdempotencyKey string `protobuf:"bytes,9,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *SendRequest) Reset() {
@@ -373,6 +380,13 @@ func (x *SendRequest) GetChain() *CallChain {
 	return nil
 }
 
+func (x *SendRequest) GetIdempotencyKey() string {
+	if x != nil {
+		return x.IdempotencyKey
+	}
+	return ""
+}
+
 type SendResponse struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	MessageId uint64                 `protobuf:"varint,1,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
@@ -389,7 +403,12 @@ type SendResponse struct {
 	// message_state, with status "timed_out", is "queued" (the message is
 	// still in its queue) or "taken" (the workflow received it and has not
 	// completed it); empty from a node that does not say.
-	MessageState  string `protobuf:"bytes,5,opt,name=message_state,json=messageState,proto3" json:"message_state,omitempty"`
+	MessageState string `protobuf:"bytes,5,opt,name=message_state,json=messageState,proto3" json:"message_state,omitempty"`
+	// duplicate says that the request's idempotency_key was used before:
+	// nothing was queued, and message_id is the first send's. With wait, the
+	// send waits for that message if it is still queued or taken; otherwise
+	// status is "enqueued" (its completion, if any, was answered before).
+	Duplicate     bool `protobuf:"varint,6,opt,name=duplicate,proto3" json:"duplicate,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -457,6 +476,13 @@ func (x *SendResponse) GetMessageState() string {
 		return x.MessageState
 	}
 	return ""
+}
+
+func (x *SendResponse) GetDuplicate() bool {
+	if x != nil {
+		return x.Duplicate
+	}
+	return false
 }
 
 type CreateRequest struct {
@@ -2306,7 +2332,7 @@ const file_rivet_v1_actor_proto_rawDesc = "" +
 	"\x05input\x18\x05 \x01(\fR\x05input\x12)\n" +
 	"\x05chain\x18\x06 \x01(\v2\x13.rivet.v1.CallChainR\x05chain\"&\n" +
 	"\fCallResponse\x12\x16\n" +
-	"\x06result\x18\x01 \x01(\fR\x06result\"\x81\x02\n" +
+	"\x06result\x18\x01 \x01(\fR\x06result\"\xaa\x02\n" +
 	"\vSendRequest\x12(\n" +
 	"\x05actor\x18\x01 \x01(\v2\x12.rivet.v1.ActorRefR\x05actor\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x12\n" +
@@ -2316,14 +2342,16 @@ const file_rivet_v1_actor_proto_rawDesc = "" +
 	"\x04wait\x18\x06 \x01(\bR\x04wait\x12\x1d\n" +
 	"\n" +
 	"timeout_ms\x18\a \x01(\x03R\ttimeoutMs\x12)\n" +
-	"\x05chain\x18\b \x01(\v2\x13.rivet.v1.CallChainR\x05chain\"\xaf\x01\n" +
+	"\x05chain\x18\b \x01(\v2\x13.rivet.v1.CallChainR\x05chain\x12'\n" +
+	"\x0fidempotency_key\x18\t \x01(\tR\x0eidempotencyKey\"\xcd\x01\n" +
 	"\fSendResponse\x12\x1d\n" +
 	"\n" +
 	"message_id\x18\x01 \x01(\x04R\tmessageId\x12\x16\n" +
 	"\x06status\x18\x02 \x01(\tR\x06status\x12\x1a\n" +
 	"\bresponse\x18\x03 \x01(\fR\bresponse\x12'\n" +
 	"\x0fworkflow_status\x18\x04 \x01(\tR\x0eworkflowStatus\x12#\n" +
-	"\rmessage_state\x18\x05 \x01(\tR\fmessageState\"O\n" +
+	"\rmessage_state\x18\x05 \x01(\tR\fmessageState\x12\x1c\n" +
+	"\tduplicate\x18\x06 \x01(\bR\tduplicate\"O\n" +
 	"\rCreateRequest\x12(\n" +
 	"\x05actor\x18\x01 \x01(\v2\x12.rivet.v1.ActorRefR\x05actor\x12\x14\n" +
 	"\x05input\x18\x02 \x01(\fR\x05input\";\n" +

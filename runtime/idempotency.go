@@ -1,0 +1,142 @@
+package runtime
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/storage"
+)
+
+// Idempotent sends: a send that carries an idempotency key records the key
+// with its message, in the message's own transaction, so that the same
+// key sent again (a client retrying a send whose outcome it did not learn)
+// queues nothing and gets the first message's ID. An actor keeps its last
+// sendKeysKept keys, each for sendKeysWindow: enough for any retry, and a
+// bound on what an actor stores and reads.
+const maxIdempotencyKeyBytes = 256
+
+// Variables for tests.
+var (
+	sendKeysKept   = 1024
+	sendKeysWindow = 24 * time.Hour
+)
+
+// sendKeyRecord is what a key records: its message, when it was sent, and
+// a digest of what was sent (the same key with another message is the
+// caller's mistake, not a retry).
+type sendKeyRecord struct {
+	Seq uint64 `json:"seq"`
+	At  int64  `json:"at"` // unix ms
+	Sum string `json:"sum"`
+}
+
+func sendKeyKey(prefix, key string) string {
+	return prefix + storage.IdempotencySuffix + base64.RawURLEncoding.EncodeToString([]byte(key))
+}
+
+// sendSum digests a message: its queue and body.
+func sendSum(queue string, body []byte) string {
+	h := sha256.New()
+	h.Write([]byte(queue))
+	h.Write([]byte{0})
+	h.Write(body)
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// checkIdempotencyKey refuses a key that is too long.
+func checkIdempotencyKey(key string) error {
+	if len(key) > maxIdempotencyKeyBytes {
+		return rivet.Errorf(rivet.ErrInvalidArgument, "idempotency key is %d bytes, the limit is %d", len(key), maxIdempotencyKeyBytes)
+	}
+	return nil
+}
+
+// loadSendKeys reads the actor's keys, the first time a turn needs them
+// (most actors never do, and their loads read nothing more).
+func (a *activation) loadSendKeys(ctx context.Context) error {
+	if a.sendKeys != nil {
+		return nil
+	}
+	kvs, err := a.h.store.List(ctx, a.prefix+storage.IdempotencySuffix, storage.ListOptions{})
+	if err != nil {
+		return rivet.Errorf(rivet.ErrUnavailable, "%s: read its idempotency keys: %v", a.describe(), err)
+	}
+	keys := make(map[string]sendKeyRecord, len(kvs))
+	for _, kv := range kvs {
+		k, err := base64.RawURLEncoding.DecodeString(kv.Key[len(a.prefix)+len(storage.IdempotencySuffix):])
+		var rec sendKeyRecord
+		if err != nil || json.Unmarshal(kv.Value, &rec) != nil {
+			continue // not one of ours: left alone
+		}
+		keys[string(k)] = rec
+	}
+	a.sendKeys = keys
+	return nil
+}
+
+// sentBefore returns the record of key if a send within the window used
+// it. loadSendKeys must have run.
+func (a *activation) sentBefore(key string, now time.Time) (sendKeyRecord, bool) {
+	rec, ok := a.sendKeys[key]
+	if !ok || now.Sub(time.UnixMilli(rec.At)) > sendKeysWindow {
+		return sendKeyRecord{}, false
+	}
+	return rec, true
+}
+
+// recordSendKey returns the ops that record key for a send, and the keys
+// they drop to keep sendKeysKept (the oldest first, so expired ones go
+// first); keptSendKey applies them to memory once they commit.
+func (a *activation) recordSendKey(key string, rec sendKeyRecord) (ops []storage.Op, dropped []string) {
+	b, _ := json.Marshal(rec)
+	ops = append(ops, storage.Put(sendKeyKey(a.prefix, key), b))
+	over := len(a.sendKeys) + 1 - sendKeysKept
+	if _, ok := a.sendKeys[key]; ok {
+		over-- // an expired record of the same key is written over
+	}
+	if over > 0 {
+		old := slices.SortedFunc(maps.Keys(a.sendKeys), func(x, y string) int {
+			return cmp.Compare(a.sendKeys[x].Seq, a.sendKeys[y].Seq)
+		})
+		for _, k := range old {
+			if len(dropped) == over {
+				break
+			}
+			if k != key {
+				dropped = append(dropped, k)
+				ops = append(ops, storage.Delete(sendKeyKey(a.prefix, k)))
+			}
+		}
+	}
+	return ops, dropped
+}
+
+func (a *activation) keptSendKey(key string, rec sendKeyRecord, dropped []string) {
+	for _, k := range dropped {
+		delete(a.sendKeys, k)
+	}
+	a.sendKeys[key] = rec
+}
+
+// sameMessage refuses a key sent before with another message (sum).
+func (a *activation) sameMessage(key string, rec sendKeyRecord, sum string) error {
+	if rec.Sum != sum {
+		return rivet.Errorf(rivet.ErrInvalidArgument, "idempotency key %q of %s was used for another message (message %d, a different queue or body): use a new key for a new message", key, a.describe(), rec.Seq)
+	}
+	return nil
+}
+
+// stillQueued reports whether message seq is in one of the workflow's
+// queues (not taken yet).
+func (a *activation) stillQueued(seq uint64) bool {
+	_, ok := slices.BinarySearchFunc(a.wf.msgs, seq, func(r msgRef, seq uint64) int { return cmp.Compare(r.seq, seq) })
+	return ok
+}

@@ -1,0 +1,224 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/storage"
+	"github.com/rivet-go/rivet/workflow"
+)
+
+type inboxState struct{}
+
+// inbox keeps what it is sent to q and other: its workflow waits for
+// another queue.
+var inbox = rivet.Actor[inboxState]{
+	Name:   "inbox",
+	Queues: rivet.Queues{"q": rivet.QueueOf[int](), "other": rivet.QueueOf[int](), "never": rivet.QueueOf[int]()},
+	Run: func(c *workflow.Ctx[inboxState]) error {
+		_, err := workflow.Next[int](c, "wait", workflow.NextOptions{Names: []string{"never"}})
+		return err
+	},
+}
+
+// gatedInbox completes one message of q with twice its body, once a
+// message on gate lets it.
+var gatedInbox = rivet.Actor[inboxState]{
+	Name:   "gatedInbox",
+	Queues: rivet.Queues{"gate": rivet.QueueOf[int](), "q": rivet.QueueOf[int]()},
+	Run: func(c *workflow.Ctx[inboxState]) error {
+		if _, err := workflow.Next[int](c, "gate", workflow.NextOptions{Names: []string{"gate"}}); err != nil {
+			return err
+		}
+		m, err := workflow.Next[int](c, "take", workflow.NextOptions{Names: []string{"q"}, Completable: true})
+		if err != nil {
+			return err
+		}
+		return m.Complete(m.Body * 2)
+	},
+}
+
+func depthOf(t *testing.T, h *Host, ref Ref, queue string) uint64 {
+	t.Helper()
+	ins, err := h.Inspect(context.Background(), ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range ins.Queues {
+		if q.Queue == queue {
+			return q.Depth
+		}
+	}
+	return 0
+}
+
+// A send with an idempotency key queues its message once: sent again with
+// the same key (a client retrying a send whose outcome it did not learn),
+// also after the actor was loaded again, it queues nothing and answers with
+// the first message's ID. The same key with another message is the
+// caller's mistake; a key too long is refused.
+func TestASendWithAnIdempotencyKeyQueuesOnce(t *testing.T) {
+	reg, err := rivet.Setup(inbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := storage.NewMemory()
+	defer store.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	h, stop := memHostOn(t, reg, store)
+	ref := Ref{Name: "inbox", Key: []string{"k"}}
+	send := func(h *Host, key, queue, body string) (SendResult, error) {
+		return h.Send(ctx, SendRequest{Ref: ref, Queue: queue, Body: json.RawMessage(body), CreateIfMissing: true, IdempotencyKey: key})
+	}
+	first, err := send(h, "order-1", "q", "7")
+	if err != nil || first.Duplicate {
+		t.Fatalf("first send: %+v, %v", first, err)
+	}
+	again, err := send(h, "order-1", "q", "7")
+	if err != nil || !again.Duplicate || again.MessageID != first.MessageID {
+		t.Fatalf("the same send again: %+v, %v; want a duplicate of message %d", again, err, first.MessageID)
+	}
+	if _, err := send(h, "order-1", "q", "8"); !errors.Is(err, rivet.ErrInvalidArgument) {
+		t.Errorf("the same key with another body: %v, want ErrInvalidArgument", err)
+	}
+	if _, err := send(h, "order-1", "other", "7"); !errors.Is(err, rivet.ErrInvalidArgument) {
+		t.Errorf("the same key with another queue: %v, want ErrInvalidArgument", err)
+	}
+	if _, err := send(h, strings.Repeat("x", maxIdempotencyKeyBytes+1), "q", "7"); !errors.Is(err, rivet.ErrInvalidArgument) {
+		t.Errorf("a key too long: %v, want ErrInvalidArgument", err)
+	}
+	second, err := send(h, "order-2", "q", "7")
+	if err != nil || second.Duplicate || second.MessageID == first.MessageID {
+		t.Fatalf("another key: %+v, %v", second, err)
+	}
+	if plain, err := send(h, "", "q", "7"); err != nil || plain.Duplicate {
+		t.Fatalf("no key: %+v, %v", plain, err)
+	}
+	if d := depthOf(t, h, ref, "q"); d != 3 {
+		t.Fatalf("queue depth %d, want 3", d)
+	}
+	if err := stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h, _ = memHostOn(t, reg, store)
+	again, err = send(h, "order-1", "q", "7")
+	if err != nil || !again.Duplicate || again.MessageID != first.MessageID {
+		t.Fatalf("after a reload: %+v, %v; want a duplicate of message %d", again, err, first.MessageID)
+	}
+	if d := depthOf(t, h, ref, "q"); d != 3 {
+		t.Fatalf("after a reload, queue depth %d, want 3", d)
+	}
+}
+
+// An actor keeps its last sendKeysKept keys, each for sendKeysWindow: a
+// key pushed out, or expired, is a new send; storage holds no more keys.
+func TestAnActorKeepsItsLastIdempotencyKeysForAWhile(t *testing.T) {
+	kept, window := sendKeysKept, sendKeysWindow
+	sendKeysKept, sendKeysWindow = 3, time.Hour
+	defer func() { sendKeysKept, sendKeysWindow = kept, window }()
+	reg, err := rivet.Setup(inbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := storage.NewMemory()
+	defer store.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	h, _ := memHostOn(t, reg, store)
+	ref := Ref{Name: "inbox", Key: []string{"k"}}
+	send := func(key string) SendResult {
+		t.Helper()
+		res, err := h.Send(ctx, SendRequest{Ref: ref, Queue: "q", Body: json.RawMessage(`1`), CreateIfMissing: true, IdempotencyKey: key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	for i := range 5 {
+		send(fmt.Sprint("k", i))
+	}
+	prefix := storage.ActorPrefix(h.loaded(ref).part, ref.Name, storage.EncodeKey(ref.Key))
+	kvs, err := store.List(ctx, prefix+storage.IdempotencySuffix, storage.ListOptions{KeysOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(kvs) != 3 {
+		t.Errorf("%d keys stored, want the last 3", len(kvs))
+	}
+	if send("k4").Duplicate != true {
+		t.Error("k4, among the last 3, was sent again")
+	}
+	if send("k0").Duplicate {
+		t.Error("k0, pushed out by the 3 after it, is still a duplicate")
+	}
+	sendKeysWindow = 20 * time.Millisecond
+	for at := time.Now(); time.Since(at) < 3*sendKeysWindow; {
+		time.Sleep(5 * time.Millisecond) // the keys' time runs out
+	}
+	if send("k0").Duplicate {
+		t.Error("k0, older than the window, is still a duplicate")
+	}
+}
+
+// A send that waits, sent again with its key once the first sender's wait
+// ran out, waits for the first message while it is queued, and gets its
+// completion.
+func TestADuplicateSendWaitsForTheFirstMessage(t *testing.T) {
+	reg, err := rivet.Setup(gatedInbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := storage.NewMemory()
+	defer store.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	h, _ := memHostOn(t, reg, store)
+	ref := Ref{Name: "gatedInbox", Key: []string{"k"}}
+	req := SendRequest{Ref: ref, Queue: "q", Body: json.RawMessage(`21`), CreateIfMissing: true, IdempotencyKey: "job-1", Wait: true, Timeout: 10 * time.Millisecond}
+	first, err := h.Send(ctx, req)
+	if err != nil || first.Status != SendTimedOut {
+		t.Fatalf("first send: %+v, %v; want it timed out (the workflow waits for its gate)", first, err)
+	}
+	type result struct {
+		res SendResult
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		req.Timeout = 30 * time.Second
+		res, err := h.Send(ctx, req)
+		done <- result{res, err}
+	}()
+	// Once the duplicate waits, the gate lets the workflow complete it.
+	for until := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		a := h.loaded(ref)
+		a.wf.notifyMu.Lock()
+		_, waits := a.wf.completions[first.MessageID]
+		a.wf.notifyMu.Unlock()
+		if waits {
+			break
+		}
+		if time.Now().After(until) {
+			t.Fatal("the duplicate never waited for message", first.MessageID)
+		}
+	}
+	if _, err := h.Send(ctx, SendRequest{Ref: ref, Queue: "gate", Body: json.RawMessage(`1`)}); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.err != nil || !r.res.Duplicate || r.res.MessageID != first.MessageID || r.res.Status != SendCompleted || string(r.res.Response) != "42" {
+		t.Fatalf("duplicate: %+v, %v; want message %d completed with 42", r.res, r.err, first.MessageID)
+	}
+	// Taken and completed: sent again, it answers at once.
+	again, err := h.Send(ctx, req)
+	if err != nil || !again.Duplicate || again.Status != SendEnqueued {
+		t.Fatalf("after its completion: %+v, %v; want a duplicate, enqueued", again, err)
+	}
+}
