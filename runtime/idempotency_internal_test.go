@@ -44,6 +44,20 @@ var gatedInbox = rivet.Actor[inboxState]{
 	},
 }
 
+// hostOfOn starts a host of actor on a new in-memory store (closed when
+// the test ends).
+func hostOfOn(t *testing.T, actor rivet.Actor[inboxState]) (*rivet.Registry, storage.Store, *Host, func(context.Context) error) {
+	t.Helper()
+	reg, err := rivet.Setup(actor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := storage.NewMemory()
+	t.Cleanup(func() { store.Close() })
+	h, stop := memHostOn(t, reg, store)
+	return reg, store, h, stop
+}
+
 func depthOf(t *testing.T, h *Host, ref Ref, queue string) uint64 {
 	t.Helper()
 	ins, err := h.Inspect(context.Background(), ref)
@@ -64,15 +78,9 @@ func depthOf(t *testing.T, h *Host, ref Ref, queue string) uint64 {
 // the first message's ID. The same key with another message is the
 // caller's mistake; a key too long is refused.
 func TestASendWithAnIdempotencyKeyQueuesOnce(t *testing.T) {
-	reg, err := rivet.Setup(inbox)
-	if err != nil {
-		t.Fatal(err)
-	}
-	store := storage.NewMemory()
-	defer store.Close()
+	reg, store, h, stop := hostOfOn(t, inbox)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	h, stop := memHostOn(t, reg, store)
 	ref := Ref{Name: "inbox", Key: []string{"k"}}
 	send := func(h *Host, key, queue, body string) (SendResult, error) {
 		return h.Send(ctx, SendRequest{Ref: ref, Queue: queue, Body: json.RawMessage(body), CreateIfMissing: true, IdempotencyKey: key})
@@ -123,15 +131,9 @@ func TestAnActorKeepsItsLastIdempotencyKeysForAWhile(t *testing.T) {
 	kept, window := sendKeysKept, sendKeysWindow
 	sendKeysKept, sendKeysWindow = 3, time.Hour
 	defer func() { sendKeysKept, sendKeysWindow = kept, window }()
-	reg, err := rivet.Setup(inbox)
-	if err != nil {
-		t.Fatal(err)
-	}
-	store := storage.NewMemory()
-	defer store.Close()
+	_, store, h, _ := hostOfOn(t, inbox)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	h, _ := memHostOn(t, reg, store)
 	ref := Ref{Name: "inbox", Key: []string{"k"}}
 	send := func(key string) SendResult {
 		t.Helper()
@@ -171,15 +173,9 @@ func TestAnActorKeepsItsLastIdempotencyKeysForAWhile(t *testing.T) {
 // ran out, waits for the first message while it is queued, and gets its
 // completion.
 func TestADuplicateSendWaitsForTheFirstMessage(t *testing.T) {
-	reg, err := rivet.Setup(gatedInbox)
-	if err != nil {
-		t.Fatal(err)
-	}
-	store := storage.NewMemory()
-	defer store.Close()
+	_, _, h, _ := hostOfOn(t, gatedInbox)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	h, _ := memHostOn(t, reg, store)
 	ref := Ref{Name: "gatedInbox", Key: []string{"k"}}
 	req := SendRequest{Ref: ref, Queue: "q", Body: json.RawMessage(`21`), CreateIfMissing: true, IdempotencyKey: "job-1", Wait: true, Timeout: 10 * time.Millisecond}
 	first, err := h.Send(ctx, req)
