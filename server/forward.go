@@ -93,11 +93,19 @@ func ForwardingInterceptor(r Router) grpc.UnaryServerInterceptor {
 				ust, _ := rpcerr.ToStatus(rivet.Errorf(rivet.ErrUnavailable, "the owner of this actor is unreachable (%s); retry", st.Message()))
 				return nil, ust.Err()
 			}
-			return nil, err
+			return nil, forwardedError{st}
 		}
 		return resp, nil
 	}
 }
+
+// forwardedError is a status the owner answered a forwarded request with,
+// passed on as it is: the owner logged what it had to, so this node's
+// UnaryInterceptor does not log it again as an error.
+type forwardedError struct{ st *status.Status }
+
+func (e forwardedError) Error() string              { return e.st.Err().Error() }
+func (e forwardedError) GRPCStatus() *status.Status { return e.st }
 
 // peerKey marks the context of a request that arrived on a PeerService
 // stream; its value is the request's call chain.

@@ -17,7 +17,8 @@ import (
 // UnaryInterceptor logs every unary call: at debug level normally, at error
 // level when it ends INTERNAL, because that is a bug or an unexpected
 // failure someone should look at. A masked internal error was already logged
-// with its cause where it was masked, so it is not logged twice at error
+// with its cause where it was masked, and one a forwarded request's owner
+// answered with was logged there, so neither is logged twice at error
 // level.
 func UnaryInterceptor(log *zap.Logger) grpc.UnaryServerInterceptor {
 	if log == nil {
@@ -29,7 +30,8 @@ func UnaryInterceptor(log *zap.Logger) grpc.UnaryServerInterceptor {
 		code := status.Code(err)
 		level := zapcore.DebugLevel
 		var we *wireError
-		if code == codes.Internal && !(errors.As(err, &we) && we.masked) {
+		var fe forwardedError
+		if code == codes.Internal && !(errors.As(err, &we) && we.masked) && !errors.As(err, &fe) {
 			level = zapcore.ErrorLevel
 		}
 		if ce := log.Check(level, "grpc call"); ce != nil {
