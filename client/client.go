@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -227,8 +228,10 @@ func severalNodes(list string, dial []grpc.DialOption) (string, []grpc.DialOptio
 
 // checkAddr refuses a node address that gRPC would misread rather than
 // fail on: one without a port, which it dials at 443 (HTTPS's port, not a
-// node's), and an http(s) URL, whose scheme it takes for a resolver's. A
-// gRPC target (dns:///host:port, unix:path) passes.
+// node's), and an http(s) URL, whose scheme it takes for a resolver's; and
+// one whose port no dial could use, which gRPC only finds when it dials (an
+// UNAVAILABLE, retried, that reads as a node down). A gRPC target
+// (dns:///host:port, unix:path) passes.
 func checkAddr(a string) error {
 	if rest, ok := strings.CutPrefix(a, "http://"); ok || strings.HasPrefix(a, "https://") {
 		if !ok {
@@ -237,8 +240,19 @@ func checkAddr(a string) error {
 		return fmt.Errorf("node address %q is a URL: give host:port (%s)", a, strings.TrimSuffix(rest, "/"))
 	}
 	var ae *net.AddrError
-	if _, _, err := net.SplitHostPort(a); errors.As(err, &ae) && strings.Contains(ae.Err, "missing port") {
+	_, port, err := net.SplitHostPort(a)
+	if errors.As(err, &ae) && strings.Contains(ae.Err, "missing port") {
 		return fmt.Errorf("node address %q has no port (host:port, such as %s)", a, net.JoinHostPort(strings.Trim(a, "[]"), defaultPort()))
+	}
+	if err != nil || strings.Contains(a, ":/") {
+		return nil // a gRPC target, or what SplitHostPort's caller reports
+	}
+	if n, err := strconv.Atoi(port); err == nil {
+		if n < 1 || n > 65535 {
+			return fmt.Errorf("node address %q: port %d is not a port (1-65535)", a, n)
+		}
+	} else if _, err := net.LookupPort("tcp", port); err != nil {
+		return fmt.Errorf("node address %q: port %q is not a port (a number, 1-65535)", a, port)
 	}
 	return nil
 }

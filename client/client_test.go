@@ -385,8 +385,10 @@ func TestASendWaitUnderAMillisecondIsNotTheDefault(t *testing.T) {
 
 // An address gRPC would misread is refused by New, as one of several
 // addresses is: without a port gRPC dials HTTPS's 443, not a node's port,
-// and a URL's scheme reads as a resolver's. A gRPC target still works.
-func TestNewRefusesAnAddressWithoutAPortOrAURL(t *testing.T) {
+// and a URL's scheme reads as a resolver's; so is a port no dial can use
+// (gRPC finds it only when it dials, as an UNAVAILABLE that reads as a node
+// down). A gRPC target still works.
+func TestNewRefusesAnAddressWithoutAUsablePortOrAURL(t *testing.T) {
 	addr := servertest.Start(t, servertest.NewFake(), servertest.Config{})
 	host, _, _ := net.SplitHostPort(addr)
 	for _, c := range []struct{ addr, want string }{
@@ -396,6 +398,9 @@ func TestNewRefusesAnAddressWithoutAPortOrAURL(t *testing.T) {
 		{"https://" + addr + "/", `rivet client: node address "https://` + addr + `/" is a URL: give host:port (` + addr + `)`},
 		{host + "," + addr, `rivet client: node address "` + host + `" has no port (host:port, such as ` + host + `:6420)`},
 		{"http://" + addr + "," + addr, `rivet client: node address "http://` + addr + `" is a URL: give host:port (` + addr + `)`},
+		{host + ":99999", `rivet client: node address "` + host + `:99999": port 99999 is not a port (1-65535)`},
+		{host + ":0", `rivet client: node address "` + host + `:0": port 0 is not a port (1-65535)`},
+		{host + ":abc", `rivet client: node address "` + host + `:abc": port "abc" is not a port (a number, 1-65535)`},
 	} {
 		c2, err := client.New(c.addr)
 		if err == nil {
