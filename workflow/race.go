@@ -235,8 +235,8 @@ func (rc *race) mayFinishFirstLocked(b, w int, at time.Time) bool {
 	return false
 }
 
-// awaitEarlier waits until no other branch of the races t runs under may
-// finish before at, the time t's receive will record (a message that came
+// awaitEarlier waits until no other branch of the races t runs under (but
+// those in which t's branch took messages already) may finish before at, the time t's receive will record (a message that came
 // while the run was behind): one that does wins the race as it would have
 // on time, and t, a loser, returns ErrCancelled. Meanwhile t holds the
 // races' finishers at at.
@@ -254,7 +254,7 @@ func (t *thread) awaitEarlier(at time.Time) error {
 				r.mu.Unlock()
 				return ErrCancelled
 			}
-			if held == nil && !s.r.decided && s.r.earlierLocked(s.b, at) {
+			if held == nil && !s.r.decided && !s.r.holdsClaimLocked(s.b) && s.r.earlierLocked(s.b, at) {
 				held = s.r
 			}
 		}
@@ -284,11 +284,20 @@ func (t *thread) earlier(at time.Time) bool {
 	t.r.mu.Lock()
 	defer t.r.mu.Unlock()
 	for _, s := range t.races {
-		if !s.r.decided && s.r.earlierLocked(s.b, at) {
+		if !s.r.decided && !s.r.holdsClaimLocked(s.b) && s.r.earlierLocked(s.b, at) {
 			return true
 		}
 	}
 	return false
+}
+
+// holdsClaimLocked reports whether branch b took messages in rc already
+// (the claim's holder): it wins if it finishes, whatever the other
+// branches' times, so its receives rank against none of them. (Its
+// finishers wait for it to finish: a receive of it that waited for them
+// would never end.)
+func (rc *race) holdsClaimLocked(b int) bool {
+	return rc.claim == b && rc.claimTaken
 }
 
 // earlierLocked reports whether a branch of rc other than b finished, or
