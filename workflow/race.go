@@ -159,6 +159,14 @@ func (r *run) raceFinish(c *thread, rc *race, b int) {
 				rc.decideLocked(w)
 				break
 			}
+			if rc.claim >= 0 {
+				// A receive that ranks its messages by when they came
+				// holds the decision while it waits for the actor's
+				// turn, which a step of a branch that can no longer win
+				// may hold until the decision: cancelled now, it lets
+				// the receive have the turn.
+				rc.doomLocked()
+			}
 		}
 		ch := rc.changed
 		if held {
