@@ -255,13 +255,14 @@ func (x *cx) takeOnce(path string, seq int, deadline time.Time, o NextOptions, c
 			return nil
 		}
 		at := t.stamp()
-		if c := came; len(ms) > 0 {
-			if c.IsZero() {
-				c = t.cameLate(ms[0].CreatedAt)
-				if !c.IsZero() && (!deadline.IsZero() && c.After(deadline) || t.earlier(c)) {
-					late = c
-					return nil
-				}
+		if len(ms) > 0 {
+			// Ranked by the messages taken: the one Queued saw may
+			// have gone to another taker (a join sibling) meanwhile,
+			// and the first one here come later.
+			c := t.cameLate(ms[0].CreatedAt)
+			if !c.IsZero() && (came.IsZero() || c.After(came)) && (!deadline.IsZero() && c.After(deadline) || t.earlier(c)) {
+				late = c
+				return nil
 			}
 			if !c.IsZero() && c.Before(at) {
 				at = c
