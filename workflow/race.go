@@ -244,10 +244,11 @@ func (rc *race) mayFinishFirstLocked(b, w int, at time.Time) bool {
 }
 
 // awaitEarlier waits until no other branch of the races t runs under (but
-// those in which t's branch took messages already) may finish before at, the time t's receive will record (a message that came
-// while the run was behind): one that does wins the race as it would have
-// on time, and t, a loser, returns ErrCancelled. Meanwhile t holds the
-// races' finishers at at.
+// those in which t's branch took messages already) may finish before at,
+// the time t's receive will record (a message that came while the run was
+// behind): one that does wins the race as it would have on time, and t, a
+// loser, returns ErrCancelled. Meanwhile t holds the races' finishers at
+// at.
 func (t *thread) awaitEarlier(at time.Time) error {
 	if len(t.races) == 0 {
 		return nil
