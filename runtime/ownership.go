@@ -570,9 +570,18 @@ func (o *Ownership) reestablish(ctx context.Context, parts []uint32) error {
 			o.mu.RUnlock()
 			sort.Slice(claimed, func(i, j int) bool { return claimed[i] < claimed[j] })
 			if len(claimed) > 0 {
+				// Bounded by the new lease's local deadline: the callbacks
+				// read storage, which may be unreachable again already,
+				// and nothing renews or watches the lease until they
+				// return (the host retries a load cut short in the
+				// background). Without the bound a node cut off again
+				// right after a lease came back kept its claims, and
+				// said it served, for as long as the cut lasted.
+				cctx, ccancel := context.WithDeadline(ctx, o.deadline())
 				for _, fn := range fns {
-					fn(ctx, claimed)
+					fn(cctx, claimed)
 				}
+				ccancel()
 			}
 			for _, fn := range est {
 				fn()

@@ -1,0 +1,86 @@
+package runtime_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rivet-go/rivet/runtime"
+	"github.com/rivet-go/rivet/storage"
+)
+
+// cutStore is a store that, once cut, answers nothing: its calls wait
+// until their context ends, as those of an etcd client whose endpoints
+// are unreachable do.
+type cutStore struct {
+	storage.Store
+	cut atomic.Bool
+}
+
+func (s *cutStore) KeepAlive(ctx context.Context, lease storage.LeaseID, renewed func(time.Time)) error {
+	if s.cut.Load() {
+		<-ctx.Done()
+		return nil
+	}
+	return s.Store.KeepAlive(ctx, lease, renewed)
+}
+
+func (s *cutStore) GrantLease(ctx context.Context, ttl time.Duration) (storage.LeaseID, error) {
+	if s.cut.Load() {
+		<-ctx.Done()
+		return 0, ctx.Err()
+	}
+	return s.Store.GrantLease(ctx, ttl)
+}
+
+// A node whose lease came back after a loss, and whose etcd became
+// unreachable again while it loaded the wakeups of the partitions it had
+// claimed again (an OnClaimed callback: reads that wait for etcd as long
+// as their context lets them), still drops those claims and runs its
+// OnLost callbacks once the new lease may have expired. The callbacks ran
+// without a deadline in the loop that renews and watches the lease, which
+// then did neither until etcd came back: the node kept its claims (its
+// stats and rivet_partitions_owned counted them, beside the nodes that
+// had taken them over) and never noticed the second loss (found by
+// cutting a node of a three-node cluster off etcd repeatedly under load).
+func TestALeaseReestablishedJustBeforeACutIsStillWatched(t *testing.T) {
+	m := storage.NewMemory()
+	defer m.Close()
+	const ttl = time.Second
+	st := &cutStore{Store: m}
+	own := runtime.NewOwnership(st, runtime.NodeRecord{NodeID: "n1"}, ttl, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	if err := own.Establish(ctx, []uint32{1, 2}); err != nil {
+		t.Fatal(err)
+	}
+	var lost, claimed atomic.Int32
+	own.OnLost(func() { lost.Add(1) })
+	own.OnClaimed(func(ctx context.Context, parts []uint32) {
+		// Cut off as the lease came back: the read waits for as long as
+		// ctx lets it.
+		st.cut.Store(true)
+		claimed.Add(1)
+		<-ctx.Done()
+	})
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = own.Run(ctx) }()
+
+	// The first loss; Run drops the claims, gets a lease again, claims
+	// the partitions again and loads their wakeups, which hangs.
+	if err := m.RevokeLease(ctx, own.Lease()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the claims taken again, and their wakeups loading", 10*time.Second, func() bool {
+		return lost.Load() == 1 && claimed.Load() >= 1
+	})
+	// Nothing renews the new lease: the node must give its claims up
+	// once it may have expired, and say so.
+	waitFor(t, "the claims of the unrenewed lease dropped", 5*ttl, func() bool {
+		return lost.Load() == 2 && own.Owned() == 0
+	})
+}
