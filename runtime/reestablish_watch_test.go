@@ -84,3 +84,33 @@ func TestALeaseReestablishedJustBeforeACutIsStillWatched(t *testing.T) {
 		return lost.Load() == 2 && own.Owned() == 0
 	})
 }
+
+// A Claim whose OnClaimed callbacks wait on storage that went away (the
+// wakeup loads of the partitions it claimed) returns by the lease's local
+// deadline, rather than hold its caller, the balancer, until storage is
+// back: past that deadline nothing they load is served anyway.
+func TestAClaimDoesNotWaitForItsCallbacksPastTheLease(t *testing.T) {
+	m := storage.NewMemory()
+	defer m.Close()
+	const ttl = time.Second
+	own := runtime.NewOwnership(m, runtime.NodeRecord{NodeID: "n1"}, ttl, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := own.Establish(ctx, []uint32{1}); err != nil {
+		t.Fatal(err)
+	}
+	own.OnClaimed(func(ctx context.Context, parts []uint32) { <-ctx.Done() })
+	done := make(chan error, 1)
+	go func() {
+		_, err := own.Claim(ctx, []uint32{2})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("claim: %v", err)
+		}
+	case <-time.After(10 * ttl):
+		t.Fatal("Claim still waits for its callbacks, long past the lease's deadline")
+	}
+}
