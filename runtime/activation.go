@@ -195,29 +195,48 @@ type snapshot struct {
 }
 
 // readActor reads an actor's durable record. A missing actor is returned
-// with metaExists false, not as an error.
+// with metaExists false, not as an error. The record is that of one
+// moment: its reads are separate, and an activation loading meanwhile may
+// write between them (a workflow that completed, read with the state from
+// before its last step), so a read that finds a key written after the
+// first read's revision reads the record again (up to readActorAttempts
+// times; then it answers with the last).
 func (h *Host) readActor(ctx context.Context, prefix string) (snapshot, error) {
-	s := snapshot{depth: map[string]uint64{}}
+	for attempt := 1; ; attempt++ {
+		s, rev, newest, err := h.readActorOnce(ctx, prefix)
+		if err != nil || newest <= rev || attempt == readActorAttempts {
+			return s, err
+		}
+	}
+}
+
+const readActorAttempts = 5
+
+// readActorOnce is one attempt of readActor: rev is the store revision of
+// its first read, newest the latest revision a key it read was written at.
+func (h *Host) readActorOnce(ctx context.Context, prefix string) (s snapshot, rev, newest int64, err error) {
+	s = snapshot{depth: map[string]uint64{}}
+	qs, rev, err := h.store.ListRev(ctx, prefix+storage.QueueSuffix, storage.ListOptions{KeysOnly: true})
+	if err != nil {
+		return s, 0, 0, err
+	}
 	meta, err := h.store.Get(ctx, prefix+storage.MetaSuffix)
 	if err != nil {
 		if isNotFound(err) {
-			return s, nil
+			return s, rev, 0, nil
 		}
-		return s, err
+		return s, 0, 0, err
 	}
+	newest = meta.ModRevision
 	s.metaExists = true
 	if err := json.Unmarshal(meta.Value, &s.meta); err != nil {
-		return s, fmt.Errorf("actor meta does not decode: %w", err)
+		return s, 0, 0, fmt.Errorf("actor meta does not decode: %w", err)
 	}
 	st, err := h.store.Get(ctx, prefix+storage.StateSuffix)
 	if err != nil && !isNotFound(err) {
-		return s, err
+		return s, 0, 0, err
 	}
-	s.state = st.Value
-	qs, err := h.store.List(ctx, prefix+storage.QueueSuffix, storage.ListOptions{KeysOnly: true})
-	if err != nil {
-		return s, err
-	}
+	s.state, newest = st.Value, max(newest, st.ModRevision)
 	for _, kv := range qs {
 		seq, q, ok := parseQueueKey(kv.Key[len(prefix)+len(storage.QueueSuffix):])
 		if !ok {
@@ -232,10 +251,11 @@ func (h *Host) readActor(ctx context.Context, prefix string) (snapshot, error) {
 	}
 	if st, err := h.store.Get(ctx, prefix+storage.WorkflowStatusSuffix); err == nil {
 		_ = json.Unmarshal(st.Value, &s.wfStatus)
+		newest = max(newest, st.ModRevision)
 	} else if !isNotFound(err) {
-		return s, err
+		return s, 0, 0, err
 	}
-	return s, nil
+	return s, rev, newest, nil
 }
 
 // armSchedules arms the timer of the calls the load read (loadedSchedAt):
