@@ -1111,11 +1111,12 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 		var keyOps []storage.Op
 		var sum string
 		var dropped []string
+		// With a key or not: the keys may name IDs above nextSeq.
+		if err := a.loadSendKeys(ctx); err != nil {
+			return err
+		}
 		if key := req.IdempotencyKey; key != "" {
 			sum = sendSum(req.Queue, body)
-			if err := a.loadSendKeys(ctx); err != nil {
-				return err
-			}
 			if rec, ok := a.sentBefore(key, now); ok {
 				if err := a.sameMessage(key, rec, sum); err != nil {
 					return err

@@ -59,8 +59,12 @@ func checkIdempotencyKey(key string) error {
 	return nil
 }
 
-// loadSendKeys reads the actor's keys, the first time a turn needs them
-// (most actors never do, and their loads read nothing more).
+// loadSendKeys reads the actor's keys, the first time a send needs them
+// (actors that are never sent to read nothing more), and moves nextSeq
+// past the messages they name: neither the queues nor a pruned history may
+// still hold the highest ID given, and a key must not come to name a
+// message sent since. Every send, with a key or not, calls it before it
+// takes an ID.
 func (a *activation) loadSendKeys(ctx context.Context) error {
 	if a.sendKeys != nil {
 		return nil
@@ -77,6 +81,7 @@ func (a *activation) loadSendKeys(ctx context.Context) error {
 			continue // not one of ours: left alone
 		}
 		keys[string(k)] = rec
+		a.nextSeq = max(a.nextSeq, rec.Seq+1)
 	}
 	a.sendKeys = keys
 	return nil

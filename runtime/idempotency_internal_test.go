@@ -218,3 +218,80 @@ func TestADuplicateSendWaitsForTheFirstMessage(t *testing.T) {
 		t.Fatalf("after its completion: %+v, %v; want a duplicate, enqueued", again, err)
 	}
 }
+
+// idleLoop takes messages of q in a loop that keeps one iteration of
+// history, waiting a moment for each: once it has waited a few times
+// with none, no history entry holds a message it took.
+var idleLoop = rivet.Actor[inboxState]{
+	Name:   "idleLoop",
+	Queues: rivet.Queues{"q": rivet.QueueOf[int]()},
+	Run: func(c *workflow.Ctx[inboxState]) error {
+		_, err := workflow.LoopWith(c, workflow.LoopOptions[int]{Name: "loop", HistoryPruneInterval: 1, HistorySize: 1},
+			func(c *workflow.Ctx[inboxState], n int) (int, error) {
+				_, err := workflow.Next[int](c, "next", workflow.NextOptions{Names: []string{"q"}, Timeout: 5 * time.Millisecond})
+				if err != nil && !errors.Is(err, workflow.ErrTimeout) {
+					return n, err
+				}
+				return n + 1, nil
+			})
+		return err
+	},
+}
+
+// A message ID an idempotency key holds is not given to another message
+// after the actor is loaded again, though neither its queue nor its
+// workflow's history (pruned) holds that message any more: a duplicate
+// of the key would answer with, and wait for, another message.
+func TestAKeysMessageIDIsNotGivenAgainAfterAReload(t *testing.T) {
+	reg, store, h, stop := hostOfOn(t, idleLoop)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	ref := Ref{Name: "idleLoop", Key: []string{"k"}}
+	send := func(h *Host, key string) SendResult {
+		t.Helper()
+		res, err := h.Send(ctx, SendRequest{Ref: ref, Queue: "q", Body: json.RawMessage(`1`), CreateIfMissing: true, IdempotencyKey: key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	first := send(h, "a")
+	prefix := storage.ActorPrefix(h.loaded(ref).part, ref.Name, storage.EncodeKey(ref.Key))
+	// Taken, and its receive pruned from the history.
+	for until := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(until) {
+			t.Fatal("the history still holds the message")
+		}
+		if depthOf(t, h, ref, "q") != 0 {
+			continue
+		}
+		kvs, err := store.List(ctx, prefix+storage.WorkflowSuffix, storage.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		held := false
+		for _, kv := range kvs {
+			held = held || strings.Contains(string(kv.Value), `"messages"`)
+		}
+		if !held {
+			break
+		}
+	}
+	if err := stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h, _ = memHostOn(t, reg, store)
+	plain, err := h.Send(ctx, SendRequest{Ref: ref, Queue: "q", Body: json.RawMessage(`2`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := send(h, "b")
+	for _, id := range []uint64{plain.MessageID, second.MessageID} {
+		if id <= first.MessageID {
+			t.Errorf("message %d after the reload, want one after %d, the first key's", id, first.MessageID)
+		}
+	}
+	if again := send(h, "a"); !again.Duplicate || again.MessageID != first.MessageID {
+		t.Errorf("the first key again: %+v, want a duplicate of message %d", again, first.MessageID)
+	}
+}
