@@ -61,7 +61,8 @@ type SendOptions struct {
 	// Wait and Timeout wait for the message's completion, as SendWait
 	// does. A duplicate waits for the first message if it is still
 	// queued; once its workflow took it, the result is SendEnqueued at once
-	// (a completion is not kept for a later sender).
+	// (a completion is not kept for a later sender), as it is when the
+	// workflow has ended (WorkflowStatus says so, as the first send's did).
 	Wait    bool
 	Timeout time.Duration
 }

@@ -1122,7 +1122,12 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 					return err
 				}
 				seq, dup = rec.Seq, true
-				if req.Wait && sp.Run != nil && a.stillQueued(seq) {
+				if st := a.workflowStatus().Status; sp.Run != nil && workflowEnded(st) && a.stillQueued(seq) {
+					// As the first send said: nothing takes the message
+					// until the workflow is retried, so none waits for it.
+					ended = st
+				}
+				if req.Wait && sp.Run != nil && ended == "" && a.stillQueued(seq) {
 					// Waits for the first send's message, unless a sender
 					// waits for it already (the first, still connected).
 					a.wf.notifyMu.Lock()

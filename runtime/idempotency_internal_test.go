@@ -214,8 +214,8 @@ func TestADuplicateSendWaitsForTheFirstMessage(t *testing.T) {
 	}
 	// Taken and completed: sent again, it answers at once.
 	again, err := h.Send(ctx, req)
-	if err != nil || !again.Duplicate || again.Status != SendEnqueued {
-		t.Fatalf("after its completion: %+v, %v; want a duplicate, enqueued", again, err)
+	if err != nil || !again.Duplicate || again.Status != SendEnqueued || again.WorkflowStatus != "" {
+		t.Fatalf("after its completion: %+v, %v; want a duplicate, enqueued (its workflow, ended since, took it)", again, err)
 	}
 }
 
@@ -293,5 +293,61 @@ func TestAKeysMessageIDIsNotGivenAgainAfterAReload(t *testing.T) {
 	}
 	if again := send(h, "a"); !again.Duplicate || again.MessageID != first.MessageID {
 		t.Errorf("the first key again: %+v, want a duplicate of message %d", again, first.MessageID)
+	}
+}
+
+// doneAtOnce's workflow ends at once: nothing takes its messages.
+var doneAtOnce = rivet.Actor[inboxState]{
+	Name:   "doneAtOnce",
+	Queues: rivet.Queues{"q": rivet.QueueOf[int]()},
+	Run:    func(c *workflow.Ctx[inboxState]) error { return nil },
+}
+
+// A duplicate that waits, sent to an actor whose workflow has ended (and
+// so will never take the first message), answers at once as the first
+// send did, with the workflow's status: it does not wait for its timeout.
+func TestADuplicateSendToAnEndedWorkflowDoesNotWait(t *testing.T) {
+	reg, store, h, stop := hostOfOn(t, doneAtOnce)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	ref := Ref{Name: "doneAtOnce", Key: []string{"k"}}
+	if _, _, err := h.GetOrCreate(ctx, ref, nil); err != nil {
+		t.Fatal(err)
+	}
+	for until := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		ins, err := h.Inspect(ctx, ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ins.WorkflowStatus == WorkflowCompleted {
+			break
+		}
+		if time.Now().After(until) {
+			t.Fatal("the workflow never completed")
+		}
+	}
+	req := SendRequest{Ref: ref, Queue: "q", Body: json.RawMessage(`1`), IdempotencyKey: "once"}
+	first, err := h.Send(ctx, req)
+	if err != nil || first.WorkflowStatus != WorkflowCompleted {
+		t.Fatalf("first send: %+v, %v; want it enqueued for an ended workflow", first, err)
+	}
+	for _, reload := range []bool{false, true} {
+		if reload {
+			if err := stop(ctx); err != nil {
+				t.Fatal(err)
+			}
+			h, stop = memHostOn(t, reg, store)
+		}
+		for _, wait := range []bool{false, true} {
+			req.Wait, req.Timeout = wait, 5*time.Second
+			t0 := time.Now()
+			res, err := h.Send(ctx, req)
+			if err != nil || !res.Duplicate || res.MessageID != first.MessageID || res.Status != SendEnqueued || res.WorkflowStatus != WorkflowCompleted {
+				t.Errorf("reload %v, wait %v: %+v, %v; want a duplicate of message %d, enqueued, workflow completed", reload, wait, res, err, first.MessageID)
+			}
+			if d := time.Since(t0); d > 2*time.Second {
+				t.Errorf("reload %v, wait %v: answered after %s", reload, wait, d)
+			}
+		}
 	}
 }
