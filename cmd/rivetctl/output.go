@@ -83,8 +83,10 @@ func (a *app) printSendResult(res client.SendResult, wait bool) error {
 		default: // a node that does not say
 			notDone = &runError{err: fmt.Errorf("not completed within the wait (message %d: still queued, or taken by a workflow that has not completed it)", res.MessageID), code: "DEADLINE_EXCEEDED"}
 		}
+	case wait && res.Status == client.SendEnqueued && res.Duplicate && res.WorkflowStatus != "":
+		notDone = &runError{err: fmt.Errorf("a duplicate: message %d was sent before with this idempotency key, and the actor's workflow has %s: nothing takes it until the workflow is retried (rivetctl workflow retry); nothing was queued", res.MessageID, res.WorkflowStatus), code: "FAILED_PRECONDITION"}
 	case wait && res.Status == client.SendEnqueued && res.Duplicate:
-		notDone = &runError{err: fmt.Errorf("a duplicate: message %d was sent before with this idempotency key, and the workflow has taken it already (a completion is not kept, so this send cannot wait for it); nothing was queued", res.MessageID), code: "ALREADY_EXISTS"}
+		notDone = &runError{err: fmt.Errorf("a duplicate: message %d was sent before with this idempotency key, and this send cannot wait for it (the workflow has taken it already, and a completion is not kept; or another send waits for it; or the node stopped waiting); nothing was queued", res.MessageID), code: "ALREADY_EXISTS"}
 	case wait && res.Status == client.SendEnqueued:
 		notDone = &runError{err: fmt.Errorf("enqueued, not waited for: the node stopped waiting before the workflow completed message %d (the actor moved to another node, or its node is stopping); the message stays queued and its workflow takes it where it runs next: do not send it again", res.MessageID), code: "UNAVAILABLE"}
 	}

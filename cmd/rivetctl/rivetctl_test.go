@@ -308,7 +308,14 @@ func TestSendWithAnIdempotencyKey(t *testing.T) {
 	rivetctl(t, addr, "send", "orders", "main", "incoming", "1", "--idempotency-key", "order-17", "-o", "json").
 		want(t, 0, `{"message_id":5,"status":"enqueued","duplicate":true}`+"\n")
 	rivetctl(t, addr, "send", "orders", "main", "incoming", "1", "--idempotency-key", "order-17", "--wait").
-		wantErr(t, 1, "rivetctl: a duplicate: message 5 was sent before with this idempotency key, and the workflow has taken it already (a completion is not kept, so this send cannot wait for it); nothing was queued")
+		wantErr(t, 1, "rivetctl: a duplicate: message 5 was sent before with this idempotency key, and this send cannot wait for it (the workflow has taken it already, and a completion is not kept; or another send waits for it; or the node stopped waiting); nothing was queued")
+	// A duplicate sent to an actor whose workflow has ended says so, not
+	// that the workflow took the message.
+	f.SendFunc = func(context.Context, runtime.SendRequest) (runtime.SendResult, error) {
+		return runtime.SendResult{MessageID: 5, Status: runtime.SendEnqueued, Duplicate: true, WorkflowStatus: "completed"}, nil
+	}
+	rivetctl(t, addr, "send", "orders", "main", "incoming", "1", "--idempotency-key", "order-17", "--wait").
+		wantErr(t, 1, "rivetctl: a duplicate: message 5 was sent before with this idempotency key, and the actor's workflow has completed: nothing takes it until the workflow is retried (rivetctl workflow retry); nothing was queued")
 }
 
 func TestStateInspectCreateDestroy(t *testing.T) {
