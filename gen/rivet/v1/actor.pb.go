@@ -406,8 +406,9 @@ type SendResponse struct {
 	MessageState string `protobuf:"bytes,5,opt,name=message_state,json=messageState,proto3" json:"message_state,omitempty"`
 	// duplicate says that the request's idempotency_key was used before:
 	// nothing was queued, and message_id is the first send's. With wait, the
-	// send waits for that message if it is still queued or taken; otherwise
-	// status is "enqueued" (its completion, if any, was answered before).
+	// send waits for that message while it is still queued (not taken by
+	// the workflow, which has not ended, and no other send waits for it);
+	// otherwise status is "enqueued" at once (a completion is not kept).
 	Duplicate     bool `protobuf:"varint,6,opt,name=duplicate,proto3" json:"duplicate,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
