@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/sha256"
@@ -42,8 +43,13 @@ func sendKeyKey(prefix, key string) string {
 	return prefix + storage.IdempotencySuffix + base64.RawURLEncoding.EncodeToString([]byte(key))
 }
 
-// sendSum digests a message: its queue and body.
+// sendSum digests a message: its queue and body, whitespace aside (a
+// client sending the same JSON again may format it anew).
 func sendSum(queue string, body []byte) string {
+	var compact bytes.Buffer
+	if json.Compact(&compact, body) == nil {
+		body = compact.Bytes()
+	}
 	h := sha256.New()
 	h.Write([]byte(queue))
 	h.Write([]byte{0})

@@ -93,6 +93,9 @@ func TestASendWithAnIdempotencyKeyQueuesOnce(t *testing.T) {
 	if err != nil || !again.Duplicate || again.MessageID != first.MessageID {
 		t.Fatalf("the same send again: %+v, %v; want a duplicate of message %d", again, err, first.MessageID)
 	}
+	if spaced, err := send(h, "order-1", "q", " 7\n"); err != nil || !spaced.Duplicate {
+		t.Errorf("the same body formatted anew: %+v, %v; want a duplicate", spaced, err)
+	}
 	if _, err := send(h, "order-1", "q", "8"); !errors.Is(err, rivet.ErrInvalidArgument) {
 		t.Errorf("the same key with another body: %v, want ErrInvalidArgument", err)
 	}
