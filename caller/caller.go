@@ -111,6 +111,8 @@ type SendResult struct {
 	// nothing was queued, and MessageID is the first send's message. A
 	// duplicate that waits waits for that message if it is still queued;
 	// otherwise its Status is SendEnqueued at once (a completion is not
-	// kept for a later sender).
+	// kept for a later sender). A send the Go client retried after its
+	// connection broke says Duplicate if the first attempt queued it: the
+	// node cannot tell that attempt from an earlier send.
 	Duplicate bool `json:"duplicate,omitempty"`
 }
