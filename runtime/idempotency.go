@@ -113,7 +113,21 @@ func (a *activation) recordSendKey(key string, rec sendKeyRecord) (ops []storage
 	if _, ok := a.sendKeys[key]; ok {
 		over-- // an expired record of the same key is written over
 	}
-	if over > 0 {
+	switch {
+	case over == 1:
+		// The usual case once the actor holds its bound: one key goes,
+		// found in one pass rather than by sorting them all.
+		oldest, found := "", false
+		for k, r := range a.sendKeys {
+			if k != key && (!found || r.Seq < a.sendKeys[oldest].Seq) {
+				oldest, found = k, true
+			}
+		}
+		if found {
+			dropped = append(dropped, oldest)
+			ops = append(ops, storage.Delete(sendKeyKey(a.prefix, oldest)))
+		}
+	case over > 1:
 		old := slices.SortedFunc(maps.Keys(a.sendKeys), func(x, y string) int {
 			return cmp.Compare(a.sendKeys[x].Seq, a.sendKeys[y].Seq)
 		})
