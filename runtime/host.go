@@ -1122,23 +1122,17 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 					return err
 				}
 				seq, dup = rec.Seq, true
-				if st := a.workflowStatus().Status; sp.Run != nil && workflowEnded(st) && a.stillQueued(seq) {
+				if sp.Run == nil || !a.stillQueued(seq) {
+					return nil
+				}
+				if st := a.workflowStatus().Status; workflowEnded(st) {
 					// As the first send said: nothing takes the message
 					// until the workflow is retried, so none waits for it.
 					ended = st
-				}
-				if req.Wait && sp.Run != nil && ended == "" && a.stillQueued(seq) {
+				} else if req.Wait {
 					// Waits for the first send's message, unless a sender
 					// waits for it already (the first, still connected).
-					a.wf.notifyMu.Lock()
-					if _, waited := a.wf.completions[seq]; !waited && !a.wf.closed {
-						if a.wf.completions == nil {
-							a.wf.completions = map[uint64]chan json.RawMessage{}
-						}
-						completion = make(chan json.RawMessage, 1)
-						a.wf.completions[seq] = completion
-					}
-					a.wf.notifyMu.Unlock()
+					completion = a.wf.awaitCompletion(seq, true)
 				}
 				return nil
 			}
@@ -1173,17 +1167,7 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 			if h.sendWaitHook != nil {
 				h.sendWaitHook(a)
 			}
-			completion = make(chan json.RawMessage, 1)
-			a.wf.notifyMu.Lock()
-			closed := a.wf.closed
-			if !closed {
-				if a.wf.completions == nil {
-					a.wf.completions = map[uint64]chan json.RawMessage{}
-				}
-				a.wf.completions[seq] = completion
-			}
-			a.wf.notifyMu.Unlock()
-			if closed {
+			if completion = a.wf.awaitCompletion(seq, false); completion == nil {
 				a.wf.countPending(req.Queue, -1)
 				if a.stopped.Load() {
 					// Evicted meanwhile (it answers its waiters as it

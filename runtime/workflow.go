@@ -906,6 +906,24 @@ func (w *wfHost) Receive(ctx context.Context, names []string, max int, record fu
 }
 
 // forgetWait drops the wait of the sender of message id, if any.
+// awaitCompletion registers a sender's wait for message id's completion
+// and returns the channel that gets it: nil if no run of this activation
+// will complete anything any more (closed), or, with alone, if another
+// sender waits for it already.
+func (w *wfState) awaitCompletion(id uint64, alone bool) chan json.RawMessage {
+	w.notifyMu.Lock()
+	defer w.notifyMu.Unlock()
+	if _, waited := w.completions[id]; w.closed || alone && waited {
+		return nil
+	}
+	if w.completions == nil {
+		w.completions = map[uint64]chan json.RawMessage{}
+	}
+	ch := make(chan json.RawMessage, 1)
+	w.completions[id] = ch
+	return ch
+}
+
 func (w *wfState) forgetWait(id uint64) {
 	w.notifyMu.Lock()
 	delete(w.completions, id)
