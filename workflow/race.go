@@ -133,11 +133,26 @@ func (t *thread) lostARace() bool {
 	t.r.mu.Lock()
 	defer t.r.mu.Unlock()
 	for _, s := range t.races {
-		if s.r.decided && s.r.winner != s.b || s.r.doomed[s.b] {
+		if s.lostLocked() {
 			return true
 		}
 	}
 	return false
+}
+
+// lostLocked reports whether the slot's branch lost: the race was decided
+// for another, or the branch was cancelled as one that can no longer win.
+func (s raceSlot) lostLocked() bool {
+	return s.r.decided && s.r.winner != s.b || s.r.doomed[s.b]
+}
+
+// outrankedLocked reports whether a receive of the slot's branch that will
+// record at must wait for the race: undecided, another branch finished or
+// may still finish before at (earlierLocked), and the branch is not the
+// claim's holder (which wins whatever the times: its finishers wait for it,
+// and a receive of it that waited for them would never end).
+func (s raceSlot) outrankedLocked(at time.Time) bool {
+	return !s.r.decided && !(s.r.claim == s.b && s.r.claimTaken) && s.r.earlierLocked(s.b, at)
 }
 
 // raceFinish records that branch b returned a value and waits until the
@@ -259,11 +274,11 @@ func (t *thread) awaitEarlier(at time.Time) error {
 		t.setFloorLocked(at, true)
 		var held *race
 		for _, s := range t.races {
-			if s.r.decided && s.r.winner != s.b || s.r.doomed[s.b] {
+			if s.lostLocked() {
 				r.mu.Unlock()
 				return ErrCancelled
 			}
-			if held == nil && !s.r.decided && !s.r.holdsClaimLocked(s.b) && s.r.earlierLocked(s.b, at) {
+			if held == nil && s.outrankedLocked(at) {
 				held = s.r
 			}
 		}
@@ -284,8 +299,8 @@ func (t *thread) awaitEarlier(at time.Time) error {
 	}
 }
 
-// earlier reports whether a race t runs under has another branch that
-// finished, or may still finish, before at (see earlierLocked).
+// earlier reports whether a receive of t that will record at must wait
+// for a race it runs under (see outrankedLocked).
 func (t *thread) earlier(at time.Time) bool {
 	if len(t.races) == 0 {
 		return false
@@ -293,20 +308,11 @@ func (t *thread) earlier(at time.Time) bool {
 	t.r.mu.Lock()
 	defer t.r.mu.Unlock()
 	for _, s := range t.races {
-		if !s.r.decided && !s.r.holdsClaimLocked(s.b) && s.r.earlierLocked(s.b, at) {
+		if s.outrankedLocked(at) {
 			return true
 		}
 	}
 	return false
-}
-
-// holdsClaimLocked reports whether branch b took messages in rc already
-// (the claim's holder): it wins if it finishes, whatever the other
-// branches' times, so its receives rank against none of them. (Its
-// finishers wait for it to finish: a receive of it that waited for them
-// would never end.)
-func (rc *race) holdsClaimLocked(b int) bool {
-	return rc.claim == b && rc.claimTaken
 }
 
 // earlierLocked reports whether a branch of rc other than b finished, or
