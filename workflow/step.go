@@ -221,25 +221,16 @@ func (x *cx) attempt(path string, seq, n int, sp stepSpec) (*Entry, error) {
 // runBody runs body with a context that is cancelled after timeout (0:
 // never), and reports whether the timeout fired before body returned.
 func runBody(parent context.Context, timeout time.Duration, clk Clock, body func(context.Context) (json.RawMessage, error)) (json.RawMessage, error, bool) {
+	if _, ok := clk.(afterFuncClock); ok {
+		// No goroutine to wait for the timer: a node runs thousands of
+		// steps a second, each with a timeout that almost never fires;
+		// and no timer or context at all unless the body asks for them.
+		ctx := newAttemptCtx(parent, timeout, clk)
+		out, err := callBody(ctx, body)
+		return out, err, ctx.end()
+	}
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
-	if af, ok := clk.(afterFuncClock); ok && timeout > 0 {
-		// No goroutine to wait for the timer: a node runs thousands of
-		// steps a second, each with a timeout that almost never fires.
-		fired := make(chan struct{})
-		stop := af.AfterFunc(clk.Now().Add(timeout), func() {
-			cancel()
-			close(fired)
-		})
-		out, err := callBody(ctx, body)
-		timedOut := !stop()
-		if timedOut {
-			// Fired (or firing): let it finish, so that nothing of this
-			// step runs after it returns.
-			<-fired
-		}
-		return out, err, timedOut
-	}
 	var fired atomic.Bool
 	var wg sync.WaitGroup
 	done := make(chan struct{})

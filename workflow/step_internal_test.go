@@ -55,3 +55,54 @@ func TestScopeClaimsEachNameOnce(t *testing.T) {
 		}
 	}
 }
+
+// A body that never looks at its context is timed out by the clock when it
+// returns late (its context was never made), one that looks is cancelled
+// at the deadline, children included, and context.Cause sees it; a context
+// kept past the attempt is cancelled.
+func TestRunBodyLazyContext(t *testing.T) {
+	_, _, timedOut := runBody(context.Background(), 5*time.Millisecond, SystemClock{}, func(ctx context.Context) (json.RawMessage, error) {
+		time.Sleep(20 * time.Millisecond) // the overrun itself is the point
+		return nil, nil
+	})
+	if !timedOut {
+		t.Fatal("a body that overran its timeout without looking at its context is not reported as timed out")
+	}
+	_, err, timedOut := runBody(context.Background(), 20*time.Millisecond, SystemClock{}, func(ctx context.Context) (json.RawMessage, error) {
+		child, cancel := context.WithTimeout(ctx, time.Hour)
+		defer cancel()
+		<-child.Done()
+		if context.Cause(ctx) == nil {
+			return nil, errors.New("context.Cause is nil on a cancelled step context")
+		}
+		return nil, child.Err()
+	})
+	if !timedOut || !errors.Is(err, context.Canceled) {
+		t.Fatalf("a child context of a timed-out step: err %v, timedOut %v", err, timedOut)
+	}
+	parent, cancelParent := context.WithCancel(context.Background())
+	_, err, timedOut = runBody(parent, time.Hour, SystemClock{}, func(ctx context.Context) (json.RawMessage, error) {
+		if ctx.Err() != nil {
+			return nil, errors.New("cancelled before its parent")
+		}
+		cancelParent()
+		<-ctx.Done()
+		return nil, ctx.Err()
+	})
+	if timedOut || !errors.Is(err, context.Canceled) {
+		t.Fatalf("a step whose parent ends: err %v, timedOut %v", err, timedOut)
+	}
+	var kept context.Context
+	_, _, timedOut = runBody(context.Background(), 0, SystemClock{}, func(ctx context.Context) (json.RawMessage, error) {
+		kept = ctx
+		return nil, nil
+	})
+	if timedOut {
+		t.Fatal("a step without a timeout timed out")
+	}
+	select {
+	case <-kept.Done():
+	default:
+		t.Fatal("a context kept past its attempt (never looked at during it) is not cancelled")
+	}
+}

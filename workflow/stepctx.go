@@ -1,0 +1,100 @@
+package workflow
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// attemptCtx is a step attempt's context: its parent's, and cancelled at
+// the attempt's deadline and when the attempt ends. Most step bodies never
+// look at their context (they change the state, compute a value), so the
+// cancellable context and the timer behind it are made only when the body
+// first asks for them (Done, Err, Value): a context, a timer and their
+// registrations per step were about a twentieth of a step's CPU. A body
+// that never asked is timed out by the clock when it returns, as the timer
+// would have said.
+type attemptCtx struct {
+	parent   context.Context
+	deadline time.Time // zero: no timeout
+	clk      Clock     // an afterFuncClock
+
+	mu     sync.Mutex
+	inner  context.Context // nil until armed
+	cancel context.CancelFunc
+	stop   func() bool   // the deadline's timer; nil if none
+	fired  chan struct{} // closed once the timer's func has cancelled inner
+	ended  bool          // the attempt ended: arm cancels at once
+	timed  bool          // cancelled by the deadline (timer or clock)
+}
+
+func newAttemptCtx(parent context.Context, timeout time.Duration, clk Clock) *attemptCtx {
+	c := &attemptCtx{parent: parent, clk: clk}
+	if timeout > 0 {
+		c.deadline = clk.Now().Add(timeout)
+	}
+	return c
+}
+
+// arm makes the cancellable context on first use and returns it.
+func (c *attemptCtx) arm() context.Context {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.inner != nil {
+		return c.inner
+	}
+	c.inner, c.cancel = context.WithCancel(c.parent)
+	switch {
+	case c.ended:
+		c.cancel()
+	case c.deadline.IsZero():
+	case !c.clk.Now().Before(c.deadline):
+		// Already past it: cancelled before the caller sees it, as the
+		// timer would have done by now.
+		c.timed = true
+		c.cancel()
+	default:
+		c.fired = make(chan struct{})
+		c.stop = c.clk.(afterFuncClock).AfterFunc(c.deadline, func() {
+			c.mu.Lock()
+			c.timed = true
+			c.mu.Unlock()
+			c.cancel()
+			close(c.fired)
+		})
+	}
+	return c.inner
+}
+
+// end ends the attempt and reports whether its deadline cancelled it
+// first. Nothing of the timer runs after end returns.
+func (c *attemptCtx) end() (timedOut bool) {
+	c.mu.Lock()
+	c.ended = true
+	inner, stop, fired := c.inner, c.stop, c.fired
+	c.mu.Unlock()
+	if inner == nil {
+		// Never armed: the clock says whether the body overran.
+		return !c.deadline.IsZero() && !c.clk.Now().Before(c.deadline)
+	}
+	if stop != nil && !stop() {
+		// Fired (or firing): let it finish, so that nothing of this step
+		// runs after it returns.
+		<-fired
+	}
+	c.cancel()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.timed
+}
+
+// Deadline is the parent's, as a context.WithCancel's would be: the step's
+// timeout is not a deadline the body must plan for, only a bound.
+func (c *attemptCtx) Deadline() (time.Time, bool) { return c.parent.Deadline() }
+
+func (c *attemptCtx) Done() <-chan struct{} { return c.arm().Done() }
+
+func (c *attemptCtx) Err() error { return c.arm().Err() }
+
+// Value arms too: context.Cause finds the cancelled context through it.
+func (c *attemptCtx) Value(key any) any { return c.arm().Value(key) }
