@@ -190,6 +190,10 @@ type request struct {
 	// (its own directory, or that and an index's): one allocation less
 	// per request.
 	scopeBuf [2]string
+	// keyBuf holds writes, reads and prefixes when they are few, as for a
+	// workflow step's txn (its entry, maybe the state): one allocation
+	// less per request.
+	keyBuf [4]string
 }
 
 // NewCommitter returns a Committer over store. It starts no goroutine: call
@@ -255,10 +259,23 @@ func (c *Committer) Stats() CommitterStats {
 // txn may still commit; the store may read txn's slices until it has, so
 // they must not be modified.
 func (c *Committer) Commit(ctx context.Context, txn Txn) error {
+	var done chan error
+	return c.CommitWith(ctx, txn, &done)
+}
+
+// CommitWith is Commit with the channel its result comes on, made if *done
+// is nil and kept for the caller's next commit (a channel per commit was a
+// tenth of a workflow step's allocations); set to nil when a result may
+// still come on it after CommitWith returned. The caller commits through
+// one *done at a time.
+func (c *Committer) CommitWith(ctx context.Context, txn Txn, done *chan error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	r, err := c.newRequest(txn)
+	if *done == nil {
+		*done = make(chan error, 1)
+	}
+	r, err := c.newRequest(txn, *done)
 	if err != nil {
 		c.failed.Add(1)
 		return err
@@ -294,6 +311,7 @@ func (c *Committer) Commit(ctx context.Context, txn Txn) error {
 				return err
 			default:
 			}
+			*done = nil // its result comes later
 			// In flight: it may commit after its caller went on as if it
 			// had not (an actor evicted and loaded again would read
 			// storage without it, then write on top of it).
@@ -314,7 +332,7 @@ func (c *Committer) wake() {
 	}
 }
 
-func (c *Committer) newRequest(txn Txn) (*request, error) {
+func (c *Committer) newRequest(txn Txn, done chan error) (*request, error) {
 	if err := c.limits.Check(txn); err != nil {
 		return nil, err
 	}
@@ -323,7 +341,7 @@ func (c *Committer) newRequest(txn Txn) (*request, error) {
 	}
 	r := &request{
 		txn:      txn,
-		done:     make(chan error, 1),
+		done:     done,
 		compares: len(txn.Conds),
 		ops:      len(txn.Ops),
 		bytes:    txn.Size(),
@@ -342,7 +360,12 @@ func (r *request) indexKeys() {
 	// reads first, then writes from the front of the rest and prefixes
 	// from its back.
 	nc, no := len(r.txn.Conds), len(r.txn.Ops)
-	keys := make([]string, nc+no)
+	var keys []string
+	if nc+no <= len(r.keyBuf) {
+		keys = r.keyBuf[:nc+no]
+	} else {
+		keys = make([]string, nc+no)
+	}
 	for i, cd := range r.txn.Conds {
 		keys[i] = cd.Key
 	}

@@ -725,3 +725,48 @@ func TestCommitterStopDoesNotDoubtQueuedTxns(t *testing.T) {
 		t.Fatalf("%d batches sent, claims reported in doubt: %v; want 1 batch, none (nothing fenced was sent)", sent, doubted)
 	}
 }
+
+// CommitWith answers every commit on the caller's one channel, and gives it
+// up (sets it to nil) when its caller left a txn in flight, whose answer
+// comes later: a reused channel would hand that stale answer to the next
+// commit.
+func TestCommitterCommitWithReusesItsChannel(t *testing.T) {
+	m, fences := claimedMemory(t, 2)
+	h := &holdStore{Store: m, hold: closedChan()}
+	c := NewCommitter(h, CommitterConfig{MaxInFlight: 1, StallAfter: time.Hour})
+	ctx := runCommitter(t, c)
+	var done chan error
+	for i := range 3 {
+		if err := c.CommitWith(ctx, Txn{Fence: fences[0], Ops: []Op{Put(fmt.Sprintf("p1/k%d", i), []byte("v"))}}, &done); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 && done == nil {
+			t.Fatal("no channel kept")
+		}
+	}
+	first := done
+	if err := c.CommitWith(ctx, Txn{Fence: fences[0], Ops: []Op{Put("p1/k", []byte("v"))}}, &done); err != nil || done != first {
+		t.Fatalf("a later commit: %v, same channel %v", err, done == first)
+	}
+	if err := c.CommitWith(ctx, Txn{Fence: fences[0], Conds: []Cond{Absent("p1/k")}, Ops: []Op{Put("p1/k2", []byte("v"))}}, &done); !errors.Is(err, ErrConditionFailed) || done != first {
+		t.Fatalf("a failed commit: %v (want ErrConditionFailed), same channel %v", err, done == first)
+	}
+
+	h2 := &holdStore{Store: m, hold: make(chan struct{})}
+	c2 := NewCommitter(h2, CommitterConfig{MaxInFlight: 1, StallAfter: time.Hour})
+	ctx2 := runCommitter(t, c2)
+	cctx, ccancel := context.WithCancel(ctx2)
+	left := make(chan error, 1)
+	go func() {
+		left <- c2.CommitWith(cctx, Txn{Fence: fences[1], Ops: []Op{Put("p2/a", []byte("v"))}}, &done)
+	}()
+	waitUntil(t, "the txn in flight", func() bool { h2.mu.Lock(); defer h2.mu.Unlock(); return len(h2.batches) == 1 })
+	ccancel()
+	if err := <-left; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the caller that left: %v", err)
+	}
+	if done != nil {
+		t.Fatal("the channel of a txn left in flight is kept: its late answer would go to the next commit")
+	}
+	close(h2.hold)
+}
