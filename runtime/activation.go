@@ -121,7 +121,10 @@ type activation struct {
 	committed uint64 // every group up to this version is durable
 	groups    []writeGroup
 	flushing  bool
-	failed    error
+	// commitDone is the channel the flush's commits are answered on,
+	// kept for the next (channelCommitter); the flushing goroutine's.
+	commitDone chan error
+	failed     error
 	// failedOps and failedVer are the writes of the commit that failed and
 	// the version they covered: a reply waiting on a commit whose outcome
 	// is unknown learns it from storage (waitDurable).
@@ -621,7 +624,12 @@ func (a *activation) flushLoop(until uint64) {
 		// each store transaction itself (Committer), where a timeout per
 		// commit cost a timer and a registration with baseCtx, under a
 		// lock every committing actor took.
-		err := a.h.commit.Commit(a.h.baseCtx, storage.Txn{Fence: a.fence, Ops: ops})
+		var err error
+		if cc, ok := a.h.commit.(channelCommitter); ok {
+			err = cc.CommitWith(a.h.baseCtx, storage.Txn{Fence: a.fence, Ops: ops}, &a.commitDone)
+		} else {
+			err = a.h.commit.Commit(a.h.baseCtx, storage.Txn{Fence: a.fence, Ops: ops})
+		}
 
 		a.mu.Lock()
 		if err != nil {

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/base64"
@@ -34,6 +35,13 @@ import (
 // store stopped answering would wait for ever.
 type Committer interface {
 	Commit(ctx context.Context, txn storage.Txn) error
+}
+
+// channelCommitter is implemented by committers that can answer on a
+// channel the caller keeps for its next commit (storage.Committer): an
+// activation's flushes use it.
+type channelCommitter interface {
+	CommitWith(ctx context.Context, txn storage.Txn, done *chan error) error
 }
 
 // CommitStats is implemented by committers that count their work.
@@ -967,7 +975,7 @@ func (h *Host) codeError(a *activation, what string, field zap.Field, err error)
 // them, and says whether it did (queued their write). Called by the turn
 // holder after a state-changing action.
 func (a *activation) saveState() (wrote bool, _ error) {
-	b, err := json.Marshal(a.state)
+	b, changed, err := a.encodeState()
 	if err != nil {
 		a.restoreState()
 		return false, rivet.Errorf(rivet.ErrInternal, "state of %s does not marshal to JSON: %v", a.describe(), err)
@@ -977,7 +985,7 @@ func (a *activation) saveState() (wrote bool, _ error) {
 		return false, rivet.Errorf(rivet.ErrTooLarge, "state of %s would be %d bytes, the limit is %d; the change was discarded", a.describe(), len(b), a.h.cfg.MaxStateBytes)
 	}
 	ops := a.schedOps()
-	if string(b) != string(a.stateBytes) {
+	if changed {
 		ops = append(ops, storage.Put(a.key(storage.StateSuffix), b))
 	}
 	if len(ops) == 0 {
@@ -995,6 +1003,44 @@ func (a *activation) saveState() (wrote bool, _ error) {
 		rp.state, rp.sched = b, a.schedSaved
 	}
 	return true, nil
+}
+
+// stateEncoders are the buffers the state is encoded into to learn whether
+// a turn changed it: most steps and many actions do not, and a state of a
+// few kilobytes encoded by json.Marshal was a new copy for each of them.
+var stateEncoders = sync.Pool{New: func() any {
+	e := &stateEncoder{}
+	e.enc = json.NewEncoder(&e.buf)
+	return e
+}}
+
+type stateEncoder struct {
+	buf bytes.Buffer
+	enc *json.Encoder
+}
+
+// encodeState returns the state's JSON as json.Marshal writes it, and
+// whether it differs from stateBytes; unchanged, b is stateBytes itself (no
+// copy made). Called by the turn holder.
+func (a *activation) encodeState() (b []byte, changed bool, _ error) {
+	e := stateEncoders.Get().(*stateEncoder)
+	defer func() {
+		if e.buf.Cap() <= 64<<10 {
+			// A pool of a few large buffers would keep the largest
+			// state ever seen in memory once per core.
+			stateEncoders.Put(e)
+		}
+	}()
+	e.buf.Reset()
+	if err := e.enc.Encode(a.state); err != nil {
+		return nil, false, err
+	}
+	b = e.buf.Bytes()
+	b = b[:len(b)-1] // Encode ends the value with a newline
+	if string(b) == string(a.stateBytes) {
+		return a.stateBytes, false, nil
+	}
+	return bytes.Clone(b), true, nil
 }
 
 // turnStart is the actor's memory as a re-entrant turn found it.

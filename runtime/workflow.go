@@ -613,7 +613,7 @@ func (w *wfHost) RunStep(ctx context.Context, ephemeral bool, fn func(env workfl
 		if err != nil {
 			return nil, err
 		}
-		b, err := json.Marshal(a.state)
+		b, changed, err := a.encodeState()
 		if err != nil {
 			a.restoreState()
 			return nil, fmt.Errorf("state of %s does not marshal to JSON: %w", a.describe(), err)
@@ -624,7 +624,6 @@ func (w *wfHost) RunStep(ctx context.Context, ephemeral bool, fn func(env workfl
 			a.restoreState()
 			return nil, rivet.Errorf(rivet.ErrTooLarge, "state of %s would be %d bytes, the limit is %d", a.describe(), len(b), a.h.cfg.MaxStateBytes)
 		}
-		changed := string(b) != string(a.stateBytes)
 		if changed {
 			ops = append(ops, storage.Put(a.key(storage.StateSuffix), b))
 		}
