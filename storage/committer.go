@@ -732,14 +732,17 @@ type keySet struct {
 	plens map[int]int
 	// scopes counts the requests by scope; dirs counts, for every
 	// non-empty directory d, the requests whose scope lies in d (d itself
-	// included).
-	scopes, dirs map[string]int
+	// included). Both are keyed by the directory's hash (dirHash): they
+	// only answer mayHaveUnder, for which a collision is a false "may",
+	// and hashing each level of a scope as it is scanned costs a few times
+	// less than a string key per level (a step's txn has five or six).
+	scopes, dirs map[uint64]int
 }
 
 func newKeySet() keySet {
 	return keySet{
 		writes: map[string]int{}, reads: map[string]int{}, prefixes: map[string]int{}, plens: map[int]int{},
-		scopes: map[string]int{}, dirs: map[string]int{},
+		scopes: map[uint64]int{}, dirs: map[uint64]int{},
 	}
 }
 
@@ -794,12 +797,29 @@ func commonDir(dir, k string) int {
 	return n
 }
 
-// forDirs calls fn with every non-empty directory of scope, scope
-// included (scope is "" or ends with '/').
-func forDirs(scope string, fn func(dir string)) {
+// dirHash is FNV-1a, 64 bits, so that the hashes of every directory of a
+// path come from one pass over it (forDirs).
+const (
+	dirHashBasis = 14695981039346656037 // the hash of ""
+	dirHashPrime = 1099511628211
+)
+
+func dirHash(s string) uint64 {
+	h := uint64(dirHashBasis)
+	for i := 0; i < len(s); i++ {
+		h = (h ^ uint64(s[i])) * dirHashPrime
+	}
+	return h
+}
+
+// forDirs calls fn with the hash of every non-empty directory of scope,
+// scope included (scope is "" or ends with '/').
+func forDirs(scope string, fn func(dir uint64)) {
+	h := uint64(dirHashBasis)
 	for i := 0; i < len(scope); i++ {
+		h = (h ^ uint64(scope[i])) * dirHashPrime
 		if scope[i] == '/' {
-			fn(scope[:i+1])
+			fn(h)
 		}
 	}
 }
@@ -817,13 +837,18 @@ func (s *keySet) add(r *request) {
 		s.plens[len(k)]++
 	}
 	for _, sc := range r.scopes {
-		s.scopes[sc]++
-		forDirs(sc, func(d string) { s.dirs[d]++ })
+		s.scopes[dirHash(sc)]++
+		forDirs(sc, func(d uint64) { s.dirs[d]++ })
 	}
 }
 
 func (s *keySet) remove(r *request) {
 	dec := func(m map[string]int, k string) {
+		if m[k]--; m[k] <= 0 {
+			delete(m, k)
+		}
+	}
+	decHash := func(m map[uint64]int, k uint64) {
 		if m[k]--; m[k] <= 0 {
 			delete(m, k)
 		}
@@ -842,8 +867,8 @@ func (s *keySet) remove(r *request) {
 		}
 	}
 	for _, sc := range r.scopes {
-		dec(s.scopes, sc)
-		forDirs(sc, func(d string) { dec(s.dirs, d) })
+		decHash(s.scopes, dirHash(sc))
+		forDirs(sc, func(d uint64) { decHash(s.dirs, d) })
 	}
 }
 
@@ -862,15 +887,18 @@ func (s *keySet) underPrefix(k string) bool {
 // request's scope either lies in d too, or is a directory above d.
 func (s *keySet) mayHaveUnder(p string) bool {
 	d := p[:strings.LastIndexByte(p, '/')+1]
-	if d == "" || s.dirs[d] > 0 || s.scopes[""] > 0 {
+	if d == "" || s.scopes[dirHashBasis] > 0 {
 		return true
 	}
-	for i := 0; i < len(d)-1; i++ {
-		if d[i] == '/' && s.scopes[d[:i+1]] > 0 {
+	// d's strict ancestors' hashes on the way to d's own.
+	h := uint64(dirHashBasis)
+	for i := 0; i < len(d); i++ {
+		h = (h ^ uint64(d[i])) * dirHashPrime
+		if d[i] == '/' && i < len(d)-1 && s.scopes[h] > 0 {
 			return true
 		}
 	}
-	return false
+	return s.dirs[h] > 0
 }
 
 // conflicts reports whether r touches a key of s in a way whose order
