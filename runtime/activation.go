@@ -110,7 +110,7 @@ type activation struct {
 	// holds, by the root of a call chain, the innermost turn of the chain
 	// open in the actor (beginTurnEvents).
 	evMu     sync.Mutex
-	chainTop map[string]*turnEvents
+	chainTop chainTops
 
 	// wf is the workflow part (see wfState for which lock guards what).
 	wf wfState

@@ -365,12 +365,51 @@ func (a *activation) beginTurnEvents(chain string, step bool) *turnEvents {
 	t := &turnEvents{a: a, chain: chainRoot(chain), step: step}
 	a.evMu.Lock()
 	defer a.evMu.Unlock()
-	t.parent = openTurn(a.chainTop[t.chain])
-	if a.chainTop == nil {
-		a.chainTop = map[string]*turnEvents{}
-	}
-	a.chainTop[t.chain] = t
+	t.parent = openTurn(a.chainTop.get(t.chain))
+	a.chainTop.set(t.chain, t)
 	return t
+}
+
+// chainTops maps a chain's root to its innermost open turn. The gate lets
+// one chain at a time into an actor, so it holds one entry or two (a turn
+// that outlived the chains it re-entered): a slice searched costs less
+// than a map, whose insert and delete every workflow step paid.
+type chainTops []chainTop
+
+type chainTop struct {
+	chain string
+	t     *turnEvents
+}
+
+func (c chainTops) get(chain string) *turnEvents {
+	for _, e := range c {
+		if e.chain == chain {
+			return e.t
+		}
+	}
+	return nil
+}
+
+func (c *chainTops) set(chain string, t *turnEvents) {
+	for i := range *c {
+		if (*c)[i].chain == chain {
+			(*c)[i].t = t
+			return
+		}
+	}
+	*c = append(*c, chainTop{chain, t})
+}
+
+func (c *chainTops) del(chain string) {
+	for i, e := range *c {
+		if e.chain == chain {
+			last := len(*c) - 1
+			(*c)[i] = (*c)[last]
+			(*c)[last] = chainTop{}
+			*c = (*c)[:last]
+			return
+		}
+	}
 }
 
 // openTurn is t or its nearest ancestor still open (nil: none). Called with
@@ -390,11 +429,11 @@ func openTurn(t *turnEvents) *turnEvents {
 func (a *activation) finishTurnEvents(t *turnEvents, kept, wrote bool) {
 	a.evMu.Lock()
 	open := openTurn(t.parent)
-	if a.chainTop[t.chain] == t {
+	if a.chainTop.get(t.chain) == t {
 		if open == nil {
-			delete(a.chainTop, t.chain)
+			a.chainTop.del(t.chain)
 		} else {
-			a.chainTop[t.chain] = open
+			a.chainTop.set(t.chain, open)
 		}
 	}
 	var out []rivet.Event
