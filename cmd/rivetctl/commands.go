@@ -353,9 +353,18 @@ func parseKey(s string) ([]string, error) {
 	if !strings.HasPrefix(s, "[") {
 		return []string{s}, nil
 	}
-	var key []string
-	if err := json.Unmarshal([]byte(s), &key); err != nil {
+	// Decoded through pointers: encoding/json leaves a string as it is
+	// for a null, so [null] would silently be the key [""].
+	var parts []*string
+	if err := json.Unmarshal([]byte(s), &parts); err != nil {
 		return nil, usagef("KEY %q starts with '[' but is not a JSON array of strings: %v", s, err)
+	}
+	key := make([]string, len(parts))
+	for i, p := range parts {
+		if p == nil {
+			return nil, usagef("KEY %q starts with '[' but is not a JSON array of strings: component %d is null", s, i)
+		}
+		key[i] = *p
 	}
 	return key, nil
 }

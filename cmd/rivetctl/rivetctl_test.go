@@ -186,6 +186,11 @@ func TestCallArgs(t *testing.T) {
 		wantErr(t, 2, `rivetctl: argument 1 is not valid JSON: {sku:"a"} (invalid character 's' looking for beginning of object key string; names and strings need double quotes, as in '{"sku":"a"}')`)
 	rivetctl(t, addr, "call", "greeter", `["a",`, "greet").
 		wantErr(t, 2, `rivetctl: KEY "[\"a\"," starts with '[' but is not a JSON array of strings: unexpected end of JSON input`)
+	// A null is no string: it is refused, not sent as the key [""].
+	rivetctl(t, addr, "call", "greeter", `[null]`, "greet").
+		wantErr(t, 2, `rivetctl: KEY "[null]" starts with '[' but is not a JSON array of strings: component 0 is null`)
+	rivetctl(t, addr, "call", "greeter", `["a",null]`, "greet").
+		wantErr(t, 2, `rivetctl: KEY "[\"a\",null]" starts with '[' but is not a JSON array of strings: component 1 is null`)
 	rivetctl(t, addr, "call", "greeter", "k", "greet", "--input", "{").
 		wantErr(t, 2, `rivetctl: --input is not valid JSON: { (unexpected end of JSON input; names and strings need double quotes, as in '{"sku":"a"}')`)
 	if calls.Load() != 0 {
