@@ -98,6 +98,8 @@ func TestCancelWorkflowStopsItForGoodUntilRetried(t *testing.T) {
 	}
 	if _, err := e.host.Send(ctx(t), runtime.SendRequest{Ref: ref, Queue: "jobs", Body: json.RawMessage(`3`), Wait: true}); !errors.Is(err, rivet.ErrWorkflowFailed) {
 		t.Fatalf("send --wait to a cancelled workflow: %v, want ErrWorkflowFailed", err)
+	} else if re := (*rivet.Error)(nil); !errors.As(err, &re) || re.Group+"."+re.Code != "workflow.ended" {
+		t.Fatalf("send --wait to a cancelled workflow: %v, want the reason workflow.ended (it did not fail)", err)
 	}
 
 	// Stored: no wakeup record, and a new node does not run it.

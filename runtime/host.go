@@ -1121,7 +1121,7 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 	if req.Wait && sp.Run == nil {
 		// Known from the type alone: refused before the turn, which
 		// would create the actor first (CreateIfMissing).
-		return SendResult{}, rivet.Errorf(rivet.ErrWorkflowFailed, "actor %s has no workflow to complete the message (workflow none)", sp.Name)
+		return SendResult{}, rivet.Reasonf(rivet.ErrWorkflowFailed, "workflow", "none", "actor %s has no workflow to complete the message (workflow none)", sp.Name)
 	}
 	if req.Wait && req.Chain.ID != "" {
 		if a := h.loaded(req.Ref); a != nil && a.gate.heldAbove(req.Chain.ID) {
@@ -1189,7 +1189,16 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 		}
 		wfst := a.workflowStatus()
 		if req.Wait && (sp.Run == nil || workflowEnded(wfst.Status)) {
-			return rivet.Errorf(rivet.ErrWorkflowFailed, "%s has no running workflow to complete the message (workflow %s)", a.describe(), orNone(wfst.Status))
+			// The reason says which: workflow.failed only for one that
+			// failed, as a script that reads it takes it to mean.
+			group, code := "workflow", "ended"
+			switch {
+			case sp.Run == nil:
+				code = "none"
+			case wfst.Status == WorkflowFailed:
+				code = "failed"
+			}
+			return rivet.Reasonf(rivet.ErrWorkflowFailed, group, code, "%s has no running workflow to complete the message (workflow %s)", a.describe(), orNone(wfst.Status))
 		}
 		msg, _ := json.Marshal(queueMessage{Body: body, CreatedAt: now.UnixMilli()})
 		seq = a.nextSeq

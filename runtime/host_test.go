@@ -538,6 +538,9 @@ func TestBadInputIsRefusedAndChangesNothing(t *testing.T) {
 		// Nothing can complete it: q has no workflow.
 		{"send with wait to an actor without a workflow", rivet.ErrWorkflowFailed, func() error {
 			_, err := h.Send(ctx(t), runtime.SendRequest{Ref: runtime.Ref{Name: "q", Key: []string{"w"}}, Queue: "jobs", Body: json.RawMessage(`{"N":1}`), CreateIfMissing: true, Wait: true})
+			if re := (*rivet.Error)(nil); errors.As(err, &re) && re.Group+"."+re.Code != "workflow.none" {
+				return fmt.Errorf("%v: reason %s.%s, want workflow.none", err, re.Group, re.Code)
+			}
 			return err
 		}},
 	}

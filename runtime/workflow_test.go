@@ -110,6 +110,8 @@ func TestDivergenceFailsTheWorkflowAndNothingElse(t *testing.T) {
 			_, err = e.host.Send(ctx(t), runtime.SendRequest{Ref: runtime.Ref{Name: "steps", Key: []string{"x"}}, Queue: "go", Body: json.RawMessage(`{}`), Wait: true})
 			if !errors.Is(err, rivet.ErrWorkflowFailed) {
 				t.Fatalf("send with wait to a failed workflow: %v, want ErrWorkflowFailed", err)
+			} else if re := (*rivet.Error)(nil); !errors.As(err, &re) || re.Group+"."+re.Code != "workflow.failed" {
+				t.Fatalf("send with wait to a failed workflow: %v, want the reason workflow.failed", err)
 			}
 		})
 	}
