@@ -664,6 +664,27 @@ func TestACommandThatMayHaveRunSaysSo(t *testing.T) {
 	if r.code != 1 || strings.Contains(r.stderr, "may have run") {
 		t.Errorf("exit %d, stderr %q; want exit 1 without 'may have run'", r.code, r.stderr)
 	}
+	// Nor did a port that closes connections before gRPC's server preface
+	// (a TLS-only node dialed in plaintext does so): the connection never
+	// became ready, so the call was never sent.
+	closer, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closer.Close()
+	go func() {
+		for {
+			conn, err := closer.Accept()
+			if err != nil {
+				return
+			}
+			conn.Close()
+		}
+	}()
+	r = rivetctl(t, closer.Addr().String(), "--timeout", "5s", "call", "counter", "main", "increment", "1")
+	if r.code != 1 || !strings.Contains(r.stderr, "server preface") || strings.Contains(r.stderr, "may have run") {
+		t.Errorf("a port that closes at once: exit %d, stderr %q; want exit 1, a server preface error, without 'may have run'", r.code, r.stderr)
+	}
 }
 
 // A watch whose subscribing outlasts --timeout says so with --timeout's

@@ -350,6 +350,12 @@ func mayHaveRun(cmd *cobra.Command, err error) string {
 	if errors.As(err, &e) && errors.Is(e, rivet.ErrUnavailable) && rpcerr.NotSent(status.New(codes.Unavailable, e.Message)) {
 		return "" // it never reached a node (refused, not resolved)
 	}
+	if errors.As(err, &e) && errors.Is(e, rivet.ErrUnavailable) && e.Group == "" && strings.Contains(e.Message, "error reading server preface") {
+		// The connection never became ready (gRPC sends a call only on
+		// a connection whose server preface it read): a TLS-only node
+		// dialed in plaintext, an HTTP port. Nothing ran.
+		return ""
+	}
 	if f := cmd.Flags().Lookup("idempotency-key"); f != nil && f.Value.String() != "" {
 		return "; it may have been queued all the same: send it again with the same --idempotency-key, which queues it at most once"
 	}
