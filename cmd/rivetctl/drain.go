@@ -33,6 +33,12 @@ its share of partitions again; it returns at once (--wait is for a drain).`,
 	cmd.Flags().DurationVar(&wait, "wait", 5*time.Minute, "how long to wait for the drain to finish (0: do not wait)")
 	cmd.RunE = a.runE(func() time.Duration { return wait }, func(ctx context.Context, c *client.Client, args []string) error {
 		node := args[0]
+		if wait < 0 {
+			// Refused before the drain is sent: a negative wait marked
+			// NODE draining, then said at once that it "still owns" its
+			// partitions "after -1s".
+			return usagef("--wait must not be negative, not %s (0: do not wait)", wait)
+		}
 		if undo && cmd.Flags().Changed("wait") {
 			// An undo has no end to wait for (no count tells when NODE
 			// has its share back): ignoring --wait would return at once

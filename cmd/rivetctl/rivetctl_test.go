@@ -755,6 +755,18 @@ func TestDrainUndoWithWaitIsAUsageError(t *testing.T) {
 	rivetctl(t, addr, "drain", "node-1", "--undo").want(t, 0, "node-1 is no longer draining (owned 16 partitions)\n")
 }
 
+// A negative --wait is refused before anything is sent: it used to drain
+// the node, then fail at once saying it still owned its partitions.
+func TestDrainWithANegativeWaitIsAUsageError(t *testing.T) {
+	f := &countingDrain{Fake: servertest.NewFake()}
+	addr := servertest.Start(t, f, servertest.Config{})
+	rivetctl(t, addr, "drain", "node-1", "--wait", "-1s").
+		wantErr(t, 2, "rivetctl: --wait must not be negative, not -1s (0: do not wait)")
+	if n := f.drains.Load(); n != 0 {
+		t.Errorf("%d drain requests sent, want none", n)
+	}
+}
+
 // countingDrain counts the drain requests it answers, for a node that
 // owns 16 partitions.
 type countingDrain struct {
