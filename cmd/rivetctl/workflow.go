@@ -55,17 +55,18 @@ func (a *app) workflowCommand() *cobra.Command {
 		if err != nil {
 			return err
 		}
+		if n == 0 && from == "" {
+			// A workflow that failed by its own error or a divergence,
+			// or was cancelled: the same code fails the same way again.
+			// (With -o json too, as {"note": ...} on stderr.)
+			a.note("no entry was deleted, so the workflow replays its history as recorded, with the code deployed now; --from ENTRY runs it again from an entry")
+		}
 		if a.output == "json" {
 			return a.printValue(map[string]int{"removed": n})
 		}
 		entries := "entries"
 		if n == 1 {
 			entries = "entry"
-		}
-		if n == 0 && from == "" {
-			// A workflow that failed by its own error or a divergence,
-			// or was cancelled: the same code fails the same way again.
-			a.note("no entry was deleted, so the workflow replays its history as recorded, with the code deployed now; --from ENTRY runs it again from an entry")
 		}
 		_, err = fmt.Fprintf(a.stdout, "workflow restarted: %d history %s removed\n", n, entries)
 		return err

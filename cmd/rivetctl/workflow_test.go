@@ -245,6 +245,11 @@ func TestWorkflowCommandsOnARealNode(t *testing.T) {
 	if r.code != 0 || r.stdout != "workflow restarted: 0 history entries removed\n" || !strings.Contains(r.stderr, "no entry was deleted") {
 		t.Fatalf("retry of a cancelled workflow: %+v", r)
 	}
+	// With -o json the note comes too, as JSON on stderr.
+	r = rivetctl(t, addr, "-o", "json", "workflow", "retry", "racer", "r")
+	if r.code != 0 || r.stdout != `{"removed":0}`+"\n" || !strings.HasPrefix(r.stderr, `{"note":"no entry was deleted`) {
+		t.Fatalf("retry -o json of a completed workflow: %+v", r)
+	}
 
 	deadline = time.Now().Add(30 * time.Second)
 	for !strings.HasPrefix(rivetctl(t, addr, "history", "napper", "c").stdout, "workflow  completed\n") {
