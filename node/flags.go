@@ -113,7 +113,7 @@ func ParseFlags(name string, args []string, out io.Writer) (Config, error) {
 	p.str(&cfg.EtcdCAFile, "etcd-ca", "", "PEM CAs that verify an external etcd's certificate (with https:// --etcd-endpoints)")
 	p.str(&cfg.EtcdCertFile, "etcd-cert", "", "PEM client certificate for an external etcd that requires one")
 	p.str(&cfg.EtcdKeyFile, "etcd-key", "", "PEM key of --etcd-cert")
-	p.u32(&cfg.Partitions, "partitions", cfg.Partitions, "partition count of a new cluster (fixed once the cluster exists)")
+	p.u32(&cfg.Partitions, "partitions", cfg.Partitions, "partition count of a new cluster (fixed once the cluster exists; 0: the default)")
 	p.dur(&cfg.LeaseTTL, "lease-ttl", cfg.LeaseTTL, "ownership lease TTL: how soon a crashed node's actors can move")
 	p.dur(&cfg.Runtime.IdleTimeout, "idle-timeout", cfg.Runtime.IdleTimeout, "deactivate actors idle this long")
 	p.integer(&cfg.Runtime.MaxActiveActors, "max-active-actors", cfg.Runtime.MaxActiveActors, "actors in memory past which those idle longest are deactivated early (0: the default; -1: no bound)")
