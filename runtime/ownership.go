@@ -486,9 +486,25 @@ func (o *Ownership) ReleasedToken(p uint32) int64 {
 // first, the OnLost callbacks run, and Run re-establishes the lease and
 // claims the same partitions again, with backoff, until ctx is done.
 func (o *Ownership) Run(ctx context.Context) error {
+	// claimed, after a lease came back, runs the callbacks of the claims
+	// taken again: on their own goroutine while this loop renews and
+	// watches the new lease, under a context that ends when the lease may
+	// be lost. Run inline, nothing renewed the lease while they read
+	// storage: with many partitions, or a slow etcd, the lease could
+	// expire right after it came back.
+	var claimed func(ctx context.Context)
 	for {
 		lease := o.currentLease()
 		kctx, cancel := context.WithCancel(ctx)
+		var callbacks chan struct{}
+		if claimed != nil {
+			callbacks = make(chan struct{})
+			go func(fn func(context.Context)) {
+				defer close(callbacks)
+				fn(kctx)
+			}(claimed)
+			claimed = nil
+		}
 		kaErr := make(chan error, 1)
 		go func() {
 			kaErr <- o.store.KeepAlive(kctx, lease, func(validUntil time.Time) {
@@ -509,6 +525,11 @@ func (o *Ownership) Run(ctx context.Context) error {
 		if !kaEnded {
 			<-kaErr
 		}
+		if callbacks != nil {
+			// Before the claims are dropped: a callback still loading a
+			// partition must not arm its timers after OnLost.
+			<-callbacks
+		}
 		if ctx.Err() != nil || o.isResigned() {
 			return nil
 		}
@@ -518,7 +539,8 @@ func (o *Ownership) Run(ctx context.Context) error {
 		if o.isResigned() {
 			return nil
 		}
-		if err := o.reestablish(ctx, parts); err != nil {
+		var rerr error
+		if claimed, rerr = o.reestablish(ctx, parts); rerr != nil {
 			return nil // ctx done
 		}
 	}
@@ -560,7 +582,10 @@ func (o *Ownership) isResigned() bool {
 	return o.resigned
 }
 
-func (o *Ownership) reestablish(ctx context.Context, parts []uint32) error {
+// reestablish gets a new lease and claims parts again, with backoff, and
+// returns the OnClaimed and OnEstablished callbacks to run for them, which
+// Run calls as it renews and watches the new lease.
+func (o *Ownership) reestablish(ctx context.Context, parts []uint32) (func(ctx context.Context), error) {
 	backoff := 100 * time.Millisecond
 	for {
 		err := o.Establish(ctx, parts)
@@ -574,32 +599,30 @@ func (o *Ownership) reestablish(ctx context.Context, parts []uint32) error {
 			est := append([]func(){}, o.onEstablished...)
 			o.mu.RUnlock()
 			sort.Slice(claimed, func(i, j int) bool { return claimed[i] < claimed[j] })
-			if len(claimed) > 0 {
-				// Bounded by the new lease's local deadline: the callbacks
-				// read storage, which may be unreachable again already,
-				// and nothing renews or watches the lease until they
-				// return (the host retries a load cut short in the
-				// background). Without the bound a node cut off again
-				// right after a lease came back kept its claims, and
-				// said it served, for as long as the cut lasted.
-				cctx, ccancel := context.WithDeadline(ctx, o.deadline())
-				for _, fn := range fns {
-					fn(cctx, claimed)
+			return func(cctx context.Context) {
+				if len(claimed) > 0 {
+					// cctx ends when the new lease may be lost: the
+					// callbacks read storage, which may be unreachable
+					// again already (the host retries a load cut short in
+					// the background). Without that bound a node cut off
+					// again right after a lease came back kept its claims,
+					// and said it served, for as long as the cut lasted.
+					for _, fn := range fns {
+						fn(cctx, claimed)
+					}
 				}
-				ccancel()
-			}
-			for _, fn := range est {
-				fn()
-			}
-			return nil
+				for _, fn := range est {
+					fn()
+				}
+			}, nil
 		}
 		if ctx.Err() != nil || o.isResigned() {
-			return errors.New("stopped")
+			return nil, errors.New("stopped")
 		}
 		o.log.Warn("re-establishing ownership failed", zap.Error(err), zap.Duration("retry_in", backoff))
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return nil, ctx.Err()
 		case <-time.After(backoff):
 		}
 		backoff = min(backoff*2, 5*time.Second)

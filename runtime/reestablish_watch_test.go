@@ -24,7 +24,12 @@ func (s *cutStore) KeepAlive(ctx context.Context, lease storage.LeaseID, renewed
 		<-ctx.Done()
 		return nil
 	}
-	return s.Store.KeepAlive(ctx, lease, renewed)
+	// A keep-alive begun before the cut hears no renewal after it.
+	return s.Store.KeepAlive(ctx, lease, func(validUntil time.Time) {
+		if !s.cut.Load() {
+			renewed(validUntil)
+		}
+	})
 }
 
 func (s *cutStore) GrantLease(ctx context.Context, ttl time.Duration) (storage.LeaseID, error) {
@@ -112,5 +117,52 @@ func TestAClaimDoesNotWaitForItsCallbacksPastTheLease(t *testing.T) {
 		}
 	case <-time.After(10 * ttl):
 		t.Fatal("Claim still waits for its callbacks, long past the lease's deadline")
+	}
+}
+
+// The lease that came back is renewed while the callbacks of the claims
+// taken again run, however long they take: they ran in the loop that
+// renews it, so a node with many partitions to load (or a slow etcd) lost
+// the lease again right after getting it back.
+func TestALeaseReestablishedIsRenewedWhileItsClaimsLoad(t *testing.T) {
+	m := storage.NewMemory()
+	defer m.Close()
+	const ttl = time.Second
+	own := runtime.NewOwnership(m, runtime.NodeRecord{NodeID: "n1"}, ttl, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	if err := own.Establish(ctx, []uint32{1, 2}); err != nil {
+		t.Fatal(err)
+	}
+	var lost, loading atomic.Int32
+	release := make(chan struct{})
+	own.OnLost(func() { lost.Add(1) })
+	own.OnClaimed(func(ctx context.Context, parts []uint32) {
+		loading.Add(1)
+		select { // a long load: the test says when it ends
+		case <-release:
+		case <-ctx.Done():
+		}
+	})
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = own.Run(ctx) }()
+
+	if err := m.RevokeLease(ctx, own.Lease()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the claims taken again, and their load begun", 10*time.Second, func() bool {
+		return lost.Load() == 1 && loading.Load() == 1
+	})
+	// Several TTLs of loading: the lease must be renewed meanwhile.
+	r0, _ := own.LeaseStats()
+	waitFor(t, "renewals of the new lease during the load", 10*time.Second, func() bool {
+		r, _ := own.LeaseStats()
+		return r >= r0+4
+	})
+	close(release)
+	if lost.Load() != 1 || own.Owned() != 2 {
+		t.Fatalf("after a load of several TTLs: %d losses (want 1), %d partitions owned (want 2)", lost.Load(), own.Owned())
 	}
 }
