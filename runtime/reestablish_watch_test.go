@@ -52,17 +52,10 @@ func (s *cutStore) GrantLease(ctx context.Context, ttl time.Duration) (storage.L
 // cutting a node of a three-node cluster off etcd repeatedly under load).
 func TestALeaseReestablishedJustBeforeACutIsStillWatched(t *testing.T) {
 	m := storage.NewMemory()
-	defer m.Close()
+	t.Cleanup(func() { m.Close() })
 	const ttl = time.Second
 	st := &cutStore{Store: m}
-	own := runtime.NewOwnership(st, runtime.NodeRecord{NodeID: "n1"}, ttl, nil)
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer cancel()
-	if err := own.Establish(ctx, []uint32{1, 2}); err != nil {
-		t.Fatal(err)
-	}
+	own, ctx, run := establishedOwnership(t, st, ttl)
 	var lost, claimed atomic.Int32
 	own.OnLost(func() { lost.Add(1) })
 	own.OnClaimed(func(ctx context.Context, parts []uint32) {
@@ -72,8 +65,7 @@ func TestALeaseReestablishedJustBeforeACutIsStillWatched(t *testing.T) {
 		claimed.Add(1)
 		<-ctx.Done()
 	})
-	wg.Add(1)
-	go func() { defer wg.Done(); _ = own.Run(ctx) }()
+	run()
 
 	// The first loss; Run drops the claims, gets a lease again, claims
 	// the partitions again and loads their wakeups, which hangs.
@@ -126,16 +118,9 @@ func TestAClaimDoesNotWaitForItsCallbacksPastTheLease(t *testing.T) {
 // the lease again right after getting it back.
 func TestALeaseReestablishedIsRenewedWhileItsClaimsLoad(t *testing.T) {
 	m := storage.NewMemory()
-	defer m.Close()
+	t.Cleanup(func() { m.Close() })
 	const ttl = time.Second
-	own := runtime.NewOwnership(m, runtime.NodeRecord{NodeID: "n1"}, ttl, nil)
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer cancel()
-	if err := own.Establish(ctx, []uint32{1, 2}); err != nil {
-		t.Fatal(err)
-	}
+	own, ctx, run := establishedOwnership(t, m, ttl)
 	var lost, loading atomic.Int32
 	release := make(chan struct{})
 	own.OnLost(func() { lost.Add(1) })
@@ -146,8 +131,7 @@ func TestALeaseReestablishedIsRenewedWhileItsClaimsLoad(t *testing.T) {
 		case <-ctx.Done():
 		}
 	})
-	wg.Add(1)
-	go func() { defer wg.Done(); _ = own.Run(ctx) }()
+	run()
 
 	if err := m.RevokeLease(ctx, own.Lease()); err != nil {
 		t.Fatal(err)
@@ -164,5 +148,22 @@ func TestALeaseReestablishedIsRenewedWhileItsClaimsLoad(t *testing.T) {
 	close(release)
 	if lost.Load() != 1 || own.Owned() != 2 {
 		t.Fatalf("after a load of several TTLs: %d losses (want 1), %d partitions owned (want 2)", lost.Load(), own.Owned())
+	}
+}
+
+// establishedOwnership is node n1's Ownership over st, holding partitions 1
+// and 2, and the func that starts its Run (after the test registers its
+// callbacks); the test's cleanup stops it.
+func establishedOwnership(t *testing.T, st storage.Store, ttl time.Duration) (*runtime.Ownership, context.Context, func()) {
+	own := runtime.NewOwnership(st, runtime.NodeRecord{NodeID: "n1"}, ttl, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	if err := own.Establish(ctx, []uint32{1, 2}); err != nil {
+		t.Fatal(err)
+	}
+	return own, ctx, func() {
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = own.Run(ctx) }()
 	}
 }
