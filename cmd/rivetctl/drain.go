@@ -91,9 +91,14 @@ its share of partitions again; it returns at once (--wait is for a drain).`,
 			if err != nil {
 				return err
 			}
-			if owned <= start {
-				_ = bar.Set(int(start - owned))
+			if owned > start {
+				// It still takes partitions back (a drain right after an
+				// undo): they are to move too, and "X of its Y" with X
+				// above Y read as nonsense.
+				start = owned
+				bar.ChangeMax(int(start))
 			}
+			_ = bar.Set(int(start - owned))
 			// At most a line per plainEvery, and only for progress: a
 			// long drain's log shows it moves, a short one's stays one line.
 			if plain && owned != 0 && owned != lastOwned && time.Since(lastLine) >= plainEvery {

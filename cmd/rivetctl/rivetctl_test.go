@@ -439,6 +439,21 @@ func TestDrainThatOutlastsItsWaitSaysWhatIsLeft(t *testing.T) {
 		wantErrPrefix(t, 1, `{"error":{"code":"DEADLINE_EXCEEDED","message":"node-1 still owns 16 of its 16 partitions after 300ms`)
 }
 
+type growingDrain struct{ *servertest.Fake }
+
+// Drain answers 10: the node still takes partitions back (an undo just
+// before), and the member list says 16.
+func (growingDrain) Drain(context.Context, string, bool) (uint32, error) { return 10, nil }
+
+// A node that owns more partitions during its drain than when it began
+// (it was taking partitions back) is counted with them: never "16 of its
+// 10".
+func TestDrainOfANodeStillTakingPartitionsCountsThem(t *testing.T) {
+	addr := servertest.Start(t, growingDrain{servertest.NewFake()}, servertest.Config{})
+	rivetctl(t, addr, "-o", "json", "drain", "node-1", "--wait", "300ms").
+		wantErrPrefix(t, 1, `{"error":{"code":"DEADLINE_EXCEEDED","message":"node-1 still owns 16 of its 16 partitions after 300ms`)
+}
+
 // inspect lists an actor's scheduled calls, earliest first, and -o json
 // carries them.
 func TestInspectShowsScheduledCalls(t *testing.T) {
