@@ -807,7 +807,7 @@ func TestCommandLineMistakesExit2(t *testing.T) {
 		{[]string{"--addr", "127.0.0.1", "members"}, `rivetctl: rivet client: node address "127.0.0.1" has no port`},
 		{[]string{"--addr", addr, "--tls-ca", missing, "members"}, "rivetctl: rivet client: "},
 		{[]string{"--addr", addr, "--tls-cert", missing, "--tls-key", missing, "members"}, "rivetctl: rivet client: "},
-		{[]string{"completion", "bogus"}, `rivetctl: unknown command "bogus" for "rivetctl completion"`},
+		{[]string{"completion", "bogus"}, `rivetctl: unknown command "bogus" for "rivetctl completion" (see rivetctl completion --help)`},
 		{[]string{"help", "bogus"}, `rivetctl: unknown help topic "bogus"`},
 		{[]string{"help", "workflow", "bogus"}, `rivetctl: unknown help topic "workflow bogus"`},
 	} {

@@ -236,6 +236,9 @@ JSON arguments are taken literally: quote strings ('"text"').`,
 	for _, c := range root.Commands() {
 		switch c.Name() {
 		case "completion":
+			// Its NoArgs answered `completion bogus` before group could
+			// add the hint every other group gives.
+			c.Args = cobra.ArbitraryArgs
 			c.RunE = group
 		case "help":
 			show := c.Run
