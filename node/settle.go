@@ -296,7 +296,11 @@ func (b backend) Drain(ctx context.Context, node string, undo bool) (uint32, err
 	}
 	rec, ok := b.n.view.records()[node]
 	if !ok {
-		return 0, rivet.Reasonf(rivet.ErrNotFound, "node", "not_found", "no node %q is registered (one that has left or died is not: it has nothing to drain)", node)
+		why := "it has nothing to drain"
+		if undo {
+			why = "it rejoins undrained"
+		}
+		return 0, rivet.Reasonf(rivet.ErrNotFound, "node", "not_found", "no node %q is registered (one that has left or died is not: %s)", node, why)
 	}
 	conn, err := b.n.view.conn(rec.GRPCAddr)
 	if err != nil {
