@@ -158,3 +158,43 @@ func TestAnActorWaitsForAnotherWorkflowsCompletion(t *testing.T) {
 		}
 	}
 }
+
+type patientState struct {
+	Status string `json:"status"`
+}
+
+// patient's step waits for a completion that never comes (doubler reads
+// no "drop"), for longer than the step may run.
+var patient = rivet.Actor[patientState]{
+	Name: "patient",
+	Run: func(ctx *workflow.Ctx[patientState]) error {
+		return ctx.StepWith(workflow.StepOptions{Name: "ask", Timeout: 1500 * time.Millisecond}, func(sc *workflow.StepCtx[patientState]) error {
+			res, err := rivet.SendWait(sc.Context(), sc.Client().GetOrCreate("doubler", "p"), "drop", 1, time.Hour)
+			if err != nil {
+				return err
+			}
+			sc.State.Status = res.Status
+			return nil
+		})
+	},
+}
+
+// A step's timeout is its context's deadline: a send that waits for its
+// completion longer than the step may run ends in time to say it timed
+// out, which the step can handle, rather than the attempt failing as timed
+// out (a critical failure by default, which failed the workflow).
+func TestAStepsWaitingSendEndsBeforeTheStepsTimeout(t *testing.T) {
+	e := newEnv(t, counterReg(t, doubler, patient), nil)
+	if _, err := e.host.Create(ctx(t), runtime.Ref{Name: "patient", Key: []string{"p"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the workflow to end", 20*time.Second, func() bool {
+		s := inspect(t, e.host, "patient", "p").WorkflowStatus
+		return s == runtime.WorkflowCompleted || s == runtime.WorkflowFailed
+	})
+	in := inspect(t, e.host, "patient", "p")
+	var st patientState
+	if err := json.Unmarshal(in.State, &st); err != nil || in.WorkflowStatus != runtime.WorkflowCompleted || st.Status != rivet.SendTimedOut {
+		t.Fatalf("workflow %s (%s), state %s; want completed with the send timed out", in.WorkflowStatus, in.WorkflowError, in.State)
+	}
+}

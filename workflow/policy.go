@@ -35,7 +35,10 @@ type StepOptions struct {
 	Name string
 	// Timeout bounds one attempt: its context is cancelled and the
 	// attempt fails with kind FailureTimeout, which is critical unless
-	// RetryOnTimeout. 0: 30 s. NoTimeout (any negative value): none.
+	// RetryOnTimeout. 0: 30 s. NoTimeout (any negative value): none. The
+	// attempt's context has it as its deadline, so that what the body
+	// calls plans by it (a send that waits for its completion ends in time
+	// to say it timed out).
 	Timeout time.Duration
 	// MaxRetries is the number of retries after the first attempt. 0: 3
 	// (4 attempts in all). NoRetries (any negative value): one attempt.

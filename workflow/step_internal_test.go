@@ -106,3 +106,31 @@ func TestRunBodyLazyContext(t *testing.T) {
 		t.Fatal("a context kept past its attempt (never looked at during it) is not cancelled")
 	}
 }
+
+// A step's context has its timeout as its deadline, or its parent's when
+// that comes first, so that what the body calls plans by it.
+func TestRunBodyContextHasTheStepsDeadline(t *testing.T) {
+	start := time.Now()
+	_, _, _ = runBody(context.Background(), time.Minute, SystemClock{}, func(ctx context.Context) (json.RawMessage, error) {
+		d, ok := ctx.Deadline()
+		if !ok || d.Before(start.Add(time.Minute)) || d.After(time.Now().Add(time.Minute)) {
+			t.Errorf("deadline %v, %v; want about a minute from now", d, ok)
+		}
+		return nil, nil
+	})
+	parent, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	pd, _ := parent.Deadline()
+	_, _, _ = runBody(parent, time.Minute, SystemClock{}, func(ctx context.Context) (json.RawMessage, error) {
+		if d, ok := ctx.Deadline(); !ok || !d.Equal(pd) {
+			t.Errorf("deadline %v, %v; want the parent's, %v", d, ok, pd)
+		}
+		return nil, nil
+	})
+	_, _, _ = runBody(context.Background(), 0, SystemClock{}, func(ctx context.Context) (json.RawMessage, error) {
+		if d, ok := ctx.Deadline(); ok {
+			t.Errorf("a step without a timeout has the deadline %v", d)
+		}
+		return nil, nil
+	})
+}

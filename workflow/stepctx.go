@@ -88,9 +88,17 @@ func (c *attemptCtx) end() (timedOut bool) {
 	return c.timed
 }
 
-// Deadline is the parent's, as a context.WithCancel's would be: the step's
-// timeout is not a deadline the body must plan for, only a bound.
-func (c *attemptCtx) Deadline() (time.Time, bool) { return c.parent.Deadline() }
+// Deadline is the step's timeout, or the parent's deadline if that comes
+// first: what a body passes its context to plans by it (a send that waits
+// for its completion ends in time to say it timed out, rather than the
+// attempt failing as timed out; a call to another actor carries it).
+func (c *attemptCtx) Deadline() (time.Time, bool) {
+	d, ok := c.parent.Deadline()
+	if !c.deadline.IsZero() && (!ok || c.deadline.Before(d)) {
+		return c.deadline, true
+	}
+	return d, ok
+}
 
 func (c *attemptCtx) Done() <-chan struct{} { return c.arm().Done() }
 
