@@ -106,3 +106,7 @@ func (c *attemptCtx) Err() error { return c.arm().Err() }
 
 // Value arms too: context.Cause finds the cancelled context through it.
 func (c *attemptCtx) Value(key any) any { return c.arm().Value(key) }
+
+// String names the context without reading its fields, which its lock
+// guards (fmt would print them).
+func (c *attemptCtx) String() string { return "workflow step attempt context" }
