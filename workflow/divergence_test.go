@@ -264,6 +264,65 @@ func TestRemoved(t *testing.T) {
 	failedWith[*workflow.DivergenceError](t, out)
 }
 
+// A try block has no entry of its own, and the top level is validated: a
+// block taken out of the code left its entries in the histories of
+// workflows in flight, a divergence unless Removed can retire it.
+func TestRemovedRetiresATryBlock(t *testing.T) {
+	v1 := func(c *logCtx) error {
+		if _, err := c.Try("old-block", func(c *logCtx) error { return note(c, "x") }); err != nil {
+			return err
+		}
+		return wait(c, "w")
+	}
+	v2 := func(c *logCtx) error {
+		if err := c.Removed("old-block", workflow.KindTry); err != nil {
+			return err
+		}
+		return wait(c, "w")
+	}
+	h := inFlight(t, v1)
+	h.Send("q", job{1})
+	if out := drive(t, h, v2); out.Status != workflow.RunCompleted {
+		t.Fatalf("in flight: %+v", out)
+	}
+	if out := drive(t, h, v2); out.Status != workflow.RunCompleted {
+		t.Fatalf("in flight, replayed: %+v", out)
+	}
+	h2 := newHost(log{})
+	h2.Send("q", job{1})
+	if out := drive(t, h2, v2); out.Status != workflow.RunCompleted {
+		t.Fatalf("new: %+v", out)
+	}
+	if e := entryAt(t, h2.History(), "old-block"); e.Kind != workflow.KindRemoved || e.RemovedKind != workflow.KindTry {
+		t.Fatalf("placeholder %+v", e)
+	}
+	if out := drive(t, h2, v2); out.Status != workflow.RunCompleted {
+		t.Fatalf("replay: %+v", out)
+	}
+	// Where a step was, it is a divergence.
+	out := drive(t, newHostWith(t, v1Step), func(c *logCtx) error {
+		if err := c.Removed("old-block", workflow.KindTry); err != nil {
+			return err
+		}
+		return wait(c, "w")
+	})
+	failedWith[*workflow.DivergenceError](t, out)
+}
+
+func v1Step(c *logCtx) error {
+	if err := note(c, "old-block"); err != nil {
+		return err
+	}
+	return wait(c, "w")
+}
+
+func newHostWith(t *testing.T, v1 func(c *logCtx) error) *workflowtest.Host[log] {
+	t.Helper()
+	h := inFlight(t, v1)
+	h.Send("q", job{1})
+	return h
+}
+
 func TestRollback(t *testing.T) {
 	compensated := func(name string) func(c *logCtx) (string, error) {
 		return func(c *logCtx) (string, error) {

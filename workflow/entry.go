@@ -21,6 +21,11 @@ const (
 	KindRace               Kind = "race"
 	KindRemoved            Kind = "removed"
 	KindVersionCheck       Kind = "version_check"
+	// KindTry is a try block (Ctx.Try), which records no entry of its
+	// own, only the entries in it (under "name/"). Only Removed takes it:
+	// Removed(name, KindTry) retires a block, accepting the entries it
+	// left in the histories of workflows in flight.
+	KindTry Kind = "try"
 )
 
 // Status is where an entry (or a join or race branch) stands. Stored.

@@ -156,7 +156,8 @@ func (c *Ctx[S]) GetVersion(name string, latest int) (int, error) {
 // Removed stands in for an entry of kind that the code no longer makes: it
 // accepts the old entry (and everything under it) in the histories of
 // workflows in flight, and records a placeholder in new ones, so that
-// neither diverges.
+// neither diverges. A try block, which has no entry of its own, is
+// retired with KindTry: the entries recorded in it are accepted.
 func (c *Ctx[S]) Removed(name string, kind Kind) error {
 	x := c.x
 	if err := x.begin("removed", name); err != nil {
@@ -165,7 +166,7 @@ func (c *Ctx[S]) Removed(name string, kind Kind) error {
 	defer x.end()
 	t, r := x.t, x.t.r
 	switch kind {
-	case KindStep, KindLoop, KindSleep, KindMessage, KindRollbackCheckpoint, KindJoin, KindRace, KindVersionCheck:
+	case KindStep, KindLoop, KindSleep, KindMessage, KindRollbackCheckpoint, KindJoin, KindRace, KindVersionCheck, KindTry:
 	default:
 		return fmt.Errorf("%w: Removed %q: %q is not a removable kind", ErrInvalid, name, kind)
 	}
@@ -183,7 +184,8 @@ func (c *Ctx[S]) Removed(name string, kind Kind) error {
 		r.mu.Unlock()
 		return &DivergenceError{Path: path, Expected: describe(e), Found: fmt.Sprintf("removed %s", kind)}
 	}
-	if e != nil {
+	if e != nil || kind == KindTry {
+		// A try block left no entry at path, only the entries in it.
 		r.hist.VisitTree(path)
 	}
 	_, sealed := r.sealedLocked(x.sc.path)
