@@ -231,7 +231,10 @@ func (e *RollbackFailedError) Error() string {
 func (e *RollbackFailedError) Unwrap() error { return e.Err }
 
 // PanicError is a panic in workflow code outside steps, turned into a
-// failure of the workflow. (A panic inside a step is a failed attempt.)
+// failure of the workflow, which rolls back as after an error the code
+// returned. A panic in a join or race branch fails the whole workflow (no
+// branch records it, no Try catches it). (A panic inside a step is a
+// failed attempt.)
 type PanicError struct {
 	Value any
 	Stack []byte
@@ -286,7 +289,8 @@ func failureOf(err error) (*Failure, bool) {
 
 // isControl reports whether err stops the workflow rather than fails part
 // of it: such errors are never recorded as a branch's failure, never caught
-// by Try, and never start a rollback.
+// by Try, and never start a rollback, except a panic, which fails the
+// workflow as an error it returns would (Run's finish).
 func isControl(err error) bool {
 	if errors.Is(err, ErrEvicted) || errors.Is(err, ErrCancelled) || errors.Is(err, ErrDiverged) ||
 		errors.Is(err, ErrEntryInProgress) || errors.Is(err, ErrRollbackCheckpoint) ||

@@ -420,20 +420,32 @@ func (r *run) finish(root *thread, err error) Outcome {
 			return Outcome{Status: RunCompleted}
 		}
 	}
-	if !isControl(err) {
+	// A panic in the workflow's code (outside steps) is its failure, as
+	// an exception thrown by the original's code is: it rolls back like
+	// an error returned. (It is a control error only so that no join or
+	// race records it as a branch's failure and no Try catches it.)
+	var pe *PanicError
+	panicked := errors.As(err, &pe)
+	if !isControl(err) || panicked {
 		// Ended with an error before reaching entries recorded by an
 		// earlier run: unchanged code, replaying the same results, fails
 		// where it failed then, with nothing recorded after that point;
 		// so the code changed, and the error is that, not the workflow's
 		// own. (Host failures and eviction end the run as control errors,
 		// and a stopping run yields above.)
+		// A panic there is kept as it is, the bug to fix, but it too
+		// runs no compensation: the old code did not fail there.
 		r.mu.Lock()
-		if derr := r.hist.CheckEnd(""); derr != nil {
+		derr := r.hist.CheckEnd("")
+		r.mu.Unlock()
+		switch {
+		case derr != nil && panicked:
+			return Outcome{Status: RunFailed, Err: err}
+		case derr != nil:
 			err = derr
 		}
-		r.mu.Unlock()
 	}
-	if isControl(err) {
+	if isControl(err) && !panicked {
 		// The history no longer describes this code (or the code misused
 		// the API): record nothing more and run no compensation.
 		return Outcome{Status: RunFailed, Err: err}

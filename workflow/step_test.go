@@ -324,6 +324,69 @@ func TestPanics(t *testing.T) {
 	}
 }
 
+// A panic in the workflow's code outside steps fails the workflow as an
+// error it returns does: the compensations of its completed steps run
+// (rivet-semantics.md 1.9, "any unrecoverable error moves the workflow to
+// rolling_back"; a panic is Go's thrown exception), in a join branch too.
+func TestAPanicRollsBack(t *testing.T) {
+	for _, inBranch := range []bool{false, true} {
+		h := newHost(log{})
+		out := drive(t, h, func(c *logCtx) error {
+			if err := c.RollbackCheckpoint("cp"); err != nil {
+				return err
+			}
+			if _, err := workflow.StepWithRollback(c, workflow.StepOptions{Name: "reserve"},
+				func(s *logStep) (int, error) { s.State.Log = append(s.State.Log, "reserve"); return 1, nil },
+				func(s *logStep, _ int) error { s.State.Log = append(s.State.Log, "undo reserve"); return nil }); err != nil {
+				return err
+			}
+			if !inBranch {
+				panic("orchestration bug")
+			}
+			_, err := workflow.Join(c, "j", workflow.Branches[log, int]{
+				"bug": func(*logCtx) (int, error) { panic("orchestration bug") },
+			})
+			return err
+		})
+		pe := failedWith[*workflow.PanicError](t, out)
+		if pe.Value != "orchestration bug" {
+			t.Fatalf("panic %v", pe.Value)
+		}
+		if got, want := h.State().Log, []string{"reserve", "undo reserve"}; !reflect.DeepEqual(got, want) {
+			t.Fatalf("in branch %v: log %v, want %v", inBranch, got, want)
+		}
+		if e := entryAt(t, h.History(), "reserve"); !e.RollbackDone {
+			t.Fatalf("rollback not recorded: %+v", e)
+		}
+	}
+	// A panic before the code reached what the history records: new code
+	// (the old did not fail there). The panic is reported, and nothing is
+	// compensated.
+	var undone atomic.Bool
+	v := func(bug bool) func(c *logCtx) error {
+		return func(c *logCtx) error {
+			if err := c.RollbackCheckpoint("cp"); err != nil {
+				return err
+			}
+			if _, err := workflow.StepWithRollback(c, workflow.StepOptions{Name: "a"}, func(*logStep) (int, error) { return 1, nil },
+				func(*logStep, int) error { undone.Store(true); return nil }); err != nil {
+				return err
+			}
+			if bug {
+				panic("new bug")
+			}
+			if err := note(c, "b"); err != nil {
+				return err
+			}
+			return wait(c, "w")
+		}
+	}
+	h := inFlight(t, v(false))
+	if pe := failedWith[*workflow.PanicError](t, drive(t, h, v(true))); pe.Value != "new bug" || undone.Load() {
+		t.Fatalf("panic %v, compensated %v", pe.Value, undone.Load())
+	}
+}
+
 func TestMisuse(t *testing.T) {
 	cases := map[string]struct {
 		wf   func(c *logCtx) error
