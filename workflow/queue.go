@@ -313,6 +313,13 @@ func (ref *msgRef) complete(response any) error {
 		// belongs to its goroutine.
 		return fmt.Errorf("%w: Complete of message %d while the branch that received it runs a join or race", ErrEntryInProgress, ref.id)
 	}
+	if t.ended.Load() {
+		// Its branch's context is cancelled now, and a replay of the
+		// settled join or race would not run the branch again to get the
+		// message back: without this, the caller got ErrCancelled, "race
+		// lost", even after a join.
+		return fmt.Errorf("%w: Complete of message %d received at %q after its join or race branch ended: complete it in that branch", ErrInvalid, ref.id, ref.path)
+	}
 	if err := t.stopped(true); err != nil {
 		return err
 	}

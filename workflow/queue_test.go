@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -243,5 +244,35 @@ func TestAFailedCompleteStillHoldsUpTheNextReceive(t *testing.T) {
 	}
 	if !errors.Is(nextErr, workflow.ErrNotCompleted) {
 		t.Fatalf("the next receive: %v, want ErrNotCompleted (the first message is still owed)", nextErr)
+	}
+}
+
+// A message a join branch received, completed after the join, fails with
+// an error that says so (it said "cancelled: race lost", for a join): a
+// settled join does not run its branches on replay, so the message would
+// not be there to complete. Complete it in its branch.
+func TestCompleteAfterItsBranchEndedSaysSo(t *testing.T) {
+	h := newHost(log{})
+	h.SendWait("q", job{1})
+	var late error
+	out := drive(t, h, func(c *logCtx) error {
+		var kept workflow.Message[job]
+		if _, err := workflow.Join(c, "j", workflow.Branches[log, int]{
+			"b": func(c *logCtx) (int, error) {
+				var err error
+				kept, err = workflow.Next[job](c, "n", workflow.NextOptions{Completable: true})
+				return 0, err
+			},
+		}); err != nil {
+			return err
+		}
+		late = kept.Complete("x")
+		return nil
+	})
+	if out.Status != workflow.RunCompleted {
+		t.Fatalf("outcome %+v", out)
+	}
+	if !errors.Is(late, workflow.ErrInvalid) || errors.Is(late, workflow.ErrCancelled) || !strings.Contains(late.Error(), "branch") {
+		t.Fatalf("Complete after the join: %v", late)
 	}
 }

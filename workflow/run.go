@@ -83,7 +83,10 @@ type thread struct {
 	allLive bool
 	// forked is set while the thread waits in a join or race; it is read
 	// by Message.Complete, which may be called from any goroutine.
-	forked     atomic.Bool
+	forked atomic.Bool
+	// ended is set once a join or race branch's thread has returned: a
+	// message it received can no longer be completed (Message.Complete).
+	ended      atomic.Bool
 	checkpoint bool
 	// floor is the earliest workflow time the thread may still record
 	// (hasFloor unset: none before now), for the races it runs under: a
@@ -374,6 +377,7 @@ func (t *thread) fork(n int, child func(i int) *thread, body func(i int, c *thre
 	for i, c := range children {
 		go func() {
 			defer wg.Done()
+			defer c.ended.Store(true)
 			defer func() {
 				r.mu.Lock()
 				c.leaveRacesLocked()
