@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/rivet-go/rivet/caller"
@@ -169,9 +170,10 @@ func StepWithRollback[S, T any](c *Ctx[S], opts StepOptions, fn func(*StepCtx[S]
 }
 
 // TryStep is Step that catches the step's terminal failure (kinds
-// critical, timeout and exhausted) and returns it as a *Failure instead of
-// an error: the error is then only what must stop the workflow (eviction,
-// divergence, a Rollback failure).
+// critical, timeout and exhausted, or those StepOptions.Catch lists) and
+// returns it as a *Failure instead of an error: the error is then only
+// what must stop the workflow (eviction, divergence, a Rollback failure
+// unless caught).
 func TryStep[S, T any](c *Ctx[S], name string, fn func(*StepCtx[S]) (T, error)) (T, *Failure, error) {
 	return TryStepOpts(c, StepOptions{Name: name}, fn)
 }
@@ -183,12 +185,19 @@ func TryStepOpts[S, T any](c *Ctx[S], opts StepOptions, fn func(*StepCtx[S]) (T,
 		return v, nil, nil
 	}
 	var se *StepError
-	if errors.As(err, &se) {
-		if f, ok := failureOf(se); ok {
-			return v, f, nil
-		}
+	if errors.As(err, &se) && catches(opts.Catch, se.Kind) {
+		return v, &Failure{Source: SourceStep, Kind: se.Kind, Name: se.Path, Attempts: se.Attempts, Err: se}, nil
 	}
 	return v, nil, err
+}
+
+// catches reports whether a TryStep with catch list catch catches a
+// failure of kind k (StepOptions.Catch).
+func catches(catch []FailureKind, k FailureKind) bool {
+	if len(catch) == 0 {
+		return k != FailureRollback
+	}
+	return slices.Contains(catch, k)
 }
 
 // DoCtx is what the body of a Do step sees: no state, by construction.

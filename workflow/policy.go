@@ -54,6 +54,13 @@ type StepOptions struct {
 	// commit of the workflow (fewer commits for cheap steps). A crash in
 	// between re-runs the step.
 	Ephemeral bool
+	// Catch is for TryStep and TryStepOpts only (other steps ignore it):
+	// the failure kinds they catch, the original's catch list. Empty:
+	// FailureCritical, FailureTimeout and FailureExhausted. List
+	// FailureRollback to catch a Rollback failure too (the workflow then
+	// goes on instead of rolling back); a kind not listed is returned as
+	// the error.
+	Catch []FailureKind
 }
 
 type retryPolicy struct {

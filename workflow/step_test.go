@@ -226,6 +226,39 @@ func TestTryStepKinds(t *testing.T) {
 	}
 }
 
+// TryStep's catch list (rivet-semantics.md 1.3: "To catch rollback, list
+// it in catch"): a kind listed is caught, one not listed is returned.
+func TestTryStepCatchList(t *testing.T) {
+	h := newHost(log{})
+	var caught *workflow.Failure
+	var uncaught error
+	out := drive(t, h, func(c *logCtx) error {
+		var err error
+		_, caught, err = workflow.TryStepOpts(c, workflow.StepOptions{Name: "undo", Catch: []workflow.FailureKind{workflow.FailureRollback}},
+			func(*logStep) (int, error) { return 0, workflow.Rollback(errors.New("undo")) })
+		if err != nil {
+			return err
+		}
+		_, f, err := workflow.TryStepOpts(c, workflow.StepOptions{Name: "flaky", MaxRetries: workflow.NoRetries, Catch: []workflow.FailureKind{workflow.FailureCritical}},
+			func(*logStep) (int, error) { return 0, errors.New("flaky") })
+		if f != nil {
+			t.Errorf("an exhausted failure caught by a list of critical only: %+v", f)
+		}
+		uncaught = err
+		return nil
+	})
+	if out.Status != workflow.RunCompleted {
+		t.Fatalf("outcome %+v", out)
+	}
+	if caught == nil || caught.Kind != workflow.FailureRollback || caught.Name != "undo" || caught.Source != workflow.SourceStep {
+		t.Fatalf("caught %+v", caught)
+	}
+	var se *workflow.StepError
+	if !errors.As(uncaught, &se) || se.Kind != workflow.FailureExhausted {
+		t.Fatalf("uncaught %v", uncaught)
+	}
+}
+
 func TestCommittedStepIsNotRerunAfterCrash(t *testing.T) {
 	for _, after := range []bool{false, true} {
 		h := newHost(log{})
