@@ -30,7 +30,11 @@ var (
 	// RollbackCheckpoint.
 	ErrRollbackCheckpoint = errors.New("workflow: a step with a rollback handler needs a RollbackCheckpoint before it")
 	// ErrNotCompleted: a receive with NextOptions.Completable was followed by
-	// another receive before all its messages were completed.
+	// another receive before all its messages were completed. Each thread
+	// owes its own: the top level, or one join or race branch. A receive in
+	// a branch is not refused for a message the top level owes, nor one at
+	// the top level for a message a branch that ended left uncompleted
+	// (whose sender then waits until its wait times out).
 	ErrNotCompleted = errors.New("workflow: a completable message was not completed before the next receive")
 	// ErrInvalid: a bad name (empty, with '/', or starting with '~'), a
 	// duplicate branch name, or a bad option.
