@@ -611,13 +611,17 @@ func (s *Store) RevokeLease(ctx context.Context, lease storage.LeaseID) error {
 	return mapErr(err)
 }
 
-// leaseAlive returns ErrLeaseNotFound if lease is gone.
+// leaseAlive returns ErrLeaseNotFound if lease is gone. etcd gives the
+// time left in whole seconds, rounded down, and -1 for a lease it does not
+// have: 0 is a lease with under a second left, alive (taken for gone, a
+// node with a short TTL, or renewals a little late, was told it had lost
+// the lease it held).
 func (s *Store) leaseAlive(ctx context.Context, lease storage.LeaseID) error {
 	resp, err := s.cli.TimeToLive(ctx, clientv3.LeaseID(lease))
 	if err != nil {
 		return mapErr(err)
 	}
-	if resp.TTL <= 0 {
+	if resp.TTL < 0 {
 		return fmt.Errorf("%w: %x", storage.ErrLeaseNotFound, int64(lease))
 	}
 	return nil
