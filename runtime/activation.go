@@ -625,7 +625,7 @@ func (a *activation) flushLoop(until uint64) {
 		// commit cost a timer and a registration with baseCtx, under a
 		// lock every committing actor took.
 		var err error
-		if cc, ok := a.h.commit.(channelCommitter); ok {
+		if cc := a.h.commitWith; cc != nil {
 			err = cc.CommitWith(a.h.baseCtx, storage.Txn{Fence: a.fence, Ops: ops}, &a.commitDone)
 		} else {
 			err = a.h.commit.Commit(a.h.baseCtx, storage.Txn{Fence: a.fence, Ops: ops})

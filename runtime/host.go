@@ -55,8 +55,11 @@ type Host struct {
 	reg    *rivet.Registry
 	store  storage.Store
 	commit Committer
-	own    *Ownership
-	log    *zap.Logger
+	// commitWith is commit, if it answers on a channel the caller keeps
+	// (an activation's flushes use it); nil if not.
+	commitWith channelCommitter
+	own        *Ownership
+	log        *zap.Logger
 
 	// baseCtx outlives requests: flushes run under it, so that a caller
 	// giving up does not abandon a commit other callers wait for.
@@ -152,6 +155,7 @@ func New(cfg Config, reg *rivet.Registry, store storage.Store, commit Committer,
 		timers: newTimers(), events: newEventHub(),
 		reapSleeps: make(chan struct{}, maxSleeps),
 	}
+	h.commitWith, _ = commit.(channelCommitter)
 	h.waitObs, _ = cfg.Observer.(WaitObserver)
 	own.OnLost(h.evictAll)
 	own.OnClaimed(func(ctx context.Context, parts []uint32) {
@@ -1191,14 +1195,14 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 		if req.Wait && (sp.Run == nil || workflowEnded(wfst.Status)) {
 			// The reason says which: workflow.failed only for one that
 			// failed, as a script that reads it takes it to mean.
-			group, code := "workflow", "ended"
+			code := "ended"
 			switch {
 			case sp.Run == nil:
 				code = "none"
 			case wfst.Status == WorkflowFailed:
 				code = "failed"
 			}
-			return rivet.Reasonf(rivet.ErrWorkflowFailed, group, code, "%s has no running workflow to complete the message (workflow %s)", a.describe(), orNone(wfst.Status))
+			return rivet.Reasonf(rivet.ErrWorkflowFailed, "workflow", code, "%s has no running workflow to complete the message (workflow %s)", a.describe(), orNone(wfst.Status))
 		}
 		msg, _ := json.Marshal(queueMessage{Body: body, CreatedAt: now.UnixMilli()})
 		seq = a.nextSeq

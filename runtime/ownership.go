@@ -336,9 +336,9 @@ func (o *Ownership) Claim(ctx context.Context, partitions []uint32) ([]uint32, e
 		return nil, err
 	}
 	if len(parts) > 0 {
-		// Bounded by the lease's local deadline, as in reestablish: past
-		// it nothing they load is served, and a storage that went away
-		// would hold the caller (the balancer) until it came back.
+		// Bounded by the lease's local deadline: past it nothing they
+		// load is served, and a storage that went away would hold the
+		// caller (the balancer) until it came back.
 		cctx, ccancel := context.WithDeadline(ctx, o.deadline())
 		for _, fn := range fns {
 			fn(cctx, parts)

@@ -904,7 +904,6 @@ func (w *wfHost) Receive(ctx context.Context, names []string, max int, record fu
 	return got, nil
 }
 
-// forgetWait drops the wait of the sender of message id, if any.
 // awaitCompletion registers a sender's wait for message id's completion
 // and returns the channel that gets it: nil if no run of this activation
 // will complete anything any more (closed), or, with alone, if another
@@ -923,6 +922,7 @@ func (w *wfState) awaitCompletion(id uint64, alone bool) chan json.RawMessage {
 	return ch
 }
 
+// forgetWait drops the wait of the sender of message id, if any.
 func (w *wfState) forgetWait(id uint64) {
 	w.notifyMu.Lock()
 	delete(w.completions, id)

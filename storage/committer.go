@@ -843,16 +843,6 @@ func (s *keySet) add(r *request) {
 }
 
 func (s *keySet) remove(r *request) {
-	dec := func(m map[string]int, k string) {
-		if m[k]--; m[k] <= 0 {
-			delete(m, k)
-		}
-	}
-	decHash := func(m map[uint64]int, k uint64) {
-		if m[k]--; m[k] <= 0 {
-			delete(m, k)
-		}
-	}
 	s.n--
 	for _, k := range r.writes {
 		dec(s.writes, k)
@@ -867,8 +857,15 @@ func (s *keySet) remove(r *request) {
 		}
 	}
 	for _, sc := range r.scopes {
-		decHash(s.scopes, dirHash(sc))
-		forDirs(sc, func(d uint64) { decHash(s.dirs, d) })
+		dec(s.scopes, dirHash(sc))
+		forDirs(sc, func(d uint64) { dec(s.dirs, d) })
+	}
+}
+
+// dec takes one from k's count in m, and k out of m at zero.
+func dec[K comparable](m map[K]int, k K) {
+	if m[k]--; m[k] <= 0 {
+		delete(m, k)
 	}
 }
 

@@ -186,7 +186,7 @@ func TryStepOpts[S, T any](c *Ctx[S], opts StepOptions, fn func(*StepCtx[S]) (T,
 	}
 	var se *StepError
 	if errors.As(err, &se) && catches(opts.Catch, se.Kind) {
-		return v, &Failure{Source: SourceStep, Kind: se.Kind, Name: se.Path, Attempts: se.Attempts, Err: se}, nil
+		return v, stepFailure(se), nil
 	}
 	return v, nil, err
 }

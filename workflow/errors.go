@@ -271,6 +271,11 @@ type Failure struct {
 func (f *Failure) Error() string { return f.Err.Error() }
 func (f *Failure) Unwrap() error { return f.Err }
 
+// stepFailure is a step's terminal failure as Try and TryStep report it.
+func stepFailure(se *StepError) *Failure {
+	return &Failure{Source: SourceStep, Kind: se.Kind, Name: se.Path, Attempts: se.Attempts, Err: se}
+}
+
 // failureOf returns the failure err carries if Try may catch it.
 func failureOf(err error) (*Failure, bool) {
 	var se *StepError
@@ -278,7 +283,7 @@ func failureOf(err error) (*Failure, bool) {
 		if se.Kind == FailureRollback {
 			return nil, false
 		}
-		return &Failure{Source: SourceStep, Kind: se.Kind, Name: se.Path, Attempts: se.Attempts, Err: se}, true
+		return stepFailure(se), true
 	}
 	var je *JoinError
 	if errors.As(err, &je) {

@@ -219,7 +219,8 @@ func (x *cx) attempt(path string, seq, n int, sp stepSpec) (*Entry, error) {
 }
 
 // runBody runs body with a context that is cancelled after timeout (0:
-// never), and reports whether the timeout fired before body returned.
+// never; with the system clock, also its deadline), and reports whether
+// the timeout fired before body returned.
 func runBody(parent context.Context, timeout time.Duration, clk Clock, body func(context.Context) (json.RawMessage, error)) (json.RawMessage, error, bool) {
 	if _, ok := clk.(afterFuncClock); ok {
 		// No goroutine to wait for the timer: a node runs thousands of
