@@ -671,11 +671,16 @@ func TestACommandThatMayHaveRunSaysSo(t *testing.T) {
 		wantErr(t, 1, `{"error":{"code":"UNAVAILABLE","message":"peer stream broke during the call","hint":"`+strings.TrimPrefix(mayHaveRun, "; ")+`"},"exit":1}`)
 	rivetctl(t, addr, "call", "slow", "k", "wait", "--timeout", "100ms").
 		wantErr(t, 1, "rivetctl: deadline exceeded: no answer from "+addr+" within 100ms (--timeout) (DEADLINE_EXCEEDED)"+mayHaveRun)
-	// A read is safe to run again.
-	rivetctl(t, addr, "state", "counter", "main", "--timeout", "300ms").
-		wantErr(t, 1, "rivetctl: unavailable: peer stream broke during the call (UNAVAILABLE)")
+	// A read is safe to run again. The client retries it until the
+	// deadline, which under load may end an attempt in flight (the
+	// error is then the deadline's): either way, no note.
+	r := rivetctl(t, addr, "state", "counter", "main", "--timeout", "300ms")
+	if r.code != 1 || (r.stderr != "rivetctl: unavailable: peer stream broke during the call (UNAVAILABLE)\n" &&
+		r.stderr != "rivetctl: deadline exceeded: no answer from "+addr+" within 300ms (--timeout) (DEADLINE_EXCEEDED)\n") {
+		t.Errorf("a read: exit %d, stderr %q; want exit 1, UNAVAILABLE (or the deadline) without a note", r.code, r.stderr)
+	}
 	// A node that is not there ran nothing.
-	r := rivetctl(t, "127.0.0.1:1", "--timeout", "300ms", "call", "counter", "main", "increment", "1")
+	r = rivetctl(t, "127.0.0.1:1", "--timeout", "300ms", "call", "counter", "main", "increment", "1")
 	if r.code != 1 || strings.Contains(r.stderr, "may have run") {
 		t.Errorf("exit %d, stderr %q; want exit 1 without 'may have run'", r.code, r.stderr)
 	}
@@ -697,8 +702,9 @@ func TestACommandThatMayHaveRunSaysSo(t *testing.T) {
 		}
 	}()
 	r = rivetctl(t, closer.Addr().String(), "--timeout", "5s", "call", "counter", "main", "increment", "1")
-	if r.code != 1 || !strings.Contains(r.stderr, "server preface") || strings.Contains(r.stderr, "may have run") {
-		t.Errorf("a port that closes at once: exit %d, stderr %q; want exit 1, a server preface error, without 'may have run'", r.code, r.stderr)
+	// Which of the client's read or write the close fails first is a race.
+	if r.code != 1 || !strings.Contains(r.stderr, "the node may serve TLS only") || strings.Contains(r.stderr, "may have run") {
+		t.Errorf("a port that closes at once: exit %d, stderr %q; want exit 1, the hint that the node may serve TLS only, without 'may have run'", r.code, r.stderr)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"strings"
 	"time"
 
@@ -353,7 +354,7 @@ func mayHaveRun(cmd *cobra.Command, err error) string {
 	if errors.As(err, &e) && errors.Is(e, rivet.ErrUnavailable) && rpcerr.NotSent(status.New(codes.Unavailable, e.Message)) {
 		return "" // it never reached a node (refused, not resolved)
 	}
-	if errors.As(err, &e) && errors.Is(e, rivet.ErrUnavailable) && e.Group == "" && strings.Contains(e.Message, "error reading server preface") {
+	if errors.As(err, &e) && errors.Is(e, rivet.ErrUnavailable) && e.Group == "" && neverReady(e.Message) {
 		// The connection never became ready (gRPC sends a call only on
 		// a connection whose server preface it read): a TLS-only node
 		// dialed in plaintext, an HTTP port. Nothing ran.
@@ -363,6 +364,21 @@ func mayHaveRun(cmd *cobra.Command, err error) string {
 		return "; it may have been queued all the same: send it again with the same --idempotency-key, which queues it at most once"
 	}
 	return "; it may have run all the same: look (rivetctl state, inspect) before running it again, which could apply it twice"
+}
+
+// bareWriteFailure is how gRPC words a failure to flush a new
+// connection's preface and settings, which it returns unwrapped: no
+// "connection error", no "transport:" before it. Failures of a connection
+// that was ready, on which a call may have gone out, always come wrapped
+// ("error reading from server", "transport is closing").
+var bareWriteFailure = regexp.MustCompile(`^write (tcp|unix) \S+: write: (broken pipe|connection reset by peer)$`)
+
+// neverReady reports whether an UNAVAILABLE message is of a connection
+// that failed before it became ready: its server preface never came, or
+// the peer closed it while the client was still writing its own (a port
+// that closes connections at once, seen under load as a broken pipe).
+func neverReady(msg string) bool {
+	return strings.Contains(msg, "error reading server preface") || bareWriteFailure.MatchString(msg)
 }
 
 // The environment variables of the TLS flags: the same names the node
@@ -428,10 +444,12 @@ func (a *app) connectionHint(err error) string {
 		return "; this looks like an HTTP port, not a node's gRPC address (--addr)"
 	case strings.Contains(msg, "first record does not look like a TLS handshake"):
 		return "; the node does not serve TLS: leave out --tls, --tls-ca and --tls-cert (and RIVET_TLS_* in the environment)"
-	case strings.Contains(msg, "server preface") && (strings.Contains(msg, "EOF") || strings.Contains(msg, "connection reset")) && !usesTLS:
+	case (strings.Contains(msg, "server preface") && (strings.Contains(msg, "EOF") || strings.Contains(msg, "connection reset")) ||
+		bareWriteFailure.MatchString(msg)) && !usesTLS:
 		// The node closed the connection before its preface: EOF, or
 		// "connection reset by peer" when the TLS server closed it with
-		// the client's plaintext preface still unread (seen under load).
+		// the client's plaintext preface still unread (seen under load),
+		// or a broken pipe when it closed before the client wrote it all.
 		return "; the node may serve TLS only: pass --tls-ca (or env RIVET_TLS_CA)"
 	case usesTLS && a.tlsCert == "" &&
 		(strings.Contains(msg, "broken pipe") || strings.Contains(msg, "certificate required") ||
