@@ -110,7 +110,9 @@ func (x *cx) step(sp stepSpec) (json.RawMessage, string, error) {
 		switch p.action {
 		case stepReplay:
 			t.advance(e.Time)
-			r.registerRollback(e, sp)
+			if sp.rollback != nil {
+				r.registerRollback(e, sp.rollback, sp.pol.timeout)
+			}
 			return e.Output, path, nil
 		case stepFail:
 			t.advance(e.Time)
@@ -141,11 +143,17 @@ func (x *cx) attempt(path string, seq, n int, sp stepSpec) (*Entry, error) {
 	// Set by fn, which the host may run on another goroutine; RunStep
 	// returning orders those writes before the reads below. (One struct
 	// that fn shares, rather than three variables each moved to the heap.)
+	// sp is copied into it too: captured, the whole spec (large) would be
+	// moved to the heap on its own.
 	var res struct {
-		ne        *Entry
-		batch     []HistoryWrite
-		abandoned bool
+		ne          *Entry
+		batch       []HistoryWrite
+		abandoned   bool
+		body        func(env StepEnv, ctx context.Context, attempt int) (json.RawMessage, error)
+		pol         retryPolicy
+		hasRollback bool
 	}
+	res.body, res.pol, res.hasRollback = sp.body, sp.pol, sp.rollback != nil
 	fn := func(env StepEnv) []HistoryWrite {
 		if t.lostARace() {
 			// The branch lost its race while it waited for the turn. Its
@@ -158,8 +166,8 @@ func (x *cx) attempt(path string, seq, n int, sp stepSpec) (*Entry, error) {
 			return nil
 		}
 		start := t.stamp()
-		out, err, timedOut := runBody(t.ctx, sp.pol.timeout, r.host, func(ctx context.Context) (json.RawMessage, error) {
-			return sp.body(env, ctx, n)
+		out, err, timedOut := runBody(t.ctx, res.pol.timeout, r.host, func(ctx context.Context) (json.RawMessage, error) {
+			return res.body(env, ctx, n)
 		})
 		if !timedOut && t.ctx.Err() != nil && (err != nil || t.lostARace()) {
 			// Evicted or lost the race mid-attempt: a failure says
@@ -175,9 +183,9 @@ func (x *cx) attempt(path string, seq, n int, sp stepSpec) (*Entry, error) {
 			res.abandoned = true
 			return nil
 		}
-		res.ne = recordAttempt(path, n, attemptResult{start: start, end: t.stamp(), output: out, err: err, timedOut: timedOut}, sp.pol)
+		res.ne = recordAttempt(path, n, attemptResult{start: start, end: t.stamp(), output: out, err: err, timedOut: timedOut}, res.pol)
 		res.ne.Seq = seq
-		res.ne.HasRollback = sp.rollback != nil && res.ne.Status == StatusCompleted
+		res.ne.HasRollback = res.hasRollback && res.ne.Status == StatusCompleted
 		res.batch = AppendWrites(append([]HistoryWrite(nil), t.pending...), HistoryWrite{Put: res.ne})
 		return res.batch
 	}
@@ -212,8 +220,8 @@ func (x *cx) attempt(path string, seq, n int, sp stepSpec) (*Entry, error) {
 	if ne.Status != StatusFailed {
 		t.advance(ne.Time)
 	}
-	if ne.Status == StatusCompleted {
-		r.registerRollback(ne, sp)
+	if ne.Status == StatusCompleted && sp.rollback != nil {
+		r.registerRollback(ne, sp.rollback, sp.pol.timeout)
 	}
 	return ne, nil
 }
@@ -277,8 +285,11 @@ type rollbackAction struct {
 	missing bool
 }
 
-func (r *run) registerRollback(e *Entry, sp stepSpec) {
-	if sp.rollback == nil || e.RollbackDone {
+// registerRollback takes the handler and its timeout rather than the
+// step's spec, which its closure would otherwise move to the heap on every
+// step, with a handler or not.
+func (r *run) registerRollback(e *Entry, handler func(StepEnv, context.Context, json.RawMessage) error, timeout time.Duration) {
+	if e.RollbackDone {
 		return
 	}
 	out := e.Output
@@ -286,8 +297,8 @@ func (r *run) registerRollback(e *Entry, sp stepSpec) {
 	defer r.mu.Unlock()
 	r.seq++
 	r.rollbacks = append(r.rollbacks, rollbackAction{
-		path: e.Path, at: e.Time, seq: r.seq, timeout: sp.pol.timeout,
-		run: func(env StepEnv, ctx context.Context) error { return sp.rollback(env, ctx, out) },
+		path: e.Path, at: e.Time, seq: r.seq, timeout: timeout,
+		run: func(env StepEnv, ctx context.Context) error { return handler(env, ctx, out) },
 	})
 }
 
