@@ -118,3 +118,49 @@ func TestMeasureBatchedPutRate(t *testing.T) {
 		t.Fatalf("keys left behind: %v, %v", n, err)
 	}
 }
+
+// BenchmarkEtcdPutByValueSize is the reference load (64 writers, txns of
+// 64 puts) with values of other sizes: what a key costs etcd beside what
+// its bytes do, which says whether a write path gains more from fewer keys
+// or from fewer bytes (docs/benchmarks.md, issue 3).
+func BenchmarkEtcdPutByValueSize(b *testing.B) {
+	cli := etcdtest.StartClient(b)
+	for _, size := range []int{32, 128, 256, 512, 2048} {
+		b.Run(fmt.Sprintf("value=%d", size), func(b *testing.B) {
+			value := string(make([]byte, size))
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			var (
+				txns, keys atomic.Int64
+				wg         sync.WaitGroup
+				failed     atomic.Pointer[error]
+			)
+			b.ResetTimer()
+			start := time.Now()
+			for w := range 64 {
+				ops := make([]clientv3.Op, 64)
+				for i := range ops {
+					ops[i] = clientv3.OpPut(fmt.Sprintf("/by-size/%d/%02d/%02d", size, w, i), value)
+				}
+				wg.Go(func() {
+					for ctx.Err() == nil && txns.Add(1) <= int64(b.N) {
+						if _, err := cli.Txn(ctx).Then(ops...).Commit(); err != nil {
+							failed.CompareAndSwap(nil, &err)
+							cancel()
+							return
+						}
+						keys.Add(int64(len(ops)))
+					}
+				})
+			}
+			wg.Wait()
+			if err := failed.Load(); err != nil {
+				b.Fatal(*err)
+			}
+			secs := time.Since(start).Seconds()
+			b.ReportMetric(float64(keys.Load())/secs, "keys/s")
+			b.ReportMetric(float64(keys.Load())*float64(size)/secs/1e6, "value-MB/s")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
+}
