@@ -465,9 +465,9 @@ func TestFailureOf(t *testing.T) {
 		{errors.New("plain"), "", false},
 		{ErrEvicted, "", false},
 	} {
-		f, ok := failureOf(c.err)
+		f, ok := tryFailure(c.err, "block", nil)
 		if ok != c.ok || (ok && f.Source != c.source) {
-			t.Errorf("failureOf(%v) = %+v %v", c.err, f, ok)
+			t.Errorf("tryFailure(%v) = %+v %v", c.err, f, ok)
 		}
 	}
 	for _, err := range []error{ErrEvicted, ErrCancelled, &DivergenceError{}, ErrEntryInProgress, &PanicError{}, fmt.Errorf("x: %w", ErrInvalid)} {

@@ -487,3 +487,62 @@ func TestTryCatchesStepJoinRace(t *testing.T) {
 		t.Fatalf("step failure %+v", caught[0])
 	}
 }
+
+// A Try block's catch list (rivet-semantics.md 1.3, the original's try
+// `catch`): a kind not listed passes through; rollback, never caught by
+// default, is caught when listed, from a step or from the block's own code.
+func TestTryCatchList(t *testing.T) {
+	h := newHost(log{})
+	var (
+		stepOnly, rollbackStep, rollbackBlock *workflow.Failure
+		passed, uncaught, invalid             error
+	)
+	out := drive(t, h, func(c *logCtx) error {
+		fail := func(c *logCtx) (int, error) {
+			return workflow.StepOpts(c, workflow.StepOptions{Name: "s", MaxRetries: workflow.NoRetries}, func(*logStep) (int, error) {
+				return 0, errors.New("no")
+			})
+		}
+		var err error
+		// Steps only: a join's failure passes through.
+		stepOnly, passed = c.TryOpts(workflow.TryOptions{Name: "steps", Catch: []workflow.TryCatch{workflow.CatchStep}}, func(c *logCtx) error {
+			_, err := workflow.Join(c, "j", workflow.Branches[log, int]{"x": fail})
+			return err
+		})
+		if rollbackStep, err = c.TryOpts(workflow.TryOptions{Name: "undo-step", Catch: []workflow.TryCatch{workflow.CatchRollback}}, func(c *logCtx) error {
+			_, err := workflow.Step(c, "u", func(*logStep) (int, error) { return 0, workflow.Rollback(errors.New("undo")) })
+			return err
+		}); err != nil {
+			return err
+		}
+		if rollbackBlock, err = c.TryOpts(workflow.TryOptions{Name: "undo-block", Catch: []workflow.TryCatch{workflow.CatchRollback}}, func(c *logCtx) error {
+			return workflow.Rollback(errors.New("the block's own"))
+		}); err != nil {
+			return err
+		}
+		// By default a Rollback is not caught.
+		_, uncaught = c.Try("default", func(c *logCtx) error { return workflow.Rollback(errors.New("mine")) })
+		_, invalid = c.TryOpts(workflow.TryOptions{Name: "bad", Catch: []workflow.TryCatch{"block"}}, func(c *logCtx) error { return nil })
+		return nil
+	})
+	if out.Status != workflow.RunCompleted {
+		t.Fatalf("outcome %+v", out)
+	}
+	var je *workflow.JoinError
+	if stepOnly != nil || !errors.As(passed, &je) {
+		t.Errorf("a join failure in a block catching steps only: caught %+v, error %v", stepOnly, passed)
+	}
+	if rollbackStep == nil || rollbackStep.Source != workflow.SourceStep || rollbackStep.Kind != workflow.FailureRollback || rollbackStep.Name != "undo-step/u" {
+		t.Errorf("a step's rollback failure: caught %+v", rollbackStep)
+	}
+	var rb *workflow.RollbackError
+	if rollbackBlock == nil || rollbackBlock.Source != workflow.SourceBlock || rollbackBlock.Name != "undo-block" || !errors.As(rollbackBlock.Err, &rb) {
+		t.Errorf("the block's own rollback: caught %+v", rollbackBlock)
+	}
+	if !errors.As(uncaught, &rb) {
+		t.Errorf("a rollback in a default block: %v, want it returned", uncaught)
+	}
+	if !errors.Is(invalid, workflow.ErrInvalid) {
+		t.Errorf("an unknown catch kind: %v, want ErrInvalid", invalid)
+	}
+}

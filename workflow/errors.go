@@ -254,6 +254,9 @@ const (
 	SourceStep Source = "step"
 	SourceJoin Source = "join"
 	SourceRace Source = "race"
+	// SourceBlock: a Rollback error returned by a Try block's own code
+	// (caught only with CatchRollback).
+	SourceBlock Source = "block"
 )
 
 // Failure is a terminal failure that TryStep or Try caught.
@@ -274,26 +277,6 @@ func (f *Failure) Unwrap() error { return f.Err }
 // stepFailure is a step's terminal failure as Try and TryStep report it.
 func stepFailure(se *StepError) *Failure {
 	return &Failure{Source: SourceStep, Kind: se.Kind, Name: se.Path, Attempts: se.Attempts, Err: se}
-}
-
-// failureOf returns the failure err carries if Try may catch it.
-func failureOf(err error) (*Failure, bool) {
-	var se *StepError
-	if errors.As(err, &se) {
-		if se.Kind == FailureRollback {
-			return nil, false
-		}
-		return stepFailure(se), true
-	}
-	var je *JoinError
-	if errors.As(err, &je) {
-		return &Failure{Source: SourceJoin, Name: je.Path, Err: je}, true
-	}
-	var re *RaceError
-	if errors.As(err, &re) {
-		return &Failure{Source: SourceRace, Name: re.Path, Err: re}, true
-	}
-	return nil, false
 }
 
 // isControl reports whether err stops the workflow rather than fails part

@@ -1,7 +1,9 @@
 package workflow
 
 import (
+	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -199,8 +201,49 @@ func (c *Ctx[S]) Removed(name string, kind Kind) error {
 // Try runs fn in a named scope and catches the terminal failures of the
 // steps (except kind rollback), joins and races in it: it returns them as a
 // *Failure, and the workflow goes on. Other errors (fn's own, eviction,
-// divergence) are returned as they are.
+// divergence) are returned as they are. TryOpts chooses what it catches.
 func (c *Ctx[S]) Try(name string, fn func(*Ctx[S]) error) (*Failure, error) {
+	return c.TryOpts(TryOptions{Name: name}, fn)
+}
+
+// TryOptions configures TryOpts.
+type TryOptions struct {
+	Name string
+	// Catch lists what the block catches; none: CatchStep, CatchJoin and
+	// CatchRace. CatchRollback catches a step's Rollback failure and a
+	// Rollback error the block's own code returns (Failure.Source
+	// SourceBlock); the workflow then goes on instead of rolling back.
+	Catch []TryCatch
+}
+
+// TryCatch is a kind of failure a Try block may catch.
+type TryCatch string
+
+// What a Try block may catch.
+const (
+	// CatchStep: a step's terminal failure of kind critical, timeout or
+	// exhausted.
+	CatchStep TryCatch = "step"
+	// CatchJoin: a join with a failed branch.
+	CatchJoin TryCatch = "join"
+	// CatchRace: a race whose branches all failed.
+	CatchRace TryCatch = "race"
+	// CatchRollback: a step's failure of kind rollback, or a Rollback
+	// error returned by the block's code.
+	CatchRollback TryCatch = "rollback"
+)
+
+// TryOpts is Try with options: what it catches (TryOptions.Catch, as the
+// original's try catch list).
+func (c *Ctx[S]) TryOpts(opts TryOptions, fn func(*Ctx[S]) error) (*Failure, error) {
+	for _, k := range opts.Catch {
+		switch k {
+		case CatchStep, CatchJoin, CatchRace, CatchRollback:
+		default:
+			return nil, fmt.Errorf("%w: Try %q: %q is not a kind it can catch (step, join, race, rollback)", ErrInvalid, opts.Name, k)
+		}
+	}
+	name := opts.Name
 	x := c.x
 	if err := x.begin("try", name); err != nil {
 		return nil, err
@@ -224,8 +267,42 @@ func (c *Ctx[S]) Try(name string, fn func(*Ctx[S]) error) (*Failure, error) {
 	if err == nil {
 		return nil, r.checkEnd(path)
 	}
-	if f, ok := failureOf(err); ok {
+	if f, ok := tryFailure(err, path, opts.Catch); ok {
 		return f, nil
 	}
 	return nil, err
+}
+
+// tryFailure returns the failure err carries if a Try block at path with
+// catch list catch catches it.
+func tryFailure(err error, path string, catch []TryCatch) (*Failure, bool) {
+	if isControl(err) {
+		return nil, false
+	}
+	has := func(k TryCatch) bool {
+		if len(catch) == 0 {
+			return k != CatchRollback
+		}
+		return slices.Contains(catch, k)
+	}
+	var se *StepError
+	if errors.As(err, &se) {
+		if se.Kind == FailureRollback {
+			return stepFailure(se), has(CatchRollback)
+		}
+		return stepFailure(se), has(CatchStep)
+	}
+	var je *JoinError
+	if errors.As(err, &je) {
+		return &Failure{Source: SourceJoin, Name: je.Path, Err: je}, has(CatchJoin)
+	}
+	var re *RaceError
+	if errors.As(err, &re) {
+		return &Failure{Source: SourceRace, Name: re.Path, Err: re}, has(CatchRace)
+	}
+	var rb *RollbackError
+	if errors.As(err, &rb) {
+		return &Failure{Source: SourceBlock, Name: path, Err: err}, has(CatchRollback)
+	}
+	return nil, false
 }
