@@ -221,3 +221,33 @@ func TestRunStoppedWhileStartingIsNoFailure(t *testing.T) {
 		t.Errorf("Run on a port in use, stopped as it started = nil, want the start's failure")
 	}
 }
+
+// A drain request that names no node is refused: it used to drain
+// whichever node answered it (any one, behind several endpoints or a load
+// balancer), and its reply's node_id was empty, so the operator could not
+// even tell which.
+func TestADrainOfNoNamedNodeIsRefused(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	na, nb := twoNodes(t, ctx)
+	c, err := client.New(na.GRPCAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Drain(ctx, "", false); !errors.Is(err, rivet.ErrInvalidArgument) || !strings.Contains(err.Error(), "node_id is empty") {
+		t.Fatalf("drain of node \"\" = %v, want INVALID_ARGUMENT saying node_id is empty", err)
+	}
+	ms, err := c.Members(ctx)
+	if err != nil || len(ms) != 2 {
+		t.Fatalf("members = %+v, %v", ms, err)
+	}
+	for _, m := range ms {
+		if m.Draining {
+			t.Errorf("node %s is draining after a refused drain of no node", m.NodeID)
+		}
+	}
+	if na.Ownership().Owned() == 0 || nb.Ownership().Owned() == 0 {
+		t.Errorf("partitions owned after a refused drain: a %d, b %d", na.Ownership().Owned(), nb.Ownership().Owned())
+	}
+}

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 
+	"github.com/rivet-go/rivet"
 	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
 )
 
@@ -47,6 +48,12 @@ func (s *Server) Stats(_ context.Context, _ *rivetv1.StatsRequest) (*rivetv1.Sta
 
 // Drain starts or ends a node's drain.
 func (s *Server) Drain(ctx context.Context, req *rivetv1.DrainRequest) (*rivetv1.DrainResponse, error) {
+	// The backend takes "" for the node it runs on; from a client it is a
+	// field left out, and would drain whichever node answered (any one of
+	// several endpoints), with "" for its id in the reply.
+	if req.GetNodeId() == "" {
+		return nil, s.toStatus(ctx, rivet.Errorf(rivet.ErrInvalidArgument, "node_id is empty: name the node to drain (rivetctl members lists them)"))
+	}
 	n, err := s.backend.Drain(ctx, req.GetNodeId(), req.GetUndo())
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
