@@ -43,8 +43,8 @@ func (h *Host) CancelWorkflow(ctx context.Context, ref Ref, reason string) (stri
 	if sp.Run == nil {
 		return "", rivet.Reasonf(rivet.ErrWorkflowFailed, "workflow", "none", "actor %s has no workflow", ref.Name)
 	}
-	if len(reason) > MaxCancelReason || !utf8.ValidString(reason) || strings.ContainsFunc(reason, unicode.IsControl) {
-		return "", rivet.Errorf(rivet.ErrInvalidArgument, "the reason must be one line of UTF-8 text, at most %d bytes (it is %d)", MaxCancelReason, len(reason))
+	if err := checkCancelReason(reason); err != nil {
+		return "", err
 	}
 	var (
 		early     *activation
@@ -201,4 +201,21 @@ func (h *Host) evictWhenFree(a *activation) {
 			a.gate.release(chain)
 		}
 	}()
+}
+
+// checkCancelReason says which rule a reason breaks: one message for all
+// three gave a short reason with a newline "at most 1024 bytes (it is 3)",
+// which sent its user looking for a length problem.
+func checkCancelReason(reason string) error {
+	if len(reason) > MaxCancelReason {
+		return rivet.Errorf(rivet.ErrInvalidArgument, "the reason is %d bytes, the limit is %d", len(reason), MaxCancelReason)
+	}
+	if !utf8.ValidString(reason) {
+		return rivet.Errorf(rivet.ErrInvalidArgument, "the reason is not valid UTF-8")
+	}
+	if i := strings.IndexFunc(reason, unicode.IsControl); i >= 0 {
+		r, _ := utf8.DecodeRuneInString(reason[i:])
+		return rivet.Errorf(rivet.ErrInvalidArgument, "the reason holds a control character (%U at byte %d): it must be one line of text", r, i)
+	}
+	return nil
 }

@@ -323,6 +323,12 @@ func TestCancelWorkflowRefusesBadRequests(t *testing.T) {
 	if _, err := e2.host.CancelWorkflow(ctx(t), runtime.Ref{Name: "cancelme", Key: []string{"k"}}, long); !errors.Is(err, rivet.ErrInvalidArgument) {
 		t.Fatalf("cancel with a %d-byte reason: %v, want ErrInvalidArgument", len(long), err)
 	}
+	// A short reason that is not one line is refused for that, not for
+	// its length.
+	if _, err := e2.host.CancelWorkflow(ctx(t), runtime.Ref{Name: "cancelme", Key: []string{"k"}}, "a\nb"); !errors.Is(err, rivet.ErrInvalidArgument) ||
+		!strings.Contains(err.Error(), "control character (U+000A at byte 1)") {
+		t.Fatalf("cancel with a reason of two lines: %v, want ErrInvalidArgument naming the control character", err)
+	}
 	if _, err := e2.host.CancelWorkflow(ctx(t), runtime.Ref{Name: "cancelme", Key: []string{"missing"}}, ""); !errors.Is(err, rivet.ErrNotFound) {
 		t.Fatalf("cancel on a missing actor: %v, want ErrNotFound", err)
 	}
