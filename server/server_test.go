@@ -192,6 +192,12 @@ func TestValidation(t *testing.T) {
 		{"number args", &rivetv1.CallRequest{Actor: ref("a", "k"), Action: "a", Args: []byte(" 5")}, codes.InvalidArgument, "not a number"},
 		{"string args", &rivetv1.CallRequest{Actor: ref("a", "k"), Action: "a", Args: []byte(`"x"`)}, codes.InvalidArgument, "not a string"},
 		{"malformed input", &rivetv1.CallRequest{Actor: ref("a", "k"), Action: "a", Input: []byte("{")}, codes.InvalidArgument, "create input is not valid JSON"},
+		{"malformed args, where", &rivetv1.CallRequest{Actor: ref("a", "k"), Action: "a", Args: []byte("[1]x")}, codes.InvalidArgument,
+			"action arguments are not valid JSON: invalid character 'x' after top-level value at byte 4"},
+		{"args nested too deep", &rivetv1.CallRequest{Actor: ref("a", "k"), Action: "a", Args: nested(10001)}, codes.InvalidArgument,
+			"action arguments: arrays and objects nested deeper than 10000 levels (at byte 10001), the limit"},
+		{"input nested too deep", &rivetv1.CallRequest{Actor: ref("a", "k"), Action: "a", Input: nested(10001)}, codes.InvalidArgument,
+			"create input: arrays and objects nested deeper than 10000 levels"},
 		{"5 MiB args", &rivetv1.CallRequest{Actor: ref("a", "k"), Action: "a", Args: bigArray(5 << 20)}, codes.ResourceExhausted,
 			"action arguments too large: 5242880 bytes (5.0 MiB), the limit is 4194304 bytes (4.0 MiB)"},
 	}
@@ -222,6 +228,12 @@ func TestValidation(t *testing.T) {
 	}
 }
 
+// nested returns a JSON array of depth arrays, one in another: valid JSON
+// that encoding/json refuses past 10000.
+func nested(depth int) []byte {
+	return []byte(strings.Repeat("[", depth) + strings.Repeat("]", depth))
+}
+
 // bigArray returns a JSON array of exactly n bytes.
 func bigArray(n int) []byte {
 	b := make([]byte, n)
@@ -242,7 +254,9 @@ func TestSendValidation(t *testing.T) {
 	}{
 		{"bad queue", &rivetv1.SendRequest{Actor: ref("a", "k"), Queue: "", Body: []byte("1")}, codes.InvalidArgument, "queue name is empty"},
 		{"empty body", &rivetv1.SendRequest{Actor: ref("a", "k"), Queue: "q"}, codes.InvalidArgument, "message body is empty"},
-		{"malformed body", &rivetv1.SendRequest{Actor: ref("a", "k"), Queue: "q", Body: []byte("{")}, codes.InvalidArgument, "message body is not valid JSON"},
+		{"malformed body", &rivetv1.SendRequest{Actor: ref("a", "k"), Queue: "q", Body: []byte("{")}, codes.InvalidArgument, "message body is not valid JSON: unexpected end of JSON input at byte 1"},
+		{"body nested too deep", &rivetv1.SendRequest{Actor: ref("a", "k"), Queue: "q", Body: nested(10001)}, codes.InvalidArgument,
+			"message body: arrays and objects nested deeper than 10000 levels"},
 		{"65 KiB body", &rivetv1.SendRequest{Actor: ref("a", "k"), Queue: "q", Body: bigArray(65 << 10)}, codes.ResourceExhausted,
 			"message body too large: 66560 bytes (65.0 KiB), the limit is 65536 bytes (64.0 KiB)"},
 		{"negative timeout", &rivetv1.SendRequest{Actor: ref("a", "k"), Queue: "q", Body: []byte("1"), Wait: true, TimeoutMs: -1}, codes.InvalidArgument, "timeout_ms is negative"},

@@ -2,6 +2,8 @@ package server
 
 import (
 	"encoding/json"
+	"errors"
+	"strings"
 
 	"github.com/rivet-go/rivet"
 	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
@@ -35,7 +37,7 @@ func (s *Server) args(b []byte) (json.RawMessage, error) {
 		return nil, err
 	}
 	if !json.Valid(b) {
-		return nil, rivet.Errorf(rivet.ErrInvalidArgument, "action arguments are not valid JSON")
+		return nil, notJSON("action arguments", "are", b)
 	}
 	if firstByte(b) != '[' {
 		return nil, rivet.Errorf(rivet.ErrInvalidArgument, "action arguments must be a JSON array, such as [5] or [], not %s", jsonKind(b))
@@ -53,7 +55,7 @@ func (s *Server) body(b []byte) (json.RawMessage, error) {
 		return nil, err
 	}
 	if !json.Valid(b) {
-		return nil, rivet.Errorf(rivet.ErrInvalidArgument, "message body is not valid JSON")
+		return nil, notJSON("message body", "is", b)
 	}
 	return b, nil
 }
@@ -67,9 +69,27 @@ func (s *Server) input(b []byte) (json.RawMessage, error) {
 		return nil, err
 	}
 	if !json.Valid(b) {
-		return nil, rivet.Errorf(rivet.ErrInvalidArgument, "create input is not valid JSON")
+		return nil, notJSON("create input", "is", b)
 	}
 	return b, nil
+}
+
+// maxJSONDepth is how deep encoding/json nests arrays and objects.
+const maxJSONDepth = 10000
+
+// notJSON is the error of a payload json.Valid refused, saying why and
+// where: "not valid JSON" alone left the user of a large payload to find
+// the fault, and misnamed one nested deeper than encoding/json takes,
+// which is JSON all the same. It runs only for a refused payload.
+func notJSON(what, is string, b []byte) error {
+	var se *json.SyntaxError
+	if !errors.As(json.Unmarshal(b, &struct{}{}), &se) {
+		return rivet.Errorf(rivet.ErrInvalidArgument, "%s %s not valid JSON", what, is)
+	}
+	if strings.HasSuffix(se.Error(), "exceeded max depth") {
+		return rivet.Errorf(rivet.ErrInvalidArgument, "%s: arrays and objects nested deeper than %d levels (at byte %d), the limit", what, maxJSONDepth, se.Offset)
+	}
+	return rivet.Errorf(rivet.ErrInvalidArgument, "%s %s not valid JSON: %s at byte %d", what, is, se.Error(), se.Offset)
 }
 
 // firstByte returns the first byte of JSON that is not white space.
