@@ -554,6 +554,10 @@ func TestCronCallsRunAtTheirTimes(t *testing.T) {
 		{"@every 1s", "use Scheduler.Every"},
 		{"CRON_TZ=Mars/Olympus 0 9 * * *", "provided bad location"},
 		{"0 0 30 2 *", "never comes due"}, // February 30th
+		// A zone and nothing after it: robfig's parser panicked on it,
+		// and the call failed as an actor's panic (INTERNAL).
+		{"CRON_TZ=UTC", "no fields after the zone"},
+		{" TZ=Europe/Paris ", "no fields after the zone"},
 	} {
 		if _, err := call(t, e.host, "alarm", "c", "cron", true, "beat", cronSpec{Expr: c.expr, Action: "add", Args: []any{1}}); !errors.Is(err, rivet.ErrInvalidArgument) || !strings.Contains(err.Error(), c.says) {
 			t.Errorf("cron %q: %v, want an invalid argument saying %q", c.expr, err, c.says)

@@ -455,8 +455,11 @@ func parseCron(expr string) (cron.Schedule, error) {
 		// robfig's default is the process's zone: nodes with different
 		// TZ settings would disagree on the same call's times.
 		t = "CRON_TZ=UTC " + t
-	} else if zone, _, _ := strings.Cut(t[strings.IndexByte(t, '=')+1:], " "); zone == "Local" {
+	} else if zone, fields, _ := strings.Cut(t[strings.IndexByte(t, '=')+1:], " "); zone == "Local" {
 		return nil, errors.New("the zone Local is each node's own: name an IANA zone")
+	} else if strings.TrimSpace(fields) == "" {
+		// robfig's parser panics on a zone with no space after it.
+		return nil, errors.New("no fields after the zone: give 5 fields or a descriptor, as in CRON_TZ=Europe/Paris 0 9 * * *")
 	}
 	return cronParser.Parse(t)
 }
