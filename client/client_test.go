@@ -559,3 +559,27 @@ func TestASendWithAnIdempotencyKeyIsRetriedAfterABrokenConnection(t *testing.T) 
 		t.Errorf("send without a key after a broken connection: %v, %d queued; want outcome unknown, not retried", err, queued.Load())
 	}
 }
+
+// A request gRPC cannot encode (a string that is not UTF-8) is the
+// caller's bad input, INVALID_ARGUMENT as a node says of one that does not
+// decode: gRPC's own status for it is INTERNAL, a node's failure.
+func TestARequestThatDoesNotEncodeIsInvalid(t *testing.T) {
+	f := servertest.NewFake()
+	c := newClient(t, servertest.Start(t, f, servertest.Config{}))
+	for name, call := range map[string]func() error{
+		"key": func() error {
+			_, err := rivet.Call[int](ctx(t), c.GetOrCreate("counter", "\xff"), "getCount")
+			return err
+		},
+		"action": func() error {
+			_, err := rivet.Call[int](ctx(t), c.GetOrCreate("counter", "main"), "get\xff")
+			return err
+		},
+		"reason": func() error { _, err := c.Actor("counter", "main").CancelWorkflow(ctx(t), "\xff"); return err },
+	} {
+		err := call()
+		if !errors.Is(err, rivet.ErrInvalidArgument) || !strings.Contains(err.Error(), "must be UTF-8") {
+			t.Errorf("%s not UTF-8: %v, want INVALID_ARGUMENT saying it must be UTF-8", name, err)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -20,6 +21,9 @@ import (
 // errors.Is(err, context.DeadlineExceeded) and
 // errors.Is(err, rivet.ErrTimeout) hold.
 func fromStatus(ctx context.Context, st *status.Status) error {
+	if err := unencodable(st); err != nil {
+		return err
+	}
 	e := rpcerr.FromStatus(st)
 	if st.Code() != codes.Canceled && st.Code() != codes.DeadlineExceeded {
 		return e
@@ -35,6 +39,23 @@ func fromStatus(ctx context.Context, st *status.Status) error {
 		return withCause(e, cause)
 	}
 	return e
+}
+
+// marshalFailure starts the message of gRPC's status for a request the
+// client could not encode (rpc_util.go): it is never sent.
+const marshalFailure = "grpc: error while marshaling: "
+
+// unencodable returns the error of a request gRPC refused to encode: a
+// string that is not UTF-8 (an actor name, a key, an action, a reason).
+// gRPC makes it INTERNAL, which says a node failed; it is the caller's bad
+// input, as a node says of a request that does not decode (INVALID_ARGUMENT).
+// Nil for any other status.
+func unencodable(st *status.Status) error {
+	m, ok := strings.CutPrefix(st.Message(), marshalFailure)
+	if st.Code() != codes.Internal || len(st.Proto().GetDetails()) > 0 || !ok {
+		return nil
+	}
+	return rivet.Errorf(rivet.ErrInvalidArgument, "the request does not encode (%s): its strings, such as the actor's name and key, must be UTF-8", m)
 }
 
 // retriedError is a call's final failure after an attempt that could not
