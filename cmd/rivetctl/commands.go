@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -349,6 +350,11 @@ func parseKey(s string) ([]string, error) {
 		// Most often an unset shell variable: refused rather than
 		// creating an actor whose key is one empty string.
 		return nil, usagef(`KEY is empty (for a key of one empty string, write '[""]')`)
+	}
+	if !utf8.ValidString(s) {
+		// encoding/json would make each bad byte of a JSON key U+FFFD:
+		// another actor's key, without a word.
+		return nil, usagef("KEY %q is not valid UTF-8", s)
 	}
 	if !strings.HasPrefix(s, "[") {
 		return []string{s}, nil

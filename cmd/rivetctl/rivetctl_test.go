@@ -191,6 +191,9 @@ func TestCallArgs(t *testing.T) {
 		wantErr(t, 2, `rivetctl: KEY "[null]" starts with '[' but is not a JSON array of strings: component 0 is null`)
 	rivetctl(t, addr, "call", "greeter", `["a",null]`, "greet").
 		wantErr(t, 2, `rivetctl: KEY "[\"a\",null]" starts with '[' but is not a JSON array of strings: component 1 is null`)
+	// Nor is a byte that is not UTF-8, which JSON would decode as U+FFFD.
+	rivetctl(t, addr, "call", "greeter", "[\"\xff\"]", "greet").
+		wantErr(t, 2, `rivetctl: KEY "[\"\xff\"]" is not valid UTF-8`)
 	rivetctl(t, addr, "call", "greeter", "k", "greet", "--input", "{").
 		wantErr(t, 2, `rivetctl: --input is not valid JSON: { (unexpected end of JSON input; names and strings need double quotes, as in '{"sku":"a"}')`)
 	if calls.Load() != 0 {
