@@ -198,6 +198,12 @@ func TestValidation(t *testing.T) {
 			"action arguments: arrays and objects nested deeper than 10000 levels (at byte 10001), the limit"},
 		{"input nested too deep", &rivetv1.CallRequest{Actor: ref("a", "k"), Action: "a", Input: nested(10001)}, codes.InvalidArgument,
 			"create input: arrays and objects nested deeper than 10000 levels"},
+		// JSON that encoding/json takes, whose bytes an action would see
+		// as U+FFFD.
+		{"args not UTF-8", &rivetv1.CallRequest{Actor: ref("a", "k"), Action: "a", Args: []byte("[\"caf\xe9\"]")}, codes.InvalidArgument,
+			"action arguments are not valid UTF-8 (at byte 5): JSON text must be UTF-8"},
+		{"input not UTF-8", &rivetv1.CallRequest{Actor: ref("a", "k"), Action: "a", Input: []byte("\"\xff\"")}, codes.InvalidArgument,
+			"create input is not valid UTF-8 (at byte 1)"},
 		{"5 MiB args", &rivetv1.CallRequest{Actor: ref("a", "k"), Action: "a", Args: bigArray(5 << 20)}, codes.ResourceExhausted,
 			"action arguments too large: 5242880 bytes (5.0 MiB), the limit is 4194304 bytes (4.0 MiB)"},
 	}
@@ -257,6 +263,8 @@ func TestSendValidation(t *testing.T) {
 		{"malformed body", &rivetv1.SendRequest{Actor: ref("a", "k"), Queue: "q", Body: []byte("{")}, codes.InvalidArgument, "message body is not valid JSON: unexpected end of JSON input at byte 1"},
 		{"body nested too deep", &rivetv1.SendRequest{Actor: ref("a", "k"), Queue: "q", Body: nested(10001)}, codes.InvalidArgument,
 			"message body: arrays and objects nested deeper than 10000 levels"},
+		{"body not UTF-8", &rivetv1.SendRequest{Actor: ref("a", "k"), Queue: "q", Body: []byte("{\"t\":\"\xc3\"}")}, codes.InvalidArgument,
+			"message body is not valid UTF-8 (at byte 6)"},
 		{"65 KiB body", &rivetv1.SendRequest{Actor: ref("a", "k"), Queue: "q", Body: bigArray(65 << 10)}, codes.ResourceExhausted,
 			"message body too large: 66560 bytes (65.0 KiB), the limit is 65536 bytes (64.0 KiB)"},
 		{"negative timeout", &rivetv1.SendRequest{Actor: ref("a", "k"), Queue: "q", Body: []byte("1"), Wait: true, TimeoutMs: -1}, codes.InvalidArgument, "timeout_ms is negative"},

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/rivet-go/rivet"
 	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
@@ -36,8 +37,8 @@ func (s *Server) args(b []byte) (json.RawMessage, error) {
 	if err := checkSize("action arguments", len(b), s.limits.MaxArgsBytes); err != nil {
 		return nil, err
 	}
-	if !json.Valid(b) {
-		return nil, notJSON("action arguments", "are", b)
+	if err := checkJSON("action arguments", "are", b); err != nil {
+		return nil, err
 	}
 	if firstByte(b) != '[' {
 		return nil, rivet.Errorf(rivet.ErrInvalidArgument, "action arguments must be a JSON array, such as [5] or [], not %s", jsonKind(b))
@@ -54,8 +55,8 @@ func (s *Server) body(b []byte) (json.RawMessage, error) {
 	if err := checkSize("message body", len(b), s.limits.MaxMessageBytes); err != nil {
 		return nil, err
 	}
-	if !json.Valid(b) {
-		return nil, notJSON("message body", "is", b)
+	if err := checkJSON("message body", "is", b); err != nil {
+		return nil, err
 	}
 	return b, nil
 }
@@ -68,10 +69,32 @@ func (s *Server) input(b []byte) (json.RawMessage, error) {
 	if err := checkSize("create input", len(b), s.limits.MaxInputBytes); err != nil {
 		return nil, err
 	}
-	if !json.Valid(b) {
-		return nil, notJSON("create input", "is", b)
+	if err := checkJSON("create input", "is", b); err != nil {
+		return nil, err
 	}
 	return b, nil
+}
+
+// checkJSON refuses a payload that is not JSON, or not UTF-8: JSON
+// exchanged between systems is UTF-8 (RFC 8259), and encoding/json, which
+// takes other bytes in strings as valid, turns each into U+FFFD when an
+// action decodes them: text changed without a word.
+func checkJSON(what, is string, b []byte) error {
+	if !json.Valid(b) {
+		return notJSON(what, is, b)
+	}
+	if !utf8.Valid(b) {
+		at := 0
+		for at < len(b) {
+			r, n := utf8.DecodeRune(b[at:])
+			if r == utf8.RuneError && n == 1 {
+				break
+			}
+			at += n
+		}
+		return rivet.Errorf(rivet.ErrInvalidArgument, "%s %s not valid UTF-8 (at byte %d): JSON text must be UTF-8", what, is, at)
+	}
+	return nil
 }
 
 // maxJSONDepth is how deep encoding/json nests arrays and objects.
