@@ -488,6 +488,10 @@ func parseJSON(what, s string) (json.RawMessage, error) {
 		}
 		return nil, usagef("%s is not valid JSON: %s (a string needs its quotes: '%s')", what, clip(s), clip(quoteHint(s)))
 	}
+	if !utf8.ValidString(s) {
+		// A node refuses it (JSON text is UTF-8): say so before sending.
+		return nil, usagef("%s is not valid UTF-8 (a file in another encoding? convert it to UTF-8)", what)
+	}
 	return json.RawMessage(s), nil
 }
 

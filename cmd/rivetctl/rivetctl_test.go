@@ -194,6 +194,8 @@ func TestCallArgs(t *testing.T) {
 	// Nor is a byte that is not UTF-8, which JSON would decode as U+FFFD.
 	rivetctl(t, addr, "call", "greeter", "[\"\xff\"]", "greet").
 		wantErr(t, 2, `rivetctl: KEY "[\"\xff\"]" is not valid UTF-8`)
+	rivetctl(t, addr, "call", "greeter", "k", "greet", "\"caf\xe9\"").
+		wantErr(t, 2, `rivetctl: argument 1 is not valid UTF-8 (a file in another encoding? convert it to UTF-8)`)
 	rivetctl(t, addr, "call", "greeter", "k", "greet", "--input", "{").
 		wantErr(t, 2, `rivetctl: --input is not valid JSON: { (unexpected end of JSON input; names and strings need double quotes, as in '{"sku":"a"}')`)
 	if calls.Load() != 0 {
