@@ -219,8 +219,15 @@ func codeOf(kind error) (group, code string) {
 // waits for its completion queues the message durably before it waits, so
 // a wait that ends in an error (the workflow ended without completing it,
 // ErrWorkflowFailed; the actor was destroyed, ErrNotFound) leaves it sent.
+// An error that knows its request never reached a node (the Go client's,
+// when no attempt got a connection: a method RequestNotSent() bool that
+// returns true) is not unknown, whatever its kind.
 func OutcomeUnknown(err error) bool {
 	if err == nil {
+		return false
+	}
+	var ns interface{ RequestNotSent() bool }
+	if errors.As(err, &ns) && ns.RequestNotSent() {
 		return false
 	}
 	if errors.Is(err, ErrTimeout) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {

@@ -583,3 +583,53 @@ func TestARequestThatDoesNotEncodeIsInvalid(t *testing.T) {
 		}
 	}
 }
+
+// A call whose connection never became ready never reached a node, so it
+// did not run, whatever gRPC's error says: a port that closes connections
+// as they come (a TLS-only node dialed in plaintext fails so), or one that
+// accepts and never speaks (its deadline then ends the call while
+// connecting). Such a call is retried like a refused dial, even with side
+// effects, and its error is not of an unknown outcome: sending it again
+// cannot apply it twice.
+func TestACallWhoseConnectionNeverBecameReadyDidNotRun(t *testing.T) {
+	listen := func(serve func(net.Conn)) string {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		t.Cleanup(func() { l.Close(); wg.Wait() })
+		wg.Go(func() {
+			for {
+				conn, err := l.Accept()
+				if err != nil {
+					return
+				}
+				wg.Go(func() { serve(conn) })
+			}
+		})
+		return l.Addr().String()
+	}
+	closing := listen(func(c net.Conn) { c.Close() })
+	silent := listen(func(c net.Conn) {
+		defer c.Close()
+		_, _ = c.Read(make([]byte, 1<<16)) // the client's preface; never an answer
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		_, _ = c.Read(make([]byte, 1))
+	})
+	for _, tc := range []struct {
+		name, addr string
+		timeout    time.Duration
+	}{
+		{"a port that closes at once", closing, 10 * time.Second},
+		{"a port that never speaks", silent, 300 * time.Millisecond},
+	} {
+		c := newClient(t, tc.addr, client.WithRetry(10*time.Millisecond, 300*time.Millisecond))
+		cctx, cancel := context.WithTimeout(context.Background(), tc.timeout)
+		_, err := c.Actor("counter", "k").Call(cctx, "increment", 1)
+		cancel()
+		if err == nil || rivet.OutcomeUnknown(err) {
+			t.Errorf("%s: %v (outcome unknown: %v), want an error of a call that did not run", tc.name, err, rivet.OutcomeUnknown(err))
+		}
+	}
+}

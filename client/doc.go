@@ -28,5 +28,8 @@
 // then says so: rivet.OutcomeUnknown(err) is true, and a Send, Create or
 // state-changing Call sent again could run twice. Reads (Get, State,
 // Inspect, History...) and GetOrCreate are retried through it, as they can
-// run twice harmlessly.
+// run twice harmlessly. A call that never had a connection to a node (none
+// could be made, or none became ready before the deadline) did not run:
+// it is retried like any other, and its error, a deadline's included, is
+// not of an unknown outcome.
 package client

@@ -58,6 +58,26 @@ func unencodable(st *status.Status) error {
 	return rivet.Errorf(rivet.ErrInvalidArgument, "the request does not encode (%s): its strings, such as the actor's name and key, must be UTF-8", m)
 }
 
+// notSentIf returns err marked as the failure of a request that never
+// reached a node (rivet.OutcomeUnknown false: it did not run), if notSent.
+func notSentIf(notSent bool, err error) error {
+	if !notSent || err == nil {
+		return err
+	}
+	return &notSentError{err: err}
+}
+
+// notSentError is the failure of a call none of whose attempts reached a
+// node (see attempt): whatever it says (a deadline, a connection that
+// broke as it was made), the request did not run.
+type notSentError struct{ err error }
+
+func (e *notSentError) Error() string { return e.err.Error() }
+func (e *notSentError) Unwrap() error { return e.err }
+
+// RequestNotSent tells rivet.OutcomeUnknown that the request did not run.
+func (e *notSentError) RequestNotSent() bool { return true }
+
 // retriedError is a call's final failure after an attempt that could not
 // reach a node: err is what the caller gets (errors.Is and As see it
 // alone), before that attempt's failure (EarlierFailure).

@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	"github.com/rivet-go/rivet/internal/rpcerr"
@@ -48,17 +49,33 @@ const (
 	sideEffects
 )
 
-// retryable says whether a failed attempt may be retried.
-func (rc retryClass) retryable(st *status.Status) bool {
+// retryable says whether a failed attempt may be retried; reached says
+// whether it got as far as a connection to a node (see attempt).
+func (rc retryClass) retryable(st *status.Status, reached bool) bool {
 	if st.Code() != codes.Unavailable {
 		return false
 	}
-	// A dial refused, or a stream a node refused as it opened, sent
-	// nothing (rpcerr.NotSent): safe for any call, as a node's own answer.
-	if rc == idempotent || rpcerr.NotSent(st) {
+	// An attempt that never had a connection, a dial refused, or a stream
+	// a node refused as it opened, sent nothing (rpcerr.NotSent): safe for
+	// any call, as a node's own answer.
+	if rc == idempotent || !reached || rpcerr.NotSent(st) {
 		return true
 	}
 	return rpcerr.HasActorError(st)
+}
+
+// attempt runs one attempt of rpc and reports whether it reached a node:
+// whether gRPC gave it a stream on a connection, which it does only on a
+// connection that is ready (its server's preface read). gRPC's Peer option
+// is filled in only then, so an attempt without a peer was never sent,
+// whatever its error says: a dial refused, a TLS handshake or a server
+// preface that failed, a connection closed as it was made, a deadline that
+// ran out while connecting. (gRPC's own transparent retries go only after
+// attempts that sent nothing, or that the node did not process.)
+func attempt[Req, Resp any](ctx context.Context, rpc func(context.Context, Req, ...grpc.CallOption) (Resp, error), req Req) (Resp, bool, error) {
+	var p peer.Peer
+	resp, err := rpc(ctx, req, grpc.Peer(&p))
+	return resp, err == nil || p.Addr != nil, err
 }
 
 // invoke runs one RPC, retrying UNAVAILABLE as the client's policy and the
@@ -92,13 +109,15 @@ func invokeRetried[Req, Resp any](ctx context.Context, policy retryPolicy, class
 		backoff = defaultRetry().initial
 	}
 	var unreached *status.Status // the last attempt that did not reach a node
+	sent := false                // an attempt reached a node
 	for {
-		resp, err := rpc(ctx, req)
+		resp, reached, err := attempt(ctx, rpc, req)
 		if err == nil {
 			return resp, ranBefore, nil
 		}
+		sent = sent || reached
 		st := status.Convert(err)
-		if !class.retryable(st) {
+		if !class.retryable(st, reached) {
 			err := fromStatus(ctx, st)
 			if unreached != nil && (st.Code() == codes.DeadlineExceeded || st.Code() == codes.Canceled) {
 				// Still the deadline (this attempt may have run), with why
@@ -107,11 +126,11 @@ func invokeRetried[Req, Resp any](ctx context.Context, policy retryPolicy, class
 				// would hide.
 				err = &retriedError{err: err, before: rpcerr.FromStatus(unreached)}
 			}
-			return zero, ranBefore, err
+			return zero, ranBefore, notSentIf(!sent, err)
 		}
 		// Neither refused before it was sent nor a node's own answer
 		// (which says it did not run): the request may have run.
-		if !rpcerr.NotSent(st) && !rpcerr.HasActorError(st) {
+		if reached && !rpcerr.NotSent(st) && !rpcerr.HasActorError(st) {
 			ranBefore = true
 		}
 		if len(st.Details()) == 0 {
@@ -123,19 +142,19 @@ func invokeRetried[Req, Resp any](ctx context.Context, policy retryPolicy, class
 		wait := backoff/2 + rand.N(backoff/2+1)
 		wake := time.Now().Add(wait)
 		if wake.After(giveUp) {
-			return zero, ranBefore, fromStatus(ctx, st)
+			return zero, ranBefore, notSentIf(!sent, fromStatus(ctx, st))
 		}
 		if d, ok := ctx.Deadline(); ok && wake.After(d) {
-			return zero, ranBefore, fromStatus(ctx, st)
+			return zero, ranBefore, notSentIf(!sent, fromStatus(ctx, st))
 		}
 		if !policy.until.IsZero() && wake.After(policy.until) {
-			return zero, ranBefore, fromStatus(ctx, st)
+			return zero, ranBefore, notSentIf(!sent, fromStatus(ctx, st))
 		}
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return zero, ranBefore, withCause(fromStatus(ctx, st), ctx.Err())
+			return zero, ranBefore, notSentIf(!sent, withCause(fromStatus(ctx, st), ctx.Err()))
 		case <-t.C:
 		}
 		backoff = min(2*backoff, maxBackoff)

@@ -6,7 +6,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -72,20 +74,25 @@ func (r *router) Invoke(ctx context.Context, method string, args, reply any, opt
 	if conn == nil {
 		return r.seed.Invoke(ctx, method, args, reply, opts...)
 	}
-	err := conn.Invoke(ctx, method, args, reply, opts...)
+	var p peer.Peer
+	err := conn.Invoke(ctx, method, args, reply, append(opts, grpc.Peer(&p))...)
 	r.done(conn)
-	if r.unreached(addr, err) {
+	if r.unreached(addr, err, p.Addr != nil) {
 		return r.seed.Invoke(ctx, method, args, reply, opts...)
 	}
 	return err
 }
 
 // unreached reports whether err says that the owner at addr could not be
-// reached at all (the request was not sent). Then the address is avoided
-// for a while and the table refreshed; the caller lets the seed node
-// forward the request.
-func (r *router) unreached(addr string, err error) bool {
-	if err == nil || !rpcerr.NotSent(status.Convert(err)) {
+// reached at all (the request was not sent: it never had a connection, see
+// attempt, or its error says so). Then the address is avoided for a while
+// and the table refreshed; the caller lets the seed node forward the
+// request.
+func (r *router) unreached(addr string, err error, connected bool) bool {
+	if err == nil {
+		return false
+	}
+	if st := status.Convert(err); st.Code() != codes.Unavailable || connected && !rpcerr.NotSent(st) {
 		return false
 	}
 	r.mu.Lock()

@@ -145,7 +145,9 @@ func (h *ActorHandle) subscribe(ctx context.Context, req *rivetv1.SubscribeReque
 					// with it, however it ends).
 					context.AfterFunc(stream.Context(), func() { r.done(conn) })
 				}
-				if !r.unreached(addr, err) {
+				// gRPC tells a stream's peer only once it ends: go by
+				// the error alone.
+				if !r.unreached(addr, err, true) {
 					return stream, err
 				}
 			}
