@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 )
@@ -243,7 +244,7 @@ func (x *cx) replaySettled(path string, names []string, runs []func(*cx) (json.R
 			results[i].err = nil
 		}
 	}
-	return t.settled(results)
+	return t.settled(results, false)
 }
 
 func later(a, b time.Time) time.Time {
@@ -282,10 +283,17 @@ func fatal(err error) bool {
 
 // settled returns the error that stops the parent after its branches
 // exited: eviction, a branch's fatal error, or the parent's own
-// cancellation.
-func (t *thread) settled(results []branchResult) error {
+// cancellation. decided says that a race has its winner.
+func (t *thread) settled(results []branchResult, decided bool) error {
 	if t.r.ctx.Err() != nil {
-		return t.stopped(false)
+		// A branch the stop cut short said what wakes the run (its wait,
+		// or at once if it was at work). But if the race has a winner
+		// (decided), or no branch was cut short, the join's or race's
+		// record is work left to do at once: without asking for it, the
+		// run would yield waiting for its losers' waits, or for nothing,
+		// and sleep until a message came.
+		cut := slices.ContainsFunc(results, func(res branchResult) bool { return errors.Is(res.err, ErrEvicted) })
+		return t.stopped(decided || !cut)
 	}
 	for _, res := range results {
 		if fatal(res.err) {
@@ -325,7 +333,7 @@ func (x *cx) join(name string, names []string, runs []func(*cx) (json.RawMessage
 		}
 	})
 	t.forked.Store(false)
-	if err := t.settled(results); err != nil {
+	if err := t.settled(results, false); err != nil {
 		return path, nil, err
 	}
 	final := e.clone()
@@ -421,12 +429,12 @@ func (x *cx) race(name string, names []string, runs []func(*cx) (json.RawMessage
 		}
 	})
 	t.forked.Store(false)
-	if err := t.settled(results); err != nil {
-		return path, nil, err
-	}
 	r.mu.Lock()
 	decided, w := rc.decided, rc.winner
 	r.mu.Unlock()
+	if err := t.settled(results, decided && w >= 0); err != nil {
+		return path, nil, err
+	}
 	if !decided {
 		return path, nil, fmt.Errorf("workflow: race %q: every branch stopped without a result", path)
 	}
