@@ -1,0 +1,245 @@
+package node_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/client"
+	"github.com/rivet-go/rivet/node"
+	"github.com/rivet-go/rivet/placement"
+	"github.com/rivet-go/rivet/storage"
+	"github.com/rivet-go/rivet/workflow"
+)
+
+type shuttleState struct {
+	GotA  []int `json:"got_a"`
+	GotB  []int `json:"got_b"`
+	Work  int   `json:"work"`
+	Iters int   `json:"iters"`
+}
+
+const (
+	shuttleA = 30
+	shuttleB = 15
+)
+
+// shuttle loops through a join (a batch receive with a timeout; a sleep
+// then a step that fails twice before it commits) and a race (a
+// completable receive with a timeout against a sleep) until it has every
+// message.
+var shuttle = rivet.Actor[shuttleState]{
+	Name:   "shuttle",
+	Queues: rivet.Queues{"a": rivet.QueueOf[int](), "b": rivet.QueueOf[int]()},
+	Run: func(ctx *workflow.Ctx[shuttleState]) error {
+		return ctx.Loop("l", func(lc *workflow.Ctx[shuttleState]) error {
+			if _, err := workflow.Join(lc, "j", workflow.Branches[shuttleState, int]{
+				"a": func(bc *workflow.Ctx[shuttleState]) (int, error) {
+					ms, err := workflow.NextBatch[int](bc, "take-a", workflow.NextOptions{Names: []string{"a"}, Count: 3, Timeout: 150 * time.Millisecond})
+					if err != nil {
+						return 0, err
+					}
+					return len(ms), bc.Step("rec-a", func(s *workflow.StepCtx[shuttleState]) error {
+						for _, m := range ms {
+							s.State.GotA = append(s.State.GotA, m.Body)
+						}
+						return nil
+					})
+				},
+				"b": func(bc *workflow.Ctx[shuttleState]) (int, error) {
+					if err := bc.Sleep("nap", 30*time.Millisecond); err != nil {
+						return 0, err
+					}
+					return 0, bc.StepWith(workflow.StepOptions{Name: "work", RetryBackoffBase: 10 * time.Millisecond}, func(s *workflow.StepCtx[shuttleState]) error {
+						if s.Attempt() < 3 {
+							return errors.New("flaky")
+						}
+						s.State.Work++
+						return nil
+					})
+				},
+			}); err != nil {
+				return err
+			}
+			if _, _, err := workflow.Race(lc, "r", []workflow.RaceBranch[shuttleState, int]{
+				{Name: "msg", Run: func(rc *workflow.Ctx[shuttleState]) (int, error) {
+					m, err := workflow.Next[int](rc, "take-b", workflow.NextOptions{Names: []string{"b"}, Timeout: 200 * time.Millisecond, Completable: true})
+					if err != nil {
+						return 0, err
+					}
+					if err := rc.Step("rec-b", func(s *workflow.StepCtx[shuttleState]) error {
+						s.State.GotB = append(s.State.GotB, m.Body)
+						return nil
+					}); err != nil {
+						return 0, err
+					}
+					return m.Body, m.Complete(m.Body * 10)
+				}},
+				{Name: "tick", Run: func(rc *workflow.Ctx[shuttleState]) (int, error) {
+					return -1, rc.Sleep("tick", 120*time.Millisecond)
+				}},
+			}); err != nil {
+				return err
+			}
+			done, err := workflow.Step(lc, "count", func(s *workflow.StepCtx[shuttleState]) (bool, error) {
+				s.State.Iters++
+				return len(s.State.GotA) >= shuttleA && len(s.State.GotB) >= shuttleB, nil
+			})
+			if err != nil {
+				return err
+			}
+			if done {
+				return workflow.Break
+			}
+			return nil
+		})
+	},
+	Actions: rivet.Actions[shuttleState]{"get": rivet.Query(func(c *rivet.ActionCtx[shuttleState]) (shuttleState, error) { return *c.State, nil })},
+}
+
+// A workflow in the middle of joins, races, timed receives, sleeps and
+// retried steps, with a client sending it messages through both nodes
+// (some senders waiting for their completion), moved between the nodes
+// by drains and their undoing: every message is taken once, every
+// committed step's effect is there once per iteration, every waiting
+// sender hears of its completion or that its message is queued, and the
+// workflow ends.
+func TestAWorkflowMovedByDrainsLosesNothing(t *testing.T) {
+	reg, err := rivet.Setup(shuttle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	na, nb := twoNodesWith(t, ctx, reg, "/wfmove/")
+	c, err := client.New(na.GRPCAddr() + "," + nb.GRPCAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	key := keysOn(na, "shuttle", "w", 1)[0]
+	p := placement.Partition("shuttle", storage.EncodeKey([]string{key}), eventParts)
+	h := c.Actor("shuttle", key)
+	get := func() (shuttleState, error) { return rivet.Call[shuttleState](ctx, h, "get") }
+	if _, err := get(); err != nil {
+		t.Fatal(err)
+	}
+
+	// send sends body to queue q, again (with its key) after an error.
+	var odd sync.Map // errors other than success, by message
+	send := func(q string, body int, wait bool) (rivet.SendResult, error) {
+		var last error
+		for range 200 {
+			res, err := rivet.SendWith(ctx, h, q, body, rivet.SendOptions{IdempotencyKey: fmt.Sprintf("%s-%d", q, body), Wait: wait, Timeout: 30 * time.Second})
+			if err == nil {
+				return res, nil
+			}
+			odd.Store(fmt.Sprintf("%s-%d", q, body), err)
+			last = err
+			if ctx.Err() != nil {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		return rivet.SendResult{}, fmt.Errorf("send %s %d: %v", q, body, last)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, shuttleA+shuttleB)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := range shuttleA {
+			if _, err := send("a", i, false); err != nil {
+				errs <- err
+				return
+			}
+		}
+	}()
+	for i := range shuttleB {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := send("b", 100+i, true)
+			switch {
+			case err != nil:
+				errs <- err
+			case res.Status == rivet.SendCompleted && string(res.Response) != fmt.Sprint((100+i)*10):
+				errs <- fmt.Errorf("b %d completed with %s", 100+i, res.Response)
+			case res.Status != rivet.SendCompleted && res.Status != rivet.SendEnqueued:
+				errs <- fmt.Errorf("b %d: %+v", 100+i, res)
+			}
+		}()
+	}
+
+	// Drain a and undo it, again and again, each time once the workflow
+	// made some progress where it is.
+	progress := func(what string) {
+		t.Helper()
+		s0, err := get()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		waitUntil(t, what, 30*time.Second, func() bool {
+			s, err := get()
+			return err == nil && (s.Iters > s0.Iters || s.Work > s0.Work || len(s.GotA) > len(s0.GotA) || len(s.GotB) > len(s0.GotB) ||
+				s.Iters > 0 && len(s.GotA) >= shuttleA && len(s.GotB) >= shuttleB)
+		})
+	}
+	owns := func(n *node.Node) func() bool { return func() bool { return n.Host().Owns(p) } }
+	for round := range 8 {
+		progress(fmt.Sprintf("progress on a, round %d", round))
+		if _, err := c.Drain(ctx, "a", false); err != nil {
+			t.Fatal(err)
+		}
+		waitUntil(t, "b to own the workflow", 30*time.Second, owns(nb))
+		progress(fmt.Sprintf("progress on b, round %d", round))
+		if _, err := c.Drain(ctx, "a", true); err != nil {
+			t.Fatal(err)
+		}
+		waitUntil(t, "a to own the workflow again", 30*time.Second, owns(na))
+		if s, err := get(); err == nil {
+			t.Logf("round %d done at iteration %d", round, s.Iters)
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	odd.Range(func(k, v any) bool {
+		t.Logf("send %s failed once: %v", k, v)
+		return true
+	})
+	var s shuttleState
+	waitUntil(t, "the workflow's end", 30*time.Second, func() bool {
+		ins, err := h.NoCreate().Inspect(ctx)
+		if err == nil && ins.WorkflowStatus == "failed" {
+			t.Fatalf("workflow failed: %+v", ins)
+		}
+		return err == nil && ins.WorkflowStatus == "completed"
+	})
+	if s, err = get(); err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(s.GotA)
+	slices.Sort(s.GotB)
+	wantA, wantB := make([]int, shuttleA), make([]int, shuttleB)
+	for i := range wantA {
+		wantA[i] = i
+	}
+	for i := range wantB {
+		wantB[i] = 100 + i
+	}
+	if !slices.Equal(s.GotA, wantA) || !slices.Equal(s.GotB, wantB) {
+		t.Errorf("messages taken:\n a %v\n b %v\nwant each once", s.GotA, s.GotB)
+	}
+	if s.Work != s.Iters {
+		t.Errorf("work step committed %d times in %d iterations", s.Work, s.Iters)
+	}
+	t.Logf("%d iterations", s.Iters)
+}
