@@ -478,7 +478,8 @@ func (x *StatsResponse) GetPartitionsOwned() uint32 {
 
 type DrainRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// node_id is the node to drain; any node forwards to it.
+	// node_id is the node to drain (required: empty is INVALID_ARGUMENT);
+	// any node forwards to it.
 	NodeId string `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
 	// undo ends a drain: the node takes its share of partitions again.
 	Undo          bool `protobuf:"varint,2,opt,name=undo,proto3" json:"undo,omitempty"`
