@@ -546,3 +546,45 @@ func TestTryCatchList(t *testing.T) {
 		t.Errorf("an unknown catch kind: %v, want ErrInvalid", invalid)
 	}
 }
+
+// A block that answers a step's failure with a Rollback of its own asks
+// for the rollback: its Rollback, outside the step's error, is what the
+// block returned (SourceBlock), caught only with CatchRollback, not the
+// step failure it wraps, which a default Try would catch.
+func TestTryBlockRollbackOfAStepFailure(t *testing.T) {
+	h := newHost(log{})
+	var (
+		caught           *workflow.Failure
+		uncaught, passed error
+	)
+	out := drive(t, h, func(c *logCtx) error {
+		undo := func(name string) func(c *logCtx) error {
+			return func(c *logCtx) error {
+				_, err := workflow.StepOpts(c, workflow.StepOptions{Name: name, MaxRetries: workflow.NoRetries}, func(*logStep) (int, error) {
+					return 0, errors.New("no")
+				})
+				return workflow.Rollback(err)
+			}
+		}
+		var err error
+		if caught, err = c.TryOpts(workflow.TryOptions{Name: "rollback", Catch: []workflow.TryCatch{workflow.CatchRollback}}, undo("s")); err != nil {
+			return err
+		}
+		_, passed = c.TryOpts(workflow.TryOptions{Name: "steps", Catch: []workflow.TryCatch{workflow.CatchStep}}, undo("s"))
+		_, uncaught = c.Try("default", undo("s"))
+		return nil
+	})
+	if out.Status != workflow.RunCompleted {
+		t.Fatalf("outcome %+v", out)
+	}
+	if caught == nil || caught.Source != workflow.SourceBlock || caught.Name != "rollback" {
+		t.Errorf("the block's Rollback of a step failure, catching rollback: caught %+v", caught)
+	}
+	var rb *workflow.RollbackError
+	if !errors.As(passed, &rb) {
+		t.Errorf("the block's Rollback of a step failure, catching steps: %v, want it returned", passed)
+	}
+	if !errors.As(uncaught, &rb) {
+		t.Errorf("the block's Rollback of a step failure in a default block: %v, want it returned", uncaught)
+	}
+}

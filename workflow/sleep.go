@@ -285,6 +285,13 @@ func tryFailure(err error, path string, catch []TryCatch) (*Failure, bool) {
 		}
 		return slices.Contains(catch, k)
 	}
+	// A Rollback first: the errors of steps, joins and races hold
+	// recorded errors, never one, so it is the block's own, even around
+	// the step failure it answers (Rollback(err)), which it outranks.
+	var rb *RollbackError
+	if errors.As(err, &rb) {
+		return &Failure{Source: SourceBlock, Name: path, Err: err}, has(CatchRollback)
+	}
 	var se *StepError
 	if errors.As(err, &se) {
 		if se.Kind == FailureRollback {
@@ -299,10 +306,6 @@ func tryFailure(err error, path string, catch []TryCatch) (*Failure, bool) {
 	var re *RaceError
 	if errors.As(err, &re) {
 		return &Failure{Source: SourceRace, Name: re.Path, Err: re}, has(CatchRace)
-	}
-	var rb *RollbackError
-	if errors.As(err, &rb) {
-		return &Failure{Source: SourceBlock, Name: path, Err: err}, has(CatchRollback)
 	}
 	return nil, false
 }
