@@ -157,6 +157,10 @@ func (h *ActorHandle) subscribe(ctx context.Context, req *rivetv1.SubscribeReque
 	return invokeWith(ctx, policy, idempotent, open, req)
 }
 
+// maxDrained bounds the messages read from a stream given up, which its
+// cancel ends after those already received.
+const maxDrained = 1 << 16
+
 // openStream opens a Subscribe stream on actors and waits for its first
 // message.
 func openStream(ctx context.Context, actors rivetv1.ActorServiceClient, req *rivetv1.SubscribeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[rivetv1.SubscribeResponse], error) {
@@ -173,6 +177,15 @@ func openStream(ctx context.Context, actors rivetv1.ActorServiceClient, req *riv
 		err = status.Error(codes.Unavailable, "the node ended the subscription before it began")
 	}
 	if err == nil && m.GetSubscribed() == nil {
+		// Given up while it is open: read it to its end, which the
+		// cancel brings, so that gRPC has finished it (and filled in the
+		// caller's grpc.Peer, which attempt reads) before we return.
+		cancel()
+		for range maxDrained {
+			if _, rerr := stream.Recv(); rerr != nil {
+				break
+			}
+		}
 		err = status.Error(codes.Internal, "client: a subscription's first message is not 'subscribed'")
 	}
 	if err != nil {
