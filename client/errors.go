@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/internal/rpcerr"
@@ -21,9 +22,6 @@ import (
 // errors.Is(err, context.DeadlineExceeded) and
 // errors.Is(err, rivet.ErrTimeout) hold.
 func fromStatus(ctx context.Context, st *status.Status) error {
-	if err := unencodable(st); err != nil {
-		return err
-	}
 	e := rpcerr.FromStatus(st)
 	if st.Code() != codes.Canceled && st.Code() != codes.DeadlineExceeded {
 		return e
@@ -49,10 +47,19 @@ const marshalFailure = "grpc: error while marshaling: "
 // string that is not UTF-8 (an actor name, a key, an action, a reason).
 // gRPC makes it INTERNAL, which says a node failed; it is the caller's bad
 // input, as a node says of a request that does not decode (INVALID_ARGUMENT).
-// Nil for any other status.
-func unencodable(st *status.Status) error {
+// Nil for any other status, and for a node's answer that gRPC could not
+// encode, which a node reports in the same words: req is encoded again
+// (this runs only for such a status) to tell them apart.
+func unencodable(st *status.Status, req any) error {
 	m, ok := strings.CutPrefix(st.Message(), marshalFailure)
 	if st.Code() != codes.Internal || len(st.Proto().GetDetails()) > 0 || !ok {
+		return nil
+	}
+	msg, isMsg := req.(proto.Message)
+	if !isMsg {
+		return nil
+	}
+	if _, err := proto.Marshal(msg); err == nil {
 		return nil
 	}
 	return rivet.Errorf(rivet.ErrInvalidArgument, "the request does not encode (%s): its strings, such as the actor's name and key, must be UTF-8", m)

@@ -119,6 +119,9 @@ func invokeRetried[Req, Resp any](ctx context.Context, policy retryPolicy, class
 		st := status.Convert(err)
 		if !class.retryable(st, reached) {
 			err := fromStatus(ctx, st)
+			if uerr := unencodable(st, req); uerr != nil {
+				err = uerr
+			}
 			if unreached != nil && (st.Code() == codes.DeadlineExceeded || st.Code() == codes.Canceled) {
 				// Still the deadline (this attempt may have run), with why
 				// the one before could not reach the node: a node that is
