@@ -119,7 +119,11 @@ func WithDirectRouting(interval time.Duration) Option {
 
 // WithDialOptions adds gRPC dial options, after the client's defaults
 // (credentials from WithTLS and WithToken, large message bounds), so they
-// can override them.
+// can override them. An interceptor among them must pass each call's
+// options on to the invoker: the client learns from one of them (gRPC's
+// Peer) whether an attempt reached a node, and without it would take an
+// attempt that did for one that did not, and retry a call that may have
+// run.
 func WithDialOptions(opts ...grpc.DialOption) Option {
 	return func(o *options) { o.dial = append(o.dial, opts...) }
 }
@@ -166,7 +170,13 @@ func New(addr string, opts ...Option) (*Client, error) {
 	// a few minutes (a restart, an upgrade) failed every call for up to two
 	// minutes more. Calls fail at once while no connection is up, and the
 	// retry budget is seconds.
+	// gRPC's own retries are off (its transparent ones, of attempts that
+	// sent nothing, stay): a retry policy in a service config (one a DNS
+	// TXT record may carry) would send a side-effecting call again after an
+	// UNAVAILABLE that may follow its run; the client's retries tell the
+	// two apart.
 	dial := append(append(creds,
+		grpc.WithDisableRetry(),
 		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(maxMsgBytes), grpc.MaxCallRecvMsgSize(maxMsgBytes)),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 		grpc.WithConnectParams(grpc.ConnectParams{Backoff: reconnectBackoff, MinConnectTimeout: 20 * time.Second}),

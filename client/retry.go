@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"math/rand/v2"
+	"net"
 	"time"
 
 	"google.golang.org/grpc"
@@ -73,10 +74,14 @@ func (rc retryClass) retryable(st *status.Status, reached bool) bool {
 // ran out while connecting. (gRPC's own transparent retries go only after
 // attempts that sent nothing, or that the node did not process.)
 func attempt[Req, Resp any](ctx context.Context, rpc func(context.Context, Req, ...grpc.CallOption) (Resp, error), req Req) (Resp, bool, error) {
-	var p peer.Peer
+	p := peer.Peer{Addr: noPeer}
 	resp, err := rpc(ctx, req, grpc.Peer(&p))
-	return resp, err == nil || p.Addr != nil, err
+	return resp, err == nil || p.Addr != noPeer, err
 }
+
+// noPeer marks a Peer gRPC has not filled in: a connection of a custom
+// dialer may have no remote address (nil), which is still a connection.
+var noPeer net.Addr = &net.UnixAddr{Name: "rivet: no peer"}
 
 // invoke runs one RPC, retrying UNAVAILABLE as the client's policy and the
 // RPC's class allow, and converts a final failure into a *rivet.Error.

@@ -74,10 +74,10 @@ func (r *router) Invoke(ctx context.Context, method string, args, reply any, opt
 	if conn == nil {
 		return r.seed.Invoke(ctx, method, args, reply, opts...)
 	}
-	var p peer.Peer
+	p := peer.Peer{Addr: noPeer}
 	err := conn.Invoke(ctx, method, args, reply, append(opts, grpc.Peer(&p))...)
 	r.done(conn)
-	if r.unreached(addr, err, p.Addr != nil) {
+	if r.unreached(addr, err, p.Addr != noPeer) {
 		return r.seed.Invoke(ctx, method, args, reply, opts...)
 	}
 	return err

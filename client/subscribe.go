@@ -145,8 +145,9 @@ func (h *ActorHandle) subscribe(ctx context.Context, req *rivetv1.SubscribeReque
 					// with it, however it ends).
 					context.AfterFunc(stream.Context(), func() { r.done(conn) })
 				}
-				// gRPC tells a stream's peer only once it ends: go by
-				// the error alone.
+				// By the error alone, as before the Peer option: a
+				// subscription is idempotent, so an owner that never
+				// connected costs at most a retry, not a call run twice.
 				if !r.unreached(addr, err, true) {
 					return stream, err
 				}

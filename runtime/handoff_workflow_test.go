@@ -179,6 +179,11 @@ func testWorkflowMoves(t *testing.T, evictSome bool) {
 	}
 
 	var wg sync.WaitGroup
+	// The senders call t.Errorf: a Fatalf below must not end the test
+	// while they run (deferred calls run last-in first-out: cancel, then
+	// wait).
+	defer wg.Wait()
+	defer cancel()
 	errs := make(chan error, moverA+moverB)
 	wg.Add(1)
 	go func() {

@@ -195,9 +195,9 @@ func TestValidation(t *testing.T) {
 		{"malformed args, where", &rivetv1.CallRequest{Actor: ref("a", "k"), Action: "a", Args: []byte("[1]x")}, codes.InvalidArgument,
 			"action arguments are not valid JSON: invalid character 'x' after top-level value at byte 4"},
 		{"args nested too deep", &rivetv1.CallRequest{Actor: ref("a", "k"), Action: "a", Args: nested(10001)}, codes.InvalidArgument,
-			"action arguments: arrays and objects nested deeper than 10000 levels (at byte 10001), the limit"},
+			"action arguments: arrays and objects nested deeper than the limit of 10000 levels (at byte 10001)"},
 		{"input nested too deep", &rivetv1.CallRequest{Actor: ref("a", "k"), Action: "a", Input: nested(10001)}, codes.InvalidArgument,
-			"create input: arrays and objects nested deeper than 10000 levels"},
+			"create input: arrays and objects nested deeper than the limit of 10000 levels"},
 		// JSON that encoding/json takes, whose bytes an action would see
 		// as U+FFFD.
 		{"args not UTF-8", &rivetv1.CallRequest{Actor: ref("a", "k"), Action: "a", Args: []byte("[\"caf\xe9\"]")}, codes.InvalidArgument,
@@ -262,7 +262,7 @@ func TestSendValidation(t *testing.T) {
 		{"empty body", &rivetv1.SendRequest{Actor: ref("a", "k"), Queue: "q"}, codes.InvalidArgument, "message body is empty"},
 		{"malformed body", &rivetv1.SendRequest{Actor: ref("a", "k"), Queue: "q", Body: []byte("{")}, codes.InvalidArgument, "message body is not valid JSON: unexpected end of JSON input at byte 1"},
 		{"body nested too deep", &rivetv1.SendRequest{Actor: ref("a", "k"), Queue: "q", Body: nested(10001)}, codes.InvalidArgument,
-			"message body: arrays and objects nested deeper than 10000 levels"},
+			"message body: arrays and objects nested deeper than the limit of 10000 levels"},
 		{"body not UTF-8", &rivetv1.SendRequest{Actor: ref("a", "k"), Queue: "q", Body: []byte("{\"t\":\"\xc3\"}")}, codes.InvalidArgument,
 			"message body is not valid UTF-8 (at byte 6)"},
 		{"65 KiB body", &rivetv1.SendRequest{Actor: ref("a", "k"), Queue: "q", Body: bigArray(65 << 10)}, codes.ResourceExhausted,

@@ -110,7 +110,7 @@ func notJSON(what, is string, b []byte) error {
 		return rivet.Errorf(rivet.ErrInvalidArgument, "%s %s not valid JSON", what, is)
 	}
 	if strings.HasSuffix(se.Error(), "exceeded max depth") {
-		return rivet.Errorf(rivet.ErrInvalidArgument, "%s: arrays and objects nested deeper than %d levels (at byte %d), the limit", what, maxJSONDepth, se.Offset)
+		return rivet.Errorf(rivet.ErrInvalidArgument, "%s: arrays and objects nested deeper than the limit of %d levels (at byte %d)", what, maxJSONDepth, se.Offset)
 	}
 	return rivet.Errorf(rivet.ErrInvalidArgument, "%s %s not valid JSON: %s at byte %d", what, is, se.Error(), se.Offset)
 }
