@@ -2,7 +2,6 @@ package node_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -11,96 +10,20 @@ import (
 
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/client"
+	"github.com/rivet-go/rivet/internal/testactors"
 	"github.com/rivet-go/rivet/node"
 	"github.com/rivet-go/rivet/placement"
 	"github.com/rivet-go/rivet/storage"
-	"github.com/rivet-go/rivet/workflow"
 )
-
-type shuttleState struct {
-	GotA  []int `json:"got_a"`
-	GotB  []int `json:"got_b"`
-	Work  int   `json:"work"`
-	Iters int   `json:"iters"`
-}
 
 const (
 	shuttleA = 30
 	shuttleB = 15
 )
 
-// shuttle loops through a join (a batch receive with a timeout; a sleep
-// then a step that fails twice before it commits) and a race (a
-// completable receive with a timeout against a sleep) until it has every
-// message.
-var shuttle = rivet.Actor[shuttleState]{
-	Name:   "shuttle",
-	Queues: rivet.Queues{"a": rivet.QueueOf[int](), "b": rivet.QueueOf[int]()},
-	Run: func(ctx *workflow.Ctx[shuttleState]) error {
-		return ctx.Loop("l", func(lc *workflow.Ctx[shuttleState]) error {
-			if _, err := workflow.Join(lc, "j", workflow.Branches[shuttleState, int]{
-				"a": func(bc *workflow.Ctx[shuttleState]) (int, error) {
-					ms, err := workflow.NextBatch[int](bc, "take-a", workflow.NextOptions{Names: []string{"a"}, Count: 3, Timeout: 150 * time.Millisecond})
-					if err != nil {
-						return 0, err
-					}
-					return len(ms), bc.Step("rec-a", func(s *workflow.StepCtx[shuttleState]) error {
-						for _, m := range ms {
-							s.State.GotA = append(s.State.GotA, m.Body)
-						}
-						return nil
-					})
-				},
-				"b": func(bc *workflow.Ctx[shuttleState]) (int, error) {
-					if err := bc.Sleep("nap", 30*time.Millisecond); err != nil {
-						return 0, err
-					}
-					return 0, bc.StepWith(workflow.StepOptions{Name: "work", RetryBackoffBase: 10 * time.Millisecond}, func(s *workflow.StepCtx[shuttleState]) error {
-						if s.Attempt() < 3 {
-							return errors.New("flaky")
-						}
-						s.State.Work++
-						return nil
-					})
-				},
-			}); err != nil {
-				return err
-			}
-			if _, _, err := workflow.Race(lc, "r", []workflow.RaceBranch[shuttleState, int]{
-				{Name: "msg", Run: func(rc *workflow.Ctx[shuttleState]) (int, error) {
-					m, err := workflow.Next[int](rc, "take-b", workflow.NextOptions{Names: []string{"b"}, Timeout: 200 * time.Millisecond, Completable: true})
-					if err != nil {
-						return 0, err
-					}
-					if err := rc.Step("rec-b", func(s *workflow.StepCtx[shuttleState]) error {
-						s.State.GotB = append(s.State.GotB, m.Body)
-						return nil
-					}); err != nil {
-						return 0, err
-					}
-					return m.Body, m.Complete(m.Body * 10)
-				}},
-				{Name: "tick", Run: func(rc *workflow.Ctx[shuttleState]) (int, error) {
-					return -1, rc.Sleep("tick", 120*time.Millisecond)
-				}},
-			}); err != nil {
-				return err
-			}
-			done, err := workflow.Step(lc, "count", func(s *workflow.StepCtx[shuttleState]) (bool, error) {
-				s.State.Iters++
-				return len(s.State.GotA) >= shuttleA && len(s.State.GotB) >= shuttleB, nil
-			})
-			if err != nil {
-				return err
-			}
-			if done {
-				return workflow.Break
-			}
-			return nil
-		})
-	},
-	Actions: rivet.Actions[shuttleState]{"get": rivet.Query(func(c *rivet.ActionCtx[shuttleState]) (shuttleState, error) { return *c.State, nil })},
-}
+var shuttle = testactors.Shuttle("shuttle", shuttleA, shuttleB)
+
+type shuttleState = testactors.ShuttleState
 
 // A workflow in the middle of joins, races, timed receives, sleeps and
 // retried steps, with a client sending it messages through both nodes

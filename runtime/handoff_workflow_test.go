@@ -13,103 +13,20 @@ import (
 	"time"
 
 	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/internal/testactors"
 	"github.com/rivet-go/rivet/placement"
 	"github.com/rivet-go/rivet/runtime"
 	"github.com/rivet-go/rivet/storage"
-	"github.com/rivet-go/rivet/workflow"
 )
-
-type moverState struct {
-	GotA  []int `json:"got_a"`
-	GotB  []int `json:"got_b"`
-	Work  int   `json:"work"`
-	Iters int   `json:"iters"`
-}
 
 const (
 	moverA = 24 // messages sent to queue "a", without waiting
 	moverB = 12 // messages sent to queue "b", each waiting for its completion
 )
 
-// mover loops through a join (a batch receive with a timeout; a sleep then
-// a step that fails twice before it commits) and a race (a completable
-// receive with a timeout against a sleep) until it has every message.
-var mover = rivet.Actor[moverState]{
-	Name:   "mover",
-	Queues: rivet.Queues{"a": rivet.QueueOf[int](), "b": rivet.QueueOf[int]()},
-	Run: func(ctx *workflow.Ctx[moverState]) error {
-		return ctx.Loop("l", func(lc *workflow.Ctx[moverState]) error {
-			it, err := workflow.Step(lc, "it", func(s *workflow.StepCtx[moverState]) (int, error) { return s.State.Iters, nil })
-			if err != nil {
-				return err
-			}
-			if _, err := workflow.Join(lc, "j", workflow.Branches[moverState, int]{
-				"a": func(bc *workflow.Ctx[moverState]) (int, error) {
-					ms, err := workflow.NextBatch[int](bc, "take-a", workflow.NextOptions{Names: []string{"a"}, Count: 3, Timeout: 150 * time.Millisecond})
-					if err != nil {
-						return 0, err
-					}
-					return len(ms), bc.Step("rec-a", func(s *workflow.StepCtx[moverState]) error {
-						for _, m := range ms {
-							s.State.GotA = append(s.State.GotA, m.Body)
-						}
-						return nil
-					})
-				},
-				"b": func(bc *workflow.Ctx[moverState]) (int, error) {
-					if err := bc.Sleep("nap", 30*time.Millisecond); err != nil {
-						return 0, err
-					}
-					return 0, bc.StepWith(workflow.StepOptions{Name: "work", RetryBackoffBase: 10 * time.Millisecond}, func(s *workflow.StepCtx[moverState]) error {
-						if s.Attempt() < 3 {
-							return errors.New("flaky")
-						}
-						s.State.Work++
-						return nil
-					})
-				},
-			}); err != nil {
-				return err
-			}
-			if _, _, err := workflow.Race(lc, "r", []workflow.RaceBranch[moverState, int]{
-				{Name: "msg", Run: func(rc *workflow.Ctx[moverState]) (int, error) {
-					m, err := workflow.Next[int](rc, "take-b", workflow.NextOptions{Names: []string{"b"}, Timeout: 200 * time.Millisecond, Completable: true})
-					if err != nil {
-						return 0, err
-					}
-					if (m.Body+it)%3 == 0 {
-						// Failed holding it: the race puts it back.
-						return 0, errors.New("not now")
-					}
-					if err := rc.Step("rec-b", func(s *workflow.StepCtx[moverState]) error {
-						s.State.GotB = append(s.State.GotB, m.Body)
-						return nil
-					}); err != nil {
-						return 0, err
-					}
-					return m.Body, m.Complete(m.Body * 10)
-				}},
-				{Name: "tick", Run: func(rc *workflow.Ctx[moverState]) (int, error) {
-					return -1, rc.Sleep("tick", 120*time.Millisecond)
-				}},
-			}); err != nil {
-				return err
-			}
-			done, err := workflow.Step(lc, "count", func(s *workflow.StepCtx[moverState]) (bool, error) {
-				s.State.Iters++
-				return len(s.State.GotA) >= moverA && len(s.State.GotB) >= moverB, nil
-			})
-			if err != nil {
-				return err
-			}
-			if done {
-				return workflow.Break
-			}
-			return nil
-		})
-	},
-	Actions: rivet.Actions[moverState]{"get": rivet.Query(func(c *rivet.ActionCtx[moverState]) (moverState, error) { return *c.State, nil })},
-}
+var mover = testactors.Shuttle("mover", moverA, moverB)
+
+type moverState = testactors.ShuttleState
 
 // A workflow in the middle of joins, races, timed receives, sleeps and
 // retried steps, with messages arriving (some senders waiting for their
