@@ -3,7 +3,6 @@ package node_test
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -72,32 +71,12 @@ func TestAWorkflowMovedByDrainsLosesNothing(t *testing.T) {
 		return rivet.SendResult{}, fmt.Errorf("send %s %d: %v", q, body, last)
 	}
 	var wg sync.WaitGroup
+	// Should a Fatalf end the test, the senders end first (deferred calls
+	// run last-in first-out: cancel, then wait).
+	defer wg.Wait()
+	defer cancel()
 	errs := make(chan error, shuttleA+shuttleB)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for i := range shuttleA {
-			if _, err := send("a", i, false); err != nil {
-				errs <- err
-				return
-			}
-		}
-	}()
-	for i := range shuttleB {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			res, err := send("b", 100+i, true)
-			switch {
-			case err != nil:
-				errs <- err
-			case res.Status == rivet.SendCompleted && string(res.Response) != fmt.Sprint((100+i)*10):
-				errs <- fmt.Errorf("b %d completed with %s", 100+i, res.Response)
-			case res.Status != rivet.SendCompleted && res.Status != rivet.SendEnqueued:
-				errs <- fmt.Errorf("b %d: %+v", 100+i, res)
-			}
-		}()
-	}
+	testactors.ShuttleTraffic(&wg, errs, shuttleA, shuttleB, send)
 
 	// Drain a and undo it, again and again, each time once the workflow
 	// made some progress where it is.
@@ -149,20 +128,8 @@ func TestAWorkflowMovedByDrainsLosesNothing(t *testing.T) {
 	if s, err = get(); err != nil {
 		t.Fatal(err)
 	}
-	slices.Sort(s.GotA)
-	slices.Sort(s.GotB)
-	wantA, wantB := make([]int, shuttleA), make([]int, shuttleB)
-	for i := range wantA {
-		wantA[i] = i
-	}
-	for i := range wantB {
-		wantB[i] = 100 + i
-	}
-	if !slices.Equal(s.GotA, wantA) || !slices.Equal(s.GotB, wantB) {
-		t.Errorf("messages taken:\n a %v\n b %v\nwant each once", s.GotA, s.GotB)
-	}
-	if s.Work != s.Iters {
-		t.Errorf("work step committed %d times in %d iterations", s.Work, s.Iters)
+	for _, bad := range s.Check(shuttleA, shuttleB) {
+		t.Error(bad)
 	}
 	t.Logf("%d iterations", s.Iters)
 }

@@ -2,9 +2,13 @@ package testactors
 
 import (
 	"errors"
+	"fmt"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/caller"
 	"github.com/rivet-go/rivet/workflow"
 )
 
@@ -103,4 +107,57 @@ func Shuttle(name string, wantA, wantB int) rivet.Actor[ShuttleState] {
 		},
 		Actions: rivet.Actions[ShuttleState]{"get": rivet.Query(func(c *rivet.ActionCtx[ShuttleState]) (ShuttleState, error) { return *c.State, nil })},
 	}
+}
+
+// ShuttleTraffic sends a Shuttle its messages, on goroutines counted in
+// wg: 0..wantA-1 to queue "a" one after the other, without waiting, and
+// 100..100+wantB-1 to queue "b" at once, each waiting for its completion.
+// It puts on errs (room for wantA+wantB) each send that failed and each
+// completion that is not the shuttle's (ten times the body), and otherwise
+// accepts "completed" or "enqueued" (the wait ran out as the workflow moved).
+func ShuttleTraffic(wg *sync.WaitGroup, errs chan<- error, wantA, wantB int, send func(q string, body int, wait bool) (caller.SendResult, error)) {
+	wg.Go(func() {
+		for i := range wantA {
+			if _, err := send("a", i, false); err != nil {
+				errs <- err
+				return
+			}
+		}
+	})
+	for i := range wantB {
+		wg.Go(func() {
+			res, err := send("b", 100+i, true)
+			switch {
+			case err != nil:
+				errs <- err
+			case res.Status == caller.SendCompleted && string(res.Response) != fmt.Sprint((100+i)*10):
+				errs <- fmt.Errorf("b %d completed with %s", 100+i, res.Response)
+			case res.Status != caller.SendCompleted && res.Status != caller.SendEnqueued:
+				errs <- fmt.Errorf("b %d: %+v", 100+i, res)
+			}
+		})
+	}
+}
+
+// Check says what is wrong with the final state of a Shuttle that
+// ShuttleTraffic fed with wantA and wantB messages: each message taken
+// exactly once, and the retried step committed once per iteration. Empty
+// if nothing.
+func (s ShuttleState) Check(wantA, wantB int) []string {
+	var bad []string
+	a, b := slices.Sorted(slices.Values(s.GotA)), slices.Sorted(slices.Values(s.GotB))
+	wa, wb := make([]int, wantA), make([]int, wantB)
+	for i := range wa {
+		wa[i] = i
+	}
+	for i := range wb {
+		wb[i] = 100 + i
+	}
+	if !slices.Equal(a, wa) || !slices.Equal(b, wb) {
+		bad = append(bad, fmt.Sprintf("messages taken:\n a %v\n b %v\nwant each once", a, b))
+	}
+	if s.Work != s.Iters {
+		bad = append(bad, fmt.Sprintf("work step committed %d times in %d iterations", s.Work, s.Iters))
+	}
+	return bad
 }
