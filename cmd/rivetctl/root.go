@@ -11,8 +11,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/client"
@@ -345,19 +343,12 @@ const sideEffectsAnnotation = "rivetctl/side-effects"
 // mayHaveRun is the note of a command with side effects that failed after
 // its request may have run all the same (its connection broke mid-call,
 // its deadline ran out): a user who runs it again as the error alone
-// suggests could apply it twice (an increment counted twice).
+// suggests could apply it twice (an increment counted twice). A request
+// that never reached a node (refused, not resolved, a connection that
+// never became ready) is not of an unknown outcome: the client knows it
+// from gRPC, whatever the error's text.
 func mayHaveRun(cmd *cobra.Command, err error) string {
 	if cmd.Annotations[sideEffectsAnnotation] == "" || !rivet.OutcomeUnknown(err) {
-		return ""
-	}
-	var e *rivet.Error
-	if errors.As(err, &e) && errors.Is(e, rivet.ErrUnavailable) && rpcerr.NotSent(status.New(codes.Unavailable, e.Message)) {
-		return "" // it never reached a node (refused, not resolved)
-	}
-	if errors.As(err, &e) && errors.Is(e, rivet.ErrUnavailable) && e.Group == "" && neverReady(e.Message) {
-		// The connection never became ready (gRPC sends a call only on
-		// a connection whose server preface it read): a TLS-only node
-		// dialed in plaintext, an HTTP port. Nothing ran.
 		return ""
 	}
 	if f := cmd.Flags().Lookup("idempotency-key"); f != nil && f.Value.String() != "" {
@@ -367,19 +358,11 @@ func mayHaveRun(cmd *cobra.Command, err error) string {
 }
 
 // bareWriteFailure is how gRPC words a failure to flush a new
-// connection's preface and settings, which it returns unwrapped: no
-// "connection error", no "transport:" before it. Failures of a connection
-// that was ready, on which a call may have gone out, always come wrapped
-// ("error reading from server", "transport is closing").
+// connection's preface and settings, which it returns unwrapped: a port
+// that closes connections at once (as a TLS-only node does to a plaintext
+// client) fails so when the close comes before the client wrote its own
+// preface, and with "error reading server preface" otherwise.
 var bareWriteFailure = regexp.MustCompile(`^write (tcp|unix) \S+: write: (broken pipe|connection reset by peer)$`)
-
-// neverReady reports whether an UNAVAILABLE message is of a connection
-// that failed before it became ready: its server preface never came, or
-// the peer closed it while the client was still writing its own (a port
-// that closes connections at once, seen under load as a broken pipe).
-func neverReady(msg string) bool {
-	return strings.Contains(msg, "error reading server preface") || bareWriteFailure.MatchString(msg)
-}
 
 // The environment variables of the TLS flags: the same names the node
 // reads for its own certificate and CA, so that rivetctl run inside a
