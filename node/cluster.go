@@ -121,10 +121,22 @@ func (v *view) eligible() []string {
 	return slices.Sorted(maps.Keys(v.eligibleRecords()))
 }
 
+// draining returns the nodes registered, draining, and alive in gossip
+// (when there is gossip): the ring's fallback when no node is eligible.
+func (v *view) draining() []string {
+	return slices.Sorted(maps.Keys(v.aliveRecords(true)))
+}
+
 // eligibleRecords returns the nodes eligible returns, by ID, each with its
 // record as mirrored: the key and mod revision that a write can require
 // unchanged, to act on the answer atomically (gossip aside).
 func (v *view) eligibleRecords() map[string]storage.KV {
+	return v.aliveRecords(false)
+}
+
+// aliveRecords returns the registered nodes alive in gossip (when there is
+// gossip) whose draining mark is draining, by ID, with their records.
+func (v *view) aliveRecords(draining bool) map[string]storage.KV {
 	var alive map[string]bool
 	if v.gossip != nil {
 		alive = map[string]bool{}
@@ -135,7 +147,7 @@ func (v *view) eligibleRecords() map[string]storage.KV {
 	out := map[string]storage.KV{}
 	for _, kv := range v.nodes.Snapshot() {
 		var rec runtime.NodeRecord
-		if json.Unmarshal(kv.Value, &rec) != nil || rec.NodeID == "" || rec.Draining {
+		if json.Unmarshal(kv.Value, &rec) != nil || rec.NodeID == "" || rec.Draining != draining {
 			continue
 		}
 		if alive != nil && !alive[rec.NodeID] {

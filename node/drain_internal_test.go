@@ -177,3 +177,59 @@ func awaitCond(t *testing.T, ctx context.Context, what string, cond func() bool)
 		}
 	}
 }
+
+// A node drained while another took its partitions, and then left alone
+// (the other node stopped), serves again: with no eligible node, the ring
+// falls back to the draining ones, rather than leaving every partition
+// unowned until someone undoes the drain. It stays draining: a node that
+// joins later takes the partitions off it again.
+func TestADrainedNodeLeftAloneServesUntilAnotherJoins(t *testing.T) {
+	reg, err := rivet.Setup(counter.Actor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	endpoints := etcdtest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const parts = 8
+	start := func(id string, join []string) *Node {
+		return StartForTest(t, ctx, ClusterConfigForTest(t, id, endpoints, "/drain-alone-test/", parts, join), reg)
+	}
+	a := start("a", nil)
+	b := start("b", []string{a.GossipAddr()})
+	awaitCond(t, ctx, "both nodes eligible in a's view", func() bool { return slices.Equal(a.view.eligible(), []string{"a", "b"}) })
+
+	c, err := client.New(a.GRPCAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := (backend{a.host, a}).Drain(ctx, "", false); err != nil {
+		t.Fatalf("drain a: %v", err)
+	}
+	awaitCond(t, ctx, "a to hand off every partition", func() bool { return a.own.Owned() == 0 && b.own.Owned() == parts })
+	if n, err := rivet.Call[int](ctx, c.GetOrCreate("counter", "k"), "increment", 1); err != nil || n != 1 {
+		t.Fatalf("increment through drained a = %d, %v; want 1", n, err)
+	}
+
+	sctx, scancel := context.WithTimeout(ctx, 30*time.Second)
+	err = b.Stop(sctx)
+	scancel()
+	if err != nil {
+		t.Fatalf("stop b: %v", err)
+	}
+	awaitCond(t, ctx, "a, draining and alone, to claim every partition", func() bool { return a.own.Owned() == parts })
+	if !a.own.Record().Draining {
+		t.Fatal("a's record no longer says draining")
+	}
+	// The state b held is there: the counter goes on from 1.
+	if n, err := rivet.Call[int](ctx, c.GetOrCreate("counter", "k"), "increment", 1); err != nil || n != 2 {
+		t.Fatalf("increment on a alone = %d, %v; want 2", n, err)
+	}
+
+	d := start("d", []string{a.GossipAddr()})
+	awaitCond(t, ctx, "d, eligible, to take every partition off draining a", func() bool { return a.own.Owned() == 0 && d.own.Owned() == parts })
+	if n, err := rivet.Call[int](ctx, c.GetOrCreate("counter", "k"), "increment", 1); err != nil || n != 3 {
+		t.Fatalf("increment through a, served by d = %d, %v; want 3", n, err)
+	}
+}

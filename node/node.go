@@ -291,7 +291,7 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 	n.goBackground("owners-mirror", func() error { return n.view.owners.Run(bgCtx) })
 	n.goBackground("nodes-mirror", func() error { return n.view.nodes.Run(bgCtx) })
 	n.balancer = runtime.NewBalancer(runtime.BalancerConfig{
-		Eligible: n.view.eligible, Owners: n.view.ownerTable, Handoffs: cfg.Handoffs,
+		Eligible: n.view.eligible, Draining: n.view.draining, Owners: n.view.ownerTable, Handoffs: cfg.Handoffs,
 		OwnerToken: func(p uint32) int64 { _, tok := n.view.ownerOf(p); return tok },
 		Registered: func() storage.LeaseID { rec, _ := n.view.record(n.cfg.NodeID); return rec.Lease },
 		OnMoved:    func(in, out int) { n.claimed.Add(uint64(in)); n.handedOff.Add(uint64(out)) },

@@ -17,6 +17,13 @@ type BalancerConfig struct {
 	// alive, registered in storage and not draining. This node takes no
 	// partition while it is not among them.
 	Eligible func() []string
+	// Draining, if set, returns the nodes alive and registered that are
+	// draining. When no node is eligible, the ring is computed over these:
+	// a drain asks to move partitions to other nodes, and once none is
+	// left (they died after the drain began), serving from a draining
+	// node beats serving from none until someone undoes the drain. The
+	// partitions move off again as soon as an eligible node is back.
+	Draining func() []string
 	// Owners returns the owner of each partition as storage last said
 	// ("" for none), indexed by partition.
 	Owners func() []string
@@ -133,14 +140,26 @@ func (b *Balancer) Run(ctx context.Context) error {
 }
 
 // Wants reports whether the ring gives partition p to this node now (it
-// is in its own view of the cluster and not draining).
+// is in its own view of the cluster and not draining, or every node left
+// is draining).
 func (b *Balancer) Wants(p uint32) bool {
 	rec := b.own.Record()
-	if rec.Draining {
+	ring, fallback := b.ring()
+	if rec.Draining && !fallback {
 		return false
 	}
-	eligible := b.cfg.Eligible()
-	return slices.Contains(eligible, rec.NodeID) && placement.Owner(p, eligible) == rec.NodeID
+	return slices.Contains(ring, rec.NodeID) && placement.Owner(p, ring) == rec.NodeID
+}
+
+// ring returns the nodes the ring is computed over, sorted: the eligible
+// ones, or, when there are none, the draining ones (fallback true).
+func (b *Balancer) ring() (nodes []string, fallback bool) {
+	nodes = b.cfg.Eligible()
+	if len(nodes) == 0 && b.cfg.Draining != nil {
+		nodes, fallback = b.cfg.Draining(), true
+	}
+	slices.Sort(nodes)
+	return nodes, fallback && len(nodes) > 0
 }
 
 // staleRecord reports whether the owner record of p, which names this
@@ -212,9 +231,8 @@ func (b *Balancer) balance(ctx context.Context, wg *sync.WaitGroup, done chan st
 	current := b.cfg.Registered == nil || b.cfg.Registered() == lease
 	rec := b.own.Record()
 	self := rec.NodeID
-	eligible := b.cfg.Eligible()
-	slices.Sort(eligible)
-	if !rec.Draining && !slices.Contains(eligible, self) {
+	eligible, fallback := b.ring()
+	if (!rec.Draining || fallback) && !slices.Contains(eligible, self) {
 		// This node is not in its own view of the cluster yet (its
 		// registration was just rewritten, or gossip has not caught up):
 		// a ring without it would hand everything off, to take it back a
