@@ -33,6 +33,11 @@ type security struct {
 // validateSecurity refuses settings that would run with less security than
 // they seem to ask for.
 func (c *Config) validateSecurity() error {
+	if c.Token != "" && strings.TrimSpace(c.Token) == "" {
+		// Trimmed, it would be no token at all: every call let through,
+		// on a node that was asked to require one.
+		return errors.New("node: Token is only white space")
+	}
 	c.Token = strings.TrimSpace(c.Token)
 	for _, r := range c.Token {
 		// It travels in gRPC metadata, which carries printable ASCII.

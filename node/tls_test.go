@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -238,5 +239,30 @@ func TestExternalEtcdOverTLS(t *testing.T) {
 	defer c.Close()
 	if got, err := rivet.Call[int](ctx, c.GetOrCreate("counter", "tls"), "increment", 2); err != nil || got != 2 {
 		t.Fatalf("increment: %d, %v", got, err)
+	}
+}
+
+// A token of white space only (a secret file holding just a newline, say)
+// is a token asked for that would check nothing once trimmed: the node
+// refuses to start rather than serve every caller without one.
+func TestBlankTokenIsRefused(t *testing.T) {
+	reg, err := examples.Registry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, tok := range []string{" ", "\n", " \t\r\n "} {
+		cfg := node.DefaultLocalConfig(t.TempDir())
+		cfg.Logger = zap.NewNop()
+		cfg.HTTPAddr = "-"
+		cfg.Token = tok
+		n, err := node.Start(ctx, cfg, reg)
+		if n != nil {
+			n.Stop(ctx)
+		}
+		if err == nil || !strings.Contains(err.Error(), "Token") {
+			t.Fatalf("start with token %q = %v, want a refusal naming Token", tok, err)
+		}
 	}
 }
