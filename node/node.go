@@ -312,8 +312,14 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 		defer n.unaryCalls.Add(-1)
 		return handler(ctx, req)
 	}
-	opts := append(server.ServerOptions(limits), grpc.ChainUnaryInterceptor(countCalls, server.UnaryInterceptor(n.log)))
-	opts = append(opts, sec.server...) // before forwarding: nothing is forwarded unauthenticated
+	opts := []grpc.ServerOption{grpc.ChainUnaryInterceptor(countCalls, server.UnaryInterceptor(n.log))}
+	// The token check comes before the interceptors of ServerOptions,
+	// which refuse a request that does not decode (a caller without the
+	// token must learn nothing but that), and before forwarding: nothing
+	// is forwarded unauthenticated. Its statuses are small already, so
+	// they need no bounding.
+	opts = append(opts, sec.server...)
+	opts = append(opts, server.ServerOptions(limits)...)
 	opts = append(opts, grpc.ChainUnaryInterceptor(server.ForwardingInterceptor(n.view)))
 	n.grpcServer = grpc.NewServer(opts...)
 	srv := server.New(backend{n.host, n}, server.WithLimits(limits), server.WithLogger(n.log), server.WithRouter(n.view))

@@ -17,6 +17,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/rivet-go/rivet"
@@ -263,6 +265,46 @@ func TestBlankTokenIsRefused(t *testing.T) {
 		}
 		if err == nil || !strings.Contains(err.Error(), "Token") {
 			t.Fatalf("start with token %q = %v, want a refusal naming Token", tok, err)
+		}
+	}
+}
+
+// wireCodec sends a request given as bytes as it is, and takes any reply.
+type wireCodec struct{}
+
+func (wireCodec) Marshal(v any) ([]byte, error) { return v.([]byte), nil }
+func (wireCodec) Unmarshal([]byte, any) error   { return nil }
+func (wireCodec) Name() string                  { return "proto" }
+
+// The token is checked before anything else looks at a request: one that
+// does not even decode is refused UNAUTHENTICATED without the token (not
+// answered as if the node had read it), and INVALID_ARGUMENT with it.
+func TestTokenIsCheckedBeforeTheRequestIsDecoded(t *testing.T) {
+	t.Setenv(client.TokenEnv, "")
+	reg, err := examples.Registry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cfg := node.DefaultLocalConfig(t.TempDir())
+	cfg.Logger = zap.NewNop()
+	cfg.Token = "s3cret"
+	n := startNode(t, ctx, cfg, reg)
+	conn, err := grpc.NewClient(n.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.ForceCodec(wireCodec{})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	undecodable := []byte{0x0a, 0x02, 0xff, 0xfe} // field 1: neither UTF-8 nor a message
+	for _, m := range []string{rivetv1.AdminService_Drain_FullMethodName, rivetv1.ActorService_Destroy_FullMethodName, rivetv1.ActorService_Call_FullMethodName} {
+		if err := conn.Invoke(ctx, m, undecodable, new(struct{})); status.Code(err) != codes.Unauthenticated {
+			t.Errorf("%s, undecodable, without the token: %v, want UNAUTHENTICATED", m, err)
+		}
+		authed := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer s3cret")
+		if err := conn.Invoke(authed, m, undecodable, new(struct{})); status.Code(err) != codes.InvalidArgument {
+			t.Errorf("%s, undecodable, with the token: %v, want INVALID_ARGUMENT", m, err)
 		}
 	}
 }

@@ -45,9 +45,10 @@ func (s *Server) toStatus(ctx context.Context, err error) error {
 // passed on from another node, or gRPC's own for an error that is no
 // status, may be any size, and one over a client's header-list bound
 // reaches it as a bare RST_STREAM. ServerOptions installs them first, so
-// that they see what the client would. They also refuse the requests the
-// node's codec could not decode (decode.go), before anything else sees
-// them: here, rather than in interceptors of their own, which would cost
+// that they see what the client would (a node puts only its logging and its
+// token check before them, whose statuses are small). They also refuse the
+// requests the node's codec could not decode (decode.go), before anything
+// else sees them but the token check: here, rather than in interceptors of their own, which would cost
 // an allocation per call.
 func boundErrors(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	if err := undecodable(req); err != nil {

@@ -79,9 +79,10 @@ func (l Limits) largest() int {
 // They also set static HTTP/2 flow-control windows (see streamWindow), and
 // bound the status of every error a call ends with to fit a client's
 // header list (rpcerr.Bound: a message cut to about 1 KiB, large metadata
-// left out), as the first interceptors of the chain: a status travels in
-// HTTP/2 trailers, and one over a client's bound (8 KiB for grpc-java)
-// reaches it as a bare RST_STREAM, its code and detail lost.
+// left out), as the first interceptors of the chain (a node puts only its
+// logging and its token check before them): a status travels in HTTP/2
+// trailers, and one over a client's bound (8 KiB for grpc-java) reaches it
+// as a bare RST_STREAM, its code and detail lost.
 func ServerOptions(limits Limits) []grpc.ServerOption {
 	l := limits.withDefaults()
 	return []grpc.ServerOption{
