@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
@@ -25,6 +26,7 @@ import (
 	"github.com/rivet-go/rivet/client"
 	"github.com/rivet-go/rivet/examples"
 	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
+	"github.com/rivet-go/rivet/internal/auth"
 	"github.com/rivet-go/rivet/internal/certs"
 	"github.com/rivet-go/rivet/node"
 	"github.com/rivet-go/rivet/placement"
@@ -170,6 +172,36 @@ func TestClusterWithMutualTLSAndToken(t *testing.T) {
 	}
 	if status.Code(err) != codes.Unauthenticated {
 		t.Errorf("peer stream without the token: %v, want UNAUTHENTICATED", err)
+	}
+
+	// Without a client certificate nothing gets through, not even with
+	// the token: not a peer stream, not a subscription, not health.
+	noCert, err := certs.ClientConfig(file(certs.CAFile), "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn2, err := grpc.NewClient(b.GRPCAddr(), grpc.WithTransportCredentials(credentials.NewTLS(noCert)),
+		grpc.WithPerRPCCredentials(auth.NewCredentials(token)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn2.Close()
+	peer, err := rivetv1.NewPeerServiceClient(conn2).ForwardBatches(ctx)
+	if err == nil {
+		_, err = peer.Recv()
+	}
+	if status.Code(err) != codes.Unavailable {
+		t.Errorf("peer stream without a client certificate: %v, want UNAVAILABLE", err)
+	}
+	sub, err := rivetv1.NewActorServiceClient(conn2).Subscribe(ctx, &rivetv1.SubscribeRequest{Actor: &rivetv1.ActorRef{Name: "counter", Key: []string{onB}}})
+	if err == nil {
+		_, err = sub.Recv()
+	}
+	if status.Code(err) != codes.Unavailable {
+		t.Errorf("subscribe without a client certificate: %v, want UNAVAILABLE", err)
+	}
+	if _, err := healthpb.NewHealthClient(conn2).Check(ctx, &healthpb.HealthCheckRequest{}); status.Code(err) != codes.Unavailable {
+		t.Errorf("health without a client certificate: %v, want UNAVAILABLE", err)
 	}
 }
 
