@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -123,6 +124,9 @@ func ParseFlags(name string, args []string, out io.Writer) (Config, error) {
 	if err := p.fs.Parse(args); err != nil {
 		return cfg, err
 	}
+	for _, name := range p.emptySecrets {
+		p.envErrs = append(p.envErrs, fmt.Errorf("%s is set but empty: unset it to run without one, or give it a value", envName(name)))
+	}
 	if len(p.envErrs) > 0 {
 		return cfg, errors.Join(p.envErrs...)
 	}
@@ -193,6 +197,10 @@ type flagParser struct {
 	fs *flag.FlagSet
 	// envErrs collects environment values that do not parse.
 	envErrs []error
+	// emptySecrets names the secrets whose variable is set but blank and
+	// no flag overrides: a node asked for a token or a key, and given
+	// none, must not start without one.
+	emptySecrets []string
 }
 
 // envName maps a flag name to its environment variable: grpc-addr ->
@@ -213,11 +221,23 @@ func (p *flagParser) str(dst *string, name, def, usage string) {
 }
 
 // secret is str for a value --help must not print as its default.
+// A secret given blank (--token "$UNSET", or RIVET_TOKEN= ) is refused:
+// taken as not given, it would run the node open without saying so.
 func (p *flagParser) secret(dst *string, name, usage string) {
 	if v, ok := os.LookupEnv(envName(name)); ok {
 		*dst = v
+		if strings.TrimSpace(v) == "" {
+			p.emptySecrets = append(p.emptySecrets, name)
+		}
 	}
-	p.fs.Func(name, usage+" ["+envName(name)+"]", func(s string) error { *dst = s; return nil })
+	p.fs.Func(name, usage+" ["+envName(name)+"]", func(s string) error {
+		if strings.TrimSpace(s) == "" {
+			return fmt.Errorf("empty: leave --%s out to run without one", name)
+		}
+		*dst = s
+		p.emptySecrets = slices.DeleteFunc(p.emptySecrets, func(n string) bool { return n == name })
+		return nil
+	})
 }
 
 func (p *flagParser) u32(dst *uint32, name string, def uint32, usage string) {

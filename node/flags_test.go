@@ -46,6 +46,25 @@ func TestParseFlagsRefusesWhatDoesNotParse(t *testing.T) {
 			t.Errorf("%v accepted", args)
 		}
 	}
+	// A token or gossip key given blank would run the node without one:
+	// refused, whether from a flag or the environment (a flag with a value
+	// overrides a blank variable).
+	for _, name := range []string{"token", "gossip-key"} {
+		for _, blank := range []string{"", " ", "\n"} {
+			if _, err := node.ParseFlags("mynode", []string{"--" + name, blank}, io.Discard); err == nil || !strings.Contains(err.Error(), "empty") {
+				t.Errorf("--%s %q: %v, want refused as empty", name, blank, err)
+			}
+		}
+		env := "RIVET_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+		t.Setenv(env, " ")
+		if _, err := node.ParseFlags("mynode", nil, io.Discard); err == nil || !strings.Contains(err.Error(), env+" is set but empty") {
+			t.Errorf("%s blank: %v, want refused as empty", env, err)
+		}
+		if _, err := node.ParseFlags("mynode", []string{"--" + name, "MDEyMzQ1Njc4OWFiY2RlZg=="}, io.Discard); err != nil {
+			t.Errorf("%s blank, --%s given: %v", env, name, err)
+		}
+		os.Unsetenv(env)
+	}
 	var usage strings.Builder
 	if _, err := node.ParseFlags("mynode", []string{"-h"}, &usage); !errors.Is(err, flag.ErrHelp) || !strings.Contains(usage.String(), "RIVET_GRPC_ADDR") {
 		t.Fatalf("-h: %v, usage:\n%s", err, usage.String())
