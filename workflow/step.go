@@ -243,8 +243,10 @@ func runBody(parent context.Context, timeout time.Duration, clk Clock, body func
 	var fired atomic.Bool
 	var wg sync.WaitGroup
 	done := make(chan struct{})
+	var deadline time.Time
 	if timeout > 0 {
-		tc, stop := clk.Timer(clk.Now().Add(timeout))
+		deadline = clk.Now().Add(timeout)
+		tc, stop := clk.Timer(deadline)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -258,7 +260,9 @@ func runBody(parent context.Context, timeout time.Duration, clk Clock, body func
 		}()
 	}
 	out, err := callBody(ctx, body)
-	timedOut := fired.Load()
+	// A body that returns past its deadline timed out, whether or not
+	// the timer's goroutine has run yet.
+	timedOut := fired.Load() || !deadline.IsZero() && !clk.Now().Before(deadline)
 	close(done)
 	wg.Wait()
 	return out, err, timedOut

@@ -134,3 +134,29 @@ func TestRunBodyContextHasTheStepsDeadline(t *testing.T) {
 		return nil, nil
 	})
 }
+
+// manualClock is an afterFuncClock whose time moves only when told and
+// whose AfterFunc calls never fire on their own: a timer that has not run
+// yet when the body returns.
+type manualClock struct{ now time.Time }
+
+func (c *manualClock) Now() time.Time { return c.now }
+func (c *manualClock) Timer(time.Time) (<-chan time.Time, func()) {
+	return make(chan time.Time), func() {}
+}
+func (c *manualClock) AfterFunc(time.Time, func()) func() bool { return func() bool { return true } }
+
+// A body that looked at its context (arming the deadline's timer) and
+// returns past the deadline before the timer ran is timed out, as one that
+// never looked is (the clock says so when it returns).
+func TestRunBodyArmedOverrunBeforeItsTimerRan(t *testing.T) {
+	clk := &manualClock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	_, err, timedOut := runBody(context.Background(), time.Second, clk, func(ctx context.Context) (json.RawMessage, error) {
+		_ = ctx.Done()
+		clk.now = clk.now.Add(2 * time.Second)
+		return nil, nil
+	})
+	if !timedOut || err != nil {
+		t.Fatalf("err %v, timedOut %v; want timed out", err, timedOut)
+	}
+}

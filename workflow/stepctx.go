@@ -85,6 +85,11 @@ func (c *attemptCtx) end() (timedOut bool) {
 	c.cancel()
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if !c.deadline.IsZero() && !c.clk.Now().Before(c.deadline) {
+		// Returned past the deadline before the timer ran: timed out, as
+		// the timer would have said.
+		c.timed = true
+	}
 	return c.timed
 }
 
