@@ -434,6 +434,32 @@ func retryTrees(entries []workflow.Entry, from, failedAt string) ([]string, erro
 	if err := checkRewind(byPath, from); err != nil {
 		return nil, err
 	}
+	// An entry that records no time of its own (a rollback checkpoint, a
+	// version check, a removed marker) is placed by the code's order: what
+	// its thread made before it stays, what it made after goes, and the
+	// entries of concurrent join or race branches go if they ended at or
+	// after the latest time of the entries before it.
+	var order func(e *workflow.Entry) (before, concurrent bool)
+	targetAt := target.Time
+	if targetAt.IsZero() {
+		places := historyPlaces(entries)
+		order = func(e *workflow.Entry) (bool, bool) {
+			scope := commonScope(e.Path, from)
+			if k := byPath[scope]; scope != "" && k != nil && (k.Kind == workflow.KindJoin || k.Kind == workflow.KindRace) {
+				return false, true
+			}
+			return historyLess(places, e.Path, from), false
+		}
+		for i := range entries {
+			e := &entries[i]
+			if e.Path == from || workflow.Under(from, e.Path) {
+				continue
+			}
+			if before, _ := order(e); before && e.Time.After(targetAt) {
+				targetAt = e.Time
+			}
+		}
+	}
 	trees = append(trees, from)
 	for _, e := range entries {
 		if covered(e.Path) || workflow.Under(from, e.Path) {
@@ -442,11 +468,31 @@ func retryTrees(entries []workflow.Entry, from, failedAt string) ([]string, erro
 		if workflow.ParentOf(e.Path) == workflow.ParentOf(from) && e.Seq < target.Seq {
 			continue // recorded before from in its scope
 		}
-		if at := entryTime(byPath, &e); !at.IsZero() && !at.Before(target.Time) {
+		if order != nil {
+			switch before, concurrent := order(&e); {
+			case before:
+				continue
+			case !concurrent:
+				trees = append(trees, e.Path)
+				continue
+			}
+		}
+		if at := entryTime(byPath, &e); !at.IsZero() && !at.Before(targetAt) {
 			trees = append(trees, e.Path)
 		}
 	}
 	return trees, nil
+}
+
+// commonScope is the deepest scope that holds both a and b (neither of
+// which holds the other): where their paths part.
+func commonScope(a, b string) string {
+	as, bs := strings.Split(a, "/"), strings.Split(b, "/")
+	n := 0
+	for n < len(as)-1 && n < len(bs)-1 && as[n] == bs[n] {
+		n++
+	}
+	return strings.Join(as[:n], "/")
 }
 
 // firstCompensated is the earliest entry whose rollback handler ran (or

@@ -1,0 +1,59 @@
+package runtime
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/rivet-go/rivet/workflow"
+)
+
+// A retry from an entry that records no time of its own (a rollback
+// checkpoint, a version check, a removed marker) deletes it and what came
+// after it (rivet-semantics.md 1.11), not the entries of scopes that
+// completed before it: its place in time is that of the entries before it
+// (the latest of the entries before it in the code's order). Deleted, the steps
+// of a settled join before it would lose their records (and their rollback
+// handlers' marks), and those of a try block before it would run again.
+func TestRetryFromAnEntryWithoutATimeKeepsTheScopesBeforeIt(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	entries := []workflow.Entry{
+		{Path: "a", Seq: 1, Kind: workflow.KindStep, Status: workflow.StatusCompleted, Time: at(1)},
+		{Path: "j", Seq: 2, Kind: workflow.KindJoin, Status: workflow.StatusCompleted, Time: at(3)},
+		{Path: "j/x/s", Seq: 1, Kind: workflow.KindStep, Status: workflow.StatusCompleted, Time: at(2)},
+		{Path: "t/s", Seq: 1, Kind: workflow.KindStep, Status: workflow.StatusCompleted, Time: at(4)},
+		{Path: "cp", Seq: 4, Kind: workflow.KindRollbackCheckpoint, Status: workflow.StatusCompleted},
+		{Path: "b", Seq: 5, Kind: workflow.KindStep, Status: workflow.StatusExhausted, Time: at(5)},
+		{Path: "l", Seq: 6, Kind: workflow.KindLoop, Status: workflow.StatusPending, Time: at(6)},
+		{Path: "l/~0/s", Seq: 1, Kind: workflow.KindStep, Status: workflow.StatusCompleted, Time: at(6)},
+	}
+	trees, err := retryTrees(entries, "cp", "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(trees)
+	if want := []string{"b", "cp", "l"}; !slices.Equal(trees, want) {
+		t.Fatalf("retry --from cp deletes %v, want %v", trees, want)
+	}
+
+	// In a branch of a join in progress: what the branch made after it
+	// goes, whatever its time, and so do the other branch's entries that
+	// ended after the entries before it.
+	entries = []workflow.Entry{
+		{Path: "a", Seq: 1, Kind: workflow.KindStep, Status: workflow.StatusCompleted, Time: at(1)},
+		{Path: "j", Seq: 2, Kind: workflow.KindJoin, Status: workflow.StatusPending},
+		{Path: "j/x/s1", Seq: 1, Kind: workflow.KindStep, Status: workflow.StatusCompleted, Time: at(9)},
+		{Path: "j/y/s0", Seq: 1, Kind: workflow.KindStep, Status: workflow.StatusCompleted, Time: at(2)},
+		{Path: "j/y/v", Seq: 2, Kind: workflow.KindVersionCheck, Status: workflow.StatusCompleted},
+		{Path: "j/y/s2", Seq: 3, Kind: workflow.KindStep, Status: workflow.StatusExhausted, Time: at(5)},
+	}
+	trees, err = retryTrees(entries, "j/y/v", "j")
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(trees)
+	if want := []string{"j/x/s1", "j/y/s2", "j/y/v"}; !slices.Equal(trees, want) {
+		t.Fatalf("retry --from j/y/v deletes %v, want %v", trees, want)
+	}
+}
