@@ -54,6 +54,14 @@ type Config struct {
 	// node whose data directory was lost does once its old member was
 	// removed. Used only when the member's data directory is new.
 	EtcdInitialClusterState string
+	// EtcdHistoryBudget bounds the embedded member's key history by the
+	// size of its database in use, beside its 5 minutes
+	// (etcdstore.EmbeddedConfig.HistoryBudget): under a sustained load,
+	// minutes of history could outgrow etcd's space quota, which stops
+	// every write of the cluster. 0: 256 MiB; negative: bounded by time
+	// alone. An external etcd's compaction is its operator's
+	// (docs/deploy.md).
+	EtcdHistoryBudget int64
 
 	// GossipAddr is the host:port of the memberlist gossip (TCP and UDP).
 	// "-" runs the node without gossip: it then balances over the nodes

@@ -101,6 +101,8 @@ func ParseFlags(name string, args []string, out io.Writer) (Config, error) {
 	p.str(&cfg.EtcdPrefix, "etcd-prefix", cfg.EtcdPrefix, "key prefix of everything the node stores in etcd")
 	p.str(&cfg.EtcdInitialCluster, "etcd-initial-cluster", "", "embedded etcd members of a new multi-member cluster: name=http://host:peerport,... (each name a node ID)")
 	p.str(&cfg.EtcdInitialClusterState, "etcd-initial-cluster-state", "", "new (default), or existing: join a running etcd cluster that already lists this member (after etcdctl member add; see docs/deploy.md)")
+	historyMiB := 0
+	p.integer(&historyMiB, "etcd-history-budget-mb", 0, "database size (MiB) past which the embedded etcd shortens its key history, kept 5 minutes otherwise (0: 256; -1: no bound but time)")
 	p.str(&cfg.GossipAddr, "gossip-addr", cfg.GossipAddr, "memberlist gossip listen address, TCP and UDP ('-' to run without gossip)")
 	p.str(&cfg.GossipAdvertiseAddr, "gossip-advertise-addr", "", "gossip address told to other nodes (default: --gossip-addr)")
 	p.str(&join, "join", "", "comma-separated gossip addresses of nodes to join (default: start a new cluster)")
@@ -131,6 +133,7 @@ func ParseFlags(name string, args []string, out io.Writer) (Config, error) {
 		return cfg, errors.Join(p.envErrs...)
 	}
 	cfg.EtcdEndpoints = splitList(etcdEndpoints)
+	cfg.EtcdHistoryBudget = int64(historyMiB) << 20
 	cfg.Join = splitList(join)
 	if gossipKey != "" {
 		k, err := base64.StdEncoding.DecodeString(gossipKey)

@@ -14,6 +14,7 @@ import (
 	"go.etcd.io/etcd/server/v3/etcdserver/api/v3client"
 	"go.etcd.io/etcd/server/v3/etcdserver/api/v3rpc"
 	"go.etcd.io/etcd/server/v3/proxy/grpcproxy/adapter"
+	"go.etcd.io/etcd/server/v3/storage/mvcc"
 
 	"github.com/rivet-go/rivet/storage"
 	"go.uber.org/zap"
@@ -73,6 +74,17 @@ type EmbeddedConfig struct {
 	// by default, so its database would grow with every write. Zero means
 	// 5 minutes; negative disables compaction.
 	AutoCompactionRetention time.Duration
+	// HistoryBudget bounds the key history by space, whatever the time
+	// AutoCompactionRetention allows. etcd keeps every version of every key
+	// written, in its database and in an index in memory, until a
+	// compaction; a busy node writes tens of thousands of versions a
+	// second, so minutes of them could outgrow QuotaBackendBytes, and etcd
+	// then refuses every write of the cluster until an operator compacts,
+	// defragments and disarms its alarm. While the database's pages in use
+	// pass HistoryBudget, the member, if it leads, compacts away the older
+	// half of the history it keeps, every few seconds, down to the last
+	// minHistory. Zero means DefaultHistoryBudget; negative, no bound.
+	HistoryBudget int64
 	// QuotaBackendBytes bounds etcd's database; past it etcd refuses writes
 	// (alarm NOSPACE). Zero means 4 GiB (etcd's own default is 2 GiB).
 	QuotaBackendBytes int64
@@ -99,6 +111,27 @@ const (
 	EmbeddedHeartbeat = 50 * time.Millisecond
 	EmbeddedElection  = 500 * time.Millisecond
 )
+
+// DefaultHistoryBudget is the database size in use past which an
+// embedded member shortens its key history: a sixteenth of the default
+// quota, which leaves the rest to live data, and keeps etcd's index of
+// versions in memory to a few hundred MB.
+const DefaultHistoryBudget = 256 << 20
+
+// compactCheck is how often the compactor samples the head revision and,
+// leading, compares the database with the budget; compactionBatch is how
+// many revisions etcd deletes from its database per batch (etcd's
+// default, 1,000 per 10 ms, deletes fewer a second than a busy node
+// writes).
+const (
+	compactCheck    = 2 * time.Second
+	compactionBatch = 10_000
+)
+
+// minHistory is the history the compactor always keeps: a watch that lags
+// by less resumes without a re-list, and a write whose outcome was in
+// doubt is read back at a revision of its claim's end, seconds old.
+var minHistory = 10 * time.Second
 
 // EmbeddedMaxTxnOps is the transaction op bound of an embedded member.
 const EmbeddedMaxTxnOps = 1024
@@ -152,6 +185,9 @@ func (c *EmbeddedConfig) validate() error {
 	if c.QuotaBackendBytes == 0 {
 		c.QuotaBackendBytes = d.QuotaBackendBytes
 	}
+	if c.HistoryBudget == 0 {
+		c.HistoryBudget = DefaultHistoryBudget
+	}
 	if c.MaxTxnOps == 0 {
 		c.MaxTxnOps = EmbeddedMaxTxnOps
 	}
@@ -176,6 +212,11 @@ func (c *EmbeddedConfig) validate() error {
 type Embedded struct {
 	etcd    *embed.Etcd
 	closing *atomic.Bool
+	log     *zap.Logger
+	// stopCompactor ends the compactor (if any); compactorDone closes
+	// when it has returned.
+	stopCompactor context.CancelFunc
+	compactorDone chan struct{}
 }
 
 // StartEmbedded starts an etcd member and returns once it serves clients
@@ -220,6 +261,7 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
 		ec.AutoCompactionRetention = cfg.AutoCompactionRetention.String()
 	}
 	ec.QuotaBackendBytes = cfg.QuotaBackendBytes
+	ec.CompactionBatchLimit = compactionBatch
 	ec.MaxTxnOps = uint(cfg.MaxTxnOps)
 	ec.TickMs = uint(cfg.HeartbeatInterval.Milliseconds())
 	ec.ElectionMs = uint(cfg.ElectionTimeout.Milliseconds())
@@ -242,7 +284,15 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
 	}
 	select {
 	case <-e.Server.ReadyNotify():
-		return &Embedded{etcd: e, closing: closing}, nil
+		m := &Embedded{etcd: e, closing: closing, log: lg, compactorDone: make(chan struct{})}
+		cctx, cancel := context.WithCancel(context.Background())
+		m.stopCompactor = cancel
+		if cfg.HistoryBudget > 0 {
+			go m.compactor(cctx, cfg.HistoryBudget)
+		} else {
+			close(m.compactorDone)
+		}
+		return m, nil
 	case err := <-e.Err():
 		closeUnready(e)
 		return nil, fmt.Errorf("etcdstore: etcd failed to start: %w", err)
@@ -294,7 +344,72 @@ func (e *Embedded) Err() <-chan error { return e.etcd.Err() }
 // Close stops the member and waits until it has stopped. In a cluster,
 // the other members carry on without it.
 func (e *Embedded) Close() error {
+	e.stopCompactor()
+	<-e.compactorDone
 	e.closing.Store(true)
 	e.etcd.Close()
 	return nil
+}
+
+// revSample is the head revision at a time.
+type revSample struct {
+	at  time.Time
+	rev int64
+}
+
+// compactor keeps the database within budget by shortening the key
+// history while this member leads (a compaction, a raft request, applies
+// on every member), until ctx ends. It samples the head revision every
+// compactCheck whether it leads or not, so a new leader knows the
+// revisions' ages at once.
+func (e *Embedded) compactor(ctx context.Context, budget int64) {
+	defer close(e.compactorDone)
+	t := time.NewTicker(compactCheck)
+	defer t.Stop()
+	var samples []revSample
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		var err error
+		samples, err = e.compactOnce(ctx, budget, samples, time.Now())
+		if err != nil && ctx.Err() == nil {
+			e.log.Warn("compacting the key history failed", zap.Int64("budget_bytes", budget), zap.Error(err))
+		}
+	}
+}
+
+// compactOnce records the head revision in samples and, if this member
+// leads and the database's pages in use exceed budget, compacts to the
+// middle sample of those at least minHistory old (the older half of the
+// history kept goes). It returns the samples not compacted away.
+func (e *Embedded) compactOnce(ctx context.Context, budget int64, samples []revSample, now time.Time) ([]revSample, error) {
+	s := e.etcd.Server
+	kv := s.KV()
+	head, first := kv.Rev(), kv.FirstRev()
+	samples = append(samples, revSample{now, head})
+	for len(samples) > 0 && samples[0].rev <= first {
+		samples = samples[1:]
+	}
+	if s.Leader() != s.MemberID() || s.Backend().SizeInUse() <= budget {
+		return samples, nil
+	}
+	old := 0 // samples at least minHistory old
+	for old < len(samples) && !samples[old].at.After(now.Add(-minHistory)) {
+		old++
+	}
+	if old == 0 {
+		return samples, nil
+	}
+	target := samples[old/2].rev
+	cctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	// Physical: wait until the versions are deleted, so that the next
+	// check sees the pages they freed.
+	if _, err := s.Compact(cctx, &pb.CompactionRequest{Revision: target, Physical: true}); err != nil && !errors.Is(err, mvcc.ErrCompacted) {
+		return samples, err
+	}
+	return samples[old/2+1:], nil
 }

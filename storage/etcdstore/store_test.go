@@ -464,3 +464,55 @@ func keepAliveEndsAtRevoke(t *testing.T, ctx context.Context, s *etcdstore.Store
 		t.Fatalf("KeepAlive reported %d renewals of a lease revoked before it heard of them", n)
 	}
 }
+
+// An embedded member bounds its key history by space, not only by time:
+// under a sustained load, minutes of history outgrew etcd's space quota,
+// after which etcd refuses every write. With its database over budget,
+// the history is compacted within a few checks, long before the
+// time-based compaction (minutes) runs.
+func TestEmbeddedMemberBoundsItsHistoryBySpace(t *testing.T) {
+	defer etcdstore.SetMinHistory(0)()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cfg := etcdstore.DefaultLocalEmbeddedConfig(t.TempDir())
+	cfg.HistoryBudget = 1 // always over: every check compacts
+	e, err := etcdstore.StartEmbedded(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	cli := e.Client()
+	t.Cleanup(func() { cli.Close() })
+
+	resp, err := cli.Put(ctx, "k", "v0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r0 := resp.Header.Revision
+	for i := range 100 {
+		if _, err := cli.Put(ctx, "k", fmt.Sprint("v", i+1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		_, err := cli.Get(ctx, "k", clientv3.WithRev(r0))
+		if errors.Is(err, rpctypes.ErrCompacted) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("a read at revision %d, 100 writes back, still served: the history was not compacted over budget", r0)
+		case <-tick.C:
+		}
+	}
+	// What it keeps is the latest value.
+	got, err := cli.Get(ctx, "k")
+	if err != nil || len(got.Kvs) != 1 || string(got.Kvs[0].Value) != "v100" {
+		t.Fatalf("k after compaction = %v, %v; want v100", got, err)
+	}
+}
