@@ -130,8 +130,9 @@ const (
 
 // minHistory is the history the compactor always keeps: a watch that lags
 // by less resumes without a re-list, and a write whose outcome was in
-// doubt is read back at a revision of its claim's end, seconds old.
-var minHistory = 10 * time.Second
+// doubt is read back at the revision where its claim ended, for up to 15 s
+// after (runtime's resolveWait).
+var minHistory = 30 * time.Second
 
 // EmbeddedMaxTxnOps is the transaction op bound of an embedded member.
 const EmbeddedMaxTxnOps = 1024
