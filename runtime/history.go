@@ -287,11 +287,14 @@ func (h *Host) RetryWorkflow(ctx context.Context, ref Ref, from string) (int, er
 		if st.Status == WorkflowCompleted {
 			failedAt = noEntry // no failure ended it: the caught ones stay
 		}
-		trees, err := retryTrees(entries, from, failedAt)
+		trees, resets, err := retryTrees(entries, from, failedAt)
 		if err != nil {
 			return err
 		}
 		var writes []workflow.HistoryWrite
+		for i := range resets {
+			writes = append(writes, workflow.HistoryWrite{Put: &resets[i]})
+		}
 		for _, t := range trees {
 			writes = append(writes, workflow.HistoryWrite{DeleteTree: t})
 		}
@@ -378,8 +381,10 @@ func (h *Host) RetryWorkflow(ctx context.Context, ref Ref, from string) (int, er
 // whose failure ended the workflow; "" for every failed entry, as a status
 // written before it was recorded has none). Failures elsewhere were caught
 // (by Try or TryStep) and the workflow went on: retrying them would run
-// their steps again and take another path than the recorded one.
-func retryTrees(entries []workflow.Entry, from, failedAt string) ([]string, error) {
+// their steps again and take another path than the recorded one. It also
+// returns the failed joins to put back to pending instead of deleting them
+// (pending, they run their branches again, which replay what completed).
+func retryTrees(entries []workflow.Entry, from, failedAt string) ([]string, []workflow.Entry, error) {
 	var trees []string
 	covered := func(p string) bool {
 		for _, t := range trees {
@@ -394,45 +399,104 @@ func retryTrees(entries []workflow.Entry, from, failedAt string) ([]string, erro
 		// Nothing recorded failed the workflow (its own error, a
 		// divergence, a panic): it replays as it is, with the code
 		// deployed now.
-		return nil, nil
+		return nil, nil, nil
+	}
+	byPath := make(map[string]*workflow.Entry, len(entries))
+	for i := range entries {
+		byPath[entries[i].Path] = &entries[i]
+	}
+	var resets []workflow.Entry
+	reset := map[string]bool{}
+	settledFailed := func(e *workflow.Entry) bool {
+		return e != nil && (e.Kind == workflow.KindJoin || e.Kind == workflow.KindRace) && e.Status == workflow.StatusFailed
+	}
+	// hidden says that p lies under a failed join or race at or under
+	// root: that join's or race's retry decides what of it goes.
+	hidden := func(p, root string) bool {
+		for s := workflow.ParentOf(p); s != "" && (root == "" || workflow.Under(s, root)); s = workflow.ParentOf(s) {
+			if settledFailed(byPath[s]) {
+				return true
+			}
+		}
+		return false
+	}
+	var retryAt func(root string)
+	// retryEntry retries the failed entry e. A failed step or race is
+	// deleted (every branch of a race that all of them lost runs again). A
+	// failed join goes back to pending, keeping its branches' entries: the
+	// completed branches replay from them (rivet-semantics.md 1.7), and in
+	// a failed branch only the failure that failed it goes (its record
+	// names it; every failure in it for a branch recorded before it did),
+	// not those a Try caught on the way.
+	retryEntry := func(e *workflow.Entry) {
+		switch {
+		case e.Kind == workflow.KindJoin && e.Status == workflow.StatusFailed:
+			if reset[e.Path] {
+				return
+			}
+			reset[e.Path] = true
+			p := *e
+			p.Status, p.Time = workflow.StatusPending, time.Time{}
+			p.Branches = make(map[string]workflow.Branch, len(e.Branches))
+			names := make([]string, 0, len(e.Branches))
+			for n := range e.Branches {
+				p.Branches[n] = workflow.Branch{Status: workflow.StatusPending}
+				names = append(names, n)
+			}
+			resets = append(resets, p)
+			slices.Sort(names)
+			for _, n := range names {
+				b, scope := e.Branches[n], e.Path+"/"+n
+				switch {
+				case b.Status != workflow.StatusFailed:
+				case b.FailedAt == "":
+					retryAt(scope)
+				case workflow.Under(b.FailedAt, scope):
+					retryAt(b.FailedAt)
+				}
+				// Otherwise its own error (or one naming an entry
+				// outside it) failed it: it replays with the code
+				// deployed now.
+			}
+		case !covered(e.Path):
+			trees = append(trees, e.Path)
+		}
+	}
+	// retryAt retries the failed entries at or under root that no failed
+	// join or race under root holds.
+	retryAt = func(root string) {
+		for i := range entries {
+			e := &entries[i]
+			if (e.Status == workflow.StatusExhausted || e.Status == workflow.StatusFailed) &&
+				(root == "" || workflow.Under(e.Path, root)) && !hidden(e.Path, root) {
+				retryEntry(e)
+			}
+		}
 	}
 	if from == "" {
 		if first := firstCompensated(entries); first != nil {
 			// The workflow rolled back: the compensated steps' effects
 			// are undone, and replayed as completed they would not run
 			// again. It runs again from the first of them.
-			trees, err := retryTrees(entries, first.Path, failedAt)
+			trees, resets, err := retryTrees(entries, first.Path, failedAt)
 			if err != nil {
-				return nil, rivet.Errorf(rivet.ErrInvalidArgument, "the workflow rolled back from %q on, so a retry must run that step again, but: %v", first.Path, err)
+				return nil, nil, rivet.Errorf(rivet.ErrInvalidArgument, "the workflow rolled back from %q on, so a retry must run that step again, but: %v", first.Path, err)
 			}
-			return trees, nil
+			return trees, resets, nil
 		}
-		for _, e := range entries {
-			if (e.Status == workflow.StatusExhausted || e.Status == workflow.StatusFailed) && !covered(e.Path) &&
-				(failedAt == "" || workflow.Under(e.Path, failedAt)) {
-				trees = append(trees, e.Path)
-			}
+		retryAt(failedAt)
+		if len(trees) == 0 && len(resets) == 0 {
+			return nil, nil, rivet.Errorf(rivet.ErrInvalidArgument, "no failed entry in the history: name the entry to retry from (rivetctl: --from)")
 		}
-		if len(trees) == 0 {
-			return nil, rivet.Errorf(rivet.ErrInvalidArgument, "no failed entry in the history: name the entry to retry from (rivetctl: --from)")
-		}
-		return trees, nil
+		trees, resets = prunePlan(trees, resets)
+		return trees, resets, nil
 	}
-	var target *workflow.Entry
-	for i := range entries {
-		if entries[i].Path == from {
-			target = &entries[i]
-		}
-	}
+	target := byPath[from]
 	if target == nil {
-		return nil, rivet.Errorf(rivet.ErrInvalidArgument, "%v: %q", errUnknownEntry, from)
-	}
-	byPath := make(map[string]*workflow.Entry, len(entries))
-	for i := range entries {
-		byPath[entries[i].Path] = &entries[i]
+		return nil, nil, rivet.Errorf(rivet.ErrInvalidArgument, "%v: %q", errUnknownEntry, from)
 	}
 	if err := checkRewind(byPath, from); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	// An entry that records no time of its own (a rollback checkpoint, a
 	// version check, a removed marker) is placed by the code's order: what
@@ -460,7 +524,9 @@ func retryTrees(entries []workflow.Entry, from, failedAt string) ([]string, erro
 			}
 		}
 	}
-	trees = append(trees, from)
+	if !covered(from) {
+		trees = append(trees, from)
+	}
 	for _, e := range entries {
 		if covered(e.Path) || workflow.Under(from, e.Path) {
 			continue // already deleted, or a scope that encloses from
@@ -481,7 +547,27 @@ func retryTrees(entries []workflow.Entry, from, failedAt string) ([]string, erro
 			trees = append(trees, e.Path)
 		}
 	}
-	return trees, nil
+	trees, resets = prunePlan(trees, resets)
+	return trees, resets, nil
+}
+
+// prunePlan drops the trees another tree holds, and the joins to put back
+// to pending that a tree deletes.
+func prunePlan(trees []string, resets []workflow.Entry) ([]string, []workflow.Entry) {
+	var keep []string
+	for i, t := range trees {
+		if !slices.ContainsFunc(trees[:i], func(o string) bool { return workflow.Under(t, o) }) &&
+			!slices.ContainsFunc(trees[i+1:], func(o string) bool { return o != t && workflow.Under(t, o) }) {
+			keep = append(keep, t)
+		}
+	}
+	var put []workflow.Entry
+	for _, e := range resets {
+		if !slices.ContainsFunc(keep, func(t string) bool { return workflow.Under(e.Path, t) }) {
+			put = append(put, e)
+		}
+	}
+	return keep, put
 }
 
 // commonScope is the deepest scope that holds both a and b (neither of

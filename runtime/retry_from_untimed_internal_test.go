@@ -28,7 +28,7 @@ func TestRetryFromAnEntryWithoutATimeKeepsTheScopesBeforeIt(t *testing.T) {
 		{Path: "l", Seq: 6, Kind: workflow.KindLoop, Status: workflow.StatusPending, Time: at(6)},
 		{Path: "l/~0/s", Seq: 1, Kind: workflow.KindStep, Status: workflow.StatusCompleted, Time: at(6)},
 	}
-	trees, err := retryTrees(entries, "cp", "b")
+	trees, _, err := retryTrees(entries, "cp", "b")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +48,7 @@ func TestRetryFromAnEntryWithoutATimeKeepsTheScopesBeforeIt(t *testing.T) {
 		{Path: "j/y/v", Seq: 2, Kind: workflow.KindVersionCheck, Status: workflow.StatusCompleted},
 		{Path: "j/y/s2", Seq: 3, Kind: workflow.KindStep, Status: workflow.StatusExhausted, Time: at(5)},
 	}
-	trees, err = retryTrees(entries, "j/y/v", "j")
+	trees, _, err = retryTrees(entries, "j/y/v", "j")
 	if err != nil {
 		t.Fatal(err)
 	}

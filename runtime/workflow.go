@@ -50,25 +50,10 @@ type workflowStatus struct {
 }
 
 // noEntry is FailedAt when the error names no entry.
-const noEntry = "-"
+const noEntry = workflow.NoEntry
 
 // failedAt returns the path of the entry whose failure err reports.
-func failedAt(err error) string {
-	var (
-		se *workflow.StepError
-		je *workflow.JoinError
-		re *workflow.RaceError
-	)
-	switch {
-	case errors.As(err, &se):
-		return se.Path
-	case errors.As(err, &je):
-		return je.Path
-	case errors.As(err, &re):
-		return re.Path
-	}
-	return noEntry
-}
+func failedAt(err error) string { return workflow.FailedAt(err) }
 
 // msgRef is a pending queue message an activation knows of. Body is kept
 // for messages sent while the actor is in memory (the common case: they are

@@ -113,7 +113,16 @@ type Branch struct {
 	Status Status          `json:"status"`
 	Output json.RawMessage `json:"output,omitempty"`
 	Error  *RecordedError  `json:"error,omitempty"`
+	// FailedAt is, for a failed join branch, the entry whose failure
+	// failed it (a step, join or race), or NoEntry if its error names none
+	// (the branch's own error). A retry of the failed join runs that entry
+	// again, not the failures a Try caught in the branch. Empty in a
+	// branch recorded before it was.
+	FailedAt string `json:"failed_at,omitempty"`
 }
+
+// NoEntry is a Branch's FailedAt when its error names no entry.
+const NoEntry = "-"
 
 // RawMessage is a queue message as the host hands it over.
 type RawMessage struct {

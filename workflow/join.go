@@ -111,6 +111,25 @@ func typedBranch[S, T any](f func(*Ctx[S]) (T, error)) func(*cx) (json.RawMessag
 	}
 }
 
+// FailedAt returns the path of the entry whose failure err reports (a
+// step, join or race), or NoEntry if it names none.
+func FailedAt(err error) string {
+	var (
+		se *StepError
+		je *JoinError
+		re *RaceError
+	)
+	switch {
+	case errors.As(err, &se):
+		return se.Path
+	case errors.As(err, &je):
+		return je.Path
+	case errors.As(err, &re):
+		return re.Path
+	}
+	return NoEntry
+}
+
 func joinErrorOf(e *Entry) *JoinError {
 	je := &JoinError{Path: e.Path, Errors: map[string]error{}}
 	for n, b := range e.Branches {
@@ -350,7 +369,7 @@ func (x *cx) join(name string, names []string, runs []func(*cx) (json.RawMessage
 				// be recorded as the branch's result.
 				return path, nil, fmt.Errorf("workflow: join %q: branch %q stopped: %w", path, n, res.err)
 			}
-			final.Branches[n] = Branch{Status: StatusFailed, Error: record(res.err)}
+			final.Branches[n] = Branch{Status: StatusFailed, Error: record(res.err), FailedAt: FailedAt(res.err)}
 			final.Status = StatusFailed
 			continue
 		}

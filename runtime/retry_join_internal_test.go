@@ -1,0 +1,97 @@
+package runtime
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/rivet-go/rivet/workflow"
+)
+
+// A retry of a failed join puts the join back to pending and deletes only
+// the failures of its failed branches (rivet-semantics.md 1.7: completed
+// branches replay their outputs); a failed race goes whole (all its
+// branches failed); a join a Try caught is left alone.
+func TestRetryTreesOfAFailedJoin(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	step := func(path string, seq int, st workflow.Status, s int) workflow.Entry {
+		return workflow.Entry{Path: path, Seq: seq, Kind: workflow.KindStep, Status: st, Time: at(s)}
+	}
+	ok, ex := workflow.StatusCompleted, workflow.StatusExhausted
+	failed := func(failedAt string) workflow.Branch {
+		return workflow.Branch{Status: workflow.StatusFailed, FailedAt: failedAt}
+	}
+	join := func(path string, seq int, s int, br map[string]workflow.Branch) workflow.Entry {
+		return workflow.Entry{Path: path, Seq: seq, Kind: workflow.KindJoin, Status: workflow.StatusFailed, Time: at(s), Branches: br}
+	}
+	done := workflow.Branch{Status: workflow.StatusCompleted}
+	entries := func() []workflow.Entry {
+		return []workflow.Entry{
+			// A join a Try caught: its failure stays.
+			join("t/j0", 1, 1, map[string]workflow.Branch{"a": failed("t/j0/a/s")}),
+			step("t/j0/a/s", 1, ex, 1),
+			{Path: "l", Seq: 2, Kind: workflow.KindLoop, Status: workflow.StatusPending, Time: at(2)},
+			// A join in a loop: a completes, b's step fails after a
+			// caught failure and a completed step; c fails in a nested
+			// join, d with its own error, e in a race, f was recorded
+			// before branches named their failure.
+			join("l/~0/j", 1, 9, map[string]workflow.Branch{
+				"a": done, "b": failed("l/~0/j/b/s2"), "c": failed("l/~0/j/c/k"), "d": failed(workflow.NoEntry),
+				"e": failed("l/~0/j/e/r"), "f": failed(""),
+			}),
+			step("l/~0/j/a/s", 1, ok, 3),
+			step("l/~0/j/b/try/x", 1, ex, 3),
+			step("l/~0/j/b/s1", 2, ok, 4),
+			step("l/~0/j/b/s2", 3, ex, 5),
+			join("l/~0/j/c/k", 1, 6, map[string]workflow.Branch{"p": done, "q": failed("l/~0/j/c/k/q/s")}),
+			step("l/~0/j/c/k/p/s", 1, ok, 5),
+			step("l/~0/j/c/k/q/s", 1, ex, 6),
+			step("l/~0/j/d/s", 1, ok, 3),
+			{Path: "l/~0/j/e/r", Seq: 1, Kind: workflow.KindRace, Status: workflow.StatusFailed, Time: at(7),
+				Branches: map[string]workflow.Branch{"x": failed(""), "y": failed("")}},
+			step("l/~0/j/e/r/x/s", 1, ok, 4),
+			step("l/~0/j/e/r/x/t", 2, ex, 5),
+			step("l/~0/j/e/r/y/s", 1, ex, 7),
+			step("l/~0/j/f/s", 1, ok, 3),
+			step("l/~0/j/f/t", 2, ex, 8),
+		}
+	}
+	pending := func(resets []workflow.Entry) []string {
+		var out []string
+		for _, e := range resets {
+			if e.Kind != workflow.KindJoin || e.Status != workflow.StatusPending || !e.Time.IsZero() {
+				t.Errorf("reset %+v, want a pending join without a time", e)
+			}
+			for n, b := range e.Branches {
+				if b.Status != workflow.StatusPending {
+					t.Errorf("reset %s: branch %s is %s, want pending", e.Path, n, b.Status)
+				}
+			}
+			out = append(out, e.Path)
+		}
+		slices.Sort(out)
+		return out
+	}
+	for _, failedAt := range []string{"l/~0/j", ""} {
+		trees, resets, err := retryTrees(entries(), "", failedAt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(trees)
+		want := []string{"l/~0/j/b/s2", "l/~0/j/c/k/q/s", "l/~0/j/e/r", "l/~0/j/f/t"}
+		wantReset := []string{"l/~0/j", "l/~0/j/c/k"}
+		if failedAt == "" {
+			// A status recorded before FailedAt: every failure goes,
+			// the caught ones included (as before).
+			want = []string{"l/~0/j/b/s2", "l/~0/j/c/k/q/s", "l/~0/j/e/r", "l/~0/j/f/t", "t/j0/a/s"}
+			wantReset = []string{"l/~0/j", "l/~0/j/c/k", "t/j0"}
+		}
+		if !slices.Equal(trees, want) {
+			t.Errorf("retry (failed at %q) deletes %v, want %v", failedAt, trees, want)
+		}
+		if got := pending(resets); !slices.Equal(got, wantReset) {
+			t.Errorf("retry (failed at %q) resets %v, want %v", failedAt, got, wantReset)
+		}
+	}
+}
