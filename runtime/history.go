@@ -383,7 +383,8 @@ func (h *Host) RetryWorkflow(ctx context.Context, ref Ref, from string) (int, er
 // (by Try or TryStep) and the workflow went on: retrying them would run
 // their steps again and take another path than the recorded one. It also
 // returns the failed joins to put back to pending instead of deleting them
-// (pending, they run their branches again, which replay what completed).
+// (pending, they run their branches again, which replay what completed): a
+// failed join at or under failedAt, or one that holds from.
 func retryTrees(entries []workflow.Entry, from, failedAt string) ([]string, []workflow.Entry, error) {
 	var trees []string
 	covered := func(p string) bool {
@@ -497,6 +498,14 @@ func retryTrees(entries []workflow.Entry, from, failedAt string) ([]string, []wo
 	}
 	if err := checkRewind(byPath, from); err != nil {
 		return nil, nil, err
+	}
+	// A failed join that holds from goes back to pending, its failures
+	// retried as without --from: from's branch runs again from it, and a
+	// branch that failed elsewhere would fail the join again.
+	for s := workflow.ParentOf(from); s != ""; s = workflow.ParentOf(s) {
+		if e := byPath[s]; e != nil && e.Kind == workflow.KindJoin && e.Status == workflow.StatusFailed {
+			retryEntry(e)
+		}
 	}
 	// An entry that records no time of its own (a rollback checkpoint, a
 	// version check, a removed marker) is placed by the code's order: what
@@ -627,7 +636,8 @@ func entryTime(byPath map[string]*workflow.Entry, e *workflow.Entry) time.Time {
 
 // checkRewind refuses a retry from an entry inside a scope that would not
 // run it again. A settled join or race keeps its recorded result: a replay
-// does not re-run its branches. A loop keeps its state at its checkpoints
+// does not re-run its branches (but a failed join goes back to pending, see
+// retryTrees). A loop keeps its state at its checkpoints
 // only (every prune interval, and its end): it resumes at the last one and
 // replays the iterations after it from their entries, so retrying from an
 // iteration before that checkpoint would delete that iteration's entries
@@ -642,6 +652,8 @@ func checkRewind(byPath map[string]*workflow.Entry, from string) error {
 			continue // a loop iteration or a branch: no entry of its own
 		}
 		switch {
+		case e.Kind == workflow.KindJoin && e.Status == workflow.StatusFailed:
+			// Put back to pending by the retry: its branches run again.
 		case (e.Kind == workflow.KindJoin || e.Kind == workflow.KindRace) && e.Status != workflow.StatusPending:
 			return rivet.Errorf(rivet.ErrInvalidArgument, "cannot retry from %q: %s %q has settled and keeps its recorded result; retry from %q itself", from, e.Kind, scope, scope)
 		case e.Kind != workflow.KindLoop || !strings.HasPrefix(segs[i], "~"):

@@ -94,4 +94,23 @@ func TestRetryTreesOfAFailedJoin(t *testing.T) {
 			t.Errorf("retry (failed at %q) resets %v, want %v", failedAt, got, wantReset)
 		}
 	}
+
+	// --from an entry of a failed branch: the join goes back to pending,
+	// its failures are retried, and what came after the entry goes (the
+	// nested join too, which settled after it).
+	trees, resets, err := retryTrees(entries(), "l/~0/j/b/s1", "l/~0/j")
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(trees)
+	if want := []string{"l/~0/j/b/s1", "l/~0/j/b/s2", "l/~0/j/c/k", "l/~0/j/e/r", "l/~0/j/f/t"}; !slices.Equal(trees, want) {
+		t.Errorf("retry --from l/~0/j/b/s1 deletes %v, want %v", trees, want)
+	}
+	if got, want := pending(resets), []string{"l/~0/j"}; !slices.Equal(got, want) {
+		t.Errorf("retry --from l/~0/j/b/s1 resets %v, want %v", got, want)
+	}
+	// Inside a failed race or a completed join, --from stays refused.
+	if _, _, err := retryTrees(entries(), "l/~0/j/e/r/x/s", "l/~0/j"); err == nil {
+		t.Error("retry --from inside a failed race: no error")
+	}
 }

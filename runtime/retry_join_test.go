@@ -120,3 +120,34 @@ func TestRetryAfterAFailedJoinRunsOnlyTheFailedSteps(t *testing.T) {
 		}
 	}
 }
+
+// retry --from an entry of a failed join's branch is taken (the join goes
+// back to pending and runs its branches again), where a settled join's
+// entries are refused: the join kept no result to replay.
+func TestRetryFromInsideAFailedJoin(t *testing.T) {
+	for _, c := range []*atomic.Int64{&joinedA, &joinedB1, &joinedB, &joinedX} {
+		c.Store(0)
+	}
+	joinedHealthy.Store(false)
+	e := newEnv(t, counterReg(t, joined), nil)
+	ref := runtime.Ref{Name: "joined", Key: []string{"f"}}
+	if _, _, err := e.host.GetOrCreate(ctx(t), ref, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the workflow to fail", 20*time.Second, func() bool {
+		return inspect(t, e.host, "joined", "f").WorkflowStatus == runtime.WorkflowFailed
+	})
+	joinedHealthy.Store(true)
+	if _, err := e.host.RetryWorkflow(ctx(t), ref, "j/b/sb"); err != nil {
+		t.Fatalf("retry --from j/b/sb: %v", err)
+	}
+	waitFor(t, "the retried workflow to complete", 20*time.Second, func() bool {
+		return inspect(t, e.host, "joined", "f").WorkflowStatus == runtime.WorkflowCompleted
+	})
+	if b1, b, x := joinedB1.Load(), joinedB.Load(), joinedX.Load(); b1 != 1 || b != 2 || x != 1 {
+		t.Fatalf("after the retry: b1 ran %d times, sb %d, the caught x %d; want 1, 2, 1", b1, b, x)
+	}
+	if raw, _ := call(t, e.host, "joined", "f", "getState", false); string(raw) != `{"sum":111}` {
+		t.Fatalf("state after retry = %s, want 111", raw)
+	}
+}
