@@ -874,8 +874,12 @@ func (h *Host) fireOne(ref Ref, sp *rivet.Spec) (more bool, err error) {
 		if a.destroyPending() {
 			// The actor asked to be destroyed: it takes no more calls, as
 			// it takes no requests, not even one due before the request
-			// (overdue), so its destroy runs first, once due.
-			if i := slices.IndexFunc(a.sched, func(p pendingCall) bool { return p.rec.Action == destroyAction }); i >= 0 && a.sched[i].at <= now {
+			// (overdue), so its destroy runs first. It is due from the
+			// request on, whatever this node's clock says of its time:
+			// that is the requester's clock, which may be ahead of this
+			// one (a partition moved to a node whose clock is behind),
+			// and a call due before the request would come due first.
+			if slices.ContainsFunc(a.sched, func(p pendingCall) bool { return p.rec.Action == destroyAction }) {
 				destroy = true
 				return nil
 			}
