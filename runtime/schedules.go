@@ -556,10 +556,12 @@ func (h *Host) destroyDue(ctx context.Context, ref Ref) bool {
 			switch {
 			case !ok:
 				continue
+			case strings.HasSuffix(id, "-"+destroyAction):
+				// Due from the request on, whatever this node's clock
+				// says of its time (the requester's, which may be ahead).
+				return true
 			case at > now:
 				return false
-			case strings.HasSuffix(id, "-"+destroyAction):
-				return true
 			}
 		}
 		if len(kvs) < opts.Limit {
