@@ -39,6 +39,14 @@ type wakeHeap []*wakeItem
 
 func (h wakeHeap) Len() int           { return len(h) }
 func (h wakeHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+
+// wallTime drops t's monotonic clock reading. The heap holds times read
+// back from storage (wall clock only) beside times computed from
+// time.Now (both clocks), and Before compares two times by the monotonic
+// clock only when both have it, by the wall clock otherwise: after the
+// wall clock steps (NTP), such a mix is no order at all, and the heap, so
+// ordered, could hold a due wakeup behind a later one.
+func wallTime(t time.Time) time.Time { return t.Round(0) }
 func (h wakeHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i]; h[i].index = i; h[j].index = j }
 func (h *wakeHeap) Push(x any)        { it := x.(*wakeItem); it.index = len(*h); *h = append(*h, it) }
 func (h *wakeHeap) Pop() any {
@@ -73,6 +81,7 @@ func (t *timers) schedule(ref Ref, id string, at time.Time) { t.set(ref, id, at,
 func (t *timers) scheduleEarlier(ref Ref, id string, at time.Time) { t.set(ref, id, at, true) }
 
 func (t *timers) set(ref Ref, id string, at time.Time, onlyEarlier bool) {
+	at = wallTime(at)
 	t.mu.Lock()
 	if it, ok := t.byID[id]; ok {
 		if onlyEarlier && !at.Before(it.at) {
@@ -102,6 +111,7 @@ func (t *timers) wake() {
 // a later one (by the turn that failed): the earlier stands, with its
 // count of failures.
 func (t *timers) retryEarlier(it *wakeItem, at time.Time) {
+	at = wallTime(at)
 	t.mu.Lock()
 	if cur, ok := t.byID[it.id]; ok {
 		if at.Before(cur.at) {
@@ -122,6 +132,7 @@ func (t *timers) retryEarlier(it *wakeItem, at time.Time) {
 // scheduled since (by an activation of it that ran meanwhile), that time
 // stands.
 func (t *timers) retry(it *wakeItem, at time.Time) {
+	at = wallTime(at)
 	t.mu.Lock()
 	if _, ok := t.byID[it.id]; !ok {
 		it.at = at

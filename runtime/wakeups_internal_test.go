@@ -1,0 +1,36 @@
+package runtime
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// The timers hold wall-clock times only, whichever way a time came in: a
+// heap of times from storage (wall clock) and from time.Now (monotonic
+// too) would be compared by one clock or the other pair by pair, which,
+// once the wall clock steps, orders nothing, and a due wakeup could wait
+// behind a later one. (A step of the machine's clock cannot be made in a
+// test; what can be checked is that no time in the heap carries a
+// monotonic reading.)
+func TestTimersHoldWallClockTimesOnly(t *testing.T) {
+	tm := newTimers()
+	now := time.Now()
+	if !strings.Contains(now.String(), "m=") {
+		t.Fatal("time.Now has no monotonic reading here: the test checks nothing")
+	}
+	tm.schedule(Ref{}, "a", now.Add(time.Second))
+	tm.scheduleEarlier(Ref{}, "b", now.Add(2*time.Second))
+	tm.scheduleEarlier(Ref{}, "b", now.Add(time.Second))
+	tm.retry(&wakeItem{id: "c"}, now.Add(3*time.Second))
+	tm.retryEarlier(&wakeItem{id: "a"}, now.Add(500*time.Millisecond))
+	tm.retryEarlier(&wakeItem{id: "d"}, now.Add(4*time.Second))
+	if len(tm.heap) != 4 {
+		t.Fatalf("%d timers, want 4", len(tm.heap))
+	}
+	for _, it := range tm.heap {
+		if s := it.at.String(); strings.Contains(s, "m=") {
+			t.Errorf("timer %s at %s: a monotonic reading kept", it.id, s)
+		}
+	}
+}
