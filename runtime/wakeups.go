@@ -47,8 +47,8 @@ func (h wakeHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
 // wall clock steps (NTP), such a mix is no order at all, and the heap, so
 // ordered, could hold a due wakeup behind a later one.
 func wallTime(t time.Time) time.Time { return t.Round(0) }
-func (h wakeHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i]; h[i].index = i; h[j].index = j }
-func (h *wakeHeap) Push(x any)        { it := x.(*wakeItem); it.index = len(*h); *h = append(*h, it) }
+func (h wakeHeap) Swap(i, j int)     { h[i], h[j] = h[j], h[i]; h[i].index = i; h[j].index = j }
+func (h *wakeHeap) Push(x any)       { it := x.(*wakeItem); it.index = len(*h); *h = append(*h, it) }
 func (h *wakeHeap) Pop() any {
 	old := *h
 	it := old[len(old)-1]
