@@ -39,6 +39,15 @@ type wakeHeap []*wakeItem
 
 func (h wakeHeap) Len() int           { return len(h) }
 func (h wakeHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h wakeHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i]; h[i].index = i; h[j].index = j }
+func (h *wakeHeap) Push(x any)        { it := x.(*wakeItem); it.index = len(*h); *h = append(*h, it) }
+func (h *wakeHeap) Pop() any {
+	old := *h
+	it := old[len(old)-1]
+	*h = old[:len(old)-1]
+	it.index = -1
+	return it
+}
 
 // wallTime drops t's monotonic clock reading. The heap holds times read
 // back from storage (wall clock only) beside times computed from
@@ -47,15 +56,6 @@ func (h wakeHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
 // wall clock steps (NTP), such a mix is no order at all, and the heap, so
 // ordered, could hold a due wakeup behind a later one.
 func wallTime(t time.Time) time.Time { return t.Round(0) }
-func (h wakeHeap) Swap(i, j int)     { h[i], h[j] = h[j], h[i]; h[i].index = i; h[j].index = j }
-func (h *wakeHeap) Push(x any)       { it := x.(*wakeItem); it.index = len(*h); *h = append(*h, it) }
-func (h *wakeHeap) Pop() any {
-	old := *h
-	it := old[len(old)-1]
-	*h = old[:len(old)-1]
-	it.index = -1
-	return it
-}
 
 // timers schedules actor activations. This node is the only writer of the
 // wakeup records of its partitions, so after loading them once when it
