@@ -62,6 +62,10 @@ type Config struct {
 	// alone. An external etcd's compaction is its operator's
 	// (docs/deploy.md).
 	EtcdHistoryBudget int64
+	// etcdQuotaBackendBytes, if set, replaces the embedded member's space
+	// quota (etcdstore.EmbeddedConfig.QuotaBackendBytes, 4 GiB): a test
+	// hook, so that a test can fill etcd up in a few MiB.
+	etcdQuotaBackendBytes int64
 
 	// GossipAddr is the host:port of the memberlist gossip (TCP and UDP).
 	// "-" runs the node without gossip: it then balances over the nodes

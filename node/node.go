@@ -182,6 +182,9 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 		ec.InitialCluster = cfg.EtcdInitialCluster
 		ec.InitialClusterState = cfg.EtcdInitialClusterState
 		ec.HistoryBudget = cfg.EtcdHistoryBudget
+		if cfg.etcdQuotaBackendBytes != 0 {
+			ec.QuotaBackendBytes = cfg.etcdQuotaBackendBytes
+		}
 		ec.Logger = n.log
 		t0 := time.Now()
 		if n.embedded, err = etcdstore.StartEmbedded(ctx, ec); err != nil {

@@ -34,7 +34,9 @@ var (
 	// ErrRefused: the store refused the transaction for a reason of its
 	// own, not of the transaction (etcd: too many requests). Nothing was
 	// written; trying again later may succeed. (etcd's "database space
-	// exceeded" is not one: it can come after the write applied.)
+	// exceeded" is not one: it can come after the write applied. But
+	// once it has come, etcdstore refuses writes that put itself, unsent,
+	// with ErrRefused, until etcd's NOSPACE alarm is gone.)
 	ErrRefused = errors.New("storage: refused by the store")
 	// ErrNotSent: a Committer's caller gave up (its context ended) while
 	// the transaction still waited in the queue: it was never sent, and

@@ -141,6 +141,12 @@ func (s *Store) commit(ctx context.Context, txns []storage.Txn) error {
 	if len(req.Compare) == 0 && len(req.Success) == 0 {
 		return nil
 	}
+	if nPuts > 0 {
+		// etcd out of space still applies deletes.
+		if err := s.spaceLeft(ctx); err != nil {
+			return err
+		}
+	}
 	ctx, end := s.begin(ctx)
 	resp, err := s.raw.Txn(ctx, req, s.rawOpts...)
 	if err := end(clientv3.ContextError(ctx, err)); err != nil {

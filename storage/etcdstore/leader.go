@@ -186,7 +186,7 @@ const leaderMargin = 100 * time.Millisecond
 // given up, else the error mapped to storage's.
 func (s *Store) begin(ctx context.Context) (_ context.Context, end func(error) error) {
 	if s.inflight == nil {
-		return ctx, mapErr
+		return ctx, func(err error) error { return mapErr(s.sawNoSpace(err)) }
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	id := s.track(cancel)
@@ -194,7 +194,7 @@ func (s *Store) begin(ctx context.Context) (_ context.Context, end func(error) e
 		s.untrack(id)
 		gaveUp := err != nil && errors.Is(context.Cause(ctx), ErrLeaderChanged)
 		cancel(nil)
-		mapped := mapErr(err)
+		mapped := mapErr(s.sawNoSpace(err))
 		// A write that etcd answered definitely (refused, too large,
 		// invalid, lease gone) just as it was given up keeps its answer:
 		// a too-large batch is split, a refused one is not in doubt.

@@ -68,6 +68,19 @@ type Store struct {
 	// leader does not hold up Close.
 	probeCtx    context.Context
 	probeCancel context.CancelFunc
+
+	// full is set when etcd answers a write "database space exceeded"
+	// (its NOSPACE alarm): from then on writes that put are refused
+	// unsent (errNoSpace, definite) rather than sent to be refused by
+	// etcd in an answer that cannot be told from the one of a write that
+	// applied, and so put in doubt (mapErr): every write would re-fence
+	// its partition, whose claim, a put too, etcd refuses. Every
+	// noSpaceRecheck, a write asks etcd's alarms first, and goes if
+	// NOSPACE is gone. Guarded by spaceMu, with fullChecked, the time of
+	// the last question or NOSPACE answer.
+	spaceMu     sync.Mutex
+	full        bool
+	fullChecked time.Time
 }
 
 type leaseState struct {
@@ -153,7 +166,8 @@ func mapErr(err error) error {
 		return fmt.Errorf("%w: %v", storage.ErrRefused, err)
 	case errors.Is(err, rpctypes.ErrGRPCNoSpace):
 		// As it comes over gRPC (RESOURCE_EXHAUSTED): not too large, but
-		// space exceeded, in doubt as above.
+		// space exceeded, in doubt as above. (The Store then refuses
+		// writes unsent while etcd stays full: spaceLeft.)
 		return fmt.Errorf("etcdstore: %w", err)
 	case errors.Is(err, rpctypes.ErrTooManyOps), errors.Is(err, rpctypes.ErrRequestTooLarge),
 		status.Code(err) == codes.ResourceExhausted:
@@ -164,6 +178,65 @@ func mapErr(err error) error {
 		return fmt.Errorf("%w: %v", storage.ErrLeaseNotFound, err)
 	}
 	return fmt.Errorf("etcdstore: %w", err)
+}
+
+// noSpaceRecheck is how often, while etcd is out of space, a write asks
+// etcd's alarms whether it still is.
+const noSpaceRecheck = time.Second
+
+// errNoSpace refuses, unsent, a write that puts while etcd is out of space.
+var errNoSpace = fmt.Errorf("%w: etcd is out of space (%v; alarm NOSPACE): not sent; writes resume once an operator frees space and disarms the alarm",
+	storage.ErrRefused, rpctypes.ErrGRPCNoSpace)
+
+// spaceLeft returns errNoSpace while etcd is known to be out of space.
+// One write asks at a time; the others meanwhile are refused.
+func (s *Store) spaceLeft(ctx context.Context) error {
+	s.spaceMu.Lock()
+	if !s.full {
+		s.spaceMu.Unlock()
+		return nil
+	}
+	ask := time.Since(s.fullChecked) >= noSpaceRecheck
+	asked := time.Now()
+	if ask {
+		s.fullChecked = asked
+	}
+	s.spaceMu.Unlock()
+	if !ask {
+		return errNoSpace
+	}
+	// Any client may list alarms (only raising and disarming them are an
+	// admin's).
+	actx, cancel := context.WithTimeout(ctx, noSpaceRecheck)
+	resp, err := s.cli.AlarmList(actx)
+	cancel()
+	if err != nil || slices.ContainsFunc(resp.Alarms, func(a *pb.AlarmMember) bool { return a.Alarm == pb.AlarmType_NOSPACE }) {
+		return errNoSpace
+	}
+	s.spaceMu.Lock()
+	if s.fullChecked.Equal(asked) {
+		// Not if a NOSPACE answer came meanwhile (sawNoSpace).
+		s.full = false
+	}
+	s.spaceMu.Unlock()
+	return nil
+}
+
+// noSpace says whether err is etcd's "database space exceeded", as its
+// gRPC status (the raw KV API) or as clientv3's error.
+func noSpace(err error) bool {
+	return err != nil && (errors.Is(err, rpctypes.ErrGRPCNoSpace) || errors.Is(err, rpctypes.ErrNoSpace))
+}
+
+// sawNoSpace notes a write's error (etcd's, unmapped): "database space
+// exceeded" closes spaceLeft's gate. It returns err.
+func (s *Store) sawNoSpace(err error) error {
+	if noSpace(err) {
+		s.spaceMu.Lock()
+		s.full, s.fullChecked = true, time.Now()
+		s.spaceMu.Unlock()
+	}
+	return err
 }
 
 func (s *Store) isClosed() bool {
@@ -350,13 +423,16 @@ func (s *Store) PutIfAbsent(ctx context.Context, key string, value []byte) ([]by
 	if err := s.limits.Check(storage.Txn{Ops: []storage.Op{storage.Put(key, value)}}); err != nil {
 		return nil, false, err
 	}
+	if err := s.spaceLeft(ctx); err != nil {
+		return nil, false, err
+	}
 	resp, err := s.kv.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
 		Then(clientv3.OpPut(key, string(value))).
 		Else(clientv3.OpGet(key)).
 		Commit()
 	if err != nil {
-		return nil, false, mapErr(err)
+		return nil, false, mapErr(s.sawNoSpace(err))
 	}
 	if resp.Succeeded {
 		return slices.Clone(value), true, nil
@@ -391,12 +467,17 @@ func (s *Store) PutLeased(ctx context.Context, key string, value []byte, lease s
 	if err := s.limits.Check(storage.Txn{Conds: conds, Ops: []storage.Op{storage.Put(key, value)}}); err != nil {
 		return err
 	}
+	if lease != 0 {
+		if err := s.spaceLeft(ctx); err != nil {
+			return err
+		}
+	}
 	if len(conds) == 0 {
 		if lease == 0 {
 			return noLease()
 		}
 		_, err := s.kv.Put(ctx, key, string(value), clientv3.WithLease(clientv3.LeaseID(lease)))
-		return mapErr(err)
+		return mapErr(s.sawNoSpace(err))
 	}
 	cmps := make([]clientv3.Cmp, len(conds))
 	for i, c := range conds {
@@ -420,7 +501,7 @@ func (s *Store) PutLeased(ctx context.Context, key string, value []byte, lease s
 	}
 	resp, err := s.kv.Txn(ctx).If(cmps...).Then(then...).Commit()
 	if err != nil {
-		return mapErr(err)
+		return mapErr(s.sawNoSpace(err))
 	}
 	if !resp.Succeeded {
 		return storage.ErrConditionFailed
@@ -450,7 +531,7 @@ func (s *Store) GrantLease(ctx context.Context, ttl time.Duration) (storage.Leas
 	sent := time.Now()
 	resp, err := s.cli.Grant(ctx, secs)
 	if err != nil {
-		return 0, mapErr(err)
+		return 0, mapErr(s.sawNoSpace(err))
 	}
 	id := storage.LeaseID(resp.ID)
 	granted := time.Duration(resp.TTL) * time.Second
@@ -642,6 +723,9 @@ func (s *Store) Claim(ctx context.Context, node string, lease storage.LeaseID, p
 	}
 	if lease == 0 {
 		return nil, noLease()
+	}
+	if err := s.spaceLeft(ctx); err != nil {
+		return nil, err
 	}
 	todo := slices.Clone(partitions)
 	slices.Sort(todo)

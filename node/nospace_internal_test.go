@@ -1,0 +1,144 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/client"
+	"github.com/rivet-go/rivet/examples/counter"
+)
+
+// A node whose etcd runs out of space (its NOSPACE alarm: etcd refuses
+// every write that puts) keeps its lease and its partitions and serves
+// reads; writes fail at once with UNAVAILABLE naming etcd's space. Only
+// the first write etcd answered so is in doubt (the answer can follow a
+// write that applied) and re-fences its partition, which etcd will not
+// let the node claim back until space is freed: every later write is
+// refused unsent, so no other partition goes. Before, every write went to
+// etcd and into doubt, re-fenced its partition and lost it, until the
+// node served nothing, reads included ("partition 5 ... is not owned").
+// Once an operator frees space and disarms the alarm, the node writes
+// again, without a restart, and nothing was lost or applied twice.
+func TestANodeWhoseEtcdIsOutOfSpaceRefusesWritesAndRecovers(t *testing.T) {
+	const parts = 8
+	reg, err := rivet.Setup(counter.Actor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultLocalConfig(t.TempDir())
+	cfg.Partitions = parts
+	cfg.HTTPAddr = "-"
+	cfg.Logger = zap.NewNop()
+	cfg.etcdQuotaBackendBytes = 8 << 20
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	n := StartForTest(t, ctx, cfg, reg)
+	// Retries cut to 1 s (5 s by default), to keep the test short.
+	c, err := client.New(n.GRPCAddr(), client.WithRetry(50*time.Millisecond, time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	key := func(i int) string { return fmt.Sprint("k", i) }
+	const keys = 8
+	for i := range keys {
+		if _, err := rivet.Call[int](ctx, c.GetOrCreate("counter", key(i)), "increment", 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Other data fills etcd up, past its quota.
+	junk := strings.Repeat("x", 256<<10)
+	full := false
+	for i := 0; i < 200 && !full; i++ {
+		_, err := n.etcd.Put(ctx, fmt.Sprint("/junk/", i), junk)
+		full = err != nil && strings.Contains(err.Error(), "database space exceeded")
+		if err != nil && !full {
+			t.Fatal(err)
+		}
+	}
+	if !full {
+		t.Fatal("etcd took 50 MiB over a quota of 8")
+	}
+	alarms, err := n.etcd.AlarmList(ctx)
+	if err != nil || len(alarms.Alarms) != 1 {
+		t.Fatalf("alarms %v, %v: want NOSPACE", alarms, err)
+	}
+
+	namedSpace := 0
+	for i := range keys {
+		t0 := time.Now()
+		cctx, ccancel := context.WithTimeout(ctx, 20*time.Second)
+		_, err := rivet.Call[int](cctx, c.GetOrCreate("counter", key(i)), "increment", 1)
+		ccancel()
+		took := time.Since(t0)
+		if !errors.Is(err, rivet.ErrUnavailable) || took > 5*time.Second {
+			t.Errorf("increment %s while etcd is out of space: %v (code %v) after %v, want UNAVAILABLE within the client's retries", key(i), err, client.Code(err), took)
+		}
+		if err != nil && strings.Contains(err.Error(), "database space exceeded") {
+			namedSpace++
+		}
+	}
+	// The first write can go in doubt (etcd was full before this node
+	// knew) and cost its partition a re-fence; no other may.
+	if namedSpace < keys-1 {
+		t.Errorf("%d of %d writes failed naming etcd's space", namedSpace, keys)
+	}
+	if r := n.host.Stats().Refences; r > 1 {
+		t.Errorf("%d partitions re-fenced while etcd was out of space, want at most 1", r)
+	}
+	if got := n.own.Owned(); got < parts-1 {
+		t.Errorf("the node owns %d of %d partitions while etcd is out of space", got, parts)
+	}
+	if _, losses := n.own.LeaseStats(); losses != 0 {
+		t.Errorf("the node lost its lease %d times", losses)
+	}
+	reads := 0
+	for i := range keys {
+		if v, err := rivet.Call[int](ctx, c.Get("counter", key(i)), "getCount"); err == nil && v == 1 {
+			reads++
+		}
+	}
+	if reads < keys-1 {
+		t.Errorf("%d of %d reads answered while etcd is out of space", reads, keys)
+	}
+
+	// What an operator does: delete, compact, defragment, disarm.
+	op, err := clientv3.New(clientv3.Config{Endpoints: n.embedded.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer op.Close()
+	del, err := op.Delete(ctx, "/junk/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := op.Compact(ctx, del.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
+		t.Fatal(err)
+	}
+	for _, ep := range n.embedded.Endpoints() {
+		if _, err := op.Defragment(ctx, ep); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := op.AlarmDisarm(ctx, &clientv3.AlarmMember{MemberID: alarms.Alarms[0].MemberID, Alarm: alarms.Alarms[0].Alarm}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range keys {
+		cctx, ccancel := context.WithTimeout(ctx, 20*time.Second)
+		v, err := rivet.Call[int](cctx, c.GetOrCreate("counter", key(i)), "increment", 1)
+		ccancel()
+		if err != nil || v != 2 {
+			t.Errorf("increment %s once space is freed: %d, %v; want 2 (one before, none while full)", key(i), v, err)
+		}
+	}
+	awaitCond(t, ctx, "the node to own every partition again", func() bool { return n.own.Owned() == parts })
+}
