@@ -10,6 +10,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/client"
@@ -36,7 +37,8 @@ func TestANodeWhoseEtcdIsOutOfSpaceRefusesWritesAndRecovers(t *testing.T) {
 	cfg := DefaultLocalConfig(t.TempDir())
 	cfg.Partitions = parts
 	cfg.HTTPAddr = "-"
-	cfg.Logger = zap.NewNop()
+	core, logs := observer.New(zap.WarnLevel)
+	cfg.Logger = zap.New(core)
 	cfg.etcdQuotaBackendBytes = 8 << 20
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -73,6 +75,7 @@ func TestANodeWhoseEtcdIsOutOfSpaceRefusesWritesAndRecovers(t *testing.T) {
 		t.Fatalf("alarms %v, %v: want NOSPACE", alarms, err)
 	}
 
+	warned := logs.Len()
 	namedSpace := 0
 	for i := range keys {
 		t0 := time.Now()
@@ -100,6 +103,18 @@ func TestANodeWhoseEtcdIsOutOfSpaceRefusesWritesAndRecovers(t *testing.T) {
 	}
 	if _, losses := n.own.LeaseStats(); losses != 0 {
 		t.Errorf("the node lost its lease %d times", losses)
+	}
+	// Each write, and each of the client's retries, was refused: a
+	// warning each flooded the log at the rate of requests. The balancer
+	// warns of its failed claims once a pass, about once a second.
+	perMessage := map[string]int{}
+	for _, e := range logs.All()[warned:] {
+		perMessage[e.Message]++
+	}
+	for msg, k := range perMessage {
+		if k > 2 && msg != "claiming partitions failed" {
+			t.Errorf("%d warnings %q while etcd was out of space (%d write calls), want at most 2", k, msg, keys)
+		}
 	}
 	reads := 0
 	for i := range keys {

@@ -644,7 +644,9 @@ func (a *activation) flushLoop(until uint64) {
 		}
 		a.mu.Unlock()
 		if err != nil {
-			a.h.log.Warn("actor commit failed: deactivating it", actorField(a), errField(err))
+			if warn, quiet := a.h.refusedWarn(err); warn {
+				a.h.log.Warn("actor commit failed: deactivating it", actorField(a), errField(err), zap.Uint64("refused_not_logged", quiet))
+			}
 			a.h.evict(a)
 		}
 	}

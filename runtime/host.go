@@ -138,6 +138,11 @@ type Host struct {
 	shedCount                                   atomic.Uint64
 	schedFired, schedFailed                     atomic.Uint64
 	wakeFailed, sleepFailed, destroyFailed      atomic.Uint64
+
+	// refusedLoggedAt (unix nanoseconds) and refusedQuiet ration the
+	// warnings of commits the store refused (refusedWarn).
+	refusedLoggedAt atomic.Int64
+	refusedQuiet    atomic.Uint64
 }
 
 // New returns a Host. It starts nothing: call Start.
@@ -2203,6 +2208,28 @@ func (r logRef) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	}))
 }
 func errField(err error) zap.Field { return zap.Error(err) }
+
+// refusedLogEvery is the least time between two warnings of commits the
+// store refused.
+const refusedLogEvery = 10 * time.Second
+
+// refusedWarn says whether to log a commit that failed with err, and the
+// number of refused commits not logged since the last warning. Commits the
+// store refused (storage.ErrRefused) are warned of once per
+// refusedLogEvery: etcd out of space refuses every write, at the rate
+// requests come, and a warning each flooded the log. Other failures are
+// always logged.
+func (h *Host) refusedWarn(err error) (bool, uint64) {
+	if !errors.Is(err, storage.ErrRefused) {
+		return true, 0
+	}
+	now, last := time.Now().UnixNano(), h.refusedLoggedAt.Load()
+	if now-last < int64(refusedLogEvery) || !h.refusedLoggedAt.CompareAndSwap(last, now) {
+		h.refusedQuiet.Add(1)
+		return false, 0
+	}
+	return true, h.refusedQuiet.Swap(0)
+}
 
 // Remote reaches actors whose partition another node owns. The node
 // provides it; without one, such calls fail with rivet.ErrUnavailable.

@@ -101,7 +101,7 @@ func (h *Host) refence(f storage.Fence) {
 	// ring gives it to another node meanwhile (or this one drains): then
 	// it is left free for that node.
 	backoff := 100 * time.Millisecond
-	for {
+	for failed := 0; ; failed++ {
 		h.mu.Lock()
 		stopping, wants := h.stopping, h.wants
 		h.mu.Unlock()
@@ -114,7 +114,11 @@ func (h *Host) refence(f storage.Fence) {
 		if err == nil {
 			break
 		}
-		h.log.Warn("claiming a re-fenced partition again failed; retrying", zap.Uint32("partition", f.Partition), zap.Error(err))
+		if failed == 0 {
+			// Once: etcd out of space refuses the claim until an
+			// operator frees space, which may take hours.
+			h.log.Warn("claiming a re-fenced partition again failed; retrying until it succeeds", zap.Uint32("partition", f.Partition), zap.Error(err))
+		}
 		select {
 		case <-h.baseCtx.Done():
 			return
