@@ -267,10 +267,13 @@ func (h *Host) readActorOnce(ctx context.Context, prefix string) (s snapshot, re
 // activation's hooks have run: a load whose wake fails must not arm it, or
 // a due call whose run is what loads the actor would be tried again at
 // once, not with the timers' backoff (fireSchedules), each time loading
-// the actor again.
+// the actor again. Nor may the load made by that run: a call whose turn
+// fails to commit (etcd out of space) was tried again at once by a second
+// run, and the failures counted from none each time, so the backoff never
+// grew past a second.
 func (a *activation) armSchedules() {
 	if a.loadedSchedAt > 0 {
-		a.h.timers.scheduleEarlier(a.ref, schedTimer(a.id), time.UnixMilli(a.loadedSchedAt))
+		a.h.timers.armUnlessFiring(a.ref, schedTimer(a.id), time.UnixMilli(a.loadedSchedAt))
 	}
 }
 

@@ -66,10 +66,33 @@ type timers struct {
 	byID  map[string]*wakeItem
 	kick  chan struct{}
 	clock func() time.Time
+	// firing counts the runs of each timer of scheduled calls in
+	// progress (fireSchedules), which arm it again themselves.
+	firing map[string]int
 }
 
 func newTimers() *timers {
-	return &timers{byID: map[string]*wakeItem{}, kick: make(chan struct{}, 1), clock: time.Now}
+	return &timers{byID: map[string]*wakeItem{}, kick: make(chan struct{}, 1), clock: time.Now, firing: map[string]int{}}
+}
+
+// fire marks a run of timer id in progress (delta 1) or ended (-1).
+func (t *timers) fire(id string, delta int) {
+	t.mu.Lock()
+	if t.firing[id] += delta; t.firing[id] <= 0 {
+		delete(t.firing, id)
+	}
+	t.mu.Unlock()
+}
+
+// armUnlessFiring is scheduleEarlier, unless a run of id is in progress:
+// that run arms it when it ends, with its backoff if it failed.
+func (t *timers) armUnlessFiring(ref Ref, id string, at time.Time) {
+	t.mu.Lock()
+	firing := t.firing[id] > 0
+	t.mu.Unlock()
+	if !firing {
+		t.scheduleEarlier(ref, id, at)
+	}
 }
 
 // schedule sets (or moves) the actor's activation time: a new wakeup,
@@ -345,7 +368,9 @@ func (h *Host) wakeLoop() {
 				defer h.loops.Done()
 				defer func() { <-sem }()
 				if isSchedTimer(it.id) {
+					h.timers.fire(it.id, 1)
 					h.fireSchedules(it)
+					h.timers.fire(it.id, -1)
 				} else {
 					h.wakeOne(it)
 				}
