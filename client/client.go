@@ -58,6 +58,11 @@ type Client struct {
 	admin  rivetv1.AdminServiceClient
 	retry  retryPolicy
 	router *router // nil unless WithDirectRouting
+	// closed ends with Close: it ends the subscriptions still open, whose
+	// goroutines would otherwise wait for ever to hand an event to a
+	// reader that left with the client.
+	closed context.Context
+	close  context.CancelFunc
 }
 
 var _ caller.Client = (*Client)(nil)
@@ -200,6 +205,7 @@ func New(addr string, opts ...Option) (*Client, error) {
 		admin:  rivetv1.NewAdminServiceClient(conn),
 		retry:  o.retry,
 	}
+	c.closed, c.close = context.WithCancel(context.Background())
 	if o.direct > 0 {
 		c.router = newRouter(conn, dial, o.direct)
 		c.actors = rivetv1.NewActorServiceClient(c.router)
@@ -297,8 +303,10 @@ func (o *options) credentials() ([]grpc.DialOption, error) {
 	return out, nil
 }
 
-// Close closes the connections. Calls in flight fail with Canceled.
+// Close closes the connections. Calls in flight fail with Canceled, and
+// subscriptions still open end (ErrSubscriptionClosed).
 func (c *Client) Close() error {
+	c.close()
 	if c.router != nil {
 		c.router.close()
 	}

@@ -88,6 +88,9 @@ type SubscribeOptions struct {
 func (h *ActorHandle) SubscribeWith(ctx context.Context, opts SubscribeOptions) (*Subscription, error) {
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	stop := context.AfterFunc(ctx, cancel)
+	// The client's Close ends it too; unregistered when it ends, so that a
+	// long-lived client does not keep one per subscription ever made.
+	unclose := context.AfterFunc(h.c.closed, cancel)
 	req := &rivetv1.SubscribeRequest{Actor: h.ref(), Events: opts.Events}
 	// sctx has no deadline (the stream outlives ctx's): without ctx's in
 	// the policy, a node that is not there was retried until the deadline
@@ -116,6 +119,7 @@ func (h *ActorHandle) SubscribeWith(ctx context.Context, opts SubscribeOptions) 
 	}
 	if err != nil {
 		cancel()
+		unclose()
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) && errors.Is(err, context.Canceled) {
 			// sctx has no deadline: ctx's end cancelled the attempt in
 			// flight (a node slow to answer). That is the deadline, as a
@@ -125,7 +129,10 @@ func (h *ActorHandle) SubscribeWith(ctx context.Context, opts SubscribeOptions) 
 		return nil, withCause(err, ctx.Err())
 	}
 	s := &Subscription{cancel: cancel, ch: make(chan Event), done: make(chan struct{}), onBreak: opts.OnBreak}
-	go s.run(sctx, h, req, stream)
+	go func() {
+		defer unclose()
+		s.run(sctx, h, req, stream)
+	}()
 	return s, nil
 }
 
