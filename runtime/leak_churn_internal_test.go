@@ -1,0 +1,188 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	goruntime "runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/storage"
+	"github.com/rivet-go/rivet/workflow"
+)
+
+type leakState struct {
+	N int `json:"n"`
+}
+
+// leakSizes is what the host holds: goroutines, actors in memory and
+// retiring, timers, subscriptions' actors, sleep chains.
+type leakSizes struct{ goroutines, actors, retiring, timers, heap, subs, chains int }
+
+func (h *Host) leakSizes() leakSizes {
+	var s leakSizes
+	s.goroutines = goruntime.NumGoroutine()
+	h.mu.Lock()
+	s.actors, s.retiring = len(h.actors), len(h.retiring)
+	h.mu.Unlock()
+	h.timers.mu.Lock()
+	s.timers, s.heap = len(h.timers.byID), len(h.timers.heap)
+	h.timers.mu.Unlock()
+	h.events.mu.Lock()
+	s.subs = len(h.events.subs)
+	h.events.mu.Unlock()
+	h.sleepChains.Range(func(any, any) bool { s.chains++; return true })
+	return s
+}
+
+// Many actors come into memory and leave it (idle, or shed past
+// MaxActiveActors), having run actions, scheduled calls, queue sends and
+// workflows that sleep and complete, or having been destroyed with a call
+// still scheduled: the host holds nothing of them afterwards.
+func TestActorChurnLeavesHostMapsEmpty(t *testing.T) {
+	act := rivet.Actor[leakState]{
+		Name:   "leaky",
+		Queues: rivet.Queues{"q": rivet.QueueOf[int]()},
+		Events: rivet.Events{"e": rivet.EventOf[int]()},
+		Run: func(ctx *workflow.Ctx[leakState]) error {
+			m, err := workflow.Next[int](ctx, "m")
+			if err != nil {
+				return err
+			}
+			if err := ctx.Sleep("nap", 20*time.Millisecond); err != nil {
+				return err
+			}
+			return ctx.Step("add", func(s *workflow.StepCtx[leakState]) error { s.State.N += m.Body; return nil })
+		},
+		Actions: rivet.Actions[leakState]{
+			"arm": rivet.Action(func(c *rivet.ActionCtx[leakState], far bool) (int, error) {
+				if err := c.Broadcast("e", c.State.N); err != nil {
+					return 0, err
+				}
+				d := 10 * time.Millisecond
+				if far {
+					d = time.Hour
+				}
+				if _, err := c.Schedule().After(d, "noop"); err != nil {
+					return 0, err
+				}
+				return c.State.N, nil
+			}),
+			"noop": rivet.Action0(func(c *rivet.ActionCtx[leakState]) (int, error) { return c.State.N, nil }),
+			"gone": rivet.Action0(func(c *rivet.ActionCtx[leakState]) (int, error) { return 0, c.Destroy() }),
+		},
+	}
+	reg, err := rivet.Setup(act)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := storage.NewMemory()
+	defer store.Close()
+	h, _ := memHostWith(t, reg, store, func(c *Config) {
+		c.IdleTimeout = 100 * time.Millisecond
+		c.MaxActiveActors = 10
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	round := func(i int) {
+		ref := Ref{Name: "leaky", Key: []string{fmt.Sprint("k", i)}}
+		if _, err := h.Call(ctx, CallRequest{Ref: ref, Action: "arm", Args: json.RawMessage(fmt.Sprintf("[%v]", i%3 == 0)), CreateIfMissing: true}); err != nil {
+			t.Fatal(err)
+		}
+		sub, err := h.Subscribe(ctx, ref, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.Send(ctx, SendRequest{Ref: ref, Queue: "q", Body: json.RawMessage("1"), IdempotencyKey: fmt.Sprint("s", i)}); err != nil {
+			t.Fatal(err)
+		}
+		sub.Close()
+		if i%3 == 0 {
+			// Destroyed with a call an hour away.
+			if _, err := h.Call(ctx, CallRequest{Ref: ref, Action: "gone"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := h.Call(ctx, CallRequest{Ref: Ref{Name: "leaky", Key: []string{"none"}}, Action: "noop"}); err == nil {
+			t.Fatal("a call to a missing actor succeeded")
+		}
+	}
+	idle := func(what string, base leakSizes) leakSizes {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			s := h.leakSizes()
+			if s.goroutines <= base.goroutines+3 && s.actors == 0 && s.retiring == 0 && s.timers <= base.timers && s.heap <= base.heap && s.subs == 0 && s.chains == 0 && h.InFlight() == 0 {
+				t.Logf("%s: %+v", what, s)
+				return s
+			}
+			if time.Now().After(deadline) {
+				buf := make([]byte, 1<<20)
+				os.WriteFile("/tmp/review-leak/"+t.Name()+".stacks", buf[:goruntime.Stack(buf, true)], 0o644)
+				t.Fatalf("%s: %+v, baseline %+v, %d in flight", what, s, base, h.InFlight())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	for i := range 3 {
+		round(i)
+	}
+	base := idle("warm-up", leakSizes{goroutines: 1 << 20, timers: 1 << 20, heap: 1 << 20})
+	for i := 3; i < 150; i++ {
+		round(i)
+	}
+	idle("churn", base)
+}
+
+// memHostWith is memHostOn with the host's configuration tuned by tune.
+func memHostWith(t *testing.T, reg *rivet.Registry, store storage.Store, tune func(*Config)) (*Host, func(context.Context) error) {
+	t.Helper()
+	const parts = 4
+	ctx, cancel := context.WithCancel(context.Background())
+	com := storage.NewCommitter(store, storage.DefaultCommitterConfig())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = com.Run(ctx) }()
+	own := NewOwnership(store, NodeRecord{NodeID: "n1"}, 5*time.Second, nil)
+	if err := own.Establish(ctx, AllPartitions(parts)); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = own.Run(ctx) }()
+	cfg := DefaultConfig()
+	cfg.NodeID, cfg.Partitions = "n1", parts
+	tune(&cfg)
+	h, err := New(cfg, reg, store, com, own)
+	if err != nil {
+		cancel()
+		wg.Wait()
+		t.Fatal(err)
+	}
+	if err := h.Start(ctx); err != nil {
+		cancel()
+		wg.Wait()
+		t.Fatal(err)
+	}
+	var once sync.Once
+	stop := func(sctx context.Context) error {
+		var err error
+		once.Do(func() {
+			err = h.Stop(sctx)
+			_ = own.Resign(sctx)
+			cancel()
+			wg.Wait()
+		})
+		return err
+	}
+	t.Cleanup(func() {
+		sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer scancel()
+		_ = stop(sctx)
+	})
+	return h, stop
+}
