@@ -170,6 +170,10 @@ func (o *Ownership) margin() time.Duration {
 	return max(o.ttl/10, 200*time.Millisecond)
 }
 
+// unusedLeaseRevoke bounds the revoke of a lease granted by an Establish
+// that failed to register the node with it.
+const unusedLeaseRevoke = 2 * time.Second
+
 // Establish grants the node's lease, registers the node and claims the
 // given partitions (those that have no owner). If a previous run of this
 // node (same node ID) left a registration, its lease is revoked once the
@@ -214,6 +218,13 @@ func (o *Ownership) Establish(ctx context.Context, partitions []uint32) error {
 	// revoke had just freed, to hand them back once the record was back (a
 	// crash and quick restart moved all of a node's partitions twice).
 	if err := o.store.PutLeased(ctx, key, b, lease); err != nil {
+		// Nothing holds the new lease (or, if the write applied after
+		// all, only the record, which the next Establish writes again):
+		// revoked now, rather than left to expire in storage and tracked
+		// by the store for good, one per failed attempt.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unusedLeaseRevoke)
+		_ = o.store.RevokeLease(rctx, lease)
+		cancel()
 		return fmt.Errorf("register node: %w", err)
 	}
 	// The record names the previous run's lease only if that run wrote

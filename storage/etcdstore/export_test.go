@@ -11,3 +11,10 @@ func SetMinHistory(d time.Duration) (restore func()) {
 	minHistory = d
 	return func() { minHistory = old }
 }
+
+// TrackedLeases is how many leases the store keeps state for.
+func (s *Store) TrackedLeases() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.leases)
+}
