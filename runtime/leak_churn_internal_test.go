@@ -3,10 +3,12 @@ package runtime
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	goruntime "runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -185,4 +187,100 @@ func memHostWith(t *testing.T, reg *rivet.Registry, store storage.Store, tune fu
 		_ = stop(sctx)
 	})
 	return h, stop
+}
+
+// leakVars counts the vars open.
+type leakVars struct{ open *atomic.Int64 }
+
+func (v leakVars) Close() error { v.open.Add(-1); return nil }
+
+// Vars that are io.Closers are closed whichever way their activation goes:
+// idle, shed, destroyed, an OnWake that fails (on a create and on a load),
+// with a KeepAwake task running; and the host forgets all of it.
+func TestActorVarsChurnClosesEveryVars(t *testing.T) {
+	var open atomic.Int64
+	act := rivet.Actor[leakState]{
+		Name: "vars",
+		CreateVars: func(c *rivet.ActionCtx[leakState]) (any, error) {
+			open.Add(1)
+			return leakVars{&open}, nil
+		},
+		OnWake: func(c *rivet.ActionCtx[leakState]) error {
+			if c.Key()[0] == "bad" || c.State.N < 0 {
+				return errors.New("no wake")
+			}
+			return nil
+		},
+		OnSleep: func(c *rivet.ActionCtx[leakState]) error { return nil },
+		Actions: rivet.Actions[leakState]{
+			"set": rivet.Action(func(c *rivet.ActionCtx[leakState], n int) (int, error) {
+				c.State.N = n
+				return n, nil
+			}),
+			"task": rivet.Action0(func(c *rivet.ActionCtx[leakState]) (int, error) {
+				return 0, c.KeepAwake(func(ctx context.Context, _ rivet.Client) {
+					select {
+					case <-ctx.Done():
+					case <-time.After(30 * time.Millisecond):
+					}
+				})
+			}),
+			"gone": rivet.Action0(func(c *rivet.ActionCtx[leakState]) (int, error) { return 0, c.Destroy() }),
+		},
+	}
+	reg, err := rivet.Setup(act)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := storage.NewMemory()
+	defer store.Close()
+	h, _ := memHostWith(t, reg, store, func(c *Config) {
+		c.IdleTimeout = 100 * time.Millisecond
+		c.MaxActiveActors = 5
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	call := func(key, action, args string) error {
+		_, err := h.Call(ctx, CallRequest{Ref: Ref{Name: "vars", Key: []string{key}}, Action: action, Args: json.RawMessage(args), CreateIfMissing: true})
+		return err
+	}
+	for i := range 60 {
+		key := fmt.Sprint("v", i)
+		if err := call(key, "task", ""); err != nil {
+			t.Fatal(err)
+		}
+		switch i % 4 {
+		case 0:
+			if err := call(key, "gone", ""); err != nil {
+				t.Fatal(err)
+			}
+		case 1:
+			// Its next wake fails.
+			if err := call(key, "set", "[-1]"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := call("bad", "task", ""); err == nil {
+			t.Fatal("a create whose OnWake fails succeeded")
+		}
+	}
+	// The actors whose wake fails, loaded again.
+	time.Sleep(300 * time.Millisecond)
+	for i := 1; i < 60; i += 4 {
+		if err := call(fmt.Sprint("v", i), "set", "[1]"); err == nil {
+			t.Fatal("a call to an actor whose OnWake fails succeeded")
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		s := h.leakSizes()
+		if open.Load() == 0 && s.actors == 0 && s.retiring == 0 && s.chains == 0 {
+			t.Logf("%+v, vars open %d", s, open.Load())
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%+v, vars open %d", s, open.Load())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
