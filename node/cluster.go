@@ -270,16 +270,38 @@ func (v *view) connFor(ctx context.Context, p uint32) (*server.PeerConn, string,
 // conn returns a pooled connection to a peer.
 func (v *view) conn(addr string) (*grpc.ClientConn, error) {
 	v.mu.Lock()
-	defer v.mu.Unlock()
 	if c, ok := v.conns[addr]; ok {
+		v.mu.Unlock()
 		return c, nil
 	}
 	c, err := grpc.NewClient(addr, v.dial...)
 	if err != nil {
+		v.mu.Unlock()
 		return nil, fmt.Errorf("dial %s: %w", addr, err)
 	}
 	v.conns[addr] = c
+	v.mu.Unlock()
+	// The caller read addr's record before pooling c, and prune, which
+	// runs after each change of the registrations, may have run in
+	// between: a connection pooled after the prune that followed its
+	// node's leaving stayed (reconnecting to nothing) until some other
+	// node joined or left. Looked at again now that c is in the pool: a
+	// prune that runs later finds c.
+	if !v.registered(addr) {
+		v.prune()
+		return nil, fmt.Errorf("dial %s: no node is registered there any more", addr)
+	}
 	return c, nil
+}
+
+// registered reports whether a registered node has gRPC address addr.
+func (v *view) registered(addr string) bool {
+	for _, rec := range v.records() {
+		if rec.GRPCAddr == addr {
+			return true
+		}
+	}
+	return false
 }
 
 // peer returns one of the forwarding streams to a peer.

@@ -118,10 +118,23 @@ func TestChurnPeerJoinsAndLeaves(t *testing.T) {
 		if err := b.Stop(sctx); err != nil {
 			t.Fatal(err)
 		}
-		awaitCond(t, ctx, "a to forget b's connection", func() bool {
+		deadline := time.Now().Add(10 * time.Second)
+		for {
 			conns, peers := a.view.connCount()
-			return conns == 0 && peers == 0
-		})
+			if conns == 0 && peers == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				a.view.mu.Lock()
+				var addrs []string
+				for addr := range a.view.conns {
+					addrs = append(addrs, addr)
+				}
+				a.view.mu.Unlock()
+				t.Fatalf("cycle %d: a keeps connections to %v (b was %s); registered: %v", i, addrs, b.GRPCAddr(), a.view.records())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
 	}
 	cycle(0)
 	time.Sleep(time.Second)
