@@ -284,3 +284,95 @@ func TestActorVarsChurnClosesEveryVars(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// Workflows that race a message against a sleep (either winning), join
+// branches, and time out a step, across many actors that then leave
+// memory: no goroutine, timer or map entry of theirs stays.
+func TestWorkflowRaceJoinTimeoutChurnLeavesNothing(t *testing.T) {
+	act := rivet.Actor[leakState]{
+		Name:   "racer",
+		Queues: rivet.Queues{"bid": rivet.QueueOf[int]()},
+		Run: func(ctx *workflow.Ctx[leakState]) error {
+			for i := range 2 {
+				_, _, err := workflow.Race(ctx, fmt.Sprint("race", i), []workflow.RaceBranch[leakState, int]{
+					{Name: "bid", Run: func(c *workflow.Ctx[leakState]) (int, error) {
+						m, err := workflow.Next[int](c, "m")
+						return m.Body, err
+					}},
+					{Name: "expire", Run: func(c *workflow.Ctx[leakState]) (int, error) {
+						return 0, c.Sleep("nap", 30*time.Millisecond)
+					}},
+				})
+				if err != nil {
+					return err
+				}
+			}
+			if _, err := workflow.Join(ctx, "join", workflow.Branches[leakState, int]{
+				"a": func(c *workflow.Ctx[leakState]) (int, error) { return 1, c.Sleep("s", 5*time.Millisecond) },
+				"b": func(c *workflow.Ctx[leakState]) (int, error) { return 2, nil },
+			}); err != nil {
+				return err
+			}
+			err := ctx.StepWith(workflow.StepOptions{Name: "slow", Timeout: 10 * time.Millisecond}, func(s *workflow.StepCtx[leakState]) error {
+				<-s.Context().Done()
+				return s.Context().Err()
+			})
+			if err == nil {
+				return errors.New("the step did not time out")
+			}
+			return nil // the workflow completes
+		},
+		Actions: rivet.Actions[leakState]{
+			"noop": rivet.Action0(func(c *rivet.ActionCtx[leakState]) (int, error) { return 0, nil }),
+		},
+	}
+	reg, err := rivet.Setup(act)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := storage.NewMemory()
+	defer store.Close()
+	h, _ := memHostWith(t, reg, store, func(c *Config) { c.IdleTimeout = 100 * time.Millisecond })
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	round := func(i int) {
+		ref := Ref{Name: "racer", Key: []string{fmt.Sprint("r", i)}}
+		if _, err := h.Call(ctx, CallRequest{Ref: ref, Action: "noop", CreateIfMissing: true}); err != nil {
+			t.Fatal(err)
+		}
+		if i%2 == 0 {
+			if _, err := h.Send(ctx, SendRequest{Ref: ref, Queue: "bid", Body: json.RawMessage("1")}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	idle := func(what string, base leakSizes) leakSizes {
+		t.Helper()
+		deadline := time.Now().Add(15 * time.Second)
+		for {
+			s := h.leakSizes()
+			st := h.Stats()
+			if s.goroutines <= base.goroutines+3 && s.actors == 0 && s.retiring == 0 && s.timers == 0 && s.heap == 0 && st.WorkflowsRunning == 0 {
+				t.Logf("%s: %+v, completed %d, failed %d", what, s, st.WorkflowsCompleted, st.WorkflowsFailed)
+				if st.WorkflowsFailed != 0 {
+					t.Fatalf("%d workflows failed", st.WorkflowsFailed)
+				}
+				return s
+			}
+			if time.Now().After(deadline) {
+				buf := make([]byte, 1<<20)
+				os.WriteFile("/tmp/review-leak/"+t.Name()+".stacks", buf[:goruntime.Stack(buf, true)], 0o644)
+				t.Fatalf("%s: %+v, baseline %+v, %+v", what, s, base, st)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	for i := range 2 {
+		round(i)
+	}
+	base := idle("warm-up", leakSizes{goroutines: 1 << 20})
+	for i := 2; i < 60; i++ {
+		round(i)
+	}
+	idle("churn", base)
+}
