@@ -302,6 +302,16 @@ func (o *Ownership) previousLeases(ctx context.Context, recorded, lease storage.
 			out = append(out, c.Lease)
 		}
 	}
+	// The lease this run lost, also once it has expired (its record and
+	// claims went with it, so nothing above names it): revoking it is
+	// how the store forgets it, which otherwise kept it, one per lease
+	// lost by expiry (a stall past the TTL).
+	o.mu.RLock()
+	lost := o.lostLease
+	o.mu.RUnlock()
+	if lost != 0 && lost != lease && lost != current && !slices.Contains(out, lost) {
+		out = append(out, lost)
+	}
 	return out, nil
 }
 
