@@ -8,51 +8,16 @@ import (
 
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/client"
+	"github.com/rivet-go/rivet/internal/testactors"
 	"github.com/rivet-go/rivet/storage/etcdstore/etcdtest"
 )
-
-type tallyState struct {
-	Hits  map[string]int `json:"hits"`
-	Beats []int64        `json:"beats"` // the due times of the recurring runs
-}
-
-// tally schedules one-off calls and a recurring one, and records each run.
-var tally = rivet.Actor[tallyState]{
-	Name: "tally",
-	Actions: rivet.Actions[tallyState]{
-		"plan": rivet.Action2(func(c *rivet.ActionCtx[tallyState], n, spacingMs int) (int, error) {
-			for i := range n {
-				if _, err := c.Schedule().After(300*time.Millisecond+time.Duration(i*spacingMs)*time.Millisecond, "hit", fmt.Sprintf("c%d", i)); err != nil {
-					return 0, err
-				}
-			}
-			if _, err := c.Schedule().Every("beat", time.Second, "beat"); err != nil {
-				return 0, err
-			}
-			return n, nil
-		}),
-		"hit": rivet.Action(func(c *rivet.ActionCtx[tallyState], tag string) (int, error) {
-			if c.State.Hits == nil {
-				c.State.Hits = map[string]int{}
-			}
-			c.State.Hits[tag]++
-			return c.State.Hits[tag], nil
-		}),
-		"beat": rivet.Action0(func(c *rivet.ActionCtx[tallyState]) (int, error) {
-			f, _ := c.Fired()
-			c.State.Beats = append(c.State.Beats, f.At.UnixMilli())
-			return len(c.State.Beats), nil
-		}),
-		"get": rivet.Query(func(c *rivet.ActionCtx[tallyState]) (tallyState, error) { return *c.State, nil }),
-	},
-}
 
 // Scheduled calls run once each, and a recurring one keeps its cadence,
 // while their partitions move: a drain and its undoing, a node crashed
 // (its claims taken over once its lease ends) and restarted.
 func TestScheduledCallsRunOnceAcrossDrainFailoverAndRestart(t *testing.T) {
 	const parts = 8
-	reg, err := rivet.Setup(tally)
+	reg, err := rivet.Setup(testactors.Tally)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,8 +66,8 @@ func TestScheduledCallsRunOnceAcrossDrainFailoverAndRestart(t *testing.T) {
 	b2 := start(bcfg)
 	awaitCond(t, ctx, "a and the restarted b to share the partitions", shared(a, b2))
 
-	get := func(k string) tallyState {
-		st, err := rivet.Call[tallyState](ctx, c.Get("tally", k), "get")
+	get := func(k string) testactors.TallyState {
+		st, err := rivet.Call[testactors.TallyState](ctx, c.Get("tally", k), "get")
 		if err != nil {
 			t.Fatalf("get %s: %v", k, err)
 		}

@@ -10,71 +10,18 @@ import (
 	"time"
 
 	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/internal/testactors"
 	"github.com/rivet-go/rivet/placement"
 	"github.com/rivet-go/rivet/runtime"
 	"github.com/rivet-go/rivet/storage"
 )
-
-type tallyState struct {
-	Hits  map[string]int `json:"hits"`
-	Beats []int64        `json:"beats"` // the due times of the recurring runs
-	Pokes int            `json:"pokes"`
-}
-
-// tally schedules one-off calls and a recurring one, and records each run.
-var tally = rivet.Actor[tallyState]{
-	Name: "tally",
-	Actions: rivet.Actions[tallyState]{
-		"plan": rivet.Action2(func(c *rivet.ActionCtx[tallyState], n, spacingMs int) (int, error) {
-			for i := range n {
-				if _, err := c.Schedule().After(300*time.Millisecond+time.Duration(i*spacingMs)*time.Millisecond, "hit", fmt.Sprintf("c%d", i)); err != nil {
-					return 0, err
-				}
-			}
-			if _, err := c.Schedule().Every("beat", time.Second, "beat"); err != nil {
-				return 0, err
-			}
-			return n, nil
-		}),
-		"hit": rivet.Action(func(c *rivet.ActionCtx[tallyState], tag string) (int, error) {
-			if c.State.Hits == nil {
-				c.State.Hits = map[string]int{}
-			}
-			c.State.Hits[tag]++
-			return c.State.Hits[tag], nil
-		}),
-		"beat": rivet.Action0(func(c *rivet.ActionCtx[tallyState]) (int, error) {
-			f, _ := c.Fired()
-			c.State.Beats = append(c.State.Beats, f.At.UnixMilli())
-			return len(c.State.Beats), nil
-		}),
-		"poke": rivet.Action0(func(c *rivet.ActionCtx[tallyState]) (int, error) {
-			c.State.Pokes++
-			return c.State.Pokes, nil
-		}),
-		// planIDs schedules n one-off calls, spacingMs apart from 300 ms
-		// on, and returns their ids.
-		"planIDs": rivet.Action2(func(c *rivet.ActionCtx[tallyState], n, spacingMs int) ([]string, error) {
-			var ids []string
-			for i := range n {
-				id, err := c.Schedule().After(300*time.Millisecond+time.Duration(i*spacingMs)*time.Millisecond, "hit", fmt.Sprintf("c%d", i))
-				if err != nil {
-					return nil, err
-				}
-				ids = append(ids, id)
-			}
-			return ids, nil
-		}),
-		"get": rivet.Query(func(c *rivet.ActionCtx[tallyState]) (tallyState, error) { return *c.State, nil }),
-	},
-}
 
 // Scheduled calls of actors whose partition moves back and forth between
 // two hosts, again and again while calls run, each run once: no one-off
 // call is lost or run twice, and the recurring one keeps its cadence (no
 // run twice, none caught up).
 func TestScheduledCallsRunOnceAcrossRepeatedHandoffs(t *testing.T) {
-	e := newEnv(t, counterReg(t, tally), nil)
+	e := newEnv(t, counterReg(t, testactors.Tally), nil)
 	h2, own2 := secondHost(t, e)
 	part := func(key string) uint32 {
 		return placement.Partition("tally", storage.EncodeKey([]string{key}), testPartitions)
@@ -132,12 +79,12 @@ func TestScheduledCallsRunOnceAcrossRepeatedHandoffs(t *testing.T) {
 	close(stop)
 	wg.Wait()
 	h := hosts[cur.Load()]
-	get := func(k string) tallyState {
+	get := func(k string) testactors.TallyState {
 		raw, err := call(t, h, "tally", k, "get", false)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var st tallyState
+		var st testactors.TallyState
 		if err := json.Unmarshal(raw, &st); err != nil {
 			t.Fatal(err)
 		}
@@ -173,7 +120,7 @@ func TestScheduledCallsRunOnceAcrossRepeatedHandoffs(t *testing.T) {
 // forth and the calls come due: a call whose cancel said it cancelled
 // never runs, and every other runs once.
 func TestCancelledCallsNeverRunAcrossRepeatedHandoffs(t *testing.T) {
-	e := newEnv(t, counterReg(t, tally), nil)
+	e := newEnv(t, counterReg(t, testactors.Tally), nil)
 	h2, own2 := secondHost(t, e)
 	const key, n = "x", 60
 	p := placement.Partition("tally", storage.EncodeKey([]string{key}), testPartitions)
@@ -238,7 +185,7 @@ func TestCancelledCallsNeverRunAcrossRepeatedHandoffs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var st tallyState
+	var st testactors.TallyState
 	if err := json.Unmarshal(raw, &st); err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +210,7 @@ func TestCancelledCallsNeverRunAcrossRepeatedHandoffs(t *testing.T) {
 // a new lease) while they come due run once each, and the recurring one
 // keeps its cadence.
 func TestScheduledCallsRunOnceAcrossALeaseLoss(t *testing.T) {
-	e := newEnv(t, counterReg(t, tally), nil)
+	e := newEnv(t, counterReg(t, testactors.Tally), nil)
 	keys := []string{"a", "b", "c"}
 	const n = 20
 	for _, k := range keys {
@@ -280,8 +227,8 @@ func TestScheduledCallsRunOnceAcrossALeaseLoss(t *testing.T) {
 	waitFor(t, "the lease to be lost", 20*time.Second, func() bool { _, l := e.own.LeaseStats(); return l > lost })
 	e.store.muteRenewals.Store(false)
 	waitFor(t, "the partitions claimed again", 20*time.Second, func() bool { return e.host.Owns(p) })
-	get := func(k string) tallyState {
-		var st tallyState
+	get := func(k string) testactors.TallyState {
+		var st testactors.TallyState
 		waitFor(t, "a read of "+k, 20*time.Second, func() bool {
 			raw, err := call(t, e.host, "tally", k, "get", false)
 			return err == nil && json.Unmarshal(raw, &st) == nil
