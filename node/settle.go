@@ -139,8 +139,18 @@ func (n *Node) watchCluster(ctx context.Context) {
 	if n.gossip != nil {
 		gossipChanges = n.gossip.Changes()
 	}
+	var pruned int64 // the nodes mirror's revision at the last prune
 	for {
 		owners, nodes := n.view.owners.Changed(), n.view.nodes.Changed()
+		// Connections to nodes no longer registered are closed whichever
+		// channel woke the loop: a node that leaves releases its claims
+		// and its registration at once, and pruning only when the select
+		// took nodes missed about half of such leavings (the next round
+		// takes new channels), keeping a connection to nothing.
+		if rev := n.view.nodes.Revision(); rev != pruned {
+			n.view.prune()
+			pruned = rev
+		}
 		// After taking the channels, so that no change is missed: a write
 		// of this node's registration that applied after its caller gave
 		// up on it reaches the node's own record this way.
@@ -156,7 +166,6 @@ func (n *Node) watchCluster(ctx context.Context) {
 		case <-gossipChanges:
 		case <-owners:
 		case <-nodes:
-			n.view.prune()
 		}
 		n.balancer.Kick()
 	}
