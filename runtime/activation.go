@@ -525,7 +525,7 @@ func (a *activation) waitDurable(ctx context.Context, v uint64) error {
 // resolveWait bounds how long a reply waits to learn the outcome of a
 // write in doubt: the claim's replacement takes milliseconds, at most its
 // drain (refenceDrain) and a release.
-const resolveWait = 15 * time.Second
+var resolveWait = 15 * time.Second // a variable for tests
 
 // resolveInDoubt says whether ops, committed fenced on f with an unknown
 // outcome, applied: once the claim f has ended (replaced by the re-fence

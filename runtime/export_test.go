@@ -89,3 +89,11 @@ func (o *Ownership) ExpireLocally() {
 	o.validUntil = time.Now().Add(-time.Millisecond)
 	o.mu.Unlock()
 }
+
+// SetResolveWait sets how long a reply waits to learn the outcome of a
+// write in doubt, for a test that waits it out; it returns the restore.
+func SetResolveWait(d time.Duration) (restore func()) {
+	old := resolveWait
+	resolveWait = d
+	return func() { resolveWait = old }
+}

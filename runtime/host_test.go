@@ -894,6 +894,9 @@ func TestInitialStateFromCreateInput(t *testing.T) {
 // fails UNAVAILABLE, which clients retry (the read changed nothing), not
 // with the write's "outcome unknown"; the retry reads what storage holds.
 func TestReadOfStateWhoseWriteFailedIsRetryable(t *testing.T) {
+	// The failed write's outcome stays unknown (nothing re-fences here):
+	// its reply waits the whole of it out.
+	defer runtime.SetResolveWait(time.Second)()
 	e := newEnv(t, counterReg(t), nil)
 	callInt(t, e.host, "counter", "r", "increment", true, 1)
 	e.store.holdFail, e.store.entered = make(chan struct{}), make(chan struct{})
