@@ -75,7 +75,8 @@ func newTimers() *timers {
 	return &timers{byID: map[string]*wakeItem{}, kick: make(chan struct{}, 1), clock: time.Now, firing: map[string]int{}}
 }
 
-// fire marks a run of timer id in progress (delta 1) or ended (-1).
+// fire marks a run of timer id in progress (delta 1) or ended (-1). due
+// marks the runs of the timers of scheduled calls it hands out.
 func (t *timers) fire(id string, delta int) {
 	t.mu.Lock()
 	if t.firing[id] += delta; t.firing[id] <= 0 {
@@ -205,6 +206,14 @@ func (t *timers) due() ([]*wakeItem, time.Time) {
 	for len(t.heap) > 0 && !t.heap[0].at.After(now) {
 		it := heap.Pop(&t.heap).(*wakeItem)
 		delete(t.byID, it.id)
+		if isSchedTimer(it.id) {
+			// Its run is in progress from here, not from when its
+			// goroutine starts: it may wait for a slot (wakeParallel)
+			// meanwhile, and a load of the actor then armed the timer
+			// again, for a second run beside it with no failures
+			// counted. The wake loop ends the mark (fire).
+			t.firing[it.id]++
+		}
 		out = append(out, it)
 	}
 	var next time.Time
@@ -357,10 +366,15 @@ func (h *Host) wakeLoop() {
 	sem := make(chan struct{}, wakeParallel)
 	for {
 		items, next := h.timers.due()
-		for _, it := range items {
+		for i, it := range items {
 			select {
 			case sem <- struct{}{}:
 			case <-h.stopCh:
+				for _, it := range items[i:] {
+					if isSchedTimer(it.id) {
+						h.timers.fire(it.id, -1) // never run
+					}
+				}
 				return
 			}
 			h.loops.Add(1) // this loop's own count keeps loops above zero
@@ -368,7 +382,7 @@ func (h *Host) wakeLoop() {
 				defer h.loops.Done()
 				defer func() { <-sem }()
 				if isSchedTimer(it.id) {
-					h.timers.fire(it.id, 1)
+					// due marked the run in progress.
 					h.fireSchedules(it)
 					h.timers.fire(it.id, -1)
 				} else {

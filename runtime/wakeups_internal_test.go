@@ -34,3 +34,31 @@ func TestTimersHoldWallClockTimesOnly(t *testing.T) {
 		}
 	}
 }
+
+// A timer of scheduled calls is in a run from the moment the wake loop
+// takes it (due), not from when the run's goroutine starts: the run may
+// wait for a slot (wakeParallel) meanwhile, and a load of the actor then
+// (a client's call) armed the timer again, for a second run beside the
+// first whose failures counted from none, undoing the backoff.
+func TestASchedTimerTakenToRunIsNotArmedAgainByALoad(t *testing.T) {
+	tm := newTimers()
+	id := schedTimer("a1")
+	due := time.Now().Add(-time.Second)
+	tm.schedule(Ref{}, id, due)
+	items, _ := tm.due()
+	if len(items) != 1 {
+		t.Fatalf("%d timers due, want 1", len(items))
+	}
+	tm.armUnlessFiring(Ref{}, id, due) // the actor loads, its run not started yet
+	if len(tm.heap) != 0 {
+		t.Fatal("a load armed the timer again while the wake loop held it for a run")
+	}
+	tm.fire(id, -1) // the run ends
+	tm.armUnlessFiring(Ref{}, id, due)
+	if len(tm.heap) != 1 {
+		t.Fatalf("%d timers once the run ended, want 1", len(tm.heap))
+	}
+	if len(tm.firing) != 0 {
+		t.Fatalf("runs still marked in progress: %v", tm.firing)
+	}
+}
