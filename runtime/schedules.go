@@ -830,7 +830,8 @@ func (h *Host) fireSchedules(it *wakeItem) {
 			return // the partition's next owner loads the timer
 		default:
 			it.fails++
-			delay := wakeRetryDelay(it.fails, errors.Is(err, rivet.ErrUnavailable) || errors.Is(err, rivet.ErrTimeout))
+			it.storageFailed = errors.Is(err, rivet.ErrUnavailable) || errors.Is(err, rivet.ErrTimeout)
+			delay := wakeRetryDelay(it.fails, it.storageFailed)
 			h.log.Warn("running a scheduled call failed; trying again later", refField(it.ref), zap.Error(err), zap.Int("failures", it.fails), zap.Duration("retry_in", delay))
 			h.timers.retryEarlier(it, h.timers.now().Add(delay))
 			return

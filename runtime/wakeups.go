@@ -32,6 +32,11 @@ type wakeItem struct {
 	// fails counts the activations for this wakeup that failed in a row;
 	// its retries back off by it (wakeRetryDelay).
 	fails int
+	// storageFailed says that the last of them failed for want of
+	// storage (UNAVAILABLE or a timeout: etcd out of space refuses every
+	// commit): a load of the actor, which says nothing of storage, does
+	// not cut its backoff short (armUnlessFiring).
+	storageFailed bool
 }
 
 // wakeHeap is a min-heap of wakeItems by time.
@@ -85,13 +90,21 @@ func (t *timers) fire(id string, delta int) {
 	t.mu.Unlock()
 }
 
-// armUnlessFiring is scheduleEarlier, unless a run of id is in progress:
-// that run arms it when it ends, with its backoff if it failed.
+// armUnlessFiring is scheduleEarlier, unless a run of id is in progress
+// (that run arms it when it ends, with its backoff if it failed) or id
+// waits out the backoff of a run that storage failed: moved to at (the due
+// call's time, past) its failures would count from none again, so each
+// load of the actor (a client's call, which loads it again after each
+// commit storage refused) ran the failing call at once, warning each time.
+// (After a run whose load failed, a load that succeeds arms it at once.)
 func (t *timers) armUnlessFiring(ref Ref, id string, at time.Time) {
 	t.mu.Lock()
-	firing := t.firing[id] > 0
+	skip := t.firing[id] > 0
+	if it, ok := t.byID[id]; ok && it.fails > 0 && it.storageFailed {
+		skip = true
+	}
 	t.mu.Unlock()
-	if !firing {
+	if !skip {
 		t.scheduleEarlier(ref, id, at)
 	}
 }
@@ -139,7 +152,7 @@ func (t *timers) retryEarlier(it *wakeItem, at time.Time) {
 	t.mu.Lock()
 	if cur, ok := t.byID[it.id]; ok {
 		if at.Before(cur.at) {
-			cur.at, cur.fails = at, it.fails
+			cur.at, cur.fails, cur.storageFailed = at, it.fails, it.storageFailed
 			heap.Fix(&t.heap, cur.index)
 		}
 	} else {

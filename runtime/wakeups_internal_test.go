@@ -62,3 +62,32 @@ func TestASchedTimerTakenToRunIsNotArmedAgainByALoad(t *testing.T) {
 		t.Fatalf("runs still marked in progress: %v", tm.firing)
 	}
 }
+
+// A load of an actor whose due call failed and waits out its backoff
+// leaves that timer alone: moved to the call's time, its failures counted
+// from none, so a client calling the actor (loaded again after each commit
+// storage refused) ran the failing call at once each time, and its
+// backoff never grew.
+func TestALoadLeavesTheBackoffOfAFailedCallAlone(t *testing.T) {
+	tm := newTimers()
+	id := schedTimer("a1")
+	now := time.Now()
+	tm.retry(&wakeItem{id: id, fails: 3, storageFailed: true}, now.Add(4*time.Second))
+	tm.armUnlessFiring(Ref{}, id, now.Add(-time.Second)) // the call's time
+	it := tm.byID[id]
+	if it == nil || it.fails != 3 || !it.at.Equal(now.Add(4*time.Second).Round(0)) {
+		t.Fatalf("timer after a load: %+v, want at %v with 3 failures", it, now.Add(4*time.Second))
+	}
+	// After runs whose load failed (OnWake), a load that succeeds arms it
+	// at once; so it does without a retry pending.
+	for _, pending := range []*wakeItem{{id: id, fails: 3}, nil} {
+		tm.cancel(id)
+		if pending != nil {
+			tm.retry(pending, now.Add(time.Minute))
+		}
+		tm.armUnlessFiring(Ref{}, id, now.Add(-time.Second))
+		if it := tm.byID[id]; it == nil || !it.at.Equal(now.Add(-time.Second).Round(0)) {
+			t.Fatalf("timer after a load (retry pending %v): %+v, want at the call's time", pending != nil, it)
+		}
+	}
+}
