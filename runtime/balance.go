@@ -15,7 +15,7 @@ import (
 type BalancerConfig struct {
 	// Eligible returns the IDs of the nodes the ring is computed over:
 	// alive, registered in storage and not draining. This node takes no
-	// partition while it is not among them.
+	// partition while it is not among them, unless none is (Draining).
 	Eligible func() []string
 	// Draining, if set, returns the nodes alive and registered that are
 	// draining. When no node is eligible, the ring is computed over these:

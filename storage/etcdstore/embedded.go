@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -72,7 +73,8 @@ type EmbeddedConfig struct {
 	// AutoCompactionRetention is how much key history etcd keeps; older
 	// revisions are compacted periodically. Embedded etcd compacts nothing
 	// by default, so its database would grow with every write. Zero means
-	// 5 minutes; negative disables compaction.
+	// 5 minutes; negative disables this compaction (HistoryBudget's still
+	// runs unless it is negative too).
 	AutoCompactionRetention time.Duration
 	// HistoryBudget bounds the key history by space, whatever the time
 	// AutoCompactionRetention allows. etcd keeps every version of every key
@@ -134,6 +136,10 @@ const (
 // after (runtime's resolveWait).
 var minHistory = 30 * time.Second
 
+// maxSamples bounds the compactor's samples of the head revision: an hour
+// of them.
+const maxSamples = int(time.Hour / compactCheck)
+
 // EmbeddedMaxTxnOps is the transaction op bound of an embedded member.
 const EmbeddedMaxTxnOps = 1024
 
@@ -187,7 +193,12 @@ func (c *EmbeddedConfig) validate() error {
 		c.QuotaBackendBytes = d.QuotaBackendBytes
 	}
 	if c.HistoryBudget == 0 {
+		// Never past a quarter of a small quota: etcd would refuse writes
+		// before the history shrank.
 		c.HistoryBudget = DefaultHistoryBudget
+		if c.QuotaBackendBytes > 0 {
+			c.HistoryBudget = min(c.HistoryBudget, c.QuotaBackendBytes/4)
+		}
 	}
 	if c.MaxTxnOps == 0 {
 		c.MaxTxnOps = EmbeddedMaxTxnOps
@@ -393,6 +404,12 @@ func (e *Embedded) compactOnce(ctx context.Context, budget int64, samples []revS
 	samples = append(samples, revSample{now, head})
 	for len(samples) > 0 && samples[0].rev <= first {
 		samples = samples[1:]
+	}
+	if len(samples) > maxSamples {
+		// Nothing compacted for an hour (no periodic compaction, and the
+		// database within budget): older samples only make the halving
+		// coarser at the start.
+		samples = slices.Delete(samples, 0, len(samples)-maxSamples)
 	}
 	if s.Leader() != s.MemberID() || s.Backend().SizeInUse() <= budget {
 		return samples, nil
