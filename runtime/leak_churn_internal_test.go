@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	goruntime "runtime"
 	"sync"
 	"sync/atomic"
@@ -124,7 +123,7 @@ func TestActorChurnLeavesHostMapsEmpty(t *testing.T) {
 			}
 			if time.Now().After(deadline) {
 				buf := make([]byte, 1<<20)
-				os.WriteFile("/tmp/review-leak/"+t.Name()+".stacks", buf[:goruntime.Stack(buf, true)], 0o644)
+				t.Logf("goroutines at the failure:\n%s", buf[:goruntime.Stack(buf, true)])
 				t.Fatalf("%s: %+v, baseline %+v, %d in flight", what, s, base, h.InFlight())
 			}
 			time.Sleep(50 * time.Millisecond)
@@ -361,7 +360,7 @@ func TestWorkflowRaceJoinTimeoutChurnLeavesNothing(t *testing.T) {
 			}
 			if time.Now().After(deadline) {
 				buf := make([]byte, 1<<20)
-				os.WriteFile("/tmp/review-leak/"+t.Name()+".stacks", buf[:goruntime.Stack(buf, true)], 0o644)
+				t.Logf("goroutines at the failure:\n%s", buf[:goruntime.Stack(buf, true)])
 				t.Fatalf("%s: %+v, baseline %+v, %+v", what, s, base, st)
 			}
 			time.Sleep(50 * time.Millisecond)

@@ -80,11 +80,11 @@ func newTimers() *timers {
 	return &timers{byID: map[string]*wakeItem{}, kick: make(chan struct{}, 1), clock: time.Now, firing: map[string]int{}}
 }
 
-// fire marks a run of timer id in progress (delta 1) or ended (-1). due
-// marks the runs of the timers of scheduled calls it hands out.
-func (t *timers) fire(id string, delta int) {
+// runEnded ends the mark of a run of timer id in progress, which due sets
+// for the timers of scheduled calls it hands out.
+func (t *timers) runEnded(id string) {
 	t.mu.Lock()
-	if t.firing[id] += delta; t.firing[id] <= 0 {
+	if t.firing[id]--; t.firing[id] <= 0 {
 		delete(t.firing, id)
 	}
 	t.mu.Unlock()
@@ -224,7 +224,7 @@ func (t *timers) due() ([]*wakeItem, time.Time) {
 			// goroutine starts: it may wait for a slot (wakeParallel)
 			// meanwhile, and a load of the actor then armed the timer
 			// again, for a second run beside it with no failures
-			// counted. The wake loop ends the mark (fire).
+			// counted. The wake loop ends the mark (runEnded).
 			t.firing[it.id]++
 		}
 		out = append(out, it)
@@ -385,7 +385,7 @@ func (h *Host) wakeLoop() {
 			case <-h.stopCh:
 				for _, it := range items[i:] {
 					if isSchedTimer(it.id) {
-						h.timers.fire(it.id, -1) // never run
+						h.timers.runEnded(it.id) // never run
 					}
 				}
 				return
@@ -397,7 +397,7 @@ func (h *Host) wakeLoop() {
 				if isSchedTimer(it.id) {
 					// due marked the run in progress.
 					h.fireSchedules(it)
-					h.timers.fire(it.id, -1)
+					h.timers.runEnded(it.id)
 				} else {
 					h.wakeOne(it)
 				}

@@ -53,7 +53,7 @@ func TestASchedTimerTakenToRunIsNotArmedAgainByALoad(t *testing.T) {
 	if len(tm.heap) != 0 {
 		t.Fatal("a load armed the timer again while the wake loop held it for a run")
 	}
-	tm.fire(id, -1) // the run ends
+	tm.runEnded(id) // the run ends
 	tm.armUnlessFiring(Ref{}, id, due)
 	if len(tm.heap) != 1 {
 		t.Fatalf("%d timers once the run ended, want 1", len(tm.heap))
