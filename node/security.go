@@ -97,9 +97,8 @@ func (n *Node) loadSecurity() (security, error) {
 	}
 	s.peer = append(s.peer, grpc.WithTransportCredentials(peerCreds))
 	if c.Token != "" {
-		s.server = append(s.server,
-			grpc.ChainUnaryInterceptor(server.AuthUnaryInterceptor(c.Token)),
-			grpc.ChainStreamInterceptor(server.AuthStreamInterceptor(c.Token)))
+		// Checked from a call's headers, before its request is read.
+		s.server = append(s.server, server.AuthServerOptions(c.Token)...)
 		s.peer = append(s.peer, grpc.WithPerRPCCredentials(auth.NewCredentials(c.Token)))
 		if c.TLSCertFile == "" {
 			n.log.Warn("the gRPC port requires a token but has no TLS: tokens cross the network in plaintext")

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/tap"
 
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/internal/auth"
@@ -17,6 +18,35 @@ import (
 // open: container health checks and load balancers probe it without
 // credentials, and it tells them only whether the node serves.
 var healthPrefix = "/" + grpc_health_v1.Health_ServiceDesc.ServiceName + "/"
+
+// AuthServerOptions returns the options that make a server require token
+// (none for an empty token): AuthTapHandle, which refuses a call before
+// its request is read, and the interceptors, the same check for a server
+// that gRPC does not tap (one served through ServeHTTP).
+func AuthServerOptions(token string) []grpc.ServerOption {
+	if token == "" {
+		return nil
+	}
+	return []grpc.ServerOption{
+		grpc.InTapHandle(AuthTapHandle(token)),
+		grpc.ChainUnaryInterceptor(AuthUnaryInterceptor(token)),
+		grpc.ChainStreamInterceptor(AuthStreamInterceptor(token)),
+	}
+}
+
+// AuthTapHandle refuses, as AuthUnaryInterceptor does, a call without
+// token, but from its headers, before gRPC reads its request: an
+// interceptor runs only once the whole request is read and decompressed,
+// so a caller without the token could make the node take in up to the
+// transport's bound (twice the largest limit plus 1 MiB) per call. The
+// refused stream is reset, so the caller sends no more of it than the
+// stream's flow-control window. An empty token lets every call through.
+// Only one tap handle can be installed on a grpc.Server.
+func AuthTapHandle(token string) tap.ServerInHandle {
+	return func(ctx context.Context, info *tap.Info) (context.Context, error) {
+		return ctx, authenticateMD(info.Header, token, info.FullMethodName)
+	}
+}
 
 // AuthUnaryInterceptor refuses, with UNAUTHENTICATED, every unary call
 // that does not carry token as "authorization: Bearer <token>" metadata,
@@ -46,10 +76,14 @@ func AuthStreamInterceptor(token string) grpc.StreamServerInterceptor {
 }
 
 func authenticate(ctx context.Context, token, method string) error {
+	md, _ := metadata.FromIncomingContext(ctx)
+	return authenticateMD(md, token, method)
+}
+
+func authenticateMD(md metadata.MD, token, method string) error {
 	if token == "" || strings.HasPrefix(method, healthPrefix) {
 		return nil
 	}
-	md, _ := metadata.FromIncomingContext(ctx)
 	if err := auth.Check(md, token); err != nil {
 		st, _ := rpcerr.ToStatus(rivet.Errorf(rivet.ErrUnauthenticated, "%v", err))
 		return st.Err()

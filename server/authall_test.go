@@ -42,11 +42,15 @@ func serveAsNode(t *testing.T, token string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	serveAsNodeOn(t, lis, token)
+	return lis.Addr().String()
+}
+
+// serveAsNodeOn is serveAsNode on lis, with extra server options.
+func serveAsNodeOn(t *testing.T, lis net.Listener, token string, extra ...grpc.ServerOption) {
+	t.Helper()
 	limits := server.DefaultLimits()
-	opts := []grpc.ServerOption{
-		grpc.ChainUnaryInterceptor(server.AuthUnaryInterceptor(token)),
-		grpc.ChainStreamInterceptor(server.AuthStreamInterceptor(token)),
-	}
+	opts := append(server.AuthServerOptions(token), extra...)
 	opts = append(opts, server.ServerOptions(limits)...)
 	opts = append(opts, grpc.ChainUnaryInterceptor(server.ForwardingInterceptor(noRoute{})))
 	gs := grpc.NewServer(opts...)
@@ -65,7 +69,6 @@ func serveAsNode(t *testing.T, token string) string {
 		<-done
 		ps.Wait()
 	})
-	return lis.Addr().String()
 }
 
 // A node with a token refuses, with UNAUTHENTICATED, every method of every

@@ -16,9 +16,10 @@
 //		grpc.ChainUnaryInterceptor(server.UnaryInterceptor(log)))...)
 //	srv.Register(gs)
 //
-// A node with a bearer token adds AuthUnaryInterceptor and
-// AuthStreamInterceptor before the forwarding interceptor; they guard
-// everything but the gRPC health service.
+// A node with a bearer token adds AuthServerOptions (a tap handle that
+// refuses a call from its headers, before its request is read, and the
+// same check as interceptors) before the forwarding interceptor; they
+// guard everything but the gRPC health service.
 //
 // Between nodes, ForwardingInterceptor sends a request for an actor
 // another node owns over a PeerConn: a long-lived PeerService stream on
