@@ -98,6 +98,9 @@ func ServerOptions(limits Limits) []grpc.ServerOption {
 		// server must not take those for abuse (its default allows one
 		// ping every 5 minutes).
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+		// The server pings its callers too (serverKeepalive), so that one
+		// gone without a word does not hold its streams for ever.
+		grpc.KeepaliveParams(serverKeepalive),
 		// Stop waits for the handlers to return (they all end with their
 		// context), so that what a handler started (a peer stream's
 		// receive loop, PeerServer.Wait) is counted before Stop returns.
@@ -124,6 +127,27 @@ const streamWorkers = 64
 // (UNAVAILABLE) rather than wait for their deadline, or for ever for a
 // call without one. TCP alone takes minutes to hours.
 var PeerKeepalive = keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 5 * time.Second, PermitWithoutStream: true}
+
+// serverKeepalive is how a node's server finds a caller gone without a
+// word (a cut network, a frozen host, a client killed with its host): a
+// ping after 30 s without a frame from it, which must be answered within
+// 20 s, or the connection is closed and the calls and streams on it end
+// (their handlers return: a Subscribe stream holds a subscription on the
+// actor's owner, and a peer's forwarding stream its receive loop). gRPC's
+// default pings after 2 hours, and TCP alone takes minutes to hours, or
+// for ever for a stream that sends nothing. The timeout is gRPC's
+// default, which it also sets as the socket's TCP_USER_TIMEOUT (how long
+// data sent may stay unacknowledged), as before. A caller that sends
+// anything within 30 s is not pinged: peers ping every 10 s
+// (PeerKeepalive). A peer or client has no policy against pings it is
+// sent, so this breaks none of theirs.
+//
+// No MaxConnectionIdle: an idle connection to a live caller costs little,
+// and closing it would make each client or peer that calls now and then
+// dial again first.
+//
+// A variable for tests.
+var serverKeepalive = keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 20 * time.Second}
 
 // Static HTTP/2 flow-control windows, for a node's server and its
 // connections to peers. With gRPC's default the windows start at 64 KiB
