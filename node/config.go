@@ -66,6 +66,10 @@ type Config struct {
 	// quota (etcdstore.EmbeddedConfig.QuotaBackendBytes, 4 GiB): a test
 	// hook, so that a test can fill etcd up in a few MiB.
 	etcdQuotaBackendBytes int64
+	// httpIdleTimeout, if set, replaces how long the HTTP server keeps a
+	// connection that sends no next request (httpIdleTimeout's default):
+	// a test hook.
+	httpIdleTimeout time.Duration
 
 	// GossipAddr is the host:port of the memberlist gossip (TCP and UDP).
 	// "-" runs the node without gossip: it then balances over the nodes

@@ -402,7 +402,22 @@ func (n *Node) startHTTP() {
 		}
 		fmt.Fprintln(w, "ok")
 	})
-	n.httpServer = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	idle := n.cfg.httpIdleTimeout
+	if idle <= 0 {
+		idle = httpIdleTimeout
+	}
+	// Every endpoint answers at once from memory and reads no body: the
+	// timeouts bound only a slow or vanished caller. Without IdleTimeout
+	// (or ReadTimeout, which it falls back to) a kept-alive connection
+	// waits for its next request for ever, one per scraper or prober that
+	// went without a reset.
+	n.httpServer = &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       idle,
+	}
 	n.goBackground("http", func() error {
 		if err := n.httpServer.Serve(n.httpLis); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			return fmt.Errorf("http serve: %w", err)
@@ -410,6 +425,11 @@ func (n *Node) startHTTP() {
 		return nil
 	})
 }
+
+// httpIdleTimeout is how long the HTTP server keeps a connection that
+// sends no next request: more than the interval of any scraper or prober
+// that would reuse it (Prometheus scrapes every 15 s to 1 min).
+const httpIdleTimeout = 90 * time.Second
 
 // GRPCAddr is the address the gRPC server listens on.
 func (n *Node) GRPCAddr() string { return n.grpcLis.Addr().String() }
