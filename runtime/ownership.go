@@ -174,6 +174,15 @@ func (o *Ownership) margin() time.Duration {
 // that failed to register the node with it.
 const unusedLeaseRevoke = 2 * time.Second
 
+// revokeUnused revokes lease, granted by an Establish that failed before
+// anything but, perhaps, the node's record was written on it, within
+// unusedLeaseRevoke, even if ctx is done.
+func (o *Ownership) revokeUnused(ctx context.Context, lease storage.LeaseID) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unusedLeaseRevoke)
+	_ = o.store.RevokeLease(rctx, lease)
+	cancel()
+}
+
 // Establish grants the node's lease, registers the node and claims the
 // given partitions (those that have no owner). If a previous run of this
 // node (same node ID) left a registration, its lease is revoked once the
@@ -222,9 +231,7 @@ func (o *Ownership) Establish(ctx context.Context, partitions []uint32) error {
 		// all, only the record, which the next Establish writes again):
 		// revoked now, rather than left to expire in storage and tracked
 		// by the store for good, one per failed attempt.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unusedLeaseRevoke)
-		_ = o.store.RevokeLease(rctx, lease)
-		cancel()
+		o.revokeUnused(ctx, lease)
 		return fmt.Errorf("register node: %w", err)
 	}
 	// The record names the previous run's lease only if that run wrote
@@ -253,6 +260,12 @@ func (o *Ownership) Establish(ctx context.Context, partitions []uint32) error {
 		}
 		if err != nil || kv.Lease != lease {
 			if err := o.store.PutLeased(ctx, key, b, lease); err != nil {
+				// The record is not on the new lease, and nothing is
+				// claimed on it yet: as after a failed first write,
+				// nothing holds it, and no later Establish would find
+				// it to revoke (it finds leases by the record and by
+				// claims).
+				o.revokeUnused(ctx, lease)
 				return fmt.Errorf("register node: %w", err)
 			}
 		}
