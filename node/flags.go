@@ -126,6 +126,12 @@ func ParseFlags(name string, args []string, out io.Writer) (Config, error) {
 	if err := p.fs.Parse(args); err != nil {
 		return cfg, err
 	}
+	if rest := p.fs.Args(); len(rest) > 0 {
+		// The flag package stops at the first argument that is not a
+		// flag: every flag after it would be dropped without a word (a
+		// space in "--join a:1, b:2" ran the node on the default ports).
+		return cfg, fmt.Errorf("unexpected argument %q (the node takes flags only; every flag after it would be ignored; a list is one argument: --join a:1,b:2)", rest[0])
+	}
 	for _, name := range p.emptySecrets {
 		p.envErrs = append(p.envErrs, fmt.Errorf("%s is set but empty: unset it to run without one, or give it a value", envName(name)))
 	}

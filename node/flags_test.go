@@ -65,6 +65,14 @@ func TestParseFlagsRefusesWhatDoesNotParse(t *testing.T) {
 		}
 		os.Unsetenv(env)
 	}
+	// The flag package stops at the first argument that is not a flag,
+	// and the flags after it were ignored: a space in a list ran the node
+	// on the default ports, not those given.
+	for _, args := range [][]string{{"extra"}, {"--join", "a:1,", "b:2", "--grpc-addr", "127.0.0.1:18621"}} {
+		if _, err := node.ParseFlags("mynode", args, io.Discard); err == nil || !strings.Contains(err.Error(), "unexpected argument") {
+			t.Errorf("%q: %v, want refused as an unexpected argument", args, err)
+		}
+	}
 	var usage strings.Builder
 	if _, err := node.ParseFlags("mynode", []string{"-h"}, &usage); !errors.Is(err, flag.ErrHelp) || !strings.Contains(usage.String(), "RIVET_GRPC_ADDR") {
 		t.Fatalf("-h: %v, usage:\n%s", err, usage.String())
