@@ -84,7 +84,7 @@ func (a *app) printSendResult(res client.SendResult, wait bool) error {
 			notDone = &runError{err: fmt.Errorf("not completed within the wait (message %d: still queued, or taken by a workflow that has not completed it)", res.MessageID), code: "DEADLINE_EXCEEDED"}
 		}
 	case wait && res.Status == client.SendEnqueued && res.Duplicate && res.WorkflowStatus != "":
-		notDone = &runError{err: fmt.Errorf("a duplicate: message %d was sent before with this idempotency key, and the actor's workflow has %s: nothing takes it until the workflow is retried (rivetctl workflow retry); nothing was queued", res.MessageID, res.WorkflowStatus), code: "FAILED_PRECONDITION"}
+		notDone = &runError{err: fmt.Errorf("a duplicate: message %d was sent before with this idempotency key, and the actor's workflow %s: nothing takes it %s; nothing was queued", res.MessageID, workflowEnded(res.WorkflowStatus), untilRetried(res.WorkflowStatus)), code: "FAILED_PRECONDITION"}
 	case wait && res.Status == client.SendEnqueued && res.Duplicate:
 		notDone = &runError{err: fmt.Errorf("a duplicate: message %d was sent before with this idempotency key, and this send cannot wait for it (the workflow has taken it already, and a completion is not kept; or another send waits for it; or the node stopped waiting); nothing was queued", res.MessageID), code: "ALREADY_EXISTS"}
 	case wait && res.Status == client.SendEnqueued:
@@ -103,11 +103,7 @@ func (a *app) printSendResult(res client.SendResult, wait bool) error {
 		// Queued all the same (a retry of the workflow takes it), but
 		// whoever sent it should know that nothing reads it now. On
 		// stderr, so that the output stays what scripts expect.
-		ended := "has " + res.WorkflowStatus
-		if res.WorkflowStatus == "cancelled" {
-			ended = "was cancelled"
-		}
-		a.note("the actor's workflow %s: nothing takes message %d until it is retried (rivetctl workflow retry)", ended, res.MessageID)
+		a.note("the actor's workflow %s: nothing takes message %d %s", workflowEnded(res.WorkflowStatus), res.MessageID, untilRetried(res.WorkflowStatus))
 	}
 	if res.Duplicate {
 		a.note("a duplicate: message %d was sent before with this idempotency key; nothing was queued", res.MessageID)
@@ -125,6 +121,27 @@ func (a *app) printSendResult(res client.SendResult, wait bool) error {
 		_, err = fmt.Fprintf(a.stdout, "%s (message %d)\n", res.Status, res.MessageID)
 	}
 	return err
+}
+
+// workflowEnded says how a workflow of status ended: "has completed",
+// "was cancelled".
+func workflowEnded(status string) string {
+	if status == "cancelled" {
+		return "was cancelled"
+	}
+	return "has " + status
+}
+
+// untilRetried says what makes a workflow of status, which has ended, take
+// a queued message. A retry resumes a failed or cancelled run where it
+// stopped, so a receive it reaches takes the message; a completed run has
+// nothing left to run, and a retry without --from replays it to the same
+// end: only one from an entry before that end takes it.
+func untilRetried(status string) string {
+	if status == "completed" {
+		return "unless the workflow runs again from an entry before its end (rivetctl workflow retry --from ENTRY; a retry without --from replays it to the same end)"
+	}
+	return "until it is retried (rivetctl workflow retry)"
 }
 
 func (a *app) printInspection(in client.Inspection) error {

@@ -41,7 +41,7 @@ func (a *app) workflowCommand() *cobra.Command {
 	var from string
 	retry := &cobra.Command{
 		Use:         "retry ACTOR KEY",
-		Short:       "Replay a failed workflow from the entries whose failure ended it (failures a Try caught stay), or from --from ENTRY and all after it",
+		Short:       "Replay a failed workflow from the entries whose failure ended it (failures a Try caught stay), resume a cancelled one, or replay any from --from ENTRY and all after it (a completed one needs --from to run again)",
 		Annotations: map[string]string{sideEffectsAnnotation: "true"},
 		Args:        args(2, 2),
 	}

@@ -196,10 +196,12 @@ func TestWorkflowCommandsOnARealNode(t *testing.T) {
 	}
 
 	// A message for an actor whose workflow has ended is queued, and the
-	// sender is told that nothing takes it until a retry.
+	// sender is told what takes it: for a completed workflow, a retry from
+	// an entry before its end (one without --from replays it to the same
+	// end, and the message stays).
 	r = rivetctl(t, addr, "send", "racer", "r", "later", "{}")
 	if r.code != 0 || r.stdout != "enqueued\n" ||
-		r.stderr != "rivetctl: note: the actor's workflow has completed: nothing takes message 1 until it is retried (rivetctl workflow retry)\n" {
+		r.stderr != "rivetctl: note: the actor's workflow has completed: nothing takes message 1 unless the workflow runs again from an entry before its end (rivetctl workflow retry --from ENTRY; a retry without --from replays it to the same end)\n" {
 		t.Fatalf("send to an ended workflow: %+v", r)
 	}
 	var sent client.SendResult
