@@ -54,14 +54,12 @@ func run(ctx context.Context, args []string, out io.Writer, ready chan<- string)
 	fs := flag.NewFlagSet("examples-api", flag.ContinueOnError)
 	addr := fs.String("addr", "127.0.0.1:6480", "address to listen on")
 	// The counts the seed's dashboard and fan-in/fan-out examples fetch,
-	// as the tests serve them.
-	c := counts{}
-	fs.Var(c, "count", "a GET path and the count it answers, as /path=n (repeatable; default /users=3 /orders=5 /revenue=7 /invoices=11)")
+	// as the tests serve them; --count changes the paths it names and
+	// leaves the others as they are.
+	c := counts{"/users": 3, "/orders": 5, "/revenue": 7, "/invoices": 11}
+	fs.Var(c, "count", "a GET path and the count it answers, as /path=n (repeatable; changes that path only; default /users=3 /orders=5 /revenue=7 /invoices=11)")
 	if err := fs.Parse(args); err != nil {
 		return err
-	}
-	if len(c) == 0 {
-		c = counts{"/users": 3, "/orders": 5, "/revenue": 7, "/invoices": 11}
 	}
 	srv, err := exampleapi.NewTestServerOn(*addr, c)
 	if err != nil {

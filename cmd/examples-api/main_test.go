@@ -38,6 +38,18 @@ func TestServesTheCountsAndAcceptsPosts(t *testing.T) {
 	if err != nil || body.Count != 4 {
 		t.Fatalf("GET /users = %+v, %v; want count 4", body, err)
 	}
+	// --count changes the path it names; the others keep their defaults
+	// (they answered 0, and the dashboard summed the wrong figures).
+	resp, err = http.Get(base + "/orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body.Count = 0
+	err = json.NewDecoder(resp.Body).Decode(&body)
+	resp.Body.Close()
+	if err != nil || body.Count != 5 {
+		t.Fatalf("GET /orders with --count /users=4 = %+v, %v; want the default, 5", body, err)
+	}
 	resp, err = http.Post(base+"/auctions/a1", "application/json", strings.NewReader(`{}`))
 	if err != nil {
 		t.Fatal(err)
