@@ -61,6 +61,11 @@ func run(ctx context.Context, args []string, out io.Writer, ready chan<- string)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if fs.NArg() > 0 {
+		// The flag package stops at the first argument that is not a
+		// flag, and ignored every flag after it.
+		return fmt.Errorf("unexpected argument %q (flags only: --addr HOST:PORT, --count /path=n)", fs.Arg(0))
+	}
 	srv, err := exampleapi.NewTestServerOn(*addr, c)
 	if err != nil {
 		return err

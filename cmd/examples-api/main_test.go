@@ -65,3 +65,16 @@ func TestRefusesAMalformedCount(t *testing.T) {
 		t.Fatal("a count without /path=n was accepted")
 	}
 }
+
+// An argument that is not a flag is refused: it stopped the parsing, and the
+// flags after it were ignored (the stand-in then served the default counts,
+// on the default address, where one may already listen).
+func TestRefusesAnArgumentThatIsNotAFlag(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, args := range [][]string{{"127.0.0.1:0"}, {"--addr", "127.0.0.1:0", "/users=4", "--count", "/orders=1"}} {
+		if err := run(ctx, args, io.Discard, nil); err == nil || !strings.Contains(err.Error(), "unexpected argument") {
+			t.Fatalf("%q: %v, want refused as an unexpected argument", args, err)
+		}
+	}
+}
