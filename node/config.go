@@ -217,7 +217,7 @@ func (c *Config) validate() error {
 		}
 	}
 	if c.Partitions > 65536 {
-		return errors.New("node: Partitions above 65536")
+		return errors.New("node: Partitions (--partitions) above 65536")
 	}
 	if c.GossipAddr == "" {
 		c.GossipAddr = d.GossipAddr
@@ -232,7 +232,7 @@ func (c *Config) validate() error {
 		c.LeaseTTL = d.LeaseTTL
 	}
 	if c.LeaseTTL < time.Second {
-		return errors.New("node: LeaseTTL under 1s (etcd leases have second granularity)")
+		return errors.New("node: LeaseTTL (--lease-ttl) under 1s (etcd leases have second granularity)")
 	}
 	if c.ShutdownTimeout == 0 {
 		c.ShutdownTimeout = d.ShutdownTimeout

@@ -36,32 +36,32 @@ func (c *Config) validateSecurity() error {
 	if c.Token != "" && strings.TrimSpace(c.Token) == "" {
 		// Trimmed, it would be no token at all: every call let through,
 		// on a node that was asked to require one.
-		return errors.New("node: Token is only white space")
+		return errors.New("node: Token (--token, RIVET_TOKEN) is only white space")
 	}
 	c.Token = strings.TrimSpace(c.Token)
 	for _, r := range c.Token {
 		// It travels in gRPC metadata, which carries printable ASCII.
 		if r < 0x20 || r > 0x7e {
-			return errors.New("node: Token must be printable ASCII")
+			return errors.New("node: Token (--token, RIVET_TOKEN) must be printable ASCII")
 		}
 	}
 	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
-		return errors.New("node: TLSCertFile and TLSKeyFile go together")
+		return errors.New("node: TLSCertFile and TLSKeyFile (--tls-cert, --tls-key) go together")
 	}
 	if c.TLSCertFile == "" && (c.TLSClientCAFile != "" || c.TLSCAFile != "") {
 		// mTLS or a peer CA without TLS would be ignored: refuse rather
 		// than serve plaintext to someone who asked for certificates.
-		return errors.New("node: TLSClientCAFile and TLSCAFile need TLS on (TLSCertFile and TLSKeyFile)")
+		return errors.New("node: TLSClientCAFile and TLSCAFile (--tls-client-ca, --tls-ca) need TLS on (TLSCertFile and TLSKeyFile: --tls-cert, --tls-key)")
 	}
 	etcdTLS := c.EtcdCAFile != "" || c.EtcdCertFile != "" || c.EtcdKeyFile != ""
 	if !etcdTLS {
 		return nil
 	}
 	if len(c.EtcdEndpoints) == 0 {
-		return errors.New("node: etcd TLS settings are for an external etcd (EtcdEndpoints); the embedded etcd serves plaintext")
+		return errors.New("node: etcd TLS settings (--etcd-ca, --etcd-cert, --etcd-key) are for an external etcd (EtcdEndpoints: --etcd-endpoints); the embedded etcd serves plaintext")
 	}
 	if (c.EtcdCertFile == "") != (c.EtcdKeyFile == "") {
-		return errors.New("node: EtcdCertFile and EtcdKeyFile go together")
+		return errors.New("node: EtcdCertFile and EtcdKeyFile (--etcd-cert, --etcd-key) go together")
 	}
 	for _, ep := range c.EtcdEndpoints {
 		// etcd's client dials an http:// endpoint in plaintext even with

@@ -22,17 +22,24 @@ func TestUnknownFlagIsRefused(t *testing.T) {
 	}
 }
 
-// TLS settings that would leave the port less secure than they ask, or
-// certificates that cannot be read, stop the node before it serves.
+// TLS settings that would leave the port less secure than they ask, values
+// the node cannot run with, or certificates that cannot be read, stop the
+// node before it serves.
 func TestSecurityFlagsAreChecked(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
 		want string
 	}{
-		{[]string{"--tls-client-ca", "ca.pem"}, "need TLS on"},
-		{[]string{"--tls-cert", "node.pem"}, "go together"},
+		// Each error names the flags (the node's user has no Config
+		// fields to go by).
+		{[]string{"--tls-client-ca", "ca.pem"}, "(--tls-client-ca, --tls-ca) need TLS on (TLSCertFile and TLSKeyFile: --tls-cert, --tls-key)"},
+		{[]string{"--tls-cert", "node.pem"}, "(--tls-cert, --tls-key) go together"},
 		{[]string{"--tls-cert", "missing.pem", "--tls-key", "missing-key.pem"}, "missing.pem"},
-		{[]string{"--etcd-ca", "ca.pem"}, "external etcd"},
+		{[]string{"--etcd-ca", "ca.pem"}, "(--etcd-ca, --etcd-cert, --etcd-key) are for an external etcd (EtcdEndpoints: --etcd-endpoints)"},
+		{[]string{"--etcd-cert", "c.pem", "--etcd-endpoints", "https://127.0.0.1:2379"}, "(--etcd-cert, --etcd-key) go together"},
+		{[]string{"--token", "caf\u00e9"}, "(--token, RIVET_TOKEN) must be printable ASCII"},
+		{[]string{"--lease-ttl", "500ms"}, "(--lease-ttl) under 1s"},
+		{[]string{"--partitions", "70000"}, "(--partitions) above 65536"},
 		{[]string{"--etcd-ca", "ca.pem", "--etcd-endpoints", "http://127.0.0.1:2379"}, "https://"},
 	} {
 		err := run(append([]string{"--data-dir", t.TempDir(), "--log-level", "error"}, tc.args...))
