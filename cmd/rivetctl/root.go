@@ -410,9 +410,17 @@ func describe(err error) string {
 // connectionHint says what most likely went wrong with a connection
 // whose failure gRPC describes only in transport terms (an EOF or a reset
 // reading the server preface is a node that wants TLS). Only for failures of
-// the connection itself: UNAVAILABLE without a rivet error of the node's.
+// the connection itself: UNAVAILABLE without a rivet error of the node's;
+// and for a refused token, whose message speaks of gRPC metadata, which
+// rivetctl's user sets with a flag.
 func (a *app) connectionHint(err error) string {
 	var e *rivet.Error
+	if errors.As(err, &e) && errors.Is(e, rivet.ErrUnauthenticated) {
+		if a.token == "" {
+			return fmt.Sprintf("; the node requires a token: pass --token (or env %s)", client.TokenEnv)
+		}
+		return fmt.Sprintf("; the token given (--token, or env %s) is not the node's", client.TokenEnv)
+	}
 	if !errors.As(err, &e) || !errors.Is(e, rivet.ErrUnavailable) || e.Group != "" || e.Code != "" {
 		return ""
 	}

@@ -77,9 +77,11 @@ func TestCertsTLSAndToken(t *testing.T) {
 		"RIVET_TLS_CERT": filepath.Join(dir, "client.pem"), "RIVET_TLS_KEY": filepath.Join(dir, "client-key.pem"),
 	}, "call", "counter", "main", "increment", "1").want(t, 0, "6\n")
 	rivetctlEnv(t, none, with("call", "counter", "main", "increment", "5")...).
-		wantErr(t, exitError, "rivetctl: unauthenticated: no bearer token (send metadata authorization: Bearer <token>) (UNAUTHENTICATED request.unauthenticated)")
+		wantErr(t, exitError, "rivetctl: unauthenticated: no bearer token (send metadata authorization: Bearer <token>) (UNAUTHENTICATED request.unauthenticated); the node requires a token: pass --token (or env RIVET_TOKEN)")
 	rivetctlEnv(t, none, with("--token", "t1k", "members")...).
-		wantErr(t, exitError, "rivetctl: unauthenticated: invalid bearer token (UNAUTHENTICATED request.unauthenticated)")
+		wantErr(t, exitError, "rivetctl: unauthenticated: invalid bearer token (UNAUTHENTICATED request.unauthenticated); the token given (--token, or env RIVET_TOKEN) is not the node's")
+	rivetctlEnv(t, none, with("-o", "json", "members")...).
+		wantErr(t, exitError, `{"error":{"code":"UNAUTHENTICATED","reason":"request.unauthenticated","message":"no bearer token (send metadata authorization: Bearer \u003ctoken\u003e)","hint":"the node requires a token: pass --token (or env RIVET_TOKEN)"},"exit":1}`)
 	rivetctlEnv(t, none, with("health")...).want(t, 0, "serving\n")
 
 	// Plaintext to a TLS port: the node never answers. (The client's
