@@ -216,6 +216,11 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"members", "-o", "yaml"}, `rivetctl: --output must be text or json, not "yaml"`},
 		{[]string{"members", "--timeout", "0s"}, "rivetctl: --timeout must be positive, not 0s"},
 		{[]string{"call", "--no-create", "--input", "{}", "counter", "main", "getCount"}, "rivetctl: --input makes no sense with --no-create"},
+		// A subcommand's switch before the command's name: cobra read the
+		// name as its value, and said `unknown command "counter"`.
+		{[]string{"--no-create", "call", "counter", "main", "getCount"}, "rivetctl: --no-create is a flag of rivetctl call and rivetctl send: it goes after the command (rivetctl call --no-create ...)"},
+		{[]string{"-o", "text", "--failed", "actors"}, "rivetctl: --failed is a flag of rivetctl actors: it goes after the command (rivetctl actors --failed ...)"},
+		{[]string{"--bogus", "members"}, "rivetctl: unknown flag: --bogus (see rivetctl --help)"},
 	} {
 		rivetctl(t, addr, tc.args...).wantErr(t, 2, tc.line)
 	}

@@ -87,6 +87,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	code, hint := exitUsage, ""
 	if errors.As(err, &re) {
 		code, hint = exitError, a.connectionHint(err)+re.note
+	} else if misplaced := misplacedFlag(root, args); misplaced != nil {
+		err = misplaced
 	}
 	if a.output == "json" || wantsJSON(args) {
 		writeJSONError(stderr, err, code, hint)
@@ -94,6 +96,51 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	fmt.Fprintln(stderr, "rivetctl: "+oneLine(describe(err))+hint)
 	return code
+}
+
+// misplacedFlag explains a command line that failed because a switch of a
+// subcommand (call's --no-create, send's --wait, actors' --failed) came
+// before the command's name: cobra, looking for the command, takes a flag
+// it does not know for one with a value, so "--no-create call counter"
+// read as the command "counter". Nil if the line has no such flag before
+// its first argument.
+func misplacedFlag(root *cobra.Command, args []string) error {
+	global := root.PersistentFlags()
+	for i := 0; i < len(args); i++ {
+		arg := args[i]
+		if arg == "--" || !strings.HasPrefix(arg, "-") || arg == "-" {
+			return nil // the command's name, or an argument: what follows parsed
+		}
+		name, _, hasValue := strings.Cut(strings.TrimLeft(arg, "-"), "=")
+		f := global.Lookup(name)
+		if f == nil && len(name) == 1 && !strings.HasPrefix(arg, "--") {
+			f = global.ShorthandLookup(name)
+		}
+		if f != nil {
+			if !hasValue && f.Value.Type() != "bool" {
+				i++ // its value
+			}
+			continue
+		}
+		if hasValue {
+			continue // a subcommand's flag with its value: cobra finds it
+		}
+		var owners []string
+		var walk func(c *cobra.Command)
+		walk = func(c *cobra.Command) {
+			if lf := c.LocalNonPersistentFlags().Lookup(name); lf != nil && lf.Value.Type() == "bool" && c != root {
+				owners = append(owners, c.CommandPath())
+			}
+			for _, sub := range c.Commands() {
+				walk(sub)
+			}
+		}
+		walk(root)
+		if len(owners) > 0 {
+			return usagef("--%s is a flag of %s: it goes after the command (%s --%s ...)", name, strings.Join(owners, " and "), owners[0], name)
+		}
+	}
+	return nil
 }
 
 // jsonError is a failure as --output json writes it, on stderr, so that a
