@@ -742,7 +742,7 @@ func (h *Host) turnFor(ctx context.Context, kind TurnKind, ref Ref, sp *rivet.Sp
 			continue
 		}
 		// The claim this activation was loaded under must still be
-		// served: after a stall (a GC pause, a frozen VM) the lease may
+		// served: after a stall (a GC pause, a stopped process) the lease may
 		// have run out before the watchdog dropped it, and another node
 		// may serve the actor now. Not even a read is answered then.
 		if tok, ok := h.own.Token(a.part); !ok || tok != a.fence.Token {
