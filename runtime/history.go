@@ -382,9 +382,9 @@ func (h *Host) RetryWorkflow(ctx context.Context, ref Ref, from string) (int, er
 // written before it was recorded has none). Failures elsewhere were caught
 // (by Try or TryStep) and the workflow went on: retrying them would run
 // their steps again and take another path than the recorded one. It also
-// returns the failed joins to put back to pending instead of deleting them
-// (pending, they run their branches again, which replay what completed): a
-// failed join at or under failedAt, or one that holds from.
+// returns the failed joins and races to put back to pending instead of
+// deleting them (pending, they run their branches again, which replay what
+// completed): one at or under failedAt, or one that holds from.
 func retryTrees(entries []workflow.Entry, from, failedAt string) ([]string, []workflow.Entry, error) {
 	var trees []string
 	covered := func(p string) bool {
@@ -422,16 +422,17 @@ func retryTrees(entries []workflow.Entry, from, failedAt string) ([]string, []wo
 		return false
 	}
 	var retryAt func(root string)
-	// retryEntry retries the failed entry e. A failed step or race is
-	// deleted (every branch of a race that all of them lost runs again). A
-	// failed join goes back to pending, keeping its branches' entries: the
-	// completed branches replay from them (rivet-semantics.md 1.7), and in
-	// a failed branch only the failure that failed it goes (its record
+	// retryEntry retries the failed entry e. A failed step is deleted. A
+	// failed join or race goes back to pending, keeping its branches'
+	// entries: the steps that completed replay from them instead of
+	// running again (rivet-semantics.md 1.7; a race fails only when every
+	// branch failed, and each branch continues from where it failed), and
+	// in a failed branch only the failure that failed it goes (its record
 	// names it; every failure in it for a branch recorded before it did),
 	// not those a Try caught on the way.
 	retryEntry := func(e *workflow.Entry) {
 		switch {
-		case e.Kind == workflow.KindJoin && e.Status == workflow.StatusFailed:
+		case settledFailed(e):
 			if reset[e.Path] {
 				return
 			}
@@ -499,11 +500,12 @@ func retryTrees(entries []workflow.Entry, from, failedAt string) ([]string, []wo
 	if err := checkRewind(byPath, from); err != nil {
 		return nil, nil, err
 	}
-	// A failed join that holds from goes back to pending, its failures
-	// retried as without --from: from's branch runs again from it, and a
-	// branch that failed elsewhere would fail the join again.
+	// A failed join or race that holds from goes back to pending, its
+	// failures retried as without --from: from's branch runs again from
+	// it, and a branch that failed elsewhere would fail the join again (or
+	// be left with no way to win the race).
 	for s := workflow.ParentOf(from); s != ""; s = workflow.ParentOf(s) {
-		if e := byPath[s]; e != nil && e.Kind == workflow.KindJoin && e.Status == workflow.StatusFailed {
+		if e := byPath[s]; settledFailed(e) {
 			retryEntry(e)
 		}
 	}
@@ -560,8 +562,8 @@ func retryTrees(entries []workflow.Entry, from, failedAt string) ([]string, []wo
 	return trees, resets, nil
 }
 
-// prunePlan drops the trees another tree holds, and the joins to put back
-// to pending that a tree deletes.
+// prunePlan drops the trees another tree holds, and the joins and races to
+// put back to pending that a tree deletes.
 func prunePlan(trees []string, resets []workflow.Entry) ([]string, []workflow.Entry) {
 	var keep []string
 	for i, t := range trees {
@@ -636,8 +638,8 @@ func entryTime(byPath map[string]*workflow.Entry, e *workflow.Entry) time.Time {
 
 // checkRewind refuses a retry from an entry inside a scope that would not
 // run it again. A settled join or race keeps its recorded result: a replay
-// does not re-run its branches (but a failed join goes back to pending, see
-// retryTrees). A loop keeps its state at its checkpoints
+// does not re-run its branches (but a failed join or race goes back to
+// pending, see retryTrees). A loop keeps its state at its checkpoints
 // only (every prune interval, and its end): it resumes at the last one and
 // replays the iterations after it from their entries, so retrying from an
 // iteration before that checkpoint would delete that iteration's entries
@@ -652,7 +654,7 @@ func checkRewind(byPath map[string]*workflow.Entry, from string) error {
 			continue // a loop iteration or a branch: no entry of its own
 		}
 		switch {
-		case e.Kind == workflow.KindJoin && e.Status == workflow.StatusFailed:
+		case (e.Kind == workflow.KindJoin || e.Kind == workflow.KindRace) && e.Status == workflow.StatusFailed:
 			// Put back to pending by the retry: its branches run again.
 		case (e.Kind == workflow.KindJoin || e.Kind == workflow.KindRace) && e.Status != workflow.StatusPending:
 			return rivet.Errorf(rivet.ErrInvalidArgument, "cannot retry from %q: %s %q has settled and keeps its recorded result; retry from %q itself", from, e.Kind, scope, scope)

@@ -8,10 +8,10 @@ import (
 	"github.com/rivet-go/rivet/workflow"
 )
 
-// A retry of a failed join puts the join back to pending and deletes only
+// A retry of a failed join or race puts it back to pending and deletes only
 // the failures of its failed branches (rivet-semantics.md 1.7: completed
-// branches replay their outputs); a failed race goes whole (all its
-// branches failed); a join a Try caught is left alone.
+// branches replay their outputs; a race's branches, all failed, go on from
+// their failures); a join a Try caught is left alone.
 func TestRetryTreesOfAFailedJoin(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
@@ -49,7 +49,7 @@ func TestRetryTreesOfAFailedJoin(t *testing.T) {
 			step("l/~0/j/c/k/q/s", 1, ex, 6),
 			step("l/~0/j/d/s", 1, ok, 3),
 			{Path: "l/~0/j/e/r", Seq: 1, Kind: workflow.KindRace, Status: workflow.StatusFailed, Time: at(7),
-				Branches: map[string]workflow.Branch{"x": failed(""), "y": failed("")}},
+				Branches: map[string]workflow.Branch{"x": failed("l/~0/j/e/r/x/t"), "y": failed("")}},
 			step("l/~0/j/e/r/x/s", 1, ok, 4),
 			step("l/~0/j/e/r/x/t", 2, ex, 5),
 			step("l/~0/j/e/r/y/s", 1, ex, 7),
@@ -60,8 +60,8 @@ func TestRetryTreesOfAFailedJoin(t *testing.T) {
 	pending := func(resets []workflow.Entry) []string {
 		var out []string
 		for _, e := range resets {
-			if e.Kind != workflow.KindJoin || e.Status != workflow.StatusPending || !e.Time.IsZero() {
-				t.Errorf("reset %+v, want a pending join without a time", e)
+			if (e.Kind != workflow.KindJoin && e.Kind != workflow.KindRace) || e.Status != workflow.StatusPending || !e.Time.IsZero() {
+				t.Errorf("reset %+v, want a pending join or race without a time", e)
 			}
 			for n, b := range e.Branches {
 				if b.Status != workflow.StatusPending {
@@ -79,13 +79,13 @@ func TestRetryTreesOfAFailedJoin(t *testing.T) {
 			t.Fatal(err)
 		}
 		slices.Sort(trees)
-		want := []string{"l/~0/j/b/s2", "l/~0/j/c/k/q/s", "l/~0/j/e/r", "l/~0/j/f/t"}
-		wantReset := []string{"l/~0/j", "l/~0/j/c/k"}
+		want := []string{"l/~0/j/b/s2", "l/~0/j/c/k/q/s", "l/~0/j/e/r/x/t", "l/~0/j/e/r/y/s", "l/~0/j/f/t"}
+		wantReset := []string{"l/~0/j", "l/~0/j/c/k", "l/~0/j/e/r"}
 		if failedAt == "" {
 			// A status recorded before FailedAt: every failure goes,
 			// the caught ones included (as before).
-			want = []string{"l/~0/j/b/s2", "l/~0/j/c/k/q/s", "l/~0/j/e/r", "l/~0/j/f/t", "t/j0/a/s"}
-			wantReset = []string{"l/~0/j", "l/~0/j/c/k", "t/j0"}
+			want = []string{"l/~0/j/b/s2", "l/~0/j/c/k/q/s", "l/~0/j/e/r/x/t", "l/~0/j/e/r/y/s", "l/~0/j/f/t", "t/j0/a/s"}
+			wantReset = []string{"l/~0/j", "l/~0/j/c/k", "l/~0/j/e/r", "t/j0"}
 		}
 		if !slices.Equal(trees, want) {
 			t.Errorf("retry (failed at %q) deletes %v, want %v", failedAt, trees, want)
@@ -109,8 +109,26 @@ func TestRetryTreesOfAFailedJoin(t *testing.T) {
 	if got, want := pending(resets), []string{"l/~0/j"}; !slices.Equal(got, want) {
 		t.Errorf("retry --from l/~0/j/b/s1 resets %v, want %v", got, want)
 	}
-	// Inside a failed race or a completed join, --from stays refused.
-	if _, _, err := retryTrees(entries(), "l/~0/j/e/r/x/s", "l/~0/j"); err == nil {
-		t.Error("retry --from inside a failed race: no error")
+	// --from an entry of a failed race's branch: the race goes back to
+	// pending too, and so does the join that holds it; what came after the
+	// entry goes.
+	trees, resets, err = retryTrees(entries(), "l/~0/j/e/r/x/t", "l/~0/j")
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(trees)
+	if want := []string{"l/~0/j/b/s2", "l/~0/j/c/k", "l/~0/j/e/r/x/t", "l/~0/j/e/r/y/s", "l/~0/j/f/t"}; !slices.Equal(trees, want) {
+		t.Errorf("retry --from l/~0/j/e/r/x/t deletes %v, want %v", trees, want)
+	}
+	if got, want := pending(resets), []string{"l/~0/j", "l/~0/j/e/r"}; !slices.Equal(got, want) {
+		t.Errorf("retry --from l/~0/j/e/r/x/t resets %v, want %v", got, want)
+	}
+	// Inside a race that completed, --from stays refused.
+	won := append(entries(),
+		workflow.Entry{Path: "w", Seq: 3, Kind: workflow.KindRace, Status: workflow.StatusCompleted, Time: at(10), Winner: "x",
+			Branches: map[string]workflow.Branch{"x": done, "y": {Status: workflow.StatusCancelled}}},
+		step("w/x/s", 1, ok, 10))
+	if _, _, err := retryTrees(won, "w/x/s", "l/~0/j"); err == nil {
+		t.Error("retry --from inside a completed race: no error")
 	}
 }

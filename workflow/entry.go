@@ -113,11 +113,13 @@ type Branch struct {
 	Status Status          `json:"status"`
 	Output json.RawMessage `json:"output,omitempty"`
 	Error  *RecordedError  `json:"error,omitempty"`
-	// FailedAt is, for a failed join branch, the entry whose failure
-	// failed it (a step, join or race), or NoEntry if its error names none
-	// (the branch's own error). A retry of the failed join runs that entry
-	// again, not the failures a Try caught in the branch. Empty in a
-	// branch recorded before it was.
+	// FailedAt is, for a failed branch of a failed join or race, the
+	// entry whose failure failed it (a step, join or race), or NoEntry if
+	// its error names none (the branch's own error). A retry of the failed
+	// join or race runs that entry again, not the failures a Try caught in
+	// the branch. Empty in a branch recorded before it was (a race's
+	// branches before failed races kept their entries for a retry), and in
+	// a race's losers (their history goes with them).
 	FailedAt string `json:"failed_at,omitempty"`
 }
 

@@ -498,7 +498,7 @@ func (x *cx) race(name string, names []string, runs []func(*cx) (json.RawMessage
 		for i, n := range names {
 			at = later(at, results[i].now)
 			batch = AppendWrites(batch, results[i].pending...)
-			final.Branches[n] = Branch{Status: StatusFailed, Error: record(results[i].err)}
+			final.Branches[n] = Branch{Status: StatusFailed, Error: record(results[i].err), FailedAt: FailedAt(results[i].err)}
 		}
 		final.Time = at
 		batch = AppendWrites(batch, HistoryWrite{Put: final})
