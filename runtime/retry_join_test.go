@@ -151,3 +151,89 @@ func TestRetryFromInsideAFailedJoin(t *testing.T) {
 		t.Fatalf("state after retry = %s, want 111", raw)
 	}
 }
+
+// A workflow whose failed join rolled it back is retried from its first
+// compensated step, inside the join: the join goes back to pending (a
+// settled join's entries are refused as a place to retry from, a failed
+// one's are not), the compensated step runs again (its effect was undone),
+// the failed branch's failure goes, and what completed before the
+// compensated step (outside the join) replays.
+func TestRetryAfterARollbackFromInsideAFailedJoin(t *testing.T) {
+	var healthy atomic.Bool
+	var pre, reserved, released atomic.Int64
+	booking := rivet.Actor[bookingJoinState]{
+		Name: "bookingJoin",
+		Run: func(ctx *workflow.Ctx[bookingJoinState]) error {
+			if err := ctx.Step("pre", func(*workflow.StepCtx[bookingJoinState]) error { pre.Add(1); return nil }); err != nil {
+				return err
+			}
+			if err := ctx.RollbackCheckpoint("cp"); err != nil {
+				return err
+			}
+			_, err := workflow.Join(ctx, "j", workflow.Branches[bookingJoinState, int]{
+				"a": func(c *workflow.Ctx[bookingJoinState]) (int, error) {
+					return workflow.StepWithRollback(c, workflow.StepOptions{Name: "reserve"},
+						func(s *workflow.StepCtx[bookingJoinState]) (int, error) {
+							reserved.Add(1)
+							s.State.Held++
+							return 1, nil
+						},
+						func(s *workflow.StepCtx[bookingJoinState], _ int) error {
+							released.Add(1)
+							s.State.Held--
+							return nil
+						})
+				},
+				"b": func(c *workflow.Ctx[bookingJoinState]) (int, error) {
+					return workflow.StepOpts(c, workflow.StepOptions{Name: "confirm", MaxRetries: workflow.NoRetries}, func(s *workflow.StepCtx[bookingJoinState]) (int, error) {
+						if !healthy.Load() {
+							return 0, errors.New("payment refused")
+						}
+						s.State.Ready = true
+						return 1, nil
+					})
+				},
+			})
+			return err
+		},
+	}
+	e := newEnv(t, counterReg(t, booking), nil)
+	ref := runtime.Ref{Name: "bookingJoin", Key: []string{"b"}}
+	if _, _, err := e.host.GetOrCreate(ctx(t), ref, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the rollback", 20*time.Second, func() bool {
+		return inspect(t, e.host, "bookingJoin", "b").WorkflowStatus == runtime.WorkflowFailed
+	})
+	if st := string(inspect(t, e.host, "bookingJoin", "b").State); st != `{"held":0,"ready":false}` || released.Load() != 1 {
+		t.Fatalf("after the rollback: state %s, %d compensations; want the reservation undone once", st, released.Load())
+	}
+	healthy.Store(true)
+	removed, err := e.host.RetryWorkflow(ctx(t), ref, "")
+	if err != nil || removed != 2 {
+		t.Fatalf("retry: removed %d, %v; want 2 (j/a/reserve and j/b/confirm)", removed, err)
+	}
+	waitFor(t, "the retried workflow's end", 20*time.Second, func() bool {
+		return inspect(t, e.host, "bookingJoin", "b").WorkflowStatus == runtime.WorkflowCompleted
+	})
+	if st := string(inspect(t, e.host, "bookingJoin", "b").State); st != `{"held":1,"ready":true}` {
+		t.Fatalf("state after the retry = %s, want the reservation made again and confirmed", st)
+	}
+	if p, r, rel := pre.Load(), reserved.Load(), released.Load(); p != 1 || r != 2 || rel != 1 {
+		t.Fatalf("after the retry: pre ran %d times, reserve %d, its compensation %d; want 1, 2, 1", p, r, rel)
+	}
+	hist, err := e.host.History(ctx(t), ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, en := range hist.Entries {
+		if (en.Path == "j" || strings.HasPrefix(en.Path, "j/")) && en.Status != "completed" {
+			t.Fatalf("join entry after the retry: %+v", en)
+		}
+	}
+}
+
+type bookingJoinState struct {
+	Held  int  `json:"held"`
+	Ready bool `json:"ready"`
+}
