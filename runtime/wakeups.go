@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math/rand/v2"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rivet-go/rivet"
@@ -74,10 +76,68 @@ type timers struct {
 	// firing counts the runs of each timer of scheduled calls in
 	// progress (fireSchedules), which arm it again themselves.
 	firing map[string]int
+	// wfFails counts, by actor, the runs of its workflow in a row that
+	// storage stopped (a commit refused or failed: etcd out of space
+	// refuses every write); their reruns back off by it (wfRerunDelay).
+	// An entry goes when a commit of the workflow succeeds, when its
+	// wakeup finds the actor gone or not ours (forgetWorkflowFailures),
+	// or with the actor's timer (cancel, cancelIf).
+	// wfFailing is its length, read without mu by every workflow commit.
+	wfFails   map[string]wfFail
+	wfFailing atomic.Int64
+}
+
+// wfFail is an entry of timers.wfFails.
+type wfFail struct {
+	ref   Ref
+	fails int
 }
 
 func newTimers() *timers {
-	return &timers{byID: map[string]*wakeItem{}, kick: make(chan struct{}, 1), clock: time.Now, firing: map[string]int{}}
+	return &timers{byID: map[string]*wakeItem{}, kick: make(chan struct{}, 1), clock: time.Now, firing: map[string]int{}, wfFails: map[string]wfFail{}}
+}
+
+// The reruns of a workflow that storage stopped: the first about a second
+// later, each next twice as late, up to 30 s, and 0 to a quarter earlier at
+// random, so that the workflows storage stopped at once do not all retry at
+// once. Etcd out of space refuses every commit until an operator frees
+// space: at a second each, its workflows kept it (and the log) busy for
+// nothing. A workflow runs at most wfRerunMax after storage is back.
+var (
+	wfRerunMin = time.Second // variables for tests
+	wfRerunMax = 30 * time.Second
+)
+
+// wfRerunDelay returns how long after its fails-th run in a row that
+// storage stopped a workflow runs again.
+func wfRerunDelay(fails int) time.Duration {
+	d := min(wfRerunMin<<min(max(fails-1, 0), 16), wfRerunMax)
+	return d - rand.N(d/4+1)
+}
+
+// workflowStopped counts a run of id's workflow that storage stopped and
+// returns how many did in a row, and when to run it again.
+func (t *timers) workflowStopped(ref Ref, id string) (int, time.Duration) {
+	t.mu.Lock()
+	f := t.wfFails[id]
+	f.ref = ref
+	f.fails++
+	t.wfFails[id] = f
+	t.wfFailing.Store(int64(len(t.wfFails)))
+	t.mu.Unlock()
+	return f.fails, wfRerunDelay(f.fails)
+}
+
+// forgetWorkflowFailures forgets the failures of id's workflow: storage
+// took one of its commits, or the actor is not this node's (any more).
+func (t *timers) forgetWorkflowFailures(id string) {
+	if t.wfFailing.Load() == 0 {
+		return
+	}
+	t.mu.Lock()
+	delete(t.wfFails, id)
+	t.wfFailing.Store(int64(len(t.wfFails)))
+	t.mu.Unlock()
 }
 
 // runEnded ends the mark of a run of timer id in progress, which due sets
@@ -195,6 +255,8 @@ func (t *timers) cancel(id string) {
 		heap.Remove(&t.heap, it.index)
 		delete(t.byID, id)
 	}
+	delete(t.wfFails, id)
+	t.wfFailing.Store(int64(len(t.wfFails)))
 	t.mu.Unlock()
 }
 
@@ -208,6 +270,12 @@ func (t *timers) cancelIf(drop func(ref Ref) bool) {
 			delete(t.byID, id)
 		}
 	}
+	for id, f := range t.wfFails {
+		if drop(f.ref) {
+			delete(t.wfFails, id)
+		}
+	}
+	t.wfFailing.Store(int64(len(t.wfFails)))
 }
 
 // due pops the items due now and returns them, and the time of the next.
@@ -466,10 +534,12 @@ func (h *Host) wakeOne(it *wakeItem) {
 	case err == nil:
 		a.lastTurn.Store(time.Now().UnixNano())
 	case errors.Is(err, rivet.ErrNotFound):
+		h.timers.forgetWorkflowFailures(it.id)
 	case errors.Is(err, rivet.ErrUnavailable) && !h.stillOwns(it.ref):
 		// Not ours any more: the partition's next owner loads its
 		// wakeups from storage. (Ours still, storage failing: no one
 		// else would pick it up, so it is tried again below.)
+		h.timers.forgetWorkflowFailures(it.id)
 	default:
 		it.fails++
 		delay := wakeRetryDelay(it.fails, errors.Is(err, rivet.ErrUnavailable) || errors.Is(err, rivet.ErrTimeout))

@@ -295,8 +295,9 @@ func (a *activation) runWorkflow(ctx context.Context, r *wfRunner, history []wor
 			// A host error stopped the run (a failed commit or read), not
 			// a deactivation: this memory may be behind storage. Drop it
 			// and run the workflow again from storage soon.
-			a.h.log.Warn("workflow stopped by a storage error: retrying from storage", actorField(a), zap.Error(out.Err))
-			a.h.evictAndRerun(a)
+			a.h.evict(a)
+			fails, delay := a.rerunLater()
+			a.h.log.Warn("workflow stopped by a storage error: retrying from storage", actorField(a), zap.Error(out.Err), zap.Int("failures", fails), zap.Duration("retry_in", delay))
 			return
 		}
 		a.yieldWorkflow(out.Wake)
@@ -332,12 +333,14 @@ func (a *activation) finishWorkflow(st workflowStatus) bool {
 		err = a.waitCommitted(ctx, v)
 	}
 	if err != nil {
-		a.h.log.Warn("recording the workflow's end failed; it will replay to it again", actorField(a), zap.Error(err))
-		if !a.h.isStopping() {
-			// Soon, from storage (the failed commit evicted the actor),
-			// not only when a request comes.
-			a.h.timers.schedule(a.ref, a.id, time.Now().Add(time.Second))
+		if a.h.isStopping() {
+			a.h.log.Warn("recording the workflow's end failed; it will replay to it again", actorField(a), zap.Error(err))
+			return false
 		}
+		// Soon, from storage (the failed commit evicted the actor), not
+		// only when a request comes.
+		fails, delay := a.rerunLater()
+		a.h.log.Warn("recording the workflow's end failed; it will replay to it again", actorField(a), zap.Error(err), zap.Int("failures", fails), zap.Duration("retry_in", delay))
 		return false
 	}
 	a.mu.Lock()
@@ -388,10 +391,11 @@ func (a *activation) yieldWorkflow(w workflow.Wake) {
 		// storage soon (waking early is harmless: the workflow waits
 		// again). If the partition moved, the new owner has the record.
 		if !a.h.isStopping() {
-			a.h.timers.schedule(a.ref, a.id, time.Now().Add(time.Second))
+			a.rerunLater()
 		}
 		return
 	}
+	a.h.timers.forgetWorkflowFailures(a.id)
 	a.mu.Lock()
 	a.wf.wakeAt = at
 	if a.wf.status.Status == WorkflowRunning {
@@ -562,7 +566,19 @@ func (w *wfHost) wait(v uint64) error {
 	if err := w.a.waitCommitted(context.Background(), v); err != nil {
 		return fmt.Errorf("%w: %v", workflow.ErrEvicted, err)
 	}
+	w.a.h.timers.forgetWorkflowFailures(w.a.id)
 	return nil
+}
+
+// rerunLater runs a's workflow, which storage stopped (a's memory evicted,
+// or never to be trusted again), from storage with no request, after the
+// backoff of its runs in a row that storage stopped (wfRerunDelay): while
+// etcd refuses writes (out of space), each run fails its first commit. It
+// returns that count and the delay.
+func (a *activation) rerunLater() (int, time.Duration) {
+	fails, delay := a.h.timers.workflowStopped(a.ref, a.id)
+	a.h.timers.schedule(a.ref, a.id, time.Now().Add(delay))
+	return fails, delay
 }
 
 // runWorkflowTurn calls fn, turning a panic into an error that evicts.
