@@ -141,3 +141,97 @@ func TestRetryFromInsideAFailedRace(t *testing.T) {
 		t.Fatalf("state after retry = %s, want a's win with 11", raw)
 	}
 }
+
+var (
+	racedMsgA2, racedMsgB2 atomic.Int64
+	racedMsgAHealthy       atomic.Bool
+)
+
+type racedMsgState struct {
+	Winner string `json:"winner"`
+	Body   int    `json:"body"`
+}
+
+// racedMsg races two branches that each take a message from a queue of
+// their own, then run a step that fails for good (a's until healthy, b's
+// always).
+var racedMsg = rivet.Actor[racedMsgState]{
+	Name:   "racedMsg",
+	Queues: rivet.Queues{"qa": rivet.QueueOf[int](), "qb": rivet.QueueOf[int]()},
+	Run: func(ctx *workflow.Ctx[racedMsgState]) error {
+		branch := func(name string, runs *atomic.Int64, healthy func() bool) func(*workflow.Ctx[racedMsgState]) (int, error) {
+			return func(c *workflow.Ctx[racedMsgState]) (int, error) {
+				m, err := workflow.Next[int](c, "take", workflow.NextOptions{Names: []string{"q" + name}})
+				if err != nil {
+					return 0, err
+				}
+				return workflow.StepOpts(c, workflow.StepOptions{Name: "use", MaxRetries: workflow.NoRetries}, func(*workflow.StepCtx[racedMsgState]) (int, error) {
+					runs.Add(1)
+					if !healthy() {
+						return 0, errors.New(name + " is down")
+					}
+					return m.Body, nil
+				})
+			}
+		}
+		winner, v, err := workflow.Race(ctx, "r", []workflow.RaceBranch[racedMsgState, int]{
+			{Name: "a", Run: branch("a", &racedMsgA2, racedMsgAHealthy.Load)},
+			{Name: "b", Run: branch("b", &racedMsgB2, func() bool { return false })},
+		})
+		if err != nil {
+			return err
+		}
+		return ctx.Step("after", func(s *workflow.StepCtx[racedMsgState]) error {
+			s.State.Winner, s.State.Body = winner, v
+			return nil
+		})
+	},
+	Actions: rivet.Actions[racedMsgState]{"getState": rivet.Query(func(c *rivet.ActionCtx[racedMsgState]) (racedMsgState, error) { return *c.State, nil })},
+}
+
+// The messages the branches of a failed race took stay taken through its
+// retry (their receives, completed, replay): the branch that wins keeps
+// its message, and the loser's goes back to its queue with the loser's
+// history, once, as when the race was decided the first time.
+func TestRetryAfterAFailedRaceKeepsItsBranchesMessages(t *testing.T) {
+	racedMsgA2.Store(0)
+	racedMsgB2.Store(0)
+	racedMsgAHealthy.Store(false)
+	e := newEnv(t, counterReg(t, racedMsg), nil)
+	ref := runtime.Ref{Name: "racedMsg", Key: []string{"m"}}
+	for q, body := range map[string]string{"qa": "7", "qb": "9"} {
+		if _, err := e.host.Send(ctx(t), runtime.SendRequest{Ref: ref, Queue: q, Body: []byte(body), CreateIfMissing: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "the workflow to fail", 20*time.Second, func() bool {
+		return inspect(t, e.host, "racedMsg", "m").WorkflowStatus == runtime.WorkflowFailed
+	})
+	depth := func() map[string]uint64 {
+		out := map[string]uint64{}
+		for _, q := range inspect(t, e.host, "racedMsg", "m").Queues {
+			out[q.Queue] = q.Depth
+		}
+		return out
+	}
+	if d := depth(); d["qa"] != 0 || d["qb"] != 0 {
+		t.Fatalf("queues before the retry: %v, want both messages taken", d)
+	}
+	racedMsgAHealthy.Store(true)
+	removed, err := e.host.RetryWorkflow(ctx(t), ref, "")
+	if err != nil || removed != 2 {
+		t.Fatalf("retry: removed %d, %v; want 2 (r/a/use and r/b/use)", removed, err)
+	}
+	waitFor(t, "the retried workflow to complete", 20*time.Second, func() bool {
+		return inspect(t, e.host, "racedMsg", "m").WorkflowStatus == runtime.WorkflowCompleted
+	})
+	if raw, _ := call(t, e.host, "racedMsg", "m", "getState", false); string(raw) != `{"winner":"a","body":7}` {
+		t.Fatalf("state after retry = %s, want a's win with its message's 7", raw)
+	}
+	if d := depth(); d["qa"] != 0 || d["qb"] != 1 {
+		t.Fatalf("queues after the retry: %v, want a's message taken and b's back in qb", d)
+	}
+	if a2 := racedMsgA2.Load(); a2 != 2 {
+		t.Fatalf("a's step ran %d times, want 2", a2)
+	}
+}
