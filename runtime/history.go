@@ -361,6 +361,9 @@ func (h *Host) RetryWorkflow(ctx context.Context, ref Ref, from string) (int, er
 			return nil
 		}
 		a.putBack(restored)
+		// Storage took the retry: the workflow starts now, whatever
+		// backoff its earlier runs left.
+		h.timers.forgetWorkflowFailures(a.id)
 		a.mu.Lock()
 		a.wf.status = workflowStatus{}
 		a.wf.wakeAt = now

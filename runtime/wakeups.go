@@ -128,6 +128,18 @@ func (t *timers) workflowStopped(ref Ref, id string) (int, time.Duration) {
 	return f.fails, wfRerunDelay(f.fails)
 }
 
+// backingOff says that id's workflow waits out the backoff of its runs
+// that storage stopped: its rerun is scheduled, and not due yet.
+func (t *timers) backingOff(id string) bool {
+	if t.wfFailing.Load() == 0 {
+		return false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	it, ok := t.byID[id]
+	return ok && t.wfFails[id].fails > 0 && it.at.After(t.clock())
+}
+
 // forgetWorkflowFailures forgets the failures of id's workflow: storage
 // took one of its commits, or the actor is not this node's (any more).
 func (t *timers) forgetWorkflowFailures(id string) {
@@ -533,6 +545,9 @@ func (h *Host) wakeOne(it *wakeItem) {
 	switch {
 	case err == nil:
 		a.lastTurn.Store(time.Now().UnixNano())
+		// Loaded before (a client's call, during a backoff), its
+		// workflow waited for this wakeup.
+		a.startDeferred()
 	case errors.Is(err, rivet.ErrNotFound):
 		h.timers.forgetWorkflowFailures(it.id)
 	case errors.Is(err, rivet.ErrUnavailable) && !h.stillOwns(it.ref):

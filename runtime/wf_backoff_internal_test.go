@@ -199,3 +199,88 @@ func waitUntil(t *testing.T, ctx context.Context, what string, ok func() bool) {
 		}
 	}
 }
+
+// A client calling a workflow actor while storage refuses its workflow's
+// commits does not cut the backoff short: each call loaded the actor
+// (evicted by the refused run before it) and started a run, which storage
+// stopped at its first commit, one run per call. The load defers the run
+// to the backoff's wakeup, and the calls are answered meanwhile.
+func TestCallsDoNotCutAWorkflowsStorageBackoffShort(t *testing.T) {
+	oldMin, oldMax := wfRerunMin, wfRerunMax
+	wfRerunMin, wfRerunMax = 200*time.Millisecond, 800*time.Millisecond
+	t.Cleanup(func() { wfRerunMin, wfRerunMax = oldMin, oldMax })
+
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	act := rivet.Actor[stalledState]{
+		Name: "polled",
+		Run: func(ctx *workflow.Ctx[stalledState]) error {
+			return ctx.Step("work", func(s *workflow.StepCtx[stalledState]) error {
+				once.Do(func() { close(entered) })
+				select {
+				case <-release:
+				case <-s.Context().Done():
+					return s.Context().Err()
+				}
+				s.State.N++
+				return nil
+			})
+		},
+		Actions: rivet.Actions[stalledState]{"get": rivet.Query(func(c *rivet.ActionCtx[stalledState]) (int, error) { return c.State.N, nil })},
+	}
+	reg, err := rivet.Setup(act)
+	if err != nil {
+		t.Fatal(err)
+	}
+	es, err := etcdstore.New(etcdtest.StartClient(t), "/wfpolled/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := &refuseTimedStore{Store: es}
+	h, _ := memHostOn(t, reg, store)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	ref := Ref{Name: "polled", Key: []string{"p"}}
+	if _, _, err := h.GetOrCreate(ctx, ref, nil); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-entered:
+	case <-ctx.Done():
+		t.Fatal("the step never ran")
+	}
+	a := h.loaded(ref)
+	if a == nil {
+		t.Fatal("the actor is not in memory")
+	}
+	store.prefix.Store(historyKey(a.prefix, ""))
+	close(release)
+	waitUntil(t, ctx, "the first refused run", func() bool { return len(store.refusals()) >= 1 })
+	// 40 calls, 50 ms apart: 2 s, in which the backoff (200, 400, 800,
+	// 800 ms) allows about 4 runs; a run per call would be 40.
+	calls := 0
+	for range 40 {
+		if _, err := h.Call(ctx, CallRequest{Ref: ref, Action: "get"}); err == nil {
+			calls++
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := len(store.refusals()); n > 10 {
+		t.Errorf("%d runs refused during 40 calls in about 2 s, want the backoff's few", n)
+	}
+	if calls == 0 {
+		t.Error("no call was answered while storage refused the workflow's commits")
+	}
+	store.prefix.Store("")
+	waitUntil(t, ctx, "the workflow to complete", func() bool {
+		ins, err := h.Inspect(ctx, ref)
+		return err == nil && ins.WorkflowStatus == WorkflowCompleted
+	})
+	ins, err := h.Inspect(ctx, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(ins.State) != `{"n":1}` {
+		t.Errorf("state %s, want the step's effect once", ins.State)
+	}
+}

@@ -120,6 +120,11 @@ type wfState struct {
 	queued *atomic.Int64
 
 	runner *wfRunner // nil when not running
+	// deferred holds the history of the run a load did not start, as the
+	// workflow waits out the backoff of its runs that storage stopped
+	// (timers.backingOff): the wakeup at the backoff's end starts it
+	// (startDeferred). Guarded by activation.mu.
+	deferred *[]workflow.Entry
 }
 
 func (w *wfState) messageNotify() <-chan struct{} {
@@ -235,6 +240,13 @@ func (a *activation) startWorkflow(history []workflow.Entry) {
 	if a.wf.runner != nil || workflowEnded(a.wf.status.Status) {
 		return
 	}
+	if a.h.timers.backingOff(a.id) {
+		// A load (a client's call) does not cut the backoff short: each
+		// started a run, which storage stopped at its first commit.
+		a.wf.deferred = &history
+		return
+	}
+	a.wf.deferred = nil
 	// Adding to the WaitGroup under h.mu, after checking stopping, keeps
 	// Stop's Wait from racing a late start.
 	h := a.h
@@ -251,6 +263,17 @@ func (a *activation) startWorkflow(history []workflow.Entry) {
 	a.wf.runner = r
 	a.wf.status.Status = WorkflowRunning
 	go a.runWorkflow(ctx, r, history)
+}
+
+// startDeferred starts the run a load deferred (startWorkflow), if any.
+func (a *activation) startDeferred() {
+	a.mu.Lock()
+	d := a.wf.deferred
+	a.wf.deferred = nil
+	a.mu.Unlock()
+	if d != nil {
+		a.startWorkflow(*d)
+	}
 }
 
 // runWorkflow runs the workflow until it finishes or is stopped. Owned by
