@@ -238,7 +238,8 @@ func (c *ActionCtx[S]) Fired() (ScheduledCall, bool) {
 	return *c.fired, true
 }
 
-// Action makes a state-changing action with one argument of type A.
+// Action makes a state-changing action with one argument of type A. A JSON
+// null is an argument only where A holds it (see QueueOf).
 func Action[S, A, R any](fn func(c *ActionCtx[S], arg A) (R, error)) Handler[S] {
 	decode := func(args []json.RawMessage) (a A, err error) {
 		err = decodeArg(args[0], &a, 0)
@@ -295,8 +296,11 @@ func QueryArg[S, A, R any](fn func(c *ActionCtx[S], arg A) (R, error)) Handler[S
 }
 
 // decodeArg decodes the i-th argument (from 0), naming it from 1 in its
-// error, as rivetctl and the client do.
+// error, as rivetctl and the client do. into is a pointer.
 func decodeArg(raw json.RawMessage, into any, i int) error {
+	if msg, ok := refuseNull(raw, reflect.TypeOf(into).Elem()); !ok {
+		return Errorf(ErrInvalidArgument, "argument %d: %s", i+1, msg)
+	}
 	if err := json.Unmarshal(raw, into); err != nil {
 		return Errorf(ErrInvalidArgument, "argument %d: %s", i+1, describeJSONError(err))
 	}
@@ -359,6 +363,31 @@ func describeJSONError(err error) string {
 	return fmt.Sprintf("a JSON %s%s where %s was expected", te.Value, where, want)
 }
 
+// refuseNull says whether raw may decode into a value of type t, and why
+// not: a JSON null is a value only of the types that have a nil (a
+// pointer, an interface, a slice, a map) and of those that decode JSON
+// themselves (their UnmarshalJSON decides). encoding/json leaves any other
+// value (a struct, a number, a string, a bool, an array) as it was on a
+// null, so a null message or argument would reach the actor as the zero
+// value, which nobody sent: "increment by null" incremented by 0.
+func refuseNull(raw json.RawMessage, t reflect.Type) (string, bool) {
+	if !bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+		return "", true
+	}
+	switch t.Kind() {
+	case reflect.Pointer, reflect.Interface, reflect.Slice, reflect.Map:
+		return "", true
+	}
+	if reflect.PointerTo(t).Implements(jsonUnmarshaler) {
+		return "", true
+	}
+	want, ok := jsonKind(t)
+	if !ok {
+		want = "a value of type " + t.String()
+	}
+	return fmt.Sprintf("a JSON null where %s was expected (%s has no null: send a value)", want, t), false
+}
+
 var (
 	jsonUnmarshaler = reflect.TypeFor[json.Unmarshaler]()
 	textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
@@ -396,9 +425,15 @@ type QueueType struct {
 }
 
 // QueueOf declares a queue whose messages are of type T: a Send whose body
-// does not decode into T is refused with ErrInvalidArgument.
+// does not decode into T is refused with ErrInvalidArgument, before anything
+// is queued. So is a body of JSON null, unless T holds it: a pointer, an
+// interface, a slice, a map, or a type with its own UnmarshalJSON (null
+// would otherwise reach the workflow as T's zero value, which nobody sent).
 func QueueOf[T any]() QueueType {
 	return QueueType{validate: func(body json.RawMessage) error {
+		if msg, ok := refuseNull(body, reflect.TypeFor[T]()); !ok {
+			return Errorf(ErrInvalidArgument, "message body: %s", msg)
+		}
 		var v T
 		if err := json.Unmarshal(body, &v); err != nil {
 			return Errorf(ErrInvalidArgument, "message body: %s", describeJSONError(err))

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"testing"
+	"time"
 )
 
 // A wrong argument is named as the caller counts it (from 1, as rivetctl
@@ -36,5 +37,55 @@ func TestAWrongArgumentIsNamedAndDescribedInJSONTerms(t *testing.T) {
 	}
 	if got, err := h.invoke(nil, []json.RawMessage{json.RawMessage(`2`), json.RawMessage(`{"x":3}`)}); err != nil || got != 5 {
 		t.Fatalf("good arguments: %v, %v", got, err)
+	}
+}
+
+// A JSON null is an argument or a message only of a type that holds it:
+// encoding/json leaves any other as it was, so null reached the actor as
+// the zero value ("increment by null" incremented by 0, a null reminder
+// fired as "").
+func TestANullIsRefusedWhereTheTypeHasNoNull(t *testing.T) {
+	type point struct{ X int }
+	refused := map[string]struct {
+		q    QueueType
+		want string
+	}{
+		"int":    {QueueOf[int](), "message body: a JSON null where an integer was expected (int has no null: send a value)"},
+		"string": {QueueOf[string](), "message body: a JSON null where a string was expected (string has no null: send a value)"},
+		"bool":   {QueueOf[bool](), "message body: a JSON null where a boolean was expected (bool has no null: send a value)"},
+		"float":  {QueueOf[float64](), "message body: a JSON null where a number was expected (float64 has no null: send a value)"},
+		"struct": {QueueOf[point](), "message body: a JSON null where an object was expected (rivet.point has no null: send a value)"},
+		"array":  {QueueOf[[2]int](), "message body: a JSON null where an array was expected ([2]int has no null: send a value)"},
+		"bytes":  {QueueOf[[4]byte](), "message body: a JSON null where a value of type [4]uint8 was expected ([4]uint8 has no null: send a value)"},
+	}
+	for name, tc := range refused {
+		for _, body := range []string{"null", " null\n"} {
+			if err := tc.q.validate(json.RawMessage(body)); !errors.Is(err, ErrInvalidArgument) || err.Error() != tc.want {
+				t.Errorf("%s, body %q: %v, want INVALID_ARGUMENT %q", name, body, err, tc.want)
+			}
+		}
+	}
+	// null is a value of these: nil, or what the type's own decoder makes
+	// of it.
+	for name, q := range map[string]QueueType{
+		"pointer":     QueueOf[*point](),
+		"slice":       QueueOf[[]int](),
+		"map":         QueueOf[map[string]int](),
+		"interface":   QueueOf[any](),
+		"raw":         QueueOf[json.RawMessage](),
+		"unmarshaler": QueueOf[time.Time](),
+	} {
+		if err := q.validate(json.RawMessage("null")); err != nil {
+			t.Errorf("%s: null refused: %v", name, err)
+		}
+	}
+	// Arguments likewise, named by their place.
+	h := Action2(func(c *ActionCtx[struct{}], n *int, p point) (int, error) { return 0, nil })
+	if err := h.check([]json.RawMessage{json.RawMessage("null"), json.RawMessage("null")}); !errors.Is(err, ErrInvalidArgument) ||
+		err.Error() != "argument 2: a JSON null where an object was expected (rivet.point has no null: send a value)" {
+		t.Errorf("a null point: %v", err)
+	}
+	if err := h.check([]json.RawMessage{json.RawMessage("null"), json.RawMessage(`{"X":1}`)}); err != nil {
+		t.Errorf("a null *int: %v", err)
 	}
 }

@@ -535,6 +535,26 @@ func TestBadInputIsRefusedAndChangesNothing(t *testing.T) {
 			_, err := h.Send(ctx(t), runtime.SendRequest{Ref: runtime.Ref{Name: "q", Key: []string{"a"}}, Queue: "jobs", Body: json.RawMessage(`{"N":"x"}`), CreateIfMissing: true})
 			return err
 		}},
+		// A null is no int and no struct: it would reach the actor as 0
+		// and as the zero struct, which nobody sent.
+		{"null argument", rivet.ErrInvalidArgument, func() error {
+			_, err := h.Call(ctx(t), runtime.CallRequest{Ref: runtime.Ref{Name: "counter", Key: []string{"main"}}, Action: "increment", Args: json.RawMessage(`[null]`)})
+			if err != nil && err.Error() != "argument 1: a JSON null where an integer was expected (int has no null: send a value)" {
+				return fmt.Errorf("%v; the error does not say what was wrong", err)
+			}
+			return err
+		}},
+		{"null argument to a new actor", rivet.ErrInvalidArgument, func() error {
+			_, err := h.Call(ctx(t), runtime.CallRequest{Ref: runtime.Ref{Name: "counter", Key: []string{"new"}}, Action: "increment", Args: json.RawMessage(`[ null ]`), CreateIfMissing: true})
+			return err
+		}},
+		{"null message", rivet.ErrInvalidArgument, func() error {
+			_, err := h.Send(ctx(t), runtime.SendRequest{Ref: runtime.Ref{Name: "q", Key: []string{"a"}}, Queue: "jobs", Body: json.RawMessage("null\n"), CreateIfMissing: true})
+			if err != nil && !strings.HasPrefix(err.Error(), "message body: a JSON null where an object was expected (struct {") {
+				return fmt.Errorf("%v; the error does not say what was wrong", err)
+			}
+			return err
+		}},
 		// Nothing can complete it: q has no workflow.
 		{"send with wait to an actor without a workflow", rivet.ErrWorkflowFailed, func() error {
 			_, err := h.Send(ctx(t), runtime.SendRequest{Ref: runtime.Ref{Name: "q", Key: []string{"w"}}, Queue: "jobs", Body: json.RawMessage(`{"N":1}`), CreateIfMissing: true, Wait: true})
