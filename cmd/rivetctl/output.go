@@ -105,13 +105,19 @@ func (a *app) printSendResult(res client.SendResult, wait bool) error {
 		// stderr, so that the output stays what scripts expect.
 		a.note("the actor's workflow %s: nothing takes message %d %s", workflowEnded(res.WorkflowStatus), res.MessageID, untilRetried(res.WorkflowStatus))
 	}
-	if res.Duplicate {
-		a.note("a duplicate: message %d was sent before with this idempotency key; nothing was queued", res.MessageID)
-	}
+	// A duplicate says so on stdout, where a script reads the outcome:
+	// "enqueued" would have it take the send for a new message.
 	var err error
 	switch {
+	case !wait && res.Duplicate:
+		_, err = fmt.Fprintf(a.stdout, "duplicate of message %d: sent before with this idempotency key; nothing was queued\n", res.MessageID)
 	case !wait:
 		_, err = fmt.Fprintln(a.stdout, "enqueued")
+	case res.Status == client.SendCompleted && res.Duplicate:
+		_, err = fmt.Fprintf(a.stdout, "completed (message %d, a duplicate: sent before with this idempotency key; nothing was queued)\n", res.MessageID)
+		if err == nil && len(res.Response) > 0 {
+			err = a.printJSON(res.Response)
+		}
 	case res.Status == client.SendCompleted:
 		_, err = fmt.Fprintf(a.stdout, "completed (message %d)\n", res.MessageID)
 		if err == nil && len(res.Response) > 0 {

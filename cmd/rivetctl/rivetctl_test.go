@@ -300,9 +300,9 @@ func TestSend(t *testing.T) {
 		wantErr(t, 1, "rivetctl: not completed within the wait (message 9: still queued, or taken by a workflow that has not completed it)")
 }
 
-// send --idempotency-key carries the key; a duplicate says so on stderr
-// (stdout stays what scripts read), and a duplicate that cannot wait for
-// its message fails.
+// send --idempotency-key carries the key; a duplicate says so on stdout
+// (where scripts read the outcome; -o json's "duplicate"), and a duplicate
+// that cannot wait for its message fails.
 func TestSendWithAnIdempotencyKey(t *testing.T) {
 	f := servertest.NewFake()
 	var mu sync.Mutex
@@ -316,14 +316,22 @@ func TestSendWithAnIdempotencyKey(t *testing.T) {
 	}
 	addr := servertest.Start(t, f, servertest.Config{})
 	rivetctl(t, addr, "send", "orders", "main", "incoming", "1", "--idempotency-key", "order-17").want(t, 0, "enqueued\n")
-	r := rivetctl(t, addr, "send", "orders", "main", "incoming", "1", "--idempotency-key", "order-17")
-	if r.code != 0 || r.stdout != "enqueued\n" || r.stderr != "rivetctl: note: a duplicate: message 5 was sent before with this idempotency key; nothing was queued\n" {
-		t.Errorf("a duplicate: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
-	}
+	// The duplicate says so on stdout, which scripts read, not
+	// "enqueued".
+	rivetctl(t, addr, "send", "orders", "main", "incoming", "1", "--idempotency-key", "order-17").
+		want(t, 0, "duplicate of message 5: sent before with this idempotency key; nothing was queued\n")
 	rivetctl(t, addr, "send", "orders", "main", "incoming", "1", "--idempotency-key", "order-17", "-o", "json").
 		want(t, 0, `{"message_id":5,"status":"enqueued","duplicate":true}`+"\n")
 	rivetctl(t, addr, "send", "orders", "main", "incoming", "1", "--idempotency-key", "order-17", "--wait").
 		wantErr(t, 1, "rivetctl: a duplicate: message 5 was sent before with this idempotency key, and this send cannot wait for it (the workflow has taken it already, and a completion is not kept; or another send waits for it; or the node stopped waiting); nothing was queued")
+	// A duplicate that waited for the first message's completion.
+	f.SendFunc = func(context.Context, runtime.SendRequest) (runtime.SendResult, error) {
+		return runtime.SendResult{MessageID: 5, Status: runtime.SendCompleted, Duplicate: true, Response: json.RawMessage(`"ok"`)}, nil
+	}
+	rivetctl(t, addr, "send", "orders", "main", "incoming", "1", "--idempotency-key", "order-17", "--wait").
+		want(t, 0, "completed (message 5, a duplicate: sent before with this idempotency key; nothing was queued)\n\"ok\"\n")
+	rivetctl(t, addr, "send", "orders", "main", "incoming", "1", "--idempotency-key", "order-17", "--wait", "-o", "json").
+		want(t, 0, `{"message_id":5,"status":"completed","response":"ok","duplicate":true}`+"\n")
 	// A duplicate sent to an actor whose workflow has ended says so, not
 	// that the workflow took the message.
 	f.SendFunc = func(context.Context, runtime.SendRequest) (runtime.SendResult, error) {
