@@ -43,6 +43,12 @@ var (
 	// ErrWorkflowFailed: the actor's workflow failed or diverged from its
 	// history; see Inspect.
 	ErrWorkflowFailed = errors.New("workflow failed")
+	// ErrFailedPrecondition: a well-formed request the cluster's state
+	// does not allow now (draining the last node that could take the
+	// partitions); it may succeed once that state changes, not if only
+	// sent again. gRPC FAILED_PRECONDITION, as ErrWorkflowFailed, which
+	// is the workflow's own case of it.
+	ErrFailedPrecondition = errors.New("failed precondition")
 	// ErrTimeout: the operation's deadline passed; the request may have run
 	// (OutcomeUnknown).
 	ErrTimeout = errors.New("timed out")
@@ -74,6 +80,7 @@ var kinds = []struct {
 	{ErrQueueFull, "queue", "full"},
 	{ErrUnavailable, "actor", "unavailable"},
 	{ErrWorkflowFailed, "workflow", "failed"},
+	{ErrFailedPrecondition, "request", "failed_precondition"},
 	{ErrTimeout, "actor", "timed_out"},
 	{ErrUnauthenticated, "request", "unauthenticated"},
 	{ErrInternal, "rivet", "internal_error"},
@@ -88,13 +95,14 @@ var reasons = []struct {
 	err         error
 	group, code string
 }{
-	{ErrNotFound, "node", "not_found"},           // no such node (drain)
-	{ErrWorkflowFailed, "workflow", "none"},      // the actor has no workflow
-	{ErrWorkflowFailed, "workflow", "not_ended"}, // a retry of a workflow that runs
-	{ErrWorkflowFailed, "workflow", "ended"},     // a cancel of a workflow that has ended
-	{ErrQueueFull, "schedule", "full"},           // an actor's MaxSchedules scheduled calls
-	{ErrQueueFull, "event", "overflow"},          // a subscriber that fell behind its events
-	{ErrQueueFull, "event", "subscribers"},       // the node's or the actor's subscribers at their limit
+	{ErrNotFound, "node", "not_found"},               // no such node (drain)
+	{ErrFailedPrecondition, "node", "last_eligible"}, // a drain of the last node that could take partitions
+	{ErrWorkflowFailed, "workflow", "none"},          // the actor has no workflow
+	{ErrWorkflowFailed, "workflow", "not_ended"},     // a retry of a workflow that runs
+	{ErrWorkflowFailed, "workflow", "ended"},         // a cancel of a workflow that has ended
+	{ErrQueueFull, "schedule", "full"},               // an actor's MaxSchedules scheduled calls
+	{ErrQueueFull, "event", "overflow"},              // a subscriber that fell behind its events
+	{ErrQueueFull, "event", "subscribers"},           // the node's or the actor's subscribers at their limit
 }
 
 // Reasonf returns an error of kind with the reason (group, code), one of

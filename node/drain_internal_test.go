@@ -70,7 +70,7 @@ func TestConcurrentDrainsOfTwoNodesLeaveOneEligible(t *testing.T) {
 		return out
 	}
 	refused := func(err error) bool {
-		return errors.Is(err, rivet.ErrInvalidArgument) && strings.Contains(err.Error(), "no other node")
+		return errors.Is(err, rivet.ErrFailedPrecondition) && strings.Contains(err.Error(), "no other node")
 	}
 	eligibleEverywhere("a", "b")
 
@@ -99,7 +99,7 @@ func TestConcurrentDrainsOfTwoNodesLeaveOneEligible(t *testing.T) {
 		t.Fatalf("draining in etcd after both drains: %v (a's drain: %v); want b alone", got, errA)
 	}
 	if !refused(errA) {
-		t.Fatalf("a's drain after b drained = %v, want INVALID_ARGUMENT saying no other node can take its partitions", errA)
+		t.Fatalf("a's drain after b drained = %v, want FAILED_PRECONDITION saying no other node can take its partitions", errA)
 	}
 	if a.own.Record().Draining {
 		t.Fatal("a's own record says draining after its drain was refused")

@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
 
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/client"
@@ -145,8 +146,13 @@ func TestDrainingTheOnlyEligibleNodeIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if _, err := c.Drain(ctx, n.ID(), false); !errors.Is(err, rivet.ErrInvalidArgument) || !strings.Contains(err.Error(), "no other node") {
-		t.Fatalf("drain of the only node = %v, want INVALID_ARGUMENT saying no other node can take its partitions", err)
+	// The request is well formed: the cluster's state refuses it, and
+	// another node started (or undrained) would let it through.
+	_, err = c.Drain(ctx, n.ID(), false)
+	var re *rivet.Error
+	if !errors.Is(err, rivet.ErrFailedPrecondition) || client.Code(err) != codes.FailedPrecondition || !errors.As(err, &re) ||
+		re.Group+"."+re.Code != "node.last_eligible" || !strings.Contains(err.Error(), "no other node") {
+		t.Fatalf("drain of the only node = %v (%v), want FAILED_PRECONDITION node.last_eligible saying no other node can take its partitions", err, client.Code(err))
 	}
 	ms, err := c.Members(ctx)
 	if err != nil || len(ms) != 1 || strings.Contains(ms[0].State, "draining") {

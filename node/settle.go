@@ -342,7 +342,7 @@ func (b backend) drainSelf(ctx context.Context) error {
 		others := b.n.view.eligibleRecords()
 		delete(others, self)
 		if len(others) == 0 {
-			return rivet.Errorf(rivet.ErrInvalidArgument, "cannot drain node %s: no other node can take its partitions (the others are draining or gone); start or undrain another node first", self)
+			return rivet.Reasonf(rivet.ErrFailedPrecondition, "node", "last_eligible", "cannot drain node %s: no other node can take its partitions (the others are draining or gone); start or undrain another node first", self)
 		}
 		// Any one of them unchanged would keep a node eligible; all are
 		// required, up to the store's bound on compares.

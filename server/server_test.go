@@ -93,6 +93,7 @@ func TestErrorMapping(t *testing.T) {
 		{rivet.Errorf(rivet.ErrQueueFull, "full"), codes.ResourceExhausted, "queue", "full", "full"},
 		{rivet.Errorf(rivet.ErrUnavailable, "moving"), codes.Unavailable, "actor", "unavailable", "moving"},
 		{rivet.Errorf(rivet.ErrWorkflowFailed, "failed"), codes.FailedPrecondition, "workflow", "failed", "failed"},
+		{rivet.Errorf(rivet.ErrFailedPrecondition, "no other node"), codes.FailedPrecondition, "request", "failed_precondition", "no other node"},
 		{rivet.Errorf(rivet.ErrTimeout, "slow"), codes.DeadlineExceeded, "actor", "timed_out", "slow"},
 		{rivet.Errorf(rivet.ErrUnauthenticated, "no token"), codes.Unauthenticated, "request", "unauthenticated", "no token"},
 		{rivet.Errorf(rivet.ErrInternal, "broken invariant"), codes.Internal, "rivet", "internal_error", "broken invariant"},

@@ -457,6 +457,23 @@ func TestDrainThatOutlastsItsWaitSaysWhatIsLeft(t *testing.T) {
 		wantErrPrefix(t, 1, `{"error":{"code":"DEADLINE_EXCEEDED","message":"node-1 still owns 16 of its 16 partitions after 300ms`)
 }
 
+// lastNode is the only node that could take partitions.
+type lastNode struct{ *servertest.Fake }
+
+func (lastNode) Drain(_ context.Context, node string, _ bool) (uint32, error) {
+	return 0, rivet.Reasonf(rivet.ErrFailedPrecondition, "node", "last_eligible", "cannot drain node %s: no other node can take its partitions", node)
+}
+
+// A drain the cluster's state refuses says so in gRPC's words, and fails
+// as a node's refusal does (exit 1), not as a mistake on the command line.
+func TestADrainOfTheLastNodeIsAFailedPrecondition(t *testing.T) {
+	addr := servertest.Start(t, lastNode{servertest.NewFake()}, servertest.Config{})
+	rivetctl(t, addr, "drain", "node-1").
+		wantErr(t, 1, "rivetctl: failed precondition: cannot drain node node-1: no other node can take its partitions (FAILED_PRECONDITION node.last_eligible)")
+	rivetctl(t, addr, "-o", "json", "drain", "node-1").
+		wantErr(t, 1, `{"error":{"code":"FAILED_PRECONDITION","reason":"node.last_eligible","message":"cannot drain node node-1: no other node can take its partitions"},"exit":1}`)
+}
+
 type growingDrain struct{ *servertest.Fake }
 
 // Drain answers 10: the node still takes partitions back (an undo just

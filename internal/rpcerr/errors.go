@@ -39,6 +39,7 @@ var codeOfKind = []struct {
 	{rivet.ErrQueueFull, codes.ResourceExhausted},
 	{rivet.ErrUnavailable, codes.Unavailable},
 	{rivet.ErrWorkflowFailed, codes.FailedPrecondition},
+	{rivet.ErrFailedPrecondition, codes.FailedPrecondition},
 	{rivet.ErrTimeout, codes.DeadlineExceeded},
 	{rivet.ErrUnauthenticated, codes.Unauthenticated},
 	{context.DeadlineExceeded, codes.DeadlineExceeded},
