@@ -31,15 +31,42 @@ import (
 //	func main() { node.Main(rivet.MustSetup(Order, Invoice)) }
 //
 // It exits the process: with status 0 once the node has stopped (or after
-// -h), 1 with the error on stderr if it could not start or failed.
+// -h), 2 for a flag that does not parse (written once, with the usage), 1
+// with the error on stderr if it could not start or failed (see
+// ExitStatus).
 func Main(reg *rivet.Registry) {
-	if err := RunMain(os.Args[1:], reg); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return // the usage is printed, and asking for it is no failure
-		}
-		fmt.Fprintf(os.Stderr, "%s: %v\n", progName(), err)
-		os.Exit(1)
+	os.Exit(ExitStatus(os.Stderr, progName(), RunMain(os.Args[1:], reg)))
+}
+
+// FlagError is a command line that the flag package refused (an unknown
+// flag, a value that does not parse). ParseFlags has written it, and the
+// usage after it, to its out already: a main that prints the errors it
+// gets should not print this one again.
+type FlagError struct{ Err error }
+
+func (e *FlagError) Error() string { return e.Err.Error() }
+func (e *FlagError) Unwrap() error { return e.Err }
+
+// ExitStatus writes err, from RunMain, ParseFlags or Run, to w as the error
+// of the program prog, once, and returns the process's exit status: 0 for
+// none (or flag.ErrHelp, whose usage is printed), 2 for a *FlagError,
+// which ParseFlags has written already, 1 for any other error, written
+// "prog: error". This package's errors start "node: "; that prefix is not
+// written twice when prog is "node" (cmd/node, or a binary so named).
+func ExitStatus(w io.Writer, prog string, err error) int {
+	var fe *FlagError
+	switch {
+	case err == nil || errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.As(err, &fe):
+		return 2
 	}
+	msg := err.Error()
+	if !strings.HasPrefix(msg, prog+": ") {
+		msg = prog + ": " + msg
+	}
+	fmt.Fprintln(w, msg)
+	return 1
 }
 
 // RunMain is Main without the exit: it returns the error, flag.ErrHelp
@@ -75,7 +102,8 @@ func progName() string {
 // default; a flag given wins. A value that does not parse, from either, is
 // an error naming it: a node refuses to start rather than run on a default
 // it was not given. The logger it sets up writes to stderr (--log-level,
-// --log-format); colour only on a terminal.
+// --log-format); colour only on a terminal. A flag the flag package
+// refuses is a *FlagError, written with the usage to out already.
 func ParseFlags(name string, args []string, out io.Writer) (Config, error) {
 	cfg := DefaultConfig()
 	p := &flagParser{fs: flag.NewFlagSet(name, flag.ContinueOnError)}
@@ -124,7 +152,10 @@ func ParseFlags(name string, args []string, out io.Writer) (Config, error) {
 	p.str(&logLevel, "log-level", "info", "debug, info, warn or error")
 	p.str(&logFormat, "log-format", "console", "console or json")
 	if err := p.fs.Parse(args); err != nil {
-		return cfg, err
+		if errors.Is(err, flag.ErrHelp) {
+			return cfg, err
+		}
+		return cfg, &FlagError{Err: err}
 	}
 	if rest := p.fs.Args(); len(rest) > 0 {
 		// The flag package stops at the first argument that is not a

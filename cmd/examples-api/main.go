@@ -24,12 +24,27 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout, nil); err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "examples-api:", err)
-		}
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr, nil)
+	stop()
+	if err != nil {
+		report(os.Stderr, err)
 		os.Exit(2)
+	}
+}
+
+// flagError is a command line the flag package refused: it has written
+// the error, and the usage after it, already.
+type flagError struct{ err error }
+
+func (e *flagError) Error() string { return e.err.Error() }
+func (e *flagError) Unwrap() error { return e.err }
+
+// report writes err once: not a flag's, nor -h's, which the flag package
+// wrote with the usage.
+func report(stderr io.Writer, err error) {
+	var fe *flagError
+	if !errors.As(err, &fe) && !errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(stderr, "examples-api:", err)
 	}
 }
 
@@ -49,9 +64,11 @@ func (c counts) Set(v string) error {
 }
 
 // run serves until ctx ends; ready, if set, gets the base URL once it
-// listens.
-func run(ctx context.Context, args []string, out io.Writer, ready chan<- string) error {
+// listens. The usage, and a flag that does not parse, go to stderr (a
+// *flagError).
+func run(ctx context.Context, args []string, out, stderr io.Writer, ready chan<- string) error {
 	fs := flag.NewFlagSet("examples-api", flag.ContinueOnError)
+	fs.SetOutput(stderr)
 	addr := fs.String("addr", "127.0.0.1:6480", "address to listen on")
 	// The counts the seed's dashboard and fan-in/fan-out examples fetch,
 	// as the tests serve them; --count changes the paths it names and
@@ -59,7 +76,10 @@ func run(ctx context.Context, args []string, out io.Writer, ready chan<- string)
 	c := counts{"/users": 3, "/orders": 5, "/revenue": 7, "/invoices": 11}
 	fs.Var(c, "count", "a GET path and the count it answers, as /path=n (repeatable; changes that path only; default /users=3 /orders=5 /revenue=7 /invoices=11)")
 	if err := fs.Parse(args); err != nil {
-		return err
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return &flagError{err}
 	}
 	if fs.NArg() > 0 {
 		// The flag package stops at the first argument that is not a

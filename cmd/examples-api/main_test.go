@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -13,7 +14,9 @@ import (
 func TestServesTheCountsAndAcceptsPosts(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	ready, done := make(chan string, 1), make(chan error, 1)
-	go func() { done <- run(ctx, []string{"--addr", "127.0.0.1:0", "--count", "/users=4"}, io.Discard, ready) }()
+	go func() {
+		done <- run(ctx, []string{"--addr", "127.0.0.1:0", "--count", "/users=4"}, io.Discard, io.Discard, ready)
+	}()
 	defer func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -61,7 +64,7 @@ func TestServesTheCountsAndAcceptsPosts(t *testing.T) {
 }
 
 func TestRefusesAMalformedCount(t *testing.T) {
-	if err := run(context.Background(), []string{"--count", "users"}, io.Discard, nil); err == nil {
+	if err := run(context.Background(), []string{"--count", "users"}, io.Discard, io.Discard, nil); err == nil {
 		t.Fatal("a count without /path=n was accepted")
 	}
 }
@@ -73,8 +76,33 @@ func TestRefusesAnArgumentThatIsNotAFlag(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, args := range [][]string{{"127.0.0.1:0"}, {"--addr", "127.0.0.1:0", "/users=4", "--count", "/orders=1"}} {
-		if err := run(ctx, args, io.Discard, nil); err == nil || !strings.Contains(err.Error(), "unexpected argument") {
+		if err := run(ctx, args, io.Discard, io.Discard, nil); err == nil || !strings.Contains(err.Error(), "unexpected argument") {
 			t.Fatalf("%q: %v, want refused as an unexpected argument", args, err)
 		}
+	}
+}
+
+// A flag that does not parse is written once, above the usage, as the
+// flag package writes it: main wrote it again after the usage. An error of
+// its own (an argument that is no flag) is written once, prefixed.
+func TestAnErrorIsWrittenOnce(t *testing.T) {
+	for _, args := range [][]string{{"--count", "users=3"}, {"--nope"}} {
+		var stderr bytes.Buffer
+		err := run(context.Background(), args, io.Discard, &stderr, nil)
+		if err == nil {
+			t.Fatalf("%v: accepted", args)
+		}
+		report(&stderr, err)
+		out := stderr.String()
+		first, rest, _ := strings.Cut(out, "\n")
+		if !strings.HasPrefix(rest, "Usage of examples-api:") || strings.Count(out, err.Error()) != 1 || !strings.Contains(first, err.Error()) {
+			t.Errorf("%v: stderr:\n%s\nwant the error once, then the usage", args, out)
+		}
+	}
+	var stderr bytes.Buffer
+	err := run(context.Background(), []string{"127.0.0.1:7000"}, io.Discard, &stderr, nil)
+	report(&stderr, err)
+	if out := stderr.String(); !strings.HasPrefix(out, `examples-api: unexpected argument "127.0.0.1:7000"`) || strings.Count(out, "\n") != 1 {
+		t.Errorf("a stray argument: stderr %q, want one line", out)
 	}
 }

@@ -10,9 +10,7 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
-	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -22,17 +20,16 @@ import (
 )
 
 func main() {
-	if err := run(os.Args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return // -h: the usage is printed, and asking for it is no failure
-		}
-		fmt.Fprintln(os.Stderr, "node:", err)
-		os.Exit(1)
-	}
+	// Each error once: a flag's with the usage (ParseFlags writes it),
+	// any other prefixed "node: " once (the node package's own errors
+	// start so already).
+	os.Exit(node.ExitStatus(os.Stderr, "node", run(os.Args[1:], os.Stderr)))
 }
 
-func run(args []string) error {
-	cfg, err := node.ParseFlags("node", args, os.Stderr)
+// run runs the node until a signal stops it; the usage, and a flag that
+// does not parse, go to stderr.
+func run(args []string, stderr io.Writer) error {
+	cfg, err := node.ParseFlags("node", args, stderr)
 	if err != nil {
 		return err
 	}

@@ -1,8 +1,13 @@
 package main
 
 import (
+	"bytes"
+	"io"
+	"net"
 	"strings"
 	"testing"
+
+	"github.com/rivet-go/rivet/node"
 )
 
 // A malformed RIVET_* value stops the node with a message naming it, before
@@ -10,14 +15,14 @@ import (
 func TestMalformedEnvironmentIsRefused(t *testing.T) {
 	t.Setenv("RIVET_LEASE_TTL", "five seconds")
 	t.Setenv("RIVET_PARTITIONS", "-3")
-	err := run([]string{"--data-dir", t.TempDir()})
+	err := run([]string{"--data-dir", t.TempDir()}, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "RIVET_LEASE_TTL") || !strings.Contains(err.Error(), "RIVET_PARTITIONS") {
 		t.Fatalf("run = %v, want an error naming both variables", err)
 	}
 }
 
 func TestUnknownFlagIsRefused(t *testing.T) {
-	if err := run([]string{"--no-such-flag"}); err == nil {
+	if err := run([]string{"--no-such-flag"}, io.Discard); err == nil {
 		t.Fatal("an unknown flag was accepted")
 	}
 }
@@ -42,9 +47,48 @@ func TestSecurityFlagsAreChecked(t *testing.T) {
 		{[]string{"--partitions", "70000"}, "(--partitions) above 65536"},
 		{[]string{"--etcd-ca", "ca.pem", "--etcd-endpoints", "http://127.0.0.1:2379"}, "https://"},
 	} {
-		err := run(append([]string{"--data-dir", t.TempDir(), "--log-level", "error"}, tc.args...))
+		err := run(append([]string{"--data-dir", t.TempDir(), "--log-level", "error"}, tc.args...), io.Discard)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: %v, want an error with %q", tc.args, err, tc.want)
+		}
+	}
+}
+
+// mainOf runs the node's main on args as the process would, and returns
+// its exit status and what it wrote to stderr.
+func mainOf(args ...string) (int, string) {
+	var stderr bytes.Buffer
+	code := node.ExitStatus(&stderr, "node", run(args, &stderr))
+	return code, stderr.String()
+}
+
+// Each error is written once: a startup error with one "node: " (it had
+// two, "node: node: grpc listen: ..."), and a flag that does not parse
+// above the usage only (it came again after the usage).
+func TestErrorsAreWrittenOnce(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	code, out := mainOf("--data-dir", t.TempDir(), "--log-level", "error", "--grpc-addr", busy.Addr().String(), "--http-addr", "-", "--gossip-addr", "-")
+	if want := "node: grpc listen: listen tcp " + busy.Addr().String() + ": bind: address already in use\n"; code != 1 || out != want {
+		t.Errorf("a busy port: exit %d, stderr %q; want exit 1, %q", code, out, want)
+	}
+	code, out = mainOf("--data-dir", t.TempDir(), "--log-level", "error", "--tls-cert", "node.pem")
+	if want := "node: TLSCertFile and TLSKeyFile (--tls-cert, --tls-key) go together\n"; code != 1 || out != want {
+		t.Errorf("a lone --tls-cert: exit %d, stderr %q; want exit 1, %q", code, out, want)
+	}
+	// An error of cmd/node's own (not the node package's) gets the prefix.
+	code, out = mainOf("--data-dir", t.TempDir(), "stray")
+	if code != 1 || !strings.HasPrefix(out, `node: unexpected argument "stray"`) || strings.Count(out, "\n") != 1 {
+		t.Errorf("a stray argument: exit %d, stderr %q; want exit 1 and one line", code, out)
+	}
+	for _, args := range [][]string{{"--no-such-flag"}, {"--lease-ttl", "five"}} {
+		code, out = mainOf(args...)
+		first, rest, _ := strings.Cut(out, "\n")
+		if code != 2 || !strings.HasPrefix(rest, "Usage of node:") || strings.Contains(rest, first) {
+			t.Errorf("%v: exit %d, stderr:\n%s\nwant exit 2, the error once, then the usage", args, code, out)
 		}
 	}
 }
