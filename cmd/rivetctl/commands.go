@@ -372,6 +372,11 @@ func parseKey(s string) ([]string, error) {
 		}
 		key[i] = *p
 	}
+	if len(key) == 0 {
+		// As an empty KEY: the node would refuse it (INVALID_ARGUMENT),
+		// but it is a mistake on the command line, told as such.
+		return nil, usagef(`KEY %q is empty: a key has at least one component (for a key of one empty string, write '[""]')`, s)
+	}
 	return key, nil
 }
 

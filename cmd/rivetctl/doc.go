@@ -6,7 +6,7 @@
 //	rivetctl actors counter
 //	rivetctl members
 //
-// KEY is a plain string, or a JSON array of strings if it starts with '['.
+// KEY is a plain string, or a JSON array of strings if it starts with '['; neither may be empty.
 // Payloads (ARG_JSON, BODY_JSON, --input) are taken literally as JSON, as
 // the wire carries them: a string argument needs its quotes ('"text"'). A
 // malformed one is refused before anything is sent.

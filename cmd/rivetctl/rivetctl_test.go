@@ -102,6 +102,14 @@ func TestCall(t *testing.T) {
 	rivetctl(t, addr, "history", "counter", "main").want(t, 0, "workflow  none (this actor has no workflow)\n")
 	rivetctl(t, addr, "call", "counter", "", "increment", "1").
 		wantErr(t, 2, `rivetctl: KEY is empty (for a key of one empty string, write '[""]')`)
+	// An empty array too: a key has a component at least. (It went to
+	// the node, which refused it: exit 1, as if the node were at fault.)
+	for _, key := range []string{"[]", "[ ]"} {
+		rivetctl(t, addr, "call", "counter", key, "increment", "1").
+			wantErr(t, 2, fmt.Sprintf(`rivetctl: KEY %q is empty: a key has at least one component (for a key of one empty string, write '[""]')`, key))
+		rivetctl(t, addr, "-o", "json", "state", "counter", key).
+			wantErrPrefix(t, 2, `{"error":{"code":"USAGE","message":"KEY `)
+	}
 	// A value from a file (@FILE) or from stdin (@-): a payload too big
 	// for one argument of a command line.
 	argFile := filepath.Join(t.TempDir(), "arg.json")

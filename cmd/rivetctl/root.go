@@ -207,7 +207,7 @@ func (a *app) rootCommand() *cobra.Command {
 		Short: "Call actors and inspect a rivet cluster",
 		Long: `rivetctl calls actors and inspects a rivet cluster over gRPC.
 
-KEY is a plain string, or a JSON array of strings if it starts with '['.
+KEY is a plain string, or a JSON array of strings if it starts with '['; neither may be empty.
 JSON arguments are taken literally: quote strings ('"text"').`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
