@@ -120,6 +120,9 @@ type nodeProc struct {
 	grpcFix string
 	gossip  string
 	extra   []string
+	// bin is the node binary to run; empty for bins.node (this
+	// checkout's). A rolling upgrade runs an older one first.
+	bin string
 	// wrap runs the node through a command, e.g. ip netns exec NS.
 	wrap     []string
 	env      []string // KEY=value, added to the process's environment
@@ -155,9 +158,13 @@ func (n *nodeProc) launch() <-chan string {
 		"--etcd-client-addr", n.etcdC, "--etcd-peer-addr", n.etcdP, "--gossip-addr", n.gossip,
 		"--log-format", "json", "--partitions", "64",
 	}, n.extra...)
-	cmd := exec.Command(bins.node, args...)
+	bin := bins.node
+	if n.bin != "" {
+		bin = n.bin
+	}
+	cmd := exec.Command(bin, args...)
 	if len(n.wrap) > 0 {
-		cmd = exec.Command(n.wrap[0], append(append(n.wrap[1:len(n.wrap):len(n.wrap)], bins.node), args...)...)
+		cmd = exec.Command(n.wrap[0], append(append(n.wrap[1:len(n.wrap):len(n.wrap)], bin), args...)...)
 	}
 	if len(n.env) > 0 {
 		cmd.Env = append(os.Environ(), n.env...)
