@@ -48,7 +48,7 @@ func buildAt(t *testing.T, commit string) (node, rivetctl string) {
 	// it), so that go's build cache, whose keys name a package's
 	// directory, has the old packages' compiles from the previous run:
 	// then only the link is left to do. A lock keeps two runs of this
-	// test on one machine out of each other's way.
+	// test on one machine out of each other's way (its file, empty, stays).
 	src := filepath.Join(os.TempDir(), "upg-src-"+commit[:12])
 	lock, err := os.OpenFile(src+".lock", os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
