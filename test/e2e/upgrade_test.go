@@ -144,7 +144,8 @@ type loadStats struct {
 // through the Go client, with work that spans the upgrade: 20 sleeping
 // reminders due across it, counters with known counts, an auction whose
 // race sleeps across it and expires, and one sold by a bid sent to the
-// mixed cluster.
+// mixed cluster, whose partitions also move from the new node back to the
+// old ones.
 // Every reminder fires exactly once, no acknowledged increment is lost,
 // the load sees no permanent error, the auctions end with the seed's
 // results (each external POST once), and rivetctl members shows the three
@@ -348,6 +349,19 @@ func TestRollingUpgradeFromPreviousRelease(t *testing.T) {
 				return cl.Get("auctionActor", "sold").Send(ctx, "bids", map[string]any{"amount": 100})
 			})
 			bidLate = time.Now().After(auctionsAt.Add(auctionTimeout - time.Second))
+			// The mixed cluster moves partitions both ways: node1, now
+			// new, hands what it wrote to the old node2 and node3 (as a
+			// crash of it would) and takes it back.
+			backAt := time.Now()
+			if out, errOut, code := runRivetctl(t, bins.rivetctl, c.nodes[1].grpcAddr, "drain", "node1", "--wait", "60s"); code != 0 || !strings.Contains(out, "drained node1") {
+				t.Fatalf("rivetctl drain node1 (new) to the old nodes: %q (stderr %q, exit %d)\n%s", out, errOut, code, c.logs())
+			}
+			waitCalls(50, "with node1 drained to the old nodes")
+			if out, errOut, code := runRivetctl(t, bins.rivetctl, c.nodes[1].grpcAddr, "drain", "--undo", "node1"); code != 0 {
+				t.Fatalf("rivetctl drain --undo node1: %q (stderr %q, exit %d)\n%s", out, errOut, code, c.logs())
+			}
+			c.waitBalanced(1, ids, 60*time.Second)
+			t.Logf("FIGURE node1 (new) drained to node2 and node3 (old) and back in %v", time.Since(backAt).Round(time.Millisecond))
 		}
 	}
 	upTook := time.Since(upStart)
