@@ -126,6 +126,7 @@ type nodeProc struct {
 	// wrap runs the node through a command, e.g. ip netns exec NS.
 	wrap     []string
 	env      []string // KEY=value, added to the process's environment
+	bin      string   // the binary to run; "" is cmd/node
 	logPath  string
 	cmd      *exec.Cmd
 	grpcAddr string

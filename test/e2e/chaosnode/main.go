@@ -1,0 +1,115 @@
+// Command chaosnode is cmd/node with one more actor, chaosFlow, for the e2e
+// chaos test: its workflow takes jobs from a queue and runs two steps with
+// side effects the test can attribute (a POST naming the job, the step, the
+// attempt's nonce and the node process that made it), then records the job.
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+
+	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/examples"
+	"github.com/rivet-go/rivet/node"
+	"github.com/rivet-go/rivet/workflow"
+)
+
+// Job is a message of chaosFlow's "jobs" queue.
+type Job struct {
+	ID string `json:"id"`
+}
+
+// FlowState is chaosFlow's state.
+type FlowState struct {
+	// Nonces holds, by "job/step", the nonce of the attempt that committed.
+	Nonces map[string]string `json:"nonces"`
+	// Consumed lists the jobs in the order the workflow finished them.
+	Consumed []string `json:"consumed"`
+}
+
+// effect POSTs $CHAOS_EFFECTS_URL/effects/<job>/<step>?nonce=&inc= and
+// returns the nonce.
+func effect(ctx context.Context, job, step string) (string, error) {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	nonce := hex.EncodeToString(b)
+	u := fmt.Sprintf("%s/effects/%s/%s?nonce=%s&inc=%s", os.Getenv("CHAOS_EFFECTS_URL"), url.PathEscape(job), step, nonce, url.QueryEscape(os.Getenv("CHAOS_INCARNATION")))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("effect %s/%s: %s", job, step, resp.Status)
+	}
+	return nonce, nil
+}
+
+func effectStep(c *workflow.Ctx[FlowState], job, name string, before func(*workflow.StepCtx[FlowState]) error) error {
+	return c.Step(name, func(s *workflow.StepCtx[FlowState]) error {
+		if before != nil {
+			if err := before(s); err != nil {
+				return err
+			}
+		}
+		nonce, err := effect(s.Context(), job, name)
+		if err != nil {
+			return err
+		}
+		if s.State.Nonces == nil {
+			s.State.Nonces = map[string]string{}
+		}
+		s.State.Nonces[job+"/"+name] = nonce
+		return nil
+	})
+}
+
+var chaosFlow = rivet.Actor[FlowState]{
+	Name:   "chaosFlow",
+	State:  FlowState{Nonces: map[string]string{}, Consumed: []string{}},
+	Queues: rivet.Queues{"jobs": rivet.QueueOf[Job]()},
+	Run: func(ctx *workflow.Ctx[FlowState]) error {
+		return ctx.Loop("loop", func(lc *workflow.Ctx[FlowState]) error {
+			msg, err := workflow.Next[Job](lc, "wait-job")
+			if err != nil {
+				return err
+			}
+			job := msg.Body.ID
+			if err := effectStep(lc, job, "effect-a", nil); err != nil {
+				return err
+			}
+			// A cross-node call inside the step, before its effect.
+			if err := effectStep(lc, job, "effect-b", func(s *workflow.StepCtx[FlowState]) error {
+				_, err := rivet.Call[int](s.Context(), s.Client().GetOrCreate("counter", "fx-"+job), "increment", 1)
+				return err
+			}); err != nil {
+				return err
+			}
+			return lc.Step("record", func(s *workflow.StepCtx[FlowState]) error {
+				s.State.Consumed = append(s.State.Consumed, job)
+				return nil
+			})
+		})
+	},
+	Actions: rivet.Actions[FlowState]{
+		"getState": rivet.Query(func(c *rivet.ActionCtx[FlowState]) (FlowState, error) { return *c.State, nil }),
+	},
+}
+
+func main() {
+	// examples.Registry checks the examples' environment.
+	if _, err := examples.Registry(); err != nil {
+		fmt.Fprintln(os.Stderr, "chaosnode:", err)
+		os.Exit(1)
+	}
+	node.Main(rivet.MustSetup(append(examples.All(), chaosFlow)...))
+}
