@@ -165,12 +165,14 @@ func TestChaosKill9MixedWorkload(t *testing.T) {
 	fx := newEffectServer()
 	defer fx.Close()
 
+	const auctionTimeout = 3 * time.Second
 	incarnation := make([]int, 3)
 	setEnv := func(i int, n *nodeProc) {
 		incarnation[i]++
 		n.env = []string{
 			exampleapi.EnvVar + "=" + api.URL,
 			"CHAOS_EFFECTS_URL=" + fx.URL,
+			fmt.Sprintf("EXAMPLES_AUCTION_TIMEOUT=%v", auctionTimeout),
 			fmt.Sprintf("CHAOS_INCARNATION=node%d#%d", i+1, incarnation[i]),
 		}
 	}
@@ -219,9 +221,43 @@ func TestChaosKill9MixedWorkload(t *testing.T) {
 		acked    = map[string]int{}
 		unknown  = map[string]int{}
 		ackVals  = map[string][]int{}
+		maxAck   = map[string]int{}
 		notRun   atomic.Int64
 		incCalls atomic.Int64
+		reads    atomic.Int64
+		readErrs []string
 	)
+	// A read never goes back: not below a count acknowledged before it
+	// started, nor below what an earlier read returned.
+	{
+		cl := newClient(2)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lastRead := map[string]int{}
+			for i := 0; i < 100000 && chaosCtx.Err() == nil; i++ {
+				k := counterKeys[i%len(counterKeys)]
+				cmu.Lock()
+				floor := max(maxAck[k], lastRead[k])
+				cmu.Unlock()
+				ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
+				v, err := rivet.Call[int](ctx, cl.Get("counter", k), "getCount")
+				cancel()
+				if err != nil {
+					time.Sleep(20 * time.Millisecond)
+					continue
+				}
+				reads.Add(1)
+				if v < floor {
+					cmu.Lock()
+					readErrs = append(readErrs, fmt.Sprintf("%s: read %d at %s, after %d was acknowledged or read", k, v, time.Now().Format("15:04:05.000"), floor))
+					cmu.Unlock()
+				}
+				lastRead[k] = max(lastRead[k], v)
+				time.Sleep(10 * time.Millisecond)
+			}
+		}()
+	}
 	for w := range 3 {
 		cl := newClient(w)
 		wrng := rand.New(rand.NewPCG(seed, uint64(100+w)))
@@ -239,6 +275,7 @@ func TestChaosKill9MixedWorkload(t *testing.T) {
 				case err == nil:
 					acked[k]++
 					ackVals[k] = append(ackVals[k], v)
+					maxAck[k] = max(maxAck[k], v)
 				case rivet.OutcomeUnknown(err):
 					unknown[k]++
 				default:
@@ -313,6 +350,35 @@ func TestChaosKill9MixedWorkload(t *testing.T) {
 		return &keyedSend{actor: "reminderActor", key: reminderKeys[r.IntN(len(reminderKeys))], queue: "reminders", idem: fmt.Sprintf("rem-%d", i),
 			body: map[string]any{"text": fmt.Sprintf("rem-%d", i), "at": at}}
 	})
+	// Reminders: when each was first seen fired, to compare with its time.
+	var (
+		rmu     sync.Mutex
+		remSeen = map[string]time.Time{}
+	)
+	{
+		cl := newClient(1)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 100000 && chaosCtx.Err() == nil; i++ {
+				k := reminderKeys[i%len(reminderKeys)]
+				ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
+				st, err := rivet.Call[struct{ Fired []string }](ctx, cl.Get("reminderActor", k), "getState")
+				cancel()
+				now := time.Now()
+				if err == nil {
+					rmu.Lock()
+					for _, f := range st.Fired {
+						if _, ok := remSeen[f]; !ok {
+							remSeen[f] = now
+						}
+					}
+					rmu.Unlock()
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		}()
+	}
 	sender(2, 250*time.Millisecond, func(i int, r *rand.Rand) *keyedSend {
 		return &keyedSend{actor: "coordinatorActor", key: "co0", queue: "task", idem: fmt.Sprintf("task-%d", i),
 			body: map[string]any{"taskId": fmt.Sprintf("t%d", i), "workerId": fmt.Sprintf("w%d", r.IntN(10)), "value": i + 1}}
@@ -320,6 +386,63 @@ func TestChaosKill9MixedWorkload(t *testing.T) {
 	sender(3, 300*time.Millisecond, func(i int, r *rand.Rand) *keyedSend {
 		return &keyedSend{actor: "scatterGatherActor", key: "sg0", queue: "scatter", idem: fmt.Sprintf("sc-%d", i), body: map[string]any{"input": i + 1}}
 	})
+
+	// Auctions (a race of a bid against a timeout): created during the
+	// chaos, half of them bid on at a random moment.
+	type auction struct {
+		key       string
+		created   time.Time // before the call that creates it
+		bid       *keyedSend
+		bidAcked  time.Time
+		createErr error
+		result    string
+	}
+	var (
+		amu      sync.Mutex
+		auctions []*auction
+	)
+	{
+		cl := newClient(0)
+		arng := rand.New(rand.NewPCG(seed, 300))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var bwg sync.WaitGroup
+			defer bwg.Wait()
+			for i := 0; i < 1000 && chaosCtx.Err() == nil; i++ {
+				a := &auction{key: fmt.Sprintf("a%d", i), created: time.Now()}
+				var err error
+				for try := 0; try < 20; try++ {
+					ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
+					_, err = rivet.Call[json.RawMessage](ctx, cl.GetOrCreate("auctionActor", a.key), "getState")
+					cancel()
+					if err == nil {
+						break
+					}
+					time.Sleep(200 * time.Millisecond)
+				}
+				a.createErr = err
+				amu.Lock()
+				auctions = append(auctions, a)
+				amu.Unlock()
+				if err == nil && arng.IntN(2) == 0 {
+					delay := time.Duration(arng.IntN(5000)) * time.Millisecond
+					bcl := newClient(i)
+					bwg.Add(1)
+					go func() {
+						defer bwg.Done()
+						time.Sleep(delay)
+						b := &keyedSend{actor: "auctionActor", key: a.key, queue: "bids", idem: "bid-" + a.key, body: map[string]any{"amount": 100}}
+						sendOnce(bcl, b, time.Now().Add(chaosFor+40*time.Second))
+						amu.Lock()
+						a.bid, a.bidAcked = b, time.Now()
+						amu.Unlock()
+					}()
+				}
+				time.Sleep(time.Duration(300+arng.IntN(800)) * time.Millisecond)
+			}
+		}()
+	}
 
 	// The chaos: one node down at a time.
 	type killRec struct {
@@ -484,6 +607,19 @@ func TestChaosKill9MixedWorkload(t *testing.T) {
 				return false, fmt.Sprintf("scatter-gather lastSum %d, want %d", scatter.LastSum, 30*last["input"].(int))
 			}
 		}
+		for _, a := range auctions {
+			if a.createErr != nil || a.result != "" {
+				continue
+			}
+			var st struct{ Result *string }
+			if err := call("auctionActor", a.key, "getState", &st); err != nil {
+				return false, fmt.Sprintf("auctionActor %s: %v", a.key, err)
+			}
+			if st.Result == nil {
+				return false, fmt.Sprintf("auction %s has no result", a.key)
+			}
+			a.result = *st.Result
+		}
 		return true, ""
 	}
 	for deadline := time.Now().Add(45 * time.Second); ; time.Sleep(200 * time.Millisecond) {
@@ -576,6 +712,57 @@ func TestChaosKill9MixedWorkload(t *testing.T) {
 			t.Errorf("reminderActor %s fired %v, want each of %v once", k, rems[k], remWant[k])
 		}
 	}
+	// Auctions: sold only with a bid; a bid acknowledged before the
+	// timeout could end (counted from before the auction's creation) sells.
+	var sold, expired int
+	for _, a := range auctions {
+		if a.createErr != nil {
+			t.Errorf("auction %s not created: %v", a.key, a.createErr)
+			continue
+		}
+		switch {
+		case a.result == "sold":
+			sold++
+			if a.bid == nil || !a.bid.accepted {
+				t.Errorf("auction %s sold without a bid", a.key)
+			}
+		case a.result == "expired":
+			expired++
+			if a.bid != nil && a.bid.accepted && a.bidAcked.Before(a.created.Add(auctionTimeout)) {
+				t.Errorf("auction %s expired though its bid was acknowledged at %s, %v after its creation began (timeout %v)",
+					a.key, a.bidAcked.Format("15:04:05.000"), a.bidAcked.Sub(a.created), auctionTimeout)
+			}
+		default:
+			t.Errorf("auction %s result %q", a.key, a.result)
+		}
+	}
+	posts := map[string]int{}
+	for _, p := range api.Posts() {
+		posts[p.Path]++
+	}
+	if n := len(auctions); posts["/auctions/item-123"] < n || posts["/auctions/item-123/finalize"] < n {
+		t.Errorf("%d auctions, POSTs %v: want list-item and finalize at least once each", n, posts)
+	}
+	t.Logf("%d auctions: %d sold, %d expired; POSTs %v", len(auctions), sold, expired, posts)
+
+	// None fired before its time.
+	for _, ss := range byTarget {
+		for _, s := range ss {
+			if s.actor != "reminderActor" {
+				continue
+			}
+			b := s.body.(map[string]any)
+			rmu.Lock()
+			seen, ok := remSeen[b["text"].(string)]
+			rmu.Unlock()
+			if at := time.UnixMilli(b["at"].(int64)); ok && seen.Before(at) {
+				t.Errorf("reminder %s fired by %s, before its time %s", b["text"], seen.Format("15:04:05.000"), at.Format("15:04:05.000"))
+			}
+		}
+	}
+	for _, e := range readErrs {
+		t.Errorf("stale read of counter %s", e)
+	}
 	// Nothing more fires: read again after the checks above.
 	for _, k := range reminderKeys {
 		var st struct{ Fired []string }
@@ -599,6 +786,6 @@ func TestChaosKill9MixedWorkload(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("seed %d: %d kills; %d increments (%d acknowledged, %d unknown, %d not run); %d keyed sends (%d attempts of unknown outcome, %d answered duplicate); %d step effects ran before the committing attempt (%d within a second before or 5 s after a kill)",
-		seed, len(kills), incCalls.Load(), totalAcked, totalUnknown, notRun.Load(), nSends, nUnknownSend, nDup, dups, dupsKilled)
+	t.Logf("seed %d: %d kills; %d increments (%d acknowledged, %d unknown, %d not run); %d keyed sends (%d attempts of unknown outcome, %d answered duplicate); %d step effects ran before the committing attempt (%d within a second before or 5 s after a kill); %d reads",
+		seed, len(kills), incCalls.Load(), totalAcked, totalUnknown, notRun.Load(), nSends, nUnknownSend, nDup, dups, dupsKilled, reads.Load())
 }
