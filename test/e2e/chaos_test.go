@@ -134,7 +134,7 @@ func envDuration(t *testing.T, name string, def time.Duration) time.Duration {
 //   - the coordinator and scatter-gather workflows reached their results.
 //
 // RIVET_CHAOS_SECONDS sets the chaos time (default 25), RIVET_CHAOS_SEED
-// replays a kill schedule.
+// replays a kill schedule, RIVET_CHAOS_KEEP=1 keeps the nodes' logs.
 func TestChaosKill9MixedWorkload(t *testing.T) {
 	chaosFor := envDuration(t, "RIVET_CHAOS_SECONDS", 25*time.Second)
 	seed := uint64(time.Now().UnixNano())
@@ -152,9 +152,9 @@ func TestChaosKill9MixedWorkload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("node data and logs under %s (kept if the test fails)", root)
+	t.Logf("node data and logs under %s (kept if the test fails, or with RIVET_CHAOS_KEEP=1)", root)
 	t.Cleanup(func() {
-		if !t.Failed() {
+		if !t.Failed() && os.Getenv("RIVET_CHAOS_KEEP") == "" {
 			os.RemoveAll(root)
 		}
 	})
