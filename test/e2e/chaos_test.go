@@ -444,6 +444,58 @@ func TestChaosKill9MixedWorkload(t *testing.T) {
 		}()
 	}
 
+	// Sessions (a scheduled call): each touched once, so each expires
+	// once, after its time.
+	type sessionState struct {
+		Active    bool  `json:"active"`
+		Touches   int   `json:"touches"`
+		Expired   int   `json:"expired"`
+		ExpiresAt int64 `json:"expiresAt"`
+		ExpiredAt int64 `json:"expiredAt"`
+	}
+	var (
+		sessMu   sync.Mutex
+		sessions []string
+		sessErrs []string
+	)
+	{
+		cl := newClient(1)
+		srng := rand.New(rand.NewPCG(seed, 400))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 1000 && chaosCtx.Err() == nil; i++ {
+				key := fmt.Sprintf("s%d", i)
+				ttl := int64(500 + srng.IntN(4000))
+				touched := false
+				for try := 0; try < 40 && !touched; try++ {
+					ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
+					_, err := rivet.Call[sessionState](ctx, cl.GetOrCreate("sessionActor", key), "touch", ttl)
+					if err != nil && rivet.OutcomeUnknown(err) {
+						// Did it apply? Read before touching again.
+						st, rerr := rivet.Call[sessionState](ctx, cl.GetOrCreate("sessionActor", key), "getState")
+						err = rerr
+						touched = rerr == nil && st.Touches > 0
+					} else {
+						touched = err == nil
+					}
+					cancel()
+					if !touched {
+						time.Sleep(200 * time.Millisecond)
+					}
+				}
+				sessMu.Lock()
+				if touched {
+					sessions = append(sessions, key)
+				} else {
+					sessErrs = append(sessErrs, key)
+				}
+				sessMu.Unlock()
+				time.Sleep(time.Duration(200+srng.IntN(600)) * time.Millisecond)
+			}
+		}()
+	}
+
 	// The chaos: one node down at a time.
 	type killRec struct {
 		inc      string
@@ -607,6 +659,15 @@ func TestChaosKill9MixedWorkload(t *testing.T) {
 				return false, fmt.Sprintf("scatter-gather lastSum %d, want %d", scatter.LastSum, 30*last["input"].(int))
 			}
 		}
+		for _, k := range sessions {
+			var st sessionState
+			if err := call("sessionActor", k, "getState", &st); err != nil {
+				return false, fmt.Sprintf("sessionActor %s: %v", k, err)
+			}
+			if st.Expired == 0 {
+				return false, fmt.Sprintf("session %s not expired yet", k)
+			}
+		}
 		for _, a := range auctions {
 			if a.createErr != nil || a.result != "" {
 				continue
@@ -744,6 +805,22 @@ func TestChaosKill9MixedWorkload(t *testing.T) {
 		t.Errorf("%d auctions, POSTs %v: want list-item and finalize at least once each", n, posts)
 	}
 	t.Logf("%d auctions: %d sold, %d expired; POSTs %v", len(auctions), sold, expired, posts)
+
+	// Sessions: each expired once, after its time.
+	for _, k := range sessErrs {
+		t.Errorf("session %s: no touch went through", k)
+	}
+	for _, k := range sessions {
+		var st sessionState
+		if err := call("sessionActor", k, "getState", &st); err != nil {
+			t.Errorf("session %s: %v", k, err)
+			continue
+		}
+		if st.Touches != 1 || st.Expired != 1 || st.Active || st.ExpiredAt < st.ExpiresAt {
+			t.Errorf("session %s: %+v, want touched once, expired once, after its time", k, st)
+		}
+	}
+	t.Logf("%d sessions expired", len(sessions))
 
 	// None fired before its time.
 	for _, ss := range byTarget {
