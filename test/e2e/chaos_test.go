@@ -503,9 +503,18 @@ func TestChaosKill9MixedWorkload(t *testing.T) {
 	}
 	var kills []killRec
 	chaosEnd := time.Now().Add(chaosFor)
+	prev := -1
 	for len(kills) < 1000 && time.Now().Before(chaosEnd) {
-		time.Sleep(time.Duration(800+rng.IntN(2500)) * time.Millisecond)
 		i := rng.IntN(3)
+		if prev >= 0 && rng.IntN(3) == 0 {
+			// Another node, as the one just back takes its partitions
+			// back: a donor killed mid-handoff.
+			time.Sleep(time.Duration(rng.IntN(600)) * time.Millisecond)
+			i = (prev + 1 + rng.IntN(2)) % 3
+		} else {
+			time.Sleep(time.Duration(800+rng.IntN(2500)) * time.Millisecond)
+		}
+		prev = i
 		down := time.Duration(200+rng.IntN(2500)) * time.Millisecond
 		n := c.nodes[i]
 		rec := killRec{inc: fmt.Sprintf("node%d#%d", i+1, incarnation[i]), at: time.Now()}
