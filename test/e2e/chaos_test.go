@@ -121,20 +121,27 @@ func envDuration(t *testing.T, name string, def time.Duration) time.Duration {
 
 // A 3-node cluster (3 etcd members) runs a mixed workload while a seeded
 // schedule kill -9s one node at a time and restarts it with the same data
-// dir and flags after a random delay. Then, once everything settled:
+// dir and flags after a random delay (sometimes killing it again as it
+// starts, or killing another node just after one is back, mid-handoff).
+// During the chaos: no counter read goes below a count acknowledged or read
+// before it started. Then, once everything settled:
 //   - each counter's value is within [acknowledged, acknowledged+unknown],
 //     and no count was acknowledged twice (two writers);
 //   - each idempotent send was queued once and consumed once, in order
 //     (chaosFlow jobs, reminders, coordinator tasks, scatter inputs);
-//   - each reminder fired once;
+//   - each reminder fired once, none before its time; each session's
+//     scheduled expire ran once, after its time;
 //   - each chaosFlow step's side effect ran at least once and never again
 //     once the attempt that committed had run (an attempt interrupted before
 //     its commit may have run before it: docs/architecture.md, steps run
 //     again after a crash);
-//   - the coordinator and scatter-gather workflows reached their results.
+//   - the coordinator and scatter-gather workflows reached their results;
+//     an auction is sold only with a bid, and is sold if its bid was
+//     acknowledged before its timeout could have run out.
 //
 // RIVET_CHAOS_SECONDS sets the chaos time (default 25), RIVET_CHAOS_SEED
-// replays a kill schedule, RIVET_CHAOS_KEEP=1 keeps the nodes' logs.
+// replays a kill schedule (the victims and delays; the workload's timing
+// differs), RIVET_CHAOS_KEEP=1 keeps the nodes' logs.
 func TestChaosKill9MixedWorkload(t *testing.T) {
 	chaosFor := envDuration(t, "RIVET_CHAOS_SECONDS", 25*time.Second)
 	seed := uint64(time.Now().UnixNano())
