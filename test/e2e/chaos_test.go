@@ -191,7 +191,7 @@ func TestChaosKill9MixedWorkload(t *testing.T) {
 		}
 		n.logPath = filepath.Join(n.dataDir, "node.log")
 		setEnv(i-1, n)
-	}, "--lease-ttl", "3s")
+	}, "--lease-ttl", envOr("RIVET_CHAOS_LEASE_TTL", "3s"))
 	ids := []string{"node1", "node2", "node3"}
 	c.waitBalanced(0, ids, 60*time.Second)
 	defer func() {
@@ -630,6 +630,15 @@ func TestChaosKill9MixedWorkload(t *testing.T) {
 	var scatter struct {
 		LastSum int `json:"lastSum"`
 	}
+	workflowOf := func(actor, key string) string {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		ins, err := cl.Actor(actor, key).NoCreate().Inspect(ctx)
+		if err != nil {
+			return fmt.Sprintf(" (inspect: %v)", err)
+		}
+		return fmt.Sprintf(" (workflow %s %s)", ins.WorkflowStatus, ins.WorkflowError)
+	}
 	settled := func() (bool, string) {
 		for _, k := range flowKeys {
 			var st chaosFlowState
@@ -641,7 +650,7 @@ func TestChaosKill9MixedWorkload(t *testing.T) {
 			}
 			flows[k] = st
 			if len(st.Consumed) < len(flowWant[k]) {
-				return false, fmt.Sprintf("chaosFlow %s consumed %d of %d", k, len(st.Consumed), len(flowWant[k]))
+				return false, fmt.Sprintf("chaosFlow %s consumed %d of %d%s", k, len(st.Consumed), len(flowWant[k]), workflowOf("chaosFlow", k))
 			}
 		}
 		for _, k := range reminderKeys {
@@ -654,7 +663,7 @@ func TestChaosKill9MixedWorkload(t *testing.T) {
 			}
 			rems[k] = st.Fired
 			if len(st.Fired) < len(remWant[k]) {
-				return false, fmt.Sprintf("reminderActor %s fired %d of %d", k, len(st.Fired), len(remWant[k]))
+				return false, fmt.Sprintf("reminderActor %s fired %d of %d%s", k, len(st.Fired), len(remWant[k]), workflowOf("reminderActor", k))
 			}
 		}
 		if len(coordSends) > 0 {
@@ -663,7 +672,7 @@ func TestChaosKill9MixedWorkload(t *testing.T) {
 				return false, fmt.Sprintf("coordinatorActor: %v", err)
 			}
 			if coord.LastTaskID == nil || *coord.LastTaskID != last["taskId"] {
-				return false, fmt.Sprintf("coordinator at %v, want %v", coord.LastTaskID, last["taskId"])
+				return false, fmt.Sprintf("coordinator at %v, want %v%s", coord.LastTaskID, last["taskId"], workflowOf("coordinatorActor", "co0"))
 			}
 		}
 		if len(scatterSends) > 0 {
@@ -672,7 +681,7 @@ func TestChaosKill9MixedWorkload(t *testing.T) {
 				return false, fmt.Sprintf("scatterGatherActor: %v", err)
 			}
 			if scatter.LastSum != 30*last["input"].(int) {
-				return false, fmt.Sprintf("scatter-gather lastSum %d, want %d", scatter.LastSum, 30*last["input"].(int))
+				return false, fmt.Sprintf("scatter-gather lastSum %d, want %d%s", scatter.LastSum, 30*last["input"].(int), workflowOf("scatterGatherActor", "sg0"))
 			}
 		}
 		for _, k := range sessions {
@@ -693,7 +702,7 @@ func TestChaosKill9MixedWorkload(t *testing.T) {
 				return false, fmt.Sprintf("auctionActor %s: %v", a.key, err)
 			}
 			if st.Result == nil {
-				return false, fmt.Sprintf("auction %s has no result", a.key)
+				return false, fmt.Sprintf("auction %s has no result%s", a.key, workflowOf("auctionActor", a.key))
 			}
 			a.result = *st.Result
 		}
@@ -881,4 +890,11 @@ func TestChaosKill9MixedWorkload(t *testing.T) {
 	}
 	t.Logf("seed %d: %d kills; %d increments (%d acknowledged, %d unknown, %d not run); %d keyed sends (%d attempts of unknown outcome, %d answered duplicate); %d step effects ran before the committing attempt (%d within a second before or 5 s after a kill); %d reads",
 		seed, len(kills), incCalls.Load(), totalAcked, totalUnknown, notRun.Load(), nSends, nUnknownSend, nDup, dups, dupsKilled, reads.Load())
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
 }

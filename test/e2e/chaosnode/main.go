@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"time"
 
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/examples"
@@ -55,7 +56,20 @@ func effect(ctx context.Context, job, step string) (string, error) {
 }
 
 func effectStep(c *workflow.Ctx[FlowState], job, name string, before func(*workflow.StepCtx[FlowState]) error) error {
-	return c.Step(name, func(s *workflow.StepCtx[FlowState]) error {
+	body := effectStepBody(job, name, before)
+	// Patient retries: a cross-node call fails (UNAVAILABLE) for as long
+	// as its callee's partition has no live owner, and the default 4
+	// attempts in under a second end the workflow (failed) when the
+	// chaos keeps it unavailable longer.
+	opts := workflow.StepOptions{Name: name, MaxRetries: 30, RetryBackoffMax: 2 * time.Second}
+	_, err := workflow.StepOpts(c, opts, func(s *workflow.StepCtx[FlowState]) (struct{}, error) {
+		return struct{}{}, body(s)
+	})
+	return err
+}
+
+func effectStepBody(job, name string, before func(*workflow.StepCtx[FlowState]) error) func(*workflow.StepCtx[FlowState]) error {
+	return func(s *workflow.StepCtx[FlowState]) error {
 		if before != nil {
 			if err := before(s); err != nil {
 				return err
@@ -70,7 +84,7 @@ func effectStep(c *workflow.Ctx[FlowState], job, name string, before func(*workf
 		}
 		s.State.Nonces[job+"/"+name] = nonce
 		return nil
-	})
+	}
 }
 
 var chaosFlow = rivet.Actor[FlowState]{
