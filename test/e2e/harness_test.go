@@ -121,12 +121,12 @@ type nodeProc struct {
 	gossip  string
 	extra   []string
 	// bin is the node binary to run; empty for bins.node (this
-	// checkout's). A rolling upgrade runs an older one first.
+	// checkout's). A rolling upgrade runs an older one first, the chaos
+	// test one with a test actor more.
 	bin string
 	// wrap runs the node through a command, e.g. ip netns exec NS.
 	wrap     []string
 	env      []string // KEY=value, added to the process's environment
-	bin      string   // the binary to run; "" is cmd/node
 	logPath  string
 	cmd      *exec.Cmd
 	grpcAddr string
