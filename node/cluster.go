@@ -383,52 +383,106 @@ func (v *view) close() {
 type remote struct{ v *view }
 
 func (r remote) Call(ctx context.Context, req runtime.CallRequest) (json.RawMessage, error) {
-	conn, err := r.peer(ctx, req.Ref)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := rivetv1.NewActorServiceClient(conn).Call(server.WithChain(ctx, req.Chain.ID), &rivetv1.CallRequest{
-		Actor: &rivetv1.ActorRef{Name: req.Ref.Name, Key: req.Ref.Key}, Action: req.Action, Args: req.Args,
-		CreateIfMissing: req.CreateIfMissing, Input: req.Input,
+	var (
+		resp  *rivetv1.CallResponse
+		local json.RawMessage
+	)
+	err := r.do(ctx, req.Ref, func() (err error) {
+		local, err = r.v.host.Call(ctx, req)
+		return err
+	}, func(conn *server.PeerConn) (err error) {
+		resp, err = rivetv1.NewActorServiceClient(conn).Call(server.WithChain(ctx, req.Chain.ID), &rivetv1.CallRequest{
+			Actor: &rivetv1.ActorRef{Name: req.Ref.Name, Key: req.Ref.Key}, Action: req.Action, Args: req.Args,
+			CreateIfMissing: req.CreateIfMissing, Input: req.Input,
+		})
+		return err
 	})
-	if err != nil {
-		return nil, peerError(err)
+	if err != nil || resp == nil {
+		return local, err
 	}
 	return resp.GetResult(), nil
 }
 
 func (r remote) Send(ctx context.Context, req runtime.SendRequest) (runtime.SendResult, error) {
-	conn, err := r.peer(ctx, req.Ref)
-	if err != nil {
-		return runtime.SendResult{}, err
-	}
-	resp, err := rivetv1.NewActorServiceClient(conn).Send(server.WithChain(ctx, req.Chain.ID), &rivetv1.SendRequest{
-		Actor: &rivetv1.ActorRef{Name: req.Ref.Name, Key: req.Ref.Key}, Queue: req.Queue, Body: req.Body,
-		CreateIfMissing: req.CreateIfMissing, Input: req.Input, Wait: req.Wait, TimeoutMs: req.Timeout.Milliseconds(),
-		IdempotencyKey: req.IdempotencyKey,
+	var (
+		resp  *rivetv1.SendResponse
+		local runtime.SendResult
+	)
+	err := r.do(ctx, req.Ref, func() (err error) {
+		local, err = r.v.host.Send(ctx, req)
+		return err
+	}, func(conn *server.PeerConn) (err error) {
+		resp, err = rivetv1.NewActorServiceClient(conn).Send(server.WithChain(ctx, req.Chain.ID), &rivetv1.SendRequest{
+			Actor: &rivetv1.ActorRef{Name: req.Ref.Name, Key: req.Ref.Key}, Queue: req.Queue, Body: req.Body,
+			CreateIfMissing: req.CreateIfMissing, Input: req.Input, Wait: req.Wait, TimeoutMs: req.Timeout.Milliseconds(),
+			IdempotencyKey: req.IdempotencyKey,
+		})
+		return err
 	})
-	if err != nil {
-		return runtime.SendResult{}, peerError(err)
+	if err != nil || resp == nil {
+		return local, err
 	}
 	return runtime.SendResult{MessageID: resp.GetMessageId(), Status: resp.GetStatus(), Response: resp.GetResponse(), WorkflowStatus: resp.GetWorkflowStatus(), MessageState: resp.GetMessageState(), Duplicate: resp.GetDuplicate()}, nil
 }
 
-// peer returns the connection to ref's owner. A partition that has no
-// owner in time is rivet.ErrUnavailable (the caller's step retries).
-func (r remote) peer(ctx context.Context, ref runtime.Ref) (*server.PeerConn, error) {
+// remoteRetryWait bounds how long a call to an actor of another node is
+// tried again while it cannot be sent: its owner's node just died, and its
+// partition has not moved yet (about the lease TTL and a claim). A request
+// that was not sent did not run, so trying it again is safe for any call.
+// Without it, a call failed at once whenever the dead owner's connection
+// was idle or connecting rather than failed (connFor waits only for a
+// failed one), and a step's few retries (about 0.7 s by default) ran out
+// in one failover, leaving its workflow failed for an operator to retry.
+// A variable for tests.
+var remoteRetryWait = 10 * time.Second
+
+// do runs call on a connection to ref's owner, again while the request is
+// not sent (no owner, no connection, or gRPC's "not sent"), with a backoff
+// from 50 ms to 500 ms, until remoteRetryWait or ctx ends; or local, if the
+// partition moved to this node meanwhile. Its error is the last attempt's:
+// rivet.ErrUnavailable for one that was not sent (the caller's step
+// retries), else what the owner said (peerError).
+func (r remote) do(ctx context.Context, ref runtime.Ref, local func() error, call func(*server.PeerConn) error) error {
 	p, err := r.v.host.PartitionOf(ref)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	conn, owner, err := r.v.connFor(ctx, p)
-	if err != nil {
-		return nil, rivet.Errorf(rivet.ErrUnavailable, "reach the owner of partition %d: %v", p, err)
+	deadline := time.Now().Add(remoteRetryWait)
+	backoff := 50 * time.Millisecond
+	for {
+		conn, owner, err := r.v.connFor(ctx, p)
+		switch {
+		case err != nil:
+			err = rivet.Errorf(rivet.ErrUnavailable, "reach the owner of partition %d: %v", p, err)
+		case conn == nil && owner == r.v.self && r.v.host.Owns(p):
+			// Moved here meanwhile (this node took over the dead
+			// owner's partition).
+			return local()
+		case conn == nil:
+			err = rivet.Errorf(rivet.ErrUnavailable, "partition %d has no reachable owner (table says %q)", p, owner)
+		default:
+			r.v.forwards.Add(1)
+			err = call(conn)
+			if err == nil {
+				return nil
+			}
+			if st := status.Convert(err); !rpcerr.NotSent(st) {
+				return peerError(err)
+			}
+			err = peerError(err)
+		}
+		if ctx.Err() != nil || time.Now().Add(backoff).After(deadline) {
+			return err
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		backoff = min(2*backoff, 500*time.Millisecond)
 	}
-	if conn == nil {
-		return nil, rivet.Errorf(rivet.ErrUnavailable, "partition %d has no reachable owner (table says %q)", p, owner)
-	}
-	r.v.forwards.Add(1)
-	return conn, nil
 }
 
 // peerError turns a peer's status back into the *rivet.Error it carried.
