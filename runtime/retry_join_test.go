@@ -84,12 +84,7 @@ func TestRetryAfterAFailedJoinRunsOnlyTheFailedSteps(t *testing.T) {
 	joinedHealthy.Store(false)
 	e := newEnv(t, counterReg(t, joined), nil)
 	ref := runtime.Ref{Name: "joined", Key: []string{"k"}}
-	if _, _, err := e.host.GetOrCreate(ctx(t), ref, nil); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the workflow to fail", 20*time.Second, func() bool {
-		return inspect(t, e.host, "joined", "k").WorkflowStatus == runtime.WorkflowFailed
-	})
+	createUntilFailed(t, e, ref)
 	if a, b := joinedA.Load(), joinedB.Load(); a != 1 || b != 1 {
 		t.Fatalf("before the retry: a's step ran %d times, b's %d; want 1 and 1", a, b)
 	}
@@ -131,12 +126,7 @@ func TestRetryFromInsideAFailedJoin(t *testing.T) {
 	joinedHealthy.Store(false)
 	e := newEnv(t, counterReg(t, joined), nil)
 	ref := runtime.Ref{Name: "joined", Key: []string{"f"}}
-	if _, _, err := e.host.GetOrCreate(ctx(t), ref, nil); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the workflow to fail", 20*time.Second, func() bool {
-		return inspect(t, e.host, "joined", "f").WorkflowStatus == runtime.WorkflowFailed
-	})
+	createUntilFailed(t, e, ref)
 	joinedHealthy.Store(true)
 	if _, err := e.host.RetryWorkflow(ctx(t), ref, "j/b/sb"); err != nil {
 		t.Fatalf("retry --from j/b/sb: %v", err)
@@ -199,12 +189,7 @@ func TestRetryAfterARollbackFromInsideAFailedJoin(t *testing.T) {
 	}
 	e := newEnv(t, counterReg(t, booking), nil)
 	ref := runtime.Ref{Name: "bookingJoin", Key: []string{"b"}}
-	if _, _, err := e.host.GetOrCreate(ctx(t), ref, nil); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the rollback", 20*time.Second, func() bool {
-		return inspect(t, e.host, "bookingJoin", "b").WorkflowStatus == runtime.WorkflowFailed
-	})
+	createUntilFailed(t, e, ref)
 	if st := string(inspect(t, e.host, "bookingJoin", "b").State); st != `{"held":0,"ready":false}` || released.Load() != 1 {
 		t.Fatalf("after the rollback: state %s, %d compensations; want the reservation undone once", st, released.Load())
 	}
@@ -236,4 +221,16 @@ func TestRetryAfterARollbackFromInsideAFailedJoin(t *testing.T) {
 type bookingJoinState struct {
 	Held  int  `json:"held"`
 	Ready bool `json:"ready"`
+}
+
+// createUntilFailed creates the actor of ref and waits for its workflow to
+// fail (to be retried).
+func createUntilFailed(t *testing.T, e *env, ref runtime.Ref) {
+	t.Helper()
+	if _, _, err := e.host.GetOrCreate(ctx(t), ref, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the workflow to fail", 20*time.Second, func() bool {
+		return inspect(t, e.host, ref.Name, ref.Key[0]).WorkflowStatus == runtime.WorkflowFailed
+	})
 }

@@ -74,12 +74,7 @@ func TestRetryAfterAFailedRaceRunsOnlyTheFailedSteps(t *testing.T) {
 	racedAHealthy.Store(false)
 	e := newEnv(t, counterReg(t, raced), nil)
 	ref := runtime.Ref{Name: "raced", Key: []string{"k"}}
-	if _, _, err := e.host.GetOrCreate(ctx(t), ref, nil); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the workflow to fail", 20*time.Second, func() bool {
-		return inspect(t, e.host, "raced", "k").WorkflowStatus == runtime.WorkflowFailed
-	})
+	createUntilFailed(t, e, ref)
 	if a1, a2, b1, b2 := racedA1.Load(), racedA2.Load(), racedB1.Load(), racedB2.Load(); a1 != 1 || a2 != 1 || b1 != 1 || b2 != 1 {
 		t.Fatalf("before the retry: a1 ran %d times, a2 %d, b1 %d, b2 %d; want 1 each", a1, a2, b1, b2)
 	}
@@ -121,12 +116,7 @@ func TestRetryFromInsideAFailedRace(t *testing.T) {
 	racedAHealthy.Store(false)
 	e := newEnv(t, counterReg(t, raced), nil)
 	ref := runtime.Ref{Name: "raced", Key: []string{"f"}}
-	if _, _, err := e.host.GetOrCreate(ctx(t), ref, nil); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the workflow to fail", 20*time.Second, func() bool {
-		return inspect(t, e.host, "raced", "f").WorkflowStatus == runtime.WorkflowFailed
-	})
+	createUntilFailed(t, e, ref)
 	racedAHealthy.Store(true)
 	if _, err := e.host.RetryWorkflow(ctx(t), ref, "r/a/a2"); err != nil {
 		t.Fatalf("retry --from r/a/a2: %v", err)
