@@ -74,26 +74,11 @@ type stalledState struct {
 // Once storage takes writes again, the workflow runs within the cap and
 // completes, its step's effect recorded once.
 func TestAWorkflowThatStorageStopsBacksOff(t *testing.T) {
-	oldMin, oldMax := wfRerunMin, wfRerunMax
-	wfRerunMin, wfRerunMax = 200*time.Millisecond, 800*time.Millisecond
-	t.Cleanup(func() { wfRerunMin, wfRerunMax = oldMin, oldMax })
-
-	entered, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
+	shortRerunBackoff(t)
+	entered, release, run := gatedStep()
 	act := rivet.Actor[stalledState]{
 		Name: "stalled",
-		Run: func(ctx *workflow.Ctx[stalledState]) error {
-			return ctx.Step("work", func(s *workflow.StepCtx[stalledState]) error {
-				once.Do(func() { close(entered) })
-				select {
-				case <-release:
-				case <-s.Context().Done():
-					return s.Context().Err()
-				}
-				s.State.N++
-				return nil
-			})
-		},
+		Run:  run,
 	}
 	reg, err := rivet.Setup(act)
 	if err != nil {
@@ -206,26 +191,11 @@ func waitUntil(t *testing.T, ctx context.Context, what string, ok func() bool) {
 // stopped at its first commit, one run per call. The load defers the run
 // to the backoff's wakeup, and the calls are answered meanwhile.
 func TestCallsDoNotCutAWorkflowsStorageBackoffShort(t *testing.T) {
-	oldMin, oldMax := wfRerunMin, wfRerunMax
-	wfRerunMin, wfRerunMax = 200*time.Millisecond, 800*time.Millisecond
-	t.Cleanup(func() { wfRerunMin, wfRerunMax = oldMin, oldMax })
-
-	entered, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
+	shortRerunBackoff(t)
+	entered, release, run := gatedStep()
 	act := rivet.Actor[stalledState]{
-		Name: "polled",
-		Run: func(ctx *workflow.Ctx[stalledState]) error {
-			return ctx.Step("work", func(s *workflow.StepCtx[stalledState]) error {
-				once.Do(func() { close(entered) })
-				select {
-				case <-release:
-				case <-s.Context().Done():
-					return s.Context().Err()
-				}
-				s.State.N++
-				return nil
-			})
-		},
+		Name:    "polled",
+		Run:     run,
 		Actions: rivet.Actions[stalledState]{"get": rivet.Query(func(c *rivet.ActionCtx[stalledState]) (int, error) { return c.State.N, nil })},
 	}
 	reg, err := rivet.Setup(act)
@@ -283,4 +253,33 @@ func TestCallsDoNotCutAWorkflowsStorageBackoffShort(t *testing.T) {
 	if string(ins.State) != `{"n":1}` {
 		t.Errorf("state %s, want the step's effect once", ins.State)
 	}
+}
+
+// shortRerunBackoff sets the backoff of workflows that storage stopped to
+// 200 ms doubling to 800 ms for the test.
+func shortRerunBackoff(t *testing.T) {
+	oldMin, oldMax := wfRerunMin, wfRerunMax
+	wfRerunMin, wfRerunMax = 200*time.Millisecond, 800*time.Millisecond
+	t.Cleanup(func() { wfRerunMin, wfRerunMax = oldMin, oldMax })
+}
+
+// gatedStep returns a workflow of one step, "work", that adds 1 to the
+// state once release is closed (entered is closed when a first attempt
+// runs), or fails when its context ends.
+func gatedStep() (entered, release chan struct{}, run func(*workflow.Ctx[stalledState]) error) {
+	entered, release = make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	run = func(ctx *workflow.Ctx[stalledState]) error {
+		return ctx.Step("work", func(s *workflow.StepCtx[stalledState]) error {
+			once.Do(func() { close(entered) })
+			select {
+			case <-release:
+			case <-s.Context().Done():
+				return s.Context().Err()
+			}
+			s.State.N++
+			return nil
+		})
+	}
+	return entered, release, run
 }
