@@ -409,12 +409,14 @@ func (r remote) Send(ctx context.Context, req runtime.SendRequest) (runtime.Send
 		local runtime.SendResult
 	)
 	err := r.do(ctx, req.Ref, func() (err error) {
-		local, err = r.v.host.Send(ctx, req)
+		lreq := req
+		lreq.Timeout = waitLeft(ctx, req.Timeout)
+		local, err = r.v.host.Send(ctx, lreq)
 		return err
 	}, func(conn *server.PeerConn) (err error) {
 		resp, err = rivetv1.NewActorServiceClient(conn).Send(server.WithChain(ctx, req.Chain.ID), &rivetv1.SendRequest{
 			Actor: &rivetv1.ActorRef{Name: req.Ref.Name, Key: req.Ref.Key}, Queue: req.Queue, Body: req.Body,
-			CreateIfMissing: req.CreateIfMissing, Input: req.Input, Wait: req.Wait, TimeoutMs: req.Timeout.Milliseconds(),
+			CreateIfMissing: req.CreateIfMissing, Input: req.Input, Wait: req.Wait, TimeoutMs: waitLeft(ctx, req.Timeout).Milliseconds(),
 			IdempotencyKey: req.IdempotencyKey,
 		})
 		return err
@@ -425,10 +427,27 @@ func (r remote) Send(ctx context.Context, req runtime.SendRequest) (runtime.Send
 	return runtime.SendResult{MessageID: resp.GetMessageId(), Status: resp.GetStatus(), Response: resp.GetResponse(), WorkflowStatus: resp.GetWorkflowStatus(), MessageState: resp.GetMessageState(), Duplicate: resp.GetDuplicate()}, nil
 }
 
+// waitLeft is a waiting send's timeout cut to what is left of ctx, as
+// SendWith cut it when the send began: the tries of a send not sent take
+// some of that time, and a wait that outlived the caller's deadline would
+// fail its step after the message was queued (and a step's retry would
+// queue it again).
+func waitLeft(ctx context.Context, timeout time.Duration) time.Duration {
+	d, ok := ctx.Deadline()
+	if timeout <= 0 || !ok {
+		return timeout
+	}
+	left := time.Until(d)
+	return max(min(timeout, left-min(left/10, 250*time.Millisecond)), time.Millisecond)
+}
+
 // remoteRetryWait bounds how long a call to an actor of another node is
-// tried again while it cannot be sent: its owner's node just died, and its
-// partition has not moved yet (about the lease TTL and a claim). A request
-// that was not sent did not run, so trying it again is safe for any call.
+// tried again while it is not sent (its owner's node just died, and its
+// partition has not moved yet: about the lease TTL and a claim) or the
+// owner's node refuses it without running it (UNAVAILABLE with a node's
+// ActorError: a partition not or no longer its, moving, a node stopping),
+// as the Go client retries: it did not run, so trying it again is safe for
+// any call.
 // Without it, a call failed at once whenever the dead owner's connection
 // was idle or connecting rather than failed (connFor waits only for a
 // failed one), and a step's few retries (about 0.7 s by default) ran out
@@ -437,8 +456,9 @@ func (r remote) Send(ctx context.Context, req runtime.SendRequest) (runtime.Send
 var remoteRetryWait = 10 * time.Second
 
 // do runs call on a connection to ref's owner, again while the request is
-// not sent (no owner, no connection, or gRPC's "not sent"), with a backoff
-// from 50 ms to 500 ms, until remoteRetryWait or ctx ends; or local, if the
+// not sent (no owner, no connection, or gRPC's "not sent") or refused by a
+// node, with a backoff from 50 ms to 500 ms, until remoteRetryWait (the
+// wait for an owner included) or ctx ends; or local, if the
 // partition moved to this node meanwhile. Its error is the last attempt's:
 // rivet.ErrUnavailable for one that was not sent (the caller's step
 // retries), else what the owner said (peerError).
@@ -448,9 +468,11 @@ func (r remote) do(ctx context.Context, ref runtime.Ref, local func() error, cal
 		return err
 	}
 	deadline := time.Now().Add(remoteRetryWait)
+	wctx, cancel := context.WithDeadline(ctx, deadline) // connFor's wait for an owner
+	defer cancel()
 	backoff := 50 * time.Millisecond
 	for {
-		conn, owner, err := r.v.connFor(ctx, p)
+		conn, owner, err := r.v.connFor(wctx, p)
 		switch {
 		case err != nil:
 			err = rivet.Errorf(rivet.ErrUnavailable, "reach the owner of partition %d: %v", p, err)
@@ -466,7 +488,7 @@ func (r remote) do(ctx context.Context, ref runtime.Ref, local func() error, cal
 			if err == nil {
 				return nil
 			}
-			if st := status.Convert(err); !rpcerr.NotSent(st) {
+			if st := status.Convert(err); st.Code() != codes.Unavailable || !rpcerr.NotSent(st) && !rpcerr.HasActorError(st) {
 				return peerError(err)
 			}
 			err = peerError(err)

@@ -37,7 +37,7 @@ type freezeReply struct {
 // only the new owner's API server); none of its late writes lands, and no
 // two writers ever acknowledge the same count.
 func TestFrozenNodeServesNothingStaleAfterItsLeaseRanOut(t *testing.T) {
-	const auctionTimeout = 8 * time.Second
+	const auctionTimeout = 15 * time.Second
 	apis := make([]*exampleapi.TestServer, 3)
 	for i := range apis {
 		apis[i] = exampleapi.NewTestServer(nil)
