@@ -31,7 +31,8 @@ import (
 //	func main() { node.Main(rivet.MustSetup(Order, Invoice)) }
 //
 // It exits the process: with status 0 once the node has stopped (or after
-// -h), 2 for a flag that does not parse (written once, with the usage), 1
+// -h), 2 for a flag that does not parse or an argument that is not a flag
+// (written once, with the usage), 1
 // with the error on stderr if it could not start or failed (see
 // ExitStatus).
 func Main(reg *rivet.Registry) {
@@ -39,7 +40,8 @@ func Main(reg *rivet.Registry) {
 }
 
 // FlagError is a command line that the flag package refused (an unknown
-// flag, a value that does not parse). ParseFlags has written it, and the
+// flag, a value that does not parse), or an argument that is not a flag.
+// ParseFlags has written it, and the
 // usage after it, to its out already: a main that prints the errors it
 // gets should not print this one again.
 type FlagError struct{ Err error }
@@ -161,7 +163,12 @@ func ParseFlags(name string, args []string, out io.Writer) (Config, error) {
 		// The flag package stops at the first argument that is not a
 		// flag: every flag after it would be dropped without a word (a
 		// space in "--join a:1, b:2" ran the node on the default ports).
-		return cfg, fmt.Errorf("unexpected argument %q (the node takes flags only; every flag after it would be ignored; a list is one argument: --join a:1,b:2)", rest[0])
+		// A command-line mistake as a bad flag is: written here with the
+		// usage, exit status 2.
+		err := fmt.Errorf("unexpected argument %q (the node takes flags only; every flag after it would be ignored; a list is one argument: --join a:1,b:2)", rest[0])
+		fmt.Fprintln(p.fs.Output(), err)
+		p.fs.Usage()
+		return cfg, &FlagError{Err: err}
 	}
 	for _, name := range p.emptySecrets {
 		p.envErrs = append(p.envErrs, fmt.Errorf("%s is set but empty: unset it to run without one, or give it a value", envName(name)))
