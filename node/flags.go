@@ -32,9 +32,8 @@ import (
 //
 // It exits the process: with status 0 once the node has stopped (or after
 // -h), 2 for a flag that does not parse or an argument that is not a flag
-// (written once, with the usage), 1
-// with the error on stderr if it could not start or failed (see
-// ExitStatus).
+// (written once, with the usage), 1 with the error on stderr if it could
+// not start or failed (see ExitStatus).
 func Main(reg *rivet.Registry) {
 	os.Exit(ExitStatus(os.Stderr, progName(), RunMain(os.Args[1:], reg)))
 }
