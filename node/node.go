@@ -253,7 +253,7 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 	if advertise == "" {
 		advertise = n.grpcLis.Addr().String()
 	}
-	rec := runtime.NodeRecord{NodeID: n.cfg.NodeID, GRPCAddr: advertise, HTTPAddr: n.HTTPAddr(), StartedAt: time.Now().UTC()}
+	rec := runtime.NodeRecord{NodeID: n.cfg.NodeID, GRPCAddr: advertise, HTTPAddr: n.HTTPAddr(), StartedAt: time.Now().UTC(), StorageFormat: runtime.StorageFormat}
 	if cfg.GossipAddr != "-" {
 		gc := cluster.Config{
 			NodeID: n.cfg.NodeID, BindAddr: cfg.GossipAddr, AdvertiseAddr: cfg.GossipAdvertiseAddr,
@@ -281,6 +281,9 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 		return nil, err
 	}
 	host.Store(n.host)
+	// Until the node has seen every node's record (watchCluster): a node
+	// of an older build may load what this one writes.
+	n.host.SetStateInHistory(false)
 	// One source for the limits both layers enforce: the runtime's config.
 	limits := server.DefaultLimits()
 	limits.MaxResultBytes, limits.MaxMessageBytes = rc.MaxResultBytes, rc.MaxMessageBytes

@@ -159,6 +159,9 @@ func (n *Node) watchCluster(ctx context.Context) {
 			if json.Unmarshal(kv.Value, &rec) == nil {
 				n.own.SyncRecord(rec, kv.ModRevision)
 			}
+			// The nodes' mirror holds this node's record: it has read
+			// every node's.
+			n.host.SetStateInHistory(allReadStateInHistory(n.view.records()))
 		}
 		select {
 		case <-ctx.Done():
@@ -376,4 +379,19 @@ func (b backend) drainSelf(ctx context.Context) error {
 			return rivet.Errorf(rivet.ErrUnavailable, "cannot drain node %s: another node's registration changed, and this node's view of the cluster did not show it within %v; try again", self, drainViewWait)
 		}
 	}
+}
+
+// allReadStateInHistory reports whether every registered node reads a
+// state that rides in a history entry (runtime.StorageFormat 2): a node of
+// an older build, loading an actor whose newest state is there, would take
+// the state key's older one. A node of an older build that registers after
+// the cluster has written format 2 reads stale states: a downgrade past
+// format 2 is not supported (docs/deploy.md).
+func allReadStateInHistory(recs map[string]runtime.NodeRecord) bool {
+	for _, r := range recs {
+		if r.StorageFormat < 2 {
+			return false
+		}
+	}
+	return len(recs) > 0
 }

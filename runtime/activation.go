@@ -103,6 +103,10 @@ type activation struct {
 	// queued (what restoreState goes back to, as stateBytes is for the
 	// state). Both are copied on write: they may share an array.
 	sched, schedSaved []pendingCall
+	// turnFold, if turnFolds, is the fold a step's turn asks of its
+	// commit (statehome.go).
+	turnFold  foldReq
+	turnFolds bool
 	// restorePoint, set while a re-entrant turn runs, is what discarding
 	// it goes back to (markRestorePoint).
 	restorePoint *turnStart
@@ -130,6 +134,11 @@ type activation struct {
 	// is unknown learns it from storage (waitDurable).
 	failedOps []storage.Op
 	failedVer uint64
+	// home is the path of the history entry that holds the newest state
+	// queued ("": the state key does), homeState that state
+	// (statehome.go).
+	home      string
+	homeState []byte
 	// advanced is closed when committed or failed changes, if a waiter
 	// made it (nil otherwise): a workflow step's goroutine usually commits
 	// its writes itself and has nothing to wait for, so a channel made per
@@ -185,8 +194,11 @@ func parseQueueKey(rest string) (seq uint64, queue string, ok bool) {
 
 // snapshot is an actor as read from storage.
 type snapshot struct {
-	meta       actorMeta
-	state      []byte
+	meta  actorMeta
+	state []byte
+	// stateRev is the revision state was written at: a state that a
+	// history entry carries is newer if written later (statehome.go).
+	stateRev   int64
 	nextSeq    uint64
 	depth      map[string]uint64
 	msgs       []msgRef // pending messages by seq, without bodies
@@ -204,9 +216,12 @@ type snapshot struct {
 // before its last step), so a read that finds a key written after the
 // first read's revision reads the record again (up to readActorAttempts
 // times; then it answers with the last).
-func (h *Host) readActor(ctx context.Context, prefix string) (snapshot, error) {
+//
+// withHistory reads the state that the history entries of a workflow
+// carry too (statehome.go); a load reads them with the history instead.
+func (h *Host) readActor(ctx context.Context, prefix string, withHistory bool) (snapshot, error) {
 	for attempt := 1; ; attempt++ {
-		s, rev, newest, err := h.readActorOnce(ctx, prefix)
+		s, rev, newest, err := h.readActorOnce(ctx, prefix, withHistory)
 		if err != nil || newest <= rev || attempt == readActorAttempts {
 			return s, err
 		}
@@ -217,7 +232,7 @@ const readActorAttempts = 5
 
 // readActorOnce is one attempt of readActor: rev is the store revision of
 // its first read, newest the latest revision a key it read was written at.
-func (h *Host) readActorOnce(ctx context.Context, prefix string) (s snapshot, rev, newest int64, err error) {
+func (h *Host) readActorOnce(ctx context.Context, prefix string, withHistory bool) (s snapshot, rev, newest int64, err error) {
 	s = snapshot{depth: map[string]uint64{}}
 	qs, rev, err := h.store.ListRev(ctx, prefix+storage.QueueSuffix, storage.ListOptions{KeysOnly: true})
 	if err != nil {
@@ -239,7 +254,23 @@ func (h *Host) readActorOnce(ctx context.Context, prefix string) (s snapshot, re
 	if err != nil && !isNotFound(err) {
 		return s, 0, 0, err
 	}
-	s.state, newest = st.Value, max(newest, st.ModRevision)
+	s.state, s.stateRev, newest = st.Value, st.ModRevision, max(newest, st.ModRevision)
+	if withHistory {
+		kvs, err := h.store.List(ctx, prefix+storage.WorkflowSuffix, storage.ListOptions{})
+		if err != nil {
+			return s, 0, 0, err
+		}
+		for _, kv := range kvs {
+			newest = max(newest, kv.ModRevision)
+		}
+		f, err := newestFolded(prefix, kvs)
+		if err != nil {
+			return s, 0, 0, err
+		}
+		if f.rev > s.stateRev {
+			s.state, s.stateRev = f.state, f.rev
+		}
+	}
 	for _, kv := range qs {
 		seq, q, ok := parseQueueKey(kv.Key[len(prefix)+len(storage.QueueSuffix):])
 		if !ok {
@@ -281,7 +312,7 @@ func (a *activation) armSchedules() {
 func (a *activation) load(ctx context.Context, create bool, input json.RawMessage) error {
 	h := a.h
 	for range 3 {
-		snap, err := h.readActor(ctx, a.prefix)
+		snap, err := h.readActor(ctx, a.prefix, false)
 		if err != nil {
 			return rivet.Errorf(rivet.ErrUnavailable, "load %s: %v", a.describe(), err)
 		}
@@ -307,7 +338,7 @@ func (a *activation) load(ctx context.Context, create bool, input json.RawMessag
 				a.loadedSchedAt = max(a.sched[0].at, 1)
 			}
 			if a.spec.Run != nil {
-				return a.loadWorkflow(ctx)
+				return a.loadWorkflow(ctx, snap.stateRev)
 			}
 			return nil
 		}
@@ -384,10 +415,23 @@ func (e *createInDoubt) Error() string { return e.err.Error() }
 func (e *createInDoubt) Unwrap() error { return e.err }
 
 // loadWorkflow reads the workflow's status, history and wakeup record.
-func (a *activation) loadWorkflow(ctx context.Context) error {
-	st, hist, err := a.h.loadWorkflow(ctx, a.prefix)
+//
+// stateRev is the revision of the state key the load read: a state that a
+// history entry carries replaces it if written later.
+func (a *activation) loadWorkflow(ctx context.Context, stateRev int64) error {
+	st, hist, folded, err := a.h.loadWorkflowState(ctx, a.prefix)
 	if err != nil {
 		return rivet.Errorf(rivet.ErrUnavailable, "load %s: workflow: %v", a.describe(), err)
+	}
+	if folded.rev > stateRev {
+		s, err := a.spec.DecodeState(orNull(folded.state))
+		if err != nil {
+			return rivet.Errorf(rivet.ErrInternal, "load %s: state in history entry %s: %v", a.describe(), folded.path, err)
+		}
+		a.state, a.stateBytes = s, folded.state
+		a.mu.Lock()
+		a.home, a.homeState = folded.path, folded.state
+		a.mu.Unlock()
 	}
 	a.wf.status, a.history = st, hist
 	// The queues alone may no longer hold the highest ID given: a receive
@@ -417,7 +461,7 @@ func (a *activation) info() ActorInfo {
 // enqueue adds a turn's writes to the commit pipeline and returns the
 // version a reply must wait for. Called by the turn holder.
 func (a *activation) enqueue(ops ...storage.Op) (uint64, error) {
-	v, flush, err := a.enqueueFlush(ops)
+	v, flush, err := a.enqueueFlush(ops, nil)
 	if flush {
 		go a.flushLoop(0)
 	}
@@ -430,7 +474,11 @@ func (a *activation) enqueue(ops ...storage.Op) (uint64, error) {
 // anyway, so its goroutine commits rather than start a flush goroutine and
 // sleep until that one wakes it: measured, about 7% of the CPU a step costs
 // the node outside etcd (docs/benchmarks.md, session 17).
-func (a *activation) enqueueFlush(ops []storage.Op) (v uint64, flush bool, err error) {
+//
+// fold, if not nil, asks for the step's state to ride in its entry
+// (statehome.go): decided here, under mu, so that it follows the order of
+// the commits.
+func (a *activation) enqueueFlush(ops []storage.Op, fold *foldReq) (v uint64, flush bool, err error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.failed != nil {
@@ -439,6 +487,7 @@ func (a *activation) enqueueFlush(ops []storage.Op) (v uint64, flush bool, err e
 	if a.quiet != nil {
 		return 0, false, commitError(a.describe(), errRetired)
 	}
+	ops = a.placeState(ops, fold)
 	a.version++
 	a.groups = append(a.groups, writeGroup{version: a.version, ops: ops})
 	if !a.flushing {

@@ -239,7 +239,7 @@ func (h *Host) Subscribe(ctx context.Context, ref Ref, names []string) (*Subscri
 	if err != nil {
 		return nil, err
 	}
-	if _, _, _, err := h.peek(ctx, ref); err != nil {
+	if _, _, _, err := h.peek(ctx, ref, false); err != nil {
 		return nil, notCreated(err)
 	}
 	token, ok := h.own.Token(part)
@@ -268,7 +268,7 @@ func (h *Host) Subscribe(ctx context.Context, ref Ref, names []string) (*Subscri
 		h.events.end(s, nil)
 		return nil, rivet.Errorf(rivet.ErrUnavailable, "node %s is stopping", h.cfg.NodeID)
 	}
-	if _, _, _, err := h.peek(ctx, ref); err != nil {
+	if _, _, _, err := h.peek(ctx, ref, false); err != nil {
 		h.events.end(s, nil)
 		return nil, notCreated(err)
 	}

@@ -98,6 +98,9 @@ type Host struct {
 	// reapPasses counts the reaper's passes (tests wait for a few to
 	// see that an actor was left in memory).
 	reapPasses atomic.Int64
+	// stateInHistory: steps may store the state in their history entries
+	// (statehome.go, SetStateInHistory).
+	stateInHistory atomic.Bool
 	// reapSleeps counts the reaper's OnSleep deactivations in progress
 	// (at most maxSleeps), reapDone closes when the reaper has returned,
 	// after them; sleepChains holds the chains (roots) of OnSleep hooks
@@ -162,6 +165,9 @@ func New(cfg Config, reg *rivet.Registry, store storage.Store, commit Committer,
 	}
 	h.commitWith, _ = commit.(channelCommitter)
 	h.waitObs, _ = cfg.Observer.(WaitObserver)
+	// A host alone reads what it writes; a node in a cluster turns this
+	// off until every node reads it (node.watchCluster).
+	h.stateInHistory.Store(true)
 	own.OnLost(h.evictAll)
 	own.OnClaimed(func(ctx context.Context, parts []uint32) {
 		if err := h.loadWakeups(ctx, parts); err != nil {
@@ -1387,7 +1393,7 @@ func (h *Host) Get(ctx context.Context, ref Ref) (ActorInfo, error) {
 	if _, err := h.spec(ref.Name); err != nil {
 		return ActorInfo{}, err
 	}
-	snap, part, _, err := h.peek(ctx, ref)
+	snap, part, _, err := h.peek(ctx, ref, false)
 	if err != nil {
 		return ActorInfo{}, err
 	}
@@ -1396,7 +1402,10 @@ func (h *Host) Get(ctx context.Context, ref Ref) (ActorInfo, error) {
 
 // peek reads an actor without activating it: from its activation if it is
 // in memory, else from storage. Missing actors are rivet.ErrNotFound.
-func (h *Host) peek(ctx context.Context, ref Ref) (snapshot, uint32, bool, error) {
+//
+// withState: the state is read too, from the history entries of a
+// workflow as well as the state key (statehome.go).
+func (h *Host) peek(ctx context.Context, ref Ref, withState bool) (snapshot, uint32, bool, error) {
 	enc, part, prefix, err := h.locate(ref)
 	if err != nil {
 		return snapshot{}, 0, false, err
@@ -1445,7 +1454,13 @@ func (h *Host) peek(ctx context.Context, ref Ref) (snapshot, uint32, bool, error
 			}
 		}
 	}
-	snap, err := h.readActor(ctx, prefix)
+	withHistory := false
+	if withState {
+		sp, _ := h.reg.Lookup(ref.Name)
+		// A type this build does not run may have a workflow.
+		withHistory = sp == nil || sp.Run != nil
+	}
+	snap, err := h.readActor(ctx, prefix, withHistory)
 	if err != nil {
 		return snapshot{}, 0, false, rivet.Errorf(rivet.ErrUnavailable, "read actor: %v", err)
 	}
@@ -1462,7 +1477,7 @@ func (h *Host) Inspect(ctx context.Context, ref Ref) (Inspection, error) {
 	}
 	defer h.end()
 	_, specErr := h.spec(ref.Name)
-	snap, part, active, err := h.peek(ctx, ref)
+	snap, part, active, err := h.peek(ctx, ref, true)
 	if specErr != nil && (err == nil || errors.Is(err, rivet.ErrNotFound)) {
 		if err != nil {
 			return Inspection{}, specErr

@@ -31,6 +31,9 @@ type NodeRecord struct {
 	Lease      storage.LeaseID `json:"lease"`
 	// Draining asks the cluster to move every partition off this node.
 	Draining bool `json:"draining,omitempty"`
+	// StorageFormat is the newest storage format the node reads and
+	// writes (runtime.StorageFormat); builds before format 2 set none.
+	StorageFormat int `json:"storage_format,omitempty"`
 }
 
 // Ownership holds this node's lease and the partition claims on it. Claims

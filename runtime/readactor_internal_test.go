@@ -53,7 +53,7 @@ func TestAnActorIsReadAsOfOneMoment(t *testing.T) {
 		storage.Put(prefix+storage.WorkflowStatusSuffix, []byte(`{"status":"completed"}`)),
 	}}}
 	h, _ := memHostOn(t, reg, st)
-	snap, err := h.readActor(ctx, prefix)
+	snap, err := h.readActor(ctx, prefix, true)
 	if err != nil {
 		t.Fatal(err)
 	}

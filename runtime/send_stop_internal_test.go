@@ -142,16 +142,17 @@ func TestAMessageArrivingAsTheWorkflowYieldsIsTakenAfterTheRestart(t *testing.T)
 
 	// The node starts again: the workflow must take the message.
 	h2, _ := memHostOn(t, reg, store)
-	_ = h2
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		st, err := store.Get(ctx, prefix+storage.StateSuffix)
-		if err == nil && strings.Contains(string(st.Value), `"seen":1`) {
+		// The durable state, which a step may have written in its history
+		// entry (statehome.go).
+		st, err := h2.readActor(ctx, prefix, true)
+		if err == nil && strings.Contains(string(st.state), `"seen":1`) {
 			return
 		}
 		if time.Now().After(deadline) {
 			var s string
 			if err == nil {
-				s = string(st.Value)
+				s = string(st.state)
 			}
 			qs, _ := store.List(ctx, prefix+storage.QueueSuffix, storage.ListOptions{KeysOnly: true})
 			t.Fatalf("10 s after the restart the message sent during the stop is still queued (%d message(s), state %s): the workflow was never woken", len(qs), s)

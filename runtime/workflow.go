@@ -147,6 +147,29 @@ func (w *wfState) messageArrived() {
 
 func historyKey(prefix, path string) string { return prefix + storage.WorkflowSuffix + path }
 
+// foldTarget returns the index in historyOps(writes) of the op a step's
+// state may ride in, the put of the last step entry of writes; -1 if none.
+func foldTarget(writes []workflow.HistoryWrite) int {
+	t, n := -1, 0
+	for _, w := range writes {
+		switch {
+		case len(w.Requeue) > 0:
+			n += len(w.Requeue)
+		case w.Put != nil:
+			if w.Put.Kind == workflow.KindStep {
+				t = n
+			}
+			n++
+		case w.DeleteTree != "":
+			n++
+			if !workflow.IsIteration(w.DeleteTree) {
+				n++
+			}
+		}
+	}
+	return t
+}
+
 // historyOps turns the workflow's history writes into storage ops. The
 // messages its Requeue writes put back in their queues are returned too: the
 // caller puts them back in memory (putBack) once the ops are sure to go to
@@ -204,29 +227,37 @@ func (a *activation) putBack(back []msgRef) {
 
 // loadWorkflow reads the history and status of an actor with a workflow.
 func (h *Host) loadWorkflow(ctx context.Context, prefix string) (workflowStatus, []workflow.Entry, error) {
+	st, hist, _, err := h.loadWorkflowState(ctx, prefix)
+	return st, hist, err
+}
+
+// loadWorkflowState is loadWorkflow that also returns the newest state the
+// history carries (statehome.go).
+func (h *Host) loadWorkflowState(ctx context.Context, prefix string) (workflowStatus, []workflow.Entry, foldedState, error) {
 	var st workflowStatus
 	kv, err := h.store.Get(ctx, prefix+storage.WorkflowStatusSuffix)
 	switch {
 	case err == nil:
 		if err := json.Unmarshal(kv.Value, &st); err != nil {
-			return st, nil, fmt.Errorf("workflow status does not decode: %w", err)
+			return st, nil, foldedState{}, fmt.Errorf("workflow status does not decode: %w", err)
 		}
 	case !isNotFound(err):
-		return st, nil, err
+		return st, nil, foldedState{}, err
 	}
 	kvs, err := h.store.List(ctx, prefix+storage.WorkflowSuffix, storage.ListOptions{})
 	if err != nil {
-		return st, nil, err
+		return st, nil, foldedState{}, err
 	}
 	hist := make([]workflow.Entry, 0, len(kvs))
 	for _, kv := range kvs {
 		var e workflow.Entry
 		if err := json.Unmarshal(kv.Value, &e); err != nil {
-			return st, nil, fmt.Errorf("history entry %s does not decode: %w", kv.Key, err)
+			return st, nil, foldedState{}, fmt.Errorf("history entry %s does not decode: %w", kv.Key, err)
 		}
 		hist = append(hist, e)
 	}
-	return st, hist, nil
+	folded, err := newestFolded(prefix, kvs)
+	return st, hist, folded, err
 }
 
 // startWorkflow starts the actor's workflow on history if it has one, it
@@ -509,6 +540,7 @@ func (w *wfHost) turnWith(ctx context.Context, kind TurnKind, chain string, even
 	if events != nil {
 		*events = a.beginTurnEvents(chain, true)
 	}
+	a.turnFolds = false
 	ops, err := a.h.runWorkflowTurn(a, fn)
 	if err == nil && len(ops) > 0 {
 		err = checkLimits(a, ops)
@@ -516,7 +548,11 @@ func (w *wfHost) turnWith(ctx context.Context, kind TurnKind, chain string, even
 	var v uint64
 	var flush bool
 	if err == nil && len(ops) > 0 {
-		v, flush, err = a.enqueueFlush(ops)
+		var fold *foldReq
+		if a.turnFolds {
+			fold = &a.turnFold
+		}
+		v, flush, err = a.enqueueFlush(ops, fold)
 	}
 	if flush {
 		defer func() {
@@ -650,6 +686,12 @@ func (w *wfHost) RunStep(ctx context.Context, ephemeral bool, fn func(env workfl
 		}
 		if changed {
 			ops = append(ops, storage.Put(a.key(storage.StateSuffix), b))
+			// The state may ride in the step's entry instead, if nothing
+			// of the actor's is queued when this is (statehome.go).
+			if t := foldTarget(writes); t >= 0 {
+				a.turnFold = foldReq{stateIdx: len(ops) - 1, targetIdx: t, path: ops[t].Key[len(a.prefix)+len(storage.WorkflowSuffix):]}
+				a.turnFolds = true
+			}
 		}
 		// The calls the attempt changed (Schedule, Destroy) commit with it.
 		ops = append(ops, a.schedOps()...)
@@ -765,6 +807,17 @@ func (h *Host) addSteps(c stepCounts) {
 // of replaying into the same wall after every activation.
 func checkLimits(a *activation, ops []storage.Op) error {
 	txn := storage.Txn{Fence: a.fence, Ops: ops}
+	for _, op := range ops {
+		if op.Kind != storage.OpPut {
+			// A delete of the entry that holds the newest state writes
+			// the state key too (placeState): counted, so that it never
+			// makes the commit too large.
+			if n := a.homeStateLen(); n > 0 {
+				txn.Ops = append(slices.Clip(ops), storage.Put(a.key(storage.StateSuffix), make([]byte, n)))
+			}
+			break
+		}
+	}
 	if err := a.h.store.Limits().Check(txn); err != nil {
 		return rivet.Errorf(rivet.ErrTooLarge, "a workflow write of %s is too large for one transaction: %v", a.describe(), err)
 	}

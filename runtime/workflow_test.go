@@ -251,18 +251,10 @@ func TestSleepSurvivesRestartAndWakesWithoutARequest(t *testing.T) {
 	})
 	e.restart()
 	// Nothing calls the actor: only the stored wakeup can bring it back.
-	var woke bool
+	// Inspect reads storage without loading the actor.
 	waitFor(t, "the workflow to wake and finish", 20*time.Second, func() bool {
-		kv, err := e.store.List(ctx(t), storage.ActorsPrefix, storage.ListOptions{})
-		if err != nil {
-			return false
-		}
-		for _, x := range kv {
-			if strings.HasSuffix(x.Key, "/state") && strings.Contains(x.Key, "/sleeper/") {
-				woke = string(x.Value) == `{"woke":true}`
-			}
-		}
-		return woke
+		ins, err := e.host.Inspect(ctx(t), ref)
+		return err == nil && string(ins.State) == `{"woke":true}` && ins.WorkflowStatus == runtime.WorkflowCompleted
 	})
 	if since := time.Since(start); since < 1500*time.Millisecond {
 		t.Fatalf("woke after %v, before the deadline", since)

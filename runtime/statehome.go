@@ -1,0 +1,147 @@
+package runtime
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/rivet-go/rivet/storage"
+)
+
+// A workflow step that changes the actor's state stores the state in its
+// own history entry, not in the state key: one etcd key per step instead of
+// two (docs/architecture.md, "A step's state rides in its history entry").
+// The state key trails: it is written by actions, at creation, and whenever
+// the entry that holds the newest state (the activation's home) is deleted.
+// A load takes the newest of the state key and the entries that carry a
+// state, by the revision they were written at.
+//
+// What keeps that newest the right one:
+//   - Folding happens only when none of the activation's writes is queued or
+//     in flight, so a folded entry is its commit's first state write: a
+//     state-key write packed into the same store transaction (same revision)
+//     came after it, and a tie goes to the state key.
+//   - Every later write of the home entry carries the home's state again (a
+//     rewrite would otherwise drop it), and a delete of the home writes the
+//     state key in the same transaction.
+//   - All of it is decided under the commit pipeline's lock, when the writes
+//     are queued, so that it follows the order of the commits whichever
+//     goroutine queues them (the workflow's Commit is not a turn).
+
+// StorageFormat is the newest storage format this build writes, advertised
+// in its node record. 2: a step's state may ride in its history entry,
+// which builds advertising none (format 1) do not read; a node writes
+// format 2 only while every registered node advertises it (SetStateInHistory).
+const StorageFormat = 2
+
+// foldedStateField opens a history entry that carries the actor's state:
+// first, so that a load tells such an entry by its prefix (the entry's
+// output, raw JSON, could hold the same bytes further on).
+const foldedStateField = `{"actor_state":`
+
+// withState returns entry (a JSON object) with state as its first field.
+func withState(entry, state []byte) []byte {
+	b := make([]byte, 0, len(foldedStateField)+len(state)+len(entry)+1)
+	b = append(b, foldedStateField...)
+	b = append(b, orNull(state)...)
+	if len(entry) > 2 {
+		b = append(b, ',')
+	}
+	return append(b, entry[1:]...)
+}
+
+// foldReq asks placeState to move a step's state write into its entry:
+// ops[stateIdx] is the state key's put, ops[targetIdx] the put of the
+// entry at path.
+type foldReq struct {
+	stateIdx, targetIdx int
+	path                string
+}
+
+// placeState applies the rules above to a group of writes about to be
+// queued, and returns it. Called with a.mu held, by enqueueFlush.
+func (a *activation) placeState(ops []storage.Op, fold *foldReq) []storage.Op {
+	if fold != nil && a.h.stateInHistory.Load() && a.version == a.committed && a.failed == nil {
+		// In place: the step's turn built ops for this call alone.
+		st := ops[fold.stateIdx].Value
+		ops[fold.targetIdx].Value = withState(ops[fold.targetIdx].Value, st)
+		a.home, a.homeState = fold.path, st
+		return slices.Delete(ops, fold.stateIdx, fold.stateIdx+1)
+	}
+	if a.home == "" {
+		return ops
+	}
+	stateKey := a.key(storage.StateSuffix)
+	for _, op := range ops {
+		if op.Kind == storage.OpPut && op.Key == stateKey {
+			// The newest state goes to the state key.
+			a.home, a.homeState = "", nil
+			return ops
+		}
+	}
+	homeKey := historyKey(a.prefix, a.home)
+	for _, op := range ops {
+		if op.Kind == storage.OpDelete && op.Key == homeKey ||
+			op.Kind == storage.OpDeletePrefix && strings.HasPrefix(homeKey, op.Key) {
+			ops = append(slices.Clip(ops), storage.Put(stateKey, a.homeState))
+			a.home, a.homeState = "", nil
+			return ops
+		}
+	}
+	for i, op := range ops {
+		if op.Kind == storage.OpPut && op.Key == homeKey && !bytes.HasPrefix(op.Value, []byte(foldedStateField)) {
+			ops = slices.Clone(ops)
+			ops[i].Value = withState(op.Value, a.homeState)
+			break
+		}
+	}
+	return ops
+}
+
+// homeStateLen is the size of the state a delete of the home entry would
+// write to the state key (0: the state key holds the newest), for limit
+// checks made before the writes are queued.
+func (a *activation) homeStateLen() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.home == "" {
+		return 0
+	}
+	return len(a.homeState) + 4
+}
+
+// foldedState is the newest state the history entries of one actor carry.
+type foldedState struct {
+	state []byte
+	rev   int64 // 0: none carries one
+	path  string
+}
+
+// newestFolded returns the newest state that the history entries kvs (an
+// actor's wf/ keys, prefix included) carry.
+func newestFolded(prefix string, kvs []storage.KV) (foldedState, error) {
+	var best *storage.KV
+	for i := range kvs {
+		if bytes.HasPrefix(kvs[i].Value, []byte(foldedStateField)) && (best == nil || kvs[i].ModRevision > best.ModRevision) {
+			best = &kvs[i]
+		}
+	}
+	if best == nil {
+		return foldedState{}, nil
+	}
+	var e struct {
+		State json.RawMessage `json:"actor_state"`
+	}
+	if err := json.Unmarshal(best.Value, &e); err != nil {
+		return foldedState{}, fmt.Errorf("history entry %s does not decode: %w", best.Key, err)
+	}
+	return foldedState{state: e.State, rev: best.ModRevision, path: strings.TrimPrefix(best.Key, prefix+storage.WorkflowSuffix)}, nil
+}
+
+// SetStateInHistory says whether every node of the cluster reads a state
+// carried in a history entry (StorageFormat 2): until it is set, steps
+// write the state key, as builds before that format do. The node sets it
+// from the node records it watches.
+func (h *Host) SetStateInHistory(on bool) { h.stateInHistory.Store(on) }

@@ -1,0 +1,247 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/storage"
+	"github.com/rivet-go/rivet/workflow"
+)
+
+type foldState struct {
+	N int `json:"n"`
+}
+
+// foldActor runs a loop of steps; iteration i changes the state if
+// changes(i) says so. Then it waits for a message on "go", multiplies N by
+// 10 in a step, and ends. Its action "add" adds its argument to N.
+func foldActor(iterations int, changes func(i int) bool, prune int) rivet.Actor[foldState] {
+	return rivet.Actor[foldState]{
+		Name:   "folder",
+		Queues: rivet.Queues{"go": rivet.QueueOf[int]()},
+		Actions: rivet.Actions[foldState]{
+			"add": rivet.Action(func(c *rivet.ActionCtx[foldState], n int) (int, error) {
+				c.State.N += n
+				return c.State.N, nil
+			}),
+		},
+		Run: func(ctx *workflow.Ctx[foldState]) error {
+			_, err := workflow.LoopWith(ctx, workflow.LoopOptions[int]{Name: "l", HistoryPruneInterval: prune}, func(lc *workflow.Ctx[foldState], i int) (int, error) {
+				if i == iterations {
+					return i, workflow.Break
+				}
+				err := lc.Step("s", func(s *workflow.StepCtx[foldState]) error {
+					if changes(i) {
+						s.State.N++
+					}
+					return nil
+				})
+				return i + 1, err
+			})
+			if err != nil {
+				return err
+			}
+			if _, err := workflow.Next[int](ctx, "wait-go", workflow.NextOptions{Names: []string{"go"}}); err != nil {
+				return err
+			}
+			return ctx.Step("times-ten", func(s *workflow.StepCtx[foldState]) error {
+				s.State.N *= 10
+				return nil
+			})
+		},
+	}
+}
+
+// foldEnv is a host on a memory store that a test can restart.
+type foldEnv struct {
+	t     *testing.T
+	reg   *rivet.Registry
+	store storage.Store
+	h     *Host
+	stop  func(context.Context) error
+	ref   Ref
+}
+
+func newFoldEnv(t *testing.T, actor rivet.Actor[foldState]) *foldEnv {
+	reg, err := rivet.Setup(actor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := storage.NewMemory()
+	t.Cleanup(func() { store.Close() })
+	e := &foldEnv{t: t, reg: reg, store: store, ref: Ref{Name: "folder", Key: []string{"f"}}}
+	e.h, e.stop = memHostOn(t, reg, store)
+	return e
+}
+
+// restart stops the host and starts another on the same store, as a node
+// started again: what the new one reads is what storage holds.
+func (e *foldEnv) restart() {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := e.stop(ctx); err != nil {
+		e.t.Fatal(err)
+	}
+	e.h, e.stop = memHostOn(e.t, e.reg, e.store)
+}
+
+// inspect returns the actor's state as Inspect shows it: from storage
+// unless the actor is in memory.
+func (e *foldEnv) inspect() (string, string) {
+	e.t.Helper()
+	ins, err := e.h.Inspect(context.Background(), e.ref)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return string(ins.State), ins.WorkflowStatus
+}
+
+func (e *foldEnv) waitState(want string) {
+	e.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		got, _ := e.inspect()
+		if got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("state %s, want %s", got, want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func (e *foldEnv) stateKey() string {
+	e.t.Helper()
+	_, _, prefix, err := e.h.locate(e.ref)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	kv, err := e.store.Get(context.Background(), prefix+storage.StateSuffix)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return string(kv.Value)
+}
+
+func (e *foldEnv) call(action string, arg int) string {
+	e.t.Helper()
+	out, err := e.h.Call(context.Background(), CallRequest{Ref: e.ref, Action: action, Args: json.RawMessage(`[` + itoa(arg) + `]`)})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return string(out)
+}
+
+func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
+
+// A step that changes the state writes one key, its entry, which carries
+// the state; a node started again, Inspect of the actor out of memory, and
+// the actor loaded again all see the state of the last step.
+func TestAStepsStateRidesInItsEntry(t *testing.T) {
+	e := newFoldEnv(t, foldActor(12, func(int) bool { return true }, 5))
+	if _, _, err := e.h.GetOrCreate(context.Background(), e.ref, nil); err != nil {
+		t.Fatal(err)
+	}
+	e.waitState(`{"n":12}`)
+	if got := e.stateKey(); got != `{"n":0}` {
+		t.Fatalf("state key %s after 12 steps that changed the state: the steps wrote it, want it left as created ({\"n\":0})", got)
+	}
+	e.restart()
+	if got, _ := e.inspect(); got != `{"n":12}` {
+		t.Fatalf("after a restart, the actor out of memory shows %s, want {\"n\":12}", got)
+	}
+	if got := e.call("add", 1); got != "13" {
+		t.Fatalf("add 1 after a restart: %s, want 13 (the state the steps left)", got)
+	}
+}
+
+// The newest state wins wherever it is: an action's (the state key) after
+// a step's (its entry), and a step's after an action's.
+func TestTheNewestStateWinsBetweenActionsAndSteps(t *testing.T) {
+	e := newFoldEnv(t, foldActor(1, func(int) bool { return true }, 0))
+	ctx := context.Background()
+	if _, _, err := e.h.GetOrCreate(ctx, e.ref, nil); err != nil {
+		t.Fatal(err)
+	}
+	e.waitState(`{"n":1}`)
+	if got := e.call("add", 5); got != "6" {
+		t.Fatalf("add 5: %s, want 6", got)
+	}
+	e.restart()
+	if got, _ := e.inspect(); got != `{"n":6}` {
+		t.Fatalf("after an action that followed the step, storage shows %s, want {\"n\":6}", got)
+	}
+	if _, err := e.h.Send(ctx, SendRequest{Ref: e.ref, Queue: "go", Body: json.RawMessage(`1`)}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitState(`{"n":60}`)
+	if _, st := e.inspect(); st != WorkflowCompleted {
+		t.Fatalf("workflow %s, want completed", st)
+	}
+	e.restart()
+	if got, _ := e.inspect(); got != `{"n":60}` {
+		t.Fatalf("after a step that followed the action, storage shows %s, want {\"n\":60}", got)
+	}
+	if got := e.call("add", 1); got != "61" {
+		t.Fatalf("add 1: %s, want 61", got)
+	}
+}
+
+// Pruning deletes the entry of the last step that changed the state: the
+// state goes to the state key in the same commit, and survives.
+func TestPruningTheEntryThatHoldsTheStateKeepsIt(t *testing.T) {
+	e := newFoldEnv(t, foldActor(30, func(i int) bool { return i == 0 }, 5))
+	ctx := context.Background()
+	if _, _, err := e.h.GetOrCreate(ctx, e.ref, nil); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		h, err := e.h.History(ctx, e.ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ended := false
+		for _, en := range h.Entries {
+			ended = ended || en.Path == "l" && en.Status == string(workflow.StatusCompleted)
+		}
+		if ended {
+			for _, en := range h.Entries {
+				if en.Path == "l/~0/s" {
+					t.Fatal("iteration 0 was not pruned: the test does not test what it says")
+				}
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the loop did not end")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := e.stateKey(); got != `{"n":1}` {
+		t.Fatalf("state key %s once the entry holding the state was pruned, want {\"n\":1}", got)
+	}
+	e.restart()
+	if got, _ := e.inspect(); got != `{"n":1}` {
+		t.Fatalf("after a restart: %s, want {\"n\":1}", got)
+	}
+}
+
+// Until every node of the cluster reads states in history entries (a
+// rolling upgrade from a build that does not), steps write the state key.
+func TestStepsWriteTheStateKeyWhileTheClusterMayNotReadEntries(t *testing.T) {
+	e := newFoldEnv(t, foldActor(3, func(int) bool { return true }, 0))
+	e.h.SetStateInHistory(false)
+	if _, _, err := e.h.GetOrCreate(context.Background(), e.ref, nil); err != nil {
+		t.Fatal(err)
+	}
+	e.waitState(`{"n":3}`)
+	if got := e.stateKey(); got != `{"n":3}` {
+		t.Fatalf("state key %s, want {\"n\":3}: a node of an older build would read it", got)
+	}
+}
