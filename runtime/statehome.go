@@ -145,3 +145,6 @@ func newestFolded(prefix string, kvs []storage.KV) (foldedState, error) {
 // write the state key, as builds before that format do. The node sets it
 // from the node records it watches.
 func (h *Host) SetStateInHistory(on bool) { h.stateInHistory.Store(on) }
+
+// StateInHistory reports what SetStateInHistory last set.
+func (h *Host) StateInHistory() bool { return h.stateInHistory.Load() }

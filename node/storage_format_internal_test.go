@@ -1,0 +1,132 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/client"
+	"github.com/rivet-go/rivet/runtime"
+	"github.com/rivet-go/rivet/storage"
+	"github.com/rivet-go/rivet/workflow"
+)
+
+type tallyState struct {
+	N int `json:"n"`
+}
+
+// tally adds each message of its queue to N, in a step.
+var tally = rivet.Actor[tallyState]{
+	Name:   "tally",
+	Queues: rivet.Queues{"add": rivet.QueueOf[int]()},
+	Actions: rivet.Actions[tallyState]{
+		"get": rivet.Query(func(c *rivet.ActionCtx[tallyState]) (int, error) { return c.State.N, nil }),
+	},
+	Run: func(ctx *workflow.Ctx[tallyState]) error {
+		return ctx.Loop("adds", func(lc *workflow.Ctx[tallyState]) error {
+			m, err := workflow.Next[int](lc, "next")
+			if err != nil {
+				return err
+			}
+			return lc.Step("add", func(s *workflow.StepCtx[tallyState]) error {
+				s.State.N += m.Body
+				return nil
+			})
+		})
+	},
+}
+
+// While a node of a build that does not read states in history entries
+// is registered (a rolling upgrade), steps write the state key, which such
+// a node reads; once it is gone, steps write one key, their entry.
+func TestStepsWriteTheStateKeyWhileAnOlderNodeIsRegistered(t *testing.T) {
+	reg, err := rivet.Setup(tally)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultLocalConfig(t.TempDir())
+	cfg.Partitions = 4
+	cfg.HTTPAddr = "-"
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	n := StartForTest(t, ctx, cfg, reg)
+	c, err := client.New(n.GRPCAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	waitGate := func(want bool) {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); n.Host().StateInHistory() != want; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("state in history %v, want %v", !want, want)
+			}
+		}
+	}
+	waitGate(true)
+
+	// A node of an older build: its record has no storage_format. It
+	// drains, so that the ring gives it nothing.
+	lease, err := n.etcd.Grant(ctx, 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, _ := json.Marshal(map[string]any{"node_id": "older", "grpc_addr": "127.0.0.1:1", "started_at": time.Now().UTC(), "lease": lease.ID, "draining": true})
+	oldKey := "/rivet/" + storage.NodeKey("older")
+	if _, err := n.etcd.Put(ctx, oldKey, string(old), clientv3.WithLease(lease.ID)); err != nil {
+		t.Fatal(err)
+	}
+	waitGate(false)
+
+	a := c.GetOrCreate("tally", "t")
+	stateKey := func() string {
+		t.Helper()
+		r, err := n.etcd.Get(ctx, "/rivet/"+storage.ActorsPrefix, clientv3.WithPrefix())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, kv := range r.Kvs {
+			if k := string(kv.Key); strings.Contains(k, "/tally/") && strings.HasSuffix(k, "/"+storage.StateSuffix) {
+				return string(kv.Value)
+			}
+		}
+		t.Fatal("no state key")
+		return ""
+	}
+	add := func(v, want int) {
+		t.Helper()
+		if err := a.Send(ctx, "add", v); err != nil {
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			got, err := rivet.Call[int](ctx, a, "get")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("N = %d, want %d", got, want)
+			}
+		}
+	}
+	add(3, 3)
+	if got := stateKey(); got != `{"n":3}` {
+		t.Fatalf("with an older node registered, the state key holds %s after a step, want {\"n\":3}", got)
+	}
+
+	if _, err := n.etcd.Revoke(ctx, lease.ID); err != nil {
+		t.Fatal(err)
+	}
+	waitGate(true)
+	add(4, 7)
+	if got := stateKey(); got != `{"n":3}` {
+		t.Fatalf("with every node on format %d, the state key holds %s after a step, want it left at {\"n\":3} (the step's entry holds the state)", runtime.StorageFormat, got)
+	}
+}
