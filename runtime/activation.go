@@ -218,7 +218,8 @@ type snapshot struct {
 // times; then it answers with the last).
 //
 // withHistory reads the state that the history entries of a workflow
-// carry too (statehome.go); a load reads them with the history instead.
+// carry too (statehome.go); the load of a type with a workflow reads them
+// with the history instead.
 func (h *Host) readActor(ctx context.Context, prefix string, withHistory bool) (snapshot, error) {
 	for attempt := 1; ; attempt++ {
 		s, rev, newest, err := h.readActorOnce(ctx, prefix, withHistory)
@@ -312,7 +313,10 @@ func (a *activation) armSchedules() {
 func (a *activation) load(ctx context.Context, create bool, input json.RawMessage) error {
 	h := a.h
 	for range 3 {
-		snap, err := h.readActor(ctx, a.prefix, false)
+		// A type without a workflow reads the states of history entries
+		// here: a build before it may have run one (loadWorkflow reads
+		// them otherwise).
+		snap, err := h.readActor(ctx, a.prefix, a.spec.Run == nil)
 		if err != nil {
 			return rivet.Errorf(rivet.ErrUnavailable, "load %s: %v", a.describe(), err)
 		}

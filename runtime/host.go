@@ -1454,13 +1454,9 @@ func (h *Host) peek(ctx context.Context, ref Ref, withState bool) (snapshot, uin
 			}
 		}
 	}
-	withHistory := false
-	if withState {
-		sp, _ := h.reg.Lookup(ref.Name)
-		// A type this build does not run may have a workflow.
-		withHistory = sp == nil || sp.Run != nil
-	}
-	snap, err := h.readActor(ctx, prefix, withHistory)
+	// Whatever the type is in this build: a type this build does not run,
+	// or runs without a workflow, may have had one.
+	snap, err := h.readActor(ctx, prefix, withState)
 	if err != nil {
 		return snapshot{}, 0, false, rivet.Errorf(rivet.ErrUnavailable, "read actor: %v", err)
 	}

@@ -252,3 +252,30 @@ func TestStepsWriteTheStateKeyWhileTheClusterMayNotReadEntries(t *testing.T) {
 		t.Fatalf("state key %s, want {\"n\":3}: a node of an older build would read it", got)
 	}
 }
+
+// A build that drops an actor type's workflow (its Run) still loads the
+// state the old workflow's last steps left in their entries: the history
+// stays in storage, and the state key is older.
+func TestAStateInHistoryOutlivesTheTypesWorkflow(t *testing.T) {
+	e := newFoldEnv(t, foldActor(3, func(int) bool { return true }, 0))
+	ctx := context.Background()
+	if _, _, err := e.h.GetOrCreate(ctx, e.ref, nil); err != nil {
+		t.Fatal(err)
+	}
+	e.waitState(`{"n":3}`)
+	// The next build: the same type, its actions only.
+	noRun := foldActor(0, nil, 0)
+	noRun.Run, noRun.Queues = nil, nil
+	reg, err := rivet.Setup(noRun)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.reg = reg
+	e.restart()
+	if got, _ := e.inspect(); got != `{"n":3}` {
+		t.Fatalf("Inspect without the workflow: %s, want {\"n\":3}", got)
+	}
+	if got := e.call("add", 1); got != "4" {
+		t.Fatalf("add 1 once the type has no workflow: %s, want 4 (the state the steps left)", got)
+	}
+}
