@@ -491,7 +491,12 @@ func (a *activation) enqueueFlush(ops []storage.Op, fold *foldReq) (v uint64, fl
 	if a.quiet != nil {
 		return 0, false, commitError(a.describe(), errRetired)
 	}
-	ops = a.placeState(ops, fold)
+	pre, ops := a.placeState(ops, fold)
+	if pre != nil {
+		// Before ops, in queue order: a state-key write of its own.
+		a.version++
+		a.groups = append(a.groups, writeGroup{version: a.version, ops: pre})
+	}
 	a.version++
 	a.groups = append(a.groups, writeGroup{version: a.version, ops: ops})
 	if !a.flushing {

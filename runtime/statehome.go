@@ -25,7 +25,12 @@ import (
 //     came after it, and a tie goes to the state key.
 //   - Every later write of the home entry carries the home's state again (a
 //     rewrite would otherwise drop it), and a delete of the home writes the
-//     state key in the same transaction.
+//     state key in the same transaction; either, if the state would make
+//     the transaction too large, writes the state key in a commit of its
+//     own just before instead (the limit checks made before the writes are
+//     queued count the writes alone, not a state a rewrite or a delete
+//     may add: a workflow write refused by the store would evict the actor
+//     and replay into it for ever).
 //   - All of it is decided under the commit pipeline's lock, when the writes
 //     are queued, so that it follows the order of the commits whichever
 //     goroutine queues them (the workflow's Commit is not a turn).
@@ -61,55 +66,59 @@ type foldReq struct {
 }
 
 // placeState applies the rules above to a group of writes about to be
-// queued, and returns it. Called with a.mu held, by enqueueFlush.
-func (a *activation) placeState(ops []storage.Op, fold *foldReq) []storage.Op {
+// queued, and returns it, and the state-key write to queue before it if
+// the group alone would be too large with the state (nil if none). Called
+// with a.mu held, by enqueueFlush.
+func (a *activation) placeState(ops []storage.Op, fold *foldReq) (pre, out []storage.Op) {
 	if fold != nil && a.h.stateInHistory.Load() && a.version == a.committed && a.failed == nil {
-		// In place: the step's turn built ops for this call alone.
+		// In place: the step's turn built ops for this call alone. The
+		// group shrinks (one key fewer): it fits.
 		st := ops[fold.stateIdx].Value
 		ops[fold.targetIdx].Value = withState(ops[fold.targetIdx].Value, st)
 		a.home, a.homeState = fold.path, st
-		return slices.Delete(ops, fold.stateIdx, fold.stateIdx+1)
+		return nil, slices.Delete(ops, fold.stateIdx, fold.stateIdx+1)
 	}
 	if a.home == "" {
-		return ops
+		return nil, ops
 	}
 	stateKey := a.key(storage.StateSuffix)
 	for _, op := range ops {
 		if op.Kind == storage.OpPut && op.Key == stateKey {
 			// The newest state goes to the state key.
 			a.home, a.homeState = "", nil
-			return ops
+			return nil, ops
 		}
 	}
 	homeKey := historyKey(a.prefix, a.home)
-	for _, op := range ops {
+	var placed []storage.Op // ops as they carry the home's state
+	deleted := false
+	for i, op := range ops {
 		if op.Kind == storage.OpDelete && op.Key == homeKey ||
 			op.Kind == storage.OpDeletePrefix && strings.HasPrefix(homeKey, op.Key) {
-			ops = append(slices.Clip(ops), storage.Put(stateKey, a.homeState))
-			a.home, a.homeState = "", nil
-			return ops
+			placed, deleted = append(slices.Clip(ops), storage.Put(stateKey, a.homeState)), true
+			break
 		}
-	}
-	for i, op := range ops {
 		if op.Kind == storage.OpPut && op.Key == homeKey && !bytes.HasPrefix(op.Value, []byte(foldedStateField)) {
-			ops = slices.Clone(ops)
-			ops[i].Value = withState(op.Value, a.homeState)
+			placed = slices.Clone(ops)
+			placed[i].Value = withState(op.Value, a.homeState)
 			break
 		}
 	}
-	return ops
-}
-
-// homeStateLen is the size of the state a delete of the home entry would
-// write to the state key (0: the state key holds the newest), for limit
-// checks made before the writes are queued.
-func (a *activation) homeStateLen() int {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.home == "" {
-		return 0
+	if placed == nil {
+		return nil, ops
 	}
-	return len(a.homeState) + 4
+	if a.h.store.Limits().Check(storage.Txn{Fence: a.fence, Ops: placed}) != nil {
+		// Too large with the state: the state key takes it, in a commit
+		// of its own, first (each fits alone: the state is within
+		// MaxStateBytes, the ops were checked).
+		pre = []storage.Op{storage.Put(stateKey, a.homeState)}
+		a.home, a.homeState = "", nil
+		return pre, ops
+	}
+	if deleted {
+		a.home, a.homeState = "", nil
+	}
+	return nil, placed
 }
 
 // foldedState is the newest state the history entries of one actor carry.

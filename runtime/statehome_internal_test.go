@@ -3,6 +3,8 @@ package runtime
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -277,5 +279,110 @@ func TestAStateInHistoryOutlivesTheTypesWorkflow(t *testing.T) {
 	}
 	if got := e.call("add", 1); got != "4" {
 		t.Fatalf("add 1 once the type has no workflow: %s, want 4 (the state the steps left)", got)
+	}
+}
+
+type bigFoldState struct {
+	N   int    `json:"n"`
+	Pad string `json:"pad"`
+}
+
+// bigFoldPad is a state large enough that it fits in one transaction once,
+// not twice (storage.DefaultLimits: 1.4 MiB).
+var bigFoldPad = strings.Repeat("x", 800<<10)
+
+// runBigFold runs run as the workflow of an actor with a state of about
+// 800 KiB and returns its end: status, error and the state's N as Inspect
+// shows it once a restarted host has it out of memory.
+func runBigFold(t *testing.T, run func(ctx *workflow.Ctx[bigFoldState]) error) (status, wfErr string, n int) {
+	t.Helper()
+	reg, err := rivet.Setup(rivet.Actor[bigFoldState]{Name: "big", Run: run})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := storage.NewMemory()
+	t.Cleanup(func() { store.Close() })
+	h, stop := memHostOn(t, reg, store)
+	ctx := context.Background()
+	ref := Ref{Name: "big", Key: []string{"b"}}
+	if _, _, err := h.GetOrCreate(ctx, ref, nil); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ins, err := h.Inspect(ctx, ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if workflowEnded(ins.WorkflowStatus) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the workflow did not end: %s", ins.WorkflowStatus)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := stop(sctx); err != nil {
+		t.Fatal(err)
+	}
+	h, _ = memHostOn(t, reg, store)
+	ins, err := h.Inspect(ctx, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st bigFoldState
+	if err := json.Unmarshal(ins.State, &st); err != nil {
+		t.Fatal(err)
+	}
+	return ins.WorkflowStatus, ins.WorkflowError, st.N
+}
+
+// A step that changes a large state, with a loop's prune in its commit,
+// fits in a transaction as it did before states rode in entries: the state
+// goes to the state key or to the step's entry, once, whatever entry the
+// prune deletes (the limit check counted it twice).
+func TestALargeStatesStepWithAPruneFits(t *testing.T) {
+	status, wfErr, n := runBigFold(t, func(ctx *workflow.Ctx[bigFoldState]) error {
+		_, err := workflow.LoopWith(ctx, workflow.LoopOptions[int]{Name: "l", HistoryPruneInterval: 2}, func(lc *workflow.Ctx[bigFoldState], i int) (int, error) {
+			if i == 6 {
+				return i, workflow.Break
+			}
+			return i + 1, lc.Step("s", func(s *workflow.StepCtx[bigFoldState]) error {
+				s.State.Pad = bigFoldPad
+				s.State.N++
+				return nil
+			})
+		})
+		return err
+	})
+	if status != WorkflowCompleted || n != 6 {
+		t.Fatalf("workflow %s (%s), n %d; want completed, 6", status, wfErr, n)
+	}
+}
+
+// A step's attempt that rewrites the entry holding a large state (its
+// earlier attempt's, rolled forward) with a large output commits, as it
+// did before states rode in entries: the state goes to the state key
+// first (carried by the rewrite, the commit was too large for the store,
+// which evicted the actor, whose workflow ran the same attempt again, for
+// ever).
+func TestARewriteOfTheEntryHoldingALargeStateFits(t *testing.T) {
+	attempts := 0
+	status, wfErr, n := runBigFold(t, func(ctx *workflow.Ctx[bigFoldState]) error {
+		_, err := workflow.StepOpts(ctx, workflow.StepOptions{Name: "s", RetryBackoffBase: time.Millisecond}, func(s *workflow.StepCtx[bigFoldState]) (string, error) {
+			attempts++
+			if attempts == 1 {
+				s.State.Pad = bigFoldPad
+				s.State.N = 1
+				return "", errors.New("first attempt fails")
+			}
+			return strings.Repeat("y", 700<<10), nil
+		})
+		return err
+	})
+	if status != WorkflowCompleted || n != 1 {
+		t.Fatalf("workflow %s (%s), n %d; want completed, 1", status, wfErr, n)
 	}
 }

@@ -806,19 +806,9 @@ func (h *Host) addSteps(c stepCounts) {
 // The error does not wrap ErrEvicted: the workflow fails, visibly, instead
 // of replaying into the same wall after every activation.
 func checkLimits(a *activation, ops []storage.Op) error {
-	txn := storage.Txn{Fence: a.fence, Ops: ops}
-	for _, op := range ops {
-		if op.Kind != storage.OpPut {
-			// A delete of the entry that holds the newest state writes
-			// the state key too (placeState): counted, so that it never
-			// makes the commit too large.
-			if n := a.homeStateLen(); n > 0 {
-				txn.Ops = append(slices.Clip(ops), storage.Put(a.key(storage.StateSuffix), make([]byte, n)))
-			}
-			break
-		}
-	}
-	if err := a.h.store.Limits().Check(txn); err != nil {
+	// The ops alone: a state that placeState adds to them, if they would
+	// be too large with it, is written in a commit of its own.
+	if err := a.h.store.Limits().Check(storage.Txn{Fence: a.fence, Ops: ops}); err != nil {
 		return rivet.Errorf(rivet.ErrTooLarge, "a workflow write of %s is too large for one transaction: %v", a.describe(), err)
 	}
 	return nil
