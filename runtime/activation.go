@@ -251,11 +251,12 @@ func (h *Host) readActorOnce(ctx context.Context, prefix string, withHistory boo
 	if err := json.Unmarshal(meta.Value, &s.meta); err != nil {
 		return s, 0, 0, fmt.Errorf("actor meta does not decode: %w", err)
 	}
-	st, err := h.store.Get(ctx, prefix+storage.StateSuffix)
-	if err != nil && !isNotFound(err) {
-		return s, 0, 0, err
-	}
-	s.state, s.stateRev, newest = st.Value, st.ModRevision, max(newest, st.ModRevision)
+	// The history before the state key: a commit in between that deletes
+	// the entry holding the state writes the state key (placeState), which
+	// this read then sees, where a read of the state key first would miss
+	// it, and nothing newer than its first read would say so (a delete
+	// leaves no revision to see).
+	var folded foldedState
 	if withHistory {
 		kvs, err := h.store.List(ctx, prefix+storage.WorkflowSuffix, storage.ListOptions{})
 		if err != nil {
@@ -264,13 +265,17 @@ func (h *Host) readActorOnce(ctx context.Context, prefix string, withHistory boo
 		for _, kv := range kvs {
 			newest = max(newest, kv.ModRevision)
 		}
-		f, err := newestFolded(prefix, kvs)
-		if err != nil {
+		if folded, err = newestFolded(prefix, kvs); err != nil {
 			return s, 0, 0, err
 		}
-		if f.rev > s.stateRev {
-			s.state, s.stateRev = f.state, f.rev
-		}
+	}
+	st, err := h.store.Get(ctx, prefix+storage.StateSuffix)
+	if err != nil && !isNotFound(err) {
+		return s, 0, 0, err
+	}
+	s.state, s.stateRev, newest = st.Value, st.ModRevision, max(newest, st.ModRevision)
+	if folded.rev > s.stateRev {
+		s.state, s.stateRev = folded.state, folded.rev
 	}
 	for _, kv := range qs {
 		seq, q, ok := parseQueueKey(kv.Key[len(prefix)+len(storage.QueueSuffix):])

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -384,5 +385,56 @@ func TestARewriteOfTheEntryHoldingALargeStateFits(t *testing.T) {
 	})
 	if status != WorkflowCompleted || n != 1 {
 		t.Fatalf("workflow %s (%s), n %d; want completed, 1", status, wfErr, n)
+	}
+}
+
+// beforeHistoryList is a store that runs once, before the first List of
+// an actor's history that it sees once armed, a commit of another writer.
+type beforeHistoryList struct {
+	storage.Store
+	armed atomic.Pointer[func()]
+}
+
+func (s *beforeHistoryList) List(ctx context.Context, prefix string, opts storage.ListOptions) ([]storage.KV, error) {
+	if strings.HasSuffix(prefix, storage.WorkflowSuffix) {
+		if f := s.armed.Swap(nil); f != nil {
+			(*f)()
+		}
+	}
+	return s.Store.List(ctx, prefix, opts)
+}
+
+// Inspect of an actor out of memory reads the state key after the history:
+// a commit between the two reads that deletes the entry holding the state
+// writes the state key (placeState), which a read of the state key first
+// missed, and of the history it saw only older entries' states.
+func TestInspectSeesTheStateOfACommitThatDeletesItsHome(t *testing.T) {
+	e := newFoldEnv(t, foldActor(12, func(int) bool { return true }, 0))
+	ctx := context.Background()
+	if _, _, err := e.h.GetOrCreate(ctx, e.ref, nil); err != nil {
+		t.Fatal(err)
+	}
+	e.waitState(`{"n":12}`)
+	_, _, prefix, err := e.h.locate(e.ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := &beforeHistoryList{Store: e.store}
+	e.store = store
+	e.restart()
+	// As a retry from the last step would commit (an activation loaded
+	// meanwhile): the step's entry, which holds the state, goes, and the
+	// state key takes the state.
+	commit := func() {
+		if err := e.store.(*beforeHistoryList).Store.Commit(ctx, storage.Txn{Ops: []storage.Op{
+			storage.Delete(historyKey(prefix, "l/~11/s")),
+			storage.Put(prefix+storage.StateSuffix, []byte(`{"n":12}`)),
+		}}); err != nil {
+			t.Error(err)
+		}
+	}
+	store.armed.Store(&commit)
+	if got, _ := e.inspect(); got != `{"n":12}` {
+		t.Fatalf("Inspect read %s, want {\"n\":12}: the state key's, written with the delete of the entry that held it", got)
 	}
 }
