@@ -159,10 +159,8 @@ func (n *Node) watchCluster(ctx context.Context) {
 			if json.Unmarshal(kv.Value, &rec) == nil {
 				n.own.SyncRecord(rec, kv.ModRevision)
 			}
-			// The nodes' mirror holds this node's record: it has read
-			// every node's.
-			n.host.SetStateInHistory(allReadStateInHistory(n.view.records()))
 		}
+		n.gateStateInHistory()
 		select {
 		case <-ctx.Done():
 			return
@@ -170,6 +168,9 @@ func (n *Node) watchCluster(ctx context.Context) {
 		case <-owners:
 		case <-nodes:
 		}
+		// Before the balancer acts on a new node: it may be of an older
+		// build.
+		n.gateStateInHistory()
 		n.balancer.Kick()
 	}
 }
@@ -379,6 +380,31 @@ func (b backend) drainSelf(ctx context.Context) error {
 			return rivet.Errorf(rivet.ErrUnavailable, "cannot drain node %s: another node's registration changed, and this node's view of the cluster did not show it within %v; try again", self, drainViewWait)
 		}
 	}
+}
+
+// gateStateInHistory lets steps store the state in their history entries
+// while every registered node reads them (allReadStateInHistory), once the
+// nodes' mirror holds this node's own record (it has read every node's).
+// A node of an older build registering after the cluster stored states so
+// is an error worth an operator's eye: it may load an older state and
+// write over the newer one.
+func (n *Node) gateStateInHistory() {
+	if _, ok := n.view.nodes.Get(storage.NodeKey(n.cfg.NodeID)); !ok {
+		return
+	}
+	recs := n.view.records()
+	on := allReadStateInHistory(recs)
+	if !on && n.host.StateInHistory() {
+		var older []string
+		for id, r := range recs {
+			if r.StorageFormat < runtime.StorageFormat {
+				older = append(older, id)
+			}
+		}
+		n.log.Error("a node of an older build registered in a cluster whose workflows store their state in history entries: it reads only the state key, and may load an older state of such an actor and write over the newer one; stop it (a downgrade past storage format 2 is not supported, docs/deploy.md)",
+			zap.Strings("older_nodes", older))
+	}
+	n.host.SetStateInHistory(on)
 }
 
 // allReadStateInHistory reports whether every registered node reads a
