@@ -97,7 +97,8 @@ var benchRun atomic.Int64
 // BenchmarkWorkflowSteps measures committed workflow steps per second on a
 // real node: (a) one workflow running steps one after another, (b) 1,000
 // workflows running steps at the same time. Each step commits its history
-// entry and the state it changed in one fenced etcd transaction. Beside
+// entry and the state it changed in one fenced etcd transaction (one key:
+// the entry carries the state). Beside
 // them, etcd's own batched-put rate (64 goroutines, 64 puts per txn) on an
 // embedded etcd of the same kind, measured in the same run.
 func BenchmarkWorkflowSteps(b *testing.B) {
