@@ -103,6 +103,10 @@ type activation struct {
 	// queued (what restoreState goes back to, as stateBytes is for the
 	// state). Both are copied on write: they may share an array.
 	sched, schedSaved []pendingCall
+	// slots are the loops that keep their iterations in slots, by path,
+	// and how many (loopslots.go); guarded by slotMu.
+	slotMu sync.Mutex
+	slots  map[string]int
 	// turnFold, if turnFolds, is the fold a step's turn asks of its
 	// commit (statehome.go).
 	turnFold  foldReq
@@ -443,6 +447,9 @@ func (a *activation) loadWorkflow(ctx context.Context, stateRev int64) error {
 		a.mu.Unlock()
 	}
 	a.wf.status, a.history = st, hist
+	a.slotMu.Lock()
+	a.slots = loopSlots(hist)
+	a.slotMu.Unlock()
 	// The queues alone may no longer hold the highest ID given: a receive
 	// in the history keeps the messages it took, and a retry puts them back
 	// under their IDs, where a message sent since under a reused ID would

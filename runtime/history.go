@@ -313,7 +313,7 @@ func (h *Host) RetryWorkflow(ctx context.Context, ref Ref, from string) (int, er
 		if len(back) > 0 {
 			writes = append(writes, workflow.HistoryWrite{Requeue: back})
 		}
-		ops, restored, err := historyOps(a.prefix, writes)
+		ops, restored, err := a.historyOps(writes)
 		if err != nil {
 			return err
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -202,10 +203,14 @@ func TestTheNewestStateWinsBetweenActionsAndSteps(t *testing.T) {
 	}
 }
 
-// Pruning deletes the entry of the last step that changed the state: the
-// state goes to the state key in the same commit, and survives.
-func TestPruningTheEntryThatHoldsTheStateKeepsIt(t *testing.T) {
+// A loop keeps its iterations in slots: pruning deletes nothing, and the
+// entry of the last step that changed the state, pruned, keeps it until a
+// later iteration overwrites its slot, which then carries it.
+func TestAStateInAPrunedIterationSurvives(t *testing.T) {
 	e := newFoldEnv(t, foldActor(30, func(i int) bool { return i == 0 }, 5))
+	counted := &countingStore{Store: e.store}
+	e.store = counted
+	e.restart()
 	ctx := context.Background()
 	if _, _, err := e.h.GetOrCreate(ctx, e.ref, nil); err != nil {
 		t.Fatal(err)
@@ -223,7 +228,7 @@ func TestPruningTheEntryThatHoldsTheStateKeepsIt(t *testing.T) {
 		if ended {
 			for _, en := range h.Entries {
 				if en.Path == "l/~0/s" {
-					t.Fatal("iteration 0 was not pruned: the test does not test what it says")
+					t.Fatal("iteration 0 is listed: it was pruned")
 				}
 			}
 			break
@@ -233,12 +238,96 @@ func TestPruningTheEntryThatHoldsTheStateKeepsIt(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if got := e.stateKey(); got != `{"n":1}` {
-		t.Fatalf("state key %s once the entry holding the state was pruned, want {\"n\":1}", got)
+	_, _, prefix, err := e.h.locate(e.ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kvs, err := e.store.List(ctx, prefix+storage.WorkflowSuffix, storage.ListOptions{KeysOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The loop's entry and one per slot: 5 (interval) + 5 (size).
+	if len(kvs) != 11 {
+		t.Fatalf("%d history keys after 30 iterations, want 11 (the loop and 10 slots)", len(kvs))
+	}
+	if n := counted.historyDeletes.Load(); n != 0 {
+		t.Fatalf("%d history deletes: pruning a loop with slots deletes nothing", n)
 	}
 	e.restart()
 	if got, _ := e.inspect(); got != `{"n":1}` {
 		t.Fatalf("after a restart: %s, want {\"n\":1}", got)
+	}
+}
+
+// countingStore counts the deletes of history keys committed.
+type countingStore struct {
+	storage.Store
+	historyDeletes atomic.Int64
+}
+
+func (s *countingStore) Commit(ctx context.Context, txns ...storage.Txn) error {
+	for _, txn := range txns {
+		for _, op := range txn.Ops {
+			if op.Kind != storage.OpPut && strings.Contains(op.Key, "/"+storage.WorkflowSuffix) {
+				s.historyDeletes.Add(1)
+			}
+		}
+	}
+	return s.Store.Commit(ctx, txns...)
+}
+
+// A retry that deletes the entry holding the state writes the state key
+// in its commit: the replayed step failing, storage still has the state.
+func TestARetryThatDeletesTheEntryHoldingTheStateKeepsIt(t *testing.T) {
+	var runs atomic.Int32
+	actor := rivet.Actor[foldState]{
+		Name: "folder",
+		Run: func(ctx *workflow.Ctx[foldState]) error {
+			_, err := workflow.StepOpts(ctx, workflow.StepOptions{Name: "a"}, func(s *workflow.StepCtx[foldState]) (struct{}, error) {
+				if runs.Add(1) > 1 {
+					return struct{}{}, workflow.Critical(errors.New("a fails from its second run on"))
+				}
+				s.State.N += 5
+				return struct{}{}, nil
+			})
+			if err != nil {
+				return err
+			}
+			return ctx.Step("b", func(*workflow.StepCtx[foldState]) error {
+				return workflow.Critical(errors.New("b always fails"))
+			})
+		},
+	}
+	e := newFoldEnv(t, actor)
+	ctx := context.Background()
+	if _, _, err := e.h.GetOrCreate(ctx, e.ref, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFailed := func() {
+		t.Helper()
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			if _, st := e.inspect(); st == WorkflowFailed {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the workflow did not fail")
+			}
+		}
+	}
+	waitFailed()
+	if got := e.stateKey(); got != `{"n":0}` {
+		t.Fatalf("state key %s: the step's entry should hold the state", got)
+	}
+	if _, err := e.h.RetryWorkflow(ctx, e.ref, "a"); err != nil {
+		t.Fatal(err)
+	}
+	waitFailed()
+	if runs.Load() != 2 {
+		t.Fatalf("a ran %d times, want 2", runs.Load())
+	}
+	e.restart()
+	if got, _ := e.inspect(); got != `{"n":5}` {
+		t.Fatalf("after the retry deleted a's entry and a failed again: %s, want {\"n\":5}", got)
 	}
 }
 
@@ -436,5 +525,78 @@ func TestInspectSeesTheStateOfACommitThatDeletesItsHome(t *testing.T) {
 	store.armed.Store(&commit)
 	if got, _ := e.inspect(); got != `{"n":12}` {
 		t.Fatalf("Inspect read %s, want {\"n\":12}: the state key's, written with the delete of the entry that held it", got)
+	}
+}
+
+// A loop whose iterations record different names leaves entries of pruned
+// iterations in slots no later iteration wrote: a node started again in
+// the middle of the loop drops them, resumes where the loop was, and ends
+// with every iteration counted once, not failed by a divergence.
+func TestALoopInSlotsResumesAfterARestart(t *testing.T) {
+	const iterations = 60
+	actor := rivet.Actor[foldState]{
+		Name: "folder",
+		Run: func(ctx *workflow.Ctx[foldState]) error {
+			_, err := workflow.LoopWith(ctx, workflow.LoopOptions[int]{Name: "l", HistoryPruneInterval: 4, HistorySize: 3}, func(lc *workflow.Ctx[foldState], i int) (int, error) {
+				if i == iterations {
+					return i, workflow.Break
+				}
+				name := [...]string{"a", "b", "c"}[i%3]
+				if err := lc.Step(name, func(s *workflow.StepCtx[foldState]) error {
+					s.State.N++
+					return nil
+				}); err != nil {
+					return i, err
+				}
+				return i + 1, lc.Sleep("nap", 2*time.Millisecond)
+			})
+			return err
+		},
+	}
+	e := newFoldEnv(t, actor)
+	ctx := context.Background()
+	if _, _, err := e.h.GetOrCreate(ctx, e.ref, nil); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(time.Millisecond) {
+		got, _ := e.inspect()
+		var s foldState
+		_ = json.Unmarshal([]byte(got), &s)
+		if s.N >= 25 {
+			if s.N == iterations {
+				t.Fatal("the loop ended before the restart: the test does not test what it says")
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("state %s", got)
+		}
+	}
+	e.restart()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		got, st := e.inspect()
+		if st == WorkflowCompleted || st == WorkflowFailed {
+			if st != WorkflowCompleted || got != `{"n":60}` {
+				ins, _ := e.h.Inspect(ctx, e.ref)
+				t.Fatalf("workflow %s (%s), state %s: want completed with {\"n\":60}", st, ins.WorkflowError, got)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("workflow %s, state %s", st, got)
+		}
+	}
+	h, err := e.h.History(ctx, e.ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, en := range h.Entries {
+		if it, ok := strings.CutPrefix(en.Path, "l/~"); ok {
+			var i int
+			_, _ = fmt.Sscanf(it, "%d", &i)
+			if i < iterations-3 {
+				t.Errorf("history lists %s, of an iteration the loop pruned", en.Path)
+			}
+		}
 	}
 }

@@ -149,7 +149,10 @@ func historyKey(prefix, path string) string { return prefix + storage.WorkflowSu
 
 // foldTarget returns the index in historyOps(writes) of the op a step's
 // state may ride in, the put of the last step entry of writes; -1 if none.
-func foldTarget(writes []workflow.HistoryWrite) int {
+// Called after historyOps, whose slots it reads for the prunes it skips.
+func (a *activation) foldTarget(writes []workflow.HistoryWrite) int {
+	a.slotMu.Lock()
+	defer a.slotMu.Unlock()
 	t, n := -1, 0
 	for _, w := range writes {
 		switch {
@@ -161,6 +164,9 @@ func foldTarget(writes []workflow.HistoryWrite) int {
 			}
 			n++
 		case w.DeleteTree != "":
+			if w.Prune && a.inSlots(w.DeleteTree) {
+				continue
+			}
 			n++
 			if !workflow.IsIteration(w.DeleteTree) {
 				n++
@@ -174,7 +180,21 @@ func foldTarget(writes []workflow.HistoryWrite) int {
 // messages its Requeue writes put back in their queues are returned too: the
 // caller puts them back in memory (putBack) once the ops are sure to go to
 // storage, as the retry does, or as a receive forgets those it takes.
-func historyOps(prefix string, ws []workflow.HistoryWrite) ([]storage.Op, []msgRef, error) {
+//
+// The entries of a loop that keeps its iterations in slots (Entry.Slots)
+// go to their slot's key (slotPath), and its prunes delete nothing: the
+// slots are overwritten (loopslots.go).
+func (a *activation) historyOps(ws []workflow.HistoryWrite) ([]storage.Op, []msgRef, error) {
+	prefix := a.prefix
+	a.slotMu.Lock()
+	defer a.slotMu.Unlock()
+	for _, w := range ws {
+		// Before any key is made: a loop is recorded with its first
+		// iteration's entries.
+		if e := w.Put; e != nil && e.Kind == workflow.KindLoop && e.Slots > 0 {
+			a.noteSlots(e.Path, e.Slots)
+		}
+	}
 	ops := make([]storage.Op, 0, len(ws)+1)
 	var back []msgRef
 	for _, w := range ws {
@@ -190,14 +210,20 @@ func historyOps(prefix string, ws []workflow.HistoryWrite) ([]storage.Op, []msgR
 			if err != nil {
 				return nil, nil, fmt.Errorf("history entry %s does not marshal: %w", w.Put.Path, err)
 			}
-			ops = append(ops, storage.Put(historyKey(prefix, w.Put.Path), b))
+			ops = append(ops, storage.Put(historyKey(prefix, a.slotPath(w.Put.Path)), b))
 		case w.DeleteTree != "":
+			slotted := w.Prune && a.inSlots(w.DeleteTree)
+			key := a.slotPath(w.DeleteTree)
+			a.forgetSlotsUnder(w.DeleteTree)
+			if slotted {
+				continue
+			}
 			// Pruned loop iterations hold no entry at their own path: one
 			// op each instead of two.
 			if !workflow.IsIteration(w.DeleteTree) {
-				ops = append(ops, storage.Delete(historyKey(prefix, w.DeleteTree)))
+				ops = append(ops, storage.Delete(historyKey(prefix, key)))
 			}
-			ops = append(ops, storage.DeletePrefix(historyKey(prefix, w.DeleteTree)+"/"))
+			ops = append(ops, storage.DeletePrefix(historyKey(prefix, key)+"/"))
 		}
 	}
 	return ops, back, nil
@@ -257,7 +283,7 @@ func (h *Host) loadWorkflowState(ctx context.Context, prefix string) (workflowSt
 		hist = append(hist, e)
 	}
 	folded, err := newestFolded(prefix, kvs)
-	return st, hist, folded, err
+	return st, dropPrunedSlots(hist), folded, err
 }
 
 // startWorkflow starts the actor's workflow on history if it has one, it
@@ -669,7 +695,7 @@ func (w *wfHost) RunStep(ctx context.Context, ephemeral bool, fn func(env workfl
 			a.restoreState()
 			return nil, nil
 		}
-		ops, back, err := historyOps(a.prefix, writes)
+		ops, back, err := a.historyOps(writes)
 		if err != nil {
 			return nil, err
 		}
@@ -688,7 +714,7 @@ func (w *wfHost) RunStep(ctx context.Context, ephemeral bool, fn func(env workfl
 			ops = append(ops, storage.Put(a.key(storage.StateSuffix), b))
 			// The state may ride in the step's entry instead, if nothing
 			// of the actor's is queued when this is (statehome.go).
-			if t := foldTarget(writes); t >= 0 {
+			if t := a.foldTarget(writes); t >= 0 {
 				a.turnFold = foldReq{stateIdx: len(ops) - 1, targetIdx: t, path: ops[t].Key[len(a.prefix)+len(storage.WorkflowSuffix):]}
 				a.turnFolds = true
 			}
@@ -718,7 +744,7 @@ func (w *wfHost) RunStep(ctx context.Context, ephemeral bool, fn func(env workfl
 
 func (w *wfHost) Commit(ctx context.Context, writes []workflow.HistoryWrite) error {
 	w.active()
-	ops, back, err := historyOps(w.a.prefix, writes)
+	ops, back, err := w.a.historyOps(writes)
 	if err != nil {
 		return err
 	}
@@ -938,7 +964,7 @@ func (w *wfHost) Receive(ctx context.Context, names []string, max int, record fu
 			got = nil // a race branch that lost meanwhile takes nothing
 			return nil, nil
 		}
-		hops, back, err := historyOps(a.prefix, writes)
+		hops, back, err := a.historyOps(writes)
 		if err != nil {
 			return nil, err
 		}

@@ -92,6 +92,11 @@ type Entry struct {
 	Iteration    int             `json:"iteration,omitempty"`
 	PrunedBefore int             `json:"pruned_before,omitempty"`
 	State        json.RawMessage `json:"state,omitempty"`
+	// Slots, if not 0, is how many iterations of the loop a host keeps in
+	// storage slots (SlotHost): iteration i's entries overwrite those of
+	// iteration i-Slots, which pruning has dropped. Decided when the loop
+	// is first recorded, and kept for that loop.
+	Slots int `json:"slots,omitempty"`
 
 	// Receives: the messages taken, in the order taken.
 	Messages []RecordedMessage `json:"messages,omitempty"`
@@ -155,6 +160,10 @@ type HistoryWrite struct {
 	Put        *Entry       `json:"put,omitempty"`
 	DeleteTree string       `json:"delete_tree,omitempty"`
 	Requeue    []RawMessage `json:"requeue,omitempty"`
+	// Prune marks a DeleteTree of a loop's iteration that pruning drops:
+	// a host that keeps the loop's iterations in slots (Entry.Slots) has
+	// nothing to delete, the slots being overwritten.
+	Prune bool `json:"prune,omitempty"`
 }
 
 // Under reports whether path is tree or lies under it.

@@ -119,6 +119,7 @@ func appendEntry(b []byte, e *Entry) ([]byte, bool) {
 	num("iteration", e.Iteration)
 	num("pruned_before", e.PrunedBefore)
 	raw("state", e.State)
+	num("slots", e.Slots)
 	str("winner", e.Winner, false)
 	str("removed_kind", string(e.RemovedKind), false)
 	num("version", e.Version)

@@ -197,6 +197,16 @@ type BodyGuard interface {
 	MayRunBody() error
 }
 
+// SlotHost is a Host that may keep a loop's iterations in storage slots:
+// a loop first recorded while LoopSlots says yes records Slots (its prune
+// interval plus its history size) in its entry, and its prunes are marked
+// (HistoryWrite.Prune), so that the host overwrites pruned iterations
+// instead of deleting them. A Host without it keeps every iteration
+// under its own path.
+type SlotHost interface {
+	LoopSlots() bool
+}
+
 // RunStatus is how a run ended.
 type RunStatus string
 

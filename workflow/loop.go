@@ -147,6 +147,13 @@ func (x *cx) loop(name string, interval, size int, initial json.RawMessage, body
 		t.advance(e.Time)
 	default:
 		e = &Entry{Path: path, Seq: seq, Kind: KindLoop, Status: StatusPending, State: initial}
+		if sh, ok := r.host.(SlotHost); ok && interval > 0 && sh.LoopSlots() {
+			// At most interval+size iterations are kept at any time
+			// (prunePlan), so iteration i-(interval+size) is pruned
+			// before iteration i writes; and a replay needs only the
+			// iterations since the last checkpoint, at most interval back.
+			e.Slots = interval + size
+		}
 		t.record(HistoryWrite{Put: e})
 	}
 	// Checkpoints come every interval iterations, and at least every 20
@@ -220,7 +227,7 @@ func (x *cx) loop(name string, interval, size int, initial json.RawMessage, body
 		}
 		ws := make([]HistoryWrite, 0, len(trees)+1)
 		for _, tr := range trees {
-			ws = append(ws, HistoryWrite{DeleteTree: tr})
+			ws = append(ws, HistoryWrite{DeleteTree: tr, Prune: true})
 		}
 		t.record(append(ws, HistoryWrite{Put: ne})...)
 		e, owned = ne, false
