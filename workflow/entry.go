@@ -95,7 +95,8 @@ type Entry struct {
 	// Slots, if not 0, is how many iterations of the loop a host keeps in
 	// storage slots (SlotHost): iteration i's entries overwrite those of
 	// iteration i-Slots, which pruning has dropped. Decided when the loop
-	// is first recorded, and kept for that loop.
+	// is first recorded, and kept for that loop: code deployed since that
+	// prunes it less, or not at all, prunes within them.
 	Slots int `json:"slots,omitempty"`
 
 	// Receives: the messages taken, in the order taken.

@@ -156,6 +156,18 @@ func (x *cx) loop(name string, interval, size int, initial json.RawMessage, body
 		}
 		t.record(HistoryWrite{Put: e})
 	}
+	if e.Slots > 0 && (interval <= 0 || interval+size > e.Slots) {
+		// Recorded with slots by code that pruned more (a deploy since
+		// changed the options): its iterations still overwrite those
+		// e.Slots before, so it prunes within them, NoPrune or not, or
+		// an iteration would overwrite one a replay needs.
+		if interval <= 0 || interval >= e.Slots {
+			interval = e.Slots / 2
+		}
+		if size <= 0 || size > e.Slots-interval {
+			size = e.Slots - interval
+		}
+	}
 	// Checkpoints come every interval iterations, and at least every 20
 	// (a loop that prunes rarely or never still checkpoints, so that a
 	// replay does not re-run its whole history).

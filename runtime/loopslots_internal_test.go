@@ -1,0 +1,84 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/workflow"
+)
+
+// A deploy that prunes a loop less often (or keeps more of it) than when
+// it was first recorded: its iterations still go to the slots it recorded,
+// so pruning must keep within them, or an iteration overwrites one that a
+// replay needs, whose step then runs again.
+func TestALoopInSlotsKeepsItsSlotsWhenItsOptionsChange(t *testing.T) {
+	for _, deployed := range []int32{20, workflow.NoPrune} {
+		t.Run(itoa(int(deployed)), func(t *testing.T) { testLoopOptionsChange(t, deployed) })
+	}
+}
+
+func testLoopOptionsChange(t *testing.T, deployed int32) {
+	var interval atomic.Int32
+	interval.Store(2)
+	var runs atomic.Int32
+	actor := rivet.Actor[foldState]{
+		Name:   "folder",
+		Queues: rivet.Queues{"go": rivet.QueueOf[int]()},
+		Run: func(ctx *workflow.Ctx[foldState]) error {
+			iv := int(interval.Load())
+			_, err := workflow.LoopWith(ctx, workflow.LoopOptions[int]{Name: "l", HistoryPruneInterval: iv}, func(lc *workflow.Ctx[foldState], i int) (int, error) {
+				if i == 40 {
+					return i, workflow.Break
+				}
+				if err := lc.Step("s", func(s *workflow.StepCtx[foldState]) error {
+					runs.Add(1)
+					s.State.N++
+					return nil
+				}); err != nil {
+					return i, err
+				}
+				if i == 10 || i == 30 {
+					if _, err := workflow.Next[int](lc, "wait", workflow.NextOptions{Names: []string{"go"}}); err != nil {
+						return i, err
+					}
+				}
+				return i + 1, nil
+			})
+			return err
+		},
+	}
+	e := newFoldEnv(t, actor)
+	ctx := context.Background()
+	if _, _, err := e.h.GetOrCreate(ctx, e.ref, nil); err != nil {
+		t.Fatal(err)
+	}
+	e.waitState(`{"n":11}`)  // waits in iteration 10
+	interval.Store(deployed) // the deploy
+	e.restart()
+	if _, err := e.h.Send(ctx, SendRequest{Ref: e.ref, Queue: "go", Body: json.RawMessage(`1`)}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitState(`{"n":31}`) // waits in iteration 30
+	time.Sleep(50 * time.Millisecond)
+	e.restart()
+	if _, err := e.h.Send(ctx, SendRequest{Ref: e.ref, Queue: "go", Body: json.RawMessage(`1`)}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		got, st := e.inspect()
+		if st == WorkflowCompleted || st == WorkflowFailed {
+			if st != WorkflowCompleted || got != `{"n":40}` || runs.Load() != 40 {
+				ins, _ := e.h.Inspect(ctx, e.ref)
+				t.Fatalf("workflow %s (%s), state %s, the step ran %d times: want completed with {\"n\":40}, 40 runs", st, ins.WorkflowError, got, runs.Load())
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("workflow %s, state %s, %d runs", st, got, runs.Load())
+		}
+	}
+}
