@@ -107,6 +107,10 @@ type activation struct {
 	// and how many (loopslots.go); guarded by slotMu.
 	slotMu sync.Mutex
 	slots  map[string]int
+	// slotKeys are the stored keys of the entries in those loops'
+	// iterations (their paths after "wf/"), with the entries' paths; also
+	// guarded by slotMu.
+	slotKeys map[string]string
 	// turnFold, if turnFolds, is the fold a step's turn asks of its
 	// commit (statehome.go).
 	turnFold  foldReq
@@ -432,7 +436,7 @@ func (e *createInDoubt) Unwrap() error { return e.err }
 // stateRev is the revision of the state key the load read: a state that a
 // history entry carries replaces it if written later.
 func (a *activation) loadWorkflow(ctx context.Context, stateRev int64) error {
-	st, hist, folded, err := a.h.loadWorkflowState(ctx, a.prefix)
+	st, hist, folded, keys, err := a.h.loadWorkflowState(ctx, a.prefix)
 	if err != nil {
 		return rivet.Errorf(rivet.ErrUnavailable, "load %s: workflow: %v", a.describe(), err)
 	}
@@ -448,7 +452,7 @@ func (a *activation) loadWorkflow(ctx context.Context, stateRev int64) error {
 	}
 	a.wf.status, a.history = st, hist
 	a.slotMu.Lock()
-	a.slots = loopSlots(hist)
+	a.slots, a.slotKeys = loopSlots(hist), keys
 	a.slotMu.Unlock()
 	// The queues alone may no longer hold the highest ID given: a receive
 	// in the history keeps the messages it took, and a retry puts them back

@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/rivet-go/rivet/storage"
 	"github.com/rivet-go/rivet/workflow"
 )
 
@@ -153,4 +154,84 @@ func prunedIn(before map[string]int, path string) bool {
 		}
 		i = end
 	}
+}
+
+// A pruned iteration's entries stay in its slot until the iteration that
+// takes the slot next overwrites them; those it does not (it recorded
+// other names: a step named after the item it handles, an inner loop
+// that ran fewer iterations) are deleted when that iteration is pruned in
+// turn. Without, a loop whose iterations record names of their own would
+// grow its history without bound: at most two iterations' entries are
+// kept per slot. A loop that records the same names deletes nothing.
+
+// inSlotTree reports whether path lies in an iteration of a loop of
+// slots, one that keeps its iterations in slots.
+func inSlotTree(slots map[string]int, path string) bool {
+	for i := 0; ; {
+		j := strings.Index(path[i:], "/~")
+		if j < 0 {
+			return false
+		}
+		j += i
+		if slots[path[:j]] > 0 {
+			return true
+		}
+		i = j + 2
+	}
+}
+
+// noteSlotKey records that the entry at path is stored at key. Called
+// with a.slotMu held.
+func (a *activation) noteSlotKey(key, path string) {
+	if !inSlotTree(a.slots, path) {
+		return
+	}
+	if a.slotKeys == nil {
+		a.slotKeys = map[string]string{}
+	}
+	a.slotKeys[key] = path
+}
+
+// forgetSlotKeysUnder forgets the keys that a delete of key and the keys
+// under it removes. Called with a.slotMu held.
+func (a *activation) forgetSlotKeysUnder(key string) {
+	for k := range a.slotKeys {
+		if workflow.Under(k, key) {
+			delete(a.slotKeys, k)
+		}
+	}
+}
+
+// staleInSlot adds to stale, and forgets, the keys of slot (the key of the
+// pruned iteration tree) that hold entries of iterations before tree's:
+// the iteration that took the slot after them did not overwrite them.
+// Called with a.slotMu held.
+func (a *activation) staleInSlot(tree, slot string, stale map[string]bool) map[string]bool {
+	for k, p := range a.slotKeys {
+		if workflow.Under(k, slot) && !workflow.Under(p, tree) {
+			if stale == nil {
+				stale = map[string]bool{}
+			}
+			stale[k] = true
+			delete(a.slotKeys, k)
+		}
+	}
+	return stale
+}
+
+// storedSlotKeys returns the keys (paths after "wf/") of the entries kvs
+// hold in loops that keep slots, with the entries' paths: hist, decoded
+// from kvs, before dropPrunedSlots.
+func storedSlotKeys(prefix string, kvs []storage.KV, hist []workflow.Entry) map[string]string {
+	slots := loopSlots(hist)
+	if len(slots) == 0 {
+		return nil
+	}
+	keys := map[string]string{}
+	for i, kv := range kvs {
+		if inSlotTree(slots, hist[i].Path) {
+			keys[strings.TrimPrefix(kv.Key, prefix+storage.WorkflowSuffix)] = hist[i].Path
+		}
+	}
+	return keys
 }

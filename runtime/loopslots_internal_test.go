@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/storage"
 	"github.com/rivet-go/rivet/workflow"
 )
 
@@ -80,5 +81,59 @@ func testLoopOptionsChange(t *testing.T, deployed int32) {
 		if time.Now().After(deadline) {
 			t.Fatalf("workflow %s, state %s, %d runs", st, got, runs.Load())
 		}
+	}
+}
+
+// A loop whose iterations record names of their own (a step named after
+// the item it handles): no later iteration overwrites them, and pruning,
+// which deletes nothing in slots, must still drop them, or the loop's
+// history grows without bound.
+func TestALoopInSlotsThatRecordsNewNamesStaysBounded(t *testing.T) {
+	const iterations = 100
+	actor := rivet.Actor[foldState]{
+		Name: "folder",
+		Run: func(ctx *workflow.Ctx[foldState]) error {
+			_, err := workflow.LoopWith(ctx, workflow.LoopOptions[int]{Name: "l", HistoryPruneInterval: 5}, func(lc *workflow.Ctx[foldState], i int) (int, error) {
+				if i == iterations {
+					return i, workflow.Break
+				}
+				return i + 1, lc.Step("item-"+itoa(i), func(s *workflow.StepCtx[foldState]) error {
+					s.State.N++
+					return nil
+				})
+			})
+			return err
+		},
+	}
+	e := newFoldEnv(t, actor)
+	ctx := context.Background()
+	if _, _, err := e.h.GetOrCreate(ctx, e.ref, nil); err != nil {
+		t.Fatal(err)
+	}
+	e.waitState(`{"n":100}`)
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, st := e.inspect(); st == WorkflowCompleted {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the workflow did not complete")
+		}
+	}
+	_, _, prefix, err := e.h.locate(e.ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kvs, err := e.store.List(ctx, prefix+storage.WorkflowSuffix, storage.ListOptions{KeysOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The loop's entry, and at most two iterations' entries per slot:
+	// the one written last, and the one before, pruned.
+	if len(kvs) > 1+2*10 {
+		t.Fatalf("%d history keys after %d iterations of a loop with 10 slots: the pruned iterations stayed", len(kvs), iterations)
+	}
+	e.restart()
+	if got, st := e.inspect(); got != `{"n":100}` || st != WorkflowCompleted {
+		t.Fatalf("after a restart: %s, %s", got, st)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -197,6 +198,7 @@ func (a *activation) historyOps(ws []workflow.HistoryWrite) ([]storage.Op, []msg
 	}
 	ops := make([]storage.Op, 0, len(ws)+1)
 	var back []msgRef
+	var stale map[string]bool // slot keys to delete, after ops (foldTarget)
 	for _, w := range ws {
 		switch {
 		case len(w.Requeue) > 0:
@@ -210,14 +212,19 @@ func (a *activation) historyOps(ws []workflow.HistoryWrite) ([]storage.Op, []msg
 			if err != nil {
 				return nil, nil, fmt.Errorf("history entry %s does not marshal: %w", w.Put.Path, err)
 			}
-			ops = append(ops, storage.Put(historyKey(prefix, a.slotPath(w.Put.Path)), b))
+			key := a.slotPath(w.Put.Path)
+			a.noteSlotKey(key, w.Put.Path)
+			delete(stale, key)
+			ops = append(ops, storage.Put(historyKey(prefix, key), b))
 		case w.DeleteTree != "":
 			slotted := w.Prune && a.inSlots(w.DeleteTree)
 			key := a.slotPath(w.DeleteTree)
 			a.forgetSlotsUnder(w.DeleteTree)
 			if slotted {
+				stale = a.staleInSlot(w.DeleteTree, key, stale)
 				continue
 			}
+			a.forgetSlotKeysUnder(key)
 			// Pruned loop iterations hold no entry at their own path: one
 			// op each instead of two.
 			if !workflow.IsIteration(w.DeleteTree) {
@@ -225,6 +232,9 @@ func (a *activation) historyOps(ws []workflow.HistoryWrite) ([]storage.Op, []msg
 			}
 			ops = append(ops, storage.DeletePrefix(historyKey(prefix, key)+"/"))
 		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(stale)) {
+		ops = append(ops, storage.Delete(historyKey(prefix, k)))
 	}
 	return ops, back, nil
 }
@@ -253,37 +263,39 @@ func (a *activation) putBack(back []msgRef) {
 
 // loadWorkflow reads the history and status of an actor with a workflow.
 func (h *Host) loadWorkflow(ctx context.Context, prefix string) (workflowStatus, []workflow.Entry, error) {
-	st, hist, _, err := h.loadWorkflowState(ctx, prefix)
+	st, hist, _, _, err := h.loadWorkflowState(ctx, prefix)
 	return st, hist, err
 }
 
 // loadWorkflowState is loadWorkflow that also returns the newest state the
-// history carries (statehome.go).
-func (h *Host) loadWorkflowState(ctx context.Context, prefix string) (workflowStatus, []workflow.Entry, foldedState, error) {
+// history carries (statehome.go), and the keys of the entries in loops that
+// keep slots, stale ones included (slotKeys).
+func (h *Host) loadWorkflowState(ctx context.Context, prefix string) (workflowStatus, []workflow.Entry, foldedState, map[string]string, error) {
 	var st workflowStatus
 	kv, err := h.store.Get(ctx, prefix+storage.WorkflowStatusSuffix)
 	switch {
 	case err == nil:
 		if err := json.Unmarshal(kv.Value, &st); err != nil {
-			return st, nil, foldedState{}, fmt.Errorf("workflow status does not decode: %w", err)
+			return st, nil, foldedState{}, nil, fmt.Errorf("workflow status does not decode: %w", err)
 		}
 	case !isNotFound(err):
-		return st, nil, foldedState{}, err
+		return st, nil, foldedState{}, nil, err
 	}
 	kvs, err := h.store.List(ctx, prefix+storage.WorkflowSuffix, storage.ListOptions{})
 	if err != nil {
-		return st, nil, foldedState{}, err
+		return st, nil, foldedState{}, nil, err
 	}
 	hist := make([]workflow.Entry, 0, len(kvs))
 	for _, kv := range kvs {
 		var e workflow.Entry
 		if err := json.Unmarshal(kv.Value, &e); err != nil {
-			return st, nil, foldedState{}, fmt.Errorf("history entry %s does not decode: %w", kv.Key, err)
+			return st, nil, foldedState{}, nil, fmt.Errorf("history entry %s does not decode: %w", kv.Key, err)
 		}
 		hist = append(hist, e)
 	}
 	folded, err := newestFolded(prefix, kvs)
-	return st, dropPrunedSlots(hist), folded, err
+	keys := storedSlotKeys(prefix, kvs, hist)
+	return st, dropPrunedSlots(hist), folded, keys, err
 }
 
 // startWorkflow starts the actor's workflow on history if it has one, it

@@ -293,14 +293,19 @@ func TestLongLoopHistoryStaysBounded(t *testing.T) {
 	}
 	maxIters := 0
 	waitFor(t, "10,000 iterations", 5*time.Minute, func() bool {
-		kvs, err := e.store.List(context.Background(), storage.ActorsPrefix, storage.ListOptions{KeysOnly: true})
+		kvs, err := e.store.List(context.Background(), storage.ActorsPrefix, storage.ListOptions{})
 		if err != nil {
 			return false
 		}
+		// By the entries' paths: their keys name the slot, not the
+		// iteration.
 		iters := map[string]bool{}
 		for _, kv := range kvs {
-			if i := strings.Index(kv.Key, "/wf/count/~"); i >= 0 {
-				rest := kv.Key[i+len("/wf/count/~"):]
+			var en struct{ Path string }
+			if !strings.Contains(kv.Key, "/wf/") || json.Unmarshal(kv.Value, &en) != nil {
+				continue
+			}
+			if rest, ok := strings.CutPrefix(en.Path, "count/~"); ok {
 				iters[strings.SplitN(rest, "/", 2)[0]] = true
 			}
 		}
