@@ -279,10 +279,16 @@ func (h *Host) RetryWorkflow(ctx context.Context, ref Ref, from string) (int, er
 		if err := a.waitCommitted(ctx, a.currentVersion()); err != nil {
 			return err
 		}
-		_, entries, err := h.loadWorkflow(ctx, a.prefix)
+		_, entries, _, keys, err := h.loadWorkflowState(ctx, a.prefix)
 		if err != nil {
 			return rivet.Errorf(rivet.ErrUnavailable, "read history: %v", err)
 		}
+		// The loops in slots as storage has them: a retry refused before
+		// (too large) forgot those under the trees it would delete, and
+		// this one would delete entries at their paths, not their slots.
+		a.slotMu.Lock()
+		a.slots, a.slotKeys = loopSlots(entries), keys
+		a.slotMu.Unlock()
 		failedAt := st.FailedAt
 		if st.Status == WorkflowCompleted {
 			failedAt = noEntry // no failure ended it: the caught ones stay

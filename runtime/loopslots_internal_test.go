@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -135,5 +136,76 @@ func TestALoopInSlotsThatRecordsNewNamesStaysBounded(t *testing.T) {
 	e.restart()
 	if got, st := e.inspect(); got != `{"n":100}` || st != WorkflowCompleted {
 		t.Fatalf("after a restart: %s, %s", got, st)
+	}
+}
+
+// A retry refused as too large (it would put back more messages than one
+// transaction holds) changes nothing: the next retry, from a step in a
+// loop in slots, deletes that step's entry at its slot, and it runs again.
+func TestARetryAfterARefusedOneDeletesTheEntryInItsSlot(t *testing.T) {
+	var fail atomic.Bool
+	fail.Store(true)
+	actor := rivet.Actor[foldState]{
+		Name:   "folder",
+		Queues: rivet.Queues{"go": rivet.QueueOf[int](), "in": rivet.QueueOf[int]()},
+		Run: func(ctx *workflow.Ctx[foldState]) error {
+			if _, err := workflow.Next[int](ctx, "wait-go", workflow.NextOptions{Names: []string{"go"}}); err != nil {
+				return err
+			}
+			_, err := workflow.LoopWith(ctx, workflow.LoopOptions[int]{Name: "l", HistoryPruneInterval: 2}, func(lc *workflow.Ctx[foldState], i int) (int, error) {
+				if i == 6 {
+					return i, workflow.Break
+				}
+				if _, err := workflow.NextBatch[int](lc, "take", workflow.NextOptions{Names: []string{"in"}, Count: 40}); err != nil {
+					return i, err
+				}
+				return i + 1, lc.Step("s", func(s *workflow.StepCtx[foldState]) error {
+					if i == 5 && fail.Load() {
+						return workflow.Critical(errors.New("s fails in iteration 5"))
+					}
+					s.State.N++
+					return nil
+				})
+			})
+			return err
+		},
+	}
+	e := newFoldEnv(t, actor)
+	ctx := context.Background()
+	if _, _, err := e.h.GetOrCreate(ctx, e.ref, nil); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 240; i++ {
+		if _, err := e.h.Send(ctx, SendRequest{Ref: e.ref, Queue: "in", Body: json.RawMessage(`1`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := e.h.Send(ctx, SendRequest{Ref: e.ref, Queue: "go", Body: json.RawMessage(`1`)}); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus := func(want string) {
+		t.Helper()
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			got, st := e.inspect()
+			if st == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				ins, _ := e.h.Inspect(ctx, e.ref)
+				t.Fatalf("workflow %s (%s), state %s, want %s", st, ins.WorkflowError, got, want)
+			}
+		}
+	}
+	waitStatus(WorkflowFailed)
+	if _, err := e.h.RetryWorkflow(ctx, e.ref, "wait-go"); !errors.Is(err, rivet.ErrTooLarge) {
+		t.Fatalf("retry from wait-go: %v, want it refused as too large: the test does not test what it says", err)
+	}
+	fail.Store(false)
+	if _, err := e.h.RetryWorkflow(ctx, e.ref, "l/~5/s"); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(WorkflowCompleted)
+	if got, _ := e.inspect(); got != `{"n":6}` {
+		t.Fatalf("state %s, want {\"n\":6}", got)
 	}
 }
