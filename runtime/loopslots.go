@@ -66,18 +66,7 @@ func slotPath(slots map[string]int, path string) string {
 	}
 	var b []byte
 	done := 0 // path[:done] is in b (once b is made)
-	for i := 0; ; {
-		j := strings.Index(path[i:], "/~")
-		if j < 0 {
-			break
-		}
-		j += i
-		end := strings.IndexByte(path[j+2:], '/')
-		if end < 0 {
-			end = len(path)
-		} else {
-			end += j + 2
-		}
+	eachIteration(path, func(j, end int) bool {
 		if n := slots[path[:j]]; n > 0 {
 			if it, err := strconv.Atoi(path[j+2 : end]); err == nil {
 				b = append(b, path[done:j+2]...)
@@ -85,8 +74,8 @@ func slotPath(slots map[string]int, path string) string {
 				done = end
 			}
 		}
-		i = end
-	}
+		return true
+	})
 	if b == nil {
 		return path
 	}
@@ -135,10 +124,26 @@ func dropPrunedSlots(hist []workflow.Entry) []workflow.Entry {
 // prunedIn reports whether path lies in an iteration before its loop's
 // pruned_before.
 func prunedIn(before map[string]int, path string) bool {
+	pruned := false
+	eachIteration(path, func(j, end int) bool {
+		if pb, ok := before[path[:j]]; ok {
+			if it, err := strconv.Atoi(path[j+2 : end]); err == nil && it < pb {
+				pruned = true
+			}
+		}
+		return !pruned
+	})
+	return pruned
+}
+
+// eachIteration calls fn for each loop iteration in path, outermost first,
+// until fn returns false: the loop's path is path[:j], the iteration's
+// number path[j+2:end] ("/~" between them; names cannot start with '~').
+func eachIteration(path string, fn func(j, end int) bool) {
 	for i := 0; ; {
 		j := strings.Index(path[i:], "/~")
 		if j < 0 {
-			return false
+			return
 		}
 		j += i
 		end := strings.IndexByte(path[j+2:], '/')
@@ -147,10 +152,8 @@ func prunedIn(before map[string]int, path string) bool {
 		} else {
 			end += j + 2
 		}
-		if pb, ok := before[path[:j]]; ok {
-			if it, err := strconv.Atoi(path[j+2 : end]); err == nil && it < pb {
-				return true
-			}
+		if !fn(j, end) {
+			return
 		}
 		i = end
 	}
@@ -167,17 +170,12 @@ func prunedIn(before map[string]int, path string) bool {
 // inSlotTree reports whether path lies in an iteration of a loop of
 // slots, one that keeps its iterations in slots.
 func inSlotTree(slots map[string]int, path string) bool {
-	for i := 0; ; {
-		j := strings.Index(path[i:], "/~")
-		if j < 0 {
-			return false
-		}
-		j += i
-		if slots[path[:j]] > 0 {
-			return true
-		}
-		i = j + 2
-	}
+	in := false
+	eachIteration(path, func(j, _ int) bool {
+		in = slots[path[:j]] > 0
+		return !in
+	})
+	return in
 }
 
 // noteSlotKey records that the entry at path is stored at key. Called
