@@ -119,6 +119,21 @@ func (e *foldEnv) waitState(want string) {
 	}
 }
 
+// waitEnded waits for the workflow to complete or fail, and returns the
+// state and the status then.
+func (e *foldEnv) waitEnded() (string, string) {
+	e.t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		got, st := e.inspect()
+		if st == WorkflowCompleted || st == WorkflowFailed {
+			return got, st
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("workflow %s, state %s: not ended", st, got)
+		}
+	}
+}
+
 func (e *foldEnv) stateKey() string {
 	e.t.Helper()
 	_, _, prefix, err := e.h.locate(e.ref)
@@ -184,15 +199,9 @@ func TestTheNewestStateWinsBetweenActionsAndSteps(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.waitState(`{"n":60}`)
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		// The step's state shows before the run records its end.
-		_, st := e.inspect()
-		if st == WorkflowCompleted {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("workflow %s, want completed", st)
-		}
+	// The step's state shows before the run records its end.
+	if _, st := e.waitEnded(); st != WorkflowCompleted {
+		t.Fatalf("workflow %s, want completed", st)
 	}
 	e.restart()
 	if got, _ := e.inspect(); got != `{"n":60}` {
@@ -305,13 +314,8 @@ func TestARetryThatDeletesTheEntryHoldingTheStateKeepsIt(t *testing.T) {
 	}
 	waitFailed := func() {
 		t.Helper()
-		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-			if _, st := e.inspect(); st == WorkflowFailed {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("the workflow did not fail")
-			}
+		if _, st := e.waitEnded(); st != WorkflowFailed {
+			t.Fatalf("workflow %s, want failed", st)
 		}
 	}
 	waitFailed()
@@ -573,18 +577,9 @@ func TestALoopInSlotsResumesAfterARestart(t *testing.T) {
 		}
 	}
 	e.restart()
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		got, st := e.inspect()
-		if st == WorkflowCompleted || st == WorkflowFailed {
-			if st != WorkflowCompleted || got != `{"n":60}` {
-				ins, _ := e.h.Inspect(ctx, e.ref)
-				t.Fatalf("workflow %s (%s), state %s: want completed with {\"n\":60}", st, ins.WorkflowError, got)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("workflow %s, state %s", st, got)
-		}
+	if got, st := e.waitEnded(); st != WorkflowCompleted || got != `{"n":60}` {
+		ins, _ := e.h.Inspect(ctx, e.ref)
+		t.Fatalf("workflow %s (%s), state %s: want completed with {\"n\":60}", st, ins.WorkflowError, got)
 	}
 	h, err := e.h.History(ctx, e.ref)
 	if err != nil {
