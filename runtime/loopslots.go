@@ -64,22 +64,28 @@ func slotPath(slots map[string]int, path string) string {
 	if len(slots) == 0 {
 		return path
 	}
-	var b []byte
-	done := 0 // path[:done] is in b (once b is made)
-	eachIteration(path, func(j, end int) bool {
+	// Built only if an iteration is replaced: every step in a loop
+	// stores an entry (one allocation, not a closure's and a copy's).
+	var b strings.Builder
+	done := 0 // path[:done] is in b (once it is grown)
+	for j, end := nextIteration(path, 0); j >= 0; j, end = nextIteration(path, end) {
 		if n := slots[path[:j]]; n > 0 {
 			if it, err := strconv.Atoi(path[j+2 : end]); err == nil {
-				b = append(b, path[done:j+2]...)
-				b = strconv.AppendInt(b, int64(it%n), 10)
+				if b.Cap() == 0 {
+					b.Grow(len(path))
+				}
+				b.WriteString(path[done : j+2])
+				var nb [20]byte
+				b.Write(strconv.AppendInt(nb[:0], int64(it%n), 10))
 				done = end
 			}
 		}
-		return true
-	})
-	if b == nil {
+	}
+	if b.Cap() == 0 {
 		return path
 	}
-	return string(append(b, path[done:]...))
+	b.WriteString(path[done:])
+	return b.String()
 }
 
 // loopSlots returns the slots of the loops in hist, by path.
@@ -124,39 +130,30 @@ func dropPrunedSlots(hist []workflow.Entry) []workflow.Entry {
 // prunedIn reports whether path lies in an iteration before its loop's
 // pruned_before.
 func prunedIn(before map[string]int, path string) bool {
-	pruned := false
-	eachIteration(path, func(j, end int) bool {
+	for j, end := nextIteration(path, 0); j >= 0; j, end = nextIteration(path, end) {
 		if pb, ok := before[path[:j]]; ok {
 			if it, err := strconv.Atoi(path[j+2 : end]); err == nil && it < pb {
-				pruned = true
+				return true
 			}
 		}
-		return !pruned
-	})
-	return pruned
+	}
+	return false
 }
 
-// eachIteration calls fn for each loop iteration in path, outermost first,
-// until fn returns false: the loop's path is path[:j], the iteration's
-// number path[j+2:end] ("/~" between them; names cannot start with '~').
-func eachIteration(path string, fn func(j, end int) bool) {
-	for i := 0; ; {
-		j := strings.Index(path[i:], "/~")
-		if j < 0 {
-			return
-		}
-		j += i
-		end := strings.IndexByte(path[j+2:], '/')
-		if end < 0 {
-			end = len(path)
-		} else {
-			end += j + 2
-		}
-		if !fn(j, end) {
-			return
-		}
-		i = end
+// nextIteration returns the first loop iteration in path at or after i:
+// the loop's path is path[:j], the iteration's number path[j+2:end] ("/~"
+// between them; names cannot start with '~'); j is -1 if there is none.
+func nextIteration(path string, i int) (j, end int) {
+	j = strings.Index(path[i:], "/~")
+	if j < 0 {
+		return -1, 0
 	}
+	j += i
+	end = strings.IndexByte(path[j+2:], '/')
+	if end < 0 {
+		return j, len(path)
+	}
+	return j, end + j + 2
 }
 
 // A pruned iteration's entries stay in its slot until the iteration that
@@ -170,12 +167,12 @@ func eachIteration(path string, fn func(j, end int) bool) {
 // inSlotTree reports whether path lies in an iteration of a loop of
 // slots, one that keeps its iterations in slots.
 func inSlotTree(slots map[string]int, path string) bool {
-	in := false
-	eachIteration(path, func(j, _ int) bool {
-		in = slots[path[:j]] > 0
-		return !in
-	})
-	return in
+	for j, end := nextIteration(path, 0); j >= 0; j, end = nextIteration(path, end) {
+		if slots[path[:j]] > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // noteSlotKey records that the entry at path is stored at key. Called

@@ -197,3 +197,28 @@ func TestARetryAfterARefusedOneDeletesTheEntryInItsSlot(t *testing.T) {
 		t.Fatalf("state %s, want {\"n\":6}", got)
 	}
 }
+
+// slotPath replaces each iteration of a loop in slots by its slot, an
+// inner loop's included, and leaves every other path as it is.
+func TestSlotPath(t *testing.T) {
+	slots := map[string]int{"l": 10, "l/~43/in": 4, "j/b/m": 3}
+	for path, want := range map[string]string{
+		"l":                "l",
+		"l/~43":            "l/~3",
+		"l/~43/s":          "l/~3/s",
+		"l/~7/s":           "l/~7/s",
+		"l/~43/in":         "l/~3/in",
+		"l/~43/in/~9/s":    "l/~3/in/~1/s",
+		"l/~42/in/~9/s":    "l/~2/in/~9/s", // another instance of the inner loop: not in slots
+		"other/~43/s":      "other/~43/s",
+		"j/b/m/~5/x/y":     "j/b/m/~2/x/y",
+		"l/~123456789/s/t": "l/~9/s/t",
+	} {
+		if got := slotPath(slots, path); got != want {
+			t.Errorf("slotPath(%q) = %q, want %q", path, got, want)
+		}
+	}
+	if got := slotPath(nil, "l/~43/s"); got != "l/~43/s" {
+		t.Errorf("no loops in slots: %q", got)
+	}
+}
