@@ -319,7 +319,7 @@ func (h *Host) RetryWorkflow(ctx context.Context, ref Ref, from string) (int, er
 		if len(back) > 0 {
 			writes = append(writes, workflow.HistoryWrite{Requeue: back})
 		}
-		ops, restored, err := a.historyOps(writes)
+		ops, restored, _, err := a.historyOps(writes)
 		if err != nil {
 			return err
 		}

@@ -148,44 +148,20 @@ func (w *wfState) messageArrived() {
 
 func historyKey(prefix, path string) string { return prefix + storage.WorkflowSuffix + path }
 
-// foldTarget returns the index in historyOps(writes) of the op a step's
-// state may ride in, the put of the last step entry of writes; -1 if none.
-// Called after historyOps, whose slots it reads for the prunes it skips.
-func (a *activation) foldTarget(writes []workflow.HistoryWrite) int {
-	a.slotMu.Lock()
-	defer a.slotMu.Unlock()
-	t, n := -1, 0
-	for _, w := range writes {
-		switch {
-		case len(w.Requeue) > 0:
-			n += len(w.Requeue)
-		case w.Put != nil:
-			if w.Put.Kind == workflow.KindStep {
-				t = n
-			}
-			n++
-		case w.DeleteTree != "":
-			if w.Prune && a.inSlots(w.DeleteTree) {
-				continue
-			}
-			n++
-			if !workflow.IsIteration(w.DeleteTree) {
-				n++
-			}
-		}
-	}
-	return t
-}
-
 // historyOps turns the workflow's history writes into storage ops. The
 // messages its Requeue writes put back in their queues are returned too: the
 // caller puts them back in memory (putBack) once the ops are sure to go to
 // storage, as the retry does, or as a receive forgets those it takes.
 //
 // The entries of a loop that keeps its iterations in slots (Entry.Slots)
-// go to their slot's key (slotPath), and its prunes delete nothing: the
-// slots are overwritten (loopslots.go).
-func (a *activation) historyOps(ws []workflow.HistoryWrite) ([]storage.Op, []msgRef, error) {
+// go to their slot's key (slotPath), and its prunes delete only what the
+// iteration after them in their slot did not overwrite (loopslots.go).
+//
+// step is the index in ops of the put of the last step entry of ws, -1 if
+// none: the op a step's state may ride in (statehome.go). Found here, as
+// the ops are made: what a write turns into depends on the slots that the
+// writes before it in ws left.
+func (a *activation) historyOps(ws []workflow.HistoryWrite) (ops []storage.Op, back []msgRef, step int, err error) {
 	prefix := a.prefix
 	a.slotMu.Lock()
 	defer a.slotMu.Unlock()
@@ -196,9 +172,9 @@ func (a *activation) historyOps(ws []workflow.HistoryWrite) ([]storage.Op, []msg
 			a.noteSlots(e.Path, e.Slots)
 		}
 	}
-	ops := make([]storage.Op, 0, len(ws)+1)
-	var back []msgRef
-	var stale map[string]bool // slot keys to delete, after ops (foldTarget)
+	ops = make([]storage.Op, 0, len(ws)+1)
+	step = -1
+	var stale map[string]bool // slot keys to delete, after ops (step)
 	for _, w := range ws {
 		switch {
 		case len(w.Requeue) > 0:
@@ -210,11 +186,14 @@ func (a *activation) historyOps(ws []workflow.HistoryWrite) ([]storage.Op, []msg
 		case w.Put != nil:
 			b, err := workflow.MarshalEntry(w.Put)
 			if err != nil {
-				return nil, nil, fmt.Errorf("history entry %s does not marshal: %w", w.Put.Path, err)
+				return nil, nil, -1, fmt.Errorf("history entry %s does not marshal: %w", w.Put.Path, err)
 			}
 			key := a.slotPath(w.Put.Path)
 			a.noteSlotKey(key, w.Put.Path)
 			delete(stale, key)
+			if w.Put.Kind == workflow.KindStep {
+				step = len(ops)
+			}
 			ops = append(ops, storage.Put(historyKey(prefix, key), b))
 		case w.DeleteTree != "":
 			slotted := w.Prune && a.inSlots(w.DeleteTree)
@@ -236,7 +215,7 @@ func (a *activation) historyOps(ws []workflow.HistoryWrite) ([]storage.Op, []msg
 	for _, k := range slices.Sorted(maps.Keys(stale)) {
 		ops = append(ops, storage.Delete(historyKey(prefix, k)))
 	}
-	return ops, back, nil
+	return ops, back, step, nil
 }
 
 // putBack puts messages that the workflow had taken back in memory's
@@ -707,7 +686,7 @@ func (w *wfHost) RunStep(ctx context.Context, ephemeral bool, fn func(env workfl
 			a.restoreState()
 			return nil, nil
 		}
-		ops, back, err := a.historyOps(writes)
+		ops, back, target, err := a.historyOps(writes)
 		if err != nil {
 			return nil, err
 		}
@@ -726,8 +705,8 @@ func (w *wfHost) RunStep(ctx context.Context, ephemeral bool, fn func(env workfl
 			ops = append(ops, storage.Put(a.key(storage.StateSuffix), b))
 			// The state may ride in the step's entry instead, if nothing
 			// of the actor's is queued when this is (statehome.go).
-			if t := a.foldTarget(writes); t >= 0 {
-				a.turnFold = foldReq{stateIdx: len(ops) - 1, targetIdx: t, path: ops[t].Key[len(a.prefix)+len(storage.WorkflowSuffix):]}
+			if target >= 0 {
+				a.turnFold = foldReq{stateIdx: len(ops) - 1, targetIdx: target, path: ops[target].Key[len(a.prefix)+len(storage.WorkflowSuffix):]}
 				a.turnFolds = true
 			}
 		}
@@ -756,7 +735,7 @@ func (w *wfHost) RunStep(ctx context.Context, ephemeral bool, fn func(env workfl
 
 func (w *wfHost) Commit(ctx context.Context, writes []workflow.HistoryWrite) error {
 	w.active()
-	ops, back, err := w.a.historyOps(writes)
+	ops, back, _, err := w.a.historyOps(writes)
 	if err != nil {
 		return err
 	}
@@ -976,7 +955,7 @@ func (w *wfHost) Receive(ctx context.Context, names []string, max int, record fu
 			got = nil // a race branch that lost meanwhile takes nothing
 			return nil, nil
 		}
-		hops, back, err := a.historyOps(writes)
+		hops, back, _, err := a.historyOps(writes)
 		if err != nil {
 			return nil, err
 		}
