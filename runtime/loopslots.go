@@ -8,17 +8,19 @@ import (
 	"github.com/rivet-go/rivet/workflow"
 )
 
-// A loop first recorded while every node reads storage format 2 keeps its
-// iterations in slots (workflow.Entry.Slots = its prune interval plus its
-// history size): iteration i's entries are stored under "loop/~(i mod
-// Slots)/...", overwriting those of iteration i-Slots, which pruning has
-// dropped by then, and a prune deletes nothing. A pruned iteration cost a
-// delete per entry, an etcd tombstone as costly as the put that wrote it
-// (docs/benchmarks.md, session 26). Entries keep their real path in their
-// value; a load drops the ones of iterations before their loop's
-// pruned_before (dropPrunedSlots), which a later iteration had not
-// overwritten. A loop recorded without Slots (by an older build, or before
-// every node read format 2) keeps an entry per path, as before, to its end.
+// A loop that prunes, first recorded while every node reads storage
+// format 2, keeps its iterations in slots (workflow.Entry.Slots = its prune
+// interval plus its history size): iteration i's entries are stored under
+// "loop/~(i mod Slots)/...", overwriting those of iteration i-Slots, which pruning has
+// dropped by then, and a prune deletes only what that overwrite missed
+// (below: none when the iterations record the same names). A pruned
+// iteration cost a delete per entry, an etcd tombstone as costly as the
+// put that wrote it (docs/benchmarks.md, session 26). Entries keep their
+// real path in their value; a load drops the ones of iterations before
+// their loop's pruned_before (dropPrunedSlots), which a later iteration had
+// not overwritten. A loop that does not prune (NoPrune), or recorded
+// without Slots (by an older build, or before every node read format 2),
+// keeps an entry per path, as before, to its end.
 
 // LoopSlots lets a loop first recorded now keep its iterations in slots:
 // only while every node reads them (SetStateInHistory, format 2).

@@ -115,7 +115,7 @@ const (
 	MetaSuffix     = "meta"
 	StateSuffix    = "state"
 	QueueSuffix    = "q/"  // q/<seq as 20 digits>/<queue>
-	WorkflowSuffix = "wf/" // wf/<entry path>
+	WorkflowSuffix = "wf/" // wf/<entry path; a loop's iteration by its slot if it keeps slots>
 	// WorkflowStatusSuffix holds the workflow's status (running, completed,
 	// failed) and error; outside wf/ so that history prefix deletes never
 	// touch it.
