@@ -142,9 +142,10 @@ type activation struct {
 	// is unknown learns it from storage (waitDurable).
 	failedOps []storage.Op
 	failedVer uint64
-	// home is the path of the history entry that holds the newest state
-	// queued ("": the state key does), homeState that state
-	// (statehome.go).
+	// home is the key, after "wf/", of the history entry that holds the
+	// newest state queued ("": the state key does), homeState that state
+	// (statehome.go). A key, not an entry's path: an entry of a loop in
+	// slots is stored at its slot's (loopslots.go).
 	home      string
 	homeState []byte
 	// advanced is closed when committed or failed changes, if a waiter

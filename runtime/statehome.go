@@ -13,8 +13,10 @@ import (
 // A workflow step that changes the actor's state stores the state in its
 // own history entry, not in the state key: one etcd key per step instead of
 // two (docs/architecture.md, "A step's state rides in its history entry").
-// The state key trails: it is written by actions, at creation, and whenever
-// the entry that holds the newest state (the activation's home) is deleted.
+// The state key trails: it is written by actions, at creation, by a step
+// that cannot fold (writes of the actor queued, or a node of an older build
+// registered), and whenever the entry that holds the newest state (the
+// activation's home) is deleted.
 // A load takes the newest of the state key and the entries that carry a
 // state, by the revision they were written at.
 //
@@ -59,7 +61,7 @@ func withState(entry, state []byte) []byte {
 
 // foldReq asks placeState to move a step's state write into its entry:
 // ops[stateIdx] is the state key's put, ops[targetIdx] the put of the
-// entry at path.
+// entry at path (its key after "wf/", which names its slot if it has one).
 type foldReq struct {
 	stateIdx, targetIdx int
 	path                string
@@ -124,8 +126,8 @@ func (a *activation) placeState(ops []storage.Op, fold *foldReq) (pre, out []sto
 // foldedState is the newest state the history entries of one actor carry.
 type foldedState struct {
 	state []byte
-	rev   int64 // 0: none carries one
-	path  string
+	rev   int64  // 0: none carries one
+	path  string // the entry's key after "wf/" (its slot's, in slots)
 }
 
 // newestFolded returns the newest state that the history entries kvs (an
