@@ -222,3 +222,58 @@ func TestSlotPath(t *testing.T) {
 		t.Errorf("no loops in slots: %q", got)
 	}
 }
+
+// A loop recorded while a node of an older build is registered keeps an
+// entry per path, and its prunes delete them: its history stays bounded
+// too (TestLongLoopHistoryStaysBounded, on a host alone, records its loop
+// in slots).
+func TestALoopWithoutSlotsDeletesWhatItPrunes(t *testing.T) {
+	const iterations = 100
+	e := newFoldEnv(t, foldActor(iterations, func(int) bool { return true }, 5))
+	counted := &countingStore{Store: e.store}
+	e.store = counted
+	e.restart()
+	e.h.SetStateInHistory(false)
+	ctx := context.Background()
+	if _, _, err := e.h.GetOrCreate(ctx, e.ref, nil); err != nil {
+		t.Fatal(err)
+	}
+	// The loop's last prune commits with its end; the run then waits.
+	if _, err := e.h.Send(ctx, SendRequest{Ref: e.ref, Queue: "go", Body: json.RawMessage(`1`)}); err != nil {
+		t.Fatal(err)
+	}
+	if got, st := e.waitEnded(); st != WorkflowCompleted || got != `{"n":1000}` {
+		t.Fatalf("workflow %s, state %s: want completed with {\"n\":1000}", st, got)
+	}
+	_, _, prefix, err := e.h.locate(e.ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kvs, err := e.store.List(ctx, prefix+storage.WorkflowSuffix, storage.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	iters := 0
+	for _, kv := range kvs {
+		var en workflow.Entry
+		if err := json.Unmarshal(kv.Value, &en); err != nil {
+			t.Fatal(err)
+		}
+		if key := kv.Key[len(prefix)+len(storage.WorkflowSuffix):]; key != en.Path {
+			t.Fatalf("entry %s stored at %s: a loop recorded without slots keeps its entries at their paths", en.Path, key)
+		}
+		if en.Kind == workflow.KindLoop && en.Slots != 0 {
+			t.Fatalf("loop recorded with %d slots while a node of an older build was registered", en.Slots)
+		}
+		if en.Kind == workflow.KindStep && len(en.Path) > 2 && en.Path[:2] == "l/" {
+			iters++
+		}
+	}
+	// Pruned every 5 iterations, 5 kept: at most 10 iterations at once.
+	if iters == 0 || iters > 10 {
+		t.Fatalf("%d iterations' entries stored after %d iterations, want 1 to 10", iters, iterations)
+	}
+	if counted.historyDeletes.Load() == 0 {
+		t.Fatal("no history deletes: the prunes of a loop without slots delete its iterations")
+	}
+}
