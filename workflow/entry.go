@@ -88,7 +88,9 @@ type Entry struct {
 	Deadline time.Time `json:"deadline,omitzero"`
 
 	// Loops. Iteration is the next iteration to run; State is the loop
-	// state it starts from. Iterations before PrunedBefore were deleted.
+	// state it starts from. Iterations before PrunedBefore were deleted
+	// (in slots, Slots: left to be overwritten, and dropped when a host
+	// reads the history).
 	Iteration    int             `json:"iteration,omitempty"`
 	PrunedBefore int             `json:"pruned_before,omitempty"`
 	State        json.RawMessage `json:"state,omitempty"`
@@ -162,8 +164,9 @@ type HistoryWrite struct {
 	DeleteTree string       `json:"delete_tree,omitempty"`
 	Requeue    []RawMessage `json:"requeue,omitempty"`
 	// Prune marks a DeleteTree of a loop's iteration that pruning drops:
-	// a host that keeps the loop's iterations in slots (Entry.Slots) has
-	// nothing to delete, the slots being overwritten.
+	// a host that keeps the loop's iterations in slots (Entry.Slots)
+	// leaves them to be overwritten, and deletes only the entries of
+	// earlier iterations that the pruned one did not overwrite.
 	Prune bool `json:"prune,omitempty"`
 }
 
