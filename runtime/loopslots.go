@@ -11,9 +11,10 @@ import (
 // A loop that prunes, first recorded while every node reads storage
 // format 2, keeps its iterations in slots (workflow.Entry.Slots = its prune
 // interval plus its history size): iteration i's entries are stored under
-// "loop/~(i mod Slots)/...", overwriting those of iteration i-Slots, which pruning has
-// dropped by then, and a prune deletes only what that overwrite missed
-// (below: none when the iterations record the same names). A pruned
+// "loop/~(i mod Slots)/...", overwriting those of iteration i-Slots, which
+// pruning has dropped by then, and a prune deletes only what that
+// overwrite missed (below: none when the iterations record the same
+// names). A pruned
 // iteration cost a delete per entry, an etcd tombstone as costly as the
 // put that wrote it (docs/benchmarks.md, session 26). Entries keep their
 // real path in their value; a load drops the ones of iterations before

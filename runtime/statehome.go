@@ -38,9 +38,10 @@ import (
 //     goroutine queues them (the workflow's Commit is not a turn).
 
 // StorageFormat is the newest storage format this build writes, advertised
-// in its node record. 2: a step's state may ride in its history entry,
-// which builds advertising none (format 1) do not read; a node writes
-// format 2 only while every registered node advertises it (SetStateInHistory).
+// in its node record. 2: a step's state may ride in its history entry, and
+// a loop's iterations be stored in slots (loopslots.go), which builds
+// advertising none (format 1) do not read; a node writes format 2 only
+// while every registered node advertises it (SetStateInHistory).
 const StorageFormat = 2
 
 // foldedStateField opens a history entry that carries the actor's state:
