@@ -55,9 +55,7 @@ func testLoopOptionsChange(t *testing.T, deployed int32) {
 	}
 	e := newFoldEnv(t, actor)
 	ctx := context.Background()
-	if _, _, err := e.h.GetOrCreate(ctx, e.ref, nil); err != nil {
-		t.Fatal(err)
-	}
+	e.create()
 	e.waitState(`{"n":11}`)  // waits in iteration 10
 	interval.Store(deployed) // the deploy
 	e.restart()
@@ -101,9 +99,7 @@ func TestALoopInSlotsThatRecordsNewNamesStaysBounded(t *testing.T) {
 	}
 	e := newFoldEnv(t, actor)
 	ctx := context.Background()
-	if _, _, err := e.h.GetOrCreate(ctx, e.ref, nil); err != nil {
-		t.Fatal(err)
-	}
+	e.create()
 	e.waitState(`{"n":100}`)
 	if _, st := e.waitEnded(); st != WorkflowCompleted {
 		t.Fatalf("workflow %s, want completed", st)
@@ -160,9 +156,7 @@ func TestARetryAfterARefusedOneDeletesTheEntryInItsSlot(t *testing.T) {
 	}
 	e := newFoldEnv(t, actor)
 	ctx := context.Background()
-	if _, _, err := e.h.GetOrCreate(ctx, e.ref, nil); err != nil {
-		t.Fatal(err)
-	}
+	e.create()
 	for i := 0; i < 240; i++ {
 		if _, err := e.h.Send(ctx, SendRequest{Ref: e.ref, Queue: "in", Body: json.RawMessage(`1`)}); err != nil {
 			t.Fatal(err)
@@ -235,9 +229,7 @@ func TestALoopWithoutSlotsDeletesWhatItPrunes(t *testing.T) {
 	e.restart()
 	e.h.SetStateInHistory(false)
 	ctx := context.Background()
-	if _, _, err := e.h.GetOrCreate(ctx, e.ref, nil); err != nil {
-		t.Fatal(err)
-	}
+	e.create()
 	// The loop's last prune commits with its end; the run then waits.
 	if _, err := e.h.Send(ctx, SendRequest{Ref: e.ref, Queue: "go", Body: json.RawMessage(`1`)}); err != nil {
 		t.Fatal(err)

@@ -119,6 +119,14 @@ func (e *foldEnv) waitState(want string) {
 	}
 }
 
+// create creates the actor, which starts its workflow.
+func (e *foldEnv) create() {
+	e.t.Helper()
+	if _, _, err := e.h.GetOrCreate(context.Background(), e.ref, nil); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
 // waitEnded waits for the workflow to complete or fail, and returns the
 // state and the status then.
 func (e *foldEnv) waitEnded() (string, string) {
@@ -163,9 +171,7 @@ func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
 // the actor loaded again all see the state of the last step.
 func TestAStepsStateRidesInItsEntry(t *testing.T) {
 	e := newFoldEnv(t, foldActor(12, func(int) bool { return true }, 5))
-	if _, _, err := e.h.GetOrCreate(context.Background(), e.ref, nil); err != nil {
-		t.Fatal(err)
-	}
+	e.create()
 	e.waitState(`{"n":12}`)
 	if got := e.stateKey(); got != `{"n":0}` {
 		t.Fatalf("state key %s after 12 steps that changed the state: the steps wrote it, want it left as created ({\"n\":0})", got)
@@ -184,9 +190,7 @@ func TestAStepsStateRidesInItsEntry(t *testing.T) {
 func TestTheNewestStateWinsBetweenActionsAndSteps(t *testing.T) {
 	e := newFoldEnv(t, foldActor(1, func(int) bool { return true }, 0))
 	ctx := context.Background()
-	if _, _, err := e.h.GetOrCreate(ctx, e.ref, nil); err != nil {
-		t.Fatal(err)
-	}
+	e.create()
 	e.waitState(`{"n":1}`)
 	if got := e.call("add", 5); got != "6" {
 		t.Fatalf("add 5: %s, want 6", got)
@@ -221,9 +225,7 @@ func TestAStateInAPrunedIterationSurvives(t *testing.T) {
 	e.store = counted
 	e.restart()
 	ctx := context.Background()
-	if _, _, err := e.h.GetOrCreate(ctx, e.ref, nil); err != nil {
-		t.Fatal(err)
-	}
+	e.create()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		h, err := e.h.History(ctx, e.ref)
@@ -309,9 +311,7 @@ func TestARetryThatDeletesTheEntryHoldingTheStateKeepsIt(t *testing.T) {
 	}
 	e := newFoldEnv(t, actor)
 	ctx := context.Background()
-	if _, _, err := e.h.GetOrCreate(ctx, e.ref, nil); err != nil {
-		t.Fatal(err)
-	}
+	e.create()
 	waitFailed := func() {
 		t.Helper()
 		if _, st := e.waitEnded(); st != WorkflowFailed {
@@ -340,9 +340,7 @@ func TestARetryThatDeletesTheEntryHoldingTheStateKeepsIt(t *testing.T) {
 func TestStepsWriteTheStateKeyWhileTheClusterMayNotReadEntries(t *testing.T) {
 	e := newFoldEnv(t, foldActor(3, func(int) bool { return true }, 0))
 	e.h.SetStateInHistory(false)
-	if _, _, err := e.h.GetOrCreate(context.Background(), e.ref, nil); err != nil {
-		t.Fatal(err)
-	}
+	e.create()
 	e.waitState(`{"n":3}`)
 	if got := e.stateKey(); got != `{"n":3}` {
 		t.Fatalf("state key %s, want {\"n\":3}: a node of an older build would read it", got)
@@ -354,10 +352,7 @@ func TestStepsWriteTheStateKeyWhileTheClusterMayNotReadEntries(t *testing.T) {
 // stays in storage, and the state key is older.
 func TestAStateInHistoryOutlivesTheTypesWorkflow(t *testing.T) {
 	e := newFoldEnv(t, foldActor(3, func(int) bool { return true }, 0))
-	ctx := context.Background()
-	if _, _, err := e.h.GetOrCreate(ctx, e.ref, nil); err != nil {
-		t.Fatal(err)
-	}
+	e.create()
 	e.waitState(`{"n":3}`)
 	// The next build: the same type, its actions only.
 	noRun := foldActor(0, nil, 0)
@@ -504,9 +499,7 @@ func (s *beforeHistoryList) List(ctx context.Context, prefix string, opts storag
 func TestInspectSeesTheStateOfACommitThatDeletesItsHome(t *testing.T) {
 	e := newFoldEnv(t, foldActor(12, func(int) bool { return true }, 0))
 	ctx := context.Background()
-	if _, _, err := e.h.GetOrCreate(ctx, e.ref, nil); err != nil {
-		t.Fatal(err)
-	}
+	e.create()
 	e.waitState(`{"n":12}`)
 	_, _, prefix, err := e.h.locate(e.ref)
 	if err != nil {
@@ -566,9 +559,7 @@ func TestALoopInSlotsResumesAfterARestart(t *testing.T) {
 	}
 	e := newFoldEnv(t, actor)
 	ctx := context.Background()
-	if _, _, err := e.h.GetOrCreate(ctx, e.ref, nil); err != nil {
-		t.Fatal(err)
-	}
+	e.create()
 	// A restart before iteration 30 reaches its wait replays to it all
 	// the same: the loop is in its middle either way, not ended.
 	e.waitState(`{"n":30}`)
