@@ -160,6 +160,7 @@ func (n *Node) watchCluster(ctx context.Context) {
 				n.own.SyncRecord(rec, kv.ModRevision)
 			}
 		}
+		// After taking the channels too, so that no change is missed.
 		n.gateStateInHistory()
 		select {
 		case <-ctx.Done():
@@ -397,7 +398,7 @@ func (n *Node) gateStateInHistory() {
 	if !on && n.host.StateInHistory() {
 		var older []string
 		for id, r := range recs {
-			if r.StorageFormat < runtime.StorageFormat {
+			if !readsStateInHistory(r) {
 				older = append(older, id)
 			}
 		}
@@ -415,9 +416,13 @@ func (n *Node) gateStateInHistory() {
 // format 2 is not supported (docs/deploy.md).
 func allReadStateInHistory(recs map[string]runtime.NodeRecord) bool {
 	for _, r := range recs {
-		if r.StorageFormat < 2 {
+		if !readsStateInHistory(r) {
 			return false
 		}
 	}
 	return len(recs) > 0
 }
+
+// readsStateInHistory reports whether a node reads storage format 2,
+// whatever newer format its build writes.
+func readsStateInHistory(r runtime.NodeRecord) bool { return r.StorageFormat >= 2 }
