@@ -49,6 +49,12 @@ type activation struct {
 	part   uint32
 	spec   *rivet.Spec
 	prefix string
+	// stateKeyAt is prefix + the state suffix, made once (stateKey): a
+	// workflow step that changes the state names the key each time.
+	stateKeyAt string
+	// historyAt is prefix + the workflow suffix (historyPrefix), made
+	// once for the same reason.
+	historyAt string
 	// fence is the partition claim this activation was loaded under. It is
 	// never refreshed: if the claim changes, another node may have written
 	// since, so this activation's memory is stale and its commits must fail.
@@ -185,6 +191,22 @@ func (a *activation) retire() <-chan struct{} {
 }
 
 func (a *activation) key(suffix string) string { return a.prefix + suffix }
+
+// historyPrefix is the prefix of the keys of the actor's workflow history.
+func (a *activation) historyPrefix() string {
+	if a.historyAt != "" {
+		return a.historyAt
+	}
+	return a.prefix + storage.WorkflowSuffix
+}
+
+// stateKey is the key of the actor's state.
+func (a *activation) stateKey() string {
+	if a.stateKeyAt != "" {
+		return a.stateKeyAt
+	}
+	return a.key(storage.StateSuffix)
+}
 
 func queueKey(prefix string, seq uint64, queue string) string {
 	return fmt.Sprintf("%s%s%020d/%s", prefix, storage.QueueSuffix, seq, queue)
@@ -379,7 +401,7 @@ func (a *activation) load(ctx context.Context, create bool, input json.RawMessag
 		ib, _ := json.Marshal(indexEntry{Partition: a.part, CreatedAt: meta.CreatedAt})
 		ops := []storage.Op{
 			storage.Put(a.key(storage.MetaSuffix), mb),
-			storage.Put(a.key(storage.StateSuffix), sb),
+			storage.Put(a.stateKey(), sb),
 			storage.Put(storage.IndexKey(a.ref.Name, a.enc), ib),
 		}
 		if a.spec.Run != nil {

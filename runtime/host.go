@@ -490,6 +490,7 @@ func (h *Host) activateFor(ctx context.Context, ref Ref, sp *rivet.Spec, create 
 			}
 			a = &activation{
 				h: h, ref: Ref{Name: ref.Name, Key: append([]string(nil), ref.Key...)}, id: id, enc: enc, part: part, spec: sp, prefix: prefix,
+				stateKeyAt: prefix + storage.StateSuffix, historyAt: prefix + storage.WorkflowSuffix,
 				fence: storage.Fence{Partition: part, Token: token},
 				ready: make(chan struct{}), woken: make(chan struct{}),
 				wf: wfState{queued: &h.queued},
@@ -1001,7 +1002,7 @@ func (a *activation) saveState() (wrote bool, _ error) {
 	}
 	ops := a.schedOps()
 	if changed {
-		ops = append(ops, storage.Put(a.key(storage.StateSuffix), b))
+		ops = append(ops, storage.Put(a.stateKey(), b))
 	}
 	if len(ops) == 0 {
 		return false, nil

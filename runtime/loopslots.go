@@ -64,18 +64,21 @@ func (a *activation) slotPath(path string) string {
 }
 
 func slotPath(slots map[string]int, path string) string {
-	if len(slots) == 0 {
-		return path
-	}
-	// Built only if an iteration is replaced: every step in a loop
-	// stores an entry (one allocation, not a closure's and a copy's).
+	return slotKeyIn(slots, "", path)
+}
+
+// slotKeyIn returns head + slotPath(slots, path), made with one allocation
+// (none if head is "" and no iteration is replaced): every step in a loop
+// stores an entry under its slot's key.
+func slotKeyIn(slots map[string]int, head, path string) string {
 	var b strings.Builder
 	done := 0 // path[:done] is in b (once it is grown)
-	for j, end := nextIteration(path, 0); j >= 0; j, end = nextIteration(path, end) {
+	for j, end := nextIteration(path, 0); len(slots) > 0 && j >= 0; j, end = nextIteration(path, end) {
 		if n := slots[path[:j]]; n > 0 {
 			if it, err := strconv.Atoi(path[j+2 : end]); err == nil {
 				if b.Cap() == 0 {
-					b.Grow(len(path))
+					b.Grow(len(head) + len(path))
+					b.WriteString(head)
 				}
 				b.WriteString(path[done : j+2])
 				var nb [20]byte
@@ -85,7 +88,10 @@ func slotPath(slots map[string]int, path string) string {
 		}
 	}
 	if b.Cap() == 0 {
-		return path
+		if head == "" {
+			return path
+		}
+		return head + path
 	}
 	b.WriteString(path[done:])
 	return b.String()

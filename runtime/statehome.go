@@ -84,7 +84,7 @@ func (a *activation) placeState(ops []storage.Op, fold *foldReq) (pre, out []sto
 	if a.home == "" {
 		return nil, ops
 	}
-	stateKey := a.key(storage.StateSuffix)
+	stateKey := a.stateKey()
 	for _, op := range ops {
 		if op.Kind == storage.OpPut && op.Key == stateKey {
 			// The newest state goes to the state key.

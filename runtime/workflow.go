@@ -188,13 +188,16 @@ func (a *activation) historyOps(ws []workflow.HistoryWrite) (ops []storage.Op, b
 			if err != nil {
 				return nil, nil, -1, fmt.Errorf("history entry %s does not marshal: %w", w.Put.Path, err)
 			}
-			key := a.slotPath(w.Put.Path)
+			// The op's key, and in it the key under "wf/".
+			head := a.historyPrefix()
+			full := slotKeyIn(a.slots, head, w.Put.Path)
+			key := full[len(head):]
 			a.noteSlotKey(key, w.Put.Path)
 			delete(stale, key)
 			if w.Put.Kind == workflow.KindStep {
 				step = len(ops)
 			}
-			ops = append(ops, storage.Put(historyKey(prefix, key), b))
+			ops = append(ops, storage.Put(full, b))
 		case w.DeleteTree != "":
 			slotted := w.Prune && a.inSlots(w.DeleteTree)
 			key := a.slotPath(w.DeleteTree)
@@ -212,8 +215,11 @@ func (a *activation) historyOps(ws []workflow.HistoryWrite) (ops []storage.Op, b
 			ops = append(ops, storage.DeletePrefix(historyKey(prefix, key)+"/"))
 		}
 	}
-	for _, k := range slices.Sorted(maps.Keys(stale)) {
-		ops = append(ops, storage.Delete(historyKey(prefix, k)))
+	if len(stale) > 0 {
+		// Guarded: the iterator of an empty set still costs allocations.
+		for _, k := range slices.Sorted(maps.Keys(stale)) {
+			ops = append(ops, storage.Delete(historyKey(prefix, k)))
+		}
 	}
 	return ops, back, step, nil
 }
@@ -702,7 +708,7 @@ func (w *wfHost) RunStep(ctx context.Context, ephemeral bool, fn func(env workfl
 			return nil, rivet.Errorf(rivet.ErrTooLarge, "state of %s would be %d bytes, the limit is %d", a.describe(), len(b), a.h.cfg.MaxStateBytes)
 		}
 		if changed {
-			ops = append(ops, storage.Put(a.key(storage.StateSuffix), b))
+			ops = append(ops, storage.Put(a.stateKey(), b))
 			// The state may ride in the step's entry instead, if nothing
 			// of the actor's is queued when this is (statehome.go).
 			if target >= 0 {

@@ -65,8 +65,12 @@ func LoopWith[S, L any](c *Ctx[S], opts LoopOptions[L], fn func(*Ctx[S], L) (L, 
 	if size <= 0 {
 		size = interval
 	}
+	// One variable for every iteration's state (decoding into it moves
+	// it to the heap), zeroed before each decode so that nothing of the
+	// last iteration's value leaks into the next: the body gets a copy.
+	var s L
 	out, path, err := c.x.loop(opts.Name, interval, size, initial, func(ix *cx, state json.RawMessage) (json.RawMessage, bool, error) {
-		var s L
+		s = zero
 		if err := decodeInto(ix.sc.path, state, &s); err != nil {
 			return nil, false, err
 		}

@@ -152,6 +152,9 @@ func (x *cx) attempt(path string, seq, n int, sp stepSpec) (*Entry, error) {
 		body        func(env StepEnv, ctx context.Context, attempt int) (json.RawMessage, error)
 		pol         retryPolicy
 		hasRollback bool
+		// one holds the batch of an attempt with no pending writes (the
+		// usual case): no slice of its own to allocate.
+		one [1]HistoryWrite
 	}
 	res.body, res.pol, res.hasRollback = sp.body, sp.pol, sp.rollback != nil
 	fn := func(env StepEnv) []HistoryWrite {
@@ -186,7 +189,7 @@ func (x *cx) attempt(path string, seq, n int, sp stepSpec) (*Entry, error) {
 		res.ne = recordAttempt(path, n, attemptResult{start: start, end: t.stamp(), output: out, err: err, timedOut: timedOut}, res.pol)
 		res.ne.Seq = seq
 		res.ne.HasRollback = res.hasRollback && res.ne.Status == StatusCompleted
-		res.batch = AppendWrites(append([]HistoryWrite(nil), t.pending...), HistoryWrite{Put: res.ne})
+		res.batch = AppendWrites(append(res.one[:0], t.pending...), HistoryWrite{Put: res.ne})
 		return res.batch
 	}
 	if sp.stateless {
