@@ -313,6 +313,22 @@ func newScope(path string) *scope {
 	return s
 }
 
+// scopedCx is a cx and the scope it opens, allocated together: every loop
+// iteration and join or race branch makes one of each.
+type scopedCx struct {
+	x  cx
+	sc scope
+}
+
+// newScopedCx returns a cx on thread t in a new scope at path.
+func newScopedCx(t *thread, path string) *cx {
+	s := &scopedCx{}
+	s.sc.path = path
+	s.sc.names = s.sc.buf[:0]
+	s.x.t, s.x.sc = t, &s.sc
+	return &s.x
+}
+
 // scopeMapAbove is the number of names past which a scope looks names up
 // in a map.
 const scopeMapAbove = 8

@@ -286,7 +286,7 @@ func (t *thread) child(ctx context.Context, slot *raceSlot) *thread {
 // runBranch runs one branch's function in its scope and checks that the
 // scope is done.
 func runBranch(c *thread, path string, run func(*cx) (json.RawMessage, error)) branchResult {
-	bx := &cx{t: c, sc: newScope(path)}
+	bx := newScopedCx(c, path)
 	out, err := run(bx)
 	if err == nil {
 		err = c.r.checkEnd(path)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 )
 
 // LoopOptions configure LoopWith.
@@ -71,15 +72,20 @@ func LoopWith[S, L any](c *Ctx[S], opts LoopOptions[L], fn func(*Ctx[S], L) (L, 
 	var s L
 	out, path, err := c.x.loop(opts.Name, interval, size, initial, func(ix *cx, state json.RawMessage) (json.RawMessage, bool, error) {
 		s = zero
-		if err := decodeInto(ix.sc.path, state, &s); err != nil {
-			return nil, false, err
+		if !decodeIntState(state, &s) {
+			if err := decodeInto(ix.sc.path, state, &s); err != nil {
+				return nil, false, err
+			}
 		}
 		ns, err := fn(&Ctx[S]{x: ix}, s)
 		brk := errors.Is(err, Break) && !isControl(err)
 		if err != nil && !brk {
 			return nil, false, err
 		}
-		b, err := json.Marshal(ns)
+		b, err := encodeIntState(&ns)
+		if b == nil && err == nil {
+			b, err = json.Marshal(ns)
+		}
 		if err != nil {
 			return nil, false, fmt.Errorf("workflow: loop %q: state does not marshal to JSON: %w", ix.sc.path, err)
 		}
@@ -93,6 +99,68 @@ func LoopWith[S, L any](c *Ctx[S], opts LoopOptions[L], fn func(*Ctx[S], L) (L, 
 		return zero, err
 	}
 	return v, nil
+}
+
+// Every iteration of a loop decodes the state the last one encoded, and a
+// counter or a cursor (an int) is the usual state: decodeIntState and
+// encodeIntState do it for int and int64 without encoding/json's
+// reflection, and give what it gives. Anything else is left to json.
+
+// decodeIntState decodes raw into *p if L is int or int64 and raw is a
+// plain JSON integer that fits; false leaves *p alone, for
+// json.Unmarshal (null, spaces, a fraction, an exponent, a larger number:
+// its value or its error).
+func decodeIntState[L any](raw []byte, p *L) bool {
+	switch q := any(p).(type) {
+	case *int:
+		n, ok := plainInt(raw)
+		if ok && int64(int(n)) == n {
+			*q = int(n)
+		}
+		return ok && int64(int(n)) == n
+	case *int64:
+		n, ok := plainInt(raw)
+		if ok {
+			*q = n
+		}
+		return ok
+	}
+	return false
+}
+
+// plainInt parses -?(0|[1-9][0-9]*) of at most 18 digits: a JSON number
+// that json decodes into an int64 as this does, with no room to overflow.
+func plainInt(raw []byte) (int64, bool) {
+	b := raw
+	if len(b) > 0 && b[0] == '-' {
+		b = b[1:]
+	}
+	if len(b) == 0 || len(b) > 18 || b[0] == '0' && len(b) > 1 {
+		return 0, false
+	}
+	var n int64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	if raw[0] == '-' {
+		n = -n
+	}
+	return n, true
+}
+
+// encodeIntState returns json.Marshal(*p) if L is int or int64; nil, nil
+// for any other type.
+func encodeIntState[L any](p *L) ([]byte, error) {
+	switch q := any(p).(type) {
+	case *int:
+		return strconv.AppendInt(make([]byte, 0, 20), int64(*q), 10), nil
+	case *int64:
+		return strconv.AppendInt(make([]byte, 0, 20), *q, 10), nil
+	}
+	return nil, nil
 }
 
 // pendingPrune reports whether ws deletes a tree.
@@ -187,7 +255,7 @@ func (x *cx) loop(name string, interval, size int, initial json.RawMessage, body
 		if err := t.stopped(true); err != nil {
 			return nil, path, err
 		}
-		ix := &cx{t: t, sc: newScope(iterationPath(path, e.Iteration))}
+		ix := newScopedCx(t, iterationPath(path, e.Iteration))
 		if e.Iteration < lastRecorded {
 			// A replayed iteration that completed before: it re-runs
 			// only to rebuild the loop's state from its entries, so

@@ -261,7 +261,7 @@ func (c *Ctx[S]) TryOpts(opts TryOptions, fn func(*Ctx[S]) error) (*Failure, err
 		return nil, &DivergenceError{Path: path, Expected: describe(e), Found: "a try block"}
 	}
 	r.mu.Unlock()
-	bx := &cx{t: x.t, sc: newScope(path)}
+	bx := newScopedCx(x.t, path)
 	bx.sc.outer = x.sc
 	err = callGuarded(func() error { return fn(&Ctx[S]{x: bx}) })
 	if err == nil {

@@ -1,0 +1,60 @@
+package workflow
+
+import (
+	"encoding/json"
+	"math"
+	"strconv"
+	"testing"
+)
+
+// The loop's fast path for int states must give exactly what
+// encoding/json gives (value, or an error by falling back to it): a replay
+// decodes the recorded state with whichever path applies.
+func TestIntLoopStateMatchesJSON(t *testing.T) {
+	raws := []string{
+		"0", "-0", "1", "-1", "42", "007", "-01", "+1", "1.0", "1e3", "1E3", " 1", "1 ", "null", `"1"`, "true",
+		"999999999999999999", "-999999999999999999", "1000000000000000000", "9223372036854775807",
+		"9223372036854775808", "-9223372036854775808", "-9223372036854775809", "", "-", "12a", "1-2", "[1]",
+	}
+	for _, raw := range raws {
+		t.Run(raw, func(t *testing.T) {
+			checkIntDecode[int](t, raw)
+			checkIntDecode[int64](t, raw)
+			checkIntDecode[int32](t, raw) // not taken by the fast path
+		})
+	}
+	for _, n := range []int64{0, 1, -1, 12345, math.MaxInt64, math.MinInt64} {
+		checkIntEncode(t, int(n))
+		checkIntEncode(t, n)
+	}
+	if b, err := encodeIntState(new(string)); b != nil || err != nil {
+		t.Fatalf("encodeIntState of a string = %q, %v; want nil, nil (json's business)", b, err)
+	}
+}
+
+func checkIntDecode[L any](t *testing.T, raw string) {
+	t.Helper()
+	var fast, slow L
+	ok := decodeIntState([]byte(raw), &fast)
+	var zero L
+	if !ok && any(fast) != any(zero) {
+		t.Fatalf("%T %q: not decoded but changed to %v", fast, raw, fast)
+	}
+	in := raw
+	if in == "" {
+		in = "null" // decodeInto reads no value as null
+	}
+	err := json.Unmarshal([]byte(in), &slow)
+	if ok && (err != nil || any(fast) != any(slow)) {
+		t.Fatalf("%T %q: fast path gave %v, json gives %v, %v", fast, raw, fast, slow, err)
+	}
+}
+
+func checkIntEncode[L int | int64](t *testing.T, n L) {
+	t.Helper()
+	b, err := encodeIntState(&n)
+	want, _ := json.Marshal(n)
+	if err != nil || string(b) != string(want) {
+		t.Fatalf("%T %s: fast path gave %q, %v; json %q", n, strconv.FormatInt(int64(n), 10), b, err, want)
+	}
+}
