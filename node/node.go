@@ -299,9 +299,9 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 	n.goBackground("nodes-mirror", func() error { return n.view.nodes.Run(bgCtx) })
 	n.balancer = runtime.NewBalancer(runtime.BalancerConfig{
 		Eligible: n.view.eligible, Draining: n.view.draining, Owners: n.view.ownerTable, Handoffs: cfg.Handoffs,
-		OwnerToken: func(p uint32) int64 { _, tok := n.view.ownerOf(p); return tok },
-		Registered: func() storage.LeaseID { rec, _ := n.view.record(n.cfg.NodeID); return rec.Lease },
-		OnMoved:    func(in, out int) { n.claimed.Add(uint64(in)); n.handedOff.Add(uint64(out)) },
+		OwnerRecord: n.view.ownerOf,
+		Registered:  func() storage.LeaseID { rec, _ := n.view.record(n.cfg.NodeID); return rec.Lease },
+		OnMoved:     func(in, out int) { n.claimed.Add(uint64(in)); n.handedOff.Add(uint64(out)) },
 	}, n.host, n.own)
 	// A lease back after a cut says etcd serves again: the view's copies,
 	// which may be waiting seconds to retry it, read it now (routing and

@@ -27,11 +27,16 @@ type BalancerConfig struct {
 	// Owners returns the owner of each partition as storage last said
 	// ("" for none), indexed by partition.
 	Owners func() []string
-	// OwnerToken, if set, returns the token of partition p's owner record
-	// as storage last said (0 if none): a record of this node no newer
-	// than a claim it released is the table lagging behind the release,
-	// not a claim whose reply was lost, and is not claimed back.
-	OwnerToken func(p uint32) int64
+	// OwnerRecord, if set, returns the owner of partition p's record and
+	// its token as storage last said ("" and 0 if none), both from one
+	// read. A partition that Owners names this node for but that it does
+	// not hold is adopted as a claim whose reply was lost only if this
+	// record, read as the plan looks at p, still names this node with a
+	// token newer than any claim of p it released: an older one is the
+	// table lagging behind the release, and none means the release's
+	// delete reached the table after Owners read it (p is free: the ring's
+	// node claims it). Without it, Owners' word is taken.
+	OwnerRecord func(p uint32) (node string, token int64)
 	// Registered, if set, returns the lease of this node's registration
 	// as the view of the cluster last said (0 if none). A look then counts
 	// as settled only if that is the current lease: right after the lease
@@ -170,10 +175,25 @@ func (b *Balancer) staleRecord(p uint32, tok int64) bool {
 	return tok != 0 && tok <= b.own.ReleasedToken(p)
 }
 
+// adoptable reports whether p, which the owners table names this node
+// (self) for although it does not hold it, is a claim of its own to adopt:
+// p's record, owner and token read together now, still names this node
+// and is not a claim it has released since. The owner and the token are
+// not taken from two reads of a table that changes in between: the
+// table's owner read before a release's delete and the token read after
+// it (none, 0: "unknown") made a node claim back the partition it had
+// just handed off, serve it for a moment and hand it off again (an
+// actor loaded meanwhile ran OnSleep twice).
+func (b *Balancer) adoptable(self string, p uint32, record func(p uint32) (string, int64)) bool {
+	owner, tok := record(p)
+	return owner == self && !b.staleRecord(p, tok)
+}
+
 // plan returns the partitions to claim and to hand off, for the ring over
 // eligible (sorted) and the owners table owners (indexed by partition; ""
-// for none), whose records of this node have the tokens token gives.
-func (b *Balancer) plan(self string, eligible, owners []string, token func(p uint32) int64) (claim, leave []uint32) {
+// for none); record reads a partition's owner record (owner and token) as
+// adoptable takes it.
+func (b *Balancer) plan(self string, eligible, owners []string, record func(p uint32) (string, int64)) (claim, leave []uint32) {
 	for p := range b.host.cfg.Partitions {
 		want := ""
 		if len(eligible) > 0 {
@@ -187,7 +207,7 @@ func (b *Balancer) plan(self string, eligible, owners []string, token func(p uin
 		switch {
 		case want == self && cur == "" && !owned:
 			claim = append(claim, p)
-		case cur == self && !b.own.Holds(p) && !b.staleRecord(p, token(p)):
+		case cur == self && !b.own.Holds(p) && b.adoptable(self, p, record):
 			// Ours on record but not held: a claim whose reply was lost
 			// (or that was given up and applied late). Claim adopts it,
 			// even if the ring now wants it elsewhere: not held, it is
@@ -201,8 +221,9 @@ func (b *Balancer) plan(self string, eligible, owners []string, token func(p uin
 	return claim, leave
 }
 
-// storedOwners reads the owners table from storage, as plan takes it.
-func (b *Balancer) storedOwners(ctx context.Context) (owners []string, token func(p uint32) int64, err error) {
+// storedOwners reads the owners table from storage, as plan takes it:
+// the owners and their records from one read.
+func (b *Balancer) storedOwners(ctx context.Context) (owners []string, record func(p uint32) (string, int64), err error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	claims, err := b.own.store.Claims(ctx)
@@ -216,7 +237,7 @@ func (b *Balancer) storedOwners(ctx context.Context) (owners []string, token fun
 			owners[c.Partition], tokens[c.Partition] = c.Node, c.Token
 		}
 	}
-	return owners, func(p uint32) int64 { return tokens[p] }, nil
+	return owners, func(p uint32) (string, int64) { return owners[p], tokens[p] }, nil
 }
 
 // balance looks once: claims what it should, and starts handoffs up to the
@@ -239,11 +260,17 @@ func (b *Balancer) balance(ctx context.Context, wg *sync.WaitGroup, done chan st
 		// moment later.
 		return
 	}
-	token := func(p uint32) int64 { return 0 }
-	if b.cfg.OwnerToken != nil {
-		token = b.cfg.OwnerToken
+	owners := b.cfg.Owners()
+	record := func(p uint32) (string, int64) { // the table's word, token unknown
+		if int(p) < len(owners) {
+			return owners[p], 0
+		}
+		return "", 0
 	}
-	claim, leave := b.plan(self, eligible, b.cfg.Owners(), token)
+	if b.cfg.OwnerRecord != nil {
+		record = b.cfg.OwnerRecord
+	}
+	claim, leave := b.plan(self, eligible, owners, record)
 	if current && len(claim) == 0 && len(leave) == 0 && !b.verified(lease) {
 		// Settled for the first time under this lease, by the view's
 		// owners table: after the node was cut off from storage, that
