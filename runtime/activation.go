@@ -459,23 +459,24 @@ func (e *createInDoubt) Unwrap() error { return e.err }
 // stateRev is the revision of the state key the load read: a state that a
 // history entry carries replaces it if written later.
 func (a *activation) loadWorkflow(ctx context.Context, stateRev int64) error {
-	st, hist, folded, keys, err := a.h.loadWorkflowState(ctx, a.prefix)
+	sw, err := a.h.readWorkflow(ctx, a.prefix)
 	if err != nil {
 		return rivet.Errorf(rivet.ErrUnavailable, "load %s: workflow: %v", a.describe(), err)
 	}
-	if folded.rev > stateRev {
-		s, err := a.spec.DecodeState(orNull(folded.state))
+	hist := sw.history
+	if f := sw.folded; f.rev > stateRev {
+		s, err := a.spec.DecodeState(orNull(f.state))
 		if err != nil {
-			return rivet.Errorf(rivet.ErrInternal, "load %s: state in history entry %s: %v", a.describe(), folded.path, err)
+			return rivet.Errorf(rivet.ErrInternal, "load %s: state in history entry %s: %v", a.describe(), f.path, err)
 		}
-		a.state, a.stateBytes = s, folded.state
+		a.state, a.stateBytes = s, f.state
 		a.mu.Lock()
-		a.home, a.homeState = folded.path, folded.state
+		a.home, a.homeState = f.path, f.state
 		a.mu.Unlock()
 	}
-	a.wf.status, a.history = st, hist
+	a.wf.status, a.history = sw.status, hist
 	a.slotMu.Lock()
-	a.slots, a.slotKeys = loopSlots(hist), keys
+	a.slots, a.slotKeys = loopSlots(hist), sw.slotKeys
 	a.slotMu.Unlock()
 	// The queues alone may no longer hold the highest ID given: a receive
 	// in the history keeps the messages it took, and a retry puts them back

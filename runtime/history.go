@@ -67,10 +67,11 @@ func (h *Host) History(ctx context.Context, ref Ref) (History, error) {
 	if sp.Run == nil {
 		return History{}, nil
 	}
-	st, entries, err := h.loadWorkflow(ctx, prefix)
+	sw, err := h.readWorkflow(ctx, prefix)
 	if err != nil {
 		return History{}, rivet.Errorf(rivet.ErrUnavailable, "read history: %v", err)
 	}
+	st, entries := sw.status, sw.history
 	out := History{WorkflowStatus: st.Status, WorkflowError: st.Error}
 	h.mu.Lock()
 	a := h.actors[ref.Name+"/"+enc]
@@ -279,7 +280,7 @@ func (h *Host) RetryWorkflow(ctx context.Context, ref Ref, from string) (int, er
 		if err := a.waitCommitted(ctx, a.currentVersion()); err != nil {
 			return err
 		}
-		_, entries, _, keys, err := h.loadWorkflowState(ctx, a.prefix)
+		sw, err := h.readWorkflow(ctx, a.prefix)
 		if err != nil {
 			return rivet.Errorf(rivet.ErrUnavailable, "read history: %v", err)
 		}
@@ -287,7 +288,8 @@ func (h *Host) RetryWorkflow(ctx context.Context, ref Ref, from string) (int, er
 		// (too large) forgot those under the trees it would delete, and
 		// this one would delete entries at their paths, not their slots.
 		a.slotMu.Lock()
-		a.slots, a.slotKeys = loopSlots(entries), keys
+		entries := sw.history
+		a.slots, a.slotKeys = loopSlots(entries), sw.slotKeys
 		a.slotMu.Unlock()
 		failedAt := st.FailedAt
 		if st.Status == WorkflowCompleted {
@@ -357,7 +359,7 @@ func (h *Host) RetryWorkflow(ctx context.Context, ref Ref, from string) (int, er
 				}
 			}
 		}
-		_, hist, err := h.loadWorkflow(ctx, a.prefix)
+		after, err := h.readWorkflow(ctx, a.prefix)
 		if err != nil {
 			// The retry is done in storage (an error would say it was not,
 			// and a client's retry of it would delete failures of the run
@@ -379,7 +381,7 @@ func (h *Host) RetryWorkflow(ctx context.Context, ref Ref, from string) (int, er
 		a.wf.notifyMu.Lock()
 		a.wf.closed = false
 		a.wf.notifyMu.Unlock()
-		a.startWorkflow(hist)
+		a.startWorkflow(after.history)
 		return nil
 	})
 	return removed, err

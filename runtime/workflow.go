@@ -246,41 +246,49 @@ func (a *activation) putBack(back []msgRef) {
 	}
 }
 
-// loadWorkflow reads the history and status of an actor with a workflow.
-func (h *Host) loadWorkflow(ctx context.Context, prefix string) (workflowStatus, []workflow.Entry, error) {
-	st, hist, _, _, err := h.loadWorkflowState(ctx, prefix)
-	return st, hist, err
+// storedWorkflow is an actor's workflow as storage holds it.
+type storedWorkflow struct {
+	status workflowStatus
+	// history is the entries, without the leftovers of iterations that
+	// their loop, which keeps slots, pruned.
+	history []workflow.Entry
+	// folded is the newest state an entry carries (statehome.go).
+	folded foldedState
+	// slotKeys are the keys of the entries in loops that keep slots,
+	// stale ones included, as activation.slotKeys holds them.
+	slotKeys map[string]string
 }
 
-// loadWorkflowState is loadWorkflow that also returns the newest state the
-// history carries (statehome.go), and the keys of the entries in loops that
-// keep slots, stale ones included (slotKeys).
-func (h *Host) loadWorkflowState(ctx context.Context, prefix string) (workflowStatus, []workflow.Entry, foldedState, map[string]string, error) {
-	var st workflowStatus
+// readWorkflow reads the workflow of the actor at prefix.
+func (h *Host) readWorkflow(ctx context.Context, prefix string) (storedWorkflow, error) {
+	var sw storedWorkflow
 	kv, err := h.store.Get(ctx, prefix+storage.WorkflowStatusSuffix)
 	switch {
 	case err == nil:
-		if err := json.Unmarshal(kv.Value, &st); err != nil {
-			return st, nil, foldedState{}, nil, fmt.Errorf("workflow status does not decode: %w", err)
+		if err := json.Unmarshal(kv.Value, &sw.status); err != nil {
+			return sw, fmt.Errorf("workflow status does not decode: %w", err)
 		}
 	case !isNotFound(err):
-		return st, nil, foldedState{}, nil, err
+		return sw, err
 	}
 	kvs, err := h.store.List(ctx, prefix+storage.WorkflowSuffix, storage.ListOptions{})
 	if err != nil {
-		return st, nil, foldedState{}, nil, err
+		return sw, err
 	}
 	hist := make([]workflow.Entry, 0, len(kvs))
 	for _, kv := range kvs {
 		var e workflow.Entry
 		if err := json.Unmarshal(kv.Value, &e); err != nil {
-			return st, nil, foldedState{}, nil, fmt.Errorf("history entry %s does not decode: %w", kv.Key, err)
+			return sw, fmt.Errorf("history entry %s does not decode: %w", kv.Key, err)
 		}
 		hist = append(hist, e)
 	}
-	folded, err := newestFolded(prefix, kvs)
-	keys := storedSlotKeys(prefix, kvs, hist)
-	return st, dropPrunedSlots(hist), folded, keys, err
+	if sw.folded, err = newestFolded(prefix, kvs); err != nil {
+		return sw, err
+	}
+	sw.slotKeys = storedSlotKeys(prefix, kvs, hist)
+	sw.history = dropPrunedSlots(hist)
+	return sw, nil
 }
 
 // startWorkflow starts the actor's workflow on history if it has one, it
