@@ -283,37 +283,23 @@ func TestBalancerDoesNotClaimBackAPartitionOnAStaleTable(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	p, tok := releaseOneForN2(ctx, t, e)
-	var looks atomic.Int64
-	stale := func() []string {
-		looks.Add(1)
-		out := make([]string, testPartitions)
-		out[p] = "n1" // as before the release
-		return out
-	}
-	record := func(q uint32) (string, int64) { return stale()[q], tok }
-	stop := runBalancer(ctx, e, runtime.BalancerConfig{Owners: stale, OwnerRecord: record, Resync: 20 * time.Millisecond})
-	waitFor(t, "the balancer to look several times", 20*time.Second, func() bool { return looks.Load() >= 10 })
-	stop()
-	if e.own.Holds(p) || e.own.ReleasedToken(p) != tok {
-		t.Fatalf("partition %d, released, was claimed back on a table that lagged behind its release (held %v, last released token %d, not %d)", p, e.own.Holds(p), e.own.ReleasedToken(p), tok)
-	}
-	claims, err := e.store.Claims(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range claims {
-		if c.Partition == p {
-			t.Fatalf("partition %d claimed again in storage: %+v", p, c)
+	// The table and the record as before the release.
+	record := func(q uint32) (string, int64) {
+		if q == p {
+			return "n1", tok
 		}
+		return "", 0
 	}
+	balanceOnStaleTable(ctx, t, e, p, tok, record, "on a table that lagged behind its release")
 }
 
 // The same, when the release's delete reaches this node's copy of the
 // table between the balancer's reads of it: the owners it plans by still
 // name this node, and the record it then looks up is gone. That look must
 // not take the partition for a claim whose reply was lost (before the
-// fix, the token was looked up alone, and none, 0, read as "unknown"): a draining node claimed back a partition it had just handed off,
-// served it (a call loaded an actor there) and handed it off again, so the
+// fix, the token was looked up alone, and none, 0, read as "unknown"): a
+// draining node claimed back a partition it had just handed off, served
+// it (a call loaded an actor there) and handed it off again, so the
 // actor's OnSleep ran twice (node TestOnSleepCallsItsOwnActorDuringADrain,
 // Sleeps 2).
 func TestBalancerDoesNotClaimBackAPartitionWhoseRecordWentBetweenItsReads(t *testing.T) {
@@ -321,21 +307,30 @@ func TestBalancerDoesNotClaimBackAPartitionWhoseRecordWentBetweenItsReads(t *tes
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	p, tok := releaseOneForN2(ctx, t, e)
+	gone := func(q uint32) (string, int64) { return "", 0 } // the copy once it applied the delete
+	balanceOnStaleTable(ctx, t, e, p, tok, gone, "the table named this node, and its record, looked up after, was gone")
+}
+
+// balanceOnStaleTable runs the balancer on an owners table that names
+// this node for p, which it released with token tok, and on record for
+// the owner records, and fails unless p stayed released, in memory and in
+// storage. Claimed back, p is handed off again (the ring gives it to n2),
+// and may be between the two when the balancer stops: the last released
+// token tells.
+func balanceOnStaleTable(ctx context.Context, t *testing.T, e *env, p uint32, tok int64, record func(uint32) (string, int64), why string) {
+	t.Helper()
 	var looks atomic.Int64
-	before := func() []string {
+	table := func() []string {
 		looks.Add(1)
 		out := make([]string, testPartitions)
-		out[p] = "n1" // the copy as it was before the release's delete
+		out[p] = "n1" // as before the release
 		return out
 	}
-	after := func(q uint32) (string, int64) { return "", 0 } // the copy once it applied the delete
-	stop := runBalancer(ctx, e, runtime.BalancerConfig{Owners: before, OwnerRecord: after, Resync: 20 * time.Millisecond})
+	stop := runBalancer(ctx, e, runtime.BalancerConfig{Owners: table, OwnerRecord: record, Resync: 20 * time.Millisecond})
 	waitFor(t, "the balancer to look several times", 20*time.Second, func() bool { return looks.Load() >= 10 })
 	stop()
-	// Claimed back, it is handed off again (the ring gives it to n2), and
-	// may be between the two when the balancer stops.
 	if e.own.Holds(p) || e.own.ReleasedToken(p) != tok {
-		t.Fatalf("partition %d, released with token %d, was claimed back (held %v, last released token %d): the table named this node, and its record, looked up after, was gone", p, tok, e.own.Holds(p), e.own.ReleasedToken(p))
+		t.Fatalf("partition %d, released with token %d, was claimed back (held %v, last released token %d): %s", p, tok, e.own.Holds(p), e.own.ReleasedToken(p), why)
 	}
 	claims, err := e.store.Claims(ctx)
 	if err != nil {
