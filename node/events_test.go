@@ -274,11 +274,44 @@ func twoNodesWith(t *testing.T, ctx context.Context, reg *rivet.Registry, prefix
 	endpoints := etcdtest.Start(t)
 	na = startNode(t, ctx, clusterConfig(t, "a", endpoints, prefix, eventParts, nil), reg)
 	nb = startNode(t, ctx, clusterConfig(t, "b", endpoints, prefix, eventParts, []string{na.GossipAddr()}), reg)
-	waitUntil(t, "both nodes own partitions", time.Minute, func() bool {
-		oa, ob := na.Ownership().Owned(), nb.Ownership().Owned()
-		return oa > 0 && ob > 0 && oa+ob == eventParts
-	})
+	waitPlaced(t, time.Minute, eventParts, na, nb)
 	return na, nb
+}
+
+// waitPlaced waits, up to within, until the join's rebalance is over on
+// nodes (the whole cluster, none draining): every one of the parts
+// partitions is served by the node the ring (rendezvous hashing over the
+// nodes' IDs) gives it and held by no other (no handoff of it under way),
+// and every node's balancer has settled (nothing left to claim or hand
+// off, no handoff running). Only then does a partition a node owns stay
+// there, as keysOn and counterOn take it. Each node owning some partitions
+// and their counts adding up to parts is not enough: that also holds
+// between two batches of handoffs (Config.Handoffs at a time), when the
+// first node still owns partitions it is about to hand off.
+func waitPlaced(t *testing.T, within time.Duration, parts uint32, nodes ...*node.Node) {
+	t.Helper()
+	byID := map[string]*node.Node{}
+	ids := make([]string, 0, len(nodes))
+	for _, n := range nodes {
+		byID[n.ID()] = n
+		ids = append(ids, n.ID())
+	}
+	want := placement.Table(parts, ids)
+	waitUntil(t, "the partitions placed as the ring says", within, func() bool {
+		for p, id := range want {
+			for _, n := range nodes {
+				if n == byID[id] && !n.Ownership().Owns(uint32(p)) || n != byID[id] && n.Ownership().Holds(uint32(p)) {
+					return false
+				}
+			}
+		}
+		for _, n := range nodes {
+			if !n.BalancerSettledForTest() {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // counterOn returns a counter key, prefix-N, whose partition n owns.

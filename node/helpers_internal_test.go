@@ -44,3 +44,8 @@ func StartForTest(t testing.TB, ctx context.Context, cfg Config, reg *rivet.Regi
 	})
 	return n
 }
+
+// BalancerSettledForTest reports whether the node's balancer settled: its
+// last look under the current lease found nothing to claim or hand off,
+// and no handoff of its runs. (Exported for the package's external tests.)
+func (n *Node) BalancerSettledForTest() bool { return n.balancer.Settled() }
