@@ -126,9 +126,9 @@ func TestCutOffNodeStopsBeforeAnotherClaimsAndItsLateWritesAreFenced(t *testing.
 	// A gossips with B all along: only etcd is cut, and A's registration
 	// vanishing with its lease is what takes it out of B's ring.
 	a := start("a", []string{"http://" + proxy.addr()}, []string{b.GossipAddr()})
-	waitUntil(t, "both nodes own partitions", 30*time.Second, func() bool {
-		return a.Ownership().Owned() > 0 && b.Ownership().Owned() > 0 && a.Ownership().Owned()+b.Ownership().Owned() == 16
-	})
+	// Placed, not only shared: the actor below stays on A, and no handoff
+	// of B's is under way when etcd is cut.
+	waitPlaced(t, 30*time.Second, 16, a, b)
 
 	// An actor on A, with state.
 	key := ""
