@@ -321,7 +321,11 @@ func counterOn(n *node.Node, prefix string) string { return keysOn(n, "counter",
 // partitions n owns (of eventParts).
 func keysOn(n *node.Node, name, prefix string, count int) []string {
 	var keys []string
+	// Bounded: a node that owns nothing would never yield enough.
 	for i := 0; len(keys) < count; i++ {
+		if i == 100_000 {
+			panic(fmt.Sprintf("keysOn: node %s owns %d of the first %d %s keys, %d wanted", n.ID(), len(keys), i, name, count))
+		}
 		if k := fmt.Sprintf("%s-%d", prefix, i); n.Host().Owns(placement.Partition(name, storage.EncodeKey([]string{k}), eventParts)) {
 			keys = append(keys, k)
 		}
