@@ -241,6 +241,20 @@ func TestRefenceAdoptsAClaimWhoseReplyWasLost(t *testing.T) {
 // ring wants it elsewhere, and then hands it off (found in review: only
 // those the ring gave this node were adopted).
 func TestBalancerAdoptsAndHandsOffAnOrphanClaimTheRingWantsElsewhere(t *testing.T) {
+	adoptsOrphanClaim(t, false)
+}
+
+// The same with the owner records a node's balancer reads (OwnerRecord):
+// the orphan claim's record names this node with a token newer than the
+// claim it released, which is a claim to adopt, not the table lagging
+// behind the release (the two tests of a stale table above check the
+// other side of adoptable).
+func TestBalancerAdoptsAnOrphanClaimByItsRecord(t *testing.T) {
+	adoptsOrphanClaim(t, true)
+}
+
+func adoptsOrphanClaim(t *testing.T, byRecord bool) {
+	t.Helper()
 	e := newEnvWith(t, counterReg(t), nil, true)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -264,7 +278,25 @@ func TestBalancerAdoptsAndHandsOffAnOrphanClaimTheRingWantsElsewhere(t *testing.
 		}
 		return out
 	}
-	defer runBalancer(ctx, e, runtime.BalancerConfig{Owners: owners, Resync: 50 * time.Millisecond})()
+	cfg := runtime.BalancerConfig{Owners: owners, Resync: 50 * time.Millisecond}
+	if byRecord {
+		cfg.OwnerRecord = func(q uint32) (string, int64) {
+			cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			claims, err := e.store.Claims(cctx)
+			if err != nil {
+				t.Errorf("listing claims: %v", err)
+				return "", 0
+			}
+			for _, c := range claims {
+				if c.Partition == q {
+					return c.Node, c.Token
+				}
+			}
+			return "", 0
+		}
+	}
+	defer runBalancer(ctx, e, cfg)()
 	deadline := time.Now().Add(20 * time.Second)
 	for owners()[p] != "" || e.own.Holds(p) {
 		if time.Now().After(deadline) {

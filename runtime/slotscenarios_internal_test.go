@@ -177,12 +177,19 @@ func TestActionsBetweenSlottedStepsAreKeptAcrossRestarts(t *testing.T) {
 	e := newFoldEnv(t, foldActor(300, func(int) bool { return true }, 5))
 	e.create()
 	adds := 0
+	// Bounded: an increment lost for good leaves the state one short of
+	// 300+adds however many more actions run, and this loop would call
+	// add until the test binary's timeout.
+	deadline := time.Now().Add(20 * time.Second)
 	for {
 		got, _ := e.inspect()
 		var s foldState
 		_ = json.Unmarshal([]byte(got), &s)
 		if s.N >= 300+adds {
 			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("state %s after %d actions: the 300 steps and the actions' increments never all landed", got, adds)
 		}
 		e.call("add", 1)
 		adds++
