@@ -193,6 +193,7 @@ func (a *activation) retire() <-chan struct{} {
 func (a *activation) key(suffix string) string { return a.prefix + suffix }
 
 // historyPrefix is the prefix of the keys of the actor's workflow history.
+// (Made here if the activation was built without it, as unit tests do.)
 func (a *activation) historyPrefix() string {
 	if a.historyAt != "" {
 		return a.historyAt
@@ -200,7 +201,8 @@ func (a *activation) historyPrefix() string {
 	return a.prefix + storage.WorkflowSuffix
 }
 
-// stateKey is the key of the actor's state.
+// stateKey is the key of the actor's state. (Made here if the activation
+// was built without it, as unit tests do.)
 func (a *activation) stateKey() string {
 	if a.stateKeyAt != "" {
 		return a.stateKeyAt

@@ -188,7 +188,8 @@ func (a *activation) historyOps(ws []workflow.HistoryWrite) (ops []storage.Op, b
 			if err != nil {
 				return nil, nil, -1, fmt.Errorf("history entry %s does not marshal: %w", w.Put.Path, err)
 			}
-			// The op's key, and in it the key under "wf/".
+			// The op's key made in one allocation (every step writes
+			// one), and the slot key cut from it, under "wf/".
 			head := a.historyPrefix()
 			full := slotKeyIn(a.slots, head, w.Put.Path)
 			key := full[len(head):]

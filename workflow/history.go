@@ -314,7 +314,7 @@ func newScope(path string) *scope {
 }
 
 // scopedCx is a cx and the scope it opens, allocated together: every loop
-// iteration and join or race branch makes one of each.
+// iteration, join or race branch and try block makes one of each.
 type scopedCx struct {
 	x  cx
 	sc scope

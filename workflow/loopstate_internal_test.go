@@ -27,6 +27,12 @@ func TestIntLoopStateMatchesJSON(t *testing.T) {
 		checkIntEncode(t, int(n))
 		checkIntEncode(t, n)
 	}
+	// The fast path is taken where it can be (else the test above would
+	// pass with it switched off).
+	var n int
+	if !decodeIntState([]byte("-42"), &n) || n != -42 {
+		t.Fatalf("decodeIntState(-42) into an int: %d, not taken", n)
+	}
 	if b, err := encodeIntState(new(string)); b != nil || err != nil {
 		t.Fatalf("encodeIntState of a string = %q, %v; want nil, nil (json's business)", b, err)
 	}
