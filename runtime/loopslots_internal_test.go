@@ -43,10 +43,8 @@ func testLoopOptionsChange(t *testing.T, deployed int32) {
 				}); err != nil {
 					return i, err
 				}
-				if i == 10 || i == 30 {
-					if _, err := workflow.Next[int](lc, "wait", workflow.NextOptions{Names: []string{"go"}}); err != nil {
-						return i, err
-					}
+				if err := waitGoAt(lc, i, 10, 30); err != nil {
+					return i, err
 				}
 				return i + 1, nil
 			})

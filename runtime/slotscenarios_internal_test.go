@@ -49,14 +49,9 @@ func (e *foldEnv) endedWith(want string) {
 func TestNestedLoopsInSlotsSurviveRestarts(t *testing.T) {
 	var runs atomic.Int32
 	actor := rivet.Actor[foldState]{
-		Name:   "folder",
-		Queues: rivet.Queues{"go": rivet.QueueOf[int]()},
-		Actions: rivet.Actions[foldState]{
-			"add": rivet.Action(func(c *rivet.ActionCtx[foldState], n int) (int, error) {
-				c.State.N += n
-				return c.State.N, nil
-			}),
-		},
+		Name:    "folder",
+		Queues:  rivet.Queues{"go": rivet.QueueOf[int]()},
+		Actions: foldActions(),
 		Run: func(ctx *workflow.Ctx[foldState]) error {
 			_, err := workflow.LoopWith(ctx, workflow.LoopOptions[int]{Name: "o", HistoryPruneInterval: 2}, func(oc *workflow.Ctx[foldState], i int) (int, error) {
 				if i == 10 {
@@ -139,10 +134,8 @@ func TestARaceInASlottedIterationKeepsTheLosersState(t *testing.T) {
 				if err != nil {
 					return i, err
 				}
-				if i == 7 {
-					if _, err := workflow.Next[int](lc, "wait", workflow.NextOptions{Names: []string{"go"}}); err != nil {
-						return i, err
-					}
+				if err := waitGoAt(lc, i, 7); err != nil {
+					return i, err
 				}
 				return i + 1, nil
 			})
@@ -420,10 +413,8 @@ func TestAJoinInASlottedIterationRunsItsDoOnce(t *testing.T) {
 				if err != nil {
 					return i, err
 				}
-				if i == 4 || i == 6 {
-					if _, err := workflow.Next[int](oc, "wait", workflow.NextOptions{Names: []string{"go"}}); err != nil {
-						return i, err
-					}
+				if err := waitGoAt(oc, i, 4, 6); err != nil {
+					return i, err
 				}
 				return i + 1, nil
 			})
@@ -557,13 +548,8 @@ func TestRetryFromASlottedLoopKeepsTheState(t *testing.T) {
 	fail.Store(true)
 	var runs atomic.Int32
 	actor := rivet.Actor[foldState]{
-		Name: "folder",
-		Actions: rivet.Actions[foldState]{
-			"add": rivet.Action(func(c *rivet.ActionCtx[foldState], n int) (int, error) {
-				c.State.N += n
-				return c.State.N, nil
-			}),
-		},
+		Name:    "folder",
+		Actions: foldActions(),
 		Run: func(ctx *workflow.Ctx[foldState]) error {
 			if err := ctx.Step("first", func(s *workflow.StepCtx[foldState]) error { s.State.N += 1000; return nil }); err != nil {
 				return err

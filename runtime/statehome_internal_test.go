@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -22,16 +23,22 @@ type foldState struct {
 // foldActor runs a loop of steps; iteration i changes the state if
 // changes(i) says so. Then it waits for a message on "go", multiplies N by
 // 10 in a step, and ends. Its action "add" adds its argument to N.
+// foldActions are the actions of the scenarios' actors: "add" adds its
+// argument to N.
+func foldActions() rivet.Actions[foldState] {
+	return rivet.Actions[foldState]{
+		"add": rivet.Action(func(c *rivet.ActionCtx[foldState], n int) (int, error) {
+			c.State.N += n
+			return c.State.N, nil
+		}),
+	}
+}
+
 func foldActor(iterations int, changes func(i int) bool, prune int) rivet.Actor[foldState] {
 	return rivet.Actor[foldState]{
-		Name:   "folder",
-		Queues: rivet.Queues{"go": rivet.QueueOf[int]()},
-		Actions: rivet.Actions[foldState]{
-			"add": rivet.Action(func(c *rivet.ActionCtx[foldState], n int) (int, error) {
-				c.State.N += n
-				return c.State.N, nil
-			}),
-		},
+		Name:    "folder",
+		Queues:  rivet.Queues{"go": rivet.QueueOf[int]()},
+		Actions: foldActions(),
 		Run: func(ctx *workflow.Ctx[foldState]) error {
 			_, err := workflow.LoopWith(ctx, workflow.LoopOptions[int]{Name: "l", HistoryPruneInterval: prune}, func(lc *workflow.Ctx[foldState], i int) (int, error) {
 				if i == iterations {
@@ -102,6 +109,16 @@ func (e *foldEnv) inspect() (string, string) {
 		e.t.Fatal(err)
 	}
 	return string(ins.State), ins.WorkflowStatus
+}
+
+// waitGoAt waits in iteration i for a message on the "go" queue (entry
+// "wait") if i is one of at: where the scenarios restart a loop mid-way.
+func waitGoAt(c *workflow.Ctx[foldState], i int, at ...int) error {
+	if !slices.Contains(at, i) {
+		return nil
+	}
+	_, err := workflow.Next[int](c, "wait", workflow.NextOptions{Names: []string{"go"}})
+	return err
 }
 
 func (e *foldEnv) waitState(want string) {
@@ -540,10 +557,8 @@ func TestALoopInSlotsResumesAfterARestart(t *testing.T) {
 				if i == iterations {
 					return i, workflow.Break
 				}
-				if i == 30 {
-					if _, err := workflow.Next[int](lc, "wait", workflow.NextOptions{Names: []string{"go"}}); err != nil {
-						return i, err
-					}
+				if err := waitGoAt(lc, i, 30); err != nil {
+					return i, err
 				}
 				name := [...]string{"a", "b", "c"}[i%3]
 				if err := lc.Step(name, func(s *workflow.StepCtx[foldState]) error {
