@@ -71,9 +71,12 @@ func slotPath(slots map[string]int, path string) string {
 // (none if head is "" and no iteration is replaced): every step in a loop
 // stores an entry under its slot's key.
 func slotKeyIn(slots map[string]int, head, path string) string {
+	if len(slots) == 0 {
+		return head + path
+	}
 	var b strings.Builder
 	done := 0 // path[:done] is in b (once it is grown)
-	for j, end := nextIteration(path, 0); len(slots) > 0 && j >= 0; j, end = nextIteration(path, end) {
+	for j, end := nextIteration(path, 0); j >= 0; j, end = nextIteration(path, end) {
 		if n := slots[path[:j]]; n > 0 {
 			if it, err := strconv.Atoi(path[j+2 : end]); err == nil {
 				if b.Cap() == 0 {
@@ -88,9 +91,6 @@ func slotKeyIn(slots map[string]int, head, path string) string {
 		}
 	}
 	if b.Cap() == 0 {
-		if head == "" {
-			return path
-		}
 		return head + path
 	}
 	b.WriteString(path[done:])

@@ -308,9 +308,15 @@ type scope struct {
 }
 
 func newScope(path string) *scope {
-	s := &scope{path: path}
-	s.names = s.buf[:0]
+	s := &scope{}
+	s.init(path)
 	return s
+}
+
+// init makes s the empty scope at path.
+func (s *scope) init(path string) {
+	s.path = path
+	s.names = s.buf[:0]
 }
 
 // scopedCx is a cx and the scope it opens, allocated together: every loop
@@ -323,8 +329,7 @@ type scopedCx struct {
 // newScopedCx returns a cx on thread t in a new scope at path.
 func newScopedCx(t *thread, path string) *cx {
 	s := &scopedCx{}
-	s.sc.path = path
-	s.sc.names = s.sc.buf[:0]
+	s.sc.init(path)
 	s.x.t, s.x.sc = t, &s.sc
 	return &s.x
 }

@@ -114,10 +114,11 @@ func decodeIntState[L any](raw []byte, p *L) bool {
 	switch q := any(p).(type) {
 	case *int:
 		n, ok := plainInt(raw)
-		if ok && int64(int(n)) == n {
-			*q = int(n)
+		if !ok || int64(int(n)) != n {
+			return false
 		}
-		return ok && int64(int(n)) == n
+		*q = int(n)
+		return true
 	case *int64:
 		n, ok := plainInt(raw)
 		if ok {
