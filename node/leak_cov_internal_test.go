@@ -137,6 +137,7 @@ func TestChurnPeerJoinsAndLeaves(t *testing.T) {
 		}
 	}
 	cycle(0)
+	awaitCond(t, ctx, "a's balancer settled", a.BalancerSettledForTest)
 	time.Sleep(time.Second)
 	goruntime.GC()
 	settleLeaks(t, a, "warm-up", leakSample{1 << 20, 1 << 20, 0}, 0, 10*time.Second)
@@ -212,6 +213,9 @@ func TestChurnForwardedFailuresAndRelayedSubscriptions(t *testing.T) {
 		vc.Close()
 	}
 	round(0)
+	// The baseline is taken once the join's handoffs are over: goroutines
+	// they still ran would raise it, and hide as many leaked ones.
+	awaitCond(t, ctx, "both balancers settled", func() bool { return a.BalancerSettledForTest() && b.BalancerSettledForTest() })
 	time.Sleep(500 * time.Millisecond)
 	settleLeaks(t, a, "warm-up", leakSample{1 << 20, 1 << 20, 0}, 0, 10*time.Second)
 	base := leakSample{goruntime.NumGoroutine(), countFDs(t), 0}

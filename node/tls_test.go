@@ -70,28 +70,18 @@ func TestClusterWithMutualTLSAndToken(t *testing.T) {
 	}
 	a := start("a", nil)
 	b := start("b", []string{a.GossipAddr()})
-	// Settled: every partition on the node the ring gives it, so that no
-	// handoff moves the test's actors while it runs.
-	want := placement.Table(parts, []string{"a", "b"})
-	waitUntil(t, "the cluster settled", time.Minute, func() bool {
-		for p, id := range want {
-			n := a
-			if id == "b" {
-				n = b
-			}
-			if !n.Ownership().Owns(uint32(p)) {
-				return false
-			}
-		}
-		return true
-	})
+	// Settled: every partition on the node the ring gives it, and no
+	// handoff left to run, so that none moves the test's actors.
+	waitPlaced(t, time.Minute, parts, a, b)
 	keyOn := func(n *node.Node) string {
-		for i := 0; ; i++ {
+		for i := range 100_000 {
 			k := "k" + strconv.Itoa(i)
 			if n.Host().Owns(placement.Partition("counter", storage.EncodeKey([]string{k}), parts)) {
 				return k
 			}
 		}
+		t.Fatalf("node %s owns none of the first 100,000 counter keys", n.ID())
+		return ""
 	}
 	onA, onB := keyOn(a), keyOn(b)
 
