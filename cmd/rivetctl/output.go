@@ -300,7 +300,11 @@ func (a *app) printPartitions(pt client.PartitionTable) error {
 			owners[o.Owner] = true
 		}
 	}
-	if _, err := fmt.Fprintf(a.stdout, "%d partitions, %d with an owner, %d owners\n", pt.Count, len(pt.Owners), len(owners)); err != nil {
+	noun := "owners"
+	if len(owners) == 1 {
+		noun = "owner"
+	}
+	if _, err := fmt.Fprintf(a.stdout, "%d partitions, %d with an owner, %d %s\n", pt.Count, len(pt.Owners), len(owners), noun); err != nil {
 		return err
 	}
 	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)

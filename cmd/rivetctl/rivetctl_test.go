@@ -418,6 +418,14 @@ PARTITION  OWNER   TOKEN
 0          node-1  7
 2          node-2  9
 `)
+	one := servertest.NewFake()
+	one.PartitionCount = 2
+	one.PartitionTable = []runtime.PartitionOwner{{Partition: 0, Owner: "node-1", Token: 7}, {Partition: 1, Owner: "node-1", Token: 8}}
+	rivetctl(t, servertest.Start(t, one, servertest.Config{}), "partitions").want(t, 0, `2 partitions, 2 with an owner, 1 owner
+PARTITION  OWNER   TOKEN
+0          node-1  7
+1          node-1  8
+`)
 	rivetctl(t, addr, "partitions", "-o", "json").
 		want(t, 0, `{"partition_count":4,"partitions":[{"partition":0,"owner":"node-1","token":7},{"partition":2,"owner":"node-2","token":9}]}`+"\n")
 	rivetctl(t, addr, "stats").want(t, 0, `node              node-1
