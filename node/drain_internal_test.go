@@ -4,11 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/client"
@@ -231,5 +235,111 @@ func TestADrainedNodeLeftAloneServesUntilAnotherJoins(t *testing.T) {
 	awaitCond(t, ctx, "d, eligible, to take every partition off draining a", func() bool { return a.own.Owned() == 0 && d.own.Owned() == parts })
 	if n, err := rivet.Call[int](ctx, c.GetOrCreate("counter", "k"), "increment", 1); err != nil || n != 3 {
 		t.Fatalf("increment through a, served by d = %d, %v; want 3", n, err)
+	}
+}
+
+// A node stopped gracefully while its drain hands off a partition whose
+// actor is in a turn lets that handoff finish: the turn ends and commits
+// where it began, and the actor's OnSleep runs once, as a stop without
+// the drain would have had it. The stop used to cancel the handoffs under
+// way with the balancer: the actor was evicted, OnSleep never ran, and
+// the turn's writes were refused, so its caller (told UNAVAILABLE) ran the
+// action again on the partition's next owner.
+func TestAStopDuringADrainLetsItsHandoffsFinish(t *testing.T) {
+	type st struct{ N int }
+	var sleeps, runs atomic.Int64
+	entered, release := make(chan struct{}, 4), make(chan struct{})
+	holder := rivet.Actor[st]{
+		Name:    "holder",
+		OnSleep: func(*rivet.ActionCtx[st]) error { sleeps.Add(1); return nil },
+		Actions: rivet.Actions[st]{
+			"hold": rivet.Action0(func(c *rivet.ActionCtx[st]) (int, error) {
+				runs.Add(1)
+				entered <- struct{}{}
+				select {
+				case <-release:
+				case <-c.Context().Done():
+					return 0, c.Context().Err()
+				}
+				c.State.N++
+				return c.State.N, nil
+			}),
+		},
+	}
+	reg, err := rivet.Setup(holder)
+	if err != nil {
+		t.Fatal(err)
+	}
+	endpoints := etcdtest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const parts = 8
+	start := func(id string, join []string) *Node {
+		return StartForTest(t, ctx, ClusterConfigForTest(t, id, endpoints, "/stop-drain-test/", parts, join), reg)
+	}
+	a := start("a", nil)
+	b := start("b", []string{a.GossipAddr()})
+	awaitCond(t, ctx, "a and b to share the partitions", func() bool {
+		oa, ob := a.own.Owned(), b.own.Owned()
+		return oa > 0 && ob > 0 && oa+ob == parts && a.balancer.Settled() && b.balancer.Settled()
+	})
+	var ref runtime.Ref
+	var p uint32
+	for i := 0; ; i++ {
+		ref = runtime.Ref{Name: "holder", Key: []string{fmt.Sprint("h", i)}}
+		if p, err = b.host.PartitionOf(ref); err != nil {
+			t.Fatal(err)
+		}
+		if b.host.Owns(p) {
+			break
+		}
+	}
+	c, err := client.New(a.GRPCAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	type answer struct {
+		n   int
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		n, err := rivet.Call[int](ctx, c.GetOrCreate(ref.Name, ref.Key...), "hold")
+		done <- answer{n, err}
+	}()
+	select {
+	case <-entered:
+	case <-ctx.Done():
+		t.Fatal("the hold never started")
+	}
+	// b drains: the handoff of p waits for the hold's turn.
+	if _, err := (backend{b.host, b}).Drain(ctx, "", false); err != nil {
+		t.Fatalf("drain b: %v", err)
+	}
+	awaitCond(t, ctx, "b to begin handing off the holder's partition", func() bool { _, releasing := b.own.Releasing(p); return releasing })
+	stopped := make(chan error, 1)
+	go func() {
+		sctx, scancel := context.WithTimeout(ctx, 30*time.Second)
+		defer scancel()
+		stopped <- b.Stop(sctx)
+	}()
+	awaitCond(t, ctx, "b's stop to begin", func() bool {
+		res, err := b.health.Check(ctx, &healthpb.HealthCheckRequest{})
+		return err == nil && res.Status == healthpb.HealthCheckResponse_NOT_SERVING
+	})
+	close(release)
+	if err := <-stopped; err != nil {
+		t.Fatalf("stop b: %v", err)
+	}
+	got := <-done
+	if got.err != nil || got.n != 1 {
+		t.Errorf("hold = %d, %v; want 1", got.n, got.err)
+	}
+	if n := runs.Load(); n != 1 {
+		t.Errorf("the hold ran %d times, want once", n)
+	}
+	if n := sleeps.Load(); n != 1 {
+		t.Errorf("OnSleep ran %d times on the stopping, draining node, want once", n)
 	}
 }

@@ -55,7 +55,10 @@ type Node struct {
 	// balanceCancel stops the balancer before the rest, so that a node
 	// going away does not start handing partitions off one by one.
 	balanceCancel context.CancelFunc
-	balanceDone   chan struct{}
+	// balanceAbort cancels the handoffs under way, which a graceful stop
+	// lets finish (stopBalancerGracefully).
+	balanceAbort context.CancelFunc
+	balanceDone  chan struct{}
 	// claimed and handedOff count partitions moved in and out.
 	claimed, handedOff atomic.Uint64
 	// metrics receives the runtime's and the committer's observations.
@@ -525,7 +528,7 @@ func (n *Node) stop(ctx context.Context) error {
 	}
 	var errs []error
 	n.health.Shutdown()
-	n.stopBalancer()
+	n.stopBalancerGracefully(ctx)
 	if n.gossip != nil {
 		// Peers drop this node from their rings now, so they are ready
 		// to claim its partitions the moment Resign frees them.

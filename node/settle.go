@@ -44,11 +44,12 @@ func (n *Node) settle(ctx, bgCtx context.Context) error {
 		}
 	}
 	bctx, cancel := context.WithCancel(bgCtx)
-	n.balanceCancel = cancel
+	actx, abort := context.WithCancel(bgCtx)
+	n.balanceCancel, n.balanceAbort = cancel, abort
 	n.balanceDone = make(chan struct{})
 	go func() {
 		defer close(n.balanceDone)
-		_ = n.balancer.Run(bctx)
+		_ = n.balancer.RunGraceful(bctx, actx)
 	}()
 	n.goBackground("watch", func() error { n.watchCluster(bctx); return nil })
 	n.goBackground("rejoin", func() error { n.rejoinLoop(bctx); return nil })
@@ -217,9 +218,29 @@ func (n *Node) rejoin() {
 	}
 }
 
+// stopBalancer stops the balancer and cancels the handoffs under way (a
+// crash, a failed start).
 func (n *Node) stopBalancer() {
 	if n.balanceCancel != nil {
 		n.balanceCancel()
+		n.balanceAbort()
+		<-n.balanceDone
+	}
+}
+
+// stopBalancerGracefully stops the balancer, starting no more handoffs,
+// and lets those under way finish (a drain the stop interrupts: their
+// turns end and commit, their actors' OnSleep runs), unless ctx ends
+// first, which cancels them.
+func (n *Node) stopBalancerGracefully(ctx context.Context) {
+	if n.balanceCancel == nil {
+		return
+	}
+	n.balanceCancel()
+	select {
+	case <-n.balanceDone:
+	case <-ctx.Done():
+		n.balanceAbort()
 		<-n.balanceDone
 	}
 }

@@ -125,15 +125,27 @@ func (b *Balancer) verified(lease storage.LeaseID) bool {
 	return b.verifiedLease == lease
 }
 
-// Run balances until ctx is done.
-func (b *Balancer) Run(ctx context.Context) error {
+// Run balances until ctx is done; the handoffs under way then are
+// cancelled (their actors evicted, without OnSleep), and Run returns once
+// they have ended.
+func (b *Balancer) Run(ctx context.Context) error { return b.RunGraceful(ctx, ctx) }
+
+// RunGraceful balances until ctx is done, then waits for the handoffs
+// under way to end, each within HandoffTimeout, unless abort ends first,
+// which cancels them as Run does. A node that stops gracefully during a
+// drain lets the handoffs it started finish (their turns end and commit,
+// their actors' OnSleep runs, their writes land) rather than evict those
+// actors, which its own stop would not have done: a turn in progress lost
+// its writes (its caller, told UNAVAILABLE, ran it again on the next
+// owner) and its actor never ran OnSleep.
+func (b *Balancer) RunGraceful(ctx, abort context.Context) error {
 	tick := time.NewTicker(b.cfg.Resync)
 	defer tick.Stop()
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	done := make(chan struct{}, b.cfg.Handoffs)
 	for {
-		b.balance(ctx, &wg, done)
+		b.balance(ctx, abort, &wg, done)
 		select {
 		case <-ctx.Done():
 			return nil
@@ -241,8 +253,9 @@ func (b *Balancer) storedOwners(ctx context.Context) (owners []string, record fu
 }
 
 // balance looks once: claims what it should, and starts handoffs up to the
-// bound. Handoffs run in the background and signal done when they end.
-func (b *Balancer) balance(ctx context.Context, wg *sync.WaitGroup, done chan struct{}) {
+// bound. Handoffs run in the background, cancelled only by abort (or
+// their timeout), and signal done when they end.
+func (b *Balancer) balance(ctx, abort context.Context, wg *sync.WaitGroup, done chan struct{}) {
 	lease := b.own.Lease()
 	if lease == 0 {
 		return
@@ -320,7 +333,7 @@ func (b *Balancer) balance(ctx context.Context, wg *sync.WaitGroup, done chan st
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			hctx, cancel := context.WithTimeout(ctx, b.cfg.HandoffTimeout)
+			hctx, cancel := context.WithTimeout(abort, b.cfg.HandoffTimeout)
 			t0 := time.Now()
 			err := b.host.Handoff(hctx, p)
 			cancel()
