@@ -197,6 +197,15 @@ func (h *Host) Start(ctx context.Context) error {
 // in progress and for every pending commit, then stops the reaper. If ctx
 // ends first, Stop gives up waiting and returns ctx's error; commits still
 // running are cancelled.
+//
+// Past ctx, Stop waits at most StopGrace for the workflow runs it
+// cancelled: code that ignores its context (a step blocked on I/O without
+// a timeout) is left running, and fails to commit when it ends.
+// StopGrace bounds how long a stop that ran out of time still waits for
+// what it cancelled to end: code that heeds its context ends well within
+// it.
+const StopGrace = time.Second
+
 func (h *Host) Stop(ctx context.Context) error {
 	h.mu.Lock()
 	if !h.stopping {
@@ -223,7 +232,17 @@ func (h *Host) Stop(ctx context.Context) error {
 	case <-ctx.Done():
 		err = ctx.Err()
 		h.cancelBase() // their last commits give up
-		<-wfDone
+		// Runs that heed their context end now. A step that ignores it
+		// is left to end on its own, as a turn past the deadline is: its
+		// commit finds the host's context ended, so its attempt is not
+		// recorded and runs again at the next start, as after a crash.
+		// Waiting for it would hold the stop past its deadline for as
+		// long as the step's code runs, for ever if it never returns.
+		select {
+		case <-wfDone:
+		case <-time.After(StopGrace):
+			h.log.Warn("the stop ran out of time with workflow steps still running that ignore their context: leaving them")
+		}
 	}
 	h.mu.Lock()
 	acts := make([]*activation, 0, len(h.actors))
