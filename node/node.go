@@ -66,6 +66,11 @@ type Node struct {
 	// hostStarted and hostStopped tell closeAll whether the host needs
 	// stopping (a Start that failed after starting it).
 	hostStarted, hostStopped bool
+	// handlersLeft: the stop ran out of time with gRPC handlers still
+	// running (awaitGraceful), which closeAll does not wait for.
+	handlersLeft bool
+	served       chan struct{} // closed when grpcServer.Serve returned
+	lateUntil    time.Time     // the end of awaitLate's grace (stop's goroutine only)
 
 	grpcServer *grpc.Server
 	grpcLis    net.Listener
@@ -343,12 +348,19 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 	n.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	healthpb.RegisterHealthServer(n.grpcServer, n.health)
 	reflection.Register(n.grpcServer)
-	n.goBackground("grpc", func() error {
+	// Not in n.bg: a stopped server's Serve returns only once its
+	// handlers have, which a stop that ran out of time does not wait for
+	// (closeAll).
+	n.served = make(chan struct{})
+	go func() {
+		defer close(n.served)
 		if err := n.grpcServer.Serve(n.grpcLis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
-			return fmt.Errorf("grpc serve: %w", err)
+			select {
+			case n.fatal <- fmt.Errorf("grpc serve: %w", err):
+			default:
+			}
 		}
-		return nil
-	})
+	}()
 	if n.httpLis != nil {
 		n.startHTTP()
 	}
@@ -465,6 +477,23 @@ func (n *Node) Stop(ctx context.Context) error {
 // nothing else is left (see awaitGraceful).
 const stuckStreamGrace = time.Second
 
+// awaitLate waits for done, what a stop that ran out of time cancelled
+// (it comes if its code heeds its context), until runtime.StopGrace after
+// the stop's first such wait. It reports whether done came.
+func (n *Node) awaitLate(done <-chan struct{}) bool {
+	if n.lateUntil.IsZero() {
+		n.lateUntil = time.Now().Add(runtime.StopGrace)
+	}
+	t := time.NewTimer(time.Until(n.lateUntil))
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
 // awaitGraceful waits for the gRPC server's graceful stop, or ctx (then it
 // stops the server hard). A Subscribe stream whose subscriber stopped
 // reading would hold the graceful stop until ctx ends, its handler blocked
@@ -480,8 +509,17 @@ func (n *Node) awaitGraceful(ctx context.Context, graceful, hostStopped <-chan s
 		case <-graceful:
 			return
 		case <-ctx.Done():
-			n.grpcServer.Stop()
-			<-graceful
+			// Stop cancels the handlers' contexts and (WaitForHandlers)
+			// waits for them to return. A handler in a turn whose code
+			// ignores its context would hold it, and the whole stop past
+			// its deadline, for as long as that code runs: it is left
+			// running instead (its turn's commit fails, the host having
+			// stopped; its caller's connection is closed).
+			go n.grpcServer.Stop()
+			if !n.awaitLate(graceful) {
+				n.handlersLeft = true
+				n.log.Warn("the stop ran out of time with calls still running whose actions ignore their context: leaving them")
+			}
 			return
 		case now := <-tick.C:
 			select {
@@ -547,9 +585,19 @@ func (n *Node) stop(ctx context.Context) error {
 	n.peers.Shutdown()
 	n.srv.Shutdown()
 	n.awaitGraceful(ctx, graceful, hostStopped)
-	<-hostStopped
-	if hostErr != nil {
-		errs = append(errs, fmt.Errorf("host stop: %w", hostErr))
+	select {
+	case <-hostStopped:
+		if hostErr != nil {
+			errs = append(errs, fmt.Errorf("host stop: %w", hostErr))
+		}
+	case <-ctx.Done():
+		if !n.awaitLate(hostStopped) {
+			// The host waits for code that ignores its context: what it
+			// still waits for cannot commit any more (its context ended).
+			errs = append(errs, fmt.Errorf("host stop: %w", ctx.Err()))
+		} else if hostErr != nil {
+			errs = append(errs, fmt.Errorf("host stop: %w", hostErr))
+		}
 	}
 	calls := took()
 	// A fresh deadline: if stopping the host used up ctx, the claims
@@ -590,7 +638,10 @@ func (n *Node) closeAll() {
 		cancel()
 		n.hostStopped = true
 	}
-	if n.grpcServer != nil {
+	if n.grpcServer != nil && n.handlersLeft {
+		// Stopped already, with handlers still running (awaitGraceful):
+		// another Stop, or PeerServer.Wait, would wait for them.
+	} else if n.grpcServer != nil {
 		n.grpcServer.Stop()
 		if n.peers != nil {
 			n.peers.Wait() // every stream has ended with the server
@@ -611,6 +662,9 @@ func (n *Node) closeAll() {
 		n.bgCancel()
 	}
 	n.bg.Wait()
+	if n.served != nil && !n.handlersLeft {
+		<-n.served
+	}
 	if n.view != nil {
 		n.view.close()
 	}
