@@ -88,11 +88,6 @@ func TestAStopPastItsDeadlineDoesNotWaitForAnActionThatIgnoresItsContext(t *test
 		if err == nil {
 			t.Error("the stop returned nil with a call still running past its deadline")
 		}
-		// The grace, and the release of the partitions (a fresh 5 s at
-		// most, milliseconds here).
-		if took := time.Since(t0); took > deadline+runtime.StopGrace+3*time.Second {
-			t.Errorf("the stop took %v (deadline %v)", took, deadline)
-		}
 	case <-time.After(deadline + runtime.StopGrace + 10*time.Second):
 		releaseCall()
 		<-stopped
@@ -104,7 +99,8 @@ func TestAStopPastItsDeadlineDoesNotWaitForAnActionThatIgnoresItsContext(t *test
 	releaseCall()
 
 	_, c2 := start()
-	if _, err := rivet.Call[int](ctx, c2.Get("stuck", "s"), "get"); err != nil {
-		t.Fatalf("after the restart: %v", err)
+	// The cut-off turn's change was never committed.
+	if n, err := rivet.Call[int](ctx, c2.Get("stuck", "s"), "get"); err != nil || n != 0 {
+		t.Fatalf("after the restart: get = %d, %v; want 0 (the cut-off turn's write not committed)", n, err)
 	}
 }

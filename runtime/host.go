@@ -193,6 +193,11 @@ func (h *Host) Start(ctx context.Context) error {
 	return nil
 }
 
+// StopGrace bounds how long a stop that ran out of time still waits for
+// what it cancelled to end: code that heeds its context ends well within
+// it.
+const StopGrace = time.Second
+
 // Stop refuses new requests (rivet.ErrUnavailable), waits for the requests
 // in progress and for every pending commit, then stops the reaper. If ctx
 // ends first, Stop gives up waiting and returns ctx's error; commits still
@@ -201,11 +206,6 @@ func (h *Host) Start(ctx context.Context) error {
 // Past ctx, Stop waits at most StopGrace for the workflow runs it
 // cancelled: code that ignores its context (a step blocked on I/O without
 // a timeout) is left running, and fails to commit when it ends.
-// StopGrace bounds how long a stop that ran out of time still waits for
-// what it cancelled to end: code that heeds its context ends well within
-// it.
-const StopGrace = time.Second
-
 func (h *Host) Stop(ctx context.Context) error {
 	h.mu.Lock()
 	if !h.stopping {
