@@ -33,12 +33,9 @@ func TestConcurrentDrainsOfTwoNodesLeaveOneEligible(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	endpoints := etcdtest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	start := func(id string, join []string) *Node {
-		return StartForTest(t, ctx, ClusterConfigForTest(t, id, endpoints, "/drain-test/", 8, join), reg)
-	}
+	start := clusterStarter(t, ctx, reg, "/drain-test/", 8)
 	a := start("a", nil)
 	b := start("b", []string{a.GossipAddr()})
 	nodes := []*Node{a, b}
@@ -192,13 +189,10 @@ func TestADrainedNodeLeftAloneServesUntilAnotherJoins(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	endpoints := etcdtest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	const parts = 8
-	start := func(id string, join []string) *Node {
-		return StartForTest(t, ctx, ClusterConfigForTest(t, id, endpoints, "/drain-alone-test/", parts, join), reg)
-	}
+	start := clusterStarter(t, ctx, reg, "/drain-alone-test/", parts)
 	a := start("a", nil)
 	b := start("b", []string{a.GossipAddr()})
 	awaitCond(t, ctx, "both nodes eligible in a's view", func() bool { return slices.Equal(a.view.eligible(), []string{"a", "b"}) })
@@ -270,13 +264,10 @@ func TestAStopDuringADrainLetsItsHandoffsFinish(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	endpoints := etcdtest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	const parts = 8
-	start := func(id string, join []string) *Node {
-		return StartForTest(t, ctx, ClusterConfigForTest(t, id, endpoints, "/stop-drain-test/", parts, join), reg)
-	}
+	start := clusterStarter(t, ctx, reg, "/stop-drain-test/", parts)
 	a := start("a", nil)
 	b := start("b", []string{a.GossipAddr()})
 	awaitCond(t, ctx, "a and b to share the partitions", func() bool {
@@ -286,6 +277,9 @@ func TestAStopDuringADrainLetsItsHandoffsFinish(t *testing.T) {
 	var ref runtime.Ref
 	var p uint32
 	for i := 0; ; i++ {
+		if i == 100_000 {
+			t.Fatal("b owns none of the first 100,000 holder keys")
+		}
 		ref = runtime.Ref{Name: "holder", Key: []string{fmt.Sprint("h", i)}}
 		if p, err = b.host.PartitionOf(ref); err != nil {
 			t.Fatal(err)
@@ -341,5 +335,15 @@ func TestAStopDuringADrainLetsItsHandoffsFinish(t *testing.T) {
 	}
 	if n := sleeps.Load(); n != 1 {
 		t.Errorf("OnSleep ran %d times on the stopping, draining node, want once", n)
+	}
+}
+
+// clusterStarter starts an etcd for the test and returns a function that
+// starts node id on it (under prefix, with parts partitions), joining the
+// gossip addresses join; each node stops with the test.
+func clusterStarter(t *testing.T, ctx context.Context, reg *rivet.Registry, prefix string, parts uint32) func(id string, join []string) *Node {
+	endpoints := etcdtest.Start(t)
+	return func(id string, join []string) *Node {
+		return StartForTest(t, ctx, ClusterConfigForTest(t, id, endpoints, prefix, parts, join), reg)
 	}
 }
