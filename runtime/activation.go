@@ -78,8 +78,13 @@ type activation struct {
 	state      any
 	stateBytes []byte // JSON of state as of the last turn (maybe not yet committed)
 	meta       actorMeta
-	nextSeq    uint64
 	depth      map[string]uint64
+	// nextSeq is the ID the next message sent gets. Written by the turn
+	// holder; atomic because a workflow commit made outside a turn reads
+	// it (historyOps).
+	nextSeq atomic.Uint64
+	// nextMark is the stored NextMessageSuffix as loaded (0: none).
+	nextMark uint64
 	// sendKeys is the actor's recent idempotency keys (idempotency.go),
 	// nil until a send with a key reads them.
 	sendKeys map[string]sendKeyRecord
@@ -210,6 +215,11 @@ func (a *activation) stateKey() string {
 	return a.key(storage.StateSuffix)
 }
 
+// nextMessageMark is the value of an actor's NextMessageSuffix key.
+type nextMessageMark struct {
+	Next uint64 `json:"next"`
+}
+
 func queueKey(prefix string, seq uint64, queue string) string {
 	return fmt.Sprintf("%s%s%020d/%s", prefix, storage.QueueSuffix, seq, queue)
 }
@@ -233,6 +243,7 @@ type snapshot struct {
 	// history entry carries is newer if written later (statehome.go).
 	stateRev   int64
 	nextSeq    uint64
+	nextMark   uint64 // the stored NextMessageSuffix (0: none)
 	depth      map[string]uint64
 	msgs       []msgRef // pending messages by seq, without bodies
 	metaExists bool
@@ -310,7 +321,12 @@ func (h *Host) readActorOnce(ctx context.Context, prefix string, withHistory boo
 	if folded.rev > s.stateRev {
 		s.state, s.stateRev = folded.state, folded.rev
 	}
+	hasMark := false
 	for _, kv := range qs {
+		if kv.Key == prefix+storage.NextMessageSuffix {
+			hasMark = true
+			continue
+		}
 		seq, q, ok := parseQueueKey(kv.Key[len(prefix)+len(storage.QueueSuffix):])
 		if !ok {
 			continue
@@ -318,6 +334,22 @@ func (h *Host) readActorOnce(ctx context.Context, prefix string, withHistory boo
 		s.depth[q]++
 		s.msgs = append(s.msgs, msgRef{seq: seq, queue: q})
 		s.nextSeq = max(s.nextSeq, seq+1)
+	}
+	if hasMark {
+		// Read only by actors whose workflow has pruned a history.
+		kv, err := h.store.Get(ctx, prefix+storage.NextMessageSuffix)
+		switch {
+		case err == nil:
+			var m nextMessageMark
+			if err := json.Unmarshal(kv.Value, &m); err != nil {
+				return s, 0, 0, fmt.Errorf("next message ID does not decode: %w", err)
+			}
+			s.nextMark = m.Next
+			s.nextSeq = max(s.nextSeq, m.Next)
+			newest = max(newest, kv.ModRevision)
+		case !isNotFound(err):
+			return s, 0, 0, err
+		}
 	}
 	if s.nextSeq == 0 {
 		s.nextSeq = 1
@@ -364,7 +396,8 @@ func (a *activation) load(ctx context.Context, create bool, input json.RawMessag
 				return rivet.Errorf(rivet.ErrInternal, "load %s: %v", a.describe(), err)
 			}
 			a.state, a.stateBytes, a.meta = st, snap.state, snap.meta
-			a.nextSeq, a.depth = snap.nextSeq, snap.depth
+			a.nextSeq.Store(snap.nextSeq)
+			a.nextMark, a.depth = snap.nextMark, snap.depth
 			a.wf.notifyMu.Lock()
 			a.wf.msgs = snap.msgs
 			a.wf.notifyMu.Unlock()
@@ -437,7 +470,8 @@ func (a *activation) load(ctx context.Context, create bool, input json.RawMessag
 			return commitError("create "+a.describe(), err)
 		}
 		a.state, a.stateBytes, a.meta = st, sb, meta
-		a.nextSeq, a.depth = 1, map[string]uint64{}
+		a.nextSeq.Store(1)
+		a.depth = map[string]uint64{}
 		a.created = true
 		return nil
 	}
@@ -486,7 +520,9 @@ func (a *activation) loadWorkflow(ctx context.Context, stateRev int64) error {
 	// be overwritten.
 	for _, e := range hist {
 		for _, m := range e.Messages {
-			a.nextSeq = max(a.nextSeq, m.ID+1)
+			if m.ID >= a.nextSeq.Load() {
+				a.nextSeq.Store(m.ID + 1)
+			}
 		}
 	}
 	if a.wf.wakeAt, err = a.h.readWakeAt(ctx, a.part, a.ref.Name, a.enc); err != nil {

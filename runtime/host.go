@@ -1217,7 +1217,7 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 				}
 				return nil
 			}
-			keyOps, dropped = a.recordSendKey(key, sendKeyRecord{Seq: a.nextSeq, At: now.UnixMilli(), Sum: sum})
+			keyOps, dropped = a.recordSendKey(key, sendKeyRecord{Seq: a.nextSeq.Load(), At: now.UnixMilli(), Sum: sum})
 		}
 		if a.depth[req.Queue] >= uint64(h.cfg.MaxQueueDepth) {
 			return rivet.Errorf(rivet.ErrQueueFull, "queue %s of %s holds %d messages, the limit", req.Queue, a.describe(), h.cfg.MaxQueueDepth)
@@ -1236,7 +1236,7 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 			return rivet.Reasonf(rivet.ErrWorkflowFailed, "workflow", code, "%s has no running workflow to complete the message (workflow %s)", a.describe(), orNone(wfst.Status))
 		}
 		msg, _ := json.Marshal(queueMessage{Body: body, CreatedAt: now.UnixMilli()})
-		seq = a.nextSeq
+		seq = a.nextSeq.Load()
 		ops := append([]storage.Op{storage.Put(queueKey(a.prefix, seq, req.Queue), msg)}, keyOps...)
 		if sp.Run != nil {
 			a.mu.Lock()
@@ -1283,7 +1283,7 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 		if sp.Run == nil {
 			a.wf.countPending(req.Queue, 1)
 		}
-		a.nextSeq++
+		a.nextSeq.Add(1)
 		queued = true
 		a.depth[req.Queue]++
 		if keyOps != nil {
@@ -1453,7 +1453,7 @@ func (h *Host) peek(ctx context.Context, ref Ref, withState bool) (snapshot, uin
 				return snapshot{}, 0, false, rivet.Errorf(rivet.ErrUnavailable, "partition %d of %s is not served by node %s now", part, a.describe(), h.cfg.NodeID)
 			}
 			if !a.stopped.Load() {
-				snap := snapshot{meta: a.meta, state: a.stateBytes, nextSeq: a.nextSeq, depth: map[string]uint64{}, metaExists: true}
+				snap := snapshot{meta: a.meta, state: a.stateBytes, nextSeq: a.nextSeq.Load(), depth: map[string]uint64{}, metaExists: true}
 				snap.wfStatus, snap.wake = a.workflowStatusAndWake()
 				for q, d := range a.depth {
 					snap.depth[q] = d

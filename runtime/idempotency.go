@@ -87,7 +87,9 @@ func (a *activation) loadSendKeys(ctx context.Context) error {
 			continue // not one of ours: left alone
 		}
 		keys[string(k)] = rec
-		a.nextSeq = max(a.nextSeq, rec.Seq+1)
+		if rec.Seq >= a.nextSeq.Load() {
+			a.nextSeq.Store(rec.Seq + 1)
+		}
 	}
 	a.sendKeys = keys
 	return nil

@@ -120,10 +120,7 @@ func TestANodeTakingOverALateRaceRanksTheMessageByWhenItWasSent(t *testing.T) {
 			if st.Winner != c.winner {
 				t.Errorf("winner %q, want %q", st.Winner, c.winner)
 			}
-			qs, err := store.List(ctx, prefix+storage.QueueSuffix, storage.ListOptions{KeysOnly: true})
-			if err != nil {
-				t.Fatal(err)
-			}
+			qs := queuedKeys(t, store, prefix)
 			if len(qs) != c.queued {
 				t.Errorf("%d message(s) queued, want %d", len(qs), c.queued)
 			}

@@ -222,7 +222,25 @@ func (a *activation) historyOps(ws []workflow.HistoryWrite) (ops []storage.Op, b
 			ops = append(ops, storage.Delete(historyKey(prefix, k)))
 		}
 	}
+	if n := a.nextSeq.Load(); n > 1 && n != a.nextMark && deletesHistory(ws) {
+		// The receives deleted may be all that named the highest IDs
+		// given: the next load must not give them again (a workflow may
+		// tell messages apart by ID).
+		b, _ := json.Marshal(nextMessageMark{Next: n})
+		ops = append(ops, storage.Put(prefix+storage.NextMessageSuffix, b))
+	}
 	return ops, back, step, nil
+}
+
+// deletesHistory reports whether ws deletes entries (a prune, a retry, a
+// race's losers).
+func deletesHistory(ws []workflow.HistoryWrite) bool {
+	for _, w := range ws {
+		if w.DeleteTree != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // putBack puts messages that the workflow had taken back in memory's

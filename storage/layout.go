@@ -123,6 +123,12 @@ const (
 	// IdempotencySuffix holds the idempotency keys of the actor's recent
 	// sends: k/<key, base64url>.
 	IdempotencySuffix = "k/"
+	// NextMessageSuffix (under q/, which a load lists anyway) holds
+	// {"next": N}: no message of the actor had an ID of N or above when
+	// it was written. The queues and the history name the IDs given until
+	// a prune deletes the receives that took them; this key is written
+	// with every commit that deletes history, so that no ID is given twice.
+	NextMessageSuffix = "q/~next"
 )
 
 // EncodeKey encodes an actor key's components into one path segment: each
