@@ -59,10 +59,12 @@ type SendOptions struct {
 	// message (queue or body) is ErrInvalidArgument. At most 256 bytes.
 	IdempotencyKey string
 	// Wait and Timeout wait for the message's completion, as SendWait
-	// does. A duplicate waits for the first message if it is still
-	// queued; once its workflow took it, the result is SendEnqueued at once
-	// (a completion is not kept for a later sender), as it is when the
-	// workflow has ended (WorkflowStatus says so, as the first send's did).
+	// does. A duplicate waits for the first message while it is still
+	// queued, or while another sender waits for it (it then gets the
+	// completion too); once its workflow took it and no one waits, the
+	// result is SendEnqueued at once (a completion is not kept for a later
+	// sender), as it is when the workflow has ended (WorkflowStatus says
+	// so, as the first send's did).
 	Wait    bool
 	Timeout time.Duration
 }
@@ -109,8 +111,9 @@ type SendResult struct {
 	MessageState string `json:"message_state,omitempty"`
 	// Duplicate says that the send's idempotency key was used before:
 	// nothing was queued, and MessageID is the first send's message. A
-	// duplicate that waits waits for that message if it is still queued;
-	// otherwise its Status is SendEnqueued at once (a completion is not
+	// duplicate that waits waits for that message while it is still queued
+	// or another sender waits for it; otherwise its Status is SendEnqueued
+	// at once (a completion is not
 	// kept for a later sender). A send the Go client retried after its
 	// connection broke says Duplicate if the first attempt queued it: the
 	// node cannot tell that attempt from an earlier send.

@@ -1203,17 +1203,21 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 					return err
 				}
 				seq, dup = rec.Seq, true
-				if sp.Run == nil || !a.stillQueued(seq) {
+				if sp.Run == nil {
 					return nil
 				}
-				if st := a.workflowStatus().Status; workflowEnded(st) {
+				queued := a.stillQueued(seq)
+				if st := a.workflowStatus().Status; queued && workflowEnded(st) {
 					// As the first send said: nothing takes the message
 					// until the workflow is retried, so none waits for it.
 					ended = st
 				} else if req.Wait {
-					// Waits for the first send's message, unless a sender
-					// waits for it already (the first, still connected).
-					completion = a.wf.awaitCompletion(seq, true)
+					// Waits for the first send's message while it is
+					// queued, or while another sender waits for it (the
+					// first, still connected, or a step that runs again
+					// on the actor's new node while its first run's wait
+					// is not over yet): then its completion comes.
+					completion = a.wf.awaitCompletion(seq, queued)
 				}
 				return nil
 			}
@@ -1257,7 +1261,7 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 			if h.sendWaitHook != nil {
 				h.sendWaitHook(a)
 			}
-			if completion = a.wf.awaitCompletion(seq, false); completion == nil {
+			if completion = a.wf.awaitCompletion(seq, true); completion == nil {
 				a.wf.countPending(req.Queue, -1)
 				if a.stopped.Load() {
 					// Evicted meanwhile (it answers its waiters as it
@@ -1270,7 +1274,7 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 		}
 		if _, err := a.enqueue(ops...); err != nil {
 			if completion != nil {
-				a.wf.forgetWait(seq)
+				a.wf.forgetWait(seq, completion)
 			}
 			if sp.Run != nil {
 				a.wf.countPending(req.Queue, -1)
@@ -1306,7 +1310,7 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 			// caller left): no one waits now. (A turn that failed before
 			// queued it and forgot its wait itself: seq may already be
 			// another sender's.)
-			act.wf.forgetWait(seq)
+			act.wf.forgetWait(seq, completion)
 		}
 		return SendResult{}, err
 	}
@@ -1323,7 +1327,7 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 	}
 	t := time.NewTimer(timeout)
 	defer t.Stop()
-	defer act.wf.forgetWait(seq)
+	defer act.wf.forgetWait(seq, completion)
 	select {
 	case resp, ok := <-completion:
 		if !ok {

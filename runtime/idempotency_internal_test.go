@@ -354,3 +354,111 @@ func TestADuplicateSendToAnEndedWorkflowDoesNotWait(t *testing.T) {
 		}
 	}
 }
+
+// takeThenGate takes a message of q, then waits in a Do step (which holds
+// no turn, so sends go on) until takeGate closes before it completes it.
+var (
+	takeGate     = make(chan struct{})
+	takeThenGate = rivet.Actor[inboxState]{
+		Name:   "takeThenGate",
+		Queues: rivet.Queues{"q": rivet.QueueOf[int]()},
+		Run: func(c *workflow.Ctx[inboxState]) error {
+			m, err := workflow.Next[int](c, "take", workflow.NextOptions{Names: []string{"q"}, Completable: true})
+			if err != nil {
+				return err
+			}
+			if _, err := workflow.Do(c, "hold", func(d *workflow.DoCtx) (int, error) {
+				select {
+				case <-takeGate:
+					return 0, nil
+				case <-d.Context().Done():
+					return 0, d.Context().Err()
+				}
+			}); err != nil {
+				return err
+			}
+			return m.Complete(m.Body * 2)
+		},
+	}
+)
+
+// A send that waits, sent again with its key while the first sender still
+// waits, waits too and gets the completion, whether the message is still
+// queued or taken: a step that runs again on the actor's new node sends
+// again while its first run's wait on the old one may not be over yet.
+// Before, only one sender could wait for a message, and the duplicate was
+// answered "enqueued" at once, without the completion it was waiting for.
+func TestADuplicateSendWaitsBesideTheFirstSender(t *testing.T) {
+	for _, c := range []struct {
+		actor rivet.Actor[inboxState]
+		taken bool // the workflow took the message before the duplicate
+	}{{gatedInbox, false}, {takeThenGate, true}} {
+		t.Run(c.actor.Name, func(t *testing.T) {
+			takeGate = make(chan struct{}) // before any host of this test runs
+			_, _, h, _ := hostOfOn(t, c.actor)
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			ref := Ref{Name: c.actor.Name, Key: []string{"k"}}
+			if _, _, err := h.GetOrCreate(ctx, ref, nil); err != nil {
+				t.Fatal(err)
+			}
+			req := SendRequest{Ref: ref, Queue: "q", Body: json.RawMessage(`21`), IdempotencyKey: "job-1", Wait: true, Timeout: 40 * time.Second}
+			type result struct {
+				res SendResult
+				err error
+			}
+			done := make(chan result, 2)
+			send := func() {
+				res, err := h.Send(ctx, req)
+				done <- result{res, err}
+			}
+			waiters := func(want int, taken bool) {
+				t.Helper()
+				for until := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+					a := h.loaded(ref)
+					a.wf.notifyMu.Lock()
+					var n int
+					var seq uint64
+					for id, chs := range a.wf.completions {
+						n, seq = len(chs), id
+					}
+					took := a.wf.taken[seq]
+					a.wf.notifyMu.Unlock()
+					if n == want && took == taken {
+						return
+					}
+					if time.Now().After(until) {
+						select {
+						case r := <-done:
+							t.Logf("a send returned: %+v, %v", r.res, r.err)
+						default:
+						}
+						t.Fatalf("%d sender(s) wait, the message taken: %v; want %d, %v", n, took, want, taken)
+					}
+				}
+			}
+			go send()
+			waiters(1, c.taken)
+			go send()
+			waiters(2, c.taken)
+			if c.taken {
+				close(takeGate)
+			} else if _, err := h.Send(ctx, SendRequest{Ref: ref, Queue: "gate", Body: json.RawMessage(`1`)}); err != nil {
+				t.Fatal(err)
+			}
+			dups := 0
+			for range 2 {
+				r := <-done
+				if r.err != nil || r.res.Status != SendCompleted || string(r.res.Response) != "42" {
+					t.Fatalf("a sender got %+v, %v; want the completion, 42", r.res, r.err)
+				}
+				if r.res.Duplicate {
+					dups++
+				}
+			}
+			if dups != 1 {
+				t.Errorf("%d of the two sends say duplicate, want 1", dups)
+			}
+		})
+	}
+}

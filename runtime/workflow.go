@@ -102,10 +102,11 @@ type wfState struct {
 	notifyMu sync.Mutex
 	notify   chan struct{}
 
-	// completions are the senders waiting for a message's completion,
-	// guarded by notifyMu; closed is set (under notifyMu) once no run of
-	// this activation will complete anything any more.
-	completions map[uint64]chan json.RawMessage
+	// completions are the senders waiting for a message's completion
+	// (the first send, and duplicates of its idempotency key), guarded by
+	// notifyMu; closed is set (under notifyMu) once no run of this
+	// activation will complete anything any more.
+	completions map[uint64][]chan json.RawMessage
 	// taken marks the messages of waiting senders that the workflow has
 	// received (and not completed yet), so that a wait that runs out can
 	// say whether its message is still queued. Guarded by notifyMu.
@@ -462,8 +463,10 @@ func (a *activation) failWaiters() {
 	a.wf.notifyMu.Lock()
 	defer a.wf.notifyMu.Unlock()
 	a.wf.closed = true
-	for id, ch := range a.wf.completions {
-		close(ch)
+	for id, chs := range a.wf.completions {
+		for _, ch := range chs {
+			close(ch)
+		}
 		delete(a.wf.completions, id)
 	}
 }
@@ -1023,28 +1026,37 @@ func (w *wfHost) Receive(ctx context.Context, names []string, max int, record fu
 
 // awaitCompletion registers a sender's wait for message id's completion
 // and returns the channel that gets it: nil if no run of this activation
-// will complete anything any more (closed), or, with alone, if another
-// sender waits for it already.
-func (w *wfState) awaitCompletion(id uint64, alone bool) chan json.RawMessage {
+// will complete anything any more (closed), or if the message is not
+// queued (queued false: the workflow took it) and no other sender waits
+// for it, since its completion is then not kept for anyone. Decided under
+// notifyMu, which Complete holds as it takes the waiters: a sender that
+// joins one waiting gets the completion too.
+func (w *wfState) awaitCompletion(id uint64, queued bool) chan json.RawMessage {
 	w.notifyMu.Lock()
 	defer w.notifyMu.Unlock()
-	if _, waited := w.completions[id]; w.closed || alone && waited {
+	if w.closed || !queued && len(w.completions[id]) == 0 {
 		return nil
 	}
 	if w.completions == nil {
-		w.completions = map[uint64]chan json.RawMessage{}
+		w.completions = map[uint64][]chan json.RawMessage{}
 	}
 	ch := make(chan json.RawMessage, 1)
-	w.completions[id] = ch
+	w.completions[id] = append(w.completions[id], ch)
 	return ch
 }
 
-// forgetWait drops the wait of the sender of message id, if any.
-func (w *wfState) forgetWait(id uint64) {
+// forgetWait drops the wait ch of a sender of message id, if it is still
+// registered.
+func (w *wfState) forgetWait(id uint64, ch chan json.RawMessage) {
 	w.notifyMu.Lock()
+	defer w.notifyMu.Unlock()
+	chs := slices.DeleteFunc(w.completions[id], func(c chan json.RawMessage) bool { return c == ch })
+	if len(chs) > 0 {
+		w.completions[id] = chs
+		return
+	}
 	delete(w.completions, id)
 	delete(w.taken, id)
-	w.notifyMu.Unlock()
 }
 
 // markTaken notes that the workflow took message id, if a sender waits
@@ -1082,11 +1094,11 @@ func (w *wfHost) Complete(ctx context.Context, id uint64, response json.RawMessa
 	}
 	a := w.a
 	a.wf.notifyMu.Lock()
-	ch, ok := a.wf.completions[id]
+	chs := a.wf.completions[id]
 	delete(a.wf.completions, id)
 	delete(a.wf.taken, id)
 	a.wf.notifyMu.Unlock()
-	if ok {
+	for _, ch := range chs {
 		ch <- response
 	}
 	return nil

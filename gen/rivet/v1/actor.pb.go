@@ -408,8 +408,9 @@ type SendResponse struct {
 	// duplicate says that the request's idempotency_key was used before:
 	// nothing was queued, and message_id is the first send's. With wait, the
 	// send waits for that message while it is still queued (not taken by
-	// the workflow, which has not ended, and no other send waits for it);
-	// otherwise status is "enqueued" at once (a completion is not kept).
+	// the workflow, which has not ended) or another send waits for it (every
+	// send waiting gets the completion); otherwise status is "enqueued" at
+	// once (a completion is not kept).
 	Duplicate     bool `protobuf:"varint,6,opt,name=duplicate,proto3" json:"duplicate,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
