@@ -351,7 +351,14 @@ func (h *Host) loadWakeups(ctx context.Context, parts []uint32) error {
 			// sent to it writes a record that is due.
 			continue
 		}
-		h.timers.schedule(ref, name+"/"+enc, time.UnixMilli(rec.At))
+		// Not later than a wakeup armed already: a rerun this node
+		// armed after its lease was lost (the stopped run's last record
+		// was refused, counted as a run storage stopped) waits out that
+		// backoff, and moved to the stored time (a receive's deadline,
+		// an hour away) the "backoff" lasted until then: every load of
+		// the actor, a Send's included, deferred its workflow to it.
+		// Waking early is harmless: the workflow waits again.
+		h.timers.scheduleEarlier(ref, name+"/"+enc, time.UnixMilli(rec.At))
 		n++
 	}
 	if n > 0 {
