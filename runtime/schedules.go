@@ -257,8 +257,11 @@ func (a *activation) newTurnSchedule(readOnly bool, te *turnEvents) *turnSchedul
 	return &turnSchedule{a: a, readOnly: readOnly, now: time.Now(), te: te}
 }
 
+// After and Every count from when they are called ("d from now"), not from
+// the turn's start (now): an action that worked a while before it
+// scheduled (a slow call) had its call come due that much early.
 func (s *turnSchedule) After(d time.Duration, action string, args ...any) (string, error) {
-	return s.At(s.now.Add(max(d, 0)), action, args...)
+	return s.At(time.Now().Add(max(d, 0)), action, args...)
 }
 
 func (s *turnSchedule) At(t time.Time, action string, args ...any) (string, error) {
@@ -288,7 +291,7 @@ func (s *turnSchedule) Every(name string, every time.Duration, action string, ar
 	if every < MinEvery {
 		return "", rivet.Errorf(rivet.ErrInvalidArgument, "schedule %s every %v: the interval must be at least %v", name, every, MinEvery)
 	}
-	at := s.now.Add(every).UnixMilli()
+	at := time.Now().Add(every).UnixMilli()
 	if at > maxSchedMs {
 		// As At's: an id holds 13 digits of milliseconds.
 		return "", rivet.Errorf(rivet.ErrInvalidArgument, "schedule %s every %v: its first run would be after the year 2286, the latest a call can have", name, every)
