@@ -937,3 +937,18 @@ func TestASendWaitCutShortSaysWhatIsKnown(t *testing.T) {
 		t.Errorf("json: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
 }
+
+// A long --timeout (or --wait-timeout, --for, drain's --wait) is added to
+// what a command waits by design: the sum past time.Duration's range
+// wrapped to a negative deadline, so that watch with --timeout 2000000h
+// failed at once, "no answer ... within -2248095h".
+func TestALongTimeoutDoesNotWrapToADeadlinePast(t *testing.T) {
+	f := servertest.NewFake()
+	f.SubscribeFunc = func(context.Context, runtime.Ref, []string) (server.EventStream, error) {
+		return servertest.NewEvents(nil, rivet.Event{Name: "newCount", Data: json.RawMessage(`1`)}), nil
+	}
+	addr := servertest.Start(t, f, servertest.Config{})
+	rivetctl(t, addr, "watch", "counter", "main", "--count", "1", "--timeout", "2000000h").want(t, 0, "newCount 1\n")
+	rivetctl(t, addr, "watch", "counter", "main", "--count", "1", "--for", "2562047h", "--timeout", "1h").want(t, 0, "newCount 1\n")
+	rivetctl(t, addr, "send", "counter", "main", "q", "1", "--wait", "--wait-timeout", "2562047h", "--timeout", "1h").want(t, 0, "completed (message 1)\n1\n")
+}

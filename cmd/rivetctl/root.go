@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"regexp"
 	"strings"
 	"time"
@@ -339,7 +340,15 @@ func (a *app) runE(extra func() time.Duration, body command) func(*cobra.Command
 		a.preloadJSON(cmd, args)
 		timeout := a.timeout
 		if extra != nil {
-			timeout += extra()
+			// Saturated: a long --timeout plus a long wait (watch's
+			// hundred years, a --wait-timeout or --for of thousands of
+			// hours) wrapped past time.Duration's range to a negative
+			// deadline, and the command failed at once.
+			if e := extra(); e > 0 && timeout > math.MaxInt64-e {
+				timeout = math.MaxInt64
+			} else {
+				timeout += e
+			}
 		}
 		ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 		defer cancel()
