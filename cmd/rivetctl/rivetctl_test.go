@@ -952,3 +952,20 @@ func TestALongTimeoutDoesNotWrapToADeadlinePast(t *testing.T) {
 	rivetctl(t, addr, "watch", "counter", "main", "--count", "1", "--for", "2562047h", "--timeout", "1h").want(t, 0, "newCount 1\n")
 	rivetctl(t, addr, "send", "counter", "main", "q", "1", "--wait", "--wait-timeout", "2562047h", "--timeout", "1h").want(t, 0, "completed (message 1)\n1\n")
 }
+
+// A negative number as a JSON argument (increment -5) reads as a flag to
+// the command line's parser, which said only "unknown shorthand flag: '5'
+// in -5": the error says to put -- before it, which works.
+func TestANegativeNumberArgumentSaysHowToPassIt(t *testing.T) {
+	addr := servertest.Start(t, servertest.NewFake(), servertest.Config{})
+	rivetctl(t, addr, "call", "counter", "main", "increment", "-5").
+		wantErr(t, 2, "rivetctl: -5 reads as a flag: put -- before a negative number (rivetctl call ... -- -5)")
+	rivetctl(t, addr, "send", "counter", "main", "q", "-1.5e3").
+		wantErr(t, 2, "rivetctl: -1.5e3 reads as a flag: put -- before a negative number (rivetctl send ... -- -1.5e3)")
+	rivetctl(t, addr, "call", "counter", "main", "increment", "--", "-5").want(t, 0, "-5\n")
+	// A flag that is no number is still told as before.
+	rivetctl(t, addr, "call", "counter", "main", "increment", "-x").
+		wantErr(t, 2, "rivetctl: unknown shorthand flag: 'x' in -x (see rivetctl call --help)")
+	rivetctl(t, addr, "call", "counter", "main", "increment", "-5x").
+		wantErr(t, 2, "rivetctl: unknown shorthand flag: '5' in -5x (see rivetctl call --help)")
+}

@@ -99,6 +99,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	return code
 }
 
+// negativeNumber matches the parser's error for an argument that starts
+// with '-' and a digit: a negative number, meant as a JSON argument.
+var negativeNumber = regexp.MustCompile(`^unknown shorthand flag: '[0-9]' in (-[0-9]\S*)$`)
+
 // misplacedFlag explains a command line that failed because a switch of a
 // subcommand (call's --no-create, send's --wait, actors' --failed) came
 // before the command's name: cobra, looking for the command, takes a flag
@@ -209,7 +213,7 @@ func (a *app) rootCommand() *cobra.Command {
 		Long: `rivetctl calls actors and inspects a rivet cluster over gRPC.
 
 KEY is a plain string, or a JSON array of strings if it starts with '['; neither may be empty.
-JSON arguments are taken literally: quote strings ('"text"').`,
+JSON arguments are taken literally: quote strings ('"text"'); a negative number goes after -- (increment -- -5).`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
@@ -237,6 +241,11 @@ JSON arguments are taken literally: quote strings ('"text"').`,
 		},
 	}
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		if m := negativeNumber.FindStringSubmatch(err.Error()); m != nil && json.Valid([]byte(m[1])) {
+			// A JSON argument such as increment's -5: no flag of ours
+			// is a digit, but the parser takes any "-..." for flags.
+			return usagef("%s reads as a flag: put -- before a negative number (%s ... -- %s)", m[1], cmd.CommandPath(), m[1])
+		}
 		return usagef("%v (see %s --help)", err, cmd.CommandPath())
 	})
 	addr := a.getenv(client.EndpointEnv)
