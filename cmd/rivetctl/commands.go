@@ -474,7 +474,11 @@ func (a *app) jsonArg(what, s string) (json.RawMessage, error) {
 	if len(lv.b) > maxJSONFile {
 		return nil, usagef("%s: %s holds more than %d MiB", what, src, maxJSONFile>>20)
 	}
-	body := strings.TrimSpace(string(lv.b))
+	// A byte order mark, which some editors and shells (Windows
+	// PowerShell's Out-File, Notepad) write at the start of a UTF-8 file,
+	// is not JSON: RFC 8259 lets a parser ignore it, as here. Left in, the
+	// value was refused with advice to quote it all as a string.
+	body := strings.TrimSpace(strings.TrimPrefix(string(lv.b), "\ufeff"))
 	if body == "" {
 		return nil, usagef("%s: %s is empty", what, src)
 	}

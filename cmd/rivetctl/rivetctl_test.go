@@ -969,3 +969,29 @@ func TestANegativeNumberArgumentSaysHowToPassIt(t *testing.T) {
 	rivetctl(t, addr, "call", "counter", "main", "increment", "-5x").
 		wantErr(t, 2, "rivetctl: unknown shorthand flag: '5' in -5x (see rivetctl call --help)")
 }
+
+// A JSON file that starts with a UTF-8 byte order mark (as Windows
+// PowerShell's Out-File and Notepad write them) is read without it: it
+// was refused, with the advice to quote the whole value as a string.
+func TestAJSONFileWithAByteOrderMarkIsRead(t *testing.T) {
+	addr := servertest.Start(t, servertest.NewFake(), servertest.Config{})
+	argFile := filepath.Join(t.TempDir(), "arg.json")
+	if err := os.WriteFile(argFile, []byte("\ufeff5\r\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rivetctl(t, addr, "call", "counter", "main", "increment", "@"+argFile).want(t, 0, "5\n")
+	rivetctlIn(t, "\ufeff2", map[string]string{}, "--addr", addr, "call", "counter", "main", "increment", "@-").want(t, 0, "7\n")
+	// Only at the start, as a mark: anywhere else it is the text's.
+	if err := os.WriteFile(argFile, []byte("5\ufeff"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := rivetctl(t, addr, "call", "counter", "main", "increment", "@"+argFile); r.code != 2 {
+		t.Errorf("a value with U+FEFF after it: exit %d, stderr %q; want 2", r.code, r.stderr)
+	}
+	// A file of nothing but the mark is empty.
+	if err := os.WriteFile(argFile, []byte("\ufeff\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rivetctl(t, addr, "call", "counter", "main", "increment", "@"+argFile).
+		wantErr(t, 2, "rivetctl: argument 1: "+argFile+" is empty")
+}
