@@ -488,6 +488,14 @@ func (a *app) jsonArg(what, s string) (json.RawMessage, error) {
 // parseJSON takes a command-line payload literally as JSON.
 func parseJSON(what, s string) (json.RawMessage, error) {
 	if !json.Valid([]byte(s)) {
+		var first json.RawMessage
+		if dec := json.NewDecoder(strings.NewReader(s)); dec.Decode(&first) == nil {
+			// A value and more after it (a file of several objects, one
+			// a line): neither quotes nor quoting all would help.
+			at := int(dec.InputOffset())
+			at += len(s[at:]) - len(strings.TrimLeft(s[at:], " \t\r\n"))
+			return nil, usagef("%s is not valid JSON: %s (one JSON value, then more at byte %d: give a single value, such as an array of them)", what, clip(s), at)
+		}
 		if t := strings.TrimSpace(s); strings.HasPrefix(t, "{") || strings.HasPrefix(t, "[") {
 			// Meant as an object or array: quoting it all would make it
 			// a string.

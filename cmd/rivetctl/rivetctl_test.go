@@ -995,3 +995,19 @@ func TestAJSONFileWithAByteOrderMarkIsRead(t *testing.T) {
 	rivetctl(t, addr, "call", "counter", "main", "increment", "@"+argFile).
 		wantErr(t, 2, "rivetctl: argument 1: "+argFile+" is empty")
 }
+
+// A payload of one JSON value and more after it (several objects, one a
+// line, as jq -c writes them) was refused with advice about quotes, which
+// it had: the error says where the second value starts.
+func TestAPayloadOfSeveralJSONValuesSaysSo(t *testing.T) {
+	addr := servertest.Start(t, servertest.NewFake(), servertest.Config{})
+	rivetctlIn(t, "{\"id\":1}\n{\"id\":2}\n", map[string]string{}, "--addr", addr, "send", "counter", "main", "q", "@-").
+		wantErr(t, 2, `rivetctl: BODY_JSON (from stdin) is not valid JSON: {"id":1} {"id":2} (one JSON value, then more at byte 9: give a single value, such as an array of them)`)
+	rivetctl(t, addr, "call", "counter", "main", "increment", "5 6").
+		wantErr(t, 2, `rivetctl: argument 1 is not valid JSON: 5 6 (one JSON value, then more at byte 2: give a single value, such as an array of them)`)
+	// Other mistakes are told as before.
+	rivetctl(t, addr, "call", "counter", "main", "increment", "{a:1}").
+		wantErrPrefix(t, 2, `rivetctl: argument 1 is not valid JSON: {a:1} (invalid character 'a' looking for beginning of object key string; names and strings need double quotes`)
+	rivetctl(t, addr, "call", "counter", "main", "increment", "abc").
+		wantErr(t, 2, `rivetctl: argument 1 is not valid JSON: abc (a string needs its quotes: '"abc"')`)
+}
