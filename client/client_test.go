@@ -644,3 +644,33 @@ func TestACallWhoseConnectionNeverBecameReadyDidNotRun(t *testing.T) {
 		}
 	}
 }
+
+// A negative wait is refused before anything is sent, as an actor's own
+// SendWith refuses it (caller.OnceSender is one interface): under a
+// millisecond it went as 0, the node's default wait of 30 s, and beyond
+// that the node refused it naming its wire field (timeout_ms). A send
+// that does not wait has no timeout, negative or not, as an actor's.
+func TestASendWithANegativeWaitIsRefusedBeforeItIsSent(t *testing.T) {
+	f := servertest.NewFake()
+	var sends atomic.Int32
+	f.SendFunc = func(_ context.Context, req runtime.SendRequest) (runtime.SendResult, error) {
+		sends.Add(1)
+		return runtime.SendResult{MessageID: 1, Status: runtime.SendEnqueued}, nil
+	}
+	h := newClient(t, servertest.Start(t, f, servertest.Config{})).Actor("mailbox", "alice")
+	for _, wait := range []time.Duration{-500 * time.Microsecond, -5 * time.Second} {
+		_, err := h.SendWait(ctx(t), "inbox", 1, wait)
+		if !errors.Is(err, rivet.ErrInvalidArgument) || !strings.Contains(err.Error(), "timeout must not be negative, not "+wait.String()) {
+			t.Errorf("SendWait(%s): %v, want ErrInvalidArgument naming the timeout", wait, err)
+		}
+	}
+	if n := sends.Load(); n != 0 {
+		t.Errorf("%d sends reached the node, want none", n)
+	}
+	if _, err := h.SendWith(ctx(t), "inbox", 1, client.SendOptions{Timeout: -time.Second}); err != nil {
+		t.Errorf("a send without wait, with a negative timeout: %v", err)
+	}
+	if n := sends.Load(); n != 1 {
+		t.Errorf("%d sends reached the node, want 1", n)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/caller"
 	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
 )
@@ -120,6 +121,17 @@ type SendOptions = caller.SendOptions
 // SendWith is Enqueue, or SendWait with Wait set, with options.
 func (h *ActorHandle) SendWith(ctx context.Context, queue string, body any, opts SendOptions) (SendResult, error) {
 	wait, timeout := opts.Wait, opts.Timeout
+	switch {
+	case !wait:
+		// As an actor's own SendWith: a send that does not wait has no
+		// timeout (a negative one the node would refuse).
+		timeout = 0
+	case timeout < 0:
+		// Refused before anything is sent, as an actor's own SendWith
+		// does: under a millisecond it went as 0, the node's default of
+		// 30 s, and beyond that the node named its wire field.
+		return SendResult{}, rivet.Errorf(rivet.ErrInvalidArgument, "timeout must not be negative, not %s", timeout)
+	}
 	b, err := marshal("message body", body)
 	if err != nil {
 		return SendResult{}, err
