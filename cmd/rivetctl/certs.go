@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"net"
 	"path/filepath"
 	"strings"
 	"time"
@@ -36,6 +37,9 @@ overwrites a file; remove the old ones to make new ones.`,
 			var hs []string
 			for _, h := range strings.Split(hosts, ",") {
 				if h = strings.TrimSpace(h); h != "" {
+					if err := certHost(h); err != nil {
+						return err
+					}
 					hs = append(hs, h)
 				}
 			}
@@ -64,4 +68,30 @@ overwrites a file; remove the old ones to make new ones.`,
 	f.StringVar(&hosts, "hosts", "localhost,127.0.0.1", "comma-separated host names and IP addresses of the node certificate")
 	f.DurationVar(&validity, "validity", certs.DefaultValidity, "how long the certificates are valid")
 	return cmd
+}
+
+// certHost refuses a --hosts entry that is neither an IP address nor a
+// host name: it went into the certificate as a DNS name no dial matches
+// (node1:6420, 10.0.0.256), and TLS failed only when nodes dialed, with
+// "certificate is valid for node1:6420, not node1".
+func certHost(h string) error {
+	if net.ParseIP(h) != nil {
+		return nil
+	}
+	if strings.Contains(h, "://") {
+		return usagef("--hosts: %q is a URL: name its host alone", h)
+	}
+	if host, _, err := net.SplitHostPort(h); err == nil {
+		return usagef("--hosts: %q has a port: name hosts without one (%s)", h, host)
+	}
+	name := strings.TrimPrefix(h, "*.") // a wildcard, as TLS matches it
+	for _, label := range strings.Split(name, ".") {
+		if label == "" || strings.Trim(label, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_") != "" {
+			return usagef("--hosts: %q is neither an IP address nor a host name (letters, digits, '-' and '_', in labels between dots)", h)
+		}
+	}
+	if strings.Trim(strings.ReplaceAll(name, ".", ""), "0123456789") == "" {
+		return usagef("--hosts: %q is not an IP address (nor a host name: a name is not all digits)", h)
+	}
+	return nil
 }

@@ -126,3 +126,29 @@ func TestConnectionHintForATLSOnlyNode(t *testing.T) {
 		t.Errorf("frame too large: hint %q, want none", got)
 	}
 }
+
+// A --hosts entry that is neither an IP address nor a host name (a port
+// left on, a mistyped address) is a usage error: it went into the node
+// certificate as a DNS name no dial matches, and TLS failed only when
+// nodes dialed each other. Nothing is written.
+func TestCertsRefusesAHostNoDialMatches(t *testing.T) {
+	for _, c := range []struct{ hosts, line string }{
+		{"localhost,node1:6420", `rivetctl: --hosts: "node1:6420" has a port: name hosts without one (node1)`},
+		{"[::1]:6420", `rivetctl: --hosts: "[::1]:6420" has a port: name hosts without one (::1)`},
+		{"https://node1", `rivetctl: --hosts: "https://node1" is a URL: name its host alone`},
+		{"10.0.0.256", `rivetctl: --hosts: "10.0.0.256" is not an IP address (nor a host name: a name is not all digits)`},
+		{"bad host", `rivetctl: --hosts: "bad host" is neither an IP address nor a host name (letters, digits, '-' and '_', in labels between dots)`},
+		{"node1..x", `rivetctl: --hosts: "node1..x" is neither an IP address nor a host name (letters, digits, '-' and '_', in labels between dots)`},
+	} {
+		dir := filepath.Join(t.TempDir(), "certs")
+		rivetctlEnv(t, map[string]string{}, "certs", "--out", dir, "--hosts", c.hosts).wantErr(t, exitUsage, c.line)
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Errorf("--hosts %q: %s was made (%v)", c.hosts, dir, err)
+		}
+	}
+	// What names a host still works.
+	dir := t.TempDir()
+	if r := rivetctlEnv(t, map[string]string{}, "certs", "--out", dir, "--hosts", "localhost,127.0.0.1,::1,node-1.rivet_net.local,*.nodes.example.com,10.0.0.1"); r.code != 0 {
+		t.Errorf("valid hosts: %+v", r)
+	}
+}
