@@ -7,6 +7,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf16"
 
 	"github.com/rivet-go/rivet/client"
 )
@@ -333,12 +335,36 @@ func (a *app) printStats(st client.Stats) error {
 // it can be pasted back: a plain string when that is unambiguous, else a
 // JSON array (also for a key that starts with '-', which the command line
 // would take for a flag).
+//
+// A key with a character that does not print (a control character, a
+// space other than ' ', a zero-width one) is a JSON array with that
+// character escaped: printed as it is, an escape sequence in a key that
+// any client may have named reached the operator's terminal, and a '\r'
+// or a zero-width space showed another key than the one stored.
 func formatKey(key []string) string {
-	if len(key) == 1 && !strings.HasPrefix(key[0], "[") && !strings.HasPrefix(key[0], "-") && key[0] != "" && !strings.ContainsAny(key[0], " \t\n") {
+	if len(key) == 1 && !strings.HasPrefix(key[0], "[") && !strings.HasPrefix(key[0], "-") && key[0] != "" &&
+		strings.IndexFunc(key[0], func(r rune) bool { return r == ' ' || !unicode.IsPrint(r) }) < 0 {
 		return key[0]
 	}
-	b, _ := json.Marshal(key)
-	return string(b)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(key)
+	// encoding/json escapes the C0 controls, and leaves DEL, the C1
+	// controls and other characters that do not print as they are.
+	var out strings.Builder
+	for _, r := range strings.TrimSuffix(buf.String(), "\n") {
+		switch {
+		case unicode.IsPrint(r) || r == ' ':
+			out.WriteRune(r)
+		case r > 0xffff:
+			r1, r2 := utf16.EncodeRune(r)
+			fmt.Fprintf(&out, "\\u%04x\\u%04x", r1, r2)
+		default:
+			fmt.Fprintf(&out, "\\u%04x", r)
+		}
+	}
+	return out.String()
 }
 
 func formatTime(t time.Time) string {

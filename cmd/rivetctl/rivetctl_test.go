@@ -1011,3 +1011,34 @@ func TestAPayloadOfSeveralJSONValuesSaysSo(t *testing.T) {
 	rivetctl(t, addr, "call", "counter", "main", "increment", "abc").
 		wantErr(t, 2, `rivetctl: argument 1 is not valid JSON: abc (a string needs its quotes: '"abc"')`)
 }
+
+// A key with characters that do not print is shown as a JSON array with
+// them escaped, so that what an operator sees is the key stored, and can
+// be pasted back: printed as they were, an escape sequence in a key (which
+// any client may name) reached the terminal, and a '\r' or a zero-width
+// space showed another key.
+func TestAKeyThatDoesNotPrintIsShownEscaped(t *testing.T) {
+	addr := servertest.Start(t, servertest.NewFake(), servertest.Config{})
+	for _, c := range []struct{ key, shown string }{
+		{"\x1b[31mred", `["\u001b[31mred"]`},
+		{"main\rfake", `["main\rfake"]`},
+		{"zero\u200bwidth", `["zero\u200bwidth"]`},
+		{"del\x7f", `["del\u007f"]`},
+		{"csi\u009b2J", `["csi\u009b2J"]`},
+		{"nb\u00a0sp", `["nb\u00a0sp"]`},
+		{"tag\U000e0041", `["tag\udb40\udc41"]`},
+		{"a<b&c", `a<b&c`},
+		{"two words", `["two words"]`},
+		{"ünïcødé", `ünïcødé`},
+	} {
+		key, err := json.Marshal([]string{c.key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := rivetctl(t, addr, "create", "counter", string(key)); r.code != 0 || !strings.HasPrefix(r.stdout, "created counter "+c.shown+" (partition ") {
+			t.Errorf("create %q: %+v, want it shown as %s", c.key, r, c.shown)
+		}
+		// Pasted back, the key shown is the key.
+		rivetctl(t, addr, "call", "--no-create", "counter", c.shown, "increment", "1").want(t, 0, "1\n")
+	}
+}
