@@ -12,6 +12,17 @@ func (h *Host) SetWakeClock(clock func() time.Time) {
 	h.KickWakeups()
 }
 
+// SetWakeLoopMaxWait sets how long the wake loop sleeps at most, and
+// returns the setting before.
+func SetWakeLoopMaxWait(d time.Duration) time.Duration {
+	old := wakeLoopMaxWait
+	wakeLoopMaxWait = d
+	return old
+}
+
+// WakeKickPending reports whether the wake loop has yet to take a kick.
+func (h *Host) WakeKickPending() bool { return len(h.timers.kick) > 0 }
+
 // KickWakeups makes the wake loop look for due wakeups now.
 func (h *Host) KickWakeups() {
 	select {

@@ -324,3 +324,21 @@ func TestAWakeupFailingOnStorageIsTriedAgainWithinSeconds(t *testing.T) {
 	waitFor(t, "the actor to activate once storage reads again", 20*time.Second, func() bool { return w.host.Stats().ActiveActors == 1 })
 	waitFor(t, "the retries to end", 20*time.Second, func() bool { _, ok := w.host.NextWakeup(w.ref); return !ok })
 }
+
+// A wall clock stepped forward past a wakeup fires it within the wake
+// loop's bound on a sleep, not when the sleep computed before the step
+// would have ended (here two hours of real time).
+func TestAWakeupFiresSoonAfterTheWallClockStepsPastIt(t *testing.T) {
+	old := runtime.SetWakeLoopMaxWait(100 * time.Millisecond) // before any host runs
+	t.Cleanup(func() { runtime.SetWakeLoopMaxWait(old) })     // after they stopped
+	w := newWakeupEnv(t, "stepped")
+	at := w.clock.Now().Add(2 * time.Hour)
+	if err := w.host.ScheduleWakeup(w.ref, at); err != nil {
+		t.Fatal(err)
+	}
+	// The loop took the kick, and sleeps towards a wakeup two hours away
+	// by the clock.
+	waitFor(t, "the wake loop to see the wakeup", 20*time.Second, func() bool { return !w.host.WakeKickPending() })
+	w.clock.Set(at) // stepped, and nothing kicks the loop
+	waitFor(t, "the actor woken", 20*time.Second, func() bool { return w.host.Stats().ActiveActors == 1 })
+}

@@ -456,6 +456,14 @@ func (h *Host) retryLoadWakeups(parts []uint32) {
 // time, the last of a few hundred fired seconds after the first.
 const wakeParallel = 16
 
+// wakeLoopMaxWait bounds how long the wake loop sleeps without looking at
+// the clock. Wakeups are wall-clock times and a sleep runs on the
+// monotonic clock: a wall clock stepped forward (NTP after a suspend, an
+// operator's fix) left every wakeup and scheduled call due meanwhile
+// waiting for the rest of a sleep computed before the step, up to an hour.
+// A variable for tests.
+var wakeLoopMaxWait = 30 * time.Second
+
 // wakeLoop activates actors whose wakeup time came. It runs until Stop;
 // the activations it started end before Stop returns (they are counted in
 // loops, which Stop waits for).
@@ -490,9 +498,9 @@ func (h *Host) wakeLoop() {
 				}
 			}()
 		}
-		wait := time.Hour
+		wait := wakeLoopMaxWait
 		if !next.IsZero() {
-			wait = max(next.Sub(h.timers.now()), time.Millisecond)
+			wait = min(max(next.Sub(h.timers.now()), time.Millisecond), wakeLoopMaxWait)
 		}
 		timer.Reset(wait)
 		select {
