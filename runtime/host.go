@@ -414,7 +414,7 @@ func (h *Host) place(ref Ref) (enc string, part uint32, err error) {
 func (h *Host) activate(ctx context.Context, ref Ref, sp *rivet.Spec, create bool, input json.RawMessage) (*activation, bool, error) {
 	created := false
 	for attempt := range 5 {
-		a, c, _, err := h.activateFor(ctx, ref, sp, create, input, "")
+		a, c, _, err := h.activateFor(ctx, ref, sp, create, input, "", "")
 		if err != nil {
 			return nil, false, err
 		}
@@ -467,7 +467,7 @@ func evictedPause(ctx context.Context, attempt int) error {
 // its workflow ended (cancelled), not serving without a workflow that
 // should run. An activation found in memory is returned
 // as to anyone (its workflow runs already; held false).
-func (h *Host) activateFor(ctx context.Context, ref Ref, sp *rivet.Spec, create bool, input json.RawMessage, hold string) (a *activation, created, held bool, err error) {
+func (h *Host) activateFor(ctx context.Context, ref Ref, sp *rivet.Spec, create bool, input json.RawMessage, hold, chain string) (a *activation, created, held bool, err error) {
 	enc, part, prefix, err := h.locate(ref)
 	if err != nil {
 		return nil, false, false, err
@@ -493,6 +493,16 @@ func (h *Host) activateFor(ctx context.Context, ref Ref, sp *rivet.Spec, create 
 		}
 		if a == nil {
 			token, owned := h.own.Token(part)
+			if !owned {
+				// A chain that the handoff of part waits for loads the
+				// actor on the claim, which holds until the release
+				// (letIn). Decided under mu, with the insert below: the
+				// handoff looks for activations of part under mu before
+				// it releases, and none can be let in once it finds none.
+				if rt, releasing := h.own.Releasing(part); releasing && h.letInLocked(part, chain, nil) {
+					token, owned = rt, true
+				}
+			}
 			if !owned && createdHere {
 				// This caller's create applied; the partition is being
 				// claimed again (the re-fence its doubt set off): wait for
@@ -729,7 +739,7 @@ func (h *Host) turnFor(ctx context.Context, kind TurnKind, ref Ref, sp *rivet.Sp
 		hold = chain
 	}
 	for attempt := range 5 {
-		a, created, held, err := h.activateFor(ctx, ref, sp, create, input, hold)
+		a, created, held, err := h.activateFor(ctx, ref, sp, create, input, hold, chain)
 		if err != nil {
 			return nil, false, err
 		}
@@ -742,7 +752,7 @@ func (h *Host) turnFor(ctx context.Context, kind TurnKind, ref Ref, sp *rivet.Sp
 					return nil, false, rivet.Errorf(rivet.ErrUnavailable, "actor %s is going to sleep", a.describe())
 				}
 			}
-			if _, ok := h.own.Token(a.part); !ok && !a.gate.heldBy(chain) {
+			if _, ok := h.own.Token(a.part); !ok && !a.gate.heldBy(chain) && !h.letIn(a.part, chain, a) {
 				// Not served (being handed off, or lost): say so now
 				// rather than wait for a gate held by the handoff (an
 				// OnSleep calling an actor of the same partition).
@@ -777,8 +787,10 @@ func (h *Host) turnFor(ctx context.Context, kind TurnKind, ref Ref, sp *rivet.Sp
 				// this activation to sleep (OnSleep) itself. A turn
 				// re-entering one that runs (an OnSleep calling back into
 				// its actor) still writes on the claim, which holds until
-				// the release; any other is refused, and evicts nothing.
-				if !a.gate.reentered() {
+				// the release, and so does one of a chain the handoff
+				// waits for (letIn: it hands this activation off after
+				// the turn); any other is refused, and evicts nothing.
+				if !a.gate.reentered() && !h.letIn(a.part, chain, a) {
 					a.gate.release(chain)
 					return nil, false, rivet.Errorf(rivet.ErrUnavailable, "partition %d of %s is moving from node %s", a.part, a.describe(), h.cfg.NodeID)
 				}
@@ -2302,11 +2314,13 @@ func (h *Host) remoteFor(ref Ref, from *activation, chain string) Remote {
 	if err != nil || h.Owns(part) {
 		return nil
 	}
-	if _, releasing := h.own.Releasing(part); releasing && (from != nil && from.part == part || h.heldBy(ref, chain)) {
+	if _, releasing := h.own.Releasing(part); releasing && (from != nil && from.part == part || h.heldBy(ref, chain) || h.letIn(part, chain, nil)) {
 		// A call from an actor of the partition this node is handing
 		// off (OnSleep, a KeepAwake function) into that partition, or
 		// one back into an actor whose gate its chain holds (OnSleep
-		// calls an actor elsewhere, which calls back): this node answers
+		// calls an actor elsewhere, which calls back), or one made by a
+		// turn in that partition that the handoff waits for (letIn: X
+		// calls Y, which calls Z of X's partition): this node answers
 		// it (turnFor lets re-entrant turns in, so OnSleep may call its
 		// own actor, and refuses the rest at once). The Remote would
 		// wait for the partition table to name the next owner, which it
@@ -2316,6 +2330,47 @@ func (h *Host) remoteFor(ref Ref, from *activation, chain string) Remote {
 		return nil
 	}
 	return h.remote
+}
+
+// letIn reports whether a call on chain (a turn's or a caller's) must be
+// served on the claim of partition p while a handoff releases it: a turn
+// in an actor of p in memory here (other than except, the callee) made the
+// call, directly or through other actors' turns, even on other nodes (X
+// calls Y elsewhere, which calls Z of X's partition). The handoff waits for
+// X's turn, which waits for the call: refused (UNAVAILABLE, retried by the
+// forwarding node and the client), it would hold the partition and the
+// client's call up until their retries gave up. Served, it writes on the
+// claim, which holds until the release (fenced as any turn of the
+// partition), and the handoff hands off what it loaded after it (handoff).
+//
+// Not for the OnSleep hooks the handoff (or the reaper) runs, whose chains
+// hold their actors' gates too: an OnSleep calling an actor of its
+// partition whose own OnSleep calls back would wait until SleepTimeout, so
+// they are refused at once, as before. Nor for a chain that holds no turn
+// in p (a call from another partition waits for p's next owner).
+func (h *Host) letIn(p uint32, chain string, except *activation) bool {
+	if _, releasing := h.own.Releasing(p); !releasing || chain == "" {
+		return false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.letInLocked(p, chain, except)
+}
+
+// letInLocked is letIn, called with mu held.
+func (h *Host) letInLocked(p uint32, chain string, except *activation) bool {
+	if chain == "" {
+		return false
+	}
+	if _, fromSleep := h.sleepChains.Load(chainRoot(chain)); fromSleep {
+		return false
+	}
+	for _, a := range h.actors {
+		if a != except && a.part == p && a.gate.heldAbove(chain) {
+			return true
+		}
+	}
+	return false
 }
 
 // heldBy reports whether ref is in memory here with its gate held by chain.
@@ -2329,11 +2384,13 @@ func (h *Host) heldBy(ref Ref, chain string) bool {
 
 // Handoff stops serving partition p so that another node can take it
 // over: no new turn starts (requests get rivet.ErrUnavailable, which
-// clients retry), the turns in progress finish, every workflow records
-// where it stopped, and every write lands. Then the claim is released. If
-// ctx ends first, the actors still in memory are evicted (their unwritten
-// changes fail, fenced, once the claim is gone) and the claim is released
-// all the same: a handoff that never ends would hold the partition hostage.
+// clients retry; except calls the turns in progress wait for, letIn, whose
+// actors are handed off after them), the turns in progress finish, every
+// workflow records where it stopped, and every write lands. Then the claim
+// is released. If ctx ends first, the actors still in memory are evicted
+// (their unwritten changes fail, fenced, once the claim is gone) and the
+// claim is released all the same: a handoff that never ends would hold the
+// partition hostage.
 func (h *Host) Handoff(ctx context.Context, p uint32) error {
 	_, err := h.handoff(ctx, p, true)
 	return err
@@ -2360,15 +2417,42 @@ func (h *Host) handoff(ctx context.Context, p uint32, hooks bool) (began bool, _
 		part, err := h.PartitionOf(ref)
 		return err == nil && part == p
 	})
-	var wg sync.WaitGroup
-	for _, a := range acts {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			h.handoffActor(ctx, a, hooks)
-		}()
+	later := false // actors of p were loaded after the handoff began
+	for {
+		var wg sync.WaitGroup
+		for _, a := range acts {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				h.handoffActor(ctx, a, hooks)
+			}()
+		}
+		wg.Wait()
+		// A call of a chain that a turn of p held the handoff up with
+		// may have loaded actors of p on its claim meanwhile (letIn):
+		// they go too, until none is left. Looked for under mu, as letIn
+		// decides: once none is left, none can be loaded, as only a turn
+		// in an activation of p in memory lets a chain in.
+		h.mu.Lock()
+		acts = acts[:0]
+		for _, a := range h.actors {
+			if a.part == p {
+				acts = append(acts, a)
+			}
+		}
+		h.mu.Unlock()
+		if len(acts) == 0 {
+			break
+		}
+		later = true
 	}
-	wg.Wait()
+	if later {
+		// Their loads armed their timers again.
+		h.timers.cancelIf(func(ref Ref) bool {
+			part, err := h.PartitionOf(ref)
+			return err == nil && part == p
+		})
+	}
 	// The claim goes even if ctx ended, and until it goes the partition
 	// is served by no one: retry until it is released, or the lease (and
 	// with it the claim) is gone, or the host stops.
