@@ -61,10 +61,7 @@ func TestADrainLetsInTheCallChainItWaitsFor(t *testing.T) {
 	start := clusterStarter(t, ctx, reg, "/drain-chain-test/", parts)
 	a := start("a", nil)
 	b := start("b", []string{a.GossipAddr()})
-	awaitCond(t, ctx, "a and b to share the partitions", func() bool {
-		oa, ob := a.own.Owned(), b.own.Owned()
-		return oa > 0 && ob > 0 && oa+ob == parts && a.balancer.Settled() && b.balancer.Settled()
-	})
+	awaitCond(t, ctx, "a and b to share the partitions", sharing(parts, a, b))
 	// find returns the first key of actor type name whose partition
 	// satisfies ok.
 	find := func(name string, ok func(p uint32) bool) string {

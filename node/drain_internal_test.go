@@ -270,10 +270,7 @@ func TestAStopDuringADrainLetsItsHandoffsFinish(t *testing.T) {
 	start := clusterStarter(t, ctx, reg, "/stop-drain-test/", parts)
 	a := start("a", nil)
 	b := start("b", []string{a.GossipAddr()})
-	awaitCond(t, ctx, "a and b to share the partitions", func() bool {
-		oa, ob := a.own.Owned(), b.own.Owned()
-		return oa > 0 && ob > 0 && oa+ob == parts && a.balancer.Settled() && b.balancer.Settled()
-	})
+	awaitCond(t, ctx, "a and b to share the partitions", sharing(parts, a, b))
 	var ref runtime.Ref
 	var p uint32
 	for i := 0; ; i++ {
@@ -335,6 +332,22 @@ func TestAStopDuringADrainLetsItsHandoffsFinish(t *testing.T) {
 	}
 	if n := sleeps.Load(); n != 1 {
 		t.Errorf("OnSleep ran %d times on the stopping, draining node, want once", n)
+	}
+}
+
+// sharing returns a condition that holds once the nodes own the parts
+// partitions between them, each some, and their balancers have settled.
+func sharing(parts uint32, nodes ...*Node) func() bool {
+	return func() bool {
+		var sum uint32
+		for _, n := range nodes {
+			o := n.own.Owned()
+			if o == 0 || !n.balancer.Settled() {
+				return false
+			}
+			sum += uint32(o)
+		}
+		return sum == parts
 	}
 }
 

@@ -37,10 +37,7 @@ func TestACallToACrashedNodesActorWaitsForItsPartitionToMove(t *testing.T) {
 	}
 	a := StartForTest(t, ctx, config("a", nil), reg)
 	b := StartForTest(t, ctx, config("b", []string{a.GossipAddr()}), reg)
-	awaitCond(t, ctx, "a and b to share the partitions", func() bool {
-		oa, ob := a.own.Owned(), b.own.Owned()
-		return oa > 0 && ob > 0 && oa+ob == parts && a.balancer.Settled() && b.balancer.Settled()
-	})
+	awaitCond(t, ctx, "a and b to share the partitions", sharing(parts, a, b))
 
 	// Counters whose partitions b serves, each incremented once through
 	// a's Remote, so that a's connection to b is up.

@@ -38,22 +38,16 @@ func TestAQuickRestartUnderTheSameIDMovesNoPartitionTwice(t *testing.T) {
 		return ClusterConfigForTest(t, id, endpoints, "/restart-test/", parts, join)
 	}
 	start := func(cfg Config) *Node { return StartForTest(t, ctx, cfg, reg) }
-	shared := func(a, b *Node) func() bool {
-		return func() bool {
-			oa, ob := a.own.Owned(), b.own.Owned()
-			return oa > 0 && ob > 0 && oa+ob == parts && a.balancer.Settled() && b.balancer.Settled()
-		}
-	}
 	a := start(config("a", nil))
 	bcfg := config("b", []string{a.GossipAddr()})
 	b := start(bcfg)
-	awaitCond(t, ctx, "a and b to share the partitions", shared(a, b))
+	awaitCond(t, ctx, "a and b to share the partitions", sharing(parts, a, b))
 	claimed, handedOff := a.claimed.Load(), a.handedOff.Load()
 
 	crash(ctx, b)
 	bcfg.GossipAddr = b.GossipAddr()
 	b2 := start(bcfg)
-	awaitCond(t, ctx, "a and the restarted b to share the partitions", shared(a, b2))
+	awaitCond(t, ctx, "a and the restarted b to share the partitions", sharing(parts, a, b2))
 	if got := a.claimed.Load() - claimed; got != 0 {
 		t.Errorf("a claimed %d of b's partitions while b restarted, and handed off %d", got, a.handedOff.Load()-handedOff)
 	}

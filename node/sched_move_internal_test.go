@@ -28,16 +28,10 @@ func TestScheduledCallsRunOnceAcrossDrainFailoverAndRestart(t *testing.T) {
 		return ClusterConfigForTest(t, id, endpoints, "/sched-move-test/", parts, join)
 	}
 	start := func(cfg Config) *Node { return StartForTest(t, ctx, cfg, reg) }
-	shared := func(a, b *Node) func() bool {
-		return func() bool {
-			oa, ob := a.own.Owned(), b.own.Owned()
-			return oa > 0 && ob > 0 && oa+ob == parts && a.balancer.Settled() && b.balancer.Settled()
-		}
-	}
 	a := start(config("a", nil))
 	bcfg := config("b", []string{a.GossipAddr()})
 	b := start(bcfg)
-	awaitCond(t, ctx, "a and b to share the partitions", shared(a, b))
+	awaitCond(t, ctx, "a and b to share the partitions", sharing(parts, a, b))
 	c, err := client.New(a.GRPCAddr())
 	if err != nil {
 		t.Fatal(err)
@@ -58,13 +52,13 @@ func TestScheduledCallsRunOnceAcrossDrainFailoverAndRestart(t *testing.T) {
 	if _, err := (backend{a.host, a}).Drain(ctx, "", true); err != nil {
 		t.Fatalf("undo the drain of a: %v", err)
 	}
-	awaitCond(t, ctx, "a and b to share the partitions again", shared(a, b))
+	awaitCond(t, ctx, "a and b to share the partitions again", sharing(parts, a, b))
 	// A crash: a takes b's partitions once b's lease ends; then b is back.
 	crash(ctx, b)
 	awaitCond(t, ctx, "a to take over b's partitions", func() bool { return a.own.Owned() == parts })
 	bcfg.GossipAddr = b.GossipAddr()
 	b2 := start(bcfg)
-	awaitCond(t, ctx, "a and the restarted b to share the partitions", shared(a, b2))
+	awaitCond(t, ctx, "a and the restarted b to share the partitions", sharing(parts, a, b2))
 
 	get := func(k string) testactors.TallyState {
 		st, err := rivet.Call[testactors.TallyState](ctx, c.Get("tally", k), "get")

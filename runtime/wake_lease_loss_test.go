@@ -2,7 +2,6 @@ package runtime_test
 
 import (
 	"encoding/json"
-	"errors"
 	"testing"
 	"time"
 
@@ -10,7 +9,6 @@ import (
 	"github.com/rivet-go/rivet/placement"
 	"github.com/rivet-go/rivet/runtime"
 	"github.com/rivet-go/rivet/storage"
-	"github.com/rivet-go/rivet/workflow"
 )
 
 // A workflow in a timed receive, in memory when its node loses its lease
@@ -22,22 +20,9 @@ import (
 // load of the actor until then (the Send's) waited out that "backoff"
 // without starting the workflow.
 func TestAMessageAfterALeaseLossIsTakenBeforeTheReceiveTimesOut(t *testing.T) {
-	mailbox := rivet.Actor[boxState]{
-		Name:   "mailbox",
-		Queues: rivet.Queues{"q": rivet.QueueOf[int]()},
-		Run: func(ctx *workflow.Ctx[boxState]) error {
-			return ctx.Loop("serve", func(lc *workflow.Ctx[boxState]) error {
-				_, err := workflow.Next[int](lc, "m", workflow.NextOptions{Timeout: time.Hour})
-				if err != nil && !errors.Is(err, workflow.ErrTimeout) {
-					return err
-				}
-				return lc.Step("count", func(s *workflow.StepCtx[boxState]) error { s.State.Seen++; return nil })
-			})
-		},
-		Actions: rivet.Actions[boxState]{
-			"get": rivet.Query(func(c *rivet.ActionCtx[boxState]) (int, error) { return c.State.Seen, nil }),
-		},
-	}
+	mailbox := servingMailbox(rivet.Actions[boxState]{
+		"get": rivet.Query(func(c *rivet.ActionCtx[boxState]) (int, error) { return c.State.Seen, nil }),
+	})
 	e := newEnv(t, counterReg(t, mailbox), func(c *runtime.Config) { c.IdleTimeout = 300 * time.Millisecond })
 	ref := runtime.Ref{Name: "mailbox", Key: []string{"m"}}
 	send := func() {

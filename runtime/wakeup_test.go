@@ -92,13 +92,10 @@ type boxState struct {
 	Seen int `json:"seen"`
 }
 
-// A message sent while the node stops is taken after a restart, not only
-// at the deadline of the receive its workflow was in: the stopping
-// workflow's wakeup record (written without the actor's turn) and the
-// Send's (which saw the older time and wrote none) raced.
-func TestAMessageSentDuringAStopIsTakenAfterTheRestart(t *testing.T) {
-	block, entered := make(chan struct{}), make(chan struct{}, 1)
-	mailbox := rivet.Actor[boxState]{
+// servingMailbox is an actor with actions whose workflow counts the
+// messages of q it takes, in a loop of receives that wait up to an hour.
+func servingMailbox(actions rivet.Actions[boxState]) rivet.Actor[boxState] {
+	return rivet.Actor[boxState]{
 		Name:   "mailbox",
 		Queues: rivet.Queues{"q": rivet.QueueOf[int]()},
 		Run: func(ctx *workflow.Ctx[boxState]) error {
@@ -110,14 +107,23 @@ func TestAMessageSentDuringAStopIsTakenAfterTheRestart(t *testing.T) {
 				return lc.Step("count", func(s *workflow.StepCtx[boxState]) error { s.State.Seen++; return nil })
 			})
 		},
-		Actions: rivet.Actions[boxState]{
-			"block": rivet.Query(func(c *rivet.ActionCtx[boxState]) (int, error) {
-				entered <- struct{}{}
-				<-block
-				return 0, nil
-			}),
-		},
+		Actions: actions,
 	}
+}
+
+// A message sent while the node stops is taken after a restart, not only
+// at the deadline of the receive its workflow was in: the stopping
+// workflow's wakeup record (written without the actor's turn) and the
+// Send's (which saw the older time and wrote none) raced.
+func TestAMessageSentDuringAStopIsTakenAfterTheRestart(t *testing.T) {
+	block, entered := make(chan struct{}), make(chan struct{}, 1)
+	mailbox := servingMailbox(rivet.Actions[boxState]{
+		"block": rivet.Query(func(c *rivet.ActionCtx[boxState]) (int, error) {
+			entered <- struct{}{}
+			<-block
+			return 0, nil
+		}),
+	})
 	e := newEnv(t, counterReg(t, mailbox), nil)
 	ref := runtime.Ref{Name: "mailbox", Key: []string{"m"}}
 	send := func() error {
