@@ -106,7 +106,9 @@ func Start(cfg Config) (*Cluster, error) {
 	// as long as it remembers the dead one (GossipToTheDeadTime, 30 s on
 	// a LAN), during which the others leave it out of their rings while it
 	// counts itself in. Node IDs are unique (a duplicate revokes the
-	// other's lease), so a name is never claimed by two live nodes.
+	// other's lease, and the older process then stops:
+	// runtime.ErrReplaced), so a name is not claimed by two live nodes
+	// for long.
 	mc.DeadNodeReclaimTime = time.Second
 	ml, err := memberlist.Create(mc)
 	if err != nil {

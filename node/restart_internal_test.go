@@ -2,11 +2,15 @@ package node
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/examples/counter"
+	"github.com/rivet-go/rivet/runtime"
+	"github.com/rivet-go/rivet/storage"
 	"github.com/rivet-go/rivet/storage/etcdstore/etcdtest"
 )
 
@@ -50,5 +54,58 @@ func TestAQuickRestartUnderTheSameIDMovesNoPartitionTwice(t *testing.T) {
 	awaitCond(t, ctx, "a and the restarted b to share the partitions", sharing(parts, a, b2))
 	if got := a.claimed.Load() - claimed; got != 0 {
 		t.Errorf("a claimed %d of b's partitions while b restarted, and handed off %d", got, a.handedOff.Load()-handedOff)
+	}
+}
+
+// A second process started under a running node's ID (by mistake, or a
+// restart while the previous process still lived, frozen) revokes the
+// first's lease, as a restart does. The first must then give way with a
+// clear error: it re-established its lease and revoked the second's, which
+// did the same in turn, and the two took the node's partitions from each
+// other every second for as long as both ran (each revoke fenced the
+// other's writes, so there were never two writers, but nothing stayed
+// served).
+func TestASecondProcessUnderARunningNodesIDReplacesItAndTheFirstGivesWay(t *testing.T) {
+	const parts = 8
+	reg, err := rivet.Setup(counter.Actor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	endpoints := etcdtest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	first := StartForTest(t, ctx, ClusterConfigForTest(t, "a", endpoints, "/dup-id-test/", parts, nil), reg)
+	awaitCond(t, ctx, "the first process to own every partition", func() bool { return first.own.Owned() == parts })
+	second := StartForTest(t, ctx, ClusterConfigForTest(t, "a", endpoints, "/dup-id-test/", parts, nil), reg)
+
+	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer wcancel()
+	select {
+	case err := <-first.fatal:
+		if !errors.Is(err, runtime.ErrReplaced) {
+			t.Fatalf("the first process's fatal error = %v, want runtime.ErrReplaced", err)
+		}
+		t.Logf("first process: %v", err)
+	case <-wctx.Done():
+		r1, l1 := first.own.LeaseStats()
+		r2, l2 := second.own.LeaseStats()
+		t.Fatalf("the first process never gave way (its lease lost %d times, renewed %d; the second's lost %d times, renewed %d)", l1, r1, l2, r2)
+	}
+	// The first's lease loop has ended: the second keeps its lease and
+	// takes every partition.
+	if first.own.Lease() != 0 || first.own.Owned() != 0 {
+		t.Fatalf("the first process holds lease %x and %d partitions after giving way", first.own.Lease(), first.own.Owned())
+	}
+	awaitCond(t, ctx, "the second process to own every partition", func() bool { return second.own.Owned() == parts })
+	kv, err := second.store.Get(ctx, storage.NodeKey("a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec runtime.NodeRecord
+	if err := json.Unmarshal(kv.Value, &rec); err != nil || rec.Lease != second.own.Lease() {
+		t.Fatalf("node a registered as %+v (%v), want on the second process's lease %x", rec, err, second.own.Lease())
+	}
+	if _, losses := second.own.LeaseStats(); losses != 0 {
+		t.Fatalf("the second process lost its lease %d times", losses)
 	}
 }

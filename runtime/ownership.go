@@ -90,6 +90,10 @@ type Ownership struct {
 	renewed    chan struct{}
 	// resigned is set by Resign: Run then ends instead of re-establishing.
 	resigned bool
+	// established is set by this run's first successful Establish: from
+	// then on, a registration of another run under this node's ID is a
+	// newer process's (ErrReplaced), not a previous run's.
+	established bool
 	// renewals and losses count lease renewals and losses, for metrics.
 	renewals, losses atomic.Uint64
 	// onLost is called, without mu held, when claims are dropped.
@@ -173,6 +177,22 @@ func (o *Ownership) margin() time.Duration {
 	return max(o.ttl/10, 200*time.Millisecond)
 }
 
+// ErrReplaced is Run's error when another process registered under this
+// node's ID after this one did, revoking this one's lease: a restart of
+// the node while its previous process still lived (frozen, say), or a
+// second node started with the same ID by mistake. This one gives way and
+// stops for good: re-establishing would revoke the other's lease in turn,
+// and the two would take the node's partitions from each other for as
+// long as both ran.
+var ErrReplaced = errors.New("another process registered under this node's ID")
+
+// sameRun reports whether a and b are registrations of the same run of a
+// node (one process's): a run's start time is written in every record it
+// writes, under any of its leases.
+func sameRun(a, b NodeRecord) bool {
+	return a.NodeID == b.NodeID && a.StartedAt.Equal(b.StartedAt)
+}
+
 // unusedLeaseRevoke bounds the revoke of a lease granted by an Establish
 // that failed to register the node with it.
 const unusedLeaseRevoke = 2 * time.Second
@@ -192,7 +212,9 @@ func (o *Ownership) revokeUnused(ctx context.Context, lease storage.LeaseID) {
 // new registration has replaced it, before claiming, as is every other
 // lease that holds a claim of this node's (a run before it), so that a node
 // restarted after a crash serves at once instead of waiting for its old
-// claims to expire. Node IDs must therefore be unique.
+// claims to expire. Node IDs must therefore be unique. Once this run has
+// registered, a registration of another run found here is a newer
+// process's: Establish then fails with ErrReplaced, revoking nothing.
 func (o *Ownership) Establish(ctx context.Context, partitions []uint32) error {
 	if err := o.lockRegistration(ctx, false); err != nil {
 		return err
@@ -203,6 +225,13 @@ func (o *Ownership) Establish(ctx context.Context, partitions []uint32) error {
 	if kv, err := o.store.Get(ctx, key); err == nil {
 		var prev NodeRecord
 		if json.Unmarshal(kv.Value, &prev) == nil && prev.Lease != 0 && prev.Lease != o.currentLease() {
+			o.mu.RLock()
+			replaced := o.established && !sameRun(prev, o.record)
+			o.mu.RUnlock()
+			if replaced {
+				return fmt.Errorf("%w (gRPC %s, started %s) and revoked this one's lease: node IDs must be unique; this process gives way and serves nothing",
+					ErrReplaced, prev.GRPCAddr, prev.StartedAt.Format(time.RFC3339Nano))
+			}
 			revoke = prev.Lease
 			o.mu.Lock()
 			if prev.Lease == o.lostLease {
@@ -290,6 +319,7 @@ func (o *Ownership) Establish(ctx context.Context, partitions []uint32) error {
 	o.lease = lease
 	o.record = rec
 	o.recordRev = 0
+	o.established = true
 	o.validUntil = sent.Add(o.ttl - o.margin())
 	for _, c := range claims {
 		o.claims[c.Partition] = c
@@ -521,7 +551,9 @@ func (o *Ownership) ReleasedToken(p uint32) int64 {
 // Run keeps the lease alive until ctx is done. If the lease may have
 // expired (no renewal in time) or is known lost, every claim is dropped
 // first, the OnLost callbacks run, and Run re-establishes the lease and
-// claims the same partitions again, with backoff, until ctx is done.
+// claims the same partitions again, with backoff, until ctx is done. It
+// returns nil then, or an error wrapping ErrReplaced, without a lease,
+// once another process has registered under this node's ID.
 func (o *Ownership) Run(ctx context.Context) error {
 	// claimed, after a lease came back, runs the callbacks of the claims
 	// taken again: on their own goroutine while this loop renews and
@@ -578,6 +610,10 @@ func (o *Ownership) Run(ctx context.Context) error {
 		}
 		var rerr error
 		if claimed, rerr = o.reestablish(ctx, parts); rerr != nil {
+			if errors.Is(rerr, ErrReplaced) {
+				o.log.Error("this node's ID was registered by another process: stopping", zap.Error(rerr))
+				return rerr
+			}
 			return nil // ctx done
 		}
 	}
@@ -652,6 +688,9 @@ func (o *Ownership) reestablish(ctx context.Context, parts []uint32) (func(ctx c
 					fn()
 				}
 			}, nil
+		}
+		if errors.Is(err, ErrReplaced) {
+			return nil, err
 		}
 		if ctx.Err() != nil || o.isResigned() {
 			return nil, errors.New("stopped")
