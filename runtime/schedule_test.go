@@ -193,6 +193,9 @@ func TestAScheduledCallRunsOnceAtItsTime(t *testing.T) {
 	if ins := inspect(t, e.host, "alarm", "a"); len(ins.Schedules) != 0 {
 		t.Fatalf("a call that ran is still stored: %+v", ins.Schedules)
 	}
+	// Counted once the call's turn has committed, after its state is
+	// readable: waited for, not read at once.
+	waitFor(t, "the call to be counted", 10*time.Second, func() bool { return e.host.Stats().SchedulesFired >= 1 })
 	if s := e.host.Stats(); s.SchedulesFired != 1 || s.SchedulesFailed != 0 {
 		t.Fatalf("stats fired %d failed %d, want 1 and 0", s.SchedulesFired, s.SchedulesFailed)
 	}
