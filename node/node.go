@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.etcd.io/etcd/client/pkg/v3/fileutil"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
@@ -39,6 +40,9 @@ type Node struct {
 	cfg Config
 	log *zap.Logger
 
+	// dirLock is held on <data-dir>/node.lock for the node's life: one
+	// node per data directory.
+	dirLock   *fileutil.LockedFile
 	embedded  *etcdstore.Embedded
 	etcd      *clientv3.Client
 	store     storage.Store
@@ -152,6 +156,17 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 	}()
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("node: data dir: %w", err)
+	}
+	// Before the node ID and etcd's files are read: a second node on this
+	// directory would run under the same node ID, and its embedded etcd
+	// waited for ever, silently and deaf to ctx, for the database lock
+	// the first one holds.
+	lockPath := filepath.Join(cfg.DataDir, dataDirLock)
+	if n.dirLock, err = fileutil.TryLockFile(lockPath, os.O_WRONLY|os.O_CREATE, 0o644); err != nil {
+		if errors.Is(err, fileutil.ErrLocked) {
+			return nil, fmt.Errorf("node: data dir %s is in use by another running node (%s is locked): each node needs its own --data-dir", cfg.DataDir, lockPath)
+		}
+		return nil, fmt.Errorf("node: lock data dir: %w", err)
 	}
 	if n.cfg.NodeID == "" {
 		if n.cfg.NodeID, err = loadNodeID(cfg.DataDir); err != nil {
@@ -677,7 +692,14 @@ func (n *Node) closeAll() {
 	if n.embedded != nil {
 		n.embedded.Close()
 	}
+	if n.dirLock != nil {
+		n.dirLock.Close()
+	}
 }
+
+// dataDirLock is the file in the data directory that a running node holds
+// locked.
+const dataDirLock = "node.lock"
 
 // loadNodeID reads the node ID from dataDir, or makes one and writes it
 // there, so that the node keeps its ID across restarts.

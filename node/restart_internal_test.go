@@ -4,8 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
+
+	"go.uber.org/zap"
 
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/examples/counter"
@@ -108,4 +111,52 @@ func TestASecondProcessUnderARunningNodesIDReplacesItAndTheFirstGivesWay(t *test
 	if _, losses := second.own.LeaseStats(); losses != 0 {
 		t.Fatalf("the second process lost its lease %d times", losses)
 	}
+}
+
+// A second node started on a running node's data directory (the same
+// --data-dir twice, so the same node ID) is refused at once, saying why,
+// and the first serves on undisturbed. Its embedded etcd used to wait for
+// ever, logging nothing above info and deaf to the start's context (so to
+// SIGTERM), for the database lock the first node's member holds.
+func TestASecondNodeOnARunningNodesDataDirIsRefused(t *testing.T) {
+	reg, err := rivet.Setup(counter.Actor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	cfg := DefaultLocalConfig(dir)
+	cfg.HTTPAddr, cfg.Logger = "-", zap.NewNop()
+	first := StartForTest(t, ctx, cfg, reg)
+
+	second := DefaultLocalConfig(dir)
+	second.HTTPAddr, second.Logger = "-", zap.NewNop()
+	done := make(chan error, 1)
+	go func() {
+		n, err := Start(ctx, second, reg)
+		if err == nil {
+			_ = n.Stop(context.Background())
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "in use by another running node") {
+			t.Fatalf("second node on the same data dir: %v, want refused as in use", err)
+		}
+		t.Logf("second node: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("a second node on a running node's data dir neither started nor failed in 30 s")
+	}
+	if _, losses := first.own.LeaseStats(); losses != 0 || first.own.Owned() != int(cfg.Partitions) {
+		t.Fatalf("the first node lost its lease %d times and owns %d of %d partitions", losses, first.own.Owned(), cfg.Partitions)
+	}
+	// Its lock goes with it: the directory serves the next run.
+	sctx, scancel := context.WithTimeout(ctx, 30*time.Second)
+	defer scancel()
+	if err := first.Stop(sctx); err != nil {
+		t.Fatal(err)
+	}
+	StartForTest(t, ctx, second, reg)
 }
