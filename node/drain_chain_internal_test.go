@@ -106,14 +106,12 @@ func TestADrainLetsInTheCallChainItWaitsFor(t *testing.T) {
 		t.Fatalf("drain b: %v", err)
 	}
 	awaitCond(t, ctx, "b to begin handing off X's partition", func() bool { _, releasing := b.own.Releasing(p); return releasing })
-	began := time.Now()
 	close(release)
+	// Refused, Z's call was retried for remoteRetryWait while the handoff
+	// waited for X, and the relay failed with its outcome unknown.
 	got := <-done
 	if got.err != nil || got.n != 1 {
 		t.Fatalf("relay = %d, %v; want 1", got.n, got.err)
-	}
-	if took := time.Since(began); took > remoteRetryWait/2 {
-		t.Errorf("the relay took %v after the handoff began, want it served at once", took)
 	}
 	if n := zRuns.Load(); n != 1 {
 		t.Errorf("Z's action ran %d times, want once", n)
