@@ -113,9 +113,9 @@ type SendResult struct {
 	// nothing was queued, and MessageID is the first send's message. A
 	// duplicate that waits waits for that message while it is still queued
 	// or another sender waits for it; otherwise its Status is SendEnqueued
-	// at once (a completion is not
-	// kept for a later sender). A send the Go client retried after its
-	// connection broke says Duplicate if the first attempt queued it: the
-	// node cannot tell that attempt from an earlier send.
+	// at once (a completion is not kept for a later sender). A send the Go
+	// client retried after its connection broke says Duplicate if the first
+	// attempt queued it: the node cannot tell that attempt from an earlier
+	// send.
 	Duplicate bool `json:"duplicate,omitempty"`
 }

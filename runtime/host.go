@@ -2349,7 +2349,7 @@ func (h *Host) remoteFor(ref Ref, from *activation, chain string) Remote {
 // they are refused at once, as before. Nor for a chain that holds no turn
 // in p (a call from another partition waits for p's next owner).
 func (h *Host) letIn(p uint32, chain string, except *activation) bool {
-	if _, releasing := h.own.Releasing(p); !releasing || chain == "" {
+	if _, releasing := h.own.Releasing(p); !releasing {
 		return false
 	}
 	h.mu.Lock()
@@ -2404,21 +2404,11 @@ func (h *Host) handoff(ctx context.Context, p uint32, hooks bool) (began bool, _
 		return false, nil
 	}
 	h.endSubscriptions(func(s *Subscription) bool { return s.part == p }, "the actor's partition is moving from node %s")
-	h.mu.Lock()
-	var acts []*activation
-	for _, a := range h.actors {
-		if a.part == p {
-			acts = append(acts, a)
-		}
-	}
-	h.mu.Unlock()
+	acts := h.actorsOf(p)
 	// The next owner loads the partition's wakeups from storage.
-	h.timers.cancelIf(func(ref Ref) bool {
-		part, err := h.PartitionOf(ref)
-		return err == nil && part == p
-	})
+	h.cancelTimersOf(p)
 	later := false // actors of p were loaded after the handoff began
-	for {
+	for len(acts) > 0 {
 		var wg sync.WaitGroup
 		for _, a := range acts {
 			wg.Add(1)
@@ -2433,25 +2423,11 @@ func (h *Host) handoff(ctx context.Context, p uint32, hooks bool) (began bool, _
 		// they go too, until none is left. Looked for under mu, as letIn
 		// decides: once none is left, none can be loaded, as only a turn
 		// in an activation of p in memory lets a chain in.
-		h.mu.Lock()
-		acts = acts[:0]
-		for _, a := range h.actors {
-			if a.part == p {
-				acts = append(acts, a)
-			}
-		}
-		h.mu.Unlock()
-		if len(acts) == 0 {
-			break
-		}
-		later = true
+		acts = h.actorsOf(p)
+		later = later || len(acts) > 0
 	}
 	if later {
-		// Their loads armed their timers again.
-		h.timers.cancelIf(func(ref Ref) bool {
-			part, err := h.PartitionOf(ref)
-			return err == nil && part == p
-		})
+		h.cancelTimersOf(p) // their loads armed their timers again
 	}
 	// The claim goes even if ctx ended, and until it goes the partition
 	// is served by no one: retry until it is released, or the lease (and
@@ -2472,6 +2448,27 @@ func (h *Host) handoff(ctx context.Context, p uint32, hooks bool) (began bool, _
 		}
 		backoff = min(2*backoff, 2*time.Second)
 	}
+}
+
+// actorsOf returns the activations of partition p in memory.
+func (h *Host) actorsOf(p uint32) []*activation {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var acts []*activation
+	for _, a := range h.actors {
+		if a.part == p {
+			acts = append(acts, a)
+		}
+	}
+	return acts
+}
+
+// cancelTimersOf drops the wakeups of partition p's actors.
+func (h *Host) cancelTimersOf(p uint32) {
+	h.timers.cancelIf(func(ref Ref) bool {
+		part, err := h.PartitionOf(ref)
+		return err == nil && part == p
+	})
 }
 
 // handoffActor deactivates one actor of a partition being handed off.
