@@ -108,3 +108,11 @@ func SetResolveWait(d time.Duration) (restore func()) {
 	resolveWait = d
 	return func() { resolveWait = old }
 }
+
+// SetListPage sets how many keys one read of a partition's wakeups or
+// scheduled calls returns, and returns the setting before.
+func SetListPage(n int) int {
+	old := listPage
+	listPage = n
+	return old
+}

@@ -109,6 +109,9 @@ type faultStore struct {
 	// refuseCommitSub: the next Commit writing a key containing it fails
 	// with storage.ErrRefused (etcd: too many requests, no space).
 	refuseCommitSub atomic.Value
+	// mostListed is the most keys one ListRev of wakeups or scheduled
+	// calls returned.
+	mostListed atomic.Int64
 }
 
 // Claim commits, then, if loseClaimReply is set (once), fails as a claim
@@ -139,13 +142,39 @@ func (s *faultStore) Claims(ctx context.Context) ([]storage.Claim, error) {
 }
 
 func (s *faultStore) List(ctx context.Context, prefix string, opts storage.ListOptions) ([]storage.KV, error) {
+	if err := s.listFaults(prefix); err != nil {
+		return nil, err
+	}
+	return s.Store.List(ctx, prefix, opts)
+}
+
+// ListRev has List's faults, and counts in mostListed the most keys one
+// read of wakeups or scheduled calls returned.
+func (s *faultStore) ListRev(ctx context.Context, prefix string, opts storage.ListOptions) ([]storage.KV, int64, error) {
+	if err := s.listFaults(prefix); err != nil {
+		return nil, 0, err
+	}
+	kvs, rev, err := s.Store.ListRev(ctx, prefix, opts)
+	if !strings.HasPrefix(prefix, storage.WakeupsPrefix) && !strings.HasPrefix(prefix, storage.SchedulesPrefix) {
+		return kvs, rev, err
+	}
+	for n := int64(len(kvs)); ; {
+		most := s.mostListed.Load()
+		if n <= most || s.mostListed.CompareAndSwap(most, n) {
+			break
+		}
+	}
+	return kvs, rev, err
+}
+
+func (s *faultStore) listFaults(prefix string) error {
 	if v, _ := s.failListPrefix.Load().(string); v != "" && v == prefix && s.failListPrefix.CompareAndSwap(v, "") {
-		return nil, errors.New("injected: etcdserver: request timed out")
+		return errors.New("injected: etcdserver: request timed out")
 	}
 	if v, _ := s.listHoldPrefix.Load().(string); v != "" && v == prefix {
 		<-s.listGate
 	}
-	return s.Store.List(ctx, prefix, opts)
+	return nil
 }
 
 func (s *faultStore) Get(ctx context.Context, key string) (storage.KV, error) {
@@ -302,7 +331,7 @@ func (e *env) start() {
 	wg.Add(1)
 	go func() { defer wg.Done(); _ = com.Run(ctx) }()
 	own := runtime.NewOwnership(e.store, runtime.NodeRecord{NodeID: e.cfg.NodeID}, 5*time.Second, nil)
-	if err := own.Establish(ctx, runtime.AllPartitions(testPartitions)); err != nil {
+	if err := own.Establish(ctx, runtime.AllPartitions(e.cfg.Partitions)); err != nil {
 		t.Fatal(err)
 	}
 	wg.Add(1)

@@ -163,40 +163,40 @@ func (h *Host) readSchedules(ctx context.Context, part uint32, name, enc string)
 // partitions (want), from a keys-only listing: one timer per actor, at its
 // earliest call. Called with the wakeups when partitions are claimed.
 func (h *Host) loadScheduleTimers(ctx context.Context, parts []uint32, want map[uint32]bool) error {
-	kvs, err := h.listParts(ctx, parts, storage.SchedulesPrefix, storage.SchedulePartitionPrefix, true)
-	if err != nil {
-		return err
-	}
 	type first struct {
 		ref Ref
 		at  int64
 	}
-	// Keys list in order, so an actor's first is its earliest call.
+	// Keys list in order, so an actor's first is its earliest call, and
+	// its calls follow one another.
 	earliest := map[string]first{}
-	seen := map[string]bool{}
-	for _, kv := range kvs {
+	last := ""
+	err := h.eachInParts(ctx, parts, storage.SchedulesPrefix, storage.SchedulePartitionPrefix, true, func(kv storage.KV) {
 		// sched/<p:5>/<name>/<enc>/<id>
 		rest := strings.TrimPrefix(kv.Key, storage.SchedulesPrefix)
 		if len(rest) < 7 || rest[5] != '/' {
-			continue
+			return
 		}
 		name, rest, ok := cut(rest[6:], '/')
 		if !ok {
-			continue
+			return
 		}
 		enc, id, ok := cut(rest, '/')
 		if !ok {
-			continue
+			return
 		}
 		at, ok := schedIDTime(id)
 		actorID := name + "/" + enc
-		if !ok || seen[actorID] {
-			continue
+		if !ok || actorID == last {
+			return
 		}
-		seen[actorID] = true
+		last = actorID
 		if ref, ok := h.ownedRef(name, enc, want); ok {
 			earliest[actorID] = first{ref, at}
 		}
+	})
+	if err != nil {
+		return err
 	}
 	for actorID, f := range earliest {
 		h.timers.scheduleEarlier(f.ref, schedTimer(actorID), time.UnixMilli(f.at))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -347,4 +348,65 @@ func TestAWakeupFiresSoonAfterTheWallClockStepsPastIt(t *testing.T) {
 	waitFor(t, "the wake loop to see the wakeup", 20*time.Second, func() bool { return !w.host.WakeKickPending() })
 	w.clock.Set(at) // stepped, and nothing kicks the loop
 	waitFor(t, "the actor woken", 20*time.Second, func() bool { return w.host.Stats().ActiveActors == 1 })
+}
+
+// A restarted node loads every sleeping workflow's wakeup and every
+// scheduled call, when they fill many pages of its listing: of a few
+// partitions (each read alone) and of many (one pass over all of them).
+func TestWakeupsAndCallsLoadAcrossPagesAfterARestart(t *testing.T) {
+	for _, parts := range []uint32{16, 64} {
+		t.Run(fmt.Sprintf("partitions=%d", parts), func(t *testing.T) {
+			defer runtime.SetListPage(runtime.SetListPage(2))
+			e := newEnv(t, counterReg(t, sleeper, alarm), func(c *runtime.Config) {
+				c.Partitions = parts
+				c.IdleTimeout = 200 * time.Millisecond
+			})
+			const actors = 5
+			for i := range actors {
+				key := fmt.Sprintf("s%d", i)
+				if _, _, err := e.host.GetOrCreate(ctx(t), runtime.Ref{Name: "sleeper", Key: []string{key}}, nil); err != nil {
+					t.Fatal(err)
+				}
+				// Three calls each: an actor's calls span pages.
+				for n := range 3 {
+					callString(t, e.host, "alarm", key, "addLater", true, 1500+100*n, 1)
+				}
+			}
+			waitFor(t, "every sleep to be recorded", 10*time.Second, func() bool {
+				for i := range actors {
+					h, err := e.host.History(ctx(t), runtime.Ref{Name: "sleeper", Key: []string{fmt.Sprintf("s%d", i)}})
+					if err != nil || len(h.Entries) == 0 {
+						return false
+					}
+				}
+				return true
+			})
+			e.store.mostListed.Store(0)
+			e.restart()
+			// Nothing calls the actors: only the loaded timers bring
+			// them back (Inspect reads storage without loading them).
+			waitFor(t, "every workflow to wake and every call to run", 30*time.Second, func() bool {
+				for i := range actors {
+					key := fmt.Sprintf("s%d", i)
+					ins, err := e.host.Inspect(ctx(t), runtime.Ref{Name: "sleeper", Key: []string{key}})
+					if err != nil || ins.WorkflowStatus != runtime.WorkflowCompleted {
+						return false
+					}
+					if ins, err := e.host.Inspect(ctx(t), runtime.Ref{Name: "alarm", Key: []string{key}}); err != nil || len(ins.Schedules) != 0 {
+						return false
+					}
+				}
+				return true
+			})
+			// Read a page at a time: a node holds no more of them at once.
+			if most := e.store.mostListed.Load(); most > 2 {
+				t.Fatalf("one read of the restart returned %d keys, more than a page (2)", most)
+			}
+			for i := range actors {
+				if st := alarmOf(t, e.host, fmt.Sprintf("s%d", i)); st.Count != 3 {
+					t.Fatalf("alarm s%d after its calls: %+v, want 3", i, st)
+				}
+			}
+		})
+	}
 }

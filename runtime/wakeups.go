@@ -322,34 +322,30 @@ func (h *Host) loadWakeups(ctx context.Context, parts []uint32) error {
 	if len(parts) == 0 {
 		return nil
 	}
-	kvs, err := h.listParts(ctx, parts, storage.WakeupsPrefix, storage.WakeupPartitionPrefix, false)
-	if err != nil {
-		return err
-	}
 	want := make(map[uint32]bool, len(parts))
 	for _, p := range parts {
 		want[p] = true
 	}
 	n := 0
-	for _, kv := range kvs {
+	err := h.eachInParts(ctx, parts, storage.WakeupsPrefix, storage.WakeupPartitionPrefix, false, func(kv storage.KV) {
 		// wakeups/<p:5>/<name>/<enc>
 		rest := strings.TrimPrefix(kv.Key, storage.WakeupsPrefix)
 		if len(rest) < 7 || rest[5] != '/' {
-			continue
+			return
 		}
 		name, enc, ok := cut(rest[6:], '/')
 		if !ok {
-			continue
+			return
 		}
 		ref, ok := h.ownedRef(name, enc, want)
 		if !ok {
-			continue
+			return
 		}
 		var rec wakeupRecord
 		if json.Unmarshal(kv.Value, &rec) != nil || rec.At == 0 {
 			// 0: the workflow waits for messages only, and a message
 			// sent to it writes a record that is due.
-			continue
+			return
 		}
 		// Not later than a wakeup armed already: a rerun this node
 		// armed after its lease was lost (the stopped run's last record
@@ -360,6 +356,9 @@ func (h *Host) loadWakeups(ctx context.Context, parts []uint32) error {
 		// Waking early is harmless: the workflow waits again.
 		h.timers.scheduleEarlier(ref, name+"/"+enc, time.UnixMilli(rec.At))
 		n++
+	})
+	if err != nil {
+		return err
 	}
 	if n > 0 {
 		h.log.Info("wakeups loaded", zap.Int("actors", n), zap.Int("partitions", len(parts)))
@@ -367,23 +366,49 @@ func (h *Host) loadWakeups(ctx context.Context, parts []uint32) error {
 	return h.loadScheduleTimers(ctx, parts, want)
 }
 
-// listParts lists the keys under prefix of the given partitions (under
-// partPrefix(p) each). Few partitions (a handoff): it reads just theirs.
-// Many (a start, a failover): one pass over the prefix costs less than a
-// read each, and the caller skips what is not theirs.
-func (h *Host) listParts(ctx context.Context, parts []uint32, prefix string, partPrefix func(uint32) string, keysOnly bool) ([]storage.KV, error) {
+// listPage bounds the keys one read of listParts returns. A start or a
+// failover with many partitions reads a whole prefix of the cluster (every
+// sleeping workflow's wakeup, every scheduled call): in one range, etcd
+// and this node held all of it at once, a spike of hundreds of megabytes
+// with a million sleeping workflows, and etcd advises against such reads.
+// A variable for tests.
+var listPage = 1000
+
+// eachInParts calls fn with the keys under prefix of the given partitions
+// (under partPrefix(p) each), in key order, a page at a time. Few
+// partitions (a handoff): it reads just theirs. Many (a start, a
+// failover): one pass over the prefix costs less than a read each, and fn
+// skips what is not theirs. Each pass reads its pages at the revision of
+// its first, so that it sees the keys as they were at one moment, as one
+// range would.
+func (h *Host) eachInParts(ctx context.Context, parts []uint32, prefix string, partPrefix func(uint32) string, keysOnly bool, fn func(storage.KV)) error {
 	if len(parts) > 16 {
-		return h.store.List(ctx, prefix, storage.ListOptions{KeysOnly: keysOnly})
+		return h.eachUnder(ctx, prefix, keysOnly, fn)
 	}
-	var kvs []storage.KV
 	for _, p := range parts {
-		part, err := h.store.List(ctx, partPrefix(p), storage.ListOptions{KeysOnly: keysOnly})
-		if err != nil {
-			return nil, err
+		if err := h.eachUnder(ctx, partPrefix(p), keysOnly, fn); err != nil {
+			return err
 		}
-		kvs = append(kvs, part...)
 	}
-	return kvs, nil
+	return nil
+}
+
+// eachUnder calls fn with every key under prefix, listPage keys per read.
+func (h *Host) eachUnder(ctx context.Context, prefix string, keysOnly bool, fn func(storage.KV)) error {
+	opts := storage.ListOptions{Limit: listPage, KeysOnly: keysOnly}
+	for {
+		kvs, rev, err := h.store.ListRev(ctx, prefix, opts)
+		if err != nil {
+			return err
+		}
+		for _, kv := range kvs {
+			fn(kv)
+		}
+		if len(kvs) < listPage {
+			return nil
+		}
+		opts.StartAfter, opts.Revision = kvs[len(kvs)-1].Key, rev
+	}
 }
 
 // ownedRef returns the actor of a per-partition record (wakeups,
