@@ -112,6 +112,9 @@ type faultStore struct {
 	// mostListed is the most keys one ListRev of wakeups or scheduled
 	// calls returned.
 	mostListed atomic.Int64
+	// compactListOnce: the next ListRev at a revision fails as if etcd
+	// had compacted it.
+	compactListOnce atomic.Bool
 }
 
 // Claim commits, then, if loseClaimReply is set (once), fails as a claim
@@ -153,6 +156,9 @@ func (s *faultStore) List(ctx context.Context, prefix string, opts storage.ListO
 func (s *faultStore) ListRev(ctx context.Context, prefix string, opts storage.ListOptions) ([]storage.KV, int64, error) {
 	if err := s.listFaults(prefix); err != nil {
 		return nil, 0, err
+	}
+	if opts.Revision != 0 && s.compactListOnce.CompareAndSwap(true, false) {
+		return nil, 0, fmt.Errorf("%w: injected: read at revision %d", storage.ErrCompacted, opts.Revision)
 	}
 	kvs, rev, err := s.Store.ListRev(ctx, prefix, opts)
 	if !strings.HasPrefix(prefix, storage.WakeupsPrefix) && !strings.HasPrefix(prefix, storage.SchedulesPrefix) {

@@ -382,6 +382,8 @@ func TestWakeupsAndCallsLoadAcrossPagesAfterARestart(t *testing.T) {
 				return true
 			})
 			e.store.mostListed.Store(0)
+			// A pass whose revision is compacted under it goes on.
+			e.store.compactListOnce.Store(true)
 			e.restart()
 			// Nothing calls the actors: only the loaded timers bring
 			// them back (Inspect reads storage without loading them).
@@ -398,6 +400,9 @@ func TestWakeupsAndCallsLoadAcrossPagesAfterARestart(t *testing.T) {
 				}
 				return true
 			})
+			if e.store.compactListOnce.Load() {
+				t.Fatal("no read of the restart was at an older revision: the listing was not paged")
+			}
 			// Read a page at a time: a node holds no more of them at once.
 			if most := e.store.mostListed.Load(); most > 2 {
 				t.Fatalf("one read of the restart returned %d keys, more than a page (2)", most)

@@ -398,6 +398,14 @@ func (h *Host) eachUnder(ctx context.Context, prefix string, keysOnly bool, fn f
 	opts := storage.ListOptions{Limit: listPage, KeysOnly: keysOnly}
 	for {
 		kvs, rev, err := h.store.ListRev(ctx, prefix, opts)
+		if errors.Is(err, storage.ErrCompacted) && opts.Revision != 0 {
+			// A pass longer than etcd keeps revisions (5 minutes by
+			// default): it goes on from where it is, now. Only this
+			// node writes these partitions' keys since it claimed them,
+			// and it keeps what it writes in its timers already.
+			opts.Revision = 0
+			continue
+		}
 		if err != nil {
 			return err
 		}
