@@ -3,6 +3,7 @@ package workflow
 import (
 	"context"
 	"encoding/json"
+	"sync"
 	"time"
 
 	"github.com/rivet-go/rivet/caller"
@@ -24,16 +25,92 @@ type SystemClock struct{}
 // Now returns time.Now().
 func (SystemClock) Now() time.Time { return time.Now() }
 
-// Timer returns a time.Timer's channel.
+// Timer returns a channel that receives at at.
 func (SystemClock) Timer(at time.Time) (<-chan time.Time, func()) {
-	t := time.NewTimer(time.Until(at))
-	return t.C, func() { t.Stop() }
+	if monotonic(at) {
+		t := time.NewTimer(time.Until(at))
+		return t.C, func() { t.Stop() }
+	}
+	c := make(chan time.Time, 1)
+	stop := startWallTimer(at, func() { c <- time.Now() })
+	return c, func() { stop() }
 }
 
 // AfterFunc calls f in its own goroutine at at, unless stop (which
 // reports whether it stopped the call) comes first.
 func (SystemClock) AfterFunc(at time.Time, f func()) (stop func() bool) {
-	return time.AfterFunc(time.Until(at), f).Stop
+	if monotonic(at) {
+		return time.AfterFunc(time.Until(at), f).Stop
+	}
+	return startWallTimer(at, f)
+}
+
+// monotonic reports whether t carries a monotonic clock reading: a time
+// from Now plus a duration (a step's timeout) rather than one read back
+// from history.
+func monotonic(t time.Time) bool { return t != t.Round(0) }
+
+// wallRecheck bounds how long a timer of SystemClock sleeps without
+// looking at the clock again. A workflow's deadlines (a Sleep's, a
+// receive's) are wall-clock times read back from its history, and a
+// time.Timer counts down on the monotonic clock: a wall clock stepped
+// forward (NTP after a suspend, an operator's fix) left a sleep of an actor
+// kept in memory waiting for the rest of a countdown computed before the
+// step, up to the sleep's whole length. A deadline that carries a
+// monotonic reading (a step's timeout, from Now) is a duration, and stays
+// one: a plain time.Timer. A variable for tests.
+var wallRecheck = 30 * time.Second
+
+// wallNow is time.Now, for tests that step the wall clock.
+var wallNow = time.Now
+
+// wallTimer calls f at a time, waiting at most wallRecheck at a time.
+type wallTimer struct {
+	at time.Time
+	f  func()
+
+	mu   sync.Mutex
+	t    *time.Timer
+	done bool // fired or stopped
+}
+
+// startWallTimer calls f in its own goroutine at at, unless the returned
+// stop (which reports whether it stopped the call) comes first.
+func startWallTimer(at time.Time, f func()) func() bool {
+	w := &wallTimer{at: at, f: f}
+	w.mu.Lock()
+	w.t = time.AfterFunc(w.wait(), w.check)
+	w.mu.Unlock()
+	return w.stop
+}
+
+func (w *wallTimer) wait() time.Duration { return min(w.at.Sub(wallNow()), wallRecheck) }
+
+func (w *wallTimer) check() {
+	w.mu.Lock()
+	if w.done {
+		w.mu.Unlock()
+		return
+	}
+	if d := w.wait(); d > 0 {
+		w.t = time.AfterFunc(d, w.check)
+		w.mu.Unlock()
+		return
+	}
+	w.done = true
+	w.mu.Unlock()
+	w.f()
+}
+
+func (w *wallTimer) stop() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.done {
+		return false
+	}
+	w.done = true
+	w.t.Stop()
+	return true
 }
 
 // afterFuncClock is a Clock that can call a func at a time without a
