@@ -260,7 +260,7 @@ func (a *app) createCommand() *cobra.Command {
 		if a.output == "json" {
 			return a.printValue(info)
 		}
-		_, err = fmt.Fprintf(a.stdout, "created %s %s (partition %d, owner %s)\n", info.Name, formatKey(info.Key), info.Partition, orDash(info.Owner))
+		_, err = fmt.Fprintf(a.stdout, "created %s %s (partition %d, owner %s)\n", printable(info.Name), formatKey(info.Key), info.Partition, printable(orDash(info.Owner)))
 		return err
 	})
 	cmd.Flags().StringVar(&input, "input", "", "create input (JSON, or @FILE, or @- for stdin)")

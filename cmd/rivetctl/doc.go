@@ -16,6 +16,12 @@
 // (RIVET_TLS_CA, RIVET_TLS_CERT, RIVET_TLS_KEY, RIVET_TOKEN). `rivetctl
 // certs` writes a CA and the node and client certificates it signs.
 //
+// Text from the node or its actors (workflow errors, history entries,
+// events, member names, error messages, keys) is printed with every
+// character that does not print escaped as in JSON (\u001b, \r, \n), so
+// that an escape sequence in it never reaches the terminal; JSON output
+// (--output json, payloads) escapes them too, which leaves its value as it is.
+//
 // On failure rivetctl prints one line on stderr, with the gRPC code and the
 // rivet error code, and exits 1; a usage error (bad flags, arguments or
 // JSON on the command line) exits 2.

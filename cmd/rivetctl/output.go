@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/rivet-go/rivet/client"
 )
@@ -28,13 +29,12 @@ func (a *app) printJSON(raw json.RawMessage) error {
 	} else {
 		err = json.Indent(&buf, raw, "", "  ")
 	}
+	out := printableJSON(buf.Bytes())
 	if err != nil {
-		// Not JSON after all: print it as it came rather than nothing.
-		buf.Reset()
-		buf.Write(raw)
+		// Not JSON after all: print it rather than nothing.
+		out = []byte(printable(string(raw)))
 	}
-	buf.WriteByte('\n')
-	_, err = a.stdout.Write(buf.Bytes())
+	_, err = a.stdout.Write(append(out, '\n'))
 	return err
 }
 
@@ -45,10 +45,10 @@ func (a *app) note(format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
 	if a.output == "json" {
 		b, _ := json.Marshal(map[string]string{"note": msg})
-		fmt.Fprintln(a.stderr, string(b))
+		fmt.Fprintln(a.stderr, string(printableJSON(b)))
 		return
 	}
-	fmt.Fprintln(a.stderr, "rivetctl: note: "+msg)
+	fmt.Fprintln(a.stderr, "rivetctl: note: "+printable(msg))
 }
 
 // printValue prints v as JSON: compact with --output json, else indented.
@@ -63,7 +63,7 @@ func (a *app) printValue(v any) error {
 	if err != nil {
 		return err
 	}
-	_, err = a.stdout.Write(append(b, '\n'))
+	_, err = a.stdout.Write(append(printableJSON(b), '\n'))
 	return err
 }
 
@@ -126,7 +126,7 @@ func (a *app) printSendResult(res client.SendResult, wait bool) error {
 			err = a.printJSON(res.Response)
 		}
 	default:
-		_, err = fmt.Fprintf(a.stdout, "%s (message %d)\n", res.Status, res.MessageID)
+		_, err = fmt.Fprintf(a.stdout, "%s (message %d)\n", printable(string(res.Status)), res.MessageID)
 	}
 	return err
 }
@@ -157,7 +157,9 @@ func (a *app) printInspection(in client.Inspection) error {
 		return a.printValue(in)
 	}
 	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
+	// Every value is the node's: row escapes what does not print (keys are
+	// escaped already, and printable leaves them as they are).
+	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, printable(v)) }
 	row("actor", in.Info.Name+" "+formatKey(in.Info.Key))
 	if in.Unregistered {
 		row("type", "not registered on its owner: nothing runs this actor; rivetctl destroy removes it")
@@ -246,7 +248,7 @@ func (a *app) printActors(actors []client.ActorInfo) error {
 	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tKEY\tPARTITION\tOWNER\tCREATED")
 	for _, x := range actors {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", x.Name, formatKey(x.Key), x.Partition, orDash(x.Owner), formatTime(x.CreatedAt))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", printable(x.Name), formatKey(x.Key), x.Partition, printable(orDash(x.Owner)), formatTime(x.CreatedAt))
 	}
 	return tw.Flush()
 }
@@ -265,7 +267,7 @@ func (a *app) printFailed(actors []client.ActorInfo) error {
 		if r := []rune(msg); len(r) > 120 {
 			msg = string(r[:119]) + "…"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", x.Name, formatKey(x.Key), orDash(x.Owner), formatTime(x.WorkflowFailedAt), msg)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", printable(x.Name), formatKey(x.Key), printable(orDash(x.Owner)), formatTime(x.WorkflowFailedAt), printable(msg))
 	}
 	return tw.Flush()
 }
@@ -284,7 +286,7 @@ func (a *app) printMembers(ms []client.Member) error {
 		if m.Draining {
 			state += ",draining"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", m.NodeID, orDash(m.GRPCAddr), orDash(m.GossipAddr), state, m.PartitionsOwned, formatTime(m.StartedAt))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", printable(m.NodeID), printable(orDash(m.GRPCAddr)), printable(orDash(m.GossipAddr)), printable(state), m.PartitionsOwned, formatTime(m.StartedAt))
 	}
 	return tw.Flush()
 }
@@ -312,7 +314,7 @@ func (a *app) printPartitions(pt client.PartitionTable) error {
 	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "PARTITION\tOWNER\tTOKEN")
 	for _, o := range pt.Owners {
-		fmt.Fprintf(tw, "%d\t%s\t%d\n", o.Partition, orDash(o.Owner), o.Token)
+		fmt.Fprintf(tw, "%d\t%s\t%d\n", o.Partition, printable(orDash(o.Owner)), o.Token)
 	}
 	return tw.Flush()
 }
@@ -322,7 +324,7 @@ func (a *app) printStats(st client.Stats) error {
 		return a.printValue(st)
 	}
 	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "node\t%s\n", st.NodeID)
+	fmt.Fprintf(tw, "node\t%s\n", printable(st.NodeID))
 	fmt.Fprintf(tw, "active actors\t%d\n", st.ActiveActors)
 	fmt.Fprintf(tw, "calls\t%d\n", st.Calls)
 	fmt.Fprintf(tw, "commits\t%d\n", st.Commits)
@@ -350,21 +352,97 @@ func formatKey(key []string) string {
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	_ = enc.Encode(key)
-	// encoding/json escapes the C0 controls, and leaves DEL, the C1
-	// controls and other characters that do not print as they are.
-	var out strings.Builder
-	for _, r := range strings.TrimSuffix(buf.String(), "\n") {
+	return string(printableJSON(bytes.TrimSuffix(buf.Bytes(), []byte("\n"))))
+}
+
+// printableJSON is JSON text b, the same value, with every character that
+// does not print escaped (\uXXXX). encoding/json escapes the C0 controls in
+// what it encodes, and leaves DEL, the C1 controls (U+009B starts an escape
+// sequence in a terminal as ESC [ does), bidi overrides and other
+// characters that do not print as they are; json.Compact and json.Indent,
+// and a json.RawMessage it encodes, leave all of a node's payload as it
+// came. Such characters can only be in strings, where an escape means the
+// same. What is not UTF-8 becomes U+FFFD, as encoding/json makes it; the
+// '\n' of indented JSON stays.
+func printableJSON(b []byte) []byte {
+	if printableAt(string(b), true) < 0 {
+		return b
+	}
+	out := make([]byte, 0, len(b)+16)
+	for _, r := range string(b) {
 		switch {
-		case unicode.IsPrint(r) || r == ' ':
-			out.WriteRune(r)
+		case r == '\n' || r == ' ' || unicode.IsPrint(r):
+			// A byte that is not UTF-8 came as utf8.RuneError: U+FFFD.
+			out = utf8.AppendRune(out, r)
 		case r > 0xffff:
 			r1, r2 := utf16.EncodeRune(r)
-			fmt.Fprintf(&out, "\\u%04x\\u%04x", r1, r2)
+			out = fmt.Appendf(out, "\\u%04x\\u%04x", r1, r2)
+		default:
+			out = fmt.Appendf(out, "\\u%04x", r)
+		}
+	}
+	return out
+}
+
+// printable is text from the node or a user (a workflow's error, a history
+// entry's path, a member's name, an error message) made safe to print in a
+// table or a message: each character that does not print is escaped as in
+// JSON (\n, \t, \r, \u001b; \U0001xxxx above U+FFFF; \xNN for a byte
+// that is not UTF-8), as keys are (formatKey). Printed as it came, an
+// escape sequence reached the operator's terminal, which acted on it
+// (cleared the screen, set its title, rewrote a line with '\r'), and a
+// '\n' or '\t' broke the table it is in.
+func printable(s string) string {
+	at := printableAt(s, false)
+	if at < 0 {
+		return s
+	}
+	var out strings.Builder
+	out.Grow(len(s) + 16)
+	out.WriteString(s[:at])
+	for i, r := range s[at:] {
+		switch {
+		case r == ' ' || r != utf8.RuneError && unicode.IsPrint(r):
+			out.WriteRune(r)
+		case r == '\n':
+			out.WriteString(`\n`)
+		case r == '\t':
+			out.WriteString(`\t`)
+		case r == '\r':
+			out.WriteString(`\r`)
+		case r == utf8.RuneError:
+			if _, n := utf8.DecodeRuneInString(s[at+i:]); n == 1 {
+				fmt.Fprintf(&out, "\\x%02x", s[at+i])
+			} else {
+				out.WriteRune(r) // U+FFFD itself prints
+			}
+		case r > 0xffff:
+			fmt.Fprintf(&out, "\\U%08x", r)
 		default:
 			fmt.Fprintf(&out, "\\u%04x", r)
 		}
 	}
 	return out.String()
+}
+
+// printableAt is the index of the first byte of s that printable (or, with
+// newlines, printableJSON) escapes, -1 if none.
+func printableAt(s string, newlines bool) int {
+	for i, r := range s {
+		if r == ' ' || newlines && r == '\n' {
+			continue
+		}
+		if r == utf8.RuneError {
+			if _, n := utf8.DecodeRuneInString(s[i:]); n == 1 {
+				return i
+			}
+			continue
+		}
+		if !unicode.IsPrint(r) {
+			return i
+		}
+	}
+	return -1
 }
 
 func formatTime(t time.Time) string {

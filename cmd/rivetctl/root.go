@@ -95,7 +95,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		writeJSONError(stderr, err, code, hint)
 		return code
 	}
-	fmt.Fprintln(stderr, "rivetctl: "+oneLine(describe(err))+hint)
+	// The message is the node's, and may quote what any client sent.
+	fmt.Fprintln(stderr, "rivetctl: "+printable(oneLine(describe(err))+hint))
 	return code
 }
 
@@ -203,7 +204,7 @@ func writeJSONError(w io.Writer, err error, exit int, hint string) {
 	}
 	j.Error.Hint = strings.TrimPrefix(hint, "; ")
 	b, _ := json.Marshal(j)
-	fmt.Fprintln(w, string(b))
+	fmt.Fprintln(w, string(printableJSON(b)))
 }
 
 func (a *app) rootCommand() *cobra.Command {

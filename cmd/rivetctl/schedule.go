@@ -21,7 +21,7 @@ func formatArgs(args []byte) string {
 	if len(args) == 0 {
 		return argsLeftOut
 	}
-	return string(args)
+	return printable(string(args))
 }
 
 // scheduleCommand lists and cancels an actor's scheduled calls: calls of
@@ -66,7 +66,7 @@ func (a *app) scheduleCommand() *cobra.Command {
 			if !s.LastRun.IsZero() {
 				last = formatTime(s.LastRun) + " " + lastOutcome(s.LastError)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.ID, formatTime(s.At), s.Action, formatArgs(s.Args), every, last)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", printable(s.ID), formatTime(s.At), printable(s.Action), formatArgs(s.Args), printable(every), printable(last))
 		}
 		return tw.Flush()
 	})
@@ -94,10 +94,10 @@ already ran, or was cancelled, changes nothing.`,
 			return a.printValue(map[string]bool{"cancelled": ok})
 		}
 		if !ok {
-			_, err = fmt.Fprintf(a.stdout, "no pending call %s (it ran, or was cancelled)\n", args[2])
+			_, err = fmt.Fprintf(a.stdout, "no pending call %s (it ran, or was cancelled)\n", printable(args[2]))
 			return err
 		}
-		_, err = fmt.Fprintf(a.stdout, "cancelled %s\n", args[2])
+		_, err = fmt.Fprintf(a.stdout, "cancelled %s\n", printable(args[2]))
 		return err
 	})
 	cmd.AddCommand(list, cancel)
@@ -109,7 +109,7 @@ func lastOutcome(err string) string {
 	if err == "" {
 		return "ok"
 	}
-	if err = oneLine(err); len(err) > 80 {
+	if err = printable(oneLine(err)); len(err) > 80 {
 		err = cutText(err, 77) // 80 bytes with its "..."
 	}
 	return "failed: " + err

@@ -69,7 +69,7 @@ create it).`,
 					a.note("%s", msg)
 					return
 				}
-				fmt.Fprintln(a.stderr, "rivetctl: "+msg)
+				fmt.Fprintln(a.stderr, "rivetctl: "+printable(msg))
 			},
 		})
 		timedOut := errors.Is(subCtx.Err(), context.DeadlineExceeded) && ctx.Err() == nil
@@ -147,16 +147,16 @@ func (a *app) printEvent(ev client.Event) error {
 		if err != nil {
 			return err
 		}
-		line = b
+		line = printableJSON(b)
 	} else if ev.Gap {
 		line = []byte("-- gap: subscribed again (the actor moved or its node stopped); events may be missing")
 	} else {
 		var buf bytes.Buffer
-		if err := json.Compact(&buf, ev.Data); err != nil {
-			buf.Reset()
-			buf.Write(ev.Data)
+		data := []byte(printable(string(ev.Data)))
+		if json.Compact(&buf, ev.Data) == nil {
+			data = printableJSON(buf.Bytes())
 		}
-		line = fmt.Appendf(nil, "%s %s", ev.Name, buf.Bytes())
+		line = fmt.Appendf(nil, "%s %s", printable(ev.Name), data)
 	}
 	_, err := a.stdout.Write(append(line, '\n'))
 	return err

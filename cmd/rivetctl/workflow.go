@@ -107,7 +107,7 @@ cancelled workflow changes nothing; a completed or failed one cannot be cancelle
 			_, err = fmt.Fprintln(a.stdout, "workflow cancelled (its status before is not known: the connection broke after the cancel was sent, and the retry found it cancelled)")
 			return err
 		}
-		_, err = fmt.Fprintf(a.stdout, "workflow cancelled (it was %s)\n", prev)
+		_, err = fmt.Fprintf(a.stdout, "workflow cancelled (it was %s)\n", printable(prev))
 		return err
 	})
 	cmd.AddCommand(retry, cancel)
@@ -126,9 +126,9 @@ func (a *app) printHistory(h client.History) error {
 		_, err := fmt.Fprintln(a.stdout, "workflow  none (this actor has no workflow)")
 		return err
 	}
-	fmt.Fprintf(a.stdout, "workflow  %s%s\n", h.WorkflowStatus, describeWake(h.WorkflowWakeAt, h.WorkflowWakeQueues, h.WorkflowWakeAnyQueue))
+	fmt.Fprintf(a.stdout, "workflow  %s\n", printable(h.WorkflowStatus+describeWake(h.WorkflowWakeAt, h.WorkflowWakeQueues, h.WorkflowWakeAnyQueue)))
 	if h.WorkflowError != "" {
-		fmt.Fprintf(a.stdout, "error     %s\n", h.WorkflowError)
+		fmt.Fprintf(a.stdout, "error     %s\n", printable(h.WorkflowError))
 	}
 	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "PATH\tKIND\tSTATUS\tATTEMPTS\tOUTPUT / ERROR")
@@ -146,12 +146,13 @@ func (a *app) printHistory(h client.History) error {
 				detail = "error (" + e.ErrorCode + "): " + e.Error
 			}
 		}
-		detail = strings.ReplaceAll(detail, "\n", " ")
+		// Escaped before it is cut, so that the cut bounds what prints.
+		detail = printable(strings.ReplaceAll(detail, "\n", " "))
 		if len(detail) > 80 {
 			// On a character: a byte cut inside one printed invalid UTF-8.
 			detail = textcut.Prefix(detail, 77) + "..."
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", e.Path, e.Kind, e.Status, e.Attempts, orDash(detail))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", printable(e.Path), printable(e.Kind), printable(e.Status), e.Attempts, orDash(detail))
 	}
 	return tw.Flush()
 }

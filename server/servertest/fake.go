@@ -32,6 +32,10 @@ type Fake struct {
 	SendFunc    func(ctx context.Context, req runtime.SendRequest) (runtime.SendResult, error)
 	GetFunc     func(ctx context.Context, ref runtime.Ref) (runtime.ActorInfo, error)
 	InspectFunc func(ctx context.Context, ref runtime.Ref) (runtime.Inspection, error)
+	// HistoryFunc answers History (by default: an empty history for an
+	// actor that exists); ListFunc answers List.
+	HistoryFunc func(ctx context.Context, ref runtime.Ref) (runtime.History, error)
+	ListFunc    func(ctx context.Context, opts runtime.ListOptions) (runtime.ListResult, error)
 	// CancelScheduledCallFunc answers CancelScheduledCall.
 	CancelScheduledCallFunc func(ref runtime.Ref, id string) (bool, error)
 	// SubscribeFunc answers Subscribe (by default: the actor has no
@@ -238,7 +242,10 @@ func (f *Fake) Inspect(ctx context.Context, ref runtime.Ref) (runtime.Inspection
 
 // List implements Backend: actors sorted by name and key; the page token
 // is the index of the next actor.
-func (f *Fake) List(_ context.Context, opts runtime.ListOptions) (runtime.ListResult, error) {
+func (f *Fake) List(ctx context.Context, opts runtime.ListOptions) (runtime.ListResult, error) {
+	if f.ListFunc != nil {
+		return f.ListFunc(ctx, opts)
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var all []runtime.ActorInfo
@@ -273,7 +280,10 @@ func (f *Fake) List(_ context.Context, opts runtime.ListOptions) (runtime.ListRe
 
 // Members implements Backend.
 // History returns an empty history for any existing actor.
-func (f *Fake) History(_ context.Context, ref runtime.Ref) (runtime.History, error) {
+func (f *Fake) History(ctx context.Context, ref runtime.Ref) (runtime.History, error) {
+	if f.HistoryFunc != nil {
+		return f.HistoryFunc(ctx, ref)
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if _, _, err := f.lookup(ref, false, nil); err != nil {
