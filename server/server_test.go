@@ -205,6 +205,12 @@ func TestValidation(t *testing.T) {
 			"action arguments are not valid UTF-8 (at byte 5): JSON text must be UTF-8"},
 		{"input not UTF-8", &rivetv1.CallRequest{Actor: ref("a", "k"), Action: "a", Input: []byte("\"\xff\"")}, codes.InvalidArgument,
 			"create input is not valid UTF-8 (at byte 1)"},
+		// A lone surrogate escape, which encoding/json decodes as U+FFFD:
+		// I-JSON (RFC 7493) forbids it.
+		{"args with a lone surrogate", &rivetv1.CallRequest{Actor: ref("a", "k"), Action: "a", Args: []byte(`["x\ud800"]`)}, codes.InvalidArgument,
+			`action arguments are not I-JSON (RFC 7493): \ud800 at byte 3 is a lone surrogate (half of a UTF-16 pair without its other half), which a decoder would turn into U+FFFD`},
+		{"input with a lone low surrogate", &rivetv1.CallRequest{Actor: ref("a", "k"), Action: "a", Input: []byte(`{"\\":"\udc00\ud83d\ude00"}`)}, codes.InvalidArgument,
+			`create input is not I-JSON (RFC 7493): \udc00 at byte 7 is a lone surrogate`},
 		{"5 MiB args", &rivetv1.CallRequest{Actor: ref("a", "k"), Action: "a", Args: bigArray(5 << 20)}, codes.ResourceExhausted,
 			"action arguments too large: 5242880 bytes (5.0 MiB), the limit is 4194304 bytes (4.0 MiB)"},
 	}
@@ -220,8 +226,9 @@ func TestValidation(t *testing.T) {
 		t.Errorf("backend saw %d invalid calls", calls)
 	}
 
-	// What passes: no args, an empty array, spaces before the array.
-	for _, args := range []string{"", "[]", " \n[1, \"x\"]"} {
+	// What passes: no args, an empty array, spaces before the array; a
+	// surrogate pair; an escaped backslash before "ud800", which is text.
+	for _, args := range []string{"", "[]", " \n[1, \"x\"]", `["\ud83d\ude00", "\\ud800"]`} {
 		if err := call(&rivetv1.CallRequest{Actor: ref("a", "k"), Action: "a", Args: []byte(args)}); err != nil {
 			t.Errorf("args %q: %v", args, err)
 		}
@@ -230,8 +237,8 @@ func TestValidation(t *testing.T) {
 	if err := call(&rivetv1.CallRequest{Actor: ref("a", make([]string, 1024)...), Action: "a"}); err != nil {
 		t.Errorf("1024 empty key components: %v", err)
 	}
-	if calls != 4 {
-		t.Errorf("backend saw %d valid calls, want 4", calls)
+	if calls != 5 {
+		t.Errorf("backend saw %d valid calls, want 5", calls)
 	}
 }
 
@@ -266,6 +273,10 @@ func TestSendValidation(t *testing.T) {
 			"message body: arrays and objects nested deeper than the limit of 10000 levels"},
 		{"body not UTF-8", &rivetv1.SendRequest{Actor: ref("a", "k"), Queue: "q", Body: []byte("{\"t\":\"\xc3\"}")}, codes.InvalidArgument,
 			"message body is not valid UTF-8 (at byte 6)"},
+		{"body with a lone surrogate", &rivetv1.SendRequest{Actor: ref("a", "k"), Queue: "q", Body: []byte(`"\ud800x"`)}, codes.InvalidArgument,
+			`message body is not I-JSON (RFC 7493): \ud800 at byte 1 is a lone surrogate`},
+		{"body with a high surrogate twice", &rivetv1.SendRequest{Actor: ref("a", "k"), Queue: "q", Body: []byte(`"\ud83d\ud83d\ude00"`)}, codes.InvalidArgument,
+			`message body is not I-JSON (RFC 7493): \ud83d at byte 1 is a lone surrogate`},
 		{"65 KiB body", &rivetv1.SendRequest{Actor: ref("a", "k"), Queue: "q", Body: bigArray(65 << 10)}, codes.ResourceExhausted,
 			"message body too large: 66560 bytes (65.0 KiB), the limit is 65536 bytes (64.0 KiB)"},
 		{"negative timeout", &rivetv1.SendRequest{Actor: ref("a", "k"), Queue: "q", Body: []byte("1"), Wait: true, TimeoutMs: -1}, codes.InvalidArgument, "timeout_ms is negative"},

@@ -8,6 +8,7 @@ import (
 
 	"github.com/rivet-go/rivet"
 	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
+	"github.com/rivet-go/rivet/internal/ijson"
 	"github.com/rivet-go/rivet/runtime"
 )
 
@@ -78,7 +79,8 @@ func (s *Server) input(b []byte) (json.RawMessage, error) {
 // checkJSON refuses a payload that is not JSON, or not UTF-8: JSON
 // exchanged between systems is UTF-8 (RFC 8259), and encoding/json, which
 // takes other bytes in strings as valid, turns each into U+FFFD when an
-// action decodes them: text changed without a word.
+// action decodes them: text changed without a word. So does it a lone
+// surrogate's escape ("\ud800").
 func checkJSON(what, is string, b []byte) error {
 	if !json.Valid(b) {
 		return notJSON(what, is, b)
@@ -93,6 +95,11 @@ func checkJSON(what, is string, b []byte) error {
 			at += n
 		}
 		return rivet.Errorf(rivet.ErrInvalidArgument, "%s %s not valid UTF-8 (at byte %d): JSON text must be UTF-8", what, is, at)
+	}
+	// An escaped lone surrogate changes the same way (valid JSON all the
+	// same); I-JSON, the JSON meant for exchange, forbids it.
+	if at, esc := ijson.LoneSurrogate(b); at >= 0 {
+		return rivet.Errorf(rivet.ErrInvalidArgument, "%s %s %s", what, is, ijson.LoneSurrogateText(esc, at))
 	}
 	return nil
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rivet-go/rivet/client"
+	"github.com/rivet-go/rivet/internal/ijson"
 	"github.com/rivet-go/rivet/internal/textcut"
 )
 
@@ -365,6 +366,10 @@ func parseKey(s string) ([]string, error) {
 	if err := json.Unmarshal([]byte(s), &parts); err != nil {
 		return nil, usagef("KEY %q starts with '[' but is not a JSON array of strings: %v", s, err)
 	}
+	// As a bad byte, a lone surrogate would decode as U+FFFD.
+	if at, esc := ijson.LoneSurrogate([]byte(s)); at >= 0 {
+		return nil, usagef("KEY %q is %s", s, ijson.LoneSurrogateText(esc, at))
+	}
 	key := make([]string, len(parts))
 	for i, p := range parts {
 		if p == nil {
@@ -508,6 +513,10 @@ func parseJSON(what, s string) (json.RawMessage, error) {
 	if !utf8.ValidString(s) {
 		// A node refuses it (JSON text is UTF-8): say so before sending.
 		return nil, usagef("%s is not valid UTF-8 (a file in another encoding? convert it to UTF-8)", what)
+	}
+	if at, esc := ijson.LoneSurrogate([]byte(s)); at >= 0 {
+		// A node refuses it too.
+		return nil, usagef("%s is %s", what, ijson.LoneSurrogateText(esc, at))
 	}
 	return json.RawMessage(s), nil
 }

@@ -204,10 +204,25 @@ func TestCallArgs(t *testing.T) {
 		wantErr(t, 2, `rivetctl: KEY "[\"\xff\"]" is not valid UTF-8`)
 	rivetctl(t, addr, "call", "greeter", "k", "greet", "\"caf\xe9\"").
 		wantErr(t, 2, `rivetctl: argument 1 is not valid UTF-8 (a file in another encoding? convert it to UTF-8)`)
+	// Nor a lone surrogate escape, which JSON would decode as U+FFFD
+	// too: I-JSON (RFC 7493) forbids it.
+	rivetctl(t, addr, "call", "greeter", `["a","\udc00"]`, "greet").
+		wantErr(t, 2, `rivetctl: KEY "[\"a\",\"\\udc00\"]" is not I-JSON (RFC 7493): \udc00 at byte 6 is a lone surrogate (half of a UTF-16 pair without its other half), which a decoder would turn into U+FFFD`)
+	rivetctl(t, addr, "call", "greeter", "k", "greet", "1", `{"t":"x\ud800"}`).
+		wantErr(t, 2, `rivetctl: argument 2 is not I-JSON (RFC 7493): \ud800 at byte 7 is a lone surrogate (half of a UTF-16 pair without its other half), which a decoder would turn into U+FFFD`)
+	rivetctl(t, addr, "send", "greeter", "k", "q", `"\ud83d"`).
+		wantErrPrefix(t, 2, `rivetctl: BODY_JSON is not I-JSON (RFC 7493): \ud83d at byte 1 is a lone surrogate`)
 	rivetctl(t, addr, "call", "greeter", "k", "greet", "--input", "{").
 		wantErr(t, 2, `rivetctl: --input is not valid JSON: { (unexpected end of JSON input; names and strings need double quotes, as in '{"sku":"a"}')`)
 	if calls.Load() != 0 {
 		t.Errorf("%d calls sent from malformed command lines", calls.Load())
+	}
+	// A surrogate pair is a character; an escaped backslash before
+	// "ud800" is text.
+	rivetctl(t, addr, "call", "greeter", `["\ud83d\ude00"]`, "greet", `"\ud83d\ude00"`, `"\\ud800"`).
+		want(t, 0, "{\n  \"b\": [\n    1,\n    2\n  ],\n  \"a\": \"x\"\n}\n")
+	if got.Load() != `["\ud83d\ude00","\\ud800"] ` {
+		t.Errorf("sent %v", got.Load())
 	}
 }
 
