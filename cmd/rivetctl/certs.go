@@ -49,6 +49,12 @@ overwrites a file; remove the old ones to make new ones.`,
 			if validity <= 0 {
 				return usagef("--validity must be positive, not %s", validity)
 			}
+			if validity < certs.MinValidity {
+				// Refused, as step-ca refuses a duration under its
+				// minimum: the files would be expired, or soon, on a
+				// node whose clock is ahead, and nothing said so.
+				return usagef("--validity %s is too short: the minimum is %s, the clock skew the certificates allow for (a shorter one can be expired before a node loads it); such as 720h for 30 days", validity, certs.MinValidity)
+			}
 			if err := certs.Generate(out, hs, validity); err != nil {
 				return &runError{err: err}
 			}
@@ -66,7 +72,7 @@ overwrites a file; remove the old ones to make new ones.`,
 	f := cmd.Flags()
 	f.StringVar(&out, "out", "certs", "directory to write into (made if missing)")
 	f.StringVar(&hosts, "hosts", "localhost,127.0.0.1", "comma-separated host names and IP addresses of the node certificate")
-	f.DurationVar(&validity, "validity", certs.DefaultValidity, "how long the certificates are valid")
+	f.DurationVar(&validity, "validity", certs.DefaultValidity, "how long the certificates are valid (at least 1h)")
 	return cmd
 }
 

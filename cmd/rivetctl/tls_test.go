@@ -1,11 +1,13 @@
 package main
 
 import (
+	"crypto/tls"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -150,5 +152,30 @@ func TestCertsRefusesAHostNoDialMatches(t *testing.T) {
 	dir := t.TempDir()
 	if r := rivetctlEnv(t, map[string]string{}, "certs", "--out", dir, "--hosts", "localhost,127.0.0.1,::1,node-1.rivet_net.local,*.nodes.example.com,10.0.0.1"); r.code != 0 {
 		t.Errorf("valid hosts: %+v", r)
+	}
+}
+
+// A --validity too short to use (1ns wrote certificates expired before
+// any node could load them) is a usage error, and nothing is written; an
+// hour, the clock skew certificates allow for at their start, is enough.
+func TestCertsRefusesAValidityTooShort(t *testing.T) {
+	for _, v := range []string{"1ns", "59m59s"} {
+		dir := filepath.Join(t.TempDir(), "certs")
+		rivetctlEnv(t, map[string]string{}, "certs", "--out", dir, "--validity", v).
+			wantErr(t, exitUsage, "rivetctl: --validity "+v+" is too short: the minimum is 1h0m0s, the clock skew the certificates allow for (a shorter one can be expired before a node loads it); such as 720h for 30 days")
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Errorf("--validity %s: %s was made (%v)", v, dir, err)
+		}
+	}
+	dir := t.TempDir()
+	if r := rivetctlEnv(t, map[string]string{}, "certs", "--out", dir, "--validity", "1h"); r.code != 0 {
+		t.Fatalf("--validity 1h: %+v", r)
+	}
+	c, err := tls.LoadX509KeyPair(filepath.Join(dir, certs.NodeFile), filepath.Join(dir, certs.NodeKeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Leaf.NotAfter.After(time.Now()) {
+		t.Errorf("--validity 1h: the node certificate expired at %s", c.Leaf.NotAfter)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rivet-go/rivet/internal/certs"
 )
@@ -94,6 +95,18 @@ func TestGenerateRefusesToOverwrite(t *testing.T) {
 	}
 	if err := certs.Generate(t.TempDir(), nil, 0); err == nil {
 		t.Fatal("Generate without hosts succeeded")
+	}
+}
+
+// Generate writes no certificates already expired, or about to be on a
+// node whose clock is ahead.
+func TestGenerateRefusesAValidityTooShort(t *testing.T) {
+	dir := t.TempDir()
+	if err := certs.Generate(dir, []string{"localhost"}, time.Nanosecond); err == nil {
+		t.Fatal("Generate with a validity of 1ns succeeded")
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("wrote %d files", len(entries))
 	}
 }
 

@@ -31,6 +31,13 @@ const (
 // DefaultValidity is how long generated certificates are valid.
 const DefaultValidity = 365 * 24 * time.Hour
 
+// MinValidity is the shortest validity Generate takes: the clock skew the
+// certificates allow for at their start (NotBefore is an hour back). One
+// valid for less could be expired, on a node whose clock is that far
+// ahead, before any node loaded it: 1ns wrote certificates expired at
+// once, without a word. (step-ca refuses durations under its minimum so.)
+const MinValidity = time.Hour
+
 // ErrExists is returned by Generate when one of its files is already in
 // the directory: a CA key is not something to overwrite by accident (every
 // certificate it signed would stop verifying against the new CA).
@@ -50,7 +57,7 @@ var ErrExists = errors.New("certs: file exists")
 //     only), for rivetctl and applications under mTLS.
 //
 // Keys are ECDSA P-256; certificates are valid from an hour ago (clock
-// skew) for validity (0: DefaultValidity). Key files are readable by the
+// skew) for validity (0: DefaultValidity; at least MinValidity). Key files are readable by the
 // owner only. Generate writes nothing if any of the files exists
 // (ErrExists).
 func Generate(dir string, hosts []string, validity time.Duration) error {
@@ -59,6 +66,9 @@ func Generate(dir string, hosts []string, validity time.Duration) error {
 	}
 	if validity <= 0 {
 		validity = DefaultValidity
+	}
+	if validity < MinValidity {
+		return fmt.Errorf("certs: a validity of %s is too short: the minimum is %s", validity, MinValidity)
 	}
 	for _, f := range []string{CAFile, CAKeyFile, NodeFile, NodeKeyFile, ClientFile, ClientKeyFile} {
 		if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
