@@ -79,8 +79,8 @@ func (s *Server) input(b []byte) (json.RawMessage, error) {
 // checkJSON refuses a payload that is not JSON, or not UTF-8: JSON
 // exchanged between systems is UTF-8 (RFC 8259), and encoding/json, which
 // takes other bytes in strings as valid, turns each into U+FFFD when an
-// action decodes them: text changed without a word. So does it a lone
-// surrogate's escape ("\ud800").
+// action decodes them: text changed without a word. So does
+// encoding/json with a lone surrogate's escape ("\ud800").
 func checkJSON(what, is string, b []byte) error {
 	if !json.Valid(b) {
 		return notJSON(what, is, b)
