@@ -365,17 +365,27 @@ func (h *Host) closeVarsLater(a *activation) {
 }
 
 // sleepAll runs OnSleep for every activation in memory and closes their
-// vars, when the host stops: its workflows have stopped and no request is
-// in progress. At most maxSleeps run at once.
+// vars, when the host stops: its workflows have stopped, and requests are
+// refused (those in progress have ended, or the stop is running short of
+// time: Stop). Each actor's turn comes after those holding or waiting for
+// its gate, until ctx ends. At most maxSleeps run at once.
 func (h *Host) sleepAll(ctx context.Context) {
 	h.mu.Lock()
-	var acts []*activation
+	var acts, busy []*activation
 	for _, a := range h.actors {
 		if a.spec.Sleep != nil || a.closable.Load() || a.tasksRunning() {
-			acts = append(acts, a)
+			if a.gate.busy() {
+				busy = append(busy, a)
+			} else {
+				acts = append(acts, a)
+			}
 		}
 	}
 	h.mu.Unlock()
+	// The actors no turn holds first: one stuck in a turn (its code
+	// ignoring its context) keeps its place among the maxSleeps until ctx
+	// ends, and enough of them would keep the others waiting.
+	acts = append(acts, busy...)
 	// Every task's context ends at once, not as its actor's turn comes:
 	// they finish side by side.
 	for _, a := range acts {

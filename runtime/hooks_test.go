@@ -457,8 +457,8 @@ func TestOnSleepCallsIntoAPartitionBeingHandedOffFailFast(t *testing.T) {
 	}
 }
 
-// A stop whose deadline ends before a request does (so no OnSleep runs)
-// still closes the vars of the actors in memory.
+// A stop whose deadline ends before a request does still closes the vars
+// of the actors in memory that no turn holds.
 func TestAStopPastItsDeadlineClosesVars(t *testing.T) {
 	p := &hookProbe{}
 	entered, block := make(chan struct{}), make(chan struct{})

@@ -199,9 +199,15 @@ func (h *Host) Start(ctx context.Context) error {
 const StopGrace = time.Second
 
 // Stop refuses new requests (rivet.ErrUnavailable), waits for the requests
-// in progress and for every pending commit, then stops the reaper. If ctx
-// ends first, Stop gives up waiting and returns ctx's error; commits still
-// running are cancelled.
+// in progress, runs the OnSleep of the actors in memory, waits for every
+// pending commit, then stops the reaper. If ctx ends first, Stop gives up
+// waiting and returns ctx's error; commits still running are cancelled.
+//
+// If the requests in progress have not ended halfway to ctx's deadline,
+// the actors go to sleep without waiting for them, each once no turn holds
+// or waits for its gate: a turn whose code ignores its context costs only
+// its own actor its OnSleep (it never runs beside the turn), and a request
+// in progress that then reaches an actor asleep is refused.
 //
 // Past ctx, Stop waits at most StopGrace for the workflow runs it
 // cancelled: code that ignores its context (a step blocked on I/O without
@@ -253,11 +259,36 @@ func (h *Host) Stop(ctx context.Context) error {
 	for _, a := range acts {
 		a.failWaiters()
 	}
+	// The requests in progress end before the actors go to sleep. One
+	// whose code ignores its context must not cost every other actor its
+	// OnSleep: past half the time left before ctx's deadline, the actors
+	// go to sleep without waiting for the drain, each once the turns that
+	// hold its gate or wait for it have ended (its gate keeps OnSleep
+	// from running under a turn). An actor still held at the deadline
+	// leaves without OnSleep; a call reaching an actor already asleep is
+	// refused (rivet.ErrUnavailable).
+	var sleepAt <-chan time.Time
+	if dl, ok := ctx.Deadline(); ok {
+		t := time.NewTimer(time.Until(dl) / 2)
+		defer t.Stop()
+		sleepAt = t.C
+	}
 	select {
 	case <-drained:
-		// Nothing runs the actors now: their OnSleep hooks can.
+	case <-sleepAt:
 		h.sleepAll(ctx)
+		select {
+		case <-drained:
+		case <-ctx.Done():
+		}
 	case <-ctx.Done():
+	}
+	select {
+	case <-drained:
+		// Nothing runs the actors now: their OnSleep hooks can (those
+		// loaded by the requests since the pass above, if it ran).
+		h.sleepAll(ctx)
+	default:
 		err = ctx.Err()
 	}
 	// The reaper's OnSleep hooks write: they end before the flushes are
@@ -285,7 +316,14 @@ func (h *Host) Stop(ctx context.Context) error {
 		<-flushed
 	}
 	// Vars that sleepAll did not close (ctx ran out) are closed where no
-	// turn holds their actor.
+	// turn holds their actor: those of actors the requests loaded during
+	// the stop too.
+	h.mu.Lock()
+	acts = acts[:0]
+	for _, a := range h.actors {
+		acts = append(acts, a)
+	}
+	h.mu.Unlock()
 	for _, a := range acts {
 		h.closeVarsLater(a)
 	}
