@@ -209,9 +209,10 @@ const StopGrace = time.Second
 // its own actor its OnSleep (it never runs beside the turn), and a request
 // in progress that then reaches an actor asleep is refused.
 //
-// Past ctx, Stop waits at most StopGrace for the workflow runs it
-// cancelled: code that ignores its context (a step blocked on I/O without
-// a timeout) is left running, and fails to commit when it ends.
+// Past ctx, Stop waits at most StopGrace in all for what it cancelled:
+// code that ignores its context (a step, a turn, an OnSleep hook, a task,
+// a vars' Close, blocked on I/O without a timeout) is left running, and
+// fails to commit when it ends; a warning says what was left.
 func (h *Host) Stop(ctx context.Context) error {
 	h.mu.Lock()
 	if !h.stopping {
@@ -225,31 +226,47 @@ func (h *Host) Stop(ctx context.Context) error {
 	drained := h.drained
 	h.mu.Unlock()
 
+	// Past ctx, the waits below take StopGrace in all, from the first:
+	// what the stop cancelled ends within it if its code heeds its
+	// context. Code that ignores it (a step, a turn, an OnSleep hook, a
+	// task, a vars' Close, blocked on I/O without a timeout) is left to
+	// end on its own, as a turn past the deadline is: its commit finds the
+	// host's context ended, so nothing it wrote is recorded (a step's
+	// attempt runs again at the next start, as after a crash). Waiting
+	// for it would hold the stop past its deadline for as long as that
+	// code runs, for ever if it never returns.
+	var err error
+	var lateUntil time.Time
+	await := func(done <-chan struct{}, what string) bool {
+		select {
+		case <-done:
+			return true
+		case <-ctx.Done():
+		}
+		err = ctx.Err()
+		h.cancelBase() // the commits not made yet give up
+		if lateUntil.IsZero() {
+			lateUntil = time.Now().Add(StopGrace)
+		}
+		t := time.NewTimer(time.Until(lateUntil))
+		defer t.Stop()
+		select {
+		case <-done:
+			return true
+		case <-t.C:
+			h.log.Warn("the stop ran out of time with " + what + " still running that ignore their context: leaving them")
+			return false
+		}
+	}
+
 	// Stop the workflows first: each records when it must run again (on
 	// this node's next start, or on the partition's next owner), and
 	// senders waiting for their completions are told to come back. No run
 	// starts once stopping is set (startWorkflow checks it).
 	h.cancelWf()
-	var err error
 	wfDone := make(chan struct{})
 	go func() { h.workflows.Wait(); close(wfDone) }()
-	select {
-	case <-wfDone:
-	case <-ctx.Done():
-		err = ctx.Err()
-		h.cancelBase() // their last commits give up
-		// Runs that heed their context end now. A step that ignores it
-		// is left to end on its own, as a turn past the deadline is: its
-		// commit finds the host's context ended, so its attempt is not
-		// recorded and runs again at the next start, as after a crash.
-		// Waiting for it would hold the stop past its deadline for as
-		// long as the step's code runs, for ever if it never returns.
-		select {
-		case <-wfDone:
-		case <-time.After(StopGrace):
-			h.log.Warn("the stop ran out of time with workflow steps still running that ignore their context: leaving them")
-		}
-	}
+	await(wfDone, "workflow steps")
 	h.mu.Lock()
 	acts := make([]*activation, 0, len(h.actors))
 	for _, a := range h.actors {
@@ -258,6 +275,11 @@ func (h *Host) Stop(ctx context.Context) error {
 	h.mu.Unlock()
 	for _, a := range acts {
 		a.failWaiters()
+	}
+	sleepAll := func() bool {
+		done := make(chan struct{})
+		go func() { defer close(done); h.sleepAll(ctx) }()
+		return await(done, "OnSleep hooks")
 	}
 	// The requests in progress end before the actors go to sleep. One
 	// whose code ignores its context must not cost every other actor its
@@ -273,34 +295,33 @@ func (h *Host) Stop(ctx context.Context) error {
 		defer t.Stop()
 		sleepAt = t.C
 	}
+	slept := true
 	select {
 	case <-drained:
 	case <-sleepAt:
-		h.sleepAll(ctx)
-		select {
-		case <-drained:
-		case <-ctx.Done():
+		if slept = sleepAll(); slept {
+			select {
+			case <-drained:
+			case <-ctx.Done():
+			}
 		}
 	case <-ctx.Done():
 	}
 	select {
 	case <-drained:
-		// Nothing runs the actors now: their OnSleep hooks can (those
-		// loaded by the requests since the pass above, if it ran).
-		h.sleepAll(ctx)
+		if slept {
+			// Nothing runs the actors now: their OnSleep hooks can
+			// (those loaded by the requests since the pass above, if it
+			// ran).
+			sleepAll()
+		}
 	default:
 		err = ctx.Err()
 	}
 	// The reaper's OnSleep hooks write: they end before the flushes are
 	// waited for.
 	if h.reapDone != nil { // Start ran
-		select {
-		case <-h.reapDone:
-		case <-ctx.Done():
-			err = ctx.Err()
-			h.cancelBase() // their hooks' contexts end
-			<-h.reapDone
-		}
+		await(h.reapDone, "the reaper's OnSleep hooks")
 	}
 	// The tasks of actors sleepAll did not reach, or that outlived it.
 	if terr := h.waitTasks(ctx); terr != nil {
@@ -308,13 +329,7 @@ func (h *Host) Stop(ctx context.Context) error {
 	}
 	flushed := make(chan struct{})
 	go func() { h.flushes.Wait(); close(flushed) }()
-	select {
-	case <-flushed:
-	case <-ctx.Done():
-		err = ctx.Err()
-		h.cancelBase()
-		<-flushed
-	}
+	await(flushed, "commits")
 	// Vars that sleepAll did not close (ctx ran out) are closed where no
 	// turn holds their actor: those of actors the requests loaded during
 	// the stop too.
@@ -328,11 +343,15 @@ func (h *Host) Stop(ctx context.Context) error {
 		h.closeVarsLater(a)
 	}
 	h.cancelBase()
-	h.loops.Wait()
+	loopsDone := make(chan struct{})
+	go func() { h.loops.Wait(); close(loopsDone) }()
+	await(loopsDone, "scheduled calls and wakeups")
 	h.mu.Lock()
 	h.hooksDone = true
 	h.mu.Unlock()
-	h.hookRuns.Wait()
+	hooksDone := make(chan struct{})
+	go func() { h.hookRuns.Wait(); close(hooksDone) }()
+	await(hooksDone, "vars' Close methods")
 	return err
 }
 
