@@ -60,7 +60,7 @@ func (a *app) callCommand() *cobra.Command {
 it from a file and @- from stdin (for payloads too big for a command line).`,
 		Example: `  rivetctl call counter main increment 5
   rivetctl call counter '["eu","alice"]' getCount
-  rivetctl call importer main load @batch.json`,
+  rivetctl call counter main increment @by.json`,
 		Annotations: map[string]string{jsonArgsAnnotation: "3-", sideEffectsAnnotation: "true"},
 		Args:        args(3, -1),
 	}
@@ -110,8 +110,8 @@ With --idempotency-key the message is queued once: sent again with the same key 
 an error that leaves its outcome unknown), it queues nothing and says so.`,
 		Example: `  rivetctl send reminderActor main reminders '{"text":"hi","at":0}'
   rivetctl send scatterGatherActor main scatter '{"input":2}'
-  rivetctl send orders main incoming '{"id":17}' --idempotency-key order-17
-  jq -c . order.json | rivetctl send orders main incoming @-`,
+  rivetctl send timeoutActor main charge '{"orderId":"o17"}' --idempotency-key order-o17
+  jq -c . charge.json | rivetctl send timeoutActor main charge @-`,
 		Annotations: map[string]string{jsonArgsAnnotation: "3", sideEffectsAnnotation: "true"},
 		Args:        args(4, 4),
 	}

@@ -78,7 +78,7 @@ for a call the actor has no action to cancel, such as a recurring call that
 keeps failing. The actor's code is not consulted. Cancelling a call that
 already ran, or was cancelled, changes nothing.`,
 		Example: `  rivetctl schedule cancel sessionActor alice 1796094126780-0a92244e48e5ffff
-  rivetctl schedule cancel reportActor main every:digest`,
+  rivetctl schedule cancel pageViews home every:flush`,
 		Args: args(3, 3),
 	}
 	cancel.RunE = a.runE(nil, func(ctx context.Context, c *client.Client, args []string) error {
