@@ -238,7 +238,10 @@ func (h *ActorHandle) History(ctx context.Context) (History, error) {
 
 // RetryWorkflow replays a failed workflow: from the entry from (and
 // everything recorded after it), or, with from empty, from the entries that
-// failed. It returns how many history entries were deleted.
+// failed (after a rollback, from the first compensated step, or the loop,
+// join or race holding it where the history kept no state to go back to
+// that step: docs/architecture.md). It returns how many history entries
+// were deleted.
 func (h *ActorHandle) RetryWorkflow(ctx context.Context, from string) (int, error) {
 	resp, err := invoke(ctx, h.c, sideEffects, h.c.actors.RetryWorkflow, &rivetv1.RetryWorkflowRequest{Actor: h.ref(), From: from})
 	if err != nil {

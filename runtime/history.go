@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"sort"
 	"strconv"
@@ -253,7 +254,8 @@ func iteration(seg string) (uint64, bool) {
 // and runs it again: from the entry from (deleting it, everything under it,
 // and every entry recorded after it outside its enclosing scopes), or, with
 // from empty, from the entries that failed (a cancelled workflow resumes
-// where it stopped). It returns how many entries it
+// where it stopped; one that rolled back runs again from its first
+// compensated step, see rollbackRetry). It returns how many entries it
 // deleted. A running workflow cannot be retried (rivet.ErrWorkflowFailed,
 // FAILED_PRECONDITION on the wire).
 func (h *Host) RetryWorkflow(ctx context.Context, ref Ref, from string) (int, error) {
@@ -397,6 +399,12 @@ func (h *Host) RetryWorkflow(ctx context.Context, ref Ref, from string) (int, er
 // deleting them (pending, they run their branches again, which replay what
 // completed): one at or under failedAt, or one that holds from.
 func retryTrees(entries []workflow.Entry, from, failedAt string) ([]string, []workflow.Entry, error) {
+	return planRetry(entries, from, failedAt, true)
+}
+
+// planRetry is retryTrees; with rewind false, from is taken even where
+// checkRewind would refuse it (to see what a retry from it would delete).
+func planRetry(entries []workflow.Entry, from, failedAt string, rewind bool) ([]string, []workflow.Entry, error) {
 	var trees []string
 	covered := func(p string) bool {
 		for _, t := range trees {
@@ -488,14 +496,7 @@ func retryTrees(entries []workflow.Entry, from, failedAt string) ([]string, []wo
 	}
 	if from == "" {
 		if first := firstCompensated(entries); first != nil {
-			// The workflow rolled back: the compensated steps' effects
-			// are undone, and replayed as completed they would not run
-			// again. It runs again from the first of them.
-			trees, resets, err := retryTrees(entries, first.Path, failedAt)
-			if err != nil {
-				return nil, nil, rivet.Errorf(rivet.ErrInvalidArgument, "the workflow rolled back from %q on, so a retry must run that step again, but: %v", first.Path, err)
-			}
-			return trees, resets, nil
+			return rollbackRetry(entries, byPath, first.Path, failedAt)
 		}
 		retryAt(failedAt)
 		if len(trees) == 0 && len(resets) == 0 {
@@ -508,7 +509,7 @@ func retryTrees(entries []workflow.Entry, from, failedAt string) ([]string, []wo
 	if target == nil {
 		return nil, nil, rivet.Errorf(rivet.ErrInvalidArgument, "%v: %q", errUnknownEntry, from)
 	}
-	if err := checkRewind(byPath, from); err != nil {
+	if _, err := checkRewind(byPath, from); err != nil && rewind {
 		return nil, nil, err
 	}
 	// A failed join or race that holds from goes back to pending, its
@@ -570,6 +571,66 @@ func retryTrees(entries []workflow.Entry, from, failedAt string) ([]string, []wo
 		}
 	}
 	trees, resets = prunePlan(trees, resets)
+	return trees, resets, nil
+}
+
+// rollbackRetry plans the retry (without --from) of a workflow that rolled
+// back, first being its first compensated entry. The compensated steps'
+// effects are undone, and replayed as completed they would not run again:
+// it runs again from first. Where no retry can start there (first lies in
+// a loop iteration before the loop's last checkpoint, or in a completed
+// loop, join or race: no state was kept to go back to), it starts the
+// outermost such scope again instead, which also runs again what that
+// scope ran before first. That is taken only if none of it still has an
+// effect the rollback did not undo (a step, the iterations a loop pruned,
+// a race's losers, none recorded): otherwise the retry is refused, naming
+// them, and --from says which way to go.
+func rollbackRetry(entries []workflow.Entry, byPath map[string]*workflow.Entry, first, failedAt string) ([]string, []workflow.Entry, error) {
+	scope, err := checkRewind(byPath, first)
+	if err == nil {
+		return planRetry(entries, first, failedAt, true)
+	}
+	why := err
+	trees, resets, err := planRetry(entries, scope, failedAt, true)
+	if err != nil {
+		return nil, nil, rivet.Errorf(rivet.ErrInvalidArgument, "the workflow rolled back from %q on, so a retry must run that step again, but: %v; and from %q: %v", first, why, scope, err)
+	}
+	// What a retry from first would delete goes too (entries of
+	// concurrent branches recorded since), so every compensated step
+	// runs again.
+	fromFirst, firstResets, err := planRetry(entries, first, failedAt, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, r := range firstResets {
+		if !slices.ContainsFunc(resets, func(o workflow.Entry) bool { return o.Path == r.Path }) {
+			resets = append(resets, r)
+		}
+	}
+	trees, resets = prunePlan(append(trees, fromFirst...), resets)
+	under := func(p string, ts []string) bool {
+		return slices.ContainsFunc(ts, func(t string) bool { return workflow.Under(p, t) })
+	}
+	var again []string
+	for _, e := range entries {
+		if !under(e.Path, trees) || under(e.Path, fromFirst) || e.RollbackDone {
+			continue
+		}
+		switch {
+		case e.Kind == workflow.KindStep:
+			again = append(again, strconv.Quote(e.Path))
+		case e.Kind == workflow.KindLoop && e.PrunedBefore > 0:
+			again = append(again, fmt.Sprintf("the iterations of loop %q before %d (pruned, their steps unknown)", e.Path, e.PrunedBefore))
+		case e.Kind == workflow.KindRace && e.Status == workflow.StatusCompleted && len(e.Branches) > 1:
+			again = append(again, fmt.Sprintf("the losing branches of race %q (not recorded)", e.Path))
+		}
+	}
+	if len(again) > 0 {
+		if len(again) > 5 {
+			again = append(again[:5], fmt.Sprintf("%d more", len(again)-5))
+		}
+		return nil, nil, rivet.Errorf(rivet.ErrInvalidArgument, "the workflow rolled back from %q on, where no retry can start (%s %q kept no state to go back to); starting %q again would also run again %s, which the rollback did not undo: retry --from %q to run them again too, or --from a later entry (the compensated steps before it then stay undone)", first, byPath[scope].Kind, scope, scope, strings.Join(again, ", "), scope)
+	}
 	return trees, resets, nil
 }
 
@@ -656,7 +717,10 @@ func entryTime(byPath map[string]*workflow.Entry, e *workflow.Entry) time.Time {
 // iteration before that checkpoint would delete that iteration's entries
 // and never run it again, the loop going on from a state built on the
 // results just deleted.
-func checkRewind(byPath map[string]*workflow.Entry, from string) error {
+//
+// It also returns the outermost scope that refuses from, which a retry may
+// take instead: that scope's ancestors hold from and it alike.
+func checkRewind(byPath map[string]*workflow.Entry, from string) (string, error) {
 	segs := strings.Split(from, "/")
 	for i := 1; i < len(segs); i++ {
 		scope := strings.Join(segs[:i], "/")
@@ -668,15 +732,15 @@ func checkRewind(byPath map[string]*workflow.Entry, from string) error {
 		case (e.Kind == workflow.KindJoin || e.Kind == workflow.KindRace) && e.Status == workflow.StatusFailed:
 			// Put back to pending by the retry: its branches run again.
 		case (e.Kind == workflow.KindJoin || e.Kind == workflow.KindRace) && e.Status != workflow.StatusPending:
-			return rivet.Errorf(rivet.ErrInvalidArgument, "cannot retry from %q: %s %q has settled and keeps its recorded result; retry from %q itself", from, e.Kind, scope, scope)
+			return scope, rivet.Errorf(rivet.ErrInvalidArgument, "cannot retry from %q: %s %q has settled and keeps its recorded result; retry from %q itself", from, e.Kind, scope, scope)
 		case e.Kind != workflow.KindLoop || !strings.HasPrefix(segs[i], "~"):
 		case e.Status == workflow.StatusCompleted:
-			return rivet.Errorf(rivet.ErrInvalidArgument, "cannot retry from %q: loop %q has completed and kept no state to go back to; retry from %q itself or from an entry after it", from, scope, scope)
+			return scope, rivet.Errorf(rivet.ErrInvalidArgument, "cannot retry from %q: loop %q has completed and kept no state to go back to; retry from %q itself or from an entry after it", from, scope, scope)
 		default:
 			if k, err := strconv.Atoi(segs[i][1:]); err == nil && e.Iteration > k {
-				return rivet.Errorf(rivet.ErrInvalidArgument, "cannot retry from %q: loop %q resumes at iteration %d, its last checkpoint, and kept no state for iteration %d; retry from an entry of iteration %d or later, or from %q itself", from, scope, e.Iteration, k, e.Iteration, scope)
+				return scope, rivet.Errorf(rivet.ErrInvalidArgument, "cannot retry from %q: loop %q resumes at iteration %d, its last checkpoint, and kept no state for iteration %d; retry from an entry of iteration %d or later, or from %q itself", from, scope, e.Iteration, k, e.Iteration, scope)
 			}
 		}
 	}
-	return nil
+	return "", nil
 }

@@ -40,12 +40,26 @@ func (a *app) workflowCommand() *cobra.Command {
 	}
 	var from string
 	retry := &cobra.Command{
-		Use:         "retry ACTOR KEY",
-		Short:       "Replay a failed workflow from the entries whose failure ended it (failures a Try caught stay), resume a cancelled one, or replay any from --from ENTRY and all after it (a completed one needs --from to run again)",
+		Use:   "retry ACTOR KEY",
+		Short: "Replay a failed workflow from the entries whose failure ended it (failures a Try caught stay), resume a cancelled one, or replay any from --from ENTRY and all after it (a completed one needs --from to run again)",
+		Long: `Replay an ended workflow. Without --from, a failed workflow runs again from the
+entries whose failure ended it (failures a Try caught stay), and a cancelled one
+resumes where it stopped. A workflow that rolled back runs again from its first
+compensated step, whose effect the rollback undid; where the history kept no
+state to go back to that step (a loop iteration before the loop's last
+checkpoint, or a completed loop, join or race), the loop, join or race holding
+it starts again instead. That is refused, naming them, if it would run again
+steps whose effects the rollback did not undo: --from that scope runs them
+again anyway, --from a later entry leaves the compensated steps before it
+undone.
+
+With --from ENTRY (a path from rivetctl history), the workflow runs again from
+that entry: it, everything under it and everything recorded after it are
+deleted. A completed workflow needs --from to run again.`,
 		Annotations: map[string]string{sideEffectsAnnotation: "true"},
 		Args:        args(2, 2),
 	}
-	retry.Flags().StringVar(&from, "from", "", "history path to replay from (default: the entries that failed)")
+	retry.Flags().StringVar(&from, "from", "", "history path to replay from (default: the entries that failed; after a rollback, its first compensated step)")
 	retry.RunE = a.runE(nil, func(ctx context.Context, c *client.Client, args []string) error {
 		key, err := parseKey(args[1])
 		if err != nil {
