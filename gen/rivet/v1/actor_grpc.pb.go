@@ -69,7 +69,10 @@ type ActorServiceClient interface {
 	History(ctx context.Context, in *HistoryRequest, opts ...grpc.CallOption) (*HistoryResponse, error)
 	// RetryWorkflow clears a failed workflow's failure and replays it, from
 	// the entry named by from (and everything recorded after it) or, with
-	// from empty, from the entry that failed.
+	// from empty, from the entry that failed; after a rollback, from its first
+	// compensated step, or the loop, join or race around it that kept no
+	// state to go back to (INVALID_ARGUMENT, naming the entries and the from
+	// to choose, if that would run again a step the rollback did not undo).
 	RetryWorkflow(ctx context.Context, in *RetryWorkflowRequest, opts ...grpc.CallOption) (*RetryWorkflowResponse, error)
 	// CancelWorkflow stops an actor's workflow for good, as an operator's
 	// decision: its status becomes "cancelled", with the reason in its error.
@@ -274,7 +277,10 @@ type ActorServiceServer interface {
 	History(context.Context, *HistoryRequest) (*HistoryResponse, error)
 	// RetryWorkflow clears a failed workflow's failure and replays it, from
 	// the entry named by from (and everything recorded after it) or, with
-	// from empty, from the entry that failed.
+	// from empty, from the entry that failed; after a rollback, from its first
+	// compensated step, or the loop, join or race around it that kept no
+	// state to go back to (INVALID_ARGUMENT, naming the entries and the from
+	// to choose, if that would run again a step the rollback did not undo).
 	RetryWorkflow(context.Context, *RetryWorkflowRequest) (*RetryWorkflowResponse, error)
 	// CancelWorkflow stops an actor's workflow for good, as an operator's
 	// decision: its status becomes "cancelled", with the reason in its error.
