@@ -510,10 +510,14 @@ func (r remote) do(ctx context.Context, ref runtime.Ref, local func() error, cal
 // peerError turns a peer's status back into the *rivet.Error it carried.
 // A bare UNAVAILABLE from a stream that broke mid-call is not: the call
 // may have run, and the calling actor's error would otherwise reach its
-// own client as a node's UNAVAILABLE, which the client retries.
+// own client as a node's UNAVAILABLE, which the client retries. One the
+// owner answered with the outcome-unknown mark (an action that ran and
+// failed on an actor it called) is the owner's answer, passed on as a
+// call on this node would get it: its Group stays empty, so no one
+// retries it either.
 func peerError(err error) error {
 	st := status.Convert(err)
-	if st.Code() == codes.Unavailable && !rpcerr.NotSent(st) && !rpcerr.HasActorError(st) {
+	if st.Code() == codes.Unavailable && !rpcerr.NotSent(st) && !rpcerr.HasActorError(st) && !rpcerr.MarkedOutcomeUnknown(st) {
 		return rivet.Errorf(rivet.ErrTimeout, "call to the owner's node broke off; its outcome is unknown: %s", st.Message())
 	}
 	return rpcerr.FromStatus(st)

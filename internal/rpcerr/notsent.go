@@ -3,6 +3,8 @@ package rpcerr
 import (
 	"strings"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -39,6 +41,18 @@ func NotSent(st *status.Status) bool {
 func HasActorError(st *status.Status) bool {
 	for _, d := range st.Details() {
 		if _, ok := d.(*rivetv1.ActorError); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// MarkedOutcomeUnknown reports whether st is an UNAVAILABLE a node answered
+// with ToStatus's mark (an action passing on what a call of its own got):
+// the node's answer, not a connection that broke.
+func MarkedOutcomeUnknown(st *status.Status) bool {
+	for _, d := range st.Details() {
+		if ei, ok := d.(*errdetails.ErrorInfo); ok && ei.GetReason() == OutcomeUnknownReason {
 			return true
 		}
 	}
