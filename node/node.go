@@ -36,6 +36,23 @@ import (
 )
 
 // Node is a running node. Make it with Start; stop it with Stop.
+//
+// A node can fail on its own while it runs: its etcd or a listener fails,
+// or another process started under its node ID takes over
+// (runtime.ErrReplaced: it then holds no lease, so no partition). It
+// cannot go on serving and never recovers; Done is closed and Err says
+// why. A program that embeds a node with Start, rather than Run, must
+// watch Done, as it would an embedded etcd's or a gRPC server's errors,
+// and Stop the node (and usually exit, for its supervisor to restart it):
+//
+//	n, err := node.Start(ctx, cfg, reg)
+//	...
+//	select {
+//	case <-ctx.Done():
+//	case <-n.Done():
+//		log.Print(n.Err())
+//	}
+//	err = errors.Join(n.Err(), n.Stop(stopCtx))
 type Node struct {
 	cfg Config
 	log *zap.Logger
@@ -91,9 +108,14 @@ type Node struct {
 	// bg waits for them.
 	bgCancel context.CancelFunc
 	bg       sync.WaitGroup
-	// fatal receives the first error of a background task that must stop
-	// the node (etcd died, a listener failed).
-	fatal chan error
+	// done is closed by the first error of a background task that must
+	// stop the node (etcd died, a listener failed, another process took
+	// the node ID over), which err then holds, or at the end of Stop.
+	// stopping: Stop has begun, and what tasks return now is no failure.
+	doneMu   sync.Mutex
+	done     chan struct{}
+	err      error
+	stopping bool
 
 	stopOnce sync.Once
 	stopErr  error
@@ -107,9 +129,10 @@ type Node struct {
 // need not import runtime for it.
 type Ownership = runtime.Ownership
 
-// Run starts a node, serves until ctx is done (or a fatal error), then
-// stops it cleanly. A ctx done while the node starts (SIGTERM, Ctrl-C)
-// stops it too, and is no failure: Run returns nil.
+// Run starts a node, serves until ctx is done or the node fails (Done),
+// then stops it cleanly, and returns the failure (Err) with what the stop
+// could not do. A ctx done while the node starts (SIGTERM, Ctrl-C) stops
+// it too, and is no failure: Run returns nil.
 func Run(ctx context.Context, cfg Config, reg *rivet.Registry) error {
 	if err := cfg.validate(); err != nil {
 		return err
@@ -125,15 +148,15 @@ func Run(ctx context.Context, cfg Config, reg *rivet.Registry) error {
 		}
 		return err
 	}
-	var runErr error
 	select {
 	case <-ctx.Done():
-	case runErr = <-n.fatal:
-		n.log.Error("fatal error: stopping", zap.Error(runErr))
+	case <-n.Done():
+		n.log.Info("stopping after a fatal error")
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), n.cfg.ShutdownTimeout)
 	defer cancel()
-	return errors.Join(runErr, n.Stop(sctx))
+	stopErr := n.Stop(sctx)
+	return errors.Join(n.Err(), stopErr)
 }
 
 // The etcd client's message bounds: room for the largest transaction the
@@ -148,7 +171,7 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, log: cfg.Logger, fatal: make(chan error, 4)}
+	n := &Node{cfg: cfg, log: cfg.Logger, done: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			n.closeAll()
@@ -370,10 +393,7 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 	go func() {
 		defer close(n.served)
 		if err := n.grpcServer.Serve(n.grpcLis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
-			select {
-			case n.fatal <- fmt.Errorf("grpc serve: %w", err):
-			default:
-			}
+			n.fail(fmt.Errorf("grpc serve: %w", err))
 		}
 	}()
 	if n.httpLis != nil {
@@ -413,12 +433,43 @@ func (n *Node) goBackground(name string, fn func() error) {
 	go func() {
 		defer n.bg.Done()
 		if err := fn(); err != nil {
-			select {
-			case n.fatal <- fmt.Errorf("%s: %w", name, err):
-			default:
-			}
+			n.fail(fmt.Errorf("%s: %w", name, err))
 		}
 	}()
+}
+
+// fail records the node's first fatal error and closes done, unless the
+// node has failed already or is stopping (a task's error on its way out
+// of a stop is none: Stop returns what went wrong).
+func (n *Node) fail(err error) {
+	n.doneMu.Lock()
+	defer n.doneMu.Unlock()
+	if n.stopping {
+		return
+	}
+	select {
+	case <-n.done:
+		return
+	default:
+	}
+	n.err = err
+	close(n.done)
+	// Logged here, not only by Run: a program that embeds the node and
+	// does not watch Done would otherwise never hear of it.
+	n.log.Error("fatal error: the node no longer serves and must be stopped", zap.Error(err))
+}
+
+// Done is closed once the node has failed (Err says why: it no longer
+// serves, and must be stopped) or Stop has returned.
+func (n *Node) Done() <-chan struct{} { return n.done }
+
+// Err is the fatal error that closed Done: nil while the node runs, and
+// after a Stop that no failure came before. It wraps runtime.ErrReplaced
+// if another process under this node's ID took over.
+func (n *Node) Err() error {
+	n.doneMu.Lock()
+	defer n.doneMu.Unlock()
+	return n.err
 }
 
 func (n *Node) startHTTP() {
@@ -482,9 +533,22 @@ func (n *Node) ID() string { return n.cfg.NodeID }
 func (n *Node) Host() *runtime.Host { return n.host }
 
 // Stop stops the node cleanly: refuse new calls, finish the calls in
-// progress, flush, resign ownership, close etcd. It is idempotent.
+// progress, flush, resign ownership, close etcd; Done is closed when it
+// returns. It is idempotent, and also what a node that failed needs.
 func (n *Node) Stop(ctx context.Context) error {
-	n.stopOnce.Do(func() { n.stopErr = n.stop(ctx) })
+	n.stopOnce.Do(func() {
+		n.doneMu.Lock()
+		n.stopping = true
+		n.doneMu.Unlock()
+		n.stopErr = n.stop(ctx)
+		n.doneMu.Lock()
+		select {
+		case <-n.done:
+		default:
+			close(n.done)
+		}
+		n.doneMu.Unlock()
+	})
 	return n.stopErr
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/rivet-go/rivet/examples/counter"
 	"github.com/rivet-go/rivet/runtime"
 	"github.com/rivet-go/rivet/storage"
+	"github.com/rivet-go/rivet/storage/etcdstore"
 	"github.com/rivet-go/rivet/storage/etcdstore/etcdtest"
 )
 
@@ -84,7 +85,9 @@ func TestASecondProcessUnderARunningNodesIDReplacesItAndTheFirstGivesWay(t *test
 	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
 	defer wcancel()
 	select {
-	case err := <-first.fatal:
+	case <-first.Done():
+		// What a program that embeds the node (Start, not Run) sees.
+		err := first.Err()
 		if !errors.Is(err, runtime.ErrReplaced) {
 			t.Fatalf("the first process's fatal error = %v, want runtime.ErrReplaced", err)
 		}
@@ -159,4 +162,74 @@ func TestASecondNodeOnARunningNodesDataDirIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	StartForTest(t, ctx, second, reg)
+}
+
+// A node runs on until it fails or is stopped: Done stays open and Err nil
+// while it serves, and a Stop without a failure closes Done leaving Err
+// nil, so that a program waiting on Done for the node's life learns it
+// ended either way.
+func TestANodesDoneClosesOnStopWithoutAnError(t *testing.T) {
+	reg, err := rivet.Setup(counter.Actor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cfg := DefaultLocalConfig(t.TempDir())
+	cfg.HTTPAddr, cfg.Logger = "-", zap.NewNop()
+	n, err := Start(ctx, cfg, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-n.Done():
+		t.Fatalf("Done closed on a serving node (Err %v)", n.Err())
+	default:
+	}
+	if err := n.Err(); err != nil {
+		t.Fatalf("Err = %v on a serving node", err)
+	}
+	if err := n.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-n.Done():
+	default:
+		t.Fatal("Done still open after Stop")
+	}
+	if err := n.Err(); err != nil {
+		t.Fatalf("Err = %v after a clean Stop", err)
+	}
+}
+
+// Run stops a node that gives way to another process under its ID, and
+// returns why.
+func TestRunReturnsWhenAnotherProcessTakesItsNodeIDOver(t *testing.T) {
+	reg, err := rivet.Setup(counter.Actor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	endpoints := etcdtest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const prefix = "/dup-run-test/"
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, ClusterConfigForTest(t, "a", endpoints, prefix, 8, nil), reg) }()
+	st, err := etcdstore.New(etcdtest.NewClient(t, endpoints), prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	awaitCond(t, ctx, "the first process to register", func() bool {
+		_, err := st.Get(ctx, storage.NodeKey("a"))
+		return err == nil
+	})
+	StartForTest(t, ctx, ClusterConfigForTest(t, "a", endpoints, prefix, 8, nil), reg)
+	select {
+	case err := <-done:
+		if !errors.Is(err, runtime.ErrReplaced) {
+			t.Fatalf("Run = %v, want runtime.ErrReplaced", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("Run did not return once another process took its node ID over")
+	}
 }
