@@ -233,3 +233,51 @@ func TestRunReturnsWhenAnotherProcessTakesItsNodeIDOver(t *testing.T) {
 		t.Fatal("Run did not return once another process took its node ID over")
 	}
 }
+
+// A node that fails while it starts (here another process takes its node
+// ID over while it waits to reach a gossip peer) fails its Start with why,
+// at once: Start used to wait out SettleTimeout, then return a node
+// "serving" with no lease, no partition, and its failure unread.
+func TestAStartThatFailsMeanwhileReturnsWhy(t *testing.T) {
+	reg, err := rivet.Setup(counter.Actor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	endpoints := etcdtest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const prefix = "/dup-start-test/"
+	// A peer that never answers holds the start in its wait for gossip,
+	// for longer than the test runs.
+	cfg := ClusterConfigForTest(t, "a", endpoints, prefix, 8, []string{"127.0.0.1:1"})
+	cfg.SettleTimeout = 10 * time.Minute
+	type started struct {
+		n   *Node
+		err error
+	}
+	done := make(chan started, 1)
+	go func() {
+		n, err := Start(ctx, cfg, reg)
+		done <- started{n, err}
+	}()
+	st, err := etcdstore.New(etcdtest.NewClient(t, endpoints), prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	awaitCond(t, ctx, "the first process to register", func() bool {
+		_, err := st.Get(ctx, storage.NodeKey("a"))
+		return err == nil
+	})
+	StartForTest(t, ctx, ClusterConfigForTest(t, "a", endpoints, prefix, 8, nil), reg)
+	select {
+	case s := <-done:
+		if s.err == nil {
+			_ = s.n.Stop(context.Background())
+		}
+		if !errors.Is(s.err, runtime.ErrReplaced) {
+			t.Fatalf("Start = %v, want runtime.ErrReplaced", s.err)
+		}
+	case <-ctx.Done():
+		t.Fatal("Start did not return once another process took its node ID over")
+	}
+}

@@ -22,7 +22,9 @@ import (
 )
 
 // settle starts the balancer and waits, within SettleTimeout, until the
-// node sees the cluster and has claimed the partitions free for it.
+// node sees the cluster and has claimed the partitions free for it. A
+// failure meanwhile (Done) is the start's: waiting on would end in a node
+// that serves nothing, its failure told to no one.
 func (n *Node) settle(ctx, bgCtx context.Context) error {
 	t0 := time.Now()
 	for _, m := range []interface{ Ready() <-chan struct{} }{n.view.owners, n.view.nodes} {
@@ -30,6 +32,8 @@ func (n *Node) settle(ctx, bgCtx context.Context) error {
 		case <-m.Ready():
 		case <-ctx.Done():
 			return fmt.Errorf("node: reading the cluster's tables: %w", ctx.Err())
+		case <-n.done:
+			return n.Err()
 		}
 	}
 	deadline := time.NewTimer(n.cfg.SettleTimeout)
@@ -41,6 +45,8 @@ func (n *Node) settle(ctx, bgCtx context.Context) error {
 			n.log.Warn("no peer reached yet: serving anyway; joining goes on", zap.Strings("join", n.cfg.Join))
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-n.done:
+			return n.Err()
 		}
 	}
 	bctx, cancel := context.WithCancel(bgCtx)
@@ -57,6 +63,9 @@ func (n *Node) settle(ctx, bgCtx context.Context) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		if err := n.Err(); err != nil {
+			return err
+		}
 		n.log.Warn("partitions not settled yet: serving anyway", zap.Int("owned", n.own.Owned()))
 		return nil
 	}
@@ -65,8 +74,8 @@ func (n *Node) settle(ctx, bgCtx context.Context) error {
 }
 
 // awaitSettled waits until the balancer has settled (true), or until
-// deadline fires, ctx is done or stale (if set) says the wait is no longer
-// needed (false).
+// deadline fires, ctx is done, the node is done (failed) or stale (if set)
+// says the wait is no longer needed (false).
 func (n *Node) awaitSettled(ctx context.Context, deadline <-chan time.Time, stale func() bool) bool {
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
@@ -79,6 +88,8 @@ func (n *Node) awaitSettled(ctx context.Context, deadline <-chan time.Time, stal
 		case <-deadline:
 			return false
 		case <-ctx.Done():
+			return false
+		case <-n.done:
 			return false
 		}
 	}
@@ -98,7 +109,7 @@ func (n *Node) serveWhenSettled(ctx context.Context, epoch uint64) {
 	if n.awaitSettled(ctx, deadline.C, stale) {
 		n.log.Info("partitions settled after the lease came back", zap.Int("owned", n.own.Owned()), zap.Duration("took", time.Since(t0)))
 	} else {
-		if ctx.Err() != nil || stale() {
+		if ctx.Err() != nil || stale() || n.Err() != nil {
 			return
 		}
 		n.log.Warn("partitions not settled yet after the lease came back: serving anyway", zap.Int("owned", n.own.Owned()))
