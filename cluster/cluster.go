@@ -26,6 +26,9 @@ type Cluster struct {
 	meta       *metaDelegate
 	view       *view
 	joined     chan struct{} // closed by the joiner on its first success, or by Start when there is nothing to join
+	// twin is set once gossip has named this member's ID at another
+	// address: another process under this node's ID (twinDelegate).
+	twin atomic.Bool
 	// shuttingDown quiets memberlist's logs from the start of shutdown on.
 	shuttingDown *atomic.Bool
 	// rebroadcastAfter is Profile.rebroadcastAfter.
@@ -110,6 +113,7 @@ func Start(cfg Config) (*Cluster, error) {
 	// runtime.ErrReplaced), so a name is not claimed by two live nodes
 	// for long.
 	mc.DeadNodeReclaimTime = time.Second
+	mc.Conflict = twinDelegate{c}
 	ml, err := memberlist.Create(mc)
 	if err != nil {
 		// Create shuts the transport down on some errors and not others;
@@ -167,6 +171,18 @@ func (c *Cluster) joinLoop(seeds []string, p Profile) {
 			close(c.joined)
 			return
 		}
+		if reached > 0 && c.twin.Load() {
+			// A seed answered, knowing no member but this one's ID at
+			// another address: the process this one replaces (it
+			// revokes that one's lease, and that one gives way), the
+			// only other member of a one-node cluster. Waiting for
+			// another member would wait out the node's settle timeout
+			// for one that is not there.
+			c.log.Warn("joined cluster: the seeds know only another process under this node's ID, which this one replaces",
+				zap.Int("attempts", attempt), zap.Strings("seeds", seeds))
+			close(c.joined)
+			return
+		}
 		if err == nil {
 			err = fmt.Errorf("%d seeds reached, none knows another member", reached)
 		}
@@ -188,6 +204,16 @@ func (c *Cluster) joinLoop(seeds []string, p Profile) {
 		case <-time.After(pause/2 + rand.N(pause/2+1)):
 		}
 		pause = min(2*pause, maxPause)
+	}
+}
+
+// twinDelegate notes a member gossip names with this member's ID at
+// another address (memberlist keeps this one's and logs the conflict).
+type twinDelegate struct{ c *Cluster }
+
+func (d twinDelegate) NotifyConflict(_, other *memberlist.Node) {
+	if other.Name == d.c.id {
+		d.c.twin.Store(true)
 	}
 }
 
@@ -228,8 +254,10 @@ func (c *Cluster) Events() <-chan Event { return c.view.events }
 func (c *Cluster) Dropped() uint64 { return c.view.dropped.Load() }
 
 // Joined returns a channel closed once this member knows another one
-// through a join: at once if Config.Join lists no other member. It is
-// never closed if Stop or Leave comes first.
+// through a join, or a seed it reached knows no member but another
+// process under this member's ID (the process it replaces): at once if
+// Config.Join lists no other member. It is never closed if Stop or Leave
+// comes first.
 func (c *Cluster) Joined() <-chan struct{} { return c.joined }
 
 // UpdateMeta replaces this member's metadata and gossips it, waiting up to

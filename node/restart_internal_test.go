@@ -281,3 +281,53 @@ func TestAStartThatFailsMeanwhileReturnsWhy(t *testing.T) {
 		t.Fatal("Start did not return once another process took its node ID over")
 	}
 }
+
+// A second process under a running node's ID that joins gossip through
+// that node (its only seed, the usual setup of a one-node cluster) starts
+// at once, as it does through any other member: the seed answered, knowing
+// only this node's ID at the other process's address. It used to count
+// itself alone and wait out SettleTimeout before claiming anything.
+func TestASecondProcessJoiningThroughTheNodeItReplacesStartsAtOnce(t *testing.T) {
+	const parts = 8
+	reg, err := rivet.Setup(counter.Actor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	endpoints := etcdtest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const prefix = "/dup-gossip-test/"
+	first := StartForTest(t, ctx, ClusterConfigForTest(t, "a", endpoints, prefix, parts, nil), reg)
+	cfg := ClusterConfigForTest(t, "a", endpoints, prefix, parts, []string{first.GossipAddr()})
+	// Longer than the test runs: a start that waits it out fails.
+	cfg.SettleTimeout = 10 * time.Minute
+	type started struct {
+		n   *Node
+		err error
+	}
+	done := make(chan started, 1)
+	go func() {
+		n, err := Start(ctx, cfg, reg)
+		done <- started{n, err}
+	}()
+	var second *Node
+	select {
+	case s := <-done:
+		if s.err != nil {
+			t.Fatalf("the second process's Start: %v", s.err)
+		}
+		second = s.n
+		t.Cleanup(func() { _ = second.Stop(context.Background()) })
+	case <-ctx.Done():
+		t.Fatal("the second process's Start waited for a gossip peer other than the process it replaces")
+	}
+	select {
+	case <-first.Done():
+		if err := first.Err(); !errors.Is(err, runtime.ErrReplaced) {
+			t.Fatalf("the first process's error = %v, want runtime.ErrReplaced", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the first process never gave way")
+	}
+	awaitCond(t, ctx, "the second process to own every partition", func() bool { return second.own.Owned() == parts })
+}
