@@ -380,10 +380,13 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 	n.srv = srv
 	n.peers = server.NewPeerServer(srv).LimitResponses(limits.MaxForwardedResponseBytes())
 	n.peers.Register(n.grpcServer)
-	n.health = health.NewServer()
+	hs := health.NewServer()
 	// NOT_SERVING (and /readyz 503) until the partitions settle below:
 	// the health server starts out SERVING.
-	n.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	n.readyMu.Lock() // a task that fails meanwhile reads it (fail)
+	n.health = hs
+	n.readyMu.Unlock()
 	healthpb.RegisterHealthServer(n.grpcServer, n.health)
 	reflection.Register(n.grpcServer)
 	// Not in n.bg: a stopped server's Serve returns only once its
@@ -443,17 +446,23 @@ func (n *Node) goBackground(name string, fn func() error) {
 // of a stop is none: Stop returns what went wrong).
 func (n *Node) fail(err error) {
 	n.doneMu.Lock()
-	defer n.doneMu.Unlock()
-	if n.stopping {
-		return
-	}
+	failed := false
 	select {
 	case <-n.done:
-		return
 	default:
+		failed = !n.stopping
 	}
-	n.err = err
-	close(n.done)
+	if failed {
+		n.err = err
+		close(n.done)
+	}
+	n.doneMu.Unlock()
+	if !failed {
+		return
+	}
+	// A load balancer or an orchestrator's probe stops sending it work:
+	// it serves nothing any more, and says SERVING no longer.
+	n.notServing()
 	// Logged here, not only by Run: a program that embeds the node and
 	// does not watch Done would otherwise never hear of it.
 	n.log.Error("fatal error: the node no longer serves and must be stopped", zap.Error(err))

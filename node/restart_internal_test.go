@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"strings"
 	"testing"
 	"time"
@@ -80,6 +81,11 @@ func TestASecondProcessUnderARunningNodesIDReplacesItAndTheFirstGivesWay(t *test
 	defer cancel()
 	first := StartForTest(t, ctx, ClusterConfigForTest(t, "a", endpoints, "/dup-id-test/", parts, nil), reg)
 	awaitCond(t, ctx, "the first process to own every partition", func() bool { return first.own.Owned() == parts })
+	serving := func(n *Node) bool {
+		res, err := n.health.Check(ctx, &healthpb.HealthCheckRequest{})
+		return err == nil && res.Status == healthpb.HealthCheckResponse_SERVING
+	}
+	awaitCond(t, ctx, "the first process to report SERVING", func() bool { return serving(first) })
 	second := StartForTest(t, ctx, ClusterConfigForTest(t, "a", endpoints, "/dup-id-test/", parts, nil), reg)
 
 	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
@@ -92,6 +98,10 @@ func TestASecondProcessUnderARunningNodesIDReplacesItAndTheFirstGivesWay(t *test
 			t.Fatalf("the first process's fatal error = %v, want runtime.ErrReplaced", err)
 		}
 		t.Logf("first process: %v", err)
+		// Probes stop sending it work: it serves nothing now.
+		if serving(first) {
+			t.Fatal("the first process still reports SERVING after it failed")
+		}
 	case <-wctx.Done():
 		r1, l1 := first.own.LeaseStats()
 		r2, l2 := second.own.LeaseStats()
@@ -330,4 +340,39 @@ func TestASecondProcessJoiningThroughTheNodeItReplacesStartsAtOnce(t *testing.T)
 		t.Fatal("the first process never gave way")
 	}
 	awaitCond(t, ctx, "the second process to own every partition", func() bool { return second.own.Owned() == parts })
+}
+
+// A node that fails on its own with its lease still held (its embedded
+// etcd died, its gRPC listener failed) reports NOT_SERVING at once, so
+// that probes and load balancers stop sending it work it cannot do.
+func TestAFailedNodeReportsNotServing(t *testing.T) {
+	reg, err := rivet.Setup(counter.Actor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cfg := DefaultLocalConfig(t.TempDir())
+	cfg.HTTPAddr, cfg.Logger = "-", zap.NewNop()
+	n := StartForTest(t, ctx, cfg, reg)
+	status := func() healthpb.HealthCheckResponse_ServingStatus {
+		res, err := n.health.Check(ctx, &healthpb.HealthCheckRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Status
+	}
+	awaitCond(t, ctx, "the node to report SERVING", func() bool { return status() == healthpb.HealthCheckResponse_SERVING })
+	n.fail(errors.New("injected: the embedded etcd died"))
+	select {
+	case <-n.Done():
+	default:
+		t.Fatal("Done is open after the node failed")
+	}
+	if n.own.Lease() == 0 {
+		t.Fatal("the lease is gone: this test is of a failure that keeps it")
+	}
+	if st := status(); st != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Fatalf("a failed node reports %v", st)
+	}
 }

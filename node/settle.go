@@ -124,12 +124,16 @@ func (n *Node) epoch() uint64 {
 	return n.readyEpoch
 }
 
-// notServing turns the node NOT_SERVING: its lease was lost.
+// notServing turns the node NOT_SERVING: its lease was lost, or it
+// failed (before its health server exists, possibly: which then starts
+// NOT_SERVING, and the epoch keeps it so).
 func (n *Node) notServing() {
 	n.readyMu.Lock()
 	defer n.readyMu.Unlock()
 	n.readyEpoch++
-	n.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	if n.health != nil {
+		n.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	}
 }
 
 // setServing turns the node SERVING, unless its lease was lost since
