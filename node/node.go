@@ -40,8 +40,8 @@ import (
 // A node can fail on its own while it runs: its etcd or a listener fails,
 // or another process started under its node ID takes over
 // (runtime.ErrReplaced: it then holds no lease, so no partition). It
-// cannot go on serving and never recovers; Done is closed and Err says
-// why. A program that embeds a node with Start, rather than Run, must
+// cannot go on serving and never recovers; it reports NOT_SERVING (gRPC
+// health, /readyz), Done is closed and Err says why. A program that embeds a node with Start, rather than Run, must
 // watch Done, as it would an embedded etcd's or a gRPC server's errors,
 // and Stop the node (and usually exit, for its supervisor to restart it):
 //
