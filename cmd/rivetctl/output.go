@@ -29,7 +29,9 @@ func (a *app) printJSON(raw json.RawMessage) error {
 	} else {
 		err = json.Indent(&buf, raw, "", "  ")
 	}
-	out := printableJSON(buf.Bytes())
+	// json.Indent keeps the whitespace that ends raw: a '\t' or a '\r'
+	// there, escaped as in a string, would leave the text no longer JSON.
+	out := printableJSON(bytes.TrimRight(buf.Bytes(), " \t\r\n"))
 	if err != nil {
 		// Not JSON after all: print it rather than nothing.
 		out = []byte(printable(string(raw)))

@@ -103,3 +103,26 @@ func TestUntrustedTextIsEscaped(t *testing.T) {
 		}
 	}
 }
+
+// A payload's JSON stays JSON once escaped: a script may read the
+// indented text of call or state with jq. JSON may end in any of its
+// whitespace (a tab, a '\r'), which json.Indent keeps; escaped as in a
+// string, it made the text invalid JSON.
+func TestAPayloadEndingInWhitespaceStaysJSON(t *testing.T) {
+	f := servertest.NewFake()
+	f.CallFunc = func(context.Context, runtime.CallRequest) (json.RawMessage, error) {
+		return json.RawMessage(`{"a":` + evilJSON + "}\t\r\n"), nil
+	}
+	addr := servertest.Start(t, f, servertest.Config{})
+	for _, output := range []string{"text", "json"} {
+		r := rivetctl(t, addr, "-o", output, "call", "counter", "main", "act")
+		if r.code != 0 {
+			t.Fatalf("-o %s: exit %d: %s", output, r.code, r.stderr)
+		}
+		wantPrintable(t, "-o "+output, r.stdout)
+		var v struct{ A string }
+		if err := json.Unmarshal([]byte(r.stdout), &v); err != nil || v.A != "a\u009b31m\x7f\u202e\u2028b" {
+			t.Errorf("-o %s: %q is not the payload's JSON: %v, %q", output, r.stdout, err, v.A)
+		}
+	}
+}
