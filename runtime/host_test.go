@@ -115,6 +115,13 @@ type faultStore struct {
 	// compactListOnce: the next ListRev at a revision fails as if etcd
 	// had compacted it.
 	compactListOnce atomic.Bool
+	// moveOnList: each ListRev of wakeups or scheduled calls is followed
+	// by a write elsewhere, which moves the store's revision on; listRevs
+	// then records, of each such read, the revision asked for and the
+	// one answered.
+	moveOnList atomic.Bool
+	listRevMu  sync.Mutex
+	listRevs   [][2]int64
 }
 
 // Claim commits, then, if loseClaimReply is set (once), fails as a claim
@@ -163,6 +170,14 @@ func (s *faultStore) ListRev(ctx context.Context, prefix string, opts storage.Li
 	kvs, rev, err := s.Store.ListRev(ctx, prefix, opts)
 	if !strings.HasPrefix(prefix, storage.WakeupsPrefix) && !strings.HasPrefix(prefix, storage.SchedulesPrefix) {
 		return kvs, rev, err
+	}
+	if err == nil && s.moveOnList.Load() {
+		s.listRevMu.Lock()
+		s.listRevs = append(s.listRevs, [2]int64{opts.Revision, rev})
+		s.listRevMu.Unlock()
+		if err := s.Store.Commit(ctx, storage.Txn{Ops: []storage.Op{storage.Put("elsewhere", []byte("1"))}}); err != nil {
+			return nil, 0, err
+		}
 	}
 	for n := int64(len(kvs)); ; {
 		most := s.mostListed.Load()

@@ -415,3 +415,54 @@ func TestWakeupsAndCallsLoadAcrossPagesAfterARestart(t *testing.T) {
 		})
 	}
 }
+
+// A pass over the wakeups or the scheduled calls reads its pages as the
+// keys were at one moment (the revision of its first page), as one range
+// would, while writes go on beside it.
+func TestAPagedPassReadsAtOneRevision(t *testing.T) {
+	defer runtime.SetListPage(runtime.SetListPage(2))
+	e := newEnv(t, counterReg(t, sleeper, alarm), func(c *runtime.Config) {
+		c.Partitions = 64 // one pass over each prefix
+	})
+	for i := range 3 {
+		key := fmt.Sprintf("s%d", i)
+		if _, _, err := e.host.GetOrCreate(ctx(t), runtime.Ref{Name: "sleeper", Key: []string{key}}, nil); err != nil {
+			t.Fatal(err)
+		}
+		for n := range 2 {
+			callString(t, e.host, "alarm", key, "addLater", true, 60000+100*n, 1)
+		}
+	}
+	waitFor(t, "every sleep to be recorded", 10*time.Second, func() bool {
+		for i := range 3 {
+			h, err := e.host.History(ctx(t), runtime.Ref{Name: "sleeper", Key: []string{fmt.Sprintf("s%d", i)}})
+			if err != nil || len(h.Entries) == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	e.store.moveOnList.Store(true)
+	e.restart()
+	e.store.moveOnList.Store(false)
+	e.store.listRevMu.Lock()
+	reads := append([][2]int64(nil), e.store.listRevs...)
+	e.store.listRevMu.Unlock()
+	// Two passes (wakeups, then calls), each of a first read now and
+	// pages at its revision.
+	var at int64
+	passes := 0
+	for i, r := range reads {
+		if r[0] == 0 {
+			at = r[1]
+			passes++
+			continue
+		}
+		if r[0] != at {
+			t.Fatalf("read %d of %v was at revision %d, not at its pass's first (%d)", i, reads, r[0], at)
+		}
+	}
+	if passes != 2 || len(reads) < 6 {
+		t.Fatalf("reads %v: want two passes of several pages", reads)
+	}
+}

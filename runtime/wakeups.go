@@ -415,7 +415,14 @@ func (h *Host) eachUnder(ctx context.Context, prefix string, keysOnly bool, fn f
 		if len(kvs) < listPage {
 			return nil
 		}
-		opts.StartAfter, opts.Revision = kvs[len(kvs)-1].Key, rev
+		opts.StartAfter = kvs[len(kvs)-1].Key
+		if opts.Revision == 0 {
+			// The revision a read answers with is the store's when it
+			// served it, not the one it read at (etcd's header): taken
+			// from every page, it moved on with each write beside the
+			// pass.
+			opts.Revision = rev
+		}
 	}
 }
 
