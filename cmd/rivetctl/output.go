@@ -373,7 +373,7 @@ func printableJSON(b []byte) []byte {
 	out := make([]byte, 0, len(b)+16)
 	for _, r := range string(b) {
 		switch {
-		case r == '\n' || r == ' ' || unicode.IsPrint(r):
+		case r == '\n' || r == ' ' || shows(r):
 			// A byte that is not UTF-8 came as utf8.RuneError: U+FFFD.
 			out = utf8.AppendRune(out, r)
 		case r > 0xffff:
@@ -404,7 +404,7 @@ func printable(s string) string {
 	out.WriteString(s[:at])
 	for i, r := range s[at:] {
 		switch {
-		case r == ' ' || r != utf8.RuneError && unicode.IsPrint(r):
+		case r == ' ' || r != utf8.RuneError && shows(r):
 			out.WriteRune(r)
 		case r == '\n':
 			out.WriteString(`\n`)
@@ -440,12 +440,18 @@ func printableAt(s string, newlines bool) int {
 			}
 			continue
 		}
-		if !unicode.IsPrint(r) {
+		if !shows(r) {
 			return i
 		}
 	}
 	return -1
 }
+
+// shows reports whether r prints as itself: unicode.IsPrint, and the zero
+// width (non-)joiner, format characters that emoji sequences and Persian,
+// Arabic and Indic text need and that move nothing in a terminal (the
+// other format characters, bidi overrides among them, are escaped).
+func shows(r rune) bool { return unicode.IsPrint(r) || r == '\u200c' || r == '\u200d' }
 
 func formatTime(t time.Time) string {
 	if t.IsZero() {

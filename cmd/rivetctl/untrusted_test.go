@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-	"unicode"
 
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/runtime"
@@ -28,7 +27,7 @@ const evilJSON = `"a` + "\u009b31m\x7f\u202e\u2028" + `b"`
 func wantPrintable(t *testing.T, what, s string) {
 	t.Helper()
 	for i, r := range s {
-		if r != ' ' && r != '\n' && !unicode.IsPrint(r) {
+		if r != ' ' && r != '\n' && !shows(r) {
 			t.Errorf("%s: character %U at byte %d does not print, in:\n%s", what, r, i, s)
 			return
 		}
@@ -124,5 +123,22 @@ func TestAPayloadEndingInWhitespaceStaysJSON(t *testing.T) {
 		if err := json.Unmarshal([]byte(r.stdout), &v); err != nil || v.A != "a\u009b31m\x7f\u202e\u2028b" {
 			t.Errorf("-o %s: %q is not the payload's JSON: %v, %q", output, r.stdout, err, v.A)
 		}
+	}
+}
+
+// The zero width joiners that emoji sequences and several scripts need
+// are text, not escapes: printed as they came, as other text is; a bidi
+// override, the format character that reorders a line, is escaped.
+func TestJoinersPrintAsText(t *testing.T) {
+	for _, s := range []string{"👩\u200d💻", "می\u200cخواهم"} {
+		if got := printable(s); got != s {
+			t.Errorf("printable(%q) = %q, want it unchanged", s, got)
+		}
+		if got := string(printableJSON([]byte(`"` + s + `"`))); got != `"`+s+`"` {
+			t.Errorf("printableJSON of %q = %s, want it unchanged", s, got)
+		}
+	}
+	if got := printable("a\u202eb"); got != `a\u202eb` {
+		t.Errorf("printable of a bidi override = %q, want it escaped", got)
 	}
 }
