@@ -12,6 +12,7 @@ import (
 	"github.com/rivet-go/rivet/placement"
 	"github.com/rivet-go/rivet/runtime"
 	"github.com/rivet-go/rivet/storage"
+	"github.com/rivet-go/rivet/workflow"
 )
 
 // An action of X is in progress when the handoff of X's partition begins;
@@ -63,8 +64,22 @@ func testChainLetIn(t *testing.T, zLoaded bool) {
 			}),
 		},
 	}
+	// Z's workflow notes a step run while Z's partition is releasing.
+	var releasing func() bool // set before any call
+	var stepsReleasing atomic.Int32
 	z := rivet.Actor[taskState]{
 		Name: "chainZ",
+		Run: func(c *workflow.Ctx[taskState]) error {
+			if err := c.Step("note", func(*workflow.StepCtx[taskState]) error {
+				if releasing() {
+					stepsReleasing.Add(1)
+				}
+				return nil
+			}); err != nil {
+				return err
+			}
+			return c.Sleep("nap", time.Hour)
+		},
 		Actions: rivet.Actions[taskState]{
 			"incr": rivet.Action0(func(c *rivet.ActionCtx[taskState]) (int, error) {
 				zRuns.Add(1)
@@ -76,6 +91,7 @@ func testChainLetIn(t *testing.T, zLoaded bool) {
 	}
 	e := newEnv(t, counterReg(t, x, y, z), nil)
 	part := placement.Partition("chainX", storage.EncodeKey([]string{"x"}), testPartitions)
+	releasing = func() bool { _, ok := e.own.Releasing(part); return ok }
 	yKey := ""
 	for i := 0; yKey == ""; i++ {
 		if k := fmt.Sprint("y", i); placement.Partition("chainY", storage.EncodeKey([]string{k}), testPartitions) != part {
@@ -128,6 +144,12 @@ func testChainLetIn(t *testing.T, zLoaded bool) {
 	}
 	if n := zRuns.Load(); n != 1 {
 		t.Fatalf("Z's action ran %d times, want 1", n)
+	}
+	// Loaded on the releasing claim for the call alone, Z left its
+	// workflow to the next owner: a step started there was cancelled by
+	// the handoff and ran again on the next owner.
+	if n := stepsReleasing.Load(); n != 0 {
+		t.Fatalf("Z's workflow ran %d steps on the releasing claim", n)
 	}
 	if n := remote.calls.Load(); n != 0 {
 		t.Fatalf("%d calls were sent to other nodes, want the chain served here", n)

@@ -328,6 +328,14 @@ func (a *activation) startWorkflow(history []workflow.Entry) {
 		a.wf.deferred = &history
 		return
 	}
+	if _, releasing := a.h.own.Releasing(a.part); releasing {
+		// Loaded by a call that a handoff of its partition waits for
+		// (Host.letIn), it leaves with the handoff's next round: its
+		// workflow runs on the partition's next owner, from its wakeup
+		// record. Started here, its step in flight was cancelled there
+		// and ran again on the next owner.
+		return
+	}
 	a.wf.deferred = nil
 	// Adding to the WaitGroup under h.mu, after checking stopping, keeps
 	// Stop's Wait from racing a late start.
