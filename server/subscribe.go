@@ -150,12 +150,17 @@ func (s *Server) relaySubscribe(ctx context.Context, conn grpc.ClientConnInterfa
 	if errors.Is(err, io.EOF) {
 		return nil
 	}
-	return relayError(err)
+	return relayError(err, stream.Context().Err() != nil)
 }
 
-func relayError(err error) error {
+// relayError is the status of a relayed stream that ended with err; left
+// says that the subscriber left. A CANCELLED the subscriber did not cause
+// is this node's connection to the owner closing (the owner's registration
+// went: its lease expired): the stream broke, and the subscriber must
+// subscribe again, not end its subscription.
+func relayError(err error, left bool) error {
 	st, ok := status.FromError(err)
-	if ok && (rpcerr.HasActorError(st) || st.Code() == codes.Canceled) {
+	if ok && (rpcerr.HasActorError(st) || left && st.Code() == codes.Canceled) {
 		return err // the owner's own status, or the subscriber left
 	}
 	ust, _ := rpcerr.ToStatus(rivet.Errorf(rivet.ErrUnavailable, "the stream from the actor's owner broke (%v): subscribe again", err))

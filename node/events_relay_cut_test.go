@@ -1,0 +1,71 @@
+package node_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/rivet-go/rivet/client"
+	"github.com/rivet-go/rivet/examples"
+	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
+	"github.com/rivet-go/rivet/storage"
+	"github.com/rivet-go/rivet/storage/etcdstore/etcdtest"
+)
+
+// A node that relays a subscription from the actor's owner closes its
+// connection to the owner once the owner's registration is gone (its lease
+// expired: a frozen or cut-off process). The relayed stream then ends
+// UNAVAILABLE, for the subscriber to subscribe again and hear of a gap, not
+// CANCELLED (the relay's own connection closing), which ends the
+// subscriber's subscription for good.
+func TestARelayedSubscriptionWhoseOwnerIsUnregisteredEndsUnavailable(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	reg, err := examples.Registry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const prefix = "/relaycut/"
+	endpoints := etcdtest.Start(t)
+	na := startNode(t, ctx, clusterConfig(t, "a", endpoints, prefix, eventParts, nil), reg)
+	nb := startNode(t, ctx, clusterConfig(t, "b", endpoints, prefix, eventParts, []string{na.GossipAddr()}), reg)
+	waitPlaced(t, time.Minute, eventParts, na, nb)
+
+	key := counterOn(nb, "cut")
+	ca, err := client.New(na.GRPCAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ca.Close()
+	if _, err := ca.Actor("counter", key).Call(ctx, "increment", 1); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := grpc.NewClient(na.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	raw, err := rivetv1.NewActorServiceClient(conn).Subscribe(ctx, &rivetv1.SubscribeRequest{Actor: &rivetv1.ActorRef{Name: "counter", Key: []string{key}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := raw.Recv()
+	if err != nil || first.GetSubscribed().GetNodeId() != "b" {
+		t.Fatalf("first message of a relayed stream: %v, %v (want subscribed on b)", first, err)
+	}
+
+	// b's registration goes, as when its lease expires while it is frozen;
+	// b itself still serves the stream.
+	cli := etcdtest.NewClient(t, endpoints)
+	if _, err := cli.Delete(ctx, prefix+storage.NodeKey("b")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := raw.Recv(); status.Code(err) != codes.Unavailable {
+		t.Fatalf("the relayed stream ended with %v, want UNAVAILABLE", err)
+	}
+}
