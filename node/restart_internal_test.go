@@ -225,15 +225,7 @@ func TestRunReturnsWhenAnotherProcessTakesItsNodeIDOver(t *testing.T) {
 	const prefix = "/dup-run-test/"
 	done := make(chan error, 1)
 	go func() { done <- Run(ctx, ClusterConfigForTest(t, "a", endpoints, prefix, 8, nil), reg) }()
-	st, err := etcdstore.New(etcdtest.NewClient(t, endpoints), prefix)
-	if err != nil {
-		t.Fatal(err)
-	}
-	awaitCond(t, ctx, "the first process to register", func() bool {
-		_, err := st.Get(ctx, storage.NodeKey("a"))
-		return err == nil
-	})
-	StartForTest(t, ctx, ClusterConfigForTest(t, "a", endpoints, prefix, 8, nil), reg)
+	takeOverOnceRegistered(t, ctx, endpoints, prefix, reg)
 	select {
 	case err := <-done:
 		if !errors.Is(err, runtime.ErrReplaced) {
@@ -270,15 +262,7 @@ func TestAStartThatFailsMeanwhileReturnsWhy(t *testing.T) {
 		n, err := Start(ctx, cfg, reg)
 		done <- started{n, err}
 	}()
-	st, err := etcdstore.New(etcdtest.NewClient(t, endpoints), prefix)
-	if err != nil {
-		t.Fatal(err)
-	}
-	awaitCond(t, ctx, "the first process to register", func() bool {
-		_, err := st.Get(ctx, storage.NodeKey("a"))
-		return err == nil
-	})
-	StartForTest(t, ctx, ClusterConfigForTest(t, "a", endpoints, prefix, 8, nil), reg)
+	takeOverOnceRegistered(t, ctx, endpoints, prefix, reg)
 	select {
 	case s := <-done:
 		if s.err == nil {
@@ -375,4 +359,19 @@ func TestAFailedNodeReportsNotServing(t *testing.T) {
 	if st := status(); st != healthpb.HealthCheckResponse_NOT_SERVING {
 		t.Fatalf("a failed node reports %v", st)
 	}
+}
+
+// takeOverOnceRegistered starts a second process under node ID "a" once a
+// first has registered it under prefix.
+func takeOverOnceRegistered(t *testing.T, ctx context.Context, endpoints []string, prefix string, reg *rivet.Registry) {
+	t.Helper()
+	st, err := etcdstore.New(etcdtest.NewClient(t, endpoints), prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	awaitCond(t, ctx, "the first process to register", func() bool {
+		_, err := st.Get(ctx, storage.NodeKey("a"))
+		return err == nil
+	})
+	StartForTest(t, ctx, ClusterConfigForTest(t, "a", endpoints, prefix, 8, nil), reg)
 }
