@@ -5,14 +5,11 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/rivet-go/rivet/client"
 	"github.com/rivet-go/rivet/examples"
-	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
 	"github.com/rivet-go/rivet/storage"
 	"github.com/rivet-go/rivet/storage/etcdstore/etcdtest"
 )
@@ -45,19 +42,7 @@ func TestARelayedSubscriptionWhoseOwnerIsUnregisteredEndsUnavailable(t *testing.
 	if _, err := ca.Actor("counter", key).Call(ctx, "increment", 1); err != nil {
 		t.Fatal(err)
 	}
-	conn, err := grpc.NewClient(na.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	raw, err := rivetv1.NewActorServiceClient(conn).Subscribe(ctx, &rivetv1.SubscribeRequest{Actor: &rivetv1.ActorRef{Name: "counter", Key: []string{key}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	first, err := raw.Recv()
-	if err != nil || first.GetSubscribed().GetNodeId() != "b" {
-		t.Fatalf("first message of a relayed stream: %v, %v (want subscribed on b)", first, err)
-	}
+	raw := relayedSubscription(t, ctx, na.GRPCAddr(), key)
 
 	// b's registration goes, as when its lease expires while it is frozen;
 	// b itself still serves the stream.

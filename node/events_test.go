@@ -114,19 +114,7 @@ func TestEventsFollowTheActorAcrossNodes(t *testing.T) {
 	if _, err := cb.Actor("counter", bKey).Call(ctx, "increment", 1); err != nil {
 		t.Fatal(err)
 	}
-	conn, err := grpc.NewClient(na.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	raw, err := rivetv1.NewActorServiceClient(conn).Subscribe(ctx, &rivetv1.SubscribeRequest{Actor: &rivetv1.ActorRef{Name: "counter", Key: []string{bKey}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	first, err := raw.Recv()
-	if err != nil || first.GetSubscribed().GetNodeId() != "b" {
-		t.Fatalf("first message of a relayed stream: %v, %v (want subscribed on b)", first, err)
-	}
+	raw := relayedSubscription(t, ctx, na.GRPCAddr(), bKey)
 	stopCtx, stopCancel := context.WithTimeout(ctx, 20*time.Second)
 	defer stopCancel()
 	if err := na.Stop(stopCtx); err != nil {
@@ -360,4 +348,24 @@ func TestARefusedSubscriptionCreatesNothing(t *testing.T) {
 	if n := nextCount(t, sub); n != 5 {
 		t.Fatalf("event %d, want 5", n)
 	}
+}
+
+// relayedSubscription subscribes, on the gRPC API of the node at addr, to
+// counter key, which node b owns: the stream's first message says b.
+func relayedSubscription(t *testing.T, ctx context.Context, addr, key string) rivetv1.ActorService_SubscribeClient {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	raw, err := rivetv1.NewActorServiceClient(conn).Subscribe(ctx, &rivetv1.SubscribeRequest{Actor: &rivetv1.ActorRef{Name: "counter", Key: []string{key}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := raw.Recv()
+	if err != nil || first.GetSubscribed().GetNodeId() != "b" {
+		t.Fatalf("first message of a relayed stream: %v, %v (want subscribed on b)", first, err)
+	}
+	return raw
 }
