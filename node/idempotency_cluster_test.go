@@ -14,19 +14,10 @@ import (
 // another (through the node's Remote) is queued once: sent again, the
 // answer is the first message's, marked duplicate.
 func TestAKeyedSendToAnotherNodeIsQueuedOnce(t *testing.T) {
-	type st struct{}
-	inbox := rivet.Actor[st]{
-		Name:   "inbox",
-		Queues: rivet.Queues{"q": rivet.QueueOf[int](), "never": rivet.QueueOf[int]()},
-		Run: func(c *workflow.Ctx[st]) error {
-			_, err := workflow.Next[int](c, "wait", workflow.NextOptions{Names: []string{"never"}})
-			return err
-		},
-	}
-	sender := rivet.Actor[st]{
+	sender := rivet.Actor[noState]{
 		Name: "sender",
-		Actions: rivet.Actions[st]{
-			"send": rivet.Action(func(c *rivet.ActionCtx[st], to string) (rivet.SendResult, error) {
+		Actions: rivet.Actions[noState]{
+			"send": rivet.Action(func(c *rivet.ActionCtx[noState], to string) (rivet.SendResult, error) {
 				return rivet.SendWith(c.Context(), c.Client().GetOrCreate("inbox", to), "q", 7, rivet.SendOptions{IdempotencyKey: "order-7"})
 			}),
 		},
@@ -66,4 +57,18 @@ func TestAKeyedSendToAnotherNodeIsQueuedOnce(t *testing.T) {
 	if depth != 1 {
 		t.Fatalf("queue q holds %d messages, want 1 (%+v)", depth, in.Queues)
 	}
+}
+
+// noState is the state of actors that keep none.
+type noState struct{}
+
+// inbox is an actor whose workflow waits, for ever, on a queue nobody
+// sends to, leaving the messages of "q" queued.
+var inbox = rivet.Actor[noState]{
+	Name:   "inbox",
+	Queues: rivet.Queues{"q": rivet.QueueOf[int](), "never": rivet.QueueOf[int]()},
+	Run: func(c *workflow.Ctx[noState]) error {
+		_, err := workflow.Next[int](c, "wait", workflow.NextOptions{Names: []string{"never"}})
+		return err
+	},
 }

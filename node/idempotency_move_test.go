@@ -11,7 +11,6 @@ import (
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/client"
 	"github.com/rivet-go/rivet/storage/etcdstore/etcdtest"
-	"github.com/rivet-go/rivet/workflow"
 )
 
 // The same keyed send, from two clients through two nodes at once, is
@@ -19,15 +18,6 @@ import (
 // node restarted, it is still a duplicate of the same message; and the key
 // with another body is refused.
 func TestAKeyedSendIsQueuedOnceAcrossNodesMovesAndRestarts(t *testing.T) {
-	type st struct{}
-	inbox := rivet.Actor[st]{
-		Name:   "inbox",
-		Queues: rivet.Queues{"q": rivet.QueueOf[int](), "never": rivet.QueueOf[int]()},
-		Run: func(c *workflow.Ctx[st]) error {
-			_, err := workflow.Next[int](c, "wait", workflow.NextOptions{Names: []string{"never"}})
-			return err
-		},
-	}
 	reg, err := rivet.Setup(inbox)
 	if err != nil {
 		t.Fatal(err)
