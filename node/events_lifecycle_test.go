@@ -71,11 +71,7 @@ func TestASubscriptionFollowsSleepWakeFailureAndDestroy(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	na, nb := twoNodesWith(t, ctx, reg, "/bell/")
-	ca, err := client.New(na.GRPCAddr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ca.Close()
+	ca := dial(t, na)
 	h := ca.Actor("bell", keysOn(nb, "bell", "b", 1)[0])
 	if _, err := h.Call(ctx, "ring"); err != nil {
 		t.Fatal(err)

@@ -8,7 +8,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/rivet-go/rivet/client"
 	"github.com/rivet-go/rivet/examples"
 	"github.com/rivet-go/rivet/storage"
 	"github.com/rivet-go/rivet/storage/etcdstore/etcdtest"
@@ -34,11 +33,7 @@ func TestARelayedSubscriptionWhoseOwnerIsUnregisteredEndsUnavailable(t *testing.
 	waitPlaced(t, time.Minute, eventParts, na, nb)
 
 	key := counterOn(nb, "cut")
-	ca, err := client.New(na.GRPCAddr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ca.Close()
+	ca := dial(t, na)
 	if _, err := ca.Actor("counter", key).Call(ctx, "increment", 1); err != nil {
 		t.Fatal(err)
 	}

@@ -369,3 +369,14 @@ func relayedSubscription(t *testing.T, ctx context.Context, addr, key string) ri
 	}
 	return raw
 }
+
+// dial returns a client of node n, closed when the test ends.
+func dial(t *testing.T, n *node.Node) *client.Client {
+	t.Helper()
+	c, err := client.New(n.GRPCAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}

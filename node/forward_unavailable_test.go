@@ -49,16 +49,8 @@ func TestAnActionFailedOnAnUnavailableActorReadsTheSameThroughAnotherNode(t *tes
 	relayKey := keysOn(na, "relay", "relay", 1)[0]
 	outerOnA := keysOn(na, "outer", "outer", 1)[0]
 	outerOnB := keysOn(nb, "outer", "outer", 1)[0]
-	ca, err := client.New(na.GRPCAddr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ca.Close()
-	cb, err := client.New(nb.GRPCAddr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cb.Close()
+	ca := dial(t, na)
+	cb := dial(t, nb)
 
 	check := func(what string, err error, want string) {
 		t.Helper()

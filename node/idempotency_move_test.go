@@ -30,16 +30,8 @@ func TestAKeyedSendIsQueuedOnceAcrossNodesMovesAndRestarts(t *testing.T) {
 	bcfg := clusterConfig(t, "b", endpoints, prefix, eventParts, []string{na.GossipAddr()})
 	nb := startNode(t, ctx, bcfg, reg)
 	waitPlaced(t, time.Minute, eventParts, na, nb)
-	ca, err := client.New(na.GRPCAddr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ca.Close()
-	cb, err := client.New(nb.GRPCAddr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cb.Close()
+	ca := dial(t, na)
+	cb := dial(t, nb)
 	to := keysOn(nb, "inbox", "i", 1)[0]
 
 	const rounds = 20
