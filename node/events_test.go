@@ -29,20 +29,15 @@ import (
 // newCount value, or -1 for a gap.
 func nextCount(t *testing.T, sub *client.Subscription) int {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	ev, err := sub.Next(ctx)
-	if err != nil {
-		t.Fatalf("next event: %v", err)
-	}
-	if ev.Gap {
+	name, n := nextEvent(t, sub)
+	switch name {
+	case "gap":
 		return -1
+	case "newCount":
+		return n
 	}
-	var n int
-	if ev.Name != "newCount" || ev.Decode(&n) != nil {
-		t.Fatalf("event %s %s, want newCount", ev.Name, ev.Data)
-	}
-	return n
+	t.Fatalf("event %s, want newCount", name)
+	return 0
 }
 
 // TestEventsFollowTheActorAcrossNodes subscribes through a node that does
