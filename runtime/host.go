@@ -324,9 +324,8 @@ func (h *Host) Stop(ctx context.Context) error {
 		await(h.reapDone, "the reaper's OnSleep hooks")
 	}
 	// The tasks of actors sleepAll did not reach, or that outlived it.
-	if terr := h.waitTasks(ctx); terr != nil {
-		err = terr
-	}
+	tasksIdle, tasks := h.endAllTasks()
+	await(tasksIdle, fmt.Sprintf("actor tasks (%d at the stop)", tasks))
 	flushed := make(chan struct{})
 	go func() { h.flushes.Wait(); close(flushed) }()
 	await(flushed, "commits")

@@ -243,10 +243,10 @@ func (h *Host) taskEnded() {
 	}
 }
 
-// waitTasks ends the host's tasks and waits for them until ctx ends (those
-// of activations no longer in memory were ended as they left). No task
-// starts after it.
-func (h *Host) waitTasks(ctx context.Context) error {
+// endAllTasks ends the host's tasks (those of activations no longer in
+// memory were ended as they left) and returns a channel closed once none
+// runs, and how many ran. No task starts after it.
+func (h *Host) endAllTasks() (<-chan struct{}, int) {
 	h.mu.Lock()
 	h.tasksClosed = true
 	idle, n := h.tasksIdle, h.nTasks
@@ -256,16 +256,12 @@ func (h *Host) waitTasks(ctx context.Context) error {
 	}
 	h.mu.Unlock()
 	if idle == nil {
-		return nil
+		idle = make(chan struct{})
+		close(idle)
+		return idle, 0
 	}
 	for _, a := range acts {
 		a.endTasks()
 	}
-	select {
-	case <-idle:
-		return nil
-	case <-ctx.Done():
-		h.log.Warn("actor tasks still run after their context ended; the node stops without them", zap.Int("tasks", n))
-		return ctx.Err()
-	}
+	return idle, n
 }
