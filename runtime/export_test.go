@@ -116,3 +116,11 @@ func SetListPage(n int) int {
 	listPage = n
 	return old
 }
+
+// SetWorkflowRerunMin sets the first backoff of a workflow that storage
+// stopped, and returns the setting before.
+func SetWorkflowRerunMin(d time.Duration) time.Duration {
+	old := wfRerunMin
+	wfRerunMin = d
+	return old
+}

@@ -9,6 +9,7 @@ import (
 	"github.com/rivet-go/rivet/placement"
 	"github.com/rivet-go/rivet/runtime"
 	"github.com/rivet-go/rivet/storage"
+	"github.com/rivet-go/rivet/workflow"
 )
 
 // A workflow in a timed receive, in memory when its node loses its lease
@@ -61,4 +62,50 @@ func TestAMessageAfterALeaseLossIsTakenBeforeTheReceiveTimesOut(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// A lease lost and claimed back is no storage failure of the workflows it
+// stopped: one that waits for messages takes a message sent after the
+// claim at once, not after the backoff of a workflow storage stopped (its
+// last record, refused by the fence, counted as one).
+func TestALeaseLossDoesNotDeferAWorkflowAsAStorageFailure(t *testing.T) {
+	defer runtime.SetWorkflowRerunMin(runtime.SetWorkflowRerunMin(time.Hour))
+	mailbox := rivet.Actor[boxState]{
+		Name:   "mailbox",
+		Queues: rivet.Queues{"q": rivet.QueueOf[int]()},
+		Run: func(ctx *workflow.Ctx[boxState]) error {
+			return ctx.Loop("serve", func(lc *workflow.Ctx[boxState]) error {
+				if _, err := workflow.Next[int](lc, "m"); err != nil {
+					return err
+				}
+				return lc.Step("count", func(s *workflow.StepCtx[boxState]) error { s.State.Seen++; return nil })
+			})
+		},
+	}
+	e := newEnv(t, counterReg(t, mailbox), nil)
+	ref := runtime.Ref{Name: "mailbox", Key: []string{"m"}}
+	send := func() {
+		t.Helper()
+		if _, err := e.host.Send(ctx(t), runtime.SendRequest{Ref: ref, Queue: "q", Body: json.RawMessage(`1`), CreateIfMissing: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seenN := func() int {
+		var st boxState
+		_ = json.Unmarshal(inspect(t, e.host, "mailbox", "m").State, &st)
+		return st.Seen
+	}
+	send()
+	waitFor(t, "the first message", 10*time.Second, func() bool { return seenN() == 1 })
+	p := placement.Partition("mailbox", storage.EncodeKey(ref.Key), testPartitions)
+	_, lost := e.own.LeaseStats()
+	e.store.muteRenewals.Store(true)
+	e.own.ExpireLocally()
+	waitFor(t, "the lease to be lost", 20*time.Second, func() bool { _, l := e.own.LeaseStats(); return l > lost })
+	waitFor(t, "the workflow to stop", 20*time.Second, func() bool { return e.host.Stats().WorkflowsRunning == 0 })
+	e.store.muteRenewals.Store(false)
+	waitFor(t, "the partition claimed again", 20*time.Second, func() bool { return e.host.Owns(p) })
+	send()
+	// An hour's backoff, counted, would hold it far past this wait.
+	waitFor(t, "the message sent after the claim", 30*time.Second, func() bool { return seenN() == 2 })
 }
