@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"runtime/debug"
 	"slices"
@@ -116,10 +117,32 @@ func (c pendingCall) following(now int64) pendingCall {
 	return n
 }
 
-// schedID makes the id of a call due at at (unix ms): the time, zero-padded
-// so that ids sort by it, then 64 random bits.
-func schedID(at int64) string {
-	return fmt.Sprintf("%013d-%016x", max(at, 0), rand.Uint64())
+// schedID makes the id of a call due at at (unix ms), one more of calls:
+// the time, zero-padded so that ids sort by it, then 64 bits that sort it
+// after the calls of the same time (they run in the order they were
+// scheduled, as Rivet's do), random so that no id is used again.
+func schedID(at int64, calls []pendingCall) string {
+	at = max(at, 0)
+	prefix := fmt.Sprintf("%013d-", at)
+	// The first of its time leaves room below 2^64 for the rest.
+	next := rand.Uint64N(1 << 62)
+	for _, c := range calls {
+		if len(c.id) != len(prefix)+16 || !strings.HasPrefix(c.id, prefix) {
+			continue // another time's, a recurring call's or a destroy's
+		}
+		last, err := strconv.ParseUint(c.id[len(prefix):], 16, 64)
+		if err != nil {
+			continue
+		}
+		if last >= math.MaxUint64-1<<33 {
+			// Only an id made before ids were ordered can be this high:
+			// random, as they were.
+			next = rand.Uint64()
+			break
+		}
+		next = max(next, last+1+rand.Uint64N(1<<32))
+	}
+	return prefix + fmt.Sprintf("%016x", next)
 }
 
 // schedIDTime returns the time (unix ms) an id made by schedID names.
@@ -276,7 +299,7 @@ func (s *turnSchedule) At(t time.Time, action string, args ...any) (string, erro
 	if err != nil {
 		return "", err
 	}
-	c.id, c.at = schedID(at), at
+	c.id, c.at = schedID(at, s.a.sched), at
 	s.a.sched = insertCall(s.a.sched, c)
 	return c.id, nil
 }
