@@ -1092,11 +1092,28 @@ func (h *Host) CancelScheduledCall(ctx context.Context, ref Ref, id string) (boo
 		return false, err
 	}
 	cancelled := false
-	_, _, err = h.turn(ctx, TurnAdmin, ref, sp, false, nil, h.newChain(), func(a *activation) error {
+	// An actor not in memory is loaded as Destroy loads it (turnFor): its
+	// hooks' failure does not stop the cancel, which is the operator's
+	// stop for the call of an actor that cannot wake (the call would wake
+	// it, and fail, for ever). Such a load starts no workflow: this call
+	// leaves it evicted, the workflow to run again from storage.
+	was := h.loaded(ref)
+	_, _, err = h.turnFor(ctx, TurnAdmin, ref, sp, false, nil, h.newChain(), true, func(a *activation) error {
+		if a != was && sp.Run != nil && a.runner() == nil {
+			defer h.evictAndRerun(a)
+		}
 		if cancelled, _ = a.newTurnSchedule(false, nil).Cancel(id); !cancelled {
 			return nil
 		}
-		return a.saveSchedules()
+		if err := a.saveSchedules(); err != nil {
+			return err
+		}
+		if len(a.sched) == 0 {
+			// Its timer would load the actor to find nothing due: one
+			// that cannot wake would fail that for ever.
+			h.timers.cancel(schedTimer(a.id))
+		}
+		return nil
 	})
 	if err != nil {
 		return false, err
