@@ -30,7 +30,7 @@ var chaosBin struct {
 	err  error
 }
 
-// chaosNodeBinary builds ./chaosnode (cmd/node with the chaosFlow actor)
+// chaosNodeBinary builds ./chaosnode (cmd/node with the chaosFlow and completer actors)
 // once for the package.
 func chaosNodeBinary(t *testing.T) string {
 	t.Helper()

@@ -1,7 +1,9 @@
-// Command chaosnode is cmd/node with one more actor, chaosFlow, for the e2e
-// chaos test: its workflow takes jobs from a queue and runs two steps with
-// side effects the test can attribute (a POST naming the job, the step, the
-// attempt's nonce and the node process that made it), then records the job.
+// Command chaosnode is cmd/node with two more actors for the e2e tests.
+// completer completes the messages it takes after a step (see its doc).
+// chaosFlow, for the chaos test, has a workflow that takes jobs from a queue
+// and runs two steps with side effects the test can attribute (a POST
+// naming the job, the step, the attempt's nonce and the node process that
+// made it), then records the job.
 package main
 
 import (
@@ -119,11 +121,60 @@ var chaosFlow = rivet.Actor[FlowState]{
 	},
 }
 
+// Ask is a message of completer's "asks" queue.
+type Ask struct {
+	ID string `json:"id"`
+}
+
+// CompleterState is completer's state.
+type CompleterState struct {
+	// Done lists the asks in the order the workflow finished them.
+	Done []string `json:"done"`
+}
+
+// completer takes each ask as a completable message, runs a step with a
+// side effect (an effect POST of "<ask>/work", which the test can hold),
+// records the ask and only then completes it with its ID: a sender that
+// waits gets the completion of its own message, never another's.
+var completer = rivet.Actor[CompleterState]{
+	Name:   "completer",
+	State:  CompleterState{Done: []string{}},
+	Queues: rivet.Queues{"asks": rivet.QueueOf[Ask]()},
+	Run: func(ctx *workflow.Ctx[CompleterState]) error {
+		return ctx.Loop("loop", func(lc *workflow.Ctx[CompleterState]) error {
+			msg, err := workflow.Next[Ask](lc, "wait-ask", workflow.NextOptions{Completable: true})
+			if err != nil {
+				return err
+			}
+			id := msg.Body.ID
+			// A Do step holds no turn: while the test holds it, sends
+			// queue more asks. No timeout: the test decides how long.
+			opts := workflow.StepOptions{Name: "work", Timeout: workflow.NoTimeout, MaxRetries: 30, RetryBackoffMax: 2 * time.Second}
+			if _, err := workflow.DoOpts(lc, opts, func(d *workflow.DoCtx) (struct{}, error) {
+				_, err := effect(d.Context(), id, "work")
+				return struct{}{}, err
+			}); err != nil {
+				return err
+			}
+			if err := lc.Step("record", func(s *workflow.StepCtx[CompleterState]) error {
+				s.State.Done = append(s.State.Done, id)
+				return nil
+			}); err != nil {
+				return err
+			}
+			return msg.Complete(map[string]string{"id": id})
+		})
+	},
+	Actions: rivet.Actions[CompleterState]{
+		"getState": rivet.Query(func(c *rivet.ActionCtx[CompleterState]) (CompleterState, error) { return *c.State, nil }),
+	},
+}
+
 func main() {
 	// examples.Registry checks the examples' environment.
 	if _, err := examples.Registry(); err != nil {
 		fmt.Fprintln(os.Stderr, "chaosnode:", err)
 		os.Exit(1)
 	}
-	node.Main(rivet.MustSetup(append(examples.All(), chaosFlow)...))
+	node.Main(rivet.MustSetup(append(examples.All(), chaosFlow, completer)...))
 }
