@@ -61,9 +61,7 @@ func TestDestroyWhileAScheduledCallRuns(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- e.host.Destroy(ctx(t), ref) }()
-	// Not a wait for a condition: time for the destroy to queue behind
-	// the running call (the test holds either way).
-	time.Sleep(200 * time.Millisecond)
+	waitFor(t, "the destroy to queue behind the running call", 10*time.Second, func() bool { return e.host.GateWaiters(ref) > 0 })
 	close(slowpokeRelease)
 	if err := <-done; err != nil {
 		t.Fatalf("destroy: %v", err)

@@ -2,7 +2,6 @@ package runtime_test
 
 import (
 	"context"
-	"encoding/json"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -63,9 +62,7 @@ func TestAScheduledCallRunningAtAHandoffRunsOnce(t *testing.T) {
 	p := placement.Partition("midrun", storage.EncodeKey([]string{"m"}), testPartitions)
 	done := make(chan error, 1)
 	go func() { done <- e.host.Handoff(ctx(t), p) }()
-	// Not a wait for a condition: time for the handoff to start while
-	// the call runs (the test holds either way).
-	time.Sleep(300 * time.Millisecond)
+	waitFor(t, "the handoff to begin while the call runs", 10*time.Second, func() bool { _, ok := e.own.Releasing(p); return ok })
 	close(midRunRelease)
 	if err := <-done; err != nil {
 		t.Fatalf("handoff: %v", err)
@@ -73,17 +70,7 @@ func TestAScheduledCallRunningAtAHandoffRunsOnce(t *testing.T) {
 	if got, err := own2.Claim(ctx(t), []uint32{p}); err != nil || len(got) != 1 {
 		t.Fatalf("claim: %v %v", got, err)
 	}
-	get := func() alarmState {
-		raw, err := call(t, h2, "midrun", "m", "get", false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var st alarmState
-		if err := json.Unmarshal(raw, &st); err != nil {
-			t.Fatal(err)
-		}
-		return st
-	}
+	get := func() alarmState { return alarmStateOf(t, h2, "midrun", "m") }
 	if st := get(); st.Count != 1 {
 		t.Fatalf("count %d on the next owner, want 1", st.Count)
 	}
@@ -119,17 +106,7 @@ func TestAScheduledCallOutlivingAHandoffRunsOnTheNextOwner(t *testing.T) {
 		t.Fatalf("claim: %v %v", got, err)
 	}
 	close(midRunRelease) // the old run ends; the next owner's runs at once
-	get := func() alarmState {
-		raw, err := call(t, h2, "midrun", "o", "get", false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var st alarmState
-		if err := json.Unmarshal(raw, &st); err != nil {
-			t.Fatal(err)
-		}
-		return st
-	}
+	get := func() alarmState { return alarmStateOf(t, h2, "midrun", "o") }
 	waitFor(t, "the call's change", 20*time.Second, func() bool { return get().Count >= 1 })
 	waitFor(t, "no stored call", 20*time.Second, func() bool {
 		kvs, err := e.store.List(ctx(t), storage.SchedulesPrefix, storage.ListOptions{})

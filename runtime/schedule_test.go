@@ -143,7 +143,14 @@ type every struct {
 
 func alarmOf(t *testing.T, h *runtime.Host, key string) alarmState {
 	t.Helper()
-	raw, err := call(t, h, "alarm", key, "get", false)
+	return alarmStateOf(t, h, "alarm", key)
+}
+
+// alarmStateOf is the state of an actor of name that keeps an alarmState
+// and answers "get" with it.
+func alarmStateOf(t *testing.T, h *runtime.Host, name, key string) alarmState {
+	t.Helper()
+	raw, err := call(t, h, name, key, "get", false)
 	if err != nil {
 		t.Fatal(err)
 	}
