@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -271,20 +270,7 @@ func TestAStopDuringADrainLetsItsHandoffsFinish(t *testing.T) {
 	a := start("a", nil)
 	b := start("b", []string{a.GossipAddr()})
 	awaitCond(t, ctx, "a and b to share the partitions", sharing(parts, a, b))
-	var ref runtime.Ref
-	var p uint32
-	for i := 0; ; i++ {
-		if i == 100_000 {
-			t.Fatal("b owns none of the first 100,000 holder keys")
-		}
-		ref = runtime.Ref{Name: "holder", Key: []string{fmt.Sprint("h", i)}}
-		if p, err = b.host.PartitionOf(ref); err != nil {
-			t.Fatal(err)
-		}
-		if b.host.Owns(p) {
-			break
-		}
-	}
+	ref, p := ownedRef(t, b, "holder", "h")
 	c, err := client.New(a.GRPCAddr())
 	if err != nil {
 		t.Fatal(err)

@@ -2,12 +2,14 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/runtime"
 )
 
 // ClusterConfigForTest is the configuration of node id of a test cluster
@@ -49,3 +51,21 @@ func StartForTest(t testing.TB, ctx context.Context, cfg Config, reg *rivet.Regi
 // last look under the current lease found nothing to claim or hand off,
 // and no handoff of its runs. (Exported for the package's external tests.)
 func (n *Node) BalancerSettledForTest() bool { return n.balancer.Settled() }
+
+// ownedRef returns an actor of type name, key prefix-N, whose partition n
+// owns, and that partition.
+func ownedRef(t testing.TB, n *Node, name, prefix string) (runtime.Ref, uint32) {
+	t.Helper()
+	for i := range 100_000 {
+		ref := runtime.Ref{Name: name, Key: []string{fmt.Sprint(prefix, i)}}
+		p, err := n.host.PartitionOf(ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n.host.Owns(p) {
+			return ref, p
+		}
+	}
+	t.Fatalf("node %s owns none of the first 100,000 %s keys", n.ID(), name)
+	return runtime.Ref{}, 0
+}

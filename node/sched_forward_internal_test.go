@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -10,7 +9,6 @@ import (
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/client"
 	"github.com/rivet-go/rivet/internal/testactors"
-	"github.com/rivet-go/rivet/runtime"
 )
 
 // An operator connected to a node that does not own an actor lists its
@@ -28,20 +26,7 @@ func TestAScheduledCallIsListedAndCancelledThroughANonOwner(t *testing.T) {
 	a := start("a", nil)
 	b := start("b", []string{a.GossipAddr()})
 	awaitCond(t, ctx, "a and b to share the partitions", sharing(parts, a, b))
-	var ref runtime.Ref
-	for i := 0; ; i++ {
-		if i == 100_000 {
-			t.Fatal("b owns none of the first 100,000 tally keys")
-		}
-		ref = runtime.Ref{Name: "tally", Key: []string{fmt.Sprint("t", i)}}
-		p, err := b.host.PartitionOf(ref)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if b.host.Owns(p) {
-			break
-		}
-	}
+	ref, _ := ownedRef(t, b, "tally", "t")
 	c, err := client.New(a.GRPCAddr())
 	if err != nil {
 		t.Fatal(err)
