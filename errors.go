@@ -35,8 +35,8 @@ var (
 	ErrQueueFull = errors.New("queue full")
 	// ErrUnavailable: the actor cannot be served right now (its partition is
 	// moving, or the node is stopping). When a node says so, the request did
-	// not run and retrying is safe (the Go client retries for a few seconds
-	// itself); but an UNAVAILABLE that no node said (a connection that broke
+	// not run and retrying is safe (the Go client retries for up to 15 s
+	// itself, a failover's length with room to spare); but an UNAVAILABLE that no node said (a connection that broke
 	// mid-call, a node killed) may come after the request ran: see
 	// OutcomeUnknown.
 	ErrUnavailable = errors.New("unavailable")

@@ -134,9 +134,12 @@ func WithDialOptions(opts ...grpc.DialOption) Option {
 }
 
 // WithRetry sets how long the client keeps retrying a call that failed
-// with UNAVAILABLE: first after initial, then doubling, until budget has
-// passed or the call's context ends. A zero budget turns retries off.
-// Default: 50 ms, 5 s.
+// with UNAVAILABLE: first after initial, then doubling (waits are capped
+// at a second), until budget has passed or the call's context ends; a
+// wait that would end past the context's deadline is not taken, so the
+// call fails by its deadline. A zero budget turns retries off.
+// Default: 50 ms, 15 s, which rides out a node's failover with default
+// settings (its actors serve again elsewhere within 3.3-5 s).
 func WithRetry(initial, budget time.Duration) Option {
 	return func(o *options) { o.retry = retryPolicy{initial: initial, budget: budget} }
 }

@@ -20,8 +20,11 @@
 // rivet.ErrUnauthenticated.
 //
 // A node answers UNAVAILABLE while an actor's partition moves between
-// nodes; the client retries such calls for a few seconds (see WithRetry), so
-// a rebalance is a delay, not an error, for the caller.
+// nodes, or while the node that owned it has died and its lease has not yet
+// run out; the client retries such calls for up to 15 s, or until the
+// context's deadline if that comes first (see WithRetry), so a rebalance,
+// or a node's failover with default settings (3.3-5 s), is a delay, not an
+// error, for the caller.
 //
 // A call that fails after it may have run is never retried with side
 // effects: its node was killed mid-call, or its deadline ran out. The error

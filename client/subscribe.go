@@ -206,8 +206,10 @@ func openStream(ctx context.Context, actors rivetv1.ActorServiceClient, req *riv
 
 // resubscribeBudget is the least time a subscription keeps trying to
 // subscribe again: an actor whose node died is served again once its
-// lease has expired and its partition moved, which can take longer than a
-// call's retry budget.
+// lease has expired and its partition moved (3.3-5 s with default
+// settings, longer on a loaded cluster), and a subscription, which no
+// caller waits on, may give a slow failover more time than a call does,
+// or than a client with a short WithRetry budget allows.
 const resubscribeBudget = 30 * time.Second
 
 // resubscribe is the retry policy of subscribing: the client's, with at

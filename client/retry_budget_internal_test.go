@@ -1,0 +1,82 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/rivet-go/rivet"
+)
+
+// A call made as a node dies rides out the failover with the default
+// policy: its actor's partition answers UNAVAILABLE for a few seconds
+// (3.3-5 s with default settings, longer on a loaded cluster) and then
+// serves. With a 5 s budget such a call failed as the actor came back.
+// synctest's clock runs the seconds of retries without waiting them out.
+func TestTheDefaultPolicyRidesOutAFailover(t *testing.T) {
+	c, err := New("127.0.0.1:1") // does not connect
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	if c.retry != defaultRetry() {
+		t.Fatalf("a client without WithRetry retries as %+v, not as defaultRetry", c.retry)
+	}
+	synctest.Test(t, func(t *testing.T) {
+		const outage = 8 * time.Second
+		start := time.Now()
+		attempts := 0
+		rpc := func(context.Context, struct{}, ...grpc.CallOption) (string, error) {
+			attempts++
+			if time.Since(start) < outage {
+				return "", nodeUnavailable(t)
+			}
+			return "ok", nil
+		}
+		// Calls with side effects retry only a node's own UNAVAILABLE:
+		// what a surviving node answers for an actor whose owner is gone.
+		resp, err := invokeWith(context.Background(), defaultRetry(), sideEffects, rpc, struct{}{})
+		if err != nil || resp != "ok" {
+			t.Fatalf("after %d attempts over %s: %q, %v; want the call to succeed once the actor is back after %s",
+				attempts, time.Since(start), resp, err, outage)
+		}
+		// Waits are capped near a second: the call is served within
+		// about a second of the actor's return.
+		if took := time.Since(start); took > outage+1100*time.Millisecond {
+			t.Errorf("served %s after the outage began; want within about a second of its end (%s)", took, outage)
+		}
+	})
+}
+
+// The caller's context deadline bounds the retries whatever the budget: the
+// call ends with its error at or before the deadline, never after it (a
+// wait that would end past the deadline is not taken), and no earlier than
+// a last wait before it.
+func TestAContextDeadlineBoundsTheRetries(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		for _, deadline := range []time.Duration{300 * time.Millisecond, 3 * time.Second, 12 * time.Second} {
+			ctx, cancel := context.WithTimeout(context.Background(), deadline)
+			start := time.Now()
+			attempts := 0
+			_, err := invokeWith(ctx, defaultRetry(), sideEffects, func(context.Context, struct{}, ...grpc.CallOption) (struct{}, error) {
+				attempts++
+				return struct{}{}, nodeUnavailable(t)
+			}, struct{}{})
+			took := time.Since(start)
+			cancel()
+			if !errors.Is(err, rivet.ErrUnavailable) || rivet.OutcomeUnknown(err) {
+				t.Errorf("deadline %s: %v; want the node's UNAVAILABLE", deadline, err)
+			}
+			if took > deadline {
+				t.Errorf("deadline %s: returned after %s, %d attempts", deadline, took, attempts)
+			}
+			if took < deadline-maxBackoff {
+				t.Errorf("deadline %s: gave up after %s, more than a wait before it", deadline, took)
+			}
+		}
+	})
+}
