@@ -205,11 +205,10 @@ func TestRetryGivesUp(t *testing.T) {
 	}
 	f, calls := moving()
 	c := newClient(t, servertest.Start(t, f, servertest.Config{}), client.WithRetry(10*time.Millisecond, time.Second))
-	// The budget runs from the first attempt, dial included: warm the
-	// connection first, and leave the budget room for a few attempts on a
-	// loaded machine (with 200 ms, a slow first attempt was the only one).
-	// Waits of at least 5, 10, 20 ... ms still allow no more than about 8
-	// attempts in it.
+	// The budget runs from the first failure (it ran from the call's
+	// start, dial included, which the warm call kept out of it). It leaves
+	// room for a few attempts on a loaded machine; waits of at least 5,
+	// 10, 20 ... ms still allow no more than about 8 attempts in it.
 	if _, err := c.Actor("a", "k").Call(ctx(t), "warm"); err != nil {
 		t.Fatal(err)
 	}

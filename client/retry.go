@@ -18,8 +18,10 @@ import (
 type retryPolicy struct {
 	// initial is the first backoff; it doubles up to maxBackoff.
 	initial time.Duration
-	// budget bounds the time from the first attempt to the last retry;
-	// 0 means no retries.
+	// budget bounds the time from the first failed attempt's end to the
+	// last retry; 0 means no retries. From the first failure, not the
+	// call's start: a long call (a SendWait, a slow action) that breaks
+	// as its node dies has the whole budget to ride out the failover.
 	budget time.Duration
 	// until, if set, is the caller's deadline for a context that does not
 	// carry it (a subscription's, which must outlive it): retries stop
@@ -117,7 +119,7 @@ func invokeRetried[Req, Resp any](ctx context.Context, policy retryPolicy, class
 	rpc func(context.Context, Req, ...grpc.CallOption) (Resp, error), req Req,
 ) (_ Resp, ranBefore bool, _ error) {
 	var zero Resp
-	giveUp := time.Now().Add(policy.budget)
+	var giveUp time.Time // set by the first failure
 	backoff := policy.initial
 	if backoff <= 0 {
 		backoff = defaultRetry().initial
@@ -157,7 +159,11 @@ func invokeRetried[Req, Resp any](ctx context.Context, policy retryPolicy, class
 		// Half fixed, half random: clients that failed together (a
 		// partition moved under all of them) do not retry in lockstep.
 		wait := backoff/2 + rand.N(backoff/2+1)
-		wake := time.Now().Add(wait)
+		now := time.Now()
+		if giveUp.IsZero() {
+			giveUp = now.Add(policy.budget)
+		}
+		wake := now.Add(wait)
 		if wake.After(giveUp) {
 			return zero, ranBefore, notSentIf(!sent, fromStatus(ctx, st))
 		}

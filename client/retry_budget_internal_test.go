@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/rivet-go/rivet"
 )
@@ -77,6 +79,38 @@ func TestAContextDeadlineBoundsTheRetries(t *testing.T) {
 			if took < deadline-maxBackoff {
 				t.Errorf("deadline %s: gave up after %s, more than a wait before it", deadline, took)
 			}
+		}
+	})
+}
+
+// The budget runs from the first failure, not from the call's start: a
+// keyed SendWait that waited 20 s for its message's completion when the
+// actor's node died is sent again through the failover, as a short call
+// is. Counted from the start, its budget was spent before it failed, and
+// the resend was left to the caller.
+func TestALongAttemptThatBreaksIsRetriedThroughAFailover(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const waited, failover = 20 * time.Second, 5 * time.Second
+		start := time.Now()
+		var broke time.Time
+		attempts := 0
+		rpc := func(context.Context, struct{}, ...grpc.CallOption) (string, error) {
+			attempts++
+			switch {
+			case attempts == 1:
+				time.Sleep(waited)
+				broke = time.Now()
+				return "", status.Error(codes.Unavailable, "error reading from server: EOF")
+			case time.Since(broke) < failover:
+				return "", nodeUnavailable(t)
+			}
+			return "completed", nil
+		}
+		// A keyed send is idempotent: retried also after its connection
+		// broke mid-call.
+		resp, err := invokeWith(context.Background(), defaultRetry(), idempotent, rpc, struct{}{})
+		if err != nil || resp != "completed" {
+			t.Fatalf("after %d attempts over %s: %q, %v; want the resend to get through once the actor is back", attempts, time.Since(start), resp, err)
 		}
 	})
 }
