@@ -442,8 +442,13 @@ const (
 // clientOptions returns the client's credentials from the flags. The token
 // is always given, even empty, so that the client does not read the
 // process environment behind getenv's back.
+//
+// Retries of UNAVAILABLE stop after 5 s, not the client's default 15 s
+// (which rides out a failover for a program): a person at a terminal
+// asking a node that is not there wants to hear so, and runs the command
+// again when the cluster is back.
 func (a *app) clientOptions() []client.Option {
-	opts := []client.Option{client.WithToken(a.token)}
+	opts := []client.Option{client.WithToken(a.token), client.WithRetry(50*time.Millisecond, cliRetryBudget)}
 	if a.tls || a.tlsCA != "" || a.tlsCert != "" {
 		opts = append(opts, client.WithTLS(a.tlsCA, a.tlsCert, a.tlsKey))
 	}
@@ -520,3 +525,6 @@ func (a *app) connectionHint(err error) string {
 func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
 }
+
+// cliRetryBudget bounds rivetctl's retries of UNAVAILABLE (clientOptions).
+const cliRetryBudget = 5 * time.Second

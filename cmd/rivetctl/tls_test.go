@@ -86,17 +86,17 @@ func TestCertsTLSAndToken(t *testing.T) {
 		wantErr(t, exitError, `{"error":{"code":"UNAUTHENTICATED","reason":"request.unauthenticated","message":"no bearer token (send metadata authorization: Bearer \u003ctoken\u003e)","hint":"the node requires a token: pass --token (or env RIVET_TOKEN)"},"exit":1}`)
 	rivetctlEnv(t, none, with("health")...).want(t, 0, "serving\n")
 
-	// Plaintext to a TLS port: the node never answers. The client retries
-	// until --timeout (shorter than its retry budget): the error is the
-	// last UNAVAILABLE, or the deadline's naming it as the attempt before;
-	// the hint comes with either.
-	r = rivetctlEnv(t, none, "--addr", addr, "--token", "t0k", "--timeout", "3s", "stats")
+	// Plaintext to a TLS port: the node never answers. (The client's
+	// retries give up before --timeout, with their last UNAVAILABLE; a
+	// --timeout shorter than them ended a slow machine's run first, with
+	// no hint.)
+	r = rivetctlEnv(t, none, "--addr", addr, "--token", "t0k", "--timeout", "8s", "stats")
 	if r.code != exitError || r.stdout != "" || !strings.Contains(r.stderr, "(UNAVAILABLE); the node may serve TLS only: pass --tls-ca") {
 		t.Errorf("plaintext: exit %d, stdout %q, stderr %q; want a failure that hints at TLS", r.code, r.stdout, r.stderr)
 	}
 	// TLS without the client certificate mTLS requires: the handshake
 	// fails (the message varies: "certificate required", a broken pipe).
-	r = rivetctlEnv(t, none, "--addr", addr, "--tls-ca", filepath.Join(dir, "ca.pem"), "--token", "t0k", "--timeout", "3s", "stats")
+	r = rivetctlEnv(t, none, "--addr", addr, "--tls-ca", filepath.Join(dir, "ca.pem"), "--token", "t0k", "--timeout", "8s", "stats")
 	if r.code != exitError || r.stdout != "" || !strings.Contains(r.stderr, "(UNAVAILABLE); the node may require a client certificate") {
 		t.Errorf("no client certificate: exit %d, stdout %q, stderr %q; want a failure that hints at the certificate", r.code, r.stdout, r.stderr)
 	}
