@@ -107,8 +107,9 @@
 //     attempt's changes are kept (roll-forward); write steps so that a
 //     re-run is harmless.
 //  10. Errors returned by steps, branches and receives are recorded as their
-//     message and code (ErrorCode() string) and come back as a
-//     *RecordedError, live as on replay: test them by code, not by type.
+//     message, code (ErrorCode() string) and whether they matched
+//     ErrTimeout, and come back as a *RecordedError, live as on replay:
+//     test them by code or with errors.Is(err, ErrTimeout), not by type.
 //
 // # The host's duties
 //

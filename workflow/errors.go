@@ -19,8 +19,9 @@ var (
 	ErrCancelled = errors.New("workflow: cancelled: race lost")
 	// ErrDiverged matches every *DivergenceError.
 	ErrDiverged = errors.New("workflow: history diverged")
-	// ErrTimeout matches a Next that timed out and a *StepError of kind
-	// FailureTimeout.
+	// ErrTimeout matches a Next that timed out, a *StepError of kind
+	// FailureTimeout, and a recorded error (*RecordedError) of either,
+	// such as a branch's in a *JoinError or *RaceError.
 	ErrTimeout = errors.New("workflow: timed out")
 	// ErrEntryInProgress: a primitive was called on a Ctx that is already
 	// running one (from another goroutine, or the outer Ctx from inside a
@@ -63,13 +64,19 @@ func (e *DivergenceError) Error() string {
 // Is makes errors.Is(err, ErrDiverged) true.
 func (e *DivergenceError) Is(target error) bool { return target == ErrDiverged }
 
-// RecordedError is an error as the history stores it: its message and, if
-// the original implemented ErrorCode() string, its code. Steps, joins and
-// races return errors in this form both live and on replay, so that code
-// that inspects them behaves the same both times.
+// RecordedError is an error as the history stores it: its message, its
+// code if the original implemented ErrorCode() string, and whether it
+// matched ErrTimeout. Steps, joins and races return errors in this form
+// both live and on replay, so that code that inspects them behaves the
+// same both times.
 type RecordedError struct {
 	Message string `json:"message"`
 	Code    string `json:"code,omitempty"`
+	// Timeout keeps errors.Is(err, ErrTimeout) of the original (a branch
+	// whose step timed out, or whose Next got nothing in time), which a
+	// fallback around a join or race tests. Absent from entries recorded
+	// before it was kept: those read as not a timeout, as they did then.
+	Timeout bool `json:"timeout,omitempty"`
 }
 
 func (e *RecordedError) Error() string { return e.Message }
@@ -77,12 +84,15 @@ func (e *RecordedError) Error() string { return e.Message }
 // ErrorCode returns the recorded code ("" if none).
 func (e *RecordedError) ErrorCode() string { return e.Code }
 
+// Is makes an error recorded from one that matched ErrTimeout match it.
+func (e *RecordedError) Is(target error) bool { return target == ErrTimeout && e.Timeout }
+
 // record converts err to the form the history keeps.
 func record(err error) *RecordedError {
 	if err == nil {
 		return nil
 	}
-	r := &RecordedError{Message: err.Error()}
+	r := &RecordedError{Message: err.Error(), Timeout: errors.Is(err, ErrTimeout)}
 	var c interface{ ErrorCode() string }
 	if errors.As(err, &c) {
 		r.Code = c.ErrorCode()
