@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -399,7 +400,48 @@ func (h *Host) RetryWorkflow(ctx context.Context, ref Ref, from string) (int, er
 // deleting them (pending, they run their branches again, which replay what
 // completed): one at or under failedAt, or one that holds from.
 func retryTrees(entries []workflow.Entry, from, failedAt string) ([]string, []workflow.Entry, error) {
-	return planRetry(entries, from, failedAt, true)
+	trees, resets, err := planRetry(entries, from, failedAt, true)
+	if err != nil {
+		return nil, nil, err
+	}
+	return trees, append(resets, unholdBranches(entries, trees)...), nil
+}
+
+// unholdBranches returns the pending joins to put back with some failed
+// branches pending: those the retry deletes entries of. A join records a
+// branch's failure while its other branches go on, and a replay holds it
+// failed without running its code again, so it would not run what the
+// retry deleted.
+func unholdBranches(entries []workflow.Entry, trees []string) []workflow.Entry {
+	deletes := func(scope string, inside bool) bool {
+		return slices.ContainsFunc(trees, func(t string) bool {
+			if inside {
+				return workflow.Under(t, scope)
+			}
+			return workflow.Under(scope, t)
+		})
+	}
+	var out []workflow.Entry
+	for _, e := range entries {
+		if e.Kind != workflow.KindJoin || e.Status != workflow.StatusPending || deletes(e.Path, false) {
+			continue
+		}
+		var p *workflow.Entry
+		for n, b := range e.Branches {
+			if b.Status != workflow.StatusFailed || !deletes(e.Path+"/"+n, true) {
+				continue
+			}
+			if p == nil {
+				p = &e
+				p.Branches = maps.Clone(e.Branches)
+			}
+			p.Branches[n] = workflow.Branch{Status: workflow.StatusPending}
+		}
+		if p != nil {
+			out = append(out, *p)
+		}
+	}
+	return out
 }
 
 // planRetry is retryTrees; with rewind false, from is taken even where

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -20,7 +22,10 @@ type Branches[S, T any] map[string]func(*Ctx[S]) (T, error)
 // A settled join is replayed from its record without running the branches,
 // except while a rollback checkpoint is active: then its branches replay
 // against their records (nothing runs again) so that the rollback handlers
-// of their steps are known after a restart.
+// of their steps are known after a restart. A branch that fails while
+// others go on has its failure recorded at once, and a join replayed
+// before it settled holds it: the branch replays against its record as a
+// settled one does, and fails as recorded even if its code changed since.
 func Join[S, T any](c *Ctx[S], name string, branches Branches[S, T]) (map[string]T, error) {
 	names := make([]string, 0, len(branches))
 	for n := range branches {
@@ -327,7 +332,7 @@ func (x *cx) join(name string, names []string, runs []func(*cx) (json.RawMessage
 		return "", nil, err
 	}
 	defer x.end()
-	t := x.t
+	t, r := x.t, x.t.r
 	path, e, done, err := x.open(KindJoin, name, names)
 	if err != nil {
 		return path, e, err
@@ -342,13 +347,58 @@ func (x *cx) join(name string, names []string, runs []func(*cx) (json.RawMessage
 	ctx, cancel := context.WithCancel(t.ctx)
 	defer cancel()
 	results := make([]branchResult, len(names))
+	// held marks the branches whose failure a replay holds: recorded in
+	// the pending join's entry when they failed while others went on.
+	held := make([]bool, len(names))
+	var (
+		holdMu  sync.Mutex // orders the commits of the entry below
+		current = e        // the join's entry as last committed
+		running atomic.Int32
+	)
+	running.Store(int32(len(names)))
 	t.forked.Store(true)
 	t.fork(len(names), func(int) *thread { return t.child(ctx, nil) }, func(i int, c *thread) {
-		results[i] = runBranch(c, joinPath(path, names[i]), runs[i])
+		bp := joinPath(path, names[i])
+		recorded := e.Branches[names[i]]
+		if recorded.Status == StatusFailed {
+			// It failed before the restart: it runs again only to replay
+			// its entries (the rollback handlers of its steps, the
+			// messages it took), sealed so that changed code adds no
+			// work to it, and its recorded failure stands whatever the
+			// code now returns, as it would once the join settled.
+			r.mu.Lock()
+			r.seal(bp)
+			r.mu.Unlock()
+		}
+		results[i] = runBranch(c, bp, runs[i])
+		if err := results[i].err; recorded.Status == StatusFailed && (err == nil || !isControl(err) || errors.Is(err, ErrDiverged)) {
+			r.visitTree(bp)
+			held[i] = true
+			results[i].err = recorded.Error
+			if recorded.Error == nil {
+				results[i].err = &RecordedError{Message: "unknown error"}
+			}
+		}
 		if fatal(results[i].err) {
 			// The workflow fails anyway: stop the siblings rather than
 			// wait for them (they may wait forever).
 			cancel()
+		}
+		if err := results[i].err; running.Add(-1) > 0 && !held[i] && err != nil && !isControl(err) && c.stopped(false) == nil {
+			// Recorded at once, with the entries it rests on, while
+			// other branches go on (they may wait for days): a restart
+			// holds it failed instead of running its code again, which
+			// may have changed since.
+			holdMu.Lock()
+			next := current.clone()
+			next.Branches[names[i]] = Branch{Status: StatusFailed, Error: record(err), FailedAt: FailedAt(err)}
+			if c.commit(HistoryWrite{Put: next}) == nil {
+				current = next
+			}
+			// Not committed (the run stopped meanwhile): the join's
+			// own record, or a replay, takes what is left.
+			results[i].pending = c.pending
+			holdMu.Unlock()
 		}
 	})
 	t.forked.Store(false)
@@ -362,6 +412,11 @@ func (x *cx) join(name string, names []string, runs []func(*cx) (json.RawMessage
 		res := results[i]
 		at = later(at, res.now)
 		t.pending = AppendWrites(t.pending, res.pending...)
+		if held[i] {
+			final.Branches[n] = e.Branches[n]
+			final.Status = StatusFailed
+			continue
+		}
 		if res.err != nil {
 			if isControl(res.err) {
 				// Cancelled without the run being evicted or another
