@@ -589,7 +589,7 @@ func (h *Host) activateFor(ctx context.Context, ref Ref, sp *rivet.Spec, create 
 				}
 			}
 			h.mu.Unlock()
-			a.loadErr = a.load(ctx, create, input)
+			a.loadErr = h.guardUser(ref, "load", func() error { return a.load(ctx, create, input) })
 			if a.loadErr == nil && createdHere {
 				// This caller's create, whose commit's answer was lost,
 				// applied: its hooks run now, and if they fail the create
@@ -886,6 +886,22 @@ func (h *Host) turnFor(ctx context.Context, kind TurnKind, ref Ref, sp *rivet.Sp
 		return a, created, a.waitDurable(ctx, v)
 	}
 	return nil, false, rivet.Errorf(rivet.ErrUnavailable, "actor %s/%v kept being deactivated", ref.Name, ref.Key)
+}
+
+// guardUser runs fn, which runs the actor type's own code outside any turn
+// (its CreateState, its state's decoder in a load, the decoder of an
+// action's arguments or of a queue's messages), turning a panic into
+// rivet.ErrInternal. Nothing above recovers it: gRPC does not, so the
+// panic would take the node down, and a load's would leave its activation
+// loading for ever, every later request waiting out its deadline for it.
+func (h *Host) guardUser(ref Ref, what string, fn func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			h.log.Error("actor code panicked", refField(ref), zap.String("in", what), zap.Any("panic", r), zap.ByteString("stack", debug.Stack()))
+			err = rivet.Errorf(rivet.ErrInternal, "%s of actor %s %s panicked", what, ref.Name, keyString(ref.Key))
+		}
+	}()
+	return fn()
 }
 
 // runTurn calls fn, turning a panic into rivet.ErrInternal.
