@@ -953,7 +953,7 @@ func (h *Host) Call(ctx context.Context, req CallRequest) (_ json.RawMessage, er
 	if create && act.Check != nil {
 		if h.inMemory(req.Ref) {
 			create, checkIfGone = false, true
-		} else if err := act.Check(args); err != nil {
+		} else if err := h.guardUser(req.Ref, "the arguments' decoder", func() error { return act.Check(args) }); err != nil {
 			return nil, err
 		}
 	}
@@ -1028,7 +1028,7 @@ func (h *Host) Call(ctx context.Context, req CallRequest) (_ json.RawMessage, er
 	}
 	_, _, err = h.turn(ctx, TurnAction, req.Ref, sp, create, req.Input, chain, run)
 	if err != nil && !ran && checkIfGone && errors.Is(err, rivet.ErrNotFound) {
-		if err := act.Check(args); err != nil {
+		if err := h.guardUser(req.Ref, "the arguments' decoder", func() error { return act.Check(args) }); err != nil {
 			return nil, err
 		}
 		_, _, err = h.turn(ctx, TurnAction, req.Ref, sp, true, req.Input, chain, run)
@@ -1231,7 +1231,7 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 	if len(body) == 0 {
 		body = json.RawMessage("null")
 	}
-	if err := q.Validate(body); err != nil {
+	if err := h.guardUser(req.Ref, "the message's decoder", func() error { return q.Validate(body) }); err != nil {
 		return SendResult{}, err
 	}
 	if err := checkIdempotencyKey(req.IdempotencyKey); err != nil {

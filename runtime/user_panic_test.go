@@ -8,6 +8,7 @@ import (
 
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/runtime"
+	"github.com/rivet-go/rivet/workflow"
 )
 
 // noPanic runs fn and fails the test if a panic escapes it: on a node, a
@@ -54,5 +55,50 @@ func TestAPanicInCreateStateFailsTheCreateAndNothingElse(t *testing.T) {
 	}
 	if n := callInt(t, e.host, "mkPanic", "k", "get", false); n != 1 {
 		t.Fatalf("state = %d, want 1", n)
+	}
+}
+
+// panicky decodes from a JSON number, and panics on the string "boom": a
+// decoder of the actor's own with a bug.
+type panicky struct{ N int }
+
+func (p *panicky) UnmarshalJSON(b []byte) error {
+	if string(b) == `"boom"` {
+		panic("decoder panicked")
+	}
+	return json.Unmarshal(b, &p.N)
+}
+
+// An action argument or a queue message whose decoder (the actor's own
+// UnmarshalJSON) panics fails the request with INTERNAL, as the same panic
+// in the action's turn does, whether or not the actor is in memory, and
+// the actor goes on serving.
+func TestAPanickingDecoderOfArgumentsOrMessagesFailsOnlyTheRequest(t *testing.T) {
+	type st struct{ N int }
+	a := rivet.Actor[st]{
+		Name:   "argPanic",
+		Queues: rivet.Queues{"jobs": rivet.QueueOf[panicky]()},
+		Run:    func(*workflow.Ctx[st]) error { return nil },
+		Actions: rivet.Actions[st]{
+			"set": rivet.Action(func(c *rivet.ActionCtx[st], p panicky) (int, error) { c.State.N = p.N; return p.N, nil }),
+		},
+	}
+	e := newEnv(t, counterReg(t, a), nil)
+	err := noPanic(t, "call of an actor not in memory", func() error { _, err := call(t, e.host, "argPanic", "k", "set", true, "boom"); return err })
+	if !errors.Is(err, rivet.ErrInternal) {
+		t.Fatalf("call of an actor not in memory: %v, want ErrInternal", err)
+	}
+	if n := callInt(t, e.host, "argPanic", "k", "set", true, 3); n != 3 {
+		t.Fatalf("set = %d, want 3", n)
+	}
+	err = noPanic(t, "send", func() error {
+		_, err := e.host.Send(ctx(t), runtime.SendRequest{Ref: runtime.Ref{Name: "argPanic", Key: []string{"k"}}, Queue: "jobs", Body: json.RawMessage(`"boom"`)})
+		return err
+	})
+	if !errors.Is(err, rivet.ErrInternal) {
+		t.Fatalf("send: %v, want ErrInternal", err)
+	}
+	if n := callInt(t, e.host, "argPanic", "k", "set", false, 4); n != 4 {
+		t.Fatalf("set after the panics = %d, want 4", n)
 	}
 }
