@@ -59,8 +59,8 @@ type Actor[S any] struct {
 	// node or another, makes its own. If the value is an io.Closer, it is
 	// closed once the activation has left memory for whatever reason (an
 	// orderly sleep after OnSleep, an eviction, a lost partition, a
-	// destroy), when no turn runs. An error fails the activation as
-	// OnWake's does.
+	// destroy), when no turn runs (an error or a panic of Close is
+	// logged). An error fails the activation as OnWake's does.
 	CreateVars func(c *ActionCtx[S]) (any, error)
 	// OnWake runs each time the actor comes into memory on a node: when it
 	// is created, and when it is loaded again after a sleep, a restart, a

@@ -322,6 +322,14 @@ func (a *activation) closeVars() {
 	}
 	v := a.vars
 	a.vars = nil
+	// A panic is the actor's own bug, as a failed close is: logged. It
+	// runs on the reaper's, a stop's or a request's goroutine, and would
+	// take the node down.
+	defer func() {
+		if r := recover(); r != nil {
+			a.h.log.Error("closing the actor's vars panicked", actorField(a), zap.Any("panic", r), zap.ByteString("stack", debug.Stack()))
+		}
+	}()
 	if err := v.(io.Closer).Close(); err != nil {
 		a.h.log.Warn("closing the actor's vars failed", actorField(a), errField(err))
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/runtime"
@@ -100,5 +101,40 @@ func TestAPanickingDecoderOfArgumentsOrMessagesFailsOnlyTheRequest(t *testing.T)
 	}
 	if n := callInt(t, e.host, "argPanic", "k", "set", false, 4); n != 4 {
 		t.Fatalf("set after the panics = %d, want 4", n)
+	}
+}
+
+// closePanics is vars whose Close panics.
+type closePanics struct{ closed chan struct{} }
+
+func (v *closePanics) Close() error { close(v.closed); panic("Close panicked") }
+
+// Vars whose Close panics are logged as a failed close: the panic, on the
+// reaper's goroutine, took the node down.
+func TestVarsWhoseClosePanicsDoNotTakeTheNodeDown(t *testing.T) {
+	type st struct{ N int }
+	vars := make(chan *closePanics, 2)
+	a := rivet.Actor[st]{
+		Name: "closePanic",
+		CreateVars: func(*rivet.ActionCtx[st]) (any, error) {
+			v := &closePanics{closed: make(chan struct{})}
+			vars <- v
+			return v, nil
+		},
+		Actions: rivet.Actions[st]{"inc": rivet.Action0(func(c *rivet.ActionCtx[st]) (int, error) { c.State.N++; return c.State.N, nil })},
+	}
+	e := newEnv(t, counterReg(t, a), func(c *runtime.Config) { c.IdleTimeout = 20 * time.Millisecond })
+	callInt(t, e.host, "closePanic", "k", "inc", true)
+	v := <-vars
+	waitFor(t, "the idle actor's vars to close", 10*time.Second, func() bool {
+		select {
+		case <-v.closed:
+			return e.host.Stats().ActiveActors == 0
+		default:
+			return false
+		}
+	})
+	if n := callInt(t, e.host, "closePanic", "k", "inc", false); n != 2 {
+		t.Fatalf("inc after the sleep = %d, want 2", n)
 	}
 }
