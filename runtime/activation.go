@@ -393,7 +393,7 @@ func (a *activation) load(ctx context.Context, create bool, input json.RawMessag
 		if snap.metaExists {
 			st, err := a.spec.DecodeState(orNull(snap.state))
 			if err != nil {
-				return rivet.Errorf(rivet.ErrInternal, "load %s: %v", a.describe(), err)
+				return &stateUndecodable{rivet.Errorf(rivet.ErrInternal, "load %s: %v", a.describe(), err)}
 			}
 			a.state, a.stateBytes, a.meta = st, snap.state, snap.meta
 			a.nextSeq.Store(snap.nextSeq)
@@ -478,6 +478,15 @@ func (a *activation) load(ctx context.Context, create bool, input json.RawMessag
 	return rivet.Errorf(rivet.ErrUnavailable, "load %s: lost a race to create it three times", a.describe())
 }
 
+// stateUndecodable is a load that found the actor's stored state, which no
+// longer decodes into its type's state (a field's type changed in the
+// code): INTERNAL to its caller, and to Destroy the sign to delete the
+// actor without loading it, as an actor of a type no longer registered.
+type stateUndecodable struct{ err error }
+
+func (e *stateUndecodable) Error() string { return e.err.Error() }
+func (e *stateUndecodable) Unwrap() error { return e.err }
+
 // createInDoubt is a load whose create commit's outcome is unknown: its
 // caller learns it from storage once the claim has been replaced
 // (Host.resolveInDoubt), as a reply whose write went in doubt does.
@@ -503,7 +512,7 @@ func (a *activation) loadWorkflow(ctx context.Context, stateRev int64) error {
 	if f := sw.folded; f.rev > stateRev {
 		s, err := a.spec.DecodeState(orNull(f.state))
 		if err != nil {
-			return rivet.Errorf(rivet.ErrInternal, "load %s: state in history entry %s: %v", a.describe(), f.path, err)
+			return &stateUndecodable{rivet.Errorf(rivet.ErrInternal, "load %s: state in history entry %s: %v", a.describe(), f.path, err)}
 		}
 		a.state, a.stateBytes = s, f.state
 		a.mu.Lock()

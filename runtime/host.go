@@ -1670,7 +1670,7 @@ func (h *Host) Destroy(ctx context.Context, ref Ref) error {
 	defer h.end()
 	sp, err := h.spec(ref.Name)
 	if err != nil {
-		return h.destroyUnregistered(ctx, ref, err)
+		return h.destroyUnloaded(ctx, ref, err, "destroyed an actor of an unregistered type")
 	}
 	// An actor not in memory is loaded without its workflow, and this turn
 	// comes first (turnFor): a workflow started by Destroy's own load
@@ -1735,6 +1735,13 @@ func (h *Host) Destroy(ctx context.Context, ref Ref) error {
 		})
 		return nil
 	})
+	if bad := (*stateUndecodable)(nil); errors.As(err, &bad) {
+		// Its state does not decode, so no hook can run and nothing of it
+		// is in memory: an operator must still be able to remove it
+		// without a build that decodes it again.
+		return h.destroyUnloaded(ctx, ref, rivet.Errorf(rivet.ErrNotFound, "actor %s %s does not exist", ref.Name, keyString(ref.Key)),
+			"destroyed an actor whose state does not decode, without its OnDestroy")
+	}
 	return err
 }
 
@@ -1752,11 +1759,12 @@ func actorDeleteOps(part uint32, name, enc, prefix string) []storage.Op {
 	}
 }
 
-// destroyUnregistered destroys an actor stored under a name no actor type of
-// this node has (a type removed from the code, or renamed): it cannot be
-// loaded, so nothing runs it, and it is deleted from storage as it is.
-// unknown is the error for a name that no stored actor has either.
-func (h *Host) destroyUnregistered(ctx context.Context, ref Ref, unknown error) error {
+// destroyUnloaded destroys an actor that cannot be loaded, so that nothing
+// runs it, by deleting it from storage as it is: one stored under a name no
+// actor type of this node has (a type removed from the code, or renamed),
+// or one whose state does not decode. unknown is the error for an actor
+// not stored; logMsg says what was destroyed.
+func (h *Host) destroyUnloaded(ctx context.Context, ref Ref, unknown error, logMsg string) error {
 	enc, part, prefix, err := h.locate(ref)
 	if err != nil {
 		return err
@@ -1776,9 +1784,13 @@ func (h *Host) destroyUnregistered(ctx context.Context, ref Ref, unknown error) 
 	if err != nil {
 		return commitError("destroy "+ref.Name+" "+keyString(ref.Key), err)
 	}
-	h.timers.cancel(ref.Name + "/" + enc)
-	h.timers.cancel(schedTimer(ref.Name + "/" + enc))
-	h.log.Info("destroyed an actor of an unregistered type", refField(ref))
+	id := ref.Name + "/" + enc
+	h.timers.cancel(id)
+	h.timers.cancel(schedTimer(id))
+	h.events.endIf(func(s *Subscription) bool { return s.id == id }, func(*Subscription) error {
+		return rivet.Errorf(rivet.ErrNotFound, "actor %s %s was destroyed", ref.Name, keyString(ref.Key))
+	})
+	h.log.Info(logMsg, refField(ref))
 	return nil
 }
 
