@@ -103,6 +103,9 @@ type activation struct {
 	destroySaved bool
 	// sleeping: its OnSleep runs (Host.sleep).
 	sleeping atomic.Bool
+	// shedding: the bound on actors in memory is putting it to sleep, on
+	// a goroutine of its own (Host.shed).
+	shedding atomic.Bool
 	// tasks is its KeepAwake goroutines (tasks.go), guarded by taskMu.
 	taskMu sync.Mutex
 	tasks  actorTasks

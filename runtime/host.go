@@ -2007,7 +2007,7 @@ func (h *Host) reap() {
 	// again every shedEvery while the node stays past it.
 	var shedLater <-chan time.Time
 	shed := func() {
-		if h.shed() && shedLater == nil {
+		if h.shed(&sleeps) && shedLater == nil {
 			shedLater = time.After(shedEvery)
 		}
 	}
@@ -2057,13 +2057,20 @@ const (
 // MaxActiveActors, down to 90% of it (so that it does not run again for
 // every actor loaded past the bound). It reports whether the node is still
 // past the bound.
-func (h *Host) shed() (over bool) {
+func (h *Host) shed(sleeps *sync.WaitGroup) (over bool) {
 	limit := h.cfg.MaxActiveActors
 	if limit <= 0 {
 		return false
 	}
 	h.mu.Lock()
 	n := len(h.actors)
+	// Actors an earlier pass is putting to sleep are gone as far as the
+	// bound is concerned, and no candidates again.
+	for _, a := range h.actors {
+		if a.shedding.Load() {
+			n--
+		}
+	}
 	if n <= limit {
 		h.mu.Unlock()
 		return false
@@ -2077,7 +2084,7 @@ func (h *Host) shed() (over bool) {
 	cutoff := time.Now().Add(-shedIdle).UnixNano()
 	cands := make([]cand, 0, n)
 	for _, a := range h.actors {
-		if last := a.lastTurn.Load(); last < cutoff {
+		if last := a.lastTurn.Load(); last < cutoff && !a.shedding.Load() {
 			cands = append(cands, cand{a, last})
 		}
 	}
@@ -2088,14 +2095,46 @@ func (h *Host) shed() (over bool) {
 		if excess <= 0 {
 			break
 		}
-		if h.deactivateIdle(c.a, shedIdle) {
-			h.shedCount.Add(1)
-			excess--
+		a := c.a
+		if a.spec.Sleep == nil {
+			if h.deactivateIdle(a, shedIdle) {
+				h.shedCount.Add(1)
+				excess--
+			}
+			continue
 		}
+		// An OnSleep runs on a goroutine of its own, as the idle
+		// reaper's do (deactivateIdleEach): run here, one slow hook held
+		// up the reaper, and the shed of many took one SleepTimeout
+		// each, one after another.
+		select {
+		case h.reapSleeps <- struct{}{}:
+		default:
+			continue
+		}
+		chain, ok := h.holdIdle(a, shedIdle)
+		if !ok {
+			<-h.reapSleeps
+			continue
+		}
+		a.shedding.Store(true)
+		excess--
+		sleeps.Add(1)
+		go func() {
+			defer func() { a.shedding.Store(false); <-h.reapSleeps; sleeps.Done() }()
+			h.putToSleep(a, chain)
+			h.shedCount.Add(1)
+		}()
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return len(h.actors) > limit
+	n = len(h.actors)
+	for _, a := range h.actors {
+		if a.shedding.Load() {
+			n--
+		}
+	}
+	return n > limit
 }
 
 // tryDeactivate drops an activation idle past its timeout if no turn holds
@@ -2113,6 +2152,16 @@ func (h *Host) tryDeactivate(a *activation) {
 // only waits, for a message or for longer than idle, and its writes land;
 // it reports whether it did.
 func (h *Host) deactivateIdle(a *activation, idle time.Duration) bool {
+	chain, ok := h.holdIdle(a, idle)
+	if ok {
+		h.putToSleep(a, chain)
+	}
+	return ok
+}
+
+// holdIdle is deactivateIdle's look: if a may be deactivated, it takes its
+// gate with a chain of its own and returns it, for putToSleep.
+func (h *Host) holdIdle(a *activation, idle time.Duration) (chain string, ok bool) {
 	// Not before its wake is done, commit included: the gate is free while
 	// the wake's writes land, before the request that loaded the actor
 	// takes its turn, and putting the actor to sleep then would run
@@ -2120,22 +2169,22 @@ func (h *Host) deactivateIdle(a *activation, idle time.Duration) bool {
 	select {
 	case <-a.woken:
 	default:
-		return false
+		return "", false
 	}
 	if !a.idleWorkflow(idle) || a.tasksRunning() {
-		return false
+		return "", false
 	}
 	// A chain of its own, not a name shared by every reaper's turn: a
 	// call OnSleep makes carries it, and must re-enter only this actor.
-	chain := h.newChain()
+	chain = h.newChain()
 	if !a.gate.tryAcquire(chain) {
-		return false
+		return "", false
 	}
-	defer a.gate.release(chain)
 	// A turn may have run between the reaper's look and the gate, or the
 	// activation been evicted.
 	if a.stopped.Load() || time.Since(time.Unix(0, a.lastTurn.Load())) <= idle || !a.idleWorkflow(idle) || a.tasksRunning() {
-		return false
+		a.gate.release(chain)
+		return "", false
 	}
 	// Only an actor whose claim is served (or held by a handoff) sleeps in
 	// an orderly way: past the lease's local deadline (a stall before the
@@ -2145,8 +2194,16 @@ func (h *Host) deactivateIdle(a *activation, idle time.Duration) bool {
 	// later pass put it to sleep, and a lost lease has the watchdog evict
 	// it (without hooks).
 	if !a.claimHeld() {
-		return false
+		a.gate.release(chain)
+		return "", false
 	}
+	return chain, true
+}
+
+// putToSleep runs the OnSleep of a, whose gate chain holds (holdIdle), and
+// takes it out of memory; it releases the gate.
+func (h *Host) putToSleep(a *activation, chain string) {
+	defer a.gate.release(chain)
 	// Only a turn starts a task, and this one holds the gate: none can
 	// start between the look above and this.
 	a.endTasks()
@@ -2159,12 +2216,11 @@ func (h *Host) deactivateIdle(a *activation, idle time.Duration) bool {
 	defer cancel()
 	if err := a.waitCommitted(ctx, a.currentVersion()); err != nil {
 		h.evict(a)
-		return true
+		return
 	}
 	a.stopped.Store(true)
 	a.closeVars()
 	h.remove(a)
-	return true
 }
 
 // hostClient is the rivet.Client an action gets: calls keep the chain, so
