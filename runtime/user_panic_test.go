@@ -138,3 +138,30 @@ func TestVarsWhoseClosePanicsDoNotTakeTheNodeDown(t *testing.T) {
 		t.Fatalf("inc after the sleep = %d, want 2", n)
 	}
 }
+
+// An OnSleep that panics after changing the state is a failed OnSleep: its
+// change is discarded and the actor sleeps all the same; an OnDestroy that
+// panics does not stop the destroy.
+func TestPanickingOnSleepAndOnDestroyAreFailedHooks(t *testing.T) {
+	type st struct{ N int }
+	a := rivet.Actor[st]{
+		Name:      "hookPanic",
+		OnSleep:   func(c *rivet.ActionCtx[st]) error { c.State.N = 1000; panic("OnSleep panicked") },
+		OnDestroy: func(c *rivet.ActionCtx[st]) error { panic("OnDestroy panicked") },
+		Actions:   rivet.Actions[st]{"inc": rivet.Action0(func(c *rivet.ActionCtx[st]) (int, error) { c.State.N++; return c.State.N, nil })},
+		Options:   rivet.Options{IdleTimeout: 100 * time.Millisecond},
+	}
+	e := newEnv(t, counterReg(t, a), nil)
+	callInt(t, e.host, "hookPanic", "k", "inc", true)
+	waitFor(t, "the actor to sleep", 10*time.Second, func() bool { return e.host.Stats().ActiveActors == 0 })
+	if n := callInt(t, e.host, "hookPanic", "k", "inc", false); n != 2 {
+		t.Fatalf("inc after a panicking OnSleep = %d, want 2 (its change discarded)", n)
+	}
+	ref := runtime.Ref{Name: "hookPanic", Key: []string{"k"}}
+	if err := noPanic(t, "destroy", func() error { return e.host.Destroy(ctx(t), ref) }); err != nil {
+		t.Fatalf("destroy with a panicking OnDestroy: %v", err)
+	}
+	if _, err := e.host.Get(ctx(t), ref); !errors.Is(err, rivet.ErrNotFound) {
+		t.Fatalf("Get after the destroy: %v, want ErrNotFound", err)
+	}
+}
