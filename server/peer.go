@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
@@ -382,8 +383,16 @@ func (p *PeerServer) serve(ctx context.Context, req *rivetv1.ForwardRequest, dec
 	out.Response = b
 }
 
+// statusBytes marshals st for the peer stream. A message that is not
+// UTF-8 (an actor's error text made of bytes), which a proto string must
+// be, goes with its bad bytes as U+FFFD, as gRPC's trailers carry it to a
+// client: as it was, the peer could not decode the status at all.
 func statusBytes(st *status.Status) []byte {
-	b, _ := proto.Marshal(st.Proto())
+	p := st.Proto()
+	if !utf8.ValidString(p.Message) {
+		p.Message = strings.ToValidUTF8(p.Message, "\uFFFD")
+	}
+	b, _ := proto.Marshal(p)
 	return b
 }
 

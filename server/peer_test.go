@@ -752,3 +752,20 @@ func TestPeerCallToAFrozenOwnerFails(t *testing.T) {
 		t.Fatalf("a call to a frozen owner still waits %v later", limit)
 	}
 }
+
+// An owner's error whose text is not UTF-8 (an actor's UserError built
+// from bytes) reaches the forwarding node's caller as the owner's error:
+// its status, whose message proto strings must hold as UTF-8, once did
+// not decode there, and the caller got INTERNAL "peer: bad status", the
+// actor's kind and code lost.
+func TestAForwardedErrorWithTextNotUTF8IsStillAnError(t *testing.T) {
+	f := servertest.NewFake()
+	f.CallFunc = func(context.Context, runtime.CallRequest) (json.RawMessage, error) {
+		return nil, rivet.UserError("bad_input", "no such item: \xff\xfe", nil)
+	}
+	pc, _ := peerPair(t, f)
+	resp, err := rivetv1.NewActorServiceClient(pc).Call(ctx(t), &rivetv1.CallRequest{Actor: ref("counter", "a"), Action: "get"})
+	if st := status.Convert(err); st.Code() != codes.Unknown || !strings.HasPrefix(st.Message(), "no such item: ") {
+		t.Fatalf("forwarded call = %v, %v; want the owner's UNKNOWN, no such item", resp, err)
+	}
+}
