@@ -8,7 +8,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
@@ -20,6 +19,7 @@ import (
 
 	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
 	"github.com/rivet-go/rivet/internal/rpcerr"
+	"github.com/rivet-go/rivet/internal/textcut"
 )
 
 // PeerServer serves PeerService: it runs the requests other nodes forward
@@ -384,14 +384,13 @@ func (p *PeerServer) serve(ctx context.Context, req *rivetv1.ForwardRequest, dec
 }
 
 // statusBytes marshals st for the peer stream. A message that is not
-// UTF-8 (an actor's error text made of bytes), which a proto string must
-// be, goes with its bad bytes as U+FFFD, as gRPC's trailers carry it to a
-// client: as it was, the peer could not decode the status at all.
+// UTF-8, which a proto string must be, goes with its bad bytes as U+FFFD,
+// as gRPC's trailers carry it to a client: as it was, the peer could not
+// decode the status at all. (rpcerr.ToStatus makes every status of the
+// node's own so already; this is for any other.)
 func statusBytes(st *status.Status) []byte {
 	p := st.Proto()
-	if !utf8.ValidString(p.Message) {
-		p.Message = strings.ToValidUTF8(p.Message, "\uFFFD")
-	}
+	p.Message = textcut.Valid(p.Message)
 	b, _ := proto.Marshal(p)
 	return b
 }

@@ -768,4 +768,7 @@ func TestAForwardedErrorWithTextNotUTF8IsStillAnError(t *testing.T) {
 	if st := status.Convert(err); st.Code() != codes.Unknown || !strings.HasPrefix(st.Message(), "no such item: ") {
 		t.Fatalf("forwarded call = %v, %v; want the owner's UNKNOWN, no such item", resp, err)
 	}
+	if e := rpcerr.FromStatus(status.Convert(err)); e.Group != "user" || e.Code != "bad_input" || e.Message != "no such item: \uFFFD\uFFFD" {
+		t.Fatalf("forwarded call's error = %+v, want the user's bad_input, its bad bytes as U+FFFD", e)
+	}
 }

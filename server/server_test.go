@@ -98,6 +98,11 @@ func TestErrorMapping(t *testing.T) {
 		{rivet.Errorf(rivet.ErrUnauthenticated, "no token"), codes.Unauthenticated, "request", "unauthenticated", "no token"},
 		{rivet.Errorf(rivet.ErrInternal, "broken invariant"), codes.Internal, "rivet", "internal_error", "broken invariant"},
 		{rivet.UserError("insufficient_funds", "balance is 3", map[string]int{"balance": 3}), codes.Unknown, "user", "insufficient_funds", "balance is 3"},
+		// Text that is not UTF-8 (an actor's, made of bytes), which the
+		// detail's proto strings cannot hold, goes with U+FFFD for each bad
+		// byte, as gRPC's status message has it: the detail, and so the
+		// user's code, must not be left out.
+		{rivet.UserError("no_\xffitem", "no item \xff\xfe here", nil), codes.Unknown, "user", "no_\uFFFDitem", "no item \uFFFD\uFFFD here"},
 		// Not *rivet.Error, but wrapping a sentinel: keeps its kind and text.
 		{fmt.Errorf("partition 7 is moving: %w", rivet.ErrUnavailable), codes.Unavailable, "actor", "unavailable", "partition 7 is moving: unavailable"},
 		{fmt.Errorf("turn: %w", context.DeadlineExceeded), codes.DeadlineExceeded, "actor", "timed_out", "turn: context deadline exceeded"},

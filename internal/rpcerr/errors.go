@@ -12,6 +12,7 @@ import (
 
 	"github.com/rivet-go/rivet"
 	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
+	"github.com/rivet-go/rivet/internal/textcut"
 )
 
 // Group and code of a cancelled call. rivet has no sentinel for it: a
@@ -109,7 +110,11 @@ func ToStatus(err error) (st *status.Status, masked bool) {
 
 func toStatus(err error) (st *status.Status, masked bool) {
 	e, masked := asRivetError(err)
-	st = status.New(Code(e.Kind), e.Message)
+	// The detail's strings are proto strings, which must be UTF-8: an
+	// actor's text that is not (made of bytes) would leave the detail
+	// out, and with it the error's group and code.
+	msg := textcut.Valid(e.Message)
+	st = status.New(Code(e.Kind), msg)
 	if errors.Is(e.Kind, rivet.ErrUnavailable) && e.Group == "" {
 		// An UNAVAILABLE no node gives as its own answer (the request
 		// may have run: rivet.OutcomeUnknown, an action passing on what
@@ -124,9 +129,9 @@ func toStatus(err error) (st *status.Status, masked bool) {
 		return marked, masked
 	}
 	withDetail, derr := st.WithDetails(&rivetv1.ActorError{
-		Group:    e.Group,
-		Code:     e.Code,
-		Message:  e.Message,
+		Group:    textcut.Valid(e.Group),
+		Code:     textcut.Valid(e.Code),
+		Message:  msg,
 		Metadata: e.Metadata,
 	})
 	if derr != nil {

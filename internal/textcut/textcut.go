@@ -16,3 +16,18 @@ func Prefix(s string, n int) string {
 	}
 	return s[:n]
 }
+
+// Valid is s with each byte that is not part of UTF-8 as U+FFFD, as
+// encoding/json and gRPC's status message write it: the text of an error
+// an actor's code made (from bytes, say) may be anything, and a proto
+// string must be UTF-8, or its whole message does not marshal.
+func Valid(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	b := make([]rune, 0, len(s))
+	for _, r := range s {
+		b = append(b, r)
+	}
+	return string(b)
+}

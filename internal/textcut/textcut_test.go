@@ -27,3 +27,19 @@ func TestPrefixCutsOnACharacter(t *testing.T) {
 		}
 	}
 }
+
+// Valid turns each byte that is not UTF-8 into U+FFFD, as encoding/json
+// does, and leaves valid text as it is.
+func TestValidReplacesEachBadByte(t *testing.T) {
+	for s, want := range map[string]string{
+		"abc":          "abc",
+		"日本":           "日本",
+		"a\xff\xfeb":   "a\uFFFD\uFFFDb",
+		"\xe6\x97":     "\uFFFD\uFFFD", // 日 cut short
+		"ok \uFFFD ok": "ok \uFFFD ok",
+	} {
+		if got := Valid(s); got != want {
+			t.Errorf("Valid(%q) = %q, want %q", s, got, want)
+		}
+	}
+}
