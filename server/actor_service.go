@@ -281,13 +281,13 @@ func (s *Server) History(ctx context.Context, req *rivetv1.HistoryRequest) (*riv
 		return nil, s.toStatus(ctx, err)
 	}
 	out := &rivetv1.HistoryResponse{
-		WorkflowStatus: h.WorkflowStatus, WorkflowError: h.WorkflowError,
+		WorkflowStatus: h.WorkflowStatus, WorkflowError: textcut.Valid(h.WorkflowError),
 		WorkflowWakeAt: timeProto(h.WorkflowWake.At), WorkflowWakeQueues: h.WorkflowWake.Queues, WorkflowWakeAnyQueue: h.WorkflowWake.AnyQueue,
 	}
 	for _, e := range h.Entries {
 		pe := &rivetv1.HistoryEntry{
-			Path: e.Path, Kind: e.Kind, Status: e.Status, Attempts: uint32(e.Attempts),
-			Output: e.Output, Error: e.Error, ErrorCode: e.ErrorCode, Winner: e.Winner,
+			Path: textcut.Valid(e.Path), Kind: e.Kind, Status: e.Status, Attempts: uint32(e.Attempts),
+			Output: e.Output, Error: textcut.Valid(e.Error), ErrorCode: textcut.Valid(e.ErrorCode), Winner: textcut.Valid(e.Winner),
 		}
 		if !e.UpdatedAt.IsZero() {
 			pe.UpdatedAt = timestamppb.New(e.UpdatedAt)

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
+	"github.com/rivet-go/rivet/internal/textcut"
 	"github.com/rivet-go/rivet/runtime"
 )
 
@@ -14,6 +15,11 @@ func refProto(r runtime.Ref) *rivetv1.ActorRef {
 	return &rivetv1.ActorRef{Name: r.Name, Key: r.Key}
 }
 
+// infoProto, inspectionProto and History pass the text an actor's code
+// made (an error's, a workflow entry's name) through textcut.Valid: it
+// may hold bytes that are not UTF-8, which storage gives back as U+FFFD
+// (JSON) but the owner's memory holds as they are, and a proto string
+// must be UTF-8, or the whole response fails to marshal.
 func infoProto(i runtime.ActorInfo) *rivetv1.ActorInfo {
 	return &rivetv1.ActorInfo{
 		Actor:     refProto(i.Ref),
@@ -21,7 +27,7 @@ func infoProto(i runtime.ActorInfo) *rivetv1.ActorInfo {
 		Partition: i.Partition,
 		Owner:     i.Owner,
 
-		WorkflowError:    i.WorkflowError,
+		WorkflowError:    textcut.Valid(i.WorkflowError),
 		WorkflowFailedAt: timeProto(i.WorkflowFailedAt),
 	}
 }
@@ -41,7 +47,7 @@ func inspectionProto(in runtime.Inspection) *rivetv1.InspectResponse {
 	}
 	scs := make([]*rivetv1.ScheduledCall, len(in.Schedules))
 	for i, c := range in.Schedules {
-		scs[i] = &rivetv1.ScheduledCall{Id: c.ID, Action: c.Action, Args: c.Args, At: timeProto(c.At), CreatedAt: timeProto(c.CreatedAt), Name: c.Name, Cron: c.Cron, LastError: c.LastError}
+		scs[i] = &rivetv1.ScheduledCall{Id: c.ID, Action: c.Action, Args: c.Args, At: timeProto(c.At), CreatedAt: timeProto(c.CreatedAt), Name: c.Name, Cron: c.Cron, LastError: textcut.Valid(c.LastError)}
 		if !c.LastRun.IsZero() {
 			scs[i].LastRun = timeProto(c.LastRun)
 		}
@@ -56,7 +62,7 @@ func inspectionProto(in runtime.Inspection) *rivetv1.InspectResponse {
 		Active:               in.Active,
 		Queues:               qs,
 		WorkflowStatus:       in.WorkflowStatus,
-		WorkflowError:        in.WorkflowError,
+		WorkflowError:        textcut.Valid(in.WorkflowError),
 		WorkflowWakeAt:       timeProto(in.WorkflowWake.At),
 		WorkflowWakeQueues:   in.WorkflowWake.Queues,
 		WorkflowWakeAnyQueue: in.WorkflowWake.AnyQueue,

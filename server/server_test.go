@@ -531,3 +531,42 @@ func TestHistoryOfManyLargeErrorsFits(t *testing.T) {
 		t.Errorf("%d entries, %d errors cut; want 12, some cut", len(resp.Entries), cut)
 	}
 }
+
+// historyOf answers History with h.
+type historyOf struct {
+	*servertest.Fake
+	h runtime.History
+}
+
+func (b historyOf) History(context.Context, runtime.Ref) (runtime.History, error) { return b.h, nil }
+
+// Text an actor's code made, not all UTF-8 (an error's, an entry's name),
+// reaches Inspect and History with its bad bytes as U+FFFD, as storage
+// gives it back once JSON: as it was, the response did not marshal, and
+// the actor could not be inspected at all (INTERNAL) while in memory.
+func TestInspectAndHistoryOfTextNotUTF8(t *testing.T) {
+	const bad, want = "failed: \xff", "failed: \uFFFD"
+	b := historyOf{Fake: servertest.NewFake(), h: runtime.History{WorkflowStatus: "failed", WorkflowError: bad, Entries: []runtime.HistoryEntry{
+		{Path: "race/\xffbranch", Kind: "race", Status: "completed", Winner: "\xffbranch"},
+		{Path: "step", Kind: "step", Status: "exhausted", Error: bad, ErrorCode: "user.\xff"},
+	}}}
+	b.InspectFunc = func(_ context.Context, ref runtime.Ref) (runtime.Inspection, error) {
+		return runtime.Inspection{Info: runtime.ActorInfo{Ref: ref, WorkflowError: bad}, WorkflowStatus: "failed", WorkflowError: bad,
+			Schedules: []rivet.ScheduledCall{{ID: "every:tick", Action: "tick", Args: json.RawMessage(`[]`), Name: "tick", LastError: bad}}}, nil
+	}
+	actors, _ := dial(t, servertest.Start(t, b, servertest.Config{}))
+	in, err := actors.Inspect(ctx(t), &rivetv1.InspectRequest{Actor: ref("a", "k")})
+	if err != nil {
+		t.Fatalf("inspect: %v", err)
+	}
+	if in.WorkflowError != want || in.Info.WorkflowError != want || in.Schedules[0].LastError != want {
+		t.Errorf("inspect: errors %q, %q, %q; want %q", in.WorkflowError, in.Info.WorkflowError, in.Schedules[0].LastError, want)
+	}
+	h, err := actors.History(ctx(t), &rivetv1.HistoryRequest{Actor: ref("a", "k")})
+	if err != nil {
+		t.Fatalf("history: %v", err)
+	}
+	if e := h.Entries; h.WorkflowError != want || e[0].Path != "race/\uFFFDbranch" || e[0].Winner != "\uFFFDbranch" || e[1].Error != want || e[1].ErrorCode != "user.\uFFFD" {
+		t.Errorf("history: %+v", h)
+	}
+}
