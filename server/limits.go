@@ -92,6 +92,9 @@ func ServerOptions(limits Limits) []grpc.ServerOption {
 		// Requests that do not decode are the client's error (decode.go).
 		grpc.ForceServerCodecV2(newRequestCodec()),
 		grpc.MaxSendMsgSize(l.sendBound()),
+		// A request's headers are read before its token is checked
+		// (AuthTapHandle): gRPC's default takes in 16 MiB of them.
+		grpc.MaxHeaderListSize(maxHeaderListBytes),
 		grpc.InitialWindowSize(streamWindow),
 		grpc.InitialConnWindowSize(connWindow),
 		// Peers and clients ping idle connections (PeerKeepalive): the
@@ -248,3 +251,9 @@ func sizeText(n int) string {
 		return fmt.Sprintf("%d bytes", n)
 	}
 }
+
+// maxHeaderListBytes bounds the headers (metadata) of a request a node
+// takes in: far more than any client sends (grpc-java's own bound is 8
+// KiB), and a caller without the token, whose request the node refuses
+// only once it has read them, cannot make it hold more per stream.
+const maxHeaderListBytes = 64 * kib
