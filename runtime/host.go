@@ -1405,11 +1405,7 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 	if completion == nil {
 		return res, nil
 	}
-	timeout := req.Timeout
-	if timeout <= 0 {
-		timeout = defaultSendWait
-	}
-	t := time.NewTimer(timeout)
+	t := time.NewTimer(sendWait(ctx, req.Timeout))
 	defer t.Stop()
 	defer act.wf.forgetWait(seq, completion)
 	select {
@@ -2294,20 +2290,28 @@ func (hh *hostHandle) SendWith(ctx context.Context, queue string, body any, opts
 	if timeout < 0 {
 		return rivet.SendResult{}, rivet.Errorf(rivet.ErrInvalidArgument, "timeout must not be negative, not %s", timeout)
 	}
-	if timeout == 0 {
+	return hh.send(ctx, queue, body, true, sendWait(ctx, timeout), opts.IdempotencyKey)
+}
+
+// sendWait is how long a send that waits for its completion waits: the
+// timeout asked (defaultSendWait if none), ended before the caller's
+// context (an actor's step or action, a client's gRPC deadline) so that
+// the caller hears "timed out" with the message's id and state rather
+// than a deadline error that says nothing of a message that is queued and
+// durable (a caller that then sent it again would queue it twice); the
+// margin carries the answer back.
+func sendWait(ctx context.Context, timeout time.Duration) time.Duration {
+	if timeout <= 0 {
 		timeout = defaultSendWait
 	}
 	if d, ok := ctx.Deadline(); ok {
-		// The wait ends before the caller's context (a step's timeout,
-		// an action's), so that it says timed out rather than fail the
-		// turn; the margin carries the answer back.
 		left := time.Until(d)
 		timeout = min(timeout, left-min(left/10, 250*time.Millisecond))
 		if timeout < time.Millisecond {
 			timeout = time.Millisecond // the wire counts milliseconds; 0 would be the default
 		}
 	}
-	return hh.send(ctx, queue, body, true, timeout, opts.IdempotencyKey)
+	return timeout
 }
 
 // defaultSendWait is how long a send waits for its completion if the

@@ -210,3 +210,31 @@ func TestSendSaysWhatBecameOfTheMessage(t *testing.T) {
 		t.Fatalf("send to a failed workflow = %+v, %v; want enqueued, workflow failed", res, err)
 	}
 }
+
+// A waiting send from a caller whose deadline comes before the wait's end
+// (a client's gRPC deadline shorter than its timeout_ms, or none given: the
+// default 30 s) hears "timed out" with the message's id before its
+// deadline, not a deadline error that hides a message queued for good.
+func TestAWaitingSendEndsBeforeItsCallersDeadline(t *testing.T) {
+	idle := rivet.Actor[echoState]{
+		Name:   "idle",
+		Queues: rivet.Queues{"jobs": rivet.QueueOf[int]()},
+		Run: func(ctx *workflow.Ctx[echoState]) error {
+			return ctx.Sleep("nap", time.Hour)
+		},
+	}
+	reg, err := rivet.Setup(idle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := memHost(t, reg)
+	for _, wait := range []time.Duration{0, time.Minute} {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		res, err := h.Send(ctx, SendRequest{Ref: Ref{Name: "idle", Key: []string{"i"}}, Queue: "jobs", Body: json.RawMessage(`1`), CreateIfMissing: true, Wait: true, Timeout: wait})
+		expired := ctx.Err()
+		cancel()
+		if err != nil || res.Status != SendTimedOut || res.MessageID == 0 || res.MessageState != MessageQueued || expired != nil {
+			t.Fatalf("wait %v under a 1 s deadline: send = %+v, %v (context %v); want timed out, queued, with an id, before the deadline", wait, res, err, expired)
+		}
+	}
+}

@@ -279,7 +279,10 @@ type SendRequest struct {
 	CreateIfMissing bool   `protobuf:"varint,4,opt,name=create_if_missing,json=createIfMissing,proto3" json:"create_if_missing,omitempty"`
 	Input           []byte `protobuf:"bytes,5,opt,name=input,proto3" json:"input,omitempty"`
 	// wait asks to return only once the workflow completed the message (a
-	// completable message); timeout_ms bounds that wait (0: 30 s).
+	// completable message); timeout_ms bounds that wait (0: 30 s). The wait
+	// ends a little before the call's gRPC deadline, if sooner, so that it
+	// answers "timed_out" with the message's id and state rather than a
+	// deadline error that hides a message already queued.
 	Wait      bool       `protobuf:"varint,6,opt,name=wait,proto3" json:"wait,omitempty"`
 	TimeoutMs int64      `protobuf:"varint,7,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
 	Chain     *CallChain `protobuf:"bytes,8,opt,name=chain,proto3" json:"chain,omitempty"`
