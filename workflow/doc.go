@@ -98,8 +98,8 @@
 //     put where the entry was. What a replay does not run is not checked:
 //     a settled join or race, and a completed loop, return their recorded
 //     results without running their code again (a loop in progress resumes
-//     at its last checkpoint's iteration; a join in progress holds the
-//     recorded failure of a branch that failed while others went on), so
+//     at its last checkpoint's iteration; a join or race in progress holds
+//     the recorded failure of a branch that failed while others went on), so
 //     a change inside them (a renamed step) goes unnoticed there, and only
 //     takes effect in runs that reach them fresh.
 //  9. Step bodies may run more than once (at-least-once): after a crash

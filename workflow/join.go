@@ -76,7 +76,10 @@ type RaceBranch[S, T any] struct {
 // history: they are delivered again, never lost. Branches that finish
 // while others still replay recorded entries are ranked by workflow time,
 // then declaration order, so that a replay after a crash picks the same
-// winner.
+// winner. A branch that fails while others go on has its failure recorded
+// at once, and a race replayed before it was decided holds it: the branch
+// replays against its record, and fails as recorded even if its code
+// changed since, so that it cannot win a race it had lost.
 func Race[S, T any](c *Ctx[S], name string, branches []RaceBranch[S, T]) (winner string, value T, err error) {
 	names := make([]string, len(branches))
 	runs := make([]func(*cx) (json.RawMessage, error), len(branches))
@@ -489,9 +492,64 @@ func (x *cx) race(name string, names []string, runs []func(*cx) (json.RawMessage
 	}
 	defer rc.cancelAll()
 	results := make([]branchResult, len(names))
+	// held marks the branches whose failure a replay holds: recorded in
+	// the pending race's entry when they failed while others went on.
+	held := make([]bool, len(names))
+	var (
+		holdMu  sync.Mutex // orders the commits of the entry below
+		current = e        // the race's entry as last committed
+	)
 	t.forked.Store(true)
 	t.fork(len(names), func(i int) *thread { return t.child(ctxs[i], &raceSlot{r: rc, b: i}) }, func(i int, c *thread) {
-		results[i] = runBranch(c, joinPath(path, names[i]), runs[i])
+		bp := joinPath(path, names[i])
+		recorded := e.Branches[names[i]]
+		if recorded.Status == StatusFailed {
+			// It failed before the restart, a loser already: it runs
+			// again only to replay its entries (the rollback handlers of
+			// its steps, the messages it took, which hold the claim as
+			// they did then), sealed so that changed code adds no work
+			// to it, and its recorded failure stands whatever the code
+			// now returns: it must not win a race it had lost.
+			r.mu.Lock()
+			r.seal(bp)
+			r.mu.Unlock()
+		}
+		results[i] = runBranch(c, bp, runs[i])
+		if err := results[i].err; recorded.Status == StatusFailed &&
+			(err == nil || !isControl(err) || errors.Is(err, ErrDiverged) || errors.Is(err, ErrCancelled)) {
+			// Cancelled (the race decided for another branch meanwhile),
+			// it is the loser it was, with its failure.
+			r.visitTree(bp)
+			held[i] = true
+			results[i].err = recorded.Error
+			if recorded.Error == nil {
+				results[i].err = &RecordedError{Message: "unknown error"}
+			}
+		}
+		if err := results[i].err; !held[i] && err != nil && !isControl(err) && c.stopped(false) == nil {
+			r.mu.Lock()
+			// The last branch to fail decides the race, whose record
+			// commits at once; a decided race deletes its losers.
+			others := !rc.decided && rc.failed < rc.n-1
+			r.mu.Unlock()
+			if others {
+				// Recorded at once, with the entries it rests on, while
+				// other branches go on (they may wait for days), and
+				// before the claim it may hold goes to another branch: a
+				// restart holds it failed instead of running its code
+				// again, which may have changed since and win.
+				holdMu.Lock()
+				next := current.clone()
+				next.Branches[names[i]] = Branch{Status: StatusFailed, Error: record(err), FailedAt: FailedAt(err)}
+				if c.commit(HistoryWrite{Put: next}) == nil {
+					current = next
+				}
+				// Not committed (the run stopped meanwhile): the race's
+				// own record, or a replay, takes what is left.
+				results[i].pending = c.pending
+				holdMu.Unlock()
+			}
+		}
 		switch err := results[i].err; {
 		case err == nil:
 			r.raceFinish(c, rc, i)
@@ -524,6 +582,10 @@ func (x *cx) race(name string, names []string, runs []func(*cx) (json.RawMessage
 			switch {
 			case i == w:
 				final.Branches[n] = Branch{Status: StatusCompleted, Output: results[i].out}
+			case held[i]:
+				// As recorded had the race gone on (a loser's failure
+				// names no entry: its tree goes).
+				final.Branches[n] = Branch{Status: StatusFailed, Error: e.Branches[n].Error}
 			case results[i].err != nil && !isControl(results[i].err):
 				final.Branches[n] = Branch{Status: StatusFailed, Error: record(results[i].err)}
 			default:
@@ -553,6 +615,10 @@ func (x *cx) race(name string, names []string, runs []func(*cx) (json.RawMessage
 		for i, n := range names {
 			at = later(at, results[i].now)
 			batch = AppendWrites(batch, results[i].pending...)
+			if held[i] {
+				final.Branches[n] = e.Branches[n]
+				continue
+			}
 			final.Branches[n] = Branch{Status: StatusFailed, Error: record(results[i].err), FailedAt: FailedAt(results[i].err)}
 		}
 		final.Time = at
