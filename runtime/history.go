@@ -407,11 +407,11 @@ func retryTrees(entries []workflow.Entry, from, failedAt string) ([]string, []wo
 	return trees, append(resets, unholdBranches(entries, trees)...), nil
 }
 
-// unholdBranches returns the pending joins to put back with some failed
-// branches pending: those the retry deletes entries of. A join records a
-// branch's failure while its other branches go on, and a replay holds it
-// failed without running its code again, so it would not run what the
-// retry deleted.
+// unholdBranches returns the pending joins and races to put back with some
+// failed branches pending: those the retry deletes entries of. A join or
+// race records a branch's failure while its other branches go on, and a
+// replay holds it failed without running its code again, so it would not
+// run what the retry deleted.
 func unholdBranches(entries []workflow.Entry, trees []string) []workflow.Entry {
 	deletes := func(scope string, inside bool) bool {
 		return slices.ContainsFunc(trees, func(t string) bool {
@@ -423,7 +423,7 @@ func unholdBranches(entries []workflow.Entry, trees []string) []workflow.Entry {
 	}
 	var out []workflow.Entry
 	for _, e := range entries {
-		if e.Kind != workflow.KindJoin || e.Status != workflow.StatusPending || deletes(e.Path, false) {
+		if e.Kind != workflow.KindJoin && e.Kind != workflow.KindRace || e.Status != workflow.StatusPending || deletes(e.Path, false) {
 			continue
 		}
 		var p *workflow.Entry

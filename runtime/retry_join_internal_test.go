@@ -133,60 +133,62 @@ func TestRetryTreesOfAFailedJoin(t *testing.T) {
 	}
 }
 
-// A join that is still pending holds the failures of the branches that
-// failed while others went on; a retry that deletes entries of such a
+// A join or race that is still pending holds the failures of the branches
+// that failed while others went on; a retry that deletes entries of such a
 // branch puts it back to pending, or the replay would hold it failed
 // without running what the retry deleted.
-func TestRetryTreesUnholdsBranchesOfAPendingJoin(t *testing.T) {
+func TestRetryTreesUnholdsBranchesOfAPendingJoinOrRace(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
 	step := func(path string, seq int, st workflow.Status, s int) workflow.Entry {
 		return workflow.Entry{Path: path, Seq: seq, Kind: workflow.KindStep, Status: st, Time: at(s)}
 	}
-	entries := func() []workflow.Entry {
-		return []workflow.Entry{
-			{Path: "j", Seq: 1, Kind: workflow.KindJoin, Status: workflow.StatusPending, Branches: map[string]workflow.Branch{
-				"a": {Status: workflow.StatusFailed, FailedAt: "j/a/s"},
-				"b": {Status: workflow.StatusPending},
-				"c": {Status: workflow.StatusFailed, FailedAt: workflow.NoEntry},
-			}},
-			step("j/a/s", 1, workflow.StatusExhausted, 2),
-			step("j/b/s", 1, workflow.StatusCompleted, 3),
-			step("j/c/s", 1, workflow.StatusCompleted, 1),
-		}
-	}
-	for _, tc := range []struct {
-		from  string
-		trees []string
-		reset []string // the branches put back to pending
-	}{
-		{"j/a/s", []string{"j/a/s", "j/b/s"}, []string{"a"}},
-		{"j/c/s", []string{"j/a/s", "j/b/s", "j/c/s"}, []string{"a", "c"}},
-		{"j/b/s", []string{"j/b/s"}, nil},
-		{"j", []string{"j"}, nil},
-	} {
-		trees, resets, err := retryTrees(entries(), tc.from, noEntry)
-		if err != nil {
-			t.Fatal(err)
-		}
-		slices.Sort(trees)
-		if !slices.Equal(trees, tc.trees) {
-			t.Errorf("--from %s deletes %v, want %v", tc.from, trees, tc.trees)
-		}
-		var reset []string
-		for _, e := range resets {
-			if e.Path != "j" || e.Status != workflow.StatusPending || len(e.Branches) != 3 {
-				t.Errorf("--from %s: reset %+v", tc.from, e)
+	for _, kind := range []workflow.Kind{workflow.KindJoin, workflow.KindRace} {
+		entries := func() []workflow.Entry {
+			return []workflow.Entry{
+				{Path: "j", Seq: 1, Kind: kind, Status: workflow.StatusPending, Branches: map[string]workflow.Branch{
+					"a": {Status: workflow.StatusFailed, FailedAt: "j/a/s"},
+					"b": {Status: workflow.StatusPending},
+					"c": {Status: workflow.StatusFailed, FailedAt: workflow.NoEntry},
+				}},
+				step("j/a/s", 1, workflow.StatusExhausted, 2),
+				step("j/b/s", 1, workflow.StatusCompleted, 3),
+				step("j/c/s", 1, workflow.StatusCompleted, 1),
 			}
-			for n, b := range e.Branches {
-				if b.Status == workflow.StatusPending && entries()[0].Branches[n].Status == workflow.StatusFailed {
-					reset = append(reset, n)
+		}
+		for _, tc := range []struct {
+			from  string
+			trees []string
+			reset []string // the branches put back to pending
+		}{
+			{"j/a/s", []string{"j/a/s", "j/b/s"}, []string{"a"}},
+			{"j/c/s", []string{"j/a/s", "j/b/s", "j/c/s"}, []string{"a", "c"}},
+			{"j/b/s", []string{"j/b/s"}, nil},
+			{"j", []string{"j"}, nil},
+		} {
+			trees, resets, err := retryTrees(entries(), tc.from, noEntry)
+			if err != nil {
+				t.Fatalf("%s: %v", kind, err)
+			}
+			slices.Sort(trees)
+			if !slices.Equal(trees, tc.trees) {
+				t.Errorf("%s: --from %s deletes %v, want %v", kind, tc.from, trees, tc.trees)
+			}
+			var reset []string
+			for _, e := range resets {
+				if e.Path != "j" || e.Kind != kind || e.Status != workflow.StatusPending || len(e.Branches) != 3 {
+					t.Errorf("%s: --from %s: reset %+v", kind, tc.from, e)
+				}
+				for n, b := range e.Branches {
+					if b.Status == workflow.StatusPending && entries()[0].Branches[n].Status == workflow.StatusFailed {
+						reset = append(reset, n)
+					}
 				}
 			}
-		}
-		slices.Sort(reset)
-		if !slices.Equal(reset, tc.reset) {
-			t.Errorf("--from %s puts back to pending %v, want %v", tc.from, reset, tc.reset)
+			slices.Sort(reset)
+			if !slices.Equal(reset, tc.reset) {
+				t.Errorf("%s: --from %s puts back to pending %v, want %v", kind, tc.from, reset, tc.reset)
+			}
 		}
 	}
 }
