@@ -161,8 +161,9 @@ func (c *ActionCtx[S]) Context() context.Context { return c.ctx }
 // Name is the actor's type name.
 func (c *ActionCtx[S]) Name() string { return c.name }
 
-// Key is the actor's key.
-func (c *ActionCtx[S]) Key() []string { return c.key }
+// Key is the actor's key: a copy of its own, which the action may keep or
+// change without changing the actor it addresses.
+func (c *ActionCtx[S]) Key() []string { return append([]string(nil), c.key...) }
 
 // Client calls other actors (or this one, re-entrantly) from inside a turn.
 func (c *ActionCtx[S]) Client() Client { return c.client }
@@ -497,8 +498,11 @@ type QueueSpec struct {
 
 // Env is what the runtime gives an action besides its state.
 type Env struct {
-	Ctx      context.Context
-	Name     string
+	Ctx  context.Context
+	Name string
+	// Key is the actor's own key, which the runtime goes on using to
+	// address it: read it, never modify it (ActionCtx.Key hands out
+	// copies).
 	Key      []string
 	Client   Client
 	Schedule Scheduler

@@ -549,7 +549,10 @@ func (a *activation) describe() string {
 }
 
 func (a *activation) info() ActorInfo {
-	return ActorInfo{Ref: a.ref, CreatedAt: time.UnixMilli(a.meta.CreatedAt), Partition: a.part, Owner: a.h.cfg.NodeID}
+	// A copy of the key: the caller may keep the info and edit it; the
+	// activation goes on addressing its timers and records with its own.
+	ref := Ref{Name: a.ref.Name, Key: append([]string(nil), a.ref.Key...)}
+	return ActorInfo{Ref: ref, CreatedAt: time.UnixMilli(a.meta.CreatedAt), Partition: a.part, Owner: a.h.cfg.NodeID}
 }
 
 // enqueue adds a turn's writes to the commit pipeline and returns the
