@@ -60,7 +60,9 @@ type Actor[S any] struct {
 	// closed once the activation has left memory for whatever reason (an
 	// orderly sleep after OnSleep, an eviction, a lost partition, a
 	// destroy), when no turn runs (an error or a panic of Close is
-	// logged). An error fails the activation as OnWake's does.
+	// logged). An error fails the activation as OnWake's does; a value
+	// returned with the error (what it opened before it failed) is closed
+	// at once if it is an io.Closer other than a nil pointer.
 	CreateVars func(c *ActionCtx[S]) (any, error)
 	// OnWake runs each time the actor comes into memory on a node: when it
 	// is created, and when it is loaded again after a sleep, a restart, a

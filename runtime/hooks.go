@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -109,6 +110,14 @@ func (h *Host) wake(ctx context.Context, a *activation, chain string) error {
 		err := h.hookTurn(ctx, a, chain, "CreateVars", &tasks, func(env rivet.Env) error {
 			v, err := fn(env, a.state)
 			if err != nil {
+				// What it opened before it failed, returned with the
+				// error, is nobody's if not closed here: the activation
+				// never keeps it. A nil pointer is what `return
+				// newVars()` passes on from a constructor that failed:
+				// nothing to close, and its Close would likely panic.
+				if c, ok := v.(io.Closer); ok && !isNilPointer(v) {
+					a.closeValue(c)
+				}
 				return err
 			}
 			a.vars = v
@@ -322,6 +331,16 @@ func (a *activation) closeVars() {
 	}
 	v := a.vars
 	a.vars = nil
+	a.closeValue(v.(io.Closer))
+}
+
+func isNilPointer(v any) bool {
+	r := reflect.ValueOf(v)
+	return r.Kind() == reflect.Pointer && r.IsNil()
+}
+
+// closeValue closes vars of the activation.
+func (a *activation) closeValue(c io.Closer) {
 	// A panic is the actor's own bug, as a failed close is: logged. It
 	// runs on the reaper's, a stop's or a request's goroutine, and would
 	// take the node down.
@@ -330,7 +349,7 @@ func (a *activation) closeVars() {
 			a.h.log.Error("closing the actor's vars panicked", actorField(a), zap.Any("panic", r), zap.ByteString("stack", debug.Stack()))
 		}
 	}()
-	if err := v.(io.Closer).Close(); err != nil {
+	if err := c.Close(); err != nil {
 		a.h.log.Warn("closing the actor's vars failed", actorField(a), errField(err))
 	}
 }

@@ -798,3 +798,52 @@ func TestAWakeSlowerThanTheIdleTimeoutIsNotReapedBeforeItsCall(t *testing.T) {
 		t.Fatalf("the call saw wakes=%d sleeps=%d, want 2 and 1: an OnSleep and another OnWake came between the wake and the call", r.st.Wakes, r.st.Sleeps)
 	}
 }
+
+// nilClosed counts Close calls on a nil *nilVars.
+var nilClosed atomic.Int32
+
+type nilVars struct{}
+
+func (v *nilVars) Close() error {
+	if v == nil {
+		nilClosed.Add(1)
+	}
+	return nil
+}
+
+func newNilVars() (*nilVars, error) { return nil, errors.New("no connection") }
+
+// A CreateVars that fails after it opened something, and returns it with
+// the error, gets it closed: no later activation would ever see it. The
+// failing wake is a failed call, and the actor is not created. A nil
+// pointer passed on from a failed constructor is left alone.
+func TestVarsReturnedWithCreateVarsErrorAreClosed(t *testing.T) {
+	var made atomic.Pointer[hookVars]
+	act := rivet.Actor[hookedState]{
+		Name: "halfvars",
+		CreateVars: func(c *rivet.ActionCtx[hookedState]) (any, error) {
+			if c.Key()[0] == "nil" {
+				return newNilVars()
+			}
+			v := &hookVars{id: 1}
+			made.Store(v)
+			return v, errors.New("half made")
+		},
+		Actions: rivet.Actions[hookedState]{
+			"get": rivet.Query(func(c *rivet.ActionCtx[hookedState]) (int, error) { return 0, nil }),
+		},
+	}
+	e := newEnv(t, counterReg(t, act), nil)
+	if _, err := call(t, e.host, "halfvars", "k", "get", true); !errors.Is(err, rivet.ErrInternal) {
+		t.Fatalf("a call whose CreateVars failed: %v, want ErrInternal", err)
+	}
+	if v := made.Load(); v == nil || !v.closed.Load() {
+		t.Fatal("the vars CreateVars returned with its error were not closed")
+	}
+	if _, err := call(t, e.host, "halfvars", "nil", "get", true); !errors.Is(err, rivet.ErrInternal) {
+		t.Fatalf("a call whose CreateVars failed: %v, want ErrInternal", err)
+	}
+	if n := nilClosed.Load(); n != 0 {
+		t.Fatalf("a nil *nilVars returned with CreateVars' error was closed %d times", n)
+	}
+}
