@@ -1193,21 +1193,28 @@ func (a *activation) restoreState() {
 		data, sched = rp.state, rp.sched
 	}
 	a.sched = sched
-	if a.spec.ResetState != nil && a.state != nil {
-		// In place: an outer turn of the chain holds the pointer.
-		if err := a.spec.ResetState(a.state, data); err == nil {
-			return
+	// The decoder is the actor's own: this often runs in the recovery
+	// of an action's panic, where a panic of its own would escape.
+	err := a.h.guardUser(a.ref, "the state's decoder", func() error {
+		if a.spec.ResetState != nil && a.state != nil {
+			// In place: an outer turn of the chain holds the pointer.
+			if err := a.spec.ResetState(a.state, data); err == nil {
+				return nil
+			}
 		}
-	}
-	st, err := a.spec.DecodeState(data)
+		st, err := a.spec.DecodeState(data)
+		if err == nil {
+			a.state = st
+		}
+		return err
+	})
 	if err != nil {
-		// The bytes decoded when they were loaded or produced; failing now
-		// means memory is corrupt: drop the activation.
+		// The bytes were committed, but do not decode (memory is corrupt,
+		// or the decoder fails on what its encoder wrote): drop the
+		// activation.
 		a.h.log.Error("state no longer decodes: deactivating", actorField(a), errField(err))
 		a.h.evict(a)
-		return
 	}
-	a.state = st
 }
 
 // Send appends a message to one of an actor's queues, durably.

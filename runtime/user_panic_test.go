@@ -165,3 +165,58 @@ func TestPanickingOnSleepAndOnDestroyAreFailedHooks(t *testing.T) {
 		t.Fatalf("Get after the destroy: %v, want ErrNotFound", err)
 	}
 }
+
+// fragile is a state whose decoder has a bug: it panics on N == 13, a
+// value its encoder writes.
+type fragile struct{ N int }
+
+func (f *fragile) UnmarshalJSON(b []byte) error {
+	var v struct{ N int }
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	if v.N == 13 {
+		panic("state decoder panicked")
+	}
+	f.N = v.N
+	return nil
+}
+
+// A failed turn puts the state back by decoding what was last committed
+// with the actor's own decoder; one that panics there fails the call with
+// the action's error and drops the activation, and the panic stays in the
+// node, not on the request's goroutine (gRPC would not recover it), even
+// from the path that is itself recovering the action's panic.
+func TestAStateDecoderPanickingWhileATurnIsUndoneStaysInTheNode(t *testing.T) {
+	a := rivet.Actor[fragile]{
+		Name: "fragile",
+		Actions: rivet.Actions[fragile]{
+			"set": rivet.Action(func(c *rivet.ActionCtx[fragile], n int) (int, error) { c.State.N = n; return n, nil }),
+			"fail": rivet.Action0(func(c *rivet.ActionCtx[fragile]) (int, error) {
+				c.State.N = 99
+				return 0, rivet.Errorf(rivet.ErrFailedPrecondition, "no")
+			}),
+			"panic": rivet.Action0(func(c *rivet.ActionCtx[fragile]) (int, error) {
+				c.State.N = 99
+				panic("action panicked")
+			}),
+		},
+	}
+	e := newEnv(t, counterReg(t, a), nil)
+	for i, action := range []string{"fail", "panic"} {
+		key := fmt.Sprint("k", i)
+		if n := callInt(t, e.host, "fragile", key, "set", true, 13); n != 13 {
+			t.Fatalf("set = %d", n)
+		}
+		err := noPanic(t, action, func() error { _, err := call(t, e.host, "fragile", key, action, false); return err })
+		if err == nil {
+			t.Fatalf("%s: no error", action)
+		}
+		if action == "fail" && !errors.Is(err, rivet.ErrFailedPrecondition) {
+			t.Fatalf("fail: %v, want the action's own FAILED_PRECONDITION", err)
+		}
+		if action == "panic" && !errors.Is(err, rivet.ErrInternal) {
+			t.Fatalf("panic: %v, want ErrInternal", err)
+		}
+	}
+}
