@@ -1544,7 +1544,13 @@ func (h *Host) peek(ctx context.Context, ref Ref, withState bool) (snapshot, uin
 				return snapshot{}, 0, false, rivet.Errorf(rivet.ErrUnavailable, "partition %d of %s is not served by node %s now", part, a.describe(), h.cfg.NodeID)
 			}
 			if !a.stopped.Load() {
-				snap := snapshot{meta: a.meta, state: a.stateBytes, nextSeq: a.nextSeq.Load(), depth: map[string]uint64{}, metaExists: true}
+				snap := snapshot{meta: a.meta, nextSeq: a.nextSeq.Load(), depth: map[string]uint64{}, metaExists: true}
+				if withState {
+					// A copy: Inspect's caller may edit what it gets,
+					// and the activation's bytes are what a failed turn
+					// goes back to.
+					snap.state = bytes.Clone(a.stateBytes)
+				}
 				snap.wfStatus, snap.wake = a.workflowStatusAndWake()
 				for q, d := range a.depth {
 					snap.depth[q] = d

@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"encoding/json"
 	"errors"
+	"math"
 	"slices"
 	"testing"
 	"time"
@@ -83,5 +84,37 @@ func TestAnActionEditingItsKeyDoesNotChangeTheActor(t *testing.T) {
 		if _, err := e.host.Get(ctx(t), runtime.Ref{Name: "keyEdit", Key: []string{k}}); !errors.Is(err, rivet.ErrNotFound) {
 			t.Fatalf("Get of the key %s written over the actor's: %v, want ErrNotFound", k, err)
 		}
+	}
+}
+
+// The state Inspect returns is the caller's: editing it in place changes
+// neither what the actor holds nor what a failed turn puts back.
+func TestEditingInspectedStateDoesNotChangeTheActor(t *testing.T) {
+	e := newEnv(t, counterReg(t), nil)
+	if n := callInt(t, e.host, "counter", "k", "increment", true, 5); n != 5 {
+		t.Fatalf("increment = %d", n)
+	}
+	ref := runtime.Ref{Name: "counter", Key: []string{"k"}}
+	ins, err := e.host.Inspect(ctx(t), ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ins.Active {
+		t.Fatal("the actor is not in memory: the test reads the activation's state")
+	}
+	for i, c := range ins.State {
+		if c == '5' {
+			ins.State[i] = '7'
+		}
+	}
+	// Fails (an overflow), so the turn puts the state back.
+	if _, err := call(t, e.host, "counter", "k", "increment", false, math.MaxInt); err == nil {
+		t.Fatal("an increment that overflows succeeded")
+	}
+	if n := callInt(t, e.host, "counter", "k", "getCount", false); n != 5 {
+		t.Fatalf("count after a failed turn = %d, want 5", n)
+	}
+	if ins, err = e.host.Inspect(ctx(t), ref); err != nil || string(ins.State) != `{"count":5}` {
+		t.Fatalf("Inspect: %s, %v; want {\"count\":5}", ins.State, err)
 	}
 }
