@@ -1,0 +1,111 @@
+package runtime_test
+
+import (
+	"encoding/json"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/runtime"
+	"github.com/rivet-go/rivet/workflow"
+)
+
+var heldJoinHealthy, heldJoinPanics atomic.Bool
+
+type heldJoinState struct {
+	Sum int `json:"sum"`
+}
+
+// heldJoin joins a branch whose step fails until healthy with one that
+// waits for a message and then panics while panics is set: the workflow
+// fails with the join still pending, a's failure recorded in it.
+var heldJoin = rivet.Actor[heldJoinState]{
+	Name: "heldjoin",
+	Run: func(ctx *workflow.Ctx[heldJoinState]) error {
+		out, err := workflow.Join(ctx, "j", workflow.Branches[heldJoinState, int]{
+			"a": func(c *workflow.Ctx[heldJoinState]) (int, error) {
+				return workflow.StepOpts(c, workflow.StepOptions{Name: "s", MaxRetries: workflow.NoRetries}, func(*workflow.StepCtx[heldJoinState]) (int, error) {
+					if !heldJoinHealthy.Load() {
+						return 0, errors.New("a is down")
+					}
+					return 1, nil
+				})
+			},
+			"b": func(c *workflow.Ctx[heldJoinState]) (int, error) {
+				m, err := workflow.Next[int](c, "wait", workflow.NextOptions{Names: []string{"go"}})
+				if err != nil {
+					return 0, err
+				}
+				if heldJoinPanics.Load() {
+					panic("b broke")
+				}
+				return m.Body, nil
+			},
+		})
+		if err != nil {
+			return err
+		}
+		return ctx.Step("after", func(s *workflow.StepCtx[heldJoinState]) error {
+			s.State.Sum = out["a"] + out["b"]
+			return nil
+		})
+	},
+	Queues:  rivet.Queues{"go": rivet.QueueOf[int]()},
+	Actions: rivet.Actions[heldJoinState]{"getState": rivet.Query(func(c *rivet.ActionCtx[heldJoinState]) (heldJoinState, error) { return *c.State, nil })},
+}
+
+// A workflow that failed (a panic in b) while a join was pending, with
+// a's failure recorded in the join's entry, is retried from a's failed
+// step: the retry puts a back to pending in the join's record, so a runs
+// again instead of being held failed, and the join completes. (The unit
+// test of retryTrees, TestRetryTreesUnholdsBranchesOfAPendingJoinOrRace,
+// does not show that the node's replay takes the record so.)
+func TestRetryFromAHeldBranchOfAPendingJoin(t *testing.T) {
+	heldJoinHealthy.Store(false)
+	heldJoinPanics.Store(true)
+	e := newEnv(t, counterReg(t, heldJoin), nil)
+	ref := runtime.Ref{Name: "heldjoin", Key: []string{"k"}}
+	if _, _, err := e.host.GetOrCreate(ctx(t), ref, nil); err != nil {
+		t.Fatal(err)
+	}
+	// a's failure is committed in the pending join before the run
+	// waits for b's message.
+	waitFor(t, "a to fail and the workflow to wait", 20*time.Second, func() bool {
+		if inspect(t, e.host, "heldjoin", "k").WorkflowStatus != runtime.WorkflowSleeping {
+			return false
+		}
+		hist, err := e.host.History(ctx(t), ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, en := range hist.Entries {
+			if en.Path == "j/a/s" {
+				return en.Status == string(workflow.StatusExhausted)
+			}
+		}
+		return false
+	})
+	if _, err := e.host.Send(ctx(t), runtime.SendRequest{Ref: ref, Queue: "go", Body: json.RawMessage(`10`)}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the workflow to fail", 20*time.Second, func() bool {
+		return inspect(t, e.host, "heldjoin", "k").WorkflowStatus == runtime.WorkflowFailed
+	})
+	heldJoinHealthy.Store(true)
+	heldJoinPanics.Store(false)
+	if _, err := e.host.RetryWorkflow(ctx(t), ref, "j/a/s"); err != nil {
+		t.Fatalf("retry --from j/a/s: %v", err)
+	}
+	waitFor(t, "the retried workflow to end", 20*time.Second, func() bool {
+		s := inspect(t, e.host, "heldjoin", "k").WorkflowStatus
+		return s == runtime.WorkflowCompleted || s == runtime.WorkflowFailed
+	})
+	if st := inspect(t, e.host, "heldjoin", "k"); st.WorkflowStatus != runtime.WorkflowCompleted {
+		t.Fatalf("after the retry: %+v", st)
+	}
+	if raw, _ := call(t, e.host, "heldjoin", "k", "getState", false); string(raw) != `{"sum":11}` {
+		t.Fatalf("state after retry = %s, want 11", raw)
+	}
+}
