@@ -220,3 +220,31 @@ func TestAStateDecoderPanickingWhileATurnIsUndoneStaysInTheNode(t *testing.T) {
 		}
 	}
 }
+
+// nilErr is an error type whose Error reads its receiver: a nil *nilErr
+// returned as an error (Go's typed nil) panics when asked its text.
+type nilErr struct{ msg string }
+
+func (e *nilErr) Error() string { return e.msg }
+
+// A workflow that fails with an error whose Error method panics (a typed
+// nil, say) is a failed workflow: its text was read on the workflow's
+// goroutine with nothing to recover the panic, which took the node down,
+// and every node that ran the workflow after it.
+func TestAWorkflowFailingWithAnErrorWhoseErrorPanicsFails(t *testing.T) {
+	type st struct{}
+	a := rivet.Actor[st]{
+		Name: "nilErrWf",
+		Run: func(*workflow.Ctx[st]) error {
+			var err *nilErr
+			return err
+		},
+	}
+	e := newEnv(t, counterReg(t, a), nil)
+	if _, err := e.host.Create(ctx(t), runtime.Ref{Name: "nilErrWf", Key: []string{"k"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the workflow to fail", 10*time.Second, func() bool {
+		return inspect(t, e.host, "nilErrWf", "k").WorkflowStatus == runtime.WorkflowFailed
+	})
+}
