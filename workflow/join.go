@@ -330,12 +330,63 @@ func (t *thread) settled(results []branchResult, decided bool) error {
 	return t.stopped(false)
 }
 
+// runHeld runs a branch of a join or race. One whose failure the pending
+// entry recorded before a restart (recorded failed) runs sealed against its
+// record, so that changed code adds no work to it while its entries replay
+// (its steps' rollback handlers register, its messages are taken as they
+// were), and ends with its recorded failure whatever the code now returns:
+// held reports that. cancelledToo: a race's branch cancelled meanwhile is
+// held too.
+func runHeld(c *thread, path string, recorded Branch, run func(*cx) (json.RawMessage, error), cancelledToo bool) (res branchResult, held bool) {
+	r := c.r
+	failed := recorded.Status == StatusFailed
+	if failed {
+		r.mu.Lock()
+		r.seal(path)
+		r.mu.Unlock()
+	}
+	res = runBranch(c, path, run)
+	err := res.err
+	if !failed || err != nil && isControl(err) && !errors.Is(err, ErrDiverged) && !(cancelledToo && errors.Is(err, ErrCancelled)) {
+		return res, false
+	}
+	r.visitTree(path)
+	res.err = recorded.Error
+	if recorded.Error == nil {
+		res.err = &RecordedError{Message: "unknown error"}
+	}
+	return res, true
+}
+
+// pendingHold records, in a pending join's or race's entry, the failures of
+// branches that end while others go on, so that a restart holds them
+// failed (runHeld) instead of running their code again, which may have
+// changed since.
+type pendingHold struct {
+	mu      sync.Mutex // orders the commits of current
+	current *Entry     // the entry as last committed
+}
+
+// record commits the failure of branch name with the entries it rests on
+// (res.pending becomes what is left). Not committed (the run stopped
+// meanwhile): the entry's own record, or a replay, takes what is left.
+func (h *pendingHold) record(c *thread, name string, err error, res *branchResult) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	next := h.current.clone()
+	next.Branches[name] = Branch{Status: StatusFailed, Error: record(err), FailedAt: FailedAt(err)}
+	if c.commit(HistoryWrite{Put: next}) == nil {
+		h.current = next
+	}
+	res.pending = c.pending
+}
+
 func (x *cx) join(name string, names []string, runs []func(*cx) (json.RawMessage, error)) (string, *Entry, error) {
 	if err := x.begin("join", name); err != nil {
 		return "", nil, err
 	}
 	defer x.end()
-	t, r := x.t, x.t.r
+	t := x.t
 	path, e, done, err := x.open(KindJoin, name, names)
 	if err != nil {
 		return path, e, err
@@ -353,55 +404,25 @@ func (x *cx) join(name string, names []string, runs []func(*cx) (json.RawMessage
 	// held marks the branches whose failure a replay holds: recorded in
 	// the pending join's entry when they failed while others went on.
 	held := make([]bool, len(names))
-	var (
-		holdMu  sync.Mutex // orders the commits of the entry below
-		current = e        // the join's entry as last committed
-		running atomic.Int32
-	)
+	hold := pendingHold{current: e}
+	var running atomic.Int32
 	running.Store(int32(len(names)))
 	t.forked.Store(true)
 	t.fork(len(names), func(int) *thread { return t.child(ctx, nil) }, func(i int, c *thread) {
-		bp := joinPath(path, names[i])
-		recorded := e.Branches[names[i]]
-		if recorded.Status == StatusFailed {
-			// It failed before the restart: it runs again only to replay
-			// its entries (the rollback handlers of its steps, the
-			// messages it took), sealed so that changed code adds no
-			// work to it, and its recorded failure stands whatever the
-			// code now returns, as it would once the join settled.
-			r.mu.Lock()
-			r.seal(bp)
-			r.mu.Unlock()
-		}
-		results[i] = runBranch(c, bp, runs[i])
-		if err := results[i].err; recorded.Status == StatusFailed && (err == nil || !isControl(err) || errors.Is(err, ErrDiverged)) {
-			r.visitTree(bp)
-			held[i] = true
-			results[i].err = recorded.Error
-			if recorded.Error == nil {
-				results[i].err = &RecordedError{Message: "unknown error"}
-			}
-		}
+		// A branch failed before the restart runs again only to replay
+		// its entries (the rollback handlers of its steps, the messages
+		// it took), and its recorded failure stands whatever the code
+		// now returns, as it would once the join settled.
+		results[i], held[i] = runHeld(c, joinPath(path, names[i]), e.Branches[names[i]], runs[i], false)
 		if fatal(results[i].err) {
 			// The workflow fails anyway: stop the siblings rather than
 			// wait for them (they may wait forever).
 			cancel()
 		}
 		if err := results[i].err; running.Add(-1) > 0 && !held[i] && err != nil && !isControl(err) && c.stopped(false) == nil {
-			// Recorded at once, with the entries it rests on, while
-			// other branches go on (they may wait for days): a restart
-			// holds it failed instead of running its code again, which
-			// may have changed since.
-			holdMu.Lock()
-			next := current.clone()
-			next.Branches[names[i]] = Branch{Status: StatusFailed, Error: record(err), FailedAt: FailedAt(err)}
-			if c.commit(HistoryWrite{Put: next}) == nil {
-				current = next
-			}
-			// Not committed (the run stopped meanwhile): the join's
-			// own record, or a replay, takes what is left.
-			results[i].pending = c.pending
-			holdMu.Unlock()
+			// Recorded at once while other branches go on (they may wait
+			// for days).
+			hold.record(c, names[i], err, &results[i])
 		}
 	})
 	t.forked.Store(false)
@@ -495,37 +516,15 @@ func (x *cx) race(name string, names []string, runs []func(*cx) (json.RawMessage
 	// held marks the branches whose failure a replay holds: recorded in
 	// the pending race's entry when they failed while others went on.
 	held := make([]bool, len(names))
-	var (
-		holdMu  sync.Mutex // orders the commits of the entry below
-		current = e        // the race's entry as last committed
-	)
+	hold := pendingHold{current: e}
 	t.forked.Store(true)
 	t.fork(len(names), func(i int) *thread { return t.child(ctxs[i], &raceSlot{r: rc, b: i}) }, func(i int, c *thread) {
-		bp := joinPath(path, names[i])
-		recorded := e.Branches[names[i]]
-		if recorded.Status == StatusFailed {
-			// It failed before the restart, a loser already: it runs
-			// again only to replay its entries (the rollback handlers of
-			// its steps, the messages it took, which hold the claim as
-			// they did then), sealed so that changed code adds no work
-			// to it, and its recorded failure stands whatever the code
-			// now returns: it must not win a race it had lost.
-			r.mu.Lock()
-			r.seal(bp)
-			r.mu.Unlock()
-		}
-		results[i] = runBranch(c, bp, runs[i])
-		if err := results[i].err; recorded.Status == StatusFailed &&
-			(err == nil || !isControl(err) || errors.Is(err, ErrDiverged) || errors.Is(err, ErrCancelled)) {
-			// Cancelled (the race decided for another branch meanwhile),
-			// it is the loser it was, with its failure.
-			r.visitTree(bp)
-			held[i] = true
-			results[i].err = recorded.Error
-			if recorded.Error == nil {
-				results[i].err = &RecordedError{Message: "unknown error"}
-			}
-		}
+		// A branch failed before the restart is a loser already: it runs
+		// again only to replay its entries (the messages it took hold the
+		// claim as they did then), and it must not win a race it had
+		// lost. Cancelled meanwhile (the race decided for another
+		// branch), it is the loser it was, with its failure.
+		results[i], held[i] = runHeld(c, joinPath(path, names[i]), e.Branches[names[i]], runs[i], true)
 		if err := results[i].err; !held[i] && err != nil && !isControl(err) && c.stopped(false) == nil {
 			r.mu.Lock()
 			// The last branch to fail decides the race, whose record
@@ -533,21 +532,10 @@ func (x *cx) race(name string, names []string, runs []func(*cx) (json.RawMessage
 			others := !rc.decided && rc.failed < rc.n-1
 			r.mu.Unlock()
 			if others {
-				// Recorded at once, with the entries it rests on, while
-				// other branches go on (they may wait for days), and
-				// before the claim it may hold goes to another branch: a
-				// restart holds it failed instead of running its code
-				// again, which may have changed since and win.
-				holdMu.Lock()
-				next := current.clone()
-				next.Branches[names[i]] = Branch{Status: StatusFailed, Error: record(err), FailedAt: FailedAt(err)}
-				if c.commit(HistoryWrite{Put: next}) == nil {
-					current = next
-				}
-				// Not committed (the run stopped meanwhile): the race's
-				// own record, or a replay, takes what is left.
-				results[i].pending = c.pending
-				holdMu.Unlock()
+				// Recorded at once while other branches go on, and before
+				// the claim it may hold goes to another branch: a restart
+				// must not run again code that may have changed and win.
+				hold.record(c, names[i], err, &results[i])
 			}
 		}
 		switch err := results[i].err; {
