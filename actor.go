@@ -31,8 +31,9 @@ type Actor[S any] struct {
 	State S
 	// CreateState, if set, makes the initial state from the create input
 	// (JSON; empty if none was given). An error fails the create with
-	// ErrInvalidArgument, a panic with ErrInternal. Without it, a create that carries an input (other
-	// than null) fails the same way: nothing would read the input.
+	// ErrInvalidArgument, a panic with ErrInternal. Without it, a create
+	// that carries an input (other than null) fails with
+	// ErrInvalidArgument: nothing would read the input.
 	CreateState func(input json.RawMessage) (S, error)
 	// Queues are the actor's typed queues, by name. Only the Run workflow
 	// takes their messages: an actor without Run declares none.
