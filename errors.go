@@ -36,9 +36,9 @@ var (
 	// ErrUnavailable: the actor cannot be served right now (its partition is
 	// moving, or the node is stopping). When a node says so, the request did
 	// not run and retrying is safe (the Go client retries for up to 15 s
-	// itself, a failover's length with room to spare); but an UNAVAILABLE that no node said (a connection that broke
-	// mid-call, a node killed) may come after the request ran: see
-	// OutcomeUnknown.
+	// itself, a failover's length with room to spare); but an UNAVAILABLE
+	// that no node said (a connection that broke mid-call, a node killed)
+	// may come after the request ran: see OutcomeUnknown.
 	ErrUnavailable = errors.New("unavailable")
 	// ErrWorkflowFailed: the actor's workflow failed or diverged from its
 	// history; see Inspect.

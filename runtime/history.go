@@ -413,22 +413,22 @@ func retryTrees(entries []workflow.Entry, from, failedAt string) ([]string, []wo
 // replay holds it failed without running its code again, so it would not
 // run what the retry deleted.
 func unholdBranches(entries []workflow.Entry, trees []string) []workflow.Entry {
-	deletes := func(scope string, inside bool) bool {
-		return slices.ContainsFunc(trees, func(t string) bool {
-			if inside {
-				return workflow.Under(t, scope)
-			}
-			return workflow.Under(scope, t)
-		})
+	// deleted: the retry deletes the entry at path; deletesIn: it deletes
+	// entries in the scope.
+	deleted := func(path string) bool {
+		return slices.ContainsFunc(trees, func(t string) bool { return workflow.Under(path, t) })
+	}
+	deletesIn := func(scope string) bool {
+		return slices.ContainsFunc(trees, func(t string) bool { return workflow.Under(t, scope) })
 	}
 	var out []workflow.Entry
 	for _, e := range entries {
-		if e.Kind != workflow.KindJoin && e.Kind != workflow.KindRace || e.Status != workflow.StatusPending || deletes(e.Path, false) {
+		if e.Kind != workflow.KindJoin && e.Kind != workflow.KindRace || e.Status != workflow.StatusPending || deleted(e.Path) {
 			continue
 		}
 		var p *workflow.Entry
 		for n, b := range e.Branches {
-			if b.Status != workflow.StatusFailed || !deletes(e.Path+"/"+n, true) {
+			if b.Status != workflow.StatusFailed || !deletesIn(e.Path+"/"+n) {
 				continue
 			}
 			if p == nil {

@@ -2072,14 +2072,7 @@ func (h *Host) shed(sleeps *sync.WaitGroup) (over bool) {
 		return false
 	}
 	h.mu.Lock()
-	n := len(h.actors)
-	// Actors an earlier pass is putting to sleep are gone as far as the
-	// bound is concerned, and no candidates again.
-	for _, a := range h.actors {
-		if a.shedding.Load() {
-			n--
-		}
-	}
+	n := h.unshedLocked()
 	if n <= limit {
 		h.mu.Unlock()
 		return false
@@ -2137,13 +2130,20 @@ func (h *Host) shed(sleeps *sync.WaitGroup) (over bool) {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	n = len(h.actors)
+	return h.unshedLocked() > limit
+}
+
+// unshedLocked counts the actors in memory that the bound on them counts:
+// those an earlier pass of shed is putting to sleep are gone as far as it
+// is concerned (and no candidates again). Called with h.mu held.
+func (h *Host) unshedLocked() int {
+	n := len(h.actors)
 	for _, a := range h.actors {
 		if a.shedding.Load() {
 			n--
 		}
 	}
-	return n > limit
+	return n
 }
 
 // tryDeactivate drops an activation idle past its timeout if no turn holds
