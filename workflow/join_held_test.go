@@ -19,35 +19,7 @@ import (
 // run again. The join then fails with the recorded failure once the other
 // branch ends.
 func TestJoinHoldsAFailedBranchWhileOthersWait(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		// a is the failing branch; lenient is its code after the restart,
-		// which would succeed.
-		a func(lenient bool, runs *atomic.Int32) func(*logCtx) (int, error)
-	}{
-		{"failed step, caught by new code", func(lenient bool, runs *atomic.Int32) func(*logCtx) (int, error) {
-			return func(c *logCtx) (int, error) {
-				body := func(*logStep) (int, error) { runs.Add(1); return 0, workflow.Critical(codedErr{}) }
-				if lenient {
-					_, _, err := workflow.TryStep(c, "charge", body)
-					return 1, err
-				}
-				return workflow.Step(c, "charge", body)
-			}
-		}},
-		{"own error, dropped by new code", func(lenient bool, runs *atomic.Int32) func(*logCtx) (int, error) {
-			return func(c *logCtx) (int, error) {
-				v, err := workflow.Step(c, "check", func(*logStep) (int, error) { runs.Add(1); return 3, nil })
-				if err != nil {
-					return 0, err
-				}
-				if !lenient && v < 5 {
-					return 0, codedErr{}
-				}
-				return v, nil
-			}
-		}},
-	} {
+	for _, tc := range heldBranches() {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHost(log{})
 			var runs atomic.Int32
@@ -116,5 +88,41 @@ func TestJoinHeldBranchKeepsItsRollbacks(t *testing.T) {
 	failedWith[*workflow.JoinError](t, out)
 	if got := h.State().Log; len(got) != 1 || got[0] != "undo reserve" {
 		t.Fatalf("rollbacks %v (%v)", got, out.Err)
+	}
+}
+
+// heldBranch is a join's or race's branch that fails for good before a
+// restart: a is its code, or with lenient its code after the restart,
+// which would succeed; runs counts what it runs.
+type heldBranch struct {
+	name string
+	a    func(lenient bool, runs *atomic.Int32) func(*logCtx) (int, error)
+}
+
+// heldBranches are the ways a branch fails that changed code would not.
+func heldBranches() []heldBranch {
+	return []heldBranch{
+		{"failed step, caught by new code", func(lenient bool, runs *atomic.Int32) func(*logCtx) (int, error) {
+			return func(c *logCtx) (int, error) {
+				body := func(*logStep) (int, error) { runs.Add(1); return 0, workflow.Critical(codedErr{}) }
+				if lenient {
+					_, _, err := workflow.TryStep(c, "charge", body)
+					return 1, err
+				}
+				return workflow.Step(c, "charge", body)
+			}
+		}},
+		{"own error, dropped by new code", func(lenient bool, runs *atomic.Int32) func(*logCtx) (int, error) {
+			return func(c *logCtx) (int, error) {
+				v, err := workflow.Step(c, "check", func(*logStep) (int, error) { runs.Add(1); return 3, nil })
+				if err != nil {
+					return 0, err
+				}
+				if !lenient && v < 5 {
+					return 0, codedErr{}
+				}
+				return v, nil
+			}
+		}},
 	}
 }

@@ -20,35 +20,8 @@ import (
 // the waiting branch wins, or, failing too, fails the race with both
 // failures.
 func TestRaceHoldsAFailedBranchWhileOthersWait(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		// a is the failing branch; lenient is its code after the restart,
-		// which would succeed.
-		a func(lenient bool, runs *atomic.Int32) func(*logCtx) (int, error)
-	}{
-		{"failed step, caught by new code", func(lenient bool, runs *atomic.Int32) func(*logCtx) (int, error) {
-			return func(c *logCtx) (int, error) {
-				body := func(*logStep) (int, error) { runs.Add(1); return 0, workflow.Critical(codedErr{}) }
-				if lenient {
-					_, _, err := workflow.TryStep(c, "charge", body)
-					return 1, err
-				}
-				return workflow.Step(c, "charge", body)
-			}
-		}},
-		{"own error, dropped by new code", func(lenient bool, runs *atomic.Int32) func(*logCtx) (int, error) {
-			return func(c *logCtx) (int, error) {
-				v, err := workflow.Step(c, "check", func(*logStep) (int, error) { runs.Add(1); return 3, nil })
-				if err != nil {
-					return 0, err
-				}
-				if !lenient && v < 5 {
-					return 0, codedErr{}
-				}
-				return v, nil
-			}
-		}},
-		{"took a message, then failed", func(lenient bool, runs *atomic.Int32) func(*logCtx) (int, error) {
+	for _, tc := range append(heldBranches(),
+		heldBranch{"took a message, then failed", func(lenient bool, runs *atomic.Int32) func(*logCtx) (int, error) {
 			return func(c *logCtx) (int, error) {
 				m, err := workflow.Next[job](c, "offer", workflow.NextOptions{Names: []string{"offers"}})
 				if err != nil {
@@ -61,7 +34,7 @@ func TestRaceHoldsAFailedBranchWhileOthersWait(t *testing.T) {
 				return m.Body.N, nil
 			}
 		}},
-	} {
+	) {
 		for _, bFails := range []bool{false, true} {
 			name := tc.name + ", b wins"
 			if bFails {
