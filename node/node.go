@@ -80,6 +80,9 @@ type Node struct {
 	// lets finish (stopBalancerGracefully).
 	balanceAbort context.CancelFunc
 	balanceDone  chan struct{}
+	// formatRecorded: the cluster's record of this build's storage
+	// format is written (gateStateInHistory; watchCluster's goroutine).
+	formatRecorded bool
 	// claimed and handedOff count partitions moved in and out.
 	claimed, handedOff atomic.Uint64
 	// metrics receives the runtime's and the committer's observations.
@@ -273,6 +276,9 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 
 	parts, err := clusterPartitions(ctx, n.store, cfg.Partitions)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkStorageFormats(ctx, n.store); err != nil {
 		return nil, err
 	}
 	if parts != cfg.Partitions {
@@ -813,6 +819,25 @@ func clusterPartitions(ctx context.Context, st storage.Store, want uint32) (uint
 		return 0, fmt.Errorf("node: cluster config %q is invalid", stored)
 	}
 	return cc.Partitions, nil
+}
+
+// checkStorageFormats refuses to start a build that does not read every
+// storage format the cluster has written (storage.FormatsPrefix): it
+// would load what a newer build wrote as if it were its own format, and
+// write over it. Builds before format 2's record were not checked, and
+// do not check (docs/deploy.md, downgrades).
+func checkStorageFormats(ctx context.Context, st storage.Store) error {
+	kvs, err := st.List(ctx, storage.FormatsPrefix, storage.ListOptions{KeysOnly: true})
+	if err != nil {
+		return fmt.Errorf("node: read the cluster's storage formats: %w", err)
+	}
+	for _, kv := range kvs {
+		if f, ok := storage.ParseFormatKey(kv.Key); ok && f > runtime.StorageFormat {
+			return fmt.Errorf("node: the cluster's data is in storage format %d, written by a newer build, and this build reads formats up to %d: "+
+				"a downgrade past a storage format is not supported; run a build that reads format %d (docs/deploy.md)", f, runtime.StorageFormat, f)
+		}
+	}
+	return nil
 }
 
 // Ownership is the node's lease and partition claims.

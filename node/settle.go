@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"time"
 
 	"go.uber.org/zap"
@@ -177,17 +178,21 @@ func (n *Node) watchCluster(ctx context.Context) {
 			}
 		}
 		// After taking the channels too, so that no change is missed.
-		n.gateStateInHistory()
+		var again <-chan time.Time
+		if n.gateStateInHistory(ctx, true) {
+			again = time.After(time.Second)
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-gossipChanges:
 		case <-owners:
 		case <-nodes:
+		case <-again:
 		}
 		// Before the balancer acts on a new node: it may be of an older
-		// build.
-		n.gateStateInHistory()
+		// build. (The gate opens at the top of the loop, which may write.)
+		n.gateStateInHistory(ctx, false)
 		n.balancer.Kick()
 	}
 }
@@ -425,9 +430,13 @@ func (b backend) drainSelf(ctx context.Context) error {
 // A node of an older build registering after the cluster stored states so
 // is an error worth an operator's eye: it may load an older state and
 // write over the newer one.
-func (n *Node) gateStateInHistory() {
+//
+// The gate opens only once the cluster's storage.FormatKey is written,
+// which mayRecord allows. It reports whether the gate stays closed only
+// because the format could not be recorded (the caller tries again later).
+func (n *Node) gateStateInHistory(ctx context.Context, mayRecord bool) (retry bool) {
 	if _, ok := n.view.nodes.Get(storage.NodeKey(n.cfg.NodeID)); !ok {
-		return
+		return false
 	}
 	recs := n.view.records()
 	on := allReadStateInHistory(recs)
@@ -441,7 +450,26 @@ func (n *Node) gateStateInHistory() {
 		n.log.Error("a node of an older build registered in a cluster whose workflows store their state in history entries: it reads only the state key, and may load an older state of such an actor and write over the newer one; stop it (a downgrade past storage format 2 is not supported, docs/deploy.md)",
 			zap.Strings("older_nodes", older))
 	}
+	switch {
+	case !on || n.formatRecorded:
+	case !mayRecord:
+		on = false
+	default:
+		// Recorded before the first write in the format, which a build
+		// that does not read it must not start against; until the record
+		// is written, steps keep writing the state key (format 1).
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, _, err := n.store.PutIfAbsent(pctx, storage.FormatKey(runtime.StorageFormat), []byte(`{"node_id":`+strconv.Quote(n.cfg.NodeID)+`}`))
+		cancel()
+		if err != nil {
+			n.log.Warn("record the cluster's storage format; steps keep writing the state key until it is recorded", zap.Int("format", runtime.StorageFormat), zap.Error(err))
+			on, retry = false, ctx.Err() == nil
+		} else {
+			n.formatRecorded = true
+		}
+	}
 	n.host.SetStateInHistory(on)
+	return retry
 }
 
 // allReadStateInHistory reports whether every registered node reads a

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/rivet-go/rivet/client"
 	"github.com/rivet-go/rivet/runtime"
 	"github.com/rivet-go/rivet/storage"
+	"github.com/rivet-go/rivet/storage/etcdstore/etcdtest"
 	"github.com/rivet-go/rivet/workflow"
 )
 
@@ -69,6 +71,11 @@ func TestStepsWriteTheStateKeyWhileAnOlderNodeIsRegistered(t *testing.T) {
 		}
 	}
 	waitGate(true)
+	// Written before the gate opened: a build that does not read the
+	// format refuses this cluster from now on.
+	if r, err := n.etcd.Get(ctx, "/rivet/"+storage.FormatKey(runtime.StorageFormat)); err != nil || len(r.Kvs) != 1 {
+		t.Fatalf("with steps writing format %d, the cluster's record of it: %v, %v", runtime.StorageFormat, r, err)
+	}
 
 	// A node of an older build: its record has no storage_format. It
 	// drains, so that the ring gives it nothing.
@@ -129,4 +136,44 @@ func TestStepsWriteTheStateKeyWhileAnOlderNodeIsRegistered(t *testing.T) {
 	if got := stateKey(); got != `{"n":3}` {
 		t.Fatalf("with every node on format %d, the state key holds %s after a step, want it left at {\"n\":3} (the step's entry holds the state)", runtime.StorageFormat, got)
 	}
+}
+
+// A build that does not read a storage format the cluster has written
+// does not start on it (it would load the newer build's data as its own
+// format and write over it), and says why.
+func TestANodeDoesNotStartOnANewerStorageFormat(t *testing.T) {
+	reg, err := rivet.Setup(tally)
+	if err != nil {
+		t.Fatal(err)
+	}
+	endpoints := etcdtest.Start(t)
+	cli := etcdtest.NewClient(t, endpoints)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const prefix = "/newer-format/"
+	if _, err := cli.Put(ctx, prefix+storage.FormatKey(runtime.StorageFormat+1), "{}"); err != nil {
+		t.Fatal(err)
+	}
+	n, err := Start(ctx, ClusterConfigForTest(t, "a", endpoints, prefix, 4, nil), reg)
+	if err == nil {
+		_ = n.Stop(context.Background())
+		t.Fatal("a node started on a cluster whose data is in a storage format newer than its build reads")
+	}
+	if want := fmt.Sprintf("storage format %d", runtime.StorageFormat+1); !strings.Contains(err.Error(), want) {
+		t.Fatalf("err = %v, want it to name %q", err, want)
+	}
+	// It did not join: no registration, no claim.
+	r, err := cli.Get(ctx, prefix+storage.NodesPrefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil || r.Count != 0 {
+		t.Fatalf("node records after the refused start: %v, %v", r, err)
+	}
+
+	// Formats it reads do not stop it.
+	if _, err := cli.Delete(ctx, prefix+storage.FormatKey(runtime.StorageFormat+1)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Put(ctx, prefix+storage.FormatKey(runtime.StorageFormat), "{}"); err != nil {
+		t.Fatal(err)
+	}
+	StartForTest(t, ctx, ClusterConfigForTest(t, "a", endpoints, prefix, 4, nil), reg)
 }

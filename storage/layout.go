@@ -13,6 +13,12 @@ const (
 	// ClusterConfigKey holds the cluster's fixed configuration (partition
 	// count), written once when the cluster is created.
 	ClusterConfigKey = "cluster/config"
+	// FormatsPrefix holds one key per storage format the cluster's nodes
+	// have begun to write (FormatKey), written before the first write in
+	// it and never deleted: a build that reads only older formats finds
+	// one it does not know here and refuses to start, instead of loading
+	// data it would misread.
+	FormatsPrefix = "cluster/formats/"
 	// NodesPrefix holds one record per live node, on the node's lease.
 	NodesPrefix = "nodes/"
 	// OwnersPrefix holds one owner claim per owned partition, on the
@@ -36,6 +42,16 @@ const (
 	// without reading every actor.
 	SchedulesPrefix = "sched/"
 )
+
+// FormatKey is the key that records that the cluster writes storage
+// format f.
+func FormatKey(f int) string { return FormatsPrefix + strconv.Itoa(f) }
+
+// ParseFormatKey returns the storage format of a FormatKey.
+func ParseFormatKey(key string) (int, bool) {
+	f, err := strconv.Atoi(strings.TrimPrefix(key, FormatsPrefix))
+	return f, err == nil && strings.HasPrefix(key, FormatsPrefix) && f > 0
+}
 
 // NodeKey is the key of a node's registration record.
 func NodeKey(node string) string { return NodesPrefix + node }

@@ -17,3 +17,18 @@ func TestPartitionKeysArePadded(t *testing.T) {
 		}
 	}
 }
+
+// A format key names its format, and nothing else under the prefix passes
+// for one (a node refuses to start on a format it finds there).
+func TestFormatKeys(t *testing.T) {
+	for _, f := range []int{1, 2, 3, 10, 123} {
+		if got, ok := ParseFormatKey(FormatKey(f)); !ok || got != f {
+			t.Errorf("ParseFormatKey(FormatKey(%d)) = %d, %v", f, got, ok)
+		}
+	}
+	for _, k := range []string{FormatsPrefix, FormatsPrefix + "x", FormatsPrefix + "0", FormatsPrefix + "-3", "cluster/config", "3"} {
+		if f, ok := ParseFormatKey(k); ok {
+			t.Errorf("ParseFormatKey(%q) = %d, true", k, f)
+		}
+	}
+}
