@@ -1782,14 +1782,27 @@ func (h *Host) destroyUnloaded(ctx context.Context, ref Ref, unknown error, logM
 	if !owned {
 		return rivet.Errorf(rivet.ErrUnavailable, "partition %d is not owned by node %s", part, h.cfg.NodeID)
 	}
-	if _, err := h.store.Get(ctx, prefix+storage.MetaSuffix); isNotFound(err) {
+	meta, err := h.store.Get(ctx, prefix+storage.MetaSuffix)
+	if isNotFound(err) {
 		return unknown
 	} else if err != nil {
 		return rivet.Errorf(rivet.ErrUnavailable, "read actor: %v", err)
 	}
 	cctx, cancel := h.commitContext() // the commit outlives the caller
 	defer cancel()
-	err = h.commit.Commit(cctx, storage.Txn{Fence: storage.Fence{Partition: part, Token: token}, Ops: actorDeleteOps(part, ref.Name, enc, prefix)})
+	// Only the actor read: nothing in memory holds this key between the
+	// read and the delete (no activation, no gate), so another Destroy and
+	// a Create may come between, and the delete would take the new actor,
+	// maybe serving from memory, with it. Its meta key is written once,
+	// by its create: its revision names this actor.
+	err = h.commit.Commit(cctx, storage.Txn{
+		Fence: storage.Fence{Partition: part, Token: token},
+		Conds: []storage.Cond{storage.Unchanged(prefix+storage.MetaSuffix, meta.ModRevision)},
+		Ops:   actorDeleteOps(part, ref.Name, enc, prefix),
+	})
+	if isConditionFailed(err) {
+		return rivet.Errorf(rivet.ErrNotFound, "actor %s %s was destroyed by another call while this one ran: this one deleted nothing (an actor of the key created since stays)", ref.Name, keyString(ref.Key))
+	}
 	if err != nil {
 		return commitError("destroy "+ref.Name+" "+keyString(ref.Key), err)
 	}

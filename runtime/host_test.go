@@ -122,6 +122,10 @@ type faultStore struct {
 	moveOnList atomic.Bool
 	listRevMu  sync.Mutex
 	listRevs   [][2]int64
+	// afterGet, if set, is called with the key of each Get once the store
+	// has answered it, before its caller sees the answer: a test that
+	// blocks in it holds the caller between its read and what follows.
+	afterGet atomic.Pointer[func(key string)]
 }
 
 // Claim commits, then, if loseClaimReply is set (once), fails as a claim
@@ -203,7 +207,11 @@ func (s *faultStore) Get(ctx context.Context, key string) (storage.KV, error) {
 		s.failGetSub.Store("")
 		return storage.KV{}, errors.New("injected transient read error")
 	}
-	return s.Store.Get(ctx, key)
+	kv, err := s.Store.Get(ctx, key)
+	if f := s.afterGet.Load(); f != nil {
+		(*f)(key)
+	}
+	return kv, err
 }
 
 // writesOnce reports whether txns write a key containing the string sub
