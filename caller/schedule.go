@@ -66,7 +66,8 @@ type Scheduler interface {
 	// code scheduling it on every wake does not push it back. A run that
 	// fails is not retried, but the next one comes; runs missed while no
 	// node served the actor are skipped, not caught up; the action can
-	// Cancel its own call. Runs go up to the year 2286, as At's: an
+	// Cancel its own call, and that cancel stands even if the action then
+	// fails (which discards its other changes). Runs go up to the year 2286, as At's: an
 	// interval whose first run is later is refused, and the call ends
 	// with its last run before then.
 	Every(name string, interval time.Duration, action string, args ...any) (string, error)

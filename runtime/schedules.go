@@ -966,6 +966,25 @@ func (h *Host) fireOne(ref Ref, sp *rivet.Spec) (more bool, err error) {
 				ran()
 			}
 		}
+		// cancelled says whether the action left no call of a recurring
+		// run's name: it cancelled the call (its next run, which it sees).
+		// Read before a failure goes back to the calls as last committed.
+		cancelled := func() bool {
+			return next != nil && !slices.ContainsFunc(a.sched, func(p pendingCall) bool { return p.publicID() == c.publicID() })
+		}
+		// failedRun is the run's change to the calls after a failure:
+		// the action's changes are discarded, and the next run comes all
+		// the same (reran), unless the action cancelled it (stop). The
+		// failure of a run that means to stop the call (what it polls is
+		// gone) would otherwise undo that, and it would run, and fail,
+		// for ever.
+		failedRun := func(stop bool) {
+			reran()
+			if stop {
+				// A copy: the committed calls may share its array.
+				a.sched = slices.DeleteFunc(slices.Clone(a.sched), func(p pendingCall) bool { return p.publicID() == c.publicID() })
+			}
+		}
 		drop := func(why string, err error) error {
 			h.log.Warn("scheduled call failed; not retried", actorField(a), zap.String("action", c.rec.Action), zap.String("id", c.publicID()), zap.String("why", why), errField(err))
 			if err := a.saveSchedules(); err != nil {
@@ -994,6 +1013,7 @@ func (h *Host) fireOne(ref Ref, sp *rivet.Spec) (more bool, err error) {
 		ts := a.newTurnSchedule(act.ReadOnly, te)
 		env := rivet.Env{Ctx: ctx, Name: a.ref.Name, Key: a.ref.Key, Client: &hostClient{h: h, chain: chain, from: a}, Schedule: ts, Destroy: ts.destroy, Events: te, Fired: &call, Vars: a.vars, Tasks: te}
 		if err := invokeScheduled(h, a, act, env, args); err != nil {
+			stop := cancelled()
 			a.restoreState() // the state and the calls as last committed
 			if h.baseCtx.Err() != nil {
 				// The node stops: not the action's failure. The call
@@ -1002,7 +1022,7 @@ func (h *Host) fireOne(ref Ref, sp *rivet.Spec) (more bool, err error) {
 				return rivet.Errorf(rivet.ErrUnavailable, "node %s is stopping", h.cfg.NodeID)
 			}
 			failed(err.Error())
-			reran()
+			failedRun(stop)
 			return drop("the action returned an error", err)
 		}
 		// A re-entrant turn of the action that failed went back to the
@@ -1017,13 +1037,14 @@ func (h *Host) fireOne(ref Ref, sp *rivet.Spec) (more bool, err error) {
 			outcome = 1
 			return nil
 		}
+		stop := cancelled() // saveState goes back to the calls as last committed if it refuses the change
 		w, err := a.saveState()
 		if err != nil {
 			if errors.Is(err, rivet.ErrTooLarge) || errors.Is(err, rivet.ErrInternal) {
 				// The change was discarded (the state over its limit,
 				// or not JSON): the action's failure, not storage's.
 				failed(err.Error())
-				reran()
+				failedRun(stop)
 				return drop("its change to the state was refused", err)
 			}
 			return err
