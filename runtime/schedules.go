@@ -21,6 +21,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/internal/errtext"
 	"github.com/rivet-go/rivet/internal/textcut"
 	"github.com/rivet-go/rivet/storage"
 )
@@ -1021,7 +1022,7 @@ func (h *Host) fireOne(ref Ref, sp *rivet.Spec) (more bool, err error) {
 				// its run already); the actor's next owner runs it.
 				return rivet.Errorf(rivet.ErrUnavailable, "node %s is stopping", h.cfg.NodeID)
 			}
-			failed(err.Error())
+			failed(errtext.Of(err))
 			failedRun(stop)
 			return drop("the action returned an error", err)
 		}
@@ -1043,7 +1044,7 @@ func (h *Host) fireOne(ref Ref, sp *rivet.Spec) (more bool, err error) {
 			if errors.Is(err, rivet.ErrTooLarge) || errors.Is(err, rivet.ErrInternal) {
 				// The change was discarded (the state over its limit,
 				// or not JSON): the action's failure, not storage's.
-				failed(err.Error())
+				failed(errtext.Of(err))
 				failedRun(stop)
 				return drop("its change to the state was refused", err)
 			}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/caller"
+	"github.com/rivet-go/rivet/internal/errtext"
 	"github.com/rivet-go/rivet/storage"
 	"github.com/rivet-go/rivet/workflow"
 	"go.uber.org/zap"
@@ -55,20 +56,6 @@ const noEntry = workflow.NoEntry
 
 // failedAt returns the path of the entry whose failure err reports.
 func failedAt(err error) string { return workflow.FailedAt(err) }
-
-// errorText is the text of err, an error the workflow's code returned. Its
-// Error method is the actor's own code, read on the workflow's goroutine,
-// where a panic (a nil *T returned as the error, whose Error reads its
-// receiver) would take the node down, and each node that ran the workflow
-// after it: it is said instead.
-func errorText(err error) (text string) {
-	defer func() {
-		if r := recover(); r != nil {
-			text = fmt.Sprintf("the workflow failed with an error of type %T whose Error method panicked: %v", err, r)
-		}
-	}()
-	return err.Error()
-}
 
 // msgRef is a pending queue message an activation knows of. Body is kept
 // for messages sent while the actor is in memory (the common case: they are
@@ -413,7 +400,7 @@ func (a *activation) runWorkflow(ctx context.Context, r *wfRunner, history []wor
 			a.h.wfCompleted.Add(1)
 		}
 	case workflow.RunFailed:
-		if a.finishWorkflow(workflowStatus{Status: WorkflowFailed, Error: errorText(out.Err), FailedAt: failedAt(out.Err)}) {
+		if a.finishWorkflow(workflowStatus{Status: WorkflowFailed, Error: errtext.Of(out.Err), FailedAt: failedAt(out.Err)}) {
 			a.h.log.Warn("workflow failed", actorField(a), zap.Error(out.Err))
 			a.h.wfFailed.Add(1)
 		}

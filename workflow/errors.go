@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/rivet-go/rivet/internal/errtext"
 )
 
 // Sentinel errors. Test with errors.Is.
@@ -87,16 +89,23 @@ func (e *RecordedError) ErrorCode() string { return e.Code }
 // Is makes an error recorded from one that matched ErrTimeout match it.
 func (e *RecordedError) Is(target error) bool { return target == ErrTimeout && e.Timeout }
 
-// record converts err to the form the history keeps.
+// record converts err to the form the history keeps. err's methods are
+// the workflow code's own, and may panic (a typed nil): the attempt is
+// recorded as failed all the same, as with any error, never left to panic
+// in the turn that records it, which would run it again without end.
 func record(err error) *RecordedError {
 	if err == nil {
 		return nil
 	}
-	r := &RecordedError{Message: err.Error(), Timeout: errors.Is(err, ErrTimeout)}
-	var c interface{ ErrorCode() string }
-	if errors.As(err, &c) {
-		r.Code = c.ErrorCode()
-	}
+	r := &RecordedError{Message: errtext.Of(err)}
+	func() {
+		defer func() { _ = recover() }() // an Is, Unwrap or ErrorCode that panics: no code, not a timeout
+		r.Timeout = errors.Is(err, ErrTimeout)
+		var c interface{ ErrorCode() string }
+		if errors.As(err, &c) {
+			r.Code = c.ErrorCode()
+		}
+	}()
 	return r
 }
 
