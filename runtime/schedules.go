@@ -655,7 +655,9 @@ func (s *turnSchedule) newCall(action string, args []any, rec scheduleRecord) (p
 	} else if b+len(raw) > limitTurnBytes {
 		return pendingCall{}, rivet.Errorf(rivet.ErrTooLarge, "schedule %s: the calls one turn schedules have at most %d bytes of arguments in all (they commit in one transaction)", action, limitTurnBytes)
 	}
-	if len(s.a.sched) >= rivet.MaxSchedules {
+	// A destroy the actor asked for is the runtime's record, not one of
+	// its calls: it takes no slot (a scan only at the limit).
+	if n := len(s.a.sched); n >= rivet.MaxSchedules && (n > rivet.MaxSchedules || !hasDestroy(s.a.sched)) {
 		return pendingCall{}, rivet.Reasonf(rivet.ErrQueueFull, "schedule", "full", "schedule %s: actor %s has %d pending scheduled calls, the limit", action, s.a.describe(), rivet.MaxSchedules)
 	}
 	rec.Action, rec.Args, rec.CreatedAt = action, raw, s.now.UnixMilli()
