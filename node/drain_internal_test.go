@@ -346,3 +346,37 @@ func clusterStarter(t *testing.T, ctx context.Context, reg *rivet.Registry, pref
 		return StartForTest(t, ctx, ClusterConfigForTest(t, id, endpoints, prefix, parts, join), reg)
 	}
 }
+
+// A drain lasts until it is undone or the drained node's process ends: the
+// node started again under the same ID registers undrained and takes its
+// share of the partitions back, which is what an upgrade (drain, stop,
+// start the new binary) relies on; rivetctl drain --help says so.
+func TestARestartEndsADrain(t *testing.T) {
+	reg, err := rivet.Setup(counter.Actor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const parts = 8
+	start := clusterStarter(t, ctx, reg, "/drain-restart-test/", parts)
+	a := start("a", nil)
+	b := start("b", []string{a.GossipAddr()})
+	awaitCond(t, ctx, "both nodes eligible in a's view", func() bool { return slices.Equal(a.view.eligible(), []string{"a", "b"}) })
+	if _, err := (backend{b.host, b}).Drain(ctx, "", false); err != nil {
+		t.Fatalf("drain b: %v", err)
+	}
+	awaitCond(t, ctx, "b to hand off every partition", func() bool { return b.own.Owned() == 0 && a.own.Owned() == parts })
+
+	sctx, scancel := context.WithTimeout(ctx, 30*time.Second)
+	err = b.Stop(sctx)
+	scancel()
+	if err != nil {
+		t.Fatalf("stop b: %v", err)
+	}
+	b = start("b", []string{a.GossipAddr()})
+	if b.own.Record().Draining {
+		t.Fatal("b, started again, registered as draining")
+	}
+	awaitCond(t, ctx, "b, started again, to take partitions back", func() bool { return b.own.Owned() > 0 && a.own.Owned()+b.own.Owned() == parts })
+}

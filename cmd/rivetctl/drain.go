@@ -26,7 +26,8 @@ func (a *app) drainCommand() *cobra.Command {
 hands its partitions to the others, a few at a time (each one's turns finish
 and its writes land before the next owner takes it). rivetctl shows the
 progress and returns when NODE owns nothing. --undo ends a drain: NODE takes
-its share of partitions again; it returns at once (--wait is for a drain).`,
+its share of partitions again; it returns at once (--wait is for a drain).
+A restart ends a drain too: NODE's next process starts undrained.`,
 		Args: args(1, 1),
 	}
 	cmd.Flags().BoolVar(&undo, "undo", false, "end the drain: the node takes its share again")
