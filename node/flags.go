@@ -32,7 +32,7 @@ import (
 //
 // It exits the process: with status 0 once the node has stopped (or after
 // -h), 2 for a flag that does not parse or an argument that is not a flag
-// (written once, with the usage), 1 with the error on stderr if it could
+// (written once, pointing at -h), 1 with the error on stderr if it could
 // not start or failed (see ExitStatus).
 func Main(reg *rivet.Registry) {
 	os.Exit(ExitStatus(os.Stderr, progName(), RunMain(os.Args[1:], reg)))
@@ -40,9 +40,9 @@ func Main(reg *rivet.Registry) {
 
 // FlagError is a command line that the flag package refused (an unknown
 // flag, a value that does not parse), or an argument that is not a flag.
-// ParseFlags has written it, and the
-// usage after it, to its out already: a main that prints the errors it
-// gets should not print this one again.
+// ParseFlags has written it to its out already (one line, "name: error
+// (name -h lists the flags)"): a main that prints the errors it gets
+// should not print this one again.
 type FlagError struct{ Err error }
 
 func (e *FlagError) Error() string { return e.Err.Error() }
@@ -104,11 +104,16 @@ func progName() string {
 // an error naming it: a node refuses to start rather than run on a default
 // it was not given. The logger it sets up writes to stderr (--log-level,
 // --log-format); colour only on a terminal. A flag the flag package
-// refuses is a *FlagError, written with the usage to out already.
+// refuses is a *FlagError, written to out already (-h prints the usage).
 func ParseFlags(name string, args []string, out io.Writer) (Config, error) {
 	cfg := DefaultConfig()
 	p := &flagParser{fs: flag.NewFlagSet(name, flag.ContinueOnError)}
-	p.fs.SetOutput(out)
+	// The flag package writes a refused flag, then the usage, to the
+	// set's output; the error is written below instead, on one line that
+	// points at -h: the usage after it (some 70 lines) scrolled it out of
+	// sight, leaving the last flag's help where the complaint should be.
+	p.fs.SetOutput(io.Discard)
+	p.fs.Usage = func() {}
 	var (
 		etcdEndpoints string
 		logLevel      string
@@ -152,22 +157,25 @@ func ParseFlags(name string, args []string, out io.Writer) (Config, error) {
 	p.boolean(&cfg.Runtime.ExposeErrors, "expose-errors", false, "send the text of actions' internal errors to callers")
 	p.str(&logLevel, "log-level", "info", "debug, info, warn or error")
 	p.str(&logFormat, "log-format", "console", "console or json")
+	refused := func(err error) error {
+		fmt.Fprintf(out, "%s: %v (%s -h lists the flags)\n", name, err, name)
+		return &FlagError{Err: err}
+	}
 	if err := p.fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			p.fs.SetOutput(out)
+			fmt.Fprintf(out, "Usage of %s:\n", name)
+			p.fs.PrintDefaults()
 			return cfg, err
 		}
-		return cfg, &FlagError{Err: err}
+		return cfg, refused(err)
 	}
 	if rest := p.fs.Args(); len(rest) > 0 {
 		// The flag package stops at the first argument that is not a
 		// flag: every flag after it would be dropped without a word (a
 		// space in "--join a:1, b:2" ran the node on the default ports).
-		// A command-line mistake as a bad flag is: written here with the
-		// usage, exit status 2.
-		err := fmt.Errorf("unexpected argument %q (the node takes flags only; every flag after it would be ignored; a list is one argument: --join a:1,b:2)", rest[0])
-		fmt.Fprintln(p.fs.Output(), err)
-		p.fs.Usage()
-		return cfg, &FlagError{Err: err}
+		// A command-line mistake as a bad flag is: exit status 2.
+		return cfg, refused(fmt.Errorf("unexpected argument %q (the node takes flags only; every flag after it would be ignored; a list is one argument: --join a:1,b:2)", rest[0]))
 	}
 	for _, name := range p.emptySecrets {
 		p.envErrs = append(p.envErrs, fmt.Errorf("%s is set but empty: unset it to run without one, or give it a value", envName(name)))

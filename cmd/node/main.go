@@ -20,7 +20,7 @@ import (
 )
 
 func main() {
-	// Each error once: a flag's with the usage (ParseFlags writes it),
+	// Each error once: a flag's on one line (ParseFlags writes it),
 	// any other prefixed "node: " once (the node package's own errors
 	// start so already).
 	os.Exit(node.ExitStatus(os.Stderr, "node", run(os.Args[1:], os.Stderr)))
