@@ -16,6 +16,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"google.golang.org/grpc"
+
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/client"
 	"github.com/rivet-go/rivet/runtime"
@@ -1056,4 +1058,23 @@ func TestAKeyThatDoesNotPrintIsShownEscaped(t *testing.T) {
 		// Pasted back, the key shown is the key.
 		rivetctl(t, addr, "call", "--no-create", "counter", c.shown, "increment", "1").want(t, 0, "1\n")
 	}
+}
+
+// --addr at a gRPC server that is not a rivet node (an etcd's client port,
+// 2379, is the likely one: the README lists it beside the node's) says
+// so, rather than leave "internal: unknown service" as the only clue.
+func TestNotARivetNode(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	go srv.Serve(lis)
+	defer srv.Stop()
+	addr := lis.Addr().String()
+	hint := "; " + addr + " serves gRPC but not rivet's API (an etcd?): --addr takes a node's gRPC address, its --grpc-addr (port 6420 by default)"
+	rivetctl(t, addr, "members").
+		wantErr(t, 1, "rivetctl: internal: unknown service rivet.v1.AdminService (INTERNAL)"+hint)
+	rivetctl(t, addr, "call", "counter", "main", "getCount").
+		wantErr(t, 1, "rivetctl: internal: unknown service rivet.v1.ActorService (INTERNAL)"+hint)
 }

@@ -492,6 +492,11 @@ func (a *app) connectionHint(err error) string {
 		}
 		return fmt.Sprintf("; the token given (--token, or env %s) is not the node's", client.TokenEnv)
 	}
+	if errors.As(err, &e) && e.Group == "" && strings.HasPrefix(e.Message, "unknown service rivet.v1.") {
+		// gRPC's answer for a service the server does not have: a server
+		// with none of rivet's, such as an etcd's client port.
+		return fmt.Sprintf("; %s serves gRPC but not rivet's API (an etcd?): --addr takes a node's gRPC address, its --grpc-addr (port 6420 by default)", a.addr)
+	}
 	if !errors.As(err, &e) || !errors.Is(e, rivet.ErrUnavailable) || e.Group != "" || e.Code != "" {
 		return ""
 	}
