@@ -300,7 +300,15 @@ func (a *app) membersCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "members",
 		Short: "List the nodes of the cluster",
-		Args:  args(0, 0),
+		Long: `List the nodes of the cluster: those registered in etcd (a node's
+registration lasts while its lease does), and the ones gossip remembers
+that are gone. STATE is what gossip says of each: alive; unknown
+(registered, not yet heard in gossip); left (it stopped cleanly, as on
+SIGTERM); dead (it stopped answering). ",draining" marks a drained node
+(rivetctl drain). A node that crashed drops out of the list once its lease
+expires (--lease-ttl, 3s by default), then comes back as dead once gossip
+has declared it so, until gossip forgets it.`,
+		Args: args(0, 0),
 	}
 	cmd.RunE = a.runE(nil, func(ctx context.Context, c *client.Client, _ []string) error {
 		ms, err := c.Members(ctx)
