@@ -282,7 +282,7 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 		return nil, err
 	}
 	if parts != cfg.Partitions {
-		n.log.Info("the cluster's partition count differs from the configured one; the cluster's wins", zap.Uint32("cluster", parts), zap.Uint32("configured", cfg.Partitions))
+		n.log.Warn("the cluster's partition count differs from the configured one (--partitions); the cluster's, fixed at its creation, wins", zap.Uint32("cluster", parts), zap.Uint32("configured", cfg.Partitions))
 	}
 
 	bgCtx, bgCancel := context.WithCancel(context.Background())
