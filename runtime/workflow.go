@@ -1223,7 +1223,9 @@ func (a *activation) workflowStatusAndWake() (workflowStatus, workflow.Wake) {
 		r.mu.Lock()
 		if r.waiting {
 			st.Status = WorkflowSleeping
+			// The caller's to keep (Inspect, History hand it out).
 			wk = r.wake
+			wk.Queues = slices.Clone(wk.Queues)
 		}
 		r.mu.Unlock()
 	} else if (st.Status == WorkflowSleeping || st.Status == "") && wakeAt > 0 {

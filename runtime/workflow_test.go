@@ -1201,3 +1201,32 @@ func TestARetryPuttingBackTooManyMessagesIsRefused(t *testing.T) {
 		return inspect(t, e.host, "manyTakes", "k").WorkflowStatus == runtime.WorkflowCompleted
 	})
 }
+
+// What Inspect and History return is the caller's: editing the queues a
+// sleeping workflow waits on must not change what the next look says.
+func TestInspectWakeQueuesAreTheCallers(t *testing.T) {
+	e := newEnv(t, counterReg(t, rivet.Actor[stepsState]{
+		Name:   "waiter",
+		Queues: rivet.Queues{"go": rivet.QueueOf[struct{}]()},
+		Run: func(ctx *workflow.Ctx[stepsState]) error {
+			_, err := workflow.Next[struct{}](ctx, "wait-go", workflow.NextOptions{Names: []string{"go"}})
+			return err
+		},
+	}), nil)
+	ref := runtime.Ref{Name: "waiter", Key: []string{"x"}}
+	if _, _, err := e.host.GetOrCreate(ctx(t), ref, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the workflow to wait", 10*time.Second, func() bool {
+		return inspect(t, e.host, "waiter", "x").WorkflowStatus == runtime.WorkflowSleeping
+	})
+	inspect(t, e.host, "waiter", "x").WorkflowWake.Queues[0] = "edited"
+	h, err := e.host.History(ctx(t), ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.WorkflowWake.Queues[0] = "edited too"
+	if ins := inspect(t, e.host, "waiter", "x"); !reflect.DeepEqual(ins.WorkflowWake.Queues, []string{"go"}) {
+		t.Fatalf("after a caller edited a result: wakes on %v, want [go]", ins.WorkflowWake.Queues)
+	}
+}
