@@ -68,7 +68,9 @@ func (s *Subscription) NodeID() string { return s.node }
 func (s *Subscription) Ready() <-chan struct{} { return s.ready }
 
 // Take returns the events published and not taken yet, oldest first
-// (appended to buf), also once the subscription has ended.
+// (appended to buf), also once the subscription has ended. An event's Data
+// is shared with the actor's other subscribers, not copied for each: read
+// it, do not modify it.
 func (s *Subscription) Take(buf []rivet.Event) []rivet.Event {
 	s.hub.mu.Lock()
 	defer s.hub.mu.Unlock()
