@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/runtime"
 )
 
 // Sizes, for readability of the defaults.
@@ -76,7 +77,8 @@ func (l Limits) largest() int {
 // RESOURCE_EXHAUSTED naming the field, its size and the limit; beyond it,
 // gRPC's own RESOURCE_EXHAUSTED still protects the node's memory.
 //
-// They also set static HTTP/2 flow-control windows (see streamWindow), and
+// They also bound a connection's streams (MaxConcurrentStreams), set
+// static HTTP/2 flow-control windows (see streamWindow), and
 // bound the status of every error a call ends with to fit a client's
 // header list (rpcerr.Bound: a message cut to about 1 KiB, large metadata
 // left out), as the first interceptors of the chain (a node puts only its
@@ -95,6 +97,7 @@ func ServerOptions(limits Limits) []grpc.ServerOption {
 		// A request's headers are read before its token is checked
 		// (AuthTapHandle): gRPC's default takes in 16 MiB of them.
 		grpc.MaxHeaderListSize(maxHeaderListBytes),
+		grpc.MaxConcurrentStreams(MaxConcurrentStreams),
 		grpc.InitialWindowSize(streamWindow),
 		grpc.InitialConnWindowSize(connWindow),
 		// Peers and clients ping idle connections (PeerKeepalive): the
@@ -117,6 +120,25 @@ func ServerOptions(limits Limits) []grpc.ServerOption {
 		grpc.NumStreamWorkers(streamWorkers),
 	}
 }
+
+// MaxConcurrentStreams bounds the streams one connection may have open on
+// a node at once: calls in flight, Subscribe streams and peers' forwarding
+// streams. gRPC's default is no bound, so one connection could make the
+// node run any number of handlers (each a goroutine and a stream's state),
+// and a client opening and resetting streams at once (HTTP/2 rapid reset)
+// would meet no limit. The node advertises it in its SETTINGS; a client
+// that keeps to it (any gRPC client) waits for one of its streams to end
+// before it opens another, a unary call included (its deadline bounds the
+// wait), and one that does not has its stream refused.
+//
+// The bound is not lower because one connection may legitimately carry
+// every subscription the node can hold (runtime.MaxSubscribers): a
+// node's one connection to a peer carries a stream for each subscriber it
+// relays to that peer, and the Go client has one connection per node.
+// Subscriptions never end by themselves, so a bound at or below them
+// would leave such a connection with no room for calls: 16,384 are left
+// for calls in flight beside them (a Go client of 64 callers uses 64).
+const MaxConcurrentStreams = runtime.MaxSubscribers + 16_384
 
 // streamWorkers is how many handler goroutines a node's server keeps: a
 // call in flight holds one for its whole length (a durable call waits for

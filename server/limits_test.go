@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
+	"github.com/rivet-go/rivet/runtime"
 	"github.com/rivet-go/rivet/server"
 	"github.com/rivet-go/rivet/server/servertest"
 )
@@ -98,5 +99,44 @@ func TestAHugeHeaderListIsRefused(t *testing.T) {
 			}
 			return // the connection closed on it
 		}
+	}
+}
+
+// A node bounds the streams one connection may have open at once, and
+// says so in its first SETTINGS: without a bound (gRPC's default) one
+// connection could make it run any number of handlers, each a goroutine
+// and a stream's state, and a client that opens and resets streams at
+// once (HTTP/2 rapid reset) would meet no limit at all. The bound must
+// leave room for every subscription the node can hold on one connection
+// (a relaying peer's, or one Go client's) and calls in flight besides: a
+// Go client past it waits for a stream to end, unary calls included.
+func TestAConnectionsStreamsAreBounded(t *testing.T) {
+	if server.MaxConcurrentStreams < runtime.MaxSubscribers+8192 {
+		t.Fatalf("MaxConcurrentStreams %d leaves no room for calls beside %d subscriptions on one connection", server.MaxConcurrentStreams, runtime.MaxSubscribers)
+	}
+	addr := servertest.Start(t, servertest.NewFake(), servertest.Config{})
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := conn.Write([]byte(http2.ClientPreface)); err != nil {
+		t.Fatal(err)
+	}
+	fr := http2.NewFramer(conn, conn)
+	if err := fr.WriteSettings(); err != nil {
+		t.Fatal(err)
+	}
+	fm, err := fr.ReadFrame()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sf, ok := fm.(*http2.SettingsFrame)
+	if !ok || sf.IsAck() {
+		t.Fatalf("the node's first frame is %v, want its SETTINGS", fm)
+	}
+	if v, ok := sf.Value(http2.SettingMaxConcurrentStreams); !ok || v != server.MaxConcurrentStreams {
+		t.Fatalf("the node's SETTINGS_MAX_CONCURRENT_STREAMS: %d (sent: %v), want %d", v, ok, server.MaxConcurrentStreams)
 	}
 }
