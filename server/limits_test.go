@@ -21,6 +21,27 @@ import (
 	"github.com/rivet-go/rivet/server/servertest"
 )
 
+// rawHTTP2 opens an HTTP/2 connection to addr that has sent its preface
+// and SETTINGS, for a test to speak frames the way no gRPC client would;
+// it closes with the test, and any read or write waits at most 10 s.
+func rawHTTP2(t *testing.T, addr string) *http2.Framer {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := conn.Write([]byte(http2.ClientPreface)); err != nil {
+		t.Fatal(err)
+	}
+	fr := http2.NewFramer(conn, conn)
+	if err := fr.WriteSettings(); err != nil {
+		t.Fatal(err)
+	}
+	return fr
+}
+
 // serverLimits returns the default limits with a small result limit.
 func serverLimits(maxResult int) server.Limits {
 	l := server.DefaultLimits()
@@ -42,19 +63,7 @@ func TestAHugeHeaderListIsRefused(t *testing.T) {
 	if _, err := actors.Get(md, &rivetv1.GetRequest{Actor: ref("a", "k")}); status.Code(err) != codes.NotFound {
 		t.Fatalf("a call with 16 KiB of metadata: %v, want the fake's NOT_FOUND", err)
 	}
-	conn, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := conn.Write([]byte(http2.ClientPreface)); err != nil {
-		t.Fatal(err)
-	}
-	fr := http2.NewFramer(conn, conn)
-	if err := fr.WriteSettings(); err != nil {
-		t.Fatal(err)
-	}
+	fr := rawHTTP2(t, addr)
 	var block bytes.Buffer
 	enc := hpack.NewEncoder(&block)
 	fields := [][2]string{
@@ -115,19 +124,7 @@ func TestAConnectionsStreamsAreBounded(t *testing.T) {
 		t.Fatalf("MaxConcurrentStreams %d leaves no room for calls beside %d subscriptions on one connection", server.MaxConcurrentStreams, runtime.MaxSubscribers)
 	}
 	addr := servertest.Start(t, servertest.NewFake(), servertest.Config{})
-	conn, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := conn.Write([]byte(http2.ClientPreface)); err != nil {
-		t.Fatal(err)
-	}
-	fr := http2.NewFramer(conn, conn)
-	if err := fr.WriteSettings(); err != nil {
-		t.Fatal(err)
-	}
+	fr := rawHTTP2(t, addr)
 	fm, err := fr.ReadFrame()
 	if err != nil {
 		t.Fatal(err)
