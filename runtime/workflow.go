@@ -603,7 +603,22 @@ func (w *wfHost) turnWith(ctx context.Context, kind TurnKind, chain string, even
 		*events = a.beginTurnEvents(chain, true)
 	}
 	a.turnFolds = false
+	returned := false
+	defer func() {
+		if !returned {
+			// runtime.Goexit in a step body (t.Fatal in a test's actor):
+			// this goroutine ends (the engine fails the run), and the
+			// turn it holds must not go with it. Nothing of the attempt
+			// is committed, as for an abandoned one.
+			a.restoreState()
+			if events != nil {
+				a.finishTurnEvents(*events, false, false)
+			}
+			a.gate.release(chain)
+		}
+	}()
 	ops, err := a.h.runWorkflowTurn(a, fn)
+	returned = true
 	if err == nil && len(ops) > 0 {
 		err = checkLimits(a, ops)
 	}

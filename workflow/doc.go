@@ -56,7 +56,11 @@
 // Join and race branches run concurrently, on goroutines that Run owns and
 // joins before it returns; a race cancels its losers through their context
 // and deletes their history; a step that times out has its context
-// cancelled. Run starts no other goroutine, and none outlives it.
+// cancelled. The workflow's function, each branch's and the rollback
+// handlers run on a goroutine of their own that Run waits for, so that a
+// runtime.Goexit in them (t.FailNow in a test) fails the run with a
+// *PanicError (errors.Is ErrGoexit) instead of ending the engine's
+// goroutine. Run starts no other goroutine, and none outlives it.
 //
 // # Rules for workflow code
 //

@@ -42,6 +42,10 @@ var (
 	// ErrInvalid: a bad name (empty, with '/', or starting with '~'), a
 	// duplicate branch name, or a bad option.
 	ErrInvalid = errors.New("workflow: invalid use")
+	// ErrGoexit matches the *PanicError of workflow code or a step body
+	// that called runtime.Goexit (testing's t.FailNow, t.Fatal and
+	// t.SkipNow do): the run fails, as after a panic outside steps.
+	ErrGoexit = errors.New("workflow: runtime.Goexit called in workflow code")
 	// Break ends a Loop or LoopWith when its body returns it. Named after
 	// the original's Loop.break, as io.EOF is named for what it means.
 	Break = errors.New("workflow: break") //lint:ignore ST1012 it is a signal, not a failure
@@ -257,13 +261,32 @@ func (e *RollbackFailedError) Unwrap() error { return e.Err }
 // failure of the workflow, which rolls back as after an error the code
 // returned. A panic in a join or race branch fails the whole workflow (no
 // branch records it, no Try catches it). (A panic inside a step is a
-// failed attempt.)
+// failed attempt.) A runtime.Goexit in workflow code, a step body
+// included, is one too (errors.Is ErrGoexit): the goroutine it ends cannot
+// go on.
 type PanicError struct {
 	Value any
 	Stack []byte
 }
 
 func (e *PanicError) Error() string { return fmt.Sprintf("workflow: panic: %v", e.Value) }
+
+// Is makes errors.Is(err, ErrGoexit) true for a runtime.Goexit.
+func (e *PanicError) Is(target error) bool {
+	_, ok := e.Value.(goexit)
+	return ok && target == ErrGoexit
+}
+
+// goexit is the Value of the *PanicError of a runtime.Goexit.
+type goexit struct{ in string }
+
+func (g goexit) String() string {
+	where := ""
+	if g.in != "" {
+		where = " in the body of " + g.in
+	}
+	return "runtime.Goexit called" + where + " (t.FailNow and t.Fatal call it): workflow code and step bodies must return instead"
+}
 
 // Source says what a Try caught.
 type Source string

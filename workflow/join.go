@@ -103,7 +103,7 @@ func Race[S, T any](c *Ctx[S], name string, branches []RaceBranch[S, T]) (winner
 func typedBranch[S, T any](f func(*Ctx[S]) (T, error)) func(*cx) (json.RawMessage, error) {
 	return func(bx *cx) (json.RawMessage, error) {
 		var v T
-		err := callGuarded(func() error {
+		err := callThread(bx.t, func() error {
 			var err error
 			v, err = f(&Ctx[S]{x: bx})
 			return err

@@ -15,8 +15,9 @@ import (
 // start, returning recorded results without re-running them, and calls the
 // host for everything new. It returns when fn returns, or when ctx is
 // cancelled (eviction: every primitive then returns ErrEvicted), or when a
-// host call fails. It starts goroutines only for join and race branches and
-// step timeouts, and has joined all of them when it returns.
+// host call fails. It starts goroutines only for the code of fn, of join and
+// race branches and of rollback handlers (see callThread) and for step
+// timeouts, and has joined all of them when it returns.
 func Run[S any](ctx context.Context, fn func(*Ctx[S]) error, host Host, history []Entry) Outcome {
 	h, err := NewHistory(history)
 	if err != nil {
@@ -27,7 +28,7 @@ func Run[S any](ctx context.Context, fn func(*Ctx[S]) error, host Host, history 
 	r := &run{host: host, ctx: rctx, abort: abort, hist: h, active: 1, waits: map[*thread]waitFor{}}
 	root := &thread{r: r, ctx: rctx}
 	c := &Ctx[S]{x: &cx{t: root, sc: newScope("")}}
-	err = callGuarded(func() error { return fn(c) })
+	err = callThread(root, func() error { return fn(c) })
 	return r.finish(root, err)
 }
 
@@ -96,6 +97,9 @@ type thread struct {
 	hasFloor bool
 	// uncompleted are completable messages not completed yet.
 	uncompleted []*msgRef
+	// goexitIn names the step whose body called runtime.Goexit, for the
+	// error of the thread it ended.
+	goexitIn string
 }
 
 // cx is one scope on one thread: the untyped half of a Ctx.
@@ -408,6 +412,31 @@ func callGuarded(fn func() error) (err error) {
 	return fn()
 }
 
+// callThread is callGuarded for the code a thread runs (the workflow's
+// function, a branch's, the rollback handlers), on a goroutine of its own:
+// runtime.Goexit there (testing's t.FailNow calls it) ends that goroutine,
+// not the engine's, and becomes a *PanicError too. On the engine's, it
+// would have left Run's caller waiting for ever, or a join taking the
+// branch for a success with no value.
+func callThread(t *thread, fn func() error) (err error) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		returned := false
+		defer func() {
+			if v := recover(); v != nil {
+				err = &PanicError{Value: v, Stack: debug.Stack()}
+			} else if !returned {
+				err = &PanicError{Value: goexit{in: t.goexitIn}, Stack: debug.Stack()}
+			}
+		}()
+		err = fn()
+		returned = true
+	}()
+	<-done
+	return err
+}
+
 // finish turns how the root function ended into the run's outcome.
 func (r *run) finish(root *thread, err error) Outcome {
 	if r.ctx.Err() != nil {
@@ -454,7 +483,7 @@ func (r *run) finish(root *thread, err error) Outcome {
 		// the API): record nothing more and run no compensation.
 		return Outcome{Status: RunFailed, Err: err}
 	}
-	if rerr := r.rollback(root); rerr != nil {
+	if rerr := callThread(root, func() error { return r.rollback(root) }); rerr != nil {
 		if r.ctx.Err() != nil {
 			return r.yielded()
 		}

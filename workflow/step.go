@@ -169,9 +169,17 @@ func (x *cx) attempt(path string, seq, n int, sp stepSpec) (*Entry, error) {
 			return nil
 		}
 		start := t.stamp()
+		exited := true
+		defer func() {
+			if exited {
+				// runtime.Goexit in the body: the thread ends here.
+				t.goexitIn = fmt.Sprintf("step %q", path)
+			}
+		}()
 		out, err, timedOut := runBody(t.ctx, res.pol.timeout, r.host, func(ctx context.Context) (json.RawMessage, error) {
 			return res.body(env, ctx, n)
 		})
+		exited = false
 		if !timedOut && t.ctx.Err() != nil && (err != nil || t.lostARace()) {
 			// Evicted or lost the race mid-attempt: a failure says
 			// nothing about the step, so it is not counted, and the
@@ -238,7 +246,14 @@ func runBody(parent context.Context, timeout time.Duration, clk Clock, body func
 		// steps a second, each with a timeout that almost never fires;
 		// and no timer or context at all unless the body asks for them.
 		ctx := newAttemptCtx(parent, timeout, clk)
+		ended := false
+		defer func() {
+			if !ended {
+				ctx.end() // runtime.Goexit in the body: its timer goes too
+			}
+		}()
 		out, err := callBody(ctx, body)
+		ended = true
 		return out, err, ctx.end()
 	}
 	ctx, cancel := context.WithCancel(parent)
@@ -246,6 +261,12 @@ func runBody(parent context.Context, timeout time.Duration, clk Clock, body func
 	var fired atomic.Bool
 	var wg sync.WaitGroup
 	done := make(chan struct{})
+	// Deferred, so that the timer's goroutine ends after a runtime.Goexit
+	// in the body too.
+	defer func() {
+		close(done)
+		wg.Wait()
+	}()
 	var deadline time.Time
 	if timeout > 0 {
 		deadline = clk.Now().Add(timeout)
@@ -266,8 +287,6 @@ func runBody(parent context.Context, timeout time.Duration, clk Clock, body func
 	// A body that returns past its deadline timed out, whether or not
 	// the timer's goroutine has run yet.
 	timedOut := fired.Load() || !deadline.IsZero() && !clk.Now().Before(deadline)
-	close(done)
-	wg.Wait()
 	return out, err, timedOut
 }
 
