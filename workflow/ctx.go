@@ -16,7 +16,10 @@ import (
 // every change to the state is recorded with the step that made it.
 //
 // A Ctx is valid in the function it was given to; loop, join, race and try
-// bodies get their own and must use it, not the outer one.
+// bodies get their own and must use it, not the outer one. A primitive
+// called on a Ctx whose function returned fails with ErrInvalid, as does
+// the run if one (from a goroutine) still runs on it when it returns:
+// its entry would be recorded in a scope that ended.
 type Ctx[S any] struct{ x *cx }
 
 // StepCtx is what a step body sees. It lives for one attempt.

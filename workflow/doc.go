@@ -74,7 +74,9 @@
 //     recorded by the last entry the code passed, the same on every replay.
 //     (Before the workflow's first entry it is the host's clock.)
 //  3. Do not depend on map iteration order, or on goroutine scheduling: do
-//     not start goroutines in workflow code; use Join and Race.
+//     not start goroutines in workflow code; use Join and Race. A Ctx is
+//     valid only in the function it is given to: a primitive called on it
+//     after that function returned fails the run with ErrInvalid.
 //  4. Propagate ErrEvicted (and ErrCancelled, in race branches): return it
 //     unchanged. A primitive that returned it will return it again; code that
 //     swallows it cannot make progress, and nothing it does is committed.

@@ -296,6 +296,9 @@ func (t *thread) child(ctx context.Context, slot *raceSlot) *thread {
 func runBranch(c *thread, path string, run func(*cx) (json.RawMessage, error)) branchResult {
 	bx := newScopedCx(c, path)
 	out, err := run(bx)
+	if cerr := bx.close(); cerr != nil {
+		err = cerr
+	}
 	if err == nil {
 		err = c.r.checkEnd(path)
 	}

@@ -274,6 +274,9 @@ func (x *cx) loop(name string, interval, size int, initial json.RawMessage, body
 		checkpoint := t.checkpoint
 		state, brk, err := body(ix, e.State)
 		t.checkpoint = checkpoint
+		if cerr := ix.close(); cerr != nil {
+			err = cerr
+		}
 		if err != nil {
 			return nil, path, err
 		}

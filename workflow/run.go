@@ -29,6 +29,9 @@ func Run[S any](ctx context.Context, fn func(*Ctx[S]) error, host Host, history 
 	root := &thread{r: r, ctx: rctx}
 	c := &Ctx[S]{x: &cx{t: root, sc: newScope("")}}
 	err = callThread(root, func() error { return fn(c) })
+	if cerr := c.x.close(); cerr != nil {
+		err = cerr
+	}
 	return r.finish(root, err)
 }
 
@@ -107,6 +110,10 @@ type cx struct {
 	t    *thread
 	sc   *scope
 	busy atomic.Bool
+	// closed is set once the function the Ctx was given to returned: a
+	// primitive called on it then would record an entry in a scope that
+	// has ended.
+	closed atomic.Bool
 	// curKind and curName name the entry in progress while busy, for the
 	// error of a primitive called meanwhile (no allocation per entry).
 	curMu            sync.Mutex
@@ -119,11 +126,20 @@ func (r *run) now() time.Time { return r.host.Now().Round(0) }
 // none once the run or branch is stopping.
 func (x *cx) begin(kind, name string) error {
 	if !x.busy.CompareAndSwap(false, true) {
+		if x.closed.Load() {
+			return x.closedErr(kind, name)
+		}
 		x.curMu.Lock()
 		curKind, curName := x.curKind, x.curName
 		x.curMu.Unlock()
 		return fmt.Errorf("%w: %s %q called while %s %q runs (code in a step's body, or in a join or race branch, uses the Ctx it is given, not an outer one)",
 			ErrEntryInProgress, kind, joinPath(x.sc.path, name), curKind, joinPath(x.sc.path, curName))
+	}
+	if x.closed.Load() {
+		// Checked after busy is set, as close sets closed before it
+		// looks at busy: one of the two sees the other.
+		x.busy.Store(false)
+		return x.closedErr(kind, name)
 	}
 	x.curMu.Lock()
 	x.curKind, x.curName = kind, name
@@ -136,6 +152,33 @@ func (x *cx) begin(kind, name string) error {
 }
 
 func (x *cx) end() { x.busy.Store(false) }
+
+// close ends x when the function it was given to returns. It fails if a
+// primitive still runs on x: one called from a goroutine that function
+// started, which would record its entry in the ended scope.
+func (x *cx) close() error {
+	x.closed.Store(true)
+	if !x.busy.Load() {
+		return nil
+	}
+	x.curMu.Lock()
+	kind, name := x.curKind, x.curName
+	x.curMu.Unlock()
+	return fmt.Errorf("%w: %s %q still runs on the Ctx of %s, whose function returned (called from a goroutine it started? use Join or Race)",
+		ErrInvalid, kind, joinPath(x.sc.path, name), x.scopeName())
+}
+
+func (x *cx) closedErr(kind, name string) error {
+	return fmt.Errorf("%w: %s %q called on the Ctx of %s, whose function returned (a Ctx is valid only in the function it is given to)",
+		ErrInvalid, kind, joinPath(x.sc.path, name), x.scopeName())
+}
+
+func (x *cx) scopeName() string {
+	if x.sc.path == "" {
+		return "the workflow"
+	}
+	return fmt.Sprintf("%q", x.sc.path)
+}
 
 // stopped returns ErrEvicted or ErrCancelled if the thread must stop. atWork
 // says the thread would otherwise do something now, so the yielded run must

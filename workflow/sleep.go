@@ -264,6 +264,9 @@ func (c *Ctx[S]) TryOpts(opts TryOptions, fn func(*Ctx[S]) error) (*Failure, err
 	bx := newScopedCx(x.t, path)
 	bx.sc.outer = x.sc
 	err = callGuarded(func() error { return fn(&Ctx[S]{x: bx}) })
+	if cerr := bx.close(); cerr != nil {
+		err = cerr
+	}
 	if err == nil {
 		return nil, r.checkEnd(path)
 	}
