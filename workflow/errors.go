@@ -120,7 +120,10 @@ type FailureKind string
 
 // The failure kinds, as in the original engine.
 const (
-	// FailureCritical: the step returned a Critical error; no retry.
+	// FailureCritical: the step returned a Critical error, or the error of
+	// a workflow primitive its body misused (ErrEntryInProgress,
+	// ErrInvalid: nested steps are not a thing) or Break (which ends
+	// loops); no retry.
 	FailureCritical FailureKind = "critical"
 	// FailureTimeout: the step timed out and RetryOnTimeout was not set.
 	FailureTimeout FailureKind = "timeout"

@@ -177,7 +177,7 @@ func recordAttempt(path string, n int, r attemptResult, p retryPolicy) *Entry {
 	case errors.As(r.err, &rb):
 		e.Error = record(r.err)
 		kind, critical = FailureRollback, true
-	case errors.As(r.err, &ce):
+	case errors.As(r.err, &ce), misuse(r.err):
 		e.Error = record(r.err)
 		kind, critical = FailureCritical, true
 	default:
@@ -190,6 +190,15 @@ func recordAttempt(path string, n int, r attemptResult, p retryPolicy) *Entry {
 	}
 	e.Status = StatusFailed
 	return e
+}
+
+// misuse reports an error of the engine's that says the step's body
+// misused the workflow API (a primitive called on the workflow's Ctx, a bad
+// name) or returned Break, which ends loops: another attempt would fail
+// the same way, so the step fails at once, as with a Critical error.
+func misuse(err error) (yes bool) {
+	defer func() { _ = recover() }() // the body's own Is or Unwrap may panic: not a misuse
+	return errors.Is(err, ErrEntryInProgress) || errors.Is(err, ErrInvalid) || errors.Is(err, Break)
 }
 
 func stepErrorOf(e *Entry) *StepError {

@@ -1,0 +1,47 @@
+package workflow_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/rivet-go/rivet/workflow"
+)
+
+// A step body that returns the error of a misused primitive (one called on
+// the workflow's Ctx from inside the body: nested steps are not a thing)
+// or Break (which ends loops, not steps) fails the step at once, as a
+// critical error: retried, it fails the same way, after backoffs, each
+// attempt's changes to the state committed.
+func TestAStepBodyReturningAMisuseErrorFailsAtOnce(t *testing.T) {
+	cases := map[string]struct {
+		fn   func(c *workflow.Ctx[rst]) error
+		want string
+	}{
+		"nested step": {func(c *workflow.Ctx[rst]) error {
+			return c.Step("outer", func(s *workflow.StepCtx[rst]) error {
+				s.State.N++
+				return c.Step("inner", func(*workflow.StepCtx[rst]) error { return nil })
+			})
+		}, `step "inner" called while step "outer" runs`},
+		"Break": {func(c *workflow.Ctx[rst]) error {
+			return c.Step("outer", func(s *workflow.StepCtx[rst]) error { s.State.N++; return workflow.Break })
+		}, "workflow: break"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			h := newHost(rst{})
+			out := drive(t, h, tc.fn)
+			var se *workflow.StepError
+			if out.Status != workflow.RunFailed || !errors.As(out.Err, &se) {
+				t.Fatalf("outcome %+v, want failed with a *StepError", out)
+			}
+			if se.Kind != workflow.FailureCritical || se.Attempts != 1 || h.State().N != 1 {
+				t.Fatalf("step error %v (kind %s, %d attempts), state %+v: want critical after 1 attempt", se, se.Kind, se.Attempts, h.State())
+			}
+			if !strings.Contains(se.Error(), tc.want) {
+				t.Fatalf("step error %q should say %q", se, tc.want)
+			}
+		})
+	}
+}
