@@ -93,6 +93,7 @@ var askerActor = rivet.Actor[asker]{
 }
 
 func TestAnActorWaitsForAnotherWorkflowsCompletion(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, counterReg(t, doubler, askerActor), func(c *runtime.Config) { c.ActionTimeout = 3 * time.Second })
 	raw, err := call(t, e.host, "asker", "a", "ask", true, 21)
 	var res rivet.SendResult
@@ -184,6 +185,7 @@ var patient = rivet.Actor[patientState]{
 // out, which the step can handle, rather than the attempt failing as timed
 // out (a critical failure by default, which failed the workflow).
 func TestAStepsWaitingSendEndsBeforeTheStepsTimeout(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, counterReg(t, doubler, patient), nil)
 	if _, err := e.host.Create(ctx(t), runtime.Ref{Name: "patient", Key: []string{"p"}}, nil); err != nil {
 		t.Fatal(err)

@@ -136,6 +136,7 @@ func TestCancelWorkflowStopsItForGoodUntilRetried(t *testing.T) {
 // A sleeping workflow of an actor not in memory is cancelled from storage:
 // no wakeup is left to run it.
 func TestCancelWorkflowOfAnActorNotInMemory(t *testing.T) {
+	t.Parallel()
 	sleeper := rivet.Actor[cancelState]{
 		Name: "sleeper",
 		Run: func(ctx *workflow.Ctx[cancelState]) error {
@@ -209,6 +210,7 @@ func TestCancelWorkflowAnswersWaitingSenders(t *testing.T) {
 // deadline) fails, and the run it stopped on the way runs on: nothing is
 // left in memory without a run.
 func TestACancelThatTimesOutLeavesTheWorkflowRunning(t *testing.T) {
+	t.Parallel()
 	holding := make(chan struct{}, 1)
 	waiter := rivet.Actor[cancelState]{
 		Name:   "waiter",
@@ -255,6 +257,7 @@ func TestACancelThatTimesOutLeavesTheWorkflowRunning(t *testing.T) {
 // turn (Step) or runs outside it (Do): the workflow runs on once the step
 // has ended, from what it recorded.
 func TestACancelThatTimesOutDoesNotRunAStepTwiceAtOnce(t *testing.T) {
+	t.Parallel()
 	for _, stateless := range []bool{false, true} {
 		name := "Step"
 		if stateless {
@@ -308,6 +311,7 @@ func TestACancelThatTimesOutDoesNotRunAStepTwiceAtOnce(t *testing.T) {
 }
 
 func TestCancelWorkflowRefusesBadRequests(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, counterReg(t), nil)
 	callInt(t, e.host, "counter", "k", "increment", true, 1)
 	ref := runtime.Ref{Name: "counter", Key: []string{"k"}}
@@ -339,6 +343,7 @@ func TestCancelWorkflowRefusesBadRequests(t *testing.T) {
 // once no turn holds the actor, so no second activation loads between the
 // second Destroy's look and its delete, and none writes the actor back.
 func TestDestroyAfterATimedOutDestroyLeavesNothing(t *testing.T) {
+	t.Parallel()
 	var starts atomic.Int64
 	deaf := rivet.Actor[cancelState]{
 		Name: "deaf",
@@ -405,6 +410,7 @@ func TestDestroyAfterATimedOutDestroyLeavesNothing(t *testing.T) {
 // A cancel that finds the actor still loading leaves it to the loader (run
 // under -race: the early look read fields the load was writing).
 func TestCancelWhileTheActorLoads(t *testing.T) {
+	t.Parallel()
 	quick := rivet.Actor[cancelState]{
 		Name: "quick",
 		Run: func(ctx *workflow.Ctx[cancelState]) error {

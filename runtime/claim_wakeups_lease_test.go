@@ -16,6 +16,7 @@ import (
 // were skipped as "not owned", and the load counted as done: the workflow
 // slept until something else touched the actor.)
 func TestWakeupsOfAPartitionClaimedWhileARenewalIsLateAreLoaded(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, counterReg(t, sleeper), nil)
 	h2, own2 := secondHost(t, e)
 	ref := runtime.Ref{Name: "sleeper", Key: []string{"late"}}

@@ -17,6 +17,7 @@ type doubtWakeState struct {
 // this caller's create, and whose OnWake then fails, creates nothing, as
 // a create whose commit answered does: the create is taken back.
 func TestACreateInDoubtWhoseHooksFailCreatesNothing(t *testing.T) {
+	t.Parallel()
 	act := rivet.Actor[doubtWakeState]{
 		Name:   "doubtwake",
 		OnWake: func(c *rivet.ActionCtx[doubtWakeState]) error { return errors.New("no connection") },

@@ -129,6 +129,7 @@ func TestACreateWhoseHooksFailLeavesNoActor(t *testing.T) {
 
 // What a successful CreateVars committed before OnWake failed goes too.
 func TestAFailedCreateTakesBackWhatItsFirstHookCommitted(t *testing.T) {
+	t.Parallel()
 	var failWake atomic.Bool
 	a := hookedActor(&hookProbe{}, false)
 	a.CreateVars = func(c *rivet.ActionCtx[hookedState]) (any, error) {
@@ -168,6 +169,7 @@ func TestAFailedCreateTakesBackWhatItsFirstHookCommitted(t *testing.T) {
 // a GetOrCreate among them creates the actor itself (and says so), a call
 // without create finds no actor, and a Destroy finds nothing to destroy.
 func TestRequestsDuringAFailingCreateSeeNoActor(t *testing.T) {
+	t.Parallel()
 	var (
 		entered = make(chan struct{})
 		release = make(chan struct{})

@@ -15,6 +15,7 @@ import (
 // CreateState and OnWake run once, exactly one of them says it created it,
 // and every other Create gets ErrAlreadyExists.
 func TestConcurrentCreatesOfOneKeyCreateItOnce(t *testing.T) {
+	t.Parallel()
 	type st struct{ N int }
 	var creates, wakes atomic.Int64
 	a := rivet.Actor[st]{

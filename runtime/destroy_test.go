@@ -14,6 +14,7 @@ import (
 // No step runs after the one that asked to destroy the actor: its effects
 // (an email, a charge) would happen for an actor that is going away.
 func TestNoStepRunsAfterAStepsDestroy(t *testing.T) {
+	t.Parallel()
 	var after atomic.Int64
 	act := rivet.Actor[alarmState]{
 		Name: "sdafter",
@@ -54,6 +55,9 @@ func TestNoStepRunsAfterAStepsDestroy(t *testing.T) {
 // A stored destroy of an actor not in memory runs as Destroy does, which
 // goes on when the actor's hooks fail (loading it as any turn does would
 // retry for ever).
+//
+// Tests that share it do not run in parallel with each other (see
+// TestMain).
 var wakerFails atomic.Bool
 
 var waker = rivet.Actor[alarmState]{
@@ -108,12 +112,14 @@ func storedDestroyRunsThoughWakeFails(t *testing.T, quit string) {
 // So it does with an overdue call stored before it: the destroy comes
 // first (no call runs after the request), not a load that fails.
 func TestAStoredDestroyAfterAnOverdueCallRunsWhenTheActorsWakeFails(t *testing.T) {
+	t.Parallel()
 	storedDestroyRunsThoughWakeFails(t, "quitAfterAdd")
 }
 
 // OnWake and OnSleep may destroy their actor; OnDestroy asking again
 // changes nothing.
 func TestHooksMayDestroyTheirActor(t *testing.T) {
+	t.Parallel()
 	var wakes, destroys atomic.Int64
 	act := rivet.Actor[alarmState]{
 		Name:    "selfhooks",
@@ -176,6 +182,7 @@ func TestHooksMayDestroyTheirActor(t *testing.T) {
 // Calls made once a destroy was asked for get NOT_FOUND, as after it: not
 // answers whose writes the destroy then deletes.
 func TestCallsAfterADestroyRequestAreNotFound(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, counterReg(t, alarm), nil)
 	for i := range 10 {
 		k := "k" + string(rune('a'+i))
@@ -193,6 +200,7 @@ func TestCallsAfterADestroyRequestAreNotFound(t *testing.T) {
 // request's time sorted after the destroy and never ran; one due a moment
 // earlier ran, an effect of an actor going away.
 func TestNoScheduledCallRunsAfterADestroyRequest(t *testing.T) {
+	t.Parallel()
 	var marks atomic.Int64
 	type st struct{ N int }
 	quitter := rivet.Actor[st]{

@@ -58,6 +58,7 @@ var doer = rivet.Actor[doerState]{
 // replaying the same step): the workflow stops there, and runs on once
 // the node serves the partition again.
 func TestADoStepPastTheLeaseDeadlineDoesNotRun(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, counterReg(t, doer), nil)
 	ref := runtime.Ref{Name: "doer", Key: []string{"d"}}
 	p, err := e.host.PartitionOf(ref)

@@ -218,6 +218,7 @@ func eventText(t *testing.T, ev rivet.Event) string {
 }
 
 func TestEventsReachSubscribersInTurnOrder(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, counterReg(t, roomActor), nil)
 	h := e.host
 	if _, err := h.Subscribe(ctx(t), roomRef("a"), nil); !errors.Is(err, rivet.ErrNotFound) {
@@ -273,6 +274,7 @@ func TestEventsReachSubscribersInTurnOrder(t *testing.T) {
 }
 
 func TestAFailedTurnPublishesNothing(t *testing.T) {
+	t.Parallel()
 	_, h, sub := newRoom(t, "message")
 	if _, err := call(t, h, "room", "a", "postFail", false, "never"); !errors.Is(err, rivet.ErrUser) {
 		t.Fatalf("postFail: %v", err)
@@ -287,6 +289,7 @@ func TestAFailedTurnPublishesNothing(t *testing.T) {
 }
 
 func TestEventsWaitForTheirTurnsCommit(t *testing.T) {
+	t.Parallel()
 	e, h, sub := newRoom(t, "message")
 	e.store.holdGate, e.store.holdEntered = make(chan struct{}), make(chan struct{})
 	e.store.holdCommitSub.Store("room")
@@ -319,6 +322,7 @@ func TestEventsWaitForTheirTurnsCommit(t *testing.T) {
 // subscriptions end (UNAVAILABLE), telling subscribers that they may have
 // missed events. A new subscription hears what follows.
 func TestAnInDoubtCommitEndsTheActorsSubscriptions(t *testing.T) {
+	t.Parallel()
 	// A host whose in-doubt writes do not make it claim their partition
 	// again (which would end the partition's subscriptions anyway): the
 	// actor's own subscriptions end all the same.
@@ -350,6 +354,7 @@ func TestAnInDoubtCommitEndsTheActorsSubscriptions(t *testing.T) {
 // A step's events go with its commit: a failed attempt's too, since its
 // changes to the state are committed (roll-forward).
 func TestStepEventsGoWithTheirCommits(t *testing.T) {
+	t.Parallel()
 	_, h, sub := newRoom(t, "step")
 	for _, text := range []string{"flaky", "steady"} {
 		body, _ := json.Marshal(text)
@@ -365,6 +370,7 @@ func TestStepEventsGoWithTheirCommits(t *testing.T) {
 }
 
 func TestSubscriptionsEndWithTheirPartitionOrActor(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, counterReg(t, roomActor), nil)
 	h := e.host
 	callInt(t, h, "room", "a", "post", true, "x")
@@ -402,6 +408,7 @@ func waitErr(t *testing.T, s *eventReader) error {
 }
 
 func TestASubscriberThatFallsBehindIsDropped(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, counterReg(t, roomActor), nil)
 	h := e.host
 	callInt(t, h, "room", "a", "post", true, "x")
@@ -443,6 +450,7 @@ func TestASubscriberThatFallsBehindIsDropped(t *testing.T) {
 // up to twice the bound behind (here in bytes) before it is dropped, as
 // the docs say.
 func TestASubscriberIsDroppedPastTheBoundBesidesTheBatchBeingSent(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, counterReg(t, roomActor), nil)
 	h := e.host
 	callInt(t, h, "room", "a", "post", true, "x")
@@ -523,6 +531,7 @@ func TestAReentrantReadPublishesWithTheTurnItReadFrom(t *testing.T) {
 // re-entered so far, with its own: that turn's events so far go with them,
 // even if it then fails.
 func TestAReentrantWriteTakesTheEventsOfWhatItCommits(t *testing.T) {
+	t.Parallel()
 	_, h, sub := newRoom(t, "message")
 	if _, err := call(t, h, "room", "a", "postNestedThenFail", false); !errors.Is(err, rivet.ErrUser) {
 		t.Fatalf("postNestedThenFail: %v", err)
@@ -536,6 +545,7 @@ func TestAReentrantWriteTakesTheEventsOfWhatItCommits(t *testing.T) {
 // A re-entrant turn that ends after the turn it re-entered publishes on its
 // own, and later turns are not taken for its nested ones.
 func TestAReentrantTurnThatOutlivesItsRoot(t *testing.T) {
+	t.Parallel()
 	_, h, sub := newRoom(t, "count")
 	callInt(t, h, "room", "a", "outlive", false)
 	slowRelease <- struct{}{}
@@ -553,6 +563,7 @@ func TestAReentrantTurnThatOutlivesItsRoot(t *testing.T) {
 
 // A re-entrant read that panics discards nothing of the turn it re-entered.
 func TestAPanickingReentrantReadKeepsTheOuterTurnsChanges(t *testing.T) {
+	t.Parallel()
 	_, h, sub := newRoom(t, "message")
 	if n := callInt(t, h, "room", "a", "postThenPanicPeek", false); n != 11 {
 		t.Fatalf("posts %d after postThenPanicPeek, want 11", n)

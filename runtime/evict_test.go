@@ -29,6 +29,7 @@ type accState struct {
 // settles, or the new activation reads storage without it and writes over
 // it, and an acknowledged increment is lost.
 func TestEvictedActivationIsNotLoadedAgainBeforeItsWritesSettle(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	acc := rivet.Actor[accState]{
 		Name:   "acc",
@@ -140,6 +141,7 @@ func TestDueWakeupSurvivesAFailedRead(t *testing.T) {
 // learns that the workflow failed, rather than sending a reply that would
 // fail in the transport after the message was taken.
 func TestACompletionLargerThanAResultFailsTheWorkflowClearly(t *testing.T) {
+	t.Parallel()
 	completer := rivet.Actor[tickState]{
 		Name:   "completer",
 		Queues: rivet.Queues{"ask": rivet.QueueOf[int]()},
@@ -167,6 +169,7 @@ func TestACompletionLargerThanAResultFailsTheWorkflowClearly(t *testing.T) {
 // new activation has not read yet) takes what one transaction holds, as it
 // does without the restart, rather than failing its commit for ever.
 func TestNextBatchOfLargeMessagesAfterARestartFitsOneTransaction(t *testing.T) {
+	t.Parallel()
 	big := rivet.Actor[batchState]{
 		Name:   "bigbatch",
 		Queues: rivet.Queues{"q": rivet.QueueOf[string]()},
@@ -309,6 +312,7 @@ func TestSendWaitAfterARetryInTheSameActivation(t *testing.T) {
 // would retry, applying the increment twice): it waits for the write's
 // real outcome, here that it applied.
 func TestALostLeaseDoesNotAnswerNotWrittenForAWriteThatApplies(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, counterReg(t), nil)
 	if n := callInt(t, e.host, "counter", "x", "increment", true, 1); n != 1 {
 		t.Fatalf("count = %d, want 1", n)
@@ -358,6 +362,7 @@ type bigState struct {
 // transaction fails the workflow, and its state change stays uncommitted:
 // actions do not see it, and a later action does not commit it.
 func TestAStepTooLargeToCommitLeavesTheStateAsItWas(t *testing.T) {
+	t.Parallel()
 	big := rivet.Actor[bigState]{
 		Name: "big",
 		Run: func(ctx *workflow.Ctx[bigState]) error {
@@ -402,6 +407,7 @@ type raceTurnState struct {
 // branch's step holds it) loses its race alone: the run goes on with the
 // winner, neither stopped nor run again.
 func TestARaceLoserWaitingForTheTurnDoesNotStopTheRun(t *testing.T) {
+	t.Parallel()
 	var runs, bodies atomic.Int32
 	slow := func(name string) func(*workflow.Ctx[raceTurnState]) (string, error) {
 		return func(c *workflow.Ctx[raceTurnState]) (string, error) {
@@ -451,6 +457,7 @@ func TestARaceLoserWaitingForTheTurnDoesNotStopTheRun(t *testing.T) {
 // this caller created the actor (a retry would have got ALREADY_EXISTS,
 // and no answer created=true).
 func TestACreateInDoubtThatAppliedIsACreate(t *testing.T) {
+	t.Parallel()
 	e := newEnvWith(t, counterReg(t), nil, true)
 	ref := runtime.Ref{Name: "counter", Key: []string{"born"}}
 	e.store.applyThenFailSub.Store(storage.EncodeKey(ref.Key) + "/" + storage.MetaSuffix)
@@ -471,6 +478,7 @@ func TestACreateInDoubtThatAppliedIsACreate(t *testing.T) {
 // waiting for its message's completion is not told the message was
 // destroyed, and the workflow takes it later without a request.
 func TestAFailedDestroyLeavesTheActorAndItsWaiters(t *testing.T) {
+	t.Parallel()
 	slow := rivet.Actor[tickState]{
 		Name:   "slow",
 		Queues: rivet.Queues{"ask": rivet.QueueOf[int]()},
@@ -515,6 +523,7 @@ func TestAFailedDestroyLeavesTheActorAndItsWaiters(t *testing.T) {
 // before, its workflow (which Destroy stopped first) running again, not
 // left in memory stopped with nothing to restart it.
 func TestADestroyThatGaveUpLeavesTheWorkflowRunning(t *testing.T) {
+	t.Parallel()
 	var after atomic.Int64
 	vic := rivet.Actor[accState]{
 		Name:   "vic",
@@ -581,6 +590,7 @@ type raceListenState struct {
 // it. Whether the queue is empty or holds a message the branch would
 // take, which then stays queued for the workflow's next receive.
 func TestARaceReceiveWaitingForTheTurnDoesNotHoldTheRaceBehindAStep(t *testing.T) {
+	t.Parallel()
 	for _, queued := range []bool{false, true} {
 		t.Run(fmt.Sprintf("message queued %v", queued), func(t *testing.T) {
 			started := make(chan struct{})
@@ -661,6 +671,7 @@ func TestARaceReceiveWaitingForTheTurnDoesNotHoldTheRaceBehindAStep(t *testing.T
 // waits for the message's taker (it wins if it finishes). The race waited
 // until the holding step's own timeout (an hour here).
 func TestARaceBranchThatTookAMessageGetsTheTurnFromALosingStep(t *testing.T) {
+	t.Parallel()
 	taken := make(chan struct{})
 	working := make(chan struct{})
 	var takenOnce, workingOnce sync.Once

@@ -26,6 +26,7 @@ func (o *panicOnceObserver) Call(string, time.Duration, error) {}
 // writes uncommitted, the actor's next replies waiting on them for ever,
 // and Host.Stop waiting for a flush that never runs.
 func TestPanicBeforeAStepsFlushLosesNoFlush(t *testing.T) {
+	t.Parallel()
 	obs := &panicOnceObserver{}
 	e := newEnv(t, counterReg(t, stepsActor("one", "two")), func(c *runtime.Config) { c.Observer = obs })
 	_, _ = call(t, e.host, "steps", "k", "getState", true) // starts the workflow; may see the panic's end

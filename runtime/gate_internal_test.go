@@ -210,6 +210,7 @@ func TestChainRootsAreShortAndHaveNoSeparator(t *testing.T) {
 // some giving up early: at most one turn runs at a time, every chain gets
 // through, and the gate ends free.
 func TestGateUnderConcurrentChains(t *testing.T) {
+	t.Parallel()
 	var (
 		g              turnGate
 		running, most  atomic.Int32

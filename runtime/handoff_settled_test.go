@@ -20,6 +20,7 @@ import (
 // asked to be woken by nothing (or by the loser's message), and its
 // wakeup record said so: the workflow slept until a message came.
 func TestAHandoffAsAJoinOrRaceSettlesLeavesItsWorkflowDue(t *testing.T) {
+	t.Parallel()
 	for _, kind := range []string{"join", "race"} {
 		t.Run(kind, func(t *testing.T) {
 			type st struct{}

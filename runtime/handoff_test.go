@@ -56,6 +56,7 @@ func secondHost(t *testing.T, e *env) (*runtime.Host, *runtime.Ownership) {
 // next owner, calls to the old owner are refused with UNAVAILABLE (which
 // clients retry), and the workflow wakes on the next owner at its time.
 func TestHandoffMovesActorsAndSleepingWorkflows(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, counterReg(t, sleeper), nil)
 	h2, own2 := secondHost(t, e)
 	part := func(name, key string) uint32 {
@@ -215,6 +216,7 @@ type longStepState struct {
 // (clients retry UNAVAILABLE for seconds, not for a step's half minute),
 // and a handoff that ran out of time evicted the actor without OnSleep.
 func TestAHandoffCancelsAStepThatHoldsTheTurn(t *testing.T) {
+	t.Parallel()
 	started := make(chan struct{}, 1)
 	var attempts atomic.Int32
 	long := rivet.Actor[longStepState]{

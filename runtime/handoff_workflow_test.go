@@ -35,12 +35,14 @@ type moverState = testactors.ShuttleState
 // message is queued, the sleeps fire on whichever host owns the workflow,
 // and it ends as it would have without the moves.
 func TestAWorkflowMovedRepeatedlyMidJoinAndRaceLosesNothing(t *testing.T) {
+	t.Parallel()
 	testWorkflowMoves(t, false)
 }
 
 // The same, some handoffs running out of time and evicting the workflow
 // wherever it is.
 func TestAWorkflowMovedRepeatedlyByHandoffsOutOfTime(t *testing.T) {
+	t.Parallel()
 	testWorkflowMoves(t, true)
 }
 

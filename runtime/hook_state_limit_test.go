@@ -38,6 +38,7 @@ var bloater = rivet.Actor[bloaterState]{
 // that says, to the caller, that its own request was too large, and what
 // it asked was not.
 func TestAHookThatMakesTheStateTooLargeIsInternal(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, counterReg(t, bloater), func(c *runtime.Config) { c.MaxStateBytes = 1 << 10 })
 	check := func(what string, err error) {
 		t.Helper()

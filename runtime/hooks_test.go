@@ -160,6 +160,7 @@ func mustGetHooked(t *testing.T, h *runtime.Host, key string, create bool) hooke
 // (idle, and the host's stop), each committing its changes; each
 // activation has vars of its own, closed once it leaves memory.
 func TestHooksRunAroundEveryActivation(t *testing.T) {
+	t.Parallel()
 	p := &hookProbe{}
 	e := newEnv(t, counterReg(t, hookedActor(p, false)), func(c *runtime.Config) { c.IdleTimeout = 50 * time.Millisecond })
 	if v := mustGetHooked(t, e.host, "h", true); v.Wakes != 1 || v.Sleeps != 0 || v.Setups != 1 || v.VarsID != 1 {
@@ -195,6 +196,7 @@ func TestHooksRunAroundEveryActivation(t *testing.T) {
 // whose hooks fail can still be destroyed. (A create whose hooks fail
 // creates nothing: TestACreateWhoseHooksFailLeavesNoActor.)
 func TestAFailingWakeFailsTheCallAndTheNextTriesAgain(t *testing.T) {
+	t.Parallel()
 	p := &hookProbe{}
 	e := newEnv(t, counterReg(t, hookedActor(p, false)), nil)
 	for _, key := range []string{"f", "g"} {
@@ -249,6 +251,7 @@ func TestAFailingWakeFailsTheCallAndTheNextTriesAgain(t *testing.T) {
 // the vars; a call from OnWake back into the actor re-enters instead of
 // waiting for the activation it is part of.
 func TestOnWakeRunsBeforeTheWorkflowAndMayReenter(t *testing.T) {
+	t.Parallel()
 	p := &hookProbe{}
 	p.reenter.Store(true)
 	e := newEnv(t, counterReg(t, hookedActor(p, true)), nil)
@@ -267,6 +270,7 @@ func TestOnWakeRunsBeforeTheWorkflowAndMayReenter(t *testing.T) {
 // commits before the next owner loads them); a destroy runs OnDestroy,
 // which may call other actors, and closes the vars.
 func TestOnSleepOnHandoffAndOnDestroy(t *testing.T) {
+	t.Parallel()
 	p := &hookProbe{}
 	e := newEnv(t, counterReg(t, hookedActor(p, false)), nil)
 	h2, own2 := secondHost(t, e)
@@ -309,6 +313,7 @@ func TestOnSleepOnHandoffAndOnDestroy(t *testing.T) {
 // does not leave an activation behind that serves without them: the next
 // request wakes the actor again.
 func TestAHeldLoadWhoseWakeFailedDoesNotServe(t *testing.T) {
+	t.Parallel()
 	p := &hookProbe{}
 	e := newEnv(t, counterReg(t, hookedActor(p, true)), nil)
 	ref := runtime.Ref{Name: "hooked", Key: []string{"c"}}
@@ -326,6 +331,7 @@ func TestAHeldLoadWhoseWakeFailedDoesNotServe(t *testing.T) {
 // actor is gone) is INTERNAL to the wakeup: it tries again, and the
 // workflow runs on.
 func TestAWakeErrorOfAnyKindDoesNotDropTheWakeup(t *testing.T) {
+	t.Parallel()
 	var fails atomic.Int32
 	var stepRan atomic.Bool
 	act := rivet.Actor[hookedState]{
@@ -373,6 +379,7 @@ func TestAWakeErrorOfAnyKindDoesNotDropTheWakeup(t *testing.T) {
 // Vars made by an activation that was evicted while CreateVars ran (a
 // handoff that gave up waiting for it) are closed all the same.
 func TestVarsOfAnActivationEvictedWhileWakingAreClosed(t *testing.T) {
+	t.Parallel()
 	entered, release := make(chan struct{}), make(chan struct{})
 	var made atomic.Pointer[hookVars]
 	act := rivet.Actor[hookedState]{
@@ -568,6 +575,7 @@ func TestAWakeupDuringAFailingWakeIsNotLost(t *testing.T) {
 // sleep) instead of each waiting for the other's gate until SleepTimeout
 // (an hour here, past the test's deadline).
 func TestOnSleepsCallingEachOtherDoNotDeadlock(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	results := map[string]error{}
 	var both sync.WaitGroup
@@ -623,6 +631,7 @@ func TestOnSleepsCallingEachOtherDoNotDeadlock(t *testing.T) {
 // OnSleep (pageviews' write-behind counts would be lost on every rebalance
 // of a busy actor otherwise).
 func TestAHandoffOfABusyActorRunsOnSleep(t *testing.T) {
+	t.Parallel()
 	var sleeps atomic.Int32
 	entered, release := make(chan struct{}), make(chan struct{})
 	act := rivet.Actor[hookedState]{
@@ -664,6 +673,7 @@ func TestAHandoffOfABusyActorRunsOnSleep(t *testing.T) {
 // One slow OnSleep holds up neither the deactivation of other idle actors
 // nor the reaper's next passes.
 func TestASlowOnSleepHoldsUpNoOtherDeactivation(t *testing.T) {
+	t.Parallel()
 	entered, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
 	slow := rivet.Actor[hookedState]{
@@ -746,6 +756,7 @@ type errBox struct{ err error }
 // loaded the actor has not taken its turn yet, and putting the actor to
 // sleep then ran OnSleep and a second OnWake before that request.
 func TestAWakeSlowerThanTheIdleTimeoutIsNotReapedBeforeItsCall(t *testing.T) {
+	t.Parallel()
 	var slow atomic.Bool
 	act := rivet.Actor[hookedState]{
 		Name:    "slowwake",

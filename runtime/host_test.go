@@ -23,6 +23,11 @@ import (
 	"github.com/rivet-go/rivet/workflow"
 )
 
+// TestMain runs the package's tests. A test runs in parallel (t.Parallel)
+// unless it sets a package variable (the runtime's Set* hooks, withRemote,
+// time.Local), reads process-wide state (the count of goroutines), or
+// shares a probe variable (an atomic, a channel an actor of its file uses)
+// with another parallel test.
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m,
 		// etcd's client and embedded server keep a few process-wide
@@ -470,6 +475,7 @@ func TestCounterIsDurableAcrossRestart(t *testing.T) {
 }
 
 func TestConcurrentIncrementsOnOneActorAreAllKept(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, counterReg(t), nil)
 	const workers, each = 32, 25
 	var wg sync.WaitGroup
@@ -497,6 +503,7 @@ func TestConcurrentIncrementsOnOneActorAreAllKept(t *testing.T) {
 }
 
 func TestLifecycleSemantics(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, counterReg(t), nil)
 	h := e.host
 	ref := runtime.Ref{Name: "counter", Key: []string{"tenant", "a/b,c%"}}
@@ -659,6 +666,7 @@ func TestBadInputIsRefusedAndChangesNothing(t *testing.T) {
 // when it found the actor in memory and the actor was destroyed while it
 // waited for the turn: it must not bring the actor back.
 func TestBadArgumentsDuringADestroyDoNotCreateTheActorAgain(t *testing.T) {
+	t.Parallel()
 	type st struct{ N int }
 	entered, release := make(chan struct{}), make(chan struct{})
 	slow := rivet.Actor[st]{
@@ -732,6 +740,7 @@ var pingPong = rivet.Actor[pingState]{
 }
 
 func TestReentrantCallChain(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, counterReg(t, pingPong), func(c *runtime.Config) { c.ActionTimeout = 10 * time.Second })
 	n := callInt(t, e.host, "pingPong", "a", "ping", true, "b")
 	// a: ping, touch (re-entered) -> len 2 -> +1
@@ -771,6 +780,7 @@ var failing = rivet.Actor[failState]{
 }
 
 func TestFailedActionDiscardsItsChanges(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, counterReg(t, failing), nil)
 	callInt(t, e.host, "failing", "x", "bump", true, false)
 	_, err := call(t, e.host, "failing", "x", "bump", true, true)
@@ -791,6 +801,7 @@ func TestFailedActionDiscardsItsChanges(t *testing.T) {
 }
 
 func TestIdleActorsAreDeactivatedAndComeBack(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, counterReg(t), func(c *runtime.Config) { c.IdleTimeout = 50 * time.Millisecond })
 	callInt(t, e.host, "counter", "idle", "increment", true, 7)
 	deadline := time.Now().Add(10 * time.Second)
@@ -806,6 +817,7 @@ func TestIdleActorsAreDeactivatedAndComeBack(t *testing.T) {
 }
 
 func TestLostClaimFencesTheActor(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, counterReg(t), nil)
 	callInt(t, e.host, "counter", "f", "increment", true, 1)
 	// Another party takes every partition over: revoke this node's lease
@@ -883,6 +895,7 @@ var blobby = rivet.Actor[blobState]{
 }
 
 func TestStateOverItsLimitIsRefusedAndDiscarded(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, counterReg(t, blobby), func(c *runtime.Config) { c.MaxStateBytes = 64 << 10 })
 	if n := callInt(t, e.host, "blobby", "b", "grow", true, 1000); n != 1000 {
 		t.Fatalf("grow = %d", n)
@@ -923,6 +936,7 @@ var greeter = rivet.Actor[greeterState]{
 }
 
 func TestInitialStateFromCreateInput(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, counterReg(t, greeter), nil)
 	state := func(key string) string {
 		return string(inspect(t, e.host, "greeter", key).State)
@@ -1010,6 +1024,7 @@ func TestReadOfStateWhoseWriteFailedIsRetryable(t *testing.T) {
 // Past MaxActiveActors the actors idle longest are deactivated early, down
 // to 90% of the bound, and lose nothing: each loads again with its state.
 func TestActorsPastTheBoundAreShedIdlestFirst(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, counterReg(t), func(c *runtime.Config) {
 		c.MaxActiveActors = 10
 		c.IdleTimeout = time.Hour // only the bound deactivates here

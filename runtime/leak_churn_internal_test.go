@@ -21,7 +21,9 @@ type leakState struct {
 }
 
 // leakSizes is what the host holds: goroutines, actors in memory and
-// retiring, timers, subscriptions' actors, sleep chains.
+// retiring, timers, subscriptions' actors, sleep chains. The goroutines are
+// the process's, so the tests that use it do not run in parallel (see
+// TestMain in host_test.go).
 type leakSizes struct{ goroutines, actors, retiring, timers, heap, subs, chains int }
 
 func (h *Host) leakSizes() leakSizes {

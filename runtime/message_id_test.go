@@ -21,6 +21,7 @@ type bidsState struct {
 // ID. A message sent since under the same ID was overwritten by it (lost,
 // while memory still counted it).
 func TestAMessageIDTakenByTheWorkflowIsNotReusedAfterALoad(t *testing.T) {
+	t.Parallel()
 	bidder := rivet.Actor[bidsState]{
 		Name:   "bidder",
 		Queues: rivet.Queues{"bids": rivet.QueueOf[int]()},
@@ -76,6 +77,7 @@ type takerState struct {
 // its state, as an auto-increment ID invites) would otherwise drop the
 // messages sent after the actor is loaded again.
 func TestAMessageIDIsNotReusedAfterItsReceiveWasPruned(t *testing.T) {
+	t.Parallel()
 	taker := rivet.Actor[takerState]{
 		Name:   "taker",
 		Queues: rivet.Queues{"in": rivet.QueueOf[int]()},

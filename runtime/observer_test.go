@@ -56,6 +56,7 @@ func send(t *testing.T, h *runtime.Host, name, key, queue string, body any) {
 // messages of the actors in memory: they leave the count when their actor
 // is deactivated or destroyed, and come back with its next activation.
 func TestObserverAndQueueStats(t *testing.T) {
+	t.Parallel()
 	obs := &recordObserver{}
 	e := newEnv(t, counterReg(t, inbox), func(c *runtime.Config) {
 		c.Observer = obs

@@ -17,7 +17,8 @@ type blockState struct {
 	N int `json:"n"`
 }
 
-// blockers is where the "hold" action of blocker waits.
+// blockers is where the "hold" action of blocker waits. Tests that share
+// it do not run in parallel with each other (see TestMain).
 var blockers = struct {
 	entered chan struct{}
 	release chan struct{}

@@ -44,6 +44,7 @@ var lateRace = rivet.Actor[lateRaceState]{
 // The bid is in storage when the node loads the actor, so only its key is
 // in memory (the host learns its time as it takes it).
 func TestANodeTakingOverALateRaceRanksTheMessageByWhenItWasSent(t *testing.T) {
+	t.Parallel()
 	reg, err := rivet.Setup(lateRace)
 	if err != nil {
 		t.Fatal(err)

@@ -104,6 +104,7 @@ func (s *failOnceStore) Commit(ctx context.Context, txns ...storage.Txn) error {
 // and the workflow runs again from storage, to the same end (the message
 // neither lost nor queued twice).
 func TestARaceLoserThatTookAMessageAndFailedGivesItBack(t *testing.T) {
+	t.Parallel()
 	reg, err := rivet.Setup(raceRequeue)
 	if err != nil {
 		t.Fatal(err)

@@ -22,6 +22,7 @@ type turnHoldState struct {
 // cancels the step, which can no longer win, rather than wait for it (it
 // has no timeout: the race never ended).
 func TestARaceReceiveWaitingForATurnAStepHoldsDoesNotStallTheRace(t *testing.T) {
+	t.Parallel()
 	gate := make(chan struct{})
 	racer := rivet.Actor[turnHoldState]{
 		Name:   "turnHold",

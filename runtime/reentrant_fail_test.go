@@ -35,6 +35,7 @@ var nest = rivet.Actor[alarmState]{
 }
 
 func TestAFailedReentrantTurnKeepsTheOuterTurnsChanges(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, counterReg(t, nest), nil)
 	if n := callInt(t, e.host, "nest", "a", "outer", true); n != 11 {
 		t.Fatalf("outer returned %d, want 11", n)

@@ -101,6 +101,7 @@ var deep = rivet.Actor[testactors.HubState]{
 // An actor that calls itself without end is stopped by the chain's depth,
 // not by its deadline, and what its turns changed is discarded.
 func TestACallChainHasADepthLimit(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, counterReg(t, deep), func(c *runtime.Config) { c.ActionTimeout = time.Minute })
 	if n := callInt(t, e.host, "deep", "d", "peek", true); n != 0 {
 		t.Fatalf("deep starts at %d", n)
@@ -144,6 +145,7 @@ var fork = rivet.Actor[testactors.HubState]{
 // A call that runs out of time waiting for an actor that another call of
 // its own chain holds says so: the wait is the chain's, not a slow actor's.
 func TestAWaitForAnotherCallOfTheChainSaysSo(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, counterReg(t, fork, tine), func(c *runtime.Config) { c.ActionTimeout = 500 * time.Millisecond })
 	_, err := call(t, e.host, "fork", "f", "two", true)
 	if !errors.Is(err, rivet.ErrTimeout) || !strings.Contains(err.Error(), "another call of this call chain holds") {

@@ -51,6 +51,7 @@ func (s *cutStore) GrantLease(ctx context.Context, ttl time.Duration) (storage.L
 // had taken them over) and never noticed the second loss (found by
 // cutting a node of a three-node cluster off etcd repeatedly under load).
 func TestALeaseReestablishedJustBeforeACutIsStillWatched(t *testing.T) {
+	t.Parallel()
 	m := storage.NewMemory()
 	t.Cleanup(func() { m.Close() })
 	const ttl = time.Second
@@ -87,6 +88,7 @@ func TestALeaseReestablishedJustBeforeACutIsStillWatched(t *testing.T) {
 // deadline, rather than hold its caller, the balancer, until storage is
 // back: past that deadline nothing they load is served anyway.
 func TestAClaimDoesNotWaitForItsCallbacksPastTheLease(t *testing.T) {
+	t.Parallel()
 	m := storage.NewMemory()
 	defer m.Close()
 	const ttl = time.Second
@@ -117,6 +119,7 @@ func TestAClaimDoesNotWaitForItsCallbacksPastTheLease(t *testing.T) {
 // renews it, so a node with many partitions to load (or a slow etcd) lost
 // the lease again right after getting it back.
 func TestALeaseReestablishedIsRenewedWhileItsClaimsLoad(t *testing.T) {
+	t.Parallel()
 	m := storage.NewMemory()
 	t.Cleanup(func() { m.Close() })
 	const ttl = time.Second

@@ -31,6 +31,7 @@ import (
 // store would see a write on the old claim after the doubt; without the
 // re-fence the token would not change and the late +5 would land (6).
 func TestWriteInDoubtNeverLandsOnANewerWrite(t *testing.T) {
+	t.Parallel()
 	hold := make(chan struct{})
 	e := newEnvWith(t, counterReg(t), nil, true, hold)
 	reFence := sync.OnceFunc(func() { close(hold) })
@@ -121,6 +122,7 @@ func incrementWhenServed(t *testing.T, e *env, key string) int {
 // turn, not dropped, or the partition would refuse every write until its
 // lease ended (found in review).
 func TestClaimGoingInDoubtDuringItsRefenceIsRefencedToo(t *testing.T) {
+	t.Parallel()
 	e := newEnvWith(t, counterReg(t), nil, true)
 	if n := callInt(t, e.host, "counter", "again", "increment", true, 1); n != 1 {
 		t.Fatalf("count = %d, want 1", n)
@@ -176,6 +178,7 @@ func TestClaimGoingInDoubtDuringItsRefenceIsRefencedToo(t *testing.T) {
 // ms deadlines made 53 re-fences). A Destroy whose caller left still
 // lands, whole.
 func TestCallersLeavingDoNotPutTheirPartitionInDoubt(t *testing.T) {
+	t.Parallel()
 	e := newEnvWith(t, counterReg(t), nil, true)
 	if n := callInt(t, e.host, "counter", "leaver", "increment", true, 3); n != 3 {
 		t.Fatalf("count = %d, want 3", n)
@@ -212,6 +215,7 @@ func TestCallersLeavingDoNotPutTheirPartitionInDoubt(t *testing.T) {
 // leaving the partition owned on record and served by no one (found in
 // review).
 func TestRefenceAdoptsAClaimWhoseReplyWasLost(t *testing.T) {
+	t.Parallel()
 	e := newEnvWith(t, counterReg(t), nil, true)
 	if n := callInt(t, e.host, "counter", "orphan", "increment", true, 1); n != 1 {
 		t.Fatalf("count = %d, want 1", n)
@@ -241,6 +245,7 @@ func TestRefenceAdoptsAClaimWhoseReplyWasLost(t *testing.T) {
 // ring wants it elsewhere, and then hands it off (found in review: only
 // those the ring gave this node were adopted).
 func TestBalancerAdoptsAndHandsOffAnOrphanClaimTheRingWantsElsewhere(t *testing.T) {
+	t.Parallel()
 	adoptsOrphanClaim(t, false)
 }
 
@@ -250,6 +255,7 @@ func TestBalancerAdoptsAndHandsOffAnOrphanClaimTheRingWantsElsewhere(t *testing.
 // behind the release (the two tests of a stale table above check the
 // other side of adoptable).
 func TestBalancerAdoptsAnOrphanClaimByItsRecord(t *testing.T) {
+	t.Parallel()
 	adoptsOrphanClaim(t, true)
 }
 
@@ -311,6 +317,7 @@ func adoptsOrphanClaim(t *testing.T, byRecord bool) {
 // whose reply was lost: claiming it back would take the partition from the
 // node it was handed to.
 func TestBalancerDoesNotClaimBackAPartitionOnAStaleTable(t *testing.T) {
+	t.Parallel()
 	e := newEnvWith(t, counterReg(t), nil, true)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -335,6 +342,7 @@ func TestBalancerDoesNotClaimBackAPartitionOnAStaleTable(t *testing.T) {
 // actor's OnSleep ran twice (node TestOnSleepCallsItsOwnActorDuringADrain,
 // Sleeps 2).
 func TestBalancerDoesNotClaimBackAPartitionWhoseRecordWentBetweenItsReads(t *testing.T) {
+	t.Parallel()
 	e := newEnvWith(t, counterReg(t), nil, true)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -379,6 +387,7 @@ func balanceOnStaleTable(ctx context.Context, t *testing.T, e *env, p uint32, to
 // claim is replaced: it gets its reply, not "outcome unknown", and the
 // write is there, once.
 func TestAWriteInDoubtThatAppliedIsAnswered(t *testing.T) {
+	t.Parallel()
 	e := newEnvWith(t, counterReg(t), nil, true)
 	if n := callInt(t, e.host, "counter", "landed", "increment", true, 1); n != 1 {
 		t.Fatalf("count = %d, want 1", n)

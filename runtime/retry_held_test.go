@@ -63,6 +63,7 @@ var heldJoin = rivet.Actor[heldJoinState]{
 // test of retryTrees, TestRetryTreesUnholdsBranchesOfAPendingJoinOrRace,
 // does not show that the node's replay takes the record so.)
 func TestRetryFromAHeldBranchOfAPendingJoin(t *testing.T) {
+	t.Parallel()
 	heldJoinHealthy.Store(false)
 	heldJoinPanics.Store(true)
 	e := newEnv(t, counterReg(t, heldJoin), nil)

@@ -12,6 +12,8 @@ import (
 	"github.com/rivet-go/rivet/workflow"
 )
 
+// Tests that share these do not run in parallel with each other (see
+// TestMain).
 var (
 	joinedA, joinedB1, joinedB, joinedX atomic.Int64
 	joinedHealthy                       atomic.Bool
@@ -149,6 +151,7 @@ func TestRetryFromInsideAFailedJoin(t *testing.T) {
 // the failed branch's failure goes, and what completed before the
 // compensated step (outside the join) replays.
 func TestRetryAfterARollbackFromInsideAFailedJoin(t *testing.T) {
+	t.Parallel()
 	var healthy atomic.Bool
 	var pre, reserved, released atomic.Int64
 	booking := rivet.Actor[bookingJoinState]{

@@ -43,6 +43,7 @@ func retryFlaky(healthy *atomic.Bool) rivet.Actor[rfState] {
 // index said "not failed", Inspect "failed", a second retry was refused
 // (the failures were gone), and nothing ran the workflow.
 func TestARetryWhoseCallerGaveUpStillRunsTheWorkflow(t *testing.T) {
+	t.Parallel()
 	e, ref := failedRetryable(t)
 
 	e.store.holdGate, e.store.holdEntered = make(chan struct{}), make(chan struct{})
@@ -122,6 +123,7 @@ func TestAPageTokenOfAnotherListingIsRefused(t *testing.T) {
 // the re-run had failed again meanwhile, deleted its failures and ran its
 // steps once more.
 func TestARetryThatAppliedIsReportedDoneEvenIfTheReadAfterItFails(t *testing.T) {
+	t.Parallel()
 	e, ref := failedRetryable(t)
 	e.store.holdGate, e.store.holdEntered = make(chan struct{}), make(chan struct{})
 	e.store.holdCommitSub.Store(storage.FailedPrefix + "rflaky/")
@@ -195,6 +197,7 @@ type summerState struct{ Sum int }
 // actor in memory decodes its arguments once: the check that keeps bad
 // arguments from creating an actor runs only when the call might create.
 func TestACallToALoadedActorDecodesItsArgumentsOnce(t *testing.T) {
+	t.Parallel()
 	def := rivet.Actor[summerState]{Name: "summer", Actions: rivet.Actions[summerState]{
 		"add": rivet.Action(func(c *rivet.ActionCtx[summerState], a countedArg) (int, error) {
 			c.State.Sum += a.N

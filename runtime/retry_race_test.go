@@ -11,6 +11,8 @@ import (
 	"github.com/rivet-go/rivet/workflow"
 )
 
+// Tests that share these do not run in parallel with each other (see
+// TestMain).
 var (
 	racedA1, racedA2, racedB1, racedB2 atomic.Int64
 	racedAHealthy                      atomic.Bool

@@ -84,6 +84,7 @@ func bookingLoop(name string, size int, confirmInLoop, fetch bool, healthy *atom
 // Nothing else before them ran in the loop, so nothing runs twice whose
 // effect still holds.
 func TestRetryAfterARollbackIntoALoopRestartsTheLoop(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		inLoop bool
@@ -120,6 +121,7 @@ func TestRetryAfterARollbackIntoALoopRestartsTheLoop(t *testing.T) {
 // --from that would run it again; with that --from (the operator's
 // choice) the retry goes ahead.
 func TestRetryAfterARollbackIntoALoopNamesStepsItWouldRunTwice(t *testing.T) {
+	t.Parallel()
 	var healthy atomic.Bool
 	var reserved, released, fetched atomic.Int64
 	e := newEnv(t, counterReg(t, bookingLoop("bookingFetch", 100, true, true, &healthy, &reserved, &released, &fetched)), nil)

@@ -49,6 +49,7 @@ var late = rivet.Actor[lateState]{
 // of an action that worked for a second and a half came due that much
 // early (a session's expiry, its ttl cut short).
 func TestAfterAndEveryCountFromTheirCallNotTheTurnsStart(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, counterReg(t, late), nil)
 	for _, every := range []bool{false, true} {
 		raw, err := call(t, e.host, "late", "l", "workThenSchedule", true, map[string]any{"WorkMs": 1500, "AfterMs": 2000, "Every": every})

@@ -41,6 +41,7 @@ func (s *refuseStore) Commit(ctx context.Context, txns ...storage.Txn) error {
 // second for as long as storage refused (etcd out of space), each run
 // loading the actor and logging a warning.
 func TestADueCallThatCannotCommitBacksOff(t *testing.T) {
+	t.Parallel()
 	type st struct{ Count int }
 	act := rivet.Actor[st]{
 		Name: "due",

@@ -50,6 +50,7 @@ var relay = rivet.Actor[alarmState]{
 // state change discarded; a recurring one keeps its next run, which
 // records the failure.
 func TestAScheduledCallFailingOnAnUnavailableCalleeIsUsedUp(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, counterReg(t, relay, sulky), nil)
 	relayRuns.Store(0)
 	relayOnce.Store(0)

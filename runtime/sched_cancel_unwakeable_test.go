@@ -17,6 +17,7 @@ import (
 // waking it, every interval, for ever, and rivetctl schedule cancel is
 // documented as the stop for a call the actor's code cannot cancel.
 func TestAnOperatorCancelsTheCallOfAnActorThatCannotWake(t *testing.T) {
+	t.Parallel()
 	var failWake atomic.Bool
 	type st struct {
 		Runs int `json:"runs"`
@@ -65,6 +66,7 @@ func TestAnOperatorCancelsTheCallOfAnActorThatCannotWake(t *testing.T) {
 // An operator's cancel of a call of an actor not in memory, whose
 // workflow sleeps, leaves the workflow to go on at its time.
 func TestAnOperatorsCancelLeavesASleepingWorkflowToGoOn(t *testing.T) {
+	t.Parallel()
 	act := rivet.Actor[alarmState]{
 		Name:    "napper",
 		Options: rivet.Options{IdleTimeout: 50 * time.Millisecond},

@@ -48,6 +48,7 @@ var slowpoke = rivet.Actor[alarmState]{
 // once the call's turn ends: what the call scheduled, and its recurring
 // calls, never run after the destroy, and nothing of it is left stored.
 func TestDestroyWhileAScheduledCallRuns(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, counterReg(t, slowpoke), nil)
 	ref := runtime.Ref{Name: "slowpoke", Key: []string{"a"}}
 	slowpokeRelease = make(chan struct{}) // (-count=N)

@@ -18,6 +18,7 @@ import (
 // (stamped with the requester's time) is not due yet when the earlier call
 // is, and the call ran before the destroy.
 func TestNoScheduledCallRunsAfterADestroyRequestOnALaggingNextOwner(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, counterReg(t, alarm), nil)
 	h2, own2 := secondHost(t, e)
 	// The requester's timers have not got to the call yet when the
@@ -72,6 +73,7 @@ var wary = rivet.Actor[alarmState]{
 // destroy waited, retried with backoff, until that clock caught up (here
 // an hour).
 func TestADestroyOnALaggingNextOwnerRunsWithoutLoadingTheActor(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, counterReg(t, wary), nil)
 	h2, own2 := secondHost(t, e)
 	e.host.SetWakeClock(func() time.Time { return time.Now().Add(-24 * time.Hour) })

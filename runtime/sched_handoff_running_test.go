@@ -11,6 +11,8 @@ import (
 	"github.com/rivet-go/rivet/storage"
 )
 
+// Tests that share these do not run in parallel with each other (see
+// TestMain).
 var (
 	midRunStarted = make(chan struct{}, 4)
 	midRunRelease = make(chan struct{})
@@ -48,6 +50,7 @@ func resetMidRun() {
 // finishes there before the handoff ends, and runs once: not again on the
 // next owner, its change kept.
 func TestAScheduledCallRunningAtAHandoffRunsOnce(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, counterReg(t, midrun), nil)
 	h2, own2 := secondHost(t, e)
 	resetMidRun()

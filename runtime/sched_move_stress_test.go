@@ -21,6 +21,7 @@ import (
 // call is lost or run twice, and the recurring one keeps its cadence (no
 // run twice, none caught up).
 func TestScheduledCallsRunOnceAcrossRepeatedHandoffs(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, counterReg(t, testactors.Tally), nil)
 	h2, own2 := secondHost(t, e)
 	part := func(key string) uint32 {
@@ -120,6 +121,7 @@ func TestScheduledCallsRunOnceAcrossRepeatedHandoffs(t *testing.T) {
 // forth and the calls come due: a call whose cancel said it cancelled
 // never runs, and every other runs once.
 func TestCancelledCallsNeverRunAcrossRepeatedHandoffs(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, counterReg(t, testactors.Tally), nil)
 	h2, own2 := secondHost(t, e)
 	const key, n = "x", 60
@@ -210,6 +212,7 @@ func TestCancelledCallsNeverRunAcrossRepeatedHandoffs(t *testing.T) {
 // a new lease) while they come due run once each, and the recurring one
 // keeps its cadence.
 func TestScheduledCallsRunOnceAcrossALeaseLoss(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, counterReg(t, testactors.Tally), nil)
 	keys := []string{"a", "b", "c"}
 	const n = 20

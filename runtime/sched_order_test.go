@@ -40,6 +40,7 @@ var order = rivet.Actor[orderState]{
 // "charge" then "receipt" for the same moment does not get the receipt
 // first.
 func TestManyDueCallsRunInTimeThenSchedulingOrder(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, counterReg(t, order), nil)
 	at := time.Now().Add(time.Second).UnixMilli()
 	for n := 0; n < 180; n += 60 {

@@ -87,6 +87,7 @@ func schedIDs(t *testing.T, h *runtime.Host, key string) []string {
 
 // Naming a recurring call again replaces it, also from a re-entrant turn.
 func TestAReentrantEveryReplacesTheOuterTurns(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, counterReg(t, rev), nil)
 	if _, err := call(t, e.host, "rev", "a", "everyThenReenter", true, "x"); err != nil {
 		t.Fatal(err)
@@ -99,6 +100,7 @@ func TestAReentrantEveryReplacesTheOuterTurns(t *testing.T) {
 // A fired recurring run that replaces its own call through a re-entrant
 // turn leaves one call of the name.
 func TestARecurringRunReplacesItsCallReentrantly(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, counterReg(t, rev), nil)
 	callString(t, e.host, "rev", "b", "startBeat", true, "replace")
 	waitFor(t, "a run", 10*time.Second, func() bool { return e.host.Stats().SchedulesFired >= 1 })
@@ -118,6 +120,7 @@ func TestARecurringRunReplacesItsCallReentrantly(t *testing.T) {
 // A fired recurring run that cancels its own call through a re-entrant
 // turn stops it.
 func TestARecurringRunCancelsItsCallReentrantly(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, counterReg(t, rev), nil)
 	callString(t, e.host, "rev", "c", "startBeat", true, "cancel")
 	// Counted once durable, with the re-entrant cancel before it.

@@ -10,6 +10,8 @@ import (
 	"github.com/rivet-go/rivet"
 )
 
+// Tests that share it do not run in parallel with each other (see
+// TestMain).
 var rerunRuns atomic.Int64
 
 // rerunDue holds the due time of every run of rerun's fire (a run of a
@@ -66,6 +68,7 @@ func TestAFiredCallWhoseReentrantCallFailsRunsOnce(t *testing.T) {
 
 // The same for a recurring call: one run, and its next run stored.
 func TestARecurringRunWhoseReentrantCallFailsRunsOnce(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, counterReg(t, rerun), nil)
 	rerunRuns.Store(0)
 	rerunMu.Lock()

@@ -177,6 +177,7 @@ func callString(t *testing.T, h *runtime.Host, name, key, action string, create 
 // A scheduled call runs once, at its time, with its arguments, and knows
 // it was scheduled; storage then holds no record of it.
 func TestAScheduledCallRunsOnceAtItsTime(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, counterReg(t, alarm), nil)
 	t0 := time.Now()
 	id := callString(t, e.host, "alarm", "a", "addLater", true, 300, 5)
@@ -244,6 +245,7 @@ func TestSchedulingIsPartOfTheTurn(t *testing.T) {
 // A scheduled call whose action fails is used up: not retried, its
 // changes discarded.
 func TestAFailedScheduledCallIsNotRetried(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, counterReg(t, alarm), nil)
 	callString(t, e.host, "alarm", "c", "boomLater", true)
 	waitFor(t, "the failure", 10*time.Second, func() bool { return e.host.Stats().SchedulesFailed == 1 })
@@ -258,6 +260,7 @@ func TestAFailedScheduledCallIsNotRetried(t *testing.T) {
 // Calls list earliest first; Cancel removes one; a call can schedule the
 // next (a periodic job).
 func TestScheduledCallsListCancelAndRepeat(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, counterReg(t, alarm), nil)
 	base := time.Now().Add(time.Hour).Truncate(time.Second)
 	callString(t, e.host, "alarm", "d", "addAt", true, base.Add(2*time.Minute).UnixMilli(), 2)
@@ -294,6 +297,7 @@ func TestScheduledCallsListCancelAndRepeat(t *testing.T) {
 // node served the actor runs when one does; an actor out of memory is
 // activated for its call.
 func TestScheduledCallsSurviveARestart(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, counterReg(t, alarm), func(c *runtime.Config) { c.IdleTimeout = 200 * time.Millisecond })
 	t0 := time.Now()
 	callString(t, e.host, "alarm", "e", "addLater", true, 1000, 1)
@@ -318,6 +322,7 @@ func TestScheduledCallsSurviveARestart(t *testing.T) {
 
 // Destroying an actor removes its calls.
 func TestDestroyRemovesScheduledCalls(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, counterReg(t, alarm), nil)
 	callString(t, e.host, "alarm", "f", "addLater", true, 200, 1)
 	if err := e.host.Destroy(ctx(t), runtime.Ref{Name: "alarm", Key: []string{"f"}}); err != nil {
@@ -337,6 +342,7 @@ func TestDestroyRemovesScheduledCalls(t *testing.T) {
 // schedules at most what fits one transaction, and times past what an id
 // holds are refused.
 func TestScheduledCallsAreBounded(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, counterReg(t, alarm), nil)
 	if n, err := call(t, e.host, "alarm", "g", "addMany", true, 65); !errors.Is(err, rivet.ErrTooLarge) || !strings.Contains(err.Error(), "at most 64") {
 		t.Fatalf("65 calls in one turn: %s %v, want too large", n, err)
@@ -364,6 +370,7 @@ func TestScheduledCallsAreBounded(t *testing.T) {
 
 // A call moves with its partition and runs on the next owner.
 func TestAScheduledCallRunsOnThePartitionsNextOwner(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, counterReg(t, alarm), nil)
 	h2, own2 := secondHost(t, e)
 	callString(t, e.host, "alarm", "h", "addLater", true, 3000, 3) // time for the handoff on a busy machine
@@ -387,6 +394,7 @@ func TestAScheduledCallRunsOnThePartitionsNextOwner(t *testing.T) {
 // unapplied runs the call again later, and one that applied but whose
 // reply was lost (outcome unknown) does not; either way it counts once.
 func TestAScheduledCallCountsOnceAcrossFailedCommits(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		fault func(e *env)
@@ -420,6 +428,7 @@ func TestAScheduledCallCountsOnceAcrossFailedCommits(t *testing.T) {
 // A recurring call runs every interval under one id, until cancelled;
 // naming it again replaces it; a run that fails does not stop the next.
 func TestRecurringCalls(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, counterReg(t, alarm), nil)
 	for _, c := range []struct {
 		name string
@@ -499,6 +508,7 @@ func TestRecurringCalls(t *testing.T) {
 // A call into the same actor from inside an action (a re-entrant turn)
 // schedules and cancels too: the outer turn's own changes do not undo it.
 func TestReentrantTurnsScheduleAndCancel(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, counterReg(t, alarm), nil)
 	if _, err := call(t, e.host, "alarm", "j", "outer", true, "addLater", []any{100, 5}); err != nil {
 		t.Fatal(err)
@@ -528,6 +538,7 @@ func TestReentrantTurnsScheduleAndCancel(t *testing.T) {
 // An operator cancels a call the actor has no action to cancel: a
 // recurring call that keeps failing.
 func TestAnOperatorCancelsAScheduledCall(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, counterReg(t, alarm), nil)
 	ref := runtime.Ref{Name: "alarm", Key: []string{"op"}}
 	callString(t, e.host, "alarm", "op", "every", true, "bad", every{Ms: 1000, Action: "boom"})
@@ -557,6 +568,7 @@ func TestAnOperatorCancelsAScheduledCall(t *testing.T) {
 // A cron call runs at its expression's times, in its zone, and then at the
 // next one; expressions that do not parse, or are intervals, are refused.
 func TestCronCallsRunAtTheirTimes(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, counterReg(t, alarm), nil)
 	for _, c := range []struct{ expr, says string }{
 		{"* * *", "expected exactly 5 fields"},
@@ -633,6 +645,7 @@ func TestCronCallsRunAtTheirTimes(t *testing.T) {
 // so a restart before it runs does not lose it; a failed turn or a
 // read-only action destroys nothing.
 func TestAnActionDestroysItsActorAfterItsTurn(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, counterReg(t, alarm), nil)
 	callInt(t, e.host, "alarm", "q", "add", true, 3)
 	if n := callInt(t, e.host, "alarm", "q", "quit", false, false); n != 3 {
@@ -675,6 +688,7 @@ func TestAnActionDestroysItsActorAfterItsTurn(t *testing.T) {
 // A workflow step destroys its actor once its commit is durable, while
 // the workflow sleeps on.
 func TestAStepDestroysItsActor(t *testing.T) {
+	t.Parallel()
 	act := rivet.Actor[alarmState]{
 		Name: "selfdestruct",
 		Actions: rivet.Actions[alarmState]{
@@ -704,6 +718,7 @@ func TestAStepDestroysItsActor(t *testing.T) {
 // the step's record, so they run, and a replay of the step after a restart
 // schedules nothing again.
 func TestAStepSchedulesCalls(t *testing.T) {
+	t.Parallel()
 	act := rivet.Actor[alarmState]{
 		Name: "planner",
 		Actions: rivet.Actions[alarmState]{
@@ -763,6 +778,7 @@ func TestAStepSchedulesCalls(t *testing.T) {
 // timer at the call's time, already past, so every failed wake started
 // the next at once, hundreds a second, each reading the actor from storage.
 func TestAScheduledCallOfAnActorThatCannotWakeBacksOff(t *testing.T) {
+	t.Parallel()
 	var failVars atomic.Bool
 	type st struct {
 		Runs int `json:"runs"`

@@ -26,6 +26,7 @@ type boxState struct {
 // now rather than one for messages only (which a restart does not wake),
 // and the workflow takes the message after the restart.
 func TestAMessageArrivingAsTheWorkflowYieldsIsTakenAfterTheRestart(t *testing.T) {
+	t.Parallel()
 	release, inStep := make(chan struct{}), make(chan struct{}, 1)
 	var releaseOnce sync.Once
 	releaseB := func() { releaseOnce.Do(func() { close(release) }) }

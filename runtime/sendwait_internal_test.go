@@ -141,6 +141,7 @@ func TestSendWaitRacingAnEvictionIsToldToRetry(t *testing.T) {
 // still queued, and leaves nothing behind; a send to an actor whose
 // workflow has ended says so.
 func TestSendSaysWhatBecameOfTheMessage(t *testing.T) {
+	t.Parallel()
 	taker := rivet.Actor[echoState]{
 		Name:   "taker",
 		Queues: rivet.Queues{"jobs": rivet.QueueOf[int]()},
@@ -216,6 +217,7 @@ func TestSendSaysWhatBecameOfTheMessage(t *testing.T) {
 // default 30 s) hears "timed out" with the message's id before its
 // deadline, not a deadline error that hides a message queued for good.
 func TestAWaitingSendEndsBeforeItsCallersDeadline(t *testing.T) {
+	t.Parallel()
 	idle := rivet.Actor[echoState]{
 		Name:   "idle",
 		Queues: rivet.Queues{"jobs": rivet.QueueOf[int]()},

@@ -14,6 +14,7 @@ import (
 // the reaper (no actor went to sleep when idle meanwhile), and the shed of
 // many such actors took one SleepTimeout each, one after another.
 func TestShedActorsWithASlowOnSleepHoldUpNeitherTheReaperNorEachOther(t *testing.T) {
+	t.Parallel()
 	type st struct{}
 	entered, release := make(chan string, 8), make(chan struct{})
 	slow := rivet.Actor[st]{

@@ -10,6 +10,8 @@ import (
 )
 
 // sleepProbe is what the OnSleep of napper reports to its test.
+// Tests that share it do not run in parallel with each other (see
+// TestMain).
 var sleepProbe struct {
 	owns          func() bool
 	ran, unserved atomic.Int64
@@ -45,6 +47,7 @@ var napper = rivet.Actor[napperState]{
 // on a node that no longer serves it, at once with the next owner's turns.
 // The watchdog evicts it (no OnSleep), as for any lost claim.
 func TestAnIdleActorPastTheLeaseDeadlineIsNotPutToSleep(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, counterReg(t, napper), nil)
 	ref := runtime.Ref{Name: "napper", Key: []string{"n"}}
 	p, err := e.host.PartitionOf(ref)

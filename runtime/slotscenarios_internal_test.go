@@ -524,6 +524,7 @@ func (s *slowStore) Commit(ctx context.Context, txns ...storage.Txn) error {
 // store): the state key they write and the entries the steps fold their
 // state into interleave; a load after a restart finds every increment.
 func TestActionsDuringSlowCommitsAreNotLost(t *testing.T) {
+	t.Parallel()
 	for round := 0; round < 5; round++ {
 		e := newFoldEnv(t, foldActor(200, func(int) bool { return true }, 3))
 		e.store = &slowStore{Store: e.store}

@@ -12,6 +12,8 @@ import (
 )
 
 // stepProbe is what the step of stepper reports to its test.
+// Tests that share it do not run in parallel with each other (see
+// TestMain).
 var stepProbe struct {
 	owns              func() bool
 	ran, unserved     atomic.Int64
@@ -63,6 +65,7 @@ var stepper = rivet.Actor[stepperState]{
 // actor's turn finds the claim not served once it has it, as a call does,
 // and the workflow runs on once the node serves the partition again.
 func TestAStepPastTheLeaseDeadlineDoesNotRun(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, counterReg(t, stepper), nil)
 	ref := runtime.Ref{Name: "stepper", Key: []string{"s"}}
 	p, err := e.host.PartitionOf(ref)

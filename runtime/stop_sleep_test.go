@@ -17,6 +17,7 @@ import (
 // there), committed, within the stop's deadline. The stuck actor's OnSleep
 // does not run under its turn.
 func TestAStuckTurnAtTheStopDeadlineLeavesOtherActorsTheirOnSleep(t *testing.T) {
+	t.Parallel()
 	p := &hookProbe{}
 	entered, block := make(chan struct{}), make(chan struct{})
 	var inTurn, sleptInTurn atomic.Bool
@@ -69,6 +70,7 @@ func TestAStuckTurnAtTheStopDeadlineLeavesOtherActorsTheirOnSleep(t *testing.T) 
 // code running (whose writes then fail to commit) instead of waiting for it
 // as long as it runs, for ever if it never returns.
 func TestAHostStopPastItsDeadlineDoesNotWaitForCodeThatIgnoresItsContext(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		// start brings the host to a stop where stuck code runs (or will

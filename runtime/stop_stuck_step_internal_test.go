@@ -18,6 +18,7 @@ import (
 // The step's attempt, ending after the stop, is not recorded: the next
 // start runs it again, as after a crash.
 func TestAStopPastItsDeadlineDoesNotWaitForAStepThatIgnoresItsContext(t *testing.T) {
+	t.Parallel()
 	var runs atomic.Int32
 	inStep := make(chan struct{}, 2)
 	release := make(chan struct{})

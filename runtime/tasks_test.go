@@ -176,6 +176,7 @@ func startTask(t *testing.T, p *taskProbe, h *runtime.Host, key string) {
 // ended (its call into the actor worked), the actor sleeps, and OnSleep
 // cannot start another.
 func TestKeepAwakeHoldsAnIdleActorInMemory(t *testing.T) {
+	t.Parallel()
 	p := newTaskProbe()
 	e := newEnv(t, counterReg(t, taskedActor(p)), func(c *runtime.Config) { c.IdleTimeout = 50 * time.Millisecond })
 	startTask(t, p, e.host, "k")
@@ -225,6 +226,7 @@ func TestKeepAwakeHoldsAnIdleActorInMemory(t *testing.T) {
 // hook sees what the task did as it ended, the vars close after it, and
 // its call into the stopping node fails at once instead of hanging.
 func TestAStopEndsTasksAndWaitsForThemBeforeOnSleep(t *testing.T) {
+	t.Parallel()
 	p := newTaskProbe()
 	e := newEnv(t, counterReg(t, taskedActor(p)), nil)
 	startTask(t, p, e.host, "s")
@@ -297,6 +299,7 @@ func TestHandoffAndDestroyEndTasks(t *testing.T) {
 // by a wake that fails: started, its call into the actor would load it
 // again, whose failing wake would start another, and so on.
 func TestTasksOfAFailedTurnOrWakeDoNotStart(t *testing.T) {
+	t.Parallel()
 	var failWake atomic.Bool
 	var started atomic.Int32
 	task := func(ctx context.Context, c rivet.Client) { started.Add(1) }
@@ -352,6 +355,7 @@ func TestTasksOfAFailedTurnOrWakeDoNotStart(t *testing.T) {
 // An actor with a task is not shed when the node holds more actors than
 // its bound, though it is the idlest.
 func TestATaskKeepsItsActorFromBeingShed(t *testing.T) {
+	t.Parallel()
 	p := newTaskProbe()
 	e := newEnv(t, counterReg(t, taskedActor(p)), func(c *runtime.Config) { c.MaxActiveActors = 1 })
 	startTask(t, p, e.host, "s")
@@ -373,6 +377,7 @@ func TestATaskKeepsItsActorFromBeingShed(t *testing.T) {
 // Once an actor's last task ended it sleeps a whole idle timeout later, not
 // at the reaper's next pass: the task was its activity.
 func TestTheIdleClockStartsWhenTheLastTaskEnds(t *testing.T) {
+	t.Parallel()
 	const idle = 300 * time.Millisecond
 	release, ending := make(chan struct{}), make(chan time.Time, 1)
 	act := rivet.Actor[taskState]{
@@ -427,6 +432,7 @@ func (r *countingRemote) Send(context.Context, runtime.SendRequest) (runtime.Sen
 // turn's changes before they were written, so if that turn fails, the task
 // does not start.
 func TestAReentrantQuerysTaskGoesWithTheTurnItReentered(t *testing.T) {
+	t.Parallel()
 	var started, sawCount atomic.Int32
 	act := rivet.Actor[taskState]{
 		Name: "reentTask",
@@ -470,6 +476,7 @@ func TestAReentrantQuerysTaskGoesWithTheTurnItReentered(t *testing.T) {
 // context ended, and the handoff waits for it before OnSleep (the wait
 // after it took the gate).
 func TestATaskAskedForAsAHandoffBeginsStillRuns(t *testing.T) {
+	t.Parallel()
 	inTurn, finish := make(chan struct{}), make(chan struct{})
 	var ran, cancelled, done, sawDone atomic.Int32
 	act := rivet.Actor[taskState]{
@@ -681,6 +688,7 @@ func TestAnOnSleepCallbackThroughAnotherPartitionReenters(t *testing.T) {
 // actor whose commit takes longer than its idle timeout is not put to
 // sleep before its task has run.
 func TestATaskStartsBeforeItsTurnsCommitLands(t *testing.T) {
+	t.Parallel()
 	var started, cancelledAtStart, sleepsBefore, sleeps atomic.Int32
 	const idle = 100 * time.Millisecond
 	act := rivet.Actor[taskState]{
@@ -728,6 +736,7 @@ func TestATaskStartsBeforeItsTurnsCommitLands(t *testing.T) {
 // evicts the actor; the task that turn asked for has started already, and
 // the vars close only once it has ended.
 func TestATaskOfATurnWhoseCommitOutlivesAHandoffFindsItsVarsOpen(t *testing.T) {
+	t.Parallel()
 	var started, closedAtStart atomic.Int32
 	var varsMu sync.Mutex
 	var vars []*taskVars
@@ -794,6 +803,7 @@ func TestATaskOfATurnWhoseCommitOutlivesAHandoffFindsItsVarsOpen(t *testing.T) {
 // write ("hook"), a re-entrant read that then writes back ("read"), or a
 // re-entrant write ("write"). Each successful wake starts its one task.
 func TestAFailedWakesTaskDoesNotEscapeThroughAReentrantWrite(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []string{"hook", "read", "write"} {
 		t.Run(mode, func(t *testing.T) {
 			var started atomic.Int32

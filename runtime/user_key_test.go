@@ -18,6 +18,7 @@ import (
 // scheduled calls and its own view of its key still address the actor it
 // is.
 func TestAnActionEditingItsKeyDoesNotChangeTheActor(t *testing.T) {
+	t.Parallel()
 	type st struct {
 		N    int
 		Seen []string
@@ -90,6 +91,7 @@ func TestAnActionEditingItsKeyDoesNotChangeTheActor(t *testing.T) {
 // The state Inspect returns is the caller's: editing it in place changes
 // neither what the actor holds nor what a failed turn puts back.
 func TestEditingInspectedStateDoesNotChangeTheActor(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, counterReg(t), nil)
 	if n := callInt(t, e.host, "counter", "k", "increment", true, 5); n != 5 {
 		t.Fatalf("increment = %d", n)

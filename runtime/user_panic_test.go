@@ -75,6 +75,7 @@ func (p *panicky) UnmarshalJSON(b []byte) error {
 // in the action's turn does, whether or not the actor is in memory, and
 // the actor goes on serving.
 func TestAPanickingDecoderOfArgumentsOrMessagesFailsOnlyTheRequest(t *testing.T) {
+	t.Parallel()
 	type st struct{ N int }
 	a := rivet.Actor[st]{
 		Name:   "argPanic",
@@ -112,6 +113,7 @@ func (v *closePanics) Close() error { close(v.closed); panic("Close panicked") }
 // Vars whose Close panics are logged as a failed close: the panic, on the
 // reaper's goroutine, took the node down.
 func TestVarsWhoseClosePanicsDoNotTakeTheNodeDown(t *testing.T) {
+	t.Parallel()
 	type st struct{ N int }
 	vars := make(chan *closePanics, 2)
 	a := rivet.Actor[st]{
@@ -143,6 +145,7 @@ func TestVarsWhoseClosePanicsDoNotTakeTheNodeDown(t *testing.T) {
 // change is discarded and the actor sleeps all the same; an OnDestroy that
 // panics does not stop the destroy.
 func TestPanickingOnSleepAndOnDestroyAreFailedHooks(t *testing.T) {
+	t.Parallel()
 	type st struct{ N int }
 	a := rivet.Actor[st]{
 		Name:      "hookPanic",

@@ -21,6 +21,7 @@ import (
 // load of the actor until then (the Send's) waited out that "backoff"
 // without starting the workflow.
 func TestAMessageAfterALeaseLossIsTakenBeforeTheReceiveTimesOut(t *testing.T) {
+	t.Parallel()
 	mailbox := servingMailbox(rivet.Actions[boxState]{
 		"get": rivet.Query(func(c *rivet.ActionCtx[boxState]) (int, error) { return c.State.Seen, nil }),
 	})

@@ -35,6 +35,7 @@ var dozer = rivet.Actor[dozeState]{
 // wakes its sleeping workflows: the load is tried again. Its previous
 // owner dropped their timers with the partition.
 func TestWakeupsOfAClaimedPartitionAreLoadedDespiteAFailedRead(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, counterReg(t, dozer), func(c *runtime.Config) { c.IdleTimeout = 200 * time.Millisecond })
 	ref := runtime.Ref{Name: "dozer", Key: []string{"d"}}
 	if _, _, err := e.host.GetOrCreate(ctx(t), ref, nil); err != nil {
@@ -60,6 +61,7 @@ func TestWakeupsOfAClaimedPartitionAreLoadedDespiteAFailedRead(t *testing.T) {
 // The commit that records a workflow's end, refused once (etcd: too many
 // requests), is tried again soon, not only when a request comes.
 func TestARefusedEndOfWorkflowIsRecordedLater(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, counterReg(t, dozer), nil)
 	e.store.refuseCommitSub.Store(storage.WorkflowStatusSuffix)
 	if _, _, err := e.host.GetOrCreate(ctx(t), runtime.Ref{Name: "dozer", Key: []string{"f"}}, nil); err != nil {
@@ -75,6 +77,7 @@ func TestARefusedEndOfWorkflowIsRecordedLater(t *testing.T) {
 // timer) is not activated by a claim of its partition: a message sent to
 // it writes a record that is due.
 func TestAClaimDoesNotWakeAWorkflowWaitingOnlyForMessages(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, counterReg(t, ticker), func(c *runtime.Config) { c.IdleTimeout = 300 * time.Millisecond })
 	tick(t, e, "idle")
 	waitFor(t, "the tick", 10*time.Second, func() bool { return seen(t, e, "idle") == 1 })
@@ -117,6 +120,7 @@ func servingMailbox(actions rivet.Actions[boxState]) rivet.Actor[boxState] {
 // workflow's wakeup record (written without the actor's turn) and the
 // Send's (which saw the older time and wrote none) raced.
 func TestAMessageSentDuringAStopIsTakenAfterTheRestart(t *testing.T) {
+	t.Parallel()
 	block, entered := make(chan struct{}), make(chan struct{}, 1)
 	mailbox := servingMailbox(rivet.Actions[boxState]{
 		"block": rivet.Query(func(c *rivet.ActionCtx[boxState]) (int, error) {
@@ -280,6 +284,7 @@ func (w *wakeupEnv) runDue() {
 // ever, each time with a warning. Once the actor activates, the retries
 // end; a later wakeup that fails starts again from a second.
 func TestAWakeupThatKeepsFailingBacksOffUpToAMinute(t *testing.T) {
+	t.Parallel()
 	w := newWakeupEnv(t, "broken")
 	w.setState("not json")
 	w.wakeNow()
@@ -312,6 +317,7 @@ func TestAWakeupThatKeepsFailingBacksOffUpToAMinute(t *testing.T) {
 // still ours) backs off too, but only up to 5 s, so that the actor runs
 // soon after storage is back.
 func TestAWakeupFailingOnStorageIsTriedAgainWithinSeconds(t *testing.T) {
+	t.Parallel()
 	w := newWakeupEnv(t, "unreadable")
 	meta := w.key(storage.MetaSuffix)
 	w.store.failGetSub.Store(meta)

@@ -68,6 +68,7 @@ func inspect(t *testing.T, h *runtime.Host, name, key string) runtime.Inspection
 }
 
 func TestDivergenceFailsTheWorkflowAndNothingElse(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name     string
 		v2       []string
@@ -147,6 +148,7 @@ var flaky = rivet.Actor[flakyState]{
 }
 
 func TestExhaustedStepFailsTheWorkflowVisiblyAndRetryRecovers(t *testing.T) {
+	t.Parallel()
 	flakyCalls.Store(0)
 	flakyHealthy.Store(false)
 	e := newEnv(t, counterReg(t, flaky), nil)
@@ -239,6 +241,7 @@ var sleeper = rivet.Actor[sleeperState]{
 // A sleeping workflow survives a restart of its node and is woken at its
 // deadline by the wakeup index, with no request to bring it back.
 func TestSleepSurvivesRestartAndWakesWithoutARequest(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, counterReg(t, sleeper), nil)
 	ref := runtime.Ref{Name: "sleeper", Key: []string{"s"}}
 	start := time.Now()
@@ -267,6 +270,7 @@ type loopState struct {
 
 // A long loop keeps a bounded history: pruning deletes old iterations.
 func TestLongLoopHistoryStaysBounded(t *testing.T) {
+	t.Parallel()
 	const iterations = 10000
 	looper := rivet.Actor[loopState]{
 		Name: "looper",
@@ -349,6 +353,7 @@ var echoer = rivet.Actor[echoState]{
 }
 
 func TestSendWaitReturnsTheCompletion(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, counterReg(t, echoer), nil)
 	ref := runtime.Ref{Name: "echoer", Key: []string{"e"}}
 	for i := 1; i <= 3; i++ {
@@ -402,6 +407,7 @@ var coded = rivet.Actor[codedState]{
 }
 
 func TestUserErrorCodeSurvivesReplay(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, counterReg(t, coded), func(c *runtime.Config) { c.IdleTimeout = 50 * time.Millisecond })
 	ref := runtime.Ref{Name: "coded", Key: []string{"c"}}
 	if _, _, err := e.host.GetOrCreate(ctx(t), ref, nil); err != nil {
@@ -426,6 +432,7 @@ func TestUserErrorCodeSurvivesReplay(t *testing.T) {
 // state, history, index entry and wakeup record. Nothing written later by
 // the stopped workflow brings any of it back.
 func TestDestroyOfASleepingWorkflowLeavesNothing(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, counterReg(t, sleeper), nil)
 	ref := runtime.Ref{Name: "sleeper", Key: []string{"gone"}}
 	if _, _, err := e.host.GetOrCreate(ctx(t), ref, nil); err != nil {
@@ -499,6 +506,7 @@ func queueUnseen(t *testing.T, e *env, ref runtime.Ref, queue string, seq uint64
 // counted: the test fails whenever Destroy starts the workflow. Whether
 // the step ran too depends on its race with Destroy's stop.)
 func TestDestroyOfAnInactiveActorRunsNoWorkflowCode(t *testing.T) {
+	t.Parallel()
 	var runs, steps atomic.Int32
 	e := newEnv(t, counterReg(t, doomedActor(&runs, &steps)), func(c *runtime.Config) { c.IdleTimeout = 200 * time.Millisecond })
 	refOf := func(key string) runtime.Ref { return runtime.Ref{Name: "doomed", Key: []string{key}} }
@@ -547,6 +555,7 @@ func TestDestroyOfAnInactiveActorRunsNoWorkflowCode(t *testing.T) {
 // again from storage, without a request, and takes the message that was
 // due.
 func TestAFailedDestroyOfAnInactiveActorLeavesItsWorkflowToRun(t *testing.T) {
+	t.Parallel()
 	var runs, steps atomic.Int32
 	e := newEnv(t, counterReg(t, doomedActor(&runs, &steps)), func(c *runtime.Config) { c.IdleTimeout = 200 * time.Millisecond })
 	ref := runtime.Ref{Name: "doomed", Key: []string{"kept"}}
@@ -604,6 +613,7 @@ func tick(t *testing.T, e *env, key string) {
 // no further request to wake it, it runs again from storage and takes the
 // message.
 func TestWorkflowResumesAfterATransientCommitError(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, counterReg(t, ticker), nil)
 	tick(t, e, "c")
 	waitFor(t, "the first tick", 10*time.Second, func() bool { return seen(t, e, "c") == 1 })
@@ -616,6 +626,7 @@ func TestWorkflowResumesAfterATransientCommitError(t *testing.T) {
 // while the node was down is read from storage, the read fails once, and
 // with no request to wake it the workflow still takes it.
 func TestQueuedMessageSurvivesATransientReadError(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, counterReg(t, ticker), nil)
 	tick(t, e, "r")
 	waitFor(t, "the first tick", 10*time.Second, func() bool { return seen(t, e, "r") == 1 })
@@ -645,6 +656,7 @@ type batchState struct {
 // A batch receive asking for more messages than one transaction holds takes
 // what fits, and the rest on the next receive; nothing wedges.
 func TestBatchReceiveLargerThanATransaction(t *testing.T) {
+	t.Parallel()
 	batcher := rivet.Actor[batchState]{
 		Name:   "batcher",
 		Queues: rivet.Queues{"q": rivet.QueueOf[int]()},
@@ -729,6 +741,7 @@ func parallelJoin(inside *atomic.Int32) rivet.Actor[joinState] {
 }
 
 func TestDoStepsOfJoinBranchesRunAtTheSameTime(t *testing.T) {
+	t.Parallel()
 	var inside atomic.Int32
 	e := newEnv(t, counterReg(t, parallelJoin(&inside)), nil)
 	ref := runtime.Ref{Name: "parallelJoin", Key: []string{"p"}}
@@ -788,6 +801,7 @@ var loopRetry = rivet.Actor[loopRetryState]{
 // deleting the entries would skip those iterations), and from the
 // checkpoint's iteration on it re-runs each iteration from there.
 func TestRetryFromInsideALoop(t *testing.T) {
+	t.Parallel()
 	loopRetryHealthy.Store(false)
 	loopRetryMu.Lock()
 	clear(loopRetryRuns) // a second run of the test (-count) starts afresh
@@ -822,6 +836,8 @@ func TestRetryFromInsideALoop(t *testing.T) {
 	}
 }
 
+// Tests that share these do not run in parallel with each other (see
+// TestMain).
 var (
 	caughtRuns    atomic.Int64
 	caughtHealthy atomic.Bool
@@ -868,6 +884,7 @@ var caught = rivet.Actor[caughtState]{
 // one a Try caught on the way: the caught step does not run again, and the
 // workflow goes on down the path it took.
 func TestRetryWithoutFromLeavesCaughtFailures(t *testing.T) {
+	t.Parallel()
 	caughtRuns.Store(0)
 	caughtHealthy.Store(false)
 	e := newEnv(t, counterReg(t, caught), nil)
@@ -1110,6 +1127,7 @@ var retryFrom = rivet.Actor[retryFromState]{
 // their only copy, and the replayed receive takes them again, also after a
 // restart.
 func TestRetryFromAReceiveGivesItsMessagesBack(t *testing.T) {
+	t.Parallel()
 	retryFromHealthy.Store(false)
 	e := newEnv(t, counterReg(t, retryFrom), nil)
 	ref := runtime.Ref{Name: "retryFrom", Key: []string{"k"}}
@@ -1175,6 +1193,7 @@ var manyTakes = rivet.Actor[retryFromState]{
 // commits would leave a message both queued and recorded as taken. A retry
 // from a later entry then works.
 func TestARetryPuttingBackTooManyMessagesIsRefused(t *testing.T) {
+	t.Parallel()
 	manyTakesHealthy.Store(false)
 	e := newEnv(t, counterReg(t, manyTakes), nil)
 	ref := runtime.Ref{Name: "manyTakes", Key: []string{"k"}}
