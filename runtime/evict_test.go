@@ -109,6 +109,7 @@ func TestEvictedActivationIsNotLoadedAgainBeforeItsWritesSettle(t *testing.T) {
 // A timer that comes due while storage fails one read is tried again: the
 // node still owns the actor's partition, and no one else would wake it.
 func TestDueWakeupSurvivesAFailedRead(t *testing.T) {
+	t.Parallel()
 	napper := rivet.Actor[tickState]{
 		Name: "napper",
 		Run: func(ctx *workflow.Ctx[tickState]) error {

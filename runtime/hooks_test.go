@@ -467,6 +467,7 @@ func TestOnSleepCallsIntoAPartitionBeingHandedOffFailFast(t *testing.T) {
 // A stop whose deadline ends before a request does still closes the vars
 // of the actors in memory that no turn holds.
 func TestAStopPastItsDeadlineClosesVars(t *testing.T) {
+	t.Parallel()
 	p := &hookProbe{}
 	entered, block := make(chan struct{}), make(chan struct{})
 	blocker := rivet.Actor[hookedState]{

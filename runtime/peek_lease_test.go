@@ -47,6 +47,7 @@ var blocker = rivet.Actor[blockState]{
 // memory under its gate, must be refused too, not answer from memory that
 // another owner may have made stale.
 func TestInspectPastTheLeaseDeadlineIsRefused(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, counterReg(t, blocker), nil)
 	ref := runtime.Ref{Name: "blocker", Key: []string{"b"}}
 	if _, err := e.host.Call(ctx(t), runtime.CallRequest{Ref: ref, Action: "set", Args: json.RawMessage(`[1]`), CreateIfMissing: true}); err != nil {
