@@ -2,6 +2,8 @@ package runtime_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"runtime"
 	"strings"
 	"testing"
@@ -50,5 +52,67 @@ func TestAStepBodyThatCallsGoexitFailsTheWorkflowAndFreesTheTurn(t *testing.T) {
 	}
 	if string(raw) != "1" {
 		t.Fatalf("inc = %s, want 1 (the cut-off step's change dropped)", raw)
+	}
+}
+
+// goexits runs fn on a goroutine of its own, as a request's handler runs,
+// since fn may end it with the actor's runtime.Goexit, and waits for that
+// goroutine to end; it returns fn's error, and whether fn returned at all.
+func goexits(t *testing.T, what string, fn func() error) (err error, returned bool) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		err = fn()
+		returned = true
+	}()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("%s: still running after 20s", what)
+	}
+	return err, returned
+}
+
+// callWithin is call bounded by d, well below the action timeout: an actor
+// whose turn is held by a goroutine that ended answers no call before its
+// deadline.
+func callWithin(t *testing.T, h *rt.Host, d time.Duration, name, key, action string) (json.RawMessage, error) {
+	t.Helper()
+	cctx, cancel := context.WithTimeout(ctx(t), d)
+	defer cancel()
+	return h.Call(cctx, rt.CallRequest{Ref: rt.Ref{Name: name, Key: []string{key}}, Action: action})
+}
+
+// An action that calls runtime.Goexit (t.Fatal in a test's actor) ends the
+// goroutine of its request: no answer can come back on it, but the actor's
+// turn must not go with it. The next call is served at once, on the state
+// as last committed, whether the action changed the state or only read it.
+func TestAnActionThatCallsGoexitLeavesTheActorServing(t *testing.T) {
+	type st struct{ N int }
+	a := rivet.Actor[st]{
+		Name: "gxAction",
+		Actions: rivet.Actions[st]{
+			"inc":  rivet.Action0(func(c *rivet.ActionCtx[st]) (int, error) { c.State.N++; return c.State.N, nil }),
+			"get":  rivet.Query(func(c *rivet.ActionCtx[st]) (int, error) { return c.State.N, nil }),
+			"exit": rivet.Action0(func(c *rivet.ActionCtx[st]) (int, error) { c.State.N = 100; runtime.Goexit(); return 0, nil }),
+			"peek": rivet.Query(func(c *rivet.ActionCtx[st]) (int, error) { runtime.Goexit(); return 0, nil }),
+		},
+	}
+	e := newEnv(t, counterReg(t, a), nil)
+	if n := callInt(t, e.host, "gxAction", "k", "inc", true); n != 1 {
+		t.Fatalf("inc = %d, want 1", n)
+	}
+	for i, action := range []string{"exit", "peek"} {
+		if err, returned := goexits(t, action, func() error { _, err := call(t, e.host, "gxAction", "k", action, false); return err }); returned && err == nil {
+			t.Fatalf("%s: answered with no error", action)
+		}
+		raw, err := callWithin(t, e.host, 5*time.Second, "gxAction", "k", "inc")
+		if err != nil {
+			t.Fatalf("a call after %s's Goexit: %v", action, err)
+		}
+		if want := fmt.Sprint(i + 2); string(raw) != want {
+			t.Fatalf("inc after %s's Goexit = %s, want %s (its change dropped)", action, raw, want)
+		}
 	}
 }

@@ -864,7 +864,7 @@ func (h *Host) turnFor(ctx context.Context, kind TurnKind, ref Ref, sp *rivet.Sp
 			}
 		}
 		t0 := time.Now()
-		err = h.runTurn(a, fn)
+		err = h.runTurn(a, chain, held, fn)
 		if held && err != nil && !a.stopped.Load() {
 			// fn must leave a held activation destroyed or evicted; one
 			// that failed otherwise (a panic) must not stay in memory
@@ -904,16 +904,39 @@ func (h *Host) guardUser(ref Ref, what string, fn func() error) (err error) {
 	return fn()
 }
 
-// runTurn calls fn, turning a panic into rivet.ErrInternal.
-func (h *Host) runTurn(a *activation, fn func(a *activation) error) (err error) {
+// runTurn calls fn, the turn of chain (held: on an activation its caller
+// loaded and holds, whose workflow has not started), turning a panic into
+// rivet.ErrInternal.
+//
+// runtime.Goexit in fn (the actor's code calling t.Fatal in a test) cannot
+// be stopped: it ends the goroutine, the request's own, and its caller gets
+// no answer (over gRPC, it waits out its deadline). What it must not take
+// with it is the actor: the gate is given back here, on the way out, else
+// every later turn would wait for a holder that no longer exists. fn
+// discards its own changes on the way out, as it knows how far back to go
+// (a re-entrant turn keeps the changes of the one it re-entered; a read
+// discards nothing). A deferred check rather than a goroutine per turn:
+// this is every action's path.
+func (h *Host) runTurn(a *activation, chain string, held bool, fn func(a *activation) error) (err error) {
+	returned := false
 	defer func() {
 		if r := recover(); r != nil {
 			h.log.Error("actor panicked", actorField(a), zap.Any("panic", r), zap.ByteString("stack", debug.Stack()))
 			a.restoreState()
 			err = rivet.Errorf(rivet.ErrInternal, "actor %s panicked", a.describe())
+		} else if !returned {
+			h.log.Error("actor code called runtime.Goexit: its request gets no answer", actorField(a), zap.ByteString("stack", debug.Stack()))
+			if held && !a.stopped.Load() {
+				// As for a held turn that failed (turnFor).
+				h.evictAndRerun(a)
+			}
+			a.lastTurn.Store(time.Now().UnixNano())
+			a.gate.release(chain)
 		}
 	}()
-	return fn(a)
+	err = fn(a)
+	returned = true
+	return err
 }
 
 // Call runs one action.
@@ -985,6 +1008,9 @@ func (h *Host) Call(ctx context.Context, req CallRequest) (_ json.RawMessage, er
 		// with this function, and a read-only turn discards nothing (it
 		// may have read the uncommitted changes of the turn it re-entered,
 		// which runTurn's discard, to the last commit, would wipe out).
+		// So is runtime.Goexit's way out (returned unset), which runTurn
+		// gives the gate back on.
+		returned := false
 		defer func() {
 			if r := recover(); r != nil {
 				h.log.Error("actor panicked", actorField(a), zap.String("action", req.Action), zap.Any("panic", r), zap.ByteString("stack", debug.Stack()))
@@ -993,10 +1019,13 @@ func (h *Host) Call(ctx context.Context, req CallRequest) (_ json.RawMessage, er
 				}
 				kept = false
 				err = rivet.Errorf(rivet.ErrInternal, "actor %s panicked", a.describe())
+			} else if !returned && !act.ReadOnly {
+				a.restoreState()
 			}
 		}()
 		env := rivet.Env{Ctx: ctx, Name: a.ref.Name, Key: a.ref.Key, Client: &hostClient{h: h, chain: chain, from: a}, Schedule: ts, Destroy: ts.destroy, Events: te, Vars: a.vars, Tasks: te}
 		res, err := act.Invoke(env, a.state, args)
+		returned = true
 		if err != nil {
 			if !act.ReadOnly {
 				a.restoreState()
