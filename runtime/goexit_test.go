@@ -3,9 +3,11 @@ package runtime_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -74,14 +76,14 @@ func goexits(t *testing.T, what string, fn func() error) (err error, returned bo
 	return err, returned
 }
 
-// callWithin is call bounded by d, well below the action timeout: an actor
+// callWithin is call (creating the actor if need be) bounded by d, well below the action timeout: an actor
 // whose turn is held by a goroutine that ended answers no call before its
 // deadline.
 func callWithin(t *testing.T, h *rt.Host, d time.Duration, name, key, action string) (json.RawMessage, error) {
 	t.Helper()
 	cctx, cancel := context.WithTimeout(ctx(t), d)
 	defer cancel()
-	return h.Call(cctx, rt.CallRequest{Ref: rt.Ref{Name: name, Key: []string{key}}, Action: action})
+	return h.Call(cctx, rt.CallRequest{Ref: rt.Ref{Name: name, Key: []string{key}}, Action: action, CreateIfMissing: true})
 }
 
 // An action that calls runtime.Goexit (t.Fatal in a test's actor) ends the
@@ -114,5 +116,106 @@ func TestAnActionThatCallsGoexitLeavesTheActorServing(t *testing.T) {
 		if want := fmt.Sprint(i + 2); string(raw) != want {
 			t.Fatalf("inc after %s's Goexit = %s, want %s (its change dropped)", action, raw, want)
 		}
+	}
+}
+
+// gxHooks is an actor whose hooks call runtime.Goexit while their flag is
+// set, after changing the state.
+type gxHooks struct {
+	vars, wake, sleep, destroy atomic.Bool
+	sleeps, destroys           atomic.Int32 // OnSleep and OnDestroy runs
+}
+
+func (p *gxHooks) actor() rivet.Actor[gxState] {
+	exit := func(on *atomic.Bool, c *rivet.ActionCtx[gxState]) {
+		if on.Load() {
+			c.State.N = 100
+			runtime.Goexit()
+		}
+	}
+	return rivet.Actor[gxState]{
+		Name:       "gxHooks",
+		CreateVars: func(c *rivet.ActionCtx[gxState]) (any, error) { exit(&p.vars, c); return nil, nil },
+		OnWake:     func(c *rivet.ActionCtx[gxState]) error { exit(&p.wake, c); return nil },
+		OnSleep:    func(c *rivet.ActionCtx[gxState]) error { p.sleeps.Add(1); exit(&p.sleep, c); return nil },
+		OnDestroy:  func(c *rivet.ActionCtx[gxState]) error { p.destroys.Add(1); exit(&p.destroy, c); return nil },
+		Actions: rivet.Actions[gxState]{
+			"inc": rivet.Action0(func(c *rivet.ActionCtx[gxState]) (int, error) { c.State.N++; return c.State.N, nil }),
+		},
+	}
+}
+
+type gxState struct{ N int }
+
+// A CreateVars or OnWake that calls runtime.Goexit runs on a goroutine of
+// the runtime's, not the request's: the wake fails as if the hook had
+// panicked (the request is answered, a create taken back), and the actor is
+// not left with its gate held by the wake (every later call waiting out its
+// deadline).
+func TestAWakeHookThatCallsGoexitFailsTheWake(t *testing.T) {
+	p := &gxHooks{}
+	e := newEnv(t, counterReg(t, p.actor()), nil)
+	for _, tc := range []struct {
+		name string
+		flag *atomic.Bool
+	}{{"CreateVars", &p.vars}, {"OnWake", &p.wake}} {
+		for _, create := range []bool{true, false} {
+			tc.flag.Store(true)
+			err, returned := goexits(t, tc.name, func() error { _, err := call(t, e.host, "gxHooks", tc.name, "inc", true); return err })
+			tc.flag.Store(false)
+			if !returned || !errors.Is(err, rivet.ErrInternal) {
+				t.Fatalf("%s (create %v): returned %v, err %v; want ErrInternal", tc.name, create, returned, err)
+			}
+			raw, err := callWithin(t, e.host, 5*time.Second, "gxHooks", tc.name, "inc")
+			if err != nil {
+				t.Fatalf("a call after %s's Goexit (create %v): %v", tc.name, create, err)
+			}
+			// A create is taken back, and this call creates the actor
+			// again; a wake of the actor that exists (after the restart)
+			// leaves its state as committed.
+			want := "2"
+			if create {
+				want = "1"
+			}
+			if string(raw) != want {
+				t.Fatalf("inc after %s's Goexit (create %v) = %s, want %s", tc.name, create, raw, want)
+			}
+			if create {
+				e.restart() // out of memory: the next round wakes what exists
+			} else if err := e.host.Destroy(ctx(t), rt.Ref{Name: "gxHooks", Key: []string{tc.name}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// An OnSleep or OnDestroy that calls runtime.Goexit fails as if it had
+// panicked: the actor sleeps (its change dropped) or is destroyed all the
+// same, and the goroutine that ran it (the reaper's, the request's) goes
+// on.
+func TestASleepOrDestroyHookThatCallsGoexitFailsOnlyTheHook(t *testing.T) {
+	p := &gxHooks{}
+	e := newEnv(t, counterReg(t, p.actor()), func(c *rt.Config) { c.IdleTimeout = 100 * time.Millisecond })
+	p.sleep.Store(true)
+	if n := callInt(t, e.host, "gxHooks", "s", "inc", true); n != 1 {
+		t.Fatalf("inc = %d, want 1", n)
+	}
+	waitFor(t, "the idle actor to sleep", 10*time.Second, func() bool { return p.sleeps.Load() == 1 && e.host.Stats().ActiveActors == 0 })
+	if raw, err := callWithin(t, e.host, 5*time.Second, "gxHooks", "s", "inc"); err != nil || string(raw) != "2" {
+		t.Fatalf("inc after OnSleep's Goexit = %s, %v; want 2 (its change dropped)", raw, err)
+	}
+	// The reaper survived it.
+	waitFor(t, "the idle actor to sleep again", 10*time.Second, func() bool { return p.sleeps.Load() == 2 && e.host.Stats().ActiveActors == 0 })
+	p.sleep.Store(false)
+
+	ref := rt.Ref{Name: "gxHooks", Key: []string{"d"}}
+	callInt(t, e.host, "gxHooks", "d", "inc", true)
+	p.destroy.Store(true)
+	err, returned := goexits(t, "destroy", func() error { return e.host.Destroy(ctx(t), ref) })
+	if !returned || err != nil {
+		t.Fatalf("destroy whose OnDestroy called Goexit: returned %v, err %v; want it destroyed all the same", returned, err)
+	}
+	if _, err := e.host.Get(ctx(t), ref); !errors.Is(err, rivet.ErrNotFound) {
+		t.Fatalf("after the destroy: %v, want ErrNotFound", err)
 	}
 }

@@ -47,7 +47,21 @@ func hasWake(sp *rivet.Spec) bool { return sp.CreateVars != nil || sp.Wake != ni
 // The tasks it asks for (KeepAwake) go as its events go; or, with
 // wakeTasks set, are added to it, for the wake to start once both its hooks
 // have succeeded.
+//
+// It runs aside: a hook that calls runtime.Goexit fails as one that
+// panicked does, rather than end the goroutine of the request, wakeup,
+// reaper or stop that runs it, with the actor's gate held.
 func (h *Host) hookTurn(ctx context.Context, a *activation, chain, name string, wakeTasks *[]taskFn, fn func(env rivet.Env) error) (err error) {
+	if aside(func() { err = h.hookTurnAside(ctx, a, chain, name, wakeTasks, fn) }) {
+		h.log.Error("actor hook called runtime.Goexit", actorField(a), zap.String("hook", name))
+		a.restoreState()
+		return rivet.Errorf(rivet.ErrInternal, "%s of %s called runtime.Goexit", name, a.describe())
+	}
+	return err
+}
+
+// hookTurnAside is hookTurn's body, on a goroutine of its own.
+func (h *Host) hookTurnAside(ctx context.Context, a *activation, chain, name string, wakeTasks *[]taskFn, fn func(env rivet.Env) error) (err error) {
 	te := a.beginTurnEvents(chain, false)
 	ts := a.newTurnSchedule(false, te)
 	te.holdTasks = wakeTasks != nil
