@@ -219,3 +219,30 @@ func TestASleepOrDestroyHookThatCallsGoexitFailsOnlyTheHook(t *testing.T) {
 		t.Fatalf("after the destroy: %v, want ErrNotFound", err)
 	}
 }
+
+// A CreateState that calls runtime.Goexit fails the create as one that
+// panics does: the load never finished, and every later request waited
+// out its deadline for it.
+func TestACreateStateThatCallsGoexitFailsTheCreate(t *testing.T) {
+	a := rivet.Actor[gxState]{
+		Name: "gxCreate",
+		CreateState: func(in json.RawMessage) (gxState, error) {
+			if string(in) == `"exit"` {
+				runtime.Goexit()
+			}
+			return gxState{N: 10}, nil
+		},
+		Actions: rivet.Actions[gxState]{
+			"inc": rivet.Action0(func(c *rivet.ActionCtx[gxState]) (int, error) { c.State.N++; return c.State.N, nil }),
+		},
+	}
+	e := newEnv(t, counterReg(t, a), nil)
+	ref := rt.Ref{Name: "gxCreate", Key: []string{"k"}}
+	err, returned := goexits(t, "create", func() error { _, err := e.host.Create(ctx(t), ref, json.RawMessage(`"exit"`)); return err })
+	if !returned || !errors.Is(err, rivet.ErrInternal) {
+		t.Fatalf("create whose CreateState called Goexit: returned %v, err %v; want ErrInternal", returned, err)
+	}
+	if raw, err := callWithin(t, e.host, 5*time.Second, "gxCreate", "k", "inc"); err != nil || string(raw) != "11" {
+		t.Fatalf("inc after the failed create = %s, %v; want 11", raw, err)
+	}
+}

@@ -589,7 +589,14 @@ func (h *Host) activateFor(ctx context.Context, ref Ref, sp *rivet.Spec, create 
 				}
 			}
 			h.mu.Unlock()
-			a.loadErr = h.guardUser(ref, "load", func() error { return a.load(ctx, create, input) })
+			// Aside: a CreateState or a state decoder that calls
+			// runtime.Goexit must not end this goroutine with the
+			// activation loading for ever (every later request waiting
+			// out its deadline for it). Nothing is written before them.
+			if aside(func() { a.loadErr = h.guardUser(ref, "load", func() error { return a.load(ctx, create, input) }) }) {
+				h.log.Error("actor code called runtime.Goexit", refField(ref), zap.String("in", "load"))
+				a.loadErr = rivet.Errorf(rivet.ErrInternal, "load of actor %s %s called runtime.Goexit", ref.Name, keyString(ref.Key))
+			}
 			if a.loadErr == nil && createdHere {
 				// This caller's create, whose commit's answer was lost,
 				// applied: its hooks run now, and if they fail the create
