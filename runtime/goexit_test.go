@@ -246,3 +246,36 @@ func TestACreateStateThatCallsGoexitFailsTheCreate(t *testing.T) {
 		t.Fatalf("inc after the failed create = %s, %v; want 11", raw, err)
 	}
 }
+
+// A scheduled call whose action calls runtime.Goexit is used up as one
+// that panics is, its change dropped: the wakeup worker that ran it, the
+// actor and its later calls go on.
+func TestAScheduledActionThatCallsGoexitIsUsedUp(t *testing.T) {
+	a := rivet.Actor[gxState]{
+		Name: "gxSched",
+		Actions: rivet.Actions[gxState]{
+			"arm": rivet.Action0(func(c *rivet.ActionCtx[gxState]) (bool, error) {
+				if _, err := c.Schedule().After(0, "exit"); err != nil {
+					return false, err
+				}
+				_, err := c.Schedule().After(50*time.Millisecond, "inc")
+				return err == nil, err
+			}),
+			"exit": rivet.Action0(func(c *rivet.ActionCtx[gxState]) (int, error) { c.State.N = 100; runtime.Goexit(); return 0, nil }),
+			"inc":  rivet.Action0(func(c *rivet.ActionCtx[gxState]) (int, error) { c.State.N++; return c.State.N, nil }),
+			"get":  rivet.Query(func(c *rivet.ActionCtx[gxState]) (int, error) { return c.State.N, nil }),
+			"left": rivet.Query(func(c *rivet.ActionCtx[gxState]) (int, error) { return len(c.Schedule().List()), nil }),
+		},
+	}
+	e := newEnv(t, counterReg(t, a), nil)
+	if _, err := call(t, e.host, "gxSched", "k", "arm", true); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the later scheduled call to run", 15*time.Second, func() bool {
+		raw, err := callWithin(t, e.host, 2*time.Second, "gxSched", "k", "get")
+		return err == nil && string(raw) == "1"
+	})
+	if n := callInt(t, e.host, "gxSched", "k", "left", false); n != 0 {
+		t.Fatalf("%d scheduled calls left, want none (the one that called Goexit used up)", n)
+	}
+}

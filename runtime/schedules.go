@@ -1069,8 +1069,19 @@ func (h *Host) fireOne(ref Ref, sp *rivet.Spec) (more bool, err error) {
 }
 
 // invokeScheduled runs a scheduled call's action, a panic turned into its
-// error (a call whose action panics is used up, as one that fails).
+// error (a call whose action panics is used up, as one that fails), and so
+// is runtime.Goexit: the action runs aside, and the wakeup worker that runs
+// the call, with the actor's gate held, goes on.
 func invokeScheduled(h *Host, a *activation, act rivet.ActionSpec, env rivet.Env, args []json.RawMessage) (err error) {
+	if aside(func() { err = invokeScheduledAside(h, a, act, env, args) }) {
+		h.log.Error("actor code called runtime.Goexit in a scheduled call", actorField(a))
+		return errors.New("the action called runtime.Goexit")
+	}
+	return err
+}
+
+// invokeScheduledAside is invokeScheduled's body, on a goroutine of its own.
+func invokeScheduledAside(h *Host, a *activation, act rivet.ActionSpec, env rivet.Env, args []json.RawMessage) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			h.log.Error("actor panicked in a scheduled call", actorField(a), zap.Any("panic", r), zap.ByteString("stack", debug.Stack()))
