@@ -279,3 +279,25 @@ func TestAScheduledActionThatCallsGoexitIsUsedUp(t *testing.T) {
 		t.Fatalf("%d scheduled calls left, want none (the one that called Goexit used up)", n)
 	}
 }
+
+// A call whose action called runtime.Goexit got no reply: the Observer
+// (rivet_calls_total, the call-duration histograms) must count it as
+// failed, not as a call that succeeded.
+func TestACallWhoseActionCallsGoexitIsObservedAsFailed(t *testing.T) {
+	obs := &recordObserver{}
+	a := rivet.Actor[gxState]{
+		Name: "gxObserved",
+		Actions: rivet.Actions[gxState]{
+			"exit": rivet.Action0(func(c *rivet.ActionCtx[gxState]) (int, error) { runtime.Goexit(); return 0, nil }),
+		},
+	}
+	e := newEnv(t, counterReg(t, a), func(c *rt.Config) { c.Observer = obs })
+	if _, returned := goexits(t, "exit", func() error { _, err := call(t, e.host, "gxObserved", "k", "exit", true); return err }); returned {
+		t.Fatal("the call returned")
+	}
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	if obs.calls != 1 || len(obs.failures) != 1 || !errors.Is(obs.failures[0], rivet.ErrInternal) {
+		t.Fatalf("observer saw %d calls, failures %v; want 1 call, failed with ErrInternal", obs.calls, obs.failures)
+	}
+}

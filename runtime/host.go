@@ -955,12 +955,29 @@ func (h *Host) Call(ctx context.Context, req CallRequest) (_ json.RawMessage, er
 	h.calls.Add(1)
 	t0 := time.Now()
 	actor := ""
-	defer func() { h.cfg.Observer.Call(actor, time.Since(t0), err) }()
+	returned := false
+	defer func() {
+		if !returned {
+			// runtime.Goexit in the actor's code ended this goroutine:
+			// its caller gets no reply, which is no success (err is
+			// still nil).
+			err = rivet.Errorf(rivet.ErrInternal, "the actor's code called runtime.Goexit: the call got no reply")
+		}
+		h.cfg.Observer.Call(actor, time.Since(t0), err)
+	}()
+	res, err := h.call(ctx, req, &actor)
+	returned = true
+	return res, err
+}
+
+// call is Call's body. It sets *actor to the actor's registered name once
+// it knows it, for the Observer.
+func (h *Host) call(ctx context.Context, req CallRequest, actor *string) (json.RawMessage, error) {
 	sp, err := h.spec(req.Ref.Name)
 	if err != nil {
 		return nil, err
 	}
-	actor = req.Ref.Name
+	*actor = req.Ref.Name
 	act, ok := sp.Actions[req.Action]
 	if !ok {
 		return nil, rivet.Errorf(rivet.ErrUnknownAction, "actor %s has no action %q (it has %s)", sp.Name, req.Action, knownNames(sp.Actions))
