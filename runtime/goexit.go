@@ -10,7 +10,7 @@ package runtime
 // recover its own: the stack of the first is lost).
 //
 // For the actor's code that runs once per activation or per scheduled call
-// (its hooks, its load, a scheduled action), where one goroutine costs
+// (its hooks, its load, a scheduled action, its vars' Close), where one goroutine costs
 // nothing next to the etcd work around it. An action runs on its request's
 // own goroutine, which runTurn cleans up after instead.
 func aside(fn func()) (goexit bool) {

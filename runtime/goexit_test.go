@@ -301,3 +301,41 @@ func TestACallWhoseActionCallsGoexitIsObservedAsFailed(t *testing.T) {
 		t.Fatalf("observer saw %d calls, failures %v; want 1 call, failed with ErrInternal", obs.calls, obs.failures)
 	}
 }
+
+// closeGoexits is vars whose Close calls runtime.Goexit.
+type closeGoexits struct{ closed chan struct{} }
+
+func (v *closeGoexits) Close() error { close(v.closed); runtime.Goexit(); return nil }
+
+// Vars whose Close calls runtime.Goexit (t.Fatal in a test's vars) fail
+// the close as a panicking Close does: it ran on the reaper's goroutine
+// (or a stop's, or a request's), which ended there, with the actor half
+// put to sleep, and no idle actor slept again.
+func TestVarsWhoseCloseCallsGoexitDoNotStopTheReaper(t *testing.T) {
+	vars := make(chan *closeGoexits, 4)
+	a := rivet.Actor[gxState]{
+		Name: "gxClose",
+		CreateVars: func(*rivet.ActionCtx[gxState]) (any, error) {
+			v := &closeGoexits{closed: make(chan struct{})}
+			vars <- v
+			return v, nil
+		},
+		Actions: rivet.Actions[gxState]{"inc": rivet.Action0(func(c *rivet.ActionCtx[gxState]) (int, error) { c.State.N++; return c.State.N, nil })},
+	}
+	e := newEnv(t, counterReg(t, a), func(c *rt.Config) { c.IdleTimeout = 50 * time.Millisecond })
+	for round := range 2 {
+		callInt(t, e.host, "gxClose", "k", "inc", true)
+		v := <-vars
+		waitFor(t, fmt.Sprintf("the idle actor's vars to close (round %d)", round), 10*time.Second, func() bool {
+			select {
+			case <-v.closed:
+				return e.host.Stats().ActiveActors == 0
+			default:
+				return false
+			}
+		})
+	}
+	if n := callInt(t, e.host, "gxClose", "k", "inc", false); n != 3 {
+		t.Fatalf("inc after two sleeps = %d, want 3", n)
+	}
+}

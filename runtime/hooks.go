@@ -354,17 +354,24 @@ func isNilPointer(v any) bool {
 }
 
 // closeValue closes vars of the activation.
+//
+// A panic is the actor's own bug, as a failed close is: logged. It runs on
+// the reaper's, a stop's or a request's goroutine, and would take the node
+// down. It runs aside, as hooks do: a Close that calls runtime.Goexit
+// would end that goroutine, often with the actor's gate held (the reaper
+// then puts no actor to sleep again).
 func (a *activation) closeValue(c io.Closer) {
-	// A panic is the actor's own bug, as a failed close is: logged. It
-	// runs on the reaper's, a stop's or a request's goroutine, and would
-	// take the node down.
-	defer func() {
-		if r := recover(); r != nil {
-			a.h.log.Error("closing the actor's vars panicked", actorField(a), zap.Any("panic", r), zap.ByteString("stack", debug.Stack()))
+	if aside(func() {
+		defer func() {
+			if r := recover(); r != nil {
+				a.h.log.Error("closing the actor's vars panicked", actorField(a), zap.Any("panic", r), zap.ByteString("stack", debug.Stack()))
+			}
+		}()
+		if err := c.Close(); err != nil {
+			a.h.log.Warn("closing the actor's vars failed", actorField(a), errField(err))
 		}
-	}()
-	if err := c.Close(); err != nil {
-		a.h.log.Warn("closing the actor's vars failed", actorField(a), errField(err))
+	}) {
+		a.h.log.Error("closing the actor's vars called runtime.Goexit", actorField(a))
 	}
 }
 
