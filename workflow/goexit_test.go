@@ -87,8 +87,15 @@ func TestGoexitInWorkflowCodeFailsTheRun(t *testing.T) {
 			if out.Status != workflow.RunFailed || !errors.As(out.Err, &pe) || !errors.Is(out.Err, workflow.ErrGoexit) {
 				t.Fatalf("outcome %+v (%T), want failed with a *PanicError of ErrGoexit", out, out.Err)
 			}
-			if !strings.Contains(out.Err.Error(), tc.where) {
-				t.Fatalf("error %q does not say where: %s", out.Err, tc.where)
+			msg := out.Err.Error()
+			if !strings.Contains(msg, "runtime.Goexit called") {
+				t.Fatalf("error %q does not say what ended the code", msg)
+			}
+			if tc.where == "" && strings.Contains(msg, "in the body of") {
+				t.Fatalf("error %q names a step body; the code outside steps called runtime.Goexit", msg)
+			}
+			if !strings.Contains(msg, tc.where) {
+				t.Fatalf("error %q does not say where: %s", msg, tc.where)
 			}
 			if h.State().N >= 100 {
 				t.Fatalf("the cut-off step's change was kept: state %+v", h.State())
