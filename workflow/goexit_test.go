@@ -108,3 +108,34 @@ func TestGoexitInWorkflowCodeFailsTheRun(t *testing.T) {
 		})
 	}
 }
+
+// A rollback handler that calls runtime.Goexit, after a step body did,
+// is charged to neither that step nor any other: the error of each says
+// where it happened, and the handler's names no step body.
+func TestGoexitInARollbackHandlerNamesNoStepBody(t *testing.T) {
+	h := newHost(rst{})
+	out := driveApart(t, h, func(c *workflow.Ctx[rst]) error {
+		if err := c.RollbackCheckpoint("cp"); err != nil {
+			return err
+		}
+		if _, err := workflow.StepWithRollback(c, workflow.StepOptions{Name: "a"},
+			func(*workflow.StepCtx[rst]) (int, error) { return 1, nil },
+			func(*workflow.StepCtx[rst], int) error { runtime.Goexit(); return nil }); err != nil {
+			return err
+		}
+		return c.Step("b", func(*workflow.StepCtx[rst]) error { runtime.Goexit(); return nil })
+	})
+	if out.Status != workflow.RunFailed || !errors.Is(out.Err, workflow.ErrGoexit) {
+		t.Fatalf("outcome %+v, want failed with ErrGoexit", out)
+	}
+	msg := out.Err.Error()
+	if n := strings.Count(msg, "runtime.Goexit called"); n != 2 {
+		t.Fatalf("error %q tells of %d Goexits, want 2 (step b's and the rollback handler's)", msg, n)
+	}
+	if n := strings.Count(msg, `in the body of step "b"`); n != 1 {
+		t.Fatalf("error %q charges %d Goexits to step b, want 1", msg, n)
+	}
+	if !strings.Contains(msg, `in the body of the rollback handler of step "a"`) {
+		t.Fatalf("error %q does not say the rollback handler of step a called it", msg)
+	}
+}

@@ -462,6 +462,7 @@ func callGuarded(fn func() error) (err error) {
 // would have left Run's caller waiting for ever, or a join taking the
 // branch for a success with no value.
 func callThread(t *thread, fn func() error) (err error) {
+	t.goexitIn = "" // a step's whose Goexit ended an earlier call is not this one's
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

@@ -375,9 +375,11 @@ func (r *run) rollback(root *thread) error {
 			abandoned bool
 		)
 		fn := func(env StepEnv) []HistoryWrite {
+			root.goexitIn = fmt.Sprintf("the rollback handler of step %q", a.path) // for a runtime.Goexit in it
 			_, err, timedOut := runBody(root.ctx, a.timeout, r.host, func(ctx context.Context) (json.RawMessage, error) {
 				return nil, a.run(env, ctx)
 			})
+			root.goexitIn = ""
 			if err != nil && !timedOut && root.ctx.Err() != nil {
 				abandoned = true
 				return nil
