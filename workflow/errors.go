@@ -40,7 +40,8 @@ var (
 	// (whose sender then waits until its wait times out).
 	ErrNotCompleted = errors.New("workflow: a completable message was not completed before the next receive")
 	// ErrInvalid: a bad name (empty, with '/', or starting with '~'), a
-	// duplicate branch name, a bad option, or a Ctx used after the
+	// duplicate branch name, a bad option, a Break outside a loop (returned
+	// by the workflow's function or a branch's), or a Ctx used after the
 	// function it was given to returned (kept from a loop iteration, a
 	// branch or a try block, or on a goroutine that function started).
 	ErrInvalid = errors.New("workflow: invalid use")
@@ -50,6 +51,8 @@ var (
 	ErrGoexit = errors.New("workflow: runtime.Goexit called in workflow code")
 	// Break ends a Loop or LoopWith when its body returns it. Named after
 	// the original's Loop.break, as io.EOF is named for what it means.
+	// One that reaches the end of the workflow or of a join or race branch
+	// ended no loop: the run fails with ErrInvalid.
 	Break = errors.New("workflow: break") //lint:ignore ST1012 it is a signal, not a failure
 )
 

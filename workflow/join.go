@@ -108,6 +108,9 @@ func typedBranch[S, T any](f func(*Ctx[S]) (T, error)) func(*cx) (json.RawMessag
 			v, err = f(&Ctx[S]{x: bx})
 			return err
 		})
+		if breaks(err) {
+			return nil, fmt.Errorf("%w: Break reached the end of branch %q (it ends only the Loop or LoopWith whose body returns it)", ErrInvalid, bx.sc.path)
+		}
 		if err != nil {
 			return nil, err
 		}

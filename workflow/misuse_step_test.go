@@ -45,3 +45,34 @@ func TestAStepBodyReturningAMisuseErrorFailsAtOnce(t *testing.T) {
 		})
 	}
 }
+
+// Break ends the loop whose body returns it. One that reaches the end of
+// the workflow (returned by its function, or by a branch outside any
+// loop) ended nothing: the run fails with ErrInvalid saying so, not with a
+// bare "workflow: break".
+func TestBreakOutsideALoopFailsTheRunSayingSo(t *testing.T) {
+	for name, fn := range map[string]func(c *workflow.Ctx[rst]) error{
+		"the workflow's function": func(c *workflow.Ctx[rst]) error {
+			if err := c.Step("a", func(*workflow.StepCtx[rst]) error { return nil }); err != nil {
+				return err
+			}
+			return workflow.Break
+		},
+		"a join branch": func(c *workflow.Ctx[rst]) error {
+			_, err := workflow.Join(c, "j", workflow.Branches[rst, int]{
+				"x": func(*workflow.Ctx[rst]) (int, error) { return 0, workflow.Break },
+			})
+			return err
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			out := driveApart(t, newHost(rst{}), fn)
+			if out.Status != workflow.RunFailed || !errors.Is(out.Err, workflow.ErrInvalid) {
+				t.Fatalf("outcome %+v, want failed with ErrInvalid", out)
+			}
+			if !strings.Contains(out.Err.Error(), "Break reached the end of") {
+				t.Fatalf("error %q does not say Break ended no loop", out.Err)
+			}
+		})
+	}
+}

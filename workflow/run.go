@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/rivet-go/rivet/internal/errtext"
 )
 
 // Run runs the workflow fn once against history: it re-runs fn from the
@@ -29,10 +31,21 @@ func Run[S any](ctx context.Context, fn func(*Ctx[S]) error, host Host, history 
 	root := &thread{r: r, ctx: rctx}
 	c := &Ctx[S]{x: &cx{t: root, sc: newScope("")}}
 	err = callThread(root, func() error { return fn(c) })
+	if breaks(err) {
+		err = fmt.Errorf("%w: Break reached the end of the workflow (it ends only the Loop or LoopWith whose body returns it): %s", ErrInvalid, errtext.Of(err))
+	}
 	if cerr := c.x.close(); cerr != nil {
 		err = cerr
 	}
 	return r.finish(root, err)
+}
+
+// breaks reports whether err is a Break that no loop took: one the
+// workflow's function returned, itself or from a branch. err's methods are
+// the workflow code's own and may panic: then it is not.
+func breaks(err error) (yes bool) {
+	defer func() { _ = recover() }()
+	return err != nil && errors.Is(err, Break) && !isControl(err)
 }
 
 // run is one Run: the state its threads share.
