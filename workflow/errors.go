@@ -98,6 +98,37 @@ func (e *RecordedError) ErrorCode() string { return e.Code }
 // Is makes an error recorded from one that matched ErrTimeout match it.
 func (e *RecordedError) Is(target error) bool { return target == ErrTimeout && e.Timeout }
 
+// tame returns err, the workflow code's own (its function's, a branch's,
+// a try block's, a loop body's, a step body's, a rollback handler's), as
+// the engine may inspect it: if its methods panic when the engine reads
+// it (a nil *T returned as the error, whose Error, Unwrap, Is or As reads
+// its receiver), a plain error with what it says instead. Tamed where it
+// enters the engine, once, so that none of the engine's classifications
+// (errors.Is, errors.As, Error) panics on it: on the workflow's goroutine
+// that would take the node down, and every node that took the workflow
+// over after it.
+func tame(err error) error {
+	if err == nil {
+		return nil
+	}
+	safe := func() (ok bool) {
+		defer func() {
+			if recover() != nil {
+				ok = false
+			}
+		}()
+		_ = err.Error()
+		var pe *PanicError
+		_ = errors.As(err, &pe)        // every Unwrap and As of its chain
+		_ = errors.Is(err, ErrEvicted) // and every Is
+		return true
+	}()
+	if safe {
+		return err
+	}
+	return errors.New(errtext.Of(err))
+}
+
 // record converts err to the form the history keeps. err's methods are
 // the workflow code's own, and may panic (a typed nil): the attempt is
 // recorded as failed all the same, as with any error, never left to panic

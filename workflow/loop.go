@@ -78,6 +78,7 @@ func LoopWith[S, L any](c *Ctx[S], opts LoopOptions[L], fn func(*Ctx[S], L) (L, 
 			}
 		}
 		ns, err := fn(&Ctx[S]{x: ix}, s)
+		err = tame(err)
 		brk := errors.Is(err, Break) && !isControl(err)
 		if err != nil && !brk {
 			return nil, false, err

@@ -76,3 +76,52 @@ func TestBreakOutsideALoopFailsTheRunSayingSo(t *testing.T) {
 		})
 	}
 }
+
+// wrapErr is an error type with an Unwrap, as many are. A nil *wrapErr
+// returned as an error (Go's typed nil) panics in Error and Unwrap.
+type wrapErr struct {
+	msg   string
+	inner error
+}
+
+func (e *wrapErr) Error() string { return e.msg }
+func (e *wrapErr) Unwrap() error { return e.inner }
+
+// Workflow code that fails with a typed nil whose methods panic, wherever
+// the engine takes its error (the function, a branch, a loop body, a try
+// block, a step body), fails the run as any error does. The engine reads
+// it (errors.Is, errors.As) on the workflow's goroutine, where a panic
+// would take the node down, and every node that took the workflow over.
+func TestATypedNilErrorWhoseMethodsPanicFailsTheRun(t *testing.T) {
+	nilErr := func() error {
+		var e *wrapErr
+		return e
+	}
+	for name, fn := range map[string]func(c *workflow.Ctx[rst]) error{
+		"the function": func(*workflow.Ctx[rst]) error { return nilErr() },
+		"a branch": func(c *workflow.Ctx[rst]) error {
+			_, err := workflow.Join(c, "j", workflow.Branches[rst, int]{
+				"x": func(*workflow.Ctx[rst]) (int, error) { return 0, nilErr() },
+			})
+			return err
+		},
+		"a loop body": func(c *workflow.Ctx[rst]) error {
+			return c.Loop("l", func(*workflow.Ctx[rst]) error { return nilErr() })
+		},
+		"a try block": func(c *workflow.Ctx[rst]) error {
+			_, err := c.Try("t", func(*workflow.Ctx[rst]) error { return nilErr() })
+			return err
+		},
+		"a step body": func(c *workflow.Ctx[rst]) error {
+			return c.StepWith(workflow.StepOptions{Name: "s", MaxRetries: workflow.NoRetries}, func(*workflow.StepCtx[rst]) error { return nilErr() })
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			out := driveApart(t, newHost(rst{}), fn)
+			if out.Status != workflow.RunFailed || out.Err == nil {
+				t.Fatalf("outcome %+v, want failed", out)
+			}
+			_ = out.Err.Error() // and what it says can be read
+		})
+	}
+}

@@ -196,8 +196,7 @@ func recordAttempt(path string, n int, r attemptResult, p retryPolicy) *Entry {
 // misused the workflow API (a primitive called on the workflow's Ctx, a bad
 // name) or returned Break, which ends loops: another attempt would fail
 // the same way, so the step fails at once, as with a Critical error.
-func misuse(err error) (yes bool) {
-	defer func() { _ = recover() }() // the body's own Is or Unwrap may panic: not a misuse
+func misuse(err error) bool {
 	return errors.Is(err, ErrEntryInProgress) || errors.Is(err, ErrInvalid) || errors.Is(err, Break)
 }
 

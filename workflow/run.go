@@ -41,10 +41,8 @@ func Run[S any](ctx context.Context, fn func(*Ctx[S]) error, host Host, history 
 }
 
 // breaks reports whether err is a Break that no loop took: one the
-// workflow's function returned, itself or from a branch. err's methods are
-// the workflow code's own and may panic: then it is not.
-func breaks(err error) (yes bool) {
-	defer func() { _ = recover() }()
+// workflow's function returned, itself or from a branch.
+func breaks(err error) bool {
 	return err != nil && errors.Is(err, Break) && !isControl(err)
 }
 
@@ -458,14 +456,15 @@ func (t *thread) fork(n int, child func(i int) *thread, body func(i int, c *thre
 	wg.Wait()
 }
 
-// callGuarded turns a panic in workflow code into a *PanicError.
+// callGuarded turns a panic in workflow code into a *PanicError; the
+// error it returns is tamed.
 func callGuarded(fn func() error) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			err = &PanicError{Value: v, Stack: debug.Stack()}
 		}
 	}()
-	return fn()
+	return tame(fn())
 }
 
 // callThread is callGuarded for the code a thread runs (the workflow's
@@ -487,7 +486,7 @@ func callThread(t *thread, fn func() error) (err error) {
 				err = &PanicError{Value: goexit{in: t.goexitIn}, Stack: debug.Stack()}
 			}
 		}()
-		err = fn()
+		err = tame(fn())
 		returned = true
 	}()
 	<-done

@@ -297,7 +297,8 @@ func callBody(ctx context.Context, body func(context.Context) (json.RawMessage, 
 			err = fmt.Errorf("workflow: step panicked: %v", v)
 		}
 	}()
-	return body(ctx)
+	out, err = body(ctx)
+	return out, tame(err)
 }
 
 // rollbackAction is the compensation of one completed step.
