@@ -65,15 +65,31 @@ deleted. A completed workflow needs --from to run again.`,
 		if err != nil {
 			return err
 		}
-		n, err := c.Actor(args[0], key...).NoCreate().RetryWorkflow(ctx, from)
+		h := c.Actor(args[0], key...).NoCreate()
+		status := ""
+		if from == "" {
+			// For the note below, which depends on it: the retry's answer
+			// says only how many entries it deleted. An error here is the
+			// retry's to report.
+			if in, err := h.Inspect(ctx); err == nil {
+				status = in.WorkflowStatus
+			}
+		}
+		n, err := h.RetryWorkflow(ctx, from)
 		if err != nil {
 			return err
 		}
 		if n == 0 && from == "" {
-			// A workflow that failed by its own error or a divergence,
-			// or was cancelled: the same code fails the same way again.
 			// (With -o json too, as {"note": ...} on stderr.)
-			a.note("no entry was deleted, so the workflow replays its history as recorded, with the code deployed now; --from ENTRY runs it again from an entry")
+			if status == "cancelled" {
+				// Not a replay to the same end: it goes on.
+				a.note("the workflow was cancelled: it resumes where it stopped, with the code deployed now; --from ENTRY runs it again from an entry")
+			} else {
+				// A workflow that failed by its own error or a
+				// divergence: the same code fails the same way again;
+				// a completed one replays to the same end.
+				a.note("no entry was deleted, so the workflow replays its history as recorded, with the code deployed now; --from ENTRY runs it again from an entry")
+			}
 		}
 		if a.output == "json" {
 			return a.printValue(map[string]int{"removed": n})
