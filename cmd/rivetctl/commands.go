@@ -207,7 +207,8 @@ func (a *app) actorsCommand() *cobra.Command {
 		Short: "List actors, of one name or all",
 		Long: `List actors, of one name or all. With --failed, only those whose workflow failed
 (a step exhausted its retries, the code no longer matches the history...), each with
-when it failed and its error; ` + "`rivetctl workflow retry ACTOR KEY`" + ` takes one off the list.`,
+when it failed and its error; ` + "`rivetctl workflow retry ACTOR KEY`" + ` takes one off the list.
+An empty list prints a line saying so ("no actors named ACTOR"); -o json prints [].`,
 		Example: `  rivetctl actors counter
   rivetctl actors --failed`,
 		Args: args(0, 1),
@@ -227,12 +228,30 @@ when it failed and its error; ` + "`rivetctl workflow retry ACTOR KEY`" + ` take
 		if err != nil {
 			return err
 		}
+		if len(actors) == 0 && a.output != "json" {
+			// A header alone reads as a listing that went wrong.
+			_, err := fmt.Fprintln(a.stdout, noActors(name, failed))
+			return err
+		}
 		if failed {
 			return a.printFailed(actors)
 		}
 		return a.printActors(actors)
 	})
 	return cmd
+}
+
+// noActors is what actors prints for an empty listing.
+func noActors(name string, failed bool) string {
+	switch {
+	case failed && name != "":
+		return "no failed workflows among the actors named " + printable(name)
+	case failed:
+		return "no failed workflows"
+	case name != "":
+		return "no actors named " + printable(name)
+	}
+	return "no actors"
 }
 
 func (a *app) createCommand() *cobra.Command {

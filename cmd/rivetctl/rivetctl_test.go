@@ -403,8 +403,12 @@ state
 counter  ["eu","x"]  3          node-1  2026-01-02T03:04:05Z
 counter  main        12         node-1  2026-01-02T03:04:05Z
 `)
-	rivetctl(t, addr, "actors", "nothing").want(t, 0, "NAME  KEY  PARTITION  OWNER  CREATED\n")
+	// An empty listing says so, not a header alone; JSON is an empty list.
+	rivetctl(t, addr, "actors", "nothing").want(t, 0, "no actors named nothing\n")
 	rivetctl(t, addr, "actors", "nothing", "-o", "json").want(t, 0, "[]\n")
+	rivetctl(t, addr, "actors", "--failed").want(t, 0, "no failed workflows\n")
+	rivetctl(t, addr, "actors", "counter", "--failed").want(t, 0, "no failed workflows among the actors named counter\n")
+	rivetctl(t, addr, "actors", "--failed", "-o", "json").want(t, 0, "[]\n")
 	r = rivetctl(t, addr, "actors", "-o", "json")
 	var list []client.ActorInfo
 	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil || len(list) != 2 {

@@ -94,6 +94,11 @@ func TestWorkflowCommandsOnARealNode(t *testing.T) {
 	}
 	addr := startNodeOf(t, reg)
 
+	// A type with no actors yet is listed as such, not as a table header.
+	rivetctl(t, addr, "actors", "charger").want(t, 0, "no actors named charger\n")
+	rivetctl(t, addr, "actors").want(t, 0, "no actors\n")
+	rivetctl(t, addr, "actors", "charger", "-o", "json").want(t, 0, "[]\n")
+
 	if r := rivetctl(t, addr, "create", "charger", "order-1"); r.code != 0 || !strings.HasPrefix(r.stdout, "created charger order-1 ") {
 		t.Fatalf("create: %+v", r)
 	}
