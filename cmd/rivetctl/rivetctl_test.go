@@ -757,8 +757,9 @@ func TestACommandThatMayHaveRunSaysSo(t *testing.T) {
 		t.Errorf("exit %d, stderr %q; want exit 1 without 'may have run'", r.code, r.stderr)
 	}
 	// Nor did a port that closes connections before gRPC's server preface
-	// (a TLS-only node dialed in plaintext does so): the connection never
-	// became ready, so the call was never sent.
+	// (a TLS-only node dialed in plaintext does so, and a port that is not
+	// gRPC): the connection never became ready, so the call was never
+	// sent. This one answers no TLS either: it is no gRPC port.
 	closer, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -775,8 +776,8 @@ func TestACommandThatMayHaveRunSaysSo(t *testing.T) {
 	}()
 	r = rivetctl(t, closer.Addr().String(), "--timeout", "5s", "call", "counter", "main", "increment", "1")
 	// Which of the client's read or write the close fails first is a race.
-	if r.code != 1 || !strings.Contains(r.stderr, "the node may serve TLS only") || strings.Contains(r.stderr, "may have run") {
-		t.Errorf("a port that closes at once: exit %d, stderr %q; want exit 1, the hint that the node may serve TLS only, without 'may have run'", r.code, r.stderr)
+	if r.code != 1 || !strings.Contains(r.stderr, closer.Addr().String()+" does not answer gRPC") || strings.Contains(r.stderr, "may have run") {
+		t.Errorf("a port that closes at once: exit %d, stderr %q; want exit 1, the hint that it does not answer gRPC, without 'may have run'", r.code, r.stderr)
 	}
 }
 

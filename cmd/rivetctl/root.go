@@ -43,6 +43,9 @@ type app struct {
 	// @FILE and @- values read before the deadline began (preloadJSON).
 	stdinUsed bool
 	loaded    map[string]loadedValue
+	// probeTLS is the package's (nil, as in tests of connectionHint
+	// alone: no probe, the hints that need none).
+	probeTLS func(addr string) tlsAnswer
 }
 
 // usageError is a mistake on the command line, found before anything was
@@ -75,7 +78,7 @@ func (e *runError) Unwrap() error { return e.err }
 // exit code. Errors go to stderr as one line, so that scripts can show or
 // grep them.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
-	a := &app{stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv}
+	a := &app{stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv, probeTLS: probeTLS}
 	root := a.rootCommand()
 	root.SetArgs(args)
 	root.SetOut(stdout)
@@ -502,6 +505,19 @@ func (a *app) connectionHint(err error) string {
 	}
 	msg := e.Message
 	usesTLS := a.tls || a.tlsCA != "" || a.tlsCert != ""
+	closed := strings.Contains(msg, "server preface") && (strings.Contains(msg, "EOF") || strings.Contains(msg, "connection reset")) ||
+		bareWriteFailure.MatchString(msg)
+	if usesTLS {
+		// The TLS handshake broke off: no TLS server, or one that wants
+		// a client certificate.
+		closed = strings.Contains(msg, "handshake failed") &&
+			(strings.Contains(msg, "EOF") || strings.Contains(msg, "connection reset") || strings.Contains(msg, "broken pipe"))
+	}
+	if closed && a.probeTLS != nil && a.probeTLS(a.addr) == tlsNotServed {
+		// Closed without a word of TLS: a port that is not gRPC, as a
+		// node's gossip port (memberlist, 7946 by default) is.
+		return fmt.Sprintf("; %s does not answer gRPC (a node's gossip port?): --addr takes a node's gRPC address, its --grpc-addr (port 6420 by default)", a.addr)
+	}
 	switch {
 	case strings.Contains(msg, "connection refused"):
 		return fmt.Sprintf("; is a node listening at %s? (--addr, or env %s)", a.addr, client.EndpointEnv)
