@@ -1,7 +1,8 @@
 // Command examples-api serves a stand-in for the external HTTP API that the
 // seed's examples call (dashboardActor, fanInOutActor, auctionActor): GET
-// answers {"count": n} for the counts it is given, POST answers 200. Start
-// the node with EXAMPLES_API_URL set to the address it prints:
+// answers {"count": n} for the paths it has counts for (404 for another),
+// POST answers 200. Start the node with EXAMPLES_API_URL set to the
+// address it prints:
 //
 //	go run ./cmd/examples-api &
 //	EXAMPLES_API_URL=http://127.0.0.1:6480 go run ./cmd/node
@@ -86,7 +87,7 @@ func run(ctx context.Context, args []string, out, stderr io.Writer, ready chan<-
 		// flag, and ignored every flag after it.
 		return fmt.Errorf("unexpected argument %q (flags only: --addr HOST:PORT, --count /path=n)", fs.Arg(0))
 	}
-	srv, err := exampleapi.NewTestServerOn(*addr, c)
+	srv, err := exampleapi.NewServerOn(*addr, c)
 	if err != nil {
 		return err
 	}

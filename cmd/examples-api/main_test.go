@@ -53,6 +53,17 @@ func TestServesTheCountsAndAcceptsPosts(t *testing.T) {
 	if err != nil || body.Count != 5 {
 		t.Fatalf("GET /orders with --count /users=4 = %+v, %v; want the default, 5", body, err)
 	}
+	// A path without a count is 404, saying so: {"count": 0} looked like
+	// an answer (a mistyped path in EXAMPLES_API_URL summed zeros).
+	resp, err = http.Get(base + "/nope")
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusNotFound || string(msg) != "no count for /nope: GET serves /invoices, /orders, /revenue, /users\n" {
+		t.Fatalf("GET /nope = %d %q, %v; want 404 naming the paths served", resp.StatusCode, msg, err)
+	}
 	resp, err = http.Post(base+"/auctions/a1", "application/json", strings.NewReader(`{}`))
 	if err != nil {
 		t.Fatal(err)

@@ -2,10 +2,14 @@ package exampleapi
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"strings"
 	"sync"
 )
 
@@ -18,6 +22,8 @@ type TestServer struct {
 	counts map[string]int
 	posts  []Request
 	gets   map[string]int
+	// knownOnly: a GET of a path without a count is 404 (NewServerOn).
+	knownOnly bool
 }
 
 // Request is one POST the server received.
@@ -48,6 +54,23 @@ func NewTestServerOn(addr string, counts map[string]int) (*TestServer, error) {
 	return s, nil
 }
 
+// NewServerOn is NewTestServerOn for a server people call (cmd/examples-api):
+// a GET of a path without a count is 404, with a short message naming
+// the paths it serves, rather than {"count": 0}, which looked like an
+// answer.
+func NewServerOn(addr string, counts map[string]int) (*TestServer, error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	s := newTestServer(counts)
+	s.knownOnly = true
+	s.Listener.Close()
+	s.Listener = l
+	s.Start()
+	return s, nil
+}
+
 func newTestServer(counts map[string]int) *TestServer {
 	s := &TestServer{counts: map[string]int{}, gets: map[string]int{}}
 	for k, v := range counts {
@@ -62,6 +85,11 @@ func (s *TestServer) serve(w http.ResponseWriter, r *http.Request) {
 	defer s.mu.Unlock()
 	switch r.Method {
 	case http.MethodGet:
+		if _, ok := s.counts[r.URL.Path]; s.knownOnly && !ok {
+			paths := slices.Sorted(maps.Keys(s.counts))
+			http.Error(w, fmt.Sprintf("no count for %s: GET serves %s", r.URL.Path, strings.Join(paths, ", ")), http.StatusNotFound)
+			return
+		}
 		s.gets[r.URL.Path]++
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(map[string]int{"count": s.counts[r.URL.Path]})
