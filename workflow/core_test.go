@@ -291,7 +291,7 @@ func TestScopeClaim(t *testing.T) {
 	if _, _, err := s.claim("charge"); !errors.As(err, &de) || de.Path != "l/~3/charge" {
 		t.Fatalf("reused name: %v", err)
 	}
-	for _, bad := range []string{"", "a/b", "~1", strings.Repeat("x", 256)} {
+	for _, bad := range []string{"", "a/b", "~1", strings.Repeat("x", 256), "bad\xffname"} {
 		if _, _, err := s.claim(bad); !errors.Is(err, ErrInvalid) {
 			t.Errorf("name %q: %v", bad, err)
 		}

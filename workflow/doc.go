@@ -86,8 +86,8 @@
 //     value even live, so that live runs and replays see the same value.
 //  6. Give every entry a name unique in its scope (a loop iteration, a join
 //     or race branch, a try block, or the top level) and keep names stable:
-//     entries are found by name. Names may not contain '/' or start with
-//     '~'.
+//     entries are found by name. Names are UTF-8 and may not contain '/'
+//     or start with '~'.
 //  7. A loop resumes at its recorded iteration; keep what one iteration
 //     passes to the next in LoopWith's state, not in variables captured by
 //     the closure.

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // History is the replay core: the recorded entries of one workflow, which of
@@ -387,6 +388,11 @@ func validName(name string) error {
 		return fmt.Errorf("%w: name %q contains '/'", ErrInvalid, name)
 	case strings.HasPrefix(name, "~"):
 		return fmt.Errorf("%w: name %q starts with '~' (reserved for loop iterations)", ErrInvalid, name)
+	case !utf8.ValidString(name):
+		// Stored as JSON, its bad bytes come back as U+FFFD: the next
+		// replay from storage (a retry, a restart, a move) diverged at
+		// it, and no client could name it (a proto string is UTF-8).
+		return fmt.Errorf("%w: name %q is not valid UTF-8", ErrInvalid, name)
 	}
 	return nil
 }

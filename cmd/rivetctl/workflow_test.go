@@ -330,3 +330,38 @@ func startNodeOf(t *testing.T, reg *rivet.Registry) string {
 	})
 	return n.GRPCAddr()
 }
+
+// A step whose name is not UTF-8 (made from bytes) fails the run at once,
+// saying so: stored as JSON, its name came back with U+FFFD for its bad
+// bytes, so that the workflow diverged at it on the next replay from
+// storage (a retry from a later entry did), and no --from could name it
+// as the code does.
+func TestAStepNamedNotInUTF8FailsTheRunAtOnce(t *testing.T) {
+	reg, err := rivet.Setup(rivet.Actor[chargeState]{
+		Name: "bytenamer",
+		Run: func(ctx *workflow.Ctx[chargeState]) error {
+			if _, err := workflow.Step(ctx, "job-\xff", func(*workflow.StepCtx[chargeState]) (int, error) { return 1, nil }); err != nil {
+				return err
+			}
+			_, err := workflow.Step(ctx, "after", func(*workflow.StepCtx[chargeState]) (int, error) { return 2, nil })
+			return err
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := startNodeOf(t, reg)
+	rivetctl(t, addr, "create", "bytenamer", "b")
+	deadline := time.Now().Add(30 * time.Second)
+	r := rivetctl(t, addr, "history", "bytenamer", "b")
+	for !strings.HasPrefix(r.stdout, "workflow  failed\n") && !strings.HasPrefix(r.stdout, "workflow  completed\n") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the workflow did not end: %+v", r)
+		}
+		time.Sleep(20 * time.Millisecond)
+		r = rivetctl(t, addr, "history", "bytenamer", "b")
+	}
+	if !strings.HasPrefix(r.stdout, "workflow  failed\nerror     workflow: invalid use: name \"job-\\xff\" is not valid UTF-8\n") {
+		t.Fatalf("history:\n%s\nwant the run failed at the step, its name not valid UTF-8", r.stdout)
+	}
+}
