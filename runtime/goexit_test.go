@@ -339,3 +339,54 @@ func TestVarsWhoseCloseCallsGoexitDoNotStopTheReaper(t *testing.T) {
 		t.Fatalf("inc after two sleeps = %d, want 3", n)
 	}
 }
+
+// gxResult is an action's result whose MarshalJSON calls runtime.Goexit.
+type gxResult struct{}
+
+func (gxResult) MarshalJSON() ([]byte, error) { runtime.Goexit(); return nil, nil }
+
+// gxEncoded is a state whose MarshalJSON calls runtime.Goexit while Exit is
+// set.
+type gxEncoded struct {
+	N    int
+	Exit bool
+}
+
+func (s gxEncoded) MarshalJSON() ([]byte, error) {
+	if s.Exit {
+		runtime.Goexit()
+	}
+	type plain gxEncoded
+	return json.Marshal(plain(s))
+}
+
+// An action that returned, but whose result's (or state's) MarshalJSON
+// calls runtime.Goexit, ends its request's goroutine after the action: its
+// change to the state was never committed, and must not be left in memory
+// for the next turn to read, and commit.
+func TestAnActionWhoseEncodingCallsGoexitLeavesItsChangeUncommitted(t *testing.T) {
+	a := rivet.Actor[gxEncoded]{
+		Name: "gxEncode",
+		Actions: rivet.Actions[gxEncoded]{
+			"inc":       rivet.Action0(func(c *rivet.ActionCtx[gxEncoded]) (int, error) { c.State.N++; return c.State.N, nil }),
+			"badResult": rivet.Action0(func(c *rivet.ActionCtx[gxEncoded]) (gxResult, error) { c.State.N = 100; return gxResult{}, nil }),
+			"badState":  rivet.Action0(func(c *rivet.ActionCtx[gxEncoded]) (int, error) { c.State.N, c.State.Exit = 100, true; return 0, nil }),
+		},
+	}
+	e := newEnv(t, counterReg(t, a), nil)
+	if n := callInt(t, e.host, "gxEncode", "k", "inc", true); n != 1 {
+		t.Fatalf("inc = %d, want 1", n)
+	}
+	for i, action := range []string{"badResult", "badState"} {
+		if err, returned := goexits(t, action, func() error { _, err := call(t, e.host, "gxEncode", "k", action, false); return err }); returned && err == nil {
+			t.Fatalf("%s: answered with no error", action)
+		}
+		raw, err := callWithin(t, e.host, 5*time.Second, "gxEncode", "k", "inc")
+		if err != nil {
+			t.Fatalf("a call after %s's Goexit: %v", action, err)
+		}
+		if want := fmt.Sprint(i + 2); string(raw) != want {
+			t.Fatalf("inc after %s's Goexit = %s, want %s (its change dropped)", action, raw, want)
+		}
+	}
+}

@@ -1033,7 +1033,9 @@ func (h *Host) call(ctx context.Context, req CallRequest, actor *string) (json.R
 		// may have read the uncommitted changes of the turn it re-entered,
 		// which runTurn's discard, to the last commit, would wipe out).
 		// So is runtime.Goexit's way out (returned unset), which runTurn
-		// gives the gate back on.
+		// gives the gate back on: in the action, or in the encoding of its
+		// result or of the state after it (a MarshalJSON's), which runs
+		// before anything is committed.
 		returned := false
 		defer func() {
 			if r := recover(); r != nil {
@@ -1049,35 +1051,38 @@ func (h *Host) call(ctx context.Context, req CallRequest, actor *string) (json.R
 		}()
 		env := rivet.Env{Ctx: ctx, Name: a.ref.Name, Key: a.ref.Key, Client: &hostClient{h: h, chain: chain, from: a}, Schedule: ts, Destroy: ts.destroy, Events: te, Vars: a.vars, Tasks: te}
 		res, err := act.Invoke(env, a.state, args)
-		returned = true
-		if err != nil {
-			if !act.ReadOnly {
-				a.restoreState()
+		err = func() error {
+			if err != nil {
+				if !act.ReadOnly {
+					a.restoreState()
+				}
+				return h.actionError(a, req.Action, err)
 			}
-			return h.actionError(a, req.Action, err)
-		}
-		if result, err = json.Marshal(res); err != nil {
-			if !act.ReadOnly {
-				a.restoreState()
+			if result, err = json.Marshal(res); err != nil {
+				if !act.ReadOnly {
+					a.restoreState()
+				}
+				return rivet.Errorf(rivet.ErrInternal, "result of %s does not marshal to JSON: %v", req.Action, err)
 			}
-			return rivet.Errorf(rivet.ErrInternal, "result of %s does not marshal to JSON: %v", req.Action, err)
-		}
-		if len(result) > h.cfg.MaxResultBytes {
-			if !act.ReadOnly {
-				a.restoreState()
+			if len(result) > h.cfg.MaxResultBytes {
+				if !act.ReadOnly {
+					a.restoreState()
+				}
+				return rivet.Errorf(rivet.ErrTooLarge, "result of %s is %d bytes, the limit is %d", req.Action, len(result), h.cfg.MaxResultBytes)
 			}
-			return rivet.Errorf(rivet.ErrTooLarge, "result of %s is %d bytes, the limit is %d", req.Action, len(result), h.cfg.MaxResultBytes)
-		}
-		if act.ReadOnly {
-			read, kept = true, true
+			if act.ReadOnly {
+				read, kept = true, true
+				return nil
+			}
+			w, err := a.saveState()
+			if err != nil {
+				return err
+			}
+			kept, wrote = true, w
 			return nil
-		}
-		w, err := a.saveState()
-		if err != nil {
-			return err
-		}
-		kept, wrote = true, w
-		return nil
+		}()
+		returned = true
+		return err
 	}
 	_, _, err = h.turn(ctx, TurnAction, req.Ref, sp, create, req.Input, chain, run)
 	if err != nil && !ran && checkIfGone && errors.Is(err, rivet.ErrNotFound) {
