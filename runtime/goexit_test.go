@@ -390,3 +390,37 @@ func TestAnActionWhoseEncodingCallsGoexitLeavesItsChangeUncommitted(t *testing.T
 		}
 	}
 }
+
+// A scheduled call whose change to the state does not encode (its
+// MarshalJSON calls runtime.Goexit, after the action returned) is used up
+// as one whose state does not marshal is: the wakeup that ran it, the
+// actor, its later calls and scheduled calls go on, the change dropped.
+func TestAScheduledCallWhoseStateEncodingCallsGoexitIsUsedUp(t *testing.T) {
+	a := rivet.Actor[gxEncoded]{
+		Name: "gxSchedEncode",
+		Actions: rivet.Actions[gxEncoded]{
+			"arm": rivet.Action0(func(c *rivet.ActionCtx[gxEncoded]) (bool, error) {
+				if _, err := c.Schedule().After(0, "exit"); err != nil {
+					return false, err
+				}
+				_, err := c.Schedule().After(50*time.Millisecond, "inc")
+				return err == nil, err
+			}),
+			"exit": rivet.Action0(func(c *rivet.ActionCtx[gxEncoded]) (int, error) { c.State.N, c.State.Exit = 100, true; return 0, nil }),
+			"inc":  rivet.Action0(func(c *rivet.ActionCtx[gxEncoded]) (int, error) { c.State.N++; return c.State.N, nil }),
+			"get":  rivet.Query(func(c *rivet.ActionCtx[gxEncoded]) (int, error) { return c.State.N, nil }),
+			"left": rivet.Query(func(c *rivet.ActionCtx[gxEncoded]) (int, error) { return len(c.Schedule().List()), nil }),
+		},
+	}
+	e := newEnv(t, counterReg(t, a), nil)
+	if _, err := call(t, e.host, "gxSchedEncode", "k", "arm", true); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the later scheduled call to run", 15*time.Second, func() bool {
+		raw, err := callWithin(t, e.host, 2*time.Second, "gxSchedEncode", "k", "get")
+		return err == nil && string(raw) == "1"
+	})
+	if n := callInt(t, e.host, "gxSchedEncode", "k", "left", false); n != 0 {
+		t.Fatalf("%d scheduled calls left, want none (the one whose state called Goexit used up)", n)
+	}
+}

@@ -1153,6 +1153,11 @@ func (h *Host) codeError(a *activation, what string, field zap.Field, err error)
 // holder after a state-changing action.
 func (a *activation) saveState() (wrote bool, _ error) {
 	b, changed, err := a.encodeState()
+	return a.saveEncoded(b, changed, err)
+}
+
+// saveEncoded is saveState, given what encodeState returned.
+func (a *activation) saveEncoded(b []byte, changed bool, err error) (wrote bool, _ error) {
 	if err != nil {
 		a.restoreState()
 		return false, rivet.Errorf(rivet.ErrInternal, "state of %s does not marshal to JSON: %v", a.describe(), err)

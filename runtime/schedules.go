@@ -1015,7 +1015,8 @@ func (h *Host) fireOne(ref Ref, sp *rivet.Spec) (more bool, err error) {
 		defer func() { a.finishTurnEvents(te, kept, wrote) }()
 		ts := a.newTurnSchedule(act.ReadOnly, te)
 		env := rivet.Env{Ctx: ctx, Name: a.ref.Name, Key: a.ref.Key, Client: &hostClient{h: h, chain: chain, from: a}, Schedule: ts, Destroy: ts.destroy, Events: te, Fired: &call, Vars: a.vars, Tasks: te}
-		if err := invokeScheduled(h, a, act, env, args); err != nil {
+		enc, err := invokeScheduled(h, a, act, env, args)
+		if err != nil {
 			stop := cancelled()
 			a.restoreState() // the state and the calls as last committed
 			if h.baseCtx.Err() != nil {
@@ -1041,7 +1042,7 @@ func (h *Host) fireOne(ref Ref, sp *rivet.Spec) (more bool, err error) {
 			return nil
 		}
 		stop := cancelled() // saveState goes back to the calls as last committed if it refuses the change
-		w, err := a.saveState()
+		w, err := a.saveEncoded(enc.b, enc.changed, enc.err)
 		if err != nil {
 			if errors.Is(err, rivet.ErrTooLarge) || errors.Is(err, rivet.ErrInternal) {
 				// The change was discarded (the state over its limit,
@@ -1071,13 +1072,34 @@ func (h *Host) fireOne(ref Ref, sp *rivet.Spec) (more bool, err error) {
 // invokeScheduled runs a scheduled call's action, a panic turned into its
 // error (a call whose action panics is used up, as one that fails), and so
 // is runtime.Goexit: the action runs aside, and the wakeup worker that runs
-// the call, with the actor's gate held, goes on.
-func invokeScheduled(h *Host, a *activation, act rivet.ActionSpec, env rivet.Env, args []json.RawMessage) (err error) {
-	if aside(func() { err = invokeScheduledAside(h, a, act, env, args) }) {
+// the call, with the actor's gate held, goes on. The state the action left
+// is encoded aside too (a mutating action that succeeded), for the same
+// reason: a MarshalJSON that calls runtime.Goexit makes a state that does
+// not encode, and the call is used up as for one that returns an error.
+func invokeScheduled(h *Host, a *activation, act rivet.ActionSpec, env rivet.Env, args []json.RawMessage) (enc encodedState, err error) {
+	invoked := false
+	if aside(func() {
+		err = invokeScheduledAside(h, a, act, env, args)
+		invoked = true
+		if err == nil && !act.ReadOnly {
+			enc.b, enc.changed, enc.err = a.encodeState()
+		}
+	}) {
+		if invoked {
+			h.log.Error("actor code called runtime.Goexit encoding the state after a scheduled call", actorField(a))
+			return encodedState{err: errors.New("its MarshalJSON called runtime.Goexit")}, nil
+		}
 		h.log.Error("actor code called runtime.Goexit in a scheduled call", actorField(a))
-		return errors.New("the action called runtime.Goexit")
+		return encodedState{}, errors.New("the action called runtime.Goexit")
 	}
-	return err
+	return enc, err
+}
+
+// encodedState is what encodeState returned.
+type encodedState struct {
+	b       []byte
+	changed bool
+	err     error
 }
 
 // invokeScheduledAside is invokeScheduled's body, on a goroutine of its own.
