@@ -424,3 +424,148 @@ func TestAScheduledCallWhoseStateEncodingCallsGoexitIsUsedUp(t *testing.T) {
 		t.Fatalf("%d scheduled calls left, want none (the one whose state called Goexit used up)", n)
 	}
 }
+
+// gxDecodeExit makes the next decode of a gxDecoded call runtime.Goexit.
+var gxDecodeExit atomic.Bool
+
+// gxDecoded is a state whose UnmarshalJSON calls runtime.Goexit once after
+// gxDecodeExit is set, and whose MarshalJSON panics while Panic is set.
+type gxDecoded struct {
+	N     int
+	Panic bool
+}
+
+func (s *gxDecoded) UnmarshalJSON(b []byte) error {
+	if gxDecodeExit.CompareAndSwap(true, false) {
+		runtime.Goexit()
+	}
+	type plain gxDecoded
+	return json.Unmarshal(b, (*plain)(s))
+}
+
+func (s gxDecoded) MarshalJSON() ([]byte, error) {
+	if s.Panic {
+		panic("state does not marshal")
+	}
+	type plain gxDecoded
+	return json.Marshal(plain(s))
+}
+
+// A failed turn's change is discarded by decoding the state again. A
+// decoder that calls runtime.Goexit there ends the goroutine that discards
+// it: that of a request, of the wakeup running a scheduled call, of a
+// workflow's step, of the reaper after an OnSleep that called Goexit. It
+// must take with it neither the actor's gate (every later call waiting
+// out its deadline), nor the wakeup's timer, marked running (no later
+// scheduled call of the actor ran), nor the reaper; nor leave the change
+// in memory for the next turn. The actor is reloaded, as one whose state
+// no longer decodes is.
+func TestADecoderThatCallsGoexitDiscardingAFailedTurnLeavesTheActorServing(t *testing.T) {
+	var once atomic.Bool // the next fail, panic, step or OnSleep sets gxDecodeExit
+	exitOnce := func() {
+		if once.CompareAndSwap(true, false) {
+			gxDecodeExit.Store(true)
+		}
+	}
+	var sleeps atomic.Int32
+	var sleepExit atomic.Bool
+	actions := rivet.Actions[gxDecoded]{
+		"fail": rivet.Action0(func(c *rivet.ActionCtx[gxDecoded]) (int, error) {
+			c.State.N = 100
+			exitOnce()
+			return 0, errors.New("failed")
+		}),
+		"panic": rivet.Action0(func(c *rivet.ActionCtx[gxDecoded]) (int, error) {
+			if once.Load() { // its first run only: it is run again
+				c.State.N, c.State.Panic = 100, true
+				exitOnce()
+			}
+			return 0, nil
+		}),
+		"arm": rivet.Action(func(c *rivet.ActionCtx[gxDecoded], action string) (bool, error) {
+			if _, err := c.Schedule().After(0, action); err != nil {
+				return false, err
+			}
+			_, err := c.Schedule().After(50*time.Millisecond, "inc")
+			return err == nil, err
+		}),
+		"inc": rivet.Action0(func(c *rivet.ActionCtx[gxDecoded]) (int, error) { c.State.N++; return c.State.N, nil }),
+		"get": rivet.Query(func(c *rivet.ActionCtx[gxDecoded]) (int, error) { return c.State.N, nil }),
+	}
+	a := rivet.Actor[gxDecoded]{Name: "gxDecode", Actions: actions}
+	wf := rivet.Actor[gxDecoded]{
+		Name: "gxDecodeStep",
+		Run: func(c *workflow.Ctx[gxDecoded]) error {
+			return c.Step("exits", func(s *workflow.StepCtx[gxDecoded]) error {
+				s.State.N = 100
+				exitOnce()
+				runtime.Goexit()
+				return nil
+			})
+		},
+		Actions: actions,
+	}
+	sl := rivet.Actor[gxDecoded]{
+		Name: "gxDecodeSleep",
+		OnSleep: func(c *rivet.ActionCtx[gxDecoded]) error {
+			sleeps.Add(1)
+			if sleepExit.Load() {
+				c.State.N = 100
+				exitOnce()
+				runtime.Goexit()
+			}
+			return nil
+		},
+		Actions: actions,
+	}
+	t.Cleanup(func() { gxDecodeExit.Store(false) })
+	e := newEnv(t, counterReg(t, a, wf, sl), func(c *rt.Config) { c.IdleTimeout = 200 * time.Millisecond })
+
+	// A request.
+	if n := callInt(t, e.host, "gxDecode", "r", "inc", true); n != 1 {
+		t.Fatalf("inc = %d, want 1", n)
+	}
+	once.Store(true)
+	if err, returned := goexits(t, "fail", func() error { _, err := call(t, e.host, "gxDecode", "r", "fail", false); return err }); returned && err == nil {
+		t.Fatal("fail: answered with no error")
+	}
+	if raw, err := callWithin(t, e.host, 5*time.Second, "gxDecode", "r", "inc"); err != nil || string(raw) != "2" {
+		t.Fatalf("inc after the failed call = %s, %v; want 2 (its change dropped)", raw, err)
+	}
+
+	// A scheduled call that fails, or whose state does not marshal (a
+	// panic, which the turn recovers from); each is run again once its
+	// actor is reloaded, without the Goexit.
+	for _, action := range []string{"fail", "panic"} {
+		key := "s-" + action
+		if _, err := e.host.Call(ctx(t), rt.CallRequest{Ref: rt.Ref{Name: "gxDecode", Key: []string{key}}, Action: "arm", Args: json.RawMessage(fmt.Sprintf("[%q]", action)), CreateIfMissing: true}); err != nil {
+			t.Fatal(err)
+		}
+		once.Store(true)
+		waitFor(t, "the later scheduled call to run after "+action, 20*time.Second, func() bool {
+			raw, err := callWithin(t, e.host, 2*time.Second, "gxDecode", key, "get")
+			return err == nil && string(raw) == "1"
+		})
+	}
+
+	// A step.
+	once.Store(true)
+	if _, _, err := e.host.GetOrCreate(ctx(t), rt.Ref{Name: "gxDecodeStep", Key: []string{"w"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the step's decoder to run", 10*time.Second, func() bool { return !once.Load() && !gxDecodeExit.Load() })
+	if raw, err := callWithin(t, e.host, 5*time.Second, "gxDecodeStep", "w", "inc"); err != nil || string(raw) != "1" {
+		t.Fatalf("inc after the step = %s, %v; want 1", raw, err)
+	}
+
+	// The reaper.
+	sleepExit.Store(true)
+	once.Store(true)
+	callInt(t, e.host, "gxDecodeSleep", "z", "inc", true)
+	waitFor(t, "the idle actor to sleep", 10*time.Second, func() bool { return sleeps.Load() == 1 && e.host.Stats().ActiveActors == 0 })
+	sleepExit.Store(false)
+	if raw, err := callWithin(t, e.host, 5*time.Second, "gxDecodeSleep", "z", "inc"); err != nil || string(raw) != "2" {
+		t.Fatalf("inc after OnSleep = %s, %v; want 2", raw, err)
+	}
+	waitFor(t, "the idle actor to sleep again (the reaper alive)", 10*time.Second, func() bool { return sleeps.Load() == 2 && e.host.Stats().ActiveActors == 0 })
+}

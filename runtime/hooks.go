@@ -54,7 +54,9 @@ func hasWake(sp *rivet.Spec) bool { return sp.CreateVars != nil || sp.Wake != ni
 func (h *Host) hookTurn(ctx context.Context, a *activation, chain, name string, wakeTasks *[]taskFn, fn func(env rivet.Env) error) (err error) {
 	if aside(func() { err = h.hookTurnAside(ctx, a, chain, name, wakeTasks, fn) }) {
 		h.log.Error("actor hook called runtime.Goexit", actorField(a), zap.String("hook", name))
-		a.restoreState()
+		// Aside too: the state's decoder may call runtime.Goexit as well,
+		// and this goroutine may be the reaper's.
+		aside(a.restoreState)
 		return rivet.Errorf(rivet.ErrInternal, "%s of %s called runtime.Goexit", name, a.describe())
 	}
 	return err

@@ -923,15 +923,13 @@ func (h *Host) guardUser(ref Ref, what string, fn func() error) (err error) {
 // discards its own changes on the way out, as it knows how far back to go
 // (a re-entrant turn keeps the changes of the one it re-entered; a read
 // discards nothing). A deferred check rather than a goroutine per turn:
-// this is every action's path.
+// this is every action's path. So is the discard of a panicking fn's
+// changes, which runs the state's decoder: one that calls runtime.Goexit
+// leaves the gate to the same check.
 func (h *Host) runTurn(a *activation, chain string, held bool, fn func(a *activation) error) (err error) {
-	returned := false
+	returned := false // fn returned, or its panic was turned into err
 	defer func() {
-		if r := recover(); r != nil {
-			h.log.Error("actor panicked", actorField(a), zap.Any("panic", r), zap.ByteString("stack", debug.Stack()))
-			a.restoreState()
-			err = rivet.Errorf(rivet.ErrInternal, "actor %s panicked", a.describe())
-		} else if !returned {
+		if !returned {
 			h.log.Error("actor code called runtime.Goexit: its request gets no answer", actorField(a), zap.ByteString("stack", debug.Stack()))
 			if held && !a.stopped.Load() {
 				// As for a held turn that failed (turnFor).
@@ -939,6 +937,14 @@ func (h *Host) runTurn(a *activation, chain string, held bool, fn func(a *activa
 			}
 			a.lastTurn.Store(time.Now().UnixNano())
 			a.gate.release(chain)
+		}
+	}()
+	defer func() {
+		if r := recover(); r != nil {
+			h.log.Error("actor panicked", actorField(a), zap.Any("panic", r), zap.ByteString("stack", debug.Stack()))
+			a.restoreState()
+			err = rivet.Errorf(rivet.ErrInternal, "actor %s panicked", a.describe())
+			returned = true
 		}
 	}()
 	err = fn(a)
@@ -1256,6 +1262,17 @@ func (a *activation) restoreState() {
 		data, sched = rp.state, rp.sched
 	}
 	a.sched = sched
+	// A decoder that calls runtime.Goexit ends the goroutine here, which
+	// goes on with its deferred calls only (those give the gate back):
+	// memory holds neither the turn's change nor the commit, and the
+	// activation is dropped as for a decoder that fails.
+	decoded := false
+	defer func() {
+		if !decoded {
+			a.h.log.Error("the state's decoder called runtime.Goexit: deactivating", actorField(a))
+			a.h.evict(a)
+		}
+	}()
 	// The decoder is the actor's own: this often runs in the recovery
 	// of an action's panic, where a panic of its own would escape.
 	err := a.h.guardUser(a.ref, "the state's decoder", func() error {
@@ -1271,6 +1288,7 @@ func (a *activation) restoreState() {
 		}
 		return err
 	})
+	decoded = true
 	if err != nil {
 		// The bytes were committed, but do not decode (memory is corrupt,
 		// or the decoder fails on what its encoder wrote): drop the

@@ -530,9 +530,13 @@ func (h *Host) wakeLoop() {
 				defer h.loops.Done()
 				defer func() { <-sem }()
 				if isSchedTimer(it.id) {
-					// due marked the run in progress.
+					// due marked the run in progress. Deferred: the
+					// actor's code may end this goroutine with
+					// runtime.Goexit (its state's decoder, discarding a
+					// failed run's change), and the timer must not stay
+					// marked running, no later call of the actor run.
+					defer h.timers.runEnded(it.id)
 					h.fireSchedules(it)
-					h.timers.runEnded(it.id)
 				} else {
 					h.wakeOne(it)
 				}
