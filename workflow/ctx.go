@@ -153,8 +153,12 @@ func (c *Ctx[S]) Context() context.Context { return c.x.t.ctx }
 
 // Step runs fn once as the step name and returns its value, or replays the
 // recorded value: S and T are inferred from fn. Retries, backoff and timeout
-// take their defaults (StepOpts sets them). T must marshal to JSON; the
-// value returned is the one decoded from its JSON, live as on replay.
+// take their defaults (StepOpts sets them). T must marshal to JSON and
+// decode back: the value returned is the one decoded from its JSON, live
+// as on replay, and a value that does not (a MarshalJSON that writes what
+// its UnmarshalJSON rejects) fails the step as critical when it is made,
+// rather than leave a record no replay reads. A recorded value that T no
+// longer reads (T changed since) fails the run with a *DecodeError.
 func Step[S, T any](c *Ctx[S], name string, fn func(*StepCtx[S]) (T, error)) (T, error) {
 	return StepOpts(c, StepOptions{Name: name}, fn)
 }
@@ -235,22 +239,57 @@ func Do[S, T any](c *Ctx[S], name string, fn func(*DoCtx) (T, error)) (T, error)
 func DoOpts[S, T any](c *Ctx[S], opts StepOptions, fn func(*DoCtx) (T, error)) (T, error) {
 	var zero T
 	sp := stepSpec{opts: opts, pol: policyOf(opts), stateless: true}
+	// v is the value decoded from the record: by the body that made it
+	// (fresh), or from the history.
+	var v T
+	fresh := false
 	sp.body = func(env StepEnv, ctx context.Context, attempt int) (json.RawMessage, error) {
-		v, err := fn(&DoCtx{ctx: ctx, client: env.Client, attempt: attempt})
+		fresh = false
+		val, err := fn(&DoCtx{ctx: ctx, client: env.Client, attempt: attempt})
 		if err != nil {
 			return nil, err
 		}
-		return encodeStepValue(v)
+		b, err := roundTrip(val, &v)
+		fresh = err == nil
+		return b, err
 	}
 	out, path, err := c.x.step(sp)
 	if err != nil {
 		return zero, err
 	}
-	var v T
+	if fresh {
+		return v, nil
+	}
 	if err := decodeInto(path, out, &v); err != nil {
 		return zero, err
 	}
 	return v, nil
+}
+
+// roundTrip returns v as its step records it (encodeStepValue), and
+// decodes that record into *back, as a replay will: a value that does not
+// decode back fails the attempt as critical (the same value would not
+// decode on a retry either) when it is made, naming its type, rather than
+// the run failing on every replay, or at once with the step recorded as
+// completed. *back is then the value the step returns, live as on replay.
+func roundTrip[T any](v T, back *T) (json.RawMessage, error) {
+	b, err := encodeStepValue(v)
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := any(back).(*none); ok {
+		return b, nil
+	}
+	raw := b
+	if len(raw) == 0 {
+		raw = json.RawMessage("null")
+	}
+	var zero T
+	*back = zero
+	if err := json.Unmarshal(raw, back); err != nil {
+		return nil, Critical(fmt.Errorf("workflow: step value of type %T does not decode back from its JSON, so no replay could read it: %w", v, err))
+	}
+	return b, nil
 }
 
 // encodeStepValue is a step's value as recorded: JSON, with null recorded
@@ -292,16 +331,24 @@ func (*none) UnmarshalJSON([]byte) error  { return nil }
 func runStep[S, T any](c *Ctx[S], opts StepOptions, fn func(*StepCtx[S]) (T, error), rollback func(*StepCtx[S], T) error) (T, error) {
 	var zero T
 	sp := stepSpec{opts: opts, pol: policyOf(opts)}
+	// v is the value decoded from the record: by the body that made it
+	// (fresh: the last attempt's, which completed the step if step
+	// returns no error), or from the history.
+	var v T
+	fresh := false
 	sp.body = func(env StepEnv, ctx context.Context, attempt int) (json.RawMessage, error) {
+		fresh = false
 		st, ok := env.State.(*S)
 		if !ok {
 			return nil, Critical(fmt.Errorf("workflow: the host passed a state of type %T, the workflow wants %T", env.State, st))
 		}
-		v, err := fn(&StepCtx[S]{State: st, ctx: ctx, client: env.Client, events: env.Events, vars: env.Vars, destroy: env.Destroy, schedule: env.Schedule, tasks: env.Tasks, attempt: attempt})
+		val, err := fn(&StepCtx[S]{State: st, ctx: ctx, client: env.Client, events: env.Events, vars: env.Vars, destroy: env.Destroy, schedule: env.Schedule, tasks: env.Tasks, attempt: attempt})
 		if err != nil {
 			return nil, err
 		}
-		return encodeStepValue(v)
+		b, err := roundTrip(val, &v)
+		fresh = err == nil
+		return b, err
 	}
 	if rollback != nil {
 		sp.rollback = func(env StepEnv, ctx context.Context, out json.RawMessage) error {
@@ -325,7 +372,9 @@ func runStep[S, T any](c *Ctx[S], opts StepOptions, fn func(*StepCtx[S]) (T, err
 	if err != nil {
 		return zero, err
 	}
-	var v T
+	if fresh {
+		return v, nil
+	}
 	if err := decodeInto(path, out, &v); err != nil {
 		return zero, err
 	}

@@ -49,9 +49,10 @@
 // and queues that would wake it. The host persists a wakeup and runs the
 // workflow again then. Run also returns RunCompleted, or RunFailed with the
 // error: a step that used up its retries (*StepError), a join or race that
-// failed (*JoinError, *RaceError), the function's own error, or a
-// divergence (*DivergenceError). A failed workflow fails the same way when
-// run again: the failure is in its history.
+// failed (*JoinError, *RaceError), the function's own error, a
+// divergence (*DivergenceError), or a recorded value the code cannot read
+// (*DecodeError). A failed workflow fails the same way when run again: the
+// failure is in its history.
 //
 // Join and race branches run concurrently, on goroutines that Run owns and
 // joins before it returns; a race cancels its losers through their context
@@ -84,6 +85,18 @@
 //     do not keep the pointer after the body returns. Step values and loop
 //     states must round-trip through JSON: the engine returns the decoded
 //     value even live, so that live runs and replays see the same value.
+//     A step value that does not marshal, or does not decode back into its
+//     type (a MarshalJSON writing what its UnmarshalJSON rejects), fails
+//     its step at once as critical (*StepError naming the type) when the
+//     step first runs: the history never holds a completed step that no
+//     replay can read. (Temporal decodes an activity's result only when
+//     the workflow reads it, and hands the decode error to the workflow
+//     code; here the value is read back where it is made, so the failure
+//     is the step's, which a TryStep can catch.) A value recorded that the
+//     code can no longer read, because its type or its UnmarshalJSON
+//     changed since, fails the run with a *DecodeError (errors.Is
+//     ErrDecode) naming the path and the type: not a *DivergenceError,
+//     since the code reached the entries the history holds.
 //  6. Give every entry a name unique in its scope (a loop iteration, a join
 //     or race branch, a try block, or the top level) and keep names stable:
 //     entries are found by name. Names are UTF-8 and may not contain '/'

@@ -21,6 +21,8 @@ var (
 	ErrCancelled = errors.New("workflow: cancelled: race lost")
 	// ErrDiverged matches every *DivergenceError.
 	ErrDiverged = errors.New("workflow: history diverged")
+	// ErrDecode matches every *DecodeError.
+	ErrDecode = errors.New("workflow: recorded value does not decode")
 	// ErrTimeout matches a Next that timed out, a *StepError of kind
 	// FailureTimeout, and a recorded error (*RecordedError) of either,
 	// such as a branch's in a *JoinError or *RaceError.
@@ -75,6 +77,36 @@ func (e *DivergenceError) Error() string {
 
 // Is makes errors.Is(err, ErrDiverged) true.
 func (e *DivergenceError) Is(target error) bool { return target == ErrDiverged }
+
+// DecodeError says that a value the history holds (a step's, a loop's
+// state or result, a join branch's, a race winner's) does not decode into
+// the type the code reads it into. Its type, or its UnmarshalJSON, changed
+// since it was recorded, or the type does not read what its MarshalJSON
+// writes (a step's value is checked when it is recorded, so that a step
+// fails then instead: see Step). The code reached the entry as recorded,
+// so it is not a *DivergenceError; but as after one, the workflow fails
+// (no rollback runs, no Try catches it): make the type read the recorded
+// value again, or gate the change with GetVersion.
+type DecodeError struct {
+	// Path is the entry (a loop's iteration, for its state; a branch's
+	// path, for a join branch's or a race winner's value).
+	Path string
+	// Type is the Go type the code reads the value into.
+	Type string
+	// Value is the recorded JSON, cut to 80 bytes.
+	Value string
+	// Err is json.Unmarshal's error.
+	Err error
+}
+
+func (e *DecodeError) Error() string {
+	return fmt.Sprintf("workflow: the value recorded at %q does not decode into %s: %v (recorded: %s)", e.Path, e.Type, e.Err, e.Value)
+}
+
+func (e *DecodeError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrDecode) true.
+func (e *DecodeError) Is(target error) bool { return target == ErrDecode }
 
 // RecordedError is an error as the history stores it: its message, its
 // code if the original implemented ErrorCode() string, and whether it
@@ -366,7 +398,7 @@ func stepFailure(se *StepError) *Failure {
 // by Try, and never start a rollback, except a panic, which fails the
 // workflow as an error it returns would (Run's finish).
 func isControl(err error) bool {
-	if errors.Is(err, ErrEvicted) || errors.Is(err, ErrCancelled) || errors.Is(err, ErrDiverged) ||
+	if errors.Is(err, ErrEvicted) || errors.Is(err, ErrCancelled) || errors.Is(err, ErrDiverged) || errors.Is(err, ErrDecode) ||
 		errors.Is(err, ErrEntryInProgress) || errors.Is(err, ErrRollbackCheckpoint) ||
 		errors.Is(err, ErrNotCompleted) || errors.Is(err, ErrInvalid) {
 		return true

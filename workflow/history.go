@@ -409,9 +409,8 @@ func validPath(path string) error {
 	return nil
 }
 
-// decodeInto is json.Unmarshal that reports a type change of a recorded
-// value as a divergence: the history holds a value the code can no longer
-// read.
+// decodeInto is json.Unmarshal that reports a recorded value the code
+// cannot read as a *DecodeError naming path and v's type.
 func decodeInto(path string, raw json.RawMessage, v any) error {
 	if _, ok := v.(*none); ok {
 		return nil // none reads any value, as its UnmarshalJSON does
@@ -425,7 +424,7 @@ func decodeInto(path string, raw json.RawMessage, v any) error {
 		if len(s) > max {
 			s = s[:max] + "..."
 		}
-		return &DivergenceError{Path: path, Expected: "the value " + s, Found: fmt.Sprintf("a read into %T (%v)", v, err)}
+		return &DecodeError{Path: path, Type: strings.TrimPrefix(fmt.Sprintf("%T", v), "*"), Value: s, Err: err}
 	}
 	return nil
 }
