@@ -144,3 +144,44 @@ func TestARecordedValueThatNoLongerDecodesIsADecodeError(t *testing.T) {
 		})
 	}
 }
+
+// failsAt2 does not marshal once it reaches 2.
+type failsAt2 int
+
+func (f failsAt2) MarshalJSON() ([]byte, error) {
+	if f >= 2 {
+		return nil, errors.New("failsAt2 cannot be written")
+	}
+	return []byte{'0' + byte(f)}, nil
+}
+
+// A loop state that stops marshalling mid-loop is misuse, reported as a
+// first state that does not marshal is: ErrInvalid, naming the loop and
+// the iteration that returned it, failing the run (no rollback: no
+// workflow error). It was a plain error, which a rollback followed.
+func TestALoopStateThatStopsMarshallingMidLoopIsInvalid(t *testing.T) {
+	h := newHost(rst{})
+	rolledBack := false
+	out := drive(t, h, func(c *workflow.Ctx[rst]) error {
+		if err := c.RollbackCheckpoint("cp"); err != nil {
+			return err
+		}
+		if _, err := workflow.StepWithRollback(c, workflow.StepOptions{Name: "s"}, func(*workflow.StepCtx[rst]) (int, error) { return 1, nil },
+			func(*workflow.StepCtx[rst], int) error { rolledBack = true; return nil }); err != nil {
+			return err
+		}
+		_, err := workflow.LoopWith(c, workflow.LoopOptions[failsAt2]{Name: "l"}, func(c *workflow.Ctx[rst], s failsAt2) (failsAt2, error) {
+			return s + 1, nil
+		})
+		return err
+	})
+	if out.Status != workflow.RunFailed || !errors.Is(out.Err, workflow.ErrInvalid) {
+		t.Fatalf("outcome %s %v, want a failure with ErrInvalid", out.Status, out.Err)
+	}
+	if msg := out.Err.Error(); !strings.Contains(msg, `loop "l"`) || !strings.Contains(msg, "iteration 1") || !strings.Contains(msg, "failsAt2 cannot be written") {
+		t.Fatalf("error %q does not name the loop, the iteration and the cause", msg)
+	}
+	if rolledBack {
+		t.Fatal("misuse ran the rollback")
+	}
+}

@@ -42,11 +42,12 @@ var (
 	// (whose sender then waits until its wait times out).
 	ErrNotCompleted = errors.New("workflow: a completable message was not completed before the next receive")
 	// ErrInvalid: a bad name (empty, with '/', starting with '~', or not
-	// valid UTF-8), a duplicate branch name, a bad option, a Break outside
-	// a loop (returned by the workflow's function or a branch's), or a Ctx
-	// used after the function it was given to returned (kept from a loop
-	// iteration, a branch or a try block, or on a goroutine that function
-	// started).
+	// valid UTF-8), a duplicate branch name, a bad option, a loop state
+	// that does not marshal to JSON (the first or one an iteration
+	// returned), a Break outside a loop (returned by the workflow's
+	// function or a branch's), or a Ctx used after the function it was
+	// given to returned (kept from a loop iteration, a branch or a try
+	// block, or on a goroutine that function started).
 	ErrInvalid = errors.New("workflow: invalid use")
 	// ErrGoexit matches the *PanicError of workflow code or a step body
 	// that called runtime.Goexit (testing's t.FailNow, t.Fatal and

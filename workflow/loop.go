@@ -12,7 +12,9 @@ type LoopOptions[L any] struct {
 	// Name is the loop's history entry name.
 	Name string
 	// State is the loop state the first iteration gets. It must marshal
-	// to JSON: it is recorded with the loop's progress.
+	// to JSON: it is recorded with the loop's progress. A state that does
+	// not (this one, or one an iteration returns) fails the run with
+	// ErrInvalid naming the loop (and the iteration).
 	State L
 	// HistoryPruneInterval: every this many iterations (and at the end)
 	// the history of old iterations is deleted, so that a loop that runs
@@ -88,7 +90,11 @@ func LoopWith[S, L any](c *Ctx[S], opts LoopOptions[L], fn func(*Ctx[S], L) (L, 
 			b, err = json.Marshal(ns)
 		}
 		if err != nil {
-			return nil, false, fmt.Errorf("workflow: loop %q: state does not marshal to JSON: %w", ix.sc.path, err)
+			// Misuse, as a first state that does not marshal is: the
+			// run fails as after a bad option, with no rollback. (An
+			// iteration's path is its loop's and "/~" and its number.)
+			loop := ParentOf(ix.sc.path)
+			return nil, false, fmt.Errorf("%w: loop %q: the state iteration %s returned does not marshal to JSON: %v", ErrInvalid, loop, ix.sc.path[len(loop)+len("/~"):], err)
 		}
 		return b, brk, nil
 	})
