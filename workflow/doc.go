@@ -77,7 +77,12 @@
 //  3. Do not depend on map iteration order, or on goroutine scheduling: do
 //     not start goroutines in workflow code; use Join and Race. A Ctx is
 //     valid only in the function it is given to: a primitive called on it
-//     after that function returned fails the run with ErrInvalid.
+//     after that function returned fails the run with ErrInvalid, and so
+//     does one still running then (called from a goroutine), which
+//     records nothing from then on (a step's attempt in progress is
+//     dropped, its change to the state with it) and returns ErrInvalid:
+//     Run stops it and waits for it, so nothing is written after the
+//     run's outcome.
 //  4. Propagate ErrEvicted (and ErrCancelled, in race branches): return it
 //     unchanged. A primitive that returned it will return it again; code that
 //     swallows it cannot make progress, and nothing it does is committed.

@@ -19,7 +19,9 @@ import (
 // cancelled (eviction: every primitive then returns ErrEvicted), or when a
 // host call fails. It starts goroutines only for the code of fn, of join and
 // race branches and of rollback handlers (see callThread) and for step
-// timeouts, and has joined all of them when it returns.
+// timeouts, and has joined all of them when it returns; it waits too for
+// a primitive still running, from a goroutine the workflow code started,
+// on a Ctx whose function returned (see waitStrays).
 func Run[S any](ctx context.Context, fn func(*Ctx[S]) error, host Host, history []Entry) Outcome {
 	h, err := NewHistory(history)
 	if err != nil {
@@ -37,7 +39,29 @@ func Run[S any](ctx context.Context, fn func(*Ctx[S]) error, host Host, history 
 	if cerr := c.x.close(); cerr != nil {
 		err = cerr
 	}
-	return r.finish(root, err)
+	out := r.finish(root, err)
+	r.waitStrays()
+	return out
+}
+
+// waitStrays waits for the primitives that still ran on a Ctx when its
+// function returned (see cx.close), on goroutines the workflow code
+// started, once the run's outcome is decided: it stops them (their waits
+// and the host's calls see the run's context cancelled; a step they are
+// recording is refused), so that none writes after Run returned, when the
+// host records the outcome. A step body among them that ignores its
+// context holds Run until it returns, as it would hold the actor's turn.
+func (r *run) waitStrays() {
+	r.mu.Lock()
+	strays := r.strays
+	r.mu.Unlock()
+	if len(strays) == 0 {
+		return
+	}
+	r.abort(errors.New("workflow: the run ended"))
+	for _, ended := range strays {
+		<-ended
+	}
 }
 
 // breaks reports whether err is a Break that no loop took: one the
@@ -75,6 +99,9 @@ type run struct {
 	yieldNow bool
 	// failure is a host error that fails the run (not wrapping ErrEvicted).
 	failure error
+	// strays are closed as the primitives that still ran on a Ctx when
+	// its function returned end (cx.close): Run waits for them.
+	strays []chan struct{}
 }
 
 // thread is one goroutine of a run: the root, or a join or race branch.
@@ -129,6 +156,9 @@ type cx struct {
 	// error of a primitive called meanwhile (no allocation per entry).
 	curMu            sync.Mutex
 	curKind, curName string
+	// stray, set by close (under curMu) if a primitive still ran, is
+	// closed by end when it ends.
+	stray chan struct{}
 }
 
 func (r *run) now() time.Time { return r.host.Now().Round(0) }
@@ -149,33 +179,64 @@ func (x *cx) begin(kind, name string) error {
 	if x.closed.Load() {
 		// Checked after busy is set, as close sets closed before it
 		// looks at busy: one of the two sees the other.
-		x.busy.Store(false)
+		x.end()
 		return x.closedErr(kind, name)
 	}
 	x.curMu.Lock()
 	x.curKind, x.curName = kind, name
 	x.curMu.Unlock()
 	if err := x.t.stopped(true); err != nil {
-		x.busy.Store(false)
+		x.end()
 		return err
 	}
 	return nil
 }
 
-func (x *cx) end() { x.busy.Store(false) }
+func (x *cx) end() {
+	x.busy.Store(false)
+	if x.closed.Load() {
+		// A primitive that close may have seen running: Run waits for
+		// it. (closed is set under curMu, with stray, and before close
+		// looks at busy: if close saw it busy, stray is set by the time
+		// this takes the lock.)
+		x.curMu.Lock()
+		if x.stray != nil {
+			close(x.stray)
+			x.stray = nil
+		}
+		x.curMu.Unlock()
+	}
+}
 
 // close ends x when the function it was given to returns. It fails if a
 // primitive still runs on x: one called from a goroutine that function
-// started, which would record its entry in the ended scope.
+// started, which would record its entry in the ended scope. That one is
+// refused the record it makes from now on (cx.stopped), and Run waits for
+// it to end (run.waitStrays).
 func (x *cx) close() error {
+	x.curMu.Lock()
 	x.closed.Store(true)
 	if !x.busy.Load() {
+		x.curMu.Unlock()
 		return nil
 	}
-	x.curMu.Lock()
 	kind, name := x.curKind, x.curName
+	x.stray = make(chan struct{})
+	ended := x.stray
 	x.curMu.Unlock()
+	r := x.t.r
+	r.mu.Lock()
+	r.strays = append(r.strays, ended)
+	r.mu.Unlock()
 	return fmt.Errorf("%w: %s %q still runs on the Ctx of %s, whose function returned (called from a goroutine it started? use Join or Race)",
+		ErrInvalid, kind, joinPath(x.sc.path, name), x.scopeName())
+}
+
+// strayErr is the error of the primitive kind name, which still ran on x
+// when its function returned, once x is closed: what it records from then
+// on is refused.
+func (x *cx) strayErr(kind, name string) error {
+	return fmt.Errorf("%w: %s %q ran on the Ctx of %s after its function returned (called from a goroutine it started? use Join or Race): not recorded",
 		ErrInvalid, kind, joinPath(x.sc.path, name), x.scopeName())
 }
 

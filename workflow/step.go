@@ -93,6 +93,17 @@ func (x *cx) step(sp stepSpec) (json.RawMessage, string, error) {
 		return nil, "", err
 	}
 	defer x.end()
+	out, path, err := x.runStep(sp)
+	if err != nil && x.closed.Load() && (errors.Is(err, ErrEvicted) || errors.Is(err, ErrCancelled)) {
+		// Called from a goroutine, the step outlived the function of its
+		// Ctx, and was stopped as its run ended: that, not an eviction,
+		// is what the caller has to fix.
+		err = x.strayErr("step", sp.opts.Name)
+	}
+	return out, path, err
+}
+
+func (x *cx) runStep(sp stepSpec) (json.RawMessage, string, error) {
 	t, r := x.t, x.t.r
 	if sp.rollback != nil && !t.checkpoint {
 		return nil, "", fmt.Errorf("%w (step %q)", ErrRollbackCheckpoint, sp.opts.Name)
@@ -149,6 +160,7 @@ func (x *cx) attempt(path string, seq, n int, sp stepSpec) (*Entry, error) {
 		ne          *Entry
 		batch       []HistoryWrite
 		abandoned   bool
+		refused     bool // x was closed: see cx.close
 		body        func(env StepEnv, ctx context.Context, attempt int) (json.RawMessage, error)
 		pol         retryPolicy
 		hasRollback bool
@@ -158,6 +170,13 @@ func (x *cx) attempt(path string, seq, n int, sp stepSpec) (*Entry, error) {
 	}
 	res.body, res.pol, res.hasRollback = sp.body, sp.pol, sp.rollback != nil
 	fn := func(env StepEnv) []HistoryWrite {
+		if x.closed.Load() {
+			// Run from a goroutine, the step outlived the function of
+			// its Ctx: it records nothing (nor runs its body), as the
+			// run has ended or is ending.
+			res.refused = true
+			return nil
+		}
 		if t.lostARace() {
 			// The branch lost its race while it waited for the turn. Its
 			// context may not be cancelled yet: the decision cancels the
@@ -180,6 +199,12 @@ func (x *cx) attempt(path string, seq, n int, sp stepSpec) (*Entry, error) {
 			return res.body(env, ctx, n)
 		})
 		exited = false
+		if x.closed.Load() {
+			// As above: the function of its Ctx returned while the body
+			// ran. What it did to the state goes too.
+			res.refused = true
+			return nil
+		}
 		if !timedOut && t.ctx.Err() != nil && (err != nil || t.lostARace()) {
 			// Evicted or lost the race mid-attempt: a failure says
 			// nothing about the step, so it is not counted, and the
@@ -211,6 +236,9 @@ func (x *cx) attempt(path string, seq, n int, sp stepSpec) (*Entry, error) {
 			}
 		}
 		writes := fn(StepEnv{Client: r.host.Client()})
+		if res.refused {
+			return nil, x.strayErr("step", sp.opts.Name)
+		}
 		if res.abandoned {
 			return nil, t.stopped(true)
 		}
@@ -219,6 +247,9 @@ func (x *cx) attempt(path string, seq, n int, sp stepSpec) (*Entry, error) {
 		}
 	} else if err := r.host.RunStep(t.ctx, sp.opts.Ephemeral, fn); err != nil {
 		return nil, t.hostErr(err)
+	}
+	if res.refused {
+		return nil, x.strayErr("step", sp.opts.Name)
 	}
 	if res.abandoned {
 		return nil, t.stopped(true)
