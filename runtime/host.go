@@ -1231,6 +1231,21 @@ func (a *activation) encodeState() (b []byte, changed bool, _ error) {
 	return bytes.Clone(b), true, nil
 }
 
+// encodeStateGuarded is encodeState, a panic of the state's encoder (its
+// MarshalJSON) turned into its error: a state that does not encode. For a
+// turn with no recovery of its own that discards the change as the
+// action's failure (a scheduled call's: the panic would fail its turn, and
+// the call would be run again, and panic again, for ever).
+func (a *activation) encodeStateGuarded() (b []byte, changed bool, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			a.h.log.Error("the state's encoder panicked", actorField(a), zap.Any("panic", r), zap.ByteString("stack", debug.Stack()))
+			b, changed, err = nil, false, fmt.Errorf("encoding it panicked: %v", r)
+		}
+	}()
+	return a.encodeState()
+}
+
 // turnStart is the actor's memory as a re-entrant turn found it.
 type turnStart struct {
 	state []byte

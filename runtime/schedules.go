@@ -1074,15 +1074,16 @@ func (h *Host) fireOne(ref Ref, sp *rivet.Spec) (more bool, err error) {
 // is runtime.Goexit: the action runs aside, and the wakeup worker that runs
 // the call, with the actor's gate held, goes on. The state the action left
 // is encoded aside too (a mutating action that succeeded), for the same
-// reason: a MarshalJSON that calls runtime.Goexit makes a state that does
-// not encode, and the call is used up as for one that returns an error.
+// reason: a MarshalJSON that calls runtime.Goexit, or panics, makes a state
+// that does not encode, and the call is used up as for one that returns an
+// error.
 func invokeScheduled(h *Host, a *activation, act rivet.ActionSpec, env rivet.Env, args []json.RawMessage) (enc encodedState, err error) {
 	invoked := false
 	if aside(func() {
 		err = invokeScheduledAside(h, a, act, env, args)
 		invoked = true
 		if err == nil && !act.ReadOnly {
-			enc.b, enc.changed, enc.err = a.encodeState()
+			enc.b, enc.changed, enc.err = a.encodeStateGuarded()
 		}
 	}) {
 		if invoked {
