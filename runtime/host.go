@@ -1234,8 +1234,9 @@ func (a *activation) encodeState() (b []byte, changed bool, _ error) {
 // encodeStateGuarded is encodeState, a panic of the state's encoder (its
 // MarshalJSON) turned into its error: a state that does not encode. For a
 // turn with no recovery of its own that discards the change as the
-// action's failure (a scheduled call's: the panic would fail its turn, and
-// the call would be run again, and panic again, for ever).
+// action's failure (a scheduled call's, a workflow step's: the panic would
+// fail the turn, and the call or the step would be run again, and panic
+// again, for ever).
 func (a *activation) encodeStateGuarded() (b []byte, changed bool, err error) {
 	defer func() {
 		if r := recover(); r != nil {

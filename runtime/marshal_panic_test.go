@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/runtime"
+	"github.com/rivet-go/rivet/workflow"
 )
 
 // mpState is a state whose MarshalJSON panics while Panic is set.
@@ -77,5 +79,44 @@ func TestAScheduledCallWhoseStateEncodingPanicsIsUsedUp(t *testing.T) {
 	}
 	if n := callInt(t, e.host, "mpSched", "every", "get", false); n != 0 {
 		t.Fatalf("state after the failed run N = %d, want 0 (its change dropped)", n)
+	}
+}
+
+// A workflow step whose change to the state panics as it is encoded fails
+// the run, naming the state, as one whose state does not marshal does: the
+// panic evicted the actor, and its workflow ran the step again from
+// storage, and panicked again, for ever.
+func TestAStepWhoseStateEncodingPanicsFailsTheRun(t *testing.T) {
+	var runs atomic.Int32
+	a := rivet.Actor[mpState]{
+		Name: "mpStep",
+		Run: func(c *workflow.Ctx[mpState]) error {
+			return c.Step("bad", func(s *workflow.StepCtx[mpState]) error {
+				runs.Add(1)
+				s.State.N, s.State.Panic = 100, true
+				return nil
+			})
+		},
+		Actions: rivet.Actions[mpState]{
+			"get": rivet.Query(func(c *rivet.ActionCtx[mpState]) (int, error) { return c.State.N, nil }),
+		},
+	}
+	e := newEnv(t, counterReg(t, a), nil)
+	ref := runtime.Ref{Name: "mpStep", Key: []string{"w"}}
+	if _, _, err := e.host.GetOrCreate(ctx(t), ref, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the workflow to fail", 15*time.Second, func() bool {
+		return inspect(t, e.host, "mpStep", "w").WorkflowStatus == runtime.WorkflowFailed
+	})
+	ins := inspect(t, e.host, "mpStep", "w")
+	if !strings.Contains(ins.WorkflowError, "state of mpStep") || !strings.Contains(ins.WorkflowError, "panicked") {
+		t.Fatalf("workflow error %q, want one naming the state, whose encoding panicked", ins.WorkflowError)
+	}
+	if n := runs.Load(); n != 1 {
+		t.Fatalf("the step ran %d times, want once", n)
+	}
+	if n := callInt(t, e.host, "mpStep", "w", "get", false); n != 0 {
+		t.Fatalf("state after the failed step N = %d, want 0 (its change dropped)", n)
 	}
 }

@@ -750,7 +750,9 @@ func (w *wfHost) RunStep(ctx context.Context, ephemeral bool, fn func(env workfl
 		if err != nil {
 			return nil, err
 		}
-		b, changed, err := a.encodeState()
+		// A panic of its encoder is its error: evicted by the panic, the
+		// actor would run the step again from storage, and panic again.
+		b, changed, err := a.encodeStateGuarded()
 		if err != nil {
 			a.restoreState()
 			return nil, fmt.Errorf("state of %s does not marshal to JSON: %w", a.describe(), err)
