@@ -239,31 +239,74 @@ func Do[S, T any](c *Ctx[S], name string, fn func(*DoCtx) (T, error)) (T, error)
 func DoOpts[S, T any](c *Ctx[S], opts StepOptions, fn func(*DoCtx) (T, error)) (T, error) {
 	var zero T
 	sp := stepSpec{opts: opts, pol: policyOf(opts), stateless: true}
-	// v is the value decoded from the record: by the body that made it
-	// (fresh), or from the history.
-	var v T
-	fresh := false
+	sv := newStepValue[T]()
 	sp.body = func(env StepEnv, ctx context.Context, attempt int) (json.RawMessage, error) {
-		fresh = false
+		sv.attempt()
 		val, err := fn(&DoCtx{ctx: ctx, client: env.Client, attempt: attempt})
 		if err != nil {
 			return nil, err
 		}
-		b, err := roundTrip(val, &v)
-		fresh = err == nil
-		return b, err
+		return sv.record(val)
 	}
 	out, path, err := c.x.step(sp)
 	if err != nil {
 		return zero, err
 	}
-	if fresh {
-		return v, nil
+	return sv.value(path, out)
+}
+
+// stepValue is the value a step returns, decoded from its record: by the
+// body that made it (fresh: the last attempt's, which completed the step
+// if the step returns no error), or from the history. One allocation per
+// step, made only for a step with a value: a step without one (none) reads
+// nothing back, and a variable for the value and one for fresh, captured
+// by the body, cost every step two (one for a step without a value: this
+// is every step's path).
+type stepValue[T any] struct {
+	v     T
+	fresh bool
+}
+
+// newStepValue returns the stepValue of a step whose value is a T: nil
+// for a step without one.
+func newStepValue[T any]() *stepValue[T] {
+	if _, ok := any((*T)(nil)).(*none); ok {
+		return nil
 	}
-	if err := decodeInto(path, out, &v); err != nil {
+	return new(stepValue[T])
+}
+
+// attempt starts an attempt of the body: no value of its own yet.
+func (sv *stepValue[T]) attempt() {
+	if sv != nil {
+		sv.fresh = false
+	}
+}
+
+// record returns val as the step records it, and keeps the value decoded
+// from that record (roundTrip) for the step to return.
+func (sv *stepValue[T]) record(val T) (json.RawMessage, error) {
+	if sv == nil {
+		return encodeStepValue(val)
+	}
+	b, err := roundTrip(val, &sv.v)
+	sv.fresh = err == nil
+	return b, err
+}
+
+// value is what the step returns once completed with out recorded at path.
+func (sv *stepValue[T]) value(path string, out json.RawMessage) (T, error) {
+	var zero T
+	if sv == nil {
+		return zero, nil // none reads any value, as decodeInto does
+	}
+	if sv.fresh {
+		return sv.v, nil
+	}
+	if err := decodeInto(path, out, &sv.v); err != nil {
 		return zero, err
 	}
-	return v, nil
+	return sv.v, nil
 }
 
 // roundTrip returns v as its step records it (encodeStepValue), and
@@ -331,13 +374,9 @@ func (*none) UnmarshalJSON([]byte) error  { return nil }
 func runStep[S, T any](c *Ctx[S], opts StepOptions, fn func(*StepCtx[S]) (T, error), rollback func(*StepCtx[S], T) error) (T, error) {
 	var zero T
 	sp := stepSpec{opts: opts, pol: policyOf(opts)}
-	// v is the value decoded from the record: by the body that made it
-	// (fresh: the last attempt's, which completed the step if step
-	// returns no error), or from the history.
-	var v T
-	fresh := false
+	sv := newStepValue[T]()
 	sp.body = func(env StepEnv, ctx context.Context, attempt int) (json.RawMessage, error) {
-		fresh = false
+		sv.attempt()
 		st, ok := env.State.(*S)
 		if !ok {
 			return nil, Critical(fmt.Errorf("workflow: the host passed a state of type %T, the workflow wants %T", env.State, st))
@@ -346,9 +385,7 @@ func runStep[S, T any](c *Ctx[S], opts StepOptions, fn func(*StepCtx[S]) (T, err
 		if err != nil {
 			return nil, err
 		}
-		b, err := roundTrip(val, &v)
-		fresh = err == nil
-		return b, err
+		return sv.record(val)
 	}
 	if rollback != nil {
 		sp.rollback = func(env StepEnv, ctx context.Context, out json.RawMessage) error {
@@ -372,11 +409,5 @@ func runStep[S, T any](c *Ctx[S], opts StepOptions, fn func(*StepCtx[S]) (T, err
 	if err != nil {
 		return zero, err
 	}
-	if fresh {
-		return v, nil
-	}
-	if err := decodeInto(path, out, &v); err != nil {
-		return zero, err
-	}
-	return v, nil
+	return sv.value(path, out)
 }

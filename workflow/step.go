@@ -195,7 +195,9 @@ func (x *cx) attempt(path string, seq, n int, sp stepSpec) (*Entry, error) {
 				t.goexitIn = fmt.Sprintf("step %q", path)
 			}
 		}()
-		out, err, timedOut := runBody(t.ctx, res.pol.timeout, r.host, func(ctx context.Context) (json.RawMessage, error) {
+		// t.r, not r: fn captures x too (closed), and one more word would
+		// take it to a larger size class, on every step.
+		out, err, timedOut := runBody(t.ctx, res.pol.timeout, t.r.host, func(ctx context.Context) (json.RawMessage, error) {
 			return res.body(env, ctx, n)
 		})
 		exited = false
