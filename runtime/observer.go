@@ -16,7 +16,8 @@ const (
 	TurnStep
 	// TurnReceive: a workflow taking queue messages.
 	TurnReceive
-	// TurnAdmin: Destroy, or a workflow retry.
+	// TurnAdmin: Destroy, a workflow retry or cancel, or an operator's
+	// cancel of a scheduled call (CancelScheduledCall).
 	TurnAdmin
 
 	// NumTurnKinds is the number of kinds, for tables indexed by kind.
