@@ -9,7 +9,8 @@
 // each status carrying an ActorError detail from which the client rebuilds
 // the rivet error (see internal/rpcerr for the table).
 //
-// Wiring, as cmd/node does it:
+// Wiring, in outline as package node does it (which also installs its
+// token check, forwarding and a call counter):
 //
 //	srv := server.New(host, server.WithLogger(log))
 //	gs := grpc.NewServer(append(server.ServerOptions(server.DefaultLimits()),

@@ -4,8 +4,9 @@
 //
 // Two implementations pass one conformance suite (storage/storagetest): the
 // etcd store (storage/etcdstore), which production uses, and the in-memory
-// twin (NewMemory), which unit tests of pure packages use. Only etcdstore
-// imports the etcd client.
+// twin (NewMemory), which unit tests of pure packages use. Of the storage
+// layer, only etcdstore imports etcd (package node also makes the etcd
+// client of an external etcd, which it hands to etcdstore).
 //
 // # Fencing
 //

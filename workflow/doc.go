@@ -104,8 +104,8 @@
 //     since the code reached the entries the history holds.
 //  6. Give every entry a name unique in its scope (a loop iteration, a join
 //     or race branch, a try block, or the top level) and keep names stable:
-//     entries are found by name. Names are UTF-8 and may not contain '/'
-//     or start with '~'.
+//     entries are found by name. Names are valid UTF-8, 1 to 255 bytes,
+//     and may not contain '/' or start with '~'.
 //  7. A loop resumes at its recorded iteration; keep what one iteration
 //     passes to the next in LoopWith's state, not in variables captured by
 //     the closure.

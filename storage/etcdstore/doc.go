@@ -6,5 +6,7 @@
 //
 // It also runs etcd itself inside the node (Embedded), for a single node or
 // a cluster whose every node is an etcd member. It is the only package of
-// the project that imports the etcd client and server.
+// the project that imports the etcd server; package node imports the etcd
+// client too, to connect to an external etcd, and hands that client to
+// this package (and etcd's fileutil, to lock its data directory).
 package etcdstore
