@@ -275,7 +275,7 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 	}
 	n.store = st
 
-	parts, err := clusterPartitions(ctx, n.store, cfg.Partitions)
+	parts, err := n.firstContact(ctx, endpoints)
 	if err != nil {
 		return nil, err
 	}
@@ -813,6 +813,32 @@ func loadNodeID(dataDir string) (string, error) {
 type clusterConfig struct {
 	Partitions uint32    `json:"partitions"`
 	CreatedAt  time.Time `json:"created_at"`
+}
+
+// etcdAttempt bounds each try of a node's first call to etcd as it starts
+// (firstContact).
+const etcdAttempt = 5 * time.Second
+
+// firstContact returns the cluster's partition count (clusterPartitions):
+// the node's first call to etcd. etcd may not serve yet, its members
+// starting in any order with the nodes (docker compose starts them
+// together): the node waits for it, until ctx ends, as gossip waits for
+// the peers to join, and says so every etcdAttempt with what the etcd
+// client last saw. A call in flight waits for etcd without a word and
+// without an end (the client waits for a connection): a node pointed at
+// a dead --etcd-endpoints hung silent at start, its /healthz unserved.
+func (n *Node) firstContact(ctx context.Context, endpoints []string) (uint32, error) {
+	for attempt := 1; ; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, etcdAttempt)
+		parts, err := clusterPartitions(actx, n.store, n.cfg.Partitions)
+		timedOut := actx.Err() != nil && ctx.Err() == nil
+		cancel()
+		if err == nil || !timedOut {
+			return parts, err
+		}
+		n.log.Warn("etcd does not answer yet; still trying (is it up, and are --etcd-endpoints right?)",
+			zap.Strings("endpoints", endpoints), zap.Int("attempt", attempt), zap.Duration("waited", time.Duration(attempt)*etcdAttempt), zap.Error(err))
+	}
 }
 
 // clusterPartitions returns the cluster's partition count, creating the
