@@ -100,9 +100,9 @@ func progName() string {
 // the RIVET_* environment variables describe, over DefaultConfig: the
 // flags of cmd/node, which `-h` lists (usage goes to out). Each flag has
 // an environment variable (--grpc-addr is RIVET_GRPC_ADDR) that sets its
-// default; a flag given wins. A value that does not parse, from either, is
-// an error naming it: a node refuses to start rather than run on a default
-// it was not given. The logger it sets up writes to stderr (--log-level,
+// default; a flag given wins. A value that does not parse, or a negative
+// duration, from either, is an error naming it: a node refuses to start
+// rather than run on a default it was not given. The logger it sets up writes to stderr (--log-level,
 // --log-format); colour only on a terminal. A flag the flag package
 // refuses is a *FlagError, written to out already (-h prints the usage).
 func ParseFlags(name string, args []string, out io.Writer) (Config, error) {
@@ -169,6 +169,14 @@ func ParseFlags(name string, args []string, out io.Writer) (Config, error) {
 			return cfg, err
 		}
 		return cfg, refused(err)
+	}
+	for _, d := range p.durs {
+		// The flag package takes any duration; a negative one is no
+		// value any of these flags can have (the node ran on the
+		// default it was not given: --idle-timeout -5s kept actors 30 s).
+		if *d.dst < 0 {
+			return cfg, refused(fmt.Errorf("invalid value %q for flag -%s: negative duration", d.dst.String(), d.name))
+		}
 	}
 	if rest := p.fs.Args(); len(rest) > 0 {
 		// The flag package stops at the first argument that is not a
@@ -255,6 +263,13 @@ type flagParser struct {
 	// no flag overrides: a node asked for a token or a key, and given
 	// none, must not start without one.
 	emptySecrets []string
+	// durs are the duration flags, none of which may be negative.
+	durs []durFlag
+}
+
+type durFlag struct {
+	name string
+	dst  *time.Duration
 }
 
 // envName maps a flag name to its environment variable: grpc-addr ->
@@ -323,13 +338,16 @@ func (p *flagParser) integer(dst *int, name string, def int, usage string) {
 
 func (p *flagParser) dur(dst *time.Duration, name string, def time.Duration, usage string) {
 	if v, ok := os.LookupEnv(envName(name)); ok {
-		if d, err := time.ParseDuration(v); err == nil {
+		if d, err := time.ParseDuration(v); err == nil && d < 0 {
+			p.badEnv(name, v, errors.New("negative duration"))
+		} else if err == nil {
 			def = d
 		} else {
 			p.badEnv(name, v, err)
 		}
 	}
 	p.fs.DurationVar(dst, name, def, usage+" ["+envName(name)+"]")
+	p.durs = append(p.durs, durFlag{name, dst})
 }
 
 func (p *flagParser) boolean(dst *bool, name string, def bool, usage string) {

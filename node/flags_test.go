@@ -78,3 +78,26 @@ func TestParseFlagsRefusesWhatDoesNotParse(t *testing.T) {
 		t.Fatalf("-h: %v, usage:\n%s", err, usage.String())
 	}
 }
+
+// A negative duration is refused, from a flag or the environment: the
+// node ran on the default it was not given (--idle-timeout -5s kept
+// actors 30 s) without a word.
+func TestParseFlagsRefusesANegativeDuration(t *testing.T) {
+	for _, name := range []string{"idle-timeout", "lease-ttl"} {
+		_, err := node.ParseFlags("mynode", []string{"--" + name, "-5s"}, io.Discard)
+		var fe *node.FlagError
+		if !errors.As(err, &fe) || !strings.Contains(err.Error(), "-"+name) || !strings.Contains(err.Error(), "negative") {
+			t.Errorf("--%s -5s: %v, want a flag error naming it as negative", name, err)
+		}
+		env := "RIVET_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+		t.Setenv(env, "-5s")
+		if _, err := node.ParseFlags("mynode", nil, io.Discard); err == nil || !strings.Contains(err.Error(), env) || !strings.Contains(err.Error(), "negative") {
+			t.Errorf("%s=-5s: %v, want an error naming it as negative", env, err)
+		}
+		os.Unsetenv(env)
+	}
+	cfg, err := node.ParseFlags("mynode", []string{"--idle-timeout", "2m", "--log-level", "error"}, io.Discard)
+	if err != nil || cfg.Runtime.IdleTimeout != 2*time.Minute {
+		t.Errorf("--idle-timeout 2m: %v, %v", cfg.Runtime.IdleTimeout, err)
+	}
+}
