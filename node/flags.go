@@ -78,9 +78,21 @@ func RunMain(args []string, reg *rivet.Registry) error {
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	ctx, stop := SignalContext()
 	defer stop()
 	return Run(ctx, cfg, reg)
+}
+
+// SignalContext returns a context that SIGINT or SIGTERM cancels, for Run:
+// the first signal stops the node gracefully, and a second one during that
+// stop ends the process at once (the signal's default action), as an
+// operator who presses Ctrl-C again expects: a stop can take up to its
+// 20 s bound, and the signal would otherwise be swallowed until Run
+// returns. stop releases the signals, as signal.NotifyContext's does.
+func SignalContext() (ctx context.Context, stop context.CancelFunc) {
+	ctx, stop = signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	context.AfterFunc(ctx, stop)
+	return ctx, stop
 }
 
 func progName() string {

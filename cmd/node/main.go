@@ -9,11 +9,8 @@
 package main
 
 import (
-	"context"
 	"io"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/rivet-go/rivet/examples"
 	"github.com/rivet-go/rivet/node"
@@ -37,7 +34,7 @@ func run(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	ctx, stop := node.SignalContext()
 	defer stop()
 	return node.Run(ctx, cfg, reg)
 }

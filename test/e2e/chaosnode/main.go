@@ -1,9 +1,10 @@
-// Command chaosnode is cmd/node with two more actors for the e2e tests.
+// Command chaosnode is cmd/node with three more actors for the e2e tests.
 // completer completes the messages it takes after a step (see its doc).
 // chaosFlow, for the chaos test, has a workflow that takes jobs from a queue
 // and runs two steps with side effects the test can attribute (a POST
 // naming the job, the step, the attempt's nonce and the node process that
-// made it), then records the job.
+// made it), then records the job. stubborn has an action that ignores its
+// context (see its doc).
 package main
 
 import (
@@ -170,11 +171,27 @@ var completer = rivet.Actor[CompleterState]{
 	},
 }
 
+// StubbornState is stubborn's state.
+type StubbornState struct{}
+
+// stubborn's block ignores its context for a minute: a node stopping with
+// it in progress waits out its stop's bound, the window in which the
+// second-signal test sends its second signal.
+var stubborn = rivet.Actor[StubbornState]{
+	Name: "stubborn",
+	Actions: rivet.Actions[StubbornState]{
+		"block": rivet.Action0(func(c *rivet.ActionCtx[StubbornState]) (bool, error) {
+			time.Sleep(time.Minute)
+			return true, nil
+		}),
+	},
+}
+
 func main() {
 	// examples.Registry checks the examples' environment.
 	if _, err := examples.Registry(); err != nil {
 		fmt.Fprintln(os.Stderr, "chaosnode:", err)
 		os.Exit(1)
 	}
-	node.Main(rivet.MustSetup(append(examples.All(), chaosFlow, completer)...))
+	node.Main(rivet.MustSetup(append(examples.All(), chaosFlow, completer, stubborn)...))
 }
