@@ -1,15 +1,10 @@
 package main
 
 import (
-	"context"
 	"strings"
 	"testing"
-	"time"
-
-	"go.uber.org/zap"
 
 	"github.com/rivet-go/rivet"
-	"github.com/rivet-go/rivet/node"
 	"github.com/rivet-go/rivet/workflow"
 )
 
@@ -22,21 +17,7 @@ func TestAnAddressAtAGossipPortSaysItIsNotGRPC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := node.DefaultLocalConfig(t.TempDir())
-	cfg.HTTPAddr = "-"
-	cfg.Partitions = 8
-	cfg.Logger = zap.NewNop()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	n, err := node.Start(ctx, cfg, reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := n.Stop(context.Background()); err != nil {
-			t.Error(err)
-		}
-	})
+	n := startLocalNode(t, reg)
 	gossip := n.GossipAddr()
 	want := "; " + gossip + " does not answer gRPC (a node's gossip port?): --addr takes a node's gRPC address, its --grpc-addr (port 6420 by default)\n"
 	for _, args := range [][]string{{"members"}, {"--tls", "members"}} {

@@ -313,6 +313,12 @@ func TestHistoryCutsALongOutputOnACharacter(t *testing.T) {
 // returns its gRPC address.
 func startNodeOf(t *testing.T, reg *rivet.Registry) string {
 	t.Helper()
+	return startLocalNode(t, reg).GRPCAddr()
+}
+
+// startLocalNode starts a node of reg, alone, stopped when t ends.
+func startLocalNode(t *testing.T, reg *rivet.Registry) *node.Node {
+	t.Helper()
 	cfg := node.DefaultLocalConfig(t.TempDir())
 	cfg.HTTPAddr = "-"
 	cfg.Partitions = 8
@@ -328,7 +334,7 @@ func startNodeOf(t *testing.T, reg *rivet.Registry) string {
 			t.Error(err)
 		}
 	})
-	return n.GRPCAddr()
+	return n
 }
 
 // A step whose name is not UTF-8 (made from bytes) fails the run at once,
