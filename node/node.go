@@ -22,7 +22,6 @@ import (
 	"go.etcd.io/etcd/client/pkg/v3/fileutil"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -250,7 +249,7 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 	} else if n.etcd, err = clientv3.New(clientv3.Config{
 		Endpoints:   endpoints,
 		DialTimeout: 5 * time.Second,
-		Logger:      n.log.Named("etcd-client").WithOptions(zap.IncreaseLevel(warningsAndUp(n.log.Core()))),
+		Logger:      n.log.Named("etcd-client").WithOptions(zap.IncreaseLevel(etcdstore.WarningsAndUp(n.log.Core()))),
 		// Room for the largest transaction the committer builds.
 		MaxCallSendMsgSize: etcdMaxSend,
 		MaxCallRecvMsgSize: etcdMaxRecv,
@@ -775,14 +774,6 @@ func (n *Node) closeAll() {
 	if n.dirLock != nil {
 		n.dirLock.Close()
 	}
-}
-
-// warningsAndUp is the level of the etcd client's logs, warnings and up,
-// for a logger of core: zap.IncreaseLevel(zap.WarnLevel) is refused by a
-// core that logs only errors already (--log-level error), and zap then
-// writes its complaint ("failed to IncreaseLevel ...") to stderr.
-func warningsAndUp(core zapcore.Core) zapcore.LevelEnabler {
-	return zap.LevelEnablerFunc(func(l zapcore.Level) bool { return l >= zap.WarnLevel && core.Enabled(l) })
 }
 
 // dataDirLock is the file in the data directory that a running node holds

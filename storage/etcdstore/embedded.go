@@ -283,7 +283,7 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
 		// etcd logs every step of its life at info: keep warnings and up.
 		// A clean Close logs errors too ("use of closed network
 		// connection"), so once Close begins nothing more is logged.
-		lg = cfg.Logger.WithOptions(zap.IncreaseLevel(warningsAndUp(cfg.Logger.Core())), zap.WrapCore(func(c zapcore.Core) zapcore.Core {
+		lg = cfg.Logger.WithOptions(zap.IncreaseLevel(WarningsAndUp(cfg.Logger.Core())), zap.WrapCore(func(c zapcore.Core) zapcore.Core {
 			return &mutableCore{Core: c, muted: closing}
 		})).Named("etcd")
 	}
@@ -314,12 +314,13 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
 	}
 }
 
-// warningsAndUp is the level of etcd's logs (warnings and up, which
-// etcd's info chatter about every step of its life is not) for a logger
-// of core: zap.IncreaseLevel(zap.WarnLevel) is refused by a core that
-// logs only errors already, and zap then writes its complaint ("failed to
-// IncreaseLevel ...") to stderr, plain text, every time.
-func warningsAndUp(core zapcore.Core) zapcore.LevelEnabler {
+// WarningsAndUp is the level of etcd's logs, the server's and the
+// client's (warnings and up, which etcd's info chatter about every step of
+// its life is not), for a logger of core: zap.IncreaseLevel(zap.WarnLevel)
+// is refused by a core that logs only errors already, and zap then writes
+// its complaint ("failed to IncreaseLevel ...") to stderr, plain text,
+// every time.
+func WarningsAndUp(core zapcore.Core) zapcore.LevelEnabler {
 	return zap.LevelEnablerFunc(func(l zapcore.Level) bool { return l >= zap.WarnLevel && core.Enabled(l) })
 }
 
