@@ -114,9 +114,10 @@ func progName() string {
 // an environment variable (--grpc-addr is RIVET_GRPC_ADDR) that sets its
 // default; a flag given wins. A value that does not parse, or a negative
 // duration, from either, is an error naming it: a node refuses to start
-// rather than run on a default it was not given. The logger it sets up writes to stderr (--log-level,
-// --log-format); colour only on a terminal. A flag the flag package
-// refuses is a *FlagError, written to out already (-h prints the usage).
+// rather than run on a default it was not given. The logger it sets up
+// writes to stderr (--log-level, --log-format); colour only on a terminal.
+// A flag the flag package refuses is a *FlagError, written to out already
+// (-h prints the usage).
 func ParseFlags(name string, args []string, out io.Writer) (Config, error) {
 	cfg := DefaultConfig()
 	p := &flagParser{fs: flag.NewFlagSet(name, flag.ContinueOnError)}
