@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -22,17 +23,63 @@ import (
 	"go.uber.org/zap/zapcore"
 )
 
-// mutableCore drops every entry once muted is set.
+// mutableCore drops every entry once muted is set, and the few warnings
+// and errors etcd logs on every start of an embedded member though
+// nothing is wrong (see harmless): a user who runs a node and reads
+// "not recommended for production" or an ERROR before the first call
+// goes looking for a fault that is not there.
 type mutableCore struct {
 	zapcore.Core
 	muted *atomic.Bool
 }
 
+// Messages etcd logs at warn or error that say nothing to a node's
+// operator, each with why.
+const (
+	// The member serves its gRPC and HTTP clients on one port (cmux). The
+	// advice is for an etcd whose HTTP API takes load beside gRPC; the
+	// node calls its member in process and its peers call it over gRPC.
+	msgSinglePort = "Running http and grpc server on single port. This is not recommended for production."
+	// Auth is never enabled on an embedded member, so no token is made.
+	msgSimpleToken = "simple token is not cryptographically signed"
+	// etcd's version monitor may try to record the storage schema before
+	// the member's first apply has written the term it detects it by; it
+	// tries again and succeeds. etcd's own test of error-free startup
+	// ignores this entry (etcd-io/etcd#18978). Only that cause is
+	// dropped: any other error of the message is logged.
+	msgStorageVersion = "failed to update storage version"
+)
+
 func (c *mutableCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
-	if c.muted.Load() {
+	switch {
+	case c.muted.Load(), e.Message == msgSinglePort, e.Message == msgSimpleToken:
+		return ce
+	case e.Message == msgStorageVersion:
+		if c.Enabled(e.Level) {
+			return ce.AddCore(e, c) // Write looks at its error
+		}
 		return ce
 	}
 	return c.Core.Check(e, ce)
+}
+
+func (c *mutableCore) Write(e zapcore.Entry, fields []zapcore.Field) error {
+	if e.Message == msgStorageVersion && schemaNotYetDetectable(fields) {
+		return nil
+	}
+	return c.Core.Write(e, fields)
+}
+
+// schemaNotYetDetectable reports whether fields hold the error of a
+// storage version update tried before the member's first apply.
+func schemaNotYetDetectable(fields []zapcore.Field) bool {
+	for _, f := range fields {
+		if err, ok := f.Interface.(error); ok && f.Type == zapcore.ErrorType {
+			msg := err.Error()
+			return strings.Contains(msg, "missing term information") || strings.Contains(msg, "missing confstate information")
+		}
+	}
+	return false
 }
 
 func (c *mutableCore) With(f []zapcore.Field) zapcore.Core {

@@ -1,0 +1,66 @@
+package etcdstore
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+)
+
+// A member started and closed with nothing wrong logs none of the
+// warnings etcd gives every embedded member ("not recommended for
+// production", an unsigned auth token that is never made): a user who
+// runs a node sees no warning before the first call.
+func TestAnEmbeddedMemberStartsWithoutItsHarmlessWarnings(t *testing.T) {
+	core, logs := observer.New(zapcore.InfoLevel)
+	cfg := DefaultLocalEmbeddedConfig(t.TempDir())
+	cfg.Logger = zap.New(core)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	e, err := StartEmbedded(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli := e.Client()
+	if _, err := cli.Put(ctx, "k", "v"); err != nil {
+		t.Fatal(err)
+	}
+	cli.Close()
+	e.Close()
+	for _, l := range logs.All() {
+		switch l.Message {
+		case msgSinglePort, msgSimpleToken, msgStorageVersion:
+			t.Errorf("logged at %v: %q %v", l.Level, l.Message, l.ContextMap())
+		}
+	}
+}
+
+// Of "failed to update storage version", only the entry of a schema not
+// yet detectable (the member's first apply still to come) is dropped:
+// any other failure to record the storage version is logged.
+func TestOnlyAnUndetectableSchemaIsDroppedFromStorageVersionErrors(t *testing.T) {
+	core, logs := observer.New(zapcore.InfoLevel)
+	var muted atomic.Bool
+	lg := zap.New(&mutableCore{Core: core, muted: &muted})
+	lg.Error(msgStorageVersion, zap.String("cluster-version", "3.7.0"), zap.Error(errors.New("cannot detect storage schema version: missing term information")))
+	lg.Error(msgStorageVersion, zap.Error(errors.New("cannot detect storage schema version: missing confstate information")))
+	lg.Error(msgStorageVersion, zap.Error(errors.New(`cannot create migration plan: version "3.8.0" is not supported`)))
+	lg.Warn("some other warning")
+	got := logs.All()
+	if len(got) != 2 || got[0].Message != msgStorageVersion || got[1].Message != "some other warning" {
+		t.Fatalf("logged %v, want the migration plan error and the other warning", got)
+	}
+	if err := got[0].ContextMap()["error"]; err != `cannot create migration plan: version "3.8.0" is not supported` {
+		t.Errorf("kept error %v", err)
+	}
+	muted.Store(true)
+	lg.Error("after close")
+	if n := logs.Len(); n != 2 {
+		t.Errorf("a muted core logged: %d entries", n)
+	}
+}
