@@ -231,6 +231,7 @@ func (h *ActorHandle) History(ctx context.Context) (History, error) {
 		if e.GetUpdatedAt() != nil {
 			he.UpdatedAt = e.GetUpdatedAt().AsTime()
 		}
+		he.Deadline = timeFrom(e.GetDeadline())
 		out.Entries = append(out.Entries, he)
 	}
 	return out, nil

@@ -189,11 +189,15 @@ func timeFrom(t *timestamppb.Timestamp) time.Time {
 
 // HistoryEntry is one recorded workflow entry.
 type HistoryEntry struct {
-	Path     string          `json:"path"`
-	Kind     string          `json:"kind"`
-	Status   string          `json:"status"`
-	Attempts int             `json:"attempts,omitempty"`
-	Output   json.RawMessage `json:"output,omitempty"`
+	Path     string `json:"path"`
+	Kind     string `json:"kind"`
+	Status   string `json:"status"`
+	Attempts int    `json:"attempts,omitempty"`
+	// Output is the entry's recorded value: a step's result, a loop's
+	// state, and for a receive that completed the messages it took, an
+	// array of {"id", "queue", "body", "created_at", "completed"} (empty
+	// if it timed out).
+	Output json.RawMessage `json:"output,omitempty"`
 	// Error is the entry's error; in a history too large to carry whole,
 	// a long one comes cut, ending "... (cut: N bytes in all)".
 	Error string `json:"error,omitempty"`
@@ -205,6 +209,9 @@ type HistoryEntry struct {
 	// OutputOmitted says that Output, which is recorded, was left out: the
 	// history was too large for one response to carry every output.
 	OutputOmitted bool `json:"output_omitted,omitempty"`
+	// Deadline is when a sleep ends, or when a receive with a timeout
+	// gives up, as recorded when the workflow first reached it.
+	Deadline time.Time `json:"deadline,omitzero"`
 }
 
 // History is an actor's workflow status and history.

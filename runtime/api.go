@@ -219,13 +219,20 @@ type HistoryEntry struct {
 	Kind     string
 	Status   string
 	Attempts int
-	Output   json.RawMessage
-	Error    string
+	// Output is the entry's recorded value; a loop's state; for a receive
+	// that completed, the messages it took (workflow.RecordedMessage, a
+	// JSON array, empty if it timed out), as a history of signals shows
+	// their payloads.
+	Output json.RawMessage
+	Error  string
 	// ErrorCode is the error's code, if it had one (a UserError's).
 	ErrorCode string
 	UpdatedAt time.Time
 	// Winner is the branch that won a race.
 	Winner string
+	// Deadline is when a sleep ends, or a receive with a timeout gives
+	// up: recorded when the workflow first reached it.
+	Deadline time.Time
 }
 
 // History is an actor's workflow status and history, its entries in the

@@ -107,16 +107,34 @@ func (h *Host) History(ctx context.Context, ref Ref) (History, error) {
 	}
 	sortHistory(entries)
 	for _, e := range entries {
-		he := HistoryEntry{Path: e.Path, Kind: string(e.Kind), Status: string(e.Status), Attempts: e.Attempts, Output: e.Output, UpdatedAt: e.Time, Winner: e.Winner}
+		he := HistoryEntry{Path: e.Path, Kind: string(e.Kind), Status: string(e.Status), Attempts: e.Attempts, Output: e.Output, UpdatedAt: e.Time, Winner: e.Winner, Deadline: e.Deadline}
 		if e.Error != nil {
 			he.Error, he.ErrorCode = e.Error.Message, e.Error.Code
 		}
 		if he.Output == nil && e.Kind == workflow.KindLoop && e.State != nil {
 			he.Output = e.State
 		}
+		if he.Output == nil && e.Kind == workflow.KindMessage && e.Status == workflow.StatusCompleted {
+			he.Output = receivedJSON(e.Messages)
+		}
 		out.Entries = append(out.Entries, he)
 	}
 	return out, nil
+}
+
+// receivedJSON is what a receive took, as History shows it: the recorded
+// messages (an empty array for a receive that timed out). Bodies were
+// valid JSON when sent; one that is not any more is left out with its
+// entry's messages rather than failing the whole history.
+func receivedJSON(ms []workflow.RecordedMessage) json.RawMessage {
+	if ms == nil {
+		ms = []workflow.RecordedMessage{}
+	}
+	b, err := json.Marshal(ms)
+	if err != nil {
+		return nil
+	}
+	return b
 }
 
 // sortHistory puts entries in the order the workflow made them, as a

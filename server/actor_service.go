@@ -292,6 +292,9 @@ func (s *Server) History(ctx context.Context, req *rivetv1.HistoryRequest) (*riv
 		if !e.UpdatedAt.IsZero() {
 			pe.UpdatedAt = timestamppb.New(e.UpdatedAt)
 		}
+		if !e.Deadline.IsZero() {
+			pe.Deadline = timestamppb.New(e.Deadline)
+		}
 		out.Entries = append(out.Entries, pe)
 	}
 	// A history holds entries up to a transaction's size each, without

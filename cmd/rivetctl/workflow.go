@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"text/tabwriter"
@@ -164,6 +165,13 @@ func (a *app) printHistory(h client.History) error {
 	fmt.Fprintln(tw, "PATH\tKIND\tSTATUS\tATTEMPTS\tOUTPUT / ERROR")
 	for _, e := range h.Entries {
 		detail := string(e.Output)
+		switch {
+		case e.Kind == "message" && e.Output != nil:
+			detail = describeReceived(e.Output)
+		case detail == "" && !e.Deadline.IsZero() && e.Status == "pending":
+			// A sleep, or a receive with a timeout, still waiting.
+			detail = "until " + formatTime(e.Deadline)
+		}
 		if e.OutputOmitted {
 			detail = "(recorded; left out of a history too large to send whole)"
 		}
@@ -185,4 +193,25 @@ func (a *app) printHistory(h client.History) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", printable(e.Path), printable(e.Kind), printable(e.Status), e.Attempts, orDash(detail))
 	}
 	return tw.Flush()
+}
+
+// describeReceived puts what a receive took as "queue: body" for each
+// message, the way a reader scans a history for what came in; an empty
+// list is a receive that timed out. Output it cannot read is shown as is.
+func describeReceived(out json.RawMessage) string {
+	var ms []struct {
+		Queue string          `json:"queue"`
+		Body  json.RawMessage `json:"body"`
+	}
+	if err := json.Unmarshal(out, &ms); err != nil {
+		return string(out)
+	}
+	if len(ms) == 0 {
+		return "none (timed out)"
+	}
+	parts := make([]string, len(ms))
+	for i, m := range ms {
+		parts[i] = m.Queue + ": " + string(m.Body)
+	}
+	return strings.Join(parts, "; ")
 }

@@ -371,3 +371,90 @@ func TestAStepNamedNotInUTF8FailsTheRunAtOnce(t *testing.T) {
 		t.Fatalf("history:\n%s\nwant the run failed at the step, its name not valid UTF-8", r.stdout)
 	}
 }
+
+// history shows what each receive took (queue and body, as a history of
+// signals shows their payloads, and "none" for one that timed out) and
+// when a waiting sleep ends; -o json carries the messages and the
+// deadline.
+func TestHistoryShowsWhatReceivesTookAndWhenASleepEnds(t *testing.T) {
+	type job struct {
+		N int `json:"n"`
+	}
+	reg, err := rivet.Setup(rivet.Actor[chargeState]{
+		Name:   "inbox",
+		Queues: rivet.Queues{"jobs": rivet.QueueOf[job](), "late": rivet.QueueOf[job](), "go": rivet.QueueOf[job]()},
+		Run: func(ctx *workflow.Ctx[chargeState]) error {
+			// Both jobs are queued before "go" is: one batch takes both.
+			if _, err := workflow.Next[job](ctx, "wait-go", workflow.NextOptions{Names: []string{"go"}}); err != nil {
+				return err
+			}
+			if _, err := workflow.NextBatch[job](ctx, "take-two", workflow.NextOptions{Names: []string{"jobs"}, Count: 2, Timeout: time.Minute}); err != nil {
+				return err
+			}
+			if _, err := workflow.NextBatch[job](ctx, "take-none", workflow.NextOptions{Names: []string{"late"}, Count: 1, Timeout: time.Millisecond}); err != nil {
+				return err
+			}
+			return ctx.Sleep("nap", time.Hour)
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := startNodeOf(t, reg)
+	rivetctl(t, addr, "create", "inbox", "i")
+	rivetctl(t, addr, "send", "inbox", "i", "jobs", `{"n":1}`)
+	rivetctl(t, addr, "send", "inbox", "i", "jobs", `{"n":2}`)
+	rivetctl(t, addr, "send", "inbox", "i", "go", `{"n":0}`)
+	deadline := time.Now().Add(30 * time.Second)
+	r := rivetctl(t, addr, "history", "inbox", "i")
+	for !strings.Contains(r.stdout, "nap ") {
+		if time.Now().After(deadline) {
+			t.Fatalf("inbox did not reach its sleep: %+v", r)
+		}
+		time.Sleep(20 * time.Millisecond)
+		r = rivetctl(t, addr, "history", "inbox", "i")
+	}
+	rows := map[string]string{}
+	for _, l := range strings.Split(strings.TrimSpace(r.stdout), "\n")[2:] {
+		f := strings.Fields(l)
+		rows[f[0]] = strings.Join(f[4:], " ")
+	}
+	if got, want := rows["take-two"], `jobs: {"n":1}; jobs: {"n":2}`; got != want {
+		t.Errorf("take-two shows %q, want %q\n%s", got, want, r.stdout)
+	}
+	if got, want := rows["wait-go"], `go: {"n":0}`; got != want {
+		t.Errorf("wait-go shows %q, want %q\n%s", got, want, r.stdout)
+	}
+	if got, want := rows["take-none"], "none (timed out)"; got != want {
+		t.Errorf("take-none shows %q, want %q\n%s", got, want, r.stdout)
+	}
+	until, ok := strings.CutPrefix(rows["nap"], "until ")
+	if !ok {
+		t.Fatalf("nap shows %q, want until its end\n%s", rows["nap"], r.stdout)
+	}
+	end, err := time.Parse(time.RFC3339, until)
+	if err != nil || end.Before(time.Now().Add(50*time.Minute)) || end.After(time.Now().Add(61*time.Minute)) {
+		t.Errorf("nap until %q (%v), want about an hour from now", until, err)
+	}
+
+	var h client.History
+	if err := json.Unmarshal([]byte(rivetctl(t, addr, "-o", "json", "history", "inbox", "i").stdout), &h); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range h.Entries {
+		switch e.Path {
+		case "take-two":
+			var ms []workflow.RecordedMessage
+			if err := json.Unmarshal(e.Output, &ms); err != nil || len(ms) != 2 || ms[0].Queue != "jobs" || string(ms[1].Body) != `{"n":2}` || ms[0].ID >= ms[1].ID {
+				t.Errorf("take-two's output %s (%v), want both jobs in order", e.Output, err)
+			}
+			if e.Deadline.IsZero() {
+				t.Error("take-two, a receive with a timeout, has no deadline")
+			}
+		case "nap":
+			if !e.Deadline.Equal(end.Truncate(time.Second)) && e.Deadline.Truncate(time.Second) != end {
+				t.Errorf("nap's deadline %v, text said %v", e.Deadline, end)
+			}
+		}
+	}
+}

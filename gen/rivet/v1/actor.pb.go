@@ -1507,7 +1507,10 @@ type HistoryEntry struct {
 	// status is pending, running, completed, failed, exhausted or cancelled.
 	Status   string `protobuf:"bytes,3,opt,name=status,proto3" json:"status,omitempty"`
 	Attempts uint32 `protobuf:"varint,4,opt,name=attempts,proto3" json:"attempts,omitempty"`
-	// output is the entry's recorded JSON value, if any.
+	// output is the entry's recorded JSON value, if any: a step's result, a
+	// loop's state, and for a receive that completed the messages it took, a
+	// JSON array of {"id", "queue", "body", "created_at", "completed"}
+	// (empty if it timed out).
 	Output    []byte                 `protobuf:"bytes,5,opt,name=output,proto3" json:"output,omitempty"`
 	Error     string                 `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
 	UpdatedAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
@@ -1520,6 +1523,9 @@ type HistoryEntry struct {
 	// output_omitted says that output was left out of a History response too
 	// large to carry every output (the largest go first); it is recorded.
 	OutputOmitted bool `protobuf:"varint,10,opt,name=output_omitted,json=outputOmitted,proto3" json:"output_omitted,omitempty"`
+	// deadline is when a sleep ends, or when a receive with a timeout gives
+	// up, as recorded when the workflow first reached it.
+	Deadline      *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=deadline,proto3" json:"deadline,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1622,6 +1628,13 @@ func (x *HistoryEntry) GetOutputOmitted() bool {
 		return x.OutputOmitted
 	}
 	return false
+}
+
+func (x *HistoryEntry) GetDeadline() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Deadline
+	}
+	return nil
 }
 
 type HistoryResponse struct {
@@ -2430,7 +2443,7 @@ const file_rivet_v1_actor_proto_rawDesc = "" +
 	"\x06actors\x18\x01 \x03(\v2\x13.rivet.v1.ActorInfoR\x06actors\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\":\n" +
 	"\x0eHistoryRequest\x12(\n" +
-	"\x05actor\x18\x01 \x01(\v2\x12.rivet.v1.ActorRefR\x05actor\"\xb1\x02\n" +
+	"\x05actor\x18\x01 \x01(\v2\x12.rivet.v1.ActorRefR\x05actor\"\xe9\x02\n" +
 	"\fHistoryEntry\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x16\n" +
@@ -2444,7 +2457,8 @@ const file_rivet_v1_actor_proto_rawDesc = "" +
 	"\n" +
 	"error_code\x18\t \x01(\tR\terrorCode\x12%\n" +
 	"\x0eoutput_omitted\x18\n" +
-	" \x01(\bR\routputOmitted\"\xc2\x02\n" +
+	" \x01(\bR\routputOmitted\x126\n" +
+	"\bdeadline\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\"\xc2\x02\n" +
 	"\x0fHistoryResponse\x12'\n" +
 	"\x0fworkflow_status\x18\x01 \x01(\tR\x0eworkflowStatus\x12%\n" +
 	"\x0eworkflow_error\x18\x02 \x01(\tR\rworkflowError\x120\n" +
@@ -2582,45 +2596,46 @@ var file_rivet_v1_actor_proto_depIdxs = []int32{
 	14, // 23: rivet.v1.ListResponse.actors:type_name -> rivet.v1.ActorInfo
 	0,  // 24: rivet.v1.HistoryRequest.actor:type_name -> rivet.v1.ActorRef
 	35, // 25: rivet.v1.HistoryEntry.updated_at:type_name -> google.protobuf.Timestamp
-	22, // 26: rivet.v1.HistoryResponse.entries:type_name -> rivet.v1.HistoryEntry
-	35, // 27: rivet.v1.HistoryResponse.workflow_wake_at:type_name -> google.protobuf.Timestamp
-	0,  // 28: rivet.v1.RetryWorkflowRequest.actor:type_name -> rivet.v1.ActorRef
-	0,  // 29: rivet.v1.CancelWorkflowRequest.actor:type_name -> rivet.v1.ActorRef
-	0,  // 30: rivet.v1.CancelScheduledCallRequest.actor:type_name -> rivet.v1.ActorRef
-	0,  // 31: rivet.v1.SubscribeRequest.actor:type_name -> rivet.v1.ActorRef
-	32, // 32: rivet.v1.SubscribeResponse.subscribed:type_name -> rivet.v1.Subscribed
-	33, // 33: rivet.v1.SubscribeResponse.event:type_name -> rivet.v1.Event
-	2,  // 34: rivet.v1.ActorService.Call:input_type -> rivet.v1.CallRequest
-	4,  // 35: rivet.v1.ActorService.Send:input_type -> rivet.v1.SendRequest
-	6,  // 36: rivet.v1.ActorService.Create:input_type -> rivet.v1.CreateRequest
-	8,  // 37: rivet.v1.ActorService.GetOrCreate:input_type -> rivet.v1.GetOrCreateRequest
-	10, // 38: rivet.v1.ActorService.Get:input_type -> rivet.v1.GetRequest
-	12, // 39: rivet.v1.ActorService.Destroy:input_type -> rivet.v1.DestroyRequest
-	15, // 40: rivet.v1.ActorService.Inspect:input_type -> rivet.v1.InspectRequest
-	19, // 41: rivet.v1.ActorService.List:input_type -> rivet.v1.ListRequest
-	21, // 42: rivet.v1.ActorService.History:input_type -> rivet.v1.HistoryRequest
-	24, // 43: rivet.v1.ActorService.RetryWorkflow:input_type -> rivet.v1.RetryWorkflowRequest
-	26, // 44: rivet.v1.ActorService.CancelWorkflow:input_type -> rivet.v1.CancelWorkflowRequest
-	28, // 45: rivet.v1.ActorService.CancelScheduledCall:input_type -> rivet.v1.CancelScheduledCallRequest
-	30, // 46: rivet.v1.ActorService.Subscribe:input_type -> rivet.v1.SubscribeRequest
-	3,  // 47: rivet.v1.ActorService.Call:output_type -> rivet.v1.CallResponse
-	5,  // 48: rivet.v1.ActorService.Send:output_type -> rivet.v1.SendResponse
-	7,  // 49: rivet.v1.ActorService.Create:output_type -> rivet.v1.CreateResponse
-	9,  // 50: rivet.v1.ActorService.GetOrCreate:output_type -> rivet.v1.GetOrCreateResponse
-	11, // 51: rivet.v1.ActorService.Get:output_type -> rivet.v1.GetResponse
-	13, // 52: rivet.v1.ActorService.Destroy:output_type -> rivet.v1.DestroyResponse
-	17, // 53: rivet.v1.ActorService.Inspect:output_type -> rivet.v1.InspectResponse
-	20, // 54: rivet.v1.ActorService.List:output_type -> rivet.v1.ListResponse
-	23, // 55: rivet.v1.ActorService.History:output_type -> rivet.v1.HistoryResponse
-	25, // 56: rivet.v1.ActorService.RetryWorkflow:output_type -> rivet.v1.RetryWorkflowResponse
-	27, // 57: rivet.v1.ActorService.CancelWorkflow:output_type -> rivet.v1.CancelWorkflowResponse
-	29, // 58: rivet.v1.ActorService.CancelScheduledCall:output_type -> rivet.v1.CancelScheduledCallResponse
-	31, // 59: rivet.v1.ActorService.Subscribe:output_type -> rivet.v1.SubscribeResponse
-	47, // [47:60] is the sub-list for method output_type
-	34, // [34:47] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	35, // 26: rivet.v1.HistoryEntry.deadline:type_name -> google.protobuf.Timestamp
+	22, // 27: rivet.v1.HistoryResponse.entries:type_name -> rivet.v1.HistoryEntry
+	35, // 28: rivet.v1.HistoryResponse.workflow_wake_at:type_name -> google.protobuf.Timestamp
+	0,  // 29: rivet.v1.RetryWorkflowRequest.actor:type_name -> rivet.v1.ActorRef
+	0,  // 30: rivet.v1.CancelWorkflowRequest.actor:type_name -> rivet.v1.ActorRef
+	0,  // 31: rivet.v1.CancelScheduledCallRequest.actor:type_name -> rivet.v1.ActorRef
+	0,  // 32: rivet.v1.SubscribeRequest.actor:type_name -> rivet.v1.ActorRef
+	32, // 33: rivet.v1.SubscribeResponse.subscribed:type_name -> rivet.v1.Subscribed
+	33, // 34: rivet.v1.SubscribeResponse.event:type_name -> rivet.v1.Event
+	2,  // 35: rivet.v1.ActorService.Call:input_type -> rivet.v1.CallRequest
+	4,  // 36: rivet.v1.ActorService.Send:input_type -> rivet.v1.SendRequest
+	6,  // 37: rivet.v1.ActorService.Create:input_type -> rivet.v1.CreateRequest
+	8,  // 38: rivet.v1.ActorService.GetOrCreate:input_type -> rivet.v1.GetOrCreateRequest
+	10, // 39: rivet.v1.ActorService.Get:input_type -> rivet.v1.GetRequest
+	12, // 40: rivet.v1.ActorService.Destroy:input_type -> rivet.v1.DestroyRequest
+	15, // 41: rivet.v1.ActorService.Inspect:input_type -> rivet.v1.InspectRequest
+	19, // 42: rivet.v1.ActorService.List:input_type -> rivet.v1.ListRequest
+	21, // 43: rivet.v1.ActorService.History:input_type -> rivet.v1.HistoryRequest
+	24, // 44: rivet.v1.ActorService.RetryWorkflow:input_type -> rivet.v1.RetryWorkflowRequest
+	26, // 45: rivet.v1.ActorService.CancelWorkflow:input_type -> rivet.v1.CancelWorkflowRequest
+	28, // 46: rivet.v1.ActorService.CancelScheduledCall:input_type -> rivet.v1.CancelScheduledCallRequest
+	30, // 47: rivet.v1.ActorService.Subscribe:input_type -> rivet.v1.SubscribeRequest
+	3,  // 48: rivet.v1.ActorService.Call:output_type -> rivet.v1.CallResponse
+	5,  // 49: rivet.v1.ActorService.Send:output_type -> rivet.v1.SendResponse
+	7,  // 50: rivet.v1.ActorService.Create:output_type -> rivet.v1.CreateResponse
+	9,  // 51: rivet.v1.ActorService.GetOrCreate:output_type -> rivet.v1.GetOrCreateResponse
+	11, // 52: rivet.v1.ActorService.Get:output_type -> rivet.v1.GetResponse
+	13, // 53: rivet.v1.ActorService.Destroy:output_type -> rivet.v1.DestroyResponse
+	17, // 54: rivet.v1.ActorService.Inspect:output_type -> rivet.v1.InspectResponse
+	20, // 55: rivet.v1.ActorService.List:output_type -> rivet.v1.ListResponse
+	23, // 56: rivet.v1.ActorService.History:output_type -> rivet.v1.HistoryResponse
+	25, // 57: rivet.v1.ActorService.RetryWorkflow:output_type -> rivet.v1.RetryWorkflowResponse
+	27, // 58: rivet.v1.ActorService.CancelWorkflow:output_type -> rivet.v1.CancelWorkflowResponse
+	29, // 59: rivet.v1.ActorService.CancelScheduledCall:output_type -> rivet.v1.CancelScheduledCallResponse
+	31, // 60: rivet.v1.ActorService.Subscribe:output_type -> rivet.v1.SubscribeResponse
+	48, // [48:61] is the sub-list for method output_type
+	35, // [35:48] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_rivet_v1_actor_proto_init() }
