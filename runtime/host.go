@@ -74,6 +74,11 @@ type Host struct {
 	// retiring holds evicted activations whose writes are still in
 	// flight: the actor is not loaded again until they settle.
 	retiring map[string]*activation
+	// creators holds, by actor id, the callers that may create the actor
+	// and wait for another caller's load of it (activateFor): until they
+	// have loaded it themselves, a caller that would not create it loads
+	// nothing, and waits to join their load.
+	creators map[string]*pendingCreate
 	stopping bool
 	// refencing holds the partitions being claimed again after a write
 	// in doubt (InDoubt), each with the doubted claims not yet replaced.
@@ -158,7 +163,7 @@ func New(cfg Config, reg *rivet.Registry, store storage.Store, commit Committer,
 	h := &Host{
 		cfg: cfg, reg: reg, store: store, commit: commit, own: own, log: cfg.Logger, chainPrefix: chainPrefix(cfg.NodeID),
 		baseCtx: ctx, cancelBase: cancel, wfCtx: wfCtx, cancelWf: cancelWf,
-		actors: map[string]*activation{}, retiring: map[string]*activation{},
+		actors: map[string]*activation{}, retiring: map[string]*activation{}, creators: map[string]*pendingCreate{},
 		stopCh: make(chan struct{}), overLimit: make(chan struct{}, 1),
 		timers: newTimers(), events: newEventHub(),
 		reapSleeps: make(chan struct{}, maxSleeps),
@@ -532,7 +537,17 @@ func (h *Host) activateFor(ctx context.Context, ref Ref, sp *rivet.Spec, create 
 	// createdHere: an earlier attempt's create, whose outcome was unknown,
 	// turned out to have applied: this caller created the actor.
 	createdHere := false
-	for range 5 {
+	// pending: this caller counts in h.creators[id] (a create waiting for
+	// another caller's load).
+	pending := false
+	defer func() {
+		if pending {
+			h.mu.Lock()
+			h.leaveCreateLocked(id)
+			h.mu.Unlock()
+		}
+	}()
+	for attempt := 0; attempt < 5; attempt++ {
 		h.mu.Lock()
 		a = h.actors[id]
 		if old := h.retiring[id]; a == nil && old != nil {
@@ -545,6 +560,24 @@ func (h *Host) activateFor(ctx context.Context, ref Ref, sp *rivet.Spec, create 
 			case <-ctx.Done():
 				return nil, false, false, ctxError(ctx)
 			}
+			continue
+		}
+		if p := h.creators[id]; a == nil && !create && p != nil {
+			// A create waited for another caller's load, which found the
+			// actor missing (most likely a load such as this caller's
+			// would be): the create loads it next. A caller that may not
+			// create it loads nothing before, or callers looking the
+			// missing actor up in a loop would each make the create wait
+			// for a load that finds nothing and try again, until it gave
+			// up. This caller then joins the create's load. Not an
+			// attempt: nothing failed.
+			h.mu.Unlock()
+			select {
+			case <-p.done:
+			case <-ctx.Done():
+				return nil, false, false, ctxError(ctx)
+			}
+			attempt--
 			continue
 		}
 		if a == nil {
@@ -582,6 +615,11 @@ func (h *Host) activateFor(ctx context.Context, ref Ref, sp *rivet.Spec, create 
 			}
 			a.lastTurn.Store(time.Now().UnixNano())
 			h.actors[id] = a
+			if pending {
+				// This create loads it now: callers held back join.
+				h.leaveCreateLocked(id)
+				pending = false
+			}
 			if limit := h.cfg.MaxActiveActors; limit > 0 && len(h.actors) > limit {
 				select {
 				case h.overLimit <- struct{}{}:
@@ -661,6 +699,17 @@ func (h *Host) activateFor(ctx context.Context, ref Ref, sp *rivet.Spec, create 
 			a.history = nil // a held activation starts no workflow
 			return a, a.created || createdHere, held, nil
 		}
+		if create && !pending {
+			select {
+			case <-a.ready:
+			default:
+				// Another caller's load, which may find the actor
+				// missing: this create loads it next, before any caller
+				// that would not create it (above).
+				h.joinCreateLocked(id)
+				pending = true
+			}
+		}
 		h.mu.Unlock()
 		select {
 		case <-a.ready:
@@ -677,6 +726,34 @@ func (h *Host) activateFor(ctx context.Context, ref Ref, sp *rivet.Spec, create 
 		}
 	}
 	return nil, false, false, rivet.Errorf(rivet.ErrUnavailable, "actor %s/%v: activation kept failing", ref.Name, ref.Key)
+}
+
+// pendingCreate counts the creates of one actor waiting for another
+// caller's load of it (Host.creators).
+type pendingCreate struct {
+	n    int
+	done chan struct{} // closed when n falls to 0
+}
+
+// joinCreateLocked counts a create of actor id waiting for another
+// caller's load (under h.mu).
+func (h *Host) joinCreateLocked(id string) {
+	p := h.creators[id]
+	if p == nil {
+		p = &pendingCreate{done: make(chan struct{})}
+		h.creators[id] = p
+	}
+	p.n++
+}
+
+// leaveCreateLocked undoes joinCreateLocked, once that create loads the
+// actor itself or has its answer (under h.mu).
+func (h *Host) leaveCreateLocked(id string) {
+	p := h.creators[id]
+	if p.n--; p.n == 0 {
+		delete(h.creators, id)
+		close(p.done)
+	}
 }
 
 // waitOwned waits, within ctx and a few seconds, until this node serves
