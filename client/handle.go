@@ -106,7 +106,8 @@ func (h *ActorHandle) Enqueue(ctx context.Context, queue string, body any) (Send
 // SendTimedOut, and the message stays, queued or (MessageState) taken by
 // a workflow that has not completed it: only Message.Complete answers a
 // waiting sender. Nor is a wait cut short
-// because the actor moved to another node (or its node stopped): Status
+// because the actor moved to another node (or its node, or the node that
+// forwarded the send, stopped): Status
 // says SendEnqueued, and the workflow completes the message all the same. ctx must outlive timeout, or
 // the call ends with ctx's error first.
 func (h *ActorHandle) SendWait(ctx context.Context, queue string, body any, timeout time.Duration) (SendResult, error) {

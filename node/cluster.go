@@ -333,6 +333,21 @@ func (v *view) peer(addr string) (*server.PeerConn, error) {
 	return ps[n%uint64(len(ps))], nil
 }
 
+// stopping tells every peer this node forwards to that it stops
+// (server.PeerConn.Stopping).
+func (v *view) stopping() {
+	if v == nil {
+		return // stopped before it had one
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for _, ps := range v.peers {
+		for _, p := range ps {
+			p.Stopping()
+		}
+	}
+}
+
 // prune closes connections to addresses no registered node has.
 func (v *view) prune() {
 	live := map[string]bool{}

@@ -676,6 +676,11 @@ func (n *Node) stop(ctx context.Context) error {
 	go func() { hostErr = n.host.Stop(ctx); close(hostStopped) }()
 	graceful := make(chan struct{})
 	go func() { n.grpcServer.GracefulStop(); close(graceful) }()
+	// The sends this node forwarded that wait for a completion end their
+	// waits now, answering that their messages are queued, rather than
+	// hold the graceful stop for up to a wait (30 s by default) and then
+	// be broken off.
+	n.view.stopping()
 	n.peers.Shutdown()
 	n.srv.Shutdown()
 	n.awaitGraceful(ctx, graceful, hostStopped)

@@ -1610,6 +1610,11 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 		}
 		res.Status, res.Response = SendCompleted, resp
 		return res, nil
+	case <-waitCut(ctx):
+		// The node the send came through stops (WithWaitCut): it would
+		// hold its stop for the wait, and then break its caller's call,
+		// for a message that is queued. Said as when the actor moves.
+		return res, nil
 	case <-t.C:
 		res.Status = SendTimedOut
 		act.wf.notifyMu.Lock()
@@ -2512,6 +2517,25 @@ func sendWait(ctx context.Context, timeout time.Duration) time.Duration {
 		}
 	}
 	return timeout
+}
+
+// waitCutKey is the context key of WithWaitCut's channel.
+type waitCutKey struct{}
+
+// WithWaitCut returns ctx carrying cut: a send made with it that waits for
+// its message's completion stops waiting once cut closes, and answers that
+// the message is queued (SendEnqueued, with its ID), as it does when the
+// actor moves. The owner's side of a peer stream sets it, closed when the
+// node at the other end stops: that node's stop would otherwise wait for
+// the forwarded wait, and then break its caller's call.
+func WithWaitCut(ctx context.Context, cut <-chan struct{}) context.Context {
+	return context.WithValue(ctx, waitCutKey{}, cut)
+}
+
+// waitCut is ctx's WithWaitCut channel; nil (never ready) if it has none.
+func waitCut(ctx context.Context) <-chan struct{} {
+	cut, _ := ctx.Value(waitCutKey{}).(<-chan struct{})
+	return cut
 }
 
 // defaultSendWait is how long a send waits for its completion if the

@@ -20,6 +20,7 @@ import (
 	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
 	"github.com/rivet-go/rivet/internal/rpcerr"
 	"github.com/rivet-go/rivet/internal/textcut"
+	"github.com/rivet-go/rivet/runtime"
 )
 
 // PeerServer serves PeerService: it runs the requests other nodes forward
@@ -134,9 +135,10 @@ func sendEach[M any](send func(M) error) func([]M) error {
 // forward serves one peer stream, whose messages recv and send carry.
 func (p *PeerServer) forward(sctx context.Context, recv func() ([]*rivetv1.ForwardRequest, error), send func([]*rivetv1.ForwardResponse) error) error {
 	ctx, cancel := context.WithCancel(sctx)
+	cut := make(chan struct{})
 	f := &forwardStream{
-		p: p, recv: recv, sendBatch: send, ctx: ctx, cancels: map[uint64]context.CancelFunc{}, work: make(chan forwardCall),
-		out: newOutbox[*rivetv1.ForwardResponse](), sendDone: make(chan struct{}),
+		p: p, recv: recv, sendBatch: send, ctx: runtime.WithWaitCut(ctx, cut), cancels: map[uint64]context.CancelFunc{}, work: make(chan forwardCall),
+		out: newOutbox[*rivetv1.ForwardResponse](), sendDone: make(chan struct{}), cut: cut,
 	}
 	sent := make(chan struct{})
 	go func() {
@@ -201,6 +203,11 @@ type forwardStream struct {
 	inflight sync.WaitGroup
 	workers  sync.WaitGroup
 
+	// cut closes (once, under mu) when the node at the other end says
+	// it stops (a cancel of request 0, see PeerConn.Stopping): the
+	// waiting sends that came on the stream stop waiting.
+	cut chan struct{}
+
 	// work hands a request to an idle worker; idle counts them.
 	work chan forwardCall
 	idle atomic.Int32
@@ -229,7 +236,13 @@ func (f *forwardStream) receive() {
 		for _, req := range reqs {
 			if req.GetCancel() {
 				f.mu.Lock()
-				if c := f.cancels[req.GetId()]; c != nil {
+				if req.GetId() == stoppingID {
+					select {
+					case <-f.cut:
+					default:
+						close(f.cut)
+					}
+				} else if c := f.cancels[req.GetId()]; c != nil {
 					c()
 				}
 				f.mu.Unlock()
@@ -460,6 +473,26 @@ type peerCall struct {
 	// waited in the outbox (behind a large message, say) is not given to
 	// the owner again.
 	deadline time.Time
+}
+
+// stoppingID is the request ID of PeerConn.Stopping's cancel, which no
+// request has (they count from 1): a node of an earlier version finds no
+// request of that ID to cancel, and ignores it.
+const stoppingID = 0
+
+// Stopping tells the peer, on the stream if one is open, that this node
+// stops: the calls it forwarded that wait for a message's completion end
+// their wait at once and answer that the message is queued
+// (runtime.WithWaitCut), so that the stop neither waits for them (up to a
+// wait's 30 s by default) nor breaks their callers' calls, whose messages
+// are queued, when it runs out of time.
+func (c *PeerConn) Stopping() {
+	c.mu.Lock()
+	s := c.stream
+	c.mu.Unlock()
+	if s != nil {
+		s.out.put(&rivetv1.ForwardRequest{Id: stoppingID, Cancel: true})
+	}
 }
 
 // Close ends the stream; calls in flight fail with UNAVAILABLE.
