@@ -961,6 +961,19 @@ func (w *wfHost) Queued(names []string) (time.Time, bool) {
 	return time.Time{}, true
 }
 
+// CheckQueues implements workflow.QueueChecker: a send to a queue the
+// actor lacks is refused (ErrUnknownQueue), so a receive from it would
+// wait for ever.
+func (w *wfHost) CheckQueues(names []string) error {
+	sp := w.a.spec
+	for _, n := range names {
+		if _, ok := sp.Queues[n]; !ok {
+			return fmt.Errorf("actor %s has no queue %q (it has %s)", sp.Name, n, knownNames(sp.Queues))
+		}
+	}
+	return nil
+}
+
 func (w *wfHost) Receive(ctx context.Context, names []string, max int, record func(msgs []workflow.RawMessage) []workflow.HistoryWrite) ([]workflow.RawMessage, error) {
 	w.active()
 	a := w.a

@@ -263,6 +263,15 @@ type MessagePeeker interface {
 	Queued(names []string) (first time.Time, ok bool)
 }
 
+// QueueChecker is an optional interface of a Host. CheckQueues fails if a
+// name in names is none of the actor's queues: a receive that names one
+// then fails (ErrInvalid) rather than wait for ever for a message that no
+// send can queue (a typo of a queue's name). The driver asks before a
+// receive that has no result recorded yet waits or takes anything.
+type QueueChecker interface {
+	CheckQueues(names []string) error
+}
+
 // BodyGuard is an optional interface of a Host. A Do step's body runs
 // outside the actor's turn, so nothing in RunStep can stop it where the
 // host may no longer run the actor (its node stopped serving the actor's

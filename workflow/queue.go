@@ -10,6 +10,8 @@ import (
 // NextOptions shape a receive.
 type NextOptions struct {
 	// Names are the queues to take from; empty: any of the actor's queues.
+	// A name that is none of the actor's queues fails the receive
+	// (ErrInvalid), as a send to it is refused: it would wait for ever.
 	Names []string
 	// Count is the most messages NextBatch takes (default 1). It never
 	// waits to fill a batch: it takes what is there, once at least one
@@ -139,6 +141,11 @@ func (x *cx) receive(name string, o NextOptions) (string, *Entry, error) {
 		}
 		t.advance(e.Time)
 		return path, e, nil
+	}
+	if qc, ok := r.host.(QueueChecker); ok && len(o.Names) > 0 {
+		if err := qc.CheckQueues(o.Names); err != nil {
+			return path, nil, fmt.Errorf("%w: receive %q: %v", ErrInvalid, path, err)
+		}
 	}
 	t.goLive()
 	var deadline time.Time
