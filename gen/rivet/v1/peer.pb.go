@@ -113,7 +113,8 @@ func (x *ForwardBatchesResponse) GetResponses() []*ForwardResponse {
 
 type ForwardRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// id is unique among the requests in flight on the stream.
+	// id is unique among the requests in flight on the stream, counting from
+	// 1: 0 names no request.
 	Id uint64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
 	// method is the full gRPC method name, e.g. /rivet.v1.ActorService/Call.
 	Method string `protobuf:"bytes,2,opt,name=method,proto3" json:"method,omitempty"`
@@ -123,7 +124,10 @@ type ForwardRequest struct {
 	Chain string `protobuf:"bytes,4,opt,name=chain,proto3" json:"chain,omitempty"`
 	// timeout_ms is the caller's remaining deadline; 0 means none.
 	TimeoutMs int64 `protobuf:"varint,5,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
-	// cancel, when set, cancels the request id instead.
+	// cancel, when set, cancels the request id instead. A cancel of id 0
+	// says that the sending node stops: the owner ends the waits of the
+	// sends that came on the stream, answering that their messages are
+	// queued (a node that predates it finds no request 0, and ignores it).
 	Cancel        bool `protobuf:"varint,6,opt,name=cancel,proto3" json:"cancel,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
