@@ -287,15 +287,9 @@ func TestHistoryCutsALongOutputOnACharacter(t *testing.T) {
 	}
 	addr := startNodeOf(t, reg)
 	rivetctl(t, addr, "create", "writer", "w")
-	deadline := time.Now().Add(30 * time.Second)
-	r := rivetctl(t, addr, "history", "writer", "w")
-	for !strings.HasPrefix(r.stdout, "workflow  completed\n") {
-		if time.Now().After(deadline) {
-			t.Fatalf("writer did not complete: %+v", r)
-		}
-		time.Sleep(20 * time.Millisecond)
-		r = rivetctl(t, addr, "history", "writer", "w")
-	}
+	r := historyOnce(t, addr, "writer", "w", "the workflow to complete", func(out string) bool {
+		return strings.HasPrefix(out, "workflow  completed\n")
+	})
 	if !utf8.ValidString(r.stdout) {
 		t.Fatalf("history printed invalid UTF-8:\n%q", r.stdout)
 	}
@@ -358,15 +352,9 @@ func TestAStepNamedNotInUTF8FailsTheRunAtOnce(t *testing.T) {
 	}
 	addr := startNodeOf(t, reg)
 	rivetctl(t, addr, "create", "bytenamer", "b")
-	deadline := time.Now().Add(30 * time.Second)
-	r := rivetctl(t, addr, "history", "bytenamer", "b")
-	for !strings.HasPrefix(r.stdout, "workflow  failed\n") && !strings.HasPrefix(r.stdout, "workflow  completed\n") {
-		if time.Now().After(deadline) {
-			t.Fatalf("the workflow did not end: %+v", r)
-		}
-		time.Sleep(20 * time.Millisecond)
-		r = rivetctl(t, addr, "history", "bytenamer", "b")
-	}
+	r := historyOnce(t, addr, "bytenamer", "b", "the workflow to end", func(out string) bool {
+		return strings.HasPrefix(out, "workflow  failed\n") || strings.HasPrefix(out, "workflow  completed\n")
+	})
 	if !strings.HasPrefix(r.stdout, "workflow  failed\nerror     workflow: invalid use: name \"job-\\xff\" is not valid UTF-8\n") {
 		t.Fatalf("history:\n%s\nwant the run failed at the step, its name not valid UTF-8", r.stdout)
 	}
@@ -405,15 +393,9 @@ func TestHistoryShowsWhatReceivesTookAndWhenASleepEnds(t *testing.T) {
 	rivetctl(t, addr, "send", "inbox", "i", "jobs", `{"n":1}`)
 	rivetctl(t, addr, "send", "inbox", "i", "jobs", `{"n":2}`)
 	rivetctl(t, addr, "send", "inbox", "i", "go", `{"n":0}`)
-	deadline := time.Now().Add(30 * time.Second)
-	r := rivetctl(t, addr, "history", "inbox", "i")
-	for !strings.Contains(r.stdout, "nap ") {
-		if time.Now().After(deadline) {
-			t.Fatalf("inbox did not reach its sleep: %+v", r)
-		}
-		time.Sleep(20 * time.Millisecond)
-		r = rivetctl(t, addr, "history", "inbox", "i")
-	}
+	r := historyOnce(t, addr, "inbox", "i", "the workflow to reach its sleep", func(out string) bool {
+		return strings.Contains(out, "nap ")
+	})
 	rows := map[string]string{}
 	for _, l := range strings.Split(strings.TrimSpace(r.stdout), "\n")[2:] {
 		f := strings.Fields(l)
@@ -457,4 +439,20 @@ func TestHistoryShowsWhatReceivesTookAndWhenASleepEnds(t *testing.T) {
 			}
 		}
 	}
+}
+
+// historyOnce runs `history ACTOR KEY` until its output satisfies ok, for
+// up to 30 s, and returns that run; what names the wait in the failure.
+func historyOnce(t *testing.T, addr, actor, key, what string, ok func(stdout string) bool) result {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	r := rivetctl(t, addr, "history", actor, key)
+	for !ok(r.stdout) {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 30 s for %s: %+v", what, r)
+		}
+		time.Sleep(20 * time.Millisecond)
+		r = rivetctl(t, addr, "history", actor, key)
+	}
+	return r
 }
