@@ -225,6 +225,62 @@ func TestGetVersion(t *testing.T) {
 	}
 }
 
+// Changes deployed at once, each behind its own gate, and a step retired
+// with Removed that this instance never ran, all before an entry a
+// workflow in flight recorded: it takes the old path, and goes on doing so
+// on every later replay. The second of them used to be recorded with a
+// place after the recorded step, so the next replay, reaching it first,
+// failed the workflow with a divergence.
+func TestGatesBeforeARecordedStepReplay(t *testing.T) {
+	v1 := func(c *logCtx) error {
+		if err := note(c, "a"); err != nil {
+			return err
+		}
+		if err := note(c, "b"); err != nil {
+			return err
+		}
+		return wait(c, "w")
+	}
+	var got []int
+	v2 := func(c *logCtx) error {
+		if err := note(c, "a"); err != nil {
+			return err
+		}
+		for _, g := range []string{"change-1", "change-2"} {
+			v, err := c.GetVersion(g, 2)
+			if err != nil {
+				return err
+			}
+			got = append(got, v)
+			if v == 2 {
+				if err := note(c, "new-"+g); err != nil {
+					return err
+				}
+			}
+		}
+		if err := c.Removed("legacy", workflow.KindStep); err != nil {
+			return err
+		}
+		if err := note(c, "b"); err != nil {
+			return err
+		}
+		if err := wait(c, "w"); err != nil {
+			return err
+		}
+		return wait(c, "w2")
+	}
+	h := inFlight(t, v1)
+	h.Send("q", job{1})
+	if out := drive(t, h, v2); out.Status != workflow.RunYielded {
+		t.Fatalf("first run of v2: %+v", out)
+	}
+	// The next activation replays what v2 recorded.
+	h.Send("q", job{2})
+	if out := drive(t, h, v2); out.Status != workflow.RunCompleted || !reflect.DeepEqual(h.State().Log, []string{"a", "b"}) || !reflect.DeepEqual(got, []int{1, 1, 1, 1}) {
+		t.Fatalf("replay of v2: %+v log %v versions %v", out, h.State().Log, got)
+	}
+}
+
 func TestRemoved(t *testing.T) {
 	v1 := func(c *logCtx) error {
 		if err := c.Loop("old-loop", func(c *logCtx) error {

@@ -60,7 +60,10 @@ type Entry struct {
 	Path string `json:"path"`
 	// Seq is the entry's place among the entries of its scope, from 1, in
 	// the order the code made them: a replay that reaches them in another
-	// order has diverged. 0 (unknown) is not checked.
+	// order has diverged. 0 (unknown) is not checked. A version gate or a
+	// Removed placeholder that a replay under new code records before
+	// entries an earlier run recorded shares the place of the first of
+	// them (History.PlaceBefore): places may repeat, never go backwards.
 	Seq    int    `json:"seq,omitempty"`
 	Kind   Kind   `json:"kind"`
 	Status Status `json:"status"`

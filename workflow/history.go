@@ -120,6 +120,27 @@ func (h *History) checkOrder(e *Entry) error {
 	return nil
 }
 
+// PlaceBefore returns the place (Seq) of the first entry of scope, in
+// recorded order, that the run has not reached yet, if there is one.
+// An entry the code makes before it (a version gate or a Removed
+// placeholder that a workflow in flight records as it replays under new
+// code) takes that place, not the next one the scope counts: with a
+// place after it, a later replay, which reaches the new entry first,
+// would find it recorded after the one it stands before and diverge
+// (the second of two gates put before a recorded step did).
+func (h *History) PlaceBefore(scope string) (int, bool) {
+	o := h.order[scope]
+	if o == nil {
+		return 0, false
+	}
+	for ; o.next < len(o.entries); o.next++ {
+		if _, ok := h.unvisited[o.entries[o.next].Path]; ok {
+			return o.entries[o.next].Seq, true
+		}
+	}
+	return 0, false
+}
+
 // VisitTree marks the entry at tree and everything under it visited: a
 // completed scope whose body is not re-run.
 func (h *History) VisitTree(tree string) {

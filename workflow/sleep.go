@@ -138,6 +138,9 @@ func (c *Ctx[S]) GetVersion(name string, latest int) (int, error) {
 		_, unvisited = r.hist.FirstUnvisited(s.path)
 	}
 	_, sealed := r.sealedLocked(x.sc.path)
+	if place, ok := r.hist.PlaceBefore(x.sc.path); ok && place < seq {
+		seq = place // see PlaceBefore
+	}
 	r.mu.Unlock()
 	if err != nil {
 		return 0, err
@@ -191,6 +194,9 @@ func (c *Ctx[S]) Removed(name string, kind Kind) error {
 		r.hist.VisitTree(path)
 	}
 	_, sealed := r.sealedLocked(x.sc.path)
+	if place, ok := r.hist.PlaceBefore(x.sc.path); ok && place < seq {
+		seq = place // see PlaceBefore
+	}
 	r.mu.Unlock()
 	if e == nil && !sealed {
 		t.record(HistoryWrite{Put: &Entry{Path: path, Seq: seq, Kind: KindRemoved, Status: StatusCompleted, RemovedKind: kind}})
