@@ -255,6 +255,10 @@ func TestWorkflowCommandsOnARealNode(t *testing.T) {
 		r.stderr != "rivetctl: note: the workflow was cancelled: it resumes where it stopped, with the code deployed now; --from ENTRY runs it again from an entry\n" {
 		t.Fatalf("retry of a cancelled workflow: %+v", r)
 	}
+	// --from an entry the history does not hold is refused, and nothing
+	// is retried.
+	rivetctl(t, addr, "workflow", "retry", "racer", "r", "--from", "fast-or-slow/slow/nap").
+		wantErr(t, 1, `rivetctl: invalid argument: no such history entry: "fast-or-slow/slow/nap" (INVALID_ARGUMENT request.invalid_argument)`)
 	// With -o json the note comes too, as JSON on stderr.
 	r = rivetctl(t, addr, "-o", "json", "workflow", "retry", "racer", "r")
 	if r.code != 0 || r.stdout != `{"removed":0}`+"\n" || !strings.HasPrefix(r.stderr, `{"note":"no entry was deleted`) {
