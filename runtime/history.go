@@ -137,6 +137,22 @@ func receivedJSON(ms []workflow.RecordedMessage) json.RawMessage {
 	return b
 }
 
+// firstUnder returns the path of the first entry under scope in the order
+// the workflow made them, or "" if none is under it.
+func firstUnder(entries []workflow.Entry, scope string) string {
+	var under []workflow.Entry
+	for _, e := range entries {
+		if e.Path != scope && workflow.Under(e.Path, scope) {
+			under = append(under, e)
+		}
+	}
+	if len(under) == 0 {
+		return ""
+	}
+	sortHistory(under)
+	return under[0].Path
+}
+
 // sortHistory puts entries in the order the workflow made them, as a
 // reader expects, not as their keys sort: each entry followed by the
 // entries under it, the entries of a scope by their place in it (Seq:
@@ -567,6 +583,12 @@ func planRetry(entries []workflow.Entry, from, failedAt string, rewind bool) ([]
 	}
 	target := byPath[from]
 	if target == nil {
+		if first := firstUnder(entries, from); first != "" {
+			// A try block, a join or race branch, or a loop iteration
+			// records no entry of its own: its first entry is the one
+			// to name.
+			return nil, nil, rivet.Errorf(rivet.ErrInvalidArgument, "%v: %q, which holds entries but records none of its own (a try block, a branch or a loop iteration): retry from its first entry, %q", errUnknownEntry, from, first)
+		}
 		return nil, nil, rivet.Errorf(rivet.ErrInvalidArgument, "%v: %q", errUnknownEntry, from)
 	}
 	if _, err := checkRewind(byPath, from); err != nil && rewind {

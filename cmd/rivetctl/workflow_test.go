@@ -259,6 +259,10 @@ func TestWorkflowCommandsOnARealNode(t *testing.T) {
 	// is retried.
 	rivetctl(t, addr, "workflow", "retry", "racer", "r", "--from", "fast-or-slow/slow/nap").
 		wantErr(t, 1, `rivetctl: invalid argument: no such history entry: "fast-or-slow/slow/nap" (INVALID_ARGUMENT request.invalid_argument)`)
+	// A try block records no entry of its own: the refusal names the
+	// entry to retry from instead.
+	rivetctl(t, addr, "workflow", "retry", "racer", "r", "--from", "guarded").
+		wantErr(t, 1, `rivetctl: invalid argument: no such history entry: "guarded", which holds entries but records none of its own (a try block, a branch or a loop iteration): retry from its first entry, "guarded/inside" (INVALID_ARGUMENT request.invalid_argument)`)
 	// With -o json the note comes too, as JSON on stderr.
 	r = rivetctl(t, addr, "-o", "json", "workflow", "retry", "racer", "r")
 	if r.code != 0 || r.stdout != `{"removed":0}`+"\n" || !strings.HasPrefix(r.stderr, `{"note":"no entry was deleted`) {
