@@ -317,6 +317,13 @@ func (e *RaceError) Unwrap() []error {
 // compensation has to be done by hand.
 var ErrRollbackNotReplayed = errors.New("its rollback handler was not registered: the scope holding the step completed before the workflow restarted and is not replayed")
 
+// ErrRollbackRemoved is the cause of a RollbackFailedError for a step
+// whose code is gone: the workflow's code retired it (or a scope holding
+// it) with Removed, and its rollback handler with it. The step's
+// compensation has to be done by hand, or its handler kept in the code
+// until no workflow that ran the step can roll back.
+var ErrRollbackRemoved = errors.New("its rollback handler was removed from the code with its step (Removed)")
+
 // RollbackFailedError is a rollback handler's failure. The workflow fails
 // with it joined to the error that started the rollback.
 type RollbackFailedError struct {

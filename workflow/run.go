@@ -86,7 +86,11 @@ type run struct {
 	// replayed for their rollback handlers, see replaySettled): new
 	// entries in them are divergence, and version gates in them take the
 	// old path, as if they were not re-run.
-	sealed    map[string]bool
+	sealed map[string]bool
+	// retired holds the paths whose recorded entries this run's code
+	// retired with Removed: a rollback then knows why a step under one
+	// has no handler (ErrRollbackRemoved).
+	retired   []string
 	rollbacks []rollbackAction
 	seq       int // orders rollbacks registered at the same time
 	// active counts threads that are not blocked; waits holds what the

@@ -192,6 +192,7 @@ func (c *Ctx[S]) Removed(name string, kind Kind) error {
 	if e != nil || kind == KindTry {
 		// A try block left no entry at path, only the entries in it.
 		r.hist.VisitTree(path)
+		r.retired = append(r.retired, path)
 	}
 	_, sealed := r.sealedLocked(x.sc.path)
 	if place, ok := r.hist.PlaceBefore(x.sc.path); ok && place < seq {

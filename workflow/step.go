@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -401,6 +402,12 @@ func (r *run) rollback(root *thread) error {
 			return &RollbackFailedError{Path: a.path, Err: e.RollbackError}
 		}
 		if a.missing {
+			r.mu.Lock()
+			retired := slices.ContainsFunc(r.retired, func(p string) bool { return Under(a.path, p) })
+			r.mu.Unlock()
+			if retired {
+				return &RollbackFailedError{Path: a.path, Err: ErrRollbackRemoved}
+			}
 			return &RollbackFailedError{Path: a.path, Err: ErrRollbackNotReplayed}
 		}
 		var (

@@ -646,3 +646,41 @@ func TestAnEphemeralLastStepIsCommitted(t *testing.T) {
 		t.Fatalf("the run completed, but the committed state has n=%d and the history %d entries", h.State().N, len(h.History()))
 	}
 }
+
+// A step retired with Removed takes its rollback handler with it: a later
+// rollback fails naming the step and saying so (ErrRollbackRemoved), not
+// that its scope was not replayed, which sends a reader looking at loops
+// and restarts.
+func TestRollbackOfARemovedStepSaysItWasRemoved(t *testing.T) {
+	v1 := func(c *logCtx) error {
+		if err := c.RollbackCheckpoint("cp"); err != nil {
+			return err
+		}
+		if _, err := rollbackStep(c, "a"); err != nil {
+			return err
+		}
+		return wait(c, "w")
+	}
+	v2 := func(c *logCtx) error {
+		if err := c.RollbackCheckpoint("cp"); err != nil {
+			return err
+		}
+		if err := c.Removed("s", workflow.KindStep); err != nil {
+			return err
+		}
+		if err := wait(c, "w"); err != nil {
+			return err
+		}
+		return errors.New("business failure")
+	}
+	h := inFlight(t, v1)
+	h.Send("q", job{1})
+	out := drive(t, h, v2)
+	var rf *workflow.RollbackFailedError
+	if !errors.As(out.Err, &rf) || rf.Path != "s" || !errors.Is(out.Err, workflow.ErrRollbackRemoved) {
+		t.Fatalf("rollback of the removed step: %v %v, want a RollbackFailedError naming s, ErrRollbackRemoved", out.Status, out.Err)
+	}
+	if errors.Is(out.Err, workflow.ErrRollbackNotReplayed) {
+		t.Errorf("the error also says the scope was not replayed: %v", out.Err)
+	}
+}
