@@ -21,6 +21,7 @@ import (
 	"github.com/rivet-go/rivet/examples/counter"
 	"github.com/rivet-go/rivet/internal/metricstest"
 	"github.com/rivet-go/rivet/node"
+	"github.com/rivet-go/rivet/storage/etcdstore/etcdtest"
 	"github.com/rivet-go/rivet/workflow"
 )
 
@@ -296,4 +297,54 @@ func TestMetricsAfterLoadAndReadiness(t *testing.T) {
 			t.Errorf("\"stopped\" log field %s = %#v, want a duration", f, fields[f])
 		}
 	}
+}
+
+// The partition counters count each move once: on every node, partitions
+// claimed less those handed off is what it owns, through a join and a
+// drain. A handoff that a second look of the balancer planned for a
+// partition whose first handoff had not begun yet found it released
+// already, and counted it again (a drain of 516 partitions counted 706).
+func TestPartitionMetricsCountEachMoveOnce(t *testing.T) {
+	const parts = 512
+	reg, err := rivet.Setup(counter.Actor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	endpoints := etcdtest.Start(t)
+	start := func(id string, join []string) *node.Node {
+		cfg := clusterConfig(t, id, endpoints, "/moves-test/", parts, join)
+		cfg.HTTPAddr = "127.0.0.1:0"
+		return startNode(t, ctx, cfg, reg)
+	}
+	a := start("a", nil)
+	b := start("b", []string{a.GossipAddr()})
+	settled := func() bool {
+		return a.Ownership().Owned()+b.Ownership().Owned() == parts && a.BalancerSettledForTest() && b.BalancerSettledForTest()
+	}
+	check := func(when string) {
+		t.Helper()
+		for _, n := range []*node.Node{a, b} {
+			series, _ := scrape(t, n.HTTPAddr())
+			claimed, handed := series["rivet_partitions_claimed_total"], series["rivet_partitions_handed_off_total"]
+			owned := series["rivet_partitions_owned"]
+			if claimed-handed != owned {
+				t.Errorf("%s: node %s: rivet_partitions_claimed_total %v - rivet_partitions_handed_off_total %v != rivet_partitions_owned %v",
+					when, n.ID(), claimed, handed, owned)
+			}
+		}
+	}
+	waitUntil(t, "B to take its share", 60*time.Second, func() bool { return settled() && b.Ownership().Owned() > 0 })
+	check("after B joined")
+	c, err := client.New(a.GRPCAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Drain(ctx, "b", false); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "B drained", 60*time.Second, func() bool { return b.Ownership().Owned() == 0 && settled() })
+	check("after B's drain")
 }

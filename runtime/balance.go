@@ -335,11 +335,14 @@ func (b *Balancer) balance(ctx, abort context.Context, wg *sync.WaitGroup, done 
 			defer wg.Done()
 			hctx, cancel := context.WithTimeout(abort, b.cfg.HandoffTimeout)
 			t0 := time.Now()
-			err := b.host.Handoff(hctx, p)
+			// Only a handoff that took p out of service counts: a look
+			// made before an earlier look's handoff of p began plans p
+			// again, and that second handoff finds it released already.
+			began, err := b.host.handoff(hctx, p, true)
 			cancel()
 			if err != nil {
 				b.log.Warn("handoff failed", zap.Uint32("partition", p), zap.Error(err))
-			} else {
+			} else if began {
 				b.log.Debug("partition handed off", zap.Uint32("partition", p), zap.Duration("took", time.Since(t0)))
 				if b.cfg.OnMoved != nil {
 					b.cfg.OnMoved(0, 1)
