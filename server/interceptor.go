@@ -18,8 +18,8 @@ import (
 // level when it ends INTERNAL, because that is a bug or an unexpected
 // failure someone should look at. A masked internal error was already logged
 // with its cause where it was masked, and one a forwarded request's owner
-// answered with was logged there, so neither is logged twice at error
-// level.
+// answered with was logged there (PeerServer logs the requests it serves
+// as this does), so neither is logged twice at error level.
 func UnaryInterceptor(log *zap.Logger) grpc.UnaryServerInterceptor {
 	if log == nil {
 		log = zap.NewNop()
@@ -27,24 +27,30 @@ func UnaryInterceptor(log *zap.Logger) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		start := time.Now()
 		resp, err := handler(ctx, req)
-		code := status.Code(err)
-		level := zapcore.DebugLevel
-		var we *wireError
-		var fe forwardedError
-		if code == codes.Internal && !(errors.As(err, &we) && we.masked) && !errors.As(err, &fe) {
-			level = zapcore.ErrorLevel
-		}
-		if ce := log.Check(level, "grpc call"); ce != nil {
-			fields := []zap.Field{
-				zap.String("method", info.FullMethod),
-				zap.String("code", rpcerr.CodeName(code)),
-				zap.Duration("duration", time.Since(start)),
-			}
-			if err != nil {
-				fields = append(fields, zap.String("error", status.Convert(err).Message()))
-			}
-			ce.Write(fields...)
-		}
+		logCall(log, info.FullMethod, start, err)
 		return resp, err
+	}
+}
+
+// logCall logs a call of method that began at start and ended with err,
+// as UnaryInterceptor says.
+func logCall(log *zap.Logger, method string, start time.Time, err error) {
+	code := status.Code(err)
+	level := zapcore.DebugLevel
+	var we *wireError
+	var fe forwardedError
+	if code == codes.Internal && !(errors.As(err, &we) && we.masked) && !errors.As(err, &fe) {
+		level = zapcore.ErrorLevel
+	}
+	if ce := log.Check(level, "grpc call"); ce != nil {
+		fields := []zap.Field{
+			zap.String("method", method),
+			zap.String("code", rpcerr.CodeName(code)),
+			zap.Duration("duration", time.Since(start)),
+		}
+		if err != nil {
+			fields = append(fields, zap.String("error", status.Convert(err).Message()))
+		}
+		ce.Write(fields...)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.uber.org/zap"
 	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -30,6 +31,11 @@ type PeerServer struct {
 	rivetv1.UnimplementedPeerServiceServer
 	srv     rivetv1.ActorServiceServer
 	methods map[string]grpc.MethodHandler
+	// log is the Server's logger (a nop one for another srv): each
+	// request served is logged as UnaryInterceptor logs a client's call,
+	// which the forwarding node counts on (it does not log the owner's
+	// INTERNAL again).
+	log *zap.Logger
 	// maxResponse bounds a response sent on a stream (0: no bound).
 	maxResponse int
 	stopping    chan struct{}
@@ -46,7 +52,10 @@ type PeerServer struct {
 
 // NewPeerServer returns a PeerServer over srv.
 func NewPeerServer(srv rivetv1.ActorServiceServer) *PeerServer {
-	p := &PeerServer{srv: srv, methods: map[string]grpc.MethodHandler{}, stopping: make(chan struct{})}
+	p := &PeerServer{srv: srv, methods: map[string]grpc.MethodHandler{}, stopping: make(chan struct{}), log: zap.NewNop()}
+	if s, ok := srv.(*Server); ok {
+		p.log = s.log
+	}
 	d := rivetv1.ActorService_ServiceDesc
 	for _, m := range d.Methods {
 		p.methods["/"+d.ServiceName+"/"+m.MethodName] = m.Handler
@@ -371,7 +380,12 @@ func (p *PeerServer) serve(ctx context.Context, req *rivetv1.ForwardRequest, dec
 		out.Status = statusBytes(status.New(codes.Unimplemented, "peer: no forwardable method "+req.GetMethod()))
 		return
 	}
+	start := time.Now()
 	resp, err := h(p.srv, ctx, dec, nil)
+	// No gRPC interceptor runs here: without this, an INTERNAL error of a
+	// forwarded request that nothing on the way logged (an action's
+	// result that does not marshal, say) was logged on no node.
+	logCall(p.log, req.GetMethod(), start, err)
 	if err != nil {
 		// Bounded as the status a client gets (rpcerr.Bound): an
 		// actor's error with megabytes of message goes cut, its kind

@@ -1,0 +1,78 @@
+package node_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/client"
+	"github.com/rivet-go/rivet/storage/etcdstore/etcdtest"
+)
+
+// unmarshallable's get returns a result that JSON cannot encode: the call
+// fails INTERNAL, an error of the node's own (not the actor's, which the
+// host logs as it masks it).
+var unmarshallable = rivet.Actor[errorsState]{
+	Name: "unmarshallable",
+	Actions: rivet.Actions[errorsState]{
+		"get": rivet.Query(func(c *rivet.ActionCtx[errorsState]) (chan int, error) { return make(chan int), nil }),
+	},
+}
+
+// An INTERNAL error is logged at error level whichever node the client
+// called: a call forwarded to the actor's owner is logged there, as one
+// made to the owner directly is. The forwarding node passes the owner's
+// status on without logging it again, trusting the owner to have logged
+// it; the owner served the forwarded request without the gRPC interceptor
+// that logs calls, and so an INTERNAL that nothing on the way had logged
+// reached the client with no log line at all on any node.
+func TestAnInternalErrorOfAForwardedCallIsLogged(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	reg, err := rivet.Setup(unmarshallable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	endpoints := etcdtest.Start(t)
+	core, logs := observer.New(zapcore.WarnLevel) // both nodes' lines
+	acfg := clusterConfig(t, "a", endpoints, "/fwdlog/", eventParts, nil)
+	acfg.Logger = zap.New(core)
+	na := startNode(t, ctx, acfg, reg)
+	bcfg := clusterConfig(t, "b", endpoints, "/fwdlog/", eventParts, []string{na.GossipAddr()})
+	bcfg.Logger = zap.New(core)
+	nb := startNode(t, ctx, bcfg, reg)
+	waitPlaced(t, time.Minute, eventParts, na, nb)
+	key := keysOn(nb, "unmarshallable", "u", 1)[0]
+
+	for _, via := range []struct {
+		name, addr string
+	}{{"its owner", nb.GRPCAddr()}, {"another node", na.GRPCAddr()}} {
+		c, err := client.New(via.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := logs.Len()
+		_, err = c.GetOrCreate("unmarshallable", key).Call(ctx, "get")
+		c.Close()
+		if !errors.Is(err, rivet.ErrInternal) {
+			t.Fatalf("called through %s: %v, want ErrInternal", via.name, err)
+		}
+		logged := 0
+		for _, e := range logs.All()[before:] {
+			if e.Level >= zapcore.ErrorLevel && strings.Contains(fmt.Sprint(e.ContextMap()["error"]), "does not marshal to JSON") {
+				logged++
+			}
+		}
+		if logged != 1 {
+			t.Errorf("called through %s: the INTERNAL error logged %d times at error level, want once", via.name, logged)
+		}
+	}
+}
