@@ -348,3 +348,268 @@ func TestPartitionMetricsCountEachMoveOnce(t *testing.T) {
 	waitUntil(t, "B drained", 60*time.Second, func() bool { return b.Ownership().Owned() == 0 && settled() })
 	check("after B's drain")
 }
+
+// restSleeper's workflow sleeps for an hour: it runs (in memory) until
+// its actor is deactivated.
+var restSleeper = rivet.Actor[struct{}]{
+	Name: "restSleeper",
+	Run:  func(ctx *workflow.Ctx[struct{}]) error { return ctx.Sleep("nap", time.Hour) },
+}
+
+// restKeeper's keep runs a background task until the actor leaves memory
+// or 200 ms passed.
+var restKeeper = rivet.Actor[struct{}]{
+	Name: "restKeeper",
+	Actions: rivet.Actions[struct{}]{
+		"keep": rivet.Action0(func(c *rivet.ActionCtx[struct{}]) (bool, error) {
+			return true, c.KeepAwake(func(ctx context.Context, _ rivet.Client) {
+				select {
+				case <-time.After(200 * time.Millisecond):
+				case <-ctx.Done():
+				}
+			})
+		}),
+	},
+}
+
+// The gauges come back to rest once the load ends and its actors have
+// been idle past --idle-timeout (no actor, workflow, queued message, task,
+// subscription or commit left counted), and `rivetctl stats` says what
+// /metrics says.
+func TestGaugesComeBackToRestOnceTheLoadEnds(t *testing.T) {
+	reg, err := rivet.Setup(counter.Actor, metricsWorker, restSleeper, restKeeper)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cfg := node.DefaultLocalConfig(t.TempDir())
+	cfg.Runtime.IdleTimeout = time.Second
+	cfg.Logger = zap.NewNop()
+	n := startNode(t, ctx, cfg, reg)
+	c, err := client.New(n.GRPCAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+
+	w := c.Actor("metricsWorker", "w")
+	for i := range 2 {
+		if err := w.Send(ctx, "jobs", Job{N: i}); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Send(ctx, "backlog", Job{N: i}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.Create(ctx, "restSleeper", []string{"s"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Actor("restKeeper", "k").Call(ctx, "keep"); err != nil {
+		t.Fatal(err)
+	}
+	sub, err := c.Actor("counter", "c").Subscribe(ctx, "newCount")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Actor("counter", "c").Call(ctx, "increment", 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sub.Next(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Under the load: the gauges count it.
+	loaded := map[string]float64{"rivet_workflows_running": 2, "rivet_queue_messages": 2, "rivet_event_subscribers": 1}
+	waitUntil(t, "the gauges to count the load", 30*time.Second, func() bool {
+		series, _ := scrape(t, n.HTTPAddr())
+		for m, want := range loaded {
+			if series[m] != want {
+				return false
+			}
+		}
+		return true
+	})
+	sub.Close()
+
+	gauges := []string{"rivet_active_actors", "rivet_workflows_running", "rivet_queue_messages", "rivet_actor_tasks_running",
+		"rivet_event_subscribers", "rivet_commit_waiting"}
+	var series, sums map[string]float64
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		series, sums = scrape(t, n.HTTPAddr())
+		rest := true
+		for _, m := range gauges {
+			rest = rest && series[m] == 0
+		}
+		if rest {
+			break
+		}
+		if time.Now().After(deadline) {
+			for _, m := range gauges {
+				if v := series[m]; v != 0 {
+					t.Errorf("%s = %v once every actor had been idle past its timeout, want 0", m, v)
+				}
+			}
+			t.FailNow()
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	st, err := c.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []struct {
+		stat   string
+		got    uint64
+		metric string
+		want   float64
+	}{
+		{"active actors", st.ActiveActors, "rivet_active_actors", series["rivet_active_actors"]},
+		{"calls", st.Calls, "rivet_calls_total (summed)", sums["rivet_calls_total"]},
+		{"commits", st.Commits, "rivet_commits_total", series["rivet_commits_total"]},
+		{"commit batches", st.CommitBatches, "rivet_commit_batches_total", series["rivet_commit_batches_total"]},
+		{"partitions owned", uint64(st.PartitionsOwned), "rivet_partitions_owned", series["rivet_partitions_owned"]},
+	} {
+		if float64(s.got) != s.want {
+			t.Errorf("stats %s = %d, /metrics %s = %v", s.stat, s.got, s.metric, s.want)
+		}
+	}
+	if st.Calls != 2 {
+		t.Errorf("stats calls = %d, want 2 (keep, increment)", st.Calls)
+	}
+}
+
+// countedFlow's workflow runs, for each job it takes, a step, a Do and a
+// join of two Do branches: four step attempts, all completed. Its refuse
+// action fails on purpose.
+var countedFlow = rivet.Actor[struct{}]{
+	Name:   "countedFlow",
+	Queues: rivet.Queues{"jobs": rivet.QueueOf[Job]()},
+	Run: func(ctx *workflow.Ctx[struct{}]) error {
+		return ctx.Loop("jobs", func(c *workflow.Ctx[struct{}]) error {
+			if _, err := workflow.Next[Job](c, "take"); err != nil {
+				return err
+			}
+			if err := c.Step("step", func(*workflow.StepCtx[struct{}]) error { return nil }); err != nil {
+				return err
+			}
+			one := func(*workflow.DoCtx) (int, error) { return 1, nil }
+			if _, err := workflow.Do(c, "do", one); err != nil {
+				return err
+			}
+			_, err := workflow.Join(c, "join", workflow.Branches[struct{}, int]{
+				"a": func(b *workflow.Ctx[struct{}]) (int, error) { return workflow.Do(b, "do-a", one) },
+				"b": func(b *workflow.Ctx[struct{}]) (int, error) { return workflow.Do(b, "do-b", one) },
+			})
+			return err
+		})
+	},
+	Actions: rivet.Actions[struct{}]{
+		"refuse": rivet.Action0(func(*rivet.ActionCtx[struct{}]) (int, error) {
+			return 0, rivet.UserError("refused", "no", nil)
+		}),
+	},
+}
+
+// countedFailure's workflow fails: its step fails three times (two
+// retries), the last for good.
+var countedFailure = rivet.Actor[struct{}]{
+	Name: "countedFailure",
+	Run: func(ctx *workflow.Ctx[struct{}]) error {
+		return ctx.StepWith(workflow.StepOptions{Name: "boom", MaxRetries: 2, RetryBackoffBase: 10 * time.Millisecond},
+			func(*workflow.StepCtx[struct{}]) error { return errors.New("boom") })
+	},
+}
+
+// The counters count exactly what they say: calls by outcome, step
+// attempts of every kind (steps, Do, join branches) by status, messages
+// sent and taken, and a workflow's failure, again after a retry; the
+// failed workflow is listed as such (rivetctl actors --failed) until it
+// is retried.
+func TestCountersCountExactly(t *testing.T) {
+	reg, err := rivet.Setup(countedFlow, countedFailure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cfg := node.DefaultLocalConfig(t.TempDir())
+	cfg.Logger = zap.NewNop()
+	n := startNode(t, ctx, cfg, reg)
+	c, err := client.New(n.GRPCAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	expect := func(what string, want map[string]float64) {
+		t.Helper()
+		var series map[string]float64
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			series, _ = scrape(t, n.HTTPAddr())
+			ok := true
+			for m, v := range want {
+				ok = ok && series[m] == v
+			}
+			if ok {
+				return
+			}
+			if time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		for m, v := range want {
+			if series[m] != v {
+				t.Errorf("%s: %s = %v, want %v", what, m, series[m], v)
+			}
+		}
+		t.FailNow()
+	}
+
+	f := c.Actor("countedFlow", "f")
+	for i := range 3 {
+		if err := f.Send(ctx, "jobs", Job{N: i}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 2 {
+		if _, err := f.Call(ctx, "refuse"); !errors.Is(err, rivet.ErrUser) {
+			t.Fatalf("refuse: %v, want the actor's error", err)
+		}
+	}
+	if _, err := f.Call(ctx, "nope"); !errors.Is(err, rivet.ErrUnknownAction) {
+		t.Fatalf("nope: %v, want ErrUnknownAction", err)
+	}
+	if _, err := c.Create(ctx, "countedFailure", []string{"x"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	expect("after the load", map[string]float64{
+		`rivet_calls_total{actor="countedFlow",code="user"}`:                 2,
+		`rivet_calls_total{actor="countedFlow",code="actor.unknown_action"}`: 1,
+		"rivet_queue_messages_sent_total":                                    3,
+		"rivet_queue_messages_received_total":                                3,
+		`rivet_workflow_steps_total{status="completed"}`:                     3 * 4,
+		`rivet_workflow_steps_total{status="failed"}`:                        2,
+		`rivet_workflow_steps_total{status="exhausted"}`:                     1,
+		"rivet_workflow_failures_total":                                      1,
+		"rivet_workflows_completed_total":                                    0,
+	})
+	failed, err := c.ListFailed(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(failed) != 1 || failed[0].Name != "countedFailure" || !strings.Contains(failed[0].WorkflowError, "boom") {
+		t.Fatalf("failed workflows listed: %+v, want countedFailure's, with its error", failed)
+	}
+
+	if _, err := c.Actor("countedFailure", "x").RetryWorkflow(ctx, ""); err != nil {
+		t.Fatal(err)
+	}
+	expect("after a retry", map[string]float64{
+		`rivet_workflow_steps_total{status="failed"}`:    4,
+		`rivet_workflow_steps_total{status="exhausted"}`: 2,
+		"rivet_workflow_failures_total":                  2,
+	})
+}
