@@ -52,6 +52,9 @@ func StartForTest(t testing.TB, ctx context.Context, cfg Config, reg *rivet.Regi
 // and no handoff of its runs. (Exported for the package's external tests.)
 func (n *Node) BalancerSettledForTest() bool { return n.balancer.Settled() }
 
+// BalancerIdleHandoffsForTest is n's balancer's IdleHandoffs.
+func (n *Node) BalancerIdleHandoffsForTest() int64 { return n.balancer.IdleHandoffs() }
+
 // ownedRef returns an actor of type name, key prefix-N, whose partition n
 // owns, and that partition.
 func ownedRef(t testing.TB, n *Node, name, prefix string) (runtime.Ref, uint32) {

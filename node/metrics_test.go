@@ -333,6 +333,11 @@ func TestPartitionMetricsCountEachMoveOnce(t *testing.T) {
 				t.Errorf("%s: node %s: rivet_partitions_claimed_total %v - rivet_partitions_handed_off_total %v != rivet_partitions_owned %v",
 					when, n.ID(), claimed, handed, owned)
 			}
+			// Nor does a partition take a second handoff slot while its
+			// handoff is under way (it found the partition released).
+			if idle := n.BalancerIdleHandoffsForTest(); idle != 0 {
+				t.Errorf("%s: node %s: %d handoffs found their partition released already", when, n.ID(), idle)
+			}
 		}
 	}
 	waitUntil(t, "B to take its share", 60*time.Second, func() bool { return settled() && b.Ownership().Owned() > 0 })

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rivet-go/rivet/placement"
@@ -70,8 +71,14 @@ type Balancer struct {
 	log  *zap.Logger
 	kick chan struct{}
 
-	mu      sync.Mutex
-	moving  int // handoffs in progress
+	mu     sync.Mutex
+	moving int // handoffs in progress
+	// handing holds the partitions of those handoffs: a look made before
+	// one of them began would plan it again, and its handoff would take
+	// one of the Handoffs slots to find the partition released already.
+	handing map[uint32]bool
+	// idle counts handoffs that found their partition released already.
+	idle    atomic.Int64
 	settled bool
 	// settledLease is the lease the look that set settled ran under: a
 	// look under an earlier lease says nothing of the claims of now.
@@ -117,6 +124,11 @@ func (b *Balancer) Settled() bool {
 	defer b.mu.Unlock()
 	return b.settled && lease != 0 && b.settledLease == lease
 }
+
+// IdleHandoffs returns how many handoffs found their partition released
+// already: a partition planned again while its handoff was under way,
+// which handing prevents, or released by other means meanwhile.
+func (b *Balancer) IdleHandoffs() int64 { return b.idle.Load() }
 
 // verified reports whether a look has settled under lease already.
 func (b *Balancer) verified(lease storage.LeaseID) bool {
@@ -326,10 +338,18 @@ func (b *Balancer) balance(ctx, abort context.Context, wg *sync.WaitGroup, done 
 		if !b.own.Owns(p) {
 			continue
 		}
-		free--
 		b.mu.Lock()
+		if b.handing[p] {
+			b.mu.Unlock()
+			continue
+		}
+		if b.handing == nil {
+			b.handing = map[uint32]bool{}
+		}
+		b.handing[p] = true
 		b.moving++
 		b.mu.Unlock()
+		free--
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -342,7 +362,9 @@ func (b *Balancer) balance(ctx, abort context.Context, wg *sync.WaitGroup, done 
 			cancel()
 			if err != nil {
 				b.log.Warn("handoff failed", zap.Uint32("partition", p), zap.Error(err))
-			} else if began {
+			} else if !began {
+				b.idle.Add(1)
+			} else {
 				b.log.Debug("partition handed off", zap.Uint32("partition", p), zap.Duration("took", time.Since(t0)))
 				if b.cfg.OnMoved != nil {
 					b.cfg.OnMoved(0, 1)
@@ -350,6 +372,7 @@ func (b *Balancer) balance(ctx, abort context.Context, wg *sync.WaitGroup, done 
 			}
 			b.mu.Lock()
 			b.moving--
+			delete(b.handing, p)
 			b.mu.Unlock()
 			select {
 			case done <- struct{}{}:
