@@ -76,3 +76,59 @@ func TestAnInternalErrorOfAForwardedCallIsLogged(t *testing.T) {
 		}
 	}
 }
+
+// failing's boom returns a plain Go error: the caller gets INTERNAL,
+// masked, and the node's log has the cause.
+var failing = rivet.Actor[errorsState]{
+	Name: "failing",
+	Actions: rivet.Actions[errorsState]{
+		"boom": rivet.Query(func(c *rivet.ActionCtx[errorsState]) (int, error) { return 0, errors.New("disk on fire") }),
+	},
+}
+
+// An action that fails with an error of its own is one failure, and one
+// line in the log: at error level, with its cause, on the node that ran
+// it, whichever node the client called. (It was two: a warning with the
+// cause, then the call's error line without it.)
+func TestAnActionsOwnErrorIsOneErrorLineWithItsCause(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	reg, err := rivet.Setup(failing)
+	if err != nil {
+		t.Fatal(err)
+	}
+	endpoints := etcdtest.Start(t)
+	core, logs := observer.New(zapcore.WarnLevel) // both nodes' lines
+	acfg := clusterConfig(t, "a", endpoints, "/fwdlog/", eventParts, nil)
+	acfg.Logger = zap.New(core)
+	na := startNode(t, ctx, acfg, reg)
+	bcfg := clusterConfig(t, "b", endpoints, "/fwdlog/", eventParts, []string{na.GossipAddr()})
+	bcfg.Logger = zap.New(core)
+	nb := startNode(t, ctx, bcfg, reg)
+	waitPlaced(t, time.Minute, eventParts, na, nb)
+	key := keysOn(nb, "failing", "f", 1)[0]
+
+	for _, via := range []struct {
+		name, addr string
+	}{{"its owner", nb.GRPCAddr()}, {"another node", na.GRPCAddr()}} {
+		c, err := client.New(via.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := logs.Len()
+		_, err = c.GetOrCreate("failing", key).Call(ctx, "boom")
+		c.Close()
+		if !errors.Is(err, rivet.ErrInternal) || strings.Contains(err.Error(), "disk on fire") {
+			t.Fatalf("called through %s: %v, want ErrInternal without its cause", via.name, err)
+		}
+		var lines []string
+		for _, e := range logs.All()[before:] {
+			if e.Level >= zapcore.WarnLevel {
+				lines = append(lines, fmt.Sprintf("%v %q %v", e.Level, e.Message, e.ContextMap()))
+			}
+		}
+		if len(lines) != 1 || !strings.HasPrefix(lines[0], "error ") || !strings.Contains(lines[0], "disk on fire") {
+			t.Errorf("called through %s: logged at warn and up:\n%s\nwant one error line with the cause", via.name, strings.Join(lines, "\n"))
+		}
+	}
+}

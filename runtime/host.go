@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/internal/rpcerr"
 	"github.com/rivet-go/rivet/placement"
 	"github.com/rivet-go/rivet/storage"
 	"github.com/rivet-go/rivet/workflow"
@@ -1213,8 +1214,10 @@ func (h *Host) actionError(a *activation, action string, err error) error {
 
 // codeError is the error a caller gets for an error of the actor's code
 // (what, e.g. "action getCount") that is not a rivet error: a timeout, the
-// caller's own cancellation, or INTERNAL, masked unless ExposeErrors (the
-// node logs the cause).
+// caller's own cancellation, or INTERNAL, masked unless ExposeErrors. The
+// node logs the cause here, at error level, and marks the error logged
+// (rpcerr.Logged), so that the call's own log line, which has no cause,
+// is not a second error line for the same failure.
 func (h *Host) codeError(a *activation, what string, field zap.Field, err error) error {
 	if errors.Is(err, context.DeadlineExceeded) {
 		return rivet.Errorf(rivet.ErrTimeout, "%s of %s timed out", what, a.describe())
@@ -1224,11 +1227,11 @@ func (h *Host) codeError(a *activation, what string, field zap.Field, err error)
 		// not the actor's failure, and not worth an error log.
 		return err
 	}
-	h.log.Warn(what+" failed", actorField(a), field, errField(err))
+	h.log.Error(what+" failed", actorField(a), field, errField(err))
 	if h.cfg.ExposeErrors {
-		return rivet.Errorf(rivet.ErrInternal, "%s of %s: %v", what, a.describe(), err)
+		return rpcerr.Logged(rivet.Errorf(rivet.ErrInternal, "%s of %s: %v", what, a.describe(), err))
 	}
-	return rivet.Errorf(rivet.ErrInternal, "%s of %s failed: internal error (the node's log has the cause)", what, a.describe())
+	return rpcerr.Logged(rivet.Errorf(rivet.ErrInternal, "%s of %s failed: internal error (the node's log has the cause)", what, a.describe()))
 }
 
 // saveState commits the state and the scheduled calls if the turn changed

@@ -11,8 +11,9 @@ import (
 )
 
 // wireError is the error every handler returns: the status the client gets,
-// plus whether the real error was masked (and so already logged here).
-// grpc finds the status through GRPCStatus.
+// plus whether the real error was logged already, with its cause: masked
+// here, or marked rpcerr.Logged where it was made. grpc finds the status
+// through GRPCStatus.
 type wireError struct {
 	st     *status.Status
 	masked bool
@@ -36,7 +37,7 @@ func (s *Server) toStatus(ctx context.Context, err error) error {
 		method, _ := grpc.Method(ctx)
 		s.log.Error("internal error (masked for the client)", zap.String("method", method), zap.Error(err))
 	}
-	return &wireError{st: st, masked: masked}
+	return &wireError{st: st, masked: masked || rpcerr.IsLogged(err)}
 }
 
 // boundErrors and boundStreamErrors bound the status of every error a call

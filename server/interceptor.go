@@ -17,7 +17,8 @@ import (
 // UnaryInterceptor logs every unary call: at debug level normally, at error
 // level when it ends INTERNAL, because that is a bug or an unexpected
 // failure someone should look at. A masked internal error was already logged
-// with its cause where it was masked, and one a forwarded request's owner
+// with its cause where it was masked, as was one marked rpcerr.Logged (an
+// action's own error, by the runtime), and one a forwarded request's owner
 // answered with was logged there (PeerServer logs the requests it serves
 // as this does), so neither is logged twice at error level.
 func UnaryInterceptor(log *zap.Logger) grpc.UnaryServerInterceptor {

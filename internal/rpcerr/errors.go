@@ -209,3 +209,20 @@ func CodeName(c codes.Code) string {
 	}
 	return b.String()
 }
+
+// loggedError marks an error whose cause was logged in full, at error
+// level, where it was made (Logged).
+type loggedError struct{ error }
+
+func (e loggedError) Unwrap() error { return e.error }
+
+// Logged returns err marked as logged where it was made, with its cause:
+// the node's call log (the server's interceptor) then logs the call that
+// ends with it at debug level, so that one failure is one error line.
+func Logged(err error) error { return loggedError{err} }
+
+// IsLogged reports whether err, or an error it wraps, was marked Logged.
+func IsLogged(err error) bool {
+	var l loggedError
+	return errors.As(err, &l)
+}
