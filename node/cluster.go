@@ -46,6 +46,8 @@ type view struct {
 	conns map[string]*grpc.ClientConn   // by gRPC address
 	peers map[string][]*server.PeerConn // forwarding streams, by gRPC address
 	next  atomic.Uint64                 // round robin over a peer's streams
+	// isStopping is set by stopping: the PeerConns made after it are told.
+	isStopping bool
 	// forwards counts requests sent to other nodes (forwarded client
 	// requests and actors' calls to actors there), for metrics.
 	forwards atomic.Uint64
@@ -326,7 +328,11 @@ func (v *view) peer(addr string) (*server.PeerConn, error) {
 	}
 	if !ok {
 		for range peerStreams {
-			ps = append(ps, server.NewPeerConn(c).LimitRequests(v.maxForward))
+			pc := server.NewPeerConn(c).LimitRequests(v.maxForward)
+			if v.isStopping {
+				pc.Stopping() // see stopping
+			}
+			ps = append(ps, pc)
 		}
 		v.peers[addr] = ps
 	}
@@ -334,13 +340,16 @@ func (v *view) peer(addr string) (*server.PeerConn, error) {
 }
 
 // stopping tells every peer this node forwards to that it stops
-// (server.PeerConn.Stopping).
+// (server.PeerConn.Stopping), and each it forwards to from now on: a call
+// still being routed as the stop began may go to a peer this node had no
+// connection to yet.
 func (v *view) stopping() {
 	if v == nil {
 		return // stopped before it had one
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	v.isStopping = true
 	for _, ps := range v.peers {
 		for _, p := range ps {
 			p.Stopping()

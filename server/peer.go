@@ -434,6 +434,10 @@ type PeerConn struct {
 	mu     sync.Mutex
 	stream *peerStream
 	closed bool
+	// stopping is set by Stopping: a stream opened after it says so
+	// first, or a call forwarded on it then (one still being routed as
+	// the stop began, or after its stream broke) would hold its wait.
+	stopping bool
 	// legacy is set while the peer is a version without ForwardBatches:
 	// its streams are Forward streams, one call per message.
 	legacy  bool
@@ -494,14 +498,16 @@ type peerCall struct {
 // request of that ID to cancel, and ignores it.
 const stoppingID = 0
 
-// Stopping tells the peer, on the stream if one is open, that this node
-// stops: the calls it forwarded that wait for a message's completion end
-// their wait at once and answer that the message is queued
-// (runtime.WithWaitCut), so that the stop neither waits for them (up to a
-// wait's 30 s by default) nor breaks their callers' calls, whose messages
-// are queued, when it runs out of time.
+// Stopping tells the peer, on the stream if one is open and first on
+// any stream opened after, that this node stops: the calls it forwarded
+// that wait for a message's completion end their wait at once and answer
+// that the message is queued (runtime.WithWaitCut), so that the stop
+// neither waits for them (up to a wait's 30 s by default) nor breaks
+// their callers' calls, whose messages are queued, when it runs out of
+// time.
 func (c *PeerConn) Stopping() {
 	c.mu.Lock()
+	c.stopping = true
 	s := c.stream
 	c.mu.Unlock()
 	if s != nil {
@@ -583,6 +589,10 @@ func (c *PeerConn) current() (*peerStream, error) {
 		}
 	}
 	c.stream = s
+	if c.stopping {
+		// Ahead of the request that opened the stream (see Stopping).
+		s.out.put(&rivetv1.ForwardRequest{Id: stoppingID, Cancel: true})
+	}
 	c.streams.Add(2)
 	go c.receive(s)
 	go c.send(s)
