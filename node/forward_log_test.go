@@ -37,31 +37,10 @@ var unmarshallable = rivet.Actor[errorsState]{
 func TestAnInternalErrorOfAForwardedCallIsLogged(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	reg, err := rivet.Setup(unmarshallable)
-	if err != nil {
-		t.Fatal(err)
-	}
-	endpoints := etcdtest.Start(t)
-	core, logs := observer.New(zapcore.WarnLevel) // both nodes' lines
-	acfg := clusterConfig(t, "a", endpoints, "/fwdlog/", eventParts, nil)
-	acfg.Logger = zap.New(core)
-	na := startNode(t, ctx, acfg, reg)
-	bcfg := clusterConfig(t, "b", endpoints, "/fwdlog/", eventParts, []string{na.GossipAddr()})
-	bcfg.Logger = zap.New(core)
-	nb := startNode(t, ctx, bcfg, reg)
-	waitPlaced(t, time.Minute, eventParts, na, nb)
-	key := keysOn(nb, "unmarshallable", "u", 1)[0]
-
-	for _, via := range []struct {
-		name, addr string
-	}{{"its owner", nb.GRPCAddr()}, {"another node", na.GRPCAddr()}} {
-		c, err := client.New(via.addr)
-		if err != nil {
-			t.Fatal(err)
-		}
+	logs, key, via := loggedPair(t, ctx, unmarshallable)
+	for _, via := range via {
 		before := logs.Len()
-		_, err = c.GetOrCreate("unmarshallable", key).Call(ctx, "get")
-		c.Close()
+		_, err := via.c.GetOrCreate("unmarshallable", key).Call(ctx, "get")
 		if !errors.Is(err, rivet.ErrInternal) {
 			t.Fatalf("called through %s: %v, want ErrInternal", via.name, err)
 		}
@@ -93,31 +72,10 @@ var failing = rivet.Actor[errorsState]{
 func TestAnActionsOwnErrorIsOneErrorLineWithItsCause(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	reg, err := rivet.Setup(failing)
-	if err != nil {
-		t.Fatal(err)
-	}
-	endpoints := etcdtest.Start(t)
-	core, logs := observer.New(zapcore.WarnLevel) // both nodes' lines
-	acfg := clusterConfig(t, "a", endpoints, "/fwdlog/", eventParts, nil)
-	acfg.Logger = zap.New(core)
-	na := startNode(t, ctx, acfg, reg)
-	bcfg := clusterConfig(t, "b", endpoints, "/fwdlog/", eventParts, []string{na.GossipAddr()})
-	bcfg.Logger = zap.New(core)
-	nb := startNode(t, ctx, bcfg, reg)
-	waitPlaced(t, time.Minute, eventParts, na, nb)
-	key := keysOn(nb, "failing", "f", 1)[0]
-
-	for _, via := range []struct {
-		name, addr string
-	}{{"its owner", nb.GRPCAddr()}, {"another node", na.GRPCAddr()}} {
-		c, err := client.New(via.addr)
-		if err != nil {
-			t.Fatal(err)
-		}
+	logs, key, via := loggedPair(t, ctx, failing)
+	for _, via := range via {
 		before := logs.Len()
-		_, err = c.GetOrCreate("failing", key).Call(ctx, "boom")
-		c.Close()
+		_, err := via.c.GetOrCreate("failing", key).Call(ctx, "boom")
 		if !errors.Is(err, rivet.ErrInternal) || strings.Contains(err.Error(), "disk on fire") {
 			t.Fatalf("called through %s: %v, want ErrInternal without its cause", via.name, err)
 		}
@@ -131,4 +89,43 @@ func TestAnActionsOwnErrorIsOneErrorLineWithItsCause(t *testing.T) {
 			t.Errorf("called through %s: logged at warn and up:\n%s\nwant one error line with the cause", via.name, strings.Join(lines, "\n"))
 		}
 	}
+}
+
+// loggedPair starts two nodes of actor, logging to one observer (warn and
+// up, both nodes' lines), and returns the observed logs, a key of actor
+// whose partition the second node owns, and a client through the actor's
+// owner and one through the other node, closed when t ends.
+func loggedPair[S any](t *testing.T, ctx context.Context, actor rivet.Actor[S]) (*observer.ObservedLogs, string, []namedClient) {
+	t.Helper()
+	reg, err := rivet.Setup(actor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	endpoints := etcdtest.Start(t)
+	core, logs := observer.New(zapcore.WarnLevel)
+	acfg := clusterConfig(t, "a", endpoints, "/fwdlog/", eventParts, nil)
+	acfg.Logger = zap.New(core)
+	na := startNode(t, ctx, acfg, reg)
+	bcfg := clusterConfig(t, "b", endpoints, "/fwdlog/", eventParts, []string{na.GossipAddr()})
+	bcfg.Logger = zap.New(core)
+	nb := startNode(t, ctx, bcfg, reg)
+	waitPlaced(t, time.Minute, eventParts, na, nb)
+	var via []namedClient
+	for _, n := range []struct {
+		name, addr string
+	}{{"its owner", nb.GRPCAddr()}, {"another node", na.GRPCAddr()}} {
+		c, err := client.New(n.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		via = append(via, namedClient{n.name, c})
+	}
+	return logs, keysOn(nb, actor.Name, actor.Name[:1], 1)[0], via
+}
+
+// namedClient is a client, and what it calls through.
+type namedClient struct {
+	name string
+	c    *client.Client
 }
