@@ -59,12 +59,17 @@ type SendOptions struct {
 	// message (queue or body) is ErrInvalidArgument. At most 256 bytes.
 	IdempotencyKey string
 	// Wait and Timeout wait for the message's completion, as SendWait
-	// does. A duplicate waits for the first message while it is still
-	// queued, or while another sender waits for it (it then gets the
-	// completion too); once its workflow took it and no one waits, the
-	// result is SendEnqueued at once (a completion is not kept for a later
-	// sender), as it is when the workflow has ended (WorkflowStatus says
-	// so, as the first send's did).
+	// does. A duplicate waits for the first message's completion as the
+	// first send did, queued or taken by the workflow (every sender that
+	// waits gets it), or gets it at once if it came already: the
+	// completion is kept with the key, as a Temporal Update's result is
+	// with its update ID. So a waiting send whose wait broke (the caller
+	// left, its connection or the actor's node died) may be sent again to
+	// get its completion. Its result is SendEnqueued at once if the
+	// workflow has ended with the message queued (WorkflowStatus says so,
+	// as the first send's did) or taken and not completed, or if the
+	// completion was too large to keep with the history write (over about
+	// 1 MiB).
 	Wait    bool
 	Timeout time.Duration
 }
@@ -111,9 +116,9 @@ type SendResult struct {
 	MessageState string `json:"message_state,omitempty"`
 	// Duplicate says that the send's idempotency key was used before:
 	// nothing was queued, and MessageID is the first send's message. A
-	// duplicate that waits waits for that message while it is still queued
-	// or another sender waits for it; otherwise its Status is SendEnqueued
-	// at once (a completion is not kept for a later sender). A send the Go
+	// duplicate that waits waits for that message's completion, or gets
+	// it at once if the workflow completed it already (SendOptions.Wait
+	// says when it cannot). A send the Go
 	// client retried after its connection broke says Duplicate if the first
 	// attempt queued it: the node cannot tell that attempt from an earlier
 	// send.

@@ -119,7 +119,11 @@ func (h *ActorHandle) SendWait(ctx context.Context, queue string, body any, time
 // it as it does a read, also when its connection broke mid-call.
 type SendOptions = caller.SendOptions
 
-// SendWith is Enqueue, or SendWait with Wait set, with options.
+// SendWith is Enqueue, or SendWait with Wait set, with options. A waiting
+// send with an idempotency key that is sent again with the same key and
+// body (its wait broke: ctx ended, the connection or the actor's node
+// died) gets its message's completion: it waits for it, or gets it at
+// once if it came already (Duplicate set; SendOptions says when not).
 func (h *ActorHandle) SendWith(ctx context.Context, queue string, body any, opts SendOptions) (SendResult, error) {
 	wait, timeout := opts.Wait, opts.Timeout
 	switch {

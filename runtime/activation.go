@@ -86,8 +86,13 @@ type activation struct {
 	// nextMark is the stored NextMessageSuffix as loaded (0: none).
 	nextMark uint64
 	// sendKeys is the actor's recent idempotency keys (idempotency.go),
-	// nil until a send with a key reads them.
+	// nil until a send reads them; keySeqs names the key of each message
+	// they name. Changed by the turn holder (a send) under keysMu, and read
+	// under keysMu by a workflow's Complete, which holds no turn (and may
+	// read them first).
+	keysMu   sync.Mutex
 	sendKeys map[string]sendKeyRecord
+	keySeqs  map[uint64]string
 	// vars is the activation's vars (rivet.Actor.CreateVars), made by
 	// its first turn (wake); closable says they are an io.Closer not yet
 	// closed (closeVars).

@@ -1451,6 +1451,9 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 		ended  string
 		queued bool // the turn queued the message: seq is its alone
 		dup    bool // its idempotency key was sent before: seq is that send's
+		// lookup: a waiting duplicate of a message the workflow took, whose
+		// kept completion is read once its wait is registered.
+		lookup bool
 	)
 	act, _, err := h.turn(ctx, TurnSend, req.Ref, sp, req.CreateIfMissing, req.Input, chain, func(a *activation) error {
 		if a.destroyPending() && !a.gate.reentered() {
@@ -1458,10 +1461,14 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 		}
 		now := time.Now()
 		var keyOps []storage.Op
+		var keyRec sendKeyRecord
 		var sum string
 		var dropped []string
 		// With a key or not: the keys may name IDs above nextSeq.
-		if err := a.loadSendKeys(ctx); err != nil {
+		a.keysMu.Lock()
+		err := a.loadSendKeys(ctx)
+		a.keysMu.Unlock()
+		if err != nil {
 			return err
 		}
 		if key := req.IdempotencyKey; key != "" {
@@ -1475,21 +1482,37 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 					return nil
 				}
 				queued := a.stillQueued(seq)
-				if st := a.workflowStatus().Status; queued && workflowEnded(st) {
+				switch st := a.workflowStatus().Status; {
+				case queued && workflowEnded(st):
 					// As the first send said: nothing takes the message
 					// until the workflow is retried, so none waits for it.
 					ended = st
-				} else if req.Wait {
+				case !req.Wait:
+				case queued:
 					// Waits for the first send's message while it is
-					// queued, or while another sender waits for it (the
-					// first, still connected, or a step that runs again
-					// on the actor's new node while its first run's wait
-					// is not over yet): then its completion comes.
-					completion = a.wf.awaitCompletion(seq, queued)
+					// queued: its completion comes, to every sender that
+					// waits (the first, still connected, or a step that
+					// runs again on the actor's new node while its first
+					// run's wait is not over yet).
+					completion = a.wf.awaitCompletion(seq, true, false)
+				default:
+					// Taken. If the workflow completed it, its completion
+					// was kept with the key: read after this turn, once
+					// the wait is registered, so that a completion in
+					// between is not missed (it commits before it answers
+					// the waits: either it answers this one, or it is
+					// durable before the read). If not, the retry waits
+					// for it while the workflow runs, as its first sender
+					// did (its wait broke: the caller left, the actor's
+					// node died). A record of an older build, which kept
+					// no completions, waits only beside another sender.
+					completion = a.wf.awaitCompletion(seq, false, rec.Keeps && !workflowEnded(st))
+					lookup = true
 				}
 				return nil
 			}
-			keyOps, dropped = a.recordSendKey(key, sendKeyRecord{Seq: a.nextSeq.Load(), At: now.UnixMilli(), Sum: sum})
+			keyRec = sendKeyRecord{Seq: a.nextSeq.Load(), At: now.UnixMilli(), Sum: sum, Keeps: true}
+			keyOps, dropped = a.recordSendKey(key, keyRec)
 		}
 		if a.depth[req.Queue] >= uint64(h.cfg.MaxQueueDepth) {
 			return rivet.Errorf(rivet.ErrQueueFull, "queue %s of %s holds %d messages, the limit", req.Queue, a.describe(), h.cfg.MaxQueueDepth)
@@ -1529,7 +1552,7 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 			if h.sendWaitHook != nil {
 				h.sendWaitHook(a)
 			}
-			if completion = a.wf.awaitCompletion(seq, true); completion == nil {
+			if completion = a.wf.awaitCompletion(seq, true, false); completion == nil {
 				a.wf.countPending(req.Queue, -1)
 				if a.stopped.Load() {
 					// Evicted meanwhile (it answers its waiters as it
@@ -1540,7 +1563,19 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 				return rivet.Errorf(rivet.ErrWorkflowFailed, "%s has no running workflow to complete the message", a.describe())
 			}
 		}
-		if _, err := a.enqueue(ops...); err != nil {
+		if keyOps != nil {
+			// The key's record enters memory with its enqueue, under
+			// keysMu: see keptSendKey.
+			a.keysMu.Lock()
+		}
+		_, err = a.enqueue(ops...)
+		if keyOps != nil {
+			if err == nil {
+				a.keptSendKey(req.IdempotencyKey, keyRec, dropped)
+			}
+			a.keysMu.Unlock()
+		}
+		if err != nil {
 			if completion != nil {
 				a.wf.forgetWait(seq, completion)
 			}
@@ -1558,9 +1593,6 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 		a.nextSeq.Add(1)
 		queued = true
 		a.depth[req.Queue]++
-		if keyOps != nil {
-			a.keptSendKey(req.IdempotencyKey, sendKeyRecord{Seq: seq, At: now.UnixMilli(), Sum: sum}, dropped)
-		}
 		if sp.Run != nil {
 			// Only a workflow takes messages: an actor without one keeps
 			// no copy of their bodies in memory.
@@ -1586,6 +1618,24 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 		h.sent.Add(1)
 	}
 	res := SendResult{MessageID: seq, Status: SendEnqueued, WorkflowStatus: ended, Duplicate: dup}
+	if lookup {
+		kv, err := h.store.Get(ctx, sendResponseKey(act.prefix, seq))
+		switch {
+		case err == nil:
+			if completion != nil {
+				act.wf.forgetWait(seq, completion)
+			}
+			if len(kv.Value) > 0 { // empty: completed, too large to keep
+				res.Status, res.Response = SendCompleted, json.RawMessage(kv.Value)
+			}
+			return res, nil
+		case !isNotFound(err):
+			if completion != nil {
+				act.wf.forgetWait(seq, completion)
+			}
+			return SendResult{}, rivet.Errorf(rivet.ErrUnavailable, "%s: read the kept completion of message %d: %v", act.describe(), seq, err)
+		}
+	}
 	if completion == nil {
 		return res, nil
 	}

@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"slices"
 	"time"
@@ -22,6 +23,13 @@ import (
 // queues nothing and gets the first message's ID. An actor keeps its last
 // sendKeysKept keys, each for sendKeysWindow: enough for any retry, and a
 // bound on what an actor stores and reads.
+//
+// The completion of a keyed message is kept too, for as long as its key
+// (under sendResponseKey, written in the commit that records the
+// completion and deleted with the key): a waiting send retried after the
+// completion gets it, as a Temporal Update retried with its update ID
+// does. A retry that comes while the workflow holds the message (taken,
+// not completed) waits for it. Unkeyed messages keep nothing.
 const maxIdempotencyKeyBytes = 256
 
 // Variables for tests.
@@ -37,10 +45,24 @@ type sendKeyRecord struct {
 	Seq uint64 `json:"seq"`
 	At  int64  `json:"at"` // unix ms
 	Sum string `json:"sum"`
+	// Keeps says that the completion of the message is kept (under
+	// sendResponseKey) once the workflow completes it: a retry that waits
+	// for a message taken and not completed may wait for its completion.
+	// A record of a build from before kept completions says nothing of a
+	// message completed then, and a waiting retry is answered at once, as
+	// that build did.
+	Keeps bool `json:"keeps,omitempty"`
 }
 
 func sendKeyKey(prefix, key string) string {
 	return prefix + storage.IdempotencySuffix + base64.RawURLEncoding.EncodeToString([]byte(key))
+}
+
+// sendResponseKey is the key of the kept completion of message seq, sent
+// with an idempotency key. By message, not by key: a key used again after
+// its window names another message, which must not find this one's.
+func sendResponseKey(prefix string, seq uint64) string {
+	return fmt.Sprintf("%s%s%020d", prefix, storage.IdempotencyResponseSuffix, seq)
 }
 
 // sendSum digests a message: its queue and body, whitespace aside (a
@@ -70,7 +92,9 @@ func checkIdempotencyKey(key string) error {
 // past the messages they name: neither the queues nor a pruned history may
 // still hold the highest ID given, and a key must not come to name a
 // message sent since. Every send, with a key or not, calls it before it
-// takes an ID.
+// takes an ID; so does a workflow's Complete, to learn whether the message
+// has a key (once per activation, and only in one that completes a message
+// before any send came). keysMu must be held.
 func (a *activation) loadSendKeys(ctx context.Context) error {
 	if a.sendKeys != nil {
 		return nil
@@ -80,6 +104,7 @@ func (a *activation) loadSendKeys(ctx context.Context) error {
 		return rivet.Errorf(rivet.ErrUnavailable, "%s: read its idempotency keys: %v", a.describe(), err)
 	}
 	keys := make(map[string]sendKeyRecord, len(kvs))
+	seqs := make(map[uint64]string, len(kvs))
 	for _, kv := range kvs {
 		k, err := base64.RawURLEncoding.DecodeString(kv.Key[len(a.prefix)+len(storage.IdempotencySuffix):])
 		var rec sendKeyRecord
@@ -87,11 +112,12 @@ func (a *activation) loadSendKeys(ctx context.Context) error {
 			continue // not one of ours: left alone
 		}
 		keys[string(k)] = rec
+		seqs[rec.Seq] = string(k)
 		if rec.Seq >= a.nextSeq.Load() {
 			a.nextSeq.Store(rec.Seq + 1)
 		}
 	}
-	a.sendKeys = keys
+	a.sendKeys, a.keySeqs = keys, seqs
 	return nil
 }
 
@@ -107,13 +133,17 @@ func (a *activation) sentBefore(key string, now time.Time) (sendKeyRecord, bool)
 
 // recordSendKey returns the ops that record key for a send, and the keys
 // they drop to keep sendKeysKept (the oldest first, so expired ones go
-// first); keptSendKey applies them to memory once they commit.
+// first); keptSendKey applies them to memory once they commit. A record
+// dropped or written over takes its message's kept completion with it
+// (deleted whether or not there is one: memory does not know, and a
+// delete of nothing costs an op in a transaction the send writes anyway).
 func (a *activation) recordSendKey(key string, rec sendKeyRecord) (ops []storage.Op, dropped []string) {
 	b, _ := json.Marshal(rec)
 	ops = append(ops, storage.Put(sendKeyKey(a.prefix, key), b))
 	over := len(a.sendKeys) + 1 - sendKeysKept
-	if _, ok := a.sendKeys[key]; ok {
+	if old, ok := a.sendKeys[key]; ok {
 		over-- // an expired record of the same key is written over
+		ops = append(ops, storage.Delete(sendResponseKey(a.prefix, old.Seq)))
 	}
 	switch {
 	case over == 1:
@@ -127,7 +157,7 @@ func (a *activation) recordSendKey(key string, rec sendKeyRecord) (ops []storage
 		}
 		if found {
 			dropped = append(dropped, oldest)
-			ops = append(ops, storage.Delete(sendKeyKey(a.prefix, oldest)))
+			ops = append(ops, storage.Delete(sendKeyKey(a.prefix, oldest)), storage.Delete(sendResponseKey(a.prefix, a.sendKeys[oldest].Seq)))
 		}
 	case over > 1:
 		old := slices.SortedFunc(maps.Keys(a.sendKeys), func(x, y string) int {
@@ -139,18 +169,27 @@ func (a *activation) recordSendKey(key string, rec sendKeyRecord) (ops []storage
 			}
 			if k != key {
 				dropped = append(dropped, k)
-				ops = append(ops, storage.Delete(sendKeyKey(a.prefix, k)))
+				ops = append(ops, storage.Delete(sendKeyKey(a.prefix, k)), storage.Delete(sendResponseKey(a.prefix, a.sendKeys[k].Seq)))
 			}
 		}
 	}
 	return ops, dropped
 }
 
+// keptSendKey is called with keysMu held, with the enqueue of the ops, so
+// that a Complete (which holds no turn) keeps a completion only for a key
+// whose drop was not enqueued before it: the drop deletes it, or it is not
+// written.
 func (a *activation) keptSendKey(key string, rec sendKeyRecord, dropped []string) {
 	for _, k := range dropped {
+		delete(a.keySeqs, a.sendKeys[k].Seq)
 		delete(a.sendKeys, k)
 	}
+	if old, ok := a.sendKeys[key]; ok {
+		delete(a.keySeqs, old.Seq)
+	}
 	a.sendKeys[key] = rec
+	a.keySeqs[rec.Seq] = key
 }
 
 // sameMessage refuses a key sent before with another message (sum).

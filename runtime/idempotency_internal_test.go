@@ -215,10 +215,11 @@ func TestADuplicateSendWaitsForTheFirstMessage(t *testing.T) {
 	if r.err != nil || !r.res.Duplicate || r.res.MessageID != first.MessageID || r.res.Status != SendCompleted || string(r.res.Response) != "42" {
 		t.Fatalf("duplicate: %+v, %v; want message %d completed with 42", r.res, r.err, first.MessageID)
 	}
-	// Taken and completed: sent again, it answers at once.
+	// Taken and completed: sent again, it answers at once with the same
+	// completion, kept with its key (its workflow has ended since).
 	again, err := h.Send(ctx, req)
-	if err != nil || !again.Duplicate || again.Status != SendEnqueued || again.WorkflowStatus != "" {
-		t.Fatalf("after its completion: %+v, %v; want a duplicate, enqueued (its workflow, ended since, took it)", again, err)
+	if err != nil || !again.Duplicate || again.Status != SendCompleted || string(again.Response) != "42" || again.WorkflowStatus != "" {
+		t.Fatalf("after its completion: %+v, %v; want a duplicate, completed with 42", again, err)
 	}
 }
 

@@ -1065,15 +1065,17 @@ func (w *wfHost) Receive(ctx context.Context, names []string, max int, record fu
 
 // awaitCompletion registers a sender's wait for message id's completion
 // and returns the channel that gets it: nil if no run of this activation
-// will complete anything any more (closed), or if the message is not
-// queued (queued false: the workflow took it) and no other sender waits
-// for it, since its completion is then not kept for anyone. Decided under
-// notifyMu, which Complete holds as it takes the waiters: a sender that
-// joins one waiting gets the completion too.
-func (w *wfState) awaitCompletion(id uint64, queued bool) chan json.RawMessage {
+// will complete anything any more (closed), or if the message is neither
+// queued nor taken (the workflow took it, and its completion may have come
+// already: a retry of a key whose record keeps no completion) and no other
+// sender waits for it. taken (a retry of a keyed message the workflow
+// took) marks it taken, for a wait that runs out. Decided under notifyMu,
+// which Complete holds as it takes the waiters: a sender that joins one
+// waiting gets the completion too.
+func (w *wfState) awaitCompletion(id uint64, queued, taken bool) chan json.RawMessage {
 	w.notifyMu.Lock()
 	defer w.notifyMu.Unlock()
-	if w.closed || !queued && len(w.completions[id]) == 0 {
+	if w.closed || !queued && !taken && len(w.completions[id]) == 0 {
 		return nil
 	}
 	if w.completions == nil {
@@ -1081,6 +1083,12 @@ func (w *wfState) awaitCompletion(id uint64, queued bool) chan json.RawMessage {
 	}
 	ch := make(chan json.RawMessage, 1)
 	w.completions[id] = append(w.completions[id], ch)
+	if taken {
+		if w.taken == nil {
+			w.taken = map[uint64]bool{}
+		}
+		w.taken[id] = true
+	}
 	return ch
 }
 
@@ -1128,7 +1136,7 @@ func (w *wfHost) Complete(ctx context.Context, id uint64, response json.RawMessa
 		// message was taken.
 		return rivet.Errorf(rivet.ErrTooLarge, "the completion of message %d is %d bytes, the limit (of an action's result) is %d", id, n, limit)
 	}
-	if err := w.Commit(ctx, writes); err != nil {
+	if err := w.commitCompletion(ctx, id, response, writes); err != nil {
 		return err
 	}
 	a := w.a
@@ -1140,6 +1148,61 @@ func (w *wfHost) Complete(ctx context.Context, id uint64, response json.RawMessa
 	for _, ch := range chs {
 		ch <- response
 	}
+	return nil
+}
+
+// commitCompletion is Commit for a Complete: if message id was sent with
+// an idempotency key the actor holds, its completion is kept in the same
+// commit (sendResponseKey), for a waiting send retried with the key; an
+// unkeyed message's commit is Commit's. Enqueued under keysMu, as a send's
+// record and its drop are (keptSendKey): a key's drop enqueued before
+// this is seen here, and one enqueued after deletes what this writes. A
+// completion too large for one transaction with the history write is not
+// kept, and an empty value says so (its retry is answered "enqueued" at
+// once, rather than wait for a completion that came): the commit itself
+// must not fail for a key.
+func (w *wfHost) commitCompletion(ctx context.Context, id uint64, response json.RawMessage, writes []workflow.HistoryWrite) error {
+	w.active()
+	a := w.a
+	a.keysMu.Lock()
+	if err := a.loadSendKeys(ctx); err != nil {
+		a.keysMu.Unlock()
+		return fmt.Errorf("%w: %v", workflow.ErrEvicted, err)
+	}
+	_, keyed := a.keySeqs[id]
+	if !keyed {
+		a.keysMu.Unlock()
+		return w.Commit(ctx, writes)
+	}
+	ops, back, _, err := a.historyOps(writes)
+	if err == nil && len(back) > 0 {
+		// Not made by a Complete (a race's decision commits its requeue
+		// at once): committed as a turn, without the completion kept.
+		a.keysMu.Unlock()
+		return w.commitPuttingBack(ctx, writes, ops, back)
+	}
+	if err == nil {
+		err = checkLimits(a, ops)
+	}
+	if err != nil {
+		a.keysMu.Unlock()
+		return err
+	}
+	for _, r := range []json.RawMessage{response, {}} {
+		if kept := append(ops[:len(ops):len(ops)], storage.Put(sendResponseKey(a.prefix, id), r)); checkLimits(a, kept) == nil {
+			ops = kept
+			break
+		}
+	}
+	v, err := a.enqueue(ops...)
+	a.keysMu.Unlock()
+	if err != nil {
+		return fmt.Errorf("%w: %v", workflow.ErrEvicted, err)
+	}
+	if err := w.wait(v); err != nil {
+		return err
+	}
+	a.h.addSteps(countSteps(writes))
 	return nil
 }
 

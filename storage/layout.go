@@ -139,6 +139,11 @@ const (
 	// IdempotencySuffix holds the idempotency keys of the actor's recent
 	// sends: k/<key, base64url>.
 	IdempotencySuffix = "k/"
+	// IdempotencyResponseSuffix holds the completions of messages sent
+	// with an idempotency key the actor still holds, for a waiting send
+	// retried with that key: kr/<message ID as 20 digits>. Outside k/, so
+	// that reading the keys reads none of them.
+	IdempotencyResponseSuffix = "kr/"
 	// NextMessageSuffix (under q/, which a load lists anyway) holds
 	// {"next": N}: no message of the actor had an ID of N or above when
 	// it was written. The queues and the history name the IDs given until

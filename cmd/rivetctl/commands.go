@@ -107,7 +107,9 @@ the message stays, queued or taken by the workflow, and rivetctl exits 1). Only 
 that completes the messages it receives (Message.Complete) answers a waiting sender. The
 command's deadline is --timeout plus --wait-timeout. BODY_JSON may be @FILE or @- (stdin).
 With --idempotency-key the message is queued once: sent again with the same key (after
-an error that leaves its outcome unknown), it queues nothing and says so.`,
+an error that leaves its outcome unknown), it queues nothing and says so; with --wait it
+then waits for the first message's completion, or prints it at once if it came already
+(kept with the key).`,
 		Example: `  rivetctl send reminderActor main reminders '{"text":"hi","at":0}'
   rivetctl send scatterGatherActor main scatter '{"input":2}'
   rivetctl send timeoutActor main charge '{"orderId":"o17"}' --idempotency-key order-o17

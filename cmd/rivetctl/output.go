@@ -90,7 +90,7 @@ func (a *app) printSendResult(res client.SendResult, wait bool) error {
 	case wait && res.Status == client.SendEnqueued && res.Duplicate && res.WorkflowStatus != "":
 		notDone = &runError{err: fmt.Errorf("a duplicate: message %d was sent before with this idempotency key, and the actor's workflow %s: nothing takes it %s; nothing was queued", res.MessageID, workflowEnded(res.WorkflowStatus), untilRetried(res.WorkflowStatus)), code: "FAILED_PRECONDITION"}
 	case wait && res.Status == client.SendEnqueued && res.Duplicate:
-		notDone = &runError{err: fmt.Errorf("a duplicate: message %d was sent before with this idempotency key, and this send cannot wait for it (the workflow has taken it already and no other send waits for it: a completion is not kept; or the node stopped waiting); nothing was queued", res.MessageID), code: "ALREADY_EXISTS"}
+		notDone = &runError{err: fmt.Errorf("a duplicate: message %d was sent before with this idempotency key, and this send cannot wait for it (the node stopped waiting, or the workflow took it and its completion cannot come here: the workflow ended, or the completion was too large to keep, or came before the node kept completions); nothing was queued", res.MessageID), code: "ALREADY_EXISTS"}
 	case wait && res.Status == client.SendEnqueued:
 		notDone = &runError{err: fmt.Errorf("enqueued, not waited for: the node stopped waiting before the workflow completed message %d (the actor moved to another node, or its node is stopping); the message stays queued and its workflow takes it where it runs next: do not send it again", res.MessageID), code: "UNAVAILABLE"}
 	}

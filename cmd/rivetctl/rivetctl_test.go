@@ -348,7 +348,7 @@ func TestSendWithAnIdempotencyKey(t *testing.T) {
 	rivetctl(t, addr, "send", "orders", "main", "incoming", "1", "--idempotency-key", "order-17", "-o", "json").
 		want(t, 0, `{"message_id":5,"status":"enqueued","duplicate":true}`+"\n")
 	rivetctl(t, addr, "send", "orders", "main", "incoming", "1", "--idempotency-key", "order-17", "--wait").
-		wantErr(t, 1, "rivetctl: a duplicate: message 5 was sent before with this idempotency key, and this send cannot wait for it (the workflow has taken it already and no other send waits for it: a completion is not kept; or the node stopped waiting); nothing was queued")
+		wantErr(t, 1, "rivetctl: a duplicate: message 5 was sent before with this idempotency key, and this send cannot wait for it (the node stopped waiting, or the workflow took it and its completion cannot come here: the workflow ended, or the completion was too large to keep, or came before the node kept completions); nothing was queued")
 	// A duplicate that waited for the first message's completion.
 	f.SendFunc = func(context.Context, runtime.SendRequest) (runtime.SendResult, error) {
 		return runtime.SendResult{MessageID: 5, Status: runtime.SendCompleted, Duplicate: true, Response: json.RawMessage(`"ok"`)}, nil

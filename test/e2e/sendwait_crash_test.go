@@ -69,9 +69,10 @@ func (g *workGate) release(id string) {
 // deadline: it gets the completion, `enqueued`, or a retryable UNAVAILABLE.
 // Nothing is lost or done twice: the actor's new owner finishes the taken
 // message and then the queued one, each once. A resend with the same
-// idempotency key after the failover queues nothing: for the taken message
-// it answers the duplicate at once (no completion is kept for it), for the
-// one still queued it waits and gets that message's completion.
+// idempotency key after the failover queues nothing and gets its message's
+// completion: it waits for it, for the taken message (whose first sender's
+// wait broke with the node) as for the one still queued, and a resend
+// after the completions gets them at once (kept with their keys).
 func TestAWaitingSendOutlivesAKill9OfTheActorsNode(t *testing.T) {
 	gate := newWorkGate("a1")
 	defer gate.Close()
@@ -171,7 +172,9 @@ func TestAWaitingSendOutlivesAKill9OfTheActorsNode(t *testing.T) {
 	// The new owner runs a1's step again (it was not recorded) and holds
 	// there: a2 is still queued.
 	waitFor(t, "a1's step to run again on the new owner", 30*time.Second, func() bool { return gate.count("a1") >= 2 })
-	check("the first send of a1", "a1", receive("the first send of a1", first["a1"]))
+	// The first send of a1 is not received before a1 is released: the
+	// client retries it (its key makes it safe to) and the retry, a
+	// duplicate, waits for a1's completion on the new owner.
 	resend := func(id string) answer {
 		t.Helper()
 		for {
@@ -183,25 +186,40 @@ func TestAWaitingSendOutlivesAKill9OfTheActorsNode(t *testing.T) {
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
-	// a1 was taken and no sender waits for it any more: the duplicate's
-	// answer comes at once, without a completion.
-	if a := resend("a1"); a.err != nil || !a.res.Duplicate || a.res.Status != client.SendEnqueued {
-		t.Errorf("a1 sent again after the failover: %+v, %v; want its duplicate, enqueued", a.res, a.err)
+	// a1 was taken and no sender waits for it any more, a2 is still
+	// queued: the resends wait for their messages' completions.
+	again := map[string]chan answer{"a1": make(chan answer, 1), "a2": make(chan answer, 1)}
+	for id, ch := range again {
+		go func() { ch <- resend(id) }()
 	}
-	// a2 is still queued: the resend waits for its completion.
-	again := make(chan answer, 1)
-	go func() { again <- resend("a2") }()
 	select {
-	case a := <-again:
+	case a := <-again["a1"]:
+		t.Fatalf("a1 sent again was answered before a1 was released: %+v, %v", a.res, a.err)
+	case a := <-again["a2"]:
 		t.Fatalf("a2 sent again was answered before a1 was released: %+v, %v", a.res, a.err)
 	case <-time.After(500 * time.Millisecond):
 	}
 	gate.release("a1")
-	a := receive("a2 sent again", again)
-	if a.err != nil || !a.res.Duplicate || a.res.Status != client.SendCompleted || string(a.res.Response) != `{"id":"a2"}` {
-		t.Errorf("a2 sent again after the failover: %+v (response %s), %v; want its duplicate, completed with {\"id\":\"a2\"}", a.res, a.res.Response, a.err)
+	check("the first send of a1", "a1", receive("the first send of a1", first["a1"]))
+	wantDuplicate := func(what, id string, a answer) {
+		t.Helper()
+		if want := fmt.Sprintf(`{"id":%q}`, id); a.err != nil || !a.res.Duplicate || a.res.Status != client.SendCompleted || string(a.res.Response) != want {
+			t.Errorf("%s: %+v (response %s), %v; want its duplicate, completed with %s", what, a.res, a.res.Response, a.err, want)
+		}
+	}
+	for _, id := range []string{"a1", "a2"} {
+		wantDuplicate(id+" sent again after the failover", id, receive(id+" sent again", again[id]))
 	}
 	check("the first send of a2", "a2", receive("the first send of a2", first["a2"]))
+	// Completed: sent again, each gets its completion at once, kept with
+	// its key.
+	for _, id := range []string{"a1", "a2"} {
+		a := resend(id)
+		wantDuplicate(id+" sent again after its completion", id, a)
+		if a.elapsed > 5*time.Second {
+			t.Errorf("%s sent again after its completion was answered after %v, want at once", id, a.elapsed)
+		}
+	}
 
 	// Each ask finished once, in order, and nothing was queued twice.
 	var st struct{ Done []string }

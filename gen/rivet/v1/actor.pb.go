@@ -410,10 +410,10 @@ type SendResponse struct {
 	MessageState string `protobuf:"bytes,5,opt,name=message_state,json=messageState,proto3" json:"message_state,omitempty"`
 	// duplicate says that the request's idempotency_key was used before:
 	// nothing was queued, and message_id is the first send's. With wait, the
-	// send waits for that message while it is still queued (not taken by
-	// the workflow, which has not ended) or another send waits for it (every
-	// send waiting gets the completion); otherwise status is "enqueued" at
-	// once (a completion is not kept).
+	// send waits for that message's completion (every send waiting gets it)
+	// while the workflow runs, or gets it at once if it came already (kept
+	// with the key); status is "enqueued" at once if the workflow has ended
+	// without completing it, or its completion was too large to keep.
 	Duplicate     bool `protobuf:"varint,6,opt,name=duplicate,proto3" json:"duplicate,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
