@@ -55,6 +55,19 @@ func (g *workGate) count(id string) int {
 	return g.hits[id]
 }
 
+// releaseAll releases every ask still held: a test that fails before it
+// released one must not hang in Close, which waits for the held requests.
+func (g *workGate) releaseAll() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for id, hold := range g.holds {
+		if hold != nil {
+			close(hold)
+			g.holds[id] = nil
+		}
+	}
+}
+
 func (g *workGate) release(id string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -75,7 +88,10 @@ func (g *workGate) release(id string) {
 // after the completions gets them at once (kept with their keys).
 func TestAWaitingSendOutlivesAKill9OfTheActorsNode(t *testing.T) {
 	gate := newWorkGate("a1")
-	defer gate.Close()
+	defer func() {
+		gate.releaseAll()
+		gate.Close()
+	}()
 	bin := chaosNodeBinary(t)
 	c := newClusterWith(t, 3, func(i int, n *nodeProc) {
 		n.bin = bin
