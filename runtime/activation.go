@@ -80,8 +80,10 @@ type activation struct {
 	meta       actorMeta
 	depth      map[string]uint64
 	// nextSeq is the ID the next message sent gets. Written by the turn
-	// holder; atomic because a workflow commit made outside a turn reads
-	// it (historyOps).
+	// holder, and by loadSendKeys (under keysMu), which a workflow's
+	// Complete may call first, before any send of the activation reads it;
+	// atomic because a workflow commit made outside a turn reads it
+	// (historyOps).
 	nextSeq atomic.Uint64
 	// nextMark is the stored NextMessageSuffix as loaded (0: none).
 	nextMark uint64

@@ -1465,10 +1465,7 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 		var sum string
 		var dropped []string
 		// With a key or not: the keys may name IDs above nextSeq.
-		a.keysMu.Lock()
-		err := a.loadSendKeys(ctx)
-		a.keysMu.Unlock()
-		if err != nil {
+		if err := a.loadSendKeys(ctx); err != nil {
 			return err
 		}
 		if key := req.IdempotencyKey; key != "" {
@@ -1568,7 +1565,7 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 			// keysMu: see keptSendKey.
 			a.keysMu.Lock()
 		}
-		_, err = a.enqueue(ops...)
+		_, err := a.enqueue(ops...)
 		if keyOps != nil {
 			if err == nil {
 				a.keptSendKey(req.IdempotencyKey, keyRec, dropped)

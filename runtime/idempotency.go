@@ -94,9 +94,16 @@ func checkIdempotencyKey(key string) error {
 // message sent since. Every send, with a key or not, calls it before it
 // takes an ID; so does a workflow's Complete, to learn whether the message
 // has a key (once per activation, and only in one that completes a message
-// before any send came). keysMu must be held.
+// before any send came). Called without keysMu: the read is made outside
+// it, so that a send's turn never waits on the mutex for a read that
+// Complete started (with the run's context, which has no deadline), and
+// the first of them to finish installs what it read (they read the same:
+// keys are written only by sends that loaded them first).
 func (a *activation) loadSendKeys(ctx context.Context) error {
-	if a.sendKeys != nil {
+	a.keysMu.Lock()
+	loaded := a.sendKeys != nil
+	a.keysMu.Unlock()
+	if loaded {
 		return nil
 	}
 	kvs, err := a.h.store.List(ctx, a.prefix+storage.IdempotencySuffix, storage.ListOptions{})
@@ -105,6 +112,7 @@ func (a *activation) loadSendKeys(ctx context.Context) error {
 	}
 	keys := make(map[string]sendKeyRecord, len(kvs))
 	seqs := make(map[uint64]string, len(kvs))
+	var next uint64
 	for _, kv := range kvs {
 		k, err := base64.RawURLEncoding.DecodeString(kv.Key[len(a.prefix)+len(storage.IdempotencySuffix):])
 		var rec sendKeyRecord
@@ -113,9 +121,15 @@ func (a *activation) loadSendKeys(ctx context.Context) error {
 		}
 		keys[string(k)] = rec
 		seqs[rec.Seq] = string(k)
-		if rec.Seq >= a.nextSeq.Load() {
-			a.nextSeq.Store(rec.Seq + 1)
-		}
+		next = max(next, rec.Seq+1)
+	}
+	a.keysMu.Lock()
+	defer a.keysMu.Unlock()
+	if a.sendKeys != nil {
+		return nil // the other reader's came first
+	}
+	if next > a.nextSeq.Load() {
+		a.nextSeq.Store(next)
 	}
 	a.sendKeys, a.keySeqs = keys, seqs
 	return nil

@@ -1165,9 +1165,13 @@ func (w *wfHost) commitCompletion(ctx context.Context, id uint64, response json.
 	w.active()
 	a := w.a
 	a.keysMu.Lock()
-	if err := a.loadSendKeys(ctx); err != nil {
+	if a.sendKeys == nil {
+		// Read outside keysMu (see loadSendKeys): once per activation.
 		a.keysMu.Unlock()
-		return fmt.Errorf("%w: %v", workflow.ErrEvicted, err)
+		if err := a.loadSendKeys(ctx); err != nil {
+			return fmt.Errorf("%w: %v", workflow.ErrEvicted, err)
+		}
+		a.keysMu.Lock()
 	}
 	_, keyed := a.keySeqs[id]
 	if !keyed {
