@@ -1630,6 +1630,11 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 			if completion != nil {
 				act.wf.forgetWait(seq, completion)
 			}
+			if ctx.Err() != nil {
+				// The caller's deadline or its leaving, said as in the
+				// wait below: not storage's failure, to be retried.
+				return res, ctxError(ctx)
+			}
 			return SendResult{}, rivet.Errorf(rivet.ErrUnavailable, "%s: read the kept completion of message %d: %v", act.describe(), seq, err)
 		}
 	}

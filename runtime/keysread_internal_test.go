@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -99,5 +100,50 @@ func TestASendIsNotHeldUpByACompletesSlowReadOfTheKeys(t *testing.T) {
 	close(store.release)
 	if got := r.taken(ctx, ref, 2); !slices.Equal(got, []int{111, 112}) {
 		t.Errorf("the workflow took %v, want [111 112]", got)
+	}
+}
+
+// stallKeptRead stalls, once armed, reads of kept completions until the
+// reader's context ends.
+type stallKeptRead struct {
+	storage.Store
+	armed atomic.Bool
+}
+
+func (s *stallKeptRead) Get(ctx context.Context, key string) (storage.KV, error) {
+	if strings.Contains(key, "/"+storage.IdempotencyResponseSuffix) && s.armed.Load() {
+		<-ctx.Done()
+		return storage.KV{}, ctx.Err()
+	}
+	return s.Store.Get(ctx, key)
+}
+
+// A waiting send retried with its key whose deadline passes while it reads
+// the message's kept completion says so (TIMEOUT, as a deadline that
+// passes in its wait does), not UNAVAILABLE, which tells a caller that
+// storage failed and to retry.
+func TestAKeyedRetryWhoseDeadlinePassesAsItReadsTheKeptCompletionTimesOut(t *testing.T) {
+	reg, err := rivet.Setup(retried, retriedLarge)
+	if err != nil {
+		t.Fatal(err)
+	}
+	es, err := etcdstore.New(etcdtest.StartClient(t), "/keptread/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := &stallKeptRead{Store: es}
+	h, _ := memHostOn(t, reg, store)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	ref := Ref{Name: "retried", Key: []string{"keptread"}}
+	req := SendRequest{Ref: ref, Queue: "q", Body: json.RawMessage(`113`), CreateIfMissing: true, IdempotencyKey: "job-kr", Wait: true, Timeout: 20 * time.Second}
+	first, err := h.Send(ctx, req)
+	wantCompleted(t, "the first send", sendAnswer{first, err}, first.MessageID, "226", false)
+	store.armed.Store(true)
+	dctx, dcancel := context.WithTimeout(ctx, time.Second)
+	defer dcancel()
+	res, err := h.Send(dctx, req)
+	if !errors.Is(err, rivet.ErrTimeout) {
+		t.Fatalf("the retry, its deadline passed as it read the kept completion: %+v, %v; want TIMEOUT", res, err)
 	}
 }
