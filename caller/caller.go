@@ -68,8 +68,7 @@ type SendOptions struct {
 	// get its completion. Its result is SendEnqueued at once if the
 	// workflow has ended with the message queued (WorkflowStatus says so,
 	// as the first send's did) or taken and not completed, or if the
-	// completion was too large to keep with the history write (over about
-	// 1 MiB).
+	// completion was too large to keep (over 64 KiB).
 	Wait    bool
 	Timeout time.Duration
 }

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -446,5 +447,36 @@ func TestAKeyedWaitingSendRetriedAfterACompletionTooLargeToKeepIsAnsweredAtOnce(
 	}
 	if d := time.Since(t0); d > 5*time.Second {
 		t.Errorf("the retry was answered after %s, want at once", d)
+	}
+}
+
+// A completion is kept for a retry up to maxKeptCompletionBytes, within
+// any transaction's bound: one byte more, and its retry is answered
+// "enqueued" at once (an actor keeps up to 1024 of them, for a day, so a
+// completion as large as a result could hold gigabytes of etcd's space).
+func TestAKeptCompletionIsBoundedTo64KiB(t *testing.T) {
+	r := newRetryHost(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	for _, c := range []struct {
+		key  string
+		size int // of the response, a JSON string: its body's number + 2
+		kept bool
+	}{{"at-the-bound", maxKeptCompletionBytes, true}, {"over-it", maxKeptCompletionBytes + 1, false}} {
+		ref := Ref{Name: "retriedLarge", Key: []string{c.key}}
+		req := SendRequest{Ref: ref, Queue: "q", Body: json.RawMessage(fmt.Sprint(c.size - 2)), CreateIfMissing: true, IdempotencyKey: "job-" + c.key, Wait: true, Timeout: 20 * time.Second}
+		first, err := r.h.Send(ctx, req)
+		if err != nil || first.Status != SendCompleted || len(first.Response) != c.size {
+			t.Fatalf("%s: the first send: status %q, %d bytes of response, %v; want it completed with %d bytes", c.key, first.Status, len(first.Response), err, c.size)
+		}
+		res, err := r.h.Send(ctx, req)
+		switch {
+		case err != nil || !res.Duplicate || res.MessageID != first.MessageID:
+			t.Errorf("%s: the send retried: %+v, %v; want a duplicate of message %d", c.key, res, err, first.MessageID)
+		case c.kept && (res.Status != SendCompleted || !bytes.Equal(res.Response, first.Response)):
+			t.Errorf("%s: the retry got %q with %d bytes, want the kept completion", c.key, res.Status, len(res.Response))
+		case !c.kept && res.Status != SendEnqueued:
+			t.Errorf("%s: the retry got %q with %d bytes, want enqueued (not kept)", c.key, res.Status, len(res.Response))
+		}
 	}
 }

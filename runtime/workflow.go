@@ -1151,6 +1151,13 @@ func (w *wfHost) Complete(ctx context.Context, id uint64, response json.RawMessa
 	return nil
 }
 
+// maxKeptCompletionBytes bounds a completion kept for a retry: an actor
+// keeps up to sendKeysKept of them, for a day, and a bound of an action's
+// result (4 MiB) would let one actor hold gigabytes of etcd's space. A
+// larger completion is answered to its waiting senders and not kept (its
+// retry is answered "enqueued" at once).
+const maxKeptCompletionBytes = 64 << 10
+
 // commitCompletion is Commit for a Complete: if message id was sent with
 // an idempotency key the actor holds, its completion is kept in the same
 // commit (sendResponseKey), for a waiting send retried with the key; an
@@ -1192,7 +1199,11 @@ func (w *wfHost) commitCompletion(ctx context.Context, id uint64, response json.
 		a.keysMu.Unlock()
 		return err
 	}
-	for _, r := range []json.RawMessage{response, {}} {
+	keep := []json.RawMessage{response, {}}
+	if len(response) > maxKeptCompletionBytes {
+		keep = keep[1:]
+	}
+	for _, r := range keep {
 		if kept := append(ops[:len(ops):len(ops)], storage.Put(sendResponseKey(a.prefix, id), r)); checkLimits(a, kept) == nil {
 			ops = kept
 			break
