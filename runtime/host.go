@@ -1617,19 +1617,16 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 	res := SendResult{MessageID: seq, Status: SendEnqueued, WorkflowStatus: ended, Duplicate: dup}
 	if lookup {
 		kv, err := h.store.Get(ctx, sendResponseKey(act.prefix, seq))
+		if (err == nil || !isNotFound(err)) && completion != nil {
+			act.wf.forgetWait(seq, completion) // answered here, not by the wait
+		}
 		switch {
 		case err == nil:
-			if completion != nil {
-				act.wf.forgetWait(seq, completion)
-			}
 			if len(kv.Value) > 0 { // empty: completed, too large to keep
 				res.Status, res.Response = SendCompleted, json.RawMessage(kv.Value)
 			}
 			return res, nil
 		case !isNotFound(err):
-			if completion != nil {
-				act.wf.forgetWait(seq, completion)
-			}
 			if ctx.Err() != nil {
 				// The caller's deadline or its leaving, said as in the
 				// wait below: not storage's failure, to be retried.

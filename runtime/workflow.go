@@ -796,7 +796,21 @@ func (w *wfHost) RunStep(ctx context.Context, ephemeral bool, fn func(env workfl
 }
 
 func (w *wfHost) Commit(ctx context.Context, writes []workflow.HistoryWrite) error {
+	return w.commit(ctx, writes, nil)
+}
+
+// commit is Commit. With keep set, the caller holds keysMu (a Complete of
+// a keyed message, commitCompletion): keep adds to the transaction's ops
+// once they are within its limits, and keysMu is released once they are
+// enqueued, or as soon as nothing will be.
+func (w *wfHost) commit(ctx context.Context, writes []workflow.HistoryWrite, keep func([]storage.Op) []storage.Op) error {
 	w.active()
+	locked := keep != nil
+	defer func() {
+		if locked {
+			w.a.keysMu.Unlock()
+		}
+	}()
 	ops, back, _, err := w.a.historyOps(writes)
 	if err != nil {
 		return err
@@ -805,12 +819,25 @@ func (w *wfHost) Commit(ctx context.Context, writes []workflow.HistoryWrite) err
 		return nil
 	}
 	if len(back) > 0 {
+		// Not made by a Complete (a race's decision commits its requeue
+		// at once): committed as a turn, nothing kept.
+		if locked {
+			w.a.keysMu.Unlock()
+			locked = false
+		}
 		return w.commitPuttingBack(ctx, writes, ops, back)
 	}
 	if err := checkLimits(w.a, ops); err != nil {
 		return err
 	}
+	if keep != nil {
+		ops = keep(ops)
+	}
 	v, err := w.a.enqueue(ops...)
+	if locked {
+		w.a.keysMu.Unlock()
+		locked = false
+	}
 	if err != nil {
 		return fmt.Errorf("%w: %v", workflow.ErrEvicted, err)
 	}
@@ -1164,8 +1191,9 @@ const maxKeptCompletionBytes = 64 << 10
 // unkeyed message's commit is Commit's. Enqueued under keysMu, as a send's
 // record and its drop are (keptSendKey): a key's drop enqueued before
 // this is seen here, and one enqueued after deletes what this writes. A
-// completion too large for one transaction with the history write is not
-// kept, and an empty value says so (its retry is answered "enqueued" at
+// completion over maxKeptCompletionBytes, or too large for one
+// transaction with the history write, is not kept, and an empty value
+// says so (its retry is answered "enqueued" at
 // once, rather than wait for a completion that came): the commit itself
 // must not fail for a key.
 func (w *wfHost) commitCompletion(ctx context.Context, id uint64, response json.RawMessage, writes []workflow.HistoryWrite) error {
@@ -1180,45 +1208,22 @@ func (w *wfHost) commitCompletion(ctx context.Context, id uint64, response json.
 		}
 		a.keysMu.Lock()
 	}
-	_, keyed := a.keySeqs[id]
-	if !keyed {
+	if _, keyed := a.keySeqs[id]; !keyed {
 		a.keysMu.Unlock()
 		return w.Commit(ctx, writes)
 	}
-	ops, back, _, err := a.historyOps(writes)
-	if err == nil && len(back) > 0 {
-		// Not made by a Complete (a race's decision commits its requeue
-		// at once): committed as a turn, without the completion kept.
-		a.keysMu.Unlock()
-		return w.commitPuttingBack(ctx, writes, ops, back)
-	}
-	if err == nil {
-		err = checkLimits(a, ops)
-	}
-	if err != nil {
-		a.keysMu.Unlock()
-		return err
-	}
-	keep := []json.RawMessage{response, {}}
-	if len(response) > maxKeptCompletionBytes {
-		keep = keep[1:]
-	}
-	for _, r := range keep {
-		if kept := append(ops[:len(ops):len(ops)], storage.Put(sendResponseKey(a.prefix, id), r)); checkLimits(a, kept) == nil {
-			ops = kept
-			break
+	return w.commit(ctx, writes, func(ops []storage.Op) []storage.Op {
+		keep := []json.RawMessage{response, {}}
+		if len(response) > maxKeptCompletionBytes {
+			keep = keep[1:]
 		}
-	}
-	v, err := a.enqueue(ops...)
-	a.keysMu.Unlock()
-	if err != nil {
-		return fmt.Errorf("%w: %v", workflow.ErrEvicted, err)
-	}
-	if err := w.wait(v); err != nil {
-		return err
-	}
-	a.h.addSteps(countSteps(writes))
-	return nil
+		for _, r := range keep {
+			if kept := append(ops[:len(ops):len(ops)], storage.Put(sendResponseKey(a.prefix, id), r)); checkLimits(a, kept) == nil {
+				return kept
+			}
+		}
+		return ops
+	})
 }
 
 // active notes that the run works again: the engine says when it blocks
