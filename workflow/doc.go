@@ -97,11 +97,18 @@
 //     replay can read. (Temporal decodes an activity's result only when
 //     the workflow reads it, and hands the decode error to the workflow
 //     code; here the value is read back where it is made, so the failure
-//     is the step's, which a TryStep can catch.) A value recorded that the
-//     code can no longer read, because its type or its UnmarshalJSON
-//     changed since, fails the run with a *DecodeError (errors.Is
-//     ErrDecode) naming the path and the type: not a *DivergenceError,
-//     since the code reached the entries the history holds.
+//     is the step's, which a TryStep can catch.) Join and race branch
+//     values are checked the same way when the branch returns: one that
+//     does not marshal or decode back fails its branch (the *JoinError or
+//     *RaceError names it and the type; a race's other branches may still
+//     win), and a loop state, the first one or one an iteration returns,
+//     fails the run with ErrInvalid naming the loop and the iteration, as
+//     one that does not marshal does: no join, race or loop is recorded
+//     with a value no replay reads. A value recorded that the code can
+//     no longer read, because its type or its UnmarshalJSON changed
+//     since, fails the run with a *DecodeError (errors.Is ErrDecode)
+//     naming the path and the type: not a *DivergenceError, since the
+//     code reached the entries the history holds.
 //  6. Give every entry a name unique in its scope (a loop iteration, a join
 //     or race branch, a try block, or the top level) and keep names stable:
 //     entries are found by name. Names are valid UTF-8, 1 to 255 bytes,

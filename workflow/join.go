@@ -17,8 +17,11 @@ type Branches[S, T any] map[string]func(*Ctx[S]) (T, error)
 
 // Join runs every branch concurrently, each in its own scope (entries of
 // branch b live under "name/b"), waits for all of them, and returns their
-// values by branch name. A failing branch does not cancel the others; if
-// any failed, Join returns a *JoinError with each failure by branch name.
+// values by branch name, as decoded back from their JSON (live as on
+// replay; a value that does not decode back fails its branch when it
+// returns, as it fails a step). A failing branch does not cancel the
+// others; if any failed, Join returns a *JoinError with each failure by
+// branch name.
 // A settled join is replayed from its record without running the branches,
 // except while a rollback checkpoint is active: then its branches replay
 // against their records (nothing runs again) so that the rollback handlers
@@ -33,10 +36,11 @@ func Join[S, T any](c *Ctx[S], name string, branches Branches[S, T]) (map[string
 	}
 	sort.Strings(names)
 	runs := make([]func(*cx) (json.RawMessage, error), len(names))
+	back := make([]T, len(names))
 	for i, n := range names {
-		runs[i] = typedBranch(branches[n])
+		runs[i] = typedBranch(branches[n], &back[i])
 	}
-	path, e, err := c.x.join(name, names, runs)
+	path, e, fresh, err := c.x.join(name, names, runs)
 	if err != nil {
 		return nil, err
 	}
@@ -44,7 +48,13 @@ func Join[S, T any](c *Ctx[S], name string, branches Branches[S, T]) (map[string
 		return nil, joinErrorOf(e)
 	}
 	out := make(map[string]T, len(names))
-	for _, n := range names {
+	for i, n := range names {
+		if fresh {
+			// Each branch's value as decoded back from the output it
+			// made, which the entry records.
+			out[n] = back[i]
+			continue
+		}
 		var v T
 		if err := decodeInto(joinPath(path, n), e.Branches[n].Output, &v); err != nil {
 			return nil, err
@@ -65,7 +75,9 @@ type RaceBranch[S, T any] struct {
 // through their context (their primitives return ErrCancelled) and, once
 // they have stopped, their history is deleted. If every branch fails, Race
 // returns a *RaceError. The winner is recorded, so a replay returns it at
-// once.
+// once. Its value is returned as decoded back from its JSON, live as on
+// replay: a branch whose value does not decode back fails when it returns,
+// as a step with such a value does, and cannot win.
 //
 // A branch that has taken queue messages wins if it finishes, even after
 // another branch finished, and no other branch takes messages meanwhile, so
@@ -83,16 +95,22 @@ type RaceBranch[S, T any] struct {
 func Race[S, T any](c *Ctx[S], name string, branches []RaceBranch[S, T]) (winner string, value T, err error) {
 	names := make([]string, len(branches))
 	runs := make([]func(*cx) (json.RawMessage, error), len(branches))
+	back := make([]T, len(branches))
 	for i, b := range branches {
 		names[i] = b.Name
-		runs[i] = typedBranch(b.Run)
+		runs[i] = typedBranch(b.Run, &back[i])
 	}
-	path, e, err := c.x.race(name, names, runs)
+	path, e, w, err := c.x.race(name, names, runs)
 	if err != nil {
 		return "", value, err
 	}
 	if e.Status == StatusFailed {
 		return "", value, raceErrorOf(e, names)
+	}
+	if w >= 0 {
+		// The winner's value as decoded back from the output it made,
+		// which the entry records.
+		return e.Winner, back[w], nil
 	}
 	if err := decodeInto(joinPath(path, e.Winner), e.Output, &value); err != nil {
 		return "", value, err
@@ -100,7 +118,13 @@ func Race[S, T any](c *Ctx[S], name string, branches []RaceBranch[S, T]) (winner
 	return e.Winner, value, nil
 }
 
-func typedBranch[S, T any](f func(*Ctx[S]) (T, error)) func(*cx) (json.RawMessage, error) {
+// typedBranch returns the run of branch f, which records f's value as
+// JSON and decodes it back into *back, as a replay will read it: a value
+// that does not decode back fails the branch when it returns, naming its
+// type, as a step with such a value fails (roundTrip), rather than leave a
+// settled join or race with a value that no replay reads. *back is then
+// the value the join or race returns for the branch, live as on replay.
+func typedBranch[S, T any](f func(*Ctx[S]) (T, error), back *T) func(*cx) (json.RawMessage, error) {
 	return func(bx *cx) (json.RawMessage, error) {
 		var v T
 		err := callThread(bx.t, func() error {
@@ -117,6 +141,11 @@ func typedBranch[S, T any](f func(*Ctx[S]) (T, error)) func(*cx) (json.RawMessag
 		b, err := json.Marshal(v)
 		if err != nil {
 			return nil, fmt.Errorf("workflow: branch value does not marshal to JSON: %w", err)
+		}
+		var zero T
+		*back = zero
+		if err := json.Unmarshal(b, back); err != nil {
+			return nil, fmt.Errorf("workflow: branch value of type %T does not decode back from its JSON, so no replay could read it: %w", v, err)
 		}
 		return b, nil
 	}
@@ -387,22 +416,25 @@ func (h *pendingHold) record(c *thread, name string, err error, res *branchResul
 	res.pending = c.pending
 }
 
-func (x *cx) join(name string, names []string, runs []func(*cx) (json.RawMessage, error)) (string, *Entry, error) {
+// join runs a join's branches, or replays its record: fresh says that its
+// settled entry holds the outputs the branches made in this call, which a
+// Join returns as they decoded back (typedBranch).
+func (x *cx) join(name string, names []string, runs []func(*cx) (json.RawMessage, error)) (path string, e *Entry, fresh bool, err error) {
 	if err := x.begin("join", name); err != nil {
-		return "", nil, err
+		return "", nil, false, err
 	}
 	defer x.end()
 	t := x.t
 	path, e, done, err := x.open(KindJoin, name, names)
 	if err != nil {
-		return path, e, err
+		return path, e, false, err
 	}
 	if done {
 		all := make([]int, len(names))
 		for i := range all {
 			all[i] = i
 		}
-		return path, e, x.replaySettled(path, names, runs, all)
+		return path, e, false, x.replaySettled(path, names, runs, all)
 	}
 	ctx, cancel := context.WithCancel(t.ctx)
 	defer cancel()
@@ -433,7 +465,7 @@ func (x *cx) join(name string, names []string, runs []func(*cx) (json.RawMessage
 	})
 	t.forked.Store(false)
 	if err := t.settled(results, false); err != nil {
-		return path, nil, err
+		return path, nil, false, err
 	}
 	final := e.clone()
 	final.Status = StatusCompleted
@@ -452,7 +484,7 @@ func (x *cx) join(name string, names []string, runs []func(*cx) (json.RawMessage
 				// Cancelled without the run being evicted or another
 				// branch failing fatally: cannot happen, but must not
 				// be recorded as the branch's result.
-				return path, nil, fmt.Errorf("workflow: join %q: branch %q stopped: %w", path, n, res.err)
+				return path, nil, false, fmt.Errorf("workflow: join %q: branch %q stopped: %w", path, n, res.err)
 			}
 			final.Branches[n] = Branch{Status: StatusFailed, Error: record(res.err), FailedAt: FailedAt(res.err)}
 			final.Status = StatusFailed
@@ -465,18 +497,22 @@ func (x *cx) join(name string, names []string, runs []func(*cx) (json.RawMessage
 	// lost, the branches replay to the same results.
 	t.record(HistoryWrite{Put: final})
 	t.advance(final.Time)
-	return path, final, nil
+	return path, final, true, nil
 }
 
-func (x *cx) race(name string, names []string, runs []func(*cx) (json.RawMessage, error)) (string, *Entry, error) {
+// race runs a race's branches, or replays its record: won is the index of
+// the winner when the race was decided in this call, whose output the
+// entry holds, which a Race returns as it decoded back (typedBranch); -1
+// otherwise.
+func (x *cx) race(name string, names []string, runs []func(*cx) (json.RawMessage, error)) (path string, e *Entry, won int, err error) {
 	if err := x.begin("race", name); err != nil {
-		return "", nil, err
+		return "", nil, -1, err
 	}
 	defer x.end()
 	t, r := x.t, x.t.r
 	path, e, done, err := x.open(KindRace, name, names)
 	if err != nil {
-		return path, e, err
+		return path, e, -1, err
 	}
 	if done {
 		// The losers' history is gone with them: only the winner's
@@ -487,7 +523,7 @@ func (x *cx) race(name string, names []string, runs []func(*cx) (json.RawMessage
 				idx = append(idx, i)
 			}
 		}
-		return path, e, x.replaySettled(path, names, runs, idx)
+		return path, e, -1, x.replaySettled(path, names, runs, idx)
 	}
 	rc := newRace(len(names))
 	rc.parent = t
@@ -559,10 +595,10 @@ func (x *cx) race(name string, names []string, runs []func(*cx) (json.RawMessage
 	decided, w := rc.decided, rc.winner
 	r.mu.Unlock()
 	if err := t.settled(results, decided && w >= 0); err != nil {
-		return path, nil, err
+		return path, nil, -1, err
 	}
 	if !decided {
-		return path, nil, fmt.Errorf("workflow: race %q: every branch stopped without a result", path)
+		return path, nil, -1, fmt.Errorf("workflow: race %q: every branch stopped without a result", path)
 	}
 	final := e.clone()
 	var batch []HistoryWrite
@@ -621,10 +657,10 @@ func (x *cx) race(name string, names []string, runs []func(*cx) (json.RawMessage
 	// The decision is committed at once: from now on no replay may pick
 	// another winner.
 	if err := t.commit(batch...); err != nil {
-		return path, nil, err
+		return path, nil, -1, err
 	}
 	t.advance(final.Time)
-	return path, final, nil
+	return path, final, w, nil
 }
 
 // holdsMessages reports whether the recorded tree at branch holds a

@@ -12,9 +12,11 @@ type LoopOptions[L any] struct {
 	// Name is the loop's history entry name.
 	Name string
 	// State is the loop state the first iteration gets. It must marshal
-	// to JSON: it is recorded with the loop's progress. A state that does
-	// not (this one, or one an iteration returns) fails the run with
-	// ErrInvalid naming the loop (and the iteration).
+	// to JSON and decode back: it is recorded with the loop's progress,
+	// and each iteration gets the state as decoded back, live as on
+	// replay. A state that does not (this one, or one an iteration
+	// returns) fails the run with ErrInvalid naming the loop (and the
+	// iteration), when it is returned.
 	State L
 	// HistoryPruneInterval: every this many iterations (and at the end)
 	// the history of old iterations is deleted, so that a loop that runs
@@ -60,6 +62,17 @@ func LoopWith[S, L any](c *Ctx[S], opts LoopOptions[L], fn func(*Ctx[S], L) (L, 
 	if err != nil {
 		return zero, fmt.Errorf("%w: loop %q: state does not marshal to JSON: %v", ErrInvalid, opts.Name, err)
 	}
+	// One variable for every iteration's state (decoding into it moves
+	// it to the heap), zeroed before each decode so that nothing of the
+	// last iteration's value leaks into the next: the body gets a copy.
+	// It holds the state as decoded back from its JSON (as a replay
+	// reads it): the first state, checked here, then each one an
+	// iteration returns, decoded back as it is recorded (roundTripState),
+	// so that the next iteration decodes nothing.
+	var s L
+	if err := roundTripState(initial, &s); err != nil {
+		return zero, fmt.Errorf("%w: loop %q: the first state, of type %T, does not decode back from its JSON, so no replay could read it: %v", ErrInvalid, opts.Name, opts.State, err)
+	}
 	interval := opts.HistoryPruneInterval
 	if interval == 0 {
 		interval = DefaultHistoryPruneInterval
@@ -68,15 +81,16 @@ func LoopWith[S, L any](c *Ctx[S], opts LoopOptions[L], fn func(*Ctx[S], L) (L, 
 	if size <= 0 {
 		size = interval
 	}
-	// One variable for every iteration's state (decoding into it moves
-	// it to the heap), zeroed before each decode so that nothing of the
-	// last iteration's value leaks into the next: the body gets a copy.
-	var s L
-	out, path, err := c.x.loop(opts.Name, interval, size, initial, func(ix *cx, state json.RawMessage) (json.RawMessage, bool, error) {
-		s = zero
-		if !decodeIntState(state, &s) {
-			if err := decodeInto(ix.sc.path, state, &s); err != nil {
-				return nil, false, err
+	// broke: the loop ended in this call, on the state s holds.
+	broke := false
+	out, path, err := c.x.loop(opts.Name, interval, size, initial, func(ix *cx, state json.RawMessage, carried bool) (json.RawMessage, bool, error) {
+		if !carried {
+			// Recorded (a resume): read as any recorded value.
+			s = zero
+			if !decodeIntState(state, &s) {
+				if err := decodeInto(ix.sc.path, state, &s); err != nil {
+					return nil, false, err
+				}
 			}
 		}
 		ns, err := fn(&Ctx[S]{x: ix}, s)
@@ -86,8 +100,18 @@ func LoopWith[S, L any](c *Ctx[S], opts LoopOptions[L], fn func(*Ctx[S], L) (L, 
 			return nil, false, err
 		}
 		b, err := encodeIntState(&ns)
-		if b == nil && err == nil {
+		if b != nil {
+			s = ns // an int or int64: decodes back as it is
+		} else {
 			b, err = json.Marshal(ns)
+			if err == nil {
+				if derr := roundTripState(b, &s); derr != nil {
+					// Misuse, as a state that does not marshal is: no
+					// replay could read it.
+					loop := ParentOf(ix.sc.path)
+					return nil, false, fmt.Errorf("%w: loop %q: the state iteration %s returned, of type %T, does not decode back from its JSON, so no replay could read it: %v", ErrInvalid, loop, ix.sc.path[len(loop)+len("/~"):], ns, derr)
+				}
+			}
 		}
 		if err != nil {
 			// Misuse, as a first state that does not marshal is: the
@@ -96,16 +120,31 @@ func LoopWith[S, L any](c *Ctx[S], opts LoopOptions[L], fn func(*Ctx[S], L) (L, 
 			loop := ParentOf(ix.sc.path)
 			return nil, false, fmt.Errorf("%w: loop %q: the state iteration %s returned does not marshal to JSON: %v", ErrInvalid, loop, ix.sc.path[len(loop)+len("/~"):], err)
 		}
+		broke = brk
 		return b, brk, nil
 	})
 	if err != nil {
 		return zero, err
+	}
+	if broke {
+		return s, nil
 	}
 	var v L
 	if err := decodeInto(path, out, &v); err != nil {
 		return zero, err
 	}
 	return v, nil
+}
+
+// roundTripState decodes a loop state's JSON b into *s (zeroed first), as
+// a replay reads it.
+func roundTripState[L any](b []byte, s *L) error {
+	var zero L
+	*s = zero
+	if decodeIntState(b, s) {
+		return nil
+	}
+	return json.Unmarshal(b, s)
 }
 
 // Every iteration of a loop decodes the state the last one encoded, and a
@@ -196,7 +235,11 @@ func pendingPrune(ws []HistoryWrite) bool {
 // the bound pruning promises, and a replay that finds the prune lost
 // prunes again. A prune still pending at the next one is committed on its
 // own first.
-func (x *cx) loop(name string, interval, size int, initial json.RawMessage, body func(ix *cx, state json.RawMessage) (json.RawMessage, bool, error)) (json.RawMessage, string, error) {
+//
+// body gets each iteration's state as recorded, and carried: the state is
+// the one body returned last, or the first one of a new loop, which
+// LoopWith holds decoded already; not carried, a recorded one.
+func (x *cx) loop(name string, interval, size int, initial json.RawMessage, body func(ix *cx, state json.RawMessage, carried bool) (json.RawMessage, bool, error)) (json.RawMessage, string, error) {
 	if err := x.begin("loop", name); err != nil {
 		return nil, "", err
 	}
@@ -210,6 +253,7 @@ func (x *cx) loop(name string, interval, size int, initial json.RawMessage, body
 	// resume, the iterations before it completed under the code that
 	// recorded them.
 	lastRecorded := -1
+	carried := false
 	e, err := r.visit(x.sc, path, KindLoop)
 	if err != nil {
 		return nil, path, err
@@ -226,6 +270,7 @@ func (x *cx) loop(name string, interval, size int, initial json.RawMessage, body
 		r.mu.Unlock()
 		t.advance(e.Time)
 	default:
+		carried = true
 		e = &Entry{Path: path, Seq: seq, Kind: KindLoop, Status: StatusPending, State: initial}
 		if sh, ok := r.host.(SlotHost); ok && interval > 0 && sh.LoopSlots() {
 			// At most interval+size iterations are kept at any time
@@ -279,7 +324,8 @@ func (x *cx) loop(name string, interval, size int, initial json.RawMessage, body
 		// that held past its iteration would hold in the first run and
 		// not after a restart.
 		checkpoint := t.checkpoint
-		state, brk, err := body(ix, e.State)
+		state, brk, err := body(ix, e.State, carried)
+		carried = true
 		t.checkpoint = checkpoint
 		if cerr := ix.close(); cerr != nil {
 			err = cerr
