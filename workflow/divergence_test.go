@@ -97,6 +97,46 @@ func TestDivergence(t *testing.T) {
 			}
 			return seq("b", "?w")(c)
 		}, "b", `step "b"`, `new step "t/x"`},
+		// A try block takes a place among the entries of the scope
+		// that holds it: moved past entries recorded there, it diverges
+		// as a step moved past them does.
+		{"try block moved after a root step", tryAt(1, "a", "c", "?w"), tryAt(2, "a", "c", "?w"), "t", `try "t" before step "c"`, `"c" first`},
+		{"try block moved before a root step", tryAt(1, "a", "c", "?w"), tryAt(0, "a", "c", "?w"), "a", `step "a" before try "t"`, `"t" first`},
+		{"try block moved past the last step", tryAt(1, "a", "c"), tryAt(2, "a", "c"), "t", `try "t" before step "c"`, `"c" first`},
+		{"try block moved in a loop iteration", func(c *logCtx) error {
+			return c.Loop("l", func(c *logCtx) error { return tryAt(1, "a", "c", "?w")(c) })
+		}, func(c *logCtx) error {
+			return c.Loop("l", func(c *logCtx) error { return tryAt(2, "a", "c", "?w")(c) })
+		}, "l/~0/t", `try "l/~0/t" before step "l/~0/c"`, `"l/~0/c" first`},
+		{"try block moved in a join branch", func(c *logCtx) error {
+			_, err := workflow.Join(c, "j", workflow.Branches[log, int]{"x": func(c *logCtx) (int, error) { return 0, tryAt(1, "a", "c", "?w")(c) }})
+			return err
+		}, func(c *logCtx) error {
+			_, err := workflow.Join(c, "j", workflow.Branches[log, int]{"x": func(c *logCtx) (int, error) { return 0, tryAt(0, "a", "c", "?w")(c) }})
+			return err
+		}, "j/x/a", `step "j/x/a" before try "j/x/t"`, `"j/x/t" first`},
+		{"try block moved in a try block", func(c *logCtx) error {
+			_, err := c.Try("outer", func(c *logCtx) error { return tryAt(1, "a", "c", "?w")(c) })
+			return err
+		}, func(c *logCtx) error {
+			_, err := c.Try("outer", func(c *logCtx) error { return tryAt(2, "a", "c", "?w")(c) })
+			return err
+		}, "outer/t", `try "outer/t" before step "outer/c"`, `"outer/c" first`},
+		// A try block that holds only a try block.
+		{"nested try block moved", func(c *logCtx) error {
+			if _, err := c.Try("outer", func(c *logCtx) error { return tryAt(0)(c) }); err != nil {
+				return err
+			}
+			return seq("c", "?w")(c)
+		}, func(c *logCtx) error {
+			if err := note(c, "c"); err != nil {
+				return err
+			}
+			if _, err := c.Try("outer", func(c *logCtx) error { return tryAt(0)(c) }); err != nil {
+				return err
+			}
+			return wait(c, "w")
+		}, "outer", `try "outer" before step "c"`, `"c" first`},
 		{"try block renamed", func(c *logCtx) error {
 			_, err := c.Try("t", func(c *logCtx) error { return seq("a", "?w")(c) })
 			return err
@@ -119,6 +159,34 @@ func TestDivergence(t *testing.T) {
 				t.Fatalf("steps ran before the divergence was caught: %v -> %v", before, got)
 			}
 		})
+	}
+}
+
+// tryAt runs steps (a name starting with '?' is a receive), with a try
+// block "t" holding step "b" before the one at index at (at the end if
+// at is len(steps)).
+func tryAt(at int, steps ...string) func(c *logCtx) error {
+	return func(c *logCtx) error {
+		for i := 0; i <= len(steps); i++ {
+			if i == at {
+				if _, err := c.Try("t", func(c *logCtx) error { return note(c, "b") }); err != nil {
+					return err
+				}
+			}
+			if i == len(steps) {
+				break
+			}
+			var err error
+			if n := steps[i]; strings.HasPrefix(n, "?") {
+				err = wait(c, n[1:])
+			} else {
+				err = note(c, n)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 }
 
@@ -277,6 +345,107 @@ func TestGatesBeforeARecordedStepReplay(t *testing.T) {
 	// The next activation replays what v2 recorded.
 	h.Send("q", job{2})
 	if out := drive(t, h, v2); out.Status != workflow.RunCompleted || !reflect.DeepEqual(h.State().Log, []string{"a", "b"}) || !reflect.DeepEqual(got, []int{1, 1, 1, 1}) {
+		t.Fatalf("replay of v2: %+v log %v versions %v", out, h.State().Log, got)
+	}
+}
+
+// A try block's entries record its place in the scope that holds it;
+// those recorded by a build before that do not. A workflow in flight with
+// such a history replays under the code that recorded it, and the entries
+// it then adds to the block record no place either (the block's is not
+// known).
+func TestTryBlocksRecordedWithoutAPlaceReplay(t *testing.T) {
+	v1 := func(c *logCtx) error {
+		if err := note(c, "a"); err != nil {
+			return err
+		}
+		if _, err := c.Try("t", func(c *logCtx) error {
+			if err := note(c, "b"); err != nil {
+				return err
+			}
+			return wait(c, "w1")
+		}); err != nil {
+			return err
+		}
+		if err := note(c, "c"); err != nil {
+			return err
+		}
+		return wait(c, "w2")
+	}
+	h := inFlight(t, v1)
+	old := h.History()
+	for i := range old {
+		if old[i].Path == "t/b" && !reflect.DeepEqual(old[i].TryPlaces, []int{2}) {
+			t.Fatalf("entry %+v: want the block's place, 2", old[i])
+		}
+		old[i].TryPlaces = nil
+	}
+	h.SetHistory(old)
+	h.Send("q", job{1})
+	if out := drive(t, h, v1); out.Status != workflow.RunYielded {
+		t.Fatalf("in flight: %+v", out)
+	}
+	if e := entryAt(t, h.History(), "t/w1"); e.TryPlaces != nil {
+		t.Fatalf("entry %+v added to a block of unknown place records one", e)
+	}
+	h.Send("q", job{2})
+	if out := drive(t, h, v1); out.Status != workflow.RunCompleted || !reflect.DeepEqual(h.State().Log, []string{"a", "b", "c"}) {
+		t.Fatalf("replay: %+v log %v", out, h.State().Log)
+	}
+}
+
+// Gates and a retired step put before a try block that a workflow in
+// flight recorded, and in it, take the old path on every replay: they
+// share the block's place, not one after it.
+func TestGatesBeforeARecordedTryBlockReplay(t *testing.T) {
+	v1 := tryAt(1, "a", "c", "?w")
+	var got []int
+	gates := func(c *logCtx, names ...string) error {
+		for _, g := range names {
+			v, err := c.GetVersion(g, 2)
+			if err != nil {
+				return err
+			}
+			got = append(got, v)
+		}
+		return nil
+	}
+	v2 := func(c *logCtx) error {
+		if err := note(c, "a"); err != nil {
+			return err
+		}
+		if err := gates(c, "change-1", "change-2"); err != nil {
+			return err
+		}
+		if err := c.Removed("legacy", workflow.KindStep); err != nil {
+			return err
+		}
+		if _, err := c.Try("new", func(c *logCtx) error { return gates(c, "change-3") }); err != nil {
+			return err
+		}
+		if _, err := c.Try("t", func(c *logCtx) error {
+			if err := gates(c, "change-4", "change-5"); err != nil {
+				return err
+			}
+			return note(c, "b")
+		}); err != nil {
+			return err
+		}
+		if err := note(c, "c"); err != nil {
+			return err
+		}
+		if err := wait(c, "w"); err != nil {
+			return err
+		}
+		return wait(c, "w2")
+	}
+	h := inFlight(t, v1)
+	h.Send("q", job{1})
+	if out := drive(t, h, v2); out.Status != workflow.RunYielded {
+		t.Fatalf("first run of v2: %+v", out)
+	}
+	h.Send("q", job{2})
+	if out := drive(t, h, v2); out.Status != workflow.RunCompleted || !reflect.DeepEqual(h.State().Log, []string{"a", "b", "c"}) || !reflect.DeepEqual(got, []int{1, 1, 1, 1, 1, 1, 1, 1, 1, 1}) {
 		t.Fatalf("replay of v2: %+v log %v versions %v", out, h.State().Log, got)
 	}
 }

@@ -120,7 +120,11 @@
 //     reach entries in a different order or under different names is caught
 //     as a *DivergenceError naming the path, what the history holds and what
 //     the code did (a wrong kind; entries reached in another order than
-//     recorded; a new entry where recorded ones were not reached yet; a
+//     recorded, a try block among them: it records no entry of its own,
+//     but its entries record its place in the scope that holds it, so a
+//     block moved past entries recorded there diverges too, except in a
+//     block first recorded by a build before that; a new entry where
+//     recorded ones were not reached yet; a
 //     scope, the top level included, that ends with recorded entries it
 //     never reached; a workflow that fails with an error of its own before
 //     reaching recorded entries, which then runs no compensation; a join

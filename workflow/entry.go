@@ -22,9 +22,11 @@ const (
 	KindRemoved            Kind = "removed"
 	KindVersionCheck       Kind = "version_check"
 	// KindTry is a try block (Ctx.Try), which records no entry of its
-	// own, only the entries in it (under "name/"). Only Removed takes it:
-	// Removed(name, KindTry) retires a block, accepting the entries it
-	// left in the histories of workflows in flight.
+	// own, only the entries in it (under "name/"), which record its
+	// place (Entry.TryPlaces). Only Removed takes it: Removed(name,
+	// KindTry) retires a block, accepting the entries it left in the
+	// histories of workflows in flight. A *DivergenceError names a block
+	// reached out of order with it.
 	KindTry Kind = "try"
 )
 
@@ -64,9 +66,18 @@ type Entry struct {
 	// Removed placeholder that a replay under new code records before
 	// entries an earlier run recorded shares the place of the first of
 	// them (History.PlaceBefore): places may repeat, never go backwards.
-	Seq    int    `json:"seq,omitempty"`
-	Kind   Kind   `json:"kind"`
-	Status Status `json:"status"`
+	Seq int `json:"seq,omitempty"`
+	// TryPlaces is, for an entry in a try block (which records no entry
+	// of its own), the place of that block among the entries of the
+	// scope that holds it, then the place of that scope in its own if it
+	// is a try block too, and so on up to the first scope that is not:
+	// a replay that reaches a try block in another order than its
+	// entries' scope recorded it has diverged. Empty in an entry recorded
+	// outside a try block, and in the entries of a try block first
+	// recorded by a build before it (their order is not checked).
+	TryPlaces []int  `json:"try_places,omitempty"`
+	Kind      Kind   `json:"kind"`
+	Status    Status `json:"status"`
 	// Time is the workflow time after the entry: when a step or receive
 	// completed, when a sleep ended, the end of the last recorded
 	// iteration of a loop. Ctx.Now returns it, so replays see the same
@@ -200,6 +211,9 @@ func iterationPath(loop string, i int) string {
 // History are never changed in place, only replaced.
 func (e *Entry) clone() *Entry {
 	c := *e
+	if e.TryPlaces != nil {
+		c.TryPlaces = append([]int(nil), e.TryPlaces...)
+	}
 	if e.Messages != nil {
 		c.Messages = append([]RecordedMessage(nil), e.Messages...)
 	}

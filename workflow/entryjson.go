@@ -106,6 +106,16 @@ func appendEntry(b []byte, e *Entry) ([]byte, bool) {
 	b = append(b, e.Path...)
 	b = append(b, '"')
 	num("seq", e.Seq)
+	if len(e.TryPlaces) > 0 {
+		b = append(b, `,"try_places":[`...)
+		for i, v := range e.TryPlaces {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = strconv.AppendInt(b, int64(v), 10)
+		}
+		b = append(b, ']')
+	}
 	str("kind", string(e.Kind), true)
 	str("status", string(e.Status), true)
 	when("time", e.Time)

@@ -28,6 +28,11 @@ type History struct {
 	// visited by the act of writing them.
 	loaded    []string
 	unvisited map[string]struct{}
+	// tries holds the try blocks whose place the entries recorded in them
+	// tell (Entry.TryPlaces), by path: entries of kind KindTry that stand
+	// in their scope's order, and in unvisited until the code reaches the
+	// block, but are none of the history's entries.
+	tries map[string]*Entry
 }
 
 // NewHistory returns the replay state of entries. It fails if two entries
@@ -56,10 +61,64 @@ func NewHistory(entries []Entry) (*History, error) {
 		}
 	}
 	sort.Strings(h.loaded)
+	for _, p := range h.loaded {
+		h.addTries(h.entries[p])
+	}
 	for _, o := range h.order {
 		sort.SliceStable(o.entries, func(i, j int) bool { return o.entries[i].Seq < o.entries[j].Seq })
 	}
 	return h, nil
+}
+
+// addTries adds the try blocks that hold e, with the places e records
+// for them, to the scopes' order. A block whose entries record different
+// places (which a replay of the code that recorded them does not do)
+// keeps the lowest.
+func (h *History) addTries(e *Entry) {
+	block := e.Path
+	for _, place := range e.TryPlaces {
+		block = ParentOf(block)
+		if block == "" || place <= 0 || h.entries[block] != nil || IsIteration(block) {
+			// Not a try block: a malformed record, or the block retired
+			// with Removed, whose placeholder stands at its path.
+			return
+		}
+		if t := h.tries[block]; t != nil {
+			if place < t.Seq {
+				t.Seq = place
+			}
+			continue
+		}
+		if h.tries == nil {
+			h.tries = map[string]*Entry{}
+		}
+		t := &Entry{Path: block, Seq: place, Kind: KindTry}
+		h.tries[block] = t
+		h.unvisited[block] = struct{}{}
+		sc := ParentOf(block)
+		o := h.order[sc]
+		if o == nil {
+			o = &scopeOrder{}
+			h.order[sc] = o
+		}
+		o.entries = append(o.entries, t)
+	}
+}
+
+// VisitTry marks the try block at path visited and returns the place its
+// entries record for it (0 if they record none), and whether the
+// history holds entries in it. If the code reached the block before an
+// entry its scope recorded earlier, it returns a *DivergenceError.
+func (h *History) VisitTry(path string) (int, bool, error) {
+	if t := h.tries[path]; t != nil {
+		if err := h.checkOrder(t); err != nil {
+			return 0, true, err
+		}
+		delete(h.unvisited, path)
+		return t.Seq, true, nil
+	}
+	i := sort.SearchStrings(h.loaded, path+"/")
+	return 0, i < len(h.loaded) && strings.HasPrefix(h.loaded[i], path+"/"), nil
 }
 
 // scopeOrder is the recorded order of one scope's entries.
@@ -150,6 +209,11 @@ func (h *History) VisitTree(tree string) {
 	for _, p := range h.inTree(tree) {
 		delete(h.unvisited, p)
 	}
+	for p := range h.tries {
+		if Under(p, tree) {
+			delete(h.unvisited, p)
+		}
+	}
 }
 
 // VisitIterationsBefore marks the iterations of loop before n visited: a
@@ -159,6 +223,11 @@ func (h *History) VisitIterationsBefore(loop string, n int) {
 		return
 	}
 	for _, p := range h.inTree(loop) {
+		if i, ok := iterationIn(loop, p); ok && i < n {
+			delete(h.unvisited, p)
+		}
+	}
+	for p := range h.tries {
 		if i, ok := iterationIn(loop, p); ok && i < n {
 			delete(h.unvisited, p)
 		}
@@ -257,6 +326,12 @@ func (h *History) Apply(writes []HistoryWrite) {
 				delete(h.unvisited, p)
 			}
 		}
+		for p := range h.tries {
+			if Under(p, w.DeleteTree) {
+				delete(h.tries, p)
+				delete(h.unvisited, p)
+			}
+		}
 	}
 }
 
@@ -327,6 +402,9 @@ type scope struct {
 	// has no entry: its entries stand in that scope's order); nil for
 	// the others.
 	outer *scope
+	// tryPlaces is, for a try block whose place is known, what its
+	// entries record in Entry.TryPlaces; nil for the others.
+	tryPlaces []int
 }
 
 func newScope(path string) *scope {

@@ -266,7 +266,7 @@ func (x *cx) open(kind Kind, name string, names []string) (string, *Entry, bool,
 		}
 		return path, e, false, t.commit()
 	}
-	e = &Entry{Path: path, Seq: seq, Kind: kind, Status: StatusPending, Branches: map[string]Branch{}}
+	e = &Entry{Path: path, Seq: seq, TryPlaces: x.sc.tryPlaces, Kind: kind, Status: StatusPending, Branches: map[string]Branch{}}
 	for _, n := range names {
 		e.Branches[n] = Branch{Status: StatusPending}
 	}

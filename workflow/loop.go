@@ -271,7 +271,7 @@ func (x *cx) loop(name string, interval, size int, initial json.RawMessage, body
 		t.advance(e.Time)
 	default:
 		carried = true
-		e = &Entry{Path: path, Seq: seq, Kind: KindLoop, Status: StatusPending, State: initial}
+		e = &Entry{Path: path, Seq: seq, TryPlaces: x.sc.tryPlaces, Kind: KindLoop, Status: StatusPending, State: initial}
 		if sh, ok := r.host.(SlotHost); ok && interval > 0 && sh.LoopSlots() {
 			// At most interval+size iterations are kept at any time
 			// (prunePlan), so iteration i-(interval+size) is pruned

@@ -154,7 +154,7 @@ func (x *cx) receive(name string, o NextOptions) (string, *Entry, error) {
 		deadline = e.Deadline
 	case o.Timeout > 0:
 		deadline = r.now().Add(o.Timeout)
-		pe := &Entry{Path: path, Seq: seq, Kind: KindMessage, Status: StatusPending, Deadline: deadline}
+		pe := &Entry{Path: path, Seq: seq, TryPlaces: x.sc.tryPlaces, Kind: KindMessage, Status: StatusPending, Deadline: deadline}
 		if err := t.commit(HistoryWrite{Put: pe}); err != nil {
 			return path, nil, err
 		}
@@ -171,7 +171,7 @@ func (x *cx) receive(name string, o NextOptions) (string, *Entry, error) {
 			// Timed out. Recording it may wait for the next commit: if
 			// it is lost, the replay looks again and may find a
 			// message, which is as good an outcome.
-			done := &Entry{Path: path, Seq: seq, Kind: KindMessage, Status: StatusCompleted, Deadline: deadline, Time: t.endedAt(deadline)}
+			done := &Entry{Path: path, Seq: seq, TryPlaces: x.sc.tryPlaces, Kind: KindMessage, Status: StatusCompleted, Deadline: deadline, Time: t.endedAt(deadline)}
 			t.record(HistoryWrite{Put: done})
 			t.advance(done.Time)
 			return path, done, nil
@@ -275,7 +275,7 @@ func (x *cx) takeOnce(path string, seq int, deadline time.Time, o NextOptions, c
 				at = c
 			}
 		}
-		got = &Entry{Path: path, Seq: seq, Kind: KindMessage, Status: StatusCompleted, Deadline: deadline, Time: at}
+		got = &Entry{Path: path, Seq: seq, TryPlaces: x.sc.tryPlaces, Kind: KindMessage, Status: StatusCompleted, Deadline: deadline, Time: at}
 		for _, m := range ms {
 			got.Messages = append(got.Messages, RecordedMessage{RawMessage: m})
 		}

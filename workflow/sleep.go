@@ -50,7 +50,7 @@ func (x *cx) sleep(name string, deadline func(now time.Time) time.Time) error {
 	t.goLive()
 	if e == nil {
 		now := r.now()
-		e = &Entry{Path: path, Seq: seq, Kind: KindSleep, Status: StatusPending, Deadline: deadline(now)}
+		e = &Entry{Path: path, Seq: seq, TryPlaces: x.sc.tryPlaces, Kind: KindSleep, Status: StatusPending, Deadline: deadline(now)}
 		// A sleep already due needs no durable deadline: its end,
 		// recorded below, goes out with the next commit.
 		if e.Deadline.After(now) {
@@ -98,7 +98,7 @@ func (c *Ctx[S]) RollbackCheckpoint(name string) error {
 		return err
 	}
 	if e == nil {
-		t.record(HistoryWrite{Put: &Entry{Path: path, Seq: seq, Kind: KindRollbackCheckpoint, Status: StatusCompleted}})
+		t.record(HistoryWrite{Put: &Entry{Path: path, Seq: seq, TryPlaces: x.sc.tryPlaces, Kind: KindRollbackCheckpoint, Status: StatusCompleted}})
 	}
 	t.checkpoint = true
 	return nil
@@ -154,7 +154,7 @@ func (c *Ctx[S]) GetVersion(name string, latest int) (int, error) {
 		return 1, nil
 	}
 	v := resolveVersion(unvisited, latest)
-	t.record(HistoryWrite{Put: &Entry{Path: path, Seq: seq, Kind: KindVersionCheck, Status: StatusCompleted, Version: v, Latest: latest}})
+	t.record(HistoryWrite{Put: &Entry{Path: path, Seq: seq, TryPlaces: x.sc.tryPlaces, Kind: KindVersionCheck, Status: StatusCompleted, Version: v, Latest: latest}})
 	return v, nil
 }
 
@@ -200,7 +200,7 @@ func (c *Ctx[S]) Removed(name string, kind Kind) error {
 	}
 	r.mu.Unlock()
 	if e == nil && !sealed {
-		t.record(HistoryWrite{Put: &Entry{Path: path, Seq: seq, Kind: KindRemoved, Status: StatusCompleted, RemovedKind: kind}})
+		t.record(HistoryWrite{Put: &Entry{Path: path, Seq: seq, TryPlaces: x.sc.tryPlaces, Kind: KindRemoved, Status: StatusCompleted, RemovedKind: kind}})
 	}
 	return nil
 }
@@ -257,7 +257,7 @@ func (c *Ctx[S]) TryOpts(opts TryOptions, fn func(*Ctx[S]) error) (*Failure, err
 	}
 	defer x.end()
 	r := x.t.r
-	path, _, err := x.sc.claim(name)
+	path, seq, err := x.sc.claim(name)
 	if err != nil {
 		return nil, err
 	}
@@ -267,9 +267,27 @@ func (c *Ctx[S]) TryOpts(opts TryOptions, fn func(*Ctx[S]) error) (*Failure, err
 		r.mu.Unlock()
 		return nil, &DivergenceError{Path: path, Expected: describe(e), Found: "a try block"}
 	}
+	// It takes a place in its scope as an entry does, which its entries
+	// record (Entry.TryPlaces): a block reached in another order than
+	// recorded diverges. A block whose entries a build before that
+	// recorded has no known place, and its new entries record none.
+	place, recorded, verr := r.hist.VisitTry(path)
+	if verr != nil {
+		r.mu.Unlock()
+		return nil, verr
+	}
+	if !recorded {
+		place = seq
+		if p, ok := r.hist.PlaceBefore(x.sc.path); ok && p < place {
+			place = p // see PlaceBefore
+		}
+	}
 	r.mu.Unlock()
 	bx := newScopedCx(x.t, path)
 	bx.sc.outer = x.sc
+	if place > 0 {
+		bx.sc.tryPlaces = append([]int{place}, x.sc.tryPlaces...)
+	}
 	err = callGuarded(func() error { return fn(&Ctx[S]{x: bx}) })
 	if cerr := bx.close(); cerr != nil {
 		err = cerr

@@ -223,7 +223,7 @@ func (x *cx) attempt(path string, seq, n int, sp stepSpec) (*Entry, error) {
 			return nil
 		}
 		res.ne = recordAttempt(path, n, attemptResult{start: start, end: t.stamp(), output: out, err: err, timedOut: timedOut}, res.pol)
-		res.ne.Seq = seq
+		res.ne.Seq, res.ne.TryPlaces = seq, x.sc.tryPlaces
 		res.ne.HasRollback = res.hasRollback && res.ne.Status == StatusCompleted
 		res.batch = AppendWrites(append(res.one[:0], t.pending...), HistoryWrite{Put: res.ne})
 		return res.batch

@@ -151,6 +151,22 @@ func (h *Host[S]) historyLocked() []workflow.Entry {
 	return out
 }
 
+// SetHistory replaces the committed history with entries: a history as
+// another build recorded it (an older one, for a test of code deployed
+// while workflows are in flight).
+func (h *Host[S]) SetHistory(entries []workflow.Entry) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.history = make(map[string][]byte, len(entries))
+	for i := range entries {
+		b, err := json.Marshal(&entries[i])
+		if err != nil {
+			panic(err)
+		}
+		h.history[entries[i].Path] = b
+	}
+}
+
 // HistoryJSON returns the committed history as JSON, ordered by path: two
 // runs that committed the same history return the same bytes.
 func (h *Host[S]) HistoryJSON() string {
