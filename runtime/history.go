@@ -166,9 +166,10 @@ func sortHistory(entries []workflow.Entry) {
 
 // historyPlaces returns the place in its scope of every entry, and of
 // every try block: a try block takes a place in its scope like an entry,
-// but records none of its own (only the entries in it), so it gets one of
-// the places no entry of its scope holds, the try blocks of a scope in the
-// order of the first entry recorded in each.
+// but records none of its own, only the entries in it, which record it
+// (Entry.TryPlaces). A block whose entries a build before that recorded
+// gets one of the places no entry of its scope holds, the try blocks of a
+// scope in the order of the first entry recorded in each.
 func historyPlaces(entries []workflow.Entry) map[string]int {
 	places := make(map[string]int, len(entries))
 	kinds := make(map[string]workflow.Kind, len(entries))
@@ -184,12 +185,31 @@ func historyPlaces(entries []workflow.Entry) map[string]int {
 			taken[scope][e.Seq] = true
 		}
 	}
+	recorded := map[string]bool{} // try blocks whose entries record their place
+	for _, e := range entries {
+		b := e.Path
+		for _, place := range e.TryPlaces {
+			b = parentPath(b)
+			if _, ok := kinds[b]; ok || b == "" || place <= 0 || workflow.IsIteration(b) {
+				break // not a try block (one retired with Removed has an entry)
+			}
+			if q, ok := places[b]; !ok || place < q {
+				places[b] = place
+			}
+			recorded[b] = true
+			scope := parentPath(b)
+			if taken[scope] == nil {
+				taken[scope] = map[int]bool{}
+			}
+			taken[scope][place] = true
+		}
+	}
 	// A try block is a scope with entries under it and none of its own
 	// that is neither a loop iteration nor a branch of a join or race.
 	first := map[string]time.Time{} // try block -> its first entry's time
 	for _, e := range entries {
 		for p := parentPath(e.Path); p != ""; p = parentPath(p) {
-			if _, ok := kinds[p]; ok || workflow.IsIteration(p) {
+			if _, ok := kinds[p]; ok || workflow.IsIteration(p) || recorded[p] {
 				continue
 			}
 			if k := kinds[parentPath(p)]; k == workflow.KindJoin || k == workflow.KindRace {

@@ -51,6 +51,31 @@ func TestHistoryListsEntriesInTheOrderTheWorkflowMadeThem(t *testing.T) {
 	}
 }
 
+// A try block whose entries record its place (Entry.TryPlaces) is listed
+// at it, not at the first place no entry holds: an empty block before it
+// took that one.
+func TestHistoryListsATryBlockAtItsRecordedPlace(t *testing.T) {
+	entries := []workflow.Entry{
+		{Path: "a", Seq: 1, Kind: workflow.KindStep},
+		{Path: "b", Seq: 3, Kind: workflow.KindStep},
+		{Path: "c", Seq: 5, Kind: workflow.KindStep},
+		{Path: "t/x", Seq: 1, TryPlaces: []int{4}, Kind: workflow.KindStep},
+		{Path: "old/y", Seq: 1, Kind: workflow.KindStep}, // recorded without a place
+		{Path: "d", Seq: 7, Kind: workflow.KindStep},
+		{Path: "u/v/z", Seq: 1, TryPlaces: []int{1, 8}, Kind: workflow.KindStep},
+		{Path: "e", Seq: 9, Kind: workflow.KindStep},
+	}
+	sortHistory(entries)
+	var got []string
+	for _, e := range entries {
+		got = append(got, e.Path)
+	}
+	want := []string{"a", "old/y", "b", "t/x", "c", "d", "u/v/z", "e"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("order:\n got %v\nwant %v", got, want)
+	}
+}
+
 // The order is a strict weak order over odd segments and places too (sort
 // needs one): no cycle, nothing less than itself.
 func TestHistoryOrderIsAStrictWeakOrder(t *testing.T) {
