@@ -314,8 +314,83 @@ func (s *Store) List(ctx context.Context, prefix string, opts storage.ListOption
 }
 
 // ListRev implements storage.Store. The revision is the header revision
-// of the one range request: the store's revision when etcd served it.
+// of the range request (of the first, if it took several): the store's
+// revision when etcd served it.
+//
+// A range whose answer is larger than the client may receive (its
+// MaxCallRecvMsgSize: a node's is 64 MiB) is read again a page at a time,
+// at the revision of the first page, as one range would read it: each
+// value is bounded by a transaction's size, but their total is not (a
+// workflow's history of large step outputs, say), and the key's owner
+// could not be read at all.
 func (s *Store) ListRev(ctx context.Context, prefix string, opts storage.ListOptions) ([]storage.KV, int64, error) {
+	kvs, rev, err := s.listOnce(ctx, prefix, opts)
+	if responseTooLarge(err) {
+		return s.listPaged(ctx, prefix, opts)
+	}
+	return kvs, rev, err
+}
+
+// listPageMax is the most keys listPaged asks for in one page; it halves
+// the page while an answer is too large, down to a key a page (a key and
+// its value always fit, bounded by a transaction's size), and doubles it
+// back after each page that fit.
+const listPageMax = 256
+
+// listPaged is ListRev a page at a time (see ListRev).
+func (s *Store) listPaged(ctx context.Context, prefix string, opts storage.ListOptions) ([]storage.KV, int64, error) {
+	var out []storage.KV
+	rev := opts.Revision
+	page := listPageMax
+	po := opts
+	for {
+		po.Limit = page
+		if opts.Limit > 0 {
+			po.Limit = min(page, opts.Limit-len(out))
+		}
+		kvs, r, err := s.listOnce(ctx, prefix, po)
+		if responseTooLarge(err) && page > 1 {
+			page /= 2
+			continue
+		}
+		if errors.Is(err, storage.ErrCompacted) && opts.Revision == 0 && len(out) > 0 {
+			// The first page's revision went meanwhile: the caller
+			// asked for none, so the list starts again, at a new one.
+			out, po.StartAfter, po.Revision = nil, opts.StartAfter, 0
+			continue
+		}
+		if err != nil {
+			return nil, 0, err
+		}
+		if po.Revision == 0 {
+			po.Revision, rev = r, r
+		}
+		out = append(out, kvs...)
+		if len(kvs) < po.Limit || opts.Limit > 0 && len(out) >= opts.Limit {
+			return out, rev, nil
+		}
+		po.StartAfter = kvs[len(kvs)-1].Key
+		page = min(2*page, listPageMax)
+	}
+}
+
+// responseTooLarge says that err is a read's answer larger than the client
+// may receive. (Etcd's other RESOURCE_EXHAUSTED, out of space, answers
+// writes only.)
+func responseTooLarge(err error) bool {
+	var e *responseTooLargeError
+	return errors.As(err, &e)
+}
+
+// responseTooLargeError is listOnce's error for an answer larger than the
+// client may receive: ErrTooLarge, as mapErr makes it.
+type responseTooLargeError struct{ err error }
+
+func (e *responseTooLargeError) Error() string { return e.err.Error() }
+func (e *responseTooLargeError) Unwrap() error { return e.err }
+
+// listOnce is ListRev in one range request.
+func (s *Store) listOnce(ctx context.Context, prefix string, opts storage.ListOptions) ([]storage.KV, int64, error) {
 	if err := s.check(ctx); err != nil {
 		return nil, 0, err
 	}
@@ -349,6 +424,9 @@ func (s *Store) ListRev(ctx context.Context, prefix string, opts storage.ListOpt
 	resp, err := s.kv.Get(ctx, start, ops...)
 	if errors.Is(err, rpctypes.ErrCompacted) {
 		return nil, 0, fmt.Errorf("%w: read at revision %d: %v", storage.ErrCompacted, opts.Revision, err)
+	}
+	if err != nil && status.Code(err) == codes.ResourceExhausted && !errors.Is(err, rpctypes.ErrGRPCNoSpace) {
+		return nil, 0, &responseTooLargeError{mapErr(err)}
 	}
 	if err != nil {
 		return nil, 0, mapErr(err)
