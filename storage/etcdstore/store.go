@@ -425,7 +425,10 @@ func (s *Store) listOnce(ctx context.Context, prefix string, opts storage.ListOp
 	if errors.Is(err, rpctypes.ErrCompacted) {
 		return nil, 0, fmt.Errorf("%w: read at revision %d: %v", storage.ErrCompacted, opts.Revision, err)
 	}
-	if err != nil && status.Code(err) == codes.ResourceExhausted && !errors.Is(err, rpctypes.ErrGRPCNoSpace) {
+	// gRPC's own words for an answer over the client's receive limit; etcd
+	// answers RESOURCE_EXHAUSTED too when it is out of space or overloaded
+	// ("too many requests"), which pages would not help.
+	if err != nil && status.Code(err) == codes.ResourceExhausted && strings.Contains(status.Convert(err).Message(), "larger than max") {
 		return nil, 0, &responseTooLargeError{mapErr(err)}
 	}
 	if err != nil {
