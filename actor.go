@@ -188,7 +188,8 @@ func (c *ActionCtx[S]) Broadcast(name string, data any) error {
 // c.destroy()): from then on calls and messages get ErrNotFound and the
 // workflow runs no more steps; then OnDestroy runs and everything stored
 // for it is deleted. The request is stored with the turn, as a scheduled
-// call is (inspect lists it as the call of "$destroy"), so a crash or a
+// call is (an operator's inspect lists it as the call of "$destroy", which
+// cannot be cancelled; Scheduler.List does not), so a crash or a
 // move does not lose it: whichever node serves the actor then destroys it
 // as soon as it can, even if its hooks fail. A turn that fails asks for
 // nothing; a read-only action cannot ask (ErrInternal).

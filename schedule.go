@@ -4,7 +4,8 @@ import "github.com/rivet-go/rivet/caller"
 
 // MaxSchedules bounds the pending scheduled calls of one actor, as Rivet's
 // schedule does (1000). A destroy the actor asked for (ActionCtx.Destroy),
-// which Scheduler.List shows as a call of "$destroy", is not one of them.
+// which inspect shows as a call of "$destroy", is not one of them (nor
+// one Scheduler.List shows).
 const MaxSchedules = 1000
 
 // ScheduledCall is a call of one of the actor's own actions that the actor

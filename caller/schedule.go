@@ -87,9 +87,11 @@ type Scheduler interface {
 	Cron(name, expr, action string, args ...any) (string, error)
 	// Get returns the pending call id.
 	Get(id string) (ScheduledCall, bool)
-	// List returns the pending calls, the earliest first; a destroy the
-	// actor asked for (rivet.ActionCtx.Destroy) is among them, as a call of
-	// "$destroy".
+	// List returns the pending calls, the earliest first. A destroy the
+	// actor asked for (rivet.ActionCtx.Destroy) is not one of them: Get,
+	// List and Cancel do not see it (a turn that cancels every call it
+	// lists does not withdraw it); an operator's inspect shows it, as a
+	// call of "$destroy".
 	List() []ScheduledCall
 	// Cancel removes the pending call id, and says whether there was one
 	// (false: it ran, or was cancelled, already).

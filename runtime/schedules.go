@@ -686,7 +686,7 @@ func (s *turnSchedule) Get(id string) (rivet.ScheduledCall, bool) {
 		return rivet.ScheduledCall{}, false // no longer its turn's to read
 	}
 	for _, c := range s.a.sched {
-		if c.publicID() == id {
+		if c.publicID() == id && c.rec.Action != destroyAction {
 			return c.public(), true
 		}
 	}
@@ -697,9 +697,14 @@ func (s *turnSchedule) List() []rivet.ScheduledCall {
 	if s.over() {
 		return nil // no longer its turn's to read
 	}
-	out := make([]rivet.ScheduledCall, len(s.a.sched))
-	for i, c := range s.a.sched {
-		out[i] = c.public()
+	// The actor's own calls: a destroy it asked for is the runtime's
+	// record (inspect shows it), which a loop cancelling every call it
+	// lists must not withdraw.
+	out := make([]rivet.ScheduledCall, 0, len(s.a.sched))
+	for _, c := range s.a.sched {
+		if c.rec.Action != destroyAction {
+			out = append(out, c.public())
+		}
 	}
 	return out
 }
@@ -712,7 +717,7 @@ func (s *turnSchedule) Cancel(id string) (bool, error) {
 		return false, rivet.Errorf(rivet.ErrInternal, "a read-only action of %s cannot cancel a scheduled call (make it with rivet.Action)", s.a.describe())
 	}
 	for _, c := range s.a.sched {
-		if c.publicID() == id {
+		if c.publicID() == id && c.rec.Action != destroyAction {
 			if n, _ := s.a.schedChanges(); n >= limitTurnCalls {
 				return false, rivet.Errorf(rivet.ErrTooLarge, "cancel: one turn schedules and cancels at most %d calls (they commit in one transaction)", limitTurnCalls)
 			}
@@ -1144,6 +1149,11 @@ func (h *Host) CancelScheduledCall(ctx context.Context, ref Ref, id string) (boo
 	defer h.end()
 	if id == "" {
 		return false, rivet.Errorf(rivet.ErrInvalidArgument, "the scheduled call's id is empty (rivetctl inspect lists them)")
+	}
+	if strings.HasSuffix(id, "-"+destroyAction) {
+		// Callers were told NOT_FOUND from the request on: withdrawn, the
+		// actor would come back.
+		return false, rivet.Errorf(rivet.ErrInvalidArgument, "%s is the destroy actor %s %s asked for, not a scheduled call: it cannot be cancelled", id, ref.Name, keyString(ref.Key))
 	}
 	sp, err := h.spec(ref.Name)
 	if err != nil {

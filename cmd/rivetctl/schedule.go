@@ -76,7 +76,8 @@ func (a *app) scheduleCommand() *cobra.Command {
 		Long: `Remove one of an actor's pending scheduled calls, as an operator's decision:
 for a call the actor has no action to cancel, such as a recurring call that
 keeps failing. The actor's code is not consulted. Cancelling a call that
-already ran, or was cancelled, changes nothing.`,
+already ran, or was cancelled, changes nothing. A $destroy the actor asked
+for is listed but cannot be cancelled.`,
 		Example: `  rivetctl schedule cancel sessionActor alice 1796094126780-0a92244e48e5ffff
   rivetctl schedule cancel pageViews home every:flush`,
 		Args: args(3, 3),
