@@ -223,7 +223,7 @@ func newCollector(n *Node) *collector {
 		partsOw:      d("rivet_partitions_owned", "Partitions this node owns."),
 
 		forwards:  d("rivet_forwards_total", "Requests this node sent to the node owning their actor."),
-		claimed:   d("rivet_partitions_claimed_total", "Partitions this node claimed."),
+		claimed:   d("rivet_partitions_claimed_total", "Partitions this node claimed: by its balancer, again with its lease after a loss, and again after a refence (also in rivet_partitions_refenced_total)."),
 		handedOff: d("rivet_partitions_handed_off_total", "Partitions this node handed to another."),
 		renewals:  d("rivet_lease_renewals_total", "Renewals of this node's etcd lease."),
 		losses:    d("rivet_lease_losses_total", "Times this node lost its lease (and every partition with it)."),

@@ -83,7 +83,8 @@ type Node struct {
 	// formatRecorded: the cluster's record of this build's storage
 	// format is written (gateStateInHistory; watchCluster's goroutine).
 	formatRecorded bool
-	// claimed and handedOff count partitions moved in and out.
+	// claimed counts every partition claimed (the balancer's, a lease's
+	// after a loss, a refence's), handedOff those handed to another.
 	claimed, handedOff atomic.Uint64
 	// metrics receives the runtime's and the committer's observations.
 	metrics *metrics
@@ -321,6 +322,9 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 	// No partition is claimed here: the balancer claims what the ring
 	// gives this node once it sees the cluster.
 	n.own = runtime.NewOwnership(n.store, rec, cfg.LeaseTTL, n.log)
+	// Every claim, not only the balancer's: a lease back after a loss
+	// claims again what it held, and a refence what it released.
+	n.own.OnClaimed(func(_ context.Context, parts []uint32) { n.claimed.Add(uint64(len(parts))) })
 	if err := n.own.Establish(ctx, nil); err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
@@ -353,7 +357,7 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 		Eligible: n.view.eligible, Draining: n.view.draining, Owners: n.view.ownerTable, Handoffs: cfg.Handoffs,
 		OwnerRecord: n.view.ownerOf,
 		Registered:  func() storage.LeaseID { rec, _ := n.view.record(n.cfg.NodeID); return rec.Lease },
-		OnMoved:     func(in, out int) { n.claimed.Add(uint64(in)); n.handedOff.Add(uint64(out)) },
+		OnMoved:     func(_, out int) { n.handedOff.Add(uint64(out)) }, // claims: OnClaimed
 	}, n.host, n.own)
 	// A lease back after a cut says etcd serves again: the view's copies,
 	// which may be waiting seconds to retry it, read it now (routing and

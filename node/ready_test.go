@@ -21,7 +21,9 @@ import (
 // its lease; B takes every partition, then stops. When A's lease comes
 // back, A claims again the partitions it held (half of them), but the ring
 // now gives it all of them: it is ready once its balancer has claimed the
-// rest.
+// rest. rivet_partitions_claimed_total counts the partitions claimed
+// again with the lease as well as the balancer's claims (it counted only
+// the balancer's).
 func TestANodeBackFromALeaseLossIsReadyOnlyOnceItHoldsItsPartitions(t *testing.T) {
 	const parts = 16
 	reg, err := examples.Registry()
@@ -83,6 +85,17 @@ func TestANodeBackFromALeaseLossIsReadyOnlyOnceItHoldsItsPartitions(t *testing.T
 		mu.Unlock()
 	})
 
+	// What A claimed before it lost its lease, and its moves since: each
+	// claim counts, those of the lease that comes back too.
+	waitUntil(t, "both balancers settled", 30*time.Second, func() bool {
+		return a.BalancerSettledForTest() && b.BalancerSettledForTest() && a.Ownership().Owned()+b.Ownership().Owned() == parts
+	})
+	before, _ := scrape(t, a.HTTPAddr())
+	lost := before["rivet_partitions_claimed_total"] - before["rivet_partitions_handed_off_total"]
+	if owned := float64(a.Ownership().Owned()); lost != owned || lost == 0 {
+		t.Fatalf("before the cut, A claimed %v partitions less those handed off, owning %v", lost, owned)
+	}
+
 	proxy.setCut(true)
 	waitUntil(t, "A to lose its lease and say so", 30*time.Second, func() bool {
 		return a.Ownership().Owned() == 0 && !serving() && readyz() == http.StatusServiceUnavailable
@@ -137,6 +150,15 @@ func TestANodeBackFromALeaseLossIsReadyOnlyOnceItHoldsItsPartitions(t *testing.T
 		if s.serving && s.owned < parts {
 			t.Errorf("A said SERVING when its lease came back, owning %d of %d partitions", s.owned, parts)
 		}
+	}
+	// Every partition A owns was claimed once it was back, the ones it
+	// lost with its lease (claimed again with the new one) included.
+	after, _ := scrape(t, a.HTTPAddr())
+	claimed := after["rivet_partitions_claimed_total"] - before["rivet_partitions_claimed_total"]
+	handed := after["rivet_partitions_handed_off_total"] - before["rivet_partitions_handed_off_total"]
+	if claimed-handed != float64(a.Ownership().Owned()) {
+		t.Errorf("rivet_partitions_claimed_total rose by %v (handed off %v) over the lease's loss, A owning %d of %d partitions (%v lost with the lease)",
+			claimed, handed, a.Ownership().Owned(), parts, lost)
 	}
 	if len(early) > 0 {
 		t.Errorf("A said SERVING before it held its partitions, %d times; first owning %d of %d", len(early), early[0].owned, parts)
