@@ -910,6 +910,13 @@ func (h *Host) turnFor(ctx context.Context, kind TurnKind, ref Ref, sp *rivet.Sp
 				}
 				return nil, false, ctxError(ctx)
 			}
+		} else {
+			// Its load took the gate for it (an admin turn of an actor
+			// not in memory): it waited for no other turn, and a load is
+			// no wait for the gate, as for a turn that finds the actor
+			// loading. Observed all the same, a wait of about zero: every
+			// turn Observer.Turn hears of has its wait observed.
+			h.observeWait(kind, h.waitStart())
 		}
 		if a.stopped.Load() {
 			a.gate.release(chain)

@@ -96,3 +96,52 @@ func TestObserverAndQueueStats(t *testing.T) {
 		t.Errorf("observer saw turns %v; want 1 action, 4 sends, 1 admin", obs.turns)
 	}
 }
+
+// waitObserver is a recordObserver that hears of the waits for the gate
+// too (a runtime.WaitObserver).
+type waitObserver struct {
+	recordObserver
+	waits map[runtime.TurnKind]int
+}
+
+func (o *waitObserver) TurnWait(kind runtime.TurnKind, waited time.Duration) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.waits == nil {
+		o.waits = map[runtime.TurnKind]int{}
+	}
+	o.waits[kind]++
+}
+
+// Every turn's wait for the gate is observed, as its duration is: also
+// that of an admin turn of an actor not in memory, whose load takes the
+// gate for it (its turn comes first), which was observed as a turn and
+// not as a wait.
+func TestEveryTurnObservedHasItsWaitObserved(t *testing.T) {
+	t.Parallel()
+	obs := &waitObserver{}
+	e := newEnv(t, counterReg(t), func(c *runtime.Config) {
+		c.Observer = obs
+		c.IdleTimeout = 100 * time.Millisecond
+	})
+	ref := runtime.Ref{Name: "counter", Key: []string{"c"}}
+	callInt(t, e.host, "counter", "c", "increment", true, 1)
+	waitFor(t, "the actor to be deactivated", 10*time.Second, func() bool { return e.host.Stats().ActiveActors == 0 })
+	if ok, err := e.host.CancelScheduledCall(ctx(t), ref, "every:none"); ok || err != nil {
+		t.Fatalf("cancel of no call: %v %v", ok, err)
+	}
+	waitFor(t, "the actor to be deactivated again", 10*time.Second, func() bool { return e.host.Stats().ActiveActors == 0 })
+	if err := e.host.Destroy(ctx(t), ref); err != nil {
+		t.Fatal(err)
+	}
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	if obs.turns[runtime.TurnAdmin] != 2 || obs.turns[runtime.TurnAction] != 1 {
+		t.Fatalf("turns %v, want 1 action and 2 admin", obs.turns)
+	}
+	for kind, n := range obs.turns {
+		if w := obs.waits[kind]; w != n {
+			t.Errorf("%v: %d turns observed, %d waits", kind, n, w)
+		}
+	}
+}
