@@ -630,8 +630,8 @@ func planRetry(entries []workflow.Entry, from, failedAt string, rewind bool) ([]
 	// after the latest time of the entries before it.
 	var order func(e *workflow.Entry) (before, concurrent bool)
 	targetAt := target.Time
+	places := historyPlaces(entries)
 	if targetAt.IsZero() {
-		places := historyPlaces(entries)
 		order = func(e *workflow.Entry) (bool, bool) {
 			scope := commonScope(e.Path, from)
 			if k := byPath[scope]; scope != "" && k != nil && (k.Kind == workflow.KindJoin || k.Kind == workflow.KindRace) {
@@ -668,7 +668,7 @@ func planRetry(entries []workflow.Entry, from, failedAt string, rewind bool) ([]
 				continue
 			}
 		}
-		if at := entryTime(byPath, &e); !at.IsZero() && !at.Before(targetAt) {
+		if at := entryTime(byPath, places, &e); !at.IsZero() && !at.Before(targetAt) {
 			trees = append(trees, e.Path)
 		}
 	}
@@ -780,7 +780,7 @@ func firstCompensated(entries []workflow.Entry) *workflow.Entry {
 		if !e.RollbackDone && e.RollbackError == nil {
 			continue
 		}
-		if at := entryTime(byPath, e); first == nil || at.Before(firstAt) {
+		if at := entryTime(byPath, nil, e); first == nil || at.Before(firstAt) {
 			first, firstAt = e, at
 		}
 	}
@@ -790,24 +790,58 @@ func firstCompensated(entries []workflow.Entry) *workflow.Entry {
 // entryTime is when e was recorded, as far as the history tells: its time,
 // or for the entries that record none (rollback checkpoints, version
 // checks, removed markers) the time of the latest entry before it in its
-// scope, or of its scope's entry; zero at the start of the workflow.
-func entryTime(byPath map[string]*workflow.Entry, e *workflow.Entry) time.Time {
+// scope (the entries of a try block before it among them: places holds
+// their places, historyPlaces), or, at the start of a try block, before
+// the block in the scope that holds it, or of its scope's entry; zero at
+// the start of the workflow.
+func entryTime(byPath map[string]*workflow.Entry, places map[string]int, e *workflow.Entry) time.Time {
 	if !e.Time.IsZero() {
 		return e.Time
 	}
-	scope := workflow.ParentOf(e.Path)
-	var at time.Time
-	for _, o := range byPath {
-		if workflow.ParentOf(o.Path) == scope && o.Seq < e.Seq && o.Time.After(at) {
-			at = o.Time
+	scope, place := workflow.ParentOf(e.Path), e.Seq
+	for {
+		var at time.Time
+		for _, o := range byPath {
+			if o.Time.After(at) && madeBefore(byPath, places, o.Path, scope, place) {
+				at = o.Time
+			}
 		}
-	}
-	if at.IsZero() && scope != "" {
+		if !at.IsZero() || scope == "" {
+			return at
+		}
 		if p := byPath[scope]; p != nil {
-			return entryTime(byPath, p)
+			return entryTime(byPath, places, p)
+		}
+		if workflow.IsIteration(scope) || places[scope] <= 0 {
+			return at // a loop iteration or a branch: its start
+		}
+		// A try block, which records no entry: its place in the scope
+		// that holds it.
+		scope, place = workflow.ParentOf(scope), places[scope]
+	}
+}
+
+// madeBefore says that the entry at path lies in scope before place: one
+// of its entries with a lower place, or an entry in a try block of it
+// with a lower place (an entry has no place within the block that holds
+// it but in its own scope, which is after the block's start).
+func madeBefore(byPath map[string]*workflow.Entry, places map[string]int, path, scope string, place int) bool {
+	rest := path
+	if scope != "" {
+		var ok bool
+		if rest, ok = strings.CutPrefix(path, scope+"/"); !ok {
+			return false
 		}
 	}
-	return at
+	child, _, deeper := strings.Cut(rest, "/")
+	if !deeper {
+		return byPath[path].Seq < place
+	}
+	if scope != "" {
+		child = scope + "/" + child
+	}
+	p := places[child]
+	return byPath[child] == nil && !workflow.IsIteration(child) && p > 0 && p < place
 }
 
 // checkRewind refuses a retry from an entry inside a scope that would not
