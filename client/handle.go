@@ -222,14 +222,63 @@ func (h *ActorHandle) Destroy(ctx context.Context) error {
 
 // History returns the actor's workflow status and history, its entries in
 // the order the workflow made them (each followed by the entries under it).
+// It asks for pages of 1000 entries and follows them to the last (a long
+// history does not fit in one answer), so the status is the last page's
+// and the entries are those recorded when each page was read: an entry
+// the workflow records while it reads is listed if it comes after the
+// pages read. A node from before History paged answers the whole history
+// at once (see HistoryPage).
 func (h *ActorHandle) History(ctx context.Context) (History, error) {
-	resp, err := invoke(ctx, h.c, idempotent, h.c.actors.History, &rivetv1.HistoryRequest{Actor: h.ref()})
+	opts := HistoryOptions{Limit: maxHistoryPage}
+	var out History
+	for {
+		page, paged, err := h.historyPage(ctx, opts)
+		if err != nil {
+			return History{}, err
+		}
+		if !paged {
+			// A node from before History paged: its answer is the whole
+			// history, whatever page was asked for.
+			return page, nil
+		}
+		page.Entries = append(out.Entries, page.Entries...)
+		out = page
+		if out.NextPageToken == "" {
+			return out, nil
+		}
+		opts.PageToken, out.NextPageToken = out.NextPageToken, ""
+	}
+}
+
+// maxHistoryPage is the largest page a node serves.
+const maxHistoryPage = 1000
+
+// HistoryPage returns one page of the actor's workflow history: up to
+// opts.Limit entries after opts.PageToken's, in History's order, and the
+// workflow's status now; NextPageToken continues it. A node from before
+// History paged ignores opts and answers the whole history, without a
+// NextPageToken. A token that is not one of this actor's history's is
+// rivet.ErrInvalidArgument.
+func (h *ActorHandle) HistoryPage(ctx context.Context, opts HistoryOptions) (History, error) {
+	page, _, err := h.historyPage(ctx, opts)
+	return page, err
+}
+
+// historyPage is HistoryPage, and whether the node paged (false: an older
+// node's whole history).
+func (h *ActorHandle) historyPage(ctx context.Context, opts HistoryOptions) (History, bool, error) {
+	limit := uint32(0)
+	if opts.Limit > 0 {
+		limit = uint32(min(opts.Limit, 1<<31))
+	}
+	resp, err := invoke(ctx, h.c, idempotent, h.c.actors.History, &rivetv1.HistoryRequest{Actor: h.ref(), Limit: limit, PageToken: opts.PageToken})
 	if err != nil {
-		return History{}, err
+		return History{}, false, err
 	}
 	out := History{
 		WorkflowStatus: resp.GetWorkflowStatus(), WorkflowError: resp.GetWorkflowError(),
 		WorkflowWakeAt: timeFrom(resp.GetWorkflowWakeAt()), WorkflowWakeQueues: resp.GetWorkflowWakeQueues(), WorkflowWakeAnyQueue: resp.GetWorkflowWakeAnyQueue(),
+		NextPageToken: resp.GetNextPageToken(),
 	}
 	for _, e := range resp.GetEntries() {
 		he := HistoryEntry{Path: e.GetPath(), Kind: e.GetKind(), Status: e.GetStatus(), Attempts: int(e.GetAttempts()), Output: e.GetOutput(), Error: e.GetError(), ErrorCode: e.GetErrorCode(), Winner: e.GetWinner(), OutputOmitted: e.GetOutputOmitted()}
@@ -239,7 +288,7 @@ func (h *ActorHandle) History(ctx context.Context) (History, error) {
 		he.Deadline = timeFrom(e.GetDeadline())
 		out.Entries = append(out.Entries, he)
 	}
-	return out, nil
+	return out, resp.GetPaged(), nil
 }
 
 // RetryWorkflow replays a failed workflow: from the entry from (and

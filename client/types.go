@@ -223,4 +223,20 @@ type History struct {
 	WorkflowWakeQueues   []string       `json:"workflow_wake_queues,omitempty"`
 	WorkflowWakeAnyQueue bool           `json:"workflow_wake_any_queue,omitempty"`
 	Entries              []HistoryEntry `json:"entries"`
+	// NextPageToken, on a page of HistoryPage, continues it: "" on the
+	// last page, and for the whole history.
+	NextPageToken string `json:"next_page_token,omitempty"`
+}
+
+// HistoryOptions page through a workflow's history. The zero value asks
+// for the whole history in one answer, as History did before it paged.
+type HistoryOptions struct {
+	// Limit is the page size: 0 means no bound (all the entries after
+	// PageToken's); the node serves at most 1000, and fewer when more
+	// would not fit in one message.
+	Limit int
+	// PageToken continues from a previous History.NextPageToken, with the
+	// entry after that page's last in the history's order (whatever the
+	// workflow recorded meanwhile: no entry twice).
+	PageToken string
 }

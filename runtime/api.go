@@ -243,4 +243,23 @@ type History struct {
 	// WorkflowWake is as Inspection's.
 	WorkflowWake workflow.Wake
 	Entries      []HistoryEntry
+	// NextPageToken continues a page of HistoryPage: "" on the last page
+	// (and for the whole history).
+	NextPageToken string
+	// PageTokens, on a page of HistoryPage with a Limit, holds for each
+	// entry the token that resumes after it, for a caller that cuts the
+	// page short (one that would not fit in a message).
+	PageTokens []string
+}
+
+// HistoryOptions page through a workflow's history.
+type HistoryOptions struct {
+	// Limit is the page size: 0 means no bound (the whole history, or
+	// all of it after PageToken); at most 1000.
+	Limit int
+	// PageToken continues a previous page: with the entry after its last,
+	// in the history's order. It names that entry's place in the order,
+	// not a count, so entries recorded since before it (a join's branch
+	// running behind) are not listed, and none is listed twice.
+	PageToken string
 }

@@ -2,8 +2,10 @@ package runtime
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"maps"
 	"slices"
 	"sort"
@@ -40,8 +42,19 @@ func (h *Host) settle(ctx context.Context, ref Ref, enc string) error {
 	return nil
 }
 
-// History returns the actor's workflow history.
+// History returns the actor's whole workflow history.
 func (h *Host) History(ctx context.Context, ref Ref) (History, error) {
+	return h.HistoryPage(ctx, ref, HistoryOptions{})
+}
+
+// maxHistoryPage is the largest page HistoryPage serves, as List's.
+const maxHistoryPage = 1000
+
+// HistoryPage returns a page of the actor's workflow history: up to
+// opts.Limit entries (0: all) after opts.PageToken's, in the history's
+// order, and the workflow's status now. A token that does not decode, or
+// that continues another actor's history, is rivet.ErrInvalidArgument.
+func (h *Host) HistoryPage(ctx context.Context, ref Ref, opts HistoryOptions) (History, error) {
 	if err := h.begin(); err != nil {
 		return History{}, err
 	}
@@ -53,6 +66,17 @@ func (h *Host) History(ctx context.Context, ref Ref) (History, error) {
 	enc, part, prefix, err := h.locate(ref)
 	if err != nil {
 		return History{}, err
+	}
+	tag := historyTag(ref.Name, enc)
+	var after historyPos
+	if opts.PageToken != "" {
+		if after, err = decodeHistoryToken(opts.PageToken, tag); err != nil {
+			return History{}, err
+		}
+	}
+	limit := opts.Limit
+	if limit > 0 {
+		limit = min(limit, maxHistoryPage)
 	}
 	if _, owned := h.own.Token(part); !owned {
 		return History{}, rivet.Errorf(rivet.ErrUnavailable, "partition %d is not owned by node %s", part, h.cfg.NodeID)
@@ -105,7 +129,7 @@ func (h *Host) History(ctx context.Context, ref Ref) (History, error) {
 			return History{}, err
 		}
 	}
-	sortHistory(entries)
+	entries, out.PageTokens, out.NextPageToken = pageHistory(entries, tag, after, limit)
 	for _, e := range entries {
 		he := HistoryEntry{Path: e.Path, Kind: string(e.Kind), Status: string(e.Status), Attempts: e.Attempts, Output: e.Output, UpdatedAt: e.Time, Winner: e.Winner, Deadline: e.Deadline}
 		if e.Error != nil {
@@ -120,6 +144,37 @@ func (h *Host) History(ctx context.Context, ref Ref) (History, error) {
 		out.Entries = append(out.Entries, he)
 	}
 	return out, nil
+}
+
+// pageHistory puts entries in the history's order (sortHistory) and
+// returns the page of up to limit of them (0: all) after the place after
+// (nil: from the first), with, if limit > 0, the token that resumes after
+// each and the page's next token ("" on the last page).
+func pageHistory(entries []workflow.Entry, tag string, after historyPos, limit int) (page []workflow.Entry, tokens []string, next string) {
+	places := sortHistory(entries)
+	start := 0
+	if after != nil {
+		// The first entry after the token's, wherever the entries the
+		// workflow recorded (or a retry deleted) since then are: the
+		// order is a total order on paths, whether or not the token's
+		// entry is still there.
+		start = sort.Search(len(entries), func(i int) bool { return after.less(entryPos(places, entries[i].Path)) })
+	}
+	end := len(entries)
+	if limit > 0 && end-start > limit {
+		end = start + limit
+	}
+	page = entries[start:end]
+	if limit > 0 {
+		tokens = make([]string, len(page))
+		for i, e := range page {
+			tokens[i] = encodeHistoryToken(tag, entryPos(places, e.Path))
+		}
+		if end < len(entries) {
+			next = tokens[len(page)-1]
+		}
+	}
+	return page, tokens, next
 }
 
 // receivedJSON is what a receive took, as History shows it: the recorded
@@ -159,9 +214,97 @@ func firstUnder(entries []workflow.Entry, scope string) string {
 // "step-2" before "step-10", a step before the loop the code reached after
 // it), a loop's iterations by number (~2 before ~10), and join and race
 // branches, which run at once, by name.
-func sortHistory(entries []workflow.Entry) {
+func sortHistory(entries []workflow.Entry) map[string]int {
 	places := historyPlaces(entries)
 	sort.SliceStable(entries, func(i, j int) bool { return historyLess(places, entries[i].Path, entries[j].Path) })
+	return places
+}
+
+// historyPos is an entry's place in the history's order: the rank of each
+// segment of its path among its siblings (segmentRank) and the segment.
+// Compared as historyLess compares paths, it orders entries the same, and
+// still places an entry that is gone (a retry deleted it) among the rest:
+// a page token holds the last entry's.
+type historyPos []posSeg
+
+type posSeg struct {
+	Class int    `json:"c"`
+	N     uint64 `json:"n,omitempty"`
+	Seg   string `json:"s"`
+}
+
+// entryPos returns the place of path in the order places rank it in.
+func entryPos(places map[string]int, path string) historyPos {
+	var pos historyPos
+	for i := 0; ; {
+		seg, _, more := strings.Cut(path[i:], "/")
+		c, n := segmentRank(places, path[:i+len(seg)], seg)
+		pos = append(pos, posSeg{Class: c, N: n, Seg: seg})
+		if !more {
+			return pos
+		}
+		i += len(seg) + 1
+	}
+}
+
+// less says whether p comes before q, as historyLess: at the first
+// segment in which they differ, by its rank, then its name; else the
+// shorter (a scope before the entries under it).
+func (p historyPos) less(q historyPos) bool {
+	for i := 0; i < len(p) && i < len(q); i++ {
+		a, b := p[i], q[i]
+		if a.Seg == b.Seg {
+			continue
+		}
+		switch {
+		case a.Class != b.Class:
+			return a.Class < b.Class
+		case a.N != b.N:
+			return a.N < b.N
+		}
+		return a.Seg < b.Seg
+	}
+	return len(p) < len(q)
+}
+
+// historyToken is what a history page token holds: the actor's tag and
+// the place of the page's last entry.
+type historyToken struct {
+	Actor string     `json:"a"`
+	After historyPos `json:"p"`
+}
+
+// historyTag names an actor in its history's page tokens, so that a token
+// of another actor's history is refused rather than resuming at a place
+// that means nothing there.
+func historyTag(name, enc string) string {
+	f := fnv.New64a()
+	f.Write([]byte(name + "/" + enc))
+	return strconv.FormatUint(f.Sum64(), 36)
+}
+
+func encodeHistoryToken(tag string, after historyPos) string {
+	b, _ := json.Marshal(historyToken{Actor: tag, After: after})
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// decodeHistoryToken returns the place a page token of the actor tagged
+// tag resumes after; rivet.ErrInvalidArgument if it is not one.
+func decodeHistoryToken(token, tag string) (historyPos, error) {
+	b, err := base64.RawURLEncoding.DecodeString(token)
+	var t historyToken
+	if err != nil || json.Unmarshal(b, &t) != nil || len(t.After) == 0 {
+		return nil, rivet.Errorf(rivet.ErrInvalidArgument, "bad page token")
+	}
+	for _, s := range t.After {
+		if s.Seg == "" || s.Class < 0 || s.Class > 2 {
+			return nil, rivet.Errorf(rivet.ErrInvalidArgument, "bad page token")
+		}
+	}
+	if t.Actor != tag {
+		return nil, rivet.Errorf(rivet.ErrInvalidArgument, "bad page token: it continues another actor's history")
+	}
+	return t.After, nil
 }
 
 // historyPlaces returns the place in its scope of every entry, and of

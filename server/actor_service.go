@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -270,19 +271,23 @@ func (s *Server) List(ctx context.Context, req *rivetv1.ListRequest) (*rivetv1.L
 	return out, nil
 }
 
-// History returns an actor's workflow history.
+// History returns an actor's workflow history, or a page of it.
 func (s *Server) History(ctx context.Context, req *rivetv1.HistoryRequest) (*rivetv1.HistoryResponse, error) {
 	r, err := ref(req.GetActor())
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
-	h, err := s.backend.History(ctx, r)
+	h, err := s.backend.HistoryPage(ctx, r, runtime.HistoryOptions{
+		Limit:     int(min(req.GetLimit(), maxListLimit)),
+		PageToken: req.GetPageToken(),
+	})
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
 	out := &rivetv1.HistoryResponse{
 		WorkflowStatus: h.WorkflowStatus, WorkflowError: textcut.Valid(h.WorkflowError),
 		WorkflowWakeAt: timeProto(h.WorkflowWake.At), WorkflowWakeQueues: h.WorkflowWake.Queues, WorkflowWakeAnyQueue: h.WorkflowWake.AnyQueue,
+		NextPageToken: h.NextPageToken, Paged: true,
 	}
 	for _, e := range h.Entries {
 		pe := &rivetv1.HistoryEntry{
@@ -297,14 +302,55 @@ func (s *Server) History(ctx context.Context, req *rivetv1.HistoryRequest) (*riv
 		}
 		out.Entries = append(out.Entries, pe)
 	}
+	bound := s.limits.MaxForwardedResponseBytes()
+	if req.GetLimit() > 0 && len(h.PageTokens) == len(out.Entries) {
+		// A page ends early rather than leave out outputs: with the
+		// entries that fit whole (one at least), and the token after
+		// its last. Never a whole history: a client from before History
+		// paged would take the page for all of it.
+		cutPage(out, h.PageTokens, bound)
+	}
 	// A history holds entries up to a transaction's size each, without
 	// bound in all: as Inspect's calls, its largest outputs are left out
-	// (and errors cut) rather than the response failing whole.
-	err = fit("history", out, s.limits.MaxForwardedResponseBytes(), historyPayloads(out))
+	// (and errors cut) rather than the response failing whole; asked for
+	// whole, it can still be too large.
+	err = fit("history", out, bound, historyPayloads(out))
 	if err != nil {
+		if re, ok := err.(*rivet.Error); ok && req.GetLimit() == 0 {
+			re.Message += "; ask for it in pages (limit), as rivetctl history does"
+		}
 		return nil, s.toStatus(ctx, err)
 	}
 	return out, nil
+}
+
+// cutPage ends the page out at the last entry that fits in bound bytes
+// marshalled, with tokens[i] the token that resumes after its entry i. The
+// first entry stays whatever its size: fit leaves out its output.
+func cutPage(out *rivetv1.HistoryResponse, tokens []string, bound int) {
+	if proto.Size(out) <= bound {
+		return
+	}
+	entries := out.Entries
+	out.Entries = nil
+	n := proto.Size(out) + 2*protowire.SizeBytes(len(out.NextPageToken)) // room for a longer token
+	keep := 0
+	for _, e := range entries {
+		m := protowire.SizeTag(3) + protowire.SizeBytes(proto.Size(e))
+		if keep > 0 && n+m > bound {
+			break
+		}
+		n += m
+		keep++
+	}
+	out.Entries = entries[:keep]
+	if keep < len(entries) {
+		out.NextPageToken = tokens[keep-1]
+		for keep > 1 && proto.Size(out) > bound {
+			keep--
+			out.Entries, out.NextPageToken = entries[:keep], tokens[keep-1]
+		}
+	}
 }
 
 // RetryWorkflow replays a failed workflow from an entry.

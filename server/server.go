@@ -28,7 +28,7 @@ type Backend interface {
 	Destroy(ctx context.Context, ref runtime.Ref) error
 	Inspect(ctx context.Context, ref runtime.Ref) (runtime.Inspection, error)
 	List(ctx context.Context, opts runtime.ListOptions) (runtime.ListResult, error)
-	History(ctx context.Context, ref runtime.Ref) (runtime.History, error)
+	HistoryPage(ctx context.Context, ref runtime.Ref, opts runtime.HistoryOptions) (runtime.History, error)
 	RetryWorkflow(ctx context.Context, ref runtime.Ref, from string) (int, error)
 	CancelWorkflow(ctx context.Context, ref runtime.Ref, reason string) (string, error)
 	CancelScheduledCall(ctx context.Context, ref runtime.Ref, id string) (bool, error)

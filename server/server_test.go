@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -451,7 +452,7 @@ type historyBackend struct {
 	entries []runtime.HistoryEntry
 }
 
-func (b historyBackend) History(context.Context, runtime.Ref) (runtime.History, error) {
+func (b historyBackend) HistoryPage(context.Context, runtime.Ref, runtime.HistoryOptions) (runtime.History, error) {
 	return runtime.History{WorkflowStatus: "running", Entries: b.entries}, nil
 }
 
@@ -538,7 +539,9 @@ type historyOf struct {
 	h runtime.History
 }
 
-func (b historyOf) History(context.Context, runtime.Ref) (runtime.History, error) { return b.h, nil }
+func (b historyOf) HistoryPage(context.Context, runtime.Ref, runtime.HistoryOptions) (runtime.History, error) {
+	return b.h, nil
+}
 
 // Text an actor's code made, not all UTF-8 (an error's, an entry's name),
 // reaches Inspect and History with its bad bytes as U+FFFD, as storage
@@ -568,5 +571,98 @@ func TestInspectAndHistoryOfTextNotUTF8(t *testing.T) {
 	}
 	if e := h.Entries; h.WorkflowError != want || e[0].Path != "race/\uFFFDbranch" || e[0].Winner != "\uFFFDbranch" || e[1].Error != want || e[1].ErrorCode != "user.\uFFFD" {
 		t.Errorf("history: %+v", h)
+	}
+}
+
+// pagedHistory pages through its entries as runtime.Host.HistoryPage
+// does, its tokens the entries' indexes, and records the limits asked.
+type pagedHistory struct {
+	*servertest.Fake
+	entries []runtime.HistoryEntry
+	limits  []int
+}
+
+func (b *pagedHistory) HistoryPage(_ context.Context, _ runtime.Ref, opts runtime.HistoryOptions) (runtime.History, error) {
+	b.limits = append(b.limits, opts.Limit)
+	start := 0
+	if opts.PageToken != "" {
+		n, err := strconv.Atoi(opts.PageToken)
+		if err != nil {
+			return runtime.History{}, rivet.Errorf(rivet.ErrInvalidArgument, "bad page token")
+		}
+		start = n + 1
+	}
+	end := len(b.entries)
+	if opts.Limit > 0 {
+		end = min(end, start+opts.Limit)
+	}
+	h := runtime.History{WorkflowStatus: "running", Entries: b.entries[start:end]}
+	if opts.Limit > 0 {
+		for i := start; i < end; i++ {
+			h.PageTokens = append(h.PageTokens, strconv.Itoa(i))
+		}
+		if end < len(b.entries) {
+			h.NextPageToken = h.PageTokens[len(h.PageTokens)-1]
+		}
+	}
+	return h, nil
+}
+
+// A page of a history ends early rather than leave out outputs: it holds
+// the entries that fit whole in a response, and its token resumes after
+// the last of them. A page size over 1000 is served as 1000, as List's.
+// Asked for whole (no limit, as before History paged), a history too long
+// for one response is TOO_LARGE, saying to page it.
+func TestHistoryPagesEndEarlyRatherThanLeaveOutOutputs(t *testing.T) {
+	b := &pagedHistory{Fake: servertest.NewFake()}
+	big := json.RawMessage(`"` + strings.Repeat("o", 1<<20) + `"`)
+	for i := range 12 {
+		b.entries = append(b.entries, runtime.HistoryEntry{Path: fmt.Sprintf("step-%d", i), Kind: "step", Status: "completed", Output: big})
+	}
+	actors, _ := dial(t, servertest.Start(t, b, servertest.Config{}))
+	var got []string
+	token, pages := "", 0
+	for {
+		resp, err := actors.History(ctx(t), &rivetv1.HistoryRequest{Actor: ref("a", "k"), Limit: 5000, PageToken: token})
+		if err != nil {
+			t.Fatalf("page %d: %v", pages, err)
+		}
+		pages++
+		if n, bound := proto.Size(resp), server.DefaultLimits().MaxForwardedResponseBytes(); n > bound || !resp.Paged || len(resp.Entries) == 0 {
+			t.Fatalf("page %d: %d bytes (bound %d), %d entries, paged %v", pages, n, bound, len(resp.Entries), resp.Paged)
+		}
+		for _, e := range resp.Entries {
+			if e.OutputOmitted || len(e.Output) != len(big) {
+				t.Fatalf("entry %s: output of %d bytes, omitted %v; want it whole", e.Path, len(e.Output), e.OutputOmitted)
+			}
+			got = append(got, e.Path)
+		}
+		if token = resp.NextPageToken; token == "" {
+			break
+		}
+	}
+	if len(got) != 12 || got[0] != "step-0" || got[11] != "step-11" || pages < 3 {
+		t.Fatalf("%d pages listed %v; want step-0 to step-11, in several pages", pages, got)
+	}
+	if b.limits[0] != 1000 {
+		t.Errorf("a page size of 5000 reached the backend as %d, want 1000", b.limits[0])
+	}
+	// A bad token is the backend's INVALID_ARGUMENT.
+	_, err := actors.History(ctx(t), &rivetv1.HistoryRequest{Actor: ref("a", "k"), Limit: 5, PageToken: "x"})
+	if status.Code(err) != codes.InvalidArgument {
+		t.Errorf("bad token: %v, want INVALID_ARGUMENT", err)
+	}
+	// 100,000 entries without outputs do not fit whole.
+	b.entries = nil
+	for i := range 100000 {
+		b.entries = append(b.entries, runtime.HistoryEntry{Path: fmt.Sprintf("a-rather-long-step-name-of-a-plain-go-loop-%d", i), Kind: "step", Status: "completed"})
+	}
+	_, err = actors.History(ctx(t), &rivetv1.HistoryRequest{Actor: ref("a", "k")})
+	if status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "pages") {
+		t.Errorf("a whole history of 100,000 entries: %v, want TOO_LARGE saying to page it", err)
+	}
+	resp, err := actors.History(ctx(t), &rivetv1.HistoryRequest{Actor: ref("a", "k"), Limit: 1000})
+	if err != nil || len(resp.Entries) != 1000 || resp.NextPageToken != "999" {
+		t.Errorf("a page of it: %v, next %q, %v", len(resp.GetEntries()), resp.GetNextPageToken(), err)
 	}
 }

@@ -60,7 +60,7 @@ func TestUntrustedTextIsEscaped(t *testing.T) {
 	f.ListFunc = func(context.Context, runtime.ListOptions) (runtime.ListResult, error) {
 		return runtime.ListResult{Actors: []runtime.ActorInfo{info}}, nil
 	}
-	f.HistoryFunc = func(context.Context, runtime.Ref) (runtime.History, error) {
+	f.HistoryFunc = func(context.Context, runtime.Ref, runtime.HistoryOptions) (runtime.History, error) {
 		return runtime.History{WorkflowStatus: "failed", WorkflowError: "failed" + evil, Entries: []runtime.HistoryEntry{
 			{Path: "step" + evil, Kind: "step", Status: "completed", Attempts: 1, Output: json.RawMessage(evilJSON), Winner: "w" + evil},
 			{Path: "other", Kind: "step", Status: "failed", Attempts: 1, Error: "err" + evil, ErrorCode: "code" + evil},

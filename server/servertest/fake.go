@@ -34,7 +34,7 @@ type Fake struct {
 	InspectFunc func(ctx context.Context, ref runtime.Ref) (runtime.Inspection, error)
 	// HistoryFunc answers History (by default: an empty history for an
 	// actor that exists); ListFunc answers List.
-	HistoryFunc func(ctx context.Context, ref runtime.Ref) (runtime.History, error)
+	HistoryFunc func(ctx context.Context, ref runtime.Ref, opts runtime.HistoryOptions) (runtime.History, error)
 	ListFunc    func(ctx context.Context, opts runtime.ListOptions) (runtime.ListResult, error)
 	// CancelScheduledCallFunc answers CancelScheduledCall.
 	CancelScheduledCallFunc func(ref runtime.Ref, id string) (bool, error)
@@ -279,10 +279,10 @@ func (f *Fake) List(ctx context.Context, opts runtime.ListOptions) (runtime.List
 }
 
 // Members implements Backend.
-// History returns an empty history for any existing actor.
-func (f *Fake) History(ctx context.Context, ref runtime.Ref) (runtime.History, error) {
+// HistoryPage returns an empty history for any existing actor.
+func (f *Fake) HistoryPage(ctx context.Context, ref runtime.Ref, opts runtime.HistoryOptions) (runtime.History, error) {
 	if f.HistoryFunc != nil {
-		return f.HistoryFunc(ctx, ref)
+		return f.HistoryFunc(ctx, ref, opts)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()

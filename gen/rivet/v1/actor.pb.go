@@ -1452,8 +1452,22 @@ func (x *ListResponse) GetNextPageToken() string {
 }
 
 type HistoryRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Actor         *ActorRef              `protobuf:"bytes,1,opt,name=actor,proto3" json:"actor,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Actor *ActorRef              `protobuf:"bytes,1,opt,name=actor,proto3" json:"actor,omitempty"`
+	// limit is the page size, as ListRequest's, but 0 means no bound: the
+	// whole history (after page_token) in one answer, with the largest
+	// outputs left out if it does not fit in one message (TOO_LARGE if it
+	// still does not), as before History paged. With a limit (at most 1000)
+	// a page holds fewer entries if more would not fit, and each whole
+	// unless one alone does not; next_page_token continues it.
+	Limit uint32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	// page_token continues a previous page with the entry after its last, in
+	// the history's order. It names that entry's place in the order, not a
+	// count: entries the workflow records meanwhile after it are on later
+	// pages, none is listed twice, and one recorded before it (a join's
+	// branch running behind) is not listed. A token that is not one, or
+	// that continues another actor's history, is INVALID_ARGUMENT.
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1493,6 +1507,20 @@ func (x *HistoryRequest) GetActor() *ActorRef {
 		return x.Actor
 	}
 	return nil
+}
+
+func (x *HistoryRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *HistoryRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
 }
 
 // HistoryEntry is one recorded workflow entry.
@@ -1647,8 +1675,16 @@ type HistoryResponse struct {
 	WorkflowWakeAt       *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=workflow_wake_at,json=workflowWakeAt,proto3" json:"workflow_wake_at,omitempty"`
 	WorkflowWakeQueues   []string               `protobuf:"bytes,5,rep,name=workflow_wake_queues,json=workflowWakeQueues,proto3" json:"workflow_wake_queues,omitempty"`
 	WorkflowWakeAnyQueue bool                   `protobuf:"varint,6,opt,name=workflow_wake_any_queue,json=workflowWakeAnyQueue,proto3" json:"workflow_wake_any_queue,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// next_page_token is "" on the last page. The workflow's status and
+	// wake (fields 1, 2, 4-6) are as of each page.
+	NextPageToken string `protobuf:"bytes,7,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	// paged says the node serves limit and page_token. A node from before
+	// History paged leaves it false and ignores both: its answer is the
+	// whole history, even to a request that continues a page (a client
+	// paging through a rolling upgrade starts over with it).
+	Paged         bool `protobuf:"varint,8,opt,name=paged,proto3" json:"paged,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *HistoryResponse) Reset() {
@@ -1719,6 +1755,20 @@ func (x *HistoryResponse) GetWorkflowWakeQueues() []string {
 func (x *HistoryResponse) GetWorkflowWakeAnyQueue() bool {
 	if x != nil {
 		return x.WorkflowWakeAnyQueue
+	}
+	return false
+}
+
+func (x *HistoryResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+func (x *HistoryResponse) GetPaged() bool {
+	if x != nil {
+		return x.Paged
 	}
 	return false
 }
@@ -2441,9 +2491,12 @@ const file_rivet_v1_actor_proto_rawDesc = "" +
 	"\x10failed_workflows\x18\x04 \x01(\bR\x0ffailedWorkflows\"c\n" +
 	"\fListResponse\x12+\n" +
 	"\x06actors\x18\x01 \x03(\v2\x13.rivet.v1.ActorInfoR\x06actors\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\":\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"o\n" +
 	"\x0eHistoryRequest\x12(\n" +
-	"\x05actor\x18\x01 \x01(\v2\x12.rivet.v1.ActorRefR\x05actor\"\xe9\x02\n" +
+	"\x05actor\x18\x01 \x01(\v2\x12.rivet.v1.ActorRefR\x05actor\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\rR\x05limit\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"\xe9\x02\n" +
 	"\fHistoryEntry\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x16\n" +
@@ -2458,14 +2511,16 @@ const file_rivet_v1_actor_proto_rawDesc = "" +
 	"error_code\x18\t \x01(\tR\terrorCode\x12%\n" +
 	"\x0eoutput_omitted\x18\n" +
 	" \x01(\bR\routputOmitted\x126\n" +
-	"\bdeadline\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\"\xc2\x02\n" +
+	"\bdeadline\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\"\x80\x03\n" +
 	"\x0fHistoryResponse\x12'\n" +
 	"\x0fworkflow_status\x18\x01 \x01(\tR\x0eworkflowStatus\x12%\n" +
 	"\x0eworkflow_error\x18\x02 \x01(\tR\rworkflowError\x120\n" +
 	"\aentries\x18\x03 \x03(\v2\x16.rivet.v1.HistoryEntryR\aentries\x12D\n" +
 	"\x10workflow_wake_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x0eworkflowWakeAt\x120\n" +
 	"\x14workflow_wake_queues\x18\x05 \x03(\tR\x12workflowWakeQueues\x125\n" +
-	"\x17workflow_wake_any_queue\x18\x06 \x01(\bR\x14workflowWakeAnyQueue\"T\n" +
+	"\x17workflow_wake_any_queue\x18\x06 \x01(\bR\x14workflowWakeAnyQueue\x12&\n" +
+	"\x0fnext_page_token\x18\a \x01(\tR\rnextPageToken\x12\x14\n" +
+	"\x05paged\x18\b \x01(\bR\x05paged\"T\n" +
 	"\x14RetryWorkflowRequest\x12(\n" +
 	"\x05actor\x18\x01 \x01(\v2\x12.rivet.v1.ActorRefR\x05actor\x12\x12\n" +
 	"\x04from\x18\x02 \x01(\tR\x04from\"1\n" +

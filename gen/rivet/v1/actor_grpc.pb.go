@@ -65,7 +65,8 @@ type ActorServiceClient interface {
 	// List pages through the actors of one name, or of all names.
 	List(ctx context.Context, in *ListRequest, opts ...grpc.CallOption) (*ListResponse, error)
 	// History returns the actor's workflow history, its entries in the order
-	// the workflow made them (each followed by the entries under it).
+	// the workflow made them (each followed by the entries under it): whole,
+	// or in pages (limit, page_token), as List pages.
 	History(ctx context.Context, in *HistoryRequest, opts ...grpc.CallOption) (*HistoryResponse, error)
 	// RetryWorkflow clears a failed workflow's failure and replays it, from
 	// the entry named by from (and everything recorded after it) or, with
@@ -273,7 +274,8 @@ type ActorServiceServer interface {
 	// List pages through the actors of one name, or of all names.
 	List(context.Context, *ListRequest) (*ListResponse, error)
 	// History returns the actor's workflow history, its entries in the order
-	// the workflow made them (each followed by the entries under it).
+	// the workflow made them (each followed by the entries under it): whole,
+	// or in pages (limit, page_token), as List pages.
 	History(context.Context, *HistoryRequest) (*HistoryResponse, error)
 	// RetryWorkflow clears a failed workflow's failure and replays it, from
 	// the entry named by from (and everything recorded after it) or, with

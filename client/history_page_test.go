@@ -1,0 +1,114 @@
+package client_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"google.golang.org/grpc"
+
+	"github.com/rivet-go/rivet/client"
+	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
+	"github.com/rivet-go/rivet/runtime"
+	"github.com/rivet-go/rivet/server/servertest"
+)
+
+// big is an output 3000 entries of which do not fit in one answer.
+var big = json.RawMessage(`"` + strings.Repeat("o", 3000) + `"`)
+
+// offsetPages answers HistoryPage over n entries, its tokens their
+// indexes.
+func offsetPages(n int) func(context.Context, runtime.Ref, runtime.HistoryOptions) (runtime.History, error) {
+	return func(_ context.Context, _ runtime.Ref, opts runtime.HistoryOptions) (runtime.History, error) {
+		start := 0
+		if opts.PageToken != "" {
+			i, _ := strconv.Atoi(opts.PageToken)
+			start = i + 1
+		}
+		end := n
+		if opts.Limit > 0 {
+			end = min(n, start+opts.Limit)
+		}
+		h := runtime.History{WorkflowStatus: "sleeping"}
+		for i := start; i < end; i++ {
+			h.Entries = append(h.Entries, runtime.HistoryEntry{Path: fmt.Sprintf("step-%d", i), Kind: "step", Status: "completed", Output: big})
+			if opts.Limit > 0 { // as runtime.Host.HistoryPage
+				h.PageTokens = append(h.PageTokens, strconv.Itoa(i))
+			}
+		}
+		if end < n {
+			h.NextPageToken = strconv.Itoa(end - 1)
+		}
+		return h, nil
+	}
+}
+
+// History follows the pages of a history longer than one, and too large
+// for one answer, to its last entry, outputs included; HistoryPage
+// returns one.
+func TestHistoryFollowsPages(t *testing.T) {
+	f := servertest.NewFake()
+	f.HistoryFunc = offsetPages(3000)
+	c := newClient(t, servertest.Start(t, f, servertest.Config{}))
+	h, err := c.Actor("counter", "k").History(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h.Entries) != 3000 || h.NextPageToken != "" || h.WorkflowStatus != "sleeping" {
+		t.Fatalf("%d entries, next %q, status %q; want 3000, none, sleeping", len(h.Entries), h.NextPageToken, h.WorkflowStatus)
+	}
+	for i, e := range h.Entries {
+		if e.Path != fmt.Sprintf("step-%d", i) || e.OutputOmitted || len(e.Output) != len(big) {
+			t.Fatalf("entry %d is %s, output of %d bytes (omitted %v)", i, e.Path, len(e.Output), e.OutputOmitted)
+		}
+	}
+	p, err := c.Actor("counter", "k").HistoryPage(ctx(t), client.HistoryOptions{Limit: 10, PageToken: "19"})
+	if err != nil || len(p.Entries) != 10 || p.Entries[0].Path != "step-20" || p.NextPageToken != "29" {
+		t.Fatalf("a page: %+v, %v", p, err)
+	}
+}
+
+// oldNode answers a first page as a node that pages would, then the
+// whole history as a node from before History paged does, whatever the
+// request: the node that owns the actor changed in a rolling upgrade.
+type oldNode struct {
+	rivetv1.UnimplementedActorServiceServer
+}
+
+func (oldNode) History(_ context.Context, req *rivetv1.HistoryRequest) (*rivetv1.HistoryResponse, error) {
+	resp := &rivetv1.HistoryResponse{WorkflowStatus: "sleeping"}
+	n := 5
+	if req.GetPageToken() == "" {
+		n, resp.NextPageToken, resp.Paged = 2, "1", true
+	}
+	for i := range n {
+		resp.Entries = append(resp.Entries, &rivetv1.HistoryEntry{Path: fmt.Sprintf("step-%d", i), Kind: "step", Status: "completed"})
+	}
+	return resp, nil
+}
+
+// A page answered by a node from before History paged is the whole
+// history: History returns it as it is, not after the pages before it.
+func TestHistoryFromANodeThatDoesNotPageIsWhole(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	rivetv1.RegisterActorServiceServer(srv, oldNode{})
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = srv.Serve(l) })
+	t.Cleanup(func() { srv.Stop(); wg.Wait() })
+	h, err := newClient(t, l.Addr().String()).Actor("counter", "k").History(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h.Entries) != 5 || h.Entries[0].Path != "step-0" || h.Entries[4].Path != "step-4" {
+		t.Fatalf("history of %d entries: %+v; want step-0 to step-4, once each", len(h.Entries), h.Entries)
+	}
+}
