@@ -46,37 +46,9 @@ func (h *Host) CancelWorkflow(ctx context.Context, ref Ref, reason string) (stri
 	if err := checkCancelReason(reason); err != nil {
 		return "", err
 	}
-	var (
-		early     *activation
-		earlyRun  *wfRunner
-		earlyPrev string
-	)
-	if enc, _, err := h.place(ref); err == nil {
-		// A step in flight holds the turn the cancel waits for, until it
-		// ends on its own (its timeout can be minutes): cancelled now, it
-		// gives the turn up as soon as its code sees its context done.
-		h.mu.Lock()
-		early = h.actors[ref.Name+"/"+enc]
-		h.mu.Unlock()
-		if early != nil {
-			select {
-			case <-early.ready:
-				if early.loadErr != nil {
-					early = nil
-				}
-			default:
-				early = nil // still loading: its fields are the loader's
-			}
-		}
-		if early != nil {
-			// The status is read first: the stopped run may say
-			// "sleeping" by the time the turn comes.
-			earlyPrev, earlyRun = early.shownWorkflowStatus(), early.runner()
-			if earlyRun != nil {
-				earlyRun.cancel()
-			}
-		}
-	}
+	// The status is read first: the stopped run may say "sleeping" by
+	// the time the turn comes.
+	early, earlyRun, earlyPrev := h.stopRunEarly(ref)
 	var (
 		prev string
 		ran  bool
@@ -153,6 +125,41 @@ func (h *Host) CancelWorkflow(ctx context.Context, ref Ref, reason string) (stri
 		h.rerunAfter(early, earlyRun)
 	}
 	return prev, err
+}
+
+// stopRunEarly cancels the run of the actor's workflow, if it is in memory
+// and running, before an admin turn that stops it (CancelWorkflow,
+// Destroy) waits for the actor's turn: a step in flight holds that turn
+// until it ends on its own (its timeout can be minutes, or none), and,
+// cancelled now, gives it up as soon as its code sees its context done.
+// It returns the activation and the run it cancelled (nil if none), and
+// the workflow's status as shown before. If the admin turn never comes,
+// the caller must rerunAfter(a, r): nothing in memory would start the
+// cancelled run again.
+func (h *Host) stopRunEarly(ref Ref) (a *activation, r *wfRunner, prev string) {
+	enc, _, err := h.place(ref)
+	if err != nil {
+		return nil, nil, ""
+	}
+	h.mu.Lock()
+	a = h.actors[ref.Name+"/"+enc]
+	h.mu.Unlock()
+	if a == nil {
+		return nil, nil, ""
+	}
+	select {
+	case <-a.ready:
+		if a.loadErr != nil {
+			return nil, nil, ""
+		}
+	default:
+		return nil, nil, "" // still loading: its fields are the loader's
+	}
+	prev, r = a.shownWorkflowStatus(), a.runner()
+	if r != nil {
+		r.cancel()
+	}
+	return a, r, prev
 }
 
 // rerunAfter evicts a, and runs its workflow again from storage, once its

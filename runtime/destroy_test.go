@@ -1,6 +1,7 @@
 package runtime_test
 
 import (
+	"context"
 	"errors"
 	"sync/atomic"
 	"testing"
@@ -234,4 +235,88 @@ func TestNoScheduledCallRunsAfterADestroyRequest(t *testing.T) {
 			t.Fatalf("a call due %d ms from the destroy request ran %d time(s) after it", ms, n)
 		}
 	}
+}
+
+// A destroy does not wait for a workflow step in flight to end on its own
+// (its timeout can be minutes, or none): the step's context is cancelled,
+// as a workflow cancel's is, and the actor is gone at once. Before, the
+// destroy waited for the step's turn until its caller's deadline, and
+// failed.
+func TestDestroyStopsAStepInFlight(t *testing.T) {
+	t.Parallel()
+	var started, sawCancel atomic.Int64
+	release := make(chan struct{})
+	defer close(release)
+	e := newEnv(t, counterReg(t, cancelActor(&started, &sawCancel, release)), nil)
+	ref := runtime.Ref{Name: "cancelme", Key: []string{"d"}}
+	if _, _, err := e.host.GetOrCreate(ctx(t), ref, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the blocking step to start", 10*time.Second, func() bool { return started.Load() == 1 })
+	dctx, cancel := context.WithTimeout(ctx(t), 5*time.Second)
+	defer cancel()
+	if err := e.host.Destroy(dctx, ref); err != nil {
+		t.Fatalf("destroy of an actor whose step is in flight: %v", err)
+	}
+	if sawCancel.Load() != 1 {
+		t.Fatalf("the step in flight saw its context cancelled %d times, want 1", sawCancel.Load())
+	}
+	if ks := actorKeys(t, e, "cancelme", "d"); len(ks) > 0 {
+		t.Fatalf("stored after the destroy: %v", ks)
+	}
+	if _, err := e.host.Get(ctx(t), ref); !errors.Is(err, rivet.ErrNotFound) {
+		t.Fatalf("get after the destroy: %v, want ErrNotFound", err)
+	}
+}
+
+// A destroy whose turn never comes (an action holds it past the caller's
+// deadline) fails, and the run it stopped on the way (a Do step, which
+// holds no turn) runs again: nothing is left in memory without a run.
+func TestADestroyThatTimesOutLeavesTheWorkflowRunning(t *testing.T) {
+	t.Parallel()
+	var started atomic.Int64
+	release := make(chan struct{})
+	holding := make(chan struct{}, 1)
+	act := rivet.Actor[cancelState]{
+		Name: "dwait",
+		Run: func(ctx *workflow.Ctx[cancelState]) error {
+			_, err := workflow.DoOpts(ctx, workflow.StepOptions{Name: "wait", Timeout: workflow.NoTimeout}, func(d *workflow.DoCtx) (int, error) {
+				started.Add(1)
+				select {
+				case <-release:
+					return 1, nil
+				case <-d.Context().Done():
+					return 0, d.Context().Err()
+				}
+			})
+			return err
+		},
+		Actions: rivet.Actions[cancelState]{"slow": rivet.Action(func(c *rivet.ActionCtx[cancelState], ms int) (int, error) {
+			holding <- struct{}{}
+			time.Sleep(time.Duration(ms) * time.Millisecond)
+			return ms, nil
+		})},
+	}
+	e := newEnv(t, counterReg(t, act), nil)
+	ref := runtime.Ref{Name: "dwait", Key: []string{"w"}}
+	if _, _, err := e.host.GetOrCreate(ctx(t), ref, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the step to start", 10*time.Second, func() bool { return started.Load() == 1 })
+	slow := make(chan error, 1)
+	go func() { _, err := call(t, e.host, "dwait", "w", "slow", false, 1000); slow <- err }()
+	<-holding
+	dctx, cancel := context.WithTimeout(ctx(t), 300*time.Millisecond)
+	defer cancel()
+	if err := e.host.Destroy(dctx, ref); err == nil {
+		t.Fatal("the destroy took a turn the slow action held")
+	}
+	if err := <-slow; err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the workflow to run its step again", 15*time.Second, func() bool { return started.Load() == 2 })
+	close(release)
+	waitFor(t, "the workflow to complete", 15*time.Second, func() bool {
+		return inspect(t, e.host, "dwait", "w").WorkflowStatus == runtime.WorkflowCompleted
+	})
 }

@@ -1924,7 +1924,12 @@ func (h *Host) Destroy(ctx context.Context, ref Ref) error {
 	// could run a step (a due message, a sleep that ended) before the
 	// delete, an effect of an actor being destroyed.
 	chain := h.newChain()
+	// A step in flight holds the turn this waits for: its run is
+	// cancelled now, as a cancel's is (stopRunEarly).
+	early, earlyRun, _ := h.stopRunEarly(ref)
+	ran := false
 	_, _, err = h.turnFor(ctx, TurnAdmin, ref, sp, false, nil, chain, true, func(a *activation) error {
+		ran = true
 		// The workflow stops first (its last writes are in the pipeline
 		// then), and every earlier write must land before the delete,
 		// never after it.
@@ -1982,6 +1987,12 @@ func (h *Host) Destroy(ctx context.Context, ref Ref) error {
 		})
 		return nil
 	})
+	if err != nil && !ran && earlyRun != nil {
+		// The turn never came (the caller's deadline, an action that
+		// holds it): not destroyed, and the run stopped above must run
+		// on, from storage once it has ended.
+		h.rerunAfter(early, earlyRun)
+	}
 	if bad := (*stateUndecodable)(nil); errors.As(err, &bad) {
 		// Its state does not decode, so no hook can run and nothing of it
 		// is in memory: an operator must still be able to remove it
