@@ -227,7 +227,8 @@ func (h *ActorHandle) Destroy(ctx context.Context) error {
 // and the entries are those recorded when each page was read: an entry
 // the workflow records while it reads is listed if it comes after the
 // pages read. A node from before History paged answers the whole history
-// at once (see HistoryPage).
+// at once (see HistoryPage). A page that does not advance (no entry, or
+// the token it was asked with, again) is rivet.ErrInternal, not followed.
 func (h *ActorHandle) History(ctx context.Context) (History, error) {
 	opts := HistoryOptions{Limit: maxHistoryPage}
 	var out History
@@ -240,6 +241,12 @@ func (h *ActorHandle) History(ctx context.Context) (History, error) {
 			// A node from before History paged: its answer is the whole
 			// history, whatever page was asked for.
 			return page, nil
+		}
+		if page.NextPageToken != "" && (len(page.Entries) == 0 || page.NextPageToken == opts.PageToken) {
+			// A node's bug: followed, the same page would come back
+			// until ctx ends (for ever without a deadline), its
+			// entries added again each time.
+			return History{}, rivet.Errorf(rivet.ErrInternal, "the node answered a history page that does not advance (%d entries, the next page token %.40q after %.40q): a bug of the node's", len(page.Entries), page.NextPageToken, opts.PageToken)
 		}
 		page.Entries = append(out.Entries, page.Entries...)
 		out = page

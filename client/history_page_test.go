@@ -3,15 +3,18 @@ package client_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 
+	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/client"
 	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
 	"github.com/rivet-go/rivet/runtime"
@@ -110,5 +113,41 @@ func TestHistoryFromANodeThatDoesNotPageIsWhole(t *testing.T) {
 	}
 	if len(h.Entries) != 5 || h.Entries[0].Path != "step-0" || h.Entries[4].Path != "step-4" {
 		t.Fatalf("history of %d entries: %+v; want step-0 to step-4, once each", len(h.Entries), h.Entries)
+	}
+}
+
+// A node whose page does not advance (it answers the token it was asked
+// with again, or a page with no entry and a token) fails History at once:
+// it does not follow the same page until the caller's deadline, adding
+// its entries again each time (for ever without a deadline).
+func TestHistoryFailsOnAPageThatDoesNotAdvance(t *testing.T) {
+	for _, empty := range []bool{false, true} {
+		var pages sync.Mutex
+		asked := 0
+		f := servertest.NewFake()
+		f.HistoryFunc = func(_ context.Context, _ runtime.Ref, opts runtime.HistoryOptions) (runtime.History, error) {
+			pages.Lock()
+			asked++
+			pages.Unlock()
+			h := runtime.History{WorkflowStatus: "sleeping", NextPageToken: "7"}
+			if !empty {
+				h.Entries = []runtime.HistoryEntry{{Path: "step-7", Kind: "step", Status: "completed"}}
+				h.PageTokens = []string{"7"}
+			}
+			if opts.PageToken == "" && !empty {
+				h.Entries[0].Path, h.PageTokens[0], h.NextPageToken = "step-6", "6", "6"
+			}
+			return h, nil
+		}
+		c := newClient(t, servertest.Start(t, f, servertest.Config{}))
+		cctx, cancel := context.WithTimeout(ctx(t), 5*time.Second)
+		_, err := c.Actor("counter", "k").History(cctx)
+		cancel()
+		pages.Lock()
+		n := asked
+		pages.Unlock()
+		if !errors.Is(err, rivet.ErrInternal) || !strings.Contains(err.Error(), "does not advance") || n > 3 {
+			t.Fatalf("empty pages %v: History after %d pages: %v, want ErrInternal: the page does not advance", empty, n, err)
+		}
 	}
 }
