@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/resolver/manual"
 	"google.golang.org/grpc/status"
 
+	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/caller"
 	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
 	"github.com/rivet-go/rivet/internal/auth"
@@ -415,6 +416,13 @@ func (c *Client) listAll(ctx context.Context, name string, opts ListOptions) ([]
 		all = append(all, page.Actors...)
 		if page.NextPageToken == "" {
 			return all, nil
+		}
+		if page.NextPageToken == opts.PageToken {
+			// A node's bug: followed, the same page would come back
+			// until ctx ends (for ever without a deadline). (A page with
+			// no actor and a token may be right: a filter that matched
+			// none in the range the node read.)
+			return all, rivet.Errorf(rivet.ErrInternal, "the node answered an actor list page that does not advance (the next page token %.40q again): a bug of the node's", opts.PageToken)
 		}
 		opts.PageToken = page.NextPageToken
 	}

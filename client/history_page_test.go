@@ -151,3 +151,27 @@ func TestHistoryFailsOnAPageThatDoesNotAdvance(t *testing.T) {
 		}
 	}
 }
+
+// ListAll likewise fails on a page that answers the token it was asked
+// with again, rather than ask for it until the caller's deadline.
+func TestListAllFailsOnAPageThatDoesNotAdvance(t *testing.T) {
+	var pages sync.Mutex
+	asked := 0
+	f := servertest.NewFake()
+	f.ListFunc = func(_ context.Context, opts runtime.ListOptions) (runtime.ListResult, error) {
+		pages.Lock()
+		asked++
+		pages.Unlock()
+		return runtime.ListResult{NextPageToken: "same"}, nil
+	}
+	c := newClient(t, servertest.Start(t, f, servertest.Config{}))
+	cctx, cancel := context.WithTimeout(ctx(t), 5*time.Second)
+	_, err := c.ListAll(cctx, "counter")
+	cancel()
+	pages.Lock()
+	n := asked
+	pages.Unlock()
+	if !errors.Is(err, rivet.ErrInternal) || !strings.Contains(err.Error(), "does not advance") || n > 3 {
+		t.Fatalf("ListAll after %d pages: %v, want ErrInternal: the page does not advance", n, err)
+	}
+}
