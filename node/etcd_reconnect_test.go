@@ -169,3 +169,60 @@ func TestANodeServesAgainSoonAfterItsEtcdComesBack(t *testing.T) {
 		t.Errorf("ready again %v after etcd came back, want within 3 s", took)
 	}
 }
+
+// A node whose external etcd hangs without closing its connections (a
+// frozen process or host: its kernel still acknowledges every byte, and
+// nothing answers) gives up the connection within seconds, so a call
+// whose write went out to it hears that its outcome is unknown, about
+// 13 s after (10 s without a byte, 3 s for a ping's answer), rather than
+// waiting for its whole deadline (or the committer's 30 s); and the
+// client moves on to another member of a cluster, rather than sending
+// part of its requests into the hung connection until TCP gives up, in
+// some minutes. The etcd client sent no keepalive pings.
+func TestAWriteToAFrozenEtcdEndsWithinSeconds(t *testing.T) {
+	reg, err := rivet.Setup(counter.Actor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	endpoints := etcdtest.Start(t)
+	proxy := newFlapProxy(t, endpoints[0][len("http://"):])
+	cfg := clusterConfig(t, "a", []string{"http://" + proxy.addr()}, "/frozen-test/", 4, nil)
+	n := startNode(t, ctx, cfg, reg)
+	cl, err := client.New(n.GRPCAddr(), client.WithRetry(0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	h := cl.GetOrCreate("counter", "k")
+	if _, err := rivet.Call[int](ctx, h, "increment", 1); err != nil {
+		t.Fatal(err)
+	}
+	proxy.setCut(true, false) // held: nothing answers, nothing is closed
+	frozen := time.Now()
+	cctx, ccancel := context.WithTimeout(ctx, 25*time.Second)
+	defer ccancel()
+	_, err = rivet.Call[int](cctx, h, "increment", 1)
+	took := time.Since(frozen)
+	t.Logf("the call to a frozen etcd ended after %v: %v", took.Round(time.Millisecond), err)
+	if err == nil {
+		t.Fatal("an increment succeeded while etcd was frozen")
+	}
+	if cctx.Err() != nil || took > 18*time.Second {
+		t.Errorf("the call ended after %v (%v), at its deadline: its write waited on a hung connection", took, err)
+	}
+	if !rivet.OutcomeUnknown(err) {
+		t.Errorf("the call's error %v does not say its outcome is unknown", err)
+	}
+	proxy.setCut(false, false)
+	waitUntil(t, "the node ready again once etcd thaws", 30*time.Second, func() bool {
+		hctx, c := context.WithTimeout(ctx, time.Second)
+		defer c()
+		ok, err := cl.Healthy(hctx)
+		return err == nil && ok
+	})
+	if _, err := rivet.Call[int](ctx, h, "increment", 1); err != nil {
+		t.Fatalf("increment once ready again: %v", err)
+	}
+}

@@ -269,6 +269,19 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 		MaxCallRecvMsgSize: etcdMaxRecv,
 		TLS:                sec.etcd,
 		DialOptions:        []grpc.DialOption{grpc.WithConnectParams(etcdConnectParams)},
+		// A connection that stops answering without closing (a frozen
+		// etcd process or host, whose kernel still acknowledges every
+		// byte) is given up after 10 s without a byte from it (gRPC's
+		// least ping interval for a client; etcd's own least, its
+		// --grpc-keepalive-min-time, is 5 s by default) and 3 s without
+		// an answer to a ping: its requests fail (a write's caller hears
+		// that its outcome is unknown), and the client moves on to
+		// another member. Without pings they waited for their deadlines
+		// (a write 30 s, and a call with none for that long), and part of
+		// every request went to a hung member until TCP gave up, minutes
+		// later.
+		DialKeepAliveTime:    10 * time.Second,
+		DialKeepAliveTimeout: 3 * time.Second,
 	}); err != nil {
 		return nil, fmt.Errorf("node: etcd client: %w", err)
 	}
