@@ -2,9 +2,6 @@ package node_test
 
 import (
 	"context"
-	"io"
-	"net"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,101 +10,6 @@ import (
 	"github.com/rivet-go/rivet/examples/counter"
 	"github.com/rivet-go/rivet/storage/etcdstore/etcdtest"
 )
-
-// downProxy forwards TCP to a target, or, while down, accepts every
-// connection and closes it at once (as a stopped etcd's host refuses
-// them), counting those attempts.
-type downProxy struct {
-	lis    net.Listener
-	target string
-	mu     sync.Mutex
-	down   bool
-	tries  []time.Time // connections refused, when
-	conns  map[net.Conn]struct{}
-	wg     sync.WaitGroup
-}
-
-func newDownProxy(t *testing.T, target string) *downProxy {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &downProxy{lis: l, target: target, conns: map[net.Conn]struct{}{}}
-	p.wg.Add(1)
-	go p.serve()
-	t.Cleanup(func() { l.Close(); p.setDown(true); p.wg.Wait() })
-	return p
-}
-
-func (p *downProxy) addr() string { return p.lis.Addr().String() }
-
-func (p *downProxy) serve() {
-	defer p.wg.Done()
-	for {
-		c, err := p.lis.Accept()
-		if err != nil {
-			return
-		}
-		p.mu.Lock()
-		if p.down {
-			p.tries = append(p.tries, time.Now())
-			p.mu.Unlock()
-			c.Close()
-			continue
-		}
-		p.conns[c] = struct{}{}
-		p.mu.Unlock()
-		p.wg.Add(1)
-		go func() {
-			defer p.wg.Done()
-			up, err := net.DialTimeout("tcp", p.target, 5*time.Second)
-			if err != nil {
-				c.Close()
-				return
-			}
-			p.mu.Lock()
-			if p.down {
-				p.mu.Unlock()
-				c.Close()
-				up.Close()
-				return
-			}
-			p.conns[up] = struct{}{}
-			p.mu.Unlock()
-			p.wg.Add(1)
-			go func() { defer p.wg.Done(); io.Copy(up, c); up.Close(); c.Close() }()
-			io.Copy(c, up)
-			c.Close()
-			up.Close()
-		}()
-	}
-}
-
-// setDown takes the target down (closing every connection) or up again.
-func (p *downProxy) setDown(down bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.down = down
-	if down {
-		for c := range p.conns {
-			c.Close()
-		}
-		clear(p.conns)
-	}
-}
-
-// triesSince counts the connections refused since t.
-func (p *downProxy) triesSince(t time.Time) int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	n := 0
-	for _, at := range p.tries {
-		if !at.Before(t) {
-			n++
-		}
-	}
-	return n
-}
 
 // A node whose external etcd is down for a while serves again within
 // seconds of etcd's return, however long it was down. Its etcd client
@@ -123,7 +25,7 @@ func TestANodeServesAgainSoonAfterItsEtcdComesBack(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	endpoints := etcdtest.Start(t)
-	proxy := newDownProxy(t, endpoints[0][len("http://"):])
+	proxy := newFaultProxy(t, endpoints[0][len("http://"):])
 	cfg := clusterConfig(t, "a", []string{"http://" + proxy.addr()}, "/reconnect-test/", 4, nil)
 	cfg.LeaseTTL = time.Second
 	n := startNode(t, ctx, cfg, reg)
@@ -187,7 +89,7 @@ func TestAWriteToAFrozenEtcdEndsWithinSeconds(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	endpoints := etcdtest.Start(t)
-	proxy := newFlapProxy(t, endpoints[0][len("http://"):])
+	proxy := newFaultProxy(t, endpoints[0][len("http://"):])
 	cfg := clusterConfig(t, "a", []string{"http://" + proxy.addr()}, "/frozen-test/", 4, nil)
 	n := startNode(t, ctx, cfg, reg)
 	cl, err := client.New(n.GRPCAddr(), client.WithRetry(0, 0))

@@ -28,7 +28,7 @@ func TestANodeWaitingForEtcdSaysSoAndStartsOnceItAnswers(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	endpoints := etcdtest.Start(t)
-	proxy := newFlapProxy(t, strings.TrimPrefix(endpoints[0], "http://"))
+	proxy := newFaultProxy(t, strings.TrimPrefix(endpoints[0], "http://"))
 	proxy.setCut(true, false) // etcd hears nothing, and answers nothing
 	core, logs := observer.New(zap.WarnLevel)
 	cfg := node.DefaultLocalConfig(t.TempDir())

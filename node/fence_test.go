@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"sync"
 	"testing"
 	"time"
@@ -22,71 +20,6 @@ import (
 	"github.com/rivet-go/rivet/storage/etcdstore/etcdtest"
 )
 
-// cutProxy forwards TCP to a target until cut: then it closes every
-// connection and refuses new ones, as a network partition would (the
-// peer hears nothing more).
-type cutProxy struct {
-	lis    net.Listener
-	target string
-	mu     sync.Mutex
-	cut    bool
-	conns  []net.Conn
-	wg     sync.WaitGroup
-}
-
-func newCutProxy(t *testing.T, target string) *cutProxy {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &cutProxy{lis: l, target: target}
-	p.wg.Add(1)
-	go p.serve()
-	t.Cleanup(func() { l.Close(); p.setCut(true); p.wg.Wait() })
-	return p
-}
-
-func (p *cutProxy) addr() string { return p.lis.Addr().String() }
-
-func (p *cutProxy) serve() {
-	defer p.wg.Done()
-	for {
-		c, err := p.lis.Accept()
-		if err != nil {
-			return
-		}
-		p.mu.Lock()
-		if p.cut {
-			p.mu.Unlock()
-			c.Close()
-			continue
-		}
-		up, err := net.Dial("tcp", p.target)
-		if err != nil {
-			p.mu.Unlock()
-			c.Close()
-			continue
-		}
-		p.conns = append(p.conns, c, up)
-		p.mu.Unlock()
-		p.wg.Add(2)
-		go func() { defer p.wg.Done(); _, _ = io.Copy(up, c); up.Close() }()
-		go func() { defer p.wg.Done(); _, _ = io.Copy(c, up); c.Close() }()
-	}
-}
-
-func (p *cutProxy) setCut(cut bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.cut = cut
-	if cut {
-		for _, c := range p.conns {
-			c.Close()
-		}
-		p.conns = nil
-	}
-}
-
 // No two writers: node A is cut off from etcd. It stops serving every
 // partition it owned before node B can claim one, B takes them all over
 // once A's lease has expired, and a write A still has in hand (fenced with
@@ -97,7 +30,7 @@ func TestCutOffNodeStopsBeforeAnotherClaimsAndItsLateWritesAreFenced(t *testing.
 		t.Fatal(err)
 	}
 	endpoints := etcdtest.Start(t)
-	proxy := newCutProxy(t, endpoints[0][len("http://"):])
+	proxy := newFaultProxy(t, endpoints[0][len("http://"):])
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
@@ -168,7 +101,7 @@ func TestCutOffNodeStopsBeforeAnotherClaimsAndItsLateWritesAreFenced(t *testing.
 		mu.Unlock()
 	})
 	cutAt := time.Now()
-	proxy.setCut(true)
+	proxy.setDown(true)
 
 	waitUntil(t, "A serves nothing", 30*time.Second, func() bool { return a.Ownership().Owned() == 0 })
 	// The claims are dropped before the lease-loss callbacks run (the
@@ -202,7 +135,7 @@ func TestCutOffNodeStopsBeforeAnotherClaimsAndItsLateWritesAreFenced(t *testing.
 
 	// The network heals; a write A held, fenced with its old claim,
 	// reaches etcd now and is refused.
-	proxy.setCut(false)
+	proxy.setDown(false)
 	cli := etcdtest.NewClient(t, []string{"http://" + proxy.addr()})
 	st, err := etcdstore.New(cli, "/fence-test/")
 	if err != nil {

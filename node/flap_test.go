@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math/rand/v2"
-	"net"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -20,129 +18,6 @@ import (
 	"github.com/rivet-go/rivet/storage/etcdstore/etcdtest"
 )
 
-// flapProxy forwards TCP to a target. Cut, it either resets every
-// connection and refuses new ones (reset), or holds every byte and every
-// new connection until restored (blackhole), as a network partition
-// would: the peer hears nothing, and what was in flight arrives after.
-type flapProxy struct {
-	lis    net.Listener
-	target string
-	mu     sync.Mutex
-	cond   *sync.Cond
-	cut    bool
-	closed bool
-	conns  map[net.Conn]struct{}
-	wg     sync.WaitGroup
-}
-
-func newFlapProxy(t *testing.T, target string) *flapProxy {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &flapProxy{lis: l, target: target, conns: map[net.Conn]struct{}{}}
-	p.cond = sync.NewCond(&p.mu)
-	p.wg.Add(1)
-	go p.serve()
-	t.Cleanup(func() {
-		l.Close()
-		p.mu.Lock()
-		p.closed = true
-		for c := range p.conns {
-			c.Close()
-		}
-		p.cond.Broadcast()
-		p.mu.Unlock()
-		p.wg.Wait()
-	})
-	return p
-}
-
-func (p *flapProxy) addr() string { return p.lis.Addr().String() }
-
-// waitOpen waits until the proxy is not cut; false if it closed.
-func (p *flapProxy) waitOpen() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for p.cut && !p.closed {
-		p.cond.Wait()
-	}
-	return !p.closed
-}
-
-func (p *flapProxy) track(c net.Conn) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		c.Close()
-		return false
-	}
-	p.conns[c] = struct{}{}
-	return true
-}
-
-func (p *flapProxy) serve() {
-	defer p.wg.Done()
-	for {
-		c, err := p.lis.Accept()
-		if err != nil {
-			return
-		}
-		if !p.track(c) {
-			continue
-		}
-		p.wg.Add(1)
-		go func() {
-			defer p.wg.Done()
-			if !p.waitOpen() {
-				c.Close()
-				return
-			}
-			up, err := net.DialTimeout("tcp", p.target, 5*time.Second)
-			if err != nil || !p.track(up) {
-				c.Close()
-				return
-			}
-			p.wg.Add(2)
-			go func() { defer p.wg.Done(); p.copy(up, c); up.Close(); c.Close() }()
-			go func() { defer p.wg.Done(); p.copy(c, up); c.Close(); up.Close() }()
-		}()
-	}
-}
-
-// copy forwards src to dst, holding what it read while the proxy is cut.
-func (p *flapProxy) copy(dst io.Writer, src io.Reader) {
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 {
-			if !p.waitOpen() {
-				return
-			}
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-// setCut cuts (reset: closing every connection too) or restores.
-func (p *flapProxy) setCut(cut, reset bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.cut = cut
-	if cut && reset {
-		for c := range p.conns {
-			c.Close()
-		}
-		clear(p.conns)
-	}
-	p.cond.Broadcast()
-}
-
 // A node whose connection to etcd flaps (cut for a few hundred ms to a few
 // seconds, restored, again), under a load of counter increments and
 // sleeping workflows sent to every node: no increment acknowledged is
@@ -155,7 +30,7 @@ func TestAFlappingConnectionToEtcdLosesNothingAndTheNodeServesAgain(t *testing.T
 		t.Fatal(err)
 	}
 	endpoints := etcdtest.Start(t)
-	proxy := newFlapProxy(t, endpoints[0][len("http://"):])
+	proxy := newFaultProxy(t, endpoints[0][len("http://"):])
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	const parts = 16

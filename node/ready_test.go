@@ -31,7 +31,7 @@ func TestANodeBackFromALeaseLossIsReadyOnlyOnceItHoldsItsPartitions(t *testing.T
 		t.Fatal(err)
 	}
 	endpoints := etcdtest.Start(t)
-	proxy := newCutProxy(t, endpoints[0][len("http://"):])
+	proxy := newFaultProxy(t, endpoints[0][len("http://"):])
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	start := func(name string, etcd, join []string) *node.Node {
@@ -96,7 +96,7 @@ func TestANodeBackFromALeaseLossIsReadyOnlyOnceItHoldsItsPartitions(t *testing.T
 		t.Fatalf("before the cut, A claimed %v partitions less those handed off, owning %v", lost, owned)
 	}
 
-	proxy.setCut(true)
+	proxy.setDown(true)
 	waitUntil(t, "A to lose its lease and say so", 30*time.Second, func() bool {
 		return a.Ownership().Owned() == 0 && !serving() && readyz() == http.StatusServiceUnavailable
 	})
@@ -129,7 +129,7 @@ func TestANodeBackFromALeaseLossIsReadyOnlyOnceItHoldsItsPartitions(t *testing.T
 			time.Sleep(2 * time.Millisecond)
 		}
 	}()
-	proxy.setCut(false)
+	proxy.setDown(false)
 	waitUntil(t, "A serving again", 60*time.Second, serving)
 	close(stop)
 	pollWG.Wait()
