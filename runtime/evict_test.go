@@ -264,6 +264,65 @@ func TestRetryAfterARollbackRunsTheCompensatedStepsAgain(t *testing.T) {
 	}
 }
 
+// The same when the workflow's own error started the rollback (a saga
+// that gives up on a business decision), not a step's failure: that error
+// names no entry, and the retry deleted nothing, so the run replayed the
+// compensated step as completed and failed again at once, its rollback
+// done (the retry said it removed 0 entries and changed nothing).
+func TestRetryAfterARollbackOnTheWorkflowsOwnErrorRunsTheCompensatedStepsAgain(t *testing.T) {
+	var healthy atomic.Bool
+	booking := rivet.Actor[bookingState]{
+		Name: "booking",
+		Run: func(ctx *workflow.Ctx[bookingState]) error {
+			if err := ctx.RollbackCheckpoint("cp"); err != nil {
+				return err
+			}
+			if _, err := workflow.StepWithRollback(ctx, workflow.StepOptions{Name: "reserve"},
+				func(s *workflow.StepCtx[bookingState]) (int, error) { s.State.Held++; return 1, nil },
+				func(s *workflow.StepCtx[bookingState], _ int) error { s.State.Held--; return nil }); err != nil {
+				return err
+			}
+			paid, err := workflow.Step(ctx, "pay", func(*workflow.StepCtx[bookingState]) (bool, error) { return healthy.Load(), nil })
+			if err != nil {
+				return err
+			}
+			if !paid {
+				return errors.New("payment refused")
+			}
+			return ctx.Step("confirm", func(s *workflow.StepCtx[bookingState]) error {
+				s.State.Ready = true
+				return nil
+			})
+		},
+	}
+	e := newEnv(t, counterReg(t, booking), nil)
+	ref := runtime.Ref{Name: "booking", Key: []string{"b"}}
+	if _, _, err := e.host.GetOrCreate(ctx(t), ref, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the rollback", 20*time.Second, func() bool {
+		return inspect(t, e.host, "booking", "b").WorkflowStatus == runtime.WorkflowFailed
+	})
+	if st := string(inspect(t, e.host, "booking", "b").State); st != `{"held":0,"ready":false}` {
+		t.Fatalf("state after the rollback = %s, want the reservation undone", st)
+	}
+	healthy.Store(true)
+	n, err := e.host.RetryWorkflow(ctx(t), ref, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 2 {
+		t.Errorf("the retry removed %d entries, want 2 (reserve and pay)", n)
+	}
+	waitFor(t, "the retried workflow's end", 20*time.Second, func() bool {
+		s := inspect(t, e.host, "booking", "b").WorkflowStatus
+		return s == runtime.WorkflowCompleted || s == runtime.WorkflowFailed
+	})
+	if in := inspect(t, e.host, "booking", "b"); in.WorkflowStatus != runtime.WorkflowCompleted || string(in.State) != `{"held":1,"ready":true}` {
+		t.Fatalf("after the retry: workflow %s (%s), state %s; want completed, the reservation made again and confirmed", in.WorkflowStatus, in.WorkflowError, in.State)
+	}
+}
+
 // A workflow retried in the activation that saw it fail completes the
 // messages of waiting senders again.
 func TestSendWaitAfterARetryInTheSameActivation(t *testing.T) {

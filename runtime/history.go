@@ -654,10 +654,14 @@ func planRetry(entries []workflow.Entry, from, failedAt string, rewind bool) ([]
 		return false
 	}
 	sortEntries(entries)
-	if from == "" && failedAt == noEntry {
+	if from == "" && failedAt == noEntry && firstCompensated(entries) == nil {
 		// Nothing recorded failed the workflow (its own error, a
 		// divergence, a panic): it replays as it is, with the code
-		// deployed now.
+		// deployed now. Unless it rolled back (its own error, or a
+		// panic, runs the rollback as a step's failure does): then it
+		// runs again from its first compensated step, below, as after
+		// a step's failure; replayed as completed, the compensated
+		// steps would not run again.
 		return nil, nil, nil
 	}
 	byPath := make(map[string]*workflow.Entry, len(entries))
