@@ -99,8 +99,10 @@ type SendResult struct {
 	// Status is SendEnqueued, or after SendWait SendCompleted or
 	// SendTimedOut. After SendWait, SendEnqueued says that the message is
 	// queued but its completion could not be waited for (its actor moved
-	// to another node, or the node stopped): do not send it again, the
-	// workflow completes it all the same.
+	// to another node, or the node stopped): the workflow completes it all
+	// the same. Do not send it again without an idempotency key (it would
+	// be queued twice); a send with one is sent again, with the same key
+	// and body, to wait for that completion and get its Response.
 	Status string `json:"status"`
 	// Response is the completion's JSON, with SendCompleted.
 	Response json.RawMessage `json:"response,omitempty"`

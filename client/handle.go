@@ -108,8 +108,11 @@ func (h *ActorHandle) Enqueue(ctx context.Context, queue string, body any) (Send
 // waiting sender. Nor is a wait cut short
 // because the actor moved to another node (or its node, or the node that
 // forwarded the send, stopped): Status
-// says SendEnqueued, and the workflow completes the message all the same. ctx must outlive timeout, or
-// the call ends with ctx's error first.
+// says SendEnqueued, and the workflow completes the message all the same,
+// but this send has no way left to its response: a sender that needs it
+// sends with an idempotency key (SendWith, Wait set), and sends again with
+// the same key and body to wait for that completion. ctx must outlive
+// timeout, or the call ends with ctx's error first.
 func (h *ActorHandle) SendWait(ctx context.Context, queue string, body any, timeout time.Duration) (SendResult, error) {
 	return h.SendWith(ctx, queue, body, SendOptions{Wait: true, Timeout: timeout})
 }
