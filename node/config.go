@@ -170,7 +170,10 @@ func DefaultConfig() Config {
 }
 
 // DefaultLocalConfig is DefaultConfig on free loopback ports with data in
-// dir, for tests and benchmarks.
+// dir, for tests and benchmarks. Its ports are 0, so every Start picks new
+// ones: a test that restarts a node (Stop, then Start on the same dir) and
+// keeps its clients sets GRPCAddr to the first node's GRPCAddr() before the
+// second Start.
 func DefaultLocalConfig(dir string) Config {
 	c := DefaultConfig()
 	c.GRPCAddr = "127.0.0.1:0"
