@@ -150,7 +150,7 @@ then waits for the first message's completion, or prints it at once if it came a
 		if err != nil {
 			return err
 		}
-		return a.printSendResult(res, wait)
+		return a.printSendResult(res, wait, idemKey)
 	})
 	hf.add(cmd)
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the actor's workflow completes the message")

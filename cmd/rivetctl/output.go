@@ -69,7 +69,7 @@ func (a *app) printValue(v any) error {
 	return err
 }
 
-func (a *app) printSendResult(res client.SendResult, wait bool) error {
+func (a *app) printSendResult(res client.SendResult, wait bool, idemKey string) error {
 	// A wait that ran out is a failure of the command (exit 1), as a
 	// drain that outlasts its --wait is: a script must be able to tell.
 	// So is one the node gave up: the message is queued, its completion
@@ -91,6 +91,11 @@ func (a *app) printSendResult(res client.SendResult, wait bool) error {
 		notDone = &runError{err: fmt.Errorf("a duplicate: message %d was sent before with this idempotency key, and the actor's workflow %s: nothing takes it %s; nothing was queued", res.MessageID, workflowEnded(res.WorkflowStatus), untilRetried(res.WorkflowStatus)), code: "FAILED_PRECONDITION"}
 	case wait && res.Status == client.SendEnqueued && res.Duplicate:
 		notDone = &runError{err: fmt.Errorf("a duplicate: message %d was sent before with this idempotency key, and this send cannot wait for it (the node stopped waiting, or the workflow took it and its completion cannot come here: the workflow ended, or the completion was too large to keep, or came before the node kept completions); nothing was queued", res.MessageID), code: "ALREADY_EXISTS"}
+	case wait && res.Status == client.SendEnqueued && idemKey != "":
+		// Keyed, the same send again queues nothing and waits for the
+		// completion (the node keeps it for a retry): the one way left
+		// to the response.
+		notDone = &runError{err: fmt.Errorf("enqueued, not waited for: the node stopped waiting before the workflow completed message %d (the actor moved to another node, or its node is stopping); the message stays queued and its workflow takes it where it runs next: send it again with the same --idempotency-key to wait for its completion (it is not queued twice)", res.MessageID), code: "UNAVAILABLE"}
 	case wait && res.Status == client.SendEnqueued:
 		notDone = &runError{err: fmt.Errorf("enqueued, not waited for: the node stopped waiting before the workflow completed message %d (the actor moved to another node, or its node is stopping); the message stays queued and its workflow takes it where it runs next: do not send it again", res.MessageID), code: "UNAVAILABLE"}
 	}

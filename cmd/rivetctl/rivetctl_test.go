@@ -958,6 +958,10 @@ func TestASendWaitCutShortSaysWhatIsKnown(t *testing.T) {
 	if r.code != 1 || r.stdout != `{"message_id":5,"status":"enqueued"}`+"\n" || !strings.Contains(r.stderr, `"code":"UNAVAILABLE"`) || !strings.Contains(r.stderr, line) {
 		t.Errorf("json: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
+	// With an idempotency key, sending it again is how to wait for its
+	// completion (it queues nothing): not "do not send it again".
+	rivetctl(t, addr, "send", "mailbox", "alice", "inbox", "1", "--wait", "--idempotency-key", "k1").
+		wantErr(t, 1, "rivetctl: enqueued, not waited for: the node stopped waiting before the workflow completed message 5 (the actor moved to another node, or its node is stopping); the message stays queued and its workflow takes it where it runs next: send it again with the same --idempotency-key to wait for its completion (it is not queued twice)")
 }
 
 // A long --timeout (or --wait-timeout, --for, drain's --wait) is added to
