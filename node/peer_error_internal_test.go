@@ -22,7 +22,7 @@ func TestPeerErrorTellsABrokenHopFromAnAnswer(t *testing.T) {
 	if !errors.Is(broke, rivet.ErrTimeout) || !rivet.OutcomeUnknown(broke) || !strings.Contains(broke.Error(), "outcome is unknown") {
 		t.Errorf("a broken hop: %v, want a timeout whose outcome is unknown", broke)
 	}
-	const msg = "action relay of relay [\"r\"] ran and failed, on an actor it called that was unavailable"
+	const msg = "action relay of relay [\"r\"] ran and failed as unavailable (its own error, or one of an actor it called)"
 	st, _ := rpcerr.ToStatus(&rivet.Error{Kind: rivet.ErrUnavailable, Message: msg})
 	answer := peerError(st.Err())
 	if !errors.Is(answer, rivet.ErrUnavailable) || !rivet.OutcomeUnknown(answer) || answer.Error() != msg {

@@ -1212,7 +1212,7 @@ func (h *Host) actionError(a *activation, action string, err error) error {
 			// group: an UNAVAILABLE that may come after the request ran
 			// (rivet.OutcomeUnknown), which the node sends without the
 			// detail clients retry on.
-			return &rivet.Error{Kind: rivet.ErrUnavailable, Message: fmt.Sprintf("action %s of %s ran and failed, on an actor it called that was unavailable; its own changes were discarded, its calls to other actors stand: %s", action, a.describe(), re.Message)}
+			return &rivet.Error{Kind: rivet.ErrUnavailable, Message: fmt.Sprintf("action %s of %s ran and failed as unavailable (its own error, or one of an actor it called); its own changes were discarded, its calls to other actors stand: %s", action, a.describe(), re.Message)}
 		}
 		return err
 	}
