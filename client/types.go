@@ -212,6 +212,20 @@ type HistoryEntry struct {
 	// Deadline is when a sleep ends, or when a receive with a timeout
 	// gives up, as recorded when the workflow first reached it.
 	Deadline time.Time `json:"deadline,omitzero"`
+	// HasRollback says that a completed step has a rollback handler
+	// (workflow.StepWithRollback): a compensation that a rollback of the
+	// workflow runs.
+	HasRollback bool `json:"has_rollback,omitempty"`
+	// RollbackDone says that the step's rollback handler ran and
+	// succeeded: the workflow rolled back and compensated this step.
+	RollbackDone bool `json:"rollback_done,omitempty"`
+	// RollbackError is the error of the step's rollback handler, which
+	// failed (or timed out) and stopped the rollback there: the handlers
+	// of the steps that completed before it did not run. In a history too
+	// large to carry whole, a long one comes cut, as Error.
+	RollbackError string `json:"rollback_error,omitempty"`
+	// RollbackErrorCode is RollbackError's code, if it had one.
+	RollbackErrorCode string `json:"rollback_error_code,omitempty"`
 }
 
 // History is an actor's workflow status and history.

@@ -233,6 +233,15 @@ type HistoryEntry struct {
 	// Deadline is when a sleep ends, or a receive with a timeout gives
 	// up: recorded when the workflow first reached it.
 	Deadline time.Time
+	// HasRollback says that a completed step has a rollback handler
+	// (workflow.StepWithRollback). RollbackDone says that the handler ran
+	// and succeeded in a rollback of the workflow; RollbackError (and its
+	// code, RollbackErrorCode) is its error if it failed, which stopped the
+	// rollback there.
+	HasRollback       bool
+	RollbackDone      bool
+	RollbackError     string
+	RollbackErrorCode string
 }
 
 // History is an actor's workflow status and history, its entries in the

@@ -131,9 +131,13 @@ func (h *Host) HistoryPage(ctx context.Context, ref Ref, opts HistoryOptions) (H
 	}
 	entries, out.PageTokens, out.NextPageToken = pageHistory(entries, tag, after, limit)
 	for _, e := range entries {
-		he := HistoryEntry{Path: e.Path, Kind: string(e.Kind), Status: string(e.Status), Attempts: e.Attempts, Output: e.Output, UpdatedAt: e.Time, Winner: e.Winner, Deadline: e.Deadline}
+		he := HistoryEntry{Path: e.Path, Kind: string(e.Kind), Status: string(e.Status), Attempts: e.Attempts, Output: e.Output, UpdatedAt: e.Time, Winner: e.Winner, Deadline: e.Deadline,
+			HasRollback: e.HasRollback, RollbackDone: e.RollbackDone}
 		if e.Error != nil {
 			he.Error, he.ErrorCode = e.Error.Message, e.Error.Code
+		}
+		if e.RollbackError != nil {
+			he.RollbackError, he.RollbackErrorCode = e.RollbackError.Message, e.RollbackError.Code
 		}
 		if he.Output == nil && e.Kind == workflow.KindLoop && e.State != nil {
 			he.Output = e.State

@@ -242,6 +242,7 @@ func historyPayloads(out *rivetv1.HistoryResponse) []payload {
 			items = append(items, payload{size: len(e.Output), shrink: func() int { e.Output, e.OutputOmitted = nil, true; return 0 }})
 		}
 		cuttable(&e.Error)
+		cuttable(&e.RollbackError)
 	}
 	cuttable(&out.WorkflowError)
 	return items
@@ -293,6 +294,8 @@ func (s *Server) History(ctx context.Context, req *rivetv1.HistoryRequest) (*riv
 		pe := &rivetv1.HistoryEntry{
 			Path: textcut.Valid(e.Path), Kind: e.Kind, Status: e.Status, Attempts: uint32(e.Attempts),
 			Output: e.Output, Error: textcut.Valid(e.Error), ErrorCode: textcut.Valid(e.ErrorCode), Winner: textcut.Valid(e.Winner),
+			HasRollback: e.HasRollback, RollbackDone: e.RollbackDone,
+			RollbackError: textcut.Valid(e.RollbackError), RollbackErrorCode: textcut.Valid(e.RollbackErrorCode),
 		}
 		if !e.UpdatedAt.IsZero() {
 			pe.UpdatedAt = timestamppb.New(e.UpdatedAt)

@@ -17,7 +17,14 @@ func (a *app) historyCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "history ACTOR KEY",
 		Short: "Show an actor's workflow history: path, kind, status, attempts, output or error",
-		Args:  args(2, 2),
+		Long: `Show an actor's workflow history: path, kind, status, attempts, output or error.
+
+After a rollback, the status of a step with a rollback handler says whether
+its compensation ran: "completed, rolled back", "completed, rollback failed"
+(the handler's error in the last column; it stopped the rollback) or, in a
+failed workflow, "completed, not rolled back". -o json has them as
+has_rollback, rollback_done, rollback_error and rollback_error_code.`,
+		Args: args(2, 2),
 	}
 	cmd.RunE = a.runE(nil, func(ctx context.Context, c *client.Client, args []string) error {
 		key, err := parseKey(args[1])
@@ -184,13 +191,31 @@ func (a *app) printHistory(h client.History) error {
 				detail = "error (" + e.ErrorCode + "): " + e.Error
 			}
 		}
+		status := e.Status
+		switch {
+		case e.RollbackError != "":
+			// The handler that stopped the rollback: its error is what
+			// the operator acts on, the step's output is in -o json.
+			status += ", rollback failed"
+			detail = "rollback error: " + e.RollbackError
+			if e.RollbackErrorCode != "" {
+				detail = "rollback error (" + e.RollbackErrorCode + "): " + e.RollbackError
+			}
+		case e.RollbackDone:
+			status += ", rolled back"
+		case e.HasRollback && h.WorkflowStatus == "failed":
+			// A failed workflow's compensation that did not run: a
+			// handler after it failed, or the failure ran none (its
+			// code no longer matched the history).
+			status += ", not rolled back"
+		}
 		// Escaped before it is cut, so that the cut bounds what prints.
 		detail = printable(strings.ReplaceAll(detail, "\n", " "))
 		if len(detail) > 80 {
 			// On a character: a byte cut inside one printed invalid UTF-8.
 			detail = textcut.Prefix(detail, 77) + "..."
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", printable(e.Path), printable(e.Kind), printable(e.Status), e.Attempts, orDash(detail))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", printable(e.Path), printable(e.Kind), printable(status), e.Attempts, orDash(detail))
 	}
 	return tw.Flush()
 }

@@ -1553,9 +1553,22 @@ type HistoryEntry struct {
 	OutputOmitted bool `protobuf:"varint,10,opt,name=output_omitted,json=outputOmitted,proto3" json:"output_omitted,omitempty"`
 	// deadline is when a sleep ends, or when a receive with a timeout gives
 	// up, as recorded when the workflow first reached it.
-	Deadline      *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=deadline,proto3" json:"deadline,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Deadline *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	// has_rollback says that a completed step has a rollback handler
+	// (workflow.StepWithRollback): a compensation a rollback of the workflow
+	// runs.
+	HasRollback bool `protobuf:"varint,12,opt,name=has_rollback,json=hasRollback,proto3" json:"has_rollback,omitempty"`
+	// rollback_done says that the step's rollback handler ran and succeeded:
+	// the workflow rolled back and this step was compensated.
+	RollbackDone bool `protobuf:"varint,13,opt,name=rollback_done,json=rollbackDone,proto3" json:"rollback_done,omitempty"`
+	// rollback_error is the error of the step's rollback handler, which
+	// failed (or timed out) and stopped the rollback there; the handlers of
+	// the steps that completed before it did not run. Empty if none failed.
+	RollbackError string `protobuf:"bytes,14,opt,name=rollback_error,json=rollbackError,proto3" json:"rollback_error,omitempty"`
+	// rollback_error_code is the code of rollback_error, if it had one.
+	RollbackErrorCode string `protobuf:"bytes,15,opt,name=rollback_error_code,json=rollbackErrorCode,proto3" json:"rollback_error_code,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *HistoryEntry) Reset() {
@@ -1663,6 +1676,34 @@ func (x *HistoryEntry) GetDeadline() *timestamppb.Timestamp {
 		return x.Deadline
 	}
 	return nil
+}
+
+func (x *HistoryEntry) GetHasRollback() bool {
+	if x != nil {
+		return x.HasRollback
+	}
+	return false
+}
+
+func (x *HistoryEntry) GetRollbackDone() bool {
+	if x != nil {
+		return x.RollbackDone
+	}
+	return false
+}
+
+func (x *HistoryEntry) GetRollbackError() string {
+	if x != nil {
+		return x.RollbackError
+	}
+	return ""
+}
+
+func (x *HistoryEntry) GetRollbackErrorCode() string {
+	if x != nil {
+		return x.RollbackErrorCode
+	}
+	return ""
 }
 
 type HistoryResponse struct {
@@ -2496,7 +2537,7 @@ const file_rivet_v1_actor_proto_rawDesc = "" +
 	"\x05actor\x18\x01 \x01(\v2\x12.rivet.v1.ActorRefR\x05actor\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\rR\x05limit\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x03 \x01(\tR\tpageToken\"\xe9\x02\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"\x88\x04\n" +
 	"\fHistoryEntry\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x16\n" +
@@ -2511,7 +2552,11 @@ const file_rivet_v1_actor_proto_rawDesc = "" +
 	"error_code\x18\t \x01(\tR\terrorCode\x12%\n" +
 	"\x0eoutput_omitted\x18\n" +
 	" \x01(\bR\routputOmitted\x126\n" +
-	"\bdeadline\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\"\x80\x03\n" +
+	"\bdeadline\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12!\n" +
+	"\fhas_rollback\x18\f \x01(\bR\vhasRollback\x12#\n" +
+	"\rrollback_done\x18\r \x01(\bR\frollbackDone\x12%\n" +
+	"\x0erollback_error\x18\x0e \x01(\tR\rrollbackError\x12.\n" +
+	"\x13rollback_error_code\x18\x0f \x01(\tR\x11rollbackErrorCode\"\x80\x03\n" +
 	"\x0fHistoryResponse\x12'\n" +
 	"\x0fworkflow_status\x18\x01 \x01(\tR\x0eworkflowStatus\x12%\n" +
 	"\x0eworkflow_error\x18\x02 \x01(\tR\rworkflowError\x120\n" +

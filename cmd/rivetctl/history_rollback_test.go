@@ -1,0 +1,76 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/rivet-go/rivet/client"
+	"github.com/rivet-go/rivet/runtime"
+	"github.com/rivet-go/rivet/server/servertest"
+)
+
+// history of a saga that rolled back says, in the status column, which
+// compensations ran, which failed (its error in the last column) and
+// which did not run; -o json carries all of it.
+func TestHistoryShowsTheRollback(t *testing.T) {
+	f := servertest.NewFake()
+	f.HistoryFunc = func(context.Context, runtime.Ref, runtime.HistoryOptions) (runtime.History, error) {
+		return runtime.History{
+			WorkflowStatus: "failed",
+			WorkflowError:  `rollback of step "hotel" failed: hotel service down`,
+			Entries: []runtime.HistoryEntry{
+				{Path: "cp", Kind: "rollback_checkpoint", Status: "completed"},
+				{Path: "flight", Kind: "step", Status: "completed", Attempts: 1, Output: json.RawMessage(`"F1"`), HasRollback: true},
+				{Path: "hotel", Kind: "step", Status: "completed", Attempts: 1, Output: json.RawMessage(`"H1"`), HasRollback: true, RollbackError: "hotel service down", RollbackErrorCode: "hotel.down"},
+				{Path: "car", Kind: "step", Status: "completed", Attempts: 1, Output: json.RawMessage(`"C1"`), HasRollback: true, RollbackDone: true},
+				{Path: "pay", Kind: "step", Status: "exhausted", Attempts: 1, Error: "payment refused"},
+			},
+		}, nil
+	}
+	addr := servertest.Start(t, f, servertest.Config{})
+
+	rivetctl(t, addr, "history", "saga", "s").want(t, 0, `workflow  failed
+error     rollback of step "hotel" failed: hotel service down
+PATH    KIND                 STATUS                      ATTEMPTS  OUTPUT / ERROR
+cp      rollback_checkpoint  completed                   0         -
+flight  step                 completed, not rolled back  1         "F1"
+hotel   step                 completed, rollback failed  1         rollback error (hotel.down): hotel service down
+car     step                 completed, rolled back      1         "C1"
+pay     step                 exhausted                   1         error: payment refused
+`)
+
+	r := rivetctl(t, addr, "-o", "json", "history", "saga", "s")
+	var h client.History
+	if err := json.Unmarshal([]byte(r.stdout), &h); r.code != 0 || err != nil || len(h.Entries) != 5 {
+		t.Fatalf("history -o json: exit %d, %v:\n%s", r.code, err, r.stdout)
+	}
+	want := []client.HistoryEntry{
+		{Path: "flight", Kind: "step", Status: "completed", Attempts: 1, Output: json.RawMessage(`"F1"`), HasRollback: true},
+		{Path: "hotel", Kind: "step", Status: "completed", Attempts: 1, Output: json.RawMessage(`"H1"`), HasRollback: true, RollbackError: "hotel service down", RollbackErrorCode: "hotel.down"},
+		{Path: "car", Kind: "step", Status: "completed", Attempts: 1, Output: json.RawMessage(`"C1"`), HasRollback: true, RollbackDone: true},
+	}
+	for i, w := range want {
+		g := h.Entries[i+1]
+		if g.Path != w.Path || string(g.Output) != string(w.Output) || g.HasRollback != w.HasRollback || g.RollbackDone != w.RollbackDone ||
+			g.RollbackError != w.RollbackError || g.RollbackErrorCode != w.RollbackErrorCode {
+			t.Errorf("entry %d = %+v, want %+v", i+1, g, w)
+		}
+	}
+	if !strings.Contains(r.stdout, `"rollback_done":true`) || !strings.Contains(r.stdout, `"rollback_error":"hotel service down"`) {
+		t.Errorf("history -o json does not name the rollback fields:\n%s", r.stdout)
+	}
+
+	// While the workflow runs (after a retry), a step's handler that has
+	// not run is not news: the status is the step's alone.
+	f.HistoryFunc = func(context.Context, runtime.Ref, runtime.HistoryOptions) (runtime.History, error) {
+		return runtime.History{WorkflowStatus: "running", Entries: []runtime.HistoryEntry{
+			{Path: "flight", Kind: "step", Status: "completed", Attempts: 1, Output: json.RawMessage(`"F1"`), HasRollback: true},
+		}}, nil
+	}
+	rivetctl(t, addr, "history", "saga", "s").want(t, 0, `workflow  running
+PATH    KIND  STATUS     ATTEMPTS  OUTPUT / ERROR
+flight  step  completed  1         "F1"
+`)
+}
