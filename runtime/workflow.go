@@ -551,6 +551,10 @@ type wfHost struct {
 
 var _ workflow.Host = (*wfHost)(nil)
 
+// Actor is the activation's actor: its key is the activation's own copy,
+// which nothing changes.
+func (w *wfHost) Actor() (string, []string) { return w.a.ref.Name, w.a.ref.Key }
+
 // turn runs fn as a turn of the actor, for a workflow step or receive.
 func (w *wfHost) turn(ctx context.Context, kind TurnKind, chain string, fn func() ([]storage.Op, error)) error {
 	return w.turnWith(ctx, kind, chain, nil, fn)

@@ -41,6 +41,7 @@ type StepCtx[S any] struct {
 	schedule caller.Scheduler
 	tasks    KeepAwaker
 	attempt  int
+	r        *run // the actor's name and key
 }
 
 // KeepAwake runs fn on a goroutine the actor owns once the attempt's
@@ -135,6 +136,23 @@ func (s *StepCtx[S]) Destroy() error {
 // Attempt is the attempt's number, from 1.
 func (s *StepCtx[S]) Attempt() int { return s.attempt }
 
+// Name is the actor's type name (rivet.ActionCtx.Name), not the step's.
+func (s *StepCtx[S]) Name() string { return s.r.name }
+
+// Key is the actor's key (rivet.ActionCtx.Key): a copy of its own, which
+// the body may keep or change without changing the actor it addresses.
+func (s *StepCtx[S]) Key() []string { return append([]string(nil), s.r.key...) }
+
+// Name is the actor's type name (rivet.ActionCtx.Name). It never changes,
+// so reading it records nothing and replays see the same.
+func (c *Ctx[S]) Name() string { return c.x.t.r.name }
+
+// Key is the actor's key (rivet.ActionCtx.Key): a copy of its own, which
+// the workflow may keep or change without changing the actor it
+// addresses. It never changes, so reading it records nothing and replays
+// see the same (Temporal's workflow.GetInfo(ctx).WorkflowExecution.ID).
+func (c *Ctx[S]) Key() []string { return append([]string(nil), c.x.t.r.key...) }
+
 // Now is the workflow's time: the time recorded by the entry the code
 // passed last, so replays see the time the first run saw. Before the
 // workflow's first entry it is the host's clock. Use it instead of
@@ -212,7 +230,15 @@ type DoCtx struct {
 	ctx     context.Context
 	client  caller.Client
 	attempt int
+	r       *run // the actor's name and key
 }
+
+// Name is the actor's type name (rivet.ActionCtx.Name), not the step's.
+func (d *DoCtx) Name() string { return d.r.name }
+
+// Key is the actor's key (rivet.ActionCtx.Key): a copy of its own, which
+// the body may keep or change without changing the actor it addresses.
+func (d *DoCtx) Key() []string { return append([]string(nil), d.r.key...) }
 
 // Context is cancelled when the attempt times out, its race branch loses,
 // or the run is evicted.
@@ -242,7 +268,7 @@ func DoOpts[S, T any](c *Ctx[S], opts StepOptions, fn func(*DoCtx) (T, error)) (
 	sv := newStepValue[T]()
 	sp.body = func(env StepEnv, ctx context.Context, attempt int) (json.RawMessage, error) {
 		sv.attempt()
-		val, err := fn(&DoCtx{ctx: ctx, client: env.Client, attempt: attempt})
+		val, err := fn(&DoCtx{ctx: ctx, client: env.Client, attempt: attempt, r: c.x.t.r})
 		if err != nil {
 			return nil, err
 		}
@@ -380,7 +406,7 @@ func runStep[S, T any](c *Ctx[S], opts StepOptions, fn func(*StepCtx[S]) (T, err
 		if !ok {
 			return nil, Critical(fmt.Errorf("workflow: the host passed a state of type %T, the workflow wants %T", env.State, st))
 		}
-		val, err := fn(&StepCtx[S]{State: st, ctx: ctx, client: env.Client, events: env.Events, vars: env.Vars, destroy: env.Destroy, schedule: env.Schedule, tasks: env.Tasks, attempt: attempt})
+		val, err := fn(&StepCtx[S]{State: st, ctx: ctx, client: env.Client, events: env.Events, vars: env.Vars, destroy: env.Destroy, schedule: env.Schedule, tasks: env.Tasks, attempt: attempt, r: c.x.t.r})
 		if err != nil {
 			return nil, err
 		}
@@ -401,7 +427,7 @@ func runStep[S, T any](c *Ctx[S], opts StepOptions, fn func(*StepCtx[S]) (T, err
 			if err := json.Unmarshal(out, &v); err != nil {
 				return fmt.Errorf("workflow: recorded step value does not decode into %T: %w", v, err)
 			}
-			return rollback(&StepCtx[S]{State: st, ctx: ctx, client: env.Client, events: env.Events, vars: env.Vars, destroy: env.Destroy, schedule: env.Schedule, tasks: env.Tasks, attempt: 1}, v)
+			return rollback(&StepCtx[S]{State: st, ctx: ctx, client: env.Client, events: env.Events, vars: env.Vars, destroy: env.Destroy, schedule: env.Schedule, tasks: env.Tasks, attempt: 1, r: c.x.t.r}, v)
 		}
 	}
 	out, path, err := c.x.step(sp)

@@ -73,7 +73,10 @@
 //     reading the environment) goes in a step, whose result is recorded.
 //  2. Use ctx.Now, never time.Now, outside steps: it returns the time
 //     recorded by the last entry the code passed, the same on every replay.
-//     (Before the workflow's first entry it is the host's clock.)
+//     (Before the workflow's first entry it is the host's clock.) The
+//     actor's key and type name (ctx.Key, ctx.Name, and StepCtx's and
+//     DoCtx's, as rivet.ActionCtx's) never change: read them anywhere,
+//     they record nothing (Temporal's GetInfo(ctx).WorkflowExecution.ID).
 //  3. Do not depend on map iteration order, or on goroutine scheduling: do
 //     not start goroutines in workflow code; use Join and Race. A Ctx is
 //     valid only in the function it is given to: a primitive called on it

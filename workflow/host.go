@@ -236,6 +236,13 @@ type Host interface {
 	// not call it again for a completion already recorded.
 	Complete(ctx context.Context, id uint64, response json.RawMessage, writes []HistoryWrite) error
 
+	// Actor is the actor the run belongs to: its type name and its key
+	// (rivet.ActionCtx's Name and Key), which Ctx.Name and Key, and those
+	// of step bodies, return. They never change, so reading them records
+	// nothing. The driver asks once per run and never changes the key it
+	// is given (its accessors return copies).
+	Actor() (name string, key []string)
+
 	// Waiting tells the host that every part of the run is blocked until
 	// w (a hint, for deciding to evict: cancel the run's ctx, persist a
 	// wakeup for w, and deactivate). It is called with the driver's lock

@@ -71,6 +71,7 @@ func (h *goneHost) Commit(ctx context.Context, ws []workflow.HistoryWrite) error
 func (h *goneHost) Client() caller.Client          { return nil }
 func (h *goneHost) MessageNotify() <-chan struct{} { return h.notify }
 func (h *goneHost) Waiting(w workflow.Wake)        {}
+func (h *goneHost) Actor() (string, []string)      { return "gone", []string{"k"} }
 func (h *goneHost) Complete(context.Context, uint64, json.RawMessage, []workflow.HistoryWrite) error {
 	return nil
 }

@@ -30,6 +30,7 @@ func Run[S any](ctx context.Context, fn func(*Ctx[S]) error, host Host, history 
 	rctx, abort := context.WithCancelCause(ctx)
 	defer abort(nil)
 	r := &run{host: host, ctx: rctx, abort: abort, hist: h, active: 1, waits: map[*thread]waitFor{}}
+	r.name, r.key = host.Actor()
 	root := &thread{r: r, ctx: rctx}
 	c := &Ctx[S]{x: &cx{t: root, sc: newScope("")}}
 	err = callThread(root, func() error { return fn(c) })
@@ -75,6 +76,10 @@ type run struct {
 	host  Host
 	ctx   context.Context // done on eviction (the caller's ctx) or abort
 	abort context.CancelCauseFunc
+	// name and key are the actor's (Host.Actor), shared: accessors copy
+	// the key.
+	name string
+	key  []string
 
 	mu sync.Mutex // guards everything below
 	// hist is the run's view of the history: what was committed plus what

@@ -33,7 +33,8 @@ func (*bareHost) MessageNotify() <-chan struct{} { return nil }
 func (*bareHost) Complete(context.Context, uint64, json.RawMessage, []workflow.HistoryWrite) error {
 	return nil
 }
-func (*bareHost) Waiting(workflow.Wake) {}
+func (*bareHost) Waiting(workflow.Wake)     {}
+func (*bareHost) Actor() (string, []string) { return "bare", []string{"k"} }
 
 // allocsPerStep is what one more step costs a run of step, in
 // allocations: the least of a few runs of 400 steps, less that of 200.

@@ -33,6 +33,11 @@ type Host[S any] struct {
 	Clock *Clock
 	// Client is what step bodies get from StepCtx.Client.
 	Client caller.Client
+	// Name and Key are the actor's type name and key, what the workflow
+	// reads with Ctx.Name and Key (and StepCtx's, DoCtx's). NewHost sets
+	// them to "test" and ["test"]; set them before the first Run.
+	Name string
+	Key  []string
 	// OnCommit, if set, is called after each commit with the history's
 	// paths, sorted, with the host's lock held.
 	OnCommit func(paths []string)
@@ -65,7 +70,7 @@ func NewHost[S any](initial S, clock *Clock) *Host[S] {
 		panic(fmt.Sprintf("workflowtest: initial state does not marshal: %v", err))
 	}
 	return &Host[S]{
-		Clock: clock, state: b, history: map[string][]byte{}, nextID: 1,
+		Clock: clock, Name: "test", Key: []string{"test"}, state: b, history: map[string][]byte{}, nextID: 1,
 		notify: make(chan struct{}), waiters: map[uint64]chan json.RawMessage{},
 		completions: map[uint64]int{}, crashes: map[int]bool{}, wakes: make(chan workflow.Wake, 1),
 		hangs: make(chan struct{}, 1),
@@ -367,6 +372,12 @@ type activation[S any] struct {
 var _ workflow.Host = (*activation[struct{}])(nil)
 
 func (a *activation[S]) Now() time.Time { return a.h.Clock.Now() }
+
+// Actor returns the host's Name and a copy of its Key, so that a test
+// that changes its Key later changes no run's.
+func (a *activation[S]) Actor() (string, []string) {
+	return a.h.Name, append([]string(nil), a.h.Key...)
+}
 
 func (a *activation[S]) Timer(at time.Time) (<-chan time.Time, func()) { return a.h.Clock.Timer(at) }
 
