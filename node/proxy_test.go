@@ -63,11 +63,14 @@ func (p *faultProxy) waitOpen() bool {
 	return !p.closed
 }
 
-func (p *faultProxy) track(c net.Conn) bool {
+// track keeps c, to close it when the proxy goes down or closes; false
+// (c closed) if it is down or closed already. A connection refused from a
+// client (not one to the target) counts as a try.
+func (p *faultProxy) track(c net.Conn, fromClient bool) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed || p.down {
-		if p.down && !p.closed {
+		if p.down && !p.closed && fromClient {
 			p.tries = append(p.tries, time.Now())
 		}
 		c.Close()
@@ -84,7 +87,7 @@ func (p *faultProxy) serve() {
 		if err != nil {
 			return
 		}
-		if !p.track(c) {
+		if !p.track(c, true) {
 			continue
 		}
 		p.wg.Add(1)
@@ -95,7 +98,7 @@ func (p *faultProxy) serve() {
 				return
 			}
 			up, err := net.DialTimeout("tcp", p.target, 5*time.Second)
-			if err != nil || !p.trackUp(up) {
+			if err != nil || !p.track(up, false) {
 				c.Close()
 				return
 			}
@@ -137,19 +140,6 @@ func (p *faultProxy) setCut(cut, reset bool) {
 		clear(p.conns)
 	}
 	p.cond.Broadcast()
-}
-
-// trackUp is track for the connection to the target: refused while down
-// (it counts no attempt: the one to the proxy was counted, if any).
-func (p *faultProxy) trackUp(c net.Conn) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed || p.down {
-		c.Close()
-		return false
-	}
-	p.conns[c] = struct{}{}
-	return true
 }
 
 // setDown takes the target down (closing every connection, refusing new
