@@ -93,11 +93,10 @@ func (h *Host) HistoryPage(ctx context.Context, ref Ref, opts HistoryOptions) (H
 	if sp.Run == nil {
 		return History{}, nil
 	}
-	sw, err := h.readWorkflow(ctx, prefix)
+	st, entries, places, err := h.pagedWorkflow(ctx, prefix, tag, after != nil, limit)
 	if err != nil {
 		return History{}, rivet.Errorf(rivet.ErrUnavailable, "read history: %v", err)
 	}
-	st, entries := sw.status, sw.history
 	out := History{WorkflowStatus: st.Status, WorkflowError: st.Error}
 	h.mu.Lock()
 	a := h.actors[ref.Name+"/"+enc]
@@ -129,7 +128,7 @@ func (h *Host) HistoryPage(ctx context.Context, ref Ref, opts HistoryOptions) (H
 			return History{}, err
 		}
 	}
-	entries, out.PageTokens, out.NextPageToken = pageHistory(entries, tag, after, limit)
+	entries, out.PageTokens, out.NextPageToken = pageSorted(entries, places, tag, after, limit)
 	for _, e := range entries {
 		he := HistoryEntry{Path: e.Path, Kind: string(e.Kind), Status: string(e.Status), Attempts: e.Attempts, Output: e.Output, UpdatedAt: e.Time, Winner: e.Winner, Deadline: e.Deadline,
 			HasRollback: e.HasRollback, RollbackDone: e.RollbackDone}
@@ -150,12 +149,12 @@ func (h *Host) HistoryPage(ctx context.Context, ref Ref, opts HistoryOptions) (H
 	return out, nil
 }
 
-// pageHistory puts entries in the history's order (sortHistory) and
-// returns the page of up to limit of them (0: all) after the place after
-// (nil: from the first), with, if limit > 0, the token that resumes after
-// each and the page's next token ("" on the last page).
-func pageHistory(entries []workflow.Entry, tag string, after historyPos, limit int) (page []workflow.Entry, tokens []string, next string) {
-	places := sortHistory(entries)
+// pageSorted returns, of entries in the history's order (sortHistory) with
+// their places, the page of up to limit of them (0: all) after the place
+// after (nil: from the first), with, if limit > 0, the token that resumes
+// after each and the page's next token ("" on the last page). It changes
+// nothing in entries, which a node may be serving other pages of.
+func pageSorted(entries []workflow.Entry, places map[string]int, tag string, after historyPos, limit int) (page []workflow.Entry, tokens []string, next string) {
 	start := 0
 	if after != nil {
 		// The first entry after the token's, wherever the entries the

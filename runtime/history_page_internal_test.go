@@ -3,6 +3,7 @@ package runtime
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -11,8 +12,8 @@ import (
 	"github.com/rivet-go/rivet/workflow"
 )
 
-// histPage returns the paths of a page of entries (a copy: pageHistory
-// sorts them), its tokens and its next token, after the place the token
+// histPage returns the paths of a page of entries (a copy, sorted), its
+// tokens and its next token, after the place the token
 // after names ("" from the first).
 func histPage(t *testing.T, entries []workflow.Entry, after string, limit int) (paths []string, next string) {
 	t.Helper()
@@ -23,7 +24,8 @@ func histPage(t *testing.T, entries []workflow.Entry, after string, limit int) (
 			t.Fatal(err)
 		}
 	}
-	page, tokens, next := pageHistory(slices.Clone(entries), "tag", pos, limit)
+	sorted := slices.Clone(entries)
+	page, tokens, next := pageSorted(sorted, sortHistory(sorted), "tag", pos, limit)
 	if len(tokens) != len(page) {
 		t.Fatalf("%d tokens for %d entries", len(tokens), len(page))
 	}
@@ -137,5 +139,32 @@ func TestABadHistoryPageTokenIsInvalid(t *testing.T) {
 	}
 	if _, err := decodeHistoryToken(good, "other"); !errors.Is(err, rivet.ErrInvalidArgument) {
 		t.Errorf("another actor's token: %v, want ErrInvalidArgument", err)
+	}
+}
+
+// The histories a node holds for paging stay within their bound, the
+// oldest dropped first; none is served once its keys changed or past its
+// age; one larger than the bound is not held at all.
+func TestHistoryPagesHoldWithinTheirBound(t *testing.T) {
+	var p historyPages
+	now := time.Now()
+	third := historyPagesBytes/3 + 1
+	for i, tag := range []string{"a", "b", "c"} {
+		p.put(tag, &pagedHistory{seen: historyKeys{count: i + 1, newest: 7}, size: third, at: now.Add(time.Duration(i) * time.Second)})
+	}
+	later := now.Add(3 * time.Second)
+	if p.get("a", historyKeys{count: 1, newest: 7}, later) != nil || p.get("b", historyKeys{count: 2, newest: 7}, later) == nil ||
+		p.get("c", historyKeys{count: 3, newest: 7}, later) == nil || p.bytes != 2*third {
+		t.Fatalf("held %v, %d bytes: want b and c, %d bytes", slices.Collect(maps.Keys(p.byTag)), p.bytes, 2*third)
+	}
+	if p.get("b", historyKeys{count: 2, newest: 8}, later) != nil || p.get("b", historyKeys{count: 1, newest: 7}, later) != nil {
+		t.Fatal("a history whose keys changed was served")
+	}
+	if p.get("c", historyKeys{count: 3, newest: 7}, now.Add(historyPageAge+3*time.Second)) != nil || len(p.byTag) != 0 || p.bytes != 0 {
+		t.Fatalf("past their age, %d histories (%d bytes) are held", len(p.byTag), p.bytes)
+	}
+	p.put("d", &pagedHistory{size: historyPagesBytes + 1, at: now})
+	if len(p.byTag) != 0 || p.bytes != 0 {
+		t.Fatal("a history larger than the bound is held")
 	}
 }

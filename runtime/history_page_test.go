@@ -125,3 +125,60 @@ func TestHistoryPagesWhileTheWorkflowRecordsMore(t *testing.T) {
 		t.Fatalf("the rest: %d entries, next %q, %v", len(h.Entries), h.NextPageToken, err)
 	}
 }
+
+// Paging a history that does not change reads its entries once: the pages
+// after the first come from what the node holds while the history's keys
+// are as they were (a read of the keys alone). An entry recorded between
+// two pages makes the next page read the history again, and list it.
+func TestHistoryPagesReadAnUnchangedHistoryOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, counterReg(t, rounds), nil)
+	ref := runtime.Ref{Name: "rounds", Key: []string{"a"}}
+	if _, _, err := e.host.GetOrCreate(ctx(t), ref, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the first round's steps", 20*time.Second, func() bool {
+		h, err := e.host.History(ctx(t), ref)
+		return err == nil && h.WorkflowStatus == runtime.WorkflowSleeping && len(h.Entries) == 30
+	})
+	page := func(token string) runtime.History {
+		t.Helper()
+		h, err := e.host.HistoryPage(ctx(t), ref, runtime.HistoryOptions{Limit: 4, PageToken: token})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	reads := e.store.historyReads.Load()
+	var got []string
+	pages := 0
+	for h := page(""); ; h = page(h.NextPageToken) {
+		got, pages = append(got, historyPaths(h)...), pages+1
+		if h.NextPageToken == "" {
+			break
+		}
+	}
+	if n := e.store.historyReads.Load() - reads; n != 1 || pages != 8 || len(got) != 30 || got[29] != "r0-step-29" {
+		t.Fatalf("%d pages listed %d entries (last %q) and read the history %d times, want 8 pages, 30 entries, 1 read", pages, len(got), got[len(got)-1], n)
+	}
+
+	// The workflow records a round more between the first page and the
+	// second: the second reads again, and the pages list it all.
+	first := page("")
+	if _, err := e.host.Send(ctx(t), runtime.SendRequest{Ref: ref, Queue: "go", Body: json.RawMessage(`1`)}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the second round's steps", 20*time.Second, func() bool {
+		h, err := e.host.History(ctx(t), ref)
+		return err == nil && h.WorkflowStatus == runtime.WorkflowSleeping && len(h.Entries) == 61
+	})
+	reads = e.store.historyReads.Load()
+	got = historyPaths(first)
+	for token := first.NextPageToken; token != ""; {
+		h := page(token)
+		got, token = append(got, historyPaths(h)...), h.NextPageToken
+	}
+	if n := e.store.historyReads.Load() - reads; n != 1 || len(got) != 61 || got[30] != "r0-wait" || got[60] != "r1-step-29" {
+		t.Fatalf("after a change, the pages listed %d entries (last %q) and read the history %d times, want 61 and 1", len(got), got[len(got)-1], n)
+	}
+}

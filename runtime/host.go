@@ -70,6 +70,9 @@ type Host struct {
 	wfCtx    context.Context
 	cancelWf context.CancelFunc
 
+	// pages holds the histories being read in pages (historypages.go).
+	pages historyPages
+
 	mu     sync.Mutex
 	actors map[string]*activation
 	// retiring holds evicted activations whose writes are still in

@@ -130,6 +130,8 @@ type faultStore struct {
 	delGate, delEntered chan struct{}
 	// failListPrefix: the next List of exactly that prefix fails.
 	failListPrefix atomic.Value
+	// historyReads counts the Lists of a workflow history's values.
+	historyReads atomic.Int64
 	// refuseCommitSub: the next Commit writing a key containing it fails
 	// with storage.ErrRefused (etcd: too many requests, no space).
 	refuseCommitSub atomic.Value
@@ -182,6 +184,9 @@ func (s *faultStore) Claims(ctx context.Context) ([]storage.Claim, error) {
 func (s *faultStore) List(ctx context.Context, prefix string, opts storage.ListOptions) ([]storage.KV, error) {
 	if err := s.listFaults(prefix); err != nil {
 		return nil, err
+	}
+	if strings.HasSuffix(prefix, storage.WorkflowSuffix) && !opts.KeysOnly {
+		s.historyReads.Add(1)
 	}
 	return s.Store.List(ctx, prefix, opts)
 }

@@ -278,18 +278,34 @@ type storedWorkflow struct {
 	// slotKeys are the keys of the entries in loops that keep slots,
 	// stale ones included, as activation.slotKeys holds them.
 	slotKeys map[string]string
+	// seen is what the history's keys were when read (historyKeys), and
+	// size the bytes read.
+	seen historyKeys
+	size int
+}
+
+// historyKeys sums up the keys of a history as read: while neither their
+// count nor the newest revision among them changes, no key was written or
+// deleted since (a write gives its key a revision above every earlier one;
+// a delete alone lowers the count), so what was read still holds.
+type historyKeys struct {
+	count  int
+	newest int64
+}
+
+func sumKeys(kvs []storage.KV) historyKeys {
+	k := historyKeys{count: len(kvs)}
+	for _, kv := range kvs {
+		k.newest = max(k.newest, kv.ModRevision)
+	}
+	return k
 }
 
 // readWorkflow reads the workflow of the actor at prefix.
 func (h *Host) readWorkflow(ctx context.Context, prefix string) (storedWorkflow, error) {
 	var sw storedWorkflow
-	kv, err := h.store.Get(ctx, prefix+storage.WorkflowStatusSuffix)
-	switch {
-	case err == nil:
-		if err := json.Unmarshal(kv.Value, &sw.status); err != nil {
-			return sw, fmt.Errorf("workflow status does not decode: %w", err)
-		}
-	case !isNotFound(err):
+	var err error
+	if sw.status, err = h.readWorkflowStatus(ctx, prefix); err != nil {
 		return sw, err
 	}
 	kvs, err := h.store.List(ctx, prefix+storage.WorkflowSuffix, storage.ListOptions{})
@@ -309,6 +325,10 @@ func (h *Host) readWorkflow(ctx context.Context, prefix string) (storedWorkflow,
 	}
 	sw.slotKeys = storedSlotKeys(prefix, kvs, hist)
 	sw.history = dropPrunedSlots(hist)
+	sw.seen = sumKeys(kvs)
+	for _, kv := range kvs {
+		sw.size += len(kv.Key) + len(kv.Value)
+	}
 	return sw, nil
 }
 
