@@ -1144,7 +1144,14 @@ func (h *Host) call(ctx context.Context, req CallRequest, actor *string) (json.R
 			}
 		}()
 		env := rivet.Env{Ctx: ctx, Name: a.ref.Name, Key: a.ref.Key, Client: &hostClient{h: h, chain: chain, from: a}, Schedule: ts, Destroy: ts.destroy, Events: te, Vars: a.vars, Tasks: te}
+		running, _ := ctx.Value(actionRunningKey{}).(*atomic.Bool)
+		if running != nil {
+			running.Store(true)
+		}
 		res, err := act.Invoke(env, a.state, args)
+		if running != nil {
+			running.Store(false)
+		}
 		err = func() error {
 			if err != nil {
 				if !act.ReadOnly {
@@ -2540,8 +2547,74 @@ func (hh *hostHandle) Call(ctx context.Context, action string, args ...any) (jso
 	if r := hh.c.h.remoteFor(hh.ref, hh.c.from, hh.c.chain); r != nil {
 		return r.Call(ctx, req)
 	}
-	return hh.c.h.Call(ctx, req)
+	return hh.c.h.callLocal(ctx, req)
 }
+
+// callLocal is Call for an actor's code calling an actor of this node: it
+// returns when ctx ends, as a call to another node's actor does (its gRPC
+// call ends with it), even if the called actor's code does not heed ctx.
+// Run on the caller's goroutine, such a call held the caller's step or
+// turn, and so a workflow cancel or a destroy that waits for it, until the
+// called code chose to return. The call goes on to its end meanwhile, as
+// it would on the other node; Stop waits for it as for any call.
+func (h *Host) callLocal(ctx context.Context, req CallRequest) (json.RawMessage, error) {
+	if ctx.Done() == nil {
+		return h.Call(ctx, req)
+	}
+	type result struct {
+		res      json.RawMessage
+		err      error
+		panicked any
+	}
+	done := make(chan result, 1)
+	running := new(atomic.Bool)
+	cctx := context.WithValue(ctx, actionRunningKey{}, running)
+	go func() {
+		// Sent from a defer, as aside does: a panic that Call did not
+		// turn into an error is raised again on the caller's goroutine,
+		// and runtime.Goexit in the called code is a failed call.
+		var r result
+		returned := false
+		defer func() {
+			if !returned {
+				if p := recover(); p != nil {
+					r.panicked = p
+				} else {
+					r.err = rivet.Errorf(rivet.ErrInternal, "the actor's code called runtime.Goexit: the call got no reply")
+				}
+			}
+			done <- r
+		}()
+		r.res, r.err = h.Call(cctx, req)
+		returned = true
+	}()
+	answer := func(r result) (json.RawMessage, error) {
+		if r.panicked != nil {
+			panic(r.panicked)
+		}
+		return r.res, r.err
+	}
+	select {
+	case r := <-done:
+		return answer(r)
+	case <-ctx.Done():
+		if !running.Load() {
+			// The node's own code, whose waits end with ctx and say
+			// what ran out (a turn another call of the chain holds).
+			return answer(<-done)
+		}
+		select {
+		case r := <-done: // both ready: the call's own answer
+			return answer(r)
+		default:
+			return nil, ctxError(ctx)
+		}
+	}
+}
+
+// actionRunningKey is the context key of callLocal's flag, set while the
+// called action's code runs.
+type actionRunningKey struct{}
 
 func (hh *hostHandle) Send(ctx context.Context, queue string, body any) error {
 	_, err := hh.send(ctx, queue, body, false, 0, "")
