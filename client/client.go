@@ -51,6 +51,27 @@ const maxMsgBytes = 64 << 20
 // more than a second apart.
 var reconnectBackoff = backoff.Config{BaseDelay: 250 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second}
 
+// clientKeepalive is how the client finds a node gone without a word (a
+// cut network, a frozen host) while it has calls or subscriptions on it: a
+// ping after 10 s without a frame from the node, which must be answered
+// within 5 s, or the connection fails and the calls on it fail
+// (UNAVAILABLE) and are retried as their kind allows. A silent node is
+// then found within 15 s of its last frame, where 30 s and 10 s took 40 s,
+// longer than many callers' deadlines. 10 s is the shortest interval gRPC
+// allows a client, and these are a node's own to its peers
+// (server.PeerKeepalive). The timeout is also the socket's
+// TCP_USER_TIMEOUT (how long data sent may stay unacknowledged).
+//
+// A node takes a ping within 5 s of the last for abuse (its enforcement
+// policy, server.ServerOptions) and closes the connection after the third
+// (GOAWAY too_many_pings); any data or headers it sent in between clear the
+// count. The client pings only after 10 s without reading anything, so
+// never within 5 s of its last ping, nor while the node is answering.
+//
+// No pings while the client has nothing in flight: an idle client costs its
+// nodes nothing, and its first call after a quiet spell pings at once.
+var clientKeepalive = keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 5 * time.Second}
+
 // Client is a connection to a rivet cluster. It is safe for concurrent use;
 // make one per process and Close it when done.
 type Client struct {
@@ -174,7 +195,8 @@ func New(addr string, opts ...Option) (*Client, error) {
 	// credentials reach every node the client talks to.
 	// Keepalive pings find a node gone without a word (a cut network):
 	// the calls on its connection then fail, and are retried elsewhere,
-	// instead of waiting for their deadline, or for ever without one.
+	// instead of waiting for their deadline, or for ever without one
+	// (clientKeepalive).
 	// The reconnect backoff is capped at a second: gRPC's default grows to
 	// two minutes between attempts, so that a client whose node was down
 	// a few minutes (a restart, an upgrade) failed every call for up to two
@@ -188,7 +210,7 @@ func New(addr string, opts ...Option) (*Client, error) {
 	dial := append(append(creds,
 		grpc.WithDisableRetry(),
 		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(maxMsgBytes), grpc.MaxCallRecvMsgSize(maxMsgBytes)),
-		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
+		grpc.WithKeepaliveParams(clientKeepalive),
 		grpc.WithConnectParams(grpc.ConnectParams{Backoff: reconnectBackoff, MinConnectTimeout: 20 * time.Second}),
 	), o.dial...)
 	target := addr

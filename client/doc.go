@@ -26,6 +26,11 @@
 // or a node's failover with default settings (3.3-5 s), is a delay, not an
 // error, for the caller.
 //
+// A node gone without a word (a cut network, a frozen host) is found by
+// keepalive pings within about 15 s: the calls in flight on it then fail,
+// and those that may be retried (below) are, on another node when the
+// client has several node addresses or WithDirectRouting.
+//
 // A call that fails after it may have run is never retried with side
 // effects: its node was killed mid-call, or its deadline ran out. The error
 // then says so: rivet.OutcomeUnknown(err) is true, and a Send, Create or

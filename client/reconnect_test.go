@@ -1,7 +1,7 @@
 package client_test
 
 import (
-	"io"
+	"context"
 	"net"
 	"sync"
 	"testing"
@@ -9,18 +9,23 @@ import (
 
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/client"
+	"github.com/rivet-go/rivet/runtime"
 	"github.com/rivet-go/rivet/server/servertest"
 )
 
 // switchProxy passes TCP connections to a backend while up; while down it
 // closes each one as it comes, as a node that is gone would refuse it, and
-// notes when each came.
+// notes when each came. Frozen, it forwards nothing either way and keeps
+// every connection open, as a network cut without a word (packets dropped,
+// no reset) looks to both ends.
 type switchProxy struct {
 	l       net.Listener
 	backend string
 
 	mu       sync.Mutex
+	cond     *sync.Cond // broadcast when down or frozen changes
 	down     bool
+	frozen   bool
 	attempts []time.Time
 	conns    []net.Conn
 	wg       sync.WaitGroup
@@ -32,6 +37,7 @@ func newSwitchProxy(t *testing.T, backend string) *switchProxy {
 		t.Fatal(err)
 	}
 	p := &switchProxy{l: l, backend: backend}
+	p.cond = sync.NewCond(&p.mu)
 	p.wg.Add(1)
 	go p.serve()
 	t.Cleanup(func() {
@@ -67,7 +73,16 @@ func (p *switchProxy) serve() {
 		p.mu.Unlock()
 		pipe := func(dst, src net.Conn) {
 			defer p.wg.Done()
-			_, _ = io.Copy(dst, src)
+			buf := make([]byte, 32<<10)
+			for {
+				n, err := src.Read(buf)
+				if n > 0 && (!p.pass() || write(dst, buf[:n]) != nil) {
+					break
+				}
+				if err != nil {
+					break
+				}
+			}
 			dst.Close()
 			src.Close()
 		}
@@ -76,11 +91,37 @@ func (p *switchProxy) serve() {
 	}
 }
 
+func write(dst net.Conn, b []byte) error {
+	_, err := dst.Write(b)
+	return err
+}
+
+// pass waits while the proxy is frozen: true to forward what was read,
+// false to drop the connection (the proxy went down).
+func (p *switchProxy) pass() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for p.frozen && !p.down {
+		p.cond.Wait()
+	}
+	return !p.down
+}
+
+// setFrozen stops forwarding bytes, keeping the connections open, or
+// forwards them again.
+func (p *switchProxy) setFrozen(frozen bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.frozen = frozen
+	p.cond.Broadcast()
+}
+
 // setDown turns the proxy down (closing the connections it passes) or up.
 func (p *switchProxy) setDown(down bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.down = down
+	p.cond.Broadcast()
 	if down {
 		for _, c := range p.conns {
 			c.Close()
@@ -143,4 +184,59 @@ func TestAClientReconnectsWithinASecondOrSoOfItsNodeComingBack(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// A call in flight on a connection to a node whose network was cut without
+// a word (packets dropped, no reset: both ends keep their sockets) fails
+// within about 15 s, by the client's keepalive ping going unanswered, and
+// a read is retried on the next node. With a ping after 30 s without
+// traffic, given 10 s to answer, it waited about 40 s, as long as a
+// caller's deadline commonly is.
+func TestACallOnASilentlyCutConnectionMovesToAnotherNodeWithin15s(t *testing.T) {
+	started := make(chan struct{}, 1)
+	cut := servertest.NewFake()
+	cut.GetFunc = func(ctx context.Context, ref runtime.Ref) (runtime.ActorInfo, error) {
+		started <- struct{}{}
+		<-ctx.Done() // the server's end never hears of the cut either
+		return runtime.ActorInfo{}, ctx.Err()
+	}
+	other := servertest.NewFake()
+	other.GetFunc = func(_ context.Context, ref runtime.Ref) (runtime.ActorInfo, error) {
+		return runtime.ActorInfo{Ref: ref, Owner: "other"}, nil
+	}
+	p := newSwitchProxy(t, servertest.Start(t, cut, servertest.Config{}))
+	c := newClient(t, p.l.Addr().String()+","+servertest.Start(t, other, servertest.Config{}))
+
+	// Past the old 40 s, so that the test fails rather than hangs.
+	cctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
+	defer cancel()
+	type result struct {
+		info client.ActorInfo
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		info, err := c.Actor("counter", "k").NoCreate().Info(cctx)
+		done <- result{info, err}
+	}()
+	select {
+	case <-started:
+	case r := <-done:
+		t.Fatalf("Info ended before the cut: %+v, %v", r.info, r.err)
+	case <-cctx.Done():
+		t.Fatal("Info never reached the first node")
+	}
+	p.setFrozen(true)
+	cutAt := time.Now()
+	r := <-done
+	took := time.Since(cutAt)
+	if r.err != nil || r.info.Owner != "other" {
+		t.Fatalf("Info after %v of a silent cut: %+v, %v; want the other node's answer", took.Round(time.Millisecond), r.info, r.err)
+	}
+	// A ping after 10 s without traffic, 5 s to answer: 15 s at most from
+	// the cut, with room for a slow machine, and well short of 40 s.
+	if took > 25*time.Second {
+		t.Errorf("the call moved to the other node %v after the cut; want about 15 s at most", took.Round(time.Millisecond))
+	}
+	t.Logf("moved to the other node %v after the cut", took.Round(time.Millisecond))
 }

@@ -146,8 +146,9 @@ const MaxConcurrentStreams = runtime.MaxSubscribers + 16_384
 const streamWorkers = 64
 
 // PeerKeepalive is how a node's connections to its peers (and the Go
-// client's to nodes) find a peer gone without a word (a cut network, a
-// frozen host): a ping after 10 s without traffic, which must be answered
+// client's to nodes, while it has calls on them) find a peer gone without
+// a word (a cut network, a frozen host): a ping after 10 s without
+// traffic, which must be answered
 // within 5 s, or the connection fails and the calls on it fail
 // (UNAVAILABLE) rather than wait for their deadline, or for ever for a
 // call without one. TCP alone takes minutes to hours.
