@@ -2,8 +2,14 @@ package node_test
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/client"
@@ -126,5 +132,102 @@ func TestAWriteToAFrozenEtcdEndsWithinSeconds(t *testing.T) {
 	})
 	if _, err := rivet.Call[int](ctx, h, "increment", 1); err != nil {
 		t.Fatalf("increment once ready again: %v", err)
+	}
+}
+
+// A node whose external etcd is down says so once, and once when it is
+// back, and etcd's client does not flood its log meanwhile: the client
+// logged a warning for every request that failed ("retrying of unary
+// invoker failed"), one for each call its callers made that needed etcd,
+// however long the outage, and the node named etcd nowhere (its lease
+// lost, its actors' commits failed).
+func TestANodeSaysOnceThatItsEtcdIsUnreachableAndBack(t *testing.T) {
+	reg, err := rivet.Setup(counter.Actor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	endpoints := etcdtest.Start(t)
+	proxy := newFaultProxy(t, endpoints[0][len("http://"):])
+	cfg := clusterConfig(t, "a", []string{"http://" + proxy.addr()}, "/unreachable-log-test/", 4, nil)
+	cfg.LeaseTTL = time.Second
+	core, logs := observer.New(zapcore.InfoLevel)
+	cfg.Logger = zap.New(core)
+	n := startNode(t, ctx, cfg, reg)
+	cl, err := client.New(n.GRPCAddr(), client.WithRetry(0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if _, err := rivet.Call[int](ctx, cl.GetOrCreate("counter", "k"), "increment", 1); err != nil {
+		t.Fatal(err)
+	}
+
+	logs.TakeAll()
+	proxy.setDown(true)
+	// Callers keep calling meanwhile, as they would: each call that
+	// reaches etcd fails there.
+	const down = 6 * time.Second
+	wentDown := time.Now()
+	var wg sync.WaitGroup
+	for i := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			h := cl.GetOrCreate("counter", fmt.Sprint("k", i))
+			for time.Since(wentDown) < down {
+				cctx, c := context.WithTimeout(ctx, 300*time.Millisecond)
+				_, _ = rivet.Call[int](cctx, h, "increment", 1)
+				c()
+				time.Sleep(50 * time.Millisecond)
+			}
+		}()
+	}
+	wg.Wait()
+	during := logs.TakeAll()
+	etcdClient := map[string]int{}
+	lines := 0
+	for _, e := range during {
+		if e.LoggerName == "etcd-client" {
+			etcdClient[e.Message]++
+			lines++
+		}
+	}
+	t.Logf("%d log lines in a %v outage, %d of etcd's client: %v", len(during), down, lines, etcdClient)
+	for msg, k := range etcdClient {
+		if k > 1 {
+			t.Errorf("etcd's client logged %q %d times in a %v outage; want once", msg, k, down)
+		}
+	}
+	count := func(es []observer.LoggedEntry, msg string) int {
+		k := 0
+		for _, e := range es {
+			if e.Message == msg {
+				k++
+			}
+		}
+		return k
+	}
+	if k := count(during, "etcd unreachable"); k != 1 {
+		t.Errorf("the node said %d times that etcd was unreachable during the outage; want once", k)
+	}
+
+	proxy.setDown(false)
+	waitUntil(t, "the node ready again after etcd came back", 30*time.Second, func() bool {
+		hctx, c := context.WithTimeout(ctx, time.Second)
+		defer c()
+		ok, err := cl.Healthy(hctx)
+		return err == nil && ok
+	})
+	waitUntil(t, "the node saying etcd is reachable again", 10*time.Second, func() bool {
+		return logs.FilterMessage("etcd reachable again").Len() > 0
+	})
+	after := logs.TakeAll()
+	if k := count(during, "etcd reachable again") + count(after, "etcd unreachable"); k != 0 {
+		t.Errorf("the node said etcd was back during the outage, or unreachable after it, %d times", k)
+	}
+	if k := count(after, "etcd reachable again"); k != 1 {
+		t.Errorf("the node said %d times that etcd was reachable again; want once", k)
 	}
 }

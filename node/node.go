@@ -22,8 +22,10 @@ import (
 	"go.etcd.io/etcd/client/pkg/v3/fileutil"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
@@ -183,6 +185,43 @@ var etcdConnectParams = grpc.ConnectParams{
 	MinConnectTimeout: 5 * time.Second,
 }
 
+// sampleEtcdClientLog keeps the first of each of the etcd client's
+// messages (by level and text) a minute and drops the rest. The client
+// logs a warning for every request that fails ("retrying of unary invoker
+// failed"): while etcd is unreachable, one for each call that needs it,
+// which is a line or more a second per busy caller, for as long as the
+// outage lasts. The node says itself when etcd becomes unreachable and
+// when it is back (watchEtcd); a line a minute of the client's shows the
+// outage goes on. The cost: a different failure under the same text
+// within that minute (a permission refused, say) is not logged.
+func sampleEtcdClientLog(c zapcore.Core) zapcore.Core {
+	return zapcore.NewSamplerWithOptions(c, time.Minute, 1, 0)
+}
+
+// watchEtcd logs, at the etcd client's connection's changes, when etcd
+// becomes unreachable (no endpoint could be connected to: gRPC's
+// TRANSIENT_FAILURE, which a connection lost and made again at once never
+// reaches) and when it is reachable again, once each per outage. What the
+// node logs otherwise says what the outage costs (its lease lost, its
+// actors' writes failing), not what it is, and etcd's client's own lines
+// are sampled (sampleEtcdClientLog). It returns when ctx is done.
+func (n *Node) watchEtcd(ctx context.Context, cc *grpc.ClientConn, endpoints []string) {
+	var since time.Time // when etcd became unreachable; zero while it is not
+	for state := cc.GetState(); ; state = cc.GetState() {
+		switch {
+		case state == connectivity.TransientFailure && since.IsZero():
+			since = time.Now()
+			n.log.Warn("etcd unreachable", zap.Strings("endpoints", endpoints))
+		case state == connectivity.Ready && !since.IsZero():
+			n.log.Info("etcd reachable again", zap.Duration("unreachable_for", time.Since(since).Round(time.Millisecond)))
+			since = time.Time{}
+		}
+		if !cc.WaitForStateChange(ctx, state) {
+			return
+		}
+	}
+}
+
 // Start starts a node and returns once it serves.
 func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err error) {
 	if err := cfg.validate(); err != nil {
@@ -263,7 +302,7 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 	} else if n.etcd, err = clientv3.New(clientv3.Config{
 		Endpoints:   endpoints,
 		DialTimeout: 5 * time.Second,
-		Logger:      n.log.Named("etcd-client").WithOptions(zap.IncreaseLevel(etcdstore.WarningsAndUp(n.log.Core()))),
+		Logger:      n.log.Named("etcd-client").WithOptions(zap.IncreaseLevel(etcdstore.WarningsAndUp(n.log.Core())), zap.WrapCore(sampleEtcdClientLog)),
 		// Room for the largest transaction the committer builds.
 		MaxCallSendMsgSize: etcdMaxSend,
 		MaxCallRecvMsgSize: etcdMaxRecv,
@@ -328,6 +367,9 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 	}
 	n.committer = storage.NewCommitter(n.store, ccfg)
 	n.goBackground("committer", func() error { return n.committer.Run(bgCtx) })
+	if n.embedded == nil {
+		n.goBackground("etcd-watch", func() error { n.watchEtcd(bgCtx, n.etcd.ActiveConnection(), endpoints); return nil })
+	}
 
 	advertise := cfg.AdvertiseAddr
 	if advertise == "" {
