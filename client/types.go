@@ -220,12 +220,17 @@ type HistoryEntry struct {
 	// succeeded: the workflow rolled back and compensated this step.
 	RollbackDone bool `json:"rollback_done,omitempty"`
 	// RollbackError is the error of the step's rollback handler, which
-	// failed (or timed out) and stopped the rollback there: the handlers
-	// of the steps that completed before it did not run. In a history too
+	// failed for good (its retries used up, or an error no retry changes)
+	// and stopped the rollback there: the handlers of the steps that
+	// completed before it did not run. In a history too
 	// large to carry whole, a long one comes cut, as Error.
 	RollbackError string `json:"rollback_error,omitempty"`
 	// RollbackErrorCode is RollbackError's code, if it had one.
 	RollbackErrorCode string `json:"rollback_error_code,omitempty"`
+	// RollbackAttempts counts the attempts of the step's rollback
+	// handler, retried under the step's retry policy: with neither
+	// RollbackDone nor RollbackError, the rollback waits to run it again.
+	RollbackAttempts int `json:"rollback_attempts,omitempty"`
 }
 
 // History is an actor's workflow status and history.

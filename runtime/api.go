@@ -236,12 +236,17 @@ type HistoryEntry struct {
 	// HasRollback says that a completed step has a rollback handler
 	// (workflow.StepWithRollback). RollbackDone says that the handler ran
 	// and succeeded in a rollback of the workflow; RollbackError (and its
-	// code, RollbackErrorCode) is its error if it failed, which stopped the
-	// rollback there.
+	// code, RollbackErrorCode) is its error if it failed for good (its
+	// retries used up, or an error no retry changes), which stopped the
+	// rollback there. RollbackAttempts counts the handler's attempts,
+	// retried under the step's policy: with neither done nor an error,
+	// the rollback waits to run it again (0 in histories recorded before
+	// handlers were retried).
 	HasRollback       bool
 	RollbackDone      bool
 	RollbackError     string
 	RollbackErrorCode string
+	RollbackAttempts  int
 }
 
 // History is an actor's workflow status and history, its entries in the

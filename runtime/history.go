@@ -131,7 +131,7 @@ func (h *Host) HistoryPage(ctx context.Context, ref Ref, opts HistoryOptions) (H
 	entries, out.PageTokens, out.NextPageToken = pageSorted(entries, places, tag, after, limit)
 	for _, e := range entries {
 		he := HistoryEntry{Path: e.Path, Kind: string(e.Kind), Status: string(e.Status), Attempts: e.Attempts, Output: e.Output, UpdatedAt: e.Time, Winner: e.Winner, Deadline: e.Deadline,
-			HasRollback: e.HasRollback, RollbackDone: e.RollbackDone}
+			HasRollback: e.HasRollback, RollbackDone: e.RollbackDone, RollbackAttempts: e.RollbackAttempts}
 		if e.Error != nil {
 			he.Error, he.ErrorCode = e.Error.Message, e.Error.Code
 		}
@@ -917,7 +917,7 @@ func commonScope(a, b string) string {
 }
 
 // firstCompensated is the earliest entry whose rollback handler ran (or
-// failed), nil if none did.
+// failed, or failed an attempt to retry), nil if none did.
 func firstCompensated(entries []workflow.Entry) *workflow.Entry {
 	byPath := make(map[string]*workflow.Entry, len(entries))
 	for i := range entries {
@@ -927,7 +927,7 @@ func firstCompensated(entries []workflow.Entry) *workflow.Entry {
 	var firstAt time.Time
 	for i := range entries {
 		e := &entries[i]
-		if !e.RollbackDone && e.RollbackError == nil {
+		if !e.RollbackDone && e.RollbackError == nil && e.RollbackAttempts == 0 {
 			continue
 		}
 		if at := entryTime(byPath, nil, e); first == nil || at.Before(firstAt) {

@@ -11,8 +11,8 @@ import (
 
 // The history of a saga that rolled back says which compensations ran:
 // the last step's handler succeeded (rolled back), the one before it failed
-// (its error and code, where the rollback stopped), and the first step's
-// handler did not run.
+// (its error and code, where the rollback stopped, after its step's default
+// retries: 4 attempts), and the first step's handler did not run.
 func TestHistoryShowsWhichCompensationsRan(t *testing.T) {
 	t.Parallel()
 	reserve := func(c *workflow.Ctx[bookingLoopState], name string, undo error) error {
@@ -52,13 +52,13 @@ func TestHistoryShowsWhichCompensationsRan(t *testing.T) {
 	for _, he := range h.Entries {
 		got[he.Path] = he
 	}
-	if c := got["car"]; !c.HasRollback || !c.RollbackDone || c.RollbackError != "" {
+	if c := got["car"]; !c.HasRollback || !c.RollbackDone || c.RollbackError != "" || c.RollbackAttempts != 1 {
 		t.Errorf("car = %+v, want rolled back", c)
 	}
-	if c := got["hotel"]; !c.HasRollback || c.RollbackDone || c.RollbackError != "hotel service down" || c.RollbackErrorCode != "hotel.down" {
-		t.Errorf("hotel = %+v, want its rollback failed with hotel.down", c)
+	if c := got["hotel"]; !c.HasRollback || c.RollbackDone || c.RollbackError != "hotel service down" || c.RollbackErrorCode != "hotel.down" || c.RollbackAttempts != 1+workflow.DefaultMaxRetries {
+		t.Errorf("hotel = %+v, want its rollback failed with hotel.down after %d attempts", c, 1+workflow.DefaultMaxRetries)
 	}
-	if c := got["flight"]; !c.HasRollback || c.RollbackDone || c.RollbackError != "" {
+	if c := got["flight"]; !c.HasRollback || c.RollbackDone || c.RollbackError != "" || c.RollbackAttempts != 0 {
 		t.Errorf("flight = %+v, want a handler that did not run", c)
 	}
 	if c := got["pay"]; c.HasRollback || c.RollbackDone || c.RollbackError != "" {

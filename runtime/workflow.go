@@ -898,13 +898,13 @@ func (w *wfHost) commitPuttingBack(ctx context.Context, writes []workflow.Histor
 // stepCounts counts step attempts by outcome.
 type stepCounts struct{ completed, failed, exhausted int }
 
-// countSteps counts the step attempts recorded in ws (a rollback's record
-// is not an attempt).
+// countSteps counts the step attempts recorded in ws (a rollback handler's
+// attempt is not a step's).
 func countSteps(ws []workflow.HistoryWrite) stepCounts {
 	var c stepCounts
 	for _, w := range ws {
 		e := w.Put
-		if e == nil || e.Kind != workflow.KindStep || e.RollbackDone || e.RollbackError != nil {
+		if e == nil || e.Kind != workflow.KindStep || e.RollbackDone || e.RollbackError != nil || e.RollbackAttempts > 0 {
 			continue
 		}
 		switch e.Status {

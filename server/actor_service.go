@@ -294,7 +294,7 @@ func (s *Server) History(ctx context.Context, req *rivetv1.HistoryRequest) (*riv
 		pe := &rivetv1.HistoryEntry{
 			Path: textcut.Valid(e.Path), Kind: e.Kind, Status: e.Status, Attempts: uint32(e.Attempts),
 			Output: e.Output, Error: textcut.Valid(e.Error), ErrorCode: textcut.Valid(e.ErrorCode), Winner: textcut.Valid(e.Winner),
-			HasRollback: e.HasRollback, RollbackDone: e.RollbackDone,
+			HasRollback: e.HasRollback, RollbackDone: e.RollbackDone, RollbackAttempts: uint32(e.RollbackAttempts),
 			RollbackError: textcut.Valid(e.RollbackError), RollbackErrorCode: textcut.Valid(e.RollbackErrorCode),
 		}
 		if !e.UpdatedAt.IsZero() {

@@ -189,7 +189,12 @@ func StepOpts[S, T any](c *Ctx[S], opts StepOptions, fn func(*StepCtx[S]) (T, er
 // StepWithRollback is StepOpts with a compensation: if the workflow later
 // fails (not diverges, not evicted), rollback runs with the step's value,
 // the handlers of all completed steps in reverse order of completion. A
-// RollbackCheckpoint must come first.
+// RollbackCheckpoint must come first. A handler that fails is retried
+// under opts, as the step is (retries, backoff, timeout per attempt; a
+// Critical error, or a timeout without RetryOnTimeout, is not), each
+// attempt recorded, and its StepCtx.Attempt counts them; one that fails
+// for good stops the rollback (*RollbackFailedError). Like a step body, a
+// handler may run more than once: make it idempotent.
 func StepWithRollback[S, T any](c *Ctx[S], opts StepOptions, fn func(*StepCtx[S]) (T, error), rollback func(s *StepCtx[S], value T) error) (T, error) {
 	return runStep(c, opts, fn, rollback)
 }
@@ -413,7 +418,7 @@ func runStep[S, T any](c *Ctx[S], opts StepOptions, fn func(*StepCtx[S]) (T, err
 		return sv.record(val)
 	}
 	if rollback != nil {
-		sp.rollback = func(env StepEnv, ctx context.Context, out json.RawMessage) error {
+		sp.rollback = func(env StepEnv, ctx context.Context, out json.RawMessage, attempt int) error {
 			st, ok := env.State.(*S)
 			if !ok {
 				return fmt.Errorf("workflow: the host passed a state of type %T, the workflow wants %T", env.State, st)
@@ -427,7 +432,7 @@ func runStep[S, T any](c *Ctx[S], opts StepOptions, fn func(*StepCtx[S]) (T, err
 			if err := json.Unmarshal(out, &v); err != nil {
 				return fmt.Errorf("workflow: recorded step value does not decode into %T: %w", v, err)
 			}
-			return rollback(&StepCtx[S]{State: st, ctx: ctx, client: env.Client, events: env.Events, vars: env.Vars, destroy: env.Destroy, schedule: env.Schedule, tasks: env.Tasks, attempt: 1, r: c.x.t.r}, v)
+			return rollback(&StepCtx[S]{State: st, ctx: ctx, client: env.Client, events: env.Events, vars: env.Vars, destroy: env.Destroy, schedule: env.Schedule, tasks: env.Tasks, attempt: attempt, r: c.x.t.r}, v)
 		}
 	}
 	out, path, err := c.x.step(sp)

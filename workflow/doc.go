@@ -144,7 +144,8 @@
 //     between running and committing, or after a failed attempt. Their state
 //     changes commit exactly once per recorded attempt, and a failed
 //     attempt's changes are kept (roll-forward); write steps so that a
-//     re-run is harmless.
+//     re-run is harmless. Rollback handlers too: they are retried as
+//     their steps are.
 //  10. Errors returned by steps, branches and receives are recorded as their
 //     message, code (ErrorCode() string) and whether they matched
 //     ErrTimeout, and come back as a *RecordedError, live as on replay:

@@ -95,7 +95,16 @@ type Entry struct {
 	// not replayed) from a step that has none.
 	HasRollback   bool           `json:"has_rollback,omitempty"`
 	RollbackDone  bool           `json:"rollback_done,omitempty"`
-	RollbackError *RecordedError `json:"rollback_error,omitempty"`
+	RollbackError *RecordedError `json:"rollback_error,omitempty"` // the handler failed for good
+	// RollbackAttempts counts the handler's attempts recorded so far, as
+	// Attempts does the step's: a handler that fails is retried under
+	// the step's retry policy, after the backoff from RollbackAttemptAt
+	// (the start of its last attempt), and RollbackRetryError holds that
+	// attempt's error meanwhile. Absent from entries recorded before
+	// handlers were retried.
+	RollbackAttempts   int            `json:"rollback_attempts,omitempty"`
+	RollbackAttemptAt  time.Time      `json:"rollback_attempt_at,omitzero"`
+	RollbackRetryError *RecordedError `json:"rollback_retry_error,omitempty"`
 
 	// Sleeps, and receives with a timeout: recorded on the first call, so
 	// that a replay never resets it.

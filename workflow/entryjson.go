@@ -20,7 +20,7 @@ func MarshalEntry(e *Entry) ([]byte, error) {
 	// once more): its fixed fields, about 64 bytes, and each timestamp
 	// with its name, up to 56.
 	n := 64 + len(e.Path) + len(e.Output) + len(e.State)
-	for _, t := range [...]time.Time{e.Time, e.LastAttemptAt, e.Deadline} {
+	for _, t := range [...]time.Time{e.Time, e.LastAttemptAt, e.RollbackAttemptAt, e.Deadline} {
 		if !t.IsZero() {
 			n += 56
 		}
@@ -34,7 +34,7 @@ func MarshalEntry(e *Entry) ([]byte, error) {
 // appendEntry appends e's JSON to b, in Entry's field order with its
 // omitempty and omitzero rules, or reports false if e needs encoding/json.
 func appendEntry(b []byte, e *Entry) ([]byte, bool) {
-	if e.Error != nil || e.RollbackError != nil || e.Messages != nil || e.Branches != nil {
+	if e.Error != nil || e.RollbackError != nil || e.RollbackRetryError != nil || e.Messages != nil || e.Branches != nil {
 		return nil, false
 	}
 	ok := true
@@ -125,6 +125,8 @@ func appendEntry(b []byte, e *Entry) ([]byte, bool) {
 	str("failure", string(e.Failure), false)
 	flag("has_rollback", e.HasRollback)
 	flag("rollback_done", e.RollbackDone)
+	num("rollback_attempts", e.RollbackAttempts)
+	when("rollback_attempt_at", e.RollbackAttemptAt)
 	when("deadline", e.Deadline)
 	num("iteration", e.Iteration)
 	num("pruned_before", e.PrunedBefore)

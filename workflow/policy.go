@@ -164,32 +164,60 @@ func recordAttempt(path string, n int, r attemptResult, p retryPolicy) *Entry {
 		e.Output = r.output
 		return e
 	}
-	kind := FailureExhausted
-	critical := false
+	var kind FailureKind
+	e.Error, kind = classify("step", r, p)
+	switch {
+	case kind != "":
+	case n > p.maxRetries:
+		kind = FailureExhausted
+	default:
+		e.Status = StatusFailed
+		return e
+	}
+	e.Status, e.Failure = StatusExhausted, kind
+	return e
+}
+
+// classify records a failed attempt of a step's body, or of its rollback
+// handler (what names which, for a timeout's message), and returns the
+// kind of a failure that no retry would change (a timeout unless
+// p.retryOnTimeout, a Rollback, Critical or misuse error), or "" for one
+// that p's retries may.
+func classify(what string, r attemptResult, p retryPolicy) (*RecordedError, FailureKind) {
 	var ce *CriticalError
 	var rb *RollbackError
 	switch {
 	case r.timedOut:
-		e.Error = &RecordedError{Message: fmt.Sprintf("step timed out after %s", p.timeout)}
-		if !p.retryOnTimeout {
-			kind, critical = FailureTimeout, true
+		rec := &RecordedError{Message: fmt.Sprintf("%s timed out after %s", what, p.timeout)}
+		if p.retryOnTimeout {
+			return rec, ""
 		}
+		return rec, FailureTimeout
 	case errors.As(r.err, &rb):
-		e.Error = record(r.err)
-		kind, critical = FailureRollback, true
+		return record(r.err), FailureRollback
 	case errors.As(r.err, &ce), misuse(r.err):
-		e.Error = record(r.err)
-		kind, critical = FailureCritical, true
-	default:
-		e.Error = record(r.err)
+		return record(r.err), FailureCritical
 	}
-	if critical || n > p.maxRetries {
-		e.Status = StatusExhausted
-		e.Failure = kind
-		return e
+	return record(r.err), ""
+}
+
+// planRollback decides what the rollback handler of the step recorded by
+// e does next, as planStep does for the step: attempts that failed are
+// counted in e, and retried after their backoff while p allows. e's
+// handler is neither done nor failed for good.
+func planRollback(e *Entry, p retryPolicy, now time.Time) stepPlan {
+	switch {
+	case e.RollbackAttempts == 0:
+		return stepPlan{action: stepRun, attempt: 1}
+	case e.RollbackAttempts > p.maxRetries:
+		// The code now allows fewer retries than were already used.
+		return stepPlan{action: stepFail}
 	}
-	e.Status = StatusFailed
-	return e
+	at := e.RollbackAttemptAt.Add(Backoff(e.RollbackAttempts, p.base, p.max))
+	if now.Before(at) {
+		return stepPlan{action: stepWait, at: at}
+	}
+	return stepPlan{action: stepRun, attempt: e.RollbackAttempts + 1}
 }
 
 // misuse reports an error of the engine's that says the step's body

@@ -468,7 +468,7 @@ func checkShifted(t *testing.T, what string, want, got simResult, shift time.Dur
 		return // the comparison of the rest says how
 	}
 	for i := range ge {
-		for _, f := range []string{"time", "last_attempt_at", "deadline"} {
+		for _, f := range []string{"time", "last_attempt_at", "rollback_attempt_at", "deadline"} {
 			gs, _ := ge[i][f].(string)
 			ws, _ := we[i][f].(string)
 			if gs == ws {
@@ -500,6 +500,7 @@ func timeless(t *testing.T, r simResult) simResult {
 	for _, e := range entries {
 		delete(e, "time")
 		delete(e, "last_attempt_at")
+		delete(e, "rollback_attempt_at")
 		delete(e, "deadline")
 	}
 	b, err := json.Marshal(entries)

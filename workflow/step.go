@@ -18,8 +18,9 @@ type stepSpec struct {
 	pol  retryPolicy
 	// body runs the user's function and returns its value as JSON.
 	body func(env StepEnv, ctx context.Context, attempt int) (json.RawMessage, error)
-	// rollback, if set, compensates the step given its recorded value.
-	rollback func(env StepEnv, ctx context.Context, output json.RawMessage) error
+	// rollback, if set, compensates the step given its recorded value
+	// (attempt: the handler's, from 1).
+	rollback func(env StepEnv, ctx context.Context, output json.RawMessage, attempt int) error
 	// stateless: the body cannot touch the state (Do), so it runs outside
 	// the actor's turn and its record commits alone.
 	stateless bool
@@ -123,7 +124,7 @@ func (x *cx) runStep(sp stepSpec) (json.RawMessage, string, error) {
 		case stepReplay:
 			t.advance(e.Time)
 			if sp.rollback != nil {
-				r.registerRollback(e, sp.rollback, sp.pol.timeout)
+				r.registerRollback(e, sp.rollback, sp.pol)
 			}
 			return e.Output, path, nil
 		case stepFail:
@@ -266,7 +267,7 @@ func (x *cx) attempt(path string, seq, n int, sp stepSpec) (*Entry, error) {
 		t.advance(ne.Time)
 	}
 	if ne.Status == StatusCompleted && sp.rollback != nil {
-		r.registerRollback(ne, sp.rollback, sp.pol.timeout)
+		r.registerRollback(ne, sp.rollback, sp.pol)
 	}
 	return ne, nil
 }
@@ -337,19 +338,19 @@ func callBody(ctx context.Context, body func(context.Context) (json.RawMessage, 
 
 // rollbackAction is the compensation of one completed step.
 type rollbackAction struct {
-	path    string
-	at      time.Time
-	seq     int
-	timeout time.Duration
-	run     func(env StepEnv, ctx context.Context) error
+	path string
+	at   time.Time
+	seq  int
+	pol  retryPolicy // the step's: its handler's attempts follow it too
+	run  func(env StepEnv, ctx context.Context, attempt int) error
 	// missing: the step has a handler that this run did not register.
 	missing bool
 }
 
-// registerRollback takes the handler and its timeout rather than the
+// registerRollback takes the handler and its policy rather than the
 // step's spec, which its closure would otherwise move to the heap on every
 // step, with a handler or not.
-func (r *run) registerRollback(e *Entry, handler func(StepEnv, context.Context, json.RawMessage) error, timeout time.Duration) {
+func (r *run) registerRollback(e *Entry, handler func(StepEnv, context.Context, json.RawMessage, int) error, pol retryPolicy) {
 	if e.RollbackDone {
 		return
 	}
@@ -358,14 +359,15 @@ func (r *run) registerRollback(e *Entry, handler func(StepEnv, context.Context, 
 	defer r.mu.Unlock()
 	r.seq++
 	r.rollbacks = append(r.rollbacks, rollbackAction{
-		path: e.Path, at: e.Time, seq: r.seq, timeout: timeout,
-		run: func(env StepEnv, ctx context.Context) error { return handler(env, ctx, out) },
+		path: e.Path, at: e.Time, seq: r.seq, pol: pol,
+		run: func(env StepEnv, ctx context.Context, attempt int) error { return handler(env, ctx, out, attempt) },
 	})
 }
 
 // rollback runs the registered compensations, latest completion first, each
-// in a turn that records that it ran, so that a rollback cut short resumes
-// where it stopped. It stops at the first handler that fails.
+// attempt in a turn that records it, so that a rollback cut short resumes
+// where it stopped. A handler that fails is retried as its step is (see
+// compensate); the rollback stops at the first one that fails for good.
 func (r *run) rollback(root *thread) error {
 	r.mu.Lock()
 	acts := append([]rollbackAction(nil), r.rollbacks...)
@@ -410,46 +412,99 @@ func (r *run) rollback(root *thread) error {
 			}
 			return &RollbackFailedError{Path: a.path, Err: ErrRollbackNotReplayed}
 		}
-		var (
-			ne        *Entry
-			batch     []HistoryWrite
-			abandoned bool
-		)
-		fn := func(env StepEnv) []HistoryWrite {
-			root.goexitIn = fmt.Sprintf("the rollback handler of step %q", a.path) // for a runtime.Goexit in it
-			_, err, timedOut := runBody(root.ctx, a.timeout, r.host, func(ctx context.Context) (json.RawMessage, error) {
-				return nil, a.run(env, ctx)
-			})
-			root.goexitIn = ""
-			if err != nil && !timedOut && root.ctx.Err() != nil {
-				abandoned = true
-				return nil
-			}
-			ne = e.clone()
-			switch {
-			case timedOut:
-				ne.RollbackError = &RecordedError{Message: fmt.Sprintf("rollback timed out after %s", a.timeout)}
-			case err != nil:
-				ne.RollbackError = record(err)
-			default:
-				ne.RollbackDone = true
-			}
-			batch = AppendWrites(append([]HistoryWrite(nil), root.pending...), HistoryWrite{Put: ne})
-			return batch
-		}
-		if err := r.host.RunStep(root.ctx, false, fn); err != nil {
-			return root.hostErr(err)
-		}
-		if abandoned {
-			return root.stopped(true)
-		}
-		if ne == nil {
-			return root.hostErr(errors.New("the host's RunStep returned nil without running the rollback"))
-		}
-		root.committed(batch)
-		if ne.RollbackError != nil {
-			return &RollbackFailedError{Path: a.path, Err: ne.RollbackError}
+		if err := r.compensate(root, a); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// compensate runs the handler of a until it succeeds or fails for good:
+// under its step's policy, a failed attempt is recorded (its count, start
+// and error in the step's entry) and followed by the backoff a failed
+// attempt of the step would be, waited as the step's is. An eviction
+// during it yields the run until its end, so that the next activation,
+// which resumes the rollback, runs the handler again then.
+func (r *run) compensate(root *thread, a rollbackAction) error {
+	for {
+		r.mu.Lock()
+		e := r.hist.Get(a.path)
+		r.mu.Unlock()
+		p := planRollback(e, a.pol, r.now())
+		switch p.action {
+		case stepWait:
+			if err := root.wait(waitFor{at: p.at}); err != nil {
+				return err
+			}
+			continue
+		case stepFail:
+			ne := e.clone()
+			ne.RollbackError, ne.RollbackRetryError = e.RollbackRetryError, nil
+			if ne.RollbackError == nil {
+				ne.RollbackError = &RecordedError{Message: "unknown error"}
+			}
+			if err := root.commit(HistoryWrite{Put: ne}); err != nil {
+				return err
+			}
+			return &RollbackFailedError{Path: a.path, Err: ne.RollbackError}
+		}
+		ne, err := r.compensateOnce(root, a, e, p.attempt)
+		if err != nil {
+			return err
+		}
+		if ne.RollbackError != nil {
+			return &RollbackFailedError{Path: a.path, Err: ne.RollbackError}
+		}
+		if ne.RollbackDone {
+			return nil
+		}
+	}
+}
+
+// compensateOnce runs attempt n of a's handler in the actor's turn and
+// commits its record, e updated, with the state it left.
+func (r *run) compensateOnce(root *thread, a rollbackAction, e *Entry, n int) (*Entry, error) {
+	var (
+		ne        *Entry
+		batch     []HistoryWrite
+		abandoned bool
+	)
+	fn := func(env StepEnv) []HistoryWrite {
+		root.goexitIn = fmt.Sprintf("the rollback handler of step %q", a.path) // for a runtime.Goexit in it
+		start := root.stamp()
+		_, err, timedOut := runBody(root.ctx, a.pol.timeout, r.host, func(ctx context.Context) (json.RawMessage, error) {
+			return nil, a.run(env, ctx, n)
+		})
+		root.goexitIn = ""
+		if err != nil && !timedOut && root.ctx.Err() != nil {
+			// Evicted mid-attempt: not counted, as a step's.
+			abandoned = true
+			return nil
+		}
+		ne = e.clone()
+		ne.RollbackAttempts, ne.RollbackAttemptAt, ne.RollbackRetryError = n, start, nil
+		if timedOut || err != nil {
+			rec, kind := classify("rollback", attemptResult{err: err, timedOut: timedOut}, a.pol)
+			if kind != "" || n > a.pol.maxRetries {
+				ne.RollbackError = rec
+			} else {
+				ne.RollbackRetryError = rec
+			}
+		} else {
+			ne.RollbackDone = true
+		}
+		batch = AppendWrites(append([]HistoryWrite(nil), root.pending...), HistoryWrite{Put: ne})
+		return batch
+	}
+	if err := r.host.RunStep(root.ctx, false, fn); err != nil {
+		return nil, root.hostErr(err)
+	}
+	if abandoned {
+		return nil, root.stopped(true)
+	}
+	if ne == nil {
+		return nil, root.hostErr(errors.New("the host's RunStep returned nil without running the rollback"))
+	}
+	root.committed(batch)
+	return ne, nil
 }

@@ -13,7 +13,8 @@ import (
 
 // history of a saga that rolled back says, in the status column, which
 // compensations ran, which failed (its error in the last column) and
-// which did not run; -o json carries all of it.
+// which did not run, and the attempts of a handler that took more than
+// one; -o json carries all of it.
 func TestHistoryShowsTheRollback(t *testing.T) {
 	f := servertest.NewFake()
 	f.HistoryFunc = func(context.Context, runtime.Ref, runtime.HistoryOptions) (runtime.History, error) {
@@ -23,8 +24,8 @@ func TestHistoryShowsTheRollback(t *testing.T) {
 			Entries: []runtime.HistoryEntry{
 				{Path: "cp", Kind: "rollback_checkpoint", Status: "completed"},
 				{Path: "flight", Kind: "step", Status: "completed", Attempts: 1, Output: json.RawMessage(`"F1"`), HasRollback: true},
-				{Path: "hotel", Kind: "step", Status: "completed", Attempts: 1, Output: json.RawMessage(`"H1"`), HasRollback: true, RollbackError: "hotel service down", RollbackErrorCode: "hotel.down"},
-				{Path: "car", Kind: "step", Status: "completed", Attempts: 1, Output: json.RawMessage(`"C1"`), HasRollback: true, RollbackDone: true},
+				{Path: "hotel", Kind: "step", Status: "completed", Attempts: 1, Output: json.RawMessage(`"H1"`), HasRollback: true, RollbackError: "hotel service down", RollbackErrorCode: "hotel.down", RollbackAttempts: 4},
+				{Path: "car", Kind: "step", Status: "completed", Attempts: 1, Output: json.RawMessage(`"C1"`), HasRollback: true, RollbackDone: true, RollbackAttempts: 1},
 				{Path: "pay", Kind: "step", Status: "exhausted", Attempts: 1, Error: "payment refused"},
 			},
 		}, nil
@@ -33,12 +34,12 @@ func TestHistoryShowsTheRollback(t *testing.T) {
 
 	rivetctl(t, addr, "history", "saga", "s").want(t, 0, `workflow  failed
 error     rollback of step "hotel" failed: hotel service down
-PATH    KIND                 STATUS                      ATTEMPTS  OUTPUT / ERROR
-cp      rollback_checkpoint  completed                   0         -
-flight  step                 completed, not rolled back  1         "F1"
-hotel   step                 completed, rollback failed  1         rollback error (hotel.down): hotel service down
-car     step                 completed, rolled back      1         "C1"
-pay     step                 exhausted                   1         error: payment refused
+PATH    KIND                 STATUS                                   ATTEMPTS  OUTPUT / ERROR
+cp      rollback_checkpoint  completed                                0         -
+flight  step                 completed, not rolled back               1         "F1"
+hotel   step                 completed, rollback failed (4 attempts)  1         rollback error (hotel.down): hotel service down
+car     step                 completed, rolled back                   1         "C1"
+pay     step                 exhausted                                1         error: payment refused
 `)
 
 	r := rivetctl(t, addr, "-o", "json", "history", "saga", "s")
@@ -48,29 +49,32 @@ pay     step                 exhausted                   1         error: paymen
 	}
 	want := []client.HistoryEntry{
 		{Path: "flight", Kind: "step", Status: "completed", Attempts: 1, Output: json.RawMessage(`"F1"`), HasRollback: true},
-		{Path: "hotel", Kind: "step", Status: "completed", Attempts: 1, Output: json.RawMessage(`"H1"`), HasRollback: true, RollbackError: "hotel service down", RollbackErrorCode: "hotel.down"},
-		{Path: "car", Kind: "step", Status: "completed", Attempts: 1, Output: json.RawMessage(`"C1"`), HasRollback: true, RollbackDone: true},
+		{Path: "hotel", Kind: "step", Status: "completed", Attempts: 1, Output: json.RawMessage(`"H1"`), HasRollback: true, RollbackError: "hotel service down", RollbackErrorCode: "hotel.down", RollbackAttempts: 4},
+		{Path: "car", Kind: "step", Status: "completed", Attempts: 1, Output: json.RawMessage(`"C1"`), HasRollback: true, RollbackDone: true, RollbackAttempts: 1},
 	}
 	for i, w := range want {
 		g := h.Entries[i+1]
 		if g.Path != w.Path || string(g.Output) != string(w.Output) || g.HasRollback != w.HasRollback || g.RollbackDone != w.RollbackDone ||
-			g.RollbackError != w.RollbackError || g.RollbackErrorCode != w.RollbackErrorCode {
+			g.RollbackError != w.RollbackError || g.RollbackErrorCode != w.RollbackErrorCode || g.RollbackAttempts != w.RollbackAttempts {
 			t.Errorf("entry %d = %+v, want %+v", i+1, g, w)
 		}
 	}
-	if !strings.Contains(r.stdout, `"rollback_done":true`) || !strings.Contains(r.stdout, `"rollback_error":"hotel service down"`) {
+	if !strings.Contains(r.stdout, `"rollback_done":true`) || !strings.Contains(r.stdout, `"rollback_error":"hotel service down"`) || !strings.Contains(r.stdout, `"rollback_attempts":4`) {
 		t.Errorf("history -o json does not name the rollback fields:\n%s", r.stdout)
 	}
 
 	// While the workflow runs (after a retry), a step's handler that has
-	// not run is not news: the status is the step's alone.
+	// not run is not news: the status is the step's alone. One that failed
+	// and waits to run again (in a rollback in progress) says so.
 	f.HistoryFunc = func(context.Context, runtime.Ref, runtime.HistoryOptions) (runtime.History, error) {
-		return runtime.History{WorkflowStatus: "running", Entries: []runtime.HistoryEntry{
+		return runtime.History{WorkflowStatus: "sleeping", Entries: []runtime.HistoryEntry{
 			{Path: "flight", Kind: "step", Status: "completed", Attempts: 1, Output: json.RawMessage(`"F1"`), HasRollback: true},
+			{Path: "hotel", Kind: "step", Status: "completed", Attempts: 1, Output: json.RawMessage(`"H1"`), HasRollback: true, RollbackAttempts: 2},
 		}}, nil
 	}
-	rivetctl(t, addr, "history", "saga", "s").want(t, 0, `workflow  running
-PATH    KIND  STATUS     ATTEMPTS  OUTPUT / ERROR
-flight  step  completed  1         "F1"
+	rivetctl(t, addr, "history", "saga", "s").want(t, 0, `workflow  sleeping
+PATH    KIND  STATUS                                     ATTEMPTS  OUTPUT / ERROR
+flight  step  completed                                  1         "F1"
+hotel   step  completed, rollback retrying (2 attempts)  1         "H1"
 `)
 }

@@ -21,9 +21,13 @@ func (a *app) historyCommand() *cobra.Command {
 
 After a rollback, the status of a step with a rollback handler says whether
 its compensation ran: "completed, rolled back", "completed, rollback failed"
-(the handler's error in the last column; it stopped the rollback) or, in a
-failed workflow, "completed, not rolled back". -o json has them as
-has_rollback, rollback_done, rollback_error and rollback_error_code.`,
+(the handler's error in the last column; it stopped the rollback once its
+retries were used up) or, in a failed workflow, "completed, not rolled
+back". A handler that failed and waits to be retried reads "completed,
+rollback retrying". Each says how many attempts the handler took, if more
+than one: "completed, rolled back (3 attempts)". -o json has them as
+has_rollback, rollback_done, rollback_error, rollback_error_code and
+rollback_attempts.`,
 		Args: args(2, 2),
 	}
 	cmd.RunE = a.runE(nil, func(ctx context.Context, c *client.Client, args []string) error {
@@ -208,6 +212,12 @@ func (a *app) printHistory(h client.History) error {
 			// handler after it failed, or the failure ran none (its
 			// code no longer matched the history).
 			status += ", not rolled back"
+		case e.RollbackAttempts > 0:
+			// Failed, and waiting out its backoff to run again.
+			status += ", rollback retrying"
+		}
+		if e.RollbackAttempts > 1 {
+			status += fmt.Sprintf(" (%d attempts)", e.RollbackAttempts)
 		}
 		// Escaped before it is cut, so that the cut bounds what prints.
 		detail = printable(strings.ReplaceAll(detail, "\n", " "))

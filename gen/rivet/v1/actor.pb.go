@@ -1562,13 +1562,21 @@ type HistoryEntry struct {
 	// the workflow rolled back and this step was compensated.
 	RollbackDone bool `protobuf:"varint,13,opt,name=rollback_done,json=rollbackDone,proto3" json:"rollback_done,omitempty"`
 	// rollback_error is the error of the step's rollback handler, which
-	// failed (or timed out) and stopped the rollback there; the handlers of
-	// the steps that completed before it did not run. Empty if none failed.
+	// failed for good (its retries used up, or an error no retry changes:
+	// critical, or a timeout not retried) and stopped the rollback there;
+	// the handlers of the steps that completed before it did not run. Empty
+	// if none failed.
 	RollbackError string `protobuf:"bytes,14,opt,name=rollback_error,json=rollbackError,proto3" json:"rollback_error,omitempty"`
 	// rollback_error_code is the code of rollback_error, if it had one.
 	RollbackErrorCode string `protobuf:"bytes,15,opt,name=rollback_error_code,json=rollbackErrorCode,proto3" json:"rollback_error_code,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// rollback_attempts counts the attempts of the step's rollback handler,
+	// which a failure retries under the step's retry policy: with neither
+	// rollback_done nor rollback_error, the rollback waits out the backoff
+	// to run it again. 0 if it never ran (or ran before nodes retried
+	// handlers).
+	RollbackAttempts uint32 `protobuf:"varint,16,opt,name=rollback_attempts,json=rollbackAttempts,proto3" json:"rollback_attempts,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *HistoryEntry) Reset() {
@@ -1704,6 +1712,13 @@ func (x *HistoryEntry) GetRollbackErrorCode() string {
 		return x.RollbackErrorCode
 	}
 	return ""
+}
+
+func (x *HistoryEntry) GetRollbackAttempts() uint32 {
+	if x != nil {
+		return x.RollbackAttempts
+	}
+	return 0
 }
 
 type HistoryResponse struct {
@@ -2537,7 +2552,7 @@ const file_rivet_v1_actor_proto_rawDesc = "" +
 	"\x05actor\x18\x01 \x01(\v2\x12.rivet.v1.ActorRefR\x05actor\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\rR\x05limit\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x03 \x01(\tR\tpageToken\"\x88\x04\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"\xb5\x04\n" +
 	"\fHistoryEntry\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x16\n" +
@@ -2556,7 +2571,8 @@ const file_rivet_v1_actor_proto_rawDesc = "" +
 	"\fhas_rollback\x18\f \x01(\bR\vhasRollback\x12#\n" +
 	"\rrollback_done\x18\r \x01(\bR\frollbackDone\x12%\n" +
 	"\x0erollback_error\x18\x0e \x01(\tR\rrollbackError\x12.\n" +
-	"\x13rollback_error_code\x18\x0f \x01(\tR\x11rollbackErrorCode\"\x80\x03\n" +
+	"\x13rollback_error_code\x18\x0f \x01(\tR\x11rollbackErrorCode\x12+\n" +
+	"\x11rollback_attempts\x18\x10 \x01(\rR\x10rollbackAttempts\"\x80\x03\n" +
 	"\x0fHistoryResponse\x12'\n" +
 	"\x0fworkflow_status\x18\x01 \x01(\tR\x0eworkflowStatus\x12%\n" +
 	"\x0eworkflow_error\x18\x02 \x01(\tR\rworkflowError\x120\n" +
