@@ -293,7 +293,7 @@ func (h *ActorHandle) historyPage(ctx context.Context, opts HistoryOptions) (His
 	for _, e := range resp.GetEntries() {
 		he := HistoryEntry{Path: e.GetPath(), Kind: e.GetKind(), Status: e.GetStatus(), Attempts: int(e.GetAttempts()), Output: e.GetOutput(), Error: e.GetError(), ErrorCode: e.GetErrorCode(), Winner: e.GetWinner(), OutputOmitted: e.GetOutputOmitted(),
 			HasRollback: e.GetHasRollback(), RollbackDone: e.GetRollbackDone(), RollbackError: e.GetRollbackError(), RollbackErrorCode: e.GetRollbackErrorCode(),
-			RollbackAttempts: int(e.GetRollbackAttempts())}
+			RollbackAttempts: int(e.GetRollbackAttempts()), Version: int(e.GetVersion()), Latest: int(e.GetLatest()), RemovedKind: e.GetRemovedKind()}
 		if e.GetUpdatedAt() != nil {
 			he.UpdatedAt = e.GetUpdatedAt().AsTime()
 		}

@@ -231,6 +231,15 @@ type HistoryEntry struct {
 	// handler, retried under the step's retry policy: with neither
 	// RollbackDone nor RollbackError, the rollback waits to run it again.
 	RollbackAttempts int `json:"rollback_attempts,omitempty"`
+	// Version is what a version gate (Kind version_check) resolved to: 1
+	// is the old path, taken by an instance that had recorded entries past
+	// the gate before it was deployed. Latest is the latest version the
+	// code knew when it was recorded.
+	Version int `json:"version,omitempty"`
+	Latest  int `json:"latest,omitempty"`
+	// RemovedKind is the kind of the entry a removed placeholder (Kind
+	// removed) stands in for.
+	RemovedKind string `json:"removed_kind,omitempty"`
 }
 
 // History is an actor's workflow status and history.

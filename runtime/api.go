@@ -247,6 +247,12 @@ type HistoryEntry struct {
 	RollbackError     string
 	RollbackErrorCode string
 	RollbackAttempts  int
+	// Version is what a version gate (kind version_check) resolved to (1:
+	// the old path), and Latest the latest version its code knew then.
+	Version, Latest int
+	// RemovedKind is the kind of the entry a removed placeholder stands in
+	// for.
+	RemovedKind string
 }
 
 // History is an actor's workflow status and history, its entries in the

@@ -296,6 +296,7 @@ func (s *Server) History(ctx context.Context, req *rivetv1.HistoryRequest) (*riv
 			Output: e.Output, Error: textcut.Valid(e.Error), ErrorCode: textcut.Valid(e.ErrorCode), Winner: textcut.Valid(e.Winner),
 			HasRollback: e.HasRollback, RollbackDone: e.RollbackDone, RollbackAttempts: uint32(e.RollbackAttempts),
 			RollbackError: textcut.Valid(e.RollbackError), RollbackErrorCode: textcut.Valid(e.RollbackErrorCode),
+			Version: uint32(e.Version), Latest: uint32(e.Latest), RemovedKind: e.RemovedKind,
 		}
 		if !e.UpdatedAt.IsZero() {
 			pe.UpdatedAt = timestamppb.New(e.UpdatedAt)

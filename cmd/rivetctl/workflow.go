@@ -27,7 +27,12 @@ back". A handler that failed and waits to be retried reads "completed,
 rollback retrying". Each says how many attempts the handler took, if more
 than one: "completed, rolled back (3 attempts)". -o json has them as
 has_rollback, rollback_done, rollback_error, rollback_error_code and
-rollback_attempts.`,
+rollback_attempts.
+
+A version gate (version_check) says which way it went: version 1 is the old
+path, taken by a run that had recorded entries past the gate before it was
+deployed; a removed entry says what it stands in for. -o json has them as
+version, latest and removed_kind.`,
 		Args: args(2, 2),
 	}
 	cmd.RunE = a.runE(nil, func(ctx context.Context, c *client.Client, args []string) error {
@@ -182,6 +187,21 @@ func (a *app) printHistory(h client.History) error {
 		case detail == "" && !e.Deadline.IsZero() && e.Status == "pending":
 			// A sleep, or a receive with a timeout, still waiting.
 			detail = "until " + formatTime(e.Deadline)
+		}
+		switch {
+		case e.Kind == "version_check" && e.Version > 0:
+			// Which way the gate went is what an operator retiring it
+			// looks for: no run in flight may still hold version 1.
+			switch {
+			case e.Version == 1 && e.Latest > 1:
+				detail = fmt.Sprintf("version 1 (the old path; latest %d)", e.Latest)
+			case e.Version == e.Latest:
+				detail = fmt.Sprintf("version %d (latest)", e.Version)
+			default:
+				detail = fmt.Sprintf("version %d (latest %d)", e.Version, e.Latest)
+			}
+		case e.Kind == "removed" && e.RemovedKind != "":
+			detail = "stands in for a " + e.RemovedKind
 		}
 		if e.OutputOmitted {
 			detail = "(recorded; left out of a history too large to send whole)"

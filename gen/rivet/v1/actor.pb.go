@@ -1575,8 +1575,17 @@ type HistoryEntry struct {
 	// to run it again. 0 if it never ran (or ran before nodes retried
 	// handlers).
 	RollbackAttempts uint32 `protobuf:"varint,16,opt,name=rollback_attempts,json=rollbackAttempts,proto3" json:"rollback_attempts,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// version is what a version gate (kind version_check,
+	// workflow.Ctx.GetVersion) resolved to: 1 is the old path, taken by an
+	// instance that had recorded entries past the gate under code without
+	// it. latest is the latest version the code knew when it recorded it.
+	Version uint32 `protobuf:"varint,17,opt,name=version,proto3" json:"version,omitempty"`
+	Latest  uint32 `protobuf:"varint,18,opt,name=latest,proto3" json:"latest,omitempty"`
+	// removed_kind is the kind of the entry a removed placeholder
+	// (workflow.Ctx.Removed) stands in for.
+	RemovedKind   string `protobuf:"bytes,19,opt,name=removed_kind,json=removedKind,proto3" json:"removed_kind,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *HistoryEntry) Reset() {
@@ -1719,6 +1728,27 @@ func (x *HistoryEntry) GetRollbackAttempts() uint32 {
 		return x.RollbackAttempts
 	}
 	return 0
+}
+
+func (x *HistoryEntry) GetVersion() uint32 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *HistoryEntry) GetLatest() uint32 {
+	if x != nil {
+		return x.Latest
+	}
+	return 0
+}
+
+func (x *HistoryEntry) GetRemovedKind() string {
+	if x != nil {
+		return x.RemovedKind
+	}
+	return ""
 }
 
 type HistoryResponse struct {
@@ -2552,7 +2582,7 @@ const file_rivet_v1_actor_proto_rawDesc = "" +
 	"\x05actor\x18\x01 \x01(\v2\x12.rivet.v1.ActorRefR\x05actor\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\rR\x05limit\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x03 \x01(\tR\tpageToken\"\xb5\x04\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"\x8a\x05\n" +
 	"\fHistoryEntry\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x16\n" +
@@ -2572,7 +2602,10 @@ const file_rivet_v1_actor_proto_rawDesc = "" +
 	"\rrollback_done\x18\r \x01(\bR\frollbackDone\x12%\n" +
 	"\x0erollback_error\x18\x0e \x01(\tR\rrollbackError\x12.\n" +
 	"\x13rollback_error_code\x18\x0f \x01(\tR\x11rollbackErrorCode\x12+\n" +
-	"\x11rollback_attempts\x18\x10 \x01(\rR\x10rollbackAttempts\"\x80\x03\n" +
+	"\x11rollback_attempts\x18\x10 \x01(\rR\x10rollbackAttempts\x12\x18\n" +
+	"\aversion\x18\x11 \x01(\rR\aversion\x12\x16\n" +
+	"\x06latest\x18\x12 \x01(\rR\x06latest\x12!\n" +
+	"\fremoved_kind\x18\x13 \x01(\tR\vremovedKind\"\x80\x03\n" +
 	"\x0fHistoryResponse\x12'\n" +
 	"\x0fworkflow_status\x18\x01 \x01(\tR\x0eworkflowStatus\x12%\n" +
 	"\x0eworkflow_error\x18\x02 \x01(\tR\rworkflowError\x120\n" +
