@@ -2,6 +2,7 @@ package workflow_test
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"sync/atomic"
@@ -153,6 +154,10 @@ func TestDivergence(t *testing.T) {
 			de := failedWith[*workflow.DivergenceError](t, out)
 			if de.Path != tc.path || !strings.Contains(de.Expected, tc.expected) || !strings.Contains(de.Found, tc.found) {
 				t.Fatalf("divergence %+v, want path %q expected ~%q found ~%q", de, tc.path, tc.expected, tc.found)
+			}
+			// What an operator reads names the path and the way out.
+			if msg := de.Error(); !strings.Contains(msg, fmt.Sprintf("%q", tc.path)) || !strings.Contains(msg, "Ctx.GetVersion") || !strings.Contains(msg, "Ctx.Removed") {
+				t.Fatalf("the error says %q: want the path and the gates that make a change replay", msg)
 			}
 			// Caught before the new code ran a step.
 			if got := h.State().Log; !reflect.DeepEqual(got, before) {

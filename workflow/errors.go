@@ -73,7 +73,10 @@ type DivergenceError struct {
 }
 
 func (e *DivergenceError) Error() string {
-	return fmt.Sprintf("workflow: history diverged at %q: history has %s, code did %s", e.Path, e.Expected, e.Found)
+	// The hint is for the operator who reads this in rivetctl inspect or
+	// actors --failed, often after a deploy, and knows Temporal's
+	// nondeterminism error: what makes such a change replay.
+	return fmt.Sprintf("workflow: history diverged at %q: history has %s, code did %s (code changed under a run in flight needs a gate: Ctx.GetVersion, or Ctx.Removed for what it no longer does)", e.Path, e.Expected, e.Found)
 }
 
 // Is makes errors.Is(err, ErrDiverged) true.
