@@ -24,25 +24,9 @@ import (
 // came up to 8 s after etcd was back, and after an outage of some minutes
 // up to 2 minutes after, the node serving nothing meanwhile.
 func TestANodeServesAgainSoonAfterItsEtcdComesBack(t *testing.T) {
-	reg, err := rivet.Setup(counter.Actor)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	endpoints := etcdtest.Start(t)
-	proxy := newFaultProxy(t, endpoints[0][len("http://"):])
-	cfg := clusterConfig(t, "a", []string{"http://" + proxy.addr()}, "/reconnect-test/", 4, nil)
-	cfg.LeaseTTL = time.Second
-	n := startNode(t, ctx, cfg, reg)
-	cl, err := client.New(n.GRPCAddr(), client.WithRetry(0, 0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	if _, err := rivet.Call[int](ctx, cl.GetOrCreate("counter", "k"), "increment", 1); err != nil {
-		t.Fatal(err)
-	}
+	proxy, cl := counterBehindEtcdProxy(t, ctx, "/reconnect-test/", nil)
 
 	const down = 12 * time.Second
 	proxy.setDown(true)
@@ -142,27 +126,10 @@ func TestAWriteToAFrozenEtcdEndsWithinSeconds(t *testing.T) {
 // however long the outage, and the node named etcd nowhere (its lease
 // lost, its actors' commits failed).
 func TestANodeSaysOnceThatItsEtcdIsUnreachableAndBack(t *testing.T) {
-	reg, err := rivet.Setup(counter.Actor)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	endpoints := etcdtest.Start(t)
-	proxy := newFaultProxy(t, endpoints[0][len("http://"):])
-	cfg := clusterConfig(t, "a", []string{"http://" + proxy.addr()}, "/unreachable-log-test/", 4, nil)
-	cfg.LeaseTTL = time.Second
 	core, logs := observer.New(zapcore.InfoLevel)
-	cfg.Logger = zap.New(core)
-	n := startNode(t, ctx, cfg, reg)
-	cl, err := client.New(n.GRPCAddr(), client.WithRetry(0, 0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	if _, err := rivet.Call[int](ctx, cl.GetOrCreate("counter", "k"), "increment", 1); err != nil {
-		t.Fatal(err)
-	}
+	proxy, cl := counterBehindEtcdProxy(t, ctx, "/unreachable-log-test/", zap.New(core))
 
 	logs.TakeAll()
 	proxy.setDown(true)
@@ -230,4 +197,32 @@ func TestANodeSaysOnceThatItsEtcdIsUnreachableAndBack(t *testing.T) {
 	if k := count(after, "etcd reachable again"); k != 1 {
 		t.Errorf("the node said %d times that etcd was reachable again; want once", k)
 	}
+}
+
+// counterBehindEtcdProxy starts a node (logging to log, if not nil) whose
+// external etcd it reaches through a faultProxy, and a client of it with
+// no retries that has made one counter call.
+func counterBehindEtcdProxy(t *testing.T, ctx context.Context, prefix string, log *zap.Logger) (*faultProxy, *client.Client) {
+	t.Helper()
+	reg, err := rivet.Setup(counter.Actor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	endpoints := etcdtest.Start(t)
+	proxy := newFaultProxy(t, endpoints[0][len("http://"):])
+	cfg := clusterConfig(t, "a", []string{"http://" + proxy.addr()}, prefix, 4, nil)
+	cfg.LeaseTTL = time.Second
+	if log != nil {
+		cfg.Logger = log
+	}
+	n := startNode(t, ctx, cfg, reg)
+	cl, err := client.New(n.GRPCAddr(), client.WithRetry(0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	if _, err := rivet.Call[int](ctx, cl.GetOrCreate("counter", "k"), "increment", 1); err != nil {
+		t.Fatal(err)
+	}
+	return proxy, cl
 }

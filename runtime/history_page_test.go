@@ -37,6 +37,22 @@ var rounds = rivet.Actor[roundsState]{
 	},
 }
 
+// roundsAsleep starts a rounds actor and waits until its workflow sleeps
+// after its first round's 30 steps.
+func roundsAsleep(t *testing.T) (*env, runtime.Ref) {
+	t.Helper()
+	e := newEnv(t, counterReg(t, rounds), nil)
+	ref := runtime.Ref{Name: "rounds", Key: []string{"a"}}
+	if _, _, err := e.host.GetOrCreate(ctx(t), ref, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the first round's steps", 20*time.Second, func() bool {
+		h, err := e.host.History(ctx(t), ref)
+		return err == nil && h.WorkflowStatus == runtime.WorkflowSleeping && len(h.Entries) == 30
+	})
+	return e, ref
+}
+
 func historyPaths(h runtime.History) []string {
 	var paths []string
 	for _, e := range h.Entries {
@@ -51,15 +67,7 @@ func historyPaths(h runtime.History) []string {
 // or one of another actor's history, is ErrInvalidArgument.
 func TestHistoryPagesWhileTheWorkflowRecordsMore(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, counterReg(t, rounds), nil)
-	ref := runtime.Ref{Name: "rounds", Key: []string{"a"}}
-	if _, _, err := e.host.GetOrCreate(ctx(t), ref, nil); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the first round's steps", 20*time.Second, func() bool {
-		h, err := e.host.History(ctx(t), ref)
-		return err == nil && h.WorkflowStatus == runtime.WorkflowSleeping && len(h.Entries) >= 30
-	})
+	e, ref := roundsAsleep(t)
 	page := func(token string, limit int) runtime.History {
 		t.Helper()
 		h, err := e.host.HistoryPage(ctx(t), ref, runtime.HistoryOptions{Limit: limit, PageToken: token})
@@ -132,15 +140,7 @@ func TestHistoryPagesWhileTheWorkflowRecordsMore(t *testing.T) {
 // two pages makes the next page read the history again, and list it.
 func TestHistoryPagesReadAnUnchangedHistoryOnce(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, counterReg(t, rounds), nil)
-	ref := runtime.Ref{Name: "rounds", Key: []string{"a"}}
-	if _, _, err := e.host.GetOrCreate(ctx(t), ref, nil); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the first round's steps", 20*time.Second, func() bool {
-		h, err := e.host.History(ctx(t), ref)
-		return err == nil && h.WorkflowStatus == runtime.WorkflowSleeping && len(h.Entries) == 30
-	})
+	e, ref := roundsAsleep(t)
 	page := func(token string) runtime.History {
 		t.Helper()
 		h, err := e.host.HistoryPage(ctx(t), ref, runtime.HistoryOptions{Limit: 4, PageToken: token})
