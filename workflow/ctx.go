@@ -268,6 +268,20 @@ func Do[S, T any](c *Ctx[S], name string, fn func(*DoCtx) (T, error)) (T, error)
 // DoOpts is Do with options (Ephemeral is ignored: a Do step's record
 // always commits at once).
 func DoOpts[S, T any](c *Ctx[S], opts StepOptions, fn func(*DoCtx) (T, error)) (T, error) {
+	return runDo(c, opts, fn, nil)
+}
+
+// DoWithRollback is DoOpts with a compensation, as StepWithRollback is
+// StepOpts with one: a saga's steps that call other services at once (the
+// branches of a Join) are Do steps, and their compensations need no state
+// either. The handler runs, and is retried, as StepWithRollback's: in the
+// rollback, in reverse order of completion with every other step's, after
+// a RollbackCheckpoint; make it idempotent.
+func DoWithRollback[S, T any](c *Ctx[S], opts StepOptions, fn func(*DoCtx) (T, error), rollback func(d *DoCtx, value T) error) (T, error) {
+	return runDo(c, opts, fn, rollback)
+}
+
+func runDo[S, T any](c *Ctx[S], opts StepOptions, fn func(*DoCtx) (T, error), rollback func(*DoCtx, T) error) (T, error) {
 	var zero T
 	sp := stepSpec{opts: opts, pol: policyOf(opts), stateless: true}
 	sv := newStepValue[T]()
@@ -278,6 +292,15 @@ func DoOpts[S, T any](c *Ctx[S], opts StepOptions, fn func(*DoCtx) (T, error)) (
 			return nil, err
 		}
 		return sv.record(val)
+	}
+	if rollback != nil {
+		sp.rollback = func(env StepEnv, ctx context.Context, out json.RawMessage, attempt int) error {
+			v, err := recordedValue[T](out)
+			if err != nil {
+				return err
+			}
+			return rollback(&DoCtx{ctx: ctx, client: env.Client, attempt: attempt, r: c.x.t.r}, v)
+		}
 	}
 	out, path, err := c.x.step(sp)
 	if err != nil {
@@ -401,6 +424,21 @@ type none struct{}
 func (none) MarshalJSON() ([]byte, error) { return []byte("null"), nil }
 func (*none) UnmarshalJSON([]byte) error  { return nil }
 
+// recordedValue decodes a completed step's recorded value for its
+// rollback handler.
+func recordedValue[T any](out json.RawMessage) (T, error) {
+	var v T
+	if len(out) == 0 {
+		// A null value (a nil slice, map or pointer) is recorded as no
+		// output at all (encodeStepValue).
+		out = json.RawMessage("null")
+	}
+	if err := json.Unmarshal(out, &v); err != nil {
+		return v, fmt.Errorf("workflow: recorded step value does not decode into %T: %w", v, err)
+	}
+	return v, nil
+}
+
 func runStep[S, T any](c *Ctx[S], opts StepOptions, fn func(*StepCtx[S]) (T, error), rollback func(*StepCtx[S], T) error) (T, error) {
 	var zero T
 	sp := stepSpec{opts: opts, pol: policyOf(opts)}
@@ -423,14 +461,9 @@ func runStep[S, T any](c *Ctx[S], opts StepOptions, fn func(*StepCtx[S]) (T, err
 			if !ok {
 				return fmt.Errorf("workflow: the host passed a state of type %T, the workflow wants %T", env.State, st)
 			}
-			if len(out) == 0 {
-				// A null value (a nil slice, map or pointer) is recorded
-				// as no output at all (encodeStepValue).
-				out = json.RawMessage("null")
-			}
-			var v T
-			if err := json.Unmarshal(out, &v); err != nil {
-				return fmt.Errorf("workflow: recorded step value does not decode into %T: %w", v, err)
+			v, err := recordedValue[T](out)
+			if err != nil {
+				return err
 			}
 			return rollback(&StepCtx[S]{State: st, ctx: ctx, client: env.Client, events: env.Events, vars: env.Vars, destroy: env.Destroy, schedule: env.Schedule, tasks: env.Tasks, attempt: attempt, r: c.x.t.r}, v)
 		}

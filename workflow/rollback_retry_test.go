@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -251,5 +252,63 @@ func TestARollbackHandlerPastItsLoweredRetriesFailsWithItsLastError(t *testing.T
 	}
 	if e := entryAt(t, h.History(), "hold"); e.RollbackAttempts != 1 || e.RollbackError == nil || e.RollbackRetryError != nil {
 		t.Fatalf("entry %+v, want its rollback failed for good after 1 attempt", e)
+	}
+}
+
+// A saga's Do steps compensate as its Steps do: the branches of a join
+// book a flight and a hotel at once (Do), a payment then fails, and both
+// handlers run with their step's value, the later completion first, each
+// retried under its step's policy (the hotel's fails once); evicted at
+// every wait, too.
+func TestDoStepsWithRollbackHandlersCompensate(t *testing.T) {
+	for _, evict := range []bool{false, true} {
+		var (
+			mu   sync.Mutex
+			undo []string
+		)
+		saga := func(c *workflow.Ctx[rvState]) error {
+			if err := c.RollbackCheckpoint("cp"); err != nil {
+				return err
+			}
+			book := func(name string, fails int) func(*workflow.Ctx[rvState]) (string, error) {
+				return func(bc *workflow.Ctx[rvState]) (string, error) {
+					return workflow.DoWithRollback(bc, workflow.StepOptions{Name: "book-" + name, MaxRetries: 2},
+						func(d *workflow.DoCtx) (string, error) { return name + "-1", nil },
+						func(d *workflow.DoCtx, booking string) error {
+							mu.Lock()
+							defer mu.Unlock()
+							undo = append(undo, fmt.Sprintf("cancel %s #%d", booking, d.Attempt()))
+							if d.Attempt() <= fails {
+								return errors.New(name + " service down")
+							}
+							return nil
+						})
+				}
+			}
+			if _, err := workflow.Join(c, "book", workflow.Branches[rvState, string]{"flight": book("flight", 0), "hotel": book("hotel", 1)}); err != nil {
+				return err
+			}
+			return c.StepWith(workflow.StepOptions{Name: "pay", MaxRetries: workflow.NoRetries}, func(*workflow.StepCtx[rvState]) error {
+				return errPayment
+			})
+		}
+		h := newHost(rvState{})
+		out := driveEvicting(t, h, saga, evict)
+		if out.Status != workflow.RunFailed || !failedAtPay(out.Err) {
+			t.Fatalf("evict=%v: %s %v, want failed with the payment's error", evict, out.Status, out.Err)
+		}
+		// Both compensated, each with its own value; the hotel's twice.
+		mu.Lock()
+		got := slices.Clone(undo)
+		mu.Unlock()
+		slices.Sort(got)
+		if want := []string{"cancel flight-1 #1", "cancel hotel-1 #1", "cancel hotel-1 #2"}; !slices.Equal(got, want) {
+			t.Fatalf("evict=%v: compensations %q, want %q", evict, got, want)
+		}
+		for _, p := range []string{"book/flight/book-flight", "book/hotel/book-hotel"} {
+			if e := entryAt(t, h.History(), p); !e.RollbackDone {
+				t.Fatalf("evict=%v: %s not rolled back: %+v", evict, p, e)
+			}
+		}
 	}
 }
