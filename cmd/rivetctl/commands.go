@@ -209,7 +209,8 @@ func (a *app) actorsCommand() *cobra.Command {
 		Short: "List actors, of one name or all",
 		Long: `List actors, of one name or all. With --failed, only those whose workflow failed
 (a step exhausted its retries, the code no longer matches the history...), each with
-when it failed and its error; ` + "`rivetctl workflow retry ACTOR KEY`" + ` takes one off the list.
+when it failed and its error; ` + "`rivetctl workflow retry ACTOR KEY`" + ` takes one off the list,
+` + "`rivetctl workflow retry ACTOR --all-failed`" + ` all of them.
 An empty list prints a line saying so ("no actors named ACTOR"); -o json prints [].`,
 		Example: `  rivetctl actors counter
   rivetctl actors --failed`,

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -57,8 +58,8 @@ func (a *app) workflowCommand() *cobra.Command {
 	}
 	var from string
 	retry := &cobra.Command{
-		Use:   "retry ACTOR KEY",
-		Short: "Replay a failed workflow from the entries whose failure ended it (failures a Try caught stay), resume a cancelled one, or replay any from --from ENTRY and all after it (a completed one needs --from to run again)",
+		Use:   "retry ACTOR {KEY | --all-failed}",
+		Short: "Replay a failed workflow from the entries whose failure ended it (failures a Try caught stay), resume a cancelled one, or replay any from --from ENTRY and all after it (a completed one needs --from to run again); --all-failed retries every failed workflow of ACTOR",
 		Long: `Replay an ended workflow. Without --from, a failed workflow runs again from the
 entries whose failure ended it (failures a Try caught stay), and a cancelled one
 resumes where it stopped. A workflow that rolled back runs again from its first
@@ -72,12 +73,64 @@ undone.
 
 With --from ENTRY (a path from rivetctl history), the workflow runs again from
 that entry: it, everything under it and everything recorded after it are
-deleted. A completed workflow needs --from to run again.`,
+deleted. A completed workflow needs --from to run again.
+
+With --all-failed, every failed workflow of the actors named ACTOR (those
+rivetctl actors ACTOR --failed lists) is retried as without --from,
+--concurrency at a time, each retry bounded by --timeout; on a terminal a
+bar shows the progress. It ends with a line of counts: retried, skipped (a
+workflow that runs again, retried by someone else meanwhile, or an actor
+destroyed meanwhile) and failed, each skipped or failed one on a line before
+it, and exits 1 if any retry failed. An interrupt (Ctrl-C) starts no more
+retries; those in flight finish. --dry-run lists what would be retried.`,
+		Example: `  rivetctl workflow retry charger order-1
+  rivetctl workflow retry charger order-1 --from charge-card
+  rivetctl workflow retry charger --all-failed --dry-run
+  rivetctl workflow retry charger --all-failed --concurrency 16`,
 		Annotations: map[string]string{sideEffectsAnnotation: "true"},
-		Args:        args(2, 2),
+	}
+	var (
+		allFailed, dryRun bool
+		concurrency       int
+	)
+	oneKey, noKey := args(2, 2), args(1, 1)
+	retry.Args = func(cmd *cobra.Command, argv []string) error {
+		if !allFailed {
+			return oneKey(cmd, argv)
+		}
+		if len(argv) == 2 {
+			return usagef("KEY and --all-failed go apart: --all-failed retries every failed workflow of %s (rivetctl actors %s --failed lists them)", printable(argv[0]), printable(argv[0]))
+		}
+		return noKey(cmd, argv)
 	}
 	retry.Flags().StringVar(&from, "from", "", "history path to replay from (default: the entries that failed; after a rollback, its first compensated step)")
-	retry.RunE = a.runE(nil, func(ctx context.Context, c *client.Client, args []string) error {
+	retry.Flags().BoolVar(&allFailed, "all-failed", false, "retry every failed workflow of the actors named ACTOR")
+	retry.Flags().IntVar(&concurrency, "concurrency", 8, "with --all-failed: how many retries run at once")
+	retry.Flags().BoolVar(&dryRun, "dry-run", false, "with --all-failed: list what would be retried, retry nothing")
+	retry.RunE = a.runE(func() time.Duration {
+		if allFailed {
+			// Each call has its own --timeout: the whole may take long.
+			return watchForever
+		}
+		return 0
+	}, func(ctx context.Context, c *client.Client, args []string) error {
+		switch {
+		case allFailed && from != "":
+			// Each workflow's history has its own paths.
+			return usagef("--from and --all-failed go apart: --from names an entry of one workflow's history")
+		case allFailed && concurrency < 1:
+			return usagef("--concurrency must be at least 1, not %d", concurrency)
+		case !allFailed && (retry.Flags().Changed("concurrency") || dryRun):
+			// Alone they changed nothing: the retry ran, as whoever
+			// wrote --dry-run did not expect.
+			return usagef("--concurrency and --dry-run need --all-failed")
+		case allFailed:
+			if args[0] == "" {
+				// An unset shell variable: listed, "" is every name.
+				return usagef("ACTOR is empty (--all-failed retries the failed workflows of the actors of one name)")
+			}
+			return a.retryAllFailed(ctx, c, args[0], concurrency, dryRun)
+		}
 		key, err := parseKey(args[1])
 		if err != nil {
 			return err
