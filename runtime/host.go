@@ -1146,7 +1146,19 @@ func (h *Host) call(ctx context.Context, req CallRequest, actor *string) (json.R
 		env := rivet.Env{Ctx: ctx, Name: a.ref.Name, Key: a.ref.Key, Client: &hostClient{h: h, chain: chain, from: a}, Schedule: ts, Destroy: ts.destroy, Events: te, Vars: a.vars, Tasks: te}
 		running, _ := ctx.Value(actionRunningKey{}).(*atomic.Bool)
 		if running != nil {
+			// Set before ctx is checked, as callLocal reads it after ctx
+			// ended: either it waits for this check, which then sees ctx
+			// ended, or it does not wait for the action. A call whose
+			// caller gave up runs no action, as a gRPC call is not sent
+			// with an ended context: a call back from an action that
+			// outlived its call would re-enter the caller's actor beside
+			// the caller's turn, which went on.
 			running.Store(true)
+			if ctx.Err() != nil {
+				running.Store(false)
+				returned = true
+				return ctxError(ctx)
+			}
 		}
 		res, err := act.Invoke(env, a.state, args)
 		if running != nil {

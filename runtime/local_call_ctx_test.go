@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -71,5 +72,78 @@ func TestACallToAnActorOfTheSameNodeEndsWithItsContext(t *testing.T) {
 	res, err := e.host.Call(ctx(t), runtime.CallRequest{Ref: runtime.Ref{Name: "stubborn", Key: []string{"s"}}, Action: "hold"})
 	if err != nil || string(res) != "1" {
 		t.Fatalf("stubborn's hold after: %s, %v", res, err)
+	}
+}
+
+// The calling turn goes on once its call to lingerer ended; lingerer's
+// code, which outlived that call, then calls back into the caller's actor.
+var (
+	callerOffCall  atomic.Bool // caller's turn runs past its call
+	callerGoesOn   = make(chan struct{})
+	calledBack     = make(chan struct{})
+	callbackInside atomic.Int32 // callbacks that ran while the caller's turn went on
+)
+
+// lingerer's linger ignores its context and calls back its caller once the
+// caller's turn has gone on without it.
+var lingerer = rivet.Actor[tickState]{
+	Name: "lingerer",
+	Actions: rivet.Actions[tickState]{
+		"linger": rivet.Action0(func(c *rivet.ActionCtx[tickState]) (int, error) {
+			select {
+			case <-callerGoesOn:
+			case <-time.After(3 * time.Second): // a caller held by this call never goes on
+			}
+			_, err := rivet.Call[int](c.Context(), c.Client().Get("goeson", "g"), "bump")
+			close(calledBack)
+			return 0, err
+		}),
+	},
+}
+
+// goeson calls lingerer with a short deadline, and goes on in its turn.
+var goeson = rivet.Actor[tickState]{
+	Name: "goeson",
+	Actions: rivet.Actions[tickState]{
+		"run": rivet.Action0(func(c *rivet.ActionCtx[tickState]) (int, error) {
+			ctx, cancel := context.WithTimeout(c.Context(), 100*time.Millisecond)
+			_, err := rivet.Call[int](ctx, c.Client().GetOrCreate("lingerer", "l"), "linger")
+			cancel()
+			if err == nil {
+				return 0, errors.New("linger answered within 100 ms")
+			}
+			callerOffCall.Store(true)
+			defer callerOffCall.Store(false)
+			close(callerGoesOn)
+			select {
+			case <-calledBack:
+			case <-time.After(5 * time.Second):
+			}
+			c.State.Seen++
+			return c.State.Seen, nil
+		}),
+		"bump": rivet.Action0(func(c *rivet.ActionCtx[tickState]) (int, error) {
+			if callerOffCall.Load() {
+				callbackInside.Add(1)
+			}
+			c.State.Seen += 10
+			return c.State.Seen, nil
+		}),
+	},
+}
+
+// A call whose caller has given up (its context ended) runs no action, as
+// a gRPC call with an ended context is never sent: an action of the same
+// node, left running by a call that ended, that calls back into its caller
+// with its own (ended) context does not re-enter the caller's actor while
+// the caller's turn goes on, where both would change the state at once.
+func TestACallBackFromACallThatEndedDoesNotRunBesideTheCallersTurn(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, counterReg(t, lingerer, goeson), nil)
+	if _, err := e.host.Call(ctx(t), runtime.CallRequest{Ref: runtime.Ref{Name: "goeson", Key: []string{"g"}}, Action: "run", CreateIfMissing: true}); err != nil {
+		t.Fatal(err)
+	}
+	if n := callbackInside.Load(); n != 0 {
+		t.Fatalf("%d call(s) back ran inside the caller's actor while its turn went on", n)
 	}
 }
