@@ -168,3 +168,26 @@ func TestHistoryPagesHoldWithinTheirBound(t *testing.T) {
 		t.Fatal("a history larger than the bound is held")
 	}
 }
+
+// A history held for paging is dropped once it is too old even if no
+// page read comes after it: a node that served one long history does not
+// hold it until its next history read.
+func TestHistoryPagesAreDroppedWithNoReadToSweepThem(t *testing.T) {
+	p := historyPages{age: 50 * time.Millisecond}
+	p.put("a", &pagedHistory{size: 1 << 20, at: time.Now()})
+	p.put("b", &pagedHistory{size: 1 << 20, at: time.Now().Add(100 * time.Millisecond)})
+	held := func() (int, int) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return len(p.byTag), p.bytes
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		n, bytes := held()
+		if n == 0 && bytes == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d histories (%d bytes) held 10 s after their age", n, bytes)
+		}
+	}
+}
