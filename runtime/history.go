@@ -773,32 +773,18 @@ func planRetry(entries []workflow.Entry, from, failedAt string, rewind bool) ([]
 			retryEntry(e)
 		}
 	}
-	// An entry that records no time of its own (a rollback checkpoint, a
-	// version check, a removed marker) is placed by the code's order: what
-	// its thread made before it stays, what it made after goes, and the
-	// entries of concurrent join or race branches go if they ended at or
-	// after the latest time of the entries before it.
-	var order func(e *workflow.Entry) (before, concurrent bool)
-	targetAt := target.Time
+	// What the code made after from in its thread goes, and nothing it
+	// made before: the places the history records (an entry's, a try
+	// block's, a loop iteration's number) tell that order, whether or
+	// not the entries record a time (a version gate, a removed marker, a
+	// rollback checkpoint record none, and first in a loop iteration or
+	// a branch they have none before them in their scope either). An
+	// entry of another branch of a join or race that holds from ran
+	// concurrently: it goes if it was made at or after the time from
+	// was. So does one whose place is not recorded (a build before
+	// places), as an entry's time is the order the run made it in.
 	places := historyPlaces(entries)
-	if targetAt.IsZero() {
-		order = func(e *workflow.Entry) (bool, bool) {
-			scope := commonScope(e.Path, from)
-			if k := byPath[scope]; scope != "" && k != nil && (k.Kind == workflow.KindJoin || k.Kind == workflow.KindRace) {
-				return false, true
-			}
-			return historyLess(places, e.Path, from), false
-		}
-		for i := range entries {
-			e := &entries[i]
-			if e.Path == from || workflow.Under(from, e.Path) {
-				continue
-			}
-			if before, _ := order(e); before && e.Time.After(targetAt) {
-				targetAt = e.Time
-			}
-		}
-	}
+	targetAt := entryTime(byPath, places, target)
 	if !covered(from) {
 		trees = append(trees, from)
 	}
@@ -806,19 +792,13 @@ func planRetry(entries []workflow.Entry, from, failedAt string, rewind bool) ([]
 		if covered(e.Path) || workflow.Under(from, e.Path) {
 			continue // already deleted, or a scope that encloses from
 		}
-		if workflow.ParentOf(e.Path) == workflow.ParentOf(from) && e.Seq < target.Seq {
-			continue // recorded before from in its scope
-		}
-		if order != nil {
-			switch before, concurrent := order(&e); {
-			case before:
-				continue
-			case !concurrent:
+		if before, known := madeBefore(byPath, places, e.Path, from); known {
+			if !before {
 				trees = append(trees, e.Path)
-				continue
 			}
+			continue
 		}
-		if at := entryTime(byPath, places, &e); !at.IsZero() && !at.Before(targetAt) {
+		if !entryTime(byPath, places, &e).Before(targetAt) {
 			trees = append(trees, e.Path)
 		}
 	}
@@ -905,17 +885,6 @@ func prunePlan(trees []string, resets []workflow.Entry) ([]string, []workflow.En
 	return keep, put
 }
 
-// commonScope is the deepest scope that holds both a and b (neither of
-// which holds the other): where their paths part.
-func commonScope(a, b string) string {
-	as, bs := strings.Split(a, "/"), strings.Split(b, "/")
-	n := 0
-	for n < len(as)-1 && n < len(bs)-1 && as[n] == bs[n] {
-		n++
-	}
-	return strings.Join(as[:n], "/")
-}
-
 // firstCompensated is the earliest entry whose rollback handler ran (or
 // failed, or failed an attempt to retry), nil if none did.
 func firstCompensated(entries []workflow.Entry) *workflow.Entry {
@@ -939,59 +908,72 @@ func firstCompensated(entries []workflow.Entry) *workflow.Entry {
 
 // entryTime is when e was recorded, as far as the history tells: its time,
 // or for the entries that record none (rollback checkpoints, version
-// checks, removed markers) the time of the latest entry before it in its
-// scope (the entries of a try block before it among them: places holds
-// their places, historyPlaces), or, at the start of a try block, before
-// the block in the scope that holds it, or of its scope's entry; zero at
-// the start of the workflow.
+// checks, removed markers, and entries still pending) the time of the
+// latest entry its thread made before it (madeBefore), which for one at
+// the start of a loop iteration is the end of the iterations before it,
+// and at the start of a join or race branch the time the join or race
+// started; zero at the start of the workflow.
 func entryTime(byPath map[string]*workflow.Entry, places map[string]int, e *workflow.Entry) time.Time {
 	if !e.Time.IsZero() {
 		return e.Time
 	}
-	scope, place := workflow.ParentOf(e.Path), e.Seq
-	for {
-		var at time.Time
-		for _, o := range byPath {
-			if o.Time.After(at) && madeBefore(byPath, places, o.Path, scope, place) {
+	var at time.Time
+	for _, o := range byPath {
+		if o.Time.After(at) && !workflow.Under(e.Path, o.Path) {
+			if before, known := madeBefore(byPath, places, o.Path, e.Path); before && known {
 				at = o.Time
 			}
 		}
-		if !at.IsZero() || scope == "" {
-			return at
-		}
-		if p := byPath[scope]; p != nil {
-			return entryTime(byPath, places, p)
-		}
-		if workflow.IsIteration(scope) || places[scope] <= 0 {
-			return at // a loop iteration or a branch: its start
-		}
-		// A try block, which records no entry: its place in the scope
-		// that holds it.
-		scope, place = workflow.ParentOf(scope), places[scope]
 	}
+	return at
 }
 
-// madeBefore says that the entry at path lies in scope before place: one
-// of its entries with a lower place, or an entry in a try block of it
-// with a lower place (an entry has no place within the block that holds
-// it but in its own scope, which is after the block's start).
-func madeBefore(byPath map[string]*workflow.Entry, places map[string]int, path, scope string, place int) bool {
-	rest := path
-	if scope != "" {
-		var ok bool
-		if rest, ok = strings.CutPrefix(path, scope+"/"); !ok {
-			return false
+// madeBefore says whether the run made the entry at a before the one at b
+// (neither holding the other), where their places tell (known): where
+// their paths part, the two scopes or entries are loop iterations (by
+// number) or hold a place in the scope that holds them (Entry.Seq, a try
+// block's historyPlaces). A version gate, a removed marker or a try block
+// that a replay put before a recorded entry shares its place
+// (History.PlaceBefore), and was made before it. Not known where a join
+// or race parts them (its branches ran concurrently), nor for entries
+// recorded without a place.
+func madeBefore(byPath map[string]*workflow.Entry, places map[string]int, a, b string) (before, known bool) {
+	prefix := 0 // bytes of a (and b) before the current segments
+	for prefix < len(a) && prefix < len(b) {
+		sa, _, _ := strings.Cut(a[prefix:], "/")
+		sb, _, _ := strings.Cut(b[prefix:], "/")
+		if sa == sb {
+			prefix += len(sa) + 1
+			continue
 		}
+		if prefix > 0 {
+			if k := byPath[a[:prefix-1]]; k != nil && (k.Kind == workflow.KindJoin || k.Kind == workflow.KindRace) {
+				return false, false
+			}
+		}
+		if ia, ok := iteration(sa); ok {
+			ib, ok := iteration(sb)
+			return ia < ib, ok
+		}
+		pa, pb := a[:prefix+len(sa)], b[:prefix+len(sb)]
+		qa, qb := places[pa], places[pb]
+		switch {
+		case qa <= 0 || qb <= 0:
+			return false, false
+		case qa != qb:
+			return qa < qb, true
+		}
+		// inserted: put before a recorded entry, sharing its place.
+		inserted := func(p string) bool {
+			e := byPath[p]
+			return e == nil || e.Kind == workflow.KindVersionCheck || e.Kind == workflow.KindRemoved
+		}
+		if ea, eb := inserted(pa), inserted(pb); ea != eb {
+			return ea, true
+		}
+		return false, false
 	}
-	child, _, deeper := strings.Cut(rest, "/")
-	if !deeper {
-		return byPath[path].Seq < place
-	}
-	if scope != "" {
-		child = scope + "/" + child
-	}
-	p := places[child]
-	return byPath[child] == nil && !workflow.IsIteration(child) && p > 0 && p < place
+	return false, false
 }
 
 // checkRewind refuses a retry from an entry inside a scope that would not

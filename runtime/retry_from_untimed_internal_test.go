@@ -57,3 +57,47 @@ func TestRetryFromAnEntryWithoutATimeKeepsTheScopesBeforeIt(t *testing.T) {
 		t.Fatalf("retry --from j/y/v deletes %v, want %v", trees, want)
 	}
 }
+
+// The places the history records order the entries a retry keeps and
+// deletes, with or without times: a pending join first in a later loop
+// iteration (it records no time until it settles) goes with its branches'
+// gates, and a gate a replay put before a recorded step, which shares that
+// step's place (History.PlaceBefore), was made before it, whatever their
+// names.
+func TestRetryOrdersEntriesByTheirPlacesNotTheirNames(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	entries := []workflow.Entry{
+		{Path: "l", Seq: 1, Kind: workflow.KindLoop, Status: workflow.StatusPending},
+		{Path: "l/~0/s", Seq: 1, Kind: workflow.KindStep, Status: workflow.StatusCompleted, Time: at(1)},
+		{Path: "l/~1/j", Seq: 1, Kind: workflow.KindJoin, Status: workflow.StatusPending},
+		{Path: "l/~1/j/x/g", Seq: 1, Kind: workflow.KindVersionCheck, Status: workflow.StatusCompleted, Version: 1},
+		{Path: "l/~1/j/y/g", Seq: 1, Kind: workflow.KindVersionCheck, Status: workflow.StatusCompleted, Version: 1},
+		{Path: "l/~1/j/y/s", Seq: 2, Kind: workflow.KindStep, Status: workflow.StatusCompleted, Time: at(2)},
+	}
+	trees, _, err := retryTrees(entries, "l/~0/s", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(trees)
+	if want := []string{"l/~0/s", "l/~1/j"}; !slices.Equal(trees, want) {
+		t.Errorf("retry --from l/~0/s deletes %v, want %v", trees, want)
+	}
+
+	entries = []workflow.Entry{
+		{Path: "a", Seq: 1, Kind: workflow.KindStep, Status: workflow.StatusCompleted, Time: at(1)},
+		{Path: "z", Seq: 2, Kind: workflow.KindVersionCheck, Status: workflow.StatusCompleted, Version: 1},
+		{Path: "b", Seq: 2, Kind: workflow.KindStep, Status: workflow.StatusCompleted, Time: at(2)},
+		{Path: "c", Seq: 3, Kind: workflow.KindStep, Status: workflow.StatusExhausted, Time: at(3)},
+	}
+	for from, want := range map[string][]string{"z": {"b", "c", "z"}, "b": {"b", "c"}} {
+		trees, _, err := retryTrees(slices.Clone(entries), from, "c")
+		if err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(trees)
+		if !slices.Equal(trees, want) {
+			t.Errorf("retry --from %s deletes %v, want %v", from, trees, want)
+		}
+	}
+}
