@@ -191,3 +191,15 @@ func TestHistoryPagesAreDroppedWithNoReadToSweepThem(t *testing.T) {
 		}
 	}
 }
+
+func TestHistoryPagesHoldNothingAndArmNoTimerOnceClosed(t *testing.T) {
+	p := historyPages{age: time.Hour}
+	p.put("a", &pagedHistory{size: 1 << 20, at: time.Now()})
+	p.close()
+	p.put("b", &pagedHistory{size: 1 << 20, at: time.Now()})
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.byTag) != 0 || p.bytes != 0 || p.expiry != nil {
+		t.Fatalf("after close: %d histories, %d bytes, timer armed %v", len(p.byTag), p.bytes, p.expiry != nil)
+	}
+}

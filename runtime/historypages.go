@@ -30,6 +30,9 @@ type historyPages struct {
 	expiry *time.Timer
 	// age is historyPageAge; 0 is that (tests shorten it).
 	age time.Duration
+	// closed: the host stopped; nothing is held any more, and no timer
+	// outlives the host.
+	closed bool
 }
 
 // pagedHistory is one actor's history as read, sorted; never changed once
@@ -83,7 +86,7 @@ func (p *historyPages) get(tag string, seen historyKeys, now time.Time) *pagedHi
 func (p *historyPages) put(tag string, ph *pagedHistory) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if ph.size > historyPagesBytes {
+	if ph.size > historyPagesBytes || p.closed {
 		return
 	}
 	p.sweep(ph.at)
@@ -127,8 +130,24 @@ func (p *historyPages) expire() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.expiry = nil
+	if p.closed {
+		return
+	}
 	p.sweep(time.Now())
 	p.arm()
+}
+
+// close drops everything held and stops the expiry timer, for the host's
+// stop.
+func (p *historyPages) close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closed = true
+	if p.expiry != nil {
+		p.expiry.Stop()
+		p.expiry = nil
+	}
+	p.byTag, p.bytes = nil, 0
 }
 
 // sweep drops what is too old, under mu.

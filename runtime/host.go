@@ -360,6 +360,7 @@ func (h *Host) Stop(ctx context.Context) error {
 	hooksDone := make(chan struct{})
 	go func() { h.hookRuns.Wait(); close(hooksDone) }()
 	await(hooksDone, "vars' Close methods")
+	h.pages.close()
 	return err
 }
 
