@@ -30,6 +30,9 @@ func Run[S any](ctx context.Context, fn func(*Ctx[S]) error, host Host, history 
 	rctx, abort := context.WithCancelCause(ctx)
 	defer abort(nil)
 	r := &run{host: host, ctx: rctx, abort: abort, hist: h, active: 1, waits: map[*thread]waitFor{}}
+	if replayOnly(host) {
+		r.host, r.replay, r.parked = newReplayHost(host, r, history), true, map[context.Context]int{}
+	}
 	r.name, r.key = host.Actor()
 	root := &thread{r: r, ctx: rctx}
 	c := &Ctx[S]{x: &cx{t: root, sc: newScope("")}}
@@ -111,6 +114,11 @@ type run struct {
 	// strays are closed as the primitives that still ran on a Ctx when
 	// its function returned end (cx.close): Run waits for them.
 	strays []chan struct{}
+	// replay is set for a replay-only run (ReplayOnlyHost), whose host
+	// calls past the history park (replayHost.park): parked counts them by
+	// their thread's context, blocked as waits are.
+	replay bool
+	parked map[context.Context]int
 }
 
 // thread is one goroutine of a run: the root, or a join or race branch.
@@ -465,6 +473,11 @@ func (r *run) reportLocked() {
 		}
 		w = mergeWake(w, wf.wake())
 	}
+	for ctx := range r.parked {
+		if ctx.Err() != nil {
+			return // a parked part is about to return (its branch stopped)
+		}
+	}
 	r.host.Waiting(w)
 }
 
@@ -604,9 +617,11 @@ func (r *run) finish(root *thread, err error) Outcome {
 			err = derr
 		}
 	}
-	if isControl(err) && !panicked {
+	if isControl(err) && !panicked || r.replay {
 		// The history no longer describes this code (or the code misused
-		// the API): record nothing more and run no compensation.
+		// the API): record nothing more and run no compensation. (A
+		// replay-only run runs none either: its failure is what it
+		// checks.)
 		return Outcome{Status: RunFailed, Err: err}
 	}
 	if rerr := callThread(root, func() error { return r.rollback(root) }); rerr != nil {

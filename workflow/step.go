@@ -234,6 +234,10 @@ func (x *cx) attempt(path string, seq, n int, sp stepSpec) (*Entry, error) {
 		// actions) run meanwhile. Only the record is committed. No turn
 		// either to check that the host may still run the actor, as
 		// RunStep does: the guard does.
+		if rh, ok := r.host.(*replayHost); ok {
+			// A replay runs no body: its step is past the history.
+			return nil, t.hostErr(rh.park(t.ctx))
+		}
 		if g, ok := r.host.(BodyGuard); ok {
 			if err := g.MayRunBody(); err != nil {
 				return nil, t.hostErr(err)
