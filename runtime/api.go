@@ -253,6 +253,9 @@ type HistoryEntry struct {
 	// RemovedKind is the kind of the entry a removed placeholder stands in
 	// for.
 	RemovedKind string
+	// Entry is, for HistoryOptions.Raw, the entry as the engine records
+	// and replays it (workflow.MarshalEntry); Output is then nil.
+	Entry json.RawMessage
 }
 
 // History is an actor's workflow status and history, its entries in the
@@ -282,4 +285,7 @@ type HistoryOptions struct {
 	// not a count, so entries recorded since before it (a join's branch
 	// running behind) are not listed, and none is listed twice.
 	PageToken string
+	// Raw asks for each entry as the engine records it (HistoryEntry's
+	// Entry), to export the history (workflow.HistoryExport).
+	Raw bool
 }

@@ -138,6 +138,17 @@ func (h *Host) HistoryPage(ctx context.Context, ref Ref, opts HistoryOptions) (H
 		if e.RollbackError != nil {
 			he.RollbackError, he.RollbackErrorCode = e.RollbackError.Message, e.RollbackError.Code
 		}
+		if opts.Raw {
+			// What a replay of the history reads: the entry as the
+			// workflow was given it, not the stored value (which may
+			// carry the actor's state beside it).
+			if he.Entry, err = workflow.MarshalEntry(&e); err != nil {
+				return History{}, rivet.Errorf(rivet.ErrInternal, "history entry %q does not encode: %v", e.Path, err)
+			}
+			he.Output = nil
+			out.Entries = append(out.Entries, he)
+			continue
+		}
 		if he.Output == nil && e.Kind == workflow.KindLoop && e.State != nil {
 			he.Output = e.State
 		}

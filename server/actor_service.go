@@ -281,6 +281,7 @@ func (s *Server) History(ctx context.Context, req *rivetv1.HistoryRequest) (*riv
 	h, err := s.backend.HistoryPage(ctx, r, runtime.HistoryOptions{
 		Limit:     int(min(req.GetLimit(), maxListLimit)),
 		PageToken: req.GetPageToken(),
+		Raw:       req.GetRaw(),
 	})
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
@@ -288,7 +289,7 @@ func (s *Server) History(ctx context.Context, req *rivetv1.HistoryRequest) (*riv
 	out := &rivetv1.HistoryResponse{
 		WorkflowStatus: h.WorkflowStatus, WorkflowError: textcut.Valid(h.WorkflowError),
 		WorkflowWakeAt: timeProto(h.WorkflowWake.At), WorkflowWakeQueues: h.WorkflowWake.Queues, WorkflowWakeAnyQueue: h.WorkflowWake.AnyQueue,
-		NextPageToken: h.NextPageToken, Paged: true,
+		NextPageToken: h.NextPageToken, Paged: true, Raw: req.GetRaw(),
 	}
 	for _, e := range h.Entries {
 		pe := &rivetv1.HistoryEntry{
@@ -297,6 +298,7 @@ func (s *Server) History(ctx context.Context, req *rivetv1.HistoryRequest) (*riv
 			HasRollback: e.HasRollback, RollbackDone: e.RollbackDone, RollbackAttempts: uint32(e.RollbackAttempts),
 			RollbackError: textcut.Valid(e.RollbackError), RollbackErrorCode: textcut.Valid(e.RollbackErrorCode),
 			Version: uint32(e.Version), Latest: uint32(e.Latest), RemovedKind: e.RemovedKind,
+			Entry: e.Entry,
 		}
 		if !e.UpdatedAt.IsZero() {
 			pe.UpdatedAt = timestamppb.New(e.UpdatedAt)

@@ -1467,7 +1467,12 @@ type HistoryRequest struct {
 	// pages, none is listed twice, and one recorded before it (a join's
 	// branch running behind) is not listed. A token that is not one, or
 	// that continues another actor's history, is INVALID_ARGUMENT.
-	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	PageToken string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// raw asks for each entry as the engine records it (HistoryEntry.entry),
+	// to export the history and replay code against it
+	// (workflowtest.Replay). A node that serves it says so
+	// (HistoryResponse.raw); a node from before ignores it.
+	Raw           bool `protobuf:"varint,4,opt,name=raw,proto3" json:"raw,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1521,6 +1526,13 @@ func (x *HistoryRequest) GetPageToken() string {
 		return x.PageToken
 	}
 	return ""
+}
+
+func (x *HistoryRequest) GetRaw() bool {
+	if x != nil {
+		return x.Raw
+	}
+	return false
 }
 
 // HistoryEntry is one recorded workflow entry.
@@ -1583,7 +1595,13 @@ type HistoryEntry struct {
 	Latest  uint32 `protobuf:"varint,18,opt,name=latest,proto3" json:"latest,omitempty"`
 	// removed_kind is the kind of the entry a removed placeholder
 	// (workflow.Ctx.Removed) stands in for.
-	RemovedKind   string `protobuf:"bytes,19,opt,name=removed_kind,json=removedKind,proto3" json:"removed_kind,omitempty"`
+	RemovedKind string `protobuf:"bytes,19,opt,name=removed_kind,json=removedKind,proto3" json:"removed_kind,omitempty"`
+	// entry is, in an answer to a raw request, the entry as the engine
+	// records it and replays it: the JSON of a workflow.Entry
+	// (workflow.MarshalEntry). output is then empty, as entry holds it,
+	// and entry is never left out: a page too large to carry it whole is
+	// TOO_LARGE.
+	Entry         []byte `protobuf:"bytes,20,opt,name=entry,proto3" json:"entry,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1751,6 +1769,13 @@ func (x *HistoryEntry) GetRemovedKind() string {
 	return ""
 }
 
+func (x *HistoryEntry) GetEntry() []byte {
+	if x != nil {
+		return x.Entry
+	}
+	return nil
+}
+
 type HistoryResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// workflow_status is "" for an actor without a workflow.
@@ -1768,7 +1793,11 @@ type HistoryResponse struct {
 	// History paged leaves it false and ignores both: its answer is the
 	// whole history, even to a request that continues a page (a client
 	// paging through a rolling upgrade starts over with it).
-	Paged         bool `protobuf:"varint,8,opt,name=paged,proto3" json:"paged,omitempty"`
+	Paged bool `protobuf:"varint,8,opt,name=paged,proto3" json:"paged,omitempty"`
+	// raw says that the node served a raw request: each entry has its
+	// entry. A node from before raw leaves it false, and its entries have
+	// none.
+	Raw           bool `protobuf:"varint,9,opt,name=raw,proto3" json:"raw,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1855,6 +1884,13 @@ func (x *HistoryResponse) GetNextPageToken() string {
 func (x *HistoryResponse) GetPaged() bool {
 	if x != nil {
 		return x.Paged
+	}
+	return false
+}
+
+func (x *HistoryResponse) GetRaw() bool {
+	if x != nil {
+		return x.Raw
 	}
 	return false
 }
@@ -2577,12 +2613,13 @@ const file_rivet_v1_actor_proto_rawDesc = "" +
 	"\x10failed_workflows\x18\x04 \x01(\bR\x0ffailedWorkflows\"c\n" +
 	"\fListResponse\x12+\n" +
 	"\x06actors\x18\x01 \x03(\v2\x13.rivet.v1.ActorInfoR\x06actors\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"o\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x81\x01\n" +
 	"\x0eHistoryRequest\x12(\n" +
 	"\x05actor\x18\x01 \x01(\v2\x12.rivet.v1.ActorRefR\x05actor\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\rR\x05limit\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x03 \x01(\tR\tpageToken\"\x8a\x05\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\x12\x10\n" +
+	"\x03raw\x18\x04 \x01(\bR\x03raw\"\xa0\x05\n" +
 	"\fHistoryEntry\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x16\n" +
@@ -2605,7 +2642,8 @@ const file_rivet_v1_actor_proto_rawDesc = "" +
 	"\x11rollback_attempts\x18\x10 \x01(\rR\x10rollbackAttempts\x12\x18\n" +
 	"\aversion\x18\x11 \x01(\rR\aversion\x12\x16\n" +
 	"\x06latest\x18\x12 \x01(\rR\x06latest\x12!\n" +
-	"\fremoved_kind\x18\x13 \x01(\tR\vremovedKind\"\x80\x03\n" +
+	"\fremoved_kind\x18\x13 \x01(\tR\vremovedKind\x12\x14\n" +
+	"\x05entry\x18\x14 \x01(\fR\x05entry\"\x92\x03\n" +
 	"\x0fHistoryResponse\x12'\n" +
 	"\x0fworkflow_status\x18\x01 \x01(\tR\x0eworkflowStatus\x12%\n" +
 	"\x0eworkflow_error\x18\x02 \x01(\tR\rworkflowError\x120\n" +
@@ -2614,7 +2652,8 @@ const file_rivet_v1_actor_proto_rawDesc = "" +
 	"\x14workflow_wake_queues\x18\x05 \x03(\tR\x12workflowWakeQueues\x125\n" +
 	"\x17workflow_wake_any_queue\x18\x06 \x01(\bR\x14workflowWakeAnyQueue\x12&\n" +
 	"\x0fnext_page_token\x18\a \x01(\tR\rnextPageToken\x12\x14\n" +
-	"\x05paged\x18\b \x01(\bR\x05paged\"T\n" +
+	"\x05paged\x18\b \x01(\bR\x05paged\x12\x10\n" +
+	"\x03raw\x18\t \x01(\bR\x03raw\"T\n" +
 	"\x14RetryWorkflowRequest\x12(\n" +
 	"\x05actor\x18\x01 \x01(\v2\x12.rivet.v1.ActorRefR\x05actor\x12\x12\n" +
 	"\x04from\x18\x02 \x01(\tR\x04from\"1\n" +
