@@ -8,6 +8,7 @@ import (
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/caller"
 	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
+	"github.com/rivet-go/rivet/workflow"
 )
 
 // ActorHandle calls one actor. It holds only the address (name, key) and
@@ -233,31 +234,72 @@ func (h *ActorHandle) Destroy(ctx context.Context) error {
 // at once (see HistoryPage). A page that does not advance (no entry, or
 // the token it was asked with, again) is rivet.ErrInternal, not followed.
 func (h *ActorHandle) History(ctx context.Context) (History, error) {
+	out, _, err := h.allHistory(ctx, false)
+	return out, err
+}
+
+// allHistory is History, and with raw each entry as the engine records it
+// (HistoryEntry.entry on the wire), in the order of the entries. A node
+// that does not say it served raw entries (one from before raw histories,
+// whatever page it answers) is rivet.ErrFailedPrecondition.
+func (h *ActorHandle) allHistory(ctx context.Context, raw bool) (History, []json.RawMessage, error) {
 	opts := HistoryOptions{Limit: maxHistoryPage}
 	var out History
+	var records []json.RawMessage
 	for {
-		page, paged, err := h.historyPage(ctx, opts)
+		page, ans, err := h.historyPage(ctx, opts, raw)
 		if err != nil {
-			return History{}, err
+			return History{}, nil, err
 		}
-		if !paged {
+		if raw && !ans.raw {
+			return History{}, nil, rivet.Errorf(rivet.ErrFailedPrecondition, "the node that answered for actor %s %q exports no raw history (a node from before history export): export it once every node runs a release that does", h.name, h.key)
+		}
+		if !ans.paged {
 			// A node from before History paged: its answer is the whole
 			// history, whatever page was asked for.
-			return page, nil
+			return page, nil, nil
 		}
 		if page.NextPageToken != "" && (len(page.Entries) == 0 || page.NextPageToken == opts.PageToken) {
 			// A node's bug: followed, the same page would come back
 			// until ctx ends (for ever without a deadline), its
 			// entries added again each time.
-			return History{}, rivet.Errorf(rivet.ErrInternal, "the node answered a history page that does not advance (%d entries, the next page token %.40q after %.40q): a bug of the node's", len(page.Entries), page.NextPageToken, opts.PageToken)
+			return History{}, nil, rivet.Errorf(rivet.ErrInternal, "the node answered a history page that does not advance (%d entries, the next page token %.40q after %.40q): a bug of the node's", len(page.Entries), page.NextPageToken, opts.PageToken)
 		}
 		page.Entries = append(out.Entries, page.Entries...)
+		records = append(records, ans.records...)
 		out = page
 		if out.NextPageToken == "" {
-			return out, nil
+			return out, records, nil
 		}
 		opts.PageToken, out.NextPageToken = out.NextPageToken, ""
 	}
+}
+
+// ExportHistory exports the actor's workflow history as its node recorded
+// it, to check changed workflow code against it before deploying
+// (workflowtest.Replay; rivetctl history --raw writes it): each entry as
+// the engine records and replays it, in History's order, following pages
+// as History does, with the actor's name and key, the workflow's status
+// (the last page's) and when it was read. A node from before history
+// export, which ignores the request for raw entries, is
+// rivet.ErrFailedPrecondition, never an empty export; an actor whose type
+// has no workflow, rivet.ErrInvalidArgument.
+func (h *ActorHandle) ExportHistory(ctx context.Context) (*workflow.HistoryExport, error) {
+	at := time.Now().UTC().Round(0)
+	hist, records, err := h.allHistory(ctx, true)
+	if err != nil {
+		return nil, err
+	}
+	if hist.WorkflowStatus == "" {
+		return nil, rivet.Errorf(rivet.ErrInvalidArgument, "actor %s %q has no workflow: no history to export", h.name, h.key)
+	}
+	if records == nil {
+		records = []json.RawMessage{}
+	}
+	return &workflow.HistoryExport{
+		Format: workflow.HistoryExportFormat, Actor: h.name, Key: append([]string{}, h.key...),
+		WorkflowStatus: hist.WorkflowStatus, WorkflowError: hist.WorkflowError, ExportedAt: at, Entries: records,
+	}, nil
 }
 
 // maxHistoryPage is the largest page a node serves.
@@ -270,20 +312,38 @@ const maxHistoryPage = 1000
 // NextPageToken. A token that is not one of this actor's history's is
 // rivet.ErrInvalidArgument.
 func (h *ActorHandle) HistoryPage(ctx context.Context, opts HistoryOptions) (History, error) {
-	page, _, err := h.historyPage(ctx, opts)
+	page, _, err := h.historyPage(ctx, opts, false)
 	return page, err
 }
 
-// historyPage is HistoryPage, and whether the node paged (false: an older
-// node's whole history).
-func (h *ActorHandle) historyPage(ctx context.Context, opts HistoryOptions) (History, bool, error) {
+// pageAnswer is what a node's history page says beside History.
+type pageAnswer struct {
+	// paged is false for an older node's whole history.
+	paged bool
+	// raw says the node served raw entries: records holds each entry's.
+	raw     bool
+	records []json.RawMessage
+}
+
+// historyPage is HistoryPage, asking for raw entries if raw, and what the
+// node said of its answer.
+func (h *ActorHandle) historyPage(ctx context.Context, opts HistoryOptions, raw bool) (History, pageAnswer, error) {
 	limit := uint32(0)
 	if opts.Limit > 0 {
 		limit = uint32(min(opts.Limit, 1<<31))
 	}
-	resp, err := invoke(ctx, h.c, idempotent, h.c.actors.History, &rivetv1.HistoryRequest{Actor: h.ref(), Limit: limit, PageToken: opts.PageToken})
+	resp, err := invoke(ctx, h.c, idempotent, h.c.actors.History, &rivetv1.HistoryRequest{Actor: h.ref(), Limit: limit, PageToken: opts.PageToken, Raw: raw})
 	if err != nil {
-		return History{}, false, err
+		return History{}, pageAnswer{}, err
+	}
+	ans := pageAnswer{paged: resp.GetPaged(), raw: raw && resp.GetRaw()}
+	if ans.raw {
+		for _, e := range resp.GetEntries() {
+			if len(e.GetEntry()) == 0 {
+				return History{}, pageAnswer{}, rivet.Errorf(rivet.ErrInternal, "the node answered a raw history whose entry %q has no record: a bug of the node's", e.GetPath())
+			}
+			ans.records = append(ans.records, e.GetEntry())
+		}
 	}
 	out := History{
 		WorkflowStatus: resp.GetWorkflowStatus(), WorkflowError: resp.GetWorkflowError(),
@@ -300,7 +360,7 @@ func (h *ActorHandle) historyPage(ctx context.Context, opts HistoryOptions) (His
 		he.Deadline = timeFrom(e.GetDeadline())
 		out.Entries = append(out.Entries, he)
 	}
-	return out, resp.GetPaged(), nil
+	return out, ans, nil
 }
 
 // RetryWorkflow replays a failed workflow: from the entry from (and

@@ -19,6 +19,7 @@ import (
 	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
 	"github.com/rivet-go/rivet/runtime"
 	"github.com/rivet-go/rivet/server/servertest"
+	"github.com/rivet-go/rivet/workflow"
 )
 
 // big is an output 3000 entries of which do not fit in one answer.
@@ -173,5 +174,74 @@ func TestListAllFailsOnAPageThatDoesNotAdvance(t *testing.T) {
 	pages.Unlock()
 	if !errors.Is(err, rivet.ErrInternal) || !strings.Contains(err.Error(), "does not advance") || n > 3 {
 		t.Fatalf("ListAll after %d pages: %v, want ErrInternal: the page does not advance", n, err)
+	}
+}
+
+// rawPages answers HistoryPage as offsetPages does, each entry with its
+// record when asked for raw entries (as runtime.Host.HistoryPage).
+func rawPages(n int) func(context.Context, runtime.Ref, runtime.HistoryOptions) (runtime.History, error) {
+	pages := offsetPages(n)
+	return func(ctx context.Context, ref runtime.Ref, opts runtime.HistoryOptions) (runtime.History, error) {
+		h, err := pages(ctx, ref, opts)
+		for i := range h.Entries {
+			if e := &h.Entries[i]; opts.Raw {
+				e.Entry = json.RawMessage(fmt.Sprintf(`{"path":%q,"kind":"step","status":"completed","output":%s}`, e.Path, big))
+				e.Output = nil
+			}
+		}
+		return h, err
+	}
+}
+
+// ExportHistory follows the pages of a history too large for one answer
+// to its last entry, each entry whole as the engine records it, and the
+// export decodes as one.
+func TestExportHistoryFollowsPagesWhole(t *testing.T) {
+	f := servertest.NewFake()
+	f.HistoryFunc = rawPages(3000)
+	c := newClient(t, servertest.Start(t, f, servertest.Config{}))
+	x, err := c.Actor("counter", "k").ExportHistory(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if x.Actor != "counter" || len(x.Key) != 1 || x.Key[0] != "k" || x.WorkflowStatus != "sleeping" || x.ExportedAt.IsZero() || len(x.Entries) != 3000 {
+		t.Fatalf("export of %s %v, status %q at %v, %d entries; want counter [k], sleeping, now, 3000", x.Actor, x.Key, x.WorkflowStatus, x.ExportedAt, len(x.Entries))
+	}
+	b, err := json.Marshal(x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err = workflow.DecodeHistoryExport(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := x.History()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range h {
+		if e.Path != fmt.Sprintf("step-%d", i) || string(e.Output) != string(big) {
+			t.Fatalf("entry %d is %s with an output of %d bytes", i, e.Path, len(e.Output))
+		}
+	}
+}
+
+// A node from before history export ignores the request for raw entries
+// (oldNode's first page: paged, without them): ExportHistory says so
+// (ErrFailedPrecondition) rather than export a history without its
+// records, or none.
+func TestExportHistoryFromANodeBeforeExportFails(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	rivetv1.RegisterActorServiceServer(srv, oldNode{})
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = srv.Serve(l) })
+	t.Cleanup(func() { srv.Stop(); wg.Wait() })
+	x, err := newClient(t, l.Addr().String()).Actor("counter", "k").ExportHistory(ctx(t))
+	if !errors.Is(err, rivet.ErrFailedPrecondition) || !strings.Contains(err.Error(), "exports no raw history") {
+		t.Fatalf("export from a node before export: %+v, %v; want ErrFailedPrecondition: it exports no raw history", x, err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/rivet-go/rivet/client"
+	"github.com/rivet-go/rivet/workflow"
 )
 
 // Output: --output json prints one JSON value (compact) for scripts and jq;
@@ -51,6 +52,21 @@ func (a *app) note(format string, args ...any) {
 		return
 	}
 	fmt.Fprintln(a.stderr, "rivetctl: note: "+printable(msg))
+}
+
+// printExport prints a history export as one compact JSON document,
+// whatever --output says: its entries as the node encoded them (HTML
+// characters not escaped, nothing reindented), for a file a test reads
+// back, not for reading.
+func (a *app) printExport(x *workflow.HistoryExport) error {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(x); err != nil {
+		return err
+	}
+	_, err := a.stdout.Write(printableJSON(buf.Bytes()))
+	return err
 }
 
 // printValue prints v as JSON: compact with --output json, else indented.

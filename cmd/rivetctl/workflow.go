@@ -33,13 +33,32 @@ rollback_attempts.
 A version gate (version_check) says which way it went: version 1 is the old
 path, taken by a run that had recorded entries past the gate before it was
 deployed; a removed entry says what it stands in for. -o json has them as
-version, latest and removed_kind.`,
+version, latest and removed_kind.
+
+With --raw, it exports the history instead: a JSON document of the actor,
+the workflow's status and each entry as the engine records it, which a Go
+test replays changed workflow code against before it is deployed
+(workflowtest.Replay, after workflow.DecodeHistoryExport):
+
+  rivetctl history job a --raw > testdata/job-a.json
+
+A node from before history export cannot answer it: the command fails
+rather than write an empty export.`,
 		Args: args(2, 2),
 	}
+	var raw bool
+	cmd.Flags().BoolVar(&raw, "raw", false, "export the recorded entries as a JSON document for workflowtest.Replay")
 	cmd.RunE = a.runE(nil, func(ctx context.Context, c *client.Client, args []string) error {
 		key, err := parseKey(args[1])
 		if err != nil {
 			return err
+		}
+		if raw {
+			x, err := c.Actor(args[0], key...).NoCreate().ExportHistory(ctx)
+			if err != nil {
+				return err
+			}
+			return a.printExport(x)
 		}
 		h, err := c.Actor(args[0], key...).NoCreate().History(ctx)
 		if err != nil {
