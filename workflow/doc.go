@@ -139,7 +139,9 @@
 //     at its last checkpoint's iteration; a join or race in progress holds
 //     the recorded failure of a branch that failed while others went on), so
 //     a change inside them (a renamed step) goes unnoticed there, and only
-//     takes effect in runs that reach them fresh.
+//     takes effect in runs that reach them fresh. To check a change before
+//     deploying it against the runs in flight, export their histories
+//     (HistoryExport) and replay it with workflowtest.Replay.
 //  9. Step bodies may run more than once (at-least-once): after a crash
 //     between running and committing, or after a failed attempt. Their state
 //     changes commit exactly once per recorded attempt, and a failed
