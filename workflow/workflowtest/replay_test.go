@@ -193,3 +193,42 @@ func TestReplayChecksEveryJoinBranch(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// The export of a run that failed replays to its recorded failure, as the
+// node's run does when it runs again, and not to where a compensation
+// left to run would stop it: a replay runs none.
+func TestReplayOfAFailedRunReturnsItsFailure(t *testing.T) {
+	var undone atomic.Int32
+	fn := func(c *workflow.Ctx[tally]) error {
+		if err := c.RollbackCheckpoint("cp"); err != nil {
+			return err
+		}
+		_, err := workflow.StepWithRollback(c, workflow.StepOptions{Name: "a"}, func(s *workflow.StepCtx[tally]) (int, error) { return 1, count(s) },
+			func(*workflow.StepCtx[tally], int) error { undone.Add(1); return nil })
+		if err != nil {
+			return err
+		}
+		return c.Step("b", func(*workflow.StepCtx[tally]) error { return workflow.Critical(errString("no")) })
+	}
+	x := export(t, fn)
+	// As a node that stopped before the compensation of "a" committed
+	// left it.
+	h, err := x.History()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range h {
+		if e.Path == "a" {
+			e.RollbackDone = false
+			x.Entries[i], _ = workflow.MarshalEntry(&e)
+		}
+	}
+	undone.Store(0)
+	var se *workflow.StepError
+	if err := replay(t, x, fn); !errors.As(err, &se) || se.Path != "b" {
+		t.Fatalf("a failed run replays with %v, want its *workflow.StepError at b", err)
+	}
+	if n := undone.Load(); n != 0 {
+		t.Fatalf("the replay ran %d compensations", n)
+	}
+}
