@@ -93,7 +93,7 @@ func (h *Host) HistoryPage(ctx context.Context, ref Ref, opts HistoryOptions) (H
 	if sp.Run == nil {
 		return History{}, nil
 	}
-	st, entries, places, err := h.pagedWorkflow(ctx, prefix, tag, after != nil, limit)
+	st, entries, places, err := h.pagedWorkflow(ctx, prefix, after != nil, limit)
 	if err != nil {
 		return History{}, rivet.Errorf(rivet.ErrUnavailable, "read history: %v", err)
 	}

@@ -168,14 +168,16 @@ func (p *historyPages) drop(tag string, ph *pagedHistory) {
 // history's order, with the places pageSorted needs: for a page after the
 // first (more), from what the node holds if the history's keys are as they
 // were; else read, and held for the pages to come if a limit leaves some.
-func (h *Host) pagedWorkflow(ctx context.Context, prefix, tag string, more bool, limit int) (workflowStatus, []workflow.Entry, map[string]int, error) {
+// Held by the actor's storage prefix, which names it alone (a page token's
+// tag is a hash of its name and key).
+func (h *Host) pagedWorkflow(ctx context.Context, prefix string, more bool, limit int) (workflowStatus, []workflow.Entry, map[string]int, error) {
 	now := time.Now()
 	if more {
 		kvs, err := h.store.List(ctx, prefix+storage.WorkflowSuffix, storage.ListOptions{KeysOnly: true})
 		if err != nil {
 			return workflowStatus{}, nil, nil, err
 		}
-		if ph := h.pages.get(tag, sumKeys(kvs), now); ph != nil {
+		if ph := h.pages.get(prefix, sumKeys(kvs), now); ph != nil {
 			st, err := h.readWorkflowStatus(ctx, prefix)
 			return st, ph.entries, ph.places, err
 		}
@@ -186,7 +188,7 @@ func (h *Host) pagedWorkflow(ctx context.Context, prefix, tag string, more bool,
 	}
 	places := sortHistory(sw.history)
 	if limit > 0 && len(sw.history) > limit {
-		h.pages.put(tag, &pagedHistory{seen: sw.seen, size: heldBytes(sw.size, len(sw.history)), entries: sw.history, places: places, at: now})
+		h.pages.put(prefix, &pagedHistory{seen: sw.seen, size: heldBytes(sw.size, len(sw.history)), entries: sw.history, places: places, at: now})
 	}
 	return sw.status, sw.history, places, nil
 }
