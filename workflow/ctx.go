@@ -194,7 +194,10 @@ func StepOpts[S, T any](c *Ctx[S], opts StepOptions, fn func(*StepCtx[S]) (T, er
 // Critical error, or a timeout without RetryOnTimeout, is not), each
 // attempt recorded, and its StepCtx.Attempt counts them; one that fails
 // for good stops the rollback (*RollbackFailedError). Like a step body, a
-// handler may run more than once: make it idempotent.
+// handler may run more than once: make it idempotent. A step in a race
+// branch that loses is never compensated: a loser's history is dropped
+// with it when the race is decided (the race's rule), its handlers with
+// it; run what must be undone if it loses after the race instead.
 func StepWithRollback[S, T any](c *Ctx[S], opts StepOptions, fn func(*StepCtx[S]) (T, error), rollback func(s *StepCtx[S], value T) error) (T, error) {
 	return runStep(c, opts, fn, rollback)
 }
@@ -276,7 +279,8 @@ func DoOpts[S, T any](c *Ctx[S], opts StepOptions, fn func(*DoCtx) (T, error)) (
 // branches of a Join) are Do steps, and their compensations need no state
 // either. The handler runs, and is retried, as StepWithRollback's: in the
 // rollback, in reverse order of completion with every other step's, after
-// a RollbackCheckpoint; make it idempotent.
+// a RollbackCheckpoint; make it idempotent. One in a race branch that
+// loses is never compensated, as StepWithRollback's.
 func DoWithRollback[S, T any](c *Ctx[S], opts StepOptions, fn func(*DoCtx) (T, error), rollback func(d *DoCtx, value T) error) (T, error) {
 	return runDo(c, opts, fn, rollback)
 }

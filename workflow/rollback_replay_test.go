@@ -149,3 +149,41 @@ func TestRollbackOrderSurvivesAMoveToANodeWhoseClockIsBehind(t *testing.T) {
 		t.Fatalf("compensations ran %v, want [undo b undo a] (latest completion first)", got)
 	}
 }
+
+// A step of a race branch that loses is not compensated when the workflow
+// later rolls back: the loser's history, its handlers with it, is dropped
+// when the race is decided (StepWithRollback's doc); the winner's is.
+func TestARaceLosersStepIsNotCompensated(t *testing.T) {
+	wf := func(c *workflow.Ctx[rvState]) error {
+		if err := c.RollbackCheckpoint("cp"); err != nil {
+			return err
+		}
+		if _, _, err := workflow.Race(c, "r", []workflow.RaceBranch[rvState, int]{
+			{Name: "slow", Run: func(c *workflow.Ctx[rvState]) (int, error) {
+				if err := reserve(c, "slow-booking"); err != nil {
+					return 0, err
+				}
+				return 1, c.Sleep("wait", time.Hour)
+			}},
+			{Name: "fast", Run: func(c *workflow.Ctx[rvState]) (int, error) {
+				if err := c.Sleep("wait", time.Minute); err != nil {
+					return 0, err
+				}
+				return 2, reserve(c, "fast-booking")
+			}},
+		}); err != nil {
+			return err
+		}
+		return c.Step("fail", func(*workflow.StepCtx[rvState]) error { return workflow.Critical(errors.New("no")) })
+	}
+	for _, evict := range []bool{false, true} {
+		h := newHost(rvState{})
+		out := driveEvicting(t, h, wf, evict)
+		if out.Status != workflow.RunFailed {
+			t.Fatalf("evict=%v: %s (%v); want failed by step fail, after rolling back", evict, out.Status, out.Err)
+		}
+		if got, want := h.State().Log, []string{"slow-booking", "fast-booking", "undo fast-booking"}; !slices.Equal(got, want) {
+			t.Fatalf("evict=%v: steps ran %v, want %v", evict, got, want)
+		}
+	}
+}
