@@ -99,6 +99,7 @@ var reasons = []struct {
 	{ErrFailedPrecondition, "node", "last_eligible"}, // a drain of the last node that could take partitions
 	{ErrWorkflowFailed, "workflow", "none"},          // the actor has no workflow
 	{ErrWorkflowFailed, "workflow", "not_ended"},     // a retry of a workflow that runs
+	{ErrWorkflowFailed, "workflow", "not_failed"},    // a retry only if failed, of a completed or cancelled workflow
 	{ErrWorkflowFailed, "workflow", "ended"},         // a cancel of a workflow that has ended
 	{ErrQueueFull, "schedule", "full"},               // an actor's MaxSchedules scheduled calls
 	{ErrQueueFull, "event", "overflow"},              // a subscriber that fell behind its events

@@ -370,7 +370,27 @@ func (h *ActorHandle) historyPage(ctx context.Context, opts HistoryOptions, raw 
 // that step: docs/architecture.md). It returns how many history entries
 // were deleted.
 func (h *ActorHandle) RetryWorkflow(ctx context.Context, from string) (int, error) {
-	resp, err := invoke(ctx, h.c, sideEffects, h.c.actors.RetryWorkflow, &rivetv1.RetryWorkflowRequest{Actor: h.ref(), From: from})
+	return h.RetryWorkflowWith(ctx, RetryOptions{From: from})
+}
+
+// RetryOptions are the options of RetryWorkflowWith.
+type RetryOptions struct {
+	// From is the entry to replay from, as RetryWorkflow's from; "" for
+	// the entries that failed.
+	From string
+	// OnlyFailed retries the workflow only if it is failed when the node
+	// retries it: a completed or cancelled one (someone else's retry
+	// completed it, an operator cancelled it, since the caller saw it
+	// fail) is left as it is, and the retry fails with ErrWorkflowFailed
+	// and the reason workflow.not_failed (a running one is
+	// workflow.not_ended, as always). A node from before OnlyFailed
+	// ignores it and retries those too.
+	OnlyFailed bool
+}
+
+// RetryWorkflowWith is RetryWorkflow with options.
+func (h *ActorHandle) RetryWorkflowWith(ctx context.Context, opts RetryOptions) (int, error) {
+	resp, err := invoke(ctx, h.c, sideEffects, h.c.actors.RetryWorkflow, &rivetv1.RetryWorkflowRequest{Actor: h.ref(), From: opts.From, OnlyFailed: opts.OnlyFailed})
 	if err != nil {
 		return 0, err
 	}

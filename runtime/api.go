@@ -275,6 +275,17 @@ type History struct {
 	PageTokens []string
 }
 
+// RetryOptions shape a RetryWorkflowWith.
+type RetryOptions struct {
+	// From is the entry to run again from; "" for the entries that failed.
+	From string
+	// OnlyFailed retries only a failed workflow: a completed or cancelled
+	// one is left as it is (rivet.ErrWorkflowFailed, reason
+	// workflow.not_failed), decided in the retry's own turn, so that no
+	// retry or cancel in between is overridden.
+	OnlyFailed bool
+}
+
 // HistoryOptions page through a workflow's history.
 type HistoryOptions struct {
 	// Limit is the page size: 0 means no bound (the whole history, or

@@ -471,6 +471,13 @@ func iteration(seg string) (uint64, bool) {
 // deleted. A running workflow cannot be retried (rivet.ErrWorkflowFailed,
 // FAILED_PRECONDITION on the wire).
 func (h *Host) RetryWorkflow(ctx context.Context, ref Ref, from string) (int, error) {
+	return h.RetryWorkflowWith(ctx, ref, RetryOptions{From: from})
+}
+
+// RetryWorkflowWith is RetryWorkflow with options: with OnlyFailed, a
+// completed or cancelled workflow is refused as a running one is.
+func (h *Host) RetryWorkflowWith(ctx context.Context, ref Ref, opts RetryOptions) (int, error) {
+	from := opts.From
 	if err := h.begin(); err != nil {
 		return 0, err
 	}
@@ -487,6 +494,12 @@ func (h *Host) RetryWorkflow(ctx context.Context, ref Ref, from string) (int, er
 		st := a.workflowStatus()
 		if !workflowEnded(st.Status) {
 			return rivet.Reasonf(rivet.ErrWorkflowFailed, "workflow", "not_ended", "the workflow of %s is %s: only a failed, completed or cancelled workflow can be retried (a running one can be cancelled first)", a.describe(), a.shownWorkflowStatus())
+		}
+		if opts.OnlyFailed && st.Status != WorkflowFailed {
+			// Checked here, in the turn that retries: a caller that saw
+			// it failed may find it completed by someone else's retry,
+			// or cancelled by an operator, and must not undo either.
+			return rivet.Reasonf(rivet.ErrWorkflowFailed, "workflow", "not_failed", "the workflow of %s is %s, not failed: the retry was asked for a failed workflow only", a.describe(), a.shownWorkflowStatus())
 		}
 		// The ended run may still be tidying up: wait for it, or the new
 		// run would not start.

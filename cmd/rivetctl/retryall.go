@@ -33,7 +33,8 @@ type retryResult struct {
 	// Removed is how many history entries a retry deleted.
 	Removed *int `json:"removed,omitempty"`
 	// For a skipped or failed retry: the error's gRPC code, its rivet
-	// reason (workflow.not_ended, actor.not_found for a skip) and message.
+	// reason (workflow.not_ended, workflow.not_failed, actor.not_found for
+	// a skip) and message.
 	Code    string `json:"code,omitempty"`
 	Reason  string `json:"reason,omitempty"`
 	Message string `json:"message,omitempty"`
@@ -205,7 +206,10 @@ func (a *app) retryAllFailed(ctx context.Context, c *client.Client, name string,
 func (a *app) retryOne(ctx context.Context, c *client.Client, r *retryResult) {
 	callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.timeout)
 	defer cancel()
-	n, err := c.Actor(r.Name, r.Key...).NoCreate().RetryWorkflow(callCtx, "")
+	// Only if failed still: the listing is a while old, and a workflow
+	// someone else's retry completed, or an operator cancelled, since
+	// must stay as it is (a node from before only_failed retries it).
+	n, err := c.Actor(r.Name, r.Key...).NoCreate().RetryWorkflowWith(callCtx, client.RetryOptions{OnlyFailed: true})
 	if err == nil {
 		r.Outcome, r.Removed = outcomeRetried, &n
 		return
@@ -224,24 +228,30 @@ func (a *app) retryOne(ctx context.Context, c *client.Client, r *retryResult) {
 			r.Reason = e.Group + "." + e.Code
 		}
 		// Not failures of the retry: the workflow was retried by someone
-		// else meanwhile (it runs), or the actor was destroyed.
-		if errors.Is(e, rivet.ErrWorkflowFailed) && r.Reason == "workflow.not_ended" ||
+		// else meanwhile (it runs, or completed), or cancelled, or the
+		// actor was destroyed.
+		if errors.Is(e, rivet.ErrWorkflowFailed) && (r.Reason == "workflow.not_ended" || r.Reason == "workflow.not_failed") ||
 			errors.Is(e, rivet.ErrNotFound) && r.Reason == "actor.not_found" {
 			r.Outcome = outcomeSkipped
 		}
 	}
 }
 
-// skipReasons says in words why retries were skipped, by reason.
-var skipReasons = map[string]string{
-	"workflow.not_ended": "no longer failed",
-	"actor.not_found":    "destroyed",
+// skipReasons says in words why retries were skipped, by the reasons
+// counted together.
+var skipReasons = []struct {
+	reasons []string
+	words   string
+}{
+	{[]string{"workflow.not_ended", "workflow.not_failed"}, "no longer failed"},
+	{[]string{"actor.not_found"}, "destroyed"},
 }
 
 // skipLines says more of each, for its actor's line.
 var skipLines = map[string]string{
-	"workflow.not_ended": "no longer failed (it runs again: retried meanwhile)",
-	"actor.not_found":    "destroyed meanwhile",
+	"workflow.not_ended":  "no longer failed (it runs again: retried meanwhile)",
+	"workflow.not_failed": "no longer failed (completed or cancelled meanwhile)",
+	"actor.not_found":     "destroyed meanwhile",
 }
 
 // printRetryAll prints the skipped and failed retries, one a line, then
@@ -258,9 +268,13 @@ func (a *app) printRetryAll(rep retryAllReport, skips map[string]int) error {
 	line := fmt.Sprintf("retried %d, skipped %d", rep.Retried, rep.Skipped)
 	if rep.Skipped > 0 {
 		var why []string
-		for _, reason := range []string{"workflow.not_ended", "actor.not_found"} {
-			if n := skips[reason]; n > 0 {
-				why = append(why, fmt.Sprintf("%d %s", n, skipReasons[reason]))
+		for _, sr := range skipReasons {
+			n := 0
+			for _, reason := range sr.reasons {
+				n += skips[reason]
+			}
+			if n > 0 {
+				why = append(why, fmt.Sprintf("%d %s", n, sr.words))
 			}
 		}
 		line += " (" + strings.Join(why, ", ") + ")"

@@ -28,6 +28,8 @@ type failedFleet struct {
 
 	mu      sync.Mutex
 	retried []string
+	// notOnlyFailed counts the retries sent without only_failed.
+	notOnlyFailed int
 }
 
 func newFailedFleet(keys []string, retry func(ctx context.Context, key string) (int, error)) *failedFleet {
@@ -54,9 +56,12 @@ func newFailedFleet(keys []string, retry func(ctx context.Context, key string) (
 	return f
 }
 
-func (f *failedFleet) RetryWorkflow(ctx context.Context, ref runtime.Ref, from string) (int, error) {
+func (f *failedFleet) RetryWorkflowWith(ctx context.Context, ref runtime.Ref, opts runtime.RetryOptions) (int, error) {
 	f.mu.Lock()
-	f.retried = append(f.retried, ref.Key[0]+from)
+	f.retried = append(f.retried, ref.Key[0]+opts.From)
+	if !opts.OnlyFailed {
+		f.notOnlyFailed++
+	}
 	f.mu.Unlock()
 	return f.retry(ctx, ref.Key[0])
 }
@@ -156,6 +161,51 @@ retried 2, skipped 2 (1 no longer failed, 1 destroyed), failed 1
 	rivetctl(t, addr, "workflow", "retry", "napper", "--all-failed").want(t, 0, "no failed workflows among the actors named napper\n")
 	rivetctl(t, addr, "-o", "json", "workflow", "retry", "napper", "--all-failed").
 		want(t, 0, `{"actor":"napper","dry_run":false,"retried":0,"skipped":0,"failed":0,"not_retried":0,"results":[]}`+"\n")
+}
+
+// A workflow that someone else's retry completed, or an operator
+// cancelled, after the listing is not retried again: each retry asks the
+// node for a failed workflow only, and its answer (workflow.not_failed)
+// counts as skipped, with what the node said.
+func TestRetryAllFailedSkipsWhatCompletedOrWasCancelledMeanwhile(t *testing.T) {
+	f := newFailedFleet([]string{"a", "b", "c", "d"}, func(_ context.Context, key string) (int, error) {
+		switch key {
+		case "b":
+			return 0, rivet.Reasonf(rivet.ErrWorkflowFailed, "workflow", "not_failed", `the workflow of charger ["b"] is completed, not failed`)
+		case "c":
+			return 0, rivet.Reasonf(rivet.ErrWorkflowFailed, "workflow", "not_failed", `the workflow of charger ["c"] is cancelled, not failed`)
+		case "d":
+			return 0, rivet.Reasonf(rivet.ErrWorkflowFailed, "workflow", "not_ended", `the workflow of charger ["d"] is running`)
+		}
+		return 1, nil
+	})
+	addr := servertest.Start(t, f, servertest.Config{})
+	r := rivetctl(t, addr, "workflow", "retry", "charger", "--all-failed", "--concurrency", "1")
+	wantOut := `skipped charger b: no longer failed (completed or cancelled meanwhile)
+skipped charger c: no longer failed (completed or cancelled meanwhile)
+skipped charger d: no longer failed (it runs again: retried meanwhile)
+retried 1, skipped 3 (3 no longer failed), failed 0
+`
+	if r.code != 0 || r.stdout != wantOut {
+		t.Errorf("exit %d, stdout:\n%s\nstderr:\n%s\nwant exit 0, stdout:\n%s", r.code, r.stdout, r.stderr, wantOut)
+	}
+	f.mu.Lock()
+	sent, without := len(f.retried), f.notOnlyFailed
+	f.mu.Unlock()
+	if sent != 4 || without != 0 {
+		t.Errorf("%d retries sent, %d of them without only_failed; want 4, each with it", sent, without)
+	}
+
+	r = rivetctl(t, addr, "-o", "json", "workflow", "retry", "charger", "--all-failed")
+	var rep retryAllReport
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || r.code != 0 {
+		t.Fatalf("-o json: %v (%+v)", err, r)
+	}
+	if rep.Retried != 1 || rep.Skipped != 3 || rep.Failed != 0 || len(rep.Results) != 4 ||
+		rep.Results[1].Outcome != "skipped" || rep.Results[1].Code != "FAILED_PRECONDITION" || rep.Results[1].Reason != "workflow.not_failed" ||
+		rep.Results[2].Message != `the workflow of charger ["c"] is cancelled, not failed` {
+		t.Errorf("-o json: %+v", rep)
+	}
 }
 
 // --timeout bounds each retry, not the whole: retries that get no answer

@@ -97,10 +97,12 @@ deleted. A completed workflow needs --from to run again.
 With --all-failed, every failed workflow of the actors named ACTOR (those
 rivetctl actors ACTOR --failed lists) is retried as without --from,
 --concurrency at a time, each retry bounded by --timeout; on a terminal a
-bar shows the progress. It ends with a line of counts: retried, skipped (a
-workflow that runs again, retried by someone else meanwhile, or an actor
-destroyed meanwhile) and failed, each skipped or failed one on a line before
-it, and exits 1 if any retry failed. An interrupt (Ctrl-C) starts no more
+bar shows the progress. Each retry applies only if the workflow is still
+failed (a node from before that check retries it anyway). It ends with a
+line of counts: retried, skipped (a workflow no longer failed: it runs
+again, or completed, retried by someone else meanwhile, or was cancelled
+meanwhile; or an actor destroyed meanwhile) and failed, each skipped or
+failed one on a line before it, and exits 1 if any retry failed. An interrupt (Ctrl-C) starts no more
 retries; those in flight finish. --dry-run lists what would be retried.`,
 		Example: `  rivetctl workflow retry charger order-1
   rivetctl workflow retry charger order-1 --from charge-card

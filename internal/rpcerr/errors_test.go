@@ -71,6 +71,7 @@ func TestAReasonSurvivesTheWire(t *testing.T) {
 		{rivet.ErrNotFound, "node", "not_found", codes.NotFound},
 		{rivet.ErrWorkflowFailed, "workflow", "none", codes.FailedPrecondition},
 		{rivet.ErrWorkflowFailed, "workflow", "not_ended", codes.FailedPrecondition},
+		{rivet.ErrWorkflowFailed, "workflow", "not_failed", codes.FailedPrecondition},
 		{rivet.ErrFailedPrecondition, "node", "last_eligible", codes.FailedPrecondition},
 	} {
 		st, _ := ToStatus(rivet.Reasonf(tc.kind, tc.group, tc.code, "m"))

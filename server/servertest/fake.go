@@ -292,8 +292,8 @@ func (f *Fake) HistoryPage(ctx context.Context, ref runtime.Ref, opts runtime.Hi
 	return runtime.History{}, nil
 }
 
-// RetryWorkflow refuses: the fake hosts no workflows.
-func (f *Fake) RetryWorkflow(_ context.Context, ref runtime.Ref, _ string) (int, error) {
+// RetryWorkflowWith refuses: the fake hosts no workflows.
+func (f *Fake) RetryWorkflowWith(_ context.Context, ref runtime.Ref, _ runtime.RetryOptions) (int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if _, _, err := f.lookup(ref, false, nil); err != nil {

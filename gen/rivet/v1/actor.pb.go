@@ -1896,9 +1896,19 @@ func (x *HistoryResponse) GetRaw() bool {
 }
 
 type RetryWorkflowRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Actor         *ActorRef              `protobuf:"bytes,1,opt,name=actor,proto3" json:"actor,omitempty"`
-	From          string                 `protobuf:"bytes,2,opt,name=from,proto3" json:"from,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Actor *ActorRef              `protobuf:"bytes,1,opt,name=actor,proto3" json:"actor,omitempty"`
+	From  string                 `protobuf:"bytes,2,opt,name=from,proto3" json:"from,omitempty"`
+	// only_failed retries the workflow only if its status is "failed",
+	// checked in the retry's own turn, so that nothing changes it in
+	// between: a completed or cancelled workflow is FAILED_PRECONDITION
+	// workflow.not_failed and left as it is (a running one is
+	// workflow.not_ended, as without it). For a retry of a workflow listed as
+	// failed a while before (rivetctl workflow retry --all-failed), which
+	// someone else's retry may have completed, or an operator cancelled,
+	// since. A node from before only_failed ignores it and retries a
+	// completed or cancelled workflow too.
+	OnlyFailed    bool `protobuf:"varint,3,opt,name=only_failed,json=onlyFailed,proto3" json:"only_failed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1945,6 +1955,13 @@ func (x *RetryWorkflowRequest) GetFrom() string {
 		return x.From
 	}
 	return ""
+}
+
+func (x *RetryWorkflowRequest) GetOnlyFailed() bool {
+	if x != nil {
+		return x.OnlyFailed
+	}
+	return false
 }
 
 type RetryWorkflowResponse struct {
@@ -2653,10 +2670,12 @@ const file_rivet_v1_actor_proto_rawDesc = "" +
 	"\x17workflow_wake_any_queue\x18\x06 \x01(\bR\x14workflowWakeAnyQueue\x12&\n" +
 	"\x0fnext_page_token\x18\a \x01(\tR\rnextPageToken\x12\x14\n" +
 	"\x05paged\x18\b \x01(\bR\x05paged\x12\x10\n" +
-	"\x03raw\x18\t \x01(\bR\x03raw\"T\n" +
+	"\x03raw\x18\t \x01(\bR\x03raw\"u\n" +
 	"\x14RetryWorkflowRequest\x12(\n" +
 	"\x05actor\x18\x01 \x01(\v2\x12.rivet.v1.ActorRefR\x05actor\x12\x12\n" +
-	"\x04from\x18\x02 \x01(\tR\x04from\"1\n" +
+	"\x04from\x18\x02 \x01(\tR\x04from\x12\x1f\n" +
+	"\vonly_failed\x18\x03 \x01(\bR\n" +
+	"onlyFailed\"1\n" +
 	"\x15RetryWorkflowResponse\x12\x18\n" +
 	"\aremoved\x18\x01 \x01(\rR\aremoved\"Y\n" +
 	"\x15CancelWorkflowRequest\x12(\n" +
