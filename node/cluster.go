@@ -412,7 +412,10 @@ func (r remote) Call(ctx context.Context, req runtime.CallRequest) (json.RawMess
 		local json.RawMessage
 	)
 	err := r.do(ctx, req.Ref, func() (err error) {
-		local, err = r.v.host.Call(ctx, req)
+		// As a call between actors of this node: it ends with the
+		// caller's ctx, as the call to the other node would have, even
+		// if the called action does not heed it.
+		local, err = r.v.host.CallLocal(ctx, req)
 		return err
 	}, func(conn *server.PeerConn) (err error) {
 		resp, err = rivetv1.NewActorServiceClient(conn).Call(server.WithChain(ctx, req.Chain.ID), &rivetv1.CallRequest{

@@ -1147,7 +1147,7 @@ func (h *Host) call(ctx context.Context, req CallRequest, actor *string) (json.R
 		env := rivet.Env{Ctx: ctx, Name: a.ref.Name, Key: a.ref.Key, Client: &hostClient{h: h, chain: chain, from: a}, Schedule: ts, Destroy: ts.destroy, Events: te, Vars: a.vars, Tasks: te}
 		running, _ := ctx.Value(actionRunningKey{}).(*atomic.Bool)
 		if running != nil {
-			// Set before ctx is checked, as callLocal reads it after ctx
+			// Set before ctx is checked, as CallLocal reads it after ctx
 			// ended: either it waits for this check, which then sees ctx
 			// ended, or it does not wait for the action. A call whose
 			// caller gave up runs no action, as a gRPC call is not sent
@@ -2560,17 +2560,19 @@ func (hh *hostHandle) Call(ctx context.Context, action string, args ...any) (jso
 	if r := hh.c.h.remoteFor(hh.ref, hh.c.from, hh.c.chain); r != nil {
 		return r.Call(ctx, req)
 	}
-	return hh.c.h.callLocal(ctx, req)
+	return hh.c.h.CallLocal(ctx, req)
 }
 
-// callLocal is Call for an actor's code calling an actor of this node: it
+// CallLocal is Call for an actor's code calling an actor of this node: it
 // returns when ctx ends, as a call to another node's actor does (its gRPC
 // call ends with it), even if the called actor's code does not heed ctx.
 // Run on the caller's goroutine, such a call held the caller's step or
 // turn, and so a workflow cancel or a destroy that waits for it, until the
 // called code chose to return. The call goes on to its end meanwhile, as
-// it would on the other node; Stop waits for it as for any call.
-func (h *Host) callLocal(ctx context.Context, req CallRequest) (json.RawMessage, error) {
+// it would on the other node; Stop waits for it as for any call. A Remote
+// serves with it a call that it finds this node serves after all (the
+// actor's partition moved here while the call was on its way).
+func (h *Host) CallLocal(ctx context.Context, req CallRequest) (json.RawMessage, error) {
 	if ctx.Done() == nil {
 		return h.Call(ctx, req)
 	}
@@ -2625,7 +2627,7 @@ func (h *Host) callLocal(ctx context.Context, req CallRequest) (json.RawMessage,
 	}
 }
 
-// actionRunningKey is the context key of callLocal's flag, set while the
+// actionRunningKey is the context key of CallLocal's flag, set while the
 // called action's code runs.
 type actionRunningKey struct{}
 
