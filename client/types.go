@@ -231,6 +231,14 @@ type HistoryEntry struct {
 	// handler, retried under the step's retry policy: with neither
 	// RollbackDone nor RollbackError, the rollback waits to run it again.
 	RollbackAttempts int `json:"rollback_attempts,omitempty"`
+	// RollbackRetryError is the error of the handler's last attempt while
+	// it is to be retried (RollbackAttempts counted, neither RollbackDone
+	// nor RollbackError): why the rollback waits, or, in a workflow
+	// cancelled during that wait, why it was waiting. Empty from a node
+	// from before it. Cut, in a history too large, as Error.
+	RollbackRetryError string `json:"rollback_retry_error,omitempty"`
+	// RollbackRetryErrorCode is RollbackRetryError's code, if it had one.
+	RollbackRetryErrorCode string `json:"rollback_retry_error_code,omitempty"`
 	// Version is what a version gate (Kind version_check) resolved to: 1
 	// is the old path, taken by an instance that had recorded entries past
 	// the gate before it was deployed. Latest is the latest version the

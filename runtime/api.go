@@ -241,12 +241,15 @@ type HistoryEntry struct {
 	// rollback there. RollbackAttempts counts the handler's attempts,
 	// retried under the step's policy: with neither done nor an error,
 	// the rollback waits to run it again (0 in histories recorded before
-	// handlers were retried).
-	HasRollback       bool
-	RollbackDone      bool
-	RollbackError     string
-	RollbackErrorCode string
-	RollbackAttempts  int
+	// handlers were retried), and RollbackRetryError (and its code) is
+	// the error of its last attempt: why it waits.
+	HasRollback            bool
+	RollbackDone           bool
+	RollbackError          string
+	RollbackErrorCode      string
+	RollbackAttempts       int
+	RollbackRetryError     string
+	RollbackRetryErrorCode string
 	// Version is what a version gate (kind version_check) resolved to (1:
 	// the old path), and Latest the latest version its code knew then.
 	Version, Latest int

@@ -138,6 +138,9 @@ func (h *Host) HistoryPage(ctx context.Context, ref Ref, opts HistoryOptions) (H
 		if e.RollbackError != nil {
 			he.RollbackError, he.RollbackErrorCode = e.RollbackError.Message, e.RollbackError.Code
 		}
+		if e.RollbackRetryError != nil {
+			he.RollbackRetryError, he.RollbackRetryErrorCode = e.RollbackRetryError.Message, e.RollbackRetryError.Code
+		}
 		if opts.Raw {
 			// What a replay of the history reads: the entry as the
 			// workflow was given it, not the stored value (which may

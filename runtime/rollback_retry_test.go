@@ -16,10 +16,11 @@ type retrySagaState struct {
 	Undone int `json:"undone"`
 }
 
-// A compensation that fails is retried after its step's backoff, and a
-// node stopped during that backoff resumes the rollback when it starts
-// again: the failed attempt, recorded, does not run again; the next one
-// does and completes the rollback. (Should the backoff end before the
+// A compensation that fails is retried after its step's backoff (its
+// history says why: the failed attempt's error), and a node stopped
+// during that backoff resumes the rollback when it starts again: the
+// failed attempt, recorded, does not run again; the next one does and
+// completes the rollback. (Should the backoff end before the
 // node stops, that attempt waits for the restart and ends as evicted,
 // unrecorded: the test then holds all the same.)
 func TestARollbackHandlerIsRetriedAcrossARestart(t *testing.T) {
@@ -72,8 +73,8 @@ func TestARollbackHandlerIsRetriedAcrossARestart(t *testing.T) {
 		return runtime.HistoryEntry{}
 	}
 	waitFor(t, "the hotel's handler to fail once", 20*time.Second, func() bool { return hotel().RollbackAttempts == 1 })
-	if he := hotel(); he.RollbackDone || he.RollbackError != "" {
-		t.Fatalf("hotel after one failed attempt = %+v, want a retry to come", he)
+	if he := hotel(); he.RollbackDone || he.RollbackError != "" || he.RollbackRetryError != "hotel service down" || he.RollbackRetryErrorCode != "hotel.down" {
+		t.Fatalf("hotel after one failed attempt = %+v, want a retry to come, after hotel.down", he)
 	}
 	e.restart()
 	close(restarted)
@@ -83,7 +84,7 @@ func TestARollbackHandlerIsRetriedAcrossARestart(t *testing.T) {
 	waitFor(t, "the workflow to fail", 20*time.Second, func() bool {
 		return inspect(t, e.host, "retrysaga", "r").WorkflowStatus == runtime.WorkflowFailed
 	})
-	if he := hotel(); !he.RollbackDone || he.RollbackError != "" || he.RollbackAttempts != 2 {
+	if he := hotel(); !he.RollbackDone || he.RollbackError != "" || he.RollbackRetryError != "" || he.RollbackAttempts != 2 {
 		t.Fatalf("hotel = %+v, want rolled back in 2 attempts", he)
 	}
 	msg := inspect(t, e.host, "retrysaga", "r").WorkflowError

@@ -243,6 +243,7 @@ func historyPayloads(out *rivetv1.HistoryResponse) []payload {
 		}
 		cuttable(&e.Error)
 		cuttable(&e.RollbackError)
+		cuttable(&e.RollbackRetryError)
 	}
 	cuttable(&out.WorkflowError)
 	return items
@@ -297,6 +298,7 @@ func (s *Server) History(ctx context.Context, req *rivetv1.HistoryRequest) (*riv
 			Output: e.Output, Error: textcut.Valid(e.Error), ErrorCode: textcut.Valid(e.ErrorCode), Winner: textcut.Valid(e.Winner),
 			HasRollback: e.HasRollback, RollbackDone: e.RollbackDone, RollbackAttempts: uint32(e.RollbackAttempts),
 			RollbackError: textcut.Valid(e.RollbackError), RollbackErrorCode: textcut.Valid(e.RollbackErrorCode),
+			RollbackRetryError: textcut.Valid(e.RollbackRetryError), RollbackRetryErrorCode: textcut.Valid(e.RollbackRetryErrorCode),
 			Version: uint32(e.Version), Latest: uint32(e.Latest), RemovedKind: e.RemovedKind,
 			Entry: e.Entry,
 		}

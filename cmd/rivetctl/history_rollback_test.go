@@ -65,16 +65,51 @@ pay     step                 exhausted                                1         
 
 	// While the workflow runs (after a retry), a step's handler that has
 	// not run is not news: the status is the step's alone. One that failed
-	// and waits to run again (in a rollback in progress) says so.
+	// and waits to run again (in a rollback in progress) says so, and why:
+	// its last attempt's error.
 	f.HistoryFunc = func(context.Context, runtime.Ref, runtime.HistoryOptions) (runtime.History, error) {
 		return runtime.History{WorkflowStatus: "sleeping", Entries: []runtime.HistoryEntry{
 			{Path: "flight", Kind: "step", Status: "completed", Attempts: 1, Output: json.RawMessage(`"F1"`), HasRollback: true},
-			{Path: "hotel", Kind: "step", Status: "completed", Attempts: 1, Output: json.RawMessage(`"H1"`), HasRollback: true, RollbackAttempts: 2},
+			{Path: "hotel", Kind: "step", Status: "completed", Attempts: 1, Output: json.RawMessage(`"H1"`), HasRollback: true, RollbackAttempts: 2,
+				RollbackRetryError: "hotel service down", RollbackRetryErrorCode: "hotel.down"},
 		}}, nil
 	}
 	rivetctl(t, addr, "history", "saga", "s").want(t, 0, `workflow  sleeping
 PATH    KIND  STATUS                                     ATTEMPTS  OUTPUT / ERROR
 flight  step  completed                                  1         "F1"
-hotel   step  completed, rollback retrying (2 attempts)  1         "H1"
+hotel   step  completed, rollback retrying (2 attempts)  1         last rollback error (hotel.down): hotel service down
+`)
+	r = rivetctl(t, addr, "-o", "json", "history", "saga", "s")
+	if err := json.Unmarshal([]byte(r.stdout), &h); r.code != 0 || err != nil || len(h.Entries) != 2 ||
+		h.Entries[1].RollbackRetryError != "hotel service down" || h.Entries[1].RollbackRetryErrorCode != "hotel.down" {
+		t.Fatalf("history -o json of a rollback retrying: exit %d, %v, want the last attempt's error:\n%s", r.code, err, r.stdout)
+	}
+	if !strings.Contains(r.stdout, `"rollback_retry_error":"hotel service down"`) || !strings.Contains(r.stdout, `"rollback_retry_error_code":"hotel.down"`) {
+		t.Errorf("history -o json does not name the retry error's fields:\n%s", r.stdout)
+	}
+}
+
+// A workflow cancelled while a rollback handler waited to be retried runs
+// no more attempts: its history says the rollback stopped there, not that
+// it is retrying, with the attempts it took and the last one's error.
+func TestHistoryOfARollbackCancelledDuringItsBackoff(t *testing.T) {
+	f := servertest.NewFake()
+	f.HistoryFunc = func(context.Context, runtime.Ref, runtime.HistoryOptions) (runtime.History, error) {
+		return runtime.History{WorkflowStatus: "cancelled", WorkflowError: "cancelled: hotel is down for the day", Entries: []runtime.HistoryEntry{
+			{Path: "flight", Kind: "step", Status: "completed", Attempts: 1, Output: json.RawMessage(`"F1"`), HasRollback: true},
+			{Path: "hotel", Kind: "step", Status: "completed", Attempts: 1, Output: json.RawMessage(`"H1"`), HasRollback: true, RollbackAttempts: 1,
+				RollbackRetryError: "hotel service down"},
+			{Path: "car", Kind: "step", Status: "completed", Attempts: 1, Output: json.RawMessage(`"C1"`), HasRollback: true, RollbackDone: true, RollbackAttempts: 3},
+			{Path: "pay", Kind: "step", Status: "exhausted", Attempts: 1, Error: "payment refused"},
+		}}, nil
+	}
+	addr := servertest.Start(t, f, servertest.Config{})
+	rivetctl(t, addr, "history", "saga", "s").want(t, 0, `workflow  cancelled
+error     cancelled: hotel is down for the day
+PATH    KIND  STATUS                                                   ATTEMPTS  OUTPUT / ERROR
+flight  step  completed                                                1         "F1"
+hotel   step  completed, rollback stopped (cancelled) after 1 attempt  1         last rollback error: hotel service down
+car     step  completed, rolled back (3 attempts)                      1         "C1"
+pay     step  exhausted                                                1         error: payment refused
 `)
 }

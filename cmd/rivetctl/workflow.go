@@ -25,10 +25,13 @@ its compensation ran: "completed, rolled back", "completed, rollback failed"
 (the handler's error in the last column; it stopped the rollback once its
 retries were used up) or, in a failed workflow, "completed, not rolled
 back". A handler that failed and waits to be retried reads "completed,
-rollback retrying". Each says how many attempts the handler took, if more
+rollback retrying", its last attempt's error in the last column; in a
+workflow cancelled during that wait, "completed, rollback stopped
+(cancelled) after N attempts" (a cancel runs no handler; a retry runs the
+workflow again). Each says how many attempts the handler took, if more
 than one: "completed, rolled back (3 attempts)". -o json has them as
-has_rollback, rollback_done, rollback_error, rollback_error_code and
-rollback_attempts.
+has_rollback, rollback_done, rollback_error, rollback_error_code,
+rollback_attempts, rollback_retry_error and rollback_retry_error_code.
 
 A version gate (version_check) says which way it went: version 1 is the old
 path, taken by a run that had recorded entries past the gate before it was
@@ -289,7 +292,15 @@ func (a *app) printHistory(h client.History) error {
 				detail = "error (" + e.ErrorCode + "): " + e.Error
 			}
 		}
-		status := e.Status
+		status, attempts := e.Status, e.RollbackAttempts > 1
+		if e.RollbackRetryError != "" && e.RollbackError == "" && !e.RollbackDone {
+			// A handler to be retried: its last error is why the
+			// rollback waits (or waited, if the run ended meanwhile).
+			detail = "last rollback error: " + e.RollbackRetryError
+			if e.RollbackRetryErrorCode != "" {
+				detail = "last rollback error (" + e.RollbackRetryErrorCode + "): " + e.RollbackRetryError
+			}
+		}
 		switch {
 		case e.RollbackError != "":
 			// The handler that stopped the rollback: its error is what
@@ -306,11 +317,19 @@ func (a *app) printHistory(h client.History) error {
 			// handler after it failed, or the failure ran none (its
 			// code no longer matched the history).
 			status += ", not rolled back"
+		case e.RollbackAttempts > 0 && h.WorkflowStatus == "cancelled":
+			// Cancelled during the backoff: no attempt comes (a cancel
+			// runs no handler), unless a retry runs the workflow again.
+			status += fmt.Sprintf(", rollback stopped (cancelled) after %d attempt", e.RollbackAttempts)
+			if e.RollbackAttempts > 1 {
+				status += "s"
+			}
+			attempts = false
 		case e.RollbackAttempts > 0:
 			// Failed, and waiting out its backoff to run again.
 			status += ", rollback retrying"
 		}
-		if e.RollbackAttempts > 1 {
+		if attempts {
 			status += fmt.Sprintf(" (%d attempts)", e.RollbackAttempts)
 		}
 		// Escaped before it is cut, so that the cut bounds what prints.

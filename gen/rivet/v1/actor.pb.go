@@ -1601,9 +1601,18 @@ type HistoryEntry struct {
 	// (workflow.MarshalEntry). output is then empty, as entry holds it,
 	// and entry is never left out: a page too large to carry it whole is
 	// TOO_LARGE.
-	Entry         []byte `protobuf:"bytes,20,opt,name=entry,proto3" json:"entry,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Entry []byte `protobuf:"bytes,20,opt,name=entry,proto3" json:"entry,omitempty"`
+	// rollback_retry_error is the error of the last attempt of the step's
+	// rollback handler while the handler is to be retried (rollback_attempts
+	// counted, neither rollback_done nor rollback_error): why the rollback
+	// waits out a backoff, or, in a workflow cancelled during it, why it was
+	// waiting. Empty otherwise; a node from before it leaves it empty.
+	RollbackRetryError string `protobuf:"bytes,21,opt,name=rollback_retry_error,json=rollbackRetryError,proto3" json:"rollback_retry_error,omitempty"`
+	// rollback_retry_error_code is the code of rollback_retry_error, if it
+	// had one.
+	RollbackRetryErrorCode string `protobuf:"bytes,22,opt,name=rollback_retry_error_code,json=rollbackRetryErrorCode,proto3" json:"rollback_retry_error_code,omitempty"`
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
 }
 
 func (x *HistoryEntry) Reset() {
@@ -1774,6 +1783,20 @@ func (x *HistoryEntry) GetEntry() []byte {
 		return x.Entry
 	}
 	return nil
+}
+
+func (x *HistoryEntry) GetRollbackRetryError() string {
+	if x != nil {
+		return x.RollbackRetryError
+	}
+	return ""
+}
+
+func (x *HistoryEntry) GetRollbackRetryErrorCode() string {
+	if x != nil {
+		return x.RollbackRetryErrorCode
+	}
+	return ""
 }
 
 type HistoryResponse struct {
@@ -2636,7 +2659,7 @@ const file_rivet_v1_actor_proto_rawDesc = "" +
 	"\x05limit\x18\x02 \x01(\rR\x05limit\x12\x1d\n" +
 	"\n" +
 	"page_token\x18\x03 \x01(\tR\tpageToken\x12\x10\n" +
-	"\x03raw\x18\x04 \x01(\bR\x03raw\"\xa0\x05\n" +
+	"\x03raw\x18\x04 \x01(\bR\x03raw\"\x8d\x06\n" +
 	"\fHistoryEntry\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x16\n" +
@@ -2660,7 +2683,9 @@ const file_rivet_v1_actor_proto_rawDesc = "" +
 	"\aversion\x18\x11 \x01(\rR\aversion\x12\x16\n" +
 	"\x06latest\x18\x12 \x01(\rR\x06latest\x12!\n" +
 	"\fremoved_kind\x18\x13 \x01(\tR\vremovedKind\x12\x14\n" +
-	"\x05entry\x18\x14 \x01(\fR\x05entry\"\x92\x03\n" +
+	"\x05entry\x18\x14 \x01(\fR\x05entry\x120\n" +
+	"\x14rollback_retry_error\x18\x15 \x01(\tR\x12rollbackRetryError\x129\n" +
+	"\x19rollback_retry_error_code\x18\x16 \x01(\tR\x16rollbackRetryErrorCode\"\x92\x03\n" +
 	"\x0fHistoryResponse\x12'\n" +
 	"\x0fworkflow_status\x18\x01 \x01(\tR\x0eworkflowStatus\x12%\n" +
 	"\x0eworkflow_error\x18\x02 \x01(\tR\rworkflowError\x120\n" +
