@@ -470,7 +470,9 @@ func iteration(seg string) (uint64, bool) {
 // and every entry recorded after it outside its enclosing scopes), or, with
 // from empty, from the entries that failed (a cancelled workflow resumes
 // where it stopped; one that rolled back runs again from its first
-// compensated step, see rollbackRetry). It returns how many entries it
+// compensated step, see rollbackRetry). A step it keeps whose rollback
+// handler failed has that outcome cleared, so that the next rollback runs
+// the handler again (freshRollbacks). It returns how many entries it
 // deleted. A running workflow cannot be retried (rivet.ErrWorkflowFailed,
 // FAILED_PRECONDITION on the wire).
 func (h *Host) RetryWorkflow(ctx context.Context, ref Ref, from string) (int, error) {
@@ -625,13 +627,41 @@ func (h *Host) RetryWorkflowWith(ctx context.Context, ref Ref, opts RetryOptions
 // their steps again and take another path than the recorded one. It also
 // returns the failed joins and races to put back to pending instead of
 // deleting them (pending, they run their branches again, which replay what
-// completed): one at or under failedAt, or one that holds from.
+// completed): one at or under failedAt, or one that holds from; and the
+// steps it keeps to put back with their rollback handler's outcome cleared
+// (freshRollbacks).
 func retryTrees(entries []workflow.Entry, from, failedAt string) ([]string, []workflow.Entry, error) {
 	trees, resets, err := planRetry(entries, from, failedAt, true)
 	if err != nil {
 		return nil, nil, err
 	}
-	return trees, append(resets, unholdBranches(entries, trees)...), nil
+	resets = append(resets, unholdBranches(entries, trees)...)
+	return trees, append(resets, freshRollbacks(entries, trees)...), nil
+}
+
+// freshRollbacks returns the steps a retry keeps (outside trees) whose
+// rollback handler failed, for good or in attempts to be retried, with
+// that outcome and count cleared. Kept, the failure stopped the next
+// rollback at once at that step with the old error, without running the
+// handler the operator may have retried for (after fixing what it calls),
+// and a handler cut off in its backoff (by a cancel) resumed its count
+// and backoff in a run that had not failed it. A handler that succeeded
+// stays done: its step is not run again, so its effect stays undone, and
+// a second run would undo it twice. (A retry without --from deletes the
+// compensated steps, and with them their outcome: the same fresh start.)
+func freshRollbacks(entries []workflow.Entry, trees []string) []workflow.Entry {
+	var out []workflow.Entry
+	for _, e := range entries {
+		if e.RollbackDone || e.RollbackError == nil && e.RollbackRetryError == nil && e.RollbackAttempts == 0 {
+			continue
+		}
+		if slices.ContainsFunc(trees, func(t string) bool { return workflow.Under(e.Path, t) }) {
+			continue
+		}
+		e.RollbackError, e.RollbackRetryError, e.RollbackAttempts, e.RollbackAttemptAt = nil, nil, 0, time.Time{}
+		out = append(out, e)
+	}
+	return out
 }
 
 // unholdBranches returns the pending joins and races to put back with some

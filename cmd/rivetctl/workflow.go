@@ -95,7 +95,11 @@ undone.
 
 With --from ENTRY (a path from rivetctl history), the workflow runs again from
 that entry: it, everything under it and everything recorded after it are
-deleted. A completed workflow needs --from to run again.
+deleted. A completed workflow needs --from to run again. A step kept from
+before ENTRY whose compensation failed (or was cut off while it waited to be
+retried) keeps its step but not that failure: if the run rolls back again, its
+rollback handler runs again, from its first attempt. A compensation that
+succeeded stays done (its step does not run again).
 
 With --all-failed, every failed workflow of the actors named ACTOR (those
 rivetctl actors ACTOR --failed lists) is retried as without --from,
