@@ -285,11 +285,13 @@ func (h *ActorHandle) allHistory(ctx context.Context, raw bool) (History, []json
 // rivet.ErrFailedPrecondition, never an empty export; an actor whose type
 // has no workflow, rivet.ErrInvalidArgument.
 func (h *ActorHandle) ExportHistory(ctx context.Context) (*workflow.HistoryExport, error) {
-	at := time.Now().UTC().Round(0)
 	hist, records, err := h.allHistory(ctx, true)
 	if err != nil {
 		return nil, err
 	}
+	// Read after the history, so that no entry is later than the export
+	// (as a node's clock allows): the replay's clock stands still here.
+	at := time.Now().UTC().Round(0)
 	if hist.WorkflowStatus == "" {
 		return nil, rivet.Errorf(rivet.ErrInvalidArgument, "actor %s %q has no workflow: no history to export", h.name, h.key)
 	}
