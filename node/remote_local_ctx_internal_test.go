@@ -11,7 +11,6 @@ import (
 
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/runtime"
-	"github.com/rivet-go/rivet/storage/etcdstore/etcdtest"
 )
 
 type holdState struct {
@@ -68,17 +67,7 @@ func TestACallWhosePartitionMovesToTheCallersNodeEndsWithItsContext(t *testing.T
 	if err != nil {
 		t.Fatal(err)
 	}
-	endpoints := etcdtest.Start(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	config := func(id string, join []string) Config {
-		cfg := ClusterConfigForTest(t, id, endpoints, "/remote-local-ctx-test/", parts, join)
-		cfg.LeaseTTL = 2 * time.Second
-		return cfg
-	}
-	a := StartForTest(t, ctx, config("a", nil), reg)
-	b := StartForTest(t, ctx, config("b", []string{a.GossipAddr()}), reg)
-	awaitCond(t, ctx, "a and b to share the partitions", sharing(parts, a, b))
+	ctx, a, b := twoNodesWithShortLeases(t, reg, "/remote-local-ctx-test/", parts)
 
 	held, heldPart := ownedRef(t, b, "holder", "h")
 	askRef, _ := ownedRef(t, a, "asker", "x")

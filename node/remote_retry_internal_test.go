@@ -27,17 +27,7 @@ func TestACallToACrashedNodesActorWaitsForItsPartitionToMove(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	endpoints := etcdtest.Start(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	config := func(id string, join []string) Config {
-		cfg := ClusterConfigForTest(t, id, endpoints, "/remote-retry-test/", parts, join)
-		cfg.LeaseTTL = 2 * time.Second
-		return cfg
-	}
-	a := StartForTest(t, ctx, config("a", nil), reg)
-	b := StartForTest(t, ctx, config("b", []string{a.GossipAddr()}), reg)
-	awaitCond(t, ctx, "a and b to share the partitions", sharing(parts, a, b))
+	ctx, a, b := twoNodesWithShortLeases(t, reg, "/remote-retry-test/", parts)
 
 	// Counters whose partitions b serves, each incremented once through
 	// a's Remote, so that a's connection to b is up.
@@ -88,4 +78,24 @@ func TestACallToACrashedNodesActorWaitsForItsPartitionToMove(t *testing.T) {
 		}
 	}
 	t.Logf("the calls ran %v after the crash (lease TTL 2 s)", time.Since(start).Round(time.Millisecond))
+}
+
+// twoNodesWithShortLeases starts nodes a and b with the given registry on
+// an etcd of their own, with 2 s leases (a crashed one's partitions move
+// soon), and returns once they share the partitions, with a context that
+// ends with the test (2 minutes at most).
+func twoNodesWithShortLeases(t *testing.T, reg *rivet.Registry, prefix string, parts uint32) (context.Context, *Node, *Node) {
+	t.Helper()
+	endpoints := etcdtest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	config := func(id string, join []string) Config {
+		cfg := ClusterConfigForTest(t, id, endpoints, prefix, parts, join)
+		cfg.LeaseTTL = 2 * time.Second
+		return cfg
+	}
+	a := StartForTest(t, ctx, config("a", nil), reg)
+	b := StartForTest(t, ctx, config("b", []string{a.GossipAddr()}), reg)
+	awaitCond(t, ctx, "a and b to share the partitions", sharing(parts, a, b))
+	return ctx, a, b
 }
