@@ -63,7 +63,7 @@ type retryAllReport struct {
 func (a *app) retryAllFailed(ctx context.Context, c *client.Client, name string, concurrency int, dryRun bool) error {
 	listCtx, cancel := context.WithTimeout(ctx, a.timeout)
 	failed, err := c.ListFailed(listCtx, name)
-	timedOut := errors.Is(listCtx.Err(), context.DeadlineExceeded)
+	timedOut := errors.Is(err, context.DeadlineExceeded) || errors.Is(listCtx.Err(), context.DeadlineExceeded)
 	cancel()
 	if err != nil {
 		if timedOut {
@@ -214,7 +214,9 @@ func (a *app) retryOne(ctx context.Context, c *client.Client, r *retryResult) {
 		r.Outcome, r.Removed = outcomeRetried, &n
 		return
 	}
-	if errors.Is(callCtx.Err(), context.DeadlineExceeded) {
+	// The error too: the node sees the deadline (it travels with the
+	// call) and may reset the stream before the local timer fires.
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(callCtx.Err(), context.DeadlineExceeded) {
 		// It may have run all the same: run again, it is skipped if so.
 		err = a.deadlineError(err, a.timeout, "")
 		r.Outcome, r.Code, r.Message, r.text = outcomeFailed, "DEADLINE_EXCEEDED", err.Error(), err.Error()
