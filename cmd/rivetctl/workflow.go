@@ -38,10 +38,12 @@ path, taken by a run that had recorded entries past the gate before it was
 deployed; a removed entry says what it stands in for. -o json has them as
 version, latest and removed_kind.
 
-With --raw, it exports the history instead: a JSON document of the actor,
-the workflow's status and each entry as the engine records it, which a Go
-test replays changed workflow code against before it is deployed
-(workflowtest.Replay, after workflow.DecodeHistoryExport):
+With --raw, it exports the history instead: a JSON document (one line,
+whatever -o says) of the actor, the workflow's status and each entry as the
+engine records it, which a Go test replays changed workflow code against
+before it is deployed (workflowtest.Replay, package
+github.com/rivet-go/rivet/workflow/workflowtest, after
+workflow.DecodeHistoryExport):
 
   rivetctl history job a --raw > testdata/job-a.json
 
@@ -84,33 +86,38 @@ func (a *app) workflowCommand() *cobra.Command {
 		Short: "Replay a failed workflow from the entries whose failure ended it (failures a Try caught stay), resume a cancelled one, or replay any from --from ENTRY and all after it (a completed one needs --from to run again); --all-failed retries every failed workflow of ACTOR",
 		Long: `Replay an ended workflow. Without --from, a failed workflow runs again from the
 entries whose failure ended it (failures a Try caught stay), and a cancelled one
-resumes where it stopped. A workflow that rolled back runs again from its first
-compensated step, whose effect the rollback undid; where the history kept no
-state to go back to that step (a loop iteration before the loop's last
-checkpoint, or a completed loop, join or race), the loop, join or race holding
-it starts again instead. That is refused, naming them, if it would run again
-steps whose effects the rollback did not undo: --from that scope runs them
-again anyway, --from a later entry leaves the compensated steps before it
-undone.
+resumes where it stopped. A workflow that rolled back (or was cancelled while
+it did) runs again from its first compensated step, whose effect the rollback
+undid. After a rollback that stopped (a handler failed, or the cancel cut it
+off) that step is the handler's, which the rollback did not undo: it runs, and
+takes effect, a second time; --from the entry after it keeps it instead.
+Where the history kept no state to go back to the first compensated step (a
+loop iteration before the loop's last checkpoint, or a completed loop, join or
+race), the loop, join or race holding it starts again instead. That is
+refused, naming them, if it would run again steps whose effects the rollback
+did not undo: --from that scope runs them again anyway, --from a later entry
+leaves the compensated steps before it undone.
 
 With --from ENTRY (a path from rivetctl history), the workflow runs again from
 that entry: it, everything under it and everything recorded after it are
 deleted. A completed workflow needs --from to run again. A step kept from
 before ENTRY whose compensation failed (or was cut off while it waited to be
-retried) keeps its step but not that failure: if the run rolls back again, its
-rollback handler runs again, from its first attempt. A compensation that
-succeeded stays done (its step does not run again).
+retried) loses that failure: if the run rolls back again, its rollback handler
+runs again, from its first attempt. A compensation that succeeded stays done
+(its step does not run again).
 
 With --all-failed, every failed workflow of the actors named ACTOR (those
 rivetctl actors ACTOR --failed lists) is retried as without --from,
---concurrency at a time, each retry bounded by --timeout; on a terminal a
-bar shows the progress. Each retry applies only if the workflow is still
-failed (a node from before that check retries it anyway). It ends with a
-line of counts: retried, skipped (a workflow no longer failed: it runs
-again, or completed, retried by someone else meanwhile, or was cancelled
-meanwhile; or an actor destroyed meanwhile) and failed, each skipped or
-failed one on a line before it, and exits 1 if any retry failed. An interrupt (Ctrl-C) starts no more
-retries; those in flight finish. --dry-run lists what would be retried.`,
+--concurrency at a time, each retry bounded by --timeout; on a terminal a bar
+shows the progress. Each retry applies only if the workflow is still failed (a
+node from before that check retries it anyway). It ends with a line of counts:
+retried (it runs again; one that fails again is back in the --failed list),
+skipped (no longer failed: retried by someone else meanwhile, so running or
+completed, or cancelled; or the actor destroyed meanwhile) and failed, each
+skipped or failed one on a line before it; -o json prints one document with
+each workflow's outcome. An interrupt (Ctrl-C) starts no more retries; those
+in flight finish. It exits 1 if a retry failed or an interrupt left some not
+retried. --dry-run lists what would be retried.`,
 		Example: `  rivetctl workflow retry charger order-1
   rivetctl workflow retry charger order-1 --from charge-card
   rivetctl workflow retry charger --all-failed --dry-run
