@@ -647,8 +647,9 @@ func retryTrees(entries []workflow.Entry, from, failedAt string) ([]string, []wo
 // and a handler cut off in its backoff (by a cancel) resumed its count
 // and backoff in a run that had not failed it. A handler that succeeded
 // stays done: its step is not run again, so its effect stays undone, and
-// a second run would undo it twice. (A retry without --from deletes the
-// compensated steps, and with them their outcome: the same fresh start.)
+// a second run would undo it twice. (A retry without --from runs again
+// from the first step whose handler succeeded, keeping the earlier ones,
+// the failed handler's among them: the same fresh start.)
 func freshRollbacks(entries []workflow.Entry, trees []string) []workflow.Entry {
 	var out []workflow.Entry
 	for _, e := range entries {
@@ -942,8 +943,12 @@ func prunePlan(trees []string, resets []workflow.Entry) ([]string, []workflow.En
 	return keep, put
 }
 
-// firstCompensated is the earliest entry whose rollback handler ran (or
-// failed, or failed an attempt to retry), nil if none did.
+// firstCompensated is the earliest entry whose rollback handler ran to
+// its end, nil if none did: the steps whose effects the rollback undid,
+// which must run again. A step whose handler failed (for good, or in an
+// attempt a cancel cut off) still has its effect: the retry keeps it, its
+// handler's outcome cleared (freshRollbacks), as it would any step the
+// rollback did not reach; run again, it would take effect twice.
 func firstCompensated(entries []workflow.Entry) *workflow.Entry {
 	byPath := make(map[string]*workflow.Entry, len(entries))
 	for i := range entries {
@@ -953,7 +958,7 @@ func firstCompensated(entries []workflow.Entry) *workflow.Entry {
 	var firstAt time.Time
 	for i := range entries {
 		e := &entries[i]
-		if !e.RollbackDone && e.RollbackError == nil && e.RollbackAttempts == 0 {
+		if !e.RollbackDone {
 			continue
 		}
 		if at := entryTime(byPath, nil, e); first == nil || at.Before(firstAt) {

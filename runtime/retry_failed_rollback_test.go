@@ -37,6 +37,39 @@ func TestRetryFromAfterAFailedCompensationRunsItsHandlerAgain(t *testing.T) {
 	}
 }
 
+// A plain retry after a rollback that stopped at a failed compensation
+// runs again from the first step whose compensation succeeded (car), not
+// from the failed one's (hotel): the hotel's booking was never undone, so
+// running its step again would book it twice. The hotel's handler runs
+// again, afresh, when the retried run rolls back.
+func TestAPlainRetryAfterAFailedCompensationKeepsItsStep(t *testing.T) {
+	t.Parallel()
+	s := newFixableSaga(t, workflow.StepOptions{Name: "hotel", MaxRetries: 1, RetryBackoffBase: 10 * time.Millisecond, RetryBackoffMax: 10 * time.Millisecond})
+	createUntilFailed(t, s.e, s.ref)
+	if he := s.entry("hotel"); he.RollbackError != "hotel service down" || !s.entry("car").RollbackDone {
+		t.Fatalf("hotel after the rollback = %+v, want its compensation failed after the car's was done", he)
+	}
+	s.hotelUp.Store(true)
+	s.hotelAttempt.Store(0)
+	removed, err := s.e.host.RetryWorkflow(ctx(t), s.ref, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the retried workflow to roll back", 20*time.Second, func() bool {
+		return inspect(t, s.e.host, "fixsaga", "f").WorkflowStatus == runtime.WorkflowFailed
+	})
+	if n := s.hotelBooked.Load(); n != 1 {
+		t.Fatalf("the hotel's step ran %d times (the retry removed %d entries), want once: its booking was never undone", n, removed)
+	}
+	if he := s.entry("hotel"); !he.RollbackDone || he.RollbackAttempts != 1 || s.hotelAttempt.Load() != 1 {
+		t.Fatalf("hotel after the retried run's rollback = %+v, handler's last attempt %d; want it run again and rolled back at its first attempt", he, s.hotelAttempt.Load())
+	}
+	// car twice (it ran twice), hotel and flight once each.
+	if raw, err := call(t, s.e.host, "fixsaga", "f", "getState", false); err != nil || string(raw) != `{"undone":4}` {
+		t.Fatalf("state %s %v, want car undone twice, hotel and flight once", raw, err)
+	}
+}
+
 // The same for a handler cut off while it waited to be retried, by a
 // cancel: its attempts do not carry over into the retried run, which would
 // otherwise wait out the old backoff (an hour here) and go on counting.
@@ -70,13 +103,15 @@ type fixableSaga struct {
 	hotelUp atomic.Bool
 	// hotelAttempt is the attempt number of the hotel handler's last run.
 	hotelAttempt atomic.Int32
+	// hotelBooked counts the runs of the hotel's step body.
+	hotelBooked atomic.Int32
 }
 
 func newFixableSaga(t *testing.T, hotel workflow.StepOptions) *fixableSaga {
 	s := &fixableSaga{t: t, ref: runtime.Ref{Name: "fixsaga", Key: []string{"f"}}}
-	reserve := func(c *workflow.Ctx[retrySagaState], opts workflow.StepOptions, undo func(*workflow.StepCtx[retrySagaState]) error) error {
+	reserve := func(c *workflow.Ctx[retrySagaState], opts workflow.StepOptions, book func(*workflow.StepCtx[retrySagaState]), undo func(*workflow.StepCtx[retrySagaState]) error) error {
 		_, err := workflow.StepWithRollback(c, opts,
-			func(*workflow.StepCtx[retrySagaState]) (int, error) { return 1, nil },
+			func(sc *workflow.StepCtx[retrySagaState]) (int, error) { book(sc); return 1, nil },
 			func(sc *workflow.StepCtx[retrySagaState], _ int) error {
 				if err := undo(sc); err != nil {
 					return err
@@ -87,16 +122,17 @@ func newFixableSaga(t *testing.T, hotel workflow.StepOptions) *fixableSaga {
 		return err
 	}
 	ok := func(*workflow.StepCtx[retrySagaState]) error { return nil }
+	booked := func(*workflow.StepCtx[retrySagaState]) {}
 	saga := rivet.Actor[retrySagaState]{
 		Name: "fixsaga",
 		Run: func(ctx *workflow.Ctx[retrySagaState]) error {
 			if err := ctx.RollbackCheckpoint("cp"); err != nil {
 				return err
 			}
-			if err := reserve(ctx, workflow.StepOptions{Name: "flight"}, ok); err != nil {
+			if err := reserve(ctx, workflow.StepOptions{Name: "flight"}, booked, ok); err != nil {
 				return err
 			}
-			if err := reserve(ctx, hotel, func(sc *workflow.StepCtx[retrySagaState]) error {
+			if err := reserve(ctx, hotel, func(*workflow.StepCtx[retrySagaState]) { s.hotelBooked.Add(1) }, func(sc *workflow.StepCtx[retrySagaState]) error {
 				s.hotelAttempt.Store(int32(sc.Attempt()))
 				if !s.hotelUp.Load() {
 					return rivet.UserError("hotel.down", "hotel service down", nil)
@@ -105,7 +141,7 @@ func newFixableSaga(t *testing.T, hotel workflow.StepOptions) *fixableSaga {
 			}); err != nil {
 				return err
 			}
-			if err := reserve(ctx, workflow.StepOptions{Name: "car"}, ok); err != nil {
+			if err := reserve(ctx, workflow.StepOptions{Name: "car"}, booked, ok); err != nil {
 				return err
 			}
 			return ctx.Step("pay", func(*workflow.StepCtx[retrySagaState]) error {

@@ -87,10 +87,11 @@ func (a *app) workflowCommand() *cobra.Command {
 		Long: `Replay an ended workflow. Without --from, a failed workflow runs again from the
 entries whose failure ended it (failures a Try caught stay), and a cancelled one
 resumes where it stopped. A workflow that rolled back (or was cancelled while
-it did) runs again from its first compensated step, whose effect the rollback
-undid. After a rollback that stopped (a handler failed, or the cancel cut it
-off) that step is the handler's, which the rollback did not undo: it runs, and
-takes effect, a second time; --from the entry after it keeps it instead.
+it did) runs again from its first compensated step, the earliest whose
+rollback handler succeeded, whose effect the rollback undid. After a rollback
+that stopped (a handler failed, or the cancel cut it off) that handler's step
+still has its effect: it stays, with the steps before it, and its handler
+runs again if the run rolls back again.
 Where the history kept no state to go back to the first compensated step (a
 loop iteration before the loop's last checkpoint, or a completed loop, join or
 race), the loop, join or race holding it starts again instead. That is
