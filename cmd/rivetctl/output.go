@@ -276,9 +276,11 @@ func (a *app) printActors(actors []client.ActorInfo) error {
 	return tw.Flush()
 }
 
-// printFailed prints actors whose workflows failed, with the first line of
-// each error (-o json has the error as the index keeps it, up to 1 KiB;
-// inspect has all of it).
+// printFailed prints actors whose workflows failed, with each error on one
+// line, its lines joined by "; ", cut at 120 characters (-o json has the
+// error as the index keeps it, up to 1 KiB; inspect has all of it): a
+// saga's rollback that failed is the second line of its error, which an
+// operator must see (the first step's effect was not undone).
 func (a *app) printFailed(actors []client.ActorInfo) error {
 	if a.output == "json" {
 		return a.printActors(actors)
@@ -286,7 +288,13 @@ func (a *app) printFailed(actors []client.ActorInfo) error {
 	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tKEY\tOWNER\tFAILED\tERROR")
 	for _, x := range actors {
-		msg, _, _ := strings.Cut(x.WorkflowError, "\n")
+		var lines []string
+		for l := range strings.Lines(x.WorkflowError) {
+			if l = strings.TrimSpace(l); l != "" {
+				lines = append(lines, l)
+			}
+		}
+		msg := strings.Join(lines, "; ")
 		if r := []rune(msg); len(r) > 120 {
 			msg = string(r[:119]) + "…"
 		}

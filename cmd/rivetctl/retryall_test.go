@@ -361,3 +361,18 @@ func TestRetryAllFailedOnARealNode(t *testing.T) {
 	// A second run finds nothing left to retry.
 	rivetctl(t, addr, "workflow", "retry", "charger", "--all-failed").want(t, 0, "no failed workflows among the actors named charger\n")
 }
+
+// actors --failed shows every line of an error, on one: a saga whose
+// compensation failed has the rollback's failure on its error's second
+// line, and an operator must see it (an effect was not undone).
+func TestActorsFailedShowsEveryLineOfAnError(t *testing.T) {
+	f := servertest.NewFake()
+	f.ListFunc = func(context.Context, runtime.ListOptions) (runtime.ListResult, error) {
+		return runtime.ListResult{Actors: []runtime.ActorInfo{{Ref: runtime.Ref{Name: "saga", Key: []string{"s1"}}, Owner: "node-1",
+			WorkflowError: "step \"pay\" failed: refused\n\nworkflow: rollback of step \"hotel\" failed: down\n", WorkflowFailedAt: servertest.Created}}}, nil
+	}
+	r := rivetctl(t, servertest.Start(t, f, servertest.Config{}), "actors", "--failed")
+	if want := `step "pay" failed: refused; workflow: rollback of step "hotel" failed: down` + "\n"; r.code != 0 || !strings.HasSuffix(r.stdout, want) {
+		t.Fatalf("exit %d, stdout:\n%s\nwant the error's lines on one:\n%s", r.code, r.stdout, want)
+	}
+}
