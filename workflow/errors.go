@@ -215,7 +215,11 @@ type StepError struct {
 }
 
 func (e *StepError) Error() string {
-	return fmt.Sprintf("workflow: step %q failed (%s, %d attempts): %v", e.Path, e.Kind, e.Attempts, e.Err)
+	attempts := "attempts"
+	if e.Attempts == 1 {
+		attempts = "attempt"
+	}
+	return fmt.Sprintf("workflow: step %q failed (%s, %d %s): %v", e.Path, e.Kind, e.Attempts, attempts, e.Err)
 }
 
 func (e *StepError) Unwrap() error { return e.Err }
