@@ -542,8 +542,9 @@ func (h *Host) RetryWorkflowWith(ctx context.Context, ref Ref, opts RetryOptions
 		// the same commit: the receive took them from there, and its entry
 		// is their only copy. Replayed, it takes them again.
 		var back []workflow.RawMessage
+		deleted := newTreeSet(trees)
 		for _, e := range entries {
-			if e.Kind != workflow.KindMessage || !slices.ContainsFunc(trees, func(t string) bool { return workflow.Under(e.Path, t) }) {
+			if e.Kind != workflow.KindMessage || !deleted.holds(e.Path) {
 				continue
 			}
 			for _, m := range e.Messages {
@@ -584,11 +585,8 @@ func (h *Host) RetryWorkflowWith(ctx context.Context, ref Ref, opts RetryOptions
 			return err
 		}
 		for _, e := range entries {
-			for _, t := range trees {
-				if workflow.Under(e.Path, t) {
-					removed++
-					break
-				}
+			if deleted.holds(e.Path) {
+				removed++
 			}
 		}
 		after, err := h.readWorkflow(ctx, a.prefix)
@@ -652,11 +650,12 @@ func retryTrees(entries []workflow.Entry, from, failedAt string) ([]string, []wo
 // the failed handler's among them: the same fresh start.)
 func freshRollbacks(entries []workflow.Entry, trees []string) []workflow.Entry {
 	var out []workflow.Entry
+	deleted := newTreeSet(trees)
 	for _, e := range entries {
 		if e.RollbackDone || e.RollbackError == nil && e.RollbackRetryError == nil && e.RollbackAttempts == 0 {
 			continue
 		}
-		if slices.ContainsFunc(trees, func(t string) bool { return workflow.Under(e.Path, t) }) {
+		if deleted.holds(e.Path) {
 			continue
 		}
 		e.RollbackError, e.RollbackRetryError, e.RollbackAttempts, e.RollbackAttemptAt = nil, nil, 0, time.Time{}
@@ -673,9 +672,7 @@ func freshRollbacks(entries []workflow.Entry, trees []string) []workflow.Entry {
 func unholdBranches(entries []workflow.Entry, trees []string) []workflow.Entry {
 	// deleted: the retry deletes the entry at path; deletesIn: it deletes
 	// entries in the scope.
-	deleted := func(path string) bool {
-		return slices.ContainsFunc(trees, func(t string) bool { return workflow.Under(path, t) })
-	}
+	deleted := newTreeSet(trees).holds
 	deletesIn := func(scope string) bool {
 		return slices.ContainsFunc(trees, func(t string) bool { return workflow.Under(t, scope) })
 	}
@@ -706,13 +703,13 @@ func unholdBranches(entries []workflow.Entry, trees []string) []workflow.Entry {
 // checkRewind would refuse it (to see what a retry from it would delete).
 func planRetry(entries []workflow.Entry, from, failedAt string, rewind bool) ([]string, []workflow.Entry, error) {
 	var trees []string
-	covered := func(p string) bool {
-		for _, t := range trees {
-			if workflow.Under(p, t) {
-				return true
-			}
-		}
-		return false
+	// covered says that a tree holds p: by p's scopes, not by each tree,
+	// as a retry from an early entry deletes as many trees as entries.
+	treeSet := treeSet{}
+	covered := func(p string) bool { return treeSet.holds(p) }
+	addTree := func(p string) {
+		trees = append(trees, p)
+		treeSet[p] = true
 	}
 	sortEntries(entries)
 	if from == "" && failedAt == noEntry && firstCompensated(entries) == nil {
@@ -784,7 +781,7 @@ func planRetry(entries []workflow.Entry, from, failedAt string, rewind bool) ([]
 				// deployed now.
 			}
 		case !covered(e.Path):
-			trees = append(trees, e.Path)
+			addTree(e.Path)
 		}
 	}
 	// retryAt retries the failed entries at or under root that no failed
@@ -844,7 +841,7 @@ func planRetry(entries []workflow.Entry, from, failedAt string, rewind bool) ([]
 	places := historyPlaces(entries)
 	targetAt := entryTime(byPath, places, target)
 	if !covered(from) {
-		trees = append(trees, from)
+		addTree(from)
 	}
 	for _, e := range entries {
 		if covered(e.Path) || workflow.Under(from, e.Path) {
@@ -852,12 +849,12 @@ func planRetry(entries []workflow.Entry, from, failedAt string, rewind bool) ([]
 		}
 		if before, known := madeBefore(byPath, places, e.Path, from); known {
 			if !before {
-				trees = append(trees, e.Path)
+				addTree(e.Path)
 			}
 			continue
 		}
 		if !entryTime(byPath, places, &e).Before(targetAt) {
-			trees = append(trees, e.Path)
+			addTree(e.Path)
 		}
 	}
 	trees, resets = prunePlan(trees, resets)
@@ -927,20 +924,44 @@ func rollbackRetry(entries []workflow.Entry, byPath map[string]*workflow.Entry, 
 // prunePlan drops the trees another tree holds, and the joins and races to
 // put back to pending that a tree deletes.
 func prunePlan(trees []string, resets []workflow.Entry) ([]string, []workflow.Entry) {
+	all, kept := newTreeSet(trees), treeSet{}
 	var keep []string
-	for i, t := range trees {
-		if !slices.ContainsFunc(trees[:i], func(o string) bool { return workflow.Under(t, o) }) &&
-			!slices.ContainsFunc(trees[i+1:], func(o string) bool { return o != t && workflow.Under(t, o) }) {
+	for _, t := range trees {
+		if !kept[t] && !all.holds(workflow.ParentOf(t)) {
 			keep = append(keep, t)
+			kept[t] = true
 		}
 	}
 	var put []workflow.Entry
 	for _, e := range resets {
-		if !slices.ContainsFunc(keep, func(t string) bool { return workflow.Under(e.Path, t) }) {
+		if !kept.holds(e.Path) {
 			put = append(put, e)
 		}
 	}
 	return keep, put
+}
+
+// treeSet is a set of history trees (retryTrees's).
+type treeSet map[string]bool
+
+func newTreeSet(trees []string) treeSet {
+	s := make(treeSet, len(trees))
+	for _, t := range trees {
+		s[t] = true
+	}
+	return s
+}
+
+// holds says that a tree of s holds path (is path or one of its scopes):
+// by path's scopes, as many as its depth, not by the trees, which a retry
+// from an early entry of a long history counts by the thousand.
+func (s treeSet) holds(path string) bool {
+	for p := path; p != ""; p = workflow.ParentOf(p) {
+		if s[p] {
+			return true
+		}
+	}
+	return false
 }
 
 // firstCompensated is the earliest entry whose rollback handler ran to
