@@ -11,11 +11,12 @@ import (
 // A retry from an early entry of a long history deletes about as many
 // trees as the history holds entries; its plan is made in the actor's
 // turn. Checked against each tree for each entry, it took 3 s for 20,000
-// entries (and grew with their square: a minute at 100,000); by the
-// entries' scopes it takes milliseconds.
+// entries and grew with their square (about 27 s at the 60,000 here); by
+// the entries' scopes it takes about 0.1 s. The bound is far from both, so
+// that a loaded machine does not fail it and the quadratic plan does.
 func TestARetryFromAnEarlyEntryOfALongHistoryIsPlannedQuickly(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	const n = 20000
+	const n = 60000
 	entries := make([]workflow.Entry, 0, n+1)
 	entries = append(entries, workflow.Entry{Path: "l", Seq: 1, Kind: workflow.KindLoop, Status: workflow.StatusPending, Time: t0})
 	for i := range n {
@@ -31,7 +32,7 @@ func TestARetryFromAnEarlyEntryOfALongHistoryIsPlannedQuickly(t *testing.T) {
 	if err != nil || len(trees) < n-10 {
 		t.Fatalf("retry from l/~1/s2 deletes %d trees (%v), want about %d", len(trees), err, n)
 	}
-	if took > 1500*time.Millisecond {
+	if took > 10*time.Second {
 		t.Fatalf("planning the retry of %d entries took %v", n, took)
 	}
 }
