@@ -190,3 +190,58 @@ func (s *fixableSaga) retryFromPayWithTheHotelUp() {
 		t.Fatalf("flight after the retried run's rollback = %+v, want rolled back", he)
 	}
 }
+
+type bookedState struct {
+	Booked int `json:"booked"`
+}
+
+// The entry a retry rewrites to clear its step's failed compensation
+// (freshRollbacks) may be the one that carries the actor's newest state
+// (the state lives in the history entries): rewritten, it keeps it, across
+// a restart after a retry --from and after a plain one.
+func TestARetryThatClearsAFailedCompensationKeepsTheStateItsStepSet(t *testing.T) {
+	a := rivet.Actor[bookedState]{
+		Name: "booked",
+		Run: func(ctx *workflow.Ctx[bookedState]) error {
+			if err := ctx.RollbackCheckpoint("cp"); err != nil {
+				return err
+			}
+			if _, err := workflow.StepWithRollback(ctx, workflow.StepOptions{Name: "book", MaxRetries: workflow.NoRetries},
+				func(s *workflow.StepCtx[bookedState]) (int, error) { s.State.Booked = 7; return 1, nil },
+				func(s *workflow.StepCtx[bookedState], _ int) error { return errors.New("down") }); err != nil {
+				return err
+			}
+			return ctx.Step("pay", func(*workflow.StepCtx[bookedState]) error { return workflow.Rollback(errors.New("refused")) })
+		},
+		Actions: rivet.Actions[bookedState]{"getState": rivet.Query(func(c *rivet.ActionCtx[bookedState]) (bookedState, error) { return *c.State, nil })},
+	}
+	e := newEnv(t, counterReg(t, a), nil)
+	ref := runtime.Ref{Name: "booked", Key: []string{"p"}}
+	createUntilFailed(t, e, ref)
+	raw, err := call(t, e.host, "booked", "p", "getState", false)
+	if string(raw) != `{"booked":7}` {
+		t.Fatalf("state %s %v, want booked 7", raw, err)
+	}
+	if _, err := e.host.RetryWorkflow(ctx(t), ref, "pay"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "failed again", 20*time.Second, func() bool {
+		return inspect(t, e.host, "booked", "p").WorkflowStatus == runtime.WorkflowFailed
+	})
+	e.restart()
+	raw, err = call(t, e.host, "booked", "p", "getState", false)
+	if string(raw) != `{"booked":7}` {
+		t.Fatalf("state %s %v, want booked 7", raw, err)
+	}
+	if _, err := e.host.RetryWorkflow(ctx(t), ref, ""); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "failed again", 20*time.Second, func() bool {
+		return inspect(t, e.host, "booked", "p").WorkflowStatus == runtime.WorkflowFailed
+	})
+	e.restart()
+	raw, err = call(t, e.host, "booked", "p", "getState", false)
+	if string(raw) != `{"booked":7}` {
+		t.Fatalf("state %s %v, want booked 7", raw, err)
+	}
+}
