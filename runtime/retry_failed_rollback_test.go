@@ -222,26 +222,16 @@ func TestARetryThatClearsAFailedCompensationKeepsTheStateItsStepSet(t *testing.T
 	if string(raw) != `{"booked":7}` {
 		t.Fatalf("state %s %v, want booked 7", raw, err)
 	}
-	if _, err := e.host.RetryWorkflow(ctx(t), ref, "pay"); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "failed again", 20*time.Second, func() bool {
-		return inspect(t, e.host, "booked", "p").WorkflowStatus == runtime.WorkflowFailed
-	})
-	e.restart()
-	raw, err = call(t, e.host, "booked", "p", "getState", false)
-	if string(raw) != `{"booked":7}` {
-		t.Fatalf("state %s %v, want booked 7", raw, err)
-	}
-	if _, err := e.host.RetryWorkflow(ctx(t), ref, ""); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "failed again", 20*time.Second, func() bool {
-		return inspect(t, e.host, "booked", "p").WorkflowStatus == runtime.WorkflowFailed
-	})
-	e.restart()
-	raw, err = call(t, e.host, "booked", "p", "getState", false)
-	if string(raw) != `{"booked":7}` {
-		t.Fatalf("state %s %v, want booked 7", raw, err)
+	for _, from := range []string{"pay", ""} {
+		if _, err := e.host.RetryWorkflow(ctx(t), ref, from); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the retried workflow to fail again", 20*time.Second, func() bool {
+			return inspect(t, e.host, "booked", "p").WorkflowStatus == runtime.WorkflowFailed
+		})
+		e.restart()
+		if raw, err := call(t, e.host, "booked", "p", "getState", false); string(raw) != `{"booked":7}` {
+			t.Fatalf("after a retry from %q and a restart: state %s %v, want booked 7", from, raw, err)
+		}
 	}
 }

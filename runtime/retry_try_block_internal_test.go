@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"context"
 	"slices"
 	"testing"
 	"time"
@@ -52,16 +51,6 @@ func TestRetryAcrossATryBlockDeletesItsUntimedEntries(t *testing.T) {
 		_, err := workflow.Next[int](c, "w")
 		return err
 	}
-	drive := func(h *workflowtest.Host[st]) workflow.Outcome {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		out, _ := h.Drive(ctx, run, workflowtest.DriveOptions{})
-		if ctx.Err() != nil {
-			t.Fatalf("workflow did not finish: %+v", out)
-		}
-		return out
-	}
 	for _, tc := range []struct {
 		from string
 		want []string
@@ -70,7 +59,7 @@ func TestRetryAcrossATryBlockDeletesItsUntimedEntries(t *testing.T) {
 		{"t/s", []string{"c", "h", "t/s"}},
 	} {
 		h := workflowtest.NewHost(st{}, clock)
-		if out := drive(h); out.Status != workflow.RunYielded {
+		if out := driveOut(t, h, run); out.Status != workflow.RunYielded {
 			t.Fatalf("first run: %+v", out)
 		}
 		entries := h.History()
@@ -87,7 +76,7 @@ func TestRetryAcrossATryBlockDeletesItsUntimedEntries(t *testing.T) {
 		})
 		h.SetHistory(kept)
 		h.Send("q", 1)
-		if out := drive(h); out.Status != workflow.RunCompleted {
+		if out := driveOut(t, h, run); out.Status != workflow.RunCompleted {
 			t.Fatalf("retried from %s: %+v", tc.from, out)
 		}
 	}

@@ -52,14 +52,14 @@ func retryAndRerun(t *testing.T, h *workflowtest.Host[gatedState], run func(*wor
 	})
 	h.SetHistory(kept)
 	h.Send("w", 1)
-	if out := driveGated(t, h, run); out.Status != workflow.RunCompleted {
+	if out := driveOut(t, h, run); out.Status != workflow.RunCompleted {
 		t.Fatalf("retried from %s (deleting %v): %+v", from, trees, out)
 	}
 	return trees
 }
 
-// driveGated runs h's workflow until it ends or waits for a message.
-func driveGated(t *testing.T, h *workflowtest.Host[gatedState], run func(*workflow.Ctx[gatedState]) error) workflow.Outcome {
+// driveOut runs h's workflow until it ends or waits for a message.
+func driveOut[S any](t *testing.T, h *workflowtest.Host[S], run func(*workflow.Ctx[S]) error) workflow.Outcome {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -89,7 +89,7 @@ func TestRetryFromALoopIterationRunsTheNextIterationsGatesAgain(t *testing.T) {
 			clock := workflowtest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 			run := loopWithLead(clock, lead)
 			h := workflowtest.NewHost(gatedState{}, clock)
-			if out := driveGated(t, h, run(1)); out.Status != workflow.RunYielded {
+			if out := driveOut(t, h, run(1)); out.Status != workflow.RunYielded {
 				t.Fatalf("first run: %+v", out)
 			}
 			// The code now takes the new path; the operator runs the
@@ -118,7 +118,7 @@ func TestRetryFromAnIterationsFirstEntryRunsItAgain(t *testing.T) {
 			clock := workflowtest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 			run := loopWithLead(clock, lead)
 			h := workflowtest.NewHost(gatedState{}, clock)
-			if out := driveGated(t, h, run(1)); out.Status != workflow.RunYielded {
+			if out := driveOut(t, h, run(1)); out.Status != workflow.RunYielded {
 				t.Fatalf("first run: %+v", out)
 			}
 			retryAndRerun(t, h, run(2), "l/~1/g", []string{"a", "l/~0/g", "l/~0/old", "l/~0/s"})
@@ -193,7 +193,7 @@ func TestRetryInAJoinPlacesItsBranchesFirstEntriesAtItsStart(t *testing.T) {
 					}
 				}
 				h := workflowtest.NewHost(gatedState{}, clock)
-				if out := driveGated(t, h, run(1)); out.Status != workflow.RunYielded {
+				if out := driveOut(t, h, run(1)); out.Status != workflow.RunYielded {
 					t.Fatalf("first run: %+v", out)
 				}
 				trees := retryAndRerun(t, h, run(2), tc.from, tc.keep)
