@@ -107,7 +107,7 @@ func TestHistoryOfARollbackCancelledDuringItsBackoff(t *testing.T) {
 	rivetctl(t, addr, "history", "saga", "s").want(t, 0, `workflow  cancelled
 error     cancelled: hotel is down for the day
 PATH    KIND  STATUS                                                   ATTEMPTS  OUTPUT / ERROR
-flight  step  completed                                                1         "F1"
+flight  step  completed, not rolled back                               1         "F1"
 hotel   step  completed, rollback stopped (cancelled) after 1 attempt  1         last rollback error: hotel service down
 car     step  completed, rolled back (3 attempts)                      1         "C1"
 pay     step  exhausted                                                1         error: payment refused

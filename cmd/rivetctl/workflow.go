@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -270,6 +271,12 @@ func (a *app) printHistory(h client.History) error {
 	}
 	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "PATH\tKIND\tSTATUS\tATTEMPTS\tOUTPUT / ERROR")
+	// A workflow cancelled while it rolled back: some handler ran (or was
+	// tried); the compensations it had not reached never will unless a
+	// retry runs the workflow again, as a failed one's.
+	cancelledRollingBack := h.WorkflowStatus == "cancelled" && slices.ContainsFunc(h.Entries, func(e client.HistoryEntry) bool {
+		return e.RollbackDone || e.RollbackAttempts > 0 || e.RollbackError != ""
+	})
 	for _, e := range h.Entries {
 		detail := string(e.Output)
 		switch {
@@ -339,6 +346,9 @@ func (a *app) printHistory(h client.History) error {
 				status += "s"
 			}
 			attempts = false
+		case e.HasRollback && cancelledRollingBack:
+			// The cancel came before the rollback reached it.
+			status += ", not rolled back"
 		case e.RollbackAttempts > 0:
 			// Failed, and waiting out its backoff to run again.
 			status += ", rollback retrying"
