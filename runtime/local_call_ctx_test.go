@@ -75,61 +75,60 @@ func TestACallToAnActorOfTheSameNodeEndsWithItsContext(t *testing.T) {
 	}
 }
 
-// The calling turn goes on once its call to lingerer ended; lingerer's
-// code, which outlived that call, then calls back into the caller's actor.
-var (
-	callerOffCall  atomic.Bool // caller's turn runs past its call
-	callerGoesOn   = make(chan struct{})
-	calledBack     = make(chan struct{})
-	callbackInside atomic.Int32 // callbacks that ran while the caller's turn went on
-)
-
-// lingerer's linger ignores its context and calls back its caller once the
-// caller's turn has gone on without it.
-var lingerer = rivet.Actor[tickState]{
-	Name: "lingerer",
-	Actions: rivet.Actions[tickState]{
-		"linger": rivet.Action0(func(c *rivet.ActionCtx[tickState]) (int, error) {
-			select {
-			case <-callerGoesOn:
-			case <-time.After(3 * time.Second): // a caller held by this call never goes on
-			}
-			_, err := rivet.Call[int](c.Context(), c.Client().Get("goeson", "g"), "bump")
-			close(calledBack)
-			return 0, err
-		}),
-	},
-}
-
-// goeson calls lingerer with a short deadline, and goes on in its turn.
-var goeson = rivet.Actor[tickState]{
-	Name: "goeson",
-	Actions: rivet.Actions[tickState]{
-		"run": rivet.Action0(func(c *rivet.ActionCtx[tickState]) (int, error) {
-			ctx, cancel := context.WithTimeout(c.Context(), 100*time.Millisecond)
-			_, err := rivet.Call[int](ctx, c.Client().GetOrCreate("lingerer", "l"), "linger")
-			cancel()
-			if err == nil {
-				return 0, errors.New("linger answered within 100 ms")
-			}
-			callerOffCall.Store(true)
-			defer callerOffCall.Store(false)
-			close(callerGoesOn)
-			select {
-			case <-calledBack:
-			case <-time.After(5 * time.Second):
-			}
-			c.State.Seen++
-			return c.State.Seen, nil
-		}),
-		"bump": rivet.Action0(func(c *rivet.ActionCtx[tickState]) (int, error) {
-			if callerOffCall.Load() {
-				callbackInside.Add(1)
-			}
-			c.State.Seen += 10
-			return c.State.Seen, nil
-		}),
-	},
+// lingerActors returns lingerer and goeson, sharing their own signals (a
+// test's, so that it runs again with -count). goeson calls lingerer with a
+// short deadline and goes on in its turn; lingerer's linger ignores its
+// context and calls back its caller once the caller's turn has gone on
+// without it. inside counts the callbacks that ran while the caller's
+// turn went on.
+func lingerActors() (lingerer, goeson rivet.Actor[tickState], inside *atomic.Int32) {
+	var callerOffCall atomic.Bool // caller's turn runs past its call
+	callerGoesOn, calledBack := make(chan struct{}), make(chan struct{})
+	inside = new(atomic.Int32)
+	lingerer = rivet.Actor[tickState]{
+		Name: "lingerer",
+		Actions: rivet.Actions[tickState]{
+			"linger": rivet.Action0(func(c *rivet.ActionCtx[tickState]) (int, error) {
+				select {
+				case <-callerGoesOn:
+				case <-time.After(3 * time.Second): // a caller held by this call never goes on
+				}
+				_, err := rivet.Call[int](c.Context(), c.Client().Get("goeson", "g"), "bump")
+				close(calledBack)
+				return 0, err
+			}),
+		},
+	}
+	goeson = rivet.Actor[tickState]{
+		Name: "goeson",
+		Actions: rivet.Actions[tickState]{
+			"run": rivet.Action0(func(c *rivet.ActionCtx[tickState]) (int, error) {
+				ctx, cancel := context.WithTimeout(c.Context(), 100*time.Millisecond)
+				_, err := rivet.Call[int](ctx, c.Client().GetOrCreate("lingerer", "l"), "linger")
+				cancel()
+				if err == nil {
+					return 0, errors.New("linger answered within 100 ms")
+				}
+				callerOffCall.Store(true)
+				defer callerOffCall.Store(false)
+				close(callerGoesOn)
+				select {
+				case <-calledBack:
+				case <-time.After(5 * time.Second):
+				}
+				c.State.Seen++
+				return c.State.Seen, nil
+			}),
+			"bump": rivet.Action0(func(c *rivet.ActionCtx[tickState]) (int, error) {
+				if callerOffCall.Load() {
+					inside.Add(1)
+				}
+				c.State.Seen += 10
+				return c.State.Seen, nil
+			}),
+		},
+	}
+	return lingerer, goeson, inside
 }
 
 // A call whose caller has given up (its context ended) runs no action, as
@@ -139,6 +138,7 @@ var goeson = rivet.Actor[tickState]{
 // the caller's turn goes on, where both would change the state at once.
 func TestACallBackFromACallThatEndedDoesNotRunBesideTheCallersTurn(t *testing.T) {
 	t.Parallel()
+	lingerer, goeson, callbackInside := lingerActors()
 	e := newEnv(t, counterReg(t, lingerer, goeson), nil)
 	if _, err := e.host.Call(ctx(t), runtime.CallRequest{Ref: runtime.Ref{Name: "goeson", Key: []string{"g"}}, Action: "run", CreateIfMissing: true}); err != nil {
 		t.Fatal(err)
