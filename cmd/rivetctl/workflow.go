@@ -120,8 +120,9 @@ skipped (no longer failed: retried by someone else meanwhile, so running or
 completed, or cancelled; or the actor destroyed meanwhile) and failed, each
 skipped or failed one on a line before it; -o json prints one document with
 each workflow's outcome. An interrupt (Ctrl-C) starts no more retries; those
-in flight finish. It exits 1 if a retry failed or an interrupt left some not
-retried. --dry-run lists what would be retried.`,
+in flight finish (a second interrupt stops rivetctl at once, their outcome
+then unknown: run it again). It exits 1 if a retry failed or an interrupt left
+some not retried. --dry-run lists what would be retried.`,
 		Example: `  rivetctl workflow retry charger order-1
   rivetctl workflow retry charger order-1 --from charge-card
   rivetctl workflow retry charger --all-failed --dry-run
