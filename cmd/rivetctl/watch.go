@@ -72,7 +72,9 @@ create it).`,
 				fmt.Fprintln(a.stderr, "rivetctl: "+printable(msg))
 			},
 		})
-		timedOut := errors.Is(subCtx.Err(), context.DeadlineExceeded) && ctx.Err() == nil
+		// The error too: the node sees the deadline (it travels with the
+		// call) and may reset the stream before the local timer fires.
+		timedOut := (errors.Is(err, context.DeadlineExceeded) || errors.Is(subCtx.Err(), context.DeadlineExceeded)) && ctx.Err() == nil
 		cancel()
 		if err != nil {
 			if timedOut {
