@@ -48,13 +48,15 @@ const (
 	// ignores this entry (etcd-io/etcd#18978). Only that cause is
 	// dropped: any other error of the message is logged.
 	msgStorageVersion = "failed to update storage version"
+	// The same monitor's warning, for the same cause, on some first starts.
+	msgSchemaDetect = "Failed to detect schema version"
 )
 
 func (c *mutableCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
 	switch {
 	case c.muted.Load(), e.Message == msgSinglePort, e.Message == msgSimpleToken:
 		return ce
-	case e.Message == msgStorageVersion:
+	case e.Message == msgStorageVersion, e.Message == msgSchemaDetect:
 		if c.Enabled(e.Level) {
 			return ce.AddCore(e, c) // Write looks at its error
 		}
@@ -64,7 +66,7 @@ func (c *mutableCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.
 }
 
 func (c *mutableCore) Write(e zapcore.Entry, fields []zapcore.Field) error {
-	if e.Message == msgStorageVersion && schemaNotYetDetectable(fields) {
+	if (e.Message == msgStorageVersion || e.Message == msgSchemaDetect) && schemaNotYetDetectable(fields) {
 		return nil
 	}
 	return c.Core.Write(e, fields)

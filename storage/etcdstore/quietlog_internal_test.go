@@ -40,7 +40,8 @@ func TestAnEmbeddedMemberStartsWithoutItsHarmlessWarnings(t *testing.T) {
 	}
 }
 
-// Of "failed to update storage version", only the entry of a schema not
+// Of "failed to update storage version" and "Failed to detect schema
+// version", only the entry of a schema not
 // yet detectable (the member's first apply still to come) is dropped:
 // any other failure to record the storage version is logged.
 func TestOnlyAnUndetectableSchemaIsDroppedFromStorageVersionErrors(t *testing.T) {
@@ -49,6 +50,7 @@ func TestOnlyAnUndetectableSchemaIsDroppedFromStorageVersionErrors(t *testing.T)
 	lg := zap.New(&mutableCore{Core: core, muted: &muted})
 	lg.Error(msgStorageVersion, zap.String("cluster-version", "3.7.0"), zap.Error(errors.New("cannot detect storage schema version: missing term information")))
 	lg.Error(msgStorageVersion, zap.Error(errors.New("cannot detect storage schema version: missing confstate information")))
+	lg.Warn(msgSchemaDetect, zap.Error(errors.New("missing term information")))
 	lg.Error(msgStorageVersion, zap.Error(errors.New(`cannot create migration plan: version "3.8.0" is not supported`)))
 	lg.Warn("some other warning")
 	got := logs.All()
