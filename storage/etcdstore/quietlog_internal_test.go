@@ -41,9 +41,9 @@ func TestAnEmbeddedMemberStartsWithoutItsHarmlessWarnings(t *testing.T) {
 }
 
 // Of "failed to update storage version" and "Failed to detect schema
-// version", only the entry of a schema not
-// yet detectable (the member's first apply still to come) is dropped:
-// any other failure to record the storage version is logged.
+// version", only the entries of a schema not yet detectable (the member's
+// first apply still to come) are dropped: any other failure to record the
+// storage version is logged.
 func TestOnlyAnUndetectableSchemaIsDroppedFromStorageVersionErrors(t *testing.T) {
 	core, logs := observer.New(zapcore.InfoLevel)
 	var muted atomic.Bool
