@@ -152,7 +152,26 @@ type EmbeddedConfig struct {
 	// Zero: EmbeddedHeartbeat and EmbeddedElection.
 	HeartbeatInterval time.Duration
 	ElectionTimeout   time.Duration
+	// RaftLogEntries is how many applied raft entries the member keeps in
+	// memory after each of its snapshots (etcd's snapshot-catchup-entries),
+	// for followers that lag: one further behind is sent the whole
+	// database instead. A member alone has no follower, yet etcd's default,
+	// 5,000 entries, sized for its own transactions of up to 128
+	// operations, kept a node's group commits (up to 1,024 operations, tens
+	// of KB each under workflow load) in memory: about 300 MB for as long
+	// as the node ran. Zero: EmbeddedRaftLogAlone for a member alone, else
+	// etcd's default, which a cluster's followers catch up from after a
+	// restart.
+	RaftLogEntries uint64
 }
+
+// Raft log entries an embedded member keeps in memory
+// (EmbeddedConfig.RaftLogEntries): alone, a few, since raft reads none of
+// them back; in a cluster, etcd's default.
+const (
+	EmbeddedRaftLogAlone   = 100
+	EmbeddedRaftLogCluster = 5000
+)
 
 // Raft timings of an embedded member: half of etcd's defaults. Members run
 // beside the nodes on one LAN, where round trips are well under a
@@ -258,6 +277,12 @@ func (c *EmbeddedConfig) validate() error {
 	if c.ElectionTimeout == 0 {
 		c.ElectionTimeout = EmbeddedElection
 	}
+	if c.RaftLogEntries == 0 {
+		c.RaftLogEntries = EmbeddedRaftLogCluster
+		if c.alone() {
+			c.RaftLogEntries = EmbeddedRaftLogAlone
+		}
+	}
 	if c.ElectionTimeout < 5*c.HeartbeatInterval {
 		return fmt.Errorf("etcdstore: ElectionTimeout %v is under 5 heartbeats (%v)", c.ElectionTimeout, c.HeartbeatInterval)
 	}
@@ -267,6 +292,12 @@ func (c *EmbeddedConfig) validate() error {
 		return fmt.Errorf("etcdstore: InitialClusterState %q is neither new nor existing", c.InitialClusterState)
 	}
 	return nil
+}
+
+// alone says whether the member forms a cluster of its own: no other
+// member in InitialCluster, and not joining a running cluster.
+func (c *EmbeddedConfig) alone() bool {
+	return c.InitialClusterState != embed.ClusterStateFlagExisting && !strings.Contains(strings.Trim(c.InitialCluster, ", "), ",")
 }
 
 // Embedded is an etcd member running in this process.
@@ -326,6 +357,7 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
 	ec.MaxTxnOps = uint(cfg.MaxTxnOps)
 	ec.TickMs = uint(cfg.HeartbeatInterval.Milliseconds())
 	ec.ElectionMs = uint(cfg.ElectionTimeout.Milliseconds())
+	ec.SnapshotCatchUpEntries = cfg.RaftLogEntries
 	lg := zap.NewNop()
 	closing := new(atomic.Bool)
 	if cfg.Logger != nil {
