@@ -895,12 +895,12 @@ func rollbackRetry(entries []workflow.Entry, byPath map[string]*workflow.Entry, 
 		}
 	}
 	trees, resets = prunePlan(append(trees, fromFirst...), resets)
-	under := func(p string, ts []string) bool {
-		return slices.ContainsFunc(ts, func(t string) bool { return workflow.Under(p, t) })
-	}
+	// By the entries' scopes (treeSet), as planRetry's: the trees of
+	// either plan number about as many as the entries after first.
+	restarted, fromFirstSet := newTreeSet(trees), newTreeSet(fromFirst)
 	var again []string
 	for _, e := range entries {
-		if !under(e.Path, trees) || under(e.Path, fromFirst) || e.RollbackDone {
+		if !restarted.holds(e.Path) || fromFirstSet.holds(e.Path) || e.RollbackDone {
 			continue
 		}
 		switch {
