@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -839,7 +840,8 @@ func planRetry(entries []workflow.Entry, from, failedAt string, rewind bool) ([]
 	// was. So does one whose place is not recorded (a build before
 	// places), as an entry's time is the order the run made it in.
 	places := historyPlaces(entries)
-	targetAt := entryTime(byPath, places, target)
+	times := newEntryTimes(byPath, places)
+	targetAt := times.at(target)
 	if !covered(from) {
 		addTree(from)
 	}
@@ -853,7 +855,7 @@ func planRetry(entries []workflow.Entry, from, failedAt string, rewind bool) ([]
 			}
 			continue
 		}
-		if !entryTime(byPath, places, &e).Before(targetAt) {
+		if !times.at(&e).Before(targetAt) {
 			addTree(e.Path)
 		}
 	}
@@ -1009,6 +1011,143 @@ func entryTime(byPath map[string]*workflow.Entry, places map[string]int, e *work
 		}
 	}
 	return at
+}
+
+// entryTimes answers entryTime for the entries of one history, each by a
+// search in each of its scopes rather than a pass over the whole history:
+// a retry asks it of every entry whose order the places do not tell (the
+// entries of other join or race branches), and those that record no time
+// (a gate first in each loop iteration) each took a pass, so that a retry
+// from an early entry of a join of long loops grew with the square.
+type entryTimes struct {
+	byPath map[string]*workflow.Entry
+	places map[string]int
+	// scopes holds, for each scope, the latest time recorded in each of
+	// its children's trees, ordered as madeBefore orders the children.
+	scopes map[string]*childTimes
+}
+
+// childTimes are the children of one scope that madeBefore can place,
+// with the latest time recorded in each one's tree: loop iterations by
+// number, and entries and try blocks by place, each list sorted with the
+// latest time up to each child (a running maximum); and, by place, the
+// latest of those a replay put before a recorded entry (madeBefore's
+// inserted), made before the entry whose place they share.
+type childTimes struct {
+	iters, placed []childAt
+	inserted      map[int]time.Time
+}
+
+type childAt struct {
+	n  uint64
+	at time.Time
+}
+
+func newEntryTimes(byPath map[string]*workflow.Entry, places map[string]int) *entryTimes {
+	latest := map[string]time.Time{} // a scope's child -> the latest time in its tree
+	for p, o := range byPath {
+		if o.Time.IsZero() {
+			continue
+		}
+		for i := 0; ; {
+			j := strings.IndexByte(p[i:], '/')
+			child := p
+			if j >= 0 {
+				child = p[:i+j]
+			}
+			if o.Time.After(latest[child]) {
+				latest[child] = o.Time
+			}
+			if j < 0 {
+				break
+			}
+			i += j + 1
+		}
+	}
+	t := &entryTimes{byPath: byPath, places: places, scopes: map[string]*childTimes{}}
+	for child, at := range latest {
+		scope, seg := parentPath(child), child
+		if scope != "" {
+			seg = child[len(scope)+1:]
+		}
+		ct := t.scopes[scope]
+		if ct == nil {
+			ct = &childTimes{inserted: map[int]time.Time{}}
+			t.scopes[scope] = ct
+		}
+		if n, ok := iteration(seg); ok {
+			ct.iters = append(ct.iters, childAt{n, at})
+			continue
+		}
+		q := places[child]
+		if q <= 0 {
+			continue // no place: madeBefore does not know its order
+		}
+		ct.placed = append(ct.placed, childAt{uint64(q), at})
+		if t.inserted(child) && at.After(ct.inserted[q]) {
+			ct.inserted[q] = at
+		}
+	}
+	for _, ct := range t.scopes {
+		for _, l := range [][]childAt{ct.iters, ct.placed} {
+			slices.SortFunc(l, func(a, b childAt) int { return cmp.Compare(a.n, b.n) })
+			for i := 1; i < len(l); i++ {
+				if l[i-1].at.After(l[i].at) {
+					l[i].at = l[i-1].at
+				}
+			}
+		}
+	}
+	return t
+}
+
+// inserted is madeBefore's: an entry that shares the place of a recorded
+// one was put before it by a replay.
+func (t *entryTimes) inserted(p string) bool {
+	e := t.byPath[p]
+	return e == nil || e.Kind == workflow.KindVersionCheck || e.Kind == workflow.KindRemoved
+}
+
+// at is entryTime(byPath, places, e).
+func (t *entryTimes) at(e *workflow.Entry) time.Time {
+	if !e.Time.IsZero() {
+		return e.Time
+	}
+	var at time.Time
+	later := func(l []childAt, n uint64) {
+		// The running maximum of the children before n.
+		if i := sort.Search(len(l), func(i int) bool { return l[i].n >= n }); i > 0 && l[i-1].at.After(at) {
+			at = l[i-1].at
+		}
+	}
+	p := e.Path
+	for i := 0; ; {
+		j := strings.IndexByte(p[i:], '/')
+		child := p
+		if j >= 0 {
+			child = p[:i+j]
+		}
+		scope := ""
+		if i > 0 {
+			scope = p[:i-1]
+		}
+		k := t.byPath[scope]
+		concurrent := scope != "" && k != nil && (k.Kind == workflow.KindJoin || k.Kind == workflow.KindRace)
+		if ct := t.scopes[scope]; ct != nil && !concurrent {
+			if n, ok := iteration(child[i:]); ok {
+				later(ct.iters, n)
+			} else if q := t.places[child]; q > 0 {
+				later(ct.placed, uint64(q))
+				if in := ct.inserted[q]; !t.inserted(child) && in.After(at) {
+					at = in
+				}
+			}
+		}
+		if j < 0 {
+			return at
+		}
+		i += j + 1
+	}
 }
 
 // madeBefore says whether the run made the entry at a before the one at b
