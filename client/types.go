@@ -219,6 +219,11 @@ type HistoryEntry struct {
 	// RollbackDone says that the step's rollback handler ran and
 	// succeeded: the workflow rolled back and compensated this step.
 	RollbackDone bool `json:"rollback_done,omitempty"`
+	// RollbackSettled says that a retry kept the compensated step and the
+	// workflow went on past it (retry --from a later entry): its effect
+	// stays undone, and a later failure's retry without a from entry does
+	// not run it again. False from a node from before it.
+	RollbackSettled bool `json:"rollback_settled,omitempty"`
 	// RollbackError is the error of the step's rollback handler, which
 	// failed for good (its retries used up, or an error no retry changes)
 	// and stopped the rollback there: the handlers of the steps that

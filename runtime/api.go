@@ -243,8 +243,12 @@ type HistoryEntry struct {
 	// the rollback waits to run it again (0 in histories recorded before
 	// handlers were retried), and RollbackRetryError (and its code) is
 	// the error of its last attempt: why it waits.
-	HasRollback            bool
-	RollbackDone           bool
+	HasRollback  bool
+	RollbackDone bool
+	// RollbackSettled says that a retry kept the compensated step (retry
+	// --from a later entry): the workflow went on with its effect undone,
+	// and a later failure's plain retry does not run it again.
+	RollbackSettled        bool
 	RollbackError          string
 	RollbackErrorCode      string
 	RollbackAttempts       int

@@ -132,7 +132,7 @@ func (h *Host) HistoryPage(ctx context.Context, ref Ref, opts HistoryOptions) (H
 	entries, out.PageTokens, out.NextPageToken = pageSorted(entries, places, tag, after, limit)
 	for _, e := range entries {
 		he := HistoryEntry{Path: e.Path, Kind: string(e.Kind), Status: string(e.Status), Attempts: e.Attempts, Output: e.Output, UpdatedAt: e.Time, Winner: e.Winner, Deadline: e.Deadline,
-			HasRollback: e.HasRollback, RollbackDone: e.RollbackDone, RollbackAttempts: e.RollbackAttempts, Version: e.Version, Latest: e.Latest, RemovedKind: string(e.RemovedKind)}
+			HasRollback: e.HasRollback, RollbackDone: e.RollbackDone, RollbackSettled: e.RollbackSettled, RollbackAttempts: e.RollbackAttempts, Version: e.Version, Latest: e.Latest, RemovedKind: string(e.RemovedKind)}
 		if e.Error != nil {
 			he.Error, he.ErrorCode = e.Error.Message, e.Error.Code
 		}
@@ -640,7 +640,8 @@ func retryTrees(entries []workflow.Entry, from, failedAt string) ([]string, []wo
 
 // freshRollbacks returns the steps a retry keeps (outside trees) whose
 // rollback handler failed, for good or in attempts to be retried, with
-// that outcome and count cleared. Kept, the failure stopped the next
+// that outcome and count cleared, and those it keeps compensated, marked
+// settled. Kept, the failure stopped the next
 // rollback at once at that step with the old error, without running the
 // handler the operator may have retried for (after fixing what it calls),
 // and a handler cut off in its backoff (by a cancel) resumed its count
@@ -653,13 +654,18 @@ func freshRollbacks(entries []workflow.Entry, trees []string) []workflow.Entry {
 	var out []workflow.Entry
 	deleted := newTreeSet(trees)
 	for _, e := range entries {
-		if e.RollbackDone || e.RollbackError == nil && e.RollbackRetryError == nil && e.RollbackAttempts == 0 {
+		switch {
+		case e.RollbackDone && !e.RollbackSettled:
+			// Kept compensated: settled (firstCompensated).
+			e.RollbackSettled = true
+		case e.RollbackDone || e.RollbackError == nil && e.RollbackRetryError == nil && e.RollbackAttempts == 0:
 			continue
+		default:
+			e.RollbackError, e.RollbackRetryError, e.RollbackAttempts, e.RollbackAttemptAt = nil, nil, 0, time.Time{}
 		}
 		if deleted.holds(e.Path) {
 			continue
 		}
-		e.RollbackError, e.RollbackRetryError, e.RollbackAttempts, e.RollbackAttemptAt = nil, nil, 0, time.Time{}
 		out = append(out, e)
 	}
 	return out
@@ -968,7 +974,10 @@ func (s treeSet) holds(path string) bool {
 
 // firstCompensated is the earliest entry whose rollback handler ran to
 // its end, nil if none did: the steps whose effects the rollback undid,
-// which must run again. A step whose handler failed (for good, or in an
+// which must run again. Not those an earlier retry kept (settled: the
+// workflow went on past them), or a plain retry after a later failure
+// that rolled nothing back (a cancel, a divergence) would run them again,
+// and what the workflow did after them, instead of resuming it. A step whose handler failed (for good, or in an
 // attempt a cancel cut off) still has its effect: the retry keeps it, its
 // handler's outcome cleared (freshRollbacks), as it would any step the
 // rollback did not reach; run again, it would take effect twice.
@@ -981,7 +990,7 @@ func firstCompensated(entries []workflow.Entry) *workflow.Entry {
 	var firstAt time.Time
 	for i := range entries {
 		e := &entries[i]
-		if !e.RollbackDone {
+		if !e.RollbackDone || e.RollbackSettled {
 			continue
 		}
 		if at := entryTime(byPath, nil, e); first == nil || at.Before(firstAt) {

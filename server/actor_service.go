@@ -296,7 +296,7 @@ func (s *Server) History(ctx context.Context, req *rivetv1.HistoryRequest) (*riv
 		pe := &rivetv1.HistoryEntry{
 			Path: textcut.Valid(e.Path), Kind: e.Kind, Status: e.Status, Attempts: uint32(e.Attempts),
 			Output: e.Output, Error: textcut.Valid(e.Error), ErrorCode: textcut.Valid(e.ErrorCode), Winner: textcut.Valid(e.Winner),
-			HasRollback: e.HasRollback, RollbackDone: e.RollbackDone, RollbackAttempts: uint32(e.RollbackAttempts),
+			HasRollback: e.HasRollback, RollbackDone: e.RollbackDone, RollbackSettled: e.RollbackSettled, RollbackAttempts: uint32(e.RollbackAttempts),
 			RollbackError: textcut.Valid(e.RollbackError), RollbackErrorCode: textcut.Valid(e.RollbackErrorCode),
 			RollbackRetryError: textcut.Valid(e.RollbackRetryError), RollbackRetryErrorCode: textcut.Valid(e.RollbackRetryErrorCode),
 			Version: uint32(e.Version), Latest: uint32(e.Latest), RemovedKind: e.RemovedKind,

@@ -93,9 +93,16 @@ type Entry struct {
 	// HasRollback marks a completed step that has a rollback handler,
 	// so that a rollback can tell a handler it did not get (its scope was
 	// not replayed) from a step that has none.
-	HasRollback   bool           `json:"has_rollback,omitempty"`
-	RollbackDone  bool           `json:"rollback_done,omitempty"`
-	RollbackError *RecordedError `json:"rollback_error,omitempty"` // the handler failed for good
+	HasRollback  bool `json:"has_rollback,omitempty"`
+	RollbackDone bool `json:"rollback_done,omitempty"`
+	// RollbackSettled marks a compensated step (RollbackDone) that a
+	// retry kept (retry --from a later entry): the workflow went on with
+	// its effect undone. A later rollback does not undo it again, as for
+	// any compensated step, and a later plain retry does not take it for
+	// a compensation of its failure to run again: the workflow then
+	// resumes where that failure stopped it.
+	RollbackSettled bool           `json:"rollback_settled,omitempty"`
+	RollbackError   *RecordedError `json:"rollback_error,omitempty"` // the handler failed for good
 	// RollbackAttempts counts the handler's attempts recorded so far, as
 	// Attempts does the step's: a handler that fails is retried under
 	// the step's retry policy, after the backoff from RollbackAttemptAt

@@ -125,6 +125,7 @@ func appendEntry(b []byte, e *Entry) ([]byte, bool) {
 	str("failure", string(e.Failure), false)
 	flag("has_rollback", e.HasRollback)
 	flag("rollback_done", e.RollbackDone)
+	flag("rollback_settled", e.RollbackSettled)
 	num("rollback_attempts", e.RollbackAttempts)
 	when("rollback_attempt_at", e.RollbackAttemptAt)
 	when("deadline", e.Deadline)

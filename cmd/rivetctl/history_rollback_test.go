@@ -113,3 +113,30 @@ car     step  completed, rolled back (3 attempts)                      1        
 pay     step  exhausted                                                1         error: payment refused
 `)
 }
+
+// A workflow cancelled after a retry went on past the compensations of an
+// earlier rollback (retry --from the failed step): the cancel stopped no
+// rollback, so its other compensations are not "not rolled back", and those
+// of the earlier rollback still show it (and, as JSON, that they are
+// settled).
+func TestHistoryOfACancelAfterARetryPastCompensations(t *testing.T) {
+	f := servertest.NewFake()
+	f.HistoryFunc = func(context.Context, runtime.Ref, runtime.HistoryOptions) (runtime.History, error) {
+		return runtime.History{WorkflowStatus: "cancelled", WorkflowError: "cancelled: stop", Entries: []runtime.HistoryEntry{
+			{Path: "flight", Kind: "step", Status: "completed", Attempts: 1, Output: json.RawMessage(`1`), HasRollback: true, RollbackDone: true, RollbackSettled: true, RollbackAttempts: 1},
+			{Path: "pay", Kind: "step", Status: "completed", Attempts: 2},
+			{Path: "car", Kind: "step", Status: "completed", Attempts: 1, Output: json.RawMessage(`2`), HasRollback: true},
+		}}, nil
+	}
+	addr := servertest.Start(t, f, servertest.Config{})
+	rivetctl(t, addr, "history", "saga", "s").want(t, 0, `workflow  cancelled
+error     cancelled: stop
+PATH    KIND  STATUS                  ATTEMPTS  OUTPUT / ERROR
+flight  step  completed, rolled back  1         1
+pay     step  completed               2         -
+car     step  completed               1         2
+`)
+	if r := rivetctl(t, addr, "history", "saga", "s", "-o", "json"); !strings.Contains(r.stdout, `"rollback_settled":true`) {
+		t.Errorf("history -o json does not say the compensation is settled:\n%s", r.stdout)
+	}
+}

@@ -108,7 +108,8 @@ after its end ("0 history entries removed"). A step kept from
 before ENTRY whose compensation failed (or was cut off while it waited to be
 retried) loses that failure: if the run rolls back again, its rollback handler
 runs again, from its first attempt. A compensation that succeeded stays done
-(its step does not run again).
+(its step does not run again, not even by a later retry without --from after
+another failure: history shows it "rolled back", and as JSON rollback_settled).
 
 With --all-failed, every failed workflow of the actors named ACTOR (those
 rivetctl actors ACTOR --failed lists) is retried as without --from,
@@ -276,7 +277,9 @@ func (a *app) printHistory(h client.History) error {
 	// tried); the compensations it had not reached never will unless a
 	// retry runs the workflow again, as a failed one's.
 	cancelledRollingBack := h.WorkflowStatus == "cancelled" && slices.ContainsFunc(h.Entries, func(e client.HistoryEntry) bool {
-		return e.RollbackDone || e.RollbackAttempts > 0 || e.RollbackError != ""
+		// Not a compensation an earlier retry went on past (settled):
+		// the rollback of an earlier failure.
+		return !e.RollbackSettled && (e.RollbackDone || e.RollbackAttempts > 0 || e.RollbackError != "")
 	})
 	for _, e := range h.Entries {
 		detail := string(e.Output)

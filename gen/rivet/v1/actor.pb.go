@@ -1611,8 +1611,13 @@ type HistoryEntry struct {
 	// rollback_retry_error_code is the code of rollback_retry_error, if it
 	// had one.
 	RollbackRetryErrorCode string `protobuf:"bytes,22,opt,name=rollback_retry_error_code,json=rollbackRetryErrorCode,proto3" json:"rollback_retry_error_code,omitempty"`
-	unknownFields          protoimpl.UnknownFields
-	sizeCache              protoimpl.SizeCache
+	// rollback_settled says that a retry kept the compensated step
+	// (rollback_done) and the workflow went on past it (retry --from a later
+	// entry): its effect stays undone, and a later failure's retry without
+	// --from does not run it again. A node from before it leaves it false.
+	RollbackSettled bool `protobuf:"varint,23,opt,name=rollback_settled,json=rollbackSettled,proto3" json:"rollback_settled,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *HistoryEntry) Reset() {
@@ -1797,6 +1802,13 @@ func (x *HistoryEntry) GetRollbackRetryErrorCode() string {
 		return x.RollbackRetryErrorCode
 	}
 	return ""
+}
+
+func (x *HistoryEntry) GetRollbackSettled() bool {
+	if x != nil {
+		return x.RollbackSettled
+	}
+	return false
 }
 
 type HistoryResponse struct {
@@ -2659,7 +2671,7 @@ const file_rivet_v1_actor_proto_rawDesc = "" +
 	"\x05limit\x18\x02 \x01(\rR\x05limit\x12\x1d\n" +
 	"\n" +
 	"page_token\x18\x03 \x01(\tR\tpageToken\x12\x10\n" +
-	"\x03raw\x18\x04 \x01(\bR\x03raw\"\x8d\x06\n" +
+	"\x03raw\x18\x04 \x01(\bR\x03raw\"\xb8\x06\n" +
 	"\fHistoryEntry\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x16\n" +
@@ -2685,7 +2697,8 @@ const file_rivet_v1_actor_proto_rawDesc = "" +
 	"\fremoved_kind\x18\x13 \x01(\tR\vremovedKind\x12\x14\n" +
 	"\x05entry\x18\x14 \x01(\fR\x05entry\x120\n" +
 	"\x14rollback_retry_error\x18\x15 \x01(\tR\x12rollbackRetryError\x129\n" +
-	"\x19rollback_retry_error_code\x18\x16 \x01(\tR\x16rollbackRetryErrorCode\"\x92\x03\n" +
+	"\x19rollback_retry_error_code\x18\x16 \x01(\tR\x16rollbackRetryErrorCode\x12)\n" +
+	"\x10rollback_settled\x18\x17 \x01(\bR\x0frollbackSettled\"\x92\x03\n" +
 	"\x0fHistoryResponse\x12'\n" +
 	"\x0fworkflow_status\x18\x01 \x01(\tR\x0eworkflowStatus\x12%\n" +
 	"\x0eworkflow_error\x18\x02 \x01(\tR\rworkflowError\x120\n" +
