@@ -440,6 +440,16 @@ func (o *Ownership) Holds(p uint32) bool {
 	return have || leaving
 }
 
+// Claimed reports whether this node holds partition p's claim to serve
+// it: not handed off, nor being handed off. Unlike Token, it says so past
+// the lease's local deadline too, until the claim is dropped.
+func (o *Ownership) Claimed(p uint32) bool {
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	_, have := o.claims[p]
+	return have
+}
+
 // Releasing returns the token of partition p's claim if a handoff has
 // taken p out of service (BeginRelease) and not yet released it.
 func (o *Ownership) Releasing(p uint32) (int64, bool) {

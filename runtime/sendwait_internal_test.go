@@ -26,8 +26,8 @@ func memHost(t *testing.T, reg *rivet.Registry) *Host {
 
 // memHostOn is memHost on store, which it leaves open (a second Host on it
 // is the node started again); stop stops the Host, once, as the test's end
-// does if the test has not.
-func memHostOn(t *testing.T, reg *rivet.Registry, store storage.Store) (h *Host, stop func(context.Context) error) {
+// does if the test has not. Each of with changes the Host's configuration.
+func memHostOn(t *testing.T, reg *rivet.Registry, store storage.Store, with ...func(*Config)) (h *Host, stop func(context.Context) error) {
 	t.Helper()
 	const parts = 4
 	ctx, cancel := context.WithCancel(context.Background())
@@ -44,6 +44,9 @@ func memHostOn(t *testing.T, reg *rivet.Registry, store storage.Store) (h *Host,
 	go func() { defer wg.Done(); _ = own.Run(ctx) }()
 	cfg := DefaultConfig()
 	cfg.NodeID, cfg.Partitions = "n1", parts
+	for _, f := range with {
+		f(&cfg)
+	}
 	h, err := New(cfg, reg, store, com, own)
 	if err != nil {
 		cancel()

@@ -556,11 +556,17 @@ func (h *Host) wakeLoop() {
 	}
 }
 
-// stillOwns says whether this node holds the partition of ref, served or
-// being handed off.
+// stillOwns says whether this node still holds the partition of ref to
+// serve (its lease's local deadline passed or not: storage failing). A
+// partition being handed off is not: its handoff dropped its wakeups, and
+// the next owner (or this node, claiming it again after a lost lease) loads
+// them from storage. Counted as held, a wakeup that came due as the
+// handoff began was tried again a second later with a warning, one for
+// each workflow due in the handoff's window: a drain logged them by the
+// dozen.
 func (h *Host) stillOwns(ref Ref) bool {
 	p, err := h.PartitionOf(ref)
-	return err == nil && h.own.Holds(p)
+	return err == nil && h.own.Claimed(p)
 }
 
 // The retries of a wakeup whose actor failed to activate: the first a
