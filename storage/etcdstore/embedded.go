@@ -361,12 +361,7 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
 	lg := zap.NewNop()
 	closing := new(atomic.Bool)
 	if cfg.Logger != nil {
-		// etcd logs every step of its life at info: keep warnings and up.
-		// A clean Close logs errors too ("use of closed network
-		// connection"), so once Close begins nothing more is logged.
-		lg = cfg.Logger.WithOptions(zap.IncreaseLevel(WarningsAndUp(cfg.Logger.Core())), zap.WrapCore(func(c zapcore.Core) zapcore.Core {
-			return &mutableCore{Core: c, muted: closing}
-		})).Named("etcd")
+		lg = memberLogger(cfg.Logger, closing)
 	}
 	ec.Logger = "zap"
 	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(lg)
@@ -393,6 +388,37 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
 		closeUnready(e)
 		return nil, fmt.Errorf("etcdstore: etcd not ready: %w", ctx.Err())
 	}
+}
+
+// memberLogger is the logger of an embedded member, on base. etcd logs
+// every step of its life at info: it keeps warnings and up, at most
+// memberLogBurst of each message a minute (sampleMemberLog). A clean Close
+// logs errors too ("use of closed network connection"), so once closing is
+// set nothing more is logged.
+func memberLogger(base *zap.Logger, closing *atomic.Bool) *zap.Logger {
+	return base.WithOptions(zap.IncreaseLevel(WarningsAndUp(base.Core())), zap.WrapCore(func(c zapcore.Core) zapcore.Core {
+		return &mutableCore{Core: sampleMemberLog(c), muted: closing}
+	})).Named("etcd")
+}
+
+// memberLogBurst is how many entries of one message (by level and text) a
+// member logs a minute.
+const memberLogBurst = 10
+
+// sampleMemberLog keeps the first memberLogBurst entries of each of the
+// member's messages a minute and drops the rest. Some of etcd's warnings
+// come once per raft message or request: a leader logs "dropped internal
+// Raft message since sending buffer is full" for each message to a peer
+// that does not read them, as a member restarted after a crash does while
+// it replays its log (2,450 lines in 4 s, in a soak of three nodes whose
+// one was killed), and a loaded member logs "apply request took too long"
+// for each slow request (over a hundred a minute). A burst of a few keeps
+// what one event logs once per peer or stream (a lost peer is four lines
+// of two messages); the next minute's lines show that the condition goes
+// on. The cost, as for the etcd client's lines: more of one message within
+// the minute (another peer's, another request's) are not logged.
+func sampleMemberLog(c zapcore.Core) zapcore.Core {
+	return zapcore.NewSamplerWithOptions(c, time.Minute, memberLogBurst, 0)
 }
 
 // WarningsAndUp is the level of etcd's logs, the server's and the

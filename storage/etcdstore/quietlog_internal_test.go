@@ -66,3 +66,49 @@ func TestOnlyAnUndetectableSchemaIsDroppedFromStorageVersionErrors(t *testing.T)
 		t.Errorf("a muted core logged: %d entries", n)
 	}
 }
+
+// A member's warning that etcd logs once per raft message or request is
+// kept to memberLogBurst a minute, each message counted apart: a leader
+// whose peer restarted after a crash logged "dropped internal Raft message
+// since sending buffer is full" some 700 times a second while the peer
+// replayed its log. Other warnings still pass, info does not, and the
+// harmless warnings and a closing member's lines stay dropped.
+func TestAMembersRepeatedWarningIsLoggedAFewTimesAMinute(t *testing.T) {
+	core, logs := observer.New(zapcore.InfoLevel)
+	var closing atomic.Bool
+	lg := memberLogger(zap.New(core), &closing)
+	const flood = "dropped internal Raft message since sending buffer is full"
+	for range 500 {
+		lg.Warn(flood, zap.String("message-type", "MsgHeartbeat"))
+	}
+	lg.Warn("lost TCP streaming connection with remote peer", zap.String("remote-peer-id", "a"))
+	lg.Warn("lost TCP streaming connection with remote peer", zap.String("remote-peer-id", "b"))
+	lg.Error(flood) // another level: counted apart
+	lg.Info("starting a member")
+	lg.Warn(msgSinglePort)
+	byMsg := map[string]int{}
+	for _, l := range logs.All() {
+		byMsg[l.Level.String()+" "+l.Message]++
+		if l.LoggerName != "etcd" {
+			t.Errorf("logged by %q, want etcd", l.LoggerName)
+		}
+	}
+	want := map[string]int{
+		"warn " + flood: memberLogBurst,
+		"warn lost TCP streaming connection with remote peer": 2,
+		"error " + flood: 1,
+	}
+	for k, n := range want {
+		if byMsg[k] != n {
+			t.Errorf("%q logged %d times, want %d", k, byMsg[k], n)
+		}
+	}
+	if len(byMsg) != len(want) {
+		t.Errorf("logged %v, want %v", byMsg, want)
+	}
+	closing.Store(true)
+	lg.Warn("after close")
+	if n := logs.FilterMessage("after close").Len(); n != 0 {
+		t.Errorf("a closing member logged %d entries", n)
+	}
+}
