@@ -3,11 +3,14 @@ package etcdstore_test
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/rivet-go/rivet/storage/etcdstore"
 )
 
 // A member keeps applied raft entries in memory for followers that lag.
@@ -68,4 +71,44 @@ func liveHeap() uint64 {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	return ms.HeapAlloc
+}
+
+// A member restarted after a crash replays its raft log from its last
+// snapshot to disk before it serves; a group commit is one entry of up to
+// 1,024 operations, so the member snapshots every EmbeddedSnapshotCount
+// entries, not etcd's 10,000: after 2,500 writes it has a snapshot on disk.
+func TestAMemberSnapshotsToDiskEveryThousandEntries(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	e, err := etcdstore.StartEmbedded(ctx, etcdstore.DefaultLocalEmbeddedConfig(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	cli := e.Client()
+	t.Cleanup(func() { cli.Close() })
+	var wg sync.WaitGroup
+	for w := range 16 {
+		wg.Go(func() {
+			for i := w; i < 2500; i += 16 {
+				if _, err := cli.Put(ctx, fmt.Sprintf("snap/%d", w), "v"); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	// The snapshot is taken as the entry past the count is applied:
+	// wait for it, with a deadline.
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		snaps, _ := filepath.Glob(filepath.Join(dir, "member", "snap", "*.snap"))
+		if len(snaps) > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no snapshot on disk after 2,500 entries (a restart would replay them all)")
+		}
+	}
 }
