@@ -641,11 +641,11 @@ func retryTrees(entries []workflow.Entry, from, failedAt string) ([]string, []wo
 // freshRollbacks returns the steps a retry keeps (outside trees) whose
 // rollback handler failed, for good or in attempts to be retried, with
 // that outcome and count cleared, and those it keeps compensated, marked
-// settled. Kept, the failure stopped the next
-// rollback at once at that step with the old error, without running the
-// handler the operator may have retried for (after fixing what it calls),
-// and a handler cut off in its backoff (by a cancel) resumed its count
-// and backoff in a run that had not failed it. A handler that succeeded
+// settled. Kept, the failure stopped the next rollback at once at that
+// step with the old error, without running the handler the operator may
+// have retried for (after fixing what it calls), and a handler cut off in
+// its backoff (by a cancel) resumed its count and backoff in a run that
+// had not failed it. A handler that succeeded
 // stays done: its step is not run again, so its effect stays undone, and
 // a second run would undo it twice. (A retry without --from runs again
 // from the first step whose handler succeeded, keeping the earlier ones,
@@ -977,10 +977,11 @@ func (s treeSet) holds(path string) bool {
 // which must run again. Not those an earlier retry kept (settled: the
 // workflow went on past them), or a plain retry after a later failure
 // that rolled nothing back (a cancel, a divergence) would run them again,
-// and what the workflow did after them, instead of resuming it. A step whose handler failed (for good, or in an
-// attempt a cancel cut off) still has its effect: the retry keeps it, its
-// handler's outcome cleared (freshRollbacks), as it would any step the
-// rollback did not reach; run again, it would take effect twice.
+// and what the workflow did after them, instead of resuming it. A step
+// whose handler failed (for good, or in an attempt a cancel cut off) still
+// has its effect: the retry keeps it, its handler's outcome cleared
+// (freshRollbacks), as it would any step the rollback did not reach; run
+// again, it would take effect twice.
 func firstCompensated(entries []workflow.Entry) *workflow.Entry {
 	byPath := make(map[string]*workflow.Entry, len(entries))
 	for i := range entries {

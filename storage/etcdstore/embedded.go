@@ -183,8 +183,10 @@ const (
 // one entry of up to 1,024 (tens of KB under workflow load), and a member
 // restarted after a crash replays its log from its last snapshot before it
 // serves: 6,000 entries of 60 KB took it 1.06 s, 0.48 s with a snapshot
-// every 1,000. A snapshot of a member is small (etcd's data is in its
-// database, which the snapshot commits, not copies).
+// every 1,000 (a member alone). In a cluster a restarted member's time is
+// what it missed while down, which this does not change (docs/deploy.md).
+// A snapshot of a member is small (etcd's data is in its database, which
+// the snapshot commits, not copies).
 const EmbeddedSnapshotCount = 1000
 
 // Raft timings of an embedded member: half of etcd's defaults. Members run
