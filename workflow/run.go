@@ -29,7 +29,7 @@ func Run[S any](ctx context.Context, fn func(*Ctx[S]) error, host Host, history 
 	}
 	rctx, abort := context.WithCancelCause(ctx)
 	defer abort(nil)
-	r := &run{host: host, ctx: rctx, abort: abort, hist: h, active: 1, waits: map[*thread]waitFor{}}
+	r := &run{host: host, ctx: rctx, abort: abort, hist: h, active: 1}
 	if replayOnly(host) {
 		r.host, r.replay, r.parked = newReplayHost(host, r, history), true, map[context.Context]int{}
 	}
@@ -101,10 +101,13 @@ type run struct {
 	retired   []string
 	rollbacks []rollbackAction
 	seq       int // orders rollbacks registered at the same time
-	// active counts threads that are not blocked; waits holds what the
-	// blocked ones wait for. When active drops to 0, the host hears of it.
-	active int
-	waits  map[*thread]waitFor
+	// active counts threads that are not blocked; waiting holds the
+	// blocked ones (each with what it waits for in its waitFor). When
+	// active drops to 0, the host hears of it. (A slice, not a map: most
+	// runs have one thread, and a one-entry map of waitFors cost a run
+	// about 850 bytes for as long as it waited.)
+	active  int
+	waiting []*thread
 	// yield accumulates what evicted threads were waiting for; yieldNow
 	// is set if one had work to do at once.
 	yield    Wake
@@ -158,6 +161,10 @@ type thread struct {
 	// goexitIn names the step whose body called runtime.Goexit, for the
 	// error of the thread it ended.
 	goexitIn string
+	// waitFor is what the thread waits for while it is in r.waiting, at
+	// waitAt. Guarded by r.mu.
+	waitFor waitFor
+	waitAt  int
 }
 
 // cx is one scope on one thread: the untyped half of a Ctx.
@@ -425,7 +432,8 @@ func (t *thread) wait(w waitFor) error {
 	}
 	r.mu.Lock()
 	r.active--
-	r.waits[t] = w
+	t.waitFor, t.waitAt = w, len(r.waiting)
+	r.waiting = append(r.waiting, t)
 	switch {
 	case w.hasFloor:
 		t.setFloorLocked(w.floor, true)
@@ -448,7 +456,11 @@ func (t *thread) wait(w waitFor) error {
 
 	r.mu.Lock()
 	r.active++
-	delete(r.waits, t)
+	last := r.waiting[len(r.waiting)-1]
+	r.waiting[t.waitAt], last.waitAt = last, t.waitAt
+	r.waiting[len(r.waiting)-1] = nil
+	r.waiting = r.waiting[:len(r.waiting)-1]
+	t.waitFor = waitFor{}
 	t.setFloorLocked(t.now, true)
 	evicted := r.ctx.Err() != nil
 	if evicted {
@@ -467,7 +479,8 @@ func (r *run) reportLocked() {
 	}
 	now := r.now()
 	var w Wake
-	for t, wf := range r.waits {
+	for _, t := range r.waiting {
+		wf := &t.waitFor
 		if t.ctx.Err() != nil || (!wf.at.IsZero() && !wf.at.After(now)) || closed(wf.notify) || closed(wf.change) {
 			return
 		}
