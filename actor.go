@@ -474,8 +474,11 @@ type Spec struct {
 	Sleep      func(env Env, state any) error
 	Destroy    func(env Env, state any) error
 	// Run runs the actor's workflow once against its history (nil if the
-	// actor has none); see workflow.Run.
-	Run func(ctx context.Context, host workflow.Host, history []workflow.Entry) workflow.Outcome
+	// actor has none); see workflow.Run. Start is Run on a goroutine of
+	// its own, calling done with the outcome (see workflow.Start): a host
+	// keeps one goroutine per running workflow with it, not two.
+	Run   func(ctx context.Context, host workflow.Host, history []workflow.Entry) workflow.Outcome
+	Start func(ctx context.Context, host workflow.Host, history []workflow.Entry, done func(workflow.Outcome))
 }
 
 // ActionSpec is one type-erased action.
@@ -602,6 +605,9 @@ func (a Actor[S]) Spec() (*Spec, error) {
 		fn := a.Run
 		sp.Run = func(ctx context.Context, host workflow.Host, history []workflow.Entry) workflow.Outcome {
 			return workflow.Run(ctx, fn, host, history)
+		}
+		sp.Start = func(ctx context.Context, host workflow.Host, history []workflow.Entry, done func(workflow.Outcome)) {
+			workflow.Start(ctx, fn, host, history, done)
 		}
 	}
 	for name, h := range a.Actions {

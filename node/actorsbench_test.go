@@ -49,6 +49,22 @@ var waiter = rivet.Actor[holderState]{
 	},
 }
 
+// looper is waiter in the shape most workflows wait in: a loop whose
+// iteration receives (the seed's reminder and coordinator patterns).
+var looper = rivet.Actor[holderState]{
+	Name:   "looper",
+	Queues: rivet.Queues{"jobs": rivet.QueueOf[int]()},
+	Run: func(ctx *workflow.Ctx[holderState]) error {
+		if err := ctx.Step("ready", func(*workflow.StepCtx[holderState]) error { workflowsWaiting.Add(1); return nil }); err != nil {
+			return err
+		}
+		return ctx.Loop("mailbox", func(lc *workflow.Ctx[holderState]) error {
+			_, err := workflow.Next[int](lc, "wait-job")
+			return err
+		})
+	},
+}
+
 // sleeper is a workflow in a durable sleep, still in memory (its actor
 // has not been idle for the idle timeout yet).
 var sleeper = rivet.Actor[holderState]{
@@ -66,8 +82,8 @@ const benchActors = 10_000
 
 // BenchmarkActiveActors measures what actors cost a node's memory, and how
 // fast it brings stored actors back into memory: 10,000 plain actors
-// (each called once, so in memory), 10,000 workflows waiting on a queue
-// and 10,000 in a durable sleep, on one node with its embedded etcd; then
+// (each called once, so in memory), 10,000 workflows waiting on a queue,
+// 10,000 waiting on a queue in a loop and 10,000 in a durable sleep, on one node with its embedded etcd; then
 // the node restarted on the same data, which holds them all in storage and
 // none in memory; then a read-only call to each plain actor (each loads
 // the actor from etcd: an activation), and the same calls again (in
@@ -75,7 +91,7 @@ const benchActors = 10_000
 // use after a collection, etcd's included (it runs in the process), per
 // actor of each kind.
 func BenchmarkActiveActors(b *testing.B) {
-	reg, err := rivet.Setup(holder, waiter, sleeper)
+	reg, err := rivet.Setup(holder, waiter, looper, sleeper)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -196,19 +212,29 @@ func BenchmarkActiveActors(b *testing.B) {
 		m2, g2 := inUse(), runtime.NumGoroutine()
 		perActor("waiting", m1, m2)
 
+		_, _ = each("looper", func(key []string) error {
+			_, err := c.Create(ctx, "looper", key, nil)
+			return err
+		})
+		until("every looper at its receive", func() bool { return workflowsWaiting.Load() == 2*benchActors })
+		settled(n)
+		m2l, g2l := inUse(), runtime.NumGoroutine()
+		perActor("waiting-in-loop", m2, m2l)
+
 		_, _ = each("sleeper", func(key []string) error {
 			_, err := c.Create(ctx, "sleeper", key, nil)
 			return err
 		})
-		until("every sleeper at its sleep", func() bool { return workflowsWaiting.Load() == 2*benchActors })
+		until("every sleeper at its sleep", func() bool { return workflowsWaiting.Load() == 3*benchActors })
 		settled(n)
 		m3, g3 := inUse(), runtime.NumGoroutine()
-		perActor("sleeping", m2, m3)
+		perActor("sleeping", m2l, m3)
 		b.ReportMetric(float64(g1-g0)/benchActors, "plain-goroutines/actor")
 		b.ReportMetric(float64(g2-g1)/benchActors, "waiting-goroutines/actor")
-		b.ReportMetric(float64(g3-g2)/benchActors, "sleeping-goroutines/actor")
-		if active := n.Host().Stats().ActiveActors; active < 3*benchActors {
-			b.Fatalf("%d actors in memory, want %d: the figures above are not per active actor", active, 3*benchActors)
+		b.ReportMetric(float64(g2l-g2)/benchActors, "waiting-in-loop-goroutines/actor")
+		b.ReportMetric(float64(g3-g2l)/benchActors, "sleeping-goroutines/actor")
+		if active := n.Host().Stats().ActiveActors; active < 4*benchActors {
+			b.Fatalf("%d actors in memory, want %d: the figures above are not per active actor", active, 4*benchActors)
 		}
 		stop(n, c)
 
@@ -216,9 +242,9 @@ func BenchmarkActiveActors(b *testing.B) {
 		n, c = start()
 		settled(n)
 		m4 := inUse()
-		b.ReportMetric(float64(int64(m4.heap)-int64(m0.heap))/(3*benchActors), "stored-heap-B/actor")
+		b.ReportMetric(float64(int64(m4.heap)-int64(m0.heap))/(4*benchActors), "stored-heap-B/actor")
 		if active := n.Host().Stats().ActiveActors; active > benchActors/100 {
-			b.Fatalf("%d actors in memory after a restart, want none of the 30,000 stored", active)
+			b.Fatalf("%d actors in memory after a restart, want none of the 40,000 stored", active)
 		}
 		get := func(key []string) error {
 			_, err := c.Actor("holder", key...).NoCreate().Call(ctx, "get")

@@ -373,7 +373,7 @@ func (a *activation) startWorkflow(history []workflow.Entry) {
 	r := &wfRunner{cancel: cancel, done: make(chan struct{})}
 	a.wf.runner = r
 	a.wf.status.Status = WorkflowRunning
-	go a.runWorkflow(ctx, r, history)
+	a.runWorkflow(ctx, r, history)
 }
 
 // startDeferred starts the run a load deferred (startWorkflow), if any.
@@ -387,10 +387,21 @@ func (a *activation) startDeferred() {
 	}
 }
 
-// runWorkflow runs the workflow until it finishes or is stopped. Owned by
-// Host.workflows; stopped by cancelling its ctx (deactivation, eviction,
-// node stop).
+// runWorkflow starts the workflow on a goroutine of its own, which runs it
+// until it finishes or is stopped. Owned by Host.workflows; stopped by
+// cancelling its ctx (deactivation, eviction, node stop).
 func (a *activation) runWorkflow(ctx context.Context, r *wfRunner, history []workflow.Entry) {
+	host := &wfHost{a: a, r: r}
+	if a.spec.Start == nil {
+		go func() { a.ranWorkflow(ctx, r, a.spec.Run(ctx, host, history)) }()
+		return
+	}
+	a.spec.Start(ctx, host, history, func(out workflow.Outcome) { a.ranWorkflow(ctx, r, out) })
+}
+
+// ranWorkflow records how a run ended, on the run's goroutine, as its last
+// act.
+func (a *activation) ranWorkflow(ctx context.Context, r *wfRunner, out workflow.Outcome) {
 	defer a.h.workflows.Done()
 	defer a.h.wfRunning.Add(-1)
 	defer func() {
@@ -409,8 +420,6 @@ func (a *activation) runWorkflow(ctx context.Context, r *wfRunner, history []wor
 		}
 		a.mu.Unlock()
 	}()
-	host := &wfHost{a: a, r: r}
-	out := a.spec.Run(ctx, host, history)
 	switch out.Status {
 	case workflow.RunCompleted:
 		// Counted once recorded: a run whose end failed to commit replays

@@ -23,24 +23,61 @@ import (
 // a primitive still running, from a goroutine the workflow code started,
 // on a Ctx whose function returned (see waitStrays).
 func Run[S any](ctx context.Context, fn func(*Ctx[S]) error, host Host, history []Entry) Outcome {
-	h, err := NewHistory(history)
-	if err != nil {
-		return Outcome{Status: RunFailed, Err: err}
-	}
-	rctx, abort := context.WithCancelCause(ctx)
-	defer abort(nil)
-	r := &run{host: host, ctx: rctx, abort: abort, hist: h, active: 1}
-	if replayOnly(host) {
-		r.host, r.replay, r.parked = newReplayHost(host, r, history), true, map[context.Context]int{}
-	}
-	r.name, r.key = host.Actor()
-	root := &thread{r: r, ctx: rctx}
-	c := &Ctx[S]{x: &cx{t: root, sc: newScope("")}}
-	err = callThread(root, func() error { return fn(c) })
+	ended := make(chan Outcome, 1)
+	Start(ctx, fn, host, history, func(out Outcome) { ended <- out })
+	return <-ended
+}
+
+// Start is Run without a goroutine waiting for it: it runs the workflow on
+// a goroutine of its own and calls done with the outcome on that goroutine,
+// once everything Run would have joined has ended, as its last act. A
+// host keeps a workflow in memory while it waits (for a message, a
+// timer), possibly for hours: Run would hold two goroutines meanwhile, the
+// caller's and fn's, where Start holds one (about 4 KiB of stack less per
+// waiting workflow; the caller's could not shrink further, fn's carries
+// the code's frames).
+func Start[S any](ctx context.Context, fn func(*Ctx[S]) error, host Host, history []Entry, done func(Outcome)) {
+	go func() {
+		h, err := NewHistory(history)
+		if err != nil {
+			done(Outcome{Status: RunFailed, Err: err})
+			return
+		}
+		rctx, abort := context.WithCancelCause(ctx)
+		r := &run{host: host, ctx: rctx, abort: abort, hist: h, active: 1}
+		if replayOnly(host) {
+			r.host, r.replay, r.parked = newReplayHost(host, r, history), true, map[context.Context]int{}
+		}
+		r.name, r.key = host.Actor()
+		root := &thread{r: r, ctx: rctx}
+		c := &Ctx[S]{x: &cx{t: root, sc: newScope("")}}
+		// fn runs on this goroutine, guarded as callThread guards a
+		// thread's code: a panic, or a runtime.Goexit, which ends this
+		// goroutine whatever its callers do, becomes a *PanicError, and the
+		// run ends in the deferred call either way.
+		returned := false
+		defer func() {
+			if v := recover(); v != nil {
+				err = &PanicError{Value: v, Stack: debug.Stack()}
+			} else if !returned {
+				err = &PanicError{Value: goexit{in: root.goexitIn}, Stack: debug.Stack()}
+			}
+			out := r.end(c.x, root, err)
+			abort(nil)
+			done(out)
+		}()
+		err = tame(fn(c))
+		returned = true
+	}()
+}
+
+// end ends a run whose root function returned err: it decides and records
+// the outcome, and waits for the primitives still running on a Ctx.
+func (r *run) end(x *cx, root *thread, err error) Outcome {
 	if breaks(err) {
 		err = fmt.Errorf("%w: Break reached the end of the workflow (it ends only the Loop or LoopWith whose body returns it): %s", ErrInvalid, errtext.Of(err))
 	}
-	if cerr := c.x.close(); cerr != nil {
+	if cerr := x.close(); cerr != nil {
 		err = cerr
 	}
 	out := r.finish(root, err)
