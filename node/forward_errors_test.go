@@ -174,3 +174,83 @@ func TestALongActorErrorFitsAnEightKiBHeaderList(t *testing.T) {
 		})
 	}
 }
+
+// A request that fits the transport of the node it reaches but not the
+// peer stream to the actor's owner (the forward adds an envelope, so the
+// last few KiB below the transport's bound do not fit) gets the error its
+// owner gives it called directly: the payload over its limit, named, with
+// that limit. It said "request to forward too large", with a limit of
+// about 9 MiB: a hop the caller knows nothing of, and a limit that is not
+// the one its payload broke.
+func TestARequestTooLargeToForwardGetsTheErrorItGetsFromItsOwner(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	reg, err := rivet.Setup(inbox, counter.Actor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	na, nb := twoNodesWith(t, ctx, reg, "/toolargefwd/")
+	counterKey, inboxKey := keysOn(na, "counter", "c", 1)[0], keysOn(na, "inbox", "i", 1)[0]
+	raw := func(addr string) rivetv1.ActorServiceClient {
+		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(64<<20), grpc.MaxCallRecvMsgSize(64<<20)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		return rivetv1.NewActorServiceClient(conn)
+	}
+	onA, onB := raw(na.GRPCAddr()), raw(nb.GRPCAddr())
+	// A JSON string of n bytes. The transport's bound is 9 MiB (twice the
+	// 4 MiB limit, plus 1 MiB); a request of these payloads is within 1
+	// KiB of it.
+	str := func(n int) []byte { return []byte(`"` + strings.Repeat("x", n-2) + `"`) }
+	const near = 9<<20 - 1<<10
+	counterRef := &rivetv1.ActorRef{Name: "counter", Key: []string{counterKey}}
+	inboxRef := &rivetv1.ActorRef{Name: "inbox", Key: []string{inboxKey}}
+	cases := []struct {
+		name string
+		call func(rivetv1.ActorServiceClient) error
+		want string
+	}{
+		{"call, its arguments", func(c rivetv1.ActorServiceClient) error {
+			_, err := c.Call(ctx, &rivetv1.CallRequest{Actor: counterRef, Action: "increment", Args: append(append([]byte("["), str(near-2)...), ']'), CreateIfMissing: true})
+			return err
+		}, "action arguments too large"},
+		{"call, its input", func(c rivetv1.ActorServiceClient) error {
+			_, err := c.Call(ctx, &rivetv1.CallRequest{Actor: counterRef, Action: "increment", Args: []byte("[1]"), Input: str(near), CreateIfMissing: true})
+			return err
+		}, "create input too large"},
+		{"call, an invalid action name first", func(c rivetv1.ActorServiceClient) error {
+			_, err := c.Call(ctx, &rivetv1.CallRequest{Actor: counterRef, Action: "", Args: []byte("[1]"), Input: str(near), CreateIfMissing: true})
+			return err
+		}, "action name is empty"},
+		{"send, its input", func(c rivetv1.ActorServiceClient) error {
+			_, err := c.Send(ctx, &rivetv1.SendRequest{Actor: inboxRef, Queue: "q", Body: []byte("1"), Input: str(near), CreateIfMissing: true})
+			return err
+		}, "create input too large"},
+		{"create, its input", func(c rivetv1.ActorServiceClient) error {
+			_, err := c.Create(ctx, &rivetv1.CreateRequest{Actor: counterRef, Input: str(near)})
+			return err
+		}, "create input too large"},
+		{"get or create, its input", func(c rivetv1.ActorServiceClient) error {
+			_, err := c.GetOrCreate(ctx, &rivetv1.GetOrCreateRequest{Actor: counterRef, Input: str(near)})
+			return err
+		}, "create input too large"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			direct, forwarded := status.Convert(c.call(onA)), status.Convert(c.call(onB))
+			if !strings.Contains(direct.Message(), c.want) {
+				t.Fatalf("called on the owner: %v %q, want %q", direct.Code(), direct.Message(), c.want)
+			}
+			if forwarded.Code() != direct.Code() || forwarded.Message() != direct.Message() {
+				t.Errorf("called through node b: %v %q; want what the owner answers: %v %q", forwarded.Code(), forwarded.Message(), direct.Code(), direct.Message())
+			}
+			de, fe := rpcerr.FromStatus(direct), rpcerr.FromStatus(forwarded)
+			if de.Group != fe.Group || de.Code != fe.Code {
+				t.Errorf("called through node b: %s.%s, want the owner's %s.%s", fe.Group, fe.Code, de.Group, de.Code)
+			}
+		})
+	}
+}

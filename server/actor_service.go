@@ -24,29 +24,11 @@ const maxListLimit = 1000
 
 // Call runs one action.
 func (s *Server) Call(ctx context.Context, req *rivetv1.CallRequest) (*rivetv1.CallResponse, error) {
-	r, err := ref(req.GetActor())
+	creq, err := s.callRequest(ctx, req)
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
-	if err := rivet.ValidateName("action name", req.GetAction()); err != nil {
-		return nil, s.toStatus(ctx, err)
-	}
-	args, err := s.args(req.GetArgs())
-	if err != nil {
-		return nil, s.toStatus(ctx, err)
-	}
-	input, err := s.input(req.GetInput())
-	if err != nil {
-		return nil, s.toStatus(ctx, err)
-	}
-	res, err := s.backend.Call(ctx, runtime.CallRequest{
-		Ref:             r,
-		Action:          req.GetAction(),
-		Args:            args,
-		CreateIfMissing: req.GetCreateIfMissing(),
-		Input:           input,
-		Chain:           chainOf(ctx),
-	})
+	res, err := s.backend.Call(ctx, creq)
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
@@ -56,25 +38,65 @@ func (s *Server) Call(ctx context.Context, req *rivetv1.CallRequest) (*rivetv1.C
 	return &rivetv1.CallResponse{Result: res}, nil
 }
 
-// Send appends a message to a queue.
-func (s *Server) Send(ctx context.Context, req *rivetv1.SendRequest) (*rivetv1.SendResponse, error) {
+// callRequest checks req as Call does before it runs it, and converts it.
+func (s *Server) callRequest(ctx context.Context, req *rivetv1.CallRequest) (runtime.CallRequest, error) {
 	r, err := ref(req.GetActor())
 	if err != nil {
-		return nil, s.toStatus(ctx, err)
+		return runtime.CallRequest{}, err
 	}
-	if err := rivet.ValidateName("queue name", req.GetQueue()); err != nil {
-		return nil, s.toStatus(ctx, err)
+	if err := rivet.ValidateName("action name", req.GetAction()); err != nil {
+		return runtime.CallRequest{}, err
 	}
-	body, err := s.body(req.GetBody())
+	args, err := s.args(req.GetArgs())
 	if err != nil {
-		return nil, s.toStatus(ctx, err)
+		return runtime.CallRequest{}, err
 	}
 	input, err := s.input(req.GetInput())
 	if err != nil {
+		return runtime.CallRequest{}, err
+	}
+	return runtime.CallRequest{
+		Ref:             r,
+		Action:          req.GetAction(),
+		Args:            args,
+		CreateIfMissing: req.GetCreateIfMissing(),
+		Input:           input,
+		Chain:           chainOf(ctx),
+	}, nil
+}
+
+// Send appends a message to a queue.
+func (s *Server) Send(ctx context.Context, req *rivetv1.SendRequest) (*rivetv1.SendResponse, error) {
+	sreq, err := s.sendRequest(ctx, req)
+	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
+	res, err := s.backend.Send(ctx, sreq)
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	return &rivetv1.SendResponse{MessageId: res.MessageID, Status: res.Status, Response: res.Response, WorkflowStatus: res.WorkflowStatus, MessageState: res.MessageState, Duplicate: res.Duplicate}, nil
+}
+
+// sendRequest checks req as Send does before it runs it, and converts it.
+func (s *Server) sendRequest(ctx context.Context, req *rivetv1.SendRequest) (runtime.SendRequest, error) {
+	r, err := ref(req.GetActor())
+	if err != nil {
+		return runtime.SendRequest{}, err
+	}
+	if err := rivet.ValidateName("queue name", req.GetQueue()); err != nil {
+		return runtime.SendRequest{}, err
+	}
+	body, err := s.body(req.GetBody())
+	if err != nil {
+		return runtime.SendRequest{}, err
+	}
+	input, err := s.input(req.GetInput())
+	if err != nil {
+		return runtime.SendRequest{}, err
+	}
 	if req.GetTimeoutMs() < 0 {
-		return nil, s.toStatus(ctx, rivet.Errorf(rivet.ErrInvalidArgument, "timeout_ms is negative (%d)", req.GetTimeoutMs()))
+		return runtime.SendRequest{}, rivet.Errorf(rivet.ErrInvalidArgument, "timeout_ms is negative (%d)", req.GetTimeoutMs())
 	}
 	// A wait past time.Duration's range (INT64_MAX ms: "as long as my
 	// deadline allows") is the longest one: multiplied, it would wrap to a
@@ -83,7 +105,7 @@ func (s *Server) Send(ctx context.Context, req *rivetv1.SendRequest) (*rivetv1.S
 	if ms := req.GetTimeoutMs(); ms <= math.MaxInt64/int64(time.Millisecond) {
 		wait = time.Duration(ms) * time.Millisecond
 	}
-	res, err := s.backend.Send(ctx, runtime.SendRequest{
+	return runtime.SendRequest{
 		Ref:             r,
 		Queue:           req.GetQueue(),
 		Body:            body,
@@ -93,11 +115,7 @@ func (s *Server) Send(ctx context.Context, req *rivetv1.SendRequest) (*rivetv1.S
 		Timeout:         wait,
 		Chain:           chainOf(ctx),
 		IdempotencyKey:  req.GetIdempotencyKey(),
-	})
-	if err != nil {
-		return nil, s.toStatus(ctx, err)
-	}
-	return &rivetv1.SendResponse{MessageId: res.MessageID, Status: res.Status, Response: res.Response, WorkflowStatus: res.WorkflowStatus, MessageState: res.MessageState, Duplicate: res.Duplicate}, nil
+	}, nil
 }
 
 // Create creates an actor.

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -81,6 +82,19 @@ func ForwardingInterceptor(r Router) grpc.UnaryServerInterceptor {
 		}
 		resp := newResp()
 		if err := conn.Invoke(ctx, info.FullMethod, req, resp); err != nil {
+			if errors.As(err, new(tooLargeToForward)) {
+				// Over the peer's bound only because of a payload over
+				// its limit (the transport's bound is twice the largest
+				// limit): say which, as the owner (or this node, had it
+				// been the owner) would have, not that the request is
+				// too large for a hop the caller knows nothing of.
+				if s, ok := info.Server.(*Server); ok {
+					if cerr := s.checkRequest(ctx, req); cerr != nil {
+						return nil, s.toStatus(ctx, cerr)
+					}
+				}
+				return nil, err
+			}
 			st, ok := status.FromError(err)
 			if !ok {
 				return nil, status.Error(codes.Unavailable, err.Error())
@@ -98,6 +112,38 @@ func ForwardingInterceptor(r Router) grpc.UnaryServerInterceptor {
 		return resp, nil
 	}
 }
+
+// checkRequest returns the error req's handler would answer before it ran
+// anything (a malformed or oversized field), nil if none.
+func (s *Server) checkRequest(ctx context.Context, req any) error {
+	var err error
+	switch r := req.(type) {
+	case *rivetv1.CallRequest:
+		_, err = s.callRequest(ctx, r)
+	case *rivetv1.SendRequest:
+		_, err = s.sendRequest(ctx, r)
+	case *rivetv1.CreateRequest:
+		err = s.refAndInput(r.GetActor(), r.GetInput())
+	case *rivetv1.GetOrCreateRequest:
+		err = s.refAndInput(r.GetActor(), r.GetInput())
+	}
+	return err
+}
+
+func (s *Server) refAndInput(a *rivetv1.ActorRef, input []byte) error {
+	if _, err := ref(a); err != nil {
+		return err
+	}
+	_, err := s.input(input)
+	return err
+}
+
+// tooLargeToForward is PeerConn's refusal of a request larger than its
+// bound (LimitRequests), which it never sent.
+type tooLargeToForward struct{ st *status.Status }
+
+func (e tooLargeToForward) Error() string              { return e.st.Err().Error() }
+func (e tooLargeToForward) GRPCStatus() *status.Status { return e.st }
 
 // forwardedError is a status the owner answered a forwarded request with,
 // passed on as it is: the owner logged what it had to, so this node's

@@ -733,7 +733,7 @@ func (c *PeerConn) invoke(ctx context.Context, method string, args, reply any) (
 		putForwardRequest(req)
 		err := checkSize("request to forward", len(b), c.maxRequest)
 		st, _ := rpcerr.ToStatus(err)
-		return false, st.Err()
+		return false, tooLargeToForward{st}
 	}
 	req.Method, req.Request = method, b
 	if err := c.ready(ctx); err != nil {
