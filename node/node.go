@@ -411,7 +411,7 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 	n.host.SetStateInHistory(false)
 	// One source for the limits both layers enforce: the runtime's config.
 	limits := server.DefaultLimits()
-	limits.MaxResultBytes, limits.MaxMessageBytes = rc.MaxResultBytes, rc.MaxMessageBytes
+	limits.MaxResultBytes, limits.MaxMessageBytes, limits.MaxArgsBytes = rc.MaxResultBytes, rc.MaxMessageBytes, rc.MaxArgsBytes
 	n.view = newView(n.cfg.NodeID, parts, n.store, n.log.Named("view"), sec.peer, limits)
 	n.view.gossip, n.view.host = n.gossip, n.host
 	n.host.SetRemote(remote{n.view})

@@ -37,6 +37,10 @@ type Config struct {
 	MaxStateBytes int
 	// MaxResultBytes bounds an action's JSON result. Default 4 MiB.
 	MaxResultBytes int
+	// MaxArgsBytes bounds an action's JSON arguments, of a call an actor
+	// makes (a client's call is checked by the node's server, to the same
+	// limit). Default 4 MiB.
+	MaxArgsBytes int
 	// MaxMessageBytes bounds a queue message's JSON body. Default 64 KiB.
 	MaxMessageBytes int
 	// MaxQueueDepth bounds the pending messages of one queue; a Send beyond
@@ -62,6 +66,7 @@ func DefaultConfig() Config {
 		MaxActiveActors: 100_000,
 		MaxStateBytes:   1 << 20,
 		MaxResultBytes:  4 << 20,
+		MaxArgsBytes:    4 << 20,
 		MaxMessageBytes: 64 << 10,
 		MaxQueueDepth:   1000,
 	}
@@ -89,6 +94,9 @@ func (c *Config) validate() error {
 	}
 	if c.MaxResultBytes <= 0 {
 		c.MaxResultBytes = d.MaxResultBytes
+	}
+	if c.MaxArgsBytes <= 0 {
+		c.MaxArgsBytes = d.MaxArgsBytes
 	}
 	if c.MaxMessageBytes <= 0 {
 		c.MaxMessageBytes = d.MaxMessageBytes

@@ -22,6 +22,7 @@ import (
 
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/internal/rpcerr"
+	"github.com/rivet-go/rivet/internal/sizes"
 	"github.com/rivet-go/rivet/placement"
 	"github.com/rivet-go/rivet/storage"
 	"github.com/rivet-go/rivet/workflow"
@@ -2553,6 +2554,13 @@ func (hh *hostHandle) Call(ctx context.Context, action string, args ...any) (jso
 	if err != nil {
 		return nil, err
 	}
+	// Checked here, wherever the called actor is, as a node's server
+	// checks a client's: it was checked only by the server of the actor's
+	// node, so that a call a test of one node ran failed in a cluster, when
+	// its actor was on another node.
+	if err := sizes.Check("action arguments", len(raw), hh.c.h.cfg.MaxArgsBytes); err != nil {
+		return nil, err
+	}
 	if err := hh.flushCaller(ctx); err != nil {
 		return nil, err
 	}
@@ -2707,6 +2715,11 @@ func (hh *hostHandle) send(ctx context.Context, queue string, body any, wait boo
 	b, err := json.Marshal(body)
 	if err != nil {
 		return rivet.SendResult{}, rivet.Errorf(rivet.ErrInvalidArgument, "message body does not marshal to JSON: %v", err)
+	}
+	// In the words of the server of the actor's node, which checks it if
+	// the actor is on another node (Host.Send's own words differ).
+	if err := sizes.Check("message body", len(b), hh.c.h.cfg.MaxMessageBytes); err != nil {
+		return rivet.SendResult{}, err
 	}
 	if err := hh.flushCaller(ctx); err != nil {
 		return rivet.SendResult{}, err

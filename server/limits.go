@@ -1,7 +1,6 @@
 package server
 
 import (
-	"fmt"
 	"math"
 	"time"
 
@@ -9,7 +8,7 @@ import (
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/keepalive"
 
-	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/internal/sizes"
 	"github.com/rivet-go/rivet/runtime"
 )
 
@@ -254,26 +253,9 @@ func satAdd(a, b int) int {
 }
 
 // checkSize returns ErrTooLarge if a payload is over its limit, with a
-// message that says which payload, its size and the limit, so a user can
-// act on it without reading the node's config.
-func checkSize(what string, n, limit int) error {
-	if n <= limit {
-		return nil
-	}
-	return rivet.Errorf(rivet.ErrTooLarge, "%s too large: %s, the limit is %s", what, sizeText(n), sizeText(limit))
-}
-
-// sizeText prints a size in bytes and, when that helps, in KiB or MiB.
-func sizeText(n int) string {
-	switch {
-	case n >= mib:
-		return fmt.Sprintf("%d bytes (%.1f MiB)", n, float64(n)/mib)
-	case n >= kib:
-		return fmt.Sprintf("%d bytes (%.1f KiB)", n, float64(n)/kib)
-	default:
-		return fmt.Sprintf("%d bytes", n)
-	}
-}
+// message that says which payload, its size and the limit (sizes.Check:
+// the runtime words an actor's own calls' payloads the same).
+func checkSize(what string, n, limit int) error { return sizes.Check(what, n, limit) }
 
 // maxHeaderListBytes bounds the headers (metadata) of a request a node
 // takes in: far more than any client sends (grpc-java's own bound is 8
