@@ -87,7 +87,7 @@ func (l Limits) largest() int {
 func ServerOptions(limits Limits) []grpc.ServerOption {
 	l := limits.withDefaults()
 	return []grpc.ServerOption{
-		grpc.ChainUnaryInterceptor(boundErrors),
+		grpc.ChainUnaryInterceptor(boundErrors, deadlineFirst),
 		grpc.ChainStreamInterceptor(boundStreamErrors),
 		grpc.MaxRecvMsgSize(l.recvBound()),
 		// Requests that do not decode are the client's error (decode.go).

@@ -813,7 +813,14 @@ func (c *PeerConn) invoke(ctx context.Context, method string, args, reply any) (
 		s.mu.Lock()
 		delete(s.pending, id)
 		s.mu.Unlock()
-		s.out.put(&rivetv1.ForwardRequest{Id: id, Cancel: true}) // behind the request, if it is still queued
+		// A call that ran out of time was sent with its deadline (a
+		// request still queued is not sent at all now), and ends on the
+		// peer by it: a cancel that came first (as it did, now and then,
+		// the deadline cut to the millisecond notwithstanding) ended
+		// the call there as cancelled, not as timed out.
+		if !errors.Is(ctx.Err(), context.DeadlineExceeded) || call.deadline.IsZero() {
+			s.out.put(&rivetv1.ForwardRequest{Id: id, Cancel: true}) // behind the request, if it is still queued
+		}
 		return false, status.FromContextError(ctx.Err()).Err()
 	}
 }
