@@ -22,9 +22,9 @@ type holderState struct {
 	N int `json:"n"`
 }
 
-// holder is a plain actor, as most actors are: small state, a read-only
+// benchHolder is a plain actor, as most actors are: small state, a read-only
 // action, no workflow.
-var holder = rivet.Actor[holderState]{
+var benchHolder = rivet.Actor[holderState]{
 	Name: "holder",
 	Actions: rivet.Actions[holderState]{
 		"get": rivet.Query(func(c *rivet.ActionCtx[holderState]) (int, error) { return c.State.N, nil }),
@@ -35,9 +35,9 @@ var holder = rivet.Actor[holderState]{
 // their wait (their "ready" step ran).
 var workflowsWaiting atomic.Int64
 
-// waiter is a workflow blocked on its queue with no timeout, as a
+// benchWaiter is a workflow blocked on its queue with no timeout, as a
 // mailbox-style workflow spends most of its life.
-var waiter = rivet.Actor[holderState]{
+var benchWaiter = rivet.Actor[holderState]{
 	Name:   "waiter",
 	Queues: rivet.Queues{"jobs": rivet.QueueOf[int]()},
 	Run: func(ctx *workflow.Ctx[holderState]) error {
@@ -49,9 +49,9 @@ var waiter = rivet.Actor[holderState]{
 	},
 }
 
-// looper is waiter in the shape most workflows wait in: a loop whose
+// benchLooper is waiter in the shape most workflows wait in: a loop whose
 // iteration receives (the seed's reminder and coordinator patterns).
-var looper = rivet.Actor[holderState]{
+var benchLooper = rivet.Actor[holderState]{
 	Name:   "looper",
 	Queues: rivet.Queues{"jobs": rivet.QueueOf[int]()},
 	Run: func(ctx *workflow.Ctx[holderState]) error {
@@ -65,9 +65,9 @@ var looper = rivet.Actor[holderState]{
 	},
 }
 
-// sleeper is a workflow in a durable sleep, still in memory (its actor
+// benchSleeper is a workflow in a durable sleep, still in memory (its actor
 // has not been idle for the idle timeout yet).
-var sleeper = rivet.Actor[holderState]{
+var benchSleeper = rivet.Actor[holderState]{
 	Name: "sleeper",
 	Run: func(ctx *workflow.Ctx[holderState]) error {
 		if err := ctx.Step("ready", func(*workflow.StepCtx[holderState]) error { workflowsWaiting.Add(1); return nil }); err != nil {
@@ -91,7 +91,7 @@ const benchActors = 10_000
 // use after a collection, etcd's included (it runs in the process), per
 // actor of each kind.
 func BenchmarkActiveActors(b *testing.B) {
-	reg, err := rivet.Setup(holder, waiter, looper, sleeper)
+	reg, err := rivet.Setup(benchHolder, benchWaiter, benchLooper, benchSleeper)
 	if err != nil {
 		b.Fatal(err)
 	}
