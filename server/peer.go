@@ -535,7 +535,24 @@ func (c *PeerConn) Conn() *grpc.ClientConn { return c.conn }
 // stream (under c.mu, with no deadline of its own) does not wait on a
 // peer that is still being dialed. A connection in transient failure
 // fails at once: the peer is down, and the caller should not wait for it.
+//
+// A caller with a deadline waits only until shortly before it (AnswerBy):
+// a dial to a peer cut off by a network that drops its packets neither
+// succeeds nor fails until gRPC's connect timeout (20 s, PeerDialOptions),
+// and a call that waited for it to its deadline ended DEADLINE_EXCEEDED,
+// its outcome unknown to its client, although nothing was sent. It fails
+// now in time for its caller to hear that it was never sent (UNAVAILABLE,
+// which clients retry), and the dial goes on for the calls after it.
 func (c *PeerConn) ready(ctx context.Context) error {
+	if c.conn.GetState() == connectivity.Ready {
+		return nil
+	}
+	wait := ctx
+	if by, ok := AnswerBy(ctx); ok {
+		var cancel context.CancelFunc
+		wait, cancel = context.WithDeadline(ctx, by)
+		defer cancel()
+	}
 	for {
 		st := c.conn.GetState()
 		switch st {
@@ -546,10 +563,27 @@ func (c *PeerConn) ready(ctx context.Context) error {
 		case connectivity.Idle:
 			c.conn.Connect()
 		}
-		if !c.conn.WaitForStateChange(ctx, st) {
-			return ctx.Err()
+		if !c.conn.WaitForStateChange(wait, st) {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			return fmt.Errorf("connection to %s: still %s as the call's deadline nears", c.conn.Target(), st)
 		}
 	}
+}
+
+// AnswerBy returns when a request that has not been sent on by then should
+// give up, so that its caller, whose deadline ctx carries, hears why
+// before the deadline: a tenth of the time left before the deadline, at
+// least 50 ms and at most 1 s, for the answer to travel back. ok is false
+// if ctx has no deadline.
+func AnswerBy(ctx context.Context) (by time.Time, ok bool) {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return time.Time{}, false
+	}
+	margin := min(max(time.Until(dl)/10, 50*time.Millisecond), time.Second)
+	return dl.Add(-margin), true
 }
 
 func (c *PeerConn) current() (*peerStream, error) {

@@ -772,3 +772,62 @@ func TestAForwardedErrorWithTextNotUTF8IsStillAnError(t *testing.T) {
 		t.Fatalf("forwarded call's error = %+v, want the user's bad_input, its bad bytes as U+FFFD", e)
 	}
 }
+
+// A forwarded call to a peer whose connection does not come up (a cut
+// network drops its packets, so the dial neither succeeds nor fails until
+// gRPC's connect timeout of 20 s; here a listener that takes the
+// connection and never answers) fails before the caller's deadline with
+// UNAVAILABLE marked as never sent, which clients retry, rather than
+// waiting for the dial until the deadline passes (DEADLINE_EXCEEDED, its
+// outcome unknown to the client, although nothing was sent).
+func TestPeerCallToAnUnreachablePeerFailsRetryablyBeforeItsDeadline(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu    sync.Mutex
+		conns []net.Conn
+	)
+	accepted := make(chan struct{})
+	go func() {
+		defer close(accepted)
+		for range 1000 {
+			c, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c) // held open, never answered
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		lis.Close()
+		<-accepted
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+	})
+	dial := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, server.PeerDialOptions(server.DefaultLimits())...)
+	conn, err := grpc.NewClient(lis.Addr().String(), dial...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc := server.NewPeerConn(conn)
+	t.Cleanup(func() { pc.Close(); conn.Close() })
+	for _, within := range []time.Duration{2 * time.Second, 300 * time.Millisecond} {
+		ctx, cancel := context.WithTimeout(context.Background(), within)
+		t0 := time.Now()
+		_, err := rivetv1.NewActorServiceClient(pc).Call(ctx, &rivetv1.CallRequest{Actor: &rivetv1.ActorRef{Name: "counter", Key: []string{"a"}}, Action: "increment", Args: []byte(`[1]`)})
+		took := time.Since(t0)
+		deadlineErr := ctx.Err()
+		cancel()
+		st := status.Convert(err)
+		if st.Code() != codes.Unavailable || !rpcerr.NotSent(st) || deadlineErr != nil {
+			t.Fatalf("call with a %v deadline to a peer that never answers its dial: %v after %v (deadline passed: %v), want UNAVAILABLE marked never sent, before the deadline", within, err, took.Round(time.Millisecond), deadlineErr != nil)
+		}
+	}
+}
