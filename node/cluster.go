@@ -226,6 +226,12 @@ func (v *view) Route(ctx context.Context, ref runtime.Ref) (grpc.ClientConnInter
 // this node) and the owner's ID.
 func (v *view) connFor(ctx context.Context, p uint32) (*server.PeerConn, string, error) {
 	deadline := time.Now().Add(routeWait)
+	// A caller whose deadline comes first hears before it that the owner
+	// is unreachable (UNAVAILABLE, which clients retry): the wait ended
+	// with its context, and the call, never sent, with its deadline.
+	if by, ok := server.AnswerBy(ctx); ok && by.Before(deadline) {
+		deadline = by
+	}
 	for {
 		changed := v.owners.Changed()
 		owner, _ := v.ownerOf(p)
@@ -257,7 +263,7 @@ func (v *view) connFor(ctx context.Context, p uint32) (*server.PeerConn, string,
 			// which clients retry.
 			return nil, owner, nil
 		}
-		t := time.NewTimer(100 * time.Millisecond)
+		t := time.NewTimer(max(min(100*time.Millisecond, time.Until(deadline)), time.Millisecond))
 		select {
 		case <-ctx.Done():
 			t.Stop()
