@@ -202,10 +202,16 @@ func PeerDialOptions(limits Limits) []grpc.DialOption {
 		// A peer down for a while (a restart, a cut network) is reached
 		// again within about a second of being back: gRPC's default backoff
 		// grows to two minutes between attempts, and forwarding to a node
-		// that holds its partitions again would fail all that time.
+		// that holds its partitions again would fail all that time. An
+		// attempt whose packets a cut network drops gets no answer, and
+		// the kernel resends its first packet ever more rarely (after 1,
+		// 2, 4, 8, 16 s): it is given up after 5 s and made again, not
+		// after gRPC's default 20 s, during which the peer, back, was not
+		// reached (TestPeerConnReconnectsSoonAfterADialLostInACut). 5 s is
+		// still far more than a connection and its TLS handshake take.
 		grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff:           backoff.Config{BaseDelay: 250 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
-			MinConnectTimeout: 20 * time.Second,
+			MinConnectTimeout: 5 * time.Second,
 		}),
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -828,6 +829,75 @@ func TestPeerCallToAnUnreachablePeerFailsRetryablyBeforeItsDeadline(t *testing.T
 		st := status.Convert(err)
 		if st.Code() != codes.Unavailable || !rpcerr.NotSent(st) || deadlineErr != nil {
 			t.Fatalf("call with a %v deadline to a peer that never answers its dial: %v after %v (deadline passed: %v), want UNAVAILABLE marked never sent, before the deadline", within, err, took.Round(time.Millisecond), deadlineErr != nil)
+		}
+	}
+}
+
+// A peer whose dial went unanswered while a network cut dropped its
+// packets is reached again within a few seconds of the network coming
+// back: a dial attempt that lost its packets waits out its connect timeout
+// before gRPC makes a new one (the kernel's own retransmissions of the
+// connection's first packet grow to 8 and 16 s apart), and that timeout
+// was gRPC's default of 20 s, so that every call forwarded to the peer
+// failed for up to 20 s after the cut healed.
+func TestPeerConnReconnectsSoonAfterADialLostInACut(t *testing.T) {
+	f := servertest.NewFake()
+	f.CallFunc = func(context.Context, runtime.CallRequest) (json.RawMessage, error) { return json.RawMessage("1"), nil }
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := server.DefaultLimits()
+	gs := grpc.NewServer(server.ServerOptions(lim)...)
+	srv := server.New(f, server.WithLimits(lim))
+	srv.Register(gs)
+	server.NewPeerServer(srv).Register(gs)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = gs.Serve(lis) }()
+	t.Cleanup(func() { gs.Stop(); <-done })
+
+	// While cut, a dial's packets are lost: it neither connects nor
+	// fails until its attempt's deadline.
+	var cut atomic.Bool
+	cut.Store(true)
+	dialing := make(chan struct{}, 1)
+	dialer := func(ctx context.Context, addr string) (net.Conn, error) {
+		if cut.Load() {
+			select {
+			case dialing <- struct{}{}:
+			default:
+			}
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}
+		return (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+	}
+	dial := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, server.PeerDialOptions(lim)...)
+	conn, err := grpc.NewClient(lis.Addr().String(), append(dial, grpc.WithContextDialer(dialer))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc := server.NewPeerConn(conn)
+	t.Cleanup(func() { pc.Close(); conn.Close() })
+	conn.Connect()
+	select {
+	case <-dialing:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no dial within 10 s")
+	}
+	cut.Store(false)
+	healed := time.Now()
+	const within = 8 * time.Second // the connect timeout, a backoff of 1 s, and room
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, err := rivetv1.NewActorServiceClient(pc).Call(ctx, &rivetv1.CallRequest{Actor: &rivetv1.ActorRef{Name: "counter", Key: []string{"a"}}, Action: "increment", Args: []byte(`[1]`)})
+		cancel()
+		if err == nil {
+			t.Logf("reached %v after the cut healed", time.Since(healed).Round(time.Millisecond))
+			return
+		}
+		if time.Since(healed) > within {
+			t.Fatalf("peer not reached within %v of the cut healing: %v", within, err)
 		}
 	}
 }
