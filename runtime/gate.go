@@ -2,8 +2,11 @@ package runtime
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
+
+	"github.com/rivet-go/rivet"
 )
 
 // turnGate lets one turn at a time into an actor, in arrival order, except
@@ -30,11 +33,19 @@ type turnGate struct {
 	// waiters wait in arrival order: other chains' turns, and turns of the
 	// holding chain that do not descend from the innermost turn.
 	waiters []*gateWaiter
+
+	// graph, if set, is the host's record of the turns waiting for its
+	// gates, in which acquireTurn looks for a cycle of waits (a deadlock)
+	// before waiting; name is the actor's, for the error.
+	graph *waitGraph
+	name  string
 }
 
 type gateWaiter struct {
 	chain string
 	ready chan struct{} // closed when the waiter was let in
+	gate  *turnGate
+	done  bool // let in, or given up; under gate.mu
 }
 
 // chainSep separates a chain's segments. newChain keeps it out of roots.
@@ -81,33 +92,79 @@ func (g *turnGate) enter(chain string) {
 // acquire waits for the gate, for a turn on chain (not "", and not the
 // chain of a turn inside). release(chain) must follow.
 func (g *turnGate) acquire(ctx context.Context, chain string) error {
+	return g.acquireWith(ctx, chain, false)
+}
+
+// acquireTurn is acquire for a call's turn: if the wait would close a
+// cycle of waits (a deadlock), it fails at once with an error naming the
+// actors of the cycle (rivet.ErrFailedPrecondition, reason
+// actor.deadlock) instead of waiting until its deadline.
+func (g *turnGate) acquireTurn(ctx context.Context, chain string) error {
+	return g.acquireWith(ctx, chain, g.graph != nil)
+}
+
+func (g *turnGate) acquireWith(ctx context.Context, chain string, detect bool) error {
 	g.mu.Lock()
 	if (len(g.turns) == 0 && len(g.waiters) == 0) || (len(g.turns) > 0 && g.reenters(chain)) {
 		g.enter(chain)
 		g.mu.Unlock()
 		return nil
 	}
-	w := &gateWaiter{chain: chain, ready: make(chan struct{})}
+	w := &gateWaiter{chain: chain, ready: make(chan struct{}), gate: g}
 	g.waiters = append(g.waiters, w)
 	g.mu.Unlock()
 
+	if detect {
+		cycle := g.graph.add(w)
+		defer g.graph.remove(w)
+		if cycle != nil {
+			if !g.withdraw(w) {
+				return nil // let in meanwhile: the gate is this turn's
+			}
+			return deadlockError(cycle)
+		}
+	}
 	select {
 	case <-w.ready:
 		return nil
 	case <-ctx.Done():
-		g.mu.Lock()
-		for i, x := range g.waiters {
-			if x == w {
-				g.waiters = append(g.waiters[:i], g.waiters[i+1:]...)
-				g.mu.Unlock()
-				return ctx.Err()
-			}
+		if g.withdraw(w) {
+			return ctx.Err()
 		}
-		g.mu.Unlock()
 		// Let in while giving up: pass it on.
 		g.release(chain)
 		return ctx.Err()
 	}
+}
+
+// withdraw takes w out of the waiters; false if it was let in already.
+func (g *turnGate) withdraw(w *gateWaiter) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for i, x := range g.waiters {
+		if x == w {
+			g.waiters = append(g.waiters[:i], g.waiters[i+1:]...)
+			w.done = true
+			return true
+		}
+	}
+	return false
+}
+
+// deadlockError says which actors wait for each other. cycle lists the
+// gates from the one the failing call waited for to the one a turn it came
+// from holds.
+func deadlockError(cycle []string) error {
+	path := strings.Join(append([]string{cycle[len(cycle)-1]}, cycle...), " -> ")
+	var via string
+	if len(cycle) > 1 {
+		via = fmt.Sprintf(", which waits for %s", cycle[len(cycle)-1])
+		if len(cycle) > 2 {
+			via = fmt.Sprintf(", which waits (through %s) for %s", strings.Join(cycle[1:len(cycle)-1], ", "), cycle[len(cycle)-1])
+		}
+	}
+	return rivet.Reasonf(rivet.ErrFailedPrecondition, "actor", "deadlock",
+		"deadlock: this call would wait for ever for %s, whose turn is another call's%s, held by a turn this call came from (%s): a call re-enters only an actor whose turn it came from, so none of these calls could go on before its deadline, and this one fails now instead", cycle[0], via, path)
 }
 
 // tryAcquire takes the gate only if it is free and nobody waits.
@@ -153,6 +210,7 @@ func (g *turnGate) release(chain string) {
 func (g *turnGate) admit(i int) {
 	w := g.waiters[i]
 	g.waiters = append(g.waiters[:i], g.waiters[i+1:]...)
+	w.done = true
 	g.enter(w.chain)
 	close(w.ready)
 }
@@ -194,4 +252,88 @@ func (g *turnGate) busy() bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return len(g.turns) > 0 || len(g.waiters) > 0
+}
+
+// waitGraph records the turns that wait for a host's gates, by their
+// chain's root, to find a cycle of waits as a wait begins: A's turn calls
+// B and waits for B's gate, which a turn of another chain holds while it
+// waits for A's (two callers that each call the other's actor), or two
+// calls one turn made at once wait each for an actor the other holds. No
+// such wait ends before its deadline: a turn does not end before its
+// calls do, and a waiter that does not descend from the turn inside a
+// gate (it would have re-entered) gets in only once that turn has ended.
+//
+// A turn blocks on a waiter that descends from it (a call it made,
+// directly or through other actors' turns), so from the gate a new waiter
+// waits for, the walk goes to its innermost turn, to the waiters that
+// descend from that turn, to their gates, and so on: a gate whose
+// innermost turn the new waiter descends from closes the cycle. Each step
+// reads a gate's innermost turn and whether the waiter that led there
+// still waits under that gate's lock, and a wait in a cycle never ends, so
+// a cycle the walk finds is one. Only this host's waits are seen: a cycle
+// through an actor another node serves is not found, and waits until its
+// deadline as before (an edge through another node counts, as a turn
+// waits for a call it made there).
+type waitGraph struct {
+	mu     sync.Mutex
+	byRoot map[string]map[*gateWaiter]struct{}
+}
+
+// add records w, which waits for its gate, and returns the names of the
+// gates of a cycle of waits it closes (nil if none): from w's gate to the
+// gate a turn w descends from holds.
+func (wg *waitGraph) add(w *gateWaiter) []string {
+	wg.mu.Lock()
+	defer wg.mu.Unlock()
+	root := chainRoot(w.chain)
+	if wg.byRoot == nil {
+		wg.byRoot = make(map[string]map[*gateWaiter]struct{})
+	}
+	m := wg.byRoot[root]
+	if m == nil {
+		m = make(map[*gateWaiter]struct{})
+		wg.byRoot[root] = m
+	}
+	m[w] = struct{}{}
+	seen := make(map[*turnGate]bool)
+	var walk func(x *gateWaiter) []string
+	walk = func(x *gateWaiter) []string {
+		g := x.gate
+		if seen[g] {
+			return nil
+		}
+		g.mu.Lock()
+		waiting, inner := !x.done, ""
+		if len(g.turns) > 0 {
+			inner = g.turns[len(g.turns)-1]
+		}
+		g.mu.Unlock()
+		if !waiting || inner == "" {
+			return nil
+		}
+		seen[g] = true
+		if descends(w.chain, inner) {
+			return []string{g.name}
+		}
+		for y := range wg.byRoot[chainRoot(inner)] {
+			if y != w && descends(y.chain, inner) {
+				if rest := walk(y); rest != nil {
+					return append([]string{g.name}, rest...)
+				}
+			}
+		}
+		return nil
+	}
+	return walk(w)
+}
+
+// remove forgets w once it no longer waits.
+func (wg *waitGraph) remove(w *gateWaiter) {
+	wg.mu.Lock()
+	defer wg.mu.Unlock()
+	root := chainRoot(w.chain)
+	delete(wg.byRoot[root], w)
+	if len(wg.byRoot[root]) == 0 {
+		delete(wg.byRoot, root)
+	}
 }

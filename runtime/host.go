@@ -138,8 +138,11 @@ type Host struct {
 
 	chainSeq    atomic.Uint64
 	chainPrefix string
-	waitObs     WaitObserver // cfg.Observer's, if it is one
-	calls       atomic.Uint64
+	// waits records the turns waiting for the gates of this host's
+	// actors, to refuse a wait that closes a cycle (turnGate.acquireTurn).
+	waits   waitGraph
+	waitObs WaitObserver // cfg.Observer's, if it is one
+	calls   atomic.Uint64
 	// The counters and gauges of Stats, beside calls. queued is kept by
 	// the activations (wfState.countPending), wfRunning by the workflow
 	// runners.
@@ -619,6 +622,7 @@ func (h *Host) activateFor(ctx context.Context, ref Ref, sp *rivet.Spec, create 
 				ready: make(chan struct{}), woken: make(chan struct{}),
 				wf: wfState{queued: &h.queued},
 			}
+			a.gate.graph, a.gate.name = &h.waits, a.describe()
 			a.lastTurn.Store(time.Now().UnixNano())
 			h.actors[id] = a
 			if pending {
@@ -905,9 +909,12 @@ func (h *Host) turnFor(ctx context.Context, kind TurnKind, ref Ref, sp *rivet.Sp
 				return nil, false, rivet.Errorf(rivet.ErrUnavailable, "partition %d of %s is not served by node %s now", a.part, a.describe(), h.cfg.NodeID)
 			}
 			w0 := h.waitStart()
-			err := a.gate.acquire(ctx, chain)
+			err := a.gate.acquireTurn(ctx, chain)
 			h.observeWait(kind, w0)
 			if err != nil {
+				if rerr := (*rivet.Error)(nil); errors.As(err, &rerr) {
+					return nil, false, err // a deadlock, found as the wait began
+				}
 				if errors.Is(ctx.Err(), context.DeadlineExceeded) && a.gate.heldBy(chain) {
 					// Not a slow actor: a turn of this very chain holds it,
 					// one this call does not descend from (turnGate).

@@ -1,0 +1,232 @@
+package runtime_test
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/internal/testactors"
+	"github.com/rivet-go/rivet/runtime"
+)
+
+type callResult struct {
+	out string
+	err error
+}
+
+func callStr(t *testing.T, h *runtime.Host, name, key, action string, args ...any) callResult {
+	raw, err := call(t, h, name, key, action, true, args...)
+	var out string
+	if err == nil {
+		err = json.Unmarshal(raw, &out)
+	}
+	return callResult{out, err}
+}
+
+// checkDeadlock checks that err is the deadlock error naming cycle.
+func checkDeadlock(t *testing.T, err error, cycle string) {
+	t.Helper()
+	var rerr *rivet.Error
+	if !errors.As(err, &rerr) || !errors.Is(err, rivet.ErrFailedPrecondition) || rerr.Group != "actor" || rerr.Code != "deadlock" {
+		t.Fatalf("err = %v, want FAILED_PRECONDITION actor.deadlock", err)
+	}
+	if !strings.Contains(err.Error(), "("+cycle+")") {
+		t.Fatalf("err = %v, want it to name the cycle %s", err, cycle)
+	}
+}
+
+// Two callers whose turns each call the other's actor (A's turn calls B
+// while B's turn, of another call chain, calls A) wait for each other:
+// neither call re-enters, as neither came from the turn inside. The wait
+// that closes the cycle fails at once, naming the actors, and the other
+// call then goes on. Both used to wait until their deadline (a minute by
+// default), and the one that gave up said only "deadline exceeded".
+func TestCallsOfTwoChainsThatWaitForEachOtherFailAtOnce(t *testing.T) {
+	t.Parallel()
+	entered := make(chan string, 2)
+	release := make(chan struct{})
+	knot := rivet.Actor[testactors.HubState]{
+		Name: "knot",
+		Actions: rivet.Actions[testactors.HubState]{
+			"hold": rivet.Action(func(c *rivet.ActionCtx[testactors.HubState], other string) (string, error) {
+				entered <- c.Key()[0]
+				select {
+				case <-release:
+				case <-c.Context().Done():
+					return "", c.Context().Err()
+				}
+				return rivet.Call[string](c.Context(), c.Client().GetOrCreate("knot", other), "noop")
+			}),
+			"noop": rivet.Action0(func(c *rivet.ActionCtx[testactors.HubState]) (string, error) {
+				return "noop " + c.Key()[0], nil
+			}),
+		},
+	}
+	e := newEnv(t, counterReg(t, knot), func(c *runtime.Config) { c.ActionTimeout = time.Minute })
+	for _, k := range []string{"a", "b"} {
+		if r := callStr(t, e.host, "knot", k, "noop"); r.err != nil {
+			t.Fatal(r.err)
+		}
+	}
+	done := make(chan callResult, 2)
+	go func() { done <- callStr(t, e.host, "knot", "a", "hold", "b") }()
+	go func() { done <- callStr(t, e.host, "knot", "b", "hold", "a") }()
+	deadline := time.After(15 * time.Second)
+	for range 2 {
+		select {
+		case <-entered:
+		case <-deadline:
+			t.Fatal("the two holds did not both enter their actors")
+		}
+	}
+	close(release)
+	var results []callResult
+	for range 2 {
+		select {
+		case r := <-done:
+			results = append(results, r)
+		case <-deadline:
+			t.Fatalf("the calls still wait for each other (%d of 2 answered: %v)", len(results), results)
+		}
+	}
+	failed, ok := results[0], results[1]
+	if failed.err == nil {
+		failed, ok = ok, failed
+	}
+	if ok.err != nil || (ok.out != "noop a" && ok.out != "noop b") {
+		t.Fatalf("results %v: want one call to fail and the other to go on", results)
+	}
+	// The failed call is the one whose callee the other answered.
+	if ok.out == "noop a" {
+		checkDeadlock(t, failed.err, `knot ["a"] -> knot ["b"] -> knot ["a"]`)
+	} else {
+		checkDeadlock(t, failed.err, `knot ["b"] -> knot ["a"] -> knot ["b"]`)
+	}
+}
+
+// Two calls one turn makes at once take turns in an actor the other
+// holds (TestSiblingReentrantCallsTakeTurns): A's turn calls B and C at
+// once; B calls back into A, whose re-entrant turn calls C, held by the
+// other call's turn, which calls A. Each waits for the other; the wait
+// that closes the cycle fails at once rather than at the chain's deadline.
+func TestSiblingCallsThatWaitForEachOtherFailAtOnce(t *testing.T) {
+	t.Parallel()
+	heldC := make(chan struct{})
+	releaseC := make(chan struct{})
+	type fanOut struct {
+		ViaB  string `json:"viaB"`
+		ErrB  string `json:"errB"`
+		FromC string `json:"fromC"`
+		ErrC  string `json:"errC"`
+	}
+	str := func(err error) string {
+		if err == nil {
+			return ""
+		}
+		return err.Error()
+	}
+	var lastErr struct {
+		sync.Mutex
+		c error
+	}
+	sa := rivet.Actor[testactors.HubState]{
+		Name: "sa",
+		Actions: rivet.Actions[testactors.HubState]{
+			"fan": rivet.Action0(func(c *rivet.ActionCtx[testactors.HubState]) (fanOut, error) {
+				var out fanOut
+				var wg sync.WaitGroup
+				wg.Go(func() {
+					var err error
+					out.FromC, err = rivet.Call[string](c.Context(), c.Client().GetOrCreate("sc", "c"), "hold")
+					lastErr.Lock()
+					lastErr.c = err
+					lastErr.Unlock()
+					out.ErrC = str(err)
+				})
+				select {
+				case <-heldC:
+				case <-c.Context().Done():
+					return out, c.Context().Err()
+				}
+				wg.Go(func() {
+					var err error
+					out.ViaB, err = rivet.Call[string](c.Context(), c.Client().GetOrCreate("sb", "b"), "back")
+					out.ErrB = str(err)
+				})
+				wg.Wait()
+				return out, nil
+			}),
+			"viaC": rivet.Action0(func(c *rivet.ActionCtx[testactors.HubState]) (string, error) {
+				return rivet.Call[string](c.Context(), c.Client().GetOrCreate("sc", "c"), "noop")
+			}),
+			"noop": rivet.Action0(func(c *rivet.ActionCtx[testactors.HubState]) (string, error) { return "noop a", nil }),
+		},
+	}
+	sb := rivet.Actor[testactors.HubState]{
+		Name: "sb",
+		Actions: rivet.Actions[testactors.HubState]{
+			"back": rivet.Action0(func(c *rivet.ActionCtx[testactors.HubState]) (string, error) {
+				return rivet.Call[string](c.Context(), c.Client().GetOrCreate("sa", "a"), "viaC")
+			}),
+		},
+	}
+	sc := rivet.Actor[testactors.HubState]{
+		Name: "sc",
+		Actions: rivet.Actions[testactors.HubState]{
+			"hold": rivet.Action0(func(c *rivet.ActionCtx[testactors.HubState]) (string, error) {
+				close(heldC)
+				select {
+				case <-releaseC:
+				case <-c.Context().Done():
+					return "", c.Context().Err()
+				}
+				return rivet.Call[string](c.Context(), c.Client().GetOrCreate("sa", "a"), "noop")
+			}),
+			"noop": rivet.Action0(func(c *rivet.ActionCtx[testactors.HubState]) (string, error) { return "noop c", nil }),
+		},
+	}
+	e := newEnv(t, counterReg(t, sa, sb, sc), func(c *runtime.Config) { c.ActionTimeout = time.Minute })
+	if r := callStr(t, e.host, "sc", "c", "noop"); r.err != nil {
+		t.Fatal(r.err)
+	}
+	done := make(chan error, 1)
+	var out fanOut
+	go func() {
+		raw, err := call(t, e.host, "sa", "a", "fan", true)
+		if err == nil {
+			err = json.Unmarshal(raw, &out)
+		}
+		done <- err
+	}()
+	// A's re-entrant turn (from B) waits for C, which the other call holds.
+	deadline := time.Now().Add(15 * time.Second)
+	for e.host.GateWaiters(runtime.Ref{Name: "sc", Key: []string{"c"}}) != 1 {
+		select {
+		case err := <-done:
+			t.Fatalf("fan ended early: %v", err)
+		case <-time.After(5 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("A's re-entrant turn never waited for C")
+		}
+	}
+	close(releaseC) // C's turn now calls A
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the sibling calls still wait for each other")
+	}
+	if out.ErrB != "" || out.ViaB != "noop c" {
+		t.Fatalf("fan = %+v: want the call through B to go on once C's turn failed", out)
+	}
+	lastErr.Lock()
+	defer lastErr.Unlock()
+	checkDeadlock(t, lastErr.c, `sc ["c"] -> sa ["a"] -> sc ["c"]`)
+}
