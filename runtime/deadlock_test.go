@@ -230,3 +230,37 @@ func TestSiblingCallsThatWaitForEachOtherFailAtOnce(t *testing.T) {
 	defer lastErr.Unlock()
 	checkDeadlock(t, lastErr.c, `sc ["c"] -> sa ["a"] -> sc ["c"]`)
 }
+
+// A call that runs out of time waiting for an actor's turn, which a call
+// of another chain holds, says so, naming the actor: it said only
+// "deadline exceeded", as if its own action had been slow.
+func TestAWaitForAnotherCallsTurnSaysSoAtItsDeadline(t *testing.T) {
+	t.Parallel()
+	entered := make(chan struct{})
+	release := make(chan struct{})
+	slow := rivet.Actor[testactors.HubState]{
+		Name: "slowpoke",
+		Actions: rivet.Actions[testactors.HubState]{
+			"hold": rivet.Action0(func(c *rivet.ActionCtx[testactors.HubState]) (string, error) {
+				close(entered)
+				<-release // whatever its context says
+				return "held", nil
+			}),
+			"noop": rivet.Action0(func(c *rivet.ActionCtx[testactors.HubState]) (string, error) { return "noop", nil }),
+		},
+	}
+	e := newEnv(t, counterReg(t, slow), func(c *runtime.Config) { c.ActionTimeout = 300 * time.Millisecond })
+	done := make(chan callResult, 1)
+	go func() { done <- callStr(t, e.host, "slowpoke", "s", "hold") }()
+	select {
+	case <-entered:
+	case <-time.After(15 * time.Second):
+		t.Fatal("hold did not enter")
+	}
+	r := callStr(t, e.host, "slowpoke", "s", "noop")
+	close(release)
+	<-done
+	if !errors.Is(r.err, rivet.ErrTimeout) || !strings.Contains(r.err.Error(), `waiting for the turn of slowpoke ["s"]`) {
+		t.Fatalf("noop = %v, want its deadline, naming the actor whose turn it waited for", r.err)
+	}
+}
