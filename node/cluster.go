@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -520,6 +521,13 @@ func (r remote) do(ctx context.Context, ref runtime.Ref, local func() error, cal
 			err = call(conn)
 			if err == nil {
 				return nil
+			}
+			if st := status.Convert(err); st.Code() == codes.DeadlineExceeded && !rpcerr.HasActorError(st) && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				// The caller's own deadline, before the owner answered:
+				// gRPC says only "context deadline exceeded", which reads
+				// as the calling action's own slowness.
+				k, _ := json.Marshal(ref.Key)
+				return rivet.Errorf(rivet.ErrTimeout, "no answer from %s %s on node %s, its owner, before the caller's deadline: its action ran that long, or the call waited that long for the actor's turn (held by other calls: two calls that wait for each other's actors through several nodes wait until their deadline)", ref.Name, k, owner)
 			}
 			if st := status.Convert(err); st.Code() != codes.Unavailable || !rpcerr.NotSent(st) && !rpcerr.HasActorError(st) {
 				return peerError(err)
