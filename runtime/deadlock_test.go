@@ -260,7 +260,7 @@ func TestAWaitForAnotherCallsTurnSaysSoAtItsDeadline(t *testing.T) {
 	r := callStr(t, e.host, "slowpoke", "s", "noop")
 	close(release)
 	<-done
-	if !errors.Is(r.err, rivet.ErrTimeout) || !strings.Contains(r.err.Error(), `waiting for the turn of slowpoke ["s"]`) {
+	if !errors.Is(r.err, rivet.ErrTimeout) || !strings.Contains(r.err.Error(), `waited until the deadline for the turn of slowpoke ["s"]`) {
 		t.Fatalf("noop = %v, want its deadline, naming the actor whose turn it waited for", r.err)
 	}
 }

@@ -923,7 +923,7 @@ func (h *Host) turnFor(ctx context.Context, kind TurnKind, ref Ref, sp *rivet.Sp
 				if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 					// Say where the time went: "deadline exceeded" alone
 					// reads as a slow action of this call's own.
-					return nil, false, rivet.Errorf(rivet.ErrTimeout, "deadline exceeded waiting for the turn of %s, which other calls held until then (a slow action, a queue of callers, or calls that wait for each other through actors of several nodes); this call's action did not run there", a.describe())
+					return nil, false, rivet.Errorf(rivet.ErrTimeout, "waited until the deadline for the turn of %s, which other calls held all along (a slow action, a queue of callers, or calls that wait for each other through actors of several nodes): this call's action did not run there", a.describe())
 				}
 				return nil, false, ctxError(ctx)
 			}
