@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -271,4 +272,147 @@ func TestGateUnderConcurrentChains(t *testing.T) {
 		t.Fatal("gate busy after every chain ended")
 	}
 	t.Logf("%d turns entered, %d gave up waiting", entered.Load(), given.Load())
+}
+
+// Chains that wait for gates only in one order (a chain waits only for a
+// gate above every gate it holds, and otherwise calls back into gates it
+// holds, which it re-enters) can never wait for each other in a cycle: however their waits interleave, and some give up early, the
+// search for a cycle as a wait begins (acquireTurn) must find none, and
+// every chain gets through.
+func TestWaitGraphFindsNoCycleWhereNoneCanBe(t *testing.T) {
+	t.Parallel()
+	var graph waitGraph
+	gates := make([]*turnGate, 5)
+	for i := range gates {
+		gates[i] = &turnGate{graph: &graph, name: "g" + strconv.Itoa(i)}
+	}
+	var (
+		seq               atomic.Uint64
+		entered, given    atomic.Int32
+		reentered, errorN atomic.Int32
+		firstErr          atomic.Value
+	)
+	tok := func() string { return strconv.FormatUint(seq.Add(1), 36) }
+	var turn func(ctx context.Context, chain string, gate int, held []int, depth int)
+	turn = func(ctx context.Context, chain string, gate int, held []int, depth int) {
+		if err := gates[gate].acquireTurn(ctx, chain); err != nil {
+			if ctx.Err() == nil {
+				errorN.Add(1)
+				firstErr.CompareAndSwap(nil, err.Error())
+			}
+			given.Add(1)
+			return
+		}
+		entered.Add(1)
+		defer gates[gate].release(chain)
+		held = append(held, gate)
+		time.Sleep(time.Duration(rand.IntN(50)) * time.Microsecond)
+		if depth == 4 {
+			return
+		}
+		for range rand.IntN(3) { // 0, 1 or 2 calls, one after the other
+			cctx := ctx
+			var cancel context.CancelFunc = func() {}
+			if rand.IntN(8) == 0 { // one in eight gives up soon
+				cctx, cancel = context.WithTimeout(ctx, time.Millisecond)
+			}
+			top := slices.Max(held)
+			if next := top + 1 + rand.IntN(len(gates)); next < len(gates) && rand.IntN(3) > 0 {
+				turn(cctx, chain+chainSep+tok(), next, held, depth+1)
+			} else {
+				// Back into a gate the chain holds: re-entered at once.
+				reentered.Add(1)
+				turn(cctx, chain+chainSep+tok(), held[rand.IntN(len(held))], held, depth+1)
+			}
+			cancel()
+		}
+	}
+	var wg sync.WaitGroup
+	for range 40 {
+		wg.Go(func() {
+			for range 20 {
+				turn(context.Background(), "root"+tok(), rand.IntN(len(gates)), nil, 0)
+			}
+		})
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the chains did not all get through")
+	}
+	if n := errorN.Load(); n > 0 {
+		t.Fatalf("%d waits refused although no cycle can form; the first: %v", n, firstErr.Load())
+	}
+	for _, g := range gates {
+		if g.busy() {
+			t.Fatalf("%s busy after every chain ended", g.name)
+		}
+	}
+	graph.mu.Lock()
+	left := len(graph.byRoot)
+	graph.mu.Unlock()
+	if left != 0 {
+		t.Fatalf("the wait graph keeps %d chains' waits after every chain ended", left)
+	}
+	t.Logf("%d turns entered (%d re-entering), %d gave up waiting", entered.Load(), reentered.Load(), given.Load())
+}
+
+// Chains that wait for gates in any order do wait for each other in
+// cycles; a turn here waits for each call it makes, and no wait gives up,
+// so only the search for a cycle as a wait begins breaks them: every
+// chain must get through, as a cycle it missed would wait for ever.
+func TestWaitGraphBreaksEveryCycle(t *testing.T) {
+	t.Parallel()
+	var graph waitGraph
+	gates := make([]*turnGate, 4)
+	for i := range gates {
+		gates[i] = &turnGate{graph: &graph, name: "g" + strconv.Itoa(i)}
+	}
+	var (
+		seq              atomic.Uint64
+		entered, refused atomic.Int32
+	)
+	tok := func() string { return strconv.FormatUint(seq.Add(1), 36) }
+	var turn func(chain string, gate int, depth int)
+	turn = func(chain string, gate int, depth int) {
+		if err := gates[gate].acquireTurn(context.Background(), chain); err != nil {
+			if !strings.Contains(err.Error(), "deadlock") {
+				t.Errorf("acquireTurn: %v", err)
+			}
+			refused.Add(1)
+			return
+		}
+		entered.Add(1)
+		defer gates[gate].release(chain)
+		time.Sleep(time.Duration(rand.IntN(50)) * time.Microsecond)
+		if depth == 4 {
+			return
+		}
+		for range rand.IntN(3) { // 0, 1 or 2 calls, one after the other, to any gate
+			turn(chain+chainSep+tok(), rand.IntN(len(gates)), depth+1)
+		}
+	}
+	var wg sync.WaitGroup
+	for range 40 {
+		wg.Go(func() {
+			for range 20 {
+				turn("root"+tok(), rand.IntN(len(gates)), 0)
+			}
+		})
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("chains still wait for each other (%d turns entered, %d waits refused)", entered.Load(), refused.Load())
+	}
+	for _, g := range gates {
+		if g.busy() {
+			t.Fatalf("%s busy after every chain ended", g.name)
+		}
+	}
+	t.Logf("%d turns entered, %d waits refused as cycles", entered.Load(), refused.Load())
 }
