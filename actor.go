@@ -456,6 +456,11 @@ type Spec struct {
 	NewState func(input json.RawMessage) (any, error)
 	// DecodeState makes a state from its stored JSON.
 	DecodeState func(data []byte) (any, error)
+	// UnknownStateFields lists the top-level fields of a stored state's
+	// JSON that the state's type does not declare: DecodeState skips
+	// them, and the actor's next commit drops them (nil if the type
+	// decodes itself, or is not a struct).
+	UnknownStateFields func(data []byte) []string
 	// ResetState sets the state dst (a *S) to the one data holds, in
 	// place: a turn that is discarded while an outer turn of the same
 	// call chain holds dst (a re-entrant call) must not leave that turn
@@ -594,6 +599,7 @@ func (a Actor[S]) Spec() (*Spec, error) {
 		*dst.(*S) = *s
 		return nil
 	}
+	sp.UnknownStateFields = stateFields(reflect.TypeFor[S]())
 	sp.DecodeState = func(data []byte) (any, error) {
 		s := new(S)
 		if err := json.Unmarshal(data, s); err != nil {

@@ -405,6 +405,7 @@ func (a *activation) load(ctx context.Context, create bool, input json.RawMessag
 			if err != nil {
 				return &stateUndecodable{rivet.Errorf(rivet.ErrInternal, "load %s: %v", a.describe(), err)}
 			}
+			a.warnUnknownStateFields(snap.state)
 			a.state, a.stateBytes, a.meta = st, snap.state, snap.meta
 			a.nextSeq.Store(snap.nextSeq)
 			a.nextMark, a.depth = snap.nextMark, snap.depth
@@ -524,6 +525,7 @@ func (a *activation) loadWorkflow(ctx context.Context, stateRev int64) error {
 		if err != nil {
 			return &stateUndecodable{rivet.Errorf(rivet.ErrInternal, "load %s: state in history entry %s: %v", a.describe(), f.path, err)}
 		}
+		a.warnUnknownStateFields(f.state)
 		a.state, a.stateBytes = s, f.state
 		a.mu.Lock()
 		a.home, a.homeState = f.path, f.state

@@ -159,6 +159,10 @@ type Host struct {
 	// warnings of commits the store refused (refusedWarn).
 	refusedLoggedAt atomic.Int64
 	refusedQuiet    atomic.Uint64
+
+	// unknownFields rate-limits the warnings of stored states with
+	// fields their type lacks (warnUnknownStateFields).
+	unknownFields unknownFieldsLog
 }
 
 // New returns a Host. It starts nothing: call Start.
