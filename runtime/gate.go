@@ -264,13 +264,19 @@ func (g *turnGate) busy() bool {
 // gate (it would have re-entered) gets in only once that turn has ended.
 //
 // A turn blocks on a waiter that descends from it (a call it made,
-// directly or through other actors' turns), so from the gate a new waiter
-// waits for, the walk goes to its innermost turn, to the waiters that
-// descend from that turn, to their gates, and so on: a gate whose
-// innermost turn the new waiter descends from closes the cycle. Each step
-// reads a gate's innermost turn and whether the waiter that led there
-// still waits under that gate's lock, and a wait in a cycle never ends, so
-// a cycle the walk finds is one. Only this host's waits are seen: a cycle
+// directly or through other actors' turns), and a waiter on every turn
+// inside its gate from the innermost down to the one it would re-enter
+// (all of them if none): those must end before it gets in, the outer ones
+// too (blockingTurns). So from the gate a new waiter waits for, the walk
+// goes to the turns it waits on, to the waiters that descend from those
+// turns, to their gates, and so on: a turn the new waiter descends from
+// closes the cycle. Looking at the innermost turn alone missed a cycle
+// through an outer one (A's turn calls B, whose turn calls back into A
+// and at once into C, held by a turn that waits for A): once the
+// re-entrant turn ended, the calls waited until their deadline. Each step
+// reads a gate's turns and whether the waiter that led there still waits
+// under that gate's lock, and a wait in a cycle never ends, so a cycle
+// the walk finds is one. Only this host's waits are seen: a cycle
 // through an actor another node serves is not found, and waits until its
 // deadline as before (an edge through another node counts, as a turn
 // waits for a call it made there).
@@ -295,36 +301,53 @@ func (wg *waitGraph) add(w *gateWaiter) []string {
 		wg.byRoot[root] = m
 	}
 	m[w] = struct{}{}
-	seen := make(map[*turnGate]bool)
+	seen := make(map[string]bool) // turns walked from
 	var walk func(x *gateWaiter) []string
 	walk = func(x *gateWaiter) []string {
 		g := x.gate
-		if seen[g] {
-			return nil
-		}
+		var blocking []string
 		g.mu.Lock()
-		waiting, inner := !x.done, ""
-		if len(g.turns) > 0 {
-			inner = g.turns[len(g.turns)-1]
+		if !x.done {
+			blocking = blockingTurns(g.turns, x.chain)
 		}
 		g.mu.Unlock()
-		if !waiting || inner == "" {
-			return nil
-		}
-		seen[g] = true
-		if descends(w.chain, inner) {
-			return []string{g.name}
-		}
-		for y := range wg.byRoot[chainRoot(inner)] {
-			if y != w && descends(y.chain, inner) {
-				if rest := walk(y); rest != nil {
-					return append([]string{g.name}, rest...)
+		for _, turn := range blocking {
+			if seen[turn] {
+				continue
+			}
+			seen[turn] = true
+			if descends(w.chain, turn) {
+				return []string{g.name}
+			}
+			for y := range wg.byRoot[chainRoot(turn)] {
+				if y != w && descends(y.chain, turn) {
+					if rest := walk(y); rest != nil {
+						return append([]string{g.name}, rest...)
+					}
 				}
 			}
 		}
 		return nil
 	}
 	return walk(w)
+}
+
+// blockingTurns returns (a copy of) the turns inside a gate, innermost
+// first, that must end before a waiter on chain gets in: down to the one
+// it would re-enter, the innermost that the turn it came from descends
+// from, or all of them if none. (Each turn inside descends from the one
+// before it, so none that comes in meanwhile lets it in sooner.) Called
+// with the gate's mu held.
+func blockingTurns(turns []string, chain string) []string {
+	parent := chainParent(chain)
+	var out []string
+	for i := len(turns) - 1; i >= 0; i-- {
+		if parent != "" && descends(parent, turns[i]) {
+			break
+		}
+		out = append(out, turns[i])
+	}
+	return out
 }
 
 // remove forgets w once it no longer waits.

@@ -416,3 +416,90 @@ func TestWaitGraphBreaksEveryCycle(t *testing.T) {
 	}
 	t.Logf("%d turns entered, %d waits refused as cycles", entered.Load(), refused.Load())
 }
+
+// A cycle of waits through a turn under the innermost one of a gate is
+// found too: A's turn T called B, whose turn called back into A (inside,
+// re-entrant, over T) and at once into C, held by a turn of another chain
+// that calls A. That call waits for T, which waits for B's turn, which
+// waits for C: a cycle, whichever of the two waits comes last. Only the
+// innermost turn of A was looked at (B's call back, which ends), so
+// neither wait was refused, and once B's call back into A ended, both
+// waited until their deadline.
+func TestWaitGraphFindsACycleThroughAnOuterTurn(t *testing.T) {
+	for _, cFirst := range []bool{false, true} {
+		name := "the wait for C last"
+		if cFirst {
+			name = "the wait for A last"
+		}
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			var graph waitGraph
+			a := &turnGate{graph: &graph, name: "A"}
+			c := &turnGate{graph: &graph, name: "C"}
+			mustEnter(t, enterAsync(a, ctx, "t"), "T in A")
+			mustEnter(t, enterAsync(a, ctx, "t/b/a"), "B's call back into A")
+			mustEnter(t, enterAsync(c, ctx, "z"), "Z in C")
+			waiting := func(root string) bool {
+				graph.mu.Lock()
+				defer graph.mu.Unlock()
+				return len(graph.byRoot[root]) > 0
+			}
+			// The first wait, which closes no cycle yet, then the one
+			// that does: that one must fail at once (its context ends
+			// only long after).
+			first, firstGate, firstChain := a, "A", "z/a" // Z's call to A
+			last, lastChain := c, "t/b/c"                 // B's call to C
+			if cFirst {
+				first, firstGate, firstChain = c, "C", "t/b/c"
+				last, lastChain = a, "z/a"
+			}
+			firstErr := make(chan error, 1)
+			go func() { firstErr <- first.acquireTurn(ctx, firstChain) }()
+			deadline := time.Now().Add(10 * time.Second)
+			for !waiting(chainRoot(firstChain)) {
+				if time.Now().After(deadline) {
+					t.Fatalf("%s never waited for %s", firstChain, firstGate)
+				}
+				time.Sleep(time.Millisecond)
+			}
+			mustWait(t, firstErr, firstChain)
+			lctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+			defer cancel()
+			err := last.acquireTurn(lctx, lastChain)
+			if err == nil || lctx.Err() != nil || !strings.Contains(err.Error(), "deadlock") {
+				t.Fatalf("%s's wait closing the cycle: %v (its context: %v), want a deadlock refused at once", lastChain, err, lctx.Err())
+			}
+			// From the gate the refused call waited for, round to it.
+			want := "(A -> C -> A)"
+			if cFirst {
+				want = "(C -> A -> C)"
+			}
+			if !strings.Contains(err.Error(), want) {
+				t.Fatalf("%v: want it to name the cycle %s", err, want)
+			}
+			// The cycle broken, every turn gets through.
+			if cFirst {
+				c.release("z") // Z's turn, its call refused, ends
+				mustEnter(t, firstErr, "B's call to C, once Z's turn ended")
+				c.release("t/b/c")
+				a.release("t/b/a")
+				a.release("t")
+			} else {
+				a.release("t/b/a")
+				a.release("t") // T's turn, B's call to C refused, ends
+				mustEnter(t, firstErr, "Z's call to A, once T's turn ended")
+				a.release("z/a")
+				c.release("z")
+			}
+			if a.busy() || c.busy() {
+				t.Fatal("a gate is busy after every turn ended")
+			}
+			graph.mu.Lock()
+			left := len(graph.byRoot)
+			graph.mu.Unlock()
+			if left != 0 {
+				t.Fatalf("the wait graph keeps %d chains' waits", left)
+			}
+		})
+	}
+}
