@@ -264,3 +264,132 @@ func TestAWaitForAnotherCallsTurnSaysSoAtItsDeadline(t *testing.T) {
 		t.Fatalf("noop = %v, want its deadline, naming the actor whose turn it waited for", r.err)
 	}
 }
+
+// A cycle through a turn under the innermost one of an actor fails at
+// once too: A's turn calls B, whose turn calls back into A (re-entrant,
+// inside A's turn) and, while that call runs, into C, whose turn (of
+// another chain) waits for A. C's turn waits for A's outer turn, which
+// waits for B's, which waits for C: the search looked only at A's
+// innermost turn (B's call back, which ends), found nothing, and every
+// call of the cycle waited until its deadline.
+func TestACycleThroughAnOuterTurnFailsAtOnce(t *testing.T) {
+	t.Parallel()
+	var (
+		heldC, releaseC = make(chan struct{}), make(chan struct{})
+		inA, releaseInA = make(chan struct{}), make(chan struct{})
+		callC           = make(chan struct{})
+		errC            = make(chan error, 1)
+		releaseOnce     sync.Once
+		releaseInner    = func() { releaseOnce.Do(func() { close(releaseInA) }) }
+		str             = func(c *rivet.ActionCtx[testactors.HubState], name, key, action string) (string, error) {
+			return rivet.Call[string](c.Context(), c.Client().GetOrCreate(name, key), action)
+		}
+	)
+	defer releaseInner()
+	oa := rivet.Actor[testactors.HubState]{
+		Name: "oa",
+		Actions: rivet.Actions[testactors.HubState]{
+			"start": rivet.Action0(func(c *rivet.ActionCtx[testactors.HubState]) (string, error) {
+				return str(c, "ob", "b", "work")
+			}),
+			"inner": rivet.Action0(func(c *rivet.ActionCtx[testactors.HubState]) (string, error) {
+				close(inA)
+				select {
+				case <-releaseInA:
+				case <-c.Context().Done():
+					return "", c.Context().Err()
+				}
+				return "inner a", nil
+			}),
+			"noop": rivet.Action0(func(c *rivet.ActionCtx[testactors.HubState]) (string, error) { return "noop a", nil }),
+		},
+	}
+	ob := rivet.Actor[testactors.HubState]{
+		Name: "ob",
+		Actions: rivet.Actions[testactors.HubState]{
+			"work": rivet.Action0(func(c *rivet.ActionCtx[testactors.HubState]) (string, error) {
+				var wg sync.WaitGroup
+				var inner string
+				var innerErr error
+				wg.Go(func() { inner, innerErr = str(c, "oa", "a", "inner") })
+				defer wg.Wait()
+				select {
+				case <-inA:
+				case <-c.Context().Done():
+					return "", c.Context().Err()
+				}
+				select {
+				case <-callC:
+				case <-c.Context().Done():
+					return "", c.Context().Err()
+				}
+				_, err := str(c, "oc", "c", "noop")
+				errC <- err
+				wg.Wait()
+				return inner, innerErr
+			}),
+		},
+	}
+	oc := rivet.Actor[testactors.HubState]{
+		Name: "oc",
+		Actions: rivet.Actions[testactors.HubState]{
+			"hold": rivet.Action0(func(c *rivet.ActionCtx[testactors.HubState]) (string, error) {
+				close(heldC)
+				select {
+				case <-releaseC:
+				case <-c.Context().Done():
+					return "", c.Context().Err()
+				}
+				return str(c, "oa", "a", "noop")
+			}),
+			"noop": rivet.Action0(func(c *rivet.ActionCtx[testactors.HubState]) (string, error) { return "noop c", nil }),
+		},
+	}
+	e := newEnv(t, counterReg(t, oa, ob, oc), func(c *runtime.Config) { c.ActionTimeout = 20 * time.Second })
+	for _, name := range []string{"oa", "oc"} {
+		if r := callStr(t, e.host, name, name[1:], "noop"); r.err != nil {
+			t.Fatal(r.err)
+		}
+	}
+	deadline := time.After(15 * time.Second)
+	held := make(chan callResult, 1)
+	go func() { held <- callStr(t, e.host, "oc", "c", "hold") }()
+	select {
+	case <-heldC:
+	case <-deadline:
+		t.Fatal("C's turn did not begin")
+	}
+	started := make(chan callResult, 1)
+	go func() { started <- callStr(t, e.host, "oa", "a", "start") }()
+	select {
+	case <-inA:
+	case <-deadline:
+		t.Fatal("B's call back into A did not enter")
+	}
+	close(releaseC) // C's turn calls A: it waits for A's two turns
+	for e.host.GateWaiters(runtime.Ref{Name: "oa", Key: []string{"a"}}) != 1 {
+		select {
+		case <-deadline:
+			t.Fatal("C's call to A never waited")
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	close(callC) // B's turn calls C, closing the cycle
+	select {
+	case err := <-errC:
+		checkDeadlock(t, err, `oa ["a"] -> oc ["c"] -> oa ["a"]`)
+	case <-deadline:
+		t.Fatal("B's call to C still waits: the cycle through A's outer turn was not found")
+	}
+	releaseInner()
+	for _, ch := range []chan callResult{started, held} {
+		select {
+		case r := <-ch:
+			if r.err != nil {
+				t.Fatalf("once the cycle broke: %v", r.err)
+			}
+		case <-deadline:
+			t.Fatal("the calls did not end once the cycle broke")
+		}
+	}
+}
