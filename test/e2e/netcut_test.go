@@ -589,7 +589,9 @@ func TestGossipCutBetweenNodesKeepsOwnersAndSettles(t *testing.T) {
 		heal:       func(lab *netLab) { lab.unblock(3) },
 		during:     [][]string{{"node1", "node2"}, {"node1", "node2"}, {"node3"}},
 		allSucceed: true,
-		hold:       envDuration(t, "RIVET_CUT_HOLD", 20*time.Second),
+		// Gossip sees the cut in about 3 s: each side then takes the
+		// other for dead for 9 s, far longer than a claim takes.
+		hold: envDuration(t, "RIVET_CUT_HOLD", 12*time.Second),
 	})
 }
 
@@ -604,6 +606,8 @@ func TestPeerGRPCCutFailsForwardedCallsRetryably(t *testing.T) {
 	runCut(t, cutScenario{
 		apply: func(lab *netLab) { lab.block(3, []int{1, 2}, labGRPC) },
 		heal:  func(lab *netLab) { lab.unblock(3) },
-		hold:  envDuration(t, "RIVET_CUT_HOLD", 20*time.Second),
+		// 8 s of calls whose outcome may be unknown (unknownUntil), then 6
+		// s of calls that must fail UNAVAILABLE.
+		hold: envDuration(t, "RIVET_CUT_HOLD", 14*time.Second),
 	})
 }
