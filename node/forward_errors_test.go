@@ -56,16 +56,7 @@ func TestALargeActorErrorForwardedFailsNoOtherCall(t *testing.T) {
 	}
 	na, nb := twoNodesWith(t, ctx, reg, "/bigerr/")
 	errKey, blockKey := keysOn(na, "errer", "e", 1)[0], keysOn(na, "blocker", "s", 1)[0]
-	raw := func(addr string) rivetv1.ActorServiceClient {
-		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-			grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(64<<20), grpc.MaxCallRecvMsgSize(64<<20)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { conn.Close() })
-		return rivetv1.NewActorServiceClient(conn)
-	}
-	onA, onB := raw(na.GRPCAddr()), raw(nb.GRPCAddr())
+	onA, onB := rawActorClient(t, na.GRPCAddr()), rawActorClient(t, nb.GRPCAddr())
 	fail := &rivetv1.CallRequest{Actor: &rivetv1.ActorRef{Name: "errer", Key: []string{errKey}}, Action: "fail", Args: []byte("[3145728]"), CreateIfMissing: true}
 	asError := func(err error) *rivet.Error { return rpcerr.FromStatus(status.Convert(err)) }
 
@@ -191,16 +182,7 @@ func TestARequestTooLargeToForwardGetsTheErrorItGetsFromItsOwner(t *testing.T) {
 	}
 	na, nb := twoNodesWith(t, ctx, reg, "/toolargefwd/")
 	counterKey, inboxKey := keysOn(na, "counter", "c", 1)[0], keysOn(na, "inbox", "i", 1)[0]
-	raw := func(addr string) rivetv1.ActorServiceClient {
-		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-			grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(64<<20), grpc.MaxCallRecvMsgSize(64<<20)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { conn.Close() })
-		return rivetv1.NewActorServiceClient(conn)
-	}
-	onA, onB := raw(na.GRPCAddr()), raw(nb.GRPCAddr())
+	onA, onB := rawActorClient(t, na.GRPCAddr()), rawActorClient(t, nb.GRPCAddr())
 	// A JSON string of n bytes. The transport's bound is 9 MiB (twice the
 	// 4 MiB limit, plus 1 MiB); a request of these payloads is within 1
 	// KiB of it.
@@ -253,4 +235,17 @@ func TestARequestTooLargeToForwardGetsTheErrorItGetsFromItsOwner(t *testing.T) {
 			}
 		})
 	}
+}
+
+// rawActorClient is a bare gRPC client of the node at addr, which sends and
+// takes messages of up to 64 MiB: the node's own limits decide.
+func rawActorClient(t *testing.T, addr string) rivetv1.ActorServiceClient {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(64<<20), grpc.MaxCallRecvMsgSize(64<<20)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return rivetv1.NewActorServiceClient(conn)
 }
