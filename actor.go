@@ -479,9 +479,10 @@ type Spec struct {
 	Sleep      func(env Env, state any) error
 	Destroy    func(env Env, state any) error
 	// Run runs the actor's workflow once against its history (nil if the
-	// actor has none); see workflow.Run. Start is Run on a goroutine of
-	// its own, calling done with the outcome (see workflow.Start): a host
-	// keeps one goroutine per running workflow with it, not two.
+	// actor has none); see workflow.Run. Start, set whenever Run is, is
+	// Run on a goroutine of its own, calling done with the outcome (see
+	// workflow.Start): the runtime runs workflows with it, one goroutine
+	// per running workflow, not two.
 	Run   func(ctx context.Context, host workflow.Host, history []workflow.Entry) workflow.Outcome
 	Start func(ctx context.Context, host workflow.Host, history []workflow.Entry, done func(workflow.Outcome))
 }

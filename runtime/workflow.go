@@ -391,12 +391,7 @@ func (a *activation) startDeferred() {
 // until it finishes or is stopped. Owned by Host.workflows; stopped by
 // cancelling its ctx (deactivation, eviction, node stop).
 func (a *activation) runWorkflow(ctx context.Context, r *wfRunner, history []workflow.Entry) {
-	host := &wfHost{a: a, r: r}
-	if a.spec.Start == nil {
-		go func() { a.ranWorkflow(ctx, r, a.spec.Run(ctx, host, history)) }()
-		return
-	}
-	a.spec.Start(ctx, host, history, func(out workflow.Outcome) { a.ranWorkflow(ctx, r, out) })
+	a.spec.Start(ctx, &wfHost{a: a, r: r}, history, func(out workflow.Outcome) { a.ranWorkflow(ctx, r, out) })
 }
 
 // ranWorkflow records how a run ended, on the run's goroutine, as its last

@@ -51,23 +51,13 @@ func Start[S any](ctx context.Context, fn func(*Ctx[S]) error, host Host, histor
 		r.name, r.key = host.Actor()
 		root := &thread{r: r, ctx: rctx}
 		c := &Ctx[S]{x: &cx{t: root, sc: newScope("")}}
-		// fn runs on this goroutine, guarded as callThread guards a
-		// thread's code: a panic, or a runtime.Goexit, which ends this
-		// goroutine whatever its callers do, becomes a *PanicError, and the
-		// run ends in the deferred call either way.
-		returned := false
-		defer func() {
-			if v := recover(); v != nil {
-				err = &PanicError{Value: v, Stack: debug.Stack()}
-			} else if !returned {
-				err = &PanicError{Value: goexit{in: root.goexitIn}, Stack: debug.Stack()}
-			}
+		// The run ends in runThread's deferred call, whether fn returned,
+		// panicked or called runtime.Goexit.
+		runThread(root, func() error { return fn(c) }, func(err error) {
 			out := r.end(c.x, root, err)
 			abort(nil)
 			done(out)
-		}()
-		err = tame(fn(c))
-		returned = true
+		})
 	}()
 }
 
@@ -600,30 +590,38 @@ func callGuarded(fn func() error) (err error) {
 	return tame(fn())
 }
 
-// callThread is callGuarded for the code a thread runs (the workflow's
-// function, a branch's, the rollback handlers), on a goroutine of its own:
-// runtime.Goexit there (testing's t.FailNow calls it) ends that goroutine,
-// not the engine's, and becomes a *PanicError too. On the engine's, it
-// would have left Run's caller waiting for ever, or a join taking the
-// branch for a success with no value.
+// callThread is callGuarded for the code a thread runs (a join or race
+// branch's function, the rollback handlers), on a goroutine of its own
+// (see runThread): runtime.Goexit there (testing's t.FailNow calls it)
+// ends that goroutine, not the engine's, and becomes a *PanicError too. On
+// the engine's, it would have left a join taking the branch for a success
+// with no value, or the run's end waiting for ever.
 func callThread(t *thread, fn func() error) (err error) {
-	t.goexitIn = "" // a step's whose Goexit ended an earlier call is not this one's
 	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		returned := false
-		defer func() {
-			if v := recover(); v != nil {
-				err = &PanicError{Value: v, Stack: debug.Stack()}
-			} else if !returned {
-				err = &PanicError{Value: goexit{in: t.goexitIn}, Stack: debug.Stack()}
-			}
-		}()
-		err = tame(fn())
-		returned = true
-	}()
+	go runThread(t, fn, func(e error) { err = e; close(done) })
 	<-done
 	return err
+}
+
+// runThread runs a thread's code fn on the calling goroutine and calls
+// then with its error, tamed, in a deferred call: also after a panic in
+// fn, or a runtime.Goexit, which ends the goroutine whatever its callers
+// do, each then a *PanicError. The run's root function runs so on the
+// run's own goroutine (Start), a branch's on one callThread starts.
+func runThread(t *thread, fn func() error, then func(error)) {
+	t.goexitIn = "" // a step's whose Goexit ended an earlier call is not this one's
+	var err error
+	returned := false
+	defer func() {
+		if v := recover(); v != nil {
+			err = &PanicError{Value: v, Stack: debug.Stack()}
+		} else if !returned {
+			err = &PanicError{Value: goexit{in: t.goexitIn}, Stack: debug.Stack()}
+		}
+		then(err)
+	}()
+	err = tame(fn())
+	returned = true
 }
 
 // finish turns how the root function ended into the run's outcome.
