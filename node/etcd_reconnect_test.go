@@ -24,6 +24,7 @@ import (
 // came up to 8 s after etcd was back, and after an outage of some minutes
 // up to 2 minutes after, the node serving nothing meanwhile.
 func TestANodeServesAgainSoonAfterItsEtcdComesBack(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	proxy, cl := counterBehindEtcdProxy(t, ctx, "/reconnect-test/", nil)
@@ -72,6 +73,7 @@ func TestANodeServesAgainSoonAfterItsEtcdComesBack(t *testing.T) {
 // part of its requests into the hung connection until TCP gives up, in
 // some minutes. The etcd client sent no keepalive pings.
 func TestAWriteToAFrozenEtcdEndsWithinSeconds(t *testing.T) {
+	t.Parallel()
 	reg, err := rivet.Setup(counter.Actor)
 	if err != nil {
 		t.Fatal(err)
@@ -126,6 +128,7 @@ func TestAWriteToAFrozenEtcdEndsWithinSeconds(t *testing.T) {
 // however long the outage, and the node named etcd nowhere (its lease
 // lost, its actors' commits failed).
 func TestANodeSaysOnceThatItsEtcdIsUnreachableAndBack(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	core, logs := observer.New(zapcore.InfoLevel)

@@ -21,6 +21,7 @@ import (
 // first call to etcd waited for a connection without an end, and the node
 // hung silent at start.
 func TestANodeWaitingForEtcdSaysSoAndStartsOnceItAnswers(t *testing.T) {
+	t.Parallel()
 	reg, err := rivet.Setup(counter.Actor)
 	if err != nil {
 		t.Fatal(err)

@@ -25,6 +25,7 @@ import (
 // acknowledged fires exactly once, each lease loss is counted and reported
 // once, and once the connection holds the node serves again.
 func TestAFlappingConnectionToEtcdLosesNothingAndTheNodeServesAgain(t *testing.T) {
+	t.Parallel()
 	reg, err := examples.Registry()
 	if err != nil {
 		t.Fatal(err)

@@ -48,6 +48,7 @@ var errer = rivet.Actor[errorsState]{
 // cut to fit (directly or forwarded), its kind and code intact, and fails no other call
 // forwarded on the same stream (it broke the stream, and all of them).
 func TestALargeActorErrorForwardedFailsNoOtherCall(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	reg, err := rivet.Setup(blocker, errer, counter.Actor)

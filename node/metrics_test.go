@@ -305,6 +305,7 @@ func TestMetricsAfterLoadAndReadiness(t *testing.T) {
 // partition whose first handoff had not begun yet found it released
 // already, and counted it again (a drain of 516 partitions counted 706).
 func TestPartitionMetricsCountEachMoveOnce(t *testing.T) {
+	t.Parallel()
 	const parts = 512
 	reg, err := rivet.Setup(counter.Actor)
 	if err != nil {

@@ -21,6 +21,11 @@ import (
 	"github.com/rivet-go/rivet/node"
 )
 
+// The tests that take longest mostly wait (for etcd to come back, a lease
+// to run out, a frozen etcd to time out) and call t.Parallel, so that two
+// wait at once; the tests that count the process's goroutines or file
+// descriptors do not, and Go starts parallel tests only once every
+// sequential one has ended.
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m,
 		goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"),

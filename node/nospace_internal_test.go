@@ -29,6 +29,7 @@ import (
 // Once an operator frees space and disarms the alarm, the node writes
 // again, without a restart, and nothing was lost or applied twice.
 func TestANodeWhoseEtcdIsOutOfSpaceRefusesWritesAndRecovers(t *testing.T) {
+	t.Parallel()
 	const parts = 8
 	reg, err := rivet.Setup(counter.Actor)
 	if err != nil {

@@ -69,6 +69,7 @@ var qhWorker = rivet.Actor[qhState]{
 // message's, a keyed retry never queues a second copy, and the batch
 // receive filtered on "work" leaves every message of "other" queued.
 func TestQueueMessagesSurviveRestartsAndCrashesOfTheirNode(t *testing.T) {
+	t.Parallel()
 	const (
 		parts = 8
 		works = 60

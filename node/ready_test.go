@@ -25,6 +25,7 @@ import (
 // again with the lease as well as the balancer's claims (it counted only
 // the balancer's).
 func TestANodeBackFromALeaseLossIsReadyOnlyOnceItHoldsItsPartitions(t *testing.T) {
+	t.Parallel()
 	const parts = 16
 	reg, err := examples.Registry()
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 // while their partitions move: a drain and its undoing, a node crashed
 // (its claims taken over once its lease ends) and restarted.
 func TestScheduledCallsRunOnceAcrossDrainFailoverAndRestart(t *testing.T) {
+	t.Parallel()
 	const parts = 8
 	reg, err := rivet.Setup(testactors.Tally)
 	if err != nil {

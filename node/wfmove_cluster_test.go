@@ -32,6 +32,7 @@ type shuttleState = testactors.ShuttleState
 // sender hears of its completion or that its message is queued, and the
 // workflow ends.
 func TestAWorkflowMovedByDrainsLosesNothing(t *testing.T) {
+	t.Parallel()
 	reg, err := rivet.Setup(shuttle)
 	if err != nil {
 		t.Fatal(err)
