@@ -1,6 +1,8 @@
 package workflow_test
 
 import (
+	"bytes"
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -51,4 +53,69 @@ func TestAMalformedHistoryExportIsRefusedSayingWhy(t *testing.T) {
 			t.Errorf("%.70s...: %+v, %v; want an error saying %q", c.doc, x, err, c.want)
 		}
 	}
+}
+
+// A history export, a user's file, is refused with an error or read
+// whole, never a panic; and a document it reads, written back out
+// (with each entry as the engine encodes it), reads as the same history:
+// what `rivetctl history --raw` writes and workflowtest.Replay reads
+// loses and changes nothing on the way.
+func FuzzDecodeHistoryExport(f *testing.F) {
+	f.Add([]byte(exportHead + `"entries": [
+		{"path": "a", "seq": 1, "kind": "step", "status": "completed", "attempts": 1, "output": {"n": 1}},
+		{"path": "wait", "seq": 2, "kind": "sleep", "status": "pending", "deadline": "2026-01-02T04:04:05Z"}]}`))
+	f.Add([]byte(exportHead + `"entries": [{"path": "l", "seq": 1, "kind": "loop", "status": "pending", "iteration": 3, "state": [1, 2], "slots": 2},
+		{"path": "l/~2/s", "seq": 1, "try_places": [2, 1], "kind": "step", "status": "failed", "error": {"message": "x\u00e9", "code": "c", "timeout": true}},
+		{"path": "r", "seq": 2, "kind": "race", "status": "completed", "winner": "b", "branches": {"b": {"status": "completed", "output": "\u003c"}}},
+		{"path": "m", "seq": 3, "kind": "message", "status": "completed", "messages": [{"id": 7, "queue": "q", "body": {}, "created_at": "2026-01-02T03:04:05+01:00", "completed": true}]}]}`))
+	f.Add([]byte(exportHead + `"entries": [{"PATH": "a", "Kind": "step", "status": "completed", "path": "b\ud800"}]}`))
+	f.Add([]byte(exportHead + `"entries": [{"path": "a\xff", "kind": "step", "status": "completed", "time": "0001-01-01T00:00:00Z"}]}`))
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		x, err := workflow.DecodeHistoryExport(doc)
+		if err != nil {
+			if x != nil {
+				t.Fatalf("an error (%v) with an export", err)
+			}
+			if !strings.HasPrefix(err.Error(), "workflow: ") {
+				t.Fatalf("error %q does not say where it is from", err)
+			}
+			return
+		}
+		h, err := x.History()
+		if err != nil {
+			t.Fatalf("decoded, then History: %v", err)
+		}
+		y := *x
+		y.Entries = nil
+		for i := range h {
+			b, err := workflow.MarshalEntry(&h[i])
+			if err != nil {
+				t.Fatalf("entry %d (%+v) decoded but does not encode: %v", i, h[i], err)
+			}
+			y.Entries = append(y.Entries, b)
+		}
+		if y.Entries == nil {
+			y.Entries = []json.RawMessage{}
+		}
+		out, err := json.Marshal(&y)
+		if err != nil {
+			t.Fatalf("decoded export %+v does not encode: %v", x, err)
+		}
+		x2, err := workflow.DecodeHistoryExport(out)
+		if err != nil {
+			t.Fatalf("re-encoded export does not decode: %v\n%s", err, out)
+		}
+		h2, err := x2.History()
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, _ := json.Marshal(h)
+		b, _ := json.Marshal(h2)
+		x.Entries, x2.Entries = nil, nil
+		c, _ := json.Marshal(x)
+		d, _ := json.Marshal(x2)
+		if !bytes.Equal(a, b) || !bytes.Equal(c, d) {
+			t.Fatalf("export changed on a round trip:\n%s\n%s\nentries:\n%s\n%s", c, d, a, b)
+		}
+	})
 }
