@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"reflect"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // stateFields returns a function that lists the top-level fields of a
@@ -13,13 +15,14 @@ import (
 // (a field renamed or removed in the code, with values still in storage);
 // nil if t is not a struct, or decodes itself (its own rules then apply).
 // Names match as encoding/json matches them: by json tag or field name,
-// promoted fields of embedded structs included, case-insensitively.
+// promoted fields of embedded structs included (but for a name two of
+// them promote alike), case-insensitively (as it folds case).
 func stateFields(t reflect.Type) func(data []byte) []string {
 	if t.Kind() != reflect.Struct || reflect.PointerTo(t).Implements(reflect.TypeFor[json.Unmarshaler]()) {
 		return nil
 	}
 	known := map[string]bool{}
-	collectFields(t, known, 0)
+	collectFields(t, known)
 	return func(data []byte) []string {
 		data = bytes.TrimSpace(data)
 		if len(data) == 0 || data[0] != '{' {
@@ -40,7 +43,7 @@ func stateFields(t reflect.Type) func(data []byte) []string {
 			if err := dec.Decode(&skip); err != nil {
 				return unknown
 			}
-			if !known[strings.ToLower(key)] {
+			if !known[fold(key)] {
 				unknown = append(unknown, key)
 			}
 		}
@@ -48,36 +51,127 @@ func stateFields(t reflect.Type) func(data []byte) []string {
 	}
 }
 
-// collectFields adds the JSON names of t's fields to known, lower-cased,
-// following embedded structs as encoding/json does (to a depth that no
-// state reaches, against a cycle of embedded pointers).
-func collectFields(t reflect.Type, known map[string]bool, depth int) {
-	if depth > 16 {
-		return
-	}
-	for i := range t.NumField() {
-		f := t.Field(i)
-		tag := f.Tag.Get("json")
-		if tag == "-" {
-			continue
-		}
-		name, _, _ := strings.Cut(tag, ",")
-		if f.Anonymous && name == "" {
-			ft := f.Type
-			if ft.Kind() == reflect.Pointer {
-				ft = ft.Elem()
-			}
-			if ft.Kind() == reflect.Struct {
-				collectFields(ft, known, depth+1)
+// collectFields adds the JSON names of t's fields to known, folded
+// (fold), choosing among the fields of a name as encoding/json's
+// typeFields does: the shallowest embedding wins, and two at that depth
+// (neither or both tagged, or one struct type embedded twice) decode
+// neither, as a tag name encoding/json does not take (validTag) is the
+// field's name.
+func collectFields(t reflect.Type, known map[string]bool) {
+	seen := map[string]bool{} // names of a shallower depth
+	visited := map[reflect.Type]bool{}
+	next := []reflect.Type{t}
+	nextCount := map[reflect.Type]int{}
+	for len(next) > 0 {
+		current, count := next, nextCount
+		next, nextCount = nil, map[reflect.Type]int{}
+		level := map[string][]bool{} // name -> whether each field of it is tagged
+		var order []string
+		for _, typ := range current {
+			if visited[typ] {
 				continue
 			}
+			visited[typ] = true
+			for i := range typ.NumField() {
+				f := typ.Field(i)
+				if f.Anonymous {
+					ft := f.Type
+					if ft.Kind() == reflect.Pointer {
+						ft = ft.Elem()
+					}
+					if !f.IsExported() && ft.Kind() != reflect.Struct {
+						continue
+					}
+				} else if !f.IsExported() {
+					continue
+				}
+				tag := f.Tag.Get("json")
+				if tag == "-" {
+					continue
+				}
+				name, _, _ := strings.Cut(tag, ",")
+				if !validTag(name) {
+					name = ""
+				}
+				ft := f.Type
+				if ft.Name() == "" && ft.Kind() == reflect.Pointer {
+					ft = ft.Elem()
+				}
+				if name != "" || !f.Anonymous || ft.Kind() != reflect.Struct {
+					tagged := name != ""
+					if name == "" {
+						name = f.Name
+					}
+					if level[name] == nil {
+						order = append(order, name)
+					}
+					level[name] = append(level[name], tagged)
+					if count[typ] > 1 {
+						level[name] = append(level[name], tagged) // annihilated
+					}
+					continue
+				}
+				nextCount[ft]++
+				if nextCount[ft] == 1 {
+					next = append(next, ft)
+				}
+			}
 		}
-		if !f.IsExported() {
+		for _, name := range order {
+			if seen[name] {
+				continue // hidden by a shallower field
+			}
+			seen[name] = true
+			tagged := 0
+			for _, t := range level[name] {
+				if t {
+					tagged++
+				}
+			}
+			if len(level[name]) == 1 || tagged == 1 {
+				known[fold(name)] = true
+			}
+		}
+	}
+}
+
+// validTag reports whether encoding/json takes name as a field's name.
+func validTag(name string) bool {
+	if name == "" {
+		return false
+	}
+	for _, c := range name {
+		switch {
+		case strings.ContainsRune("!#$%&()*+-./:;<=>?@[]^_{|}~ ", c):
+		case !unicode.IsLetter(c) && !unicode.IsDigit(c):
+			return false
+		}
+	}
+	return true
+}
+
+// fold is name as encoding/json matches it to a field's: two names it
+// takes for one fold alike.
+func fold(name string) string {
+	b := make([]byte, 0, len(name))
+	for _, r := range name {
+		if r < utf8.RuneSelf {
+			if 'a' <= r && r <= 'z' {
+				r -= 'a' - 'A'
+			}
+			b = append(b, byte(r))
 			continue
 		}
-		if name == "" {
-			name = f.Name
+		// The least rune of those that fold to r.
+		for {
+			r2 := unicode.SimpleFold(r)
+			if r2 <= r {
+				r = r2
+				break
+			}
+			r = r2
 		}
-		known[strings.ToLower(name)] = true
+		b = utf8.AppendRune(b, r)
 	}
+	return string(b)
 }

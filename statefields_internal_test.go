@@ -1,6 +1,7 @@
 package rivet
 
 import (
+	"bytes"
 	"encoding/json"
 	"reflect"
 	"slices"
@@ -53,4 +54,101 @@ func TestStateFieldsListsWhatADecodeSkips(t *testing.T) {
 	if stateFields(reflect.TypeFor[stateCustom]()) != nil || stateFields(reflect.TypeFor[map[string]int]()) != nil || stateFields(reflect.TypeFor[int]()) != nil {
 		t.Fatal("a type that decodes itself, or is not a struct, gets a check: its own rules apply")
 	}
+}
+
+// The shapes a state's type may have that change which names
+// encoding/json decodes: embedded structs (by value, by pointer,
+// unexported), names two embedded structs both promote at one depth
+// (which it then decodes into neither), tags with and without a name,
+// "-" and "-,", a tag name it does not take (a quote), a depth-0 field
+// hiding a promoted one, names outside ASCII. Every field takes any
+// JSON value, so that a decode that matched a name shows.
+type fuzzStateA struct {
+	A      any
+	Shared any
+	Tagged any `json:"tagged"`
+	Deep   any `json:"deep"`
+}
+
+type FuzzStateB struct {
+	B      any
+	Shared any
+}
+
+type FuzzStateAny any
+
+type fuzzState struct {
+	fuzzStateA
+	*FuzzStateB
+	FuzzStateAny
+	Name    any `json:"name,omitempty"`
+	Renamed any `json:"new_name"`
+	Skipped any `json:"-"`
+	Dash    any `json:"-,"`
+	Plain   any
+	hidden  any
+	Straße  any
+	Quoted  any `json:"a'b"`
+	Deep    any
+	Micro   any `json:"µs"`
+	Sigma   any `json:"σ"`
+	Kelvin  any `json:"kelvin"`
+	Long    any `json:"İd"`
+}
+
+// stateFields lists exactly the top-level names of a stored state that
+// encoding/json skips when it decodes the state: a name it lists and
+// encoding/json decodes is a false warning to a user; a name it misses
+// and encoding/json skips is a field dropped for good by the next commit
+// without the warning that is there to tell. Checked against what
+// encoding/json does with each name of the document, and with name.
+func FuzzStateFields(f *testing.F) {
+	f.Add([]byte(`{"created":1,"TAGS":["x"],"level":2,"name":"n","new_name":3,"Renamed":4,"Skipped":5,"-":6,"plain":true,"hidden":7,"gone":{"deep":[1,2]}}`), "STRASSE")
+	f.Add([]byte(` {"a":1,"shared":2,"b":3,"TAGGED":4,"deep":5,"fuzzstateany":6,"a'b":7,"quoted":8} `), "straße")
+	f.Add([]byte(`{"µS":1,"ΜS":2,"Σ":3,"ς":4,"\u212aelvin":5,"i̇d":6,"name":7,"name":8}`), "ſ")
+	f.Add([]byte(`[{"a":1}]`), "\xff")
+	f.Add([]byte(`{"id":1,"İD":2,"ID":3,"i̇d":4}`), "İ")
+	f.Add([]byte(`{"a":1,"b":`), "")
+	check := stateFields(reflect.TypeFor[fuzzState]())
+	// decodes reports whether encoding/json puts the value of key
+	// somewhere in a fuzzState.
+	decodes := func(t *testing.T, key string) bool {
+		k, _ := json.Marshal(key)
+		var s fuzzState
+		if err := json.Unmarshal([]byte(`{`+string(k)+`:1}`), &s); err != nil {
+			t.Fatalf("decode of %q: %v", key, err)
+		}
+		return !reflect.ValueOf(s).IsZero()
+	}
+	f.Fuzz(func(t *testing.T, data []byte, name string) {
+		docs := [][]byte{data}
+		if k, err := json.Marshal(name); err == nil {
+			docs = append(docs, []byte(`{`+string(k)+`:[{"x":null}],"zz":2}`))
+		}
+		for _, doc := range docs {
+			unknown := check(doc)
+			var keys map[string]json.RawMessage
+			if json.Unmarshal(doc, &keys) != nil {
+				continue // not an object: no decode to compare with
+			}
+			dec := json.NewDecoder(bytes.NewReader(doc))
+			dec.Token()
+			var all []string
+			for dec.More() {
+				tok, _ := dec.Token()
+				key := tok.(string)
+				var skip json.RawMessage
+				dec.Decode(&skip)
+				all = append(all, key)
+				if listed, skipped := slices.Contains(unknown, key), !decodes(t, key); listed != skipped {
+					t.Errorf("%s: stateFields lists %q: %v; encoding/json skips it: %v", doc, key, listed, skipped)
+				}
+			}
+			for _, key := range unknown {
+				if !slices.Contains(all, key) {
+					t.Errorf("%s: stateFields lists %q, which it does not have", doc, key)
+				}
+			}
+		}
+	})
 }
