@@ -53,10 +53,10 @@ func stateFields(t reflect.Type) func(data []byte) []string {
 
 // collectFields adds the JSON names of t's fields to known, folded
 // (fold), choosing among the fields of a name as encoding/json's
-// typeFields does: the shallowest embedding wins, and two at that depth
-// (neither or both tagged, or one struct type embedded twice) decode
-// neither, as a tag name encoding/json does not take (validTag) is the
-// field's name.
+// typeFields does: the shallowest wins, and of two at that depth
+// (neither or both tagged, or one struct type embedded twice) encoding/json
+// decodes neither. A tag name it does not take (validTag) leaves the
+// field's own name.
 func collectFields(t reflect.Type, known map[string]bool) {
 	seen := map[string]bool{} // names of a shallower depth
 	visited := map[reflect.Type]bool{}

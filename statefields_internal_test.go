@@ -58,12 +58,16 @@ func TestStateFieldsListsWhatADecodeSkips(t *testing.T) {
 
 // The shapes a state's type may have that change which names
 // encoding/json decodes: embedded structs (by value, by pointer,
-// unexported), names two embedded structs both promote at one depth
-// (which it then decodes into neither), tags with and without a name,
-// "-" and "-,", a tag name it does not take (a quote), a depth-0 field
-// hiding a promoted one, names outside ASCII. Every field takes any
-// JSON value, so that a decode that matched a name shows.
+// unexported, one type embedded twice at one depth), names two embedded
+// structs both promote at one depth (which it then decodes into
+// neither), tags with and without a name, "-" and "-,", a tag name it
+// does not take (a quote), a depth-0 field hiding a promoted one, names
+// outside ASCII. Every field takes any JSON value, so that a decode that
+// matched a name shows.
+type fuzzTwice struct{ Twice any }
+
 type fuzzStateA struct {
+	fuzzTwice
 	A      any
 	Shared any
 	Tagged any `json:"tagged"`
@@ -71,6 +75,7 @@ type fuzzStateA struct {
 }
 
 type FuzzStateB struct {
+	fuzzTwice
 	B      any
 	Shared any
 }
@@ -108,6 +113,7 @@ func FuzzStateFields(f *testing.F) {
 	f.Add([]byte(`{"µS":1,"ΜS":2,"Σ":3,"ς":4,"\u212aelvin":5,"i̇d":6,"name":7,"name":8}`), "ſ")
 	f.Add([]byte(`[{"a":1}]`), "\xff")
 	f.Add([]byte(`{"id":1,"İD":2,"ID":3,"i̇d":4}`), "İ")
+	f.Add([]byte(`{"twice":1,"fuzzTwice":2}`), "Twice")
 	f.Add([]byte(`{"a":1,"b":`), "")
 	check := stateFields(reflect.TypeFor[fuzzState]())
 	// decodes reports whether encoding/json puts the value of key
