@@ -13,6 +13,7 @@ import (
 	"github.com/rivet-go/rivet"
 	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
 	"github.com/rivet-go/rivet/internal/rpcerr"
+	"github.com/rivet-go/rivet/internal/textcut"
 )
 
 // A status of any size fits the trailer budget once bounded, keeping its
@@ -100,4 +101,66 @@ func TestBoundCutsAStatusWithoutActorError(t *testing.T) {
 	if bare.Code() != codes.NotFound || rpcerr.TrailerSize(bare) > rpcerr.MaxMessageBytes || !strings.HasSuffix(bare.Message(), "(cut: 1048576 bytes in all)") {
 		t.Errorf("got %v %.100q...", bare.Code(), bare.Message())
 	}
+}
+
+// An error of any text (the actor's own: any bytes, any length, a group
+// or code of any size, metadata of any size) becomes a status that fits
+// the trailer budget, with the code of its kind, whose message is UTF-8
+// and starts as the error's (cut on a character), and from which the
+// client reads back the group and code (the start of them, if past any
+// name's length) and the metadata if it was kept whole. A status over
+// the budget is one a client never sees (RST_STREAM).
+func FuzzToStatus(f *testing.F) {
+	f.Add(uint8(0), "user", "long", "é", 50_000, "m", 100_000)
+	f.Add(uint8(1), "g\xff", "c", "%\xff", 2000, "", 0)
+	f.Add(uint8(2), strings.Repeat("g", 300), strings.Repeat("日", 100), "x", 10, "{}", 1)
+	f.Add(uint8(3), "", "", "a\xe6\x97", 1500, "1", 3000)
+	f.Add(uint8(0), "user", "c", "short", 5, "m", 5000)
+	kinds := []error{rivet.ErrUser, rivet.ErrNotFound, rivet.ErrInvalidArgument, rivet.ErrUnavailable, rivet.ErrTooLarge, rivet.ErrWorkflowFailed, rivet.ErrInternal}
+	f.Fuzz(func(t *testing.T, kind uint8, group, code, piece string, n int, meta string, m int) {
+		n, m = max(n, -n)%60_000, max(m, -m)%120_000
+		if n < 0 || m < 0 { // the least int
+			return
+		}
+		e := &rivet.Error{Kind: kinds[int(kind)%len(kinds)], Group: group, Code: code, Message: strings.Repeat(piece, n/max(1, len(piece)))}
+		if meta != "" {
+			e.Metadata = []byte(strings.Repeat(meta, m/len(meta)))
+		}
+		st, _ := rpcerr.ToStatus(e)
+		if size := rpcerr.TrailerSize(st); size > rpcerr.MaxTrailerBytes {
+			t.Fatalf("%d bytes of trailers, over %d", size, rpcerr.MaxTrailerBytes)
+		}
+		if st.Code() != rpcerr.Code(e.Kind) {
+			t.Fatalf("code %v, want %v", st.Code(), rpcerr.Code(e.Kind))
+		}
+		msg := st.Message()
+		want := textcut.Valid(e.Message)
+		if !utf8.ValidString(msg) || msg != want && !strings.HasPrefix(want, uncut(msg)) {
+			t.Fatalf("message %.200q of %.200q", msg, e.Message)
+		}
+		got := rpcerr.FromStatus(st)
+		if e.Kind == rivet.ErrUnavailable && e.Group == "" {
+			return // no ActorError: see toStatus
+		}
+		if g := textcut.Valid(e.Group); got.Group != g && (len(got.Group) < 100 || !strings.HasPrefix(g, got.Group)) {
+			t.Fatalf("group %.200q read back as %.200q", e.Group, got.Group)
+		}
+		if c := textcut.Valid(e.Code); got.Code != c && (len(got.Code) < 100 || !strings.HasPrefix(c, got.Code)) {
+			t.Fatalf("code %.200q read back as %.200q", e.Code, got.Code)
+		}
+		if len(got.Metadata) > 0 && string(got.Metadata) != string(e.Metadata) {
+			t.Fatalf("metadata changed: %.100q to %.100q", e.Metadata, got.Metadata)
+		}
+		if !strings.HasPrefix(textcut.Valid(e.Message), uncut(got.Message)) {
+			t.Fatalf("message %.200q read back as %.200q", e.Message, got.Message)
+		}
+	})
+}
+
+// uncut is msg without what a cut adds: its mark, and the note of
+// metadata left out.
+func uncut(msg string) string {
+	msg, _, _ = strings.Cut(msg, "... (cut: ")
+	msg, _, _ = strings.Cut(msg, " (metadata of ")
+	return msg
 }
