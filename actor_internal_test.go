@@ -1,8 +1,11 @@
 package rivet
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
@@ -88,4 +91,63 @@ func TestANullIsRefusedWhereTheTypeHasNoNull(t *testing.T) {
 	if err := h.check([]json.RawMessage{json.RawMessage("null"), json.RawMessage(`{"X":1}`)}); err != nil {
 		t.Errorf("a null *int: %v", err)
 	}
+}
+
+// fuzzArg is an argument type with fields of the kinds a message or
+// argument holds, each named in an error at its field.
+type fuzzArg struct {
+	N     int8             `json:"n"`
+	U     uint16           `json:"u,string"`
+	F     float32          `json:"f"`
+	S     []string         `json:"s"`
+	M     map[int]bool     `json:"m"`
+	T     time.Time        `json:"t"`
+	B     []byte           `json:"b"`
+	A     [2]byte          `json:"a"`
+	P     *int64           `json:"p"`
+	Inner struct{ X uint } `json:"inner"`
+}
+
+// An argument of any JSON, into a parameter of any common type, decodes
+// as encoding/json decodes it, or fails with ErrInvalidArgument and a
+// message; never a panic (which fails the caller's turn) and never a
+// null taken as a zero value nobody sent.
+func FuzzDecodeArg(f *testing.F) {
+	for _, s := range []string{`1`, `null`, ` null `, `-1`, `1.5`, `1e3`, `300`, `"x"`, `[1,2]`, `{"n":300}`, `{"u":"70000"}`, `{"u":7}`,
+		`{"m":{"x":true}}`, `{"t":"not a time"}`, `{"b":"!!"}`, `{"a":[1,2,3]}`, `{"inner":{"X":-1}}`, `{"f":1e100}`, `{"p":null}`, `true`,
+		`18446744073709551616`, `-0`, `{"n":1e2}`} {
+		f.Add([]byte(s), uint8(0))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte, which uint8) {
+		if !json.Valid(raw) {
+			return // the node refuses it (server.checkJSON)
+		}
+		targets := []func() any{
+			func() any { return new(int) }, func() any { return new(int8) }, func() any { return new(uint64) },
+			func() any { return new(float64) }, func() any { return new(string) }, func() any { return new(bool) },
+			func() any { return new([]int) }, func() any { return new(map[string]int) }, func() any { return new(fuzzArg) },
+			func() any { return new(*int) }, func() any { return new(time.Time) }, func() any { return new(any) },
+			func() any { return new([]byte) }, func() any { return new(json.RawMessage) },
+		}
+		into, want := targets[int(which)%len(targets)](), targets[int(which)%len(targets)]()
+		err := decodeArg(raw, into, 0)
+		wantErr := json.Unmarshal(raw, want)
+		if err != nil {
+			var e *Error
+			if !errors.As(err, &e) || !errors.Is(err, ErrInvalidArgument) || !strings.HasPrefix(e.Message, "argument 1: ") || len(e.Message) < 20 {
+				t.Fatalf("%s into %T: error %v (%T)", raw, into, err, err)
+			}
+			if wantErr == nil && string(bytes.TrimSpace(raw)) != "null" {
+				t.Fatalf("%s into %T: refused (%v); encoding/json takes it", raw, into, err)
+			}
+			return
+		}
+		if wantErr != nil {
+			t.Fatalf("%s into %T: taken; encoding/json refuses it: %v", raw, into, wantErr)
+		}
+		// As JSON: a time's zone decodes to a new *Location each time.
+		if a, b := fmt.Sprint(json.Marshal(into)), fmt.Sprint(json.Marshal(want)); a != b {
+			t.Fatalf("%s into %T: %v; encoding/json makes %v", raw, into, into, want)
+		}
+	})
 }
