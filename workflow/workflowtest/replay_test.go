@@ -21,7 +21,7 @@ var replayT0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
 // export runs fn on a fresh Host until it first waits, and exports the
 // history it recorded as a node would.
-func export(t *testing.T, fn func(*workflow.Ctx[tally]) error) *workflow.HistoryExport {
+func export(t testing.TB, fn func(*workflow.Ctx[tally]) error) *workflow.HistoryExport {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
