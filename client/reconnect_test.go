@@ -149,6 +149,7 @@ func (p *switchProxy) attemptsSince(t0 time.Time) int {
 // minutes (a restart, a rolling upgrade) would have its clients fail for
 // up to two minutes more.
 func TestAClientReconnectsWithinASecondOrSoOfItsNodeComingBack(t *testing.T) {
+	t.Parallel() // it waits; the tests that count goroutines are sequential, and run first
 	p := newSwitchProxy(t, servertest.Start(t, servertest.NewFake(), servertest.Config{}))
 	c := newClient(t, p.l.Addr().String(), client.WithRetry(10*time.Millisecond, 50*time.Millisecond))
 	call := func() error {
@@ -193,6 +194,7 @@ func TestAClientReconnectsWithinASecondOrSoOfItsNodeComingBack(t *testing.T) {
 // traffic, given 10 s to answer, it waited about 40 s, as long as a
 // caller's deadline commonly is.
 func TestACallOnASilentlyCutConnectionMovesToAnotherNodeWithin15s(t *testing.T) {
+	t.Parallel() // it waits for keepalive to find the cut
 	started := make(chan struct{}, 1)
 	cut := servertest.NewFake()
 	cut.GetFunc = func(ctx context.Context, ref runtime.Ref) (runtime.ActorInfo, error) {

@@ -13,6 +13,7 @@ import (
 // be no gRPC port, with the node's gRPC port as the --addr to use; not
 // that the node may serve TLS only, nor nothing at all with --tls.
 func TestAnAddressAtAGossipPortSaysItIsNotGRPC(t *testing.T) {
+	t.Parallel() // each command waits out its retries
 	reg, err := rivet.Setup(rivet.Actor[chargeState]{Name: "idle", Run: func(*workflow.Ctx[chargeState]) error { return nil }})
 	if err != nil {
 		t.Fatal(err)

@@ -96,6 +96,7 @@ func (r result) wantErrPrefix(t *testing.T, code int, prefix string) {
 }
 
 func TestCall(t *testing.T) {
+	t.Parallel()
 	addr := servertest.Start(t, servertest.NewFake(), servertest.Config{})
 	rivetctl(t, addr, "call", "counter", "main", "increment", "5").want(t, 0, "5\n")
 	rivetctl(t, addr, "call", "counter", "main", "increment", "2", "-o", "json").want(t, 0, "7\n")
@@ -265,6 +266,7 @@ func TestUserError(t *testing.T) {
 }
 
 func TestUnreachable(t *testing.T) {
+	t.Parallel()
 	r := rivetctl(t, "127.0.0.1:1", "call", "counter", "main", "getCount")
 	if r.code != 1 || !strings.HasPrefix(r.stderr, "rivetctl: unavailable: ") || !strings.HasSuffix(r.stderr, " (UNAVAILABLE); is a node listening at 127.0.0.1:1? (--addr, or env RIVET_ENDPOINT)\n") || strings.Count(r.stderr, "\n") != 1 {
 		t.Errorf("exit %d, stderr %q", r.code, r.stderr)
@@ -612,6 +614,7 @@ func TestInspectCutsALongListOfScheduledCalls(t *testing.T) {
 // watch prints events as they come, a gap where the stream was made again,
 // and stops after --count.
 func TestWatch(t *testing.T) {
+	t.Parallel()
 	f := servertest.NewFake()
 	var mu sync.Mutex
 	var subs []string
@@ -723,6 +726,7 @@ func TestAKeyThatLooksLikeAFlagIsPrintedAsAnArray(t *testing.T) {
 // run again, it could apply twice (an increment counted twice). A read, or
 // a request that never reached a node, says nothing of the kind.
 func TestACommandThatMayHaveRunSaysSo(t *testing.T) {
+	t.Parallel()
 	f := servertest.NewFake()
 	f.CallFunc = func(ctx context.Context, req runtime.CallRequest) (json.RawMessage, error) {
 		if req.Action == "wait" {
@@ -903,6 +907,7 @@ func TestCommandLineMistakesExit2(t *testing.T) {
 // A drain whose stderr is no terminal (a log, a pipe) writes a few plain
 // lines there, not the bar's frames, which redraw the line with \r.
 func TestDrainToALogWritesPlainLines(t *testing.T) {
+	t.Parallel()
 	f := &countingDrain{Fake: servertest.NewFake()}
 	var looks atomic.Int32
 	f.MembersFunc = func(context.Context) ([]runtime.Member, error) {

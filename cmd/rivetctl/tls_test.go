@@ -50,6 +50,7 @@ func serveSecured(t *testing.T, dir, token string) string {
 // token it is refused UNAUTHENTICATED, without TLS it cannot connect, and
 // health needs TLS but no token.
 func TestCertsTLSAndToken(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "certs")
 	r := rivetctlEnv(t, map[string]string{}, "certs", "--out", dir, "--hosts", "localhost, 127.0.0.1")
 	r.want(t, 0, "wrote "+filepath.Join(dir, "ca.pem")+", ca-key.pem, node.pem and node-key.pem (for localhost,127.0.0.1), client.pem and client-key.pem\n")
