@@ -26,7 +26,7 @@ up: image
 	    s=$$(docker inspect -f '{{.State.Health.Status}}' $$($(COMPOSE) ps -q $$n) 2>/dev/null); \
 	    [ "$$s" = healthy ] && ok=$$((ok+1)); \
 	  done; \
-	  if [ $$ok -eq 3 ]; then echo "cluster up: bin/rivetctl --addr localhost:6420 members"; exit 0; fi; \
+	  if [ $$ok -eq 3 ]; then echo "cluster up: bin/rivetctl --addr localhost:$${RIVET_PORT1:-6420} members"; exit 0; fi; \
 	  sleep 2; \
 	done; echo "not healthy after 180 s" >&2; $(COMPOSE) ps >&2; exit 1
 
@@ -35,7 +35,7 @@ scale-out:
 	@echo "waiting for node4 to be healthy..."
 	@for i in $$(seq 1 90); do \
 	  s=$$(docker inspect -f '{{.State.Health.Status}}' $$($(COMPOSE) --profile scale ps -q node4) 2>/dev/null); \
-	  if [ "$$s" = healthy ]; then echo "node4 up: bin/rivetctl --addr localhost:6450 members"; exit 0; fi; \
+	  if [ "$$s" = healthy ]; then echo "node4 up: bin/rivetctl --addr localhost:$${RIVET_PORT4:-6450} members"; exit 0; fi; \
 	  sleep 2; \
 	done; echo "node4 not healthy after 180 s" >&2; exit 1
 

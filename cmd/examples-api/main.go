@@ -6,6 +6,10 @@
 //
 //	go run ./cmd/examples-api &
 //	EXAMPLES_API_URL=http://127.0.0.1:6480 go run ./cmd/node
+//
+// For the nodes of docker-compose.yml, serve it where their containers
+// reach the host (--addr 0.0.0.0:6480) and start them with
+// EXAMPLES_API_URL=http://host.docker.internal:6480.
 package main
 
 import (
@@ -14,6 +18,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	neturl "net/url"
 	"os"
 	"os/signal"
 	"strconv"
@@ -64,6 +70,23 @@ func (c counts) Set(v string) error {
 	return nil
 }
 
+// nodeHint is the setting that points a node at the API served at url.
+// Served on every address (0.0.0.0, ::), url's host is no address to
+// dial: the hint names the loopback one, and host.docker.internal, which
+// reaches the host from docker compose's nodes.
+func nodeHint(url string) string {
+	u, err := neturl.Parse(url)
+	if err != nil {
+		return exampleapi.EnvVar + "=" + url
+	}
+	ip := net.ParseIP(u.Hostname())
+	if ip == nil || !ip.IsUnspecified() {
+		return exampleapi.EnvVar + "=" + url
+	}
+	port := u.Port()
+	return fmt.Sprintf("%s=http://127.0.0.1:%s (from a container of docker-compose.yml: http://host.docker.internal:%s)", exampleapi.EnvVar, port, port)
+}
+
 // run serves until ctx ends; ready, if set, gets the base URL once it
 // listens. The usage, and a flag that does not parse, go to stderr (a
 // *flagError).
@@ -92,7 +115,7 @@ func run(ctx context.Context, args []string, out, stderr io.Writer, ready chan<-
 		return err
 	}
 	defer srv.Close()
-	fmt.Fprintf(out, "serving the examples' API on %s; start the node with %s=%s\n", srv.URL, exampleapi.EnvVar, srv.URL)
+	fmt.Fprintf(out, "serving the examples' API on %s; start the node with %s\n", srv.URL, nodeHint(srv.URL))
 	if ready != nil {
 		ready <- srv.URL
 	}

@@ -117,3 +117,20 @@ func TestAnErrorIsWrittenOnce(t *testing.T) {
 		t.Errorf("a stray argument: stderr %q, want one line", out)
 	}
 }
+
+// A stand-in served on every address (for docker compose's nodes) prints
+// settings a node can use: [::] is no address to dial.
+func TestTheHintForEveryAddressNamesOnesToDial(t *testing.T) {
+	for url, want := range map[string][]string{
+		"http://127.0.0.1:6480": {"EXAMPLES_API_URL=http://127.0.0.1:6480"},
+		"http://[::]:6480":      {"EXAMPLES_API_URL=http://127.0.0.1:6480 ", "http://host.docker.internal:6480)"},
+		"http://0.0.0.0:7000":   {"EXAMPLES_API_URL=http://127.0.0.1:7000 ", "http://host.docker.internal:7000)"},
+	} {
+		got := nodeHint(url)
+		for _, w := range want {
+			if !strings.Contains(got, w) {
+				t.Errorf("nodeHint(%q) = %q, want it to hold %q", url, got, w)
+			}
+		}
+	}
+}
