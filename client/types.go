@@ -99,11 +99,13 @@ type Member struct {
 	NodeID   string `json:"node_id"`
 	GRPCAddr string `json:"grpc_addr"`
 	// State is "alive", "suspect", "dead" or "left".
-	State           string    `json:"state"`
-	PartitionsOwned uint32    `json:"partitions_owned"`
-	StartedAt       time.Time `json:"started_at"`
-	GossipAddr      string    `json:"gossip_addr,omitempty"`
-	HTTPAddr        string    `json:"http_addr,omitempty"`
+	State           string `json:"state"`
+	PartitionsOwned uint32 `json:"partitions_owned"`
+	// StartedAt is zero, and left out of JSON, for a node that left no
+	// record (gone from etcd with its lease): a dead one, say.
+	StartedAt  time.Time `json:"started_at,omitzero"`
+	GossipAddr string    `json:"gossip_addr,omitempty"`
+	HTTPAddr   string    `json:"http_addr,omitempty"`
 	// Draining is set while the node hands its partitions off.
 	Draining bool `json:"draining,omitempty"`
 }
