@@ -98,7 +98,12 @@ type SendResult = caller.SendResult
 type Member struct {
 	NodeID   string `json:"node_id"`
 	GRPCAddr string `json:"grpc_addr"`
-	// State is "alive", "suspect", "dead" or "left".
+	// State is "alive", "dead" or "left", as gossip last heard (it has no
+	// suspect state: a node that stopped answering is alive until declared
+	// dead); "unknown" for a node registered in etcd that gossip does not
+	// know (yet); "unregistered" for one alive in gossip that holds no
+	// lease in etcd (starting, cut off from etcd, or killed and not yet
+	// declared dead).
 	State           string `json:"state"`
 	PartitionsOwned uint32 `json:"partitions_owned"`
 	// StartedAt is zero, and left out of JSON, for a node that left no

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/cluster"
 	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
 	"github.com/rivet-go/rivet/internal/rpcerr"
 	"github.com/rivet-go/rivet/runtime"
@@ -282,7 +283,8 @@ func (b backend) Subscribe(ctx context.Context, ref runtime.Ref, events []string
 }
 
 // Members lists the registered nodes, with their gossip state, and the
-// nodes gossip still remembers that are gone.
+// nodes gossip knows that hold no record: gone ones it still remembers,
+// and live ones as "unregistered" (see below).
 func (b backend) Members(ctx context.Context) ([]runtime.Member, error) {
 	owned := map[string]uint32{}
 	for _, o := range b.n.view.ownerTable() {
@@ -291,11 +293,11 @@ func (b backend) Members(ctx context.Context) ([]runtime.Member, error) {
 		}
 	}
 	state := map[string]string{}
-	var gone []runtime.Member
+	var gossiped []runtime.Member
 	if b.n.gossip != nil {
 		for _, m := range b.n.gossip.Members() {
 			state[m.ID] = string(m.State)
-			gone = append(gone, runtime.Member{NodeID: m.ID, GRPCAddr: m.Meta.GRPCAddr, GossipAddr: m.GossipAddr, HTTPAddr: m.Meta.HTTPAddr, State: string(m.State)})
+			gossiped = append(gossiped, runtime.Member{NodeID: m.ID, GRPCAddr: m.Meta.GRPCAddr, GossipAddr: m.GossipAddr, HTTPAddr: m.Meta.HTTPAddr, State: string(m.State)})
 		}
 	}
 	recs := b.n.view.records()
@@ -313,10 +315,19 @@ func (b backend) Members(ctx context.Context) ([]runtime.Member, error) {
 			State: st, PartitionsOwned: owned[id], StartedAt: rec.StartedAt, Draining: rec.Draining,
 		})
 	}
-	for _, m := range gone {
-		if _, ok := recs[m.NodeID]; !ok && m.State != "alive" {
-			out = append(out, m)
+	for _, m := range gossiped {
+		if _, ok := recs[m.NodeID]; ok {
+			continue
 		}
+		if m.State == string(cluster.StateAlive) {
+			// Alive in gossip without a lease in etcd: a node starting,
+			// one cut off from etcd, or one killed whose record went with
+			// its lease before gossip declared it dead (gossip has no
+			// suspect state). Left out, a killed node vanished from the
+			// list for seconds before it came back dead.
+			m.State = "unregistered"
+		}
+		out = append(out, m)
 	}
 	sortMembers(out)
 	return out, nil

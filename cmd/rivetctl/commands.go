@@ -323,13 +323,15 @@ func (a *app) membersCommand() *cobra.Command {
 		Use:   "members",
 		Short: "List the nodes of the cluster",
 		Long: `List the nodes of the cluster: those registered in etcd (a node's
-registration lasts while its lease does), and the ones gossip remembers
-that are gone. STATE is what gossip says of each: alive; unknown
-(registered, not yet heard in gossip); left (it stopped cleanly, as on
-SIGTERM); dead (it stopped answering). ",draining" marks a drained node
-(rivetctl drain). A node that crashed drops out of the list once its lease
-expires (--lease-ttl, 3s by default), then comes back as dead once gossip
-has declared it so, until gossip forgets it.`,
+registration lasts while its lease does), and the ones gossip knows
+without a registration. STATE is what gossip says of each: alive; unknown
+(registered, not yet heard in gossip); unregistered (alive in gossip, no
+lease in etcd: starting, cut off from etcd, or crashed and not yet
+declared dead); left (it stopped cleanly, as on SIGTERM); dead (it stopped
+answering). ",draining" marks a drained node (rivetctl drain). A node that
+crashed is alive (gossip has no suspect state) until gossip declares it
+dead, and unregistered meanwhile once its lease has expired (--lease-ttl,
+3s by default); dead, it is listed until gossip forgets it.`,
 		Args: args(0, 0),
 	}
 	cmd.RunE = a.runE(nil, func(ctx context.Context, c *client.Client, _ []string) error {

@@ -62,7 +62,12 @@ type Member struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	NodeId   string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
 	GrpcAddr string                 `protobuf:"bytes,2,opt,name=grpc_addr,json=grpcAddr,proto3" json:"grpc_addr,omitempty"`
-	// state is "alive", "suspect", "dead" or "left".
+	// state is "alive", "dead" or "left", as gossip last heard (it has no
+	// suspect state: a node that stopped answering is alive until declared
+	// dead); "unknown" for a node registered in etcd that gossip does not
+	// know (yet); "unregistered" for one alive in gossip that holds no lease
+	// in etcd (starting, cut off from etcd, or killed and not yet declared
+	// dead).
 	State           string                 `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
 	PartitionsOwned uint32                 `protobuf:"varint,4,opt,name=partitions_owned,json=partitionsOwned,proto3" json:"partitions_owned,omitempty"`
 	StartedAt       *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
