@@ -375,12 +375,13 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 	if advertise == "" {
 		advertise = n.grpcLis.Addr().String()
 	}
-	rec := runtime.NodeRecord{NodeID: n.cfg.NodeID, GRPCAddr: advertise, HTTPAddr: n.HTTPAddr(), StartedAt: time.Now().UTC(), StorageFormat: runtime.StorageFormat}
+	httpAddr := advertisedHTTP(n.HTTPAddr(), advertise)
+	rec := runtime.NodeRecord{NodeID: n.cfg.NodeID, GRPCAddr: advertise, HTTPAddr: httpAddr, StartedAt: time.Now().UTC(), StorageFormat: runtime.StorageFormat}
 	if cfg.GossipAddr != "-" {
 		gc := cluster.Config{
 			NodeID: n.cfg.NodeID, BindAddr: cfg.GossipAddr, AdvertiseAddr: cfg.GossipAdvertiseAddr,
 			Join: cfg.Join, GossipKey: cfg.GossipKey, Profile: cfg.GossipProfile,
-			Meta:   cluster.Meta{GRPCAddr: advertise, HTTPAddr: n.HTTPAddr()},
+			Meta:   cluster.Meta{GRPCAddr: advertise, HTTPAddr: httpAddr},
 			Logger: n.log.Named("gossip"),
 		}
 		if n.gossip, err = cluster.Start(gc); err != nil {
@@ -612,6 +613,29 @@ func (n *Node) HTTPAddr() string {
 		return ""
 	}
 	return n.httpLis.Addr().String()
+}
+
+// advertisedHTTP is the metrics and health address a node tells others:
+// bound, the HTTP listener's address; bound to every address (0.0.0.0,
+// ::), the advertised gRPC address's host with the HTTP port, since no one
+// dials [::] (rivetctl members showed it for every node of a compose
+// cluster).
+func advertisedHTTP(bound, advertise string) string {
+	host, port, err := net.SplitHostPort(bound)
+	if err != nil {
+		return bound
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsUnspecified() {
+		return bound
+	}
+	ahost, _, err := net.SplitHostPort(advertise)
+	if err != nil || ahost == "" {
+		return bound
+	}
+	if ip := net.ParseIP(ahost); ip != nil && ip.IsUnspecified() {
+		return bound
+	}
+	return net.JoinHostPort(ahost, port)
 }
 
 // ID is the node's ID.
