@@ -306,6 +306,20 @@ func (x *cx) replaySettled(path string, names []string, runs []func(*cx) (json.R
 	return t.settled(results, false)
 }
 
+// settledAt is the time to record for a join or race that settles at at
+// (the latest time its branches, and the code before it, passed): the
+// host's time if none of them passed an entry that records one, which is
+// what Ctx.Now returns there live. Recorded zero, a replay would read the
+// host's time of its own run there (Ctx.Now, before any recorded time),
+// and code after the join or race would see another time than the first
+// run did.
+func (t *thread) settledAt(at time.Time) time.Time {
+	if at.IsZero() {
+		return t.stamp()
+	}
+	return at
+}
+
 func later(a, b time.Time) time.Time {
 	if b.After(a) {
 		return b
@@ -492,7 +506,7 @@ func (x *cx) join(name string, names []string, runs []func(*cx) (json.RawMessage
 		}
 		final.Branches[n] = Branch{Status: StatusCompleted, Output: res.out}
 	}
-	final.Time = at
+	final.Time = t.settledAt(at)
 	// Recording the settled join may wait for the next commit: if it is
 	// lost, the branches replay to the same results.
 	t.record(HistoryWrite{Put: final})
@@ -606,7 +620,7 @@ func (x *cx) race(name string, names []string, runs []func(*cx) (json.RawMessage
 		final.Status = StatusCompleted
 		final.Winner = names[w]
 		final.Output = results[w].out
-		final.Time = results[w].now
+		final.Time = t.settledAt(results[w].now)
 		batch = AppendWrites(batch, results[w].pending...)
 		for i, n := range names {
 			switch {
@@ -651,7 +665,7 @@ func (x *cx) race(name string, names []string, runs []func(*cx) (json.RawMessage
 			}
 			final.Branches[n] = Branch{Status: StatusFailed, Error: record(results[i].err), FailedAt: FailedAt(results[i].err)}
 		}
-		final.Time = at
+		final.Time = t.settledAt(at)
 		batch = AppendWrites(batch, HistoryWrite{Put: final})
 	}
 	// The decision is committed at once: from now on no replay may pick
