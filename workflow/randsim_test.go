@@ -1,0 +1,926 @@
+package workflow_test
+
+// The property-based simulation: random workflow programs, generated from a
+// seed (a small tree of steps, failing steps, sleeps, receives, loops,
+// joins, races, try blocks and version gates), each run crash-free, then
+// crashed at each of its commits in turn (before and after the commit
+// applies) and at random sets of commits with random evictions, like
+// sim_test.go's hand-written workflow. Every run must end like the
+// crash-free one: same outcome, same state (every step's effect, which
+// each step body logs, once per recorded attempt), same history, same
+// queue and the same completions.
+//
+// A program's crash-free run must itself be deterministic: the generator
+// models the workflow's time (sleeps, backoffs, receive timeouts and the
+// times the test sends messages, one queue per receive and iteration) and
+// makes every race's winner finish strictly before every other branch does
+// anything at that time (a loser that would act then, or take a message
+// before the winner finishes, is replaced by a long sleep). Steps log per
+// thread (the top level, or a join or race branch), so that concurrent
+// branches' steps may run in any order.
+//
+//	go test ./workflow -run TestRandomSim -sim.seeds 2000        # more seeds
+//	go test ./workflow -run TestRandomSim -sim.seed 1234 -v      # one seed
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"hash/fnv"
+	"math/rand"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rivet-go/rivet/workflow"
+	"github.com/rivet-go/rivet/workflow/workflowtest"
+)
+
+var (
+	rsSeeds     = flag.Int("sim.seeds", 0, "random simulation: number of seeds to run (0: the default)")
+	rsFirstSeed = flag.Int64("sim.first", 1, "random simulation: first seed")
+	rsOneSeed   = flag.Int64("sim.seed", 0, "random simulation: run only this seed")
+	rsRandRuns  = flag.Int("sim.random", 0, "random simulation: runs with random crashes and evictions per seed (0: the default)")
+	rsSize      = flag.Int("sim.size", 0, "random simulation: node budget per program (0: the default)")
+)
+
+type rsState struct {
+	// Log holds each thread's lines (the top level is ""), in order.
+	Log map[string][]string `json:"log"`
+	// Count is the iteration counter of each stateless loop.
+	Count map[string]int `json:"count,omitempty"`
+}
+
+type rsCtx = workflow.Ctx[rsState]
+type rsStep = workflow.StepCtx[rsState]
+
+func rsLog(s *rsStep, thread, line string) {
+	if s.State.Log == nil {
+		s.State.Log = map[string][]string{}
+	}
+	s.State.Log[thread] = append(s.State.Log[thread], line)
+}
+
+type rsKind int
+
+const (
+	rsStepK     rsKind = iota // a step, failing fails times first
+	rsFailK                   // a step that fails for good
+	rsSleepK                  // a sleep
+	rsRecvK                   // a receive from its own queue
+	rsLoopK                   // a stateless loop (its iteration counted in the state)
+	rsLoopWithK               // a loop with state and pruning
+	rsJoinK                   // a join
+	rsRaceK                   // a race
+	rsTryK                    // a try block
+	rsVersionK                // a version gate
+)
+
+type rsNode struct {
+	kind rsKind
+	name string
+	// Steps.
+	fails     int // attempts that fail before one succeeds
+	retries   int // MaxRetries (workflow.NoRetries: none)
+	base      time.Duration
+	rollback  bool
+	ephemeral bool
+	critical  bool // rsFailK: a Critical error
+	// Sleeps.
+	d time.Duration
+	// Receives: the queue (the iteration is appended), the timeout (0:
+	// none), completable.
+	queue       string
+	timeout     time.Duration
+	completable bool
+	// Loops.
+	iters, prune, size int
+	body               []*rsNode
+	// Joins and races.
+	bnames   []string
+	branches [][]*rsNode
+}
+
+type rsProg struct {
+	seed  int64
+	nodes []*rsNode
+	// sends are the messages the test sends, by time.
+	sends []rsSend
+}
+
+type rsSend struct {
+	at    time.Duration // from t0; 0: before the run starts
+	queue string
+	body  int
+}
+
+// --- generation
+
+type rsGen struct {
+	rng    *rand.Rand
+	budget int
+	queues int
+}
+
+func (g *rsGen) seq(depth int, inLoop bool, n int) []*rsNode {
+	var out []*rsNode
+	names := map[string]int{}
+	for i := 0; i < n && g.budget > 0; i++ {
+		out = append(out, g.node(depth, inLoop, names))
+	}
+	// An ephemeral step's record commits with the next commit: one that
+	// waits (a receive, the end of a branch) would let a crash lose the
+	// step's record and run it again later, at another time than the
+	// crash-free run. Make it commit at once after.
+	for i, n := range out {
+		if n.ephemeral && (i+1 == len(out) || out[i+1].ephemeral || (out[i+1].kind != rsStepK && out[i+1].kind != rsSleepK)) {
+			n.ephemeral = false
+		}
+	}
+	return out
+}
+
+func rsName(names map[string]int, prefix string) string {
+	names[prefix]++
+	return fmt.Sprint(prefix, names[prefix])
+}
+
+func (g *rsGen) node(depth int, inLoop bool, names map[string]int) *rsNode {
+	g.budget--
+	r := g.rng.Intn(100)
+	if depth >= 3 && r >= 55 {
+		r = g.rng.Intn(55)
+	}
+	switch {
+	case r < 25:
+		n := &rsNode{kind: rsStepK, name: rsName(names, "s"), base: 100 * time.Millisecond, retries: 3}
+		if g.rng.Intn(3) == 0 {
+			n.fails = 1 + g.rng.Intn(2)
+			n.retries = n.fails + g.rng.Intn(2)
+			if g.rng.Intn(2) == 0 {
+				n.base = 250 * time.Millisecond
+			}
+		}
+		// Rollback handlers of steps in loops are not replayed after a
+		// restart once their iteration is pruned or the loop done
+		// (ErrRollbackNotReplayed): a crash would change the outcome.
+		n.rollback = !inLoop && g.rng.Intn(4) == 0
+		// An ephemeral step that fails defers its failed attempts'
+		// records over its backoff: a crash loses them and the step runs
+		// them again, later than the crash-free run did.
+		n.ephemeral = !n.rollback && n.fails == 0 && g.rng.Intn(6) == 0
+		return n
+	case r < 30:
+		n := &rsNode{kind: rsFailK, name: rsName(names, "f"), retries: workflow.NoRetries, base: 100 * time.Millisecond}
+		switch g.rng.Intn(3) {
+		case 0:
+			n.retries = 1
+		case 1:
+			n.critical = true
+			n.retries = 2
+		}
+		return n
+	case r < 42:
+		ds := []time.Duration{500 * time.Millisecond, time.Second, 1500 * time.Millisecond, 2 * time.Second, 3 * time.Second}
+		return &rsNode{kind: rsSleepK, name: rsName(names, "z"), d: ds[g.rng.Intn(len(ds))]}
+	case r < 52:
+		g.queues++
+		n := &rsNode{kind: rsRecvK, name: rsName(names, "m"), queue: fmt.Sprint("q", g.queues), completable: g.rng.Intn(3) == 0}
+		if g.rng.Intn(2) == 0 {
+			n.timeout = []time.Duration{time.Second, 2 * time.Second}[g.rng.Intn(2)]
+		}
+		return n
+	case r < 55:
+		return &rsNode{kind: rsVersionK, name: rsName(names, "v")}
+	case r < 63:
+		n := &rsNode{kind: rsLoopK, name: rsName(names, "l"), iters: 1 + g.rng.Intn(3)}
+		if g.rng.Intn(2) == 0 {
+			n.kind = rsLoopWithK
+			n.prune = []int{1, 2, 3, workflow.NoPrune}[g.rng.Intn(4)]
+			n.size = g.rng.Intn(3)
+			n.iters = 1 + g.rng.Intn(4)
+		}
+		n.body = g.seq(depth+1, true, 1+g.rng.Intn(3))
+		return n
+	case r < 75:
+		n := &rsNode{kind: rsJoinK, name: rsName(names, "j")}
+		g.branches(n, depth, inLoop)
+		return n
+	case r < 88:
+		n := &rsNode{kind: rsRaceK, name: rsName(names, "r")}
+		g.branches(n, depth, inLoop)
+		return n
+	default:
+		n := &rsNode{kind: rsTryK, name: rsName(names, "t")}
+		n.body = g.seq(depth+1, inLoop, g.rng.Intn(3))
+		// The step that fails for good, somewhere in the block's
+		// top level (what follows it is not reached).
+		f := &rsNode{kind: rsFailK, name: "bad", retries: []int{workflow.NoRetries, 1}[g.rng.Intn(2)], base: 100 * time.Millisecond}
+		at := g.rng.Intn(len(n.body) + 1)
+		n.body = slices.Insert(n.body, at, f)
+		return n
+	}
+}
+
+func (g *rsGen) branches(n *rsNode, depth int, inLoop bool) {
+	k := 2 + g.rng.Intn(2)
+	for i := 0; i < k; i++ {
+		n.bnames = append(n.bnames, string(rune('a'+i)))
+		n.branches = append(n.branches, g.seq(depth+1, inLoop, 1+g.rng.Intn(3)))
+	}
+}
+
+func rsGenerate(seed int64, size int) *rsProg {
+	g := &rsGen{rng: rand.New(rand.NewSource(seed)), budget: size}
+	p := &rsProg{seed: seed, nodes: g.seq(0, false, 3+g.rng.Intn(5))}
+	// The model decides when messages come and makes races
+	// deterministic, which changes the program: again until it does not.
+	for i := 0; ; i++ {
+		m := &rsModel{seed: seed}
+		m.seq(p.nodes, 0, "")
+		if !m.changed {
+			p.sends = m.sends
+			sort.SliceStable(p.sends, func(i, j int) bool { return p.sends[i].at < p.sends[j].at })
+			return p
+		}
+		if i > 1000 {
+			panic("randsim: the model does not settle")
+		}
+	}
+}
+
+// --- the model of the program's time
+
+type rsModel struct {
+	seed    int64
+	changed bool
+	sends   []rsSend
+	nsent   int
+}
+
+type rsRes struct {
+	end    time.Duration
+	failed bool
+	// events are the times things happen (a step's attempt, a sleep's or
+	// a receive's end, a failure); takes the times messages are taken.
+	events []time.Duration
+	takes  []time.Duration
+}
+
+func (r *rsRes) add(o rsRes) {
+	r.events = append(r.events, o.events...)
+	r.takes = append(r.takes, o.takes...)
+}
+
+// pick draws a choice for a queue, the same in every pass of the model.
+func (m *rsModel) pick(queue string, n int) int {
+	h := fnv.New64a()
+	fmt.Fprint(h, m.seed, "/", queue)
+	return int(h.Sum64() % uint64(n))
+}
+
+func (m *rsModel) seq(nodes []*rsNode, t time.Duration, iter string) rsRes {
+	r := rsRes{end: t}
+	for _, n := range nodes {
+		o := m.node(n, r.end, iter)
+		r.add(o)
+		r.end = o.end
+		if o.failed {
+			r.failed = true
+			return r
+		}
+	}
+	return r
+}
+
+func (m *rsModel) node(n *rsNode, t time.Duration, iter string) rsRes {
+	switch n.kind {
+	case rsStepK, rsFailK:
+		attempts := n.fails + 1
+		failed := false
+		if n.kind == rsFailK {
+			failed = true
+			attempts = max(n.retries, 0) + 1
+			if n.critical {
+				attempts = 1
+			}
+		}
+		r := rsRes{end: t, failed: failed}
+		for a := 1; a <= attempts; a++ {
+			if a > 1 {
+				r.end += workflow.Backoff(a-1, n.base, workflow.DefaultRetryBackoffMax)
+			}
+			r.events = append(r.events, r.end)
+		}
+		return r
+	case rsSleepK:
+		return rsRes{end: t + n.d, events: []time.Duration{t + n.d}}
+	case rsRecvK:
+		q := n.queue + iter
+		delays := []time.Duration{0, 300 * time.Millisecond, 700 * time.Millisecond, 1100 * time.Millisecond, 2300 * time.Millisecond}
+		choices := len(delays)
+		if n.timeout > 0 {
+			choices++ // none comes
+		}
+		c := m.pick(q, choices)
+		if c == len(delays) {
+			return rsRes{end: t + n.timeout, events: []time.Duration{t + n.timeout}}
+		}
+		at := time.Duration(0) // sent before the run starts
+		if c > 0 {
+			at = t + delays[c]
+		}
+		m.nsent++
+		m.sends = append(m.sends, rsSend{at: at, queue: q, body: m.nsent})
+		end := max(t, at)
+		if n.timeout > 0 && end >= t+n.timeout {
+			end = t + n.timeout
+			return rsRes{end: end, events: []time.Duration{end}}
+		}
+		return rsRes{end: end, events: []time.Duration{end}, takes: []time.Duration{end}}
+	case rsVersionK:
+		return rsRes{end: t}
+	case rsLoopK, rsLoopWithK:
+		r := rsRes{end: t}
+		for i := 0; i < n.iters; i++ {
+			if n.kind == rsLoopK { // the counter step
+				r.events = append(r.events, r.end)
+			}
+			o := m.seq(n.body, r.end, fmt.Sprint(iter, ".", i))
+			r.add(o)
+			r.end = o.end
+			if o.failed {
+				r.failed = true
+				return r
+			}
+		}
+		return r
+	case rsTryK:
+		o := m.seq(n.body, t, iter)
+		o.failed = false
+		return o
+	case rsJoinK:
+		r := rsRes{end: t}
+		for _, b := range n.branches {
+			o := m.seq(b, t, iter)
+			r.add(o)
+			r.end = max(r.end, o.end)
+			r.failed = r.failed || o.failed
+		}
+		return r
+	case rsRaceK:
+		res := make([]rsRes, len(n.branches))
+		win := -1
+		for i, b := range n.branches {
+			res[i] = m.seq(b, t, iter)
+			if !res[i].failed && (win < 0 || res[i].end < res[win].end) {
+				win = i
+			}
+		}
+		r := rsRes{end: t, failed: win < 0}
+		if win < 0 {
+			for _, o := range res {
+				r.add(o)
+				r.end = max(r.end, o.end)
+			}
+			return r
+		}
+		tw := res[win].end
+		r.end = tw
+		r.add(res[win])
+		for i, o := range res {
+			if i == win {
+				continue
+			}
+			// A loser must not act when the winner finishes, nor
+			// take a message before: else the winner depends on
+			// the scheduling.
+			if o.end == tw || slices.Contains(o.events, tw) || slices.ContainsFunc(o.takes, func(x time.Duration) bool { return x <= tw }) {
+				n.branches[i] = []*rsNode{{kind: rsSleepK, name: "never", d: 1000 * time.Hour}}
+				m.changed = true
+				continue
+			}
+			for _, e := range o.events {
+				if e < tw {
+					r.events = append(r.events, e)
+				}
+			}
+		}
+		return r
+	}
+	panic("randsim: unknown node")
+}
+
+// --- the program as workflow code
+
+type rsEnv struct {
+	thread string // the key of the thread's log
+	path   string // the scope's path, as the engine's (with a trailing "/")
+	iter   string // the iterations of the loops around, for queue names
+	notes  *[]string
+}
+
+func (e rsEnv) fresh() rsEnv {
+	e.notes = new([]string)
+	return e
+}
+
+func (e rsEnv) note(f string, a ...any) { *e.notes = append(*e.notes, fmt.Sprintf(f, a...)) }
+
+func (p *rsProg) workflow(c *rsCtx) error {
+	if err := c.RollbackCheckpoint("cp"); err != nil {
+		return err
+	}
+	env := rsEnv{}.fresh()
+	if err := p.seq(c, p.nodes, env); err != nil {
+		return err
+	}
+	return c.Step("end", func(s *rsStep) error {
+		rsLog(s, "", fmt.Sprintf("end @%v %s", c.Now().Sub(t0), strings.Join(*env.notes, "; ")))
+		return nil
+	})
+}
+
+func (p *rsProg) seq(c *rsCtx, nodes []*rsNode, env rsEnv) error {
+	for _, n := range nodes {
+		if err := p.node(c, n, env); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+var errRSFlaky = errors.New("flaky")
+
+func (p *rsProg) node(c *rsCtx, n *rsNode, env rsEnv) error {
+	switch n.kind {
+	case rsStepK:
+		notes := strings.Join(*env.notes, "; ")
+		body := func(s *rsStep) (int, error) {
+			rsLog(s, env.thread, fmt.Sprintf("%s%s a%d @%v %s", n.name, env.iter, s.Attempt(), c.Now().Sub(t0), notes))
+			if s.Attempt() <= n.fails {
+				return 0, errRSFlaky
+			}
+			return s.Attempt(), nil
+		}
+		opts := workflow.StepOptions{Name: n.name, MaxRetries: n.retries, RetryBackoffBase: n.base, Ephemeral: n.ephemeral}
+		var v int
+		var err error
+		if n.rollback {
+			v, err = workflow.StepWithRollback(c, opts, body, func(s *rsStep, v int) error {
+				rsLog(s, env.thread, fmt.Sprintf("undo %s%s %d", n.name, env.iter, v))
+				return nil
+			})
+		} else {
+			v, err = workflow.StepOpts(c, opts, body)
+		}
+		if err != nil {
+			return err
+		}
+		*env.notes = nil
+		env.note("%s=%d", n.name, v)
+		return nil
+	case rsFailK:
+		_, err := workflow.StepOpts(c, workflow.StepOptions{Name: n.name, MaxRetries: n.retries, RetryBackoffBase: n.base}, func(s *rsStep) (int, error) {
+			rsLog(s, env.thread, fmt.Sprintf("%s%s a%d @%v", n.name, env.iter, s.Attempt(), c.Now().Sub(t0)))
+			if n.critical {
+				return 0, workflow.Critical(errors.New("bad input"))
+			}
+			return 0, errors.New("refused")
+		})
+		if err == nil {
+			return errors.New("a failing step succeeded")
+		}
+		return err
+	case rsSleepK:
+		if err := c.Sleep(n.name, n.d); err != nil {
+			return err
+		}
+		env.note("%s@%v", n.name, c.Now().Sub(t0))
+		return nil
+	case rsRecvK:
+		m, err := workflow.Next[int](c, n.name, workflow.NextOptions{Names: []string{n.queue + env.iter}, Timeout: n.timeout, Completable: n.completable})
+		if errors.Is(err, workflow.ErrTimeout) {
+			env.note("%s timed out @%v", n.name, c.Now().Sub(t0))
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		env.note("%s got %d:%d from %s @%v", n.name, m.ID, m.Body, m.Name, c.Now().Sub(t0))
+		if n.completable {
+			return m.Complete(m.Body * 10)
+		}
+		return nil
+	case rsVersionK:
+		v, err := c.GetVersion(n.name, 3)
+		if err != nil {
+			return err
+		}
+		if v != 3 {
+			return fmt.Errorf("version %s is %d", n.name, v)
+		}
+		return nil
+	case rsLoopK:
+		key := env.path + n.name
+		err := c.Loop(n.name, func(c *rsCtx) error {
+			k, err := workflow.Step(c, "n", func(s *rsStep) (int, error) {
+				if s.State.Count == nil {
+					s.State.Count = map[string]int{}
+				}
+				s.State.Count[key]++
+				return s.State.Count[key], nil
+			})
+			if err != nil {
+				return err
+			}
+			e := env.fresh()
+			e.iter = fmt.Sprint(env.iter, ".", k-1)
+			e.path = fmt.Sprint(env.path, n.name, "/~", k-1, "/")
+			if err := p.seq(c, n.body, e); err != nil {
+				return err
+			}
+			if k == n.iters {
+				return workflow.Break
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		env.note("%s done", n.name)
+		return nil
+	case rsLoopWithK:
+		out, err := workflow.LoopWith(c, workflow.LoopOptions[int]{Name: n.name, HistoryPruneInterval: n.prune, HistorySize: n.size},
+			func(c *rsCtx, i int) (int, error) {
+				e := env.fresh()
+				e.iter = fmt.Sprint(env.iter, ".", i)
+				e.path = fmt.Sprint(env.path, n.name, "/~", i, "/")
+				if err := p.seq(c, n.body, e); err != nil {
+					return i, err
+				}
+				if i+1 == n.iters {
+					return i + 1, workflow.Break
+				}
+				return i + 1, nil
+			})
+		if err != nil {
+			return err
+		}
+		env.note("%s=%d", n.name, out)
+		return nil
+	case rsTryK:
+		e := env.fresh()
+		e.path = env.path + n.name + "/"
+		f, err := c.Try(n.name, func(c *rsCtx) error { return p.seq(c, n.body, e) })
+		if err != nil {
+			return err
+		}
+		if f == nil {
+			env.note("%s ok", n.name)
+		} else {
+			env.note("%s caught %s/%s %s %d", n.name, f.Source, f.Kind, f.Name, f.Attempts)
+		}
+		return nil
+	case rsJoinK:
+		bs := workflow.Branches[rsState, int]{}
+		for i, b := range n.branches {
+			e := env.fresh()
+			e.path = env.path + n.name + "/" + n.bnames[i] + "/"
+			e.thread = e.path
+			bs[n.bnames[i]] = func(c *rsCtx) (int, error) { return i, p.seq(c, b, e) }
+		}
+		vs, err := workflow.Join(c, n.name, bs)
+		if err != nil {
+			return err
+		}
+		env.note("%s=%v", n.name, vs)
+		return nil
+	case rsRaceK:
+		var bs []workflow.RaceBranch[rsState, int]
+		for i, b := range n.branches {
+			e := env.fresh()
+			e.path = env.path + n.name + "/" + n.bnames[i] + "/"
+			e.thread = e.path
+			bs = append(bs, workflow.RaceBranch[rsState, int]{Name: n.bnames[i], Run: func(c *rsCtx) (int, error) { return i, p.seq(c, b, e) }})
+		}
+		w, v, err := workflow.Race(c, n.name, bs)
+		if err != nil {
+			return err
+		}
+		env.note("%s won by %s=%d @%v", n.name, w, v, c.Now().Sub(t0))
+		return nil
+	}
+	panic("randsim: unknown node")
+}
+
+// --- printing
+
+func (p *rsProg) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "seed %d:\n", p.seed)
+	rsPrint(&b, p.nodes, "  ")
+	for _, s := range p.sends {
+		fmt.Fprintf(&b, "  send %d to %s at +%v\n", s.body, s.queue, s.at)
+	}
+	return b.String()
+}
+
+func rsPrint(b *strings.Builder, nodes []*rsNode, ind string) {
+	for _, n := range nodes {
+		switch n.kind {
+		case rsStepK:
+			fmt.Fprintf(b, "%sstep %s", ind, n.name)
+			if n.fails > 0 {
+				fmt.Fprintf(b, " fails %d (retries %d, base %v)", n.fails, n.retries, n.base)
+			}
+			if n.rollback {
+				b.WriteString(" rollback")
+			}
+			if n.ephemeral {
+				b.WriteString(" ephemeral")
+			}
+			b.WriteString("\n")
+		case rsFailK:
+			fmt.Fprintf(b, "%sfail %s retries %d critical %v\n", ind, n.name, n.retries, n.critical)
+		case rsSleepK:
+			fmt.Fprintf(b, "%ssleep %s %v\n", ind, n.name, n.d)
+		case rsRecvK:
+			fmt.Fprintf(b, "%sreceive %s from %s timeout %v completable %v\n", ind, n.name, n.queue, n.timeout, n.completable)
+		case rsVersionK:
+			fmt.Fprintf(b, "%sversion %s\n", ind, n.name)
+		case rsLoopK:
+			fmt.Fprintf(b, "%sloop %s x%d\n", ind, n.name, n.iters)
+			rsPrint(b, n.body, ind+"    ")
+		case rsLoopWithK:
+			fmt.Fprintf(b, "%sloopwith %s x%d prune %d size %d\n", ind, n.name, n.iters, n.prune, n.size)
+			rsPrint(b, n.body, ind+"    ")
+		case rsTryK:
+			fmt.Fprintf(b, "%stry %s\n", ind, n.name)
+			rsPrint(b, n.body, ind+"    ")
+		case rsJoinK, rsRaceK:
+			what := "join"
+			if n.kind == rsRaceK {
+				what = "race"
+			}
+			fmt.Fprintf(b, "%s%s %s\n", ind, what, n.name)
+			for i, br := range n.branches {
+				fmt.Fprintf(b, "%s  branch %s\n", ind, n.bnames[i])
+				rsPrint(b, br, ind+"    ")
+			}
+		}
+	}
+}
+
+func rsCount(nodes []*rsNode) int {
+	n := 0
+	for _, x := range nodes {
+		n++
+		n += rsCount(x.body)
+		for _, b := range x.branches {
+			n += rsCount(b)
+		}
+	}
+	return n
+}
+
+// --- running
+
+type rsResult struct {
+	status      workflow.RunStatus
+	err         string
+	state       rsState
+	history     string
+	queue       []workflow.RawMessage
+	completions map[uint64]int
+}
+
+func (r rsResult) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "outcome %s %q\nstate:\n", r.status, r.err)
+	threads := make([]string, 0, len(r.state.Log))
+	for k := range r.state.Log {
+		threads = append(threads, k)
+	}
+	sort.Strings(threads)
+	for _, k := range threads {
+		fmt.Fprintf(&b, "  %q:\n", k)
+		for _, l := range r.state.Log[k] {
+			fmt.Fprintf(&b, "    %s\n", l)
+		}
+	}
+	fmt.Fprintf(&b, "counts %v\nqueue %v\ncompletions %v\n", r.state.Count, r.queue, r.completions)
+	return b.String()
+}
+
+// rsRun runs p on a fresh host with the crashes and evictions given; it
+// returns the result, the activations and the commits. A run that does not
+// end is a result with status RunYielded ("stuck").
+func rsRun(p *rsProg, crashes map[int]bool, evict func(workflow.Wake) bool) (rsResult, int, int) {
+	h := workflowtest.NewHost(rsState{}, workflowtest.NewClock(t0))
+	for n, after := range crashes {
+		h.CrashAt(n, after)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, activations := rsDrive(ctx, h, p, evict)
+	res := rsResult{status: out.Status, state: h.State(), history: h.HistoryJSON(), queue: h.Queue(), completions: h.Completions()}
+	if out.Err != nil {
+		res.err = out.Err.Error()
+	}
+	if ctx.Err() != nil {
+		res.err = "hung: " + res.err
+	}
+	return res, activations, h.Commits()
+}
+
+// rsDrive is workflowtest.Host.Drive with the program's messages sent at
+// their times: before the clock passes one, it stops there and sends it.
+func rsDrive(ctx context.Context, h *workflowtest.Host[rsState], p *rsProg, evict func(workflow.Wake) bool) (workflow.Outcome, int) {
+	sends := p.sends
+	for len(sends) > 0 && sends[0].at == 0 {
+		h.Send(sends[0].queue, sends[0].body)
+		sends = sends[1:]
+	}
+	// sendNext sends the messages of the next time due no later than at
+	// (any, if at is zero), and returns their queues.
+	sendNext := func(at time.Time) ([]string, bool) {
+		if len(sends) == 0 || (!at.IsZero() && t0.Add(sends[0].at).After(at)) {
+			return nil, false
+		}
+		next := sends[0].at
+		h.Clock.Set(t0.Add(next))
+		var qs []string
+		for len(sends) > 0 && sends[0].at == next {
+			h.Send(sends[0].queue, sends[0].body)
+			qs = append(qs, sends[0].queue)
+			sends = sends[1:]
+		}
+		return qs, true
+	}
+	wakes := func(w workflow.Wake, qs []string) bool {
+		return w.AnyQueue || slices.ContainsFunc(qs, func(q string) bool { return slices.Contains(w.Queues, q) })
+	}
+	var out workflow.Outcome
+	for n := 1; n <= 10000; n++ {
+		actx, cancel := context.WithCancel(ctx)
+		done := make(chan workflow.Outcome, 1)
+		go func() { done <- h.Run(actx, p.workflow) }()
+	wait:
+		for {
+			select {
+			case out = <-done:
+				break wait
+			case <-ctx.Done():
+				cancel()
+				out = <-done
+				return out, n
+			case w := <-h.Wakes():
+				if evict != nil && evict(w) {
+					cancel()
+					continue
+				}
+				for {
+					qs, sent := sendNext(w.At)
+					if !sent {
+						if w.At.IsZero() {
+							cancel() // stuck: nothing will come
+						} else {
+							h.Clock.Set(w.At)
+						}
+						break
+					}
+					if wakes(w, qs) || (!w.At.IsZero() && !h.Clock.Now().Before(w.At)) {
+						break // the run goes on, and tells when it waits again
+					}
+				}
+			}
+		}
+		cancel()
+		if out.Status != workflow.RunYielded || ctx.Err() != nil {
+			return out, n
+		}
+		w := out.Wake
+		for {
+			if w.At.IsZero() && rsQueued(h, w) {
+				break
+			}
+			qs, sent := sendNext(w.At)
+			if !sent {
+				if w.At.IsZero() {
+					return out, n // stuck
+				}
+				h.Clock.Set(w.At)
+				break
+			}
+			if wakes(w, qs) || (!w.At.IsZero() && !h.Clock.Now().Before(w.At)) {
+				break
+			}
+		}
+	}
+	return out, 10000
+}
+
+func rsQueued(h *workflowtest.Host[rsState], w workflow.Wake) bool {
+	for _, m := range h.Queue() {
+		if w.AnyQueue || slices.Contains(w.Queues, m.Queue) {
+			return true
+		}
+	}
+	return false
+}
+
+func rsDiff(want, got rsResult) string {
+	switch {
+	case got.status != want.status || got.err != want.err:
+		return fmt.Sprintf("outcome %s %q, want %s %q", got.status, got.err, want.status, want.err)
+	case !reflect.DeepEqual(got.state, want.state):
+		return "state differs"
+	case got.history != want.history:
+		return "history differs"
+	case !reflect.DeepEqual(got.queue, want.queue):
+		return "queue differs"
+	case !reflect.DeepEqual(got.completions, want.completions):
+		return "completions differ"
+	}
+	return ""
+}
+
+// rsCheckSeed runs one seed's program every way and returns the first
+// difference, or "".
+func rsCheckSeed(t *testing.T, seed int64, size, randomRuns int) (fail string, commits int) {
+	p := rsGenerate(seed, size)
+	base, _, commits := rsRun(p, nil, nil)
+	rsOutcomes[base.status]++
+	report := func(what string, got rsResult) string {
+		return fmt.Sprintf("%s\n%s: %s\n--- got:\n%s--- want (crash-free):\n%s--- history got:\n%s\n--- history want:\n%s",
+			p, what, rsDiff(base, got), got, base, got.history, base.history)
+	}
+	if base.status != workflow.RunCompleted && base.status != workflow.RunFailed {
+		return report("crash-free run", base), commits
+	}
+	// The crash-free run must be deterministic, or the generator is wrong.
+	if again, _, _ := rsRun(p, nil, nil); rsDiff(base, again) != "" {
+		return report("crash-free run again (the program is not deterministic)", again), commits
+	}
+	for k := 1; k <= commits+2; k++ {
+		for _, after := range []bool{false, true} {
+			got, _, _ := rsRun(p, map[int]bool{k: after}, nil)
+			if rsDiff(base, got) != "" {
+				return report(fmt.Sprintf("crash at commit %d (after=%v)", k, after), got), commits
+			}
+		}
+	}
+	for i := 0; i < randomRuns; i++ {
+		rng := rand.New(rand.NewSource(seed*1000 + int64(i)))
+		crashes := map[int]bool{}
+		for j := 0; j < 1+rng.Intn(5); j++ {
+			crashes[1+rng.Intn(commits+5)] = rng.Intn(2) == 0
+		}
+		got, _, _ := rsRun(p, crashes, func(workflow.Wake) bool { return rng.Intn(2) == 0 })
+		if rsDiff(base, got) != "" {
+			return report(fmt.Sprintf("random run %d: crashes %v, random evictions", i, crashes), got), commits
+		}
+	}
+	return "", commits
+}
+
+var rsOutcomes = map[workflow.RunStatus]int{}
+
+func TestRandomSim(t *testing.T) {
+	seeds, first := 30, *rsFirstSeed
+	if *rsSeeds > 0 {
+		seeds = *rsSeeds
+	}
+	if *rsOneSeed != 0 {
+		seeds, first = 1, *rsOneSeed
+	}
+	size, randomRuns := 14, 8
+	if *rsSize > 0 {
+		size = *rsSize
+	}
+	if *rsRandRuns > 0 {
+		randomRuns = *rsRandRuns
+	}
+	failed, totalCommits, totalNodes := 0, 0, 0
+	for seed := first; seed < first+int64(seeds); seed++ {
+		fail, commits := rsCheckSeed(t, seed, size, randomRuns)
+		totalCommits += commits
+		totalNodes += rsCount(rsGenerate(seed, size).nodes)
+		if fail != "" {
+			failed++
+			t.Errorf("seed %d: %s", seed, fail)
+			if failed >= 3 {
+				t.FailNow()
+			}
+		}
+		if *rsOneSeed != 0 {
+			t.Logf("%s", rsGenerate(seed, size))
+		}
+	}
+	t.Logf("%d seeds from %d: %d nodes, %d commits crash-free on average; outcomes %v", seeds, first, totalNodes/seeds, totalCommits/seeds, rsOutcomes)
+}
