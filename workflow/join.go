@@ -264,13 +264,30 @@ func (x *cx) open(kind Kind, name string, names []string) (string, *Entry, bool,
 			t.advance(e.Time)
 			return path, e, true, nil
 		}
+		t.advance(e.Time)
 		return path, e, false, t.commit()
 	}
 	e = &Entry{Path: path, Seq: seq, TryPlaces: x.sc.tryPlaces, Kind: kind, Status: StatusPending, Branches: map[string]Branch{}}
 	for _, n := range names {
 		e.Branches[n] = Branch{Status: StatusPending}
 	}
-	return path, e, false, t.commit(HistoryWrite{Put: e})
+	if t.now.IsZero() {
+		// No entry the code passed recorded a time (the join or race
+		// opens before any step, sleep or receive): this one records
+		// the host's, what Ctx.Now returns here, so that its branches
+		// and the code after it read the same time on every replay,
+		// not the time of the run that replays (the settled entry's
+		// time would be zero otherwise). Recorded with the entry, which
+		// commits at once, not when it settles: a join's settled record
+		// may wait for the next commit and be lost, and the join settle
+		// again later.
+		e.Time = t.stamp()
+	}
+	if err := t.commit(HistoryWrite{Put: e}); err != nil {
+		return path, e, false, err
+	}
+	t.advance(e.Time)
+	return path, e, false, nil
 }
 
 // replaySettled re-runs the branches idx of a settled join or race against
@@ -304,20 +321,6 @@ func (x *cx) replaySettled(path string, names []string, runs []func(*cx) (json.R
 		}
 	}
 	return t.settled(results, false)
-}
-
-// settledAt is the time to record for a join or race that settles at at
-// (the latest time its branches, and the code before it, passed): the
-// host's time if none of them passed an entry that records one, which is
-// what Ctx.Now returns there live. Recorded zero, a replay would read the
-// host's time of its own run there (Ctx.Now, before any recorded time),
-// and code after the join or race would see another time than the first
-// run did.
-func (t *thread) settledAt(at time.Time) time.Time {
-	if at.IsZero() {
-		return t.stamp()
-	}
-	return at
 }
 
 func later(a, b time.Time) time.Time {
@@ -506,7 +509,7 @@ func (x *cx) join(name string, names []string, runs []func(*cx) (json.RawMessage
 		}
 		final.Branches[n] = Branch{Status: StatusCompleted, Output: res.out}
 	}
-	final.Time = t.settledAt(at)
+	final.Time = at
 	// Recording the settled join may wait for the next commit: if it is
 	// lost, the branches replay to the same results.
 	t.record(HistoryWrite{Put: final})
@@ -620,7 +623,7 @@ func (x *cx) race(name string, names []string, runs []func(*cx) (json.RawMessage
 		final.Status = StatusCompleted
 		final.Winner = names[w]
 		final.Output = results[w].out
-		final.Time = t.settledAt(results[w].now)
+		final.Time = results[w].now
 		batch = AppendWrites(batch, results[w].pending...)
 		for i, n := range names {
 			switch {
@@ -665,7 +668,7 @@ func (x *cx) race(name string, names []string, runs []func(*cx) (json.RawMessage
 			}
 			final.Branches[n] = Branch{Status: StatusFailed, Error: record(results[i].err), FailedAt: FailedAt(results[i].err)}
 		}
-		final.Time = t.settledAt(at)
+		final.Time = at
 		batch = AppendWrites(batch, HistoryWrite{Put: final})
 	}
 	// The decision is committed at once: from now on no replay may pick

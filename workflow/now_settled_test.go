@@ -9,12 +9,14 @@ import (
 	"github.com/rivet-go/rivet/workflow/workflowtest"
 )
 
-// A join or race whose branches pass no entry that records a time (a
-// version gate, nothing at all) settles at the host's time, before any
-// timed entry of the workflow: Ctx.Now after it must be that time on every
+// A join or race opened before any entry that records a time, whose
+// branches pass none either (a version gate, nothing at all), records the
+// host's time when it opens: Ctx.Now after it must be that time on every
 // replay too, not the clock of the run that replays it. (Found by
 // TestRandomSim, seed 72: a race's time noted before a receive, logged by
-// the step after it, changed when a crash made the step run again.)
+// the step after it, changed when a crash made the step run again. Seed
+// 1093 at size 24: the time, recorded when the join settled, changed when
+// a crash lost that record, which waits for the next commit.)
 func TestNowAfterASettledJoinOrRaceWithoutTimes(t *testing.T) {
 	type st struct{}
 	type wctx = workflow.Ctx[st]
