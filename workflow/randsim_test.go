@@ -754,6 +754,9 @@ func rsDrive(ctx context.Context, h *workflowtest.Host[rsState], p *rsProg, evic
 		}
 		next := sends[0].at
 		h.Clock.Set(t0.Add(next))
+		if rsTrace != nil {
+			rsTrace(fmt.Sprintf("send %s at %v", sends[0].queue, next))
+		}
 		var qs []string
 		for len(sends) > 0 && sends[0].at == next {
 			h.Send(sends[0].queue, sends[0].body)
@@ -770,6 +773,13 @@ func rsDrive(ctx context.Context, h *workflowtest.Host[rsState], p *rsProg, evic
 		actx, cancel := context.WithCancel(ctx)
 		done := make(chan workflow.Outcome, 1)
 		go func() { done <- h.Run(actx, p.workflow) }()
+		// woken is the report on which the run was last woken by a
+		// message: the run may have reported the same wait twice (a
+		// hint may repeat), and the copy still unread must not be taken
+		// for a new wait, which would move the clock while the run takes
+		// the message.
+		var woken *workflow.Wake
+		evicted := false
 	wait:
 		for {
 			select {
@@ -780,7 +790,15 @@ func rsDrive(ctx context.Context, h *workflowtest.Host[rsState], p *rsProg, evic
 				out = <-done
 				return out, n
 			case w := <-h.Wakes():
+				if rsTrace != nil {
+					rsTrace(fmt.Sprintf("wake %+v at %v", w, h.Clock.Now().Sub(t0)))
+				}
+				if evicted || rsQueued(h, w) || woken != nil && w.At.Equal(woken.At) && slices.Equal(w.Queues, woken.Queues) && w.AnyQueue == woken.AnyQueue {
+					continue // stale: the run is not waiting there any more
+				}
+				woken = nil
 				if evict != nil && evict(w) {
+					evicted = true
 					cancel()
 					continue
 				}
@@ -794,8 +812,12 @@ func rsDrive(ctx context.Context, h *workflowtest.Host[rsState], p *rsProg, evic
 						}
 						break
 					}
-					if wakes(w, qs) || (!w.At.IsZero() && !h.Clock.Now().Before(w.At)) {
+					if wakes(w, qs) {
+						woken = &w
 						break // the run goes on, and tells when it waits again
+					}
+					if !w.At.IsZero() && !h.Clock.Now().Before(w.At) {
+						break
 					}
 				}
 			}
@@ -824,6 +846,9 @@ func rsDrive(ctx context.Context, h *workflowtest.Host[rsState], p *rsProg, evic
 	}
 	return out, 10000
 }
+
+// rsTrace, if set, is told what rsDrive does (for debugging).
+var rsTrace func(string)
 
 func rsQueued(h *workflowtest.Host[rsState], w workflow.Wake) bool {
 	for _, m := range h.Queue() {
