@@ -89,14 +89,18 @@ type rsNode struct {
 	base      time.Duration
 	rollback  bool
 	ephemeral bool
+	do        bool // rsStepK: a Do step (no state: its effect is its record)
 	critical  bool // rsFailK: a Critical error
-	// Sleeps.
-	d time.Duration
+	caught    bool // rsFailK: a TryStep, which catches its failure
+	// Sleeps (until: SleepUntil Now()+d).
+	d     time.Duration
+	until bool
 	// Receives: the queue (the iteration is appended), the timeout (0:
 	// none), completable.
 	queue       string
 	timeout     time.Duration
 	completable bool
+	batch       bool // NextBatch of up to 2
 	// Loops.
 	iters, prune, size int
 	body               []*rsNode
@@ -136,9 +140,16 @@ func (g *rsGen) seq(depth int, inLoop bool, n int) []*rsNode {
 	// waits (a receive, the end of a branch) would let a crash lose the
 	// step's record and run it again later, at another time than the
 	// crash-free run. Make it commit at once after.
-	for i, n := range out {
-		if n.ephemeral && (i+1 == len(out) || out[i+1].ephemeral || (out[i+1].kind != rsStepK && out[i+1].kind != rsSleepK)) {
+	// So does a sleep already due (of 0): its end is recorded with the
+	// next commit.
+	deferred := func(n *rsNode) bool { return n.ephemeral || n.kind == rsSleepK && n.d == 0 }
+	for i := len(out) - 1; i >= 0; i-- {
+		n := out[i]
+		if deferred(n) && (i+1 == len(out) || deferred(out[i+1]) || (out[i+1].kind != rsStepK && out[i+1].kind != rsSleepK)) {
 			n.ephemeral = false
+			if n.kind == rsSleepK && n.d == 0 {
+				n.d = 500 * time.Millisecond
+			}
 		}
 	}
 	return out
@@ -173,6 +184,7 @@ func (g *rsGen) node(depth int, inLoop bool, names map[string]int) *rsNode {
 		// records over its backoff: a crash loses them and the step runs
 		// them again, later than the crash-free run did.
 		n.ephemeral = !n.rollback && n.fails == 0 && g.rng.Intn(6) == 0
+		n.do = !n.rollback && !n.ephemeral && g.rng.Intn(6) == 0
 		return n
 	case r < 30:
 		n := &rsNode{kind: rsFailK, name: rsName(names, "f"), retries: workflow.NoRetries, base: 100 * time.Millisecond}
@@ -183,13 +195,17 @@ func (g *rsGen) node(depth int, inLoop bool, names map[string]int) *rsNode {
 			n.critical = true
 			n.retries = 2
 		}
+		if g.rng.Intn(3) == 0 {
+			n.caught = true
+			n.name = rsName(names, "c")
+		}
 		return n
 	case r < 42:
-		ds := []time.Duration{500 * time.Millisecond, time.Second, 1500 * time.Millisecond, 2 * time.Second, 3 * time.Second}
-		return &rsNode{kind: rsSleepK, name: rsName(names, "z"), d: ds[g.rng.Intn(len(ds))]}
+		ds := []time.Duration{0, 500 * time.Millisecond, time.Second, 1500 * time.Millisecond, 2 * time.Second, 3 * time.Second}
+		return &rsNode{kind: rsSleepK, name: rsName(names, "z"), d: ds[g.rng.Intn(len(ds))], until: g.rng.Intn(4) == 0}
 	case r < 52:
 		g.queues++
-		n := &rsNode{kind: rsRecvK, name: rsName(names, "m"), queue: fmt.Sprint("q", g.queues), completable: g.rng.Intn(3) == 0}
+		n := &rsNode{kind: rsRecvK, name: rsName(names, "m"), queue: fmt.Sprint("q", g.queues), completable: g.rng.Intn(3) == 0, batch: g.rng.Intn(4) == 0}
 		if g.rng.Intn(2) == 0 {
 			n.timeout = []time.Duration{time.Second, 2 * time.Second}[g.rng.Intn(2)]
 		}
@@ -303,7 +319,7 @@ func (m *rsModel) node(n *rsNode, t time.Duration, iter string) rsRes {
 		attempts := n.fails + 1
 		failed := false
 		if n.kind == rsFailK {
-			failed = true
+			failed = !n.caught
 			attempts = max(n.retries, 0) + 1
 			if n.critical {
 				attempts = 1
@@ -336,6 +352,12 @@ func (m *rsModel) node(n *rsNode, t time.Duration, iter string) rsRes {
 		}
 		m.nsent++
 		m.sends = append(m.sends, rsSend{at: at, queue: q, body: m.nsent})
+		if n.batch && at == 0 {
+			// Two for the batch, both there before (sent at one
+			// time while the run waits, the batch might take one).
+			m.nsent++
+			m.sends = append(m.sends, rsSend{at: at, queue: q, body: m.nsent})
+		}
 		end := max(t, at)
 		if n.timeout > 0 && end >= t+n.timeout {
 			end = t + n.timeout
@@ -470,12 +492,20 @@ func (p *rsProg) node(c *rsCtx, n *rsNode, env rsEnv) error {
 		opts := workflow.StepOptions{Name: n.name, MaxRetries: n.retries, RetryBackoffBase: n.base, Ephemeral: n.ephemeral}
 		var v int
 		var err error
-		if n.rollback {
+		switch {
+		case n.do:
+			v, err = workflow.DoOpts(c, opts, func(d *workflow.DoCtx) (int, error) {
+				if d.Attempt() <= n.fails {
+					return 0, errRSFlaky
+				}
+				return 100 + d.Attempt(), nil
+			})
+		case n.rollback:
 			v, err = workflow.StepWithRollback(c, opts, body, func(s *rsStep, v int) error {
 				rsLog(s, env.thread, fmt.Sprintf("undo %s%s %d", n.name, env.iter, v))
 				return nil
 			})
-		} else {
+		default:
 			v, err = workflow.StepOpts(c, opts, body)
 		}
 		if err != nil {
@@ -485,24 +515,62 @@ func (p *rsProg) node(c *rsCtx, n *rsNode, env rsEnv) error {
 		env.note("%s=%d", n.name, v)
 		return nil
 	case rsFailK:
-		_, err := workflow.StepOpts(c, workflow.StepOptions{Name: n.name, MaxRetries: n.retries, RetryBackoffBase: n.base}, func(s *rsStep) (int, error) {
+		opts := workflow.StepOptions{Name: n.name, MaxRetries: n.retries, RetryBackoffBase: n.base}
+		body := func(s *rsStep) (int, error) {
 			rsLog(s, env.thread, fmt.Sprintf("%s%s a%d @%v", n.name, env.iter, s.Attempt(), c.Now().Sub(t0)))
 			if n.critical {
 				return 0, workflow.Critical(errors.New("bad input"))
 			}
 			return 0, errors.New("refused")
-		})
+		}
+		if n.caught {
+			_, f, err := workflow.TryStepOpts(c, opts, body)
+			if err != nil {
+				return err
+			}
+			if f == nil {
+				return errors.New("a failing step succeeded")
+			}
+			env.note("%s caught %s %d", n.name, f.Kind, f.Attempts)
+			return nil
+		}
+		_, err := workflow.StepOpts(c, opts, body)
 		if err == nil {
 			return errors.New("a failing step succeeded")
 		}
 		return err
 	case rsSleepK:
-		if err := c.Sleep(n.name, n.d); err != nil {
+		var err error
+		if n.until {
+			err = c.SleepUntil(n.name, c.Now().Add(n.d))
+		} else {
+			err = c.Sleep(n.name, n.d)
+		}
+		if err != nil {
 			return err
 		}
 		env.note("%s@%v", n.name, c.Now().Sub(t0))
 		return nil
 	case rsRecvK:
+		if n.batch {
+			ms, err := workflow.NextBatch[int](c, n.name, workflow.NextOptions{Names: []string{n.queue + env.iter}, Timeout: n.timeout, Count: 2, Completable: n.completable})
+			if err != nil {
+				return err
+			}
+			var got []string
+			for _, m := range ms {
+				got = append(got, fmt.Sprintf("%d:%d", m.ID, m.Body))
+			}
+			env.note("%s got %v @%v", n.name, got, c.Now().Sub(t0))
+			for _, m := range ms {
+				if n.completable {
+					if err := m.Complete(m.Body * 10); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		}
 		m, err := workflow.Next[int](c, n.name, workflow.NextOptions{Names: []string{n.queue + env.iter}, Timeout: n.timeout, Completable: n.completable})
 		if errors.Is(err, workflow.ErrTimeout) {
 			env.note("%s timed out @%v", n.name, c.Now().Sub(t0))
@@ -644,13 +712,16 @@ func rsPrint(b *strings.Builder, nodes []*rsNode, ind string) {
 			if n.ephemeral {
 				b.WriteString(" ephemeral")
 			}
+			if n.do {
+				b.WriteString(" (Do)")
+			}
 			b.WriteString("\n")
 		case rsFailK:
-			fmt.Fprintf(b, "%sfail %s retries %d critical %v\n", ind, n.name, n.retries, n.critical)
+			fmt.Fprintf(b, "%sfail %s retries %d critical %v caught by TryStep %v\n", ind, n.name, n.retries, n.critical, n.caught)
 		case rsSleepK:
-			fmt.Fprintf(b, "%ssleep %s %v\n", ind, n.name, n.d)
+			fmt.Fprintf(b, "%ssleep %s %v until %v\n", ind, n.name, n.d, n.until)
 		case rsRecvK:
-			fmt.Fprintf(b, "%sreceive %s from %s timeout %v completable %v\n", ind, n.name, n.queue, n.timeout, n.completable)
+			fmt.Fprintf(b, "%sreceive %s from %s timeout %v completable %v batch %v\n", ind, n.name, n.queue, n.timeout, n.completable, n.batch)
 		case rsVersionK:
 			fmt.Fprintf(b, "%sversion %s\n", ind, n.name)
 		case rsLoopK:
