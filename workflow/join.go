@@ -433,6 +433,21 @@ func (h *pendingHold) record(c *thread, name string, err error, res *branchResul
 	res.pending = c.pending
 }
 
+// cancelled commits, in the pending race's entry, that branch name was
+// cancelled before the decision as one that could no longer win. It
+// commits through t, the race's own thread, which waits for the branches
+// (the branch's own is cancelled); not committed (the run stopped
+// meanwhile), a replay may run the branch's catching up again, as before.
+func (h *pendingHold) cancelled(t *thread, name string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	next := h.current.clone()
+	next.Branches[name] = Branch{Status: StatusCancelled}
+	if t.commit(HistoryWrite{Put: next}) == nil {
+		h.current = next
+	}
+}
+
 // join runs a join's branches, or replays its record: fresh says that its
 // settled entry holds the outputs the branches made in this call, which a
 // Join returns as they decoded back (typedBranch).
@@ -567,8 +582,16 @@ func (x *cx) race(name string, names []string, runs []func(*cx) (json.RawMessage
 	}
 	r.mu.Unlock()
 	ctxs := make([]context.Context, len(names))
-	for i := range names {
+	for i, n := range names {
 		ctxs[i], rc.cancel[i] = context.WithCancel(t.ctx)
+		if e.Branches[n].Status == StatusCancelled {
+			// Cancelled before a restart as a branch that could no
+			// longer win (see race.doomLocked): a loser already, it
+			// replays its entries and does nothing new (catching up on
+			// timers due, it would run work it never ran).
+			rc.doomed[i] = true
+			rc.cancel[i]()
+		}
 	}
 	defer rc.cancelAll()
 	results := make([]branchResult, len(names))
@@ -595,6 +618,16 @@ func (x *cx) race(name string, names []string, runs []func(*cx) (json.RawMessage
 				// the claim it may hold goes to another branch: a restart
 				// must not run again code that may have changed and win.
 				hold.record(c, names[i], err, &results[i])
+			}
+		}
+		if errors.Is(results[i].err, ErrCancelled) {
+			r.mu.Lock()
+			doomed := rc.doomed[i] && !rc.decided && e.Branches[names[i]].Status != StatusCancelled
+			r.mu.Unlock()
+			if doomed {
+				// Recorded at once, as a failure is: a restart before the
+				// decision holds it cancelled.
+				hold.cancelled(t, names[i])
 			}
 		}
 		switch err := results[i].err; {
