@@ -164,10 +164,18 @@ func (r *run) raceFinish(c *thread, rc *race, b int) {
 	for !rc.decided {
 		// The holder of messages taken, yet to finish, is waited for.
 		claimed := rc.claim >= 0 && rc.claimTaken && !rc.finished(rc.claim)
+		held := false
 		if claimed && rc.replaying == 0 {
 			rc.doomLocked()
+			// A branch not doomed because it may still finish first
+			// (a thread of it replays entries before this one's time)
+			// is doomed once it can no longer: its floor rising must
+			// wake this branch to look again, as for a held decision.
+			// (Else a replay lets it catch up past the time it was
+			// doomed at in the first run, and run what it never ran
+			// then.)
+			held = true
 		}
-		held := false
 		if rc.replaying == 0 && !claimed {
 			w := pickWinner(rc.cands, rc.claim)
 			if held = rc.heldLocked(w); !held {
