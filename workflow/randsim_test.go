@@ -248,6 +248,17 @@ func (g *rsGen) branches(n *rsNode, depth int, inLoop bool) {
 		n.bnames = append(n.bnames, string(rune('a'+i)))
 		n.branches = append(n.branches, g.seq(depth+1, inLoop, 1+g.rng.Intn(3)))
 	}
+	if n.kind == rsRaceK && g.rng.Intn(3) == 0 {
+		// A branch that takes a message first (the claim's holder),
+		// and may fail after (its message goes back to its queue).
+		i := g.rng.Intn(k)
+		g.queues++
+		take := &rsNode{kind: rsRecvK, name: "take", queue: fmt.Sprint("q", g.queues), completable: g.rng.Intn(4) == 0}
+		n.branches[i] = append([]*rsNode{take}, n.branches[i]...)
+		if g.rng.Intn(2) == 0 {
+			n.branches[i] = append(n.branches[i], &rsNode{kind: rsFailK, name: "drop", retries: workflow.NoRetries, base: 100 * time.Millisecond})
+		}
+	}
 }
 
 func rsGenerate(seed int64, size int) *rsProg {
@@ -395,46 +406,135 @@ func (m *rsModel) node(n *rsNode, t time.Duration, iter string) rsRes {
 		}
 		return r
 	case rsRaceK:
-		res := make([]rsRes, len(n.branches))
-		win := -1
-		for i, b := range n.branches {
-			res[i] = m.seq(b, t, iter)
-			if !res[i].failed && (win < 0 || res[i].end < res[win].end) {
-				win = i
+		return m.race(n, t, iter)
+	}
+	panic("randsim: unknown node")
+}
+
+// race models a race. The first branch to finish wins, unless a branch
+// took messages before any finished: that one (the claim's holder) wins
+// if it finishes, the others that finish meanwhile wait for it, and those
+// still running are cancelled when the first of them finishes; if it fails
+// instead, the messages go back to their queue and the race goes on.
+// Where the scheduling could decide (two things at one time, a loser's
+// receive while a claim is held or before the winner finished), the loser
+// is replaced by a sleep that never ends, and the model runs again.
+func (m *rsModel) race(n *rsNode, t time.Duration, iter string) rsRes {
+	res := make([]rsRes, len(n.branches))
+	for i, b := range n.branches {
+		res[i] = m.seq(b, t, iter)
+	}
+	replace := func(i int) rsRes {
+		n.branches[i] = []*rsNode{{kind: rsSleepK, name: "never", d: 1000 * time.Hour}}
+		m.changed = true
+		return rsRes{end: t}
+	}
+	firstTake := func(o rsRes) (time.Duration, bool) {
+		if len(o.takes) == 0 {
+			return 0, false
+		}
+		return slices.Min(o.takes), true
+	}
+	// h takes messages first: it holds the claim.
+	h, hx := -1, time.Duration(0)
+	for i, o := range res {
+		if x, ok := firstTake(o); ok && (h < 0 || x < hx) {
+			h, hx = i, x
+		}
+	}
+	for i, o := range res {
+		if x, ok := firstTake(o); ok && i != h && x == hx {
+			return replace(i)
+		}
+	}
+	// firstEnd is the first finisher but skip, and its time.
+	firstEnd := func(skip int) (int, time.Duration) {
+		w := -1
+		for i, o := range res {
+			if i != skip && !o.failed && (w < 0 || o.end < res[w].end) {
+				w = i
 			}
 		}
-		r := rsRes{end: t, failed: win < 0}
-		if win < 0 {
-			for _, o := range res {
-				r.add(o)
-				r.end = max(r.end, o.end)
+		if w < 0 {
+			return -1, 0
+		}
+		return w, res[w].end
+	}
+	r := rsRes{end: t}
+	if h >= 0 && !res[h].failed {
+		if f, fAt := firstEnd(h); f < 0 || hx < fAt {
+			// h wins when it finishes, at tw; the others still
+			// running when the first of them finishes, at cut, are
+			// cancelled then.
+			tw, cut := res[h].end, res[h].end
+			if f >= 0 && fAt < tw {
+				cut = fAt
+			}
+			r.end = tw
+			r.add(res[h])
+			for i, o := range res {
+				if i == h {
+					continue
+				}
+				// The first of the others to finish cancels the
+				// rest: nothing else may happen then.
+				finisher := i == f && cut < tw
+				if o.end == tw || slices.Contains(o.events, tw) || !finisher && slices.Contains(o.events, cut) ||
+					slices.ContainsFunc(o.takes, func(x time.Duration) bool { return x <= cut }) {
+					return replace(i)
+				}
+				for _, e := range o.events {
+					if e <= cut {
+						r.events = append(r.events, e)
+					}
+				}
 			}
 			return r
 		}
-		tw := res[win].end
-		r.end = tw
-		r.add(res[win])
+		return replace(h) // took a message after another finished
+	}
+	w, tw := firstEnd(-1)
+	if w < 0 {
+		// Every branch fails: at most one of them takes messages.
 		for i, o := range res {
-			if i == win {
-				continue
+			if _, ok := firstTake(o); ok && i != h {
+				return replace(i)
 			}
-			// A loser must not act when the winner finishes, nor
-			// take a message before: else the winner depends on
-			// the scheduling.
-			if o.end == tw || slices.Contains(o.events, tw) || slices.ContainsFunc(o.takes, func(x time.Duration) bool { return x <= tw }) {
-				n.branches[i] = []*rsNode{{kind: rsSleepK, name: "never", d: 1000 * time.Hour}}
-				m.changed = true
-				continue
-			}
-			for _, e := range o.events {
-				if e < tw {
-					r.events = append(r.events, e)
-				}
-			}
+		}
+		r.failed = true
+		for _, o := range res {
+			r.add(o)
+			r.end = max(r.end, o.end)
 		}
 		return r
 	}
-	panic("randsim: unknown node")
+	// h, if any, failed: it may keep the messages it took (they go back
+	// to their queue) if it failed before the winner finished.
+	if h >= 0 && res[h].end >= tw {
+		return replace(h)
+	}
+	r.end = tw
+	r.add(res[w])
+	for i, o := range res {
+		if i == w {
+			continue
+		}
+		// A loser must not act when the winner finishes, nor take a
+		// message before (but h): else the winner depends on the
+		// scheduling.
+		if o.end == tw || slices.Contains(o.events, tw) || i != h && slices.ContainsFunc(o.takes, func(x time.Duration) bool { return x <= tw }) {
+			return replace(i)
+		}
+		for _, e := range o.events {
+			if e < tw {
+				r.events = append(r.events, e)
+			}
+		}
+		if i == h {
+			r.takes = append(r.takes, o.takes...) // before tw
+		}
+	}
+	return r
 }
 
 // --- the program as workflow code
