@@ -559,6 +559,7 @@ func (x *cx) race(name string, names []string, runs []func(*cx) (json.RawMessage
 	}
 	rc := newRace(len(names))
 	rc.parent = t
+	rc.path, rc.names = path, names
 	// A branch with recorded entries replays them first; until every such
 	// branch has, no winner is picked (see pickWinner).
 	r.mu.Lock()
@@ -652,6 +653,7 @@ func (x *cx) race(name string, names []string, runs []func(*cx) (json.RawMessage
 	}
 	final := e.clone()
 	var batch []HistoryWrite
+	var back []RawMessage
 	if w >= 0 {
 		final.Status = StatusCompleted
 		final.Winner = names[w]
@@ -676,7 +678,6 @@ func (x *cx) race(name string, names []string, runs []func(*cx) (json.RawMessage
 		// The messages a loser took (one that failed after taking them,
 		// or, see race.claim, was cancelled holding them) go back to their
 		// queues with the deletion of its tree, their only record.
-		var back []RawMessage
 		r.mu.Lock()
 		for i, n := range names {
 			if i != w {
@@ -708,6 +709,27 @@ func (x *cx) race(name string, names []string, runs []func(*cx) (json.RawMessage
 	// another winner.
 	if err := t.commit(batch...); err != nil {
 		return path, nil, -1, err
+	}
+	if len(back) > 0 {
+		// The messages went back: in the races this one runs under, the
+		// branch that holds their claim for them holds it no more if it
+		// now holds no message, as a replay would find (see
+		// holdsMessages). Kept, it would win a race it may lose on
+		// replay.
+		r.mu.Lock()
+		for _, s := range t.races {
+			if o := s.r; o.claim == s.b && o.claimTaken && !o.decided && !holdsMessages(r.hist, joinPath(o.path, o.names[s.b])) {
+				o.claim, o.holds[s.b] = -1, false
+				for i, h := range o.holds {
+					if h && !o.ended[i] {
+						o.claim, o.claimTaken = i, true
+						break
+					}
+				}
+				o.signalLocked()
+			}
+		}
+		r.mu.Unlock()
 	}
 	t.advance(final.Time)
 	return path, final, w, nil

@@ -43,6 +43,9 @@ type race struct {
 	// parent is the thread that runs the race: decided, it stands for the
 	// winner in the races it runs under (see decideLocked).
 	parent *thread
+	// path and names are the race's entry and its branches.
+	path   string
+	names  []string
 	cancel []context.CancelFunc
 	// changed is closed (and replaced) on every change, to wake the
 	// branches waiting for a decision or a claim.

@@ -1,0 +1,71 @@
+package workflow_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/rivet-go/rivet/workflow"
+	"github.com/rivet-go/rivet/workflow/workflowtest"
+)
+
+// A branch whose nested race's loser took a message holds the outer race's
+// claim for it, until the nested race gives the message back to its queue
+// (deciding for another branch): from then on the branch holds no message,
+// and wins the outer race only by its time, as a replay after a crash that
+// follows the nested decision finds. (Found by TestRandomSim, seed 2416 at
+// size 24: the live run kept the claim and the branch won; the replay
+// picked the branch that finished first.)
+func TestRaceClaimGoesWithTheMessagesGivenBack(t *testing.T) {
+	type st struct{}
+	type wctx = workflow.Ctx[st]
+	wf := func(c *wctx) error {
+		w, _, err := workflow.Race(c, "r", []workflow.RaceBranch[st, int]{
+			{Name: "a", Run: func(c *wctx) (int, error) { return 1, c.Sleep("z", 3*time.Second) }},
+			{Name: "b", Run: func(c *wctx) (int, error) {
+				_, v, err := workflow.Race(c, "inner", []workflow.RaceBranch[st, int]{
+					{Name: "x", Run: func(c *wctx) (int, error) {
+						if _, err := workflow.Next[int](c, "take", workflow.NextOptions{Names: []string{"q"}}); err != nil {
+							return 0, err
+						}
+						return 0, errors.New("refused")
+					}},
+					{Name: "y", Run: func(c *wctx) (int, error) { return 2, c.Sleep("z", 4*time.Second) }},
+				})
+				return v, err
+			}},
+		})
+		if err != nil {
+			return err
+		}
+		if w != "a" {
+			return errors.New("won by " + w)
+		}
+		return nil
+	}
+	run := func(crash int, after bool) (workflow.Outcome, []workflow.RawMessage, int) {
+		h := workflowtest.NewHost(st{}, workflowtest.NewClock(t0))
+		h.Send("q", 1)
+		if crash > 0 {
+			h.CrashAt(crash, after)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		out, _ := h.Drive(ctx, wf, workflowtest.DriveOptions{})
+		return out, h.Queue(), h.Commits()
+	}
+	out, q, commits := run(0, false)
+	if out.Status != workflow.RunCompleted || len(q) != 1 {
+		t.Fatalf("crash-free: %+v, queue %v", out, q)
+	}
+	for i := 0; i < 20; i++ {
+		for k := 1; k <= commits; k++ {
+			for _, after := range []bool{false, true} {
+				if out, q, _ := run(k, after); out.Status != workflow.RunCompleted || len(q) != 1 {
+					t.Fatalf("crash at commit %d after=%v: %+v, queue %v", k, after, out, q)
+				}
+			}
+		}
+	}
+}
