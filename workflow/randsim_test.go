@@ -266,8 +266,9 @@ func rsGenerate(seed int64, size int) *rsProg {
 	p := &rsProg{seed: seed, nodes: g.seq(0, false, 3+g.rng.Intn(5))}
 	// The model decides when messages come and makes races
 	// deterministic, which changes the program: again until it does not.
+	nevers := 0
 	for i := 0; ; i++ {
-		m := &rsModel{seed: seed}
+		m := &rsModel{seed: seed, nevers: &nevers}
 		m.seq(p.nodes, 0, "")
 		if !m.changed {
 			p.sends = m.sends
@@ -275,7 +276,7 @@ func rsGenerate(seed int64, size int) *rsProg {
 			return p
 		}
 		if i > 1000 {
-			panic("randsim: the model does not settle")
+			panic(fmt.Sprintf("randsim: the model does not settle:\n%s", p))
 		}
 	}
 }
@@ -284,6 +285,7 @@ func rsGenerate(seed int64, size int) *rsProg {
 
 type rsModel struct {
 	seed    int64
+	nevers  *int // replacements so far: each sleeps its own time
 	changed bool
 	sends   []rsSend
 	nsent   int
@@ -425,7 +427,8 @@ func (m *rsModel) race(n *rsNode, t time.Duration, iter string) rsRes {
 		res[i] = m.seq(b, t, iter)
 	}
 	replace := func(i int) rsRes {
-		n.branches[i] = []*rsNode{{kind: rsSleepK, name: "never", d: 1000 * time.Hour}}
+		*m.nevers++
+		n.branches[i] = []*rsNode{{kind: rsSleepK, name: "never", d: 1000*time.Hour + time.Duration(*m.nevers)*time.Second}}
 		m.changed = true
 		return rsRes{end: t}
 	}
@@ -512,6 +515,15 @@ func (m *rsModel) race(n *rsNode, t time.Duration, iter string) rsRes {
 	// to their queue) if it failed before the winner finished.
 	if h >= 0 && res[h].end >= tw {
 		return replace(h)
+	}
+	if h >= 0 {
+		// While h holds the claim, no other branch (the winner
+		// neither) takes messages: its receive would wait for h.
+		for i, o := range res {
+			if i != h && slices.ContainsFunc(o.takes, func(x time.Duration) bool { return x >= hx && x <= res[h].end }) {
+				return replace(h)
+			}
+		}
 	}
 	r.end = tw
 	r.add(res[w])
