@@ -1100,14 +1100,14 @@ func rsCheckSeed(t *testing.T, seed int64, size, randomRuns int) (fail string, c
 var rsOutcomes = map[workflow.RunStatus]int{}
 
 func TestRandomSim(t *testing.T) {
-	seeds, first := 30, *rsFirstSeed
+	seeds, first := 120, *rsFirstSeed
 	if *rsSeeds > 0 {
 		seeds = *rsSeeds
 	}
 	if *rsOneSeed != 0 {
 		seeds, first = 1, *rsOneSeed
 	}
-	size, randomRuns := 14, 8
+	size, randomRuns := 20, 8
 	if *rsSize > 0 {
 		size = *rsSize
 	}
