@@ -713,12 +713,12 @@ func (x *cx) race(name string, names []string, runs []func(*cx) (json.RawMessage
 	if len(back) > 0 {
 		// The messages went back: in the races this one runs under, the
 		// branch that holds their claim for them holds it no more if it
-		// now holds no message, as a replay would find (see
-		// holdsMessages). Kept, it would win a race it may lose on
-		// replay.
+		// now holds no message, as a replay would find (holdsMessages,
+		// there of the history it starts with). Kept, it would win a
+		// race it may lose on replay.
 		r.mu.Lock()
 		for _, s := range t.races {
-			if o := s.r; o.claim == s.b && o.claimTaken && !o.decided && !holdsMessages(r.hist, joinPath(o.path, o.names[s.b])) {
+			if o := s.r; o.claim == s.b && o.claimTaken && !o.decided && !holdsMessagesNow(r.hist, joinPath(o.path, o.names[s.b])) {
 				o.claim, o.holds[s.b] = -1, false
 				for i, h := range o.holds {
 					if h && !o.ended[i] {
@@ -733,6 +733,17 @@ func (x *cx) race(name string, names []string, runs []func(*cx) (json.RawMessage
 	}
 	t.advance(final.Time)
 	return path, final, w, nil
+}
+
+// holdsMessagesNow is holdsMessages of the history as it is now, the
+// entries this run recorded with those it started with.
+func holdsMessagesNow(h *History, branch string) bool {
+	for p, e := range h.entries {
+		if e.Kind == KindMessage && e.Status == StatusCompleted && len(e.Messages) > 0 && Under(p, branch) {
+			return true
+		}
+	}
+	return false
 }
 
 // holdsMessages reports whether the recorded tree at branch holds a

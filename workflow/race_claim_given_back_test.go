@@ -69,3 +69,72 @@ func TestRaceClaimGoesWithTheMessagesGivenBack(t *testing.T) {
 		}
 	}
 }
+
+// But a branch that still holds a message it took in this run (in a nested
+// race it won) keeps the claim when a nested race gives another back: it
+// wins when it finishes, live as on a replay. (Found by TestRandomSim, seed
+// 30851 at size 32, with a first fix that looked only at the entries the
+// run started with.)
+func TestRaceClaimStaysWithTheMessagesKept(t *testing.T) {
+	type st struct{}
+	type wctx = workflow.Ctx[st]
+	take := func(c *wctx, q string) error {
+		_, err := workflow.Next[int](c, "take", workflow.NextOptions{Names: []string{q}})
+		return err
+	}
+	wf := func(c *wctx) error {
+		w, _, err := workflow.Race(c, "r", []workflow.RaceBranch[st, int]{
+			{Name: "a", Run: func(c *wctx) (int, error) { return 1, c.Sleep("z", 3*time.Second) }},
+			{Name: "b", Run: func(c *wctx) (int, error) {
+				if _, _, err := workflow.Race(c, "kept", []workflow.RaceBranch[st, int]{
+					{Name: "x", Run: func(c *wctx) (int, error) { return 0, take(c, "q1") }},
+					{Name: "y", Run: func(c *wctx) (int, error) { return 2, c.Sleep("z", time.Hour) }},
+				}); err != nil {
+					return 0, err
+				}
+				_, v, err := workflow.Race(c, "given-back", []workflow.RaceBranch[st, int]{
+					{Name: "x", Run: func(c *wctx) (int, error) {
+						if err := take(c, "q2"); err != nil {
+							return 0, err
+						}
+						return 0, errors.New("refused")
+					}},
+					{Name: "y", Run: func(c *wctx) (int, error) { return 2, c.Sleep("z", 4*time.Second) }},
+				})
+				return v, err
+			}},
+		})
+		if err != nil {
+			return err
+		}
+		if w != "b" {
+			return errors.New("won by " + w)
+		}
+		return nil
+	}
+	run := func(crash int, after bool) (workflow.Outcome, []workflow.RawMessage, int) {
+		h := workflowtest.NewHost(st{}, workflowtest.NewClock(t0))
+		h.Send("q1", 1)
+		h.Send("q2", 2)
+		if crash > 0 {
+			h.CrashAt(crash, after)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		out, _ := h.Drive(ctx, wf, workflowtest.DriveOptions{})
+		return out, h.Queue(), h.Commits()
+	}
+	out, q, commits := run(0, false)
+	if out.Status != workflow.RunCompleted || len(q) != 1 {
+		t.Fatalf("crash-free: %+v, queue %v", out, q)
+	}
+	for i := 0; i < 20; i++ {
+		for k := 1; k <= commits; k++ {
+			for _, after := range []bool{false, true} {
+				if out, q, _ := run(k, after); out.Status != workflow.RunCompleted || len(q) != 1 {
+					t.Fatalf("crash at commit %d after=%v: %+v, queue %v", k, after, out, q)
+				}
+			}
+		}
+	}
+}
