@@ -739,7 +739,7 @@ func (x *cx) race(name string, names []string, runs []func(*cx) (json.RawMessage
 // entries this run recorded with those it started with.
 func holdsMessagesNow(h *History, branch string) bool {
 	for p, e := range h.entries {
-		if e.Kind == KindMessage && e.Status == StatusCompleted && len(e.Messages) > 0 && Under(p, branch) {
+		if tookMessages(e) && Under(p, branch) {
 			return true
 		}
 	}
@@ -750,9 +750,14 @@ func holdsMessagesNow(h *History, branch string) bool {
 // completed receive that took messages.
 func holdsMessages(h *History, branch string) bool {
 	for _, p := range h.inTree(branch) {
-		if e := h.Get(p); e != nil && e.Kind == KindMessage && e.Status == StatusCompleted && len(e.Messages) > 0 {
+		if tookMessages(h.Get(p)) {
 			return true
 		}
 	}
 	return false
+}
+
+// tookMessages reports whether e is a completed receive that took messages.
+func tookMessages(e *Entry) bool {
+	return e != nil && e.Kind == KindMessage && e.Status == StatusCompleted && len(e.Messages) > 0
 }

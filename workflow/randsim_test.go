@@ -937,9 +937,6 @@ func rsDrive(ctx context.Context, h *workflowtest.Host[rsState], p *rsProg, evic
 		}
 		next := sends[0].at
 		h.Clock.Set(t0.Add(next))
-		if rsTrace != nil {
-			rsTrace(fmt.Sprintf("send %s at %v", sends[0].queue, next))
-		}
 		var qs []string
 		for len(sends) > 0 && sends[0].at == next {
 			h.Send(sends[0].queue, sends[0].body)
@@ -973,9 +970,6 @@ func rsDrive(ctx context.Context, h *workflowtest.Host[rsState], p *rsProg, evic
 				out = <-done
 				return out, n
 			case w := <-h.Wakes():
-				if rsTrace != nil {
-					rsTrace(fmt.Sprintf("wake %+v at %v", w, h.Clock.Now().Sub(t0)))
-				}
 				if evicted || rsQueued(h, w) || woken != nil && w.At.Equal(woken.At) && slices.Equal(w.Queues, woken.Queues) && w.AnyQueue == woken.AnyQueue {
 					continue // stale: the run is not waiting there any more
 				}
@@ -1029,9 +1023,6 @@ func rsDrive(ctx context.Context, h *workflowtest.Host[rsState], p *rsProg, evic
 	}
 	return out, 10000
 }
-
-// rsTrace, if set, is told what rsDrive does (for debugging).
-var rsTrace func(string)
 
 func rsQueued(h *workflowtest.Host[rsState], w workflow.Wake) bool {
 	for _, m := range h.Queue() {
