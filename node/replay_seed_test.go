@@ -525,6 +525,21 @@ func divergedAt[S any](e *replayEnv, actor, key string, run func(*workflow.Ctx[S
 	de := divergence(e.t, e.ctx, x, run)
 	return changed{actor: actor, key: key, de: de, check: func() {
 		e.t.Helper()
+		// Until the node commits the failure, an export still says
+		// running; the changed code's replay of it must already end in
+		// the divergence the replayer named.
+		for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			x, _ := e.exportOf(actor, key)
+			if x.WorkflowStatus == "failed" {
+				break
+			}
+			if err, ended := replayWithin(e.ctx, x, run); !ended || err == nil || err.Error() != de.Error() {
+				e.t.Fatalf("%s %s: deployed, not yet failed, the changed code replays with %v (ended %v), want\n  %s", actor, key, err, ended, de.Error())
+			}
+			if time.Now().After(deadline) {
+				e.t.Fatalf("%s %s: not failed by the deploy within 15 s:\n%s", actor, key, dump(x))
+			}
+		}
 		x := replayUntil(e, actor, key, run, "failed by the deploy", func(_ []workflow.Entry, x *workflow.HistoryExport) bool {
 			return x.WorkflowStatus == "failed"
 		})
