@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -610,5 +611,69 @@ func TestReplayAgreesWithTheNodeMidJoinAndMidRetry(t *testing.T) {
 	for _, w := range want {
 		e.create(w.actor, w.key)
 		w.check()
+	}
+}
+
+// A workflow that reads Ctx.Now before any entry that records a time (a
+// deadline computed as it starts) reads when it started, on the node's
+// first run, on its replay after a restart, and in a replay of the
+// exported history: not the clock of whichever run replays it.
+func TestNowAtAWorkflowsStartIsTheSameOnEveryReplay(t *testing.T) {
+	var mu sync.Mutex
+	var seen []time.Time
+	run := func(c *workflow.Ctx[holdState]) error {
+		mu.Lock()
+		seen = append(seen, c.Now())
+		mu.Unlock()
+		if _, err := c.GetVersion("v", 1); err != nil {
+			return err
+		}
+		// Recorded at once with its deadline, and the start with it.
+		_, err := workflow.Next[int](c, "wait", workflow.NextOptions{Names: []string{"never"}, Timeout: time.Hour})
+		return err
+	}
+	seenNow := func(n int) []time.Time {
+		t.Helper()
+		for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			mu.Lock()
+			got := append([]time.Time(nil), seen...)
+			mu.Unlock()
+			if len(got) >= n {
+				return got
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the workflow started %d times, want %d", len(got), n)
+			}
+		}
+	}
+	actor := rivet.Actor[holdState]{Name: "clocked", Run: run,
+		Queues:  rivet.Queues{"never": rivet.QueueOf[int]()},
+		Actions: rivet.Actions[holdState]{"getState": rivet.Query(func(c *rivet.ActionCtx[holdState]) (holdState, error) { return *c.State, nil })}}
+	dir := t.TempDir()
+	c, stop := nodetest.Start(t, dir, actor)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	e := &replayEnv{t: t, ctx: ctx, c: c}
+	e.create("clocked", "k")
+	replayUntil(e, "clocked", "k", run, "waiting", waits("wait"))
+	first := seenNow(1)[0]
+	// The restart's replay runs at least this much later than the first
+	// run, so that its clock cannot read the same.
+	for time.Since(first) < 50*time.Millisecond {
+		time.Sleep(10 * time.Millisecond)
+	}
+	stop()
+	before := len(seenNow(1))
+	e.c, _ = nodetest.Start(t, dir, actor)
+	e.create("clocked", "k")
+	seenNow(before + 1) // the restarted node's run
+	x, _ := e.exportOf("clocked", "k")
+	if err, ended := replayWithin(ctx, x, run); err != nil || !ended {
+		t.Fatalf("the export replays with %v (ended %v)", err, ended)
+	}
+	for i, at := range seenNow(1) {
+		if !at.Equal(first) {
+			t.Errorf("Ctx.Now at the start of run %d (the node's first, replays by the node and of the export) is %v after the first run's, want 0s", i+1, at.Sub(first))
+		}
 	}
 }

@@ -155,10 +155,18 @@ func (c *Ctx[S]) Key() []string { return append([]string(nil), c.x.t.r.key...) }
 
 // Now is the workflow's time: the time recorded by the entry the code
 // passed last, so replays see the time the first run saw. Before the
-// workflow's first entry it is the host's clock. Use it instead of
-// time.Now outside steps.
+// first entry that records a time (a step, sleep, receive, join or race;
+// not GetVersion, Removed or RollbackCheckpoint) it is when the workflow
+// started, which its top-level entries record (Entry.StartedAt): the
+// start of the run that recorded its first entry (a retry that deletes
+// every entry starts it again). A history recorded before that was kept
+// reads the host's clock there, as it did. Use it instead of time.Now
+// outside steps.
 func (c *Ctx[S]) Now() time.Time {
 	if t := c.x.t.now; !t.IsZero() {
+		return t
+	}
+	if t := c.x.t.r.started; !t.IsZero() {
 		return t
 	}
 	return c.x.t.r.now()

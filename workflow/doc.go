@@ -73,7 +73,8 @@
 //     reading the environment) goes in a step, whose result is recorded.
 //  2. Use ctx.Now, never time.Now, outside steps: it returns the time
 //     recorded by the last entry the code passed, the same on every replay.
-//     (Before the workflow's first entry it is the host's clock.) The
+//     (Before the first entry that records a time, it is when the workflow
+//     started, recorded with its top-level entries.) The
 //     actor's key and type name (ctx.Key, ctx.Name, and StepCtx's and
 //     DoCtx's, as rivet.ActionCtx's) never change: read them anywhere,
 //     they record nothing (Temporal's GetInfo(ctx).WorkflowExecution.ID).

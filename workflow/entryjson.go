@@ -20,7 +20,7 @@ func MarshalEntry(e *Entry) ([]byte, error) {
 	// once more): its fixed fields, about 64 bytes, and each timestamp
 	// with its name, up to 56.
 	n := 64 + len(e.Path) + len(e.Output) + len(e.State)
-	for _, t := range [...]time.Time{e.Time, e.LastAttemptAt, e.RollbackAttemptAt, e.Deadline} {
+	for _, t := range [...]time.Time{e.Time, e.LastAttemptAt, e.RollbackAttemptAt, e.Deadline, e.StartedAt} {
 		if !t.IsZero() {
 			n += 56
 		}
@@ -137,6 +137,7 @@ func appendEntry(b []byte, e *Entry) ([]byte, bool) {
 	str("removed_kind", string(e.RemovedKind), false)
 	num("version", e.Version)
 	num("latest", e.Latest)
+	when("started_at", e.StartedAt)
 	b = append(b, '}')
 	return b, ok
 }

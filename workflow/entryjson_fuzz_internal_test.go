@@ -43,6 +43,9 @@ func FuzzMarshalEntry(f *testing.F) {
 		if flags&64 != 0 {
 			e.Deadline = time.Unix(sec, 0).In(time.FixedZone("d", -off))
 		}
+		if flags&128 != 0 {
+			e.StartedAt = tm.Add(-time.Duration(n))
+		}
 		got, gotErr := MarshalEntry(&e)
 		want, wantErr := json.Marshal(&e)
 		if (gotErr != nil) != (wantErr != nil) || !bytes.Equal(got, want) {

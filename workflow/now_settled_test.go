@@ -2,6 +2,7 @@ package workflow_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -66,5 +67,85 @@ func TestNowAfterASettledJoinOrRaceWithoutTimes(t *testing.T) {
 				t.Fatalf("Now after the %s: %v in the two runs, want 0s both times", what, seen)
 			}
 		})
+	}
+}
+
+// Before any entry that records a time (at the top of the workflow, after
+// a version gate, a Removed or a rollback checkpoint), Ctx.Now is when the
+// workflow started, on the first run, on a replay a minute later, and in
+// a replay of the history's export alike: a deadline computed as the
+// workflow starts is the same every time, where it used to be the
+// replaying run's clock. A history recorded before the start was kept
+// (no entry says it) goes on reading the clock there, as its first run
+// did, and gains no start from a later run.
+func TestNowBeforeAnyTimedEntryIsTheWorkflowsStart(t *testing.T) {
+	type st struct{}
+	type wctx = workflow.Ctx[st]
+	var seen []time.Duration
+	wf := func(c *wctx) error {
+		seen = append(seen, c.Now().Sub(t0))
+		if _, err := c.GetVersion("v", 2); err != nil {
+			return err
+		}
+		if err := c.Removed("old", workflow.KindStep); err != nil {
+			return err
+		}
+		if err := c.RollbackCheckpoint("cp"); err != nil {
+			return err
+		}
+		seen = append(seen, c.Now().Sub(t0))
+		// A receive with a timeout records its deadline at once: the
+		// first run commits its entries, and with them its start.
+		_, err := workflow.Next[int](c, "m", workflow.NextOptions{Names: []string{"q"}, Timeout: time.Hour})
+		return err
+	}
+	for _, legacy := range []bool{false, true} {
+		seen = nil
+		h := workflowtest.NewHost(st{}, workflowtest.NewClock(t0))
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() { <-h.Wakes(); cancel() }()
+		if out := h.Run(ctx, wf); out.Status != workflow.RunYielded {
+			t.Fatalf("first run: %+v", out)
+		}
+		hist := h.History()
+		if len(hist) != 4 {
+			t.Fatalf("the first run committed %d entries, want 4: %s", len(hist), h.HistoryJSON())
+		}
+		for i := range hist {
+			if legacy {
+				hist[i].StartedAt = time.Time{}
+			} else if !hist[i].StartedAt.Equal(t0) {
+				t.Errorf("entry %s says the workflow started at %v, want t0", hist[i].Path, hist[i].StartedAt)
+			}
+		}
+		h.SetHistory(hist)
+		h.Clock.Advance(time.Minute)
+		x := &workflow.HistoryExport{Format: workflow.HistoryExportFormat, Actor: h.Name, Key: h.Key, WorkflowStatus: "sleeping", ExportedAt: h.Clock.Now()}
+		for _, e := range hist {
+			b, err := workflow.MarshalEntry(&e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			x.Entries = append(x.Entries, b)
+		}
+		if err := workflowtest.Replay(context.Background(), x, wf); err != nil {
+			t.Fatalf("replay of the export: %v", err)
+		}
+		h.Send("q", 1)
+		if out := h.Run(context.Background(), wf); out.Status != workflow.RunCompleted {
+			t.Fatalf("second run: %+v", out)
+		}
+		want := []time.Duration{0, 0, 0, 0, 0, 0}
+		if legacy {
+			want = []time.Duration{0, 0, time.Minute, time.Minute, time.Minute, time.Minute}
+			for _, e := range h.History() {
+				if !e.StartedAt.IsZero() {
+					t.Errorf("a run of a history without a start recorded one: %s says %v", e.Path, e.StartedAt)
+				}
+			}
+		}
+		if fmt.Sprint(seen) != fmt.Sprint(want) {
+			t.Errorf("legacy %v: Now before any timed entry in the first run, the export's replay and the second run: %v, want %v", legacy, seen, want)
+		}
 	}
 }

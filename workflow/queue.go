@@ -279,6 +279,7 @@ func (x *cx) takeOnce(path string, seq int, deadline time.Time, o NextOptions, c
 		for _, m := range ms {
 			got.Messages = append(got.Messages, RecordedMessage{RawMessage: m})
 		}
+		t.r.markEntry(got)
 		batch = AppendWrites(append([]HistoryWrite(nil), t.pending...), HistoryWrite{Put: got})
 		return batch
 	})
@@ -352,6 +353,7 @@ func (ref *msgRef) complete(response any) error {
 	completed()
 	ne := e.clone()
 	ne.Messages[ref.index].Completed = true
+	r.markEntry(ne)
 	batch := AppendWrites(append([]HistoryWrite(nil), t.pending...), HistoryWrite{Put: ne})
 	t.goLive()
 	if err := r.host.Complete(t.ctx, ref.id, b, batch); err != nil {

@@ -877,7 +877,9 @@ type rsResult struct {
 	status      workflow.RunStatus
 	err         string
 	state       rsState
-	history     string
+	history     string        // without Entry.StartedAt: see rsHistory
+	started     time.Duration // after t0, as its top-level entries say
+	startedBad  string        // what is wrong with what they say
 	queue       []workflow.RawMessage
 	completions map[uint64]int
 }
@@ -911,7 +913,8 @@ func rsRun(p *rsProg, crashes map[int]bool, evict func(workflow.Wake) bool) (rsR
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	out, activations := rsDrive(ctx, h, p, evict)
-	res := rsResult{status: out.Status, state: h.State(), history: h.HistoryJSON(), queue: h.Queue(), completions: h.Completions()}
+	res := rsResult{status: out.Status, state: h.State(), queue: h.Queue(), completions: h.Completions()}
+	res.history, res.started, res.startedBad = rsHistory(h.History())
 	if out.Err != nil {
 		res.err = out.Err.Error()
 	}
@@ -1033,6 +1036,43 @@ func rsQueued(h *workflowtest.Host[rsState], w workflow.Wake) bool {
 	return false
 }
 
+// rsHistory returns the history's JSON without Entry.StartedAt, and what
+// its top-level entries say of that: the time they all carry (after t0),
+// or what is wrong. A crash before the first commit loses the run's start with
+// everything else, so the next run records its own, later one: the only
+// field of a history that a crash may change (nothing durable read it).
+func rsHistory(hist []workflow.Entry) (string, time.Duration, string) {
+	var b strings.Builder
+	b.WriteByte('[')
+	var started time.Time
+	bad := ""
+	for i, e := range hist {
+		if !strings.Contains(e.Path, "/") {
+			switch {
+			case e.StartedAt.IsZero():
+				bad = fmt.Sprintf("top-level entry %s without started_at", e.Path)
+			case started.IsZero():
+				started = e.StartedAt
+			case !e.StartedAt.Equal(started):
+				bad = fmt.Sprintf("top-level entries say they started at %v and %v", started, e.StartedAt)
+			}
+		} else if !e.StartedAt.IsZero() {
+			bad = fmt.Sprintf("nested entry %s with started_at", e.Path)
+		}
+		e.StartedAt = time.Time{}
+		j, err := workflow.MarshalEntry(&e)
+		if err != nil {
+			panic(err)
+		}
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.Write(j)
+	}
+	b.WriteByte(']')
+	return b.String(), started.Sub(t0), bad
+}
+
 func rsDiff(want, got rsResult) string {
 	switch {
 	case got.status != want.status || got.err != want.err:
@@ -1041,6 +1081,8 @@ func rsDiff(want, got rsResult) string {
 		return "state differs"
 	case got.history != want.history:
 		return "history differs"
+	case got.startedBad != "":
+		return "started_at: " + got.startedBad
 	case !reflect.DeepEqual(got.queue, want.queue):
 		return "queue differs"
 	case !reflect.DeepEqual(got.completions, want.completions):
@@ -1061,6 +1103,9 @@ func rsCheckSeed(t *testing.T, seed int64, size, randomRuns int) (fail string, c
 	}
 	if base.status != workflow.RunCompleted && base.status != workflow.RunFailed {
 		return report("crash-free run", base), commits
+	}
+	if base.startedBad != "" || base.started != 0 && base.history != "[]" {
+		return report(fmt.Sprintf("crash-free run: its top-level entries say it started at t0+%v (%s)", base.started, base.startedBad), base), commits
 	}
 	// The crash-free run must be deterministic, or the generator is wrong.
 	if again, _, _ := rsRun(p, nil, nil); rsDiff(base, again) != "" {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -49,6 +50,7 @@ func Start[S any](ctx context.Context, fn func(*Ctx[S]) error, host Host, histor
 			r.host, r.replay, r.parked = newReplayHost(host, r, history), true, map[context.Context]int{}
 		}
 		r.name, r.key = host.Actor()
+		r.started = startedAt(host, history)
 		root := &thread{r: r, ctx: rctx}
 		c := &Ctx[S]{x: &cx{t: root, sc: newScope("")}}
 		// The run ends in runThread's deferred call, whether fn returned,
@@ -59,6 +61,39 @@ func Start[S any](ctx context.Context, fn func(*Ctx[S]) error, host Host, histor
 			done(out)
 		})
 	}()
+}
+
+// startedAt is when the workflow whose history this is started: what its
+// top-level entries say, the host's clock now if it has none (this run
+// records it), or zero if it has entries but none says (recorded before
+// StartedAt was: its runs go on reading the clock, as they did).
+func startedAt(host Host, history []Entry) time.Time {
+	for i := range history {
+		if e := &history[i]; !e.StartedAt.IsZero() && !strings.Contains(e.Path, "/") {
+			return e.StartedAt
+		}
+	}
+	if len(history) > 0 {
+		return time.Time{}
+	}
+	return host.Now().Round(0)
+}
+
+// markStart sets when the workflow started on the top-level entries ws
+// put (Entry.StartedAt), so that it stays recorded while any of them does.
+// The entries are fresh ones the engine is about to record, not yet in
+// the run's history (History.Apply's rule), or ones that carry it already.
+func (r *run) markStart(ws []HistoryWrite) {
+	for _, w := range ws {
+		r.markEntry(w.Put)
+	}
+}
+
+// markEntry is markStart for one entry (nil: none).
+func (r *run) markEntry(e *Entry) {
+	if e != nil && !r.started.IsZero() && e.StartedAt.IsZero() && !strings.Contains(e.Path, "/") {
+		e.StartedAt = r.started
+	}
 }
 
 // end ends a run whose root function returned err: it decides and records
@@ -110,6 +145,11 @@ type run struct {
 	// the key.
 	name string
 	key  []string
+	// started is when the workflow started (Entry.StartedAt), what
+	// Ctx.Now is before any entry that records a time; zero for a history
+	// recorded before it was kept, whose runs read the host's clock
+	// there. Set before the code runs, never changed.
+	started time.Time
 
 	mu sync.Mutex // guards everything below
 	// hist is the run's view of the history: what was committed plus what
@@ -385,6 +425,7 @@ func (t *thread) setFloor(at time.Time, ok bool) {
 // record applies writes to the run's history now and queues them for the
 // thread's next commit.
 func (t *thread) record(ws ...HistoryWrite) {
+	t.r.markStart(ws)
 	t.r.mu.Lock()
 	t.r.hist.Apply(ws)
 	t.r.mu.Unlock()
@@ -393,6 +434,7 @@ func (t *thread) record(ws ...HistoryWrite) {
 
 // commit commits the thread's pending writes and ws in one batch.
 func (t *thread) commit(ws ...HistoryWrite) error {
+	t.r.markStart(ws)
 	batch := AppendWrites(append([]HistoryWrite(nil), t.pending...), ws...)
 	if len(batch) == 0 {
 		return nil

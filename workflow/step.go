@@ -226,6 +226,7 @@ func (x *cx) attempt(path string, seq, n int, sp stepSpec) (*Entry, error) {
 		res.ne = recordAttempt(path, n, attemptResult{start: start, end: t.stamp(), output: out, err: err, timedOut: timedOut}, res.pol)
 		res.ne.Seq, res.ne.TryPlaces = seq, x.sc.tryPlaces
 		res.ne.HasRollback = res.hasRollback && res.ne.Status == StatusCompleted
+		t.r.markEntry(res.ne)
 		res.batch = AppendWrites(append(res.one[:0], t.pending...), HistoryWrite{Put: res.ne})
 		return res.batch
 	}
@@ -486,6 +487,7 @@ func (r *run) compensateOnce(root *thread, a rollbackAction, e *Entry, n int) (*
 			return nil
 		}
 		ne = e.clone()
+		r.markEntry(ne)
 		ne.RollbackAttempts, ne.RollbackAttemptAt, ne.RollbackRetryError = n, start, nil
 		if timedOut || err != nil {
 			rec, kind := classify("rollback", attemptResult{err: err, timedOut: timedOut}, a.pol)
