@@ -620,18 +620,23 @@ func TestReplayAgreesWithTheNodeMidJoinAndMidRetry(t *testing.T) {
 // exported history: not the clock of whichever run replays it.
 func TestNowAtAWorkflowsStartIsTheSameOnEveryReplay(t *testing.T) {
 	var mu sync.Mutex
-	var seen []time.Time
-	run := func(c *workflow.Ctx[holdState]) error {
-		mu.Lock()
-		seen = append(seen, c.Now())
-		mu.Unlock()
-		if _, err := c.GetVersion("v", 1); err != nil {
+	var seen []time.Time // by the node's runs and the last replay, not replayUntil's
+	runNoting := func(note bool) func(c *workflow.Ctx[holdState]) error {
+		return func(c *workflow.Ctx[holdState]) error {
+			if note {
+				mu.Lock()
+				seen = append(seen, c.Now())
+				mu.Unlock()
+			}
+			if _, err := c.GetVersion("v", 1); err != nil {
+				return err
+			}
+			// Recorded at once with its deadline, and the start with it.
+			_, err := workflow.Next[int](c, "wait", workflow.NextOptions{Names: []string{"never"}, Timeout: time.Hour})
 			return err
 		}
-		// Recorded at once with its deadline, and the start with it.
-		_, err := workflow.Next[int](c, "wait", workflow.NextOptions{Names: []string{"never"}, Timeout: time.Hour})
-		return err
 	}
+	run := runNoting(true)
 	seenNow := func(n int) []time.Time {
 		t.Helper()
 		for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(10 * time.Millisecond) {
@@ -655,7 +660,7 @@ func TestNowAtAWorkflowsStartIsTheSameOnEveryReplay(t *testing.T) {
 	defer cancel()
 	e := &replayEnv{t: t, ctx: ctx, c: c}
 	e.create("clocked", "k")
-	replayUntil(e, "clocked", "k", run, "waiting", waits("wait"))
+	replayUntil(e, "clocked", "k", runNoting(false), "waiting", waits("wait"))
 	first := seenNow(1)[0]
 	// The restart's replay runs at least this much later than the first
 	// run, so that its clock cannot read the same.

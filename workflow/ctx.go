@@ -156,12 +156,14 @@ func (c *Ctx[S]) Key() []string { return append([]string(nil), c.x.t.r.key...) }
 // Now is the workflow's time: the time recorded by the entry the code
 // passed last, so replays see the time the first run saw. Before the
 // first entry that records a time (a step, sleep, receive, join or race;
-// not GetVersion, Removed or RollbackCheckpoint) it is when the workflow
-// started, which its top-level entries record (Entry.StartedAt): the
-// start of the run that recorded its first entry (a retry that deletes
-// every entry starts it again). A history recorded before that was kept
-// reads the host's clock there, as it did. Use it instead of time.Now
-// outside steps.
+// not GetVersion, Removed, RollbackCheckpoint, nor a loop or try block
+// entered) it is when the workflow started, which its top-level entries
+// record (Entry.StartedAt): the start of the run that committed its first
+// entry. A retry that deletes every top-level entry (a plain retry of a
+// failed first step, or --from the first entry) starts it again; one that
+// keeps one keeps it. A history recorded before that was kept reads the
+// host's clock there, as it did. Use it instead of time.Now outside
+// steps.
 func (c *Ctx[S]) Now() time.Time {
 	if t := c.x.t.now; !t.IsZero() {
 		return t

@@ -145,14 +145,14 @@ type Entry struct {
 	Version int `json:"version,omitempty"`
 	Latest  int `json:"latest,omitempty"`
 
-	// StartedAt, on an entry at the top of the workflow (a path without
-	// "/"), is when the run that recorded the history's first entry
+	// StartedAt, on an entry at the top of the workflow (in its own
+	// scope or in try blocks there; not in a loop's iteration or a
+	// branch), is when the run that committed the history's first entry
 	// started: Ctx.Now before any entry that records a time, the same on
-	// every replay. Every top-level entry a run writes carries it, so
-	// that it stays while any of them does (a retry deletes the later
-	// ones; loops prune only within themselves). Absent from histories
-	// recorded before it (their Ctx.Now there is the host's clock, as it
-	// was).
+	// every replay. Every such entry a run writes carries it, so that it
+	// stays while any of them does (loops prune only within themselves).
+	// Absent from histories recorded before it (their Ctx.Now there is
+	// the host's clock, as it was).
 	StartedAt time.Time `json:"started_at,omitzero"`
 }
 

@@ -274,10 +274,10 @@ func (x *cx) open(kind Kind, name string, names []string) (string, *Entry, bool,
 	if t.now.IsZero() {
 		// No entry the code passed recorded a time (the join or race
 		// opens before any step, sleep or receive): this one records
-		// the host's, what Ctx.Now returns here, so that its branches
-		// and the code after it read the same time on every replay,
-		// not the time of the run that replays (the settled entry's
-		// time would be zero otherwise). Recorded with the entry, which
+		// the host's, which its branches and the code after it read
+		// (Ctx.Now, and the engine's own times: a race's floors) the
+		// same on every replay, not the time of the run that replays
+		// (the settled entry's time would be zero otherwise). Recorded with the entry, which
 		// commits at once, not when it settles: a join's settled record
 		// may wait for the next commit and be lost, and the join settle
 		// again later.

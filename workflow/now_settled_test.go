@@ -149,3 +149,43 @@ func TestNowBeforeAnyTimedEntryIsTheWorkflowsStart(t *testing.T) {
 		}
 	}
 }
+
+// A workflow whose first entries are in a try block (which records no
+// entry of its own) records its start on them: a replay reads it there,
+// and so does every run after the first.
+func TestNowAtTheStartOfAWorkflowThatStartsWithATry(t *testing.T) {
+	type st struct{}
+	type wctx = workflow.Ctx[st]
+	var seen []time.Duration
+	wf := func(c *wctx) error {
+		seen = append(seen, c.Now().Sub(t0))
+		if _, err := c.Try("t", func(c *wctx) error {
+			_, err := workflow.Next[int](c, "m", workflow.NextOptions{Names: []string{"q"}, Timeout: time.Hour})
+			return err
+		}); err != nil {
+			return err
+		}
+		return c.Step("s", func(*workflow.StepCtx[st]) error { return nil })
+	}
+	h := workflowtest.NewHost(st{}, workflowtest.NewClock(t0))
+	for run := range 2 {
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() { <-h.Wakes(); cancel() }()
+		if out := h.Run(ctx, wf); out.Status != workflow.RunYielded {
+			t.Fatalf("run %d: %+v", run+1, out)
+		}
+		h.Clock.Advance(time.Minute)
+	}
+	h.Send("q", 1)
+	if out := h.Run(context.Background(), wf); out.Status != workflow.RunCompleted {
+		t.Fatalf("last run: %+v", out)
+	}
+	if fmt.Sprint(seen) != "[0s 0s 0s]" {
+		t.Errorf("Now at the top in three runs a minute apart: %v, want 0s each time", seen)
+	}
+	for _, e := range h.History() {
+		if !e.StartedAt.Equal(t0) {
+			t.Errorf("entry %s says the workflow started at %v, want t0", e.Path, e.StartedAt)
+		}
+	}
+}

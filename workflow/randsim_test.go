@@ -1047,7 +1047,7 @@ func rsHistory(hist []workflow.Entry) (string, time.Duration, string) {
 	var started time.Time
 	bad := ""
 	for i, e := range hist {
-		if !strings.Contains(e.Path, "/") {
+		if strings.Count(e.Path, "/") == len(e.TryPlaces) { // in the workflow's scope, or its try blocks
 			switch {
 			case e.StartedAt.IsZero():
 				bad = fmt.Sprintf("top-level entry %s without started_at", e.Path)
@@ -1111,11 +1111,27 @@ func rsCheckSeed(t *testing.T, seed int64, size, randomRuns int) (fail string, c
 	if again, _, _ := rsRun(p, nil, nil); rsDiff(base, again) != "" {
 		return report("crash-free run again (the program is not deterministic)", again), commits
 	}
+	// The start goes with the first commit: only a crash that loses it,
+	// or an eviction before it (which loses what the run recorded and
+	// did not commit), lets the next run record its own, later one.
+	startDiff := func(crashes map[int]bool, evicted bool, got rsResult) string {
+		if after, ok := crashes[1]; evicted || ok && !after {
+			if got.started < base.started {
+				return fmt.Sprintf("started at t0+%v, before the crash-free run", got.started)
+			}
+			return ""
+		}
+		if got.started != base.started {
+			return fmt.Sprintf("started at t0+%v, the crash-free run at t0+%v", got.started, base.started)
+		}
+		return ""
+	}
 	for k := 1; k <= commits+2; k++ {
 		for _, after := range []bool{false, true} {
-			got, _, _ := rsRun(p, map[int]bool{k: after}, nil)
-			if rsDiff(base, got) != "" {
-				return report(fmt.Sprintf("crash at commit %d (after=%v)", k, after), got), commits
+			crashes := map[int]bool{k: after}
+			got, _, _ := rsRun(p, crashes, nil)
+			if d := rsDiff(base, got) + startDiff(crashes, false, got); d != "" {
+				return report(fmt.Sprintf("crash at commit %d (after=%v): %s", k, after, d), got), commits
 			}
 		}
 	}
@@ -1126,8 +1142,8 @@ func rsCheckSeed(t *testing.T, seed int64, size, randomRuns int) (fail string, c
 			crashes[1+rng.Intn(commits+5)] = rng.Intn(2) == 0
 		}
 		got, _, _ := rsRun(p, crashes, func(workflow.Wake) bool { return rng.Intn(2) == 0 })
-		if rsDiff(base, got) != "" {
-			return report(fmt.Sprintf("random run %d: crashes %v, random evictions", i, crashes), got), commits
+		if d := rsDiff(base, got) + startDiff(crashes, true, got); d != "" {
+			return report(fmt.Sprintf("random run %d: crashes %v, random evictions: %s", i, crashes, d), got), commits
 		}
 	}
 	return "", commits

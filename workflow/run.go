@@ -69,7 +69,7 @@ func Start[S any](ctx context.Context, fn func(*Ctx[S]) error, host Host, histor
 // StartedAt was: its runs go on reading the clock, as they did).
 func startedAt(host Host, history []Entry) time.Time {
 	for i := range history {
-		if e := &history[i]; !e.StartedAt.IsZero() && !strings.Contains(e.Path, "/") {
+		if e := &history[i]; !e.StartedAt.IsZero() {
 			return e.StartedAt
 		}
 	}
@@ -80,7 +80,8 @@ func startedAt(host Host, history []Entry) time.Time {
 }
 
 // markStart sets when the workflow started on the top-level entries ws
-// put (Entry.StartedAt), so that it stays recorded while any of them does.
+// put (Entry.StartedAt, topLevel), so that it stays recorded while any of
+// them does.
 // The entries are fresh ones the engine is about to record, not yet in
 // the run's history (History.Apply's rule), or ones that carry it already.
 func (r *run) markStart(ws []HistoryWrite) {
@@ -91,9 +92,18 @@ func (r *run) markStart(ws []HistoryWrite) {
 
 // markEntry is markStart for one entry (nil: none).
 func (r *run) markEntry(e *Entry) {
-	if e != nil && !r.started.IsZero() && e.StartedAt.IsZero() && !strings.Contains(e.Path, "/") {
+	if e != nil && !r.started.IsZero() && e.StartedAt.IsZero() && topLevel(e) {
 		e.StartedAt = r.started
 	}
+}
+
+// topLevel says that e is in the workflow's own scope, or in try blocks
+// there (a block has no entry of its own, and its entries are the ones a
+// workflow that starts with one records first), not in a loop's
+// iteration or a join's or race's branch: such an entry stays until a
+// retry deletes it, and the first commit of any run holds one.
+func topLevel(e *Entry) bool {
+	return strings.Count(e.Path, "/") == len(e.TryPlaces)
 }
 
 // end ends a run whose root function returned err: it decides and records
