@@ -133,6 +133,7 @@ func appendEntry(b []byte, e *Entry) ([]byte, bool) {
 	num("pruned_before", e.PrunedBefore)
 	raw("state", e.State)
 	num("slots", e.Slots)
+	flag("took_messages", e.TookMessages)
 	str("winner", e.Winner, false)
 	str("removed_kind", string(e.RemovedKind), false)
 	num("version", e.Version)

@@ -757,7 +757,8 @@ func holdsMessages(h *History, branch string) bool {
 	return false
 }
 
-// tookMessages reports whether e is a completed receive that took messages.
+// tookMessages reports whether e is a completed receive that took
+// messages, or a loop whose pruning deleted such receives.
 func tookMessages(e *Entry) bool {
-	return e != nil && e.Kind == KindMessage && e.Status == StatusCompleted && len(e.Messages) > 0
+	return e != nil && (e.Kind == KindMessage && e.Status == StatusCompleted && len(e.Messages) > 0 || e.Kind == KindLoop && e.TookMessages)
 }

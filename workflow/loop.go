@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 )
 
@@ -348,6 +349,11 @@ func (x *cx) loop(name string, interval, size int, initial json.RawMessage, body
 		var trees []string
 		if prune {
 			trees, ne.PrunedBefore = prunePlan(path, e.PrunedBefore, ne.Iteration, size)
+			if len(t.races) > 0 && !ne.TookMessages {
+				r.mu.Lock()
+				ne.TookMessages = slices.ContainsFunc(trees, func(tr string) bool { return holdsMessagesNow(r.hist, tr) })
+				r.mu.Unlock()
+			}
 		}
 		if brk {
 			ne.Status = StatusCompleted
