@@ -264,16 +264,23 @@ func (g *rsGen) branches(n *rsNode, depth int, inLoop bool) {
 func rsGenerate(seed int64, size int) *rsProg {
 	g := &rsGen{rng: rand.New(rand.NewSource(seed)), budget: size}
 	p := &rsProg{seed: seed, nodes: g.seq(0, false, 3+g.rng.Intn(5))}
-	// The model decides when messages come and makes races
-	// deterministic, which changes the program: again until it does not.
+	p.settle()
+	return p
+}
+
+// settle runs the model of p's time, which decides when messages come and
+// makes races deterministic, which changes the program: again until it
+// does not. It returns the last run's result.
+func (p *rsProg) settle() rsRes {
+	seed := p.seed
 	nevers := 0
 	for i := 0; ; i++ {
 		m := &rsModel{seed: seed, nevers: &nevers}
-		m.seq(p.nodes, 0, "")
+		r := m.seq(p.nodes, 0, "")
 		if !m.changed {
 			p.sends = m.sends
 			sort.SliceStable(p.sends, func(i, j int) bool { return p.sends[i].at < p.sends[j].at })
-			return p
+			return r
 		}
 		if i > 1000 {
 			panic(fmt.Sprintf("randsim: the model does not settle:\n%s", p))
@@ -295,14 +302,58 @@ type rsRes struct {
 	end    time.Duration
 	failed bool
 	// events are the times things happen (a step's attempt, a sleep's or
-	// a receive's end, a failure); takes the times messages are taken.
+	// a receive's end, a failure); takes the times messages are taken and
+	// kept; lent those taken and given back (see rsLent).
 	events []time.Duration
 	takes  []time.Duration
+	lent   []rsLent
+}
+
+// rsLent is a message taken in a nested race by a branch that lost it: the
+// nested race's decision gives it back to its queue, at back, and with it
+// the claim it held (from at) in the races around, if the branch holds no
+// other message then. n counts the events at back that come with the
+// decision (the nested race's); any more at back (what the branch does
+// next, or a join branch beside) happen when the claim goes, at the instant
+// a race around may be decided, and which comes first is up to the
+// scheduling.
+type rsLent struct {
+	at, back time.Duration
+	n        int
 }
 
 func (r *rsRes) add(o rsRes) {
 	r.events = append(r.events, o.events...)
 	r.takes = append(r.takes, o.takes...)
+	r.lent = append(r.lent, o.lent...)
+}
+
+// taking returns the times o takes messages, kept or lent.
+func (o rsRes) taking() []time.Duration {
+	ts := slices.Clone(o.takes)
+	for _, l := range o.lent {
+		ts = append(ts, l.at)
+	}
+	return ts
+}
+
+// release returns the first time o's messages all went back (a nested race
+// gave back those it held, and it took none it kept before): its claim on
+// the races around goes then. ok is false if o holds the claim to its end.
+func (o rsRes) release() (time.Duration, bool) {
+	backs := make([]time.Duration, 0, len(o.lent))
+	for _, l := range o.lent {
+		backs = append(backs, l.back)
+	}
+	slices.Sort(backs)
+	for _, b := range backs {
+		if slices.ContainsFunc(o.takes, func(x time.Duration) bool { return x <= b }) ||
+			slices.ContainsFunc(o.lent, func(l rsLent) bool { return l.at <= b && l.back > b }) {
+			continue
+		}
+		return b, true
+	}
+	return 0, false
 }
 
 // pick draws a choice for a queue, the same in every pass of the model.
@@ -417,7 +468,10 @@ func (m *rsModel) node(n *rsNode, t time.Duration, iter string) rsRes {
 // took messages before any finished: that one (the claim's holder) wins
 // if it finishes, the others that finish meanwhile wait for it, and those
 // still running are cancelled when the first of them finishes; if it fails
-// instead, the messages go back to their queue and the race goes on.
+// instead, the messages go back to their queue and the race goes on. A
+// nested race that a holder's messages lose gives them back when it is
+// decided, and the claim on this race with them (see rsLent): a branch
+// that finished meanwhile wins then, at its own time.
 // Where the scheduling could decide (two things at one time, a loser's
 // receive while a claim is held or before the winner finished), the loser
 // is replaced by a sleep that never ends, and the model runs again.
@@ -433,10 +487,14 @@ func (m *rsModel) race(n *rsNode, t time.Duration, iter string) rsRes {
 		return rsRes{end: t}
 	}
 	firstTake := func(o rsRes) (time.Duration, bool) {
-		if len(o.takes) == 0 {
+		ts := o.taking()
+		if len(ts) == 0 {
 			return 0, false
 		}
-		return slices.Min(o.takes), true
+		return slices.Min(ts), true
+	}
+	takesBy := func(o rsRes, at time.Duration) bool {
+		return slices.ContainsFunc(o.taking(), func(x time.Duration) bool { return x <= at })
 	}
 	// h takes messages first: it holds the claim.
 	h, hx := -1, time.Duration(0)
@@ -464,6 +522,68 @@ func (m *rsModel) race(n *rsNode, t time.Duration, iter string) rsRes {
 		return w, res[w].end
 	}
 	r := rsRes{end: t}
+	// lender is h if its claim goes before it ends (see rsLent), at g:
+	// from then on the race goes on as if no branch took messages.
+	// (Taking after another branch finished, h takes no claim: see below.)
+	lender := -1
+	if h >= 0 {
+		f, fAt := firstEnd(h)
+		if g, ok := res[h].release(); ok && (f < 0 || hx < fAt) {
+			if slices.ContainsFunc(res[h].taking(), func(x time.Duration) bool { return x > g }) {
+				return replace(h) // takes the claim again
+			}
+			for i, o := range res {
+				if i != h && len(o.taking()) > 0 {
+					return replace(i)
+				}
+			}
+			lender, h = h, -1
+			switch {
+			case f >= 0 && fAt == g:
+				// f finishes as the claim goes.
+				return replace(f)
+			case f >= 0 && fAt < g:
+				// f finished first, and waited for the claim: it wins,
+				// at its time, when the claim goes; the branches but
+				// the lender were cancelled when it finished.
+				o := res[lender]
+				n := 0
+				for _, l := range o.lent {
+					if l.back == g {
+						n += l.n
+					}
+				}
+				if countAt(o.events, g) > n {
+					return replace(lender) // acts as the claim goes
+				}
+				r.end = fAt
+				r.add(res[f])
+				for i, o := range res {
+					if i == f {
+						continue
+					}
+					if i == lender {
+						for _, e := range o.events {
+							if e <= g {
+								r.events = append(r.events, e)
+							}
+						}
+						r.lent = append(r.lent, o.lent...)
+						continue
+					}
+					if o.end == fAt || slices.Contains(o.events, fAt) {
+						return replace(i)
+					}
+					for _, e := range o.events {
+						if e < fAt {
+							r.events = append(r.events, e)
+						}
+					}
+				}
+				return r
+			}
+		}
+	}
 	if h >= 0 && !res[h].failed {
 		if f, fAt := firstEnd(h); f < 0 || hx < fAt {
 			// h wins when it finishes, at tw; the others still
@@ -482,8 +602,7 @@ func (m *rsModel) race(n *rsNode, t time.Duration, iter string) rsRes {
 				// The first of the others to finish cancels the
 				// rest: nothing else may happen then.
 				finisher := i == f && cut < tw
-				if o.end == tw || slices.Contains(o.events, tw) || !finisher && slices.Contains(o.events, cut) ||
-					slices.ContainsFunc(o.takes, func(x time.Duration) bool { return x <= cut }) {
+				if o.end == tw || slices.Contains(o.events, tw) || !finisher && slices.Contains(o.events, cut) || takesBy(o, cut) {
 					return replace(i)
 				}
 				for _, e := range o.events {
@@ -500,7 +619,7 @@ func (m *rsModel) race(n *rsNode, t time.Duration, iter string) rsRes {
 	if w < 0 {
 		// Every branch fails: at most one of them takes messages.
 		for i, o := range res {
-			if _, ok := firstTake(o); ok && i != h {
+			if _, ok := firstTake(o); ok && i != h && i != lender {
 				return replace(i)
 			}
 		}
@@ -520,7 +639,7 @@ func (m *rsModel) race(n *rsNode, t time.Duration, iter string) rsRes {
 		// While h holds the claim, no other branch (the winner
 		// neither) takes messages: its receive would wait for h.
 		for i, o := range res {
-			if i != h && slices.ContainsFunc(o.takes, func(x time.Duration) bool { return x >= hx && x <= res[h].end }) {
+			if i != h && slices.ContainsFunc(o.taking(), func(x time.Duration) bool { return x >= hx && x <= res[h].end }) {
 				return replace(h)
 			}
 		}
@@ -534,7 +653,7 @@ func (m *rsModel) race(n *rsNode, t time.Duration, iter string) rsRes {
 		// A loser must not act when the winner finishes, nor take a
 		// message before (but h): else the winner depends on the
 		// scheduling.
-		if o.end == tw || slices.Contains(o.events, tw) || i != h && slices.ContainsFunc(o.takes, func(x time.Duration) bool { return x <= tw }) {
+		if o.end == tw || slices.Contains(o.events, tw) || i != h && i != lender && takesBy(o, tw) {
 			return replace(i)
 		}
 		for _, e := range o.events {
@@ -542,11 +661,26 @@ func (m *rsModel) race(n *rsNode, t time.Duration, iter string) rsRes {
 				r.events = append(r.events, e)
 			}
 		}
-		if i == h {
-			r.takes = append(r.takes, o.takes...) // before tw
+		switch i {
+		case h:
+			// Its messages go back with the decision, at tw (before
+			// it, it held the claim of the races around too).
+			r.lent = append(r.lent, rsLent{at: slices.Min(o.taking()), back: tw, n: countAt(r.events, tw)})
+		case lender:
+			r.lent = append(r.lent, o.lent...) // went back before tw
 		}
 	}
 	return r
+}
+
+func countAt(events []time.Duration, at time.Duration) int {
+	n := 0
+	for _, e := range events {
+		if e == at {
+			n++
+		}
+	}
+	return n
 }
 
 // --- the program as workflow code
