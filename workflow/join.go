@@ -654,6 +654,9 @@ func (x *cx) race(name string, names []string, runs []func(*cx) (json.RawMessage
 	final := e.clone()
 	var batch []HistoryWrite
 	var back []RawMessage
+	// gone says that the losers' trees deleted hold receives that took
+	// messages, given back or completed.
+	gone := false
 	if w >= 0 {
 		final.Status = StatusCompleted
 		final.Winner = names[w]
@@ -682,6 +685,7 @@ func (x *cx) race(name string, names []string, runs []func(*cx) (json.RawMessage
 		for i, n := range names {
 			if i != w {
 				back = append(back, r.hist.takenUnder(joinPath(path, n))...)
+				gone = gone || holdsMessagesNow(r.hist, joinPath(path, n))
 				batch = AppendWrites(batch, HistoryWrite{DeleteTree: joinPath(path, n)})
 			}
 		}
@@ -710,12 +714,12 @@ func (x *cx) race(name string, names []string, runs []func(*cx) (json.RawMessage
 	if err := t.commit(batch...); err != nil {
 		return path, nil, -1, err
 	}
-	if len(back) > 0 {
-		// The messages went back: in the races this one runs under, the
-		// branch that holds their claim for them holds it no more if it
-		// now holds no message, as a replay would find (holdsMessages,
-		// there of the history it starts with). Kept, it would win a
-		// race it may lose on replay.
+	if gone {
+		// The messages went back, or, completed, lost their record: in
+		// the races this one runs under, the branch that holds their
+		// claim for them holds it no more if it now holds no message, as
+		// a replay would find (holdsMessages, there of the history it
+		// starts with). Kept, it would win a race it may lose on replay.
 		r.mu.Lock()
 		for _, s := range t.races {
 			if o := s.r; o.claim == s.b && o.claimTaken && !o.decided && !holdsMessagesNow(r.hist, joinPath(o.path, o.names[s.b])) {
