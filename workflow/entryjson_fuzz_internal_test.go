@@ -27,6 +27,7 @@ func FuzzMarshalEntry(f *testing.F) {
 			HasRollback: flags&1 != 0, RollbackDone: flags&2 != 0, RollbackSettled: flags&4 != 0,
 			RollbackAttempts: -n, Iteration: seq * 3, PrunedBefore: n / 7, State: state,
 			Slots: int(flags), Winner: winner, RemovedKind: Kind(removed), Version: seq ^ n, Latest: off,
+			TookMessages: n%3 == 0,
 		}
 		for _, p := range places {
 			e.TryPlaces = append(e.TryPlaces, int(int8(p)))
