@@ -538,10 +538,11 @@ func TestADecoderThatCallsGoexitDiscardingAFailedTurnLeavesTheActorServing(t *te
 	// actor is reloaded, without the Goexit.
 	for _, action := range []string{"fail", "panic"} {
 		key := "s-" + action
+		// Set before the call is scheduled: it may run at once.
+		once.Store(true)
 		if _, err := e.host.Call(ctx(t), rt.CallRequest{Ref: rt.Ref{Name: "gxDecode", Key: []string{key}}, Action: "arm", Args: json.RawMessage(fmt.Sprintf("[%q]", action)), CreateIfMissing: true}); err != nil {
 			t.Fatal(err)
 		}
-		once.Store(true)
 		waitFor(t, "the later scheduled call to run after "+action, 20*time.Second, func() bool {
 			raw, err := callWithin(t, e.host, 2*time.Second, "gxDecode", key, "get")
 			return err == nil && string(raw) == "1"

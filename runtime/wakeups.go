@@ -535,8 +535,21 @@ func (h *Host) wakeLoop() {
 					// runtime.Goexit (its state's decoder, discarding a
 					// failed run's change), and the timer must not stay
 					// marked running, no later call of the actor run.
-					defer h.timers.runEnded(it.id)
+					returned := false
+					defer func() {
+						if !returned {
+							// Ended so before it armed the timer for the
+							// actor's next call; and a load of the actor
+							// meanwhile left the timer to this run
+							// (armUnlessFiring): run the actor's calls
+							// again, as after a failure.
+							it.fails++
+							h.timers.retryEarlier(it, h.timers.now().Add(wakeRetryDelay(it.fails, false)))
+						}
+						h.timers.runEnded(it.id)
+					}()
 					h.fireSchedules(it)
+					returned = true
 				} else {
 					h.wakeOne(it)
 				}
