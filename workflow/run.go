@@ -679,7 +679,7 @@ func runThread(t *thread, fn func() error, then func(error)) {
 // finish turns how the root function ended into the run's outcome.
 func (r *run) finish(root *thread, err error) Outcome {
 	if r.ctx.Err() != nil {
-		return r.yielded()
+		return r.stoppedAtEnd()
 	}
 	if err == nil {
 		r.mu.Lock()
@@ -687,7 +687,7 @@ func (r *run) finish(root *thread, err error) Outcome {
 		r.mu.Unlock()
 		if err == nil {
 			if cerr := root.commit(); cerr != nil {
-				return r.yielded()
+				return r.stoppedAtEnd()
 			}
 			return Outcome{Status: RunCompleted}
 		}
@@ -734,6 +734,21 @@ func (r *run) finish(root *thread, err error) Outcome {
 		return r.yielded()
 	}
 	return Outcome{Status: RunFailed, Err: err}
+}
+
+// stoppedAtEnd is yielded for a run stopped once its code had returned:
+// unless a thread the stop cut short said what it waited for (the code
+// returned because of the stop), its outcome is what is left to record,
+// at once. Yielding with no wake at all, it waited for any message: a
+// node stopped between a workflow's last step and its end left it asleep
+// for good.
+func (r *run) stoppedAtEnd() Outcome {
+	r.mu.Lock()
+	if r.yield.IsZero() {
+		r.yieldNow = true
+	}
+	r.mu.Unlock()
+	return r.yielded()
 }
 
 func (r *run) yielded() Outcome {
