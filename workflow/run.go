@@ -64,9 +64,10 @@ func Start[S any](ctx context.Context, fn func(*Ctx[S]) error, host Host, histor
 }
 
 // startedAt is when the workflow whose history this is started: what its
-// top-level entries say, the host's clock now if it has none (this run
-// records it), or zero if it has entries but none says (recorded before
-// StartedAt was: its runs go on reading the clock, as they did).
+// entries say (the topLevel ones carry it), the host's clock now if it
+// has none (this run records it), or zero if it has entries but none says
+// (recorded before StartedAt was: its runs go on reading the clock, as
+// they did).
 func startedAt(host Host, history []Entry) time.Time {
 	for i := range history {
 		if e := &history[i]; !e.StartedAt.IsZero() {
@@ -81,9 +82,9 @@ func startedAt(host Host, history []Entry) time.Time {
 
 // markStart sets when the workflow started on the top-level entries ws
 // put (Entry.StartedAt, topLevel), so that it stays recorded while any of
-// them does.
-// The entries are fresh ones the engine is about to record, not yet in
-// the run's history (History.Apply's rule), or ones that carry it already.
+// them does. The entries are fresh ones the engine is about to record, not
+// yet in the run's history (History.Apply's rule), or ones that carry it
+// already.
 func (r *run) markStart(ws []HistoryWrite) {
 	for _, w := range ws {
 		r.markEntry(w.Put)
