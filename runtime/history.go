@@ -113,7 +113,11 @@ func (h *Host) HistoryPage(ctx context.Context, ref Ref, opts HistoryOptions) (H
 	if loaded {
 		st, wk := a.workflowStatusAndWake()
 		if st.Status != "" {
-			out.WorkflowStatus = st.Status
+			// Its error with it: the storage read above may predate
+			// the commit of the end that memory has (a failed status
+			// with no error, which a replay of the export took for a
+			// run that failed with none).
+			out.WorkflowStatus, out.WorkflowError = st.Status, st.Error
 		}
 		out.WorkflowWake = wk
 	}
