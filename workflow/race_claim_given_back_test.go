@@ -18,33 +18,11 @@ import (
 // size 24: the live run kept the claim and the branch won; the replay
 // picked the branch that finished first.)
 func TestRaceClaimGoesWithTheMessagesGivenBack(t *testing.T) {
-	type st struct{}
-	type wctx = workflow.Ctx[st]
-	wf := func(c *wctx) error {
-		w, _, err := workflow.Race(c, "r", []workflow.RaceBranch[st, int]{
-			{Name: "a", Run: func(c *wctx) (int, error) { return 1, c.Sleep("z", 3*time.Second) }},
-			{Name: "b", Run: func(c *wctx) (int, error) {
-				_, v, err := workflow.Race(c, "inner", []workflow.RaceBranch[st, int]{
-					{Name: "x", Run: func(c *wctx) (int, error) {
-						if _, err := workflow.Next[int](c, "take", workflow.NextOptions{Names: []string{"q"}}); err != nil {
-							return 0, err
-						}
-						return 0, errors.New("refused")
-					}},
-					{Name: "y", Run: func(c *wctx) (int, error) { return 2, c.Sleep("z", 4*time.Second) }},
-				})
-				return v, err
-			}},
-		})
-		if err != nil {
-			return err
-		}
-		if w != "a" {
-			return errors.New("won by " + w)
-		}
-		return nil
-	}
-	completesAtEveryCrash(t, wf, func(h *workflowtest.Host[st]) { h.Send("q", 1) }, 1)
+	wf := aroundANestedLoser(func(c *workflow.Ctx[claimState]) error {
+		_, err := workflow.Next[int](c, "take", workflow.NextOptions{Names: []string{"q"}})
+		return err
+	})
+	completesAtEveryCrash(t, wf, func(h *workflowtest.Host[claimState]) { h.Send("q", 1) }, 1)
 }
 
 // So it does when the nested race's loser completed the message it took:
@@ -53,19 +31,31 @@ func TestRaceClaimGoesWithTheMessagesGivenBack(t *testing.T) {
 // holding no message. (Found by TestRandomSim, seed 72574 at size 28: the
 // live run kept the claim, as it gave none back, and the branch won.)
 func TestRaceClaimGoesWithTheMessagesCompletedByALoser(t *testing.T) {
-	type st struct{}
-	type wctx = workflow.Ctx[st]
-	wf := func(c *wctx) error {
-		w, _, err := workflow.Race(c, "r", []workflow.RaceBranch[st, int]{
+	wf := aroundANestedLoser(func(c *workflow.Ctx[claimState]) error {
+		m, err := workflow.Next[int](c, "take", workflow.NextOptions{Names: []string{"q"}, Completable: true})
+		if err != nil {
+			return err
+		}
+		return m.Complete(m.Body)
+	})
+	completesAtEveryCrash(t, wf, func(h *workflowtest.Host[claimState]) { h.Send("q", 1) }, 0)
+}
+
+type claimState struct{}
+
+// aroundANestedLoser is the workflow of the two tests above: a race of a,
+// which sleeps 3 s, and b, whose nested race's branch x takes a message
+// (take), then fails, losing to y, which sleeps 4 s. Once x lost, b holds
+// no message and a, the first to finish, must win.
+func aroundANestedLoser(take func(*workflow.Ctx[claimState]) error) func(*workflow.Ctx[claimState]) error {
+	type wctx = workflow.Ctx[claimState]
+	return func(c *wctx) error {
+		w, _, err := workflow.Race(c, "r", []workflow.RaceBranch[claimState, int]{
 			{Name: "a", Run: func(c *wctx) (int, error) { return 1, c.Sleep("z", 3*time.Second) }},
 			{Name: "b", Run: func(c *wctx) (int, error) {
-				_, v, err := workflow.Race(c, "inner", []workflow.RaceBranch[st, int]{
+				_, v, err := workflow.Race(c, "inner", []workflow.RaceBranch[claimState, int]{
 					{Name: "x", Run: func(c *wctx) (int, error) {
-						m, err := workflow.Next[int](c, "take", workflow.NextOptions{Names: []string{"q"}, Completable: true})
-						if err != nil {
-							return 0, err
-						}
-						if err := m.Complete(m.Body); err != nil {
+						if err := take(c); err != nil {
 							return 0, err
 						}
 						return 0, errors.New("refused")
@@ -83,7 +73,6 @@ func TestRaceClaimGoesWithTheMessagesCompletedByALoser(t *testing.T) {
 		}
 		return nil
 	}
-	completesAtEveryCrash(t, wf, func(h *workflowtest.Host[st]) { h.Send("q", 1) }, 0)
 }
 
 // But a branch that still holds a message it took in this run (in a nested

@@ -328,6 +328,15 @@ func (r *rsRes) add(o rsRes) {
 	r.lent = append(r.lent, o.lent...)
 }
 
+// then adds o, which ran after what r holds: r ends where o does, and
+// fails if o does (the caller stops there).
+func (r *rsRes) then(o rsRes) (failed bool) {
+	r.add(o)
+	r.end = o.end
+	r.failed = r.failed || o.failed
+	return o.failed
+}
+
 // taking returns the times o takes messages, kept or lent.
 func (o rsRes) taking() []time.Duration {
 	ts := slices.Clone(o.takes)
@@ -366,11 +375,7 @@ func (m *rsModel) pick(queue string, n int) int {
 func (m *rsModel) seq(nodes []*rsNode, t time.Duration, iter string) rsRes {
 	r := rsRes{end: t}
 	for _, n := range nodes {
-		o := m.node(n, r.end, iter)
-		r.add(o)
-		r.end = o.end
-		if o.failed {
-			r.failed = true
+		if r.then(m.node(n, r.end, iter)) {
 			return r
 		}
 	}
@@ -436,11 +441,7 @@ func (m *rsModel) node(n *rsNode, t time.Duration, iter string) rsRes {
 			if n.kind == rsLoopK { // the counter step
 				r.events = append(r.events, r.end)
 			}
-			o := m.seq(n.body, r.end, fmt.Sprint(iter, ".", i))
-			r.add(o)
-			r.end = o.end
-			if o.failed {
-				r.failed = true
+			if r.then(m.seq(n.body, r.end, fmt.Sprint(iter, ".", i))) {
 				return r
 			}
 		}
