@@ -75,13 +75,17 @@ func (n *Node) settle(ctx, bgCtx context.Context) error {
 	return nil
 }
 
-// awaitSettled waits until the balancer has settled (true), or until
-// deadline fires, ctx is done, the node is done (failed) or stale (if set)
-// says the wait is no longer needed (false).
+// awaitSettled waits until the balancer has settled and the node's
+// mirror of the owners table shows the partitions it serves (true), or
+// until deadline fires, ctx is done, the node is done (failed) or stale
+// (if set) says the wait is no longer needed (false). The balancer counts
+// a claim once storage has taken it, while the mirror learns of it from
+// a watch a moment later: without the second wait, a node just serving
+// listed itself with no partitions (rivetctl members; CI once).
 func (n *Node) awaitSettled(ctx context.Context, deadline <-chan time.Time, stale func() bool) bool {
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
-	for !n.balancer.Settled() {
+	for !n.balancer.Settled() || !n.mirrorShowsOwn() {
 		if stale != nil && stale() {
 			return false
 		}
@@ -92,6 +96,17 @@ func (n *Node) awaitSettled(ctx context.Context, deadline <-chan time.Time, stal
 		case <-ctx.Done():
 			return false
 		case <-n.done:
+			return false
+		}
+	}
+	return true
+}
+
+// mirrorShowsOwn reports whether the owners table's mirror names this
+// node the owner of every partition it serves.
+func (n *Node) mirrorShowsOwn() bool {
+	for _, p := range n.own.Partitions() {
+		if owner, _ := n.view.ownerOf(p); owner != n.cfg.NodeID {
 			return false
 		}
 	}
