@@ -141,11 +141,15 @@ func TestPeerStreamCarriesCallsErrorsChainsAndCancels(t *testing.T) {
 func echoMany(t *testing.T, cl rivetv1.ActorServiceClient, n int, args func(i int) string) {
 	t.Helper()
 	ref := &rivetv1.ActorRef{Name: "counter", Key: []string{"a"}}
+	// A minute, not ctx's 10 s: under the race detector, a few calls of
+	// megabytes take seconds (TestPeerStreamMixesLargeAndSmallCalls).
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	errs := make(chan error, n)
 	for i := range n {
 		go func() {
 			a := args(i)
-			resp, err := cl.Call(ctx(t), &rivetv1.CallRequest{Actor: ref, Action: "echo", Args: []byte(a)})
+			resp, err := cl.Call(ctx, &rivetv1.CallRequest{Actor: ref, Action: "echo", Args: []byte(a)})
 			if err == nil && string(resp.GetResult()) != a {
 				err = fmt.Errorf("call %d got %d bytes back, want its %d (%.20s)", i, len(resp.GetResult()), len(a), a)
 			}
@@ -269,11 +273,13 @@ func TestPeerStreamMixesLargeAndSmallCalls(t *testing.T) {
 		return req.Args, nil
 	}
 	pc, _ := peerPair(t, f)
-	// 3 MiB each way: under the default limits, and several of them over
+	// 2.1 MiB each way: under the default limits, and any two of them over
 	// a transport bound of 4 MiB per message had they been batched whole.
-	large := `["` + strings.Repeat("x", 3<<20) + `"]`
+	// Four of them, not more: under the race detector, the time this
+	// takes grows faster than their number (1: 0.8 s, 2: 3.5 s, 4: 9 s).
+	large := `["` + strings.Repeat("x", 2100<<10) + `"]`
 	echoMany(t, rivetv1.NewActorServiceClient(pc), 64, func(i int) string {
-		if i%8 == 0 {
+		if i%16 == 0 {
 			return large
 		}
 		return fmt.Sprintf("[%d]", i)
