@@ -6,11 +6,13 @@ package textcut
 import "unicode/utf8"
 
 // Prefix is the longest start of s of at most n bytes that ends on a
-// character boundary (s itself if it is that short).
+// character boundary (s itself if it is that short; "" if n < 0, a
+// bound computed as what is left of a budget already spent).
 func Prefix(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
+	n = max(n, 0)
 	for n > 0 && !utf8.RuneStart(s[n]) {
 		n--
 	}

@@ -22,6 +22,8 @@ func TestPrefixCutsOnACharacter(t *testing.T) {
 		{"日本", 4, "日"},
 		{"日本", 2, ""},
 		{"abc", 0, ""},
+		{"abc", -1, ""},
+		{"", -1, ""},
 	} {
 		got := Prefix(c.s, c.n)
 		if got != c.want || !utf8.ValidString(got) {
