@@ -498,7 +498,7 @@ func (w waitFor) wake() Wake {
 }
 
 // wait blocks until w fires or the thread must stop. A due deadline
-// returns at once.
+// returns at once, and so does a run stopped already (ErrEvicted).
 func (t *thread) wait(w waitFor) error {
 	r := t.r
 	var timer <-chan time.Time
@@ -511,6 +511,20 @@ func (t *thread) wait(w waitFor) error {
 		timer = c
 	}
 	r.mu.Lock()
+	if r.ctx.Err() != nil {
+		// Stopped before it blocked: the thread was at work when the stop
+		// came, as one that begins a primitive then is (cx.begin), so the
+		// run must be woken at once. This wait says only when this thread
+		// would act next, not when what waited on it would: a race's
+		// finisher that it held (it might still finish first) waits for
+		// nothing the host can wake, and its finish is lost with the run.
+		// Yielded until this wait's deadline, the decision came that late,
+		// and every timeout the code after the race counts from the
+		// host's clock with it.
+		r.yieldNow = true
+		r.mu.Unlock()
+		return ErrEvicted
+	}
 	r.active--
 	t.waitFor, t.waitAt = w, len(r.waiting)
 	r.waiting = append(r.waiting, t)

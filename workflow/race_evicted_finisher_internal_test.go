@@ -1,0 +1,108 @@
+package workflow
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rivet-go/rivet/caller"
+)
+
+// stopHost is a host whose clock stands still, with a hook on commits: a
+// test stops the run from it at the instant it chooses. It records nothing
+// and takes no messages.
+type stopHost struct {
+	now      time.Time
+	onCommit func(ws []HistoryWrite)
+	notify   chan struct{}
+}
+
+func (h *stopHost) Now() time.Time { return h.now }
+func (h *stopHost) Timer(at time.Time) (<-chan time.Time, func()) {
+	c := make(chan time.Time, 1)
+	if !at.After(h.now) {
+		c <- h.now
+	}
+	return c, func() {}
+}
+func (h *stopHost) RunStep(context.Context, bool, func(StepEnv) []HistoryWrite) error { return nil }
+func (h *stopHost) Commit(_ context.Context, ws []HistoryWrite) error {
+	if h.onCommit != nil {
+		h.onCommit(ws)
+	}
+	return nil
+}
+func (h *stopHost) Client() caller.Client { return nil }
+func (h *stopHost) Receive(context.Context, []string, int, func([]RawMessage) []HistoryWrite) ([]RawMessage, error) {
+	return nil, nil
+}
+func (h *stopHost) MessageNotify() <-chan struct{} { return h.notify }
+func (h *stopHost) Complete(context.Context, uint64, json.RawMessage, []HistoryWrite) error {
+	return nil
+}
+func (h *stopHost) Actor() (string, []string) { return "test", []string{"test"} }
+func (h *stopHost) Waiting(Wake)              {}
+
+// A race's finisher held by a sibling still at work (which may yet finish
+// first), when the run is evicted: the sibling, past its sleep's commit,
+// blocks only after the stop came, and its wait says a second from now.
+// The finisher's wait says nothing (it waited for the sibling, not for
+// the host), and its finish is lost with the run, to be made again by the
+// next one. That one must come at once, as the finisher would have won
+// now: at the sleep's deadline instead, the race is still decided for it
+// at its time (its replay records that), but the code after the race
+// starts a second late, and counts its own timeouts from there (seed 5 of
+// TestRandomSim ended a second late so, evicted at such an instant).
+func TestAWaitBegunAfterTheStopYieldsAtOnce(t *testing.T) {
+	ctx, evict := context.WithCancel(context.Background())
+	defer evict()
+	h := &stopHost{now: t0, notify: make(chan struct{})}
+	var (
+		r       *run
+		stopped sync.Once
+		failed  string
+	)
+	h.onCommit = func(ws []HistoryWrite) {
+		if len(ws) == 0 || ws[0].Put == nil || ws[0].Put.Path != "r/a/z" {
+			return
+		}
+		// The sleep's pending entry: a is at work, at t0. b finished at
+		// t0 and waits for it (a, declared first, would win a tie).
+		stopped.Do(func() {
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				r.mu.Lock()
+				held := len(r.waiting) == 1 && r.waiting[0].races[0].b == 1
+				r.mu.Unlock()
+				if held {
+					break
+				}
+				if time.Now().After(deadline) {
+					failed = "b never waited for the decision"
+					break
+				}
+				time.Sleep(time.Millisecond)
+			}
+			evict()
+		})
+	}
+	out := Run(ctx, func(c *Ctx[struct{}]) error {
+		r = c.x.t.r
+		_, _, err := Race(c, "r", []RaceBranch[struct{}, int]{
+			{Name: "a", Run: func(c *Ctx[struct{}]) (int, error) { return 0, c.Sleep("z", time.Second) }},
+			{Name: "b", Run: func(c *Ctx[struct{}]) (int, error) { return 1, nil }},
+		})
+		return err
+	}, h, nil)
+	if failed != "" {
+		t.Fatal(failed)
+	}
+	if out.Status != RunYielded {
+		t.Fatalf("outcome %s %v, want yielded", out.Status, out.Err)
+	}
+	if !out.Wake.At.Equal(t0) {
+		t.Fatalf("yielded until %v, want at once (%v): the race was to be decided now", out.Wake.At, t0)
+	}
+}
