@@ -498,7 +498,8 @@ func (w waitFor) wake() Wake {
 }
 
 // wait blocks until w fires or the thread must stop. A due deadline
-// returns at once, and so does a run stopped already (ErrEvicted).
+// returns at once, and so does a run stopped already while a race's
+// finisher waits on the thread (ErrEvicted).
 func (t *thread) wait(w waitFor) error {
 	r := t.r
 	var timer <-chan time.Time
@@ -511,16 +512,18 @@ func (t *thread) wait(w waitFor) error {
 		timer = c
 	}
 	r.mu.Lock()
-	if r.ctx.Err() != nil {
-		// Stopped before it blocked: the thread was at work when the stop
-		// came, as one that begins a primitive then is (cx.begin), so the
-		// run must be woken at once. This wait says only when this thread
-		// would act next, not when what waited on it would: a race's
-		// finisher that it held (it might still finish first) waits for
+	if r.ctx.Err() != nil && t.holdsARaceLocked() {
+		// Stopped before it blocked, while a race's finisher waits on
+		// this thread (it might still finish first): it was at work when
+		// the stop came, as one that begins a primitive then is
+		// (cx.begin), and the run must be woken at once. This wait says
+		// only when this thread would act next; the finisher waits for
 		// nothing the host can wake, and its finish is lost with the run.
-		// Yielded until this wait's deadline, the decision came that late,
-		// and every timeout the code after the race counts from the
-		// host's clock with it.
+		// Yielded until this wait's deadline, the race was decided that
+		// late, and every timeout the code after it counts from the
+		// host's clock with it. Any other wait begun after the stop keeps
+		// its own wake (below): a stop just after a sleep's commit wakes
+		// the workflow at the sleep's end, not for a replay at once.
 		r.yieldNow = true
 		r.mu.Unlock()
 		return ErrEvicted
@@ -562,6 +565,17 @@ func (t *thread) wait(w waitFor) error {
 	}
 	r.mu.Unlock()
 	return t.stopped(false)
+}
+
+// holdsARaceLocked reports whether a finisher of a race t runs under
+// waits for the floors of its threads, t's among them.
+func (t *thread) holdsARaceLocked() bool {
+	for _, s := range t.races {
+		if s.r.holding > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // reportLocked tells the host the run is blocked, if it is: every thread
