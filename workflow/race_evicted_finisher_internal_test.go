@@ -55,7 +55,7 @@ func (h *stopHost) Waiting(Wake)              {}
 // at its time (its replay records that), but the code after the race
 // starts a second late, and counts its own timeouts from there (seed 5 of
 // TestRandomSim ended a second late so, evicted at such an instant).
-func TestAWaitBegunAfterTheStopYieldsAtOnce(t *testing.T) {
+func TestAWaitBegunAfterTheStopWhileAFinisherWaitsYieldsAtOnce(t *testing.T) {
 	ctx, evict := context.WithCancel(context.Background())
 	defer evict()
 	h := &stopHost{now: t0, notify: make(chan struct{})}
@@ -104,5 +104,25 @@ func TestAWaitBegunAfterTheStopYieldsAtOnce(t *testing.T) {
 	}
 	if !out.Wake.At.Equal(t0) {
 		t.Fatalf("yielded until %v, want at once (%v): the race was to be decided now", out.Wake.At, t0)
+	}
+}
+
+// A sleep whose wait begins after the stop, with no race to decide, keeps
+// its own wake: the next run comes at the sleep's end, not at once for a
+// replay that would find the workflow asleep (a node stopped just after a
+// sleep's commit stored "now" as the workflow's wakeup, and a test reading
+// its wakeup after a restart found none).
+func TestASleepBegunAfterTheStopYieldsUntilItsEnd(t *testing.T) {
+	ctx, evict := context.WithCancel(context.Background())
+	defer evict()
+	h := &stopHost{now: t0, notify: make(chan struct{})}
+	h.onCommit = func(ws []HistoryWrite) {
+		if len(ws) > 0 && ws[0].Put != nil && ws[0].Put.Path == "z" {
+			evict() // the sleep's pending entry, before its wait
+		}
+	}
+	out := Run(ctx, func(c *Ctx[struct{}]) error { return c.Sleep("z", time.Second) }, h, nil)
+	if out.Status != RunYielded || !out.Wake.At.Equal(t0.Add(time.Second)) {
+		t.Fatalf("outcome %s %v until %v, want yielded until the sleep's end (%v)", out.Status, out.Err, out.Wake.At, t0.Add(time.Second))
 	}
 }
