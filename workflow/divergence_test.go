@@ -63,6 +63,21 @@ func TestDivergence(t *testing.T) {
 		{"removed step at the end of a loop iteration", loopOf("a", "b"), loopOf("a"), "l/~0/b", `step "l/~0/b"`, `"l/~0" ended`},
 		{"inserted root step", seq("a", "b", "?w"), seq("a", "x", "b", "?w"), "b", `step "b"`, `new step "x"`},
 		{"swapped root steps", seq("a", "b", "?w"), seq("b", "a", "?w"), "a", `step "a" before step "b"`, `"b" first`},
+		// The entry named is the one the code missed, the next one
+		// recorded, whichever name sorts first.
+		{"renamed root step, names out of path order", seq("z", "m", "b", "?w"), seq("z", "c", "b", "?w"), "m", `step "m"`, `new step "c"`},
+		{"inserted root step, names out of path order", seq("z", "m", "b", "?w"), seq("z", "x", "m", "b", "?w"), "m", `step "m"`, `new step "x"`},
+		{"removed last root step, names out of path order", seq("z", "m", "b"), seq("z", "m"), "b", `step "b"`, "the workflow ended"},
+		{"renamed in a loop iteration, names out of path order", loopOf("z", "m", "b"), loopOf("z", "c", "b"), "l/~0/m", `step "l/~0/m"`, `new step "l/~0/c"`},
+		{"inserted before a try block, names out of path order", func(c *logCtx) error {
+			if err := note(c, "z"); err != nil {
+				return err
+			}
+			if _, err := c.Try("t", func(c *logCtx) error { return note(c, "y") }); err != nil {
+				return err
+			}
+			return seq("b", "?w")(c)
+		}, seq("z", "x", "b", "?w"), "t/y", `step "t/y"`, `new step "x"`},
 		{"swapped in a join branch", func(c *logCtx) error {
 			_, err := workflow.Join(c, "j", workflow.Branches[log, int]{"x": func(c *logCtx) (int, error) { return 0, seq("a", "b", "?w")(c) }})
 			return err

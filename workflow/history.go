@@ -257,11 +257,31 @@ func iterationIn(loop, p string) (int, bool) {
 	return i, err == nil
 }
 
-// FirstUnvisited returns the first (in path order) unvisited entry under
-// scope ("" is the root: every entry), if any.
+// FirstUnvisited returns the first unvisited entry under scope ("" is the
+// root: every entry), if any: the first of the scope's own entries in the
+// order they were recorded (in a try block among them, the first of its
+// entries), else the first in path order. A divergence names it as the
+// entry the code missed, so it has to be the one a replay reaches next,
+// not the one whose name sorts first (an inserted step named the last
+// recorded step whose name sorted first, not the step it displaced).
 func (h *History) FirstUnvisited(scope string) (string, bool) {
 	if len(h.unvisited) == 0 {
 		return "", false
+	}
+	if o := h.order[scope]; o != nil {
+		// Entries before o.next are visited (checkOrder, PlaceBefore).
+		for _, e := range o.entries[o.next:] {
+			if _, ok := h.unvisited[e.Path]; !ok {
+				continue
+			}
+			if h.entries[e.Path] == nil { // a try block, which has no entry
+				if p, ok := h.FirstUnvisited(e.Path); ok {
+					return p, true
+				}
+				continue
+			}
+			return e.Path, true
+		}
 	}
 	var candidates []string
 	if scope == "" {
