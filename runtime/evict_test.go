@@ -424,8 +424,8 @@ func TestAStepTooLargeToCommitLeavesTheStateAsItWas(t *testing.T) {
 	waitFor(t, "the workflow's failure", 20*time.Second, func() bool {
 		return inspect(t, e.host, "big", "y").WorkflowStatus == runtime.WorkflowFailed
 	})
-	if ins := inspect(t, e.host, "big", "y"); !strings.Contains(ins.WorkflowError, "too large") {
-		t.Fatalf("workflow error %q, want it to say the write is too large", ins.WorkflowError)
+	if ins := inspect(t, e.host, "big", "y"); !strings.Contains(ins.WorkflowError, "too large") || !strings.Contains(ins.WorkflowError, `step "grow"`) {
+		t.Fatalf("workflow error %q, want it to name the step and say its write is too large", ins.WorkflowError)
 	}
 	if n := callInt(t, e.host, "big", "y", "len", false); n != 0 {
 		t.Fatalf("an action sees a blob of %d bytes that was never committed", n)

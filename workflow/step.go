@@ -255,6 +255,11 @@ func (x *cx) attempt(path string, seq, n int, sp stepSpec) (*Entry, error) {
 			return nil, t.hostErr(err)
 		}
 	} else if err := r.host.RunStep(t.ctx, sp.opts.Ephemeral, fn); err != nil {
+		if res.ne != nil && !res.refused && !res.abandoned {
+			// The body ran and the host refused its writes (too large,
+			// say): the run's failure names the step.
+			err = fmt.Errorf("step %q: %w", path, err)
+		}
 		return nil, t.hostErr(err)
 	}
 	if res.refused {
