@@ -425,7 +425,14 @@ func (a *activation) ranWorkflow(ctx context.Context, r *wfRunner, out workflow.
 		}
 	case workflow.RunFailed:
 		if a.finishWorkflow(workflowStatus{Status: WorkflowFailed, Error: errtext.Of(out.Err), FailedAt: failedAt(out.Err)}) {
-			a.h.log.Warn("workflow failed", actorField(a), zap.Error(out.Err))
+			var pe *workflow.PanicError
+			if errors.As(out.Err, &pe) {
+				// The history keeps the panic's value only: its stack is
+				// logged here, once, as an action's panic is.
+				a.h.log.Error("workflow code panicked", actorField(a), zap.Any("panic", pe.Value), zap.Error(out.Err), zap.ByteString("stack", pe.Stack))
+			} else {
+				a.h.log.Warn("workflow failed", actorField(a), zap.Error(out.Err))
+			}
 			a.h.wfFailed.Add(1)
 		}
 	case workflow.RunYielded:
@@ -574,6 +581,19 @@ type wfHost struct {
 }
 
 var _ workflow.Host = (*wfHost)(nil)
+
+// StepPanicked implements workflow.PanicReporter: the attempt failed,
+// recorded with the panic's value only; its stack is logged here, once,
+// as an action's panic is.
+func (w *wfHost) StepPanicked(path string, rollback bool, value any, stack []byte) {
+	msg := "workflow step panicked"
+	if rollback {
+		msg = "workflow step's rollback handler panicked"
+	}
+	w.a.h.log.Error(msg, actorField(w.a), zap.String("step", path), zap.Any("panic", value), zap.ByteString("stack", stack))
+}
+
+var _ workflow.PanicReporter = (*wfHost)(nil)
 
 // Actor is the activation's actor: its key is the activation's own copy,
 // which nothing changes.

@@ -290,6 +290,18 @@ type BodyGuard interface {
 	MayRunBody() error
 }
 
+// PanicReporter is an optional interface of a Host. A panic in a step
+// body or a rollback handler is a failed attempt, and the history records
+// only its value (as "workflow: step panicked: ..."): the driver calls
+// StepPanicked once for each such panic, with the step's path, whether it
+// was in the step's rollback handler, the panic's value and the stack
+// where it panicked, so that the host can log the stack. (A panic in
+// workflow code outside steps ends the run: its *PanicError, in the
+// Outcome's Err, holds the stack.)
+type PanicReporter interface {
+	StepPanicked(path string, rollback bool, value any, stack []byte)
+}
+
 // SlotHost is a Host that may keep a loop's iterations in storage slots:
 // a loop first recorded while LoopSlots says yes records Slots (its prune
 // interval plus its history size) in its entry, and its prunes are marked

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"slices"
 	"sort"
 	"sync"
@@ -203,6 +204,7 @@ func (x *cx) attempt(path string, seq, n int, sp stepSpec) (*Entry, error) {
 			return res.body(env, ctx, n)
 		})
 		exited = false
+		t.r.reportPanic(err, path, false)
 		if x.closed.Load() {
 			// As above: the function of its Ctx returned while the body
 			// ran. What it did to the state goes too.
@@ -335,15 +337,40 @@ func runBody(parent context.Context, timeout time.Duration, clk Clock, body func
 	return out, err, timedOut
 }
 
-// callBody turns a panic in a step body into a failed attempt.
+// callBody turns a panic in a step body into a failed attempt, its error
+// a *bodyPanic.
 func callBody(ctx context.Context, body func(context.Context) (json.RawMessage, error)) (out json.RawMessage, err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			err = fmt.Errorf("workflow: step panicked: %v", v)
+			err = &bodyPanic{msg: fmt.Sprintf("workflow: step panicked: %v", v), value: v, stack: debug.Stack()}
 		}
 	}()
 	out, err = body(ctx)
 	return out, tame(err)
+}
+
+// bodyPanic is the error of an attempt whose body (a step's, or a
+// rollback handler's) panicked. The history records its message only;
+// the stack, taken where it panicked, goes to the host's log
+// (PanicReporter), once.
+type bodyPanic struct {
+	msg   string
+	value any
+	stack []byte
+}
+
+func (p *bodyPanic) Error() string { return p.msg }
+
+// reportPanic hands the panic of an attempt (err, if it is one) of the
+// step at path, or of its rollback handler, to a host that logs it.
+func (r *run) reportPanic(err error, path string, rollback bool) {
+	p, ok := err.(*bodyPanic)
+	if !ok {
+		return
+	}
+	if pr, ok := r.host.(PanicReporter); ok {
+		pr.StepPanicked(path, rollback, p.value, p.stack)
+	}
 }
 
 // rollbackAction is the compensation of one completed step.
@@ -486,6 +513,7 @@ func (r *run) compensateOnce(root *thread, a rollbackAction, e *Entry, n int) (*
 			return nil, a.run(env, ctx, n)
 		})
 		root.goexitIn = ""
+		r.reportPanic(err, a.path, true)
 		if err != nil && !timedOut && root.ctx.Err() != nil {
 			// Evicted mid-attempt: not counted, as a step's.
 			abandoned = true
