@@ -95,16 +95,17 @@ var reasons = []struct {
 	err         error
 	group, code string
 }{
-	{ErrNotFound, "node", "not_found"},               // no such node (drain)
-	{ErrFailedPrecondition, "node", "last_eligible"}, // a drain of the last node that could take partitions
-	{ErrFailedPrecondition, "actor", "deadlock"},     // a call whose wait for an actor's turn would close a cycle of waits
-	{ErrWorkflowFailed, "workflow", "none"},          // the actor has no workflow
-	{ErrWorkflowFailed, "workflow", "not_ended"},     // a retry of a workflow that runs
-	{ErrWorkflowFailed, "workflow", "not_failed"},    // a retry only if failed, of a completed or cancelled workflow
-	{ErrWorkflowFailed, "workflow", "ended"},         // a cancel of a workflow that has ended
-	{ErrQueueFull, "schedule", "full"},               // an actor's MaxSchedules scheduled calls
-	{ErrQueueFull, "event", "overflow"},              // a subscriber that fell behind its events
-	{ErrQueueFull, "event", "subscribers"},           // the node's or the actor's subscribers at their limit
+	{ErrNotFound, "node", "not_found"},                          // no such node (drain)
+	{ErrFailedPrecondition, "node", "last_eligible"},            // a drain of the last node that could take partitions
+	{ErrFailedPrecondition, "actor", "deadlock"},                // a call whose wait for an actor's turn would close a cycle of waits
+	{ErrWorkflowFailed, "workflow", "none"},                     // the actor has no workflow
+	{ErrWorkflowFailed, "workflow", "not_ended"},                // a retry of a workflow that runs
+	{ErrWorkflowFailed, "workflow", "not_failed"},               // a retry only if failed, of a completed or cancelled workflow
+	{ErrWorkflowFailed, "workflow", "ended"},                    // a cancel of a workflow that has ended
+	{ErrWorkflowFailed, "workflow", "ended_without_completing"}, // a send's wait on a workflow that completed or was cancelled without completing the message
+	{ErrQueueFull, "schedule", "full"},                          // an actor's MaxSchedules scheduled calls
+	{ErrQueueFull, "event", "overflow"},                         // a subscriber that fell behind its events
+	{ErrQueueFull, "event", "subscribers"},                      // the node's or the actor's subscribers at their limit
 }
 
 // Reasonf returns an error of kind with the reason (group, code), one of

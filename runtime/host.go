@@ -1704,8 +1704,23 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 				// caller that retried would queue the message twice.
 				return res, nil
 			}
+			// The reason says how the workflow ended, as a wait refused
+			// up front does: workflow.failed only for one that failed;
+			// one that completed (or was cancelled) without completing
+			// the message is no failure. The workflow's error follows
+			// only if it has one.
 			st := act.workflowStatus()
-			return res, rivet.Errorf(rivet.ErrWorkflowFailed, "the workflow of %s ended without completing message %d: %s", act.describe(), seq, orNone(st.Error))
+			msg := fmt.Sprintf("the workflow of %s ended (%s) without completing message %d", act.describe(), orNone(st.Status), seq)
+			if st.Status == WorkflowFailed {
+				msg = fmt.Sprintf("the workflow of %s failed without completing message %d", act.describe(), seq)
+			}
+			if st.Error != "" {
+				msg += ": " + st.Error
+			}
+			if st.Status == WorkflowFailed {
+				return res, rivet.Errorf(rivet.ErrWorkflowFailed, "%s", msg)
+			}
+			return res, rivet.Reasonf(rivet.ErrWorkflowFailed, "workflow", "ended_without_completing", "%s", msg)
 		}
 		res.Status, res.Response = SendCompleted, resp
 		return res, nil
