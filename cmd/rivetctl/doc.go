@@ -21,6 +21,9 @@
 // character that does not print escaped as in JSON (\u001b, \r, \n), so
 // that an escape sequence in it never reaches the terminal; JSON output
 // (--output json, payloads) escapes them too, which leaves its value as it is.
+// A workflow's error of several lines (a failed rollback's follows the
+// workflow's own) is shown on one line, its lines joined by "; ", in
+// inspect, history and actors --failed alike.
 //
 // On failure rivetctl prints one line on stderr, with the gRPC code and the
 // rivet error code, and exits 1; a usage error (bad flags, arguments or

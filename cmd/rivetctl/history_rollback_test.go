@@ -140,3 +140,32 @@ car     step  completed               1         2
 		t.Errorf("history -o json does not say the compensation is settled:\n%s", r.stdout)
 	}
 }
+
+// A workflow error of several lines (the workflow's own, then its failed
+// rollback's, as errors.Join puts them) is one line in inspect and history,
+// its lines joined by "; " as actors --failed joins them, not a literal \n.
+func TestAFailedRollbacksErrorReadsOnOneLine(t *testing.T) {
+	const joined = "workflow: step \"charge\" failed: the bank declined the card\nworkflow: rollback of step \"reserve\" failed: stock service down"
+	const want = `workflow: step "charge" failed: the bank declined the card; workflow: rollback of step "reserve" failed: stock service down`
+	f := servertest.NewFake()
+	f.InspectFunc = func(_ context.Context, ref runtime.Ref) (runtime.Inspection, error) {
+		return runtime.Inspection{Info: runtime.ActorInfo{Ref: ref}, WorkflowStatus: "failed", WorkflowError: joined}, nil
+	}
+	f.HistoryFunc = func(context.Context, runtime.Ref, runtime.HistoryOptions) (runtime.History, error) {
+		return runtime.History{WorkflowStatus: "failed", WorkflowError: joined}, nil
+	}
+	addr := servertest.Start(t, f, servertest.Config{})
+
+	r := rivetctl(t, addr, "inspect", "saga", "s")
+	if r.code != 0 || !strings.Contains(r.stdout, "workflow error  "+want+"\n") || strings.Contains(r.stdout, `\n`) {
+		t.Errorf("inspect: exit %d, want the error on one line, joined by \"; \":\n%s", r.code, r.stdout)
+	}
+	r = rivetctl(t, addr, "history", "saga", "s")
+	if r.code != 0 || !strings.Contains(r.stdout, "error     "+want+"\n") || strings.Contains(r.stdout, `\n`) {
+		t.Errorf("history: exit %d, want the error on one line, joined by \"; \":\n%s", r.code, r.stdout)
+	}
+	// -o json keeps the error as it is.
+	if r := rivetctl(t, addr, "-o", "json", "history", "saga", "s"); !strings.Contains(r.stdout, `declined the card\nworkflow: rollback`) {
+		t.Errorf("history -o json changed the error:\n%s", r.stdout)
+	}
+}

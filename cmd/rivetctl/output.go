@@ -195,7 +195,7 @@ func (a *app) printInspection(in client.Inspection) error {
 		row("workflow", in.WorkflowStatus+describeWake(in.WorkflowWakeAt, in.WorkflowWakeQueues, in.WorkflowWakeAnyQueue))
 	}
 	if in.WorkflowError != "" {
-		row("workflow error", in.WorkflowError)
+		row("workflow error", errorLine(in.WorkflowError))
 	}
 	qs := make([]string, len(in.Queues))
 	for i, q := range in.Queues {
@@ -276,6 +276,23 @@ func (a *app) printActors(actors []client.ActorInfo) error {
 	return tw.Flush()
 }
 
+// errorLine is an error of several lines (errors.Join's, as a failed
+// rollback's after the workflow's own error) on one line, for text
+// output: its lines, trimmed, non-empty, joined by "; ". (printable would
+// show each newline as a literal \n.)
+func errorLine(s string) string {
+	if !strings.ContainsAny(s, "\r\n") {
+		return s
+	}
+	var lines []string
+	for l := range strings.Lines(s) {
+		if l = strings.TrimSpace(l); l != "" {
+			lines = append(lines, l)
+		}
+	}
+	return strings.Join(lines, "; ")
+}
+
 // printFailed prints actors whose workflows failed, with each error on one
 // line, its lines joined by "; ", cut at 120 characters (-o json has the
 // error as the index keeps it, up to 1 KiB; inspect has all of it): a
@@ -288,13 +305,7 @@ func (a *app) printFailed(actors []client.ActorInfo) error {
 	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tKEY\tOWNER\tFAILED\tERROR")
 	for _, x := range actors {
-		var lines []string
-		for l := range strings.Lines(x.WorkflowError) {
-			if l = strings.TrimSpace(l); l != "" {
-				lines = append(lines, l)
-			}
-		}
-		msg := strings.Join(lines, "; ")
+		msg := errorLine(x.WorkflowError)
 		if r := []rune(msg); len(r) > 120 {
 			msg = string(r[:119]) + "…"
 		}

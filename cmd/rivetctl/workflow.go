@@ -269,7 +269,7 @@ func (a *app) printHistory(h client.History) error {
 	}
 	fmt.Fprintf(a.stdout, "workflow  %s\n", printable(h.WorkflowStatus+describeWake(h.WorkflowWakeAt, h.WorkflowWakeQueues, h.WorkflowWakeAnyQueue)))
 	if h.WorkflowError != "" {
-		fmt.Fprintf(a.stdout, "error     %s\n", printable(h.WorkflowError))
+		fmt.Fprintf(a.stdout, "error     %s\n", printable(errorLine(h.WorkflowError)))
 	}
 	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "PATH\tKIND\tSTATUS\tATTEMPTS\tOUTPUT / ERROR")
