@@ -44,8 +44,10 @@ type StepOptions struct {
 	// (4 attempts in all). NoRetries (any negative value): one attempt.
 	MaxRetries int
 	// RetryBackoffBase and RetryBackoffMax shape the wait before retry n
-	// (n = failed attempts so far): min(max, base·2^n), no jitter, so
-	// replays compute the same wait. 0: 100 ms and 30 s.
+	// (n = failed attempts so far, from 1): min(max, base·2^n), no jitter,
+	// so replays compute the same wait. The first retry thus waits
+	// 2·base, not base (a base of 200 ms: 400 ms, 800 ms, 1.6 s, ...).
+	// 0: 100 ms and 30 s (200 ms, 400 ms, 800 ms, ...).
 	RetryBackoffBase time.Duration
 	RetryBackoffMax  time.Duration
 	// RetryOnTimeout makes a timeout an ordinary, retried failure.
@@ -93,8 +95,9 @@ func policyOf(o StepOptions) retryPolicy {
 	return p
 }
 
-// Backoff is the wait before retrying a step that failed attempts times:
-// min(max, base·2^attempts). With the defaults: 200 ms, 400 ms, 800 ms.
+// Backoff is the wait before retrying a step that failed attempts times
+// (1 after its first attempt): min(max, base·2^attempts), so the first
+// retry waits 2·base. With the defaults: 200 ms, 400 ms, 800 ms.
 func Backoff(attempts int, base, max time.Duration) time.Duration {
 	if attempts < 0 {
 		attempts = 0
