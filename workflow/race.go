@@ -40,6 +40,11 @@ type race struct {
 	// makes every floor change signal.
 	threads []raceThread
 	holding int
+	// heldAtStop is set once a finisher stopped waiting on those floors
+	// because the run was stopped: the threads it waited on were at work
+	// then, as they are for a finisher still waiting (see
+	// thread.holdsARaceLocked).
+	heldAtStop bool
 	// parent is the thread that runs the race: decided, it stands for the
 	// winner in the races it runs under (see decideLocked).
 	parent *thread
@@ -50,6 +55,15 @@ type race struct {
 	// changed is closed (and replaced) on every change, to wake the
 	// branches waiting for a decision or a claim.
 	changed chan struct{}
+}
+
+// unholdLocked notes that a thread that waited on the floors of rc's
+// threads (holding) no longer does; stopped, that the run was stopped.
+func (rc *race) unholdLocked(stopped bool) {
+	rc.holding--
+	if stopped {
+		rc.heldAtStop = true
+	}
 }
 
 // raceThread is a thread under branch b of a race.
@@ -204,7 +218,7 @@ func (r *run) raceFinish(c *thread, rc *race, b int) {
 		err := c.wait(waitFor{change: ch, floor: c.now, hasFloor: true})
 		r.mu.Lock()
 		if held {
-			rc.holding--
+			rc.unholdLocked(r.ctx.Err() != nil)
 		}
 		if err != nil {
 			break
@@ -302,7 +316,7 @@ func (t *thread) awaitEarlier(at time.Time) error {
 		r.mu.Unlock()
 		err := t.wait(waitFor{change: ch, floor: at, hasFloor: true})
 		r.mu.Lock()
-		held.holding--
+		held.unholdLocked(r.ctx.Err() != nil)
 		if err != nil {
 			r.mu.Unlock()
 			return err

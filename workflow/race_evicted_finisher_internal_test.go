@@ -126,3 +126,77 @@ func TestASleepBegunAfterTheStopYieldsUntilItsEnd(t *testing.T) {
 		t.Fatalf("outcome %s %v until %v, want yielded until the sleep's end (%v)", out.Status, out.Err, out.Wake.At, t0.Add(time.Second))
 	}
 }
+
+// As above, but the finisher's wait ends with the stop before the sibling
+// at work begins its own: the run must still be woken at once. The
+// finisher was held when the stop came, and its finish is lost with the
+// run however soon it noticed (seed 84 of TestRandomSim, evicted after
+// a sibling's sleep's commit, slept a thousand hours on a race decided
+// at once).
+func TestAWaitBegunAfterTheStopYieldsAtOnceOnceTheFinisherLeft(t *testing.T) {
+	ctx, evict := context.WithCancel(context.Background())
+	defer evict()
+	h := &stopHost{now: t0, notify: make(chan struct{})}
+	var (
+		r       *run
+		stopped sync.Once
+		failed  string
+	)
+	// until polls cond, with r.mu held, for up to 10 s.
+	until := func(cond func() bool) bool {
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			r.mu.Lock()
+			ok := cond()
+			r.mu.Unlock()
+			if ok {
+				return true
+			}
+			if time.Now().After(deadline) {
+				return false
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	h.onCommit = func(ws []HistoryWrite) {
+		if len(ws) == 0 || ws[0].Put == nil || ws[0].Put.Path != "r/a/z" {
+			return
+		}
+		stopped.Do(func() {
+			var rc *race
+			if !until(func() bool {
+				if len(r.waiting) == 1 && r.waiting[0].races[0].b == 1 {
+					rc = r.waiting[0].races[0].r
+					return true
+				}
+				return false
+			}) {
+				failed = "b never waited for the decision"
+				return
+			}
+			evict()
+			// a, still in its sleep's commit, begins its wait only once
+			// b left its own.
+			if !until(func() bool { return rc.holding == 0 }) {
+				failed = "b never stopped waiting"
+			}
+		})
+	}
+	out := Run(ctx, func(c *Ctx[struct{}]) error {
+		r = c.x.t.r
+		_, _, err := Race(c, "r", []RaceBranch[struct{}, int]{
+			{Name: "a", Run: func(c *Ctx[struct{}]) (int, error) { return 0, c.Sleep("z", time.Second) }},
+			{Name: "b", Run: func(c *Ctx[struct{}]) (int, error) { return 1, nil }},
+		})
+		return err
+	}, h, nil)
+	if failed != "" {
+		t.Fatal(failed)
+	}
+	if out.Status != RunYielded {
+		t.Fatalf("outcome %s %v, want yielded", out.Status, out.Err)
+	}
+	if !out.Wake.At.Equal(t0) {
+		t.Fatalf("yielded until %v, want at once (%v): the race was to be decided now", out.Wake.At, t0)
+	}
+}

@@ -568,10 +568,12 @@ func (t *thread) wait(w waitFor) error {
 }
 
 // holdsARaceLocked reports whether a finisher of a race t runs under
-// waits for the floors of its threads, t's among them.
+// waits for the floors of its threads, t's among them, or did when the run
+// was stopped: one that noticed the stop first has left its wait, but its
+// finish is lost with the run all the same.
 func (t *thread) holdsARaceLocked() bool {
 	for _, s := range t.races {
-		if s.r.holding > 0 {
+		if s.r.holding > 0 || s.r.heldAtStop {
 			return true
 		}
 	}
