@@ -71,40 +71,13 @@ func TestAWaitBegunAfterTheStopWhileAFinisherWaitsYieldsAtOnce(t *testing.T) {
 		// The sleep's pending entry: a is at work, at t0. b finished at
 		// t0 and waits for it (a, declared first, would win a tie).
 		stopped.Do(func() {
-			deadline := time.Now().Add(10 * time.Second)
-			for {
-				r.mu.Lock()
-				held := len(r.waiting) == 1 && r.waiting[0].races[0].b == 1
-				r.mu.Unlock()
-				if held {
-					break
-				}
-				if time.Now().After(deadline) {
-					failed = "b never waited for the decision"
-					break
-				}
-				time.Sleep(time.Millisecond)
+			if !untilLocked(r, func() bool { return len(r.waiting) == 1 && r.waiting[0].races[0].b == 1 }) {
+				failed = "b never waited for the decision"
 			}
 			evict()
 		})
 	}
-	out := Run(ctx, func(c *Ctx[struct{}]) error {
-		r = c.x.t.r
-		_, _, err := Race(c, "r", []RaceBranch[struct{}, int]{
-			{Name: "a", Run: func(c *Ctx[struct{}]) (int, error) { return 0, c.Sleep("z", time.Second) }},
-			{Name: "b", Run: func(c *Ctx[struct{}]) (int, error) { return 1, nil }},
-		})
-		return err
-	}, h, nil)
-	if failed != "" {
-		t.Fatal(failed)
-	}
-	if out.Status != RunYielded {
-		t.Fatalf("outcome %s %v, want yielded", out.Status, out.Err)
-	}
-	if !out.Wake.At.Equal(t0) {
-		t.Fatalf("yielded until %v, want at once (%v): the race was to be decided now", out.Wake.At, t0)
-	}
+	wantYieldedAtOnce(t, raceOfSleepAndFinisher(ctx, h, &r), failed)
 }
 
 // A sleep whose wait begins after the stop, with no race to decide, keeps
@@ -142,29 +115,13 @@ func TestAWaitBegunAfterTheStopYieldsAtOnceOnceTheFinisherLeft(t *testing.T) {
 		stopped sync.Once
 		failed  string
 	)
-	// until polls cond, with r.mu held, for up to 10 s.
-	until := func(cond func() bool) bool {
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			r.mu.Lock()
-			ok := cond()
-			r.mu.Unlock()
-			if ok {
-				return true
-			}
-			if time.Now().After(deadline) {
-				return false
-			}
-			time.Sleep(time.Millisecond)
-		}
-	}
 	h.onCommit = func(ws []HistoryWrite) {
 		if len(ws) == 0 || ws[0].Put == nil || ws[0].Put.Path != "r/a/z" {
 			return
 		}
 		stopped.Do(func() {
 			var rc *race
-			if !until(func() bool {
+			if !untilLocked(r, func() bool {
 				if len(r.waiting) == 1 && r.waiting[0].races[0].b == 1 {
 					rc = r.waiting[0].races[0].r
 					return true
@@ -177,19 +134,48 @@ func TestAWaitBegunAfterTheStopYieldsAtOnceOnceTheFinisherLeft(t *testing.T) {
 			evict()
 			// a, still in its sleep's commit, begins its wait only once
 			// b left its own.
-			if !until(func() bool { return rc.holding == 0 }) {
+			if !untilLocked(r, func() bool { return rc.holding == 0 }) {
 				failed = "b never stopped waiting"
 			}
 		})
 	}
-	out := Run(ctx, func(c *Ctx[struct{}]) error {
-		r = c.x.t.r
+	wantYieldedAtOnce(t, raceOfSleepAndFinisher(ctx, h, &r), failed)
+}
+
+// untilLocked polls cond, with r.mu held, for up to 10 s.
+func untilLocked(r *run, cond func() bool) bool {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r.mu.Lock()
+		ok := cond()
+		r.mu.Unlock()
+		if ok {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// raceOfSleepAndFinisher runs a race of a, which sleeps a second, and b,
+// which finishes at once, on h, setting *r to the run first.
+func raceOfSleepAndFinisher(ctx context.Context, h *stopHost, r **run) Outcome {
+	return Run(ctx, func(c *Ctx[struct{}]) error {
+		*r = c.x.t.r
 		_, _, err := Race(c, "r", []RaceBranch[struct{}, int]{
 			{Name: "a", Run: func(c *Ctx[struct{}]) (int, error) { return 0, c.Sleep("z", time.Second) }},
 			{Name: "b", Run: func(c *Ctx[struct{}]) (int, error) { return 1, nil }},
 		})
 		return err
 	}, h, nil)
+}
+
+// wantYieldedAtOnce fails t unless out yielded until t0, the clock's
+// instant, or a hook of the test failed.
+func wantYieldedAtOnce(t *testing.T, out Outcome, failed string) {
+	t.Helper()
 	if failed != "" {
 		t.Fatal(failed)
 	}
