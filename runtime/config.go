@@ -37,6 +37,14 @@ type Config struct {
 	MaxStateBytes int
 	// MaxResultBytes bounds an action's JSON result. Default 4 MiB.
 	MaxResultBytes int
+	// MaxStepOutputBytes bounds a workflow step's JSON output. An attempt
+	// whose output, or whose state, is over its limit fails for good
+	// (workflow.FailureCritical) and its changes are discarded: the
+	// workflow's code sees the step's error. Default 1 MiB: a step's
+	// record goes to etcd in one transaction (1.4 MiB) with the
+	// bookkeeping that rides with it, and a larger one would fail the
+	// run instead (its commit refused).
+	MaxStepOutputBytes int
 	// MaxArgsBytes bounds an action's JSON arguments, of a call an actor
 	// makes (a client's call is checked by the node's server, to the same
 	// limit). Default 4 MiB.
@@ -61,14 +69,15 @@ type Config struct {
 // DefaultConfig returns the defaults, matching the original engine's.
 func DefaultConfig() Config {
 	return Config{
-		IdleTimeout:     30 * time.Second,
-		ActionTimeout:   60 * time.Second,
-		MaxActiveActors: 100_000,
-		MaxStateBytes:   1 << 20,
-		MaxResultBytes:  4 << 20,
-		MaxArgsBytes:    4 << 20,
-		MaxMessageBytes: 64 << 10,
-		MaxQueueDepth:   1000,
+		IdleTimeout:        30 * time.Second,
+		ActionTimeout:      60 * time.Second,
+		MaxActiveActors:    100_000,
+		MaxStateBytes:      1 << 20,
+		MaxResultBytes:     4 << 20,
+		MaxStepOutputBytes: 1 << 20,
+		MaxArgsBytes:       4 << 20,
+		MaxMessageBytes:    64 << 10,
+		MaxQueueDepth:      1000,
 	}
 }
 
@@ -94,6 +103,9 @@ func (c *Config) validate() error {
 	}
 	if c.MaxResultBytes <= 0 {
 		c.MaxResultBytes = d.MaxResultBytes
+	}
+	if c.MaxStepOutputBytes <= 0 {
+		c.MaxStepOutputBytes = d.MaxStepOutputBytes
 	}
 	if c.MaxArgsBytes <= 0 {
 		c.MaxArgsBytes = d.MaxArgsBytes

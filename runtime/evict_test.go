@@ -399,8 +399,9 @@ type bigState struct {
 }
 
 // A step whose record and state together are too large for one store
-// transaction fails the workflow, and its state change stays uncommitted:
-// actions do not see it, and a later action does not commit it.
+// transaction fails as that step (here the workflow returns its error), and
+// its state change stays uncommitted: actions do not see it, and a later
+// action does not commit it.
 func TestAStepTooLargeToCommitLeavesTheStateAsItWas(t *testing.T) {
 	t.Parallel()
 	big := rivet.Actor[bigState]{

@@ -578,6 +578,92 @@ type wfHost struct {
 	workflow.SystemClock
 	a *activation
 	r *wfRunner
+	// check is checkStep, made once per run (a method value made per
+	// step would be an allocation per step), and checked what it found,
+	// for the step's commit: both guarded by the step's turn.
+	check   func(json.RawMessage) error
+	checked checkedAttempt
+}
+
+// checkedAttempt is the state an attempt left, encoded by checkStep.
+type checkedAttempt struct {
+	events  *turnEvents // the attempt's turn's, to drop if it is refused
+	state   []byte
+	changed bool
+	ok      bool
+}
+
+// checkStep is a step attempt's StepEnv.Check: the attempt's own writes,
+// its output and the state it left, each within its limit. Refused, the
+// attempt's changes are discarded (its state, scheduled calls, events) and
+// the engine records it as failed for good, with this error: the same
+// writes would be refused again, and the workflow's code can handle the
+// failure (or roll back for it), where a run failed by its host could only
+// be retried into the same wall. The state's encoding is kept for the
+// commit, which would otherwise encode it again.
+func (w *wfHost) checkStep(out json.RawMessage) error {
+	a := w.a
+	if err := w.CheckOutput(out); err != nil {
+		w.discardAttempt()
+		return err
+	}
+	b, changed, err := a.encodeStateGuarded()
+	if err != nil {
+		w.discardAttempt()
+		return fmt.Errorf("the state of %s does not marshal to JSON: %w", a.describe(), err)
+	}
+	if len(b) > a.h.cfg.MaxStateBytes {
+		w.discardAttempt()
+		return rivet.Errorf(rivet.ErrTooLarge, "the state of %s would be %d bytes, the limit is %d; the attempt's changes were discarded", a.describe(), len(b), a.h.cfg.MaxStateBytes)
+	}
+	if changed && len(out)+len(b) > ownWritesChecked {
+		// Each within its limit, but the step's record and the state go
+		// to storage in one transaction (or one key), with the calls the
+		// attempt scheduled. What its thread's earlier writes add is not
+		// the step's doing: if only they make the commit too large, the
+		// host's refusal fails the run.
+		l := a.h.store.Limits()
+		l.MaxTxnBytes -= recordOverhead
+		ops := append([]storage.Op{storage.Put(a.stateKey(), b), storage.Put(a.stateKey(), out)}, a.schedOps()...)
+		if err := l.Check(storage.Txn{Fence: a.fence, Ops: ops}); err != nil {
+			w.discardAttempt()
+			return rivet.Errorf(rivet.ErrTooLarge, "the step's output (%d bytes) and the state of %s (%d bytes) are too large for one transaction: %v; the attempt's changes were discarded", len(out), a.describe(), len(b), err)
+		}
+	}
+	w.checked.state, w.checked.changed, w.checked.ok = b, changed, true
+	return nil
+}
+
+// ownWritesChecked is the size of a step's output and state below which
+// they fit one transaction whatever its other limits: checkStep counts
+// only larger ones.
+const ownWritesChecked = 256 << 10
+
+// recordOverhead bounds what a step's record adds to its output (its path,
+// its other fields, their JSON) and what rides with it (at most
+// workflow.MaxRidingBytes of its thread's earlier writes).
+const recordOverhead = 4<<10 + workflow.MaxRidingBytes
+
+// CheckOutput implements workflow.OutputChecker: a step's output within
+// MaxStepOutputBytes, so that its record fits a transaction.
+func (w *wfHost) CheckOutput(out json.RawMessage) error {
+	if limit := w.a.h.cfg.MaxStepOutputBytes; len(out) > limit {
+		return rivet.Errorf(rivet.ErrTooLarge, "the step's output is %d bytes, the limit is %d", len(out), limit)
+	}
+	return nil
+}
+
+var _ workflow.OutputChecker = (*wfHost)(nil)
+
+// discardAttempt puts memory back to what is durable, as for an abandoned
+// attempt, and drops the attempt's events and background tasks.
+func (w *wfHost) discardAttempt() {
+	w.a.restoreState()
+	if te := w.checked.events; te != nil {
+		w.a.evMu.Lock()
+		te.evs, te.tasks = nil, nil
+		w.a.evMu.Unlock()
+	}
 }
 
 var _ workflow.Host = (*wfHost)(nil)
@@ -786,7 +872,13 @@ func (w *wfHost) RunStep(ctx context.Context, ephemeral bool, fn func(env workfl
 	var te *turnEvents
 	err := w.turnWith(ctx, TurnStep, chain, &te, func() ([]storage.Op, error) {
 		ts := a.newTurnSchedule(false, te)
-		writes := fn(workflow.StepEnv{State: a.state, Client: &hostClient{h: a.h, chain: chain, from: a}, Events: te, Vars: a.vars, Destroy: ts.destroy, Schedule: ts, Tasks: te})
+		if w.check == nil {
+			w.check = w.checkStep
+		}
+		w.checked = checkedAttempt{events: te}
+		writes := fn(workflow.StepEnv{State: a.state, Client: &hostClient{h: a.h, chain: chain, from: a}, Events: te, Vars: a.vars, Destroy: ts.destroy, Schedule: ts, Tasks: te, Check: w.check})
+		checked := w.checked
+		w.checked = checkedAttempt{}
 		steps = countSteps(writes)
 		if len(writes) == 0 {
 			// Abandoned attempt: its state changes are not committed, so
@@ -794,22 +886,31 @@ func (w *wfHost) RunStep(ctx context.Context, ephemeral bool, fn func(env workfl
 			a.restoreState()
 			return nil, nil
 		}
+		b, changed := checked.state, checked.changed
+		if !checked.ok {
+			// Not checked (a rollback handler's attempt, or one checkStep
+			// refused, whose state is back to what is durable). Before the
+			// history's ops are made, which note the loops' slots as
+			// written: a refused write must leave them as they were.
+			// A panic of its encoder is its error: evicted by the panic,
+			// the actor would run the step again from storage, and panic
+			// again.
+			var err error
+			b, changed, err = a.encodeStateGuarded()
+			if err != nil {
+				a.restoreState()
+				return nil, fmt.Errorf("state of %s does not marshal to JSON: %w", a.describe(), err)
+			}
+			if len(b) > a.h.cfg.MaxStateBytes {
+				// Memory goes back to what is durable, so that actions do
+				// not read a change that was never committed.
+				a.restoreState()
+				return nil, rivet.Errorf(rivet.ErrTooLarge, "state of %s would be %d bytes, the limit is %d", a.describe(), len(b), a.h.cfg.MaxStateBytes)
+			}
+		}
 		ops, back, target, err := a.historyOps(writes)
 		if err != nil {
 			return nil, err
-		}
-		// A panic of its encoder is its error: evicted by the panic, the
-		// actor would run the step again from storage, and panic again.
-		b, changed, err := a.encodeStateGuarded()
-		if err != nil {
-			a.restoreState()
-			return nil, fmt.Errorf("state of %s does not marshal to JSON: %w", a.describe(), err)
-		}
-		if len(b) > a.h.cfg.MaxStateBytes {
-			// Memory goes back to what is durable, so that actions do not
-			// read a change that was never committed.
-			a.restoreState()
-			return nil, rivet.Errorf(rivet.ErrTooLarge, "state of %s would be %d bytes, the limit is %d", a.describe(), len(b), a.h.cfg.MaxStateBytes)
 		}
 		if changed {
 			ops = append(ops, storage.Put(a.stateKey(), b))

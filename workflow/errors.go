@@ -421,3 +421,11 @@ func isControl(err error) bool {
 	var pe *PanicError
 	return errors.As(err, &pe)
 }
+
+// size is about what e adds to its entry (payloadBytes).
+func (e *RecordedError) size() int {
+	if e == nil {
+		return 0
+	}
+	return len(e.Message) + len(e.Code)
+}

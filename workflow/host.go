@@ -143,6 +143,24 @@ type StepEnv struct {
 	// Tasks starts background work the actor owns (StepCtx.KeepAwake)
 	// as the attempt's events go (nil: the host offers none).
 	Tasks KeepAwaker
+	// Check, if not nil, is called once the attempt's body has returned,
+	// before its record is made, with the body's output (nil if it
+	// failed). An error says that what the attempt wrote is beyond the
+	// host's limits (the state or the output too large, a state that does
+	// not encode): the host has discarded the attempt's changes (state,
+	// scheduled calls, events) and the attempt fails for good
+	// (FailureCritical, the error recorded, no output). It is the step's
+	// own doing, checked on its own writes alone, so the workflow's code
+	// sees it as the step's error (to handle, or to roll back for), where
+	// a refusal of the whole commit (with writes the step did not make)
+	// fails the run.
+	Check func(output json.RawMessage) error
+}
+
+// OutputChecker is implemented by a host that bounds the output of a step
+// that takes no turn (Do): its StepEnv's Check.
+type OutputChecker interface {
+	CheckOutput(output json.RawMessage) error
 }
 
 // KeepAwaker starts background work that keeps its actor in memory

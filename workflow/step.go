@@ -225,12 +225,31 @@ func (x *cx) attempt(path string, seq, n int, sp stepSpec) (*Entry, error) {
 			res.abandoned = true
 			return nil
 		}
+		if env.Check != nil {
+			// The host encodes the state here: its encoder is the
+			// actor's code, which may call runtime.Goexit too.
+			exited = true
+			cerr := checkAttempt(env.Check, out, err, timedOut)
+			exited = false
+			if cerr != nil {
+				out, err, timedOut = nil, cerr, false
+			}
+		}
 		res.ne = recordAttempt(path, n, attemptResult{start: start, end: t.stamp(), output: out, err: err, timedOut: timedOut}, res.pol)
 		res.ne.Seq, res.ne.TryPlaces = seq, x.sc.tryPlaces
 		res.ne.HasRollback = res.hasRollback && res.ne.Status == StatusCompleted
 		t.r.markEntry(res.ne)
 		res.batch = AppendWrites(append(res.one[:0], t.pending...), HistoryWrite{Put: res.ne})
 		return res.batch
+	}
+	if len(t.pending) > 0 && payloadBytes(t.pending) > MaxRidingBytes {
+		// What the thread recorded before (a settled join's outputs, a
+		// loop's state) goes out alone first, so that a host that bounds
+		// the attempt's own writes (StepEnv.Check) never refuses them
+		// for writes the step did not make.
+		if err := t.commit(); err != nil {
+			return nil, err
+		}
 	}
 	if sp.stateless {
 		// No turn: other steps (of other join or race branches, or
@@ -246,7 +265,11 @@ func (x *cx) attempt(path string, seq, n int, sp stepSpec) (*Entry, error) {
 				return nil, t.hostErr(err)
 			}
 		}
-		writes := fn(StepEnv{Client: r.host.Client()})
+		env := StepEnv{Client: r.host.Client()}
+		if oc, ok := r.host.(OutputChecker); ok {
+			env.Check = oc.CheckOutput
+		}
+		writes := fn(env)
 		if res.refused {
 			return nil, x.strayErr("step", sp.opts.Name)
 		}
@@ -282,6 +305,58 @@ func (x *cx) attempt(path string, seq, n int, sp stepSpec) (*Entry, error) {
 		r.registerRollback(ne, sp.rollback, sp.pol)
 	}
 	return ne, nil
+}
+
+// MaxRidingBytes bounds the payload (outputs, states, errors, message
+// bodies) of the writes a thread recorded but has not committed yet that
+// go out with a step attempt's record: more goes out on its own first. A
+// host's bound on the attempt's own writes (StepEnv.Check) plus this one
+// fits its transaction.
+const MaxRidingBytes = 64 << 10
+
+// payloadBytes is what ws carry beyond their entries' fixed fields, and a
+// few hundred bytes per write for those.
+func payloadBytes(ws []HistoryWrite) int {
+	n := 0
+	for _, w := range ws {
+		n += 256 + len(w.DeleteTree)
+		for _, m := range w.Requeue {
+			n += len(m.Body)
+		}
+		e := w.Put
+		if e == nil {
+			continue
+		}
+		n += len(e.Path) + len(e.Output) + len(e.State) + e.Error.size() + e.RollbackError.size() + e.RollbackRetryError.size()
+		for _, m := range e.Messages {
+			n += len(m.Body)
+		}
+		for name, b := range e.Branches {
+			n += len(name) + len(b.Output) + b.Error.size()
+		}
+	}
+	return n
+}
+
+// checkAttempt asks the host whether it can commit what an attempt wrote
+// (check is StepEnv.Check): its error, if it cannot, is the attempt's,
+// critical (the same writes would be refused again), and names the body's
+// own failure if it had one.
+func checkAttempt(check func(json.RawMessage) error, out json.RawMessage, err error, timedOut bool) error {
+	if err != nil || timedOut {
+		out = nil
+	}
+	cerr := check(out)
+	if cerr == nil {
+		return nil
+	}
+	switch {
+	case err != nil:
+		cerr = fmt.Errorf("%w (the attempt had failed: %v)", cerr, err)
+	case timedOut:
+		cerr = fmt.Errorf("%w (the attempt had timed out)", cerr)
+	}
+	return Critical(cerr)
 }
 
 // runBody runs body with a context that is cancelled after timeout (0:

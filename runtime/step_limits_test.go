@@ -1,0 +1,195 @@
+package runtime_test
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/runtime"
+	"github.com/rivet-go/rivet/workflow"
+)
+
+type limitsState struct {
+	Blob   string   `json:"blob"`
+	N      int      `json:"n"`
+	Errors []string `json:"errors"`
+}
+
+// A step whose own writes are over the node's limits (its output, its
+// state, or the two together too large for one transaction) fails as that
+// step, for good, with its changes discarded: the workflow's code gets the
+// error and goes on (a host's refusal used to fail the whole run, and a
+// retry of the run ran the step's side effect again into the same wall).
+func TestAStepOverItsLimitsFailsAsTheStepForTheCodeToHandle(t *testing.T) {
+	t.Parallel()
+	var bodies [3]atomic.Int32
+	over := []struct {
+		name string
+		body func(s *workflow.StepCtx[limitsState]) (string, error)
+	}{
+		{"big-output", func(s *workflow.StepCtx[limitsState]) (string, error) {
+			s.State.N += 100
+			return strings.Repeat("o", 1_100_000), nil
+		}},
+		{"big-state", func(s *workflow.StepCtx[limitsState]) (string, error) {
+			s.State.N += 100
+			s.State.Blob = strings.Repeat("s", 1_100_000)
+			return "small", nil
+		}},
+		{"both", func(s *workflow.StepCtx[limitsState]) (string, error) {
+			s.State.N += 100
+			s.State.Blob = strings.Repeat("s", 800_000)
+			return strings.Repeat("o", 800_000), nil
+		}},
+	}
+	actor := rivet.Actor[limitsState]{
+		Name: "limits",
+		Run: func(ctx *workflow.Ctx[limitsState]) error {
+			for i, o := range over {
+				_, err := workflow.Step(ctx, o.name, func(s *workflow.StepCtx[limitsState]) (string, error) {
+					bodies[i].Add(1)
+					return o.body(s)
+				})
+				var se *workflow.StepError
+				if !errors.As(err, &se) || se.Kind != workflow.FailureCritical {
+					return rivet.Errorf(rivet.ErrInternal, "step %s: got %v, want a critical step error", o.name, err)
+				}
+				if err := ctx.Step("note-"+o.name, func(s *workflow.StepCtx[limitsState]) error {
+					s.State.N++
+					s.State.Errors = append(s.State.Errors, err.Error())
+					return nil
+				}); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
+	e := newEnv(t, counterReg(t, actor), nil)
+	if _, _, err := e.host.GetOrCreate(ctx(t), runtime.Ref{Name: "limits", Key: []string{"k"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the workflow's end", 20*time.Second, func() bool {
+		st := inspect(t, e.host, "limits", "k").WorkflowStatus
+		return st == runtime.WorkflowCompleted || st == runtime.WorkflowFailed
+	})
+	check := func(when string) {
+		t.Helper()
+		ins := inspect(t, e.host, "limits", "k")
+		if ins.WorkflowStatus != runtime.WorkflowCompleted {
+			t.Fatalf("%s: workflow %s (%s), want completed: the code handled each step's failure", when, ins.WorkflowStatus, ins.WorkflowError)
+		}
+		var st limitsState
+		decodeJSON(t, ins.State, &st)
+		if st.N != 3 || st.Blob != "" {
+			t.Fatalf("%s: state n=%d, blob of %d bytes; want 3 and none: the refused attempts' changes are discarded", when, st.N, len(st.Blob))
+		}
+		want := []string{`output is 1100002 bytes, the limit is 1048576`, `would be 1100`, `too large for one transaction`}
+		for i, w := range want {
+			if i >= len(st.Errors) || !strings.Contains(st.Errors[i], w) || !strings.Contains(st.Errors[i], over[i].name) {
+				t.Fatalf("%s: the errors the code saw: %q; want #%d to name step %q and say %q", when, st.Errors, i, over[i].name, w)
+			}
+		}
+	}
+	check("at the end")
+	for i := range bodies {
+		if n := bodies[i].Load(); n != 1 {
+			t.Fatalf("step %s's body ran %d times, want once: the same writes would be refused again, so no retry", over[i].name, n)
+		}
+	}
+	e.restart()
+	check("after a restart")
+}
+
+type sagaLimitState struct {
+	Charged  int    `json:"charged"`
+	Refunded int    `json:"refunded"`
+	Blob     string `json:"blob"`
+}
+
+// A workflow that returns a step's too-large failure rolls back what it did
+// before, as for any step that fails for good.
+func TestAStepOverItsLimitsRollsTheWorkflowBack(t *testing.T) {
+	t.Parallel()
+	actor := rivet.Actor[sagaLimitState]{
+		Name: "sagaLimit",
+		Run: func(ctx *workflow.Ctx[sagaLimitState]) error {
+			if err := ctx.RollbackCheckpoint("saga"); err != nil {
+				return err
+			}
+			if _, err := workflow.StepWithRollback(ctx, workflow.StepOptions{Name: "charge"},
+				func(s *workflow.StepCtx[sagaLimitState]) (int, error) { s.State.Charged++; return 1, nil },
+				func(s *workflow.StepCtx[sagaLimitState], _ int) error { s.State.Refunded++; return nil }); err != nil {
+				return err
+			}
+			return ctx.Step("ship", func(s *workflow.StepCtx[sagaLimitState]) error {
+				s.State.Blob = strings.Repeat("s", 1_100_000)
+				return nil
+			})
+		},
+	}
+	e := newEnv(t, counterReg(t, actor), nil)
+	if _, _, err := e.host.GetOrCreate(ctx(t), runtime.Ref{Name: "sagaLimit", Key: []string{"k"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the workflow's end", 20*time.Second, func() bool {
+		return inspect(t, e.host, "sagaLimit", "k").WorkflowStatus == runtime.WorkflowFailed
+	})
+	ins := inspect(t, e.host, "sagaLimit", "k")
+	var st sagaLimitState
+	decodeJSON(t, ins.State, &st)
+	if st.Charged != 1 || st.Refunded != 1 || st.Blob != "" {
+		t.Fatalf("state charged=%d refunded=%d blob of %d bytes; want 1, 1 and none: the charge is rolled back", st.Charged, st.Refunded, len(st.Blob))
+	}
+	if !strings.Contains(ins.WorkflowError, `"ship"`) || !strings.Contains(ins.WorkflowError, "limit") {
+		t.Fatalf("workflow error %q, want it to name step ship and its limit", ins.WorkflowError)
+	}
+}
+
+type ridingState struct {
+	Done bool `json:"done"`
+}
+
+// A step's own writes are checked alone: what its thread recorded before
+// and had not committed yet (here a settled join's record of two large
+// outputs) goes out first, and does not make the step fail, nor the run.
+func TestAStepIsNotRefusedForTheWritesThatRideWithIt(t *testing.T) {
+	t.Parallel()
+	branch := func(c *workflow.Ctx[ridingState]) (string, error) { return strings.Repeat("b", 500_000), nil }
+	actor := rivet.Actor[ridingState]{
+		Name: "riding",
+		Run: func(ctx *workflow.Ctx[ridingState]) error {
+			if _, err := workflow.Join(ctx, "j", workflow.Branches[ridingState, string]{"x": branch, "y": branch}); err != nil {
+				return err
+			}
+			if _, err := workflow.Step(ctx, "after", func(s *workflow.StepCtx[ridingState]) (string, error) {
+				return strings.Repeat("a", 600_000), nil
+			}); err != nil {
+				return err
+			}
+			return ctx.Step("done", func(s *workflow.StepCtx[ridingState]) error { s.State.Done = true; return nil })
+		},
+	}
+	e := newEnv(t, counterReg(t, actor), nil)
+	if _, _, err := e.host.GetOrCreate(ctx(t), runtime.Ref{Name: "riding", Key: []string{"k"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the workflow's end", 20*time.Second, func() bool {
+		st := inspect(t, e.host, "riding", "k").WorkflowStatus
+		return st == runtime.WorkflowCompleted || st == runtime.WorkflowFailed
+	})
+	if ins := inspect(t, e.host, "riding", "k"); ins.WorkflowStatus != runtime.WorkflowCompleted || string(ins.State) != `{"done":true}` {
+		t.Fatalf("workflow %s (%s), state %s; want completed and done", ins.WorkflowStatus, ins.WorkflowError, ins.State)
+	}
+}
+
+func decodeJSON(t *testing.T, b []byte, v any) {
+	t.Helper()
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("%s: %v", b, err)
+	}
+}
