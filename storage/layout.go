@@ -154,7 +154,9 @@ const (
 
 // EncodeKey encodes an actor key's components into one path segment: each
 // component is escaped so that it holds no '/', ',' or '%', and components
-// are joined with ','. It is injective: different keys never encode alike.
+// are joined with ','. It is injective over keys of one component or more,
+// the only ones an actor has (rivet.ValidateKey): the empty key encodes as
+// the key of one empty component does, and decodes as that.
 func EncodeKey(key []string) string {
 	var b strings.Builder
 	for i, c := range key {
