@@ -27,6 +27,7 @@ type limitsState struct {
 func TestAStepOverItsLimitsFailsAsTheStepForTheCodeToHandle(t *testing.T) {
 	t.Parallel()
 	var bodies [3]atomic.Int32
+	var doBodies atomic.Int32
 	over := []struct {
 		name string
 		body func(s *workflow.StepCtx[limitsState]) (string, error)
@@ -66,6 +67,15 @@ func TestAStepOverItsLimitsFailsAsTheStepForTheCodeToHandle(t *testing.T) {
 					return err
 				}
 			}
+			// A step that takes no turn (Do) is bounded alike.
+			_, err := workflow.Do(ctx, "big-do", func(d *workflow.DoCtx) (string, error) {
+				doBodies.Add(1)
+				return strings.Repeat("d", 1_100_000), nil
+			})
+			var se *workflow.StepError
+			if !errors.As(err, &se) || se.Kind != workflow.FailureCritical || !strings.Contains(err.Error(), "output is 1100002 bytes") {
+				return rivet.Errorf(rivet.ErrInternal, "step big-do: got %v, want a critical step error naming its output's size", err)
+			}
 			return nil
 		},
 	}
@@ -100,6 +110,9 @@ func TestAStepOverItsLimitsFailsAsTheStepForTheCodeToHandle(t *testing.T) {
 		if n := bodies[i].Load(); n != 1 {
 			t.Fatalf("step %s's body ran %d times, want once: the same writes would be refused again, so no retry", over[i].name, n)
 		}
+	}
+	if n := doBodies.Load(); n != 1 {
+		t.Fatalf("step big-do's body ran %d times, want once", n)
 	}
 	e.restart()
 	check("after a restart")

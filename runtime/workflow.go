@@ -648,7 +648,7 @@ const recordOverhead = 4<<10 + workflow.MaxRidingBytes
 // MaxStepOutputBytes, so that its record fits a transaction.
 func (w *wfHost) CheckOutput(out json.RawMessage) error {
 	if limit := w.a.h.cfg.MaxStepOutputBytes; len(out) > limit {
-		return rivet.Errorf(rivet.ErrTooLarge, "the step's output is %d bytes, the limit is %d", len(out), limit)
+		return rivet.Errorf(rivet.ErrTooLarge, "the step's output is %d bytes, the limit is %d; the attempt's changes were discarded", len(out), limit)
 	}
 	return nil
 }
