@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -73,7 +74,7 @@ func TestAStepOverItsLimitsFailsAsTheStepForTheCodeToHandle(t *testing.T) {
 				return strings.Repeat("d", 1_100_000), nil
 			})
 			var se *workflow.StepError
-			if !errors.As(err, &se) || se.Kind != workflow.FailureCritical || !strings.Contains(err.Error(), "output is 1100002 bytes") {
+			if !errors.As(err, &se) || se.Kind != workflow.FailureCritical || !strings.Contains(err.Error(), "is 1100002 bytes") {
 				return rivet.Errorf(rivet.ErrInternal, "step big-do: got %v, want a critical step error naming its output's size", err)
 			}
 			return nil
@@ -98,7 +99,7 @@ func TestAStepOverItsLimitsFailsAsTheStepForTheCodeToHandle(t *testing.T) {
 		if st.N != 3 || st.Blob != "" {
 			t.Fatalf("%s: state n=%d, blob of %d bytes; want 3 and none: the refused attempts' changes are discarded", when, st.N, len(st.Blob))
 		}
-		want := []string{`output is 1100002 bytes, the limit is 1048576`, `would be 1100`, `too large for one transaction`}
+		want := []string{`is 1100002 bytes, the limit is 1048576`, `would be 1100`, `too large for one transaction`}
 		for i, w := range want {
 			if i >= len(st.Errors) || !strings.Contains(st.Errors[i], w) || !strings.Contains(st.Errors[i], over[i].name) {
 				t.Fatalf("%s: the errors the code saw: %q; want #%d to name step %q and say %q", when, st.Errors, i, over[i].name, w)
@@ -204,5 +205,126 @@ func decodeJSON(t *testing.T, b []byte, v any) {
 	t.Helper()
 	if err := json.Unmarshal(b, v); err != nil {
 		t.Fatalf("%s: %v", b, err)
+	}
+}
+
+type refusedFailureState struct {
+	Blob string `json:"blob"`
+	Went bool   `json:"went"`
+}
+
+// An attempt that failed and left a state over the limit keeps its own
+// failure, and how the policy takes it (retried; a Rollback error that no
+// TryStep catches), its changes discarded: the limit turns only a success
+// into a failure for good.
+func TestAFailedAttemptOverTheLimitKeepsItsFailure(t *testing.T) {
+	t.Parallel()
+	var attempts atomic.Int32
+	actor := rivet.Actor[refusedFailureState]{
+		Name: "refusedFailure",
+		Run: func(ctx *workflow.Ctx[refusedFailureState]) error {
+			_, err := workflow.StepOpts(ctx, workflow.StepOptions{Name: "flaky", RetryBackoffBase: time.Millisecond}, func(s *workflow.StepCtx[refusedFailureState]) (int, error) {
+				if attempts.Add(1) == 1 {
+					s.State.Blob = strings.Repeat("s", 1_100_000)
+					return 0, errors.New("flaky")
+				}
+				return 1, nil
+			})
+			if err != nil {
+				return err
+			}
+			_, _, err = workflow.TryStep(ctx, "declined", func(s *workflow.StepCtx[refusedFailureState]) (int, error) {
+				s.State.Blob = strings.Repeat("s", 1_100_000)
+				return 0, workflow.Rollback(errors.New("payment declined"))
+			})
+			if err != nil {
+				return err
+			}
+			return ctx.Step("went-on", func(s *workflow.StepCtx[refusedFailureState]) error { s.State.Went = true; return nil })
+		},
+	}
+	e := newEnv(t, counterReg(t, actor), nil)
+	if _, _, err := e.host.GetOrCreate(ctx(t), runtime.Ref{Name: "refusedFailure", Key: []string{"k"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the workflow's end", 20*time.Second, func() bool {
+		st := inspect(t, e.host, "refusedFailure", "k").WorkflowStatus
+		return st == runtime.WorkflowCompleted || st == runtime.WorkflowFailed
+	})
+	ins := inspect(t, e.host, "refusedFailure", "k")
+	if ins.WorkflowStatus != runtime.WorkflowFailed || !strings.Contains(ins.WorkflowError, "payment declined") || !strings.Contains(ins.WorkflowError, "discarded") {
+		t.Fatalf("workflow %s (%.300s), state %.100s: want it failed by the Rollback error, which TryStep does not catch, saying the changes were discarded", ins.WorkflowStatus, ins.WorkflowError, ins.State)
+	}
+	if n := attempts.Load(); n != 2 {
+		t.Fatalf("the flaky step ran %d times, want twice: its first failure is retried as any failure is", n)
+	}
+	if string(ins.State) != `{"blob":"","went":false}` {
+		t.Fatalf("state %.100s, want the refused changes discarded", ins.State)
+	}
+}
+
+// A step's error is recorded up to workflow.MaxErrorBytes: a body's huge
+// error message can neither make its record too large to commit (failing
+// the run) nor fill the history.
+func TestAHugeStepErrorIsRecordedCut(t *testing.T) {
+	t.Parallel()
+	actor := rivet.Actor[refusedFailureState]{
+		Name: "hugeError",
+		Run: func(ctx *workflow.Ctx[refusedFailureState]) error {
+			_, failed, err := workflow.TryStepOpts(ctx, workflow.StepOptions{Name: "s", MaxRetries: workflow.NoRetries}, func(s *workflow.StepCtx[refusedFailureState]) (int, error) {
+				s.State.Blob = strings.Repeat("s", 700_000)
+				return 0, errors.New(strings.Repeat("e", 800_000))
+			})
+			if err != nil {
+				return err
+			}
+			if failed == nil || len(failed.Error()) > workflow.MaxErrorBytes+200 || !strings.Contains(failed.Error(), "bytes more not recorded") {
+				return rivet.Errorf(rivet.ErrInternal, "the failure as the code sees it: %d bytes", len(fmt.Sprint(failed)))
+			}
+			return ctx.Step("went-on", func(s *workflow.StepCtx[refusedFailureState]) error { s.State.Went = true; return nil })
+		},
+	}
+	e := newEnv(t, counterReg(t, actor), nil)
+	if _, _, err := e.host.GetOrCreate(ctx(t), runtime.Ref{Name: "hugeError", Key: []string{"k"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the workflow's end", 20*time.Second, func() bool {
+		st := inspect(t, e.host, "hugeError", "k").WorkflowStatus
+		return st == runtime.WorkflowCompleted || st == runtime.WorkflowFailed
+	})
+	if ins := inspect(t, e.host, "hugeError", "k"); ins.WorkflowStatus != runtime.WorkflowCompleted {
+		t.Fatalf("workflow %s (%.300s), want completed", ins.WorkflowStatus, ins.WorkflowError)
+	}
+}
+
+// A step output limit raised above what one transaction holds still fails
+// an output too large for it as the step, not the run.
+func TestAnOutputUnderARaisedLimitButTooLargeToCommitFailsTheStep(t *testing.T) {
+	t.Parallel()
+	actor := rivet.Actor[refusedFailureState]{
+		Name: "raisedLimit",
+		Run: func(ctx *workflow.Ctx[refusedFailureState]) error {
+			_, failed, err := workflow.TryStep(ctx, "s", func(s *workflow.StepCtx[refusedFailureState]) (string, error) {
+				return strings.Repeat("o", 1_500_000), nil
+			})
+			if err != nil {
+				return err
+			}
+			if failed == nil || !strings.Contains(failed.Error(), "too large for one transaction") {
+				return rivet.Errorf(rivet.ErrInternal, "the step's failure: %v", failed)
+			}
+			return ctx.Step("went-on", func(s *workflow.StepCtx[refusedFailureState]) error { s.State.Went = true; return nil })
+		},
+	}
+	e := newEnv(t, counterReg(t, actor), func(c *runtime.Config) { c.MaxStepOutputBytes = 4 << 20 })
+	if _, _, err := e.host.GetOrCreate(ctx(t), runtime.Ref{Name: "raisedLimit", Key: []string{"k"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the workflow's end", 20*time.Second, func() bool {
+		st := inspect(t, e.host, "raisedLimit", "k").WorkflowStatus
+		return st == runtime.WorkflowCompleted || st == runtime.WorkflowFailed
+	})
+	if ins := inspect(t, e.host, "raisedLimit", "k"); ins.WorkflowStatus != runtime.WorkflowCompleted || string(ins.State) != `{"blob":"","went":true}` {
+		t.Fatalf("workflow %s (%.300s), state %.100s; want completed", ins.WorkflowStatus, ins.WorkflowError, ins.State)
 	}
 }

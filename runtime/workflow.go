@@ -610,24 +610,37 @@ func (w *wfHost) checkStep(out json.RawMessage) error {
 	b, changed, err := a.encodeStateGuarded()
 	if err != nil {
 		w.discardAttempt()
-		return fmt.Errorf("the state of %s does not marshal to JSON: %w", a.describe(), err)
+		return fmt.Errorf("the state of %s does not marshal to JSON: %w; the attempt's changes were discarded", a.describe(), err)
 	}
-	if len(b) > a.h.cfg.MaxStateBytes {
+	if changed && len(b) > a.h.cfg.MaxStateBytes {
 		w.discardAttempt()
 		return rivet.Errorf(rivet.ErrTooLarge, "the state of %s would be %d bytes, the limit is %d; the attempt's changes were discarded", a.describe(), len(b), a.h.cfg.MaxStateBytes)
 	}
-	if changed && len(out)+len(b) > ownWritesChecked {
+	own := len(out)
+	if changed {
+		own += len(b)
+	}
+	if own > ownWritesChecked {
 		// Each within its limit, but the step's record and the state go
 		// to storage in one transaction (or one key), with the calls the
 		// attempt scheduled. What its thread's earlier writes add is not
-		// the step's doing: if only they make the commit too large, the
-		// host's refusal fails the run.
+		// the step's doing (at most workflow.MaxRidingBytes ride with
+		// it): if only they make the commit too large, the host's
+		// refusal fails the run.
 		l := a.h.store.Limits()
-		l.MaxTxnBytes -= recordOverhead
-		ops := append([]storage.Op{storage.Put(a.stateKey(), b), storage.Put(a.stateKey(), out)}, a.schedOps()...)
-		if err := l.Check(storage.Txn{Fence: a.fence, Ops: ops}); err != nil {
+		room := l.MaxTxnBytes - recordOverhead
+		l.MaxTxnBytes = room
+		ops := append(make([]storage.Op, 0, 2), storage.Put(a.stateKey(), out))
+		if changed {
+			ops = append(ops, storage.Put(a.stateKey(), b))
+		}
+		if err := l.Check(storage.Txn{Fence: a.fence, Ops: append(ops, a.schedOps()...)}); err != nil {
 			w.discardAttempt()
-			return rivet.Errorf(rivet.ErrTooLarge, "the step's output (%d bytes) and the state of %s (%d bytes) are too large for one transaction: %v; the attempt's changes were discarded", len(out), a.describe(), len(b), err)
+			what := fmt.Sprintf("the step's output (%d bytes)", len(out))
+			if changed {
+				what += fmt.Sprintf(" and the state of %s (%d bytes)", a.describe(), len(b))
+			}
+			return rivet.Errorf(rivet.ErrTooLarge, "%s, with the calls it scheduled, are too large for one transaction (about %d bytes); the attempt's changes were discarded", what, room)
 		}
 	}
 	w.checked.state, w.checked.changed, w.checked.ok = b, changed, true
@@ -648,7 +661,7 @@ const recordOverhead = 4<<10 + workflow.MaxRidingBytes
 // MaxStepOutputBytes, so that its record fits a transaction.
 func (w *wfHost) CheckOutput(out json.RawMessage) error {
 	if limit := w.a.h.cfg.MaxStepOutputBytes; len(out) > limit {
-		return rivet.Errorf(rivet.ErrTooLarge, "the step's output is %d bytes, the limit is %d; the attempt's changes were discarded", len(out), limit)
+		return rivet.Errorf(rivet.ErrTooLarge, "the output of a step of %s is %d bytes, the limit is %d; the attempt's changes were discarded", w.a.describe(), len(out), limit)
 	}
 	return nil
 }
@@ -656,7 +669,8 @@ func (w *wfHost) CheckOutput(out json.RawMessage) error {
 var _ workflow.OutputChecker = (*wfHost)(nil)
 
 // discardAttempt puts memory back to what is durable, as for an abandoned
-// attempt, and drops the attempt's events and background tasks.
+// attempt, and drops the attempt's events and background tasks. The commit
+// of the attempt's record then writes no state (checked, unchanged).
 func (w *wfHost) discardAttempt() {
 	w.a.restoreState()
 	if te := w.checked.events; te != nil {
@@ -664,6 +678,7 @@ func (w *wfHost) discardAttempt() {
 		te.evs, te.tasks = nil, nil
 		w.a.evMu.Unlock()
 	}
+	w.checked.state, w.checked.changed, w.checked.ok = nil, false, true
 }
 
 var _ workflow.Host = (*wfHost)(nil)
@@ -888,8 +903,7 @@ func (w *wfHost) RunStep(ctx context.Context, ephemeral bool, fn func(env workfl
 		}
 		b, changed := checked.state, checked.changed
 		if !checked.ok {
-			// Not checked (a rollback handler's attempt, or one checkStep
-			// refused, whose state is back to what is durable). Before the
+			// Not checked (a rollback handler's attempt). Before the
 			// history's ops are made, which note the loops' slots as
 			// written: a refused write must leave them as they were.
 			// A panic of its encoder is its error: evicted by the panic,

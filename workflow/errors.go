@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/rivet-go/rivet/internal/errtext"
 )
@@ -174,7 +175,7 @@ func record(err error) *RecordedError {
 	if err == nil {
 		return nil
 	}
-	r := &RecordedError{Message: errtext.Of(err)}
+	r := &RecordedError{Message: capMessage(errtext.Of(err))}
 	func() {
 		defer func() { _ = recover() }() // an Is, Unwrap or ErrorCode that panics: no code, not a timeout
 		r.Timeout = errors.Is(err, ErrTimeout)
@@ -184,6 +185,23 @@ func record(err error) *RecordedError {
 		}
 	}()
 	return r
+}
+
+// MaxErrorBytes bounds an error's message as the history records it: the
+// rest is cut. An error is the one thing of a step's record that no limit
+// of its host bounds, and a record too large to commit fails the run.
+const MaxErrorBytes = 16 << 10
+
+// capMessage cuts msg to MaxErrorBytes, at a rune's start, saying so.
+func capMessage(msg string) string {
+	if len(msg) <= MaxErrorBytes {
+		return msg
+	}
+	cut := MaxErrorBytes
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s... [%d bytes more not recorded]", msg[:cut], len(msg)-cut)
 }
 
 // FailureKind says why a step failed for good. Stored.

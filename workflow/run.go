@@ -2,6 +2,7 @@ package workflow
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"runtime/debug"
@@ -48,6 +49,9 @@ func Start[S any](ctx context.Context, fn func(*Ctx[S]) error, host Host, histor
 		r := &run{host: host, ctx: rctx, abort: abort, hist: h, active: 1}
 		if replayOnly(host) {
 			r.host, r.replay, r.parked = newReplayHost(host, r, history), true, map[context.Context]int{}
+		}
+		if oc, ok := host.(OutputChecker); ok {
+			r.checkOutput = oc.CheckOutput
 		}
 		r.name, r.key = host.Actor()
 		r.started = startedAt(host, history)
@@ -149,9 +153,12 @@ func breaks(err error) bool {
 
 // run is one Run: the state its threads share.
 type run struct {
-	host  Host
-	ctx   context.Context // done on eviction (the caller's ctx) or abort
-	abort context.CancelCauseFunc
+	host Host
+	// checkOutput is the host's OutputChecker's, nil if none: made once,
+	// a method value made per Do step would be an allocation each.
+	checkOutput func(json.RawMessage) error
+	ctx         context.Context // done on eviction (the caller's ctx) or abort
+	abort       context.CancelCauseFunc
 	// name and key are the actor's (Host.Actor), shared: accessors copy
 	// the key.
 	name string

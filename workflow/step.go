@@ -229,11 +229,8 @@ func (x *cx) attempt(path string, seq, n int, sp stepSpec) (*Entry, error) {
 			// The host encodes the state here: its encoder is the
 			// actor's code, which may call runtime.Goexit too.
 			exited = true
-			cerr := checkAttempt(env.Check, out, err, timedOut)
+			out, err, timedOut = checkAttempt(env.Check, out, err, timedOut)
 			exited = false
-			if cerr != nil {
-				out, err, timedOut = nil, cerr, false
-			}
 		}
 		res.ne = recordAttempt(path, n, attemptResult{start: start, end: t.stamp(), output: out, err: err, timedOut: timedOut}, res.pol)
 		res.ne.Seq, res.ne.TryPlaces = seq, x.sc.tryPlaces
@@ -265,11 +262,7 @@ func (x *cx) attempt(path string, seq, n int, sp stepSpec) (*Entry, error) {
 				return nil, t.hostErr(err)
 			}
 		}
-		env := StepEnv{Client: r.host.Client()}
-		if oc, ok := r.host.(OutputChecker); ok {
-			env.Check = oc.CheckOutput
-		}
-		writes := fn(env)
+		writes := fn(StepEnv{Client: r.host.Client(), Check: r.checkOutput})
 		if res.refused {
 			return nil, x.strayErr("step", sp.opts.Name)
 		}
@@ -339,25 +332,45 @@ func payloadBytes(ws []HistoryWrite) int {
 }
 
 // checkAttempt asks the host whether it can commit what an attempt wrote
-// (check is StepEnv.Check): its error, if it cannot, is the attempt's,
-// critical (the same writes would be refused again), and names the body's
-// own failure if it had one.
-func checkAttempt(check func(json.RawMessage) error, out json.RawMessage, err error, timedOut bool) error {
-	if err != nil || timedOut {
-		out = nil
-	}
-	cerr := check(out)
-	if cerr == nil {
-		return nil
+// (check is StepEnv.Check), and returns the attempt's result as it is to
+// be recorded. Refused, an attempt that succeeded fails for good
+// (critical): the same writes would be refused again. One that failed
+// keeps its failure, and how the policy takes it (a retry, a Rollback
+// error), its message saying that its changes were discarded: it would
+// have committed them (roll-forward).
+func checkAttempt(check func(json.RawMessage) error, out json.RawMessage, err error, timedOut bool) (json.RawMessage, error, bool) {
+	failed := err != nil || timedOut
+	var cerr error
+	if failed {
+		cerr = check(nil)
+	} else {
+		cerr = check(out)
 	}
 	switch {
-	case err != nil:
-		cerr = fmt.Errorf("%w (the attempt had failed: %v)", cerr, err)
-	case timedOut:
-		cerr = fmt.Errorf("%w (the attempt had timed out)", cerr)
+	case cerr == nil:
+		return out, err, timedOut
+	case !failed:
+		return nil, Critical(cerr), false
+	case err == nil:
+		// Timed out with no error of its own: recorded as a timeout,
+		// whose message the policy makes.
+		return nil, cerr, true
 	}
-	return Critical(cerr)
+	return nil, &discardedError{err: err, why: cerr}, timedOut
 }
+
+// discardedError is a failed attempt's error whose changes the host could
+// not commit: it is err (its kind, its code) and says why.
+type discardedError struct {
+	err error
+	why error
+}
+
+func (e *discardedError) Error() string {
+	return e.err.Error() + " (and its changes were discarded: " + e.why.Error() + ")"
+}
+
+func (e *discardedError) Unwrap() error { return e.err }
 
 // runBody runs body with a context that is cancelled after timeout (0:
 // never; with the system clock, also its deadline), and reports whether
