@@ -825,7 +825,10 @@ func TestPeerCallToAnUnreachablePeerFailsRetryablyBeforeItsDeadline(t *testing.T
 	}
 	pc := server.NewPeerConn(conn)
 	t.Cleanup(func() { pc.Close(); conn.Close() })
-	for _, within := range []time.Duration{2 * time.Second, 300 * time.Millisecond} {
+	// Not a deadline near the margin's 50 ms floor: a machine under load
+	// wakes the forwarder's give-up that much late (a 300 ms one failed
+	// so beside other tests' load).
+	for _, within := range []time.Duration{2 * time.Second, time.Second} {
 		ctx, cancel := context.WithTimeout(context.Background(), within)
 		t0 := time.Now()
 		_, err := rivetv1.NewActorServiceClient(pc).Call(ctx, &rivetv1.CallRequest{Actor: &rivetv1.ActorRef{Name: "counter", Key: []string{"a"}}, Action: "increment", Args: []byte(`[1]`)})
