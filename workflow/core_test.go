@@ -283,24 +283,24 @@ func TestVisitTreeAndIterations(t *testing.T) {
 
 func TestScopeClaim(t *testing.T) {
 	s := newScope("l/~3")
-	p, seq, err := s.claim("charge")
+	p, seq, err := s.claim("step", "charge")
 	if err != nil || p != "l/~3/charge" || seq != 1 {
 		t.Fatalf("claim = %q %d %v", p, seq, err)
 	}
 	var de *DivergenceError
-	if _, _, err := s.claim("charge"); !errors.As(err, &de) || de.Path != "l/~3/charge" {
+	if _, _, err := s.claim("step", "charge"); !errors.As(err, &de) || de.Path != "l/~3/charge" {
 		t.Fatalf("reused name: %v", err)
 	}
 	for _, bad := range []string{"", "a/b", "~1", strings.Repeat("x", 256), "bad\xffname"} {
-		if _, _, err := s.claim(bad); !errors.Is(err, ErrInvalid) {
+		if _, _, err := s.claim("step", bad); !errors.Is(err, ErrInvalid) {
 			t.Errorf("name %q: %v", bad, err)
 		}
 	}
-	if _, seq, _ := s.claim("next"); seq != 2 {
+	if _, seq, _ := s.claim("step", "next"); seq != 2 {
 		t.Fatalf("second name has seq %d", seq)
 	}
 	root := newScope("")
-	if p, _, _ := root.claim("a"); p != "a" {
+	if p, _, _ := root.claim("step", "a"); p != "a" {
 		t.Fatalf("root path = %q", p)
 	}
 }

@@ -833,3 +833,53 @@ func TestTryBlockRollbackOfAStepFailure(t *testing.T) {
 		t.Errorf("the block's Rollback of a step failure in a default block: %v, want it returned", uncaught)
 	}
 }
+
+// A name used twice in one scope is a mistake in the code, on a new run
+// as on a replay: the error says so, naming the name and its scope, and
+// sends no one to a version gate, which would not fix it (a user trial:
+// a new run's duplicate read as a code change that needed a gate). It
+// still matches ErrDiverged, as Rivet's HistoryDivergedError.
+func TestANameUsedTwiceSaysSo(t *testing.T) {
+	twice := func(c *logCtx) error { return seq2(c, "a", "b", "a") }
+	inLoop := func(c *logCtx) error {
+		return c.Loop("l", func(c *logCtx) error { return seq2(c, "x", "x") })
+	}
+	check := func(t *testing.T, out workflow.Outcome, name, scope, path string) {
+		t.Helper()
+		de := failedWith[*workflow.DivergenceError](t, out)
+		if !errors.Is(out.Err, workflow.ErrDiverged) || de.Path != path || !de.Reused {
+			t.Fatalf("error %+v, want a name reused at %q", de, path)
+		}
+		msg := out.Err.Error()
+		want := fmt.Sprintf("the name %q is used twice in %s (the second time by a step)", name, scope)
+		if !strings.Contains(msg, want) || strings.Contains(msg, "diverged") || strings.Contains(msg, "GetVersion") {
+			t.Fatalf("the error says %q: want %q, and no divergence or gate", msg, want)
+		}
+	}
+	t.Run("new run", func(t *testing.T) {
+		check(t, drive(t, newHost(log{}), twice), "a", "the workflow's top level", "a")
+	})
+	t.Run("new run in a loop iteration", func(t *testing.T) {
+		check(t, drive(t, newHost(log{}), inLoop), "x", `scope "l/~0"`, "l/~0/x")
+	})
+	t.Run("replay", func(t *testing.T) {
+		h := inFlight(t, func(c *logCtx) error { return seq2(c, "a", "b", "?w") })
+		check(t, drive(t, h, func(c *logCtx) error { return seq2(c, "a", "b", "a", "?w") }), "a", "the workflow's top level", "a")
+	})
+}
+
+// seq2 runs steps in order, a name starting with '?' a receive.
+func seq2(c *logCtx, names ...string) error {
+	for _, n := range names {
+		var err error
+		if strings.HasPrefix(n, "?") {
+			err = wait(c, n[1:])
+		} else {
+			err = note(c, n)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

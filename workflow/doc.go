@@ -116,7 +116,11 @@
 //  6. Give every entry a name unique in its scope (a loop iteration, a join
 //     or race branch, a try block, or the top level) and keep names stable:
 //     entries are found by name. Names are valid UTF-8, 1 to 255 bytes,
-//     and may not contain '/' or start with '~'.
+//     and may not contain '/' or start with '~'. A name used twice in one
+//     scope fails the run, a new one as a replay, with a *DivergenceError
+//     whose Reused is set and whose message says the name is used twice
+//     where (steps in a Go loop need the index in their names; a Loop's
+//     iterations are scopes of their own).
 //  7. A loop resumes at its recorded iteration; keep what one iteration
 //     passes to the next in LoopWith's state, not in variables captured by
 //     the closure.
@@ -132,8 +136,7 @@
 //     scope, the top level included, that ends with recorded entries it
 //     never reached; a workflow that fails with an error of its own before
 //     reaching recorded entries, which then runs no compensation; a join
-//     or race branch added or removed; a name used
-//     twice). Gate changes with GetVersion and retire entries with Removed,
+//     or race branch added or removed). Gate changes with GetVersion and retire entries with Removed,
 //     put where the entry was. What a replay does not run is not checked:
 //     a settled join or race, and a completed loop, return their recorded
 //     results without running their code again (a loop in progress resumes

@@ -71,9 +71,22 @@ type DivergenceError struct {
 	Expected string
 	// Found is what the code did instead.
 	Found string
+	// Reused is set when the code used one name twice in a scope (Found
+	// then says what used it the second time: "step", "sleep", ...): two
+	// entries would share one record. It is a mistake in the code, on a
+	// new run as on a replay, that no gate fixes: give each entry a name
+	// of its own. Rivet throws HistoryDivergedError for it too.
+	Reused bool
 }
 
 func (e *DivergenceError) Error() string {
+	if e.Reused {
+		scope, name := "the workflow's top level", e.Path
+		if i := strings.LastIndexByte(e.Path, '/'); i >= 0 {
+			scope, name = fmt.Sprintf("scope %q", e.Path[:i]), e.Path[i+1:]
+		}
+		return fmt.Sprintf("workflow: the name %q is used twice in %s (the second time by a %s): each entry of a scope needs a name of its own (in a Go loop, put the index in the name, or use Ctx.Loop, whose iterations are scopes of their own)", name, scope, e.Found)
+	}
 	// The hint is for the operator who reads this in rivetctl inspect or
 	// actors --failed, often after a deploy, and knows Temporal's
 	// nondeterminism error: what makes such a change replay.

@@ -460,8 +460,9 @@ const scopeMapAbove = 8
 
 // claim returns the path of name in the scope and its place (Seq) among the
 // names used so far, failing if the name was already used in this run of the
-// scope: two entries with one name would share one record.
-func (s *scope) claim(name string) (string, int, error) {
+// scope: two entries with one name would share one record. kind is what
+// claims it ("step", "sleep", ...), for that error.
+func (s *scope) claim(kind, name string) (string, int, error) {
 	if err := validName(name); err != nil {
 		if s.path != "" {
 			return "", 0, fmt.Errorf("%w, in %q", err, s.path)
@@ -476,7 +477,7 @@ func (s *scope) claim(name string) (string, int, error) {
 		dup = slices.Contains(s.names, name)
 	}
 	if dup {
-		return "", 0, &DivergenceError{Path: p, Expected: "one entry per name in a scope", Found: fmt.Sprintf("the name %q used twice", name)}
+		return "", 0, &DivergenceError{Path: p, Expected: "one entry per name in a scope", Found: kind, Reused: true}
 	}
 	s.n++
 	switch {

@@ -247,7 +247,7 @@ func (x *cx) open(kind Kind, name string, names []string) (string, *Entry, bool,
 	if err := checkBranches(kind, name, names); err != nil {
 		return "", nil, false, err
 	}
-	path, seq, err := x.sc.claim(name)
+	path, seq, err := x.sc.claim(string(kind), name)
 	if err != nil {
 		return "", nil, false, err
 	}

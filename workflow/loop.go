@@ -246,7 +246,7 @@ func (x *cx) loop(name string, interval, size int, initial json.RawMessage, body
 	}
 	defer x.end()
 	t, r := x.t, x.t.r
-	path, seq, err := x.sc.claim(name)
+	path, seq, err := x.sc.claim("loop", name)
 	if err != nil {
 		return nil, "", err
 	}

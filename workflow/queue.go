@@ -127,7 +127,7 @@ func (x *cx) receive(name string, o NextOptions) (string, *Entry, error) {
 	if n := len(t.uncompleted); n > 0 {
 		return "", nil, fmt.Errorf("%w: %d message(s), the first %d received at %q", ErrNotCompleted, n, t.uncompleted[0].id, t.uncompleted[0].path)
 	}
-	path, seq, err := x.sc.claim(name)
+	path, seq, err := x.sc.claim("receive", name)
 	if err != nil {
 		return "", nil, err
 	}

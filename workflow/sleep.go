@@ -35,7 +35,7 @@ func (x *cx) sleep(name string, deadline func(now time.Time) time.Time) error {
 	}
 	defer x.end()
 	t, r := x.t, x.t.r
-	path, seq, err := x.sc.claim(name)
+	path, seq, err := x.sc.claim("sleep", name)
 	if err != nil {
 		return err
 	}
@@ -89,7 +89,7 @@ func (c *Ctx[S]) RollbackCheckpoint(name string) error {
 	}
 	defer x.end()
 	t, r := x.t, x.t.r
-	path, seq, err := x.sc.claim(name)
+	path, seq, err := x.sc.claim("rollback checkpoint", name)
 	if err != nil {
 		return err
 	}
@@ -124,7 +124,7 @@ func (c *Ctx[S]) GetVersion(name string, latest int) (int, error) {
 	if latest < 1 {
 		return 0, fmt.Errorf("%w: GetVersion %q: latest must be at least 1", ErrInvalid, name)
 	}
-	path, seq, err := x.sc.claim(name)
+	path, seq, err := x.sc.claim("version gate", name)
 	if err != nil {
 		return 0, err
 	}
@@ -175,7 +175,7 @@ func (c *Ctx[S]) Removed(name string, kind Kind) error {
 	default:
 		return fmt.Errorf("%w: Removed %q: %q is not a removable kind", ErrInvalid, name, kind)
 	}
-	path, seq, err := x.sc.claim(name)
+	path, seq, err := x.sc.claim("Removed placeholder", name)
 	if err != nil {
 		return err
 	}
@@ -257,7 +257,7 @@ func (c *Ctx[S]) TryOpts(opts TryOptions, fn func(*Ctx[S]) error) (*Failure, err
 	}
 	defer x.end()
 	r := x.t.r
-	path, seq, err := x.sc.claim(name)
+	path, seq, err := x.sc.claim("try block", name)
 	if err != nil {
 		return nil, err
 	}

@@ -111,7 +111,7 @@ func (x *cx) runStep(sp stepSpec) (json.RawMessage, string, error) {
 	if sp.rollback != nil && !t.checkpoint {
 		return nil, "", fmt.Errorf("%w (step %q)", ErrRollbackCheckpoint, sp.opts.Name)
 	}
-	path, seq, err := x.sc.claim(sp.opts.Name)
+	path, seq, err := x.sc.claim("step", sp.opts.Name)
 	if err != nil {
 		return nil, "", err
 	}

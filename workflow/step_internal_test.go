@@ -39,18 +39,18 @@ func TestScopeClaimsEachNameOnce(t *testing.T) {
 	for _, n := range []int{1, scopeMapAbove, scopeMapAbove + 1, 3 * scopeMapAbove} {
 		sc := newScope("l/~2")
 		for i := range n {
-			p, seq, err := sc.claim(fmt.Sprintf("s%d", i))
+			p, seq, err := sc.claim("step", fmt.Sprintf("s%d", i))
 			if err != nil || p != fmt.Sprintf("l/~2/s%d", i) || seq != i+1 {
 				t.Fatalf("%d names: claim %d = %q, %d, %v", n, i, p, seq, err)
 			}
 		}
 		for i := range n {
 			var de *DivergenceError
-			if _, _, err := sc.claim(fmt.Sprintf("s%d", i)); !errors.As(err, &de) {
+			if _, _, err := sc.claim("step", fmt.Sprintf("s%d", i)); !errors.As(err, &de) {
 				t.Fatalf("%d names: name %d claimed twice: %v", n, i, err)
 			}
 		}
-		if _, seq, err := sc.claim("new"); err != nil || seq != n+1 {
+		if _, seq, err := sc.claim("step", "new"); err != nil || seq != n+1 {
 			t.Fatalf("%d names: a new name after the refusals: %d, %v", n, seq, err)
 		}
 	}
