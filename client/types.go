@@ -260,6 +260,12 @@ type HistoryEntry struct {
 	// RemovedKind is the kind of the entry a removed placeholder (Kind
 	// removed) stands in for.
 	RemovedKind string `json:"removed_kind,omitempty"`
+	// Failure is, for a step that failed for good (Status "exhausted"),
+	// why: "exhausted" (its retries used up), "critical" (a critical
+	// error, not retried), "timeout" (it timed out, and timeouts are not
+	// retried) or "rollback" (it returned workflow.Rollback: no retry).
+	// Empty from a node from before it.
+	Failure string `json:"failure,omitempty"`
 }
 
 // History is an actor's workflow status and history.

@@ -260,6 +260,10 @@ type HistoryEntry struct {
 	// RemovedKind is the kind of the entry a removed placeholder stands in
 	// for.
 	RemovedKind string
+	// Failure is, for a step that failed for good (Status exhausted), why:
+	// workflow.FailureExhausted, FailureCritical, FailureTimeout or
+	// FailureRollback.
+	Failure string
 	// Entry is, for HistoryOptions.Raw, the entry as the engine records
 	// and replays it (workflow.MarshalEntry); Output is then nil.
 	Entry json.RawMessage

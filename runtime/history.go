@@ -136,7 +136,8 @@ func (h *Host) HistoryPage(ctx context.Context, ref Ref, opts HistoryOptions) (H
 	entries, out.PageTokens, out.NextPageToken = pageSorted(entries, places, tag, after, limit)
 	for _, e := range entries {
 		he := HistoryEntry{Path: e.Path, Kind: string(e.Kind), Status: string(e.Status), Attempts: e.Attempts, Output: e.Output, UpdatedAt: e.Time, Winner: e.Winner, Deadline: e.Deadline,
-			HasRollback: e.HasRollback, RollbackDone: e.RollbackDone, RollbackSettled: e.RollbackSettled, RollbackAttempts: e.RollbackAttempts, Version: e.Version, Latest: e.Latest, RemovedKind: string(e.RemovedKind)}
+			HasRollback: e.HasRollback, RollbackDone: e.RollbackDone, RollbackSettled: e.RollbackSettled, RollbackAttempts: e.RollbackAttempts, Version: e.Version, Latest: e.Latest, RemovedKind: string(e.RemovedKind),
+			Failure: string(e.Failure)}
 		if e.Error != nil {
 			he.Error, he.ErrorCode = e.Error.Message, e.Error.Code
 		}

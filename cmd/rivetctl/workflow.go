@@ -34,6 +34,13 @@ than one: "completed, rolled back (3 attempts)". -o json has them as
 has_rollback, rollback_done, rollback_error, rollback_error_code,
 rollback_attempts, rollback_retry_error and rollback_retry_error_code.
 
+A step that failed for good reads "exhausted" if its retries were used up,
+and if no retry was made for its failure "critical error, not retried" (a
+workflow.Critical error), "timed out, not retried" (a timeout, without
+RetryOnTimeout) or "Rollback error, not retried" (workflow.Rollback); -o
+json has it as status "exhausted" and failure (exhausted, critical, timeout
+or rollback).
+
 A version gate (version_check) says which way it went: version 1 is the old
 path, taken by a run that had recorded entries past the gate before it was
 deployed; a removed entry says what it stands in for. -o json has them as
@@ -317,7 +324,7 @@ func (a *app) printHistory(h client.History) error {
 				detail = "error (" + e.ErrorCode + "): " + e.Error
 			}
 		}
-		status, attempts := e.Status, e.RollbackAttempts > 1
+		status, attempts := failedFor(e), e.RollbackAttempts > 1
 		if e.RollbackRetryError != "" && e.RollbackError == "" && !e.RollbackDone {
 			// A handler to be retried: its last error is why the
 			// rollback waits (or waited, if the run ended meanwhile).
@@ -369,6 +376,26 @@ func (a *app) printHistory(h client.History) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", printable(e.Path), printable(e.Kind), printable(status), e.Attempts, orDash(detail))
 	}
 	return tw.Flush()
+}
+
+// failedFor is the status of e as history prints it: for a step that
+// failed for good with no retry (a critical error, a timeout not retried,
+// a Rollback), what the failure was, not "exhausted", which next to its
+// attempts read as retries used up (a user trial).
+func failedFor(e client.HistoryEntry) string {
+	if e.Status != "exhausted" {
+		return e.Status
+	}
+	switch e.Failure {
+	case "critical":
+		return "critical error, not retried"
+	case "timeout":
+		return "timed out, not retried"
+	case "rollback":
+		return "Rollback error, not retried"
+	}
+	// Retries used up, or a node from before it said why.
+	return e.Status
 }
 
 // describeReceived puts what a receive took as "queue: body" for each

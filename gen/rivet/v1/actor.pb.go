@@ -1616,8 +1616,14 @@ type HistoryEntry struct {
 	// entry): its effect stays undone, and a later failure's retry without
 	// --from does not run it again. A node from before it leaves it false.
 	RollbackSettled bool `protobuf:"varint,23,opt,name=rollback_settled,json=rollbackSettled,proto3" json:"rollback_settled,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// failure is, for a step that failed for good (status exhausted), why:
+	// "exhausted" (its retries used up), "critical" (a critical error, not
+	// retried), "timeout" (it timed out, and timeouts are not retried) or
+	// "rollback" (it returned workflow.Rollback: no retry, the workflow
+	// rolls back). A node from before it leaves it empty.
+	Failure       string `protobuf:"bytes,24,opt,name=failure,proto3" json:"failure,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *HistoryEntry) Reset() {
@@ -1809,6 +1815,13 @@ func (x *HistoryEntry) GetRollbackSettled() bool {
 		return x.RollbackSettled
 	}
 	return false
+}
+
+func (x *HistoryEntry) GetFailure() string {
+	if x != nil {
+		return x.Failure
+	}
+	return ""
 }
 
 type HistoryResponse struct {
@@ -2671,7 +2684,7 @@ const file_rivet_v1_actor_proto_rawDesc = "" +
 	"\x05limit\x18\x02 \x01(\rR\x05limit\x12\x1d\n" +
 	"\n" +
 	"page_token\x18\x03 \x01(\tR\tpageToken\x12\x10\n" +
-	"\x03raw\x18\x04 \x01(\bR\x03raw\"\xb8\x06\n" +
+	"\x03raw\x18\x04 \x01(\bR\x03raw\"\xd2\x06\n" +
 	"\fHistoryEntry\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x16\n" +
@@ -2698,7 +2711,8 @@ const file_rivet_v1_actor_proto_rawDesc = "" +
 	"\x05entry\x18\x14 \x01(\fR\x05entry\x120\n" +
 	"\x14rollback_retry_error\x18\x15 \x01(\tR\x12rollbackRetryError\x129\n" +
 	"\x19rollback_retry_error_code\x18\x16 \x01(\tR\x16rollbackRetryErrorCode\x12)\n" +
-	"\x10rollback_settled\x18\x17 \x01(\bR\x0frollbackSettled\"\x92\x03\n" +
+	"\x10rollback_settled\x18\x17 \x01(\bR\x0frollbackSettled\x12\x18\n" +
+	"\afailure\x18\x18 \x01(\tR\afailure\"\x92\x03\n" +
 	"\x0fHistoryResponse\x12'\n" +
 	"\x0fworkflow_status\x18\x01 \x01(\tR\x0eworkflowStatus\x12%\n" +
 	"\x0eworkflow_error\x18\x02 \x01(\tR\rworkflowError\x120\n" +
