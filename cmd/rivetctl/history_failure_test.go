@@ -53,3 +53,30 @@ old   step  exhausted                    1         error: from an older node
 		}
 	}
 }
+
+// history shows an entry's error of several lines (a join's, errors.Join's)
+// as inspect shows the workflow's, its lines trimmed and joined by "; ",
+// and a received body sent over several lines on one, compacted: before,
+// each newline became a space, and a join's branch errors ran together.
+func TestHistoryShowsMultiLineErrorsAsInspectDoes(t *testing.T) {
+	f := servertest.NewFake()
+	f.HistoryFunc = func(context.Context, runtime.Ref, runtime.HistoryOptions) (runtime.History, error) {
+		return runtime.History{
+			WorkflowStatus: "failed",
+			WorkflowError:  "join failed:\n  a: boom\n  b: bust",
+			Entries: []runtime.HistoryEntry{
+				{Path: "in", Kind: "message", Status: "completed", Output: json.RawMessage(`[{"queue":"q","body":{` + "\n" + `  "n": 1` + "\n" + `}}]`)},
+				{Path: "j", Kind: "join", Status: "failed", Error: "join failed:\n  a: boom\n  b: bust"},
+				{Path: "s", Kind: "step", Status: "completed", Attempts: 1, HasRollback: true, RollbackError: "undo failed\nsecond line", RollbackAttempts: 1},
+			},
+		}, nil
+	}
+	addr := servertest.Start(t, f, servertest.Config{})
+	rivetctl(t, addr, "history", "a", "k").want(t, 0, `workflow  failed
+error     join failed:; a: boom; b: bust
+PATH  KIND     STATUS                      ATTEMPTS  OUTPUT / ERROR
+in    message  completed                   0         q: {"n":1}
+j     join     failed                      0         error: join failed:; a: boom; b: bust
+s     step     completed, rollback failed  1         rollback error: undo failed; second line
+`)
+}

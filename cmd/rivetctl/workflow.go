@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -20,6 +21,9 @@ func (a *app) historyCommand() *cobra.Command {
 		Use:   "history ACTOR KEY",
 		Short: "Show an actor's workflow history: path, kind, status, attempts, output or error",
 		Long: `Show an actor's workflow history: path, kind, status, attempts, output or error.
+Each entry takes one line: an error of several lines (a join's) has them
+joined by "; ", as inspect and actors --failed show one, and the last column
+is cut at 80 characters (-o json has all of it).
 
 After a rollback, the status of a step with a rollback handler says whether
 its compensation ran: "completed, rolled back", "completed, rollback failed"
@@ -319,18 +323,18 @@ func (a *app) printHistory(h client.History) error {
 			detail = "won by " + e.Winner + ": " + orDash(detail)
 		}
 		if e.Error != "" {
-			detail = "error: " + e.Error
+			detail = "error: " + errorLine(e.Error)
 			if e.ErrorCode != "" {
-				detail = "error (" + e.ErrorCode + "): " + e.Error
+				detail = "error (" + e.ErrorCode + "): " + errorLine(e.Error)
 			}
 		}
 		status, attempts := failedFor(e), e.RollbackAttempts > 1
 		if e.RollbackRetryError != "" && e.RollbackError == "" && !e.RollbackDone {
 			// A handler to be retried: its last error is why the
 			// rollback waits (or waited, if the run ended meanwhile).
-			detail = "last rollback error: " + e.RollbackRetryError
+			detail = "last rollback error: " + errorLine(e.RollbackRetryError)
 			if e.RollbackRetryErrorCode != "" {
-				detail = "last rollback error (" + e.RollbackRetryErrorCode + "): " + e.RollbackRetryError
+				detail = "last rollback error (" + e.RollbackRetryErrorCode + "): " + errorLine(e.RollbackRetryError)
 			}
 		}
 		switch {
@@ -338,9 +342,9 @@ func (a *app) printHistory(h client.History) error {
 			// The handler that stopped the rollback: its error is what
 			// the operator acts on, the step's output is in -o json.
 			status += ", rollback failed"
-			detail = "rollback error: " + e.RollbackError
+			detail = "rollback error: " + errorLine(e.RollbackError)
 			if e.RollbackErrorCode != "" {
-				detail = "rollback error (" + e.RollbackErrorCode + "): " + e.RollbackError
+				detail = "rollback error (" + e.RollbackErrorCode + "): " + errorLine(e.RollbackError)
 			}
 		case e.RollbackDone:
 			status += ", rolled back"
@@ -367,7 +371,10 @@ func (a *app) printHistory(h client.History) error {
 		if attempts {
 			status += fmt.Sprintf(" (%d attempts)", e.RollbackAttempts)
 		}
-		// Escaped before it is cut, so that the cut bounds what prints.
+		// An error of several lines has them joined by "; " (errorLine),
+		// as inspect and the error line above show it; what else has a
+		// newline is JSON, where it is only space. Escaped before it is cut, so that the cut bounds what
+		// prints.
 		detail = printable(strings.ReplaceAll(detail, "\n", " "))
 		if len(detail) > 80 {
 			// On a character: a byte cut inside one printed invalid UTF-8.
@@ -414,7 +421,13 @@ func describeReceived(out json.RawMessage) string {
 	}
 	parts := make([]string, len(ms))
 	for i, m := range ms {
-		parts[i] = m.Queue + ": " + string(m.Body)
+		// A body kept as it was sent, spread over lines, on one.
+		var body bytes.Buffer
+		if json.Compact(&body, m.Body) != nil {
+			body.Reset()
+			body.Write(m.Body)
+		}
+		parts[i] = m.Queue + ": " + body.String()
 	}
 	return strings.Join(parts, "; ")
 }
