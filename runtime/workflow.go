@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"runtime/debug"
 	"slices"
 	"sort"
 	"strings"
@@ -870,7 +871,9 @@ func (a *activation) rerunLater() (int, time.Duration) {
 func (h *Host) runWorkflowTurn(a *activation, fn func() ([]storage.Op, error)) (ops []storage.Op, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			h.log.Error("workflow step panicked outside the engine's guard", actorField(a), zap.Any("panic", r))
+			// A bug of the node's, not of the workflow's code: the stack
+			// is where to look, as for the panics the engine reports.
+			h.log.Error("workflow step panicked outside the engine's guard", actorField(a), zap.Any("panic", r), zap.ByteString("stack", debug.Stack()))
 			err = fmt.Errorf("%w: panic: %v", workflow.ErrEvicted, r)
 		}
 	}()
