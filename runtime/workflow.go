@@ -697,6 +697,22 @@ func (w *wfHost) StepPanicked(path string, rollback bool, value any, stack []byt
 
 var _ workflow.PanicReporter = (*wfHost)(nil)
 
+// StepOverran logs, once per attempt, a step body (or rollback handler)
+// that returned well after its timeout: it did not stop when its context
+// was cancelled, and held the workflow (a Step's, the actor's turn, so
+// its actions too) until it returned. The attempt itself fails as timed
+// out, as recorded; nothing else says the turn was held.
+func (w *wfHost) StepOverran(path string, rollback bool, timeout, late time.Duration) {
+	msg := "workflow step returned after its timeout, which its body ignored"
+	if rollback {
+		msg = "workflow step's rollback handler returned after its timeout, which it ignored"
+	}
+	w.a.h.log.Warn(msg, actorField(w.a), zap.String("step", path), zap.Duration("timeout", timeout), zap.Duration("past_timeout", late),
+		zap.String("hint", "a body should return when its context (StepCtx.Context) is done: pass it to the calls it makes"))
+}
+
+var _ workflow.OverrunReporter = (*wfHost)(nil)
+
 // Actor is the activation's actor: its key is the activation's own copy,
 // which nothing changes.
 func (w *wfHost) Actor() (string, []string) { return w.a.ref.Name, w.a.ref.Key }

@@ -320,6 +320,18 @@ type PanicReporter interface {
 	StepPanicked(path string, rollback bool, value any, stack []byte)
 }
 
+// OverrunReporter is an optional interface of a Host. A step body (or a
+// rollback handler) that returns well after its timeout (a quarter of a
+// second or more) did not stop when its context was cancelled: the
+// attempt fails as timed out, but the body held the run (a Step's, the
+// actor's turn) until it returned. The driver calls StepOverran once for
+// each such attempt, with the step's path, whether it was the rollback
+// handler, the timeout and how long after it the body returned, so that
+// the host can log it.
+type OverrunReporter interface {
+	StepOverran(path string, rollback bool, timeout, late time.Duration)
+}
+
 // SlotHost is a Host that may keep a loop's iterations in storage slots:
 // a loop first recorded while LoopSlots says yes records Slots (its prune
 // interval plus its history size) in its entry, and its prunes are marked

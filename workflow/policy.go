@@ -38,7 +38,11 @@ type StepOptions struct {
 	// RetryOnTimeout. 0: 30 s. NoTimeout (any negative value): none. The
 	// attempt's context has it as its deadline, so that what the body
 	// calls plans by it (a send that waits for its completion ends in time
-	// to say it timed out).
+	// to say it timed out). The body is not stopped: one that does not
+	// return when its context is done holds the run (a Step's, the
+	// actor's turn) until it returns; a host that implements
+	// OverrunReporter (a node logs a WARN) hears of each attempt that
+	// returned a quarter of a second or more after its timeout.
 	Timeout time.Duration
 	// MaxRetries is the number of retries after the first attempt. 0: 3
 	// (4 attempts in all). NoRetries (any negative value): one attempt.

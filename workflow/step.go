@@ -200,11 +200,14 @@ func (x *cx) attempt(path string, seq, n int, sp stepSpec) (*Entry, error) {
 		}()
 		// t.r, not r: fn captures x too (closed), and one more word would
 		// take it to a larger size class, on every step.
-		out, err, timedOut := runBody(t.ctx, res.pol.timeout, t.r.host, func(ctx context.Context) (json.RawMessage, error) {
+		out, err, timedOut, late := runBodyLate(t.ctx, res.pol.timeout, t.r.host, func(ctx context.Context) (json.RawMessage, error) {
 			return res.body(env, ctx, n)
 		})
 		exited = false
 		t.r.reportPanic(err, path, false)
+		if timedOut {
+			t.r.reportOverrun(path, false, res.pol.timeout, late)
+		}
 		if x.closed.Load() {
 			// As above: the function of its Ctx returned while the body
 			// ran. What it did to the state goes too.
@@ -376,6 +379,13 @@ func (e *discardedError) Unwrap() error { return e.err }
 // never; with the system clock, also its deadline), and reports whether
 // the timeout fired before body returned.
 func runBody(parent context.Context, timeout time.Duration, clk Clock, body func(context.Context) (json.RawMessage, error)) (json.RawMessage, error, bool) {
+	out, err, timedOut, _ := runBodyLate(parent, timeout, clk, body)
+	return out, err, timedOut
+}
+
+// runBodyLate is runBody that also says, if the attempt timed out, how
+// long after its deadline body returned.
+func runBodyLate(parent context.Context, timeout time.Duration, clk Clock, body func(context.Context) (json.RawMessage, error)) (out json.RawMessage, err error, timedOut bool, late time.Duration) {
 	if _, ok := clk.(afterFuncClock); ok {
 		// No goroutine to wait for the timer: a node runs thousands of
 		// steps a second, each with a timeout that almost never fires;
@@ -389,7 +399,12 @@ func runBody(parent context.Context, timeout time.Duration, clk Clock, body func
 		}()
 		out, err := callBody(ctx, body)
 		ended = true
-		return out, err, ctx.end()
+		if ctx.end() {
+			// Read only then: the clock is not read again for the
+			// steps that end in time, nearly all of them.
+			return out, err, true, clk.Now().Sub(ctx.deadline)
+		}
+		return out, err, false, 0
 	}
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
@@ -418,11 +433,34 @@ func runBody(parent context.Context, timeout time.Duration, clk Clock, body func
 			}
 		}()
 	}
-	out, err := callBody(ctx, body)
+	out, err = callBody(ctx, body)
 	// A body that returns past its deadline timed out, whether or not
 	// the timer's goroutine has run yet.
-	timedOut := fired.Load() || !deadline.IsZero() && !clk.Now().Before(deadline)
-	return out, err, timedOut
+	if deadline.IsZero() {
+		return out, err, false, 0
+	}
+	now := clk.Now()
+	if fired.Load() || !now.Before(deadline) {
+		return out, err, true, now.Sub(deadline)
+	}
+	return out, err, false, 0
+}
+
+// overrunGrace is how long after its timeout an attempt's body may return
+// before the host is told it overran (OverrunReporter): a body that
+// watches its context returns about when it is cancelled; one that does
+// not held the workflow (a Step's, the actor's turn) meanwhile.
+const overrunGrace = 250 * time.Millisecond
+
+// reportOverrun tells a host that logs it that the attempt of the step at
+// path, or of its rollback handler, returned late after its timeout.
+func (r *run) reportOverrun(path string, rollback bool, timeout, late time.Duration) {
+	if late < overrunGrace {
+		return
+	}
+	if or, ok := r.host.(OverrunReporter); ok {
+		or.StepOverran(path, rollback, timeout, late)
+	}
 }
 
 // callBody turns a panic in a step body into a failed attempt, its error
@@ -597,11 +635,14 @@ func (r *run) compensateOnce(root *thread, a rollbackAction, e *Entry, n int) (*
 	fn := func(env StepEnv) []HistoryWrite {
 		root.goexitIn = fmt.Sprintf("the rollback handler of step %q", a.path) // for a runtime.Goexit in it
 		start := root.stamp()
-		_, err, timedOut := runBody(root.ctx, a.pol.timeout, r.host, func(ctx context.Context) (json.RawMessage, error) {
+		_, err, timedOut, late := runBodyLate(root.ctx, a.pol.timeout, r.host, func(ctx context.Context) (json.RawMessage, error) {
 			return nil, a.run(env, ctx, n)
 		})
 		root.goexitIn = ""
 		r.reportPanic(err, a.path, true)
+		if timedOut {
+			r.reportOverrun(a.path, true, a.pol.timeout, late)
+		}
 		if err != nil && !timedOut && root.ctx.Err() != nil {
 			// Evicted mid-attempt: not counted, as a step's.
 			abandoned = true
