@@ -74,8 +74,6 @@ type ActorServiceClient interface {
 	// compensated step, or the loop, join or race around it that kept no
 	// state to go back to (INVALID_ARGUMENT, naming the entries and the from
 	// to choose, if that would run again a step the rollback did not undo).
-	// A completed workflow is retried only from an entry: with from empty,
-	// FAILED_PRECONDITION workflow.not_failed, and nothing changes.
 	RetryWorkflow(ctx context.Context, in *RetryWorkflowRequest, opts ...grpc.CallOption) (*RetryWorkflowResponse, error)
 	// CancelWorkflow stops an actor's workflow for good, as an operator's
 	// decision: its status becomes "cancelled", with the reason in its error.
@@ -285,8 +283,6 @@ type ActorServiceServer interface {
 	// compensated step, or the loop, join or race around it that kept no
 	// state to go back to (INVALID_ARGUMENT, naming the entries and the from
 	// to choose, if that would run again a step the rollback did not undo).
-	// A completed workflow is retried only from an entry: with from empty,
-	// FAILED_PRECONDITION workflow.not_failed, and nothing changes.
 	RetryWorkflow(context.Context, *RetryWorkflowRequest) (*RetryWorkflowResponse, error)
 	// CancelWorkflow stops an actor's workflow for good, as an operator's
 	// decision: its status becomes "cancelled", with the reason in its error.
