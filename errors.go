@@ -100,7 +100,7 @@ var reasons = []struct {
 	{ErrFailedPrecondition, "actor", "deadlock"},                // a call whose wait for an actor's turn would close a cycle of waits
 	{ErrWorkflowFailed, "workflow", "none"},                     // the actor has no workflow
 	{ErrWorkflowFailed, "workflow", "not_ended"},                // a retry of a workflow that runs
-	{ErrWorkflowFailed, "workflow", "not_failed"},               // a retry only if failed, of a completed or cancelled workflow; a retry without a from entry of a completed one
+	{ErrWorkflowFailed, "workflow", "not_failed"},               // a retry only if failed, of a completed or cancelled workflow
 	{ErrWorkflowFailed, "workflow", "ended"},                    // a cancel of a workflow that has ended
 	{ErrWorkflowFailed, "workflow", "ended_without_completing"}, // a send's wait on a workflow that completed or was cancelled without completing the message
 	{ErrQueueFull, "schedule", "full"},                          // an actor's MaxSchedules scheduled calls

@@ -371,10 +371,7 @@ func (h *ActorHandle) historyPage(ctx context.Context, opts HistoryOptions, raw 
 // failed (after a rollback, from the first compensated step, or the loop,
 // join or race holding it where the history kept no state to go back to
 // that step: docs/architecture.md). It returns how many history entries
-// were deleted. A completed workflow, which has no failure, is retried
-// only from an entry: with from empty, ErrWorkflowFailed with the reason
-// workflow.not_failed, and nothing changes (a node from before that
-// replays it).
+// were deleted.
 func (h *ActorHandle) RetryWorkflow(ctx context.Context, from string) (int, error) {
 	return h.RetryWorkflowWith(ctx, RetryOptions{From: from})
 }

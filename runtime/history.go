@@ -471,14 +471,12 @@ func iteration(seg string) (uint64, bool) {
 	return n, err == nil
 }
 
-// RetryWorkflow clears a failed (or completed, or cancelled) workflow's end
+// RetryWorkflow clears a failed (or finished, or cancelled) workflow's end
 // and runs it again: from the entry from (deleting it, everything under it,
 // and every entry recorded after it outside its enclosing scopes), or, with
 // from empty, from the entries that failed (a cancelled workflow resumes
 // where it stopped; one that rolled back runs again from its first
-// compensated step, see rollbackRetry; a completed one, which has no
-// failure, is refused: rivet.ErrWorkflowFailed, reason workflow.not_failed,
-// and nothing changes). A step it keeps whose rollback
+// compensated step, see rollbackRetry). A step it keeps whose rollback
 // handler failed has that outcome cleared, so that the next rollback runs
 // the handler again (freshRollbacks). It returns how many entries it
 // deleted. A running workflow cannot be retried (rivet.ErrWorkflowFailed,
@@ -513,13 +511,6 @@ func (h *Host) RetryWorkflowWith(ctx context.Context, ref Ref, opts RetryOptions
 			// it failed may find it completed by someone else's retry,
 			// or cancelled by an operator, and must not undo either.
 			return rivet.Reasonf(rivet.ErrWorkflowFailed, "workflow", "not_failed", "the workflow of %s is %s, not failed: the retry was asked for a failed workflow only", a.describe(), a.shownWorkflowStatus())
-		}
-		if from == "" && st.Status == WorkflowCompleted {
-			// No failure to retry: it would only replay the run with the
-			// code deployed now, which, changed since, turned a run that
-			// had completed into a failed one (a divergence; a user
-			// trial). Running it again is a reset from an entry.
-			return rivet.Reasonf(rivet.ErrWorkflowFailed, "workflow", "not_failed", "the workflow of %s has completed: a retry is for a failed workflow (or resumes a cancelled one), and nothing was changed; to run a completed one again, retry it from an entry (rivetctl workflow retry --from ENTRY, with an entry rivetctl history lists)", a.describe())
 		}
 		// The ended run may still be tidying up: wait for it, or the new
 		// run would not start.

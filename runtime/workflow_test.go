@@ -906,14 +906,14 @@ func TestRetryWithoutFromLeavesCaughtFailures(t *testing.T) {
 	if n := caughtRuns.Load(); n != 1 {
 		t.Fatalf("the caught step ran %d times, want 1", n)
 	}
-	// A workflow that completed has no failure to retry: a retry of it
-	// without --from is refused, and the caught step stays.
-	if removed, err := e.host.RetryWorkflow(ctx(t), ref, ""); !errors.Is(err, rivet.ErrWorkflowFailed) || removed != 0 {
-		t.Fatalf("retry of the completed workflow: removed %d, %v; want it refused", removed, err)
+	// A workflow that completed keeps them too: a retry of it deletes
+	// nothing, and replays.
+	if removed, err := e.host.RetryWorkflow(ctx(t), ref, ""); err != nil || removed != 0 {
+		t.Fatalf("retry of the completed workflow: removed %d, %v; want 0", removed, err)
 	}
-	if st := inspect(t, e.host, "caught", "k").WorkflowStatus; st != runtime.WorkflowCompleted {
-		t.Fatalf("after a refused retry of the completed workflow: %s", st)
-	}
+	waitFor(t, "the workflow retried again to complete", 20*time.Second, func() bool {
+		return inspect(t, e.host, "caught", "k").WorkflowStatus == runtime.WorkflowCompleted
+	})
 	if n := caughtRuns.Load(); n != 1 {
 		t.Fatalf("after a retry of the completed workflow, the caught step ran %d times, want 1", n)
 	}

@@ -166,11 +166,11 @@ func workflowEnded(status string) string {
 // untilRetried says what makes a workflow of status, which has ended, take
 // a queued message. A retry resumes a failed or cancelled run where it
 // stopped, so a receive it reaches takes the message; a completed run has
-// nothing left to run, and a retry without --from is refused: only one
-// from an entry before its end takes it.
+// nothing left to run, and a retry without --from replays it to the same
+// end: only one from an entry before that end takes it.
 func untilRetried(status string) string {
 	if status == "completed" {
-		return "unless the workflow runs again from an entry before its end (rivetctl workflow retry --from ENTRY)"
+		return "unless the workflow runs again from an entry before its end (rivetctl workflow retry --from ENTRY; a retry without --from replays it to the same end)"
 	}
 	return "until it is retried (rivetctl workflow retry)"
 }

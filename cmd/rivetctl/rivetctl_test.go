@@ -365,7 +365,7 @@ func TestSendWithAnIdempotencyKey(t *testing.T) {
 		return runtime.SendResult{MessageID: 5, Status: runtime.SendEnqueued, Duplicate: true, WorkflowStatus: "completed"}, nil
 	}
 	rivetctl(t, addr, "send", "orders", "main", "incoming", "1", "--idempotency-key", "order-17", "--wait").
-		wantErr(t, 1, "rivetctl: a duplicate: message 5 was sent before with this idempotency key, and the actor's workflow has completed: nothing takes it unless the workflow runs again from an entry before its end (rivetctl workflow retry --from ENTRY); nothing was queued")
+		wantErr(t, 1, "rivetctl: a duplicate: message 5 was sent before with this idempotency key, and the actor's workflow has completed: nothing takes it unless the workflow runs again from an entry before its end (rivetctl workflow retry --from ENTRY; a retry without --from replays it to the same end); nothing was queued")
 }
 
 func TestStateInspectCreateDestroy(t *testing.T) {

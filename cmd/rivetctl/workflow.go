@@ -95,7 +95,7 @@ func (a *app) workflowCommand() *cobra.Command {
 	var from string
 	retry := &cobra.Command{
 		Use:   "retry ACTOR {KEY | --all-failed}",
-		Short: "Replay a failed workflow from the entries whose failure ended it (failures a Try caught stay), resume a cancelled one, or replay any from --from ENTRY and all after it (a completed one only from an entry); --all-failed retries every failed workflow of ACTOR",
+		Short: "Replay a failed workflow from the entries whose failure ended it (failures a Try caught stay), resume a cancelled one, or replay any from --from ENTRY and all after it (a completed one needs --from to run its steps again); --all-failed retries every failed workflow of ACTOR",
 		Long: `Replay an ended workflow. Without --from, a failed workflow runs again from the
 entries whose failure ended it (failures a Try caught stay), and a cancelled one
 resumes where it stopped. A workflow that rolled back (or was cancelled while
@@ -113,10 +113,9 @@ leaves the compensated steps before it undone.
 
 With --from ENTRY (a path from rivetctl history), the workflow runs again from
 that entry: it, everything under it and everything recorded after it are
-deleted. A completed workflow is retried only with --from: it has no failure
-to retry, and a replay under code changed since would fail it, so without
---from the retry is refused (FAILED_PRECONDITION workflow.not_failed) and
-nothing changes. A step kept from
+deleted. A completed workflow needs --from to run its steps again: without,
+it deletes nothing and replays, running only what code deployed since adds
+after its end ("0 history entries removed"). A step kept from
 before ENTRY whose compensation failed (or was cut off while it waited to be
 retried) loses that failure: if the run rolls back again, its rollback handler
 runs again, from its first attempt. A compensation that succeeded stays done
@@ -209,8 +208,8 @@ some not retried. --dry-run lists what would be retried.`,
 				a.note("the workflow was cancelled: it resumes where it stopped, with the code deployed now; --from ENTRY runs it again from an entry")
 			} else {
 				// A workflow that failed by its own error or a
-				// divergence: the same code fails the same way again.
-				// (A completed one is refused without --from.)
+				// divergence: the same code fails the same way again;
+				// a completed one replays to the same end.
 				a.note("no entry was deleted, so the workflow replays its history as recorded, with the code deployed now; --from ENTRY runs it again from an entry")
 			}
 		}
