@@ -233,6 +233,17 @@ func TestAFailedAttemptOverTheLimitKeepsItsFailure(t *testing.T) {
 			if err != nil {
 				return err
 			}
+			_, slow, err := workflow.TryStepOpts(ctx, workflow.StepOptions{Name: "slow", Timeout: 20 * time.Millisecond}, func(s *workflow.StepCtx[refusedFailureState]) (int, error) {
+				s.State.Blob = strings.Repeat("s", 1_100_000)
+				<-s.Context().Done()
+				return 0, nil
+			})
+			if err != nil {
+				return err
+			}
+			if slow == nil || !strings.Contains(slow.Error(), "timed out") || !strings.Contains(slow.Error(), "discarded") {
+				return rivet.Errorf(rivet.ErrInternal, "the timed-out step's failure: %v; want it to say its changes were discarded", slow)
+			}
 			_, _, err = workflow.TryStep(ctx, "declined", func(s *workflow.StepCtx[refusedFailureState]) (int, error) {
 				s.State.Blob = strings.Repeat("s", 1_100_000)
 				return 0, workflow.Rollback(errors.New("payment declined"))

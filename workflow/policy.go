@@ -196,6 +196,12 @@ func classify(what string, r attemptResult, p retryPolicy) (*RecordedError, Fail
 	switch {
 	case r.timedOut:
 		rec := &RecordedError{Message: fmt.Sprintf("%s timed out after %s", what, p.timeout)}
+		var d *discardedError
+		if errors.As(r.err, &d) {
+			// Its changes would have been kept (roll-forward): say why
+			// they were not.
+			rec.Message += " (" + capMessage(d.why.Error()) + ")"
+		}
 		if p.retryOnTimeout {
 			return rec, ""
 		}

@@ -356,8 +356,8 @@ func checkAttempt(check func(json.RawMessage) error, out json.RawMessage, err er
 		return nil, Critical(cerr), false
 	case err == nil:
 		// Timed out with no error of its own: recorded as a timeout,
-		// whose message the policy makes.
-		return nil, cerr, true
+		// whose message the policy makes (classify), saying why.
+		err = context.DeadlineExceeded
 	}
 	return nil, &discardedError{err: err, why: cerr}, timedOut
 }
@@ -370,7 +370,7 @@ type discardedError struct {
 }
 
 func (e *discardedError) Error() string {
-	return e.err.Error() + " (and its changes were discarded: " + e.why.Error() + ")"
+	return e.err.Error() + " (" + e.why.Error() + ")"
 }
 
 func (e *discardedError) Unwrap() error { return e.err }

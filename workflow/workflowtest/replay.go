@@ -24,7 +24,8 @@ import (
 //     x.ExportedAt), or the workflow's end;
 //   - the *workflow.DivergenceError the node would fail the run with (fn
 //     reaches the entries in another order or under other names than
-//     recorded: gate the change with Ctx.GetVersion), or a
+//     recorded: gate the change with Ctx.GetVersion; or a name used twice
+//     in one scope, its Reused set: give each entry a name of its own), or a
 //     *workflow.DecodeError (a recorded value fn can no longer read);
 //   - any other failure the run would end with: a panic of fn's, or the
 //     recorded failure that a run that failed replays to (compare with
