@@ -33,6 +33,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -46,6 +47,9 @@ var (
 	rsOneSeed   = flag.Int64("sim.seed", 0, "random simulation: run only this seed")
 	rsRandRuns  = flag.Int("sim.random", 0, "random simulation: runs with random crashes and evictions per seed (0: the default)")
 	rsSize      = flag.Int("sim.size", 0, "random simulation: node budget per program (0: the default)")
+	rsEvict     = flag.Bool("sim.evict", false, "random simulation: also run each seed with seeded evictions at work (after a commit, in a step body, as a wake is delivered)")
+	rsEvictRuns = flag.Int("sim.evictruns", 0, "random simulation: runs with evictions at work per seed, with -sim.evict (0: the default)")
+	rsTrace     = flag.Bool("sim.trace", false, "random simulation: a failing run's report lists its events (activations, commits, waits, evictions, yields)")
 )
 
 type rsState struct {
@@ -691,6 +695,7 @@ type rsEnv struct {
 	path   string // the scope's path, as the engine's (with a trailing "/")
 	iter   string // the iterations of the loops around, for queue names
 	notes  *[]string
+	ev     *rsEvictor // evicts the run in step bodies (nil: never)
 }
 
 func (e rsEnv) fresh() rsEnv {
@@ -700,11 +705,17 @@ func (e rsEnv) fresh() rsEnv {
 
 func (e rsEnv) note(f string, a ...any) { *e.notes = append(*e.notes, fmt.Sprintf(f, a...)) }
 
-func (p *rsProg) workflow(c *rsCtx) error {
+// workflow returns the program's workflow function; ev, if not nil, may
+// evict the run in its step bodies.
+func (p *rsProg) workflow(ev *rsEvictor) func(c *rsCtx) error {
+	return func(c *rsCtx) error { return p.run(c, ev) }
+}
+
+func (p *rsProg) run(c *rsCtx, ev *rsEvictor) error {
 	if err := c.RollbackCheckpoint("cp"); err != nil {
 		return err
 	}
-	env := rsEnv{}.fresh()
+	env := rsEnv{ev: ev}.fresh()
 	if err := p.seq(c, p.nodes, env); err != nil {
 		return err
 	}
@@ -730,6 +741,7 @@ func (p *rsProg) node(c *rsCtx, n *rsNode, env rsEnv) error {
 	case rsStepK:
 		notes := strings.Join(*env.notes, "; ")
 		body := func(s *rsStep) (int, error) {
+			env.ev.inBody(env.thread + n.name + env.iter + fmt.Sprint("#", s.Attempt()))
 			rsLog(s, env.thread, fmt.Sprintf("%s%s a%d @%v %s", n.name, env.iter, s.Attempt(), c.Now().Sub(t0), notes))
 			if s.Attempt() <= n.fails {
 				return 0, errRSFlaky
@@ -742,6 +754,7 @@ func (p *rsProg) node(c *rsCtx, n *rsNode, env rsEnv) error {
 		switch {
 		case n.do:
 			v, err = workflow.DoOpts(c, opts, func(d *workflow.DoCtx) (int, error) {
+				env.ev.inBody(env.thread + n.name + env.iter + fmt.Sprint("#", d.Attempt()))
 				if d.Attempt() <= n.fails {
 					return 0, errRSFlaky
 				}
@@ -764,6 +777,7 @@ func (p *rsProg) node(c *rsCtx, n *rsNode, env rsEnv) error {
 	case rsFailK:
 		opts := workflow.StepOptions{Name: n.name, MaxRetries: n.retries, RetryBackoffBase: n.base}
 		body := func(s *rsStep) (int, error) {
+			env.ev.inBody(env.thread + n.name + env.iter + fmt.Sprint("#", s.Attempt()))
 			rsLog(s, env.thread, fmt.Sprintf("%s%s a%d @%v", n.name, env.iter, s.Attempt(), c.Now().Sub(t0)))
 			if n.critical {
 				return 0, workflow.Critical(errors.New("bad input"))
@@ -1017,6 +1031,7 @@ type rsResult struct {
 	startedBad  string        // what is wrong with what they say
 	queue       []workflow.RawMessage
 	completions map[uint64]int
+	trace       string // the run's events, with -sim.trace
 }
 
 func (r rsResult) String() string {
@@ -1037,18 +1052,178 @@ func (r rsResult) String() string {
 	return b.String()
 }
 
+// rsEvictor evicts a run at work, at points its seed chooses: after a
+// commit, in a step body, or just after the driver delivered a wake (the
+// clock moved or a message came, and the run goes on), as a node that
+// moves or unloads the actor at any moment does. The run must then yield
+// at once, or when what it waits for comes, never later: the next
+// activation replays it from its history and must end like the crash-free
+// run. The points are chosen by hashing the seed with the point (a commit's
+// number, a step body's thread, name and attempt, a wake's number) and the
+// times it was met, not by timing: a run's choices do not depend on how
+// its goroutines were scheduled, but for the order of concurrent commits.
+// At most budget evictions are made, so the run ends.
+type rsEvictor struct {
+	seed   int64
+	pct    int // the chance of an eviction at each point, in percent
+	budget int
+
+	mu      sync.Mutex
+	seen    map[string]int
+	cancel  context.CancelFunc // the current activation's
+	stopped bool               // the current activation was evicted
+	commits int
+	tr      *rsTracer
+}
+
+func newRSEvictor(seed int64, pct, budget int, tr *rsTracer) *rsEvictor {
+	return &rsEvictor{seed: seed, pct: pct, budget: budget, seen: map[string]int{}, tr: tr}
+}
+
+// activation notes a new activation, which cancel evicts.
+func (e *rsEvictor) activation(cancel context.CancelFunc) {
+	if e == nil {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.cancel, e.stopped = cancel, false
+}
+
+// evicted reports whether the current activation was evicted.
+func (e *rsEvictor) evicted() bool {
+	if e == nil {
+		return false
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.stopped
+}
+
+// maybe evicts the current activation if the seed chooses point.
+func (e *rsEvictor) maybe(point string) bool {
+	if e == nil {
+		return false
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.budget == 0 || e.stopped || e.cancel == nil {
+		return false
+	}
+	e.seen[point]++
+	h := fnv.New64a()
+	fmt.Fprint(h, e.seed, "/", point, "/", e.seen[point])
+	if h.Sum64()%100 >= uint64(e.pct) {
+		return false
+	}
+	e.budget--
+	e.stopped = true
+	e.tr.add("evict %s", point)
+	e.cancel()
+	return true
+}
+
+// inBody is called at the start of each step body: key names the attempt.
+func (e *rsEvictor) inBody(key string) {
+	if e != nil {
+		e.maybe("body " + key)
+	}
+}
+
+// committed is the host's OnCommit (with its lock held).
+func (e *rsEvictor) committed([]string) {
+	if e == nil {
+		return
+	}
+	e.mu.Lock()
+	e.commits++
+	n := e.commits
+	e.mu.Unlock()
+	e.tr.add("commit %d", n)
+	e.maybe(fmt.Sprint("after commit ", n))
+}
+
+// rsTracer collects a run's events for -sim.trace (nil: none).
+type rsTracer struct {
+	clock  *workflowtest.Clock
+	mu     sync.Mutex
+	events []string
+}
+
+func (tr *rsTracer) add(f string, a ...any) {
+	if tr == nil {
+		return
+	}
+	at := ""
+	if tr.clock != nil {
+		at = fmt.Sprintf("+%v ", tr.clock.Now().Sub(t0))
+	}
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	tr.events = append(tr.events, at+fmt.Sprintf(f, a...))
+}
+
+func (tr *rsTracer) String() string {
+	if tr == nil {
+		return ""
+	}
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return "--- events:\n  " + strings.Join(tr.events, "\n  ") + "\n"
+}
+
+func rsWakeString(w workflow.Wake) string {
+	var parts []string
+	if !w.At.IsZero() {
+		parts = append(parts, fmt.Sprintf("at +%v", w.At.Sub(t0)))
+	}
+	if w.AnyQueue {
+		parts = append(parts, "any queue")
+	}
+	if len(w.Queues) > 0 {
+		parts = append(parts, fmt.Sprint("queues ", w.Queues))
+	}
+	if len(parts) == 0 {
+		return "nothing"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// rsRunOpts are a run's crashes and evictions.
+type rsRunOpts struct {
+	crashes map[int]bool
+	// evict, if set, is asked on each wait the run reports: true evicts
+	// it there.
+	evict func(workflow.Wake) bool
+	// ev, if set, evicts the run at work.
+	ev *rsEvictor
+	// trace, if set, collects the run's events.
+	trace bool
+}
+
 // rsRun runs p on a fresh host with the crashes and evictions given; it
 // returns the result, the activations and the commits. A run that does not
 // end is a result with status RunYielded ("stuck").
-func rsRun(p *rsProg, crashes map[int]bool, evict func(workflow.Wake) bool) (rsResult, int, int) {
+func rsRun(p *rsProg, o rsRunOpts) (rsResult, int, int) {
 	h := workflowtest.NewHost(rsState{}, workflowtest.NewClock(t0))
-	for n, after := range crashes {
+	for n, after := range o.crashes {
 		h.CrashAt(n, after)
+	}
+	var tr *rsTracer
+	if o.trace {
+		tr = &rsTracer{clock: h.Clock}
+	}
+	if o.ev != nil {
+		o.ev.tr = tr
+		h.OnCommit = o.ev.committed
+	} else if tr != nil {
+		n := 0
+		h.OnCommit = func([]string) { n++; tr.add("commit %d", n) }
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	out, activations := rsDrive(ctx, h, p, evict)
-	res := rsResult{status: out.Status, state: h.State(), queue: h.Queue(), completions: h.Completions()}
+	out, activations := rsDrive(ctx, h, p, o.evict, o.ev, tr)
+	res := rsResult{status: out.Status, state: h.State(), queue: h.Queue(), completions: h.Completions(), trace: tr.String()}
 	res.history, res.started, res.startedBad = rsHistory(h.History())
 	if out.Err != nil {
 		res.err = out.Err.Error()
@@ -1061,7 +1236,7 @@ func rsRun(p *rsProg, crashes map[int]bool, evict func(workflow.Wake) bool) (rsR
 
 // rsDrive is workflowtest.Host.Drive with the program's messages sent at
 // their times: before the clock passes one, it stops there and sends it.
-func rsDrive(ctx context.Context, h *workflowtest.Host[rsState], p *rsProg, evict func(workflow.Wake) bool) (workflow.Outcome, int) {
+func rsDrive(ctx context.Context, h *workflowtest.Host[rsState], p *rsProg, evict func(workflow.Wake) bool, ev *rsEvictor, tr *rsTracer) (workflow.Outcome, int) {
 	sends := p.sends
 	for len(sends) > 0 && sends[0].at == 0 {
 		h.Send(sends[0].queue, sends[0].body)
@@ -1081,16 +1256,21 @@ func rsDrive(ctx context.Context, h *workflowtest.Host[rsState], p *rsProg, evic
 			qs = append(qs, sends[0].queue)
 			sends = sends[1:]
 		}
+		tr.add("sent to %v", qs)
 		return qs, true
 	}
 	wakes := func(w workflow.Wake, qs []string) bool {
 		return w.AnyQueue || slices.ContainsFunc(qs, func(q string) bool { return slices.Contains(w.Queues, q) })
 	}
+	fn := p.workflow(ev)
 	var out workflow.Outcome
+	nwakes := 0
 	for n := 1; n <= 10000; n++ {
 		actx, cancel := context.WithCancel(ctx)
+		ev.activation(cancel)
+		tr.add("activation %d", n)
 		done := make(chan workflow.Outcome, 1)
-		go func() { done <- h.Run(actx, p.workflow) }()
+		go func() { done <- h.Run(actx, fn) }()
 		// woken is the report on which the run was last woken by a
 		// message: the run may have reported the same wait twice (a
 		// hint may repeat), and the copy still unread must not be taken
@@ -1108,11 +1288,13 @@ func rsDrive(ctx context.Context, h *workflowtest.Host[rsState], p *rsProg, evic
 				out = <-done
 				return out, n
 			case w := <-h.Wakes():
-				if evicted || rsQueued(h, w) || woken != nil && w.At.Equal(woken.At) && slices.Equal(w.Queues, woken.Queues) && w.AnyQueue == woken.AnyQueue {
+				if evicted || ev.evicted() || rsQueued(h, w) || woken != nil && w.At.Equal(woken.At) && slices.Equal(w.Queues, woken.Queues) && w.AnyQueue == woken.AnyQueue {
 					continue // stale: the run is not waiting there any more
 				}
+				tr.add("waits for %s", rsWakeString(w))
 				woken = nil
 				if evict != nil && evict(w) {
+					tr.add("evict on the wait")
 					evicted = true
 					cancel()
 					continue
@@ -1121,6 +1303,7 @@ func rsDrive(ctx context.Context, h *workflowtest.Host[rsState], p *rsProg, evic
 					qs, sent := sendNext(w.At)
 					if !sent {
 						if w.At.IsZero() {
+							tr.add("stuck")
 							cancel() // stuck: nothing will come
 						} else {
 							h.Clock.Set(w.At)
@@ -1135,15 +1318,23 @@ func rsDrive(ctx context.Context, h *workflowtest.Host[rsState], p *rsProg, evic
 						break
 					}
 				}
+				nwakes++
+				if ev.maybe(fmt.Sprint("on wake ", nwakes)) {
+					evicted = true
+				}
 			}
 		}
 		cancel()
+		tr.add("outcome %s %v, wake %s", out.Status, out.Err, rsWakeString(out.Wake))
 		if out.Status != workflow.RunYielded || ctx.Err() != nil {
 			return out, n
 		}
 		w := out.Wake
 		for {
-			if w.At.IsZero() && rsQueued(h, w) {
+			if rsQueued(h, w) {
+				// A message it waits for came before it yielded
+				// (evicted as it was woken): it wakes at once, as the
+				// runtime's host does.
 				break
 			}
 			qs, sent := sendNext(w.At)
@@ -1228,13 +1419,13 @@ func rsDiff(want, got rsResult) string {
 
 // rsCheckSeed runs one seed's program every way and returns the first
 // difference, or "".
-func rsCheckSeed(t *testing.T, seed int64, size, randomRuns int) (fail string, commits int) {
+func rsCheckSeed(t *testing.T, seed int64, size, randomRuns, evictRuns int) (fail string, commits int) {
 	p := rsGenerate(seed, size)
-	base, _, commits := rsRun(p, nil, nil)
+	base, _, commits := rsRun(p, rsRunOpts{})
 	rsOutcomes[base.status]++
 	report := func(what string, got rsResult) string {
-		return fmt.Sprintf("%s\n%s: %s\n--- got:\n%s--- want (crash-free):\n%s--- history got:\n%s\n--- history want:\n%s",
-			p, what, rsDiff(base, got), got, base, got.history, base.history)
+		return fmt.Sprintf("%s\n%s: %s\n--- got:\n%s--- want (crash-free):\n%s--- history got:\n%s\n--- history want:\n%s\n%s",
+			p, what, rsDiff(base, got), got, base, got.history, base.history, got.trace)
 	}
 	if base.status != workflow.RunCompleted && base.status != workflow.RunFailed {
 		return report("crash-free run", base), commits
@@ -1243,7 +1434,7 @@ func rsCheckSeed(t *testing.T, seed int64, size, randomRuns int) (fail string, c
 		return report(fmt.Sprintf("crash-free run: its top-level entries say it started at t0+%v (%s)", base.started, base.startedBad), base), commits
 	}
 	// The crash-free run must be deterministic, or the generator is wrong.
-	if again, _, _ := rsRun(p, nil, nil); rsDiff(base, again) != "" {
+	if again, _, _ := rsRun(p, rsRunOpts{trace: *rsTrace}); rsDiff(base, again) != "" {
 		return report("crash-free run again (the program is not deterministic)", again), commits
 	}
 	// The start goes with the first commit: only a crash that loses it,
@@ -1264,7 +1455,7 @@ func rsCheckSeed(t *testing.T, seed int64, size, randomRuns int) (fail string, c
 	for k := 1; k <= commits+2; k++ {
 		for _, after := range []bool{false, true} {
 			crashes := map[int]bool{k: after}
-			got, _, _ := rsRun(p, crashes, nil)
+			got, _, _ := rsRun(p, rsRunOpts{crashes: crashes, trace: *rsTrace})
 			if d := rsDiff(base, got) + startDiff(crashes, false, got); d != "" {
 				return report(fmt.Sprintf("crash at commit %d (after=%v): %s", k, after, d), got), commits
 			}
@@ -1276,9 +1467,18 @@ func rsCheckSeed(t *testing.T, seed int64, size, randomRuns int) (fail string, c
 		for j := 0; j < 1+rng.Intn(5); j++ {
 			crashes[1+rng.Intn(commits+5)] = rng.Intn(2) == 0
 		}
-		got, _, _ := rsRun(p, crashes, func(workflow.Wake) bool { return rng.Intn(2) == 0 })
+		got, _, _ := rsRun(p, rsRunOpts{crashes: crashes, evict: func(workflow.Wake) bool { return rng.Intn(2) == 0 }, trace: *rsTrace})
 		if d := rsDiff(base, got) + startDiff(crashes, true, got); d != "" {
 			return report(fmt.Sprintf("random run %d: crashes %v, random evictions: %s", i, crashes, d), got), commits
+		}
+	}
+	for i := 0; i < evictRuns; i++ {
+		// Evictions at work, a third of the points at most, a few per
+		// run; no crash, so that what differs is the stop's.
+		ev := newRSEvictor(seed*1000+int64(i), []int{10, 20, 35}[i%3], 2+i%4, nil)
+		got, _, _ := rsRun(p, rsRunOpts{ev: ev, trace: *rsTrace})
+		if d := rsDiff(base, got) + startDiff(nil, true, got); d != "" {
+			return report(fmt.Sprintf("eviction run %d: evictions at work: %s", i, d), got), commits
 		}
 	}
 	return "", commits
@@ -1301,9 +1501,16 @@ func TestRandomSim(t *testing.T) {
 	if *rsRandRuns > 0 {
 		randomRuns = *rsRandRuns
 	}
+	evictRuns := 0
+	if *rsEvict {
+		evictRuns = 8
+		if *rsEvictRuns > 0 {
+			evictRuns = *rsEvictRuns
+		}
+	}
 	failed, totalCommits, totalNodes := 0, 0, 0
 	for seed := first; seed < first+int64(seeds); seed++ {
-		fail, commits := rsCheckSeed(t, seed, size, randomRuns)
+		fail, commits := rsCheckSeed(t, seed, size, randomRuns, evictRuns)
 		totalCommits += commits
 		totalNodes += rsCount(rsGenerate(seed, size).nodes)
 		if fail != "" {
