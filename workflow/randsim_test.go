@@ -1213,6 +1213,22 @@ func rsRun(p *rsProg, o rsRunOpts) (rsResult, int, int) {
 	if o.trace {
 		tr = &rsTracer{clock: h.Clock}
 	}
+	if tr != nil {
+		h.OnBatch = func(batch []workflow.HistoryWrite) {
+			var ws []string
+			for _, w := range batch {
+				switch {
+				case w.Put != nil:
+					ws = append(ws, fmt.Sprintf("%s %s", w.Put.Path, w.Put.Status))
+				case w.DeleteTree != "":
+					ws = append(ws, "delete "+w.DeleteTree)
+				default:
+					ws = append(ws, fmt.Sprintf("requeue %d", len(w.Requeue)))
+				}
+			}
+			tr.add("batch %s", strings.Join(ws, ", "))
+		}
+	}
 	if o.ev != nil {
 		o.ev.tr = tr
 		h.OnCommit = o.ev.committed
