@@ -494,6 +494,7 @@ func (x *cx) join(name string, names []string, runs []func(*cx) (json.RawMessage
 			// for days).
 			hold.record(c, names[i], err, &results[i])
 		}
+		c.endedAtWork(results[i].err)
 	})
 	t.forked.Store(false)
 	if err := t.settled(results, false); err != nil {
@@ -631,6 +632,7 @@ func (x *cx) race(name string, names []string, runs []func(*cx) (json.RawMessage
 				hold.cancelled(t, names[i])
 			}
 		}
+		c.endedAtWork(results[i].err)
 		switch err := results[i].err; {
 		case err == nil:
 			r.raceFinish(c, rc, i)

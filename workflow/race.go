@@ -529,3 +529,22 @@ func (t *thread) claimReplayed() {
 		}
 	}
 }
+
+// endedAtWork notes that t, a join or race branch, ended with err: if the
+// run was stopped first, and err is not the stop's (t returned a value or
+// failed, at work), a race's finisher that waits on t's floor, or did
+// when the stop came, would have gone on at once, so the run must be
+// woken at once. Its finish is lost with the run, and the wait of a
+// sibling would otherwise say when it comes back. (A branch that ended
+// with ErrEvicted said what it waited for, or that it was at work.)
+func (t *thread) endedAtWork(err error) {
+	if len(t.races) == 0 || err != nil && isControl(err) {
+		return
+	}
+	r := t.r
+	r.mu.Lock()
+	if r.ctx.Err() != nil && t.holdsARaceLocked() {
+		r.yieldNow = true
+	}
+	r.mu.Unlock()
+}

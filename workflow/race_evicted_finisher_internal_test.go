@@ -3,7 +3,9 @@ package workflow
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -185,4 +187,48 @@ func wantYieldedAtOnce(t *testing.T, out Outcome, failed string) {
 	if !out.Wake.At.Equal(t0) {
 		t.Fatalf("yielded until %v, want at once (%v): the race was to be decided now", out.Wake.At, t0)
 	}
+}
+
+// A race's finisher held by a sibling at work, which fails after the
+// stop came without waiting again (the stop came at its failure's record,
+// in the race's entry): its end would have let the finisher win at once,
+// so the run must be woken at once, not when a third branch's sleep ends
+// (seed 654 of TestRandomSim with -sim.evict, evicted at such a commit,
+// slept until a message came, an hour later).
+func TestASiblingThatFailsAfterTheStopWhileAFinisherWaitsYieldsAtOnce(t *testing.T) {
+	ctx, evict := context.WithCancel(context.Background())
+	defer evict()
+	h := &stopHost{now: t0, notify: make(chan struct{})}
+	h.onCommit = func(ws []HistoryWrite) {
+		for _, w := range ws {
+			if w.Put != nil && w.Put.Path == "r" && w.Put.Branches["a"].Status == StatusFailed {
+				evict()
+			}
+		}
+	}
+	var rp atomic.Pointer[run]
+	fail := make(chan struct{})
+	failed := ""
+	go func() {
+		defer close(fail)
+		for rp.Load() == nil {
+			time.Sleep(time.Millisecond)
+		}
+		// b finished at t0 and waits for a (declared first, at work at
+		// t0); c sleeps an hour. Then a fails.
+		r := rp.Load()
+		if !untilLocked(r, func() bool { return len(r.waiting) == 2 && r.active == 1 }) {
+			failed = "b and c never waited"
+		}
+	}()
+	out := Run(ctx, func(c *Ctx[struct{}]) error {
+		rp.Store(c.x.t.r)
+		_, _, err := Race(c, "r", []RaceBranch[struct{}, int]{
+			{Name: "a", Run: func(c *Ctx[struct{}]) (int, error) { <-fail; return 0, errors.New("boom") }},
+			{Name: "b", Run: func(c *Ctx[struct{}]) (int, error) { return 1, nil }},
+			{Name: "c", Run: func(c *Ctx[struct{}]) (int, error) { return 2, c.Sleep("z", time.Hour) }},
+		})
+		return err
+	}, h, nil)
+	wantYieldedAtOnce(t, out, failed)
 }
