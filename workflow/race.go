@@ -36,8 +36,8 @@ type race struct {
 	failed    int
 	// threads are the threads running under each branch (nested join
 	// and race branches too), for the floors that hold a decision (see
-	// heldLocked); holding counts the finishers waiting on them, which
-	// makes every floor change signal.
+	// heldLocked); holding counts the finishers waiting on them, or on
+	// branches still replaying, which makes every floor change signal.
 	threads []raceThread
 	holding int
 	// heldAtStop is set once a finisher stopped waiting on those floors
@@ -191,6 +191,12 @@ func (r *run) raceFinish(c *thread, rc *race, b int) {
 			// (Else a replay lets it catch up past the time it was
 			// doomed at in the first run, and run what it never ran
 			// then.)
+			held = true
+		}
+		if rc.replaying > 0 {
+			// Branches still replay their entries, at work: as for a
+			// held decision, a stop now loses this finish, which their
+			// replay would have let win at once (see holdsARaceLocked).
 			held = true
 		}
 		if rc.replaying == 0 && !claimed {

@@ -232,3 +232,52 @@ func TestASiblingThatFailsAfterTheStopWhileAFinisherWaitsYieldsAtOnce(t *testing
 	}, h, nil)
 	wantYieldedAtOnce(t, out, failed)
 }
+
+// A race's finisher that waits while a sibling still replays its
+// recorded entries (no winner is picked meanwhile), when the run is
+// evicted: the replaying sibling is at work, as one whose floor holds the
+// finisher is, and a wait another sibling begins after the stop must
+// yield the run at once, not at its own deadline (seed 3273 of
+// TestRandomSim with -sim.evict slept a thousand hours so, on a race its
+// finisher had won at once).
+func TestAWaitBegunAfterTheStopWhileAFinisherWaitsForAReplayYieldsAtOnce(t *testing.T) {
+	ctx, evict := context.WithCancel(context.Background())
+	defer evict()
+	h := &stopHost{now: t0, notify: make(chan struct{})}
+	var rp atomic.Pointer[run]
+	release := make(chan struct{})
+	failed := ""
+	h.onCommit = func(ws []HistoryWrite) {
+		if len(ws) == 0 || ws[0].Put == nil || ws[0].Put.Path != "r/b/z" {
+			return
+		}
+		// b's sleep's pending entry: b is at work. c finished at t0 and
+		// waits for a, which replayed its step and has not ended.
+		r := rp.Load()
+		if !untilLocked(r, func() bool { return len(r.waiting) == 1 && r.waiting[0].races[0].b == 2 }) {
+			failed = "c never waited for the decision"
+		}
+		evict()
+		close(release)
+	}
+	hist := []Entry{
+		{Path: "r", Seq: 1, Kind: KindRace, Status: StatusPending, Time: t0, StartedAt: t0, Branches: map[string]Branch{"a": {Status: StatusPending}, "b": {Status: StatusPending}, "c": {Status: StatusPending}}},
+		{Path: "r/a/s", Seq: 1, Kind: KindStep, Status: StatusCompleted, Time: t0, Attempts: 1, LastAttemptAt: t0, Output: json.RawMessage(`1`)},
+	}
+	out := Run(ctx, func(c *Ctx[struct{}]) error {
+		rp.Store(c.x.t.r)
+		_, _, err := Race(c, "r", []RaceBranch[struct{}, int]{
+			{Name: "a", Run: func(c *Ctx[struct{}]) (int, error) {
+				if _, err := Step(c, "s", func(*StepCtx[struct{}]) (int, error) { return 1, nil }); err != nil {
+					return 0, err
+				}
+				<-release
+				return 0, errors.New("late")
+			}},
+			{Name: "b", Run: func(c *Ctx[struct{}]) (int, error) { return 1, c.Sleep("z", time.Hour) }},
+			{Name: "c", Run: func(c *Ctx[struct{}]) (int, error) { return 2, nil }},
+		})
+		return err
+	}, h, hist)
+	wantYieldedAtOnce(t, out, failed)
+}
