@@ -281,3 +281,64 @@ func TestAWaitBegunAfterTheStopWhileAFinisherWaitsForAReplayYieldsAtOnce(t *test
 	}, h, hist)
 	wantYieldedAtOnce(t, out, failed)
 }
+
+// blockingReceiveHost is a stopHost whose first Receive blocks until
+// release is closed, and tells entered when it starts: its caller holds
+// the races' claims meanwhile.
+type blockingReceiveHost struct {
+	stopHost
+	once             sync.Once
+	entered, release chan struct{}
+}
+
+func (h *blockingReceiveHost) Receive(context.Context, []string, int, func([]RawMessage) []HistoryWrite) ([]RawMessage, error) {
+	h.once.Do(func() { close(h.entered) })
+	<-h.release
+	return nil, nil
+}
+
+// A race branch waiting for the claim, woken because it changed before
+// the run was stopped, but back under the run's lock only after: it was
+// at work when the stop came, and the run must be woken at once, not
+// when what another branch waits for comes (seed 76 of TestRandomSim
+// with -sim.evict -sim.evictruns 30, evicted at such an instant, waited
+// for a message while its race was to be decided at once).
+func TestAWaitWokenBeforeTheStopYieldsAtOnce(t *testing.T) {
+	ctx, evict := context.WithCancel(context.Background())
+	defer evict()
+	h := &blockingReceiveHost{stopHost: stopHost{now: t0, notify: make(chan struct{})}, entered: make(chan struct{}), release: make(chan struct{})}
+	var rp atomic.Pointer[run]
+	failed := ""
+	go func() {
+		defer close(h.release)
+		<-h.entered
+		r := rp.Load()
+		// b waits for the claim that a holds while it receives.
+		if !untilLocked(r, func() bool { return len(r.waiting) == 1 && r.waiting[0].races[0].b == 1 }) {
+			failed = "b never waited for the claim"
+			return
+		}
+		r.mu.Lock()
+		r.waiting[0].races[0].r.signalLocked()
+		// b wakes, and waits for the lock until the stop came.
+		time.Sleep(20 * time.Millisecond)
+		evict()
+		r.mu.Unlock()
+	}()
+	out := Run(ctx, func(c *Ctx[struct{}]) error {
+		rp.Store(c.x.t.r)
+		_, _, err := Race(c, "r", []RaceBranch[struct{}, int]{
+			{Name: "a", Run: func(c *Ctx[struct{}]) (int, error) {
+				_, err := Next[int](c, "m", NextOptions{Names: []string{"qa"}})
+				return 0, err
+			}},
+			{Name: "b", Run: func(c *Ctx[struct{}]) (int, error) {
+				<-h.entered
+				_, err := Next[int](c, "m", NextOptions{Names: []string{"qb"}})
+				return 1, err
+			}},
+		})
+		return err
+	}, h, nil)
+	wantYieldedAtOnce(t, out, failed)
+}

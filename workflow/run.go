@@ -551,12 +551,21 @@ func (t *thread) wait(w waitFor) error {
 	r.reportLocked()
 	r.mu.Unlock()
 
+	woke := true
 	select {
 	case <-timer:
 	case <-w.notify:
 	case <-w.change:
 	case <-t.ctx.Done():
+		woke = false
 	}
+	// Woken by what it waited for before the run was stopped, the thread
+	// was at work when the stop came, however late it sees it: the run
+	// must be woken at once (a race's change says nothing the host can
+	// wake it for). Looked at before the lock, which it may wait for
+	// until long after; a change the stop itself made (a sibling that
+	// left) comes after it, and is not work.
+	woke = woke && r.ctx.Err() == nil
 
 	r.mu.Lock()
 	r.active++
@@ -571,7 +580,7 @@ func (t *thread) wait(w waitFor) error {
 		r.yield = mergeWake(r.yield, w.wake())
 	}
 	r.mu.Unlock()
-	return t.stopped(false)
+	return t.stopped(woke)
 }
 
 // holdsARaceLocked reports whether a finisher of a race t runs under
