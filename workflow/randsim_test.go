@@ -1341,6 +1341,15 @@ func rsDrive(ctx context.Context, h *workflowtest.Host[rsState], p *rsProg, evic
 			}
 		}
 		cancel()
+		select {
+		case <-h.Wakes():
+			// A wait it reported before it was evicted at work (woken,
+			// it went on and waited again, and was evicted before this
+			// loop read it): read in the next activation's loop, before
+			// its Run drops it, it would move the clock while that one
+			// replays.
+		default:
+		}
 		tr.add("outcome %s %v, wake %s", out.Status, out.Err, rsWakeString(out.Wake))
 		if out.Status != workflow.RunYielded || ctx.Err() != nil {
 			return out, n
