@@ -302,18 +302,37 @@ func (h *blockingReceiveHost) Receive(context.Context, []string, int, func([]Raw
 // at work when the stop came, and the run must be woken at once, not
 // when what another branch waits for comes (seed 76 of TestRandomSim
 // with -sim.evict -sim.evictruns 30, evicted at such an instant, waited
-// for a message while its race was to be decided at once).
+// for a message while its race was to be decided at once). Nothing shows
+// that the woken branch looked at the stop before the test stops the run
+// (it then waits for the lock the test holds): a branch slower than the
+// test's pause sees the stop first, which is no work, so the test tries
+// a few times. Without the fix, every try fails.
 func TestAWaitWokenBeforeTheStopYieldsAtOnce(t *testing.T) {
+	var out Outcome
+	var failed string
+	for try := 0; try < 5; try++ {
+		out, failed = wokenBeforeTheStop()
+		if failed != "" || out.Status == RunYielded && out.Wake.At.Equal(t0) {
+			break
+		}
+	}
+	wantYieldedAtOnce(t, out, failed)
+}
+
+// wokenBeforeTheStop runs a race of a, which holds the claim while it
+// receives, and b, which waits for it: the claim changes, and the run is
+// stopped before b is back under the run's lock.
+func wokenBeforeTheStop() (out Outcome, failed string) {
 	ctx, evict := context.WithCancel(context.Background())
 	defer evict()
 	h := &blockingReceiveHost{stopHost: stopHost{now: t0, notify: make(chan struct{})}, entered: make(chan struct{}), release: make(chan struct{})}
 	var rp atomic.Pointer[run]
-	failed := ""
+	done := make(chan struct{})
 	go func() {
+		defer close(done)
 		defer close(h.release)
 		<-h.entered
 		r := rp.Load()
-		// b waits for the claim that a holds while it receives.
 		if !untilLocked(r, func() bool { return len(r.waiting) == 1 && r.waiting[0].races[0].b == 1 }) {
 			failed = "b never waited for the claim"
 			return
@@ -321,11 +340,11 @@ func TestAWaitWokenBeforeTheStopYieldsAtOnce(t *testing.T) {
 		r.mu.Lock()
 		r.waiting[0].races[0].r.signalLocked()
 		// b wakes, and waits for the lock until the stop came.
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond)
 		evict()
 		r.mu.Unlock()
 	}()
-	out := Run(ctx, func(c *Ctx[struct{}]) error {
+	out = Run(ctx, func(c *Ctx[struct{}]) error {
 		rp.Store(c.x.t.r)
 		_, _, err := Race(c, "r", []RaceBranch[struct{}, int]{
 			{Name: "a", Run: func(c *Ctx[struct{}]) (int, error) {
@@ -340,5 +359,6 @@ func TestAWaitWokenBeforeTheStopYieldsAtOnce(t *testing.T) {
 		})
 		return err
 	}, h, nil)
-	wantYieldedAtOnce(t, out, failed)
+	<-done
+	return out, failed
 }
