@@ -5,9 +5,7 @@ package workflow_test
 // joins, races, try blocks and version gates), each run crash-free, then
 // crashed at each of its commits in turn (before and after the commit
 // applies) and at random sets of commits with random evictions, like
-// sim_test.go's hand-written workflow, and evicted at work where the seed
-// chooses (after a commit, in a step body, as a wake is delivered: see
-// rsEvictor; -sim.evict=false leaves these out). Every run must end like the
+// sim_test.go's hand-written workflow. Every run must end like the
 // crash-free one: same outcome, same state (every step's effect, which
 // each step body logs, once per recorded attempt), same history, same
 // queue and the same completions.
@@ -23,7 +21,6 @@ package workflow_test
 //
 //	go test ./workflow -run TestRandomSim -sim.seeds 2000        # more seeds
 //	go test ./workflow -run TestRandomSim -sim.seed 1234 -v      # one seed
-//	go test ./workflow -run TestRandomSim -sim.seed 1234 -sim.trace  # and the failing run's events
 
 import (
 	"context"
@@ -50,8 +47,8 @@ var (
 	rsOneSeed   = flag.Int64("sim.seed", 0, "random simulation: run only this seed")
 	rsRandRuns  = flag.Int("sim.random", 0, "random simulation: runs with random crashes and evictions per seed (0: the default)")
 	rsSize      = flag.Int("sim.size", 0, "random simulation: node budget per program (0: the default)")
-	rsEvict     = flag.Bool("sim.evict", true, "random simulation: also run each seed with seeded evictions at work (after a commit, in a step body, as a wake is delivered)")
-	rsEvictRuns = flag.Int("sim.evictruns", 0, "random simulation: runs with evictions at work per seed (0: the default, 8)")
+	rsEvict     = flag.Bool("sim.evict", false, "random simulation: also run each seed with seeded evictions at work (after a commit, in a step body, as a wake is delivered)")
+	rsEvictRuns = flag.Int("sim.evictruns", 0, "random simulation: runs with evictions at work per seed, with -sim.evict (0: the default)")
 	rsTrace     = flag.Bool("sim.trace", false, "random simulation: a failing run's report lists its events (activations, commits, waits, evictions, yields)")
 )
 
