@@ -81,13 +81,7 @@ func TestAStepOverItsLimitsFailsAsTheStepForTheCodeToHandle(t *testing.T) {
 		},
 	}
 	e := newEnv(t, counterReg(t, actor), nil)
-	if _, _, err := e.host.GetOrCreate(ctx(t), runtime.Ref{Name: "limits", Key: []string{"k"}}, nil); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the workflow's end", 20*time.Second, func() bool {
-		st := inspect(t, e.host, "limits", "k").WorkflowStatus
-		return st == runtime.WorkflowCompleted || st == runtime.WorkflowFailed
-	})
+	runToItsEnd(t, e, "limits")
 	check := func(when string) {
 		t.Helper()
 		ins := inspect(t, e.host, "limits", "k")
@@ -147,20 +141,15 @@ func TestAStepOverItsLimitsRollsTheWorkflowBack(t *testing.T) {
 		},
 	}
 	e := newEnv(t, counterReg(t, actor), nil)
-	if _, _, err := e.host.GetOrCreate(ctx(t), runtime.Ref{Name: "sagaLimit", Key: []string{"k"}}, nil); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the workflow's end", 20*time.Second, func() bool {
-		return inspect(t, e.host, "sagaLimit", "k").WorkflowStatus == runtime.WorkflowFailed
-	})
+	runToItsEnd(t, e, "sagaLimit")
 	ins := inspect(t, e.host, "sagaLimit", "k")
 	var st sagaLimitState
 	decodeJSON(t, ins.State, &st)
 	if st.Charged != 1 || st.Refunded != 1 || st.Blob != "" {
 		t.Fatalf("state charged=%d refunded=%d blob of %d bytes; want 1, 1 and none: the charge is rolled back", st.Charged, st.Refunded, len(st.Blob))
 	}
-	if !strings.Contains(ins.WorkflowError, `"ship"`) || !strings.Contains(ins.WorkflowError, "limit") {
-		t.Fatalf("workflow error %q, want it to name step ship and its limit", ins.WorkflowError)
+	if ins.WorkflowStatus != runtime.WorkflowFailed || !strings.Contains(ins.WorkflowError, `"ship"`) || !strings.Contains(ins.WorkflowError, "limit") {
+		t.Fatalf("workflow %s (%q), want it failed, its error naming step ship and its limit", ins.WorkflowStatus, ins.WorkflowError)
 	}
 }
 
@@ -189,13 +178,7 @@ func TestAStepIsNotRefusedForTheWritesThatRideWithIt(t *testing.T) {
 		},
 	}
 	e := newEnv(t, counterReg(t, actor), nil)
-	if _, _, err := e.host.GetOrCreate(ctx(t), runtime.Ref{Name: "riding", Key: []string{"k"}}, nil); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the workflow's end", 20*time.Second, func() bool {
-		st := inspect(t, e.host, "riding", "k").WorkflowStatus
-		return st == runtime.WorkflowCompleted || st == runtime.WorkflowFailed
-	})
+	runToItsEnd(t, e, "riding")
 	if ins := inspect(t, e.host, "riding", "k"); ins.WorkflowStatus != runtime.WorkflowCompleted || string(ins.State) != `{"done":true}` {
 		t.Fatalf("workflow %s (%s), state %s; want completed and done", ins.WorkflowStatus, ins.WorkflowError, ins.State)
 	}
@@ -255,13 +238,7 @@ func TestAFailedAttemptOverTheLimitKeepsItsFailure(t *testing.T) {
 		},
 	}
 	e := newEnv(t, counterReg(t, actor), nil)
-	if _, _, err := e.host.GetOrCreate(ctx(t), runtime.Ref{Name: "refusedFailure", Key: []string{"k"}}, nil); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the workflow's end", 20*time.Second, func() bool {
-		st := inspect(t, e.host, "refusedFailure", "k").WorkflowStatus
-		return st == runtime.WorkflowCompleted || st == runtime.WorkflowFailed
-	})
+	runToItsEnd(t, e, "refusedFailure")
 	ins := inspect(t, e.host, "refusedFailure", "k")
 	if ins.WorkflowStatus != runtime.WorkflowFailed || !strings.Contains(ins.WorkflowError, "payment declined") || !strings.Contains(ins.WorkflowError, "discarded") {
 		t.Fatalf("workflow %s (%.300s), state %.100s: want it failed by the Rollback error, which TryStep does not catch, saying the changes were discarded", ins.WorkflowStatus, ins.WorkflowError, ins.State)
@@ -296,13 +273,7 @@ func TestAHugeStepErrorIsRecordedCut(t *testing.T) {
 		},
 	}
 	e := newEnv(t, counterReg(t, actor), nil)
-	if _, _, err := e.host.GetOrCreate(ctx(t), runtime.Ref{Name: "hugeError", Key: []string{"k"}}, nil); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the workflow's end", 20*time.Second, func() bool {
-		st := inspect(t, e.host, "hugeError", "k").WorkflowStatus
-		return st == runtime.WorkflowCompleted || st == runtime.WorkflowFailed
-	})
+	runToItsEnd(t, e, "hugeError")
 	if ins := inspect(t, e.host, "hugeError", "k"); ins.WorkflowStatus != runtime.WorkflowCompleted {
 		t.Fatalf("workflow %s (%.300s), want completed", ins.WorkflowStatus, ins.WorkflowError)
 	}
@@ -328,14 +299,21 @@ func TestAnOutputUnderARaisedLimitButTooLargeToCommitFailsTheStep(t *testing.T) 
 		},
 	}
 	e := newEnv(t, counterReg(t, actor), func(c *runtime.Config) { c.MaxStepOutputBytes = 4 << 20 })
-	if _, _, err := e.host.GetOrCreate(ctx(t), runtime.Ref{Name: "raisedLimit", Key: []string{"k"}}, nil); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the workflow's end", 20*time.Second, func() bool {
-		st := inspect(t, e.host, "raisedLimit", "k").WorkflowStatus
-		return st == runtime.WorkflowCompleted || st == runtime.WorkflowFailed
-	})
+	runToItsEnd(t, e, "raisedLimit")
 	if ins := inspect(t, e.host, "raisedLimit", "k"); ins.WorkflowStatus != runtime.WorkflowCompleted || string(ins.State) != `{"blob":"","went":true}` {
 		t.Fatalf("workflow %s (%.300s), state %.100s; want completed", ins.WorkflowStatus, ins.WorkflowError, ins.State)
 	}
+}
+
+// runToItsEnd creates the actor name ["k"] and waits for its workflow to
+// complete or fail.
+func runToItsEnd(t *testing.T, e *env, name string) {
+	t.Helper()
+	if _, _, err := e.host.GetOrCreate(ctx(t), runtime.Ref{Name: name, Key: []string{"k"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the workflow's end", 20*time.Second, func() bool {
+		st := inspect(t, e.host, name, "k").WorkflowStatus
+		return st == runtime.WorkflowCompleted || st == runtime.WorkflowFailed
+	})
 }
