@@ -1295,7 +1295,9 @@ func (a *activation) saveEncoded(b []byte, changed bool, err error) (wrote bool,
 		a.restoreState()
 		return false, rivet.Errorf(rivet.ErrInternal, "state of %s does not marshal to JSON: %v", a.describe(), err)
 	}
-	if len(b) > a.h.cfg.MaxStateBytes {
+	if changed && len(b) > a.h.cfg.MaxStateBytes {
+		// A change only: a state stored under a higher limit (lowered
+		// since) does not stop the actions that leave it as it is.
 		a.restoreState()
 		return false, rivet.Errorf(rivet.ErrTooLarge, "state of %s would be %d bytes, the limit is %d; the change was discarded", a.describe(), len(b), a.h.cfg.MaxStateBytes)
 	}

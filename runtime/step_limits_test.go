@@ -317,3 +317,35 @@ func runToItsEnd(t *testing.T, e *env, name string) {
 		return st == runtime.WorkflowCompleted || st == runtime.WorkflowFailed
 	})
 }
+
+// MaxStateBytes bounds a change of the state, not a state stored under a
+// higher limit: after the limit is lowered below an actor's state, an
+// action that leaves the state as it is still runs, and one that changes
+// it is refused, its change discarded.
+func TestALoweredStateLimitRefusesChangesOnly(t *testing.T) {
+	t.Parallel()
+	actor := rivet.Actor[bigState]{
+		Name: "lowered",
+		Actions: rivet.Actions[bigState]{
+			"grow": rivet.Action0(func(c *rivet.ActionCtx[bigState]) (int, error) { c.State.Blob = strings.Repeat("s", 600_000); return len(c.State.Blob), nil }),
+			"peek": rivet.Action0(func(c *rivet.ActionCtx[bigState]) (int, error) { return c.State.N, nil }),
+			"bump": rivet.Action0(func(c *rivet.ActionCtx[bigState]) (int, error) { c.State.N++; return c.State.N, nil }),
+		},
+	}
+	e := newEnv(t, counterReg(t, actor), nil)
+	if n := callInt(t, e.host, "lowered", "k", "grow", true); n != 600_000 {
+		t.Fatalf("grow = %d", n)
+	}
+	e.stop()
+	e.cfg.MaxStateBytes = 100_000
+	e.start()
+	if raw, err := call(t, e.host, "lowered", "k", "peek", false); err != nil {
+		t.Fatalf("an action that leaves a state over the lowered limit as it is: %s, %v; want it to run", raw, err)
+	}
+	if _, err := call(t, e.host, "lowered", "k", "bump", false); !errors.Is(err, rivet.ErrTooLarge) {
+		t.Fatalf("an action that changes a state over the limit: %v, want ErrTooLarge", err)
+	}
+	if n := callInt(t, e.host, "lowered", "k", "peek", false); n != 0 {
+		t.Fatalf("n = %d after the refused change, want 0", n)
+	}
+}

@@ -934,7 +934,7 @@ func (w *wfHost) RunStep(ctx context.Context, ephemeral bool, fn func(env workfl
 				a.restoreState()
 				return nil, fmt.Errorf("state of %s does not marshal to JSON: %w", a.describe(), err)
 			}
-			if len(b) > a.h.cfg.MaxStateBytes {
+			if changed && len(b) > a.h.cfg.MaxStateBytes {
 				// Memory goes back to what is durable, so that actions do
 				// not read a change that was never committed.
 				a.restoreState()
