@@ -327,7 +327,10 @@ func TestALoweredStateLimitRefusesChangesOnly(t *testing.T) {
 	actor := rivet.Actor[bigState]{
 		Name: "lowered",
 		Actions: rivet.Actions[bigState]{
-			"grow": rivet.Action0(func(c *rivet.ActionCtx[bigState]) (int, error) { c.State.Blob = strings.Repeat("s", 600_000); return len(c.State.Blob), nil }),
+			"grow": rivet.Action0(func(c *rivet.ActionCtx[bigState]) (int, error) {
+				c.State.Blob = strings.Repeat("s", 600_000)
+				return len(c.State.Blob), nil
+			}),
 			"peek": rivet.Action0(func(c *rivet.ActionCtx[bigState]) (int, error) { return c.State.N, nil }),
 			"bump": rivet.Action0(func(c *rivet.ActionCtx[bigState]) (int, error) { c.State.N++; return c.State.N, nil }),
 		},
