@@ -392,7 +392,9 @@ func (a *activation) startDeferred() {
 // until it finishes or is stopped. Owned by Host.workflows; stopped by
 // cancelling its ctx (deactivation, eviction, node stop).
 func (a *activation) runWorkflow(ctx context.Context, r *wfRunner, history []workflow.Entry) {
-	a.spec.Start(ctx, &wfHost{a: a, r: r}, history, func(out workflow.Outcome) { a.ranWorkflow(ctx, r, out) })
+	wh := &wfHost{a: a, r: r}
+	wh.check = wh.checkStep
+	a.spec.Start(ctx, wh, history, func(out workflow.Outcome) { a.ranWorkflow(ctx, r, out) })
 }
 
 // ranWorkflow records how a run ended, on the run's goroutine, as its last
@@ -579,7 +581,7 @@ type wfHost struct {
 	workflow.SystemClock
 	a *activation
 	r *wfRunner
-	// check is checkStep, made once per run (a method value made per
+	// check is checkStep, made with the wfHost (a method value made per
 	// step would be an allocation per step), and checked what it found,
 	// for the step's commit: both guarded by the step's turn.
 	check   func(json.RawMessage) error
@@ -906,9 +908,6 @@ func (w *wfHost) RunStep(ctx context.Context, ephemeral bool, fn func(env workfl
 	var te *turnEvents
 	err := w.turnWith(ctx, TurnStep, chain, &te, func() ([]storage.Op, error) {
 		ts := a.newTurnSchedule(false, te)
-		if w.check == nil {
-			w.check = w.checkStep
-		}
 		w.checked = checkedAttempt{events: te}
 		writes := fn(workflow.StepEnv{State: a.state, Client: &hostClient{h: a.h, chain: chain, from: a}, Events: te, Vars: a.vars, Destroy: ts.destroy, Schedule: ts, Tasks: te, Check: w.check})
 		checked := w.checked

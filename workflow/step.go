@@ -200,7 +200,7 @@ func (x *cx) attempt(path string, seq, n int, sp stepSpec) (*Entry, error) {
 		}()
 		// t.r, not r: fn captures x too (closed), and one more word would
 		// take it to a larger size class, on every step.
-		out, err, timedOut, late := runBodyLate(t.ctx, res.pol.timeout, t.r.host, func(ctx context.Context) (json.RawMessage, error) {
+		out, err, timedOut, late := runBody(t.ctx, res.pol.timeout, t.r.host, func(ctx context.Context) (json.RawMessage, error) {
 			return res.body(env, ctx, n)
 		})
 		exited = false
@@ -377,15 +377,9 @@ func (e *discardedError) Unwrap() error { return e.err }
 
 // runBody runs body with a context that is cancelled after timeout (0:
 // never; with the system clock, also its deadline), and reports whether
-// the timeout fired before body returned.
-func runBody(parent context.Context, timeout time.Duration, clk Clock, body func(context.Context) (json.RawMessage, error)) (json.RawMessage, error, bool) {
-	out, err, timedOut, _ := runBodyLate(parent, timeout, clk, body)
-	return out, err, timedOut
-}
-
-// runBodyLate is runBody that also says, if the attempt timed out, how
-// long after its deadline body returned.
-func runBodyLate(parent context.Context, timeout time.Duration, clk Clock, body func(context.Context) (json.RawMessage, error)) (out json.RawMessage, err error, timedOut bool, late time.Duration) {
+// the timeout fired before body returned and, if it did, how long after
+// its deadline body returned.
+func runBody(parent context.Context, timeout time.Duration, clk Clock, body func(context.Context) (json.RawMessage, error)) (out json.RawMessage, err error, timedOut bool, late time.Duration) {
 	if _, ok := clk.(afterFuncClock); ok {
 		// No goroutine to wait for the timer: a node runs thousands of
 		// steps a second, each with a timeout that almost never fires;
@@ -635,7 +629,7 @@ func (r *run) compensateOnce(root *thread, a rollbackAction, e *Entry, n int) (*
 	fn := func(env StepEnv) []HistoryWrite {
 		root.goexitIn = fmt.Sprintf("the rollback handler of step %q", a.path) // for a runtime.Goexit in it
 		start := root.stamp()
-		_, err, timedOut, late := runBodyLate(root.ctx, a.pol.timeout, r.host, func(ctx context.Context) (json.RawMessage, error) {
+		_, err, timedOut, late := runBody(root.ctx, a.pol.timeout, r.host, func(ctx context.Context) (json.RawMessage, error) {
 			return nil, a.run(env, ctx, n)
 		})
 		root.goexitIn = ""

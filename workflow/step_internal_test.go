@@ -13,7 +13,7 @@ import (
 // goroutine of its own: the body's ctx ends at the timeout and the result
 // says so; a body that returns in time is not reported as timed out.
 func TestRunBodySystemClockTimeout(t *testing.T) {
-	_, err, timedOut := runBody(context.Background(), 20*time.Millisecond, SystemClock{}, func(ctx context.Context) (json.RawMessage, error) {
+	_, err, timedOut, _ := runBody(context.Background(), 20*time.Millisecond, SystemClock{}, func(ctx context.Context) (json.RawMessage, error) {
 		<-ctx.Done()
 		return nil, ctx.Err()
 	})
@@ -21,7 +21,7 @@ func TestRunBodySystemClockTimeout(t *testing.T) {
 		t.Fatalf("slow body: err %v, timedOut %v; want cancelled and timed out", err, timedOut)
 	}
 	var bodyCtx context.Context
-	out, err, timedOut := runBody(context.Background(), time.Hour, SystemClock{}, func(ctx context.Context) (json.RawMessage, error) {
+	out, err, timedOut, _ := runBody(context.Background(), time.Hour, SystemClock{}, func(ctx context.Context) (json.RawMessage, error) {
 		bodyCtx = ctx
 		return json.RawMessage(`1`), nil
 	})
@@ -61,14 +61,14 @@ func TestScopeClaimsEachNameOnce(t *testing.T) {
 // at the deadline, children included, and context.Cause sees it; a context
 // kept past the attempt is cancelled.
 func TestRunBodyLazyContext(t *testing.T) {
-	_, _, timedOut := runBody(context.Background(), 5*time.Millisecond, SystemClock{}, func(ctx context.Context) (json.RawMessage, error) {
+	_, _, timedOut, _ := runBody(context.Background(), 5*time.Millisecond, SystemClock{}, func(ctx context.Context) (json.RawMessage, error) {
 		time.Sleep(20 * time.Millisecond) // the overrun itself is the point
 		return nil, nil
 	})
 	if !timedOut {
 		t.Fatal("a body that overran its timeout without looking at its context is not reported as timed out")
 	}
-	_, err, timedOut := runBody(context.Background(), 20*time.Millisecond, SystemClock{}, func(ctx context.Context) (json.RawMessage, error) {
+	_, err, timedOut, _ := runBody(context.Background(), 20*time.Millisecond, SystemClock{}, func(ctx context.Context) (json.RawMessage, error) {
 		child, cancel := context.WithTimeout(ctx, time.Hour)
 		defer cancel()
 		<-child.Done()
@@ -81,7 +81,7 @@ func TestRunBodyLazyContext(t *testing.T) {
 		t.Fatalf("a child context of a timed-out step: err %v, timedOut %v", err, timedOut)
 	}
 	parent, cancelParent := context.WithCancel(context.Background())
-	_, err, timedOut = runBody(parent, time.Hour, SystemClock{}, func(ctx context.Context) (json.RawMessage, error) {
+	_, err, timedOut, _ = runBody(parent, time.Hour, SystemClock{}, func(ctx context.Context) (json.RawMessage, error) {
 		if ctx.Err() != nil {
 			return nil, errors.New("cancelled before its parent")
 		}
@@ -93,7 +93,7 @@ func TestRunBodyLazyContext(t *testing.T) {
 		t.Fatalf("a step whose parent ends: err %v, timedOut %v", err, timedOut)
 	}
 	var kept context.Context
-	_, _, timedOut = runBody(context.Background(), 0, SystemClock{}, func(ctx context.Context) (json.RawMessage, error) {
+	_, _, timedOut, _ = runBody(context.Background(), 0, SystemClock{}, func(ctx context.Context) (json.RawMessage, error) {
 		kept = ctx
 		return nil, nil
 	})
@@ -111,7 +111,7 @@ func TestRunBodyLazyContext(t *testing.T) {
 // that comes first, so that what the body calls plans by it.
 func TestRunBodyContextHasTheStepsDeadline(t *testing.T) {
 	start := time.Now()
-	_, _, _ = runBody(context.Background(), time.Minute, SystemClock{}, func(ctx context.Context) (json.RawMessage, error) {
+	_, _, _, _ = runBody(context.Background(), time.Minute, SystemClock{}, func(ctx context.Context) (json.RawMessage, error) {
 		d, ok := ctx.Deadline()
 		if !ok || d.Before(start.Add(time.Minute)) || d.After(time.Now().Add(time.Minute)) {
 			t.Errorf("deadline %v, %v; want about a minute from now", d, ok)
@@ -121,13 +121,13 @@ func TestRunBodyContextHasTheStepsDeadline(t *testing.T) {
 	parent, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	pd, _ := parent.Deadline()
-	_, _, _ = runBody(parent, time.Minute, SystemClock{}, func(ctx context.Context) (json.RawMessage, error) {
+	_, _, _, _ = runBody(parent, time.Minute, SystemClock{}, func(ctx context.Context) (json.RawMessage, error) {
 		if d, ok := ctx.Deadline(); !ok || !d.Equal(pd) {
 			t.Errorf("deadline %v, %v; want the parent's, %v", d, ok, pd)
 		}
 		return nil, nil
 	})
-	_, _, _ = runBody(context.Background(), 0, SystemClock{}, func(ctx context.Context) (json.RawMessage, error) {
+	_, _, _, _ = runBody(context.Background(), 0, SystemClock{}, func(ctx context.Context) (json.RawMessage, error) {
 		if d, ok := ctx.Deadline(); ok {
 			t.Errorf("a step without a timeout has the deadline %v", d)
 		}
@@ -151,7 +151,7 @@ func (c *manualClock) AfterFunc(time.Time, func()) func() bool { return func() b
 // never looked is (the clock says so when it returns).
 func TestRunBodyArmedOverrunBeforeItsTimerRan(t *testing.T) {
 	clk := &manualClock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
-	_, err, timedOut := runBody(context.Background(), time.Second, clk, func(ctx context.Context) (json.RawMessage, error) {
+	_, err, timedOut, _ := runBody(context.Background(), time.Second, clk, func(ctx context.Context) (json.RawMessage, error) {
 		_ = ctx.Done()
 		clk.now = clk.now.Add(2 * time.Second)
 		return nil, nil
