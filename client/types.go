@@ -219,9 +219,11 @@ type HistoryEntry struct {
 	// Deadline is when a sleep ends, or when a receive with a timeout
 	// gives up, as recorded when the workflow first reached it.
 	Deadline time.Time `json:"deadline,omitzero"`
-	// HasRollback says that a completed step has a rollback handler
-	// (workflow.StepWithRollback): a compensation that a rollback of the
-	// workflow runs.
+	// HasRollback says that a step whose body succeeded has a rollback
+	// handler (workflow.StepWithRollback): a compensation that a rollback
+	// of the workflow runs. The step completed, or failed because the
+	// node refused the state its body left (too large), after its side
+	// effect.
 	HasRollback bool `json:"has_rollback,omitempty"`
 	// RollbackDone says that the step's rollback handler ran and
 	// succeeded: the workflow rolled back and compensated this step.

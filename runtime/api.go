@@ -233,8 +233,9 @@ type HistoryEntry struct {
 	// Deadline is when a sleep ends, or a receive with a timeout gives
 	// up: recorded when the workflow first reached it.
 	Deadline time.Time
-	// HasRollback says that a completed step has a rollback handler
-	// (workflow.StepWithRollback). RollbackDone says that the handler ran
+	// HasRollback says that a step whose body succeeded has a rollback
+	// handler (workflow.StepWithRollback): a completed step, or one the
+	// node's limits failed for the state it left. RollbackDone says that the handler ran
 	// and succeeded in a rollback of the workflow; RollbackError (and its
 	// code, RollbackErrorCode) is its error if it failed for good (its
 	// retries used up, or an error no retry changes), which stopped the

@@ -153,6 +153,88 @@ func TestAStepOverItsLimitsRollsTheWorkflowBack(t *testing.T) {
 	}
 }
 
+// A StepWithRollback whose body succeeded (its side effect happened) and
+// whose state the node then refused fails for good, and still has its
+// compensation run when the workflow rolls back, with the output its body
+// returned: before, the engine registered compensations for completed
+// steps only, and the charge stayed charged. The rollback here comes
+// after a restart, from a replay of the failed step.
+func TestARefusedStepWithRollbackIsCompensated(t *testing.T) {
+	t.Parallel()
+	var charged, refunds atomic.Int32
+	var refundedID atomic.Value
+	actor := rivet.Actor[sagaLimitState]{
+		Name:   "refusedSaga",
+		Queues: rivet.Queues{"go": rivet.QueueOf[int]()},
+		Run: func(ctx *workflow.Ctx[sagaLimitState]) error {
+			if err := ctx.RollbackCheckpoint("saga"); err != nil {
+				return err
+			}
+			_, err := workflow.StepWithRollback(ctx, workflow.StepOptions{Name: "charge"},
+				func(s *workflow.StepCtx[sagaLimitState]) (string, error) {
+					charged.Add(1) // the side effect, outside the actor
+					s.State.Charged++
+					s.State.Blob = strings.Repeat("s", 1_100_000)
+					return "ch-1", nil
+				},
+				func(s *workflow.StepCtx[sagaLimitState], id string) error {
+					refunds.Add(1)
+					refundedID.Store(id)
+					s.State.Refunded++
+					return nil
+				})
+			var se *workflow.StepError
+			if !errors.As(err, &se) || se.Kind != workflow.FailureCritical {
+				return rivet.Errorf(rivet.ErrInternal, "step charge: got %v, want a critical step error", err)
+			}
+			if _, rerr := workflow.Next[int](ctx, "confirm"); rerr != nil {
+				return rerr
+			}
+			return err
+		},
+	}
+	e := newEnv(t, counterReg(t, actor), nil)
+	ref := runtime.Ref{Name: "refusedSaga", Key: []string{"k"}}
+	if _, _, err := e.host.GetOrCreate(ctx(t), ref, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the workflow to wait after the refused step", 20*time.Second, func() bool {
+		return inspect(t, e.host, "refusedSaga", "k").WorkflowStatus == runtime.WorkflowSleeping
+	})
+	h, err := e.host.History(ctx(t), ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found bool
+	for _, en := range h.Entries {
+		if en.Path == "charge" {
+			found = true
+			if en.Status != "exhausted" || !en.HasRollback || string(en.Output) != `"ch-1"` {
+				t.Fatalf("charge's entry: status %s, has_rollback %v, output %s; want exhausted, true, \"ch-1\"", en.Status, en.HasRollback, en.Output)
+			}
+		}
+	}
+	if !found {
+		t.Fatal("no entry for step charge")
+	}
+	e.restart() // the rollback's handler comes from a replay of the failure
+	send(t, e.host, "refusedSaga", "k", "go", 1)
+	runToItsEnd(t, e, "refusedSaga")
+	ins := inspect(t, e.host, "refusedSaga", "k")
+	if ins.WorkflowStatus != runtime.WorkflowFailed || !strings.Contains(ins.WorkflowError, `"charge"`) {
+		t.Fatalf("workflow %s (%q), want it failed with step charge's error", ins.WorkflowStatus, ins.WorkflowError)
+	}
+	var st sagaLimitState
+	decodeJSON(t, ins.State, &st)
+	if charged.Load() != 1 || refunds.Load() != 1 || st.Refunded != 1 || st.Charged != 0 || st.Blob != "" {
+		t.Fatalf("charged %d, refunded %d times (state: charged %d, refunded %d, blob of %d bytes); want charged once, refunded once, the refused state discarded",
+			charged.Load(), refunds.Load(), st.Charged, st.Refunded, len(st.Blob))
+	}
+	if id, _ := refundedID.Load().(string); id != "ch-1" {
+		t.Fatalf("the refund got %q, want the charge's output ch-1", id)
+	}
+}
+
 type ridingState struct {
 	Done bool `json:"done"`
 }

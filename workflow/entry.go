@@ -90,9 +90,12 @@ type Entry struct {
 	Output        json.RawMessage `json:"output,omitempty"` // also a loop's or race's result
 	Error         *RecordedError  `json:"error,omitempty"`
 	Failure       FailureKind     `json:"failure,omitempty"` // why an exhausted step failed
-	// HasRollback marks a completed step that has a rollback handler,
-	// so that a rollback can tell a handler it did not get (its scope was
-	// not replayed) from a step that has none.
+	// HasRollback marks a step whose body succeeded and that has a
+	// rollback handler, so that a rollback can tell a handler it did not
+	// get (its scope was not replayed) from a step that has none: a
+	// completed step, or one that failed because the host refused the
+	// state its success left (StepEnv.Check), which records the output
+	// for its compensation.
 	HasRollback  bool `json:"has_rollback,omitempty"`
 	RollbackDone bool `json:"rollback_done,omitempty"`
 	// RollbackSettled marks a compensated step (RollbackDone) that a

@@ -149,7 +149,10 @@ type StepEnv struct {
 	// host's limits (the state or the output too large, a state that does
 	// not encode): the host has discarded the attempt's changes (state,
 	// scheduled calls, events) and the attempt fails for good
-	// (FailureCritical, the error recorded, no output). It is the step's
+	// (FailureCritical, the error recorded, no output; for a step with a
+	// rollback handler whose output the host's OutputChecker takes, the
+	// output, and the step's compensation runs when the workflow rolls
+	// back: its side effect happened). It is the step's
 	// own doing, checked on its own writes alone, so the workflow's code
 	// sees it as the step's error (to handle, or to roll back for), where
 	// a refusal of the whole commit (with writes the step did not make)

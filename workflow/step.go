@@ -130,6 +130,10 @@ func (x *cx) runStep(sp stepSpec) (json.RawMessage, string, error) {
 			return e.Output, path, nil
 		case stepFail:
 			t.advance(e.Time)
+			if e.HasRollback && sp.rollback != nil {
+				// A success whose state the host refused (attempt).
+				r.registerRollback(e, sp.rollback, sp.pol)
+			}
 			return nil, path, stepErrorOf(e)
 		case stepWait:
 			t.goLive()
@@ -228,16 +232,29 @@ func (x *cx) attempt(path string, seq, n int, sp stepSpec) (*Entry, error) {
 			res.abandoned = true
 			return nil
 		}
+		var compensable json.RawMessage
 		if env.Check != nil {
 			// The host encodes the state here: its encoder is the
 			// actor's code, which may call runtime.Goexit too.
 			exited = true
-			out, err, timedOut = checkAttempt(env.Check, out, err, timedOut)
+			body := out
+			var refusedSuccess bool
+			out, err, timedOut, refusedSuccess = checkAttempt(env.Check, out, err, timedOut)
 			exited = false
+			if refusedSuccess && res.hasRollback && t.r.outputFits(body) {
+				// The body's side effect happened (a charge), and only
+				// the state it left was refused: the failure records the
+				// output, so that the step's compensation runs when the
+				// workflow rolls back, as a completed step's does.
+				compensable = body
+			}
 		}
 		res.ne = recordAttempt(path, n, attemptResult{start: start, end: t.stamp(), output: out, err: err, timedOut: timedOut}, res.pol)
 		res.ne.Seq, res.ne.TryPlaces = seq, x.sc.tryPlaces
 		res.ne.HasRollback = res.hasRollback && res.ne.Status == StatusCompleted
+		if compensable != nil {
+			res.ne.Output, res.ne.HasRollback = compensable, true
+		}
 		t.r.markEntry(res.ne)
 		res.batch = AppendWrites(append(res.one[:0], t.pending...), HistoryWrite{Put: res.ne})
 		return res.batch
@@ -297,10 +314,16 @@ func (x *cx) attempt(path string, seq, n int, sp stepSpec) (*Entry, error) {
 	if ne.Status != StatusFailed {
 		t.advance(ne.Time)
 	}
-	if ne.Status == StatusCompleted && sp.rollback != nil {
+	if ne.HasRollback && sp.rollback != nil {
 		r.registerRollback(ne, sp.rollback, sp.pol)
 	}
 	return ne, nil
+}
+
+// outputFits reports whether a step's output is within the host's bound
+// (OutputChecker; none: any is).
+func (r *run) outputFits(out json.RawMessage) bool {
+	return r.checkOutput == nil || r.checkOutput(out) == nil
 }
 
 // MaxRidingBytes bounds the payload (outputs, states, errors, message
@@ -336,12 +359,12 @@ func payloadBytes(ws []HistoryWrite) int {
 
 // checkAttempt asks the host whether it can commit what an attempt wrote
 // (check is StepEnv.Check), and returns the attempt's result as it is to
-// be recorded. Refused, an attempt that succeeded fails for good
-// (critical): the same writes would be refused again. One that failed
-// keeps its failure, and how the policy takes it (a retry, a Rollback
-// error), its message saying that its changes were discarded: it would
-// have committed them (roll-forward).
-func checkAttempt(check func(json.RawMessage) error, out json.RawMessage, err error, timedOut bool) (json.RawMessage, error, bool) {
+// be recorded, and whether it was a success the host refused. Refused, an
+// attempt that succeeded fails for good (critical): the same writes would
+// be refused again. One that failed keeps its failure, and how the policy
+// takes it (a retry, a Rollback error), its message saying that its
+// changes were discarded: it would have committed them (roll-forward).
+func checkAttempt(check func(json.RawMessage) error, out json.RawMessage, err error, timedOut bool) (json.RawMessage, error, bool, bool) {
 	failed := err != nil || timedOut
 	var cerr error
 	if failed {
@@ -351,15 +374,15 @@ func checkAttempt(check func(json.RawMessage) error, out json.RawMessage, err er
 	}
 	switch {
 	case cerr == nil:
-		return out, err, timedOut
+		return out, err, timedOut, false
 	case !failed:
-		return nil, Critical(cerr), false
+		return nil, Critical(cerr), false, true
 	case err == nil:
 		// Timed out with no error of its own: recorded as a timeout,
 		// whose message the policy makes (classify), saying why.
 		err = context.DeadlineExceeded
 	}
-	return nil, &discardedError{err: err, why: cerr}, timedOut
+	return nil, &discardedError{err: err, why: cerr}, timedOut, false
 }
 
 // discardedError is a failed attempt's error whose changes the host could

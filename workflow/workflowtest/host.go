@@ -1,6 +1,7 @@
 package workflowtest
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -48,6 +49,13 @@ type Host[S any] struct {
 	// error fails the commit (nothing applies) and is returned to the run,
 	// as a storage error would be.
 	FailCommit func(n int) error
+	// MaxStateBytes and MaxStepOutputBytes bound what a step attempt
+	// writes, as a node's limits of the same names do (NewHost sets
+	// them to the node's defaults, 1 MiB each; 0: no bound). A step over
+	// them, or whose state does not marshal, fails for good
+	// (workflow.FailureCritical) with its changes discarded, as on a node.
+	MaxStateBytes      int
+	MaxStepOutputBytes int
 
 	mu          sync.Mutex
 	state       []byte
@@ -71,6 +79,7 @@ func NewHost[S any](initial S, clock *Clock) *Host[S] {
 	}
 	return &Host[S]{
 		Clock: clock, Name: "test", Key: []string{"test"}, state: b, history: map[string][]byte{}, nextID: 1,
+		MaxStateBytes: 1 << 20, MaxStepOutputBytes: 1 << 20,
 		notify: make(chan struct{}), waiters: map[uint64]chan json.RawMessage{},
 		completions: map[uint64]int{}, crashes: map[int]bool{}, wakes: make(chan workflow.Wake, 1),
 		hangs: make(chan struct{}, 1),
@@ -423,28 +432,36 @@ func (a *activation[S]) RunStep(ctx context.Context, ephemeral bool, fn func(wor
 	if dead {
 		return ErrCrash
 	}
-	writes := fn(workflow.StepEnv{State: a.state, Client: a.h.Client})
+	var checked []byte // the state as check encoded it
+	check := func(out json.RawMessage) error {
+		if err := a.CheckOutput(out); err != nil {
+			return a.discard(err)
+		}
+		b, err := json.Marshal(a.state)
+		if err != nil {
+			return a.discard(fmt.Errorf("workflowtest: the state does not marshal to JSON: %w; the attempt's changes were discarded", err))
+		}
+		if lim := a.h.MaxStateBytes; lim > 0 && len(b) > lim && !bytes.Equal(b, a.committedState()) {
+			return a.discard(fmt.Errorf("workflowtest: the state would be %d bytes, the limit is %d; the attempt's changes were discarded", len(b), lim))
+		}
+		checked = b
+		return nil
+	}
+	writes := fn(workflow.StepEnv{State: a.state, Client: a.h.Client, Check: check})
 	if writes == nil {
 		// Abandoned attempt (its race lost, the run evicted): it commits
 		// nothing, so memory goes back to what this activation holds as
 		// committed, as the runtime's does. Kept, its changes would ride
 		// with the next commit of a run that goes on (a race's winner).
-		a.h.mu.Lock()
-		defer a.h.mu.Unlock()
-		snap := a.deferredState
-		if snap == nil {
-			snap = a.h.state
-		}
-		var zero S
-		*a.state = zero
-		if err := json.Unmarshal(snap, a.state); err != nil {
-			return fmt.Errorf("workflowtest: committed state does not unmarshal: %w", err)
-		}
-		return nil
+		return a.restore()
 	}
-	snap, err := json.Marshal(a.state)
-	if err != nil {
-		return fmt.Errorf("workflowtest: state does not marshal: %w", err)
+	snap := checked
+	if snap == nil {
+		// Discarded by check: the state is the committed one again.
+		var err error
+		if snap, err = json.Marshal(a.state); err != nil {
+			return fmt.Errorf("workflowtest: state does not marshal: %w", err)
+		}
 	}
 	a.h.mu.Lock()
 	defer a.h.mu.Unlock()
@@ -455,6 +472,45 @@ func (a *activation[S]) RunStep(ctx context.Context, ephemeral bool, fn func(wor
 	}
 	return a.commitLocked(writes, snap, nil)
 }
+
+// committedState is the state this activation holds as committed.
+func (a *activation[S]) committedState() []byte {
+	a.h.mu.Lock()
+	defer a.h.mu.Unlock()
+	if a.deferredState != nil {
+		return a.deferredState
+	}
+	return a.h.state
+}
+
+// restore puts memory back to the state this activation holds as
+// committed.
+func (a *activation[S]) restore() error {
+	snap := a.committedState()
+	var zero S
+	*a.state = zero
+	if err := json.Unmarshal(snap, a.state); err != nil {
+		return fmt.Errorf("workflowtest: committed state does not unmarshal: %w", err)
+	}
+	return nil
+}
+
+// discard drops a refused attempt's changes to the state and returns why
+// it was refused (an error restoring the state joined to it).
+func (a *activation[S]) discard(why error) error {
+	return errors.Join(why, a.restore())
+}
+
+// CheckOutput implements workflow.OutputChecker: a step's output within
+// MaxStepOutputBytes, as a node's.
+func (a *activation[S]) CheckOutput(out json.RawMessage) error {
+	if lim := a.h.MaxStepOutputBytes; lim > 0 && len(out) > lim {
+		return fmt.Errorf("workflowtest: the output of a step is %d bytes, the limit is %d; the attempt's changes were discarded", len(out), lim)
+	}
+	return nil
+}
+
+var _ workflow.OutputChecker = (*activation[struct{}])(nil)
 
 // Client is the Host's Client, for Do steps.
 func (a *activation[S]) Client() caller.Client { return a.h.Client }
