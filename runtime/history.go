@@ -485,6 +485,32 @@ func (h *Host) RetryWorkflow(ctx context.Context, ref Ref, from string) (int, er
 	return h.RetryWorkflowWith(ctx, ref, RetryOptions{From: from})
 }
 
+// checkReplays refuses a plain retry of a completed workflow whose history
+// the code deployed now does not replay. Such a retry replays the workflow
+// to run what was added after its end; with code that no longer matches
+// (a change not gated by GetVersion), the run would fail at once, and the
+// workflow that had completed would be listed failed for a retry that
+// changed nothing. The check is a replay-only run (workflow.CheckHistory):
+// no step body runs, and it stops where the history ends.
+func (h *Host) checkReplays(ctx context.Context, a *activation, sp *rivet.Spec, entries []workflow.Entry) error {
+	cctx, cancel := context.WithTimeout(ctx, replayCheckTimeout)
+	defer cancel()
+	err := workflow.CheckHistory(cctx, workflow.SystemClock{}, a.ref.Name, append([]string(nil), a.ref.Key...), entries, sp.Run)
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case cctx.Err() != nil:
+		return rivet.Errorf(rivet.ErrTimeout, "the replay of the workflow of %s, which a retry of a completed workflow checks first, did not end within %s", a.describe(), replayCheckTimeout)
+	}
+	return rivet.Reasonf(rivet.ErrWorkflowFailed, "workflow", "diverged", "the workflow of %s completed, and the code deployed now does not replay its history: %v; a retry would fail it at once, so it stays completed (retry --from an entry before the change to run the new code from there)", a.describe(), err)
+}
+
+// replayCheckTimeout bounds checkReplays: the replay runs the workflow's
+// code outside its steps, which only a bug makes slow.
+const replayCheckTimeout = 10 * time.Second
+
 // RetryWorkflowWith is RetryWorkflow with options: with OnlyFailed, a
 // completed or cancelled workflow is refused as a running one is.
 func (h *Host) RetryWorkflowWith(ctx context.Context, ref Ref, opts RetryOptions) (int, error) {
@@ -532,6 +558,11 @@ func (h *Host) RetryWorkflowWith(ctx context.Context, ref Ref, opts RetryOptions
 		failedAt := st.FailedAt
 		if st.Status == WorkflowCompleted {
 			failedAt = noEntry // no failure ended it: the caught ones stay
+			if from == "" {
+				if err := h.checkReplays(ctx, a, sp, entries); err != nil {
+					return err
+				}
+			}
 		}
 		trees, resets, err := retryTrees(entries, from, failedAt)
 		if err != nil {
@@ -762,6 +793,7 @@ func planRetry(entries []workflow.Entry, from, failedAt string, rewind bool) ([]
 	// in a failed branch only the failure that failed it goes (its record
 	// names it; every failure in it for a branch recorded before it did),
 	// not those a Try caught on the way.
+	keptEffect := false
 	retryEntry := func(e *workflow.Entry) {
 		switch {
 		case settledFailed(e):
@@ -792,6 +824,15 @@ func planRetry(entries []workflow.Entry, from, failedAt string, rewind bool) ([]
 				// outside it) failed it: it replays with the code
 				// deployed now.
 			}
+		case e.Kind == workflow.KindStep && e.HasRollback && !e.RollbackDone:
+			// A step whose body succeeded and whose state the node
+			// refused (workflow.StepEnv.Check): its effect stands, not
+			// undone by a compensation (it failed, or never ran). Run
+			// again, it would take effect twice. Kept, it replays to its
+			// failure, and the rollback that follows runs its handler
+			// afresh (freshRollbacks); a retry after that rollback runs
+			// the step again, from the first compensated step.
+			keptEffect = true
 		case !covered(e.Path):
 			addTree(e.Path)
 		}
@@ -812,7 +853,7 @@ func planRetry(entries []workflow.Entry, from, failedAt string, rewind bool) ([]
 			return rollbackRetry(entries, byPath, first.Path, failedAt)
 		}
 		retryAt(failedAt)
-		if len(trees) == 0 && len(resets) == 0 {
+		if len(trees) == 0 && len(resets) == 0 && !keptEffect {
 			return nil, nil, rivet.Errorf(rivet.ErrInvalidArgument, "no failed entry in the history: name the entry to retry from (rivetctl: --from)")
 		}
 		trees, resets = prunePlan(trees, resets)

@@ -235,6 +235,65 @@ func TestARefusedStepWithRollbackIsCompensated(t *testing.T) {
 	}
 }
 
+// A refused StepWithRollback whose compensation failed has its effect
+// standing: a plain retry keeps the step (run again, it would charge
+// twice), replays to its failure, and the rollback runs its handler
+// afresh. Before, the retry deleted the failed step and ran its body
+// again, and the first charge was never refunded.
+func TestARetryKeepsARefusedStepWhoseCompensationFailed(t *testing.T) {
+	t.Parallel()
+	var charged, refunds atomic.Int32
+	var refundWorks atomic.Bool
+	actor := rivet.Actor[sagaLimitState]{
+		Name: "refusedRetry",
+		Run: func(ctx *workflow.Ctx[sagaLimitState]) error {
+			if err := ctx.RollbackCheckpoint("saga"); err != nil {
+				return err
+			}
+			_, err := workflow.StepWithRollback(ctx, workflow.StepOptions{Name: "charge"},
+				func(s *workflow.StepCtx[sagaLimitState]) (string, error) {
+					charged.Add(1)
+					s.State.Blob = strings.Repeat("s", 1_100_000)
+					return "ch-1", nil
+				},
+				func(s *workflow.StepCtx[sagaLimitState], id string) error {
+					if !refundWorks.Load() {
+						return workflow.Critical(errors.New("the refund service is down"))
+					}
+					refunds.Add(1)
+					s.State.Refunded++
+					return nil
+				})
+			return err
+		},
+	}
+	e := newEnv(t, counterReg(t, actor), nil)
+	ref := runtime.Ref{Name: "refusedRetry", Key: []string{"k"}}
+	runToItsEnd(t, e, "refusedRetry")
+	if ins := inspect(t, e.host, "refusedRetry", "k"); !strings.Contains(ins.WorkflowError, "refund service is down") {
+		t.Fatalf("workflow %s (%q), want it failed by the refund's failure", ins.WorkflowStatus, ins.WorkflowError)
+	}
+	refundWorks.Store(true)
+	if _, err := e.host.RetryWorkflow(ctx(t), ref, ""); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the retried rollback to refund", 20*time.Second, func() bool {
+		return refunds.Load() == 1 && inspect(t, e.host, "refusedRetry", "k").WorkflowStatus == runtime.WorkflowFailed
+	})
+	if c := charged.Load(); c != 1 {
+		t.Fatalf("charged %d times, want once: the retry kept the step whose charge stood", c)
+	}
+	h, err := e.host.History(ctx(t), ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, en := range h.Entries {
+		if en.Path == "charge" && !en.RollbackDone {
+			t.Fatalf("charge's entry %+v: want it rolled back", en)
+		}
+	}
+}
+
 type ridingState struct {
 	Done bool `json:"done"`
 }

@@ -3,7 +3,11 @@ package workflow
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"sync"
+
+	"github.com/rivet-go/rivet/caller"
 )
 
 // ReplayOnlyHost is an optional interface of a Host. A host whose
@@ -109,4 +113,79 @@ func (h *replayHost) Complete(ctx context.Context, _ uint64, _ json.RawMessage, 
 func replayOnly(host Host) bool {
 	ro, ok := host.(ReplayOnlyHost)
 	return ok && ro.ReplayOnly()
+}
+
+// CheckHistory runs a workflow's code against its history as a replay-only
+// run (ReplayOnlyHost) whose time is clock's, and returns what a host's
+// run of that code would fail with: nil if the code replays every entry
+// it reaches, up to where the history ends or the workflow does; else the
+// *DivergenceError, the *DecodeError, the panic, or the recorded failure
+// that a failed run replays to. Nothing the history does not hold runs
+// (see ReplayOnlyHost). start runs the code on a host and history (Run,
+// with the code's fn); name and key are the actor's, as Ctx reads them.
+func CheckHistory(ctx context.Context, clock Clock, name string, key []string, history []Entry, start func(context.Context, Host, []Entry) Outcome) error {
+	ch := &checkHost{Clock: clock, name: name, key: key, notify: make(chan struct{}), end: make(chan struct{})}
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan Outcome, 1)
+	go func() { done <- start(rctx, ch, history) }()
+	var out Outcome
+	ended := false
+	select {
+	case out = <-done:
+	case <-ch.end:
+		ended = true
+		cancel()
+		out = <-done
+	}
+	switch out.Status {
+	case RunFailed:
+		return out.Err
+	case RunYielded:
+		if !ended && ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// errCheckHost is what a checkHost says if the engine asked it to do
+// anything: it never does (the engine's replayHost stands in front).
+var errCheckHost = errors.New("workflow: a replay check runs, commits and takes nothing")
+
+// checkHost is CheckHistory's host: replay-only, its run ending once every
+// part of it stopped at the history's end or waits.
+type checkHost struct {
+	Clock
+	name   string
+	key    []string
+	notify chan struct{} // never closed: no message comes
+	once   sync.Once
+	end    chan struct{}
+}
+
+var _ ReplayOnlyHost = (*checkHost)(nil)
+
+func (h *checkHost) ReplayOnly() bool { return true }
+
+func (h *checkHost) Actor() (string, []string) { return h.name, append([]string(nil), h.key...) }
+
+func (h *checkHost) Waiting(Wake) { h.once.Do(func() { close(h.end) }) }
+
+func (h *checkHost) MessageNotify() <-chan struct{} { return h.notify }
+
+func (h *checkHost) Client() caller.Client { return nil }
+
+func (h *checkHost) RunStep(context.Context, bool, func(StepEnv) []HistoryWrite) error {
+	return errCheckHost
+}
+
+func (h *checkHost) Commit(context.Context, []HistoryWrite) error { return errCheckHost }
+
+func (h *checkHost) Receive(context.Context, []string, int, func([]RawMessage) []HistoryWrite) ([]RawMessage, error) {
+	return nil, errCheckHost
+}
+
+func (h *checkHost) Complete(context.Context, uint64, json.RawMessage, []HistoryWrite) error {
+	return errCheckHost
 }

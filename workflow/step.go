@@ -232,28 +232,25 @@ func (x *cx) attempt(path string, seq, n int, sp stepSpec) (*Entry, error) {
 			res.abandoned = true
 			return nil
 		}
-		var compensable json.RawMessage
+		// compensable: the body's side effect happened (a charge) and
+		// only the state it left was refused, so the failure records the
+		// output (none for a null value) and the step's compensation
+		// runs when the workflow rolls back, as a completed step's does.
+		compensable, body := false, out
 		if env.Check != nil {
 			// The host encodes the state here: its encoder is the
 			// actor's code, which may call runtime.Goexit too.
 			exited = true
-			body := out
 			var refusedSuccess bool
 			out, err, timedOut, refusedSuccess = checkAttempt(env.Check, out, err, timedOut)
 			exited = false
-			if refusedSuccess && res.hasRollback && t.r.outputFits(body) {
-				// The body's side effect happened (a charge), and only
-				// the state it left was refused: the failure records the
-				// output, so that the step's compensation runs when the
-				// workflow rolls back, as a completed step's does.
-				compensable = body
-			}
+			compensable = refusedSuccess && res.hasRollback && t.r.outputFits(body)
 		}
 		res.ne = recordAttempt(path, n, attemptResult{start: start, end: t.stamp(), output: out, err: err, timedOut: timedOut}, res.pol)
 		res.ne.Seq, res.ne.TryPlaces = seq, x.sc.tryPlaces
 		res.ne.HasRollback = res.hasRollback && res.ne.Status == StatusCompleted
-		if compensable != nil {
-			res.ne.Output, res.ne.HasRollback = compensable, true
+		if compensable {
+			res.ne.Output, res.ne.HasRollback = body, true
 		}
 		t.r.markEntry(res.ne)
 		res.batch = AppendWrites(append(res.one[:0], t.pending...), HistoryWrite{Put: res.ne})

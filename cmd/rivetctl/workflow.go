@@ -115,7 +115,10 @@ With --from ENTRY (a path from rivetctl history), the workflow runs again from
 that entry: it, everything under it and everything recorded after it are
 deleted. A completed workflow needs --from to run its steps again: without,
 it deletes nothing and replays, running only what code deployed since adds
-after its end ("0 history entries removed"). A step kept from
+after its end ("0 history entries removed"); if that code no longer replays
+the history (a change no GetVersion gate covers), the retry is refused,
+naming the divergence (workflow.diverged), and the workflow stays completed.
+A step kept from
 before ENTRY whose compensation failed (or was cut off while it waited to be
 retried) loses that failure: if the run rolls back again, its rollback handler
 runs again, from its first attempt. A compensation that succeeded stays done

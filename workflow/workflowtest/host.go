@@ -437,7 +437,7 @@ func (a *activation[S]) RunStep(ctx context.Context, ephemeral bool, fn func(wor
 		if err := a.CheckOutput(out); err != nil {
 			return a.discard(err)
 		}
-		b, err := json.Marshal(a.state)
+		b, err := marshalGuarded(a.state)
 		if err != nil {
 			return a.discard(fmt.Errorf("workflowtest: the state does not marshal to JSON: %w; the attempt's changes were discarded", err))
 		}
@@ -471,6 +471,17 @@ func (a *activation[S]) RunStep(ctx context.Context, ephemeral bool, fn func(wor
 		return nil
 	}
 	return a.commitLocked(writes, snap, nil)
+}
+
+// marshalGuarded is json.Marshal with a panic of the value's encoder (the
+// actor's code) taken as its error, as a node takes it.
+func marshalGuarded(v any) (b []byte, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			b, err = nil, fmt.Errorf("its encoder panicked: %v", p)
+		}
+	}()
+	return json.Marshal(v)
 }
 
 // committedState is the state this activation holds as committed.

@@ -132,3 +132,38 @@ func errString2(err error) string {
 	}
 	return err.Error()
 }
+
+type receipt struct {
+	ID string `json:"id"`
+}
+
+// A refused step whose value is null (a nil pointer) records no output,
+// and still has its compensation run, with the null value.
+func TestARefusedStepWithANullValueIsCompensated(t *testing.T) {
+	clock := workflowtest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	h := workflowtest.NewHost(limited{}, clock)
+	h.MaxStateBytes = 200
+	refunds := 0
+	fn := func(c *workflow.Ctx[limited]) error {
+		if err := c.RollbackCheckpoint("saga"); err != nil {
+			return err
+		}
+		_, err := workflow.StepWithRollback(c, workflow.StepOptions{Name: "charge"},
+			func(s *workflow.StepCtx[limited]) (*receipt, error) {
+				s.State.Blob = strings.Repeat("s", 1200)
+				return nil, nil
+			},
+			func(s *workflow.StepCtx[limited], r *receipt) error {
+				if r != nil {
+					return workflow.Critical(errors.New("the refund got a receipt, want nil"))
+				}
+				refunds++
+				return nil
+			})
+		return err
+	}
+	out, _ := h.Drive(context.Background(), fn, workflowtest.DriveOptions{})
+	if out.Status != workflow.RunFailed || refunds != 1 {
+		t.Fatalf("outcome %+v after %d refunds: want failed, refunded once", out, refunds)
+	}
+}

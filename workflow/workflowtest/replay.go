@@ -2,12 +2,8 @@ package workflowtest
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
-	"sync"
 	"time"
 
-	"github.com/rivet-go/rivet/caller"
 	"github.com/rivet-go/rivet/workflow"
 )
 
@@ -55,29 +51,9 @@ func Replay[S any](ctx context.Context, x *workflow.HistoryExport, fn func(*work
 			now = later(now, e.Time)
 		}
 	}
-	rh := &replayer{clock: NewClock(now), name: x.Actor, key: x.Key, notify: make(chan struct{}), end: make(chan struct{})}
-	rctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	done := make(chan workflow.Outcome, 1)
-	go func() { done <- workflow.Run(rctx, fn, rh, hist) }()
-	var out workflow.Outcome
-	ended := false
-	select {
-	case out = <-done:
-	case <-rh.end:
-		ended = true
-		cancel()
-		out = <-done
-	}
-	switch out.Status {
-	case workflow.RunFailed:
-		return out.Err
-	case workflow.RunYielded:
-		if !ended && ctx.Err() != nil {
-			return ctx.Err()
-		}
-	}
-	return nil
+	return workflow.CheckHistory(ctx, NewClock(now), x.Actor, x.Key, hist, func(ctx context.Context, h workflow.Host, hist []workflow.Entry) workflow.Outcome {
+		return workflow.Run(ctx, fn, h, hist)
+	})
 }
 
 func later(a, b time.Time) time.Time {
@@ -85,49 +61,4 @@ func later(a, b time.Time) time.Time {
 		return b
 	}
 	return a
-}
-
-// errReplayHost is what the replayer says if the engine asked it to do
-// anything: it never does (workflow.ReplayOnlyHost).
-var errReplayHost = errors.New("workflowtest: a replay runs, commits and takes nothing")
-
-// replayer is the workflow.Host of Replay: a replay-only host, whose run
-// ends once every part of it stopped at the history's end or waits.
-type replayer struct {
-	clock  *Clock
-	name   string
-	key    []string
-	notify chan struct{} // never closed: no message comes
-	once   sync.Once
-	end    chan struct{}
-}
-
-var _ workflow.ReplayOnlyHost = (*replayer)(nil)
-
-func (r *replayer) ReplayOnly() bool { return true }
-
-func (r *replayer) Now() time.Time { return r.clock.Now() }
-
-func (r *replayer) Timer(at time.Time) (<-chan time.Time, func()) { return r.clock.Timer(at) }
-
-func (r *replayer) Actor() (string, []string) { return r.name, append([]string(nil), r.key...) }
-
-func (r *replayer) Waiting(workflow.Wake) { r.once.Do(func() { close(r.end) }) }
-
-func (r *replayer) MessageNotify() <-chan struct{} { return r.notify }
-
-func (r *replayer) Client() caller.Client { return nil }
-
-func (r *replayer) RunStep(context.Context, bool, func(workflow.StepEnv) []workflow.HistoryWrite) error {
-	return errReplayHost
-}
-
-func (r *replayer) Commit(context.Context, []workflow.HistoryWrite) error { return errReplayHost }
-
-func (r *replayer) Receive(context.Context, []string, int, func([]workflow.RawMessage) []workflow.HistoryWrite) ([]workflow.RawMessage, error) {
-	return nil, errReplayHost
-}
-
-func (r *replayer) Complete(context.Context, uint64, json.RawMessage, []workflow.HistoryWrite) error {
-	return errReplayHost
 }

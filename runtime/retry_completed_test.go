@@ -1,0 +1,87 @@
+package runtime_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/runtime"
+	"github.com/rivet-go/rivet/workflow"
+)
+
+type retryDoneState struct {
+	Log []string `json:"log"`
+}
+
+// retryDoneActor is a workflow of steps a, b (v1), with b renamed (v2: a
+// change that no gate covers) or a step added after b (v3).
+func retryDoneActor(version int) rivet.Actor[retryDoneState] {
+	step := func(ctx *workflow.Ctx[retryDoneState], name string) error {
+		return ctx.Step(name, func(s *workflow.StepCtx[retryDoneState]) error {
+			s.State.Log = append(s.State.Log, name)
+			return nil
+		})
+	}
+	return rivet.Actor[retryDoneState]{
+		Name: "retryDone",
+		Run: func(ctx *workflow.Ctx[retryDoneState]) error {
+			second := "b"
+			if version == 2 {
+				second = "b2"
+			}
+			for _, name := range []string{"a", second} {
+				if err := step(ctx, name); err != nil {
+					return err
+				}
+			}
+			if version == 3 {
+				return step(ctx, "c")
+			}
+			return nil
+		},
+	}
+}
+
+// A plain retry of a completed workflow replays it with the code deployed
+// now, to run what was added after its end. With code that no longer
+// replays its history, the retry is refused, naming the divergence, and
+// the workflow stays completed: it used to be run, fail at once, and be
+// listed failed for a retry that changed nothing (a user trial). Code that
+// still replays it is retried as before, and runs what it added.
+func TestAPlainRetryOfACompletedWorkflowThatNoLongerReplaysIsRefused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, counterReg(t, retryDoneActor(1)), nil)
+	ref := runtime.Ref{Name: "retryDone", Key: []string{"k"}}
+	runToItsEnd(t, e, "retryDone")
+	if st := inspect(t, e.host, "retryDone", "k").WorkflowStatus; st != runtime.WorkflowCompleted {
+		t.Fatalf("v1: workflow %s, want completed", st)
+	}
+
+	e.reg = counterReg(t, retryDoneActor(2))
+	e.restart()
+	_, err := e.host.RetryWorkflow(ctx(t), ref, "")
+	var re *rivet.Error
+	if !errors.Is(err, rivet.ErrWorkflowFailed) || !errors.As(err, &re) || re.Code != "diverged" || !strings.Contains(err.Error(), `"b"`) || !strings.Contains(err.Error(), "stays completed") {
+		t.Fatalf("v2 retry: %v; want ErrWorkflowFailed, reason workflow.diverged, naming entry b", err)
+	}
+	ins := inspect(t, e.host, "retryDone", "k")
+	if ins.WorkflowStatus != runtime.WorkflowCompleted || ins.WorkflowError != "" {
+		t.Fatalf("after the refused retry: workflow %s (%q), want completed as it was", ins.WorkflowStatus, ins.WorkflowError)
+	}
+
+	e.reg = counterReg(t, retryDoneActor(3))
+	e.restart()
+	if _, err := e.host.RetryWorkflow(ctx(t), ref, ""); err != nil {
+		t.Fatalf("v3 retry: %v", err)
+	}
+	waitFor(t, "v3 to run its step c", 20*time.Second, func() bool {
+		return inspect(t, e.host, "retryDone", "k").WorkflowStatus == runtime.WorkflowCompleted && strings.Contains(string(inspect(t, e.host, "retryDone", "k").State), `"c"`)
+	})
+	var st retryDoneState
+	decodeJSON(t, inspect(t, e.host, "retryDone", "k").State, &st)
+	if strings.Join(st.Log, ",") != "a,b,c" {
+		t.Fatalf("log %v, want a,b,c: the retry replays a and b and runs c", st.Log)
+	}
+}
