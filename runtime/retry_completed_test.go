@@ -1,8 +1,10 @@
 package runtime_test
 
 import (
+	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -83,5 +85,41 @@ func TestAPlainRetryOfACompletedWorkflowThatNoLongerReplaysIsRefused(t *testing.
 	decodeJSON(t, inspect(t, e.host, "retryDone", "k").State, &st)
 	if strings.Join(st.Log, ",") != "a,b,c" {
 		t.Fatalf("log %v, want a,b,c: the retry replays a and b and runs c", st.Log)
+	}
+}
+
+// The replay that checks a plain retry of a completed workflow runs the
+// workflow's code outside its steps: code that blocks there (on a lock, a
+// channel) does not hold the retry, and the actor's turn, past the
+// caller's deadline.
+func TestTheRetrysReplayCheckEndsWithItsCaller(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	defer close(release)
+	var block atomic.Bool
+	actor := rivet.Actor[retryDoneState]{
+		Name: "retryBlocks",
+		Run: func(ctx *workflow.Ctx[retryDoneState]) error {
+			if err := ctx.Step("a", func(s *workflow.StepCtx[retryDoneState]) error { return nil }); err != nil {
+				return err
+			}
+			if block.Load() {
+				<-release // a bug of the code's: it would stall a real run too
+			}
+			return nil
+		},
+	}
+	e := newEnv(t, counterReg(t, actor), nil)
+	runToItsEnd(t, e, "retryBlocks")
+	block.Store(true)
+	c, cancel := context.WithTimeout(ctx(t), time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err := e.host.RetryWorkflow(c, runtime.Ref{Name: "retryBlocks", Key: []string{"k"}}, "")
+	if err == nil || time.Since(start) > 8*time.Second {
+		t.Fatalf("retry: %v after %v; want an error once its 1 s deadline passed, before the check's own 10 s bound", err, time.Since(start))
+	}
+	if st := inspect(t, e.host, "retryBlocks", "k").WorkflowStatus; st != runtime.WorkflowCompleted {
+		t.Fatalf("workflow %s, want it completed as it was", st)
 	}
 }

@@ -123,6 +123,8 @@ func replayOnly(host Host) bool {
 // that a failed run replays to. Nothing the history does not hold runs
 // (see ReplayOnlyHost). start runs the code on a host and history (Run,
 // with the code's fn); name and key are the actor's, as Ctx reads them.
+// It returns ctx's error once ctx is done, even if the code has not
+// stopped.
 func CheckHistory(ctx context.Context, clock Clock, name string, key []string, history []Entry, start func(context.Context, Host, []Entry) Outcome) error {
 	ch := &checkHost{Clock: clock, name: name, key: key, notify: make(chan struct{}), end: make(chan struct{})}
 	rctx, cancel := context.WithCancel(ctx)
@@ -137,6 +139,12 @@ func CheckHistory(ctx context.Context, clock Clock, name string, key []string, h
 		ended = true
 		cancel()
 		out = <-done
+	case <-ctx.Done():
+		// The code blocks outside the engine's calls (a lock, a channel,
+		// I/O outside a step), which no cancel ends: its goroutine is
+		// left to return when the code does, as a real run of that code
+		// would stall too, and the caller is answered now.
+		return ctx.Err()
 	}
 	switch out.Status {
 	case RunFailed:
