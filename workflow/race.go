@@ -54,7 +54,23 @@ type race struct {
 	cancel []context.CancelFunc
 	// changed is closed (and replaced) on every change, to wake the
 	// branches waiting for a decision or a claim.
-	changed chan struct{}
+	changed *change
+}
+
+// change is one change of a race, which closes ch. live is set, under
+// run.mu, if the run was not stopped when it happened.
+type change struct {
+	ch   chan struct{}
+	live bool
+}
+
+// done returns the channel closed by the change (nil, which never is, for
+// no change).
+func (c *change) done() <-chan struct{} {
+	if c == nil {
+		return nil
+	}
+	return c.ch
 }
 
 // unholdLocked notes that a thread that waited on the floors of rc's
@@ -79,7 +95,7 @@ type raceSlot struct {
 }
 
 func newRace(n int) *race {
-	rc := &race{n: n, winner: -1, claim: -1, live: make([]bool, n), holds: make([]bool, n), ended: make([]bool, n), doomed: make([]bool, n), cancel: make([]context.CancelFunc, n), changed: make(chan struct{})}
+	rc := &race{n: n, winner: -1, claim: -1, live: make([]bool, n), holds: make([]bool, n), ended: make([]bool, n), doomed: make([]bool, n), cancel: make([]context.CancelFunc, n), changed: &change{ch: make(chan struct{})}}
 	for i := range rc.live {
 		rc.live[i] = true
 	}
@@ -87,8 +103,13 @@ func newRace(n int) *race {
 }
 
 func (rc *race) signalLocked() {
-	close(rc.changed)
-	rc.changed = make(chan struct{})
+	// Whether the waiters were woken before the run was stopped is
+	// decided here, at the wake, not when their goroutines get to look:
+	// a wake before the stop that they see only after it is work they
+	// had to do when it came (see thread.wait).
+	rc.changed.live = rc.parent.r.ctx.Err() == nil
+	close(rc.changed.ch)
+	rc.changed = &change{ch: make(chan struct{})}
 }
 
 func (rc *race) cancelAll() {
@@ -457,7 +478,7 @@ func (t *thread) claim(deadline time.Time) (func(keep bool), error) {
 	for {
 		r.mu.Lock()
 		var taken []raceSlot
-		var busy chan struct{}
+		var busy *change
 		lost := false
 		for _, s := range t.races {
 			switch {

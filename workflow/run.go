@@ -484,7 +484,7 @@ type waitFor struct {
 	at     time.Time
 	notify <-chan struct{} // new messages
 	names  []string        // the queues it receives from (nil: any)
-	change <-chan struct{} // a race's state changed
+	change *change         // a race's state changed
 	// floor, if hasFloor, is the earliest time the thread may record
 	// when it wakes, if earlier than at (see thread.floor).
 	floor    time.Time
@@ -555,19 +555,24 @@ func (t *thread) wait(w waitFor) error {
 	select {
 	case <-timer:
 	case <-w.notify:
-	case <-w.change:
+	case <-w.change.done():
 	case <-t.ctx.Done():
 		woke = false
 	}
 	// Woken by what it waited for before the run was stopped, the thread
 	// was at work when the stop came, however late it sees it: the run
 	// must be woken at once (a race's change says nothing the host can
-	// wake it for). Looked at before the lock, which it may wait for
-	// until long after; a change the stop itself made (a sibling that
-	// left) comes after it, and is not work.
+	// wake it for). A race's change says itself whether it came before
+	// the stop (race.signalLocked), whichever case the select took and
+	// however late; a change the stop itself made (a sibling that left)
+	// comes after it, and is not work. A timer or a message is looked at
+	// here, before the lock, which the thread may wait for long after.
 	woke = woke && r.ctx.Err() == nil
 
 	r.mu.Lock()
+	if w.change != nil && w.change.live {
+		woke = true
+	}
 	r.active++
 	last := r.waiting[len(r.waiting)-1]
 	r.waiting[t.waitAt], last.waitAt = last, t.waitAt
@@ -607,7 +612,7 @@ func (r *run) reportLocked() {
 	var w Wake
 	for _, t := range r.waiting {
 		wf := &t.waitFor
-		if t.ctx.Err() != nil || (!wf.at.IsZero() && !wf.at.After(now)) || closed(wf.notify) || closed(wf.change) {
+		if t.ctx.Err() != nil || (!wf.at.IsZero() && !wf.at.After(now)) || closed(wf.notify) || closed(wf.change.done()) {
 			return
 		}
 		w = mergeWake(w, wf.wake())
