@@ -353,3 +353,69 @@ func wokenBeforeTheStop() (out Outcome, failed string) {
 	<-done
 	return out, failed
 }
+
+// nowHookHost is a stopHost that calls onNow, once armed, on the next
+// reading of its clock: the run reads it with its lock held when it tells
+// the host it is blocked (run.reportLocked), just after a wait's
+// registration changed the races.
+type nowHookHost struct {
+	stopHost
+	armed   atomic.Bool
+	onNow   func()
+	onTimer func()
+}
+
+func (h *nowHookHost) Now() time.Time {
+	if h.armed.CompareAndSwap(true, false) {
+		h.onNow()
+	}
+	return h.now
+}
+
+func (h *nowHookHost) Timer(at time.Time) (<-chan time.Time, func()) {
+	if h.onTimer != nil {
+		h.onTimer()
+	}
+	return h.stopHost.Timer(at)
+}
+
+// A race's finisher held by a sibling at work, which then begins its
+// sleep: the sleep's registration moves the sibling's floor to its end and
+// wakes the finisher, which may now win, and the run is stopped at once,
+// before the finisher's goroutine looked (here: in the same hold of the
+// run's lock). It was at work when the stop came: the run must be woken at
+// once, not at the sibling's sleep's end (seed 84 of TestRandomSim under
+// -race -cpu 1 with -sim.evict slept a thousand hours so on a race its
+// finisher decided at once, about 2 runs in 60).
+func TestAFinisherWokenJustBeforeTheStopYieldsAtOnce(t *testing.T) {
+	ctx, evict := context.WithCancel(context.Background())
+	defer evict()
+	h := &nowHookHost{stopHost: stopHost{now: t0, notify: make(chan struct{})}}
+	var (
+		r      *run
+		failed string
+	)
+	h.onCommit = func(ws []HistoryWrite) {
+		if len(ws) == 0 || ws[0].Put == nil || ws[0].Put.Path != "r/a/z" {
+			return
+		}
+		// a's sleep's pending entry: b finished at t0 and waits for a
+		// (at work at t0, declared first, it would win a tie).
+		if !untilLocked(r, func() bool { return len(r.waiting) == 1 && r.waiting[0].races[0].b == 1 }) {
+			failed = "b never waited for the decision"
+		}
+		// a's wait reads the clock next when it tells the host that
+		// the run is blocked, after its registration woke b.
+		h.onTimer = func() { h.armed.Store(true) }
+	}
+	h.onNow = evict
+	out := Run(ctx, func(c *Ctx[struct{}]) error {
+		r = c.x.t.r
+		_, _, err := Race(c, "r", []RaceBranch[struct{}, int]{
+			{Name: "a", Run: func(c *Ctx[struct{}]) (int, error) { return 0, c.Sleep("z", time.Hour) }},
+			{Name: "b", Run: func(c *Ctx[struct{}]) (int, error) { return 1, nil }},
+		})
+		return err
+	}, h, nil)
+	wantYieldedAtOnce(t, out, failed)
+}
