@@ -23,6 +23,7 @@ func TestHistorySaysWhatAFailureThatWasNotRetriedWas(t *testing.T) {
 			WorkflowError:  `workflow: step "c" failed (critical, 1 attempt): bad input`,
 			Entries: []runtime.HistoryEntry{
 				{Path: "c", Kind: "step", Status: "exhausted", Failure: "critical", Attempts: 1, Error: "bad input"},
+				{Path: "big", Kind: "step", Status: "exhausted", Failure: "critical", Attempts: 1, Error: "the state of a would be 2000000 bytes", ErrorCode: "too_large"},
 				{Path: "t", Kind: "step", Status: "exhausted", Failure: "timeout", Attempts: 1, Error: "context deadline exceeded"},
 				{Path: "r", Kind: "step", Status: "exhausted", Failure: "rollback", Attempts: 1, Error: "declined"},
 				{Path: "x", Kind: "step", Status: "exhausted", Failure: "exhausted", Attempts: 4, Error: "api down"},
@@ -36,6 +37,7 @@ func TestHistorySaysWhatAFailureThatWasNotRetriedWas(t *testing.T) {
 error     workflow: step "c" failed (critical, 1 attempt): bad input
 PATH  KIND  STATUS                       ATTEMPTS  OUTPUT / ERROR
 c     step  critical error, not retried  1         error: bad input
+big   step  too large, not retried       1         error (too_large): the state of a would be 2000000 bytes
 t     step  timed out, not retried       1         error: context deadline exceeded
 r     step  Rollback error, not retried  1         error: declined
 x     step  exhausted                    4         error: api down
@@ -44,10 +46,10 @@ old   step  exhausted                    1         error: from an older node
 
 	r := rivetctl(t, addr, "-o", "json", "history", "a", "k")
 	var h client.History
-	if err := json.Unmarshal([]byte(r.stdout), &h); r.code != 0 || err != nil || len(h.Entries) != 5 {
+	if err := json.Unmarshal([]byte(r.stdout), &h); r.code != 0 || err != nil || len(h.Entries) != 6 {
 		t.Fatalf("history -o json: exit %d, %v:\n%s", r.code, err, r.stdout)
 	}
-	for i, want := range []string{"critical", "timeout", "rollback", "exhausted", ""} {
+	for i, want := range []string{"critical", "critical", "timeout", "rollback", "exhausted", ""} {
 		if e := h.Entries[i]; e.Status != "exhausted" || e.Failure != want {
 			t.Errorf("-o json entry %s: status %q, failure %q; want exhausted, %q", e.Path, e.Status, e.Failure, want)
 		}

@@ -40,7 +40,8 @@ rollback_attempts, rollback_retry_error and rollback_retry_error_code.
 
 A step that failed for good reads "exhausted" if its retries were used up,
 and if no retry was made for its failure "critical error, not retried" (a
-workflow.Critical error), "timed out, not retried" (a timeout, without
+workflow.Critical error), "too large, not retried" (what it wrote was over
+the node's limits: its state or output), "timed out, not retried" (a timeout, without
 RetryOnTimeout) or "Rollback error, not retried" (workflow.Rollback); -o
 json has it as status "exhausted" and failure (exhausted, critical, timeout
 or rollback).
@@ -396,12 +397,16 @@ func failedFor(e client.HistoryEntry) string {
 	if e.Status != "exhausted" {
 		return e.Status
 	}
-	switch e.Failure {
-	case "critical":
+	switch {
+	case e.Failure == "critical" && e.ErrorCode == "too_large":
+		// The node refused what the step wrote (its state or output
+		// over the limits): no workflow.Critical of the code's.
+		return "too large, not retried"
+	case e.Failure == "critical":
 		return "critical error, not retried"
-	case "timeout":
+	case e.Failure == "timeout":
 		return "timed out, not retried"
-	case "rollback":
+	case e.Failure == "rollback":
 		return "Rollback error, not retried"
 	}
 	// Retries used up, or a node from before it said why.
