@@ -495,7 +495,7 @@ func (h *Host) RetryWorkflow(ctx context.Context, ref Ref, from string) (int, er
 func (h *Host) checkReplays(ctx context.Context, a *activation, sp *rivet.Spec, entries []workflow.Entry) error {
 	cctx, cancel := context.WithTimeout(ctx, replayCheckTimeout)
 	defer cancel()
-	err := workflow.CheckHistory(cctx, workflow.SystemClock{}, a.ref.Name, append([]string(nil), a.ref.Key...), entries, sp.Run)
+	err := workflow.CheckHistory(cctx, workflow.SystemClock{}, a.ref.Name, a.ref.Key, entries, sp.Run)
 	switch {
 	case err == nil:
 		return nil

@@ -457,7 +457,8 @@ func (a *activation[S]) RunStep(ctx context.Context, ephemeral bool, fn func(wor
 	}
 	snap := checked
 	if snap == nil {
-		// Discarded by check: the state is the committed one again.
+		// Not checked (a rollback handler's attempt), or refused by
+		// check, which put the committed state back.
 		var err error
 		if snap, err = json.Marshal(a.state); err != nil {
 			return fmt.Errorf("workflowtest: state does not marshal: %w", err)

@@ -23,8 +23,7 @@ type limited struct {
 // discarded, for the workflow's code to handle, so that users can test
 // that handling without a node.
 func TestTheHostBoundsAStepsWritesAsANodeDoes(t *testing.T) {
-	clock := workflowtest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	h := workflowtest.NewHost(limited{}, clock)
+	h := limitedHost()
 	h.MaxStateBytes, h.MaxStepOutputBytes = 1000, 100
 	critical := func(err error) bool {
 		var se *workflow.StepError
@@ -38,7 +37,7 @@ func TestTheHostBoundsAStepsWritesAsANodeDoes(t *testing.T) {
 			return nil
 		})
 		if !critical(err) {
-			return workflow.Critical(errors.New("big-state: " + errString2(err)))
+			return workflow.Critical(errors.New("big-state: " + errText(err)))
 		}
 		errs = append(errs, err.Error())
 		_, err = workflow.Step(c, "big-output", func(s *workflow.StepCtx[limited]) (string, error) {
@@ -46,14 +45,14 @@ func TestTheHostBoundsAStepsWritesAsANodeDoes(t *testing.T) {
 			return strings.Repeat("o", 150), nil
 		})
 		if !critical(err) {
-			return workflow.Critical(errors.New("big-output: " + errString2(err)))
+			return workflow.Critical(errors.New("big-output: " + errText(err)))
 		}
 		errs = append(errs, err.Error())
 		_, err = workflow.Do(c, "big-do", func(d *workflow.DoCtx) (string, error) {
 			return strings.Repeat("d", 150), nil
 		})
 		if !critical(err) {
-			return workflow.Critical(errors.New("big-do: " + errString2(err)))
+			return workflow.Critical(errors.New("big-do: " + errText(err)))
 		}
 		errs = append(errs, err.Error())
 		return c.Step("note", func(s *workflow.StepCtx[limited]) error {
@@ -81,8 +80,7 @@ func TestTheHostBoundsAStepsWritesAsANodeDoes(t *testing.T) {
 // its side effect: its compensation runs, with its output, when the
 // workflow rolls back, here in a later activation that replays the failure.
 func TestARefusedStepWithRollbackIsCompensatedAfterAReplay(t *testing.T) {
-	clock := workflowtest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	h := workflowtest.NewHost(limited{}, clock)
+	h := limitedHost()
 	h.MaxStateBytes = 200
 	charges := 0
 	fn := func(c *workflow.Ctx[limited]) error {
@@ -118,7 +116,7 @@ func TestARefusedStepWithRollbackIsCompensatedAfterAReplay(t *testing.T) {
 	}
 	h.Send("confirm", 1)
 	out, _ := h.Drive(context.Background(), fn, workflowtest.DriveOptions{})
-	if out.Status != workflow.RunFailed || !strings.Contains(errString2(out.Err), "the state would be") {
+	if out.Status != workflow.RunFailed || !strings.Contains(errText(out.Err), "the state would be") {
 		t.Fatalf("second activation: %+v, want failed with charge's error", out)
 	}
 	if st := h.State(); st.Refunded != "ch-1" || st.Blob != "" || charges != 1 {
@@ -126,7 +124,12 @@ func TestARefusedStepWithRollbackIsCompensatedAfterAReplay(t *testing.T) {
 	}
 }
 
-func errString2(err error) string {
+// limitedHost is a test host of a limited state, at a fixed time.
+func limitedHost() *workflowtest.Host[limited] {
+	return workflowtest.NewHost(limited{}, workflowtest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)))
+}
+
+func errText(err error) string {
 	if err == nil {
 		return "<nil>"
 	}
@@ -140,8 +143,7 @@ type receipt struct {
 // A refused step whose value is null (a nil pointer) records no output,
 // and still has its compensation run, with the null value.
 func TestARefusedStepWithANullValueIsCompensated(t *testing.T) {
-	clock := workflowtest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	h := workflowtest.NewHost(limited{}, clock)
+	h := limitedHost()
 	h.MaxStateBytes = 200
 	refunds := 0
 	fn := func(c *workflow.Ctx[limited]) error {
