@@ -2,6 +2,7 @@ package workflow
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -210,6 +211,9 @@ func (x *cx) take(path string, seq int, deadline time.Time, o NextOptions) (*Ent
 			}
 		}
 		got, late, err := x.takeOnce(path, seq, deadline, o, came, unknown)
+		if err == errRetake {
+			continue
+		}
 		if err != nil || got != nil || late.IsZero() {
 			return got, err
 		}
@@ -218,6 +222,10 @@ func (x *cx) take(path string, seq int, deadline time.Time, o NextOptions) (*Ent
 		came = late
 	}
 }
+
+// errRetake is takeOnce's word that it took nothing because a race's
+// finisher outran the receive, and that it may take again now.
+var errRetake = errors.New("workflow: take again")
 
 // cameLate returns at, when a message came, if it came after t's receive
 // began (zero otherwise, and for an unknown time).
@@ -240,6 +248,7 @@ func (x *cx) takeOnce(path string, seq int, deadline time.Time, o NextOptions, c
 		return nil, time.Time{}, err
 	}
 	var batch []HistoryWrite
+	outrun := false
 	switch {
 	case !came.IsZero():
 		// Recorded at came, which it holds a later finisher to.
@@ -267,6 +276,15 @@ func (x *cx) takeOnce(path string, seq int, deadline time.Time, o NextOptions, c
 			// have gone to another taker (a join sibling) meanwhile,
 			// and the first one here come later.
 			c := t.cameLate(ms[0].CreatedAt)
+			if c.IsZero() && t.outrun(t.now) {
+				// There when the receive began: ranked at t.now. A
+				// sibling that finished the race before then, or may
+				// still (catching up), has it, however late its
+				// goroutine looks (it waited, say, for a claim given
+				// back just now): take nothing until that is decided.
+				outrun = true
+				return nil
+			}
 			if !c.IsZero() && (came.IsZero() || c.After(came)) && (!deadline.IsZero() && c.After(deadline) || t.earlier(c)) {
 				late = c
 				return nil
@@ -291,6 +309,12 @@ func (x *cx) takeOnce(path string, seq int, deadline time.Time, o NextOptions, c
 		release(false)
 		if t.lostARace() {
 			return nil, time.Time{}, ErrCancelled
+		}
+		if outrun {
+			if err := t.awaitOutrun(t.now); err != nil {
+				return nil, time.Time{}, err
+			}
+			return nil, time.Time{}, errRetake
 		}
 		return nil, late, nil
 	case got == nil:

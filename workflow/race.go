@@ -371,10 +371,8 @@ func (t *thread) earlier(at time.Time) bool {
 // may still finish (see mayFinishFirstLocked), before at, or at it and
 // declared before b.
 func (rc *race) earlierLocked(b int, at time.Time) bool {
-	for _, cd := range rc.cands {
-		if cd.branch != b && (cd.at.Before(at) || cd.at.Equal(at) && cd.branch < b) {
-			return true
-		}
+	if rc.finishedEarlierLocked(b, at) {
+		return true
 	}
 	for o := range rc.n {
 		if o != b && !rc.ended[o] && !rc.finished(o) && rc.mayFinishFirstLocked(o, b, at) {
@@ -382,6 +380,122 @@ func (rc *race) earlierLocked(b int, at time.Time) bool {
 		}
 	}
 	return false
+}
+
+// finishedEarlierLocked reports whether a branch of rc other than b
+// finished before at, or at it and declared before b.
+func (rc *race) finishedEarlierLocked(b int, at time.Time) bool {
+	for _, cd := range rc.cands {
+		if cd.branch != b && (cd.at.Before(at) || cd.at.Equal(at) && cd.branch < b) {
+			return true
+		}
+	}
+	return false
+}
+
+// outrunLocked reports whether a receive of the slot's branch that ranks a
+// message that was there when it began at at, its thread's time, must
+// take nothing for now: the branch lost, or the race is undecided, the
+// branch does not hold messages taken (the holder wins whatever the
+// times), and another branch finished before at, or at it and declared
+// before (see finishedEarlierLocked), or may still (see
+// mayRecordEarlierLocked).
+func (s raceSlot) outrunLocked(at time.Time) bool {
+	rc := s.r
+	if s.lostLocked() {
+		// Lost since the receive looked (see thread.lostARace): it
+		// takes nothing.
+		return true
+	}
+	if rc.decided || rc.claim == s.b && rc.claimTaken {
+		return false
+	}
+	if rc.finishedEarlierLocked(s.b, at) {
+		return true
+	}
+	for o := range rc.n {
+		if o != s.b && !rc.ended[o] && !rc.finished(o) && rc.mayRecordEarlierLocked(o, s.b, at) {
+			return true
+		}
+	}
+	return false
+}
+
+// mayRecordEarlierLocked is mayFinishFirstLocked for a receive of w's (see
+// outrunLocked) but for a tie: a thread of b at work (in the workflow's
+// own code: a step has no floor) whose floor is at, not before, does not
+// count, though b declared before w. Counted, it would make the receive
+// wait for ever on a branch that waits, in its own code, for what the
+// receive's branch does next (a thread at work may return at its floor,
+// a branch's finish; a time before at is the run catching up, as in a
+// replay, and will not wait on the receive's branch). A thread that
+// replays, or waits with a floor (a deadline, a finisher held at its
+// time), counts at at too.
+func (rc *race) mayRecordEarlierLocked(b, w int, at time.Time) bool {
+	for _, th := range rc.threads {
+		if th.b != b || !th.t.hasFloor {
+			continue
+		}
+		if th.t.floor.Before(at) {
+			return true
+		}
+		if wf := &th.t.waitFor; th.t.floor.Equal(at) && b < w && (!rc.live[b] || wf.hasFloor || !wf.at.IsZero()) {
+			return true
+		}
+	}
+	return false
+}
+
+// outrun reports whether a race t runs under outruns a receive of t's at
+// at (see outrunLocked).
+func (t *thread) outrun(at time.Time) bool {
+	if len(t.races) == 0 {
+		return false
+	}
+	t.r.mu.Lock()
+	defer t.r.mu.Unlock()
+	for _, s := range t.races {
+		if s.outrunLocked(at) {
+			return true
+		}
+	}
+	return false
+}
+
+// awaitOutrun waits, for a receive of t's at at that took nothing because
+// a race outran it (see outrunLocked), until none does: the race decided
+// (t, a loser, gets ErrCancelled), or the branches that may have recorded
+// an earlier time did not.
+func (t *thread) awaitOutrun(at time.Time) error {
+	r := t.r
+	r.mu.Lock()
+	for {
+		var held *race
+		for _, s := range t.races {
+			if s.lostLocked() {
+				r.mu.Unlock()
+				return ErrCancelled
+			}
+			if held == nil && s.outrunLocked(at) {
+				held = s.r
+			}
+		}
+		if held == nil {
+			r.mu.Unlock()
+			return nil
+		}
+		// Holding makes every floor change signal (see setFloorLocked).
+		ch := held.changed
+		held.holding++
+		r.mu.Unlock()
+		err := t.wait(waitFor{change: ch})
+		r.mu.Lock()
+		held.unholdLocked(r.ctx.Err() != nil)
+		if err != nil {
+			r.mu.Unlock()
+			return err
+		}
+	}
 }
 
 // candAt returns the time at which branch b finished, if it has.

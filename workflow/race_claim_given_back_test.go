@@ -152,3 +152,41 @@ func completesAtEveryCrash[S any](t *testing.T, wf func(*workflow.Ctx[S]) error,
 		}
 	}
 }
+
+// A branch that, once its nested race gave back the message it held, takes
+// a message that was there all along does not win over a branch that
+// finished before it, which waited for that claim: the race is the
+// earlier finisher's, however late its goroutine looks after the claim is
+// given back. (Found by TestRandomSim, seed 6494: the live run let the
+// receive take the claim again and win; a replay picked the finisher.)
+func TestRaceClaimGivenBackIsNotTakenAgainByALaterReceive(t *testing.T) {
+	type wctx = workflow.Ctx[claimState]
+	wf := func(c *wctx) error {
+		w, _, err := workflow.Race(c, "r", []workflow.RaceBranch[claimState, int]{
+			{Name: "a", Run: func(c *wctx) (int, error) { return 1, c.Sleep("z", 3*time.Second) }},
+			{Name: "b", Run: func(c *wctx) (int, error) {
+				if _, _, err := workflow.Race(c, "inner", []workflow.RaceBranch[claimState, int]{
+					{Name: "x", Run: func(c *wctx) (int, error) {
+						if _, err := workflow.Next[int](c, "take", workflow.NextOptions{Names: []string{"q"}}); err != nil {
+							return 0, err
+						}
+						return 0, errors.New("refused")
+					}},
+					{Name: "y", Run: func(c *wctx) (int, error) { return 2, c.Sleep("z", 4*time.Second) }},
+				}); err != nil {
+					return 0, err
+				}
+				m, err := workflow.Next[int](c, "there", workflow.NextOptions{Names: []string{"q2"}})
+				return m.Body, err
+			}},
+		})
+		if err != nil {
+			return err
+		}
+		if w != "a" {
+			return errors.New("won by " + w)
+		}
+		return nil
+	}
+	completesAtEveryCrash(t, wf, func(h *workflowtest.Host[claimState]) { h.Send("q2", 2); h.Send("q", 1) }, 2)
+}
