@@ -79,7 +79,11 @@
 //     DoCtx's, as rivet.ActionCtx's) never change: read them anywhere,
 //     they record nothing (Temporal's GetInfo(ctx).WorkflowExecution.ID).
 //  3. Do not depend on map iteration order, or on goroutine scheduling: do
-//     not start goroutines in workflow code; use Join and Race. A Ctx is
+//     not start goroutines in workflow code; use Join and Race, and do not
+//     make one branch wait for another outside the engine's calls (a Go
+//     channel or lock between branches): a branch behind in workflow time
+//     holds its race's decision, and a receive of a sibling, until it
+//     catches up, so a sibling it waits for may wait for it. A Ctx is
 //     valid only in the function it is given to: a primitive called on it
 //     after that function returned fails the run with ErrInvalid, and so
 //     does one still running then (called from a goroutine), which

@@ -470,6 +470,7 @@ func (t *thread) awaitOutrun(at time.Time) error {
 	r := t.r
 	r.mu.Lock()
 	for {
+		t.setFloorLocked(at, true)
 		var held *race
 		for _, s := range t.races {
 			if s.lostLocked() {
@@ -485,10 +486,13 @@ func (t *thread) awaitOutrun(at time.Time) error {
 			return nil
 		}
 		// Holding makes every floor change signal (see setFloorLocked).
+		// The wait keeps t's floor where it is, at at: changed on the
+		// way in and out, it would signal the race each time, and wake
+		// this wait at once, and spin.
 		ch := held.changed
 		held.holding++
 		r.mu.Unlock()
-		err := t.wait(waitFor{change: ch})
+		err := t.wait(waitFor{change: ch, floor: at, hasFloor: true})
 		r.mu.Lock()
 		held.unholdLocked(r.ctx.Err() != nil)
 		if err != nil {
