@@ -579,7 +579,14 @@ func (t *thread) wait(w waitFor) error {
 	r.waiting[len(r.waiting)-1] = nil
 	r.waiting = r.waiting[:len(r.waiting)-1]
 	t.waitFor = waitFor{}
-	t.setFloorLocked(t.now, true)
+	if !w.hasFloor {
+		t.setFloorLocked(t.now, true)
+	}
+	// (A wait with a floor leaves it set: its caller looks again, and
+	// sets it again if it waits again. Reset to now, then set back, the
+	// floor would signal the race twice a wake, waking any other thread
+	// waiting on the race's floors, which would do the same: two of them
+	// would wake each other for as long as they wait.)
 	evicted := r.ctx.Err() != nil
 	if evicted {
 		r.yield = mergeWake(r.yield, w.wake())
