@@ -593,10 +593,19 @@ func (t *thread) claim(deadline time.Time) (func(keep bool), error) {
 		return func(bool) {}, nil
 	}
 	r := t.r
+	// waited: the floor is the claim's wait's (see below), put back to
+	// now once it is done waiting; not between its waits, or two claims
+	// waiting on one race would wake each other.
+	waited := false
+	defer func() {
+		if waited {
+			t.setFloor(t.now, true)
+		}
+	}()
 	for {
 		r.mu.Lock()
 		var taken []raceSlot
-		var busy *change
+		var busy *race
 		lost := false
 		for _, s := range t.races {
 			switch {
@@ -610,7 +619,7 @@ func (t *thread) claim(deadline time.Time) (func(keep bool), error) {
 			case s.r.claim == s.b:
 				continue
 			default:
-				busy = s.r.changed
+				busy = s.r
 			}
 			break
 		}
@@ -643,14 +652,24 @@ func (t *thread) claim(deadline time.Time) (func(keep bool), error) {
 		for _, s := range taken {
 			s.r.claim = -1
 		}
-		r.mu.Unlock()
 		if lost {
+			r.mu.Unlock()
 			return nil, ErrCancelled
 		}
 		if !deadline.IsZero() && !r.now().Before(deadline) {
+			r.mu.Unlock()
 			return nil, nil
 		}
-		if err := t.wait(waitFor{change: busy, at: deadline}); err != nil {
+		// The floor the wait has is set here, before the change it
+		// waits for is read, and kept by the wait (keepFloor): set by
+		// the wait, it would signal the race (when a thread waits on its
+		// floors), closing the very change this wait is for, and the
+		// claim would spin until the race moved on.
+		t.setFloorLocked(deadline, !deadline.IsZero())
+		ch := busy.changed
+		r.mu.Unlock()
+		waited = true
+		if err := t.wait(waitFor{change: ch, at: deadline, keepFloor: true}); err != nil {
 			return nil, err
 		}
 	}

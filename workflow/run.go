@@ -486,9 +486,12 @@ type waitFor struct {
 	names  []string        // the queues it receives from (nil: any)
 	change *change         // a race's state changed
 	// floor, if hasFloor, is the earliest time the thread may record
-	// when it wakes, if earlier than at (see thread.floor).
-	floor    time.Time
-	hasFloor bool
+	// when it wakes, if earlier than at (see thread.floor). keepFloor
+	// says the caller set the thread's floor already, and sets it after:
+	// the wait leaves it as it is.
+	floor     time.Time
+	hasFloor  bool
+	keepFloor bool
 }
 
 func (w waitFor) wake() Wake {
@@ -539,6 +542,7 @@ func (t *thread) wait(w waitFor) error {
 	t.waitFor, t.waitAt = w, len(r.waiting)
 	r.waiting = append(r.waiting, t)
 	switch {
+	case w.keepFloor:
 	case w.hasFloor:
 		t.setFloorLocked(w.floor, true)
 	case !w.at.IsZero():
@@ -579,7 +583,7 @@ func (t *thread) wait(w waitFor) error {
 	r.waiting[len(r.waiting)-1] = nil
 	r.waiting = r.waiting[:len(r.waiting)-1]
 	t.waitFor = waitFor{}
-	if !w.hasFloor {
+	if !w.hasFloor && !w.keepFloor {
 		t.setFloorLocked(t.now, true)
 	}
 	// (A wait with a floor leaves it set: its caller looks again, and
