@@ -422,15 +422,16 @@ func (s raceSlot) outrunLocked(at time.Time) bool {
 }
 
 // mayRecordEarlierLocked is mayFinishFirstLocked for a receive of w's (see
-// outrunLocked) but for a tie: a thread of b at work (in the workflow's
-// own code: a step has no floor) whose floor is at, not before, does not
-// count, though b declared before w. Counted, it would make the receive
-// wait for ever on a branch that waits, in its own code, for what the
-// receive's branch does next (a thread at work may return at its floor,
-// a branch's finish; a time before at is the run catching up, as in a
-// replay, and will not wait on the receive's branch). A thread that
-// replays, or waits with a floor (a deadline, a finisher held at its
-// time), counts at at too.
+// outrunLocked) but for a tie: a thread of b at work in the workflow's own
+// code (a step has no floor) whose floor is at, not before, and that has
+// begun no primitive yet (see thread.primed) does not count, though b
+// declared before w. Tests make branches wait for each other on Go
+// channels at a race's start, to force an order (rule 3 of the package
+// doc forbids it in a workflow): counted, such a branch would make the
+// receive wait for ever for a branch that waits for it. A thread at work
+// that began a primitive (it may return at its floor, a branch's finish),
+// one that replays, and one that waits with a floor (a deadline, a
+// finisher held at its time) count at at too.
 func (rc *race) mayRecordEarlierLocked(b, w int, at time.Time) bool {
 	for _, th := range rc.threads {
 		if th.b != b || !th.t.hasFloor {
@@ -439,7 +440,7 @@ func (rc *race) mayRecordEarlierLocked(b, w int, at time.Time) bool {
 		if th.t.floor.Before(at) {
 			return true
 		}
-		if wf := &th.t.waitFor; th.t.floor.Equal(at) && b < w && (!rc.live[b] || wf.hasFloor || !wf.at.IsZero()) {
+		if wf := &th.t.waitFor; th.t.floor.Equal(at) && b < w && (th.t.primed || !rc.live[b] || wf.hasFloor || !wf.at.IsZero()) {
 			return true
 		}
 	}

@@ -241,6 +241,11 @@ type thread struct {
 	// (see race.heldLocked). Guarded by r.mu, kept only under races.
 	floor    time.Time
 	hasFloor bool
+	// primed is set once the thread began a primitive (cx.begin): at
+	// work at a race receive's time, it then holds the receive as a
+	// thread at work before that time does (see mayRecordEarlierLocked).
+	// Written under r.mu, kept only under races.
+	primed bool
 	// uncompleted are completable messages not completed yet.
 	uncompleted []*msgRef
 	// goexitIn names the step whose body called runtime.Goexit, for the
@@ -297,6 +302,11 @@ func (x *cx) begin(kind, name string) error {
 	if err := x.t.stopped(true); err != nil {
 		x.end()
 		return err
+	}
+	if t := x.t; !t.primed && len(t.races) > 0 {
+		t.r.mu.Lock()
+		t.primed = true
+		t.r.mu.Unlock()
 	}
 	return nil
 }
