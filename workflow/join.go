@@ -332,7 +332,9 @@ func later(a, b time.Time) time.Time {
 
 // child returns a thread for a branch of t.
 func (t *thread) child(ctx context.Context, slot *raceSlot) *thread {
-	c := &thread{r: t.r, ctx: ctx, now: t.now, checkpoint: t.checkpoint}
+	// Primed in the races t runs under (t began the join or race), not
+	// in a race of its own, whose branches start unprimed.
+	c := &thread{r: t.r, ctx: ctx, now: t.now, checkpoint: t.checkpoint, primed: len(t.races)}
 	c.races = append(c.races, t.races...)
 	if slot != nil {
 		c.races = append(c.races, *slot)

@@ -320,6 +320,14 @@ func (t *thread) awaitEarlier(at time.Time) error {
 	if len(t.races) == 0 {
 		return nil
 	}
+	return t.awaitRanked(at, raceSlot.outrankedLocked)
+}
+
+// awaitRanked waits at at, t's floor meanwhile, until no race t runs under
+// ranks before a receive of t's by outranked: the race decided (t, a
+// loser, gets ErrCancelled), or the branches that finished or might finish
+// first did not.
+func (t *thread) awaitRanked(at time.Time, outranked func(raceSlot, time.Time) bool) error {
 	r := t.r
 	r.mu.Lock()
 	for {
@@ -330,7 +338,7 @@ func (t *thread) awaitEarlier(at time.Time) error {
 				r.mu.Unlock()
 				return ErrCancelled
 			}
-			if held == nil && s.outrankedLocked(at) {
+			if held == nil && outranked(s, at) {
 				held = s.r
 			}
 		}
@@ -338,6 +346,10 @@ func (t *thread) awaitEarlier(at time.Time) error {
 			r.mu.Unlock()
 			return nil
 		}
+		// Holding makes every floor change signal (see setFloorLocked).
+		// The wait keeps t's floor where it is, at at: changed on the
+		// way in and out, it would signal the race each time, and wake
+		// this wait at once, and spin.
 		ch := held.changed
 		held.holding++
 		r.mu.Unlock()
@@ -424,7 +436,7 @@ func (s raceSlot) outrunLocked(at time.Time) bool {
 // mayRecordEarlierLocked is mayFinishFirstLocked for a receive of w's (see
 // outrunLocked) but for a tie: a thread of b at work in the workflow's own
 // code (a step has no floor) whose floor is at, not before, and that has
-// begun no primitive yet (see thread.primed) does not count, though b
+// begun no primitive in the race yet (see thread.primed) does not count, though b
 // declared before w. Tests make branches wait for each other on Go
 // channels at a race's start, to force an order (rule 3 of the package
 // doc forbids it in a workflow): counted, such a branch would make the
@@ -440,7 +452,18 @@ func (rc *race) mayRecordEarlierLocked(b, w int, at time.Time) bool {
 		if th.t.floor.Before(at) {
 			return true
 		}
-		if wf := &th.t.waitFor; th.t.floor.Equal(at) && b < w && (th.t.primed || !rc.live[b] || wf.hasFloor || !wf.at.IsZero()) {
+		if wf := &th.t.waitFor; th.t.floor.Equal(at) && b < w && (th.t.primedIn(rc) || !rc.live[b] || wf.hasFloor || !wf.at.IsZero()) {
+			return true
+		}
+	}
+	return false
+}
+
+// primedIn reports whether t, or the thread it branched from, began a
+// primitive under rc (see thread.primed).
+func (t *thread) primedIn(rc *race) bool {
+	for _, s := range t.races[:t.primed] {
+		if s.r == rc {
 			return true
 		}
 	}
@@ -464,43 +487,9 @@ func (t *thread) outrun(at time.Time) bool {
 }
 
 // awaitOutrun waits, for a receive of t's at at that took nothing because
-// a race outran it (see outrunLocked), until none does: the race decided
-// (t, a loser, gets ErrCancelled), or the branches that may have recorded
-// an earlier time did not.
+// a race outran it (see outrunLocked), until none does.
 func (t *thread) awaitOutrun(at time.Time) error {
-	r := t.r
-	r.mu.Lock()
-	for {
-		t.setFloorLocked(at, true)
-		var held *race
-		for _, s := range t.races {
-			if s.lostLocked() {
-				r.mu.Unlock()
-				return ErrCancelled
-			}
-			if held == nil && s.outrunLocked(at) {
-				held = s.r
-			}
-		}
-		if held == nil {
-			r.mu.Unlock()
-			return nil
-		}
-		// Holding makes every floor change signal (see setFloorLocked).
-		// The wait keeps t's floor where it is, at at: changed on the
-		// way in and out, it would signal the race each time, and wake
-		// this wait at once, and spin.
-		ch := held.changed
-		held.holding++
-		r.mu.Unlock()
-		err := t.wait(waitFor{change: ch, floor: at, hasFloor: true})
-		r.mu.Lock()
-		held.unholdLocked(r.ctx.Err() != nil)
-		if err != nil {
-			r.mu.Unlock()
-			return err
-		}
-	}
+	return t.awaitRanked(at, raceSlot.outrunLocked)
 }
 
 // candAt returns the time at which branch b finished, if it has.

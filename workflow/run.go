@@ -241,11 +241,12 @@ type thread struct {
 	// (see race.heldLocked). Guarded by r.mu, kept only under races.
 	floor    time.Time
 	hasFloor bool
-	// primed is set once the thread began a primitive (cx.begin): at
+	// primed counts the races (the first of races) in which the thread,
+	// or the thread it branched from, began a primitive (cx.begin): at
 	// work at a race receive's time, it then holds the receive as a
 	// thread at work before that time does (see mayRecordEarlierLocked).
 	// Written under r.mu, kept only under races.
-	primed bool
+	primed int
 	// uncompleted are completable messages not completed yet.
 	uncompleted []*msgRef
 	// goexitIn names the step whose body called runtime.Goexit, for the
@@ -303,9 +304,9 @@ func (x *cx) begin(kind, name string) error {
 		x.end()
 		return err
 	}
-	if t := x.t; !t.primed && len(t.races) > 0 {
+	if t := x.t; t.primed < len(t.races) {
 		t.r.mu.Lock()
-		t.primed = true
+		t.primed = len(t.races)
 		t.r.mu.Unlock()
 	}
 	return nil
