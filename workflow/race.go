@@ -436,9 +436,9 @@ func (s raceSlot) outrunLocked(at time.Time) bool {
 // mayRecordEarlierLocked is mayFinishFirstLocked for a receive of w's (see
 // outrunLocked) but for a tie: a thread of b at work in the workflow's own
 // code (a step has no floor) whose floor is at, not before, and that has
-// begun no primitive in the race yet (see thread.primed) does not count, though b
-// declared before w. Tests make branches wait for each other on Go
-// channels at a race's start, to force an order (rule 3 of the package
+// begun no primitive in the race yet (see thread.primed) does not count,
+// though b declared before w. Tests make branches wait for each other on
+// Go channels at a race's start, to force an order (rule 3 of the package
 // doc forbids it in a workflow): counted, such a branch would make the
 // receive wait for ever for a branch that waits for it. A thread at work
 // that began a primitive (it may return at its floor, a branch's finish),
