@@ -485,14 +485,15 @@ func (h *Host) RetryWorkflow(ctx context.Context, ref Ref, from string) (int, er
 	return h.RetryWorkflowWith(ctx, ref, RetryOptions{From: from})
 }
 
-// checkReplays refuses a plain retry of a completed workflow whose history
-// the code deployed now does not replay. Such a retry replays the workflow
-// to run what was added after its end; with code that no longer matches
-// (a change not gated by GetVersion), the run would fail at once, and the
-// workflow that had completed would be listed failed for a retry that
-// changed nothing. The check is a replay-only run (workflow.CheckHistory):
-// no step body runs, and it stops where the history ends.
-func (h *Host) checkReplays(ctx context.Context, a *activation, sp *rivet.Spec, entries []workflow.Entry) error {
+// checkReplays refuses a plain retry of a completed or cancelled workflow
+// (status) whose history the code deployed now does not replay. Such a
+// retry replays the workflow, to run what was added after its end or to
+// resume it where it was cancelled; with code that no longer matches (a
+// change not gated by GetVersion), the run would fail at once, and the
+// workflow would be listed failed for a retry that changed nothing. The
+// check is a replay-only run (workflow.CheckHistory): no step body runs,
+// and it stops where the history ends.
+func (h *Host) checkReplays(ctx context.Context, a *activation, sp *rivet.Spec, entries []workflow.Entry, status string) error {
 	cctx, cancel := context.WithTimeout(ctx, replayCheckTimeout)
 	defer cancel()
 	err := workflow.CheckHistory(cctx, workflow.SystemClock{}, a.ref.Name, a.ref.Key, entries, sp.Run)
@@ -502,9 +503,9 @@ func (h *Host) checkReplays(ctx context.Context, a *activation, sp *rivet.Spec, 
 	case ctx.Err() != nil:
 		return ctx.Err()
 	case cctx.Err() != nil:
-		return rivet.Errorf(rivet.ErrTimeout, "the replay of the workflow of %s, which a retry of a completed workflow checks first, did not end within %s", a.describe(), replayCheckTimeout)
+		return rivet.Errorf(rivet.ErrTimeout, "the replay of the workflow of %s, which a retry of a %s workflow checks first, did not end within %s", a.describe(), status, replayCheckTimeout)
 	}
-	return rivet.Reasonf(rivet.ErrWorkflowFailed, "workflow", "diverged", "the workflow of %s completed, and the code deployed now does not replay its history: %v; a retry would fail it at once, so it stays completed (retry --from an entry before the change to run the new code from there)", a.describe(), err)
+	return rivet.Reasonf(rivet.ErrWorkflowFailed, "workflow", "diverged", "the workflow of %s is %s, and the code deployed now does not replay its history: %v; a retry would fail it at once, so it stays %s (retry --from an entry before the change to run the new code from there)", a.describe(), status, err, status)
 }
 
 // replayCheckTimeout bounds checkReplays: the replay runs the workflow's
@@ -558,10 +559,10 @@ func (h *Host) RetryWorkflowWith(ctx context.Context, ref Ref, opts RetryOptions
 		failedAt := st.FailedAt
 		if st.Status == WorkflowCompleted {
 			failedAt = noEntry // no failure ended it: the caught ones stay
-			if from == "" {
-				if err := h.checkReplays(ctx, a, sp, entries); err != nil {
-					return err
-				}
+		}
+		if from == "" && (st.Status == WorkflowCompleted || st.Status == WorkflowCancelled) {
+			if err := h.checkReplays(ctx, a, sp, entries, st.Status); err != nil {
+				return err
 			}
 		}
 		trees, resets, err := retryTrees(entries, from, failedAt)

@@ -123,3 +123,63 @@ func TestTheRetrysReplayCheckEndsWithItsCaller(t *testing.T) {
 		t.Fatalf("workflow %s, want it completed as it was", st)
 	}
 }
+
+// So is a plain retry of a cancelled workflow, which resumes it where it
+// stopped: with code that no longer replays its history the retry is
+// refused and the workflow stays cancelled (it was run, failed at once and
+// listed failed); with code that does, it resumes.
+func TestAPlainRetryOfACancelledWorkflowThatNoLongerReplaysIsRefused(t *testing.T) {
+	t.Parallel()
+	actor := func(second string) rivet.Actor[retryDoneState] {
+		return rivet.Actor[retryDoneState]{
+			Name: "retryCancelled",
+			Run: func(ctx *workflow.Ctx[retryDoneState]) error {
+				for _, name := range []string{"a", second} {
+					if err := ctx.Step(name, func(s *workflow.StepCtx[retryDoneState]) error {
+						s.State.Log = append(s.State.Log, name)
+						return nil
+					}); err != nil {
+						return err
+					}
+				}
+				return ctx.Sleep("wait", time.Hour)
+			},
+		}
+	}
+	e := newEnv(t, counterReg(t, actor("b")), nil)
+	ref := runtime.Ref{Name: "retryCancelled", Key: []string{"k"}}
+	if _, _, err := e.host.GetOrCreate(ctx(t), ref, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the workflow's sleep", 20*time.Second, func() bool {
+		return inspect(t, e.host, "retryCancelled", "k").WorkflowStatus == runtime.WorkflowSleeping
+	})
+	if _, err := e.host.CancelWorkflow(ctx(t), ref, "paused"); err != nil {
+		t.Fatal(err)
+	}
+
+	e.reg = counterReg(t, actor("b2"))
+	e.restart()
+	_, err := e.host.RetryWorkflow(ctx(t), ref, "")
+	var re *rivet.Error
+	if !errors.Is(err, rivet.ErrWorkflowFailed) || !errors.As(err, &re) || re.Code != "diverged" || !strings.Contains(err.Error(), `"b"`) || !strings.Contains(err.Error(), "stays cancelled") {
+		t.Fatalf("changed code's retry: %v; want ErrWorkflowFailed, reason workflow.diverged, naming entry b", err)
+	}
+	if ins := inspect(t, e.host, "retryCancelled", "k"); ins.WorkflowStatus != runtime.WorkflowCancelled {
+		t.Fatalf("after the refused retry: workflow %s (%q), want cancelled as it was", ins.WorkflowStatus, ins.WorkflowError)
+	}
+
+	e.reg = counterReg(t, actor("b"))
+	e.restart()
+	if _, err := e.host.RetryWorkflow(ctx(t), ref, ""); err != nil {
+		t.Fatalf("same code's retry: %v", err)
+	}
+	waitFor(t, "the resumed sleep", 20*time.Second, func() bool {
+		return inspect(t, e.host, "retryCancelled", "k").WorkflowStatus == runtime.WorkflowSleeping
+	})
+	var st retryDoneState
+	decodeJSON(t, inspect(t, e.host, "retryCancelled", "k").State, &st)
+	if strings.Join(st.Log, ",") != "a,b" {
+		t.Fatalf("log %v, want a,b: the resumed run replays its steps", st.Log)
+	}
+}
