@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"maps"
@@ -497,8 +498,17 @@ func (h *Host) checkReplays(ctx context.Context, a *activation, sp *rivet.Spec, 
 	cctx, cancel := context.WithTimeout(ctx, replayCheckTimeout)
 	defer cancel()
 	err := workflow.CheckHistory(cctx, workflow.SystemClock{}, a.ref.Name, a.ref.Key, entries, sp.Run)
+	var div *workflow.DivergenceError
+	var dec *workflow.DecodeError
 	switch {
 	case err == nil:
+		return nil
+	case status == WorkflowCancelled && ctx.Err() == nil && cctx.Err() == nil && !errors.As(err, &div) && !errors.As(err, &dec):
+		// The run failed where it was cancelled, its history replayed
+		// whole: cancelled while it rolled back, which the retry resumes
+		// (a replay-only run does not replay a rollback). A panic is
+		// let through too: the workflow's own, or one of changed code,
+		// which the retry then reports as before.
 		return nil
 	case ctx.Err() != nil:
 		return ctx.Err()

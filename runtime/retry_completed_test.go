@@ -183,3 +183,46 @@ func TestAPlainRetryOfACancelledWorkflowThatNoLongerReplaysIsRefused(t *testing.
 		t.Fatalf("log %v, want a,b: the resumed run replays its steps", st.Log)
 	}
 }
+
+// A workflow cancelled while it rolled back replays, with its code
+// unchanged, to the failure that began the rollback: the check takes that
+// for the workflow's own failure, not a divergence, and the retry resumes
+// the rollback (a review found it refused, which left no way to finish
+// the compensations but --from).
+func TestAPlainRetryResumesAWorkflowCancelledWhileItRolledBack(t *testing.T) {
+	t.Parallel()
+	actor := rivet.Actor[retryDoneState]{
+		Name: "retryRollingBack",
+		Run: func(ctx *workflow.Ctx[retryDoneState]) error {
+			if err := ctx.RollbackCheckpoint("cp"); err != nil {
+				return err
+			}
+			if _, err := workflow.StepWithRollback(ctx, workflow.StepOptions{Name: "reserve", RetryBackoffBase: time.Hour, RetryBackoffMax: time.Hour},
+				func(*workflow.StepCtx[retryDoneState]) (int, error) { return 1, nil },
+				func(*workflow.StepCtx[retryDoneState], int) error { return errors.New("undo is down") }); err != nil {
+				return err
+			}
+			return ctx.Step("pay", func(*workflow.StepCtx[retryDoneState]) error {
+				return workflow.Rollback(errors.New("payment refused"))
+			})
+		},
+	}
+	e := newEnv(t, counterReg(t, actor), nil)
+	ref := runtime.Ref{Name: "retryRollingBack", Key: []string{"k"}}
+	if _, _, err := e.host.GetOrCreate(ctx(t), ref, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the compensation's backoff", 20*time.Second, func() bool {
+		return inspect(t, e.host, "retryRollingBack", "k").WorkflowStatus == runtime.WorkflowSleeping
+	})
+	if _, err := e.host.CancelWorkflow(ctx(t), ref, "paused"); err != nil {
+		t.Fatal(err)
+	}
+	e.restart()
+	if _, err := e.host.RetryWorkflow(ctx(t), ref, ""); err != nil {
+		t.Fatalf("retry of the unchanged code: %v", err)
+	}
+	waitFor(t, "the rollback resumed", 20*time.Second, func() bool {
+		return inspect(t, e.host, "retryRollingBack", "k").WorkflowStatus == runtime.WorkflowSleeping
+	})
+}

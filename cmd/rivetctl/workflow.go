@@ -119,8 +119,10 @@ it deletes nothing and replays, running only what code deployed since adds
 after its end ("0 history entries removed"); if that code no longer replays
 the history (a change no GetVersion gate covers), the retry is refused,
 naming the divergence (workflow.diverged), and the workflow stays completed.
-So is a plain retry of a cancelled workflow, which resumes it where it
-stopped: it stays cancelled.
+A plain retry of a cancelled workflow, which resumes it where it stopped,
+is checked the same way: refused, the workflow stays cancelled (one
+cancelled while it rolled back replays to its failure, and resumes the
+rollback).
 A step kept from
 before ENTRY whose compensation failed (or was cut off while it waited to be
 retried) loses that failure: if the run rolls back again, its rollback handler
