@@ -276,7 +276,7 @@ func (x *cx) takeOnce(path string, seq int, deadline time.Time, o NextOptions, c
 			// have gone to another taker (a join sibling) meanwhile,
 			// and the first one here come later.
 			c := t.cameLate(ms[0].CreatedAt)
-			if c.IsZero() && t.outrun(t.now) {
+			if c.IsZero() && t.ranksBehind(t.now, raceSlot.outrunLocked) {
 				// There when the receive began: ranked at t.now. A
 				// sibling that finished the race before then, or may
 				// still (catching up), has it, however late its
@@ -285,7 +285,7 @@ func (x *cx) takeOnce(path string, seq int, deadline time.Time, o NextOptions, c
 				outrun = true
 				return nil
 			}
-			if !c.IsZero() && (came.IsZero() || c.After(came)) && (!deadline.IsZero() && c.After(deadline) || t.earlier(c)) {
+			if !c.IsZero() && (came.IsZero() || c.After(came)) && (!deadline.IsZero() && c.After(deadline) || t.ranksBehind(c, raceSlot.outrankedLocked)) {
 				late = c
 				return nil
 			}

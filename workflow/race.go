@@ -363,16 +363,17 @@ func (t *thread) awaitRanked(at time.Time, outranked func(raceSlot, time.Time) b
 	}
 }
 
-// earlier reports whether a receive of t that will record at must wait
-// for a race it runs under (see outrankedLocked).
-func (t *thread) earlier(at time.Time) bool {
+// ranksBehind reports whether a receive of t that ranks at at must wait
+// for a race t runs under, by behind (raceSlot.outrankedLocked for a
+// message that came late, raceSlot.outrunLocked for one already there).
+func (t *thread) ranksBehind(at time.Time, behind func(raceSlot, time.Time) bool) bool {
 	if len(t.races) == 0 {
 		return false
 	}
 	t.r.mu.Lock()
 	defer t.r.mu.Unlock()
 	for _, s := range t.races {
-		if s.outrankedLocked(at) {
+		if behind(s, at) {
 			return true
 		}
 	}
@@ -464,22 +465,6 @@ func (rc *race) mayRecordEarlierLocked(b, w int, at time.Time) bool {
 func (t *thread) primedIn(rc *race) bool {
 	for _, s := range t.races[:t.primed] {
 		if s.r == rc {
-			return true
-		}
-	}
-	return false
-}
-
-// outrun reports whether a race t runs under outruns a receive of t's at
-// at (see outrunLocked).
-func (t *thread) outrun(at time.Time) bool {
-	if len(t.races) == 0 {
-		return false
-	}
-	t.r.mu.Lock()
-	defer t.r.mu.Unlock()
-	for _, s := range t.races {
-		if s.outrunLocked(at) {
 			return true
 		}
 	}

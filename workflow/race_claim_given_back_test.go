@@ -21,7 +21,7 @@ func TestRaceClaimGoesWithTheMessagesGivenBack(t *testing.T) {
 	wf := aroundANestedLoser(func(c *workflow.Ctx[claimState]) error {
 		_, err := workflow.Next[int](c, "take", workflow.NextOptions{Names: []string{"q"}})
 		return err
-	})
+	}, nil)
 	completesAtEveryCrash(t, wf, func(h *workflowtest.Host[claimState]) { h.Send("q", 1) }, 1)
 }
 
@@ -37,7 +37,7 @@ func TestRaceClaimGoesWithTheMessagesCompletedByALoser(t *testing.T) {
 			return err
 		}
 		return m.Complete(m.Body)
-	})
+	}, nil)
 	completesAtEveryCrash(t, wf, func(h *workflowtest.Host[claimState]) { h.Send("q", 1) }, 0)
 }
 
@@ -45,9 +45,10 @@ type claimState struct{}
 
 // aroundANestedLoser is the workflow of the two tests above: a race of a,
 // which sleeps 3 s, and b, whose nested race's branch x takes a message
-// (take), then fails, losing to y, which sleeps 4 s. Once x lost, b holds
-// no message and a, the first to finish, must win.
-func aroundANestedLoser(take func(*workflow.Ctx[claimState]) error) func(*workflow.Ctx[claimState]) error {
+// (take), then fails, losing to y, which sleeps 4 s, after which b runs
+// then, if set. Once x lost, b holds no message and a, the first to
+// finish, must win.
+func aroundANestedLoser(take, then func(*workflow.Ctx[claimState]) error) func(*workflow.Ctx[claimState]) error {
 	type wctx = workflow.Ctx[claimState]
 	return func(c *wctx) error {
 		w, _, err := workflow.Race(c, "r", []workflow.RaceBranch[claimState, int]{
@@ -62,16 +63,13 @@ func aroundANestedLoser(take func(*workflow.Ctx[claimState]) error) func(*workfl
 					}},
 					{Name: "y", Run: func(c *wctx) (int, error) { return 2, c.Sleep("z", 4*time.Second) }},
 				})
+				if err == nil && then != nil {
+					err = then(c)
+				}
 				return v, err
 			}},
 		})
-		if err != nil {
-			return err
-		}
-		if w != "a" {
-			return errors.New("won by " + w)
-		}
-		return nil
+		return wonBy(w, err, "a")
 	}
 }
 
@@ -160,28 +158,13 @@ func completesAtEveryCrash[S any](t *testing.T, wf func(*workflow.Ctx[S]) error,
 // given back. (Found by TestRandomSim, seed 6494: the live run let the
 // receive take the claim again and win; a replay picked the finisher.)
 func TestRaceClaimGivenBackIsNotTakenAgainByALaterReceive(t *testing.T) {
-	type wctx = workflow.Ctx[claimState]
-	wf := func(c *wctx) error {
-		w, _, err := workflow.Race(c, "r", []workflow.RaceBranch[claimState, int]{
-			{Name: "a", Run: func(c *wctx) (int, error) { return 1, c.Sleep("z", 3*time.Second) }},
-			{Name: "b", Run: func(c *wctx) (int, error) {
-				if _, _, err := workflow.Race(c, "inner", []workflow.RaceBranch[claimState, int]{
-					{Name: "x", Run: func(c *wctx) (int, error) {
-						if _, err := workflow.Next[int](c, "take", workflow.NextOptions{Names: []string{"q"}}); err != nil {
-							return 0, err
-						}
-						return 0, errors.New("refused")
-					}},
-					{Name: "y", Run: func(c *wctx) (int, error) { return 2, c.Sleep("z", 4*time.Second) }},
-				}); err != nil {
-					return 0, err
-				}
-				m, err := workflow.Next[int](c, "there", workflow.NextOptions{Names: []string{"q2"}})
-				return m.Body, err
-			}},
-		})
-		return wonBy(w, err, "a")
-	}
+	wf := aroundANestedLoser(func(c *workflow.Ctx[claimState]) error {
+		_, err := workflow.Next[int](c, "take", workflow.NextOptions{Names: []string{"q"}})
+		return err
+	}, func(c *workflow.Ctx[claimState]) error {
+		_, err := workflow.Next[int](c, "there", workflow.NextOptions{Names: []string{"q2"}})
+		return err
+	})
 	completesAtEveryCrash(t, wf, func(h *workflowtest.Host[claimState]) { h.Send("q2", 2); h.Send("q", 1) }, 2)
 }
 

@@ -41,8 +41,9 @@ rollback_attempts, rollback_retry_error and rollback_retry_error_code.
 A step that failed for good reads "exhausted" if its retries were used up,
 and if no retry was made for its failure "critical error, not retried" (a
 workflow.Critical error), "too large, not retried" (what it wrote was over
-the node's limits: its state or output), "timed out, not retried" (a timeout, without
-RetryOnTimeout) or "Rollback error, not retried" (workflow.Rollback); -o
+the node's limits: its state or output), "timed out, not retried" (a
+timeout, without RetryOnTimeout) or "Rollback error, not retried"
+(workflow.Rollback); -o
 json has it as status "exhausted" and failure (exhausted, critical, timeout
 or rollback).
 
