@@ -288,7 +288,7 @@ func (x *cx) begin(kind, name string) error {
 		x.curMu.Lock()
 		curKind, curName := x.curKind, x.curName
 		x.curMu.Unlock()
-		return fmt.Errorf("%w: %s %q called while %s %q runs (code in a step's body, or in a join or race branch, uses the Ctx it is given, not an outer one)",
+		return fmt.Errorf("%w: %s %q called while %s %q runs (code in a step's body, a join or race branch, a try block or a loop body uses the Ctx it is given, not an outer one)",
 			ErrEntryInProgress, kind, joinPath(x.sc.path, name), curKind, joinPath(x.sc.path, curName))
 	}
 	if x.closed.Load() {

@@ -8,6 +8,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,7 +41,7 @@ func (r *run) visit(sc *scope, path string, kind Kind) (*Entry, error) {
 	if it, ok := r.sealedLocked(sc.path); ok {
 		return nil, &DivergenceError{Path: path,
 			Expected: fmt.Sprintf("nothing: %s completed under code that recorded no entry here", it),
-			Found:    fmt.Sprintf("new %s %q (gate the change with GetVersion)", kind, path)}
+			Found:    fmt.Sprintf("new %s %q", kind, path)}
 	}
 	// A try block has no entry of its own, so its scope alone would not
 	// show a block inserted (or renamed) before entries of the scope
@@ -517,7 +518,7 @@ func (r *run) reportPanic(err error, path string, rollback bool) {
 type rollbackAction struct {
 	path string
 	at   time.Time
-	seq  int
+	seq  int         // the order this run registered it in
 	pol  retryPolicy // the step's: its handler's attempts follow it too
 	run  func(env StepEnv, ctx context.Context, attempt int) error
 	// missing: the step has a handler that this run did not register.
@@ -562,13 +563,18 @@ func (r *run) rollback(root *thread) error {
 			acts = append(acts, rollbackAction{path: e.Path, at: e.Time, missing: true})
 		}
 	}
-	r.mu.Unlock()
+	// Latest completion first; steps that completed at the same time
+	// (workflowtest's clock stands still) in the reverse of the code's
+	// order, not only of when this run registered them, which differs
+	// from run to run between branches and leaves out the steps it does
+	// not have.
 	sort.SliceStable(acts, func(i, j int) bool {
 		if !acts[i].at.Equal(acts[j].at) {
 			return acts[i].at.After(acts[j].at)
 		}
-		return acts[i].seq > acts[j].seq
+		return codeOrderBefore(r.hist, acts[j], acts[i])
 	})
+	r.mu.Unlock()
 	for _, a := range acts {
 		r.mu.Lock()
 		e := r.hist.Get(a.path)
@@ -594,6 +600,41 @@ func (r *run) rollback(root *thread) error {
 		}
 	}
 	return nil
+}
+
+// codeOrderBefore reports whether the code made the step of a before
+// that of b, for two that completed at the same time: in the scope where
+// their paths part, an earlier loop iteration, or the entry with the
+// earlier place (Seq); between the branches of a join or race, which ran
+// side by side, the name that sorts first, so that the order is the same
+// in every run; else (a try block, which records no entry to hold its
+// place) the order this run registered them in, which follows the code's
+// in one thread, or if this run did not register both, the name.
+func codeOrderBefore(h *History, a, b rollbackAction) bool {
+	sa, sb := strings.Split(a.path, "/"), strings.Split(b.path, "/")
+	i := 0
+	for i < len(sa) && i < len(sb) && sa[i] == sb[i] {
+		i++
+	}
+	if i == len(sa) || i == len(sb) {
+		return len(sa) < len(sb)
+	}
+	scope := strings.Join(sa[:i], "/")
+	if na, ok := iterationIn(scope, a.path); ok {
+		if nb, ok := iterationIn(scope, b.path); ok {
+			return na < nb
+		}
+	}
+	if se := h.Get(scope); se != nil && (se.Kind == KindJoin || se.Kind == KindRace) {
+		return sa[i] < sb[i]
+	}
+	if ea, eb := h.Get(joinPath(scope, sa[i])), h.Get(joinPath(scope, sb[i])); ea != nil && eb != nil && ea.Seq > 0 && eb.Seq > 0 && ea.Seq != eb.Seq {
+		return ea.Seq < eb.Seq
+	}
+	if a.seq > 0 && b.seq > 0 {
+		return a.seq < b.seq
+	}
+	return sa[i] < sb[i]
 }
 
 // compensate runs the handler of a until it succeeds or fails for good:
