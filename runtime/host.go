@@ -1508,7 +1508,10 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 		if a.destroyPending() && !a.gate.reentered() {
 			return errBeingDestroyed(a)
 		}
-		now := time.Now()
+		// To the millisecond, as the message is stored: a workflow that
+		// takes it from memory sees the CreatedAt it would see after a
+		// restart, when it reads the message back.
+		now := time.UnixMilli(time.Now().UnixMilli())
 		var keyOps []storage.Op
 		var keyRec sendKeyRecord
 		var sum string
