@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -56,6 +57,12 @@ type Host[S any] struct {
 	// (workflow.FailureCritical) with its changes discarded, as on a node.
 	MaxStateBytes      int
 	MaxStepOutputBytes int
+	// Queues, if set, are the actor's queue names, as its rivet.Actor's
+	// Queues: a receive that names another fails (workflow.ErrInvalid)
+	// and Send to another panics, as a node refuses them, so that a
+	// queue's misspelt name fails the test instead of leaving a receive
+	// waiting for ever. Nil: any name.
+	Queues []string
 
 	mu          sync.Mutex
 	state       []byte
@@ -103,6 +110,9 @@ func (h *Host[S]) send(queue string, body any, wait bool) (uint64, <-chan json.R
 	if err != nil {
 		panic(fmt.Sprintf("workflowtest: message body does not marshal: %v", err))
 	}
+	if err := h.checkQueues([]string{queue}); err != nil {
+		panic("workflowtest: send: " + err.Error())
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	id := h.nextID
@@ -116,6 +126,24 @@ func (h *Host[S]) send(queue string, body any, wait bool) (uint64, <-chan json.R
 	close(h.notify)
 	h.notify = make(chan struct{})
 	return id, ch
+}
+
+// checkQueues fails if a name is none of h.Queues (if set), with a node's
+// error.
+func (h *Host[S]) checkQueues(names []string) error {
+	if h.Queues == nil {
+		return nil
+	}
+	for _, n := range names {
+		if !slices.Contains(h.Queues, n) {
+			known := "none"
+			if len(h.Queues) > 0 {
+				known = strings.Join(slices.Sorted(slices.Values(h.Queues)), ", ")
+			}
+			return fmt.Errorf("actor %s has no queue %q (it has %s)", h.Name, n, known)
+		}
+	}
+	return nil
 }
 
 // CrashAt makes commit number n (counted from 1 since the host was made)
@@ -532,6 +560,9 @@ func (a *activation[S]) Commit(ctx context.Context, writes []workflow.HistoryWri
 	defer a.h.mu.Unlock()
 	return a.commitLocked(writes, nil, nil)
 }
+
+// CheckQueues implements workflow.QueueChecker with Host.Queues.
+func (a *activation[S]) CheckQueues(names []string) error { return a.h.checkQueues(names) }
 
 func (a *activation[S]) Receive(ctx context.Context, names []string, max int, record func([]workflow.RawMessage) []workflow.HistoryWrite) ([]workflow.RawMessage, error) {
 	if err := ctx.Err(); err != nil {

@@ -1,0 +1,38 @@
+package workflowtest_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rivet-go/rivet/workflow"
+	"github.com/rivet-go/rivet/workflow/workflowtest"
+)
+
+// With the actor's queues given, a receive from a misspelt queue fails the
+// run at once, as on a node, instead of waiting for ever in the test; and
+// a send to one panics, as a node refuses it.
+func TestAHostGivenTheQueuesRefusesAMisspeltOne(t *testing.T) {
+	h := workflowtest.NewHost(struct{}{}, workflowtest.NewClock(time.Unix(1700000000, 0)))
+	h.Name, h.Queues = "orders", []string{"orders", "cancel"}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	out, _ := h.Drive(ctx, func(c *workflow.Ctx[struct{}]) error {
+		_, err := workflow.Next[int](c, "wait", workflow.NextOptions{Names: []string{"ordres"}})
+		return err
+	}, workflowtest.DriveOptions{})
+	if ctx.Err() != nil {
+		t.Fatal("the receive waited for ever")
+	}
+	if out.Status != workflow.RunFailed || !errors.Is(out.Err, workflow.ErrInvalid) || !strings.Contains(out.Err.Error(), `actor orders has no queue "ordres" (it has cancel, orders)`) {
+		t.Fatalf("outcome %v %v; want failed with ErrInvalid naming the queue", out.Status, out.Err)
+	}
+	defer func() {
+		if v := recover(); v == nil || !strings.Contains(v.(string), `has no queue "cancle"`) {
+			t.Fatalf("send to a misspelt queue: recovered %v, want a panic naming it", v)
+		}
+	}()
+	h.Send("cancle", 1)
+}
