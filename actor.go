@@ -288,7 +288,10 @@ func Action2[S, A, B, R any](fn func(c *ActionCtx[S], a A, b B) (R, error)) Hand
 }
 
 // Query makes a read-only action without arguments. It must not change the
-// state: the runtime does not look for changes and does not commit them.
+// state: the runtime neither looks for a change nor undoes one (that would
+// cost every query an encoding of the state), so a change a query makes
+// anyway stays in memory, where later calls see it, until the next
+// action's commit writes it with its own, or a restart loses it.
 func Query[S, R any](fn func(c *ActionCtx[S]) (R, error)) Handler[S] {
 	return Handler[S]{readOnly: true, invoke: func(c *ActionCtx[S], _ []json.RawMessage) (any, error) { return fn(c) }}
 }
