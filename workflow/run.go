@@ -185,7 +185,6 @@ type run struct {
 	// has no handler (ErrRollbackRemoved).
 	retired   []string
 	rollbacks []rollbackAction
-	seq       int // orders rollbacks registered at the same time
 	// active counts threads that are not blocked; waiting holds the
 	// blocked ones (each with what it waits for in its waitFor). When
 	// active drops to 0, the host hears of it. (A slice, not a map: most

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"runtime/debug"
 	"slices"
 	"sort"
@@ -518,7 +519,6 @@ func (r *run) reportPanic(err error, path string, rollback bool) {
 type rollbackAction struct {
 	path string
 	at   time.Time
-	seq  int         // the order this run registered it in
 	pol  retryPolicy // the step's: its handler's attempts follow it too
 	run  func(env StepEnv, ctx context.Context, attempt int) error
 	// missing: the step has a handler that this run did not register.
@@ -535,9 +535,8 @@ func (r *run) registerRollback(e *Entry, handler func(StepEnv, context.Context, 
 	out := e.Output
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.seq++
 	r.rollbacks = append(r.rollbacks, rollbackAction{
-		path: e.Path, at: e.Time, seq: r.seq, pol: pol,
+		path: e.Path, at: e.Time, pol: pol,
 		run: func(env StepEnv, ctx context.Context, attempt int) error { return handler(env, ctx, out, attempt) },
 	})
 }
@@ -565,14 +564,14 @@ func (r *run) rollback(root *thread) error {
 	}
 	// Latest completion first; steps that completed at the same time
 	// (workflowtest's clock stands still) in the reverse of the code's
-	// order, not only of when this run registered them, which differs
-	// from run to run between branches and leaves out the steps it does
-	// not have.
+	// order, not of when this run registered them, which differs from
+	// run to run between branches and leaves out the steps it does not
+	// have.
 	sort.SliceStable(acts, func(i, j int) bool {
 		if !acts[i].at.Equal(acts[j].at) {
 			return acts[i].at.After(acts[j].at)
 		}
-		return codeOrderBefore(r.hist, acts[j], acts[i])
+		return codeOrderBefore(r.hist, acts[j].path, acts[i].path)
 	})
 	r.mu.Unlock()
 	for _, a := range acts {
@@ -602,16 +601,12 @@ func (r *run) rollback(root *thread) error {
 	return nil
 }
 
-// codeOrderBefore reports whether the code made the step of a before
-// that of b, for two that completed at the same time: in the scope where
-// their paths part, an earlier loop iteration, or the entry with the
-// earlier place (Seq); between the branches of a join or race, which ran
-// side by side, the name that sorts first, so that the order is the same
-// in every run; else (a try block, which records no entry to hold its
-// place) the order this run registered them in, which follows the code's
-// in one thread, or if this run did not register both, the name.
-func codeOrderBefore(h *History, a, b rollbackAction) bool {
-	sa, sb := strings.Split(a.path, "/"), strings.Split(b.path, "/")
+// codeOrderBefore reports whether the code made the step at path a before
+// the one at b, for two that completed at the same time: compared where
+// their paths part, by codePlace, then by name, so that the order is the
+// same in every run and a strict weak one (a key for each path segment).
+func codeOrderBefore(h *History, a, b string) bool {
+	sa, sb := strings.Split(a, "/"), strings.Split(b, "/")
 	i := 0
 	for i < len(sa) && i < len(sb) && sa[i] == sb[i] {
 		i++
@@ -619,22 +614,44 @@ func codeOrderBefore(h *History, a, b rollbackAction) bool {
 	if i == len(sa) || i == len(sb) {
 		return len(sa) < len(sb)
 	}
-	scope := strings.Join(sa[:i], "/")
-	if na, ok := iterationIn(scope, a.path); ok {
-		if nb, ok := iterationIn(scope, b.path); ok {
-			return na < nb
-		}
-	}
-	if se := h.Get(scope); se != nil && (se.Kind == KindJoin || se.Kind == KindRace) {
-		return sa[i] < sb[i]
-	}
-	if ea, eb := h.Get(joinPath(scope, sa[i])), h.Get(joinPath(scope, sb[i])); ea != nil && eb != nil && ea.Seq > 0 && eb.Seq > 0 && ea.Seq != eb.Seq {
-		return ea.Seq < eb.Seq
-	}
-	if a.seq > 0 && b.seq > 0 {
-		return a.seq < b.seq
+	if pa, pb := codePlace(h, sa, i), codePlace(h, sb, i); pa != pb {
+		return pa < pb
 	}
 	return sa[i] < sb[i]
+}
+
+// codePlace is where segment i of the path sp comes in the code, among the
+// segments of its scope (sp[:i]): a loop iteration's number; 0 for the
+// branches of a join or race, which ran side by side (their names decide);
+// an entry's place (Seq); for a try block, which records no entry of its
+// own, its place as the first entry recorded under it has it (TryPlaces);
+// unknown places (entries of builds from before them) last.
+func codePlace(h *History, sp []string, i int) int {
+	scope := strings.Join(sp[:i], "/")
+	if n, ok := iterationIn(scope, strings.Join(sp[:i+1], "/")); ok {
+		return n
+	}
+	if se := h.Get(scope); se != nil && (se.Kind == KindJoin || se.Kind == KindRace) {
+		return 0
+	}
+	if e := h.Get(joinPath(scope, sp[i])); e != nil {
+		if e.Seq > 0 {
+			return e.Seq
+		}
+		return math.MaxInt
+	}
+	// A try block: the segments from i to the first entry below it are
+	// try blocks, whose places that entry's TryPlaces hold, innermost
+	// first.
+	for k := i + 1; k < len(sp); k++ {
+		if e := h.Get(strings.Join(sp[:k+1], "/")); e != nil {
+			if d := k - 1 - i; d < len(e.TryPlaces) {
+				return e.TryPlaces[d]
+			}
+			break
+		}
+	}
+	return math.MaxInt
 }
 
 // compensate runs the handler of a until it succeeds or fails for good:

@@ -543,6 +543,67 @@ func TestRollbackAfterRestartReachesStepsInSettledJoinsAndRaces(t *testing.T) {
 	}
 }
 
+// Steps that complete at the same time (workflowtest's clock stands
+// still) are undone in the reverse of the code's order, a step in a try
+// block (which records no entry of its own) included, whether the run
+// has every handler or, replayed after a crash, lacks those of a
+// completed loop (it then stops, loudly, at the loop's step before
+// undoing anything the code did before the loop). The try block's step
+// used to be ordered by name against the others, and the rollback of a
+// replay undid c and t/s before failing at the loop.
+func TestRollbackOfStepsAtTheSameTimeFollowsTheCodesOrder(t *testing.T) {
+	step := func(c *logCtx, name string) error {
+		_, err := workflow.StepWithRollback(c, workflow.StepOptions{Name: name}, func(s *logStep) (int, error) {
+			s.State.Log = append(s.State.Log, "do "+name)
+			return 1, nil
+		}, func(s *logStep, v int) error {
+			s.State.Log = append(s.State.Log, "undo "+name)
+			return nil
+		})
+		return err
+	}
+	wf := func(c *logCtx) error {
+		if err := c.RollbackCheckpoint("cp"); err != nil {
+			return err
+		}
+		if _, err := c.Try("t", func(c *logCtx) error { return step(c, "tb") }); err != nil {
+			return err
+		}
+		if err := step(c, "c"); err != nil {
+			return err
+		}
+		if err := c.Loop("a", func(c *logCtx) error {
+			if err := step(c, "la"); err != nil {
+				return err
+			}
+			return workflow.Break
+		}); err != nil {
+			return err
+		}
+		return errors.New("business failure")
+	}
+	h := newHost(log{})
+	drive(t, h, wf)
+	if got, want := undos(h.State().Log), []string{"undo la", "undo c", "undo tb"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("crash-free: undone %q, want %q", got, want)
+	}
+	for k := 1; k <= h.Commits()+1; k++ {
+		for _, after := range []bool{false, true} {
+			hk := newHost(log{})
+			hk.CrashAt(k, after)
+			out := drive(t, hk, wf)
+			got := undos(hk.State().Log)
+			var rf *workflow.RollbackFailedError
+			switch {
+			case reflect.DeepEqual(got, []string{"undo la", "undo c", "undo tb"}):
+			case len(got) == 0 && errors.As(out.Err, &rf) && rf.Path == "a/~0/la":
+			default:
+				t.Errorf("crash at commit %d (after: %v): undone %q, outcome %v %v; want all three in the code's reverse order, or none and a failure at a/~0/la", k, after, got, out.Status, out.Err)
+			}
+		}
+	}
+}
+
 // A completed loop is not re-entered (its state before its last
 // checkpoint is gone), so after a restart a rollback cannot know the
 // handlers of the steps in it: it fails where the first of them comes in
