@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/rivet-go/rivet/client"
@@ -81,4 +82,29 @@ in    message  completed                   0         q: {"n":1}
 j     join     failed                      0         error: join failed:; a: boom; b: bust
 s     step     completed, rollback failed  1         rollback error: undo failed; second line
 `)
+}
+
+// history says a step whose last attempt failed and that will run again
+// after its backoff is "failed, retrying": "failed" alone, beside its
+// attempts, read as the step's end (a user trial). A workflow that ended
+// (cancelled during the backoff) runs it no more: "failed".
+func TestHistorySaysAStepWaitingToRunAgainIsRetrying(t *testing.T) {
+	for _, tc := range []struct{ workflow, want string }{
+		{"sleeping", "failed, retrying"},
+		{"running", "failed, retrying"},
+		{"cancelled", "failed"},
+	} {
+		f := servertest.NewFake()
+		f.HistoryFunc = func(context.Context, runtime.Ref, runtime.HistoryOptions) (runtime.History, error) {
+			return runtime.History{
+				WorkflowStatus: tc.workflow,
+				Entries:        []runtime.HistoryEntry{{Path: "charge", Kind: "step", Status: "failed", Attempts: 2, Error: "card service down"}},
+			}, nil
+		}
+		addr := servertest.Start(t, f, servertest.Config{})
+		r := rivetctl(t, addr, "history", "a", "k")
+		if r.code != 0 || !strings.Contains(r.stdout, "charge  step  "+tc.want+"  2") {
+			t.Errorf("workflow %s: exit %d, history:\n%s\nwant the step %q", tc.workflow, r.code, r.stdout, tc.want)
+		}
+	}
 }

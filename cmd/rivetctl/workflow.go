@@ -45,7 +45,8 @@ the node's limits: its state or output), "timed out, not retried" (a
 timeout, without RetryOnTimeout) or "Rollback error, not retried"
 (workflow.Rollback); -o
 json has it as status "exhausted" and failure (exhausted, critical, timeout
-or rollback).
+or rollback). One whose last attempt failed and that will run again after
+its backoff reads "failed, retrying" (-o json: status "failed").
 
 A version gate (version_check) says which way it went: version 1 is the old
 path, taken by a run that had recorded entries past the gate before it was
@@ -337,7 +338,7 @@ func (a *app) printHistory(h client.History) error {
 				detail = "error (" + e.ErrorCode + "): " + errorLine(e.Error)
 			}
 		}
-		status, attempts := failedFor(e), e.RollbackAttempts > 1
+		status, attempts := failedFor(e, h.WorkflowStatus), e.RollbackAttempts > 1
 		if e.RollbackRetryError != "" && e.RollbackError == "" && !e.RollbackDone {
 			// A handler to be retried: its last error is why the
 			// rollback waits (or waited, if the run ended meanwhile).
@@ -398,7 +399,12 @@ func (a *app) printHistory(h client.History) error {
 // failed for good with no retry (a critical error, a timeout not retried,
 // a Rollback), what the failure was, not "exhausted", which next to its
 // attempts read as retries used up (a user trial).
-func failedFor(e client.HistoryEntry) string {
+func failedFor(e client.HistoryEntry, workflow string) string {
+	if e.Status == "failed" && e.Kind == "step" && (workflow == "running" || workflow == "sleeping") {
+		// Its last attempt failed and it will run again after its
+		// backoff: "failed" alone read as the step's end (a user trial).
+		return "failed, retrying"
+	}
 	if e.Status != "exhausted" {
 		return e.Status
 	}
