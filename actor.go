@@ -291,7 +291,9 @@ func Action2[S, A, B, R any](fn func(c *ActionCtx[S], a A, b B) (R, error)) Hand
 // state: the runtime neither looks for a change nor undoes one (that would
 // cost every query an encoding of the state), so a change a query makes
 // anyway stays in memory, where later calls see it, until the next
-// action's commit writes it with its own, or a restart loses it.
+// action's commit writes it with its own, an action that fails puts the
+// state back as stored, or the actor leaves memory (idle, a move, a
+// restart) and loses it.
 func Query[S, R any](fn func(c *ActionCtx[S]) (R, error)) Handler[S] {
 	return Handler[S]{readOnly: true, invoke: func(c *ActionCtx[S], _ []json.RawMessage) (any, error) { return fn(c) }}
 }

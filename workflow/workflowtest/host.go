@@ -60,8 +60,9 @@ type Host[S any] struct {
 	// Queues, if set, are the actor's queue names, as its rivet.Actor's
 	// Queues: a receive that names another fails (workflow.ErrInvalid)
 	// and Send to another panics, as a node refuses them, so that a
-	// queue's misspelt name fails the test instead of leaving a receive
-	// waiting for ever. Nil: any name.
+	// queue's misspelt name fails the test instead of leaving the run
+	// waiting for a message that never comes (Drive returns its yield).
+	// Nil: any name.
 	Queues []string
 
 	mu          sync.Mutex

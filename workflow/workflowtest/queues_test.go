@@ -12,8 +12,8 @@ import (
 )
 
 // With the actor's queues given, a receive from a misspelt queue fails the
-// run at once, as on a node, instead of waiting for ever in the test; and
-// a send to one panics, as a node refuses it.
+// run at once, as on a node, instead of yielding to wait for a message no
+// send can queue; and a send to one panics, as a node refuses it.
 func TestAHostGivenTheQueuesRefusesAMisspeltOne(t *testing.T) {
 	h := workflowtest.NewHost(struct{}{}, workflowtest.NewClock(time.Unix(1700000000, 0)))
 	h.Name, h.Queues = "orders", []string{"orders", "cancel"}
@@ -24,7 +24,7 @@ func TestAHostGivenTheQueuesRefusesAMisspeltOne(t *testing.T) {
 		return err
 	}, workflowtest.DriveOptions{})
 	if ctx.Err() != nil {
-		t.Fatal("the receive waited for ever")
+		t.Fatal("the run did not end")
 	}
 	if out.Status != workflow.RunFailed || !errors.Is(out.Err, workflow.ErrInvalid) || !strings.Contains(out.Err.Error(), `actor orders has no queue "ordres" (it has cancel, orders)`) {
 		t.Fatalf("outcome %v %v; want failed with ErrInvalid naming the queue", out.Status, out.Err)
