@@ -290,7 +290,7 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 		ec.Logger = n.log
 		t0 := time.Now()
 		if n.embedded, err = etcdstore.StartEmbedded(ctx, ec); err != nil {
-			return nil, fmt.Errorf("node: %w", err)
+			return nil, fmt.Errorf("node: %w%s", err, memberStartHint(err, n.cfg.NodeID))
 		}
 		endpoints = n.embedded.Endpoints()
 		n.log.Info("embedded etcd ready", zap.Strings("endpoints", endpoints), zap.Duration("took", time.Since(t0)))
@@ -977,4 +977,17 @@ func (n *Node) GossipAddr() string {
 		return ""
 	}
 	return n.gossip.GossipAddr()
+}
+
+// memberStartHint adds the fix to etcd's words for the two ways a member
+// of a multi-member cluster most often fails to start, which name the
+// problem in etcd's terms only (a cluster trial).
+func memberStartHint(err error, nodeID string) string {
+	switch msg := err.Error(); {
+	case strings.Contains(msg, "couldn't find local name"):
+		return fmt.Sprintf(" (the node's ID, %q, must be one of the member names in --etcd-initial-cluster: set --node-id)", nodeID)
+	case strings.Contains(msg, "has already been bootstrapped"):
+		return " (this member's data is gone but the cluster still lists it: replace the member as docs/deploy.md says, \"Replacing a member that lost its data\")"
+	}
+	return ""
 }
