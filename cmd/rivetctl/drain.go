@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -88,7 +89,18 @@ A restart ends a drain too: NODE's next process starts undrained.`,
 		waited := time.NewTimer(wait)
 		defer waited.Stop()
 		for {
-			owned, err := ownedBy(ctx, c, node)
+			owned, state, err := ownedBy(ctx, c, node)
+			if errors.Is(err, errNotMember) || err == nil && (state == "dead" || state == "left") {
+				// It died or left meanwhile: what it owned moves (or
+				// moved) by failover, once its lease ran out, not by
+				// the drain's handoff; "drained" said otherwise (a
+				// cluster trial killed a node during its drain).
+				_ = bar.Exit()
+				if state == "" {
+					state = "gone from the member list"
+				}
+				return &runError{err: fmt.Errorf("%s is %s: it stopped during the drain, so its partitions (%d of %d still its own) move by failover, not by the drain's handoff (rivetctl members shows where they went)", node, state, owned, start), code: "UNAVAILABLE"}
+			}
 			if err != nil {
 				return err
 			}
@@ -139,16 +151,19 @@ func isTerminal(w io.Writer) bool {
 	return ok && term.IsTerminal(int(f.Fd()))
 }
 
-// ownedBy returns how many partitions node owns.
-func ownedBy(ctx context.Context, c *client.Client, node string) (uint32, error) {
+// errNotMember is ownedBy's error for a node not in the member list.
+var errNotMember = errors.New("not a member of the cluster")
+
+// ownedBy returns how many partitions node owns, and its gossip state.
+func ownedBy(ctx context.Context, c *client.Client, node string) (uint32, string, error) {
 	ms, err := c.Members(ctx)
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	for _, m := range ms {
 		if m.NodeID == node {
-			return m.PartitionsOwned, nil
+			return m.PartitionsOwned, m.State, nil
 		}
 	}
-	return 0, fmt.Errorf("node %s is not a member of the cluster", node)
+	return 0, "", fmt.Errorf("node %s is %w", node, errNotMember)
 }

@@ -236,7 +236,7 @@ func TestUsageErrors(t *testing.T) {
 		line string
 	}{
 		{[]string{"call", "counter", "main"}, "rivetctl: usage: rivetctl call ACTOR KEY ACTION [ARG_JSON...] [flags] (got 2 arguments)"},
-		{[]string{"state", "counter"}, "rivetctl: usage: rivetctl state ACTOR KEY [flags] (got 1 arguments)"},
+		{[]string{"state", "counter"}, "rivetctl: usage: rivetctl state ACTOR KEY [flags] (got 1 argument)"},
 		{[]string{"frobnicate"}, `rivetctl: unknown command "frobnicate" for "rivetctl"`},
 		{[]string{"members", "--bogus"}, "rivetctl: unknown flag: --bogus (see rivetctl members --help)"},
 		{[]string{"members", "-o", "yaml"}, `rivetctl: --output must be text or json, not "yaml"`},
@@ -513,6 +513,27 @@ func TestADrainOfTheLastNodeIsAFailedPrecondition(t *testing.T) {
 		wantErr(t, 1, `{"error":{"code":"FAILED_PRECONDITION","reason":"node.last_eligible","message":"cannot drain node node-1: no other node can take its partitions"},"exit":1}`)
 }
 
+// A node that dies during its drain is not "drained": its partitions move
+// by failover once its lease runs out (a cluster trial killed a node
+// mid-drain and read "drained node3: 253 partitions moved").
+func TestADrainOfANodeThatDiesSaysSo(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		members []runtime.Member
+		want    string
+	}{
+		{"dead", []runtime.Member{{NodeID: "node-1", State: "dead"}, {NodeID: "node-2", State: "alive", PartitionsOwned: 16}}, "node-1 is dead: it stopped during the drain"},
+		{"gone", []runtime.Member{{NodeID: "node-2", State: "alive", PartitionsOwned: 16}}, "node-1 is gone from the member list: it stopped during the drain"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := servertest.NewFake()
+			f.MembersFunc = func(context.Context) ([]runtime.Member, error) { return tc.members, nil }
+			addr := servertest.Start(t, stuckDrain{f}, servertest.Config{})
+			rivetctl(t, addr, "-o", "json", "drain", "node-1").wantErrPrefix(t, 1, `{"error":{"code":"UNAVAILABLE","message":"`+tc.want)
+		})
+	}
+}
+
 type growingDrain struct{ *servertest.Fake }
 
 // Drain answers 10: the node still takes partitions back (an undo just
@@ -669,7 +690,7 @@ func TestWatch(t *testing.T) {
 	rivetctl(t, addr, "watch", "counter", "main", "nope").
 		wantErr(t, 1, `rivetctl: not found: actor counter has no events (NOT_FOUND event.unknown_event)`)
 	rivetctl(t, addr, "watch", "counter").
-		wantErr(t, 2, "rivetctl: usage: rivetctl watch ACTOR KEY [EVENT...] [flags] (got 1 arguments)")
+		wantErr(t, 2, "rivetctl: usage: rivetctl watch ACTOR KEY [EVENT...] [flags] (got 1 argument)")
 }
 
 // A last run's error is one line, cut on a character.

@@ -257,7 +257,8 @@ JSON arguments are taken literally: quote strings ('"text"'); a negative number 
 		addr = client.DefaultEndpoint
 	}
 	f := root.PersistentFlags()
-	f.StringVar(&a.addr, "addr", addr, "node address host:port, or several nodes of one cluster, comma-separated (env "+client.EndpointEnv+")")
+	a.addr = addr
+	f.Var(&addrsFlag{p: &a.addr}, "addr", "node address host:port, or several nodes of one cluster, comma-separated or the flag repeated (env "+client.EndpointEnv+")")
 	f.StringVarP(&a.output, "output", "o", "text", "output format: text or json")
 	f.DurationVar(&a.timeout, "timeout", 10*time.Second, "deadline of the whole command")
 	f.BoolVar(&a.tls, "tls", false, "dial with TLS, verifying the node against the system's roots (implied by --tls-ca and --tls-cert)")
@@ -314,12 +315,42 @@ JSON arguments are taken literally: quote strings ('"text"'); a negative number 
 	return root
 }
 
+// addrsFlag is --addr: given more than once, its values add up (a list of
+// nodes), where a plain string flag kept the last one alone and dropped
+// the others without a word (a cluster trial).
+type addrsFlag struct {
+	p   *string
+	set bool
+}
+
+func (f *addrsFlag) String() string {
+	if f.p == nil {
+		return ""
+	}
+	return *f.p
+}
+
+func (f *addrsFlag) Set(v string) error {
+	if f.set {
+		*f.p += "," + v
+	} else {
+		*f.p, f.set = v, true
+	}
+	return nil
+}
+
+func (f *addrsFlag) Type() string { return "string" }
+
 // args checks the number of positional arguments with a message that
 // shows the command's usage line.
 func args(lo, hi int) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
 		if len(args) < lo || hi >= 0 && len(args) > hi {
-			return usagef("usage: %s (got %d arguments)", cmd.UseLine(), len(args))
+			noun := "arguments"
+			if len(args) == 1 {
+				noun = "argument"
+			}
+			return usagef("usage: %s (got %d %s)", cmd.UseLine(), len(args), noun)
 		}
 		return nil
 	}
