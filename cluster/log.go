@@ -15,7 +15,9 @@ import (
 func newStdLogger(z *zap.Logger, shuttingDown *atomic.Bool) *log.Logger {
 	// No flags: zap adds its own timestamp, and memberlist's log.Logger
 	// would otherwise prefix one that logWriter would have to strip.
-	return log.New(logWriter{log: z.WithOptions(zap.WithCaller(false)), shuttingDown: shuttingDown}, "", 0)
+	// No stack traces either: the stack of an error line is this bridge's,
+	// which says nothing of memberlist's.
+	return log.New(logWriter{log: z.WithOptions(zap.WithCaller(false), zap.AddStacktrace(zapcore.InvalidLevel)), shuttingDown: shuttingDown}, "", 0)
 }
 
 // logWriter turns memberlist's log lines, "[WARN] memberlist: text", into
@@ -67,6 +69,13 @@ func parseLogLine(p []byte) (zapcore.Level, []byte) {
 	}
 	if rest, ok := bytes.CutPrefix(p, []byte("memberlist: ")); ok {
 		p = rest
+	}
+	if level == zapcore.ErrorLevel && bytes.HasPrefix(p, []byte("Failed fallback")) {
+		// A probe of a member that does not answer: how memberlist
+		// finds a dead node, which it then reports (suspect, dead) at
+		// info. An ERROR at every node's death alarmed an operator for
+		// nothing (a cluster trial).
+		level = zapcore.WarnLevel
 	}
 	return level, p
 }

@@ -11,12 +11,14 @@ import (
 
 func TestMemberlistLogsGoToZap(t *testing.T) {
 	core, logs := observer.New(zapcore.DebugLevel)
-	l := newStdLogger(zap.New(core), nil)
+	// With stacks on errors, as a node's production logger has them.
+	l := newStdLogger(zap.New(core, zap.AddStacktrace(zapcore.ErrorLevel)), nil)
 	l.Printf("[DEBUG] memberlist: Stream connection from=%s", "127.0.0.1:1")
 	l.Printf("[INFO] memberlist: Marking b as failed")
 	l.Printf("[WARN] memberlist: Refuting a suspect message (from: a)")
 	l.Printf("[ERR] memberlist: Failed to send ping: boom")
 	l.Printf("[ERR] Failed to shutdown transport: x")
+	l.Printf("[ERR] memberlist: Failed fallback TCP ping: timeout 1s: read tcp: i/o timeout")
 	l.Printf("no tag at all")
 
 	want := []struct {
@@ -28,6 +30,8 @@ func TestMemberlistLogsGoToZap(t *testing.T) {
 		{zapcore.WarnLevel, "Refuting a suspect message (from: a)"},
 		{zapcore.ErrorLevel, "Failed to send ping: boom"},
 		{zapcore.ErrorLevel, "Failed to shutdown transport: x"},
+		// A dying member's probe: memberlist then reports it dead.
+		{zapcore.WarnLevel, "Failed fallback TCP ping: timeout 1s: read tcp: i/o timeout"},
 		{zapcore.InfoLevel, "no tag at all"},
 	}
 	got := logs.AllUntimed()
@@ -37,6 +41,10 @@ func TestMemberlistLogsGoToZap(t *testing.T) {
 	for i, w := range want {
 		if got[i].Level != w.level || got[i].Message != w.msg {
 			t.Errorf("entry %d = %v %q, want %v %q", i, got[i].Level, got[i].Message, w.level, w.msg)
+		}
+		if got[i].Stack != "" {
+			// The bridge's own stack, which says nothing.
+			t.Errorf("entry %d has a stack trace: %s", i, got[i].Stack)
 		}
 	}
 }
