@@ -17,6 +17,20 @@ import (
 	"github.com/rivet-go/rivet/workflow"
 )
 
+// What Drive stops a run with: the Err of the yield it returns, which
+// says why (a run's Err is what stopped it: context.Canceled read as a
+// failure). Each wraps workflow.ErrEvicted, as a host's "stop, come back
+// later" errors must.
+var (
+	// ErrWaitsForMessages: the run waits for messages only, and none it
+	// waits for is queued.
+	ErrWaitsForMessages = fmt.Errorf("workflowtest: evicted: the run waits for messages that are not queued: %w", workflow.ErrEvicted)
+	// ErrEvicted: DriveOptions.Evict said to evict the run.
+	ErrEvicted = fmt.Errorf("workflowtest: evicted (DriveOptions.Evict): %w", workflow.ErrEvicted)
+	// ErrStopped: DriveOptions.Stop said to stop.
+	ErrStopped = fmt.Errorf("workflowtest: stopped (DriveOptions.Stop): %w", workflow.ErrEvicted)
+)
+
 // ErrCrash is the error of an injected crash. It wraps workflow.ErrEvicted,
 // as a host's "stop, come back later" errors must.
 var ErrCrash = fmt.Errorf("workflowtest: injected crash: %w", workflow.ErrEvicted)
@@ -312,7 +326,8 @@ func (h *Host[S]) Drive(ctx context.Context, fn func(*workflow.Ctx[S]) error, op
 		case <-h.hangs: // of a body the last activation ended
 		default:
 		}
-		actx, cancel := context.WithCancel(ctx)
+		actx, cancelCause := context.WithCancelCause(ctx)
+		cancel := func() { cancelCause(nil) }
 		done := make(chan workflow.Outcome, 1)
 		go func() { done <- h.Run(actx, fn) }()
 		stop := false
@@ -334,11 +349,11 @@ func (h *Host[S]) Drive(ctx context.Context, fn func(*workflow.Ctx[S]) error, op
 				switch {
 				case opts.Stop != nil && opts.Stop(w):
 					stop = true
-					cancel()
+					cancelCause(ErrStopped)
 				case w.At.IsZero():
-					cancel()
+					cancelCause(ErrWaitsForMessages)
 				case opts.Evict != nil && opts.Evict(w):
-					cancel()
+					cancelCause(ErrEvicted)
 				default:
 					h.Clock.Set(w.At)
 				}

@@ -36,3 +36,19 @@ func TestAHostGivenTheQueuesRefusesAMisspeltOne(t *testing.T) {
 	}()
 	h.Send("cancle", 1)
 }
+
+// Drive's yield says why it stopped the run: a run waiting for a message
+// that is not queued yields with ErrWaitsForMessages (an eviction), not
+// context.Canceled, which read as a failure (a user trial).
+func TestDrivesYieldSaysWhyItStoppedTheRun(t *testing.T) {
+	h := workflowtest.NewHost(struct{}{}, workflowtest.NewClock(time.Unix(1700000000, 0)))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	out, _ := h.Drive(ctx, func(c *workflow.Ctx[struct{}]) error {
+		_, err := workflow.Next[int](c, "wait", workflow.NextOptions{Names: []string{"orders"}})
+		return err
+	}, workflowtest.DriveOptions{})
+	if out.Status != workflow.RunYielded || !errors.Is(out.Err, workflowtest.ErrWaitsForMessages) || !errors.Is(out.Err, workflow.ErrEvicted) {
+		t.Fatalf("outcome %v %v; want a yield with ErrWaitsForMessages", out.Status, out.Err)
+	}
+}
