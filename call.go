@@ -7,11 +7,17 @@ import (
 	"time"
 
 	"github.com/rivet-go/rivet/caller"
+	"github.com/rivet-go/rivet/workflow"
 )
 
 // Call runs an action through any Handle and decodes its result into R:
 //
 //	n, err := rivet.Call[int](ctx, client.GetOrCreate("counter", "main"), "increment", 5)
+//
+// A result that does not decode into R comes after the action ran (and
+// committed): the error says so, and is workflow.Critical, so that a
+// workflow step that made the call fails rather than retry it, which would
+// run the action again to the same mismatch.
 func Call[R any](ctx context.Context, h Handle, action string, args ...any) (R, error) {
 	var out R
 	raw, err := h.Call(ctx, action, args...)
@@ -19,7 +25,7 @@ func Call[R any](ctx context.Context, h Handle, action string, args ...any) (R, 
 		return out, err
 	}
 	if err := json.Unmarshal(raw, &out); err != nil {
-		return out, fmt.Errorf("rivet: result of %s does not decode into %T: %w", action, out, err)
+		return out, workflow.Critical(fmt.Errorf("rivet: action %s ran, but its result does not decode into %T: %w", action, out, err))
 	}
 	return out, nil
 }

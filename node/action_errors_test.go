@@ -3,6 +3,7 @@ package node_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,9 +11,11 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/client"
 	"github.com/rivet-go/rivet/examples/counter"
 	"github.com/rivet-go/rivet/internal/rpcerr"
 	"github.com/rivet-go/rivet/node/nodetest"
+	"github.com/rivet-go/rivet/workflow"
 )
 
 // An action that passes on an UNAVAILABLE (as one does that returns what a
@@ -55,5 +58,80 @@ func TestAnUnavailablePassedOnByAnActionIsNotRetried(t *testing.T) {
 		if n, err := rivet.Call[int](ctx, c.Get("counter", action), "getCount"); err != nil || n != 1 {
 			t.Fatalf("one call of %s incremented its counter %d times (%v), want once", action, n, err)
 		}
+	}
+}
+
+// A test node (nodetest) logs nothing, so it tells the caller what an
+// action's internal error says: "internal error (the node's log has the
+// cause)" left a test nothing to read (a user trial).
+func TestATestNodeSendsAnInternalErrorsText(t *testing.T) {
+	type st struct{}
+	broken := rivet.Actor[st]{
+		Name: "broken",
+		Actions: rivet.Actions[st]{
+			"fail": rivet.Action(func(c *rivet.ActionCtx[st], _ int) (int, error) {
+				return 0, errors.New("the ledger file is missing")
+			}),
+		},
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, _ := nodetest.Start(t, t.TempDir(), broken)
+	_, err := rivet.Call[int](ctx, c.GetOrCreate("broken", "b"), "fail", 1)
+	if !errors.Is(err, rivet.ErrInternal) || !strings.Contains(err.Error(), "the ledger file is missing") {
+		t.Fatalf("error: %v; want an internal error with the action's text", err)
+	}
+}
+
+type tallyState struct {
+	N int `json:"n"`
+}
+
+// A result that does not decode into what rivet.Call asked for comes after
+// the action ran: a workflow step that made the call fails at once
+// (critical) rather than retry it, which ran the action again each time to
+// the same mismatch (a user trial).
+func TestAStepsCallWhoseResultDoesNotDecodeIsNotRetried(t *testing.T) {
+	target := rivet.Actor[tallyState]{
+		Name: "tally",
+		Actions: rivet.Actions[tallyState]{
+			"inc": rivet.Action(func(c *rivet.ActionCtx[tallyState], by int) (int, error) {
+				c.State.N += by
+				return c.State.N, nil
+			}),
+		},
+	}
+	caller := rivet.Actor[tallyState]{
+		Name: "asker",
+		Run: func(ctx *workflow.Ctx[tallyState]) error {
+			return ctx.Step("ask", func(s *workflow.StepCtx[tallyState]) error {
+				_, err := rivet.Call[string](s.Context(), s.Client().GetOrCreate("tally", "t"), "inc", 1)
+				return err
+			})
+		},
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, _ := nodetest.Start(t, t.TempDir(), target, caller)
+	if _, err := c.Create(ctx, "asker", []string{"a"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	var h client.History
+	for {
+		var err error
+		if h, err = c.Actor("asker", "a").History(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if h.WorkflowStatus == "failed" || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if h.WorkflowStatus != "failed" || len(h.Entries) != 1 || h.Entries[0].Attempts != 1 || h.Entries[0].Failure != "critical" ||
+		!strings.Contains(h.Entries[0].Error, "action inc ran, but its result does not decode into string") {
+		t.Fatalf("history %+v; want the step failed critical after 1 attempt, saying the action ran", h)
+	}
+	if n, err := rivet.Call[int](ctx, c.Get("tally", "t"), "inc", 0); err != nil || n != 1 {
+		t.Fatalf("the action ran %d times (%v), want once", n, err)
 	}
 }
