@@ -168,10 +168,15 @@ func Errorf(kind error, format string, args ...any) *Error {
 // reaches remote callers cut on a character, ending "... (cut: N bytes in
 // all)", and metadata that does not fit beside it is left out, which the
 // message says. Keep messages short, and put no bulk in metadata.
+// Metadata that does not encode to JSON is left out too, and the message
+// says that as well (it was dropped without a word).
 func UserError(code, message string, metadata any) *Error {
 	var md json.RawMessage
 	if metadata != nil {
-		if b, err := json.Marshal(metadata); err == nil {
+		b, err := json.Marshal(metadata)
+		if err != nil {
+			message += fmt.Sprintf(" (metadata left out: it does not encode to JSON: %v)", err)
+		} else {
 			md = b
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/rivet-go/rivet"
@@ -28,5 +29,17 @@ func TestOutcomeUnknown(t *testing.T) {
 		if got := rivet.OutcomeUnknown(c.err); got != c.want {
 			t.Errorf("%s: OutcomeUnknown(%v) = %v, want %v", c.name, c.err, got, c.want)
 		}
+	}
+}
+
+// Metadata that does not encode to JSON is left out of a user error, and
+// its message says so: it was dropped without a word (a user trial).
+func TestAUserErrorSaysItsMetadataDidNotEncode(t *testing.T) {
+	e := rivet.UserError("bad_input", "no carrier", map[string]any{"ch": make(chan int)})
+	if e.Metadata != nil || !strings.Contains(e.Message, "no carrier (metadata left out: it does not encode to JSON") {
+		t.Fatalf("error %q, metadata %s; want the message to say the metadata was left out", e.Message, e.Metadata)
+	}
+	if e := rivet.UserError("bad_input", "no carrier", map[string]int{"n": 1}); string(e.Metadata) != `{"n":1}` || e.Message != "no carrier" {
+		t.Fatalf("error %q, metadata %s; want the metadata kept and the message as given", e.Message, e.Metadata)
 	}
 }
