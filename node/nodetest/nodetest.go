@@ -18,7 +18,11 @@ import (
 
 // Start starts a node on dir (data kept there: a second Start on the same
 // dir is a restart) hosting defs, and returns a client of it and the stop
-// of both, which the test's cleanup also calls.
+// of both, which the test's cleanup also calls. The node logs nothing, so
+// it sends the text of actions' internal errors to callers
+// (ExposeErrors): "internal error (the node's log has the cause)" told a
+// test nothing it could read (a user trial). For a log, start a node with
+// node.Start and a logger of your own.
 func Start(t *testing.T, dir string, defs ...rivet.Definition) (*client.Client, func()) {
 	t.Helper()
 	reg, err := rivet.Setup(defs...)
@@ -27,6 +31,7 @@ func Start(t *testing.T, dir string, defs ...rivet.Definition) (*client.Client, 
 	}
 	cfg := node.DefaultLocalConfig(dir)
 	cfg.Logger = zap.NewNop()
+	cfg.Runtime.ExposeErrors = true
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	n, err := node.Start(ctx, cfg, reg)
