@@ -1487,7 +1487,7 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 			// sender cannot take the target's gate after this check (it
 			// waits for the sender), nor leave it unless its own call gave
 			// up, in which case the chain is failing anyway.
-			return SendResult{}, rivet.Errorf(rivet.ErrInvalidArgument, "actor %s/%s is in a turn of this call chain (the sender, or a caller up the chain), so its workflow cannot take the message until the chain's turn ends: send it without waiting", req.Ref.Name, keyString(req.Ref.Key))
+			return SendResult{}, rivet.Errorf(rivet.ErrInvalidArgument, "actor %s %s is in a turn of this call chain (the sender, or a caller up the chain), so its workflow cannot take the message until the chain's turn ends: send it without waiting", req.Ref.Name, keyString(req.Ref.Key))
 		}
 	}
 	chain, err := h.turnChain(req.Chain.ID)

@@ -1,6 +1,7 @@
 package runtime_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -86,5 +87,38 @@ func TestWorkflowPanicsLogTheirStack(t *testing.T) {
 	// The history keeps the value only.
 	if ins := inspect(t, e.host, "stepPanic", "x"); strings.Contains(ins.WorkflowError, "goroutine") || !strings.Contains(ins.WorkflowError, "step body bug") {
 		t.Errorf("recorded error %q: want the panic's value and no stack", ins.WorkflowError)
+	}
+}
+
+type boomState struct {
+	N int `json:"n"`
+}
+
+// A scheduled call whose action panicked is dropped with a warning that
+// says so, not "the action returned an error" beside "panic: ..." (a
+// user trial).
+func TestAScheduledCallThatPanickedIsDroppedSayingSo(t *testing.T) {
+	t.Parallel()
+	a := rivet.Actor[boomState]{
+		Name: "schedBoom",
+		Actions: rivet.Actions[boomState]{
+			"arm": rivet.Action0(func(c *rivet.ActionCtx[boomState]) (bool, error) {
+				_, err := c.Schedule().After(0, "boom")
+				return err == nil, err
+			}),
+			"boom": rivet.Action0(func(c *rivet.ActionCtx[boomState]) (int, error) { panic("scheduled boom") }),
+		},
+	}
+	core, logs := observer.New(zap.WarnLevel)
+	e := newEnv(t, counterReg(t, a), func(c *runtime.Config) { c.Logger = zap.New(core) })
+	if _, err := call(t, e.host, "schedBoom", "k", "arm", true); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the failed call's warning", 15*time.Second, func() bool {
+		return logs.FilterMessage("scheduled call failed; not retried").Len() > 0
+	})
+	l := logs.FilterMessage("scheduled call failed; not retried").All()[0]
+	if m := l.ContextMap(); m["why"] != "the action panicked" || !strings.Contains(fmt.Sprint(m["error"]), "panic: scheduled boom") {
+		t.Fatalf("warning's fields %v; want why: the action panicked, and the panic's value", m)
 	}
 }

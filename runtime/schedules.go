@@ -1032,7 +1032,11 @@ func (h *Host) fireOne(ref Ref, sp *rivet.Spec) (more bool, err error) {
 			}
 			failed(errtext.Of(err))
 			failedRun(stop)
-			return drop("the action returned an error", err)
+			why := "the action returned an error"
+			if errors.Is(err, errScheduledPanic) {
+				why = "the action panicked"
+			}
+			return drop(why, err)
 		}
 		// A re-entrant turn of the action that failed went back to the
 		// calls as last committed, the run's removal undone: without it,
@@ -1113,12 +1117,16 @@ func invokeScheduledAside(h *Host, a *activation, act rivet.ActionSpec, env rive
 	defer func() {
 		if r := recover(); r != nil {
 			h.log.Error("actor panicked in a scheduled call", actorField(a), zap.Any("panic", r), zap.ByteString("stack", debug.Stack()))
-			err = fmt.Errorf("panic: %v", r)
+			err = fmt.Errorf("%w: %v", errScheduledPanic, r)
 		}
 	}()
 	_, err = act.Invoke(env, a.state, args)
 	return err
 }
+
+// errScheduledPanic is the error of a scheduled call whose action
+// panicked, for the log line that drops the call to say so.
+var errScheduledPanic = errors.New("panic")
 
 // schedulesOf returns the actor's scheduled calls as storage holds them (the
 // committed ones), the earliest first.
