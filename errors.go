@@ -175,7 +175,9 @@ func UserError(code, message string, metadata any) *Error {
 	if metadata != nil {
 		b, err := json.Marshal(metadata)
 		if err != nil {
-			message += fmt.Sprintf(" (metadata left out: it does not encode to JSON: %v)", err)
+			// Not the encoder's words: they may be an actor's own
+			// MarshalJSON's, which callers are not to see.
+			message += " (metadata left out: it does not encode to JSON)"
 		} else {
 			md = b
 		}

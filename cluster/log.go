@@ -55,6 +55,17 @@ var logTags = []struct {
 	{"[ERROR]", zapcore.ErrorLevel},
 }
 
+// peerGone reports whether a probe's error is the network's word for a
+// peer that is not there (any more).
+func peerGone(p []byte) bool {
+	for _, s := range []string{"i/o timeout", "connection refused", "connection reset", "EOF", "no route to host"} {
+		if bytes.Contains(p, []byte(s)) {
+			return true
+		}
+	}
+	return false
+}
+
 // parseLogLine returns the level of a memberlist log line and its text
 // without the tag, the "memberlist: " prefix and the newline. An untagged
 // line is logged at info, whole, so that nothing memberlist says is lost.
@@ -70,11 +81,12 @@ func parseLogLine(p []byte) (zapcore.Level, []byte) {
 	if rest, ok := bytes.CutPrefix(p, []byte("memberlist: ")); ok {
 		p = rest
 	}
-	if level == zapcore.ErrorLevel && bytes.HasPrefix(p, []byte("Failed fallback")) {
+	if level == zapcore.ErrorLevel && bytes.HasPrefix(p, []byte("Failed fallback")) && peerGone(p) {
 		// A probe of a member that does not answer: how memberlist
 		// finds a dead node, which it then reports (suspect, dead) at
 		// info. An ERROR at every node's death alarmed an operator for
-		// nothing (a cluster trial).
+		// nothing (a cluster trial). Other failures of the probe (a
+		// stranger on the gossip port, a bad ack) stay errors.
 		level = zapcore.WarnLevel
 	}
 	return level, p

@@ -19,6 +19,7 @@ func TestMemberlistLogsGoToZap(t *testing.T) {
 	l.Printf("[ERR] memberlist: Failed to send ping: boom")
 	l.Printf("[ERR] Failed to shutdown transport: x")
 	l.Printf("[ERR] memberlist: Failed fallback TCP ping: timeout 1s: read tcp: i/o timeout")
+	l.Printf("[ERR] memberlist: Failed fallback TCP ping: Unexpected msgType (7) in ping message")
 	l.Printf("no tag at all")
 
 	want := []struct {
@@ -32,6 +33,8 @@ func TestMemberlistLogsGoToZap(t *testing.T) {
 		{zapcore.ErrorLevel, "Failed to shutdown transport: x"},
 		// A dying member's probe: memberlist then reports it dead.
 		{zapcore.WarnLevel, "Failed fallback TCP ping: timeout 1s: read tcp: i/o timeout"},
+		// Not a dying member: a stranger on the gossip port.
+		{zapcore.ErrorLevel, "Failed fallback TCP ping: Unexpected msgType (7) in ping message"},
 		{zapcore.InfoLevel, "no tag at all"},
 	}
 	got := logs.AllUntimed()

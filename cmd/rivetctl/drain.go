@@ -90,19 +90,21 @@ A restart ends a drain too: NODE's next process starts undrained.`,
 		defer waited.Stop()
 		for {
 			owned, state, err := ownedBy(ctx, c, node)
-			if errors.Is(err, errNotMember) || err == nil && (state == "dead" || state == "left") {
-				// It died or left meanwhile: what it owned moves (or
-				// moved) by failover, once its lease ran out, not by
-				// the drain's handoff; "drained" said otherwise (a
-				// cluster trial killed a node during its drain).
+			// A node that died during its drain: what it owns moves by
+			// failover once its lease runs out, not by the drain's
+			// handoff; "drained" said otherwise (a cluster trial killed
+			// a node during its drain). One that was stopped meanwhile
+			// (left) gives its partitions up as it stops: the drain
+			// waits for that as for a handoff.
+			switch {
+			case errors.Is(err, errNotMember):
 				_ = bar.Exit()
-				if state == "" {
-					state = "gone from the member list"
-				}
-				return &runError{err: fmt.Errorf("%s is %s: it stopped during the drain, so its partitions (%d of %d still its own) move by failover, not by the drain's handoff (rivetctl members shows where they went)", node, state, owned, start), code: "UNAVAILABLE"}
-			}
-			if err != nil {
+				return &runError{err: fmt.Errorf("%s is no longer a member: it stopped during the drain, and its partitions moved with its stop or by failover, not by the drain's handoff (rivetctl members shows where they went)", node), code: "UNAVAILABLE"}
+			case err != nil:
 				return err
+			case state == "dead":
+				_ = bar.Exit()
+				return &runError{err: fmt.Errorf("%s looks dead to the node answering: it stopped answering during the drain, so its partitions (%d of %d still its own) move by failover once its lease runs out, not by the drain's handoff (rivetctl members shows where they go)", node, owned, start), code: "UNAVAILABLE"}
 			}
 			if owned > start {
 				// It still takes partitions back (a drain right after an

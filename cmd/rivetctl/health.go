@@ -67,7 +67,7 @@ func (a *app) healthOfEach(ctx context.Context, addrs []string) error {
 			ok, err := c.Healthy(ctx)
 			switch {
 			case err != nil:
-				results[i].Error = err.Error()
+				results[i].Error = describe(err)
 			case !ok:
 				results[i].Error = "not serving"
 			}

@@ -57,6 +57,10 @@ func TestHealthOfSeveralNodesChecksEach(t *testing.T) {
 	if r.code != 1 || r.stdout != up+"  serving\n"+down+"  not serving\n" || r.stderr != "rivetctl: 1 of 2 nodes not serving: "+down+"\n" {
 		t.Errorf("one node not serving: exit %d, stdout:\n%s\nstderr: %s", r.code, r.stdout, r.stderr)
 	}
+	// An empty one among them (an unset variable) is refused, not dropped
+	// from the list unchecked.
+	rivetctlEnv(t, map[string]string{}, "--addr", "", "--addr", up, "health").
+		wantErr(t, 2, "rivetctl: --addr is empty (leave it out for $RIVET_ENDPOINT, else localhost:6420)")
 	r = rivetctl(t, up+","+down, "-o", "json", "health")
 	if want := `{"nodes":[{"addr":"` + up + `","serving":true},{"addr":"` + down + `","serving":false,"error":"not serving"}],"serving":false}` + "\n"; r.code != 1 || r.stdout != want {
 		t.Errorf("-o json: exit %d, stdout %s, want %s", r.code, r.stdout, want)

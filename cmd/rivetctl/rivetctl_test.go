@@ -515,15 +515,16 @@ func TestADrainOfTheLastNodeIsAFailedPrecondition(t *testing.T) {
 
 // A node that dies during its drain is not "drained": its partitions move
 // by failover once its lease runs out (a cluster trial killed a node
-// mid-drain and read "drained node3: 253 partitions moved").
+// mid-drain and read "drained node3: 253 partitions moved"). One stopped
+// gracefully (left) gave its partitions up as it stopped: drained.
 func TestADrainOfANodeThatDiesSaysSo(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		members []runtime.Member
 		want    string
 	}{
-		{"dead", []runtime.Member{{NodeID: "node-1", State: "dead"}, {NodeID: "node-2", State: "alive", PartitionsOwned: 16}}, "node-1 is dead: it stopped during the drain"},
-		{"gone", []runtime.Member{{NodeID: "node-2", State: "alive", PartitionsOwned: 16}}, "node-1 is gone from the member list: it stopped during the drain"},
+		{"dead", []runtime.Member{{NodeID: "node-1", State: "dead"}, {NodeID: "node-2", State: "alive", PartitionsOwned: 16}}, "node-1 looks dead to the node answering: it stopped answering during the drain"},
+		{"gone", []runtime.Member{{NodeID: "node-2", State: "alive", PartitionsOwned: 16}}, "node-1 is no longer a member: it stopped during the drain"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := servertest.NewFake()
@@ -531,6 +532,14 @@ func TestADrainOfANodeThatDiesSaysSo(t *testing.T) {
 			addr := servertest.Start(t, stuckDrain{f}, servertest.Config{})
 			rivetctl(t, addr, "-o", "json", "drain", "node-1").wantErrPrefix(t, 1, `{"error":{"code":"UNAVAILABLE","message":"`+tc.want)
 		})
+	}
+	f := servertest.NewFake()
+	f.MembersFunc = func(context.Context) ([]runtime.Member, error) {
+		return []runtime.Member{{NodeID: "node-1", State: "left"}, {NodeID: "node-2", State: "alive", PartitionsOwned: 16}}, nil
+	}
+	addr := servertest.Start(t, stuckDrain{f}, servertest.Config{})
+	if r := rivetctl(t, addr, "-o", "json", "drain", "node-1"); r.code != 0 || !strings.Contains(r.stdout, `"drained":true`) {
+		t.Errorf("a node that left with its partitions given up: exit %d, stdout %s, stderr %s; want drained", r.code, r.stdout, r.stderr)
 	}
 }
 

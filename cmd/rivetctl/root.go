@@ -27,9 +27,11 @@ const (
 
 // app is one run of rivetctl: its global flags and where it writes.
 type app struct {
-	addr    string
-	output  string
-	timeout time.Duration
+	addr string
+	// emptyAddr: an --addr was given empty (see addrsFlag).
+	emptyAddr bool
+	output    string
+	timeout   time.Duration
 	// The connection's security (see clientOptions).
 	tls                    bool
 	tlsCA, tlsCert, tlsKey string
@@ -230,7 +232,7 @@ JSON arguments are taken literally: quote strings ('"text"'); a negative number 
 			// Given empty, most often as an unset shell variable (--addr
 			// "$NODE"): the client would take it for $RIVET_ENDPOINT or
 			// localhost:6420, another node than the one meant.
-			if a.addr = strings.TrimSpace(a.addr); a.addr == "" {
+			if a.addr = strings.TrimSpace(a.addr); a.addr == "" || a.emptyAddr {
 				return usagef("--addr is empty (leave it out for $%s, else %s)", client.EndpointEnv, client.DefaultEndpoint)
 			}
 			if (a.tlsCert == "") != (a.tlsKey == "") {
@@ -258,7 +260,7 @@ JSON arguments are taken literally: quote strings ('"text"'); a negative number 
 	}
 	f := root.PersistentFlags()
 	a.addr = addr
-	f.Var(&addrsFlag{p: &a.addr}, "addr", "node address host:port, or several nodes of one cluster, comma-separated or the flag repeated (env "+client.EndpointEnv+")")
+	f.Var(&addrsFlag{p: &a.addr, empty: &a.emptyAddr}, "addr", "node address host:port, or several nodes of one cluster, comma-separated or the flag repeated (env "+client.EndpointEnv+")")
 	f.StringVarP(&a.output, "output", "o", "text", "output format: text or json")
 	f.DurationVar(&a.timeout, "timeout", 10*time.Second, "deadline of the whole command")
 	f.BoolVar(&a.tls, "tls", false, "dial with TLS, verifying the node against the system's roots (implied by --tls-ca and --tls-cert)")
@@ -319,8 +321,9 @@ JSON arguments are taken literally: quote strings ('"text"'); a negative number 
 // nodes), where a plain string flag kept the last one alone and dropped
 // the others without a word (a cluster trial).
 type addrsFlag struct {
-	p   *string
-	set bool
+	p     *string
+	empty *bool
+	set   bool
 }
 
 func (f *addrsFlag) String() string {
@@ -331,6 +334,12 @@ func (f *addrsFlag) String() string {
 }
 
 func (f *addrsFlag) Set(v string) error {
+	if strings.TrimSpace(v) == "" {
+		// An unset shell variable (--addr "$NODE"), beside other --addr
+		// or not: noted for the usage error below, else it would drop
+		// out of the list, and the node meant with it go unchecked.
+		*f.empty = true
+	}
 	if f.set {
 		*f.p += "," + v
 	} else {
