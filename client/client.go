@@ -240,6 +240,19 @@ func New(addr string, opts ...Option) (*Client, error) {
 	return c, nil
 }
 
+// SplitEndpoints returns the node addresses of a comma-separated list, as
+// New reads one (blanks around them, and empty ones, left out), for a
+// program that deals with the nodes of a list one by one.
+func SplitEndpoints(list string) []string {
+	var out []string
+	for _, a := range strings.Split(list, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
 // severalNodes returns the target and dial options of a connection to any
 // of the comma-separated node addresses in list: a resolver of this client's
 // own that lists them all, and gRPC's pick_first, which uses the first that
@@ -247,11 +260,7 @@ func New(addr string, opts ...Option) (*Client, error) {
 // TLS, as if it were dialed alone.
 func severalNodes(list string, dial []grpc.DialOption) (string, []grpc.DialOption, error) {
 	var addrs []resolver.Address
-	for _, a := range strings.Split(list, ",") {
-		a = strings.TrimSpace(a)
-		if a == "" {
-			continue
-		}
+	for _, a := range SplitEndpoints(list) {
 		if err := checkAddr(a); err != nil {
 			return "", nil, err
 		}

@@ -117,16 +117,13 @@ func TestAStepsCallWhoseResultDoesNotDecodeIsNotRetried(t *testing.T) {
 		t.Fatal(err)
 	}
 	var h client.History
-	for {
+	waitUntil(t, "the workflow's failure", 30*time.Second, func() bool {
 		var err error
 		if h, err = c.Actor("asker", "a").History(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if h.WorkflowStatus == "failed" || ctx.Err() != nil {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return h.WorkflowStatus == "failed"
+	})
 	if h.WorkflowStatus != "failed" || len(h.Entries) != 1 || h.Entries[0].Attempts != 1 || h.Entries[0].Failure != "critical" ||
 		!strings.Contains(h.Entries[0].Error, "action inc ran, but its result does not decode into string") {
 		t.Fatalf("history %+v; want the step failed critical after 1 attempt, saying the action ran", h)

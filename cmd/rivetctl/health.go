@@ -22,7 +22,7 @@ func (a *app) healthCommand() *cobra.Command {
 		Args:  args(0, 0),
 	}
 	cmd.RunE = a.runE(nil, func(ctx context.Context, c *client.Client, _ []string) error {
-		if addrs := splitAddrs(a.addr); len(addrs) > 1 {
+		if addrs := client.SplitEndpoints(a.addr); len(addrs) > 1 {
 			return a.healthOfEach(ctx, addrs)
 		}
 		ok, err := c.Healthy(ctx)
@@ -100,15 +100,4 @@ func (a *app) healthOfEach(ctx context.Context, addrs []string) error {
 		return &runError{err: fmt.Errorf("%d of %d nodes not serving: %s", len(down), len(addrs), strings.Join(down, ", ")), code: "UNAVAILABLE"}
 	}
 	return nil
-}
-
-// splitAddrs is the list --addr names, as the client reads it.
-func splitAddrs(list string) []string {
-	var out []string
-	for _, s := range strings.Split(list, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			out = append(out, s)
-		}
-	}
-	return out
 }

@@ -326,8 +326,7 @@ func (h *Host[S]) Drive(ctx context.Context, fn func(*workflow.Ctx[S]) error, op
 		case <-h.hangs: // of a body the last activation ended
 		default:
 		}
-		actx, cancelCause := context.WithCancelCause(ctx)
-		cancel := func() { cancelCause(nil) }
+		actx, cancel := context.WithCancelCause(ctx)
 		done := make(chan workflow.Outcome, 1)
 		go func() { done <- h.Run(actx, fn) }()
 		stop := false
@@ -349,17 +348,17 @@ func (h *Host[S]) Drive(ctx context.Context, fn func(*workflow.Ctx[S]) error, op
 				switch {
 				case opts.Stop != nil && opts.Stop(w):
 					stop = true
-					cancelCause(ErrStopped)
+					cancel(ErrStopped)
 				case w.At.IsZero():
-					cancelCause(ErrWaitsForMessages)
+					cancel(ErrWaitsForMessages)
 				case opts.Evict != nil && opts.Evict(w):
-					cancelCause(ErrEvicted)
+					cancel(ErrEvicted)
 				default:
 					h.Clock.Set(w.At)
 				}
 			}
 		}
-		cancel()
+		cancel(nil)
 		if out.Status != workflow.RunYielded || ctx.Err() != nil || stop {
 			return out, n
 		}
