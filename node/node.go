@@ -193,9 +193,10 @@ var etcdConnectParams = grpc.ConnectParams{
 // outage lasts. The node says itself when etcd becomes unreachable and
 // when it is back (watchEtcd); a line a minute of the client's shows the
 // outage goes on. The cost: a different failure under the same text
-// within that minute (a permission refused, say) is not logged.
+// within that minute (a permission refused, say) is not logged. Long
+// fields are cut, as the embedded member's are.
 func sampleEtcdClientLog(c zapcore.Core) zapcore.Core {
-	return zapcore.NewSamplerWithOptions(c, time.Minute, 1, 0)
+	return zapcore.NewSamplerWithOptions(etcdstore.ShortFields(c), time.Minute, 1, 0)
 }
 
 // watchEtcd logs, at the etcd client's connection's changes, when etcd

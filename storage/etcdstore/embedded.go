@@ -417,7 +417,7 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
 // set nothing more is logged.
 func memberLogger(base *zap.Logger, closing *atomic.Bool) *zap.Logger {
 	return base.WithOptions(zap.IncreaseLevel(WarningsAndUp(base.Core())), zap.WrapCore(func(c zapcore.Core) zapcore.Core {
-		return &mutableCore{Core: sampleMemberLog(c), muted: closing}
+		return &mutableCore{Core: sampleMemberLog(ShortFields(c)), muted: closing}
 	})).Named("etcd")
 }
 

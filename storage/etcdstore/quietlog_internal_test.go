@@ -3,9 +3,12 @@ package etcdstore
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -110,5 +113,38 @@ func TestAMembersRepeatedWarningIsLoggedAFewTimesAMinute(t *testing.T) {
 	lg.Warn("after close")
 	if n := logs.FilterMessage("after close").Len(); n != 0 {
 		t.Errorf("a closing member logged %d entries", n)
+	}
+}
+
+type bigStringer int
+
+func (n bigStringer) String() string { return strings.Repeat("é", int(n)) }
+
+// etcd logs a slow request whole ("apply request took too long": a
+// node's claim of 1,024 partitions made a line of 200 KB); the member's
+// logger keeps the start of such a field and says how long it was.
+func TestTheMembersLogCutsLongFields(t *testing.T) {
+	core, logs := observer.New(zapcore.InfoLevel)
+	var closing atomic.Bool
+	lg := memberLogger(zap.New(core), &closing).With(zap.String("context", strings.Repeat("c", 5000)))
+	request := "txn:<" + strings.Repeat(`compare:<target:CREATE key:"/rivet/owners/00000"> `, 4000) + ">"
+	lg.Warn("apply request took too long", zap.String("request", request), zap.Stringer("other", bigStringer(3000)), zap.String("prefix", "short"))
+	got := logs.All()
+	if len(got) != 1 {
+		t.Fatalf("logged %d entries, want 1", len(got))
+	}
+	fields := got[0].ContextMap()
+	for key, full := range map[string]int{"request": len(request), "other": 6000, "context": 5000} {
+		s, _ := fields[key].(string)
+		suffix := fmt.Sprintf("… (%d bytes in all)", full)
+		if len(s) > maxLogFieldBytes+len(suffix) || !strings.HasSuffix(s, suffix) || !utf8.ValidString(s) {
+			t.Errorf("%s: %d bytes ending %q, want at most %d ending %q", key, len(s), s[max(0, len(s)-40):], maxLogFieldBytes+len(suffix), suffix)
+		}
+	}
+	if !strings.HasPrefix(fields["request"].(string), `txn:<compare:<target:CREATE key:"/rivet/owners/00000">`) {
+		t.Errorf("request lost its start: %.80q", fields["request"])
+	}
+	if fields["prefix"] != "short" {
+		t.Errorf("a short field changed: %q", fields["prefix"])
 	}
 }
