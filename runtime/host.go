@@ -1514,16 +1514,16 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 		now := time.UnixMilli(time.Now().UnixMilli())
 		var keyOps []storage.Op
 		var keyRec sendKeyRecord
-		var sum string
+		var sums sendKeyRecord // the message's digests
 		var dropped []string
 		// With a key or not: the keys may name IDs above nextSeq.
 		if err := a.loadSendKeys(ctx); err != nil {
 			return err
 		}
 		if key := req.IdempotencyKey; key != "" {
-			sum = sendSum(req.Queue, body)
+			sums.Sum, sums.Same = sendSums(req.Queue, body)
 			if rec, ok := a.sentBefore(key, now); ok {
-				if err := a.sameMessage(key, rec, sum); err != nil {
+				if err := a.sameMessage(key, rec, sums); err != nil {
 					return err
 				}
 				seq, dup = rec.Seq, true
@@ -1560,7 +1560,7 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 				}
 				return nil
 			}
-			keyRec = sendKeyRecord{Seq: a.nextSeq.Load(), At: now.UnixMilli(), Sum: sum, Keeps: true}
+			keyRec = sendKeyRecord{Seq: a.nextSeq.Load(), At: now.UnixMilli(), Sum: sums.Sum, Same: sums.Same, Keeps: true}
 			keyOps, dropped = a.recordSendKey(key, keyRec)
 		}
 		if a.depth[req.Queue] >= uint64(h.cfg.MaxQueueDepth) {

@@ -44,7 +44,12 @@ var (
 type sendKeyRecord struct {
 	Seq uint64 `json:"seq"`
 	At  int64  `json:"at"` // unix ms
-	Sum string `json:"sum"`
+	// Sum digests the message with its JSON compacted; Same with its
+	// objects' members sorted too (sendSums). A record from before Same
+	// is compared by Sum alone, and Sum is still written for a node of
+	// that build, which compares by it, during a rolling upgrade.
+	Sum  string `json:"sum"`
+	Same string `json:"same,omitempty"`
 	// Keeps says that the completion of the message is kept (under
 	// sendResponseKey) once the workflow completes it: a retry that waits
 	// for a message taken and not completed may wait for its completion.
@@ -65,13 +70,31 @@ func sendResponseKey(prefix string, seq uint64) string {
 	return fmt.Sprintf("%s%s%020d", prefix, storage.IdempotencyResponseSuffix, seq)
 }
 
-// sendSum digests a message: its queue and body, whitespace aside (a
-// client sending the same JSON again may format it anew).
-func sendSum(queue string, body []byte) string {
-	var compact bytes.Buffer
-	if json.Compact(&compact, body) == nil {
-		body = compact.Bytes()
+// sendSums digests a message, its queue and body, twice: with its JSON
+// compacted (whitespace aside), and as a JSON value (the order of an
+// object's members aside too). A client retrying a send may build its
+// JSON anew: a map in most languages serialises its members in no fixed
+// order, and JSON's objects have none (RFC 8259), so a retry of the same
+// value is the same message. Numbers are compared as they are written
+// (1 and 1.0 differ): the actor's decoder may tell them apart.
+func sendSums(queue string, body []byte) (sum, same string) {
+	compact, value := body, body
+	var buf bytes.Buffer
+	if json.Compact(&buf, body) == nil {
+		compact = buf.Bytes()
 	}
+	d := json.NewDecoder(bytes.NewReader(body))
+	d.UseNumber()
+	var v any
+	if d.Decode(&v) == nil {
+		if b, err := json.Marshal(v); err == nil { // maps' keys sorted
+			value = b
+		}
+	}
+	return digest(queue, compact), digest(queue, value)
+}
+
+func digest(queue string, body []byte) string {
 	h := sha256.New()
 	h.Write([]byte(queue))
 	h.Write([]byte{0})
@@ -206,9 +229,10 @@ func (a *activation) keptSendKey(key string, rec sendKeyRecord, dropped []string
 	a.keySeqs[rec.Seq] = key
 }
 
-// sameMessage refuses a key sent before with another message (sum).
-func (a *activation) sameMessage(key string, rec sendKeyRecord, sum string) error {
-	if rec.Sum != sum {
+// sameMessage refuses a key sent before with another message (its
+// digests, sendSums).
+func (a *activation) sameMessage(key string, rec, sent sendKeyRecord) error {
+	if rec.Same != "" && rec.Same != sent.Same || rec.Same == "" && rec.Sum != sent.Sum {
 		return rivet.Errorf(rivet.ErrInvalidArgument, "idempotency key %q of %s was used for another message (message %d, a different queue or body): use a new key for a new message", key, a.describe(), rec.Seq)
 	}
 	return nil

@@ -128,6 +128,74 @@ func TestASendWithAnIdempotencyKeyQueuesOnce(t *testing.T) {
 	}
 }
 
+// noteInbox is inbox with messages that are JSON objects.
+var noteInbox = rivet.Actor[inboxState]{
+	Name: "noteInbox",
+	Queues: rivet.Queues{"q": rivet.QueueOf[struct {
+		Text string `json:"text"`
+		At   int    `json:"at"`
+	}](), "never": rivet.QueueOf[int]()},
+	Run: inbox.Run,
+}
+
+// The same key with the same JSON value is a retry, whatever the order of
+// its objects' members: a client in another language may build the body
+// anew from a map, which keeps no order (a user trial from Python was
+// refused). A key recorded by a build from before, which digested the
+// compacted body alone, still takes a retry of the same bytes.
+func TestARetriedSendIsTheSameMessageWhateverTheOrderOfItsMembers(t *testing.T) {
+	reg, store, h, stop := hostOfOn(t, noteInbox)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	ref := Ref{Name: "noteInbox", Key: []string{"k"}}
+	send := func(h *Host, key, body string) (SendResult, error) {
+		return h.Send(ctx, SendRequest{Ref: ref, Queue: "q", Body: json.RawMessage(body), CreateIfMissing: true, IdempotencyKey: key})
+	}
+	first, err := send(h, "n-1", `{"text":"a","at":1}`)
+	if err != nil || first.Duplicate {
+		t.Fatalf("first send: %+v, %v", first, err)
+	}
+	if again, err := send(h, "n-1", "{ \"at\": 1,\n \"text\": \"a\" }"); err != nil || !again.Duplicate || again.MessageID != first.MessageID {
+		t.Errorf("the same value, its members in another order: %+v, %v; want a duplicate of message %d", again, err, first.MessageID)
+	}
+	for _, other := range []string{`{"at":2,"text":"a"}`, `{"text":"b","at":1}`} {
+		if _, err := send(h, "n-1", other); !errors.Is(err, rivet.ErrInvalidArgument) {
+			t.Errorf("the same key with %s: %v, want ErrInvalidArgument", other, err)
+		}
+	}
+
+	// A record as a build from before wrote it: no Same.
+	if _, err := send(h, "n-2", `{"text":"c","at":3}`); err != nil {
+		t.Fatal(err)
+	}
+	key := sendKeyKey(storage.ActorPrefix(h.loaded(ref).part, ref.Name, storage.EncodeKey(ref.Key)), "n-2")
+	if err := stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	kv, err := store.Get(ctx, key)
+	var rec sendKeyRecord
+	if err != nil || json.Unmarshal(kv.Value, &rec) != nil || rec.Same == "" || rec.Sum == "" {
+		t.Fatalf("the key's record %q, %v: want both digests", kv.Value, err)
+	}
+	rec.Same = ""
+	old, _ := json.Marshal(rec)
+	if err := store.Commit(ctx, storage.Txn{Ops: []storage.Op{storage.Put(key, old)}}); err != nil {
+		t.Fatal(err)
+	}
+	h, _ = memHostOn(t, reg, store)
+	for _, same := range []string{`{"text":"c","at":3}`, ` {"text": "c", "at": 3}`} {
+		if again, err := send(h, "n-2", same); err != nil || !again.Duplicate {
+			t.Errorf("%s to an older record: %+v, %v; want a duplicate", same, again, err)
+		}
+	}
+	if _, err := send(h, "n-2", `{"text":"d","at":3}`); !errors.Is(err, rivet.ErrInvalidArgument) {
+		t.Errorf("another body to an older record: %v, want ErrInvalidArgument", err)
+	}
+	if d := depthOf(t, h, ref, "q"); d != 2 {
+		t.Errorf("queue depth %d, want 2", d)
+	}
+}
+
 // An actor keeps its last sendKeysKept keys, each for sendKeysWindow: a
 // key pushed out, or expired, is a new send; storage holds no more keys.
 func TestAnActorKeepsItsLastIdempotencyKeysForAWhile(t *testing.T) {

@@ -291,7 +291,9 @@ type SendRequest struct {
 	// default the actor's last 1024 keys of the last 24 hours) queues
 	// nothing and answers with the first one's message_id and duplicate set,
 	// so a send whose outcome was unknown can be sent again. The same key
-	// with another queue or body (JSON whitespace aside) is INVALID_ARGUMENT.
+	// with another queue or body is INVALID_ARGUMENT; bodies are compared as
+	// JSON values (whitespace and the order of an object's members aside,
+	// numbers as written: 1 and 1.0 differ).
 	// At most 256 bytes.
 	IdempotencyKey string `protobuf:"bytes,9,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
 	unknownFields  protoimpl.UnknownFields

@@ -41,8 +41,8 @@ type AdminServiceClient interface {
 	// with undo, to take its share again). It returns at once; the node's
 	// partitions_owned in Members shows the progress. A drain that would
 	// leave no node to take the partitions (the others draining or gone) is
-	// refused with INVALID_ARGUMENT; of two nodes drained at once as the last
-	// two eligible ones, one drain is refused.
+	// refused with FAILED_PRECONDITION (reason node.last_eligible); of two
+	// nodes drained at once as the last two eligible ones, one is refused.
 	Drain(ctx context.Context, in *DrainRequest, opts ...grpc.CallOption) (*DrainResponse, error)
 }
 
@@ -110,8 +110,8 @@ type AdminServiceServer interface {
 	// with undo, to take its share again). It returns at once; the node's
 	// partitions_owned in Members shows the progress. A drain that would
 	// leave no node to take the partitions (the others draining or gone) is
-	// refused with INVALID_ARGUMENT; of two nodes drained at once as the last
-	// two eligible ones, one drain is refused.
+	// refused with FAILED_PRECONDITION (reason node.last_eligible); of two
+	// nodes drained at once as the last two eligible ones, one is refused.
 	Drain(context.Context, *DrainRequest) (*DrainResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
