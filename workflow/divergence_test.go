@@ -883,3 +883,85 @@ func seq2(c *logCtx, names ...string) error {
 	}
 	return nil
 }
+
+// A deploy that added a gate, rolled back: an instance in flight that
+// replayed under the gated code recorded its old path (version 1) there,
+// and the code from before the gate, which does what the old path does,
+// replays that history and goes on (a user trial: every such instance
+// failed with a divergence, so a gated deploy could not be rolled back,
+// nor an instance move to a node not yet upgraded). The gated code,
+// deployed again, still finds its version. An instance that took the new
+// path cannot go back: its divergence says an older build replays it.
+func TestCodeFromBeforeAGateReplaysTheGatesOldPath(t *testing.T) {
+	rest := func(c *logCtx) error {
+		for _, n := range []string{"b", "d"} {
+			if err := wait(c, "w-"+n); err != nil {
+				return err
+			}
+			if err := note(c, n); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	v1 := func(c *logCtx) error {
+		if err := note(c, "a"); err != nil {
+			return err
+		}
+		if err := c.Sleep("nap", time.Hour); err != nil {
+			return err
+		}
+		return rest(c)
+	}
+	var versions []int
+	gated := func(c *logCtx) error {
+		if err := note(c, "a"); err != nil {
+			return err
+		}
+		v, err := c.GetVersion("add-c", 2)
+		if err != nil {
+			return err
+		}
+		versions = append(versions, v)
+		if v >= 2 {
+			if err := note(c, "c"); err != nil {
+				return err
+			}
+		}
+		if err := c.Sleep("nap", time.Hour); err != nil {
+			return err
+		}
+		return rest(c)
+	}
+	h := inFlight(t, v1) // asleep past the gate's place, then waiting
+	h.Send("q", job{1})
+	if out := drive(t, h, gated); out.Status != workflow.RunYielded {
+		t.Fatalf("the gated code on the instance in flight: %+v (%v)", out, out.Err)
+	}
+	if e := entryAt(t, h.History(), "add-c"); e.Version != 1 {
+		t.Fatalf("the instance in flight recorded %+v, want version 1", e)
+	}
+	if out := drive(t, h, v1); out.Status != workflow.RunYielded { // rolled back
+		t.Fatalf("the code from before the gate on its old path: %+v (%v)", out, out.Err)
+	}
+	h.Send("q", job{2})
+	if out := drive(t, h, v1); out.Status != workflow.RunCompleted || !reflect.DeepEqual(h.State().Log, []string{"a", "b", "d"}) {
+		t.Fatalf("the code from before the gate, to the end: %+v (%v), log %v", out, out.Err, h.State().Log)
+	}
+	if out := drive(t, h, gated); out.Status != workflow.RunCompleted { // deployed again
+		t.Fatalf("the gated code, on the history both made: %+v (%v)", out, out.Err)
+	}
+	if !reflect.DeepEqual(versions, []int{1, 1}) {
+		t.Fatalf("versions %v, want the old path both times", versions)
+	}
+
+	h2 := newHost(log{})
+	if out := drive(t, h2, gated); out.Status != workflow.RunYielded || !reflect.DeepEqual(h2.State().Log, []string{"a", "c"}) {
+		t.Fatalf("a new instance under the gated code: %+v (%v), log %v", out, out.Err, h2.State().Log)
+	}
+	out := drive(t, h2, v1)
+	var d *workflow.DivergenceError
+	if out.Status != workflow.RunFailed || !errors.As(out.Err, &d) || d.Path != "add-c" || d.Gate != 2 || !strings.Contains(out.Err.Error(), "older build") {
+		t.Fatalf("the code from before the gate on its new path: %+v (%v), want a divergence at add-c saying an older build replays it", out, out.Err)
+	}
+}

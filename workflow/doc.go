@@ -141,7 +141,9 @@
 //     never reached; a workflow that fails with an error of its own before
 //     reaching recorded entries, which then runs no compensation; a join
 //     or race branch added or removed). Gate changes with GetVersion and retire entries with Removed,
-//     put where the entry was. What a replay does not run is not checked:
+//     put where the entry was. A gate that recorded its old path (1) may go
+//     unreached: code from before the gate, which does what that path
+//     does, replays it (a deploy rolled back, a node not yet upgraded). What a replay does not run is not checked:
 //     a settled join or race, and a completed loop, return their recorded
 //     results without running their code again (a loop in progress resumes
 //     at its last checkpoint's iteration; a join or race in progress holds

@@ -77,6 +77,11 @@ type DivergenceError struct {
 	// new run as on a replay, that no gate fixes: give each entry a name
 	// of its own. Rivet throws HistoryDivergedError for it too.
 	Reused bool
+	// Gate is the version a gate recorded at Path holds, when the code
+	// did not reach that gate (a gate's old path, version 1, the code may
+	// skip: see History's oldPathGate): code without it replays a history
+	// that code with it recorded.
+	Gate int
 }
 
 func (e *DivergenceError) Error() string {
@@ -86,6 +91,11 @@ func (e *DivergenceError) Error() string {
 			scope, name = fmt.Sprintf("scope %q", e.Path[:i]), e.Path[i+1:]
 		}
 		return fmt.Sprintf("workflow: the name %q is used twice in %s (the second time by a %s): each entry of a scope needs a name of its own (in a Go loop, put the index in the name, or use Ctx.Loop, whose iterations are scopes of their own)", name, scope, e.Found)
+	}
+	if e.Gate != 0 {
+		// Adding a gate cannot be the cause: the history has it. Code
+		// without it replays a history that code with it recorded.
+		return fmt.Sprintf("workflow: history diverged at %q: history has %s, code did %s: code with that version gate (version %d taken) recorded this history and code without it replays it: an older build (a deploy rolled back, or a node not upgraded yet in a rolling upgrade: run the build with the gate on every node, then retry the workflow), or the gate was dropped while instances that took it are in flight (keep it, or Ctx.Removed(name, KindVersionCheck) once none is left)", e.Path, e.Expected, e.Found, e.Gate)
 	}
 	// The hint is for the operator who reads this in rivetctl inspect or
 	// actors --failed, often after a deploy, and knows Temporal's

@@ -170,13 +170,41 @@ func (h *History) checkOrder(e *Entry) error {
 		}
 		o.next++
 	}
-	if o.next < len(o.entries) {
-		first := o.entries[o.next]
-		if first.Seq < e.Seq && first.Path != e.Path {
-			return &DivergenceError{Path: first.Path, Expected: describe(first) + " before " + describe(e), Found: fmt.Sprintf("%q first", e.Path)}
+	for _, first := range o.entries[o.next:] {
+		if _, ok := h.unvisited[first.Path]; !ok || h.oldPathGate(first.Path) {
+			continue
 		}
+		if first.Seq < e.Seq && first.Path != e.Path {
+			return h.diverged(first.Path, describe(first)+" before "+describe(e), fmt.Sprintf("%q first", e.Path))
+		}
+		break
 	}
 	return nil
+}
+
+// oldPathGate reports whether path is a version gate that took the old
+// path (version 1) and so may go unvisited: code from before the gate,
+// which does what the old path does without asking, replays a history
+// that code with the gate recorded (a deploy rolled back, or a node not
+// yet upgraded in a rolling upgrade, which an instance in flight moves to).
+// Code with the gate visits it and takes the old path again. Temporal
+// records nothing for its default version, for the same reason. A gate
+// retired with Removed is no different: an instance that took its old
+// path runs the new one afterwards either way, which is why a gate is
+// retired only once no such instance is left.
+func (h *History) oldPathGate(path string) bool {
+	e := h.entries[path]
+	return e != nil && e.Kind == KindVersionCheck && e.Version == 1
+}
+
+// diverged is the *DivergenceError for an entry at path that the code
+// did not reach (found is what it did instead).
+func (h *History) diverged(path, expected, found string) *DivergenceError {
+	d := &DivergenceError{Path: path, Expected: expected, Found: found}
+	if e := h.entries[path]; e != nil && e.Kind == KindVersionCheck {
+		d.Gate = e.Version
+	}
+	return d
 }
 
 // PlaceBefore returns the place (Seq) of the first entry of scope, in
@@ -271,7 +299,7 @@ func (h *History) FirstUnvisited(scope string) (string, bool) {
 	if o := h.order[scope]; o != nil {
 		// Entries before o.next are visited (checkOrder, PlaceBefore).
 		for _, e := range o.entries[o.next:] {
-			if _, ok := h.unvisited[e.Path]; !ok {
+			if _, ok := h.unvisited[e.Path]; !ok || h.oldPathGate(e.Path) {
 				continue
 			}
 			if h.entries[e.Path] == nil { // a try block, which has no entry
@@ -293,7 +321,7 @@ func (h *History) FirstUnvisited(scope string) (string, bool) {
 		if p == scope {
 			continue
 		}
-		if _, ok := h.unvisited[p]; ok {
+		if _, ok := h.unvisited[p]; ok && !h.oldPathGate(p) {
 			return p, true
 		}
 	}
@@ -307,7 +335,7 @@ func (h *History) FirstUnvisited(scope string) (string, bool) {
 // inserted entry before its step runs, not only when the scope ends.
 func (h *History) CheckNew(scope, path string, kind Kind) error {
 	if p, ok := h.FirstUnvisited(scope); ok {
-		return &DivergenceError{Path: p, Expected: describe(h.entries[p]) + " not yet replayed", Found: fmt.Sprintf("new %s %q", kind, path)}
+		return h.diverged(p, describe(h.entries[p])+" not yet replayed", fmt.Sprintf("new %s %q", kind, path))
 	}
 	return nil
 }
@@ -320,7 +348,7 @@ func (h *History) CheckEnd(scope string) error {
 		if scope == "" {
 			name = "the workflow"
 		}
-		return &DivergenceError{Path: p, Expected: describe(h.entries[p]), Found: fmt.Sprintf("%s ended without reaching it", name)}
+		return h.diverged(p, describe(h.entries[p]), fmt.Sprintf("%s ended without reaching it", name))
 	}
 	return nil
 }
