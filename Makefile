@@ -30,8 +30,11 @@ up: image
 	  sleep 2; \
 	done; echo "not healthy after 180 s" >&2; $(COMPOSE) ps >&2; exit 1
 
+# --no-deps: node4 depends on node1..3, and without it compose recreates
+# them, all at once, wherever this shell's settings (the environment, a TLS
+# overlay's COMPOSE_FILE) differ from theirs (a user trial lost TLS so).
 scale-out:
-	$(COMPOSE) --profile scale up -d node4
+	$(COMPOSE) --profile scale up -d --no-deps node4
 	@echo "waiting for node4 to be healthy..."
 	@for i in $$(seq 1 90); do \
 	  s=$$(docker inspect -f '{{.State.Health.Status}}' $$($(COMPOSE) --profile scale ps -q node4) 2>/dev/null); \

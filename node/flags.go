@@ -252,9 +252,12 @@ func newLogger(level, format string) (*zap.Logger, error) {
 	switch format {
 	case "json":
 		zc = zap.NewProductionConfig()
+		// Times an operator reads in `docker compose logs` as they are
+		// (zap's default is seconds since 1970, as a float), and that log
+		// collectors parse as well.
+		zc.EncoderConfig.EncodeTime = zapcore.ISO8601TimeEncoder
 	case "console":
 		zc = zap.NewDevelopmentConfig()
-		zc.DisableStacktrace = true
 		if term.IsTerminal(int(os.Stderr.Fd())) {
 			// Colour codes only where a person reads them: in a file or
 			// a log collector they are noise.
@@ -263,6 +266,10 @@ func newLogger(level, format string) (*zap.Logger, error) {
 	default:
 		return nil, fmt.Errorf("--log-format: %q is neither console nor json", format)
 	}
+	// A stack trace on every error made an expected event (a lease lost
+	// to a network cut) read as a crash in the JSON logs (a user trial);
+	// a panic the node recovers logs its own stack.
+	zc.DisableStacktrace = true
 	zc.Level = zap.NewAtomicLevelAt(lvl)
 	return zc.Build()
 }
