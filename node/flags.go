@@ -21,6 +21,7 @@ import (
 
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/cluster"
+	"github.com/rivet-go/rivet/internal/buildinfo"
 )
 
 // Main runs a node hosting reg, configured as cmd/node is: by the flags in
@@ -117,7 +118,8 @@ func progName() string {
 // rather than run on a default it was not given. The logger it sets up
 // writes to stderr (--log-level, --log-format); colour only on a terminal.
 // A flag the flag package refuses is a *FlagError, written to out already
-// (-h prints the usage).
+// (-h prints the usage). After -h, or --version (which prints the build on
+// stdout), it returns flag.ErrHelp: the caller exits 0 (ExitStatus).
 func ParseFlags(name string, args []string, out io.Writer) (Config, error) {
 	cfg := DefaultConfig()
 	p := &flagParser{fs: flag.NewFlagSet(name, flag.ContinueOnError)}
@@ -174,6 +176,7 @@ func ParseFlags(name string, args []string, out io.Writer) (Config, error) {
 		fmt.Fprintf(out, "%s: %v (%s -h lists the flags)\n", name, err, name)
 		return &FlagError{Err: err}
 	}
+	showVersion := p.fs.Bool("version", false, "print the build (rivet's version, the commit) and exit")
 	if err := p.fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			p.fs.SetOutput(out)
@@ -182,6 +185,12 @@ func ParseFlags(name string, args []string, out io.Writer) (Config, error) {
 			return cfg, err
 		}
 		return cfg, refused(err)
+	}
+	if *showVersion {
+		// On stdout, for a script's `$(rivet-node --version)`; exit 0 as
+		// after -h.
+		fmt.Println(buildinfo.String())
+		return cfg, flag.ErrHelp
 	}
 	for _, d := range p.durs {
 		// The flag package takes any duration; a negative one is no

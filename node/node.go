@@ -32,6 +32,7 @@ import (
 
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/cluster"
+	"github.com/rivet-go/rivet/internal/buildinfo"
 	"github.com/rivet-go/rivet/runtime"
 	"github.com/rivet-go/rivet/server"
 	"github.com/rivet-go/rivet/storage"
@@ -508,7 +509,7 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 		return nil, err
 	}
 	n.setServing(epoch)
-	n.log.Info("node serving", zap.String("grpc", n.GRPCAddr()), zap.String("http", n.HTTPAddr()), zap.Uint32("cluster_partitions", parts), zap.Int("partitions_owned", n.own.Owned()))
+	n.log.Info("node serving", zap.String("build", buildinfo.String()), zap.String("grpc", n.GRPCAddr()), zap.String("http", n.HTTPAddr()), zap.Uint32("cluster_partitions", parts), zap.Int("partitions_owned", n.own.Owned()))
 	return n, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"net"
+	"os"
 	"strings"
 	"testing"
 
@@ -97,5 +98,24 @@ func TestErrorsAreWrittenOnce(t *testing.T) {
 	// -h still prints the usage, and exits 0.
 	if code, out = mainOf("-h"); code != 0 || !strings.HasPrefix(out, "Usage of node:\n") || !strings.Contains(out, "RIVET_GRPC_ADDR") {
 		t.Errorf("-h: exit %d, stderr:\n%s\nwant exit 0 and the usage", code, out)
+	}
+}
+
+// --version prints the build on stdout and exits 0 without starting a
+// node: an operator in a rolling upgrade tells which node runs which
+// build (a user trial found no way to).
+func TestVersionPrintsTheBuild(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout := os.Stdout
+	os.Stdout = w
+	err = run([]string{"--version", "--data-dir", t.TempDir()}, io.Discard)
+	os.Stdout = stdout
+	w.Close()
+	out, _ := io.ReadAll(r)
+	if status := node.ExitStatus(io.Discard, "node", err); status != 0 || !strings.HasPrefix(string(out), "rivet ") || !strings.Contains(string(out), "go1.") {
+		t.Fatalf("exit status %d (%v), printed %q: want 0 and the build", status, err, out)
 	}
 }

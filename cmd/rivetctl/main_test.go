@@ -82,3 +82,11 @@ func TestASecondInterruptStopsRivetctlAtOnce(t *testing.T) {
 		t.Fatalf("rivetctl still ran 20 s after a second interrupt:\n%s", out.String())
 	}
 }
+
+// --version prints the build and calls no node.
+func TestVersionPrintsTheBuild(t *testing.T) {
+	r := rivetctlEnv(t, map[string]string{}, "--version")
+	if r.code != 0 || !strings.HasPrefix(r.stdout, "rivet ") || !strings.Contains(r.stdout, "go1.") {
+		t.Fatalf("exit %d, stdout %q, stderr %q: want 0 and the build", r.code, r.stdout, r.stderr)
+	}
+}

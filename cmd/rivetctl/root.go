@@ -15,6 +15,7 @@ import (
 
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/client"
+	"github.com/rivet-go/rivet/internal/buildinfo"
 	"github.com/rivet-go/rivet/internal/rpcerr"
 )
 
@@ -220,6 +221,7 @@ func (a *app) rootCommand() *cobra.Command {
 
 KEY is a plain string, or a JSON array of strings if it starts with '['; neither may be empty.
 JSON arguments are taken literally: quote strings ('"text"'); a negative number goes after -- (increment -- -5).`,
+		Version:       buildinfo.String(),
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
@@ -246,6 +248,7 @@ JSON arguments are taken literally: quote strings ('"text"'); a negative number 
 			return nil
 		},
 	}
+	root.SetVersionTemplate("{{.Version}}\n") // as the node's --version
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		if m := negativeNumber.FindStringSubmatch(err.Error()); m != nil && json.Valid([]byte(m[1])) {
 			// A JSON argument such as increment's -5: no flag of ours

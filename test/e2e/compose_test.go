@@ -89,10 +89,10 @@ func (e *composeEnv) logsSince(since time.Time, svcs ...string) string {
 		out, _ := exec.Command("docker", "logs", e.container(svc)).CombinedOutput()
 		for _, line := range strings.Split(string(out), "\n") {
 			var rec struct {
-				TS float64 `json:"ts"`
+				TS logTS `json:"ts"`
 			}
-			if json.Unmarshal([]byte(line), &rec) == nil && rec.TS >= float64(since.UnixNano())/1e9 {
-				fmt.Fprintf(&b, "%s +%.3fs %s\n", svc, rec.TS-float64(since.UnixNano())/1e9, line)
+			if json.Unmarshal([]byte(line), &rec) == nil && float64(rec.TS) >= float64(since.UnixNano())/1e9 {
+				fmt.Fprintf(&b, "%s +%.3fs %s\n", svc, float64(rec.TS)-float64(since.UnixNano())/1e9, line)
 			}
 		}
 	}

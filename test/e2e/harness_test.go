@@ -276,3 +276,20 @@ func (n *nodeProc) rivetctl(args ...string) (string, string, int) {
 	}
 	return strings.TrimSpace(out.String()), strings.TrimSpace(errb.String()), code
 }
+
+// logTS is a node's log line's "ts" (an ISO 8601 time), in seconds since
+// 1970.
+type logTS float64
+
+func (ts *logTS) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	t, err := time.Parse("2006-01-02T15:04:05.000Z0700", s)
+	if err != nil {
+		return err
+	}
+	*ts = logTS(float64(t.UnixNano()) / 1e9)
+	return nil
+}

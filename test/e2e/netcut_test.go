@@ -262,12 +262,12 @@ func claimsOf(t *testing.T, n *nodeProc) []claimLog {
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		var line struct {
-			Msg     string  `json:"msg"`
-			TS      float64 `json:"ts"`
-			Claimed int     `json:"claimed"`
+			Msg     string `json:"msg"`
+			TS      logTS  `json:"ts"`
+			Claimed int    `json:"claimed"`
 		}
 		if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "partitions claimed" {
-			out = append(out, claimLog{ts: line.TS, claimed: line.Claimed})
+			out = append(out, claimLog{ts: float64(line.TS), claimed: line.Claimed})
 		}
 	}
 	return out

@@ -25,11 +25,11 @@ func logTimes(t *testing.T, n *nodeProc, msg string) []float64 {
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		var line struct {
-			Msg string  `json:"msg"`
-			TS  float64 `json:"ts"`
+			Msg string `json:"msg"`
+			TS  logTS  `json:"ts"`
 		}
 		if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == msg {
-			out = append(out, line.TS)
+			out = append(out, float64(line.TS))
 		}
 	}
 	return out

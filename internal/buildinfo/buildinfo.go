@@ -1,0 +1,64 @@
+// Package buildinfo says which build of rivet a binary is, from what the
+// Go toolchain stamps into it (the module's version, the commit it was
+// built from): for `--version`, and the log line a node starts with, so
+// that an operator can tell during a rolling upgrade which node runs which
+// build.
+package buildinfo
+
+import (
+	"runtime/debug"
+	"strings"
+)
+
+const module = "github.com/rivet-go/rivet"
+
+// String is the build: rivet's module version, the commit and its time
+// when the toolchain stamped them (a build in a git checkout; "+dirty"
+// for uncommitted changes), and the Go version, e.g.
+// "rivet (devel) 4cea5441f3c2+dirty 2026-12-05T18:57:56Z go1.26.8".
+func String() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "rivet (unknown build)"
+	}
+	return describe(bi)
+}
+
+func describe(bi *debug.BuildInfo) string {
+	version := bi.Main.Version
+	if bi.Main.Path != module {
+		// A user's binary with rivet as a dependency: rivet's version,
+		// and the binary's own stamps after it.
+		version = "(unknown)"
+		for _, d := range bi.Deps {
+			if d.Path == module {
+				version = d.Version
+				if d.Replace != nil {
+					version += " => " + d.Replace.Path
+				}
+			}
+		}
+	}
+	parts := []string{"rivet", version}
+	var rev, at, dirty string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.time":
+			at = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				dirty = "+dirty"
+			}
+		}
+	}
+	if rev != "" {
+		parts = append(parts, rev[:min(12, len(rev))]+dirty)
+	}
+	if at != "" {
+		parts = append(parts, at)
+	}
+	parts = append(parts, bi.GoVersion)
+	return strings.Join(parts, " ")
+}
