@@ -15,6 +15,7 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.etcd.io/etcd/server/v3/etcdserver/api/v3client"
 	"go.etcd.io/etcd/server/v3/etcdserver/api/v3rpc"
+	etcderrors "go.etcd.io/etcd/server/v3/etcdserver/errors"
 	"go.etcd.io/etcd/server/v3/proxy/grpcproxy/adapter"
 	"go.etcd.io/etcd/server/v3/storage/mvcc"
 
@@ -50,13 +51,19 @@ const (
 	msgStorageVersion = "failed to update storage version"
 	// The same monitor's warning, for the same cause, on some first starts.
 	msgSchemaDetect = "Failed to detect schema version"
+	// A restarted member publishes itself while it still applies the log
+	// it replays; until it has caught up (5,000 entries behind at most)
+	// raft refuses new requests as too many, and the member tries again at
+	// once: ten warnings in a millisecond on every restart with a long
+	// log (a user trial), then it is ready. Only that cause is dropped.
+	msgPublish = "failed to publish local member to cluster through raft"
 )
 
 func (c *mutableCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
 	switch {
 	case c.muted.Load(), e.Message == msgSinglePort, e.Message == msgSimpleToken:
 		return ce
-	case e.Message == msgStorageVersion, e.Message == msgSchemaDetect:
+	case e.Message == msgStorageVersion, e.Message == msgSchemaDetect, e.Message == msgPublish:
 		if c.Enabled(e.Level) {
 			return ce.AddCore(e, c) // Write looks at its error
 		}
@@ -69,6 +76,9 @@ func (c *mutableCore) Write(e zapcore.Entry, fields []zapcore.Field) error {
 	if (e.Message == msgStorageVersion || e.Message == msgSchemaDetect) && schemaNotYetDetectable(fields) {
 		return nil
 	}
+	if e.Message == msgPublish && stillApplying(fields) {
+		return nil
+	}
 	return c.Core.Write(e, fields)
 }
 
@@ -79,6 +89,17 @@ func schemaNotYetDetectable(fields []zapcore.Field) bool {
 		if err, ok := f.Interface.(error); ok && f.Type == zapcore.ErrorType {
 			msg := err.Error()
 			return strings.Contains(msg, "missing term information") || strings.Contains(msg, "missing confstate information")
+		}
+	}
+	return false
+}
+
+// stillApplying reports whether fields hold the error of a request raft
+// refused while the member applies what it has committed.
+func stillApplying(fields []zapcore.Field) bool {
+	for _, f := range fields {
+		if err, ok := f.Interface.(error); ok && f.Type == zapcore.ErrorType {
+			return errors.Is(err, etcderrors.ErrTooManyRequests)
 		}
 	}
 	return false

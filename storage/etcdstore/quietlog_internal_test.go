@@ -10,6 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	etcderrors "go.etcd.io/etcd/server/v3/etcdserver/errors"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
@@ -146,5 +147,20 @@ func TestTheMembersLogCutsLongFields(t *testing.T) {
 	}
 	if fields["prefix"] != "short" {
 		t.Errorf("a short field changed: %q", fields["prefix"])
+	}
+}
+
+// A restarted member's "failed to publish" while it catches up with its
+// log (raft's too many requests) is dropped; any other failure to publish
+// is logged.
+func TestOnlyAPublishRefusedWhileApplyingIsDropped(t *testing.T) {
+	core, logs := observer.New(zapcore.InfoLevel)
+	var muted atomic.Bool
+	lg := zap.New(&mutableCore{Core: core, muted: &muted})
+	lg.Warn(msgPublish, zap.String("local-member-id", "8e9e05c52164694d"), zap.Error(etcderrors.ErrTooManyRequests))
+	lg.Warn(msgPublish, zap.Error(etcderrors.ErrTimeout))
+	got := logs.All()
+	if len(got) != 1 || got[0].ContextMap()["error"] != etcderrors.ErrTimeout.Error() {
+		t.Fatalf("logged %v, want the timeout alone", got)
 	}
 }
