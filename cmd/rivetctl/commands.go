@@ -218,16 +218,13 @@ An empty list prints a line saying so ("no actors named ACTOR"); -o json prints 
 	}
 	var failed bool
 	cmd.Flags().BoolVar(&failed, "failed", false, "list only the actors whose workflow failed, with their errors")
-	cmd.RunE = a.runE(nil, func(ctx context.Context, c *client.Client, args []string) error {
+	// Each page has its own --timeout (listActors): the whole may take long.
+	cmd.RunE = a.runE(func() time.Duration { return watchForever }, func(ctx context.Context, c *client.Client, args []string) error {
 		name := ""
 		if len(args) == 1 {
 			name = args[0]
 		}
-		list := c.ListAll
-		if failed {
-			list = c.ListFailed
-		}
-		actors, err := list(ctx, name)
+		actors, err := a.listActors(ctx, c, name, failed)
 		if err != nil {
 			return err
 		}
@@ -242,6 +239,38 @@ An empty list prints a line saying so ("no actors named ACTOR"); -o json prints 
 		return a.printActors(actors)
 	})
 	return cmd
+}
+
+// listActors lists the actors named name ("" for all), only those whose
+// workflow failed if failed, a page (1,000) at a time, each page bounded
+// by --timeout rather than the whole listing: a node with 150,000 actors
+// took about 10 s to list them all, the default --timeout, and the
+// listing failed or not by the machine's load (a user trial).
+func (a *app) listActors(ctx context.Context, c *client.Client, name string, failed bool) ([]client.ActorInfo, error) {
+	var all []client.ActorInfo
+	opts := client.ListOptions{Limit: 1000, FailedWorkflows: failed}
+	for {
+		pageCtx, cancel := context.WithTimeout(ctx, a.timeout)
+		page, err := c.List(pageCtx, name, opts)
+		timedOut := errors.Is(err, context.DeadlineExceeded) || errors.Is(pageCtx.Err(), context.DeadlineExceeded)
+		cancel()
+		switch {
+		case err != nil && timedOut && ctx.Err() == nil:
+			return nil, a.deadlineError(err, a.timeout, fmt.Sprintf("; for one page of the listing, after %d actors (each page has its own --timeout)", len(all)))
+		case err != nil:
+			return nil, err
+		}
+		all = append(all, page.Actors...)
+		if page.NextPageToken == "" {
+			return all, nil
+		}
+		if page.NextPageToken == opts.PageToken {
+			// A node's bug (client.ListAll says the same): followed,
+			// the same page would come back for ever.
+			return nil, fmt.Errorf("the node answered an actor list page that does not advance (the next page token %.40q again): a bug of the node's", opts.PageToken)
+		}
+		opts.PageToken = page.NextPageToken
+	}
 }
 
 // noActors is what actors prints for an empty listing.

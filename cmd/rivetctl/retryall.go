@@ -61,14 +61,8 @@ type retryAllReport struct {
 // concurrency at a time, each retry bounded by --timeout; ctx's end (an
 // interrupt) stops launching retries, and those in flight finish.
 func (a *app) retryAllFailed(ctx context.Context, c *client.Client, name string, concurrency int, dryRun bool) error {
-	listCtx, cancel := context.WithTimeout(ctx, a.timeout)
-	failed, err := c.ListFailed(listCtx, name)
-	timedOut := errors.Is(err, context.DeadlineExceeded) || errors.Is(listCtx.Err(), context.DeadlineExceeded)
-	cancel()
+	failed, err := a.listActors(ctx, c, name, true)
 	if err != nil {
-		if timedOut {
-			return a.deadlineError(err, a.timeout, "")
-		}
 		return err
 	}
 	rep := retryAllReport{Actor: name, DryRun: dryRun, Results: make([]retryResult, len(failed))}
