@@ -965,3 +965,108 @@ func TestCodeFromBeforeAGateReplaysTheGatesOldPath(t *testing.T) {
 		t.Fatalf("the code from before the gate on its new path: %+v (%v), want a divergence at add-c saying an older build replays it", out, out.Err)
 	}
 }
+
+// program runs names in order: "~x" is a sleep x, "?x" a receive x,
+// "g:x" a gate x (latest 2; its new path a step "x-new"), "t:x" a try
+// block x holding a step "x-b", "tg:x" a try block x holding only a gate
+// "x-g"; any other name, a step.
+func program(names ...string) func(c *logCtx) error {
+	return func(c *logCtx) error {
+		for _, n := range names {
+			var err error
+			kind, name, _ := strings.Cut(n, ":")
+			switch {
+			case n[0] == '~':
+				err = c.Sleep(n[1:], time.Hour)
+			case n[0] == '?':
+				err = wait(c, n[1:])
+			case kind == "g":
+				var v int
+				if v, err = c.GetVersion(name, 2); err == nil && v >= 2 {
+					err = note(c, name+"-new")
+				}
+			case kind == "tg":
+				_, err = c.Try(name, func(c *logCtx) error {
+					v, err := c.GetVersion(name+"-g", 2)
+					if err == nil && v >= 2 {
+						err = note(c, name+"-new")
+					}
+					return err
+				})
+			case kind == "t":
+				_, err = c.Try(name, func(c *logCtx) error { return note(c, name+"-b") })
+			default:
+				err = note(c, n)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// Code from before gates, rolled back to after the gated code recorded
+// their old paths and entries past them, records entries of its own that
+// both builds replay: places after those the gated build numbered (it
+// counted its gates), a block or gate it reaches fresh placed before
+// what comes next rather than before the skipped gate, a try block that
+// holds only an old-path gate skipped with it (a review's finds).
+func TestCodeFromBeforeGatesRecordsEntriesBothBuildsReplay(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		old, gated []string
+	}{
+		{"two gates in one scope", []string{"a", "~nap", "?w1", "x", "?w2", "z", "?w3"},
+			[]string{"a", "g:g1", "g:g2", "~nap", "?w1", "x", "?w2", "z", "?w3"}},
+		{"a try block reached fresh past a skipped gate", []string{"a", "~nap", "?w1", "?w2", "s", "t:t", "?w3"},
+			[]string{"a", "g:g1", "~nap", "?w1", "?w2", "s", "t:t", "?w3"}},
+		{"a gate of both builds reached fresh past a skipped one", []string{"a", "~nap", "?w1", "?w2", "s", "g:g0", "?w3"},
+			[]string{"a", "g:g1", "~nap", "?w1", "?w2", "s", "g:g0", "?w3"}},
+		{"a gate alone in a try block new with it", []string{"a", "~nap", "?w1", "?w2", "s", "?w3"},
+			[]string{"a", "tg:t", "~nap", "?w1", "?w2", "s", "?w3"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			old, gated := program(c.old...), program(c.gated...)
+			h := inFlight(t, old) // waiting for w1, past the gates' places
+			for _, step := range []struct {
+				what string
+				send bool
+				fn   func(c *logCtx) error
+				want workflow.RunStatus
+			}{
+				{"gated, on the instance in flight", true, gated, workflow.RunYielded},
+				{"old, rolled back", true, old, workflow.RunYielded},
+				{"old, again", false, old, workflow.RunYielded},
+				{"gated, deployed again", false, gated, workflow.RunYielded},
+				{"old, to the end", true, old, workflow.RunCompleted},
+			} {
+				if step.send {
+					h.Send("q", job{1})
+				}
+				if out := drive(t, h, step.fn); out.Status != step.want {
+					for _, e := range h.History() {
+						t.Logf("  %-10s %-14s seq=%d try=%v version=%d", e.Path, e.Kind, e.Seq, e.TryPlaces, e.Version)
+					}
+					t.Fatalf("%s: %+v (%v), want %s", step.what, out, out.Err, step.want)
+				}
+			}
+			// The old code's steps, each once: a gate of its own it
+			// reached fresh took its new path.
+			var want []string
+			for _, n := range c.old {
+				switch kind, name, _ := strings.Cut(n, ":"); {
+				case kind == "t":
+					want = append(want, name+"-b")
+				case kind == "g":
+					want = append(want, name+"-new")
+				case n[0] != '~' && n[0] != '?':
+					want = append(want, n)
+				}
+			}
+			if got := h.State().Log; !reflect.DeepEqual(got, want) {
+				t.Fatalf("steps run %v, want %v", got, want)
+			}
+		})
+	}
+}

@@ -78,9 +78,10 @@ type DivergenceError struct {
 	// of its own. Rivet throws HistoryDivergedError for it too.
 	Reused bool
 	// Gate is the version a gate recorded at Path holds, when the code
-	// did not reach that gate (a gate's old path, version 1, the code may
-	// skip: see History's oldPathGate): code without it replays a history
-	// that code with it recorded.
+	// did not reach that gate where the history has it (a gate's old
+	// path, version 1, the code may leave unreached: see History's
+	// oldPathGate): mostly code without the gate replays a history that
+	// code with it recorded.
 	Gate int
 }
 
@@ -95,7 +96,7 @@ func (e *DivergenceError) Error() string {
 	if e.Gate != 0 {
 		// Adding a gate cannot be the cause: the history has it. Code
 		// without it replays a history that code with it recorded.
-		return fmt.Sprintf("workflow: history diverged at %q: history has %s, code did %s: code with that version gate (version %d taken) recorded this history and code without it replays it: an older build (a deploy rolled back, or a node not upgraded yet in a rolling upgrade: run the build with the gate on every node, then retry the workflow), or the gate was dropped while instances that took it are in flight (keep it, or Ctx.Removed(name, KindVersionCheck) once none is left)", e.Path, e.Expected, e.Found, e.Gate)
+		return fmt.Sprintf("workflow: history diverged at %q: history has %s, code did %s: code that reached that version gate here (and took version %d) recorded this history, and this code does not reach it: an older build (a deploy rolled back, or a node not upgraded yet in a rolling upgrade: run the build with the gate on every node, then retry the workflow), or the gate was moved or dropped while runs that took it are in flight (keep it where it was, or put Ctx.Removed(name, KindVersionCheck) there once none is left)", e.Path, e.Expected, e.Found, e.Gate)
 	}
 	// The hint is for the operator who reads this in rivetctl inspect or
 	// actors --failed, often after a deploy, and knows Temporal's

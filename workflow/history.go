@@ -171,7 +171,7 @@ func (h *History) checkOrder(e *Entry) error {
 		o.next++
 	}
 	for _, first := range o.entries[o.next:] {
-		if _, ok := h.unvisited[first.Path]; !ok || h.oldPathGate(first.Path) {
+		if _, ok := h.unvisited[first.Path]; !ok || h.skippable(first.Path) {
 			continue
 		}
 		if first.Seq < e.Seq && first.Path != e.Path {
@@ -195,6 +195,30 @@ func (h *History) checkOrder(e *Entry) error {
 func (h *History) oldPathGate(path string) bool {
 	e := h.entries[path]
 	return e != nil && e.Kind == KindVersionCheck && e.Version == 1
+}
+
+// skippable reports whether the code may leave the unvisited entry (or
+// try block) at path unreached: an old-path gate, or a try block that
+// holds nothing else unreached (a block new with its gate, which an
+// instance in flight recorded on its old path).
+func (h *History) skippable(path string) bool {
+	if h.oldPathGate(path) {
+		return true
+	}
+	if h.entries[path] != nil || h.tries[path] == nil {
+		return false
+	}
+	for _, p := range h.inTree(path) {
+		if _, ok := h.unvisited[p]; ok && p != path && !h.oldPathGate(p) {
+			return false
+		}
+	}
+	for p := range h.tries {
+		if _, ok := h.unvisited[p]; ok && p != path && Under(p, path) && !h.skippable(p) {
+			return false
+		}
+	}
+	return true
 }
 
 // diverged is the *DivergenceError for an entry at path that the code
@@ -222,7 +246,16 @@ func (h *History) PlaceBefore(scope string) (int, bool) {
 	}
 	for ; o.next < len(o.entries); o.next++ {
 		if _, ok := h.unvisited[o.entries[o.next].Path]; ok {
-			return o.entries[o.next].Seq, true
+			break
+		}
+	}
+	// Past the entries the code may leave unreached: code that does not
+	// reach them puts a new gate (or block) before what it does reach
+	// next, not before them, which would place it before entries it
+	// reached already.
+	for _, e := range o.entries[o.next:] {
+		if _, ok := h.unvisited[e.Path]; ok && !h.skippable(e.Path) {
+			return e.Seq, true
 		}
 	}
 	return 0, false
@@ -453,6 +486,25 @@ type scope struct {
 	// tryPlaces is, for a try block whose place is known, what its
 	// entries record in Entry.TryPlaces; nil for the others.
 	tryPlaces []int
+	// reached is the highest place (Seq) among the scope's recorded
+	// entries this run has reached (reach): a new entry's place comes
+	// after it. A build that counts places as the one that recorded
+	// them never needs it; code from before a version gate does: the
+	// gated build counted each of its gates (placed before the entry
+	// they stand before) and numbered what it recorded after them
+	// higher than this code counts, so this code's next entry, by its own
+	// count, would take a place before entries it came after.
+	reached int
+	// shift is how far places have moved past names used (n), to come
+	// after reached.
+	shift int
+}
+
+// reach notes that the run reached a recorded entry of s at place seq.
+func (s *scope) reach(seq int) {
+	if seq > s.reached {
+		s.reached = seq
+	}
 }
 
 func newScope(path string) *scope {
@@ -508,6 +560,11 @@ func (s *scope) claim(kind, name string) (string, int, error) {
 		return "", 0, &DivergenceError{Path: p, Expected: "one entry per name in a scope", Found: kind, Reused: true}
 	}
 	s.n++
+	seq := s.n + s.shift
+	if seq <= s.reached {
+		s.shift += s.reached + 1 - seq
+		seq = s.reached + 1
+	}
 	switch {
 	case s.used != nil:
 		s.used[name] = struct{}{}
@@ -521,7 +578,7 @@ func (s *scope) claim(kind, name string) (string, int, error) {
 	default:
 		s.names = append(s.names, name)
 	}
-	return p, s.n, nil
+	return p, seq, nil
 }
 
 // validName accepts the names users give entries and branches: a path

@@ -146,6 +146,7 @@ func (c *Ctx[S]) GetVersion(name string, latest int) (int, error) {
 		return 0, err
 	}
 	if e != nil {
+		x.sc.reach(e.Seq)
 		return e.Version, nil
 	}
 	if sealed {
@@ -188,6 +189,9 @@ func (c *Ctx[S]) Removed(name string, kind Kind) error {
 	if e != nil && e.Kind != kind && !(e.Kind == KindRemoved && e.RemovedKind == kind) {
 		r.mu.Unlock()
 		return &DivergenceError{Path: path, Expected: describe(e), Found: fmt.Sprintf("removed %s", kind)}
+	}
+	if e != nil {
+		x.sc.reach(e.Seq)
 	}
 	if e != nil || kind == KindTry {
 		// A try block left no entry at path, only the entries in it.
@@ -276,7 +280,9 @@ func (c *Ctx[S]) TryOpts(opts TryOptions, fn func(*Ctx[S]) error) (*Failure, err
 		r.mu.Unlock()
 		return nil, verr
 	}
-	if !recorded {
+	if recorded {
+		x.sc.reach(place)
+	} else {
 		place = seq
 		if p, ok := r.hist.PlaceBefore(x.sc.path); ok && p < place {
 			place = p // see PlaceBefore

@@ -36,6 +36,9 @@ func (r *run) visit(sc *scope, path string, kind Kind) (*Entry, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	e, err := r.hist.Visit(path, kind)
+	if e != nil {
+		sc.reach(e.Seq)
+	}
 	if err != nil || e != nil {
 		return e, err
 	}
