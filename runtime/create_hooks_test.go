@@ -225,3 +225,28 @@ func TestRequestsDuringAFailingCreateSeeNoActor(t *testing.T) {
 		t.Fatalf("Get: %v", err)
 	}
 }
+
+// A page token that is not one of this listing's is INVALID_ARGUMENT,
+// saying so: a token of another listing, or text that is no token (most
+// text decodes as base64, so it read as "another listing").
+func TestAListPageTokenNotOfThisListingIsRefused(t *testing.T) {
+	e := newEnv(t, counterReg(t), nil)
+	for _, k := range []string{"a", "b", "c"} {
+		if _, err := e.host.Create(ctx(t), runtime.Ref{Name: "counter", Key: []string{k}}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	page, err := e.host.List(ctx(t), runtime.ListOptions{Name: "counter", Limit: 1})
+	if err != nil || page.NextPageToken == "" {
+		t.Fatalf("first page: %+v, %v", page, err)
+	}
+	for _, tc := range []struct{ what, name, token string }{
+		{"text", "counter", "garbage"},
+		{"another listing's", "other", page.NextPageToken},
+	} {
+		_, err := e.host.List(ctx(t), runtime.ListOptions{Name: tc.name, PageToken: tc.token})
+		if !errors.Is(err, rivet.ErrInvalidArgument) || !strings.Contains(err.Error(), "not one of this listing's") {
+			t.Errorf("%s: %v, want ErrInvalidArgument saying it is not this listing's", tc.what, err)
+		}
+	}
+}

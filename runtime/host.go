@@ -2193,7 +2193,8 @@ func (h *Host) List(ctx context.Context, opts ListOptions) (ListResult, error) {
 		// of another (a name, the failed index) would restart it or end it
 		// early without a word.
 		if !strings.HasPrefix(after, prefix) {
-			return ListResult{}, rivet.Errorf(rivet.ErrInvalidArgument, "bad page token: it continues another listing")
+			// Or it is no token at all: most text is base64 too.
+			return ListResult{}, rivet.Errorf(rivet.ErrInvalidArgument, "bad page token: not one of this listing's (a token continues only the listing that gave it, of the same name and filter)")
 		}
 	}
 	kvs, err := h.store.List(ctx, prefix, storage.ListOptions{StartAfter: after, Limit: limit + 1})
