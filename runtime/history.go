@@ -518,6 +518,46 @@ func (h *Host) checkReplays(ctx context.Context, a *activation, sp *rivet.Spec, 
 	return rivet.Reasonf(rivet.ErrWorkflowFailed, "workflow", "diverged", "the workflow of %s is %s, and the code deployed now does not replay its history: %v; a retry would fail it at once, so it stays %s (retry --from an entry before the change to run the new code from there)", a.describe(), status, err, status)
 }
 
+// checkRetryReplays refuses a plain retry of a failed workflow whose
+// history, as the retry leaves it (entries), the code deployed now does
+// not replay: the retry would fail it again at once with the same
+// divergence (or a value that does not decode), and a `retry
+// --all-failed` after a deploy that still does not match would count it
+// retried (a user trial). Any other failure of the replay is left to the
+// run, as before.
+func (h *Host) checkRetryReplays(ctx context.Context, a *activation, sp *rivet.Spec, entries []workflow.Entry) error {
+	cctx, cancel := context.WithTimeout(ctx, replayCheckTimeout)
+	defer cancel()
+	err := workflow.CheckHistory(cctx, workflow.SystemClock{}, a.ref.Name, a.ref.Key, entries, sp.Run)
+	var div *workflow.DivergenceError
+	var dec *workflow.DecodeError
+	if err == nil || ctx.Err() != nil || cctx.Err() != nil || !errors.As(err, &div) && !errors.As(err, &dec) {
+		return nil
+	}
+	return rivet.Reasonf(rivet.ErrWorkflowFailed, "workflow", "diverged", "the workflow of %s failed, and the code deployed now still does not replay its history: %v; a retry would fail it again at once, so it stays failed (deploy code that replays it, or retry --from an entry before the change to run the new code from there)", a.describe(), err)
+}
+
+// afterRetry returns entries as a retry that deletes trees and puts resets
+// leaves them.
+func afterRetry(entries []workflow.Entry, trees []string, resets []workflow.Entry) []workflow.Entry {
+	deleted := newTreeSet(trees)
+	put := make(map[string]*workflow.Entry, len(resets))
+	for i := range resets {
+		put[resets[i].Path] = &resets[i]
+	}
+	out := make([]workflow.Entry, 0, len(entries))
+	for _, e := range entries {
+		switch r := put[e.Path]; {
+		case deleted.holds(e.Path):
+		case r != nil:
+			out = append(out, *r)
+		default:
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
 // replayCheckTimeout bounds checkReplays: the replay runs the workflow's
 // code outside its steps, which only a bug makes slow.
 const replayCheckTimeout = 10 * time.Second
@@ -578,6 +618,11 @@ func (h *Host) RetryWorkflowWith(ctx context.Context, ref Ref, opts RetryOptions
 		trees, resets, err := retryTrees(entries, from, failedAt)
 		if err != nil {
 			return err
+		}
+		if from == "" && st.Status == WorkflowFailed {
+			if err := h.checkRetryReplays(ctx, a, sp, afterRetry(entries, trees, resets)); err != nil {
+				return err
+			}
 		}
 		var writes []workflow.HistoryWrite
 		for i := range resets {

@@ -226,3 +226,67 @@ func TestAPlainRetryResumesAWorkflowCancelledWhileItRolledBack(t *testing.T) {
 		return inspect(t, e.host, "retryRollingBack", "k").WorkflowStatus == runtime.WorkflowSleeping
 	})
 }
+
+// A plain retry of a workflow that failed on a divergence, with code that
+// still does not replay its history, is refused and the workflow stays
+// failed: it used to be restarted, fail again at once, and count as
+// retried in `retry --all-failed` after a deploy that did not fix it (a
+// user trial). With code that replays it, the retry resumes it.
+func TestAPlainRetryOfAFailedWorkflowThatStillDoesNotReplayIsRefused(t *testing.T) {
+	t.Parallel()
+	actor := func(second string) rivet.Actor[retryDoneState] {
+		return rivet.Actor[retryDoneState]{
+			Name: "retryDiverged",
+			Run: func(ctx *workflow.Ctx[retryDoneState]) error {
+				for _, name := range []string{"a", second} {
+					if err := ctx.Step(name, func(s *workflow.StepCtx[retryDoneState]) error {
+						s.State.Log = append(s.State.Log, name)
+						return nil
+					}); err != nil {
+						return err
+					}
+				}
+				return ctx.Sleep("wait", time.Hour)
+			},
+		}
+	}
+	e := newEnv(t, counterReg(t, actor("b")), nil)
+	ref := runtime.Ref{Name: "retryDiverged", Key: []string{"k"}}
+	if _, _, err := e.host.GetOrCreate(ctx(t), ref, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the workflow's sleep", 20*time.Second, func() bool {
+		return inspect(t, e.host, "retryDiverged", "k").WorkflowStatus == runtime.WorkflowSleeping
+	})
+
+	e.reg = counterReg(t, actor("b2")) // deployed without a gate
+	e.restart()
+	if _, _, err := e.host.GetOrCreate(ctx(t), ref, nil); err != nil { // loaded, it replays
+		t.Fatal(err)
+	}
+	waitFor(t, "the divergence", 20*time.Second, func() bool {
+		return inspect(t, e.host, "retryDiverged", "k").WorkflowStatus == runtime.WorkflowFailed
+	})
+	_, err := e.host.RetryWorkflow(ctx(t), ref, "")
+	var re *rivet.Error
+	if !errors.Is(err, rivet.ErrWorkflowFailed) || !errors.As(err, &re) || re.Code != "diverged" || !strings.Contains(err.Error(), `"b"`) || !strings.Contains(err.Error(), "stays failed") {
+		t.Fatalf("a retry with code that still diverges: %v; want ErrWorkflowFailed, reason workflow.diverged, naming entry b", err)
+	}
+	if ins := inspect(t, e.host, "retryDiverged", "k"); ins.WorkflowStatus != runtime.WorkflowFailed {
+		t.Fatalf("after the refused retry: workflow %s, want failed as it was", ins.WorkflowStatus)
+	}
+
+	e.reg = counterReg(t, actor("b")) // the fix
+	e.restart()
+	if _, err := e.host.RetryWorkflow(ctx(t), ref, ""); err != nil {
+		t.Fatalf("a retry with code that replays it: %v", err)
+	}
+	waitFor(t, "the resumed sleep", 20*time.Second, func() bool {
+		return inspect(t, e.host, "retryDiverged", "k").WorkflowStatus == runtime.WorkflowSleeping
+	})
+	var st retryDoneState
+	decodeJSON(t, inspect(t, e.host, "retryDiverged", "k").State, &st)
+	if strings.Join(st.Log, ",") != "a,b" {
+		t.Fatalf("log %v, want a,b: no step ran again", st.Log)
+	}
+}

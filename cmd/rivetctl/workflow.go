@@ -124,7 +124,10 @@ naming the divergence (workflow.diverged), and the workflow stays completed.
 A plain retry of a cancelled workflow, which resumes it where it stopped,
 is checked the same way: refused, the workflow stays cancelled (one
 cancelled while it rolled back replays to its failure, and resumes the
-rollback).
+rollback). So is a plain retry of a failed workflow, on the history the
+retry would leave: if the code deployed still diverges from it (or a
+recorded value no longer decodes), the retry is refused and the workflow
+stays failed (--all-failed counts it failed).
 A step kept from
 before ENTRY whose compensation failed (or was cut off while it waited to be
 retried) loses that failure: if the run rolls back again, its rollback handler
