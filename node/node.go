@@ -224,6 +224,50 @@ func (n *Node) watchEtcd(ctx context.Context, cc *grpc.ClientConn, endpoints []s
 	}
 }
 
+// quorumPoll is how often watchQuorum asks the member for its leader.
+const quorumPoll = 500 * time.Millisecond
+
+// leaderlessWarnAfter is how long a member goes without a leader before
+// the node warns: an election takes about one election timeout (500 ms).
+var leaderlessWarnAfter = 2 * time.Second // a variable for tests
+
+// watchQuorum logs when the embedded member has had no raft leader for
+// leaderlessWarnAfter (its cluster has lost quorum: a majority of the
+// members cannot reach each other) and when it has one again, once each
+// per outage. Without a leader etcd answers nothing: the node can renew no
+// lease and commit nothing, and its log said only what that cost ("lease
+// lost", "commit failed"), the cause being among etcd's own warnings (a
+// user trial, two of three members killed). The member is reachable, so
+// watchEtcd's "etcd unreachable" does not say it. It returns when ctx is
+// done.
+func (n *Node) watchQuorum(ctx context.Context, quorum func() (bool, int), every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	var since time.Time // when the member lost its leader; zero while it has one
+	warned := false
+	for {
+		leader, members := quorum()
+		switch {
+		case !leader && since.IsZero():
+			since = time.Now()
+		case !leader && !warned && time.Since(since) >= leaderlessWarnAfter:
+			warned = true
+			n.log.Warn("etcd has no leader: its cluster has lost quorum (a majority of its members must reach each other); until it has one this node renews no lease and commits nothing",
+				zap.Int("etcd_members", members), zap.Int("needed", members/2+1), zap.Duration("without_leader_for", time.Since(since).Round(time.Millisecond)))
+		case leader && !since.IsZero():
+			if warned {
+				n.log.Info("etcd has a leader again", zap.Duration("without_leader_for", time.Since(since).Round(time.Millisecond)))
+			}
+			since, warned = time.Time{}, false
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
 // Start starts a node and returns once it serves.
 func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err error) {
 	if err := cfg.validate(); err != nil {
@@ -371,6 +415,8 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 	n.goBackground("committer", func() error { return n.committer.Run(bgCtx) })
 	if n.embedded == nil {
 		n.goBackground("etcd-watch", func() error { n.watchEtcd(bgCtx, n.etcd.ActiveConnection(), endpoints); return nil })
+	} else {
+		n.goBackground("etcd-quorum", func() error { n.watchQuorum(bgCtx, n.embedded.Quorum, quorumPoll); return nil })
 	}
 
 	advertise := cfg.AdvertiseAddr

@@ -508,6 +508,12 @@ func (e *Embedded) KVClient() pb.KVClient {
 // LeaderChanges tells of the member's raft leader, for WithLeaderChanges.
 func (e *Embedded) LeaderChanges() LeaderChanges { return e.etcd.Server }
 
+// Quorum reports whether the member knows a raft leader (its cluster has
+// a quorum that reaches it) and how many members its cluster has.
+func (e *Embedded) Quorum() (leader bool, members int) {
+	return e.etcd.Server.Leader() != 0, len(e.etcd.Server.Cluster().Members())
+}
+
 // Err reports a fatal error of the running member (its listeners failed).
 func (e *Embedded) Err() <-chan error { return e.etcd.Err() }
 
