@@ -130,22 +130,7 @@ func TestTheRetrysReplayCheckEndsWithItsCaller(t *testing.T) {
 // listed failed); with code that does, it resumes.
 func TestAPlainRetryOfACancelledWorkflowThatNoLongerReplaysIsRefused(t *testing.T) {
 	t.Parallel()
-	actor := func(second string) rivet.Actor[retryDoneState] {
-		return rivet.Actor[retryDoneState]{
-			Name: "retryCancelled",
-			Run: func(ctx *workflow.Ctx[retryDoneState]) error {
-				for _, name := range []string{"a", second} {
-					if err := ctx.Step(name, func(s *workflow.StepCtx[retryDoneState]) error {
-						s.State.Log = append(s.State.Log, name)
-						return nil
-					}); err != nil {
-						return err
-					}
-				}
-				return ctx.Sleep("wait", time.Hour)
-			},
-		}
-	}
+	actor := func(second string) rivet.Actor[retryDoneState] { return stepsThenSleep("retryCancelled", second) }
 	e := newEnv(t, counterReg(t, actor("b")), nil)
 	ref := runtime.Ref{Name: "retryCancelled", Key: []string{"k"}}
 	if _, _, err := e.host.GetOrCreate(ctx(t), ref, nil); err != nil {
@@ -227,6 +212,26 @@ func TestAPlainRetryResumesAWorkflowCancelledWhileItRolledBack(t *testing.T) {
 	})
 }
 
+// stepsThenSleep is an actor whose workflow runs steps "a" and second,
+// each logging its name, then sleeps for an hour: a deploy that renames
+// second changes the code under a run in flight.
+func stepsThenSleep(name, second string) rivet.Actor[retryDoneState] {
+	return rivet.Actor[retryDoneState]{
+		Name: name,
+		Run: func(ctx *workflow.Ctx[retryDoneState]) error {
+			for _, name := range []string{"a", second} {
+				if err := ctx.Step(name, func(s *workflow.StepCtx[retryDoneState]) error {
+					s.State.Log = append(s.State.Log, name)
+					return nil
+				}); err != nil {
+					return err
+				}
+			}
+			return ctx.Sleep("wait", time.Hour)
+		},
+	}
+}
+
 // A plain retry of a workflow that failed on a divergence, with code that
 // still does not replay its history, is refused and the workflow stays
 // failed: it used to be restarted, fail again at once, and count as
@@ -234,22 +239,7 @@ func TestAPlainRetryResumesAWorkflowCancelledWhileItRolledBack(t *testing.T) {
 // user trial). With code that replays it, the retry resumes it.
 func TestAPlainRetryOfAFailedWorkflowThatStillDoesNotReplayIsRefused(t *testing.T) {
 	t.Parallel()
-	actor := func(second string) rivet.Actor[retryDoneState] {
-		return rivet.Actor[retryDoneState]{
-			Name: "retryDiverged",
-			Run: func(ctx *workflow.Ctx[retryDoneState]) error {
-				for _, name := range []string{"a", second} {
-					if err := ctx.Step(name, func(s *workflow.StepCtx[retryDoneState]) error {
-						s.State.Log = append(s.State.Log, name)
-						return nil
-					}); err != nil {
-						return err
-					}
-				}
-				return ctx.Sleep("wait", time.Hour)
-			},
-		}
-	}
+	actor := func(second string) rivet.Actor[retryDoneState] { return stepsThenSleep("retryDiverged", second) }
 	e := newEnv(t, counterReg(t, actor("b")), nil)
 	ref := runtime.Ref{Name: "retryDiverged", Key: []string{"k"}}
 	if _, _, err := e.host.GetOrCreate(ctx(t), ref, nil); err != nil {
