@@ -171,13 +171,17 @@ func (h *History) checkOrder(e *Entry) error {
 		o.next++
 	}
 	for _, first := range o.entries[o.next:] {
-		if _, ok := h.unvisited[first.Path]; !ok || h.skippable(first.Path) {
+		if _, ok := h.unvisited[first.Path]; !ok {
 			continue
 		}
-		if first.Seq < e.Seq && first.Path != e.Path {
+		if first.Seq >= e.Seq || first.Path == e.Path {
+			break // by Seq: none after it is before e
+		}
+		// Asked only here, where it is rare: a try block's costs a walk
+		// of the history's blocks.
+		if !h.skippable(first.Path) {
 			return h.diverged(first.Path, describe(first)+" before "+describe(e), fmt.Sprintf("%q first", e.Path))
 		}
-		break
 	}
 	return nil
 }
