@@ -110,7 +110,10 @@ func (c *Ctx[S]) RollbackCheckpoint(name string) error {
 // recorded entries this run has not reached (an instance started under
 // the old code, mid-flight), else latest. Inside a loop each
 // iteration decides on its own. Retire a gate with Removed(name,
-// KindVersionCheck) once no old instance is left.
+// KindVersionCheck) once no old instance is left. Version 1 must be what
+// the code from before the gate does: that code replays a history with
+// the gate at 1 (a deploy rolled back, a node not yet upgraded), and
+// fails one with the gate at a later version.
 //
 //	v, err := ctx.GetVersion("charge-v2", 2)
 //	if v == 1 { /* old steps */ } else { /* new steps */ }
