@@ -160,7 +160,9 @@ func Errorf(kind error, format string, args ...any) *Error {
 
 // UserError returns an error for an actor to return on purpose: it reaches
 // the caller with its code, message and metadata (errors.As to *Error),
-// where any other error from an action is masked as ErrInternal.
+// where any other error from an action is masked as ErrInternal. On the
+// wire its gRPC code is UNKNOWN (an application's own error), its reason
+// "user.<code>" in the error's detail.
 //
 // An error goes over gRPC in HTTP/2 trailers, which clients bound (8 KiB
 // for grpc-java), so a node sends each within about 4 KiB: a message over

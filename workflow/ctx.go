@@ -77,7 +77,9 @@ func (s *StepCtx[S]) Client() caller.Client { return s.client }
 // commit does.
 func (s *StepCtx[S]) Broadcast(name string, data any) error {
 	if s.events == nil {
-		return errors.New("workflow: this host publishes no events")
+		// Critical: no retry makes a host publish (a user trial's
+		// step ran four times on a test host for it).
+		return Critical(errors.New("workflow: this host publishes no events"))
 	}
 	return s.events.Broadcast(name, data)
 }
@@ -107,7 +109,9 @@ func (s *StepCtx[S]) Schedule() caller.Scheduler {
 // fails.
 type noScheduler struct{}
 
-var errNoScheduler = errors.New("workflow: this host keeps no scheduled calls")
+// Critical: no retry gives the host a scheduler (workflowtest.Host has
+// none: schedules are tested on a node, nodetest).
+var errNoScheduler = Critical(errors.New("workflow: this host keeps no scheduled calls (workflowtest.Host keeps none: test schedules with nodetest)"))
 
 func (noScheduler) After(time.Duration, string, ...any) (string, error) { return "", errNoScheduler }
 func (noScheduler) At(time.Time, string, ...any) (string, error)        { return "", errNoScheduler }

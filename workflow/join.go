@@ -29,6 +29,8 @@ type Branches[S, T any] map[string]func(*Ctx[S]) (T, error)
 // others go on has its failure recorded at once, and a join replayed
 // before it settled holds it: the branch replays against its record as a
 // settled one does, and fails as recorded even if its code changed since.
+// A join needs a branch: with none it fails the run (ErrInvalid), so a
+// fan-out sized at run time skips the Join when it has nothing to fan out.
 func Join[S, T any](c *Ctx[S], name string, branches Branches[S, T]) (map[string]T, error) {
 	names := make([]string, 0, len(branches))
 	for n := range branches {

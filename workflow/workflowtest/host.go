@@ -80,6 +80,7 @@ type Host[S any] struct {
 	Queues []string
 
 	mu          sync.Mutex
+	events      []Event
 	state       []byte
 	history     map[string][]byte
 	queue       []workflow.RawMessage
@@ -91,6 +92,36 @@ type Host[S any] struct {
 	crashes     map[int]bool // commit number -> crash after applying it
 	wakes       chan workflow.Wake
 	hangs       chan struct{}
+}
+
+// Event is an event a step published (StepCtx.Broadcast), its data as
+// JSON.
+type Event struct {
+	Name string
+	Data json.RawMessage
+}
+
+// Events returns the events the workflow's steps published, in order: as
+// on a node, those of attempts whose commit applied (a failed attempt's
+// too: roll-forward), not those of an attempt abandoned, refused by the
+// limits, or lost to a crash before its commit (whose run publishes them
+// again).
+func (h *Host[S]) Events() []Event {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.events)
+}
+
+// stepEvents collects one attempt's events until its commit.
+type stepEvents struct{ events []Event }
+
+func (e *stepEvents) Broadcast(name string, data any) error {
+	b, err := json.Marshal(data)
+	if err != nil {
+		return fmt.Errorf("workflowtest: event %q's data does not marshal: %w", name, err)
+	}
+	e.events = append(e.events, Event{Name: name, Data: b})
+	return nil
 }
 
 // NewHost returns an actor whose committed state is initial.
@@ -359,6 +390,13 @@ func (h *Host[S]) Drive(ctx context.Context, fn func(*workflow.Ctx[S]) error, op
 			}
 		}
 		cancel(nil)
+		if out.Status == workflow.RunYielded && ctx.Err() != nil && out.Err != nil {
+			// Drive moves the clock whenever the run waits on it, so a
+			// run still going when ctx ended was mostly held by a step
+			// body (a user trial's fake call waiting for its context
+			// left the clock where it was, silently).
+			out.Err = fmt.Errorf("workflowtest: Drive's context ended before the run did (%w); a step body blocked on something other than the clock? (a fake that waits for its context calls Host.Hang, which moves the clock to the step's timeout)", out.Err)
+		}
 		if out.Status != workflow.RunYielded || ctx.Err() != nil || stop {
 			return out, n
 		}
@@ -419,6 +457,9 @@ type activation[S any] struct {
 	dead          bool
 	deferred      []workflow.HistoryWrite
 	deferredState []byte
+	// deferredEvents are the events of the deferred steps, and of an
+	// attempt whose commit is being made, published when a commit applies.
+	deferredEvents []Event
 }
 
 var _ workflow.Host = (*activation[struct{}])(nil)
@@ -476,21 +517,25 @@ func (a *activation[S]) RunStep(ctx context.Context, ephemeral bool, fn func(wor
 		return ErrCrash
 	}
 	var checked []byte // the state as check encoded it
+	pub := &stepEvents{}
 	check := func(out json.RawMessage) error {
 		if err := a.CheckOutput(out); err != nil {
+			pub.events = nil
 			return a.discard(err)
 		}
 		b, err := marshalGuarded(a.state)
 		if err != nil {
+			pub.events = nil
 			return a.discard(fmt.Errorf("workflowtest: the state does not marshal to JSON: %w; the attempt's changes were discarded", err))
 		}
 		if lim := a.h.MaxStateBytes; lim > 0 && len(b) > lim && !bytes.Equal(b, a.committedState()) {
+			pub.events = nil
 			return a.discard(fmt.Errorf("workflowtest: the state would be %d bytes, the limit is %d; the attempt's changes were discarded", len(b), lim))
 		}
 		checked = b
 		return nil
 	}
-	writes := fn(workflow.StepEnv{State: a.state, Client: a.h.Client, Check: check})
+	writes := fn(workflow.StepEnv{State: a.state, Client: a.h.Client, Events: pub, Check: check})
 	if writes == nil {
 		// Abandoned attempt (its race lost, the run evicted): it commits
 		// nothing, so memory goes back to what this activation holds as
@@ -512,9 +557,16 @@ func (a *activation[S]) RunStep(ctx context.Context, ephemeral bool, fn func(wor
 	if ephemeral && !a.dead {
 		a.deferred = workflow.AppendWrites(a.deferred, writes...)
 		a.deferredState = snap
+		a.deferredEvents = append(a.deferredEvents, pub.events...)
 		return nil
 	}
-	return a.commitLocked(writes, snap, nil)
+	before := len(a.deferredEvents)
+	a.deferredEvents = append(a.deferredEvents, pub.events...)
+	err := a.commitLocked(writes, snap, nil)
+	if err != nil && !a.dead {
+		a.deferredEvents = a.deferredEvents[:before] // not committed: the attempt's own go
+	}
+	return err
 }
 
 // marshalGuarded is json.Marshal with a panic of the value's encoder (the
@@ -704,6 +756,8 @@ func (a *activation[S]) commitLocked(writes []workflow.HistoryWrite, snap []byte
 		}
 	}
 	a.deferred, a.deferredState = nil, nil
+	h.events = append(h.events, a.deferredEvents...)
+	a.deferredEvents = nil
 	for _, f := range after {
 		f()
 	}
@@ -726,7 +780,7 @@ func (a *activation[S]) commitLocked(writes []workflow.HistoryWrite, snap []byte
 // would.
 func (a *activation[S]) die() {
 	a.dead = true
-	a.deferred, a.deferredState = nil, nil
+	a.deferred, a.deferredState, a.deferredEvents = nil, nil, nil
 	a.kill(ErrCrash)
 }
 
