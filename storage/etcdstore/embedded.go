@@ -64,22 +64,32 @@ func (c *mutableCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.
 	case c.muted.Load(), e.Message == msgSinglePort, e.Message == msgSimpleToken:
 		return ce
 	case e.Message == msgStorageVersion, e.Message == msgSchemaDetect, e.Message == msgPublish:
-		if c.Enabled(e.Level) {
-			return ce.AddCore(e, c) // Write looks at its error
-		}
-		return ce
+		// Dropped by their error, which only Write sees; what is kept
+		// is sampled as the rest (filtered: Check decides, not Write).
+		return filtered(c.Core, e, ce, func(fields []zapcore.Field) ([]zapcore.Field, bool) {
+			return fields, !harmless(e.Message, fields)
+		})
 	}
 	return c.Core.Check(e, ce)
 }
 
 func (c *mutableCore) Write(e zapcore.Entry, fields []zapcore.Field) error {
-	if (e.Message == msgStorageVersion || e.Message == msgSchemaDetect) && schemaNotYetDetectable(fields) {
-		return nil
-	}
-	if e.Message == msgPublish && stillApplying(fields) {
+	if harmless(e.Message, fields) {
 		return nil
 	}
 	return c.Core.Write(e, fields)
+}
+
+// harmless reports whether an entry of message msg with fields is one of
+// those etcd logs though nothing is wrong, told by its error.
+func harmless(msg string, fields []zapcore.Field) bool {
+	switch msg {
+	case msgStorageVersion, msgSchemaDetect:
+		return schemaNotYetDetectable(fields)
+	case msgPublish:
+		return stillApplying(fields)
+	}
+	return false
 }
 
 // schemaNotYetDetectable reports whether fields hold the error of a

@@ -22,15 +22,41 @@ func ShortFields(core zapcore.Core) zapcore.Core { return shortFieldsCore{core} 
 
 type shortFieldsCore struct{ zapcore.Core }
 
+// Check lets the wrapped core decide, as it would alone (its sampler, a
+// tee's levels per output), and cuts the fields of what it takes.
 func (c shortFieldsCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
-	if c.Enabled(e.Level) {
-		return ce.AddCore(e, c)
-	}
-	return ce
+	return filtered(c.Core, e, ce, func(fields []zapcore.Field) ([]zapcore.Field, bool) { return shortened(fields), true })
 }
 
 func (c shortFieldsCore) Write(e zapcore.Entry, fields []zapcore.Field) error {
 	return c.Core.Write(e, shortened(fields))
+}
+
+// filtered adds to ce what inner's own Check takes of e, its fields
+// passed through filter as it is written (false drops the entry). A core
+// that changes fields cannot write through inner.Write alone: that skips
+// the decisions inner's Check makes (a sampler's, a tee's per core).
+func filtered(inner zapcore.Core, e zapcore.Entry, ce *zapcore.CheckedEntry, filter func([]zapcore.Field) ([]zapcore.Field, bool)) *zapcore.CheckedEntry {
+	taken := inner.Check(e, nil)
+	if taken == nil {
+		return ce
+	}
+	return ce.AddCore(e, checkedWriter{Core: inner, taken: taken, filter: filter})
+}
+
+// checkedWriter writes one entry that a core's Check took (taken), its
+// fields filtered.
+type checkedWriter struct {
+	zapcore.Core // for Enabled, With and Sync; Write goes to taken
+	taken        *zapcore.CheckedEntry
+	filter       func([]zapcore.Field) ([]zapcore.Field, bool)
+}
+
+func (w checkedWriter) Write(_ zapcore.Entry, fields []zapcore.Field) error {
+	if fields, keep := w.filter(fields); keep {
+		w.taken.Write(fields...)
+	}
+	return nil
 }
 
 func (c shortFieldsCore) With(fields []zapcore.Field) zapcore.Core {

@@ -164,3 +164,34 @@ func TestOnlyAPublishRefusedWhileApplyingIsDropped(t *testing.T) {
 		t.Fatalf("logged %v, want the timeout alone", got)
 	}
 }
+
+// The member's logger leaves to the node's logger what it takes: its
+// sampler, and a tee's levels per output (cutting long fields made every
+// etcd line pass both: a review's find), and the harmless messages'
+// other errors are sampled as the member's other warnings are. An entry
+// with no fields is written.
+func TestTheMembersLogKeepsTheNodesLoggersChoices(t *testing.T) {
+	info, infoLogs := observer.New(zapcore.InfoLevel)
+	errOnly, errLogs := observer.New(zapcore.ErrorLevel)
+	var closing atomic.Bool
+	memberLogger(zap.New(zapcore.NewTee(info, errOnly)), &closing).Warn("some etcd warning")
+	if infoLogs.Len() != 1 || errLogs.Len() != 0 {
+		t.Errorf("a warning reached %d info and %d error-only outputs, want 1 and 0", infoLogs.Len(), errLogs.Len())
+	}
+	sampledCore, sampled := observer.New(zapcore.InfoLevel)
+	lg := zap.New(ShortFields(zapcore.NewSamplerWithOptions(sampledCore, time.Minute, 1, 0)))
+	for range 5 {
+		lg.Warn("same")
+	}
+	if sampled.Len() != 1 {
+		t.Errorf("a sampler below let %d of 5 identical lines through, want 1", sampled.Len())
+	}
+	core, logs := observer.New(zapcore.InfoLevel)
+	member := memberLogger(zap.New(core), &closing)
+	for range 50 {
+		member.Warn(msgPublish, zap.Error(etcderrors.ErrTimeout))
+	}
+	if n := logs.Len(); n != memberLogBurst {
+		t.Errorf("%d of 50 publish failures logged, want the member's burst, %d", n, memberLogBurst)
+	}
+}
