@@ -90,10 +90,24 @@ func RunMain(args []string, reg *rivet.Registry) error {
 // operator who presses Ctrl-C again expects: a stop can take up to its
 // 20 s bound, and the signal would otherwise be swallowed until Run
 // returns. stop releases the signals, as signal.NotifyContext's does.
+// The signals' default action is back before ctx ends: with
+// NotifyContext and an AfterFunc that released them, a node could see
+// ctx end and log "stopping" before the release ran, and a second signal
+// sent then was swallowed (the e2e test of it failed so once, on a loaded
+// machine).
 func SignalContext() (ctx context.Context, stop context.CancelFunc) {
-	ctx, stop = signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	context.AfterFunc(ctx, stop)
-	return ctx, stop
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		select {
+		case <-sigs:
+		case <-ctx.Done():
+		}
+		signal.Stop(sigs)
+		cancel()
+	}()
+	return ctx, cancel
 }
 
 func progName() string {
