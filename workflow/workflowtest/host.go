@@ -518,19 +518,20 @@ func (a *activation[S]) RunStep(ctx context.Context, ephemeral bool, fn func(wor
 	}
 	var checked []byte // the state as check encoded it
 	pub := &stepEvents{}
+	refuse := func(why error) error { // the attempt's changes go, its events too
+		pub.events = nil
+		return a.discard(why)
+	}
 	check := func(out json.RawMessage) error {
 		if err := a.CheckOutput(out); err != nil {
-			pub.events = nil
-			return a.discard(err)
+			return refuse(err)
 		}
 		b, err := marshalGuarded(a.state)
 		if err != nil {
-			pub.events = nil
-			return a.discard(fmt.Errorf("workflowtest: the state does not marshal to JSON: %w; the attempt's changes were discarded", err))
+			return refuse(fmt.Errorf("workflowtest: the state does not marshal to JSON: %w; the attempt's changes were discarded", err))
 		}
 		if lim := a.h.MaxStateBytes; lim > 0 && len(b) > lim && !bytes.Equal(b, a.committedState()) {
-			pub.events = nil
-			return a.discard(fmt.Errorf("workflowtest: the state would be %d bytes, the limit is %d; the attempt's changes were discarded", len(b), lim))
+			return refuse(fmt.Errorf("workflowtest: the state would be %d bytes, the limit is %d; the attempt's changes were discarded", len(b), lim))
 		}
 		checked = b
 		return nil
