@@ -29,8 +29,10 @@ type Branches[S, T any] map[string]func(*Ctx[S]) (T, error)
 // others go on has its failure recorded at once, and a join replayed
 // before it settled holds it: the branch replays against its record as a
 // settled one does, and fails as recorded even if its code changed since.
-// A join needs a branch: with none it fails the run (ErrInvalid), so a
-// fan-out sized at run time skips the Join when it has nothing to fan out.
+// A join with no branches (a fan-out sized at run time that has nothing to
+// fan out) returns an empty map at once, as Promise.allSettled([]) does;
+// its record holds no branches. A race needs a branch (one with none could
+// never be decided): with none it fails the run (ErrInvalid).
 func Join[S, T any](c *Ctx[S], name string, branches Branches[S, T]) (map[string]T, error) {
 	names := make([]string, 0, len(branches))
 	for n := range branches {
@@ -202,7 +204,7 @@ type branchResult struct {
 
 // checkBranches validates the branch names of a join or race.
 func checkBranches(kind Kind, name string, names []string) error {
-	if len(names) == 0 {
+	if len(names) == 0 && kind != KindJoin {
 		return fmt.Errorf("%w: %s %q has no branches", ErrInvalid, kind, name)
 	}
 	seen := map[string]bool{}
@@ -273,7 +275,8 @@ func (x *cx) open(kind Kind, name string, names []string) (string, *Entry, bool,
 	for _, n := range names {
 		e.Branches[n] = Branch{Status: StatusPending}
 	}
-	if t.now.IsZero() {
+	stamped := t.now.IsZero()
+	if stamped {
 		// No entry the code passed recorded a time (the join or race
 		// opens before any step, sleep or receive): this one records
 		// the host's, which its branches and the code after it read
@@ -284,6 +287,23 @@ func (x *cx) open(kind Kind, name string, names []string) (string, *Entry, bool,
 		// may wait for the next commit and be lost, and the join settle
 		// again later.
 		e.Time = t.stamp()
+	}
+	if len(names) == 0 {
+		// A join with nothing to run settles as it opens. Its record
+		// waits for the next commit, as a settled join's does (a replay
+		// that finds none settles it again the same way), unless it
+		// holds the host's time, which a replay would read later.
+		e.Status = StatusCompleted
+		if stamped {
+			if err := t.commit(HistoryWrite{Put: e}); err != nil {
+				return path, e, false, err
+			}
+		} else {
+			e.Time = t.now
+			t.record(HistoryWrite{Put: e})
+		}
+		t.advance(e.Time)
+		return path, e, true, nil
 	}
 	if err := t.commit(HistoryWrite{Put: e}); err != nil {
 		return path, e, false, err

@@ -254,6 +254,9 @@ func (g *rsGen) node(depth int, inLoop bool, names map[string]int) *rsNode {
 
 func (g *rsGen) branches(n *rsNode, depth int, inLoop bool) {
 	k := 2 + g.rng.Intn(2)
+	if n.kind == rsJoinK && g.rng.Intn(8) == 0 {
+		k = 0 // a fan-out with nothing to fan out
+	}
 	for i := 0; i < k; i++ {
 		n.bnames = append(n.bnames, string(rune('a'+i)))
 		n.branches = append(n.branches, g.seq(depth+1, inLoop, 1+g.rng.Intn(3)))
