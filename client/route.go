@@ -2,6 +2,8 @@ package client
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -39,8 +41,14 @@ type router struct {
 	// one dropped from conns as its node left the table is retired, and
 	// closed as the last of them ends, not under them (a call cut off
 	// that way may have run, and could not be sent on again).
-	inUse     map[*grpc.ClientConn]int
-	retired   map[*grpc.ClientConn]bool
+	inUse   map[*grpc.ClientConn]int
+	retired map[*grpc.ClientConn]bool
+	// uses are the calls and streams in flight on those connections,
+	// which a refresh cuts off when their node is no longer a live
+	// member (cutOff); watching says that watch runs, refreshing the
+	// table while there are any.
+	uses      map[*use]struct{}
+	watching  bool
 	bad       map[string]time.Time // addresses that failed to dial, until
 	fetched   time.Time
 	refreshed chan struct{} // while a refresh runs: closed as it ends
@@ -62,7 +70,7 @@ func newRouter(seed *grpc.ClientConn, dial []grpc.DialOption, every time.Duratio
 		seed: seed, admin: rivetv1.NewAdminServiceClient(seed), dial: dial, every: every,
 		conns: map[string]*grpc.ClientConn{}, bad: map[string]time.Time{},
 		inUse: map[*grpc.ClientConn]int{}, retired: map[*grpc.ClientConn]bool{},
-		ctx: ctx, stop: stop,
+		uses: map[*use]struct{}{}, ctx: ctx, stop: stop,
 	}
 }
 
@@ -70,17 +78,102 @@ type actorRequest interface{ GetActor() *rivetv1.ActorRef }
 
 // Invoke implements grpc.ClientConnInterface.
 func (r *router) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
-	conn, addr := r.pick(args)
-	if conn == nil {
+	u := r.pick(ctx, args)
+	if u == nil {
 		return r.seed.Invoke(ctx, method, args, reply, opts...)
 	}
 	p := peer.Peer{Addr: noPeer}
-	err := conn.Invoke(ctx, method, args, reply, append(opts, grpc.Peer(&p))...)
-	r.done(conn)
-	if r.unreached(addr, err, p.Addr != noPeer) {
+	err := u.conn.Invoke(u.ctx, method, args, reply, append(opts, grpc.Peer(&p))...)
+	r.release(u)
+	connected := p.Addr != noPeer
+	if !connected && u.cut(ctx, err) != nil {
+		// Cut off before it had a stream: it was never sent, and the
+		// seed forwards it.
+		return r.seed.Invoke(ctx, method, args, reply, opts...)
+	}
+	err = u.failure(ctx, err)
+	if r.unreached(u.addr, err, connected) {
 		return r.seed.Invoke(ctx, method, args, reply, opts...)
 	}
 	return err
+}
+
+// A use is one call or stream on a connection that pick returned, until
+// release. Its context is the caller's, which a refresh of the table cuts
+// off (with an *ownerGone cause) when its node is no longer a live member
+// of the cluster: a node that froze (a stopped process, a cut network)
+// keeps its connections open, and a call in flight on one would otherwise
+// wait for the connection's keepalive (about 15 s, clientKeepalive),
+// where the node that forwards a call learns within seconds that its
+// owner is gone.
+type use struct {
+	conn *grpc.ClientConn
+	addr string
+	node string // the owner's ID, as the table named it
+	// ctx is the call's or stream's context; cancel cuts it off.
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+}
+
+// ownerGone is why the router cut off a call or stream: its node is no
+// longer a live member of the cluster (state, as Members said it; "" if
+// it is not listed at all).
+type ownerGone struct{ node, addr, state string }
+
+func (g *ownerGone) Error() string {
+	why := "is no longer listed among the cluster's members"
+	if g.state != "" {
+		why = fmt.Sprintf("is listed %q, no longer alive, among the cluster's members", g.state)
+	}
+	return fmt.Sprintf("node %s (%s), the actor's owner, stopped answering: it %s, and the request in flight on it was cut off; it may have run (its outcome is unknown)", g.node, g.addr, why)
+}
+
+// status is how a call cut off fails: UNAVAILABLE without an ActorError,
+// as a connection that broke mid-call (and a call a node forwarded to an
+// owner that left, whose peer stream broke) fails. The client retries it
+// only for requests without side effects: the owner may have run it.
+func (g *ownerGone) status() *status.Status { return status.New(codes.Unavailable, g.Error()) }
+
+// cut returns why the router cut u off, if it did, err is what that did
+// (gRPC's Canceled) and the caller's ctx has not ended.
+func (u *use) cut(ctx context.Context, err error) *ownerGone {
+	var g *ownerGone
+	if err == nil || ctx.Err() != nil || status.Code(err) != codes.Canceled || !errors.As(context.Cause(u.ctx), &g) {
+		return nil
+	}
+	return g
+}
+
+// failure is the error of a call or stream on u that failed with err: the
+// UNAVAILABLE of ownerGone if the router cut it off; the caller's own
+// context's error if that ended too (a cut off call may report Canceled
+// where the caller's deadline ran out); err otherwise.
+func (u *use) failure(ctx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	if g := u.cut(ctx, err); g != nil {
+		return g.status().Err()
+	}
+	if ctx.Err() != nil && errors.As(context.Cause(u.ctx), new(*ownerGone)) {
+		return status.FromContextError(ctx.Err()).Err()
+	}
+	return err
+}
+
+// cutStream is a Subscribe stream on a use, whose Recv says why the
+// router cut it off: an UNAVAILABLE, after which the subscription
+// subscribes again (where the table says the actor is now), not a
+// Canceled, which would end it.
+type cutStream struct {
+	grpc.ServerStreamingClient[rivetv1.SubscribeResponse]
+	u   *use
+	ctx context.Context // the caller's
+}
+
+func (s *cutStream) Recv() (*rivetv1.SubscribeResponse, error) {
+	m, err := s.ServerStreamingClient.Recv()
+	return m, s.u.failure(s.ctx, err)
 }
 
 // unreached reports whether err says that the owner at addr could not be
@@ -109,6 +202,38 @@ func (r *router) NewStream(ctx context.Context, desc *grpc.StreamDesc, method st
 	return r.seed.NewStream(ctx, desc, method, opts...)
 }
 
+// cutOff cuts off the calls and streams in flight on nodes that members
+// (the cluster's, as a refresh read them) no longer lists as live: gone
+// from the list, or in a state other than "alive" or "unknown" (gossip
+// declared it dead; "unregistered": its lease in etcd expired, which is
+// when the nodes forwarding to it give it up, server.PeerConn closed by
+// the node's prune). A node that left the gossip while still registered
+// ("left", with the record's start time) is stopping gracefully: it
+// finishes the calls in flight and then closes its connections, so they
+// are left to end by themselves (new calls go to the seed meanwhile).
+// An empty list cuts off nothing: every node lists itself, so that is
+// not an answer to act on. Called with mu held.
+func (r *router) cutOff(members []*rivetv1.Member) {
+	if len(r.uses) == 0 || len(members) == 0 {
+		return
+	}
+	keep := map[string]bool{}
+	state := map[string]string{}
+	for _, m := range members {
+		st := m.GetState()
+		if st == "alive" || st == "unknown" || st == "left" && m.GetStartedAt() != nil {
+			keep[m.GetGrpcAddr()] = true
+		} else {
+			state[m.GetGrpcAddr()] = st
+		}
+	}
+	for u := range r.uses {
+		if !keep[u.addr] {
+			u.cancel(&ownerGone{node: u.node, addr: u.addr, state: state[u.addr]})
+		}
+	}
+}
+
 // dropConns drops the connections to nodes no longer members at all (not
 // in live) and returns those to close now; those in use are retired, and
 // closed by their last use's done. Called with mu held.
@@ -127,8 +252,17 @@ func (r *router) dropConns(live map[string]bool) (closeNow []*grpc.ClientConn) {
 	return closeNow
 }
 
-// done ends a use of c that pick began, closing c if it was the last use
-// of a retired connection.
+// release ends u, a use that pick began.
+func (r *router) release(u *use) {
+	r.mu.Lock()
+	delete(r.uses, u)
+	r.mu.Unlock()
+	u.cancel(nil) // a cause given before stays
+	r.done(u.conn)
+}
+
+// done ends a use of c, closing c if it was the last use of a retired
+// connection.
 func (r *router) done(c *grpc.ClientConn) {
 	r.mu.Lock()
 	n := r.inUse[c] - 1
@@ -145,33 +279,35 @@ func (r *router) done(c *grpc.ClientConn) {
 	}
 }
 
-// pick returns the connection to the owner of the request's actor, or nil
-// for the seed. A connection it returns is in use until done.
-func (r *router) pick(args any) (*grpc.ClientConn, string) {
+// pick returns a use of the connection to the owner of the request's
+// actor, with a context derived from ctx for the call or stream, or nil
+// for the seed. The use lasts until release.
+func (r *router) pick(ctx context.Context, args any) *use {
 	r.maybeRefresh()
 	ar, ok := args.(actorRequest)
 	if !ok || ar.GetActor() == nil {
-		return nil, ""
+		return nil
 	}
 	if _, ok := args.(proto.Message); !ok {
-		return nil, ""
+		return nil
 	}
 	a := ar.GetActor()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.count == 0 || r.closed {
-		return nil, ""
+		return nil
 	}
 	p := placement.Partition(a.GetName(), storage.EncodeKey(a.GetKey()), r.count)
-	addr := r.addrs[r.owners[p]]
+	node := r.owners[p]
+	addr := r.addrs[node]
 	if addr == "" || time.Now().Before(r.bad[addr]) {
-		return nil, ""
+		return nil
 	}
 	c, ok := r.conns[addr]
 	if !ok {
 		var err error
 		if c, err = grpc.NewClient(addr, r.dial...); err != nil {
-			return nil, ""
+			return nil
 		}
 		r.conns[addr] = c
 	}
@@ -181,10 +317,57 @@ func (r *router) pick(args any) (*grpc.ClientConn, string) {
 		// meanwhile, and the connection is tried in the background. A
 		// call on it would wait for the dial, or fail.
 		c.Connect()
-		return nil, ""
+		return nil
 	}
 	r.inUse[c]++
-	return c, addr
+	u := &use{conn: c, addr: addr, node: node}
+	u.ctx, u.cancel = context.WithCancelCause(ctx)
+	r.uses[u] = struct{}{}
+	if !r.watching {
+		r.watching = true
+		r.wg.Add(1)
+		go r.watch()
+	}
+	return u
+}
+
+// watch refreshes the table every interval while calls or streams are in
+// flight on the owners' connections, whether or not new calls come (which
+// refresh it too, maybeRefresh), so that a refresh finds, and cuts off, the
+// uses of a node that froze (cutOff). It ends when none is left, or with
+// close.
+func (r *router) watch() {
+	defer r.wg.Done()
+	for {
+		r.mu.Lock()
+		if r.closed || len(r.uses) == 0 {
+			r.watching = false
+			r.mu.Unlock()
+			return
+		}
+		wait := r.every - time.Since(r.fetched)
+		running := r.refreshed
+		if running == nil && wait <= 0 {
+			r.startRefresh()
+			running = r.refreshed
+		}
+		r.mu.Unlock()
+		if running == nil {
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-r.ctx.Done(): // close
+				t.Stop()
+				return
+			}
+			continue
+		}
+		select {
+		case <-running:
+		case <-r.ctx.Done(): // close
+			return
+		}
+	}
 }
 
 // maybeRefresh starts a refresh of the table if it is older than every
@@ -265,6 +448,7 @@ func (r *router) refresh(done chan struct{}) {
 			r.addrs[m.GetNodeId()] = m.GetGrpcAddr()
 		}
 	}
+	r.cutOff(ms.GetMembers())
 	stale = r.dropConns(live) // closed once mu is released
 	for addr, until := range r.bad {
 		if time.Now().After(until) {

@@ -143,19 +143,23 @@ func (h *ActorHandle) subscribe(ctx context.Context, req *rivetv1.SubscribeReque
 		if r := h.c.router; r != nil {
 			// Straight to the owner, as calls go: the events then take
 			// no hop through a forwarding node.
-			if conn, addr := r.pick(req); conn != nil {
-				stream, err := openStream(ctx, rivetv1.NewActorServiceClient(conn), req, opts...)
+			if u := r.pick(ctx, req); u != nil {
+				stream, err := openStream(u.ctx, rivetv1.NewActorServiceClient(u.conn), req, opts...)
 				if err != nil {
-					r.done(conn)
+					r.release(u)
+					// Cut off as it opened: UNAVAILABLE, retried.
+					err = u.failure(ctx, err)
 				} else {
 					// In use until the stream ends (its context ends
-					// with it, however it ends).
-					context.AfterFunc(stream.Context(), func() { r.done(conn) })
+					// with it, however it ends); cut off by a refresh
+					// that finds the owner gone, its Recv says so.
+					context.AfterFunc(stream.Context(), func() { r.release(u) })
+					stream = &cutStream{ServerStreamingClient: stream, u: u, ctx: ctx}
 				}
 				// By the error alone, as before the Peer option: a
 				// subscription is idempotent, so an owner that never
 				// connected costs at most a retry, not a call run twice.
-				if !r.unreached(addr, err, true) {
+				if !r.unreached(u.addr, err, true) {
 					return stream, err
 				}
 			}
