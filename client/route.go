@@ -110,6 +110,8 @@ type use struct {
 	conn *grpc.ClientConn
 	addr string
 	node string // the owner's ID, as the table named it
+	// stream says that it is a subscription's, not a call's.
+	stream bool
 	// ctx is the call's or stream's context; cancel cuts it off.
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -118,14 +120,20 @@ type use struct {
 // ownerGone is why the router cut off a call or stream: its node is no
 // longer a live member of the cluster (state, as Members said it; "" if
 // it is not listed at all).
-type ownerGone struct{ node, addr, state string }
+type ownerGone struct {
+	node, addr, state string
+	stream            bool // a subscription's, not a call's
+}
 
 func (g *ownerGone) Error() string {
 	why := "is no longer listed among the cluster's members"
 	if g.state != "" {
 		why = fmt.Sprintf("is listed %q, no longer alive, among the cluster's members", g.state)
 	}
-	return fmt.Sprintf("node %s (%s), the actor's owner, stopped answering: it %s, and the request in flight on it was cut off; it may have run (its outcome is unknown)", g.node, g.addr, why)
+	if g.stream {
+		return fmt.Sprintf("node %s (%s), the actor's owner, stopped answering: it %s, and the subscription on it was cut off", g.node, g.addr, why)
+	}
+	return fmt.Sprintf("node %s (%s), the actor's owner, stopped answering: it %s, and the call in flight on it was cut off; it may have run (its outcome is unknown)", g.node, g.addr, why)
 }
 
 // status is how a call cut off fails: UNAVAILABLE without an ActorError,
@@ -229,7 +237,7 @@ func (r *router) cutOff(members []*rivetv1.Member) {
 	}
 	for u := range r.uses {
 		if !keep[u.addr] {
-			u.cancel(&ownerGone{node: u.node, addr: u.addr, state: state[u.addr]})
+			u.cancel(&ownerGone{node: u.node, addr: u.addr, state: state[u.addr], stream: u.stream})
 		}
 	}
 }
@@ -320,7 +328,8 @@ func (r *router) pick(ctx context.Context, args any) *use {
 		return nil
 	}
 	r.inUse[c]++
-	u := &use{conn: c, addr: addr, node: node}
+	_, stream := args.(*rivetv1.SubscribeRequest)
+	u := &use{conn: c, addr: addr, node: node, stream: stream}
 	u.ctx, u.cancel = context.WithCancelCause(ctx)
 	r.uses[u] = struct{}{}
 	if !r.watching {
