@@ -1,11 +1,21 @@
 package client
 
 import (
+	"context"
+	"errors"
+	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
+	"github.com/rivet-go/rivet/internal/rpcerr"
 )
 
 // A connection to a node that left the table is closed at once if idle,
@@ -61,5 +71,103 @@ func TestARetiredConnectionClosesAfterItsLastUse(t *testing.T) {
 	r.close()
 	if c1.GetState() != connectivity.Shutdown || c2.GetState() != connectivity.Shutdown {
 		t.Fatalf("after close: %v and %v, want both shut down", c1.GetState(), c2.GetState())
+	}
+}
+
+// A refresh cuts off the uses of nodes the member list no longer has as
+// live: dead, "unregistered" (lease lost), left and unregistered, or not
+// listed; not those of a node alive, "unknown" (not yet in gossip), or
+// left while still registered (stopping gracefully: it finishes its calls).
+// An empty list cuts off nothing.
+func TestCutOffCutsTheUsesOfNodesNoLongerLive(t *testing.T) {
+	r := newRouter(nil, nil, 0)
+	defer r.stop()
+	started := timestamppb.Now()
+	members := []*rivetv1.Member{
+		{NodeId: "alive", GrpcAddr: "alive:1", State: "alive", StartedAt: started},
+		{NodeId: "unknown", GrpcAddr: "unknown:1", State: "unknown", StartedAt: started},
+		{NodeId: "stopping", GrpcAddr: "stopping:1", State: "left", StartedAt: started},
+		{NodeId: "gone", GrpcAddr: "left:1", State: "left"},
+		{NodeId: "dead", GrpcAddr: "dead:1", State: "dead", StartedAt: started},
+		{NodeId: "lost", GrpcAddr: "lost:1", State: "unregistered"},
+		// A node restarted at a dead one's address: the address is live.
+		{NodeId: "old", GrpcAddr: "alive:1", State: "dead"},
+	}
+	uses := map[string]*use{}
+	for _, addr := range []string{"alive:1", "unknown:1", "stopping:1", "left:1", "dead:1", "lost:1", "unlisted:1"} {
+		u := &use{addr: addr, node: strings.TrimSuffix(addr, ":1")}
+		u.ctx, u.cancel = context.WithCancelCause(context.Background())
+		defer u.cancel(nil)
+		uses[addr] = u
+		r.uses[u] = struct{}{}
+	}
+	r.mu.Lock()
+	r.cutOff(nil)
+	r.mu.Unlock()
+	for addr, u := range uses {
+		if u.ctx.Err() != nil {
+			t.Fatalf("an empty member list cut off the use at %s", addr)
+		}
+	}
+	r.mu.Lock()
+	r.cutOff(members)
+	r.mu.Unlock()
+	for addr, want := range map[string]string{"alive:1": "", "unknown:1": "", "stopping:1": "", "left:1": `"left"`, "dead:1": `"dead"`, "lost:1": `"unregistered"`, "unlisted:1": "no longer listed"} {
+		cause := context.Cause(uses[addr].ctx)
+		var g *ownerGone
+		switch {
+		case want == "" && cause != nil:
+			t.Errorf("the use at %s was cut off: %v", addr, cause)
+		case want != "" && (!errors.As(cause, &g) || !strings.Contains(g.Error(), want) || !strings.Contains(g.Error(), addr)):
+			t.Errorf("the use at %s: %v, want it cut off, saying %s", addr, cause, want)
+		}
+	}
+}
+
+// A use cut off fails UNAVAILABLE (a call's, outcome unknown), unless the
+// caller's own context ended too: its error then wins, whichever came
+// first. A use not cut off keeps its error.
+func TestAUseCutOffFailsUnavailableUnlessTheCallersContextEnded(t *testing.T) {
+	canceled := status.Error(codes.Canceled, context.Canceled.Error())
+	newUse := func(ctx context.Context) *use {
+		u := &use{addr: "a:1", node: "a"}
+		u.ctx, u.cancel = context.WithCancelCause(ctx)
+		return u
+	}
+	u := newUse(context.Background())
+	u.cancel(&ownerGone{node: u.node, addr: u.addr, state: "dead"})
+	err := u.failure(context.Background(), canceled)
+	if st := status.Convert(err); st.Code() != codes.Unavailable || !strings.Contains(st.Message(), "may have run") || rpcerr.NotSent(st) || rpcerr.HasActorError(st) {
+		t.Fatalf("a call cut off: %v, want a bare UNAVAILABLE of unknown outcome", err)
+	}
+	// Answered otherwise meanwhile: the answer stands.
+	if err := u.failure(context.Background(), status.Error(codes.NotFound, "no")); status.Code(err) != codes.NotFound {
+		t.Fatalf("a call cut off as it failed NOT_FOUND: %v", err)
+	}
+	if err := u.failure(context.Background(), nil); err != nil {
+		t.Fatalf("a call cut off as it succeeded: %v", err)
+	}
+
+	// Cut off, then the caller's deadline ran out, before gRPC returned.
+	dctx, dcancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer dcancel()
+	u = newUse(context.Background()) // not derived from dctx: the cut came first
+	u.cancel(&ownerGone{node: u.node, addr: u.addr, state: "dead"})
+	if err := u.failure(dctx, canceled); status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("a call cut off as its deadline ran out: %v, want DEADLINE_EXCEEDED", err)
+	}
+	// The caller cancelled first: its cancel.
+	cctx, ccancel := context.WithCancel(context.Background())
+	u = newUse(cctx)
+	ccancel()
+	u.cancel(&ownerGone{node: u.node, addr: u.addr, state: "dead"})
+	if err := u.failure(cctx, canceled); status.Code(err) != codes.Canceled {
+		t.Fatalf("a call cancelled by its caller, then cut off: %v, want CANCELED", err)
+	}
+	// Not cut off: gRPC's error as it is.
+	u = newUse(context.Background())
+	defer u.cancel(nil)
+	if err := u.failure(context.Background(), canceled); err != canceled {
+		t.Fatalf("a call not cut off: %v, want its own error", err)
 	}
 }

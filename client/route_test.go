@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -130,7 +131,9 @@ func TestDirectRoutingFallsBackWhenTheOwnersHandshakeFails(t *testing.T) {
 }
 
 // With direct routing, a subscription goes to the owner too (its events
-// take no hop through the seed node).
+// take no hop through the seed node). It stays there while the owner stops
+// gracefully, and is cut off, and goes on elsewhere, once the owner leaves
+// the member list.
 func TestDirectRoutingSubscribesAtTheOwner(t *testing.T) {
 	var subsA, subsB atomic.Int64
 	subscribe := func(n *atomic.Int64, node string) func(context.Context, runtime.Ref, []string) (server.EventStream, error) {
@@ -145,12 +148,14 @@ func TestDirectRoutingSubscribesAtTheOwner(t *testing.T) {
 	aAddr := servertest.Start(t, a, servertest.Config{})
 	b := countingFake("b", &calls)
 	b.SubscribeFunc = subscribe(&subsB, "b")
-	var aGone atomic.Bool
+	var aState atomic.Value // a's in the member list; "" leaves it out
+	aState.Store("alive")
 	b.MembersFunc = func(context.Context) ([]runtime.Member, error) {
-		if aGone.Load() {
-			return []runtime.Member{{NodeID: "b", GRPCAddr: "unused", State: "alive"}}, nil
+		ms := []runtime.Member{{NodeID: "b", GRPCAddr: "unused", State: "alive", StartedAt: servertest.Created}}
+		if st := aState.Load().(string); st != "" {
+			ms = append(ms, runtime.Member{NodeID: "a", GRPCAddr: aAddr, State: st, StartedAt: servertest.Created})
 		}
-		return []runtime.Member{{NodeID: "a", GRPCAddr: aAddr, State: "alive"}, {NodeID: "b", GRPCAddr: "unused", State: "alive"}}, nil
+		return ms, nil
 	}
 	b.PartitionCount = 1
 	b.PartitionTable = []runtime.PartitionOwner{{Partition: 0, Owner: "a"}}
@@ -171,16 +176,33 @@ func TestDirectRoutingSubscribesAtTheOwner(t *testing.T) {
 	if err != nil || string(ev.Data) != `"a"` || subsA.Load() != 1 || subsB.Load() != 0 {
 		t.Fatalf("event %s (%v); subscriptions at a %d, at b %d; want one at a, the owner", ev.Data, err, subsA.Load(), subsB.Load())
 	}
-	// a leaves the member list: calls go through b as soon as the table
-	// says so, and none fails on the way (the connection to a is retired,
-	// not closed under the calls and the stream using it); the stream at
-	// a goes on until it ends by itself.
-	aGone.Store(true)
-	callsReach(ctx, t, c, `"b"`) // the table is refreshed as calls are made
-	select {
-	case <-sub.Done():
-		t.Fatalf("the subscription at a ended as a left the table: %v", sub.Err())
-	default:
+	// a leaves the gossip as it stops gracefully (still registered: it
+	// finishes what it serves): calls go through b as soon as the table
+	// says so, and none fails on the way; the stream at a goes on until
+	// it ends by itself.
+	aState.Store("left")
+	callsReach(ctx, t, c, `"b"`)                                    // the table is refreshed as calls are made
+	sctx, scancel := context.WithTimeout(ctx, 500*time.Millisecond) // refreshes every 50 ms
+	defer scancel()
+	if ev, err := sub.Next(sctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("the subscription at a, as a left the gossip: %+v, %v; want it quiet, going on", ev, err)
+	}
+	// a leaves the member list (it would have stopped answering, or
+	// finished its stop, which ends its streams): the stream at a is cut
+	// off, and the subscription goes on through b.
+	aState.Store("")
+	for _, want := range []string{"gap", `"b"`} {
+		ev, err := sub.Next(ctx)
+		got := string(ev.Data)
+		if ev.Gap {
+			got = "gap"
+		}
+		if err != nil || got != want {
+			t.Fatalf("after a left the list: event %s (%v), want %s; subscriptions at a %d, at b %d", got, err, want, subsA.Load(), subsB.Load())
+		}
+	}
+	if subsA.Load() != 1 || subsB.Load() != 1 {
+		t.Fatalf("subscriptions at a %d, at b %d; want one each", subsA.Load(), subsB.Load())
 	}
 }
 

@@ -1,0 +1,332 @@
+package client_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/client"
+	"github.com/rivet-go/rivet/runtime"
+	"github.com/rivet-go/rivet/server"
+	"github.com/rivet-go/rivet/server/servertest"
+)
+
+// frozenCluster is three fakes: a owns the actors of partition 0 and
+// freezes (its "block" action and its Inspect never answer until the test
+// ends, whatever the caller does, as a stopped process's would not); n
+// owns partition 1, and partition 0 too once moved is set; b is the seed,
+// whose Members and Partitions the client's router reads.
+type frozenCluster struct {
+	c *client.Client
+	// aState is a's state in b's member list ("" leaves it out).
+	aState atomic.Value
+	moved  atomic.Bool
+	// entered gets what a's frozen handlers were entered for.
+	entered chan string
+	// Counts, by node: "block" calls, Inspects, subscriptions; and the
+	// frozen handlers that returned (none while the test runs).
+	aBlocks, bBlocks, aReads, bReads, subsA, subsB, subsN, aReturned atomic.Int64
+	// keyOn is a key of counter on each of the two partitions.
+	keyOn map[uint32]string
+}
+
+func startFrozenCluster(t *testing.T, every time.Duration) *frozenCluster {
+	f := &frozenCluster{entered: make(chan string, 16), keyOn: map[uint32]string{}}
+	f.aState.Store("alive")
+	for i := 0; len(f.keyOn) < 2 && i < 100; i++ {
+		k := string(rune('a' + i))
+		f.keyOn[client.PartitionOf("counter", k, 2)] = k
+	}
+	release := make(chan struct{})
+	enter := func(what string) {
+		select {
+		case f.entered <- what:
+		default:
+		}
+	}
+	event := func(node string) rivet.Event {
+		return rivet.Event{Name: "newCount", Data: json.RawMessage(`"` + node + `"`)}
+	}
+
+	a := servertest.NewFake()
+	a.CallFunc = func(_ context.Context, req runtime.CallRequest) (json.RawMessage, error) {
+		if req.Action == "block" {
+			f.aBlocks.Add(1)
+			enter("call")
+			<-release // frozen: not even the caller's cancel gets an answer
+			f.aReturned.Add(1)
+		}
+		return json.RawMessage(`"a"`), nil
+	}
+	a.InspectFunc = func(context.Context, runtime.Ref) (runtime.Inspection, error) {
+		f.aReads.Add(1)
+		enter("inspect")
+		<-release
+		f.aReturned.Add(1)
+		return runtime.Inspection{State: json.RawMessage(`"a"`)}, nil
+	}
+	a.SubscribeFunc = func(context.Context, runtime.Ref, []string) (server.EventStream, error) {
+		f.subsA.Add(1)
+		return servertest.NewEvents(nil, event("a")), nil // one event, then silence
+	}
+	aAddr := servertest.Start(t, a, servertest.Config{})
+
+	n := servertest.NewFake()
+	n.CallFunc = func(context.Context, runtime.CallRequest) (json.RawMessage, error) {
+		return json.RawMessage(`"n"`), nil
+	}
+	n.SubscribeFunc = func(context.Context, runtime.Ref, []string) (server.EventStream, error) {
+		f.subsN.Add(1)
+		return servertest.NewEvents(nil, event("n")), nil
+	}
+	nAddr := servertest.Start(t, n, servertest.Config{})
+
+	b := servertest.NewFake()
+	b.CallFunc = func(_ context.Context, req runtime.CallRequest) (json.RawMessage, error) {
+		if req.Action == "block" {
+			f.bBlocks.Add(1)
+		}
+		return json.RawMessage(`"b"`), nil
+	}
+	b.InspectFunc = func(context.Context, runtime.Ref) (runtime.Inspection, error) {
+		f.bReads.Add(1)
+		return runtime.Inspection{State: json.RawMessage(`"b"`)}, nil
+	}
+	b.SubscribeFunc = func(context.Context, runtime.Ref, []string) (server.EventStream, error) {
+		f.subsB.Add(1)
+		return servertest.NewEvents(nil, event("b")), nil
+	}
+	b.MembersFunc = func(context.Context) ([]runtime.Member, error) {
+		ms := []runtime.Member{
+			{NodeID: "b", GRPCAddr: "unused", State: "alive", StartedAt: servertest.Created},
+			{NodeID: "n", GRPCAddr: nAddr, State: "alive", StartedAt: servertest.Created},
+		}
+		if st := f.aState.Load().(string); st != "" {
+			ms = append(ms, runtime.Member{NodeID: "a", GRPCAddr: aAddr, State: st})
+		}
+		return ms, nil
+	}
+	b.PartitionsFunc = func(context.Context) (uint32, []runtime.PartitionOwner, error) {
+		owner := "a"
+		if f.moved.Load() {
+			owner = "n"
+		}
+		return 2, []runtime.PartitionOwner{{Partition: 0, Owner: owner}, {Partition: 1, Owner: "n"}}, nil
+	}
+	bAddr := servertest.Start(t, b, servertest.Config{})
+	// Before the servers stop (cleanups run last first): a's handlers
+	// return, as a node thawed would answer.
+	t.Cleanup(func() { close(release) })
+	f.c = newClient(t, bAddr, client.WithDirectRouting(every))
+	return f
+}
+
+// actor is counter on partition 0, which a owns until moved.
+func (f *frozenCluster) actor() *client.ActorHandle { return f.c.Actor("counter", f.keyOn[0]) }
+
+// reach calls counter key until the answer is want (the router knows the
+// table, and its connection to that owner is up).
+func (f *frozenCluster) reach(ctx context.Context, t *testing.T, key, want string) {
+	t.Helper()
+	for {
+		out, err := f.c.Actor("counter", key).Call(ctx, "x")
+		if err != nil {
+			t.Fatalf("a call while waiting for %s to serve: %v", want, err)
+		}
+		if string(out) == want {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// wait waits until a's frozen handler was entered for what.
+func (f *frozenCluster) wait(t *testing.T, what string) {
+	t.Helper()
+	select {
+	case got := <-f.entered:
+		if got != what {
+			t.Fatalf("a was entered for %s, want %s", got, what)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("a's handler was not entered for %s", what)
+	}
+}
+
+// cutBound bounds how long a call in flight at an owner that the table
+// says is dead may wait, with a refresh every 200 ms: far less than the
+// keepalive's 15 s (and than forever, which is what the fakes' connections,
+// alive and answering pings, would give it), with room for a loaded machine.
+const cutBound = 8 * time.Second
+
+// A side-effecting call in flight at an owner that stops answering fails
+// once a refresh of the table finds the owner dead: UNAVAILABLE, naming
+// the node, of an unknown outcome, and not run again (not at the owner,
+// not through the seed), well before the keepalive would end it.
+func TestDirectRoutingCutsOffACallAtAnOwnerTheTableSaysIsDead(t *testing.T) {
+	f := startFrozenCluster(t, 200*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	f.reach(ctx, t, f.keyOn[0], `"a"`)
+	done := make(chan error, 1)
+	go func() {
+		_, err := f.actor().Call(ctx, "block")
+		done <- err
+	}()
+	f.wait(t, "call")
+	f.aState.Store("dead") // no call is made from now on: the watcher refreshes
+	changed := time.Now()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(cutBound):
+		t.Fatalf("the call still waits %s after the table said its owner is dead", cutBound)
+	}
+	t.Logf("the call failed %s after the table changed: %v", time.Since(changed).Round(time.Millisecond), err)
+	if f.aReturned.Load() != 0 {
+		t.Fatal("a answered: the call was not cut off")
+	}
+	var re *rivet.Error
+	if !errors.As(err, &re) || !errors.Is(err, rivet.ErrUnavailable) || client.Code(err) != codes.Unavailable {
+		t.Fatalf("error %#v, want a *rivet.Error of kind ErrUnavailable", err)
+	}
+	if !rivet.OutcomeUnknown(err) || errors.Is(err, context.Canceled) {
+		t.Fatalf("error %v: outcome unknown %v, want true (the action may have run), and not a cancel", err, rivet.OutcomeUnknown(err))
+	}
+	for _, want := range []string{"node a", `"dead"`, "may have run"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+	if f.aBlocks.Load() != 1 || f.bBlocks.Load() != 0 {
+		t.Fatalf("the action was sent to a %d times, to b %d; want once to a, never again", f.aBlocks.Load(), f.bBlocks.Load())
+	}
+}
+
+// An idempotent read in flight at an owner that stops answering is cut off
+// once the owner is gone from the member list, and retried: the seed
+// answers it.
+func TestDirectRoutingRetriesAReadCutOffAtAnOwnerGoneFromTheTable(t *testing.T) {
+	f := startFrozenCluster(t, 200*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	f.reach(ctx, t, f.keyOn[0], `"a"`)
+	type result struct {
+		in  client.Inspection
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		in, err := f.actor().Inspect(ctx)
+		done <- result{in, err}
+	}()
+	f.wait(t, "inspect")
+	f.aState.Store("") // gone from the list
+	changed := time.Now()
+	var res result
+	select {
+	case res = <-done:
+	case <-time.After(cutBound):
+		t.Fatalf("the read still waits %s after its owner left the table", cutBound)
+	}
+	t.Logf("the read was answered %s after the table changed", time.Since(changed).Round(time.Millisecond))
+	if res.err != nil || string(res.in.State) != `"b"` {
+		t.Fatalf("read: state %s, %v; want b's answer (retried through the seed)", res.in.State, res.err)
+	}
+	if f.aReturned.Load() != 0 || f.aReads.Load() != 1 || f.bReads.Load() != 1 {
+		t.Fatalf("reads at a %d (answered %d), at b %d; want one each, a's unanswered", f.aReads.Load(), f.aReturned.Load(), f.bReads.Load())
+	}
+}
+
+// A subscription at an owner that stops answering (its stream just goes
+// quiet) moves on once the table says the owner is dead and the actor
+// moved: a Gap, then the events of the new owner, subscribed to directly.
+func TestDirectRoutingMovesASubscriptionOffAnOwnerTheTableSaysIsDead(t *testing.T) {
+	f := startFrozenCluster(t, 200*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	f.reach(ctx, t, f.keyOn[0], `"a"`)
+	f.reach(ctx, t, f.keyOn[1], `"n"`) // a connection to n, the next owner, up
+	var breaks atomic.Int64
+	var cause atomic.Value
+	sub, err := f.actor().SubscribeWith(ctx, client.SubscribeOptions{Events: []string{"newCount"}, OnBreak: func(err error) {
+		if breaks.Add(1) == 1 {
+			cause.Store(err)
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	if ev, err := sub.Next(ctx); err != nil || string(ev.Data) != `"a"` {
+		t.Fatalf("first event %s (%v), want a's", ev.Data, err)
+	}
+	f.moved.Store(true)
+	f.aState.Store("dead")
+	changed := time.Now()
+	nctx, ncancel := context.WithTimeout(ctx, cutBound)
+	defer ncancel()
+	for _, want := range []string{"gap", `"n"`} {
+		ev, err := sub.Next(nctx)
+		got := string(ev.Data)
+		if ev.Gap {
+			got = "gap"
+		}
+		if err != nil || got != want {
+			t.Fatalf("event %s (%v), want %s; subscriptions at a %d, b %d, n %d", got, err, want, f.subsA.Load(), f.subsB.Load(), f.subsN.Load())
+		}
+	}
+	t.Logf("the subscription moved %s after the table changed (the break: %v)", time.Since(changed).Round(time.Millisecond), cause.Load())
+	if f.subsA.Load() != 1 || f.subsB.Load() != 0 || f.subsN.Load() != 1 {
+		t.Fatalf("subscriptions at a %d, b %d, n %d; want one at a, then one at n", f.subsA.Load(), f.subsB.Load(), f.subsN.Load())
+	}
+	if err, _ := cause.Load().(error); !errors.Is(err, rivet.ErrUnavailable) || !strings.Contains(err.Error(), "node a") {
+		t.Fatalf("the break's cause: %v, want the UNAVAILABLE that names node a", err)
+	}
+}
+
+// The caller's own deadline or cancel ends a call in flight at a frozen
+// owner with its own error, not the router's, and the table's change after
+// it alters nothing.
+func TestDirectRoutingLeavesTheCallersOwnEndToIt(t *testing.T) {
+	f := startFrozenCluster(t, 200*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	f.reach(ctx, t, f.keyOn[0], `"a"`)
+
+	dctx, dcancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer dcancel()
+	_, err := f.actor().Call(dctx, "block")
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, rivet.ErrTimeout) || client.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("a call whose deadline ran out: %v (%s), want its deadline's error", err, client.Code(err))
+	}
+	f.wait(t, "call")
+
+	cctx, ccancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := f.actor().Call(cctx, "block")
+		done <- err
+	}()
+	f.wait(t, "call")
+	ccancel()
+	f.aState.Store("dead") // too late: the call is over, or ends with the cancel
+	select {
+	case err = <-done:
+	case <-time.After(cutBound):
+		t.Fatal("a cancelled call did not end")
+	}
+	if !errors.Is(err, context.Canceled) || client.Code(err) != codes.Canceled {
+		t.Fatalf("a cancelled call: %v (%s), want Canceled", err, client.Code(err))
+	}
+	if f.aBlocks.Load() != 2 || f.bBlocks.Load() != 0 {
+		t.Fatalf("the action was sent to a %d times, to b %d; want twice to a", f.aBlocks.Load(), f.bBlocks.Load())
+	}
+}
