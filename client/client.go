@@ -134,10 +134,23 @@ func WithToken(token string) Option {
 // refreshed every interval (0: 2 s), instead of letting the node at addr
 // forward it. Calls the table cannot place, and calls to a node this
 // client cannot dial (say, a container address), go to addr as before.
-// Use it when the client can reach every node's advertised address. A
-// call or subscription in flight to an owner that freezes (not one that
-// crashes) fails only with the connection's keepalive, about 15 s, where
-// a forwarded one fails in 2-4 s, once the owner's lease is lost.
+// Use it when the client can reach every node's advertised address.
+//
+// While calls or subscriptions are in flight straight to owners, the table
+// is refreshed every interval even if no new call comes, and those on an
+// owner the cluster no longer lists as live (declared dead, its lease
+// lost, gone from the member list) are cut off at once, rather than left
+// to the connection's keepalive (about 15 s) as an owner that freezes (a
+// stopped process, a cut network) would leave them. A call cut off fails
+// UNAVAILABLE, naming the node, of an unknown outcome (it may have run):
+// reads (and a Send with an idempotency key) are retried, through the
+// seed or the new owner; Call, Send, Create and Destroy are not, as a
+// forwarded call whose owner was lost mid-call is not. A subscription cut off subscribes again where the table
+// now says the actor is (a Gap). So an owner that freezes costs its lease
+// (2-3 s with default settings) and up to an interval: about as long as
+// through a forwarding node (2-4 s), where it took 15 s. An owner that
+// stops gracefully (it has left the gossip but is still registered)
+// finishes what it serves: those are not cut off.
 func WithDirectRouting(interval time.Duration) Option {
 	return func(o *options) {
 		if interval <= 0 {

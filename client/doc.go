@@ -29,7 +29,13 @@
 // A node gone without a word (a cut network, a frozen host) is found by
 // keepalive pings within about 15 s: the calls in flight on it then fail,
 // and those that may be retried (below) are, on another node when the
-// client has several node addresses or WithDirectRouting.
+// client has several node addresses or WithDirectRouting. With
+// WithDirectRouting, calls and subscriptions in flight straight to an
+// owner are cut off sooner, once the cluster's member list no longer has
+// the owner as live (its lease lost: 2-3 s with default settings) and the
+// client's table refresh (every 2 s by default) sees it: the call fails
+// UNAVAILABLE, naming the node, its outcome unknown, and is retried only
+// if it is a read; a subscription moves on to the new owner.
 //
 // A call that fails after it may have run is never retried with side
 // effects: its node was killed mid-call, or its deadline ran out. The error
