@@ -171,3 +171,54 @@ func TestAUseCutOffFailsUnavailableUnlessTheCallersContextEnded(t *testing.T) {
 		t.Fatalf("a call not cut off: %v, want its own error", err)
 	}
 }
+
+// While a use is in flight the table is refreshed every interval with no
+// call made; the watcher doing it ends once no use is left, and with close.
+func TestTheTableIsRefreshedWhileUsesAreInFlight(t *testing.T) {
+	seed, err := grpc.NewClient("127.0.0.1:1", grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer seed.Close()
+	r := newRouter(seed, nil, 20*time.Millisecond)
+	defer r.close()
+	inFlight := func() *use {
+		u := &use{addr: "a:1", node: "a"}
+		u.ctx, u.cancel = context.WithCancelCause(context.Background())
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.uses[u] = struct{}{}
+		if !r.watching { // as pick starts it
+			r.watching = true
+			r.wg.Add(1)
+			go r.watch()
+		}
+		return u
+	}
+	fetched := func() time.Time {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return r.fetched
+	}
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("still not %s after 10 s", what)
+			}
+		}
+	}
+	u := inFlight()
+	first := time.Time{}
+	waitFor("refreshed", func() bool { first = fetched(); return !first.IsZero() })
+	waitFor("refreshed again", func() bool { return fetched().After(first) })
+	r.mu.Lock()
+	delete(r.uses, u) // as release does
+	r.mu.Unlock()
+	u.cancel(nil)
+	waitFor("done watching", func() bool { r.mu.Lock(); defer r.mu.Unlock(); return !r.watching })
+	last := fetched()
+	u = inFlight() // watched again; close ends it (goleak checks)
+	defer u.cancel(nil)
+	waitFor("refreshed once more", func() bool { return fetched().After(last) })
+}
