@@ -138,8 +138,8 @@ func WithToken(token string) Option {
 //
 // While calls or subscriptions are in flight straight to owners, the table
 // is refreshed every interval even if no new call comes, and those on an
-// owner the cluster no longer lists as live (declared dead, its lease
-// lost, gone from the member list) are cut off at once, rather than left
+// owner the cluster no longer lists as live (its lease lost, or gone
+// from the member list) are cut off at once, rather than left
 // to the connection's keepalive (about 15 s) as an owner that freezes (a
 // stopped process, a cut network) would leave them. A call cut off fails
 // UNAVAILABLE, naming the node, of an unknown outcome (it may have run):
@@ -148,9 +148,9 @@ func WithToken(token string) Option {
 // forwarded call whose owner was lost mid-call is not. A subscription cut off subscribes again where the table
 // now says the actor is (a Gap). So an owner that freezes costs its lease
 // (2-3 s with default settings) and up to an interval: about as long as
-// through a forwarding node (2-4 s), where it took 15 s. An owner that
-// stops gracefully (it has left the gossip but is still registered)
-// finishes what it serves: those are not cut off.
+// through a forwarding node (2-4 s), where it took 15 s. An owner still
+// registered keeps its calls whatever gossip says: one that stops
+// gracefully finishes what it serves.
 func WithDirectRouting(interval time.Duration) Option {
 	return func(o *options) {
 		if interval <= 0 {

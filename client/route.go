@@ -128,7 +128,7 @@ type ownerGone struct {
 func (g *ownerGone) Error() string {
 	why := "is no longer listed among the cluster's members"
 	if g.state != "" {
-		why = fmt.Sprintf("is listed %q, no longer alive, among the cluster's members", g.state)
+		why = fmt.Sprintf("is listed %q and no longer registered (its lease lost) among the cluster's members", g.state)
 	}
 	if g.stream {
 		return fmt.Sprintf("node %s (%s), the actor's owner, stopped answering: it %s, and the subscription on it was cut off", g.node, g.addr, why)
@@ -212,15 +212,17 @@ func (r *router) NewStream(ctx context.Context, desc *grpc.StreamDesc, method st
 
 // cutOff cuts off the calls and streams in flight on nodes that members
 // (the cluster's, as a refresh read them) no longer lists as live: gone
-// from the list, or in a state other than "alive" or "unknown" (gossip
-// declared it dead; "unregistered": its lease in etcd expired, which is
-// when the nodes forwarding to it give it up, server.PeerConn closed by
-// the node's prune). A node that left the gossip while still registered
-// ("left", with the record's start time) is stopping gracefully: it
-// finishes the calls in flight and then closes its connections, so they
-// are left to end by themselves (new calls go to the seed meanwhile).
-// An empty list cuts off nothing: every node lists itself, so that is
-// not an answer to act on. Called with mu held.
+// from the list, or neither "alive" nor "unknown" in gossip nor
+// registered (no start time: its lease in etcd expired, which is when the
+// nodes forwarding to it give it up, server.PeerConn closed by the node's
+// prune). A node still registered keeps its calls whatever gossip says:
+// one that left the gossip is stopping gracefully (it finishes the calls
+// in flight, then closes its connections), and one that gossip alone
+// declared dead (a gossip network's fault) still owns its partitions and
+// may well answer; the forwarding nodes do not give it up either. New
+// calls go to the seed meanwhile. An empty list cuts off nothing: every
+// node lists itself, so that is not an answer to act on. Called with mu
+// held.
 func (r *router) cutOff(members []*rivetv1.Member) {
 	if len(r.uses) == 0 || len(members) == 0 {
 		return
@@ -229,7 +231,7 @@ func (r *router) cutOff(members []*rivetv1.Member) {
 	state := map[string]string{}
 	for _, m := range members {
 		st := m.GetState()
-		if st == "alive" || st == "unknown" || st == "left" && m.GetStartedAt() != nil {
+		if st == "alive" || st == "unknown" || m.GetStartedAt() != nil {
 			keep[m.GetGrpcAddr()] = true
 		} else {
 			state[m.GetGrpcAddr()] = st
@@ -260,31 +262,31 @@ func (r *router) dropConns(live map[string]bool) (closeNow []*grpc.ClientConn) {
 	return closeNow
 }
 
-// release ends u, a use that pick began.
+// release ends u, a use that pick began, closing its connection if it
+// was the last use of a retired one.
 func (r *router) release(u *use) {
+	u.cancel(nil) // a cause given before stays
 	r.mu.Lock()
 	delete(r.uses, u)
+	last := r.doneLocked(u.conn)
 	r.mu.Unlock()
-	u.cancel(nil) // a cause given before stays
-	r.done(u.conn)
+	if last {
+		u.conn.Close()
+	}
 }
 
-// done ends a use of c, closing c if it was the last use of a retired
-// connection.
-func (r *router) done(c *grpc.ClientConn) {
-	r.mu.Lock()
+// doneLocked ends a use of c and reports whether it was the last use of a
+// retired connection, which the caller closes once mu is released.
+func (r *router) doneLocked(c *grpc.ClientConn) (last bool) {
 	n := r.inUse[c] - 1
-	last := n <= 0 && r.retired[c]
+	last = n <= 0 && r.retired[c]
 	if n <= 0 {
 		delete(r.inUse, c)
 		delete(r.retired, c)
 	} else {
 		r.inUse[c] = n
 	}
-	r.mu.Unlock()
-	if last {
-		c.Close()
-	}
+	return last
 }
 
 // pick returns a use of the connection to the owner of the request's

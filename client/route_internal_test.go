@@ -18,6 +18,13 @@ import (
 	"github.com/rivet-go/rivet/internal/rpcerr"
 )
 
+// useOf is a use of c as pick would have begun it.
+func useOf(c *grpc.ClientConn) *use {
+	u := &use{conn: c}
+	u.ctx, u.cancel = context.WithCancelCause(context.Background())
+	return u
+}
+
 // A connection to a node that left the table is closed at once if idle,
 // and only as its last call or stream ends if not: closing it under them
 // would cut off calls that may have run.
@@ -45,11 +52,11 @@ func TestARetiredConnectionClosesAfterItsLastUse(t *testing.T) {
 	if len(r.conns) != 1 || r.conns["kept"] != kept {
 		t.Fatalf("connections left: %v", r.conns)
 	}
-	r.done(busy)
+	r.release(useOf(busy))
 	if busy.GetState() == connectivity.Shutdown {
 		t.Fatal("closed with a use left")
 	}
-	r.done(busy)
+	r.release(useOf(busy))
 	if busy.GetState() != connectivity.Shutdown {
 		t.Fatalf("still %v after its last use", busy.GetState())
 	}
@@ -75,9 +82,10 @@ func TestARetiredConnectionClosesAfterItsLastUse(t *testing.T) {
 }
 
 // A refresh cuts off the uses of nodes the member list no longer has as
-// live: dead, "unregistered" (lease lost), left and unregistered, or not
+// live: dead or left and unregistered (lease lost), "unregistered", or not
 // listed; not those of a node alive, "unknown" (not yet in gossip), or
-// left while still registered (stopping gracefully: it finishes its calls).
+// dead or left in gossip while still registered (stopping gracefully: it
+// finishes its calls; or a gossip fault: it still owns its partitions).
 // An empty list cuts off nothing.
 func TestCutOffCutsTheUsesOfNodesNoLongerLive(t *testing.T) {
 	r := newRouter(nil, nil, 0)
@@ -88,13 +96,14 @@ func TestCutOffCutsTheUsesOfNodesNoLongerLive(t *testing.T) {
 		{NodeId: "unknown", GrpcAddr: "unknown:1", State: "unknown", StartedAt: started},
 		{NodeId: "stopping", GrpcAddr: "stopping:1", State: "left", StartedAt: started},
 		{NodeId: "gone", GrpcAddr: "left:1", State: "left"},
-		{NodeId: "dead", GrpcAddr: "dead:1", State: "dead", StartedAt: started},
+		{NodeId: "dead", GrpcAddr: "dead:1", State: "dead"},
+		{NodeId: "cutoff", GrpcAddr: "cutoff:1", State: "dead", StartedAt: started},
 		{NodeId: "lost", GrpcAddr: "lost:1", State: "unregistered"},
 		// A node restarted at a dead one's address: the address is live.
 		{NodeId: "old", GrpcAddr: "alive:1", State: "dead"},
 	}
 	uses := map[string]*use{}
-	for _, addr := range []string{"alive:1", "unknown:1", "stopping:1", "left:1", "dead:1", "lost:1", "unlisted:1"} {
+	for _, addr := range []string{"alive:1", "unknown:1", "stopping:1", "cutoff:1", "left:1", "dead:1", "lost:1", "unlisted:1"} {
 		u := &use{addr: addr, node: strings.TrimSuffix(addr, ":1")}
 		u.ctx, u.cancel = context.WithCancelCause(context.Background())
 		defer u.cancel(nil)
@@ -112,7 +121,7 @@ func TestCutOffCutsTheUsesOfNodesNoLongerLive(t *testing.T) {
 	r.mu.Lock()
 	r.cutOff(members)
 	r.mu.Unlock()
-	for addr, want := range map[string]string{"alive:1": "", "unknown:1": "", "stopping:1": "", "left:1": `"left"`, "dead:1": `"dead"`, "lost:1": `"unregistered"`, "unlisted:1": "no longer listed"} {
+	for addr, want := range map[string]string{"alive:1": "", "unknown:1": "", "stopping:1": "", "cutoff:1": "", "left:1": `"left"`, "dead:1": `"dead"`, "lost:1": `"unregistered"`, "unlisted:1": "no longer listed"} {
 		cause := context.Cause(uses[addr].ctx)
 		var g *ownerGone
 		switch {
