@@ -127,8 +127,12 @@ type ownerGone struct {
 
 func (g *ownerGone) Error() string {
 	why := "is no longer listed among the cluster's members"
-	if g.state != "" {
-		why = fmt.Sprintf("is listed %q and no longer registered (its lease lost) among the cluster's members", g.state)
+	switch g.state {
+	case "":
+	case "unregistered":
+		why = "lost its lease (the cluster's members list it unregistered)"
+	default:
+		why = fmt.Sprintf("lost its lease (the cluster's members list it %q, unregistered)", g.state)
 	}
 	if g.stream {
 		return fmt.Sprintf("node %s (%s), the actor's owner, stopped answering: it %s, and the subscription on it was cut off", g.node, g.addr, why)

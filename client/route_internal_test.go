@@ -121,7 +121,7 @@ func TestCutOffCutsTheUsesOfNodesNoLongerLive(t *testing.T) {
 	r.mu.Lock()
 	r.cutOff(members)
 	r.mu.Unlock()
-	for addr, want := range map[string]string{"alive:1": "", "unknown:1": "", "stopping:1": "", "cutoff:1": "", "left:1": `"left"`, "dead:1": `"dead"`, "lost:1": `"unregistered"`, "unlisted:1": "no longer listed"} {
+	for addr, want := range map[string]string{"alive:1": "", "unknown:1": "", "stopping:1": "", "cutoff:1": "", "left:1": `"left"`, "dead:1": `"dead"`, "lost:1": "lost its lease", "unlisted:1": "no longer listed"} {
 		cause := context.Cause(uses[addr].ctx)
 		var g *ownerGone
 		switch {
