@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/rivet-go/rivet/workflow"
 )
@@ -92,5 +93,37 @@ func TestARaceWithNoBranchesFailsTheRun(t *testing.T) {
 	})
 	if out.Status != workflow.RunFailed || !errors.Is(out.Err, workflow.ErrInvalid) {
 		t.Fatalf("outcome %v %v, want failed with ErrInvalid", out.Status, out.Err)
+	}
+}
+
+// A join recorded pending with no branches (no build writes one, an
+// imported or hand-made history may hold one) settles as a new one does:
+// it left the run's count of threads at work one short, so that a later
+// join reported itself waiting while a branch still ran a step, and the
+// host's clock, moved on, timed that step out.
+func TestAJoinRecordedPendingWithNoBranchesSettles(t *testing.T) {
+	h := newHost(log{})
+	h.SetHistory([]workflow.Entry{{Path: "j", Seq: 1, Kind: workflow.KindJoin, Status: workflow.StatusPending, Time: t0}})
+	out := drive(t, h, func(c *logCtx) error {
+		if _, err := workflow.Join(c, "j", workflow.Branches[log, int]{}); err != nil {
+			return err
+		}
+		_, err := workflow.Join(c, "k", workflow.Branches[log, int]{
+			"a": func(c *logCtx) (int, error) { return 0, c.Sleep("z", time.Minute) },
+			"b": func(c *logCtx) (int, error) {
+				// A step at work for a while of real time: the run is
+				// not waiting meanwhile.
+				return 1, c.Step("s", func(s *logStep) error { time.Sleep(300 * time.Millisecond); return nil })
+			},
+		})
+		return err
+	})
+	if out.Status != workflow.RunCompleted {
+		t.Fatalf("outcome %v %v, want completed", out.Status, out.Err)
+	}
+	for _, e := range h.History() {
+		if e.Path == "j" && e.Status != workflow.StatusCompleted {
+			t.Errorf("j's record %+v, want completed", e)
+		}
 	}
 }

@@ -135,7 +135,11 @@ type rsSend struct {
 // --- generation
 
 type rsGen struct {
-	rng    *rand.Rand
+	rng *rand.Rand
+	// empty chooses the joins with no branches: a source of its own, so
+	// that the programs rng makes for each seed stay what they were
+	// before empty joins (notes and tests name seeds).
+	empty  *rand.Rand
 	budget int
 	queues int
 }
@@ -254,8 +258,10 @@ func (g *rsGen) node(depth int, inLoop bool, names map[string]int) *rsNode {
 
 func (g *rsGen) branches(n *rsNode, depth int, inLoop bool) {
 	k := 2 + g.rng.Intn(2)
-	if n.kind == rsJoinK && g.rng.Intn(8) == 0 {
-		k = 0 // a fan-out with nothing to fan out
+	if n.kind == rsJoinK && g.empty.Intn(8) == 0 {
+		// A fan-out with nothing to fan out. The branches are made
+		// all the same, so that rng's draws stay as they were.
+		defer func() { n.bnames, n.branches = nil, nil }()
 	}
 	for i := 0; i < k; i++ {
 		n.bnames = append(n.bnames, string(rune('a'+i)))
@@ -275,7 +281,7 @@ func (g *rsGen) branches(n *rsNode, depth int, inLoop bool) {
 }
 
 func rsGenerate(seed int64, size int) *rsProg {
-	g := &rsGen{rng: rand.New(rand.NewSource(seed)), budget: size}
+	g := &rsGen{rng: rand.New(rand.NewSource(seed)), empty: rand.New(rand.NewSource(^seed)), budget: size}
 	p := &rsProg{seed: seed, nodes: g.seq(0, false, 3+g.rng.Intn(5))}
 	p.settle()
 	return p

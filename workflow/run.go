@@ -663,6 +663,12 @@ func closed(c <-chan struct{}) bool {
 // hands its activity back to the parent, so the run never looks blocked
 // while it is in fact moving on.
 func (t *thread) fork(n int, child func(i int) *thread, body func(i int, c *thread)) {
+	if n == 0 {
+		// Nothing to run (a join recorded pending with no branches): t
+		// would leave the run's count of threads at work and its races
+		// for children that never come back.
+		return
+	}
 	r := t.r
 	children := make([]*thread, n)
 	for i := range children {
