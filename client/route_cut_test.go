@@ -274,11 +274,7 @@ func TestDirectRoutingMovesASubscriptionOffAnOwnerTheTableSaysIsDead(t *testing.
 	nctx, ncancel := context.WithTimeout(ctx, cutBound)
 	defer ncancel()
 	for _, want := range []string{"gap", `"n"`} {
-		ev, err := sub.Next(nctx)
-		got := string(ev.Data)
-		if ev.Gap {
-			got = "gap"
-		}
+		got, err := nextEvent(nctx, sub)
 		if err != nil || got != want {
 			t.Fatalf("event %s (%v), want %s; subscriptions at a %d, b %d, n %d", got, err, want, f.subsA.Load(), f.subsB.Load(), f.subsN.Load())
 		}

@@ -192,11 +192,7 @@ func TestDirectRoutingSubscribesAtTheOwner(t *testing.T) {
 	// off, and the subscription goes on through b.
 	aState.Store("")
 	for _, want := range []string{"gap", `"b"`} {
-		ev, err := sub.Next(ctx)
-		got := string(ev.Data)
-		if ev.Gap {
-			got = "gap"
-		}
+		got, err := nextEvent(ctx, sub)
 		if err != nil || got != want {
 			t.Fatalf("after a left the list: event %s (%v), want %s; subscriptions at a %d, at b %d", got, err, want, subsA.Load(), subsB.Load())
 		}
@@ -270,11 +266,7 @@ func TestDirectRoutingResubscribesAtTheNewOwner(t *testing.T) {
 	mu.Unlock()
 	for i, sub := range subs {
 		for _, want := range []string{"gap", `"b"`} {
-			ev, err := sub.Next(ctx)
-			got := string(ev.Data)
-			if ev.Gap {
-				got = "gap"
-			}
+			got, err := nextEvent(ctx, sub)
 			if err != nil || got != want {
 				t.Fatalf("subscription %d: event %s (%v), want %s; subscriptions at a %d, at b %d", i, got, err, want, subsA.Load(), subsB.Load())
 			}
@@ -288,6 +280,16 @@ func TestDirectRoutingResubscribesAtTheNewOwner(t *testing.T) {
 // callsReach calls counter k until the answer is want (the node that
 // served it: the router's table and connections caught up), failing the
 // test on any error.
+// nextEvent is the subscription's next event as "gap" for a gap, else its
+// data.
+func nextEvent(ctx context.Context, sub *client.Subscription) (string, error) {
+	ev, err := sub.Next(ctx)
+	if ev.Gap {
+		return "gap", err
+	}
+	return string(ev.Data), err
+}
+
 func callsReach(ctx context.Context, t *testing.T, c *client.Client, want string) {
 	t.Helper()
 	for {
