@@ -33,9 +33,10 @@
 // WithDirectRouting, calls and subscriptions in flight straight to an
 // owner are cut off sooner, once the cluster's member list no longer has
 // the owner as live (its lease lost: 2-3 s with default settings) and the
-// client's table refresh (every 2 s by default) sees it: the call fails
+// client, asking every 2 s by default, sees it: the call fails
 // UNAVAILABLE, naming the node, its outcome unknown, and is retried only
-// if it is a read; a subscription moves on to the new owner.
+// if it has no side effects (below); a subscription moves on to the new
+// owner.
 //
 // A call that fails after it may have run is never retried with side
 // effects: its node was killed mid-call, or its deadline ran out. The error

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -49,6 +50,7 @@ type router struct {
 	// table while there are any.
 	uses      map[*use]struct{}
 	watching  bool
+	asked     time.Time            // when watch last asked for the members
 	bad       map[string]time.Time // addresses that failed to dial, until
 	fetched   time.Time
 	refreshed chan struct{} // while a refresh runs: closed as it ends
@@ -59,6 +61,9 @@ type router struct {
 	ctx  context.Context
 	stop context.CancelFunc
 }
+
+// refreshTimeout bounds a refresh's requests to the seed.
+const refreshTimeout = 5 * time.Second
 
 // badFor is how long an address that could not be dialed is avoided (it
 // may be a container address this client cannot reach).
@@ -224,11 +229,13 @@ func (r *router) NewStream(ctx context.Context, desc *grpc.StreamDesc, method st
 // in flight, then closes its connections), and one that gossip alone
 // declared dead (a gossip network's fault) still owns its partitions and
 // may well answer; the forwarding nodes do not give it up either. New
-// calls go to the seed meanwhile. An empty list cuts off nothing: every
-// node lists itself, so that is not an answer to act on. Called with mu
-// held.
+// calls go to the seed meanwhile. A list without a registered node cuts
+// off nothing: every node lists itself, registered, once it serves, so
+// that is no answer to act on (an empty one, or a node's that had not yet
+// read the cluster's records: nodes before this client's refuse that).
+// Called with mu held.
 func (r *router) cutOff(members []*rivetv1.Member) {
-	if len(r.uses) == 0 || len(members) == 0 {
+	if len(r.uses) == 0 || !slices.ContainsFunc(members, func(m *rivetv1.Member) bool { return m.GetStartedAt() != nil }) {
 		return
 	}
 	keep := map[string]bool{}
@@ -244,6 +251,13 @@ func (r *router) cutOff(members []*rivetv1.Member) {
 	for u := range r.uses {
 		if !keep[u.addr] {
 			u.cancel(&ownerGone{node: u.node, addr: u.addr, state: state[u.addr], stream: u.stream})
+		}
+	}
+	// Nor is anything sent there from now on (a read cut off is retried
+	// at once): its calls go to the seed until the table is refreshed.
+	for id, addr := range r.addrs {
+		if !keep[addr] {
+			delete(r.addrs, id)
 		}
 	}
 }
@@ -346,42 +360,40 @@ func (r *router) pick(ctx context.Context, args any) *use {
 	return u
 }
 
-// watch refreshes the table every interval while calls or streams are in
-// flight on the owners' connections, whether or not new calls come (which
-// refresh it too, maybeRefresh), so that a refresh finds, and cuts off, the
-// uses of a node that froze (cutOff). It ends when none is left, or with
-// close.
+// watch asks the seed for the cluster's members every interval while calls
+// or streams are in flight on the owners' connections, whether or not new
+// calls come (which refresh the whole table, maybeRefresh), so that it
+// finds, and cuts off, the uses of a node that froze (cutOff). Members
+// alone: the partition table, some 20 KB, is the calls' to refresh, and a
+// client with only subscriptions open would fetch it every interval for
+// as long as they last. It ends when no use is left, or with close.
 func (r *router) watch() {
 	defer r.wg.Done()
+	t := time.NewTimer(r.every)
+	defer t.Stop()
 	for {
+		select {
+		case <-t.C:
+		case <-r.ctx.Done(): // close
+			return
+		}
 		r.mu.Lock()
 		if r.closed || len(r.uses) == 0 {
 			r.watching = false
 			r.mu.Unlock()
 			return
 		}
-		wait := r.every - time.Since(r.fetched)
-		running := r.refreshed
-		if running == nil && wait <= 0 {
-			r.startRefresh()
-			running = r.refreshed
+		r.mu.Unlock()
+		ctx, cancel := context.WithTimeout(r.ctx, refreshTimeout)
+		ms, err := r.admin.Members(ctx, &rivetv1.MembersRequest{})
+		cancel()
+		r.mu.Lock()
+		r.asked = time.Now()
+		if err == nil {
+			r.cutOff(ms.GetMembers())
 		}
 		r.mu.Unlock()
-		if running == nil {
-			t := time.NewTimer(wait)
-			select {
-			case <-t.C:
-			case <-r.ctx.Done(): // close
-				t.Stop()
-				return
-			}
-			continue
-		}
-		select {
-		case <-running:
-		case <-r.ctx.Done(): // close
-			return
-		}
+		t.Reset(r.every)
 	}
 }
 
@@ -427,7 +439,7 @@ func (r *router) refreshNow(ctx context.Context) {
 
 func (r *router) refresh(done chan struct{}) {
 	defer r.wg.Done()
-	ctx, cancel := context.WithTimeout(r.ctx, 5*time.Second)
+	ctx, cancel := context.WithTimeout(r.ctx, refreshTimeout)
 	defer cancel()
 	tab, err := r.admin.Partitions(ctx, &rivetv1.PartitionsRequest{})
 	var ms *rivetv1.MembersResponse

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -110,17 +111,29 @@ func TestCutOffCutsTheUsesOfNodesNoLongerLive(t *testing.T) {
 		uses[addr] = u
 		r.uses[u] = struct{}{}
 	}
+	// A node that serves before it has read the cluster's records (one
+	// from before they refuse to answer then) lists everyone, itself
+	// too, unregistered: no answer to act on, as an empty list is not.
+	starting := []*rivetv1.Member{
+		{NodeId: "alive", GrpcAddr: "alive:1", State: "unregistered"},
+		{NodeId: "dead", GrpcAddr: "dead:1", State: "unregistered"},
+	}
+	r.addrs = map[string]string{"alive": "alive:1", "dead": "dead:1"}
 	r.mu.Lock()
 	r.cutOff(nil)
+	r.cutOff(starting)
 	r.mu.Unlock()
 	for addr, u := range uses {
 		if u.ctx.Err() != nil {
-			t.Fatalf("an empty member list cut off the use at %s", addr)
+			t.Fatalf("an empty member list, or one without a registered node, cut off the use at %s", addr)
 		}
 	}
 	r.mu.Lock()
 	r.cutOff(members)
 	r.mu.Unlock()
+	if want := map[string]string{"alive": "alive:1"}; !maps.Equal(r.addrs, want) {
+		t.Errorf("owners' addresses after the cut %v, want %v: nothing more is sent to a node cut off", r.addrs, want)
+	}
 	for addr, want := range map[string]string{"alive:1": "", "unknown:1": "", "stopping:1": "", "cutoff:1": "", "left:1": `"left"`, "dead:1": `"dead"`, "lost:1": "lost its lease", "unlisted:1": "no longer listed"} {
 		cause := context.Cause(uses[addr].ctx)
 		var g *ownerGone
@@ -207,7 +220,7 @@ func TestTheTableIsRefreshedWhileUsesAreInFlight(t *testing.T) {
 	fetched := func() time.Time {
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		return r.fetched
+		return r.asked
 	}
 	waitFor := func(what string, cond func() bool) {
 		t.Helper()

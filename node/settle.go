@@ -297,10 +297,31 @@ func (b backend) Subscribe(ctx context.Context, ref runtime.Ref, events []string
 	return sub, nil
 }
 
+// tablesRead refuses, UNAVAILABLE, to answer from the copies of the
+// cluster's tables before their first read: a node serves gRPC before it
+// has read them (settle waits for that), and would list every member,
+// itself included, as unregistered, and no partition as owned. A client
+// routing calls directly took that for every owner gone and cut off all
+// it had in flight; retried (it is a read), the answer comes once the
+// copies are read.
+func (b backend) tablesRead() error {
+	for _, m := range []interface{ Ready() <-chan struct{} }{b.n.view.owners, b.n.view.nodes} {
+		select {
+		case <-m.Ready():
+		default:
+			return rivet.Errorf(rivet.ErrUnavailable, "node %s is starting: it has not read the cluster's members and partition owners yet", b.n.cfg.NodeID)
+		}
+	}
+	return nil
+}
+
 // Members lists the registered nodes, with their gossip state, and the
 // nodes gossip knows that hold no record: gone ones it still remembers,
 // and live ones as "unregistered" (see below).
 func (b backend) Members(ctx context.Context) ([]runtime.Member, error) {
+	if err := b.tablesRead(); err != nil {
+		return nil, err
+	}
 	owned := map[string]uint32{}
 	for _, o := range b.n.view.ownerTable() {
 		if o != "" {
@@ -350,6 +371,9 @@ func (b backend) Members(ctx context.Context) ([]runtime.Member, error) {
 
 // Partitions returns the partition table as this node mirrors it.
 func (b backend) Partitions(ctx context.Context) (uint32, []runtime.PartitionOwner, error) {
+	if err := b.tablesRead(); err != nil {
+		return 0, nil, err
+	}
 	var out []runtime.PartitionOwner
 	for p := range b.n.view.parts {
 		if owner, token := b.n.view.ownerOf(p); owner != "" {
