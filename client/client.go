@@ -137,23 +137,23 @@ func WithToken(token string) Option {
 // Use it when the client can reach every node's advertised address.
 //
 // While calls or subscriptions are in flight straight to owners, the node
-// at addr is asked for the cluster's members every interval even if no
-// new call comes, and those on an owner the cluster no longer lists as
-// live (its lease lost, or gone
-// from the member list) are cut off at once, rather than left
-// to the connection's keepalive (about 15 s) as an owner that freezes (a
-// stopped process, a cut network) would leave them. A call cut off fails
-// UNAVAILABLE, naming the node, of an unknown outcome (it may have run):
-// calls without side effects (reads, GetOrCreate, cancels, a Send with an
-// idempotency key) are retried, through the seed or the new owner; Call, Send, Create and Destroy are not, as a
-// forwarded call whose owner was lost mid-call is not. A subscription cut off subscribes again where the table
-// now says the actor is (a Gap). So an owner that freezes costs its lease
-// (2-3 s with default settings) and up to an interval: about as long as
-// through a forwarding node (2-4 s), where it took 15 s. An owner still
-// registered keeps its calls whatever gossip says: one that stops
-// gracefully finishes what it serves. If the owner that froze is the node
-// at addr itself, which is asked, its calls wait for the keepalive as
-// before, as every call through it does.
+// at addr is asked for the cluster's members every interval even if no new
+// call comes, and those on an owner the cluster no longer lists as live
+// (its lease lost, or gone from the member list) are cut off at once,
+// rather than left to the connection's keepalive (about 15 s) as an owner
+// that freezes (a stopped process, a cut network) would leave them. A call
+// cut off fails UNAVAILABLE, naming the node, of an unknown outcome (it may
+// have run): calls without side effects (reads, GetOrCreate, cancels, a
+// Send with an idempotency key) are retried, through the seed or the new
+// owner; Call, Send, Create, Destroy and RetryWorkflow are not, as a
+// forwarded call whose owner was lost mid-call is not. A subscription cut
+// off subscribes again where the table now says the actor is (a Gap). So
+// an owner that freezes costs its lease (2-3 s with default settings) and
+// up to an interval: about as long as through a forwarding node (2-4 s),
+// where it took 15 s. An owner still registered keeps its calls whatever
+// gossip says: one that stops gracefully finishes what it serves. If the
+// owner that froze is the node at addr itself, which is asked, its calls
+// wait for the keepalive as before, as every call through it does.
 func WithDirectRouting(interval time.Duration) Option {
 	return func(o *options) {
 		if interval <= 0 {

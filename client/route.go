@@ -46,16 +46,19 @@ type router struct {
 	retired map[*grpc.ClientConn]bool
 	// uses are the calls and streams in flight on those connections,
 	// which a refresh cuts off when their node is no longer a live
-	// member (cutOff); watching says that watch runs, refreshing the
-	// table while there are any.
-	uses      map[*use]struct{}
-	watching  bool
-	asked     time.Time            // when watch last asked for the members
-	bad       map[string]time.Time // addresses that failed to dial, until
-	fetched   time.Time
-	refreshed chan struct{} // while a refresh runs: closed as it ends
-	closed    bool
-	wg        sync.WaitGroup
+	// member (cutOff); watching says that watch runs, asking for the
+	// members while there are any.
+	uses     map[*use]struct{}
+	watching bool
+	asked    time.Time // when watch last asked for the members
+	// membersAsked numbers the requests for the members; membersApplied
+	// is the latest whose answer was applied (askMembers).
+	membersAsked, membersApplied uint64
+	bad                          map[string]time.Time // addresses that failed to dial, until
+	fetched                      time.Time
+	refreshed                    chan struct{} // while a refresh runs: closed as it ends
+	closed                       bool
+	wg                           sync.WaitGroup
 	// ctx bounds the refreshes; close cancels it, so that it does not
 	// wait out a refresh against a node that does not answer.
 	ctx  context.Context
@@ -383,18 +386,38 @@ func (r *router) watch() {
 			r.mu.Unlock()
 			return
 		}
+		gen := r.askMembers()
 		r.mu.Unlock()
 		ctx, cancel := context.WithTimeout(r.ctx, refreshTimeout)
 		ms, err := r.admin.Members(ctx, &rivetv1.MembersRequest{})
 		cancel()
 		r.mu.Lock()
 		r.asked = time.Now()
-		if err == nil {
+		if err == nil && r.latestMembers(gen) {
 			r.cutOff(ms.GetMembers())
 		}
 		r.mu.Unlock()
 		t.Reset(r.every)
 	}
+}
+
+// askMembers numbers a request for the members about to be sent, so that
+// its answer is applied only if no answer to a later one was (the watch's
+// and a refresh's requests run side by side). Called with mu held.
+func (r *router) askMembers() uint64 {
+	r.membersAsked++
+	return r.membersAsked
+}
+
+// latestMembers reports whether the answer to request gen (askMembers) is
+// later than any applied, and if so records it applied. Called with mu
+// held.
+func (r *router) latestMembers(gen uint64) bool {
+	if gen <= r.membersApplied {
+		return false
+	}
+	r.membersApplied = gen
+	return true
 }
 
 // maybeRefresh starts a refresh of the table if it is older than every
@@ -443,7 +466,11 @@ func (r *router) refresh(done chan struct{}) {
 	defer cancel()
 	tab, err := r.admin.Partitions(ctx, &rivetv1.PartitionsRequest{})
 	var ms *rivetv1.MembersResponse
+	var gen uint64
 	if err == nil {
+		r.mu.Lock()
+		gen = r.askMembers()
+		r.mu.Unlock()
 		ms, err = r.admin.Members(ctx, &rivetv1.MembersRequest{})
 	}
 	var stale []*grpc.ClientConn
@@ -466,6 +493,11 @@ func (r *router) refresh(done chan struct{}) {
 		if o.GetPartition() < r.count {
 			r.owners[o.GetPartition()] = o.GetOwner()
 		}
+	}
+	if !r.latestMembers(gen) {
+		// The watch applied an answer asked for after this one's: newer
+		// (it may have cut off a node this one still lists).
+		return
 	}
 	r.addrs = map[string]string{}
 	live := map[string]bool{}

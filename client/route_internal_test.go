@@ -194,9 +194,9 @@ func TestAUseCutOffFailsUnavailableUnlessTheCallersContextEnded(t *testing.T) {
 	}
 }
 
-// While a use is in flight the table is refreshed every interval with no
+// While a use is in flight the members are asked for every interval with no
 // call made; the watcher doing it ends once no use is left, and with close.
-func TestTheTableIsRefreshedWhileUsesAreInFlight(t *testing.T) {
+func TestTheMembersAreAskedForWhileUsesAreInFlight(t *testing.T) {
 	seed, err := grpc.NewClient("127.0.0.1:1", grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -243,4 +243,25 @@ func TestTheTableIsRefreshedWhileUsesAreInFlight(t *testing.T) {
 	u = inFlight() // watched again; close ends it (goleak checks)
 	defer u.cancel(nil)
 	waitFor("refreshed once more", func() bool { return fetched().After(last) })
+}
+
+// The watch's request for the members and a refresh's run side by side: an
+// answer is applied only if none to a later request was, so that a
+// refresh's answer from before a node was cut off does not put it back in
+// the owners' addresses (new calls would go to the frozen node again).
+func TestAnAnswerOlderThanOneAppliedIsDropped(t *testing.T) {
+	r := newRouter(nil, nil, 0)
+	defer r.stop()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	refresh, watch := r.askMembers(), r.askMembers()
+	if !r.latestMembers(watch) {
+		t.Fatal("the later request's answer, first back, was dropped")
+	}
+	if r.latestMembers(refresh) {
+		t.Fatal("the earlier request's answer, back after the later one's, was applied")
+	}
+	if next := r.askMembers(); !r.latestMembers(next) {
+		t.Fatal("a request after them was dropped")
+	}
 }
