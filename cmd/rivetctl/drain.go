@@ -59,6 +59,13 @@ A restart ends a drain too: NODE's next process starts undrained.`,
 			if a.output == "json" {
 				return a.printValue(map[string]any{"node": node, "draining": !undo, "owned": start})
 			}
+			if undo {
+				// A drained node owns none: "owned 0" read as if the
+				// undo had failed. Its share comes back with the
+				// rebalance that follows.
+				_, err := fmt.Fprintf(a.stdout, "%s is %s (it owns %d partitions now; its share comes back as the cluster rebalances: rivetctl members shows it)\n", node, verb, start)
+				return err
+			}
 			_, err := fmt.Fprintf(a.stdout, "%s is %s (owned %d partitions)\n", node, verb, start)
 			return err
 		}

@@ -880,7 +880,7 @@ func TestDrainUndoWithWaitIsAUsageError(t *testing.T) {
 	if n := f.drains.Load(); n != 0 {
 		t.Errorf("%d drain requests sent, want none", n)
 	}
-	rivetctl(t, addr, "drain", "node-1", "--undo").want(t, 0, "node-1 is no longer draining (owned 16 partitions)\n")
+	rivetctl(t, addr, "drain", "node-1", "--undo").want(t, 0, "node-1 is no longer draining (it owns 16 partitions now; its share comes back as the cluster rebalances: rivetctl members shows it)\n")
 }
 
 // A negative --wait is refused before anything is sent: it used to drain
