@@ -65,8 +65,9 @@ type router struct {
 	stop context.CancelFunc
 }
 
-// refreshTimeout bounds a refresh's requests to the seed.
-const refreshTimeout = 5 * time.Second
+// askTimeout bounds the router's requests for the table or the members to
+// one node (fromAnyNode).
+const askTimeout = 2 * time.Second
 
 // badFor is how long an address that could not be dialed is avoided (it
 // may be a container address this client cannot reach).
@@ -386,11 +387,17 @@ func (r *router) watch() {
 			r.mu.Unlock()
 			return
 		}
-		gen := r.askMembers()
 		r.mu.Unlock()
-		ctx, cancel := context.WithTimeout(r.ctx, refreshTimeout)
-		ms, err := r.admin.Members(ctx, &rivetv1.MembersRequest{})
-		cancel()
+		var ms *rivetv1.MembersResponse
+		var gen uint64
+		err := r.fromAnyNode(func(ctx context.Context, admin rivetv1.AdminServiceClient) error {
+			r.mu.Lock()
+			g := r.askMembers()
+			r.mu.Unlock()
+			m, err := admin.Members(ctx, &rivetv1.MembersRequest{})
+			ms, gen = m, g
+			return err
+		})
 		r.mu.Lock()
 		r.asked = time.Now()
 		if err == nil && r.latestMembers(gen) {
@@ -399,6 +406,41 @@ func (r *router) watch() {
 		r.mu.Unlock()
 		t.Reset(r.every)
 	}
+}
+
+// fromAnyNode calls ask with the seed's admin client and, if the seed does
+// not answer within askTimeout (a seed that froze keeps its connection
+// open: its calls would wait for the keepalive, about 15 s), with each
+// other node's the router has a ready connection to, in turn, until one
+// answers. Any node's table and member list will do, and the frozen
+// seed may be the very owner whose calls the answer would cut off. It
+// returns the last error if none answers.
+func (r *router) fromAnyNode(ask func(ctx context.Context, admin rivetv1.AdminServiceClient) error) error {
+	try := func(admin rivetv1.AdminServiceClient) error {
+		ctx, cancel := context.WithTimeout(r.ctx, askTimeout)
+		defer cancel()
+		return ask(ctx, admin)
+	}
+	err := try(r.admin)
+	if err == nil || r.ctx.Err() != nil {
+		return err
+	}
+	r.mu.Lock()
+	others := make([]*grpc.ClientConn, 0, len(r.conns))
+	for _, c := range r.conns {
+		if c.GetState() == connectivity.Ready {
+			others = append(others, c)
+		}
+	}
+	r.mu.Unlock()
+	for _, c := range others {
+		// A connection closed meanwhile (its node left the table) just
+		// fails.
+		if err = try(rivetv1.NewAdminServiceClient(c)); err == nil || r.ctx.Err() != nil {
+			return err
+		}
+	}
+	return err
 }
 
 // askMembers numbers a request for the members about to be sent, so that
@@ -462,17 +504,21 @@ func (r *router) refreshNow(ctx context.Context) {
 
 func (r *router) refresh(done chan struct{}) {
 	defer r.wg.Done()
-	ctx, cancel := context.WithTimeout(r.ctx, refreshTimeout)
-	defer cancel()
-	tab, err := r.admin.Partitions(ctx, &rivetv1.PartitionsRequest{})
+	var tab *rivetv1.PartitionsResponse
 	var ms *rivetv1.MembersResponse
 	var gen uint64
-	if err == nil {
+	err := r.fromAnyNode(func(ctx context.Context, admin rivetv1.AdminServiceClient) error {
+		t, err := admin.Partitions(ctx, &rivetv1.PartitionsRequest{})
+		if err != nil {
+			return err
+		}
 		r.mu.Lock()
-		gen = r.askMembers()
+		g := r.askMembers()
 		r.mu.Unlock()
-		ms, err = r.admin.Members(ctx, &rivetv1.MembersRequest{})
-	}
+		m, err := admin.Members(ctx, &rivetv1.MembersRequest{})
+		tab, ms, gen = t, m, g
+		return err
+	})
 	var stale []*grpc.ClientConn
 	defer func() {
 		for _, c := range stale {

@@ -28,6 +28,9 @@ type frozenCluster struct {
 	// aState is a's state in b's member list ("" leaves it out).
 	aState atomic.Value
 	moved  atomic.Bool
+	// seedFrozen makes b's Members and Partitions go unanswered (n answers
+	// them as b would).
+	seedFrozen atomic.Bool
 	// entered gets what a's frozen handlers were entered for.
 	entered chan string
 	// Counts, by node: "block" calls, Inspects, subscriptions; and the
@@ -86,7 +89,27 @@ func startFrozenCluster(t *testing.T, every time.Duration) *frozenCluster {
 		f.subsN.Add(1)
 		return servertest.NewEvents(nil, event("n")), nil
 	}
-	nAddr := servertest.Start(t, n, servertest.Config{})
+	var nAddr string
+	members := func() []runtime.Member {
+		ms := []runtime.Member{
+			{NodeID: "b", GRPCAddr: "unused", State: "alive", StartedAt: servertest.Created},
+			{NodeID: "n", GRPCAddr: nAddr, State: "alive", StartedAt: servertest.Created},
+		}
+		if st := f.aState.Load().(string); st != "" {
+			ms = append(ms, runtime.Member{NodeID: "a", GRPCAddr: aAddr, State: st})
+		}
+		return ms
+	}
+	partitions := func() (uint32, []runtime.PartitionOwner, error) {
+		owner := "a"
+		if f.moved.Load() {
+			owner = "n"
+		}
+		return 2, []runtime.PartitionOwner{{Partition: 0, Owner: owner}, {Partition: 1, Owner: "n"}}, nil
+	}
+	n.MembersFunc = func(context.Context) ([]runtime.Member, error) { return members(), nil }
+	n.PartitionsFunc = func(context.Context) (uint32, []runtime.PartitionOwner, error) { return partitions() }
+	nAddr = servertest.Start(t, n, servertest.Config{})
 
 	b := servertest.NewFake()
 	b.CallFunc = func(_ context.Context, req runtime.CallRequest) (json.RawMessage, error) {
@@ -103,22 +126,18 @@ func startFrozenCluster(t *testing.T, every time.Duration) *frozenCluster {
 		f.subsB.Add(1)
 		return servertest.NewEvents(nil, event("b")), nil
 	}
-	b.MembersFunc = func(context.Context) ([]runtime.Member, error) {
-		ms := []runtime.Member{
-			{NodeID: "b", GRPCAddr: "unused", State: "alive", StartedAt: servertest.Created},
-			{NodeID: "n", GRPCAddr: nAddr, State: "alive", StartedAt: servertest.Created},
+	frozen := func(ctx context.Context) {
+		if f.seedFrozen.Load() {
+			<-ctx.Done() // no answer: the caller gives up
 		}
-		if st := f.aState.Load().(string); st != "" {
-			ms = append(ms, runtime.Member{NodeID: "a", GRPCAddr: aAddr, State: st})
-		}
-		return ms, nil
 	}
-	b.PartitionsFunc = func(context.Context) (uint32, []runtime.PartitionOwner, error) {
-		owner := "a"
-		if f.moved.Load() {
-			owner = "n"
-		}
-		return 2, []runtime.PartitionOwner{{Partition: 0, Owner: owner}, {Partition: 1, Owner: "n"}}, nil
+	b.MembersFunc = func(ctx context.Context) ([]runtime.Member, error) {
+		frozen(ctx)
+		return members(), nil
+	}
+	b.PartitionsFunc = func(ctx context.Context) (uint32, []runtime.PartitionOwner, error) {
+		frozen(ctx)
+		return partitions()
 	}
 	bAddr := servertest.Start(t, b, servertest.Config{})
 	// Before the servers stop (cleanups run last first): a's handlers
@@ -207,6 +226,40 @@ func TestDirectRoutingCutsOffACallAtAnOwnerTheTableSaysIsDead(t *testing.T) {
 	}
 	if f.aBlocks.Load() != 1 || f.bBlocks.Load() != 0 {
 		t.Fatalf("the action was sent to a %d times, to b %d; want once to a, never again", f.aBlocks.Load(), f.bBlocks.Load())
+	}
+}
+
+// The seed that the router asks for the members may be the very node that
+// froze: then another node it has a connection to is asked, and the call
+// in flight at the owner the list no longer has is still cut off, well
+// before the keepalive.
+func TestDirectRoutingCutsOffACallWhenTheSeedDoesNotAnswer(t *testing.T) {
+	f := startFrozenCluster(t, 200*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	f.reach(ctx, t, f.keyOn[1], `"n"`) // a connection to n
+	f.reach(ctx, t, f.keyOn[0], `"a"`)
+	done := make(chan error, 1)
+	go func() {
+		_, err := f.actor().Call(ctx, "block")
+		done <- err
+	}()
+	f.wait(t, "call")
+	f.seedFrozen.Store(true)
+	f.aState.Store("dead")
+	changed := time.Now()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(cutBound):
+		t.Fatalf("the call still waits %s after its owner left the list, the seed not answering", cutBound)
+	}
+	t.Logf("the call failed %s after the list changed: %v", time.Since(changed).Round(time.Millisecond), err)
+	if !errors.Is(err, rivet.ErrUnavailable) || !rivet.OutcomeUnknown(err) || !strings.Contains(err.Error(), "node a") {
+		t.Fatalf("error %v, want UNAVAILABLE naming node a, of an unknown outcome", err)
+	}
+	if f.aReturned.Load() != 0 || f.aBlocks.Load() != 1 || f.bBlocks.Load() != 0 {
+		t.Fatalf("a answered %d, the action sent to a %d times, to b %d; want once to a, cut off", f.aReturned.Load(), f.aBlocks.Load(), f.bBlocks.Load())
 	}
 }
 
