@@ -151,9 +151,12 @@ func WithToken(token string) Option {
 // an owner that freezes costs its lease (2-3 s with default settings) and
 // up to an interval: about as long as through a forwarding node (2-4 s),
 // where it took 15 s. An owner still registered keeps its calls whatever
-// gossip says: one that stops gracefully finishes what it serves. If the
-// owner that froze is the node at addr itself, which is asked, its calls
-// wait for the keepalive as before, as every call through it does.
+// gossip says: one that stops gracefully finishes what it serves. The node
+// at addr is asked first; while it does not answer within 2 s (it froze,
+// or restarts), another node the client has a connection to is asked,
+// and takes what would have gone to it (calls the table cannot place,
+// reads retried after a cut-off), so that a frozen addr does not hold
+// them for the keepalive either.
 func WithDirectRouting(interval time.Duration) Option {
 	return func(o *options) {
 		if interval <= 0 {

@@ -51,6 +51,9 @@ type router struct {
 	uses     map[*use]struct{}
 	watching bool
 	asked    time.Time // when watch last asked for the members
+	// seedSilent says that the seed did not answer the router's last
+	// request (fromAnyNode): requests for it go elsewhere (fallback).
+	seedSilent bool
 	// membersAsked numbers the requests for the members; membersApplied
 	// is the latest whose answer was applied (askMembers).
 	membersAsked, membersApplied uint64
@@ -89,7 +92,7 @@ type actorRequest interface{ GetActor() *rivetv1.ActorRef }
 func (r *router) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
 	u := r.pick(ctx, args)
 	if u == nil {
-		return r.seed.Invoke(ctx, method, args, reply, opts...)
+		return r.invokeFallback(ctx, method, args, reply, opts...)
 	}
 	p := peer.Peer{Addr: noPeer}
 	err := u.conn.Invoke(u.ctx, method, args, reply, append(opts, grpc.Peer(&p))...)
@@ -98,11 +101,11 @@ func (r *router) Invoke(ctx context.Context, method string, args, reply any, opt
 	if !connected && u.cut(ctx, err) != nil {
 		// Cut off before it had a stream: it was never sent, and the
 		// seed forwards it.
-		return r.seed.Invoke(ctx, method, args, reply, opts...)
+		return r.invokeFallback(ctx, method, args, reply, opts...)
 	}
 	err = u.failure(ctx, err)
 	if r.unreached(u.addr, err, connected) {
-		return r.seed.Invoke(ctx, method, args, reply, opts...)
+		return r.invokeFallback(ctx, method, args, reply, opts...)
 	}
 	return err
 }
@@ -217,10 +220,18 @@ func (r *router) unreached(addr string, err error, connected bool) bool {
 }
 
 // NewStream implements grpc.ClientConnInterface. A stream's request is not
-// known here, so streams go to the seed; Subscribe picks its owner itself
-// (ActorHandle.subscribe).
+// known here, so streams go to the seed (fallback); Subscribe picks its
+// owner itself (ActorHandle.subscribe).
 func (r *router) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-	return r.seed.NewStream(ctx, desc, method, opts...)
+	conn, done := r.fallback()
+	cs, err := conn.NewStream(ctx, desc, method, opts...)
+	if err != nil {
+		done()
+		return nil, err
+	}
+	// In use until the stream ends, however it ends.
+	context.AfterFunc(cs.Context(), done)
+	return cs, nil
 }
 
 // cutOff cuts off the calls and streams in flight on nodes that members
@@ -422,6 +433,9 @@ func (r *router) fromAnyNode(ask func(ctx context.Context, admin rivetv1.AdminSe
 		return ask(ctx, admin)
 	}
 	err := try(r.admin)
+	r.mu.Lock()
+	r.seedSilent = err != nil && r.ctx.Err() == nil
+	r.mu.Unlock()
 	if err == nil || r.ctx.Err() != nil {
 		return err
 	}
@@ -441,6 +455,42 @@ func (r *router) fromAnyNode(ask func(ctx context.Context, admin rivetv1.AdminSe
 		}
 	}
 	return err
+}
+
+// fallback is where a request goes that no owner takes (the table cannot
+// place it, or its owner was cut off or cannot be reached): the seed, but
+// while the seed does not answer the router's own requests (fromAnyNode),
+// a node in the table that the router has a ready connection to, which
+// forwards it as the seed would. A seed that froze keeps its connection
+// open: every request sent it would wait for the keepalive (about 15 s),
+// reads retried after a cut-off too; one restarting refuses them until it
+// is back. done ends the use of such a connection (see pick).
+func (r *router) fallback() (conn grpc.ClientConnInterface, done func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.seedSilent && !r.closed {
+		for _, addr := range r.addrs {
+			if c, ok := r.conns[addr]; ok && c.GetState() == connectivity.Ready {
+				r.inUse[c]++
+				return c, func() {
+					r.mu.Lock()
+					last := r.doneLocked(c)
+					r.mu.Unlock()
+					if last {
+						c.Close()
+					}
+				}
+			}
+		}
+	}
+	return r.seed, func() {}
+}
+
+// invokeFallback sends a call to fallback's choice.
+func (r *router) invokeFallback(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
+	conn, done := r.fallback()
+	defer done()
+	return conn.Invoke(ctx, method, args, reply, opts...)
 }
 
 // askMembers numbers a request for the members about to be sent, so that

@@ -28,8 +28,8 @@ type frozenCluster struct {
 	// aState is a's state in b's member list ("" leaves it out).
 	aState atomic.Value
 	moved  atomic.Bool
-	// seedFrozen makes b's Members and Partitions go unanswered (n answers
-	// them as b would).
+	// seedFrozen makes b's calls, Members and Partitions go unanswered (n
+	// answers Members and Partitions as b would).
 	seedFrozen atomic.Bool
 	// entered gets what a's frozen handlers were entered for.
 	entered chan string
@@ -112,9 +112,13 @@ func startFrozenCluster(t *testing.T, every time.Duration) *frozenCluster {
 	nAddr = servertest.Start(t, n, servertest.Config{})
 
 	b := servertest.NewFake()
-	b.CallFunc = func(_ context.Context, req runtime.CallRequest) (json.RawMessage, error) {
+	b.CallFunc = func(ctx context.Context, req runtime.CallRequest) (json.RawMessage, error) {
 		if req.Action == "block" {
 			f.bBlocks.Add(1)
+		}
+		if f.seedFrozen.Load() {
+			<-ctx.Done()
+			return nil, ctx.Err()
 		}
 		return json.RawMessage(`"b"`), nil
 	}
@@ -261,6 +265,39 @@ func TestDirectRoutingCutsOffACallWhenTheSeedDoesNotAnswer(t *testing.T) {
 	if f.aReturned.Load() != 0 || f.aBlocks.Load() != 1 || f.bBlocks.Load() != 0 {
 		t.Fatalf("a answered %d, the action sent to a %d times, to b %d; want once to a, cut off", f.aReturned.Load(), f.aBlocks.Load(), f.bBlocks.Load())
 	}
+}
+
+// While the seed does not answer, what would go to it goes to another
+// node the router has a connection to: a call whose owner was cut off
+// (and a read retried after its cut-off) would otherwise wait on the
+// frozen seed for the keepalive.
+func TestDirectRoutingGoesAroundASeedThatDoesNotAnswer(t *testing.T) {
+	f := startFrozenCluster(t, 200*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	f.reach(ctx, t, f.keyOn[1], `"n"`) // a connection to n
+	f.reach(ctx, t, f.keyOn[0], `"a"`)
+	done := make(chan error, 1)
+	go func() {
+		_, err := f.actor().Call(ctx, "block")
+		done <- err
+	}()
+	f.wait(t, "call")
+	f.seedFrozen.Store(true)
+	f.aState.Store("dead") // a lost its lease; its partition not yet moved
+	select {
+	case <-done:
+	case <-time.After(cutBound):
+		t.Fatalf("the call at a still waits %s after a left the list", cutBound)
+	}
+	cctx, ccancel := context.WithTimeout(ctx, cutBound)
+	defer ccancel()
+	start := time.Now()
+	out, err := f.actor().Call(cctx, "x")
+	if err != nil || string(out) != `"n"` {
+		t.Fatalf("a call of a's actor, a cut off and b silent: %s, %v after %s; want n's answer", out, err, time.Since(start).Round(time.Millisecond))
+	}
+	t.Logf("answered by n %s after it was made", time.Since(start).Round(time.Millisecond))
 }
 
 // An idempotent read in flight at an owner that stops answering is cut off
