@@ -182,6 +182,12 @@ func (u *use) failure(ctx context.Context, err error) error {
 	if ctx.Err() != nil && errors.As(context.Cause(u.ctx), new(*ownerGone)) {
 		return status.FromContextError(ctx.Err()).Err()
 	}
+	if st, ok := status.FromError(err); ok && st.Code() == codes.Unavailable && len(st.Proto().GetDetails()) == 0 {
+		// The transport's own words ("error reading from server: EOF",
+		// a keepalive's), which name no node: say whose connection it
+		// was. The words stay, for what looks at them (rpcerr.NotSent).
+		return status.Errorf(codes.Unavailable, "node %s (%s), the actor's owner: %s", u.node, u.addr, st.Message())
+	}
 	return err
 }
 

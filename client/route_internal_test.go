@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/rivet-go/rivet"
 	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
 	"github.com/rivet-go/rivet/internal/rpcerr"
 )
@@ -263,5 +264,22 @@ func TestAnAnswerOlderThanOneAppliedIsDropped(t *testing.T) {
 	}
 	if next := r.askMembers(); !r.latestMembers(next) {
 		t.Fatal("a request after them was dropped")
+	}
+}
+
+// A call at an owner whose connection broke (killed: the transport's own
+// words, "error reading from server: EOF") says which node that was; its
+// code and words stay. A node's own answer (with its detail) is left as
+// it is.
+func TestABrokenConnectionToAnOwnerNamesTheNode(t *testing.T) {
+	u := useOf(nil)
+	u.node, u.addr = "n2", "127.0.0.1:7430"
+	err := u.failure(context.Background(), status.Error(codes.Unavailable, "error reading from server: EOF"))
+	if st := status.Convert(err); st.Code() != codes.Unavailable || st.Message() != "node n2 (127.0.0.1:7430), the actor's owner: error reading from server: EOF" {
+		t.Errorf("a broken connection: %v", err)
+	}
+	answer, _ := rpcerr.ToStatus(rivet.Errorf(rivet.ErrUnavailable, "the actor's partition is moving"))
+	if err := u.failure(context.Background(), answer.Err()); status.Convert(err).Message() != answer.Message() {
+		t.Errorf("a node's answer: %v, want it as it was", err)
 	}
 }

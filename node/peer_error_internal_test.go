@@ -18,7 +18,7 @@ import (
 // retry. An UNAVAILABLE the owner answered (an action that ran and failed
 // on an actor it called) is that answer, not a broken hop.
 func TestPeerErrorTellsABrokenHopFromAnAnswer(t *testing.T) {
-	broke := peerError(status.Error(codes.Unavailable, "peer stream broke during the call"))
+	broke := peerError(status.Error(codes.Unavailable, "the stream to the actor's owner at 127.0.0.1:6430 broke during the forwarded call"))
 	if !errors.Is(broke, rivet.ErrTimeout) || !rivet.OutcomeUnknown(broke) || !strings.Contains(broke.Error(), "outcome is unknown") {
 		t.Errorf("a broken hop: %v, want a timeout whose outcome is unknown", broke)
 	}

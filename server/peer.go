@@ -826,7 +826,11 @@ func (c *PeerConn) invoke(ctx context.Context, method string, args, reply any) (
 			if refusedAll || !sending {
 				return again, notSentErr(refused(serr))
 			}
-			return false, status.Error(codes.Unavailable, "peer stream broke during the call")
+			// Plain UNAVAILABLE (no ActorError): the call may have run,
+			// and clients retry it only if it has no side effects (and
+			// say so: rivet.OutcomeUnknown). It said "peer stream broke
+			// during the call", naming no node.
+			return false, status.Errorf(codes.Unavailable, "the stream to the actor's owner at %s broke during the forwarded call", c.conn.Target())
 		}
 		// The receive loop forgot the call as it sent on ch: no one else
 		// holds it now. A closed ch, or one a cancelled call left behind

@@ -764,24 +764,24 @@ func TestACommandThatMayHaveRunSaysSo(t *testing.T) {
 			return nil, ctx.Err()
 		}
 		// What a node answers when the owner it forwarded to died mid-call.
-		return nil, &rivet.Error{Kind: rivet.ErrUnavailable, Message: "peer stream broke during the call"}
+		return nil, &rivet.Error{Kind: rivet.ErrUnavailable, Message: "the stream to the actor's owner at 127.0.0.1:6430 broke during the forwarded call"}
 	}
 	f.InspectFunc = func(context.Context, runtime.Ref) (runtime.Inspection, error) {
-		return runtime.Inspection{}, &rivet.Error{Kind: rivet.ErrUnavailable, Message: "peer stream broke during the call"}
+		return runtime.Inspection{}, &rivet.Error{Kind: rivet.ErrUnavailable, Message: "the stream to the actor's owner at 127.0.0.1:6430 broke during the forwarded call"}
 	}
 	addr := servertest.Start(t, f, servertest.Config{})
 	const mayHaveRun = "; it may have run all the same: look (rivetctl state, inspect) before running it again, which could apply it twice"
 	rivetctl(t, addr, "call", "counter", "main", "increment", "1").
-		wantErr(t, 1, "rivetctl: unavailable: peer stream broke during the call (UNAVAILABLE)"+mayHaveRun)
+		wantErr(t, 1, "rivetctl: unavailable: the stream to the actor's owner at 127.0.0.1:6430 broke during the forwarded call (UNAVAILABLE)"+mayHaveRun)
 	rivetctl(t, addr, "-o", "json", "call", "counter", "main", "increment", "1").
-		wantErr(t, 1, `{"error":{"code":"UNAVAILABLE","message":"peer stream broke during the call","hint":"`+strings.TrimPrefix(mayHaveRun, "; ")+`"},"exit":1}`)
+		wantErr(t, 1, `{"error":{"code":"UNAVAILABLE","message":"the stream to the actor's owner at 127.0.0.1:6430 broke during the forwarded call","hint":"`+strings.TrimPrefix(mayHaveRun, "; ")+`"},"exit":1}`)
 	rivetctl(t, addr, "call", "slow", "k", "wait", "--timeout", "100ms").
 		wantErr(t, 1, "rivetctl: deadline exceeded: no answer from "+addr+" within 100ms (--timeout) (DEADLINE_EXCEEDED)"+mayHaveRun)
 	// A read is safe to run again. The client retries it until the
 	// deadline, which under load may end an attempt in flight (the
 	// error is then the deadline's): either way, no note.
 	r := rivetctl(t, addr, "state", "counter", "main", "--timeout", "300ms")
-	if r.code != 1 || (r.stderr != "rivetctl: unavailable: peer stream broke during the call (UNAVAILABLE)\n" &&
+	if r.code != 1 || (r.stderr != "rivetctl: unavailable: the stream to the actor's owner at 127.0.0.1:6430 broke during the forwarded call (UNAVAILABLE)\n" &&
 		r.stderr != "rivetctl: deadline exceeded: no answer from "+addr+" within 300ms (--timeout) (DEADLINE_EXCEEDED)\n") {
 		t.Errorf("a read: exit %d, stderr %q; want exit 1, UNAVAILABLE (or the deadline) without a note", r.code, r.stderr)
 	}

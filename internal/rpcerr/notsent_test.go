@@ -23,7 +23,7 @@ func TestAnAddressThatDoesNotResolveIsNotSent(t *testing.T) {
 		}
 	}
 	// Said by a node (or an action's text): not a dial failure of ours.
-	if rpcerr.NotSent(status.New(codes.Unavailable, "peer stream broke during the call")) {
+	if rpcerr.NotSent(status.New(codes.Unavailable, "the stream to the actor's owner at 127.0.0.1:6430 broke during the forwarded call")) {
 		t.Error("NotSent of a broken stream = true, want false")
 	}
 }
