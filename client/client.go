@@ -152,11 +152,14 @@ func WithToken(token string) Option {
 // up to an interval: about as long as through a forwarding node (2-4 s),
 // where it took 15 s. An owner still registered keeps its calls whatever
 // gossip says: one that stops gracefully finishes what it serves. The node
-// at addr is asked first; while it does not answer within 2 s (it froze,
-// or restarts), another node the client has a connection to is asked,
-// and takes what would have gone to it (calls the table cannot place,
-// reads retried after a cut-off), so that a frozen addr does not hold
-// them for the keepalive either.
+// at addr is asked first; while it fails to answer within 2 s (it froze,
+// or restarts), the other nodes the client has connections to are asked,
+// and the one that answers takes what would have gone to addr (calls the
+// table cannot place, reads retried after a cut-off), so that a frozen
+// addr does not hold them for the keepalive either. Calls sent to addr
+// before the client finds it silent (up to an interval and 2 s), and the
+// admin calls (Members, Partitions, Stats, Drain, Healthy), still wait
+// for the keepalive.
 func WithDirectRouting(interval time.Duration) Option {
 	return func(o *options) {
 		if interval <= 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"sync"
 	"time"
@@ -52,8 +53,10 @@ type router struct {
 	watching bool
 	asked    time.Time // when watch last asked for the members
 	// seedSilent says that the seed did not answer the router's last
-	// request (fromAnyNode): requests for it go elsewhere (fallback).
+	// request (fromAnyNode): requests for it go to answered, the
+	// connection of the node that answered instead (fallback).
 	seedSilent bool
+	answered   *grpc.ClientConn
 	// membersAsked numbers the requests for the members; membersApplied
 	// is the latest whose answer was applied (askMembers).
 	membersAsked, membersApplied uint64
@@ -124,6 +127,9 @@ type use struct {
 	node string // the owner's ID, as the table named it
 	// stream says that it is a subscription's, not a call's.
 	stream bool
+	// via says that the node is not the owner but one that forwards to
+	// it, in the seed's stead (fallback).
+	via bool
 	// ctx is the call's or stream's context; cancel cuts it off.
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -135,6 +141,7 @@ type use struct {
 type ownerGone struct {
 	node, addr, state string
 	stream            bool // a subscription's, not a call's
+	via               bool // the node forwarded it (use.via)
 }
 
 func (g *ownerGone) Error() string {
@@ -146,10 +153,14 @@ func (g *ownerGone) Error() string {
 	default:
 		why = fmt.Sprintf("lost its lease (the cluster's members list it %q, unregistered)", g.state)
 	}
-	if g.stream {
-		return fmt.Sprintf("node %s (%s), the actor's owner, stopped answering: it %s, and the subscription on it was cut off", g.node, g.addr, why)
+	role := "the actor's owner"
+	if g.via {
+		role = "which forwarded the request"
 	}
-	return fmt.Sprintf("node %s (%s), the actor's owner, stopped answering: it %s, and the call in flight on it was cut off; it may have run (its outcome is unknown)", g.node, g.addr, why)
+	if g.stream {
+		return fmt.Sprintf("node %s (%s), %s, stopped answering: it %s, and the stream on it was cut off", g.node, g.addr, role, why)
+	}
+	return fmt.Sprintf("node %s (%s), %s, stopped answering: it %s, and the call in flight on it was cut off; it may have run (its outcome is unknown)", g.node, g.addr, role, why)
 }
 
 // status is how a call cut off fails: UNAVAILABLE without an ActorError,
@@ -186,7 +197,11 @@ func (u *use) failure(ctx context.Context, err error) error {
 		// The transport's own words ("error reading from server: EOF",
 		// a keepalive's), which name no node: say whose connection it
 		// was. The words stay, for what looks at them (rpcerr.NotSent).
-		return status.Errorf(codes.Unavailable, "node %s (%s), the actor's owner: %s", u.node, u.addr, st.Message())
+		role := "the actor's owner"
+		if u.via {
+			role = "which forwarded the request"
+		}
+		return status.Errorf(codes.Unavailable, "node %s (%s), %s: %s", u.node, u.addr, role, st.Message())
 	}
 	return err
 }
@@ -229,15 +244,20 @@ func (r *router) unreached(addr string, err error, connected bool) bool {
 // known here, so streams go to the seed (fallback); Subscribe picks its
 // owner itself (ActorHandle.subscribe).
 func (r *router) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-	conn, done := r.fallback()
-	cs, err := conn.NewStream(ctx, desc, method, opts...)
-	if err != nil {
-		done()
-		return nil, err
+	u := r.fallback(ctx, true)
+	if u == nil {
+		return r.seed.NewStream(ctx, desc, method, opts...)
 	}
-	// In use until the stream ends, however it ends.
-	context.AfterFunc(cs.Context(), done)
-	return cs, nil
+	cs, err := u.conn.NewStream(u.ctx, desc, method, opts...)
+	if err != nil {
+		r.release(u)
+		return nil, u.failure(ctx, err)
+	}
+	// In use until the stream ends, however it ends (its context ends
+	// with it; asking for it gives up gRPC's transparent retry of the
+	// stream, which only the seed's get).
+	context.AfterFunc(cs.Context(), func() { r.release(u) })
+	return &useStream{ClientStream: cs, u: u, ctx: ctx}, nil
 }
 
 // cutOff cuts off the calls and streams in flight on nodes that members
@@ -271,7 +291,7 @@ func (r *router) cutOff(members []*rivetv1.Member) {
 	}
 	for u := range r.uses {
 		if !keep[u.addr] {
-			u.cancel(&ownerGone{node: u.node, addr: u.addr, state: state[u.addr], stream: u.stream})
+			u.cancel(&ownerGone{node: u.node, addr: u.addr, state: state[u.addr], stream: u.stream, via: u.via})
 		}
 	}
 	// Nor is anything sent there from now on (a read cut off is retried
@@ -368,9 +388,15 @@ func (r *router) pick(ctx context.Context, args any) *use {
 		c.Connect()
 		return nil
 	}
-	r.inUse[c]++
 	_, stream := args.(*rivetv1.SubscribeRequest)
-	u := &use{conn: c, addr: addr, node: node, stream: stream}
+	return r.beginUse(ctx, &use{conn: c, addr: addr, node: node, stream: stream})
+}
+
+// beginUse counts u, a call or stream about to go on u.conn, in use until
+// release, with a context of its own derived from ctx that a refresh can
+// cut off, and has the members watched meanwhile. Called with mu held.
+func (r *router) beginUse(ctx context.Context, u *use) *use {
+	r.inUse[u.conn]++
 	u.ctx, u.cancel = context.WithCancelCause(ctx)
 	r.uses[u] = struct{}{}
 	if !r.watching {
@@ -405,98 +431,156 @@ func (r *router) watch() {
 			return
 		}
 		r.mu.Unlock()
-		var ms *rivetv1.MembersResponse
-		var gen uint64
-		err := r.fromAnyNode(func(ctx context.Context, admin rivetv1.AdminServiceClient) error {
-			r.mu.Lock()
-			g := r.askMembers()
-			r.mu.Unlock()
-			m, err := admin.Members(ctx, &rivetv1.MembersRequest{})
-			ms, gen = m, g
-			return err
-		})
+		a, err := fromAnyNode(r, r.askForMembers)
 		r.mu.Lock()
 		r.asked = time.Now()
-		if err == nil && r.latestMembers(gen) {
-			r.cutOff(ms.GetMembers())
+		if err == nil && r.latestMembers(a.gen) {
+			r.cutOff(a.ms.GetMembers())
 		}
 		r.mu.Unlock()
 		t.Reset(r.every)
 	}
 }
 
-// fromAnyNode calls ask with the seed's admin client and, if the seed does
-// not answer within askTimeout (a seed that froze keeps its connection
-// open: its calls would wait for the keepalive, about 15 s), with each
-// other node's the router has a ready connection to, in turn, until one
-// answers. Any node's table and member list will do, and the frozen
-// seed may be the very owner whose calls the answer would cut off. It
-// returns the last error if none answers.
-func (r *router) fromAnyNode(ask func(ctx context.Context, admin rivetv1.AdminServiceClient) error) error {
-	try := func(admin rivetv1.AdminServiceClient) error {
-		ctx, cancel := context.WithTimeout(r.ctx, askTimeout)
-		defer cancel()
-		return ask(ctx, admin)
-	}
-	err := try(r.admin)
+// fromAnyNode returns the answer to ask of the seed's admin client, or, if
+// the seed does not answer it within askTimeout (a seed that froze keeps
+// its connection open: its calls would wait for the keepalive, about
+// 15 s), the first answer of the other nodes the router has a ready
+// connection to, asked side by side within askTimeout (one of them may be
+// the frozen seed itself, as an owner). Any node's table and member list
+// will do, and the frozen seed may be the very owner whose calls the
+// answer would cut off. The node that answered instead of the seed takes
+// what would have gone to it (fallback). It returns the seed's error if
+// no node answers, and waits for every request it sent to end.
+func fromAnyNode[T any](r *router, ask func(ctx context.Context, admin rivetv1.AdminServiceClient) (T, error)) (T, error) {
+	ctx, cancel := context.WithTimeout(r.ctx, askTimeout)
+	v, err := ask(ctx, r.admin)
+	cancel()
 	r.mu.Lock()
 	r.seedSilent = err != nil && r.ctx.Err() == nil
-	r.mu.Unlock()
-	if err == nil || r.ctx.Err() != nil {
-		return err
-	}
-	r.mu.Lock()
-	others := make([]*grpc.ClientConn, 0, len(r.conns))
-	for _, c := range r.conns {
-		if c.GetState() == connectivity.Ready {
-			others = append(others, c)
-		}
-	}
-	r.mu.Unlock()
-	for _, c := range others {
-		// A connection closed meanwhile (its node left the table) just
-		// fails.
-		if err = try(rivetv1.NewAdminServiceClient(c)); err == nil || r.ctx.Err() != nil {
-			return err
-		}
-	}
-	return err
-}
-
-// fallback is where a request goes that no owner takes (the table cannot
-// place it, or its owner was cut off or cannot be reached): the seed, but
-// while the seed does not answer the router's own requests (fromAnyNode),
-// a node in the table that the router has a ready connection to, which
-// forwards it as the seed would. A seed that froze keeps its connection
-// open: every request sent it would wait for the keepalive (about 15 s),
-// reads retried after a cut-off too; one restarting refuses them until it
-// is back. done ends the use of such a connection (see pick).
-func (r *router) fallback() (conn grpc.ClientConnInterface, done func()) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.seedSilent && !r.closed {
-		for _, addr := range r.addrs {
-			if c, ok := r.conns[addr]; ok && c.GetState() == connectivity.Ready {
-				r.inUse[c]++
-				return c, func() {
-					r.mu.Lock()
-					last := r.doneLocked(c)
-					r.mu.Unlock()
-					if last {
-						c.Close()
-					}
-				}
+	var others []*grpc.ClientConn
+	if r.seedSilent {
+		for _, c := range r.conns {
+			if c.GetState() == connectivity.Ready {
+				others = append(others, c)
 			}
 		}
 	}
-	return r.seed, func() {}
+	r.mu.Unlock()
+	if len(others) == 0 {
+		return v, err
+	}
+	type answer struct {
+		v   T
+		c   *grpc.ClientConn
+		err error
+	}
+	ctx, cancel = context.WithTimeout(r.ctx, askTimeout)
+	defer cancel()
+	answers := make(chan answer, len(others))
+	for _, c := range others {
+		// A connection closed meanwhile (its node left the table) just
+		// fails.
+		go func() {
+			v, err := ask(ctx, rivetv1.NewAdminServiceClient(c))
+			answers <- answer{v, c, err}
+		}()
+	}
+	var first *answer
+	for range others {
+		a := <-answers
+		if a.err == nil && first == nil {
+			first = &a
+			cancel() // the others' requests end
+		}
+	}
+	if first == nil {
+		return v, err
+	}
+	r.mu.Lock()
+	r.answered = first.c
+	r.mu.Unlock()
+	return first.v, nil
 }
 
-// invokeFallback sends a call to fallback's choice.
+// fallback picks where a request goes that no owner takes (the table
+// cannot place it, or its owner was cut off or could not be reached): nil
+// for the seed, but while the seed does not answer the router's own
+// requests (fromAnyNode), a use of the connection of the node that
+// answered them instead, which forwards the request as the seed would. A
+// seed that froze keeps its connection open: every request sent it would
+// wait for the keepalive (about 15 s), reads retried after a cut-off too;
+// one restarting refuses them until it is back. That node's address must
+// still be in the table, not cut off nor unreachable (the seed's own
+// address may be there too, as an owner's: it is not the one that
+// answered). Like an owner's, the use is cut off if that node loses its
+// lease.
+func (r *router) fallback(ctx context.Context, stream bool) *use {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c := r.answered
+	if !r.seedSilent || r.closed || c == nil || c.GetState() != connectivity.Ready {
+		return nil
+	}
+	for node, addr := range r.addrs {
+		if r.conns[addr] == c && !time.Now().Before(r.bad[addr]) {
+			return r.beginUse(ctx, &use{conn: c, addr: addr, node: node, stream: stream, via: true})
+		}
+	}
+	return nil
+}
+
+// invokeFallback sends a call that no owner takes (fallback).
 func (r *router) invokeFallback(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
-	conn, done := r.fallback()
-	defer done()
-	return conn.Invoke(ctx, method, args, reply, opts...)
+	u := r.fallback(ctx, false)
+	if u == nil {
+		return r.seed.Invoke(ctx, method, args, reply, opts...)
+	}
+	p := peer.Peer{Addr: noPeer}
+	err := u.conn.Invoke(u.ctx, method, args, reply, append(opts, grpc.Peer(&p))...)
+	r.release(u)
+	if p.Addr == noPeer && u.cut(ctx, err) != nil {
+		return r.seed.Invoke(ctx, method, args, reply, opts...) // never sent
+	}
+	return u.failure(ctx, err)
+}
+
+// useStream is a stream on a use (fallback), whose errors say which node
+// it went through, or that the router cut it off.
+type useStream struct {
+	grpc.ClientStream
+	u   *use
+	ctx context.Context // the caller's
+}
+
+func (s *useStream) RecvMsg(m any) error {
+	err := s.ClientStream.RecvMsg(m)
+	if err == nil || errors.Is(err, io.EOF) {
+		return err
+	}
+	return s.u.failure(s.ctx, err)
+}
+
+// membersAnswer is a node's member list, with the number of the request
+// (askMembers).
+type membersAnswer struct {
+	ms  *rivetv1.MembersResponse
+	gen uint64
+}
+
+// tableAnswer is a node's partition table and member list.
+type tableAnswer struct {
+	tab *rivetv1.PartitionsResponse
+	ms  membersAnswer
+}
+
+// askForMembers asks admin for the members, numbering the request.
+func (r *router) askForMembers(ctx context.Context, admin rivetv1.AdminServiceClient) (membersAnswer, error) {
+	r.mu.Lock()
+	gen := r.askMembers()
+	r.mu.Unlock()
+	ms, err := admin.Members(ctx, &rivetv1.MembersRequest{})
+	return membersAnswer{ms, gen}, err
 }
 
 // askMembers numbers a request for the members about to be sent, so that
@@ -560,21 +644,15 @@ func (r *router) refreshNow(ctx context.Context) {
 
 func (r *router) refresh(done chan struct{}) {
 	defer r.wg.Done()
-	var tab *rivetv1.PartitionsResponse
-	var ms *rivetv1.MembersResponse
-	var gen uint64
-	err := r.fromAnyNode(func(ctx context.Context, admin rivetv1.AdminServiceClient) error {
+	a, err := fromAnyNode(r, func(ctx context.Context, admin rivetv1.AdminServiceClient) (tableAnswer, error) {
 		t, err := admin.Partitions(ctx, &rivetv1.PartitionsRequest{})
 		if err != nil {
-			return err
+			return tableAnswer{}, err
 		}
-		r.mu.Lock()
-		g := r.askMembers()
-		r.mu.Unlock()
-		m, err := admin.Members(ctx, &rivetv1.MembersRequest{})
-		tab, ms, gen = t, m, g
-		return err
+		m, err := r.askForMembers(ctx, admin)
+		return tableAnswer{t, m}, err
 	})
+	tab, ms, gen := a.tab, a.ms.ms, a.ms.gen
 	var stale []*grpc.ClientConn
 	defer func() {
 		for _, c := range stale {

@@ -79,6 +79,17 @@ func startFrozenCluster(t *testing.T, every time.Duration) *frozenCluster {
 		f.subsA.Add(1)
 		return servertest.NewEvents(nil, event("a")), nil // one event, then silence
 	}
+	// Frozen, a answers no one asking for the members or the table
+	// either (the router asks the nodes it has connections to when the
+	// seed does not answer).
+	a.MembersFunc = func(ctx context.Context) ([]runtime.Member, error) {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	a.PartitionsFunc = func(ctx context.Context) (uint32, []runtime.PartitionOwner, error) {
+		<-ctx.Done()
+		return 0, nil, ctx.Err()
+	}
 	aAddr := servertest.Start(t, a, servertest.Config{})
 
 	n := servertest.NewFake()
@@ -298,6 +309,138 @@ func TestDirectRoutingGoesAroundASeedThatDoesNotAnswer(t *testing.T) {
 		t.Fatalf("a call of a's actor, a cut off and b silent: %s, %v after %s; want n's answer", out, err, time.Since(start).Round(time.Millisecond))
 	}
 	t.Logf("answered by n %s after it was made", time.Since(start).Round(time.Millisecond))
+}
+
+// The node at the client's address may be an owner too, with a connection
+// of the router's own to it: when it freezes, its calls in flight are cut
+// off once it loses its lease, and what would go to it goes to the node
+// that answered the router instead, not to it through that connection.
+func TestDirectRoutingGoesAroundAFrozenSeedThatOwnsActors(t *testing.T) {
+	var frozen, moved atomic.Bool
+	var entered atomic.Int64
+	keyOn := map[uint32]string{}
+	for i := 0; len(keyOn) < 2 && i < 100; i++ {
+		k := string(rune('a' + i))
+		keyOn[client.PartitionOf("counter", k, 2)] = k
+	}
+	var aAddr, nAddr string
+	members := func() []runtime.Member {
+		ms := []runtime.Member{{NodeID: "n", GRPCAddr: nAddr, State: "alive", StartedAt: servertest.Created}}
+		if frozen.Load() {
+			return append(ms, runtime.Member{NodeID: "a", GRPCAddr: aAddr, State: "unregistered"})
+		}
+		return append(ms, runtime.Member{NodeID: "a", GRPCAddr: aAddr, State: "alive", StartedAt: servertest.Created})
+	}
+	partitions := func() (uint32, []runtime.PartitionOwner, error) {
+		owner := "a"
+		if moved.Load() {
+			owner = "n"
+		}
+		return 2, []runtime.PartitionOwner{{Partition: 0, Owner: owner}, {Partition: 1, Owner: "n"}}, nil
+	}
+	// a's two faces, the same node to the client: its address as the
+	// client's seed, and its address as an owner in the member list
+	// (another port here, so that the test knows which connection a call
+	// came by; a real client has two connections to it as well).
+	fake := func(asOwner bool) *servertest.Fake {
+		f := servertest.NewFake()
+		f.CallFunc = func(ctx context.Context, req runtime.CallRequest) (json.RawMessage, error) {
+			if req.Action == "block" && asOwner {
+				entered.Add(1)
+				<-ctx.Done()
+				return nil, ctx.Err()
+			}
+			if frozen.Load() {
+				<-ctx.Done()
+				return nil, ctx.Err()
+			}
+			if asOwner {
+				return json.RawMessage(`"a"`), nil
+			}
+			return json.RawMessage(`"a as the seed"`), nil
+		}
+		f.ListFunc = func(ctx context.Context, opts runtime.ListOptions) (runtime.ListResult, error) {
+			<-ctx.Done() // only asked while frozen
+			return runtime.ListResult{}, ctx.Err()
+		}
+		f.MembersFunc = func(ctx context.Context) ([]runtime.Member, error) {
+			if frozen.Load() {
+				<-ctx.Done()
+				return nil, ctx.Err()
+			}
+			return members(), nil
+		}
+		f.PartitionsFunc = func(ctx context.Context) (uint32, []runtime.PartitionOwner, error) {
+			if frozen.Load() {
+				<-ctx.Done()
+				return 0, nil, ctx.Err()
+			}
+			return partitions()
+		}
+		return f
+	}
+	aSeed := servertest.Start(t, fake(false), servertest.Config{})
+	aAddr = servertest.Start(t, fake(true), servertest.Config{})
+	n := servertest.NewFake()
+	n.CallFunc = func(context.Context, runtime.CallRequest) (json.RawMessage, error) {
+		return json.RawMessage(`"n"`), nil
+	}
+	var nLists atomic.Int64
+	n.ListFunc = func(context.Context, runtime.ListOptions) (runtime.ListResult, error) {
+		nLists.Add(1)
+		return runtime.ListResult{}, nil
+	}
+	n.MembersFunc = func(context.Context) ([]runtime.Member, error) { return members(), nil }
+	n.PartitionsFunc = func(context.Context) (uint32, []runtime.PartitionOwner, error) { return partitions() }
+	nAddr = servertest.Start(t, n, servertest.Config{})
+	c := newClient(t, aSeed, client.WithDirectRouting(200*time.Millisecond))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	defer cancel()
+	fc := &frozenCluster{c: c}
+	fc.reach(ctx, t, keyOn[1], `"n"`) // connections to n and to a as owners
+	fc.reach(ctx, t, keyOn[0], `"a"`)
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Actor("counter", keyOn[0]).Call(ctx, "block")
+		done <- err
+	}()
+	for entered.Load() == 0 {
+		if ctx.Err() != nil {
+			t.Fatal("the call never reached a")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	frozen.Store(true) // and a's lease is lost
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(cutBound):
+		t.Fatalf("the call at a still waits %s after a froze and lost its lease", cutBound)
+	}
+	if !errors.Is(err, rivet.ErrUnavailable) || !strings.Contains(err.Error(), "node a") {
+		t.Fatalf("the call at a: %v, want UNAVAILABLE naming node a", err)
+	}
+	// Calls that no owner takes go to n, which answered the router, not
+	// to a through its owner's connection: each of these would wait
+	// otherwise.
+	for i := range 5 {
+		lctx, lcancel := context.WithTimeout(ctx, cutBound)
+		_, err := c.List(lctx, "counter", client.ListOptions{})
+		lcancel()
+		if err != nil {
+			t.Fatalf("list %d, a frozen: %v; want n's answer", i, err)
+		}
+	}
+	if nLists.Load() != 5 {
+		t.Fatalf("n answered %d lists, want 5", nLists.Load())
+	}
+	moved.Store(true)
+	cctx, ccancel := context.WithTimeout(ctx, cutBound)
+	defer ccancel()
+	if out, err := c.Actor("counter", keyOn[0]).Call(cctx, "x"); err != nil || string(out) != `"n"` {
+		t.Fatalf("a call of a's actor once moved: %s, %v; want n's answer", out, err)
+	}
 }
 
 // An idempotent read in flight at an owner that stops answering is cut off
