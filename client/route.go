@@ -58,7 +58,7 @@ type router struct {
 	seedSilent bool
 	answered   *grpc.ClientConn
 	// membersAsked numbers the requests for the members; membersApplied
-	// is the latest whose answer was applied (askMembers).
+	// is the latest whose answer was applied (askForMembers).
 	membersAsked, membersApplied uint64
 	bad                          map[string]time.Time // addresses that failed to dial, until
 	fetched                      time.Time
@@ -97,20 +97,26 @@ func (r *router) Invoke(ctx context.Context, method string, args, reply any, opt
 	if u == nil {
 		return r.invokeFallback(ctx, method, args, reply, opts...)
 	}
-	p := peer.Peer{Addr: noPeer}
-	err := u.conn.Invoke(u.ctx, method, args, reply, append(opts, grpc.Peer(&p))...)
-	r.release(u)
-	connected := p.Addr != noPeer
-	if !connected && u.cut(ctx, err) != nil {
-		// Cut off before it had a stream: it was never sent, and the
-		// seed forwards it.
-		return r.invokeFallback(ctx, method, args, reply, opts...)
-	}
-	err = u.failure(ctx, err)
-	if r.unreached(u.addr, err, connected) {
+	err, connected, unsent := r.invokeOn(ctx, u, method, args, reply, opts)
+	if unsent || r.unreached(u.addr, err, connected) {
 		return r.invokeFallback(ctx, method, args, reply, opts...)
 	}
 	return err
+}
+
+// invokeOn sends a call on u and ends the use. It returns the call's
+// failure as u.failure says it; connected says that the call reached a
+// node (gRPC gave it a stream), unsent that the router cut it off before
+// that: it was never sent, and may go elsewhere.
+func (r *router) invokeOn(ctx context.Context, u *use, method string, args, reply any, opts []grpc.CallOption) (err error, connected, unsent bool) {
+	p := peer.Peer{Addr: noPeer}
+	err = u.conn.Invoke(u.ctx, method, args, reply, append(opts, grpc.Peer(&p))...)
+	r.release(u)
+	connected = p.Addr != noPeer
+	if !connected && u.cut(ctx, err) != nil {
+		return err, false, true
+	}
+	return u.failure(ctx, err), connected, false
 }
 
 // A use is one call or stream on a connection that pick returned, until
@@ -153,14 +159,19 @@ func (g *ownerGone) Error() string {
 	default:
 		why = fmt.Sprintf("lost its lease (the cluster's members list it %q, unregistered)", g.state)
 	}
-	role := "the actor's owner"
-	if g.via {
-		role = "which forwarded the request"
-	}
 	if g.stream {
-		return fmt.Sprintf("node %s (%s), %s, stopped answering: it %s, and the stream on it was cut off", g.node, g.addr, role, why)
+		return fmt.Sprintf("node %s (%s), %s, stopped answering: it %s, and the stream on it was cut off", g.node, g.addr, role(g.via), why)
 	}
-	return fmt.Sprintf("node %s (%s), %s, stopped answering: it %s, and the call in flight on it was cut off; it may have run (its outcome is unknown)", g.node, g.addr, role, why)
+	return fmt.Sprintf("node %s (%s), %s, stopped answering: it %s, and the call in flight on it was cut off; it may have run (its outcome is unknown)", g.node, g.addr, role(g.via), why)
+}
+
+// role is what a node of a use is to its request: its actor's owner, or
+// (via) a node in the seed's stead that forwards it.
+func role(via bool) string {
+	if via {
+		return "which forwarded the request"
+	}
+	return "the actor's owner"
 }
 
 // status is how a call cut off fails: UNAVAILABLE without an ActorError,
@@ -197,11 +208,7 @@ func (u *use) failure(ctx context.Context, err error) error {
 		// The transport's own words ("error reading from server: EOF",
 		// a keepalive's), which name no node: say whose connection it
 		// was. The words stay, for what looks at them (rpcerr.NotSent).
-		role := "the actor's owner"
-		if u.via {
-			role = "which forwarded the request"
-		}
-		return status.Errorf(codes.Unavailable, "node %s (%s), %s: %s", u.node, u.addr, role, st.Message())
+		return status.Errorf(codes.Unavailable, "node %s (%s), %s: %s", u.node, u.addr, role(u.via), st.Message())
 	}
 	return err
 }
@@ -536,13 +543,11 @@ func (r *router) invokeFallback(ctx context.Context, method string, args, reply 
 	if u == nil {
 		return r.seed.Invoke(ctx, method, args, reply, opts...)
 	}
-	p := peer.Peer{Addr: noPeer}
-	err := u.conn.Invoke(u.ctx, method, args, reply, append(opts, grpc.Peer(&p))...)
-	r.release(u)
-	if p.Addr == noPeer && u.cut(ctx, err) != nil {
-		return r.seed.Invoke(ctx, method, args, reply, opts...) // never sent
+	err, _, unsent := r.invokeOn(ctx, u, method, args, reply, opts)
+	if unsent {
+		return r.seed.Invoke(ctx, method, args, reply, opts...)
 	}
-	return u.failure(ctx, err)
+	return err
 }
 
 // useStream is a stream on a use (fallback), whose errors say which node
@@ -562,7 +567,7 @@ func (s *useStream) RecvMsg(m any) error {
 }
 
 // membersAnswer is a node's member list, with the number of the request
-// (askMembers).
+// (askForMembers).
 type membersAnswer struct {
 	ms  *rivetv1.MembersResponse
 	gen uint64
@@ -574,24 +579,19 @@ type tableAnswer struct {
 	ms  membersAnswer
 }
 
-// askForMembers asks admin for the members, numbering the request.
+// askForMembers asks admin for the members, numbering the request so that
+// its answer is applied only if no answer to a later one was
+// (latestMembers: the watch's and a refresh's requests run side by side).
 func (r *router) askForMembers(ctx context.Context, admin rivetv1.AdminServiceClient) (membersAnswer, error) {
 	r.mu.Lock()
-	gen := r.askMembers()
+	r.membersAsked++
+	gen := r.membersAsked
 	r.mu.Unlock()
 	ms, err := admin.Members(ctx, &rivetv1.MembersRequest{})
 	return membersAnswer{ms, gen}, err
 }
 
-// askMembers numbers a request for the members about to be sent, so that
-// its answer is applied only if no answer to a later one was (the watch's
-// and a refresh's requests run side by side). Called with mu held.
-func (r *router) askMembers() uint64 {
-	r.membersAsked++
-	return r.membersAsked
-}
-
-// latestMembers reports whether the answer to request gen (askMembers) is
+// latestMembers reports whether the answer to request gen (askForMembers) is
 // later than any applied, and if so records it applied. Called with mu
 // held.
 func (r *router) latestMembers(gen uint64) bool {

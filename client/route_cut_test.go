@@ -181,6 +181,20 @@ func (f *frozenCluster) reach(ctx context.Context, t *testing.T, key, want strin
 	}
 }
 
+// blockInFlight starts a call of a's "block" action, which a never
+// answers, and returns once a has it: the call's error comes on the
+// channel.
+func (f *frozenCluster) blockInFlight(ctx context.Context, t *testing.T) <-chan error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() {
+		_, err := f.actor().Call(ctx, "block")
+		done <- err
+	}()
+	f.wait(t, "call")
+	return done
+}
+
 // wait waits until a's frozen handler was entered for what.
 func (f *frozenCluster) wait(t *testing.T, what string) {
 	t.Helper()
@@ -209,12 +223,7 @@ func TestDirectRoutingCutsOffACallAtAnOwnerTheTableSaysIsDead(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	f.reach(ctx, t, f.keyOn[0], `"a"`)
-	done := make(chan error, 1)
-	go func() {
-		_, err := f.actor().Call(ctx, "block")
-		done <- err
-	}()
-	f.wait(t, "call")
+	done := f.blockInFlight(ctx, t)
 	f.aState.Store("dead") // no call is made from now on: the watcher refreshes
 	changed := time.Now()
 	var err error
@@ -256,12 +265,7 @@ func TestDirectRoutingGoesAroundASeedThatDoesNotAnswer(t *testing.T) {
 	defer cancel()
 	f.reach(ctx, t, f.keyOn[1], `"n"`) // a connection to n
 	f.reach(ctx, t, f.keyOn[0], `"a"`)
-	done := make(chan error, 1)
-	go func() {
-		_, err := f.actor().Call(ctx, "block")
-		done <- err
-	}()
-	f.wait(t, "call")
+	done := f.blockInFlight(ctx, t)
 	f.seedFrozen.Store(true)
 	f.aState.Store("dead") // a lost its lease; its partition not yet moved
 	changed := time.Now()

@@ -255,14 +255,15 @@ func TestAnAnswerOlderThanOneAppliedIsDropped(t *testing.T) {
 	defer r.stop()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	refresh, watch := r.askMembers(), r.askMembers()
+	ask := func() uint64 { r.membersAsked++; return r.membersAsked } // as askForMembers numbers them
+	refresh, watch := ask(), ask()
 	if !r.latestMembers(watch) {
 		t.Fatal("the later request's answer, first back, was dropped")
 	}
 	if r.latestMembers(refresh) {
 		t.Fatal("the earlier request's answer, back after the later one's, was applied")
 	}
-	if next := r.askMembers(); !r.latestMembers(next) {
+	if next := ask(); !r.latestMembers(next) {
 		t.Fatal("a request after them was dropped")
 	}
 }
