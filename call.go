@@ -30,6 +30,33 @@ func Call[R any](ctx context.Context, h Handle, action string, args ...any) (R, 
 	return out, nil
 }
 
+// CallQuery runs a read-only action (one made with Query or QueryArg)
+// through h and decodes its result into R. The node refuses any other
+// action (ErrFailedPrecondition, reason actor.not_read_only) before it
+// runs it, so a query may be sent again when a connection breaks during
+// it, which a Call may not (its outcome is unknown: it may have run): the
+// Go client retries it as it does a read, through a node's failover or a
+// cut-off owner, and a node that forwards it to the actor's owner does
+// too. A read-only action changes nothing of its own actor; one that calls
+// other actors' actions would have those made again by such a retry.
+//
+//	n, err := rivet.CallQuery[int](ctx, client.Get("counter", "main"), "getCount")
+func CallQuery[R any](ctx context.Context, h Handle, action string, args ...any) (R, error) {
+	var out R
+	q, ok := h.(caller.Querier)
+	if !ok {
+		return out, Errorf(ErrInvalidArgument, "a %T cannot make a read-only call: use its Call", h)
+	}
+	raw, err := q.Query(ctx, action, args...)
+	if err != nil {
+		return out, err
+	}
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return out, workflow.Critical(fmt.Errorf("rivet: read-only action %s ran, but its result does not decode into %T: %w", action, out, err))
+	}
+	return out, nil
+}
+
 // MarshalArgs encodes call arguments as the JSON array the wire carries.
 // A json.RawMessage argument is embedded as JSON (compacted), not quoted.
 func MarshalArgs(args ...any) (json.RawMessage, error) {

@@ -73,6 +73,16 @@ type SendOptions struct {
 	Timeout time.Duration
 }
 
+// Querier is what this module's handles offer for read-only actions
+// (rivet.Query, rivet.QueryArg): a call that the actor's node refuses,
+// before it runs or creates anything, unless the action is read-only, and
+// that may therefore be sent again after a break that would leave a plain
+// call's outcome unknown (the Go client does so as it does its reads).
+// rivet.CallQuery reaches it through any Handle.
+type Querier interface {
+	Query(ctx context.Context, action string, args ...any) (json.RawMessage, error)
+}
+
 // OnceSender is a Sender whose sends take options, among them an
 // idempotency key (rivet.SendWith).
 type OnceSender interface {

@@ -272,6 +272,11 @@ func TestRetryBareUnavailable(t *testing.T) {
 	if n, _ := rivet.Call[int](ctx(t), c.Get("counter", "k"), "getCount"); n != 0 {
 		t.Errorf("the failed call ran: count %d", n)
 	}
+	// A read-only call changes nothing, and is retried as a read.
+	failures.Store(2)
+	if n, err := rivet.CallQuery[int](ctx(t), c.Get("counter", "k"), "getCount"); err != nil || n != 0 {
+		t.Errorf("a read-only call after 2 bare UNAVAILABLE: %d, %v; want 0, retried", n, err)
+	}
 }
 
 func TestActorOperations(t *testing.T) {

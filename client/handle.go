@@ -70,6 +70,23 @@ func (h *ActorHandle) createInput() ([]byte, error) {
 // is sent as it is) and returns its JSON result. Use rivet.Call for a
 // typed result.
 func (h *ActorHandle) Call(ctx context.Context, action string, args ...any) (json.RawMessage, error) {
+	return h.call(ctx, action, false, args)
+}
+
+// Query runs a read-only action (made with rivet.Query or rivet.QueryArg)
+// and returns its JSON result; the node refuses any other action
+// (rivet.ErrFailedPrecondition, reason actor.not_read_only) before it
+// runs it. It is retried as a read is: also when a connection broke
+// during the call, or a direct-routed call's owner was cut off, where a
+// Call's error says its outcome is unknown. Use rivet.CallQuery for a
+// typed result. Nodes older than this call ignore its read-only mark and
+// run any action it names: an action that is not read-only could then run
+// twice.
+func (h *ActorHandle) Query(ctx context.Context, action string, args ...any) (json.RawMessage, error) {
+	return h.call(ctx, action, true, args)
+}
+
+func (h *ActorHandle) call(ctx context.Context, action string, readOnly bool, args []any) (json.RawMessage, error) {
 	a, err := marshalArgs(args)
 	if err != nil {
 		return nil, err
@@ -78,8 +95,12 @@ func (h *ActorHandle) Call(ctx context.Context, action string, args ...any) (jso
 	if err != nil {
 		return nil, err
 	}
-	req := &rivetv1.CallRequest{Actor: h.ref(), Action: action, Args: a, CreateIfMissing: h.create, Input: in}
-	resp, err := invoke(ctx, h.c, sideEffects, h.c.actors.Call, req)
+	req := &rivetv1.CallRequest{Actor: h.ref(), Action: action, Args: a, CreateIfMissing: h.create, Input: in, ReadOnly: readOnly}
+	class := sideEffects
+	if readOnly {
+		class = idempotent
+	}
+	resp, err := invoke(ctx, h.c, class, h.c.actors.Call, req)
 	if err != nil {
 		return nil, err
 	}

@@ -36,6 +36,8 @@ type frozenCluster struct {
 	// Counts, by node: "block" calls, Inspects, subscriptions; and the
 	// frozen handlers that returned (none while the test runs).
 	aBlocks, bBlocks, aReads, bReads, subsA, subsB, subsN, aReturned atomic.Int64
+	// bQueries counts the "block" calls b got marked read-only.
+	bQueries atomic.Int64
 	// keyOn is a key of counter on each of the two partitions.
 	keyOn map[uint32]string
 }
@@ -126,6 +128,9 @@ func startFrozenCluster(t *testing.T, every time.Duration) *frozenCluster {
 	b.CallFunc = func(ctx context.Context, req runtime.CallRequest) (json.RawMessage, error) {
 		if req.Action == "block" {
 			f.bBlocks.Add(1)
+			if req.ReadOnly {
+				f.bQueries.Add(1)
+			}
 		}
 		if f.seedFrozen.Load() {
 			<-ctx.Done()
@@ -427,34 +432,53 @@ func TestDirectRoutingGoesAroundAFrozenSeedThatOwnsActors(t *testing.T) {
 // once the owner is gone from the member list, and retried: the seed
 // answers it.
 func TestDirectRoutingRetriesAReadCutOffAtAnOwnerGoneFromTheTable(t *testing.T) {
-	f := startFrozenCluster(t, 200*time.Millisecond)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	f.reach(ctx, t, f.keyOn[0], `"a"`)
-	type result struct {
-		in  client.Inspection
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		in, err := f.actor().Inspect(ctx)
-		done <- result{in, err}
-	}()
-	f.wait(t, "inspect")
-	f.aState.Store("") // gone from the list
-	changed := time.Now()
-	var res result
-	select {
-	case res = <-done:
-	case <-time.After(cutBound):
-		t.Fatalf("the read still waits %s after its owner left the table", cutBound)
-	}
-	t.Logf("the read was answered %s after the table changed", time.Since(changed).Round(time.Millisecond))
-	if res.err != nil || string(res.in.State) != `"b"` {
-		t.Fatalf("read: state %s, %v; want b's answer (retried through the seed)", res.in.State, res.err)
-	}
-	if f.aReturned.Load() != 0 || f.aReads.Load() != 1 || f.bReads.Load() != 1 {
-		t.Fatalf("reads at a %d (answered %d), at b %d; want one each, a's unanswered", f.aReads.Load(), f.aReturned.Load(), f.bReads.Load())
+	for _, c := range []struct {
+		name, entered string
+		read          func(context.Context, *client.ActorHandle) (string, error)
+		// at a and at b: the reads the fakes were asked for.
+		at func(*frozenCluster) (a, b int64)
+	}{
+		{"inspect", "inspect", func(ctx context.Context, h *client.ActorHandle) (string, error) {
+			in, err := h.Inspect(ctx)
+			return string(in.State), err
+		}, func(f *frozenCluster) (int64, int64) { return f.aReads.Load(), f.bReads.Load() }},
+		// A read-only call is retried as a read, with its mark kept.
+		{"query", "call", func(ctx context.Context, h *client.ActorHandle) (string, error) {
+			out, err := h.Query(ctx, "block")
+			return string(out), err
+		}, func(f *frozenCluster) (int64, int64) { return f.aBlocks.Load(), f.bQueries.Load() }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := startFrozenCluster(t, 200*time.Millisecond)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			f.reach(ctx, t, f.keyOn[0], `"a"`)
+			type result struct {
+				out string
+				err error
+			}
+			done := make(chan result, 1)
+			go func() {
+				out, err := c.read(ctx, f.actor())
+				done <- result{out, err}
+			}()
+			f.wait(t, c.entered)
+			f.aState.Store("") // gone from the list
+			changed := time.Now()
+			var res result
+			select {
+			case res = <-done:
+			case <-time.After(cutBound):
+				t.Fatalf("the read still waits %s after its owner left the table", cutBound)
+			}
+			t.Logf("the read was answered %s after the table changed", time.Since(changed).Round(time.Millisecond))
+			if res.err != nil || res.out != `"b"` {
+				t.Fatalf("read: %s, %v; want b's answer (retried through the seed)", res.out, res.err)
+			}
+			if a, b := c.at(f); f.aReturned.Load() != 0 || a != 1 || b != 1 {
+				t.Fatalf("reads at a %d (answered %d), at b %d; want one each, a's unanswered", a, f.aReturned.Load(), b)
+			}
+		})
 	}
 }
 

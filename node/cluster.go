@@ -418,7 +418,7 @@ func (r remote) Call(ctx context.Context, req runtime.CallRequest) (json.RawMess
 		resp  *rivetv1.CallResponse
 		local json.RawMessage
 	)
-	err := r.do(ctx, req.Ref, func() (err error) {
+	err := r.do(ctx, req.Ref, req.ReadOnly, func() (err error) {
 		// As a call between actors of this node: it ends with the
 		// caller's ctx, as the call to the other node would have, even
 		// if the called action does not heed it.
@@ -427,7 +427,7 @@ func (r remote) Call(ctx context.Context, req runtime.CallRequest) (json.RawMess
 	}, func(conn *server.PeerConn) (err error) {
 		resp, err = rivetv1.NewActorServiceClient(conn).Call(server.WithChain(ctx, req.Chain.ID), &rivetv1.CallRequest{
 			Actor: &rivetv1.ActorRef{Name: req.Ref.Name, Key: req.Ref.Key}, Action: req.Action, Args: req.Args,
-			CreateIfMissing: req.CreateIfMissing, Input: req.Input,
+			CreateIfMissing: req.CreateIfMissing, Input: req.Input, ReadOnly: req.ReadOnly,
 		})
 		return err
 	})
@@ -442,7 +442,7 @@ func (r remote) Send(ctx context.Context, req runtime.SendRequest) (runtime.Send
 		resp  *rivetv1.SendResponse
 		local runtime.SendResult
 	)
-	err := r.do(ctx, req.Ref, func() (err error) {
+	err := r.do(ctx, req.Ref, false, func() (err error) {
 		lreq := req
 		lreq.Timeout = waitLeft(ctx, req.Timeout)
 		local, err = r.v.host.Send(ctx, lreq)
@@ -495,8 +495,11 @@ var remoteRetryWait = 10 * time.Second
 // wait for an owner included) or ctx ends; or local, if the
 // partition moved to this node meanwhile. Its error is the last attempt's:
 // rivet.ErrUnavailable for one that was not sent (the caller's step
-// retries), else what the owner said (peerError).
-func (r remote) do(ctx context.Context, ref runtime.Ref, local func() error, call func(*server.PeerConn) error) error {
+// retries), else what the owner said (peerError). A safe request (a
+// read-only call: the owner refuses any other) is sent again also after a
+// hop that broke mid-call, and fails as unavailable, not of unknown
+// outcome, when that was its last attempt.
+func (r remote) do(ctx context.Context, ref runtime.Ref, safe bool, local func() error, call func(*server.PeerConn) error) error {
 	p, err := r.v.host.PartitionOf(ref)
 	if err != nil {
 		return err
@@ -529,10 +532,15 @@ func (r remote) do(ctx context.Context, ref runtime.Ref, local func() error, cal
 				k, _ := json.Marshal(ref.Key)
 				return rivet.Errorf(rivet.ErrTimeout, "no answer from %s %s on node %s, its owner, before the caller's deadline: its action ran that long, or the call waited that long for the actor's turn (held by other calls: two calls that wait for each other's actors through several nodes wait until their deadline)", ref.Name, k, owner)
 			}
-			if st := status.Convert(err); st.Code() != codes.Unavailable || !rpcerr.NotSent(st) && !rpcerr.HasActorError(st) {
+			st := status.Convert(err)
+			if st.Code() != codes.Unavailable || !safe && !rpcerr.NotSent(st) && !rpcerr.HasActorError(st) {
 				return peerError(err)
 			}
-			err = peerError(err)
+			if safe && !rpcerr.NotSent(st) && !rpcerr.HasActorError(st) && !rpcerr.MarkedOutcomeUnknown(st) {
+				err = rivet.Errorf(rivet.ErrUnavailable, "a read-only call to the owner's node broke off (it changed nothing): %s", st.Message())
+			} else {
+				err = peerError(err)
+			}
 		}
 		if ctx.Err() != nil || time.Now().Add(backoff).After(deadline) {
 			return err

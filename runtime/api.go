@@ -34,6 +34,11 @@ type CallRequest struct {
 	// Input is the create input, used only if this call creates the actor.
 	Input json.RawMessage
 	Chain Chain
+	// ReadOnly asks for a read-only action: any other is refused
+	// (rivet.ErrFailedPrecondition, reason actor.not_read_only) before it
+	// runs or creates the actor, so that the caller may send the call
+	// again after a break that left its outcome unknown.
+	ReadOnly bool
 }
 
 // SendRequest appends a message to a queue.

@@ -1094,6 +1094,9 @@ func (h *Host) call(ctx context.Context, req CallRequest, actor *string) (json.R
 	if !ok {
 		return nil, rivet.Errorf(rivet.ErrUnknownAction, "actor %s has no action %q (it has %s)", sp.Name, req.Action, knownNames(sp.Actions))
 	}
+	if req.ReadOnly && !act.ReadOnly {
+		return nil, rivet.Reasonf(rivet.ErrFailedPrecondition, "actor", "not_read_only", "action %s of %s is not read-only (not declared with rivet.Query or rivet.QueryArg): call it as a plain call, whose outcome is unknown if its connection breaks", req.Action, sp.Name)
+	}
 	var args []json.RawMessage
 	if len(req.Args) > 0 {
 		if err := json.Unmarshal(req.Args, &args); err != nil {
@@ -2587,6 +2590,17 @@ func (hh *hostHandle) flushCaller(ctx context.Context) error {
 }
 
 func (hh *hostHandle) Call(ctx context.Context, action string, args ...any) (json.RawMessage, error) {
+	return hh.call(ctx, action, false, args)
+}
+
+// Query is Call of a read-only action (caller.Querier): the called actor's
+// node refuses any other, and the hop to another node's actor is sent
+// again if it breaks.
+func (hh *hostHandle) Query(ctx context.Context, action string, args ...any) (json.RawMessage, error) {
+	return hh.call(ctx, action, true, args)
+}
+
+func (hh *hostHandle) call(ctx context.Context, action string, readOnly bool, args []any) (json.RawMessage, error) {
 	raw, err := rivet.MarshalArgs(args...)
 	if err != nil {
 		return nil, err
@@ -2601,7 +2615,7 @@ func (hh *hostHandle) Call(ctx context.Context, action string, args ...any) (jso
 	if err := hh.flushCaller(ctx); err != nil {
 		return nil, err
 	}
-	req := CallRequest{Ref: hh.ref, Action: action, Args: raw, CreateIfMissing: hh.create, Chain: Chain{ID: hh.c.chain}}
+	req := CallRequest{Ref: hh.ref, Action: action, Args: raw, CreateIfMissing: hh.create, Chain: Chain{ID: hh.c.chain}, ReadOnly: readOnly}
 	if r := hh.c.h.remoteFor(hh.ref, hh.c.from, hh.c.chain); r != nil {
 		return r.Call(ctx, req)
 	}

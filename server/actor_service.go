@@ -62,6 +62,7 @@ func (s *Server) callRequest(ctx context.Context, req *rivetv1.CallRequest) (run
 		CreateIfMissing: req.GetCreateIfMissing(),
 		Input:           input,
 		Chain:           chainOf(ctx),
+		ReadOnly:        req.GetReadOnly(),
 	}, nil
 }
 

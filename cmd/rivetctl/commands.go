@@ -53,6 +53,7 @@ func (hf *handleFlags) handle(c *client.Client, name string, key []string) (*cli
 
 func (a *app) callCommand() *cobra.Command {
 	hf := handleFlags{app: a}
+	var readOnly bool
 	cmd := &cobra.Command{
 		Use:   "call ACTOR KEY ACTION [ARG_JSON...]",
 		Short: "Run an action and print its JSON result",
@@ -60,6 +61,7 @@ func (a *app) callCommand() *cobra.Command {
 it from a file and @- from stdin (for payloads too big for a command line).`,
 		Example: `  rivetctl call counter main increment 5
   rivetctl call counter '["eu","alice"]' getCount
+  rivetctl call --read-only counter main getCount
   rivetctl call counter main increment @by.json`,
 		Annotations: map[string]string{jsonArgsAnnotation: "3-", sideEffectsAnnotation: "true"},
 		Args:        args(3, -1),
@@ -81,13 +83,18 @@ it from a file and @- from stdin (for payloads too big for a command line).`,
 		if err != nil {
 			return err
 		}
-		res, err := h.Call(ctx, args[2], callArgs...)
+		call := h.Call
+		if readOnly {
+			call = h.Query
+		}
+		res, err := call(ctx, args[2], callArgs...)
 		if err != nil {
 			return err
 		}
 		return a.printJSON(res)
 	})
 	hf.add(cmd)
+	cmd.Flags().BoolVar(&readOnly, "read-only", false, "run only a read-only action (refused otherwise, before it runs); retried, as a read is, if a connection breaks during it")
 	return cmd
 }
 

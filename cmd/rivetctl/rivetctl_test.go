@@ -101,6 +101,9 @@ func TestCall(t *testing.T) {
 	rivetctl(t, addr, "call", "counter", "main", "increment", "5").want(t, 0, "5\n")
 	rivetctl(t, addr, "call", "counter", "main", "increment", "2", "-o", "json").want(t, 0, "7\n")
 	rivetctl(t, addr, "call", "--no-create", "counter", "main", "getCount").want(t, 0, "7\n")
+	rivetctl(t, addr, "call", "--read-only", "counter", "main", "getCount").want(t, 0, "7\n")
+	rivetctl(t, addr, "call", "--read-only", "counter", "main", "increment", "1").
+		wantErr(t, 1, "rivetctl: failed precondition: action increment of counter is not read-only (FAILED_PRECONDITION actor.not_read_only)")
 	rivetctl(t, addr, "call", "counter", `["eu","main"]`, "getCount").want(t, 0, "0\n")
 	rivetctl(t, addr, "history", "counter", "main").want(t, 0, "workflow  none (this actor has no workflow)\n")
 	rivetctl(t, addr, "call", "counter", "", "increment", "1").

@@ -121,6 +121,9 @@ func (f *Fake) Call(ctx context.Context, req runtime.CallRequest) (json.RawMessa
 	if f.CallFunc != nil {
 		return f.CallFunc(ctx, req)
 	}
+	if req.ReadOnly && req.Action == "increment" { // as a node refuses it
+		return nil, rivet.Reasonf(rivet.ErrFailedPrecondition, "actor", "not_read_only", "action increment of %s is not read-only", req.Ref.Name)
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	a, _, err := f.lookup(req.Ref, req.CreateIfMissing, req.Input)

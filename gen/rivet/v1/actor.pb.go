@@ -147,8 +147,15 @@ type CallRequest struct {
 	Args            []byte `protobuf:"bytes,3,opt,name=args,proto3" json:"args,omitempty"`
 	CreateIfMissing bool   `protobuf:"varint,4,opt,name=create_if_missing,json=createIfMissing,proto3" json:"create_if_missing,omitempty"`
 	// input is the JSON create input, used only if this call creates the actor.
-	Input         []byte     `protobuf:"bytes,5,opt,name=input,proto3" json:"input,omitempty"`
-	Chain         *CallChain `protobuf:"bytes,6,opt,name=chain,proto3" json:"chain,omitempty"`
+	Input []byte     `protobuf:"bytes,5,opt,name=input,proto3" json:"input,omitempty"`
+	Chain *CallChain `protobuf:"bytes,6,opt,name=chain,proto3" json:"chain,omitempty"`
+	// read_only asks for a read-only action (one the actor declares as a
+	// query): the node refuses any other with FAILED_PRECONDITION (reason
+	// actor.not_read_only) before it runs or creates anything. So a client
+	// may send a read-only call again after its connection broke mid-call,
+	// where a plain call's outcome would be unknown. Nodes older than this
+	// field ignore it and run the action whatever it is.
+	ReadOnly      bool `protobuf:"varint,7,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -223,6 +230,13 @@ func (x *CallRequest) GetChain() *CallChain {
 		return x.Chain
 	}
 	return nil
+}
+
+func (x *CallRequest) GetReadOnly() bool {
+	if x != nil {
+		return x.ReadOnly
+	}
+	return false
 }
 
 type CallResponse struct {
@@ -2581,14 +2595,15 @@ const file_rivet_v1_actor_proto_rawDesc = "" +
 	"\x03key\x18\x02 \x03(\tR\x03key\"/\n" +
 	"\tCallChain\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
-	"\x04hops\x18\x02 \x01(\rR\x04hops\"\xd0\x01\n" +
+	"\x04hops\x18\x02 \x01(\rR\x04hops\"\xed\x01\n" +
 	"\vCallRequest\x12(\n" +
 	"\x05actor\x18\x01 \x01(\v2\x12.rivet.v1.ActorRefR\x05actor\x12\x16\n" +
 	"\x06action\x18\x02 \x01(\tR\x06action\x12\x12\n" +
 	"\x04args\x18\x03 \x01(\fR\x04args\x12*\n" +
 	"\x11create_if_missing\x18\x04 \x01(\bR\x0fcreateIfMissing\x12\x14\n" +
 	"\x05input\x18\x05 \x01(\fR\x05input\x12)\n" +
-	"\x05chain\x18\x06 \x01(\v2\x13.rivet.v1.CallChainR\x05chain\"&\n" +
+	"\x05chain\x18\x06 \x01(\v2\x13.rivet.v1.CallChainR\x05chain\x12\x1b\n" +
+	"\tread_only\x18\a \x01(\bR\breadOnly\"&\n" +
 	"\fCallResponse\x12\x16\n" +
 	"\x06result\x18\x01 \x01(\fR\x06result\"\xaa\x02\n" +
 	"\vSendRequest\x12(\n" +
