@@ -37,8 +37,15 @@ func Call[R any](ctx context.Context, h Handle, action string, args ...any) (R, 
 // it, which a Call may not (its outcome is unknown: it may have run): the
 // Go client retries it as it does a read, through a node's failover or a
 // cut-off owner, and a node that forwards it to the actor's owner does
-// too. A read-only action changes nothing of its own actor; one that calls
-// other actors' actions would have those made again by such a retry.
+// too. A read-only action cannot change its actor's stored state, schedule
+// or destroy; what else it does (a call of another actor's action, or of
+// its own actor's that changes it, a send, a broadcast, a KeepAwake task)
+// such a retry does again, so a query should do none of it, as a Temporal
+// query handler should not. It is not retried after an error the node
+// marked of unknown outcome (the query passed on what a call of its own
+// got). A node older than read-only calls ignores the mark and runs any
+// action it names: during a rolling upgrade from one, a query of an action
+// that is not read-only could run twice.
 //
 //	n, err := rivet.CallQuery[int](ctx, client.Get("counter", "main"), "getCount")
 func CallQuery[R any](ctx context.Context, h Handle, action string, args ...any) (R, error) {

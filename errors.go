@@ -98,7 +98,7 @@ var reasons = []struct {
 	{ErrNotFound, "node", "not_found"},                          // no such node (drain)
 	{ErrFailedPrecondition, "node", "last_eligible"},            // a drain of the last node that could take partitions
 	{ErrFailedPrecondition, "actor", "deadlock"},                // a call whose wait for an actor's turn would close a cycle of waits
-	{ErrFailedPrecondition, "actor", "not_read_only"},           // a read-only call (client Query, rivet.CallQuery) of an action that is not
+	{ErrFailedPrecondition, "actor", "not_read_only"},           // a read-only call (client Query, rivet.CallQuery) of an action not declared read-only
 	{ErrWorkflowFailed, "workflow", "none"},                     // the actor has no workflow
 	{ErrWorkflowFailed, "workflow", "not_ended"},                // a retry of a workflow that runs
 	{ErrWorkflowFailed, "workflow", "not_failed"},               // a retry only if failed, of a completed or cancelled workflow

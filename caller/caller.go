@@ -78,7 +78,8 @@ type SendOptions struct {
 // before it runs or creates anything, unless the action is read-only, and
 // that may therefore be sent again after a break that would leave a plain
 // call's outcome unknown (the Go client does so as it does its reads).
-// rivet.CallQuery reaches it through any Handle.
+// rivet.CallQuery reaches it through any Handle, and says what such a
+// retry does again.
 type Querier interface {
 	Query(ctx context.Context, action string, args ...any) (json.RawMessage, error)
 }

@@ -279,6 +279,23 @@ func TestRetryBareUnavailable(t *testing.T) {
 	}
 }
 
+// A read-only call is not retried after an UNAVAILABLE the node marked of
+// unknown outcome: the query ran and passed on what a call of its own
+// got, whose effect on another actor stands.
+func TestAReadOnlyCallIsNotRetriedAfterAnOutcomeUnknown(t *testing.T) {
+	f := servertest.NewFake()
+	var calls atomic.Int32
+	f.CallFunc = func(_ context.Context, req runtime.CallRequest) (json.RawMessage, error) {
+		calls.Add(1)
+		return nil, &rivet.Error{Kind: rivet.ErrUnavailable, Message: "the stream to the actor's owner broke during the forwarded call"}
+	}
+	c := newClient(t, servertest.Start(t, f, servertest.Config{}))
+	_, err := c.Actor("counter", "k").Query(ctx(t), "getCount")
+	if !errors.Is(err, rivet.ErrUnavailable) || !rivet.OutcomeUnknown(err) || calls.Load() != 1 {
+		t.Errorf("a query answered outcome unknown: %v after %d attempts; want that answer after one", err, calls.Load())
+	}
+}
+
 func TestActorOperations(t *testing.T) {
 	c := newClient(t, servertest.Start(t, servertest.NewFake(), servertest.Config{}))
 	cx := ctx(t)

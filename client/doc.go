@@ -42,8 +42,9 @@
 // effects: its node was killed mid-call, or its deadline ran out. The error
 // then says so: rivet.OutcomeUnknown(err) is true, and a Send, Create or
 // state-changing Call sent again could run twice. Reads (Get, State,
-// Inspect, History...) and GetOrCreate are retried through it, as they can
-// run twice harmlessly. A call that never had a connection to a node (none
+// Inspect, History...), GetOrCreate and read-only calls (Query,
+// rivet.CallQuery: the node runs only a read-only action for them) are
+// retried through it, as they leave the actor's state as it was. A call that never had a connection to a node (none
 // could be made, or none became ready before the deadline) did not run:
 // it is retried like any other, and its error, a deadline's included, is
 // not of an unknown outcome.

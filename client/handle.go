@@ -78,10 +78,10 @@ func (h *ActorHandle) Call(ctx context.Context, action string, args ...any) (jso
 // (rivet.ErrFailedPrecondition, reason actor.not_read_only) before it
 // runs it. It is retried as a read is: also when a connection broke
 // during the call, or a direct-routed call's owner was cut off, where a
-// Call's error says its outcome is unknown. Use rivet.CallQuery for a
-// typed result. Nodes older than this call ignore its read-only mark and
-// run any action it names: an action that is not read-only could then run
-// twice.
+// Call's error says its outcome is unknown; rivet.CallQuery (for a typed
+// result) says what such a retry does again. Nodes older than this call
+// ignore its read-only mark and run any action it names: an action that is
+// not read-only could then run twice.
 func (h *ActorHandle) Query(ctx context.Context, action string, args ...any) (json.RawMessage, error) {
 	return h.call(ctx, action, true, args)
 }
@@ -98,7 +98,7 @@ func (h *ActorHandle) call(ctx context.Context, action string, readOnly bool, ar
 	req := &rivetv1.CallRequest{Actor: h.ref(), Action: action, Args: a, CreateIfMissing: h.create, Input: in, ReadOnly: readOnly}
 	class := sideEffects
 	if readOnly {
-		class = idempotent
+		class = readOnlyCall
 	}
 	resp, err := invoke(ctx, h.c, class, h.c.actors.Call, req)
 	if err != nil {

@@ -59,6 +59,13 @@ const (
 	// not run. A connection that broke mid-call may have run it, and
 	// running an action twice is worse than an error the caller can see.
 	sideEffects
+	// readOnlyCall RPCs (a read-only Call, which the owner refuses for an
+	// action that is not read-only) are retried as idempotent ones, but for
+	// an UNAVAILABLE the node answered with the outcome-unknown mark: the
+	// query ran and passed on what a call of its own got, and that call's
+	// effect on another actor stands; running the query again would make
+	// it again.
+	readOnlyCall
 )
 
 // retryable says whether a failed attempt may be retried; reached says
@@ -72,6 +79,9 @@ func (rc retryClass) retryable(st *status.Status, reached bool) bool {
 	// any call, as a node's own answer.
 	if rc == idempotent || !reached || rpcerr.NotSent(st) {
 		return true
+	}
+	if rc == readOnlyCall {
+		return !rpcerr.MarkedOutcomeUnknown(st)
 	}
 	return rpcerr.HasActorError(st)
 }

@@ -481,7 +481,7 @@ func waitLeft(ctx context.Context, timeout time.Duration) time.Duration {
 // owner's node refuses it without running it (UNAVAILABLE with a node's
 // ActorError: a partition not or no longer its, moving, a node stopping),
 // as the Go client retries: it did not run, so trying it again is safe for
-// any call.
+// any call; and a read-only call whose hop broke mid-call (see do).
 // Without it, a call failed at once whenever the dead owner's connection
 // was idle or connecting rather than failed (connFor waits only for a
 // failed one), and a step's few retries (about 0.7 s by default) ran out
@@ -498,7 +498,9 @@ var remoteRetryWait = 10 * time.Second
 // retries), else what the owner said (peerError). A safe request (a
 // read-only call: the owner refuses any other) is sent again also after a
 // hop that broke mid-call, and fails as unavailable, not of unknown
-// outcome, when that was its last attempt.
+// outcome, when that was its last attempt; but not after the owner's
+// answer marked outcome unknown (the query ran and passed on what a call
+// of its own got, whose effect on another actor stands).
 func (r remote) do(ctx context.Context, ref runtime.Ref, safe bool, local func() error, call func(*server.PeerConn) error) error {
 	p, err := r.v.host.PartitionOf(ref)
 	if err != nil {
@@ -533,11 +535,14 @@ func (r remote) do(ctx context.Context, ref runtime.Ref, safe bool, local func()
 				return rivet.Errorf(rivet.ErrTimeout, "no answer from %s %s on node %s, its owner, before the caller's deadline: its action ran that long, or the call waited that long for the actor's turn (held by other calls: two calls that wait for each other's actors through several nodes wait until their deadline)", ref.Name, k, owner)
 			}
 			st := status.Convert(err)
-			if st.Code() != codes.Unavailable || !safe && !rpcerr.NotSent(st) && !rpcerr.HasActorError(st) {
+			// brokeOff: the hop broke once the request may have been sent,
+			// rather than the owner answering (a mark, an ActorError).
+			brokeOff := !rpcerr.NotSent(st) && !rpcerr.HasActorError(st) && !rpcerr.MarkedOutcomeUnknown(st)
+			if st.Code() != codes.Unavailable || brokeOff && !safe || rpcerr.MarkedOutcomeUnknown(st) {
 				return peerError(err)
 			}
-			if safe && !rpcerr.NotSent(st) && !rpcerr.HasActorError(st) && !rpcerr.MarkedOutcomeUnknown(st) {
-				err = rivet.Errorf(rivet.ErrUnavailable, "a read-only call to the owner's node broke off (it changed nothing): %s", st.Message())
+			if brokeOff {
+				err = rivet.Errorf(rivet.ErrUnavailable, "a read-only call to the owner's node broke off (its actor's state is unchanged): %s", st.Message())
 			} else {
 				err = peerError(err)
 			}

@@ -3,6 +3,7 @@ package node
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"google.golang.org/grpc/codes"
@@ -11,6 +12,7 @@ import (
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/client"
 	"github.com/rivet-go/rivet/examples/counter"
+	"github.com/rivet-go/rivet/internal/rpcerr"
 	"github.com/rivet-go/rivet/runtime"
 	"github.com/rivet-go/rivet/server"
 )
@@ -23,7 +25,7 @@ import (
 // unknown and it is not sent again.
 func TestAReadOnlyCallRunsOnlyAQueryAndIsSentAgainAfterABrokenHop(t *testing.T) {
 	const parts = 8
-	reg, err := rivet.Setup(counter.Actor)
+	reg, err := rivet.Setup(counter.Actor, asker)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,13 +43,29 @@ func TestAReadOnlyCallRunsOnlyAQueryAndIsSentAgainAfterABrokenHop(t *testing.T) 
 		t.Fatalf("found %d counters on b", len(onB))
 	}
 	created, missing := onB[0], onB[1]
-
-	for _, n := range []*Node{b, a} { // the owner, then through a
-		cl, err := client.New(n.GRPCAddr(), client.WithRetry(0, 0))
-		if err != nil {
+	askerKey := ""
+	for i := 0; askerKey == "" && i < 1000; i++ {
+		if p, err := a.host.PartitionOf(runtime.Ref{Name: "asker", Key: []string{fmt.Sprint("x", i)}}); err != nil {
 			t.Fatal(err)
+		} else if a.host.Owns(p) {
+			askerKey = fmt.Sprint("x", i)
 		}
-		defer cl.Close()
+	}
+
+	clients := map[*Node]*client.Client{}
+	cl := func(n *Node) *client.Client {
+		if clients[n] == nil {
+			c, err := client.New(n.GRPCAddr(), client.WithRetry(0, 0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { c.Close() })
+			clients[n] = c
+		}
+		return clients[n]
+	}
+	for _, n := range []*Node{b, a} { // the owner, then through a
+		cl := cl(n)
 		if _, err := cl.GetOrCreate(created.Name, created.Key...).Call(ctx, "increment", 2); err != nil {
 			t.Fatal(err)
 		}
@@ -66,23 +84,53 @@ func TestAReadOnlyCallRunsOnlyAQueryAndIsSentAgainAfterABrokenHop(t *testing.T) 
 		}
 	}
 
+	// From an actor of a, through its node's Remote: the mark goes with
+	// the hop.
+	if _, err := cl(a).Actor("asker", askerKey).Call(ctx, "ask", missing.Key[0], "increment"); !errors.Is(err, rivet.ErrFailedPrecondition) || !strings.Contains(err.Error(), "not read-only") {
+		t.Fatalf("an actor's read-only call of increment on b: %v; want FAILED_PRECONDITION, not read-only", err)
+	}
+	if n, err := cl(a).Actor("asker", askerKey).Call(ctx, "ask", created.Key[0], "getCount"); err != nil || string(n) != "4" {
+		t.Fatalf("an actor's read-only call of getCount on b: %s, %v; want 4", n, err)
+	}
+	if _, err := cl(b).Actor(missing.Name, missing.Key...).NoCreate().Info(ctx); !errors.Is(err, rivet.ErrNotFound) {
+		t.Fatalf("an actor's refused read-only call created its callee: %v", err)
+	}
+
 	// A hop that breaks as a stream does when its node goes: a bare
-	// UNAVAILABLE once the request may have been sent.
+	// UNAVAILABLE once the request may have been sent. And an answer
+	// marked outcome unknown: the query ran, and passed on what a call of
+	// its own got.
+	marked, _ := rpcerr.ToStatus(&rivet.Error{Kind: rivet.ErrUnavailable, Message: "what a call of the query's own got"})
 	r := remote{a.view}
-	for _, safe := range []bool{false, true} {
+	for _, c := range []struct {
+		safe  bool
+		first error
+		want  int // attempts
+	}{
+		{false, status.Error(codes.Unavailable, "the stream to the actor's owner broke during the forwarded call"), 1},
+		{true, status.Error(codes.Unavailable, "the stream to the actor's owner broke during the forwarded call"), 2},
+		{true, marked.Err(), 1},
+	} {
 		calls := 0
-		err := r.do(ctx, created, safe, func() error { return errors.New("not local") }, func(*server.PeerConn) error {
+		err := r.do(ctx, created, c.safe, func() error { return errors.New("not local") }, func(*server.PeerConn) error {
 			calls++
 			if calls == 1 {
-				return status.Error(codes.Unavailable, "the stream to the actor's owner broke during the forwarded call")
+				return c.first
 			}
 			return nil
 		})
-		switch {
-		case safe && (err != nil || calls != 2):
-			t.Errorf("a read-only call whose hop broke: %v after %d attempts; want sent again, answered", err, calls)
-		case !safe && (calls != 1 || !rivet.OutcomeUnknown(err)):
-			t.Errorf("a plain call whose hop broke: %v after %d attempts; want one attempt, its outcome unknown", err, calls)
+		if calls != c.want || c.want == 2 && err != nil || c.want == 1 && !rivet.OutcomeUnknown(err) {
+			t.Errorf("safe %v, first attempt %v: %v after %d attempts; want %d attempts, an answer after 2, outcome unknown after 1", c.safe, c.first, err, calls, c.want)
 		}
 	}
+}
+
+// asker's ask makes a read-only call of counter KEY's ACTION.
+var asker = rivet.Actor[struct{}]{
+	Name: "asker",
+	Actions: rivet.Actions[struct{}]{
+		"ask": rivet.Action2(func(c *rivet.ActionCtx[struct{}], key, action string) (int, error) {
+			return rivet.CallQuery[int](c.Context(), c.Client().Get("counter", key), action)
+		}),
+	},
 }

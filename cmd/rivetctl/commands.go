@@ -94,7 +94,7 @@ it from a file and @- from stdin (for payloads too big for a command line).`,
 		return a.printJSON(res)
 	})
 	hf.add(cmd)
-	cmd.Flags().BoolVar(&readOnly, "read-only", false, "run only a read-only action (refused otherwise, before it runs); retried, as a read is, if a connection breaks during it")
+	cmd.Flags().BoolVar(&readOnly, "read-only", false, "run only a read-only action (refused otherwise, before it runs; a node older than this flag runs any action); retried, as a read is, if a connection breaks during it")
 	return cmd
 }
 

@@ -780,6 +780,9 @@ func TestACommandThatMayHaveRunSaysSo(t *testing.T) {
 		wantErr(t, 1, `{"error":{"code":"UNAVAILABLE","message":"the stream to the actor's owner at 127.0.0.1:6430 broke during the forwarded call","hint":"`+strings.TrimPrefix(mayHaveRun, "; ")+`"},"exit":1}`)
 	rivetctl(t, addr, "call", "slow", "k", "wait", "--timeout", "100ms").
 		wantErr(t, 1, "rivetctl: deadline exceeded: no answer from "+addr+" within 100ms (--timeout) (DEADLINE_EXCEEDED)"+mayHaveRun)
+	// A read-only call ran a read-only action, or nothing.
+	rivetctl(t, addr, "call", "--read-only", "slow", "k", "wait", "--timeout", "100ms").
+		wantErr(t, 1, "rivetctl: deadline exceeded: no answer from "+addr+" within 100ms (--timeout) (DEADLINE_EXCEEDED)")
 	// A read is safe to run again. The client retries it until the
 	// deadline, which under load may end an attempt in flight (the
 	// error is then the deadline's): either way, no note.

@@ -463,6 +463,9 @@ func mayHaveRun(cmd *cobra.Command, err error) string {
 	if cmd.Annotations[sideEffectsAnnotation] == "" || !rivet.OutcomeUnknown(err) {
 		return ""
 	}
+	if f := cmd.Flags().Lookup("read-only"); f != nil && f.Value.String() == "true" {
+		return "" // the node ran a read-only action, or nothing
+	}
 	if f := cmd.Flags().Lookup("idempotency-key"); f != nil && f.Value.String() != "" {
 		return "; it may have been queued all the same: send it again with the same --idempotency-key, which queues it at most once"
 	}

@@ -74,6 +74,7 @@ func TestAReasonSurvivesTheWire(t *testing.T) {
 		{rivet.ErrWorkflowFailed, "workflow", "not_failed", codes.FailedPrecondition},
 		{rivet.ErrFailedPrecondition, "node", "last_eligible", codes.FailedPrecondition},
 		{rivet.ErrFailedPrecondition, "actor", "deadlock", codes.FailedPrecondition},
+		{rivet.ErrFailedPrecondition, "actor", "not_read_only", codes.FailedPrecondition},
 	} {
 		st, _ := ToStatus(rivet.Reasonf(tc.kind, tc.group, tc.code, "m"))
 		back := FromStatus(st)

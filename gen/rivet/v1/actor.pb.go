@@ -153,8 +153,10 @@ type CallRequest struct {
 	// query): the node refuses any other with FAILED_PRECONDITION (reason
 	// actor.not_read_only) before it runs or creates anything. So a client
 	// may send a read-only call again after its connection broke mid-call,
-	// where a plain call's outcome would be unknown. Nodes older than this
-	// field ignore it and run the action whatever it is.
+	// where a plain call's outcome would be unknown (what the action does
+	// beyond its actor's state, such as calls of other actors, is done
+	// again). Nodes older than this field ignore it and run the action
+	// whatever it is.
 	ReadOnly      bool `protobuf:"varint,7,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
