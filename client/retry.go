@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"net"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
@@ -97,7 +98,28 @@ func (rc retryClass) retryable(st *status.Status, reached bool) bool {
 func attempt[Req, Resp any](ctx context.Context, rpc func(context.Context, Req, ...grpc.CallOption) (Resp, error), req Req) (Resp, bool, error) {
 	p := peer.Peer{Addr: noPeer}
 	resp, err := rpc(ctx, req, grpc.Peer(&p))
+	if err != nil && p.Addr != noPeer {
+		err = brokeAt(err, p.Addr)
+	}
 	return resp, err == nil || p.Addr != noPeer, err
+}
+
+// brokeAt words a connection that broke during a call (the transport's
+// bare UNAVAILABLE, "error reading from server: EOF", which names no node
+// and does not say the call may have run) with the node's address and
+// that. The transport's words stay, for what looks at them
+// (rpcerr.NotSent). A directly routed call's failure names its node
+// already (use.failure).
+func brokeAt(err error, addr net.Addr) error {
+	st, ok := status.FromError(err)
+	if !ok || st.Code() != codes.Unavailable || len(st.Proto().GetDetails()) > 0 || rpcerr.NotSent(st) || strings.HasPrefix(st.Message(), "node ") {
+		return err
+	}
+	at := "the node"
+	if addr != nil {
+		at += " at " + addr.String()
+	}
+	return status.Errorf(codes.Unavailable, "the connection to %s broke during the call, which may have run (its outcome is unknown): %s", at, st.Message())
 }
 
 // noPeer marks a Peer gRPC has not filled in: a connection of a custom

@@ -705,12 +705,16 @@ var _ workflow.PanicReporter = (*wfHost)(nil)
 // its actions too) until it returned. The attempt itself fails as timed
 // out, as recorded; nothing else says the turn was held.
 func (w *wfHost) StepOverran(path string, rollback bool, timeout, late time.Duration) {
-	msg := "workflow step returned after its timeout, which its body ignored"
+	msg := "workflow step returned after its timeout: its body did not stop when its context ended, or the process did not run meanwhile"
 	if rollback {
-		msg = "workflow step's rollback handler returned after its timeout, which it ignored"
+		msg = "workflow step's rollback handler returned after its timeout: it did not stop when its context ended, or the process did not run meanwhile"
 	}
+	// A process paused (SIGSTOP, a VM's pause, a debugger) or starved of
+	// CPU runs late everything, a body that heeds its context included: a
+	// trial read the first wording, "which its body ignored", after a
+	// SIGSTOP, as a defect of its code.
 	w.a.h.log.Warn(msg, actorField(w.a), zap.String("step", path), zap.Duration("timeout", timeout), zap.Duration("past_timeout", late),
-		zap.String("hint", "a body should return when its context (StepCtx.Context) is done: pass it to the calls it makes"))
+		zap.String("hint", "a body should return when its context (StepCtx.Context) is done: pass it to the calls it makes; if it does, the process was paused or short of CPU"))
 }
 
 var _ workflow.OverrunReporter = (*wfHost)(nil)
