@@ -220,24 +220,32 @@ when it failed and its error; ` + "`rivetctl workflow retry ACTOR KEY`" + ` take
 ` + "`rivetctl workflow retry ACTOR --all-failed`" + ` all of them.
 An empty list prints a line saying so ("no actors named ACTOR"); -o json prints [].`,
 		Example: `  rivetctl actors counter
-  rivetctl actors --failed`,
+  rivetctl actors --failed
+  rivetctl actors order --failed --error-contains "history diverged"`,
 		Args: args(0, 1),
 	}
-	var failed bool
+	var (
+		failed        bool
+		errorContains string
+	)
 	cmd.Flags().BoolVar(&failed, "failed", false, "list only the actors whose workflow failed, with their errors")
+	cmd.Flags().StringVar(&errorContains, "error-contains", "", "with --failed: only those whose error contains TEXT (as listed: its first 1 KiB)")
 	// Each page has its own --timeout (listActors): the whole may take long.
 	cmd.RunE = a.runE(func() time.Duration { return watchForever }, func(ctx context.Context, c *client.Client, args []string) error {
 		name := ""
 		if len(args) == 1 {
 			name = args[0]
 		}
-		actors, err := a.listActors(ctx, c, name, failed)
+		if errorContains != "" && !failed {
+			return usagef("--error-contains needs --failed (it filters failed workflows by their error)")
+		}
+		actors, err := a.listActors(ctx, c, name, failed, errorContains)
 		if err != nil {
 			return err
 		}
 		if len(actors) == 0 && a.output != "json" {
 			// A header alone reads as a listing that went wrong.
-			_, err := fmt.Fprintln(a.stdout, noActors(name, failed))
+			_, err := fmt.Fprintln(a.stdout, noActors(name, failed, errorContains))
 			return err
 		}
 		if failed {
@@ -249,11 +257,14 @@ An empty list prints a line saying so ("no actors named ACTOR"); -o json prints 
 }
 
 // listActors lists the actors named name ("" for all), only those whose
-// workflow failed if failed, a page (1,000) at a time, each page bounded
+// workflow failed if failed (and whose error, as listed, contains
+// errorContains: after a deploy whose code does not match its runs'
+// histories, those that diverged and not those that failed by their own
+// errors, a trial's need), a page (1,000) at a time, each page bounded
 // by --timeout rather than the whole listing: a node with 150,000 actors
 // took about 10 s to list them all, the default --timeout, and the
 // listing failed or not by the machine's load (a user trial).
-func (a *app) listActors(ctx context.Context, c *client.Client, name string, failed bool) ([]client.ActorInfo, error) {
+func (a *app) listActors(ctx context.Context, c *client.Client, name string, failed bool, errorContains string) ([]client.ActorInfo, error) {
 	var all []client.ActorInfo
 	opts := client.ListOptions{Limit: 1000, FailedWorkflows: failed}
 	for {
@@ -267,7 +278,11 @@ func (a *app) listActors(ctx context.Context, c *client.Client, name string, fai
 		case err != nil:
 			return nil, err
 		}
-		all = append(all, page.Actors...)
+		for _, actor := range page.Actors {
+			if strings.Contains(actor.WorkflowError, errorContains) {
+				all = append(all, actor)
+			}
+		}
 		if page.NextPageToken == "" {
 			return all, nil
 		}
@@ -281,12 +296,16 @@ func (a *app) listActors(ctx context.Context, c *client.Client, name string, fai
 }
 
 // noActors is what actors prints for an empty listing.
-func noActors(name string, failed bool) string {
+func noActors(name string, failed bool, errorContains string) string {
+	with := ""
+	if errorContains != "" {
+		with = fmt.Sprintf(" with an error containing %q", errorContains)
+	}
 	switch {
 	case failed && name != "":
-		return "no failed workflows among the actors named " + printable(name)
+		return "no failed workflows" + with + " among the actors named " + printable(name)
 	case failed:
-		return "no failed workflows"
+		return "no failed workflows" + with
 	case name != "":
 		return "no actors named " + printable(name)
 	}

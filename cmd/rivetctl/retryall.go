@@ -60,8 +60,8 @@ type retryAllReport struct {
 // retryAllFailed retries every failed workflow of the actors named name,
 // concurrency at a time, each retry bounded by --timeout; ctx's end (an
 // interrupt) stops launching retries, and those in flight finish.
-func (a *app) retryAllFailed(ctx context.Context, c *client.Client, name string, concurrency int, dryRun bool) error {
-	failed, err := a.listActors(ctx, c, name, true)
+func (a *app) retryAllFailed(ctx context.Context, c *client.Client, name string, concurrency int, dryRun bool, errorContains string) error {
+	failed, err := a.listActors(ctx, c, name, true, errorContains)
 	if err != nil {
 		return err
 	}
@@ -78,7 +78,7 @@ func (a *app) retryAllFailed(ctx context.Context, c *client.Client, name string,
 			return a.printValue(rep)
 		}
 		if len(failed) == 0 {
-			_, err := fmt.Fprintln(a.stdout, noActors(name, true))
+			_, err := fmt.Fprintln(a.stdout, noActors(name, true, errorContains))
 			return err
 		}
 		if err := a.printFailed(failed); err != nil {
@@ -91,7 +91,7 @@ func (a *app) retryAllFailed(ctx context.Context, c *client.Client, name string,
 		if a.output == "json" {
 			return a.printValue(rep)
 		}
-		_, err := fmt.Fprintln(a.stdout, noActors(name, true))
+		_, err := fmt.Fprintln(a.stdout, noActors(name, true, errorContains))
 		return err
 	}
 

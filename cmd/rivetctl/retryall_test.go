@@ -264,15 +264,56 @@ func TestRetryAllFailedUsageErrors(t *testing.T) {
 	rivetctl(t, addr, "workflow", "retry", "charger", "--all-failed", "--concurrency", "0").
 		wantErr(t, 2, "rivetctl: --concurrency must be at least 1, not 0")
 	rivetctl(t, addr, "workflow", "retry", "charger", "a", "--dry-run").
-		wantErr(t, 2, "rivetctl: --concurrency and --dry-run need --all-failed")
+		wantErr(t, 2, "rivetctl: --concurrency, --dry-run and --error-contains need --all-failed")
 	rivetctl(t, addr, "workflow", "retry", "charger", "a", "--concurrency", "4").
-		wantErr(t, 2, "rivetctl: --concurrency and --dry-run need --all-failed")
+		wantErr(t, 2, "rivetctl: --concurrency, --dry-run and --error-contains need --all-failed")
+	rivetctl(t, addr, "workflow", "retry", "charger", "a", "--error-contains", "x").
+		wantErr(t, 2, "rivetctl: --concurrency, --dry-run and --error-contains need --all-failed")
+	rivetctl(t, addr, "actors", "charger", "--error-contains", "x").
+		wantErr(t, 2, "rivetctl: --error-contains needs --failed (it filters failed workflows by their error)")
 	rivetctl(t, addr, "workflow", "retry", "--all-failed").
 		wantErrPrefix(t, 2, "rivetctl: usage: rivetctl workflow retry ACTOR {KEY | --all-failed} [flags] (got 0 arguments)")
 	rivetctl(t, addr, "-o", "json", "workflow", "retry", "charger", "a", "--all-failed").
 		wantErrPrefix(t, 2, `{"error":{"code":"USAGE","message":"KEY and --all-failed go apart`)
 	if got := f.retriedKeys(); len(got) != 0 {
 		t.Errorf("a usage error retried %v", got)
+	}
+}
+
+// After a deploy that diverged some runs, --error-contains retries those
+// and not the workflows that failed by their own errors (a trial retried
+// 131 to fix 24), and actors --failed lists them alike; across pages.
+func TestRetryAllFailedWithAnErrorContainingText(t *testing.T) {
+	keys := []string{"a", "d1", "b", "d2", "c"}
+	f := newFailedFleet(keys, func(context.Context, string) (int, error) { return 1, nil })
+	list := f.ListFunc
+	f.ListFunc = func(ctx context.Context, opts runtime.ListOptions) (runtime.ListResult, error) {
+		res, err := list(ctx, opts)
+		for i, a := range res.Actors {
+			if strings.HasPrefix(a.Ref.Key[0], "d") {
+				res.Actors[i].WorkflowError = `workflow: history diverged at "charge": code did new step "fraud-check"`
+			}
+		}
+		return res, err
+	}
+	addr := servertest.Start(t, f, servertest.Config{})
+	r := rivetctl(t, addr, "-o", "json", "actors", "charger", "--failed", "--error-contains", "history diverged")
+	var listed []struct{ Key []string }
+	if err := json.Unmarshal([]byte(r.stdout), &listed); err != nil || r.code != 0 || len(listed) != 2 || listed[0].Key[0] != "d1" || listed[1].Key[0] != "d2" {
+		t.Fatalf("actors --failed --error-contains: exit %d, %s (%v); want d1 and d2", r.code, r.stdout, err)
+	}
+	rivetctl(t, addr, "actors", "charger", "--failed", "--error-contains", "no such text").
+		want(t, 0, "no failed workflows with an error containing \"no such text\" among the actors named charger\n")
+	r = rivetctl(t, addr, "workflow", "retry", "charger", "--all-failed", "--error-contains", "history diverged", "--dry-run")
+	if r.code != 0 || strings.Count(r.stdout, "history diverged") != 2 || !strings.HasSuffix(r.stdout, "would retry 2 (--dry-run: nothing was retried)\n") {
+		t.Fatalf("--dry-run: exit %d, stdout:\n%s", r.code, r.stdout)
+	}
+	if got := f.retriedKeys(); len(got) != 0 {
+		t.Fatalf("--dry-run retried %v", got)
+	}
+	r = rivetctl(t, addr, "workflow", "retry", "charger", "--all-failed", "--error-contains", "history diverged")
+	if got := f.retriedKeys(); r.code != 0 || !slices.Equal(got, []string{"d1", "d2"}) {
+		t.Fatalf("retry --all-failed --error-contains: exit %d (%s), retried %v; want d1 and d2", r.code, r.stderr, got)
 	}
 }
 

@@ -151,12 +151,14 @@ some not retried. --dry-run lists what would be retried.`,
 		Example: `  rivetctl workflow retry charger order-1
   rivetctl workflow retry charger order-1 --from charge-card
   rivetctl workflow retry charger --all-failed --dry-run
+  rivetctl workflow retry charger --all-failed --error-contains "history diverged"
   rivetctl workflow retry charger --all-failed --concurrency 16`,
 		Annotations: map[string]string{sideEffectsAnnotation: "true"},
 	}
 	var (
 		allFailed, dryRun bool
 		concurrency       int
+		errorContains     string
 	)
 	oneKey, noKey := args(2, 2), args(1, 1)
 	retry.Args = func(cmd *cobra.Command, argv []string) error {
@@ -172,6 +174,7 @@ some not retried. --dry-run lists what would be retried.`,
 	retry.Flags().BoolVar(&allFailed, "all-failed", false, "retry every failed workflow of the actors named ACTOR")
 	retry.Flags().IntVar(&concurrency, "concurrency", 8, "with --all-failed: how many retries run at once")
 	retry.Flags().BoolVar(&dryRun, "dry-run", false, "with --all-failed: list what would be retried, retry nothing")
+	retry.Flags().StringVar(&errorContains, "error-contains", "", "with --all-failed: only the workflows whose error contains TEXT (as rivetctl actors --failed lists it)")
 	retry.RunE = a.runE(func() time.Duration {
 		if allFailed {
 			// Each call has its own --timeout: the whole may take long.
@@ -185,16 +188,16 @@ some not retried. --dry-run lists what would be retried.`,
 			return usagef("--from and --all-failed go apart: --from names an entry of one workflow's history")
 		case allFailed && concurrency < 1:
 			return usagef("--concurrency must be at least 1, not %d", concurrency)
-		case !allFailed && (retry.Flags().Changed("concurrency") || dryRun):
+		case !allFailed && (retry.Flags().Changed("concurrency") || dryRun || errorContains != ""):
 			// Alone they changed nothing: the retry ran, as whoever
 			// wrote --dry-run did not expect.
-			return usagef("--concurrency and --dry-run need --all-failed")
+			return usagef("--concurrency, --dry-run and --error-contains need --all-failed")
 		case allFailed:
 			if args[0] == "" {
 				// An unset shell variable: listed, "" is every name.
 				return usagef("ACTOR is empty (--all-failed retries the failed workflows of the actors of one name)")
 			}
-			return a.retryAllFailed(ctx, c, args[0], concurrency, dryRun)
+			return a.retryAllFailed(ctx, c, args[0], concurrency, dryRun, errorContains)
 		}
 		key, err := parseKey(args[1])
 		if err != nil {
