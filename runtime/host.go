@@ -1812,8 +1812,16 @@ func (h *Host) Get(ctx context.Context, ref Ref) (ActorInfo, error) {
 	return ActorInfo{Ref: ref, CreatedAt: time.UnixMilli(snap.meta.CreatedAt), Partition: part, Owner: h.cfg.NodeID}, nil
 }
 
+// peekGateWait bounds peek's wait for an actor's turn. Past it (a Step
+// body or a slow action holds the turn, or many calls wait for it) the
+// committed state is read from storage, as for an actor not in memory:
+// Inspect, State, Get and Subscribe waited for the turn, so a trial's
+// order answered Inspect only when its 3 s payment step ended.
+const peekGateWait = 50 * time.Millisecond
+
 // peek reads an actor without activating it: from its activation if it is
-// in memory, else from storage. Missing actors are rivet.ErrNotFound.
+// in memory and its turn comes within peekGateWait, else from storage.
+// Missing actors are rivet.ErrNotFound.
 //
 // withState: the state is read too, from the history entries of a
 // workflow as well as the state key (statehome.go).
@@ -1828,13 +1836,22 @@ func (h *Host) peek(ctx context.Context, ref Ref, withState bool) (snapshot, uin
 	h.mu.Lock()
 	a := h.actors[ref.Name+"/"+enc]
 	h.mu.Unlock()
+	busy := false // a's turn did not come within peekGateWait
 	if a != nil {
 		select {
 		case <-a.ready:
 		case <-ctx.Done():
 			return snapshot{}, 0, false, ctxError(ctx)
 		}
-		if chain := h.newChain(); a.loadErr == nil && a.gate.acquire(ctx, chain) == nil {
+		chain := h.newChain()
+		gateErr := a.loadErr
+		if gateErr == nil {
+			wctx, cancel := context.WithTimeout(ctx, peekGateWait)
+			gateErr = a.gate.acquire(wctx, chain)
+			cancel()
+			busy = gateErr != nil && ctx.Err() == nil
+		}
+		if gateErr == nil {
 			// The claim the activation was loaded under must still be
 			// served now that the gate is ours, as turnFor checks: the
 			// wait may have outlasted the lease's local deadline (a
@@ -1880,6 +1897,13 @@ func (h *Host) peek(ctx context.Context, ref Ref, withState bool) (snapshot, uin
 	}
 	if !snap.metaExists {
 		return snapshot{}, 0, false, rivet.Errorf(rivet.ErrNotFound, "actor %s %s does not exist", ref.Name, keyString(ref.Key))
+	}
+	if tok, ok := h.own.Token(part); busy && ok && tok == a.fence.Token && !a.stopped.Load() {
+		// In memory, its turn held: storage has what it committed, and
+		// the activation (under its own lock) whether its workflow runs,
+		// which storage does not record.
+		snap.wfStatus, snap.wake = a.workflowStatusAndWake()
+		return snap, part, true, nil
 	}
 	return snap, part, false, nil
 }
