@@ -21,6 +21,15 @@ type Config struct {
 	IdleTimeout time.Duration
 	// ActionTimeout bounds one action's turn. Default 60 s, as the original.
 	ActionTimeout time.Duration
+	// StepGrace is how long a workflow step body in flight when its actor
+	// leaves the node gracefully (a handoff: a drain, a rebalance; a
+	// node's stop) may run on to its end, its attempt recorded and
+	// committed, before its context is cancelled; no new step starts
+	// meanwhile, and the run goes on on the next owner. A body cancelled
+	// runs again there, as after a crash: a rolling deploy re-ran every
+	// step with a call in flight (a trial's orders charged twice).
+	// Default 5 s; negative: none, the body is cancelled at once.
+	StepGrace time.Duration
 	// MaxActiveActors bounds the actors in memory on this node. Past it,
 	// those idle longest (no turn for a second, no sender waiting, a
 	// workflow only waiting) are deactivated before their IdleTimeout,
@@ -71,6 +80,7 @@ func DefaultConfig() Config {
 	return Config{
 		IdleTimeout:        30 * time.Second,
 		ActionTimeout:      60 * time.Second,
+		StepGrace:          5 * time.Second,
 		MaxActiveActors:    100_000,
 		MaxStateBytes:      1 << 20,
 		MaxResultBytes:     4 << 20,
@@ -94,6 +104,9 @@ func (c *Config) validate() error {
 	}
 	if c.ActionTimeout <= 0 {
 		c.ActionTimeout = d.ActionTimeout
+	}
+	if c.StepGrace == 0 {
+		c.StepGrace = d.StepGrace
 	}
 	if c.MaxActiveActors == 0 {
 		c.MaxActiveActors = d.MaxActiveActors

@@ -275,3 +275,142 @@ func TestAHandoffCancelsAStepThatHoldsTheTurn(t *testing.T) {
 		t.Fatalf("state on the next owner %s: want OnSleep run once (a clean handoff) and the step run to its end once", ins.State)
 	}
 }
+
+// A handoff lets a step body in flight run to its end (within StepGrace),
+// and records and commits its attempt, so that the next owner does not
+// run it again (a rolling deploy re-ran every step with a call in flight:
+// a trial's orders were charged twice); the run goes on there, from the
+// step after it, which did not start here.
+func TestAHandoffLetsAStepInFlightFinish(t *testing.T) {
+	t.Parallel()
+	started, release := make(chan struct{}, 1), make(chan struct{})
+	var works, nexts atomic.Int32
+	finishing := rivet.Actor[longStepState]{
+		Name: "finishing",
+		Run: func(ctx *workflow.Ctx[longStepState]) error {
+			if err := ctx.StepWith(workflow.StepOptions{Name: "work", Timeout: time.Hour}, func(s *workflow.StepCtx[longStepState]) error {
+				works.Add(1)
+				s.State.Started++
+				select {
+				case started <- struct{}{}:
+				default:
+				}
+				select {
+				case <-s.Context().Done():
+					return s.Context().Err()
+				case <-release:
+				}
+				s.State.Done++
+				return nil
+			}); err != nil {
+				return err
+			}
+			return ctx.Step("next", func(s *workflow.StepCtx[longStepState]) error {
+				nexts.Add(1)
+				s.State.Sleeps++
+				return nil
+			})
+		},
+	}
+	e := newEnv(t, counterReg(t, finishing), nil)
+	ref := runtime.Ref{Name: "finishing", Key: []string{"k"}}
+	if _, _, err := e.host.GetOrCreate(ctx(t), ref, nil); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-started:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the step did not start")
+	}
+	p := placement.Partition("finishing", storage.EncodeKey(ref.Key), testPartitions)
+	handedOff := make(chan error, 1)
+	go func() {
+		hctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		handedOff <- e.host.Handoff(hctx, p)
+	}()
+	waitFor(t, "the handoff to take the partition out of service", 10*time.Second, func() bool { return !e.host.Owns(p) })
+	close(release)
+	if err := <-handedOff; err != nil {
+		t.Fatal(err)
+	}
+	if n := nexts.Load(); n != 0 {
+		t.Fatalf("the step after the one in flight ran %d times on the node it left", n)
+	}
+	h2, own2 := secondHost(t, e)
+	if got, err := own2.Claim(ctx(t), []uint32{p}); err != nil || len(got) != 1 {
+		t.Fatalf("claim after handoff: %v, %v", got, err)
+	}
+	waitFor(t, "the workflow's end on the next owner", 20*time.Second, func() bool {
+		return inspect(t, h2, "finishing", "k").WorkflowStatus == runtime.WorkflowCompleted
+	})
+	if ins := inspect(t, h2, "finishing", "k"); string(ins.State) != `{"sleeps":1,"started":1,"done":1}` || works.Load() != 1 || nexts.Load() != 1 {
+		t.Fatalf("state on the next owner %s, the step in flight ran %d times, the next %d; want each once", ins.State, works.Load(), nexts.Load())
+	}
+}
+
+// A node's graceful stop does the same: the step body in flight ends
+// (within StepGrace) and its attempt commits before the node stops, and
+// the restarted node runs the rest.
+func TestAStopLetsAStepInFlightFinish(t *testing.T) {
+	started, release := make(chan struct{}, 1), make(chan struct{})
+	var works, nexts atomic.Int32
+	finishing := rivet.Actor[longStepState]{
+		Name: "finishing",
+		Run: func(ctx *workflow.Ctx[longStepState]) error {
+			if err := ctx.StepWith(workflow.StepOptions{Name: "work", Timeout: time.Hour}, func(s *workflow.StepCtx[longStepState]) error {
+				works.Add(1)
+				select {
+				case started <- struct{}{}:
+				default:
+				}
+				select {
+				case <-s.Context().Done():
+					return s.Context().Err()
+				case <-release:
+				}
+				s.State.Done++
+				return nil
+			}); err != nil {
+				return err
+			}
+			return ctx.Step("next", func(s *workflow.StepCtx[longStepState]) error {
+				nexts.Add(1)
+				s.State.Sleeps++
+				return nil
+			})
+		},
+	}
+	e := newEnv(t, counterReg(t, finishing), nil)
+	ref := runtime.Ref{Name: "finishing", Key: []string{"k"}}
+	if _, _, err := e.host.GetOrCreate(ctx(t), ref, nil); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-started:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the step did not start")
+	}
+	stopped := make(chan struct{})
+	old := e.host
+	go func() {
+		defer close(stopped)
+		e.stop()
+	}()
+	waitFor(t, "the stop to begin", 10*time.Second, func() bool {
+		_, err := call(t, old, "counter", "c", "increment", true, 1)
+		return errors.Is(err, rivet.ErrUnavailable)
+	})
+	close(release)
+	<-stopped
+	if n := nexts.Load(); n != 0 {
+		t.Fatalf("the step after the one in flight ran %d times on the stopping node", n)
+	}
+	e.start()
+	waitFor(t, "the workflow's end after the restart", 20*time.Second, func() bool {
+		return inspect(t, e.host, "finishing", "k").WorkflowStatus == runtime.WorkflowCompleted
+	})
+	if ins := inspect(t, e.host, "finishing", "k"); string(ins.State) != `{"sleeps":1,"started":0,"done":1}` || works.Load() != 1 || nexts.Load() != 1 {
+		t.Fatalf("state after the restart %s, the step in flight ran %d times, the next %d; want each once", ins.State, works.Load(), nexts.Load())
+	}
+}

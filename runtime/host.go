@@ -279,7 +279,10 @@ func (h *Host) Stop(ctx context.Context) error {
 	// Stop the workflows first: each records when it must run again (on
 	// this node's next start, or on the partition's next owner), and
 	// senders waiting for their completions are told to come back. No run
-	// starts once stopping is set (startWorkflow checks it).
+	// starts once stopping is set (startWorkflow checks it). Step bodies
+	// in flight get StepGrace (at most half the time left) to end and
+	// commit, all at once (finishStep).
+	h.finishSteps(ctx)
 	h.cancelWf()
 	wfDone := make(chan struct{})
 	go func() { h.workflows.Wait(); close(wfDone) }()
@@ -3088,6 +3091,47 @@ func (h *Host) cancelTimersOf(p uint32) {
 	})
 }
 
+// finishSteps is finishStep for every actor in memory, for a stop: their
+// bodies share one grace.
+func (h *Host) finishSteps(ctx context.Context) {
+	h.mu.Lock()
+	acts := make([]*activation, 0, len(h.actors))
+	for _, a := range h.actors {
+		acts = append(acts, a)
+	}
+	h.mu.Unlock()
+	var busy []*wfRunner
+	for _, a := range acts {
+		select {
+		case <-a.ready:
+			if a.loadErr == nil {
+				if r := a.leave(); r != nil {
+					busy = append(busy, r)
+				}
+			}
+		default: // still loading: its run has not started
+		}
+	}
+	if len(busy) == 0 {
+		return
+	}
+	grace := h.cfg.StepGrace
+	if dl, ok := ctx.Deadline(); ok {
+		grace = min(grace, time.Until(dl)/2)
+	}
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	for _, r := range busy {
+		select {
+		case <-r.done:
+		case <-t.C:
+			return // cancelWf cancels the rest
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
 // handoffActor deactivates one actor of a partition being handed off.
 func (h *Host) handoffActor(ctx context.Context, a *activation, hooks bool) {
 	select {
@@ -3110,10 +3154,15 @@ func (h *Host) handoffActor(ctx context.Context, a *activation, hooks bool) {
 	endTasks()
 	// The workflow stops before the turn is taken: a step of it may hold
 	// the turn, for as long as its timeout, and the whole partition is out
-	// of service until every actor in it has left. Stopped, the step's
-	// attempt is cancelled and runs again on the next owner, as after a
-	// crash (a step that ignores its context still runs to its end).
-	a.cancelWorkflow()
+	// of service until every actor in it has left. A step body in flight
+	// gets StepGrace to end and commit (finishStep); cancelled past it,
+	// its attempt runs again on the next owner, as after a crash (a step
+	// that ignores its context still runs to its end).
+	if hooks {
+		a.finishStep(ctx)
+	} else {
+		a.cancelWorkflow() // its writes cannot commit
+	}
 	chain := h.newChain()
 	if err := a.gate.acquire(ctx, chain); err != nil {
 		h.evict(a)

@@ -81,6 +81,21 @@ type wfRunner struct {
 	mu      sync.Mutex
 	waiting bool
 	wake    workflow.Wake
+	// leaving is set when the actor leaves the node gracefully
+	// (finishStep): no step body starts any more, and the run is
+	// cancelled as soon as it waits.
+	leaving bool
+}
+
+// refusal is the error of a step body that may not start: its actor is
+// leaving the node (finishStep), and the step runs on its next owner.
+func (r *wfRunner) refusal() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.leaving {
+		return fmt.Errorf("%w: the actor is leaving this node; the step runs on its next owner", workflow.ErrEvicted)
+	}
+	return nil
 }
 
 // wfState is the workflow part of an activation. msgs is owned by the turn
@@ -841,6 +856,9 @@ func (w *wfHost) turnWith(ctx context.Context, kind TurnKind, chain string, even
 // owner.
 func (w *wfHost) MayRunBody() error {
 	a := w.a
+	if err := w.r.refusal(); err != nil {
+		return err
+	}
 	if a.stopped.Load() {
 		return fmt.Errorf("%w: actor deactivated", workflow.ErrEvicted)
 	}
@@ -903,6 +921,9 @@ func (h *Host) runWorkflowTurn(a *activation, fn func() ([]storage.Op, error)) (
 }
 
 func (w *wfHost) RunStep(ctx context.Context, ephemeral bool, fn func(env workflow.StepEnv) []workflow.HistoryWrite) error {
+	if err := w.r.refusal(); err != nil {
+		return err
+	}
 	w.active()
 	a := w.a
 	// The step's calls to other actors carry the turn's chain, so that a
@@ -1422,7 +1443,12 @@ func (w *wfHost) active() {
 func (w *wfHost) Waiting(wk workflow.Wake) {
 	w.r.mu.Lock()
 	w.r.waiting, w.r.wake = true, wk
+	leaving := w.r.leaving
 	w.r.mu.Unlock()
+	if leaving {
+		// No body runs: nothing to wait for (finishStep).
+		w.r.cancel()
+	}
 }
 
 // idleWorkflow reports whether the actor's workflow (if any) lets it be
@@ -1463,6 +1489,48 @@ func (a *activation) shownWorkflowStatus() string {
 		return WorkflowSleeping
 	}
 	return st.Status
+}
+
+// finishStep lets a step body in flight run to its end, for at most the
+// host's StepGrace or until ctx ends, before the run is cancelled: its
+// attempt is recorded and committed, so it does not run again on the next
+// owner, as a cancelled one would (a rolling deploy re-ran every step
+// with a call in flight). No body starts meanwhile (refusal), and a run
+// that waits (a sleep, a receive, or past its body) is cancelled at once.
+// It returns with the run cancelled, not necessarily ended.
+func (a *activation) finishStep(ctx context.Context) {
+	r := a.leave()
+	if r == nil {
+		return
+	}
+	t := time.NewTimer(a.h.cfg.StepGrace)
+	select {
+	case <-r.done:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	t.Stop()
+	r.cancel()
+}
+
+// leave marks a's run as leaving (see finishStep) and returns it if it
+// may have a step body in flight, for the caller to cancel once that has
+// had its grace; a run that waits, or all runs without a StepGrace, are
+// cancelled now.
+func (a *activation) leave() *wfRunner {
+	r := a.runner()
+	if r == nil {
+		return nil
+	}
+	r.mu.Lock()
+	r.leaving = true
+	waiting := r.waiting
+	r.mu.Unlock()
+	if waiting || a.h.cfg.StepGrace < 0 {
+		r.cancel()
+		return nil
+	}
+	return r
 }
 
 // stopWorkflow stops the running workflow and waits for it to record its
