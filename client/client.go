@@ -198,9 +198,9 @@ func WithRetry(initial, budget time.Duration) Option {
 //
 // addr may list several nodes of one cluster, comma-separated
 // ("n1:6420,n2:6420"), as etcd's clients take their endpoints: the client
-// talks to the first it can reach and moves to another when that one goes
-// (a call in flight then fails as it would with one address; the client's
-// retries and a subscription's resubscribing go to the next).
+// spreads its calls over those it can reach and leaves out one that goes
+// (a call in flight on it then fails as it would with one address; the
+// client's retries and a subscription's resubscribing go to the others).
 func New(addr string, opts ...Option) (*Client, error) {
 	if addr == "" {
 		addr = os.Getenv(EndpointEnv)
@@ -280,9 +280,13 @@ func SplitEndpoints(list string) []string {
 
 // severalNodes returns the target and dial options of a connection to any
 // of the comma-separated node addresses in list: a resolver of this client's
-// own that lists them all, and gRPC's pick_first, which uses the first that
-// answers and moves on when it goes. Each address keeps its host name for
-// TLS, as if it were dialed alone.
+// own that lists them all, and gRPC's round_robin, which spreads the calls
+// over those that answer and leaves out one that goes, as etcd's client
+// does with its endpoints. (With pick_first, every client of a list sent
+// all its calls to its first node, which forwarded two in three of them,
+// and a kill of that node failed the calls in flight of every client: a
+// trial.) Each address keeps its host name for TLS, as if it were dialed
+// alone.
 func severalNodes(list string, dial []grpc.DialOption) (string, []grpc.DialOption, error) {
 	var addrs []resolver.Address
 	for _, a := range SplitEndpoints(list) {
@@ -300,7 +304,8 @@ func severalNodes(list string, dial []grpc.DialOption) (string, []grpc.DialOptio
 	}
 	r := manual.NewBuilderWithScheme("rivet-nodes")
 	r.InitialState(resolver.State{Addresses: addrs})
-	return r.Scheme() + ":///" + addrs[0].Addr, append(dial, grpc.WithResolvers(r)), nil
+	return r.Scheme() + ":///" + addrs[0].Addr, append(dial, grpc.WithResolvers(r),
+		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig": [{"round_robin": {}}]}`)), nil
 }
 
 // checkAddr refuses a node address that gRPC would misread rather than

@@ -695,3 +695,31 @@ func TestASendWithANegativeWaitIsRefusedBeforeItIsSent(t *testing.T) {
 		t.Errorf("%d sends reached the node, want 1", n)
 	}
 }
+
+// A client of several nodes spreads its calls over them (round_robin):
+// with pick_first every client sent all its calls to its first node, which
+// forwarded most of them, and a kill of that node failed the calls in
+// flight of every client (a trial).
+func TestAClientOfSeveralNodesSpreadsItsCalls(t *testing.T) {
+	var onA, onB atomic.Int32
+	a, b := servertest.NewFake(), servertest.NewFake()
+	a.GetFunc = func(_ context.Context, ref runtime.Ref) (runtime.ActorInfo, error) {
+		onA.Add(1)
+		return runtime.ActorInfo{Ref: ref}, nil
+	}
+	b.GetFunc = func(_ context.Context, ref runtime.Ref) (runtime.ActorInfo, error) {
+		onB.Add(1)
+		return runtime.ActorInfo{Ref: ref}, nil
+	}
+	c := newClient(t, servertest.Start(t, a, servertest.Config{})+","+servertest.Start(t, b, servertest.Config{}))
+	// Both connections become ready soon; the calls before go to the one
+	// that is.
+	for i := 0; i < 1000 && (onA.Load() < 10 || onB.Load() < 10); i++ {
+		if _, err := c.Actor("counter", "k").NoCreate().Info(ctx(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if onA.Load() < 10 || onB.Load() < 10 {
+		t.Fatalf("calls on the first node %d, on the second %d; want both used", onA.Load(), onB.Load())
+	}
+}

@@ -216,17 +216,26 @@ func TestACallOnASilentlyCutConnectionMovesToAnotherNodeWithin15s(t *testing.T) 
 		info client.ActorInfo
 		err  error
 	}
-	done := make(chan result, 1)
-	go func() {
-		info, err := c.Actor("counter", "k").NoCreate().Info(cctx)
-		done <- result{info, err}
-	}()
-	select {
-	case <-started:
-	case r := <-done:
-		t.Fatalf("Info ended before the cut: %+v, %v", r.info, r.err)
-	case <-cctx.Done():
-		t.Fatal("Info never reached the first node")
+	// The client spreads its calls over both nodes (round_robin): until
+	// one is in flight on the first, the other answers.
+	var done chan result
+	for i := 0; ; i++ {
+		done = make(chan result, 1)
+		go func() {
+			info, err := c.Actor("counter", "k").NoCreate().Info(cctx)
+			done <- result{info, err}
+		}()
+		select {
+		case <-started:
+		case r := <-done:
+			if r.err != nil || r.info.Owner != "other" || i == 50 {
+				t.Fatalf("Info %d ended before the cut: %+v, %v; want the other node's answer, and a call in flight on the first within 50", i, r.info, r.err)
+			}
+			continue
+		case <-cctx.Done():
+			t.Fatal("Info never reached the first node")
+		}
+		break
 	}
 	p.setFrozen(true)
 	cutAt := time.Now()
