@@ -124,3 +124,19 @@ func SetWorkflowRerunMin(d time.Duration) time.Duration {
 	wfRerunMin = d
 	return old
 }
+
+// WorkflowLeaving reports whether ref's workflow run here was told that
+// its actor leaves the node (finishStep): no step body starts from then.
+func (h *Host) WorkflowLeaving(ref Ref) bool {
+	a := h.loaded(ref)
+	if a == nil {
+		return false
+	}
+	r := a.runner()
+	if r == nil {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.leaving
+}

@@ -208,10 +208,10 @@ type longStepState struct {
 	Done    int `json:"done"`
 }
 
-// A handoff does not wait for a workflow step that holds the actor's turn:
-// it stops the workflow first, which cancels the step (its attempt runs
-// again on the next owner, as after a crash), and the actor leaves
-// cleanly, OnSleep and all, long before the step's own timeout. The
+// A handoff does not wait for a workflow step that holds the actor's turn
+// past its StepGrace: it stops the workflow, which cancels the step (its
+// attempt runs again on the next owner, as after a crash), and the actor
+// leaves cleanly, OnSleep and all, long before the step's own timeout. The
 // partition was out of service meanwhile: every other actor in it waited
 // (clients retry UNAVAILABLE for seconds, not for a step's half minute),
 // and a handoff that ran out of time evicted the actor without OnSleep.
@@ -276,21 +276,25 @@ func TestAHandoffCancelsAStepThatHoldsTheTurn(t *testing.T) {
 	}
 }
 
-// A handoff lets a step body in flight run to its end (within StepGrace),
-// and records and commits its attempt, so that the next owner does not
-// run it again (a rolling deploy re-ran every step with a call in flight:
-// a trial's orders were charged twice); the run goes on there, from the
-// step after it, which did not start here.
-func TestAHandoffLetsAStepInFlightFinish(t *testing.T) {
-	t.Parallel()
-	started, release := make(chan struct{}, 1), make(chan struct{})
-	var works, nexts atomic.Int32
-	finishing := rivet.Actor[longStepState]{
+type finishState struct {
+	Sleeps int `json:"sleeps"`
+	Works  int `json:"works"`
+	Nexts  int `json:"nexts"`
+}
+
+// finishingActor runs a step "work" whose body waits for release (or its
+// context), then a step "next"; works and nexts count the bodies that
+// started, the state those that committed.
+func finishingActor(started chan struct{}, release chan struct{}, works, nexts *atomic.Int32) rivet.Actor[finishState] {
+	return rivet.Actor[finishState]{
 		Name: "finishing",
-		Run: func(ctx *workflow.Ctx[longStepState]) error {
-			if err := ctx.StepWith(workflow.StepOptions{Name: "work", Timeout: time.Hour}, func(s *workflow.StepCtx[longStepState]) error {
+		OnSleep: func(c *rivet.ActionCtx[finishState]) error {
+			c.State.Sleeps++
+			return nil
+		},
+		Run: func(ctx *workflow.Ctx[finishState]) error {
+			if err := ctx.StepWith(workflow.StepOptions{Name: "work", Timeout: time.Hour}, func(s *workflow.StepCtx[finishState]) error {
 				works.Add(1)
-				s.State.Started++
 				select {
 				case started <- struct{}{}:
 				default:
@@ -300,19 +304,31 @@ func TestAHandoffLetsAStepInFlightFinish(t *testing.T) {
 					return s.Context().Err()
 				case <-release:
 				}
-				s.State.Done++
+				s.State.Works++
 				return nil
 			}); err != nil {
 				return err
 			}
-			return ctx.Step("next", func(s *workflow.StepCtx[longStepState]) error {
+			return ctx.Step("next", func(s *workflow.StepCtx[finishState]) error {
 				nexts.Add(1)
-				s.State.Sleeps++
+				s.State.Nexts++
 				return nil
 			})
 		},
 	}
-	e := newEnv(t, counterReg(t, finishing), nil)
+}
+
+// A handoff lets a step body in flight run to its end (within StepGrace),
+// and records and commits its attempt, so that the next owner does not
+// run it again (a rolling deploy re-ran every step with a call in flight:
+// a trial's orders were charged twice); the run goes on there, from the
+// step after it, which did not start here; and the actor leaves as
+// cleanly as ever, OnSleep and all.
+func TestAHandoffLetsAStepInFlightFinish(t *testing.T) {
+	t.Parallel()
+	started, release := make(chan struct{}, 1), make(chan struct{})
+	var works, nexts atomic.Int32
+	e := newEnv(t, counterReg(t, finishingActor(started, release, &works, &nexts)), func(c *runtime.Config) { c.StepGrace = 20 * time.Second })
 	ref := runtime.Ref{Name: "finishing", Key: []string{"k"}}
 	if _, _, err := e.host.GetOrCreate(ctx(t), ref, nil); err != nil {
 		t.Fatal(err)
@@ -325,11 +341,11 @@ func TestAHandoffLetsAStepInFlightFinish(t *testing.T) {
 	p := placement.Partition("finishing", storage.EncodeKey(ref.Key), testPartitions)
 	handedOff := make(chan error, 1)
 	go func() {
-		hctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		hctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
 		handedOff <- e.host.Handoff(hctx, p)
 	}()
-	waitFor(t, "the handoff to take the partition out of service", 10*time.Second, func() bool { return !e.host.Owns(p) })
+	waitFor(t, "the workflow to be told its actor leaves", 10*time.Second, func() bool { return e.host.WorkflowLeaving(ref) })
 	close(release)
 	if err := <-handedOff; err != nil {
 		t.Fatal(err)
@@ -344,44 +360,18 @@ func TestAHandoffLetsAStepInFlightFinish(t *testing.T) {
 	waitFor(t, "the workflow's end on the next owner", 20*time.Second, func() bool {
 		return inspect(t, h2, "finishing", "k").WorkflowStatus == runtime.WorkflowCompleted
 	})
-	if ins := inspect(t, h2, "finishing", "k"); string(ins.State) != `{"sleeps":1,"started":1,"done":1}` || works.Load() != 1 || nexts.Load() != 1 {
-		t.Fatalf("state on the next owner %s, the step in flight ran %d times, the next %d; want each once", ins.State, works.Load(), nexts.Load())
+	if ins := inspect(t, h2, "finishing", "k"); string(ins.State) != `{"sleeps":1,"works":1,"nexts":1}` || works.Load() != 1 || nexts.Load() != 1 {
+		t.Fatalf("state on the next owner %s, the step in flight ran %d times, the next %d; want each once, and OnSleep once", ins.State, works.Load(), nexts.Load())
 	}
 }
 
 // A node's graceful stop does the same: the step body in flight ends
-// (within StepGrace) and its attempt commits before the node stops, and
-// the restarted node runs the rest.
+// (within StepGrace) and its attempt commits before the node stops, the
+// actor's OnSleep runs, and the restarted node runs the rest.
 func TestAStopLetsAStepInFlightFinish(t *testing.T) {
 	started, release := make(chan struct{}, 1), make(chan struct{})
 	var works, nexts atomic.Int32
-	finishing := rivet.Actor[longStepState]{
-		Name: "finishing",
-		Run: func(ctx *workflow.Ctx[longStepState]) error {
-			if err := ctx.StepWith(workflow.StepOptions{Name: "work", Timeout: time.Hour}, func(s *workflow.StepCtx[longStepState]) error {
-				works.Add(1)
-				select {
-				case started <- struct{}{}:
-				default:
-				}
-				select {
-				case <-s.Context().Done():
-					return s.Context().Err()
-				case <-release:
-				}
-				s.State.Done++
-				return nil
-			}); err != nil {
-				return err
-			}
-			return ctx.Step("next", func(s *workflow.StepCtx[longStepState]) error {
-				nexts.Add(1)
-				s.State.Sleeps++
-				return nil
-			})
-		},
-	}
-	e := newEnv(t, counterReg(t, finishing), nil)
+	e := newEnv(t, counterReg(t, finishingActor(started, release, &works, &nexts)), func(c *runtime.Config) { c.StepGrace = 20 * time.Second })
 	ref := runtime.Ref{Name: "finishing", Key: []string{"k"}}
 	if _, _, err := e.host.GetOrCreate(ctx(t), ref, nil); err != nil {
 		t.Fatal(err)
@@ -397,10 +387,7 @@ func TestAStopLetsAStepInFlightFinish(t *testing.T) {
 		defer close(stopped)
 		e.stop()
 	}()
-	waitFor(t, "the stop to begin", 10*time.Second, func() bool {
-		_, err := call(t, old, "counter", "c", "increment", true, 1)
-		return errors.Is(err, rivet.ErrUnavailable)
-	})
+	waitFor(t, "the workflow to be told its actor leaves", 10*time.Second, func() bool { return old.WorkflowLeaving(ref) })
 	close(release)
 	<-stopped
 	if n := nexts.Load(); n != 0 {
@@ -410,7 +397,76 @@ func TestAStopLetsAStepInFlightFinish(t *testing.T) {
 	waitFor(t, "the workflow's end after the restart", 20*time.Second, func() bool {
 		return inspect(t, e.host, "finishing", "k").WorkflowStatus == runtime.WorkflowCompleted
 	})
-	if ins := inspect(t, e.host, "finishing", "k"); string(ins.State) != `{"sleeps":1,"started":0,"done":1}` || works.Load() != 1 || nexts.Load() != 1 {
-		t.Fatalf("state after the restart %s, the step in flight ran %d times, the next %d; want each once", ins.State, works.Load(), nexts.Load())
+	if ins := inspect(t, e.host, "finishing", "k"); string(ins.State) != `{"sleeps":1,"works":1,"nexts":1}` || works.Load() != 1 || nexts.Load() != 1 {
+		t.Fatalf("state after the restart %s, the step in flight ran %d times, the next %d; want each once, and OnSleep once", ins.State, works.Load(), nexts.Load())
+	}
+}
+
+// A step that waits for its actor's turn (a slow action holds it) when a
+// handoff begins does not start its body once the action ends: it runs on
+// the next owner, once (a review's find: it started, and ran twice when the
+// grace ran out).
+func TestAStepWaitingForTheTurnDoesNotStartWhileItsActorLeaves(t *testing.T) {
+	t.Parallel()
+	holding, releaseHold := make(chan struct{}, 1), make(chan struct{})
+	var works atomic.Int32
+	queued := rivet.Actor[finishState]{
+		Name: "queued",
+		Run: func(ctx *workflow.Ctx[finishState]) error {
+			if err := ctx.Sleep("nap", 200*time.Millisecond); err != nil {
+				return err
+			}
+			return ctx.Step("work", func(s *workflow.StepCtx[finishState]) error {
+				works.Add(1)
+				s.State.Works++
+				return nil
+			})
+		},
+		Actions: rivet.Actions[finishState]{
+			"hold": rivet.Action0(func(c *rivet.ActionCtx[finishState]) (int, error) {
+				holding <- struct{}{}
+				<-releaseHold
+				return 0, nil
+			}),
+		},
+	}
+	e := newEnv(t, counterReg(t, queued), func(c *runtime.Config) { c.StepGrace = 20 * time.Second })
+	ref := runtime.Ref{Name: "queued", Key: []string{"k"}}
+	held := make(chan error, 1)
+	go func() {
+		_, err := call(t, e.host, "queued", "k", "hold", true)
+		held <- err
+	}()
+	<-holding
+	waitFor(t, "the step to wait for the turn", 20*time.Second, func() bool {
+		return inspect(t, e.host, "queued", "k").WorkflowStatus == runtime.WorkflowRunning
+	})
+	p := placement.Partition("queued", storage.EncodeKey(ref.Key), testPartitions)
+	handedOff := make(chan error, 1)
+	go func() {
+		hctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		handedOff <- e.host.Handoff(hctx, p)
+	}()
+	waitFor(t, "the workflow to be told its actor leaves", 10*time.Second, func() bool { return e.host.WorkflowLeaving(ref) })
+	close(releaseHold)
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-handedOff; err != nil {
+		t.Fatal(err)
+	}
+	if n := works.Load(); n != 0 {
+		t.Fatalf("the step ran %d times on the node its actor left", n)
+	}
+	h2, own2 := secondHost(t, e)
+	if got, err := own2.Claim(ctx(t), []uint32{p}); err != nil || len(got) != 1 {
+		t.Fatalf("claim after handoff: %v, %v", got, err)
+	}
+	waitFor(t, "the workflow's end on the next owner", 20*time.Second, func() bool {
+		return inspect(t, h2, "queued", "k").WorkflowStatus == runtime.WorkflowCompleted
+	})
+	if n := works.Load(); n != 1 {
+		t.Fatalf("the step ran %d times in all, want once", n)
 	}
 }

@@ -88,14 +88,19 @@ type wfRunner struct {
 }
 
 // refusal is the error of a step body that may not start: its actor is
-// leaving the node (finishStep), and the step runs on its next owner.
+// leaving the node (finishStep), and the step runs on its next owner. The
+// run is cancelled with it, so that it ends as a deactivated run does
+// (its wakeup recorded, due now), not as one a storage error stopped,
+// whose actor is evicted without its OnSleep (a review's find).
 func (r *wfRunner) refusal() error {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.leaving {
-		return fmt.Errorf("%w: the actor is leaving this node; the step runs on its next owner", workflow.ErrEvicted)
+	leaving := r.leaving
+	r.mu.Unlock()
+	if !leaving {
+		return nil
 	}
-	return nil
+	r.cancel()
+	return fmt.Errorf("%w: the actor is leaving this node; the step runs on its next owner", workflow.ErrEvicted)
 }
 
 // wfState is the workflow part of an activation. msgs is owned by the turn
@@ -778,6 +783,14 @@ func (w *wfHost) turnWith(ctx context.Context, kind TurnKind, chain string, even
 		// Its destroy runs next: no more of its workflow.
 		a.gate.release(chain)
 		return fmt.Errorf("%w: the actor is being destroyed", workflow.ErrEvicted)
+	}
+	if kind == TurnStep {
+		// A step that waited for the gate (behind a call) while its actor
+		// began to leave: its body must not start now (finishStep).
+		if err := w.r.refusal(); err != nil {
+			a.gate.release(chain)
+			return err
+		}
 	}
 	if err := ctx.Err(); err != nil {
 		// The gate's fast path does not look at ctx: a run stopped while
@@ -1503,7 +1516,13 @@ func (a *activation) finishStep(ctx context.Context) {
 	if r == nil {
 		return
 	}
-	t := time.NewTimer(a.h.cfg.StepGrace)
+	grace := a.h.cfg.StepGrace
+	if dl, ok := ctx.Deadline(); ok {
+		// Half the time left at most: the actor's leaving (its OnSleep,
+		// its last writes) needs the rest.
+		grace = min(grace, time.Until(dl)/2)
+	}
+	t := time.NewTimer(grace)
 	select {
 	case <-r.done:
 	case <-t.C:
