@@ -410,11 +410,18 @@ type RetryOptions struct {
 	// workflow.not_ended, as always). A node from before OnlyFailed
 	// ignores it and retries those too.
 	OnlyFailed bool
+	// DropMessages drops the messages that the receives the retry deletes
+	// took, instead of putting them back in their queues: to get past a
+	// message the workflow cannot handle, retry From the receive that took
+	// it. rivet.ErrInvalidArgument if the retry deletes no receive that
+	// took one. The messages are gone: read them first (History). A node
+	// from before DropMessages puts them back.
+	DropMessages bool
 }
 
 // RetryWorkflowWith is RetryWorkflow with options.
 func (h *ActorHandle) RetryWorkflowWith(ctx context.Context, opts RetryOptions) (int, error) {
-	resp, err := invoke(ctx, h.c, sideEffects, h.c.actors.RetryWorkflow, &rivetv1.RetryWorkflowRequest{Actor: h.ref(), From: opts.From, OnlyFailed: opts.OnlyFailed})
+	resp, err := invoke(ctx, h.c, sideEffects, h.c.actors.RetryWorkflow, &rivetv1.RetryWorkflowRequest{Actor: h.ref(), From: opts.From, OnlyFailed: opts.OnlyFailed, DropMessages: opts.DropMessages})
 	if err != nil {
 		return 0, err
 	}

@@ -301,6 +301,11 @@ type RetryOptions struct {
 	// workflow.not_failed), decided in the retry's own turn, so that no
 	// retry or cancel in between is overridden.
 	OnlyFailed bool
+	// DropMessages drops the messages that the receives the retry deletes
+	// took, rather than put them back in their queues: a poison message's
+	// way out (retry from its receive). rivet.ErrInvalidArgument if the
+	// retry deletes no receive that took one.
+	DropMessages bool
 }
 
 // HistoryOptions page through a workflow's history.

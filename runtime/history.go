@@ -15,6 +15,8 @@ import (
 	"strings"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/storage"
 	"github.com/rivet-go/rivet/workflow"
@@ -644,7 +646,14 @@ func (h *Host) RetryWorkflowWith(ctx context.Context, ref Ref, opts RetryOptions
 				back = append(back, m.RawMessage)
 			}
 		}
-		if len(back) > 0 {
+		switch {
+		case opts.DropMessages && len(back) == 0:
+			return rivet.Errorf(rivet.ErrInvalidArgument, "the retry of %s deletes no receive that took a message, so it has none to drop: retry from the receive that took it", a.describe())
+		case opts.DropMessages:
+			// The operator's choice: the receive's entry, deleted now, was
+			// their only copy.
+			h.log.Warn("workflow retry drops the messages its deleted receives took", actorField(a), zap.Int("messages", len(back)), zap.String("from", from))
+		case len(back) > 0:
 			writes = append(writes, workflow.HistoryWrite{Requeue: back})
 		}
 		ops, restored, _, err := a.historyOps(writes)

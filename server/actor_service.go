@@ -386,7 +386,7 @@ func (s *Server) RetryWorkflow(ctx context.Context, req *rivetv1.RetryWorkflowRe
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
-	n, err := s.backend.RetryWorkflowWith(ctx, r, runtime.RetryOptions{From: req.GetFrom(), OnlyFailed: req.GetOnlyFailed()})
+	n, err := s.backend.RetryWorkflowWith(ctx, r, runtime.RetryOptions{From: req.GetFrom(), OnlyFailed: req.GetOnlyFailed(), DropMessages: req.GetDropMessages()})
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}

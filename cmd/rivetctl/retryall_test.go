@@ -58,7 +58,11 @@ func newFailedFleet(keys []string, retry func(ctx context.Context, key string) (
 
 func (f *failedFleet) RetryWorkflowWith(ctx context.Context, ref runtime.Ref, opts runtime.RetryOptions) (int, error) {
 	f.mu.Lock()
-	f.retried = append(f.retried, ref.Key[0]+opts.From)
+	k := ref.Key[0] + opts.From
+	if opts.DropMessages {
+		k += " dropping"
+	}
+	f.retried = append(f.retried, k)
 	if !opts.OnlyFailed {
 		f.notOnlyFailed++
 	}
@@ -271,12 +275,19 @@ func TestRetryAllFailedUsageErrors(t *testing.T) {
 		wantErr(t, 2, "rivetctl: --concurrency, --dry-run and --error-contains need --all-failed")
 	rivetctl(t, addr, "actors", "charger", "--error-contains", "x").
 		wantErr(t, 2, "rivetctl: --error-contains needs --failed (it filters failed workflows by their error)")
+	rivetctl(t, addr, "workflow", "retry", "charger", "--all-failed", "--drop-messages").
+		wantErr(t, 2, "rivetctl: --drop-messages and --all-failed go apart: it drops what one workflow's receives took")
 	rivetctl(t, addr, "workflow", "retry", "--all-failed").
 		wantErrPrefix(t, 2, "rivetctl: usage: rivetctl workflow retry ACTOR {KEY | --all-failed} [flags] (got 0 arguments)")
 	rivetctl(t, addr, "-o", "json", "workflow", "retry", "charger", "a", "--all-failed").
 		wantErrPrefix(t, 2, `{"error":{"code":"USAGE","message":"KEY and --all-failed go apart`)
 	if got := f.retriedKeys(); len(got) != 0 {
 		t.Errorf("a usage error retried %v", got)
+	}
+	// A single retry takes it to the node.
+	rivetctl(t, addr, "workflow", "retry", "charger", "a", "--from", "wait", "--drop-messages").want(t, 0, "workflow restarted: 1 history entry removed\n")
+	if got := f.retriedKeys(); len(got) != 1 || got[0] != "await dropping" {
+		t.Errorf("retry --drop-messages sent %v, want a retry from wait dropping its messages", got)
 	}
 }
 

@@ -150,6 +150,7 @@ then unknown: run it again). It exits 1 if a retry failed or an interrupt left
 some not retried. --dry-run lists what would be retried.`,
 		Example: `  rivetctl workflow retry charger order-1
   rivetctl workflow retry charger order-1 --from charge-card
+  rivetctl workflow retry reminderActor r1 --from reminder-loop/~3/wait-reminder --drop-messages
   rivetctl workflow retry charger --all-failed --dry-run
   rivetctl workflow retry charger --all-failed --error-contains "history diverged"
   rivetctl workflow retry charger --all-failed --concurrency 16`,
@@ -159,6 +160,7 @@ some not retried. --dry-run lists what would be retried.`,
 		allFailed, dryRun bool
 		concurrency       int
 		errorContains     string
+		dropMessages      bool
 	)
 	oneKey, noKey := args(2, 2), args(1, 1)
 	retry.Args = func(cmd *cobra.Command, argv []string) error {
@@ -174,6 +176,7 @@ some not retried. --dry-run lists what would be retried.`,
 	retry.Flags().BoolVar(&allFailed, "all-failed", false, "retry every failed workflow of the actors named ACTOR")
 	retry.Flags().IntVar(&concurrency, "concurrency", 8, "with --all-failed: how many retries run at once")
 	retry.Flags().BoolVar(&dryRun, "dry-run", false, "with --all-failed: list what would be retried, retry nothing")
+	retry.Flags().BoolVar(&dropMessages, "drop-messages", false, "drop the messages that the receives the retry deletes took, instead of putting them back in their queues: a poison message's way out (--from its receive); they are gone, so read them first (rivetctl history)")
 	retry.Flags().StringVar(&errorContains, "error-contains", "", "with --all-failed: only the workflows whose error contains TEXT (as rivetctl actors --failed lists it)")
 	retry.RunE = a.runE(func() time.Duration {
 		if allFailed {
@@ -186,6 +189,8 @@ some not retried. --dry-run lists what would be retried.`,
 		case allFailed && from != "":
 			// Each workflow's history has its own paths.
 			return usagef("--from and --all-failed go apart: --from names an entry of one workflow's history")
+		case allFailed && dropMessages:
+			return usagef("--drop-messages and --all-failed go apart: it drops what one workflow's receives took")
 		case allFailed && concurrency < 1:
 			return usagef("--concurrency must be at least 1, not %d", concurrency)
 		case !allFailed && (retry.Flags().Changed("concurrency") || dryRun || errorContains != ""):
@@ -213,7 +218,7 @@ some not retried. --dry-run lists what would be retried.`,
 				status = in.WorkflowStatus
 			}
 		}
-		n, err := h.RetryWorkflow(ctx, from)
+		n, err := h.RetryWorkflowWith(ctx, client.RetryOptions{From: from, DropMessages: dropMessages})
 		if err != nil {
 			return err
 		}

@@ -1974,7 +1974,15 @@ type RetryWorkflowRequest struct {
 	// someone else's retry may have completed, or an operator cancelled,
 	// since. A node from before only_failed ignores it and retries a
 	// completed or cancelled workflow too.
-	OnlyFailed    bool `protobuf:"varint,3,opt,name=only_failed,json=onlyFailed,proto3" json:"only_failed,omitempty"`
+	OnlyFailed bool `protobuf:"varint,3,opt,name=only_failed,json=onlyFailed,proto3" json:"only_failed,omitempty"`
+	// drop_messages drops the messages that the receives the retry deletes
+	// had taken, instead of putting them back in their queues: to get past
+	// a message the workflow cannot handle (a poison message), retry from
+	// the receive that took it. INVALID_ARGUMENT if the retry deletes no
+	// receive that took one. The dropped messages are gone (the receive's
+	// entry was their only copy): read them first (History). A node from
+	// before drop_messages ignores it and puts them back.
+	DropMessages  bool `protobuf:"varint,4,opt,name=drop_messages,json=dropMessages,proto3" json:"drop_messages,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2026,6 +2034,13 @@ func (x *RetryWorkflowRequest) GetFrom() string {
 func (x *RetryWorkflowRequest) GetOnlyFailed() bool {
 	if x != nil {
 		return x.OnlyFailed
+	}
+	return false
+}
+
+func (x *RetryWorkflowRequest) GetDropMessages() bool {
+	if x != nil {
+		return x.DropMessages
 	}
 	return false
 }
@@ -2741,12 +2756,13 @@ const file_rivet_v1_actor_proto_rawDesc = "" +
 	"\x17workflow_wake_any_queue\x18\x06 \x01(\bR\x14workflowWakeAnyQueue\x12&\n" +
 	"\x0fnext_page_token\x18\a \x01(\tR\rnextPageToken\x12\x14\n" +
 	"\x05paged\x18\b \x01(\bR\x05paged\x12\x10\n" +
-	"\x03raw\x18\t \x01(\bR\x03raw\"u\n" +
+	"\x03raw\x18\t \x01(\bR\x03raw\"\x9a\x01\n" +
 	"\x14RetryWorkflowRequest\x12(\n" +
 	"\x05actor\x18\x01 \x01(\v2\x12.rivet.v1.ActorRefR\x05actor\x12\x12\n" +
 	"\x04from\x18\x02 \x01(\tR\x04from\x12\x1f\n" +
 	"\vonly_failed\x18\x03 \x01(\bR\n" +
-	"onlyFailed\"1\n" +
+	"onlyFailed\x12#\n" +
+	"\rdrop_messages\x18\x04 \x01(\bR\fdropMessages\"1\n" +
 	"\x15RetryWorkflowResponse\x12\x18\n" +
 	"\aremoved\x18\x01 \x01(\rR\aremoved\"Y\n" +
 	"\x15CancelWorkflowRequest\x12(\n" +

@@ -1,0 +1,73 @@
+package runtime_test
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/runtime"
+	"github.com/rivet-go/rivet/workflow"
+)
+
+// A poison message (one the workflow fails on every time it takes it) is
+// got past by a retry from the receive that took it, with DropMessages:
+// the message is dropped, not put back in its queue, and the workflow
+// takes the next one. Without it the retry puts it back, and the
+// workflow fails on it again (a trial found no way past one but destroy).
+// DropMessages with no receive among the deleted entries is refused, and
+// changes nothing.
+func TestARetryFromAReceiveDropsItsPoisonMessage(t *testing.T) {
+	t.Parallel()
+	eater := rivet.Actor[bidsState]{
+		Name:   "eater",
+		Queues: rivet.Queues{"bids": rivet.QueueOf[int]()},
+		Run: func(ctx *workflow.Ctx[bidsState]) error {
+			bid, err := workflow.Next[int](ctx, "wait-bid")
+			if err != nil {
+				return err
+			}
+			return ctx.Step("record", func(s *workflow.StepCtx[bidsState]) error {
+				if bid.Body < 0 {
+					return workflow.Critical(errors.New("a negative bid"))
+				}
+				s.State.Got = append(s.State.Got, bid.Body)
+				return nil
+			})
+		},
+	}
+	e := newEnv(t, counterReg(t, eater), nil)
+	ref := runtime.Ref{Name: "eater", Key: []string{"e"}}
+	if _, err := e.host.Send(ctx(t), runtime.SendRequest{Ref: ref, Queue: "bids", Body: json.RawMessage(`-1`), CreateIfMissing: true}); err != nil {
+		t.Fatal(err)
+	}
+	failed := func() bool { return inspect(t, e.host, "eater", "e").WorkflowStatus == runtime.WorkflowFailed }
+	waitFor(t, "the workflow to fail on the poison message", 20*time.Second, failed)
+
+	// Nothing to drop from the failed step alone: refused, still failed.
+	if _, err := e.host.RetryWorkflowWith(ctx(t), ref, runtime.RetryOptions{DropMessages: true}); !errors.Is(err, rivet.ErrInvalidArgument) {
+		t.Fatalf("a retry dropping messages from the failed step: %v, want ErrInvalidArgument", err)
+	}
+	if !failed() {
+		t.Fatal("a refused retry changed the workflow")
+	}
+	// Put back, it fails again.
+	if _, err := e.host.RetryWorkflowWith(ctx(t), ref, runtime.RetryOptions{From: "wait-bid"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the workflow to fail again on the message put back", 20*time.Second, failed)
+	if _, err := e.host.RetryWorkflowWith(ctx(t), ref, runtime.RetryOptions{From: "wait-bid", DropMessages: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.host.Send(ctx(t), runtime.SendRequest{Ref: ref, Queue: "bids", Body: json.RawMessage(`7`)}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the workflow to take the next message", 20*time.Second, func() bool {
+		return inspect(t, e.host, "eater", "e").WorkflowStatus == runtime.WorkflowCompleted
+	})
+	e.restart() // what storage holds
+	if ins := inspect(t, e.host, "eater", "e"); string(ins.State) != `{"got":[7]}` || len(ins.Queues) != 0 {
+		t.Fatalf("after the retry: state %s, queues %+v; want the next bid taken, the poison one gone", ins.State, ins.Queues)
+	}
+}
