@@ -424,7 +424,7 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 		advertise = n.grpcLis.Addr().String()
 	}
 	httpAddr := advertisedHTTP(n.HTTPAddr(), advertise)
-	rec := runtime.NodeRecord{NodeID: n.cfg.NodeID, GRPCAddr: advertise, HTTPAddr: httpAddr, StartedAt: time.Now().UTC(), StorageFormat: runtime.StorageFormat}
+	rec := runtime.NodeRecord{NodeID: n.cfg.NodeID, GRPCAddr: advertise, HTTPAddr: httpAddr, StartedAt: time.Now().UTC(), StorageFormat: runtime.StorageFormat, Security: securityOf(cfg)}
 	if cfg.GossipAddr != "-" {
 		gc := cluster.Config{
 			NodeID: n.cfg.NodeID, BindAddr: cfg.GossipAddr, AdvertiseAddr: cfg.GossipAdvertiseAddr,
@@ -439,6 +439,9 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 	}
 	// No partition is claimed here: the balancer claims what the ring
 	// gives this node once it sees the cluster.
+	if err := awaitSameSecurity(ctx, n.store, rec, n.log); err != nil {
+		return nil, err
+	}
 	n.own = runtime.NewOwnership(n.store, rec, cfg.LeaseTTL, n.log)
 	// Every claim, not only the balancer's: a lease back after a loss
 	// claims again what it held, and a refence what it released.

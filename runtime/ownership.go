@@ -34,6 +34,11 @@ type NodeRecord struct {
 	// StorageFormat is the newest storage format the node reads and
 	// writes (runtime.StorageFormat); builds before format 2 set none.
 	StorageFormat int `json:"storage_format,omitempty"`
+	// Security is how the node's gRPC port is secured, "plaintext", "tls"
+	// or "mtls", with "+token" if it wants a bearer token (never the token
+	// itself): peers of another kind cannot reach each other. Builds
+	// before it set none.
+	Security string `json:"security,omitempty"`
 }
 
 // Ownership holds this node's lease and the partition claims on it. Claims
