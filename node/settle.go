@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -399,13 +400,27 @@ func (b backend) Drain(ctx context.Context, node string, undo bool) (uint32, err
 		b.n.balancer.Kick()
 		return owned, nil
 	}
-	rec, ok := b.n.view.records()[node]
+	recs := b.n.view.records()
+	rec, ok := recs[node]
 	if !ok {
 		why := "it has nothing to drain"
 		if undo {
 			why = "it rejoins undrained"
 		}
-		return 0, rivet.Reasonf(rivet.ErrNotFound, "node", "not_found", "no node %q is registered (one that has left or died is not: %s)", node, why)
+		// An operator who gave an address (node1:6420) meant a node: say
+		// which, as rivetctl members would.
+		ids := make([]string, 0, len(recs))
+		for id, r := range recs {
+			if r.GRPCAddr == node || r.GossipAddr == node || r.HTTPAddr == node {
+				return 0, rivet.Reasonf(rivet.ErrNotFound, "node", "not_found", "no node %q is registered: %s is an address of node %s; drain takes a node's ID", node, node, id)
+			}
+			ids = append(ids, id)
+		}
+		slices.Sort(ids)
+		if len(ids) > 10 {
+			ids = append(ids[:10], "...")
+		}
+		return 0, rivet.Reasonf(rivet.ErrNotFound, "node", "not_found", "no node %q is registered (one that has left or died is not: %s); the registered nodes are %s", node, why, strings.Join(ids, ", "))
 	}
 	conn, err := b.n.view.conn(rec.GRPCAddr)
 	if err != nil {
