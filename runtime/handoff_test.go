@@ -262,10 +262,7 @@ func TestAHandoffCancelsAStepThatHoldsTheTurn(t *testing.T) {
 	if hctx.Err() != nil {
 		t.Fatal("the handoff ran out of time waiting for the step")
 	}
-	h2, own2 := secondHost(t, e)
-	if got, err := own2.Claim(ctx(t), []uint32{p}); err != nil || len(got) != 1 {
-		t.Fatalf("claim after handoff: %v, %v", got, err)
-	}
+	h2 := claimOnASecondHost(t, e, p)
 	// The step runs again there, from the state before its cancelled
 	// attempt.
 	waitFor(t, "the workflow's end on the next owner", 20*time.Second, func() bool {
@@ -339,12 +336,7 @@ func TestAHandoffLetsAStepInFlightFinish(t *testing.T) {
 		t.Fatal("the step did not start")
 	}
 	p := placement.Partition("finishing", storage.EncodeKey(ref.Key), testPartitions)
-	handedOff := make(chan error, 1)
-	go func() {
-		hctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		defer cancel()
-		handedOff <- e.host.Handoff(hctx, p)
-	}()
+	handedOff := handOffLater(e, p)
 	waitFor(t, "the workflow to be told its actor leaves", 10*time.Second, func() bool { return e.host.WorkflowLeaving(ref) })
 	close(release)
 	if err := <-handedOff; err != nil {
@@ -353,10 +345,7 @@ func TestAHandoffLetsAStepInFlightFinish(t *testing.T) {
 	if n := nexts.Load(); n != 0 {
 		t.Fatalf("the step after the one in flight ran %d times on the node it left", n)
 	}
-	h2, own2 := secondHost(t, e)
-	if got, err := own2.Claim(ctx(t), []uint32{p}); err != nil || len(got) != 1 {
-		t.Fatalf("claim after handoff: %v, %v", got, err)
-	}
+	h2 := claimOnASecondHost(t, e, p)
 	waitFor(t, "the workflow's end on the next owner", 20*time.Second, func() bool {
 		return inspect(t, h2, "finishing", "k").WorkflowStatus == runtime.WorkflowCompleted
 	})
@@ -442,12 +431,7 @@ func TestAStepWaitingForTheTurnDoesNotStartWhileItsActorLeaves(t *testing.T) {
 		return inspect(t, e.host, "queued", "k").WorkflowStatus == runtime.WorkflowRunning
 	})
 	p := placement.Partition("queued", storage.EncodeKey(ref.Key), testPartitions)
-	handedOff := make(chan error, 1)
-	go func() {
-		hctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		defer cancel()
-		handedOff <- e.host.Handoff(hctx, p)
-	}()
+	handedOff := handOffLater(e, p)
 	waitFor(t, "the workflow to be told its actor leaves", 10*time.Second, func() bool { return e.host.WorkflowLeaving(ref) })
 	close(releaseHold)
 	if err := <-held; err != nil {
@@ -459,14 +443,34 @@ func TestAStepWaitingForTheTurnDoesNotStartWhileItsActorLeaves(t *testing.T) {
 	if n := works.Load(); n != 0 {
 		t.Fatalf("the step ran %d times on the node its actor left", n)
 	}
-	h2, own2 := secondHost(t, e)
-	if got, err := own2.Claim(ctx(t), []uint32{p}); err != nil || len(got) != 1 {
-		t.Fatalf("claim after handoff: %v, %v", got, err)
-	}
+	h2 := claimOnASecondHost(t, e, p)
 	waitFor(t, "the workflow's end on the next owner", 20*time.Second, func() bool {
 		return inspect(t, h2, "queued", "k").WorkflowStatus == runtime.WorkflowCompleted
 	})
 	if n := works.Load(); n != 1 {
 		t.Fatalf("the step ran %d times in all, want once", n)
 	}
+}
+
+// handOffLater hands p off from e's host on a goroutine of its own; the
+// handoff's error comes on the channel.
+func handOffLater(e *env, p uint32) <-chan error {
+	handedOff := make(chan error, 1)
+	go func() {
+		hctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		handedOff <- e.host.Handoff(hctx, p)
+	}()
+	return handedOff
+}
+
+// claimOnASecondHost claims p, handed off, on a second host of e's
+// storage, and returns that host.
+func claimOnASecondHost(t *testing.T, e *env, p uint32) *runtime.Host {
+	t.Helper()
+	h2, own2 := secondHost(t, e)
+	if got, err := own2.Claim(ctx(t), []uint32{p}); err != nil || len(got) != 1 {
+		t.Fatalf("claim after handoff: %v, %v", got, err)
+	}
+	return h2
 }
