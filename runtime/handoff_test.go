@@ -320,74 +320,55 @@ func finishingActor(started chan struct{}, release chan struct{}, works, nexts *
 // run it again (a rolling deploy re-ran every step with a call in flight:
 // a trial's orders were charged twice); the run goes on there, from the
 // step after it, which did not start here; and the actor leaves as
-// cleanly as ever, OnSleep and all.
-func TestAHandoffLetsAStepInFlightFinish(t *testing.T) {
-	t.Parallel()
-	started, release := make(chan struct{}, 1), make(chan struct{})
-	var works, nexts atomic.Int32
-	e := newEnv(t, counterReg(t, finishingActor(started, release, &works, &nexts)), func(c *runtime.Config) { c.StepGrace = 20 * time.Second })
-	ref := runtime.Ref{Name: "finishing", Key: []string{"k"}}
-	if _, _, err := e.host.GetOrCreate(ctx(t), ref, nil); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-started:
-	case <-time.After(20 * time.Second):
-		t.Fatal("the step did not start")
-	}
-	p := placement.Partition("finishing", storage.EncodeKey(ref.Key), testPartitions)
-	handedOff := handOffLater(e, p)
-	waitFor(t, "the workflow to be told its actor leaves", 10*time.Second, func() bool { return e.host.WorkflowLeaving(ref) })
-	close(release)
-	if err := <-handedOff; err != nil {
-		t.Fatal(err)
-	}
-	if n := nexts.Load(); n != 0 {
-		t.Fatalf("the step after the one in flight ran %d times on the node it left", n)
-	}
-	h2 := claimOnASecondHost(t, e, p)
-	waitFor(t, "the workflow's end on the next owner", 20*time.Second, func() bool {
-		return inspect(t, h2, "finishing", "k").WorkflowStatus == runtime.WorkflowCompleted
-	})
-	if ins := inspect(t, h2, "finishing", "k"); string(ins.State) != `{"sleeps":1,"works":1,"nexts":1}` || works.Load() != 1 || nexts.Load() != 1 {
-		t.Fatalf("state on the next owner %s, the step in flight ran %d times, the next %d; want each once, and OnSleep once", ins.State, works.Load(), nexts.Load())
-	}
-}
-
-// A node's graceful stop does the same: the step body in flight ends
-// (within StepGrace) and its attempt commits before the node stops, the
-// actor's OnSleep runs, and the restarted node runs the rest.
-func TestAStopLetsAStepInFlightFinish(t *testing.T) {
-	started, release := make(chan struct{}, 1), make(chan struct{})
-	var works, nexts atomic.Int32
-	e := newEnv(t, counterReg(t, finishingActor(started, release, &works, &nexts)), func(c *runtime.Config) { c.StepGrace = 20 * time.Second })
-	ref := runtime.Ref{Name: "finishing", Key: []string{"k"}}
-	if _, _, err := e.host.GetOrCreate(ctx(t), ref, nil); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-started:
-	case <-time.After(20 * time.Second):
-		t.Fatal("the step did not start")
-	}
-	stopped := make(chan struct{})
-	old := e.host
-	go func() {
-		defer close(stopped)
-		e.stop()
-	}()
-	waitFor(t, "the workflow to be told its actor leaves", 10*time.Second, func() bool { return old.WorkflowLeaving(ref) })
-	close(release)
-	<-stopped
-	if n := nexts.Load(); n != 0 {
-		t.Fatalf("the step after the one in flight ran %d times on the stopping node", n)
-	}
-	e.start()
-	waitFor(t, "the workflow's end after the restart", 20*time.Second, func() bool {
-		return inspect(t, e.host, "finishing", "k").WorkflowStatus == runtime.WorkflowCompleted
-	})
-	if ins := inspect(t, e.host, "finishing", "k"); string(ins.State) != `{"sleeps":1,"works":1,"nexts":1}` || works.Load() != 1 || nexts.Load() != 1 {
-		t.Fatalf("state after the restart %s, the step in flight ran %d times, the next %d; want each once, and OnSleep once", ins.State, works.Load(), nexts.Load())
+// cleanly as ever, OnSleep and all. A node's graceful stop does the same,
+// and the restarted node runs the rest.
+func TestAHandoffOrAStopLetsAStepInFlightFinish(t *testing.T) {
+	for _, byStop := range []bool{false, true} {
+		t.Run(map[bool]string{false: "handoff", true: "stop"}[byStop], func(t *testing.T) {
+			started, release := make(chan struct{}, 1), make(chan struct{})
+			var works, nexts atomic.Int32
+			e := newEnv(t, counterReg(t, finishingActor(started, release, &works, &nexts)), func(c *runtime.Config) { c.StepGrace = 20 * time.Second })
+			ref := runtime.Ref{Name: "finishing", Key: []string{"k"}}
+			if _, _, err := e.host.GetOrCreate(ctx(t), ref, nil); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-started:
+			case <-time.After(20 * time.Second):
+				t.Fatal("the step did not start")
+			}
+			old := e.host
+			left := make(chan error, 1)
+			if byStop {
+				go func() {
+					e.stop()
+					left <- nil
+				}()
+			} else {
+				left = handOffLater(e, placement.Partition("finishing", storage.EncodeKey(ref.Key), testPartitions))
+			}
+			waitFor(t, "the workflow to be told its actor leaves", 10*time.Second, func() bool { return old.WorkflowLeaving(ref) })
+			close(release)
+			if err := <-left; err != nil {
+				t.Fatal(err)
+			}
+			if n := nexts.Load(); n != 0 {
+				t.Fatalf("the step after the one in flight ran %d times on the node it left", n)
+			}
+			var next *runtime.Host
+			if byStop {
+				e.start()
+				next = e.host
+			} else {
+				next = claimOnASecondHost(t, e, placement.Partition("finishing", storage.EncodeKey(ref.Key), testPartitions))
+			}
+			waitFor(t, "the workflow's end on the next owner", 20*time.Second, func() bool {
+				return inspect(t, next, "finishing", "k").WorkflowStatus == runtime.WorkflowCompleted
+			})
+			if ins := inspect(t, next, "finishing", "k"); string(ins.State) != `{"sleeps":1,"works":1,"nexts":1}` || works.Load() != 1 || nexts.Load() != 1 {
+				t.Fatalf("state on the next owner %s, the step in flight ran %d times, the next %d; want each once, and OnSleep once", ins.State, works.Load(), nexts.Load())
+			}
+		})
 	}
 }
 
@@ -454,7 +435,7 @@ func TestAStepWaitingForTheTurnDoesNotStartWhileItsActorLeaves(t *testing.T) {
 
 // handOffLater hands p off from e's host on a goroutine of its own; the
 // handoff's error comes on the channel.
-func handOffLater(e *env, p uint32) <-chan error {
+func handOffLater(e *env, p uint32) chan error {
 	handedOff := make(chan error, 1)
 	go func() {
 		hctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
