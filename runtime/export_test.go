@@ -128,15 +128,27 @@ func SetWorkflowRerunMin(d time.Duration) time.Duration {
 // WorkflowLeaving reports whether ref's workflow run here was told that
 // its actor leaves the node (finishStep): no step body starts from then.
 func (h *Host) WorkflowLeaving(ref Ref) bool {
+	leaving, _ := h.workflowLeaving(ref)
+	return leaving
+}
+
+// WorkflowParked reports how many threads of ref's workflow run here were
+// refused a body as it leaves, and wait for the bodies in flight.
+func (h *Host) WorkflowParked(ref Ref) int {
+	_, parked := h.workflowLeaving(ref)
+	return parked
+}
+
+func (h *Host) workflowLeaving(ref Ref) (bool, int) {
 	a := h.loaded(ref)
 	if a == nil {
-		return false
+		return false, 0
 	}
 	r := a.runner()
 	if r == nil {
-		return false
+		return false, 0
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.leaving
+	return r.leaving, r.parked
 }

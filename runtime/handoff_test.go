@@ -455,3 +455,90 @@ func claimOnASecondHost(t *testing.T, e *env, p uint32) *runtime.Host {
 	}
 	return h2
 }
+
+// Nor is a Do body in flight in one branch of a join cancelled when
+// another branch, its own body done, is refused its next one: the refused
+// branch waits for it (a review's find: the refusal ended the run, and the
+// payment call of a fan-out ran again on the next owner).
+func TestAHandoffLetsAJoinsDoBodiesInFlightFinish(t *testing.T) {
+	t.Parallel()
+	started := make(chan string, 4)
+	aRelease, chargeRelease := make(chan struct{}), make(chan struct{})
+	var charges, as, bs atomic.Int32
+	body := func(n *atomic.Int32, name string, release chan struct{}) func(*workflow.DoCtx) (int, error) {
+		return func(d *workflow.DoCtx) (int, error) {
+			n.Add(1)
+			started <- name
+			if release != nil {
+				select {
+				case <-d.Context().Done():
+					return 0, d.Context().Err()
+				case <-release:
+				}
+			}
+			return 1, nil
+		}
+	}
+	fanout := rivet.Actor[finishState]{
+		Name: "fanout",
+		Run: func(ctx *workflow.Ctx[finishState]) error {
+			_, err := workflow.Join(ctx, "both", workflow.Branches[finishState, int]{
+				"pay": func(c *workflow.Ctx[finishState]) (int, error) {
+					return workflow.Do(c, "charge", body(&charges, "charge", chargeRelease))
+				},
+				"other": func(c *workflow.Ctx[finishState]) (int, error) {
+					if _, err := workflow.Do(c, "a", body(&as, "a", aRelease)); err != nil {
+						return 0, err
+					}
+					return workflow.Do(c, "b", body(&bs, "b", nil))
+				},
+			})
+			return err
+		},
+	}
+	e := newEnv(t, counterReg(t, fanout), func(c *runtime.Config) { c.StepGrace = 20 * time.Second })
+	ref := runtime.Ref{Name: "fanout", Key: []string{"k"}}
+	if _, _, err := e.host.GetOrCreate(ctx(t), ref, nil); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		select {
+		case <-started:
+		case <-time.After(20 * time.Second):
+			t.Fatal("the branches' bodies did not start")
+		}
+	}
+	p := placement.Partition("fanout", storage.EncodeKey(ref.Key), testPartitions)
+	handedOff := handOffLater(e, p)
+	waitFor(t, "the workflow to be told its actor leaves", 10*time.Second, func() bool { return e.host.WorkflowLeaving(ref) })
+	close(aRelease)
+	// The other branch is refused its next body and waits (or, were the
+	// run ended, the handoff would end while charge is held).
+	var handoffErr error
+	ended := false
+	waitFor(t, "the other branch to be refused its next body", 10*time.Second, func() bool {
+		select {
+		case handoffErr = <-handedOff:
+			ended = true
+		default:
+		}
+		return ended || e.host.WorkflowParked(ref) == 1
+	})
+	close(chargeRelease)
+	if !ended {
+		handoffErr = <-handedOff
+	}
+	if handoffErr != nil {
+		t.Fatal(handoffErr)
+	}
+	if n := bs.Load(); n != 0 {
+		t.Fatalf("the refused body ran %d times on the node it left", n)
+	}
+	h2 := claimOnASecondHost(t, e, p)
+	waitFor(t, "the workflow's end on the next owner", 20*time.Second, func() bool {
+		return inspect(t, h2, "fanout", "k").WorkflowStatus == runtime.WorkflowCompleted
+	})
+	if charges.Load() != 1 || as.Load() != 1 || bs.Load() != 1 {
+		t.Fatalf("bodies run: charge %d, a %d, b %d; want each once", charges.Load(), as.Load(), bs.Load())
+	}
+}

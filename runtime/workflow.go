@@ -83,23 +83,66 @@ type wfRunner struct {
 	wake    workflow.Wake
 	// leaving is set when the actor leaves the node gracefully
 	// (finishStep): no step body starts any more, and the run is
-	// cancelled as soon as it waits.
+	// cancelled as soon as it waits, or no body is left in flight.
 	leaving bool
+	// bodies counts the step bodies in flight (RunStep's, and Do bodies
+	// between MayRunBody and BodyEnded); parked, the threads refused a
+	// body that wait for them (refusal).
+	bodies, parked int
+	// ctx is the run's context, which cancel ends.
+	ctx context.Context
+}
+
+// bodyStarted counts a body about to start, unless the actor is leaving:
+// then false, and the caller returns refusal's error.
+func (r *wfRunner) bodyStarted() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.leaving {
+		return false
+	}
+	r.bodies++
+	return true
+}
+
+// bodyEnded counts a body that ended; the last to end while the actor
+// leaves ends the run.
+func (r *wfRunner) bodyEnded() {
+	r.mu.Lock()
+	r.bodies--
+	last := r.leaving && r.bodies == 0
+	r.mu.Unlock()
+	if last {
+		r.cancel()
+	}
 }
 
 // refusal is the error of a step body that may not start: its actor is
 // leaving the node (finishStep), and the step runs on its next owner. The
-// run is cancelled with it, so that it ends as a deactivated run does
-// (its wakeup recorded, due now), not as one a storage error stopped,
-// whose actor is evicted without its OnSleep (a review's find).
+// run is cancelled with it once no other body is in flight (another
+// branch's, of a join: cancelled now, it would run again on the next
+// owner), so that it ends as a deactivated run does (its wakeup recorded,
+// due now), not as one a storage error stopped, whose actor is evicted
+// without its OnSleep (a review's find). Until then the refused thread
+// waits here.
 func (r *wfRunner) refusal() error {
 	r.mu.Lock()
-	leaving := r.leaving
+	leaving, busy := r.leaving, r.bodies > 0
 	r.mu.Unlock()
 	if !leaving {
 		return nil
 	}
-	r.cancel()
+	if busy {
+		r.mu.Lock()
+		r.parked++
+		r.mu.Unlock()
+		<-r.ctx.Done() // the last body's end, or the grace's
+		r.mu.Lock()
+		r.parked--
+		r.mu.Unlock()
+	} else {
+		r.cancel()
+	}
 	return fmt.Errorf("%w: the actor is leaving this node; the step runs on its next owner", workflow.ErrEvicted)
 }
 
@@ -391,7 +434,7 @@ func (a *activation) startWorkflow(history []workflow.Entry) {
 	h.mu.Unlock()
 	h.wfRunning.Add(1)
 	ctx, cancel := context.WithCancel(h.wfCtx)
-	r := &wfRunner{cancel: cancel, done: make(chan struct{})}
+	r := &wfRunner{cancel: cancel, done: make(chan struct{}), ctx: ctx}
 	a.wf.runner = r
 	a.wf.status.Status = WorkflowRunning
 	a.runWorkflow(ctx, r, history)
@@ -784,14 +827,6 @@ func (w *wfHost) turnWith(ctx context.Context, kind TurnKind, chain string, even
 		a.gate.release(chain)
 		return fmt.Errorf("%w: the actor is being destroyed", workflow.ErrEvicted)
 	}
-	if kind == TurnStep {
-		// A step that waited for the gate (behind a call) while its actor
-		// began to leave: its body must not start now (finishStep).
-		if err := w.r.refusal(); err != nil {
-			a.gate.release(chain)
-			return err
-		}
-	}
 	if err := ctx.Err(); err != nil {
 		// The gate's fast path does not look at ctx: a run stopped while
 		// it waited must not run its step.
@@ -869,19 +904,32 @@ func (w *wfHost) turnWith(ctx context.Context, kind TurnKind, chain string, even
 // owner.
 func (w *wfHost) MayRunBody() error {
 	a := w.a
-	if err := w.r.refusal(); err != nil {
-		return err
+	if !w.r.bodyStarted() {
+		return w.r.refusal()
 	}
+	ok := false
+	defer func() {
+		if !ok {
+			w.r.bodyEnded() // refused below: BodyEnded will not come
+		}
+	}()
 	if a.stopped.Load() {
 		return fmt.Errorf("%w: actor deactivated", workflow.ErrEvicted)
 	}
 	if !a.claimHeld() {
 		return a.notServedErr()
 	}
+	ok = true
 	return nil
 }
 
-var _ workflow.BodyGuard = (*wfHost)(nil)
+// BodyEnded counts a Do body MayRunBody let start as ended.
+func (w *wfHost) BodyEnded() { w.r.bodyEnded() }
+
+var (
+	_ workflow.BodyGuard   = (*wfHost)(nil)
+	_ workflow.BodyTracker = (*wfHost)(nil)
+)
 
 // claimHeld reports whether the claim the activation was loaded under is
 // served, or held by a handoff until its release: past the lease's local
@@ -944,7 +992,20 @@ func (w *wfHost) RunStep(ctx context.Context, ephemeral bool, fn func(env workfl
 	chain := a.h.newChain()
 	var steps stepCounts
 	var te *turnEvents
+	// counted: the body started (bodyStarted), in the turn, so that a step
+	// that waited for the gate (behind a call) while its actor began to
+	// leave does not start it then; refused: it did not, for that reason.
+	counted, refused := false, false
+	defer func() {
+		if counted {
+			w.r.bodyEnded() // after the commit
+		}
+	}()
 	err := w.turnWith(ctx, TurnStep, chain, &te, func() ([]storage.Op, error) {
+		if counted = w.r.bodyStarted(); !counted {
+			refused = true
+			return nil, nil
+		}
 		ts := a.newTurnSchedule(false, te)
 		w.checked = checkedAttempt{events: te}
 		writes := fn(workflow.StepEnv{State: a.state, Client: &hostClient{h: a.h, chain: chain, from: a}, Events: te, Vars: a.vars, Destroy: ts.destroy, Schedule: ts, Tasks: te, Check: w.check})
@@ -1007,6 +1068,10 @@ func (w *wfHost) RunStep(ctx context.Context, ephemeral bool, fn func(env workfl
 		a.putBack(back) // none: the engine puts messages back in a Commit
 		return ops, nil
 	})
+	if refused {
+		// Out of the turn: the refusal may wait for other bodies.
+		return w.r.refusal()
+	}
 	if err != nil {
 		return err
 	}

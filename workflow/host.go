@@ -311,6 +311,15 @@ type BodyGuard interface {
 	MayRunBody() error
 }
 
+// BodyTracker is an optional interface of a Host with a BodyGuard: the
+// driver calls BodyEnded once a Do step's body that MayRunBody let start
+// has ended and its attempt has been committed, or given up. A host that
+// lets the bodies in flight end before it stops a run (a graceful stop)
+// learns from it when none is left.
+type BodyTracker interface {
+	BodyEnded()
+}
+
 // PanicReporter is an optional interface of a Host. A panic in a step
 // body or a rollback handler is a failed attempt, and the history records
 // only its value (as "workflow: step panicked: ..."): the driver calls

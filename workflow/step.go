@@ -283,6 +283,9 @@ func (x *cx) attempt(path string, seq, n int, sp stepSpec) (*Entry, error) {
 			if err := g.MayRunBody(); err != nil {
 				return nil, t.hostErr(err)
 			}
+			if bt, ok := r.host.(BodyTracker); ok {
+				defer bt.BodyEnded()
+			}
 		}
 		writes := fn(StepEnv{Client: r.host.Client(), Check: r.checkOutput})
 		if res.refused {
