@@ -304,8 +304,9 @@ func severalNodes(list string, dial []grpc.DialOption) (string, []grpc.DialOptio
 	}
 	r := manual.NewBuilderWithScheme("rivet-nodes")
 	r.InitialState(resolver.State{Addresses: addrs})
-	return r.Scheme() + ":///" + addrs[0].Addr, append(dial, grpc.WithResolvers(r),
-		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig": [{"round_robin": {}}]}`)), nil
+	// First, so that a service config of the caller's dial options wins.
+	return r.Scheme() + ":///" + addrs[0].Addr, append([]grpc.DialOption{
+		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig": [{"round_robin": {}}]}`)}, append(dial, grpc.WithResolvers(r))...), nil
 }
 
 // checkAddr refuses a node address that gRPC would misread rather than

@@ -263,7 +263,7 @@ func TestRetryBareUnavailable(t *testing.T) {
 	failures.Store(1)
 	_, err := c.Actor("counter", "k").Call(ctx(t), "increment", 1)
 	var e *rivet.Error
-	if !errors.Is(err, rivet.ErrUnavailable) || !errors.As(err, &e) || e.Group != "" || !strings.HasPrefix(e.Message, "the connection to the node at ") || !strings.HasSuffix(e.Message, "broke during the call, which may have run (its outcome is unknown): connection reset") {
+	if !errors.Is(err, rivet.ErrUnavailable) || !errors.As(err, &e) || e.Group != "" || !strings.HasPrefix(e.Message, "the call to the node at ") || !strings.HasSuffix(e.Message, "failed after it was sent, and may have run (its outcome is unknown): connection reset") {
 		t.Errorf("call after a bare UNAVAILABLE: %v (%+v)", err, e)
 	}
 	if !rivet.OutcomeUnknown(err) {

@@ -414,8 +414,11 @@ type RetryOptions struct {
 	// took, instead of putting them back in their queues: to get past a
 	// message the workflow cannot handle, retry From the receive that took
 	// it. rivet.ErrInvalidArgument if the retry deletes no receive that
-	// took one. The messages are gone: read them first (History). A node
-	// from before DropMessages puts them back.
+	// took one. The messages are gone: read them first (History). It
+	// implies OnlyFailed. A send of a dropped message again with its
+	// idempotency key, waiting for its completion, is
+	// rivet.ErrFailedPrecondition. A node from before DropMessages puts
+	// them back.
 	DropMessages bool
 }
 

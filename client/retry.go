@@ -104,12 +104,13 @@ func attempt[Req, Resp any](ctx context.Context, rpc func(context.Context, Req, 
 	return resp, err == nil || p.Addr != noPeer, err
 }
 
-// brokeAt words a connection that broke during a call (the transport's
-// bare UNAVAILABLE, "error reading from server: EOF", which names no node
-// and does not say the call may have run) with the node's address and
-// that. The transport's words stay, for what looks at them
-// (rpcerr.NotSent). A directly routed call's failure names its node
-// already (use.failure).
+// brokeAt words a bare UNAVAILABLE after the request was sent (the
+// transport's "error reading from server: EOF", which names no node and
+// does not say the call may have run, or a node's own word without the
+// detail, such as a forwarding hop that broke) with the address of the
+// node the call went to, and that it may have run. The words stay, for
+// what looks at them (rpcerr.NotSent). A directly routed call's failure
+// names its node already (use.failure).
 func brokeAt(err error, addr net.Addr) error {
 	st, ok := status.FromError(err)
 	if !ok || st.Code() != codes.Unavailable || len(st.Proto().GetDetails()) > 0 || rpcerr.NotSent(st) || strings.HasPrefix(st.Message(), "node ") {
@@ -119,7 +120,7 @@ func brokeAt(err error, addr net.Addr) error {
 	if addr != nil {
 		at += " at " + addr.String()
 	}
-	return status.Errorf(codes.Unavailable, "the connection to %s broke during the call, which may have run (its outcome is unknown): %s", at, st.Message())
+	return status.Errorf(codes.Unavailable, "the call to %s failed after it was sent, and may have run (its outcome is unknown): %s", at, st.Message())
 }
 
 // noPeer marks a Peer gRPC has not filled in: a connection of a custom

@@ -29,41 +29,58 @@ func securityOf(cfg Config) string {
 	return s
 }
 
-// securityWait is how long a node whose gRPC port is secured unlike every
-// live node's waits for one of its kind (or for them to go: a cluster
-// switched to TLS at once, its nodes recreated together) before it gives
-// up. A variable for tests.
+// weaker reports whether a node secured as mine lacks what one secured as
+// theirs has (TLS, a token): it could not reach such a node, and would
+// serve what it took with less than the cluster asks. TLS beside mTLS is
+// not: each node presents its certificate to the other.
+func weaker(mine, theirs string) bool {
+	tls := func(s string) bool { return strings.HasPrefix(s, "tls") || strings.HasPrefix(s, "mtls") }
+	token := func(s string) bool { return strings.HasSuffix(s, "+token") }
+	return tls(theirs) && !tls(mine) || token(theirs) && !token(mine)
+}
+
+// securityWait is how long a node secured with less than every live node
+// (see weaker) waits for one of its kind, or for them to go (a cluster
+// switched back to fewer settings at once, its nodes recreated together),
+// before it gives up. A variable for tests.
 var securityWait = 30 * time.Second
 
-// awaitSameSecurity refuses to register rec while the cluster's live nodes
-// all secure their gRPC ports otherwise (rec's settings are then the odd
-// ones): such nodes cannot reach each other, so partitions the newcomer
-// took could be reached by no one else, and it would serve them with its
-// own, weaker settings (a trial started a plaintext node beside mTLS nodes
-// with tokens: it took 28% of the partitions, which the others could not
-// forward to, and answered increments without a token). Nodes of builds
-// that do not record it are not counted. It waits securityWait for that to
-// change, then fails with what to change.
+// awaitSameSecurity refuses to register rec while every live node with a
+// recorded security has what rec lacks (TLS, a token; weaker): they could
+// not reach each other, and partitions the newcomer took could be reached
+// by no one else and would be served with less than the cluster asks (a
+// trial started a plaintext node beside mTLS nodes with tokens: it took
+// 28% of the partitions, which the others could not forward to, and
+// answered increments without a token). Only a weaker newcomer is
+// refused, so a misconfigured node that registered first cannot keep the
+// cluster's others out; nodes of builds that do not record it are not
+// counted. It waits securityWait for that to change (retrying a failed
+// read), then fails with what to change.
 func awaitSameSecurity(ctx context.Context, st storage.Store, rec runtime.NodeRecord, log *zap.Logger) error {
 	deadline := time.Now().Add(securityWait)
 	warned := false
 	for {
-		others, err := otherSecurity(ctx, st, rec)
-		if err != nil || len(others) == 0 {
-			// A read that fails is the registration's to report.
+		others, err := strongerOnly(ctx, st, rec)
+		if err == nil && len(others) == 0 {
 			return nil
 		}
-		var names []string
-		for kind, ids := range others {
-			names = append(names, fmt.Sprintf("%s (%s)", kind, strings.Join(ids, ", ")))
+		if ctx.Err() != nil {
+			return fmt.Errorf("node: waiting to register: %w", ctx.Err())
 		}
-		slices.Sort(names)
-		msg := fmt.Sprintf("node %s secures its gRPC port as %s, but every live node of the cluster as %s: they could not reach each other", rec.NodeID, rec.Security, strings.Join(names, "; "))
-		if !time.Now().Before(deadline) || ctx.Err() != nil {
-			return fmt.Errorf("node: %s; start it with the same --tls-cert, --tls-key, --tls-client-ca and --token settings as they (docs/deploy.md, \"Security\")", msg)
+		msg := fmt.Sprintf("node %s could not read the cluster's registrations: %v", rec.NodeID, err)
+		if err == nil {
+			var names []string
+			for kind, ids := range others {
+				names = append(names, fmt.Sprintf("%s (%s)", kind, strings.Join(ids, ", ")))
+			}
+			slices.Sort(names)
+			msg = fmt.Sprintf("node %s secures its gRPC port as %s, but every live node of the cluster with more: %s; they could not reach each other", rec.NodeID, rec.Security, strings.Join(names, "; "))
+		}
+		if !time.Now().Before(deadline) {
+			return fmt.Errorf("node: %s; start it with the same --tls-cert, --tls-key and --token settings as they (docs/deploy.md, \"Security\")", msg)
 		}
 		if !warned {
-			log.Warn(msg+"; waiting for them to go (a cluster switching its settings) before giving up", zap.Duration("for", securityWait))
+			log.Warn(msg+"; waiting for that to change (a cluster switching its settings) before giving up", zap.Duration("for", securityWait))
 			warned = true
 		}
 		t := time.NewTimer(time.Second)
@@ -75,9 +92,9 @@ func awaitSameSecurity(ctx context.Context, st storage.Store, rec runtime.NodeRe
 	}
 }
 
-// otherSecurity returns the kinds of security of the live nodes other than
-// rec's, by kind, if no live node shares rec's (else none).
-func otherSecurity(ctx context.Context, st storage.Store, rec runtime.NodeRecord) (map[string][]string, error) {
+// strongerOnly returns the live nodes other than rec's, by kind of
+// security, if each of them has what rec lacks (else none).
+func strongerOnly(ctx context.Context, st storage.Store, rec runtime.NodeRecord) (map[string][]string, error) {
 	kvs, err := st.List(ctx, storage.NodesPrefix, storage.ListOptions{})
 	if err != nil {
 		return nil, err
@@ -88,7 +105,7 @@ func otherSecurity(ctx context.Context, st storage.Store, rec runtime.NodeRecord
 		if json.Unmarshal(kv.Value, &r) != nil || r.NodeID == rec.NodeID || r.Security == "" {
 			continue
 		}
-		if r.Security == rec.Security {
+		if !weaker(rec.Security, r.Security) {
 			return nil, nil
 		}
 		others[r.Security] = append(others[r.Security], r.NodeID)

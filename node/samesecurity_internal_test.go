@@ -41,11 +41,36 @@ func TestANodeSecuredUnlikeTheClusterIsRefused(t *testing.T) {
 		b.Stop(ctx)
 		t.Fatal("a node without the cluster's token started")
 	}
-	if msg := err.Error(); !strings.Contains(msg, "node b secures its gRPC port as plaintext, but every live node of the cluster as plaintext+token (a)") || !strings.Contains(msg, "--token") {
+	if msg := err.Error(); !strings.Contains(msg, "node b secures its gRPC port as plaintext, but every live node of the cluster with more: plaintext+token (a)") || !strings.Contains(msg, "--token") {
 		t.Fatalf("refused with %q; want what differs, and the flags to set", msg)
 	}
 	if n := a.own.Owned(); n != parts {
 		t.Fatalf("a owns %d partitions after b was refused, want all %d", n, parts)
 	}
 	StartForTest(t, ctx, config("c", "s3cret", []string{a.GossipAddr()}), reg)
+}
+
+// Only a newcomer without what the live nodes have (TLS, a token) is
+// refused: TLS beside mTLS reach each other (each presents its
+// certificate), and a newcomer with more than a misconfigured node that
+// registered first is not kept out by it.
+func TestWhichSecurityIsWeaker(t *testing.T) {
+	for _, c := range []struct {
+		mine, theirs string
+		weaker       bool
+	}{
+		{"plaintext", "mtls+token", true},
+		{"plaintext", "tls", true},
+		{"mtls", "mtls+token", true},
+		{"tls", "mtls", false},
+		{"mtls", "tls", false},
+		{"tls+token", "mtls+token", false},
+		{"mtls+token", "plaintext", false},
+		{"plaintext+token", "plaintext", false},
+		{"plaintext", "plaintext", false},
+	} {
+		if got := weaker(c.mine, c.theirs); got != c.weaker {
+			t.Errorf("weaker(%s, %s) = %v, want %v", c.mine, c.theirs, got, c.weaker)
+		}
+	}
 }

@@ -304,7 +304,7 @@ type RetryOptions struct {
 	// DropMessages drops the messages that the receives the retry deletes
 	// took, rather than put them back in their queues: a poison message's
 	// way out (retry from its receive). rivet.ErrInvalidArgument if the
-	// retry deletes no receive that took one.
+	// retry deletes no receive that took one. It implies OnlyFailed.
 	DropMessages bool
 }
 

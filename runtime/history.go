@@ -568,6 +568,12 @@ const replayCheckTimeout = 10 * time.Second
 // completed or cancelled workflow is refused as a running one is.
 func (h *Host) RetryWorkflowWith(ctx context.Context, ref Ref, opts RetryOptions) (int, error) {
 	from := opts.From
+	if opts.DropMessages {
+		// Sent again after its outcome was unknown, a retry that ran would
+		// find the workflow past the poison message, maybe completed on
+		// the next one, and drop that.
+		opts.OnlyFailed = true
+	}
 	if err := h.begin(); err != nil {
 		return 0, err
 	}
@@ -646,12 +652,29 @@ func (h *Host) RetryWorkflowWith(ctx context.Context, ref Ref, opts RetryOptions
 				back = append(back, m.RawMessage)
 			}
 		}
+		// dropMarks marks, for the senders of dropped messages sent with an
+		// idempotency key, that the message was dropped: a send of it again
+		// that waits for its completion is told so rather than wait (it
+		// was taken and will never be completed).
+		var dropMarks []storage.Op
+		var dropIDs []uint64
 		switch {
 		case opts.DropMessages && len(back) == 0:
 			return rivet.Errorf(rivet.ErrInvalidArgument, "the retry of %s deletes no receive that took a message, so it has none to drop: retry from the receive that took it", a.describe())
 		case opts.DropMessages:
 			// The operator's choice: the receive's entry, deleted now, was
 			// their only copy.
+			if err := a.loadSendKeys(ctx); err != nil {
+				return err
+			}
+			a.keysMu.Lock()
+			for _, m := range back {
+				if _, keyed := a.keySeqs[m.ID]; keyed {
+					dropMarks = append(dropMarks, storage.Put(sendResponseKey(a.prefix, m.ID), []byte(droppedMark)))
+				}
+				dropIDs = append(dropIDs, m.ID)
+			}
+			a.keysMu.Unlock()
 			h.log.Warn("workflow retry drops the messages its deleted receives took", actorField(a), zap.Int("messages", len(back)), zap.String("from", from))
 		case len(back) > 0:
 			writes = append(writes, workflow.HistoryWrite{Requeue: back})
@@ -660,6 +683,7 @@ func (h *Host) RetryWorkflowWith(ctx context.Context, ref Ref, opts RetryOptions
 		if err != nil {
 			return err
 		}
+		ops = append(ops, dropMarks...)
 		now := time.Now().UnixMilli()
 		wb, _ := json.Marshal(wakeupRecord{At: now})
 		ops = append(ops,
@@ -701,6 +725,11 @@ func (h *Host) RetryWorkflowWith(ctx context.Context, ref Ref, opts RetryOptions
 			return nil
 		}
 		a.putBack(restored)
+		a.wf.notifyMu.Lock()
+		for _, id := range dropIDs {
+			delete(a.wf.taken, id)
+		}
+		a.wf.notifyMu.Unlock()
 		// Storage took the retry: the workflow starts now, whatever
 		// backoff its earlier runs left.
 		h.timers.forgetWorkflowFailures(a.id)

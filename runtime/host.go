@@ -1679,6 +1679,8 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 			act.wf.forgetWait(seq, completion) // answered here, not by the wait
 		}
 		switch {
+		case err == nil && string(kv.Value) == droppedMark:
+			return res, rivet.Errorf(rivet.ErrFailedPrecondition, "%s: message %d was dropped by a retry of its workflow (drop messages), after the workflow took it: it will not be completed", act.describe(), seq)
 		case err == nil:
 			if len(kv.Value) > 0 { // empty: completed, too large to keep
 				res.Status, res.Response = SendCompleted, json.RawMessage(kv.Value)

@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -39,7 +40,8 @@ func TestARetryFromAReceiveDropsItsPoisonMessage(t *testing.T) {
 	}
 	e := newEnv(t, counterReg(t, eater), nil)
 	ref := runtime.Ref{Name: "eater", Key: []string{"e"}}
-	if _, err := e.host.Send(ctx(t), runtime.SendRequest{Ref: ref, Queue: "bids", Body: json.RawMessage(`-1`), CreateIfMissing: true}); err != nil {
+	poison := runtime.SendRequest{Ref: ref, Queue: "bids", Body: json.RawMessage(`-1`), CreateIfMissing: true, IdempotencyKey: "bid-1"}
+	if _, err := e.host.Send(ctx(t), poison); err != nil {
 		t.Fatal(err)
 	}
 	failed := func() bool { return inspect(t, e.host, "eater", "e").WorkflowStatus == runtime.WorkflowFailed }
@@ -60,6 +62,14 @@ func TestARetryFromAReceiveDropsItsPoisonMessage(t *testing.T) {
 	if _, err := e.host.RetryWorkflowWith(ctx(t), ref, runtime.RetryOptions{From: "wait-bid", DropMessages: true}); err != nil {
 		t.Fatal(err)
 	}
+	// Its sender, sending it again with its key to wait for its
+	// completion, is told at once that it was dropped (it waited out its
+	// timeout, told the message was taken).
+	poison.Wait, poison.Timeout = true, 20*time.Second
+	t0 := time.Now()
+	if _, err := e.host.Send(ctx(t), poison); !errors.Is(err, rivet.ErrFailedPrecondition) || !strings.Contains(err.Error(), "was dropped") || time.Since(t0) > 10*time.Second {
+		t.Fatalf("the dropped message sent again to wait for it: %v after %v; want FAILED_PRECONDITION, dropped, at once", err, time.Since(t0))
+	}
 	if _, err := e.host.Send(ctx(t), runtime.SendRequest{Ref: ref, Queue: "bids", Body: json.RawMessage(`7`)}); err != nil {
 		t.Fatal(err)
 	}
@@ -69,5 +79,13 @@ func TestARetryFromAReceiveDropsItsPoisonMessage(t *testing.T) {
 	e.restart() // what storage holds
 	if ins := inspect(t, e.host, "eater", "e"); string(ins.State) != `{"got":[7]}` || len(ins.Queues) != 0 {
 		t.Fatalf("after the retry: state %s, queues %+v; want the next bid taken, the poison one gone", ins.State, ins.Queues)
+	}
+	// The same retry sent again (its first answer lost) finds the
+	// workflow completed, and drops nothing: the good message stays taken.
+	if _, err := e.host.RetryWorkflowWith(ctx(t), ref, runtime.RetryOptions{From: "wait-bid", DropMessages: true}); !errors.Is(err, rivet.ErrWorkflowFailed) {
+		t.Fatalf("the retry dropping messages sent again: %v, want the workflow's not_failed refusal", err)
+	}
+	if ins := inspect(t, e.host, "eater", "e"); ins.WorkflowStatus != runtime.WorkflowCompleted || string(ins.State) != `{"got":[7]}` {
+		t.Fatalf("after the refused retry: %s, state %s", ins.WorkflowStatus, ins.State)
 	}
 }

@@ -236,8 +236,12 @@ An empty list prints a line saying so ("no actors named ACTOR"); -o json prints 
 		if len(args) == 1 {
 			name = args[0]
 		}
-		if errorContains != "" && !failed {
+		switch {
+		case cmd.Flags().Changed("error-contains") && !failed:
 			return usagef("--error-contains needs --failed (it filters failed workflows by their error)")
+		case cmd.Flags().Changed("error-contains") && errorContains == "":
+			// An unset shell variable: every failed workflow would match.
+			return usagef("--error-contains is empty (it would match every failed workflow: leave it out for all)")
 		}
 		actors, err := a.listActors(ctx, c, name, failed, errorContains)
 		if err != nil {

@@ -193,7 +193,10 @@ some not retried. --dry-run lists what would be retried.`,
 			return usagef("--drop-messages and --all-failed go apart: it drops what one workflow's receives took")
 		case allFailed && concurrency < 1:
 			return usagef("--concurrency must be at least 1, not %d", concurrency)
-		case !allFailed && (retry.Flags().Changed("concurrency") || dryRun || errorContains != ""):
+		case retry.Flags().Changed("error-contains") && errorContains == "":
+			// An unset shell variable: every failed workflow would match.
+			return usagef("--error-contains is empty (it would match every failed workflow: leave it out for all)")
+		case !allFailed && (retry.Flags().Changed("concurrency") || dryRun || retry.Flags().Changed("error-contains")):
 			// Alone they changed nothing: the retry ran, as whoever
 			// wrote --dry-run did not expect.
 			return usagef("--concurrency, --dry-run and --error-contains need --all-failed")

@@ -1980,8 +1980,12 @@ type RetryWorkflowRequest struct {
 	// a message the workflow cannot handle (a poison message), retry from
 	// the receive that took it. INVALID_ARGUMENT if the retry deletes no
 	// receive that took one. The dropped messages are gone (the receive's
-	// entry was their only copy): read them first (History). A node from
-	// before drop_messages ignores it and puts them back.
+	// entry was their only copy): read them first (History). It implies
+	// only_failed (sent again after its outcome was unknown, a retry that
+	// ran would find the workflow past the message, and drop the next one).
+	// A send of a dropped message again with its idempotency key that waits
+	// for its completion is FAILED_PRECONDITION (dropped). A node from before
+	// drop_messages ignores it and puts them back.
 	DropMessages  bool `protobuf:"varint,4,opt,name=drop_messages,json=dropMessages,proto3" json:"drop_messages,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
