@@ -305,8 +305,8 @@ func severalNodes(list string, dial []grpc.DialOption) (string, []grpc.DialOptio
 	r := manual.NewBuilderWithScheme("rivet-nodes")
 	r.InitialState(resolver.State{Addresses: addrs})
 	// First, so that a service config of the caller's dial options wins.
-	return r.Scheme() + ":///" + addrs[0].Addr, append([]grpc.DialOption{
-		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig": [{"round_robin": {}}]}`)}, append(dial, grpc.WithResolvers(r))...), nil
+	opts := append([]grpc.DialOption{grpc.WithDefaultServiceConfig(`{"loadBalancingConfig": [{"round_robin": {}}]}`)}, dial...)
+	return r.Scheme() + ":///" + addrs[0].Addr, append(opts, grpc.WithResolvers(r)), nil
 }
 
 // checkAddr refuses a node address that gRPC would misread rather than

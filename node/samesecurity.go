@@ -30,13 +30,23 @@ func securityOf(cfg Config) string {
 }
 
 // weaker reports whether a node secured as mine lacks what one secured as
-// theirs has (TLS, a token): it could not reach such a node, and would
-// serve what it took with less than the cluster asks. TLS beside mTLS is
-// not: each node presents its certificate to the other.
+// theirs has (TLS, client certificates, a token): it could not reach such
+// a node, or would serve what it took with less than the cluster asks (a
+// TLS-only node beside mTLS nodes takes clients without a certificate and
+// forwards their calls with its own). A node with more than the others is
+// not: a cluster switched to more at once starts so.
 func weaker(mine, theirs string) bool {
-	tls := func(s string) bool { return strings.HasPrefix(s, "tls") || strings.HasPrefix(s, "mtls") }
+	rank := func(s string) int {
+		switch {
+		case strings.HasPrefix(s, "mtls"):
+			return 2
+		case strings.HasPrefix(s, "tls"):
+			return 1
+		}
+		return 0
+	}
 	token := func(s string) bool { return strings.HasSuffix(s, "+token") }
-	return tls(theirs) && !tls(mine) || token(theirs) && !token(mine)
+	return rank(mine) < rank(theirs) || token(theirs) && !token(mine)
 }
 
 // securityWait is how long a node secured with less than every live node
@@ -77,7 +87,7 @@ func awaitSameSecurity(ctx context.Context, st storage.Store, rec runtime.NodeRe
 			msg = fmt.Sprintf("node %s secures its gRPC port as %s, but every live node of the cluster with more: %s; they could not reach each other", rec.NodeID, rec.Security, strings.Join(names, "; "))
 		}
 		if !time.Now().Before(deadline) {
-			return fmt.Errorf("node: %s; start it with the same --tls-cert, --tls-key and --token settings as they (docs/deploy.md, \"Security\")", msg)
+			return fmt.Errorf("node: %s; start it with the same --tls-cert, --tls-key, --tls-client-ca and --token settings as they (docs/deploy.md, \"Security\")", msg)
 		}
 		if !warned {
 			log.Warn(msg+"; waiting for that to change (a cluster switching its settings) before giving up", zap.Duration("for", securityWait))

@@ -50,10 +50,10 @@ func TestANodeSecuredUnlikeTheClusterIsRefused(t *testing.T) {
 	StartForTest(t, ctx, config("c", "s3cret", []string{a.GossipAddr()}), reg)
 }
 
-// Only a newcomer without what the live nodes have (TLS, a token) is
-// refused: TLS beside mTLS reach each other (each presents its
-// certificate), and a newcomer with more than a misconfigured node that
-// registered first is not kept out by it.
+// Only a newcomer without what the live nodes have (TLS, client
+// certificates, a token) is refused: one with more (mTLS beside TLS, a
+// cluster switching to more at once) is not, so a misconfigured node that
+// registered first cannot keep the others out.
 func TestWhichSecurityIsWeaker(t *testing.T) {
 	for _, c := range []struct {
 		mine, theirs string
@@ -62,9 +62,10 @@ func TestWhichSecurityIsWeaker(t *testing.T) {
 		{"plaintext", "mtls+token", true},
 		{"plaintext", "tls", true},
 		{"mtls", "mtls+token", true},
-		{"tls", "mtls", false},
+		{"tls", "mtls", true},
 		{"mtls", "tls", false},
-		{"tls+token", "mtls+token", false},
+		{"tls+token", "mtls+token", true},
+		{"mtls+token", "tls+token", false},
 		{"mtls+token", "plaintext", false},
 		{"plaintext+token", "plaintext", false},
 		{"plaintext", "plaintext", false},

@@ -643,6 +643,7 @@ func (h *Host) RetryWorkflowWith(ctx context.Context, ref Ref, opts RetryOptions
 		// the same commit: the receive took them from there, and its entry
 		// is their only copy. Replayed, it takes them again.
 		var back []workflow.RawMessage
+		var pending []uint64 // of back, those the workflow had not completed
 		deleted := newTreeSet(trees)
 		for _, e := range entries {
 			if e.Kind != workflow.KindMessage || !deleted.holds(e.Path) {
@@ -650,6 +651,9 @@ func (h *Host) RetryWorkflowWith(ctx context.Context, ref Ref, opts RetryOptions
 			}
 			for _, m := range e.Messages {
 				back = append(back, m.RawMessage)
+				if !m.Completed {
+					pending = append(pending, m.ID)
+				}
 			}
 		}
 		// dropMarks marks, for the senders of dropped messages sent with an
@@ -667,12 +671,14 @@ func (h *Host) RetryWorkflowWith(ctx context.Context, ref Ref, opts RetryOptions
 			if err := a.loadSendKeys(ctx); err != nil {
 				return err
 			}
+			// Not over a completed message's kept completion: it was
+			// completed, and its sender may still ask for it.
 			a.keysMu.Lock()
-			for _, m := range back {
-				if _, keyed := a.keySeqs[m.ID]; keyed {
-					dropMarks = append(dropMarks, storage.Put(sendResponseKey(a.prefix, m.ID), []byte(droppedMark)))
+			for _, id := range pending {
+				if _, keyed := a.keySeqs[id]; keyed {
+					dropMarks = append(dropMarks, storage.Put(sendResponseKey(a.prefix, id), []byte(droppedMark)))
 				}
-				dropIDs = append(dropIDs, m.ID)
+				dropIDs = append(dropIDs, id)
 			}
 			a.keysMu.Unlock()
 			h.log.Warn("workflow retry drops the messages its deleted receives took", actorField(a), zap.Int("messages", len(back)), zap.String("from", from))
@@ -695,6 +701,11 @@ func (h *Host) RetryWorkflowWith(ctx context.Context, ref Ref, opts RetryOptions
 				// Split over several commits, a crash between them would
 				// leave a message both queued and recorded as taken.
 				return rivet.Errorf(rivet.ErrTooLarge, "the retry of %s would put %d messages back in their queues, more than one transaction holds: retry from a later entry (%v)", a.describe(), len(restored), err)
+			}
+		}
+		if opts.DropMessages {
+			if err := checkLimits(a, ops); err != nil {
+				return rivet.Errorf(rivet.ErrTooLarge, "the retry of %s would drop %d messages in more writes than one transaction holds: retry from a later entry (%v)", a.describe(), len(back), err)
 			}
 		}
 		v, err := a.enqueue(ops...)

@@ -63,13 +63,13 @@ func sendKeyKey(prefix, key string) string {
 	return prefix + storage.IdempotencySuffix + base64.RawURLEncoding.EncodeToString([]byte(key))
 }
 
-// sendResponseKey is the key of the kept completion of message seq, sent
-// with an idempotency key. By message, not by key: a key used again after
-// its window names another message, which must not find this one's.
 // droppedMark is the kept completion of a message a workflow retry dropped
 // (RetryOptions.DropMessages): not JSON, so no completion reads as it.
 const droppedMark = "\x00dropped"
 
+// sendResponseKey is the key of the kept completion of message seq, sent
+// with an idempotency key. By message, not by key: a key used again after
+// its window names another message, which must not find this one's.
 func sendResponseKey(prefix string, seq uint64) string {
 	return fmt.Sprintf("%s%s%020d", prefix, storage.IdempotencyResponseSuffix, seq)
 }

@@ -89,3 +89,52 @@ func TestARetryFromAReceiveDropsItsPoisonMessage(t *testing.T) {
 		t.Fatalf("after the refused retry: %s, state %s", ins.WorkflowStatus, ins.State)
 	}
 }
+
+// A drop from an earlier receive leaves the kept completion of a message
+// the workflow had completed: its sender, asking again, gets it (a
+// review's find: it was overwritten, and the sender told the message was
+// dropped, though it had run).
+func TestADropKeepsTheCompletionOfACompletedMessage(t *testing.T) {
+	t.Parallel()
+	asker := rivet.Actor[bidsState]{
+		Name:   "asker",
+		Queues: rivet.Queues{"asks": rivet.QueueOf[int]()},
+		Run: func(ctx *workflow.Ctx[bidsState]) error {
+			first, err := workflow.Next[int](ctx, "first")
+			if err != nil {
+				return err
+			}
+			if err := first.Complete(first.Body * 2); err != nil {
+				return err
+			}
+			second, err := workflow.Next[int](ctx, "second")
+			if err != nil {
+				return err
+			}
+			return ctx.Step("record", func(s *workflow.StepCtx[bidsState]) error {
+				if second.Body < 0 {
+					return workflow.Critical(errors.New("a negative ask"))
+				}
+				return nil
+			})
+		},
+	}
+	e := newEnv(t, counterReg(t, asker), nil)
+	ref := runtime.Ref{Name: "asker", Key: []string{"a"}}
+	first := runtime.SendRequest{Ref: ref, Queue: "asks", Body: json.RawMessage(`21`), CreateIfMissing: true, IdempotencyKey: "ask-1", Wait: true, Timeout: 20 * time.Second}
+	if res, err := e.host.Send(ctx(t), first); err != nil || string(res.Response) != "42" {
+		t.Fatalf("first ask: %+v, %v", res, err)
+	}
+	if _, err := e.host.Send(ctx(t), runtime.SendRequest{Ref: ref, Queue: "asks", Body: json.RawMessage(`-1`), IdempotencyKey: "ask-2"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the workflow to fail on the second ask", 20*time.Second, func() bool {
+		return inspect(t, e.host, "asker", "a").WorkflowStatus == runtime.WorkflowFailed
+	})
+	if _, err := e.host.RetryWorkflowWith(ctx(t), ref, runtime.RetryOptions{From: "first", DropMessages: true}); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := e.host.Send(ctx(t), first); err != nil || !res.Duplicate || res.Status != runtime.SendCompleted || string(res.Response) != "42" {
+		t.Fatalf("the first ask sent again after the drop: %+v, %v; want its kept completion, 42", res, err)
+	}
+}

@@ -102,6 +102,9 @@ func (r *wfRunner) bodyStarted() bool {
 		return false
 	}
 	r.bodies++
+	// A body after a wake (a sleep's, a backoff's): the run is at work,
+	// whatever the last Waiting said (leave reads it).
+	r.waiting = false
 	return true
 }
 
@@ -1608,7 +1611,7 @@ func (a *activation) leave() *wfRunner {
 	}
 	r.mu.Lock()
 	r.leaving = true
-	waiting := r.waiting
+	waiting := r.waiting && r.bodies == 0
 	r.mu.Unlock()
 	if waiting || a.h.cfg.StepGrace < 0 {
 		r.cancel()
