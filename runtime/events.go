@@ -246,7 +246,7 @@ func (h *Host) Subscribe(ctx context.Context, ref Ref, names []string) (*Subscri
 	}
 	token, ok := h.own.Token(part)
 	if !ok {
-		return nil, rivet.Errorf(rivet.ErrUnavailable, "partition %d is not owned by node %s", part, h.cfg.NodeID)
+		return nil, h.notOwned(part, "")
 	}
 	s := &Subscription{
 		hub: h.events, node: h.cfg.NodeID, id: ref.Name + "/" + enc, part: part, token: token, names: filter,
@@ -264,7 +264,7 @@ func (h *Host) Subscribe(ctx context.Context, ref Ref, names []string) (*Subscri
 	// destroyed (Destroy ends its subscriptions after the delete).
 	if tok, ok := h.own.Token(part); !ok || tok != token {
 		h.events.end(s, nil)
-		return nil, rivet.Errorf(rivet.ErrUnavailable, "partition %d is not owned by node %s", part, h.cfg.NodeID)
+		return nil, h.notOwned(part, "")
 	}
 	if h.isStopping() {
 		h.events.end(s, nil)

@@ -83,7 +83,7 @@ func (h *Host) HistoryPage(ctx context.Context, ref Ref, opts HistoryOptions) (H
 		limit = min(limit, maxHistoryPage)
 	}
 	if _, owned := h.own.Token(part); !owned {
-		return History{}, rivet.Errorf(rivet.ErrUnavailable, "partition %d is not owned by node %s", part, h.cfg.NodeID)
+		return History{}, h.notOwned(part, "")
 	}
 	if err := h.settle(ctx, ref, enc); err != nil {
 		return History{}, err

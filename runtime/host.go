@@ -620,7 +620,7 @@ func (h *Host) activateFor(ctx context.Context, ref Ref, sp *rivet.Spec, create 
 			}
 			if !owned {
 				h.mu.Unlock()
-				return nil, false, false, rivet.Errorf(rivet.ErrUnavailable, "partition %d of actor %s is not owned by node %s", part, ref.Name, h.cfg.NodeID)
+				return nil, false, false, h.notOwned(part, " of actor "+ref.Name)
 			}
 			a = &activation{
 				h: h, ref: Ref{Name: ref.Name, Key: append([]string(nil), ref.Key...)}, id: id, enc: enc, part: part, spec: sp, prefix: prefix,
@@ -1836,7 +1836,7 @@ func (h *Host) peek(ctx context.Context, ref Ref, withState bool) (snapshot, uin
 		return snapshot{}, 0, false, err
 	}
 	if _, owned := h.own.Token(part); !owned {
-		return snapshot{}, 0, false, rivet.Errorf(rivet.ErrUnavailable, "partition %d is not owned by node %s", part, h.cfg.NodeID)
+		return snapshot{}, 0, false, h.notOwned(part, "")
 	}
 	h.mu.Lock()
 	a := h.actors[ref.Name+"/"+enc]
@@ -2121,7 +2121,7 @@ func (h *Host) destroyUnloaded(ctx context.Context, ref Ref, unknown error, logM
 	}
 	token, owned := h.own.Token(part)
 	if !owned {
-		return rivet.Errorf(rivet.ErrUnavailable, "partition %d is not owned by node %s", part, h.cfg.NodeID)
+		return h.notOwned(part, "")
 	}
 	meta, err := h.store.Get(ctx, prefix+storage.MetaSuffix)
 	if isNotFound(err) {
@@ -2993,6 +2993,17 @@ func (h *Host) letInLocked(p uint32, chain string, except *activation) bool {
 		}
 	}
 	return false
+}
+
+// notOwned is the error of a request for partition part (of what) that
+// this node does not serve: UNAVAILABLE, retried. Without a lease it says
+// why, which the client sees (during a quorum loss, every request said
+// only that its partition was not this node's: a trial).
+func (h *Host) notOwned(part uint32, of string) error {
+	if !h.own.Leased() {
+		return rivet.Errorf(rivet.ErrUnavailable, "partition %d%s is not owned by node %s: it holds no lease now (etcd does not answer it, or has no leader: the node's log says which); the partition moves, or comes back, once etcd answers", part, of, h.cfg.NodeID)
+	}
+	return rivet.Errorf(rivet.ErrUnavailable, "partition %d%s is not owned by node %s", part, of, h.cfg.NodeID)
 }
 
 // heldBy reports whether ref is in memory here with its gate held by chain.

@@ -900,6 +900,14 @@ func AllPartitions(n uint32) []uint32 {
 	return out
 }
 
+// Leased reports whether this node holds a lease it may serve on: one
+// that storage granted and that has not run past its local deadline.
+func (o *Ownership) Leased() bool {
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	return o.lease != 0 && time.Now().Before(o.validUntil)
+}
+
 // Owns reports whether this node serves partition p.
 func (o *Ownership) Owns(p uint32) bool {
 	_, ok := o.Token(p)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -93,5 +94,12 @@ func TestInspectPastTheLeaseDeadlineIsRefused(t *testing.T) {
 	// A call in the same state is refused.
 	if _, err := e.host.Call(ctx(t), runtime.CallRequest{Ref: ref, Action: "get"}); !errors.Is(err, rivet.ErrUnavailable) {
 		t.Fatalf("call past the lease's deadline = %v, want UNAVAILABLE", err)
+	}
+	// And a request for an actor not in memory says why: the node holds
+	// no lease (during a quorum loss every request said only that its
+	// partition was not the node's: a trial).
+	other := runtime.Ref{Name: "counter", Key: []string{"elsewhere"}}
+	if _, err := e.host.Call(ctx(t), runtime.CallRequest{Ref: other, Action: "getCount", CreateIfMissing: true}); !errors.Is(err, rivet.ErrUnavailable) || !strings.Contains(err.Error(), "holds no lease now") {
+		t.Fatalf("a call of an actor not in memory past the lease's deadline = %v, want UNAVAILABLE saying the node holds no lease", err)
 	}
 }
