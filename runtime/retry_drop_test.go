@@ -29,13 +29,7 @@ func TestARetryFromAReceiveDropsItsPoisonMessage(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			return ctx.Step("record", func(s *workflow.StepCtx[bidsState]) error {
-				if bid.Body < 0 {
-					return workflow.Critical(errors.New("a negative bid"))
-				}
-				s.State.Got = append(s.State.Got, bid.Body)
-				return nil
-			})
+			return recordUnlessNegative(ctx, bid.Body)
 		},
 	}
 	e := newEnv(t, counterReg(t, eater), nil)
@@ -111,12 +105,7 @@ func TestADropKeepsTheCompletionOfACompletedMessage(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			return ctx.Step("record", func(s *workflow.StepCtx[bidsState]) error {
-				if second.Body < 0 {
-					return workflow.Critical(errors.New("a negative ask"))
-				}
-				return nil
-			})
+			return recordUnlessNegative(ctx, second.Body)
 		},
 	}
 	e := newEnv(t, counterReg(t, asker), nil)
@@ -137,4 +126,16 @@ func TestADropKeepsTheCompletionOfACompletedMessage(t *testing.T) {
 	if res, err := e.host.Send(ctx(t), first); err != nil || !res.Duplicate || res.Status != runtime.SendCompleted || string(res.Response) != "42" {
 		t.Fatalf("the first ask sent again after the drop: %+v, %v; want its kept completion, 42", res, err)
 	}
+}
+
+// recordUnlessNegative records n in a step that fails for good on a
+// negative n: the poison message.
+func recordUnlessNegative(ctx *workflow.Ctx[bidsState], n int) error {
+	return ctx.Step("record", func(s *workflow.StepCtx[bidsState]) error {
+		if n < 0 {
+			return workflow.Critical(errors.New("a negative number"))
+		}
+		s.State.Got = append(s.State.Got, n)
+		return nil
+	})
 }
