@@ -19,8 +19,13 @@ import (
 // workflow step that made the call fails rather than retry it, which would
 // run the action again to the same mismatch.
 func Call[R any](ctx context.Context, h Handle, action string, args ...any) (R, error) {
-	var out R
 	raw, err := h.Call(ctx, action, args...)
+	return decodeResult[R](action, raw, err)
+}
+
+// decodeResult decodes the result of action, which ran, into R.
+func decodeResult[R any](action string, raw json.RawMessage, err error) (R, error) {
+	var out R
 	if err != nil {
 		return out, err
 	}
@@ -55,13 +60,7 @@ func CallQuery[R any](ctx context.Context, h Handle, action string, args ...any)
 		return out, Errorf(ErrInvalidArgument, "a %T cannot make a read-only call: use its Call", h)
 	}
 	raw, err := q.Query(ctx, action, args...)
-	if err != nil {
-		return out, err
-	}
-	if err := json.Unmarshal(raw, &out); err != nil {
-		return out, workflow.Critical(fmt.Errorf("rivet: read-only action %s ran, but its result does not decode into %T: %w", action, out, err))
-	}
-	return out, nil
+	return decodeResult[R](action, raw, err)
 }
 
 // MarshalArgs encodes call arguments as the JSON array the wire carries.

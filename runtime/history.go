@@ -661,7 +661,6 @@ func (h *Host) RetryWorkflowWith(ctx context.Context, ref Ref, opts RetryOptions
 		// that waits for its completion is told so rather than wait (it
 		// was taken and will never be completed).
 		var dropMarks []storage.Op
-		var dropIDs []uint64
 		switch {
 		case opts.DropMessages && len(back) == 0:
 			return rivet.Errorf(rivet.ErrInvalidArgument, "the retry of %s deletes no receive that took a message, so it has none to drop: retry from the receive that took it", a.describe())
@@ -678,7 +677,6 @@ func (h *Host) RetryWorkflowWith(ctx context.Context, ref Ref, opts RetryOptions
 				if _, keyed := a.keySeqs[id]; keyed {
 					dropMarks = append(dropMarks, storage.Put(sendResponseKey(a.prefix, id), []byte(droppedMark)))
 				}
-				dropIDs = append(dropIDs, id)
 			}
 			a.keysMu.Unlock()
 			h.log.Warn("workflow retry drops the messages its deleted receives took", actorField(a), zap.Int("messages", len(back)), zap.String("from", from))
@@ -736,11 +734,13 @@ func (h *Host) RetryWorkflowWith(ctx context.Context, ref Ref, opts RetryOptions
 			return nil
 		}
 		a.putBack(restored)
-		a.wf.notifyMu.Lock()
-		for _, id := range dropIDs {
-			delete(a.wf.taken, id)
+		if opts.DropMessages {
+			a.wf.notifyMu.Lock()
+			for _, id := range pending {
+				delete(a.wf.taken, id)
+			}
+			a.wf.notifyMu.Unlock()
 		}
-		a.wf.notifyMu.Unlock()
 		// Storage took the retry: the workflow starts now, whatever
 		// backoff its earlier runs left.
 		h.timers.forgetWorkflowFailures(a.id)

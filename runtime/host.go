@@ -3104,6 +3104,16 @@ func (h *Host) cancelTimersOf(p uint32) {
 	})
 }
 
+// stepGrace is how long step bodies in flight may run on when their actors
+// leave within ctx: StepGrace, and half the time left at most, as the
+// actors' leaving (OnSleep, their last writes) needs the rest.
+func (h *Host) stepGrace(ctx context.Context) time.Duration {
+	if dl, ok := ctx.Deadline(); ok {
+		return min(h.cfg.StepGrace, time.Until(dl)/2)
+	}
+	return h.cfg.StepGrace
+}
+
 // finishSteps is finishStep for every actor in memory, for a stop: their
 // bodies share one grace.
 func (h *Host) finishSteps(ctx context.Context) {
@@ -3128,11 +3138,7 @@ func (h *Host) finishSteps(ctx context.Context) {
 	if len(busy) == 0 {
 		return
 	}
-	grace := h.cfg.StepGrace
-	if dl, ok := ctx.Deadline(); ok {
-		grace = min(grace, time.Until(dl)/2)
-	}
-	t := time.NewTimer(grace)
+	t := time.NewTimer(h.stepGrace(ctx))
 	defer t.Stop()
 	for _, r := range busy {
 		select {

@@ -36,8 +36,8 @@ type NodeRecord struct {
 	StorageFormat int `json:"storage_format,omitempty"`
 	// Security is how the node's gRPC port is secured, "plaintext", "tls"
 	// or "mtls", with "+token" if it wants a bearer token (never the token
-	// itself): peers of another kind cannot reach each other. Builds
-	// before it set none.
+	// itself): a node with less than every live node is refused
+	// (node/samesecurity.go). Builds before it set none.
 	Security string `json:"security,omitempty"`
 }
 

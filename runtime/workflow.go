@@ -1584,13 +1584,7 @@ func (a *activation) finishStep(ctx context.Context) {
 	if r == nil {
 		return
 	}
-	grace := a.h.cfg.StepGrace
-	if dl, ok := ctx.Deadline(); ok {
-		// Half the time left at most: the actor's leaving (its OnSleep,
-		// its last writes) needs the rest.
-		grace = min(grace, time.Until(dl)/2)
-	}
-	t := time.NewTimer(grace)
+	t := time.NewTimer(a.h.stepGrace(ctx))
 	select {
 	case <-r.done:
 	case <-t.C:

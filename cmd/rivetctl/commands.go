@@ -236,12 +236,11 @@ An empty list prints a line saying so ("no actors named ACTOR"); -o json prints 
 		if len(args) == 1 {
 			name = args[0]
 		}
-		switch {
-		case cmd.Flags().Changed("error-contains") && !failed:
+		if cmd.Flags().Changed("error-contains") && !failed {
 			return usagef("--error-contains needs --failed (it filters failed workflows by their error)")
-		case cmd.Flags().Changed("error-contains") && errorContains == "":
-			// An unset shell variable: every failed workflow would match.
-			return usagef("--error-contains is empty (it would match every failed workflow: leave it out for all)")
+		}
+		if err := emptyErrorContains(cmd, errorContains); err != nil {
+			return err
 		}
 		actors, err := a.listActors(ctx, c, name, failed, errorContains)
 		if err != nil {
@@ -297,6 +296,15 @@ func (a *app) listActors(ctx context.Context, c *client.Client, name string, fai
 		}
 		opts.PageToken = page.NextPageToken
 	}
+}
+
+// emptyErrorContains refuses an --error-contains given empty: an unset
+// shell variable, which would match every failed workflow.
+func emptyErrorContains(cmd *cobra.Command, errorContains string) error {
+	if cmd.Flags().Changed("error-contains") && errorContains == "" {
+		return usagef("--error-contains is empty (it would match every failed workflow: leave it out for all)")
+	}
+	return nil
 }
 
 // noActors is what actors prints for an empty listing.

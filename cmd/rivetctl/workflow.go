@@ -185,6 +185,9 @@ some not retried. --dry-run lists what would be retried.`,
 		}
 		return 0
 	}, func(ctx context.Context, c *client.Client, args []string) error {
+		if err := emptyErrorContains(retry, errorContains); err != nil {
+			return err
+		}
 		switch {
 		case allFailed && from != "":
 			// Each workflow's history has its own paths.
@@ -193,9 +196,6 @@ some not retried. --dry-run lists what would be retried.`,
 			return usagef("--drop-messages and --all-failed go apart: it drops what one workflow's receives took")
 		case allFailed && concurrency < 1:
 			return usagef("--concurrency must be at least 1, not %d", concurrency)
-		case retry.Flags().Changed("error-contains") && errorContains == "":
-			// An unset shell variable: every failed workflow would match.
-			return usagef("--error-contains is empty (it would match every failed workflow: leave it out for all)")
 		case !allFailed && (retry.Flags().Changed("concurrency") || dryRun || retry.Flags().Changed("error-contains")):
 			// Alone they changed nothing: the retry ran, as whoever
 			// wrote --dry-run did not expect.
