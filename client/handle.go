@@ -394,7 +394,8 @@ func (h *ActorHandle) historyPage(ctx context.Context, opts HistoryOptions, raw 
 // that step: docs/architecture.md). It returns how many history entries
 // were deleted.
 func (h *ActorHandle) RetryWorkflow(ctx context.Context, from string) (int, error) {
-	return h.RetryWorkflowWith(ctx, RetryOptions{From: from})
+	res, err := h.RetryWorkflowWith(ctx, RetryOptions{From: from})
+	return res.Removed, err
 }
 
 // RetryOptions are the options of RetryWorkflowWith.
@@ -422,13 +423,22 @@ type RetryOptions struct {
 	DropMessages bool
 }
 
+// RetryResult is what a RetryWorkflowWith did.
+type RetryResult struct {
+	// Removed counts the history entries deleted for the replay.
+	Removed int
+	// Dropped counts the messages a DropMessages retry dropped (0 from a
+	// node from before DropMessages, which put them back).
+	Dropped int
+}
+
 // RetryWorkflowWith is RetryWorkflow with options.
-func (h *ActorHandle) RetryWorkflowWith(ctx context.Context, opts RetryOptions) (int, error) {
+func (h *ActorHandle) RetryWorkflowWith(ctx context.Context, opts RetryOptions) (RetryResult, error) {
 	resp, err := invoke(ctx, h.c, sideEffects, h.c.actors.RetryWorkflow, &rivetv1.RetryWorkflowRequest{Actor: h.ref(), From: opts.From, OnlyFailed: opts.OnlyFailed, DropMessages: opts.DropMessages})
 	if err != nil {
-		return 0, err
+		return RetryResult{}, err
 	}
-	return int(resp.GetRemoved()), nil
+	return RetryResult{Removed: int(resp.GetRemoved()), Dropped: int(resp.GetDropped())}, nil
 }
 
 // CancelWorkflow stops the actor's workflow for good, as an operator's

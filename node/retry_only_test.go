@@ -81,7 +81,8 @@ func TestARetryOnlyIfFailedLeavesACompletedOrCancelledWorkflow(t *testing.T) {
 		status string
 		runs   *atomic.Int32
 	}{{done, "completed", &doneRuns}, {nap, "cancelled", &napRuns}} {
-		n, err := tc.h.RetryWorkflowWith(ctx, onlyFailed)
+		res, err := tc.h.RetryWorkflowWith(ctx, onlyFailed)
+		n := res.Removed
 		var e *rivet.Error
 		if !errors.As(err, &e) || !errors.Is(err, rivet.ErrWorkflowFailed) || rpcerr.CodeName(rpcerr.Code(e)) != "FAILED_PRECONDITION" ||
 			e.Group+"."+e.Code != "workflow.not_failed" {
@@ -102,8 +103,8 @@ func TestARetryOnlyIfFailedLeavesACompletedOrCancelledWorkflow(t *testing.T) {
 	}
 
 	flakyUp.Store(true)
-	if n, err := flaky.RetryWorkflowWith(ctx, onlyFailed); err != nil || n != 1 {
-		t.Fatalf("a retry only if failed of a failed workflow: %d, %v; want its failed step deleted", n, err)
+	if res, err := flaky.RetryWorkflowWith(ctx, onlyFailed); err != nil || res.Removed != 1 {
+		t.Fatalf("a retry only if failed of a failed workflow: %d, %v; want its failed step deleted", res.Removed, err)
 	}
 	waitStatus(flaky, "completed")
 	if flakyRuns.Load() != 2 {

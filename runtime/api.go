@@ -308,6 +308,14 @@ type RetryOptions struct {
 	DropMessages bool
 }
 
+// RetryResult is what a RetryWorkflowWith did.
+type RetryResult struct {
+	// Removed counts the history entries deleted for the replay.
+	Removed int
+	// Dropped counts the messages a DropMessages retry dropped.
+	Dropped int
+}
+
 // HistoryOptions page through a workflow's history.
 type HistoryOptions struct {
 	// Limit is the page size: 0 means no bound (the whole history, or

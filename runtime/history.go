@@ -485,7 +485,8 @@ func iteration(seg string) (uint64, bool) {
 // deleted. A running workflow cannot be retried (rivet.ErrWorkflowFailed,
 // FAILED_PRECONDITION on the wire).
 func (h *Host) RetryWorkflow(ctx context.Context, ref Ref, from string) (int, error) {
-	return h.RetryWorkflowWith(ctx, ref, RetryOptions{From: from})
+	res, err := h.RetryWorkflowWith(ctx, ref, RetryOptions{From: from})
+	return res.Removed, err
 }
 
 // checkReplays refuses a plain retry of a completed or cancelled workflow
@@ -566,7 +567,7 @@ const replayCheckTimeout = 10 * time.Second
 
 // RetryWorkflowWith is RetryWorkflow with options: with OnlyFailed, a
 // completed or cancelled workflow is refused as a running one is.
-func (h *Host) RetryWorkflowWith(ctx context.Context, ref Ref, opts RetryOptions) (int, error) {
+func (h *Host) RetryWorkflowWith(ctx context.Context, ref Ref, opts RetryOptions) (RetryResult, error) {
 	from := opts.From
 	if opts.DropMessages {
 		// Sent again after its outcome was unknown, a retry that ran would
@@ -575,17 +576,17 @@ func (h *Host) RetryWorkflowWith(ctx context.Context, ref Ref, opts RetryOptions
 		opts.OnlyFailed = true
 	}
 	if err := h.begin(); err != nil {
-		return 0, err
+		return RetryResult{}, err
 	}
 	defer h.end()
 	sp, err := h.spec(ref.Name)
 	if err != nil {
-		return 0, err
+		return RetryResult{}, err
 	}
 	if sp.Run == nil {
-		return 0, rivet.Reasonf(rivet.ErrWorkflowFailed, "workflow", "none", "actor %s has no workflow", ref.Name)
+		return RetryResult{}, rivet.Reasonf(rivet.ErrWorkflowFailed, "workflow", "none", "actor %s has no workflow", ref.Name)
 	}
-	removed := 0
+	var res RetryResult
 	_, _, err = h.turn(ctx, TurnAdmin, ref, sp, false, nil, h.newChain(), func(a *activation) error {
 		st := a.workflowStatus()
 		if !workflowEnded(st.Status) {
@@ -721,8 +722,11 @@ func (h *Host) RetryWorkflowWith(ctx context.Context, ref Ref, opts RetryOptions
 		}
 		for _, e := range entries {
 			if deleted.holds(e.Path) {
-				removed++
+				res.Removed++
 			}
+		}
+		if opts.DropMessages {
+			res.Dropped = len(back)
 		}
 		after, err := h.readWorkflow(ctx, a.prefix)
 		if err != nil {
@@ -756,7 +760,7 @@ func (h *Host) RetryWorkflowWith(ctx context.Context, ref Ref, opts RetryOptions
 		a.startWorkflow(after.history)
 		return nil
 	})
-	return removed, err
+	return res, err
 }
 
 // retryTrees picks the history trees to delete for a retry: from from on,

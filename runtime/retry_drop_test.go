@@ -53,8 +53,8 @@ func TestARetryFromAReceiveDropsItsPoisonMessage(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the workflow to fail again on the message put back", 20*time.Second, failed)
-	if _, err := e.host.RetryWorkflowWith(ctx(t), ref, runtime.RetryOptions{From: "wait-bid", DropMessages: true}); err != nil {
-		t.Fatal(err)
+	if res, err := e.host.RetryWorkflowWith(ctx(t), ref, runtime.RetryOptions{From: "wait-bid", DropMessages: true}); err != nil || res.Dropped != 1 || res.Removed == 0 {
+		t.Fatalf("the retry dropping the poison message: %+v, %v; want it dropped, counted", res, err)
 	}
 	// Its sender, sending it again with its key to wait for its
 	// completion, is told at once that it was dropped (it waited out its
@@ -120,8 +120,9 @@ func TestADropKeepsTheCompletionOfACompletedMessage(t *testing.T) {
 	waitFor(t, "the workflow to fail on the second ask", 20*time.Second, func() bool {
 		return inspect(t, e.host, "asker", "a").WorkflowStatus == runtime.WorkflowFailed
 	})
-	if _, err := e.host.RetryWorkflowWith(ctx(t), ref, runtime.RetryOptions{From: "first", DropMessages: true}); err != nil {
-		t.Fatal(err)
+	// Both receives' messages are dropped: the completed one's too.
+	if res, err := e.host.RetryWorkflowWith(ctx(t), ref, runtime.RetryOptions{From: "first", DropMessages: true}); err != nil || res.Dropped != 2 {
+		t.Fatalf("the retry from the first ask dropping: %+v, %v; want both asks dropped", res, err)
 	}
 	if res, err := e.host.Send(ctx(t), first); err != nil || !res.Duplicate || res.Status != runtime.SendCompleted || string(res.Response) != "42" {
 		t.Fatalf("the first ask sent again after the drop: %+v, %v; want its kept completion, 42", res, err)

@@ -386,11 +386,11 @@ func (s *Server) RetryWorkflow(ctx context.Context, req *rivetv1.RetryWorkflowRe
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
-	n, err := s.backend.RetryWorkflowWith(ctx, r, runtime.RetryOptions{From: req.GetFrom(), OnlyFailed: req.GetOnlyFailed(), DropMessages: req.GetDropMessages()})
+	res, err := s.backend.RetryWorkflowWith(ctx, r, runtime.RetryOptions{From: req.GetFrom(), OnlyFailed: req.GetOnlyFailed(), DropMessages: req.GetDropMessages()})
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
-	return &rivetv1.RetryWorkflowResponse{Removed: uint32(n)}, nil
+	return &rivetv1.RetryWorkflowResponse{Removed: uint32(res.Removed), Dropped: uint32(res.Dropped)}, nil
 }
 
 // CancelWorkflow stops an actor's workflow for good.

@@ -29,7 +29,7 @@ type Backend interface {
 	Inspect(ctx context.Context, ref runtime.Ref) (runtime.Inspection, error)
 	List(ctx context.Context, opts runtime.ListOptions) (runtime.ListResult, error)
 	HistoryPage(ctx context.Context, ref runtime.Ref, opts runtime.HistoryOptions) (runtime.History, error)
-	RetryWorkflowWith(ctx context.Context, ref runtime.Ref, opts runtime.RetryOptions) (int, error)
+	RetryWorkflowWith(ctx context.Context, ref runtime.Ref, opts runtime.RetryOptions) (runtime.RetryResult, error)
 	CancelWorkflow(ctx context.Context, ref runtime.Ref, reason string) (string, error)
 	CancelScheduledCall(ctx context.Context, ref runtime.Ref, id string) (bool, error)
 	// Subscribe subscribes to the events of an actor this node serves (see

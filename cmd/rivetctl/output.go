@@ -506,3 +506,11 @@ func orDash(s string) string {
 	}
 	return s
 }
+
+// plural is one for n == 1 and many otherwise.
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}

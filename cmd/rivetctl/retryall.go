@@ -203,9 +203,9 @@ func (a *app) retryOne(ctx context.Context, c *client.Client, r *retryResult) {
 	// Only if failed still: the listing is a while old, and a workflow
 	// someone else's retry completed, or an operator cancelled, since
 	// must stay as it is (a node from before only_failed retries it).
-	n, err := c.Actor(r.Name, r.Key...).NoCreate().RetryWorkflowWith(callCtx, client.RetryOptions{OnlyFailed: true})
+	res, err := c.Actor(r.Name, r.Key...).NoCreate().RetryWorkflowWith(callCtx, client.RetryOptions{OnlyFailed: true})
 	if err == nil {
-		r.Outcome, r.Removed = outcomeRetried, &n
+		r.Outcome, r.Removed = outcomeRetried, &res.Removed
 		return
 	}
 	// The error too: the node sees the deadline (it travels with the

@@ -56,7 +56,7 @@ func newFailedFleet(keys []string, retry func(ctx context.Context, key string) (
 	return f
 }
 
-func (f *failedFleet) RetryWorkflowWith(ctx context.Context, ref runtime.Ref, opts runtime.RetryOptions) (int, error) {
+func (f *failedFleet) RetryWorkflowWith(ctx context.Context, ref runtime.Ref, opts runtime.RetryOptions) (runtime.RetryResult, error) {
 	f.mu.Lock()
 	k := ref.Key[0] + opts.From
 	if opts.DropMessages {
@@ -67,7 +67,12 @@ func (f *failedFleet) RetryWorkflowWith(ctx context.Context, ref runtime.Ref, op
 		f.notOnlyFailed++
 	}
 	f.mu.Unlock()
-	return f.retry(ctx, ref.Key[0])
+	n, err := f.retry(ctx, ref.Key[0])
+	res := runtime.RetryResult{Removed: n}
+	if opts.DropMessages && err == nil {
+		res.Dropped = 1
+	}
+	return res, err
 }
 
 func (f *failedFleet) retriedKeys() []string {
@@ -289,7 +294,7 @@ func TestRetryAllFailedUsageErrors(t *testing.T) {
 		t.Errorf("a usage error retried %v", got)
 	}
 	// A single retry takes it to the node.
-	rivetctl(t, addr, "workflow", "retry", "charger", "a", "--from", "wait", "--drop-messages").want(t, 0, "workflow restarted: 1 history entry removed\n")
+	rivetctl(t, addr, "workflow", "retry", "charger", "a", "--from", "wait", "--drop-messages").want(t, 0, "workflow restarted: 1 history entry removed, 1 message dropped\n")
 	if got := f.retriedKeys(); len(got) != 1 || got[0] != "await dropping" {
 		t.Errorf("retry --drop-messages sent %v, want a retry from wait dropping its messages", got)
 	}

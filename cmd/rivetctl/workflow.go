@@ -221,10 +221,11 @@ some not retried. --dry-run lists what would be retried.`,
 				status = in.WorkflowStatus
 			}
 		}
-		n, err := h.RetryWorkflowWith(ctx, client.RetryOptions{From: from, DropMessages: dropMessages})
+		res, err := h.RetryWorkflowWith(ctx, client.RetryOptions{From: from, DropMessages: dropMessages})
 		if err != nil {
 			return err
 		}
+		n := res.Removed
 		if n == 0 && from == "" {
 			// (With -o json too, as {"note": ...} on stderr.)
 			if status == "cancelled" {
@@ -238,13 +239,19 @@ some not retried. --dry-run lists what would be retried.`,
 			}
 		}
 		if a.output == "json" {
-			return a.printValue(map[string]int{"removed": n})
+			out := map[string]int{"removed": n}
+			if dropMessages {
+				out["dropped"] = res.Dropped
+			}
+			return a.printValue(out)
 		}
-		entries := "entries"
-		if n == 1 {
-			entries = "entry"
+		dropped := ""
+		if dropMessages {
+			// A node from before --drop-messages puts them back and
+			// answers 0: the count says which happened.
+			dropped = fmt.Sprintf(", %d %s dropped", res.Dropped, plural(res.Dropped, "message", "messages"))
 		}
-		_, err = fmt.Fprintf(a.stdout, "workflow restarted: %d history %s removed\n", n, entries)
+		_, err = fmt.Fprintf(a.stdout, "workflow restarted: %d history %s removed%s\n", n, plural(n, "entry", "entries"), dropped)
 		return err
 	})
 	var reason string

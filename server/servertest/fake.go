@@ -296,13 +296,13 @@ func (f *Fake) HistoryPage(ctx context.Context, ref runtime.Ref, opts runtime.Hi
 }
 
 // RetryWorkflowWith refuses: the fake hosts no workflows.
-func (f *Fake) RetryWorkflowWith(_ context.Context, ref runtime.Ref, _ runtime.RetryOptions) (int, error) {
+func (f *Fake) RetryWorkflowWith(_ context.Context, ref runtime.Ref, _ runtime.RetryOptions) (runtime.RetryResult, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if _, _, err := f.lookup(ref, false, nil); err != nil {
-		return 0, err
+		return runtime.RetryResult{}, err
 	}
-	return 0, rivet.Reasonf(rivet.ErrWorkflowFailed, "workflow", "none", "actor %s has no workflow", ref.Name)
+	return runtime.RetryResult{}, rivet.Reasonf(rivet.ErrWorkflowFailed, "workflow", "none", "actor %s has no workflow", ref.Name)
 }
 
 // CancelWorkflow refuses: the fake hosts no workflows.

@@ -2052,7 +2052,10 @@ func (x *RetryWorkflowRequest) GetDropMessages() bool {
 type RetryWorkflowResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// removed counts the history entries deleted for the replay.
-	Removed       uint32 `protobuf:"varint,1,opt,name=removed,proto3" json:"removed,omitempty"`
+	Removed uint32 `protobuf:"varint,1,opt,name=removed,proto3" json:"removed,omitempty"`
+	// dropped counts the messages a drop_messages retry dropped (0 without
+	// it, and from a node from before it).
+	Dropped       uint32 `protobuf:"varint,2,opt,name=dropped,proto3" json:"dropped,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2090,6 +2093,13 @@ func (*RetryWorkflowResponse) Descriptor() ([]byte, []int) {
 func (x *RetryWorkflowResponse) GetRemoved() uint32 {
 	if x != nil {
 		return x.Removed
+	}
+	return 0
+}
+
+func (x *RetryWorkflowResponse) GetDropped() uint32 {
+	if x != nil {
+		return x.Dropped
 	}
 	return 0
 }
@@ -2766,9 +2776,10 @@ const file_rivet_v1_actor_proto_rawDesc = "" +
 	"\x04from\x18\x02 \x01(\tR\x04from\x12\x1f\n" +
 	"\vonly_failed\x18\x03 \x01(\bR\n" +
 	"onlyFailed\x12#\n" +
-	"\rdrop_messages\x18\x04 \x01(\bR\fdropMessages\"1\n" +
+	"\rdrop_messages\x18\x04 \x01(\bR\fdropMessages\"K\n" +
 	"\x15RetryWorkflowResponse\x12\x18\n" +
-	"\aremoved\x18\x01 \x01(\rR\aremoved\"Y\n" +
+	"\aremoved\x18\x01 \x01(\rR\aremoved\x12\x18\n" +
+	"\adropped\x18\x02 \x01(\rR\adropped\"Y\n" +
 	"\x15CancelWorkflowRequest\x12(\n" +
 	"\x05actor\x18\x01 \x01(\v2\x12.rivet.v1.ActorRefR\x05actor\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"A\n" +
