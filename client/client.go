@@ -527,7 +527,15 @@ func (c *Client) Partitions(ctx context.Context) (PartitionTable, error) {
 
 // Stats returns the counters of the node the client is connected to.
 func (c *Client) Stats(ctx context.Context) (Stats, error) {
-	resp, err := invoke(ctx, c, idempotent, c.admin.Stats, &rivetv1.StatsRequest{})
+	return c.StatsOf(ctx, "")
+}
+
+// StatsOf returns the counters of the node of that ID (Members lists
+// them), which the node the client is connected to asks; "" for that node.
+// rivet.ErrNotFound if no such node is registered. A node from before
+// StatsOf answers with its own: check Stats.NodeID.
+func (c *Client) StatsOf(ctx context.Context, node string) (Stats, error) {
+	resp, err := invoke(ctx, c, idempotent, c.admin.Stats, &rivetv1.StatsRequest{NodeId: node})
 	if err != nil {
 		return Stats{}, err
 	}

@@ -400,27 +400,13 @@ func (b backend) Drain(ctx context.Context, node string, undo bool) (uint32, err
 		b.n.balancer.Kick()
 		return owned, nil
 	}
-	recs := b.n.view.records()
-	rec, ok := recs[node]
-	if !ok {
-		why := "it has nothing to drain"
-		if undo {
-			why = "it rejoins undrained"
-		}
-		// An operator who gave an address (node1:6420) meant a node: say
-		// which, as rivetctl members would.
-		ids := make([]string, 0, len(recs))
-		for id, r := range recs {
-			if r.GRPCAddr == node || r.GossipAddr == node || r.HTTPAddr == node {
-				return 0, rivet.Reasonf(rivet.ErrNotFound, "node", "not_found", "no node %q is registered: %s is an address of node %s; drain takes a node's ID", node, node, id)
-			}
-			ids = append(ids, id)
-		}
-		slices.Sort(ids)
-		if len(ids) > 10 {
-			ids = append(ids[:10], "...")
-		}
-		return 0, rivet.Reasonf(rivet.ErrNotFound, "node", "not_found", "no node %q is registered (one that has left or died is not: %s); the registered nodes are %s", node, why, strings.Join(ids, ", "))
+	why := "it has nothing to drain"
+	if undo {
+		why = "it rejoins undrained"
+	}
+	rec, err := b.registered(node, why)
+	if err != nil {
+		return 0, err
 	}
 	conn, err := b.n.view.conn(rec.GRPCAddr)
 	if err != nil {
@@ -431,6 +417,58 @@ func (b backend) Drain(ctx context.Context, node string, undo bool) (uint32, err
 		return 0, rpcerr.FromStatus(status.Convert(err))
 	}
 	return resp.GetPartitionsOwned(), nil
+}
+
+// registered returns node's registration, or NOT_FOUND naming the
+// registered nodes (why: what the request means for a node not
+// registered), or the node an address given for it is of.
+func (b backend) registered(node, why string) (runtime.NodeRecord, error) {
+	recs := b.n.view.records()
+	if rec, ok := recs[node]; ok {
+		return rec, nil
+	}
+	// An operator who gave an address (node1:6420) meant a node: say
+	// which, as rivetctl members would.
+	ids := make([]string, 0, len(recs))
+	for id, r := range recs {
+		if r.GRPCAddr == node || r.GossipAddr == node || r.HTTPAddr == node {
+			return runtime.NodeRecord{}, rivet.Reasonf(rivet.ErrNotFound, "node", "not_found", "no node %q is registered: %s is an address of node %s; give the node's ID", node, node, id)
+		}
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	if len(ids) > 10 {
+		ids = append(ids[:10], "...")
+	}
+	return runtime.NodeRecord{}, rivet.Reasonf(rivet.ErrNotFound, "node", "not_found", "no node %q is registered (one that has left or died is not: %s); the registered nodes are %s", node, why, strings.Join(ids, ", "))
+}
+
+// NodeStats returns the counters of node: this one's, or another's that it
+// asks through its AdminService.
+func (b backend) NodeStats(ctx context.Context, node string) (runtime.Stats, error) {
+	if node == b.n.cfg.NodeID {
+		return b.Host.Stats(), nil
+	}
+	rec, err := b.registered(node, "it serves nothing")
+	if err != nil {
+		return runtime.Stats{}, err
+	}
+	conn, err := b.n.view.conn(rec.GRPCAddr)
+	if err != nil {
+		return runtime.Stats{}, rivet.Errorf(rivet.ErrUnavailable, "reach node %s: %v", node, err)
+	}
+	resp, err := rivetv1.NewAdminServiceClient(conn).Stats(ctx, &rivetv1.StatsRequest{NodeId: node})
+	if err != nil {
+		return runtime.Stats{}, rpcerr.FromStatus(status.Convert(err))
+	}
+	if resp.GetNodeId() != node {
+		// Its address now serves another node (it was replaced).
+		return runtime.Stats{}, rivet.Errorf(rivet.ErrUnavailable, "node %s's address %s answers as node %q", node, rec.GRPCAddr, resp.GetNodeId())
+	}
+	return runtime.Stats{
+		NodeID: resp.GetNodeId(), ActiveActors: resp.GetActiveActors(), Calls: resp.GetCalls(),
+		Commits: resp.GetCommits(), CommitBatches: resp.GetCommitBatches(), PartitionsOwned: resp.GetPartitionsOwned(),
+	}, nil
 }
 
 // A drain whose write was refused (another node's registration changed

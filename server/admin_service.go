@@ -5,6 +5,7 @@ import (
 
 	"github.com/rivet-go/rivet"
 	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
+	"github.com/rivet-go/rivet/runtime"
 )
 
 // Members lists the nodes of the cluster.
@@ -33,9 +34,26 @@ func (s *Server) Partitions(ctx context.Context, _ *rivetv1.PartitionsRequest) (
 	return out, nil
 }
 
-// Stats returns the counters of this node.
-func (s *Server) Stats(_ context.Context, _ *rivetv1.StatsRequest) (*rivetv1.StatsResponse, error) {
+// NodeStatser is a Backend that asks the other nodes of its cluster for
+// their counters.
+type NodeStatser interface {
+	// NodeStats returns the counters of the node of that ID.
+	NodeStats(ctx context.Context, node string) (runtime.Stats, error)
+}
+
+// Stats returns the counters of this node, or of the node it names.
+func (s *Server) Stats(ctx context.Context, req *rivetv1.StatsRequest) (*rivetv1.StatsResponse, error) {
 	st := s.backend.Stats()
+	if node := req.GetNodeId(); node != "" && node != st.NodeID {
+		ns, ok := s.backend.(NodeStatser)
+		if !ok {
+			return nil, s.toStatus(ctx, rivet.Reasonf(rivet.ErrNotFound, "node", "not_found", "no node %q: this node, %s, is alone", node, st.NodeID))
+		}
+		var err error
+		if st, err = ns.NodeStats(ctx, node); err != nil {
+			return nil, s.toStatus(ctx, err)
+		}
+	}
 	return &rivetv1.StatsResponse{
 		NodeId:          st.NodeID,
 		ActiveActors:    st.ActiveActors,

@@ -428,15 +428,35 @@ func (a *app) partitionsCommand() *cobra.Command {
 }
 
 func (a *app) statsCommand() *cobra.Command {
+	var node string
+	var all bool
 	cmd := &cobra.Command{
 		Use:   "stats",
-		Short: "Print the counters of the node at --addr",
-		Args:  args(0, 0),
+		Short: "Print a node's counters: the node at --addr's, another's (--node), or every node's and their sum (--all)",
+		Example: `  rivetctl stats
+  rivetctl stats --node node2
+  rivetctl stats --all`,
+		Args: args(0, 0),
 	}
+	cmd.Flags().StringVar(&node, "node", "", "the node `ID` whose counters to print (rivetctl members lists them); the node at --addr asks it")
+	cmd.Flags().BoolVar(&all, "all", false, "print the counters of every registered node, and their sum")
 	cmd.RunE = a.runE(nil, func(ctx context.Context, c *client.Client, _ []string) error {
-		st, err := c.Stats(ctx)
+		if all {
+			if node != "" {
+				return usagef("--node and --all go apart")
+			}
+			return a.statsAll(ctx, c)
+		}
+		if cmd.Flags().Changed("node") && node == "" {
+			// An unset shell variable: "" would print the node at --addr.
+			return usagef("--node is empty: give a node's ID (rivetctl members lists them)")
+		}
+		st, err := c.StatsOf(ctx, node)
 		if err != nil {
 			return err
+		}
+		if node != "" && st.NodeID != node {
+			return fmt.Errorf("the node at --addr, %s, answered with its own counters: it is older than --node", printable(st.NodeID))
 		}
 		return a.printStats(st)
 	})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -204,8 +205,45 @@ func TestThreeNodeClusterRunsEverySeedPattern(t *testing.T) {
 	if w := owner("workerActor", worker); w == coord {
 		t.Errorf("worker %s ended up on the coordinator's node %s", worker, coord)
 	}
+
+	// stats --all on any node has a row for each node, with the
+	// partitions it owns, which add up to the table's; --node asks one.
+	checkStatsAll(t, c.nodes[1], ids, int(tab.Count))
+	if out, errOut, code := c.nodes[0].rivetctl("stats", "--node", "node3"); code != 0 || !strings.HasPrefix(out, "node              node3\n") {
+		t.Errorf("rivetctl stats --node node3 on node1: %q (stderr %q, exit %d), want node3's counters", out, errOut, code)
+	}
 	if t.Failed() {
 		t.Log(c.logs())
+	}
+}
+
+// checkStatsAll runs rivetctl stats --all on n and checks that it lists
+// every node of ids with partitions, and a total of partitions, owned
+// among them.
+func checkStatsAll(t *testing.T, n *nodeProc, ids []string, partitions int) {
+	t.Helper()
+	out, errOut, code := n.rivetctl("stats", "--all")
+	if code != 0 {
+		t.Fatalf("rivetctl stats --all: %q (stderr %q, exit %d)", out, errOut, code)
+	}
+	rows := map[string][]string{}
+	for _, line := range strings.Split(out, "\n")[1:] {
+		if f := strings.Fields(line); len(f) == 6 {
+			rows[f[0]] = f[1:]
+		}
+	}
+	sum := 0
+	for _, id := range ids {
+		r, ok := rows[id]
+		if !ok || r[4] == "0" {
+			t.Errorf("rivetctl stats --all has no row for %s with partitions:\n%s", id, out)
+			continue
+		}
+		p, _ := strconv.Atoi(r[4])
+		sum += p
+	}
+	if total, ok := rows["total"]; !ok || total[4] != strconv.Itoa(partitions) || sum != partitions {
+		t.Errorf("rivetctl stats --all: the nodes' partitions add up to %d, want %d, and a total row of them:\n%s", sum, partitions, out)
 	}
 }
 

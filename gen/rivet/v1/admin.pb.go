@@ -362,7 +362,11 @@ func (x *PartitionsResponse) GetPartitions() []*PartitionOwner {
 }
 
 type StatsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// node_id asks for the counters of the node of that ID, which the node
+	// answering asks (NOT_FOUND if no such node is registered); empty, of the
+	// node answering. A node from before node_id answers with its own.
+	NodeId        string `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -395,6 +399,13 @@ func (x *StatsRequest) ProtoReflect() protoreflect.Message {
 // Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
 func (*StatsRequest) Descriptor() ([]byte, []int) {
 	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *StatsRequest) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
 }
 
 type StatsResponse struct {
@@ -617,8 +628,9 @@ const file_rivet_v1_admin_proto_rawDesc = "" +
 	"\x0fpartition_count\x18\x01 \x01(\rR\x0epartitionCount\x128\n" +
 	"\n" +
 	"partitions\x18\x02 \x03(\v2\x18.rivet.v1.PartitionOwnerR\n" +
-	"partitions\"\x0e\n" +
-	"\fStatsRequest\"\xcf\x01\n" +
+	"partitions\"'\n" +
+	"\fStatsRequest\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"\xcf\x01\n" +
 	"\rStatsResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12#\n" +
 	"\ractive_actors\x18\x02 \x01(\x04R\factiveActors\x12\x14\n" +

@@ -1,0 +1,105 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"text/tabwriter"
+
+	"github.com/rivet-go/rivet/client"
+)
+
+// statsAsked bounds the nodes stats --all asks at once.
+const statsAsked = 8
+
+// nodeStats is one node's row of stats --all: its counters, or why it did
+// not answer.
+type nodeStats struct {
+	NodeID string        `json:"node_id"`
+	Stats  *client.Stats `json:"stats,omitempty"`
+	Error  string        `json:"error,omitempty"`
+}
+
+// statsAll prints the counters of every registered node and their sum.
+// A node that does not answer gets its error in its row, and the command
+// exits 1, having printed the others: an operator looking at a cluster in
+// trouble wants what can be had.
+func (a *app) statsAll(ctx context.Context, c *client.Client) error {
+	ms, err := c.Members(ctx)
+	if err != nil {
+		return err
+	}
+	var rows []nodeStats
+	for _, m := range ms {
+		switch m.State {
+		case "dead", "left", "unregistered":
+			// No registration: no node to ask for counters.
+			continue
+		}
+		rows = append(rows, nodeStats{NodeID: m.NodeID})
+	}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, statsAsked)
+	for i := range rows {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			st, err := c.StatsOf(ctx, rows[i].NodeID)
+			switch {
+			case err != nil:
+				rows[i].Error = describe(err)
+			case st.NodeID != rows[i].NodeID:
+				rows[i].Error = fmt.Sprintf("the node at --addr, %s, is older than stats --all: it answered with its own counters", st.NodeID)
+			default:
+				rows[i].Stats = &st
+			}
+		})
+	}
+	wg.Wait()
+	var total client.Stats
+	failed := 0
+	for _, r := range rows {
+		if r.Stats == nil {
+			failed++
+			continue
+		}
+		total.ActiveActors += r.Stats.ActiveActors
+		total.Calls += r.Stats.Calls
+		total.Commits += r.Stats.Commits
+		total.CommitBatches += r.Stats.CommitBatches
+		total.PartitionsOwned += r.Stats.PartitionsOwned
+	}
+	total.NodeID = "total"
+	if a.output == "json" {
+		if rows == nil {
+			rows = []nodeStats{}
+		}
+		if err := a.printValue(map[string]any{"nodes": rows, "total": total}); err != nil {
+			return err
+		}
+	} else {
+		tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "NODE\tACTIVE\tCALLS\tCOMMITS\tBATCHES\tPARTITIONS")
+		row := func(name string, st client.Stats) {
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\n", printable(name), st.ActiveActors, st.Calls, st.Commits, st.CommitBatches, st.PartitionsOwned)
+		}
+		for _, r := range rows {
+			if r.Stats == nil {
+				fmt.Fprintf(tw, "%s\t%s\n", printable(r.NodeID), printable("no answer: "+r.Error))
+				continue
+			}
+			row(r.NodeID, *r.Stats)
+		}
+		if failed > 0 {
+			total.NodeID = fmt.Sprintf("total (%d of %d nodes)", len(rows)-failed, len(rows))
+		}
+		row(total.NodeID, total)
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d of %d nodes did not answer", failed, len(rows))
+	}
+	return nil
+}
