@@ -432,6 +432,18 @@ type Queues map[string]QueueType
 // QueueType is a queue's message type.
 type QueueType struct {
 	validate func(body json.RawMessage) error
+	typ      reflect.Type
+}
+
+// Types returns each queue's message type: for workflowtest.Host's
+// QueueTypes, so that a test's receives take from the queues a node's
+// would.
+func (q Queues) Types() map[string]reflect.Type {
+	out := make(map[string]reflect.Type, len(q))
+	for name, qt := range q {
+		out[name] = qt.typ
+	}
+	return out
 }
 
 // QueueOf declares a queue whose messages are of type T: a Send whose body
@@ -449,7 +461,7 @@ func QueueOf[T any]() QueueType {
 			return Errorf(ErrInvalidArgument, "message body: %s", describeJSONError(err))
 		}
 		return nil
-	}}
+	}, typ: reflect.TypeFor[T]()}
 }
 
 // Spec is the type-erased form of an actor definition that the runtime
@@ -473,6 +485,8 @@ type Spec struct {
 	ResetState func(dst any, data []byte) error
 	Actions    map[string]ActionSpec
 	Queues     map[string]QueueSpec
+	// QueueTypes is each queue's Type, for workflow.QueueTyper.
+	QueueTypes map[string]reflect.Type
 	Events     map[string]EventSpec
 	// SleepTimeout bounds Sleep (0: the runtime's default).
 	SleepTimeout time.Duration
@@ -512,6 +526,9 @@ type QueueSpec struct {
 	// Validate returns ErrInvalidArgument if body is not a message of the
 	// queue's type.
 	Validate func(body json.RawMessage) error
+	// Type is the queue's message type (nil for a QueueType not made by
+	// QueueOf: any body).
+	Type reflect.Type
 }
 
 // Env is what the runtime gives an action besides its state.
@@ -657,7 +674,11 @@ func (a Actor[S]) Spec() (*Spec, error) {
 		if v == nil {
 			v = func(json.RawMessage) error { return nil }
 		}
-		sp.Queues[name] = QueueSpec{Validate: v}
+		sp.Queues[name] = QueueSpec{Validate: v, Type: q.typ}
+		if sp.QueueTypes == nil {
+			sp.QueueTypes = map[string]reflect.Type{}
+		}
+		sp.QueueTypes[name] = q.typ
 	}
 	return sp, nil
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"runtime/debug"
 	"slices"
 	"sort"
@@ -1286,6 +1287,11 @@ func (w *wfHost) CheckQueues(names []string) error {
 		}
 	}
 	return nil
+}
+
+// QueueTypes implements workflow.QueueTyper.
+func (w *wfHost) QueueTypes() map[string]reflect.Type {
+	return w.a.spec.QueueTypes
 }
 
 func (w *wfHost) Receive(ctx context.Context, names []string, max int, record func(msgs []workflow.RawMessage) []workflow.HistoryWrite) ([]workflow.RawMessage, error) {

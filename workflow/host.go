@@ -3,6 +3,7 @@ package workflow
 import (
 	"context"
 	"encoding/json"
+	"reflect"
 	"sync"
 	"time"
 
@@ -298,6 +299,14 @@ type MessagePeeker interface {
 // receive that has no result recorded yet waits or takes anything.
 type QueueChecker interface {
 	CheckQueues(names []string) error
+}
+
+// QueueTyper is an optional interface of a Host. QueueTypes returns the
+// message type each of the actor's queues declares (rivet.QueueOf), nil
+// if the host does not know them. A receive without NextOptions.Names then
+// takes only from the queues whose messages are of its type (see Next).
+type QueueTyper interface {
+	QueueTypes() map[string]reflect.Type
 }
 
 // BodyGuard is an optional interface of a Host. A Do step's body runs

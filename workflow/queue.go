@@ -4,15 +4,19 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"time"
 )
 
 // NextOptions shape a receive.
 type NextOptions struct {
-	// Names are the queues to take from; empty: any of the actor's queues.
-	// A name that is none of the actor's queues fails the receive
-	// (ErrInvalid), as a send to it is refused: it would wait for ever.
+	// Names are the queues to take from; empty: the actor's queues whose
+	// declared type (rivet.QueueOf) is the receive's message type, or
+	// every queue if the type is json.RawMessage or an interface (switch
+	// on Message.Name), or if no queue declares it. A name that is none of
+	// the actor's queues fails the receive (ErrInvalid), as a send to it is
+	// refused: it would wait for ever.
 	Names []string
 	// Count is the most messages NextBatch takes (default 1). It never
 	// waits to fill a batch: it takes what is there, once at least one
@@ -48,10 +52,12 @@ type msgRef struct {
 }
 
 // Next takes one message, waiting for it; name is the history entry's name,
-// not a queue's (opts.Names picks queues):
+// not a queue's (opts.Names picks queues; without them, the queues of T):
 //
 //	msg, err := workflow.Next[Reminder](ctx, "wait-reminder")
 //
+// To wait on queues of several types at once, receive json.RawMessage
+// and switch on msg.Name.
 // With a timeout it returns an error matching ErrTimeout if none came.
 func Next[T, S any](c *Ctx[S], name string, opts ...NextOptions) (Message[T], error) {
 	var o NextOptions
@@ -89,6 +95,11 @@ func receive[T, S any](c *Ctx[S], name string, o NextOptions) ([]Message[T], str
 	if o.Count == 0 {
 		o.Count = 1
 	}
+	if len(o.Names) == 0 {
+		if qt, ok := c.x.t.r.host.(QueueTyper); ok {
+			o.Names = queuesOf(reflect.TypeFor[T](), qt.QueueTypes())
+		}
+	}
 	if o.Count < 0 || o.Timeout < 0 {
 		return nil, "", fmt.Errorf("%w: receive %q: negative count or timeout", ErrInvalid, name)
 	}
@@ -114,6 +125,40 @@ func receive[T, S any](c *Ctx[S], name string, o NextOptions) ([]Message[T], str
 	}
 	c.x.t.uncompleted = append(c.x.t.uncompleted, refs...)
 	return out, path, nil
+}
+
+// rawMessage is the type of a body taken as it is.
+var rawMessage = reflect.TypeFor[json.RawMessage]()
+
+// queuesOf returns the queues of types whose messages a receive of t
+// without names takes: those declaring t, and those declaring any body at
+// all (json.RawMessage, an interface). Taken from every queue, a
+// Next[Checkout] took a message of a Confirm queue and decoded it, its
+// fields all unknown, into an empty Checkout that the workflow went on
+// with (a user trial). nil (every queue) if t is itself open, or if no
+// queue declares t: a receive into a type of its own, which the queues'
+// messages decode into, went on as before.
+func queuesOf(t reflect.Type, types map[string]reflect.Type) []string {
+	open := func(t reflect.Type) bool { return t == nil || t == rawMessage || t.Kind() == reflect.Interface }
+	if len(types) == 0 || open(t) {
+		return nil
+	}
+	var names []string
+	declared := false
+	for name, qt := range types {
+		switch {
+		case qt == t:
+			declared = true
+			names = append(names, name)
+		case open(qt):
+			names = append(names, name)
+		}
+	}
+	if !declared {
+		return nil
+	}
+	slices.Sort(names)
+	return names
 }
 
 // receive takes messages into the entry at name: replays it, or waits

@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -78,6 +80,12 @@ type Host[S any] struct {
 	// waiting for a message that never comes (Drive returns its yield).
 	// Nil: any name.
 	Queues []string
+	// QueueTypes, if set, are the actor's queues' message types, as its
+	// rivet.Actor declares them (Actor.Queues.Types()): a receive without
+	// names then takes only from the queues of its message type, as on a
+	// node (workflow.NextOptions.Names), and Queues, if nil, are their
+	// names.
+	QueueTypes map[string]reflect.Type
 
 	mu          sync.Mutex
 	events      []Event
@@ -177,14 +185,18 @@ func (h *Host[S]) send(queue string, body any, wait bool) (uint64, <-chan json.R
 // checkQueues fails if a name is none of h.Queues (if set), with a node's
 // error.
 func (h *Host[S]) checkQueues(names []string) error {
-	if h.Queues == nil {
+	queues := h.Queues
+	if queues == nil && h.QueueTypes != nil {
+		queues = slices.Collect(maps.Keys(h.QueueTypes))
+	}
+	if queues == nil {
 		return nil
 	}
 	for _, n := range names {
-		if !slices.Contains(h.Queues, n) {
+		if !slices.Contains(queues, n) {
 			known := "none"
-			if len(h.Queues) > 0 {
-				known = strings.Join(slices.Sorted(slices.Values(h.Queues)), ", ")
+			if len(queues) > 0 {
+				known = strings.Join(slices.Sorted(slices.Values(queues)), ", ")
 			}
 			return fmt.Errorf("actor %s has no queue %q (it has %s)", h.Name, n, known)
 		}
@@ -631,6 +643,9 @@ func (a *activation[S]) Commit(ctx context.Context, writes []workflow.HistoryWri
 
 // CheckQueues implements workflow.QueueChecker with Host.Queues.
 func (a *activation[S]) CheckQueues(names []string) error { return a.h.checkQueues(names) }
+
+// QueueTypes implements workflow.QueueTyper with Host.QueueTypes.
+func (a *activation[S]) QueueTypes() map[string]reflect.Type { return a.h.QueueTypes }
 
 func (a *activation[S]) Receive(ctx context.Context, names []string, max int, record func([]workflow.RawMessage) []workflow.HistoryWrite) ([]workflow.RawMessage, error) {
 	if err := ctx.Err(); err != nil {

@@ -2,11 +2,13 @@ package workflowtest_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/workflow"
 	"github.com/rivet-go/rivet/workflow/workflowtest"
 )
@@ -50,5 +52,44 @@ func TestDrivesYieldSaysWhyItStoppedTheRun(t *testing.T) {
 	}, workflowtest.DriveOptions{})
 	if out.Status != workflow.RunYielded || !errors.Is(out.Err, workflowtest.ErrWaitsForMessages) || !errors.Is(out.Err, workflow.ErrEvicted) {
 		t.Fatalf("outcome %v %v; want a yield with ErrWaitsForMessages", out.Status, out.Err)
+	}
+}
+
+type checkout struct {
+	Item string `json:"item"`
+}
+
+type confirm struct {
+	OK bool `json:"ok"`
+}
+
+// A receive without names takes from the queues of its message type only:
+// a Next[checkout] took a confirm queue's message first and decoded it,
+// its fields unknown, into an empty checkout (a user trial). A receive of
+// json.RawMessage takes from any queue.
+func TestAReceiveWithoutNamesTakesFromTheQueuesOfItsType(t *testing.T) {
+	h := workflowtest.NewHost(struct{}{}, workflowtest.NewClock(time.Unix(1700000000, 0)))
+	h.Name = "orders"
+	h.QueueTypes = rivet.Queues{"checkout": rivet.QueueOf[checkout](), "confirm": rivet.QueueOf[confirm]()}.Types()
+	h.Send("confirm", confirm{OK: true})
+	h.Send("checkout", checkout{Item: "book"})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var got []string
+	out, _ := h.Drive(ctx, func(c *workflow.Ctx[struct{}]) error {
+		co, err := workflow.Next[checkout](c, "wait-checkout")
+		if err != nil {
+			return err
+		}
+		got = append(got, co.Name+":"+co.Body.Item)
+		raw, err := workflow.Next[json.RawMessage](c, "wait-any")
+		if err != nil {
+			return err
+		}
+		got = append(got, raw.Name+":"+string(raw.Body))
+		return nil
+	}, workflowtest.DriveOptions{})
+	if out.Status != workflow.RunCompleted || strings.Join(got, " ") != `checkout:book confirm:{"ok":true}` {
+		t.Fatalf("outcome %v %v, took %q; want the checkout, then the confirm", out.Status, out.Err, got)
 	}
 }
