@@ -492,9 +492,16 @@ func (c *Client) listAll(ctx context.Context, name string, opts ListOptions) ([]
 
 // Members lists the nodes of the cluster.
 func (c *Client) Members(ctx context.Context) ([]Member, error) {
+	ml, err := c.MemberList(ctx)
+	return ml.Members, err
+}
+
+// MemberList lists the nodes of the cluster, with the answering node's note
+// when its list may be out of date.
+func (c *Client) MemberList(ctx context.Context) (MemberList, error) {
 	resp, err := invoke(ctx, c, idempotent, c.admin.Members, &rivetv1.MembersRequest{})
 	if err != nil {
-		return nil, err
+		return MemberList{}, err
 	}
 	out := make([]Member, len(resp.GetMembers()))
 	for i, m := range resp.GetMembers() {
@@ -509,7 +516,7 @@ func (c *Client) Members(ctx context.Context) ([]Member, error) {
 			Draining:        m.GetDraining(),
 		}
 	}
-	return out, nil
+	return MemberList{Members: out, Note: resp.GetNote()}, nil
 }
 
 // Partitions returns the partition table.
@@ -518,7 +525,7 @@ func (c *Client) Partitions(ctx context.Context) (PartitionTable, error) {
 	if err != nil {
 		return PartitionTable{}, err
 	}
-	out := PartitionTable{Count: resp.GetPartitionCount(), Owners: make([]PartitionOwner, len(resp.GetPartitions()))}
+	out := PartitionTable{Count: resp.GetPartitionCount(), Owners: make([]PartitionOwner, len(resp.GetPartitions())), Note: resp.GetNote()}
 	for i, p := range resp.GetPartitions() {
 		out.Owners[i] = PartitionOwner{Partition: p.GetPartition(), Owner: p.GetOwner(), Token: p.GetToken()}
 	}

@@ -131,6 +131,17 @@ type PartitionTable struct {
 	Count uint32 `json:"partition_count"`
 	// Owners has a row per partition that has an owner.
 	Owners []PartitionOwner `json:"partitions"`
+	// Note, when set, says why the table may be out of date (the node
+	// that answered holds no lease: etcd does not answer it or has no
+	// leader).
+	Note string `json:"note,omitempty"`
+}
+
+// MemberList is the answer of MemberList.
+type MemberList struct {
+	Members []Member `json:"members"`
+	// Note is as PartitionTable's.
+	Note string `json:"note,omitempty"`
 }
 
 // Stats are the counters of one node.

@@ -370,6 +370,16 @@ func (b backend) Members(ctx context.Context) ([]runtime.Member, error) {
 	return out, nil
 }
 
+// TablesNote says, when this node holds no lease, that its copies of the
+// cluster's tables are its last ones: a trial's operator read, during a
+// quorum loss, partition counts that no longer held.
+func (b backend) TablesNote() string {
+	if b.n.own.Leased() {
+		return ""
+	}
+	return fmt.Sprintf("node %s holds no lease: etcd does not answer it or has no leader, so the registrations and partition owners listed are its last copy of etcd's and may be out of date", b.n.cfg.NodeID)
+}
+
 // Partitions returns the partition table as this node mirrors it.
 func (b backend) Partitions(ctx context.Context) (uint32, []runtime.PartitionOwner, error) {
 	if err := b.tablesRead(); err != nil {

@@ -8,13 +8,29 @@ import (
 	"github.com/rivet-go/rivet/runtime"
 )
 
+// TablesNoter is a Backend that says when its copy of the cluster's
+// tables (members, partition owners) may be out of date.
+type TablesNoter interface {
+	// TablesNote says why the tables may be out of date; "" if they are
+	// not known to be.
+	TablesNote() string
+}
+
+// tablesNote is the backend's TablesNote, or "".
+func (s *Server) tablesNote() string {
+	if n, ok := s.backend.(TablesNoter); ok {
+		return n.TablesNote()
+	}
+	return ""
+}
+
 // Members lists the nodes of the cluster.
 func (s *Server) Members(ctx context.Context, _ *rivetv1.MembersRequest) (*rivetv1.MembersResponse, error) {
 	ms, err := s.backend.Members(ctx)
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
-	out := &rivetv1.MembersResponse{Members: make([]*rivetv1.Member, len(ms))}
+	out := &rivetv1.MembersResponse{Members: make([]*rivetv1.Member, len(ms)), Note: s.tablesNote()}
 	for i, m := range ms {
 		out.Members[i] = memberProto(m)
 	}
@@ -27,7 +43,7 @@ func (s *Server) Partitions(ctx context.Context, _ *rivetv1.PartitionsRequest) (
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
-	out := &rivetv1.PartitionsResponse{PartitionCount: n, Partitions: make([]*rivetv1.PartitionOwner, len(owners))}
+	out := &rivetv1.PartitionsResponse{PartitionCount: n, Partitions: make([]*rivetv1.PartitionOwner, len(owners)), Note: s.tablesNote()}
 	for i, o := range owners {
 		out.Partitions[i] = &rivetv1.PartitionOwner{Partition: o.Partition, Owner: o.Owner, Token: o.Token}
 	}

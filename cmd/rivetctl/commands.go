@@ -402,11 +402,14 @@ dead, and unregistered meanwhile once its lease has expired (--lease-ttl,
 		Args: args(0, 0),
 	}
 	cmd.RunE = a.runE(nil, func(ctx context.Context, c *client.Client, _ []string) error {
-		ms, err := c.Members(ctx)
+		ml, err := c.MemberList(ctx)
 		if err != nil {
 			return err
 		}
-		return a.printMembers(ms)
+		if ml.Note != "" {
+			a.note("%s", ml.Note)
+		}
+		return a.printMembers(ml.Members)
 	})
 	return cmd
 }
@@ -421,6 +424,9 @@ func (a *app) partitionsCommand() *cobra.Command {
 		pt, err := c.Partitions(ctx)
 		if err != nil {
 			return err
+		}
+		if pt.Note != "" {
+			a.note("%s", pt.Note)
 		}
 		return a.printPartitions(pt)
 	})

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -104,6 +105,18 @@ func TestPartitionedNodeStopsServingAndRejoins(t *testing.T) {
 		t.Fatalf("node3 dropped its claims at +%.3fs, not before the first claim after the cut (+%.3fs)", lost[0]-cut, first-cut)
 	}
 	t.Logf("FIGURE partition: node3 stopped serving at +%.2fs, first claim elsewhere at +%.2fs, its actor served again at +%v", lost[0]-cut, first-cut, served.Round(time.Millisecond))
+
+	// Asked meanwhile, node3 lists the members and partition owners it
+	// last saw, and says that they may be out of date (a trial's operator
+	// read its stale counts as the cluster's).
+	for _, cmd := range []string{"members", "partitions"} {
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		b, err := execCommandContext(cctx, append(lab.wrap(3), bins.rivetctl, "--addr", c.nodes[2].grpcFix, "--timeout", "20s", cmd)...).CombinedOutput()
+		cancel()
+		if err != nil || !strings.Contains(string(b), "rivetctl: note: node node3 holds no lease: etcd does not answer it or has no leader") {
+			t.Errorf("rivetctl %s on the cut-off node3: %v\n%s\nwant its tables and a note that they may be out of date", cmd, err, b)
+		}
+	}
 
 	// Heal: node3 rejoins and takes partitions again.
 	lab.heal(3)

@@ -168,8 +168,12 @@ func (x *Member) GetHttpAddr() string {
 }
 
 type MembersResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Members       []*Member              `protobuf:"bytes,1,rep,name=members,proto3" json:"members,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Members []*Member              `protobuf:"bytes,1,rep,name=members,proto3" json:"members,omitempty"`
+	// note, when set, says why the list may be out of date: the node
+	// answering holds no lease (etcd does not answer it or has no leader), so
+	// the registrations and partition counts are its last copy of etcd's.
+	Note          string `protobuf:"bytes,2,opt,name=note,proto3" json:"note,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -209,6 +213,13 @@ func (x *MembersResponse) GetMembers() []*Member {
 		return x.Members
 	}
 	return nil
+}
+
+func (x *MembersResponse) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
 }
 
 type PartitionsRequest struct {
@@ -313,8 +324,10 @@ type PartitionsResponse struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	PartitionCount uint32                 `protobuf:"varint,1,opt,name=partition_count,json=partitionCount,proto3" json:"partition_count,omitempty"`
 	Partitions     []*PartitionOwner      `protobuf:"bytes,2,rep,name=partitions,proto3" json:"partitions,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// note is as MembersResponse's.
+	Note          string `protobuf:"bytes,3,opt,name=note,proto3" json:"note,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PartitionsResponse) Reset() {
@@ -359,6 +372,13 @@ func (x *PartitionsResponse) GetPartitions() []*PartitionOwner {
 		return x.Partitions
 	}
 	return nil
+}
+
+func (x *PartitionsResponse) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
 }
 
 type StatsRequest struct {
@@ -616,19 +636,21 @@ const file_rivet_v1_admin_proto_rawDesc = "" +
 	"\vgossip_addr\x18\x06 \x01(\tR\n" +
 	"gossipAddr\x12\x1a\n" +
 	"\bdraining\x18\a \x01(\bR\bdraining\x12\x1b\n" +
-	"\thttp_addr\x18\b \x01(\tR\bhttpAddr\"=\n" +
+	"\thttp_addr\x18\b \x01(\tR\bhttpAddr\"Q\n" +
 	"\x0fMembersResponse\x12*\n" +
-	"\amembers\x18\x01 \x03(\v2\x10.rivet.v1.MemberR\amembers\"\x13\n" +
+	"\amembers\x18\x01 \x03(\v2\x10.rivet.v1.MemberR\amembers\x12\x12\n" +
+	"\x04note\x18\x02 \x01(\tR\x04note\"\x13\n" +
 	"\x11PartitionsRequest\"Z\n" +
 	"\x0ePartitionOwner\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\rR\tpartition\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x14\n" +
-	"\x05token\x18\x03 \x01(\x03R\x05token\"w\n" +
+	"\x05token\x18\x03 \x01(\x03R\x05token\"\x8b\x01\n" +
 	"\x12PartitionsResponse\x12'\n" +
 	"\x0fpartition_count\x18\x01 \x01(\rR\x0epartitionCount\x128\n" +
 	"\n" +
 	"partitions\x18\x02 \x03(\v2\x18.rivet.v1.PartitionOwnerR\n" +
-	"partitions\"'\n" +
+	"partitions\x12\x12\n" +
+	"\x04note\x18\x03 \x01(\tR\x04note\"'\n" +
 	"\fStatsRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"\xcf\x01\n" +
 	"\rStatsResponse\x12\x17\n" +
