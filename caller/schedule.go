@@ -37,7 +37,8 @@ type ScheduledCall struct {
 // Its run and the call's removal commit together, so a call that ran to
 // the end is not run again, even if its node dies right after; a call whose
 // action returns an error is removed and not retried (handle retries in
-// the action). A call comes due at At or, if no node served the actor
+// the action), as is one whose action the deployed code lacks, but a
+// recurring call's next run comes all the same. A call comes due at At or, if no node served the actor
 // then, as soon as one does.
 //
 // Scheduling, and cancelling, changes the actor: a read-only action (rivet.Query,

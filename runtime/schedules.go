@@ -1001,17 +1001,27 @@ func (h *Host) fireOne(ref Ref, sp *rivet.Spec) (more bool, err error) {
 			outcome = 2
 			return nil
 		}
-		// A call that no longer fits the actor's code is used up, even
-		// a recurring one: its next runs would not fit either.
+		// A call that no longer fits the actor's code is used up; a
+		// recurring one's run is, as a failed run, and its next run
+		// comes: the code that fits it may be back by then (a rolling
+		// upgrade's older node fired a call of a new action, and lost it
+		// for good: a user trial; a deployment rolled back).
+		unfit := func(why string, err error) error {
+			if next == nil {
+				a.sched = withoutCall(a.sched, c.id)
+				return drop(why, err)
+			}
+			failed(why)
+			ran()
+			return drop(why+"; its next run comes all the same", err)
+		}
 		act, ok := sp.Actions[c.rec.Action]
 		if !ok {
-			a.sched = withoutCall(a.sched, c.id)
-			return drop("the actor has no such action now", nil)
+			return unfit("the actor has no such action now", nil)
 		}
 		var args []json.RawMessage
 		if err := json.Unmarshal(c.rec.Args, &args); err != nil || len(args) != act.Arity {
-			a.sched = withoutCall(a.sched, c.id)
-			return drop(fmt.Sprintf("its arguments do not fit the action now (it takes %d)", act.Arity), err)
+			return unfit(fmt.Sprintf("its arguments do not fit the action now (it takes %d)", act.Arity), err)
 		}
 		ran()
 		call := c.public()
