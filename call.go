@@ -3,7 +3,6 @@ package rivet
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"time"
 
 	"github.com/rivet-go/rivet/caller"
@@ -15,9 +14,11 @@ import (
 //	n, err := rivet.Call[int](ctx, client.GetOrCreate("counter", "main"), "increment", 5)
 //
 // A result that does not decode into R comes after the action ran (and
-// committed): the error says so, and is workflow.Critical, so that a
-// workflow step that made the call fails rather than retry it, which would
-// run the action again to the same mismatch.
+// committed): the error says so, is ErrFailedPrecondition with the reason
+// client.result_undecodable (not ErrInternal, which read as the node's
+// fault, nor anything a retry would cure: it would run the action again),
+// and is workflow.Critical, so that a workflow step that made the call
+// fails rather than retry it to the same mismatch.
 func Call[R any](ctx context.Context, h Handle, action string, args ...any) (R, error) {
 	raw, err := h.Call(ctx, action, args...)
 	return decodeResult[R](action, raw, err)
@@ -30,7 +31,7 @@ func decodeResult[R any](action string, raw json.RawMessage, err error) (R, erro
 		return out, err
 	}
 	if err := json.Unmarshal(raw, &out); err != nil {
-		return out, workflow.Critical(fmt.Errorf("rivet: action %s ran, but its result does not decode into %T: %w", action, out, err))
+		return out, workflow.Critical(Reasonf(ErrFailedPrecondition, "client", "result_undecodable", "action %s ran, but its result does not decode into %T: %v", action, out, err))
 	}
 	return out, nil
 }

@@ -99,6 +99,7 @@ var reasons = []struct {
 	{ErrFailedPrecondition, "node", "last_eligible"},            // a drain of the last node that could take partitions
 	{ErrFailedPrecondition, "actor", "deadlock"},                // a call whose wait for an actor's turn would close a cycle of waits
 	{ErrFailedPrecondition, "actor", "not_read_only"},           // a read-only call (client Query, rivet.CallQuery) of an action not declared read-only
+	{ErrFailedPrecondition, "client", "result_undecodable"},     // rivet.Call's result type does not fit the action's result (the action ran)
 	{ErrWorkflowFailed, "workflow", "none"},                     // the actor has no workflow
 	{ErrWorkflowFailed, "workflow", "not_ended"},                // a retry of a workflow that runs
 	{ErrWorkflowFailed, "workflow", "not_failed"},               // a retry only if failed, of a completed or cancelled workflow

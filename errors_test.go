@@ -2,12 +2,14 @@ package rivet_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/workflow"
 )
 
 func TestOutcomeUnknown(t *testing.T) {
@@ -41,5 +43,28 @@ func TestAUserErrorSaysItsMetadataDidNotEncode(t *testing.T) {
 	}
 	if e := rivet.UserError("bad_input", "no carrier", map[string]int{"n": 1}); string(e.Metadata) != `{"n":1}` || e.Message != "no carrier" {
 		t.Fatalf("error %q, metadata %s; want the metadata kept and the message as given", e.Message, e.Metadata)
+	}
+}
+
+// resultHandle is a Handle whose actions all answer result.
+type resultHandle struct {
+	rivet.Handle
+	result string
+}
+
+func (h resultHandle) Call(context.Context, string, ...any) (json.RawMessage, error) {
+	return json.RawMessage(h.result), nil
+}
+
+// A result that does not decode into what Call asks for is the caller's
+// mismatch, after the action ran: FAILED_PRECONDITION with its own reason,
+// and critical in a step, not the node's internal error that a retry
+// (running the action again) might be taken to cure (a user trial).
+func TestACallWhoseResultDoesNotDecodeSaysTheActionRan(t *testing.T) {
+	_, err := rivet.Call[string](context.Background(), resultHandle{result: `5`}, "restock", 1)
+	var e *rivet.Error
+	if !errors.As(err, &e) || !errors.Is(err, rivet.ErrFailedPrecondition) || e.Group+"."+e.Code != "client.result_undecodable" ||
+		!errors.As(err, new(*workflow.CriticalError)) || !strings.Contains(err.Error(), "action restock ran, but its result does not decode into string") {
+		t.Fatalf("Call of a result that does not decode: %v; want FAILED_PRECONDITION client.result_undecodable, critical, saying it ran", err)
 	}
 }
