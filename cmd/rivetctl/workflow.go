@@ -116,7 +116,10 @@ leaves the compensated steps before it undone.
 
 With --from ENTRY (a path from rivetctl history), the workflow runs again from
 that entry: it, everything under it and everything recorded after it are
-deleted. A completed workflow needs --from to run its steps again: without,
+deleted. The actor's state is not rewound (it is the actor's, which actions
+change too, not the workflow's alone): the steps from ENTRY on run again on
+the state as it is now, so a step that appends or adds applies its change
+again. Make such steps set rather than add, or undo their changes first. A completed workflow needs --from to run its steps again: without,
 it deletes nothing and replays, running only what code deployed since adds
 after its end ("0 history entries removed"); if that code no longer replays
 the history (a change no GetVersion gate covers), the retry is refused,
