@@ -485,7 +485,8 @@ type Spec struct {
 	ResetState func(dst any, data []byte) error
 	Actions    map[string]ActionSpec
 	Queues     map[string]QueueSpec
-	// QueueTypes is each queue's Type, for workflow.QueueTyper.
+	// QueueTypes is each queue's message type (nil for a QueueType not
+	// made by QueueOf: any body), for workflow.QueueTyper.
 	QueueTypes map[string]reflect.Type
 	Events     map[string]EventSpec
 	// SleepTimeout bounds Sleep (0: the runtime's default).
@@ -526,9 +527,6 @@ type QueueSpec struct {
 	// Validate returns ErrInvalidArgument if body is not a message of the
 	// queue's type.
 	Validate func(body json.RawMessage) error
-	// Type is the queue's message type (nil for a QueueType not made by
-	// QueueOf: any body).
-	Type reflect.Type
 }
 
 // Env is what the runtime gives an action besides its state.
@@ -674,7 +672,7 @@ func (a Actor[S]) Spec() (*Spec, error) {
 		if v == nil {
 			v = func(json.RawMessage) error { return nil }
 		}
-		sp.Queues[name] = QueueSpec{Validate: v, Type: q.typ}
+		sp.Queues[name] = QueueSpec{Validate: v}
 		if sp.QueueTypes == nil {
 			sp.QueueTypes = map[string]reflect.Type{}
 		}

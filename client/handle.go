@@ -427,8 +427,9 @@ type RetryOptions struct {
 type RetryResult struct {
 	// Removed counts the history entries deleted for the replay.
 	Removed int
-	// Dropped counts the messages a DropMessages retry dropped (0 from a
-	// node from before DropMessages, which put them back).
+	// Dropped counts the messages a DropMessages retry dropped: at least
+	// one (a drop of none is refused); 0 from an older node, which does
+	// not count them (or, older still, put them back).
 	Dropped int
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/rivet-go/rivet/server"
 	"github.com/rivet-go/rivet/storage"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 )
 
@@ -377,7 +378,7 @@ func (b backend) TablesNote() string {
 	if b.n.own.Leased() {
 		return ""
 	}
-	return fmt.Sprintf("node %s holds no lease: etcd does not answer it or has no leader, so the registrations and partition owners listed are its last copy of etcd's and may be out of date", b.n.cfg.NodeID)
+	return fmt.Sprintf("node %s holds no lease (etcd does not answer it or has no leader, or the node is stopping), so the registrations and partition owners listed are its last copy of etcd's and may be out of date", b.n.cfg.NodeID)
 }
 
 // Partitions returns the partition table as this node mirrors it.
@@ -410,6 +411,11 @@ func (b backend) Drain(ctx context.Context, node string, undo bool) (uint32, err
 		b.n.balancer.Kick()
 		return owned, nil
 	}
+	if md, _ := metadata.FromIncomingContext(ctx); len(md.Get(adminHopKey)) > 0 {
+		// Sent here as node's address, which this node now serves: sent
+		// on, it would come back here until the caller's deadline.
+		return 0, rivet.Errorf(rivet.ErrFailedPrecondition, "node %s's registered address is served by node %s (it was replaced, and its registration has not expired yet)", node, b.n.cfg.NodeID)
+	}
 	why := "it has nothing to drain"
 	if undo {
 		why = "it rejoins undrained"
@@ -422,11 +428,28 @@ func (b backend) Drain(ctx context.Context, node string, undo bool) (uint32, err
 	if err != nil {
 		return 0, rivet.Errorf(rivet.ErrUnavailable, "reach node %s: %v", node, err)
 	}
-	resp, err := rivetv1.NewAdminServiceClient(conn).Drain(ctx, &rivetv1.DrainRequest{NodeId: node, Undo: undo})
+	resp, err := rivetv1.NewAdminServiceClient(conn).Drain(metadata.AppendToOutgoingContext(ctx, adminHopKey, "1"), &rivetv1.DrainRequest{NodeId: node, Undo: undo})
 	if err != nil {
-		return 0, rpcerr.FromStatus(status.Convert(err))
+		return 0, adminPeerError(err, "ask node %s at %s to drain", node, rec.GRPCAddr)
 	}
 	return resp.GetPartitionsOwned(), nil
+}
+
+// adminHopKey marks an admin request one node sends another on its
+// caller's behalf.
+const adminHopKey = "rivet-admin-hop"
+
+// adminPeerError is a failed admin request to another node on a caller's behalf: the
+// peer's own error as it is; a failure to reach it UNAVAILABLE saying
+// which (passed on bare, it read as the caller's node not answering).
+func adminPeerError(err error, format string, args ...any) error {
+	st := status.Convert(err)
+	e := rpcerr.FromStatus(st)
+	var re *rivet.Error
+	if errors.As(e, &re) && re.Group != "" {
+		return e
+	}
+	return rivet.Errorf(rivet.ErrUnavailable, "%s: %s", fmt.Sprintf(format, args...), st.Message())
 }
 
 // registered returns node's registration, or NOT_FOUND naming the
@@ -467,13 +490,16 @@ func (b backend) NodeStats(ctx context.Context, node string) (runtime.Stats, err
 	if err != nil {
 		return runtime.Stats{}, rivet.Errorf(rivet.ErrUnavailable, "reach node %s: %v", node, err)
 	}
-	resp, err := rivetv1.NewAdminServiceClient(conn).Stats(ctx, &rivetv1.StatsRequest{NodeId: node})
+	// Asked for its own counters, not node's: an address now served by
+	// another node (one replaced under a new ID while the old record's
+	// lease runs) would otherwise forward the request again, to itself,
+	// until the caller's deadline (a review's find).
+	resp, err := rivetv1.NewAdminServiceClient(conn).Stats(ctx, &rivetv1.StatsRequest{})
 	if err != nil {
-		return runtime.Stats{}, rpcerr.FromStatus(status.Convert(err))
+		return runtime.Stats{}, adminPeerError(err, "ask node %s at %s for its counters", node, rec.GRPCAddr)
 	}
 	if resp.GetNodeId() != node {
-		// Its address now serves another node (it was replaced).
-		return runtime.Stats{}, rivet.Errorf(rivet.ErrUnavailable, "node %s's address %s answers as node %q", node, rec.GRPCAddr, resp.GetNodeId())
+		return runtime.Stats{}, rivet.Errorf(rivet.ErrFailedPrecondition, "node %s's registered address %s answers as node %q (it was replaced, and its registration has not expired yet)", node, rec.GRPCAddr, resp.GetNodeId())
 	}
 	return runtime.Stats{
 		NodeID: resp.GetNodeId(), ActiveActors: resp.GetActiveActors(), Calls: resp.GetCalls(),

@@ -12,7 +12,8 @@ import (
 // NextOptions shape a receive.
 type NextOptions struct {
 	// Names are the queues to take from; empty: the actor's queues whose
-	// declared type (rivet.QueueOf) is the receive's message type, or
+	// declared type (rivet.QueueOf) is the receive's message type (or a
+	// pointer to it, or it a pointer to theirs) and its untyped queues, or
 	// every queue if the type is json.RawMessage or an interface (switch
 	// on Message.Name), or if no queue declares it. A name that is none of
 	// the actor's queues fails the receive (ErrInvalid), as a send to it is
@@ -143,11 +144,18 @@ func queuesOf(t reflect.Type, types map[string]reflect.Type) []string {
 	if len(types) == 0 || open(t) {
 		return nil
 	}
+	// A *Checkout and a Checkout carry the same JSON.
+	elem := func(t reflect.Type) reflect.Type {
+		if t != nil && t.Kind() == reflect.Pointer {
+			return t.Elem()
+		}
+		return t
+	}
 	var names []string
 	declared := false
 	for name, qt := range types {
 		switch {
-		case qt == t:
+		case elem(qt) == elem(t):
 			declared = true
 			names = append(names, name)
 		case open(qt):

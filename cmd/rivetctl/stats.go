@@ -25,15 +25,19 @@ type nodeStats struct {
 // exits 1, having printed the others: an operator looking at a cluster in
 // trouble wants what can be had.
 func (a *app) statsAll(ctx context.Context, c *client.Client) error {
-	ms, err := c.Members(ctx)
+	ml, err := c.MemberList(ctx)
 	if err != nil {
 		return err
 	}
+	if ml.Note != "" {
+		a.note("%s", ml.Note)
+	}
 	var rows []nodeStats
-	for _, m := range ms {
-		switch m.State {
-		case "dead", "left", "unregistered":
-			// No registration: no node to ask for counters.
+	for _, m := range ml.Members {
+		if m.StartedAt.IsZero() {
+			// Known to gossip only, with no registration: no node to ask
+			// for counters. (One gossip calls dead may still be
+			// registered, and own partitions: it gets its row.)
 			continue
 		}
 		rows = append(rows, nodeStats{NodeID: m.NodeID})

@@ -249,9 +249,14 @@ some not retried. --dry-run lists what would be retried.`,
 			return a.printValue(out)
 		}
 		dropped := ""
-		if dropMessages {
-			// A node from before --drop-messages puts them back and
-			// answers 0: the count says which happened.
+		switch {
+		case dropMessages && res.Dropped == 0:
+			// A node that drops answers how many, at least one (it
+			// refuses a drop of none); one from before the count does
+			// not say, and one from before --drop-messages puts them
+			// back.
+			dropped = " (the node did not say how many messages it dropped: it is older than this rivetctl; rivetctl history shows what the workflow takes next)"
+		case dropMessages:
 			dropped = fmt.Sprintf(", %d %s dropped", res.Dropped, plural(res.Dropped, "message", "messages"))
 		}
 		_, err = fmt.Fprintf(a.stdout, "workflow restarted: %d history %s removed%s\n", n, plural(n, "entry", "entries"), dropped)
