@@ -514,6 +514,7 @@ func (c *Client) MemberList(ctx context.Context) (MemberList, error) {
 			GossipAddr:      m.GetGossipAddr(),
 			HTTPAddr:        m.GetHttpAddr(),
 			Draining:        m.GetDraining(),
+			Unreachable:     m.GetUnreachable(),
 		}
 	}
 	return MemberList{Members: out, Note: resp.GetNote()}, nil

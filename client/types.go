@@ -113,6 +113,11 @@ type Member struct {
 	HTTPAddr   string    `json:"http_addr,omitempty"`
 	// Draining is set while the node hands its partitions off.
 	Draining bool `json:"draining,omitempty"`
+	// Unreachable says that the node that answered has not reached this
+	// one's gRPC for a few seconds, though it is registered: a network
+	// fault between the two, through which that node's forwarded requests
+	// fail (a client given several node addresses goes through others).
+	Unreachable bool `json:"unreachable,omitempty"`
 }
 
 // PartitionOwner is one row of the partition table.

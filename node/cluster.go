@@ -52,6 +52,9 @@ type view struct {
 	// forwards counts requests sent to other nodes (forwarded client
 	// requests and actors' calls to actors there), for metrics.
 	forwards atomic.Uint64
+	// faults are the registered peers whose connection fails, by node ID
+	// (watchPeers).
+	faults map[string]*peerFault
 	// recs caches decoded node records as of the nodes mirror's revision
 	// recRev.
 	recs   map[string]runtime.NodeRecord

@@ -196,7 +196,7 @@ type collector struct {
 	n                                             *Node
 	active, tasks, commits, batches, partsOw      *prometheus.Desc
 	forwards, claimed, handedOff                  *prometheus.Desc
-	renewals, losses, members                     *prometheus.Desc
+	renewals, losses, members, unreachable        *prometheus.Desc
 	commitFailures, commitRetries                 *prometheus.Desc
 	commitStalls, refences                        *prometheus.Desc
 	commitWaiting                                 *prometheus.Desc
@@ -222,12 +222,13 @@ func newCollector(n *Node) *collector {
 		batches:      d("rivet_commit_batches_total", "Store transactions the group committer sent."),
 		partsOw:      d("rivet_partitions_owned", "Partitions this node owns."),
 
-		forwards:  d("rivet_forwards_total", "Requests this node sent to the node owning their actor."),
-		claimed:   d("rivet_partitions_claimed_total", "Partitions this node claimed: by its balancer, again with its lease after a loss, and again after a refence (also in rivet_partitions_refenced_total)."),
-		handedOff: d("rivet_partitions_handed_off_total", "Partitions this node handed to another."),
-		renewals:  d("rivet_lease_renewals_total", "Renewals of this node's etcd lease."),
-		losses:    d("rivet_lease_losses_total", "Times this node lost its lease (and every partition with it)."),
-		members:   d("rivet_cluster_members_alive", "Members gossip reports alive, this node included."),
+		forwards:    d("rivet_forwards_total", "Requests this node sent to the node owning their actor."),
+		claimed:     d("rivet_partitions_claimed_total", "Partitions this node claimed: by its balancer, again with its lease after a loss, and again after a refence (also in rivet_partitions_refenced_total)."),
+		handedOff:   d("rivet_partitions_handed_off_total", "Partitions this node handed to another."),
+		renewals:    d("rivet_lease_renewals_total", "Renewals of this node's etcd lease."),
+		losses:      d("rivet_lease_losses_total", "Times this node lost its lease (and every partition with it)."),
+		members:     d("rivet_cluster_members_alive", "Members gossip reports alive, this node included."),
+		unreachable: d("rivet_peers_unreachable", "Registered nodes whose gRPC this node has not reached for a few seconds (a network fault between them: requests this node forwards to their partitions fail)."),
 
 		commitFailures: d("rivet_commit_failures_total", "Transactions the group committer failed (fenced, condition failed, too large, store errors)."),
 		commitRetries:  d("rivet_commit_retries_total", "Store transactions the group committer sent to split a failed batch."),
@@ -253,7 +254,7 @@ func newCollector(n *Node) *collector {
 
 func (c *collector) descs() []*prometheus.Desc {
 	return []*prometheus.Desc{
-		c.active, c.tasks, c.shed, c.commits, c.batches, c.partsOw, c.forwards, c.claimed, c.handedOff, c.renewals, c.losses, c.members,
+		c.active, c.tasks, c.shed, c.commits, c.batches, c.partsOw, c.forwards, c.claimed, c.handedOff, c.renewals, c.losses, c.members, c.unreachable,
 		c.commitFailures, c.commitRetries, c.commitStalls, c.refences, c.commitWaiting, c.queued, c.sent, c.received,
 		c.wfRunning, c.wfCompleted, c.wfFailed, c.wfCancelled, c.steps, c.scheduled, c.hookFailures,
 		c.subscribers, c.delivered, c.dropped,
@@ -296,6 +297,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		alive = len(c.n.gossip.Alive())
 	}
 	gauge(c.members, uint64(alive))
+	gauge(c.unreachable, uint64(len(c.n.view.unreachable(time.Now()))))
 
 	cs := c.n.committer.Stats()
 	counter(c.commitFailures, uint64(cs.Failed))

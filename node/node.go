@@ -474,6 +474,7 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 	n.hostStarted = true
 	n.goBackground("owners-mirror", func() error { return n.view.owners.Run(bgCtx) })
 	n.goBackground("nodes-mirror", func() error { return n.view.nodes.Run(bgCtx) })
+	n.goBackground("peer-watch", func() error { n.view.watchPeers(bgCtx, peerWatchEvery); return nil })
 	n.balancer = runtime.NewBalancer(runtime.BalancerConfig{
 		Eligible: n.view.eligible, Draining: n.view.draining, Owners: n.view.ownerTable, Handoffs: cfg.Handoffs,
 		OwnerRecord: n.view.ownerOf,

@@ -339,6 +339,7 @@ func (b backend) Members(ctx context.Context) ([]runtime.Member, error) {
 		}
 	}
 	recs := b.n.view.records()
+	unreachable := b.n.view.unreachable(time.Now())
 	var out []runtime.Member
 	for id, rec := range recs {
 		st := state[id]
@@ -351,6 +352,7 @@ func (b backend) Members(ctx context.Context) ([]runtime.Member, error) {
 		out = append(out, runtime.Member{
 			NodeID: id, GRPCAddr: rec.GRPCAddr, GossipAddr: rec.GossipAddr, HTTPAddr: rec.HTTPAddr,
 			State: st, PartitionsOwned: owned[id], StartedAt: rec.StartedAt, Draining: rec.Draining,
+			Unreachable: unreachable[id],
 		})
 	}
 	for _, m := range gossiped {

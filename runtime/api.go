@@ -154,6 +154,9 @@ type Member struct {
 	GossipAddr      string
 	HTTPAddr        string
 	Draining        bool
+	// Unreachable says that the node answering cannot reach this one's
+	// gRPC, though it is registered.
+	Unreachable bool
 }
 
 // PartitionOwner is one row of the partition table.

@@ -82,5 +82,6 @@ func memberProto(m runtime.Member) *rivetv1.Member {
 		GossipAddr:      m.GossipAddr,
 		HttpAddr:        m.HTTPAddr,
 		Draining:        m.Draining,
+		Unreachable:     m.Unreachable,
 	}
 }

@@ -395,7 +395,11 @@ without a registration. STATE is what gossip says of each: alive; unknown
 (registered, not yet heard in gossip); unregistered (alive in gossip, no
 lease in etcd: starting, cut off from etcd, or crashed and not yet
 declared dead); left (it stopped cleanly, as on SIGTERM); dead (it stopped
-answering). ",draining" marks a drained node (rivetctl drain). A node that
+answering). ",draining" marks a drained node (rivetctl drain); ",unreachable"
+one whose gRPC the answering node has not reached for 3 s though it is
+registered (a network fault between the two: the requests the answering
+node forwards to it fail; clients given several addresses go through the
+others). A node that
 crashed is alive (gossip has no suspect state) until gossip declares it
 dead, and unregistered meanwhile once its lease has expired (--lease-ttl,
 3s by default); dead, it is listed until gossip forgets it.`,

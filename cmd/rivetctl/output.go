@@ -328,6 +328,9 @@ func (a *app) printMembers(ms []client.Member) error {
 		if m.Draining {
 			state += ",draining"
 		}
+		if m.Unreachable {
+			state += ",unreachable"
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", printable(m.NodeID), printable(orDash(m.GRPCAddr)), printable(orDash(m.GossipAddr)), printable(state), m.PartitionsOwned, formatTime(m.StartedAt))
 	}
 	return tw.Flush()

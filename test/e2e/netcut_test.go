@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -436,6 +437,32 @@ func holdFor(t *testing.T, s *ownerSampler, d time.Duration) {
 	}
 }
 
+// waitUnreachable waits until the members cl's node lists mark exactly
+// peers unreachable.
+func waitUnreachable(t *testing.T, cl *client.Client, peers []string, within time.Duration) {
+	t.Helper()
+	var got []string
+	for deadline := time.Now().Add(within); ; time.Sleep(200 * time.Millisecond) {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		ms, err := cl.Members(ctx)
+		cancel()
+		if err == nil {
+			got = nil
+			for _, m := range ms {
+				if m.Unreachable {
+					got = append(got, m.NodeID)
+				}
+			}
+			if slices.Equal(got, peers) {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("members marked %v unreachable (%v), want %v", got, err, peers)
+		}
+	}
+}
+
 // cutScenario is a network cut between nodes that leaves every node's
 // etcd reachable.
 type cutScenario struct {
@@ -448,6 +475,9 @@ type cutScenario struct {
 	hold time.Duration
 	// allSucceed says that no call may fail, cut or not.
 	allSucceed bool
+	// unreachable, if set, is checked while the cut holds: for each node
+	// (by index), the peers its members list must mark unreachable.
+	unreachable map[int][]string
 }
 
 // runCut runs a cluster of three node processes under a load of durable
@@ -476,9 +506,17 @@ func runCut(t *testing.T, sc cutScenario) {
 		took := waitAlive(t, clients, sc.during, 30*time.Second)
 		t.Logf("FIGURE cut: gossip shows the cut %v after it", took.Round(time.Millisecond))
 	}
-	holdFor(t, owners, sc.hold)
+	holdEnd := time.Now().Add(sc.hold)
+	for i, peers := range sc.unreachable {
+		waitUnreachable(t, clients[i], peers, time.Until(holdEnd))
+	}
+	holdFor(t, owners, time.Until(holdEnd))
 	healAt := time.Now()
 	sc.heal(lab)
+	for i := range sc.unreachable {
+		// Reached again, the mark goes.
+		waitUnreachable(t, clients[i], nil, 30*time.Second)
+	}
 
 	all := [][]string{ids, ids, ids}
 	waitAlive(t, clients, all, 60*time.Second)
@@ -606,6 +644,8 @@ func TestPeerGRPCCutFailsForwardedCallsRetryably(t *testing.T) {
 	runCut(t, cutScenario{
 		apply: func(lab *netLab) { lab.block(3, []int{1, 2}, labGRPC) },
 		heal:  func(lab *netLab) { lab.unblock(3) },
+		// node1 forwards to node3 under the load, and cannot.
+		unreachable: map[int][]string{0: {"node3"}},
 		// 8 s of calls whose outcome may be unknown (unknownUntil), then 6
 		// s of calls that must fail UNAVAILABLE.
 		hold: envDuration(t, "RIVET_CUT_HOLD", 14*time.Second),

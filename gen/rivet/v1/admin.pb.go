@@ -76,7 +76,11 @@ type Member struct {
 	// draining is set while the node hands its partitions off.
 	Draining bool `protobuf:"varint,7,opt,name=draining,proto3" json:"draining,omitempty"`
 	// http_addr serves the node's metrics and health.
-	HttpAddr      string `protobuf:"bytes,8,opt,name=http_addr,json=httpAddr,proto3" json:"http_addr,omitempty"`
+	HttpAddr string `protobuf:"bytes,8,opt,name=http_addr,json=httpAddr,proto3" json:"http_addr,omitempty"`
+	// unreachable says that the node answering has not reached this one's
+	// gRPC for a few seconds, though it is registered: a network fault
+	// between the two (requests the answering node forwards to it fail).
+	Unreachable   bool `protobuf:"varint,9,opt,name=unreachable,proto3" json:"unreachable,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -165,6 +169,13 @@ func (x *Member) GetHttpAddr() string {
 		return x.HttpAddr
 	}
 	return ""
+}
+
+func (x *Member) GetUnreachable() bool {
+	if x != nil {
+		return x.Unreachable
+	}
+	return false
 }
 
 type MembersResponse struct {
@@ -625,7 +636,7 @@ var File_rivet_v1_admin_proto protoreflect.FileDescriptor
 const file_rivet_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"\x14rivet/v1/admin.proto\x12\brivet.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x10\n" +
-	"\x0eMembersRequest\"\x94\x02\n" +
+	"\x0eMembersRequest\"\xb6\x02\n" +
 	"\x06Member\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1b\n" +
 	"\tgrpc_addr\x18\x02 \x01(\tR\bgrpcAddr\x12\x14\n" +
@@ -636,7 +647,8 @@ const file_rivet_v1_admin_proto_rawDesc = "" +
 	"\vgossip_addr\x18\x06 \x01(\tR\n" +
 	"gossipAddr\x12\x1a\n" +
 	"\bdraining\x18\a \x01(\bR\bdraining\x12\x1b\n" +
-	"\thttp_addr\x18\b \x01(\tR\bhttpAddr\"Q\n" +
+	"\thttp_addr\x18\b \x01(\tR\bhttpAddr\x12 \n" +
+	"\vunreachable\x18\t \x01(\bR\vunreachable\"Q\n" +
 	"\x0fMembersResponse\x12*\n" +
 	"\amembers\x18\x01 \x03(\v2\x10.rivet.v1.MemberR\amembers\x12\x12\n" +
 	"\x04note\x18\x02 \x01(\tR\x04note\"\x13\n" +
