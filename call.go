@@ -36,6 +36,27 @@ func decodeResult[R any](action string, raw json.RawMessage, err error) (R, erro
 	return out, nil
 }
 
+// CallWith is Call with options, through any Handle of this module:
+//
+//	// Charged once, however often the step that makes the call runs.
+//	receipt, err := rivet.CallWith[Receipt](s.Context(), s.Client().Get("payments", orderID), "charge",
+//		rivet.CallOptions{IdempotencyKey: "order/" + orderID + "/charge"}, amount)
+//
+// caller.CallOptions says what a key does. A Handle that is not this
+// module's (a test's fake) gets a plain Call.
+func CallWith[R any](ctx context.Context, h Handle, action string, opts CallOptions, args ...any) (R, error) {
+	oc, ok := h.(caller.OptionsCaller)
+	if !ok {
+		raw, err := h.Call(ctx, action, args...)
+		return decodeResult[R](action, raw, err)
+	}
+	raw, err := oc.CallWith(ctx, action, opts, args...)
+	return decodeResult[R](action, raw, err)
+}
+
+// CallOptions are the options of CallWith.
+type CallOptions = caller.CallOptions
+
 // CallQuery runs a read-only action (one made with Query or QueryArg)
 // through h and decodes its result into R. The node refuses any other
 // action (ErrFailedPrecondition, reason actor.not_read_only) before it

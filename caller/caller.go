@@ -73,6 +73,30 @@ type SendOptions struct {
 	Timeout time.Duration
 }
 
+// CallOptions are the options of OptionsCaller.CallWith.
+type CallOptions struct {
+	// IdempotencyKey, if set, makes the call run once: the called actor
+	// records the key, a digest of the call and its result with the
+	// action's change, and the same call sent again with the key gets
+	// that result without running. An actor keeps its last 1024 keys,
+	// each for 24 hours. So a keyed call may be sent again after any
+	// error, also one that leaves its outcome unknown (the Go client
+	// retries it as it does a read), and a workflow step that calls an
+	// action with a key of its own (its actor's key and the step's name,
+	// say) charges once however often the step runs. A call that failed
+	// records nothing and runs again; the same key with another action or
+	// arguments is ErrInvalidArgument; a result over 64 KiB is not kept
+	// (the call sent again is ErrFailedPrecondition, saying it ran). At
+	// most 256 bytes. Ignored for a read-only action.
+	IdempotencyKey string
+}
+
+// OptionsCaller is what this module's handles offer beyond Call: a call
+// with options. rivet.CallWith reaches it through any Handle.
+type OptionsCaller interface {
+	CallWith(ctx context.Context, action string, opts CallOptions, args ...any) (json.RawMessage, error)
+}
+
 // Querier is what this module's handles offer for read-only actions
 // (rivet.Query, rivet.QueryArg): a call that the actor's node refuses,
 // before it runs or creates anything, unless the action is read-only, and

@@ -70,7 +70,16 @@ func (h *ActorHandle) createInput() ([]byte, error) {
 // is sent as it is) and returns its JSON result. Use rivet.Call for a
 // typed result.
 func (h *ActorHandle) Call(ctx context.Context, action string, args ...any) (json.RawMessage, error) {
-	return h.call(ctx, action, false, args)
+	return h.call(ctx, action, false, "", args)
+}
+
+// CallWith is Call with options: with an idempotency key
+// (CallOptions.IdempotencyKey) the call runs once, and is retried as a
+// read is, also when a connection broke during it, which leaves a plain
+// Call's outcome unknown. Nodes older than keyed calls ignore the key: a
+// call retried through one could run twice.
+func (h *ActorHandle) CallWith(ctx context.Context, action string, opts CallOptions, args ...any) (json.RawMessage, error) {
+	return h.call(ctx, action, false, opts.IdempotencyKey, args)
 }
 
 // Query runs a read-only action (made with rivet.Query or rivet.QueryArg)
@@ -83,10 +92,10 @@ func (h *ActorHandle) Call(ctx context.Context, action string, args ...any) (jso
 // ignore its read-only mark and run any action it names: an action that is
 // not read-only could then run twice.
 func (h *ActorHandle) Query(ctx context.Context, action string, args ...any) (json.RawMessage, error) {
-	return h.call(ctx, action, true, args)
+	return h.call(ctx, action, true, "", args)
 }
 
-func (h *ActorHandle) call(ctx context.Context, action string, readOnly bool, args []any) (json.RawMessage, error) {
+func (h *ActorHandle) call(ctx context.Context, action string, readOnly bool, key string, args []any) (json.RawMessage, error) {
 	a, err := marshalArgs(args)
 	if err != nil {
 		return nil, err
@@ -95,9 +104,13 @@ func (h *ActorHandle) call(ctx context.Context, action string, readOnly bool, ar
 	if err != nil {
 		return nil, err
 	}
-	req := &rivetv1.CallRequest{Actor: h.ref(), Action: action, Args: a, CreateIfMissing: h.create, Input: in, ReadOnly: readOnly}
+	req := &rivetv1.CallRequest{Actor: h.ref(), Action: action, Args: a, CreateIfMissing: h.create, Input: in, ReadOnly: readOnly, IdempotencyKey: key}
 	class := sideEffects
-	if readOnly {
+	if readOnly || key != "" {
+		// A keyed call sent again runs nothing the first did not: it is
+		// retried as a query is (not after an answer marked outcome
+		// unknown: the action failed, recording nothing, and what it did
+		// to other actors stands).
 		class = readOnlyCall
 	}
 	resp, err := invoke(ctx, h.c, class, h.c.actors.Call, req)
@@ -143,6 +156,9 @@ func (h *ActorHandle) SendWait(ctx context.Context, queue string, body any, time
 // idempotency key makes a send happen once, and the client then retries
 // it as it does a read, also when its connection broke mid-call.
 type SendOptions = caller.SendOptions
+
+// CallOptions are the options of CallWith (caller.CallOptions).
+type CallOptions = caller.CallOptions
 
 // SendWith is Enqueue, or SendWait with Wait set, with options. A waiting
 // send with an idempotency key that is sent again with the same key and

@@ -421,7 +421,9 @@ func (r remote) Call(ctx context.Context, req runtime.CallRequest) (json.RawMess
 		resp  *rivetv1.CallResponse
 		local json.RawMessage
 	)
-	err := r.do(ctx, req.Ref, req.ReadOnly, func() (err error) {
+	// A keyed call sent again runs once, as a read-only one changes
+	// nothing: either may be sent again after a hop that broke.
+	err := r.do(ctx, req.Ref, req.ReadOnly || req.IdempotencyKey != "", func() (err error) {
 		// As a call between actors of this node: it ends with the
 		// caller's ctx, as the call to the other node would have, even
 		// if the called action does not heed it.
@@ -430,7 +432,7 @@ func (r remote) Call(ctx context.Context, req runtime.CallRequest) (json.RawMess
 	}, func(conn *server.PeerConn) (err error) {
 		resp, err = rivetv1.NewActorServiceClient(conn).Call(server.WithChain(ctx, req.Chain.ID), &rivetv1.CallRequest{
 			Actor: &rivetv1.ActorRef{Name: req.Ref.Name, Key: req.Ref.Key}, Action: req.Action, Args: req.Args,
-			CreateIfMissing: req.CreateIfMissing, Input: req.Input, ReadOnly: req.ReadOnly,
+			CreateIfMissing: req.CreateIfMissing, Input: req.Input, ReadOnly: req.ReadOnly, IdempotencyKey: req.IdempotencyKey,
 		})
 		return err
 	})

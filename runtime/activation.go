@@ -95,6 +95,9 @@ type activation struct {
 	keysMu   sync.Mutex
 	sendKeys map[string]sendKeyRecord
 	keySeqs  map[uint64]string
+	// callKeys is the actor's recent call idempotency keys (callkeys.go),
+	// nil until a keyed call reads them; only the turn holder uses it.
+	callKeys map[string]callKeyRecord
 	// vars is the activation's vars (rivet.Actor.CreateVars), made by
 	// its first turn (wake); closable says they are an io.Closer not yet
 	// closed (closeVars).

@@ -39,6 +39,10 @@ type CallRequest struct {
 	// runs or creates the actor, so that the caller may send the call
 	// again after a break that left its outcome unknown.
 	ReadOnly bool
+	// IdempotencyKey, if set, makes the call run once (callkeys.go): the
+	// actor records the key and the result with the action's change, and
+	// the same call with the same key gets that result without running.
+	IdempotencyKey string
 }
 
 // SendRequest appends a message to a queue.

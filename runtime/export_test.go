@@ -152,3 +152,14 @@ func (h *Host) workflowLeaving(ref Ref) (bool, int) {
 	defer r.mu.Unlock()
 	return r.leaving, r.parked
 }
+
+// SetCallKeysKept sets how many call idempotency keys an actor keeps, and
+// returns the setting before.
+func SetCallKeysKept(n int) int {
+	old := callKeysKept
+	callKeysKept = n
+	return old
+}
+
+// MaxKeptCallResult is the largest call result kept with its key.
+const MaxKeptCallResult = maxKeptCallResult

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/caller"
 	"github.com/rivet-go/rivet/internal/rpcerr"
 	"github.com/rivet-go/rivet/internal/sizes"
 	"github.com/rivet-go/rivet/placement"
@@ -1109,6 +1110,14 @@ func (h *Host) call(ctx context.Context, req CallRequest, actor *string) (json.R
 	if len(args) != act.Arity {
 		return nil, rivet.Errorf(rivet.ErrInvalidArgument, "action %s takes %d argument(s), got %d", req.Action, act.Arity, len(args))
 	}
+	if err := checkIdempotencyKey(req.IdempotencyKey); err != nil {
+		return nil, err
+	}
+	// A read-only action changes nothing: it needs no key to run once.
+	key := req.IdempotencyKey
+	if act.ReadOnly {
+		key = ""
+	}
 	// Arguments that do not decode fail the call: they must not create
 	// the actor on the way. An actor in memory exists, so the action
 	// decodes them once, in its turn, which then creates nothing; should
@@ -1167,6 +1176,21 @@ func (h *Host) call(ctx context.Context, req CallRequest, actor *string) (json.R
 				a.restoreState()
 			}
 		}()
+		var sum string
+		if key != "" {
+			if err := a.loadCallKeys(ctx); err != nil {
+				returned = true
+				return err
+			}
+			sum = callSum(req.Action, req.Args)
+			res, dup, err := a.calledBefore(ctx, key, sum, time.Now())
+			if dup {
+				// Ran before: its result, and nothing runs.
+				returned = true
+				result = res
+				return err
+			}
+		}
 		env := rivet.Env{Ctx: ctx, Name: a.ref.Name, Key: a.ref.Key, Client: &hostClient{h: h, chain: chain, from: a}, Schedule: ts, Destroy: ts.destroy, Events: te, Vars: a.vars, Tasks: te}
 		running, _ := ctx.Value(actionRunningKey{}).(*atomic.Bool)
 		if running != nil {
@@ -1211,11 +1235,22 @@ func (h *Host) call(ctx context.Context, req CallRequest, actor *string) (json.R
 				read, kept = true, true
 				return nil
 			}
-			w, err := a.saveState()
-			if err != nil {
+			if key == "" {
+				w, err := a.saveState()
+				if err != nil {
+					return err
+				}
+				kept, wrote = true, w
+				return nil
+			}
+			// The key and the result commit with the action's change.
+			rec, keyOps, dropped := a.recordCallKey(key, sum, result, time.Now())
+			b, changed, err := a.encodeState()
+			if _, err := a.saveEncodedWith(b, changed, err, keyOps); err != nil {
 				return err
 			}
-			kept, wrote = true, w
+			a.keptCallKey(key, rec, dropped)
+			kept, wrote = true, true
 			return nil
 		}()
 		returned = true
@@ -1297,6 +1332,11 @@ func (a *activation) saveState() (wrote bool, _ error) {
 
 // saveEncoded is saveState, given what encodeState returned.
 func (a *activation) saveEncoded(b []byte, changed bool, err error) (wrote bool, _ error) {
+	return a.saveEncodedWith(b, changed, err, nil)
+}
+
+// saveEncodedWith is saveEncoded, with extra ops to commit with the change.
+func (a *activation) saveEncodedWith(b []byte, changed bool, err error, extra []storage.Op) (wrote bool, _ error) {
 	if err != nil {
 		a.restoreState()
 		return false, rivet.Errorf(rivet.ErrInternal, "state of %s does not marshal to JSON: %v", a.describe(), err)
@@ -1311,6 +1351,7 @@ func (a *activation) saveEncoded(b []byte, changed bool, err error) (wrote bool,
 	if changed {
 		ops = append(ops, storage.Put(a.stateKey(), b))
 	}
+	ops = append(ops, extra...)
 	if len(ops) == 0 {
 		return false, nil
 	}
@@ -2619,17 +2660,22 @@ func (hh *hostHandle) flushCaller(ctx context.Context) error {
 }
 
 func (hh *hostHandle) Call(ctx context.Context, action string, args ...any) (json.RawMessage, error) {
-	return hh.call(ctx, action, false, args)
+	return hh.call(ctx, action, false, "", args)
+}
+
+// CallWith is Call with options (caller.OptionsCaller).
+func (hh *hostHandle) CallWith(ctx context.Context, action string, opts caller.CallOptions, args ...any) (json.RawMessage, error) {
+	return hh.call(ctx, action, false, opts.IdempotencyKey, args)
 }
 
 // Query is Call of a read-only action (caller.Querier): the called actor's
 // node refuses any other, and the hop to another node's actor is sent
 // again if it breaks.
 func (hh *hostHandle) Query(ctx context.Context, action string, args ...any) (json.RawMessage, error) {
-	return hh.call(ctx, action, true, args)
+	return hh.call(ctx, action, true, "", args)
 }
 
-func (hh *hostHandle) call(ctx context.Context, action string, readOnly bool, args []any) (json.RawMessage, error) {
+func (hh *hostHandle) call(ctx context.Context, action string, readOnly bool, key string, args []any) (json.RawMessage, error) {
 	raw, err := rivet.MarshalArgs(args...)
 	if err != nil {
 		return nil, err
@@ -2644,7 +2690,7 @@ func (hh *hostHandle) call(ctx context.Context, action string, readOnly bool, ar
 	if err := hh.flushCaller(ctx); err != nil {
 		return nil, err
 	}
-	req := CallRequest{Ref: hh.ref, Action: action, Args: raw, CreateIfMissing: hh.create, Chain: Chain{ID: hh.c.chain}, ReadOnly: readOnly}
+	req := CallRequest{Ref: hh.ref, Action: action, Args: raw, CreateIfMissing: hh.create, Chain: Chain{ID: hh.c.chain}, ReadOnly: readOnly, IdempotencyKey: key}
 	if r := hh.c.h.remoteFor(hh.ref, hh.c.from, hh.c.chain); r != nil {
 		return r.Call(ctx, req)
 	}

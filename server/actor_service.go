@@ -63,6 +63,7 @@ func (s *Server) callRequest(ctx context.Context, req *rivetv1.CallRequest) (run
 		Input:           input,
 		Chain:           chainOf(ctx),
 		ReadOnly:        req.GetReadOnly(),
+		IdempotencyKey:  req.GetIdempotencyKey(),
 	}, nil
 }
 

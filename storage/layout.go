@@ -144,6 +144,13 @@ const (
 	// retried with that key: kr/<message ID as 20 digits>. Outside k/, so
 	// that reading the keys reads none of them.
 	IdempotencyResponseSuffix = "kr/"
+	// CallKeySuffix holds the idempotency keys of the actor's recent
+	// calls: c/<key, base64url> (runtime's callkeys.go).
+	CallKeySuffix = "c/"
+	// CallResultSuffix holds the results of those calls, for a call sent
+	// again with its key: cr/<key, base64url>. Outside c/, so that reading
+	// the keys reads none of them.
+	CallResultSuffix = "cr/"
 	// NextMessageSuffix (under q/, which a load lists anyway) holds
 	// {"next": N}: no message of the actor had an ID of N or above when
 	// it was written. The queues and the history name the IDs given until

@@ -157,9 +157,20 @@ type CallRequest struct {
 	// beyond its actor's state, such as calls of other actors, is done
 	// again). Nodes older than this field ignore it and run the action
 	// whatever it is.
-	ReadOnly      bool `protobuf:"varint,7,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ReadOnly bool `protobuf:"varint,7,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
+	// idempotency_key, if set (at most 256 bytes), makes the call run once:
+	// the actor records the key, a digest of the call and its result with
+	// the action's change, and the same call sent again with the key gets
+	// that result without running (the same key with another action or
+	// arguments is INVALID_ARGUMENT; a result over 64 KiB is not kept, and
+	// the call sent again is FAILED_PRECONDITION, saying it ran). An actor
+	// keeps its last 1024 keys, each for 24 hours. A call that failed
+	// records nothing, and runs again. So a keyed call may be sent again
+	// after a break that left its outcome unknown. Ignored for a read-only
+	// action. Nodes older than this field ignore it and run the call again.
+	IdempotencyKey string `protobuf:"bytes,8,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *CallRequest) Reset() {
@@ -239,6 +250,13 @@ func (x *CallRequest) GetReadOnly() bool {
 		return x.ReadOnly
 	}
 	return false
+}
+
+func (x *CallRequest) GetIdempotencyKey() string {
+	if x != nil {
+		return x.IdempotencyKey
+	}
+	return ""
 }
 
 type CallResponse struct {
@@ -2626,7 +2644,7 @@ const file_rivet_v1_actor_proto_rawDesc = "" +
 	"\x03key\x18\x02 \x03(\tR\x03key\"/\n" +
 	"\tCallChain\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
-	"\x04hops\x18\x02 \x01(\rR\x04hops\"\xed\x01\n" +
+	"\x04hops\x18\x02 \x01(\rR\x04hops\"\x96\x02\n" +
 	"\vCallRequest\x12(\n" +
 	"\x05actor\x18\x01 \x01(\v2\x12.rivet.v1.ActorRefR\x05actor\x12\x16\n" +
 	"\x06action\x18\x02 \x01(\tR\x06action\x12\x12\n" +
@@ -2634,7 +2652,8 @@ const file_rivet_v1_actor_proto_rawDesc = "" +
 	"\x11create_if_missing\x18\x04 \x01(\bR\x0fcreateIfMissing\x12\x14\n" +
 	"\x05input\x18\x05 \x01(\fR\x05input\x12)\n" +
 	"\x05chain\x18\x06 \x01(\v2\x13.rivet.v1.CallChainR\x05chain\x12\x1b\n" +
-	"\tread_only\x18\a \x01(\bR\breadOnly\"&\n" +
+	"\tread_only\x18\a \x01(\bR\breadOnly\x12'\n" +
+	"\x0fidempotency_key\x18\b \x01(\tR\x0eidempotencyKey\"&\n" +
 	"\fCallResponse\x12\x16\n" +
 	"\x06result\x18\x01 \x01(\fR\x06result\"\xaa\x02\n" +
 	"\vSendRequest\x12(\n" +
