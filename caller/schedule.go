@@ -38,7 +38,8 @@ type ScheduledCall struct {
 // the end is not run again, even if its node dies right after; a call whose
 // action returns an error is removed and not retried (handle retries in
 // the action), as is one whose action the deployed code lacks, but a
-// recurring call's next run comes all the same. A call comes due at At or, if no node served the actor
+// recurring call's next run comes all the same (cancel a recurring call of
+// an action removed on purpose: it fails at every run). A call comes due at At or, if no node served the actor
 // then, as soon as one does.
 //
 // Scheduling, and cancelling, changes the actor: a read-only action (rivet.Query,

@@ -217,7 +217,7 @@ func newCollector(n *Node) *collector {
 		tasks:        d("rivet_actor_tasks_running", "Actors' background functions (ActionCtx.KeepAwake) running on this node; each keeps its actor in memory."),
 		shed:         d("rivet_actors_shed_total", "Actors deactivated before their idle timeout because the node held more than --max-active-actors."),
 		hookFailures: d("rivet_actor_hook_failures_total", "Actor lifecycle hooks that failed on this node, by hook: wake (CreateVars or OnWake; the request that woke the actor failed), sleep (OnSleep) or destroy (OnDestroy); the last two are logged and the actor slept or was destroyed all the same.", "hook"),
-		scheduled:    d("rivet_scheduled_calls_total", "Scheduled calls (rivet.Scheduler) this node ran, by result: ok, or failed (the action's error, or an action or arguments that no longer fit; not retried).", "result"),
+		scheduled:    d("rivet_scheduled_calls_total", "Scheduled calls (rivet.Scheduler) this node ran, by result: ok, or failed (the action's error, or an action or arguments that no longer fit; the run is not retried, a recurring call's next run comes).", "result"),
 		commits:      d("rivet_commits_total", "Transactions committed by the group committer."),
 		batches:      d("rivet_commit_batches_total", "Store transactions the group committer sent."),
 		partsOw:      d("rivet_partitions_owned", "Partitions this node owns."),

@@ -6,16 +6,19 @@ import (
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc/connectivity"
+
+	"github.com/rivet-go/rivet/cluster"
 )
 
 // A peer whose gRPC this node cannot reach while the peer is registered
-// (its lease alive in etcd) is a link fault, not a dead node: its
-// partitions stay where they are, and every request this node forwards to
-// them fails. A user trial's one-way drop left a third of the actors
-// unreachable through two nodes for minutes with nothing logged, health
-// green and members all alive. The watcher says so: a WARN once the
-// connection has failed for peerUnreachableWarn, an INFO when it is back,
-// members' unreachable mark and rivet_peers_unreachable.
+// (its lease alive in etcd) and alive in gossip is most likely a link
+// fault, not a dead node: its partitions stay where they are, and every
+// request this node forwards to them fails. A user trial's one-way drop
+// left a third of the actors unreachable through two nodes for minutes
+// with nothing logged, health green and members all alive. The watcher
+// says so: a WARN once the connection has failed for peerUnreachableWarn,
+// an INFO when it is back, members' unreachable mark and
+// rivet_peers_unreachable.
 const (
 	// peerWatchEvery is how often the watcher looks at the connections.
 	peerWatchEvery = time.Second
@@ -27,8 +30,10 @@ const (
 	peerUnreachableWarn = 10 * time.Second
 )
 
-// peerFault is what the watcher knows of a peer it cannot reach.
+// peerFault is what the watcher knows of a peer it cannot reach: since
+// when, at which address (a peer registered again elsewhere starts anew).
 type peerFault struct {
+	addr   string
 	since  time.Time
 	warned bool
 }
@@ -49,23 +54,32 @@ func (v *view) watchPeers(ctx context.Context, tick time.Duration) {
 }
 
 // checkPeers updates the faults of the registered peers this node has a
-// connection to, as of now. A peer with no connection (never forwarded
-// to) is not judged: nothing of this node's needs it.
+// connection to, as of now, and logs what changed. A peer with no
+// connection (never forwarded to) is not judged: nothing of this node's
+// needs it; nor is one gossip says left or died (its lease goes soon, and
+// its partitions with it: not a network fault).
 func (v *view) checkPeers(now time.Time) {
 	recs := v.records()
+	gone := map[string]bool{}
+	if v.gossip != nil {
+		for _, m := range v.gossip.Members() {
+			if m.State != cluster.StateAlive {
+				gone[m.ID] = true
+			}
+		}
+	}
+	var logs []func()
 	v.mu.Lock()
-	defer v.mu.Unlock()
 	if v.faults == nil {
 		v.faults = map[string]*peerFault{}
 	}
-	for id := range v.faults {
-		if rec, ok := recs[id]; !ok || v.conns[rec.GRPCAddr] == nil {
-			// Gone (its lease with it), or no longer connected to.
+	for id, f := range v.faults {
+		if rec, ok := recs[id]; !ok || gone[id] || rec.GRPCAddr != f.addr || v.conns[f.addr] == nil {
 			delete(v.faults, id)
 		}
 	}
 	for id, rec := range recs {
-		if id == v.self {
+		if id == v.self || gone[id] {
 			continue
 		}
 		c := v.conns[rec.GRPCAddr]
@@ -76,22 +90,40 @@ func (v *view) checkPeers(now time.Time) {
 		switch c.GetState() {
 		case connectivity.TransientFailure, connectivity.Connecting:
 			if f == nil {
-				v.faults[id] = &peerFault{since: now}
+				v.faults[id] = &peerFault{addr: rec.GRPCAddr, since: now}
 				continue
 			}
 			if !f.warned && now.Sub(f.since) >= peerUnreachableWarn {
 				f.warned = true
-				v.log.Warn("a registered node's gRPC is unreachable from this node: requests this node forwards to the partitions it owns fail (clients given several node addresses go through the others); check the network between the nodes",
-					zap.String("peer", id), zap.String("addr", rec.GRPCAddr), zap.Duration("for", now.Sub(f.since).Round(time.Second)))
+				took := now.Sub(f.since).Round(time.Second)
+				logs = append(logs, func() {
+					v.log.Warn("a registered node's gRPC is unreachable from this node: requests this node forwards to the partitions it owns fail (clients given several node addresses go through the others); a network fault between the two, or the node is stuck",
+						zap.String("peer", id), zap.String("addr", rec.GRPCAddr), zap.Duration("for", took))
+				})
 			}
-		default:
+		case connectivity.Idle:
+			// gRPC idles a connection that broke, and one unused for a
+			// while (a forward to a peer in TransientFailure makes no
+			// call on it, so a long cut idles it too): neither says the
+			// peer is back. Connect tries it, and the next tick sees.
+			if f != nil {
+				c.Connect()
+			}
+		case connectivity.Ready:
 			if f != nil {
 				if f.warned {
-					v.log.Info("a node's gRPC is reachable again", zap.String("peer", id), zap.Duration("unreachable_for", now.Sub(f.since).Round(time.Second)))
+					unreachableFor := now.Sub(f.since).Round(time.Second)
+					logs = append(logs, func() {
+						v.log.Info("a node's gRPC is reachable again", zap.String("peer", id), zap.Duration("unreachable_for", unreachableFor))
+					})
 				}
 				delete(v.faults, id)
 			}
 		}
+	}
+	v.mu.Unlock()
+	for _, log := range logs {
+		log()
 	}
 }
 

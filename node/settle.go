@@ -20,6 +20,7 @@ import (
 	"github.com/rivet-go/rivet/runtime"
 	"github.com/rivet-go/rivet/server"
 	"github.com/rivet-go/rivet/storage"
+	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -448,7 +449,8 @@ func adminPeerError(err error, format string, args ...any) error {
 	st := status.Convert(err)
 	e := rpcerr.FromStatus(st)
 	var re *rivet.Error
-	if errors.As(e, &re) && re.Group != "" {
+	if st.Code() != codes.Unavailable || errors.As(e, &re) && re.Group != "" {
+		// The peer's answer, or the caller's deadline or cancel.
 		return e
 	}
 	return rivet.Errorf(rivet.ErrUnavailable, "%s: %s", fmt.Sprintf(format, args...), st.Message())

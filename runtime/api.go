@@ -183,8 +183,9 @@ type Stats struct {
 	// because the node held more than Config.MaxActiveActors.
 	ActorsShed uint64
 	// SchedulesFired counts scheduled calls whose action ran to the end;
-	// SchedulesFailed those used up by a failure (the action's error,
-	// or an action or arguments that no longer fit).
+	// SchedulesFailed the runs that failed (the action's error, or an
+	// action or arguments that no longer fit): a one-shot call is used up
+	// by it, a recurring one's next run comes.
 	SchedulesFired, SchedulesFailed uint64
 	// WakeHooksFailed counts activations whose CreateVars or OnWake failed
 	// (each failed the request that woke the actor); SleepHooksFailed and

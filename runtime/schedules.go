@@ -993,13 +993,16 @@ func (h *Host) fireOne(ref Ref, sp *rivet.Spec) (more bool, err error) {
 				a.sched = slices.DeleteFunc(slices.Clone(a.sched), func(p pendingCall) bool { return p.publicID() == c.publicID() })
 			}
 		}
-		drop := func(why string, err error) error {
-			h.log.Warn("scheduled call failed; not retried", actorField(a), zap.String("action", c.rec.Action), zap.String("id", c.publicID()), zap.String("why", why), errField(err))
+		saveFailed := func() error {
 			if err := a.saveSchedules(); err != nil {
 				return err
 			}
 			outcome = 2
 			return nil
+		}
+		drop := func(why string, err error) error {
+			h.log.Warn("scheduled call failed; not retried", actorField(a), zap.String("action", c.rec.Action), zap.String("id", c.publicID()), zap.String("why", why), errField(err))
+			return saveFailed()
 		}
 		// A call that no longer fits the actor's code is used up; a
 		// recurring one's run is, as a failed run, and its next run
@@ -1013,7 +1016,9 @@ func (h *Host) fireOne(ref Ref, sp *rivet.Spec) (more bool, err error) {
 			}
 			failed(why)
 			ran()
-			return drop(why+"; its next run comes all the same", err)
+			h.log.Warn("recurring scheduled call skipped a run: it no longer fits the actor's code; its next run comes (deploy the code that has the action, or cancel the call: rivetctl schedule cancel)",
+				actorField(a), zap.String("action", c.rec.Action), zap.String("id", c.publicID()), zap.String("why", why), errField(err))
+			return saveFailed()
 		}
 		act, ok := sp.Actions[c.rec.Action]
 		if !ok {

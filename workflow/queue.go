@@ -141,15 +141,15 @@ var rawMessage = reflect.TypeFor[json.RawMessage]()
 // messages decode into, went on as before.
 func queuesOf(t reflect.Type, types map[string]reflect.Type) []string {
 	open := func(t reflect.Type) bool { return t == nil || t == rawMessage || t.Kind() == reflect.Interface }
-	if len(types) == 0 || open(t) {
-		return nil
-	}
 	// A *Checkout and a Checkout carry the same JSON.
 	elem := func(t reflect.Type) reflect.Type {
 		if t != nil && t.Kind() == reflect.Pointer {
 			return t.Elem()
 		}
 		return t
+	}
+	if len(types) == 0 || open(elem(t)) {
+		return nil
 	}
 	var names []string
 	declared := false
@@ -158,7 +158,7 @@ func queuesOf(t reflect.Type, types map[string]reflect.Type) []string {
 		case elem(qt) == elem(t):
 			declared = true
 			names = append(names, name)
-		case open(qt):
+		case open(elem(qt)):
 			names = append(names, name)
 		}
 	}

@@ -30,6 +30,7 @@ func TestQueuesOfAReceiveWithoutNames(t *testing.T) {
 		{reflect.TypeFor[confirm](), []string{"any", "confirm", "raw", "unmade"}},
 		{reflect.TypeFor[other](), nil},
 		{reflect.TypeFor[json.RawMessage](), nil},
+		{reflect.TypeFor[*json.RawMessage](), nil},
 		{reflect.TypeFor[any](), nil},
 	} {
 		if got := queuesOf(c.t, types); !slices.Equal(got, c.want) {
