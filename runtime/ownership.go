@@ -64,6 +64,9 @@ type Ownership struct {
 	// for the registering lock.
 	lockWaitHook func()
 
+	// lossTimes are the lease losses of the last flapWindow (Run's own).
+	lossTimes []time.Time
+
 	mu     sync.RWMutex
 	record NodeRecord
 	// recordRev is the revision of record's last write (SetDraining's,
@@ -623,6 +626,18 @@ func (o *Ownership) Run(ctx context.Context) error {
 		if o.isResigned() {
 			return nil
 		}
+		if n, hold := o.flapHold(time.Now()); hold > 0 {
+			// Registered again at once, a node whose link to etcd flaps
+			// took its partitions back from the nodes that had taken
+			// them over, to lose them again at the next cut: a trial's
+			// flapping link moved 352 partitions 20 times in 90 s, each
+			// move failing calls in flight with their outcome unknown.
+			o.log.Warn("lease lost again soon after the last loss: waiting until etcd answers steadily before registering again, so that a flapping link does not move this node's partitions back and forth",
+				zap.Int("losses_recently", n), zap.Duration("steady_for", hold))
+			if o.waitSteady(ctx, hold) != nil || o.isResigned() {
+				return nil
+			}
+		}
 		var rerr error
 		if claimed, rerr = o.reestablish(ctx, parts); rerr != nil {
 			if errors.Is(rerr, ErrReplaced) {
@@ -632,6 +647,65 @@ func (o *Ownership) Run(ctx context.Context) error {
 			return nil // ctx done
 		}
 	}
+}
+
+// A node that loses its lease flapWindow or less after an earlier loss
+// waits, before it registers again, until storage has answered steadily
+// for steadyBase, doubled for each further recent loss, at most
+// steadyMax: long enough that a flapping link stops moving partitions,
+// short enough that a node whose link recovered serves again soon.
+var (
+	flapWindow = 2 * time.Minute
+	steadyBase = 2 * time.Second
+	steadyMax  = 10 * time.Second
+)
+
+// flapHold records a lease loss at now and returns the losses of the last
+// flapWindow and how steadily storage must answer before the node
+// registers again (0: at once, the first loss in a while).
+func (o *Ownership) flapHold(now time.Time) (int, time.Duration) {
+	kept := o.lossTimes[:0]
+	for _, t := range o.lossTimes {
+		if now.Sub(t) < flapWindow {
+			kept = append(kept, t)
+		}
+	}
+	o.lossTimes = append(kept, now)
+	n := len(o.lossTimes)
+	if n < 2 {
+		return n, 0
+	}
+	hold := steadyBase
+	for i := 2; i < n && hold < steadyMax; i++ {
+		hold *= 2
+	}
+	return n, min(hold, steadyMax)
+}
+
+// waitSteady returns once storage has answered every read for d, or with
+// ctx's error.
+func (o *Ownership) waitSteady(ctx context.Context, d time.Duration) error {
+	o.mu.RLock()
+	key := storage.NodeKey(o.record.NodeID)
+	o.mu.RUnlock()
+	since := time.Now()
+	for time.Since(since) < d {
+		rctx, cancel := context.WithTimeout(ctx, time.Second)
+		_, err := o.store.Get(rctx, key)
+		cancel()
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err != nil && !errors.Is(err, storage.ErrNotFound) {
+			since = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+	return nil
 }
 
 // watch waits until the lease is lost: KeepAlive failed, or the lease's
