@@ -203,7 +203,7 @@ type collector struct {
 	queued, sent, received                        *prometheus.Desc
 	wfRunning, wfCompleted, wfFailed, wfCancelled *prometheus.Desc
 	steps                                         *prometheus.Desc
-	shed, scheduled, hookFailures                 *prometheus.Desc
+	shed, scheduled, hookFailures, unknownFields  *prometheus.Desc
 	subscribers, delivered, dropped               *prometheus.Desc
 }
 
@@ -212,15 +212,16 @@ func newCollector(n *Node) *collector {
 		return prometheus.NewDesc(name, help, labels, nil)
 	}
 	return &collector{
-		n:            n,
-		active:       d("rivet_active_actors", "Actors in memory on this node."),
-		tasks:        d("rivet_actor_tasks_running", "Actors' background functions (ActionCtx.KeepAwake) running on this node; each keeps its actor in memory."),
-		shed:         d("rivet_actors_shed_total", "Actors deactivated before their idle timeout because the node held more than --max-active-actors."),
-		hookFailures: d("rivet_actor_hook_failures_total", "Actor lifecycle hooks that failed on this node, by hook: wake (CreateVars or OnWake; the request that woke the actor failed), sleep (OnSleep) or destroy (OnDestroy); the last two are logged and the actor slept or was destroyed all the same.", "hook"),
-		scheduled:    d("rivet_scheduled_calls_total", "Scheduled calls (rivet.Scheduler) this node ran, by result: ok, or failed (the action's error, or an action or arguments that no longer fit; the run is not retried, a recurring call's next run comes).", "result"),
-		commits:      d("rivet_commits_total", "Transactions committed by the group committer."),
-		batches:      d("rivet_commit_batches_total", "Store transactions the group committer sent."),
-		partsOw:      d("rivet_partitions_owned", "Partitions this node owns."),
+		n:             n,
+		active:        d("rivet_active_actors", "Actors in memory on this node."),
+		tasks:         d("rivet_actor_tasks_running", "Actors' background functions (ActionCtx.KeepAwake) running on this node; each keeps its actor in memory."),
+		shed:          d("rivet_actors_shed_total", "Actors deactivated before their idle timeout because the node held more than --max-active-actors."),
+		unknownFields: d("rivet_state_unknown_field_loads_total", "Actor loads on this node that found a stored state with fields its type does not declare (a field renamed or removed in the code?): their values were not loaded, and the actor's next change deletes them. By actor type; the node also warns, once a minute per type.", "actor"),
+		hookFailures:  d("rivet_actor_hook_failures_total", "Actor lifecycle hooks that failed on this node, by hook: wake (CreateVars or OnWake; the request that woke the actor failed), sleep (OnSleep) or destroy (OnDestroy); the last two are logged and the actor slept or was destroyed all the same.", "hook"),
+		scheduled:     d("rivet_scheduled_calls_total", "Scheduled calls (rivet.Scheduler) this node ran, by result: ok, or failed (the action's error, or an action or arguments that no longer fit; the run is not retried, a recurring call's next run comes).", "result"),
+		commits:       d("rivet_commits_total", "Transactions committed by the group committer."),
+		batches:       d("rivet_commit_batches_total", "Store transactions the group committer sent."),
+		partsOw:       d("rivet_partitions_owned", "Partitions this node owns."),
 
 		forwards:    d("rivet_forwards_total", "Requests this node sent to the node owning their actor."),
 		claimed:     d("rivet_partitions_claimed_total", "Partitions this node claimed: by its balancer, again with its lease after a loss, and again after a refence (also in rivet_partitions_refenced_total)."),
@@ -256,7 +257,7 @@ func (c *collector) descs() []*prometheus.Desc {
 	return []*prometheus.Desc{
 		c.active, c.tasks, c.shed, c.commits, c.batches, c.partsOw, c.forwards, c.claimed, c.handedOff, c.renewals, c.losses, c.members, c.unreachable,
 		c.commitFailures, c.commitRetries, c.commitStalls, c.refences, c.commitWaiting, c.queued, c.sent, c.received,
-		c.wfRunning, c.wfCompleted, c.wfFailed, c.wfCancelled, c.steps, c.scheduled, c.hookFailures,
+		c.wfRunning, c.wfCompleted, c.wfFailed, c.wfCancelled, c.steps, c.scheduled, c.hookFailures, c.unknownFields,
 		c.subscribers, c.delivered, c.dropped,
 	}
 }
@@ -318,6 +319,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.steps, s.StepsExhausted, "exhausted")
 	counter(c.scheduled, s.SchedulesFired, "ok")
 	counter(c.scheduled, s.SchedulesFailed, "failed")
+	for actor, n := range c.n.host.UnknownStateFieldLoads() {
+		counter(c.unknownFields, n, actor)
+	}
 	counter(c.hookFailures, s.WakeHooksFailed, "wake")
 	counter(c.hookFailures, s.SleepHooksFailed, "sleep")
 	counter(c.hookFailures, s.DestroyHooksFailed, "destroy")

@@ -18,6 +18,23 @@ type unknownFieldsLog struct {
 	last map[string]time.Time
 	// quiet counts the loads not logged since the type's last warning.
 	quiet map[string]int
+	// loads counts every such load, by actor type, for a metric: the
+	// warning is rate-limited, and a log line is easy to miss.
+	loads map[string]uint64
+}
+
+// UnknownStateFieldLoads returns, by actor type, how many loads found a
+// stored state with fields the type does not declare (whose values the
+// actor's next change deletes).
+func (h *Host) UnknownStateFieldLoads() map[string]uint64 {
+	l := &h.unknownFields
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make(map[string]uint64, len(l.loads))
+	for k, v := range l.loads {
+		out[k] = v
+	}
+	return out
 }
 
 // warnUnknownStateFields warns, once a minute per actor type at most,
@@ -39,9 +56,10 @@ func (a *activation) warnUnknownStateFields(data []byte) {
 	l := &a.h.unknownFields
 	l.mu.Lock()
 	if l.last == nil {
-		l.last, l.quiet = map[string]time.Time{}, map[string]int{}
+		l.last, l.quiet, l.loads = map[string]time.Time{}, map[string]int{}, map[string]uint64{}
 	}
 	name := a.ref.Name
+	l.loads[name]++
 	now := time.Now()
 	if last, ok := l.last[name]; ok && now.Sub(last) < unknownFieldsEvery {
 		l.quiet[name]++

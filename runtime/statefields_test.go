@@ -69,6 +69,10 @@ func TestALoadOfAStateWithFieldsItsTypeLacksWarns(t *testing.T) {
 	if n := len(logs.FilterMessageSnippet("does not declare").All()); n != 1 {
 		t.Fatalf("%d warnings after a second actor's load, want still 1", n)
 	}
+	// Both loads are counted, for the metric a deploy's alert reads.
+	if got := e.host.UnknownStateFieldLoads(); len(got) != 1 || got["profile"] != 2 {
+		t.Fatalf("loads with unknown fields %v, want profile: 2", got)
+	}
 }
 
 // callJSON calls action on the actor name/key, creating it if missing,
