@@ -43,10 +43,16 @@ func decodeResult[R any](action string, raw json.RawMessage, err error) (R, erro
 //		rivet.CallOptions{IdempotencyKey: "order/" + orderID + "/charge"}, amount)
 //
 // caller.CallOptions says what a key does. A Handle that is not this
-// module's (a test's fake) gets a plain Call.
+// module's (a test's fake) gets a plain Call without options, and is
+// refused one with a key (ErrInvalidArgument), whose promise it could not
+// keep: a fake for workflowtest implements caller.OptionsCaller.
 func CallWith[R any](ctx context.Context, h Handle, action string, opts CallOptions, args ...any) (R, error) {
 	oc, ok := h.(caller.OptionsCaller)
 	if !ok {
+		if opts != (CallOptions{}) {
+			var out R
+			return out, Errorf(ErrInvalidArgument, "a %T cannot make a call with options (an idempotency key): it has no CallWith", h)
+		}
 		raw, err := h.Call(ctx, action, args...)
 		return decodeResult[R](action, raw, err)
 	}

@@ -79,15 +79,20 @@ type CallOptions struct {
 	// records the key, a digest of the call and its result with the
 	// action's change, and the same call sent again with the key gets
 	// that result without running. An actor keeps its last 1024 keys,
-	// each for 24 hours. So a keyed call may be sent again after any
-	// error, also one that leaves its outcome unknown (the Go client
-	// retries it as it does a read), and a workflow step that calls an
-	// action with a key of its own (its actor's key and the step's name,
-	// say) charges once however often the step runs. A call that failed
-	// records nothing and runs again; the same key with another action or
+	// each for 24 hours. So a keyed call may be sent again after an error
+	// that leaves its outcome unknown (the Go client retries a broken
+	// connection's UNAVAILABLE itself, as it does a read; a deadline or a
+	// timed-out commit the caller sends again), and a workflow step that
+	// calls an action with the step's key (StepCtx.IdempotencyKey: not
+	// one of its own name alone, which a loop's iterations share) changes
+	// the callee once however often the step runs. Only the callee's
+	// state change is once: what its action does beyond it (an external
+	// API's call, its own calls and sends) runs again if the action runs
+	// again, and needs keys of its own. A call that failed records
+	// nothing and runs again; the same key with another action or
 	// arguments is ErrInvalidArgument; a result over 64 KiB is not kept
 	// (the call sent again is ErrFailedPrecondition, saying it ran). At
-	// most 256 bytes. Ignored for a read-only action.
+	// most 256 bytes of UTF-8. Ignored for a read-only action.
 	IdempotencyKey string
 }
 

@@ -14,28 +14,36 @@ import (
 	"github.com/rivet-go/rivet/workflow"
 )
 
-// A workflow step that calls an action with an idempotency key of its own
-// charges once, however often the step runs: here its first attempt fails
-// after the call, and the retry makes the same call (a user trial's
-// crash tests charged twice, with no way to tell the callee). Through
-// the gRPC client, the same keyed call twice runs once too.
+// A workflow step that calls an action with its key (StepCtx.IdempotencyKey)
+// charges once, however often the step runs: here the first iteration's
+// first attempt fails after the call, and the retry makes the same call (a
+// user trial's crash tests charged twice, with no way to tell the callee);
+// the loop's next iteration, a step of the same name, has a key of its own
+// and charges again. Through the gRPC client, the same keyed call twice
+// runs once too.
 func TestAKeyedCallFromAStepRunsOnceAcrossItsAttempts(t *testing.T) {
 	var attempts atomic.Int32
 	payer := rivet.Actor[tallyState]{
 		Name: "payer",
 		Run: func(ctx *workflow.Ctx[tallyState]) error {
-			return ctx.StepWith(workflow.StepOptions{Name: "charge", MaxRetries: 3, RetryBackoffBase: time.Millisecond, RetryBackoffMax: time.Millisecond}, func(s *workflow.StepCtx[tallyState]) error {
-				n, err := rivet.CallWith[int](s.Context(), s.Client().GetOrCreate("counter", "bank"), "increment",
-					rivet.CallOptions{IdempotencyKey: "payer/" + s.Key()[0] + "/charge"}, 10)
-				if err != nil {
-					return err
+			_, err := workflow.LoopWith(ctx, workflow.LoopOptions[int]{Name: "months"}, func(lc *workflow.Ctx[tallyState], i int) (int, error) {
+				if i == 2 {
+					return i, workflow.Break
 				}
-				s.State.N = n
-				if attempts.Add(1) == 1 {
-					return errors.New("the step fails after its call")
-				}
-				return nil
+				return i + 1, lc.StepWith(workflow.StepOptions{Name: "charge", MaxRetries: 3, RetryBackoffBase: time.Millisecond, RetryBackoffMax: time.Millisecond}, func(s *workflow.StepCtx[tallyState]) error {
+					n, err := rivet.CallWith[int](s.Context(), s.Client().GetOrCreate("counter", "bank"), "increment",
+						rivet.CallOptions{IdempotencyKey: s.IdempotencyKey("charge")}, 10)
+					if err != nil {
+						return err
+					}
+					s.State.N = n
+					if attempts.Add(1) == 1 {
+						return errors.New("the step fails after its call")
+					}
+					return nil
+				})
 			})
+			return err
 		},
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -48,8 +56,8 @@ func TestAKeyedCallFromAStepRunsOnceAcrossItsAttempts(t *testing.T) {
 		in, err := c.Actor("payer", "p").Inspect(ctx)
 		return err == nil && in.WorkflowStatus == "completed"
 	})
-	if n, err := rivet.Call[int](ctx, c.Get("counter", "bank"), "getCount"); err != nil || n != 10 || attempts.Load() != 2 {
-		t.Fatalf("count %d (%v) after %d attempts; want the keyed call run once, 10", n, err, attempts.Load())
+	if n, err := rivet.Call[int](ctx, c.Get("counter", "bank"), "getCount"); err != nil || n != 20 || attempts.Load() != 3 {
+		t.Fatalf("count %d (%v) after %d attempts; want the keyed call run once an iteration, 20 in 3 attempts", n, err, attempts.Load())
 	}
 
 	h := c.GetOrCreate("counter", "client")

@@ -423,7 +423,15 @@ func (r remote) Call(ctx context.Context, req runtime.CallRequest) (json.RawMess
 	)
 	// A keyed call sent again runs once, as a read-only one changes
 	// nothing: either may be sent again after a hop that broke.
-	err := r.do(ctx, req.Ref, req.ReadOnly || req.IdempotencyKey != "", func() (err error) {
+	again := resendNever
+	switch {
+	case req.ReadOnly:
+		again = resendReadOnly
+	case req.IdempotencyKey != "":
+		// A keyed call sent again runs once.
+		again = resendKeyed
+	}
+	err := r.do(ctx, req.Ref, again, func() (err error) {
 		// As a call between actors of this node: it ends with the
 		// caller's ctx, as the call to the other node would have, even
 		// if the called action does not heed it.
@@ -447,7 +455,7 @@ func (r remote) Send(ctx context.Context, req runtime.SendRequest) (runtime.Send
 		resp  *rivetv1.SendResponse
 		local runtime.SendResult
 	)
-	err := r.do(ctx, req.Ref, false, func() (err error) {
+	err := r.do(ctx, req.Ref, resendNever, func() (err error) {
 		lreq := req
 		lreq.Timeout = waitLeft(ctx, req.Timeout)
 		local, err = r.v.host.Send(ctx, lreq)
@@ -503,10 +511,22 @@ var remoteRetryWait = 10 * time.Second
 // retries), else what the owner said (peerError). A safe request (a
 // read-only call: the owner refuses any other) is sent again also after a
 // hop that broke mid-call, and fails as unavailable, not of unknown
-// outcome, when that was its last attempt; but not after the owner's
+// outcome, when that was its last attempt (a keyed call, which may have
+// run, as of unknown outcome); but not after the owner's
 // answer marked outcome unknown (the query ran and passed on what a call
 // of its own got, whose effect on another actor stands).
-func (r remote) do(ctx context.Context, ref runtime.Ref, safe bool, local func() error, call func(*server.PeerConn) error) error {
+// resend says whether do sends a request again after a hop that broke
+// mid-call, which may have run it.
+type resend int
+
+const (
+	resendNever    resend = iota
+	resendReadOnly        // a read-only call: the owner refuses any other
+	resendKeyed           // a call with an idempotency key: it runs once
+)
+
+func (r remote) do(ctx context.Context, ref runtime.Ref, again resend, local func() error, call func(*server.PeerConn) error) error {
+	safe := again != resendNever
 	p, err := r.v.host.PartitionOf(ref)
 	if err != nil {
 		return err
@@ -546,9 +566,13 @@ func (r remote) do(ctx context.Context, ref runtime.Ref, safe bool, local func()
 			if st.Code() != codes.Unavailable || brokeOff && !safe || rpcerr.MarkedOutcomeUnknown(st) {
 				return peerError(err)
 			}
-			if brokeOff {
+			switch {
+			case brokeOff && again == resendReadOnly:
 				err = rivet.Errorf(rivet.ErrUnavailable, "a read-only call to the owner's node broke off (its actor's state is unchanged): %s", st.Message())
-			} else {
+			default:
+				// A keyed call that broke off may have run: if this was
+				// its last attempt, its outcome is unknown (the same key
+				// is safe to send again).
 				err = peerError(err)
 			}
 		}

@@ -103,13 +103,15 @@ func TestAReadOnlyCallRunsOnlyAQueryAndIsSentAgainAfterABrokenHop(t *testing.T) 
 	marked, _ := rpcerr.ToStatus(&rivet.Error{Kind: rivet.ErrUnavailable, Message: "what a call of the query's own got"})
 	r := remote{a.view}
 	for _, c := range []struct {
-		safe  bool
+		safe  resend
 		first error
 		want  int // attempts
 	}{
-		{false, status.Error(codes.Unavailable, "the stream to the actor's owner broke during the forwarded call"), 1},
-		{true, status.Error(codes.Unavailable, "the stream to the actor's owner broke during the forwarded call"), 2},
-		{true, marked.Err(), 1},
+		{resendNever, status.Error(codes.Unavailable, "the stream to the actor's owner broke during the forwarded call"), 1},
+		{resendReadOnly, status.Error(codes.Unavailable, "the stream to the actor's owner broke during the forwarded call"), 2},
+		{resendKeyed, status.Error(codes.Unavailable, "the stream to the actor's owner broke during the forwarded call"), 2},
+		{resendReadOnly, marked.Err(), 1},
+		{resendKeyed, marked.Err(), 1},
 	} {
 		calls := 0
 		err := r.do(ctx, created, c.safe, func() error { return errors.New("not local") }, func(*server.PeerConn) error {

@@ -96,8 +96,13 @@ type activation struct {
 	sendKeys map[string]sendKeyRecord
 	keySeqs  map[uint64]string
 	// callKeys is the actor's recent call idempotency keys (callkeys.go),
-	// nil until a keyed call reads them; only the turn holder uses it.
-	callKeys map[string]callKeyRecord
+	// nil until a keyed call reads them; callKeysNext the Seq of the next;
+	// callKeysRunning the keys of the calls running now (a keyed action
+	// that calls its own actor with its own key would run twice). Only
+	// the turn holder uses them.
+	callKeys        map[string]callKeyRecord
+	callKeysNext    uint64
+	callKeysRunning map[string]bool
 	// vars is the activation's vars (rivet.Actor.CreateVars), made by
 	// its first turn (wake); closable says they are an io.Closer not yet
 	// closed (closeVars).

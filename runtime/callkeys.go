@@ -1,12 +1,9 @@
 package runtime
 
 import (
-	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"maps"
-	"slices"
 	"time"
 
 	"github.com/rivet-go/rivet"
@@ -40,6 +37,10 @@ type callKeyRecord struct {
 	Kept bool `json:"kept,omitempty"`
 	// Seq orders the records, for the drop of the oldest.
 	Seq uint64 `json:"seq"`
+
+	// version is the enqueue that wrote the record, in this activation
+	// (0: read from storage, durable).
+	version uint64
 }
 
 func callKeyKey(prefix, key string) string {
@@ -71,6 +72,7 @@ func (a *activation) loadCallKeys(ctx context.Context) error {
 		return rivet.Errorf(rivet.ErrUnavailable, "%s: read its call idempotency keys: %v", a.describe(), err)
 	}
 	keys := make(map[string]callKeyRecord, len(kvs))
+	var next uint64
 	for _, kv := range kvs {
 		k, err := base64.RawURLEncoding.DecodeString(kv.Key[len(a.prefix)+len(storage.CallKeySuffix):])
 		var rec callKeyRecord
@@ -78,8 +80,10 @@ func (a *activation) loadCallKeys(ctx context.Context) error {
 			continue // not one of ours: left alone
 		}
 		keys[string(k)] = rec
+		next = max(next, rec.Seq+1)
 	}
-	a.callKeys = keys
+	a.callKeys, a.callKeysNext = keys, next
+	a.callKeysRunning = map[string]bool{}
 	return nil
 }
 
@@ -95,10 +99,13 @@ func (a *activation) calledBefore(ctx context.Context, key, sum string, now time
 		return nil, true, rivet.Errorf(rivet.ErrInvalidArgument, "idempotency key %q of %s was used for another call (a different action or arguments): use a new key for a new call", key, a.describe())
 	}
 	// Recorded by a turn whose commit may still be in flight: answered
-	// only once it is durable (if it fails, the actor loads again, without
-	// the record, and this call's retry runs).
-	if err := a.waitCommitted(ctx, a.currentVersion()); err != nil {
-		return nil, true, err
+	// only once it is durable. If it fails, the actor loads again,
+	// without the record, and this call, which ran nothing, is sent
+	// again (UNAVAILABLE) to run.
+	if rec.version != 0 {
+		if err := a.waitCommitted(ctx, rec.version); err != nil {
+			return nil, true, rivet.Errorf(rivet.ErrUnavailable, "%s: the first call with idempotency key %q is not durable yet, and this one ran nothing; retry (%v)", a.describe(), key, err)
+		}
 	}
 	if !rec.Kept {
 		return nil, true, rivet.Errorf(rivet.ErrFailedPrecondition, "the call with idempotency key %q of %s ran already, at %s; its result was too large to keep (over %d bytes)", key, a.describe(), time.UnixMilli(rec.At).UTC().Format(time.RFC3339), maxKeptCallResult)
@@ -113,14 +120,11 @@ func (a *activation) calledBefore(ctx context.Context, key, sum string, now time
 }
 
 // recordCallKey returns the ops that record key with result, and the keys
-// they drop to keep callKeysKept (the oldest first); keptCallKey applies
-// them to memory once they are enqueued.
+// they drop: expired ones (at most maxExpiredDrops a call), and the oldest
+// to keep callKeysKept; keptCallKey applies them to memory once they are
+// enqueued. One pass over the keys, whatever their number.
 func (a *activation) recordCallKey(key, sum string, result json.RawMessage, now time.Time) (rec callKeyRecord, ops []storage.Op, dropped []string) {
-	var seq uint64
-	for _, r := range a.callKeys {
-		seq = max(seq, r.Seq+1)
-	}
-	rec = callKeyRecord{At: now.UnixMilli(), Sum: sum, Kept: len(result) <= maxKeptCallResult, Seq: seq}
+	rec = callKeyRecord{At: now.UnixMilli(), Sum: sum, Kept: len(result) <= maxKeptCallResult, Seq: a.callKeysNext}
 	b, _ := json.Marshal(rec)
 	ops = append(ops, storage.Put(callKeyKey(a.prefix, key), b))
 	if rec.Kept {
@@ -128,31 +132,43 @@ func (a *activation) recordCallKey(key, sum string, result json.RawMessage, now 
 	} else {
 		ops = append(ops, storage.Delete(callResultKey(a.prefix, key)))
 	}
-	over := len(a.callKeys) + 1 - callKeysKept
-	if _, ok := a.callKeys[key]; ok {
-		over-- // an expired record of the same key is written over
+	drop := func(k string) {
+		dropped = append(dropped, k)
+		ops = append(ops, storage.Delete(callKeyKey(a.prefix, k)), storage.Delete(callResultKey(a.prefix, k)))
 	}
-	if over > 0 {
-		old := slices.SortedFunc(maps.Keys(a.callKeys), func(x, y string) int {
-			return cmp.Compare(a.callKeys[x].Seq, a.callKeys[y].Seq)
-		})
-		for _, k := range old {
-			if len(dropped) == over {
-				break
-			}
-			if k != key {
-				dropped = append(dropped, k)
-				ops = append(ops, storage.Delete(callKeyKey(a.prefix, k)), storage.Delete(callResultKey(a.prefix, k)))
-			}
+	oldest, found := "", false
+	for k, r := range a.callKeys {
+		if k == key {
+			continue // written over
 		}
+		if now.Sub(time.UnixMilli(r.At)) > callKeysWindow && len(dropped) < maxExpiredDrops {
+			drop(k)
+			continue
+		}
+		if !found || r.Seq < a.callKeys[oldest].Seq {
+			oldest, found = k, true
+		}
+	}
+	kept := len(a.callKeys) - len(dropped)
+	if _, ok := a.callKeys[key]; !ok {
+		kept++
+	}
+	if kept > callKeysKept && found {
+		drop(oldest)
 	}
 	return rec, ops, dropped
 }
 
-// keptCallKey applies recordCallKey's ops to memory.
-func (a *activation) keptCallKey(key string, rec callKeyRecord, dropped []string) {
+// maxExpiredDrops bounds the expired keys one call drops: their deletes
+// go in its transaction.
+const maxExpiredDrops = 16
+
+// keptCallKey applies recordCallKey's ops, enqueued as version, to memory.
+func (a *activation) keptCallKey(key string, rec callKeyRecord, dropped []string, version uint64) {
 	for _, k := range dropped {
 		delete(a.callKeys, k)
 	}
+	rec.version = version
 	a.callKeys[key] = rec
+	a.callKeysNext = max(a.callKeysNext, rec.Seq+1)
 }

@@ -35,6 +35,9 @@ var till = rivet.Actor[tillState]{
 			c.State.Runs++
 			return 0, rivet.UserError("nope", "it fails", nil)
 		}),
+		"nest": rivet.Action(func(c *rivet.ActionCtx[tillState], key string) (int, error) {
+			return rivet.CallWith[int](c.Context(), c.Client().Get("till", c.Key()...), "add", rivet.CallOptions{IdempotencyKey: key}, 1)
+		}),
 		"get": rivet.Query(func(c *rivet.ActionCtx[tillState]) (tillState, error) { return *c.State, nil }),
 	},
 }
@@ -114,5 +117,15 @@ func TestACallWithAnIdempotencyKeyRunsOnce(t *testing.T) {
 	}
 	if st := state(h); st.Total != 13 || st.Runs != 7 {
 		t.Fatalf("in the end %+v; want total 13 in 7 runs", st)
+	}
+	// A keyed call whose action calls its own actor with the same key:
+	// the inner call is refused rather than run, and recorded, under the
+	// outer one's key.
+	raw, _ := json.Marshal([]string{"nested"})
+	if _, err := h.Call(ctx, runtime.CallRequest{Ref: ref, Action: "nest", Args: raw, IdempotencyKey: "nested"}); !errors.Is(err, rivet.ErrFailedPrecondition) || !strings.Contains(err.Error(), "re-enters") {
+		t.Fatalf("a keyed call re-entered with its own key: %v; want ErrFailedPrecondition", err)
+	}
+	if st := state(h); st.Total != 13 {
+		t.Fatalf("total %d after the refused re-entry, want 13", st.Total)
 	}
 }

@@ -1190,6 +1190,15 @@ func (h *Host) call(ctx context.Context, req CallRequest, actor *string) (json.R
 				result = res
 				return err
 			}
+			if a.callKeysRunning[key] {
+				// Re-entered by the call that runs with this key (its
+				// action called its own actor with it): run, both would
+				// record the key, and the outer one write over the inner.
+				returned = true
+				return rivet.Errorf(rivet.ErrFailedPrecondition, "a call with idempotency key %q of %s is running, and this one re-enters it: give the inner call a key of its own", key, a.describe())
+			}
+			a.callKeysRunning[key] = true
+			defer delete(a.callKeysRunning, key)
 		}
 		env := rivet.Env{Ctx: ctx, Name: a.ref.Name, Key: a.ref.Key, Client: &hostClient{h: h, chain: chain, from: a}, Schedule: ts, Destroy: ts.destroy, Events: te, Vars: a.vars, Tasks: te}
 		running, _ := ctx.Value(actionRunningKey{}).(*atomic.Bool)
@@ -1249,7 +1258,7 @@ func (h *Host) call(ctx context.Context, req CallRequest, actor *string) (json.R
 			if _, err := a.saveEncodedWith(b, changed, err, keyOps); err != nil {
 				return err
 			}
-			a.keptCallKey(key, rec, dropped)
+			a.keptCallKey(key, rec, dropped, a.currentVersion())
 			kept, wrote = true, true
 			return nil
 		}()

@@ -12,6 +12,7 @@ import (
 	"maps"
 	"slices"
 	"time"
+	"unicode/utf8"
 
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/storage"
@@ -106,10 +107,14 @@ func digest(queue string, body []byte) string {
 	return hex.EncodeToString(h.Sum(nil)[:16])
 }
 
-// checkIdempotencyKey refuses a key that is too long.
+// checkIdempotencyKey refuses a key that is too long, or not UTF-8 (a
+// proto string: an actor calling another node's actor could not send it).
 func checkIdempotencyKey(key string) error {
 	if len(key) > maxIdempotencyKeyBytes {
 		return rivet.Errorf(rivet.ErrInvalidArgument, "idempotency key is %d bytes, the limit is %d", len(key), maxIdempotencyKeyBytes)
+	}
+	if !utf8.ValidString(key) {
+		return rivet.Errorf(rivet.ErrInvalidArgument, "idempotency key %q is not UTF-8", key)
 	}
 	return nil
 }

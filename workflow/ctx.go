@@ -2,6 +2,8 @@ package workflow
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -41,6 +43,7 @@ type StepCtx[S any] struct {
 	schedule caller.Scheduler
 	tasks    KeepAwaker
 	attempt  int
+	path     string
 	r        *run // the actor's name and key
 }
 
@@ -139,6 +142,36 @@ func (s *StepCtx[S]) Destroy() error {
 
 // Attempt is the attempt's number, from 1.
 func (s *StepCtx[S]) Attempt() int { return s.attempt }
+
+// IdempotencyKey is a key for the calls and sends the step's body makes
+// (rivet.CallOptions, caller.SendOptions), named by name within the step
+// (two calls of one step need two names): the same for every attempt of
+// this step at this point of the workflow (each iteration of a loop has
+// its own) and for its run again after a crash or a move, and unlike any
+// other step's of any actor. So a call made with it runs once however
+// often the step runs: the callee answers a repeat from its record (for
+// 24 hours, its last 1024 keys):
+//
+//	rivet.CallWith[Receipt](s.Context(), s.Client().Get("payments", id), "charge",
+//		rivet.CallOptions{IdempotencyKey: s.IdempotencyKey("charge")}, amount)
+//
+// A workflow retry --from that runs the step again gets the same key, and
+// the callee's answer from the first time; add something of your own to
+// the key to make the call again.
+func (s *StepCtx[S]) IdempotencyKey(name string) string { return stepKey(s.r, s.path, name) }
+
+// stepKey digests what names a step's call: the actor, the step's path
+// and the caller's name for the call. Bounded (a key may not exceed 256
+// bytes; an actor's key and a path may), and opaque.
+func stepKey(r *run, path, name string) string {
+	h := sha256.New()
+	key, _ := json.Marshal(r.key)
+	for _, part := range [][]byte{[]byte(r.name), key, []byte(path), []byte(name)} {
+		h.Write(part)
+		h.Write([]byte{0})
+	}
+	return "step-" + hex.EncodeToString(h.Sum(nil)[:16])
+}
 
 // Name is the actor's type name (rivet.ActionCtx.Name), not the step's.
 func (s *StepCtx[S]) Name() string { return s.r.name }
@@ -252,8 +285,20 @@ type DoCtx struct {
 	ctx     context.Context
 	client  caller.Client
 	attempt int
+	path    string
 	r       *run // the actor's name and key
 }
+
+// IdempotencyKey is a key for the calls and sends the body makes
+// (rivet.CallOptions, caller.SendOptions), named by name within the step:
+// the same for every attempt of this step at this point of the workflow (each iteration of a loop has
+// its own), and for its run again after a crash or a move, and unlike any
+// other step's of any actor. So a call made with it runs once however
+// often the step runs: the callee answers a repeat from its record (for
+// 24 hours, its last 1024 keys). A workflow retry --from that runs the
+// step again gets the same key, and the callee's answer from the first
+// time; add something of your own to the key to make the call again.
+func (d *DoCtx) IdempotencyKey(name string) string { return stepKey(d.r, d.path, name) }
 
 // Name is the actor's type name (rivet.ActionCtx.Name), not the step's.
 func (d *DoCtx) Name() string { return d.r.name }
@@ -305,7 +350,7 @@ func runDo[S, T any](c *Ctx[S], opts StepOptions, fn func(*DoCtx) (T, error), ro
 	sv := newStepValue[T]()
 	sp.body = func(env StepEnv, ctx context.Context, attempt int) (json.RawMessage, error) {
 		sv.attempt()
-		val, err := fn(&DoCtx{ctx: ctx, client: env.Client, attempt: attempt, r: c.x.t.r})
+		val, err := fn(&DoCtx{ctx: ctx, client: env.Client, attempt: attempt, path: env.Path, r: c.x.t.r})
 		if err != nil {
 			return nil, err
 		}
@@ -317,7 +362,7 @@ func runDo[S, T any](c *Ctx[S], opts StepOptions, fn func(*DoCtx) (T, error), ro
 			if err != nil {
 				return err
 			}
-			return rollback(&DoCtx{ctx: ctx, client: env.Client, attempt: attempt, r: c.x.t.r}, v)
+			return rollback(&DoCtx{ctx: ctx, client: env.Client, attempt: attempt, path: env.Path, r: c.x.t.r}, v)
 		}
 	}
 	out, path, err := c.x.step(sp)
@@ -467,7 +512,7 @@ func runStep[S, T any](c *Ctx[S], opts StepOptions, fn func(*StepCtx[S]) (T, err
 		if !ok {
 			return nil, Critical(fmt.Errorf("workflow: the host passed a state of type %T, the workflow wants %T", env.State, st))
 		}
-		val, err := fn(&StepCtx[S]{State: st, ctx: ctx, client: env.Client, events: env.Events, vars: env.Vars, destroy: env.Destroy, schedule: env.Schedule, tasks: env.Tasks, attempt: attempt, r: c.x.t.r})
+		val, err := fn(&StepCtx[S]{State: st, ctx: ctx, client: env.Client, events: env.Events, vars: env.Vars, destroy: env.Destroy, schedule: env.Schedule, tasks: env.Tasks, attempt: attempt, path: env.Path, r: c.x.t.r})
 		if err != nil {
 			return nil, err
 		}

@@ -127,6 +127,9 @@ type afterFuncClock interface {
 type StepEnv struct {
 	// State is the actor's state, a *S for the workflow's S.
 	State any
+	// Path is the step's history path; the driver sets it (a host
+	// leaves it empty).
+	Path string
 	// Client calls actors; calls made through it belong to the step's turn
 	// (so that a call back into this actor re-enters rather than waits).
 	Client caller.Client

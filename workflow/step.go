@@ -199,6 +199,7 @@ func (x *cx) attempt(path string, seq, n int, sp stepSpec) (*Entry, error) {
 			res.abandoned = true
 			return nil
 		}
+		env.Path = path
 		start := t.stamp()
 		exited := true
 		defer func() {
@@ -711,6 +712,9 @@ func (r *run) compensateOnce(root *thread, a rollbackAction, e *Entry, n int) (*
 		abandoned bool
 	)
 	fn := func(env StepEnv) []HistoryWrite {
+		// The step's own path: its handler's calls share its key's
+		// place, named apart by the names they give.
+		env.Path = a.path
 		root.goexitIn = fmt.Sprintf("the rollback handler of step %q", a.path) // for a runtime.Goexit in it
 		start := root.stamp()
 		_, err, timedOut, late := runBody(root.ctx, a.pol.timeout, r.host, func(ctx context.Context) (json.RawMessage, error) {
