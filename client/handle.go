@@ -3,6 +3,9 @@ package client
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/rivet-go/rivet"
@@ -457,6 +460,29 @@ func (h *ActorHandle) RetryWorkflowWith(ctx context.Context, opts RetryOptions) 
 	}
 	return RetryResult{Removed: int(resp.GetRemoved()), Dropped: int(resp.GetDropped())}, nil
 }
+
+// CheckRetryWorkflow makes every check RetryWorkflowWith would make with
+// opts (the workflow's status, a replay of the history the retry would
+// leave against the code deployed now, its size) and returns what it
+// would remove and drop, or the error it would fail with, changing
+// nothing. From a node older than the check (its own, or the owner's of
+// the actor it forwards to) the error is ErrCheckUnsupported.
+func (h *ActorHandle) CheckRetryWorkflow(ctx context.Context, opts RetryOptions) (RetryResult, error) {
+	resp, err := invoke(ctx, h.c, idempotent, h.c.actors.CheckRetryWorkflow, &rivetv1.CheckRetryWorkflowRequest{Actor: h.ref(), From: opts.From, OnlyFailed: opts.OnlyFailed, DropMessages: opts.DropMessages})
+	if err != nil {
+		// UNIMPLEMENTED, which reaches here only as its text: gRPC's
+		// "unknown method", a forwarding node's "no forwardable method".
+		if msg := err.Error(); strings.Contains(msg, "CheckRetryWorkflow") && (strings.Contains(msg, "unknown method") || strings.Contains(msg, "no forwardable method")) {
+			return RetryResult{}, fmt.Errorf("%w: %v", ErrCheckUnsupported, err)
+		}
+		return RetryResult{}, err
+	}
+	return RetryResult{Removed: int(resp.GetRemoved()), Dropped: int(resp.GetDropped())}, nil
+}
+
+// ErrCheckUnsupported is CheckRetryWorkflow's error from a node older than
+// the check (it answers UNIMPLEMENTED).
+var ErrCheckUnsupported = errors.New("the node is older than the retry check")
 
 // CancelWorkflow stops the actor's workflow for good, as an operator's
 // decision, with reason kept in its error: no node runs it again until

@@ -314,6 +314,10 @@ type RetryOptions struct {
 	// way out (retry from its receive). rivet.ErrInvalidArgument if the
 	// retry deletes no receive that took one. It implies OnlyFailed.
 	DropMessages bool
+	// DryRun makes every check the retry makes (its status, a replay of
+	// what it would leave against the code deployed now, its size) and
+	// says what it would remove and drop, changing nothing.
+	DryRun bool
 }
 
 // RetryResult is what a RetryWorkflowWith did.

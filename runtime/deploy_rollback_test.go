@@ -139,9 +139,21 @@ func TestADeployThatDivergesThenItsFixAndARetryRedoNoStep(t *testing.T) {
 	if s := state(); s != `{"log":["open","charge 1","ship 1","charge 2","ship 2"]}` {
 		t.Fatalf("state after the divergence %s", s)
 	}
+	// A dry run of the retry says it would be refused: the code deployed
+	// still diverges (a trial's dry run said "would retry").
+	if _, err := e.host.RetryWorkflowWith(ctx(t), ref, runtime.RetryOptions{DryRun: true}); !errors.Is(err, rivet.ErrWorkflowFailed) || !strings.Contains(err.Error(), "diverged") {
+		t.Fatalf("a dry run of the retry on the diverging code: %v; want the divergence", err)
+	}
 
 	e.reg = counterReg(t, ordersActor(3))
 	e.restart()
+	// With the fix, the dry run passes, and changes nothing.
+	if _, err := e.host.RetryWorkflowWith(ctx(t), ref, runtime.RetryOptions{DryRun: true}); err != nil {
+		t.Fatalf("a dry run of the retry on the fixed code: %v", err)
+	}
+	if st := inspect(t, e.host, "orders", "o").WorkflowStatus; st != runtime.WorkflowFailed {
+		t.Fatalf("after a dry run the workflow is %s, want still failed", st)
+	}
 	removed, err := e.host.RetryWorkflow(ctx(t), ref, "")
 	if err != nil || removed != 0 {
 		t.Fatalf("retry: removed %d, %v", removed, err)

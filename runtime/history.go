@@ -707,6 +707,18 @@ func (h *Host) RetryWorkflowWith(ctx context.Context, ref Ref, opts RetryOptions
 				return rivet.Errorf(rivet.ErrTooLarge, "the retry of %s would drop %d messages in more writes than one transaction holds: retry from a later entry (%v)", a.describe(), len(back), err)
 			}
 		}
+		if opts.DryRun {
+			// Every check passed: what the retry would do, undone.
+			for _, e := range entries {
+				if deleted.holds(e.Path) {
+					res.Removed++
+				}
+			}
+			if opts.DropMessages {
+				res.Dropped = len(back)
+			}
+			return nil
+		}
 		v, err := a.enqueue(ops...)
 		if err != nil {
 			return err

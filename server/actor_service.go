@@ -394,6 +394,19 @@ func (s *Server) RetryWorkflow(ctx context.Context, req *rivetv1.RetryWorkflowRe
 	return &rivetv1.RetryWorkflowResponse{Removed: uint32(res.Removed), Dropped: uint32(res.Dropped)}, nil
 }
 
+// CheckRetryWorkflow makes RetryWorkflow's checks and changes nothing.
+func (s *Server) CheckRetryWorkflow(ctx context.Context, req *rivetv1.CheckRetryWorkflowRequest) (*rivetv1.CheckRetryWorkflowResponse, error) {
+	r, err := ref(req.GetActor())
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	res, err := s.backend.RetryWorkflowWith(ctx, r, runtime.RetryOptions{From: req.GetFrom(), OnlyFailed: req.GetOnlyFailed(), DropMessages: req.GetDropMessages(), DryRun: true})
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	return &rivetv1.CheckRetryWorkflowResponse{Removed: uint32(res.Removed), Dropped: uint32(res.Dropped)}, nil
+}
+
 // CancelWorkflow stops an actor's workflow for good.
 func (s *Server) CancelWorkflow(ctx context.Context, req *rivetv1.CancelWorkflowRequest) (*rivetv1.CancelWorkflowResponse, error) {
 	r, err := ref(req.GetActor())

@@ -38,15 +38,18 @@ type actorRequest interface {
 
 // forwardedResponses makes the response of each forwardable method.
 var forwardedResponses = map[string]func() proto.Message{
-	rivetv1.ActorService_Call_FullMethodName:           func() proto.Message { return new(rivetv1.CallResponse) },
-	rivetv1.ActorService_Send_FullMethodName:           func() proto.Message { return new(rivetv1.SendResponse) },
-	rivetv1.ActorService_Create_FullMethodName:         func() proto.Message { return new(rivetv1.CreateResponse) },
-	rivetv1.ActorService_GetOrCreate_FullMethodName:    func() proto.Message { return new(rivetv1.GetOrCreateResponse) },
-	rivetv1.ActorService_Get_FullMethodName:            func() proto.Message { return new(rivetv1.GetResponse) },
-	rivetv1.ActorService_Destroy_FullMethodName:        func() proto.Message { return new(rivetv1.DestroyResponse) },
-	rivetv1.ActorService_Inspect_FullMethodName:        func() proto.Message { return new(rivetv1.InspectResponse) },
-	rivetv1.ActorService_History_FullMethodName:        func() proto.Message { return new(rivetv1.HistoryResponse) },
-	rivetv1.ActorService_RetryWorkflow_FullMethodName:  func() proto.Message { return new(rivetv1.RetryWorkflowResponse) },
+	rivetv1.ActorService_Call_FullMethodName:          func() proto.Message { return new(rivetv1.CallResponse) },
+	rivetv1.ActorService_Send_FullMethodName:          func() proto.Message { return new(rivetv1.SendResponse) },
+	rivetv1.ActorService_Create_FullMethodName:        func() proto.Message { return new(rivetv1.CreateResponse) },
+	rivetv1.ActorService_GetOrCreate_FullMethodName:   func() proto.Message { return new(rivetv1.GetOrCreateResponse) },
+	rivetv1.ActorService_Get_FullMethodName:           func() proto.Message { return new(rivetv1.GetResponse) },
+	rivetv1.ActorService_Destroy_FullMethodName:       func() proto.Message { return new(rivetv1.DestroyResponse) },
+	rivetv1.ActorService_Inspect_FullMethodName:       func() proto.Message { return new(rivetv1.InspectResponse) },
+	rivetv1.ActorService_History_FullMethodName:       func() proto.Message { return new(rivetv1.HistoryResponse) },
+	rivetv1.ActorService_RetryWorkflow_FullMethodName: func() proto.Message { return new(rivetv1.RetryWorkflowResponse) },
+	rivetv1.ActorService_CheckRetryWorkflow_FullMethodName: func() proto.Message {
+		return new(rivetv1.CheckRetryWorkflowResponse)
+	},
 	rivetv1.ActorService_CancelWorkflow_FullMethodName: func() proto.Message { return new(rivetv1.CancelWorkflowResponse) },
 	rivetv1.ActorService_CancelScheduledCall_FullMethodName: func() proto.Message {
 		return new(rivetv1.CancelScheduledCallResponse)

@@ -22,7 +22,8 @@ const (
 	outcomeSkipped    = "skipped"
 	outcomeFailed     = "failed"
 	outcomeNotRetried = "not_retried" // interrupted before its turn came
-	outcomeWouldRetry = "would_retry" // --dry-run
+	outcomeWouldRetry = "would_retry" // --dry-run: the node's check passed
+	outcomeUnchecked  = "unchecked"   // --dry-run: the node is older than the check
 )
 
 // retryResult is one actor's line in `workflow retry --all-failed -o json`.
@@ -50,6 +51,7 @@ type retryAllReport struct {
 	Actor      string        `json:"actor"`
 	DryRun     bool          `json:"dry_run"`
 	WouldRetry int           `json:"would_retry,omitempty"`
+	Unchecked  int           `json:"unchecked,omitempty"`
 	Retried    int           `json:"retried"`
 	Skipped    int           `json:"skipped"`
 	Failed     int           `json:"failed"`
@@ -71,21 +73,8 @@ func (a *app) retryAllFailed(ctx context.Context, c *client.Client, name string,
 	}
 	if dryRun {
 		for i, f := range failed {
-			rep.Results[i].Outcome, rep.Results[i].WorkflowError, rep.Results[i].WorkflowFailedAt = outcomeWouldRetry, f.WorkflowError, f.WorkflowFailedAt
+			rep.Results[i].WorkflowError, rep.Results[i].WorkflowFailedAt = f.WorkflowError, f.WorkflowFailedAt
 		}
-		rep.WouldRetry = len(failed)
-		if a.output == "json" {
-			return a.printValue(rep)
-		}
-		if len(failed) == 0 {
-			_, err := fmt.Fprintln(a.stdout, noActors(name, true, errorContains))
-			return err
-		}
-		if err := a.printFailed(failed); err != nil {
-			return err
-		}
-		_, err := fmt.Fprintf(a.stdout, "would retry %d (--dry-run: nothing was retried)\n", len(failed))
-		return err
 	}
 	if len(failed) == 0 {
 		if a.output == "json" {
@@ -102,12 +91,16 @@ func (a *app) retryAllFailed(ctx context.Context, c *client.Client, name string,
 	if a.output == "json" || plain {
 		barOut = io.Discard
 	}
+	doing := "retrying"
+	if dryRun {
+		doing = "checking"
+	}
 	if plain {
-		fmt.Fprintf(a.stderr, "retrying %d failed workflows of %s, %d at a time\n", len(failed), printable(name), concurrency)
+		fmt.Fprintf(a.stderr, "%s %d failed workflows of %s, %d at a time\n", doing, len(failed), printable(name), concurrency)
 	}
 	bar := progressbar.NewOptions(len(failed),
 		progressbar.OptionSetWriter(barOut),
-		progressbar.OptionSetDescription("retrying "+printable(name)),
+		progressbar.OptionSetDescription(doing+" "+printable(name)),
 		progressbar.OptionShowCount(),
 		progressbar.OptionSetPredictTime(false),
 		progressbar.OptionThrottle(100*time.Millisecond),
@@ -125,7 +118,7 @@ func (a *app) retryAllFailed(ctx context.Context, c *client.Client, name string,
 				if ctx.Err() != nil {
 					continue // interrupted as it was handed over
 				}
-				a.retryOne(ctx, c, &rep.Results[i])
+				a.retryOne(ctx, c, &rep.Results[i], dryRun)
 				done <- i
 			}
 		}()
@@ -154,7 +147,7 @@ func (a *app) retryAllFailed(ctx context.Context, c *client.Client, name string,
 		finished++
 		_ = bar.Add(1)
 		if plain && finished < len(failed) && time.Since(lastLine) >= plainEvery {
-			fmt.Fprintf(a.stderr, "retrying %s: %d of %d done\n", printable(name), finished, len(failed))
+			fmt.Fprintf(a.stderr, "%s %s: %d of %d done\n", doing, printable(name), finished, len(failed))
 			lastLine = time.Now()
 		}
 	}
@@ -169,6 +162,10 @@ func (a *app) retryAllFailed(ctx context.Context, c *client.Client, name string,
 		switch r.Outcome {
 		case outcomeRetried:
 			rep.Retried++
+		case outcomeWouldRetry:
+			rep.WouldRetry++
+		case outcomeUnchecked:
+			rep.Unchecked++
 		case outcomeSkipped:
 			rep.Skipped++
 			skips[r.Reason]++
@@ -182,10 +179,22 @@ func (a *app) retryAllFailed(ctx context.Context, c *client.Client, name string,
 		if err := a.printValue(rep); err != nil {
 			return err
 		}
-	} else if err := a.printRetryAll(rep, skips); err != nil {
-		return err
+	} else {
+		if dryRun {
+			if err := a.printFailed(failed); err != nil {
+				return err
+			}
+		}
+		if err := a.printRetryAll(rep, skips); err != nil {
+			return err
+		}
 	}
 	switch {
+	case dryRun && rep.NotRetried > 0:
+		return &runError{err: fmt.Errorf("interrupted: %d of %d failed workflows not checked", rep.NotRetried, len(failed))}
+	case dryRun:
+		// What a retry would do, not a failure of the command.
+		return nil
 	case rep.NotRetried > 0:
 		return &runError{err: fmt.Errorf("interrupted: %d of %d failed workflows not retried (run it again for them)", rep.NotRetried, len(failed))}
 	case rep.Failed > 0:
@@ -194,18 +203,36 @@ func (a *app) retryAllFailed(ctx context.Context, c *client.Client, name string,
 	return nil
 }
 
-// retryOne retries r's workflow with the single retry's RPC, bounded by
-// --timeout, and records the outcome. An interrupt does not cut it short:
-// its outcome would be unknown.
-func (a *app) retryOne(ctx context.Context, c *client.Client, r *retryResult) {
+// retryOne retries r's workflow with the single retry's RPC (with dryRun,
+// asks the node's check of it), bounded by --timeout, and records the
+// outcome. An interrupt does not cut it short: its outcome would be
+// unknown.
+func (a *app) retryOne(ctx context.Context, c *client.Client, r *retryResult, dryRun bool) {
 	callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.timeout)
 	defer cancel()
 	// Only if failed still: the listing is a while old, and a workflow
 	// someone else's retry completed, or an operator cancelled, since
 	// must stay as it is (a node from before only_failed retries it).
-	res, err := c.Actor(r.Name, r.Key...).NoCreate().RetryWorkflowWith(callCtx, client.RetryOptions{OnlyFailed: true})
+	h := c.Actor(r.Name, r.Key...).NoCreate()
+	opts := client.RetryOptions{OnlyFailed: true}
+	var res client.RetryResult
+	var err error
+	if dryRun {
+		// The node replays what the retry would leave against the code
+		// deployed now: a workflow it still diverges from would fail
+		// again at once (the listing alone said "would retry" of it).
+		if res, err = h.CheckRetryWorkflow(callCtx, opts); errors.Is(err, client.ErrCheckUnsupported) {
+			r.Outcome, r.Message, r.text = outcomeUnchecked, err.Error(), err.Error()
+			return
+		}
+	} else {
+		res, err = h.RetryWorkflowWith(callCtx, opts)
+	}
 	if err == nil {
 		r.Outcome, r.Removed = outcomeRetried, &res.Removed
+		if dryRun {
+			r.Outcome = outcomeWouldRetry
+		}
 		return
 	}
 	// The error too: the node sees the deadline (it travels with the
@@ -251,15 +278,33 @@ var skipLines = map[string]string{
 }
 
 // printRetryAll prints the skipped and failed retries, one a line, then
-// the counts.
+// the counts (for a dry run, what the node's checks said).
 func (a *app) printRetryAll(rep retryAllReport, skips map[string]int) error {
+	skipped, failed := "skipped", "failed"
+	if rep.DryRun {
+		skipped, failed = "would be skipped", "would be refused"
+	}
 	for _, r := range rep.Results {
 		switch r.Outcome {
 		case outcomeSkipped:
-			fmt.Fprintf(a.stdout, "skipped %s %s: %s\n", printable(r.Name), formatKey(r.Key), skipLines[r.Reason])
+			fmt.Fprintf(a.stdout, "%s %s %s: %s\n", skipped, printable(r.Name), formatKey(r.Key), skipLines[r.Reason])
 		case outcomeFailed:
-			fmt.Fprintf(a.stdout, "failed %s %s: %s\n", printable(r.Name), formatKey(r.Key), printable(oneLine(r.text)))
+			fmt.Fprintf(a.stdout, "%s %s %s: %s\n", failed, printable(r.Name), formatKey(r.Key), printable(oneLine(r.text)))
 		}
+	}
+	if rep.DryRun {
+		line := fmt.Sprintf("would retry %d", rep.WouldRetry)
+		if rep.Skipped+rep.Failed+rep.Unchecked > 0 {
+			line += fmt.Sprintf(", skip %d, refuse %d", rep.Skipped, rep.Failed)
+		}
+		if rep.Unchecked > 0 {
+			line += fmt.Sprintf(", %d unchecked (their nodes are older than the check: a retry may fail)", rep.Unchecked)
+		}
+		if rep.NotRetried > 0 {
+			line += fmt.Sprintf(", %d not checked (interrupted)", rep.NotRetried)
+		}
+		_, err := fmt.Fprintln(a.stdout, line+" (--dry-run: nothing was retried)")
+		return err
 	}
 	line := fmt.Sprintf("retried %d, skipped %d", rep.Retried, rep.Skipped)
 	if rep.Skipped > 0 {

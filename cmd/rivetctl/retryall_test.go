@@ -28,6 +28,7 @@ type failedFleet struct {
 
 	mu      sync.Mutex
 	retried []string
+	checked []string // dry runs
 	// notOnlyFailed counts the retries sent without only_failed.
 	notOnlyFailed int
 }
@@ -62,7 +63,11 @@ func (f *failedFleet) RetryWorkflowWith(ctx context.Context, ref runtime.Ref, op
 	if opts.DropMessages {
 		k += " dropping"
 	}
-	f.retried = append(f.retried, k)
+	if opts.DryRun {
+		f.checked = append(f.checked, k)
+	} else {
+		f.retried = append(f.retried, k)
+	}
 	if !opts.OnlyFailed {
 		f.notOnlyFailed++
 	}
@@ -148,18 +153,21 @@ retried 2, skipped 2 (1 no longer failed, 1 destroyed), failed 1
 		t.Errorf("-o json stderr: %s", r.stderr)
 	}
 
-	// --dry-run retries nothing and lists what it would.
+	// --dry-run retries nothing: it lists the failed workflows and asks
+	// each one's node what a retry would do (a trial's "would retry 5"
+	// were all refused, the code deployed still diverging from them).
 	before := len(f.retriedKeys())
 	r = rivetctl(t, addr, "workflow", "retry", "charger", "--all-failed", "--dry-run")
-	if lines := strings.Split(r.stdout, "\n"); r.code != 0 || r.stderr != "" || len(lines) != 8 ||
+	if lines := strings.Split(r.stdout, "\n"); r.code != 0 || r.stderr != "checking 5 failed workflows of charger, 8 at a time\n" || len(lines) != 11 ||
 		!strings.HasPrefix(lines[0], "NAME") || !strings.HasPrefix(lines[5], "charger  e") || !strings.Contains(lines[5], "card service down") ||
-		lines[6] != "would retry 5 (--dry-run: nothing was retried)" {
+		!strings.HasPrefix(lines[6], "would be skipped charger b: ") || !strings.HasPrefix(lines[8], "would be refused charger d: internal: disk on fire") ||
+		lines[9] != "would retry 2, skip 2, refuse 1 (--dry-run: nothing was retried)" {
 		t.Errorf("--dry-run: %+v", r)
 	}
 	r = rivetctl(t, addr, "-o", "json", "workflow", "retry", "charger", "--all-failed", "--dry-run")
 	rep = retryAllReport{}
-	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || r.code != 0 || !rep.DryRun || rep.WouldRetry != 5 || rep.Retried != 0 ||
-		len(rep.Results) != 5 || rep.Results[0].Outcome != "would_retry" || rep.Results[0].WorkflowError != "card service down" {
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || r.code != 0 || !rep.DryRun || rep.WouldRetry != 2 || rep.Skipped != 2 || rep.Failed != 1 || rep.Retried != 0 ||
+		len(rep.Results) != 5 || rep.Results[0].Outcome != "would_retry" || rep.Results[0].WorkflowError != "card service down" || rep.Results[3].Outcome != "failed" {
 		t.Errorf("-o json --dry-run: %v, %+v (%+v)", err, rep, r)
 	}
 	if after := len(f.retriedKeys()); after != before {

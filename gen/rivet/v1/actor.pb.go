@@ -2122,6 +2122,128 @@ func (x *RetryWorkflowResponse) GetDropped() uint32 {
 	return 0
 }
 
+type CheckRetryWorkflowRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Actor *ActorRef              `protobuf:"bytes,1,opt,name=actor,proto3" json:"actor,omitempty"`
+	// from, only_failed and drop_messages are RetryWorkflowRequest's.
+	From          string `protobuf:"bytes,2,opt,name=from,proto3" json:"from,omitempty"`
+	OnlyFailed    bool   `protobuf:"varint,3,opt,name=only_failed,json=onlyFailed,proto3" json:"only_failed,omitempty"`
+	DropMessages  bool   `protobuf:"varint,4,opt,name=drop_messages,json=dropMessages,proto3" json:"drop_messages,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckRetryWorkflowRequest) Reset() {
+	*x = CheckRetryWorkflowRequest{}
+	mi := &file_rivet_v1_actor_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckRetryWorkflowRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckRetryWorkflowRequest) ProtoMessage() {}
+
+func (x *CheckRetryWorkflowRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_rivet_v1_actor_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckRetryWorkflowRequest.ProtoReflect.Descriptor instead.
+func (*CheckRetryWorkflowRequest) Descriptor() ([]byte, []int) {
+	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *CheckRetryWorkflowRequest) GetActor() *ActorRef {
+	if x != nil {
+		return x.Actor
+	}
+	return nil
+}
+
+func (x *CheckRetryWorkflowRequest) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *CheckRetryWorkflowRequest) GetOnlyFailed() bool {
+	if x != nil {
+		return x.OnlyFailed
+	}
+	return false
+}
+
+func (x *CheckRetryWorkflowRequest) GetDropMessages() bool {
+	if x != nil {
+		return x.DropMessages
+	}
+	return false
+}
+
+type CheckRetryWorkflowResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// removed and dropped are what the retry would remove and drop.
+	Removed       uint32 `protobuf:"varint,1,opt,name=removed,proto3" json:"removed,omitempty"`
+	Dropped       uint32 `protobuf:"varint,2,opt,name=dropped,proto3" json:"dropped,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckRetryWorkflowResponse) Reset() {
+	*x = CheckRetryWorkflowResponse{}
+	mi := &file_rivet_v1_actor_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckRetryWorkflowResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckRetryWorkflowResponse) ProtoMessage() {}
+
+func (x *CheckRetryWorkflowResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_rivet_v1_actor_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckRetryWorkflowResponse.ProtoReflect.Descriptor instead.
+func (*CheckRetryWorkflowResponse) Descriptor() ([]byte, []int) {
+	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *CheckRetryWorkflowResponse) GetRemoved() uint32 {
+	if x != nil {
+		return x.Removed
+	}
+	return 0
+}
+
+func (x *CheckRetryWorkflowResponse) GetDropped() uint32 {
+	if x != nil {
+		return x.Dropped
+	}
+	return 0
+}
+
 type CancelWorkflowRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Actor *ActorRef              `protobuf:"bytes,1,opt,name=actor,proto3" json:"actor,omitempty"`
@@ -2134,7 +2256,7 @@ type CancelWorkflowRequest struct {
 
 func (x *CancelWorkflowRequest) Reset() {
 	*x = CancelWorkflowRequest{}
-	mi := &file_rivet_v1_actor_proto_msgTypes[26]
+	mi := &file_rivet_v1_actor_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2146,7 +2268,7 @@ func (x *CancelWorkflowRequest) String() string {
 func (*CancelWorkflowRequest) ProtoMessage() {}
 
 func (x *CancelWorkflowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_actor_proto_msgTypes[26]
+	mi := &file_rivet_v1_actor_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2159,7 +2281,7 @@ func (x *CancelWorkflowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelWorkflowRequest.ProtoReflect.Descriptor instead.
 func (*CancelWorkflowRequest) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{26}
+	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *CancelWorkflowRequest) GetActor() *ActorRef {
@@ -2187,7 +2309,7 @@ type CancelWorkflowResponse struct {
 
 func (x *CancelWorkflowResponse) Reset() {
 	*x = CancelWorkflowResponse{}
-	mi := &file_rivet_v1_actor_proto_msgTypes[27]
+	mi := &file_rivet_v1_actor_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2199,7 +2321,7 @@ func (x *CancelWorkflowResponse) String() string {
 func (*CancelWorkflowResponse) ProtoMessage() {}
 
 func (x *CancelWorkflowResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_actor_proto_msgTypes[27]
+	mi := &file_rivet_v1_actor_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2212,7 +2334,7 @@ func (x *CancelWorkflowResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelWorkflowResponse.ProtoReflect.Descriptor instead.
 func (*CancelWorkflowResponse) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{27}
+	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CancelWorkflowResponse) GetPreviousStatus() string {
@@ -2234,7 +2356,7 @@ type CancelScheduledCallRequest struct {
 
 func (x *CancelScheduledCallRequest) Reset() {
 	*x = CancelScheduledCallRequest{}
-	mi := &file_rivet_v1_actor_proto_msgTypes[28]
+	mi := &file_rivet_v1_actor_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2246,7 +2368,7 @@ func (x *CancelScheduledCallRequest) String() string {
 func (*CancelScheduledCallRequest) ProtoMessage() {}
 
 func (x *CancelScheduledCallRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_actor_proto_msgTypes[28]
+	mi := &file_rivet_v1_actor_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2259,7 +2381,7 @@ func (x *CancelScheduledCallRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelScheduledCallRequest.ProtoReflect.Descriptor instead.
 func (*CancelScheduledCallRequest) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{28}
+	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *CancelScheduledCallRequest) GetActor() *ActorRef {
@@ -2285,7 +2407,7 @@ type CancelScheduledCallResponse struct {
 
 func (x *CancelScheduledCallResponse) Reset() {
 	*x = CancelScheduledCallResponse{}
-	mi := &file_rivet_v1_actor_proto_msgTypes[29]
+	mi := &file_rivet_v1_actor_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2297,7 +2419,7 @@ func (x *CancelScheduledCallResponse) String() string {
 func (*CancelScheduledCallResponse) ProtoMessage() {}
 
 func (x *CancelScheduledCallResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_actor_proto_msgTypes[29]
+	mi := &file_rivet_v1_actor_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2310,7 +2432,7 @@ func (x *CancelScheduledCallResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelScheduledCallResponse.ProtoReflect.Descriptor instead.
 func (*CancelScheduledCallResponse) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{29}
+	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *CancelScheduledCallResponse) GetCancelled() bool {
@@ -2331,7 +2453,7 @@ type SubscribeRequest struct {
 
 func (x *SubscribeRequest) Reset() {
 	*x = SubscribeRequest{}
-	mi := &file_rivet_v1_actor_proto_msgTypes[30]
+	mi := &file_rivet_v1_actor_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2343,7 +2465,7 @@ func (x *SubscribeRequest) String() string {
 func (*SubscribeRequest) ProtoMessage() {}
 
 func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_actor_proto_msgTypes[30]
+	mi := &file_rivet_v1_actor_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2356,7 +2478,7 @@ func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeRequest) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{30}
+	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SubscribeRequest) GetActor() *ActorRef {
@@ -2386,7 +2508,7 @@ type SubscribeResponse struct {
 
 func (x *SubscribeResponse) Reset() {
 	*x = SubscribeResponse{}
-	mi := &file_rivet_v1_actor_proto_msgTypes[31]
+	mi := &file_rivet_v1_actor_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2398,7 +2520,7 @@ func (x *SubscribeResponse) String() string {
 func (*SubscribeResponse) ProtoMessage() {}
 
 func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_actor_proto_msgTypes[31]
+	mi := &file_rivet_v1_actor_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2411,7 +2533,7 @@ func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeResponse.ProtoReflect.Descriptor instead.
 func (*SubscribeResponse) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{31}
+	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *SubscribeResponse) GetKind() isSubscribeResponse_Kind {
@@ -2467,7 +2589,7 @@ type Subscribed struct {
 
 func (x *Subscribed) Reset() {
 	*x = Subscribed{}
-	mi := &file_rivet_v1_actor_proto_msgTypes[32]
+	mi := &file_rivet_v1_actor_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2479,7 +2601,7 @@ func (x *Subscribed) String() string {
 func (*Subscribed) ProtoMessage() {}
 
 func (x *Subscribed) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_actor_proto_msgTypes[32]
+	mi := &file_rivet_v1_actor_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2492,7 +2614,7 @@ func (x *Subscribed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Subscribed.ProtoReflect.Descriptor instead.
 func (*Subscribed) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{32}
+	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Subscribed) GetNodeId() string {
@@ -2514,7 +2636,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_rivet_v1_actor_proto_msgTypes[33]
+	mi := &file_rivet_v1_actor_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2526,7 +2648,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_actor_proto_msgTypes[33]
+	mi := &file_rivet_v1_actor_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2539,7 +2661,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{33}
+	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Event) GetName() string {
@@ -2578,7 +2700,7 @@ type ActorError struct {
 
 func (x *ActorError) Reset() {
 	*x = ActorError{}
-	mi := &file_rivet_v1_actor_proto_msgTypes[34]
+	mi := &file_rivet_v1_actor_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2590,7 +2712,7 @@ func (x *ActorError) String() string {
 func (*ActorError) ProtoMessage() {}
 
 func (x *ActorError) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_actor_proto_msgTypes[34]
+	mi := &file_rivet_v1_actor_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2603,7 +2725,7 @@ func (x *ActorError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActorError.ProtoReflect.Descriptor instead.
 func (*ActorError) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{34}
+	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ActorError) GetGroup() string {
@@ -2798,6 +2920,15 @@ const file_rivet_v1_actor_proto_rawDesc = "" +
 	"\rdrop_messages\x18\x04 \x01(\bR\fdropMessages\"K\n" +
 	"\x15RetryWorkflowResponse\x12\x18\n" +
 	"\aremoved\x18\x01 \x01(\rR\aremoved\x12\x18\n" +
+	"\adropped\x18\x02 \x01(\rR\adropped\"\x9f\x01\n" +
+	"\x19CheckRetryWorkflowRequest\x12(\n" +
+	"\x05actor\x18\x01 \x01(\v2\x12.rivet.v1.ActorRefR\x05actor\x12\x12\n" +
+	"\x04from\x18\x02 \x01(\tR\x04from\x12\x1f\n" +
+	"\vonly_failed\x18\x03 \x01(\bR\n" +
+	"onlyFailed\x12#\n" +
+	"\rdrop_messages\x18\x04 \x01(\bR\fdropMessages\"P\n" +
+	"\x1aCheckRetryWorkflowResponse\x12\x18\n" +
+	"\aremoved\x18\x01 \x01(\rR\aremoved\x12\x18\n" +
 	"\adropped\x18\x02 \x01(\rR\adropped\"Y\n" +
 	"\x15CancelWorkflowRequest\x12(\n" +
 	"\x05actor\x18\x01 \x01(\v2\x12.rivet.v1.ActorRefR\x05actor\x12\x16\n" +
@@ -2829,7 +2960,7 @@ const file_rivet_v1_actor_proto_rawDesc = "" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x12\n" +
 	"\x04code\x18\x02 \x01(\tR\x04code\x12\x18\n" +
 	"\amessage\x18\x03 \x01(\tR\amessage\x12\x1a\n" +
-	"\bmetadata\x18\x04 \x01(\fR\bmetadata2\x83\a\n" +
+	"\bmetadata\x18\x04 \x01(\fR\bmetadata2\xe4\a\n" +
 	"\fActorService\x125\n" +
 	"\x04Call\x12\x15.rivet.v1.CallRequest\x1a\x16.rivet.v1.CallResponse\x125\n" +
 	"\x04Send\x12\x15.rivet.v1.SendRequest\x1a\x16.rivet.v1.SendResponse\x12;\n" +
@@ -2840,7 +2971,8 @@ const file_rivet_v1_actor_proto_rawDesc = "" +
 	"\aInspect\x12\x18.rivet.v1.InspectRequest\x1a\x19.rivet.v1.InspectResponse\x125\n" +
 	"\x04List\x12\x15.rivet.v1.ListRequest\x1a\x16.rivet.v1.ListResponse\x12>\n" +
 	"\aHistory\x12\x18.rivet.v1.HistoryRequest\x1a\x19.rivet.v1.HistoryResponse\x12P\n" +
-	"\rRetryWorkflow\x12\x1e.rivet.v1.RetryWorkflowRequest\x1a\x1f.rivet.v1.RetryWorkflowResponse\x12S\n" +
+	"\rRetryWorkflow\x12\x1e.rivet.v1.RetryWorkflowRequest\x1a\x1f.rivet.v1.RetryWorkflowResponse\x12_\n" +
+	"\x12CheckRetryWorkflow\x12#.rivet.v1.CheckRetryWorkflowRequest\x1a$.rivet.v1.CheckRetryWorkflowResponse\x12S\n" +
 	"\x0eCancelWorkflow\x12\x1f.rivet.v1.CancelWorkflowRequest\x1a .rivet.v1.CancelWorkflowResponse\x12b\n" +
 	"\x13CancelScheduledCall\x12$.rivet.v1.CancelScheduledCallRequest\x1a%.rivet.v1.CancelScheduledCallResponse\x12F\n" +
 	"\tSubscribe\x12\x1a.rivet.v1.SubscribeRequest\x1a\x1b.rivet.v1.SubscribeResponse0\x01B0Z.github.com/rivet-go/rivet/gen/rivet/v1;rivetv1b\x06proto3"
@@ -2857,7 +2989,7 @@ func file_rivet_v1_actor_proto_rawDescGZIP() []byte {
 	return file_rivet_v1_actor_proto_rawDescData
 }
 
-var file_rivet_v1_actor_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_rivet_v1_actor_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_rivet_v1_actor_proto_goTypes = []any{
 	(*ActorRef)(nil),                    // 0: rivet.v1.ActorRef
 	(*CallChain)(nil),                   // 1: rivet.v1.CallChain
@@ -2885,17 +3017,19 @@ var file_rivet_v1_actor_proto_goTypes = []any{
 	(*HistoryResponse)(nil),             // 23: rivet.v1.HistoryResponse
 	(*RetryWorkflowRequest)(nil),        // 24: rivet.v1.RetryWorkflowRequest
 	(*RetryWorkflowResponse)(nil),       // 25: rivet.v1.RetryWorkflowResponse
-	(*CancelWorkflowRequest)(nil),       // 26: rivet.v1.CancelWorkflowRequest
-	(*CancelWorkflowResponse)(nil),      // 27: rivet.v1.CancelWorkflowResponse
-	(*CancelScheduledCallRequest)(nil),  // 28: rivet.v1.CancelScheduledCallRequest
-	(*CancelScheduledCallResponse)(nil), // 29: rivet.v1.CancelScheduledCallResponse
-	(*SubscribeRequest)(nil),            // 30: rivet.v1.SubscribeRequest
-	(*SubscribeResponse)(nil),           // 31: rivet.v1.SubscribeResponse
-	(*Subscribed)(nil),                  // 32: rivet.v1.Subscribed
-	(*Event)(nil),                       // 33: rivet.v1.Event
-	(*ActorError)(nil),                  // 34: rivet.v1.ActorError
-	(*timestamppb.Timestamp)(nil),       // 35: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),         // 36: google.protobuf.Duration
+	(*CheckRetryWorkflowRequest)(nil),   // 26: rivet.v1.CheckRetryWorkflowRequest
+	(*CheckRetryWorkflowResponse)(nil),  // 27: rivet.v1.CheckRetryWorkflowResponse
+	(*CancelWorkflowRequest)(nil),       // 28: rivet.v1.CancelWorkflowRequest
+	(*CancelWorkflowResponse)(nil),      // 29: rivet.v1.CancelWorkflowResponse
+	(*CancelScheduledCallRequest)(nil),  // 30: rivet.v1.CancelScheduledCallRequest
+	(*CancelScheduledCallResponse)(nil), // 31: rivet.v1.CancelScheduledCallResponse
+	(*SubscribeRequest)(nil),            // 32: rivet.v1.SubscribeRequest
+	(*SubscribeResponse)(nil),           // 33: rivet.v1.SubscribeResponse
+	(*Subscribed)(nil),                  // 34: rivet.v1.Subscribed
+	(*Event)(nil),                       // 35: rivet.v1.Event
+	(*ActorError)(nil),                  // 36: rivet.v1.ActorError
+	(*timestamppb.Timestamp)(nil),       // 37: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),         // 38: google.protobuf.Duration
 }
 var file_rivet_v1_actor_proto_depIdxs = []int32{
 	0,  // 0: rivet.v1.CallRequest.actor:type_name -> rivet.v1.ActorRef
@@ -2910,60 +3044,63 @@ var file_rivet_v1_actor_proto_depIdxs = []int32{
 	14, // 9: rivet.v1.GetResponse.actor:type_name -> rivet.v1.ActorInfo
 	0,  // 10: rivet.v1.DestroyRequest.actor:type_name -> rivet.v1.ActorRef
 	0,  // 11: rivet.v1.ActorInfo.actor:type_name -> rivet.v1.ActorRef
-	35, // 12: rivet.v1.ActorInfo.created_at:type_name -> google.protobuf.Timestamp
-	35, // 13: rivet.v1.ActorInfo.workflow_failed_at:type_name -> google.protobuf.Timestamp
+	37, // 12: rivet.v1.ActorInfo.created_at:type_name -> google.protobuf.Timestamp
+	37, // 13: rivet.v1.ActorInfo.workflow_failed_at:type_name -> google.protobuf.Timestamp
 	0,  // 14: rivet.v1.InspectRequest.actor:type_name -> rivet.v1.ActorRef
 	14, // 15: rivet.v1.InspectResponse.info:type_name -> rivet.v1.ActorInfo
 	16, // 16: rivet.v1.InspectResponse.queues:type_name -> rivet.v1.QueueDepth
-	35, // 17: rivet.v1.InspectResponse.workflow_wake_at:type_name -> google.protobuf.Timestamp
+	37, // 17: rivet.v1.InspectResponse.workflow_wake_at:type_name -> google.protobuf.Timestamp
 	18, // 18: rivet.v1.InspectResponse.schedules:type_name -> rivet.v1.ScheduledCall
-	35, // 19: rivet.v1.ScheduledCall.at:type_name -> google.protobuf.Timestamp
-	35, // 20: rivet.v1.ScheduledCall.created_at:type_name -> google.protobuf.Timestamp
-	36, // 21: rivet.v1.ScheduledCall.every:type_name -> google.protobuf.Duration
-	35, // 22: rivet.v1.ScheduledCall.last_run:type_name -> google.protobuf.Timestamp
+	37, // 19: rivet.v1.ScheduledCall.at:type_name -> google.protobuf.Timestamp
+	37, // 20: rivet.v1.ScheduledCall.created_at:type_name -> google.protobuf.Timestamp
+	38, // 21: rivet.v1.ScheduledCall.every:type_name -> google.protobuf.Duration
+	37, // 22: rivet.v1.ScheduledCall.last_run:type_name -> google.protobuf.Timestamp
 	14, // 23: rivet.v1.ListResponse.actors:type_name -> rivet.v1.ActorInfo
 	0,  // 24: rivet.v1.HistoryRequest.actor:type_name -> rivet.v1.ActorRef
-	35, // 25: rivet.v1.HistoryEntry.updated_at:type_name -> google.protobuf.Timestamp
-	35, // 26: rivet.v1.HistoryEntry.deadline:type_name -> google.protobuf.Timestamp
+	37, // 25: rivet.v1.HistoryEntry.updated_at:type_name -> google.protobuf.Timestamp
+	37, // 26: rivet.v1.HistoryEntry.deadline:type_name -> google.protobuf.Timestamp
 	22, // 27: rivet.v1.HistoryResponse.entries:type_name -> rivet.v1.HistoryEntry
-	35, // 28: rivet.v1.HistoryResponse.workflow_wake_at:type_name -> google.protobuf.Timestamp
+	37, // 28: rivet.v1.HistoryResponse.workflow_wake_at:type_name -> google.protobuf.Timestamp
 	0,  // 29: rivet.v1.RetryWorkflowRequest.actor:type_name -> rivet.v1.ActorRef
-	0,  // 30: rivet.v1.CancelWorkflowRequest.actor:type_name -> rivet.v1.ActorRef
-	0,  // 31: rivet.v1.CancelScheduledCallRequest.actor:type_name -> rivet.v1.ActorRef
-	0,  // 32: rivet.v1.SubscribeRequest.actor:type_name -> rivet.v1.ActorRef
-	32, // 33: rivet.v1.SubscribeResponse.subscribed:type_name -> rivet.v1.Subscribed
-	33, // 34: rivet.v1.SubscribeResponse.event:type_name -> rivet.v1.Event
-	2,  // 35: rivet.v1.ActorService.Call:input_type -> rivet.v1.CallRequest
-	4,  // 36: rivet.v1.ActorService.Send:input_type -> rivet.v1.SendRequest
-	6,  // 37: rivet.v1.ActorService.Create:input_type -> rivet.v1.CreateRequest
-	8,  // 38: rivet.v1.ActorService.GetOrCreate:input_type -> rivet.v1.GetOrCreateRequest
-	10, // 39: rivet.v1.ActorService.Get:input_type -> rivet.v1.GetRequest
-	12, // 40: rivet.v1.ActorService.Destroy:input_type -> rivet.v1.DestroyRequest
-	15, // 41: rivet.v1.ActorService.Inspect:input_type -> rivet.v1.InspectRequest
-	19, // 42: rivet.v1.ActorService.List:input_type -> rivet.v1.ListRequest
-	21, // 43: rivet.v1.ActorService.History:input_type -> rivet.v1.HistoryRequest
-	24, // 44: rivet.v1.ActorService.RetryWorkflow:input_type -> rivet.v1.RetryWorkflowRequest
-	26, // 45: rivet.v1.ActorService.CancelWorkflow:input_type -> rivet.v1.CancelWorkflowRequest
-	28, // 46: rivet.v1.ActorService.CancelScheduledCall:input_type -> rivet.v1.CancelScheduledCallRequest
-	30, // 47: rivet.v1.ActorService.Subscribe:input_type -> rivet.v1.SubscribeRequest
-	3,  // 48: rivet.v1.ActorService.Call:output_type -> rivet.v1.CallResponse
-	5,  // 49: rivet.v1.ActorService.Send:output_type -> rivet.v1.SendResponse
-	7,  // 50: rivet.v1.ActorService.Create:output_type -> rivet.v1.CreateResponse
-	9,  // 51: rivet.v1.ActorService.GetOrCreate:output_type -> rivet.v1.GetOrCreateResponse
-	11, // 52: rivet.v1.ActorService.Get:output_type -> rivet.v1.GetResponse
-	13, // 53: rivet.v1.ActorService.Destroy:output_type -> rivet.v1.DestroyResponse
-	17, // 54: rivet.v1.ActorService.Inspect:output_type -> rivet.v1.InspectResponse
-	20, // 55: rivet.v1.ActorService.List:output_type -> rivet.v1.ListResponse
-	23, // 56: rivet.v1.ActorService.History:output_type -> rivet.v1.HistoryResponse
-	25, // 57: rivet.v1.ActorService.RetryWorkflow:output_type -> rivet.v1.RetryWorkflowResponse
-	27, // 58: rivet.v1.ActorService.CancelWorkflow:output_type -> rivet.v1.CancelWorkflowResponse
-	29, // 59: rivet.v1.ActorService.CancelScheduledCall:output_type -> rivet.v1.CancelScheduledCallResponse
-	31, // 60: rivet.v1.ActorService.Subscribe:output_type -> rivet.v1.SubscribeResponse
-	48, // [48:61] is the sub-list for method output_type
-	35, // [35:48] is the sub-list for method input_type
-	35, // [35:35] is the sub-list for extension type_name
-	35, // [35:35] is the sub-list for extension extendee
-	0,  // [0:35] is the sub-list for field type_name
+	0,  // 30: rivet.v1.CheckRetryWorkflowRequest.actor:type_name -> rivet.v1.ActorRef
+	0,  // 31: rivet.v1.CancelWorkflowRequest.actor:type_name -> rivet.v1.ActorRef
+	0,  // 32: rivet.v1.CancelScheduledCallRequest.actor:type_name -> rivet.v1.ActorRef
+	0,  // 33: rivet.v1.SubscribeRequest.actor:type_name -> rivet.v1.ActorRef
+	34, // 34: rivet.v1.SubscribeResponse.subscribed:type_name -> rivet.v1.Subscribed
+	35, // 35: rivet.v1.SubscribeResponse.event:type_name -> rivet.v1.Event
+	2,  // 36: rivet.v1.ActorService.Call:input_type -> rivet.v1.CallRequest
+	4,  // 37: rivet.v1.ActorService.Send:input_type -> rivet.v1.SendRequest
+	6,  // 38: rivet.v1.ActorService.Create:input_type -> rivet.v1.CreateRequest
+	8,  // 39: rivet.v1.ActorService.GetOrCreate:input_type -> rivet.v1.GetOrCreateRequest
+	10, // 40: rivet.v1.ActorService.Get:input_type -> rivet.v1.GetRequest
+	12, // 41: rivet.v1.ActorService.Destroy:input_type -> rivet.v1.DestroyRequest
+	15, // 42: rivet.v1.ActorService.Inspect:input_type -> rivet.v1.InspectRequest
+	19, // 43: rivet.v1.ActorService.List:input_type -> rivet.v1.ListRequest
+	21, // 44: rivet.v1.ActorService.History:input_type -> rivet.v1.HistoryRequest
+	24, // 45: rivet.v1.ActorService.RetryWorkflow:input_type -> rivet.v1.RetryWorkflowRequest
+	26, // 46: rivet.v1.ActorService.CheckRetryWorkflow:input_type -> rivet.v1.CheckRetryWorkflowRequest
+	28, // 47: rivet.v1.ActorService.CancelWorkflow:input_type -> rivet.v1.CancelWorkflowRequest
+	30, // 48: rivet.v1.ActorService.CancelScheduledCall:input_type -> rivet.v1.CancelScheduledCallRequest
+	32, // 49: rivet.v1.ActorService.Subscribe:input_type -> rivet.v1.SubscribeRequest
+	3,  // 50: rivet.v1.ActorService.Call:output_type -> rivet.v1.CallResponse
+	5,  // 51: rivet.v1.ActorService.Send:output_type -> rivet.v1.SendResponse
+	7,  // 52: rivet.v1.ActorService.Create:output_type -> rivet.v1.CreateResponse
+	9,  // 53: rivet.v1.ActorService.GetOrCreate:output_type -> rivet.v1.GetOrCreateResponse
+	11, // 54: rivet.v1.ActorService.Get:output_type -> rivet.v1.GetResponse
+	13, // 55: rivet.v1.ActorService.Destroy:output_type -> rivet.v1.DestroyResponse
+	17, // 56: rivet.v1.ActorService.Inspect:output_type -> rivet.v1.InspectResponse
+	20, // 57: rivet.v1.ActorService.List:output_type -> rivet.v1.ListResponse
+	23, // 58: rivet.v1.ActorService.History:output_type -> rivet.v1.HistoryResponse
+	25, // 59: rivet.v1.ActorService.RetryWorkflow:output_type -> rivet.v1.RetryWorkflowResponse
+	27, // 60: rivet.v1.ActorService.CheckRetryWorkflow:output_type -> rivet.v1.CheckRetryWorkflowResponse
+	29, // 61: rivet.v1.ActorService.CancelWorkflow:output_type -> rivet.v1.CancelWorkflowResponse
+	31, // 62: rivet.v1.ActorService.CancelScheduledCall:output_type -> rivet.v1.CancelScheduledCallResponse
+	33, // 63: rivet.v1.ActorService.Subscribe:output_type -> rivet.v1.SubscribeResponse
+	50, // [50:64] is the sub-list for method output_type
+	36, // [36:50] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_rivet_v1_actor_proto_init() }
@@ -2971,7 +3108,7 @@ func file_rivet_v1_actor_proto_init() {
 	if File_rivet_v1_actor_proto != nil {
 		return
 	}
-	file_rivet_v1_actor_proto_msgTypes[31].OneofWrappers = []any{
+	file_rivet_v1_actor_proto_msgTypes[33].OneofWrappers = []any{
 		(*SubscribeResponse_Subscribed)(nil),
 		(*SubscribeResponse_Event)(nil),
 	}
@@ -2981,7 +3118,7 @@ func file_rivet_v1_actor_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rivet_v1_actor_proto_rawDesc), len(file_rivet_v1_actor_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   35,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -34,6 +34,7 @@ const (
 	ActorService_List_FullMethodName                = "/rivet.v1.ActorService/List"
 	ActorService_History_FullMethodName             = "/rivet.v1.ActorService/History"
 	ActorService_RetryWorkflow_FullMethodName       = "/rivet.v1.ActorService/RetryWorkflow"
+	ActorService_CheckRetryWorkflow_FullMethodName  = "/rivet.v1.ActorService/CheckRetryWorkflow"
 	ActorService_CancelWorkflow_FullMethodName      = "/rivet.v1.ActorService/CancelWorkflow"
 	ActorService_CancelScheduledCall_FullMethodName = "/rivet.v1.ActorService/CancelScheduledCall"
 	ActorService_Subscribe_FullMethodName           = "/rivet.v1.ActorService/Subscribe"
@@ -75,6 +76,14 @@ type ActorServiceClient interface {
 	// state to go back to (INVALID_ARGUMENT, naming the entries and the from
 	// to choose, if that would run again a step the rollback did not undo).
 	RetryWorkflow(ctx context.Context, in *RetryWorkflowRequest, opts ...grpc.CallOption) (*RetryWorkflowResponse, error)
+	// CheckRetryWorkflow makes every check RetryWorkflow would make (the
+	// workflow's status, a replay of the history the retry would leave
+	// against the code deployed now, its size) and answers what it would
+	// remove and drop, or the error it would fail with, changing nothing: a
+	// dry run (rivetctl workflow retry --dry-run). A method of its own, not
+	// a field of RetryWorkflowRequest: a node from before it answers
+	// UNIMPLEMENTED, where it would have ignored a field and retried.
+	CheckRetryWorkflow(ctx context.Context, in *CheckRetryWorkflowRequest, opts ...grpc.CallOption) (*CheckRetryWorkflowResponse, error)
 	// CancelWorkflow stops an actor's workflow for good, as an operator's
 	// decision: its status becomes "cancelled", with the reason in its error.
 	// A step in flight has its context cancelled and its attempt is not
@@ -209,6 +218,16 @@ func (c *actorServiceClient) RetryWorkflow(ctx context.Context, in *RetryWorkflo
 	return out, nil
 }
 
+func (c *actorServiceClient) CheckRetryWorkflow(ctx context.Context, in *CheckRetryWorkflowRequest, opts ...grpc.CallOption) (*CheckRetryWorkflowResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CheckRetryWorkflowResponse)
+	err := c.cc.Invoke(ctx, ActorService_CheckRetryWorkflow_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *actorServiceClient) CancelWorkflow(ctx context.Context, in *CancelWorkflowRequest, opts ...grpc.CallOption) (*CancelWorkflowResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CancelWorkflowResponse)
@@ -284,6 +303,14 @@ type ActorServiceServer interface {
 	// state to go back to (INVALID_ARGUMENT, naming the entries and the from
 	// to choose, if that would run again a step the rollback did not undo).
 	RetryWorkflow(context.Context, *RetryWorkflowRequest) (*RetryWorkflowResponse, error)
+	// CheckRetryWorkflow makes every check RetryWorkflow would make (the
+	// workflow's status, a replay of the history the retry would leave
+	// against the code deployed now, its size) and answers what it would
+	// remove and drop, or the error it would fail with, changing nothing: a
+	// dry run (rivetctl workflow retry --dry-run). A method of its own, not
+	// a field of RetryWorkflowRequest: a node from before it answers
+	// UNIMPLEMENTED, where it would have ignored a field and retried.
+	CheckRetryWorkflow(context.Context, *CheckRetryWorkflowRequest) (*CheckRetryWorkflowResponse, error)
 	// CancelWorkflow stops an actor's workflow for good, as an operator's
 	// decision: its status becomes "cancelled", with the reason in its error.
 	// A step in flight has its context cancelled and its attempt is not
@@ -347,6 +374,9 @@ func (UnimplementedActorServiceServer) History(context.Context, *HistoryRequest)
 }
 func (UnimplementedActorServiceServer) RetryWorkflow(context.Context, *RetryWorkflowRequest) (*RetryWorkflowResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RetryWorkflow not implemented")
+}
+func (UnimplementedActorServiceServer) CheckRetryWorkflow(context.Context, *CheckRetryWorkflowRequest) (*CheckRetryWorkflowResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CheckRetryWorkflow not implemented")
 }
 func (UnimplementedActorServiceServer) CancelWorkflow(context.Context, *CancelWorkflowRequest) (*CancelWorkflowResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CancelWorkflow not implemented")
@@ -558,6 +588,24 @@ func _ActorService_RetryWorkflow_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ActorService_CheckRetryWorkflow_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CheckRetryWorkflowRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ActorServiceServer).CheckRetryWorkflow(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ActorService_CheckRetryWorkflow_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ActorServiceServer).CheckRetryWorkflow(ctx, req.(*CheckRetryWorkflowRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _ActorService_CancelWorkflow_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(CancelWorkflowRequest)
 	if err := dec(in); err != nil {
@@ -651,6 +699,10 @@ var ActorService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RetryWorkflow",
 			Handler:    _ActorService_RetryWorkflow_Handler,
+		},
+		{
+			MethodName: "CheckRetryWorkflow",
+			Handler:    _ActorService_CheckRetryWorkflow_Handler,
 		},
 		{
 			MethodName: "CancelWorkflow",
