@@ -106,3 +106,48 @@ func TestStatsAndDrainOfANodeWhoseAddressAnotherServesEnd(t *testing.T) {
 		}
 	}
 }
+
+// A registered node whose gRPC address cannot be reached (a wrong
+// --advertise-addr, a network fault) is marked unreachable in members
+// within seconds, though no request was forwarded to it (a trial's node
+// with a wrong address looked well until a call failed).
+func TestANodeRegisteredAtAnAddressNoOneReachesIsMarkedUnreachable(t *testing.T) {
+	reg, err := rivet.Setup(counter.Actor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	n := StartForTest(t, ctx, ClusterConfigForTest(t, "solo", etcdtest.Start(t), "/unreachable/", 8, nil), reg)
+	// A port nothing listens on: each connection is refused.
+	rec, _ := json.Marshal(runtime.NodeRecord{NodeID: "lost", GRPCAddr: "127.0.0.1:1"})
+	if err := n.store.Commit(ctx, storage.Txn{Ops: []storage.Op{storage.Put(storage.NodeKey("lost"), rec)}}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(n.GRPCAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		ms, err := c.Members(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		marked := false
+		for _, m := range ms {
+			if m.NodeID == "lost" && m.Unreachable {
+				marked = true
+			}
+			if m.NodeID == "solo" && m.Unreachable {
+				t.Fatal("the node marks itself unreachable")
+			}
+		}
+		if marked {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("members never marked node lost unreachable: %+v", ms)
+		}
+	}
+}

@@ -54,14 +54,21 @@ func (hf *handleFlags) handle(c *client.Client, name string, key []string) (*cli
 func (a *app) callCommand() *cobra.Command {
 	hf := handleFlags{app: a}
 	var readOnly bool
+	var idemKey string
 	cmd := &cobra.Command{
 		Use:   "call ACTOR KEY ACTION [ARG_JSON...]",
 		Short: "Run an action and print its JSON result",
 		Long: `Run an action and print its JSON result. Each ARG_JSON is one argument; @FILE reads
-it from a file and @- from stdin (for payloads too big for a command line).`,
+it from a file and @- from stdin (for payloads too big for a command line).
+
+With --idempotency-key the call runs once: sent again with the same key (after
+an error that left its outcome unknown, say), it prints the first call's result
+and runs nothing. The actor keeps its last 1024 keys, each for 24 hours; the
+same key with another action or arguments is refused.`,
 		Example: `  rivetctl call counter main increment 5
   rivetctl call counter '["eu","alice"]' getCount
   rivetctl call --read-only counter main getCount
+  rivetctl call counter main increment 5 --idempotency-key topup-17
   rivetctl call counter main increment @by.json`,
 		Annotations: map[string]string{jsonArgsAnnotation: "3-", sideEffectsAnnotation: "true"},
 		Args:        args(3, -1),
@@ -84,8 +91,17 @@ it from a file and @- from stdin (for payloads too big for a command line).`,
 			return err
 		}
 		call := h.Call
-		if readOnly {
+		switch {
+		case readOnly && idemKey != "":
+			return usagef("--read-only and --idempotency-key go apart: a read-only action changes nothing, and needs no key")
+		case readOnly:
 			call = h.Query
+		case cmd.Flags().Changed("idempotency-key") && idemKey == "":
+			return usagef("--idempotency-key is empty")
+		case idemKey != "":
+			call = func(ctx context.Context, action string, args ...any) (json.RawMessage, error) {
+				return h.CallWith(ctx, action, client.CallOptions{IdempotencyKey: idemKey}, args...)
+			}
 		}
 		res, err := call(ctx, args[2], callArgs...)
 		if err != nil {
@@ -95,6 +111,7 @@ it from a file and @- from stdin (for payloads too big for a command line).`,
 	})
 	hf.add(cmd)
 	cmd.Flags().BoolVar(&readOnly, "read-only", false, "run only a read-only action (refused otherwise, before it runs; a node older than this flag runs any action); retried, as a read is, if a connection breaks during it")
+	cmd.Flags().StringVar(&idemKey, "idempotency-key", "", "run the call once: a call with the same key prints the first one's result and runs nothing (the actor keeps its last 1024 keys, 24h each); retried, as a read is, if a connection breaks during it")
 	return cmd
 }
 

@@ -20,6 +20,7 @@ import (
 
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/client"
+	"github.com/rivet-go/rivet/examples/counter"
 	"github.com/rivet-go/rivet/runtime"
 	"github.com/rivet-go/rivet/server"
 	"github.com/rivet-go/rivet/server/servertest"
@@ -1132,4 +1133,26 @@ func TestNotARivetNode(t *testing.T) {
 		wantErr(t, 1, "rivetctl: internal: unknown service rivet.v1.AdminService (INTERNAL)"+hint)
 	rivetctl(t, addr, "call", "counter", "main", "getCount").
 		wantErr(t, 1, "rivetctl: internal: unknown service rivet.v1.ActorService (INTERNAL)"+hint)
+}
+
+// call --idempotency-key runs the call once: sent again, it prints the
+// first one's result and runs nothing; with other arguments the key is
+// refused; with --read-only, or empty, it is a usage error.
+func TestCallWithAnIdempotencyKeyRunsOnce(t *testing.T) {
+	t.Parallel()
+	reg, err := rivet.Setup(counter.Actor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := startNodeOf(t, reg)
+	for range 2 {
+		rivetctl(t, addr, "call", "counter", "k", "increment", "5", "--idempotency-key", "topup-1").want(t, 0, "5\n")
+	}
+	rivetctl(t, addr, "call", "--read-only", "counter", "k", "getCount").want(t, 0, "5\n")
+	rivetctl(t, addr, "call", "counter", "k", "increment", "6", "--idempotency-key", "topup-1").
+		wantErrPrefix(t, 1, `rivetctl: invalid argument: idempotency key "topup-1" of counter ["k"] was used for another call`)
+	rivetctl(t, addr, "call", "--read-only", "counter", "k", "getCount", "--idempotency-key", "x").
+		wantErr(t, 2, "rivetctl: --read-only and --idempotency-key go apart: a read-only action changes nothing, and needs no key")
+	rivetctl(t, addr, "call", "counter", "k", "increment", "1", "--idempotency-key", "").
+		wantErr(t, 2, "rivetctl: --idempotency-key is empty")
 }

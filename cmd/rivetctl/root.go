@@ -467,6 +467,9 @@ func mayHaveRun(cmd *cobra.Command, err error) string {
 		return "" // the node ran a read-only action, or nothing
 	}
 	if f := cmd.Flags().Lookup("idempotency-key"); f != nil && f.Value.String() != "" {
+		if cmd.Name() == "call" {
+			return "; it may have run all the same: run it again with the same --idempotency-key, which runs it at most once"
+		}
 		return "; it may have been queued all the same: send it again with the same --idempotency-key, which queues it at most once"
 	}
 	return "; it may have run all the same: look (rivetctl state, inspect) before running it again, which could apply it twice"
