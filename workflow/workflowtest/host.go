@@ -49,7 +49,9 @@ var ErrCrash = fmt.Errorf("workflowtest: injected crash: %w", workflow.ErrEvicte
 type Host[S any] struct {
 	// Clock is the fake time of the actor.
 	Clock *Clock
-	// Client is what step bodies get from StepCtx.Client.
+	// Client is what step bodies get from StepCtx.Client. Nil: a client
+	// whose every call and send fails, saying that Client is not set (it
+	// was a nil interface, and a step that called an actor panicked).
 	Client caller.Client
 	// Name and Key are the actor's type name and key, what the workflow
 	// reads with Ctx.Name and Key (and StepCtx's, DoCtx's). NewHost sets
@@ -166,6 +168,13 @@ func (h *Host[S]) send(queue string, body any, wait bool) (uint64, <-chan json.R
 	}
 	if err := h.checkQueues([]string{queue}); err != nil {
 		panic("workflowtest: send: " + err.Error())
+	}
+	if t := h.QueueTypes[queue]; t != nil {
+		// As a node refuses a body that does not decode into the
+		// queue's type (rivet.QueueOf).
+		if err := json.Unmarshal(b, reflect.New(t).Interface()); err != nil {
+			panic(fmt.Sprintf("workflowtest: send to queue %q: the body does not decode into its type %v: %v", queue, t, err))
+		}
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -548,7 +557,7 @@ func (a *activation[S]) RunStep(ctx context.Context, ephemeral bool, fn func(wor
 		checked = b
 		return nil
 	}
-	writes := fn(workflow.StepEnv{State: a.state, Client: a.h.Client, Events: pub, Check: check})
+	writes := fn(workflow.StepEnv{State: a.state, Client: a.h.client(), Events: pub, Check: check})
 	if writes == nil {
 		// Abandoned attempt (its race lost, the run evicted): it commits
 		// nothing, so memory goes back to what this activation holds as
@@ -633,7 +642,33 @@ func (a *activation[S]) CheckOutput(out json.RawMessage) error {
 var _ workflow.OutputChecker = (*activation[struct{}])(nil)
 
 // Client is the Host's Client, for Do steps.
-func (a *activation[S]) Client() caller.Client { return a.h.Client }
+func (a *activation[S]) Client() caller.Client { return a.h.client() }
+
+// client is Client, or unsetClient if it is nil.
+func (h *Host[S]) client() caller.Client {
+	if h.Client == nil {
+		return unsetClient{}
+	}
+	return h.Client
+}
+
+// unsetClient is the client of a Host whose Client is not set.
+type unsetClient struct{}
+
+func (unsetClient) GetOrCreate(name string, key ...string) caller.Handle { return unsetHandle{name} }
+func (unsetClient) Get(name string, key ...string) caller.Handle         { return unsetHandle{name} }
+
+type unsetHandle struct{ name string }
+
+var errUnsetClient = errors.New("workflowtest: Host.Client is not set: give the host a caller.Client (a fake of the actors the workflow calls)")
+
+func (h unsetHandle) Call(context.Context, string, ...any) (json.RawMessage, error) {
+	return nil, fmt.Errorf("call of actor %s: %w", h.name, errUnsetClient)
+}
+
+func (h unsetHandle) Send(context.Context, string, any) error {
+	return fmt.Errorf("send to actor %s: %w", h.name, errUnsetClient)
+}
 
 func (a *activation[S]) Commit(ctx context.Context, writes []workflow.HistoryWrite) error {
 	a.h.mu.Lock()

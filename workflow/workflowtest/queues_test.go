@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -92,4 +93,29 @@ func TestAReceiveWithoutNamesTakesFromTheQueuesOfItsType(t *testing.T) {
 	if out.Status != workflow.RunCompleted || strings.Join(got, " ") != `checkout:book confirm:{"ok":true}` {
 		t.Fatalf("outcome %v %v, took %q; want the checkout, then the confirm", out.Status, out.Err, got)
 	}
+}
+
+// With QueueTypes, a send whose body does not decode into its queue's type
+// panics, as a node refuses it; without Client, a step's call fails
+// saying so, rather than panic on a nil client.
+func TestAHostChecksBodiesAndSaysItHasNoClient(t *testing.T) {
+	h := workflowtest.NewHost(struct{}{}, workflowtest.NewClock(time.Unix(1700000000, 0)))
+	h.QueueTypes = rivet.Queues{"amounts": rivet.QueueOf[int]()}.Types()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	out, _ := h.Drive(ctx, func(c *workflow.Ctx[struct{}]) error {
+		return c.Step("ask", func(s *workflow.StepCtx[struct{}]) error {
+			_, err := s.Client().Get("bank", "b").Call(s.Context(), "balance")
+			return workflow.Critical(err)
+		})
+	}, workflowtest.DriveOptions{})
+	if out.Status != workflow.RunFailed || !strings.Contains(out.Err.Error(), "Host.Client is not set") {
+		t.Fatalf("outcome %v %v; want failed, saying Client is not set", out.Status, out.Err)
+	}
+	defer func() {
+		if v := recover(); v == nil || !strings.Contains(fmt.Sprint(v), "does not decode into its type int") {
+			t.Fatalf("a send of a body its queue's type refuses: recovered %v, want a panic saying so", v)
+		}
+	}()
+	h.Send("amounts", "ten")
 }
