@@ -632,9 +632,7 @@ func (o *Ownership) Run(ctx context.Context) error {
 			// them over, to lose them again at the next cut: a trial's
 			// flapping link moved 352 partitions 20 times in 90 s, each
 			// move failing calls in flight with their outcome unknown.
-			o.log.Warn("lease lost again soon after the last loss: waiting until etcd answers steadily before registering again, so that a flapping link does not move this node's partitions back and forth",
-				zap.Int("losses_recently", n), zap.Duration("steady_for", hold))
-			if o.waitSteady(ctx, hold) != nil || o.isResigned() {
+			if o.waitSteady(ctx, hold, n) != nil || o.isResigned() {
 				return nil
 			}
 		}
@@ -682,22 +680,37 @@ func (o *Ownership) flapHold(now time.Time) (int, time.Duration) {
 	return n, min(hold, steadyMax)
 }
 
-// waitSteady returns once storage has answered every read for d, or with
-// ctx's error.
-func (o *Ownership) waitSteady(ctx context.Context, d time.Duration) error {
+// waitSteady returns once storage has answered every read for d, at most
+// steadyWaitMax after it began (a lossy link where the lease would hold
+// must not keep the node out for ever), or at once if no other node could
+// have taken this one's partitions: its lost lease still stands in
+// storage (lost by the local deadline only: registered again at once,
+// the node takes its claims back and nothing moves), or no other node is
+// registered (one node alone, or a loss every node had at once: an etcd
+// restart; holding then would leave the whole cluster serving nothing).
+// With ctx's error if it ends first.
+func (o *Ownership) waitSteady(ctx context.Context, d time.Duration, losses int) error {
 	o.mu.RLock()
-	key := storage.NodeKey(o.record.NodeID)
+	self, lost := o.record.NodeID, o.lostLease
 	o.mu.RUnlock()
-	since := time.Now()
-	for time.Since(since) < d {
+	begun, since := time.Now(), time.Now()
+	warned := false
+	for time.Since(since) < d && time.Since(begun) < steadyWaitMax {
 		rctx, cancel := context.WithTimeout(ctx, time.Second)
-		_, err := o.store.Get(rctx, key)
+		kvs, err := o.store.List(rctx, storage.NodesPrefix, storage.ListOptions{})
 		cancel()
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if err != nil && !errors.Is(err, storage.ErrNotFound) {
+		switch {
+		case err != nil:
 			since = time.Now()
+		case !o.othersMayTakeOver(kvs, self, lost):
+			return nil
+		case !warned:
+			warned = true
+			o.log.Warn("lease lost again soon after the last loss: waiting until etcd answers steadily before registering again, so that a flapping link does not move this node's partitions back and forth",
+				zap.Int("losses_recently", losses), zap.Duration("steady_for", d))
 		}
 		select {
 		case <-ctx.Done():
@@ -706,6 +719,29 @@ func (o *Ownership) waitSteady(ctx context.Context, d time.Duration) error {
 		}
 	}
 	return nil
+}
+
+// steadyWaitMax bounds waitSteady.
+var steadyWaitMax = 30 * time.Second
+
+// othersMayTakeOver says, of the registrations kvs, whether another node
+// is registered and this one's lost lease no longer holds its record.
+func (o *Ownership) othersMayTakeOver(kvs []storage.KV, self string, lost storage.LeaseID) bool {
+	others := false
+	for _, kv := range kvs {
+		var rec NodeRecord
+		if json.Unmarshal(kv.Value, &rec) != nil {
+			continue
+		}
+		if rec.NodeID == self {
+			if lost != 0 && rec.Lease == lost {
+				return false
+			}
+			continue
+		}
+		others = true
+	}
+	return others
 }
 
 // watch waits until the lease is lost: KeepAlive failed, or the lease's

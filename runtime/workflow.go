@@ -11,6 +11,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -1288,6 +1289,10 @@ func (w *wfHost) CheckQueues(names []string) error {
 	}
 	return nil
 }
+
+// Incarnation implements workflow.Incarnationer: the actor's creation
+// time, which a re-created actor of the same key does not share.
+func (w *wfHost) Incarnation() string { return strconv.FormatInt(w.a.meta.CreatedAt, 10) }
 
 // QueueTypes implements workflow.QueueTyper.
 func (w *wfHost) QueueTypes() map[string]reflect.Type {

@@ -148,7 +148,8 @@ func (s *StepCtx[S]) Attempt() int { return s.attempt }
 // (two calls of one step need two names): the same for every attempt of
 // this step at this point of the workflow (each iteration of a loop has
 // its own) and for its run again after a crash or a move, and unlike any
-// other step's of any actor. So a call made with it runs once however
+// other step's (a rollback handler's too) of any actor, one destroyed and
+// created again under the same key included. So a call made with it runs once however
 // often the step runs: the callee answers a repeat from its record (for
 // 24 hours, its last 1024 keys):
 //
@@ -166,7 +167,7 @@ func (s *StepCtx[S]) IdempotencyKey(name string) string { return stepKey(s.r, s.
 func stepKey(r *run, path, name string) string {
 	h := sha256.New()
 	key, _ := json.Marshal(r.key)
-	for _, part := range [][]byte{[]byte(r.name), key, []byte(path), []byte(name)} {
+	for _, part := range [][]byte{[]byte(r.name), key, []byte(r.incarnation), []byte(path), []byte(name)} {
 		h.Write(part)
 		h.Write([]byte{0})
 	}
@@ -293,7 +294,8 @@ type DoCtx struct {
 // (rivet.CallOptions, caller.SendOptions), named by name within the step:
 // the same for every attempt of this step at this point of the workflow (each iteration of a loop has
 // its own), and for its run again after a crash or a move, and unlike any
-// other step's of any actor. So a call made with it runs once however
+// other step's (a rollback handler's too) of any actor, one destroyed and
+// created again under the same key included. So a call made with it runs once however
 // often the step runs: the callee answers a repeat from its record (for
 // 24 hours, its last 1024 keys). A workflow retry --from that runs the
 // step again gets the same key, and the callee's answer from the first
@@ -528,7 +530,7 @@ func runStep[S, T any](c *Ctx[S], opts StepOptions, fn func(*StepCtx[S]) (T, err
 			if err != nil {
 				return err
 			}
-			return rollback(&StepCtx[S]{State: st, ctx: ctx, client: env.Client, events: env.Events, vars: env.Vars, destroy: env.Destroy, schedule: env.Schedule, tasks: env.Tasks, attempt: attempt, r: c.x.t.r}, v)
+			return rollback(&StepCtx[S]{State: st, ctx: ctx, client: env.Client, events: env.Events, vars: env.Vars, destroy: env.Destroy, schedule: env.Schedule, tasks: env.Tasks, attempt: attempt, path: env.Path, r: c.x.t.r}, v)
 		}
 	}
 	out, path, err := c.x.step(sp)

@@ -304,6 +304,16 @@ type QueueChecker interface {
 	CheckQueues(names []string) error
 }
 
+// Incarnationer is an optional interface of a Host. Incarnation tells the
+// actor from one of the same name and key that was destroyed before it
+// was created again (its creation time, say), the same for every run of
+// this one: StepCtx.IdempotencyKey mixes it in, so that a re-created
+// actor's steps do not find the records their namesakes' calls left
+// (a callee would answer the new run's charge with the old one's result).
+type Incarnationer interface {
+	Incarnation() string
+}
+
 // QueueTyper is an optional interface of a Host. QueueTypes returns the
 // message type each of the actor's queues declares (rivet.QueueOf), nil
 // if the host does not know them. A receive without NextOptions.Names then

@@ -54,6 +54,9 @@ func Start[S any](ctx context.Context, fn func(*Ctx[S]) error, host Host, histor
 			r.checkOutput = oc.CheckOutput
 		}
 		r.name, r.key = host.Actor()
+		if ih, ok := host.(Incarnationer); ok {
+			r.incarnation = ih.Incarnation()
+		}
 		r.started = startedAt(host, history)
 		root := &thread{r: r, ctx: rctx}
 		c := &Ctx[S]{x: &cx{t: root, sc: newScope("")}}
@@ -163,6 +166,9 @@ type run struct {
 	// the key.
 	name string
 	key  []string
+	// incarnation tells this actor from one of the same name and key
+	// destroyed before it (Incarnationer), for step keys.
+	incarnation string
 	// started is when the workflow started (Entry.StartedAt), what
 	// Ctx.Now is before any entry that records a time; zero for a history
 	// recorded before it was kept, whose runs read the host's clock

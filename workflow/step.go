@@ -552,6 +552,10 @@ func (r *run) registerRollback(e *Entry, handler func(StepEnv, context.Context, 
 // attempt in a turn that records it, so that a rollback cut short resumes
 // where it stopped. A handler that fails is retried as its step is (see
 // compensate); the rollback stops at the first one that fails for good.
+// rollbackKeyMark sets a rollback handler's step keys apart from its
+// body's (no path holds a NUL).
+const rollbackKeyMark = "\x00rollback"
+
 func (r *run) rollback(root *thread) error {
 	r.mu.Lock()
 	acts := append([]rollbackAction(nil), r.rollbacks...)
@@ -712,9 +716,10 @@ func (r *run) compensateOnce(root *thread, a rollbackAction, e *Entry, n int) (*
 		abandoned bool
 	)
 	fn := func(env StepEnv) []HistoryWrite {
-		// The step's own path: its handler's calls share its key's
-		// place, named apart by the names they give.
-		env.Path = a.path
+		// The step's path, marked as its handler's: a refund named as
+		// the charge it undoes ("payment") must not find the charge's
+		// record.
+		env.Path = a.path + rollbackKeyMark
 		root.goexitIn = fmt.Sprintf("the rollback handler of step %q", a.path) // for a runtime.Goexit in it
 		start := root.stamp()
 		_, err, timedOut, late := runBody(root.ctx, a.pol.timeout, r.host, func(ctx context.Context) (json.RawMessage, error) {
