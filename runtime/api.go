@@ -314,9 +314,10 @@ type RetryOptions struct {
 	// way out (retry from its receive). rivet.ErrInvalidArgument if the
 	// retry deletes no receive that took one. It implies OnlyFailed.
 	DropMessages bool
-	// DryRun makes every check the retry makes (its status, a replay of
-	// what it would leave against the code deployed now, its size) and
-	// says what it would remove and drop, changing nothing.
+	// DryRun makes the retry's checks (its status, a replay of what it
+	// would leave against the code deployed now; not its transaction's
+	// size) and says what it would remove and drop, writing nothing. The
+	// actor is loaded if it was not in memory (its OnWake runs).
 	DryRun bool
 }
 

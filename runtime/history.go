@@ -662,6 +662,23 @@ func (h *Host) RetryWorkflowWith(ctx context.Context, ref Ref, opts RetryOptions
 		// that waits for its completion is told so rather than wait (it
 		// was taken and will never be completed).
 		var dropMarks []storage.Op
+		if opts.DryRun {
+			if opts.DropMessages && len(back) == 0 {
+				return rivet.Errorf(rivet.ErrInvalidArgument, "the retry of %s deletes no receive that took a message, so it has none to drop: retry from the receive that took it", a.describe())
+			}
+			// Every check but the transaction's size passed: what the
+			// retry would do, with nothing written, logged or changed in
+			// memory (historyOps would move the loops' slots).
+			for _, e := range entries {
+				if deleted.holds(e.Path) {
+					res.Removed++
+				}
+			}
+			if opts.DropMessages {
+				res.Dropped = len(back)
+			}
+			return nil
+		}
 		switch {
 		case opts.DropMessages && len(back) == 0:
 			return rivet.Errorf(rivet.ErrInvalidArgument, "the retry of %s deletes no receive that took a message, so it has none to drop: retry from the receive that took it", a.describe())
@@ -706,18 +723,6 @@ func (h *Host) RetryWorkflowWith(ctx context.Context, ref Ref, opts RetryOptions
 			if err := checkLimits(a, ops); err != nil {
 				return rivet.Errorf(rivet.ErrTooLarge, "the retry of %s would drop %d messages in more writes than one transaction holds: retry from a later entry (%v)", a.describe(), len(back), err)
 			}
-		}
-		if opts.DryRun {
-			// Every check passed: what the retry would do, undone.
-			for _, e := range entries {
-				if deleted.holds(e.Path) {
-					res.Removed++
-				}
-			}
-			if opts.DropMessages {
-				res.Dropped = len(back)
-			}
-			return nil
 		}
 		v, err := a.enqueue(ops...)
 		if err != nil {

@@ -24,6 +24,7 @@ const (
 	outcomeNotRetried = "not_retried" // interrupted before its turn came
 	outcomeWouldRetry = "would_retry" // --dry-run: the node's check passed
 	outcomeUnchecked  = "unchecked"   // --dry-run: the node is older than the check
+	outcomeNotChecked = "not_checked" // --dry-run: the check itself failed (unavailable, a deadline)
 )
 
 // retryResult is one actor's line in `workflow retry --all-failed -o json`.
@@ -52,6 +53,7 @@ type retryAllReport struct {
 	DryRun     bool          `json:"dry_run"`
 	WouldRetry int           `json:"would_retry,omitempty"`
 	Unchecked  int           `json:"unchecked,omitempty"`
+	NotChecked int           `json:"not_checked,omitempty"`
 	Retried    int           `json:"retried"`
 	Skipped    int           `json:"skipped"`
 	Failed     int           `json:"failed"`
@@ -166,6 +168,8 @@ func (a *app) retryAllFailed(ctx context.Context, c *client.Client, name string,
 			rep.WouldRetry++
 		case outcomeUnchecked:
 			rep.Unchecked++
+		case outcomeNotChecked:
+			rep.NotChecked++
 		case outcomeSkipped:
 			rep.Skipped++
 			skips[r.Reason]++
@@ -192,6 +196,8 @@ func (a *app) retryAllFailed(ctx context.Context, c *client.Client, name string,
 	switch {
 	case dryRun && rep.NotRetried > 0:
 		return &runError{err: fmt.Errorf("interrupted: %d of %d failed workflows not checked", rep.NotRetried, len(failed))}
+	case dryRun && rep.NotChecked > 0:
+		return &runError{err: fmt.Errorf("%d of %d checks failed: what their retries would do is not known", rep.NotChecked, len(failed))}
 	case dryRun:
 		// What a retry would do, not a failure of the command.
 		return nil
@@ -258,6 +264,23 @@ func (a *app) retryOne(ctx context.Context, c *client.Client, r *retryResult, dr
 			r.Outcome = outcomeSkipped
 		}
 	}
+	if dryRun && r.Outcome == outcomeFailed && !refusal(err) {
+		// The check did not answer (the node unavailable, a deadline, a
+		// bug): not "would be refused", which a script would take for
+		// the code still diverging.
+		r.Outcome = outcomeNotChecked
+	}
+}
+
+// refusal says whether a retry's error is its refusal (the workflow's
+// state or history, the request), as opposed to a failure to answer.
+func refusal(err error) bool {
+	for _, kind := range []error{rivet.ErrWorkflowFailed, rivet.ErrTooLarge, rivet.ErrInvalidArgument, rivet.ErrFailedPrecondition, rivet.ErrNotFound} {
+		if errors.Is(err, kind) {
+			return true
+		}
+	}
+	return false
 }
 
 // skipReasons says in words why retries were skipped, by the reasons
@@ -290,12 +313,17 @@ func (a *app) printRetryAll(rep retryAllReport, skips map[string]int) error {
 			fmt.Fprintf(a.stdout, "%s %s %s: %s\n", skipped, printable(r.Name), formatKey(r.Key), skipLines[r.Reason])
 		case outcomeFailed:
 			fmt.Fprintf(a.stdout, "%s %s %s: %s\n", failed, printable(r.Name), formatKey(r.Key), printable(oneLine(r.text)))
+		case outcomeNotChecked:
+			fmt.Fprintf(a.stdout, "could not check %s %s: %s\n", printable(r.Name), formatKey(r.Key), printable(oneLine(r.text)))
 		}
 	}
 	if rep.DryRun {
 		line := fmt.Sprintf("would retry %d", rep.WouldRetry)
-		if rep.Skipped+rep.Failed+rep.Unchecked > 0 {
+		if rep.Skipped+rep.Failed+rep.Unchecked+rep.NotChecked > 0 {
 			line += fmt.Sprintf(", skip %d, refuse %d", rep.Skipped, rep.Failed)
+		}
+		if rep.NotChecked > 0 {
+			line += fmt.Sprintf(", %d not checked (the check failed)", rep.NotChecked)
 		}
 		if rep.Unchecked > 0 {
 			line += fmt.Sprintf(", %d unchecked (their nodes are older than the check: a retry may fail)", rep.Unchecked)

@@ -158,16 +158,18 @@ retried 2, skipped 2 (1 no longer failed, 1 destroyed), failed 1
 	// were all refused, the code deployed still diverging from them).
 	before := len(f.retriedKeys())
 	r = rivetctl(t, addr, "workflow", "retry", "charger", "--all-failed", "--dry-run")
-	if lines := strings.Split(r.stdout, "\n"); r.code != 0 || r.stderr != "checking 5 failed workflows of charger, 8 at a time\n" || len(lines) != 11 ||
+	// d's check fails (INTERNAL): not a refusal, which would read as the
+	// code still diverging, but a check that did not answer (exit 1).
+	if lines := strings.Split(r.stdout, "\n"); r.code != 1 || r.stderr != "checking 5 failed workflows of charger, 8 at a time\nrivetctl: 1 of 5 checks failed: what their retries would do is not known\n" || len(lines) != 11 ||
 		!strings.HasPrefix(lines[0], "NAME") || !strings.HasPrefix(lines[5], "charger  e") || !strings.Contains(lines[5], "card service down") ||
-		!strings.HasPrefix(lines[6], "would be skipped charger b: ") || !strings.HasPrefix(lines[8], "would be refused charger d: internal: disk on fire") ||
-		lines[9] != "would retry 2, skip 2, refuse 1 (--dry-run: nothing was retried)" {
+		!strings.HasPrefix(lines[6], "would be skipped charger b: ") || !strings.HasPrefix(lines[8], "could not check charger d: internal: disk on fire") ||
+		lines[9] != "would retry 2, skip 2, refuse 0, 1 not checked (the check failed) (--dry-run: nothing was retried)" {
 		t.Errorf("--dry-run: %+v", r)
 	}
 	r = rivetctl(t, addr, "-o", "json", "workflow", "retry", "charger", "--all-failed", "--dry-run")
 	rep = retryAllReport{}
-	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || r.code != 0 || !rep.DryRun || rep.WouldRetry != 2 || rep.Skipped != 2 || rep.Failed != 1 || rep.Retried != 0 ||
-		len(rep.Results) != 5 || rep.Results[0].Outcome != "would_retry" || rep.Results[0].WorkflowError != "card service down" || rep.Results[3].Outcome != "failed" {
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || r.code != 1 || !rep.DryRun || rep.WouldRetry != 2 || rep.Skipped != 2 || rep.NotChecked != 1 || rep.Retried != 0 ||
+		len(rep.Results) != 5 || rep.Results[0].Outcome != "would_retry" || rep.Results[0].WorkflowError != "card service down" || rep.Results[3].Outcome != "not_checked" {
 		t.Errorf("-o json --dry-run: %v, %+v (%+v)", err, rep, r)
 	}
 	if after := len(f.retriedKeys()); after != before {

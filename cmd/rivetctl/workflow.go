@@ -178,7 +178,7 @@ some not retried. --dry-run lists what would be retried.`,
 	retry.Flags().StringVar(&from, "from", "", "history path to replay from (default: the entries that failed; after a rollback, its first compensated step)")
 	retry.Flags().BoolVar(&allFailed, "all-failed", false, "retry every failed workflow of the actors named ACTOR")
 	retry.Flags().IntVar(&concurrency, "concurrency", 8, "with --all-failed: how many retries run at once")
-	retry.Flags().BoolVar(&dryRun, "dry-run", false, "with --all-failed: list the failed workflows and ask each one's node whether a retry would go (it replays what the retry would leave against the code deployed now), retry nothing")
+	retry.Flags().BoolVar(&dryRun, "dry-run", false, "with --all-failed: list the failed workflows and ask each one's node whether a retry would go (it replays what the retry would leave against the code deployed now), retry nothing; exits 1 if a check failed to answer")
 	retry.Flags().BoolVar(&dropMessages, "drop-messages", false, "drop the messages that the receives the retry deletes took, instead of putting them back in their queues: a poison message's way out (--from its receive); they are gone, so read them first (rivetctl history)")
 	retry.Flags().StringVar(&errorContains, "error-contains", "", "with --all-failed: only the workflows whose error contains TEXT (as rivetctl actors --failed lists it)")
 	retry.RunE = a.runE(func() time.Duration {
