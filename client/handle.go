@@ -461,11 +461,11 @@ func (h *ActorHandle) RetryWorkflowWith(ctx context.Context, opts RetryOptions) 
 	return RetryResult{Removed: int(resp.GetRemoved()), Dropped: int(resp.GetDropped())}, nil
 }
 
-// CheckRetryWorkflow makes every check RetryWorkflowWith would make with
+// CheckRetryWorkflow makes the checks RetryWorkflowWith would make with
 // opts (the workflow's status, a replay of the history the retry would
-// leave against the code deployed now, its size) and returns what it
-// would remove and drop, or the error it would fail with, changing
-// nothing. From a node older than the check (its own, or the owner's of
+// leave against the code deployed now; not the size of its transaction)
+// and returns what it would remove and drop, or the error it would fail
+// with, writing nothing. From a node older than the check (its own, or the owner's of
 // the actor it forwards to) the error is ErrCheckUnsupported.
 func (h *ActorHandle) CheckRetryWorkflow(ctx context.Context, opts RetryOptions) (RetryResult, error) {
 	resp, err := invoke(ctx, h.c, idempotent, h.c.actors.CheckRetryWorkflow, &rivetv1.CheckRetryWorkflowRequest{Actor: h.ref(), From: opts.From, OnlyFailed: opts.OnlyFailed, DropMessages: opts.DropMessages})

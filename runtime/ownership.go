@@ -730,7 +730,7 @@ func (o *Ownership) othersMayTakeOver(kvs []storage.KV, self string, lost storag
 	others := false
 	for _, kv := range kvs {
 		var rec NodeRecord
-		if json.Unmarshal(kv.Value, &rec) != nil {
+		if json.Unmarshal(kv.Value, &rec) != nil || rec.NodeID == "" {
 			continue
 		}
 		if rec.NodeID == self {
@@ -739,7 +739,9 @@ func (o *Ownership) othersMayTakeOver(kvs []storage.KV, self string, lost storag
 			}
 			continue
 		}
-		others = true
+		if !rec.Draining { // a draining node takes no partitions
+			others = true
+		}
 	}
 	return others
 }

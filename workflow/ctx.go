@@ -3,6 +3,7 @@ package workflow
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -167,9 +168,12 @@ func (s *StepCtx[S]) IdempotencyKey(name string) string { return stepKey(s.r, s.
 func stepKey(r *run, path, name string) string {
 	h := sha256.New()
 	key, _ := json.Marshal(r.key)
+	var n [8]byte
 	for _, part := range [][]byte{[]byte(r.name), key, []byte(r.incarnation), []byte(path), []byte(name)} {
+		// Length-prefixed: a name may hold any byte, a NUL included.
+		binary.BigEndian.PutUint64(n[:], uint64(len(part)))
+		h.Write(n[:])
 		h.Write(part)
-		h.Write([]byte{0})
 	}
 	return "step-" + hex.EncodeToString(h.Sum(nil)[:16])
 }

@@ -548,14 +548,14 @@ func (r *run) registerRollback(e *Entry, handler func(StepEnv, context.Context, 
 	})
 }
 
+// rollbackKeyMark sets a rollback handler's step keys apart from its
+// body's (stepKey length-prefixes each part, so no path and name make it).
+const rollbackKeyMark = "\x00rollback"
+
 // rollback runs the registered compensations, latest completion first, each
 // attempt in a turn that records it, so that a rollback cut short resumes
 // where it stopped. A handler that fails is retried as its step is (see
 // compensate); the rollback stops at the first one that fails for good.
-// rollbackKeyMark sets a rollback handler's step keys apart from its
-// body's (no path holds a NUL).
-const rollbackKeyMark = "\x00rollback"
-
 func (r *run) rollback(root *thread) error {
 	r.mu.Lock()
 	acts := append([]rollbackAction(nil), r.rollbacks...)

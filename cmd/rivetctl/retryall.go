@@ -247,6 +247,9 @@ func (a *app) retryOne(ctx context.Context, c *client.Client, r *retryResult, dr
 		// It may have run all the same: run again, it is skipped if so.
 		err = a.deadlineError(err, a.timeout, "")
 		r.Outcome, r.Code, r.Message, r.text = outcomeFailed, "DEADLINE_EXCEEDED", err.Error(), err.Error()
+		if dryRun {
+			r.Outcome = outcomeNotChecked // not a refusal: the check did not answer in time
+		}
 		return
 	}
 	r.Outcome, r.Code, r.Message, r.text = outcomeFailed, "UNKNOWN", err.Error(), describe(err)+a.connectionHint(err)

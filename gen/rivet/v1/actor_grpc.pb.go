@@ -76,10 +76,11 @@ type ActorServiceClient interface {
 	// state to go back to (INVALID_ARGUMENT, naming the entries and the from
 	// to choose, if that would run again a step the rollback did not undo).
 	RetryWorkflow(ctx context.Context, in *RetryWorkflowRequest, opts ...grpc.CallOption) (*RetryWorkflowResponse, error)
-	// CheckRetryWorkflow makes every check RetryWorkflow would make (the
-	// workflow's status, a replay of the history the retry would leave
-	// against the code deployed now, its size) and answers what it would
-	// remove and drop, or the error it would fail with, changing nothing: a
+	// CheckRetryWorkflow makes RetryWorkflow's checks (the workflow's status,
+	// a replay of the history the retry would leave against the code
+	// deployed now; not the size of its transaction) and answers what it
+	// would remove and drop, or the error it would fail with, writing
+	// nothing: a
 	// dry run (rivetctl workflow retry --dry-run). A method of its own, not
 	// a field of RetryWorkflowRequest: a node from before it answers
 	// UNIMPLEMENTED, where it would have ignored a field and retried.
@@ -303,10 +304,11 @@ type ActorServiceServer interface {
 	// state to go back to (INVALID_ARGUMENT, naming the entries and the from
 	// to choose, if that would run again a step the rollback did not undo).
 	RetryWorkflow(context.Context, *RetryWorkflowRequest) (*RetryWorkflowResponse, error)
-	// CheckRetryWorkflow makes every check RetryWorkflow would make (the
-	// workflow's status, a replay of the history the retry would leave
-	// against the code deployed now, its size) and answers what it would
-	// remove and drop, or the error it would fail with, changing nothing: a
+	// CheckRetryWorkflow makes RetryWorkflow's checks (the workflow's status,
+	// a replay of the history the retry would leave against the code
+	// deployed now; not the size of its transaction) and answers what it
+	// would remove and drop, or the error it would fail with, writing
+	// nothing: a
 	// dry run (rivetctl workflow retry --dry-run). A method of its own, not
 	// a field of RetryWorkflowRequest: a node from before it answers
 	// UNIMPLEMENTED, where it would have ignored a field and retried.
