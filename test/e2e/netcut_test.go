@@ -442,6 +442,7 @@ func holdFor(t *testing.T, s *ownerSampler, d time.Duration) {
 func waitUnreachable(t *testing.T, cl *client.Client, peers []string, within time.Duration) {
 	t.Helper()
 	var got []string
+	start := time.Now()
 	for deadline := time.Now().Add(within); ; time.Sleep(200 * time.Millisecond) {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		ms, err := cl.Members(ctx)
@@ -454,6 +455,7 @@ func waitUnreachable(t *testing.T, cl *client.Client, peers []string, within tim
 				}
 			}
 			if slices.Equal(got, peers) {
+				t.Logf("FIGURE unreachable: members marked %v after %v", peers, time.Since(start).Round(100*time.Millisecond))
 				return
 			}
 		}
@@ -644,10 +646,15 @@ func TestPeerGRPCCutFailsForwardedCallsRetryably(t *testing.T) {
 	runCut(t, cutScenario{
 		apply: func(lab *netLab) { lab.block(3, []int{1, 2}, labGRPC) },
 		heal:  func(lab *netLab) { lab.unblock(3) },
-		// node1 forwards to node3 under the load, and cannot.
+		// node1 forwards to node3 under the load, and cannot: its
+		// connection, established before the cut, stays READY until its
+		// keepalive gives up (10 s without a frame, a ping unanswered for
+		// 5 s), then a forward reconnects and the dial hangs; 3 s of that
+		// and members mark node3.
 		unreachable: map[int][]string{0: {"node3"}},
-		// 8 s of calls whose outcome may be unknown (unknownUntil), then 6
-		// s of calls that must fail UNAVAILABLE.
-		hold: envDuration(t, "RIVET_CUT_HOLD", 14*time.Second),
+		// 8 s of calls whose outcome may be unknown (unknownUntil), then
+		// calls that must fail UNAVAILABLE; long enough for the mark
+		// above (about 19 s) with room on a loaded machine.
+		hold: envDuration(t, "RIVET_CUT_HOLD", 26*time.Second),
 	})
 }

@@ -113,7 +113,7 @@ func TestPartitionedNodeStopsServingAndRejoins(t *testing.T) {
 		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		b, err := execCommandContext(cctx, append(lab.wrap(3), bins.rivetctl, "--addr", c.nodes[2].grpcFix, "--timeout", "20s", cmd)...).CombinedOutput()
 		cancel()
-		if err != nil || !strings.Contains(string(b), "rivetctl: note: node node3 holds no lease: etcd does not answer it or has no leader") {
+		if err != nil || !strings.Contains(string(b), "rivetctl: note: node node3 holds no lease (etcd does not answer it or has no leader") {
 			t.Errorf("rivetctl %s on the cut-off node3: %v\n%s\nwant its tables and a note that they may be out of date", cmd, err, b)
 		}
 	}
