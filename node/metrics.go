@@ -204,6 +204,7 @@ type collector struct {
 	wfRunning, wfCompleted, wfFailed, wfCancelled *prometheus.Desc
 	steps                                         *prometheus.Desc
 	shed, scheduled, hookFailures, unknownFields  *prometheus.Desc
+	keysEvicted                                   *prometheus.Desc
 	subscribers, delivered, dropped               *prometheus.Desc
 }
 
@@ -216,6 +217,7 @@ func newCollector(n *Node) *collector {
 		active:        d("rivet_active_actors", "Actors in memory on this node."),
 		tasks:         d("rivet_actor_tasks_running", "Actors' background functions (ActionCtx.KeepAwake) running on this node; each keeps its actor in memory."),
 		shed:          d("rivet_actors_shed_total", "Actors deactivated before their idle timeout because the node held more than --max-active-actors."),
+		keysEvicted:   d("rivet_idempotency_keys_evicted_total", "Idempotency keys actors on this node dropped to keep their last 1024 while the keys were still within their 24 hours, by kind: send or call. A send or call sent again with such a key runs again: a busy actor that needs longer, fewer keys per actor.", "kind"),
 		unknownFields: d("rivet_state_unknown_field_loads_total", "Actor loads on this node that found a stored state with fields its type does not declare (a field renamed or removed in the code?): their values were not loaded, and the actor's next change deletes them. By actor type; the node also warns, once a minute per type.", "actor"),
 		hookFailures:  d("rivet_actor_hook_failures_total", "Actor lifecycle hooks that failed on this node, by hook: wake (CreateVars or OnWake; the request that woke the actor failed), sleep (OnSleep) or destroy (OnDestroy); the last two are logged and the actor slept or was destroyed all the same.", "hook"),
 		scheduled:     d("rivet_scheduled_calls_total", "Scheduled calls (rivet.Scheduler) this node ran, by result: ok, or failed (the action's error, or an action or arguments that no longer fit; the run is not retried, a recurring call's next run comes).", "result"),
@@ -257,7 +259,7 @@ func (c *collector) descs() []*prometheus.Desc {
 	return []*prometheus.Desc{
 		c.active, c.tasks, c.shed, c.commits, c.batches, c.partsOw, c.forwards, c.claimed, c.handedOff, c.renewals, c.losses, c.members, c.unreachable,
 		c.commitFailures, c.commitRetries, c.commitStalls, c.refences, c.commitWaiting, c.queued, c.sent, c.received,
-		c.wfRunning, c.wfCompleted, c.wfFailed, c.wfCancelled, c.steps, c.scheduled, c.hookFailures, c.unknownFields,
+		c.wfRunning, c.wfCompleted, c.wfFailed, c.wfCancelled, c.steps, c.scheduled, c.hookFailures, c.unknownFields, c.keysEvicted,
 		c.subscribers, c.delivered, c.dropped,
 	}
 }
@@ -319,6 +321,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.steps, s.StepsExhausted, "exhausted")
 	counter(c.scheduled, s.SchedulesFired, "ok")
 	counter(c.scheduled, s.SchedulesFailed, "failed")
+	counter(c.keysEvicted, s.SendKeysEvicted, "send")
+	counter(c.keysEvicted, s.CallKeysEvicted, "call")
 	for actor, n := range c.n.host.UnknownStateFieldLoads() {
 		counter(c.unknownFields, n, actor)
 	}

@@ -187,6 +187,10 @@ type Stats struct {
 	// action or arguments that no longer fit): a one-shot call is used up
 	// by it, a recurring one's next run comes.
 	SchedulesFired, SchedulesFailed uint64
+	// SendKeysEvicted and CallKeysEvicted count idempotency keys an actor
+	// dropped to keep its last 1024 while they were still within their
+	// 24 hours: a send or call sent again with one of them runs again.
+	SendKeysEvicted, CallKeysEvicted uint64
 	// WakeHooksFailed counts activations whose CreateVars or OnWake failed
 	// (each failed the request that woke the actor); SleepHooksFailed and
 	// DestroyHooksFailed, OnSleep and OnDestroy failures (logged; the

@@ -165,7 +165,11 @@ const maxExpiredDrops = 16
 
 // keptCallKey applies recordCallKey's ops, enqueued as version, to memory.
 func (a *activation) keptCallKey(key string, rec callKeyRecord, dropped []string, version uint64) {
+	now := time.Now()
 	for _, k := range dropped {
+		if now.Sub(time.UnixMilli(a.callKeys[k].At)) <= callKeysWindow {
+			a.h.callKeysEvicted.Add(1)
+		}
 		delete(a.callKeys, k)
 	}
 	rec.version = version

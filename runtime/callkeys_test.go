@@ -118,6 +118,11 @@ func TestACallWithAnIdempotencyKeyRunsOnce(t *testing.T) {
 	if st := state(h); st.Total != 13 || st.Runs != 7 {
 		t.Fatalf("in the end %+v; want total 13 in 7 runs", st)
 	}
+	// Each key pushed out within its 24 hours is counted (a metric), as
+	// a repeat of it would run again: charge-1, big-1, more-0, more-1.
+	if n := h.Stats().CallKeysEvicted; n != 4 {
+		t.Fatalf("%d keys evicted within their window, want 4", n)
+	}
 	// A keyed call whose action calls its own actor with the same key:
 	// the inner call is refused rather than run, and recorded, under the
 	// outer one's key.

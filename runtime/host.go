@@ -154,7 +154,10 @@ type Host struct {
 	stepsCompleted, stepsFailed, stepsExhausted atomic.Uint64
 	shedCount                                   atomic.Uint64
 	schedFired, schedFailed                     atomic.Uint64
-	wakeFailed, sleepFailed, destroyFailed      atomic.Uint64
+	// keysEvicted counts idempotency keys (sends', calls') dropped to keep
+	// an actor's bound while still within their window.
+	sendKeysEvicted, callKeysEvicted       atomic.Uint64
+	wakeFailed, sleepFailed, destroyFailed atomic.Uint64
 
 	// refusedLoggedAt (unix nanoseconds) and refusedQuiet ration the
 	// warnings of commits the store refused (refusedWarn).
@@ -2385,8 +2388,9 @@ func (h *Host) Stats() Stats {
 		QueuedMessages: uint64(max(h.queued.Load(), 0)), MessagesSent: uint64(h.sent.Load()), MessagesReceived: uint64(h.received.Load()),
 		WorkflowsRunning: uint64(max(h.wfRunning.Load(), 0)), WorkflowsCompleted: h.wfCompleted.Load(), WorkflowsFailed: h.wfFailed.Load(), WorkflowsCancelled: h.wfCancelled.Load(),
 		StepsCompleted: h.stepsCompleted.Load(), StepsFailed: h.stepsFailed.Load(), StepsExhausted: h.stepsExhausted.Load(),
-		Refences: h.refences.Load(),
-		Resolved: h.resolved.Load(),
+		Refences:        h.refences.Load(),
+		Resolved:        h.resolved.Load(),
+		SendKeysEvicted: h.sendKeysEvicted.Load(), CallKeysEvicted: h.callKeysEvicted.Load(),
 	}
 	subs, delivered, dropped := h.events.counts()
 	s.EventSubscribers, s.EventsDelivered, s.EventSubscribersDropped = uint64(subs), delivered, dropped

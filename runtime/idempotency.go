@@ -227,7 +227,11 @@ func (a *activation) recordSendKey(key string, rec sendKeyRecord) (ops []storage
 // whose drop was not enqueued before it: the drop deletes it, or it is not
 // written.
 func (a *activation) keptSendKey(key string, rec sendKeyRecord, dropped []string) {
+	now := time.Now()
 	for _, k := range dropped {
+		if now.Sub(time.UnixMilli(a.sendKeys[k].At)) <= sendKeysWindow {
+			a.h.sendKeysEvicted.Add(1)
+		}
 		delete(a.keySeqs, a.sendKeys[k].Seq)
 		delete(a.sendKeys, k)
 	}
