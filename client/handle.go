@@ -465,8 +465,9 @@ func (h *ActorHandle) RetryWorkflowWith(ctx context.Context, opts RetryOptions) 
 // opts (the workflow's status, a replay of the history the retry would
 // leave against the code deployed now; not the size of its transaction)
 // and returns what it would remove and drop, or the error it would fail
-// with, writing nothing. From a node older than the check (its own, or the owner's of
-// the actor it forwards to) the error is ErrCheckUnsupported.
+// with, writing nothing. From a node older than the check (the one asked,
+// or the owner of the actor it forwards to) the error is
+// ErrCheckUnsupported.
 func (h *ActorHandle) CheckRetryWorkflow(ctx context.Context, opts RetryOptions) (RetryResult, error) {
 	resp, err := invoke(ctx, h.c, idempotent, h.c.actors.CheckRetryWorkflow, &rivetv1.CheckRetryWorkflowRequest{Actor: h.ref(), From: opts.From, OnlyFailed: opts.OnlyFailed, DropMessages: opts.DropMessages})
 	if err != nil {

@@ -421,14 +421,13 @@ func (r remote) Call(ctx context.Context, req runtime.CallRequest) (json.RawMess
 		resp  *rivetv1.CallResponse
 		local json.RawMessage
 	)
-	// A keyed call sent again runs once, as a read-only one changes
-	// nothing: either may be sent again after a hop that broke.
+	// A read-only call changes nothing, and a keyed one sent again runs
+	// once: either may be sent again after a hop that broke.
 	again := resendNever
 	switch {
 	case req.ReadOnly:
 		again = resendReadOnly
 	case req.IdempotencyKey != "":
-		// A keyed call sent again runs once.
 		again = resendKeyed
 	}
 	err := r.do(ctx, req.Ref, again, func() (err error) {
@@ -502,6 +501,16 @@ func waitLeft(ctx context.Context, timeout time.Duration) time.Duration {
 // A variable for tests.
 var remoteRetryWait = 10 * time.Second
 
+// resend says whether do sends a request again after a hop that broke
+// mid-call, which may have run it.
+type resend int
+
+const (
+	resendNever    resend = iota
+	resendReadOnly        // a read-only call: the owner refuses any other
+	resendKeyed           // a call with an idempotency key: it runs once
+)
+
 // do runs call on a connection to ref's owner, again while the request is
 // not sent (no owner, no connection, or gRPC's "not sent") or refused by a
 // node, with a backoff from 50 ms to 500 ms, until remoteRetryWait (the
@@ -515,16 +524,6 @@ var remoteRetryWait = 10 * time.Second
 // run, as of unknown outcome); but not after the owner's
 // answer marked outcome unknown (the query ran and passed on what a call
 // of its own got, whose effect on another actor stands).
-// resend says whether do sends a request again after a hop that broke
-// mid-call, which may have run it.
-type resend int
-
-const (
-	resendNever    resend = iota
-	resendReadOnly        // a read-only call: the owner refuses any other
-	resendKeyed           // a call with an idempotency key: it runs once
-)
-
 func (r remote) do(ctx context.Context, ref runtime.Ref, again resend, local func() error, call func(*server.PeerConn) error) error {
 	safe := again != resendNever
 	p, err := r.v.host.PartitionOf(ref)

@@ -442,9 +442,10 @@ func (b backend) Drain(ctx context.Context, node string, undo bool) (uint32, err
 // caller's behalf.
 const adminHopKey = "rivet-admin-hop"
 
-// adminPeerError is a failed admin request to another node on a caller's behalf: the
-// peer's own error as it is; a failure to reach it UNAVAILABLE saying
-// which (passed on bare, it read as the caller's node not answering).
+// adminPeerError is the error of an admin request sent to another node on
+// a caller's behalf: the peer's own error as it is; a failure to reach it
+// UNAVAILABLE saying which (passed on bare, it read as the caller's node
+// not answering).
 func adminPeerError(err error, format string, args ...any) error {
 	st := status.Convert(err)
 	e := rpcerr.FromStatus(st)

@@ -657,31 +657,32 @@ func (h *Host) RetryWorkflowWith(ctx context.Context, ref Ref, opts RetryOptions
 				}
 			}
 		}
+		if opts.DropMessages && len(back) == 0 {
+			return rivet.Errorf(rivet.ErrInvalidArgument, "the retry of %s deletes no receive that took a message, so it has none to drop: retry from the receive that took it", a.describe())
+		}
+		// What the retry does, once it is done (a dry run's answer now).
+		var would RetryResult
+		for _, e := range entries {
+			if deleted.holds(e.Path) {
+				would.Removed++
+			}
+		}
+		if opts.DropMessages {
+			would.Dropped = len(back)
+		}
+		if opts.DryRun {
+			// Every check but the transaction's size passed: nothing is
+			// written, logged or changed in memory (historyOps would move
+			// the loops' slots).
+			res = would
+			return nil
+		}
 		// dropMarks marks, for the senders of dropped messages sent with an
 		// idempotency key, that the message was dropped: a send of it again
 		// that waits for its completion is told so rather than wait (it
 		// was taken and will never be completed).
 		var dropMarks []storage.Op
-		if opts.DryRun {
-			if opts.DropMessages && len(back) == 0 {
-				return rivet.Errorf(rivet.ErrInvalidArgument, "the retry of %s deletes no receive that took a message, so it has none to drop: retry from the receive that took it", a.describe())
-			}
-			// Every check but the transaction's size passed: what the
-			// retry would do, with nothing written, logged or changed in
-			// memory (historyOps would move the loops' slots).
-			for _, e := range entries {
-				if deleted.holds(e.Path) {
-					res.Removed++
-				}
-			}
-			if opts.DropMessages {
-				res.Dropped = len(back)
-			}
-			return nil
-		}
 		switch {
-		case opts.DropMessages && len(back) == 0:
-			return rivet.Errorf(rivet.ErrInvalidArgument, "the retry of %s deletes no receive that took a message, so it has none to drop: retry from the receive that took it", a.describe())
 		case opts.DropMessages:
 			// The operator's choice: the receive's entry, deleted now, was
 			// their only copy.
@@ -737,14 +738,7 @@ func (h *Host) RetryWorkflowWith(ctx context.Context, ref Ref, opts RetryOptions
 			h.evictAndRerun(a)
 			return err
 		}
-		for _, e := range entries {
-			if deleted.holds(e.Path) {
-				res.Removed++
-			}
-		}
-		if opts.DropMessages {
-			res.Dropped = len(back)
-		}
+		res = would
 		after, err := h.readWorkflow(ctx, a.prefix)
 		if err != nil {
 			// The retry is done in storage (an error would say it was not,

@@ -154,8 +154,8 @@ type Host struct {
 	stepsCompleted, stepsFailed, stepsExhausted atomic.Uint64
 	shedCount                                   atomic.Uint64
 	schedFired, schedFailed                     atomic.Uint64
-	// keysEvicted counts idempotency keys (sends', calls') dropped to keep
-	// an actor's bound while still within their window.
+	// sendKeysEvicted and callKeysEvicted count idempotency keys dropped
+	// to keep an actor's bound while still within their window.
 	sendKeysEvicted, callKeysEvicted       atomic.Uint64
 	wakeFailed, sleepFailed, destroyFailed atomic.Uint64
 

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"maps"
 	"sync"
 	"time"
 
@@ -30,11 +31,7 @@ func (h *Host) UnknownStateFieldLoads() map[string]uint64 {
 	l := &h.unknownFields
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	out := make(map[string]uint64, len(l.loads))
-	for k, v := range l.loads {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(l.loads)
 }
 
 // warnUnknownStateFields warns, once a minute per actor type at most,

@@ -150,9 +150,9 @@ func (s *StepCtx[S]) Attempt() int { return s.attempt }
 // this step at this point of the workflow (each iteration of a loop has
 // its own) and for its run again after a crash or a move, and unlike any
 // other step's (a rollback handler's too) of any actor, one destroyed and
-// created again under the same key included. So a call made with it runs once however
-// often the step runs: the callee answers a repeat from its record (for
-// 24 hours, its last 1024 keys):
+// created again under the same key included. So a call made with it runs
+// once however often the step runs: the callee answers a repeat from its
+// record (for 24 hours, its last 1024 keys):
 //
 //	rivet.CallWith[Receipt](s.Context(), s.Client().Get("payments", id), "charge",
 //		rivet.CallOptions{IdempotencyKey: s.IdempotencyKey("charge")}, amount)
@@ -294,16 +294,8 @@ type DoCtx struct {
 	r       *run // the actor's name and key
 }
 
-// IdempotencyKey is a key for the calls and sends the body makes
-// (rivet.CallOptions, caller.SendOptions), named by name within the step:
-// the same for every attempt of this step at this point of the workflow (each iteration of a loop has
-// its own), and for its run again after a crash or a move, and unlike any
-// other step's (a rollback handler's too) of any actor, one destroyed and
-// created again under the same key included. So a call made with it runs once however
-// often the step runs: the callee answers a repeat from its record (for
-// 24 hours, its last 1024 keys). A workflow retry --from that runs the
-// step again gets the same key, and the callee's answer from the first
-// time; add something of your own to the key to make the call again.
+// IdempotencyKey is StepCtx.IdempotencyKey, for the calls and sends a Do
+// step's body (or its rollback handler) makes.
 func (d *DoCtx) IdempotencyKey(name string) string { return stepKey(d.r, d.path, name) }
 
 // Name is the actor's type name (rivet.ActionCtx.Name), not the step's.
