@@ -26,6 +26,17 @@ import (
 //
 // It is a lock rather than a mailbox goroutine because re-entrancy needs the
 // inner turn to run on the caller's goroutine while the holder is blocked.
+//
+// One exception to one turn at a time: while a workflow Step's body runs
+// (openLane to closeLane), a send's turn may run beside it (acquireSend),
+// one send at a time, and only while no turn re-entered the step's. A
+// step body may run for seconds (a payment call): a message sent then must
+// not wait for it, as a Temporal signal does not wait for an activity. The
+// two touch different things: the body the state, through its StepEnv; a
+// send the queues, its idempotency keys and the write log (under the
+// activation's locks), none of which a step body reaches. The step's own
+// bookkeeping after its body (its writes, the messages it puts back) waits
+// for the send to leave (closeLane).
 type turnGate struct {
 	mu     sync.Mutex
 	holder string   // root of the chain whose turns are inside; "" when free
@@ -33,6 +44,13 @@ type turnGate struct {
 	// waiters wait in arrival order: other chains' turns, and turns of the
 	// holding chain that do not descend from the innermost turn.
 	waiters []*gateWaiter
+
+	// lane: the one turn inside is a step's body, beside which a send may
+	// run. side is the chain of the send running beside it ("" if none);
+	// sideLeft, if not nil, is closed when it leaves (closeLane waits).
+	lane     bool
+	side     string
+	sideLeft chan struct{}
 
 	// graph, if set, is the host's record of the turns waiting for its
 	// gates, in which acquireTurn looks for a cycle of waits (a deadlock)
@@ -46,6 +64,9 @@ type gateWaiter struct {
 	ready chan struct{} // closed when the waiter was let in
 	gate  *turnGate
 	done  bool // let in, or given up; under gate.mu
+	// send: a send's turn, which may run beside a step's body; beside: it
+	// was let in so (under gate.mu, before ready is closed).
+	send, beside bool
 }
 
 // chainSep separates a chain's segments. newChain keeps it out of roots.
@@ -104,13 +125,32 @@ func (g *turnGate) acquireTurn(ctx context.Context, chain string) error {
 }
 
 func (g *turnGate) acquireWith(ctx context.Context, chain string, detect bool) error {
+	_, err := g.acquireAs(ctx, chain, detect, false)
+	return err
+}
+
+// acquireSend is acquireTurn for a send's turn, which may run beside a
+// step's body: beside says it did (it holds no turn of the gate's, and
+// must not wait for one or run the actor's code; release(chain) ends it
+// all the same). A send from a call the step made re-enters its turn, as
+// any call does.
+func (g *turnGate) acquireSend(ctx context.Context, chain string) (beside bool, _ error) {
+	return g.acquireAs(ctx, chain, g.graph != nil, true)
+}
+
+func (g *turnGate) acquireAs(ctx context.Context, chain string, detect, send bool) (beside bool, _ error) {
 	g.mu.Lock()
-	if (len(g.turns) == 0 && len(g.waiters) == 0) || (len(g.turns) > 0 && g.reenters(chain)) {
+	switch {
+	case len(g.turns) == 0 && len(g.waiters) == 0, len(g.turns) > 0 && g.side == "" && g.reenters(chain):
 		g.enter(chain)
 		g.mu.Unlock()
-		return nil
+		return false, nil
+	case send && g.besideOpen() && !g.reenters(chain):
+		g.side = chain
+		g.mu.Unlock()
+		return true, nil
 	}
-	w := &gateWaiter{chain: chain, ready: make(chan struct{}), gate: g}
+	w := &gateWaiter{chain: chain, ready: make(chan struct{}), gate: g, send: send}
 	g.waiters = append(g.waiters, w)
 	g.mu.Unlock()
 
@@ -119,22 +159,79 @@ func (g *turnGate) acquireWith(ctx context.Context, chain string, detect bool) e
 		defer g.graph.remove(w)
 		if cycle != nil {
 			if !g.withdraw(w) {
-				return nil // let in meanwhile: the gate is this turn's
+				return g.wasBeside(w), nil // let in meanwhile: the gate is this turn's
 			}
-			return deadlockError(cycle)
+			return false, deadlockError(cycle)
 		}
 	}
 	select {
 	case <-w.ready:
-		return nil
+		return g.wasBeside(w), nil
 	case <-ctx.Done():
 		if g.withdraw(w) {
-			return ctx.Err()
+			return false, ctx.Err()
 		}
 		// Let in while giving up: pass it on.
 		g.release(chain)
-		return ctx.Err()
+		return false, ctx.Err()
 	}
+}
+
+// wasBeside reports whether w, let in, runs beside a step's body.
+func (g *turnGate) wasBeside(w *gateWaiter) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return w.beside
+}
+
+// besideOpen reports whether a send may go in beside the turn inside now.
+// Called with mu held.
+func (g *turnGate) besideOpen() bool {
+	return g.lane && g.side == "" && len(g.turns) == 1
+}
+
+// admitBeside lets the first send that waits in beside a step's body, if
+// the lane is open. Not a send that re-enters the turn inside: it is a
+// call of the step's, let in as such. Called with mu held.
+func (g *turnGate) admitBeside() {
+	if !g.besideOpen() {
+		return
+	}
+	for i, w := range g.waiters {
+		if w.send && !g.reenters(w.chain) {
+			g.waiters = append(g.waiters[:i], g.waiters[i+1:]...)
+			w.done, w.beside = true, true
+			g.side = w.chain
+			close(w.ready)
+			return
+		}
+	}
+}
+
+// openLane lets sends run beside the turn inside, a step's body: the only
+// turn inside, which calls closeLane before it does anything else.
+func (g *turnGate) openLane() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.lane = true
+	g.admitBeside()
+}
+
+// closeLane lets no more sends in beside the step's body and waits for the
+// one that runs beside it, if any, to leave.
+func (g *turnGate) closeLane() {
+	g.mu.Lock()
+	g.lane = false
+	for g.side != "" {
+		if g.sideLeft == nil {
+			g.sideLeft = make(chan struct{})
+		}
+		left := g.sideLeft
+		g.mu.Unlock()
+		<-left
+		g.mu.Lock()
+	}
+	g.mu.Unlock()
 }
 
 // withdraw takes w out of the waiters; false if it was let in already.
@@ -183,6 +280,22 @@ func (g *turnGate) tryAcquire(chain string) bool {
 func (g *turnGate) release(chain string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if g.side != "" && g.side == chain {
+		g.side = ""
+		if g.sideLeft != nil {
+			close(g.sideLeft)
+			g.sideLeft = nil
+		}
+		// A call of the step's that re-enters it waited for the send.
+		for i, w := range g.waiters {
+			if len(g.turns) > 0 && g.reenters(w.chain) {
+				g.admit(i)
+				return
+			}
+		}
+		g.admitBeside()
+		return
+	}
 	for i := len(g.turns) - 1; i >= 0; i-- {
 		if g.turns[i] == chain {
 			g.turns = append(g.turns[:i], g.turns[i+1:]...)
@@ -191,19 +304,22 @@ func (g *turnGate) release(chain string) {
 	}
 	if len(g.turns) == 0 {
 		g.holder = ""
+		g.lane = false // closeLane's work, should a step's turn end without it
 		if len(g.waiters) > 0 {
 			g.admit(0)
 		}
 		return
 	}
 	// A nested turn ended: a waiter that descends from the turn now
-	// innermost (the other call of a turn that made two) goes in.
+	// innermost (the other call of a turn that made two) goes in, or else
+	// a send beside the step's body, if that is the turn now inside.
 	for i, w := range g.waiters {
 		if g.reenters(w.chain) {
 			g.admit(i)
 			return
 		}
 	}
+	g.admitBeside()
 }
 
 // admit lets waiter i in. Called with mu held.

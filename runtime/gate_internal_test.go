@@ -503,3 +503,120 @@ func TestWaitGraphFindsACycleThroughAnOuterTurn(t *testing.T) {
 		})
 	}
 }
+
+// sendAsync starts acquireSend(chain) and returns a channel that gets
+// whether it went in beside a step's body, or its error.
+func sendAsync(g *turnGate, ctx context.Context, chain string) (<-chan bool, <-chan error) {
+	beside, errc := make(chan bool, 1), make(chan error, 1)
+	go func() {
+		b, err := g.acquireSend(ctx, chain)
+		beside <- b
+		errc <- err
+	}()
+	return beside, errc
+}
+
+// While a step's body runs (its lane open), sends go in beside it one at
+// a time, in arrival order; a call the step made that re-enters it waits
+// for the send beside it, and the send after waits for that call; closing
+// the lane waits for the send beside; sends that wait when the step ends
+// take turns as usual.
+func TestGateLetsSendsInBesideAStepBody(t *testing.T) {
+	ctx := context.Background()
+	var g turnGate
+	mustEnter(t, enterAsync(&g, ctx, "step"), "the step's turn")
+	// Before the lane opens, a send waits like any turn.
+	early, earlyErr := sendAsync(&g, ctx, "s0")
+	waitWaiters(t, &g, 1)
+	g.openLane()
+	mustEnter(t, earlyErr, "send waiting as the body began")
+	if !<-early {
+		t.Fatal("a send waiting as the lane opened went in as a turn, want beside the step")
+	}
+	// One beside at a time: the next waits, and so does a call of the
+	// step's that re-enters its turn, and an action.
+	next, nextErr := sendAsync(&g, ctx, "s1")
+	waitWaiters(t, &g, 1)
+	call := enterAsync(&g, ctx, "step/c")
+	action := enterAsync(&g, ctx, "a")
+	waitWaiters(t, &g, 3)
+	mustWait(t, nextErr, "second send while the first is beside the step")
+	mustWait(t, call, "the step's call while a send is beside it")
+	// The send leaves: the step's call goes first (it may be what the
+	// body waits for), the second send waits for it.
+	g.release("s0")
+	mustEnter(t, call, "the step's call once the send left")
+	mustWait(t, nextErr, "second send while the step's call is inside")
+	if g.reentered() != true {
+		t.Fatal("the step's call inside: reentered false")
+	}
+	g.release("step/c")
+	mustEnter(t, nextErr, "second send once the step's call ended")
+	if !<-next {
+		t.Fatal("second send went in as a turn, want beside the step")
+	}
+	mustWait(t, action, "an action while the step's body runs")
+	// The body returns: closeLane waits for the send beside it.
+	closed := make(chan struct{})
+	go func() { g.closeLane(); close(closed) }()
+	select {
+	case <-closed:
+		t.Fatal("closeLane returned with a send beside the step")
+	case <-time.After(20 * time.Millisecond):
+	}
+	// A send now waits: the lane is closing.
+	late, lateErr := sendAsync(&g, ctx, "s2")
+	waitWaiters(t, &g, 2)
+	g.release("s1")
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("closeLane did not return once the send left")
+	}
+	mustWait(t, lateErr, "send after the body returned, before the step's turn ended")
+	mustWait(t, action, "an action before the step's turn ended")
+	// The step's turn ends: the action (first in line) goes in, then the
+	// send, as a turn.
+	g.release("step")
+	mustEnter(t, action, "the action after the step")
+	mustWait(t, lateErr, "send behind the action")
+	g.release("a")
+	mustEnter(t, lateErr, "send after the action")
+	if <-late {
+		t.Fatal("a send after the step went in beside, want as a turn")
+	}
+	g.release("s2")
+	if g.busy() {
+		t.Fatal("gate busy after every turn ended")
+	}
+}
+
+// A send waiting to go in beside a step's body gives up at its deadline
+// and leaves the gate as it was.
+func TestGateSendWaitingBesideAStepGivesUp(t *testing.T) {
+	var g turnGate
+	ctx := context.Background()
+	mustEnter(t, enterAsync(&g, ctx, "step"), "the step's turn")
+	g.openLane()
+	_, firstErr := sendAsync(&g, ctx, "s0")
+	mustEnter(t, firstErr, "first send beside")
+	cctx, cancel := context.WithCancel(ctx)
+	_, secondErr := sendAsync(&g, cctx, "s1")
+	waitWaiters(t, &g, 1)
+	cancel()
+	select {
+	case err := <-secondErr:
+		if err == nil {
+			t.Fatal("a cancelled send went in")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a cancelled send did not give up")
+	}
+	waitWaiters(t, &g, 0)
+	g.release("s0")
+	g.closeLane()
+	g.release("step")
+	if g.busy() {
+		t.Fatal("gate busy after every turn ended")
+	}
+}

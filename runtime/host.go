@@ -920,7 +920,14 @@ func (h *Host) turnFor(ctx context.Context, kind TurnKind, ref Ref, sp *rivet.Sp
 				return nil, false, rivet.Errorf(rivet.ErrUnavailable, "partition %d of %s is not served by node %s now", a.part, a.describe(), h.cfg.NodeID)
 			}
 			w0 := h.waitStart()
-			err := a.gate.acquireTurn(ctx, chain)
+			var err error
+			if kind == TurnSend {
+				// Beside a step's body, if one runs (turnGate): the send
+				// runs no code of the actor's.
+				_, err = a.gate.acquireSend(ctx, chain)
+			} else {
+				err = a.gate.acquireTurn(ctx, chain)
+			}
 			h.observeWait(kind, w0)
 			if err != nil {
 				if rerr := (*rivet.Error)(nil); errors.As(err, &rerr) {

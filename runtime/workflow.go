@@ -1013,7 +1013,13 @@ func (w *wfHost) RunStep(ctx context.Context, ephemeral bool, fn func(env workfl
 		}
 		ts := a.newTurnSchedule(false, te)
 		w.checked = checkedAttempt{events: te}
-		writes := fn(workflow.StepEnv{State: a.state, Client: &hostClient{h: a.h, chain: chain, from: a}, Events: te, Vars: a.vars, Destroy: ts.destroy, Schedule: ts, Tasks: te, Check: w.check})
+		// Messages sent while the body runs are queued at once, beside it
+		// (turnGate): the rest of this turn waits for the one queueing.
+		a.gate.openLane()
+		writes := func() []workflow.HistoryWrite {
+			defer a.gate.closeLane()
+			return fn(workflow.StepEnv{State: a.state, Client: &hostClient{h: a.h, chain: chain, from: a}, Events: te, Vars: a.vars, Destroy: ts.destroy, Schedule: ts, Tasks: te, Check: w.check})
+		}()
 		checked := w.checked
 		w.checked = checkedAttempt{}
 		steps = countSteps(writes)
