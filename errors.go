@@ -209,11 +209,21 @@ func KindByCode(group, code string) error {
 }
 
 // AsError returns err as an *Error: itself if it is one, or wrapped as the
-// first sentinel it matches, or as ErrInternal.
+// first sentinel it matches, or as ErrInternal. A context's end is what a
+// node answers for it: context.DeadlineExceeded is ErrTimeout
+// (actor.timed_out), context.Canceled keeps its kind, as rivet.canceled
+// (a user trial's error mapper called an idle subscription's deadline an
+// internal error).
 func AsError(err error) *Error {
 	var e *Error
 	if errors.As(err, &e) {
 		return e
+	}
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return &Error{Kind: ErrTimeout, Group: "actor", Code: "timed_out", Message: err.Error()}
+	case errors.Is(err, context.Canceled):
+		return &Error{Kind: context.Canceled, Group: "rivet", Code: "canceled", Message: err.Error()}
 	}
 	for _, k := range kinds {
 		if errors.Is(err, k.err) {
@@ -243,7 +253,10 @@ func codeOf(kind error) (group, code string) {
 // own error leaves the state as it was), with one exception: a Send that
 // waits for its completion queues the message durably before it waits, so
 // a wait that ends in an error (the workflow ended without completing it,
-// ErrWorkflowFailed; the actor was destroyed, ErrNotFound) leaves it sent.
+// ErrWorkflowFailed saying "without completing message N"; the actor was
+// destroyed, ErrNotFound) leaves it sent. A waiting Send refused before it
+// queued anything, because the workflow had ended already, says "has no
+// running workflow to complete the message".
 // An error that knows its request never reached a node (the Go client's,
 // when no attempt got a connection: a method RequestNotSent() bool that
 // returns true) is not unknown, whatever its kind.

@@ -68,3 +68,24 @@ func TestACallWhoseResultDoesNotDecodeSaysTheActionRan(t *testing.T) {
 		t.Fatalf("Call of a result that does not decode: %v; want FAILED_PRECONDITION client.result_undecodable, critical, saying it ran", err)
 	}
 }
+
+// A context's end is mapped as a node answers it, not as an internal
+// error: an error mapper built on AsError (an HTTP API's) logged an idle
+// subscription's deadline as internal_error (a user trial).
+func TestAsErrorOfAContextsEnd(t *testing.T) {
+	for _, c := range []struct {
+		err               error
+		kind              error
+		group, code, text string
+	}{
+		{context.DeadlineExceeded, rivet.ErrTimeout, "actor", "timed_out", "context deadline exceeded"},
+		{fmt.Errorf("next event: %w", context.DeadlineExceeded), rivet.ErrTimeout, "actor", "timed_out", "next event: context deadline exceeded"},
+		{context.Canceled, context.Canceled, "rivet", "canceled", "context canceled"},
+		{errors.New("disk on fire"), rivet.ErrInternal, "rivet", "internal_error", "disk on fire"},
+	} {
+		e := rivet.AsError(c.err)
+		if e.Kind != c.kind || e.Group != c.group || e.Code != c.code || e.Message != c.text || !errors.Is(e, c.kind) {
+			t.Errorf("AsError(%v) = %+v; want kind %v, %s.%s, %q", c.err, e, c.kind, c.group, c.code, c.text)
+		}
+	}
+}

@@ -394,8 +394,12 @@ func (c *Client) Get(name string, key ...string) caller.Handle {
 }
 
 // Actor returns a handle on the actor (name, key) whose calls create it if
-// it does not exist (getOrCreate). Handles are cheap: nothing is sent until
-// a call.
+// it does not exist (getOrCreate), reads included (Query; not State,
+// Inspect or Info of a NoCreate handle). Handles are cheap: nothing is sent
+// until a call. A key part may be the empty string (rivetctl refuses an
+// empty KEY, as a likely slip): a service that builds keys from a request's
+// fields checks them first, or a missing field addresses one actor shared
+// by every such request.
 func (c *Client) Actor(name string, key ...string) *ActorHandle {
 	// A copy, so that a caller reusing its slice cannot change the handle.
 	return &ActorHandle{c: c, name: name, key: append([]string(nil), key...), create: true}

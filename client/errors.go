@@ -34,6 +34,15 @@ func fromStatus(ctx context.Context, st *status.Status) error {
 		cause = context.DeadlineExceeded
 	}
 	if cause != nil {
+		if e.Group == "" && cause == context.DeadlineExceeded {
+			// Not the node's words but the transport's, for how the
+			// stream ended when the deadline passed: about half the time
+			// "stream terminated by RST_STREAM with error code: CANCEL"
+			// (the node, which knows the deadline too, reset the stream
+			// first), which reads as a network failure in a log or an
+			// API's error body (a user trial). It was the deadline.
+			e = &rivet.Error{Kind: rivet.ErrTimeout, Message: cause.Error()}
+		}
 		return withCause(e, cause)
 	}
 	return e

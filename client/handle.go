@@ -94,6 +94,13 @@ func (h *ActorHandle) CallWith(ctx context.Context, action string, opts CallOpti
 // result) says what such a retry does again. Nodes older than this call
 // ignore its read-only mark and run any action it names: an action that is
 // not read-only could then run twice.
+//
+// A query is a turn of the actor, as any action is: while its workflow's
+// Step body runs, it waits for the body to return (State and Inspect do
+// not: they read what the actor committed). On a handle from Actor or
+// GetOrCreate it creates the actor if it does not exist, and so starts its
+// workflow: a read of an actor that may not exist (a GET of an ID a user
+// typed) goes through a NoCreate handle, and fails with rivet.ErrNotFound.
 func (h *ActorHandle) Query(ctx context.Context, action string, args ...any) (json.RawMessage, error) {
 	return h.call(ctx, action, true, "", args)
 }
@@ -124,8 +131,16 @@ func (h *ActorHandle) call(ctx context.Context, action string, readOnly bool, ke
 }
 
 // Send appends body (marshalled to JSON) to one of the actor's queues and
-// returns once the message is durable. Enqueue does the same and says
-// more: the message's ID, and whether the actor's workflow had ended.
+// returns once the message is durable: at once, also while the actor's
+// workflow is inside a Step (its actions wait for the step; messages do
+// not). A body is at most 64 KiB of JSON by default (the node's limit;
+// rivet.ErrTooLarge beyond).
+//
+// Send returns nil also when the actor's workflow has ended: the message
+// is queued, and nothing takes it unless the workflow is retried (rivetctl
+// workflow retry). Enqueue does the same as Send and says more: the
+// message's ID, and in WorkflowStatus whether the workflow had ended;
+// SendWait refuses to queue a message no running workflow will take.
 func (h *ActorHandle) Send(ctx context.Context, queue string, body any) error {
 	_, err := h.Enqueue(ctx, queue, body)
 	return err
@@ -149,8 +164,22 @@ func (h *ActorHandle) Enqueue(ctx context.Context, queue string, body any) (Send
 // says SendEnqueued, and the workflow completes the message all the same,
 // but this send has no way left to its response: a sender that needs it
 // sends with an idempotency key (SendWith, Wait set), and sends again with
-// the same key and body to wait for that completion. ctx must outlive
-// timeout, or the call ends with ctx's error first.
+// the same key and body to wait for that completion.
+//
+// timeout counts from when the message is queued: the node queues it
+// first, once it has the actor's turn (at once while the workflow is
+// inside a Step; after an action that runs), so a call can take longer
+// than timeout; bound the whole call with ctx. A ctx whose deadline comes
+// first shortens the wait to end just before it (a tenth of the time left,
+// at most 250 ms): the call then returns SendTimedOut with the message's
+// state, not ctx's error.
+//
+// A workflow that has ended when the message comes refuses it, and
+// nothing is queued: rivet.ErrWorkflowFailed, reason workflow.failed (it
+// failed) or workflow.ended (completed or cancelled). One that ends while
+// the sender waits leaves the message queued, and the error says "without
+// completing message N": reason workflow.failed if it failed,
+// workflow.ended_without_completing if not.
 func (h *ActorHandle) SendWait(ctx context.Context, queue string, body any, timeout time.Duration) (SendResult, error) {
 	return h.SendWith(ctx, queue, body, SendOptions{Wait: true, Timeout: timeout})
 }

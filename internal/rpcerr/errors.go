@@ -15,14 +15,6 @@ import (
 	"github.com/rivet-go/rivet/internal/textcut"
 )
 
-// Group and code of a cancelled call. rivet has no sentinel for it: a
-// cancellation is the caller's own doing, and the caller tests it with
-// errors.Is(err, context.Canceled).
-const (
-	canceledGroup = "rivet"
-	canceledCode  = "canceled"
-)
-
 // codeOfKind maps each kind to its status code. Order matters only for an
 // error that matches several entries, which no sentinel does.
 var codeOfKind = []struct {
@@ -146,10 +138,11 @@ func asRivetError(err error) (e *rivet.Error, masked bool) {
 	switch {
 	case errors.As(err, &e):
 		return e, false
-	case errors.Is(err, context.DeadlineExceeded):
-		return rivet.Errorf(rivet.ErrTimeout, "%v", err), false
-	case errors.Is(err, context.Canceled):
-		return &rivet.Error{Kind: context.Canceled, Group: canceledGroup, Code: canceledCode, Message: err.Error()}, false
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		// A timeout, or a cancellation (rivet has no sentinel for it: it
+		// is the caller's own doing, tested with errors.Is(err,
+		// context.Canceled)), as rivet.AsError says.
+		return rivet.AsError(err), false
 	}
 	// An error that is already a status (from a node-to-node call) is
 	// taken back to its kind first, so that forwarding keeps it intact.
