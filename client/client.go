@@ -394,8 +394,8 @@ func (c *Client) Get(name string, key ...string) caller.Handle {
 }
 
 // Actor returns a handle on the actor (name, key) whose calls create it if
-// it does not exist (getOrCreate), reads included (Query; not State,
-// Inspect or Info of a NoCreate handle). Handles are cheap: nothing is sent
+// it does not exist (getOrCreate), Query and Info included (State and
+// Inspect create nothing). Handles are cheap: nothing is sent
 // until a call. A key part may be the empty string (rivetctl refuses an
 // empty KEY, as a likely slip): a service that builds keys from a request's
 // fields checks them first, or a missing field addresses one actor shared
