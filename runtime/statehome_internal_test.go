@@ -408,7 +408,10 @@ func runBigFold(t *testing.T, run func(ctx *workflow.Ctx[bigFoldState]) error) (
 	}
 	store := storage.NewMemory()
 	t.Cleanup(func() { store.Close() })
-	h, stop := memHostOn(t, reg, store)
+	// States this large ride in entries only if told to: what is tested
+	// is that one that does still fits.
+	foldAll := func(c *Config) { c.MaxFoldedStateBytes = c.MaxStateBytes }
+	h, stop := memHostOn(t, reg, store, foldAll)
 	ctx := context.Background()
 	ref := Ref{Name: "big", Key: []string{"b"}}
 	if _, _, err := h.GetOrCreate(ctx, ref, nil); err != nil {
@@ -433,7 +436,7 @@ func runBigFold(t *testing.T, run func(ctx *workflow.Ctx[bigFoldState]) error) (
 	if err := stop(sctx); err != nil {
 		t.Fatal(err)
 	}
-	h, _ = memHostOn(t, reg, store)
+	h, _ = memHostOn(t, reg, store, foldAll)
 	ins, err := h.Inspect(ctx, ref)
 	if err != nil {
 		t.Fatal(err)
@@ -598,5 +601,99 @@ func TestALoopInSlotsResumesAfterARestart(t *testing.T) {
 				t.Errorf("history lists %s, of an iteration the loop pruned", en.Path)
 			}
 		}
+	}
+}
+
+type padState struct {
+	N   int    `json:"n"`
+	Pad string `json:"pad"`
+}
+
+// A state over MaxFoldedStateBytes goes to the state key, not into the
+// entries of the steps that change it: the entries a loop keeps (its last
+// iterations) each kept a copy (a user trial: a 250 KB state in the 40
+// entries kept, 11 MB per actor). One within it rides in its entry.
+func TestALargeStateStaysOutOfTheHistory(t *testing.T) {
+	for _, c := range []struct {
+		pad    int
+		folded bool
+	}{{pad: 8 << 10, folded: false}, {pad: 100, folded: true}} {
+		t.Run(fmt.Sprint(c.pad), func(t *testing.T) {
+			pad := strings.Repeat("x", c.pad)
+			reg, err := rivet.Setup(rivet.Actor[padState]{Name: "padded", Run: func(ctx *workflow.Ctx[padState]) error {
+				_, err := workflow.LoopWith(ctx, workflow.LoopOptions[int]{Name: "l", HistoryPruneInterval: 5}, func(lc *workflow.Ctx[padState], i int) (int, error) {
+					if i == 30 {
+						return i, workflow.Break
+					}
+					return i + 1, lc.Step("s", func(s *workflow.StepCtx[padState]) error {
+						s.State.N++
+						s.State.Pad = pad
+						return nil
+					})
+				})
+				return err
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			store := storage.NewMemory()
+			t.Cleanup(func() { store.Close() })
+			h, stop := memHostOn(t, reg, store)
+			ctx := context.Background()
+			ref := Ref{Name: "padded", Key: []string{"p"}}
+			if _, _, err := h.GetOrCreate(ctx, ref, nil); err != nil {
+				t.Fatal(err)
+			}
+			for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+				ins, err := h.Inspect(ctx, ref)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if workflowEnded(ins.WorkflowStatus) {
+					if ins.WorkflowStatus != WorkflowCompleted {
+						t.Fatalf("workflow %s: %s", ins.WorkflowStatus, ins.WorkflowError)
+					}
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the workflow did not end: %s", ins.WorkflowStatus)
+				}
+			}
+			_, _, prefix, err := h.locate(ref)
+			if err != nil {
+				t.Fatal(err)
+			}
+			kvs, err := store.List(ctx, prefix+storage.WorkflowSuffix, storage.ListOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			copies, bytes := 0, 0
+			for _, kv := range kvs {
+				bytes += len(kv.Value)
+				if strings.HasPrefix(string(kv.Value), foldedStateField) {
+					copies++
+				}
+			}
+			if c.folded && copies == 0 {
+				t.Fatalf("a %d-byte state rode in none of the %d entries kept, want it in its step's", c.pad, len(kvs))
+			}
+			if !c.folded && (copies > 0 || bytes > c.pad) {
+				t.Fatalf("a %d-byte state rode in %d of the %d entries kept (%d bytes), want in none", c.pad, copies, len(kvs), bytes)
+			}
+			sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			if err := stop(sctx); err != nil {
+				t.Fatal(err)
+			}
+			h, _ = memHostOn(t, reg, store)
+			ins, err := h.Inspect(ctx, ref)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var st padState
+			if err := json.Unmarshal(ins.State, &st); err != nil || st.N != 30 || st.Pad != pad {
+				t.Fatalf("after a restart: n %d, pad of %d bytes (%v); want 30, %d", st.N, len(st.Pad), err, c.pad)
+			}
+		})
 	}
 }

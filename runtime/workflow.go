@@ -1057,8 +1057,9 @@ func (w *wfHost) RunStep(ctx context.Context, ephemeral bool, fn func(env workfl
 		if changed {
 			ops = append(ops, storage.Put(a.stateKey(), b))
 			// The state may ride in the step's entry instead, if nothing
-			// of the actor's is queued when this is (statehome.go).
-			if target >= 0 {
+			// of the actor's is queued when this is (statehome.go), and
+			// if it is small: each entry the history keeps keeps its copy.
+			if target >= 0 && len(b) <= a.h.cfg.MaxFoldedStateBytes {
 				a.turnFold = foldReq{stateIdx: len(ops) - 1, targetIdx: target, path: ops[target].Key[len(a.prefix)+len(storage.WorkflowSuffix):]}
 				a.turnFolds = true
 			}
