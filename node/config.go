@@ -62,10 +62,12 @@ type Config struct {
 	// alone. An external etcd's compaction is its operator's
 	// (docs/deploy.md).
 	EtcdHistoryBudget int64
-	// etcdQuotaBackendBytes, if set, replaces the embedded member's space
-	// quota (etcdstore.EmbeddedConfig.QuotaBackendBytes, 4 GiB): a test
-	// hook, so that a test can fill etcd up in a few MiB.
-	etcdQuotaBackendBytes int64
+	// EtcdQuota bounds the embedded member's database (etcd's
+	// --quota-backend-bytes); past it etcd refuses every write that puts,
+	// cluster-wide, until an operator frees space (docs/deploy.md, "etcd
+	// out of space"). 0: 4 GiB. Every member of a cluster should have the
+	// same: each refuses by its own. An external etcd's is its operator's.
+	EtcdQuota int64
 	// httpIdleTimeout, if set, replaces how long the HTTP server keeps a
 	// connection that sends no next request (httpIdleTimeout's default):
 	// a test hook.

@@ -164,8 +164,9 @@ func ParseFlags(name string, args []string, out io.Writer) (Config, error) {
 	p.str(&cfg.EtcdPrefix, "etcd-prefix", cfg.EtcdPrefix, "key prefix of everything the node stores in etcd")
 	p.str(&cfg.EtcdInitialCluster, "etcd-initial-cluster", "", "embedded etcd members of a new multi-member cluster: name=http://host:peerport,... (each name a node ID)")
 	p.str(&cfg.EtcdInitialClusterState, "etcd-initial-cluster-state", "", "new (default), or existing: join a running etcd cluster that already lists this member (after etcdctl member add; see docs/deploy.md)")
-	historyMiB := 0
+	historyMiB, quotaMiB := 0, 0
 	p.integer(&historyMiB, "etcd-history-budget-mb", 0, "database size (MiB) past which the embedded etcd shortens its key history, kept 5 minutes otherwise (0: 256; -1: no bound but time)")
+	p.integer(&quotaMiB, "etcd-quota-mb", 0, "size (MiB) of the embedded etcd's database past which etcd refuses writes, cluster-wide, until space is freed (0: 4096; give every node the same)")
 	p.str(&cfg.GossipAddr, "gossip-addr", cfg.GossipAddr, "memberlist gossip listen address, TCP and UDP ('-' to run without gossip)")
 	p.str(&cfg.GossipAdvertiseAddr, "gossip-advertise-addr", "", "gossip address told to other nodes (default: --gossip-addr)")
 	p.str(&join, "join", "", "comma-separated gossip addresses of nodes to join (default: start a new cluster)")
@@ -229,6 +230,14 @@ func ParseFlags(name string, args []string, out io.Writer) (Config, error) {
 	}
 	cfg.EtcdEndpoints = splitList(etcdEndpoints)
 	cfg.EtcdHistoryBudget = int64(historyMiB) << 20
+	switch {
+	case quotaMiB < 0:
+		return cfg, refused(fmt.Errorf("invalid value %d for flag -etcd-quota-mb: negative", quotaMiB))
+	case quotaMiB > 0 && len(cfg.EtcdEndpoints) > 0:
+		// It would be ignored without a word: the operator meant a quota.
+		return cfg, refused(errors.New("-etcd-quota-mb sets the embedded etcd's quota, and with -etcd-endpoints the node runs none: set the external etcd's --quota-backend-bytes"))
+	}
+	cfg.EtcdQuota = int64(quotaMiB) << 20
 	cfg.Join = splitList(join)
 	if gossipKey != "" {
 		k, err := base64.StdEncoding.DecodeString(gossipKey)

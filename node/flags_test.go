@@ -101,3 +101,22 @@ func TestParseFlagsRefusesANegativeDuration(t *testing.T) {
 		t.Errorf("--idle-timeout 2m: %v, %v", cfg.Runtime.IdleTimeout, err)
 	}
 }
+
+// The embedded etcd's quota has a flag (a storage trial found none, and
+// had to run an external etcd to choose one); one that cannot apply is
+// refused, not ignored.
+func TestParseFlagsSetsTheEmbeddedEtcdsQuota(t *testing.T) {
+	cfg, err := node.ParseFlags("mynode", []string{"--etcd-quota-mb", "8192", "--log-level", "error"}, io.Discard)
+	if err != nil || cfg.EtcdQuota != 8<<30 {
+		t.Fatalf("--etcd-quota-mb 8192: quota %d, %v; want 8 GiB", cfg.EtcdQuota, err)
+	}
+	if cfg, err := node.ParseFlags("mynode", []string{"--log-level", "error"}, io.Discard); err != nil || cfg.EtcdQuota != 0 {
+		t.Fatalf("no flag: quota %d, %v; want 0 (etcdstore's 4 GiB)", cfg.EtcdQuota, err)
+	}
+	for _, args := range [][]string{{"--etcd-quota-mb", "-1"}, {"--etcd-quota-mb", "64", "--etcd-endpoints", "http://127.0.0.1:2379"}} {
+		var fe *node.FlagError
+		if _, err := node.ParseFlags("mynode", args, io.Discard); !errors.As(err, &fe) || !strings.Contains(err.Error(), "etcd-quota-mb") {
+			t.Errorf("%q: %v, want a flag error naming -etcd-quota-mb", args, err)
+		}
+	}
+}

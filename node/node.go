@@ -330,8 +330,8 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 		ec.InitialCluster = cfg.EtcdInitialCluster
 		ec.InitialClusterState = cfg.EtcdInitialClusterState
 		ec.HistoryBudget = cfg.EtcdHistoryBudget
-		if cfg.etcdQuotaBackendBytes != 0 {
-			ec.QuotaBackendBytes = cfg.etcdQuotaBackendBytes
+		if cfg.EtcdQuota != 0 {
+			ec.QuotaBackendBytes = cfg.EtcdQuota
 		}
 		ec.Logger = n.log
 		t0 := time.Now()

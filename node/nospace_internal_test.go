@@ -40,7 +40,7 @@ func TestANodeWhoseEtcdIsOutOfSpaceRefusesWritesAndRecovers(t *testing.T) {
 	cfg.HTTPAddr = "-"
 	core, logs := observer.New(zap.WarnLevel)
 	cfg.Logger = zap.New(core)
-	cfg.etcdQuotaBackendBytes = 8 << 20
+	cfg.EtcdQuota = 8 << 20
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	n := StartForTest(t, ctx, cfg, reg)
