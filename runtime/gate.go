@@ -424,7 +424,16 @@ func (wg *waitGraph) add(w *gateWaiter) []string {
 		var blocking []string
 		g.mu.Lock()
 		if !x.done {
-			blocking = blockingTurns(g.turns, x.chain)
+			turns := g.turns
+			if x.send && g.lane && len(turns) > 0 && !g.reenters(x.chain) {
+				// It goes in beside the step's body, once the send beside
+				// (which waits for no gate) and any turn that re-entered
+				// the step's have left: not after the step's turn, whose
+				// calls it does not wait for (a cycle through them was
+				// found that was none).
+				turns = turns[1:]
+			}
+			blocking = blockingTurns(turns, x.chain)
 		}
 		g.mu.Unlock()
 		for _, turn := range blocking {

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -618,5 +619,63 @@ func TestGateSendWaitingBesideAStepGivesUp(t *testing.T) {
 	g.release("step")
 	if g.busy() {
 		t.Fatal("gate busy after every turn ended")
+	}
+}
+
+// A send that waits to go in beside a step's body waits for the send
+// beside it, which waits for no gate, not for the step's turn and the
+// calls its body makes: no cycle runs through those. Both orders: the
+// waiting send (of a turn T that holds C) found a cycle through the body's
+// call to C, or the body's call to C found one through the waiting send;
+// either was refused as a deadlock, where the send beside leaving lets
+// both go on.
+func TestGateFindsNoCycleThroughAStepBesideWhichASendWaits(t *testing.T) {
+	for _, sendFirst := range []bool{false, true} {
+		t.Run(fmt.Sprintf("send waits first %v", sendFirst), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			var graph waitGraph
+			a := &turnGate{graph: &graph, name: "A"}
+			c := &turnGate{graph: &graph, name: "C"}
+			mustEnter(t, enterAsync(a, ctx, "n"), "the step's turn in A")
+			a.openLane()
+			if beside, err := a.acquireSend(ctx, "x"); err != nil || !beside {
+				t.Fatalf("first send: beside %v, %v", beside, err)
+			}
+			mustEnter(t, enterAsync(c, ctx, "t"), "T's turn in C")
+			call := make(chan error, 1)
+			send := make(chan error, 1)
+			startCall := func() {
+				go func() { call <- c.acquireTurn(ctx, "n/c") }() // the step body's call to C
+				waitWaiters(t, c, 1)
+			}
+			startSend := func() {
+				go func() {
+					beside, err := a.acquireSend(ctx, "t/s") // T's send to A
+					if err == nil && !beside {
+						err = fmt.Errorf("went in as a turn, want beside the step")
+					}
+					send <- err
+				}()
+				waitWaiters(t, a, 1)
+			}
+			if sendFirst {
+				startSend()
+				startCall()
+			} else {
+				startCall()
+				startSend()
+			}
+			mustWait(t, send, "T's send while a send is beside the step")
+			mustWait(t, call, "the body's call while T holds C")
+			a.release("x")
+			mustEnter(t, send, "T's send once the send beside left")
+			a.release("t/s")
+			c.release("t")
+			mustEnter(t, call, "the body's call once T left C")
+			c.release("n/c")
+			a.closeLane()
+			a.release("n")
+		})
 	}
 }

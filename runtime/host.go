@@ -991,7 +991,7 @@ func (h *Host) turnFor(ctx context.Context, kind TurnKind, ref Ref, sp *rivet.Sp
 			}
 		}
 		t0 := time.Now()
-		err = h.runTurn(a, chain, held, fn)
+		err = h.runTurn(a, chain, held, kind != TurnSend, fn)
 		if held && err != nil && !a.stopped.Load() {
 			// fn must leave a held activation destroyed or evicted; one
 			// that failed otherwise (a panic) must not stay in memory
@@ -1046,7 +1046,11 @@ func (h *Host) guardUser(ref Ref, what string, fn func() error) (err error) {
 // this is every action's path. So is the discard of a panicking fn's
 // changes, which runs the state's decoder: one that calls runtime.Goexit
 // leaves the gate to the same check.
-func (h *Host) runTurn(a *activation, chain string, held bool, fn func(a *activation) error) (err error) {
+//
+// restore says whether fn may change the state, which a panic then undoes:
+// not a send's, which may run beside a step's body (turnGate), whose
+// changes must not be undone under it.
+func (h *Host) runTurn(a *activation, chain string, held, restore bool, fn func(a *activation) error) (err error) {
 	returned := false // fn returned, or its panic was turned into err
 	defer func() {
 		if !returned {
@@ -1062,7 +1066,9 @@ func (h *Host) runTurn(a *activation, chain string, held bool, fn func(a *activa
 	defer func() {
 		if r := recover(); r != nil {
 			h.log.Error("actor panicked", actorField(a), zap.Any("panic", r), zap.ByteString("stack", debug.Stack()))
-			a.restoreState()
+			if restore {
+				a.restoreState()
+			}
 			err = rivet.Errorf(rivet.ErrInternal, "actor %s panicked", a.describe())
 			returned = true
 		}
