@@ -166,6 +166,7 @@ func ParseFlags(name string, args []string, out io.Writer) (Config, error) {
 	p.str(&cfg.EtcdInitialClusterState, "etcd-initial-cluster-state", "", "new (default), or existing: join a running etcd cluster that already lists this member (after etcdctl member add; see docs/deploy.md)")
 	historyMiB, quotaMiB := 0, 0
 	p.integer(&historyMiB, "etcd-history-budget-mb", 0, "database size (MiB) past which the embedded etcd shortens its key history, kept 5 minutes otherwise (0: 256; -1: no bound but time)")
+	p.str(&cfg.EtcdRestoreFrom, "etcd-restore-from", "", "snapshot file (etcdctl snapshot save, rivetctl backup) the embedded etcd starts from, as a new member, in a --data-dir without one (docs/deploy.md)")
 	p.integer(&quotaMiB, "etcd-quota-mb", 0, "size (MiB) of the embedded etcd's database past which etcd refuses writes, cluster-wide, until space is freed (0: 4096; give every node the same)")
 	p.str(&cfg.GossipAddr, "gossip-addr", cfg.GossipAddr, "memberlist gossip listen address, TCP and UDP ('-' to run without gossip)")
 	p.str(&cfg.GossipAdvertiseAddr, "gossip-advertise-addr", "", "gossip address told to other nodes (default: --gossip-addr)")
@@ -233,6 +234,8 @@ func ParseFlags(name string, args []string, out io.Writer) (Config, error) {
 	switch {
 	case quotaMiB < 0:
 		return cfg, refused(fmt.Errorf("invalid value %d for flag -etcd-quota-mb: negative", quotaMiB))
+	case cfg.EtcdRestoreFrom != "" && len(cfg.EtcdEndpoints) > 0:
+		return cfg, refused(errors.New("-etcd-restore-from restores the embedded etcd, and with -etcd-endpoints the node runs none: restore the external etcd with etcdutl snapshot restore"))
 	case quotaMiB > 0 && len(cfg.EtcdEndpoints) > 0:
 		// It would be ignored without a word: the operator meant a quota.
 		return cfg, refused(errors.New("-etcd-quota-mb sets the embedded etcd's quota, and with -etcd-endpoints the node runs none: set the external etcd's --quota-backend-bytes"))

@@ -316,6 +316,7 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 	}
 
 	endpoints := cfg.EtcdEndpoints
+	var restoredLeases []int64 // of the snapshot's nodes, if this start restored one
 	if len(endpoints) == 0 {
 		ec := etcdstore.DefaultEmbeddedConfig(filepath.Join(cfg.DataDir, "etcd"))
 		ec.Name = n.cfg.NodeID
@@ -334,6 +335,11 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 			ec.QuotaBackendBytes = cfg.EtcdQuota
 		}
 		ec.Logger = n.log
+		if cfg.EtcdRestoreFrom != "" {
+			if restoredLeases, err = n.restoreEtcd(ec, cfg.EtcdRestoreFrom); err != nil {
+				return nil, err
+			}
+		}
 		t0 := time.Now()
 		if n.embedded, err = etcdstore.StartEmbedded(ctx, ec); err != nil {
 			return nil, fmt.Errorf("node: %w%s", err, memberStartHint(err, n.cfg.NodeID))
@@ -345,6 +351,14 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 		// The node's own member, called in process: the same member a
 		// socket client would reach (its only endpoint), at less CPU.
 		n.etcd = n.embedded.Client()
+		// Before this node reads which nodes are registered and who owns
+		// what: the old cluster's, whose addresses it would forward to.
+		if err := etcdstore.RevokeRestoredLeases(ctx, n.etcd, restoredLeases); err != nil {
+			return nil, fmt.Errorf("node: --etcd-restore-from: %w", err)
+		}
+		if len(restoredLeases) > 0 {
+			n.log.Info("the restored snapshot's leases revoked, with its nodes' records", zap.Int("leases", len(restoredLeases)))
+		}
 	} else if n.etcd, err = clientv3.New(clientv3.Config{
 		Endpoints:   endpoints,
 		DialTimeout: 5 * time.Second,

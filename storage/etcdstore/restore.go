@@ -1,0 +1,130 @@
+package etcdstore
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"time"
+
+	"go.etcd.io/bbolt"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"go.etcd.io/etcd/etcdutl/v3/snapshot"
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+)
+
+// RestoreRevisionBump is how far a restore moves etcd's revision past the
+// snapshot's, marking what lies between compacted: a client that saw a
+// revision of the cluster before (a watch to resume, a node that was not
+// stopped) gets "compacted" and lists again, rather than waiting for
+// revisions the restored cluster gives to other writes. etcd's own advice
+// (etcdutl snapshot restore --bump-revision --mark-compacted).
+const RestoreRevisionBump = 1_000_000_000
+
+// RestoreEmbedded makes cfg.Dir, which must not exist, the data directory
+// of the member cfg describes, holding what snapshot (a file of etcdctl
+// snapshot save, or of a member's database) holds: StartEmbedded(cfg) then
+// starts a cluster of one member, or of InitialCluster's members, each
+// restored from the same snapshot with its own name and peer URL. The
+// snapshot's own members are forgotten. As etcdutl snapshot restore does
+// (etcdctl's restore is gone since etcd 3.6, and an older etcdctl's
+// restore of this build's snapshot yields a member that never serves).
+//
+// It returns the snapshot's leases: the old cluster's nodes' own, with the
+// records on them (a node's registration, its partitions' owners), which
+// etcd restores with a full TTL. A node that restored revokes them once its
+// member serves (RevokeRestoredLeases): until they ran out, it took the old
+// nodes for its cluster's, and forwarded calls to their addresses, to a
+// cluster still running there (a test's, or production's for a restore to
+// a staging host).
+func RestoreEmbedded(cfg EmbeddedConfig, snapshotPath string) (leases []int64, _ error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(cfg.Dir); err == nil {
+		return nil, fmt.Errorf("etcdstore: restore into %s: it exists; a restore makes a new member's directory", cfg.Dir)
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("etcdstore: restore into %s: %w", cfg.Dir, err)
+	}
+	if _, err := os.Stat(snapshotPath); err != nil {
+		return nil, fmt.Errorf("etcdstore: restore from %w", err)
+	}
+	peer := cfg.PeerURL
+	if cfg.AdvertisePeerURL != "" {
+		peer = cfg.AdvertisePeerURL
+	}
+	if _, err := url.Parse(peer); err != nil {
+		return nil, fmt.Errorf("etcdstore: peer URL: %w", err)
+	}
+	initial := cfg.InitialCluster
+	if initial == "" {
+		initial = cfg.Name + "=" + peer // as StartEmbedded's member alone
+	}
+	lg := zap.NewNop()
+	if cfg.Logger != nil {
+		lg = cfg.Logger.Named("etcd-restore")
+	}
+	err := snapshot.NewV3(lg).Restore(snapshot.RestoreConfig{
+		SnapshotPath:        snapshotPath,
+		Name:                cfg.Name,
+		OutputDataDir:       cfg.Dir,
+		PeerURLs:            []string{peer},
+		InitialCluster:      initial,
+		InitialClusterToken: embed.NewConfig().InitialClusterToken,
+		RevisionBump:        RestoreRevisionBump,
+		MarkCompacted:       true,
+	})
+	if err == nil {
+		leases, err = restoredLeases(filepath.Join(cfg.Dir, "member", "snap", "db"))
+	}
+	if err != nil {
+		// Nothing half made is left to be taken for a member.
+		_ = os.RemoveAll(cfg.Dir)
+		return nil, fmt.Errorf("etcdstore: restore %s into %s: %w", snapshotPath, cfg.Dir, err)
+	}
+	return leases, nil
+}
+
+// restoredLeases lists the leases of a member's database, not running.
+func restoredLeases(db string) ([]int64, error) {
+	bdb, err := bbolt.Open(db, 0o600, &bbolt.Options{ReadOnly: true, Timeout: 5 * time.Second})
+	if err != nil {
+		return nil, fmt.Errorf("read the restored leases: %w", err)
+	}
+	defer bdb.Close()
+	var ids []int64
+	err = bdb.View(func(tx *bbolt.Tx) error {
+		b := tx.Bucket([]byte("lease")) // etcd's schema.Lease: key, the ID big-endian
+		if b == nil {
+			return nil
+		}
+		return b.ForEach(func(k, _ []byte) error {
+			if len(k) == 8 {
+				ids = append(ids, int64(binary.BigEndian.Uint64(k)))
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the restored leases: %w", err)
+	}
+	return ids, nil
+}
+
+// RevokeRestoredLeases revokes leases (RestoreEmbedded's) through cli:
+// each node of a restored cluster may, and one already gone (another
+// node's revoke, or run out) is no error.
+func RevokeRestoredLeases(ctx context.Context, cli *clientv3.Client, leases []int64) error {
+	for _, id := range leases {
+		if _, err := cli.Revoke(ctx, clientv3.LeaseID(id)); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			return fmt.Errorf("etcdstore: revoke the restored lease %x: %w", id, err)
+		}
+	}
+	return nil
+}

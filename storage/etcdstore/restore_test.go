@@ -1,0 +1,128 @@
+package etcdstore_test
+
+import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rivet-go/rivet/storage/etcdstore"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// A snapshot of a member (what etcdctl snapshot save writes) restores into
+// a new member's directory, which serves every key it held, at a revision
+// past every one the old cluster gave (a watch resuming from one is told
+// it was compacted), and takes writes. A directory that exists is refused,
+// and left as it was.
+func TestAMemberRestoresFromASnapshot(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	e, err := etcdstore.StartEmbedded(ctx, etcdstore.DefaultLocalEmbeddedConfig(filepath.Join(t.TempDir(), "etcd")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli := e.Client()
+	for _, k := range []string{"a", "b", "c"} {
+		if _, err := cli.Put(ctx, "/rivet/"+k, "v-"+k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A node's record, on its lease: gone once the lease is revoked.
+	lease, err := cli.Grant(ctx, 600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Put(ctx, "/rivet/nodes/old", "x", clientv3.WithLease(lease.ID)); err != nil {
+		t.Fatal(err)
+	}
+	last, err := cli.Put(ctx, "/rivet/a", "v-a2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldRev := last.Header.Revision
+	snap := filepath.Join(t.TempDir(), "backup.db")
+	rc, err := cli.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(f, rc); err != nil {
+		t.Fatal(err)
+	}
+	rc.Close()
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Written after the snapshot: not in the restore.
+	if _, err := cli.Put(ctx, "/rivet/late", "x"); err != nil {
+		t.Fatal(err)
+	}
+	cli.Close()
+	e.Close()
+
+	existing := t.TempDir()
+	if _, err := etcdstore.RestoreEmbedded(etcdstore.DefaultLocalEmbeddedConfig(existing), snap); err == nil || !strings.Contains(err.Error(), "exists") {
+		t.Fatalf("restore into an existing directory: %v, want refused", err)
+	}
+	if _, err := os.Stat(existing); err != nil {
+		t.Fatalf("the existing directory was removed: %v", err)
+	}
+
+	cfg := etcdstore.DefaultLocalEmbeddedConfig(filepath.Join(t.TempDir(), "etcd"))
+	cfg.Name = "restored"
+	leases, err := etcdstore.RestoreEmbedded(cfg, snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(leases) != 1 || leases[0] != int64(lease.ID) {
+		t.Fatalf("restored leases %x, want the snapshot's one, %x", leases, lease.ID)
+	}
+	r, err := etcdstore.StartEmbedded(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	rcli := r.Client()
+	t.Cleanup(func() { rcli.Close() })
+	got, err := rcli.Get(ctx, "/rivet/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kvs []string
+	for _, kv := range got.Kvs {
+		kvs = append(kvs, string(kv.Key)+"="+string(kv.Value))
+	}
+	if strings.Join(kvs, " ") != "/rivet/a=v-a2 /rivet/b=v-b /rivet/c=v-c /rivet/nodes/old=x" {
+		t.Fatalf("restored keys %q, want a, b, c and the node record as of the snapshot", kvs)
+	}
+	// Revoked twice (each node of a restored cluster does): no error, and
+	// the record on it is gone.
+	for range 2 {
+		if err := etcdstore.RevokeRestoredLeases(ctx, rcli, leases); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, err := rcli.Get(ctx, "/rivet/nodes/", clientv3.WithPrefix()); err != nil || len(got.Kvs) != 0 {
+		t.Fatalf("the old node's record after its lease was revoked: %v, %v", got.Kvs, err)
+	}
+	if got.Header.Revision < oldRev+etcdstore.RestoreRevisionBump {
+		t.Fatalf("restored revision %d, want past the old cluster's %d by %d", got.Header.Revision, oldRev, etcdstore.RestoreRevisionBump)
+	}
+	if _, err := rcli.Put(ctx, "/rivet/new", "y"); err != nil {
+		t.Fatalf("write to the restored member: %v", err)
+	}
+	members, err := rcli.MemberList(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(members.Members) != 1 || members.Members[0].Name != "restored" {
+		t.Fatalf("members %v, want the restored one alone", members.Members)
+	}
+}
