@@ -2,6 +2,9 @@ package server
 
 import (
 	"context"
+	"io"
+
+	"google.golang.org/grpc"
 
 	"github.com/rivet-go/rivet"
 	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
@@ -93,4 +96,53 @@ func (s *Server) Drain(ctx context.Context, req *rivetv1.DrainRequest) (*rivetv1
 		return nil, s.toStatus(ctx, err)
 	}
 	return &rivetv1.DrainResponse{NodeId: req.GetNodeId(), PartitionsOwned: n}, nil
+}
+
+// Backuper is a Backend that can stream a snapshot of the etcd it stores
+// everything in.
+type Backuper interface {
+	// Backup starts a snapshot of etcd (Maintenance.Snapshot): the
+	// database's size as etcd reported it, the member it comes from, and
+	// the file's bytes, which the caller closes.
+	Backup(ctx context.Context) (size int64, member string, r io.ReadCloser, err error)
+}
+
+// backupChunk is the most file bytes one BackupResponse carries.
+const backupChunk = 1 << 20
+
+// Backup streams a snapshot of etcd: a first message with its size and
+// member, then the file's bytes.
+func (s *Server) Backup(_ *rivetv1.BackupRequest, stream grpc.ServerStreamingServer[rivetv1.BackupResponse]) error {
+	ctx := stream.Context()
+	b, ok := s.backend.(Backuper)
+	if !ok {
+		return s.toStatus(ctx, rivet.Errorf(rivet.ErrFailedPrecondition, "this node cannot back up its storage"))
+	}
+	size, member, r, err := b.Backup(ctx)
+	if err != nil {
+		return s.toStatus(ctx, err)
+	}
+	defer r.Close()
+	if err := stream.Send(&rivetv1.BackupResponse{Size: size, Member: member}); err != nil {
+		return err
+	}
+	buf := make([]byte, backupChunk)
+	for {
+		n, err := io.ReadFull(r, buf)
+		if n > 0 {
+			if err := stream.Send(&rivetv1.BackupResponse{Data: buf[:n]}); err != nil {
+				return err
+			}
+		}
+		switch {
+		case err == io.EOF || err == io.ErrUnexpectedEOF:
+			return nil
+		case err != nil && ctx.Err() != nil:
+			return s.toStatus(ctx, ctx.Err())
+		case err != nil:
+			// The stream ends in an error, never in a short file a
+			// client would take for the whole snapshot.
+			return s.toStatus(ctx, rivet.Errorf(rivet.ErrUnavailable, "backup from etcd member %s: %v", member, err))
+		}
+	}
 }

@@ -282,6 +282,7 @@ JSON arguments are taken literally: quote strings ('"text"'); a negative number 
 		a.destroyCommand(),
 		a.membersCommand(),
 		a.drainCommand(),
+		a.backupCommand(),
 		a.partitionsCommand(),
 		a.statsCommand(),
 		a.healthCommand(),

@@ -68,7 +68,8 @@ func RestoreEmbedded(cfg EmbeddedConfig, snapshotPath string) (leases []int64, _
 	}
 	lg := zap.NewNop()
 	if cfg.Logger != nil {
-		lg = cfg.Logger.Named("etcd-restore")
+		// etcd's restore says every file it opens at info.
+		lg = cfg.Logger.Named("etcd-restore").WithOptions(zap.IncreaseLevel(zap.WarnLevel))
 	}
 	err := snapshot.NewV3(lg).Restore(snapshot.RestoreConfig{
 		SnapshotPath:        snapshotPath,

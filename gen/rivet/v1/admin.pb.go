@@ -22,6 +22,108 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type BackupRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackupRequest) Reset() {
+	*x = BackupRequest{}
+	mi := &file_rivet_v1_admin_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackupRequest) ProtoMessage() {}
+
+func (x *BackupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_rivet_v1_admin_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
+func (*BackupRequest) Descriptor() ([]byte, []int) {
+	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{0}
+}
+
+type BackupResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// size is the database's size as etcd reported it before the snapshot
+	// began, in the first message only: the file is about as large (plus a
+	// hash, less what a defragment would free).
+	Size int64 `protobuf:"varint,1,opt,name=size,proto3" json:"size,omitempty"`
+	// data is the next part of the file.
+	Data []byte `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
+	// member names the etcd member the snapshot comes from, in the first
+	// message only.
+	Member        string `protobuf:"bytes,3,opt,name=member,proto3" json:"member,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackupResponse) Reset() {
+	*x = BackupResponse{}
+	mi := &file_rivet_v1_admin_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackupResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackupResponse) ProtoMessage() {}
+
+func (x *BackupResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_rivet_v1_admin_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackupResponse.ProtoReflect.Descriptor instead.
+func (*BackupResponse) Descriptor() ([]byte, []int) {
+	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *BackupResponse) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *BackupResponse) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *BackupResponse) GetMember() string {
+	if x != nil {
+		return x.Member
+	}
+	return ""
+}
+
 type MembersRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -30,7 +132,7 @@ type MembersRequest struct {
 
 func (x *MembersRequest) Reset() {
 	*x = MembersRequest{}
-	mi := &file_rivet_v1_admin_proto_msgTypes[0]
+	mi := &file_rivet_v1_admin_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -42,7 +144,7 @@ func (x *MembersRequest) String() string {
 func (*MembersRequest) ProtoMessage() {}
 
 func (x *MembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_admin_proto_msgTypes[0]
+	mi := &file_rivet_v1_admin_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -55,7 +157,7 @@ func (x *MembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersRequest.ProtoReflect.Descriptor instead.
 func (*MembersRequest) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{0}
+	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{2}
 }
 
 type Member struct {
@@ -87,7 +189,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_rivet_v1_admin_proto_msgTypes[1]
+	mi := &file_rivet_v1_admin_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -99,7 +201,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_admin_proto_msgTypes[1]
+	mi := &file_rivet_v1_admin_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -112,7 +214,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{1}
+	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Member) GetNodeId() string {
@@ -191,7 +293,7 @@ type MembersResponse struct {
 
 func (x *MembersResponse) Reset() {
 	*x = MembersResponse{}
-	mi := &file_rivet_v1_admin_proto_msgTypes[2]
+	mi := &file_rivet_v1_admin_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -203,7 +305,7 @@ func (x *MembersResponse) String() string {
 func (*MembersResponse) ProtoMessage() {}
 
 func (x *MembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_admin_proto_msgTypes[2]
+	mi := &file_rivet_v1_admin_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -216,7 +318,7 @@ func (x *MembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersResponse.ProtoReflect.Descriptor instead.
 func (*MembersResponse) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{2}
+	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *MembersResponse) GetMembers() []*Member {
@@ -241,7 +343,7 @@ type PartitionsRequest struct {
 
 func (x *PartitionsRequest) Reset() {
 	*x = PartitionsRequest{}
-	mi := &file_rivet_v1_admin_proto_msgTypes[3]
+	mi := &file_rivet_v1_admin_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -253,7 +355,7 @@ func (x *PartitionsRequest) String() string {
 func (*PartitionsRequest) ProtoMessage() {}
 
 func (x *PartitionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_admin_proto_msgTypes[3]
+	mi := &file_rivet_v1_admin_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -266,7 +368,7 @@ func (x *PartitionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionsRequest.ProtoReflect.Descriptor instead.
 func (*PartitionsRequest) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{3}
+	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{5}
 }
 
 type PartitionOwner struct {
@@ -282,7 +384,7 @@ type PartitionOwner struct {
 
 func (x *PartitionOwner) Reset() {
 	*x = PartitionOwner{}
-	mi := &file_rivet_v1_admin_proto_msgTypes[4]
+	mi := &file_rivet_v1_admin_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -294,7 +396,7 @@ func (x *PartitionOwner) String() string {
 func (*PartitionOwner) ProtoMessage() {}
 
 func (x *PartitionOwner) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_admin_proto_msgTypes[4]
+	mi := &file_rivet_v1_admin_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -307,7 +409,7 @@ func (x *PartitionOwner) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionOwner.ProtoReflect.Descriptor instead.
 func (*PartitionOwner) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{4}
+	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *PartitionOwner) GetPartition() uint32 {
@@ -343,7 +445,7 @@ type PartitionsResponse struct {
 
 func (x *PartitionsResponse) Reset() {
 	*x = PartitionsResponse{}
-	mi := &file_rivet_v1_admin_proto_msgTypes[5]
+	mi := &file_rivet_v1_admin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -355,7 +457,7 @@ func (x *PartitionsResponse) String() string {
 func (*PartitionsResponse) ProtoMessage() {}
 
 func (x *PartitionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_admin_proto_msgTypes[5]
+	mi := &file_rivet_v1_admin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -368,7 +470,7 @@ func (x *PartitionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionsResponse.ProtoReflect.Descriptor instead.
 func (*PartitionsResponse) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{5}
+	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *PartitionsResponse) GetPartitionCount() uint32 {
@@ -404,7 +506,7 @@ type StatsRequest struct {
 
 func (x *StatsRequest) Reset() {
 	*x = StatsRequest{}
-	mi := &file_rivet_v1_admin_proto_msgTypes[6]
+	mi := &file_rivet_v1_admin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -416,7 +518,7 @@ func (x *StatsRequest) String() string {
 func (*StatsRequest) ProtoMessage() {}
 
 func (x *StatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_admin_proto_msgTypes[6]
+	mi := &file_rivet_v1_admin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -429,7 +531,7 @@ func (x *StatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
 func (*StatsRequest) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{6}
+	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *StatsRequest) GetNodeId() string {
@@ -453,7 +555,7 @@ type StatsResponse struct {
 
 func (x *StatsResponse) Reset() {
 	*x = StatsResponse{}
-	mi := &file_rivet_v1_admin_proto_msgTypes[7]
+	mi := &file_rivet_v1_admin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -465,7 +567,7 @@ func (x *StatsResponse) String() string {
 func (*StatsResponse) ProtoMessage() {}
 
 func (x *StatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_admin_proto_msgTypes[7]
+	mi := &file_rivet_v1_admin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -478,7 +580,7 @@ func (x *StatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsResponse.ProtoReflect.Descriptor instead.
 func (*StatsResponse) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{7}
+	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *StatsResponse) GetNodeId() string {
@@ -536,7 +638,7 @@ type DrainRequest struct {
 
 func (x *DrainRequest) Reset() {
 	*x = DrainRequest{}
-	mi := &file_rivet_v1_admin_proto_msgTypes[8]
+	mi := &file_rivet_v1_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -548,7 +650,7 @@ func (x *DrainRequest) String() string {
 func (*DrainRequest) ProtoMessage() {}
 
 func (x *DrainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_admin_proto_msgTypes[8]
+	mi := &file_rivet_v1_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -561,7 +663,7 @@ func (x *DrainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainRequest.ProtoReflect.Descriptor instead.
 func (*DrainRequest) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{8}
+	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *DrainRequest) GetNodeId() string {
@@ -589,7 +691,7 @@ type DrainResponse struct {
 
 func (x *DrainResponse) Reset() {
 	*x = DrainResponse{}
-	mi := &file_rivet_v1_admin_proto_msgTypes[9]
+	mi := &file_rivet_v1_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -601,7 +703,7 @@ func (x *DrainResponse) String() string {
 func (*DrainResponse) ProtoMessage() {}
 
 func (x *DrainResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_admin_proto_msgTypes[9]
+	mi := &file_rivet_v1_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -614,7 +716,7 @@ func (x *DrainResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainResponse.ProtoReflect.Descriptor instead.
 func (*DrainResponse) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{9}
+	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *DrainResponse) GetNodeId() string {
@@ -635,7 +737,12 @@ var File_rivet_v1_admin_proto protoreflect.FileDescriptor
 
 const file_rivet_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x14rivet/v1/admin.proto\x12\brivet.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x10\n" +
+	"\x14rivet/v1/admin.proto\x12\brivet.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x0f\n" +
+	"\rBackupRequest\"P\n" +
+	"\x0eBackupResponse\x12\x12\n" +
+	"\x04size\x18\x01 \x01(\x03R\x04size\x12\x12\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\x12\x16\n" +
+	"\x06member\x18\x03 \x01(\tR\x06member\"\x10\n" +
 	"\x0eMembersRequest\"\xb6\x02\n" +
 	"\x06Member\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1b\n" +
@@ -677,13 +784,14 @@ const file_rivet_v1_admin_proto_rawDesc = "" +
 	"\x04undo\x18\x02 \x01(\bR\x04undo\"S\n" +
 	"\rDrainResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12)\n" +
-	"\x10partitions_owned\x18\x02 \x01(\rR\x0fpartitionsOwned2\x8b\x02\n" +
+	"\x10partitions_owned\x18\x02 \x01(\rR\x0fpartitionsOwned2\xca\x02\n" +
 	"\fAdminService\x12>\n" +
 	"\aMembers\x12\x18.rivet.v1.MembersRequest\x1a\x19.rivet.v1.MembersResponse\x12G\n" +
 	"\n" +
 	"Partitions\x12\x1b.rivet.v1.PartitionsRequest\x1a\x1c.rivet.v1.PartitionsResponse\x128\n" +
 	"\x05Stats\x12\x16.rivet.v1.StatsRequest\x1a\x17.rivet.v1.StatsResponse\x128\n" +
-	"\x05Drain\x12\x16.rivet.v1.DrainRequest\x1a\x17.rivet.v1.DrainResponseB0Z.github.com/rivet-go/rivet/gen/rivet/v1;rivetv1b\x06proto3"
+	"\x05Drain\x12\x16.rivet.v1.DrainRequest\x1a\x17.rivet.v1.DrainResponse\x12=\n" +
+	"\x06Backup\x12\x17.rivet.v1.BackupRequest\x1a\x18.rivet.v1.BackupResponse0\x01B0Z.github.com/rivet-go/rivet/gen/rivet/v1;rivetv1b\x06proto3"
 
 var (
 	file_rivet_v1_admin_proto_rawDescOnce sync.Once
@@ -697,34 +805,38 @@ func file_rivet_v1_admin_proto_rawDescGZIP() []byte {
 	return file_rivet_v1_admin_proto_rawDescData
 }
 
-var file_rivet_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_rivet_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_rivet_v1_admin_proto_goTypes = []any{
-	(*MembersRequest)(nil),        // 0: rivet.v1.MembersRequest
-	(*Member)(nil),                // 1: rivet.v1.Member
-	(*MembersResponse)(nil),       // 2: rivet.v1.MembersResponse
-	(*PartitionsRequest)(nil),     // 3: rivet.v1.PartitionsRequest
-	(*PartitionOwner)(nil),        // 4: rivet.v1.PartitionOwner
-	(*PartitionsResponse)(nil),    // 5: rivet.v1.PartitionsResponse
-	(*StatsRequest)(nil),          // 6: rivet.v1.StatsRequest
-	(*StatsResponse)(nil),         // 7: rivet.v1.StatsResponse
-	(*DrainRequest)(nil),          // 8: rivet.v1.DrainRequest
-	(*DrainResponse)(nil),         // 9: rivet.v1.DrainResponse
-	(*timestamppb.Timestamp)(nil), // 10: google.protobuf.Timestamp
+	(*BackupRequest)(nil),         // 0: rivet.v1.BackupRequest
+	(*BackupResponse)(nil),        // 1: rivet.v1.BackupResponse
+	(*MembersRequest)(nil),        // 2: rivet.v1.MembersRequest
+	(*Member)(nil),                // 3: rivet.v1.Member
+	(*MembersResponse)(nil),       // 4: rivet.v1.MembersResponse
+	(*PartitionsRequest)(nil),     // 5: rivet.v1.PartitionsRequest
+	(*PartitionOwner)(nil),        // 6: rivet.v1.PartitionOwner
+	(*PartitionsResponse)(nil),    // 7: rivet.v1.PartitionsResponse
+	(*StatsRequest)(nil),          // 8: rivet.v1.StatsRequest
+	(*StatsResponse)(nil),         // 9: rivet.v1.StatsResponse
+	(*DrainRequest)(nil),          // 10: rivet.v1.DrainRequest
+	(*DrainResponse)(nil),         // 11: rivet.v1.DrainResponse
+	(*timestamppb.Timestamp)(nil), // 12: google.protobuf.Timestamp
 }
 var file_rivet_v1_admin_proto_depIdxs = []int32{
-	10, // 0: rivet.v1.Member.started_at:type_name -> google.protobuf.Timestamp
-	1,  // 1: rivet.v1.MembersResponse.members:type_name -> rivet.v1.Member
-	4,  // 2: rivet.v1.PartitionsResponse.partitions:type_name -> rivet.v1.PartitionOwner
-	0,  // 3: rivet.v1.AdminService.Members:input_type -> rivet.v1.MembersRequest
-	3,  // 4: rivet.v1.AdminService.Partitions:input_type -> rivet.v1.PartitionsRequest
-	6,  // 5: rivet.v1.AdminService.Stats:input_type -> rivet.v1.StatsRequest
-	8,  // 6: rivet.v1.AdminService.Drain:input_type -> rivet.v1.DrainRequest
-	2,  // 7: rivet.v1.AdminService.Members:output_type -> rivet.v1.MembersResponse
-	5,  // 8: rivet.v1.AdminService.Partitions:output_type -> rivet.v1.PartitionsResponse
-	7,  // 9: rivet.v1.AdminService.Stats:output_type -> rivet.v1.StatsResponse
-	9,  // 10: rivet.v1.AdminService.Drain:output_type -> rivet.v1.DrainResponse
-	7,  // [7:11] is the sub-list for method output_type
-	3,  // [3:7] is the sub-list for method input_type
+	12, // 0: rivet.v1.Member.started_at:type_name -> google.protobuf.Timestamp
+	3,  // 1: rivet.v1.MembersResponse.members:type_name -> rivet.v1.Member
+	6,  // 2: rivet.v1.PartitionsResponse.partitions:type_name -> rivet.v1.PartitionOwner
+	2,  // 3: rivet.v1.AdminService.Members:input_type -> rivet.v1.MembersRequest
+	5,  // 4: rivet.v1.AdminService.Partitions:input_type -> rivet.v1.PartitionsRequest
+	8,  // 5: rivet.v1.AdminService.Stats:input_type -> rivet.v1.StatsRequest
+	10, // 6: rivet.v1.AdminService.Drain:input_type -> rivet.v1.DrainRequest
+	0,  // 7: rivet.v1.AdminService.Backup:input_type -> rivet.v1.BackupRequest
+	4,  // 8: rivet.v1.AdminService.Members:output_type -> rivet.v1.MembersResponse
+	7,  // 9: rivet.v1.AdminService.Partitions:output_type -> rivet.v1.PartitionsResponse
+	9,  // 10: rivet.v1.AdminService.Stats:output_type -> rivet.v1.StatsResponse
+	11, // 11: rivet.v1.AdminService.Drain:output_type -> rivet.v1.DrainResponse
+	1,  // 12: rivet.v1.AdminService.Backup:output_type -> rivet.v1.BackupResponse
+	8,  // [8:13] is the sub-list for method output_type
+	3,  // [3:8] is the sub-list for method input_type
 	3,  // [3:3] is the sub-list for extension type_name
 	3,  // [3:3] is the sub-list for extension extendee
 	0,  // [0:3] is the sub-list for field type_name
@@ -741,7 +853,7 @@ func file_rivet_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rivet_v1_admin_proto_rawDesc), len(file_rivet_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

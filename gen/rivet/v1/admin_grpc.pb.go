@@ -23,6 +23,7 @@ const (
 	AdminService_Partitions_FullMethodName = "/rivet.v1.AdminService/Partitions"
 	AdminService_Stats_FullMethodName      = "/rivet.v1.AdminService/Stats"
 	AdminService_Drain_FullMethodName      = "/rivet.v1.AdminService/Drain"
+	AdminService_Backup_FullMethodName     = "/rivet.v1.AdminService/Backup"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -44,6 +45,13 @@ type AdminServiceClient interface {
 	// refused with FAILED_PRECONDITION (reason node.last_eligible); of two
 	// nodes drained at once as the last two eligible ones, one is refused.
 	Drain(ctx context.Context, in *DrainRequest, opts ...grpc.CallOption) (*DrainResponse, error)
+	// Backup streams a snapshot of etcd, everything the cluster stores, as
+	// etcd's Maintenance.Snapshot makes it (the file etcdctl snapshot save
+	// writes; a node restores it with --etcd-restore-from): from the node's
+	// embedded member, or from one member of its external etcd. The first
+	// message says the database's size (a progress bar's total), the others
+	// carry the file's bytes in order.
+	Backup(ctx context.Context, in *BackupRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[BackupResponse], error)
 }
 
 type adminServiceClient struct {
@@ -94,6 +102,25 @@ func (c *adminServiceClient) Drain(ctx context.Context, in *DrainRequest, opts .
 	return out, nil
 }
 
+func (c *adminServiceClient) Backup(ctx context.Context, in *BackupRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[BackupResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &AdminService_ServiceDesc.Streams[0], AdminService_Backup_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[BackupRequest, BackupResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type AdminService_BackupClient = grpc.ServerStreamingClient[BackupResponse]
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -113,6 +140,13 @@ type AdminServiceServer interface {
 	// refused with FAILED_PRECONDITION (reason node.last_eligible); of two
 	// nodes drained at once as the last two eligible ones, one is refused.
 	Drain(context.Context, *DrainRequest) (*DrainResponse, error)
+	// Backup streams a snapshot of etcd, everything the cluster stores, as
+	// etcd's Maintenance.Snapshot makes it (the file etcdctl snapshot save
+	// writes; a node restores it with --etcd-restore-from): from the node's
+	// embedded member, or from one member of its external etcd. The first
+	// message says the database's size (a progress bar's total), the others
+	// carry the file's bytes in order.
+	Backup(*BackupRequest, grpc.ServerStreamingServer[BackupResponse]) error
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -134,6 +168,9 @@ func (UnimplementedAdminServiceServer) Stats(context.Context, *StatsRequest) (*S
 }
 func (UnimplementedAdminServiceServer) Drain(context.Context, *DrainRequest) (*DrainResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Drain not implemented")
+}
+func (UnimplementedAdminServiceServer) Backup(*BackupRequest, grpc.ServerStreamingServer[BackupResponse]) error {
+	return status.Error(codes.Unimplemented, "method Backup not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -228,6 +265,17 @@ func _AdminService_Drain_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_Backup_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(BackupRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(AdminServiceServer).Backup(m, &grpc.GenericServerStream[BackupRequest, BackupResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type AdminService_BackupServer = grpc.ServerStreamingServer[BackupResponse]
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -252,6 +300,12 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _AdminService_Drain_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "Backup",
+			Handler:       _AdminService_Backup_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "rivet/v1/admin.proto",
 }

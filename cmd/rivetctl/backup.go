@@ -1,0 +1,110 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+
+	"github.com/rivet-go/rivet/client"
+)
+
+func (a *app) backupCommand() *cobra.Command {
+	var (
+		force bool
+		wait  time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "backup FILE",
+		Short: "Save a snapshot of the cluster's etcd (everything it stores) to FILE",
+		Long: `Backup saves a snapshot of the etcd the cluster stores everything in, taken by
+the node at --addr from its embedded member (or one member of its external
+etcd): the file etcdctl snapshot save writes, without etcdctl (node images
+have none). A node starts from it with --etcd-restore-from FILE in a new
+--data-dir (docs/deploy.md, "Backup and restore"). The file is written as
+FILE.partial and renamed once complete, so FILE is never a cut snapshot. It
+holds every actor's state and messages: keep it as safe as the cluster.`,
+		Args: args(1, 1),
+	}
+	cmd.Flags().BoolVar(&force, "force", false, "replace FILE if it exists")
+	cmd.Flags().DurationVar(&wait, "wait", time.Hour, "how long the backup may take, on top of --timeout")
+	cmd.RunE = a.runE(func() time.Duration { return wait }, func(ctx context.Context, c *client.Client, args []string) error {
+		file := args[0]
+		if wait < 0 {
+			return usagef("--wait must not be negative, not %s", wait)
+		}
+		if _, err := os.Stat(file); err == nil && !force {
+			return usagef("%s exists: give another file, or --force to replace it", file)
+		}
+		tmp := file + ".partial"
+		f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+		if err != nil {
+			return usagef("%v", err)
+		}
+		done := false
+		defer func() {
+			if !done {
+				f.Close()
+				os.Remove(tmp)
+			}
+		}()
+		barOut := a.stderr
+		if a.output == "json" || !isTerminal(a.stderr) {
+			barOut = io.Discard
+		}
+		var bar *progressbar.ProgressBar
+		t0 := time.Now()
+		info, err := c.Backup(ctx, f, func(written, total int64) {
+			if bar == nil {
+				bar = progressbar.NewOptions64(max(total, written),
+					progressbar.OptionSetWriter(barOut),
+					progressbar.OptionSetDescription("backup"),
+					progressbar.OptionShowBytes(true),
+					progressbar.OptionThrottle(100*time.Millisecond),
+					progressbar.OptionClearOnFinish(),
+				)
+			}
+			if written > bar.GetMax64() {
+				bar.ChangeMax64(written)
+			}
+			_ = bar.Set64(written)
+		})
+		if bar != nil {
+			_ = bar.Finish()
+		}
+		if err != nil {
+			return err
+		}
+		if err := f.Sync(); err != nil {
+			return fmt.Errorf("backup: %w", err)
+		}
+		if err := f.Close(); err != nil {
+			return fmt.Errorf("backup: %w", err)
+		}
+		if err := os.Rename(tmp, file); err != nil {
+			return fmt.Errorf("backup: %w", err)
+		}
+		done = true
+		if d, err := os.Open(filepath.Dir(file)); err == nil {
+			// The rename is durable once its directory is.
+			if err := d.Sync(); err != nil && !errors.Is(err, os.ErrInvalid) {
+				d.Close()
+				return fmt.Errorf("backup: %w", err)
+			}
+			d.Close()
+		}
+		took := time.Since(t0).Round(time.Millisecond)
+		if a.output == "json" {
+			return a.printValue(map[string]any{"file": file, "bytes": info.Written, "member": info.Member, "took_ms": took.Milliseconds()})
+		}
+		_, err = fmt.Fprintf(a.stdout, "backed up %d bytes from etcd member %s to %s in %s (a node starts from it with --etcd-restore-from %s, in a new --data-dir)\n", info.Written, info.Member, file, took, file)
+		return err
+	})
+	return cmd
+}
