@@ -2,7 +2,9 @@ package etcdstore
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/url"
@@ -15,7 +17,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"go.etcd.io/etcd/etcdutl/v3/snapshot"
-	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 )
 
@@ -66,18 +67,22 @@ func RestoreEmbedded(cfg EmbeddedConfig, snapshotPath string) (leases []int64, _
 	if initial == "" {
 		initial = cfg.Name + "=" + peer // as StartEmbedded's member alone
 	}
+	token, err := restoredClusterToken(snapshotPath)
+	if err != nil {
+		return nil, fmt.Errorf("etcdstore: restore from %s: %w", snapshotPath, err)
+	}
 	lg := zap.NewNop()
 	if cfg.Logger != nil {
 		// etcd's restore says every file it opens at info.
 		lg = cfg.Logger.Named("etcd-restore").WithOptions(zap.IncreaseLevel(zap.WarnLevel))
 	}
-	err := snapshot.NewV3(lg).Restore(snapshot.RestoreConfig{
+	err = snapshot.NewV3(lg).Restore(snapshot.RestoreConfig{
 		SnapshotPath:        snapshotPath,
 		Name:                cfg.Name,
 		OutputDataDir:       cfg.Dir,
 		PeerURLs:            []string{peer},
 		InitialCluster:      initial,
-		InitialClusterToken: embed.NewConfig().InitialClusterToken,
+		InitialClusterToken: token,
 		RevisionBump:        RestoreRevisionBump,
 		MarkCompacted:       true,
 	})
@@ -90,6 +95,34 @@ func RestoreEmbedded(cfg EmbeddedConfig, snapshotPath string) (leases []int64, _
 		return nil, fmt.Errorf("etcdstore: restore %s into %s: %w", snapshotPath, cfg.Dir, err)
 	}
 	return leases, nil
+}
+
+// restoredClusterToken is the cluster token of a cluster restored from
+// snapshotPath: the same for every member restored from that file, as
+// they must share it, and another than the cluster's the snapshot came
+// from, whose ID and members' IDs etcd derives from the token and the peer
+// URLs. With the old token, a member of the old cluster still running at a
+// peer URL the restored cluster names (a restore on the same hosts before
+// every old node had stopped) was taken for a member of the restored one,
+// and its leader sent the restored members the writes made after the
+// backup. The file's last bytes are etcd's hash of its database (etcdctl
+// snapshot save appends it), or its database's own last bytes.
+func restoredClusterToken(snapshotPath string) (string, error) {
+	f, err := os.Open(snapshotPath)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return "", err
+	}
+	tail := make([]byte, min(fi.Size(), 32))
+	if _, err := f.ReadAt(tail, fi.Size()-int64(len(tail))); err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(tail)
+	return "rivet-restored-" + hex.EncodeToString(sum[:8]), nil
 }
 
 // restoredLeases lists the leases of a member's database, not running.

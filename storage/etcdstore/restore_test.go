@@ -112,6 +112,13 @@ func TestAMemberRestoresFromASnapshot(t *testing.T) {
 	if got, err := rcli.Get(ctx, "/rivet/nodes/", clientv3.WithPrefix()); err != nil || len(got.Kvs) != 0 {
 		t.Fatalf("the old node's record after its lease was revoked: %v, %v", got.Kvs, err)
 	}
+	// Another cluster than the one backed up, though its member has the
+	// same peer URL: a member of the old one still running there must not
+	// be taken for one of it (it sent the restored members the writes
+	// made after the backup, in a trial of a restore on the same hosts).
+	if got.Header.ClusterId == last.Header.ClusterId {
+		t.Fatalf("the restored cluster has the old one's ID, %x", got.Header.ClusterId)
+	}
 	if got.Header.Revision < oldRev+etcdstore.RestoreRevisionBump {
 		t.Fatalf("restored revision %d, want past the old cluster's %d by %d", got.Header.Revision, oldRev, etcdstore.RestoreRevisionBump)
 	}
