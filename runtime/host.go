@@ -2913,6 +2913,11 @@ func commitError(what string, err error) error {
 		return rivet.Errorf(rivet.ErrTooLarge, "%s: %v", what, err)
 	case errors.Is(err, storage.ErrNotSent):
 		return rivet.Errorf(rivet.ErrUnavailable, "%s: the commit waited too long to be sent, and was not: nothing was written", what)
+	case errors.Is(err, storage.ErrNoSpace) && errors.Is(err, storage.ErrRefused):
+		// Nothing was written; a reason of its own, so that a client
+		// tells an operator's problem from a moment's failover without
+		// reading the text (a storage trial).
+		return rivet.Reasonf(rivet.ErrUnavailable, "storage", "no_space", "%s: commit failed: %v", what, err)
 	case errors.Is(err, context.DeadlineExceeded):
 		return rivet.Errorf(rivet.ErrTimeout, "%s: commit timed out; its outcome is unknown", what)
 	case errors.Is(err, storage.ErrClosed), errors.Is(err, storage.ErrLeaseNotFound),

@@ -38,6 +38,11 @@ var (
 	// once it has come, etcdstore refuses writes that put itself, unsent,
 	// with ErrRefused, until etcd's NOSPACE alarm is gone.)
 	ErrRefused = errors.New("storage: refused by the store")
+	// ErrNoSpace: the store is out of space (etcd's NOSPACE alarm). It
+	// comes with ErrRefused on a write refused unsent, with nothing
+	// written; alone on etcd's own answer, which can come after the
+	// write applied.
+	ErrNoSpace = errors.New("storage: out of space")
 	// ErrNotSent: a Committer's caller gave up (its context ended) while
 	// the transaction still waited in the queue: it was never sent, and
 	// nothing was written. It comes wrapped with the context's error.

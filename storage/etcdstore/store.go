@@ -168,7 +168,7 @@ func mapErr(err error) error {
 		// As it comes over gRPC (RESOURCE_EXHAUSTED): not too large, but
 		// space exceeded, in doubt as above. (The Store then refuses
 		// writes unsent while etcd stays full: spaceLeft.)
-		return fmt.Errorf("etcdstore: %w", err)
+		return fmt.Errorf("etcdstore: %w: %w", storage.ErrNoSpace, err)
 	case errors.Is(err, rpctypes.ErrTooManyOps), errors.Is(err, rpctypes.ErrRequestTooLarge),
 		status.Code(err) == codes.ResourceExhausted:
 		return fmt.Errorf("%w: %v", storage.ErrTooLarge, err)
@@ -185,8 +185,8 @@ func mapErr(err error) error {
 const noSpaceRecheck = time.Second
 
 // errNoSpace refuses, unsent, a write that puts while etcd is out of space.
-var errNoSpace = fmt.Errorf("%w: etcd is out of space (%v; alarm NOSPACE): not sent; writes resume once an operator frees space and disarms the alarm",
-	storage.ErrRefused, rpctypes.ErrGRPCNoSpace)
+var errNoSpace = fmt.Errorf("%w: %w: etcd is out of space (%v; alarm NOSPACE): not sent; writes resume once an operator frees space and disarms the alarm",
+	storage.ErrRefused, storage.ErrNoSpace, rpctypes.ErrGRPCNoSpace)
 
 // spaceLeft returns errNoSpace while etcd is known to be out of space.
 // One write asks at a time; the others meanwhile are refused.
