@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/client"
 	"github.com/rivet-go/rivet/examples/counter"
+	"github.com/rivet-go/rivet/storage/etcdstore/etcdtest"
 )
 
 // A node started with --etcd-restore-from in a new data directory serves
@@ -43,21 +43,7 @@ func TestANodeStartsFromABackup(t *testing.T) {
 		t.Fatalf("increment: %d, %v", got, err)
 	}
 	backup := filepath.Join(t.TempDir(), "backup.db")
-	rc, err := n1.etcd.Snapshot(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Create(backup)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.Copy(f, rc); err != nil {
-		t.Fatal(err)
-	}
-	rc.Close()
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
+	etcdtest.SaveSnapshot(t, ctx, n1.etcd, backup)
 	// After the backup: not in it.
 	if got, err := count(n1, "increment", 100); err != nil || got != 105 {
 		t.Fatalf("increment after the backup: %d, %v", got, err)

@@ -66,6 +66,27 @@ func shipper(entered chan<- struct{}, release <-chan struct{}, want, selfSends i
 	}
 }
 
+// startShipper creates a shipper (want, selfSends) keyed key and waits
+// until its payment step runs; released ends the step (once).
+func startShipper(t *testing.T, key string, want, selfSends int) (e *env, ref runtime.Ref, released func()) {
+	t.Helper()
+	entered, release := make(chan struct{}), make(chan struct{})
+	released = sync.OnceFunc(func() { close(release) })
+	e = newEnv(t, counterReg(t, shipper(entered, release, want, selfSends)), nil)
+	ref = runtime.Ref{Name: "shipper", Key: []string{key}}
+	if _, err := e.host.Create(ctx(t), ref, nil); err != nil {
+		released()
+		t.Fatal(err)
+	}
+	select {
+	case <-entered:
+	case <-time.After(20 * time.Second):
+		released()
+		t.Fatal("the payment step did not start")
+	}
+	return e, ref, released
+}
+
 // A message sent while a Step body runs is queued at once, not after the
 // step: the send runs beside the body (a trial's order saga: a 3 s payment
 // step held a "shipped" signal past its race's deadline, where Temporal
@@ -73,19 +94,8 @@ func shipper(entered chan<- struct{}, release <-chan struct{}, want, selfSends i
 // too; the workflow takes every message once the step is over.
 func TestASendIsQueuedWhileAStepBodyRuns(t *testing.T) {
 	t.Parallel()
-	entered, release := make(chan struct{}), make(chan struct{})
-	released := sync.OnceFunc(func() { close(release) })
+	e, ref, released := startShipper(t, "o1", 3, 0)
 	defer released()
-	e := newEnv(t, counterReg(t, shipper(entered, release, 3, 0)), nil)
-	ref := runtime.Ref{Name: "shipper", Key: []string{"o1"}}
-	if _, err := e.host.Create(ctx(t), ref, nil); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-entered:
-	case <-time.After(20 * time.Second):
-		t.Fatal("the payment step did not start")
-	}
 
 	// Each send must be answered while the step still holds on: it holds
 	// until release, which only comes after them.
@@ -165,19 +175,8 @@ func TestASendIsQueuedWhileAStepBodyRuns(t *testing.T) {
 func TestAStepsOwnSendsAndSendsBesideItTakeTurns(t *testing.T) {
 	t.Parallel()
 	const selfSends, others = 20, 20
-	entered, release := make(chan struct{}), make(chan struct{})
-	released := sync.OnceFunc(func() { close(release) })
+	e, ref, released := startShipper(t, "o2", 0, selfSends)
 	defer released()
-	e := newEnv(t, counterReg(t, shipper(entered, release, 0, selfSends)), nil)
-	ref := runtime.Ref{Name: "shipper", Key: []string{"o2"}}
-	if _, err := e.host.Create(ctx(t), ref, nil); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-entered:
-	case <-time.After(20 * time.Second):
-		t.Fatal("the payment step did not start")
-	}
 	sctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	var wg sync.WaitGroup

@@ -1,14 +1,10 @@
 package main
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
-
-	"go.uber.org/zap"
 
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/examples/counter"
@@ -47,21 +43,6 @@ func TestBackupAndRestore(t *testing.T) {
 	// After the backup: not in it.
 	rivetctl(t, addr, "call", "counter", "saved", "increment", "100").want(t, 0, "107\n")
 
-	cfg := node.DefaultLocalConfig(t.TempDir())
-	cfg.HTTPAddr = "-"
-	cfg.Partitions = 8
-	cfg.Logger = zap.NewNop()
-	cfg.EtcdRestoreFrom = file
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	n, err := node.Start(ctx, cfg, reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := n.Stop(context.Background()); err != nil {
-			t.Error(err)
-		}
-	})
+	n := startLocalNode(t, reg, func(c *node.Config) { c.EtcdRestoreFrom = file })
 	rivetctl(t, n.GRPCAddr(), "call", "--read-only", "counter", "saved", "getCount").want(t, 0, "7\n")
 }

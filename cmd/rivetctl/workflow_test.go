@@ -318,13 +318,17 @@ func startNodeOf(t *testing.T, reg *rivet.Registry) string {
 	return startLocalNode(t, reg).GRPCAddr()
 }
 
-// startLocalNode starts a node of reg, alone, stopped when t ends.
-func startLocalNode(t *testing.T, reg *rivet.Registry) *node.Node {
+// startLocalNode starts a node of reg, alone, stopped when t ends; with
+// changes to its configuration, if any.
+func startLocalNode(t *testing.T, reg *rivet.Registry, with ...func(*node.Config)) *node.Node {
 	t.Helper()
 	cfg := node.DefaultLocalConfig(t.TempDir())
 	cfg.HTTPAddr = "-"
 	cfg.Partitions = 8
 	cfg.Logger = zap.NewNop()
+	for _, f := range with {
+		f(&cfg)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	n, err := node.Start(ctx, cfg, reg)

@@ -2,7 +2,6 @@ package etcdstore_test
 
 import (
 	"context"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rivet-go/rivet/storage/etcdstore"
+	"github.com/rivet-go/rivet/storage/etcdstore/etcdtest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -45,21 +45,7 @@ func TestAMemberRestoresFromASnapshot(t *testing.T) {
 	}
 	oldRev := last.Header.Revision
 	snap := filepath.Join(t.TempDir(), "backup.db")
-	rc, err := cli.Snapshot(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Create(snap)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.Copy(f, rc); err != nil {
-		t.Fatal(err)
-	}
-	rc.Close()
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
+	etcdtest.SaveSnapshot(t, ctx, cli, snap)
 	// Written after the snapshot: not in the restore.
 	if _, err := cli.Put(ctx, "/rivet/late", "x"); err != nil {
 		t.Fatal(err)

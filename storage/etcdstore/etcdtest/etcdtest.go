@@ -6,6 +6,8 @@ package etcdtest
 
 import (
 	"context"
+	"io"
+	"os"
 	"testing"
 	"time"
 
@@ -50,4 +52,26 @@ func NewClient(t testing.TB, endpoints []string) *clientv3.Client {
 func StartClient(t testing.TB) *clientv3.Client {
 	t.Helper()
 	return NewClient(t, Start(t))
+}
+
+// SaveSnapshot writes a snapshot of cli's member to path, the file
+// etcdctl snapshot save writes: what a restore starts from.
+func SaveSnapshot(t testing.TB, ctx context.Context, cli *clientv3.Client, path string) {
+	t.Helper()
+	rc, err := cli.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(f, rc); err != nil {
+		f.Close()
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
 }
