@@ -234,6 +234,8 @@ func ParseFlags(name string, args []string, out io.Writer) (Config, error) {
 	switch {
 	case quotaMiB < 0:
 		return cfg, refused(fmt.Errorf("invalid value %d for flag -etcd-quota-mb: negative", quotaMiB))
+	case cfg.EtcdRestoreFrom != "" && cfg.EtcdInitialClusterState == "existing":
+		return cfg, refused(errors.New("-etcd-restore-from makes a new etcd cluster from the snapshot, which -etcd-initial-cluster-state existing would join a running one: drop one of them"))
 	case cfg.EtcdRestoreFrom != "" && len(cfg.EtcdEndpoints) > 0:
 		return cfg, refused(errors.New("-etcd-restore-from restores the embedded etcd, and with -etcd-endpoints the node runs none: restore the external etcd with etcdutl snapshot restore"))
 	case quotaMiB > 0 && len(cfg.EtcdEndpoints) > 0:

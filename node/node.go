@@ -316,7 +316,7 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 	}
 
 	endpoints := cfg.EtcdEndpoints
-	var restoredLeases []int64 // of the snapshot's nodes, if this start restored one
+	var restore restored // the snapshot's leases to revoke, if a restore left them
 	if len(endpoints) == 0 {
 		ec := etcdstore.DefaultEmbeddedConfig(filepath.Join(cfg.DataDir, "etcd"))
 		ec.Name = n.cfg.NodeID
@@ -336,7 +336,7 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 		}
 		ec.Logger = n.log
 		if cfg.EtcdRestoreFrom != "" {
-			if restoredLeases, err = n.restoreEtcd(ec, cfg.EtcdRestoreFrom); err != nil {
+			if restore, err = n.restoreEtcd(ec, cfg.EtcdRestoreFrom); err != nil {
 				return nil, err
 			}
 		}
@@ -353,11 +353,16 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 		n.etcd = n.embedded.Client()
 		// Before this node reads which nodes are registered and who owns
 		// what: the old cluster's, whose addresses it would forward to.
-		if err := etcdstore.RevokeRestoredLeases(ctx, n.etcd, restoredLeases); err != nil {
-			return nil, fmt.Errorf("node: --etcd-restore-from: %w", err)
-		}
-		if len(restoredLeases) > 0 {
-			n.log.Info("the restored snapshot's leases revoked, with its nodes' records", zap.Int("leases", len(restoredLeases)))
+		if restore.revokedAll != nil {
+			if err := etcdstore.RevokeRestoredLeases(ctx, n.etcd, restore.leases); err != nil {
+				return nil, fmt.Errorf("node: --etcd-restore-from: %w", err)
+			}
+			if err := restore.revokedAll(); err != nil {
+				// Revoked all the same: a start that finds them unnoted
+				// revokes them again, which is no error.
+				n.log.Warn("the restored snapshot's leases are revoked, but noting it failed", zap.Error(err))
+			}
+			n.log.Info("the restored snapshot's leases revoked, with its nodes' records", zap.Int("leases", len(restore.leases)))
 		}
 	} else if n.etcd, err = clientv3.New(clientv3.Config{
 		Endpoints:   endpoints,

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -52,6 +53,20 @@ func TestANodeStartsFromABackup(t *testing.T) {
 	cfg2 := DefaultLocalConfig(t.TempDir())
 	cfg2.HTTPAddr = "-"
 	cfg2.EtcdRestoreFrom = backup
+	// The first start restores, then fails before its member serves (its
+	// etcd port is taken): the next one, the flag still set, starts from
+	// that member and revokes the snapshot's leases all the same (it took
+	// the restore as done, and the old node for its cluster's).
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg2.EtcdClientAddr = taken.Addr().String()
+	if n, err := Start(ctx, cfg2, reg); err == nil {
+		n.Stop(ctx)
+		t.Fatal("a node started on an etcd port in use")
+	}
+	taken.Close()
 	n2, err := Start(ctx, cfg2, reg)
 	if err != nil {
 		t.Fatal(err)
@@ -104,5 +119,37 @@ func TestANodeStartsFromABackup(t *testing.T) {
 			n.Stop(sctx)
 		}
 		t.Fatalf("start with another snapshot over a member: %v, want refused", err)
+	}
+}
+
+// A node on an external etcd backs it up too: the snapshot of the member
+// its client's stream went to, named as etcd names it, with its size.
+func TestABackupThroughANodeOfAnExternalEtcd(t *testing.T) {
+	t.Parallel()
+	reg, err := rivet.Setup(counter.Actor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cfg := DefaultLocalConfig(t.TempDir())
+	cfg.HTTPAddr = "-"
+	cfg.EtcdEndpoints = etcdtest.Start(t)
+	n := StartForTest(t, ctx, cfg, reg)
+	c, err := client.New(n.GRPCAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := rivet.Call[int](ctx, c.GetOrCreate("counter", "x"), "increment", 1); err != nil {
+		t.Fatal(err)
+	}
+	var buf strings.Builder
+	info, err := c.Backup(ctx, &buf, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Member == "" || info.Member == "0" || info.Size <= 0 || info.Written != int64(buf.Len()) || info.Written < info.Size/2 {
+		t.Fatalf("backup of an external etcd: %+v, %d bytes written; want its member named, its size, the file", info, buf.Len())
 	}
 }

@@ -118,6 +118,16 @@ func (s *Server) Backup(_ *rivetv1.BackupRequest, stream grpc.ServerStreamingSer
 	if !ok {
 		return s.toStatus(ctx, rivet.Errorf(rivet.ErrFailedPrecondition, "this node cannot back up its storage"))
 	}
+	// Counted as a stream, which the node's stop ends (Shutdown) rather
+	// than wait for: a backup takes as long as its file does (one held a
+	// node's stop for its whole timeout).
+	s.streams.Add(1)
+	defer s.streams.Add(-1)
+	select {
+	case <-s.stopping:
+		return s.toStatus(ctx, rivet.Errorf(rivet.ErrUnavailable, "this node is stopping: back up through another"))
+	default:
+	}
 	size, member, r, err := b.Backup(ctx)
 	if err != nil {
 		return s.toStatus(ctx, err)
@@ -128,6 +138,11 @@ func (s *Server) Backup(_ *rivetv1.BackupRequest, stream grpc.ServerStreamingSer
 	}
 	buf := make([]byte, backupChunk)
 	for {
+		select {
+		case <-s.stopping:
+			return s.toStatus(ctx, rivet.Errorf(rivet.ErrUnavailable, "this node is stopping: the backup is cut short (no file was made of it); back up again, through another node"))
+		default:
+		}
 		n, err := io.ReadFull(r, buf)
 		if n > 0 {
 			if err := stream.Send(&rivetv1.BackupResponse{Data: buf[:n]}); err != nil {

@@ -59,7 +59,7 @@ type Server struct {
 	// stopping closes on Shutdown: the streams end.
 	stopping chan struct{}
 	stopOnce sync.Once
-	// streams counts the Subscribe streams served or relayed now.
+	// streams counts the Subscribe and Backup streams served or relayed now.
 	streams atomic.Int64
 }
 

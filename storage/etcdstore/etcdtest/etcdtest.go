@@ -58,10 +58,11 @@ func StartClient(t testing.TB) *clientv3.Client {
 // etcdctl snapshot save writes: what a restore starts from.
 func SaveSnapshot(t testing.TB, ctx context.Context, cli *clientv3.Client, path string) {
 	t.Helper()
-	rc, err := cli.Snapshot(ctx)
+	snap, err := cli.SnapshotWithVersion(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
+	rc := snap.Snapshot
 	defer rc.Close()
 	f, err := os.Create(path)
 	if err != nil {
