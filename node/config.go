@@ -62,14 +62,14 @@ type Config struct {
 	// alone. An external etcd's compaction is its operator's
 	// (docs/deploy.md).
 	EtcdHistoryBudget int64
-	// EtcdRestoreFrom, if set, is a snapshot of etcd (etcdctl snapshot
-	// save, or rivetctl backup) that the embedded member starts from: the
-	// node restores it into <DataDir>/etcd, which must not exist yet, as
-	// a new member (this node's ID and peer URL, EtcdInitialCluster's
-	// members), and notes it in <DataDir>/etcd-restored-from, so that a
-	// restart with the same snapshot starts from the member it made. Every
-	// member of a cluster restores the same snapshot (docs/deploy.md,
-	// "Backup and restore").
+	// EtcdRestoreFrom, if set, is a snapshot of etcd (rivetctl backup,
+	// etcdctl snapshot save) that the embedded member starts from: the
+	// node checks the file's hash, restores it into <DataDir>/etcd as a
+	// new member (this node's ID and peer URL, EtcdInitialCluster's
+	// members), and notes it in <DataDir>/etcd-restored-from; a restart
+	// goes on from that member, whatever the flag says then. Every member
+	// of a cluster restores the same snapshot (docs/deploy.md, "Backup and
+	// restore").
 	EtcdRestoreFrom string
 	// EtcdQuota bounds the embedded member's database (etcd's
 	// --quota-backend-bytes); past it etcd refuses every write that puts,

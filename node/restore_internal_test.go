@@ -104,21 +104,78 @@ func TestANodeStartsFromABackup(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Another snapshot into a directory that has a member: refused.
-	other := filepath.Join(t.TempDir(), "other.db")
-	b, err := os.ReadFile(backup)
+	// The flag left in place while the file changed (touched, copied
+	// again, gone): the node goes on from its member, not restoring again
+	// nor refusing to start (a trial's compose node looped on "already
+	// holds an etcd member" once its backup was re-synced).
+	if err := os.Chtimes(backup, time.Now(), time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	n4 := StartForTest(t, ctx, cfg2, reg)
+	if got, err := count(n4, "getCount"); err != nil || got != 6 {
+		t.Fatalf("count after a restart with the backup file touched: %d, %v; want 6", got, err)
+	}
+	if err := n4.Stop(sctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(backup); err != nil {
+		t.Fatal(err)
+	}
+	n5 := StartForTest(t, ctx, cfg2, reg)
+	if got, err := count(n5, "getCount"); err != nil || got != 6 {
+		t.Fatalf("count after a restart with the backup file gone: %d, %v; want 6", got, err)
+	}
+	if err := n5.Stop(sctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// A data directory whose member no restore made (the flag added to a
+	// running node's command line): refused, not replaced.
+	b, err := os.ReadFile(filepath.Join(cfg2.DataDir, restoredMark))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(other, b, 0o600); err != nil {
+	cfg1.EtcdRestoreFrom = filepath.Join(t.TempDir(), "backup.db")
+	if err := os.WriteFile(cfg1.EtcdRestoreFrom, b, 0o600); err != nil { // any file: it is not read
 		t.Fatal(err)
 	}
-	cfg2.EtcdRestoreFrom = other
-	if n, err := Start(ctx, cfg2, reg); err == nil || !strings.Contains(err.Error(), "already holds an etcd member") {
+	if err := n1.Stop(sctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := Start(ctx, cfg1, reg); err == nil || !strings.Contains(err.Error(), "not restored from a snapshot") {
 		if n != nil {
 			n.Stop(sctx)
 		}
-		t.Fatalf("start with another snapshot over a member: %v, want refused", err)
+		t.Fatalf("start with a snapshot over a member no restore made: %v, want refused", err)
+	}
+}
+
+// A file that is not a complete snapshot is refused before etcd's restore
+// runs, in plain words, and leaves no member behind.
+func TestARestoreFromABadFileIsRefused(t *testing.T) {
+	t.Parallel()
+	reg, err := rivet.Setup(counter.Actor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cfg := DefaultLocalConfig(t.TempDir())
+	cfg.HTTPAddr = "-"
+	cfg.EtcdRestoreFrom = filepath.Join(t.TempDir(), "bad.db")
+	if err := os.WriteFile(cfg.EtcdRestoreFrom, []byte(strings.Repeat("not a snapshot\n", 4096)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	n, err := Start(ctx, cfg, reg)
+	if err == nil {
+		n.Stop(ctx)
+		t.Fatal("a node started from a file that is no snapshot")
+	}
+	if !strings.Contains(err.Error(), "not a complete snapshot of etcd") {
+		t.Fatalf("start from a bad file: %v, want it called no complete snapshot", err)
+	}
+	if _, err := os.Stat(filepath.Join(cfg.DataDir, "etcd")); !os.IsNotExist(err) {
+		t.Fatalf("a member was left behind: %v", err)
 	}
 }
 

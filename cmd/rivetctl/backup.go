@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rivet-go/rivet/client"
+	"github.com/rivet-go/rivet/internal/snapfile"
 )
 
 func (a *app) backupCommand() *cobra.Command {
@@ -27,8 +28,8 @@ the node at --addr from its embedded member (or one member of its external
 etcd): the file etcdctl snapshot save writes, without etcdctl (node images
 have none). A node starts from it with --etcd-restore-from FILE in a new
 --data-dir (docs/deploy.md, "Backup and restore"). The file is written as
-FILE.<random>.partial and renamed once complete, so FILE is never a cut
-snapshot. It
+FILE.<random>.partial, read back (the hash etcd ends it with must match), and
+renamed once complete, so FILE is never a cut snapshot. It
 holds every actor's state and messages: keep it as safe as the cluster.`,
 		Args: args(1, 1),
 	}
@@ -88,6 +89,11 @@ holds every actor's state and messages: keep it as safe as the cluster.`,
 		}
 		if err := f.Close(); err != nil {
 			return fmt.Errorf("backup: %w", err)
+		}
+		// Read back: a file whose hash does not match what it holds
+		// never takes FILE's name.
+		if err := snapfile.Check(tmp); err != nil {
+			return fmt.Errorf("backup: the file written does not check: %w", err)
 		}
 		if err := os.Rename(tmp, file); err != nil {
 			return fmt.Errorf("backup: %w", err)
