@@ -229,6 +229,14 @@ func (c *Ctx[S]) Context() context.Context { return c.x.t.ctx }
 // its UnmarshalJSON rejects) fails the step as critical when it is made,
 // rather than leave a record no replay reads. A recorded value that T no
 // longer reads (T changed since) fails the run with a *DecodeError.
+//
+// fn may change the actor's state, so on a node it runs as a turn of the
+// actor: the actor's actions and queries wait for it to return, while
+// messages sent to the actor are queued at once, beside it (the workflow
+// receives them after the step). Slow I/O goes in Do, whose body holds no
+// turn. An attempt that times out is not retried unless the step's options
+// set RetryOnTimeout (the original engine's default; Temporal retries an
+// activity's timeout): its error reaches the workflow's code.
 func Step[S, T any](c *Ctx[S], name string, fn func(*StepCtx[S]) (T, error)) (T, error) {
 	return StepOpts(c, StepOptions{Name: name}, fn)
 }
