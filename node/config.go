@@ -66,10 +66,10 @@ type Config struct {
 	// etcdctl snapshot save) that the embedded member starts from: the
 	// node checks the file's hash, restores it into <DataDir>/etcd as a
 	// new member (this node's ID and peer URL, EtcdInitialCluster's
-	// members), and notes it in <DataDir>/etcd-restored-from; a restart
-	// goes on from that member, whatever the flag says then. Every member
-	// of a cluster restores the same snapshot (docs/deploy.md, "Backup and
-	// restore").
+	// members), and notes it in the member's directory; a restart with
+	// the same snapshot (or the file gone) goes on from that member, one
+	// with another is refused. Every member of a cluster restores the same
+	// snapshot (docs/deploy.md, "Backup and restore").
 	EtcdRestoreFrom string
 	// EtcdQuota bounds the embedded member's database (etcd's
 	// --quota-backend-bytes); past it etcd refuses every write that puts,

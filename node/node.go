@@ -336,9 +336,12 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 		}
 		ec.Logger = n.log
 		if cfg.EtcdRestoreFrom != "" {
-			if restore, err = n.restoreEtcd(ec, cfg.EtcdRestoreFrom); err != nil {
-				return nil, err
-			}
+			restore, err = n.restoreEtcd(ec, cfg.EtcdRestoreFrom)
+		} else {
+			restore, err = n.pendingRestore(ec)
+		}
+		if err != nil {
+			return nil, err
 		}
 		t0 := time.Now()
 		if n.embedded, err = etcdstore.StartEmbedded(ctx, ec); err != nil {
@@ -798,7 +801,7 @@ func (n *Node) awaitGraceful(ctx context.Context, graceful, hostStopped <-chan s
 				continue
 			}
 			if now.Sub(stuckSince) >= stuckStreamGrace {
-				n.log.Warn("event subscribers that stopped reading hold up the stop: closing their connections", zap.Int64("streams", n.srv.Streams()))
+				n.log.Warn("streams whose clients stopped reading (event subscribers, backups) hold up the stop: closing their connections", zap.Int64("streams", n.srv.Streams()))
 				n.grpcServer.Stop()
 				<-graceful
 				return

@@ -11,85 +11,112 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/rivet-go/rivet/internal/snapfile"
 	"github.com/rivet-go/rivet/storage/etcdstore"
 )
 
-// restoredMark names the file, in the data directory, that says which
-// snapshot the embedded member was restored from.
-const restoredMark = "etcd-restored-from"
+// restoredMark names the file, in the member's directory (<data>/etcd),
+// that says which snapshot the member was restored from: made, renamed and
+// deleted with the member, so that it never speaks for another.
+const restoredMark = "rivet-restored-from"
 
-// restoreMark is restoredMark's content: the snapshot as it was (its path,
-// size and time, not a hash, which would read gigabytes at every start),
-// its leases, and whether they have been revoked.
+// restoreMark is restoredMark's content: the snapshot (its path then, and
+// the hash etcd ends it with, which tells it from another whatever its
+// name or time), its leases, and whether they have been revoked.
 type restoreMark struct {
 	Snapshot string  `json:"snapshot"`
-	Size     int64   `json:"size"`
-	ModTime  int64   `json:"mod_time_ns"`
+	Hash     string  `json:"hash"`
 	Leases   []int64 `json:"leases"`
 	Revoked  bool    `json:"revoked"`
 }
 
-func (m restoreMark) sameFile(o restoreMark) bool {
-	return m.Snapshot == o.Snapshot && m.Size == o.Size && m.ModTime == o.ModTime
-}
-
-// restored is what restoreEtcd leaves to do once the member serves: the
-// snapshot's leases to revoke, then revokedAll to note it.
+// restored is what a restore leaves to do once the member serves: the
+// snapshot's leases to revoke, then revokedAll to note it. Zero: nothing.
 type restored struct {
 	leases     []int64
 	revokedAll func() error
 }
 
+// readRestoreMark reads the mark of the member in dir; ok false if it has
+// none (no restore made it).
+func readRestoreMark(dir string) (m restoreMark, ok bool, err error) {
+	b, err := os.ReadFile(filepath.Join(dir, restoredMark))
+	if errors.Is(err, os.ErrNotExist) {
+		return restoreMark{}, false, nil
+	}
+	if err != nil {
+		return restoreMark{}, false, err
+	}
+	if err := json.Unmarshal(b, &m); err != nil {
+		return restoreMark{}, false, fmt.Errorf("%s: %w", filepath.Join(dir, restoredMark), err)
+	}
+	return m, true, nil
+}
+
+// pendingRestore is what the member in ec.Dir still needs of its restore,
+// on every start of an embedded member, with --etcd-restore-from or not:
+// the snapshot's leases, if no start revoked them yet (the one that
+// restored failed, or was stopped, before its member served; a start
+// without the flag, as the node's logs advise, must revoke them all the
+// same). It also removes what a restore cut short left beside ec.Dir.
+func (n *Node) pendingRestore(ec etcdstore.EmbeddedConfig) (restored, error) {
+	if err := os.RemoveAll(ec.Dir + ".restoring"); err != nil {
+		return restored{}, fmt.Errorf("node: remove an unfinished restore: %w", err)
+	}
+	m, ok, err := readRestoreMark(ec.Dir)
+	if err != nil {
+		return restored{}, fmt.Errorf("node: %w", err)
+	}
+	if !ok || m.Revoked {
+		return restored{}, nil
+	}
+	n.log.Info("etcd was restored from a snapshot whose leases no start revoked yet: revoking them once the member serves", zap.String("snapshot", m.Snapshot))
+	return restored{leases: m.Leases, revokedAll: func() error {
+		m.Revoked = true
+		return writeFileSynced(filepath.Join(ec.Dir, restoredMark), m)
+	}}, nil
+}
+
 // restoreEtcd makes ec.Dir a new member holding the snapshot at path
-// (Config.EtcdRestoreFrom), once: a node whose data directory holds a
-// member it restored goes on from that member whatever the flag names now
-// (a compose file keeps the flag across restarts), and revokes the
-// snapshot's leases if no start did yet (the first one may have failed
-// before its member served). A member no restore made is refused, not
-// replaced. The member is made in a directory beside ec.Dir and renamed
-// into place once complete and noted, so that a crash during a restore
-// leaves nothing to be taken for one.
+// (Config.EtcdRestoreFrom), once: a node whose member was restored from
+// that snapshot (the same hash, whatever the file's name or time now, or
+// the file gone) goes on from it, as a compose file keeps the flag across
+// restarts; a member no restore made, or one restored from another
+// snapshot, is refused, not replaced. The member is made in a directory
+// beside ec.Dir, with its mark, and renamed into place once complete, so
+// that a crash during a restore leaves nothing to be taken for one.
 func (n *Node) restoreEtcd(ec etcdstore.EmbeddedConfig, path string) (restored, error) {
 	fail := func(err error) (restored, error) {
 		return restored{}, fmt.Errorf("node: --etcd-restore-from: %w", err)
-	}
-	markPath := filepath.Join(n.cfg.DataDir, restoredMark)
-	note := func(m restoreMark) func() error {
-		return func() error {
-			m.Revoked = true
-			return writeFileSynced(markPath, m)
-		}
 	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return fail(err)
 	}
 	if _, err := os.Stat(ec.Dir); err == nil {
-		var prev restoreMark
-		b, rerr := os.ReadFile(markPath)
-		if rerr != nil || json.Unmarshal(b, &prev) != nil || prev.Snapshot == "" {
+		prev, ok, err := readRestoreMark(ec.Dir)
+		if err != nil {
+			return fail(err)
+		}
+		if !ok {
 			return fail(fmt.Errorf("%s already holds an etcd member, not restored from a snapshot, which a restore would replace: to go on from it, start without --etcd-restore-from; to restore %s, give a new --data-dir", ec.Dir, abs))
 		}
-		// A member this node restored: it goes on from it, whatever the
-		// flag names now. A compose file keeps the flag across restarts,
-		// and a file touched, copied again or gone since must not stop
-		// the node (it did, in a trial, once the backup was re-synced).
-		if cur, err := snapshotMark(abs); err != nil || !cur.sameFile(prev) {
-			n.log.Warn("this node's etcd member was restored before, from another snapshot or the file as it was then: starting from the member as it is now, not restoring again (drop --etcd-restore-from)",
-				zap.String("restored_from", prev.Snapshot), zap.String("flag", abs))
-		} else {
+		hash, herr := snapfile.Hash(abs)
+		switch {
+		case errors.Is(herr, os.ErrNotExist):
+			n.log.Warn("etcd was restored before, and the snapshot named by --etcd-restore-from is gone: starting from the member as it is now (drop --etcd-restore-from)", zap.String("restored_from", prev.Snapshot), zap.String("flag", abs))
+		case herr != nil:
+			return fail(herr)
+		case hash != prev.Hash:
+			// A new backup meant to replace what this member holds:
+			// going on from the old one would serve the old data (and,
+			// in a cluster, leave this member out of the new one).
+			return fail(fmt.Errorf("%s holds the member restored from another snapshot (%s as it was then): to restore %s, give a new --data-dir (or remove %s); to go on from the member, start without --etcd-restore-from", ec.Dir, prev.Snapshot, abs, ec.Dir))
+		default:
 			n.log.Info("etcd was restored from this snapshot before: starting from its member as it is now (drop --etcd-restore-from)", zap.String("snapshot", abs))
 		}
-		if prev.Revoked {
-			return restored{}, nil
-		}
-		// The start that restored failed before its member served.
-		return restored{leases: prev.Leases, revokedAll: note(prev)}, nil
+		return n.pendingRestore(ec)
 	} else if !errors.Is(err, os.ErrNotExist) {
-		return fail(err)
-	}
-	mark, err := snapshotMark(abs)
-	if err != nil {
 		return fail(err)
 	}
 	t0 := time.Now()
@@ -97,6 +124,10 @@ func (n *Node) restoreEtcd(ec etcdstore.EmbeddedConfig, path string) (restored, 
 	// is said so, before etcd's restore does in its own terms (a flag of
 	// etcdutl's the node does not have, or "invalid argument").
 	if err := etcdstore.CheckSnapshot(abs); err != nil {
+		return fail(err)
+	}
+	hash, err := snapfile.Hash(abs)
+	if err != nil {
 		return fail(err)
 	}
 	making := ec
@@ -108,8 +139,8 @@ func (n *Node) restoreEtcd(ec etcdstore.EmbeddedConfig, path string) (restored, 
 	if err != nil {
 		return fail(fmt.Errorf("%w%s", err, memberStartHint(err, n.cfg.NodeID)))
 	}
-	mark.Leases = leases
-	if err := writeFileSynced(markPath, mark); err != nil {
+	mark := restoreMark{Snapshot: abs, Hash: hash, Leases: leases}
+	if err := writeFileSynced(filepath.Join(making.Dir, restoredMark), mark); err != nil {
 		return fail(err)
 	}
 	if err := os.Rename(making.Dir, ec.Dir); err != nil {
@@ -126,16 +157,7 @@ func (n *Node) restoreEtcd(ec etcdstore.EmbeddedConfig, path string) (restored, 
 		fields = append(fields, zap.String("hint", "every member of --etcd-initial-cluster must start with --etcd-restore-from and this same file; one started without it makes another, empty cluster"))
 	}
 	n.log.Info("etcd restored from a snapshot", fields...)
-	return restored{leases: leases, revokedAll: note(mark)}, nil
-}
-
-// snapshotMark is the mark of the snapshot file at abs as it is now.
-func snapshotMark(abs string) (restoreMark, error) {
-	fi, err := os.Stat(abs)
-	if err != nil {
-		return restoreMark{}, err
-	}
-	return restoreMark{Snapshot: abs, Size: fi.Size(), ModTime: fi.ModTime().UnixNano()}, nil
+	return n.pendingRestore(ec)
 }
 
 // writeFileSynced writes v as JSON to path, durably: to a file beside it,

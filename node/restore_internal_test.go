@@ -54,9 +54,10 @@ func TestANodeStartsFromABackup(t *testing.T) {
 	cfg2.HTTPAddr = "-"
 	cfg2.EtcdRestoreFrom = backup
 	// The first start restores, then fails before its member serves (its
-	// etcd port is taken): the next one, the flag still set, starts from
-	// that member and revokes the snapshot's leases all the same (it took
-	// the restore as done, and the old node for its cluster's).
+	// etcd port is taken): the next one, without the flag (as the node's
+	// logs advise), starts from that member and revokes the snapshot's
+	// leases all the same (it took the old node for its cluster's, and
+	// forwarded to it: 105, not 5).
 	taken, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -67,7 +68,9 @@ func TestANodeStartsFromABackup(t *testing.T) {
 		t.Fatal("a node started on an etcd port in use")
 	}
 	taken.Close()
-	n2, err := Start(ctx, cfg2, reg)
+	noFlag := cfg2
+	noFlag.EtcdRestoreFrom = ""
+	n2, err := Start(ctx, noFlag, reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,16 +132,22 @@ func TestANodeStartsFromABackup(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// Another backup (another hash) into the data directory of a member
+	// restored from the first: refused, not ignored (the node served the
+	// old data, and a cluster's member would stay in the old cluster).
+	newer := filepath.Join(t.TempDir(), "newer.db")
+	etcdtest.SaveSnapshot(t, ctx, n1.etcd, newer)
+	cfg2.EtcdRestoreFrom = newer
+	if n, err := Start(ctx, cfg2, reg); err == nil || !strings.Contains(err.Error(), "restored from another snapshot") {
+		if n != nil {
+			n.Stop(sctx)
+		}
+		t.Fatalf("start with another backup over a restored member: %v, want refused", err)
+	}
+
 	// A data directory whose member no restore made (the flag added to a
 	// running node's command line): refused, not replaced.
-	b, err := os.ReadFile(filepath.Join(cfg2.DataDir, restoredMark))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg1.EtcdRestoreFrom = filepath.Join(t.TempDir(), "backup.db")
-	if err := os.WriteFile(cfg1.EtcdRestoreFrom, b, 0o600); err != nil { // any file: it is not read
-		t.Fatal(err)
-	}
+	cfg1.EtcdRestoreFrom = newer
 	if err := n1.Stop(sctx); err != nil {
 		t.Fatal(err)
 	}

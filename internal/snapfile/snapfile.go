@@ -9,6 +9,7 @@ package snapfile
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -47,4 +48,27 @@ func Check(path string) error {
 		return fmt.Errorf("%s: %w: its content does not match the hash it ends with (cut short, changed, or not a snapshot: a database file copied from a member has no hash)", path, ErrBad)
 	}
 	return nil
+}
+
+// Hash returns the hash a snapshot file ends with (hex): what tells one
+// snapshot from another, whatever its name or time. It reads the last
+// bytes only, and checks nothing (Check does).
+func Hash(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return "", err
+	}
+	if fi.Size() < sha256.Size {
+		return "", fmt.Errorf("%s: %w (%d bytes)", path, ErrBad, fi.Size())
+	}
+	tail := make([]byte, sha256.Size)
+	if _, err := f.ReadAt(tail, fi.Size()-sha256.Size); err != nil {
+		return "", fmt.Errorf("%s: %w", path, err)
+	}
+	return hex.EncodeToString(tail), nil
 }
