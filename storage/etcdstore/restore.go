@@ -2,9 +2,7 @@ package etcdstore
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/url"
@@ -115,21 +113,11 @@ func CheckSnapshot(path string) error { return snapfile.Check(path) }
 // backup. The file's last bytes are etcd's hash of its database (etcdctl
 // snapshot save appends it), or its database's own last bytes.
 func restoredClusterToken(snapshotPath string) (string, error) {
-	f, err := os.Open(snapshotPath)
+	hash, err := snapfile.Hash(snapshotPath)
 	if err != nil {
 		return "", err
 	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return "", err
-	}
-	tail := make([]byte, min(fi.Size(), 32))
-	if _, err := f.ReadAt(tail, fi.Size()-int64(len(tail))); err != nil {
-		return "", err
-	}
-	sum := sha256.Sum256(tail)
-	return "rivet-restored-" + hex.EncodeToString(sum[:8]), nil
+	return "rivet-restored-" + hash[:16], nil
 }
 
 // restoredLeases lists the leases of a member's database, not running.
