@@ -11,13 +11,12 @@ import (
 	"time"
 
 	"go.etcd.io/bbolt"
-
-	"github.com/rivet-go/rivet/internal/snapfile"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
-
 	"go.etcd.io/etcd/etcdutl/v3/snapshot"
 	"go.uber.org/zap"
+
+	"github.com/rivet-go/rivet/internal/snapfile"
 )
 
 // RestoreRevisionBump is how far a restore moves etcd's revision past the
