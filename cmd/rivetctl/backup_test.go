@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,6 +11,7 @@ import (
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/examples/counter"
 	"github.com/rivet-go/rivet/node"
+	"github.com/rivet-go/rivet/server/servertest"
 )
 
 // rivetctl backup saves what a node with --etcd-restore-from starts from,
@@ -46,4 +49,22 @@ func TestBackupAndRestore(t *testing.T) {
 
 	n := startLocalNode(t, reg, func(c *node.Config) { c.EtcdRestoreFrom = file })
 	rivetctl(t, n.GRPCAddr(), "call", "--read-only", "counter", "saved", "getCount").want(t, 0, "7\n")
+}
+
+// A backup that runs out of time says which flags gave it the time (its
+// --wait, an hour by default, is most of it), and leaves no file.
+func TestABackupOutOfTimeSaysItsFlags(t *testing.T) {
+	t.Parallel()
+	f := servertest.NewFake()
+	f.BackupFunc = func(ctx context.Context) (int64, string, io.ReadCloser, error) {
+		<-ctx.Done() // a member that sends nothing
+		return 0, "", nil, ctx.Err()
+	}
+	addr := servertest.Start(t, f, servertest.Config{})
+	file := filepath.Join(t.TempDir(), "cluster.db")
+	rivetctl(t, addr, "backup", file, "--timeout", "100ms", "--wait", "200ms").
+		wantErr(t, 1, "rivetctl: deadline exceeded: no answer from "+addr+" within 300ms (--timeout, plus the command's own wait) (DEADLINE_EXCEEDED)")
+	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(file), "*")); len(left) > 0 {
+		t.Fatalf("files left: %v", left)
+	}
 }

@@ -395,8 +395,13 @@ type command func(ctx context.Context, c *client.Client, args []string) error
 func (a *app) runE(extra func() time.Duration, body command) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
 		a.preloadJSON(cmd, args)
-		timeout := a.timeout
+		timeout, limits := a.timeout, "--timeout"
 		if extra != nil {
+			if extra() > 0 {
+				// A deadline that ran out says which flags gave it: a
+				// backup's hour is its --wait, not --timeout.
+				limits = "--timeout, plus the command's own wait"
+			}
 			// Saturated: a long --timeout plus a long wait (watch's
 			// hundred years, a --wait-timeout or --for of thousands of
 			// hours) wrapped past time.Duration's range to a negative
@@ -430,7 +435,7 @@ func (a *app) runE(extra func() time.Duration, body command) func(*cobra.Command
 			// out while the node answered, say).
 			return err
 		case errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded):
-			return a.deadlineError(err, timeout, mayHaveRun(cmd, err))
+			return a.deadlineErrorOf(err, timeout, limits, mayHaveRun(cmd, err))
 		default:
 			return &runError{err: err, note: mayHaveRun(cmd, err)}
 		}
@@ -440,13 +445,18 @@ func (a *app) runE(extra func() time.Duration, body command) func(*cobra.Command
 // deadlineError is the failure of a command whose deadline, timeout, ran
 // out with err, followed by note.
 func (a *app) deadlineError(err error, timeout time.Duration, note string) error {
+	return a.deadlineErrorOf(err, timeout, "--timeout", note)
+}
+
+// deadlineErrorOf is deadlineError for a deadline limits (flags) set.
+func (a *app) deadlineErrorOf(err error, timeout time.Duration, limits, note string) error {
 	why := ""
 	if before := client.EarlierFailure(err); before != nil {
 		// An attempt before the last could not reach the node: why
 		// (down, or wanting TLS) says more than the deadline.
 		why = "; an attempt before failed: " + describe(before) + a.connectionHint(before)
 	}
-	return &runError{err: fmt.Errorf("deadline exceeded: no answer from %s within %s (--timeout)%s (DEADLINE_EXCEEDED)", a.addr, timeout, why), code: "DEADLINE_EXCEEDED", note: note}
+	return &runError{err: fmt.Errorf("deadline exceeded: no answer from %s within %s (%s)%s (DEADLINE_EXCEEDED)", a.addr, timeout, limits, why), code: "DEADLINE_EXCEEDED", note: note}
 }
 
 // sideEffectsAnnotation marks a command whose request changes something

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"hash/fnv"
+	"io"
 	"sort"
 	"strconv"
 	"strings"
@@ -45,6 +46,9 @@ type Fake struct {
 	// Partitions (by default: PartitionCount and PartitionTable).
 	MembersFunc    func(ctx context.Context) ([]runtime.Member, error)
 	PartitionsFunc func(ctx context.Context) (uint32, []runtime.PartitionOwner, error)
+	// BackupFunc answers Backup (by default: the fake has no storage to
+	// back up).
+	BackupFunc func(ctx context.Context) (size int64, member string, r io.ReadCloser, err error)
 
 	// MemberList and PartitionTable are what Members and Partitions
 	// return.
@@ -332,6 +336,14 @@ func (f *Fake) Partitions(ctx context.Context) (uint32, []runtime.PartitionOwner
 
 // Stats implements Backend.
 func (f *Fake) Stats() runtime.Stats { return f.NodeStats }
+
+// Backup implements server.Backuper through BackupFunc.
+func (f *Fake) Backup(ctx context.Context) (int64, string, io.ReadCloser, error) {
+	if f.BackupFunc != nil {
+		return f.BackupFunc(ctx)
+	}
+	return 0, "", nil, rivet.Errorf(rivet.ErrFailedPrecondition, "this fake node has no storage to back up")
+}
 
 // Drain records nothing: a fake has no partitions to move.
 func (f *Fake) Drain(ctx context.Context, node string, undo bool) (uint32, error) {
