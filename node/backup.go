@@ -41,36 +41,24 @@ func (b backend) Backup(ctx context.Context) (size int64, member string, r io.Re
 		}
 		return size, b.n.cfg.NodeID, snap.Snapshot, nil
 	}
+	// etcd leaves the stream's header without the member: with one
+	// endpoint, it is that one's; with several, any of them.
+	eps := cli.Endpoints()
 	id := snap.Header.GetMemberId()
-	endpoint := ""
-	if eps := cli.Endpoints(); id == 0 && len(eps) == 1 {
-		// etcd leaves the stream's header without the member: with one
-		// endpoint, it is that one's.
-		endpoint = eps[0]
-		if st, err := cli.Status(ictx, endpoint); err == nil {
+	if id == 0 && len(eps) == 1 {
+		if st, err := cli.Status(ictx, eps[0]); err == nil {
 			id, size = st.Header.GetMemberId(), st.DbSize
 		}
 	}
 	if id == 0 {
-		return 0, fmt.Sprintf("one of %s", strings.Join(cli.Endpoints(), ", ")), snap.Snapshot, nil
+		return 0, fmt.Sprintf("one of %s", strings.Join(eps, ", ")), snap.Snapshot, nil
 	}
 	member = strconv.FormatUint(id, 16)
 	if ml, err := cli.MemberList(ictx); err == nil {
 		for _, m := range ml.Members {
-			if m.ID != id {
-				continue
-			}
-			if m.Name != "" {
+			if m.ID == id && m.Name != "" {
 				member = m.Name
 			}
-			if endpoint == "" && len(m.ClientURLs) > 0 {
-				endpoint = m.ClientURLs[0]
-			}
-		}
-	}
-	if endpoint != "" && size == 0 {
-		if st, err := cli.Status(ictx, endpoint); err == nil && st.Header.GetMemberId() == id {
-			size = st.DbSize
 		}
 	}
 	return size, member, snap.Snapshot, nil

@@ -120,12 +120,6 @@ func (n *Node) restoreEtcd(ec etcdstore.EmbeddedConfig, path string) (restored, 
 		return fail(err)
 	}
 	t0 := time.Now()
-	// A file cut short (a copy that failed, a download) or not a snapshot
-	// is said so, before etcd's restore does in its own terms (a flag of
-	// etcdutl's the node does not have, or "invalid argument").
-	if err := etcdstore.CheckSnapshot(abs); err != nil {
-		return fail(err)
-	}
 	hash, err := snapfile.Hash(abs)
 	if err != nil {
 		return fail(err)

@@ -397,7 +397,8 @@ func (a *app) runE(extra func() time.Duration, body command) func(*cobra.Command
 		a.preloadJSON(cmd, args)
 		timeout, limits := a.timeout, "--timeout"
 		if extra != nil {
-			if extra() > 0 {
+			e := extra()
+			if e > 0 {
 				// A deadline that ran out says which flags gave it: a
 				// backup's hour is its --wait, not --timeout.
 				limits = "--timeout, plus the command's own wait"
@@ -406,7 +407,7 @@ func (a *app) runE(extra func() time.Duration, body command) func(*cobra.Command
 			// hundred years, a --wait-timeout or --for of thousands of
 			// hours) wrapped past time.Duration's range to a negative
 			// deadline, and the command failed at once.
-			if e := extra(); e > 0 && timeout > math.MaxInt64-e {
+			if e > 0 && timeout > math.MaxInt64-e {
 				timeout = math.MaxInt64
 			} else {
 				timeout += e

@@ -53,7 +53,10 @@ func RestoreEmbedded(cfg EmbeddedConfig, snapshotPath string) (leases []int64, _
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("etcdstore: restore into %s: %w", cfg.Dir, err)
 	}
-	if _, err := os.Stat(snapshotPath); err != nil {
+	// A file cut short (a copy that failed, a download) or not a snapshot
+	// is said so, before etcd's restore does in its own terms (a flag of
+	// etcdutl's the node does not have, or "invalid argument").
+	if err := snapfile.Check(snapshotPath); err != nil {
 		return nil, fmt.Errorf("etcdstore: restore from %w", err)
 	}
 	peer := cfg.PeerURL
@@ -97,10 +100,6 @@ func RestoreEmbedded(cfg EmbeddedConfig, snapshotPath string) (leases []int64, _
 	return leases, nil
 }
 
-// CheckSnapshot says whether the file at path is a complete snapshot of
-// etcd (internal/snapfile): a restore checks it first.
-func CheckSnapshot(path string) error { return snapfile.Check(path) }
-
 // restoredClusterToken is the cluster token of a cluster restored from
 // snapshotPath: the same for every member restored from that file, as
 // they must share it, and another than the cluster's the snapshot came
@@ -110,7 +109,7 @@ func CheckSnapshot(path string) error { return snapfile.Check(path) }
 // every old node had stopped) was taken for a member of the restored one,
 // and its leader sent the restored members the writes made after the
 // backup. The file's last bytes are etcd's hash of its database (etcdctl
-// snapshot save appends it), or its database's own last bytes.
+// snapshot save appends it; RestoreEmbedded checked it).
 func restoredClusterToken(snapshotPath string) (string, error) {
 	hash, err := snapfile.Hash(snapshotPath)
 	if err != nil {
