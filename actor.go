@@ -294,6 +294,20 @@ func Action2[S, A, B, R any](fn func(c *ActionCtx[S], a A, b B) (R, error)) Hand
 // action's commit writes it with its own, an action that fails puts the
 // state back as stored, or the actor leaves memory (idle, a move, a
 // restart) and loses it.
+//
+// While the actor's workflow runs a Step body, a query runs beside it, on
+// a copy of the state as committed before the step (the body's changes
+// are not, yet) and the scheduled calls as saved: a status query answers
+// during a slow step, as a Temporal query does during an activity. Two
+// things follow. The query shares the actor's Vars with the body, which
+// runs at the same time: vars that a step body changes must be safe for
+// concurrent use (or read under their own lock); a query that must not
+// run beside a step is declared with Action instead. And the step commits
+// only once the queries beside it have returned. A query beside a step
+// may call its own actor's queries and send to its queues; a
+// state-changing call back into its actor fails at once
+// (rivet.ErrFailedPrecondition, reason actor.deadlock): it would wait for
+// the step, which waits for the query.
 func Query[S, R any](fn func(c *ActionCtx[S]) (R, error)) Handler[S] {
 	return Handler[S]{readOnly: true, invoke: func(c *ActionCtx[S], _ []json.RawMessage) (any, error) { return fn(c) }}
 }

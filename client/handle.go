@@ -95,9 +95,10 @@ func (h *ActorHandle) CallWith(ctx context.Context, action string, opts CallOpti
 // ignore its read-only mark and run any action it names: an action that is
 // not read-only could then run twice.
 //
-// A query is a turn of the actor, as any action is: while its workflow's
-// Step body runs, it waits for the body to return (State and Inspect do
-// not: they read what the actor committed). On a handle from Actor or
+// A query is a turn of the actor, as any action is, with one exception:
+// while its workflow's Step body runs, a query runs beside the body on the
+// state as committed before the step (the body's changes are not yet), as
+// a Temporal query answers while an activity runs. On a handle from Actor or
 // GetOrCreate it creates the actor if it does not exist, and so starts its
 // workflow: a read of an actor that may not exist (a GET of an ID a user
 // typed) goes through a NoCreate handle, and fails with rivet.ErrNotFound.
@@ -132,8 +133,8 @@ func (h *ActorHandle) call(ctx context.Context, action string, readOnly bool, ke
 
 // Send appends body (marshalled to JSON) to one of the actor's queues and
 // returns once the message is durable: at once, also while the actor's
-// workflow is inside a Step (its actions wait for the step; messages do
-// not). A body is at most 64 KiB of JSON by default (the node's limit;
+// workflow is inside a Step (its state-changing actions wait for the
+// step; messages and queries do not). A body is at most 64 KiB of JSON by default (the node's limit;
 // rivet.ErrTooLarge beyond).
 //
 // Send returns nil also when the actor's workflow has ended: the message

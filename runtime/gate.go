@@ -37,6 +37,19 @@ import (
 // activation's locks), none of which a step body reaches. The step's own
 // bookkeeping after its body (its writes, the messages it puts back) waits
 // for the send to leave (closeLane).
+//
+// Queries (read-only actions) go in beside a step's body too
+// (acquireQuery), any number at once, as readers: each runs on a copy of
+// the state as last saved, which the step's body does not touch (it
+// changes the activation's state, which is saved only after closeLane),
+// so it answers from what the actor committed before the step, as a
+// Temporal query answers while an activity runs. closeLane waits for them
+// to leave as for the send, so that no query outlives the step's turn:
+// the turns after it (an OnSleep closing the vars, a state-changing
+// action) still run alone. A call made by a query beside a step, back
+// into the same actor, goes in beside too if it is a query or a send; a
+// state-changing one could only wait for the step, which waits for the
+// query: it fails at once (actor.deadlock).
 type turnGate struct {
 	mu     sync.Mutex
 	holder string   // root of the chain whose turns are inside; "" when free
@@ -51,6 +64,11 @@ type turnGate struct {
 	lane     bool
 	side     string
 	sideLeft chan struct{}
+	// readers are the chains of the queries beside the step's body (one
+	// entry per query: two calls of one turn share a chain); readersLeft,
+	// if not nil, is closed when the last leaves (closeLane waits).
+	readers     []string
+	readersLeft chan struct{}
 
 	// graph, if set, is the host's record of the turns waiting for its
 	// gates, in which acquireTurn looks for a cycle of waits (a deadlock)
@@ -64,9 +82,14 @@ type gateWaiter struct {
 	ready chan struct{} // closed when the waiter was let in
 	gate  *turnGate
 	done  bool // let in, or given up; under gate.mu
-	// send: a send's turn, which may run beside a step's body; beside: it
-	// was let in so (under gate.mu, before ready is closed).
-	send, beside bool
+	// send: a send's turn, which may run beside a step's body; query: a
+	// query's, which may too; beside: it was let in so (under gate.mu,
+	// before ready is closed).
+	send, query, beside bool
+	// onBeside, for a query, is called under gate.mu as it is let in
+	// beside a step's body: it takes the state the query reads, which no
+	// turn may save again before the query leaves.
+	onBeside func()
 }
 
 // chainSep separates a chain's segments. newChain keeps it out of roots.
@@ -125,9 +148,18 @@ func (g *turnGate) acquireTurn(ctx context.Context, chain string) error {
 }
 
 func (g *turnGate) acquireWith(ctx context.Context, chain string, detect bool) error {
-	_, err := g.acquireAs(ctx, chain, detect, false)
+	_, err := g.acquireAs(ctx, chain, detect, turnPlain, nil)
 	return err
 }
+
+// turnMode is what kind of turn acquireAs lets in.
+type turnMode int
+
+const (
+	turnPlain turnMode = iota // one turn at a time, re-entrant calls aside
+	turnSend                  // may run beside a step's body, one at a time
+	turnQuery                 // may run beside a step's body, any number
+)
 
 // acquireSend is acquireTurn for a send's turn, which may run beside a
 // step's body: beside says it did (it holds no turn of the gate's, and
@@ -135,22 +167,40 @@ func (g *turnGate) acquireWith(ctx context.Context, chain string, detect bool) e
 // all the same). A send from a call the step made re-enters its turn, as
 // any call does.
 func (g *turnGate) acquireSend(ctx context.Context, chain string) (beside bool, _ error) {
-	return g.acquireAs(ctx, chain, g.graph != nil, true)
+	return g.acquireAs(ctx, chain, g.graph != nil, turnSend, nil)
 }
 
-func (g *turnGate) acquireAs(ctx context.Context, chain string, detect, send bool) (beside bool, _ error) {
+// acquireQuery is acquireTurn for a query's turn, which may run beside a
+// step's body, on a copy of the state that onBeside takes (called under
+// the gate's lock as it goes in so). beside says it did: it holds no turn
+// of the gate's, and releaseQuery(chain), not release, ends it.
+func (g *turnGate) acquireQuery(ctx context.Context, chain string, onBeside func()) (beside bool, _ error) {
+	return g.acquireAs(ctx, chain, g.graph != nil, turnQuery, onBeside)
+}
+
+func (g *turnGate) acquireAs(ctx context.Context, chain string, detect bool, mode turnMode, onBeside func()) (beside bool, _ error) {
 	g.mu.Lock()
 	switch {
 	case len(g.turns) == 0 && len(g.waiters) == 0, len(g.turns) > 0 && g.side == "" && g.reenters(chain):
 		g.enter(chain)
 		g.mu.Unlock()
 		return false, nil
-	case send && g.besideOpen() && !g.reenters(chain):
+	case mode == turnSend && g.sideOpen(chain):
 		g.side = chain
 		g.mu.Unlock()
 		return true, nil
+	case mode == turnQuery && g.readerOpen(chain):
+		g.readers = append(g.readers, chain)
+		onBeside()
+		g.mu.Unlock()
+		return true, nil
+	case mode == turnPlain && len(g.turns) > 0 && g.fromReader(chain):
+		name := g.name
+		g.mu.Unlock()
+		return false, rivet.Reasonf(rivet.ErrFailedPrecondition, "actor", "deadlock",
+			"deadlock: this call comes from a query of %s that runs beside its workflow's step, and changes the state of %s: it would wait for the step, which waits for the query to end; a query beside a step may call back its own actor's queries and sends only", name, name)
 	}
-	w := &gateWaiter{chain: chain, ready: make(chan struct{}), gate: g, send: send}
+	w := &gateWaiter{chain: chain, ready: make(chan struct{}), gate: g, send: mode == turnSend, query: mode == turnQuery, onBeside: onBeside}
 	g.waiters = append(g.waiters, w)
 	g.mu.Unlock()
 
@@ -172,7 +222,11 @@ func (g *turnGate) acquireAs(ctx context.Context, chain string, detect, send boo
 			return false, ctx.Err()
 		}
 		// Let in while giving up: pass it on.
-		g.release(chain)
+		if w.query && g.wasBeside(w) {
+			g.releaseQuery(chain)
+		} else {
+			g.release(chain)
+		}
 		return false, ctx.Err()
 	}
 }
@@ -184,28 +238,57 @@ func (g *turnGate) wasBeside(w *gateWaiter) bool {
 	return w.beside
 }
 
-// besideOpen reports whether a send may go in beside the turn inside now.
-// Called with mu held.
-func (g *turnGate) besideOpen() bool {
-	return g.lane && g.side == "" && len(g.turns) == 1
+// readerOpen reports whether a query on chain may go in beside the turn
+// inside now: a step's body, alone inside, and the query not a call of
+// its (which re-enters the step's turn). Once the step's body has ended
+// (the lane closed), only a query that a query beside it made: the step
+// waits for that one. Called with mu held.
+func (g *turnGate) readerOpen(chain string) bool {
+	return len(g.turns) == 1 && (g.lane || g.fromReader(chain)) && !g.reenters(chain)
 }
 
-// admitBeside lets the first send that waits in beside a step's body, if
-// the lane is open. Not a send that re-enters the turn inside: it is a
-// call of the step's, let in as such. Called with mu held.
-func (g *turnGate) admitBeside() {
-	if !g.besideOpen() {
-		return
-	}
-	for i, w := range g.waiters {
-		if w.send && !g.reenters(w.chain) {
-			g.waiters = append(g.waiters[:i], g.waiters[i+1:]...)
-			w.done, w.beside = true, true
-			g.side = w.chain
-			close(w.ready)
-			return
+// sideOpen reports whether a send on chain may go in beside the turn
+// inside now: as readerOpen, one send at a time. Called with mu held.
+func (g *turnGate) sideOpen(chain string) bool {
+	return g.side == "" && g.readerOpen(chain)
+}
+
+// fromReader reports whether a query beside the step's body made the call
+// on chain, directly or through other actors' turns. Called with mu held.
+func (g *turnGate) fromReader(chain string) bool {
+	for _, r := range g.readers {
+		if descends(chain, r) && chain != r {
+			return true
 		}
 	}
+	return false
+}
+
+// admitBeside lets in beside a step's body every query that waits and
+// may, and the first send that waits and may. Not a send or query that
+// re-enters the turn inside: it is a call of the step's, let in as such.
+// Called with mu held.
+func (g *turnGate) admitBeside() {
+	if len(g.turns) != 1 || (!g.lane && len(g.readers) == 0) {
+		return
+	}
+	kept := g.waiters[:0]
+	for _, w := range g.waiters {
+		switch {
+		case w.query && g.readerOpen(w.chain):
+			g.readers = append(g.readers, w.chain)
+			w.onBeside()
+		case w.send && g.sideOpen(w.chain):
+			g.side = w.chain
+		default:
+			kept = append(kept, w)
+			continue
+		}
+		w.done, w.beside = true, true
+		close(w.ready)
+	}
+	clear(g.waiters[len(kept):])
+	g.waiters = kept
 }
 
 // openLane lets sends run beside the turn inside, a step's body: the only
@@ -217,21 +300,50 @@ func (g *turnGate) openLane() {
 	g.admitBeside()
 }
 
-// closeLane lets no more sends in beside the step's body and waits for the
-// one that runs beside it, if any, to leave.
+// closeLane lets no more sends or queries in beside the step's body
+// (only those the queries beside it make) and waits for all that run
+// beside it to leave.
 func (g *turnGate) closeLane() {
 	g.mu.Lock()
 	g.lane = false
-	for g.side != "" {
-		if g.sideLeft == nil {
-			g.sideLeft = make(chan struct{})
+	for g.side != "" || len(g.readers) > 0 {
+		var left chan struct{}
+		if g.side != "" {
+			if g.sideLeft == nil {
+				g.sideLeft = make(chan struct{})
+			}
+			left = g.sideLeft
+		} else {
+			if g.readersLeft == nil {
+				g.readersLeft = make(chan struct{})
+			}
+			left = g.readersLeft
 		}
-		left := g.sideLeft
 		g.mu.Unlock()
 		<-left
 		g.mu.Lock()
 	}
 	g.mu.Unlock()
+}
+
+// releaseQuery ends a query's turn on chain that ran beside a step's body
+// (acquireQuery said beside).
+func (g *turnGate) releaseQuery(chain string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for i, r := range g.readers {
+		if r == chain {
+			g.readers = append(g.readers[:i], g.readers[i+1:]...)
+			break
+		}
+	}
+	if len(g.readers) == 0 && g.readersLeft != nil {
+		close(g.readersLeft)
+		g.readersLeft = nil
+	}
+	// A send or query that a query beside made, and that waited for a
+	// send beside (which may have been this one's), may go in now.
+	g.admitBeside()
 }
 
 // withdraw takes w out of the waiters; false if it was let in already.
@@ -425,12 +537,12 @@ func (wg *waitGraph) add(w *gateWaiter) []string {
 		g.mu.Lock()
 		if !x.done {
 			turns := g.turns
-			if x.send && g.lane && len(turns) > 0 && !g.reenters(x.chain) {
+			if (x.send || x.query) && len(turns) > 0 && (g.lane || g.fromReader(x.chain)) && !g.reenters(x.chain) {
 				// It goes in beside the step's body, once the send beside
-				// (which waits for no gate) and any turn that re-entered
-				// the step's have left: not after the step's turn, whose
-				// calls it does not wait for (a cycle through them was
-				// found that was none).
+				// (which waits for no gate; a query does not wait for it)
+				// and any turn that re-entered the step's have left: not
+				// after the step's turn, whose calls it does not wait for
+				// (a cycle through them was found that was none).
 				turns = turns[1:]
 			}
 			blocking = blockingTurns(turns, x.chain)

@@ -679,3 +679,134 @@ func TestGateFindsNoCycleThroughAStepBesideWhichASendWaits(t *testing.T) {
 		})
 	}
 }
+
+// queryAsync starts acquireQuery(chain) and returns a channel that gets
+// whether it went in beside a step's body, or its error; took is closed
+// when its onBeside ran.
+func queryAsync(g *turnGate, ctx context.Context, chain string) (beside <-chan bool, errc <-chan error, took <-chan struct{}) {
+	b, e, tk := make(chan bool, 1), make(chan error, 1), make(chan struct{})
+	go func() {
+		in, err := g.acquireQuery(ctx, chain, func() { close(tk) })
+		b <- in
+		e <- err
+	}()
+	return b, e, tk
+}
+
+// While a step's body runs, queries go in beside it, any number at once,
+// and so do those that waited for the step's turn as its body began; a
+// query the step made re-enters its turn; closing the lane waits for
+// every query beside; a call back into the actor from a query beside goes
+// in beside too if it is a query or a send, and fails at once if it would
+// change the state (it would wait for the step, which waits for it).
+func TestGateLetsQueriesInBesideAStepBody(t *testing.T) {
+	ctx := context.Background()
+	var g turnGate
+	mustEnter(t, enterAsync(&g, ctx, "step"), "the step's turn")
+	early, earlyErr, earlyTook := queryAsync(&g, ctx, "q0")
+	waitWaiters(t, &g, 1)
+	action := enterAsync(&g, ctx, "a")
+	waitWaiters(t, &g, 2)
+	g.openLane()
+	mustEnter(t, earlyErr, "query waiting as the body began")
+	if !<-early {
+		t.Fatal("a query waiting as the lane opened went in as a turn, want beside the step")
+	}
+	<-earlyTook
+	// Several at once, not behind the action that waits.
+	q1, q1Err, _ := queryAsync(&g, ctx, "q1")
+	mustEnter(t, q1Err, "second query beside the step")
+	if !<-q1 {
+		t.Fatal("second query went in as a turn, want beside")
+	}
+	mustWait(t, action, "an action while the step's body runs")
+	// A query the step makes re-enters its turn, as a call.
+	inner, innerErr, _ := queryAsync(&g, ctx, "step/c")
+	mustEnter(t, innerErr, "the step's own query")
+	if <-inner {
+		t.Fatal("the step's own query went in beside, want re-entering the step's turn")
+	}
+	g.release("step/c")
+	// A query beside calls back into the actor: a state-changing call
+	// fails at once, a query goes in beside.
+	if err := g.acquireTurn(ctx, "q1/x"); err == nil || !strings.Contains(err.Error(), "deadlock") {
+		t.Fatalf("a state-changing call from a query beside the step: %v, want a deadlock error at once", err)
+	}
+	// The body returns: closeLane waits for both queries.
+	closed := make(chan struct{})
+	go func() { g.closeLane(); close(closed) }()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		g.mu.Lock()
+		open := g.lane
+		g.mu.Unlock()
+		if !open {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("closeLane did not close the lane")
+		}
+	}
+	// A new query now waits for the step's turn, but one the query
+	// beside makes goes in (the step waits for that query).
+	late, lateErr, _ := queryAsync(&g, ctx, "q2")
+	waitWaiters(t, &g, 2)
+	nested, nestedErr, _ := queryAsync(&g, ctx, "q1/y")
+	mustEnter(t, nestedErr, "a query a query beside the step made, the lane closing")
+	if !<-nested {
+		t.Fatal("the nested query went in as a turn, want beside")
+	}
+	g.releaseQuery("q0")
+	g.releaseQuery("q1/y")
+	select {
+	case <-closed:
+		t.Fatal("closeLane returned with a query beside the step")
+	case <-time.After(20 * time.Millisecond):
+	}
+	g.releaseQuery("q1")
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("closeLane did not return once the queries left")
+	}
+	mustWait(t, lateErr, "query after the body returned, before the step's turn ended")
+	g.release("step")
+	mustEnter(t, action, "the action after the step")
+	mustWait(t, lateErr, "query behind the action")
+	g.release("a")
+	mustEnter(t, lateErr, "query after the action")
+	if <-late {
+		t.Fatal("a query after the step went in beside, want as a turn")
+	}
+	g.release("q2")
+	if g.busy() {
+		t.Fatal("gate busy after every turn ended")
+	}
+}
+
+// A query let in beside a step's body as its deadline ends gives the gate
+// back as a query: the step's closeLane does not wait for it for ever.
+func TestGateQueryGivingUpAsItGoesInBesideLeaves(t *testing.T) {
+	var g turnGate
+	ctx := context.Background()
+	mustEnter(t, enterAsync(&g, ctx, "step"), "the step's turn")
+	for i := range 50 {
+		qctx, cancel := context.WithCancel(ctx)
+		_, errc, _ := queryAsync(&g, qctx, fmt.Sprintf("q%d", i))
+		go cancel()
+		g.openLane()
+		if err := <-errc; err == nil {
+			g.releaseQuery(fmt.Sprintf("q%d", i))
+		}
+		closed := make(chan struct{})
+		go func() { g.closeLane(); close(closed) }()
+		select {
+		case <-closed:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("round %d: closeLane waits for a query that gave up", i)
+		}
+	}
+	g.release("step")
+	if g.busy() {
+		t.Fatal("gate busy after every turn ended")
+	}
+}

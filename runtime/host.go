@@ -895,11 +895,30 @@ func (h *Host) turn(ctx context.Context, kind TurnKind, ref Ref, sp *rivet.Spec,
 // and fn must leave such an activation destroyed, evicted, or with its
 // workflow ended.
 func (h *Host) turnFor(ctx context.Context, kind TurnKind, ref Ref, sp *rivet.Spec, create bool, input json.RawMessage, chain string, first bool, fn func(a *activation) error) (*activation, bool, error) {
+	return h.turnAs(ctx, kind, ref, sp, create, input, chain, first, nil, fn)
+}
+
+// queryTurn is what a query's turn learns as it begins: whether it runs
+// beside a step's body (turnGate.acquireQuery), and then the state it
+// reads, as last saved, which it must decode for itself (the body
+// changes the activation's).
+type queryTurn struct {
+	beside bool
+	state  []byte
+	sched  []pendingCall // its scheduled calls, as last saved
+}
+
+// turnAs is turnFor; q, if not nil, makes the turn a query's, which may run
+// beside a step's body (q says so as fn runs).
+func (h *Host) turnAs(ctx context.Context, kind TurnKind, ref Ref, sp *rivet.Spec, create bool, input json.RawMessage, chain string, first bool, q *queryTurn, fn func(a *activation) error) (*activation, bool, error) {
 	hold := ""
 	if first {
 		hold = chain
 	}
 	for attempt := range 5 {
+		if q != nil {
+			*q = queryTurn{}
+		}
 		a, created, held, err := h.activateFor(ctx, ref, sp, create, input, hold, chain)
 		if err != nil {
 			return nil, false, err
@@ -921,11 +940,17 @@ func (h *Host) turnFor(ctx context.Context, kind TurnKind, ref Ref, sp *rivet.Sp
 			}
 			w0 := h.waitStart()
 			var err error
-			if kind == TurnSend {
+			switch {
+			case kind == TurnSend:
 				// Beside a step's body, if one runs (turnGate): the send
 				// runs no code of the actor's.
 				_, err = a.gate.acquireSend(ctx, chain)
-			} else {
+			case q != nil:
+				// Beside a step's body, if one runs, on the state as last
+				// saved: taken as it goes in, before a turn re-entering
+				// the step's may save it again.
+				q.beside, err = a.gate.acquireQuery(ctx, chain, func() { q.state, q.sched = a.stateBytes, a.schedSaved })
+			default:
 				err = a.gate.acquireTurn(ctx, chain)
 			}
 			h.observeWait(kind, w0)
@@ -953,8 +978,12 @@ func (h *Host) turnFor(ctx context.Context, kind TurnKind, ref Ref, sp *rivet.Sp
 			// turn Observer.Turn hears of has its wait observed.
 			h.observeWait(kind, h.waitStart())
 		}
+		release := func() { a.gate.release(chain) }
+		if q != nil && q.beside {
+			release = func() { a.gate.releaseQuery(chain) }
+		}
 		if a.stopped.Load() {
-			a.gate.release(chain)
+			release()
 			if err := evictedPause(ctx, attempt); err != nil {
 				return nil, false, err
 			}
@@ -964,7 +993,12 @@ func (h *Host) turnFor(ctx context.Context, kind TurnKind, ref Ref, sp *rivet.Sp
 		// served: after a stall (a GC pause, a stopped process) the lease may
 		// have run out before the watchdog dropped it, and another node
 		// may serve the actor now. Not even a read is answered then.
-		if tok, ok := h.own.Token(a.part); !ok || tok != a.fence.Token {
+		if tok, ok := h.own.Token(a.part); (!ok || tok != a.fence.Token) && q != nil && q.beside {
+			// Beside a step's body: the step's turn, which holds the
+			// gate, deals with the activation.
+			release()
+			return nil, false, rivet.Errorf(rivet.ErrUnavailable, "partition %d of %s is not served by node %s now", a.part, a.describe(), h.cfg.NodeID)
+		} else if !ok || tok != a.fence.Token {
 			if rt, releasing := h.own.Releasing(a.part); releasing && rt == a.fence.Token {
 				// A handoff takes the partition out of service: it puts
 				// this activation to sleep (OnSleep) itself. A turn
@@ -991,7 +1025,9 @@ func (h *Host) turnFor(ctx context.Context, kind TurnKind, ref Ref, sp *rivet.Sp
 			}
 		}
 		t0 := time.Now()
-		err = h.runTurn(a, chain, held, kind != TurnSend, fn)
+		// A send's or a query's turn beside a step's body must not undo
+		// the state under the body.
+		err = h.runTurn(a, held, kind != TurnSend && (q == nil || !q.beside), release, fn)
 		if held && err != nil && !a.stopped.Load() {
 			// fn must leave a held activation destroyed or evicted; one
 			// that failed otherwise (a panic) must not stay in memory
@@ -1005,7 +1041,7 @@ func (h *Host) turnFor(ctx context.Context, kind TurnKind, ref Ref, sp *rivet.Sp
 		v := a.currentVersion()
 		now := time.Now()
 		a.lastTurn.Store(now.UnixNano())
-		a.gate.release(chain)
+		release()
 		h.cfg.Observer.Turn(kind, now.Sub(t0))
 		if err != nil {
 			return a, created, err
@@ -1031,9 +1067,9 @@ func (h *Host) guardUser(ref Ref, what string, fn func() error) (err error) {
 	return fn()
 }
 
-// runTurn calls fn, the turn of chain (held: on an activation its caller
-// loaded and holds, whose workflow has not started), turning a panic into
-// rivet.ErrInternal.
+// runTurn calls fn, a turn (held: on an activation its caller loaded and
+// holds, whose workflow has not started), turning a panic into
+// rivet.ErrInternal. release gives the turn's gate back.
 //
 // runtime.Goexit in fn (the actor's code calling t.Fatal in a test) cannot
 // be stopped: it ends the goroutine, the request's own, and its caller gets
@@ -1050,7 +1086,7 @@ func (h *Host) guardUser(ref Ref, what string, fn func() error) (err error) {
 // restore says whether fn may change the state, which a panic then undoes:
 // not a send's, which may run beside a step's body (turnGate), whose
 // changes must not be undone under it.
-func (h *Host) runTurn(a *activation, chain string, held, restore bool, fn func(a *activation) error) (err error) {
+func (h *Host) runTurn(a *activation, held, restore bool, release func(), fn func(a *activation) error) (err error) {
 	returned := false // fn returned, or its panic was turned into err
 	defer func() {
 		if !returned {
@@ -1060,7 +1096,7 @@ func (h *Host) runTurn(a *activation, chain string, held, restore bool, fn func(
 				h.evictAndRerun(a)
 			}
 			a.lastTurn.Store(time.Now().UnixNano())
-			a.gate.release(chain)
+			release()
 		}
 	}()
 	defer func() {
@@ -1156,11 +1192,23 @@ func (h *Host) call(ctx context.Context, req CallRequest, actor *string) (json.R
 	var (
 		result json.RawMessage
 		read   bool // a read-only action ran to the end
+		q      *queryTurn
 	)
+	if act.ReadOnly {
+		// It may run beside a step's body (turnGate), on a copy.
+		q = new(queryTurn)
+	}
 	ran := false // the action's turn began
 	run := func(a *activation) (err error) {
 		ran = true
-		if a.destroyPending() && !a.gate.reentered() {
+		state := a.state
+		if q != nil && q.beside {
+			// The body changes a.state, and may have asked for a destroy
+			// (not committed: this query reads what was).
+			if state, err = a.spec.DecodeState(orNull(q.state)); err != nil {
+				return rivet.Errorf(rivet.ErrInternal, "%s: %v", a.describe(), err)
+			}
+		} else if a.destroyPending() && !a.gate.reentered() {
 			return errBeingDestroyed(a)
 		}
 		if !act.ReadOnly && a.gate.reentered() {
@@ -1168,6 +1216,9 @@ func (h *Host) call(ctx context.Context, req CallRequest, actor *string) (json.R
 		}
 		te := a.beginTurnEvents(chain, false)
 		ts := a.newTurnSchedule(act.ReadOnly, te)
+		if q != nil && q.beside {
+			ts.snapped, ts.snap = true, q.sched
+		}
 		kept, wrote := false, false
 		defer func() { a.finishTurnEvents(te, kept, wrote) }()
 		// A panic is recovered here, not only by runTurn: a re-entrant
@@ -1233,7 +1284,7 @@ func (h *Host) call(ctx context.Context, req CallRequest, actor *string) (json.R
 				return ctxError(ctx)
 			}
 		}
-		res, err := act.Invoke(env, a.state, args)
+		res, err := act.Invoke(env, state, args)
 		if running != nil {
 			running.Store(false)
 		}
@@ -1281,12 +1332,12 @@ func (h *Host) call(ctx context.Context, req CallRequest, actor *string) (json.R
 		returned = true
 		return err
 	}
-	_, _, err = h.turn(ctx, TurnAction, req.Ref, sp, create, req.Input, chain, run)
+	_, _, err = h.turnAs(ctx, TurnAction, req.Ref, sp, create, req.Input, chain, false, q, run)
 	if err != nil && !ran && checkIfGone && errors.Is(err, rivet.ErrNotFound) {
 		if err := h.guardUser(req.Ref, "the arguments' decoder", func() error { return act.Check(args) }); err != nil {
 			return nil, err
 		}
-		_, _, err = h.turn(ctx, TurnAction, req.Ref, sp, true, req.Input, chain, run)
+		_, _, err = h.turnAs(ctx, TurnAction, req.Ref, sp, true, req.Input, chain, false, q, run)
 	}
 	if err != nil && read && !errors.Is(err, context.Canceled) {
 		// The read ran, but the state it saw was not yet durable and the

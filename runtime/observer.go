@@ -43,9 +43,10 @@ func (k TurnKind) String() string {
 type Observer interface {
 	// Turn reports how long one turn ran while holding the actor's gate:
 	// the action's, step's or receive's code and the building of its
-	// writes, not the wait for the gate nor the commit. A send's turn may
-	// run beside a step's body (its messages do not wait for the step), so
-	// an actor's turns may add up to more than the time they took.
+	// writes, not the wait for the gate nor the commit. A send's or a
+	// query's turn may run beside a step's body (they do not wait for the
+	// step), so an actor's turns may add up to more than the time they
+	// took.
 	Turn(kind TurnKind, took time.Duration)
 	// Call reports one action call from after it was admitted until its
 	// reply was ready (its writes durable), and how it ended: nil, or an

@@ -246,6 +246,19 @@ type turnSchedule struct {
 	// an ActionCtx or StepCtx kept past its turn would change the calls
 	// without the gate, for no commit of its own (nil: no such check).
 	te *turnEvents
+	// snapped: a query's beside a step's body (turnGate), which reads
+	// snap, the calls as last saved, not the activation's, which the body
+	// may change.
+	snapped bool
+	snap    []pendingCall
+}
+
+// calls are the calls the turn sees.
+func (s *turnSchedule) calls() []pendingCall {
+	if s.snapped {
+		return s.snap
+	}
+	return s.a.sched
 }
 
 // over reports whether the turn has ended (the Scheduler was kept past it).
@@ -685,7 +698,7 @@ func (s *turnSchedule) Get(id string) (rivet.ScheduledCall, bool) {
 	if s.over() {
 		return rivet.ScheduledCall{}, false // no longer its turn's to read
 	}
-	for _, c := range s.a.sched {
+	for _, c := range s.calls() {
 		if c.publicID() == id && c.rec.Action != destroyAction {
 			return c.public(), true
 		}
@@ -700,8 +713,9 @@ func (s *turnSchedule) List() []rivet.ScheduledCall {
 	// The actor's own calls: a destroy it asked for is the runtime's
 	// record (inspect shows it), which a loop cancelling every call it
 	// lists must not withdraw.
-	out := make([]rivet.ScheduledCall, 0, len(s.a.sched))
-	for _, c := range s.a.sched {
+	calls := s.calls()
+	out := make([]rivet.ScheduledCall, 0, len(calls))
+	for _, c := range calls {
 		if c.rec.Action != destroyAction {
 			out = append(out, c.public())
 		}

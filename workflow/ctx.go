@@ -231,9 +231,10 @@ func (c *Ctx[S]) Context() context.Context { return c.x.t.ctx }
 // longer reads (T changed since) fails the run with a *DecodeError.
 //
 // fn may change the actor's state, so on a node it runs as a turn of the
-// actor: the actor's actions and queries wait for it to return, while
-// messages sent to the actor are queued at once, beside it (the workflow
-// receives them after the step). Slow I/O goes in Do, whose body holds no
+// actor: the actor's state-changing actions wait for it to return, while
+// queries run beside it on the state as committed before the step
+// (rivet.Query), and messages sent to the actor are queued at once, beside
+// it (the workflow receives them after the step). Slow I/O goes in Do, whose body holds no
 // turn. An attempt that times out is not retried unless the step's options
 // set RetryOnTimeout (the original engine's default; Temporal retries an
 // activity's timeout): its error reaches the workflow's code.
