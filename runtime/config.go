@@ -30,6 +30,11 @@ type Config struct {
 	// step with a call in flight (a trial's orders charged twice).
 	// Default 5 s; negative: none, the body is cancelled at once.
 	StepGrace time.Duration
+	// ReadGateWait bounds how long Inspect, State, Get and a Subscribe's
+	// existence check wait for an actor's turn (a Step body or a slow
+	// action holds it, or many calls wait for it) before they read what
+	// it committed from storage instead. Default 50 ms.
+	ReadGateWait time.Duration
 	// MaxActiveActors bounds the actors in memory on this node. Past it,
 	// those idle longest (no turn for a second, no sender waiting, a
 	// workflow only waiting) are deactivated before their IdleTimeout,
@@ -89,6 +94,7 @@ func DefaultConfig() Config {
 		IdleTimeout:         30 * time.Second,
 		ActionTimeout:       60 * time.Second,
 		StepGrace:           5 * time.Second,
+		ReadGateWait:        50 * time.Millisecond,
 		MaxActiveActors:     100_000,
 		MaxStateBytes:       1 << 20,
 		MaxResultBytes:      4 << 20,
@@ -116,6 +122,9 @@ func (c *Config) validate() error {
 	}
 	if c.StepGrace == 0 {
 		c.StepGrace = d.StepGrace
+	}
+	if c.ReadGateWait <= 0 {
+		c.ReadGateWait = d.ReadGateWait
 	}
 	if c.MaxActiveActors == 0 {
 		c.MaxActiveActors = d.MaxActiveActors

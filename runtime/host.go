@@ -1934,15 +1934,11 @@ func (h *Host) Get(ctx context.Context, ref Ref) (ActorInfo, error) {
 	return ActorInfo{Ref: ref, CreatedAt: time.UnixMilli(snap.meta.CreatedAt), Partition: part, Owner: h.cfg.NodeID}, nil
 }
 
-// peekGateWait bounds peek's wait for an actor's turn. Past it (a Step
-// body or a slow action holds the turn, or many calls wait for it) the
-// committed state is read from storage, as for an actor not in memory:
-// Inspect, State, Get and Subscribe waited for the turn, so a trial's
-// order answered Inspect only when its 3 s payment step ended.
-const peekGateWait = 50 * time.Millisecond
-
 // peek reads an actor without activating it: from its activation if it is
-// in memory and its turn comes within peekGateWait, else from storage.
+// in memory and its turn comes within Config.ReadGateWait, else from
+// storage, as for an actor not in memory: Inspect, State, Get and
+// Subscribe waited for the turn, so a trial's order answered Inspect only
+// when its 3 s payment step ended.
 // Missing actors are rivet.ErrNotFound.
 //
 // withState: the state is read too, from the history entries of a
@@ -1958,7 +1954,7 @@ func (h *Host) peek(ctx context.Context, ref Ref, withState bool) (snapshot, uin
 	h.mu.Lock()
 	a := h.actors[ref.Name+"/"+enc]
 	h.mu.Unlock()
-	busy := false // a's turn did not come within peekGateWait
+	busy := false // a's turn did not come within ReadGateWait
 	if a != nil {
 		select {
 		case <-a.ready:
@@ -1968,7 +1964,7 @@ func (h *Host) peek(ctx context.Context, ref Ref, withState bool) (snapshot, uin
 		chain := h.newChain()
 		gateErr := a.loadErr
 		if gateErr == nil {
-			wctx, cancel := context.WithTimeout(ctx, peekGateWait)
+			wctx, cancel := context.WithTimeout(ctx, h.cfg.ReadGateWait)
 			gateErr = a.gate.acquire(wctx, chain)
 			cancel()
 			busy = gateErr != nil && ctx.Err() == nil

@@ -49,7 +49,9 @@ var blocker = rivet.Actor[blockState]{
 // another owner may have made stale.
 func TestInspectPastTheLeaseDeadlineIsRefused(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, counterReg(t, blocker), nil)
+	// Inspect waits for the gate past the stall below (by default it
+	// reads storage after 50 ms: on a loaded machine, before the stall).
+	e := newEnv(t, counterReg(t, blocker), func(c *runtime.Config) { c.ReadGateWait = time.Minute })
 	ref := runtime.Ref{Name: "blocker", Key: []string{"b"}}
 	if _, err := e.host.Call(ctx(t), runtime.CallRequest{Ref: ref, Action: "set", Args: json.RawMessage(`[1]`), CreateIfMissing: true}); err != nil {
 		t.Fatal(err)
