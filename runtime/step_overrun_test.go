@@ -2,6 +2,7 @@ package runtime_test
 
 import (
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -32,11 +33,17 @@ func TestAStepBodyThatIgnoresItsTimeoutIsLogged(t *testing.T) {
 		},
 		Actions: rivet.Actions[stepsState]{"getState": rivet.Query(getState)},
 	}
+	// How late the polite body saw its context end: on a loaded machine
+	// the process may not run it for a while, which the node logs too.
+	var politeLate atomic.Int64
 	polite := rivet.Actor[stepsState]{
 		Name: "polite",
 		Run: func(ctx *workflow.Ctx[stepsState]) error {
 			return ctx.StepWith(workflow.StepOptions{Name: "waits", Timeout: timeout, MaxRetries: workflow.NoRetries}, func(s *workflow.StepCtx[stepsState]) error {
 				<-s.Context().Done()
+				if d, ok := s.Context().Deadline(); ok {
+					politeLate.Store(int64(time.Since(d)))
+				}
 				return s.Context().Err()
 			})
 		},
@@ -55,6 +62,9 @@ func TestAStepBodyThatIgnoresItsTimeoutIsLogged(t *testing.T) {
 	var found []observer.LoggedEntry
 	for _, l := range logs.All() {
 		if _, ok := l.ContextMap()["past_timeout"]; ok {
+			if l.ContextMap()["actor"] == "polite" && time.Duration(politeLate.Load()) > 100*time.Millisecond {
+				continue // the process did not run the body for that long: logged as such
+			}
 			found = append(found, l)
 		}
 	}

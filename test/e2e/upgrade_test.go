@@ -26,7 +26,7 @@ import (
 // the cluster with: the release users run today (the last commit of the
 // previous work session). Bump it when a release changes what nodes store
 // or say to each other, so that the test upgrades from that release.
-const upgradeFrom = "1491f5ba11b08a71c529ce49926a5003f1312084"
+const upgradeFrom = "088d4ad226b3590071d9540abf2258bac4e04a7c"
 
 // buildAt builds cmd/node and cmd/rivetctl of the given commit of the
 // repository these tests run in, from `git archive` of that commit, into
