@@ -231,7 +231,9 @@ func (c *ActionCtx[S]) KeepAwake(fn func(ctx context.Context, client Client)) er
 
 // Vars returns the actor's vars, as CreateVars made them for this
 // activation (nil without CreateVars). Assert their type:
-// c.Vars().(*myVars).
+// c.Vars().(*myVars). A query (rivet.Query) may run beside a workflow's
+// Step body, which gets the same vars: what a step body changes in them
+// must be safe for concurrent use.
 func (c *ActionCtx[S]) Vars() any { return c.vars }
 
 // Fired returns the scheduled call this turn runs, if a Scheduler's timer,
@@ -303,11 +305,14 @@ func Action2[S, A, B, R any](fn func(c *ActionCtx[S], a A, b B) (R, error)) Hand
 // runs at the same time: vars that a step body changes must be safe for
 // concurrent use (or read under their own lock); a query that must not
 // run beside a step is declared with Action instead. And the step commits
-// only once the queries beside it have returned. A query beside a step
-// may call its own actor's queries and send to its queues; a
-// state-changing call back into its actor fails at once
-// (rivet.ErrFailedPrecondition, reason actor.deadlock): it would wait for
-// the step, which waits for the query.
+// only once the queries beside it have returned, so a query beside a step
+// must not wait for what only the step's end brings: a state-changing
+// call back into its actor, or a SendWait to it, fails at once
+// (rivet.ErrFailedPrecondition, reason actor.deadlock; SendWait
+// rivet.ErrInvalidArgument, as from any turn of the actor), and so does a
+// call through other actors whose turns wait for this one, when they are
+// on the same node (across nodes it waits until its deadline). It may
+// call its own actor's queries and send to its queues.
 func Query[S, R any](fn func(c *ActionCtx[S]) (R, error)) Handler[S] {
 	return Handler[S]{readOnly: true, invoke: func(c *ActionCtx[S], _ []json.RawMessage) (any, error) { return fn(c) }}
 }

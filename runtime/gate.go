@@ -39,17 +39,19 @@ import (
 // for the send to leave (closeLane).
 //
 // Queries (read-only actions) go in beside a step's body too
-// (acquireQuery), any number at once, as readers: each runs on a copy of
-// the state as last saved, which the step's body does not touch (it
-// changes the activation's state, which is saved only after closeLane),
-// so it answers from what the actor committed before the step, as a
-// Temporal query answers while an activity runs. closeLane waits for them
-// to leave as for the send, so that no query outlives the step's turn:
-// the turns after it (an OnSleep closing the vars, a state-changing
-// action) still run alone. A call made by a query beside a step, back
-// into the same actor, goes in beside too if it is a query or a send; a
-// state-changing one could only wait for the step, which waits for the
-// query: it fails at once (actor.deadlock).
+// (acquireQuery), any number at once, as readers, while the body is alone
+// inside: each runs on a copy of the state as last saved, taken as it goes
+// in. The body changes the activation's state, saved only after
+// closeLane, so the query answers from what the actor committed before the
+// step (and what a call of the body's back into its actor saved since), as
+// a Temporal query answers while an activity runs. closeLane waits for
+// them to leave as for the send, so that no query outlives the step's
+// turn: the turns after it (an OnSleep closing the vars, a state-changing
+// action) still run alone. So the step's turn waits for its readers: the
+// wait graph counts them (heldAbove too). A call made by a query beside a
+// step, back into the same actor, goes in beside too if it is a query or
+// a send; a state-changing one could only wait for the step, which waits
+// for the query: it fails at once (actor.deadlock).
 type turnGate struct {
 	mu     sync.Mutex
 	holder string   // root of the chain whose turns are inside; "" when free
@@ -463,12 +465,18 @@ func (g *turnGate) heldBy(chain string) bool {
 // before that call has. Unlike heldBy, a sibling's turn of the same chain
 // does not count: it does not wait for the call (unless it calls back into
 // the caller's actor, a cycle of siblings, which waits until its deadline
-// as such calls do).
+// as such calls do). A query beside a step's body counts: the step's turn
+// does not end before it.
 func (g *turnGate) heldAbove(chain string) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for _, t := range g.turns {
 		if descends(chain, t) {
+			return true
+		}
+	}
+	for _, r := range g.readers {
+		if descends(chain, r) {
 			return true
 		}
 	}
@@ -546,6 +554,12 @@ func (wg *waitGraph) add(w *gateWaiter) []string {
 				turns = turns[1:]
 			}
 			blocking = blockingTurns(turns, x.chain)
+			if n := len(blocking); n > 0 && len(g.readers) > 0 && blocking[n-1] == g.turns[0] {
+				// The step's turn (the readers are beside turns[0], a
+				// step's body) ends only after the queries beside it:
+				// the waiter waits for them too.
+				blocking = append(blocking, g.readers...)
+			}
 		}
 		g.mu.Unlock()
 		for _, turn := range blocking {

@@ -906,6 +906,9 @@ type queryTurn struct {
 	beside bool
 	state  []byte
 	sched  []pendingCall // its scheduled calls, as last saved
+	// destroying: a destroy is among them (a turn that re-entered the
+	// step's asked for one).
+	destroying bool
 }
 
 // turnAs is turnFor; q, if not nil, makes the turn a query's, which may run
@@ -949,7 +952,7 @@ func (h *Host) turnAs(ctx context.Context, kind TurnKind, ref Ref, sp *rivet.Spe
 				// Beside a step's body, if one runs, on the state as last
 				// saved: taken as it goes in, before a turn re-entering
 				// the step's may save it again.
-				q.beside, err = a.gate.acquireQuery(ctx, chain, func() { q.state, q.sched = a.stateBytes, a.schedSaved })
+				q.beside, err = a.gate.acquireQuery(ctx, chain, func() { q.state, q.sched, q.destroying = a.stateBytes, a.schedSaved, a.destroySaved })
 			default:
 				err = a.gate.acquireTurn(ctx, chain)
 			}
@@ -1203,8 +1206,11 @@ func (h *Host) call(ctx context.Context, req CallRequest, actor *string) (json.R
 		ran = true
 		state := a.state
 		if q != nil && q.beside {
-			// The body changes a.state, and may have asked for a destroy
-			// (not committed: this query reads what was).
+			// The body changes a.state (and may ask for a destroy, not
+			// saved yet: this query reads what was).
+			if q.destroying {
+				return errBeingDestroyed(a)
+			}
 			if state, err = a.spec.DecodeState(orNull(q.state)); err != nil {
 				return rivet.Errorf(rivet.ErrInternal, "%s: %v", a.describe(), err)
 			}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,10 +24,14 @@ type tellerState struct {
 // answer; the step after the slow one closes after.
 type tellerChans struct {
 	entered, release, queried, answer, after chan struct{}
+	// scheduling: the slow step's body schedules calls until released,
+	// counting them in scheduled.
+	scheduling bool
+	scheduled  atomic.Int64
 }
 
 func newTellerChans() *tellerChans {
-	return &tellerChans{make(chan struct{}), make(chan struct{}), make(chan struct{}), make(chan struct{}), make(chan struct{})}
+	return &tellerChans{entered: make(chan struct{}), release: make(chan struct{}), queried: make(chan struct{}), answer: make(chan struct{}), after: make(chan struct{})}
 }
 
 // teller's workflow commits a balance of 100, then runs a slow step that
@@ -33,7 +39,8 @@ func newTellerChans() *tellerChans {
 func teller(ch *tellerChans) rivet.Actor[tellerState] {
 	var entered, queried, after sync.Once
 	return rivet.Actor[tellerState]{
-		Name: "teller",
+		Name:   "teller",
+		Queues: rivet.Queues{"asks": rivet.QueueOf[int]()},
 		Run: func(c *workflow.Ctx[tellerState]) error {
 			if err := c.Step("open", func(s *workflow.StepCtx[tellerState]) error {
 				s.State.Balance = 100
@@ -44,11 +51,23 @@ func teller(ch *tellerChans) rivet.Actor[tellerState] {
 			if err := c.Step("slow", func(s *workflow.StepCtx[tellerState]) error {
 				s.State.Balance = 999
 				entered.Do(func() { close(ch.entered) })
-				select {
-				case <-ch.release:
-					return nil
-				case <-s.Context().Done():
-					return s.Context().Err()
+				for {
+					if ch.scheduling {
+						if _, err := s.Schedule().After(time.Hour, "bump"); err != nil {
+							return err
+						}
+						ch.scheduled.Add(1)
+					}
+					select {
+					case <-ch.release:
+						return nil
+					case <-s.Context().Done():
+						return s.Context().Err()
+					case <-time.After(time.Millisecond):
+						if !ch.scheduling {
+							continue
+						}
+					}
 				}
 			}); err != nil {
 				return err
@@ -74,6 +93,20 @@ func teller(ch *tellerChans) rivet.Actor[tellerState] {
 				return rivet.Call[int](c.Context(), c.Client().Get("teller", c.Key()...), "bump")
 			}),
 			"scheduled": rivet.Query(func(c *rivet.ActionCtx[tellerState]) (int, error) { return len(c.Schedule().List()), nil }),
+			// A query's mistake: it cannot schedule (nor replace a
+			// recurring call, which touched the calls first).
+			"every": rivet.Query(func(c *rivet.ActionCtx[tellerState]) (int, error) {
+				_, err := c.Schedule().Every("tick", time.Minute, "bump")
+				return 0, err
+			}),
+			// Waits for its own workflow to take a message, which it
+			// does only after the step the query is beside.
+			"askSelf": rivet.Query(func(c *rivet.ActionCtx[tellerState]) (rivet.SendResult, error) {
+				return rivet.SendWait(c.Context(), c.Client().Get("teller", c.Key()...), "asks", 1, 10*time.Second)
+			}),
+			"viaRelay": rivet.Query(func(c *rivet.ActionCtx[tellerState]) (int, error) {
+				return rivet.CallQuery[int](c.Context(), c.Client().GetOrCreate("tellerRelay", c.Key()...), "get")
+			}),
 			"slowBalance": rivet.Query(func(c *rivet.ActionCtx[tellerState]) (int, error) {
 				queried.Do(func() { close(ch.queried) })
 				select {
@@ -87,13 +120,26 @@ func teller(ch *tellerChans) rivet.Actor[tellerState] {
 	}
 }
 
+// relay's poke calls a teller's state-changing action from a turn of its
+// own; get is a query.
+var tellerRelay = rivet.Actor[tellerState]{
+	Name: "tellerRelay",
+	Actions: rivet.Actions[tellerState]{
+		"get": rivet.Query(func(c *rivet.ActionCtx[tellerState]) (int, error) { return c.State.Balance, nil }),
+		"poke": rivet.Action0(func(c *rivet.ActionCtx[tellerState]) (int, error) {
+			return rivet.Call[int](c.Context(), c.Client().Get("teller", c.Key()...), "bump")
+		}),
+	},
+}
+
 // startTeller creates a teller keyed key and waits for its slow step's
-// body; release ends it (once).
-func startTeller(t *testing.T, key string) (*env, runtime.Ref, *tellerChans, func()) {
+// body; release ends it (once). scheduling: the body schedules calls.
+func startTeller(t *testing.T, key string, scheduling ...bool) (*env, runtime.Ref, *tellerChans, func()) {
 	t.Helper()
 	ch := newTellerChans()
+	ch.scheduling = len(scheduling) > 0 && scheduling[0]
 	released := sync.OnceFunc(func() { close(ch.release) })
-	e := newEnv(t, counterReg(t, teller(ch)), nil)
+	e := newEnv(t, counterReg(t, teller(ch), tellerRelay), nil)
 	t.Cleanup(released)
 	ref := runtime.Ref{Name: "teller", Key: []string{key}}
 	if _, err := e.host.Create(ctx(t), ref, nil); err != nil {
@@ -220,5 +266,75 @@ func TestAStepWaitsForTheQueryBesideIt(t *testing.T) {
 	case <-ch.after:
 	case <-time.After(20 * time.Second):
 		t.Fatal("the step after did not run once the query ended")
+	}
+}
+
+// A query beside a step that tries to schedule (a recurring call, which
+// replaces one of its name) fails and leaves the actor's calls alone: the
+// body scheduling beside it loses none.
+func TestAQueryBesideAStepSchedulesNothing(t *testing.T) {
+	t.Parallel()
+	e, ref, ch, released := startTeller(t, "t3", true)
+	qctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for range 100 {
+		if _, err := query(qctx, e.host, ref, "every"); err == nil || !strings.Contains(err.Error(), "cannot schedule") {
+			t.Fatalf("a query scheduling beside a step: %v, want refused", err)
+		}
+	}
+	released()
+	waitFor(t, "the workflow to complete", 20*time.Second, func() bool {
+		return inspect(t, e.host, "teller", "t3").WorkflowStatus == runtime.WorkflowCompleted
+	})
+	if got, want := len(inspect(t, e.host, "teller", "t3").Schedules), ch.scheduled.Load(); int64(got) != want {
+		t.Fatalf("the actor has %d scheduled calls, its step's body scheduled %d", got, want)
+	}
+}
+
+// A query beside a step that waits, through another actor, for a turn
+// waiting for the step closes a cycle (the step ends only after the
+// query): found at once, not waited out until the deadline. Relay's poke
+// holds relay and waits for the teller's step to call bump; the query
+// beside the step calls relay.
+func TestACycleThroughAQueryBesideAStepIsFound(t *testing.T) {
+	t.Parallel()
+	e, ref, _, released := startTeller(t, "t4")
+	rel := runtime.Ref{Name: "tellerRelay", Key: []string{"t4"}}
+	if _, err := e.host.Create(ctx(t), rel, nil); err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	defer cancel()
+	poked := make(chan error, 1)
+	go func() {
+		_, err := e.host.Call(cctx, runtime.CallRequest{Ref: rel, Action: "poke"})
+		poked <- err
+	}()
+	waitFor(t, "poke to wait for the teller's step", 20*time.Second, func() bool { return e.host.GateWaiters(ref) == 1 })
+	t0 := time.Now()
+	_, err := query(cctx, e.host, ref, "viaRelay")
+	var re *rivet.Error
+	if !errors.As(err, &re) || re.Code != "deadlock" {
+		t.Fatalf("a query beside the step calling relay, whose turn waits for the step: %v after %v; want reason deadlock at once", err, time.Since(t0))
+	}
+	released()
+	if err := <-poked; err != nil {
+		t.Fatalf("poke once the step ended: %v", err)
+	}
+}
+
+// A query beside a step that sends to its own actor and waits for its
+// workflow to take the message (which it can only after the step, which
+// waits for the query) is refused at once, as the same call from a turn
+// of the actor is.
+func TestAQueryBesideAStepCannotWaitForItsOwnWorkflow(t *testing.T) {
+	t.Parallel()
+	e, ref, _, _ := startTeller(t, "t5")
+	cctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	defer cancel()
+	t0 := time.Now()
+	_, err := e.host.Call(cctx, runtime.CallRequest{Ref: ref, Action: "askSelf", ReadOnly: true})
+	if !errors.Is(err, rivet.ErrInvalidArgument) {
+		t.Fatalf("a query beside the step waiting for its own workflow: %v after %v; want INVALID_ARGUMENT at once", err, time.Since(t0))
 	}
 }

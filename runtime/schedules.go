@@ -271,6 +271,14 @@ func (s *turnSchedule) over() bool {
 	return s.te.ended
 }
 
+// readOnlyErr is the error of a read-only action's Scheduler asked to do
+// what. Every method that changes the calls checks readOnly before it
+// reads or writes the activation's list: a query's turn may run beside a
+// step's body (turnGate), which changes it.
+func (s *turnSchedule) readOnlyErr(what string) error {
+	return rivet.Errorf(rivet.ErrInternal, "a read-only action of %s cannot %s (make it with rivet.Action)", s.a.describe(), what)
+}
+
 // overErr is the error of a Scheduler used after its turn.
 func (s *turnSchedule) overErr() error {
 	return rivet.Errorf(rivet.ErrInternal, "actor %s: its Scheduler was used after its turn ended (an ActionCtx or StepCtx kept past its turn)", s.a.describe())
@@ -343,6 +351,11 @@ func (s *turnSchedule) Every(name string, every time.Duration, action string, ar
 func (s *turnSchedule) recurring(rec scheduleRecord, at int64, action string, args []any) (string, error) {
 	if s.over() {
 		return "", s.overErr() // before the list is touched
+	}
+	if s.readOnly {
+		// Before the list is touched too: a query's may run beside a
+		// step's body, which changes it.
+		return "", s.readOnlyErr("schedule a call")
 	}
 	prev := s.a.sched
 	s.a.sched = slices.DeleteFunc(slices.Clone(prev), func(c pendingCall) bool { return c.rec.Name == rec.Name })
@@ -556,7 +569,7 @@ func (s *turnSchedule) destroy() error {
 		return s.overErr()
 	}
 	if s.readOnly {
-		return rivet.Errorf(rivet.ErrInternal, "a read-only action of %s cannot destroy it (make it with rivet.Action)", s.a.describe())
+		return s.readOnlyErr("destroy it")
 	}
 	if hasDestroy(s.a.sched) {
 		return nil
@@ -631,7 +644,7 @@ func (s *turnSchedule) newCall(action string, args []any, rec scheduleRecord) (p
 		return pendingCall{}, s.overErr()
 	}
 	if s.readOnly {
-		return pendingCall{}, rivet.Errorf(rivet.ErrInternal, "a read-only action of %s cannot schedule a call (make it with rivet.Action)", s.a.describe())
+		return pendingCall{}, s.readOnlyErr("schedule a call")
 	}
 	sp := s.a.spec
 	act, ok := sp.Actions[action]
@@ -728,7 +741,7 @@ func (s *turnSchedule) Cancel(id string) (bool, error) {
 		return false, s.overErr()
 	}
 	if s.readOnly {
-		return false, rivet.Errorf(rivet.ErrInternal, "a read-only action of %s cannot cancel a scheduled call (make it with rivet.Action)", s.a.describe())
+		return false, s.readOnlyErr("cancel a scheduled call")
 	}
 	for _, c := range s.a.sched {
 		if c.publicID() == id && c.rec.Action != destroyAction {
