@@ -519,6 +519,7 @@ func (c *Client) MemberList(ctx context.Context) (MemberList, error) {
 			HTTPAddr:        m.GetHttpAddr(),
 			Draining:        m.GetDraining(),
 			Unreachable:     m.GetUnreachable(),
+			Build:           m.GetBuild(),
 		}
 	}
 	return MemberList{Members: out, Note: resp.GetNote()}, nil

@@ -118,6 +118,10 @@ type Member struct {
 	// fault between the two, through which that node's forwarded requests
 	// fail (a client given several node addresses goes through others).
 	Unreachable bool `json:"unreachable,omitempty"`
+	// Build is the node's build, as `rivet-node --version` prints it
+	// (empty for older builds): which node runs which build during a
+	// rolling upgrade.
+	Build string `json:"build,omitempty"`
 }
 
 // PartitionOwner is one row of the partition table.

@@ -9,6 +9,7 @@ import (
 	"github.com/rivet-go/rivet/client"
 	"github.com/rivet-go/rivet/cluster"
 	"github.com/rivet-go/rivet/examples/counter"
+	"github.com/rivet-go/rivet/internal/buildinfo"
 	"github.com/rivet-go/rivet/storage/etcdstore/etcdtest"
 )
 
@@ -69,6 +70,11 @@ func TestAGossipMemberWithoutALeaseIsListedUnregistered(t *testing.T) {
 	}
 	if a.State != "alive" || a.PartitionsOwned != 8 || a.StartedAt.IsZero() {
 		t.Errorf("a = %+v, want alive with every partition and its start time", a)
+	}
+	// Which build each node runs, from its registration (an upgrade
+	// trial could not tell); the bare member registered none.
+	if a.Build != buildinfo.String() || b.Build != "" {
+		t.Errorf("builds a %q, bare %q; want a's %q, none for bare", a.Build, b.Build, buildinfo.String())
 	}
 
 	bare.Stop()

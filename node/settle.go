@@ -353,7 +353,7 @@ func (b backend) Members(ctx context.Context) ([]runtime.Member, error) {
 		out = append(out, runtime.Member{
 			NodeID: id, GRPCAddr: rec.GRPCAddr, GossipAddr: rec.GossipAddr, HTTPAddr: rec.HTTPAddr,
 			State: st, PartitionsOwned: owned[id], StartedAt: rec.StartedAt, Draining: rec.Draining,
-			Unreachable: unreachable[id],
+			Unreachable: unreachable[id], Build: rec.Build,
 		})
 	}
 	for _, m := range gossiped {

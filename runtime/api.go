@@ -161,6 +161,9 @@ type Member struct {
 	// Unreachable says that the node answering cannot reach this one's
 	// gRPC, though it is registered.
 	Unreachable bool
+	// Build is the node's build, from its registration ("" for older
+	// builds, and for a node gossip knows that holds no registration).
+	Build string
 }
 
 // PartitionOwner is one row of the partition table.

@@ -2424,7 +2424,7 @@ func (h *Host) Members(ctx context.Context) ([]Member, error) {
 		if json.Unmarshal(kv.Value, &rec) != nil {
 			continue
 		}
-		out = append(out, Member{NodeID: rec.NodeID, GRPCAddr: rec.GRPCAddr, State: "alive", PartitionsOwned: owned[rec.NodeID], StartedAt: rec.StartedAt})
+		out = append(out, Member{NodeID: rec.NodeID, GRPCAddr: rec.GRPCAddr, State: "alive", PartitionsOwned: owned[rec.NodeID], StartedAt: rec.StartedAt, Build: rec.Build})
 	}
 	return out, nil
 }

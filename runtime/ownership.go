@@ -39,6 +39,9 @@ type NodeRecord struct {
 	// itself): a node with less than every live node is refused
 	// (node/samesecurity.go). Builds before it set none.
 	Security string `json:"security,omitempty"`
+	// Build is the node's build (internal/buildinfo), for rivetctl
+	// members. Builds before it set none.
+	Build string `json:"build,omitempty"`
 }
 
 // Ownership holds this node's lease and the partition claims on it. Claims

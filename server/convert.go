@@ -83,5 +83,6 @@ func memberProto(m runtime.Member) *rivetv1.Member {
 		HttpAddr:        m.HTTPAddr,
 		Draining:        m.Draining,
 		Unreachable:     m.Unreachable,
+		Build:           m.Build,
 	}
 }

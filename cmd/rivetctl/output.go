@@ -322,7 +322,7 @@ func (a *app) printMembers(ms []client.Member) error {
 		return a.printValue(ms)
 	}
 	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tADDRESS\tGOSSIP\tSTATE\tPARTITIONS\tSTARTED")
+	fmt.Fprintln(tw, "NODE\tADDRESS\tGOSSIP\tSTATE\tPARTITIONS\tSTARTED\tBUILD")
 	for _, m := range ms {
 		state := m.State
 		if m.Draining {
@@ -331,9 +331,20 @@ func (a *app) printMembers(ms []client.Member) error {
 		if m.Unreachable {
 			state += ",unreachable"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", printable(m.NodeID), printable(orDash(m.GRPCAddr)), printable(orDash(m.GossipAddr)), printable(state), m.PartitionsOwned, formatTime(m.StartedAt))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", printable(m.NodeID), printable(orDash(m.GRPCAddr)), printable(orDash(m.GossipAddr)), printable(state), m.PartitionsOwned, formatTime(m.StartedAt), printable(orDash(shortBuild(m.Build))))
 	}
 	return tw.Flush()
+}
+
+// shortBuild is a node's build without the words every build has: its
+// version and commit, e.g. "(devel) 4cea5441f3c2+dirty" of "rivet (devel)
+// 4cea5441f3c2+dirty 2026-12-05T18:57:56Z go1.26.8" (JSON has it whole).
+func shortBuild(b string) string {
+	f := strings.Fields(strings.TrimPrefix(b, "rivet "))
+	if len(f) > 2 {
+		f = f[:2]
+	}
+	return strings.Join(f, " ")
 }
 
 func (a *app) printPartitions(pt client.PartitionTable) error {

@@ -76,7 +76,7 @@ type fakeActor struct {
 func NewFake() *Fake {
 	f := &Fake{
 		actors:         map[string]*fakeActor{},
-		MemberList:     []runtime.Member{{NodeID: "node-1", GRPCAddr: "127.0.0.1:6420", State: "alive", PartitionsOwned: 16, StartedAt: Created}},
+		MemberList:     []runtime.Member{{NodeID: "node-1", GRPCAddr: "127.0.0.1:6420", State: "alive", PartitionsOwned: 16, StartedAt: Created, Build: "rivet (devel) 4cea5441f3c2+dirty 2026-12-05T18:57:56Z go1.26.8"}},
 		PartitionCount: 16,
 		NodeStats:      runtime.Stats{NodeID: "node-1", ActiveActors: 1, Calls: 2, Commits: 3, CommitBatches: 1, PartitionsOwned: 16},
 	}

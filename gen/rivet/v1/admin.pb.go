@@ -182,7 +182,12 @@ type Member struct {
 	// unreachable says that the node answering has not reached this one's
 	// gRPC for a few seconds, though it is registered: a network fault
 	// between the two (requests the answering node forwards to it fail).
-	Unreachable   bool `protobuf:"varint,9,opt,name=unreachable,proto3" json:"unreachable,omitempty"`
+	Unreachable bool `protobuf:"varint,9,opt,name=unreachable,proto3" json:"unreachable,omitempty"`
+	// build is the node's build, as `rivet-node --version` prints it (the
+	// module's version, the commit, the Go version), from its registration:
+	// which node runs which build during a rolling upgrade. Empty for a node
+	// whose build does not register it (older builds).
+	Build         string `protobuf:"bytes,10,opt,name=build,proto3" json:"build,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -278,6 +283,13 @@ func (x *Member) GetUnreachable() bool {
 		return x.Unreachable
 	}
 	return false
+}
+
+func (x *Member) GetBuild() string {
+	if x != nil {
+		return x.Build
+	}
+	return ""
 }
 
 type MembersResponse struct {
@@ -743,7 +755,7 @@ const file_rivet_v1_admin_proto_rawDesc = "" +
 	"\x04size\x18\x01 \x01(\x03R\x04size\x12\x12\n" +
 	"\x04data\x18\x02 \x01(\fR\x04data\x12\x16\n" +
 	"\x06member\x18\x03 \x01(\tR\x06member\"\x10\n" +
-	"\x0eMembersRequest\"\xb6\x02\n" +
+	"\x0eMembersRequest\"\xcc\x02\n" +
 	"\x06Member\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1b\n" +
 	"\tgrpc_addr\x18\x02 \x01(\tR\bgrpcAddr\x12\x14\n" +
@@ -755,7 +767,9 @@ const file_rivet_v1_admin_proto_rawDesc = "" +
 	"gossipAddr\x12\x1a\n" +
 	"\bdraining\x18\a \x01(\bR\bdraining\x12\x1b\n" +
 	"\thttp_addr\x18\b \x01(\tR\bhttpAddr\x12 \n" +
-	"\vunreachable\x18\t \x01(\bR\vunreachable\"Q\n" +
+	"\vunreachable\x18\t \x01(\bR\vunreachable\x12\x14\n" +
+	"\x05build\x18\n" +
+	" \x01(\tR\x05build\"Q\n" +
 	"\x0fMembersResponse\x12*\n" +
 	"\amembers\x18\x01 \x03(\v2\x10.rivet.v1.MemberR\amembers\x12\x12\n" +
 	"\x04note\x18\x02 \x01(\tR\x04note\"\x13\n" +
