@@ -562,6 +562,31 @@ func (c *Client) StatsOf(ctx context.Context, node string) (Stats, error) {
 	}, nil
 }
 
+// HotActors returns up to n of the actors in memory on the node of that ID
+// ("" for the node the client is connected to) with the most turns per
+// second lately, the busiest first: where a node's load goes, by key,
+// which its metrics (labelled by actor type) do not say. A node from
+// before it returns none; asked for another node, an older node answers
+// with its own counters, and HotActors fails saying so.
+func (c *Client) HotActors(ctx context.Context, node string, n int) ([]HotActor, error) {
+	resp, err := invoke(ctx, c, idempotent, c.admin.Stats, &rivetv1.StatsRequest{NodeId: node, Hot: uint32(max(n, 0))})
+	if err != nil {
+		return nil, err
+	}
+	if node != "" && resp.GetNodeId() != node {
+		return nil, rivet.Errorf(rivet.ErrFailedPrecondition, "node %s answered for itself, not for node %s: it is older than HotActors of another node", resp.GetNodeId(), node)
+	}
+	out := make([]HotActor, len(resp.GetHotActors()))
+	for i, h := range resp.GetHotActors() {
+		out[i] = HotActor{
+			Name: h.GetName(), Key: h.GetKey(), Node: resp.GetNodeId(), Partition: h.GetPartition(),
+			TurnsPerSecond: h.GetTurnsPerSecond(), Turns: h.GetTurns(), WaitedSeconds: h.GetWaitedSeconds(),
+			Since: timeFrom(h.GetSince()), Waiting: h.GetWaiting(),
+		}
+	}
+	return out, nil
+}
+
 // marshalOptional encodes an optional JSON payload: nil stays nil.
 func marshalOptional(what string, v any) ([]byte, error) {
 	if v == nil {

@@ -153,6 +153,25 @@ type MemberList struct {
 	Note string `json:"note,omitempty"`
 }
 
+// HotActor is an actor in memory on a node and the load on it
+// (Client.HotActors).
+type HotActor struct {
+	Name      string   `json:"name"`
+	Key       []string `json:"key"`
+	Node      string   `json:"node"`
+	Partition uint32   `json:"partition"`
+	// TurnsPerSecond counts its turns (calls, sends, workflow steps and
+	// receives) over the last 10 to 20 s.
+	TurnsPerSecond float64 `json:"turns_per_second"`
+	// Turns since it came into memory (Since), and how long they waited
+	// for its turn all told (contention: the turns before them).
+	Turns         uint64    `json:"turns"`
+	WaitedSeconds float64   `json:"waited_seconds"`
+	Since         time.Time `json:"since"`
+	// Waiting is the turns waiting for its turn now.
+	Waiting uint32 `json:"waiting"`
+}
+
 // Stats are the counters of one node.
 type Stats struct {
 	NodeID          string `json:"node_id"`

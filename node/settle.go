@@ -481,11 +481,13 @@ func (b backend) registered(node, why string) (runtime.NodeRecord, error) {
 	return runtime.NodeRecord{}, rivet.Reasonf(rivet.ErrNotFound, "node", "not_found", "no node %q is registered (one that has left or died is not: %s); the registered nodes are %s", node, why, strings.Join(ids, ", "))
 }
 
-// NodeStats returns the counters of node: this one's, or another's that it
-// asks through its AdminService.
-func (b backend) NodeStats(ctx context.Context, node string) (runtime.Stats, error) {
+// NodeStats returns the counters of node, and up to hot of its busiest
+// actors: this one's, or another's that it asks through its AdminService.
+func (b backend) NodeStats(ctx context.Context, node string, hot int) (runtime.Stats, error) {
 	if node == b.n.cfg.NodeID {
-		return b.Host.Stats(), nil
+		st := b.Host.Stats()
+		st.Hot = b.Host.HotActors(hot)
+		return st, nil
 	}
 	rec, err := b.registered(node, "it serves nothing")
 	if err != nil {
@@ -499,17 +501,24 @@ func (b backend) NodeStats(ctx context.Context, node string) (runtime.Stats, err
 	// another node (one replaced under a new ID while the old record's
 	// lease runs) would otherwise forward the request again, to itself,
 	// until the caller's deadline (a review's find).
-	resp, err := rivetv1.NewAdminServiceClient(conn).Stats(ctx, &rivetv1.StatsRequest{})
+	resp, err := rivetv1.NewAdminServiceClient(conn).Stats(ctx, &rivetv1.StatsRequest{Hot: uint32(max(hot, 0))})
 	if err != nil {
 		return runtime.Stats{}, adminPeerError(err, "ask node %s at %s for its counters", node, rec.GRPCAddr)
 	}
 	if resp.GetNodeId() != node {
 		return runtime.Stats{}, rivet.Errorf(rivet.ErrFailedPrecondition, "node %s's registered address %s answers as node %q (it was replaced, and its registration has not expired yet)", node, rec.GRPCAddr, resp.GetNodeId())
 	}
-	return runtime.Stats{
+	st := runtime.Stats{
 		NodeID: resp.GetNodeId(), ActiveActors: resp.GetActiveActors(), Calls: resp.GetCalls(),
 		Commits: resp.GetCommits(), CommitBatches: resp.GetCommitBatches(), PartitionsOwned: resp.GetPartitionsOwned(),
-	}, nil
+	}
+	for _, h := range resp.GetHotActors() {
+		st.Hot = append(st.Hot, runtime.HotActor{
+			Ref: runtime.Ref{Name: h.GetName(), Key: h.GetKey()}, Partition: h.GetPartition(), TurnsPerSecond: h.GetTurnsPerSecond(),
+			Turns: h.GetTurns(), Waited: time.Duration(h.GetWaitedSeconds() * float64(time.Second)), Since: h.GetSince().AsTime(), Waiting: int(h.GetWaiting()),
+		})
+	}
+	return st, nil
 }
 
 // A drain whose write was refused (another node's registration changed

@@ -73,6 +73,8 @@ type activation struct {
 	stopped atomic.Bool // deactivated: requests that find it retry
 	// lastTurn is the unix nano time the last turn ended, for the reaper.
 	lastTurn atomic.Int64
+	// hot counts its turns, for HotActors.
+	hot turnLoad
 
 	// Owned by the turn holder.
 	state      any

@@ -180,6 +180,8 @@ type PartitionOwner struct {
 type Stats struct {
 	NodeID       string
 	ActiveActors uint64
+	// Hot is the node's busiest actors (HotActors), where asked for.
+	Hot []HotActor
 	// TasksRunning is the actors' KeepAwake functions running now.
 	TasksRunning uint64
 	// ActorsShed counts the actors deactivated before their idle timeout

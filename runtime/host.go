@@ -922,6 +922,7 @@ func (h *Host) turnAs(ctx context.Context, kind TurnKind, ref Ref, sp *rivet.Spe
 		if q != nil {
 			*q = queryTurn{}
 		}
+		var w0 time.Time // the wait for the gate began
 		a, created, held, err := h.activateFor(ctx, ref, sp, create, input, hold, chain)
 		if err != nil {
 			return nil, false, err
@@ -941,7 +942,9 @@ func (h *Host) turnAs(ctx context.Context, kind TurnKind, ref Ref, sp *rivet.Spe
 				// OnSleep calling an actor of the same partition).
 				return nil, false, rivet.Errorf(rivet.ErrUnavailable, "partition %d of %s is not served by node %s now", a.part, a.describe(), h.cfg.NodeID)
 			}
-			w0 := h.waitStart()
+			// Its wait is counted for HotActors too, so taken whether or
+			// not an Observer hears of it.
+			w0 = time.Now()
 			var err error
 			switch {
 			case kind == TurnSend:
@@ -1028,6 +1031,11 @@ func (h *Host) turnAs(ctx context.Context, kind TurnKind, ref Ref, sp *rivet.Spe
 			}
 		}
 		t0 := time.Now()
+		var waited time.Duration
+		if !w0.IsZero() {
+			waited = t0.Sub(w0)
+		}
+		a.hot.add(t0, waited)
 		// A send's or a query's turn beside a step's body must not undo
 		// the state under the body.
 		err = h.runTurn(a, held, kind != TurnSend && (q == nil || !q.beside), release, fn)

@@ -105,3 +105,64 @@ func TestInspectPastTheLeaseDeadlineIsRefused(t *testing.T) {
 		t.Fatalf("a call of an actor not in memory past the lease's deadline = %v, want UNAVAILABLE saying the node holds no lease", err)
 	}
 }
+
+// HotActors names the actors a node's load goes to, by key, the busiest
+// first, and the turns waiting for each (an on-call trial found the hot
+// actor type in the metrics, and nothing named the key).
+func TestHotActorsNamesTheBusiestKeys(t *testing.T) {
+	e := newEnv(t, counterReg(t, blocker), nil)
+	for key, n := range map[string]int{"busy": 40, "calm": 4, "idle": 1} {
+		for range n {
+			if _, err := call(t, e.host, "counter", key, "increment", true, 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	hot := e.host.HotActors(2)
+	if len(hot) != 2 || hot[0].Ref.Key[0] != "busy" || hot[1].Ref.Key[0] != "calm" {
+		t.Fatalf("hot actors %+v, want busy then calm", hot)
+	}
+	if hot[0].Turns < 40 || hot[0].TurnsPerSecond <= hot[1].TurnsPerSecond || hot[0].Since.IsZero() {
+		t.Fatalf("busiest %+v: want at least 40 turns, a higher rate than calm's (%v), a first turn", hot[0], hot[1].TurnsPerSecond)
+	}
+	// A turn held, and one waiting behind it: counted as waiting, and its
+	// wait added once it got in.
+	ref := runtime.Ref{Name: "blocker", Key: []string{"h"}}
+	if _, err := e.host.Call(ctx(t), runtime.CallRequest{Ref: ref, Action: "set", Args: json.RawMessage(`[1]`), CreateIfMissing: true}); err != nil {
+		t.Fatal(err)
+	}
+	blockers.entered, blockers.release = make(chan struct{}), make(chan struct{})
+	release := sync.OnceFunc(func() { close(blockers.release) })
+	t.Cleanup(release)
+	held := make(chan error, 2)
+	go func() {
+		_, err := e.host.Call(ctx(t), runtime.CallRequest{Ref: ref, Action: "hold"})
+		held <- err
+	}()
+	<-blockers.entered
+	go func() {
+		_, err := e.host.Call(ctx(t), runtime.CallRequest{Ref: ref, Action: "set", Args: json.RawMessage(`[2]`)})
+		held <- err
+	}()
+	waitFor(t, "the second call to wait", 10*time.Second, func() bool { return e.host.GateWaiters(ref) == 1 })
+	var found *runtime.HotActor
+	for _, h := range e.host.HotActors(10) {
+		if h.Ref.Name == "blocker" {
+			found = &h
+		}
+	}
+	if found == nil || found.Waiting != 1 {
+		t.Fatalf("blocker among the hot actors: %+v, want 1 waiting", found)
+	}
+	release()
+	for range 2 {
+		if err := <-held; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, h := range e.host.HotActors(10) {
+		if h.Ref.Name == "blocker" && (h.Waiting != 0 || h.Waited <= 0) {
+			t.Fatalf("blocker once both calls ended: %+v, want none waiting and their wait counted", h)
+		}
+	}
+}

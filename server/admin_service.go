@@ -56,21 +56,42 @@ func (s *Server) Partitions(ctx context.Context, _ *rivetv1.PartitionsRequest) (
 // NodeStatser is a Backend that asks the other nodes of its cluster for
 // their counters.
 type NodeStatser interface {
-	// NodeStats returns the counters of the node of that ID.
-	NodeStats(ctx context.Context, node string) (runtime.Stats, error)
+	// NodeStats returns the counters of the node of that ID, and up to hot
+	// of its busiest actors (Stats.Hot).
+	NodeStats(ctx context.Context, node string, hot int) (runtime.Stats, error)
 }
 
-// Stats returns the counters of this node, or of the node it names.
+// HotActorser is a Backend that says which of its actors are busiest
+// (runtime.Host.HotActors).
+type HotActorser interface {
+	HotActors(limit int) []runtime.HotActor
+}
+
+// maxHot bounds the hot actors a Stats request may ask for.
+const maxHot = 1000
+
+// Stats returns the counters of this node, or of the node it names, and
+// its hottest actors if asked.
 func (s *Server) Stats(ctx context.Context, req *rivetv1.StatsRequest) (*rivetv1.StatsResponse, error) {
 	st := s.backend.Stats()
+	hot := min(int(req.GetHot()), maxHot)
 	if node := req.GetNodeId(); node != "" && node != st.NodeID {
 		ns, ok := s.backend.(NodeStatser)
 		if !ok {
 			return nil, s.toStatus(ctx, rivet.Reasonf(rivet.ErrNotFound, "node", "not_found", "no node %q: this node, %s, is alone", node, st.NodeID))
 		}
 		var err error
-		if st, err = ns.NodeStats(ctx, node); err != nil {
+		if st, err = ns.NodeStats(ctx, node, hot); err != nil {
 			return nil, s.toStatus(ctx, err)
+		}
+	} else if ha, ok := s.backend.(HotActorser); ok && hot > 0 {
+		st.Hot = ha.HotActors(hot)
+	}
+	out := make([]*rivetv1.HotActor, len(st.Hot))
+	for i, h := range st.Hot {
+		out[i] = &rivetv1.HotActor{
+			Name: h.Ref.Name, Key: h.Ref.Key, Partition: h.Partition, TurnsPerSecond: h.TurnsPerSecond,
+			Turns: h.Turns, WaitedSeconds: h.Waited.Seconds(), Since: timeProto(h.Since), Waiting: uint32(h.Waiting),
 		}
 	}
 	return &rivetv1.StatsResponse{
@@ -80,6 +101,7 @@ func (s *Server) Stats(ctx context.Context, req *rivetv1.StatsRequest) (*rivetv1
 		Commits:         st.Commits,
 		CommitBatches:   st.CommitBatches,
 		PartitionsOwned: st.PartitionsOwned,
+		HotActors:       out,
 	}, nil
 }
 

@@ -1156,3 +1156,22 @@ func TestCallWithAnIdempotencyKeyRunsOnce(t *testing.T) {
 	rivetctl(t, addr, "call", "counter", "k", "increment", "1", "--idempotency-key", "").
 		wantErr(t, 2, "rivetctl: --idempotency-key is empty")
 }
+
+// hot lists the busiest actors by key, as the node says (an on-call trial
+// could not find the key of a hot actor), and asks another node through
+// the one at --addr.
+func TestHotListsTheBusiestActors(t *testing.T) {
+	f := servertest.NewFake()
+	since := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	f.Hot = []runtime.HotActor{
+		{Ref: runtime.Ref{Name: "catalog", Key: []string{"sku-1"}}, Partition: 7, TurnsPerSecond: 812.5, Turns: 40210, Waited: 1500 * time.Millisecond, Since: since, Waiting: 12},
+		{Ref: runtime.Ref{Name: "catalog", Key: []string{"eu", "sku-2"}}, Partition: 3, TurnsPerSecond: 3.25, Turns: 90, Since: since},
+	}
+	addr := servertest.Start(t, f, servertest.Config{})
+	rivetctl(t, addr, "hot").want(t, 0, `ACTOR    KEY             NODE    TURNS/S  WAITING  WAITED  TURNS  SINCE
+catalog  sku-1           node-1  812.5    12       1.500s  40210  2026-01-02T03:04:05Z
+catalog  ["eu","sku-2"]  node-1  3.2      0        0.000s  90     2026-01-02T03:04:05Z
+`)
+	rivetctl(t, addr, "hot", "-n", "1", "-o", "json").want(t, 0, `[{"name":"catalog","key":["sku-1"],"node":"node-1","partition":7,"turns_per_second":812.5,"turns":40210,"waited_seconds":1.5,"since":"2026-01-02T03:04:05Z","waiting":12}]`+"\n")
+	rivetctl(t, addr, "hot", "-n", "0").want(t, 2, "")
+}

@@ -285,6 +285,7 @@ JSON arguments are taken literally: quote strings ('"text"'); a negative number 
 		a.backupCommand(),
 		a.partitionsCommand(),
 		a.statsCommand(),
+		a.hotCommand(),
 		a.healthCommand(),
 		a.historyCommand(),
 		a.workflowCommand(),

@@ -56,6 +56,8 @@ type Fake struct {
 	PartitionCount uint32
 	PartitionTable []runtime.PartitionOwner
 	NodeStats      runtime.Stats
+	// Hot is what HotActors answers (up to its limit).
+	Hot []runtime.HotActor
 
 	mu     sync.Mutex
 	actors map[string]*fakeActor
@@ -336,6 +338,9 @@ func (f *Fake) Partitions(ctx context.Context) (uint32, []runtime.PartitionOwner
 
 // Stats implements Backend.
 func (f *Fake) Stats() runtime.Stats { return f.NodeStats }
+
+// HotActors implements server.HotActorser.
+func (f *Fake) HotActors(limit int) []runtime.HotActor { return f.Hot[:min(limit, len(f.Hot))] }
 
 // Backup implements server.Backuper through BackupFunc.
 func (f *Fake) Backup(ctx context.Context) (int64, string, io.ReadCloser, error) {

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -211,6 +212,21 @@ func TestThreeNodeClusterRunsEverySeedPattern(t *testing.T) {
 	checkStatsAll(t, c.nodes[1], ids, int(tab.Count))
 	if out, errOut, code := c.nodes[0].rivetctl("stats", "--node", "node3"); code != 0 || !strings.HasPrefix(out, "node              node3\n") {
 		t.Errorf("rivetctl stats --node node3 on node1: %q (stderr %q, exit %d), want node3's counters", out, errOut, code)
+	}
+	// hot --all on any node names the coordinator, on its owner, among
+	// the actors that had turns.
+	if out, errOut, code := c.nodes[1].rivetctl("hot", "--all", "-n", "100", "-o", "json"); code != 0 {
+		t.Errorf("rivetctl hot --all: exit %d, %s %s", code, out, errOut)
+	} else {
+		var hot []client.HotActor
+		if err := json.Unmarshal([]byte(out), &hot); err != nil {
+			t.Errorf("rivetctl hot --all -o json: %v: %s", err, out)
+		}
+		if !slices.ContainsFunc(hot, func(h client.HotActor) bool {
+			return h.Name == "coordinatorActor" && slices.Equal(h.Key, []string{"main"}) && h.Node == coord && h.Turns > 0
+		}) {
+			t.Errorf("rivetctl hot --all: %s; want coordinatorActor main on %s with its turns", out, coord)
+		}
 	}
 	if t.Failed() {
 		t.Log(c.logs())

@@ -511,7 +511,11 @@ type StatsRequest struct {
 	// node_id asks for the counters of the node of that ID, which the node
 	// answering asks (NOT_FOUND if no such node is registered); empty, of the
 	// node answering. A node from before node_id answers with its own.
-	NodeId        string `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	NodeId string `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// hot asks for up to that many of the node's actors in memory with the
+	// most turns per second lately (hot_actors); 0, none. A node from before
+	// hot sends none.
+	Hot           uint32 `protobuf:"varint,2,opt,name=hot,proto3" json:"hot,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -553,6 +557,120 @@ func (x *StatsRequest) GetNodeId() string {
 	return ""
 }
 
+func (x *StatsRequest) GetHot() uint32 {
+	if x != nil {
+		return x.Hot
+	}
+	return 0
+}
+
+// HotActor is an actor in memory and the load on it: where a node's load
+// goes, by key, which the metrics (labelled by actor type) do not say.
+type HotActor struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Name      string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Key       []string               `protobuf:"bytes,2,rep,name=key,proto3" json:"key,omitempty"`
+	Partition uint32                 `protobuf:"varint,3,opt,name=partition,proto3" json:"partition,omitempty"`
+	// turns_per_second counts its turns (calls, sends, workflow steps and
+	// receives) over the last 10 to 20 s.
+	TurnsPerSecond float64 `protobuf:"fixed64,4,opt,name=turns_per_second,json=turnsPerSecond,proto3" json:"turns_per_second,omitempty"`
+	// turns since it came into memory (since), and how long they waited for
+	// its turn all told (contention: the turns before them).
+	Turns         uint64                 `protobuf:"varint,5,opt,name=turns,proto3" json:"turns,omitempty"`
+	WaitedSeconds float64                `protobuf:"fixed64,6,opt,name=waited_seconds,json=waitedSeconds,proto3" json:"waited_seconds,omitempty"`
+	Since         *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=since,proto3" json:"since,omitempty"`
+	// waiting is the turns waiting for its turn now.
+	Waiting       uint32 `protobuf:"varint,8,opt,name=waiting,proto3" json:"waiting,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HotActor) Reset() {
+	*x = HotActor{}
+	mi := &file_rivet_v1_admin_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HotActor) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HotActor) ProtoMessage() {}
+
+func (x *HotActor) ProtoReflect() protoreflect.Message {
+	mi := &file_rivet_v1_admin_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HotActor.ProtoReflect.Descriptor instead.
+func (*HotActor) Descriptor() ([]byte, []int) {
+	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *HotActor) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *HotActor) GetKey() []string {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+func (x *HotActor) GetPartition() uint32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *HotActor) GetTurnsPerSecond() float64 {
+	if x != nil {
+		return x.TurnsPerSecond
+	}
+	return 0
+}
+
+func (x *HotActor) GetTurns() uint64 {
+	if x != nil {
+		return x.Turns
+	}
+	return 0
+}
+
+func (x *HotActor) GetWaitedSeconds() float64 {
+	if x != nil {
+		return x.WaitedSeconds
+	}
+	return 0
+}
+
+func (x *HotActor) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+func (x *HotActor) GetWaiting() uint32 {
+	if x != nil {
+		return x.Waiting
+	}
+	return 0
+}
+
 type StatsResponse struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	NodeId          string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
@@ -561,13 +679,16 @@ type StatsResponse struct {
 	Commits         uint64                 `protobuf:"varint,4,opt,name=commits,proto3" json:"commits,omitempty"`
 	CommitBatches   uint64                 `protobuf:"varint,5,opt,name=commit_batches,json=commitBatches,proto3" json:"commit_batches,omitempty"`
 	PartitionsOwned uint32                 `protobuf:"varint,6,opt,name=partitions_owned,json=partitionsOwned,proto3" json:"partitions_owned,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// hot_actors are the node's busiest actors, the busiest first, if the
+	// request asked for them (hot).
+	HotActors     []*HotActor `protobuf:"bytes,7,rep,name=hot_actors,json=hotActors,proto3" json:"hot_actors,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StatsResponse) Reset() {
 	*x = StatsResponse{}
-	mi := &file_rivet_v1_admin_proto_msgTypes[9]
+	mi := &file_rivet_v1_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -579,7 +700,7 @@ func (x *StatsResponse) String() string {
 func (*StatsResponse) ProtoMessage() {}
 
 func (x *StatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_admin_proto_msgTypes[9]
+	mi := &file_rivet_v1_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -592,7 +713,7 @@ func (x *StatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsResponse.ProtoReflect.Descriptor instead.
 func (*StatsResponse) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{9}
+	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *StatsResponse) GetNodeId() string {
@@ -637,6 +758,13 @@ func (x *StatsResponse) GetPartitionsOwned() uint32 {
 	return 0
 }
 
+func (x *StatsResponse) GetHotActors() []*HotActor {
+	if x != nil {
+		return x.HotActors
+	}
+	return nil
+}
+
 type DrainRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// node_id is the node to drain (required: empty is INVALID_ARGUMENT);
@@ -650,7 +778,7 @@ type DrainRequest struct {
 
 func (x *DrainRequest) Reset() {
 	*x = DrainRequest{}
-	mi := &file_rivet_v1_admin_proto_msgTypes[10]
+	mi := &file_rivet_v1_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -662,7 +790,7 @@ func (x *DrainRequest) String() string {
 func (*DrainRequest) ProtoMessage() {}
 
 func (x *DrainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_admin_proto_msgTypes[10]
+	mi := &file_rivet_v1_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -675,7 +803,7 @@ func (x *DrainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainRequest.ProtoReflect.Descriptor instead.
 func (*DrainRequest) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{10}
+	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *DrainRequest) GetNodeId() string {
@@ -703,7 +831,7 @@ type DrainResponse struct {
 
 func (x *DrainResponse) Reset() {
 	*x = DrainResponse{}
-	mi := &file_rivet_v1_admin_proto_msgTypes[11]
+	mi := &file_rivet_v1_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -715,7 +843,7 @@ func (x *DrainResponse) String() string {
 func (*DrainResponse) ProtoMessage() {}
 
 func (x *DrainResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_admin_proto_msgTypes[11]
+	mi := &file_rivet_v1_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -728,7 +856,7 @@ func (x *DrainResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainResponse.ProtoReflect.Descriptor instead.
 func (*DrainResponse) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{11}
+	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DrainResponse) GetNodeId() string {
@@ -783,16 +911,28 @@ const file_rivet_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"partitions\x18\x02 \x03(\v2\x18.rivet.v1.PartitionOwnerR\n" +
 	"partitions\x12\x12\n" +
-	"\x04note\x18\x03 \x01(\tR\x04note\"'\n" +
+	"\x04note\x18\x03 \x01(\tR\x04note\"9\n" +
 	"\fStatsRequest\x12\x17\n" +
-	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"\xcf\x01\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x10\n" +
+	"\x03hot\x18\x02 \x01(\rR\x03hot\"\x81\x02\n" +
+	"\bHotActor\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
+	"\x03key\x18\x02 \x03(\tR\x03key\x12\x1c\n" +
+	"\tpartition\x18\x03 \x01(\rR\tpartition\x12(\n" +
+	"\x10turns_per_second\x18\x04 \x01(\x01R\x0eturnsPerSecond\x12\x14\n" +
+	"\x05turns\x18\x05 \x01(\x04R\x05turns\x12%\n" +
+	"\x0ewaited_seconds\x18\x06 \x01(\x01R\rwaitedSeconds\x120\n" +
+	"\x05since\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12\x18\n" +
+	"\awaiting\x18\b \x01(\rR\awaiting\"\x82\x02\n" +
 	"\rStatsResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12#\n" +
 	"\ractive_actors\x18\x02 \x01(\x04R\factiveActors\x12\x14\n" +
 	"\x05calls\x18\x03 \x01(\x04R\x05calls\x12\x18\n" +
 	"\acommits\x18\x04 \x01(\x04R\acommits\x12%\n" +
 	"\x0ecommit_batches\x18\x05 \x01(\x04R\rcommitBatches\x12)\n" +
-	"\x10partitions_owned\x18\x06 \x01(\rR\x0fpartitionsOwned\";\n" +
+	"\x10partitions_owned\x18\x06 \x01(\rR\x0fpartitionsOwned\x121\n" +
+	"\n" +
+	"hot_actors\x18\a \x03(\v2\x12.rivet.v1.HotActorR\thotActors\";\n" +
 	"\fDrainRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x12\n" +
 	"\x04undo\x18\x02 \x01(\bR\x04undo\"S\n" +
@@ -819,7 +959,7 @@ func file_rivet_v1_admin_proto_rawDescGZIP() []byte {
 	return file_rivet_v1_admin_proto_rawDescData
 }
 
-var file_rivet_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_rivet_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_rivet_v1_admin_proto_goTypes = []any{
 	(*BackupRequest)(nil),         // 0: rivet.v1.BackupRequest
 	(*BackupResponse)(nil),        // 1: rivet.v1.BackupResponse
@@ -830,30 +970,33 @@ var file_rivet_v1_admin_proto_goTypes = []any{
 	(*PartitionOwner)(nil),        // 6: rivet.v1.PartitionOwner
 	(*PartitionsResponse)(nil),    // 7: rivet.v1.PartitionsResponse
 	(*StatsRequest)(nil),          // 8: rivet.v1.StatsRequest
-	(*StatsResponse)(nil),         // 9: rivet.v1.StatsResponse
-	(*DrainRequest)(nil),          // 10: rivet.v1.DrainRequest
-	(*DrainResponse)(nil),         // 11: rivet.v1.DrainResponse
-	(*timestamppb.Timestamp)(nil), // 12: google.protobuf.Timestamp
+	(*HotActor)(nil),              // 9: rivet.v1.HotActor
+	(*StatsResponse)(nil),         // 10: rivet.v1.StatsResponse
+	(*DrainRequest)(nil),          // 11: rivet.v1.DrainRequest
+	(*DrainResponse)(nil),         // 12: rivet.v1.DrainResponse
+	(*timestamppb.Timestamp)(nil), // 13: google.protobuf.Timestamp
 }
 var file_rivet_v1_admin_proto_depIdxs = []int32{
-	12, // 0: rivet.v1.Member.started_at:type_name -> google.protobuf.Timestamp
+	13, // 0: rivet.v1.Member.started_at:type_name -> google.protobuf.Timestamp
 	3,  // 1: rivet.v1.MembersResponse.members:type_name -> rivet.v1.Member
 	6,  // 2: rivet.v1.PartitionsResponse.partitions:type_name -> rivet.v1.PartitionOwner
-	2,  // 3: rivet.v1.AdminService.Members:input_type -> rivet.v1.MembersRequest
-	5,  // 4: rivet.v1.AdminService.Partitions:input_type -> rivet.v1.PartitionsRequest
-	8,  // 5: rivet.v1.AdminService.Stats:input_type -> rivet.v1.StatsRequest
-	10, // 6: rivet.v1.AdminService.Drain:input_type -> rivet.v1.DrainRequest
-	0,  // 7: rivet.v1.AdminService.Backup:input_type -> rivet.v1.BackupRequest
-	4,  // 8: rivet.v1.AdminService.Members:output_type -> rivet.v1.MembersResponse
-	7,  // 9: rivet.v1.AdminService.Partitions:output_type -> rivet.v1.PartitionsResponse
-	9,  // 10: rivet.v1.AdminService.Stats:output_type -> rivet.v1.StatsResponse
-	11, // 11: rivet.v1.AdminService.Drain:output_type -> rivet.v1.DrainResponse
-	1,  // 12: rivet.v1.AdminService.Backup:output_type -> rivet.v1.BackupResponse
-	8,  // [8:13] is the sub-list for method output_type
-	3,  // [3:8] is the sub-list for method input_type
-	3,  // [3:3] is the sub-list for extension type_name
-	3,  // [3:3] is the sub-list for extension extendee
-	0,  // [0:3] is the sub-list for field type_name
+	13, // 3: rivet.v1.HotActor.since:type_name -> google.protobuf.Timestamp
+	9,  // 4: rivet.v1.StatsResponse.hot_actors:type_name -> rivet.v1.HotActor
+	2,  // 5: rivet.v1.AdminService.Members:input_type -> rivet.v1.MembersRequest
+	5,  // 6: rivet.v1.AdminService.Partitions:input_type -> rivet.v1.PartitionsRequest
+	8,  // 7: rivet.v1.AdminService.Stats:input_type -> rivet.v1.StatsRequest
+	11, // 8: rivet.v1.AdminService.Drain:input_type -> rivet.v1.DrainRequest
+	0,  // 9: rivet.v1.AdminService.Backup:input_type -> rivet.v1.BackupRequest
+	4,  // 10: rivet.v1.AdminService.Members:output_type -> rivet.v1.MembersResponse
+	7,  // 11: rivet.v1.AdminService.Partitions:output_type -> rivet.v1.PartitionsResponse
+	10, // 12: rivet.v1.AdminService.Stats:output_type -> rivet.v1.StatsResponse
+	12, // 13: rivet.v1.AdminService.Drain:output_type -> rivet.v1.DrainResponse
+	1,  // 14: rivet.v1.AdminService.Backup:output_type -> rivet.v1.BackupResponse
+	10, // [10:15] is the sub-list for method output_type
+	5,  // [5:10] is the sub-list for method input_type
+	5,  // [5:5] is the sub-list for extension type_name
+	5,  // [5:5] is the sub-list for extension extendee
+	0,  // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_rivet_v1_admin_proto_init() }
@@ -867,7 +1010,7 @@ func file_rivet_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rivet_v1_admin_proto_rawDesc), len(file_rivet_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

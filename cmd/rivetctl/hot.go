@@ -1,0 +1,107 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rivet-go/rivet/client"
+)
+
+// hotCommand lists the busiest actors: an on-call trial saw a node's calls
+// slow down, its metrics name the actor type, and nothing named the key.
+func (a *app) hotCommand() *cobra.Command {
+	var node string
+	var all bool
+	var limit int
+	cmd := &cobra.Command{
+		Use:   "hot",
+		Short: "List the actors in memory with the most turns per second lately (the node at --addr's, another's with --node, or the whole cluster's with --all), the busiest first",
+		Long: `List the actors in memory with the most turns (calls, sends, workflow steps and receives) per second
+over the last 10 to 20 s, the busiest first: where a node's load goes, by key. WAITING is the turns
+waiting for the actor's turn now and WAITED how long its turns have waited all told since it came
+into memory (SINCE): a hot actor whose callers queue behind each other.`,
+		Example: `  rivetctl hot
+  rivetctl hot --all -n 20
+  rivetctl hot --node node2 -o json`,
+		Args: args(0, 0),
+	}
+	cmd.Flags().StringVar(&node, "node", "", "the node `ID` whose actors to list (rivetctl members lists them); the node at --addr asks it")
+	cmd.Flags().BoolVar(&all, "all", false, "ask every registered node, and list the busiest of them all")
+	cmd.Flags().IntVarP(&limit, "limit", "n", 10, "list at most `N` actors")
+	cmd.RunE = a.runE(nil, func(ctx context.Context, c *client.Client, _ []string) error {
+		if limit < 1 {
+			return usagef("--limit must be at least 1")
+		}
+		if cmd.Flags().Changed("node") && node == "" {
+			return usagef("--node is empty: give a node's ID (rivetctl members lists them)")
+		}
+		if all && node != "" {
+			return usagef("--node and --all go apart")
+		}
+		nodes := []string{node}
+		if all {
+			ml, err := c.MemberList(ctx)
+			if err != nil {
+				return err
+			}
+			nodes = nodes[:0]
+			for _, m := range ml.Members {
+				if !m.StartedAt.IsZero() { // registered: a node to ask
+					nodes = append(nodes, m.NodeID)
+				}
+			}
+		}
+		var hot []client.HotActor
+		failed := 0
+		for _, n := range nodes {
+			hs, err := c.HotActors(ctx, n, limit)
+			if err != nil {
+				if !all {
+					return err
+				}
+				// The others' are what an operator of a cluster in
+				// trouble wants: listed, and the command fails after.
+				a.note("node %s: %v", printable(n), err)
+				failed++
+				continue
+			}
+			hot = append(hot, hs...)
+		}
+		slices.SortStableFunc(hot, func(x, y client.HotActor) int {
+			return cmp.Or(cmp.Compare(y.TurnsPerSecond, x.TurnsPerSecond), cmp.Compare(y.Waiting, x.Waiting))
+		})
+		hot = hot[:min(limit, len(hot))]
+		if err := a.printHot(hot); err != nil {
+			return err
+		}
+		if failed > 0 {
+			return fmt.Errorf("%d of %d nodes did not answer", failed, len(nodes))
+		}
+		return nil
+	})
+	return cmd
+}
+
+func (a *app) printHot(hot []client.HotActor) error {
+	if a.output == "json" {
+		if hot == nil {
+			hot = []client.HotActor{}
+		}
+		return a.printValue(hot)
+	}
+	if len(hot) == 0 {
+		a.note("no actor has had a turn")
+		return nil
+	}
+	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ACTOR\tKEY\tNODE\tTURNS/S\tWAITING\tWAITED\tTURNS\tSINCE")
+	for _, h := range hot {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.1f\t%d\t%.3fs\t%d\t%s\n", printable(h.Name), formatKey(h.Key), printable(h.Node), h.TurnsPerSecond, h.Waiting, h.WaitedSeconds, h.Turns, formatTime(h.Since))
+	}
+	return tw.Flush()
+}
