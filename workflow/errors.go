@@ -154,6 +154,14 @@ type RecordedError struct {
 
 func (e *RecordedError) Error() string { return e.Message }
 
+// message is e's Message, "" for a nil e.
+func (e *RecordedError) message() string {
+	if e == nil {
+		return ""
+	}
+	return e.Message
+}
+
 // ErrorCode returns the recorded code ("" if none).
 func (e *RecordedError) ErrorCode() string { return e.Code }
 

@@ -342,6 +342,34 @@ type BodyTracker interface {
 	BodyEnded()
 }
 
+// StepObserver is an optional interface of a Host that shows which steps
+// a run has in flight (Temporal's pending activities): the driver tells it
+// when a step's body starts and ends, and when a step waits out the
+// backoff after a failed attempt. The calls come from the step's thread
+// (several at once under a join or race), the body's two from inside
+// RunStep's fn for a Step (in the actor's turn) and outside any turn for
+// a Do; each must be cheap (every step makes two), must not block and
+// must not call back into the run.
+//
+// A rollback handler's attempts are not told; nor is a step a replay
+// returns from its history (it runs nothing).
+type StepObserver interface {
+	// StepStarted: attempt (from 1, as StepCtx.Attempt) of the step at
+	// path starts its body at at (the start its record keeps as
+	// Entry.LastAttemptAt). lastErr is the message of the step's
+	// previous attempt's error, recorded in its history (by this
+	// activation or an earlier one), "" for a first attempt.
+	StepStarted(path string, attempt int, at time.Time, lastErr string)
+	// StepBackingOff: the step at path failed its attempt attempt-1 with
+	// lastErr and waits until next to run attempt.
+	StepBackingOff(path string, attempt int, next time.Time, lastErr string)
+	// StepIdle: the step at path has no body running and waits no
+	// backoff any more: its body returned (its attempt is then recorded
+	// and committed, or given up), or the wait for its backoff ended.
+	// It may come twice, and for a path the host has no record of.
+	StepIdle(path string)
+}
+
 // PanicReporter is an optional interface of a Host. A panic in a step
 // body or a rollback handler is a failed attempt, and the history records
 // only its value (as "workflow: step panicked: ..."): the driver calls

@@ -53,6 +53,9 @@ func Start[S any](ctx context.Context, fn func(*Ctx[S]) error, host Host, histor
 		if oc, ok := host.(OutputChecker); ok {
 			r.checkOutput = oc.CheckOutput
 		}
+		if so, ok := host.(StepObserver); ok && !r.replay {
+			r.observer = so
+		}
 		r.name, r.key = host.Actor()
 		if ih, ok := host.(Incarnationer); ok {
 			r.incarnation = ih.Incarnation()
@@ -160,8 +163,11 @@ type run struct {
 	// checkOutput is the host's OutputChecker's, nil if none: made once,
 	// a method value made per Do step would be an allocation each.
 	checkOutput func(json.RawMessage) error
-	ctx         context.Context // done on eviction (the caller's ctx) or abort
-	abort       context.CancelCauseFunc
+	// observer is the host's StepObserver, nil if none (or a replay's,
+	// which runs no body).
+	observer StepObserver
+	ctx      context.Context // done on eviction (the caller's ctx) or abort
+	abort    context.CancelCauseFunc
 	// name and key are the actor's (Host.Actor), shared: accessors copy
 	// the key.
 	name string

@@ -142,14 +142,26 @@ func (x *cx) runStep(sp stepSpec) (json.RawMessage, string, error) {
 			return nil, path, stepErrorOf(e)
 		case stepWait:
 			t.goLive()
-			if err := t.wait(waitFor{at: p.at}); err != nil {
+			o := r.observer
+			if o != nil {
+				o.StepBackingOff(path, e.Attempts+1, p.at, e.Error.message())
+			}
+			err := t.wait(waitFor{at: p.at})
+			if o != nil {
+				o.StepIdle(path)
+			}
+			if err != nil {
 				return nil, path, err
 			}
 		case stepRun:
 			t.goLive()
 			// The attempt's record is stamped when it ends, after now.
 			t.setFloor(time.Time{}, false)
-			ne, err := x.attempt(path, seq, p.attempt, sp)
+			var lastErr string
+			if e != nil {
+				lastErr = e.Error.message()
+			}
+			ne, err := x.attempt(path, seq, p.attempt, sp, lastErr)
 			t.setFloor(t.now, true)
 			if err != nil {
 				return nil, path, err
@@ -160,8 +172,9 @@ func (x *cx) runStep(sp stepSpec) (json.RawMessage, string, error) {
 }
 
 // attempt runs attempt n in the actor's turn and commits its record with
-// the state it left.
-func (x *cx) attempt(path string, seq, n int, sp stepSpec) (*Entry, error) {
+// the state it left. lastErr is the error of the step's previous attempt,
+// for the host's StepObserver.
+func (x *cx) attempt(path string, seq, n int, sp stepSpec, lastErr string) (*Entry, error) {
 	t, r := x.t, x.t.r
 	// Set by fn, which the host may run on another goroutine; RunStep
 	// returning orders those writes before the reads below. (One struct
@@ -176,11 +189,12 @@ func (x *cx) attempt(path string, seq, n int, sp stepSpec) (*Entry, error) {
 		body        func(env StepEnv, ctx context.Context, attempt int) (json.RawMessage, error)
 		pol         retryPolicy
 		hasRollback bool
+		lastErr     string // for the observer
 		// one holds the batch of an attempt with no pending writes (the
 		// usual case): no slice of its own to allocate.
 		one [1]HistoryWrite
 	}
-	res.body, res.pol, res.hasRollback = sp.body, sp.pol, sp.rollback != nil
+	res.body, res.pol, res.hasRollback, res.lastErr = sp.body, sp.pol, sp.rollback != nil, lastErr
 	fn := func(env StepEnv) []HistoryWrite {
 		if x.closed.Load() {
 			// Run from a goroutine, the step outlived the function of
@@ -206,14 +220,23 @@ func (x *cx) attempt(path string, seq, n int, sp stepSpec) (*Entry, error) {
 			if exited {
 				// runtime.Goexit in the body: the thread ends here.
 				t.goexitIn = fmt.Sprintf("step %q", path)
+				if o := t.r.observer; o != nil {
+					o.StepIdle(path)
+				}
 			}
 		}()
+		if o := t.r.observer; o != nil {
+			o.StepStarted(path, n, start, res.lastErr)
+		}
 		// t.r, not r: fn captures x too (closed), and one more word would
 		// take it to a larger size class, on every step.
 		out, err, timedOut, late := runBody(t.ctx, res.pol.timeout, t.r.host, func(ctx context.Context) (json.RawMessage, error) {
 			return res.body(env, ctx, n)
 		})
 		exited = false
+		if o := t.r.observer; o != nil {
+			o.StepIdle(path)
+		}
 		t.r.reportPanic(err, path, false)
 		if timedOut {
 			t.r.reportOverrun(path, false, res.pol.timeout, late)

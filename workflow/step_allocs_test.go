@@ -40,6 +40,12 @@ func (*bareHost) Actor() (string, []string) { return "bare", []string{"k"} }
 // allocations: the least of a few runs of 400 steps, less that of 200.
 func allocsPerStep(t *testing.T, step func(c *workflow.Ctx[rst], name string) error) float64 {
 	t.Helper()
+	return allocsPerStepOn(t, func() workflow.Host { return &bareHost{state: &rst{}} }, step)
+}
+
+// allocsPerStepOn is allocsPerStep on the hosts newHost makes.
+func allocsPerStepOn(t *testing.T, newHost func() workflow.Host, step func(c *workflow.Ctx[rst], name string) error) float64 {
+	t.Helper()
 	names := make([]string, 400)
 	for i := range names {
 		names[i] = "s" + strconv.Itoa(i)
@@ -47,7 +53,7 @@ func allocsPerStep(t *testing.T, step func(c *workflow.Ctx[rst], name string) er
 	allocs := func(n int) uint64 {
 		least := ^uint64(0)
 		for range 5 {
-			h := &bareHost{state: &rst{}}
+			h := newHost()
 			var ms0, ms1 runtime.MemStats
 			runtime.GC()
 			runtime.ReadMemStats(&ms0)
