@@ -271,6 +271,9 @@ type snapshot struct {
 	// wake is what wakes the workflow of an actor in memory (zero if it
 	// is not waiting).
 	wake workflow.Wake
+	// pending are the steps in flight of the workflow of an actor in
+	// memory (nil if none).
+	pending []PendingStep
 }
 
 // readActor reads an actor's durable record. A missing actor is returned

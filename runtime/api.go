@@ -125,6 +125,36 @@ type Inspection struct {
 	// type of its name (a type removed from the code, or renamed): it is
 	// stored, nothing runs it, and only Inspect and Destroy reach it.
 	Unregistered bool
+	// PendingSteps are the workflow's steps in flight (Temporal's pending
+	// activities), in the order they started: known only while the actor
+	// is in memory on its owner (Active), empty otherwise.
+	PendingSteps []PendingStep
+}
+
+// PendingStep is a step of a workflow in flight: its body runs now (a
+// Step's or a Do's; a join or race may run several at once), or it waits
+// out its retry backoff after a failed attempt. A rollback handler's
+// attempts are not shown, nor a workflow's steps when its actor is not in
+// memory (a backoff longer than the idle timeout, after a restart): what
+// storage holds of them is its history (Host.History) and its wakeup's
+// time (Inspection.WorkflowWake).
+type PendingStep struct {
+	// Path is the step's history path ("charge-loop/~3/charge-card").
+	Path string
+	// Attempt is the attempt running (StepCtx.Attempt), or, while the step
+	// waits out its backoff, the one that runs next.
+	Attempt int
+	// StartedAt is when the running attempt's body started (the clock's
+	// time, the one its history record keeps as its last attempt's);
+	// zero while the step waits out its backoff.
+	StartedAt time.Time
+	// LastError is the error of the step's previous attempt, as its
+	// history records it (in this activation or an earlier one: a retry
+	// after a restart has it too); "" before a first attempt failed.
+	LastError string
+	// NextAttemptAt is, while the step waits out its backoff, when its
+	// next attempt runs (the backoff's end); zero while a body runs.
+	NextAttemptAt time.Time
 }
 
 // ListOptions page through actors.

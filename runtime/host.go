@@ -2002,6 +2002,7 @@ func (h *Host) peek(ctx context.Context, ref Ref, withState bool) (snapshot, uin
 					snap.state = bytes.Clone(a.stateBytes)
 				}
 				snap.wfStatus, snap.wake = a.workflowStatusAndWake()
+				snap.pending = a.pendingSteps()
 				for q, d := range a.depth {
 					snap.depth[q] = d
 				}
@@ -2035,6 +2036,7 @@ func (h *Host) peek(ctx context.Context, ref Ref, withState bool) (snapshot, uin
 		// the activation (under its own lock) whether its workflow runs,
 		// which storage does not record.
 		snap.wfStatus, snap.wake = a.workflowStatusAndWake()
+		snap.pending = a.pendingSteps()
 		return snap, part, true, nil
 	}
 	return snap, part, false, nil
@@ -2065,6 +2067,7 @@ func (h *Host) Inspect(ctx context.Context, ref Ref) (Inspection, error) {
 		WorkflowStatus: snap.wfStatus.Status,
 		WorkflowError:  snap.wfStatus.Error,
 		Unregistered:   specErr != nil,
+		PendingSteps:   snap.pending,
 	}
 	if sp, _ := h.reg.Lookup(ref.Name); sp != nil && sp.Run != nil && ins.WorkflowStatus == "" {
 		// Not finished and not running: it waits for its wakeup (History

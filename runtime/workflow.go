@@ -93,6 +93,48 @@ type wfRunner struct {
 	bodies, parked int
 	// ctx is the run's context, which cancel ends.
 	ctx context.Context
+
+	// stepsMu guards steps, the run's steps in flight as the engine
+	// tells them (workflow.StepObserver; Inspect reads them without the
+	// turn, which a Step's body holds): a small lock of their own, taken
+	// twice a step, whose slice is reused (no allocation per step).
+	stepsMu sync.Mutex
+	steps   []PendingStep
+}
+
+// setStep records the step at ps.Path as in flight, in place of what it
+// was (a backoff before its attempt).
+func (r *wfRunner) setStep(ps PendingStep) {
+	r.stepsMu.Lock()
+	defer r.stepsMu.Unlock()
+	for i := range r.steps {
+		if r.steps[i].Path == ps.Path {
+			r.steps[i] = ps
+			return
+		}
+	}
+	r.steps = append(r.steps, ps)
+}
+
+// clearStep records that the step at path is not in flight any more.
+func (r *wfRunner) clearStep(path string) {
+	r.stepsMu.Lock()
+	defer r.stepsMu.Unlock()
+	for i := range r.steps {
+		if r.steps[i].Path == path {
+			// In order, and the last slot zeroed: it would keep the
+			// error's text alive.
+			r.steps = slices.Delete(r.steps, i, i+1)
+			return
+		}
+	}
+}
+
+// pendingSteps returns a copy of the run's steps in flight.
+func (r *wfRunner) pendingSteps() []PendingStep {
+	r.stepsMu.Lock()
+	defer r.stepsMu.Unlock()
+	return slices.Clone(r.steps)
 }
 
 // bodyStarted counts a body about to start, unless the actor is leaving:
@@ -936,9 +978,24 @@ func (w *wfHost) MayRunBody() error {
 // BodyEnded counts a Do body MayRunBody let start as ended.
 func (w *wfHost) BodyEnded() { w.r.bodyEnded() }
 
+// StepStarted implements workflow.StepObserver: the step's body runs.
+func (w *wfHost) StepStarted(path string, attempt int, at time.Time, lastErr string) {
+	w.r.setStep(PendingStep{Path: path, Attempt: attempt, StartedAt: at, LastError: lastErr})
+}
+
+// StepBackingOff implements workflow.StepObserver: the step waits until
+// next to run attempt.
+func (w *wfHost) StepBackingOff(path string, attempt int, next time.Time, lastErr string) {
+	w.r.setStep(PendingStep{Path: path, Attempt: attempt, LastError: lastErr, NextAttemptAt: next})
+}
+
+// StepIdle implements workflow.StepObserver.
+func (w *wfHost) StepIdle(path string) { w.r.clearStep(path) }
+
 var (
-	_ workflow.BodyGuard   = (*wfHost)(nil)
-	_ workflow.BodyTracker = (*wfHost)(nil)
+	_ workflow.BodyGuard    = (*wfHost)(nil)
+	_ workflow.BodyTracker  = (*wfHost)(nil)
+	_ workflow.StepObserver = (*wfHost)(nil)
 )
 
 // claimHeld reports whether the claim the activation was loaded under is
@@ -1702,6 +1759,15 @@ func (a *activation) workflowStatusAndWake() (workflowStatus, workflow.Wake) {
 		wk.At = time.UnixMilli(wakeAt)
 	}
 	return st, wk
+}
+
+// pendingSteps returns the steps in flight of a's workflow running in
+// memory (nil if none), without its turn.
+func (a *activation) pendingSteps() []PendingStep {
+	if r := a.runner(); r != nil {
+		return r.pendingSteps()
+	}
+	return nil
 }
 
 // errUnknownEntry is returned by RetryWorkflow for a from that names no
