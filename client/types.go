@@ -70,6 +70,33 @@ type Inspection struct {
 	// Subscribers, the subscriptions its owner holds now.
 	Events      []string `json:"events,omitempty"`
 	Subscribers int      `json:"subscribers,omitempty"`
+	// PendingSteps are the workflow's steps in flight (Temporal's pending
+	// activities), in the order they started: known while the actor is
+	// in memory on its owner (Active), empty otherwise.
+	PendingSteps []PendingStep `json:"pending_steps,omitempty"`
+}
+
+// PendingStep is a step of a workflow in flight: its body runs now (a
+// join or race may run several at once), or it waits out its retry
+// backoff after a failed attempt. A rollback handler's attempts are not
+// shown.
+type PendingStep struct {
+	// Path is the step's history path ("charge-loop/~3/charge-card").
+	Path string `json:"path"`
+	// Attempt is the attempt running (from 1, as StepCtx.Attempt), or,
+	// while the step waits out its backoff, the one that runs next.
+	Attempt int `json:"attempt"`
+	// StartedAt is when the running attempt's body started; zero while
+	// the step waits out its backoff.
+	StartedAt time.Time `json:"started_at,omitzero"`
+	// LastError is the error of the step's previous attempt, as its
+	// history records it; "" before a first attempt failed. Cut, ending
+	// "... (cut: N bytes in all)", in a response too large to carry it
+	// whole.
+	LastError string `json:"last_error,omitempty"`
+	// NextAttemptAt is, while the step waits out its backoff, when its
+	// next attempt runs; zero while a body runs.
+	NextAttemptAt time.Time `json:"next_attempt_at,omitzero"`
 }
 
 // ScheduledCall is a call of an actor's own action that it asked for at a
@@ -208,8 +235,14 @@ func inspectionFrom(r *rivetv1.InspectResponse) Inspection {
 			scs[len(scs)-1].LastRun = timeFrom(c.GetLastRun())
 		}
 	}
+	var pending []PendingStep
+	for _, p := range r.GetPendingSteps() {
+		pending = append(pending, PendingStep{Path: p.GetPath(), Attempt: int(p.GetAttempt()), StartedAt: timeFrom(p.GetStartedAt()),
+			LastError: p.GetLastError(), NextAttemptAt: timeFrom(p.GetNextAttemptAt())})
+	}
 	return Inspection{
 		Info:                 infoFrom(r.GetInfo()),
+		PendingSteps:         pending,
 		Schedules:            scs,
 		Events:               r.GetEvents(),
 		Subscribers:          int(r.GetSubscribers()),

@@ -196,17 +196,24 @@ func (s *Server) Inspect(ctx context.Context, req *rivetv1.InspectRequest) (*riv
 	return out, nil
 }
 
-// fitInspection leaves out the arguments of out's scheduled calls, largest
-// first, until out fits in limit bytes marshalled: an actor may hold
-// rivet.MaxSchedules calls with arguments up to a queue message each (tens
-// of MiB), and a response over the transport's bound fails whole, so that
-// the actor could not be inspected at all. The bound is a peer stream's,
-// the smaller, so that a node answers the same as its owner would. Left out
+// fitInspection leaves out the arguments of out's scheduled calls, and
+// cuts the last errors of its pending steps, largest first, until out
+// fits in limit bytes marshalled: an actor may hold rivet.MaxSchedules
+// calls with arguments up to a queue message each (tens of MiB), a join
+// run as many steps at once each with an error of up to 16 KiB, and a
+// response over the transport's bound fails whole, so that the actor
+// could not be inspected at all. The bound is a peer stream's, the
+// smaller, so that a node answers the same as its owner would. Left out
 // is empty, which arguments (a JSON array) never are.
 func fitInspection(out *rivetv1.InspectResponse, limit int) error {
 	items := make([]payload, 0, len(out.Schedules))
 	for _, sc := range out.Schedules {
 		items = append(items, payload{size: len(sc.Args), shrink: func() int { sc.Args = nil; return 0 }})
+	}
+	for _, ps := range out.PendingSteps {
+		if len(ps.LastError) > 2*maxCutErrorBytes {
+			items = append(items, payload{size: len(ps.LastError), shrink: func() int { ps.LastError = cutError(ps.LastError); return len(ps.LastError) }})
+		}
 	}
 	return fit("inspection", out, limit, items)
 }

@@ -55,6 +55,16 @@ func inspectionProto(in runtime.Inspection) *rivetv1.InspectResponse {
 			scs[i].Every = durationpb.New(c.Every)
 		}
 	}
+	var pending []*rivetv1.PendingStep
+	for _, p := range in.PendingSteps {
+		pending = append(pending, &rivetv1.PendingStep{
+			Path:          textcut.Valid(p.Path),
+			Attempt:       uint32(p.Attempt),
+			StartedAt:     timeProto(p.StartedAt),
+			LastError:     textcut.Valid(p.LastError),
+			NextAttemptAt: timeProto(p.NextAttemptAt),
+		})
+	}
 	return &rivetv1.InspectResponse{
 		Info:                 infoProto(in.Info),
 		Schedules:            scs,
@@ -69,6 +79,7 @@ func inspectionProto(in runtime.Inspection) *rivetv1.InspectResponse {
 		Unregistered:         in.Unregistered,
 		Events:               in.Events,
 		Subscribers:          uint32(in.Subscribers),
+		PendingSteps:         pending,
 	}
 }
 

@@ -197,6 +197,18 @@ func (a *app) printInspection(in client.Inspection) error {
 	if in.WorkflowError != "" {
 		row("workflow error", errorLine(in.WorkflowError))
 	}
+	const shown = 10
+	for i, s := range in.PendingSteps {
+		k := ""
+		if i == 0 {
+			k = "pending step"
+		}
+		if i == shown {
+			row("", fmt.Sprintf("... and %d more (-o json shows all)", len(in.PendingSteps)-shown))
+			break
+		}
+		row(k, describePendingStep(s))
+	}
 	qs := make([]string, len(in.Queues))
 	for i, q := range in.Queues {
 		qs[i] = fmt.Sprintf("%s=%d", q.Queue, q.Depth)
@@ -207,7 +219,6 @@ func (a *app) printInspection(in client.Inspection) error {
 	if len(in.Events) > 0 {
 		row("events", fmt.Sprintf("%s  (%d subscribed; rivetctl watch)", strings.Join(in.Events, " "), in.Subscribers))
 	}
-	const shown = 10
 	for i, c := range in.Schedules {
 		k := ""
 		if i == 0 {
@@ -236,6 +247,29 @@ func (a *app) printInspection(in client.Inspection) error {
 		return err
 	}
 	return a.printJSON(in.State)
+}
+
+// describePendingStep is a step in flight on one line: "PATH  attempt N
+// running since T" while its body runs, "PATH  attempt N at T (retry
+// backoff)" while it waits out its backoff, and then the error of its
+// previous attempt, on one line and cut at 120 characters (-o json has it
+// whole).
+func describePendingStep(s client.PendingStep) string {
+	d := fmt.Sprintf("%s  attempt %d", s.Path, s.Attempt)
+	switch {
+	case !s.NextAttemptAt.IsZero():
+		d += " at " + formatTime(s.NextAttemptAt) + " (retry backoff)"
+	case !s.StartedAt.IsZero():
+		d += " running since " + formatTime(s.StartedAt)
+	}
+	if s.LastError != "" {
+		msg := errorLine(s.LastError)
+		if r := []rune(msg); len(r) > 120 {
+			msg = string(r[:119]) + "…"
+		}
+		d += "  last error: " + msg
+	}
+	return d
 }
 
 // describeWake says what would wake a sleeping workflow, as far as the

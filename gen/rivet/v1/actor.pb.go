@@ -1111,8 +1111,12 @@ type InspectResponse struct {
 	Schedules []*ScheduledCall `protobuf:"bytes,11,rep,name=schedules,proto3" json:"schedules,omitempty"`
 	// events are the events the actor's type declares (Subscribe), sorted;
 	// subscribers, the subscriptions its owner holds now.
-	Events        []string `protobuf:"bytes,12,rep,name=events,proto3" json:"events,omitempty"`
-	Subscribers   uint32   `protobuf:"varint,13,opt,name=subscribers,proto3" json:"subscribers,omitempty"`
+	Events      []string `protobuf:"bytes,12,rep,name=events,proto3" json:"events,omitempty"`
+	Subscribers uint32   `protobuf:"varint,13,opt,name=subscribers,proto3" json:"subscribers,omitempty"`
+	// pending_steps are the workflow's steps in flight (Temporal's pending
+	// activities), in the order they started: known while the actor is in
+	// memory on its owner (active), empty otherwise.
+	PendingSteps  []*PendingStep `protobuf:"bytes,14,rep,name=pending_steps,json=pendingSteps,proto3" json:"pending_steps,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1238,6 +1242,103 @@ func (x *InspectResponse) GetSubscribers() uint32 {
 	return 0
 }
 
+func (x *InspectResponse) GetPendingSteps() []*PendingStep {
+	if x != nil {
+		return x.PendingSteps
+	}
+	return nil
+}
+
+// PendingStep is a step of a workflow in flight: its body runs now (a
+// join or race may run several at once), or it waits out its retry backoff
+// after a failed attempt. A rollback handler's attempts are not shown.
+type PendingStep struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// path is the step's history path ("charge-loop/~3/charge-card").
+	Path string `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	// attempt is the attempt running (from 1), or, while the step waits out
+	// its backoff, the one that runs next.
+	Attempt uint32 `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// started_at is when the running attempt's body started; unset while
+	// the step waits out its backoff.
+	StartedAt *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	// last_error is the error of the step's previous attempt, as its history
+	// records it; empty before a first attempt failed. In a response too
+	// large to carry them whole, a long one comes cut, ending
+	// "... (cut: N bytes in all)".
+	LastError string `protobuf:"bytes,4,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	// next_attempt_at is, while the step waits out its backoff, when its next
+	// attempt runs; unset while a body runs.
+	NextAttemptAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=next_attempt_at,json=nextAttemptAt,proto3" json:"next_attempt_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PendingStep) Reset() {
+	*x = PendingStep{}
+	mi := &file_rivet_v1_actor_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PendingStep) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PendingStep) ProtoMessage() {}
+
+func (x *PendingStep) ProtoReflect() protoreflect.Message {
+	mi := &file_rivet_v1_actor_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PendingStep.ProtoReflect.Descriptor instead.
+func (*PendingStep) Descriptor() ([]byte, []int) {
+	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *PendingStep) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *PendingStep) GetAttempt() uint32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *PendingStep) GetStartedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartedAt
+	}
+	return nil
+}
+
+func (x *PendingStep) GetLastError() string {
+	if x != nil {
+		return x.LastError
+	}
+	return ""
+}
+
+func (x *PendingStep) GetNextAttemptAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.NextAttemptAt
+	}
+	return nil
+}
+
 // ScheduledCall is a call of an actor's own action, due at a time.
 type ScheduledCall struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
@@ -1264,7 +1365,7 @@ type ScheduledCall struct {
 
 func (x *ScheduledCall) Reset() {
 	*x = ScheduledCall{}
-	mi := &file_rivet_v1_actor_proto_msgTypes[18]
+	mi := &file_rivet_v1_actor_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1276,7 +1377,7 @@ func (x *ScheduledCall) String() string {
 func (*ScheduledCall) ProtoMessage() {}
 
 func (x *ScheduledCall) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_actor_proto_msgTypes[18]
+	mi := &file_rivet_v1_actor_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1289,7 +1390,7 @@ func (x *ScheduledCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduledCall.ProtoReflect.Descriptor instead.
 func (*ScheduledCall) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{18}
+	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ScheduledCall) GetId() string {
@@ -1379,7 +1480,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_rivet_v1_actor_proto_msgTypes[19]
+	mi := &file_rivet_v1_actor_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1391,7 +1492,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_actor_proto_msgTypes[19]
+	mi := &file_rivet_v1_actor_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1404,7 +1505,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{19}
+	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListRequest) GetName() string {
@@ -1445,7 +1546,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_rivet_v1_actor_proto_msgTypes[20]
+	mi := &file_rivet_v1_actor_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1457,7 +1558,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_actor_proto_msgTypes[20]
+	mi := &file_rivet_v1_actor_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1470,7 +1571,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{20}
+	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListResponse) GetActors() []*ActorInfo {
@@ -1515,7 +1616,7 @@ type HistoryRequest struct {
 
 func (x *HistoryRequest) Reset() {
 	*x = HistoryRequest{}
-	mi := &file_rivet_v1_actor_proto_msgTypes[21]
+	mi := &file_rivet_v1_actor_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1527,7 +1628,7 @@ func (x *HistoryRequest) String() string {
 func (*HistoryRequest) ProtoMessage() {}
 
 func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_actor_proto_msgTypes[21]
+	mi := &file_rivet_v1_actor_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1540,7 +1641,7 @@ func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryRequest.ProtoReflect.Descriptor instead.
 func (*HistoryRequest) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{21}
+	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *HistoryRequest) GetActor() *ActorRef {
@@ -1664,7 +1765,7 @@ type HistoryEntry struct {
 
 func (x *HistoryEntry) Reset() {
 	*x = HistoryEntry{}
-	mi := &file_rivet_v1_actor_proto_msgTypes[22]
+	mi := &file_rivet_v1_actor_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1676,7 +1777,7 @@ func (x *HistoryEntry) String() string {
 func (*HistoryEntry) ProtoMessage() {}
 
 func (x *HistoryEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_actor_proto_msgTypes[22]
+	mi := &file_rivet_v1_actor_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1689,7 +1790,7 @@ func (x *HistoryEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryEntry.ProtoReflect.Descriptor instead.
 func (*HistoryEntry) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{22}
+	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *HistoryEntry) GetPath() string {
@@ -1888,7 +1989,7 @@ type HistoryResponse struct {
 
 func (x *HistoryResponse) Reset() {
 	*x = HistoryResponse{}
-	mi := &file_rivet_v1_actor_proto_msgTypes[23]
+	mi := &file_rivet_v1_actor_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1900,7 +2001,7 @@ func (x *HistoryResponse) String() string {
 func (*HistoryResponse) ProtoMessage() {}
 
 func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_actor_proto_msgTypes[23]
+	mi := &file_rivet_v1_actor_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1913,7 +2014,7 @@ func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryResponse.ProtoReflect.Descriptor instead.
 func (*HistoryResponse) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{23}
+	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *HistoryResponse) GetWorkflowStatus() string {
@@ -2011,7 +2112,7 @@ type RetryWorkflowRequest struct {
 
 func (x *RetryWorkflowRequest) Reset() {
 	*x = RetryWorkflowRequest{}
-	mi := &file_rivet_v1_actor_proto_msgTypes[24]
+	mi := &file_rivet_v1_actor_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2023,7 +2124,7 @@ func (x *RetryWorkflowRequest) String() string {
 func (*RetryWorkflowRequest) ProtoMessage() {}
 
 func (x *RetryWorkflowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_actor_proto_msgTypes[24]
+	mi := &file_rivet_v1_actor_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2036,7 +2137,7 @@ func (x *RetryWorkflowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryWorkflowRequest.ProtoReflect.Descriptor instead.
 func (*RetryWorkflowRequest) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{24}
+	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RetryWorkflowRequest) GetActor() *ActorRef {
@@ -2080,7 +2181,7 @@ type RetryWorkflowResponse struct {
 
 func (x *RetryWorkflowResponse) Reset() {
 	*x = RetryWorkflowResponse{}
-	mi := &file_rivet_v1_actor_proto_msgTypes[25]
+	mi := &file_rivet_v1_actor_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2092,7 +2193,7 @@ func (x *RetryWorkflowResponse) String() string {
 func (*RetryWorkflowResponse) ProtoMessage() {}
 
 func (x *RetryWorkflowResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_actor_proto_msgTypes[25]
+	mi := &file_rivet_v1_actor_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2105,7 +2206,7 @@ func (x *RetryWorkflowResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryWorkflowResponse.ProtoReflect.Descriptor instead.
 func (*RetryWorkflowResponse) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{25}
+	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *RetryWorkflowResponse) GetRemoved() uint32 {
@@ -2135,7 +2236,7 @@ type CheckRetryWorkflowRequest struct {
 
 func (x *CheckRetryWorkflowRequest) Reset() {
 	*x = CheckRetryWorkflowRequest{}
-	mi := &file_rivet_v1_actor_proto_msgTypes[26]
+	mi := &file_rivet_v1_actor_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2147,7 +2248,7 @@ func (x *CheckRetryWorkflowRequest) String() string {
 func (*CheckRetryWorkflowRequest) ProtoMessage() {}
 
 func (x *CheckRetryWorkflowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_actor_proto_msgTypes[26]
+	mi := &file_rivet_v1_actor_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2160,7 +2261,7 @@ func (x *CheckRetryWorkflowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckRetryWorkflowRequest.ProtoReflect.Descriptor instead.
 func (*CheckRetryWorkflowRequest) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{26}
+	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *CheckRetryWorkflowRequest) GetActor() *ActorRef {
@@ -2202,7 +2303,7 @@ type CheckRetryWorkflowResponse struct {
 
 func (x *CheckRetryWorkflowResponse) Reset() {
 	*x = CheckRetryWorkflowResponse{}
-	mi := &file_rivet_v1_actor_proto_msgTypes[27]
+	mi := &file_rivet_v1_actor_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2214,7 +2315,7 @@ func (x *CheckRetryWorkflowResponse) String() string {
 func (*CheckRetryWorkflowResponse) ProtoMessage() {}
 
 func (x *CheckRetryWorkflowResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_actor_proto_msgTypes[27]
+	mi := &file_rivet_v1_actor_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2227,7 +2328,7 @@ func (x *CheckRetryWorkflowResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckRetryWorkflowResponse.ProtoReflect.Descriptor instead.
 func (*CheckRetryWorkflowResponse) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{27}
+	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *CheckRetryWorkflowResponse) GetRemoved() uint32 {
@@ -2256,7 +2357,7 @@ type CancelWorkflowRequest struct {
 
 func (x *CancelWorkflowRequest) Reset() {
 	*x = CancelWorkflowRequest{}
-	mi := &file_rivet_v1_actor_proto_msgTypes[28]
+	mi := &file_rivet_v1_actor_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2268,7 +2369,7 @@ func (x *CancelWorkflowRequest) String() string {
 func (*CancelWorkflowRequest) ProtoMessage() {}
 
 func (x *CancelWorkflowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_actor_proto_msgTypes[28]
+	mi := &file_rivet_v1_actor_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2281,7 +2382,7 @@ func (x *CancelWorkflowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelWorkflowRequest.ProtoReflect.Descriptor instead.
 func (*CancelWorkflowRequest) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{28}
+	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CancelWorkflowRequest) GetActor() *ActorRef {
@@ -2309,7 +2410,7 @@ type CancelWorkflowResponse struct {
 
 func (x *CancelWorkflowResponse) Reset() {
 	*x = CancelWorkflowResponse{}
-	mi := &file_rivet_v1_actor_proto_msgTypes[29]
+	mi := &file_rivet_v1_actor_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2321,7 +2422,7 @@ func (x *CancelWorkflowResponse) String() string {
 func (*CancelWorkflowResponse) ProtoMessage() {}
 
 func (x *CancelWorkflowResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_actor_proto_msgTypes[29]
+	mi := &file_rivet_v1_actor_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2334,7 +2435,7 @@ func (x *CancelWorkflowResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelWorkflowResponse.ProtoReflect.Descriptor instead.
 func (*CancelWorkflowResponse) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{29}
+	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *CancelWorkflowResponse) GetPreviousStatus() string {
@@ -2356,7 +2457,7 @@ type CancelScheduledCallRequest struct {
 
 func (x *CancelScheduledCallRequest) Reset() {
 	*x = CancelScheduledCallRequest{}
-	mi := &file_rivet_v1_actor_proto_msgTypes[30]
+	mi := &file_rivet_v1_actor_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2368,7 +2469,7 @@ func (x *CancelScheduledCallRequest) String() string {
 func (*CancelScheduledCallRequest) ProtoMessage() {}
 
 func (x *CancelScheduledCallRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_actor_proto_msgTypes[30]
+	mi := &file_rivet_v1_actor_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2381,7 +2482,7 @@ func (x *CancelScheduledCallRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelScheduledCallRequest.ProtoReflect.Descriptor instead.
 func (*CancelScheduledCallRequest) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{30}
+	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *CancelScheduledCallRequest) GetActor() *ActorRef {
@@ -2407,7 +2508,7 @@ type CancelScheduledCallResponse struct {
 
 func (x *CancelScheduledCallResponse) Reset() {
 	*x = CancelScheduledCallResponse{}
-	mi := &file_rivet_v1_actor_proto_msgTypes[31]
+	mi := &file_rivet_v1_actor_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2419,7 +2520,7 @@ func (x *CancelScheduledCallResponse) String() string {
 func (*CancelScheduledCallResponse) ProtoMessage() {}
 
 func (x *CancelScheduledCallResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_actor_proto_msgTypes[31]
+	mi := &file_rivet_v1_actor_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2432,7 +2533,7 @@ func (x *CancelScheduledCallResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelScheduledCallResponse.ProtoReflect.Descriptor instead.
 func (*CancelScheduledCallResponse) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{31}
+	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *CancelScheduledCallResponse) GetCancelled() bool {
@@ -2453,7 +2554,7 @@ type SubscribeRequest struct {
 
 func (x *SubscribeRequest) Reset() {
 	*x = SubscribeRequest{}
-	mi := &file_rivet_v1_actor_proto_msgTypes[32]
+	mi := &file_rivet_v1_actor_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2465,7 +2566,7 @@ func (x *SubscribeRequest) String() string {
 func (*SubscribeRequest) ProtoMessage() {}
 
 func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_actor_proto_msgTypes[32]
+	mi := &file_rivet_v1_actor_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2478,7 +2579,7 @@ func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeRequest) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{32}
+	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *SubscribeRequest) GetActor() *ActorRef {
@@ -2508,7 +2609,7 @@ type SubscribeResponse struct {
 
 func (x *SubscribeResponse) Reset() {
 	*x = SubscribeResponse{}
-	mi := &file_rivet_v1_actor_proto_msgTypes[33]
+	mi := &file_rivet_v1_actor_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2520,7 +2621,7 @@ func (x *SubscribeResponse) String() string {
 func (*SubscribeResponse) ProtoMessage() {}
 
 func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_actor_proto_msgTypes[33]
+	mi := &file_rivet_v1_actor_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2533,7 +2634,7 @@ func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeResponse.ProtoReflect.Descriptor instead.
 func (*SubscribeResponse) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{33}
+	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *SubscribeResponse) GetKind() isSubscribeResponse_Kind {
@@ -2589,7 +2690,7 @@ type Subscribed struct {
 
 func (x *Subscribed) Reset() {
 	*x = Subscribed{}
-	mi := &file_rivet_v1_actor_proto_msgTypes[34]
+	mi := &file_rivet_v1_actor_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2601,7 +2702,7 @@ func (x *Subscribed) String() string {
 func (*Subscribed) ProtoMessage() {}
 
 func (x *Subscribed) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_actor_proto_msgTypes[34]
+	mi := &file_rivet_v1_actor_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2614,7 +2715,7 @@ func (x *Subscribed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Subscribed.ProtoReflect.Descriptor instead.
 func (*Subscribed) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{34}
+	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Subscribed) GetNodeId() string {
@@ -2636,7 +2737,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_rivet_v1_actor_proto_msgTypes[35]
+	mi := &file_rivet_v1_actor_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2648,7 +2749,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_actor_proto_msgTypes[35]
+	mi := &file_rivet_v1_actor_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2661,7 +2762,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{35}
+	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Event) GetName() string {
@@ -2700,7 +2801,7 @@ type ActorError struct {
 
 func (x *ActorError) Reset() {
 	*x = ActorError{}
-	mi := &file_rivet_v1_actor_proto_msgTypes[36]
+	mi := &file_rivet_v1_actor_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2712,7 +2813,7 @@ func (x *ActorError) String() string {
 func (*ActorError) ProtoMessage() {}
 
 func (x *ActorError) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_actor_proto_msgTypes[36]
+	mi := &file_rivet_v1_actor_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2725,7 +2826,7 @@ func (x *ActorError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActorError.ProtoReflect.Descriptor instead.
 func (*ActorError) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{36}
+	return file_rivet_v1_actor_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ActorError) GetGroup() string {
@@ -2829,7 +2930,7 @@ const file_rivet_v1_actor_proto_rawDesc = "" +
 	"\n" +
 	"QueueDepth\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x14\n" +
-	"\x05depth\x18\x02 \x01(\x04R\x05depth\"\xaa\x04\n" +
+	"\x05depth\x18\x02 \x01(\x04R\x05depth\"\xe6\x04\n" +
 	"\x0fInspectResponse\x12'\n" +
 	"\x04info\x18\x01 \x01(\v2\x13.rivet.v1.ActorInfoR\x04info\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\fR\x05state\x12\x16\n" +
@@ -2844,7 +2945,16 @@ const file_rivet_v1_actor_proto_rawDesc = "" +
 	" \x01(\bR\funregistered\x125\n" +
 	"\tschedules\x18\v \x03(\v2\x17.rivet.v1.ScheduledCallR\tschedules\x12\x16\n" +
 	"\x06events\x18\f \x03(\tR\x06events\x12 \n" +
-	"\vsubscribers\x18\r \x01(\rR\vsubscribers\"\xe1\x02\n" +
+	"\vsubscribers\x18\r \x01(\rR\vsubscribers\x12:\n" +
+	"\rpending_steps\x18\x0e \x03(\v2\x15.rivet.v1.PendingStepR\fpendingSteps\"\xd9\x01\n" +
+	"\vPendingStep\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x18\n" +
+	"\aattempt\x18\x02 \x01(\rR\aattempt\x129\n" +
+	"\n" +
+	"started_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x12\x1d\n" +
+	"\n" +
+	"last_error\x18\x04 \x01(\tR\tlastError\x12B\n" +
+	"\x0fnext_attempt_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\rnextAttemptAt\"\xe1\x02\n" +
 	"\rScheduledCall\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06action\x18\x02 \x01(\tR\x06action\x12\x12\n" +
@@ -2989,7 +3099,7 @@ func file_rivet_v1_actor_proto_rawDescGZIP() []byte {
 	return file_rivet_v1_actor_proto_rawDescData
 }
 
-var file_rivet_v1_actor_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_rivet_v1_actor_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_rivet_v1_actor_proto_goTypes = []any{
 	(*ActorRef)(nil),                    // 0: rivet.v1.ActorRef
 	(*CallChain)(nil),                   // 1: rivet.v1.CallChain
@@ -3009,27 +3119,28 @@ var file_rivet_v1_actor_proto_goTypes = []any{
 	(*InspectRequest)(nil),              // 15: rivet.v1.InspectRequest
 	(*QueueDepth)(nil),                  // 16: rivet.v1.QueueDepth
 	(*InspectResponse)(nil),             // 17: rivet.v1.InspectResponse
-	(*ScheduledCall)(nil),               // 18: rivet.v1.ScheduledCall
-	(*ListRequest)(nil),                 // 19: rivet.v1.ListRequest
-	(*ListResponse)(nil),                // 20: rivet.v1.ListResponse
-	(*HistoryRequest)(nil),              // 21: rivet.v1.HistoryRequest
-	(*HistoryEntry)(nil),                // 22: rivet.v1.HistoryEntry
-	(*HistoryResponse)(nil),             // 23: rivet.v1.HistoryResponse
-	(*RetryWorkflowRequest)(nil),        // 24: rivet.v1.RetryWorkflowRequest
-	(*RetryWorkflowResponse)(nil),       // 25: rivet.v1.RetryWorkflowResponse
-	(*CheckRetryWorkflowRequest)(nil),   // 26: rivet.v1.CheckRetryWorkflowRequest
-	(*CheckRetryWorkflowResponse)(nil),  // 27: rivet.v1.CheckRetryWorkflowResponse
-	(*CancelWorkflowRequest)(nil),       // 28: rivet.v1.CancelWorkflowRequest
-	(*CancelWorkflowResponse)(nil),      // 29: rivet.v1.CancelWorkflowResponse
-	(*CancelScheduledCallRequest)(nil),  // 30: rivet.v1.CancelScheduledCallRequest
-	(*CancelScheduledCallResponse)(nil), // 31: rivet.v1.CancelScheduledCallResponse
-	(*SubscribeRequest)(nil),            // 32: rivet.v1.SubscribeRequest
-	(*SubscribeResponse)(nil),           // 33: rivet.v1.SubscribeResponse
-	(*Subscribed)(nil),                  // 34: rivet.v1.Subscribed
-	(*Event)(nil),                       // 35: rivet.v1.Event
-	(*ActorError)(nil),                  // 36: rivet.v1.ActorError
-	(*timestamppb.Timestamp)(nil),       // 37: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),         // 38: google.protobuf.Duration
+	(*PendingStep)(nil),                 // 18: rivet.v1.PendingStep
+	(*ScheduledCall)(nil),               // 19: rivet.v1.ScheduledCall
+	(*ListRequest)(nil),                 // 20: rivet.v1.ListRequest
+	(*ListResponse)(nil),                // 21: rivet.v1.ListResponse
+	(*HistoryRequest)(nil),              // 22: rivet.v1.HistoryRequest
+	(*HistoryEntry)(nil),                // 23: rivet.v1.HistoryEntry
+	(*HistoryResponse)(nil),             // 24: rivet.v1.HistoryResponse
+	(*RetryWorkflowRequest)(nil),        // 25: rivet.v1.RetryWorkflowRequest
+	(*RetryWorkflowResponse)(nil),       // 26: rivet.v1.RetryWorkflowResponse
+	(*CheckRetryWorkflowRequest)(nil),   // 27: rivet.v1.CheckRetryWorkflowRequest
+	(*CheckRetryWorkflowResponse)(nil),  // 28: rivet.v1.CheckRetryWorkflowResponse
+	(*CancelWorkflowRequest)(nil),       // 29: rivet.v1.CancelWorkflowRequest
+	(*CancelWorkflowResponse)(nil),      // 30: rivet.v1.CancelWorkflowResponse
+	(*CancelScheduledCallRequest)(nil),  // 31: rivet.v1.CancelScheduledCallRequest
+	(*CancelScheduledCallResponse)(nil), // 32: rivet.v1.CancelScheduledCallResponse
+	(*SubscribeRequest)(nil),            // 33: rivet.v1.SubscribeRequest
+	(*SubscribeResponse)(nil),           // 34: rivet.v1.SubscribeResponse
+	(*Subscribed)(nil),                  // 35: rivet.v1.Subscribed
+	(*Event)(nil),                       // 36: rivet.v1.Event
+	(*ActorError)(nil),                  // 37: rivet.v1.ActorError
+	(*timestamppb.Timestamp)(nil),       // 38: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),         // 39: google.protobuf.Duration
 }
 var file_rivet_v1_actor_proto_depIdxs = []int32{
 	0,  // 0: rivet.v1.CallRequest.actor:type_name -> rivet.v1.ActorRef
@@ -3044,63 +3155,66 @@ var file_rivet_v1_actor_proto_depIdxs = []int32{
 	14, // 9: rivet.v1.GetResponse.actor:type_name -> rivet.v1.ActorInfo
 	0,  // 10: rivet.v1.DestroyRequest.actor:type_name -> rivet.v1.ActorRef
 	0,  // 11: rivet.v1.ActorInfo.actor:type_name -> rivet.v1.ActorRef
-	37, // 12: rivet.v1.ActorInfo.created_at:type_name -> google.protobuf.Timestamp
-	37, // 13: rivet.v1.ActorInfo.workflow_failed_at:type_name -> google.protobuf.Timestamp
+	38, // 12: rivet.v1.ActorInfo.created_at:type_name -> google.protobuf.Timestamp
+	38, // 13: rivet.v1.ActorInfo.workflow_failed_at:type_name -> google.protobuf.Timestamp
 	0,  // 14: rivet.v1.InspectRequest.actor:type_name -> rivet.v1.ActorRef
 	14, // 15: rivet.v1.InspectResponse.info:type_name -> rivet.v1.ActorInfo
 	16, // 16: rivet.v1.InspectResponse.queues:type_name -> rivet.v1.QueueDepth
-	37, // 17: rivet.v1.InspectResponse.workflow_wake_at:type_name -> google.protobuf.Timestamp
-	18, // 18: rivet.v1.InspectResponse.schedules:type_name -> rivet.v1.ScheduledCall
-	37, // 19: rivet.v1.ScheduledCall.at:type_name -> google.protobuf.Timestamp
-	37, // 20: rivet.v1.ScheduledCall.created_at:type_name -> google.protobuf.Timestamp
-	38, // 21: rivet.v1.ScheduledCall.every:type_name -> google.protobuf.Duration
-	37, // 22: rivet.v1.ScheduledCall.last_run:type_name -> google.protobuf.Timestamp
-	14, // 23: rivet.v1.ListResponse.actors:type_name -> rivet.v1.ActorInfo
-	0,  // 24: rivet.v1.HistoryRequest.actor:type_name -> rivet.v1.ActorRef
-	37, // 25: rivet.v1.HistoryEntry.updated_at:type_name -> google.protobuf.Timestamp
-	37, // 26: rivet.v1.HistoryEntry.deadline:type_name -> google.protobuf.Timestamp
-	22, // 27: rivet.v1.HistoryResponse.entries:type_name -> rivet.v1.HistoryEntry
-	37, // 28: rivet.v1.HistoryResponse.workflow_wake_at:type_name -> google.protobuf.Timestamp
-	0,  // 29: rivet.v1.RetryWorkflowRequest.actor:type_name -> rivet.v1.ActorRef
-	0,  // 30: rivet.v1.CheckRetryWorkflowRequest.actor:type_name -> rivet.v1.ActorRef
-	0,  // 31: rivet.v1.CancelWorkflowRequest.actor:type_name -> rivet.v1.ActorRef
-	0,  // 32: rivet.v1.CancelScheduledCallRequest.actor:type_name -> rivet.v1.ActorRef
-	0,  // 33: rivet.v1.SubscribeRequest.actor:type_name -> rivet.v1.ActorRef
-	34, // 34: rivet.v1.SubscribeResponse.subscribed:type_name -> rivet.v1.Subscribed
-	35, // 35: rivet.v1.SubscribeResponse.event:type_name -> rivet.v1.Event
-	2,  // 36: rivet.v1.ActorService.Call:input_type -> rivet.v1.CallRequest
-	4,  // 37: rivet.v1.ActorService.Send:input_type -> rivet.v1.SendRequest
-	6,  // 38: rivet.v1.ActorService.Create:input_type -> rivet.v1.CreateRequest
-	8,  // 39: rivet.v1.ActorService.GetOrCreate:input_type -> rivet.v1.GetOrCreateRequest
-	10, // 40: rivet.v1.ActorService.Get:input_type -> rivet.v1.GetRequest
-	12, // 41: rivet.v1.ActorService.Destroy:input_type -> rivet.v1.DestroyRequest
-	15, // 42: rivet.v1.ActorService.Inspect:input_type -> rivet.v1.InspectRequest
-	19, // 43: rivet.v1.ActorService.List:input_type -> rivet.v1.ListRequest
-	21, // 44: rivet.v1.ActorService.History:input_type -> rivet.v1.HistoryRequest
-	24, // 45: rivet.v1.ActorService.RetryWorkflow:input_type -> rivet.v1.RetryWorkflowRequest
-	26, // 46: rivet.v1.ActorService.CheckRetryWorkflow:input_type -> rivet.v1.CheckRetryWorkflowRequest
-	28, // 47: rivet.v1.ActorService.CancelWorkflow:input_type -> rivet.v1.CancelWorkflowRequest
-	30, // 48: rivet.v1.ActorService.CancelScheduledCall:input_type -> rivet.v1.CancelScheduledCallRequest
-	32, // 49: rivet.v1.ActorService.Subscribe:input_type -> rivet.v1.SubscribeRequest
-	3,  // 50: rivet.v1.ActorService.Call:output_type -> rivet.v1.CallResponse
-	5,  // 51: rivet.v1.ActorService.Send:output_type -> rivet.v1.SendResponse
-	7,  // 52: rivet.v1.ActorService.Create:output_type -> rivet.v1.CreateResponse
-	9,  // 53: rivet.v1.ActorService.GetOrCreate:output_type -> rivet.v1.GetOrCreateResponse
-	11, // 54: rivet.v1.ActorService.Get:output_type -> rivet.v1.GetResponse
-	13, // 55: rivet.v1.ActorService.Destroy:output_type -> rivet.v1.DestroyResponse
-	17, // 56: rivet.v1.ActorService.Inspect:output_type -> rivet.v1.InspectResponse
-	20, // 57: rivet.v1.ActorService.List:output_type -> rivet.v1.ListResponse
-	23, // 58: rivet.v1.ActorService.History:output_type -> rivet.v1.HistoryResponse
-	25, // 59: rivet.v1.ActorService.RetryWorkflow:output_type -> rivet.v1.RetryWorkflowResponse
-	27, // 60: rivet.v1.ActorService.CheckRetryWorkflow:output_type -> rivet.v1.CheckRetryWorkflowResponse
-	29, // 61: rivet.v1.ActorService.CancelWorkflow:output_type -> rivet.v1.CancelWorkflowResponse
-	31, // 62: rivet.v1.ActorService.CancelScheduledCall:output_type -> rivet.v1.CancelScheduledCallResponse
-	33, // 63: rivet.v1.ActorService.Subscribe:output_type -> rivet.v1.SubscribeResponse
-	50, // [50:64] is the sub-list for method output_type
-	36, // [36:50] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	38, // 17: rivet.v1.InspectResponse.workflow_wake_at:type_name -> google.protobuf.Timestamp
+	19, // 18: rivet.v1.InspectResponse.schedules:type_name -> rivet.v1.ScheduledCall
+	18, // 19: rivet.v1.InspectResponse.pending_steps:type_name -> rivet.v1.PendingStep
+	38, // 20: rivet.v1.PendingStep.started_at:type_name -> google.protobuf.Timestamp
+	38, // 21: rivet.v1.PendingStep.next_attempt_at:type_name -> google.protobuf.Timestamp
+	38, // 22: rivet.v1.ScheduledCall.at:type_name -> google.protobuf.Timestamp
+	38, // 23: rivet.v1.ScheduledCall.created_at:type_name -> google.protobuf.Timestamp
+	39, // 24: rivet.v1.ScheduledCall.every:type_name -> google.protobuf.Duration
+	38, // 25: rivet.v1.ScheduledCall.last_run:type_name -> google.protobuf.Timestamp
+	14, // 26: rivet.v1.ListResponse.actors:type_name -> rivet.v1.ActorInfo
+	0,  // 27: rivet.v1.HistoryRequest.actor:type_name -> rivet.v1.ActorRef
+	38, // 28: rivet.v1.HistoryEntry.updated_at:type_name -> google.protobuf.Timestamp
+	38, // 29: rivet.v1.HistoryEntry.deadline:type_name -> google.protobuf.Timestamp
+	23, // 30: rivet.v1.HistoryResponse.entries:type_name -> rivet.v1.HistoryEntry
+	38, // 31: rivet.v1.HistoryResponse.workflow_wake_at:type_name -> google.protobuf.Timestamp
+	0,  // 32: rivet.v1.RetryWorkflowRequest.actor:type_name -> rivet.v1.ActorRef
+	0,  // 33: rivet.v1.CheckRetryWorkflowRequest.actor:type_name -> rivet.v1.ActorRef
+	0,  // 34: rivet.v1.CancelWorkflowRequest.actor:type_name -> rivet.v1.ActorRef
+	0,  // 35: rivet.v1.CancelScheduledCallRequest.actor:type_name -> rivet.v1.ActorRef
+	0,  // 36: rivet.v1.SubscribeRequest.actor:type_name -> rivet.v1.ActorRef
+	35, // 37: rivet.v1.SubscribeResponse.subscribed:type_name -> rivet.v1.Subscribed
+	36, // 38: rivet.v1.SubscribeResponse.event:type_name -> rivet.v1.Event
+	2,  // 39: rivet.v1.ActorService.Call:input_type -> rivet.v1.CallRequest
+	4,  // 40: rivet.v1.ActorService.Send:input_type -> rivet.v1.SendRequest
+	6,  // 41: rivet.v1.ActorService.Create:input_type -> rivet.v1.CreateRequest
+	8,  // 42: rivet.v1.ActorService.GetOrCreate:input_type -> rivet.v1.GetOrCreateRequest
+	10, // 43: rivet.v1.ActorService.Get:input_type -> rivet.v1.GetRequest
+	12, // 44: rivet.v1.ActorService.Destroy:input_type -> rivet.v1.DestroyRequest
+	15, // 45: rivet.v1.ActorService.Inspect:input_type -> rivet.v1.InspectRequest
+	20, // 46: rivet.v1.ActorService.List:input_type -> rivet.v1.ListRequest
+	22, // 47: rivet.v1.ActorService.History:input_type -> rivet.v1.HistoryRequest
+	25, // 48: rivet.v1.ActorService.RetryWorkflow:input_type -> rivet.v1.RetryWorkflowRequest
+	27, // 49: rivet.v1.ActorService.CheckRetryWorkflow:input_type -> rivet.v1.CheckRetryWorkflowRequest
+	29, // 50: rivet.v1.ActorService.CancelWorkflow:input_type -> rivet.v1.CancelWorkflowRequest
+	31, // 51: rivet.v1.ActorService.CancelScheduledCall:input_type -> rivet.v1.CancelScheduledCallRequest
+	33, // 52: rivet.v1.ActorService.Subscribe:input_type -> rivet.v1.SubscribeRequest
+	3,  // 53: rivet.v1.ActorService.Call:output_type -> rivet.v1.CallResponse
+	5,  // 54: rivet.v1.ActorService.Send:output_type -> rivet.v1.SendResponse
+	7,  // 55: rivet.v1.ActorService.Create:output_type -> rivet.v1.CreateResponse
+	9,  // 56: rivet.v1.ActorService.GetOrCreate:output_type -> rivet.v1.GetOrCreateResponse
+	11, // 57: rivet.v1.ActorService.Get:output_type -> rivet.v1.GetResponse
+	13, // 58: rivet.v1.ActorService.Destroy:output_type -> rivet.v1.DestroyResponse
+	17, // 59: rivet.v1.ActorService.Inspect:output_type -> rivet.v1.InspectResponse
+	21, // 60: rivet.v1.ActorService.List:output_type -> rivet.v1.ListResponse
+	24, // 61: rivet.v1.ActorService.History:output_type -> rivet.v1.HistoryResponse
+	26, // 62: rivet.v1.ActorService.RetryWorkflow:output_type -> rivet.v1.RetryWorkflowResponse
+	28, // 63: rivet.v1.ActorService.CheckRetryWorkflow:output_type -> rivet.v1.CheckRetryWorkflowResponse
+	30, // 64: rivet.v1.ActorService.CancelWorkflow:output_type -> rivet.v1.CancelWorkflowResponse
+	32, // 65: rivet.v1.ActorService.CancelScheduledCall:output_type -> rivet.v1.CancelScheduledCallResponse
+	34, // 66: rivet.v1.ActorService.Subscribe:output_type -> rivet.v1.SubscribeResponse
+	53, // [53:67] is the sub-list for method output_type
+	39, // [39:53] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_rivet_v1_actor_proto_init() }
@@ -3108,7 +3222,7 @@ func file_rivet_v1_actor_proto_init() {
 	if File_rivet_v1_actor_proto != nil {
 		return
 	}
-	file_rivet_v1_actor_proto_msgTypes[33].OneofWrappers = []any{
+	file_rivet_v1_actor_proto_msgTypes[34].OneofWrappers = []any{
 		(*SubscribeResponse_Subscribed)(nil),
 		(*SubscribeResponse_Event)(nil),
 	}
@@ -3118,7 +3232,7 @@ func file_rivet_v1_actor_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rivet_v1_actor_proto_rawDesc), len(file_rivet_v1_actor_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   37,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
