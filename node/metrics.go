@@ -24,9 +24,10 @@ import (
 //     hooks, once per turn, call or store transaction, and go into
 //     Prometheus histograms (a few atomic adds each).
 //
-// No metric is labelled by actor key. The call metrics are labelled by
-// actor name, which takes only the registry's names (an unregistered one
-// counts as ""); every other label takes a handful of fixed values.
+// No metric is labelled by actor key. The call and workflow metrics are
+// labelled by actor name, which takes only the registry's names (an
+// unregistered one counts as ""); every other label takes a handful of
+// fixed values.
 
 // metrics holds the histograms and the labelled call counter, fed by the
 // runtime and the committer. It implements runtime.Observer and
@@ -243,11 +244,11 @@ func newCollector(n *Node) *collector {
 		sent:     d("rivet_queue_messages_sent_total", "Messages this node appended to actors' queues, durably."),
 		received: d("rivet_queue_messages_received_total", "Queue messages workflows on this node took, durably."),
 
-		wfRunning:   d("rivet_workflows_running", "Workflow runs in memory on this node (working, or waiting in memory for a message or a time)."),
-		wfCompleted: d("rivet_workflows_completed_total", "Workflows that completed on this node."),
-		wfFailed:    d("rivet_workflow_failures_total", "Workflows that failed on this node (retries exhausted, a critical error, divergence)."),
-		wfCancelled: d("rivet_workflow_cancellations_total", "Workflows an operator cancelled on this node (rivetctl workflow cancel)."),
-		steps:       d("rivet_workflow_steps_total", "Workflow step attempts committed on this node, by status: completed, failed (to be retried), exhausted.", "status"),
+		wfRunning:   d("rivet_workflows_running", "Workflow runs in memory on this node (working, or waiting in memory for a message or a time), by actor type.", "actor"),
+		wfCompleted: d("rivet_workflows_completed_total", "Workflows that completed on this node, by actor type.", "actor"),
+		wfFailed:    d("rivet_workflow_failures_total", "Workflows that failed on this node (retries exhausted, a critical error, divergence), by actor type.", "actor"),
+		wfCancelled: d("rivet_workflow_cancellations_total", "Workflows an operator cancelled on this node (rivetctl workflow cancel), by actor type.", "actor"),
+		steps:       d("rivet_workflow_steps_total", "Workflow step attempts committed on this node, by actor type and status: completed, failed (to be retried), exhausted.", "actor", "status"),
 
 		subscribers: d("rivet_event_subscribers", "Event subscriptions this node holds (of the actors it owns)."),
 		delivered:   d("rivet_events_delivered_total", "Events this node handed to subscribers (an event heard by two counts twice)."),
@@ -279,8 +280,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
 	}
-	gauge := func(d *prometheus.Desc, v uint64) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(v))
+	gauge := func(d *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(v), labels...)
 	}
 	s := c.n.host.Stats()
 	gauge(c.active, s.ActiveActors)
@@ -312,13 +313,18 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.queued, s.QueuedMessages)
 	counter(c.sent, s.MessagesSent)
 	counter(c.received, s.MessagesReceived)
-	gauge(c.wfRunning, s.WorkflowsRunning)
-	counter(c.wfCompleted, s.WorkflowsCompleted)
-	counter(c.wfFailed, s.WorkflowsFailed)
-	counter(c.wfCancelled, s.WorkflowsCancelled)
-	counter(c.steps, s.StepsCompleted, "completed")
-	counter(c.steps, s.StepsFailed, "failed")
-	counter(c.steps, s.StepsExhausted, "exhausted")
+	// By actor type: each registered type with a workflow has its series
+	// from the start (zeros included), so that a rate over them has a
+	// first point.
+	for actor, w := range c.n.host.WorkflowStatsByType() {
+		gauge(c.wfRunning, w.Running, actor)
+		counter(c.wfCompleted, w.Completed, actor)
+		counter(c.wfFailed, w.Failed, actor)
+		counter(c.wfCancelled, w.Cancelled, actor)
+		counter(c.steps, w.StepsCompleted, actor, "completed")
+		counter(c.steps, w.StepsFailed, actor, "failed")
+		counter(c.steps, w.StepsExhausted, actor, "exhausted")
+	}
 	counter(c.scheduled, s.SchedulesFired, "ok")
 	counter(c.scheduled, s.SchedulesFailed, "failed")
 	counter(c.keysEvicted, s.SendKeysEvicted, "send")

@@ -191,11 +191,11 @@ func TestMetricsAfterLoadAndReadiness(t *testing.T) {
 		`rivet_call_duration_seconds_count{actor="counter",outcome="error"}`,
 		"rivet_commits_total", "rivet_commit_batches_total", "rivet_partitions_claimed_total", "rivet_lease_renewals_total",
 		"rivet_queue_messages_sent_total", "rivet_queue_messages_received_total",
-		`rivet_workflow_steps_total{status="completed"}`, `rivet_workflow_steps_total{status="failed"}`,
-		`rivet_workflow_steps_total{status="exhausted"}`, "rivet_workflow_failures_total",
+		`rivet_workflow_steps_total{actor="metricsWorker",status="completed"}`, `rivet_workflow_steps_total{actor="metricsFailing",status="failed"}`,
+		`rivet_workflow_steps_total{actor="metricsFailing",status="exhausted"}`, `rivet_workflow_failures_total{actor="metricsFailing"}`,
 		// gauges
 		"rivet_active_actors", "rivet_partitions_owned", "rivet_cluster_members_alive",
-		"rivet_queue_messages", "rivet_workflows_running",
+		"rivet_queue_messages", `rivet_workflows_running{actor="metricsWorker"}`,
 		// histograms
 		`rivet_turn_duration_seconds_count{kind="action"}`, `rivet_turn_duration_seconds_count{kind="send"}`,
 		`rivet_turn_duration_seconds_count{kind="step"}`, `rivet_turn_duration_seconds_count{kind="receive"}`,
@@ -208,8 +208,11 @@ func TestMetricsAfterLoadAndReadiness(t *testing.T) {
 	}
 	// Present, and zero here: nothing failed in the committer.
 	present := []string{"rivet_forwards_total", "rivet_commit_failures_total", "rivet_commit_retries_total",
-		"rivet_commit_waiting", "rivet_lease_losses_total", "rivet_workflows_completed_total", "rivet_partitions_handed_off_total",
-		"rivet_partitions_refenced_total", "rivet_commit_stalls_total", "rivet_workflow_cancellations_total", "rivet_actors_shed_total",
+		"rivet_commit_waiting", "rivet_lease_losses_total", `rivet_workflows_completed_total{actor="metricsWorker"}`, "rivet_partitions_handed_off_total",
+		"rivet_partitions_refenced_total", "rivet_commit_stalls_total", `rivet_workflow_cancellations_total{actor="metricsWorker"}`, "rivet_actors_shed_total",
+		// Workflow series by actor type, for each type with a workflow
+		// (none for counter, which has none).
+		`rivet_workflow_steps_total{actor="metricsWorker",status="failed"}`, `rivet_workflow_failures_total{actor="metricsWorker"}`,
 		`rivet_scheduled_calls_total{result="ok"}`, `rivet_scheduled_calls_total{result="failed"}`,
 		"rivet_event_subscribers", "rivet_events_delivered_total", "rivet_event_subscribers_dropped_total",
 		`rivet_actor_hook_failures_total{hook="wake"}`, `rivet_actor_hook_failures_total{hook="sleep"}`,
@@ -218,11 +221,13 @@ func TestMetricsAfterLoadAndReadiness(t *testing.T) {
 	// Exact once the workflow has taken its messages: waited for, as
 	// the workflow runs on after the calls above returned.
 	exact := map[string]float64{
-		"rivet_queue_messages":                           3, // the backlog
-		"rivet_queue_messages_received_total":            5,
-		"rivet_queue_messages_sent_total":                8,
-		`rivet_workflow_steps_total{status="completed"}`: 5,
-		`rivet_calls_total{actor="counter",code="ok"}`:   20,
+		"rivet_queue_messages":                                                  3, // the backlog
+		"rivet_queue_messages_received_total":                                   5,
+		"rivet_queue_messages_sent_total":                                       8,
+		`rivet_workflow_steps_total{actor="metricsWorker",status="completed"}`:  5,
+		`rivet_workflow_steps_total{actor="metricsFailing",status="failed"}`:    1,
+		`rivet_workflow_steps_total{actor="metricsFailing",status="exhausted"}`: 1,
+		`rivet_calls_total{actor="counter",code="ok"}`:                          20,
 	}
 	var series, sums map[string]float64
 	var missing, wrong []string
@@ -281,6 +286,21 @@ func TestMetricsAfterLoadAndReadiness(t *testing.T) {
 	}
 	if k, ok := fields["key"].([]any); !ok || len(k) != 1 || k[0] != "f" {
 		t.Errorf("workflow failed log key = %#v, want [f]", fields["key"])
+	}
+	// So do those of a step's failed attempts (the first of a step is
+	// always logged), with the attempt and its error.
+	attempts := logs.FilterMessage("workflow step attempt failed: it will be retried after its backoff").All()
+	if len(attempts) != 1 {
+		t.Fatalf("%d step attempt failures logged, want 1 (metricsFailing's first attempt)", len(attempts))
+	}
+	fields = attempts[0].ContextMap()
+	if attempts[0].Level != zapcore.WarnLevel || fields["node"] != n.ID() || fields["actor"] != "metricsFailing" || fields["step"] != "boom" || fields["attempt"] != int64(1) || fields["error"] != "boom" {
+		t.Errorf("step attempt failure logged at %v with %v; want WARN, node %s, actor metricsFailing, step boom, attempt 1, error boom", attempts[0].Level, fields, n.ID())
+	}
+	for s := range series {
+		if strings.HasPrefix(s, "rivet_workflow") && strings.Contains(s, `actor="counter"`) {
+			t.Errorf("a workflow series for an actor type without a workflow: %s", s)
+		}
 	}
 
 	// The stop's last log line says how long each part of it took.
@@ -425,7 +445,7 @@ func TestGaugesComeBackToRestOnceTheLoadEnds(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Under the load: the gauges count it.
-	loaded := map[string]float64{"rivet_workflows_running": 2, "rivet_queue_messages": 2, "rivet_event_subscribers": 1}
+	loaded := map[string]float64{`rivet_workflows_running{actor="metricsWorker"}`: 1, `rivet_workflows_running{actor="restSleeper"}`: 1, "rivet_queue_messages": 2, "rivet_event_subscribers": 1}
 	waitUntil(t, "the gauges to count the load", 30*time.Second, func() bool {
 		series, _ := scrape(t, n.HTTPAddr())
 		for m, want := range loaded {
@@ -437,7 +457,7 @@ func TestGaugesComeBackToRestOnceTheLoadEnds(t *testing.T) {
 	})
 	sub.Close()
 
-	gauges := []string{"rivet_active_actors", "rivet_workflows_running", "rivet_queue_messages", "rivet_actor_tasks_running",
+	gauges := []string{"rivet_active_actors", `rivet_workflows_running{actor="metricsWorker"}`, `rivet_workflows_running{actor="restSleeper"}`, "rivet_queue_messages", "rivet_actor_tasks_running",
 		"rivet_event_subscribers", "rivet_commit_waiting"}
 	var series, sums map[string]float64
 	deadline := time.Now().Add(30 * time.Second)
@@ -592,15 +612,15 @@ func TestCountersCountExactly(t *testing.T) {
 		t.Fatal(err)
 	}
 	expect("after the load", map[string]float64{
-		`rivet_calls_total{actor="countedFlow",code="user"}`:                 2,
-		`rivet_calls_total{actor="countedFlow",code="actor.unknown_action"}`: 1,
-		"rivet_queue_messages_sent_total":                                    3,
-		"rivet_queue_messages_received_total":                                3,
-		`rivet_workflow_steps_total{status="completed"}`:                     3 * 4,
-		`rivet_workflow_steps_total{status="failed"}`:                        2,
-		`rivet_workflow_steps_total{status="exhausted"}`:                     1,
-		"rivet_workflow_failures_total":                                      1,
-		"rivet_workflows_completed_total":                                    0,
+		`rivet_calls_total{actor="countedFlow",code="user"}`:                    2,
+		`rivet_calls_total{actor="countedFlow",code="actor.unknown_action"}`:    1,
+		"rivet_queue_messages_sent_total":                                       3,
+		"rivet_queue_messages_received_total":                                   3,
+		`rivet_workflow_steps_total{actor="countedFlow",status="completed"}`:    3 * 4,
+		`rivet_workflow_steps_total{actor="countedFailure",status="failed"}`:    2,
+		`rivet_workflow_steps_total{actor="countedFailure",status="exhausted"}`: 1,
+		`rivet_workflow_failures_total{actor="countedFailure"}`:                 1,
+		`rivet_workflows_completed_total{actor="countedFlow"}`:                  0,
 	})
 	failed, err := c.ListFailed(ctx, "")
 	if err != nil {
@@ -614,8 +634,8 @@ func TestCountersCountExactly(t *testing.T) {
 		t.Fatal(err)
 	}
 	expect("after a retry", map[string]float64{
-		`rivet_workflow_steps_total{status="failed"}`:    4,
-		`rivet_workflow_steps_total{status="exhausted"}`: 2,
-		"rivet_workflow_failures_total":                  2,
+		`rivet_workflow_steps_total{actor="countedFailure",status="failed"}`:    4,
+		`rivet_workflow_steps_total{actor="countedFailure",status="exhausted"}`: 2,
+		`rivet_workflow_failures_total{actor="countedFailure"}`:                 2,
 	})
 }

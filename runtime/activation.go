@@ -49,6 +49,8 @@ type activation struct {
 	part   uint32
 	spec   *rivet.Spec
 	prefix string
+	// wfs is the counters of the actor's type (Host.wfTypes).
+	wfs *wfTypeStats
 	// stateKeyAt is prefix + the state suffix, made once (stateKey): a
 	// workflow step that changes the state names the key each time.
 	stateKeyAt string

@@ -111,7 +111,7 @@ func (h *Host) CancelWorkflow(ctx context.Context, ref Ref, reason string) (stri
 		a.mu.Unlock()
 		h.timers.cancel(a.id)
 		a.failWaiters()
-		h.wfCancelled.Add(1)
+		a.wfs.cancelled.Add(1)
 		h.log.Info("workflow cancelled", actorField(a), zap.String("reason", reason), zap.String("was", prev))
 		return nil
 	})

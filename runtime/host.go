@@ -145,15 +145,16 @@ type Host struct {
 	waitObs WaitObserver // cfg.Observer's, if it is one
 	calls   atomic.Uint64
 	// The counters and gauges of Stats, beside calls. queued is kept by
-	// the activations (wfState.countPending), wfRunning by the workflow
-	// runners.
-	queued, sent, received                      atomic.Int64
-	wfRunning                                   atomic.Int64
-	wfCompleted, wfFailed, wfCancelled          atomic.Uint64
-	refences, resolved                          atomic.Uint64
-	stepsCompleted, stepsFailed, stepsExhausted atomic.Uint64
-	shedCount                                   atomic.Uint64
-	schedFired, schedFailed                     atomic.Uint64
+	// the activations (wfState.countPending); the workflows' by type, in
+	// wfTypes (wfstats.go), each activation adding to its type's.
+	queued, sent, received  atomic.Int64
+	refences, resolved      atomic.Uint64
+	shedCount               atomic.Uint64
+	schedFired, schedFailed atomic.Uint64
+	wfTypes                 map[string]*wfTypeStats // read-only once made
+	wfUnknown               wfTypeStats
+	// stepFails rations the warnings of failed step attempts.
+	stepFails stepFailLog
 	// sendKeysEvicted and callKeysEvicted count idempotency keys dropped
 	// to keep an actor's bound while still within their window.
 	sendKeysEvicted, callKeysEvicted       atomic.Uint64
@@ -183,6 +184,7 @@ func New(cfg Config, reg *rivet.Registry, store storage.Store, commit Committer,
 		stopCh: make(chan struct{}), overLimit: make(chan struct{}, 1),
 		timers: newTimers(), events: newEventHub(),
 		reapSleeps: make(chan struct{}, maxSleeps),
+		wfTypes:    newWfTypes(reg.Names()),
 	}
 	h.commitWith, _ = commit.(channelCommitter)
 	h.waitObs, _ = cfg.Observer.(WaitObserver)
@@ -627,7 +629,7 @@ func (h *Host) activateFor(ctx context.Context, ref Ref, sp *rivet.Spec, create 
 				return nil, false, false, h.notOwned(part, " of actor "+ref.Name)
 			}
 			a = &activation{
-				h: h, ref: Ref{Name: ref.Name, Key: append([]string(nil), ref.Key...)}, id: id, enc: enc, part: part, spec: sp, prefix: prefix,
+				h: h, ref: Ref{Name: ref.Name, Key: append([]string(nil), ref.Key...)}, id: id, enc: enc, part: part, spec: sp, prefix: prefix, wfs: h.wfStatsOf(ref.Name),
 				stateKeyAt: prefix + storage.StateSuffix, historyAt: prefix + storage.WorkflowSuffix,
 				fence: storage.Fence{Partition: part, Token: token},
 				ready: make(chan struct{}), woken: make(chan struct{}),
@@ -2458,13 +2460,14 @@ func (h *Host) Stats() Stats {
 	h.mu.Lock()
 	n, tasks := len(h.actors), h.nTasks
 	h.mu.Unlock()
+	wf := h.wfTotals()
 	s := Stats{
 		NodeID: h.cfg.NodeID, ActiveActors: uint64(n), TasksRunning: uint64(tasks), ActorsShed: h.shedCount.Load(), SchedulesFired: h.schedFired.Load(), SchedulesFailed: h.schedFailed.Load(),
 		WakeHooksFailed: h.wakeFailed.Load(), SleepHooksFailed: h.sleepFailed.Load(), DestroyHooksFailed: h.destroyFailed.Load(),
 		Calls: h.calls.Load(), PartitionsOwned: uint32(h.own.Owned()),
 		QueuedMessages: uint64(max(h.queued.Load(), 0)), MessagesSent: uint64(h.sent.Load()), MessagesReceived: uint64(h.received.Load()),
-		WorkflowsRunning: uint64(max(h.wfRunning.Load(), 0)), WorkflowsCompleted: h.wfCompleted.Load(), WorkflowsFailed: h.wfFailed.Load(), WorkflowsCancelled: h.wfCancelled.Load(),
-		StepsCompleted: h.stepsCompleted.Load(), StepsFailed: h.stepsFailed.Load(), StepsExhausted: h.stepsExhausted.Load(),
+		WorkflowsRunning: wf.Running, WorkflowsCompleted: wf.Completed, WorkflowsFailed: wf.Failed, WorkflowsCancelled: wf.Cancelled,
+		StepsCompleted: wf.StepsCompleted, StepsFailed: wf.StepsFailed, StepsExhausted: wf.StepsExhausted,
 		Refences:        h.refences.Load(),
 		Resolved:        h.resolved.Load(),
 		SendKeysEvicted: h.sendKeysEvicted.Load(), CallKeysEvicted: h.callKeysEvicted.Load(),

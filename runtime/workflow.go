@@ -479,7 +479,7 @@ func (a *activation) startWorkflow(history []workflow.Entry) {
 	}
 	h.workflows.Add(1)
 	h.mu.Unlock()
-	h.wfRunning.Add(1)
+	a.wfs.running.Add(1)
 	ctx, cancel := context.WithCancel(h.wfCtx)
 	r := &wfRunner{cancel: cancel, done: make(chan struct{}), ctx: ctx}
 	a.wf.runner = r
@@ -511,7 +511,7 @@ func (a *activation) runWorkflow(ctx context.Context, r *wfRunner, history []wor
 // act.
 func (a *activation) ranWorkflow(ctx context.Context, r *wfRunner, out workflow.Outcome) {
 	defer a.h.workflows.Done()
-	defer a.h.wfRunning.Add(-1)
+	defer a.wfs.running.Add(-1)
 	defer func() {
 		// After close(r.done): rerunAfter, which may see done closed,
 		// and this take the flag by Swap, so exactly one evicts.
@@ -534,7 +534,7 @@ func (a *activation) ranWorkflow(ctx context.Context, r *wfRunner, out workflow.
 		// to it again, and would count twice.
 		if a.finishWorkflow(workflowStatus{Status: WorkflowCompleted}) {
 			a.h.log.Info("workflow completed", actorField(a))
-			a.h.wfCompleted.Add(1)
+			a.wfs.completed.Add(1)
 		}
 	case workflow.RunFailed:
 		if a.finishWorkflow(workflowStatus{Status: WorkflowFailed, Error: errtext.Of(out.Err), FailedAt: failedAt(out.Err)}) {
@@ -546,7 +546,7 @@ func (a *activation) ranWorkflow(ctx context.Context, r *wfRunner, out workflow.
 			} else {
 				a.h.log.Warn("workflow failed", actorField(a), zap.Error(out.Err))
 			}
-			a.h.wfFailed.Add(1)
+			a.wfs.failed.Add(1)
 		}
 	case workflow.RunYielded:
 		if ctx.Err() == nil {
@@ -1058,6 +1058,7 @@ func (w *wfHost) RunStep(ctx context.Context, ephemeral bool, fn func(env workfl
 	// call back into this actor re-enters the step's turn.
 	chain := a.h.newChain()
 	var steps stepCounts
+	var stepWrites []workflow.HistoryWrite
 	var te *turnEvents
 	// counted: the body started (bodyStarted), in the turn, so that a step
 	// that waited for the gate (behind a call) while its actor began to
@@ -1085,6 +1086,9 @@ func (w *wfHost) RunStep(ctx context.Context, ephemeral bool, fn func(env workfl
 		checked := w.checked
 		w.checked = checkedAttempt{}
 		steps = countSteps(writes)
+		if steps.failed > 0 || steps.exhausted > 0 {
+			stepWrites = writes // for the failure's log line
+		}
 		if len(writes) == 0 {
 			// Abandoned attempt: its state changes are not committed, so
 			// memory goes back to what is durable.
@@ -1149,7 +1153,7 @@ func (w *wfHost) RunStep(ctx context.Context, ephemeral bool, fn func(env workfl
 	if err != nil {
 		return err
 	}
-	a.h.addSteps(steps)
+	a.stepsCommitted(steps, stepWrites)
 	return nil
 }
 
@@ -1202,7 +1206,7 @@ func (w *wfHost) commit(ctx context.Context, writes []workflow.HistoryWrite, kee
 	if err := w.wait(v); err != nil {
 		return err
 	}
-	w.a.h.addSteps(countSteps(writes))
+	w.a.stepsCommitted(countSteps(writes), writes)
 	return nil
 }
 
@@ -1225,20 +1229,25 @@ func (w *wfHost) commitPuttingBack(ctx context.Context, writes []workflow.Histor
 	if err != nil {
 		return err
 	}
-	a.h.addSteps(countSteps(writes))
+	a.stepsCommitted(countSteps(writes), writes)
 	return nil
 }
 
 // stepCounts counts step attempts by outcome.
 type stepCounts struct{ completed, failed, exhausted int }
 
-// countSteps counts the step attempts recorded in ws (a rollback handler's
-// attempt is not a step's).
+// isStepAttempt reports whether e records a step's attempt (a rollback
+// handler's attempt is not a step's).
+func isStepAttempt(e *workflow.Entry) bool {
+	return e != nil && e.Kind == workflow.KindStep && !e.RollbackDone && e.RollbackError == nil && e.RollbackAttempts == 0
+}
+
+// countSteps counts the step attempts recorded in ws.
 func countSteps(ws []workflow.HistoryWrite) stepCounts {
 	var c stepCounts
 	for _, w := range ws {
 		e := w.Put
-		if e == nil || e.Kind != workflow.KindStep || e.RollbackDone || e.RollbackError != nil || e.RollbackAttempts > 0 {
+		if !isStepAttempt(e) {
 			continue
 		}
 		switch e.Status {
@@ -1251,19 +1260,6 @@ func countSteps(ws []workflow.HistoryWrite) stepCounts {
 		}
 	}
 	return c
-}
-
-// addSteps adds committed step attempts to the Host's counters.
-func (h *Host) addSteps(c stepCounts) {
-	if c.completed > 0 {
-		h.stepsCompleted.Add(uint64(c.completed))
-	}
-	if c.failed > 0 {
-		h.stepsFailed.Add(uint64(c.failed))
-	}
-	if c.exhausted > 0 {
-		h.stepsExhausted.Add(uint64(c.exhausted))
-	}
 }
 
 // checkLimits refuses a workflow write that no store transaction can hold.
