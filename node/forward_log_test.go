@@ -91,6 +91,51 @@ func TestAnActionsOwnErrorIsOneErrorLineWithItsCause(t *testing.T) {
 	}
 }
 
+// panicking's parse panics (an index out of range, as in a user trial).
+var panicking = rivet.Actor[errorsState]{
+	Name: "panicking",
+	Actions: rivet.Actions[errorsState]{
+		"parse": rivet.Action(func(c *rivet.ActionCtx[errorsState], s string) (string, error) {
+			return strings.SplitN(s, ":", 2)[1], nil
+		}),
+	},
+}
+
+// A panicking action is one failure, and one error line in the log: the
+// node's "actor panicked", with the action and the stack, whichever node
+// the client called (docs/deploy.md says a request that ends INTERNAL is
+// logged at error level once). It was two: the call's own "grpc call"
+// line came at error level after it.
+func TestAPanickingActionIsOneErrorLine(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	logs, key, via := loggedPair(t, ctx, panicking)
+	for _, via := range via {
+		before := logs.Len()
+		_, err := via.c.GetOrCreate("panicking", key).Call(ctx, "parse", "nocolon")
+		if !errors.Is(err, rivet.ErrInternal) || !strings.Contains(err.Error(), "panicked") {
+			t.Fatalf("called through %s: %v, want ErrInternal saying it panicked", via.name, err)
+		}
+		var lines []string
+		var panicked []observer.LoggedEntry
+		for _, e := range logs.All()[before:] {
+			if e.Level >= zapcore.ErrorLevel {
+				lines = append(lines, fmt.Sprintf("%q %v", e.Message, e.ContextMap()))
+				if e.Message == "actor panicked" {
+					panicked = append(panicked, e)
+				}
+			}
+		}
+		if len(lines) != 1 || len(panicked) != 1 {
+			t.Fatalf("called through %s: logged at error level:\n%s\nwant one line, \"actor panicked\"", via.name, strings.Join(lines, "\n"))
+		}
+		m := panicked[0].ContextMap()
+		if m["actor"] != "panicking" || m["action"] != "parse" || !strings.Contains(fmt.Sprint(m["panic"]), "index out of range") || !strings.Contains(fmt.Sprint(m["stack"]), "forward_log_test.go") {
+			t.Errorf("called through %s: \"actor panicked\" with %v; want the actor, the action, the panic and its stack", via.name, m)
+		}
+	}
+}
+
 // loggedPair starts two nodes of actor, logging to one observer (warn and
 // up, both nodes' lines), and returns the observed logs, a key of actor
 // whose partition the second node owns, and a client through the actor's

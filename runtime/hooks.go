@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/internal/rpcerr"
 	"github.com/rivet-go/rivet/storage"
 	"go.uber.org/zap"
 )
@@ -81,7 +82,7 @@ func (h *Host) hookTurnAside(ctx context.Context, a *activation, chain, name str
 			h.log.Error("actor hook panicked", actorField(a), zap.String("hook", name), zap.Any("panic", r), zap.ByteString("stack", debug.Stack()))
 			a.restoreState()
 			kept = false
-			err = rivet.Errorf(rivet.ErrInternal, "%s of %s panicked", name, a.describe())
+			err = rpcerr.Logged(rivet.Errorf(rivet.ErrInternal, "%s of %s panicked", name, a.describe()))
 		}
 	}()
 	env := rivet.Env{Ctx: ctx, Name: a.ref.Name, Key: a.ref.Key, Client: &hostClient{h: h, chain: chain, from: a}, Schedule: ts, Destroy: ts.destroy, Events: te, Vars: a.vars, Tasks: te}

@@ -1074,7 +1074,7 @@ func (h *Host) guardUser(ref Ref, what string, fn func() error) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			h.log.Error("actor code panicked", refField(ref), zap.String("in", what), zap.Any("panic", r), zap.ByteString("stack", debug.Stack()))
-			err = rivet.Errorf(rivet.ErrInternal, "%s of actor %s %s panicked", what, ref.Name, keyString(ref.Key))
+			err = rpcerr.Logged(rivet.Errorf(rivet.ErrInternal, "%s of actor %s %s panicked", what, ref.Name, keyString(ref.Key)))
 		}
 	}()
 	return fn()
@@ -1118,7 +1118,9 @@ func (h *Host) runTurn(a *activation, held, restore bool, release func(), fn fun
 			if restore {
 				a.restoreState()
 			}
-			err = rivet.Errorf(rivet.ErrInternal, "actor %s panicked", a.describe())
+			// Logged here, with the stack: the call's own log line is
+			// then no second error line (rpcerr.Logged).
+			err = rpcerr.Logged(rivet.Errorf(rivet.ErrInternal, "actor %s panicked", a.describe()))
 			returned = true
 		}
 	}()
@@ -1254,7 +1256,9 @@ func (h *Host) call(ctx context.Context, req CallRequest, actor *string) (json.R
 					a.restoreState()
 				}
 				kept = false
-				err = rivet.Errorf(rivet.ErrInternal, "actor %s panicked", a.describe())
+				// One error line for the panic, this one, with its stack
+				// (the call's line goes to debug: rpcerr.Logged).
+				err = rpcerr.Logged(rivet.Errorf(rivet.ErrInternal, "actor %s panicked", a.describe()))
 			} else if !returned && !act.ReadOnly {
 				a.restoreState()
 			}
