@@ -739,6 +739,9 @@ func (h *Host) RetryWorkflowWith(ctx context.Context, ref Ref, opts RetryOptions
 			return err
 		}
 		res = would
+		// An operator's rewrite of the history, logged as a cancel is.
+		h.log.Info("workflow retried", actorField(a), zap.String("was", st.Status), zap.String("from", from),
+			zap.Int("entries_removed", res.Removed), zap.Bool("drop_messages", opts.DropMessages), zap.Int("messages_dropped", res.Dropped), zap.Bool("only_failed", opts.OnlyFailed))
 		after, err := h.readWorkflow(ctx, a.prefix)
 		if err != nil {
 			// The retry is done in storage (an error would say it was not,
