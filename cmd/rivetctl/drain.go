@@ -27,13 +27,19 @@ func (a *app) drainCommand() *cobra.Command {
 hands its partitions to the others, a few at a time (each one's turns finish
 and its writes land before the next owner takes it). rivetctl shows the
 progress and returns when NODE owns nothing. --undo ends a drain: NODE takes
-its share of partitions again; it returns at once (--wait is for a drain).
+its share of partitions again; it returns at once (--wait is for a drain;
+--wait 0, "return at once", is accepted with --undo, as it is what an undo does).
 A restart ends a drain too: NODE's next process starts undrained.`,
 		Args: args(1, 1),
 	}
 	cmd.Flags().BoolVar(&undo, "undo", false, "end the drain: the node takes its share again")
 	cmd.Flags().DurationVar(&wait, "wait", 5*time.Minute, "how long to wait for the drain to finish (0: do not wait)")
-	cmd.RunE = a.runE(func() time.Duration { return wait }, func(ctx context.Context, c *client.Client, args []string) error {
+	cmd.RunE = a.runE(func() time.Duration {
+		if undo {
+			return 0 // an undo waits for nothing
+		}
+		return wait
+	}, func(ctx context.Context, c *client.Client, args []string) error {
 		node := args[0]
 		if wait < 0 {
 			// Refused before the drain is sent: a negative wait marked
@@ -41,10 +47,11 @@ A restart ends a drain too: NODE's next process starts undrained.`,
 			// partitions "after -1s".
 			return usagef("--wait must not be negative, not %s (0: do not wait)", wait)
 		}
-		if undo && cmd.Flags().Changed("wait") {
+		if undo && cmd.Flags().Changed("wait") && wait != 0 {
 			// An undo has no end to wait for (no count tells when NODE
 			// has its share back): ignoring --wait would return at once
-			// to whoever asked it to wait.
+			// to whoever asked it to wait. --wait 0 asks for just that
+			// (a script that always passes --wait, 0 with --undo).
 			return usagef("--wait makes no sense with --undo (an undo returns once %s is no longer draining; rivetctl members shows its partitions come back)", node)
 		}
 		start, err := c.Drain(ctx, node, undo)

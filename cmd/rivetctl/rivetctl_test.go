@@ -880,19 +880,28 @@ func TestWaitTimeoutWithoutWaitIsAUsageError(t *testing.T) {
 }
 
 // drain --undo does not wait (nothing tells when a node has its share
-// back), so --wait with it is refused before anything is sent, rather than
-// ignored by a command that returns at once.
+// back), so a --wait with it is refused before anything is sent, rather
+// than ignored by a command that returns at once; but --wait 0, the
+// documented "do not wait", is what an undo does, and is accepted (a
+// user trial: a script passing --wait 0 to both was refused).
 func TestDrainUndoWithWaitIsAUsageError(t *testing.T) {
 	f := &countingDrain{Fake: servertest.NewFake()}
 	addr := servertest.Start(t, f, servertest.Config{})
-	for _, wait := range []string{"1m", "0"} {
+	for _, wait := range []string{"1m", "1ns"} {
 		rivetctl(t, addr, "drain", "node-1", "--undo", "--wait", wait).
 			wantErr(t, 2, "rivetctl: --wait makes no sense with --undo (an undo returns once node-1 is no longer draining; rivetctl members shows its partitions come back)")
 	}
 	if n := f.drains.Load(); n != 0 {
 		t.Errorf("%d drain requests sent, want none", n)
 	}
-	rivetctl(t, addr, "drain", "node-1", "--undo").want(t, 0, "node-1 is no longer draining (it owns 16 partitions now; its share comes back as the cluster rebalances: rivetctl members shows it)\n")
+	const undone = "node-1 is no longer draining (it owns 16 partitions now; its share comes back as the cluster rebalances: rivetctl members shows it)\n"
+	rivetctl(t, addr, "drain", "node-1", "--undo").want(t, 0, undone)
+	for _, wait := range []string{"0", "0s"} {
+		rivetctl(t, addr, "drain", "node-1", "--undo", "--wait", wait).want(t, 0, undone)
+	}
+	if n := f.drains.Load(); n != 3 {
+		t.Errorf("%d drain requests sent, want 3 (the undos)", n)
+	}
 }
 
 // A negative --wait is refused before anything is sent: it used to drain
