@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/rivet-go/rivet/client"
 	"github.com/rivet-go/rivet/runtime"
@@ -106,5 +107,44 @@ func TestHistorySaysAStepWaitingToRunAgainIsRetrying(t *testing.T) {
 		if r.code != 0 || !strings.Contains(r.stdout, "charge  step  "+tc.want+"  2") {
 			t.Errorf("workflow %s: exit %d, history:\n%s\nwant the step %q", tc.workflow, r.code, r.stdout, tc.want)
 		}
+	}
+}
+
+// history shows a step's error whole: it was cut at 80 characters, just
+// where a wrapped Go error has its cause (a user trial: "dial tcp
+// 10.0.0.5:443: connect: ..." hid "connection refused"). One longer than
+// the column's bound keeps its start and its end; -o json has it whole.
+func TestHistoryShowsAStepsErrorWhole(t *testing.T) {
+	const trial = "POST https://psp.internal/v1/charges: dial tcp 10.0.0.5:443: connect: connection refused"
+	huge := "join failed: " + strings.Repeat("branch x: timeout; ", 100) + "last: connect: connection refused"
+	f := servertest.NewFake()
+	f.HistoryFunc = func(context.Context, runtime.Ref, runtime.HistoryOptions) (runtime.History, error) {
+		return runtime.History{
+			WorkflowStatus: "sleeping",
+			Entries: []runtime.HistoryEntry{
+				{Path: "charge-card", Kind: "step", Status: "failed", Attempts: 9, Error: trial},
+				{Path: "fan", Kind: "join", Status: "failed", Error: huge},
+			},
+		}, nil
+	}
+	addr := servertest.Start(t, f, servertest.Config{})
+	r := rivetctl(t, addr, "history", "payment", "p-1001")
+	if r.code != 0 || !strings.Contains(r.stdout, "failed, retrying  9         error: "+trial+"\n") {
+		t.Fatalf("exit %d, history:\n%s\nwant the step's whole error", r.code, r.stdout)
+	}
+	var fan string
+	for l := range strings.Lines(r.stdout) {
+		if strings.HasPrefix(l, "fan ") {
+			fan = strings.TrimRight(l, "\n")
+		}
+	}
+	_, col, _ := strings.Cut(fan, "error: ")
+	col = "error: " + col
+	if n := utf8.RuneCountInString(col); n != 400 || !strings.HasPrefix(col, "error: join failed: branch x") || !strings.HasSuffix(col, "last: connect: connection refused") || !strings.Contains(col, "…") {
+		t.Errorf("a long error's column (%d characters): %q; want 400, its start and its end with … between", n, col)
+	}
+	j := rivetctl(t, addr, "-o", "json", "history", "payment", "p-1001")
+	if j.code != 0 || !strings.Contains(j.stdout, `"error":"`+trial+`"`) || !strings.Contains(j.stdout, strings.Repeat("branch x: timeout; ", 100)) {
+		t.Errorf("-o json: exit %d, %s; want both errors whole", j.code, j.stdout)
 	}
 }

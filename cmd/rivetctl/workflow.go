@@ -9,6 +9,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -22,8 +23,10 @@ func (a *app) historyCommand() *cobra.Command {
 		Short: "Show an actor's workflow history: path, kind, status, attempts, output or error",
 		Long: `Show an actor's workflow history: path, kind, status, attempts, output or error.
 Each entry takes one line: an error of several lines (a join's) has them
-joined by "; ", as inspect and actors --failed show one, and the last column
-is cut at 80 characters (-o json has all of it).
+joined by "; ", as inspect and actors --failed show one. An error is shown
+whole up to 400 characters; a longer one keeps its first 150 and its last
+249, where a wrapped Go error has its cause ("connect: connection refused"),
+with "…" between. An output is cut at 80 characters. -o json has all of both.
 
 After a rollback, the status of a step with a rollback handler says whether
 its compensation ran: "completed, rolled back", "completed, rollback failed"
@@ -361,7 +364,9 @@ func (a *app) printHistory(h client.History) error {
 		if e.Winner != "" {
 			detail = "won by " + e.Winner + ": " + orDash(detail)
 		}
+		isErr := false // detail is an error: kept whole, or its end kept
 		if e.Error != "" {
+			isErr = true
 			detail = "error: " + errorLine(e.Error)
 			if e.ErrorCode != "" {
 				detail = "error (" + e.ErrorCode + "): " + errorLine(e.Error)
@@ -371,6 +376,7 @@ func (a *app) printHistory(h client.History) error {
 		if e.RollbackRetryError != "" && e.RollbackError == "" && !e.RollbackDone {
 			// A handler to be retried: its last error is why the
 			// rollback waits (or waited, if the run ended meanwhile).
+			isErr = true
 			detail = "last rollback error: " + errorLine(e.RollbackRetryError)
 			if e.RollbackRetryErrorCode != "" {
 				detail = "last rollback error (" + e.RollbackRetryErrorCode + "): " + errorLine(e.RollbackRetryError)
@@ -381,6 +387,7 @@ func (a *app) printHistory(h client.History) error {
 			// The handler that stopped the rollback: its error is what
 			// the operator acts on, the step's output is in -o json.
 			status += ", rollback failed"
+			isErr = true
 			detail = "rollback error: " + errorLine(e.RollbackError)
 			if e.RollbackErrorCode != "" {
 				detail = "rollback error (" + e.RollbackErrorCode + "): " + errorLine(e.RollbackError)
@@ -415,13 +422,37 @@ func (a *app) printHistory(h client.History) error {
 		// newline is JSON, where it is only space. Escaped before it is cut, so that the cut bounds what
 		// prints.
 		detail = printable(strings.ReplaceAll(detail, "\n", " "))
-		if len(detail) > 80 {
+		switch {
+		case isErr:
+			// Not cut at 80, as it was: a wrapped error's cause is at
+			// its end, and the cut fell just before "connection
+			// refused" (a user trial).
+			detail = cutMiddle(detail, maxErrorColumn)
+		case len(detail) > 80:
 			// On a character: a byte cut inside one printed invalid UTF-8.
 			detail = textcut.Prefix(detail, 77) + "..."
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", printable(e.Path), printable(e.Kind), printable(status), e.Attempts, orDash(detail))
 	}
 	return tw.Flush()
+}
+
+// maxErrorColumn bounds an error in history's last column: errors are
+// stored up to a few KiB (a join's of many branches), which would make a
+// row of pages.
+const maxErrorColumn = 400
+
+// cutMiddle is s if it has at most n characters, else its first and last
+// characters with "…" between, n in all: the start says what failed, the
+// end (a wrapped error's innermost) why.
+func cutMiddle(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	head := min(150, (n-1)/2)
+	tail := n - 1 - head
+	return string(r[:head]) + "…" + string(r[len(r)-tail:])
 }
 
 // failedFor is the status of e as history prints it: for a step that
