@@ -19,7 +19,11 @@ type Config struct {
 	// it is deactivated. Its state is durable all along, so this trades
 	// memory for the cost of a reload (one etcd range read). Default 30 s.
 	IdleTimeout time.Duration
-	// ActionTimeout bounds one action's turn. Default 60 s, as the original.
+	// ActionTimeout ends the context of one action's turn (its wait for
+	// the gate included). Default 60 s, as the original. An action that
+	// ignores its context runs on until it returns, and what it did
+	// stands (its changes commit; its caller gets a timeout error if it
+	// changed the state); the node logs a warning of it.
 	ActionTimeout time.Duration
 	// StepGrace is how long a workflow step body in flight when its actor
 	// leaves the node gracefully (a handoff: a drain, a rebalance; a

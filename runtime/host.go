@@ -1198,6 +1198,10 @@ func (h *Host) call(ctx context.Context, req CallRequest, actor *string) (json.R
 			return nil, err
 		}
 	}
+	// timedOutAt is when the action timeout ends ctx (the caller's own
+	// deadline may end it first), for the warning of an action that
+	// returns well after it (actionOverran).
+	callerCtx, timedOutAt := ctx, time.Now().Add(h.cfg.ActionTimeout)
 	ctx, cancel := context.WithTimeout(ctx, h.cfg.ActionTimeout)
 	defer cancel()
 	chain, err := h.turnChain(req.Chain.ID)
@@ -1308,6 +1312,9 @@ func (h *Host) call(ctx context.Context, req CallRequest, actor *string) (json.R
 		if running != nil {
 			running.Store(false)
 		}
+		if ctx.Err() != nil {
+			h.actionOverran(a, req.Action, timedOutAt, callerCtx)
+		}
 		err = func() error {
 			if err != nil {
 				if !act.ReadOnly {
@@ -1374,6 +1381,29 @@ func (h *Host) call(ctx context.Context, req CallRequest, actor *string) (json.R
 		return nil, err
 	}
 	return result, nil
+}
+
+// actionOverrunGrace is how long after the action timeout an action may
+// return before the node warns of it: one that heeds its context returns
+// about when it ends (as for a step, workflow's overrunGrace).
+const actionOverrunGrace = 250 * time.Millisecond
+
+// actionOverran warns, if the action that just returned did so well past
+// the node's action timeout (timedOutAt): it did not stop when its context
+// ended, and held its actor's turn, every other call to the actor waiting
+// behind it, until it returned. Its outcome stands as it returned it: its
+// changes commit, its result goes to its caller if the caller still waits
+// (callerCtx not ended; else the caller got a deadline error already, and
+// the changes commit all the same).
+func (h *Host) actionOverran(a *activation, action string, timedOutAt time.Time, callerCtx context.Context) {
+	late := time.Since(timedOutAt)
+	if late < actionOverrunGrace {
+		return
+	}
+	h.log.Warn("action returned after the node's action timeout: it did not stop when its context ended (or the process did not run meanwhile), and held the actor until it returned; its outcome stands",
+		actorField(a), zap.String("action", action), zap.Duration("timeout", h.cfg.ActionTimeout), zap.Duration("past_timeout", late),
+		zap.Bool("caller_gave_up", callerCtx.Err() != nil),
+		zap.String("hint", "an action should return when its context (ActionCtx.Context) is done: pass it to the calls it makes; if it does, the process was paused or short of CPU"))
 }
 
 // actionError passes rivet errors (user errors included) through, and masks
