@@ -738,6 +738,11 @@ func (n *Node) Stop(ctx context.Context) error {
 	return n.stopErr
 }
 
+// maxStuckActionsLogged bounds the actions a stop that ran out of time
+// names (those running longest): a node stopped under load may hold
+// thousands.
+const maxStuckActionsLogged = 5
+
 // stuckStreamGrace is how long a stop waits for Subscribe streams once
 // nothing else is left (see awaitGraceful).
 const stuckStreamGrace = time.Second
@@ -783,7 +788,14 @@ func (n *Node) awaitGraceful(ctx context.Context, graceful, hostStopped <-chan s
 			go n.grpcServer.Stop()
 			if !n.awaitLate(graceful) {
 				n.handlersLeft = true
-				n.log.Warn("the stop ran out of time with calls still running whose actions ignore their context: leaving them")
+				// Named, the first few: an operator fixes that code.
+				running, total := n.host.RunningActions(maxStuckActionsLogged)
+				names := make([]string, len(running))
+				for i, r := range running {
+					names[i] = r.String()
+				}
+				n.log.Warn("the stop ran out of time with calls still running whose actions ignore their context: leaving them",
+					zap.Int("actions_running", total), zap.Strings("longest_running", names))
 			}
 			return
 		case now := <-tick.C:

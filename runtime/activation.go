@@ -51,6 +51,12 @@ type activation struct {
 	prefix string
 	// wfs is the counters of the actor's type (Host.wfTypes).
 	wfs *wfTypeStats
+	// actionMu guards action and actionSince: the action running in the
+	// actor's turn now (the innermost, if re-entered) and when its call
+	// reached the node, for a stop it holds up (Host.RunningActions).
+	actionMu    sync.Mutex
+	action      string
+	actionSince time.Time
 	// stateKeyAt is prefix + the state suffix, made once (stateKey): a
 	// workflow step that changes the state names the key each time.
 	stateKeyAt string
