@@ -1311,8 +1311,7 @@ func (h *Host) call(ctx context.Context, req CallRequest, actor *string) (json.R
 		if q == nil || !q.beside {
 			// Named in a stop it holds up (RunningActions). Not a query
 			// beside a step's body: several run at once, and would put
-			// back each other's record out of order (the step's turn,
-			// which waits for them, is what a stop sees held).
+			// back each other's record out of order.
 			defer a.setAction(a.setAction(req.Action, timedOutAt.Add(-h.cfg.ActionTimeout)))
 		}
 		res, err := act.Invoke(env, state, args)
