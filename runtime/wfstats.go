@@ -1,12 +1,15 @@
 package runtime
 
 import (
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"go.uber.org/zap"
 
+	"github.com/rivet-go/rivet/internal/textcut"
 	"github.com/rivet-go/rivet/workflow"
 )
 
@@ -93,16 +96,17 @@ func (h *Host) wfTotals() WorkflowTypeStats {
 }
 
 // stepFailuresEvery is how often, at most, a node logs the failed
-// attempts of one step (of one actor) that it retries: the first failure
-// is logged at once, then at most one line a minute, which says how many
-// failures it did not log. A step retrying for ever behind a dependency's
-// outage (a backoff of seconds) would otherwise log a line every few
-// seconds per actor. A failure for good is always logged.
+// attempts of one step of an actor type (its name, a loop's iterations
+// counted as one) that it retries, and, apart, its failures for good: the
+// first is logged at once, then at most one line a minute, which says how
+// many failures it did not log. A step retrying for ever behind a
+// dependency's outage (a backoff of seconds) would otherwise log a line
+// every few seconds per actor, and a polling loop a line per iteration.
 var stepFailuresEvery = time.Minute
 
-// stepFailLog rations the warnings of failed step attempts, by actor and
-// step path. Taken only when an attempt failed: the path of a step that
-// succeeds does not touch it.
+// stepFailLog rations the warnings of failed step attempts, by actor type
+// and step (stepFailKey). Taken only when an attempt failed: the path of a
+// step that succeeds does not touch it.
 type stepFailLog struct {
 	mu    sync.Mutex
 	marks map[string]stepFailMark
@@ -112,43 +116,98 @@ type stepFailLog struct {
 }
 
 type stepFailMark struct {
-	at    time.Time // the last line logged for the step
-	quiet int       // failures not logged since
+	at, atGood time.Time // the last line logged for the step's failures, and for good
+	quiet      int       // failures not logged since either
 }
 
 // maxStepFailMarks is the size past which marks is pruned (at most once
 // per stepFailuresEvery): a mark outlives its step, which its success
-// does not clear (that would cost every step a lookup).
+// does not clear (that would cost every step a lookup). Past it after a
+// prune (many steps of many names failing within a minute), the marks are
+// dropped, and the map with them: a few lines more, rather than memory
+// that a spike took kept for good.
 const maxStepFailMarks = 1024
 
-// logged decides whether the failure of the step at id (actor and path)
-// is logged now, and returns the failures not logged since the last line.
-func (l *stepFailLog) logged(id string, now time.Time, forGood bool) (bool, int) {
+// stepFailKey is the key of a step's failures in stepFailLog: the actor's
+// type and the step's path with a loop's iteration numbers left out
+// (charge-loop/~/charge-card), so that a polling loop's failing step
+// counts as one, and so do the actors of a type failing at once.
+func stepFailKey(actorType, path string) string {
+	var b strings.Builder
+	b.Grow(len(actorType) + 1 + len(path))
+	b.WriteString(actorType)
+	b.WriteByte(0)
+	for i, seg := range strings.Split(path, "/") {
+		if i > 0 {
+			b.WriteByte('/')
+		}
+		if len(seg) > 1 && seg[0] == '~' && strings.Trim(seg[1:], "0123456789") == "" {
+			seg = "~"
+		}
+		b.WriteString(seg)
+	}
+	return b.String()
+}
+
+// logged decides whether the failure (forGood: for good) of the step of
+// key (stepFailKey) is logged now, and returns the failures of it not
+// logged since the last line.
+func (l *stepFailLog) logged(key string, now time.Time, forGood bool) (bool, int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.marks == nil {
 		l.marks = map[string]stepFailMark{}
 	}
-	m, ok := l.marks[id]
-	if !forGood && ok && now.Sub(m.at) < stepFailuresEvery {
+	m, ok := l.marks[key]
+	last := m.at
+	if forGood {
+		last = m.atGood
+	}
+	if ok && !last.IsZero() && now.Sub(last) < stepFailuresEvery {
 		m.quiet++
-		l.marks[id] = m
+		l.marks[key] = m
 		return false, 0
 	}
+	quiet := m.quiet
+	m.quiet = 0
 	if forGood {
-		delete(l.marks, id)
+		m.atGood = now
 	} else {
-		l.marks[id] = stepFailMark{at: now}
+		m.at = now
 	}
-	if len(l.marks) > maxStepFailMarks && now.Sub(l.swept) >= stepFailuresEvery {
-		l.swept = now
-		for k, v := range l.marks {
-			if now.Sub(v.at) >= stepFailuresEvery {
-				delete(l.marks, k)
+	l.marks[key] = m
+	if len(l.marks) > maxStepFailMarks {
+		if now.Sub(l.swept) >= stepFailuresEvery {
+			l.swept = now
+			for k, v := range l.marks {
+				if now.Sub(v.at) >= stepFailuresEvery && now.Sub(v.atGood) >= stepFailuresEvery {
+					delete(l.marks, k)
+				}
 			}
 		}
+		if len(l.marks) > maxStepFailMarks {
+			l.marks = nil
+		}
 	}
-	return true, m.quiet
+	return true, quiet
+}
+
+// maxLoggedError bounds a step's error in its log line: its start and its
+// end (a wrapped error's cause) are kept. An error may be up to 16 KiB
+// (workflow.MaxErrorBytes), and a line per failing step of many actors.
+const maxLoggedError = 1536
+
+// cutLoggedError is msg, cut in its middle to about maxLoggedError bytes.
+func cutLoggedError(msg string) string {
+	if len(msg) <= maxLoggedError {
+		return msg
+	}
+	head := textcut.Prefix(msg, 1024)
+	tail := msg[len(msg)-512:]
+	for len(tail) > 0 && !utf8.RuneStart(tail[0]) {
+		tail = tail[1:]
+	}
+	return head + " … " + tail
 }
 
 // stepsCommitted counts the step attempts of writes, now committed (c is
@@ -176,7 +235,7 @@ func (a *activation) stepsCommitted(c stepCounts, writes []workflow.HistoryWrite
 			continue
 		}
 		forGood := e.Status == workflow.StatusExhausted
-		ok, quiet := a.h.stepFails.logged(a.id+"\x00"+e.Path, now, forGood)
+		ok, quiet := a.h.stepFails.logged(stepFailKey(a.ref.Name, e.Path), now, forGood)
 		if !ok {
 			continue
 		}
@@ -187,7 +246,7 @@ func (a *activation) stepsCommitted(c stepCounts, writes []workflow.HistoryWrite
 			fields = append(fields, zap.String("failure", string(e.Failure)))
 		}
 		if e.Error != nil {
-			fields = append(fields, zap.String("error", e.Error.Message))
+			fields = append(fields, zap.String("error", cutLoggedError(e.Error.Message)))
 			if e.Error.Code != "" {
 				fields = append(fields, zap.String("error_code", e.Error.Code))
 			}
