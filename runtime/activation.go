@@ -51,12 +51,14 @@ type activation struct {
 	prefix string
 	// wfs is the counters of the actor's type (Host.wfTypes).
 	wfs *wfTypeStats
-	// actionMu guards action and actionSince: the action running in the
-	// actor's turn now (the innermost, if re-entered) and when its call
-	// reached the node, for a stop it holds up (Host.RunningActions).
+	// actionMu guards actions: the actions running in the actor's turns
+	// now (a re-entrant one over the one it re-entered; queries beside a
+	// step's body), for RunningActions. Each is taken out by its token,
+	// in whatever order they end: an outer call's may end first (its
+	// caller's deadline), and queries beside a step end in any order.
 	actionMu    sync.Mutex
-	action      string
-	actionSince time.Time
+	actions     []runningEntry
+	actionToken uint64
 	// stateKeyAt is prefix + the state suffix, made once (stateKey): a
 	// workflow step that changes the state names the key each time.
 	stateKeyAt string

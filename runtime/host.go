@@ -1308,12 +1308,8 @@ func (h *Host) call(ctx context.Context, req CallRequest, actor *string) (json.R
 				return ctxError(ctx)
 			}
 		}
-		if q == nil || !q.beside {
-			// Named in a stop it holds up (RunningActions). Not a query
-			// beside a step's body: several run at once, and would put
-			// back each other's record out of order.
-			defer a.setAction(a.setAction(req.Action, timedOutAt.Add(-h.cfg.ActionTimeout)))
-		}
+		// Named in a stop it holds up (RunningActions).
+		defer a.endAction(a.setAction(req.Action, timedOutAt.Add(-h.cfg.ActionTimeout)))
 		res, err := act.Invoke(env, state, args)
 		if running != nil {
 			running.Store(false)

@@ -19,15 +19,34 @@ func (r RunningAction) String() string {
 	return fmt.Sprintf("%s %s %s (running %s)", r.Ref.Name, keyString(r.Ref.Key), r.Action, time.Since(r.Since).Round(time.Millisecond))
 }
 
-// setAction records that the actor's turn runs action, whose call reached
-// the node at since ("" when it returned), and returns what it replaces:
-// the action it re-entered, to be put back once it returns.
-func (a *activation) setAction(action string, since time.Time) (prev string, prevSince time.Time) {
+// runningEntry is an action running in an actor's turn (setAction).
+type runningEntry struct {
+	token  uint64
+	action string
+	since  time.Time
+}
+
+// setAction records that a turn of the actor runs action, whose call
+// reached the node at since, and returns the token that endAction takes
+// to forget it. The slice is reused: no allocation once it has grown.
+func (a *activation) setAction(action string, since time.Time) uint64 {
 	a.actionMu.Lock()
-	prev, prevSince = a.action, a.actionSince
-	a.action, a.actionSince = action, since
-	a.actionMu.Unlock()
-	return prev, prevSince
+	defer a.actionMu.Unlock()
+	a.actionToken++
+	a.actions = append(a.actions, runningEntry{a.actionToken, action, since})
+	return a.actionToken
+}
+
+// endAction forgets the action setAction recorded under token.
+func (a *activation) endAction(token uint64) {
+	a.actionMu.Lock()
+	defer a.actionMu.Unlock()
+	for i, e := range a.actions {
+		if e.token == token {
+			a.actions = slices.Delete(a.actions, i, i+1)
+			return
+		}
+	}
 }
 
 // RunningActions returns up to limit of the actions running now in the
@@ -47,8 +66,8 @@ func (h *Host) RunningActions(limit int) (longest []RunningAction, total int) {
 	var all []RunningAction
 	for _, a := range acts {
 		a.actionMu.Lock()
-		if a.action != "" {
-			all = append(all, RunningAction{Ref: a.ref, Action: a.action, Since: a.actionSince})
+		for _, e := range a.actions {
+			all = append(all, RunningAction{Ref: a.ref, Action: e.action, Since: e.since})
 		}
 		a.actionMu.Unlock()
 	}
