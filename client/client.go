@@ -562,19 +562,29 @@ func (c *Client) StatsOf(ctx context.Context, node string) (Stats, error) {
 	}, nil
 }
 
+// MaxHotActors is the most HotActors asks one node for.
+const MaxHotActors = 1000
+
 // HotActors returns up to n of the actors in memory on the node of that ID
 // ("" for the node the client is connected to) with the most turns per
 // second lately, the busiest first: where a node's load goes, by key,
-// which its metrics (labelled by actor type) do not say. A node from
-// before it returns none; asked for another node, an older node answers
-// with its own counters, and HotActors fails saying so.
+// which its metrics (labelled by actor type) do not say. n is 1 to
+// MaxHotActors. A node from before it counts no turns: HotActors fails
+// saying so (rivet.ErrFailedPrecondition), as it does when an older node
+// asked for another answers with its own counters.
 func (c *Client) HotActors(ctx context.Context, node string, n int) ([]HotActor, error) {
-	resp, err := invoke(ctx, c, idempotent, c.admin.Stats, &rivetv1.StatsRequest{NodeId: node, Hot: uint32(max(n, 0))})
+	if n < 1 || n > MaxHotActors {
+		return nil, rivet.Errorf(rivet.ErrInvalidArgument, "hot actors: ask for 1 to %d, not %d", MaxHotActors, n)
+	}
+	resp, err := invoke(ctx, c, idempotent, c.admin.Stats, &rivetv1.StatsRequest{NodeId: node, Hot: uint32(n)})
 	if err != nil {
 		return nil, err
 	}
 	if node != "" && resp.GetNodeId() != node {
 		return nil, rivet.Errorf(rivet.ErrFailedPrecondition, "node %s answered for itself, not for node %s: it is older than HotActors of another node", resp.GetNodeId(), node)
+	}
+	if !resp.GetHotCounted() {
+		return nil, rivet.Errorf(rivet.ErrFailedPrecondition, "node %s is older than HotActors: it does not count its actors' turns", resp.GetNodeId())
 	}
 	out := make([]HotActor, len(resp.GetHotActors()))
 	for i, h := range resp.GetHotActors() {

@@ -74,6 +74,9 @@ type Inspection struct {
 	// activities), in the order they started: known while the actor is
 	// in memory on its owner (Active), empty otherwise.
 	PendingSteps []PendingStep `json:"pending_steps,omitempty"`
+	// PendingStepsOmitted counts the steps in flight past the first 1,000,
+	// which PendingSteps leaves out (a join of thousands).
+	PendingStepsOmitted int `json:"pending_steps_omitted,omitempty"`
 }
 
 // PendingStep is a step of a workflow in flight: its body runs now (a
@@ -243,6 +246,7 @@ func inspectionFrom(r *rivetv1.InspectResponse) Inspection {
 	return Inspection{
 		Info:                 infoFrom(r.GetInfo()),
 		PendingSteps:         pending,
+		PendingStepsOmitted:  int(r.GetPendingStepsOmitted()),
 		Schedules:            scs,
 		Events:               r.GetEvents(),
 		Subscribers:          int(r.GetSubscribers()),

@@ -486,7 +486,9 @@ func (b backend) registered(node, why string) (runtime.NodeRecord, error) {
 func (b backend) NodeStats(ctx context.Context, node string, hot int) (runtime.Stats, error) {
 	if node == b.n.cfg.NodeID {
 		st := b.Host.Stats()
-		st.Hot = b.Host.HotActors(hot)
+		if hot > 0 {
+			st.Hot, st.HotCounted = b.Host.HotActors(hot), true
+		}
 		return st, nil
 	}
 	rec, err := b.registered(node, "it serves nothing")
@@ -511,11 +513,16 @@ func (b backend) NodeStats(ctx context.Context, node string, hot int) (runtime.S
 	st := runtime.Stats{
 		NodeID: resp.GetNodeId(), ActiveActors: resp.GetActiveActors(), Calls: resp.GetCalls(),
 		Commits: resp.GetCommits(), CommitBatches: resp.GetCommitBatches(), PartitionsOwned: resp.GetPartitionsOwned(),
+		HotCounted: resp.GetHotCounted(),
 	}
 	for _, h := range resp.GetHotActors() {
+		var since time.Time
+		if h.GetSince() != nil {
+			since = h.GetSince().AsTime()
+		}
 		st.Hot = append(st.Hot, runtime.HotActor{
 			Ref: runtime.Ref{Name: h.GetName(), Key: h.GetKey()}, Partition: h.GetPartition(), TurnsPerSecond: h.GetTurnsPerSecond(),
-			Turns: h.GetTurns(), Waited: time.Duration(h.GetWaitedSeconds() * float64(time.Second)), Since: h.GetSince().AsTime(), Waiting: int(h.GetWaiting()),
+			Turns: h.GetTurns(), Waited: time.Duration(h.GetWaitedSeconds() * float64(time.Second)), Since: since, Waiting: int(h.GetWaiting()),
 		})
 	}
 	return st, nil

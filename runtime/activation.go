@@ -284,6 +284,8 @@ type snapshot struct {
 	// pending are the steps in flight of the workflow of an actor in
 	// memory (nil if none).
 	pending []PendingStep
+	// pendingOmitted counts those past maxPendingSteps.
+	pendingOmitted int
 }
 
 // readActor reads an actor's durable record. A missing actor is returned

@@ -127,8 +127,10 @@ type Inspection struct {
 	Unregistered bool
 	// PendingSteps are the workflow's steps in flight (Temporal's pending
 	// activities), in the order they started: known only while the actor
-	// is in memory on its owner (Active), empty otherwise.
-	PendingSteps []PendingStep
+	// is in memory on its owner (Active), empty otherwise. At most 1,000:
+	// PendingStepsOmitted counts the others (a join of thousands).
+	PendingSteps        []PendingStep
+	PendingStepsOmitted int
 }
 
 // PendingStep is a step of a workflow in flight: its body runs now (a
@@ -210,8 +212,10 @@ type PartitionOwner struct {
 type Stats struct {
 	NodeID       string
 	ActiveActors uint64
-	// Hot is the node's busiest actors (HotActors), where asked for.
-	Hot []HotActor
+	// Hot is the node's busiest actors (HotActors), where asked for;
+	// HotCounted says the node counts turns (an older node does not).
+	Hot        []HotActor
+	HotCounted bool
 	// TasksRunning is the actors' KeepAwake functions running now.
 	TasksRunning uint64
 	// ActorsShed counts the actors deactivated before their idle timeout

@@ -2040,7 +2040,7 @@ func (h *Host) peek(ctx context.Context, ref Ref, withState bool) (snapshot, uin
 					snap.state = bytes.Clone(a.stateBytes)
 				}
 				snap.wfStatus, snap.wake = a.workflowStatusAndWake()
-				snap.pending = a.pendingSteps()
+				snap.pending, snap.pendingOmitted = a.pendingSteps()
 				for q, d := range a.depth {
 					snap.depth[q] = d
 				}
@@ -2074,7 +2074,7 @@ func (h *Host) peek(ctx context.Context, ref Ref, withState bool) (snapshot, uin
 		// the activation (under its own lock) whether its workflow runs,
 		// which storage does not record.
 		snap.wfStatus, snap.wake = a.workflowStatusAndWake()
-		snap.pending = a.pendingSteps()
+		snap.pending, snap.pendingOmitted = a.pendingSteps()
 		return snap, part, true, nil
 	}
 	return snap, part, false, nil
@@ -2099,13 +2099,14 @@ func (h *Host) Inspect(ctx context.Context, ref Ref) (Inspection, error) {
 		return Inspection{}, err
 	}
 	ins := Inspection{
-		Info:           ActorInfo{Ref: ref, CreatedAt: time.UnixMilli(snap.meta.CreatedAt), Partition: part, Owner: h.cfg.NodeID},
-		State:          orNull(snap.state),
-		Active:         active,
-		WorkflowStatus: snap.wfStatus.Status,
-		WorkflowError:  snap.wfStatus.Error,
-		Unregistered:   specErr != nil,
-		PendingSteps:   snap.pending,
+		Info:                ActorInfo{Ref: ref, CreatedAt: time.UnixMilli(snap.meta.CreatedAt), Partition: part, Owner: h.cfg.NodeID},
+		State:               orNull(snap.state),
+		Active:              active,
+		WorkflowStatus:      snap.wfStatus.Status,
+		WorkflowError:       snap.wfStatus.Error,
+		Unregistered:        specErr != nil,
+		PendingSteps:        snap.pending,
+		PendingStepsOmitted: snap.pendingOmitted,
 	}
 	if sp, _ := h.reg.Lookup(ref.Name); sp != nil && sp.Run != nil && ins.WorkflowStatus == "" {
 		// Not finished and not running: it waits for its wakeup (History

@@ -12,7 +12,7 @@ import (
 const hotWindow = 10 * time.Second
 
 // turnLoad counts an activation's turns, so that an operator can find the
-// actor a load goes to (HotActors; rivetctl stats --hot): an on-call
+// actor a load goes to (HotActors; rivetctl hot): an on-call
 // trial saw a node's calls slow down and its metrics name the actor type,
 // and nothing named the key. In all since it came into memory, and per
 // window of hotWindow (this one's and the one before) for a recent rate. A
@@ -58,10 +58,12 @@ func (l *turnLoad) read(now time.Time) (perSecond float64, turns uint64, waited 
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var recent uint64
-	switch e {
-	case l.epoch:
+	switch {
+	case e <= l.epoch:
+		// This window, or (a turn that began after now: HotActors
+		// reads many actors against one now) the next.
 		recent = l.cur + l.prev
-	case l.epoch + 1:
+	case e == l.epoch+1:
 		recent = l.cur
 	}
 	span := hotWindow + time.Duration(now.UnixNano()%int64(hotWindow))
@@ -81,7 +83,8 @@ type HotActor struct {
 	TurnsPerSecond float64
 	// Turns and Waited are its turns since it came into memory (Since),
 	// and how long they waited for its gate all told (the turns before
-	// them: contention).
+	// them: contention; a workflow's steps and receives count their waits
+	// where the Host has a WaitObserver, as a node's always does).
 	Turns  uint64
 	Waited time.Duration
 	Since  time.Time

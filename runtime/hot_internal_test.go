@@ -32,6 +32,11 @@ func TestTurnLoadCountsRecentTurns(t *testing.T) {
 	if rate, turns, _, _ := l.read(t0.Add(3*hotWindow + time.Second)); rate != 0 || turns != 32 {
 		t.Fatalf("31 s in: rate %v, turns %d; want 0, 32", rate, turns)
 	}
+	// Read against a time a little before the last turn (HotActors reads
+	// many actors against one now): its windows still count.
+	if rate, _, _, _ := l.read(t0.Add(hotWindow - time.Millisecond)); rate == 0 {
+		t.Fatal("read just before the window of the last turns: rate 0")
+	}
 	// A turn after a long quiet: the old windows are gone.
 	l.add(t0.Add(5*hotWindow), 0)
 	if rate, _, _, _ := l.read(t0.Add(5*hotWindow + 5*time.Second)); rate != 1.0/15 {

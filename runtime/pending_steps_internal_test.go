@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"strconv"
 	"testing"
 	"time"
 )
@@ -20,18 +21,53 @@ func TestRecordingAStepInFlightAllocatesNothing(t *testing.T) {
 	if n := testing.AllocsPerRun(100, step); n != 0 {
 		t.Errorf("a step recorded in flight and ended: %.1f allocations, want 0", n)
 	}
-	if left := r.pendingSteps(); len(left) != 0 {
+	if left, _ := r.pendingSteps(); len(left) != 0 {
 		t.Errorf("in flight after its end: %+v", left)
 	}
 	// A backoff then its attempt: one record, replaced, then none.
 	w.StepBackingOff("s", 2, at, "boom")
 	w.StepStarted("s", 2, at, "boom")
-	if got := r.pendingSteps(); len(got) != 1 || got[0].Attempt != 2 || !got[0].NextAttemptAt.IsZero() || !got[0].StartedAt.Equal(at) {
+	if got, _ := r.pendingSteps(); len(got) != 1 || got[0].Attempt != 2 || !got[0].NextAttemptAt.IsZero() || !got[0].StartedAt.Equal(at) {
 		t.Errorf("after a backoff and its attempt's start: %+v, want the attempt alone", got)
 	}
 	w.StepIdle("s")
 	w.StepIdle("s") // twice: nothing to remove
-	if left := r.pendingSteps(); len(left) != 0 {
+	if left, _ := r.pendingSteps(); len(left) != 0 {
 		t.Errorf("in flight after its end: %+v", left)
+	}
+}
+
+// A join of thousands of steps: each recorded and ended in constant time
+// (a slice searched and shifted made it quadratic), listed in the order
+// they started whatever order they end in, at most maxPendingSteps of
+// them, the others counted.
+func TestStepsInFlightOfALargeJoin(t *testing.T) {
+	r := &wfRunner{}
+	w := &wfHost{r: r}
+	at := time.Now()
+	const n = 30_000
+	paths := make([]string, n)
+	for i := range paths {
+		paths[i] = "join/b" + strconv.Itoa(i) + "/fetch"
+	}
+	t0 := time.Now()
+	for _, p := range paths {
+		w.StepStarted(p, 1, at, "")
+	}
+	// Every other one ends, from the first.
+	for i := 0; i < n; i += 2 {
+		w.StepIdle(paths[i])
+	}
+	if d := time.Since(t0); d > 10*time.Second {
+		t.Fatalf("%d steps recorded and half of them ended in %v: not linear", n, d)
+	}
+	got, omitted := r.pendingSteps()
+	if len(got) != maxPendingSteps || omitted != n/2-maxPendingSteps {
+		t.Fatalf("%d listed, %d omitted; want %d and %d", len(got), omitted, maxPendingSteps, n/2-maxPendingSteps)
+	}
+	for i, ps := range got {
+		if want := paths[2*i+1]; ps.Path != want {
+			t.Fatalf("listed %d: %s, want %s (the order they started)", i, ps.Path, want)
+		}
 	}
 }

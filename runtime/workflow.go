@@ -96,10 +96,21 @@ type wfRunner struct {
 
 	// stepsMu guards steps, the run's steps in flight as the engine
 	// tells them (workflow.StepObserver; Inspect reads them without the
-	// turn, which a Step's body holds): a small lock of their own, taken
-	// twice a step, whose slice is reused (no allocation per step).
+	// turn, which a Step's body holds), and stepAt, their indexes by
+	// path: a small lock of their own, taken twice a step, whose slice
+	// and map are reused (no allocation per step). Removed by swapping
+	// in the last (a join of thousands of branches moved the slice's
+	// tail at each step's end), in the order they started by seq.
 	stepsMu sync.Mutex
-	steps   []PendingStep
+	steps   []pendingEntry
+	stepAt  map[string]int
+	stepSeq uint64
+}
+
+// pendingEntry is a step in flight and when it came, for their order.
+type pendingEntry struct {
+	seq uint64
+	ps  PendingStep
 }
 
 // setStep records the step at ps.Path as in flight, in place of what it
@@ -107,34 +118,54 @@ type wfRunner struct {
 func (r *wfRunner) setStep(ps PendingStep) {
 	r.stepsMu.Lock()
 	defer r.stepsMu.Unlock()
-	for i := range r.steps {
-		if r.steps[i].Path == ps.Path {
-			r.steps[i] = ps
-			return
-		}
+	if i, ok := r.stepAt[ps.Path]; ok {
+		r.steps[i].ps = ps
+		return
 	}
-	r.steps = append(r.steps, ps)
+	if r.stepAt == nil {
+		r.stepAt = make(map[string]int)
+	}
+	r.stepSeq++
+	r.stepAt[ps.Path] = len(r.steps)
+	r.steps = append(r.steps, pendingEntry{r.stepSeq, ps})
 }
 
 // clearStep records that the step at path is not in flight any more.
 func (r *wfRunner) clearStep(path string) {
 	r.stepsMu.Lock()
 	defer r.stepsMu.Unlock()
-	for i := range r.steps {
-		if r.steps[i].Path == path {
-			// In order, and the last slot zeroed: it would keep the
-			// error's text alive.
-			r.steps = slices.Delete(r.steps, i, i+1)
-			return
-		}
+	i, ok := r.stepAt[path]
+	if !ok {
+		return
 	}
+	delete(r.stepAt, path)
+	last := len(r.steps) - 1
+	if i != last {
+		r.steps[i] = r.steps[last]
+		r.stepAt[r.steps[i].ps.Path] = i
+	}
+	// Zeroed: it would keep the error's text alive.
+	r.steps[last] = pendingEntry{}
+	r.steps = r.steps[:last]
 }
 
-// pendingSteps returns a copy of the run's steps in flight.
-func (r *wfRunner) pendingSteps() []PendingStep {
+// maxPendingSteps bounds the steps in flight Inspect returns: a join may
+// run thousands at once, and an Inspect over the transport's bound would
+// fail whole (a review's find).
+const maxPendingSteps = 1000
+
+// pendingSteps returns a copy of the run's steps in flight, in the order
+// they started, the first maxPendingSteps, and how many more there are.
+func (r *wfRunner) pendingSteps() ([]PendingStep, int) {
 	r.stepsMu.Lock()
-	defer r.stepsMu.Unlock()
-	return slices.Clone(r.steps)
+	es := slices.Clone(r.steps)
+	r.stepsMu.Unlock()
+	slices.SortFunc(es, func(a, b pendingEntry) int { return cmp.Compare(a.seq, b.seq) })
+	out := make([]PendingStep, 0, min(len(es), maxPendingSteps))
+	for _, e := range es[:min(len(es), maxPendingSteps)] {
+		out = append(out, e.ps)
+	}
+	return out, len(es) - len(out)
 }
 
 // bodyStarted counts a body about to start, unless the actor is leaving:
@@ -1758,12 +1789,13 @@ func (a *activation) workflowStatusAndWake() (workflowStatus, workflow.Wake) {
 }
 
 // pendingSteps returns the steps in flight of a's workflow running in
-// memory (nil if none), without its turn.
-func (a *activation) pendingSteps() []PendingStep {
+// memory (nil if none), without its turn, and how many more than
+// maxPendingSteps there are.
+func (a *activation) pendingSteps() ([]PendingStep, int) {
 	if r := a.runner(); r != nil {
 		return r.pendingSteps()
 	}
-	return nil
+	return nil, 0
 }
 
 // errUnknownEntry is returned by RetryWorkflow for a from that names no

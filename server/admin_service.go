@@ -85,7 +85,7 @@ func (s *Server) Stats(ctx context.Context, req *rivetv1.StatsRequest) (*rivetv1
 			return nil, s.toStatus(ctx, err)
 		}
 	} else if ha, ok := s.backend.(HotActorser); ok && hot > 0 {
-		st.Hot = ha.HotActors(hot)
+		st.Hot, st.HotCounted = ha.HotActors(hot), true
 	}
 	out := make([]*rivetv1.HotActor, len(st.Hot))
 	for i, h := range st.Hot {
@@ -102,6 +102,7 @@ func (s *Server) Stats(ctx context.Context, req *rivetv1.StatsRequest) (*rivetv1
 		CommitBatches:   st.CommitBatches,
 		PartitionsOwned: st.PartitionsOwned,
 		HotActors:       out,
+		HotCounted:      st.HotCounted,
 	}, nil
 }
 

@@ -80,6 +80,7 @@ func inspectionProto(in runtime.Inspection) *rivetv1.InspectResponse {
 		Events:               in.Events,
 		Subscribers:          uint32(in.Subscribers),
 		PendingSteps:         pending,
+		PendingStepsOmitted:  uint32(in.PendingStepsOmitted),
 	}
 }
 

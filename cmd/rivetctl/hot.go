@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -34,8 +35,8 @@ into memory (SINCE): a hot actor whose callers queue behind each other.`,
 	cmd.Flags().BoolVar(&all, "all", false, "ask every registered node, and list the busiest of them all")
 	cmd.Flags().IntVarP(&limit, "limit", "n", 10, "list at most `N` actors")
 	cmd.RunE = a.runE(nil, func(ctx context.Context, c *client.Client, _ []string) error {
-		if limit < 1 {
-			return usagef("--limit must be at least 1")
+		if limit < 1 || limit > client.MaxHotActors {
+			return usagef("--limit must be 1 to %d", client.MaxHotActors)
 		}
 		if cmd.Flags().Changed("node") && node == "" {
 			return usagef("--node is empty: give a node's ID (rivetctl members lists them)")
@@ -43,39 +44,59 @@ into memory (SINCE): a hot actor whose callers queue behind each other.`,
 		if all && node != "" {
 			return usagef("--node and --all go apart")
 		}
-		nodes := []string{node}
-		if all {
-			ml, err := c.MemberList(ctx)
+		if !all {
+			hot, err := c.HotActors(ctx, node, limit)
 			if err != nil {
 				return err
 			}
-			nodes = nodes[:0]
-			for _, m := range ml.Members {
-				if !m.StartedAt.IsZero() { // registered: a node to ask
-					nodes = append(nodes, m.NodeID)
-				}
+			return a.printHot(hot)
+		}
+		ml, err := c.MemberList(ctx)
+		if err != nil {
+			return err
+		}
+		if ml.Note != "" {
+			a.note("%s", ml.Note)
+		}
+		var nodes []string
+		for _, m := range ml.Members {
+			if !m.StartedAt.IsZero() { // registered: a node to ask
+				nodes = append(nodes, m.NodeID)
 			}
 		}
+		// Asked at once, a few at a time, as stats --all does: one node
+		// that does not answer must not take the others' time. Those
+		// that answer are what an operator of a cluster in trouble
+		// wants: listed, and the command fails after.
+		lists := make([][]client.HotActor, len(nodes))
+		errs := make([]error, len(nodes))
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, statsAsked)
+		for i := range nodes {
+			wg.Go(func() {
+				sem <- struct{}{}
+				defer func() { <-sem }()
+				lists[i], errs[i] = c.HotActors(ctx, nodes[i], limit)
+			})
+		}
+		wg.Wait()
 		var hot []client.HotActor
 		failed := 0
-		for _, n := range nodes {
-			hs, err := c.HotActors(ctx, n, limit)
+		for i, err := range errs {
 			if err != nil {
-				if !all {
-					return err
-				}
-				// The others' are what an operator of a cluster in
-				// trouble wants: listed, and the command fails after.
-				a.note("node %s: %v", printable(n), err)
+				a.note("node %s: %s", printable(nodes[i]), describe(err))
 				failed++
 				continue
 			}
-			hot = append(hot, hs...)
+			hot = append(hot, lists[i]...)
 		}
 		slices.SortStableFunc(hot, func(x, y client.HotActor) int {
 			return cmp.Or(cmp.Compare(y.TurnsPerSecond, x.TurnsPerSecond), cmp.Compare(y.Waiting, x.Waiting))
 		})
 		hot = hot[:min(limit, len(hot))]
+		if failed == len(nodes) && failed > 0 {
+			return fmt.Errorf("no node answered (%d asked)", failed)
+		}
 		if err := a.printHot(hot); err != nil {
 			return err
 		}

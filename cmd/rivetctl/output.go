@@ -204,7 +204,11 @@ func (a *app) printInspection(in client.Inspection) error {
 			k = "pending step"
 		}
 		if i == shown {
-			row("", fmt.Sprintf("... and %d more (-o json shows all)", len(in.PendingSteps)-shown))
+			more := "(-o json shows all)"
+			if in.PendingStepsOmitted > 0 {
+				more = fmt.Sprintf("(-o json shows %d)", len(in.PendingSteps))
+			}
+			row("", fmt.Sprintf("... and %d more %s", len(in.PendingSteps)+in.PendingStepsOmitted-shown, more))
 			break
 		}
 		row(k, describePendingStep(s))

@@ -1183,4 +1183,7 @@ catalog  ["eu","sku-2"]  node-1  3.2      0        0.000s  90     2026-01-02T03:
 `)
 	rivetctl(t, addr, "hot", "-n", "1", "-o", "json").want(t, 0, `[{"name":"catalog","key":["sku-1"],"node":"node-1","partition":7,"turns_per_second":812.5,"turns":40210,"waited_seconds":1.5,"since":"2026-01-02T03:04:05Z","waiting":12}]`+"\n")
 	rivetctl(t, addr, "hot", "-n", "0").want(t, 2, "")
+	rivetctl(t, addr, "hot", "-n", "1001").want(t, 2, "")
+	// --all asks each registered node (the fake answers for node-1).
+	rivetctl(t, addr, "hot", "--all", "-n", "1", "-o", "json").want(t, 0, `[{"name":"catalog","key":["sku-1"],"node":"node-1","partition":7,"turns_per_second":812.5,"turns":40210,"waited_seconds":1.5,"since":"2026-01-02T03:04:05Z","waiting":12}]`+"\n")
 }

@@ -1115,10 +1115,12 @@ type InspectResponse struct {
 	Subscribers uint32   `protobuf:"varint,13,opt,name=subscribers,proto3" json:"subscribers,omitempty"`
 	// pending_steps are the workflow's steps in flight (Temporal's pending
 	// activities), in the order they started: known while the actor is in
-	// memory on its owner (active), empty otherwise.
-	PendingSteps  []*PendingStep `protobuf:"bytes,14,rep,name=pending_steps,json=pendingSteps,proto3" json:"pending_steps,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// memory on its owner (active), empty otherwise. At most 1,000 (a join
+	// may run thousands at once): pending_steps_omitted counts the others.
+	PendingSteps        []*PendingStep `protobuf:"bytes,14,rep,name=pending_steps,json=pendingSteps,proto3" json:"pending_steps,omitempty"`
+	PendingStepsOmitted uint32         `protobuf:"varint,15,opt,name=pending_steps_omitted,json=pendingStepsOmitted,proto3" json:"pending_steps_omitted,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *InspectResponse) Reset() {
@@ -1247,6 +1249,13 @@ func (x *InspectResponse) GetPendingSteps() []*PendingStep {
 		return x.PendingSteps
 	}
 	return nil
+}
+
+func (x *InspectResponse) GetPendingStepsOmitted() uint32 {
+	if x != nil {
+		return x.PendingStepsOmitted
+	}
+	return 0
 }
 
 // PendingStep is a step of a workflow in flight: its body runs now (a
@@ -2930,7 +2939,7 @@ const file_rivet_v1_actor_proto_rawDesc = "" +
 	"\n" +
 	"QueueDepth\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x14\n" +
-	"\x05depth\x18\x02 \x01(\x04R\x05depth\"\xe6\x04\n" +
+	"\x05depth\x18\x02 \x01(\x04R\x05depth\"\x9a\x05\n" +
 	"\x0fInspectResponse\x12'\n" +
 	"\x04info\x18\x01 \x01(\v2\x13.rivet.v1.ActorInfoR\x04info\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\fR\x05state\x12\x16\n" +
@@ -2946,7 +2955,8 @@ const file_rivet_v1_actor_proto_rawDesc = "" +
 	"\tschedules\x18\v \x03(\v2\x17.rivet.v1.ScheduledCallR\tschedules\x12\x16\n" +
 	"\x06events\x18\f \x03(\tR\x06events\x12 \n" +
 	"\vsubscribers\x18\r \x01(\rR\vsubscribers\x12:\n" +
-	"\rpending_steps\x18\x0e \x03(\v2\x15.rivet.v1.PendingStepR\fpendingSteps\"\xd9\x01\n" +
+	"\rpending_steps\x18\x0e \x03(\v2\x15.rivet.v1.PendingStepR\fpendingSteps\x122\n" +
+	"\x15pending_steps_omitted\x18\x0f \x01(\rR\x13pendingStepsOmitted\"\xd9\x01\n" +
 	"\vPendingStep\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\rR\aattempt\x129\n" +

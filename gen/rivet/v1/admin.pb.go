@@ -681,7 +681,11 @@ type StatsResponse struct {
 	PartitionsOwned uint32                 `protobuf:"varint,6,opt,name=partitions_owned,json=partitionsOwned,proto3" json:"partitions_owned,omitempty"`
 	// hot_actors are the node's busiest actors, the busiest first, if the
 	// request asked for them (hot).
-	HotActors     []*HotActor `protobuf:"bytes,7,rep,name=hot_actors,json=hotActors,proto3" json:"hot_actors,omitempty"`
+	HotActors []*HotActor `protobuf:"bytes,7,rep,name=hot_actors,json=hotActors,proto3" json:"hot_actors,omitempty"`
+	// hot_counted says that the node counts its actors' turns (hot_actors
+	// may be empty for want of any): a node from before hot does not set
+	// it, and its empty list says nothing.
+	HotCounted    bool `protobuf:"varint,8,opt,name=hot_counted,json=hotCounted,proto3" json:"hot_counted,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -763,6 +767,13 @@ func (x *StatsResponse) GetHotActors() []*HotActor {
 		return x.HotActors
 	}
 	return nil
+}
+
+func (x *StatsResponse) GetHotCounted() bool {
+	if x != nil {
+		return x.HotCounted
+	}
+	return false
 }
 
 type DrainRequest struct {
@@ -923,7 +934,7 @@ const file_rivet_v1_admin_proto_rawDesc = "" +
 	"\x05turns\x18\x05 \x01(\x04R\x05turns\x12%\n" +
 	"\x0ewaited_seconds\x18\x06 \x01(\x01R\rwaitedSeconds\x120\n" +
 	"\x05since\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12\x18\n" +
-	"\awaiting\x18\b \x01(\rR\awaiting\"\x82\x02\n" +
+	"\awaiting\x18\b \x01(\rR\awaiting\"\xa3\x02\n" +
 	"\rStatsResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12#\n" +
 	"\ractive_actors\x18\x02 \x01(\x04R\factiveActors\x12\x14\n" +
@@ -932,7 +943,9 @@ const file_rivet_v1_admin_proto_rawDesc = "" +
 	"\x0ecommit_batches\x18\x05 \x01(\x04R\rcommitBatches\x12)\n" +
 	"\x10partitions_owned\x18\x06 \x01(\rR\x0fpartitionsOwned\x121\n" +
 	"\n" +
-	"hot_actors\x18\a \x03(\v2\x12.rivet.v1.HotActorR\thotActors\";\n" +
+	"hot_actors\x18\a \x03(\v2\x12.rivet.v1.HotActorR\thotActors\x12\x1f\n" +
+	"\vhot_counted\x18\b \x01(\bR\n" +
+	"hotCounted\";\n" +
 	"\fDrainRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x12\n" +
 	"\x04undo\x18\x02 \x01(\bR\x04undo\"S\n" +
