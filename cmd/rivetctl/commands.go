@@ -86,6 +86,12 @@ same key with another action or arguments is refused.`,
 			}
 			callArgs = append(callArgs, raw)
 		}
+		if readOnly && hf.input == "" {
+			// A read of an actor that does not exist is NOT_FOUND, not a
+			// new actor whose workflow starts (a trial's status query of
+			// an order ID that did not exist started its payment).
+			hf.noCreate = true
+		}
 		h, err := hf.handle(c, args[0], key)
 		if err != nil {
 			return err
@@ -110,7 +116,7 @@ same key with another action or arguments is refused.`,
 		return a.printJSON(res)
 	})
 	hf.add(cmd)
-	cmd.Flags().BoolVar(&readOnly, "read-only", false, "run only a read-only action (refused otherwise, before it runs; a node older than this flag runs any action); retried, as a read is, if a connection breaks during it")
+	cmd.Flags().BoolVar(&readOnly, "read-only", false, "run only a read-only action (refused otherwise, before it runs; a node older than this flag runs any action); retried, as a read is, if a connection breaks during it; creates no actor (NOT_FOUND if it does not exist) unless --input is given")
 	cmd.Flags().StringVar(&idemKey, "idempotency-key", "", "run the call once: a call with the same key prints the first one's result and runs nothing (the actor keeps its last 1024 keys, 24h each); retried, as a read is, if a connection breaks during it")
 	return cmd
 }

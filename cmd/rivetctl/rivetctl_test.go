@@ -1158,6 +1158,9 @@ func TestCallWithAnIdempotencyKeyRunsOnce(t *testing.T) {
 		rivetctl(t, addr, "call", "counter", "k", "increment", "5", "--idempotency-key", "topup-1").want(t, 0, "5\n")
 	}
 	rivetctl(t, addr, "call", "--read-only", "counter", "k", "getCount").want(t, 0, "5\n")
+	// A read of an actor that does not exist creates none (a trial's status
+	// query of a mistyped order ID started its payment workflow).
+	rivetctl(t, addr, "call", "--read-only", "counter", "nosuch", "getCount").wantErrPrefix(t, 1, "rivetctl: not found: ")
 	rivetctl(t, addr, "call", "counter", "k", "increment", "6", "--idempotency-key", "topup-1").
 		wantErrPrefix(t, 1, `rivetctl: invalid argument: idempotency key "topup-1" of counter ["k"] was used for another call`)
 	rivetctl(t, addr, "call", "--read-only", "counter", "k", "getCount", "--idempotency-key", "x").
