@@ -51,7 +51,12 @@ type StepOptions struct {
 	// (n = failed attempts so far, from 1): min(max, base·2^n), no jitter,
 	// so replays compute the same wait. The first retry thus waits
 	// 2·base, not base (a base of 200 ms: 400 ms, 800 ms, 1.6 s, ...).
-	// 0: 100 ms and 30 s (200 ms, 400 ms, 800 ms, ...).
+	// 0: 100 ms and 30 s (200 ms, 400 ms, 800 ms, ...). The wait counts
+	// from the failed attempt's start, as the original engine's
+	// (lastAttemptAt), not from its end as Temporal's retry interval
+	// does: an attempt that ran longer than its wait (a 3 s payment call,
+	// a backoff of 1 s) is retried as soon as it failed. Give a slow step
+	// a base of about its own duration to space its attempts.
 	RetryBackoffBase time.Duration
 	RetryBackoffMax  time.Duration
 	// RetryOnTimeout makes a timeout an ordinary, retried failure.
