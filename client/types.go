@@ -87,8 +87,11 @@ type PendingStep struct {
 	// Path is the step's history path ("charge-loop/~3/charge-card").
 	Path string `json:"path"`
 	// Attempt is the attempt running (from 1, as StepCtx.Attempt), or,
-	// while the step waits out its backoff, the one that runs next.
-	Attempt int `json:"attempt"`
+	// while the step waits out its backoff, the one that runs next;
+	// MaxAttempts the most it has (1 + its options' MaxRetries; 0 from an
+	// older node).
+	Attempt     int `json:"attempt"`
+	MaxAttempts int `json:"max_attempts,omitempty"`
 	// StartedAt is when the running attempt's body started; zero while
 	// the step waits out its backoff.
 	StartedAt time.Time `json:"started_at,omitzero"`
@@ -240,7 +243,7 @@ func inspectionFrom(r *rivetv1.InspectResponse) Inspection {
 	}
 	var pending []PendingStep
 	for _, p := range r.GetPendingSteps() {
-		pending = append(pending, PendingStep{Path: p.GetPath(), Attempt: int(p.GetAttempt()), StartedAt: timeFrom(p.GetStartedAt()),
+		pending = append(pending, PendingStep{Path: p.GetPath(), Attempt: int(p.GetAttempt()), MaxAttempts: int(p.GetMaxAttempts()), StartedAt: timeFrom(p.GetStartedAt()),
 			LastError: p.GetLastError(), NextAttemptAt: timeFrom(p.GetNextAttemptAt())})
 	}
 	return Inspection{

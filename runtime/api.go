@@ -144,8 +144,11 @@ type PendingStep struct {
 	// Path is the step's history path ("charge-loop/~3/charge-card").
 	Path string
 	// Attempt is the attempt running (StepCtx.Attempt), or, while the step
-	// waits out its backoff, the one that runs next.
-	Attempt int
+	// waits out its backoff, the one that runs next; MaxAttempts, the most
+	// it has (1 + its options' MaxRetries; a timeout is retried only with
+	// RetryOnTimeout).
+	Attempt     int
+	MaxAttempts int
 	// StartedAt is when the running attempt's body started (the clock's
 	// time, the one its history record keeps as its last attempt's);
 	// zero while the step waits out its backoff.

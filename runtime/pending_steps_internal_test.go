@@ -14,7 +14,7 @@ func TestRecordingAStepInFlightAllocatesNothing(t *testing.T) {
 	w := &wfHost{r: r}
 	at := time.Now()
 	step := func() {
-		w.StepStarted("loop/~3/step", 1, at, "")
+		w.StepStarted("loop/~3/step", 1, 4, at, "")
 		w.StepIdle("loop/~3/step")
 	}
 	step() // the run's first step makes the slice
@@ -25,8 +25,8 @@ func TestRecordingAStepInFlightAllocatesNothing(t *testing.T) {
 		t.Errorf("in flight after its end: %+v", left)
 	}
 	// A backoff then its attempt: one record, replaced, then none.
-	w.StepBackingOff("s", 2, at, "boom")
-	w.StepStarted("s", 2, at, "boom")
+	w.StepBackingOff("s", 2, 4, at, "boom")
+	w.StepStarted("s", 2, 4, at, "boom")
 	if got, _ := r.pendingSteps(); len(got) != 1 || got[0].Attempt != 2 || !got[0].NextAttemptAt.IsZero() || !got[0].StartedAt.Equal(at) {
 		t.Errorf("after a backoff and its attempt's start: %+v, want the attempt alone", got)
 	}
@@ -52,7 +52,7 @@ func TestStepsInFlightOfALargeJoin(t *testing.T) {
 	}
 	t0 := time.Now()
 	for _, p := range paths {
-		w.StepStarted(p, 1, at, "")
+		w.StepStarted(p, 1, 4, at, "")
 	}
 	// Every other one ends, from the first.
 	for i := 0; i < n; i += 2 {

@@ -89,7 +89,7 @@ func TestInspectShowsTheStepsInFlight(t *testing.T) {
 		t.Fatalf("pending steps while attempt 1 runs: %+v, want one", ins.PendingSteps)
 	}
 	first := ins.PendingSteps[0]
-	if first.Path != path || first.Attempt != 1 || first.LastError != "" || !first.NextAttemptAt.IsZero() ||
+	if first.Path != path || first.Attempt != 1 || first.MaxAttempts != 4 || first.LastError != "" || !first.NextAttemptAt.IsZero() ||
 		first.StartedAt.Before(before.Truncate(time.Millisecond)) || first.StartedAt.After(time.Now()) {
 		t.Fatalf("pending step while attempt 1 runs: %+v, want %s, attempt 1, started since the test did, no error, no next attempt", first, path)
 	}
@@ -105,7 +105,7 @@ func TestInspectShowsTheStepsInFlight(t *testing.T) {
 		}
 		return false
 	})
-	if want := first.StartedAt.Add(pendingPayBackoff); backoff.Path != path || backoff.Attempt != 2 || backoff.LastError != "card declined" ||
+	if want := first.StartedAt.Add(pendingPayBackoff); backoff.Path != path || backoff.Attempt != 2 || backoff.MaxAttempts != 4 || backoff.LastError != "card declined" ||
 		!backoff.StartedAt.IsZero() || !backoff.NextAttemptAt.Equal(want) {
 		t.Fatalf("pending step in the backoff: %+v, want %s, attempt 2 next at %v, last error %q", backoff, path, want, "card declined")
 	}

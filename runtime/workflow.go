@@ -1010,14 +1010,14 @@ func (w *wfHost) MayRunBody() error {
 func (w *wfHost) BodyEnded() { w.r.bodyEnded() }
 
 // StepStarted implements workflow.StepObserver: the step's body runs.
-func (w *wfHost) StepStarted(path string, attempt int, at time.Time, lastErr string) {
-	w.r.setStep(PendingStep{Path: path, Attempt: attempt, StartedAt: at, LastError: lastErr})
+func (w *wfHost) StepStarted(path string, attempt, maxAttempts int, at time.Time, lastErr string) {
+	w.r.setStep(PendingStep{Path: path, Attempt: attempt, MaxAttempts: maxAttempts, StartedAt: at, LastError: lastErr})
 }
 
 // StepBackingOff implements workflow.StepObserver: the step waits until
 // next to run attempt.
-func (w *wfHost) StepBackingOff(path string, attempt int, next time.Time, lastErr string) {
-	w.r.setStep(PendingStep{Path: path, Attempt: attempt, LastError: lastErr, NextAttemptAt: next})
+func (w *wfHost) StepBackingOff(path string, attempt, maxAttempts int, next time.Time, lastErr string) {
+	w.r.setStep(PendingStep{Path: path, Attempt: attempt, MaxAttempts: maxAttempts, LastError: lastErr, NextAttemptAt: next})
 }
 
 // StepIdle implements workflow.StepObserver.

@@ -60,6 +60,7 @@ func inspectionProto(in runtime.Inspection) *rivetv1.InspectResponse {
 		pending = append(pending, &rivetv1.PendingStep{
 			Path:          textcut.Valid(p.Path),
 			Attempt:       uint32(p.Attempt),
+			MaxAttempts:   uint32(p.MaxAttempts),
 			StartedAt:     timeProto(p.StartedAt),
 			LastError:     textcut.Valid(p.LastError),
 			NextAttemptAt: timeProto(p.NextAttemptAt),

@@ -355,14 +355,15 @@ type BodyTracker interface {
 // returns from its history (it runs nothing).
 type StepObserver interface {
 	// StepStarted: attempt (from 1, as StepCtx.Attempt) of the step at
-	// path starts its body at at (the start its record keeps as
+	// path, of at most maxAttempts (1 + its options' MaxRetries), starts
+	// its body at at (the start its record keeps as
 	// Entry.LastAttemptAt). lastErr is the message of the step's
 	// previous attempt's error, recorded in its history (by this
 	// activation or an earlier one), "" for a first attempt.
-	StepStarted(path string, attempt int, at time.Time, lastErr string)
+	StepStarted(path string, attempt, maxAttempts int, at time.Time, lastErr string)
 	// StepBackingOff: the step at path failed its attempt attempt-1 with
-	// lastErr and waits until next to run attempt.
-	StepBackingOff(path string, attempt int, next time.Time, lastErr string)
+	// lastErr and waits until next to run attempt (of maxAttempts).
+	StepBackingOff(path string, attempt, maxAttempts int, next time.Time, lastErr string)
 	// StepIdle: the step at path has no body running and waits no
 	// backoff any more: its body returned (its attempt is then recorded
 	// and committed, or given up), or the wait for its backoff ended.

@@ -144,7 +144,7 @@ func (x *cx) runStep(sp stepSpec) (json.RawMessage, string, error) {
 			t.goLive()
 			o := r.observer
 			if o != nil {
-				o.StepBackingOff(path, e.Attempts+1, p.at, e.Error.message())
+				o.StepBackingOff(path, e.Attempts+1, sp.pol.maxRetries+1, p.at, e.Error.message())
 			}
 			err := t.wait(waitFor{at: p.at})
 			if o != nil {
@@ -226,7 +226,7 @@ func (x *cx) attempt(path string, seq, n int, sp stepSpec, lastErr string) (*Ent
 			}
 		}()
 		if o := t.r.observer; o != nil {
-			o.StepStarted(path, n, start, res.lastErr)
+			o.StepStarted(path, n, res.pol.maxRetries+1, start, res.lastErr)
 		}
 		// t.r, not r: fn captures x too (closed), and one more word would
 		// take it to a larger size class, on every step.

@@ -14,11 +14,12 @@ import (
 
 // observed is one call a StepObserver got.
 type observed struct {
-	call    string // "started", "backoff" or "idle"
-	path    string
-	attempt int
-	at      time.Time
-	lastErr string
+	call        string // "started", "backoff" or "idle"
+	path        string
+	attempt     int
+	maxAttempts int
+	at          time.Time
+	lastErr     string
 }
 
 // observingHost is a bareHost that keeps the steps in flight as a host
@@ -75,12 +76,12 @@ func (h *observingHost) record(o observed) {
 	}
 }
 
-func (h *observingHost) StepStarted(path string, attempt int, at time.Time, lastErr string) {
-	h.record(observed{call: "started", path: path, attempt: attempt, at: at, lastErr: lastErr})
+func (h *observingHost) StepStarted(path string, attempt, maxAttempts int, at time.Time, lastErr string) {
+	h.record(observed{call: "started", path: path, attempt: attempt, maxAttempts: maxAttempts, at: at, lastErr: lastErr})
 }
 
-func (h *observingHost) StepBackingOff(path string, attempt int, next time.Time, lastErr string) {
-	h.record(observed{call: "backoff", path: path, attempt: attempt, at: next, lastErr: lastErr})
+func (h *observingHost) StepBackingOff(path string, attempt, maxAttempts int, next time.Time, lastErr string) {
+	h.record(observed{call: "backoff", path: path, attempt: attempt, maxAttempts: maxAttempts, at: next, lastErr: lastErr})
 }
 
 func (h *observingHost) StepIdle(path string) { h.record(observed{call: "idle", path: path}) }
@@ -129,7 +130,7 @@ func TestStepObserverSeesBodiesAndBackoffs(t *testing.T) {
 			t.Fatalf("attempt %d saw in flight %+v, want the step alone", i+1, seen[i])
 		}
 		s := seen[i][0]
-		if s.call != "started" || s.path != "l/~0/charge" || s.attempt != i+1 || s.lastErr != want || s.at.IsZero() {
+		if s.call != "started" || s.path != "l/~0/charge" || s.attempt != i+1 || s.maxAttempts != observedMaxAttempts || s.lastErr != want || s.at.IsZero() {
 			t.Errorf("attempt %d saw in flight %+v, want started l/~0/charge attempt %d, last error %q", i+1, s, i+1, want)
 		}
 	}
@@ -139,7 +140,7 @@ func TestStepObserverSeesBodiesAndBackoffs(t *testing.T) {
 			backoffs = append(backoffs, o)
 		}
 	}
-	if len(backoffs) != 2 || backoffs[0].attempt != 2 || backoffs[0].lastErr != "card declined 1" ||
+	if len(backoffs) != 2 || backoffs[0].attempt != 2 || backoffs[0].maxAttempts != observedMaxAttempts || backoffs[0].lastErr != "card declined 1" ||
 		backoffs[1].attempt != 3 || backoffs[1].lastErr != "card declined 2" {
 		t.Fatalf("backoffs %+v, want attempts 2 and 3 with the errors before them", backoffs)
 	}
@@ -202,3 +203,7 @@ func TestAnObservedStepAllocatesNoMore(t *testing.T) {
 		t.Errorf("an observed step: %.2f allocations, an unobserved one %.2f", observed, bare)
 	}
 }
+
+// observedMaxAttempts is the attempts the observed steps above have: 1 +
+// their MaxRetries, 2.
+const observedMaxAttempts = 3

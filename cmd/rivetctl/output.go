@@ -260,6 +260,9 @@ func (a *app) printInspection(in client.Inspection) error {
 // whole).
 func describePendingStep(s client.PendingStep) string {
 	d := fmt.Sprintf("%s  attempt %d", s.Path, s.Attempt)
+	if s.MaxAttempts > 0 {
+		d += fmt.Sprintf(" of %d", s.MaxAttempts)
+	}
 	switch {
 	case !s.NextAttemptAt.IsZero():
 		d += " at " + formatTime(s.NextAttemptAt) + " (retry backoff)"

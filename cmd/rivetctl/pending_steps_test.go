@@ -27,9 +27,9 @@ func TestInspectShowsPendingSteps(t *testing.T) {
 			Active:         true,
 			WorkflowStatus: runtime.WorkflowRunning,
 			PendingSteps: []runtime.PendingStep{
-				{Path: "charge-loop/~3/charge-card", Attempt: 2, StartedAt: at.Add(time.Minute), LastError: "card declined\nby the bank"},
-				{Path: "par/b/fetch", Attempt: 3, LastError: long, NextAttemptAt: at.Add(2 * time.Minute)},
-				{Path: "par/c/fetch", Attempt: 1, StartedAt: at},
+				{Path: "charge-loop/~3/charge-card", Attempt: 2, MaxAttempts: 4, StartedAt: at.Add(time.Minute), LastError: "card declined\nby the bank"},
+				{Path: "par/b/fetch", Attempt: 3, MaxAttempts: 4, LastError: long, NextAttemptAt: at.Add(2 * time.Minute)},
+				{Path: "par/c/fetch", Attempt: 1, StartedAt: at}, // from an older node: no maximum
 			},
 		}, nil
 	}
@@ -40,8 +40,8 @@ owner         node-1
 created       2026-01-02T03:04:05Z
 active        true
 workflow      running
-pending step  charge-loop/~3/charge-card  attempt 2 running since 2026-01-02T03:05:05Z  last error: card declined; by the bank
-              par/b/fetch  attempt 3 at 2026-01-02T03:06:05Z (retry backoff)  last error: `+strings.Repeat("x", 119)+`…
+pending step  charge-loop/~3/charge-card  attempt 2 of 4 running since 2026-01-02T03:05:05Z  last error: card declined; by the bank
+              par/b/fetch  attempt 3 of 4 at 2026-01-02T03:06:05Z (retry backoff)  last error: `+strings.Repeat("x", 119)+`…
               par/c/fetch  attempt 1 running since 2026-01-02T03:04:05Z
 state
 {}
@@ -52,8 +52,8 @@ state
 		t.Fatalf("inspect json: %v (%+v)", err, r)
 	}
 	want := []client.PendingStep{
-		{Path: "charge-loop/~3/charge-card", Attempt: 2, StartedAt: at.Add(time.Minute), LastError: "card declined\nby the bank"},
-		{Path: "par/b/fetch", Attempt: 3, LastError: long, NextAttemptAt: at.Add(2 * time.Minute)},
+		{Path: "charge-loop/~3/charge-card", Attempt: 2, MaxAttempts: 4, StartedAt: at.Add(time.Minute), LastError: "card declined\nby the bank"},
+		{Path: "par/b/fetch", Attempt: 3, MaxAttempts: 4, LastError: long, NextAttemptAt: at.Add(2 * time.Minute)},
 		{Path: "par/c/fetch", Attempt: 1, StartedAt: at},
 	}
 	if len(in.PendingSteps) != len(want) {
@@ -61,7 +61,7 @@ state
 	}
 	for i, w := range want {
 		g := in.PendingSteps[i]
-		if g.Path != w.Path || g.Attempt != w.Attempt || !g.StartedAt.Equal(w.StartedAt) || g.LastError != w.LastError || !g.NextAttemptAt.Equal(w.NextAttemptAt) {
+		if g.Path != w.Path || g.Attempt != w.Attempt || g.MaxAttempts != w.MaxAttempts || !g.StartedAt.Equal(w.StartedAt) || g.LastError != w.LastError || !g.NextAttemptAt.Equal(w.NextAttemptAt) {
 			t.Errorf("inspect json: pending step %d is %+v, want %+v", i, g, w)
 		}
 	}

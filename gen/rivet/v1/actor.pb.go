@@ -1279,6 +1279,10 @@ type PendingStep struct {
 	// next_attempt_at is, while the step waits out its backoff, when its next
 	// attempt runs; unset while a body runs.
 	NextAttemptAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=next_attempt_at,json=nextAttemptAt,proto3" json:"next_attempt_at,omitempty"`
+	// max_attempts is the most attempts the step has (1 + its options'
+	// MaxRetries; a timeout is retried only if they say so); 0 from a node
+	// from before it.
+	MaxAttempts   uint32 `protobuf:"varint,6,opt,name=max_attempts,json=maxAttempts,proto3" json:"max_attempts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1346,6 +1350,13 @@ func (x *PendingStep) GetNextAttemptAt() *timestamppb.Timestamp {
 		return x.NextAttemptAt
 	}
 	return nil
+}
+
+func (x *PendingStep) GetMaxAttempts() uint32 {
+	if x != nil {
+		return x.MaxAttempts
+	}
+	return 0
 }
 
 // ScheduledCall is a call of an actor's own action, due at a time.
@@ -2956,7 +2967,7 @@ const file_rivet_v1_actor_proto_rawDesc = "" +
 	"\x06events\x18\f \x03(\tR\x06events\x12 \n" +
 	"\vsubscribers\x18\r \x01(\rR\vsubscribers\x12:\n" +
 	"\rpending_steps\x18\x0e \x03(\v2\x15.rivet.v1.PendingStepR\fpendingSteps\x122\n" +
-	"\x15pending_steps_omitted\x18\x0f \x01(\rR\x13pendingStepsOmitted\"\xd9\x01\n" +
+	"\x15pending_steps_omitted\x18\x0f \x01(\rR\x13pendingStepsOmitted\"\xfc\x01\n" +
 	"\vPendingStep\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\rR\aattempt\x129\n" +
@@ -2964,7 +2975,8 @@ const file_rivet_v1_actor_proto_rawDesc = "" +
 	"started_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x12\x1d\n" +
 	"\n" +
 	"last_error\x18\x04 \x01(\tR\tlastError\x12B\n" +
-	"\x0fnext_attempt_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\rnextAttemptAt\"\xe1\x02\n" +
+	"\x0fnext_attempt_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\rnextAttemptAt\x12!\n" +
+	"\fmax_attempts\x18\x06 \x01(\rR\vmaxAttempts\"\xe1\x02\n" +
 	"\rScheduledCall\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06action\x18\x02 \x01(\tR\x06action\x12\x12\n" +
