@@ -51,18 +51,9 @@ into memory (SINCE): a hot actor whose callers queue behind each other.`,
 			}
 			return a.printHot(hot)
 		}
-		ml, err := c.MemberList(ctx)
+		nodes, err := a.registeredNodes(ctx, c)
 		if err != nil {
 			return err
-		}
-		if ml.Note != "" {
-			a.note("%s", ml.Note)
-		}
-		var nodes []string
-		for _, m := range ml.Members {
-			if !m.StartedAt.IsZero() { // registered: a node to ask
-				nodes = append(nodes, m.NodeID)
-			}
 		}
 		// Asked at once, a few at a time, as stats --all does: one node
 		// that does not answer must not take the others' time. Those

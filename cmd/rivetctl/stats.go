@@ -20,27 +20,40 @@ type nodeStats struct {
 	Error  string        `json:"error,omitempty"`
 }
 
+// registeredNodes returns the IDs of the registered nodes, for the
+// commands that ask each (--all), and says why the list may be out of
+// date if the node answering says so. A node known to gossip only, with
+// no registration, is no node to ask (one gossip calls dead may still be
+// registered, and own partitions: it is listed).
+func (a *app) registeredNodes(ctx context.Context, c *client.Client) ([]string, error) {
+	ml, err := c.MemberList(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if ml.Note != "" {
+		a.note("%s", ml.Note)
+	}
+	var nodes []string
+	for _, m := range ml.Members {
+		if !m.StartedAt.IsZero() {
+			nodes = append(nodes, m.NodeID)
+		}
+	}
+	return nodes, nil
+}
+
 // statsAll prints the counters of every registered node and their sum.
 // A node that does not answer gets its error in its row, and the command
 // exits 1, having printed the others: an operator looking at a cluster in
 // trouble wants what can be had.
 func (a *app) statsAll(ctx context.Context, c *client.Client) error {
-	ml, err := c.MemberList(ctx)
+	nodes, err := a.registeredNodes(ctx, c)
 	if err != nil {
 		return err
 	}
-	if ml.Note != "" {
-		a.note("%s", ml.Note)
-	}
 	var rows []nodeStats
-	for _, m := range ml.Members {
-		if m.StartedAt.IsZero() {
-			// Known to gossip only, with no registration: no node to ask
-			// for counters. (One gossip calls dead may still be
-			// registered, and own partitions: it gets its row.)
-			continue
-		}
-		rows = append(rows, nodeStats{NodeID: m.NodeID})
+	for _, n := range nodes {
+		rows = append(rows, nodeStats{NodeID: n})
 	}
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, statsAsked)
