@@ -584,6 +584,11 @@ func (c *Client) HotActors(ctx context.Context, node string, n int) ([]HotActor,
 		return nil, rivet.Errorf(rivet.ErrFailedPrecondition, "node %s answered for itself, not for node %s: it is older than HotActors of another node", resp.GetNodeId(), node)
 	}
 	if !resp.GetHotCounted() {
+		if node != "" {
+			// Asked through the node connected to, which may be the
+			// older one: it passes the request on without hot.
+			return nil, rivet.Errorf(rivet.ErrFailedPrecondition, "node %s's answer counts no turns: it, or the node asked through, is older than HotActors", resp.GetNodeId())
+		}
 		return nil, rivet.Errorf(rivet.ErrFailedPrecondition, "node %s is older than HotActors: it does not count its actors' turns", resp.GetNodeId())
 	}
 	out := make([]HotActor, len(resp.GetHotActors()))

@@ -66,8 +66,8 @@ type turnGate struct {
 	lane     bool
 	side     string
 	sideLeft chan struct{}
-	// readers are the chains of the queries beside the step's body (one
-	// entry per query: two calls of one turn share a chain); readersLeft,
+	// readers are the chains of the queries beside the step's body, one
+	// entry per query (each turn's chain is its own); readersLeft,
 	// if not nil, is closed when the last leaves (closeLane waits).
 	readers     []string
 	readersLeft chan struct{}

@@ -160,6 +160,9 @@ func (r *wfRunner) pendingSteps() ([]PendingStep, int) {
 	r.stepsMu.Lock()
 	es := slices.Clone(r.steps)
 	r.stepsMu.Unlock()
+	if len(es) == 0 {
+		return nil, 0
+	}
 	slices.SortFunc(es, func(a, b pendingEntry) int { return cmp.Compare(a.seq, b.seq) })
 	out := make([]PendingStep, 0, min(len(es), maxPendingSteps))
 	for _, e := range es[:min(len(es), maxPendingSteps)] {
