@@ -43,9 +43,10 @@ type metrics struct {
 
 	callDur *prometheus.HistogramVec
 	calls   *prometheus.CounterVec
-	// byActor holds, per actor name, the children of callDur and calls
-	// that every call uses, so that the hot path does one map read.
-	byActor sync.Map // string -> *actorCalls
+	// byAction holds, per actor and action name, the children of callDur
+	// and calls that every call uses, so that the hot path does one map
+	// read.
+	byAction sync.Map // actionKey -> *actorCalls
 
 	batchTxns, batchOps, commitDur prometheus.Histogram
 }
@@ -53,6 +54,7 @@ type metrics struct {
 var (
 	_ runtime.Observer       = (*metrics)(nil)
 	_ runtime.WaitObserver   = (*metrics)(nil)
+	_ runtime.ActionObserver = (*metrics)(nil)
 	_ storage.CommitObserver = (*metrics)(nil)
 )
 
@@ -70,13 +72,13 @@ func newMetrics() *metrics {
 		}, []string{"kind"}),
 		callDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "rivet_call_duration_seconds",
-			Help:    "Time from admitting an action call on the node that runs it until its reply is ready (its writes durable), by actor name and outcome (ok or error).",
+			Help:    "Time from admitting an action call on the node that runs it until its reply is ready (its writes durable), by actor name, action name and outcome (ok or error).",
 			Buckets: []float64{100e-6, 250e-6, 500e-6, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
-		}, []string{"actor", "outcome"}),
+		}, []string{"actor", "action", "outcome"}),
 		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "rivet_calls_total",
-			Help: "Action calls run by this node (forwarded calls count on the node that runs them), by actor name (empty for an unregistered name) and outcome: ok, or the error's group.code (user for errors actors return on purpose, canceled).",
-		}, []string{"actor", "code"}),
+			Help: "Action calls run by this node (forwarded calls count on the node that runs them), by actor name and action name (empty for an unregistered one) and outcome: ok, or the error's group.code (user for errors actors return on purpose, canceled).",
+		}, []string{"actor", "action", "code"}),
 		batchTxns: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "rivet_commit_batch_size",
 			Help:    "Callers' transactions per store (etcd) transaction of the group committer.",
@@ -100,20 +102,25 @@ func newMetrics() *metrics {
 	return m
 }
 
-// actorCalls are the call series of one actor name that every call uses.
+// actorCalls are the call series of one action of an actor that every
+// call uses.
 type actorCalls struct {
 	durOK, durErr prometheus.Observer
 	ok            prometheus.Counter
 }
 
-func (m *metrics) actorCalls(actor string) *actorCalls {
-	if ac, ok := m.byActor.Load(actor); ok {
+// actionKey names an action of an actor type in byAction.
+type actionKey struct{ actor, action string }
+
+func (m *metrics) actorCalls(actor, action string) *actorCalls {
+	k := actionKey{actor, action}
+	if ac, ok := m.byAction.Load(k); ok {
 		return ac.(*actorCalls)
 	}
-	ac, _ := m.byActor.LoadOrStore(actor, &actorCalls{
-		durOK:  m.callDur.WithLabelValues(actor, "ok"),
-		durErr: m.callDur.WithLabelValues(actor, "error"),
-		ok:     m.calls.WithLabelValues(actor, "ok"),
+	ac, _ := m.byAction.LoadOrStore(k, &actorCalls{
+		durOK:  m.callDur.WithLabelValues(actor, action, "ok"),
+		durErr: m.callDur.WithLabelValues(actor, action, "error"),
+		ok:     m.calls.WithLabelValues(actor, action, "ok"),
 	})
 	return ac.(*actorCalls)
 }
@@ -132,16 +139,21 @@ func (m *metrics) TurnWait(kind runtime.TurnKind, waited time.Duration) {
 	}
 }
 
-// Call implements runtime.Observer.
+// Call implements runtime.Observer (the runtime calls CallAction).
 func (m *metrics) Call(actor string, took time.Duration, err error) {
-	ac := m.actorCalls(actor)
+	m.CallAction(actor, "", took, err)
+}
+
+// CallAction implements runtime.ActionObserver.
+func (m *metrics) CallAction(actor, action string, took time.Duration, err error) {
+	ac := m.actorCalls(actor, action)
 	if err == nil {
 		ac.durOK.Observe(took.Seconds())
 		ac.ok.Inc()
 		return
 	}
 	ac.durErr.Observe(took.Seconds())
-	m.calls.WithLabelValues(actor, callCode(err)).Inc()
+	m.calls.WithLabelValues(actor, action, callCode(err)).Inc()
 }
 
 // StoreCommit implements storage.CommitObserver.

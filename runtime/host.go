@@ -142,7 +142,8 @@ type Host struct {
 	// waits records the turns waiting for the gates of this host's
 	// actors, to refuse a wait that closes a cycle (turnGate.acquireTurn).
 	waits   waitGraph
-	waitObs WaitObserver // cfg.Observer's, if it is one
+	waitObs   WaitObserver   // cfg.Observer's, if it is one
+	actionObs ActionObserver // cfg.Observer's, if it is one
 	calls   atomic.Uint64
 	// The counters and gauges of Stats, beside calls. queued is kept by
 	// the activations (wfState.countPending); the workflows' by type, in
@@ -188,6 +189,7 @@ func New(cfg Config, reg *rivet.Registry, store storage.Store, commit Committer,
 	}
 	h.commitWith, _ = commit.(channelCommitter)
 	h.waitObs, _ = cfg.Observer.(WaitObserver)
+	h.actionObs, _ = cfg.Observer.(ActionObserver)
 	// A host alone reads what it writes; a node in a cluster turns this
 	// off until every node reads it (node.watchCluster).
 	h.stateInHistory.Store(true)
@@ -1137,7 +1139,7 @@ func (h *Host) Call(ctx context.Context, req CallRequest) (_ json.RawMessage, er
 	defer h.end()
 	h.calls.Add(1)
 	t0 := time.Now()
-	actor := ""
+	actor, action := "", ""
 	returned := false
 	defer func() {
 		if !returned {
@@ -1146,16 +1148,20 @@ func (h *Host) Call(ctx context.Context, req CallRequest) (_ json.RawMessage, er
 			// still nil).
 			err = rivet.Errorf(rivet.ErrInternal, "the actor's code called runtime.Goexit: the call got no reply")
 		}
-		h.cfg.Observer.Call(actor, time.Since(t0), err)
+		if h.actionObs != nil {
+			h.actionObs.CallAction(actor, action, time.Since(t0), err)
+		} else {
+			h.cfg.Observer.Call(actor, time.Since(t0), err)
+		}
 	}()
-	res, err := h.call(ctx, req, &actor)
+	res, err := h.call(ctx, req, &actor, &action)
 	returned = true
 	return res, err
 }
 
-// call is Call's body. It sets *actor to the actor's registered name once
-// it knows it, for the Observer.
-func (h *Host) call(ctx context.Context, req CallRequest, actor *string) (json.RawMessage, error) {
+// call is Call's body. It sets *actor and *action to the actor's and the
+// action's registered names once it knows them, for the Observer.
+func (h *Host) call(ctx context.Context, req CallRequest, actor, action *string) (json.RawMessage, error) {
 	sp, err := h.spec(req.Ref.Name)
 	if err != nil {
 		return nil, err
@@ -1165,6 +1171,7 @@ func (h *Host) call(ctx context.Context, req CallRequest, actor *string) (json.R
 	if !ok {
 		return nil, rivet.Errorf(rivet.ErrUnknownAction, "actor %s has no action %q (it has %s)", sp.Name, req.Action, knownNames(sp.Actions))
 	}
+	*action = req.Action
 	if req.ReadOnly && !act.ReadOnly {
 		return nil, rivet.Reasonf(rivet.ErrFailedPrecondition, "actor", "not_read_only", "action %s of %s is not read-only (not declared with rivet.Query or rivet.QueryArg): call it as a plain call, whose outcome is unknown if its connection breaks", req.Action, sp.Name)
 	}

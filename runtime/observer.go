@@ -64,6 +64,14 @@ type WaitObserver interface {
 	TurnWait(kind TurnKind, waited time.Duration)
 }
 
+// ActionObserver is an Observer that is also told which action each call
+// ran: CallAction is called instead of Call, with action the registered
+// action's name, or "" if the call named none of the actor's (so that bad
+// input cannot make up label values). Checked once, when the Host is made.
+type ActionObserver interface {
+	CallAction(actor, action string, took time.Duration, err error)
+}
+
 // waitStart is when a turn began to wait for the gate, if the Observer
 // wants the wait (zero otherwise: no clock read).
 func (h *Host) waitStart() time.Time {
