@@ -141,10 +141,10 @@ type Host struct {
 	chainPrefix string
 	// waits records the turns waiting for the gates of this host's
 	// actors, to refuse a wait that closes a cycle (turnGate.acquireTurn).
-	waits   waitGraph
+	waits     waitGraph
 	waitObs   WaitObserver   // cfg.Observer's, if it is one
 	actionObs ActionObserver // cfg.Observer's, if it is one
-	calls   atomic.Uint64
+	calls     atomic.Uint64
 	// The counters and gauges of Stats, beside calls. queued is kept by
 	// the activations (wfState.countPending); the workflows' by type, in
 	// wfTypes (wfstats.go), each activation adding to its type's.
