@@ -147,6 +147,11 @@ func (r *wfRunner) clearStep(path string) {
 	// Zeroed: it would keep the error's text alive.
 	r.steps[last] = pendingEntry{}
 	r.steps = r.steps[:last]
+	if last == 0 {
+		// Emptied (a sequential workflow's every step): cleared, so that
+		// the deleted keys' marks do not make the map grow again.
+		clear(r.stepAt)
+	}
 }
 
 // maxPendingSteps bounds the steps in flight Inspect returns: a join may
