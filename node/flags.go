@@ -185,6 +185,7 @@ func ParseFlags(name string, args []string, out io.Writer) (Config, error) {
 	p.dur(&cfg.LeaseTTL, "lease-ttl", cfg.LeaseTTL, "ownership lease TTL: how soon a crashed node's actors can move")
 	p.dur(&cfg.Runtime.IdleTimeout, "idle-timeout", cfg.Runtime.IdleTimeout, "deactivate actors idle this long")
 	p.integer(&cfg.Runtime.MaxActiveActors, "max-active-actors", cfg.Runtime.MaxActiveActors, "actors in memory past which those idle longest are deactivated early (0: the default; -1: no bound)")
+	p.integer(&cfg.Runtime.MaxQueueDepth, "max-queue-depth", cfg.Runtime.MaxQueueDepth, "messages one queue of an actor holds, past which a send is refused (RESOURCE_EXHAUSTED queue.full; 0: the default)")
 	p.boolean(&cfg.Runtime.ExposeErrors, "expose-errors", false, "send the text of actions' internal errors to callers")
 	p.str(&logLevel, "log-level", "info", "debug, info, warn or error")
 	p.str(&logFormat, "log-format", "console", "console or json")
@@ -215,6 +216,10 @@ func ParseFlags(name string, args []string, out io.Writer) (Config, error) {
 		if *d.dst < 0 {
 			return cfg, refused(fmt.Errorf("invalid value %q for flag -%s: negative duration", d.dst.String(), d.name))
 		}
+	}
+	if cfg.Runtime.MaxQueueDepth < 0 {
+		// Taken for the default, as 0 is: say so rather than run on it.
+		return cfg, refused(fmt.Errorf("invalid value %d for flag -max-queue-depth: negative", cfg.Runtime.MaxQueueDepth))
 	}
 	if rest := p.fs.Args(); len(rest) > 0 {
 		// The flag package stops at the first argument that is not a
