@@ -33,6 +33,15 @@ type Branches[S, T any] map[string]func(*Ctx[S]) (T, error)
 // fan out) returns an empty map at once, as Promise.allSettled([]) does;
 // its record holds no branches. A race needs a branch (one with none could
 // never be decided): with none it fails the run (ErrInvalid).
+//
+// A join's record holds every branch's name, status and value, and is
+// written in one transaction when the join settles, under etcd's bound
+// (about 1.4 MiB): a fan-out of thousands of branches, or of large
+// values, fails there, after its branches ran, with the write's "too
+// large for one transaction" error, and a retry fails the same way (a
+// trial's 20,000 branches of small ints did; 15,000 fitted). Fan out in
+// batches (a Loop of joins of a few thousand), or have the branches
+// record their results in their own actors and return little.
 func Join[S, T any](c *Ctx[S], name string, branches Branches[S, T]) (map[string]T, error) {
 	names := make([]string, 0, len(branches))
 	for n := range branches {
