@@ -48,6 +48,12 @@ func (h actorHandle) Call(ctx context.Context, action string, args ...any) (json
 	return json.Marshal(v)
 }
 
+// CallWith is Call: these actors run each call once anyway (the seed's
+// child orchestration gives its calls idempotency keys).
+func (h actorHandle) CallWith(ctx context.Context, action string, _ caller.CallOptions, args ...any) (json.RawMessage, error) {
+	return h.Call(ctx, action, args...)
+}
+
 func (h actorHandle) Send(context.Context, string, any) error { return errors.New("not supported") }
 
 // seedAPI serves the examples' HTTP API (EXAMPLES_API_URL) for one test:
