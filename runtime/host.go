@@ -1035,11 +1035,7 @@ func (h *Host) turnAs(ctx context.Context, kind TurnKind, ref Ref, sp *rivet.Spe
 			}
 		}
 		t0 := time.Now()
-		var waited time.Duration
-		if !w0.IsZero() {
-			waited = t0.Sub(w0)
-		}
-		a.hot.add(t0, waited)
+		a.hot.add(t0, w0)
 		// A send's or a query's turn beside a step's body must not undo
 		// the state under the body.
 		err = h.runTurn(a, held, kind != TurnSend && (q == nil || !q.beside), release, fn)

@@ -27,8 +27,13 @@ type turnLoad struct {
 	waited    time.Duration // the turns' waits for the gate, all told
 }
 
-// add counts a turn that began at now, after waiting wait for the gate.
-func (l *turnLoad) add(now time.Time, wait time.Duration) {
+// add counts a turn that began at now, after waiting for the gate since
+// waitBegan (zero: its wait is not known).
+func (l *turnLoad) add(now, waitBegan time.Time) {
+	var wait time.Duration
+	if !waitBegan.IsZero() {
+		wait = now.Sub(waitBegan)
+	}
 	e := now.UnixNano() / int64(hotWindow)
 	l.mu.Lock()
 	switch {

@@ -12,15 +12,16 @@ func TestTurnLoadCountsRecentTurns(t *testing.T) {
 	var l turnLoad
 	t0 := time.Unix(0, 0).Add(100 * hotWindow) // a window's start
 	for i := range 30 {
-		l.add(t0.Add(time.Duration(i)*100*time.Millisecond), time.Millisecond)
+		at := t0.Add(time.Duration(i) * 100 * time.Millisecond)
+		l.add(at, at.Add(-time.Millisecond))
 	}
 	// 30 turns in the first 3 s of the window.
 	if rate, turns, waited, since := l.read(t0.Add(5 * time.Second)); turns != 30 || waited != 30*time.Millisecond || !since.Equal(t0) || rate != 30.0/5 {
 		t.Fatalf("5 s in: rate %v, turns %d, waited %v, since %v; want 6/s (30 in the 5 s it has been in memory), 30, 30ms, %v", rate, turns, waited, since, t0)
 	}
 	// Into the next window: the 30 are the window before's.
-	l.add(t0.Add(hotWindow), 0)
-	l.add(t0.Add(hotWindow-time.Microsecond), 0) // began first, in the window before, counted second
+	l.add(t0.Add(hotWindow), time.Time{})
+	l.add(t0.Add(hotWindow-time.Microsecond), time.Time{}) // began first, in the window before, counted second
 	if rate, turns, _, _ := l.read(t0.Add(hotWindow + 2*time.Second)); turns != 32 || rate != 32.0/12 {
 		t.Fatalf("12 s in: rate %v, turns %d; want 32 over 12 s", rate, turns)
 	}
@@ -38,7 +39,7 @@ func TestTurnLoadCountsRecentTurns(t *testing.T) {
 		t.Fatal("read just before the window of the last turns: rate 0")
 	}
 	// A turn after a long quiet: the old windows are gone.
-	l.add(t0.Add(5*hotWindow), 0)
+	l.add(t0.Add(5*hotWindow), time.Time{})
 	if rate, _, _, _ := l.read(t0.Add(5*hotWindow + 5*time.Second)); rate != 1.0/15 {
 		t.Fatalf("after a quiet: rate %v, want 1 over 15 s", rate)
 	}

@@ -920,11 +920,7 @@ func (w *wfHost) turnWith(ctx context.Context, kind TurnKind, chain string, even
 		return fmt.Errorf("%w: %w", workflow.ErrEvicted, err)
 	}
 	t0 := time.Now()
-	var waited time.Duration // known if an Observer hears of it (a node's)
-	if !w0.IsZero() {
-		waited = t0.Sub(w0)
-	}
-	a.hot.add(t0, waited)
+	a.hot.add(t0, w0) // its wait known if an Observer hears of it (a node's)
 	if events != nil {
 		*events = a.beginTurnEvents(chain, true)
 	}
