@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/client"
 	"github.com/rivet-go/rivet/internal/ijson"
 	"github.com/rivet-go/rivet/internal/textcut"
@@ -86,7 +87,8 @@ same key with another action or arguments is refused.`,
 			}
 			callArgs = append(callArgs, raw)
 		}
-		if readOnly && hf.input == "" {
+		impliedNoCreate := readOnly && hf.input == "" && !hf.noCreate
+		if impliedNoCreate {
 			// A read of an actor that does not exist is NOT_FOUND, not a
 			// new actor whose workflow starts (a trial's status query of
 			// an order ID that did not exist started its payment).
@@ -111,6 +113,11 @@ same key with another action or arguments is refused.`,
 		}
 		res, err := call(ctx, args[2], callArgs...)
 		if err != nil {
+			if impliedNoCreate && errors.Is(err, rivet.ErrNotFound) {
+				// The flag, not the actor, may be what is wrong: the same
+				// call without it would have created the actor.
+				return &runError{err: err, note: "; --read-only creates no actor: give --input, or call without --read-only, to create it"}
+			}
 			return err
 		}
 		return a.printJSON(res)

@@ -1160,7 +1160,11 @@ func TestCallWithAnIdempotencyKeyRunsOnce(t *testing.T) {
 	rivetctl(t, addr, "call", "--read-only", "counter", "k", "getCount").want(t, 0, "5\n")
 	// A read of an actor that does not exist creates none (a trial's status
 	// query of a mistyped order ID started its payment workflow).
-	rivetctl(t, addr, "call", "--read-only", "counter", "nosuch", "getCount").wantErrPrefix(t, 1, "rivetctl: not found: ")
+	rivetctl(t, addr, "call", "--read-only", "counter", "nosuch", "getCount").
+		wantErr(t, 1, `rivetctl: not found: actor counter ["nosuch"] does not exist (NOT_FOUND actor.not_found); --read-only creates no actor: give --input, or call without --read-only, to create it`)
+	// --no-create said so itself: no hint.
+	rivetctl(t, addr, "call", "--read-only", "--no-create", "counter", "nosuch", "getCount").
+		wantErr(t, 1, `rivetctl: not found: actor counter ["nosuch"] does not exist (NOT_FOUND actor.not_found)`)
 	rivetctl(t, addr, "call", "counter", "k", "increment", "6", "--idempotency-key", "topup-1").
 		wantErrPrefix(t, 1, `rivetctl: invalid argument: idempotency key "topup-1" of counter ["k"] was used for another call`)
 	rivetctl(t, addr, "call", "--read-only", "counter", "k", "getCount", "--idempotency-key", "x").
