@@ -355,14 +355,14 @@ func runDo[S, T any](c *Ctx[S], opts StepOptions, fn func(*DoCtx) (T, error), ro
 	var zero T
 	sp := stepSpec{opts: opts, pol: policyOf(opts), stateless: true}
 	sv := newStepValue[T]()
-	sp.body = func(env StepEnv, ctx context.Context, attempt int) (json.RawMessage, error) {
+	sp.body = bodyFunc(func(env StepEnv, ctx context.Context, attempt int) (json.RawMessage, error) {
 		sv.attempt()
 		val, err := fn(&DoCtx{ctx: ctx, client: env.Client, attempt: attempt, path: env.Path, r: c.x.t.r})
 		if err != nil {
 			return nil, err
 		}
 		return sv.record(val)
-	}
+	})
 	if rollback != nil {
 		sp.rollback = func(env StepEnv, ctx context.Context, out json.RawMessage, attempt int) error {
 			v, err := recordedValue[T](out)
@@ -381,11 +381,9 @@ func runDo[S, T any](c *Ctx[S], opts StepOptions, fn func(*DoCtx) (T, error), ro
 
 // stepValue is the value a step returns, decoded from its record: by the
 // body that made it (fresh: the last attempt's, which completed the step
-// if the step returns no error), or from the history. One allocation per
-// step, made only for a step with a value: a step without one (none) reads
-// nothing back, and a variable for the value and one for fresh, captured
-// by the body, cost every step two (one for a step without a value: this
-// is every step's path).
+// if the step returns no error), or from the history. A nil *stepValue is
+// a step without one (none), which reads nothing back. A Step's lives in
+// its stepBody; a Do's is one allocation, made only for a Do with a value.
 type stepValue[T any] struct {
 	v     T
 	fresh bool
@@ -484,7 +482,9 @@ func (c *Ctx[S]) Step(name string, fn func(*StepCtx[S]) error) error {
 
 // StepWith runs a step that returns no value, with options.
 func (c *Ctx[S]) StepWith(opts StepOptions, fn func(*StepCtx[S]) error) error {
-	_, err := StepOpts(c, opts, func(s *StepCtx[S]) (none, error) { return none{}, fn(s) })
+	// fn goes in the body as it is: wrapped in a closure returning none,
+	// it cost every such step an allocation.
+	_, err := runStepBody(c, opts, &stepBody[S, none]{c: c, noValue: fn}, nil)
 	return err
 }
 
@@ -510,20 +510,56 @@ func recordedValue[T any](out json.RawMessage) (T, error) {
 }
 
 func runStep[S, T any](c *Ctx[S], opts StepOptions, fn func(*StepCtx[S]) (T, error), rollback func(*StepCtx[S], T) error) (T, error) {
-	var zero T
-	sp := stepSpec{opts: opts, pol: policyOf(opts)}
-	sv := newStepValue[T]()
-	sp.body = func(env StepEnv, ctx context.Context, attempt int) (json.RawMessage, error) {
-		sv.attempt()
-		st, ok := env.State.(*S)
-		if !ok {
-			return nil, Critical(fmt.Errorf("workflow: the host passed a state of type %T, the workflow wants %T", env.State, st))
-		}
-		val, err := fn(&StepCtx[S]{State: st, ctx: ctx, client: env.Client, events: env.Events, vars: env.Vars, destroy: env.Destroy, schedule: env.Schedule, tasks: env.Tasks, attempt: attempt, path: env.Path, r: c.x.t.r})
-		if err != nil {
+	return runStepBody(c, opts, &stepBody[S, T]{c: c, fn: fn}, rollback)
+}
+
+// stepBody is a Step's body: the user's function, the value it returns
+// and the StepCtx of its first attempt in this call, in one allocation
+// (a closure, the StepCtx and the value were one each, on every step).
+type stepBody[S, T any] struct {
+	c  *Ctx[S]
+	fn func(*StepCtx[S]) (T, error)
+	// noValue is StepWith's function (T is none), fn's in its place.
+	noValue func(*StepCtx[S]) error
+	sv      *stepValue[T] // &val, or nil for a step without a value
+	val     stepValue[T]
+	// first is the StepCtx of the first attempt run here; a later one
+	// gets its own, as a body may keep its StepCtx.
+	first     StepCtx[S]
+	firstUsed bool
+}
+
+func (b *stepBody[S, T]) run(env StepEnv, ctx context.Context, attempt int) (json.RawMessage, error) {
+	b.sv.attempt()
+	st, ok := env.State.(*S)
+	if !ok {
+		return nil, Critical(fmt.Errorf("workflow: the host passed a state of type %T, the workflow wants %T", env.State, st))
+	}
+	sc := &b.first
+	if b.firstUsed {
+		sc = new(StepCtx[S])
+	}
+	b.firstUsed = true
+	*sc = StepCtx[S]{State: st, ctx: ctx, client: env.Client, events: env.Events, vars: env.Vars, destroy: env.Destroy, schedule: env.Schedule, tasks: env.Tasks, attempt: attempt, path: env.Path, r: b.c.x.t.r}
+	if b.noValue != nil {
+		if err := b.noValue(sc); err != nil {
 			return nil, err
 		}
-		return sv.record(val)
+		var v T
+		return b.sv.record(v)
+	}
+	val, err := b.fn(sc)
+	if err != nil {
+		return nil, err
+	}
+	return b.sv.record(val)
+}
+
+func runStepBody[S, T any](c *Ctx[S], opts StepOptions, b *stepBody[S, T], rollback func(*StepCtx[S], T) error) (T, error) {
+	var zero T
+	sp := stepSpec{opts: opts, pol: policyOf(opts), body: b}
+	if _, ok := any((*T)(nil)).(*none); !ok {
+		b.sv = &b.val
 	}
 	if rollback != nil {
 		sp.rollback = func(env StepEnv, ctx context.Context, out json.RawMessage, attempt int) error {
@@ -542,5 +578,5 @@ func runStep[S, T any](c *Ctx[S], opts StepOptions, fn func(*StepCtx[S]) (T, err
 	if err != nil {
 		return zero, err
 	}
-	return sv.value(path, out)
+	return b.sv.value(path, out)
 }

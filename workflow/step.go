@@ -20,13 +20,27 @@ type stepSpec struct {
 	opts StepOptions
 	pol  retryPolicy
 	// body runs the user's function and returns its value as JSON.
-	body func(env StepEnv, ctx context.Context, attempt int) (json.RawMessage, error)
+	body stepRunner
 	// rollback, if set, compensates the step given its recorded value
 	// (attempt: the handler's, from 1).
 	rollback func(env StepEnv, ctx context.Context, output json.RawMessage, attempt int) error
 	// stateless: the body cannot touch the state (Do), so it runs outside
 	// the actor's turn and its record commits alone.
 	stateless bool
+}
+
+// stepRunner is a step's body: run runs the user's function and returns
+// its value as JSON. An interface rather than a func, so that a Step's
+// body (stepBody) is one allocation, not also a closure over it.
+type stepRunner interface {
+	run(env StepEnv, ctx context.Context, attempt int) (json.RawMessage, error)
+}
+
+// bodyFunc is a stepRunner that is a function.
+type bodyFunc func(env StepEnv, ctx context.Context, attempt int) (json.RawMessage, error)
+
+func (f bodyFunc) run(env StepEnv, ctx context.Context, attempt int) (json.RawMessage, error) {
+	return f(env, ctx, attempt)
 }
 
 // visit looks path up for a new primitive of kind in scope: the recorded
@@ -186,13 +200,15 @@ func (x *cx) attempt(path string, seq, n int, sp stepSpec, lastErr string) (*Ent
 		batch       []HistoryWrite
 		abandoned   bool
 		refused     bool // x was closed: see cx.close
-		body        func(env StepEnv, ctx context.Context, attempt int) (json.RawMessage, error)
+		body        stepRunner
 		pol         retryPolicy
 		hasRollback bool
 		lastErr     string // for the observer
 		// one holds the batch of an attempt with no pending writes (the
 		// usual case): no slice of its own to allocate.
 		one [1]HistoryWrite
+		// ctx is the body's context (runBodyIn): no allocation of its own.
+		ctx attemptCtx
 	}
 	res.body, res.pol, res.hasRollback, res.lastErr = sp.body, sp.pol, sp.rollback != nil, lastErr
 	fn := func(env StepEnv) []HistoryWrite {
@@ -230,8 +246,8 @@ func (x *cx) attempt(path string, seq, n int, sp stepSpec, lastErr string) (*Ent
 		}
 		// t.r, not r: fn captures x too (closed), and one more word would
 		// take it to a larger size class, on every step.
-		out, err, timedOut, late := runBody(t.ctx, res.pol.timeout, t.r.host, func(ctx context.Context) (json.RawMessage, error) {
-			return res.body(env, ctx, n)
+		out, err, timedOut, late := runBodyIn(&res.ctx, t.ctx, res.pol.timeout, t.r.host, func(ctx context.Context) (json.RawMessage, error) {
+			return res.body.run(env, ctx, n)
 		})
 		exited = false
 		if o := t.r.observer; o != nil {
@@ -432,11 +448,21 @@ func (e *discardedError) Unwrap() error { return e.err }
 // the timeout fired before body returned and, if it did, how long after
 // its deadline body returned.
 func runBody(parent context.Context, timeout time.Duration, clk Clock, body func(context.Context) (json.RawMessage, error)) (out json.RawMessage, err error, timedOut bool, late time.Duration) {
+	return runBodyIn(nil, parent, timeout, clk, body)
+}
+
+// runBodyIn is runBody with ac, zero, as the attempt's context if the
+// clock is an afterFuncClock (nil: one of its own).
+func runBodyIn(ac *attemptCtx, parent context.Context, timeout time.Duration, clk Clock, body func(context.Context) (json.RawMessage, error)) (out json.RawMessage, err error, timedOut bool, late time.Duration) {
 	if _, ok := clk.(afterFuncClock); ok {
 		// No goroutine to wait for the timer: a node runs thousands of
 		// steps a second, each with a timeout that almost never fires;
 		// and no timer or context at all unless the body asks for them.
-		ctx := newAttemptCtx(parent, timeout, clk)
+		ctx := ac
+		if ctx == nil {
+			ctx = new(attemptCtx)
+		}
+		ctx.init(parent, timeout, clk)
 		ended := false
 		defer func() {
 			if !ended {

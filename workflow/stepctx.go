@@ -28,12 +28,13 @@ type attemptCtx struct {
 	timed  bool          // cancelled by the deadline (timer or clock)
 }
 
-func newAttemptCtx(parent context.Context, timeout time.Duration, clk Clock) *attemptCtx {
-	c := &attemptCtx{parent: parent, clk: clk}
+// init readies c, zero, for an attempt: allocated by its caller, a step
+// attempt's with the rest of the attempt's variables (cx.attempt).
+func (c *attemptCtx) init(parent context.Context, timeout time.Duration, clk Clock) {
+	c.parent, c.clk = parent, clk
 	if timeout > 0 {
 		c.deadline = clk.Now().Add(timeout)
 	}
-	return c
 }
 
 // arm makes the cancellable context on first use and returns it.
