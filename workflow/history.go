@@ -534,7 +534,7 @@ type scopedCx struct {
 func newScopedCx(t *thread, path string) *cx {
 	s := &scopedCx{}
 	s.sc.init(path)
-	s.x.t, s.x.sc = t, &s.sc
+	s.x.t, s.x.sc, s.x.self.x = t, &s.sc, &s.x
 	return &s.x
 }
 

@@ -84,7 +84,7 @@ func LoopWith[S, L any](c *Ctx[S], opts LoopOptions[L], fn func(*Ctx[S], L) (L, 
 	}
 	// broke: the loop ended in this call, on the state s holds.
 	broke := false
-	out, path, err := c.x.loop(opts.Name, interval, size, initial, func(ix *cx, state json.RawMessage, carried bool) (json.RawMessage, bool, error) {
+	out, path, err := c.x.loop(opts.Name, interval, size, initial, func(ix *cx, state json.RawMessage, carried bool, dst []byte) (json.RawMessage, bool, error) {
 		if !carried {
 			// Recorded (a resume): read as any recorded value.
 			s = zero
@@ -94,13 +94,13 @@ func LoopWith[S, L any](c *Ctx[S], opts LoopOptions[L], fn func(*Ctx[S], L) (L, 
 				}
 			}
 		}
-		ns, err := fn(&Ctx[S]{x: ix}, s)
+		ns, err := fn(ctxOf[S](ix), s)
 		err = tame(err)
 		brk := errors.Is(err, Break) && !isControl(err)
 		if err != nil && !brk {
 			return nil, false, err
 		}
-		b, err := encodeIntState(&ns)
+		b, err := encodeIntState(dst, &ns)
 		if b != nil {
 			s = ns // an int or int64: decodes back as it is
 		} else {
@@ -199,16 +199,22 @@ func plainInt(raw []byte) (int64, bool) {
 	return n, true
 }
 
-// encodeIntState returns json.Marshal(*p) if L is int or int64; nil, nil
-// for any other type.
-func encodeIntState[L any](p *L) ([]byte, error) {
+// encodeIntState returns json.Marshal(*p) if L is int or int64, appended
+// to dst (nil: a new slice); nil, nil for any other type.
+func encodeIntState[L any](dst []byte, p *L) ([]byte, error) {
+	var n int64
 	switch q := any(p).(type) {
 	case *int:
-		return strconv.AppendInt(make([]byte, 0, 20), int64(*q), 10), nil
+		n = int64(*q)
 	case *int64:
-		return strconv.AppendInt(make([]byte, 0, 20), *q, 10), nil
+		n = *q
+	default:
+		return nil, nil
 	}
-	return nil, nil
+	if dst == nil {
+		dst = make([]byte, 0, 20)
+	}
+	return strconv.AppendInt(dst, n, 10), nil
 }
 
 // pendingPrune reports whether ws deletes a tree.
@@ -239,8 +245,12 @@ func pendingPrune(ws []HistoryWrite) bool {
 //
 // body gets each iteration's state as recorded, and carried: the state is
 // the one body returned last, or the first one of a new loop, which
-// LoopWith holds decoded already; not carried, a recorded one.
-func (x *cx) loop(name string, interval, size int, initial json.RawMessage, body func(ix *cx, state json.RawMessage, carried bool) (json.RawMessage, bool, error)) (json.RawMessage, string, error) {
+// LoopWith holds decoded already; not carried, a recorded one. dst, if
+// not nil, is a buffer body may return the state it encodes in: that of
+// the state before, which nothing else holds (the loop's progress between
+// checkpoints, in memory only), so that an iteration that is no
+// checkpoint allocates none.
+func (x *cx) loop(name string, interval, size int, initial json.RawMessage, body func(ix *cx, state json.RawMessage, carried bool, dst []byte) (json.RawMessage, bool, error)) (json.RawMessage, string, error) {
 	if err := x.begin("loop", name); err != nil {
 		return nil, "", err
 	}
@@ -325,7 +335,11 @@ func (x *cx) loop(name string, interval, size int, initial json.RawMessage, body
 		// that held past its iteration would hold in the first run and
 		// not after a restart.
 		checkpoint := t.checkpoint
-		state, brk, err := body(ix, e.State, carried)
+		var dst []byte
+		if owned {
+			dst = e.State[:0]
+		}
+		state, brk, err := body(ix, e.State, carried, dst)
 		carried = true
 		t.checkpoint = checkpoint
 		if cerr := ix.close(); cerr != nil {

@@ -33,7 +33,7 @@ func TestIntLoopStateMatchesJSON(t *testing.T) {
 	if !decodeIntState([]byte("-42"), &n) || n != -42 {
 		t.Fatalf("decodeIntState(-42) into an int: %d, not taken", n)
 	}
-	if b, err := encodeIntState(new(string)); b != nil || err != nil {
+	if b, err := encodeIntState(nil, new(string)); b != nil || err != nil {
 		t.Fatalf("encodeIntState of a string = %q, %v; want nil, nil (json's business)", b, err)
 	}
 }
@@ -58,9 +58,14 @@ func checkIntDecode[L any](t *testing.T, raw string) {
 
 func checkIntEncode[L int | int64](t *testing.T, n L) {
 	t.Helper()
-	b, err := encodeIntState(&n)
+	b, err := encodeIntState(nil, &n)
 	want, _ := json.Marshal(n)
 	if err != nil || string(b) != string(want) {
 		t.Fatalf("%T %s: fast path gave %q, %v; json %q", n, strconv.FormatInt(int64(n), 10), b, err, want)
+	}
+	// Into the last state's buffer, as an iteration between checkpoints
+	// encodes: the value alone, whatever the buffer held.
+	if b, err := encodeIntState([]byte("-9223372036854775808")[:0], &n); err != nil || string(b) != string(want) {
+		t.Fatalf("%T %s into a used buffer: fast path gave %q, %v; json %q", n, strconv.FormatInt(int64(n), 10), b, err, want)
 	}
 }

@@ -285,6 +285,19 @@ type cx struct {
 	// stray, set by close (under curMu) if a primitive still ran, is
 	// closed by end when it ends.
 	stray chan struct{}
+	// self is the Ctx of x, of any state type (Ctx's underlying type),
+	// for ctxOf; set by newScopedCx.
+	self struct{ x *cx }
+}
+
+// ctxOf returns the Ctx of x: from a scope's cx (newScopedCx), a loop
+// iteration's, it allocates nothing (a Ctx was one allocation per
+// iteration).
+func ctxOf[S any](x *cx) *Ctx[S] {
+	if x.self.x != x {
+		return &Ctx[S]{x: x}
+	}
+	return (*Ctx[S])(&x.self)
 }
 
 func (r *run) now() time.Time { return r.host.Now().Round(0) }
