@@ -362,9 +362,15 @@ type turnEvents struct {
 // beginTurnEvents starts collecting the events of a turn on chain. Called
 // by the turn holder as the turn begins; finishTurnEvents must follow.
 func (a *activation) beginTurnEvents(chain string, step bool) *turnEvents {
+	return a.beginTurnEventsIn(new(turnEvents), chain, step)
+}
+
+// beginTurnEventsIn is beginTurnEvents with t, zero, as the turn's events:
+// a step's turn allocates them with the rest of what its body gets.
+func (a *activation) beginTurnEventsIn(t *turnEvents, chain string, step bool) *turnEvents {
 	// By the chain's root: its turns in the actor nest (turnGate), the
 	// innermost open one is the parent.
-	t := &turnEvents{a: a, chain: chainRoot(chain), step: step}
+	*t = turnEvents{a: a, chain: chainRoot(chain), step: step}
 	a.evMu.Lock()
 	defer a.evMu.Unlock()
 	t.parent = openTurn(a.chainTop.get(t.chain))

@@ -299,7 +299,14 @@ const (
 const maxSchedMs = 9_999_999_999_999
 
 func (a *activation) newTurnSchedule(readOnly bool, te *turnEvents) *turnSchedule {
-	return &turnSchedule{a: a, readOnly: readOnly, now: time.Now(), te: te}
+	s := a.turnScheduleOf(readOnly, te)
+	return &s
+}
+
+// turnScheduleOf is newTurnSchedule's value, for a turn that allocates it
+// with other things (a step's: stepTurn).
+func (a *activation) turnScheduleOf(readOnly bool, te *turnEvents) turnSchedule {
+	return turnSchedule{a: a, readOnly: readOnly, now: time.Now(), te: te}
 }
 
 // After and Every count from when they are called ("d from now"), not from

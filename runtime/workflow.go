@@ -878,11 +878,11 @@ func (w *wfHost) turn(ctx context.Context, kind TurnKind, chain string, fn func(
 }
 
 // turnWith is turn for a step's attempt: if events is not nil, it collects
-// the events of the turn in *events (for fn's StepEnv), published with its
-// writes: a failed attempt's too, as its changes to the state are
-// committed (roll-forward); not those of an attempt abandoned (no writes),
-// or whose writes fail.
-func (w *wfHost) turnWith(ctx context.Context, kind TurnKind, chain string, events **turnEvents, fn func() ([]storage.Op, error)) error {
+// the events of the turn in *events, zero until the turn begins (for fn's
+// StepEnv), published with its writes: a failed attempt's too, as its
+// changes to the state are committed (roll-forward); not those of an
+// attempt abandoned (no writes), or whose writes fail.
+func (w *wfHost) turnWith(ctx context.Context, kind TurnKind, chain string, events *turnEvents, fn func() ([]storage.Op, error)) error {
 	a := w.a
 	// Context errors stay matchable (%w): a race branch cancelled while
 	// it waits for the turn has lost its race, which ends that branch
@@ -922,7 +922,7 @@ func (w *wfHost) turnWith(ctx context.Context, kind TurnKind, chain string, even
 	t0 := time.Now()
 	a.hot.add(t0, w0) // its wait known if an Observer hears of it (a node's)
 	if events != nil {
-		*events = a.beginTurnEvents(chain, true)
+		a.beginTurnEventsIn(events, chain, true)
 	}
 	a.turnFolds = false
 	returned := false
@@ -934,7 +934,7 @@ func (w *wfHost) turnWith(ctx context.Context, kind TurnKind, chain string, even
 			// is committed, as for an abandoned one.
 			a.restoreState()
 			if events != nil {
-				a.finishTurnEvents(*events, false, false)
+				a.finishTurnEvents(events, false, false)
 			}
 			a.gate.release(chain)
 		}
@@ -966,7 +966,7 @@ func (w *wfHost) turnWith(ctx context.Context, kind TurnKind, chain string, even
 		}()
 	}
 	if events != nil {
-		a.finishTurnEvents(*events, err == nil && len(ops) > 0, err == nil && len(ops) > 0)
+		a.finishTurnEvents(events, err == nil && len(ops) > 0, err == nil && len(ops) > 0)
 	}
 	now := time.Now()
 	a.lastTurn.Store(now.UnixNano())
@@ -1083,6 +1083,13 @@ func (h *Host) runWorkflowTurn(a *activation, fn func() ([]storage.Op, error)) (
 	return fn()
 }
 
+// stepTurn is what a step's turn hands its body (RunStep).
+type stepTurn struct {
+	te     turnEvents
+	ts     turnSchedule
+	client hostClient
+}
+
 func (w *wfHost) RunStep(ctx context.Context, ephemeral bool, fn func(env workflow.StepEnv) []workflow.HistoryWrite) error {
 	if err := w.r.refusal(); err != nil {
 		return err
@@ -1094,7 +1101,10 @@ func (w *wfHost) RunStep(ctx context.Context, ephemeral bool, fn func(env workfl
 	chain := a.h.newChain()
 	var steps stepCounts
 	var stepWrites []workflow.HistoryWrite
-	var te *turnEvents
+	// What the body gets, its turn's events, Scheduler and Client, in one
+	// allocation rather than three, on every step.
+	st := &stepTurn{client: hostClient{h: a.h, chain: chain, from: a}}
+	te := &st.te // begun by turnWith once it holds the turn
 	// counted: the body started (bodyStarted), in the turn, so that a step
 	// that waited for the gate (behind a call) while its actor began to
 	// leave does not start it then; refused: it did not, for that reason.
@@ -1104,19 +1114,20 @@ func (w *wfHost) RunStep(ctx context.Context, ephemeral bool, fn func(env workfl
 			w.r.bodyEnded() // after the commit
 		}
 	}()
-	err := w.turnWith(ctx, TurnStep, chain, &te, func() ([]storage.Op, error) {
+	err := w.turnWith(ctx, TurnStep, chain, te, func() ([]storage.Op, error) {
 		if counted = w.r.bodyStarted(); !counted {
 			refused = true
 			return nil, nil
 		}
-		ts := a.newTurnSchedule(false, te)
+		st.ts = a.turnScheduleOf(false, te)
+		ts := &st.ts
 		w.checked = checkedAttempt{events: te}
 		// Messages sent while the body runs are queued at once, beside it
 		// (turnGate): the rest of this turn waits for the one queueing.
 		a.gate.openLane()
 		writes := func() []workflow.HistoryWrite {
 			defer a.gate.closeLane()
-			return fn(workflow.StepEnv{State: a.state, Client: &hostClient{h: a.h, chain: chain, from: a}, Events: te, Vars: a.vars, Destroy: ts.destroy, Schedule: ts, Tasks: te, Check: w.check})
+			return fn(workflow.StepEnv{State: a.state, Client: &st.client, Events: te, Vars: a.vars, Destroy: ts.destroy, Schedule: ts, Tasks: te, Check: w.check})
 		}()
 		checked := w.checked
 		w.checked = checkedAttempt{}
