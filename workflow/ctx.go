@@ -514,8 +514,9 @@ func runStep[S, T any](c *Ctx[S], opts StepOptions, fn func(*StepCtx[S]) (T, err
 }
 
 // stepBody is a Step's body: the user's function, the value it returns
-// and the StepCtx of its first attempt in this call, in one allocation
-// (a closure, the StepCtx and the value were one each, on every step).
+// and the StepCtx and attemptVars of its first attempt in this call, in
+// one allocation (a closure, the StepCtx, the value and the attempt's
+// variables were one each, on every step).
 type stepBody[S, T any] struct {
 	c  *Ctx[S]
 	fn func(*StepCtx[S]) (T, error)
@@ -523,10 +524,21 @@ type stepBody[S, T any] struct {
 	noValue func(*StepCtx[S]) error
 	sv      *stepValue[T] // &val, or nil for a step without a value
 	val     stepValue[T]
-	// first is the StepCtx of the first attempt run here; a later one
-	// gets its own, as a body may keep its StepCtx.
+	// first is the StepCtx of the first attempt run here, firstVars its
+	// attemptVars; a later one gets its own, as a body may keep its
+	// StepCtx and its context.
 	first     StepCtx[S]
 	firstUsed bool
+	firstVars attemptVars
+	varsUsed  bool
+}
+
+func (b *stepBody[S, T]) vars() *attemptVars {
+	if b.varsUsed {
+		return new(attemptVars)
+	}
+	b.varsUsed = true
+	return &b.firstVars
 }
 
 func (b *stepBody[S, T]) run(env StepEnv, ctx context.Context, attempt int) (json.RawMessage, error) {

@@ -30,10 +30,13 @@ type stepSpec struct {
 }
 
 // stepRunner is a step's body: run runs the user's function and returns
-// its value as JSON. An interface rather than a func, so that a Step's
-// body (stepBody) is one allocation, not also a closure over it.
+// its value as JSON; vars returns a new attempt's attemptVars, zero. An
+// interface rather than a func, so that a Step's body (stepBody) is one
+// allocation, not also a closure over it, and holds its first attempt's
+// variables too.
 type stepRunner interface {
 	run(env StepEnv, ctx context.Context, attempt int) (json.RawMessage, error)
+	vars() *attemptVars
 }
 
 // bodyFunc is a stepRunner that is a function.
@@ -41,6 +44,31 @@ type bodyFunc func(env StepEnv, ctx context.Context, attempt int) (json.RawMessa
 
 func (f bodyFunc) run(env StepEnv, ctx context.Context, attempt int) (json.RawMessage, error) {
 	return f(env, ctx, attempt)
+}
+
+func (bodyFunc) vars() *attemptVars { return new(attemptVars) }
+
+// attemptVars are the variables of a step attempt (cx.attempt) that its
+// fn sets, which the host may run on another goroutine; RunStep returning
+// orders those writes before the attempt's reads. (One struct that fn
+// shares, rather than several variables each moved to the heap.) The
+// step's spec is copied into it too: captured, the whole spec (large)
+// would be moved to the heap on its own. Each attempt has its own: a body
+// may keep its context past the attempt.
+type attemptVars struct {
+	ne          *Entry
+	batch       []HistoryWrite
+	abandoned   bool
+	refused     bool // x was closed: see cx.close
+	body        stepRunner
+	pol         retryPolicy
+	hasRollback bool
+	lastErr     string // for the observer
+	// one holds the batch of an attempt with no pending writes (the
+	// usual case): no slice of its own to allocate.
+	one [1]HistoryWrite
+	// ctx is the body's context (runBodyIn): no allocation of its own.
+	ctx attemptCtx
 }
 
 // visit looks path up for a new primitive of kind in scope: the recorded
@@ -190,26 +218,7 @@ func (x *cx) runStep(sp stepSpec) (json.RawMessage, string, error) {
 // for the host's StepObserver.
 func (x *cx) attempt(path string, seq, n int, sp stepSpec, lastErr string) (*Entry, error) {
 	t, r := x.t, x.t.r
-	// Set by fn, which the host may run on another goroutine; RunStep
-	// returning orders those writes before the reads below. (One struct
-	// that fn shares, rather than three variables each moved to the heap.)
-	// sp is copied into it too: captured, the whole spec (large) would be
-	// moved to the heap on its own.
-	var res struct {
-		ne          *Entry
-		batch       []HistoryWrite
-		abandoned   bool
-		refused     bool // x was closed: see cx.close
-		body        stepRunner
-		pol         retryPolicy
-		hasRollback bool
-		lastErr     string // for the observer
-		// one holds the batch of an attempt with no pending writes (the
-		// usual case): no slice of its own to allocate.
-		one [1]HistoryWrite
-		// ctx is the body's context (runBodyIn): no allocation of its own.
-		ctx attemptCtx
-	}
+	res := sp.body.vars()
 	res.body, res.pol, res.hasRollback, res.lastErr = sp.body, sp.pol, sp.rollback != nil, lastErr
 	fn := func(env StepEnv) []HistoryWrite {
 		if x.closed.Load() {
