@@ -97,6 +97,7 @@ var reasons = []struct {
 }{
 	{ErrNotFound, "node", "not_found"},                          // no such node (drain)
 	{ErrFailedPrecondition, "node", "last_eligible"},            // a drain of the last node that could take partitions
+	{ErrFailedPrecondition, "node", "unsupported"},              // a node older than the admin request (rivetctl log-level)
 	{ErrFailedPrecondition, "actor", "deadlock"},                // a call whose wait for an actor's turn would close a cycle of waits
 	{ErrFailedPrecondition, "actor", "not_read_only"},           // a read-only call (client Query, rivet.CallQuery) of an action not declared read-only
 	{ErrFailedPrecondition, "client", "result_undecodable"},     // rivet.Call's result type does not fit the action's result (the action ran)

@@ -14,19 +14,23 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/resolver/manual"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/caller"
 	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
 	"github.com/rivet-go/rivet/internal/auth"
 	"github.com/rivet-go/rivet/internal/certs"
+	"github.com/rivet-go/rivet/internal/rpcerr"
 )
 
 // DefaultEndpoint is where a node listens unless configured otherwise.
@@ -640,4 +644,74 @@ func (c *Client) Healthy(ctx context.Context) (bool, error) {
 func defaultPort() string {
 	_, port, _ := net.SplitHostPort(DefaultEndpoint)
 	return port
+}
+
+// LogLevel is a node's log level (Client.LogLevel, SetLogLevel).
+type LogLevel struct {
+	NodeID string `json:"node_id"`
+	// Level is the node's level now; Previous, after SetLogLevel, the one
+	// before it.
+	Level    string `json:"level"`
+	Previous string `json:"previous_level,omitempty"`
+	// RevertLevel and RevertAt are a pending revert's (SetLogLevel's
+	// revertAfter): the level the node sets by itself at RevertAt.
+	RevertLevel string    `json:"revert_level,omitempty"`
+	RevertAt    time.Time `json:"revert_at,omitzero"`
+}
+
+// LogLevel returns the log level of the node of that ID ("" for the node
+// the client is connected to), which that node asks. A node older than
+// LogLevel, the one connected to or the one named, fails it with
+// rivet.ErrFailedPrecondition (reason node.unsupported) saying which.
+func (c *Client) LogLevel(ctx context.Context, node string) (LogLevel, error) {
+	return c.logLevel(ctx, &rivetv1.LogLevelRequest{NodeId: node})
+}
+
+// SetLogLevel sets the log level of the node of that ID ("" for the node
+// the client is connected to) to level (debug, info, warn or error; any
+// other is rivet.ErrInvalidArgument), until it is set again, or, if
+// revertAfter is not 0, for that long: the node then sets the level it had
+// before by itself. The level is not stored: a restart of the node takes
+// its --log-level again. A node's logger whose level cannot change fails
+// it with rivet.ErrFailedPrecondition, as LogLevel does an older node.
+func (c *Client) SetLogLevel(ctx context.Context, node, level string, revertAfter time.Duration) (LogLevel, error) {
+	if level == "" {
+		return LogLevel{}, rivet.Errorf(rivet.ErrInvalidArgument, "set log level: the level is empty (debug, info, warn or error)")
+	}
+	if revertAfter < 0 {
+		return LogLevel{}, rivet.Errorf(rivet.ErrInvalidArgument, "set log level: revert after %v: negative", revertAfter)
+	}
+	req := &rivetv1.LogLevelRequest{NodeId: node, Level: level}
+	if revertAfter > 0 {
+		req.RevertAfter = durationpb.New(revertAfter)
+	}
+	return c.logLevel(ctx, req)
+}
+
+func (c *Client) logLevel(ctx context.Context, req *rivetv1.LogLevelRequest) (LogLevel, error) {
+	// Idempotent: a set sent twice sets the same level, and a revert
+	// pending keeps its level (the node's rule), so only its time moves.
+	resp, err := invoke(ctx, c, idempotent, func(ctx context.Context, req *rivetv1.LogLevelRequest, opts ...grpc.CallOption) (*rivetv1.LogLevelResponse, error) {
+		var p peer.Peer
+		resp, err := c.admin.LogLevel(ctx, req, append(opts, grpc.Peer(&p))...)
+		if status.Code(err) == codes.Unimplemented {
+			// The node connected to is older (a node it asks on the
+			// caller's behalf says so itself): gRPC's "unknown method"
+			// would read as a bug.
+			at := "the node connected to"
+			if p.Addr != nil {
+				at = "the node at " + p.Addr.String()
+			}
+			st, _ := rpcerr.ToStatus(rivet.Reasonf(rivet.ErrFailedPrecondition, "node", "unsupported", "%s does not support log-level (it is older than it); upgrade it", at))
+			return nil, st.Err()
+		}
+		return resp, err
+	}, req)
+	if err != nil {
+		return LogLevel{}, err
+	}
+	return LogLevel{
+		NodeID: resp.GetNodeId(), Level: resp.GetLevel(), Previous: resp.GetPreviousLevel(),
+		RevertLevel: resp.GetRevertLevel(), RevertAt: timeFrom(resp.GetRevertAt()),
+	}, nil
 }

@@ -155,8 +155,14 @@ type Config struct {
 	// Runtime tunes the actor host (NodeID and Partitions are set by the
 	// node).
 	Runtime runtime.Config
-	// Logger receives the node's logs. Nil: a production zap logger.
+	// Logger receives the node's logs. Nil: a production zap logger (at
+	// info, with LogLevel set to its level).
 	Logger *zap.Logger
+	// LogLevel, if set, is the level Logger logs at, which an operator may
+	// then change while the node runs (rivetctl log-level; the change is
+	// not kept across a restart). Nil: the level cannot change, and the
+	// request says so (FAILED_PRECONDITION). ParseFlags sets both.
+	LogLevel *zap.AtomicLevel
 }
 
 // DefaultConfig returns the configuration of a node that runs alone on
@@ -255,11 +261,12 @@ func (c *Config) validate() error {
 		return err
 	}
 	if c.Logger == nil {
-		l, err := zap.NewProduction()
+		zc := zap.NewProductionConfig()
+		l, err := zc.Build()
 		if err != nil {
 			return err
 		}
-		c.Logger = l
+		c.Logger, c.LogLevel = l, &zc.Level
 	}
 	return nil
 }

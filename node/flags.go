@@ -187,7 +187,7 @@ func ParseFlags(name string, args []string, out io.Writer) (Config, error) {
 	p.integer(&cfg.Runtime.MaxActiveActors, "max-active-actors", cfg.Runtime.MaxActiveActors, "actors in memory past which those idle longest are deactivated early (0: the default; -1: no bound)")
 	p.integer(&cfg.Runtime.MaxQueueDepth, "max-queue-depth", cfg.Runtime.MaxQueueDepth, "messages one queue of an actor holds, past which a send is refused (RESOURCE_EXHAUSTED queue.full; 0: the default)")
 	p.boolean(&cfg.Runtime.ExposeErrors, "expose-errors", false, "send the text of actions' internal errors to callers")
-	p.str(&logLevel, "log-level", "info", "debug, info, warn or error")
+	p.str(&logLevel, "log-level", "info", "debug, info, warn or error; rivetctl log-level changes it while the node runs, until a restart (the embedded etcd logs warnings and up, within it; memberlist follows it)")
 	p.str(&logFormat, "log-format", "console", "console or json")
 	refused := func(err error) error {
 		fmt.Fprintf(out, "%s: %v (%s -h lists the flags)\n", name, err, name)
@@ -267,11 +267,11 @@ func ParseFlags(name string, args []string, out io.Writer) (Config, error) {
 	default:
 		return cfg, fmt.Errorf("--gossip-profile: %q is neither lan nor local", gossipProfile)
 	}
-	log, err := newLogger(logLevel, logFormat)
+	log, level, err := newLogger(logLevel, logFormat)
 	if err != nil {
 		return cfg, err
 	}
-	cfg.Logger = log
+	cfg.Logger, cfg.LogLevel = log, &level
 	return cfg, nil
 }
 
@@ -285,10 +285,12 @@ func splitList(s string) []string {
 	return out
 }
 
-func newLogger(level, format string) (*zap.Logger, error) {
+// newLogger returns the node's logger and its level, which an operator
+// may change while the node runs (rivetctl log-level).
+func newLogger(level, format string) (*zap.Logger, zap.AtomicLevel, error) {
 	lvl, err := zapcore.ParseLevel(level)
 	if err != nil {
-		return nil, fmt.Errorf("--log-level: %w", err)
+		return nil, zap.AtomicLevel{}, fmt.Errorf("--log-level: %w", err)
 	}
 	var zc zap.Config
 	switch format {
@@ -306,14 +308,15 @@ func newLogger(level, format string) (*zap.Logger, error) {
 			zc.EncoderConfig.EncodeLevel = zapcore.CapitalColorLevelEncoder
 		}
 	default:
-		return nil, fmt.Errorf("--log-format: %q is neither console nor json", format)
+		return nil, zap.AtomicLevel{}, fmt.Errorf("--log-format: %q is neither console nor json", format)
 	}
 	// A stack trace on every error made an expected event (a lease lost
 	// to a network cut) read as a crash in the JSON logs (a user trial);
 	// a panic the node recovers logs its own stack.
 	zc.DisableStacktrace = true
 	zc.Level = zap.NewAtomicLevelAt(lvl)
-	return zc.Build()
+	l, err := zc.Build()
+	return l, zc.Level, err
 }
 
 // flagParser declares flags whose defaults come from the environment.

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/rivet-go/rivet/node"
 )
 
@@ -122,5 +124,25 @@ func TestParseFlagsSetsTheEmbeddedEtcdsQuota(t *testing.T) {
 		if _, err := node.ParseFlags("mynode", args, io.Discard); !errors.As(err, &fe) || !strings.Contains(err.Error(), "etcd-quota-mb") {
 			t.Errorf("%q: %v, want a flag error naming -etcd-quota-mb", args, err)
 		}
+	}
+}
+
+// The logger ParseFlags sets up comes with its level, which a node then
+// changes while it runs (rivetctl log-level): --log-level is where it
+// starts, not where it must stay.
+func TestParseFlagsGivesTheLoggersLevelToChange(t *testing.T) {
+	cfg, err := node.ParseFlags("mynode", []string{"--log-level", "warn", "--log-format", "json"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.LogLevel == nil || cfg.LogLevel.Level() != zap.WarnLevel {
+		t.Fatalf("LogLevel %v after --log-level warn; want warn", cfg.LogLevel)
+	}
+	if cfg.Logger.Core().Enabled(zap.InfoLevel) {
+		t.Fatal("a logger at warn logs info")
+	}
+	cfg.LogLevel.SetLevel(zap.DebugLevel)
+	if !cfg.Logger.Core().Enabled(zap.DebugLevel) {
+		t.Fatal("the logger does not follow its LogLevel set to debug")
 	}
 }

@@ -21,7 +21,7 @@ func TestTheJSONLogHasReadableTimesAndNoStackTraces(t *testing.T) {
 	defer r.Close()
 	stderr := os.Stderr
 	os.Stderr = w
-	lg, err := newLogger("info", "json")
+	lg, _, err := newLogger("info", "json")
 	os.Stderr = stderr
 	if err != nil {
 		t.Fatal(err)

@@ -60,6 +60,9 @@ import (
 type Node struct {
 	cfg Config
 	log *zap.Logger
+	// levels changes the logger's level while the node runs (nil if
+	// Config.LogLevel is).
+	levels *levelControl
 
 	// dirLock is held on <data-dir>/node.lock for the node's life: one
 	// node per data directory.
@@ -299,6 +302,9 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 		}
 	}
 	n.log = n.log.With(zap.String("node", n.cfg.NodeID))
+	if cfg.LogLevel != nil {
+		n.levels = newLevelControl(*cfg.LogLevel, n.log)
+	}
 	sec, err := n.loadSecurity()
 	if err != nil {
 		return nil, err
@@ -961,6 +967,9 @@ func (n *Node) closeAll() {
 	}
 	if n.dirLock != nil {
 		n.dirLock.Close()
+	}
+	if n.levels != nil {
+		n.levels.stop()
 	}
 }
 

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"io"
+	"time"
 
 	"google.golang.org/grpc"
 
@@ -183,4 +184,51 @@ func (s *Server) Backup(_ *rivetv1.BackupRequest, stream grpc.ServerStreamingSer
 			return s.toStatus(ctx, rivet.Errorf(rivet.ErrUnavailable, "backup from etcd member %s: %v", member, err))
 		}
 	}
+}
+
+// LogLevel is a node's log level, as LogLeveler reads or sets it.
+type LogLevel struct {
+	NodeID string
+	// Level is the level now; Previous, after a set, the level before it.
+	Level, Previous string
+	// RevertLevel and RevertAt are a pending revert's: the level the node
+	// sets by itself at RevertAt. Zero if none is pending.
+	RevertLevel string
+	RevertAt    time.Time
+}
+
+// LogLeveler is a Backend whose log level an operator may read and change
+// while it runs.
+type LogLeveler interface {
+	// LogLevel reads the log level of the node of that ID ("" for this
+	// one), or, with level, sets it (for revertAfter, if not 0), asking
+	// the node named if it is another. An unknown level is
+	// rivet.ErrInvalidArgument; a node whose level cannot change,
+	// rivet.ErrFailedPrecondition.
+	LogLevel(ctx context.Context, node, level string, revertAfter time.Duration) (LogLevel, error)
+}
+
+// LogLevel reads or sets a node's log level.
+func (s *Server) LogLevel(ctx context.Context, req *rivetv1.LogLevelRequest) (*rivetv1.LogLevelResponse, error) {
+	ll, ok := s.backend.(LogLeveler)
+	if !ok {
+		return nil, s.toStatus(ctx, rivet.Errorf(rivet.ErrFailedPrecondition, "this node's log level cannot change while it runs"))
+	}
+	var after time.Duration
+	if d := req.GetRevertAfter(); d != nil {
+		if err := d.CheckValid(); err != nil {
+			return nil, s.toStatus(ctx, rivet.Errorf(rivet.ErrInvalidArgument, "revert_after: %v", err))
+		}
+		if after = d.AsDuration(); after <= 0 {
+			return nil, s.toStatus(ctx, rivet.Errorf(rivet.ErrInvalidArgument, "revert_after %v: want a positive duration", after))
+		}
+	}
+	st, err := ll.LogLevel(ctx, req.GetNodeId(), req.GetLevel(), after)
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	return &rivetv1.LogLevelResponse{
+		NodeId: st.NodeID, Level: st.Level, PreviousLevel: st.Previous,
+		RevertAt: timeProto(st.RevertAt), RevertLevel: st.RevertLevel,
+	}, nil
 }

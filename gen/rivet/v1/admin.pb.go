@@ -9,6 +9,7 @@ package rivetv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -22,6 +23,157 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type LogLevelRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// node_id is the node whose level to read or set, which the node
+	// answering asks (NOT_FOUND if no such node is registered); empty, the
+	// node answering.
+	NodeId string `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// level, if set, is the level to set: debug, info, warn or error.
+	// Empty reads the level only.
+	Level string `protobuf:"bytes,2,opt,name=level,proto3" json:"level,omitempty"`
+	// revert_after, with level, sets the level back after that long: to the
+	// level before this request, or, if a revert was pending, to the level
+	// that one would have set (so that a second temporary level does not
+	// make the first one stick). Unset: the level stays, and a pending
+	// revert is dropped.
+	RevertAfter   *durationpb.Duration `protobuf:"bytes,3,opt,name=revert_after,json=revertAfter,proto3" json:"revert_after,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LogLevelRequest) Reset() {
+	*x = LogLevelRequest{}
+	mi := &file_rivet_v1_admin_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LogLevelRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LogLevelRequest) ProtoMessage() {}
+
+func (x *LogLevelRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_rivet_v1_admin_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LogLevelRequest.ProtoReflect.Descriptor instead.
+func (*LogLevelRequest) Descriptor() ([]byte, []int) {
+	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *LogLevelRequest) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *LogLevelRequest) GetLevel() string {
+	if x != nil {
+		return x.Level
+	}
+	return ""
+}
+
+func (x *LogLevelRequest) GetRevertAfter() *durationpb.Duration {
+	if x != nil {
+		return x.RevertAfter
+	}
+	return nil
+}
+
+type LogLevelResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	NodeId string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// level is the node's level now (after the change, if any).
+	Level string `protobuf:"bytes,2,opt,name=level,proto3" json:"level,omitempty"`
+	// previous_level is the level before the change; empty if the request
+	// read the level only.
+	PreviousLevel string `protobuf:"bytes,3,opt,name=previous_level,json=previousLevel,proto3" json:"previous_level,omitempty"`
+	// revert_at, if set, is when the node sets its level to revert_level by
+	// itself (a revert_after pending).
+	RevertAt      *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=revert_at,json=revertAt,proto3" json:"revert_at,omitempty"`
+	RevertLevel   string                 `protobuf:"bytes,5,opt,name=revert_level,json=revertLevel,proto3" json:"revert_level,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LogLevelResponse) Reset() {
+	*x = LogLevelResponse{}
+	mi := &file_rivet_v1_admin_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LogLevelResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LogLevelResponse) ProtoMessage() {}
+
+func (x *LogLevelResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_rivet_v1_admin_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LogLevelResponse.ProtoReflect.Descriptor instead.
+func (*LogLevelResponse) Descriptor() ([]byte, []int) {
+	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *LogLevelResponse) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *LogLevelResponse) GetLevel() string {
+	if x != nil {
+		return x.Level
+	}
+	return ""
+}
+
+func (x *LogLevelResponse) GetPreviousLevel() string {
+	if x != nil {
+		return x.PreviousLevel
+	}
+	return ""
+}
+
+func (x *LogLevelResponse) GetRevertAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RevertAt
+	}
+	return nil
+}
+
+func (x *LogLevelResponse) GetRevertLevel() string {
+	if x != nil {
+		return x.RevertLevel
+	}
+	return ""
+}
+
 type BackupRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -30,7 +182,7 @@ type BackupRequest struct {
 
 func (x *BackupRequest) Reset() {
 	*x = BackupRequest{}
-	mi := &file_rivet_v1_admin_proto_msgTypes[0]
+	mi := &file_rivet_v1_admin_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -42,7 +194,7 @@ func (x *BackupRequest) String() string {
 func (*BackupRequest) ProtoMessage() {}
 
 func (x *BackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_admin_proto_msgTypes[0]
+	mi := &file_rivet_v1_admin_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -55,7 +207,7 @@ func (x *BackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
 func (*BackupRequest) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{0}
+	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{2}
 }
 
 type BackupResponse struct {
@@ -75,7 +227,7 @@ type BackupResponse struct {
 
 func (x *BackupResponse) Reset() {
 	*x = BackupResponse{}
-	mi := &file_rivet_v1_admin_proto_msgTypes[1]
+	mi := &file_rivet_v1_admin_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -87,7 +239,7 @@ func (x *BackupResponse) String() string {
 func (*BackupResponse) ProtoMessage() {}
 
 func (x *BackupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_admin_proto_msgTypes[1]
+	mi := &file_rivet_v1_admin_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -100,7 +252,7 @@ func (x *BackupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupResponse.ProtoReflect.Descriptor instead.
 func (*BackupResponse) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{1}
+	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *BackupResponse) GetSize() int64 {
@@ -132,7 +284,7 @@ type MembersRequest struct {
 
 func (x *MembersRequest) Reset() {
 	*x = MembersRequest{}
-	mi := &file_rivet_v1_admin_proto_msgTypes[2]
+	mi := &file_rivet_v1_admin_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -144,7 +296,7 @@ func (x *MembersRequest) String() string {
 func (*MembersRequest) ProtoMessage() {}
 
 func (x *MembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_admin_proto_msgTypes[2]
+	mi := &file_rivet_v1_admin_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -157,7 +309,7 @@ func (x *MembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersRequest.ProtoReflect.Descriptor instead.
 func (*MembersRequest) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{2}
+	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{4}
 }
 
 type Member struct {
@@ -194,7 +346,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_rivet_v1_admin_proto_msgTypes[3]
+	mi := &file_rivet_v1_admin_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -206,7 +358,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_admin_proto_msgTypes[3]
+	mi := &file_rivet_v1_admin_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -219,7 +371,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{3}
+	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Member) GetNodeId() string {
@@ -305,7 +457,7 @@ type MembersResponse struct {
 
 func (x *MembersResponse) Reset() {
 	*x = MembersResponse{}
-	mi := &file_rivet_v1_admin_proto_msgTypes[4]
+	mi := &file_rivet_v1_admin_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -317,7 +469,7 @@ func (x *MembersResponse) String() string {
 func (*MembersResponse) ProtoMessage() {}
 
 func (x *MembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_admin_proto_msgTypes[4]
+	mi := &file_rivet_v1_admin_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -330,7 +482,7 @@ func (x *MembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersResponse.ProtoReflect.Descriptor instead.
 func (*MembersResponse) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{4}
+	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *MembersResponse) GetMembers() []*Member {
@@ -355,7 +507,7 @@ type PartitionsRequest struct {
 
 func (x *PartitionsRequest) Reset() {
 	*x = PartitionsRequest{}
-	mi := &file_rivet_v1_admin_proto_msgTypes[5]
+	mi := &file_rivet_v1_admin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -367,7 +519,7 @@ func (x *PartitionsRequest) String() string {
 func (*PartitionsRequest) ProtoMessage() {}
 
 func (x *PartitionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_admin_proto_msgTypes[5]
+	mi := &file_rivet_v1_admin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -380,7 +532,7 @@ func (x *PartitionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionsRequest.ProtoReflect.Descriptor instead.
 func (*PartitionsRequest) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{5}
+	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{7}
 }
 
 type PartitionOwner struct {
@@ -396,7 +548,7 @@ type PartitionOwner struct {
 
 func (x *PartitionOwner) Reset() {
 	*x = PartitionOwner{}
-	mi := &file_rivet_v1_admin_proto_msgTypes[6]
+	mi := &file_rivet_v1_admin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -408,7 +560,7 @@ func (x *PartitionOwner) String() string {
 func (*PartitionOwner) ProtoMessage() {}
 
 func (x *PartitionOwner) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_admin_proto_msgTypes[6]
+	mi := &file_rivet_v1_admin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -421,7 +573,7 @@ func (x *PartitionOwner) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionOwner.ProtoReflect.Descriptor instead.
 func (*PartitionOwner) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{6}
+	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *PartitionOwner) GetPartition() uint32 {
@@ -457,7 +609,7 @@ type PartitionsResponse struct {
 
 func (x *PartitionsResponse) Reset() {
 	*x = PartitionsResponse{}
-	mi := &file_rivet_v1_admin_proto_msgTypes[7]
+	mi := &file_rivet_v1_admin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -469,7 +621,7 @@ func (x *PartitionsResponse) String() string {
 func (*PartitionsResponse) ProtoMessage() {}
 
 func (x *PartitionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_admin_proto_msgTypes[7]
+	mi := &file_rivet_v1_admin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -482,7 +634,7 @@ func (x *PartitionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionsResponse.ProtoReflect.Descriptor instead.
 func (*PartitionsResponse) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{7}
+	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *PartitionsResponse) GetPartitionCount() uint32 {
@@ -522,7 +674,7 @@ type StatsRequest struct {
 
 func (x *StatsRequest) Reset() {
 	*x = StatsRequest{}
-	mi := &file_rivet_v1_admin_proto_msgTypes[8]
+	mi := &file_rivet_v1_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -534,7 +686,7 @@ func (x *StatsRequest) String() string {
 func (*StatsRequest) ProtoMessage() {}
 
 func (x *StatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_admin_proto_msgTypes[8]
+	mi := &file_rivet_v1_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -547,7 +699,7 @@ func (x *StatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
 func (*StatsRequest) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{8}
+	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *StatsRequest) GetNodeId() string {
@@ -587,7 +739,7 @@ type HotActor struct {
 
 func (x *HotActor) Reset() {
 	*x = HotActor{}
-	mi := &file_rivet_v1_admin_proto_msgTypes[9]
+	mi := &file_rivet_v1_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -599,7 +751,7 @@ func (x *HotActor) String() string {
 func (*HotActor) ProtoMessage() {}
 
 func (x *HotActor) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_admin_proto_msgTypes[9]
+	mi := &file_rivet_v1_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -612,7 +764,7 @@ func (x *HotActor) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HotActor.ProtoReflect.Descriptor instead.
 func (*HotActor) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{9}
+	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *HotActor) GetName() string {
@@ -692,7 +844,7 @@ type StatsResponse struct {
 
 func (x *StatsResponse) Reset() {
 	*x = StatsResponse{}
-	mi := &file_rivet_v1_admin_proto_msgTypes[10]
+	mi := &file_rivet_v1_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -704,7 +856,7 @@ func (x *StatsResponse) String() string {
 func (*StatsResponse) ProtoMessage() {}
 
 func (x *StatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_admin_proto_msgTypes[10]
+	mi := &file_rivet_v1_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -717,7 +869,7 @@ func (x *StatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsResponse.ProtoReflect.Descriptor instead.
 func (*StatsResponse) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{10}
+	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *StatsResponse) GetNodeId() string {
@@ -789,7 +941,7 @@ type DrainRequest struct {
 
 func (x *DrainRequest) Reset() {
 	*x = DrainRequest{}
-	mi := &file_rivet_v1_admin_proto_msgTypes[11]
+	mi := &file_rivet_v1_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -801,7 +953,7 @@ func (x *DrainRequest) String() string {
 func (*DrainRequest) ProtoMessage() {}
 
 func (x *DrainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_admin_proto_msgTypes[11]
+	mi := &file_rivet_v1_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -814,7 +966,7 @@ func (x *DrainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainRequest.ProtoReflect.Descriptor instead.
 func (*DrainRequest) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{11}
+	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DrainRequest) GetNodeId() string {
@@ -842,7 +994,7 @@ type DrainResponse struct {
 
 func (x *DrainResponse) Reset() {
 	*x = DrainResponse{}
-	mi := &file_rivet_v1_admin_proto_msgTypes[12]
+	mi := &file_rivet_v1_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -854,7 +1006,7 @@ func (x *DrainResponse) String() string {
 func (*DrainResponse) ProtoMessage() {}
 
 func (x *DrainResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_admin_proto_msgTypes[12]
+	mi := &file_rivet_v1_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -867,7 +1019,7 @@ func (x *DrainResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainResponse.ProtoReflect.Descriptor instead.
 func (*DrainResponse) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{12}
+	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *DrainResponse) GetNodeId() string {
@@ -888,7 +1040,17 @@ var File_rivet_v1_admin_proto protoreflect.FileDescriptor
 
 const file_rivet_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x14rivet/v1/admin.proto\x12\brivet.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x0f\n" +
+	"\x14rivet/v1/admin.proto\x12\brivet.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"~\n" +
+	"\x0fLogLevelRequest\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x14\n" +
+	"\x05level\x18\x02 \x01(\tR\x05level\x12<\n" +
+	"\frevert_after\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\vrevertAfter\"\xc4\x01\n" +
+	"\x10LogLevelResponse\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x14\n" +
+	"\x05level\x18\x02 \x01(\tR\x05level\x12%\n" +
+	"\x0eprevious_level\x18\x03 \x01(\tR\rpreviousLevel\x127\n" +
+	"\trevert_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\brevertAt\x12!\n" +
+	"\frevert_level\x18\x05 \x01(\tR\vrevertLevel\"\x0f\n" +
 	"\rBackupRequest\"P\n" +
 	"\x0eBackupResponse\x12\x12\n" +
 	"\x04size\x18\x01 \x01(\x03R\x04size\x12\x12\n" +
@@ -951,14 +1113,15 @@ const file_rivet_v1_admin_proto_rawDesc = "" +
 	"\x04undo\x18\x02 \x01(\bR\x04undo\"S\n" +
 	"\rDrainResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12)\n" +
-	"\x10partitions_owned\x18\x02 \x01(\rR\x0fpartitionsOwned2\xca\x02\n" +
+	"\x10partitions_owned\x18\x02 \x01(\rR\x0fpartitionsOwned2\x8d\x03\n" +
 	"\fAdminService\x12>\n" +
 	"\aMembers\x12\x18.rivet.v1.MembersRequest\x1a\x19.rivet.v1.MembersResponse\x12G\n" +
 	"\n" +
 	"Partitions\x12\x1b.rivet.v1.PartitionsRequest\x1a\x1c.rivet.v1.PartitionsResponse\x128\n" +
 	"\x05Stats\x12\x16.rivet.v1.StatsRequest\x1a\x17.rivet.v1.StatsResponse\x128\n" +
 	"\x05Drain\x12\x16.rivet.v1.DrainRequest\x1a\x17.rivet.v1.DrainResponse\x12=\n" +
-	"\x06Backup\x12\x17.rivet.v1.BackupRequest\x1a\x18.rivet.v1.BackupResponse0\x01B0Z.github.com/rivet-go/rivet/gen/rivet/v1;rivetv1b\x06proto3"
+	"\x06Backup\x12\x17.rivet.v1.BackupRequest\x1a\x18.rivet.v1.BackupResponse0\x01\x12A\n" +
+	"\bLogLevel\x12\x19.rivet.v1.LogLevelRequest\x1a\x1a.rivet.v1.LogLevelResponseB0Z.github.com/rivet-go/rivet/gen/rivet/v1;rivetv1b\x06proto3"
 
 var (
 	file_rivet_v1_admin_proto_rawDescOnce sync.Once
@@ -972,44 +1135,51 @@ func file_rivet_v1_admin_proto_rawDescGZIP() []byte {
 	return file_rivet_v1_admin_proto_rawDescData
 }
 
-var file_rivet_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_rivet_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_rivet_v1_admin_proto_goTypes = []any{
-	(*BackupRequest)(nil),         // 0: rivet.v1.BackupRequest
-	(*BackupResponse)(nil),        // 1: rivet.v1.BackupResponse
-	(*MembersRequest)(nil),        // 2: rivet.v1.MembersRequest
-	(*Member)(nil),                // 3: rivet.v1.Member
-	(*MembersResponse)(nil),       // 4: rivet.v1.MembersResponse
-	(*PartitionsRequest)(nil),     // 5: rivet.v1.PartitionsRequest
-	(*PartitionOwner)(nil),        // 6: rivet.v1.PartitionOwner
-	(*PartitionsResponse)(nil),    // 7: rivet.v1.PartitionsResponse
-	(*StatsRequest)(nil),          // 8: rivet.v1.StatsRequest
-	(*HotActor)(nil),              // 9: rivet.v1.HotActor
-	(*StatsResponse)(nil),         // 10: rivet.v1.StatsResponse
-	(*DrainRequest)(nil),          // 11: rivet.v1.DrainRequest
-	(*DrainResponse)(nil),         // 12: rivet.v1.DrainResponse
-	(*timestamppb.Timestamp)(nil), // 13: google.protobuf.Timestamp
+	(*LogLevelRequest)(nil),       // 0: rivet.v1.LogLevelRequest
+	(*LogLevelResponse)(nil),      // 1: rivet.v1.LogLevelResponse
+	(*BackupRequest)(nil),         // 2: rivet.v1.BackupRequest
+	(*BackupResponse)(nil),        // 3: rivet.v1.BackupResponse
+	(*MembersRequest)(nil),        // 4: rivet.v1.MembersRequest
+	(*Member)(nil),                // 5: rivet.v1.Member
+	(*MembersResponse)(nil),       // 6: rivet.v1.MembersResponse
+	(*PartitionsRequest)(nil),     // 7: rivet.v1.PartitionsRequest
+	(*PartitionOwner)(nil),        // 8: rivet.v1.PartitionOwner
+	(*PartitionsResponse)(nil),    // 9: rivet.v1.PartitionsResponse
+	(*StatsRequest)(nil),          // 10: rivet.v1.StatsRequest
+	(*HotActor)(nil),              // 11: rivet.v1.HotActor
+	(*StatsResponse)(nil),         // 12: rivet.v1.StatsResponse
+	(*DrainRequest)(nil),          // 13: rivet.v1.DrainRequest
+	(*DrainResponse)(nil),         // 14: rivet.v1.DrainResponse
+	(*durationpb.Duration)(nil),   // 15: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 16: google.protobuf.Timestamp
 }
 var file_rivet_v1_admin_proto_depIdxs = []int32{
-	13, // 0: rivet.v1.Member.started_at:type_name -> google.protobuf.Timestamp
-	3,  // 1: rivet.v1.MembersResponse.members:type_name -> rivet.v1.Member
-	6,  // 2: rivet.v1.PartitionsResponse.partitions:type_name -> rivet.v1.PartitionOwner
-	13, // 3: rivet.v1.HotActor.since:type_name -> google.protobuf.Timestamp
-	9,  // 4: rivet.v1.StatsResponse.hot_actors:type_name -> rivet.v1.HotActor
-	2,  // 5: rivet.v1.AdminService.Members:input_type -> rivet.v1.MembersRequest
-	5,  // 6: rivet.v1.AdminService.Partitions:input_type -> rivet.v1.PartitionsRequest
-	8,  // 7: rivet.v1.AdminService.Stats:input_type -> rivet.v1.StatsRequest
-	11, // 8: rivet.v1.AdminService.Drain:input_type -> rivet.v1.DrainRequest
-	0,  // 9: rivet.v1.AdminService.Backup:input_type -> rivet.v1.BackupRequest
-	4,  // 10: rivet.v1.AdminService.Members:output_type -> rivet.v1.MembersResponse
-	7,  // 11: rivet.v1.AdminService.Partitions:output_type -> rivet.v1.PartitionsResponse
-	10, // 12: rivet.v1.AdminService.Stats:output_type -> rivet.v1.StatsResponse
-	12, // 13: rivet.v1.AdminService.Drain:output_type -> rivet.v1.DrainResponse
-	1,  // 14: rivet.v1.AdminService.Backup:output_type -> rivet.v1.BackupResponse
-	10, // [10:15] is the sub-list for method output_type
-	5,  // [5:10] is the sub-list for method input_type
-	5,  // [5:5] is the sub-list for extension type_name
-	5,  // [5:5] is the sub-list for extension extendee
-	0,  // [0:5] is the sub-list for field type_name
+	15, // 0: rivet.v1.LogLevelRequest.revert_after:type_name -> google.protobuf.Duration
+	16, // 1: rivet.v1.LogLevelResponse.revert_at:type_name -> google.protobuf.Timestamp
+	16, // 2: rivet.v1.Member.started_at:type_name -> google.protobuf.Timestamp
+	5,  // 3: rivet.v1.MembersResponse.members:type_name -> rivet.v1.Member
+	8,  // 4: rivet.v1.PartitionsResponse.partitions:type_name -> rivet.v1.PartitionOwner
+	16, // 5: rivet.v1.HotActor.since:type_name -> google.protobuf.Timestamp
+	11, // 6: rivet.v1.StatsResponse.hot_actors:type_name -> rivet.v1.HotActor
+	4,  // 7: rivet.v1.AdminService.Members:input_type -> rivet.v1.MembersRequest
+	7,  // 8: rivet.v1.AdminService.Partitions:input_type -> rivet.v1.PartitionsRequest
+	10, // 9: rivet.v1.AdminService.Stats:input_type -> rivet.v1.StatsRequest
+	13, // 10: rivet.v1.AdminService.Drain:input_type -> rivet.v1.DrainRequest
+	2,  // 11: rivet.v1.AdminService.Backup:input_type -> rivet.v1.BackupRequest
+	0,  // 12: rivet.v1.AdminService.LogLevel:input_type -> rivet.v1.LogLevelRequest
+	6,  // 13: rivet.v1.AdminService.Members:output_type -> rivet.v1.MembersResponse
+	9,  // 14: rivet.v1.AdminService.Partitions:output_type -> rivet.v1.PartitionsResponse
+	12, // 15: rivet.v1.AdminService.Stats:output_type -> rivet.v1.StatsResponse
+	14, // 16: rivet.v1.AdminService.Drain:output_type -> rivet.v1.DrainResponse
+	3,  // 17: rivet.v1.AdminService.Backup:output_type -> rivet.v1.BackupResponse
+	1,  // 18: rivet.v1.AdminService.LogLevel:output_type -> rivet.v1.LogLevelResponse
+	13, // [13:19] is the sub-list for method output_type
+	7,  // [7:13] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_rivet_v1_admin_proto_init() }
@@ -1023,7 +1193,7 @@ func file_rivet_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rivet_v1_admin_proto_rawDesc), len(file_rivet_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   13,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -24,6 +24,7 @@ const (
 	AdminService_Stats_FullMethodName      = "/rivet.v1.AdminService/Stats"
 	AdminService_Drain_FullMethodName      = "/rivet.v1.AdminService/Drain"
 	AdminService_Backup_FullMethodName     = "/rivet.v1.AdminService/Backup"
+	AdminService_LogLevel_FullMethodName   = "/rivet.v1.AdminService/LogLevel"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -52,6 +53,14 @@ type AdminServiceClient interface {
 	// message says the database's size (a progress bar's total), the others
 	// carry the file's bytes in order.
 	Backup(ctx context.Context, in *BackupRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[BackupResponse], error)
+	// LogLevel reads a node's log level, or sets it while the node runs
+	// (for a while, with revert_after). The level is the node's alone and is
+	// not stored: a restart takes the node's --log-level again. A level
+	// that is none of debug, info, warn, error is INVALID_ARGUMENT; a node
+	// started with a logger whose level cannot change (node.Config.Logger
+	// without LogLevel) answers FAILED_PRECONDITION. A node from before it
+	// answers UNIMPLEMENTED.
+	LogLevel(ctx context.Context, in *LogLevelRequest, opts ...grpc.CallOption) (*LogLevelResponse, error)
 }
 
 type adminServiceClient struct {
@@ -121,6 +130,16 @@ func (c *adminServiceClient) Backup(ctx context.Context, in *BackupRequest, opts
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type AdminService_BackupClient = grpc.ServerStreamingClient[BackupResponse]
 
+func (c *adminServiceClient) LogLevel(ctx context.Context, in *LogLevelRequest, opts ...grpc.CallOption) (*LogLevelResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(LogLevelResponse)
+	err := c.cc.Invoke(ctx, AdminService_LogLevel_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -147,6 +166,14 @@ type AdminServiceServer interface {
 	// message says the database's size (a progress bar's total), the others
 	// carry the file's bytes in order.
 	Backup(*BackupRequest, grpc.ServerStreamingServer[BackupResponse]) error
+	// LogLevel reads a node's log level, or sets it while the node runs
+	// (for a while, with revert_after). The level is the node's alone and is
+	// not stored: a restart takes the node's --log-level again. A level
+	// that is none of debug, info, warn, error is INVALID_ARGUMENT; a node
+	// started with a logger whose level cannot change (node.Config.Logger
+	// without LogLevel) answers FAILED_PRECONDITION. A node from before it
+	// answers UNIMPLEMENTED.
+	LogLevel(context.Context, *LogLevelRequest) (*LogLevelResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -171,6 +198,9 @@ func (UnimplementedAdminServiceServer) Drain(context.Context, *DrainRequest) (*D
 }
 func (UnimplementedAdminServiceServer) Backup(*BackupRequest, grpc.ServerStreamingServer[BackupResponse]) error {
 	return status.Error(codes.Unimplemented, "method Backup not implemented")
+}
+func (UnimplementedAdminServiceServer) LogLevel(context.Context, *LogLevelRequest) (*LogLevelResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method LogLevel not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -276,6 +306,24 @@ func _AdminService_Backup_Handler(srv interface{}, stream grpc.ServerStream) err
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type AdminService_BackupServer = grpc.ServerStreamingServer[BackupResponse]
 
+func _AdminService_LogLevel_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LogLevelRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).LogLevel(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_LogLevel_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).LogLevel(ctx, req.(*LogLevelRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -298,6 +346,10 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Drain",
 			Handler:    _AdminService_Drain_Handler,
+		},
+		{
+			MethodName: "LogLevel",
+			Handler:    _AdminService_LogLevel_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
