@@ -286,6 +286,7 @@ JSON arguments are taken literally: quote strings ('"text"'); a negative number 
 		a.partitionsCommand(),
 		a.statsCommand(),
 		a.hotCommand(),
+		a.logLevelCommand(),
 		a.healthCommand(),
 		a.historyCommand(),
 		a.workflowCommand(),
