@@ -77,3 +77,24 @@ func TestMemberlistErrorsAreDebugDuringShutdown(t *testing.T) {
 		t.Errorf("entries: %v", got)
 	}
 }
+
+// memberlist's lines follow the node's level as it changes while the node
+// runs (rivetctl log-level says so): its debug lines show once the level
+// is debug, and its warnings go once it is error.
+func TestMemberlistLogsFollowALevelChangedLater(t *testing.T) {
+	lvl := zap.NewAtomicLevelAt(zapcore.InfoLevel)
+	core, logs := observer.New(lvl)
+	l := newStdLogger(zap.New(core), nil)
+	l.Printf("[DEBUG] memberlist: at info")
+	lvl.SetLevel(zapcore.DebugLevel)
+	l.Printf("[DEBUG] memberlist: at debug")
+	lvl.SetLevel(zapcore.ErrorLevel)
+	l.Printf("[WARN] memberlist: at error")
+	var got []string
+	for _, e := range logs.AllUntimed() {
+		got = append(got, e.Message)
+	}
+	if len(got) != 1 || got[0] != "at debug" {
+		t.Errorf("logged %q; want only the debug line logged at debug", got)
+	}
+}

@@ -195,3 +195,26 @@ func TestTheMembersLogKeepsTheNodesLoggersChoices(t *testing.T) {
 		t.Errorf("%d of 50 publish failures logged, want the member's burst, %d", n, memberLogBurst)
 	}
 }
+
+// The member's logs follow the node's level upward, as it changes while
+// the node runs, and never go below warnings (rivetctl log-level says
+// so): at debug, etcd's info chatter stays out; at error, its warnings go.
+func TestTheMemberLogsWarningsAndUpWithinALevelChangedLater(t *testing.T) {
+	lvl := zap.NewAtomicLevelAt(zapcore.InfoLevel)
+	core, logs := observer.New(lvl)
+	lg := memberLogger(zap.New(core), new(atomic.Bool))
+	lvl.SetLevel(zapcore.DebugLevel)
+	lg.Debug("debug at debug")
+	lg.Info("info at debug")
+	lg.Warn("warn at debug")
+	lvl.SetLevel(zapcore.ErrorLevel)
+	lg.Warn("warn at error")
+	lg.Error("error at error")
+	var got []string
+	for _, e := range logs.AllUntimed() {
+		got = append(got, e.Message)
+	}
+	if strings.Join(got, ", ") != "warn at debug, error at error" {
+		t.Errorf("logged %q; want the warning at debug and the error at error", got)
+	}
+}
