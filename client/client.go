@@ -606,6 +606,38 @@ func (c *Client) HotActors(ctx context.Context, node string, n int) ([]HotActor,
 	return out, nil
 }
 
+// RetryingWorkflows returns up to n of the actors in memory on the node of
+// that ID ("" for the node the client is connected to) whose workflow
+// retries a step now (a step at its second attempt or later, running or
+// waiting out its backoff), by name and key. n is 1 to MaxHotActors. Only
+// actors in memory are known: a workflow whose backoff outlasts its
+// actor's idle timeout leaves memory until its wakeup, and is not listed
+// meanwhile. A node from before it fails it with
+// rivet.ErrFailedPrecondition (reason node.unsupported), as does an older
+// node asked for another.
+func (c *Client) RetryingWorkflows(ctx context.Context, node string, n int) ([]RetryingWorkflow, error) {
+	if n < 1 || n > MaxHotActors {
+		return nil, rivet.Errorf(rivet.ErrInvalidArgument, "retrying workflows: ask for 1 to %d, not %d", MaxHotActors, n)
+	}
+	resp, err := invoke(ctx, c, idempotent, c.admin.Stats, &rivetv1.StatsRequest{NodeId: node, Retrying: uint32(n)})
+	if err != nil {
+		return nil, err
+	}
+	if node != "" && resp.GetNodeId() != node {
+		return nil, rivet.Reasonf(rivet.ErrFailedPrecondition, "node", "unsupported", "node %s answered for itself, not for node %s: it is older than retrying workflows of another node; upgrade it", resp.GetNodeId(), node)
+	}
+	if !resp.GetRetryingCounted() {
+		// Asked through the node connected to, which may be the older
+		// one: it passes the request on without retrying.
+		return nil, rivet.Reasonf(rivet.ErrFailedPrecondition, "node", "unsupported", "node %s does not list retrying workflows (it, or the node asked through, is older than it); upgrade it", resp.GetNodeId())
+	}
+	out := make([]RetryingWorkflow, len(resp.GetRetryingWorkflows()))
+	for i, r := range resp.GetRetryingWorkflows() {
+		out[i] = RetryingWorkflow{Name: r.GetName(), Key: r.GetKey(), Node: resp.GetNodeId(), Partition: r.GetPartition(), Steps: pendingStepsFrom(r.GetSteps())}
+	}
+	return out, nil
+}
+
 // marshalOptional encodes an optional JSON payload: nil stays nil.
 func marshalOptional(what string, v any) ([]byte, error) {
 	if v == nil {

@@ -186,6 +186,27 @@ type MemberList struct {
 	Note string `json:"note,omitempty"`
 }
 
+// RetryingWorkflow is an actor in memory whose workflow retries a step
+// (Client.RetryingWorkflows).
+type RetryingWorkflow struct {
+	Name      string   `json:"name"`
+	Key       []string `json:"key"`
+	Node      string   `json:"node"`
+	Partition uint32   `json:"partition"`
+	// Steps are its retrying steps (attempt 2 or more: running again, or
+	// waiting out their backoff), each LastError cut to 1 KiB.
+	Steps []PendingStep `json:"steps"`
+}
+
+func pendingStepsFrom(ps []*rivetv1.PendingStep) []PendingStep {
+	var out []PendingStep
+	for _, p := range ps {
+		out = append(out, PendingStep{Path: p.GetPath(), Attempt: int(p.GetAttempt()), MaxAttempts: int(p.GetMaxAttempts()), StartedAt: timeFrom(p.GetStartedAt()),
+			LastError: p.GetLastError(), NextAttemptAt: timeFrom(p.GetNextAttemptAt())})
+	}
+	return out
+}
+
 // HotActor is an actor in memory on a node and the load on it
 // (Client.HotActors).
 type HotActor struct {
@@ -241,11 +262,7 @@ func inspectionFrom(r *rivetv1.InspectResponse) Inspection {
 			scs[len(scs)-1].LastRun = timeFrom(c.GetLastRun())
 		}
 	}
-	var pending []PendingStep
-	for _, p := range r.GetPendingSteps() {
-		pending = append(pending, PendingStep{Path: p.GetPath(), Attempt: int(p.GetAttempt()), MaxAttempts: int(p.GetMaxAttempts()), StartedAt: timeFrom(p.GetStartedAt()),
-			LastError: p.GetLastError(), NextAttemptAt: timeFrom(p.GetNextAttemptAt())})
-	}
+	pending := pendingStepsFrom(r.GetPendingSteps())
 	return Inspection{
 		Info:                 infoFrom(r.GetInfo()),
 		PendingSteps:         pending,

@@ -483,11 +483,14 @@ func (b backend) registered(node, why string) (runtime.NodeRecord, error) {
 
 // NodeStats returns the counters of node, and up to hot of its busiest
 // actors: this one's, or another's that it asks through its AdminService.
-func (b backend) NodeStats(ctx context.Context, node string, hot int) (runtime.Stats, error) {
+func (b backend) NodeStats(ctx context.Context, node string, hot, retrying int) (runtime.Stats, error) {
 	if node == b.n.cfg.NodeID {
 		st := b.Host.Stats()
 		if hot > 0 {
 			st.Hot, st.HotCounted = b.Host.HotActors(hot), true
+		}
+		if retrying > 0 {
+			st.Retrying, st.RetryingCounted = b.Host.RetryingWorkflows(retrying), true
 		}
 		return st, nil
 	}
@@ -503,7 +506,7 @@ func (b backend) NodeStats(ctx context.Context, node string, hot int) (runtime.S
 	// another node (one replaced under a new ID while the old record's
 	// lease runs) would otherwise forward the request again, to itself,
 	// until the caller's deadline (a review's find).
-	resp, err := rivetv1.NewAdminServiceClient(conn).Stats(ctx, &rivetv1.StatsRequest{Hot: uint32(max(hot, 0))})
+	resp, err := rivetv1.NewAdminServiceClient(conn).Stats(ctx, &rivetv1.StatsRequest{Hot: uint32(max(hot, 0)), Retrying: uint32(max(retrying, 0))})
 	if err != nil {
 		return runtime.Stats{}, adminPeerError(err, "ask node %s at %s for its counters", node, rec.GRPCAddr)
 	}
@@ -513,7 +516,21 @@ func (b backend) NodeStats(ctx context.Context, node string, hot int) (runtime.S
 	st := runtime.Stats{
 		NodeID: resp.GetNodeId(), ActiveActors: resp.GetActiveActors(), Calls: resp.GetCalls(),
 		Commits: resp.GetCommits(), CommitBatches: resp.GetCommitBatches(), PartitionsOwned: resp.GetPartitionsOwned(),
-		HotCounted: resp.GetHotCounted(),
+		HotCounted: resp.GetHotCounted(), RetryingCounted: resp.GetRetryingCounted(),
+	}
+	for _, r := range resp.GetRetryingWorkflows() {
+		rw := runtime.RetryingWorkflow{Ref: runtime.Ref{Name: r.GetName(), Key: r.GetKey()}, Partition: r.GetPartition()}
+		for _, p := range r.GetSteps() {
+			ps := runtime.PendingStep{Path: p.GetPath(), Attempt: int(p.GetAttempt()), MaxAttempts: int(p.GetMaxAttempts()), LastError: p.GetLastError()}
+			if p.GetStartedAt() != nil {
+				ps.StartedAt = p.GetStartedAt().AsTime()
+			}
+			if p.GetNextAttemptAt() != nil {
+				ps.NextAttemptAt = p.GetNextAttemptAt().AsTime()
+			}
+			rw.Steps = append(rw.Steps, ps)
+		}
+		st.Retrying = append(st.Retrying, rw)
 	}
 	for _, h := range resp.GetHotActors() {
 		var since time.Time

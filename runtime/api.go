@@ -219,6 +219,11 @@ type Stats struct {
 	// HotCounted says the node counts turns (an older node does not).
 	Hot        []HotActor
 	HotCounted bool
+	// Retrying is the node's actors in memory whose workflow retries a
+	// step (RetryingWorkflows), where asked for; RetryingCounted says the
+	// node looked (an older node does not).
+	Retrying        []RetryingWorkflow
+	RetryingCounted bool
 	// TasksRunning is the actors' KeepAwake functions running now.
 	TasksRunning uint64
 	// ActorsShed counts the actors deactivated before their idle timeout

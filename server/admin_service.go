@@ -9,6 +9,7 @@ import (
 
 	"github.com/rivet-go/rivet"
 	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
+	"github.com/rivet-go/rivet/internal/textcut"
 	"github.com/rivet-go/rivet/runtime"
 )
 
@@ -57,10 +58,22 @@ func (s *Server) Partitions(ctx context.Context, _ *rivetv1.PartitionsRequest) (
 // NodeStatser is a Backend that asks the other nodes of its cluster for
 // their counters.
 type NodeStatser interface {
-	// NodeStats returns the counters of the node of that ID, and up to hot
-	// of its busiest actors (Stats.Hot).
-	NodeStats(ctx context.Context, node string, hot int) (runtime.Stats, error)
+	// NodeStats returns the counters of the node of that ID, up to hot
+	// of its busiest actors (Stats.Hot) and up to retrying of its actors
+	// whose workflow retries a step (Stats.Retrying).
+	NodeStats(ctx context.Context, node string, hot, retrying int) (runtime.Stats, error)
 }
+
+// RetryingWorkflowser is a Backend that says which of its actors in
+// memory have a workflow retrying a step (runtime.Host.RetryingWorkflows).
+type RetryingWorkflowser interface {
+	RetryingWorkflows(limit int) []runtime.RetryingWorkflow
+}
+
+// maxRetryingError bounds each retrying step's last error in a Stats
+// response, as the failed-workflow index bounds its errors: a thousand
+// actors' whole errors would not fit a response.
+const maxRetryingError = 1024
 
 // HotActorser is a Backend that says which of its actors are busiest
 // (runtime.Host.HotActors).
@@ -76,17 +89,23 @@ const maxHot = 1000
 func (s *Server) Stats(ctx context.Context, req *rivetv1.StatsRequest) (*rivetv1.StatsResponse, error) {
 	st := s.backend.Stats()
 	hot := min(int(req.GetHot()), maxHot)
+	retrying := min(int(req.GetRetrying()), maxHot)
 	if node := req.GetNodeId(); node != "" && node != st.NodeID {
 		ns, ok := s.backend.(NodeStatser)
 		if !ok {
 			return nil, s.toStatus(ctx, rivet.Reasonf(rivet.ErrNotFound, "node", "not_found", "no node %q: this node, %s, is alone", node, st.NodeID))
 		}
 		var err error
-		if st, err = ns.NodeStats(ctx, node, hot); err != nil {
+		if st, err = ns.NodeStats(ctx, node, hot, retrying); err != nil {
 			return nil, s.toStatus(ctx, err)
 		}
-	} else if ha, ok := s.backend.(HotActorser); ok && hot > 0 {
-		st.Hot, st.HotCounted = ha.HotActors(hot), true
+	} else {
+		if ha, ok := s.backend.(HotActorser); ok && hot > 0 {
+			st.Hot, st.HotCounted = ha.HotActors(hot), true
+		}
+		if rw, ok := s.backend.(RetryingWorkflowser); ok && retrying > 0 {
+			st.Retrying, st.RetryingCounted = rw.RetryingWorkflows(retrying), true
+		}
 	}
 	out := make([]*rivetv1.HotActor, len(st.Hot))
 	for i, h := range st.Hot {
@@ -95,15 +114,29 @@ func (s *Server) Stats(ctx context.Context, req *rivetv1.StatsRequest) (*rivetv1
 			Turns: h.Turns, WaitedSeconds: h.Waited.Seconds(), Since: timeProto(h.Since), Waiting: uint32(h.Waiting),
 		}
 	}
+	retryingOut := make([]*rivetv1.RetryingWorkflow, len(st.Retrying))
+	for i, r := range st.Retrying {
+		steps := make([]*rivetv1.PendingStep, len(r.Steps))
+		for j, p := range r.Steps {
+			steps[j] = &rivetv1.PendingStep{
+				Path: textcut.Valid(p.Path), Attempt: uint32(p.Attempt), MaxAttempts: uint32(p.MaxAttempts),
+				StartedAt: timeProto(p.StartedAt), LastError: textcut.Valid(textcut.Prefix(p.LastError, maxRetryingError)),
+				NextAttemptAt: timeProto(p.NextAttemptAt),
+			}
+		}
+		retryingOut[i] = &rivetv1.RetryingWorkflow{Name: r.Ref.Name, Key: r.Ref.Key, Partition: r.Partition, Steps: steps}
+	}
 	return &rivetv1.StatsResponse{
-		NodeId:          st.NodeID,
-		ActiveActors:    st.ActiveActors,
-		Calls:           st.Calls,
-		Commits:         st.Commits,
-		CommitBatches:   st.CommitBatches,
-		PartitionsOwned: st.PartitionsOwned,
-		HotActors:       out,
-		HotCounted:      st.HotCounted,
+		NodeId:            st.NodeID,
+		ActiveActors:      st.ActiveActors,
+		Calls:             st.Calls,
+		Commits:           st.Commits,
+		CommitBatches:     st.CommitBatches,
+		PartitionsOwned:   st.PartitionsOwned,
+		HotActors:         out,
+		HotCounted:        st.HotCounted,
+		RetryingWorkflows: retryingOut,
+		RetryingCounted:   st.RetryingCounted,
 	}, nil
 }
 

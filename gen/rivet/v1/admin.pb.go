@@ -667,7 +667,11 @@ type StatsRequest struct {
 	// hot asks for up to that many of the node's actors in memory with the
 	// most turns per second lately (hot_actors); 0, none. A node from before
 	// hot sends none.
-	Hot           uint32 `protobuf:"varint,2,opt,name=hot,proto3" json:"hot,omitempty"`
+	Hot uint32 `protobuf:"varint,2,opt,name=hot,proto3" json:"hot,omitempty"`
+	// retrying asks for up to that many of the node's actors in memory whose
+	// workflow retries a step (retrying_workflows); 0, none. A node from
+	// before retrying sends none, and leaves retrying_counted unset.
+	Retrying      uint32 `protobuf:"varint,3,opt,name=retrying,proto3" json:"retrying,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -716,6 +720,86 @@ func (x *StatsRequest) GetHot() uint32 {
 	return 0
 }
 
+func (x *StatsRequest) GetRetrying() uint32 {
+	if x != nil {
+		return x.Retrying
+	}
+	return 0
+}
+
+// RetryingWorkflow is an actor in memory whose workflow retries a step: a
+// step of its pending_steps (InspectResponse) has failed at least once in
+// its current run of attempts, and runs again now or waits out its backoff.
+type RetryingWorkflow struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Name      string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Key       []string               `protobuf:"bytes,2,rep,name=key,proto3" json:"key,omitempty"`
+	Partition uint32                 `protobuf:"varint,3,opt,name=partition,proto3" json:"partition,omitempty"`
+	// steps are the workflow's retrying steps (attempt 2 or more), in the
+	// order they started; their last_error is cut to 1 KiB.
+	Steps         []*PendingStep `protobuf:"bytes,4,rep,name=steps,proto3" json:"steps,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RetryingWorkflow) Reset() {
+	*x = RetryingWorkflow{}
+	mi := &file_rivet_v1_admin_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RetryingWorkflow) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RetryingWorkflow) ProtoMessage() {}
+
+func (x *RetryingWorkflow) ProtoReflect() protoreflect.Message {
+	mi := &file_rivet_v1_admin_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RetryingWorkflow.ProtoReflect.Descriptor instead.
+func (*RetryingWorkflow) Descriptor() ([]byte, []int) {
+	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *RetryingWorkflow) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RetryingWorkflow) GetKey() []string {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+func (x *RetryingWorkflow) GetPartition() uint32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *RetryingWorkflow) GetSteps() []*PendingStep {
+	if x != nil {
+		return x.Steps
+	}
+	return nil
+}
+
 // HotActor is an actor in memory and the load on it: where a node's load
 // goes, by key, which the metrics (labelled by actor type) do not say.
 type HotActor struct {
@@ -739,7 +823,7 @@ type HotActor struct {
 
 func (x *HotActor) Reset() {
 	*x = HotActor{}
-	mi := &file_rivet_v1_admin_proto_msgTypes[11]
+	mi := &file_rivet_v1_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -751,7 +835,7 @@ func (x *HotActor) String() string {
 func (*HotActor) ProtoMessage() {}
 
 func (x *HotActor) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_admin_proto_msgTypes[11]
+	mi := &file_rivet_v1_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -764,7 +848,7 @@ func (x *HotActor) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HotActor.ProtoReflect.Descriptor instead.
 func (*HotActor) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{11}
+	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *HotActor) GetName() string {
@@ -837,14 +921,20 @@ type StatsResponse struct {
 	// hot_counted says that the node counts its actors' turns (hot_actors
 	// may be empty for want of any): a node from before hot does not set
 	// it, and its empty list says nothing.
-	HotCounted    bool `protobuf:"varint,8,opt,name=hot_counted,json=hotCounted,proto3" json:"hot_counted,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	HotCounted bool `protobuf:"varint,8,opt,name=hot_counted,json=hotCounted,proto3" json:"hot_counted,omitempty"`
+	// retrying_workflows are the node's actors in memory whose workflow
+	// retries a step, if the request asked for them (retrying), by name and
+	// key; retrying_counted says that the node looked (a node from before
+	// retrying does not set it).
+	RetryingWorkflows []*RetryingWorkflow `protobuf:"bytes,9,rep,name=retrying_workflows,json=retryingWorkflows,proto3" json:"retrying_workflows,omitempty"`
+	RetryingCounted   bool                `protobuf:"varint,10,opt,name=retrying_counted,json=retryingCounted,proto3" json:"retrying_counted,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *StatsResponse) Reset() {
 	*x = StatsResponse{}
-	mi := &file_rivet_v1_admin_proto_msgTypes[12]
+	mi := &file_rivet_v1_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -856,7 +946,7 @@ func (x *StatsResponse) String() string {
 func (*StatsResponse) ProtoMessage() {}
 
 func (x *StatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_admin_proto_msgTypes[12]
+	mi := &file_rivet_v1_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -869,7 +959,7 @@ func (x *StatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsResponse.ProtoReflect.Descriptor instead.
 func (*StatsResponse) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{12}
+	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *StatsResponse) GetNodeId() string {
@@ -928,6 +1018,20 @@ func (x *StatsResponse) GetHotCounted() bool {
 	return false
 }
 
+func (x *StatsResponse) GetRetryingWorkflows() []*RetryingWorkflow {
+	if x != nil {
+		return x.RetryingWorkflows
+	}
+	return nil
+}
+
+func (x *StatsResponse) GetRetryingCounted() bool {
+	if x != nil {
+		return x.RetryingCounted
+	}
+	return false
+}
+
 type DrainRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// node_id is the node to drain (required: empty is INVALID_ARGUMENT);
@@ -941,7 +1045,7 @@ type DrainRequest struct {
 
 func (x *DrainRequest) Reset() {
 	*x = DrainRequest{}
-	mi := &file_rivet_v1_admin_proto_msgTypes[13]
+	mi := &file_rivet_v1_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -953,7 +1057,7 @@ func (x *DrainRequest) String() string {
 func (*DrainRequest) ProtoMessage() {}
 
 func (x *DrainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_admin_proto_msgTypes[13]
+	mi := &file_rivet_v1_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -966,7 +1070,7 @@ func (x *DrainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainRequest.ProtoReflect.Descriptor instead.
 func (*DrainRequest) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{13}
+	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *DrainRequest) GetNodeId() string {
@@ -994,7 +1098,7 @@ type DrainResponse struct {
 
 func (x *DrainResponse) Reset() {
 	*x = DrainResponse{}
-	mi := &file_rivet_v1_admin_proto_msgTypes[14]
+	mi := &file_rivet_v1_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1006,7 +1110,7 @@ func (x *DrainResponse) String() string {
 func (*DrainResponse) ProtoMessage() {}
 
 func (x *DrainResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_admin_proto_msgTypes[14]
+	mi := &file_rivet_v1_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1019,7 +1123,7 @@ func (x *DrainResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainResponse.ProtoReflect.Descriptor instead.
 func (*DrainResponse) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{14}
+	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DrainResponse) GetNodeId() string {
@@ -1040,7 +1144,7 @@ var File_rivet_v1_admin_proto protoreflect.FileDescriptor
 
 const file_rivet_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x14rivet/v1/admin.proto\x12\brivet.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"~\n" +
+	"\x14rivet/v1/admin.proto\x12\brivet.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14rivet/v1/actor.proto\"~\n" +
 	"\x0fLogLevelRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x14\n" +
 	"\x05level\x18\x02 \x01(\tR\x05level\x12<\n" +
@@ -1084,10 +1188,16 @@ const file_rivet_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"partitions\x18\x02 \x03(\v2\x18.rivet.v1.PartitionOwnerR\n" +
 	"partitions\x12\x12\n" +
-	"\x04note\x18\x03 \x01(\tR\x04note\"9\n" +
+	"\x04note\x18\x03 \x01(\tR\x04note\"U\n" +
 	"\fStatsRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x10\n" +
-	"\x03hot\x18\x02 \x01(\rR\x03hot\"\x81\x02\n" +
+	"\x03hot\x18\x02 \x01(\rR\x03hot\x12\x1a\n" +
+	"\bretrying\x18\x03 \x01(\rR\bretrying\"\x83\x01\n" +
+	"\x10RetryingWorkflow\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
+	"\x03key\x18\x02 \x03(\tR\x03key\x12\x1c\n" +
+	"\tpartition\x18\x03 \x01(\rR\tpartition\x12+\n" +
+	"\x05steps\x18\x04 \x03(\v2\x15.rivet.v1.PendingStepR\x05steps\"\x81\x02\n" +
 	"\bHotActor\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
 	"\x03key\x18\x02 \x03(\tR\x03key\x12\x1c\n" +
@@ -1096,7 +1206,7 @@ const file_rivet_v1_admin_proto_rawDesc = "" +
 	"\x05turns\x18\x05 \x01(\x04R\x05turns\x12%\n" +
 	"\x0ewaited_seconds\x18\x06 \x01(\x01R\rwaitedSeconds\x120\n" +
 	"\x05since\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12\x18\n" +
-	"\awaiting\x18\b \x01(\rR\awaiting\"\xa3\x02\n" +
+	"\awaiting\x18\b \x01(\rR\awaiting\"\x99\x03\n" +
 	"\rStatsResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12#\n" +
 	"\ractive_actors\x18\x02 \x01(\x04R\factiveActors\x12\x14\n" +
@@ -1107,7 +1217,10 @@ const file_rivet_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"hot_actors\x18\a \x03(\v2\x12.rivet.v1.HotActorR\thotActors\x12\x1f\n" +
 	"\vhot_counted\x18\b \x01(\bR\n" +
-	"hotCounted\";\n" +
+	"hotCounted\x12I\n" +
+	"\x12retrying_workflows\x18\t \x03(\v2\x1a.rivet.v1.RetryingWorkflowR\x11retryingWorkflows\x12)\n" +
+	"\x10retrying_counted\x18\n" +
+	" \x01(\bR\x0fretryingCounted\";\n" +
 	"\fDrainRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x12\n" +
 	"\x04undo\x18\x02 \x01(\bR\x04undo\"S\n" +
@@ -1135,7 +1248,7 @@ func file_rivet_v1_admin_proto_rawDescGZIP() []byte {
 	return file_rivet_v1_admin_proto_rawDescData
 }
 
-var file_rivet_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_rivet_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_rivet_v1_admin_proto_goTypes = []any{
 	(*LogLevelRequest)(nil),       // 0: rivet.v1.LogLevelRequest
 	(*LogLevelResponse)(nil),      // 1: rivet.v1.LogLevelResponse
@@ -1148,38 +1261,42 @@ var file_rivet_v1_admin_proto_goTypes = []any{
 	(*PartitionOwner)(nil),        // 8: rivet.v1.PartitionOwner
 	(*PartitionsResponse)(nil),    // 9: rivet.v1.PartitionsResponse
 	(*StatsRequest)(nil),          // 10: rivet.v1.StatsRequest
-	(*HotActor)(nil),              // 11: rivet.v1.HotActor
-	(*StatsResponse)(nil),         // 12: rivet.v1.StatsResponse
-	(*DrainRequest)(nil),          // 13: rivet.v1.DrainRequest
-	(*DrainResponse)(nil),         // 14: rivet.v1.DrainResponse
-	(*durationpb.Duration)(nil),   // 15: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 16: google.protobuf.Timestamp
+	(*RetryingWorkflow)(nil),      // 11: rivet.v1.RetryingWorkflow
+	(*HotActor)(nil),              // 12: rivet.v1.HotActor
+	(*StatsResponse)(nil),         // 13: rivet.v1.StatsResponse
+	(*DrainRequest)(nil),          // 14: rivet.v1.DrainRequest
+	(*DrainResponse)(nil),         // 15: rivet.v1.DrainResponse
+	(*durationpb.Duration)(nil),   // 16: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 17: google.protobuf.Timestamp
+	(*PendingStep)(nil),           // 18: rivet.v1.PendingStep
 }
 var file_rivet_v1_admin_proto_depIdxs = []int32{
-	15, // 0: rivet.v1.LogLevelRequest.revert_after:type_name -> google.protobuf.Duration
-	16, // 1: rivet.v1.LogLevelResponse.revert_at:type_name -> google.protobuf.Timestamp
-	16, // 2: rivet.v1.Member.started_at:type_name -> google.protobuf.Timestamp
+	16, // 0: rivet.v1.LogLevelRequest.revert_after:type_name -> google.protobuf.Duration
+	17, // 1: rivet.v1.LogLevelResponse.revert_at:type_name -> google.protobuf.Timestamp
+	17, // 2: rivet.v1.Member.started_at:type_name -> google.protobuf.Timestamp
 	5,  // 3: rivet.v1.MembersResponse.members:type_name -> rivet.v1.Member
 	8,  // 4: rivet.v1.PartitionsResponse.partitions:type_name -> rivet.v1.PartitionOwner
-	16, // 5: rivet.v1.HotActor.since:type_name -> google.protobuf.Timestamp
-	11, // 6: rivet.v1.StatsResponse.hot_actors:type_name -> rivet.v1.HotActor
-	4,  // 7: rivet.v1.AdminService.Members:input_type -> rivet.v1.MembersRequest
-	7,  // 8: rivet.v1.AdminService.Partitions:input_type -> rivet.v1.PartitionsRequest
-	10, // 9: rivet.v1.AdminService.Stats:input_type -> rivet.v1.StatsRequest
-	13, // 10: rivet.v1.AdminService.Drain:input_type -> rivet.v1.DrainRequest
-	2,  // 11: rivet.v1.AdminService.Backup:input_type -> rivet.v1.BackupRequest
-	0,  // 12: rivet.v1.AdminService.LogLevel:input_type -> rivet.v1.LogLevelRequest
-	6,  // 13: rivet.v1.AdminService.Members:output_type -> rivet.v1.MembersResponse
-	9,  // 14: rivet.v1.AdminService.Partitions:output_type -> rivet.v1.PartitionsResponse
-	12, // 15: rivet.v1.AdminService.Stats:output_type -> rivet.v1.StatsResponse
-	14, // 16: rivet.v1.AdminService.Drain:output_type -> rivet.v1.DrainResponse
-	3,  // 17: rivet.v1.AdminService.Backup:output_type -> rivet.v1.BackupResponse
-	1,  // 18: rivet.v1.AdminService.LogLevel:output_type -> rivet.v1.LogLevelResponse
-	13, // [13:19] is the sub-list for method output_type
-	7,  // [7:13] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	18, // 5: rivet.v1.RetryingWorkflow.steps:type_name -> rivet.v1.PendingStep
+	17, // 6: rivet.v1.HotActor.since:type_name -> google.protobuf.Timestamp
+	12, // 7: rivet.v1.StatsResponse.hot_actors:type_name -> rivet.v1.HotActor
+	11, // 8: rivet.v1.StatsResponse.retrying_workflows:type_name -> rivet.v1.RetryingWorkflow
+	4,  // 9: rivet.v1.AdminService.Members:input_type -> rivet.v1.MembersRequest
+	7,  // 10: rivet.v1.AdminService.Partitions:input_type -> rivet.v1.PartitionsRequest
+	10, // 11: rivet.v1.AdminService.Stats:input_type -> rivet.v1.StatsRequest
+	14, // 12: rivet.v1.AdminService.Drain:input_type -> rivet.v1.DrainRequest
+	2,  // 13: rivet.v1.AdminService.Backup:input_type -> rivet.v1.BackupRequest
+	0,  // 14: rivet.v1.AdminService.LogLevel:input_type -> rivet.v1.LogLevelRequest
+	6,  // 15: rivet.v1.AdminService.Members:output_type -> rivet.v1.MembersResponse
+	9,  // 16: rivet.v1.AdminService.Partitions:output_type -> rivet.v1.PartitionsResponse
+	13, // 17: rivet.v1.AdminService.Stats:output_type -> rivet.v1.StatsResponse
+	15, // 18: rivet.v1.AdminService.Drain:output_type -> rivet.v1.DrainResponse
+	3,  // 19: rivet.v1.AdminService.Backup:output_type -> rivet.v1.BackupResponse
+	1,  // 20: rivet.v1.AdminService.LogLevel:output_type -> rivet.v1.LogLevelResponse
+	15, // [15:21] is the sub-list for method output_type
+	9,  // [9:15] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_rivet_v1_admin_proto_init() }
@@ -1187,13 +1304,14 @@ func file_rivet_v1_admin_proto_init() {
 	if File_rivet_v1_admin_proto != nil {
 		return
 	}
+	file_rivet_v1_actor_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rivet_v1_admin_proto_rawDesc), len(file_rivet_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   15,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
