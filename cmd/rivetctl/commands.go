@@ -244,33 +244,67 @@ func (a *app) actorsCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "actors [ACTOR]",
 		Short: "List actors, of one name or all",
-		Long: `List actors, of one name or all. With --failed, only those whose workflow failed
+		Long: `List actors, of one name or all. With --failed (--status failed), only those whose workflow failed
 (a step exhausted its retries, the code no longer matches the history...), each with
 when it failed and its error; ` + "`rivetctl workflow retry ACTOR KEY`" + ` takes one off the list,
-` + "`rivetctl workflow retry ACTOR --all-failed`" + ` all of them.
+` + "`rivetctl workflow retry ACTOR --all-failed`" + ` all of them: from the cluster's index of
+failures, every actor whether in memory or not.
+With --status retrying, the actors whose workflow retries a step now: one of its steps failed at
+least once in its current run of attempts and runs again, or waits out its backoff (one row per
+such step, with its attempt and last error, as inspect's pending steps). Every registered node is
+asked for its actors in memory: only those are known. A workflow whose backoff outlasts its actor's
+idle timeout (--idle-timeout, 30 s; the default backoffs stay under it) leaves memory until its next
+attempt and is not listed meanwhile (` + "`rivetctl inspect`" + ` then says when it wakes), and a step is
+not in flight for the moment its failed attempt is recorded. Waiting and sleeping workflows are not
+listed: inspect says what wakes one.
 An empty list prints a line saying so ("no actors named ACTOR"); -o json prints [].`,
 		Example: `  rivetctl actors counter
   rivetctl actors --failed
-  rivetctl actors order --failed --error-contains "history diverged"`,
+  rivetctl actors order --failed --error-contains "history diverged"
+  rivetctl actors --status retrying
+  rivetctl actors payment --status retrying --error-contains "connection refused"`,
 		Args: args(0, 1),
 	}
 	var (
 		failed        bool
+		status        string
 		errorContains string
 	)
 	cmd.Flags().BoolVar(&failed, "failed", false, "list only the actors whose workflow failed, with their errors")
-	cmd.Flags().StringVar(&errorContains, "error-contains", "", "with --failed: only those whose error contains TEXT (as listed: its first 1 KiB)")
+	cmd.Flags().StringVar(&status, "status", "", "list only the actors whose workflow is `STATUS`: failed (as --failed), or retrying (a step, for actors in memory)")
+	cmd.Flags().StringVar(&errorContains, "error-contains", "", "with --failed: only those whose error contains TEXT (as listed: its first 1 KiB); with --status retrying, a retrying step's last error")
 	// Each page has its own --timeout (listActors): the whole may take long.
 	cmd.RunE = a.runE(func() time.Duration { return watchForever }, func(ctx context.Context, c *client.Client, args []string) error {
 		name := ""
 		if len(args) == 1 {
 			name = args[0]
 		}
-		if cmd.Flags().Changed("error-contains") && !failed {
-			return usagef("--error-contains needs --failed (it filters failed workflows by their error)")
+		switch status {
+		case "":
+		case statusFailed:
+			failed = true
+		case statusRetrying:
+			if failed {
+				return usagef("--failed and --status retrying go apart")
+			}
+		default:
+			return usagef("--status %q: want failed or retrying (a waiting or sleeping workflow: rivetctl inspect says what wakes it)", status)
+		}
+		if cmd.Flags().Changed("error-contains") && !failed && status != statusRetrying {
+			return usagef("--error-contains needs --failed or --status retrying (it filters workflows by their error)")
 		}
 		if err := emptyErrorContains(cmd, errorContains); err != nil {
 			return err
+		}
+		if status == statusRetrying {
+			rs, partial, err := a.listRetrying(ctx, c, name, errorContains)
+			if err != nil {
+				return err
+			}
+			if err := a.printRetrying(rs, name, errorContains); err != nil {
+				return err
+			}
+			return partial
 		}
 		actors, err := a.listActors(ctx, c, name, failed, errorContains)
 		if err != nil {

@@ -16,6 +16,24 @@ import (
 	"github.com/rivet-go/rivet/storage/etcdstore/etcdtest"
 )
 
+// startTwoNodes starts nodes n1 and n2 of reg on one etcd, each changed
+// by with, and returns n1's address.
+func startTwoNodes(t *testing.T, reg *rivet.Registry, with func(*node.Config)) string {
+	t.Helper()
+	endpoints := etcdtest.Start(t)
+	var addr string
+	for _, id := range []string{"n1", "n2"} {
+		n := startLocalNode(t, reg, func(cfg *node.Config) {
+			cfg.NodeID, cfg.EtcdEndpoints, cfg.EtcdPrefix = id, endpoints, "/"+t.Name()+"/"
+			with(cfg)
+		})
+		if addr == "" {
+			addr = n.GRPCAddr()
+		}
+	}
+	return addr
+}
+
 // log-level reads and sets the level of real nodes: the one at --addr,
 // another (--node) or every one (--all), for a while (--for), after which
 // each sets its level back by itself; a level no node has is the node's
@@ -25,21 +43,13 @@ func TestLogLevelOfRealNodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	endpoints := etcdtest.Start(t)
 	levels := map[string]zap.AtomicLevel{}
-	var addr string
-	for _, id := range []string{"n1", "n2"} {
+	addr := startTwoNodes(t, reg, func(cfg *node.Config) {
 		lvl := zap.NewAtomicLevelAt(zap.InfoLevel)
-		levels[id] = lvl
-		n := startLocalNode(t, reg, func(cfg *node.Config) {
-			cfg.NodeID, cfg.EtcdEndpoints, cfg.EtcdPrefix = id, endpoints, "/rivetctl-loglevel/"
-			enc := zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig())
-			cfg.Logger, cfg.LogLevel = zap.New(zapcore.NewCore(enc, zapcore.AddSync(io.Discard), lvl)), &lvl
-		})
-		if addr == "" {
-			addr = n.GRPCAddr()
-		}
-	}
+		levels[cfg.NodeID] = lvl
+		enc := zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig())
+		cfg.Logger, cfg.LogLevel = zap.New(zapcore.NewCore(enc, zapcore.AddSync(io.Discard), lvl)), &lvl
+	})
 	rivetctl(t, addr, "log-level").want(t, 0, "node n1: info\n")
 	// n1 lists n2 once its view has n2's registration.
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {

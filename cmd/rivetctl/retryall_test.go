@@ -289,7 +289,7 @@ func TestRetryAllFailedUsageErrors(t *testing.T) {
 	rivetctl(t, addr, "workflow", "retry", "charger", "a", "--error-contains", "x").
 		wantErr(t, 2, "rivetctl: --concurrency, --dry-run and --error-contains need --all-failed")
 	rivetctl(t, addr, "actors", "charger", "--error-contains", "x").
-		wantErr(t, 2, "rivetctl: --error-contains needs --failed (it filters failed workflows by their error)")
+		wantErr(t, 2, "rivetctl: --error-contains needs --failed or --status retrying (it filters workflows by their error)")
 	rivetctl(t, addr, "workflow", "retry", "charger", "--all-failed", "--error-contains", "").
 		wantErr(t, 2, "rivetctl: --error-contains is empty (it would match every failed workflow: leave it out for all)")
 	rivetctl(t, addr, "actors", "charger", "--failed", "--error-contains", "").

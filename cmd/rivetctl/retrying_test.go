@@ -1,0 +1,191 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/client"
+	"github.com/rivet-go/rivet/node"
+	"github.com/rivet-go/rivet/placement"
+	"github.com/rivet-go/rivet/server/servertest"
+	"github.com/rivet-go/rivet/workflow"
+)
+
+// actors --status retrying lists, from every node, the actors in memory
+// whose workflow retries a failing step, each on the node that owns it,
+// with the step's attempt and last error, and says that only actors in
+// memory are known; a workflow that sleeps is not listed, and one whose
+// step then succeeds leaves the list.
+func TestActorsRetryingOnRealNodes(t *testing.T) {
+	var up atomic.Bool
+	entered, release := make(chan struct{}, 1), make(chan struct{})
+	defer close(release)
+	reg, err := rivet.Setup(rivet.Actor[chargeState]{
+		Name: "payer",
+		Run: func(ctx *workflow.Ctx[chargeState]) error {
+			return ctx.StepWith(workflow.StepOptions{Name: "charge", MaxRetries: 1000, RetryBackoffBase: 100 * time.Millisecond, RetryBackoffMax: time.Second},
+				func(s *workflow.StepCtx[chargeState]) error {
+					if !up.Load() {
+						return rivet.UserError("card.down", "card service down", nil)
+					}
+					s.State.Charged++
+					return nil
+				})
+		},
+	}, rivet.Actor[chargeState]{
+		Name: "sleeper",
+		Run:  func(ctx *workflow.Ctx[chargeState]) error { return ctx.Sleep("nap", time.Hour) },
+	}, rivet.Actor[chargeState]{
+		// Its step's first attempt runs, and runs: in flight, not retrying.
+		Name: "worker",
+		Run: func(ctx *workflow.Ctx[chargeState]) error {
+			return ctx.Step("work", func(s *workflow.StepCtx[chargeState]) error {
+				select {
+				case entered <- struct{}{}:
+				default:
+				}
+				select {
+				case <-release:
+				case <-s.Context().Done():
+				}
+				return nil
+			})
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := startTwoNodes(t, reg, func(*node.Config) {})
+	// The nodes own the partitions the ring gives each before the actors
+	// are made, so that both have some of them (8 partitions, 12 keys),
+	// and none moves (an actor handed off is out of memory for a moment,
+	// and not listed then).
+	want := map[string]uint32{}
+	for _, owner := range placement.Table(8, []string{"n1", "n2"}) {
+		want[owner]++
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		var ms []client.Member
+		r := rivetctl(t, addr, "members", "-o", "json")
+		if r.code == 0 && json.Unmarshal([]byte(r.stdout), &ms) == nil && len(ms) == 2 &&
+			ms[0].PartitionsOwned == want[ms[0].NodeID] && ms[1].PartitionsOwned == want[ms[1].NodeID] {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the two nodes never owned their shares %v: %s %s", want, r.stdout, r.stderr)
+		}
+	}
+	var keys []string
+	for i := range 12 {
+		keys = append(keys, fmt.Sprintf("p%02d", i))
+	}
+	for _, k := range append(keys, "s0", "w0") {
+		name := map[string]string{"s0": "sleeper", "w0": "worker"}[k]
+		if name == "" {
+			name = "payer"
+		}
+		if r := rivetctl(t, addr, "create", name, k); r.code != 0 {
+			t.Fatalf("create %s %s: %+v", name, k, r)
+		}
+	}
+
+	select {
+	case <-entered:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the worker's step never started")
+	}
+	var rows []client.RetryingWorkflow
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		r := rivetctl(t, addr, "actors", "--status", "retrying", "-o", "json")
+		rows = nil
+		if r.code == 0 && json.Unmarshal([]byte(r.stdout), &rows) == nil && len(rows) == len(keys) {
+			if !strings.Contains(r.stderr, retryingNote) {
+				t.Errorf("stderr does not say only actors in memory are known: %q", r.stderr)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the %d payers were never all listed retrying: exit %d, %s, %s", len(keys), r.code, r.stdout, r.stderr)
+		}
+	}
+	var owners []client.ActorInfo
+	r := rivetctl(t, addr, "actors", "payer", "-o", "json")
+	if err := json.Unmarshal([]byte(r.stdout), &owners); err != nil {
+		t.Fatalf("actors payer: %v (%+v)", err, r)
+	}
+	ownerOf := map[string]string{}
+	onNode := map[string]int{}
+	for _, o := range owners {
+		ownerOf[o.Key[0]] = o.Owner
+		onNode[o.Owner]++
+	}
+	if onNode["n1"] == 0 || onNode["n2"] == 0 {
+		t.Errorf("the payers' owners: %v; want both nodes (so that both are asked)", onNode)
+	}
+	for i, row := range rows {
+		if row.Name != "payer" || row.Key[0] != keys[i] || row.Node != ownerOf[keys[i]] || row.Node == "" || len(row.Steps) != 1 {
+			t.Errorf("row %d: %+v; want payer %s on its owner %s, one step", i, row, keys[i], ownerOf[keys[i]])
+			continue
+		}
+		if s := row.Steps[0]; s.Path != "charge" || s.Attempt < 2 || s.MaxAttempts != 1001 || !strings.Contains(s.LastError, "card service down") {
+			t.Errorf("row %d's step: %+v; want charge at attempt 2 or more of 1001, with its last error", i, s)
+		}
+	}
+
+	// Polled: a step between two attempts (its failed one being
+	// recorded) is not in flight for that moment, and not listed.
+	row := regexp.MustCompile(`(?m)^payer  p\d\d  n[12]\s+charge  attempt \d+ of 1001 .*last error: card service down$`)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		r = rivetctl(t, addr, "actors", "payer", "--status", "retrying", "--error-contains", "card service")
+		if r.code == 0 && strings.HasPrefix(r.stdout, "NAME   KEY  NODE  STEP\n") && len(row.FindAllString(r.stdout, -1)) == len(keys) &&
+			r.stderr == "rivetctl: note: "+retryingNote+"\n" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("actors payer --status retrying: exit %d, stdout:\n%s\nstderr: %s", r.code, r.stdout, r.stderr)
+		}
+	}
+	r = rivetctl(t, addr, "actors", "sleeper", "--status", "retrying")
+	if r.code != 0 || r.stdout != "no workflows retrying a step among the actors named sleeper\n" {
+		t.Errorf("actors sleeper --status retrying: exit %d, %q, %q", r.code, r.stdout, r.stderr)
+	}
+	r = rivetctl(t, addr, "actors", "--status", "retrying", "--error-contains", "no such text")
+	if r.code != 0 || r.stdout != "no workflows retrying a step with an error containing \"no such text\"\n" {
+		t.Errorf("actors --status retrying --error-contains: exit %d, %q, %q", r.code, r.stdout, r.stderr)
+	}
+	rivetctl(t, addr, "actors", "--status", "sleeping").
+		wantErr(t, 2, `rivetctl: --status "sleeping": want failed or retrying (a waiting or sleeping workflow: rivetctl inspect says what wakes it)`)
+	rivetctl(t, addr, "actors", "--status", "retrying", "--failed").wantErr(t, 2, "rivetctl: --failed and --status retrying go apart")
+	rivetctl(t, addr, "actors", "--status", "failed").want(t, 0, "no failed workflows\n")
+
+	up.Store(true)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		r := rivetctl(t, addr, "actors", "--status", "retrying", "-o", "json")
+		if r.code == 0 && r.stdout == "[]\n" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the payers never left the list once their step could succeed: exit %d, %s, %s", r.code, r.stdout, r.stderr)
+		}
+	}
+}
+
+// A node that does not list retrying workflows (older than them) is named
+// as one to upgrade, and the command fails: its empty answer would read as
+// no workflow retrying.
+func TestActorsRetryingOfAnOlderNodeSaysSo(t *testing.T) {
+	t.Parallel()
+	addr := servertest.Start(t, servertest.NewFake(), servertest.Config{})
+	r := rivetctl(t, addr, "actors", "--status", "retrying")
+	want := "rivetctl: note: node node-1: failed precondition: node node-1 does not list retrying workflows (it, or the node asked through, is older than it); upgrade it (FAILED_PRECONDITION node.unsupported)\n" +
+		"rivetctl: no node answered (1 asked)\n"
+	if r.code != 1 || r.stdout != "" || r.stderr != want {
+		t.Errorf("exit %d, stdout %q, stderr:\n%s\nwant exit 1, stderr:\n%s", r.code, r.stdout, r.stderr, want)
+	}
+}
