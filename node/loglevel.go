@@ -185,11 +185,11 @@ func (b backend) LogLevel(ctx context.Context, node, level string, revertAfter t
 	// checks the ID after, which a change cannot be undone by).
 	resp, err := rivetv1.NewAdminServiceClient(conn).LogLevel(metadata.AppendToOutgoingContext(ctx, adminHopKey, "1"), req)
 	if status.Code(err) == codes.Unimplemented {
-		build := rec.Build
-		if build == "" {
-			build = "a build that does not register it"
+		build := "an older build"
+		if rec.Build != "" {
+			build = "it runs " + rec.Build
 		}
-		return server.LogLevel{}, rivet.Reasonf(rivet.ErrFailedPrecondition, "node", "unsupported", "node %s does not support log-level (it runs %s); upgrade it", node, build)
+		return server.LogLevel{}, rivet.Reasonf(rivet.ErrFailedPrecondition, "node", "unsupported", "node %s does not support log-level (%s); upgrade it", node, build)
 	}
 	if err != nil {
 		return server.LogLevel{}, adminPeerError(err, "ask node %s at %s for its log level", node, rec.GRPCAddr)
