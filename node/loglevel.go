@@ -45,10 +45,12 @@ type levelControl struct {
 
 	mu sync.Mutex // guards the fields below
 	// revert is the pending revert's timer, nil if none; revertTo and
-	// revertAt are its level and time.
+	// revertAt are its level and time, gen its number, which its func
+	// checks (a timer that fired as a set replaced it finds another).
 	revert   *time.Timer
 	revertTo zapcore.Level
 	revertAt time.Time
+	gen      uint64
 	stopped  bool
 }
 
@@ -71,6 +73,21 @@ func (c *levelControl) stateLocked() server.LogLevel {
 	return st
 }
 
+// apply sets the level to lvl and logs why at WARN, with the old and new
+// levels, under whichever of the two shows a WARN: before the change to
+// error (which hides it), after a change from error.
+func (c *levelControl) apply(lvl zapcore.Level, why string, fields ...zap.Field) {
+	old := c.level.Level()
+	fields = append([]zap.Field{zap.Stringer("old", old), zap.Stringer("new", lvl)}, fields...)
+	if !lvl.Enabled(zap.WarnLevel) {
+		c.log.Warn(why, fields...)
+		c.level.SetLevel(lvl)
+		return
+	}
+	c.level.SetLevel(lvl)
+	c.log.Warn(why, fields...)
+}
+
 // set sets the level to lvl, for d (0: until set again), and returns the
 // state after it with the level before. A set for a while reverts to the
 // level a pending revert would have set, if any: a second `--for` after a
@@ -85,38 +102,31 @@ func (c *levelControl) set(lvl zapcore.Level, d time.Duration) server.LogLevel {
 		c.revert.Stop()
 		c.revert = nil
 	}
-	c.level.SetLevel(lvl)
-	fields := []zap.Field{zap.Stringer("old", old), zap.Stringer("new", lvl)}
+	var fields []zap.Field
 	if d > 0 && !c.stopped {
-		var t *time.Timer
-		t = time.AfterFunc(d, func() { c.revertNow(t) })
-		c.revert, c.revertTo, c.revertAt = t, base, time.Now().Add(d)
+		c.gen++
+		gen := c.gen
+		c.revert, c.revertTo, c.revertAt = time.AfterFunc(d, func() { c.revertNow(gen) }), base, time.Now().Add(d)
 		fields = append(fields, zap.Duration("for", d), zap.Stringer("then", base))
 	}
-	// At WARN, so that it shows at every level but error: a level
-	// changed by hand explains the log's volume changing. Who asked is
-	// not known here (the admin API has no identity beyond its token).
-	c.log.Warn("log level changed by an operator (rivetctl log-level; not kept across a restart)", fields...)
+	// At WARN, so that it shows at every level: a level changed by hand
+	// explains the log's volume changing. Who asked is not known here
+	// (the admin API knows no one beyond its token).
+	c.apply(lvl, "log level changed by an operator (rivetctl log-level; not kept across a restart)", fields...)
 	st := c.stateLocked()
 	st.Previous = old.String()
 	return st
 }
 
-// revertNow applies the pending revert if it is still t's.
-func (c *levelControl) revertNow(t *time.Timer) {
+// revertNow applies the pending revert if it is still the gen'th.
+func (c *levelControl) revertNow(gen uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.revert != t {
-		return // replaced or dropped by a set after t fired
+	if c.revert == nil || c.gen != gen {
+		return // replaced or dropped by a set after the timer fired
 	}
-	c.revertLocked("log level reverted: its time ran out")
-}
-
-func (c *levelControl) revertLocked(why string) {
-	old := c.level.Level()
-	c.level.SetLevel(c.revertTo)
 	c.revert = nil
-	c.log.Warn(why, zap.Stringer("old", old), zap.Stringer("new", c.revertTo))
+	c.apply(c.revertTo, "log level reverted: its time ran out")
 }
 
 // stop ends the pending revert's timer, applying its level at once: a
@@ -128,7 +138,8 @@ func (c *levelControl) stop() {
 	c.stopped = true
 	if c.revert != nil {
 		c.revert.Stop()
-		c.revertLocked("log level reverted: the node stops")
+		c.revert = nil
+		c.apply(c.revertTo, "log level reverted: the node stops")
 	}
 }
 

@@ -163,6 +163,12 @@ func TestTheLogLevelChangesWhileTheNodeRunsAndReverts(t *testing.T) {
 			t.Errorf("set %s for %v: %s, back to %q at %v; want %s, back to %q", s.level, s.d, got, ll.RevertLevel, ll.RevertAt, s.want, s.revertsTo)
 		}
 	}
+	// Each change is in the log, that to error (which hides WARN) too.
+	changed := "log level changed by an operator (rivetctl log-level; not kept across a restart) "
+	want = []string{changed + "info debug", changed + "debug warn", changed + "warn error", changed + "error info", changed + "info debug"}
+	if got := levelChanges(logsA); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("a's log of its level:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
 	// A node that stops ends its revert pending: its logger (an embedding
 	// program's) is not left at a level meant for a while.
 	sctx, scancel := context.WithTimeout(ctx, 30*time.Second)
@@ -172,6 +178,9 @@ func TestTheLogLevelChangesWhileTheNodeRunsAndReverts(t *testing.T) {
 	}
 	if levelA.Level() != zap.InfoLevel {
 		t.Errorf("a stopped with a revert to info pending: at %v", levelA.Level())
+	}
+	if got := levelChanges(logsA); len(got) == 0 || got[len(got)-1] != "log level reverted: the node stops debug info" {
+		t.Errorf("a's last line about its level: %q; want its revert as it stops", got)
 	}
 }
 
