@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -606,36 +607,67 @@ func (c *Client) HotActors(ctx context.Context, node string, n int) ([]HotActor,
 	return out, nil
 }
 
-// RetryingWorkflows returns up to n of the actors in memory on the node of
-// that ID ("" for the node the client is connected to) whose workflow
-// retries a step now (a step at its second attempt or later, running or
-// waiting out its backoff), by name and key. n is 1 to MaxHotActors. Only
-// actors in memory are known: a workflow whose backoff outlasts its
-// actor's idle timeout leaves memory until its wakeup, and is not listed
-// meanwhile. A node from before it fails it with
-// rivet.ErrFailedPrecondition (reason node.unsupported), as does an older
-// node asked for another.
-func (c *Client) RetryingWorkflows(ctx context.Context, node string, n int) ([]RetryingWorkflow, error) {
-	if n < 1 || n > MaxHotActors {
-		return nil, rivet.Errorf(rivet.ErrInvalidArgument, "retrying workflows: ask for 1 to %d, not %d", MaxHotActors, n)
+// RetryingQuery says which of a node's retrying workflows
+// Client.RetryingWorkflows asks for.
+type RetryingQuery struct {
+	// Limit is the most returned, 1 to MaxHotActors.
+	Limit int
+	// Name keeps only the actors of that name; "" keeps all.
+	Name string
+	// ErrorContains keeps only the steps whose last error contains it,
+	// and the actors with one; "" keeps all.
+	ErrorContains string
+}
+
+// RetryingWorkflows returns up to q.Limit of the actors in memory on the
+// node of that ID ("" for the node the client is connected to) whose
+// workflow retries a step now (a step at its second attempt or later,
+// running or waiting out their backoff), by name and key, filtered by
+// q's name and error before the node's cut. Only actors in memory are
+// known: a workflow whose backoff outlasts its actor's idle timeout
+// leaves memory until its wakeup, and is not listed meanwhile. A node
+// from before it fails it with rivet.ErrFailedPrecondition (reason
+// node.unsupported), as does an older node asked for another.
+func (c *Client) RetryingWorkflows(ctx context.Context, node string, q RetryingQuery) (RetryingList, error) {
+	if q.Limit < 1 || q.Limit > MaxHotActors {
+		return RetryingList{}, rivet.Errorf(rivet.ErrInvalidArgument, "retrying workflows: ask for 1 to %d, not %d", MaxHotActors, q.Limit)
 	}
-	resp, err := invoke(ctx, c, idempotent, c.admin.Stats, &rivetv1.StatsRequest{NodeId: node, Retrying: uint32(n)})
+	resp, err := invoke(ctx, c, idempotent, c.admin.Stats, &rivetv1.StatsRequest{
+		NodeId: node, Retrying: uint32(q.Limit), RetryingName: q.Name, RetryingErrorContains: q.ErrorContains,
+	})
 	if err != nil {
-		return nil, err
+		return RetryingList{}, err
 	}
 	if node != "" && resp.GetNodeId() != node {
-		return nil, rivet.Reasonf(rivet.ErrFailedPrecondition, "node", "unsupported", "node %s answered for itself, not for node %s: it is older than retrying workflows of another node; upgrade it", resp.GetNodeId(), node)
+		return RetryingList{}, rivet.Reasonf(rivet.ErrFailedPrecondition, "node", "unsupported", "node %s answered for itself, not for node %s: it is older than retrying workflows of another node; upgrade it", resp.GetNodeId(), node)
 	}
 	if !resp.GetRetryingCounted() {
 		// Asked through the node connected to, which may be the older
 		// one: it passes the request on without retrying.
-		return nil, rivet.Reasonf(rivet.ErrFailedPrecondition, "node", "unsupported", "node %s does not list retrying workflows (it, or the node asked through, is older than it); upgrade it", resp.GetNodeId())
+		return RetryingList{}, rivet.Reasonf(rivet.ErrFailedPrecondition, "node", "unsupported", "node %s does not list retrying workflows (it, or the node asked through, is older than it); upgrade it", resp.GetNodeId())
 	}
-	out := make([]RetryingWorkflow, len(resp.GetRetryingWorkflows()))
-	for i, r := range resp.GetRetryingWorkflows() {
-		out[i] = RetryingWorkflow{Name: r.GetName(), Key: r.GetKey(), Node: resp.GetNodeId(), Partition: r.GetPartition(), Steps: pendingStepsFrom(r.GetSteps())}
+	l := RetryingList{Unfiltered: (q.Name != "" || q.ErrorContains != "") && !resp.GetRetryingFiltered()}
+	for _, r := range resp.GetRetryingWorkflows() {
+		w := RetryingWorkflow{
+			Name: r.GetName(), Key: r.GetKey(), Node: resp.GetNodeId(), Partition: r.GetPartition(),
+			Steps: pendingStepsFrom(r.GetSteps()),
+		}
+		if l.Unfiltered {
+			// A node from before the filters sent its first ones of
+			// every name and error: filtered here, within what it sent.
+			if q.Name != "" && w.Name != q.Name {
+				continue
+			}
+			if q.ErrorContains != "" {
+				w.Steps = slices.DeleteFunc(w.Steps, func(s PendingStep) bool { return !strings.Contains(s.LastError, q.ErrorContains) })
+				if len(w.Steps) == 0 {
+					continue
+				}
+			}
+		}
+		l.Workflows = append(l.Workflows, w)
 	}
-	return out, nil
+	return l, nil
 }
 
 // marshalOptional encodes an optional JSON payload: nil stays nil.

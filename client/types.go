@@ -198,6 +198,15 @@ type RetryingWorkflow struct {
 	Steps []PendingStep `json:"steps"`
 }
 
+// RetryingList is a node's answer to Client.RetryingWorkflows.
+type RetryingList struct {
+	Workflows []RetryingWorkflow
+	// Unfiltered says the node is older than the query's name and error:
+	// it cut its list before filtering, and Workflows is filtered from
+	// that list, so others may be missing.
+	Unfiltered bool
+}
+
 func pendingStepsFrom(ps []*rivetv1.PendingStep) []PendingStep {
 	var out []PendingStep
 	for _, p := range ps {

@@ -483,14 +483,14 @@ func (b backend) registered(node, why string) (runtime.NodeRecord, error) {
 
 // NodeStats returns the counters of node, and up to hot of its busiest
 // actors: this one's, or another's that it asks through its AdminService.
-func (b backend) NodeStats(ctx context.Context, node string, hot, retrying int) (runtime.Stats, error) {
+func (b backend) NodeStats(ctx context.Context, node string, hot int, retrying runtime.RetryingQuery) (runtime.Stats, error) {
 	if node == b.n.cfg.NodeID {
 		st := b.Host.Stats()
 		if hot > 0 {
 			st.Hot, st.HotCounted = b.Host.HotActors(hot), true
 		}
-		if retrying > 0 {
-			st.Retrying, st.RetryingCounted = b.Host.RetryingWorkflows(retrying), true
+		if retrying.Limit > 0 {
+			st.Retrying, st.RetryingCounted, st.RetryingFiltered = b.Host.RetryingWorkflows(retrying), true, true
 		}
 		return st, nil
 	}
@@ -506,7 +506,10 @@ func (b backend) NodeStats(ctx context.Context, node string, hot, retrying int) 
 	// another node (one replaced under a new ID while the old record's
 	// lease runs) would otherwise forward the request again, to itself,
 	// until the caller's deadline (a review's find).
-	resp, err := rivetv1.NewAdminServiceClient(conn).Stats(ctx, &rivetv1.StatsRequest{Hot: uint32(max(hot, 0)), Retrying: uint32(max(retrying, 0))})
+	resp, err := rivetv1.NewAdminServiceClient(conn).Stats(ctx, &rivetv1.StatsRequest{
+		Hot: uint32(max(hot, 0)), Retrying: uint32(max(retrying.Limit, 0)),
+		RetryingName: retrying.Name, RetryingErrorContains: retrying.ErrorContains,
+	})
 	if err != nil {
 		return runtime.Stats{}, adminPeerError(err, "ask node %s at %s for its counters", node, rec.GRPCAddr)
 	}
@@ -517,6 +520,7 @@ func (b backend) NodeStats(ctx context.Context, node string, hot, retrying int) 
 		NodeID: resp.GetNodeId(), ActiveActors: resp.GetActiveActors(), Calls: resp.GetCalls(),
 		Commits: resp.GetCommits(), CommitBatches: resp.GetCommitBatches(), PartitionsOwned: resp.GetPartitionsOwned(),
 		HotCounted: resp.GetHotCounted(), RetryingCounted: resp.GetRetryingCounted(),
+		RetryingFiltered: resp.GetRetryingFiltered(),
 	}
 	for _, r := range resp.GetRetryingWorkflows() {
 		rw := runtime.RetryingWorkflow{Ref: runtime.Ref{Name: r.GetName(), Key: r.GetKey()}, Partition: r.GetPartition()}

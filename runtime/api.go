@@ -224,6 +224,9 @@ type Stats struct {
 	// node looked (an older node does not).
 	Retrying        []RetryingWorkflow
 	RetryingCounted bool
+	// RetryingFiltered says the node applied the query's name and error
+	// (an older node does not).
+	RetryingFiltered bool
 	// TasksRunning is the actors' KeepAwake functions running now.
 	TasksRunning uint64
 	// ActorsShed counts the actors deactivated before their idle timeout

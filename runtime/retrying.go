@@ -12,36 +12,82 @@ type RetryingWorkflow struct {
 	Ref       Ref
 	Partition uint32
 	// Steps are its retrying steps: pending steps at their second attempt
-	// or later, running or waiting out their backoff.
+	// or later, running or waiting out their backoff, in the order they
+	// started.
 	Steps []PendingStep
 }
 
-// RetryingWorkflows returns up to limit of the actors in memory whose
+// RetryingQuery says which retrying workflows Host.RetryingWorkflows
+// returns. The filters apply before Limit's cut, so that a thousand
+// retrying actors of one name do not hide another's.
+type RetryingQuery struct {
+	// Limit is the most returned; 0 or less, none.
+	Limit int
+	// Name keeps only the actors of that name; "" keeps all.
+	Name string
+	// ErrorContains keeps only the steps whose last error contains it, and
+	// the actors with such a step; "" keeps all.
+	ErrorContains string
+}
+
+// RetryingWorkflows returns up to q.Limit of the actors in memory whose
 // workflow retries a step now: one of its pending steps (Inspect's) failed
 // at least once in its current run of attempts. By name, then key. Only
 // the actors in memory are known: one whose backoff outlasts its idle
 // timeout leaves memory, and its retry is then a wakeup like a sleep's,
 // which this does not list.
-func (h *Host) RetryingWorkflows(limit int) []RetryingWorkflow {
-	if limit <= 0 {
+func (h *Host) RetryingWorkflows(q RetryingQuery) []RetryingWorkflow {
+	if q.Limit <= 0 {
 		return nil
 	}
 	h.mu.Lock()
 	all := make([]*activation, 0, len(h.actors))
 	for _, a := range h.actors {
-		all = append(all, a)
+		if q.Name == "" || a.ref.Name == q.Name {
+			all = append(all, a)
+		}
 	}
 	h.mu.Unlock()
 	var out []RetryingWorkflow
 	for _, a := range all {
-		steps, _ := a.pendingSteps()
-		steps = slices.DeleteFunc(steps, func(s PendingStep) bool { return s.Attempt < 2 })
-		if len(steps) > 0 {
+		r := a.runner()
+		if r == nil {
+			continue
+		}
+		if steps := r.retryingSteps(q.ErrorContains); len(steps) > 0 {
 			out = append(out, RetryingWorkflow{Ref: a.ref, Partition: a.part, Steps: steps})
 		}
 	}
 	slices.SortFunc(out, func(x, y RetryingWorkflow) int {
 		return cmp.Or(strings.Compare(x.Ref.Name, y.Ref.Name), slices.Compare(x.Ref.Key, y.Ref.Key))
 	})
-	return out[:min(limit, len(out))]
+	return out[:min(q.Limit, len(out))]
+}
+
+// retryingSteps returns the run's steps in flight at their second attempt
+// or later whose last error contains errorContains, in the order they
+// started. Most runs retry nothing: they are looked through under the
+// lock, and only a run that retries is copied and sorted.
+func (r *wfRunner) retryingSteps(errorContains string) []PendingStep {
+	keep := func(e pendingEntry) bool {
+		return e.ps.Attempt >= 2 && strings.Contains(e.ps.LastError, errorContains)
+	}
+	r.stepsMu.Lock()
+	if !slices.ContainsFunc(r.steps, keep) {
+		r.stepsMu.Unlock()
+		return nil
+	}
+	var es []pendingEntry
+	for _, e := range r.steps {
+		if keep(e) {
+			es = append(es, e)
+		}
+	}
+	r.stepsMu.Unlock()
+	slices.SortFunc(es, func(a, b pendingEntry) int { return cmp.Compare(a.seq, b.seq) })
+	out := make([]PendingStep, len(es))
+	for i, e := range es {
+		out[i] = e.ps
+	}
+	return out
 }

@@ -59,15 +59,15 @@ func (s *Server) Partitions(ctx context.Context, _ *rivetv1.PartitionsRequest) (
 // their counters.
 type NodeStatser interface {
 	// NodeStats returns the counters of the node of that ID, up to hot
-	// of its busiest actors (Stats.Hot) and up to retrying of its actors
-	// whose workflow retries a step (Stats.Retrying).
-	NodeStats(ctx context.Context, node string, hot, retrying int) (runtime.Stats, error)
+	// of its busiest actors (Stats.Hot) and the actors whose workflow
+	// retries a step that retrying asks for (Stats.Retrying).
+	NodeStats(ctx context.Context, node string, hot int, retrying runtime.RetryingQuery) (runtime.Stats, error)
 }
 
 // RetryingWorkflowser is a Backend that says which of its actors in
 // memory have a workflow retrying a step (runtime.Host.RetryingWorkflows).
 type RetryingWorkflowser interface {
-	RetryingWorkflows(limit int) []runtime.RetryingWorkflow
+	RetryingWorkflows(q runtime.RetryingQuery) []runtime.RetryingWorkflow
 }
 
 // maxRetryingError bounds each retrying step's last error in a Stats
@@ -89,7 +89,9 @@ const maxHot = 1000
 func (s *Server) Stats(ctx context.Context, req *rivetv1.StatsRequest) (*rivetv1.StatsResponse, error) {
 	st := s.backend.Stats()
 	hot := min(int(req.GetHot()), maxHot)
-	retrying := min(int(req.GetRetrying()), maxHot)
+	retrying := runtime.RetryingQuery{
+		Limit: min(int(req.GetRetrying()), maxHot), Name: req.GetRetryingName(), ErrorContains: req.GetRetryingErrorContains(),
+	}
 	if node := req.GetNodeId(); node != "" && node != st.NodeID {
 		ns, ok := s.backend.(NodeStatser)
 		if !ok {
@@ -103,8 +105,8 @@ func (s *Server) Stats(ctx context.Context, req *rivetv1.StatsRequest) (*rivetv1
 		if ha, ok := s.backend.(HotActorser); ok && hot > 0 {
 			st.Hot, st.HotCounted = ha.HotActors(hot), true
 		}
-		if rw, ok := s.backend.(RetryingWorkflowser); ok && retrying > 0 {
-			st.Retrying, st.RetryingCounted = rw.RetryingWorkflows(retrying), true
+		if rw, ok := s.backend.(RetryingWorkflowser); ok && retrying.Limit > 0 {
+			st.Retrying, st.RetryingCounted, st.RetryingFiltered = rw.RetryingWorkflows(retrying), true, true
 		}
 	}
 	out := make([]*rivetv1.HotActor, len(st.Hot))
@@ -137,6 +139,7 @@ func (s *Server) Stats(ctx context.Context, req *rivetv1.StatsRequest) (*rivetv1
 		HotCounted:        st.HotCounted,
 		RetryingWorkflows: retryingOut,
 		RetryingCounted:   st.RetryingCounted,
+		RetryingFiltered:  st.RetryingFiltered,
 	}, nil
 }
 

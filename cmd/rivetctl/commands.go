@@ -256,7 +256,8 @@ asked for its actors in memory: only those are known. A workflow whose backoff o
 idle timeout (--idle-timeout, 30 s; the default backoffs stay under it) leaves memory until its next
 attempt and is not listed meanwhile (` + "`rivetctl inspect`" + ` then says when it wakes), and a step is
 not in flight for the moment its failed attempt is recorded. Waiting and sleeping workflows are not
-listed: inspect says what wakes one.
+listed: inspect says what wakes one. Each node filters by ACTOR and --error-contains (which keeps
+only the steps whose last error contains TEXT) before it cuts its list to 1000 actors.
 An empty list prints a line saying so ("no actors named ACTOR"); -o json prints [].`,
 		Example: `  rivetctl actors counter
   rivetctl actors --failed
@@ -272,7 +273,7 @@ An empty list prints a line saying so ("no actors named ACTOR"); -o json prints 
 	)
 	cmd.Flags().BoolVar(&failed, "failed", false, "list only the actors whose workflow failed, with their errors")
 	cmd.Flags().StringVar(&status, "status", "", "list only the actors whose workflow is `STATUS`: failed (as --failed), or retrying (a step, for actors in memory)")
-	cmd.Flags().StringVar(&errorContains, "error-contains", "", "with --failed: only those whose error contains TEXT (as listed: its first 1 KiB); with --status retrying, a retrying step's last error")
+	cmd.Flags().StringVar(&errorContains, "error-contains", "", "with --failed: only those whose error contains TEXT (as listed: its first 1 KiB); with --status retrying, only the retrying steps whose last error contains TEXT")
 	// Each page has its own --timeout (listActors): the whole may take long.
 	cmd.RunE = a.runE(func() time.Duration { return watchForever }, func(ctx context.Context, c *client.Client, args []string) error {
 		name := ""

@@ -22,24 +22,32 @@ const (
 const retryingNote = "retrying lists the actors in memory on their nodes: a workflow whose retry backoff outlasts its actor's idle timeout leaves memory until its next attempt, and is not listed meanwhile"
 
 // listRetrying asks every registered node for its actors in memory whose
-// workflow retries a step, of name ("" for all), with a step whose last
-// error contains errorContains. Nodes that do not answer are noted, and
+// workflow retries a step, of name ("" for all), with their steps whose
+// last error contains errorContains. Each node filters before it cuts its
+// list. Each call has its own --timeout: the command's context has none
+// (actors pages for as long as it takes), and a node that accepts but
+// never answers must not hold it. Nodes that do not answer are noted, and
 // fail the command once those that answered are printed: partial says
 // so, err that nothing can be printed.
 func (a *app) listRetrying(ctx context.Context, c *client.Client, name, errorContains string) (_ []client.RetryingWorkflow, partial, err error) {
-	nodes, err := a.registeredNodes(ctx, c)
+	mctx, cancel := context.WithTimeout(ctx, a.timeout)
+	nodes, err := a.registeredNodes(mctx, c)
+	cancel()
 	if err != nil {
 		return nil, nil, err
 	}
-	lists := make([][]client.RetryingWorkflow, len(nodes))
+	lists := make([]client.RetryingList, len(nodes))
 	errs := make([]error, len(nodes))
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, statsAsked)
+	q := client.RetryingQuery{Limit: client.MaxHotActors, Name: name, ErrorContains: errorContains}
 	for i := range nodes {
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			lists[i], errs[i] = c.RetryingWorkflows(ctx, nodes[i], client.MaxHotActors)
+			nctx, cancel := context.WithTimeout(ctx, a.timeout)
+			defer cancel()
+			lists[i], errs[i] = c.RetryingWorkflows(nctx, nodes[i], q)
 		})
 	}
 	wg.Wait()
@@ -51,18 +59,14 @@ func (a *app) listRetrying(ctx context.Context, c *client.Client, name, errorCon
 			failed++
 			continue
 		}
-		if len(lists[i]) == client.MaxHotActors {
-			a.note("node %s has %d or more actors retrying: the first %d by name and key are listed", printable(nodes[i]), client.MaxHotActors, client.MaxHotActors)
+		l := lists[i]
+		switch {
+		case l.Unfiltered:
+			a.note("node %s is older than --status retrying's filters: it sent its first %d retrying actors of any name and error, filtered here, and others may be missing; upgrade it", printable(nodes[i]), client.MaxHotActors)
+		case len(l.Workflows) >= client.MaxHotActors:
+			a.note("node %s has %d or more actors retrying: the first %d by name and key are counted", printable(nodes[i]), client.MaxHotActors, client.MaxHotActors)
 		}
-		for _, r := range lists[i] {
-			if name != "" && r.Name != name {
-				continue
-			}
-			if errorContains != "" && !slices.ContainsFunc(r.Steps, func(s client.PendingStep) bool { return strings.Contains(s.LastError, errorContains) }) {
-				continue
-			}
-			out = append(out, r)
-		}
+		out = append(out, l.Workflows...)
 	}
 	slices.SortStableFunc(out, func(x, y client.RetryingWorkflow) int {
 		return cmp.Or(strings.Compare(x.Name, y.Name), slices.Compare(x.Key, y.Key))

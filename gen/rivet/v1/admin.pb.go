@@ -671,9 +671,16 @@ type StatsRequest struct {
 	// retrying asks for up to that many of the node's actors in memory whose
 	// workflow retries a step (retrying_workflows); 0, none. A node from
 	// before retrying sends none, and leaves retrying_counted unset.
-	Retrying      uint32 `protobuf:"varint,3,opt,name=retrying,proto3" json:"retrying,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Retrying uint32 `protobuf:"varint,3,opt,name=retrying,proto3" json:"retrying,omitempty"`
+	// retrying_name keeps only the retrying actors of that name, and
+	// retrying_error_contains only the steps whose last error contains it
+	// (and the actors with one): the node filters before it cuts its list
+	// to retrying. A node from before them ignores them, and leaves
+	// retrying_filtered unset.
+	RetryingName          string `protobuf:"bytes,4,opt,name=retrying_name,json=retryingName,proto3" json:"retrying_name,omitempty"`
+	RetryingErrorContains string `protobuf:"bytes,5,opt,name=retrying_error_contains,json=retryingErrorContains,proto3" json:"retrying_error_contains,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
 }
 
 func (x *StatsRequest) Reset() {
@@ -725,6 +732,20 @@ func (x *StatsRequest) GetRetrying() uint32 {
 		return x.Retrying
 	}
 	return 0
+}
+
+func (x *StatsRequest) GetRetryingName() string {
+	if x != nil {
+		return x.RetryingName
+	}
+	return ""
+}
+
+func (x *StatsRequest) GetRetryingErrorContains() string {
+	if x != nil {
+		return x.RetryingErrorContains
+	}
+	return ""
 }
 
 // RetryingWorkflow is an actor in memory whose workflow retries a step: a
@@ -928,8 +949,11 @@ type StatsResponse struct {
 	// retrying does not set it).
 	RetryingWorkflows []*RetryingWorkflow `protobuf:"bytes,9,rep,name=retrying_workflows,json=retryingWorkflows,proto3" json:"retrying_workflows,omitempty"`
 	RetryingCounted   bool                `protobuf:"varint,10,opt,name=retrying_counted,json=retryingCounted,proto3" json:"retrying_counted,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// retrying_filtered says that the node applied retrying_name and
+	// retrying_error_contains (a node from before them does not set it).
+	RetryingFiltered bool `protobuf:"varint,12,opt,name=retrying_filtered,json=retryingFiltered,proto3" json:"retrying_filtered,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *StatsResponse) Reset() {
@@ -1028,6 +1052,13 @@ func (x *StatsResponse) GetRetryingWorkflows() []*RetryingWorkflow {
 func (x *StatsResponse) GetRetryingCounted() bool {
 	if x != nil {
 		return x.RetryingCounted
+	}
+	return false
+}
+
+func (x *StatsResponse) GetRetryingFiltered() bool {
+	if x != nil {
+		return x.RetryingFiltered
 	}
 	return false
 }
@@ -1188,11 +1219,13 @@ const file_rivet_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"partitions\x18\x02 \x03(\v2\x18.rivet.v1.PartitionOwnerR\n" +
 	"partitions\x12\x12\n" +
-	"\x04note\x18\x03 \x01(\tR\x04note\"U\n" +
+	"\x04note\x18\x03 \x01(\tR\x04note\"\xb2\x01\n" +
 	"\fStatsRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x10\n" +
 	"\x03hot\x18\x02 \x01(\rR\x03hot\x12\x1a\n" +
-	"\bretrying\x18\x03 \x01(\rR\bretrying\"\x83\x01\n" +
+	"\bretrying\x18\x03 \x01(\rR\bretrying\x12#\n" +
+	"\rretrying_name\x18\x04 \x01(\tR\fretryingName\x126\n" +
+	"\x17retrying_error_contains\x18\x05 \x01(\tR\x15retryingErrorContains\"\x83\x01\n" +
 	"\x10RetryingWorkflow\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
 	"\x03key\x18\x02 \x03(\tR\x03key\x12\x1c\n" +
@@ -1206,7 +1239,7 @@ const file_rivet_v1_admin_proto_rawDesc = "" +
 	"\x05turns\x18\x05 \x01(\x04R\x05turns\x12%\n" +
 	"\x0ewaited_seconds\x18\x06 \x01(\x01R\rwaitedSeconds\x120\n" +
 	"\x05since\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12\x18\n" +
-	"\awaiting\x18\b \x01(\rR\awaiting\"\x99\x03\n" +
+	"\awaiting\x18\b \x01(\rR\awaiting\"\xc6\x03\n" +
 	"\rStatsResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12#\n" +
 	"\ractive_actors\x18\x02 \x01(\x04R\factiveActors\x12\x14\n" +
@@ -1220,7 +1253,8 @@ const file_rivet_v1_admin_proto_rawDesc = "" +
 	"hotCounted\x12I\n" +
 	"\x12retrying_workflows\x18\t \x03(\v2\x1a.rivet.v1.RetryingWorkflowR\x11retryingWorkflows\x12)\n" +
 	"\x10retrying_counted\x18\n" +
-	" \x01(\bR\x0fretryingCounted\";\n" +
+	" \x01(\bR\x0fretryingCounted\x12+\n" +
+	"\x11retrying_filtered\x18\f \x01(\bR\x10retryingFiltered\";\n" +
 	"\fDrainRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x12\n" +
 	"\x04undo\x18\x02 \x01(\bR\x04undo\"S\n" +
