@@ -646,11 +646,11 @@ func (c *Client) RetryingWorkflows(ctx context.Context, node string, q RetryingQ
 		// one: it passes the request on without retrying.
 		return RetryingList{}, rivet.Reasonf(rivet.ErrFailedPrecondition, "node", "unsupported", "node %s does not list retrying workflows (it, or the node asked through, is older than it); upgrade it", resp.GetNodeId())
 	}
-	l := RetryingList{Unfiltered: (q.Name != "" || q.ErrorContains != "") && !resp.GetRetryingFiltered()}
+	l := RetryingList{Omitted: int(resp.GetRetryingOmitted()), Unfiltered: (q.Name != "" || q.ErrorContains != "") && !resp.GetRetryingFiltered()}
 	for _, r := range resp.GetRetryingWorkflows() {
 		w := RetryingWorkflow{
 			Name: r.GetName(), Key: r.GetKey(), Node: resp.GetNodeId(), Partition: r.GetPartition(),
-			Steps: pendingStepsFrom(r.GetSteps()),
+			Steps: pendingStepsFrom(r.GetSteps()), StepsOmitted: int(r.GetStepsOmitted()),
 		}
 		if l.Unfiltered {
 			// A node from before the filters sent its first ones of

@@ -194,13 +194,18 @@ type RetryingWorkflow struct {
 	Node      string   `json:"node"`
 	Partition uint32   `json:"partition"`
 	// Steps are its retrying steps (attempt 2 or more: running again, or
-	// waiting out their backoff), each LastError cut to 1 KiB.
-	Steps []PendingStep `json:"steps"`
+	// waiting out their backoff): the first few, each LastError cut to
+	// 256 bytes. StepsOmitted counts those left out.
+	Steps        []PendingStep `json:"steps"`
+	StepsOmitted int           `json:"steps_omitted,omitempty"`
 }
 
 // RetryingList is a node's answer to Client.RetryingWorkflows.
 type RetryingList struct {
 	Workflows []RetryingWorkflow
+	// Omitted counts the workflows the node left out after Workflows to
+	// bound its answer's size (about 1 MiB).
+	Omitted int
 	// Unfiltered says the node is older than the query's name and error:
 	// it cut its list before filtering, and Workflows is filtered from
 	// that list, so others may be missing.

@@ -520,10 +520,10 @@ func (b backend) NodeStats(ctx context.Context, node string, hot int, retrying r
 		NodeID: resp.GetNodeId(), ActiveActors: resp.GetActiveActors(), Calls: resp.GetCalls(),
 		Commits: resp.GetCommits(), CommitBatches: resp.GetCommitBatches(), PartitionsOwned: resp.GetPartitionsOwned(),
 		HotCounted: resp.GetHotCounted(), RetryingCounted: resp.GetRetryingCounted(),
-		RetryingFiltered: resp.GetRetryingFiltered(),
+		RetryingOmitted: int(resp.GetRetryingOmitted()), RetryingFiltered: resp.GetRetryingFiltered(),
 	}
 	for _, r := range resp.GetRetryingWorkflows() {
-		rw := runtime.RetryingWorkflow{Ref: runtime.Ref{Name: r.GetName(), Key: r.GetKey()}, Partition: r.GetPartition()}
+		rw := runtime.RetryingWorkflow{Ref: runtime.Ref{Name: r.GetName(), Key: r.GetKey()}, Partition: r.GetPartition(), StepsOmitted: int(r.GetStepsOmitted())}
 		for _, p := range r.GetSteps() {
 			ps := runtime.PendingStep{Path: p.GetPath(), Attempt: int(p.GetAttempt()), MaxAttempts: int(p.GetMaxAttempts()), LastError: p.GetLastError()}
 			if p.GetStartedAt() != nil {

@@ -224,8 +224,10 @@ type Stats struct {
 	// node looked (an older node does not).
 	Retrying        []RetryingWorkflow
 	RetryingCounted bool
-	// RetryingFiltered says the node applied the query's name and error
-	// (an older node does not).
+	// RetryingOmitted counts the retrying workflows left out after
+	// Retrying to bound an answer's size; RetryingFiltered says the node
+	// applied the query's name and error (an older node does not).
+	RetryingOmitted  int
 	RetryingFiltered bool
 	// TasksRunning is the actors' KeepAwake functions running now.
 	TasksRunning uint64

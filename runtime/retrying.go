@@ -15,6 +15,9 @@ type RetryingWorkflow struct {
 	// or later, running or waiting out their backoff, in the order they
 	// started.
 	Steps []PendingStep
+	// StepsOmitted counts its retrying steps left out of Steps, where an
+	// answer bounds them (the AdminService's Stats does).
+	StepsOmitted int
 }
 
 // RetryingQuery says which retrying workflows Host.RetryingWorkflows

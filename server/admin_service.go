@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/rivet-go/rivet"
 	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
@@ -70,10 +71,43 @@ type RetryingWorkflowser interface {
 	RetryingWorkflows(q runtime.RetryingQuery) []runtime.RetryingWorkflow
 }
 
-// maxRetryingError bounds each retrying step's last error in a Stats
-// response, as the failed-workflow index bounds its errors: a thousand
-// actors' whole errors would not fit a response.
-const maxRetryingError = 1024
+// A Stats answer's retrying workflows are bounded in size: a thousand
+// workflows each with up to a thousand steps and a 1 KiB error each went
+// over the transport's bound, and the whole answer failed (RESOURCE_EXHAUSTED,
+// a review's find). Each keeps its first maxRetryingSteps steps, each
+// error its first maxRetryingError bytes, and the workflows fill about
+// maxRetryingBytes; what is left out is counted.
+const (
+	maxRetryingSteps = 5
+	maxRetryingError = 256
+	maxRetryingBytes = 1 << 20
+)
+
+// retryingProto encodes rs within the bounds above, and counts the
+// workflows left out.
+func retryingProto(rs []runtime.RetryingWorkflow) (out []*rivetv1.RetryingWorkflow, omitted int) {
+	size := 0
+	for i, r := range rs {
+		n := min(len(r.Steps), maxRetryingSteps)
+		steps := make([]*rivetv1.PendingStep, n)
+		for j, p := range r.Steps[:n] {
+			steps[j] = &rivetv1.PendingStep{
+				Path: textcut.Valid(p.Path), Attempt: uint32(p.Attempt), MaxAttempts: uint32(p.MaxAttempts),
+				StartedAt: timeProto(p.StartedAt), LastError: textcut.Valid(textcut.Prefix(p.LastError, maxRetryingError)),
+				NextAttemptAt: timeProto(p.NextAttemptAt),
+			}
+		}
+		w := &rivetv1.RetryingWorkflow{
+			Name: r.Ref.Name, Key: r.Ref.Key, Partition: r.Partition, Steps: steps,
+			StepsOmitted: uint32(r.StepsOmitted + len(r.Steps) - n),
+		}
+		if size += proto.Size(w); size > maxRetryingBytes && i > 0 {
+			return out, len(rs) - i
+		}
+		out = append(out, w)
+	}
+	return out, 0
+}
 
 // HotActorser is a Backend that says which of its actors are busiest
 // (runtime.Host.HotActors).
@@ -116,18 +150,7 @@ func (s *Server) Stats(ctx context.Context, req *rivetv1.StatsRequest) (*rivetv1
 			Turns: h.Turns, WaitedSeconds: h.Waited.Seconds(), Since: timeProto(h.Since), Waiting: uint32(h.Waiting),
 		}
 	}
-	retryingOut := make([]*rivetv1.RetryingWorkflow, len(st.Retrying))
-	for i, r := range st.Retrying {
-		steps := make([]*rivetv1.PendingStep, len(r.Steps))
-		for j, p := range r.Steps {
-			steps[j] = &rivetv1.PendingStep{
-				Path: textcut.Valid(p.Path), Attempt: uint32(p.Attempt), MaxAttempts: uint32(p.MaxAttempts),
-				StartedAt: timeProto(p.StartedAt), LastError: textcut.Valid(textcut.Prefix(p.LastError, maxRetryingError)),
-				NextAttemptAt: timeProto(p.NextAttemptAt),
-			}
-		}
-		retryingOut[i] = &rivetv1.RetryingWorkflow{Name: r.Ref.Name, Key: r.Ref.Key, Partition: r.Partition, Steps: steps}
-	}
+	retryingOut, omitted := retryingProto(st.Retrying)
 	return &rivetv1.StatsResponse{
 		NodeId:            st.NodeID,
 		ActiveActors:      st.ActiveActors,
@@ -139,6 +162,7 @@ func (s *Server) Stats(ctx context.Context, req *rivetv1.StatsRequest) (*rivetv1
 		HotCounted:        st.HotCounted,
 		RetryingWorkflows: retryingOut,
 		RetryingCounted:   st.RetryingCounted,
+		RetryingOmitted:   uint32(st.RetryingOmitted + omitted),
 		RetryingFiltered:  st.RetryingFiltered,
 	}, nil
 }

@@ -257,7 +257,9 @@ idle timeout (--idle-timeout, 30 s; the default backoffs stay under it) leaves m
 attempt and is not listed meanwhile (` + "`rivetctl inspect`" + ` then says when it wakes), and a step is
 not in flight for the moment its failed attempt is recorded. Waiting and sleeping workflows are not
 listed: inspect says what wakes one. Each node filters by ACTOR and --error-contains (which keeps
-only the steps whose last error contains TEXT) before it cuts its list to 1000 actors.
+only the steps whose last error contains TEXT) before it cuts its list to 1000 actors, and sends each
+actor's first 5 retrying steps (saying how many more), each error's first 256 bytes, and about 1 MiB
+of actors: a note on stderr says how many it left out.
 An empty list prints a line saying so ("no actors named ACTOR"); -o json prints [].`,
 		Example: `  rivetctl actors counter
   rivetctl actors --failed

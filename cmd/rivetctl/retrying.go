@@ -63,8 +63,11 @@ func (a *app) listRetrying(ctx context.Context, c *client.Client, name, errorCon
 		switch {
 		case l.Unfiltered:
 			a.note("node %s is older than --status retrying's filters: it sent its first %d retrying actors of any name and error, filtered here, and others may be missing; upgrade it", printable(nodes[i]), client.MaxHotActors)
-		case len(l.Workflows) >= client.MaxHotActors:
+		case len(l.Workflows)+l.Omitted >= client.MaxHotActors:
 			a.note("node %s has %d or more actors retrying: the first %d by name and key are counted", printable(nodes[i]), client.MaxHotActors, client.MaxHotActors)
+		}
+		if l.Omitted > 0 {
+			a.note("node %s left out %d more retrying actors after the ones listed, to keep its answer small: narrow the list with a NAME or --error-contains", printable(nodes[i]), l.Omitted)
 		}
 		out = append(out, l.Workflows...)
 	}
@@ -106,6 +109,9 @@ func (a *app) printRetrying(rs []client.RetryingWorkflow, name, errorContains st
 	for _, r := range rs {
 		for _, s := range r.Steps {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", printable(r.Name), formatKey(r.Key), printable(r.Node), printable(describePendingStep(s)))
+		}
+		if r.StepsOmitted > 0 {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t(%d more retrying steps: rivetctl inspect lists them)\n", printable(r.Name), formatKey(r.Key), printable(r.Node), r.StepsOmitted)
 		}
 	}
 	return tw.Flush()

@@ -757,8 +757,11 @@ type RetryingWorkflow struct {
 	Key       []string               `protobuf:"bytes,2,rep,name=key,proto3" json:"key,omitempty"`
 	Partition uint32                 `protobuf:"varint,3,opt,name=partition,proto3" json:"partition,omitempty"`
 	// steps are the workflow's retrying steps (attempt 2 or more), in the
-	// order they started; their last_error is cut to 1 KiB.
-	Steps         []*PendingStep `protobuf:"bytes,4,rep,name=steps,proto3" json:"steps,omitempty"`
+	// order they started: the first few, their last_error cut to 256 bytes,
+	// so that a thousand workflows fit a message.
+	Steps []*PendingStep `protobuf:"bytes,4,rep,name=steps,proto3" json:"steps,omitempty"`
+	// steps_omitted counts its retrying steps left out of steps.
+	StepsOmitted  uint32 `protobuf:"varint,5,opt,name=steps_omitted,json=stepsOmitted,proto3" json:"steps_omitted,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -819,6 +822,13 @@ func (x *RetryingWorkflow) GetSteps() []*PendingStep {
 		return x.Steps
 	}
 	return nil
+}
+
+func (x *RetryingWorkflow) GetStepsOmitted() uint32 {
+	if x != nil {
+		return x.StepsOmitted
+	}
+	return 0
 }
 
 // HotActor is an actor in memory and the load on it: where a node's load
@@ -949,6 +959,9 @@ type StatsResponse struct {
 	// retrying does not set it).
 	RetryingWorkflows []*RetryingWorkflow `protobuf:"bytes,9,rep,name=retrying_workflows,json=retryingWorkflows,proto3" json:"retrying_workflows,omitempty"`
 	RetryingCounted   bool                `protobuf:"varint,10,opt,name=retrying_counted,json=retryingCounted,proto3" json:"retrying_counted,omitempty"`
+	// retrying_omitted counts the retrying workflows left out at the end of
+	// retrying_workflows to bound the response's size (about 1 MiB of them).
+	RetryingOmitted uint32 `protobuf:"varint,11,opt,name=retrying_omitted,json=retryingOmitted,proto3" json:"retrying_omitted,omitempty"`
 	// retrying_filtered says that the node applied retrying_name and
 	// retrying_error_contains (a node from before them does not set it).
 	RetryingFiltered bool `protobuf:"varint,12,opt,name=retrying_filtered,json=retryingFiltered,proto3" json:"retrying_filtered,omitempty"`
@@ -1054,6 +1067,13 @@ func (x *StatsResponse) GetRetryingCounted() bool {
 		return x.RetryingCounted
 	}
 	return false
+}
+
+func (x *StatsResponse) GetRetryingOmitted() uint32 {
+	if x != nil {
+		return x.RetryingOmitted
+	}
+	return 0
 }
 
 func (x *StatsResponse) GetRetryingFiltered() bool {
@@ -1225,12 +1245,13 @@ const file_rivet_v1_admin_proto_rawDesc = "" +
 	"\x03hot\x18\x02 \x01(\rR\x03hot\x12\x1a\n" +
 	"\bretrying\x18\x03 \x01(\rR\bretrying\x12#\n" +
 	"\rretrying_name\x18\x04 \x01(\tR\fretryingName\x126\n" +
-	"\x17retrying_error_contains\x18\x05 \x01(\tR\x15retryingErrorContains\"\x83\x01\n" +
+	"\x17retrying_error_contains\x18\x05 \x01(\tR\x15retryingErrorContains\"\xa8\x01\n" +
 	"\x10RetryingWorkflow\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
 	"\x03key\x18\x02 \x03(\tR\x03key\x12\x1c\n" +
 	"\tpartition\x18\x03 \x01(\rR\tpartition\x12+\n" +
-	"\x05steps\x18\x04 \x03(\v2\x15.rivet.v1.PendingStepR\x05steps\"\x81\x02\n" +
+	"\x05steps\x18\x04 \x03(\v2\x15.rivet.v1.PendingStepR\x05steps\x12#\n" +
+	"\rsteps_omitted\x18\x05 \x01(\rR\fstepsOmitted\"\x81\x02\n" +
 	"\bHotActor\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
 	"\x03key\x18\x02 \x03(\tR\x03key\x12\x1c\n" +
@@ -1239,7 +1260,7 @@ const file_rivet_v1_admin_proto_rawDesc = "" +
 	"\x05turns\x18\x05 \x01(\x04R\x05turns\x12%\n" +
 	"\x0ewaited_seconds\x18\x06 \x01(\x01R\rwaitedSeconds\x120\n" +
 	"\x05since\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12\x18\n" +
-	"\awaiting\x18\b \x01(\rR\awaiting\"\xc6\x03\n" +
+	"\awaiting\x18\b \x01(\rR\awaiting\"\xf1\x03\n" +
 	"\rStatsResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12#\n" +
 	"\ractive_actors\x18\x02 \x01(\x04R\factiveActors\x12\x14\n" +
@@ -1253,7 +1274,8 @@ const file_rivet_v1_admin_proto_rawDesc = "" +
 	"hotCounted\x12I\n" +
 	"\x12retrying_workflows\x18\t \x03(\v2\x1a.rivet.v1.RetryingWorkflowR\x11retryingWorkflows\x12)\n" +
 	"\x10retrying_counted\x18\n" +
-	" \x01(\bR\x0fretryingCounted\x12+\n" +
+	" \x01(\bR\x0fretryingCounted\x12)\n" +
+	"\x10retrying_omitted\x18\v \x01(\rR\x0fretryingOmitted\x12+\n" +
 	"\x11retrying_filtered\x18\f \x01(\bR\x10retryingFiltered\";\n" +
 	"\fDrainRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x12\n" +
