@@ -1,8 +1,11 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"regexp"
 	"strings"
 	"sync/atomic"
@@ -13,6 +16,7 @@ import (
 	"github.com/rivet-go/rivet/client"
 	"github.com/rivet-go/rivet/node"
 	"github.com/rivet-go/rivet/placement"
+	"github.com/rivet-go/rivet/runtime"
 	"github.com/rivet-go/rivet/server/servertest"
 	"github.com/rivet-go/rivet/workflow"
 )
@@ -187,5 +191,66 @@ func TestActorsRetryingOfAnOlderNodeSaysSo(t *testing.T) {
 		"rivetctl: no node answered (1 asked)\n"
 	if r.code != 1 || r.stdout != "" || r.stderr != want {
 		t.Errorf("exit %d, stdout %q, stderr:\n%s\nwant exit 1, stderr:\n%s", r.code, r.stdout, r.stderr, want)
+	}
+}
+
+// stuckStats is a node that lists a second node, n2, whose counters it
+// asks for and never gets.
+type stuckStats struct{ *servertest.Fake }
+
+func (stuckStats) NodeStats(ctx context.Context, _ string, _ int, _ runtime.RetryingQuery) (runtime.Stats, error) {
+	<-ctx.Done()
+	return runtime.Stats{}, ctx.Err()
+}
+
+// runBounded runs the command line and waits for it for at most within:
+// a command that outlives it fails the test, and is then cancelled and
+// waited for.
+func runBounded(t *testing.T, within time.Duration, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan result, 1)
+	go func() {
+		var out, errb bytes.Buffer
+		code := run(ctx, args, strings.NewReader(""), &out, &errb, func(string) string { return "" })
+		done <- result{code, out.String(), errb.String()}
+	}()
+	select {
+	case r := <-done:
+		return r
+	case <-time.After(within):
+		t.Errorf("%v: still running after %v", args, within)
+		cancel()
+		return <-done
+	}
+}
+
+// actors --status retrying gives each call its --timeout, as the other
+// listings do: the command's own context has none (actors pages for as
+// long as it takes), and a node that accepts but never answers held it
+// for as long as the connection lived (24.5 s with --timeout 2s).
+func TestActorsRetryingKeepsToItsTimeout(t *testing.T) {
+	t.Parallel()
+	silent, err := net.Listen("tcp", "127.0.0.1:0") // accepts, never answers
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	start := time.Now()
+	r := runBounded(t, 15*time.Second, "--addr", silent.Addr().String(), "--timeout", "300ms", "actors", "--status", "retrying")
+	if r.code != 1 || !strings.Contains(r.stderr, "deadline exceeded") {
+		t.Errorf("the member list of a node that never answers: exit %d after %v, stderr %q; want exit 1 at the deadline", r.code, time.Since(start), r.stderr)
+	}
+
+	f := servertest.NewFake()
+	f.MembersFunc = func(context.Context) ([]runtime.Member, error) {
+		return []runtime.Member{{NodeID: "n2", GRPCAddr: "127.0.0.1:1", State: "alive", StartedAt: time.Now()}}, nil
+	}
+	addr := servertest.Start(t, stuckStats{f}, servertest.Config{})
+	start = time.Now()
+	r = runBounded(t, 15*time.Second, "--addr", addr, "--timeout", "300ms", "actors", "--status", "retrying")
+	if r.code != 1 || !strings.Contains(r.stderr, "node n2: deadline exceeded") {
+		t.Errorf("a node whose counters never come: exit %d after %v, stderr %q; want exit 1 at the deadline, naming n2", r.code, time.Since(start), r.stderr)
 	}
 }
