@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"text/tabwriter"
 	"time"
@@ -51,6 +53,11 @@ to stderr as GRPC_GO_LOG_SEVERITY_LEVEL says.`,
 		if len(args) == 1 {
 			if level = args[0]; level == "" {
 				return usagef("LEVEL is empty: give debug, info, warn or error, or none to print the level")
+			}
+			// Checked here, not left to the nodes: with --all each node's
+			// refusal read as "N of N did not answer", not as a typo.
+			if !slices.Contains([]string{"debug", "info", "warn", "error"}, strings.ToLower(level)) {
+				return usagef("unknown log level %q: want one of debug, info, warn, error", level)
 			}
 		}
 		if cmd.Flags().Changed("for") {

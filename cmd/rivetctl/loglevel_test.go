@@ -36,8 +36,8 @@ func startTwoNodes(t *testing.T, reg *rivet.Registry, with func(*node.Config)) s
 
 // log-level reads and sets the level of real nodes: the one at --addr,
 // another (--node) or every one (--all), for a while (--for), after which
-// each sets its level back by itself; a level no node has is the node's
-// INVALID_ARGUMENT, and flags that do not go together are usage errors.
+// each sets its level back by itself; a level no node has, and flags
+// that do not go together, are usage errors.
 func TestLogLevelOfRealNodes(t *testing.T) {
 	reg, err := rivet.Setup(counter.Actor)
 	if err != nil {
@@ -96,7 +96,10 @@ func TestLogLevelOfRealNodes(t *testing.T) {
 	rivetctl(t, addr, "log-level", "--node", "n2").want(t, 0, "node n2: warn\n")
 
 	rivetctl(t, addr, "log-level", "verbose").
-		wantErr(t, 1, `rivetctl: invalid argument: unknown log level "verbose": want one of debug, info, warn, error (INVALID_ARGUMENT request.invalid_argument)`)
+		wantErr(t, 2, `rivetctl: unknown log level "verbose": want one of debug, info, warn, error`)
+	rivetctl(t, addr, "log-level", "verbose", "--all").
+		wantErr(t, 2, `rivetctl: unknown log level "verbose": want one of debug, info, warn, error`)
+	rivetctl(t, addr, "log-level", "WARN", "--node", "n2").want(t, 0, "node n2: warn -> warn\n") // any case
 	rivetctl(t, addr, "log-level", "debug", "--node", "n3").
 		wantErrPrefix(t, 1, `rivetctl: not found: no node "n3" is registered`)
 	rivetctl(t, addr, "log-level", "--for", "1m").wantErr(t, 2, "rivetctl: --for goes with a LEVEL to set for that long")
