@@ -92,9 +92,14 @@ func (c *levelControl) apply(lvl zapcore.Level, why string, fields ...zap.Field)
 // state after it with the level before. A set for a while reverts to the
 // level a pending revert would have set, if any: a second `--for` after a
 // first must not make the first one's level the one that stays.
-func (c *levelControl) set(lvl zapcore.Level, d time.Duration) server.LogLevel {
+func (c *levelControl) set(lvl zapcore.Level, d time.Duration) (server.LogLevel, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if d > 0 && c.stopped {
+		// No timer would set it back: the level would stay, in an
+		// embedding program's logger too.
+		return server.LogLevel{}, rivet.Errorf(rivet.ErrUnavailable, "the node is stopping: a level for a while (--for) is not set, as nothing would set it back")
+	}
 	old := c.level.Level()
 	base := old
 	if c.revert != nil {
@@ -103,7 +108,7 @@ func (c *levelControl) set(lvl zapcore.Level, d time.Duration) server.LogLevel {
 		c.revert = nil
 	}
 	var fields []zap.Field
-	if d > 0 && !c.stopped {
+	if d > 0 {
 		c.gen++
 		gen := c.gen
 		c.revert, c.revertTo, c.revertAt = time.AfterFunc(d, func() { c.revertNow(gen) }), base, time.Now().Add(d)
@@ -115,7 +120,7 @@ func (c *levelControl) set(lvl zapcore.Level, d time.Duration) server.LogLevel {
 	c.apply(lvl, "log level changed by an operator (rivetctl log-level; not kept across a restart)", fields...)
 	st := c.stateLocked()
 	st.Previous = old.String()
-	return st
+	return st, nil
 }
 
 // revertNow applies the pending revert if it is still the gen'th.
@@ -131,7 +136,8 @@ func (c *levelControl) revertNow(gen uint64) {
 
 // stop ends the pending revert's timer, applying its level at once: a
 // node that stops does not leave its logger (an embedding program's too)
-// at a level meant to last a while. Later sets start no timer.
+// at a level meant to last a while. Later sets for a while are refused
+// (UNAVAILABLE).
 func (c *levelControl) stop() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -164,11 +170,12 @@ func (b backend) LogLevel(ctx context.Context, node, level string, revertAfter t
 		if c == nil {
 			return server.LogLevel{}, rivet.Errorf(rivet.ErrFailedPrecondition, "node %s's log level cannot change while it runs: it was started with a logger of its own and no LogLevel (node.Config)", b.n.cfg.NodeID)
 		}
-		var st server.LogLevel
-		if level == "" {
-			st = c.state()
-		} else {
-			st = c.set(lvl, revertAfter)
+		st := c.state()
+		if level != "" {
+			var err error
+			if st, err = c.set(lvl, revertAfter); err != nil {
+				return server.LogLevel{}, err
+			}
 		}
 		st.NodeID = b.n.cfg.NodeID
 		return st, nil

@@ -189,6 +189,14 @@ func TestTheLogLevelChangesWhileTheNodeRunsAndReverts(t *testing.T) {
 	if got := levelChanges(logsA); len(got) == 0 || got[len(got)-1] != "log level reverted: the node stops debug info" {
 		t.Errorf("a's last line about its level: %q; want its revert as it stops", got)
 	}
+	// A set for a while reaching a stopped node is refused: nothing would
+	// set it back. One without stays possible.
+	if _, err := (backend{Host: a.host, n: a}).LogLevel(ctx, "", "debug", time.Minute); !errors.Is(err, rivet.ErrUnavailable) {
+		t.Errorf("set a stopped node to debug for a minute: %v; want UNAVAILABLE", err)
+	}
+	if levelA.Level() != zap.InfoLevel {
+		t.Errorf("a stopped node at %v after a refused set; want info", levelA.Level())
+	}
 }
 
 // legacyAdmin is the admin service of a node from before LogLevel.
