@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -188,6 +189,19 @@ func TestTheLogLevelChangesWhileTheNodeRunsAndReverts(t *testing.T) {
 	}
 	if got := levelChanges(logsA); len(got) == 0 || got[len(got)-1] != "log level reverted: the node stops debug info" {
 		t.Errorf("a's last line about its level: %q; want its revert as it stops", got)
+	}
+	// The revert comes first: the stop's own lines follow it, at info
+	// and up (at the debug set for a while, a stop logs every actor's
+	// deactivation and every peer's leave).
+	all := logsA.All()
+	i := slices.IndexFunc(all, func(e observer.LoggedEntry) bool { return e.Message == "log level reverted: the node stops" })
+	if j := slices.IndexFunc(all, func(e observer.LoggedEntry) bool { return e.Message == "stopping" }); i < 0 || j < i {
+		t.Fatalf("a's revert at line %d, its \"stopping\" at line %d: want the revert first", i, j)
+	}
+	for _, e := range all[i+1:] {
+		if e.Level < zapcore.InfoLevel {
+			t.Errorf("a's stop logged at %v after its revert to info: %s", e.Level, e.Message)
+		}
 	}
 	// A set for a while reaching a stopped node is refused: nothing would
 	// set it back. One without stays possible.

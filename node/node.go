@@ -732,6 +732,12 @@ func (n *Node) Stop(ctx context.Context) error {
 		n.doneMu.Lock()
 		n.stopping = true
 		n.doneMu.Unlock()
+		// First, so that the stop logs at the level the node was started
+		// with, not at a debug meant for a while (closeAll's call, for a
+		// start that fails, then finds nothing pending).
+		if n.levels != nil {
+			n.levels.stop()
+		}
 		n.stopErr = n.stop(ctx)
 		n.doneMu.Lock()
 		select {

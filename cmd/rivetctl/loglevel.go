@@ -31,8 +31,9 @@ The level is each node's own and is not stored: a restart takes the node's --log
 node started later does not get it (set it there too). With --for the node sets the level back by
 itself once the duration has passed: to the level before, or, if an earlier --for is still pending,
 to the level that one would have gone back to (a second --for does not make the first one's level
-stay). A set without --for keeps its level and drops a pending revert. A node that stops ends a
-pending revert at once. The node logs each change, and each revert, at WARN.
+stay). A set without --for keeps its level and drops a pending revert. A node that stops applies a
+pending revert first, so that it logs its stop at the level it went back to, and refuses a --for
+from then on (UNAVAILABLE). The node logs each change, and each revert, at WARN.
 
 The level governs the node's own logs and memberlist's (gossip). The embedded etcd's logs (and the
 etcd client's) are kept to warnings and up whatever the level: debug does not show etcd's own debug
