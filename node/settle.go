@@ -291,6 +291,20 @@ type backend struct {
 	n *Node
 }
 
+// The optional Backend interfaces the node answers: the server finds them
+// by a type assertion, so a changed signature would silently drop the
+// feature (an admin call answering "not supported") instead of failing
+// the build.
+var (
+	_ server.Backend             = backend{}
+	_ server.LogLeveler          = backend{}
+	_ server.NodeStatser         = backend{}
+	_ server.RetryingWorkflowser = backend{}
+	_ server.HotActorser         = backend{}
+	_ server.Backuper            = backend{}
+	_ server.TablesNoter         = backend{}
+)
+
 // Subscribe is the Host's, as the server's EventStream.
 func (b backend) Subscribe(ctx context.Context, ref runtime.Ref, events []string) (server.EventStream, error) {
 	sub, err := b.Host.Subscribe(ctx, ref, events)
