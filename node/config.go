@@ -162,6 +162,12 @@ type Config struct {
 	// then change while the node runs (rivetctl log-level; the change is
 	// not kept across a restart). Nil: the level cannot change, and the
 	// request says so (FAILED_PRECONDITION). ParseFlags sets both.
+	//
+	// Nodes embedded in one program must each have their own AtomicLevel
+	// (and a Logger on it): one shared would make a change on one node
+	// (rivetctl log-level --node) change them all, and each node's
+	// pending revert would fight the others' (a node's stop reverting the
+	// level of nodes still running).
 	LogLevel *zap.AtomicLevel
 }
 
