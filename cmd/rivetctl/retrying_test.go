@@ -12,8 +12,12 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/client"
+	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
 	"github.com/rivet-go/rivet/node"
 	"github.com/rivet-go/rivet/placement"
 	"github.com/rivet-go/rivet/runtime"
@@ -252,5 +256,66 @@ func TestActorsRetryingKeepsToItsTimeout(t *testing.T) {
 	r = runBounded(t, 15*time.Second, "--addr", addr, "--timeout", "300ms", "actors", "--status", "retrying")
 	if r.code != 1 || !strings.Contains(r.stderr, "node n2: deadline exceeded") {
 		t.Errorf("a node whose counters never come: exit %d after %v, stderr %q; want exit 1 at the deadline, naming n2", r.code, time.Since(start), r.stderr)
+	}
+}
+
+// cannedAdmin answers Members with one node, n1, and Stats with stats.
+type cannedAdmin struct {
+	rivetv1.UnimplementedAdminServiceServer
+	stats *rivetv1.StatsResponse
+}
+
+func (cannedAdmin) Members(context.Context, *rivetv1.MembersRequest) (*rivetv1.MembersResponse, error) {
+	return &rivetv1.MembersResponse{Members: []*rivetv1.Member{{NodeId: "n1", State: "alive", StartedAt: timestamppb.Now()}}}, nil
+}
+
+func (a cannedAdmin) Stats(context.Context, *rivetv1.StatsRequest) (*rivetv1.StatsResponse, error) {
+	return a.stats, nil
+}
+
+// startCanned serves a cannedAdmin answering stats, and returns its
+// address.
+func startCanned(t *testing.T, stats *rivetv1.StatsResponse) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := grpc.NewServer()
+	rivetv1.RegisterAdminServiceServer(s, cannedAdmin{stats: stats})
+	done := make(chan struct{})
+	go func() { defer close(done); _ = s.Serve(lis) }()
+	t.Cleanup(func() { s.Stop(); <-done })
+	return lis.Addr().String()
+}
+
+// What a node leaves out of its answer is said: the actors after about
+// 1 MiB of them (a note), an actor's steps after its first few (a row).
+// A node older than the filters sends its list unfiltered: it is filtered
+// here, only the matching steps printed, and a note says that actors may
+// be missing (it cut its list before any filter).
+func TestActorsRetryingSaysWhatWasLeftOut(t *testing.T) {
+	t.Parallel()
+	step := func(path, err string) *rivetv1.PendingStep {
+		return &rivetv1.PendingStep{Path: path, Attempt: 3, MaxAttempts: 5, LastError: err}
+	}
+	list := []*rivetv1.RetryingWorkflow{
+		{Name: "invoice", Key: []string{"i1"}, Steps: []*rivetv1.PendingStep{step("send", "connection refused")}},
+		{Name: "payment", Key: []string{"p1"}, Steps: []*rivetv1.PendingStep{step("charge", "card declined"), step("notify", "connection refused")}, StepsOmitted: 3},
+		{Name: "payment", Key: []string{"p2"}, Steps: []*rivetv1.PendingStep{step("charge", "card declined")}},
+	}
+	filtered := startCanned(t, &rivetv1.StatsResponse{NodeId: "n1", RetryingCounted: true, RetryingFiltered: true, RetryingWorkflows: list, RetryingOmitted: 7})
+	r := rivetctl(t, filtered, "actors", "--status", "retrying")
+	if r.code != 0 || !strings.Contains(r.stderr, "node n1 left out 7 more retrying actors") ||
+		!regexp.MustCompile(`(?m)^payment +p1 +n1 +\(3 more retrying steps`).MatchString(r.stdout) {
+		t.Errorf("a bounded answer: exit %d, stdout:\n%s\nstderr:\n%s\nwant the 7 actors and p1's 3 steps left out said", r.code, r.stdout, r.stderr)
+	}
+
+	older := startCanned(t, &rivetv1.StatsResponse{NodeId: "n1", RetryingCounted: true, RetryingWorkflows: list})
+	r = rivetctl(t, older, "actors", "payment", "--status", "retrying", "--error-contains", "refused")
+	if r.code != 0 || !strings.Contains(r.stderr, "node n1 is older than --status retrying's filters") ||
+		strings.Contains(r.stdout, "invoice") || strings.Contains(r.stdout, "p2") || strings.Contains(r.stdout, "card declined") ||
+		!strings.Contains(r.stdout, "connection refused") {
+		t.Errorf("an older node's unfiltered answer: exit %d, stdout:\n%s\nstderr:\n%s\nwant p1's notify step alone, and a note", r.code, r.stdout, r.stderr)
 	}
 }
