@@ -31,6 +31,11 @@ type RetryingQuery struct {
 	// ErrorContains keeps only the steps whose last error contains it, and
 	// the actors with such a step; "" keeps all.
 	ErrorContains string
+	// MaxSteps is the most steps kept per workflow, the first started
+	// (the others counted in StepsOmitted); 0 or less, all. A join of
+	// thousands of steps against a service that is down retries them
+	// all: an answer that bounds them must not copy them first.
+	MaxSteps int
 }
 
 // RetryingWorkflows returns up to q.Limit of the actors in memory whose
@@ -57,8 +62,8 @@ func (h *Host) RetryingWorkflows(q RetryingQuery) []RetryingWorkflow {
 		if r == nil {
 			continue
 		}
-		if steps := r.retryingSteps(q.ErrorContains); len(steps) > 0 {
-			out = append(out, RetryingWorkflow{Ref: a.ref, Partition: a.part, Steps: steps})
+		if steps, omitted := r.retryingSteps(q.ErrorContains, q.MaxSteps); len(steps) > 0 {
+			out = append(out, RetryingWorkflow{Ref: a.ref, Partition: a.part, Steps: steps, StepsOmitted: omitted})
 		}
 	}
 	slices.SortFunc(out, func(x, y RetryingWorkflow) int {
@@ -68,29 +73,49 @@ func (h *Host) RetryingWorkflows(q RetryingQuery) []RetryingWorkflow {
 }
 
 // retryingSteps returns the run's steps in flight at their second attempt
-// or later whose last error contains errorContains, in the order they
-// started. Most runs retry nothing: they are looked through under the
-// lock, and only a run that retries is copied and sorted.
-func (r *wfRunner) retryingSteps(errorContains string) []PendingStep {
+// or later whose last error contains errorContains, the first limit of them
+// (all if limit <= 0) in the order they started, and how many more there
+// are. Most runs retry nothing: they are looked through under the lock,
+// and only a run that retries is copied, at most limit of its steps.
+func (r *wfRunner) retryingSteps(errorContains string, limit int) (_ []PendingStep, omitted int) {
 	keep := func(e pendingEntry) bool {
 		return e.ps.Attempt >= 2 && strings.Contains(e.ps.LastError, errorContains)
 	}
+	bySeq := func(a, b pendingEntry) int { return cmp.Compare(a.seq, b.seq) }
 	r.stepsMu.Lock()
 	if !slices.ContainsFunc(r.steps, keep) {
 		r.stepsMu.Unlock()
-		return nil
+		return nil, 0
 	}
 	var es []pendingEntry
+	if limit > 0 {
+		es = make([]pendingEntry, 0, min(limit, len(r.steps)))
+	}
 	for _, e := range r.steps {
-		if keep(e) {
+		if !keep(e) {
+			continue
+		}
+		switch {
+		case limit <= 0 || len(es) < limit:
 			es = append(es, e)
+			if len(es) == limit {
+				slices.SortFunc(es, bySeq)
+			}
+		case e.seq < es[len(es)-1].seq:
+			// Keeps the limit first started: es is sorted once full.
+			omitted++
+			i, _ := slices.BinarySearchFunc(es, e, bySeq)
+			copy(es[i+1:], es[i:len(es)-1])
+			es[i] = e
+		default:
+			omitted++
 		}
 	}
 	r.stepsMu.Unlock()
-	slices.SortFunc(es, func(a, b pendingEntry) int { return cmp.Compare(a.seq, b.seq) })
+	slices.SortFunc(es, bySeq)
 	out := make([]PendingStep, len(es))
 	for i, e := range es {
 		out[i] = e.ps
 	}
-	return out
+	return out, omitted
 }

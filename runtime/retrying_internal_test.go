@@ -112,7 +112,49 @@ func TestRetryingWorkflowsCopiesNothingWhenNoneRetries(t *testing.T) {
 		r = a.wf.runner
 		break
 	}
-	if n := testing.AllocsPerRun(100, func() { r.retryingSteps("") }); n != 0 {
+	if n := testing.AllocsPerRun(100, func() { r.retryingSteps("", 5) }); n != 0 {
 		t.Errorf("a run retrying nothing: %.1f allocations, want 0", n)
+	}
+}
+
+// A join of thousands of steps retrying against a service that is down:
+// MaxSteps keeps the first started, in order, and counts the rest, without
+// copying them all first.
+func TestRetryingWorkflowsKeepsTheFirstStepsOfAWideJoin(t *testing.T) {
+	at := time.Now()
+	var steps []PendingStep
+	for i := range 2000 {
+		steps = append(steps, PendingStep{Path: fmt.Sprintf("fan/b%04d/call", i), Attempt: 2, MaxAttempts: 5, StartedAt: at, LastError: "refused"})
+	}
+	// Swap-removes on a step's end reorder the runner's list: start order
+	// is its seq, not its place.
+	h := retryingHost(t, []retryingActor{{Ref{Name: "fan", Key: []string{"k"}}, steps}})
+	r := h.actors[fmt.Sprint(Ref{Name: "fan", Key: []string{"k"}})].wf.runner
+	r.stepsMu.Lock()
+	for i := range r.steps {
+		j := (i * 7919) % len(r.steps)
+		r.steps[i], r.steps[j] = r.steps[j], r.steps[i]
+	}
+	r.stepsMu.Unlock()
+
+	got := h.RetryingWorkflows(RetryingQuery{Limit: 10, MaxSteps: 5})
+	if len(got) != 1 {
+		t.Fatalf("%d workflows, want 1", len(got))
+	}
+	var paths []string
+	for _, s := range got[0].Steps {
+		paths = append(paths, s.Path)
+	}
+	if want := []string{"fan/b0000/call", "fan/b0001/call", "fan/b0002/call", "fan/b0003/call", "fan/b0004/call"}; !slices.Equal(paths, want) {
+		t.Errorf("steps %v, want the first five started %v", paths, want)
+	}
+	if got[0].StepsOmitted != 1995 {
+		t.Errorf("StepsOmitted %d, want 1995", got[0].StepsOmitted)
+	}
+	if n := testing.AllocsPerRun(20, func() { r.retryingSteps("", 5) }); n > 3 {
+		t.Errorf("%.1f allocations for 5 of 2,000 steps, want at most 3 (no copy of them all)", n)
+	}
+	if all := h.RetryingWorkflows(RetryingQuery{Limit: 10}); len(all[0].Steps) != 2000 || all[0].StepsOmitted != 0 {
+		t.Errorf("no MaxSteps: %d steps, %d omitted, want all 2000", len(all[0].Steps), all[0].StepsOmitted)
 	}
 }

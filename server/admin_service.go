@@ -125,6 +125,7 @@ func (s *Server) Stats(ctx context.Context, req *rivetv1.StatsRequest) (*rivetv1
 	hot := min(int(req.GetHot()), maxHot)
 	retrying := runtime.RetryingQuery{
 		Limit: min(int(req.GetRetrying()), maxHot), Name: req.GetRetryingName(), ErrorContains: req.GetRetryingErrorContains(),
+		MaxSteps: maxRetryingSteps,
 	}
 	if node := req.GetNodeId(); node != "" && node != st.NodeID {
 		ns, ok := s.backend.(NodeStatser)
