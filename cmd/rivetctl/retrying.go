@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -32,8 +33,14 @@ const retryingNote = "retrying lists the actors in memory on their nodes: a work
 func (a *app) listRetrying(ctx context.Context, c *client.Client, name, errorContains string) (_ []client.RetryingWorkflow, partial, err error) {
 	mctx, cancel := context.WithTimeout(ctx, a.timeout)
 	nodes, err := a.registeredNodes(mctx, c)
+	timedOut := errors.Is(err, context.DeadlineExceeded) || errors.Is(mctx.Err(), context.DeadlineExceeded)
 	cancel()
-	if err != nil {
+	switch {
+	case err != nil && timedOut && ctx.Err() == nil:
+		// The command's own deadline is a hundred years (actors pages
+		// for as long as it takes): this one was --timeout's.
+		return nil, nil, a.deadlineError(err, a.timeout, "; for the list of nodes")
+	case err != nil:
 		return nil, nil, err
 	}
 	lists := make([]client.RetryingList, len(nodes))

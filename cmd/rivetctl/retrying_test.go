@@ -243,7 +243,7 @@ func TestActorsRetryingKeepsToItsTimeout(t *testing.T) {
 	defer silent.Close()
 	start := time.Now()
 	r := runBounded(t, 15*time.Second, "--addr", silent.Addr().String(), "--timeout", "300ms", "actors", "--status", "retrying")
-	if r.code != 1 || !strings.Contains(r.stderr, "deadline exceeded") {
+	if r.code != 1 || !strings.Contains(r.stderr, "deadline exceeded: no answer from "+silent.Addr().String()+" within 300ms (--timeout) (DEADLINE_EXCEEDED); for the list of nodes") {
 		t.Errorf("the member list of a node that never answers: exit %d after %v, stderr %q; want exit 1 at the deadline", r.code, time.Since(start), r.stderr)
 	}
 
