@@ -442,7 +442,31 @@ type PeerConn struct {
 	// its streams are Forward streams, one call per message.
 	legacy  bool
 	streams sync.WaitGroup // receive and send loops
+
+	// notReady says that calls have found the connection not ready since
+	// one last found it ready, and waitMu guards when (see connectBy).
+	notReady atomic.Bool
+	waitMu   sync.Mutex
+	// waitSince is when calls began to find the connection not ready,
+	// waitSeen when one last did.
+	waitSince, waitSeen time.Time
 }
+
+// PeerConnectWait bounds how long a forward waits for the connection to
+// its peer to come up, counted from when forwards began to wait for it
+// (not from each one's start): a connection to a peer that can be
+// reached is up in milliseconds, a TLS handshake included, while a dial
+// whose packets a cut network drops neither succeeds nor fails until its
+// connect timeout (5 s, PeerDialOptions). Forwards made while such a dial
+// goes on fail at once, with UNAVAILABLE marked as never sent (which
+// clients retry, through another node if they have one), rather than
+// each wait until shortly before its caller's deadline: a call retried
+// that way spent its whole deadline in waits, and the last of them ended
+// so near the deadline that its answer came too late on a loaded
+// machine, DEADLINE_EXCEEDED, its outcome unknown to its client although
+// nothing was sent. The dial goes on for the calls after them. A
+// variable for tests.
+var PeerConnectWait = time.Second
 
 // NewPeerConn returns a PeerConn over conn (which it does not own).
 func NewPeerConn(conn *grpc.ClientConn) *PeerConn { return &PeerConn{conn: conn} }
@@ -535,56 +559,109 @@ func (c *PeerConn) Conn() *grpc.ClientConn { return c.conn }
 // stream (under c.mu, with no deadline of its own) does not wait on a
 // peer that is still being dialed. A connection in transient failure
 // fails at once: the peer is down, and the caller should not wait for it.
+// Nor does a caller wait for a connection that has been coming up for
+// PeerConnectWait already: the peer cannot be reached.
 //
-// A caller with a deadline waits only until shortly before it (AnswerBy):
-// a dial to a peer cut off by a network that drops its packets neither
-// succeeds nor fails until gRPC's connect timeout (20 s, PeerDialOptions),
-// and a call that waited for it to its deadline ended DEADLINE_EXCEEDED,
-// its outcome unknown to its client, although nothing was sent. It fails
-// now in time for its caller to hear that it was never sent (UNAVAILABLE,
-// which clients retry), and the dial goes on for the calls after it.
+// A caller with a deadline waits only until shortly before it (AnswerBy)
+// if that comes first, in time for its caller to hear that the call was
+// never sent (UNAVAILABLE, which clients retry).
 func (c *PeerConn) ready(ctx context.Context) error {
 	if c.conn.GetState() == connectivity.Ready {
+		if c.notReady.Load() {
+			c.wasReady()
+		}
 		return nil
 	}
-	wait := ctx
-	if by, ok := AnswerBy(ctx); ok {
-		var cancel context.CancelFunc
-		wait, cancel = context.WithDeadline(ctx, by)
-		defer cancel()
+	since, until := c.connectBy(time.Now())
+	if by, ok := AnswerBy(ctx); ok && by.Before(until) {
+		until = by
 	}
+	wait, cancel := context.WithDeadline(ctx, until)
+	defer cancel()
 	for {
 		st := c.conn.GetState()
 		switch st {
 		case connectivity.Ready:
+			c.wasReady()
 			return nil
 		case connectivity.TransientFailure, connectivity.Shutdown:
+			c.notReadyAt(time.Now())
 			return fmt.Errorf("connection to %s: %s", c.conn.Target(), st)
 		case connectivity.Idle:
 			c.conn.Connect()
 		}
 		if !c.conn.WaitForStateChange(wait, st) {
+			c.notReadyAt(time.Now())
 			if err := ctx.Err(); err != nil {
 				return err
+			}
+			if waited := time.Since(since); waited >= PeerConnectWait {
+				return fmt.Errorf("connection to %s: still %s %v after forwards began to wait for it: the peer cannot be reached", c.conn.Target(), st, waited.Round(time.Millisecond))
 			}
 			return fmt.Errorf("connection to %s: still %s as the call's deadline nears", c.conn.Target(), st)
 		}
 	}
 }
 
+// connectBy notes, as of now, that a call found the connection not ready
+// as it began to wait, and returns since when calls have found it so, and
+// until when a call may wait for it (since plus PeerConnectWait). Calls
+// that found it so more than PeerConnectWait apart (as they began or
+// stopped waiting: notReadyAt) are taken for two separate waits: a
+// connection ready meanwhile, with no call to see it, is not counted as
+// one that never came up.
+func (c *PeerConn) connectBy(now time.Time) (since, by time.Time) {
+	c.waitMu.Lock()
+	defer c.waitMu.Unlock()
+	if !c.notReady.Load() || now.Sub(c.waitSeen) > PeerConnectWait {
+		c.waitSince = now
+		c.notReady.Store(true)
+	}
+	c.waitSeen = now
+	return c.waitSince, c.waitSince.Add(PeerConnectWait)
+}
+
+// notReadyAt notes that a call found the connection not ready as it
+// stopped waiting, at now.
+func (c *PeerConn) notReadyAt(now time.Time) {
+	c.waitMu.Lock()
+	if c.notReady.Load() {
+		c.waitSeen = now
+	}
+	c.waitMu.Unlock()
+}
+
+// wasReady notes that a call found the connection ready: the next call
+// that finds it not ready waits for it again.
+func (c *PeerConn) wasReady() {
+	c.waitMu.Lock()
+	c.notReady.Store(false)
+	c.waitMu.Unlock()
+}
+
 // AnswerBy returns when a request that has not been sent on by then should
 // give up, so that its caller, whose deadline ctx carries, hears why
-// before the deadline: a tenth of the time left before the deadline, at
-// least 50 ms and at most 1 s, for the answer to travel back. ok is false
-// if ctx has no deadline.
+// before the deadline, for the answer to travel back: a tenth of the time
+// left before the deadline, at most 1 s, and at least half of it up to
+// answerMargin, and at least 50 ms. ok is false if ctx has no deadline.
 func AnswerBy(ctx context.Context) (by time.Time, ok bool) {
 	dl, ok := ctx.Deadline()
 	if !ok {
 		return time.Time{}, false
 	}
-	margin := min(max(time.Until(dl)/10, 50*time.Millisecond), time.Second)
+	left := time.Until(dl)
+	margin := min(max(left/10, min(left/2, answerMargin), 50*time.Millisecond), time.Second)
 	return dl.Add(-margin), true
 }
+
+// answerMargin is the margin AnswerBy leaves an answer to reach its
+// caller, of a call with at least twice that left. It was 50 ms, which a
+// loaded machine (a 2-core CI runner with a cluster on it) overran now and
+// then: the caller's deadline passed as the answer travelled, and the call
+// ended DEADLINE_EXCEEDED, its outcome unknown, although it was never
+// sent. A call with less time left keeps half of it to wait in (for a new
+// connection to a peer, say), with a margin of 50 ms at least.
+const answerMargin = 200 * time.Millisecond
 
 func (c *PeerConn) current() (*peerStream, error) {
 	c.mu.Lock()

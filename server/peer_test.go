@@ -910,3 +910,87 @@ func TestPeerConnReconnectsSoonAfterADialLostInACut(t *testing.T) {
 		}
 	}
 }
+
+// Forwards to a peer whose dial neither connects nor fails (a cut network
+// drops its packets, and the dial waits out its 5 s connect timeout) fail
+// with UNAVAILABLE marked as never sent within PeerConnectWait of when
+// forwards began to wait for it, and those made after that fail at once,
+// whatever their deadlines: each waited until shortly before its deadline,
+// and a call its client retried spent its whole deadline so, its last
+// attempt's answer racing the deadline. A peer whose connection takes a
+// moment to come up (one reconnecting) still gets its calls.
+func TestForwardsToAPeerWhoseDialHangsFailWithinTheConnectWait(t *testing.T) {
+	f := servertest.NewFake()
+	f.CallFunc = func(context.Context, runtime.CallRequest) (json.RawMessage, error) { return json.RawMessage("1"), nil }
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := server.DefaultLimits()
+	gs := grpc.NewServer(server.ServerOptions(lim)...)
+	srv := server.New(f, server.WithLimits(lim))
+	srv.Register(gs)
+	server.NewPeerServer(srv).Register(gs)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = gs.Serve(lis) }()
+	t.Cleanup(func() { gs.Stop(); <-done })
+
+	var (
+		cut  atomic.Bool
+		slow atomic.Bool // a dial that takes a moment, as to a peer that is there
+	)
+	dialer := func(ctx context.Context, addr string) (net.Conn, error) {
+		if cut.Load() {
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}
+		if slow.Load() {
+			select {
+			case <-time.After(server.PeerConnectWait / 4):
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		return (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+	}
+	dialOpts := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithContextDialer(dialer)}, server.PeerDialOptions(lim)...)
+	newPeer := func() *server.PeerConn {
+		conn, err := grpc.NewClient(lis.Addr().String(), dialOpts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pc := server.NewPeerConn(conn)
+		t.Cleanup(func() { pc.Close(); conn.Close() })
+		return pc
+	}
+	call := func(pc *server.PeerConn) (time.Duration, error) {
+		// Far longer than the connect wait and the dial's connect
+		// timeout.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		t0 := time.Now()
+		_, err := rivetv1.NewActorServiceClient(pc).Call(ctx, &rivetv1.CallRequest{Actor: &rivetv1.ActorRef{Name: "counter", Key: []string{"a"}}, Action: "increment", Args: []byte(`[1]`)})
+		return time.Since(t0), err
+	}
+
+	slow.Store(true)
+	if took, err := call(newPeer()); err != nil {
+		t.Fatalf("forward to a peer whose dial takes %v: %v after %v", server.PeerConnectWait/4, err, took)
+	}
+	slow.Store(false)
+
+	cut.Store(true)
+	pc := newPeer()
+	// The dial's connect timeout is 5 s: the bounds below are well short
+	// of it, and far above the connect wait's 1 s.
+	took, err := call(pc)
+	if st := status.Convert(err); st.Code() != codes.Unavailable || !rpcerr.NotSent(st) || took > server.PeerConnectWait+1500*time.Millisecond {
+		t.Fatalf("first forward to a peer whose dial hangs: %v after %v; want UNAVAILABLE marked never sent within about %v", err, took.Round(time.Millisecond), server.PeerConnectWait)
+	}
+	first := took
+	took, err = call(pc)
+	if st := status.Convert(err); st.Code() != codes.Unavailable || !rpcerr.NotSent(st) || took > server.PeerConnectWait/2 {
+		t.Fatalf("forward once the connect wait has passed: %v after %v; want UNAVAILABLE marked never sent at once", err, took.Round(time.Millisecond))
+	}
+	t.Logf("first forward failed after %v, the next after %v", first.Round(time.Millisecond), took.Round(time.Millisecond))
+}
