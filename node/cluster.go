@@ -248,8 +248,15 @@ func (v *view) connFor(ctx context.Context, p uint32) (*server.PeerConn, string,
 				c, err := v.peer(rec.GRPCAddr)
 				// An owner that cannot be dialed is most likely dead,
 				// its partitions about to move: hold the request for the
-				// table to change rather than fail it.
-				if err != nil || c.Conn().GetState() != connectivity.TransientFailure {
+				// table to change rather than fail it. Not once the
+				// owner is marked unreachable (alive in gossip and
+				// registered, its connection failing for
+				// peerUnreachableAfter): a network fault, which moves no
+				// partition. The request then fails at once, for its
+				// client to retry (through another node, if it has one),
+				// rather than hold its caller for routeWait on each try,
+				// the last try's answer racing its deadline.
+				if err != nil || c.Conn().GetState() != connectivity.TransientFailure || v.markedUnreachable(owner, time.Now()) {
 					return c, owner, err
 				}
 			}

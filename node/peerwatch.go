@@ -144,3 +144,12 @@ func (v *view) unreachable(now time.Time) map[string]bool {
 	}
 	return out
 }
+
+// markedUnreachable says whether peer id is among those unreachable
+// returns, as of now.
+func (v *view) markedUnreachable(id string, now time.Time) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	f := v.faults[id]
+	return f != nil && now.Sub(f.since) >= peerUnreachableAfter
+}
