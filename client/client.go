@@ -188,9 +188,11 @@ func WithDialOptions(opts ...grpc.DialOption) Option {
 // WithRetry sets how long the client keeps retrying a call that failed
 // with UNAVAILABLE: first after initial, then doubling (waits are capped
 // at a second), until budget has passed since the first failure or the
-// call's context ends; a wait that would end past the context's deadline
-// is not taken, so the call fails by its deadline. A zero budget turns
-// retries off.
+// call's context ends; a wait that would end past the context's deadline,
+// or too near it for an attempt to be answered (within 250 ms, or a
+// quarter of the call's time if less), is not taken, so the call fails by
+// its deadline with the last attempt's error. A zero budget turns retries
+// off.
 // Default: 50 ms, 15 s, which rides out a node's failover with default
 // settings (its actors serve again elsewhere within 3.3-5 s).
 func WithRetry(initial, budget time.Duration) Option {

@@ -47,6 +47,21 @@ func defaultRetry() retryPolicy {
 	return retryPolicy{initial: 50 * time.Millisecond, budget: defaultBudget}
 }
 
+// retryLeast returns the least time before the caller's deadline that a
+// retry is made with, for a call that had total before its deadline: a
+// quarter of it, at most 250 ms. An attempt made with less left ends by
+// the deadline on the client's side more often than its answer arrives:
+// DEADLINE_EXCEEDED, whose outcome the caller cannot know, where the
+// failure before it (UNAVAILABLE, and for most retried failures, not
+// sent) was a known one. A node that cannot serve the call (an owner it
+// cannot reach) answers at once, so a call retried until its deadline
+// made its last attempt at a random time before it, and that attempt
+// raced the deadline. It is more than the margin a forwarding node keeps
+// for its answer (server.AnswerBy) before a call's deadline.
+func retryLeast(total time.Duration) time.Duration {
+	return min(total/4, 250*time.Millisecond)
+}
+
 // retryClass says which UNAVAILABLE failures of an RPC may be retried.
 type retryClass int
 
@@ -152,6 +167,7 @@ func invokeRetried[Req, Resp any](ctx context.Context, policy retryPolicy, class
 	rpc func(context.Context, Req, ...grpc.CallOption) (Resp, error), req Req,
 ) (_ Resp, ranBefore bool, _ error) {
 	var zero Resp
+	start := time.Now()
 	var giveUp time.Time // set by the first failure
 	backoff := policy.initial
 	if backoff <= 0 {
@@ -200,7 +216,7 @@ func invokeRetried[Req, Resp any](ctx context.Context, policy retryPolicy, class
 		if wake.After(giveUp) {
 			return zero, ranBefore, notSentIf(!sent, fromStatus(ctx, st))
 		}
-		if d, ok := ctx.Deadline(); ok && wake.After(d) {
+		if d, ok := ctx.Deadline(); ok && wake.After(d.Add(-retryLeast(d.Sub(start)))) {
 			return zero, ranBefore, notSentIf(!sent, fromStatus(ctx, st))
 		}
 		if !policy.until.IsZero() && wake.After(policy.until) {

@@ -56,8 +56,9 @@ func TestTheDefaultPolicyRidesOutAFailover(t *testing.T) {
 
 // The caller's context deadline bounds the retries whatever the budget: the
 // call ends with its error at or before the deadline, never after it (a
-// wait that would end past the deadline is not taken), and no earlier than
-// a last wait before it.
+// wait that would end past the deadline, or too near it for an attempt
+// to be answered, retryLeast, is not taken), and no earlier than a last
+// wait before that.
 func TestAContextDeadlineBoundsTheRetries(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		for _, deadline := range []time.Duration{300 * time.Millisecond, 3 * time.Second, 12 * time.Second} {
@@ -76,7 +77,7 @@ func TestAContextDeadlineBoundsTheRetries(t *testing.T) {
 			if took > deadline {
 				t.Errorf("deadline %s: returned after %s, %d attempts", deadline, took, attempts)
 			}
-			if took < deadline-maxBackoff {
+			if took < deadline-maxBackoff-retryLeast(deadline) {
 				t.Errorf("deadline %s: gave up after %s, more than a wait before it", deadline, took)
 			}
 		}
@@ -111,6 +112,47 @@ func TestALongAttemptThatBreaksIsRetriedThroughAFailover(t *testing.T) {
 		resp, err := invokeWith(context.Background(), defaultRetry(), idempotent, rpc, struct{}{})
 		if err != nil || resp != "completed" {
 			t.Fatalf("after %d attempts over %s: %q, %v; want the resend to get through once the actor is back", attempts, time.Since(start), resp, err)
+		}
+	})
+}
+
+// A call retried until its deadline, each attempt answered at once with a
+// node's UNAVAILABLE (a forwarding node that cannot reach the actor's
+// owner), ends with that UNAVAILABLE, never DEADLINE_EXCEEDED: an attempt
+// takes a round trip, and one made with less than that left ends by the
+// deadline before its answer arrives, its outcome unknown to the caller,
+// where every failure before it was known. Retried until the deadline,
+// the last attempt began at a random time before it, and one in a
+// thousand calls of a CI rehearsal's network cut raced it so and lost.
+func TestACallRetriedUntilItsDeadlineEndsWithItsLastKnownFailure(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const roundTrip = 30 * time.Millisecond // a loaded machine's
+		late := 0
+		// Deadlines 7 ms apart over a few seconds: whatever the backoff's
+		// randomness, some of them put a wait's end within a round trip
+		// of the deadline.
+		const calls = 400
+		for i := range calls {
+			deadline := time.Second + time.Duration(i)*7*time.Millisecond
+			ctx, cancel := context.WithTimeout(context.Background(), deadline)
+			_, err := invokeWith(ctx, defaultRetry(), sideEffects, func(ctx context.Context, _ struct{}, _ ...grpc.CallOption) (struct{}, error) {
+				select {
+				case <-time.After(roundTrip):
+					return struct{}{}, nodeUnavailable(t)
+				case <-ctx.Done():
+					return struct{}{}, status.FromContextError(ctx.Err()).Err()
+				}
+			}, struct{}{})
+			cancel()
+			if !errors.Is(err, rivet.ErrUnavailable) {
+				late++
+				if late <= 3 {
+					t.Errorf("deadline %v: %v; want the node's UNAVAILABLE", deadline, err)
+				}
+			}
+		}
+		if late > 0 {
+			t.Errorf("%d of %d calls retried until their deadline ended with something else than their last attempt's UNAVAILABLE", late, calls)
 		}
 	})
 }
