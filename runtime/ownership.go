@@ -831,9 +831,18 @@ func (o *Ownership) reestablish(ctx context.Context, parts []uint32) (func(ctx c
 			return nil, ctx.Err()
 		case <-time.After(backoff):
 		}
-		backoff = min(backoff*2, 5*time.Second)
+		backoff = min(backoff*2, reestablishBackoffMax)
 	}
 }
+
+// reestablishBackoffMax caps the wait between tries to re-establish the
+// lease. A try while etcd cannot answer is slow by itself (it waits for
+// etcd's own timeout: 6 s on an embedded member without a leader), so a
+// short wait costs etcd little; a try that fails at once is most often
+// the last of an outage (etcd's "leader changed" as a member that was cut
+// off rejoins), and a wait of 5 s after it kept a healed node from
+// serving for 5 s more. Once a second is cheap for etcd either way.
+const reestablishBackoffMax = time.Second
 
 func (o *Ownership) deadline() time.Time {
 	o.mu.RLock()
