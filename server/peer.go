@@ -443,30 +443,36 @@ type PeerConn struct {
 	legacy  bool
 	streams sync.WaitGroup // receive and send loops
 
-	// notReady says that calls have found the connection not ready since
-	// one last found it ready, and waitMu guards when (see connectBy).
-	notReady atomic.Bool
-	waitMu   sync.Mutex
-	// waitSince is when calls began to find the connection not ready,
-	// waitSeen when one last did.
-	waitSince, waitSeen time.Time
+	// attemptMu guards the connection's state as watchAttempts last saw
+	// it (attemptState) and since when (attemptSince): a CONNECTING one is
+	// the connection attempt that forwards wait for.
+	attemptMu     sync.Mutex
+	attemptState  connectivity.State
+	attemptSince  time.Time
+	watchStop     context.CancelFunc // nil until watchAttempts starts
+	watchDone     chan struct{}
+	watchDisabled bool // by Close
 }
 
 // PeerConnectWait bounds how long a forward waits for the connection to
-// its peer to come up, counted from when forwards began to wait for it
-// (not from each one's start): a connection to a peer that can be
-// reached is up in milliseconds, a TLS handshake included, while a dial
-// whose packets a cut network drops neither succeeds nor fails until its
-// connect timeout (5 s, PeerDialOptions). Forwards made while such a dial
-// goes on fail at once, with UNAVAILABLE marked as never sent (which
-// clients retry, through another node if they have one), rather than
-// each wait until shortly before its caller's deadline: a call retried
-// that way spent its whole deadline in waits, and the last of them ended
-// so near the deadline that its answer came too late on a loaded
-// machine, DEADLINE_EXCEEDED, its outcome unknown to its client although
-// nothing was sent. The dial goes on for the calls after them. A
-// variable for tests.
-var PeerConnectWait = time.Second
+// its peer to come up, counted from when the connection attempt it waits
+// for began (not from the forward's start, nor from the first forward to
+// wait): a dial whose packets a cut network drops neither succeeds nor
+// fails until its connect timeout (5 s, PeerDialOptions), and forwards
+// made while such a dial goes on fail with UNAVAILABLE marked as never
+// sent (which clients retry, through another node if they have one),
+// rather than each waiting until shortly before its caller's deadline: a
+// call retried that way spent its whole deadline in waits, and the last of
+// them ended so near the deadline that its answer came too late on a
+// loaded machine, DEADLINE_EXCEEDED, its outcome unknown to its client
+// although nothing was sent. 3 s rides out two lost SYNs (Linux resends
+// the first after 1 s, the second 2 s later), a busy peer's accept queue
+// after a restart, or a TLS handshake on a CPU-starved peer: a dial that
+// slow to a peer that is there succeeds, and so do the forwards waiting
+// for it. (It was 1 s, counted from the first forward to wait, and a dial
+// of 1.1 s to a live peer failed every forward waiting for it.) A variable
+// for tests.
+var PeerConnectWait = 3 * time.Second
 
 // NewPeerConn returns a PeerConn over conn (which it does not own).
 func NewPeerConn(conn *grpc.ClientConn) *PeerConn { return &PeerConn{conn: conn} }
@@ -550,6 +556,14 @@ func (c *PeerConn) Close() {
 		s.cancel()
 	}
 	c.streams.Wait()
+	c.attemptMu.Lock()
+	c.watchDisabled = true
+	stop, done := c.watchStop, c.watchDone
+	c.attemptMu.Unlock()
+	if stop != nil {
+		stop()
+		<-done
+	}
 }
 
 // Conn is the underlying connection.
@@ -559,84 +573,93 @@ func (c *PeerConn) Conn() *grpc.ClientConn { return c.conn }
 // stream (under c.mu, with no deadline of its own) does not wait on a
 // peer that is still being dialed. A connection in transient failure
 // fails at once: the peer is down, and the caller should not wait for it.
-// Nor does a caller wait for a connection that has been coming up for
-// PeerConnectWait already: the peer cannot be reached.
+// Nor does a caller wait for a connection attempt that began
+// PeerConnectWait ago: the peer cannot be reached.
 //
 // A caller with a deadline waits only until shortly before it (AnswerBy)
 // if that comes first, in time for its caller to hear that the call was
 // never sent (UNAVAILABLE, which clients retry).
 func (c *PeerConn) ready(ctx context.Context) error {
 	if c.conn.GetState() == connectivity.Ready {
-		if c.notReady.Load() {
-			c.wasReady()
-		}
 		return nil
 	}
-	since, until := c.connectBy(time.Now())
-	if by, ok := AnswerBy(ctx); ok && by.Before(until) {
-		until = by
-	}
-	wait, cancel := context.WithDeadline(ctx, until)
-	defer cancel()
+	c.watchAttempts()
 	for {
 		st := c.conn.GetState()
 		switch st {
 		case connectivity.Ready:
-			c.wasReady()
 			return nil
 		case connectivity.TransientFailure, connectivity.Shutdown:
-			c.notReadyAt(time.Now())
 			return fmt.Errorf("connection to %s: %s", c.conn.Target(), st)
 		case connectivity.Idle:
 			c.conn.Connect()
 		}
-		if !c.conn.WaitForStateChange(wait, st) {
-			c.notReadyAt(time.Now())
+		// Again after each change: a new attempt (the connection went
+		// IDLE or READY, and is CONNECTING again) gets its own wait.
+		since := c.attemptStart(st)
+		until := since.Add(PeerConnectWait)
+		if by, ok := AnswerBy(ctx); ok && by.Before(until) {
+			until = by
+		}
+		wait, cancel := context.WithDeadline(ctx, until)
+		changed := c.conn.WaitForStateChange(wait, st)
+		cancel()
+		if !changed {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
 			if waited := time.Since(since); waited >= PeerConnectWait {
-				return fmt.Errorf("connection to %s: still %s %v after forwards began to wait for it: the peer cannot be reached", c.conn.Target(), st, waited.Round(time.Millisecond))
+				return fmt.Errorf("connection to %s: still %s %v after its attempt began: the peer cannot be reached", c.conn.Target(), st, waited.Round(time.Millisecond))
 			}
 			return fmt.Errorf("connection to %s: still %s as the call's deadline nears", c.conn.Target(), st)
 		}
 	}
 }
 
-// connectBy notes, as of now, that a call found the connection not ready
-// as it began to wait, and returns since when calls have found it so, and
-// until when a call may wait for it (since plus PeerConnectWait). Calls
-// that found it so more than PeerConnectWait apart (as they began or
-// stopped waiting: notReadyAt) are taken for two separate waits: a
-// connection ready meanwhile, with no call to see it, is not counted as
-// one that never came up.
-func (c *PeerConn) connectBy(now time.Time) (since, by time.Time) {
-	c.waitMu.Lock()
-	defer c.waitMu.Unlock()
-	if !c.notReady.Load() || now.Sub(c.waitSeen) > PeerConnectWait {
-		c.waitSince = now
-		c.notReady.Store(true)
+// attemptStart returns when the connection attempt that a caller who
+// found the connection in st waits for began: when watchAttempts saw the
+// connection become CONNECTING, or now if it has not seen that yet (the
+// attempt has only just begun: the caller's Connect of an IDLE
+// connection, say).
+func (c *PeerConn) attemptStart(st connectivity.State) time.Time {
+	c.attemptMu.Lock()
+	defer c.attemptMu.Unlock()
+	if st == connectivity.Connecting && c.attemptState == connectivity.Connecting && c.watchStop != nil {
+		return c.attemptSince
 	}
-	c.waitSeen = now
-	return c.waitSince, c.waitSince.Add(PeerConnectWait)
+	return time.Now()
 }
 
-// notReadyAt notes that a call found the connection not ready as it
-// stopped waiting, at now.
-func (c *PeerConn) notReadyAt(now time.Time) {
-	c.waitMu.Lock()
-	if c.notReady.Load() {
-		c.waitSeen = now
+// watchAttempts starts, once, following the connection's state, so that
+// a forward knows when the attempt it waits for began, whether or not a
+// forward was waiting as it began: forwards alone saw only the states
+// they waited through, and a connection that went READY and back to IDLE
+// with no forward to see it left the next attempt's wait counted from an
+// earlier one. It stops when c closes or the connection shuts down.
+func (c *PeerConn) watchAttempts() {
+	c.attemptMu.Lock()
+	defer c.attemptMu.Unlock()
+	if c.watchStop != nil || c.watchDisabled {
+		return
 	}
-	c.waitMu.Unlock()
-}
-
-// wasReady notes that a call found the connection ready: the next call
-// that finds it not ready waits for it again.
-func (c *PeerConn) wasReady() {
-	c.waitMu.Lock()
-	c.notReady.Store(false)
-	c.waitMu.Unlock()
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	c.watchStop, c.watchDone = stop, done
+	st := c.conn.GetState()
+	// An attempt already under way is counted from now: when it began is
+	// not known.
+	c.attemptState, c.attemptSince = st, time.Now()
+	go func() {
+		defer close(done)
+		for st != connectivity.Shutdown && c.conn.WaitForStateChange(ctx, st) {
+			// A change back to the same state is a new attempt too
+			// (CONNECTING, then READY or IDLE, then CONNECTING again).
+			st = c.conn.GetState()
+			c.attemptMu.Lock()
+			c.attemptState, c.attemptSince = st, time.Now()
+			c.attemptMu.Unlock()
+		}
+	}()
 }
 
 // AnswerBy returns when a request that has not been sent on by then should

@@ -15,6 +15,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -914,7 +915,7 @@ func TestPeerConnReconnectsSoonAfterADialLostInACut(t *testing.T) {
 // Forwards to a peer whose dial neither connects nor fails (a cut network
 // drops its packets, and the dial waits out its 5 s connect timeout) fail
 // with UNAVAILABLE marked as never sent within PeerConnectWait of when
-// forwards began to wait for it, and those made after that fail at once,
+// the attempt began, and those made after that fail at once,
 // whatever their deadlines: each waited until shortly before its deadline,
 // and a call its client retried spent its whole deadline so, its last
 // attempt's answer racing the deadline. A peer whose connection takes a
@@ -981,8 +982,9 @@ func TestForwardsToAPeerWhoseDialHangsFailWithinTheConnectWait(t *testing.T) {
 
 	cut.Store(true)
 	pc := newPeer()
-	// The dial's connect timeout is 5 s: the bounds below are well short
-	// of it, and far above the connect wait's 1 s.
+	// The dial's connect timeout is 5 s: the first bound is short of it
+	// (the forward fails at the connect wait, 3 s, not when the dial
+	// gives up), the second far below the connect wait.
 	took, err := call(pc)
 	if st := status.Convert(err); st.Code() != codes.Unavailable || !rpcerr.NotSent(st) || took > server.PeerConnectWait+1500*time.Millisecond {
 		t.Fatalf("first forward to a peer whose dial hangs: %v after %v; want UNAVAILABLE marked never sent within about %v", err, took.Round(time.Millisecond), server.PeerConnectWait)
@@ -993,4 +995,165 @@ func TestForwardsToAPeerWhoseDialHangsFailWithinTheConnectWait(t *testing.T) {
 		t.Fatalf("forward once the connect wait has passed: %v after %v; want UNAVAILABLE marked never sent at once", err, took.Round(time.Millisecond))
 	}
 	t.Logf("first forward failed after %v, the next after %v", first.Round(time.Millisecond), took.Round(time.Millisecond))
+}
+
+// startPeerServer serves a fake node's ActorService and PeerService on a
+// loopback port until the test ends.
+func startPeerServer(t *testing.T) (addr string, lim server.Limits) {
+	t.Helper()
+	f := servertest.NewFake()
+	f.CallFunc = func(context.Context, runtime.CallRequest) (json.RawMessage, error) { return json.RawMessage("1"), nil }
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim = server.DefaultLimits()
+	gs := grpc.NewServer(server.ServerOptions(lim)...)
+	srv := server.New(f, server.WithLimits(lim))
+	srv.Register(gs)
+	server.NewPeerServer(srv).Register(gs)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = gs.Serve(lis) }()
+	t.Cleanup(func() { gs.Stop(); <-done })
+	return lis.Addr().String(), lim
+}
+
+func forwardOne(pc *server.PeerConn, within time.Duration) (time.Duration, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	t0 := time.Now()
+	_, err := rivetv1.NewActorServiceClient(pc).Call(ctx, &rivetv1.CallRequest{Actor: &rivetv1.ActorRef{Name: "counter", Key: []string{"a"}}, Action: "increment", Args: []byte(`[1]`)})
+	return time.Since(t0), err
+}
+
+// A dial to a peer that is there but slow to connect (1.1 s: one lost SYN,
+// which Linux resends after 1 s) reaches it, and every forward waiting for
+// it, the first and those made while it goes on, gets its call through:
+// the connect wait was 1 s, counted from the first forward to wait, and
+// all ten forwards failed at 1.003 s though the peer was reached at 1.1 s.
+func TestForwardsWaitingForASlowDialToALivePeerAllSucceed(t *testing.T) {
+	addr, lim := startPeerServer(t)
+	const dialTakes = 1100 * time.Millisecond
+	dialer := func(ctx context.Context, addr string) (net.Conn, error) {
+		select {
+		case <-time.After(dialTakes):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+	}
+	dial := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithContextDialer(dialer)}, server.PeerDialOptions(lim)...)
+	conn, err := grpc.NewClient(addr, dial...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc := server.NewPeerConn(conn)
+	t.Cleanup(func() { pc.Close(); conn.Close() })
+
+	const forwards = 10
+	type result struct {
+		took time.Duration
+		err  error
+	}
+	results := make(chan result, forwards)
+	var wg sync.WaitGroup
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for i := range forwards {
+		if i > 0 {
+			<-tick.C
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			took, err := forwardOne(pc, 10*time.Second)
+			results <- result{took, err}
+		}()
+	}
+	wg.Wait()
+	close(results)
+	for r := range results {
+		if r.err != nil {
+			t.Errorf("forward waiting for a %v dial to a live peer: %v after %v", dialTakes, r.err, r.took.Round(time.Millisecond))
+		}
+	}
+}
+
+// A new connection attempt gets a whole connect wait of its own, although
+// forwards found the connection failing a moment before: the connection
+// came up and went IDLE with no forward to see it, and the next attempt's
+// wait was counted from the earlier failure, so that a forward starting it
+// failed while its dial, which would have worked, went on.
+func TestANewConnectionAttemptGetsItsOwnConnectWait(t *testing.T) {
+	addr, lim := startPeerServer(t)
+	var (
+		dials atomic.Int32
+		slow  atomic.Bool
+		mu    sync.Mutex
+		last  net.Conn
+	)
+	slowFor := connectWaitShare(7, 10)
+	dialer := func(ctx context.Context, addr string) (net.Conn, error) {
+		if dials.Add(1) == 1 {
+			return nil, errors.New("refused") // fails fast: TRANSIENT_FAILURE
+		}
+		if slow.Load() {
+			select {
+			case <-time.After(slowFor):
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+		if err == nil {
+			mu.Lock()
+			last = c
+			mu.Unlock()
+		}
+		return c, err
+	}
+	dial := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithContextDialer(dialer)}, server.PeerDialOptions(lim)...)
+	conn, err := grpc.NewClient(addr, dial...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc := server.NewPeerConn(conn)
+	t.Cleanup(func() { pc.Close(); conn.Close() })
+
+	if took, err := forwardOne(pc, 10*time.Second); err == nil {
+		t.Fatalf("forward over a dial that failed: succeeded after %v", took)
+	}
+	failed := time.Now()
+	waitState := func(want connectivity.State) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		for st := conn.GetState(); st != want; st = conn.GetState() {
+			if !conn.WaitForStateChange(ctx, st) {
+				t.Fatalf("connection still %v, want %v", st, want)
+			}
+		}
+	}
+	// gRPC's next attempt (after its backoff) connects, and the
+	// connection breaks: IDLE, no forward having seen it READY.
+	waitState(connectivity.Ready)
+	slow.Store(true)
+	mu.Lock()
+	last.Close()
+	mu.Unlock()
+	waitState(connectivity.Idle)
+	// A forward half a connect wait after the failure starts the next
+	// attempt, whose dial takes 0.7 of a wait.
+	select {
+	case <-time.After(time.Until(failed.Add(server.PeerConnectWait / 2))):
+	case <-t.Context().Done():
+	}
+	if took, err := forwardOne(pc, 10*time.Second); err != nil {
+		t.Fatalf("forward starting a new attempt (dial of %v) %v after a failed one: %v after %v", slowFor, time.Since(failed).Round(time.Millisecond), err, took.Round(time.Millisecond))
+	}
+}
+
+// connectWaitShare is num/den of server.PeerConnectWait.
+func connectWaitShare(num, den int64) time.Duration {
+	return server.PeerConnectWait * time.Duration(num) / time.Duration(den)
 }
