@@ -24,7 +24,12 @@
 // run out; the client retries such calls for up to 15 s, or until the
 // context's deadline if that comes first (see WithRetry), so a rebalance,
 // or a node's failover with default settings (3.3-5 s), is a delay, not an
-// error, for the caller.
+// error, for the caller. It makes no retry within 250 ms of the deadline
+// (a quarter of the call's time, if less): the call, or the subscription,
+// then ends with its last attempt's error (most often UNAVAILABLE, not
+// sent), not an attempt cut off by the deadline (DEADLINE_EXCEEDED, its
+// outcome unknown). Give calls that should ride out a failover more than
+// that.
 //
 // A node gone without a word (a cut network, a frozen host) is found by
 // keepalive pings within about 15 s: the calls in flight on it then fail,

@@ -219,7 +219,11 @@ func invokeRetried[Req, Resp any](ctx context.Context, policy retryPolicy, class
 		if d, ok := ctx.Deadline(); ok && wake.After(d.Add(-retryLeast(d.Sub(start)))) {
 			return zero, ranBefore, notSentIf(!sent, fromStatus(ctx, st))
 		}
-		if !policy.until.IsZero() && wake.After(policy.until) {
+		// A subscription's deadline (until) ends its attempt, whose context
+		// has none, as a call's ends its: the same margin, or the last
+		// attempt was cut off by it, ending DEADLINE_EXCEEDED in place of
+		// the failure before it.
+		if !policy.until.IsZero() && wake.After(policy.until.Add(-retryLeast(policy.until.Sub(start)))) {
 			return zero, ranBefore, notSentIf(!sent, fromStatus(ctx, st))
 		}
 		t := time.NewTimer(wait)

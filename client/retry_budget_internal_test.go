@@ -156,3 +156,44 @@ func TestACallRetriedUntilItsDeadlineEndsWithItsLastKnownFailure(t *testing.T) {
 		}
 	})
 }
+
+// The same for a subscription, whose attempts run on a context without
+// its caller's deadline (the stream outlives it) and that the deadline
+// cancels (SubscribeWith): the retries stop short of the deadline (the
+// policy's until) as a call's do, and it ends with the last attempt's
+// UNAVAILABLE, not with an attempt cut off by the deadline.
+func TestASubscriptionRetriedUntilItsDeadlineEndsWithItsLastKnownFailure(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const roundTrip = 30 * time.Millisecond
+		late := 0
+		const calls = 400
+		for i := range calls {
+			deadline := time.Second + time.Duration(i)*7*time.Millisecond
+			ctx, cancel := context.WithTimeout(context.Background(), deadline)
+			sctx, scancel := context.WithCancel(context.WithoutCancel(ctx))
+			stop := context.AfterFunc(ctx, scancel)
+			policy := defaultRetry()
+			policy.until, _ = ctx.Deadline()
+			_, err := invokeWith(sctx, policy, idempotent, func(ctx context.Context, _ struct{}, _ ...grpc.CallOption) (struct{}, error) {
+				select {
+				case <-time.After(roundTrip):
+					return struct{}{}, nodeUnavailable(t)
+				case <-ctx.Done():
+					return struct{}{}, status.FromContextError(ctx.Err()).Err()
+				}
+			}, struct{}{})
+			stop()
+			scancel()
+			cancel()
+			if !errors.Is(err, rivet.ErrUnavailable) {
+				late++
+				if late <= 3 {
+					t.Errorf("deadline %v: %v; want the node's UNAVAILABLE", deadline, err)
+				}
+			}
+		}
+		if late > 0 {
+			t.Errorf("%d of %d subscriptions retried until their deadline ended with something else than their last attempt's UNAVAILABLE", late, calls)
+		}
+	})
+}
