@@ -59,6 +59,9 @@ type view struct {
 	// recRev.
 	recs   map[string]runtime.NodeRecord
 	recRev int64
+	// leaseTTL is the cluster's lease TTL (this node's LeaseTTL): how
+	// long a crashed node's registration outlives it.
+	leaseTTL time.Duration
 }
 
 // peerStreams is how many forwarding streams a node keeps to each peer.
@@ -248,15 +251,20 @@ func (v *view) connFor(ctx context.Context, p uint32) (*server.PeerConn, string,
 				c, err := v.peer(rec.GRPCAddr)
 				// An owner that cannot be dialed is most likely dead,
 				// its partitions about to move: hold the request for the
-				// table to change rather than fail it. Not once the
-				// owner is marked unreachable (alive in gossip and
-				// registered, its connection failing for
-				// peerUnreachableAfter): a network fault, which moves no
-				// partition. The request then fails at once, for its
-				// client to retry (through another node, if it has one),
-				// rather than hold its caller for routeWait on each try,
-				// the last try's answer racing its deadline.
-				if err != nil || c.Conn().GetState() != connectivity.TransientFailure || v.markedUnreachable(owner, time.Now()) {
+				// table to change rather than fail it. Not once its
+				// registration has outlived its connection's failure by
+				// more than a dead owner's lease lasts (faultOutlivesLease):
+				// its lease is being renewed, so it is alive, and this is
+				// a network fault, which moves no partition. The request
+				// then fails at once, for its client to retry (through
+				// another node, if it has one), rather than hold its
+				// caller for routeWait on each try, the last try's answer
+				// racing its deadline. Being marked unreachable (3 s) is
+				// not enough: a crashed owner is, for as long as its lease
+				// outlives it and gossip takes to call it dead (~6 s with
+				// ProfileLAN), and its requests are held through that
+				// failover.
+				if err != nil || c.Conn().GetState() != connectivity.TransientFailure || v.faultOutlivesLease(owner, time.Now()) {
 					return c, owner, err
 				}
 			}

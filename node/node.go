@@ -494,6 +494,7 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 	limits.MaxResultBytes, limits.MaxMessageBytes, limits.MaxArgsBytes = rc.MaxResultBytes, rc.MaxMessageBytes, rc.MaxArgsBytes
 	n.view = newView(n.cfg.NodeID, parts, n.store, n.log.Named("view"), sec.peer, limits)
 	n.view.gossip, n.view.host = n.gossip, n.host
+	n.view.leaseTTL = n.cfg.LeaseTTL
 	n.host.SetRemote(remote{n.view})
 	n.host.SetOwnerLookup(func(p uint32) string { o, _ := n.view.ownerOf(p); return o })
 	if err := n.host.Start(ctx); err != nil {

@@ -145,11 +145,23 @@ func (v *view) unreachable(now time.Time) map[string]bool {
 	return out
 }
 
-// markedUnreachable says whether peer id is among those unreachable
-// returns, as of now.
-func (v *view) markedUnreachable(id string, now time.Time) bool {
+// leaseExpirySlack is how much longer than its TTL a crashed node's lease
+// may outlive it: when its etcd member led, the lease goes only once the
+// rest have elected a leader (3.3-5 s for a TTL of 3 s).
+const leaseExpirySlack = 2 * time.Second
+
+// faultOutlivesLease says whether peer id's connection has failed, as of
+// now, for longer than a dead node's lease would outlive it (the lease
+// TTL plus leaseExpirySlack), and at least peerUnreachableAfter: while it
+// is still registered (the watcher forgets a peer that is not), that is
+// a lease still being renewed, a live node behind a network fault.
+func (v *view) faultOutlivesLease(id string, now time.Time) bool {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	f := v.faults[id]
-	return f != nil && now.Sub(f.since) >= peerUnreachableAfter
+	ttl := v.leaseTTL
+	if ttl <= 0 {
+		ttl = DefaultConfig().LeaseTTL
+	}
+	return f != nil && now.Sub(f.since) >= max(peerUnreachableAfter, ttl+leaseExpirySlack)
 }
