@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"sort"
 	"sync"
@@ -790,9 +791,17 @@ func (o *Ownership) isResigned() bool {
 // Run calls as it renews and watches the new lease.
 func (o *Ownership) reestablish(ctx context.Context, parts []uint32) (func(ctx context.Context), error) {
 	backoff := 100 * time.Millisecond
+	var (
+		failed   int       // tries that failed
+		warned   time.Time // when the last WARN was
+		unlogged int       // failed tries since it
+	)
 	for {
 		err := o.Establish(ctx, parts)
 		if err == nil {
+			if failed > 0 {
+				o.log.Info("re-established ownership", zap.Int("failed_tries", failed))
+			}
 			o.mu.RLock()
 			claimed := make([]uint32, 0, len(o.claims))
 			for p := range o.claims {
@@ -825,11 +834,22 @@ func (o *Ownership) reestablish(ctx context.Context, parts []uint32) (func(ctx c
 		if ctx.Err() != nil || o.isResigned() {
 			return nil, errors.New("stopped")
 		}
-		o.log.Warn("re-establishing ownership failed", zap.Error(err), zap.Duration("retry_in", backoff))
+		// Jittered, so that the nodes an etcd outage cut off together do
+		// not all try again in the same instant when it ends.
+		wait := time.Duration(float64(backoff) * (0.8 + 0.4*rand.Float64()))
+		failed++
+		unlogged++
+		// One WARN per reestablishWarnEvery, with the count of tries since
+		// the last: a try a second through an outage of minutes was a
+		// WARN a second.
+		if now := time.Now(); warned.IsZero() || now.Sub(warned) >= reestablishWarnEvery {
+			o.log.Warn("re-establishing ownership failed", zap.Error(err), zap.Int("failed_tries", unlogged), zap.Int("failed_tries_total", failed), zap.Duration("retry_in", wait))
+			warned, unlogged = now, 0
+		}
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
-		case <-time.After(backoff):
+		case <-time.After(wait):
 		}
 		backoff = min(backoff*2, reestablishBackoffMax)
 	}
@@ -843,6 +863,10 @@ func (o *Ownership) reestablish(ctx context.Context, parts []uint32) (func(ctx c
 // off rejoins), and a wait of 5 s after it kept a healed node from
 // serving for 5 s more. Once a second is cheap for etcd either way.
 const reestablishBackoffMax = time.Second
+
+// reestablishWarnEvery is how often a node that cannot re-establish its
+// lease says so (WARN, with the count of tries since it last did).
+const reestablishWarnEvery = 10 * time.Second
 
 func (o *Ownership) deadline() time.Time {
 	o.mu.RLock()

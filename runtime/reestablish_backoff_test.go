@@ -3,10 +3,15 @@ package runtime_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/rivet-go/rivet/runtime"
 	"github.com/rivet-go/rivet/storage"
 )
 
@@ -61,5 +66,45 @@ func TestALostLeaseComesBackSoonAfterStorageAnswersAgain(t *testing.T) {
 	t.Logf("re-established %v after storage answered again, after %d failed tries", took.Round(time.Millisecond), st.failed.Load())
 	if took > 2500*time.Millisecond {
 		t.Errorf("re-established %v after storage answered again; want within about a second", took.Round(time.Millisecond))
+	}
+}
+
+// A node that cannot re-establish its lease for a while says so once,
+// not once per try (a WARN a second through an outage), and says how many
+// tries failed when the lease comes back.
+func TestFailedTriesToReestablishALeaseWarnOnceAWhileWithACount(t *testing.T) {
+	t.Parallel()
+	m := storage.NewMemory()
+	t.Cleanup(func() { m.Close() })
+	core, logs := observer.New(zap.InfoLevel)
+	// Fewer tries than fit in the WARN's interval (10 s): ~5 s of waits.
+	st := &refusingStore{Store: m, refusals: 8}
+	st.back.Store(1)
+	own := runtime.NewOwnership(st, runtime.NodeRecord{NodeID: "n1"}, time.Second, zap.New(core))
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	if err := own.Establish(ctx, []uint32{1, 2}); err != nil {
+		t.Fatal(err)
+	}
+	var established atomic.Int32
+	own.OnEstablished(func() { established.Add(1) })
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = own.Run(ctx) }()
+
+	st.back.Store(0)
+	if err := m.RevokeLease(ctx, own.Lease()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the lease re-established once storage answers again", 60*time.Second, func() bool {
+		return established.Load() > 0
+	})
+	warns := logs.FilterMessage("re-establishing ownership failed").Len()
+	var back any // logged before OnEstablished runs
+	if l := logs.FilterMessage("re-established ownership").All(); len(l) > 0 {
+		back = l[0].ContextMap()["failed_tries"]
+	}
+	if warns != 1 || back != int64(st.failed.Load()) {
+		t.Errorf("%d failed tries: %d WARNs, and the lease's return counts %v; want one WARN and the count", st.failed.Load(), warns, back)
 	}
 }
