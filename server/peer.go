@@ -446,12 +446,18 @@ type PeerConn struct {
 	// attemptMu guards the connection's state as watchAttempts last saw
 	// it (attemptState) and since when (attemptSince): a CONNECTING one is
 	// the connection attempt that forwards wait for.
-	attemptMu     sync.Mutex
-	attemptState  connectivity.State
-	attemptSince  time.Time
-	watchStop     context.CancelFunc // nil until watchAttempts starts
-	watchDone     chan struct{}
-	watchDisabled bool // by Close
+	attemptMu    sync.Mutex
+	attemptState connectivity.State
+	attemptSince time.Time
+	// notConnectingAt is when a forward last found the connection in a
+	// state other than CONNECTING (IDLE, before its Connect, say): the
+	// attempt it then finds CONNECTING began after that, whatever the
+	// watcher, which wakes on the same change as the forward and may not
+	// have run yet, still holds from an earlier attempt.
+	notConnectingAt time.Time
+	watchStop       context.CancelFunc // nil until watchAttempts starts
+	watchDone       chan struct{}
+	watchDisabled   bool // by Close
 }
 
 // PeerConnectWait bounds how long a forward waits for the connection to
@@ -592,6 +598,7 @@ func (c *PeerConn) ready(ctx context.Context) error {
 		case connectivity.TransientFailure, connectivity.Shutdown:
 			return fmt.Errorf("connection to %s: %s", c.conn.Target(), st)
 		case connectivity.Idle:
+			c.sawNotConnecting()
 			c.conn.Connect()
 		}
 		// Again after each change: a new attempt (the connection went
@@ -620,14 +627,28 @@ func (c *PeerConn) ready(ctx context.Context) error {
 // found the connection in st waits for began: when watchAttempts saw the
 // connection become CONNECTING, or now if it has not seen that yet (the
 // attempt has only just begun: the caller's Connect of an IDLE
-// connection, say).
+// connection, say). Never before a forward last found the connection in
+// another state: the watcher's CONNECTING may be an earlier attempt's
+// that ended (in IDLE) and was followed by this one before the watcher
+// woke to see it.
 func (c *PeerConn) attemptStart(st connectivity.State) time.Time {
 	c.attemptMu.Lock()
 	defer c.attemptMu.Unlock()
 	if st == connectivity.Connecting && c.attemptState == connectivity.Connecting && c.watchStop != nil {
+		if c.notConnectingAt.After(c.attemptSince) {
+			return c.notConnectingAt
+		}
 		return c.attemptSince
 	}
 	return time.Now()
+}
+
+// sawNotConnecting records that a forward has just found the connection
+// in a state other than CONNECTING (notConnectingAt).
+func (c *PeerConn) sawNotConnecting() {
+	c.attemptMu.Lock()
+	c.notConnectingAt = time.Now()
+	c.attemptMu.Unlock()
 }
 
 // watchAttempts starts, once, following the connection's state, so that

@@ -1092,7 +1092,11 @@ func TestANewConnectionAttemptGetsItsOwnConnectWait(t *testing.T) {
 		mu    sync.Mutex
 		last  net.Conn
 	)
-	slowFor := connectWaitShare(7, 10)
+	// 0.6 of a wait: an attempt counted from the failure, which ended
+	// at least half a wait before the forward, leaves under half a wait
+	// for it, and one counted from its own start still has 0.4 of a wait
+	// (1.2 s) to spare for a loaded machine.
+	slowFor := connectWaitShare(6, 10)
 	dialer := func(ctx context.Context, addr string) (net.Conn, error) {
 		if dials.Add(1) == 1 {
 			return nil, errors.New("refused") // fails fast: TRANSIENT_FAILURE
@@ -1142,14 +1146,16 @@ func TestANewConnectionAttemptGetsItsOwnConnectWait(t *testing.T) {
 	last.Close()
 	mu.Unlock()
 	waitState(connectivity.Idle)
-	// A forward half a connect wait after the failure starts the next
-	// attempt, whose dial takes 0.7 of a wait.
+	idle := time.Now()
+	// A forward at least half a connect wait after the failure (at once
+	// if the connection went IDLE later) starts the next attempt.
 	select {
 	case <-time.After(time.Until(failed.Add(server.PeerConnectWait / 2))):
 	case <-t.Context().Done():
 	}
 	if took, err := forwardOne(pc, 10*time.Second); err != nil {
-		t.Fatalf("forward starting a new attempt (dial of %v) %v after a failed one: %v after %v", slowFor, time.Since(failed).Round(time.Millisecond), err, took.Round(time.Millisecond))
+		t.Fatalf("forward starting a new attempt (dial of %v) %v after a failed one, %v after the connection went IDLE: %v after %v", slowFor,
+			time.Since(failed).Round(time.Millisecond), time.Since(idle).Round(time.Millisecond), err, took.Round(time.Millisecond))
 	}
 }
 
