@@ -59,8 +59,8 @@ type view struct {
 	// recRev.
 	recs   map[string]runtime.NodeRecord
 	recRev int64
-	// leaseTTL is the cluster's lease TTL (this node's LeaseTTL): how
-	// long a crashed node's registration outlives it.
+	// leaseTTL is this node's LeaseTTL, which peerLeaseTTL falls back on
+	// for a peer whose record does not give its own.
 	leaseTTL time.Duration
 }
 

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/connectivity"
 
 	"github.com/rivet-go/rivet/cluster"
+	"github.com/rivet-go/rivet/runtime"
 )
 
 // A peer whose gRPC this node cannot reach while the peer is registered
@@ -150,18 +151,40 @@ func (v *view) unreachable(now time.Time) map[string]bool {
 // rest have elected a leader (3.3-5 s for a TTL of 3 s).
 const leaseExpirySlack = 2 * time.Second
 
+// unknownLeaseTTL is the lease TTL assumed of a peer whose record does not
+// say (a build before NodeRecord.LeaseTTLMillis) if this node's own is
+// shorter: TTLs are set node by node (--lease-ttl), and taking a crashed
+// owner's lease for shorter than it is fails the forwards that its
+// failover would have served, where a longer one only holds forwards to a
+// peer behind a network fault a little longer, as before the fail-fast.
+const unknownLeaseTTL = 15 * time.Second
+
 // faultOutlivesLease says whether peer id's connection has failed, as of
-// now, for longer than a dead node's lease would outlive it (the lease
-// TTL plus leaseExpirySlack), and at least peerUnreachableAfter: while it
-// is still registered (the watcher forgets a peer that is not), that is
-// a lease still being renewed, a live node behind a network fault.
+// now, for longer than a dead node's lease would outlive it (the peer's
+// lease TTL, as its record says, plus leaseExpirySlack), and at least
+// peerUnreachableAfter: while it is still registered (the watcher forgets
+// a peer that is not), that is a lease still being renewed, a live node
+// behind a network fault.
 func (v *view) faultOutlivesLease(id string, now time.Time) bool {
+	rec, _ := v.record(id)
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	f := v.faults[id]
+	if f == nil {
+		return false
+	}
+	return now.Sub(f.since) >= max(peerUnreachableAfter, v.peerLeaseTTL(rec)+leaseExpirySlack)
+}
+
+// peerLeaseTTL returns the TTL of the lease rec is on: the one its node
+// published, else the longer of this node's and unknownLeaseTTL.
+func (v *view) peerLeaseTTL(rec runtime.NodeRecord) time.Duration {
+	if rec.LeaseTTLMillis > 0 {
+		return time.Duration(rec.LeaseTTLMillis) * time.Millisecond
+	}
 	ttl := v.leaseTTL
 	if ttl <= 0 {
 		ttl = DefaultConfig().LeaseTTL
 	}
-	return f != nil && now.Sub(f.since) >= max(peerUnreachableAfter, ttl+leaseExpirySlack)
+	return max(ttl, unknownLeaseTTL)
 }

@@ -18,10 +18,10 @@ import (
 
 // cutOwner starts nodes a and b, with a's connection to b one whose dials
 // are refused from now on (restore gives a one that works again), and
-// returns an actor b owns. b itself is fine: it is registered, alive in
+// returns an actor b owns. Their lease TTLs are ttlA and ttlB. b itself is fine: it is registered, alive in
 // gossip and renews its lease, as it would behind a network fault between
 // the two, or for a moment after it crashed.
-func cutOwner(t *testing.T, ctx context.Context, prefix string, ttl time.Duration) (a *Node, ref runtime.Ref, restore func()) {
+func cutOwner(t *testing.T, ctx context.Context, prefix string, ttlA, ttlB time.Duration) (a *Node, ref runtime.Ref, restore func()) {
 	t.Helper()
 	const parts = 8
 	reg, err := rivet.Setup(counter.Actor)
@@ -29,13 +29,13 @@ func cutOwner(t *testing.T, ctx context.Context, prefix string, ttl time.Duratio
 		t.Fatal(err)
 	}
 	endpoints := etcdtest.Start(t)
-	config := func(id string, join []string) Config {
+	config := func(id string, join []string, ttl time.Duration) Config {
 		c := ClusterConfigForTest(t, id, endpoints, prefix, parts, join)
 		c.LeaseTTL = ttl
 		return c
 	}
-	a = StartForTest(t, ctx, config("a", nil), reg)
-	b := StartForTest(t, ctx, config("b", []string{a.GossipAddr()}), reg)
+	a = StartForTest(t, ctx, config("a", nil, ttlA), reg)
+	b := StartForTest(t, ctx, config("b", []string{a.GossipAddr()}, ttlB), reg)
 	awaitCond(t, ctx, "a and b to share the partitions", sharing(parts, a, b))
 	ref, _ = ownedRef(t, b, "counter", "c")
 
@@ -78,7 +78,7 @@ func cutOwner(t *testing.T, ctx context.Context, prefix string, ttl time.Duratio
 func TestAForwardToAnOwnerMarkedUnreachableFailsAtOnce(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	a, ref, _ := cutOwner(t, ctx, "/route-unreachable-test/", 3*time.Second)
+	a, ref, _ := cutOwner(t, ctx, "/route-unreachable-test/", 3*time.Second, 3*time.Second)
 	awaitCond(t, ctx, "a to mark b unreachable for longer than a dead node's lease lasts", func() bool { return a.view.faultOutlivesLease("b", time.Now()) })
 
 	// No retries: the client reports the forwarder's own answer.
@@ -115,7 +115,7 @@ func TestAForwardToAnOwnerThatCrashedAMomentAgoIsHeld(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	const ttl = 10 * time.Second
-	a, ref, restore := cutOwner(t, ctx, "/route-crashed-test/", ttl)
+	a, ref, restore := cutOwner(t, ctx, "/route-crashed-test/", ttl, ttl)
 	awaitCond(t, ctx, "a to mark b unreachable", func() bool { return a.view.unreachable(time.Now())["b"] })
 	if a.view.faultOutlivesLease("b", time.Now()) {
 		t.Fatalf("b's fault outlives its lease of %v already", ttl)
@@ -144,4 +144,42 @@ func TestAForwardToAnOwnerThatCrashedAMomentAgoIsHeld(t *testing.T) {
 		t.Fatalf("held increment, once b's actor could be reached: %v after %v", err, time.Since(t0).Round(time.Millisecond))
 	}
 	t.Logf("held increment went through after %v", time.Since(t0).Round(time.Millisecond))
+}
+
+// A node takes a failing connection to an owner for a network fault, and
+// fails forwards to it at once, only once the fault has outlived the
+// owner's lease, by the owner's TTL, not its own: TTLs are set node by
+// node (--lease-ttl), and a node with a shorter one failed the forwards
+// that a crashed owner's failover would have served. An owner whose record
+// does not say (an older build) is taken to have the longer of the node's
+// TTL and unknownLeaseTTL.
+func TestAnOwnerWithALongerLeaseIsHeldForItsOwnTTL(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const ttlA, ttlB = 3 * time.Second, 8 * time.Second
+	a, _, _ := cutOwner(t, ctx, "/route-owner-ttl-test/", ttlA, ttlB)
+	awaitCond(t, ctx, "a to see b's connection fail", func() bool {
+		a.view.mu.Lock()
+		defer a.view.mu.Unlock()
+		return a.view.faults["b"] != nil
+	})
+	a.view.mu.Lock()
+	since := a.view.faults["b"].since
+	a.view.mu.Unlock()
+	rec, ok := a.view.record("b")
+	if !ok || rec.LeaseTTLMillis != ttlB.Milliseconds() {
+		t.Fatalf("b's record (found %v) gives a lease TTL of %d ms, want %d", ok, rec.LeaseTTLMillis, ttlB.Milliseconds())
+	}
+	holdUntil := since.Add(ttlB + leaseExpirySlack)
+	if a.view.faultOutlivesLease("b", holdUntil.Add(-time.Millisecond)) {
+		t.Fatalf("b's fault outlives its lease of %v %v after it began: by a's TTL (%v), not b's", ttlB, holdUntil.Add(-time.Millisecond).Sub(since), ttlA)
+	}
+	if !a.view.faultOutlivesLease("b", holdUntil) {
+		t.Fatalf("b's fault does not outlive its lease of %v %v after it began", ttlB, holdUntil.Sub(since))
+	}
+	old := rec
+	old.LeaseTTLMillis = 0
+	if got := a.view.peerLeaseTTL(old); got != unknownLeaseTTL {
+		t.Fatalf("lease TTL of a node of an older build: %v, want %v", got, unknownLeaseTTL)
+	}
 }

@@ -43,6 +43,24 @@ type NodeRecord struct {
 	// Build is the node's build (internal/buildinfo), for rivetctl
 	// members. Builds before it set none.
 	Build string `json:"build,omitempty"`
+	// LeaseTTLMillis is the TTL, in milliseconds, of the lease the record
+	// is on, as storage granted it: how long the node's registration and
+	// claims may outlive it if it dies (TTLs are per node), which its
+	// peers wait out before they take a failing connection to it for a
+	// network fault (node/peerwatch.go). Builds before it set none.
+	LeaseTTLMillis int64 `json:"lease_ttl_ms,omitempty"`
+}
+
+// grantedTTL returns the TTL store granted lease, asked for ttl: the
+// store's word if it has one (storage.GrantedTTLs), else ttl rounded up to
+// whole seconds, as etcd and the memory store keep it.
+func grantedTTL(store storage.Store, lease storage.LeaseID, ttl time.Duration) time.Duration {
+	if g, ok := store.(storage.GrantedTTLs); ok {
+		if granted := g.GrantedTTL(lease); granted > 0 {
+			return granted
+		}
+	}
+	return max((ttl+time.Second-1)/time.Second, 1) * time.Second
 }
 
 // Ownership holds this node's lease and the partition claims on it. Claims
@@ -261,6 +279,7 @@ func (o *Ownership) Establish(ctx context.Context, partitions []uint32) error {
 	}
 	rec := o.Record()
 	rec.Lease = lease
+	rec.LeaseTTLMillis = grantedTTL(o.store, lease, o.ttl).Milliseconds()
 	b, _ := json.Marshal(rec)
 	// The new registration is written before the previous lease is
 	// revoked, which moves the record to the new lease: the revoke then

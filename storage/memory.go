@@ -576,6 +576,16 @@ func (m *Memory) GrantLease(ctx context.Context, ttl time.Duration) (LeaseID, er
 	return l.id, nil
 }
 
+// GrantedTTL implements GrantedTTLs: lease's TTL, 0 if it is gone.
+func (m *Memory) GrantedTTL(lease LeaseID) time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if l := m.leases[lease]; l != nil {
+		return l.ttl
+	}
+	return 0
+}
+
 // renew extends lease by its ttl and returns it, or nil if it is gone.
 func (m *Memory) renew(ctx context.Context, lease LeaseID) (*memLease, error) {
 	if err := m.lock(ctx); err != nil {

@@ -247,6 +247,15 @@ type Claim struct {
 	Lease LeaseID
 }
 
+// GrantedTTLs is implemented by a store that knows the TTL it granted a
+// lease, which may exceed the TTL asked for (etcd rounds it up to whole
+// seconds and raises it to its minimum).
+type GrantedTTLs interface {
+	// GrantedTTL returns the TTL lease was granted by this store, 0 if
+	// it does not know.
+	GrantedTTL(lease LeaseID) time.Duration
+}
+
 // Store is a durable, linearizable key-value store with fenced
 // transactions. Keys are relative to the store's namespace. All methods are
 // safe for concurrent use. Byte slices passed in are not retained; byte

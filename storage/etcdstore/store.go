@@ -622,6 +622,17 @@ func (s *Store) GrantLease(ctx context.Context, ttl time.Duration) (storage.Leas
 	return id, nil
 }
 
+// GrantedTTL implements storage.GrantedTTLs: the TTL etcd granted lease,
+// if this store granted or renewed it, else 0.
+func (s *Store) GrantedTTL(lease storage.LeaseID) time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ls := s.leases[lease]; ls != nil {
+		return ls.ttl
+	}
+	return 0
+}
+
 // lease returns what the store knows of id: its revoked channel, ttl and
 // validUntil (zero if unknown). A lease it did not grant is tracked from
 // now on, its ttl and validUntil unknown, so that a revocation by this
