@@ -874,13 +874,14 @@ func (o *Ownership) reestablish(ctx context.Context, parts []uint32) (func(ctx c
 	}
 }
 
-// reestablishBackoffMax caps the wait between tries to re-establish the
-// lease. A try while etcd cannot answer is slow by itself (it waits for
+// reestablishBackoffMax caps the backoff between tries to re-establish
+// the lease; each wait is jittered by ±20% around it, so it reaches 1.2 s
+// at most. A try while etcd cannot answer is slow by itself (it waits for
 // etcd's own timeout: 6 s on an embedded member without a leader), so a
 // short wait costs etcd little; a try that fails at once is most often
 // the last of an outage (etcd's "leader changed" as a member that was cut
 // off rejoins), and a wait of 5 s after it kept a healed node from
-// serving for 5 s more. Once a second is cheap for etcd either way.
+// serving for 5 s more. About once a second is cheap for etcd either way.
 const reestablishBackoffMax = time.Second
 
 // reestablishWarnEvery is how often a node that cannot re-establish its
