@@ -21,6 +21,10 @@ const (
 	KindRace               Kind = "race"
 	KindRemoved            Kind = "removed"
 	KindVersionCheck       Kind = "version_check"
+	// KindJoinOutputs holds outputs of a settled join's branches, too
+	// many to ride in its own record (Entry.OutputParts): one of its
+	// entries under "name/~outputs/", which no code visits but the join.
+	KindJoinOutputs Kind = "join_outputs"
 	// KindTry is a try block (Ctx.Try), which records no entry of its
 	// own, only the entries in it (under "name/"), which record its
 	// place (Entry.TryPlaces). Only Removed takes it: Removed(name,
@@ -146,6 +150,13 @@ type Entry struct {
 	// Joins and races.
 	Branches map[string]Branch `json:"branches,omitempty"`
 	Winner   string            `json:"winner,omitempty"`
+	// OutputParts is, for a settled join whose branches' outputs were
+	// too large together to ride in one commit (MaxRidingBytes), how
+	// many KindJoinOutputs entries hold them (at outputsPart(path, i)),
+	// committed each on its own before this record: its Branches keep
+	// every branch's name and status, those entries their outputs. 0:
+	// the outputs are in Branches.
+	OutputParts int `json:"output_parts,omitempty"`
 
 	// Removed placeholders: the kind of the entry that was removed.
 	RemovedKind Kind `json:"removed_kind,omitempty"`

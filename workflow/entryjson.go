@@ -135,6 +135,7 @@ func appendEntry(b []byte, e *Entry) ([]byte, bool) {
 	num("slots", e.Slots)
 	flag("took_messages", e.TookMessages)
 	str("winner", e.Winner, false)
+	num("output_parts", e.OutputParts)
 	str("removed_kind", string(e.RemovedKind), false)
 	num("version", e.Version)
 	num("latest", e.Latest)

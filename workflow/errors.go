@@ -335,6 +335,26 @@ func (e *JoinError) Unwrap() []error {
 	return out
 }
 
+// BranchLimitError is the error of a new join or race whose branches are
+// too many for its record (their names with their statuses over
+// MaxBranchBytes), returned as it opens, before any branch runs: fan out
+// in batches instead (a Loop whose iterations each join a few thousand).
+// It matches ErrInvalid, which fails the run.
+type BranchLimitError struct {
+	Path     string
+	Kind     Kind
+	Branches int // how many the code gave
+	Bytes    int // their record's size
+	Limit    int // MaxBranchBytes
+}
+
+func (e *BranchLimitError) Error() string {
+	return fmt.Sprintf("workflow: %s %q has %d branches, too many for its record (%d bytes of names and statuses; at most %d, about %d branches of these names): fan out in batches of fewer (a Loop of joins)",
+		e.Kind, e.Path, e.Branches, e.Bytes, e.Limit, int(int64(e.Branches)*int64(e.Limit)/int64(max(e.Bytes, 1))))
+}
+
+func (e *BranchLimitError) Unwrap() error { return ErrInvalid }
+
 // BranchError is one failed race branch.
 type BranchError struct {
 	Name string

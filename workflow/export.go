@@ -101,7 +101,7 @@ func (x *HistoryExport) History() ([]Entry, error) {
 
 func knownKind(k Kind) bool {
 	switch k {
-	case KindStep, KindLoop, KindSleep, KindMessage, KindRollbackCheckpoint, KindJoin, KindRace, KindRemoved, KindVersionCheck:
+	case KindStep, KindLoop, KindSleep, KindMessage, KindRollbackCheckpoint, KindJoin, KindRace, KindRemoved, KindVersionCheck, KindJoinOutputs:
 		return true
 	}
 	return false

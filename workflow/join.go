@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,14 +35,17 @@ type Branches[S, T any] map[string]func(*Ctx[S]) (T, error)
 // its record holds no branches. A race needs a branch (one with none could
 // never be decided): with none it fails the run (ErrInvalid).
 //
-// A join's record holds every branch's name, status and value, and is
-// written in one transaction when the join settles, under etcd's bound
-// (about 1.4 MiB): a fan-out of thousands of branches, or of large
-// values, fails there, after its branches ran, with the write's "too
-// large for one transaction" error, and a retry fails the same way (a
-// trial's 20,000 branches of small ints did; 15,000 fitted). Fan out in
-// batches (a Loop of joins of a few thousand), or have the branches
-// record their results in their own actors and return little.
+// A join's record holds every branch's name and status, written in one
+// store transaction as the join opens and when it settles; its branches'
+// values go with it while they are small together (MaxRidingBytes), and
+// are committed apart otherwise, in entries of their own of about that
+// size each ("name/~outputs/N"), before the record: a fan-out of tens of
+// thousands of branches, of values of any size, settles (a trial's 20,000
+// branches failed there, after they had all run, with "too large for one
+// transaction"). The names alone are bounded (MaxBranchBytes, about
+// 40,000 branches of 12-byte names): a join over it fails as it opens,
+// before any branch runs, with a *BranchLimitError. Fan out in batches (a
+// Loop of joins of a few thousand) past that.
 func Join[S, T any](c *Ctx[S], name string, branches Branches[S, T]) (map[string]T, error) {
 	names := make([]string, 0, len(branches))
 	for n := range branches {
@@ -280,6 +284,10 @@ func (x *cx) open(kind Kind, name string, names []string) (string, *Entry, bool,
 		t.advance(e.Time)
 		return path, e, false, t.commit()
 	}
+	if err := checkBranchBytes(kind, path, names); err != nil {
+		// Before anything is recorded: refused, the fan-out runs nothing.
+		return path, nil, false, err
+	}
 	e = &Entry{Path: path, Seq: seq, TryPlaces: x.sc.tryPlaces, Kind: kind, Status: StatusPending, Branches: map[string]Branch{}}
 	for _, n := range names {
 		e.Branches[n] = Branch{Status: StatusPending}
@@ -495,6 +503,9 @@ func (x *cx) join(name string, names []string, runs []func(*cx) (json.RawMessage
 		return path, e, false, err
 	}
 	if done {
+		if e, err = x.t.r.joinOutputs(e); err != nil {
+			return path, nil, false, err
+		}
 		all := make([]int, len(names))
 		for i := range all {
 			all[i] = i
@@ -559,9 +570,14 @@ func (x *cx) join(name string, names []string, runs []func(*cx) (json.RawMessage
 		final.Branches[n] = Branch{Status: StatusCompleted, Output: res.out}
 	}
 	final.Time = at
+	stale, err := t.spillOutputs(final)
+	if err != nil {
+		return path, nil, false, err
+	}
 	// Recording the settled join may wait for the next commit: if it is
-	// lost, the branches replay to the same results.
-	t.record(HistoryWrite{Put: final})
+	// lost, the branches replay to the same results (and settle again,
+	// writing the same outputs over those spilled now).
+	t.record(append(stale, HistoryWrite{Put: final})...)
 	t.advance(final.Time)
 	return path, final, true, nil
 }
@@ -800,4 +816,124 @@ func holdsMessages(h *History, branch string) bool {
 // messages, or a loop whose pruning deleted such receives.
 func tookMessages(e *Entry) bool {
 	return e != nil && (e.Kind == KindMessage && e.Status == StatusCompleted && len(e.Messages) > 0 || e.Kind == KindLoop && e.TookMessages)
+}
+
+// MaxBranchBytes bounds the record of a new join's or race's branches
+// (each name with its status, about len(name)+26 bytes): the record is
+// written whole at every change, in one store transaction, so a fan-out
+// whose names alone pass this is refused as it opens, before any branch
+// runs, with a *BranchLimitError (about 40,000 branches of 12-byte
+// names). Below etcd's bound of a transaction (about 1.4 MiB), with room
+// for a settled record's longer statuses and some failures' errors. A
+// join's outputs do not count: spilled (spillOutputs), they are written
+// apart.
+const MaxBranchBytes = 1 << 20
+
+// branchRecordBytes is what a branch named name adds to its join's or
+// race's record, its status at its longest ("completed"), with no output
+// or error: `"name":{"status":"completed"},`.
+func branchRecordBytes(name string) int { return len(name) + 26 }
+
+// checkBranchBytes refuses a new join or race whose branches' record is
+// over MaxBranchBytes.
+func checkBranchBytes(kind Kind, path string, names []string) error {
+	n := 0
+	for _, name := range names {
+		n += branchRecordBytes(name)
+	}
+	if n <= MaxBranchBytes {
+		return nil
+	}
+	return &BranchLimitError{Path: path, Kind: kind, Branches: len(names), Bytes: n, Limit: MaxBranchBytes}
+}
+
+// outputsScope is the scope, under a join's path, of the entries that hold
+// its branches' outputs when they are spilled: '~' starts no name, so no
+// branch takes it, and a host deleting the join's tree deletes them.
+const outputsScope = "~outputs"
+
+// outputsPart is the path of a join's i-th outputs entry.
+func outputsPart(join string, i int) string {
+	return join + "/" + outputsScope + "/" + strconv.Itoa(i)
+}
+
+// spillOutputs moves the outputs of final's completed branches (final is a
+// settled join's record, not yet recorded) to KindJoinOutputs entries when
+// together they are more than MaxRidingBytes, and commits those entries,
+// each on its own, each of about MaxRidingBytes at most (one larger output
+// alone): a record holding them all was one write of every output, which
+// a fan-out of thousands passed the store's bound of a transaction with,
+// after all its branches ran. Committed before final is recorded, they are
+// durable before it; a settle cut short before final commits leaves the
+// join pending, and its replay settles it again, writing the same entries
+// (its branches replay to the same outputs). It returns the deletions of
+// the outputs entries a settle cut short left beyond those written now
+// (code changed since gives other outputs), to record with final.
+func (t *thread) spillOutputs(final *Entry) ([]HistoryWrite, error) {
+	final.OutputParts = 0 // a retried join's count is its last settle's
+	total := 0
+	for _, b := range final.Branches {
+		total += len(b.Output)
+	}
+	var parts []*Entry
+	if total > MaxRidingBytes {
+		names := make([]string, 0, len(final.Branches))
+		for n, b := range final.Branches {
+			if b.Status == StatusCompleted && len(b.Output) > 0 {
+				names = append(names, n)
+			}
+		}
+		sort.Strings(names)
+		var cur *Entry
+		size := 0
+		for _, n := range names {
+			b := final.Branches[n]
+			add := branchRecordBytes(n) + len(b.Output)
+			if cur == nil || size > 0 && size+add > MaxRidingBytes {
+				cur = &Entry{Path: outputsPart(final.Path, len(parts)), Kind: KindJoinOutputs, Status: StatusCompleted, Time: final.Time, Branches: map[string]Branch{}}
+				parts = append(parts, cur)
+				size = 0
+			}
+			cur.Branches[n] = b
+			size += add
+			final.Branches[n] = Branch{Status: StatusCompleted}
+		}
+		final.OutputParts = len(parts)
+	}
+	for _, p := range parts {
+		if err := t.commit(HistoryWrite{Put: p}); err != nil {
+			return nil, err
+		}
+	}
+	var stale []HistoryWrite
+	t.r.mu.Lock()
+	for i := len(parts); t.r.hist.Get(outputsPart(final.Path, i)) != nil; i++ {
+		stale = append(stale, HistoryWrite{DeleteTree: outputsPart(final.Path, i)})
+	}
+	t.r.mu.Unlock()
+	return stale, nil
+}
+
+// joinOutputs returns e, a settled join's record, with the outputs of its
+// completed branches that its outputs entries hold (Entry.OutputParts).
+func (r *run) joinOutputs(e *Entry) (*Entry, error) {
+	if e.OutputParts == 0 {
+		return e, nil
+	}
+	c := e.clone()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i := range e.OutputParts {
+		p := r.hist.Get(outputsPart(e.Path, i))
+		if p == nil || p.Kind != KindJoinOutputs {
+			return nil, &DivergenceError{Path: outputsPart(e.Path, i), Expected: fmt.Sprintf("outputs %d of %d of join %q", i+1, e.OutputParts, e.Path), Found: describe(p)}
+		}
+		for n, b := range p.Branches {
+			if cb, ok := c.Branches[n]; ok && cb.Status == StatusCompleted {
+				cb.Output = b.Output
+				c.Branches[n] = cb
+			}
+		}
+	}
+	return c, nil
 }

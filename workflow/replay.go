@@ -90,7 +90,9 @@ func (h *replayHost) Commit(ctx context.Context, writes []HistoryWrite) error {
 			continue
 		}
 		switch w.Put.Kind {
-		case KindVersionCheck, KindRemoved, KindRollbackCheckpoint:
+		case KindVersionCheck, KindRemoved, KindRollbackCheckpoint, KindJoinOutputs:
+			// No work: a join's outputs are what its replayed
+			// branches returned.
 		default:
 			return h.park(ctx)
 		}
