@@ -2,6 +2,7 @@ package runtime_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -217,5 +218,98 @@ func TestAJoinWhoseOutputsPassOneTransactionCompletes(t *testing.T) {
 	}
 	if v, _ := e.store.failCommitSub.Load().(string); v != "" {
 		t.Fatalf("the settle wrote no second outputs entry: the join's outputs (%d branches) rode in one commit", n)
+	}
+}
+
+// spillRetryN is how many branches spillRetry joins: their values, of
+// about 5,000 bytes each, are over workflow.MaxRidingBytes together. (A
+// retry --from inside a join deletes the entries recorded after the one
+// it names, in one transaction: a few dozen at most.)
+const spillRetryN = 20
+
+// spillRetry joins spillRetryN branches of one step each; branch 7's
+// step fails (no retries) until healthy, so the join fails with its other
+// branches' values committed apart. runs counts each branch's body runs.
+func spillRetry(runs []atomic.Int32, healthy *atomic.Bool) rivet.Actor[fanState] {
+	return rivet.Actor[fanState]{
+		Name: "spillRetry",
+		Run: func(ctx *workflow.Ctx[fanState]) error {
+			bs := workflow.Branches[fanState, fanResult]{}
+			for i := range spillRetryN {
+				bs[fmt.Sprintf("item-%05d", i)] = func(c *workflow.Ctx[fanState]) (fanResult, error) {
+					return workflow.DoOpts(c, workflow.StepOptions{Name: "work", MaxRetries: workflow.NoRetries}, func(*workflow.DoCtx) (fanResult, error) {
+						runs[i].Add(1)
+						if i == 7 && !healthy.Load() {
+							return fanResult{}, errors.New("item 7 is down")
+						}
+						return fanResult{ID: fmt.Sprintf("result-of-item-%05d", i) + strings.Repeat(".", 5000), N: i}, nil
+					})
+				}
+			}
+			got, err := workflow.Join(ctx, "fan", bs)
+			if err != nil {
+				return err
+			}
+			return ctx.Step("sum", func(s *workflow.StepCtx[fanState]) error {
+				for name, r := range got {
+					if !strings.HasPrefix(r.ID, "result-of-"+name+".") {
+						return workflow.Critical(fmt.Errorf("branch %s returned %.40q", name, r.ID))
+					}
+					s.State.Sum += r.N
+					s.State.Count++
+				}
+				return nil
+			})
+		},
+	}
+}
+
+// A failed join whose branches' values were committed apart is retried,
+// plainly and from inside it (--from its failed step), as any failed
+// join: the retried branch runs again, the others replay, and the join
+// settles with every branch's value.
+func TestRetryOfAFailedJoinWithOutputsCommittedApart(t *testing.T) {
+	t.Parallel()
+	for _, from := range []string{"", "fan/item-00007/work"} {
+		t.Run("from="+from, func(t *testing.T) {
+			t.Parallel()
+			runs := make([]atomic.Int32, spillRetryN)
+			var healthy atomic.Bool
+			e := newEnv(t, counterReg(t, spillRetry(runs, &healthy)), nil)
+			ref := runtime.Ref{Name: "spillRetry", Key: []string{"r"}}
+			if _, _, err := e.host.GetOrCreate(ctx(t), ref, nil); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, "the join to fail", 30*time.Second, func() bool {
+				return inspect(t, e.host, "spillRetry", "r").WorkflowStatus == runtime.WorkflowFailed
+			})
+			h, err := e.host.History(ctx(t), ref)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.ContainsFunc(h.Entries, func(he runtime.HistoryEntry) bool { return he.Path == "fan/~outputs/1" }) {
+				t.Fatalf("the failed join's values were not committed apart")
+			}
+			healthy.Store(true)
+			if _, err := e.host.RetryWorkflow(ctx(t), ref, from); err != nil {
+				t.Fatalf("retry --from %q: %v", from, err)
+			}
+			waitFor(t, "the retried workflow to end", 30*time.Second, func() bool {
+				st := inspect(t, e.host, "spillRetry", "r").WorkflowStatus
+				return st == runtime.WorkflowCompleted || st == runtime.WorkflowFailed
+			})
+			ins := inspect(t, e.host, "spillRetry", "r")
+			if want := fmt.Sprintf(`{"sum":%d,"count":%d}`, spillRetryN*(spillRetryN-1)/2, spillRetryN); ins.WorkflowStatus != runtime.WorkflowCompleted || string(ins.State) != want {
+				t.Fatalf("workflow %s (%s), state %s, want %s", ins.WorkflowStatus, ins.WorkflowError, ins.State, want)
+			}
+			for i := range runs {
+				// Only the failed step runs again; from inside the join,
+				// so do the steps recorded after it.
+				got := runs[i].Load()
+				if i == 7 && got != 2 || i != 7 && (got < 1 || got > 2 || from == "" && got != 1) {
+					t.Fatalf("branch %d's body ran %d times", i, got)
+				}
+			}
+		})
 	}
 }
