@@ -452,7 +452,7 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 		advertise = n.grpcLis.Addr().String()
 	}
 	httpAddr := advertisedHTTP(n.HTTPAddr(), advertise)
-	rec := runtime.NodeRecord{NodeID: n.cfg.NodeID, GRPCAddr: advertise, HTTPAddr: httpAddr, StartedAt: time.Now().UTC(), StorageFormat: runtime.StorageFormat, Security: securityOf(cfg), Build: buildinfo.String()}
+	rec := runtime.NodeRecord{NodeID: n.cfg.NodeID, GRPCAddr: advertise, HTTPAddr: httpAddr, StartedAt: time.Now().UTC(), StorageFormat: runtime.StorageFormat, JoinOutputsApart: true, Security: securityOf(cfg), Build: buildinfo.String()}
 	if cfg.GossipAddr != "-" {
 		gc := cluster.Config{
 			NodeID: n.cfg.NodeID, BindAddr: cfg.GossipAddr, AdvertiseAddr: cfg.GossipAdvertiseAddr,
@@ -489,6 +489,7 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 	// Until the node has seen every node's record (watchCluster): a node
 	// of an older build may load what this one writes.
 	n.host.SetStateInHistory(false)
+	n.host.SetJoinOutputsApart(false)
 	// One source for the limits both layers enforce: the runtime's config.
 	limits := server.DefaultLimits()
 	limits.MaxResultBytes, limits.MaxMessageBytes, limits.MaxArgsBytes = rc.MaxResultBytes, rc.MaxMessageBytes, rc.MaxArgsBytes

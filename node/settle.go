@@ -664,7 +664,20 @@ func (n *Node) gateStateInHistory(ctx context.Context, mayRecord bool) (retry bo
 		}
 	}
 	n.host.SetStateInHistory(on)
+	n.host.SetJoinOutputsApart(allReadJoinOutputsApart(recs))
 	return retry
+}
+
+// allReadJoinOutputsApart reports whether every registered node reads a
+// join's branch values committed apart from its record: a node of an
+// older build replaying such a join would take them for zero values.
+func allReadJoinOutputsApart(recs map[string]runtime.NodeRecord) bool {
+	for _, r := range recs {
+		if !r.JoinOutputsApart {
+			return false
+		}
+	}
+	return len(recs) > 0
 }
 
 // allReadStateInHistory reports whether every registered node reads a

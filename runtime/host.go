@@ -112,6 +112,10 @@ type Host struct {
 	// stateInHistory: steps may store the state in their history entries
 	// (statehome.go, SetStateInHistory).
 	stateInHistory atomic.Bool
+	// joinOutputsApart: a join's large branch values may be committed
+	// apart from its record (workflow.JoinOutputsHost); the node sets it
+	// while every registered node reads them.
+	joinOutputsApart atomic.Bool
 	// reapSleeps counts the reaper's OnSleep deactivations in progress
 	// (at most maxSleeps), reapDone closes when the reaper has returned,
 	// after them; sleepChains holds the chains (roots) of OnSleep hooks
@@ -193,6 +197,7 @@ func New(cfg Config, reg *rivet.Registry, store storage.Store, commit Committer,
 	// A host alone reads what it writes; a node in a cluster turns this
 	// off until every node reads it (node.watchCluster).
 	h.stateInHistory.Store(true)
+	h.joinOutputsApart.Store(true)
 	own.OnLost(h.evictAll)
 	own.OnClaimed(func(ctx context.Context, parts []uint32) {
 		if err := h.loadWakeups(ctx, parts); err != nil {

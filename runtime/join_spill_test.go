@@ -313,3 +313,37 @@ func TestRetryOfAFailedJoinWithOutputsCommittedApart(t *testing.T) {
 		})
 	}
 }
+
+// While a node of an older build may replay the workflow (the node has
+// not seen every node's record say it reads them), a join keeps its values
+// in its record, as before: such a build reads values committed apart as
+// zero values.
+func TestAJoinKeepsItsValuesInItsRecordUntilEveryNodeReadsThemApart(t *testing.T) {
+	t.Parallel()
+	runs := make([]atomic.Int32, spillRetryN)
+	var healthy atomic.Bool
+	healthy.Store(true)
+	e := newEnv(t, counterReg(t, spillRetry(runs, &healthy)), nil)
+	e.host.SetJoinOutputsApart(false)
+	ref := runtime.Ref{Name: "spillRetry", Key: []string{"old"}}
+	if _, _, err := e.host.GetOrCreate(ctx(t), ref, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the workflow to end", 30*time.Second, func() bool {
+		st := inspect(t, e.host, "spillRetry", "old").WorkflowStatus
+		return st == runtime.WorkflowCompleted || st == runtime.WorkflowFailed
+	})
+	ins := inspect(t, e.host, "spillRetry", "old")
+	if want := fmt.Sprintf(`{"sum":%d,"count":%d}`, spillRetryN*(spillRetryN-1)/2, spillRetryN); ins.WorkflowStatus != runtime.WorkflowCompleted || string(ins.State) != want {
+		t.Fatalf("workflow %s (%s), state %s, want %s", ins.WorkflowStatus, ins.WorkflowError, ins.State, want)
+	}
+	h, err := e.host.History(ctx(t), ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, he := range h.Entries {
+		if strings.Contains(he.Path, "~outputs") {
+			t.Fatalf("history holds %s", he.Path)
+		}
+	}
+}

@@ -29,6 +29,11 @@ func (w *wfHost) LoopSlots() bool { return w.a.h.stateInHistory.Load() }
 
 var _ workflow.SlotHost = (*wfHost)(nil)
 
+// JoinOutputsApart implements workflow.JoinOutputsHost.
+func (w *wfHost) JoinOutputsApart() bool { return w.a.h.joinOutputsApart.Load() }
+
+var _ workflow.JoinOutputsHost = (*wfHost)(nil)
+
 // noteSlots records that the loop at path keeps n slots. Called with
 // a.slotMu held.
 func (a *activation) noteSlots(path string, n int) {

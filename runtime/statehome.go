@@ -158,5 +158,12 @@ func newestFolded(prefix string, kvs []storage.KV) (foldedState, error) {
 // from the node records it watches.
 func (h *Host) SetStateInHistory(on bool) { h.stateInHistory.Store(on) }
 
+// SetJoinOutputsApart says whether every node of the cluster reads a
+// join's branch values committed apart from its record
+// (workflow.JoinOutputsHost, NodeRecord.JoinOutputsApart): until it is set,
+// a join records them all in its record, as builds before it do. The node
+// sets it from the node records it watches.
+func (h *Host) SetJoinOutputsApart(on bool) { h.joinOutputsApart.Store(on) }
+
 // StateInHistory reports what SetStateInHistory last set.
 func (h *Host) StateInHistory() bool { return h.stateInHistory.Load() }

@@ -407,6 +407,16 @@ type SlotHost interface {
 	LoopSlots() bool
 }
 
+// JoinOutputsHost is a Host that may have a join's branch values, when
+// large together, committed apart from its record (Entry.OutputParts,
+// spillOutputs). An engine of a build before it reads such a join's values
+// as zero values, so a host in a cluster that may replay its workflows on
+// such a build answers false until none is left. A Host without it keeps
+// every value in the join's record.
+type JoinOutputsHost interface {
+	JoinOutputsApart() bool
+}
+
 // RunStatus is how a run ended.
 type RunStatus string
 

@@ -876,7 +876,7 @@ func (t *thread) spillOutputs(final *Entry) ([]HistoryWrite, error) {
 		total += len(b.Output)
 	}
 	var parts []*Entry
-	if total > MaxRidingBytes {
+	if h, ok := t.r.host.(JoinOutputsHost); ok && total > MaxRidingBytes && h.JoinOutputsApart() {
 		names := make([]string, 0, len(final.Branches))
 		for n, b := range final.Branches {
 			if b.Status == StatusCompleted && len(b.Output) > 0 {
