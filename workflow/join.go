@@ -38,12 +38,13 @@ type Branches[S, T any] map[string]func(*Ctx[S]) (T, error)
 // A join's record holds every branch's name and status, written in one
 // store transaction as the join opens and when it settles; its branches'
 // values go with it while they are small together (MaxRidingBytes), and
-// are committed apart otherwise, in entries of their own of about that
-// size each ("name/~outputs/N"), before the record: a fan-out of tens of
+// are committed apart otherwise (by a host that has them so,
+// JoinOutputsHost), in entries of their own of about that size each
+// ("name/~outputs/N"), before the record: a fan-out of tens of
 // thousands of branches, of values of any size, settles (a trial's 20,000
 // branches failed there, after they had all run, with "too large for one
 // transaction"). The names alone are bounded (MaxBranchBytes, about
-// 40,000 branches of 12-byte names): a join over it fails as it opens,
+// 29,000 branches of 10-byte names): a join over it fails as it opens,
 // before any branch runs, with a *BranchLimitError. Fan out in batches (a
 // Loop of joins of a few thousand) past that.
 func Join[S, T any](c *Ctx[S], name string, branches Branches[S, T]) (map[string]T, error) {
@@ -822,7 +823,7 @@ func tookMessages(e *Entry) bool {
 // (each name with its status, about len(name)+26 bytes): the record is
 // written whole at every change, in one store transaction, so a fan-out
 // whose names alone pass this is refused as it opens, before any branch
-// runs, with a *BranchLimitError (about 40,000 branches of 12-byte
+// runs, with a *BranchLimitError (about 29,000 branches of 10-byte
 // names). Below etcd's bound of a transaction (about 1.4 MiB), with room
 // for a settled record's longer statuses and some failures' errors. A
 // join's outputs do not count: spilled (spillOutputs), they are written
