@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/placement"
 	"github.com/rivet-go/rivet/runtime"
 	"github.com/rivet-go/rivet/storage"
 	"github.com/rivet-go/rivet/storage/etcdstore"
@@ -345,5 +346,99 @@ func TestAJoinKeepsItsValuesInItsRecordUntilEveryNodeReadsThemApart(t *testing.T
 		if strings.Contains(he.Path, "~outputs") {
 			t.Fatalf("history holds %s", he.Path)
 		}
+	}
+}
+
+// spillLoopRounds is how many iterations spillLoop runs, each joining
+// spillRetryN branches of about 5,000-byte values (written apart).
+const spillLoopRounds = 6
+
+// spillLoop is a loop that prunes its history every 2 iterations (its
+// iterations in slots), each iteration a join whose values go apart from
+// its record, then a step that sums them.
+var spillLoop = rivet.Actor[fanState]{
+	Name: "spillLoop",
+	Run: func(ctx *workflow.Ctx[fanState]) error {
+		_, err := workflow.LoopWith(ctx, workflow.LoopOptions[int]{Name: "rounds", HistoryPruneInterval: 2, HistorySize: 1}, func(lc *workflow.Ctx[fanState], round int) (int, error) {
+			if round == spillLoopRounds {
+				return round, workflow.Break
+			}
+			bs := workflow.Branches[fanState, fanResult]{}
+			for i := range spillRetryN {
+				bs[fmt.Sprintf("item-%05d", i)] = func(c *workflow.Ctx[fanState]) (fanResult, error) {
+					return workflow.Do(c, "work", func(*workflow.DoCtx) (fanResult, error) {
+						return fanResult{ID: strings.Repeat(".", 5000), N: round*spillRetryN + i}, nil
+					})
+				}
+			}
+			got, err := workflow.Join(lc, "fan", bs)
+			if err != nil {
+				return round, err
+			}
+			return round + 1, lc.Step("sum", func(s *workflow.StepCtx[fanState]) error {
+				for _, r := range got {
+					s.State.Sum += r.N
+					s.State.Count++
+				}
+				return nil
+			})
+		})
+		return err
+	},
+}
+
+// A loop whose iterations each join values written apart prunes them with
+// the iterations it prunes: its history keeps the outputs entries of the
+// iterations it keeps only, storage no more than its slots hold, and a
+// restart on the way (or once it ended) changes no sum.
+func TestALoopPrunesTheValuesItsJoinsWroteApart(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, counterReg(t, spillLoop), nil)
+	ref := runtime.Ref{Name: "spillLoop", Key: []string{"l"}}
+	if _, _, err := e.host.GetOrCreate(ctx(t), ref, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a few rounds", 30*time.Second, func() bool {
+		var st fanState
+		_ = json.Unmarshal(inspect(t, e.host, "spillLoop", "l").State, &st)
+		return st.Count >= 3*spillRetryN
+	})
+	e.restart()
+	waitFor(t, "the workflow to end", 60*time.Second, func() bool {
+		st := inspect(t, e.host, "spillLoop", "l").WorkflowStatus
+		return st == runtime.WorkflowCompleted || st == runtime.WorkflowFailed
+	})
+	ins := inspect(t, e.host, "spillLoop", "l")
+	n := spillLoopRounds * spillRetryN
+	if want := fmt.Sprintf(`{"sum":%d,"count":%d}`, n*(n-1)/2, n); ins.WorkflowStatus != runtime.WorkflowCompleted || string(ins.State) != want {
+		t.Fatalf("workflow %s (%s), state %s, want %s", ins.WorkflowStatus, ins.WorkflowError, ins.State, want)
+	}
+	// The loop keeps its last iteration (the one that breaks), so every
+	// join's values went with the iterations it pruned. In storage, they
+	// are in the loop's slots (2 + 1), overwritten by later iterations, as
+	// every entry of its iterations: no more than a join's (2 entries) in
+	// each, whatever the number of iterations.
+	h, err := e.host.History(ctx(t), ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, he := range h.Entries {
+		if strings.Contains(he.Path, "~outputs") {
+			t.Fatalf("history holds %s after the loop pruned its iteration", he.Path)
+		}
+	}
+	enc := storage.EncodeKey(ref.Key)
+	kvs, err := e.store.List(ctx(t), storage.ActorPrefix(placement.Partition(ref.Name, enc, testPartitions), ref.Name, enc)+storage.WorkflowSuffix, storage.ListOptions{KeysOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := 0
+	for _, kv := range kvs {
+		if strings.Contains(kv.Key, "/fan/~outputs/") {
+			stored++
+		}
+	}
+	if stored > 3*2 {
+		t.Fatalf("storage holds %d outputs entries of joins, want at most those of the loop's 3 slots (6)", stored)
 	}
 }
