@@ -1,27 +1,69 @@
 package node
 
 import (
+	"context"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/rivet-go/rivet/runtime"
+	"github.com/rivet-go/rivet/storage"
 )
 
-// A join's values are committed apart from its record only while every
-// registered node says it reads them: a node of an older build (no flag in
-// its record) would replay them as zero values.
-func TestJoinOutputsGoApartOnlyWhileEveryNodeReadsThem(t *testing.T) {
-	newer := runtime.NodeRecord{NodeID: "a", StorageFormat: runtime.StorageFormat, JoinOutputsApart: true}
-	older := runtime.NodeRecord{NodeID: "b", StorageFormat: runtime.StorageFormat}
+// A join's values are committed apart from its record (storage format 3)
+// only while every registered node reads format 3, and only once the
+// cluster's record of format 3 is written: a node of format 2 (no
+// ~outputs) would replay them as zero values, and one started after the
+// record refuses to start instead.
+func TestJoinOutputsGoApartOnlyOnceFormat3IsReadByAllAndRecorded(t *testing.T) {
+	v3 := runtime.NodeRecord{NodeID: "a", StorageFormat: 3}
+	v2 := runtime.NodeRecord{NodeID: "b", StorageFormat: 2}
+	v1 := runtime.NodeRecord{NodeID: "c"}
 	for _, c := range []struct {
-		recs map[string]runtime.NodeRecord
-		want bool
+		recs     map[string]runtime.NodeRecord
+		recorded int
+		want     int
 	}{
-		{map[string]runtime.NodeRecord{"a": newer}, true},
-		{map[string]runtime.NodeRecord{"a": newer, "b": older}, false},
-		{map[string]runtime.NodeRecord{}, false},
+		{map[string]runtime.NodeRecord{"a": v3}, 3, 3},
+		// Every node reads 3, but only 2 is recorded (the record of 3
+		// failed): the gate stays at 2.
+		{map[string]runtime.NodeRecord{"a": v3}, 2, 2},
+		{map[string]runtime.NodeRecord{"a": v3}, 0, 1},
+		{map[string]runtime.NodeRecord{"a": v3, "b": v2}, 3, 2},
+		{map[string]runtime.NodeRecord{"a": v3, "b": v2, "c": v1}, 3, 1},
+		{map[string]runtime.NodeRecord{}, 3, 1},
 	} {
-		if got := allReadJoinOutputsApart(c.recs); got != c.want {
-			t.Errorf("%v: %v, want %v", c.recs, got, c.want)
+		if got := writableFormat(clusterFormat(c.recs), c.recorded); got != c.want {
+			t.Errorf("%v, recorded %d: writes format %d, want %d", c.recs, c.recorded, got, c.want)
 		}
+	}
+	if got := olderNodes(map[string]runtime.NodeRecord{"a": v3, "b": v2, "c": v1}, 3); strings.Join(got, ",") != "b,c" {
+		t.Errorf("nodes older than format 3: %v, want [b c]", got)
+	}
+}
+
+// Once the cluster has recorded format 3, a build that reads up to format
+// 2 (the one before joins' values went apart) refuses to start on it
+// rather than replay those values as zeros; this build starts.
+func TestABuildOfFormat2RefusesAClusterThatRecordedFormat3(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	st := storage.NewMemory()
+	defer st.Close()
+	if _, _, err := st.PutIfAbsent(ctx, storage.FormatKey(2), []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkStorageFormats(ctx, st, 2); err != nil {
+		t.Fatalf("format 2 recorded, a build of format 2: %v", err)
+	}
+	if _, _, err := st.PutIfAbsent(ctx, storage.FormatKey(3), []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	err := checkStorageFormats(ctx, st, 2)
+	if err == nil || !strings.Contains(err.Error(), "storage format 3") {
+		t.Fatalf("format 3 recorded, a build of format 2 starts: err = %v, want one naming storage format 3", err)
+	}
+	if err := checkStorageFormats(ctx, st, runtime.StorageFormat); err != nil {
+		t.Fatalf("format 3 recorded, this build (format %d): %v", runtime.StorageFormat, err)
 	}
 }

@@ -87,9 +87,10 @@ type Node struct {
 	// lets finish (stopBalancerGracefully).
 	balanceAbort context.CancelFunc
 	balanceDone  chan struct{}
-	// formatRecorded: the cluster's record of this build's storage
-	// format is written (gateStateInHistory; watchCluster's goroutine).
-	formatRecorded bool
+	// formatRecorded: the newest storage format whose cluster record
+	// (storage.FormatKey) this node has written or found, each older one
+	// with it (gateFormats; watchCluster's goroutine).
+	formatRecorded int
 	// claimed counts every partition claimed (the balancer's, a lease's
 	// after a loss, a refence's), handedOff those handed to another.
 	claimed, handedOff atomic.Uint64
@@ -419,7 +420,7 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 	if err != nil {
 		return nil, err
 	}
-	if err := checkStorageFormats(ctx, n.store); err != nil {
+	if err := checkStorageFormats(ctx, n.store, runtime.StorageFormat); err != nil {
 		return nil, err
 	}
 	if parts != cfg.Partitions {
@@ -452,7 +453,7 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 		advertise = n.grpcLis.Addr().String()
 	}
 	httpAddr := advertisedHTTP(n.HTTPAddr(), advertise)
-	rec := runtime.NodeRecord{NodeID: n.cfg.NodeID, GRPCAddr: advertise, HTTPAddr: httpAddr, StartedAt: time.Now().UTC(), StorageFormat: runtime.StorageFormat, JoinOutputsApart: true, Security: securityOf(cfg), Build: buildinfo.String()}
+	rec := runtime.NodeRecord{NodeID: n.cfg.NodeID, GRPCAddr: advertise, HTTPAddr: httpAddr, StartedAt: time.Now().UTC(), StorageFormat: runtime.StorageFormat, Security: securityOf(cfg), Build: buildinfo.String()}
 	if cfg.GossipAddr != "-" {
 		gc := cluster.Config{
 			NodeID: n.cfg.NodeID, BindAddr: cfg.GossipAddr, AdvertiseAddr: cfg.GossipAdvertiseAddr,
@@ -1056,16 +1057,17 @@ func clusterPartitions(ctx context.Context, st storage.Store, want uint32) (uint
 // storage format the cluster has written (storage.FormatsPrefix): it
 // would load what a newer build wrote as if it were its own format, and
 // write over it. Builds before format 2's record were not checked, and
-// do not check (docs/deploy.md, downgrades).
-func checkStorageFormats(ctx context.Context, st storage.Store) error {
+// do not check (docs/deploy.md, downgrades). reads is the newest format
+// the build reads (runtime.StorageFormat).
+func checkStorageFormats(ctx context.Context, st storage.Store, reads int) error {
 	kvs, err := st.List(ctx, storage.FormatsPrefix, storage.ListOptions{KeysOnly: true})
 	if err != nil {
 		return fmt.Errorf("node: read the cluster's storage formats: %w", err)
 	}
 	for _, kv := range kvs {
-		if f, ok := storage.ParseFormatKey(kv.Key); ok && f > runtime.StorageFormat {
+		if f, ok := storage.ParseFormatKey(kv.Key); ok && f > reads {
 			return fmt.Errorf("node: the cluster's data is in storage format %d, written by a newer build, and this build reads formats up to %d: "+
-				"a downgrade past a storage format is not supported; run a build that reads format %d (docs/deploy.md)", f, runtime.StorageFormat, f)
+				"a downgrade past a storage format is not supported; run a build that reads format %d (docs/deploy.md)", f, reads, f)
 		}
 	}
 	return nil

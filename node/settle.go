@@ -198,7 +198,7 @@ func (n *Node) watchCluster(ctx context.Context) {
 		}
 		// After taking the channels too, so that no change is missed.
 		var again <-chan time.Time
-		if n.gateStateInHistory(ctx, true) {
+		if n.gateFormats(ctx, true) {
 			again = time.After(time.Second)
 		}
 		select {
@@ -211,7 +211,7 @@ func (n *Node) watchCluster(ctx context.Context) {
 		}
 		// Before the balancer acts on a new node: it may be of an older
 		// build. (The gate opens at the top of the loop, which may write.)
-		n.gateStateInHistory(ctx, false)
+		n.gateFormats(ctx, false)
 		n.balancer.Kick()
 	}
 }
@@ -619,82 +619,87 @@ func (b backend) drainSelf(ctx context.Context) error {
 	}
 }
 
-// gateStateInHistory lets steps store the state in their history entries
-// while every registered node reads them (allReadStateInHistory), once the
-// nodes' mirror holds this node's own record (it has read every node's).
-// A node of an older build registering after the cluster stored states so
-// is an error worth an operator's eye: it may load an older state and
-// write over the newer one.
+// gateFormats lets the node write each storage format newer than 1 while
+// every registered node reads it (clusterFormat), once the nodes' mirror
+// holds this node's own record (it has read every node's): format 2,
+// steps store the state in their history entries; format 3, a join's
+// large values go apart from its record. A node of an older build
+// registering after the cluster wrote a format it does not read is an
+// error worth an operator's eye: it may load an older state and write
+// over the newer one (2), or replay a join's values as zeros (3).
 //
-// The gate opens only once the cluster's storage.FormatKey is written,
-// which mayRecord allows. It reports whether the gate stays closed only
-// because the format could not be recorded (the caller tries again later).
-func (n *Node) gateStateInHistory(ctx context.Context, mayRecord bool) (retry bool) {
+// A format's gate opens only once the cluster's storage.FormatKey of it
+// is written, which mayRecord allows: a build that does not read it then
+// refuses to start (checkStorageFormats). It reports whether a gate stays
+// closed only because a format could not be recorded (the caller tries
+// again later).
+func (n *Node) gateFormats(ctx context.Context, mayRecord bool) (retry bool) {
 	if _, ok := n.view.nodes.Get(storage.NodeKey(n.cfg.NodeID)); !ok {
 		return false
 	}
 	recs := n.view.records()
-	on := allReadStateInHistory(recs)
-	if !on && n.host.StateInHistory() {
-		var older []string
-		for id, r := range recs {
-			if !readsStateInHistory(r) {
-				older = append(older, id)
-			}
-		}
+	read := clusterFormat(recs)
+	if read < 2 && n.host.StateInHistory() {
 		n.log.Error("a node of an older build registered in a cluster whose workflows store their state in history entries: it reads only the state key, and may load an older state of such an actor and write over the newer one; stop it (a downgrade past storage format 2 is not supported, docs/deploy.md)",
-			zap.Strings("older_nodes", older))
+			zap.Strings("older_nodes", olderNodes(recs, 2)))
+	} else if read < 3 && n.host.JoinOutputsApart() {
+		n.log.Error("a node of an older build registered in a cluster whose joins write their large values apart from their records: it would replay such a join's values as zero values; stop it (a downgrade past storage format 3 is not supported, docs/deploy.md)",
+			zap.Strings("older_nodes", olderNodes(recs, 3)))
 	}
-	switch {
-	case !on || n.formatRecorded:
-	case !mayRecord:
-		on = false
-	default:
-		// Recorded before the first write in the format, which a build
-		// that does not read it must not start against; until the record
-		// is written, steps keep writing the state key (format 1).
-		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		_, _, err := n.store.PutIfAbsent(pctx, storage.FormatKey(runtime.StorageFormat), []byte(`{"node_id":`+strconv.Quote(n.cfg.NodeID)+`}`))
-		cancel()
-		if err != nil {
-			n.log.Warn("record the cluster's storage format; steps keep writing the state key until it is recorded", zap.Int("format", runtime.StorageFormat), zap.Error(err))
-			on, retry = false, ctx.Err() == nil
-		} else {
-			n.formatRecorded = true
+	if mayRecord {
+		// Recorded before the first write in each format, in order, which a
+		// build that does not read it must not start against; until it is
+		// written, the node writes the older format.
+		for f := max(n.formatRecorded+1, 2); f <= read; f++ {
+			pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			_, _, err := n.store.PutIfAbsent(pctx, storage.FormatKey(f), []byte(`{"node_id":`+strconv.Quote(n.cfg.NodeID)+`}`))
+			cancel()
+			if err != nil {
+				n.log.Warn("record the cluster's storage format; the node keeps writing the older one until it is recorded", zap.Int("format", f), zap.Error(err))
+				retry = ctx.Err() == nil
+				break
+			}
+			n.formatRecorded = f
 		}
 	}
-	n.host.SetStateInHistory(on)
-	n.host.SetJoinOutputsApart(allReadJoinOutputsApart(recs))
+	on := writableFormat(read, n.formatRecorded)
+	n.host.SetStateInHistory(on >= 2)
+	n.host.SetJoinOutputsApart(on >= 3)
 	return retry
 }
 
-// allReadJoinOutputsApart reports whether every registered node reads a
-// join's branch values committed apart from its record: a node of an
-// older build replaying such a join would take them for zero values.
-func allReadJoinOutputsApart(recs map[string]runtime.NodeRecord) bool {
+// writableFormat is the newest storage format a node may write: one every
+// registered node reads (read, clusterFormat), whose cluster record is
+// written (recorded, the newest written in order).
+func writableFormat(read, recorded int) int { return max(min(read, recorded), 1) }
+
+// clusterFormat returns the newest storage format every registered node
+// reads: the oldest any advertises (runtime.StorageFormat; none, format 1,
+// before format 2), 0 with no record. A node of an older build, loading an
+// actor, would misread a newer format: a state that rides in a history
+// entry (2), for which it would take the state key's older one; a join's
+// values apart from its record (3), which it would take for zero values. A
+// node of an older build that registers after the cluster has written a
+// newer format misreads it: a downgrade past format 2 or 3 is not
+// supported (docs/deploy.md).
+func clusterFormat(recs map[string]runtime.NodeRecord) int {
+	read := 0
 	for _, r := range recs {
-		if !r.JoinOutputsApart {
-			return false
+		if f := max(r.StorageFormat, 1); read == 0 || f < read {
+			read = f
 		}
 	}
-	return len(recs) > 0
+	return read
 }
 
-// allReadStateInHistory reports whether every registered node reads a
-// state that rides in a history entry (runtime.StorageFormat 2): a node of
-// an older build, loading an actor whose newest state is there, would take
-// the state key's older one. A node of an older build that registers after
-// the cluster has written format 2 reads stale states: a downgrade past
-// format 2 is not supported (docs/deploy.md).
-func allReadStateInHistory(recs map[string]runtime.NodeRecord) bool {
-	for _, r := range recs {
-		if !readsStateInHistory(r) {
-			return false
+// olderNodes returns the registered nodes that do not read format f.
+func olderNodes(recs map[string]runtime.NodeRecord, f int) []string {
+	var older []string
+	for id, r := range recs {
+		if r.StorageFormat < f {
+			older = append(older, id)
 		}
 	}
-	return len(recs) > 0
+	slices.Sort(older)
+	return older
 }
-
-// readsStateInHistory reports whether a node reads storage format 2,
-// whatever newer format its build writes.
-func readsStateInHistory(r runtime.NodeRecord) bool { return r.StorageFormat >= 2 }

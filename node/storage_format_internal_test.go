@@ -71,11 +71,41 @@ func TestStepsWriteTheStateKeyWhileAnOlderNodeIsRegistered(t *testing.T) {
 		}
 	}
 	waitGate(true)
-	// Written before the gate opened: a build that does not read the
-	// format refuses this cluster from now on.
-	if r, err := n.etcd.Get(ctx, "/rivet/"+storage.FormatKey(runtime.StorageFormat)); err != nil || len(r.Kvs) != 1 {
-		t.Fatalf("with steps writing format %d, the cluster's record of it: %v, %v", runtime.StorageFormat, r, err)
+	waitJoinGate := func(want bool) {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); n.Host().JoinOutputsApart() != want; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("join outputs apart %v, want %v", !want, want)
+			}
+		}
 	}
+	waitJoinGate(true)
+	// Written before the gates opened: a build that does not read a
+	// format refuses this cluster from now on.
+	for f := 2; f <= runtime.StorageFormat; f++ {
+		if r, err := n.etcd.Get(ctx, "/rivet/"+storage.FormatKey(f)); err != nil || len(r.Kvs) != 1 {
+			t.Fatalf("with the node writing format %d, the cluster's record of format %d: %v, %v", runtime.StorageFormat, f, r, err)
+		}
+	}
+
+	// A node of format 2 (it reads states in history entries, not a
+	// join's values apart): format 3's gate closes, format 2's stays open.
+	lease2, err := n.etcd.Grant(ctx, 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v2, _ := json.Marshal(map[string]any{"node_id": "format2", "grpc_addr": "127.0.0.1:1", "started_at": time.Now().UTC(), "lease": lease2.ID, "draining": true, "storage_format": 2})
+	if _, err := n.etcd.Put(ctx, "/rivet/"+storage.NodeKey("format2"), string(v2), clientv3.WithLease(lease2.ID)); err != nil {
+		t.Fatal(err)
+	}
+	waitJoinGate(false)
+	if !n.Host().StateInHistory() {
+		t.Fatal("with a node of format 2 registered, steps stopped storing the state in history entries")
+	}
+	if _, err := n.etcd.Revoke(ctx, lease2.ID); err != nil {
+		t.Fatal(err)
+	}
+	waitJoinGate(true)
 
 	// A node of an older build: its record has no storage_format. It
 	// drains, so that the ring gives it nothing.

@@ -35,10 +35,6 @@ type NodeRecord struct {
 	// StorageFormat is the newest storage format the node reads and
 	// writes (runtime.StorageFormat); builds before format 2 set none.
 	StorageFormat int `json:"storage_format,omitempty"`
-	// JoinOutputsApart says that the node reads a join's branch values
-	// committed apart from its record (workflow.JoinOutputsHost), which
-	// builds before it, setting none, read as zero values.
-	JoinOutputsApart bool `json:"join_outputs_apart,omitempty"`
 	// Security is how the node's gRPC port is secured, "plaintext", "tls"
 	// or "mtls", with "+token" if it wants a bearer token (never the token
 	// itself): a node with less than every live node is refused

@@ -41,8 +41,12 @@ import (
 // in its node record. 2: a step's state may ride in its history entry, and
 // a loop's iterations be stored in slots (loopslots.go), which builds
 // advertising none (format 1) do not read; a node writes format 2 only
-// while every registered node advertises it (SetStateInHistory).
-const StorageFormat = 2
+// while every registered node advertises it (SetStateInHistory). 3: a
+// join's large branch values may be committed apart from its record
+// (workflow.JoinOutputsHost, `<join>/~outputs/<n>`), which a build of
+// format 2 replays as zero values; written only while every registered
+// node advertises 3 (SetJoinOutputsApart).
+const StorageFormat = 3
 
 // foldedStateField opens a history entry that carries the actor's state:
 // first, so that a load tells such an entry by its prefix (the entry's
@@ -160,10 +164,13 @@ func (h *Host) SetStateInHistory(on bool) { h.stateInHistory.Store(on) }
 
 // SetJoinOutputsApart says whether every node of the cluster reads a
 // join's branch values committed apart from its record
-// (workflow.JoinOutputsHost, NodeRecord.JoinOutputsApart): until it is set,
+// (workflow.JoinOutputsHost, StorageFormat 3): until it is set,
 // a join records them all in its record, as builds before it do. The node
 // sets it from the node records it watches.
 func (h *Host) SetJoinOutputsApart(on bool) { h.joinOutputsApart.Store(on) }
 
 // StateInHistory reports what SetStateInHistory last set.
 func (h *Host) StateInHistory() bool { return h.stateInHistory.Load() }
+
+// JoinOutputsApart reports what SetJoinOutputsApart last set.
+func (h *Host) JoinOutputsApart() bool { return h.joinOutputsApart.Load() }
