@@ -487,13 +487,13 @@ var _ workflow.Host = (*activation[struct{}])(nil)
 
 func (a *activation[S]) Now() time.Time { return a.h.Clock.Now() }
 
-// Actor returns the host's Name and a copy of its Key, so that a test
-// that changes its Key later changes no run's.
 // JoinOutputsApart implements workflow.JoinOutputsHost: a join's large
 // values are committed apart, as a runtime of a cluster that reads them
 // has them.
 func (a *activation[S]) JoinOutputsApart() bool { return true }
 
+// Actor returns the host's Name and a copy of its Key, so that a test
+// that changes its Key later changes no run's.
 func (a *activation[S]) Actor() (string, []string) {
 	return a.h.Name, append([]string(nil), a.h.Key...)
 }
