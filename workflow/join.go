@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -851,6 +852,12 @@ func checkBranchBytes(kind Kind, path string, names []string) error {
 // outputsScope is the scope, under a join's path, of the entries that hold
 // its branches' outputs when they are spilled: '~' starts no name, so no
 // branch takes it, and a host deleting the join's tree deletes them.
+// IsIteration takes the scope for a loop iteration, which is what it
+// needs: a scope with no entry of its own, so neither History.addTries
+// nor a host's history (runtime historyPlaces) takes it for a try block
+// (its entries record no TryPlaces, and its parent is a join anyway), and
+// a host deletes its entries (outputsPart, not IsIteration) entry and
+// tree alike.
 const outputsScope = "~outputs"
 
 // outputsPart is the path of a join's i-th outputs entry.
@@ -880,7 +887,10 @@ func (t *thread) spillOutputs(final *Entry) ([]HistoryWrite, error) {
 	if h, ok := t.r.host.(JoinOutputsHost); ok && total > MaxRidingBytes && h.JoinOutputsApart() {
 		names := make([]string, 0, len(final.Branches))
 		for n, b := range final.Branches {
-			if b.Status == StatusCompleted && len(b.Output) > 0 {
+			// Every completed branch, a value-less one too: replay then
+			// tells a branch an outputs entry lost from one without a
+			// value (joinOutputs).
+			if b.Status == StatusCompleted {
 				names = append(names, n)
 			}
 		}
@@ -924,6 +934,7 @@ func (r *run) joinOutputs(e *Entry) (*Entry, error) {
 	c := e.clone()
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	filled := make(map[string]bool, len(c.Branches))
 	for i := range e.OutputParts {
 		p := r.hist.Get(outputsPart(e.Path, i))
 		if p == nil || p.Kind != KindJoinOutputs {
@@ -933,7 +944,15 @@ func (r *run) joinOutputs(e *Entry) (*Entry, error) {
 			if cb, ok := c.Branches[n]; ok && cb.Status == StatusCompleted {
 				cb.Output = b.Output
 				c.Branches[n] = cb
+				filled[n] = true
 			}
+		}
+	}
+	// spillOutputs wrote every completed branch to one of them: one
+	// missing would replay as a zero value, silently.
+	for _, n := range slices.Sorted(maps.Keys(c.Branches)) {
+		if c.Branches[n].Status == StatusCompleted && !filled[n] {
+			return nil, &DivergenceError{Path: joinPath(e.Path, n), Expected: fmt.Sprintf("the value of completed branch %q in one of the %d outputs entries of join %q", n, e.OutputParts, e.Path), Found: "none"}
 		}
 	}
 	return c, nil

@@ -197,3 +197,33 @@ func TestAJoinOfTooManyBranchesIsRefusedBeforeAnyRuns(t *testing.T) {
 		t.Fatalf("%d branches ran, %d entries recorded", ran, len(h.History()))
 	}
 }
+
+// A settled join whose outputs entries lack a completed branch's value
+// (a store that lost it, a tampered history) fails its replay with a
+// *DivergenceError naming the branch, rather than hand the code a zero
+// value for it.
+func TestAJoinWhoseOutputsEntriesLackABranchFailsItsReplay(t *testing.T) {
+	h := workflowtest.NewHost(spillState{}, workflowtest.NewClock(t0))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if out, _ := h.Drive(ctx, spillJoin, workflowtest.DriveOptions{}); out.Status != workflow.RunCompleted {
+		t.Fatalf("first run: %v (%v)", out.Status, out.Err)
+	}
+	hist := h.History()
+	lost := false
+	for i, e := range hist {
+		if _, ok := e.Branches["b07"]; ok && e.Kind == workflow.KindJoinOutputs {
+			delete(hist[i].Branches, "b07")
+			lost = true
+		}
+	}
+	if !lost {
+		t.Fatal("no outputs entry holds branch b07's value")
+	}
+	h.SetHistory(hist)
+	out := h.Run(ctx, spillJoin)
+	var de *workflow.DivergenceError
+	if !errors.As(out.Err, &de) || de.Path != "fan/b07" {
+		t.Fatalf("replay without b07's value: %v (%v), want a *DivergenceError at fan/b07", out.Status, out.Err)
+	}
+}
