@@ -67,3 +67,29 @@ func TestABuildOfFormat2RefusesAClusterThatRecordedFormat3(t *testing.T) {
 		t.Fatalf("format 3 recorded, this build (format %d): %v", runtime.StorageFormat, err)
 	}
 }
+
+// Format 3's gate waits format3Settle after the cluster's record (an
+// older node that read the formats just before registers up to 30 s
+// later), and olderNodeGrace after an older node was last seen registered
+// (one whose lease lapsed registers again without reading them); neither
+// when nothing says so.
+func TestFormat3WaitsForOlderNodesThatMayStillRegister(t *testing.T) {
+	now := time.Unix(1e9, 0)
+	for _, c := range []struct {
+		name             string
+		recordedAt, seen time.Time
+		want             time.Duration
+	}{
+		{"nothing known", time.Time{}, time.Time{}, 0},
+		{"recorded long ago", now.Add(-time.Hour), time.Time{}, 0},
+		{"recorded just now", now.Add(-time.Second), time.Time{}, format3Settle - time.Second},
+		{"an older node just gone", now.Add(-time.Hour), now.Add(-10 * time.Second), olderNodeGrace - 10*time.Second},
+		{"an older node gone long ago", now.Add(-time.Hour), now.Add(-time.Hour), 0},
+		{"both", now, now, max(format3Settle, olderNodeGrace)},
+		{"a record from the future (clock skew)", now.Add(time.Minute), time.Time{}, format3Settle + time.Minute},
+	} {
+		if got := format3Wait(now, c.recordedAt, c.seen); got != c.want {
+			t.Errorf("%s: wait %v, want %v", c.name, got, c.want)
+		}
+	}
+}

@@ -91,6 +91,12 @@ type Node struct {
 	// (storage.FormatKey) this node has written or found, each older one
 	// with it (gateFormats; watchCluster's goroutine).
 	formatRecorded int
+	// format3At is when the cluster recorded format 3 (its record's
+	// recorded_at; zero if it says not), olderSeen when this node last
+	// saw a node registered that does not read it, olderPresent whether
+	// one was at its last look (gateFormats).
+	format3At, olderSeen time.Time
+	olderPresent         bool
 	// claimed counts every partition claimed (the balancer's, a lease's
 	// after a loss, a refence's), handedOff those handed to another.
 	claimed, handedOff atomic.Uint64

@@ -639,6 +639,12 @@ func (n *Node) gateFormats(ctx context.Context, mayRecord bool) (retry bool) {
 	}
 	recs := n.view.records()
 	read := clusterFormat(recs)
+	now := time.Now()
+	if read < 3 || n.olderPresent {
+		// Seen until now: the evaluation that finds it gone is the first
+		// that does not (a quiet cluster evaluates seldom).
+		n.olderSeen, n.olderPresent = now, read < 3
+	}
 	if read < 2 && n.host.StateInHistory() {
 		n.log.Error("a node of an older build registered in a cluster whose workflows store their state in history entries: it reads only the state key, and may load an older state of such an actor and write over the newer one; stop it (a downgrade past storage format 2 is not supported, docs/deploy.md)",
 			zap.Strings("older_nodes", olderNodes(recs, 2)))
@@ -652,7 +658,7 @@ func (n *Node) gateFormats(ctx context.Context, mayRecord bool) (retry bool) {
 		// written, the node writes the older format.
 		for f := max(n.formatRecorded+1, 2); f <= read; f++ {
 			pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			_, _, err := n.store.PutIfAbsent(pctx, storage.FormatKey(f), []byte(`{"node_id":`+strconv.Quote(n.cfg.NodeID)+`}`))
+			stored, _, err := n.store.PutIfAbsent(pctx, storage.FormatKey(f), []byte(`{"node_id":`+strconv.Quote(n.cfg.NodeID)+`,"recorded_at":`+strconv.FormatInt(now.UnixMilli(), 10)+`}`))
 			cancel()
 			if err != nil {
 				n.log.Warn("record the cluster's storage format; the node keeps writing the older one until it is recorded", zap.Int("format", f), zap.Error(err))
@@ -660,12 +666,58 @@ func (n *Node) gateFormats(ctx context.Context, mayRecord bool) (retry bool) {
 				break
 			}
 			n.formatRecorded = f
+			if f == 3 {
+				var rec struct {
+					RecordedAt int64 `json:"recorded_at"`
+				}
+				if json.Unmarshal(stored, &rec) == nil && rec.RecordedAt > 0 {
+					n.format3At = time.UnixMilli(rec.RecordedAt)
+				}
+			}
 		}
 	}
 	on := writableFormat(read, n.formatRecorded)
+	if wait := format3Wait(now, n.format3At, n.olderSeen); on >= 3 && wait > 0 {
+		// Format 3's record stops an older build at its start, not one
+		// already running: see format3Wait. Tried again each second.
+		on, retry = 2, retry || ctx.Err() == nil
+	}
 	n.host.SetStateInHistory(on >= 2)
 	n.host.SetJoinOutputsApart(on >= 3)
 	return retry
+}
+
+// Format 3's gate waits, as the cluster's record of the format stops a
+// node of an older build only when it starts (checkStorageFormats), and
+// one may be running unseen (a review's):
+//   - format3Settle after the record is written: an older node that read
+//     the formats just before registers up to a start's security wait
+//     (awaitSameSecurity, 30 s) later;
+//   - olderNodeGrace after this node last saw an older node registered:
+//     one whose lease lapsed (a blip of seconds) registers again, and
+//     claims partitions again, without reading the formats again.
+//
+// A node that has seen no older one and finds the record long written
+// waits for neither. An older node away for longer than the grace that
+// comes back still misreads what was written meanwhile: docs/deploy.md.
+var (
+	format3Settle  = 45 * time.Second
+	olderNodeGrace = 2 * time.Minute
+)
+
+// format3Wait is how long a node must still wait, at now, before writing
+// format 3 (above): recordedAt is when the cluster recorded it (zero if
+// unknown: long ago), olderSeen when the node last saw an older node
+// registered (zero if never).
+func format3Wait(now, recordedAt, olderSeen time.Time) time.Duration {
+	var wait time.Duration
+	if !recordedAt.IsZero() {
+		wait = recordedAt.Add(format3Settle).Sub(now)
+	}
+	if !olderSeen.IsZero() {
+		wait = max(wait, olderSeen.Add(olderNodeGrace).Sub(now))
+	}
+	return max(wait, 0)
 }
 
 // writableFormat is the newest storage format a node may write: one every

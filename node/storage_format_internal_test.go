@@ -51,6 +51,9 @@ func TestStepsWriteTheStateKeyWhileAnOlderNodeIsRegistered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Format 3's waits, shortened (not t.Parallel: package variables).
+	defer func(s, g time.Duration) { format3Settle, olderNodeGrace = s, g }(format3Settle, olderNodeGrace)
+	format3Settle, olderNodeGrace = time.Second, 3*time.Second
 	cfg := DefaultLocalConfig(t.TempDir())
 	cfg.Partitions = 4
 	cfg.HTTPAddr = "-"
@@ -79,9 +82,24 @@ func TestStepsWriteTheStateKeyWhileAnOlderNodeIsRegistered(t *testing.T) {
 			}
 		}
 	}
+
 	waitJoinGate(true)
 	// Written before the gates opened: a build that does not read a
-	// format refuses this cluster from now on.
+	// format refuses this cluster from now on. Format 3's opened only
+	// format3Settle after its record.
+	r3, err := n.etcd.Get(ctx, "/rivet/"+storage.FormatKey(3))
+	if err != nil || len(r3.Kvs) != 1 {
+		t.Fatalf("format 3's record: %v, %v", r3, err)
+	}
+	var rec3 struct {
+		RecordedAt int64 `json:"recorded_at"`
+	}
+	if err := json.Unmarshal(r3.Kvs[0].Value, &rec3); err != nil || rec3.RecordedAt == 0 {
+		t.Fatalf("format 3's record %s has no recorded_at (%v)", r3.Kvs[0].Value, err)
+	}
+	if at := time.UnixMilli(rec3.RecordedAt); time.Since(at) < format3Settle {
+		t.Fatalf("format 3's gate open %v after its record (%v), before format3Settle (%v)", time.Since(at), at, format3Settle)
+	}
 	for f := 2; f <= runtime.StorageFormat; f++ {
 		if r, err := n.etcd.Get(ctx, "/rivet/"+storage.FormatKey(f)); err != nil || len(r.Kvs) != 1 {
 			t.Fatalf("with the node writing format %d, the cluster's record of format %d: %v, %v", runtime.StorageFormat, f, r, err)
@@ -102,10 +120,29 @@ func TestStepsWriteTheStateKeyWhileAnOlderNodeIsRegistered(t *testing.T) {
 	if !n.Host().StateInHistory() {
 		t.Fatal("with a node of format 2 registered, steps stopped storing the state in history entries")
 	}
+	// Registered longer than the grace, in a quiet cluster (the node
+	// looks again only when something changes): the grace counts from
+	// when it is seen gone, not from when it was last looked at. Time
+	// itself is what this waits for.
+	time.Sleep(olderNodeGrace + 500*time.Millisecond)
 	if _, err := n.etcd.Revoke(ctx, lease2.ID); err != nil {
 		t.Fatal(err)
 	}
+	// Gone, it may only have lost its lease, and register again without
+	// reading the formats: the gate stays closed for olderNodeGrace.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, ok := n.view.records()["format2"]; !ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the format 2 node's record stayed in the node's view")
+		}
+	}
+	gone := time.Now()
 	waitJoinGate(true)
+	if waited := time.Since(gone); waited < olderNodeGrace-time.Second {
+		t.Fatalf("format 3's gate opened %v after the older node's record went, want about olderNodeGrace (%v)", waited, olderNodeGrace)
+	}
 
 	// A node of an older build: its record has no storage_format. It
 	// drains, so that the ring gives it nothing.
