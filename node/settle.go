@@ -640,6 +640,7 @@ func (n *Node) gateFormats(ctx context.Context, mayRecord bool) (retry bool) {
 	recs := n.view.records()
 	read := clusterFormat(recs)
 	now := time.Now()
+	newlyOlder := read < 3 && !n.olderPresent
 	if read < 3 || n.olderPresent {
 		// Seen until now: the evaluation that finds it gone is the first
 		// that does not (a quiet cluster evaluates seldom).
@@ -648,7 +649,10 @@ func (n *Node) gateFormats(ctx context.Context, mayRecord bool) (retry bool) {
 	if read < 2 && n.host.StateInHistory() {
 		n.log.Error("a node of an older build registered in a cluster whose workflows store their state in history entries: it reads only the state key, and may load an older state of such an actor and write over the newer one; stop it (a downgrade past storage format 2 is not supported, docs/deploy.md)",
 			zap.Strings("older_nodes", olderNodes(recs, 2)))
-	} else if read < 3 && n.host.JoinOutputsApart() {
+	} else if read < 3 && (n.host.JoinOutputsApart() || newlyOlder && n.formatWritten(ctx, 3)) {
+		// Whether this node wrote values apart or not (it started with
+		// the older node there, or before the gate's wait ended), the
+		// cluster may have: the record says so.
 		n.log.Error("a node of an older build registered in a cluster whose joins write their large values apart from their records: it would replay such a join's values as zero values; stop it (a downgrade past storage format 3 is not supported, docs/deploy.md)",
 			zap.Strings("older_nodes", olderNodes(recs, 3)))
 	}
@@ -685,6 +689,15 @@ func (n *Node) gateFormats(ctx context.Context, mayRecord bool) (retry bool) {
 	n.host.SetStateInHistory(on >= 2)
 	n.host.SetJoinOutputsApart(on >= 3)
 	return retry
+}
+
+// formatWritten says whether the cluster's record of format f is written
+// (false if it cannot be read).
+func (n *Node) formatWritten(ctx context.Context, f int) bool {
+	gctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_, err := n.store.Get(gctx, storage.FormatKey(f))
+	return err == nil
 }
 
 // Format 3's gate waits, as the cluster's record of the format stops a
