@@ -97,6 +97,11 @@ type Node struct {
 	// one was at its last look (gateFormats).
 	format3At, olderSeen time.Time
 	olderPresent         bool
+	// clusterFormat is the storage format of the build that created the
+	// cluster (clusterConfig.CreatedFormat); format3Waiting, whether the
+	// node said it waits (gateFormats).
+	clusterFormat  int
+	format3Waiting bool
 	// claimed counts every partition claimed (the balancer's, a lease's
 	// after a loss, a refence's), handedOff those handed to another.
 	claimed, handedOff atomic.Uint64
@@ -422,10 +427,12 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 	}
 	n.store = st
 
-	parts, err := n.firstContact(ctx, endpoints)
+	cc, err := n.firstContact(ctx, endpoints)
 	if err != nil {
 		return nil, err
 	}
+	parts := cc.Partitions
+	n.clusterFormat = cc.CreatedFormat
 	if err := checkStorageFormats(ctx, n.store, runtime.StorageFormat); err != nil {
 		return nil, err
 	}
@@ -1016,13 +1023,19 @@ func loadNodeID(dataDir string) (string, error) {
 type clusterConfig struct {
 	Partitions uint32    `json:"partitions"`
 	CreatedAt  time.Time `json:"created_at"`
+	// CreatedFormat is the storage format of the build that created the
+	// cluster (0: a build before this field). A cluster created by a
+	// build of format 3 or newer has had no format-2 node that checked
+	// the formats before format 3 was recorded: format3Wait's settle
+	// does not apply to it.
+	CreatedFormat int `json:"created_format,omitempty"`
 }
 
 // etcdAttempt bounds each try of a node's first call to etcd as it starts
 // (firstContact).
 const etcdAttempt = 5 * time.Second
 
-// firstContact returns the cluster's partition count (clusterPartitions):
+// firstContact returns the cluster's configuration (clusterOf):
 // the node's first call to etcd. etcd may not serve yet, its members
 // starting in any order with the nodes (docker compose starts them
 // together): the node waits for it, until ctx ends, as gossip waits for
@@ -1030,33 +1043,33 @@ const etcdAttempt = 5 * time.Second
 // client last saw. A call in flight waits for etcd without a word and
 // without an end (the client waits for a connection): a node pointed at
 // a dead --etcd-endpoints hung silent at start, its /healthz unserved.
-func (n *Node) firstContact(ctx context.Context, endpoints []string) (uint32, error) {
+func (n *Node) firstContact(ctx context.Context, endpoints []string) (clusterConfig, error) {
 	for attempt := 1; ; attempt++ {
 		actx, cancel := context.WithTimeout(ctx, etcdAttempt)
-		parts, err := clusterPartitions(actx, n.store, n.cfg.Partitions)
+		cc, err := clusterOf(actx, n.store, n.cfg.Partitions)
 		timedOut := actx.Err() != nil && ctx.Err() == nil
 		cancel()
 		if err == nil || !timedOut {
-			return parts, err
+			return cc, err
 		}
 		n.log.Warn("etcd does not answer yet; still trying (is it up, and are --etcd-endpoints right?)",
 			zap.Strings("endpoints", endpoints), zap.Int("attempt", attempt), zap.Duration("waited", time.Duration(attempt)*etcdAttempt), zap.Error(err))
 	}
 }
 
-// clusterPartitions returns the cluster's partition count, creating the
-// cluster with want partitions if it does not exist yet.
-func clusterPartitions(ctx context.Context, st storage.Store, want uint32) (uint32, error) {
-	b, _ := json.Marshal(clusterConfig{Partitions: want, CreatedAt: time.Now().UTC()})
+// clusterOf returns the cluster's configuration, creating the cluster with
+// want partitions if it does not exist yet.
+func clusterOf(ctx context.Context, st storage.Store, want uint32) (clusterConfig, error) {
+	b, _ := json.Marshal(clusterConfig{Partitions: want, CreatedAt: time.Now().UTC(), CreatedFormat: runtime.StorageFormat})
 	stored, _, err := st.PutIfAbsent(ctx, storage.ClusterConfigKey, b)
 	if err != nil {
-		return 0, fmt.Errorf("node: cluster config: %w", err)
+		return clusterConfig{}, fmt.Errorf("node: cluster config: %w", err)
 	}
 	var cc clusterConfig
 	if err := json.Unmarshal(stored, &cc); err != nil || cc.Partitions == 0 {
-		return 0, fmt.Errorf("node: cluster config %q is invalid", stored)
+		return clusterConfig{}, fmt.Errorf("node: cluster config %q is invalid", stored)
 	}
-	return cc.Partitions, nil
+	return cc, nil
 }
 
 // checkStorageFormats refuses to start a build that does not read every

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -662,7 +661,13 @@ func (n *Node) gateFormats(ctx context.Context, mayRecord bool) (retry bool) {
 		// written, the node writes the older format.
 		for f := max(n.formatRecorded+1, 2); f <= read; f++ {
 			pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			stored, _, err := n.store.PutIfAbsent(pctx, storage.FormatKey(f), []byte(`{"node_id":`+strconv.Quote(n.cfg.NodeID)+`,"recorded_at":`+strconv.FormatInt(now.UnixMilli(), 10)+`}`))
+			rec := formatRecord{NodeID: n.cfg.NodeID, RecordedAt: now.UnixMilli()}
+			if !n.olderSeen.IsZero() {
+				// Nodes that start within the grace wait for it too.
+				rec.OlderSeenAt = n.olderSeen.UnixMilli()
+			}
+			b, _ := json.Marshal(rec)
+			stored, _, err := n.store.PutIfAbsent(pctx, storage.FormatKey(f), b)
 			cancel()
 			if err != nil {
 				n.log.Warn("record the cluster's storage format; the node keeps writing the older one until it is recorded", zap.Int("format", f), zap.Error(err))
@@ -670,25 +675,50 @@ func (n *Node) gateFormats(ctx context.Context, mayRecord bool) (retry bool) {
 				break
 			}
 			n.formatRecorded = f
-			if f == 3 {
-				var rec struct {
-					RecordedAt int64 `json:"recorded_at"`
+			var got formatRecord
+			if f == 3 && json.Unmarshal(stored, &got) == nil {
+				// Times of another node's clock, never later than this
+				// one's now: a clock ahead would hold the gate for as
+				// long as it is ahead.
+				if got.RecordedAt > 0 {
+					n.format3At = time.UnixMilli(min(got.RecordedAt, now.UnixMilli()))
 				}
-				if json.Unmarshal(stored, &rec) == nil && rec.RecordedAt > 0 {
-					n.format3At = time.UnixMilli(rec.RecordedAt)
+				if seen := time.UnixMilli(min(got.OlderSeenAt, now.UnixMilli())); got.OlderSeenAt > 0 && seen.After(n.olderSeen) {
+					n.olderSeen = seen
 				}
 			}
 		}
 	}
 	on := writableFormat(read, n.formatRecorded)
-	if wait := format3Wait(now, n.format3At, n.olderSeen); on >= 3 && wait > 0 {
+	recordedAt := n.format3At
+	if n.clusterFormat >= 3 {
+		recordedAt = time.Time{} // created by a build of format 3: see format3Wait
+	}
+	switch wait := format3Wait(now, recordedAt, n.olderSeen); {
+	case on >= 3 && wait > 0:
 		// Format 3's record stops an older build at its start, not one
 		// already running: see format3Wait. Tried again each second.
+		if !n.format3Waiting {
+			n.log.Info("joins keep their values in their records a while longer: a node of an older build may still register (docs/deploy.md, storage format 3)", zap.Duration("for", wait))
+			n.format3Waiting = true
+		}
 		on, retry = 2, retry || ctx.Err() == nil
+	case on >= 3 && n.format3Waiting:
+		n.log.Info("joins write their large values apart from their records (storage format 3)")
+		n.format3Waiting = false
 	}
 	n.host.SetStateInHistory(on >= 2)
 	n.host.SetJoinOutputsApart(on >= 3)
 	return retry
+}
+
+// formatRecord is the value of a storage format's cluster record
+// (storage.FormatKey): who wrote it and when, and when the writer last saw
+// a node of an older build registered (format3Wait); times in Unix ms.
+type formatRecord struct {
+	NodeID      string `json:"node_id"`
+	RecordedAt  int64  `json:"recorded_at,omitempty"`
+	OlderSeenAt int64  `json:"older_seen_at,omitempty"`
 }
 
 // formatWritten says whether the cluster's record of format f is written
@@ -702,11 +732,14 @@ func (n *Node) formatWritten(ctx context.Context, f int) bool {
 
 // Format 3's gate waits, as the cluster's record of the format stops a
 // node of an older build only when it starts (checkStorageFormats), and
-// one may be running unseen (a review's):
+// one may be running unseen (reviews'):
 //   - format3Settle after the record is written: an older node that read
-//     the formats just before registers up to a start's security wait
-//     (awaitSameSecurity, 30 s) later;
-//   - olderNodeGrace after this node last saw an older node registered:
+//     the formats just before registers later, within a start's security
+//     wait (awaitSameSecurity, 30 s) and its first calls to etcd; not in
+//     a cluster a build of format 3 created, where no node can have read
+//     the formats before the record;
+//   - olderNodeGrace after an older node was last seen registered, by
+//     this node or by the node that wrote the record (its older_seen_at):
 //     one whose lease lapsed (a blip of seconds) registers again, and
 //     claims partitions again, without reading the formats again.
 //
