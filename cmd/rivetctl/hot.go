@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sync"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -59,18 +58,7 @@ into memory (SINCE): a hot actor whose callers queue behind each other.`,
 		// that does not answer must not take the others' time. Those
 		// that answer are what an operator of a cluster in trouble
 		// wants: listed, and the command fails after.
-		lists := make([][]client.HotActor, len(nodes))
-		errs := make([]error, len(nodes))
-		var wg sync.WaitGroup
-		sem := make(chan struct{}, statsAsked)
-		for i := range nodes {
-			wg.Go(func() {
-				sem <- struct{}{}
-				defer func() { <-sem }()
-				lists[i], errs[i] = c.HotActors(ctx, nodes[i], limit)
-			})
-		}
-		wg.Wait()
+		lists, errs := askEach(nodes, func(node string) ([]client.HotActor, error) { return c.HotActors(ctx, node, limit) })
 		var hot []client.HotActor
 		failed := 0
 		for i, err := range errs {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -99,23 +98,16 @@ to stderr as GRPC_GO_LOG_SEVERITY_LEVEL says.`,
 		// A few at a time, as stats --all asks: a node that does not
 		// answer must not take the others' time, and those that answer
 		// are what an operator wants, printed before the command fails.
+		levels, errs := askEach(nodes, func(node string) (client.LogLevel, error) { return do(ctx, node) })
 		rows := make([]nodeLogLevel, len(nodes))
-		var wg sync.WaitGroup
-		sem := make(chan struct{}, statsAsked)
 		for i := range nodes {
 			rows[i].NodeID = nodes[i]
-			wg.Go(func() {
-				sem <- struct{}{}
-				defer func() { <-sem }()
-				ll, err := do(ctx, nodes[i])
-				if err != nil {
-					rows[i].Error = describe(err)
-					return
-				}
-				rows[i].LogLevel = &ll
-			})
+			if errs[i] != nil {
+				rows[i].Error = describe(errs[i])
+				continue
+			}
+			rows[i].LogLevel = &levels[i]
 		}
-		wg.Wait()
 		failed := 0
 		for _, r := range rows {
 			if r.LogLevel == nil {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"text/tabwriter"
 
 	"github.com/rivet-go/rivet/client"
@@ -43,21 +42,12 @@ func (a *app) listRetrying(ctx context.Context, c *client.Client, name, errorCon
 	case err != nil:
 		return nil, nil, err
 	}
-	lists := make([]client.RetryingList, len(nodes))
-	errs := make([]error, len(nodes))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, statsAsked)
 	q := client.RetryingQuery{Limit: client.MaxHotActors, Name: name, ErrorContains: errorContains}
-	for i := range nodes {
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			nctx, cancel := context.WithTimeout(ctx, a.timeout)
-			defer cancel()
-			lists[i], errs[i] = c.RetryingWorkflows(nctx, nodes[i], q)
-		})
-	}
-	wg.Wait()
+	lists, errs := askEach(nodes, func(node string) (client.RetryingList, error) {
+		nctx, cancel := context.WithTimeout(ctx, a.timeout)
+		defer cancel()
+		return c.RetryingWorkflows(nctx, node, q)
+	})
 	var out []client.RetryingWorkflow
 	failed := 0
 	for i, err := range errs {

@@ -9,8 +9,29 @@ import (
 	"github.com/rivet-go/rivet/client"
 )
 
-// statsAsked bounds the nodes stats --all asks at once.
+// statsAsked bounds the nodes a command of every node (stats --all, hot
+// --all, log-level --all, actors --status retrying) asks at once.
 const statsAsked = 8
+
+// askEach asks every node with ask, statsAsked at a time, and returns
+// their answers and errors by node: one node that does not answer must
+// not take the others' time, and those that answer are what an operator
+// of a cluster in trouble wants, printed before the command fails.
+func askEach[T any](nodes []string, ask func(node string) (T, error)) ([]T, []error) {
+	out := make([]T, len(nodes))
+	errs := make([]error, len(nodes))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, statsAsked)
+	for i := range nodes {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			out[i], errs[i] = ask(nodes[i])
+		})
+	}
+	wg.Wait()
+	return out, errs
+}
 
 // nodeStats is one node's row of stats --all: its counters, or why it did
 // not answer.
@@ -51,28 +72,19 @@ func (a *app) statsAll(ctx context.Context, c *client.Client) error {
 	if err != nil {
 		return err
 	}
-	var rows []nodeStats
-	for _, n := range nodes {
-		rows = append(rows, nodeStats{NodeID: n})
+	stats, errs := askEach(nodes, func(node string) (client.Stats, error) { return c.StatsOf(ctx, node) })
+	rows := make([]nodeStats, len(nodes))
+	for i, n := range nodes {
+		rows[i].NodeID = n
+		switch st := stats[i]; {
+		case errs[i] != nil:
+			rows[i].Error = describe(errs[i])
+		case st.NodeID != n:
+			rows[i].Error = fmt.Sprintf("the node at --addr, %s, is older than stats --all: it answered with its own counters", st.NodeID)
+		default:
+			rows[i].Stats = &st
+		}
 	}
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, statsAsked)
-	for i := range rows {
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			st, err := c.StatsOf(ctx, rows[i].NodeID)
-			switch {
-			case err != nil:
-				rows[i].Error = describe(err)
-			case st.NodeID != rows[i].NodeID:
-				rows[i].Error = fmt.Sprintf("the node at --addr, %s, is older than stats --all: it answered with its own counters", st.NodeID)
-			default:
-				rows[i].Stats = &st
-			}
-		})
-	}
-	wg.Wait()
 	var total client.Stats
 	failed := 0
 	for _, r := range rows {
