@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -648,26 +647,12 @@ func (c *Client) RetryingWorkflows(ctx context.Context, node string, q RetryingQ
 		// one: it passes the request on without retrying.
 		return RetryingList{}, rivet.Reasonf(rivet.ErrFailedPrecondition, "node", "unsupported", "node %s does not list retrying workflows (it, or the node asked through, is older than it); upgrade it", resp.GetNodeId())
 	}
-	l := RetryingList{Omitted: int(resp.GetRetryingOmitted()), Unfiltered: (q.Name != "" || q.ErrorContains != "") && !resp.GetRetryingFiltered()}
+	l := RetryingList{Omitted: int(resp.GetRetryingOmitted())}
 	for _, r := range resp.GetRetryingWorkflows() {
-		w := RetryingWorkflow{
+		l.Workflows = append(l.Workflows, RetryingWorkflow{
 			Name: r.GetName(), Key: r.GetKey(), Node: resp.GetNodeId(), Partition: r.GetPartition(),
 			Steps: pendingStepsFrom(r.GetSteps()), StepsOmitted: int(r.GetStepsOmitted()),
-		}
-		if l.Unfiltered {
-			// A node from before the filters sent its first ones of
-			// every name and error: filtered here, within what it sent.
-			if q.Name != "" && w.Name != q.Name {
-				continue
-			}
-			if q.ErrorContains != "" {
-				w.Steps = slices.DeleteFunc(w.Steps, func(s PendingStep) bool { return !strings.Contains(s.LastError, q.ErrorContains) })
-				if len(w.Steps) == 0 {
-					continue
-				}
-			}
-		}
-		l.Workflows = append(l.Workflows, w)
+		})
 	}
 	return l, nil
 }

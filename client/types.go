@@ -206,10 +206,6 @@ type RetryingList struct {
 	// Omitted counts the workflows the node left out after Workflows to
 	// bound its answer's size (about 1 MiB).
 	Omitted int
-	// Unfiltered says the node is older than the query's name and error:
-	// it cut its list before filtering, and Workflows is filtered from
-	// that list, so others may be missing.
-	Unfiltered bool
 }
 
 func pendingStepsFrom(ps []*rivetv1.PendingStep) []PendingStep {

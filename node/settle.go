@@ -503,7 +503,7 @@ func (b backend) NodeStats(ctx context.Context, node string, hot int, retrying r
 			st.Hot, st.HotCounted = b.Host.HotActors(hot), true
 		}
 		if retrying.Limit > 0 {
-			st.Retrying, st.RetryingCounted, st.RetryingFiltered = b.Host.RetryingWorkflows(retrying), true, true
+			st.Retrying, st.RetryingCounted = b.Host.RetryingWorkflows(retrying), true
 		}
 		return st, nil
 	}
@@ -533,7 +533,7 @@ func (b backend) NodeStats(ctx context.Context, node string, hot int, retrying r
 		NodeID: resp.GetNodeId(), ActiveActors: resp.GetActiveActors(), Calls: resp.GetCalls(),
 		Commits: resp.GetCommits(), CommitBatches: resp.GetCommitBatches(), PartitionsOwned: resp.GetPartitionsOwned(),
 		HotCounted: resp.GetHotCounted(), RetryingCounted: resp.GetRetryingCounted(),
-		RetryingOmitted: int(resp.GetRetryingOmitted()), RetryingFiltered: resp.GetRetryingFiltered(),
+		RetryingOmitted: int(resp.GetRetryingOmitted()),
 	}
 	for _, r := range resp.GetRetryingWorkflows() {
 		rw := runtime.RetryingWorkflow{Ref: runtime.Ref{Name: r.GetName(), Key: r.GetKey()}, Partition: r.GetPartition(), StepsOmitted: int(r.GetStepsOmitted())}

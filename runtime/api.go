@@ -225,10 +225,8 @@ type Stats struct {
 	Retrying        []RetryingWorkflow
 	RetryingCounted bool
 	// RetryingOmitted counts the retrying workflows left out after
-	// Retrying to bound an answer's size; RetryingFiltered says the node
-	// applied the query's name and error (an older node does not).
-	RetryingOmitted  int
-	RetryingFiltered bool
+	// Retrying to bound an answer's size.
+	RetryingOmitted int
 	// TasksRunning is the actors' KeepAwake functions running now.
 	TasksRunning uint64
 	// ActorsShed counts the actors deactivated before their idle timeout

@@ -141,7 +141,7 @@ func (s *Server) Stats(ctx context.Context, req *rivetv1.StatsRequest) (*rivetv1
 			st.Hot, st.HotCounted = ha.HotActors(hot), true
 		}
 		if rw, ok := s.backend.(RetryingWorkflowser); ok && retrying.Limit > 0 {
-			st.Retrying, st.RetryingCounted, st.RetryingFiltered = rw.RetryingWorkflows(retrying), true, true
+			st.Retrying, st.RetryingCounted = rw.RetryingWorkflows(retrying), true
 		}
 	}
 	out := make([]*rivetv1.HotActor, len(st.Hot))
@@ -164,7 +164,6 @@ func (s *Server) Stats(ctx context.Context, req *rivetv1.StatsRequest) (*rivetv1
 		RetryingWorkflows: retryingOut,
 		RetryingCounted:   st.RetryingCounted,
 		RetryingOmitted:   uint32(st.RetryingOmitted + omitted),
-		RetryingFiltered:  st.RetryingFiltered,
 	}, nil
 }
 

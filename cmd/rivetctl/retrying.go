@@ -57,10 +57,7 @@ func (a *app) listRetrying(ctx context.Context, c *client.Client, name, errorCon
 			continue
 		}
 		l := lists[i]
-		switch {
-		case l.Unfiltered:
-			a.note("node %s is older than --status retrying's filters: it sent its first %d retrying actors of any name and error, filtered here, and others may be missing; upgrade it", printable(nodes[i]), client.MaxHotActors)
-		case len(l.Workflows)+l.Omitted >= client.MaxHotActors:
+		if len(l.Workflows)+l.Omitted >= client.MaxHotActors {
 			a.note("node %s has %d or more actors retrying: the first %d by name and key are counted", printable(nodes[i]), client.MaxHotActors, client.MaxHotActors)
 		}
 		if l.Omitted > 0 {

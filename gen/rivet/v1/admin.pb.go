@@ -675,8 +675,7 @@ type StatsRequest struct {
 	// retrying_name keeps only the retrying actors of that name, and
 	// retrying_error_contains only the steps whose last error contains it
 	// (and the actors with one): the node filters before it cuts its list
-	// to retrying. A node from before them ignores them, and leaves
-	// retrying_filtered unset.
+	// to retrying. (No node lists retrying actors without them.)
 	RetryingName          string `protobuf:"bytes,4,opt,name=retrying_name,json=retryingName,proto3" json:"retrying_name,omitempty"`
 	RetryingErrorContains string `protobuf:"bytes,5,opt,name=retrying_error_contains,json=retryingErrorContains,proto3" json:"retrying_error_contains,omitempty"`
 	unknownFields         protoimpl.UnknownFields
@@ -962,11 +961,8 @@ type StatsResponse struct {
 	// retrying_omitted counts the retrying workflows left out at the end of
 	// retrying_workflows to bound the response's size (about 1 MiB of them).
 	RetryingOmitted uint32 `protobuf:"varint,11,opt,name=retrying_omitted,json=retryingOmitted,proto3" json:"retrying_omitted,omitempty"`
-	// retrying_filtered says that the node applied retrying_name and
-	// retrying_error_contains (a node from before them does not set it).
-	RetryingFiltered bool `protobuf:"varint,12,opt,name=retrying_filtered,json=retryingFiltered,proto3" json:"retrying_filtered,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *StatsResponse) Reset() {
@@ -1074,13 +1070,6 @@ func (x *StatsResponse) GetRetryingOmitted() uint32 {
 		return x.RetryingOmitted
 	}
 	return 0
-}
-
-func (x *StatsResponse) GetRetryingFiltered() bool {
-	if x != nil {
-		return x.RetryingFiltered
-	}
-	return false
 }
 
 type DrainRequest struct {
@@ -1260,7 +1249,7 @@ const file_rivet_v1_admin_proto_rawDesc = "" +
 	"\x05turns\x18\x05 \x01(\x04R\x05turns\x12%\n" +
 	"\x0ewaited_seconds\x18\x06 \x01(\x01R\rwaitedSeconds\x120\n" +
 	"\x05since\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12\x18\n" +
-	"\awaiting\x18\b \x01(\rR\awaiting\"\xf1\x03\n" +
+	"\awaiting\x18\b \x01(\rR\awaiting\"\xdd\x03\n" +
 	"\rStatsResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12#\n" +
 	"\ractive_actors\x18\x02 \x01(\x04R\factiveActors\x12\x14\n" +
@@ -1275,8 +1264,7 @@ const file_rivet_v1_admin_proto_rawDesc = "" +
 	"\x12retrying_workflows\x18\t \x03(\v2\x1a.rivet.v1.RetryingWorkflowR\x11retryingWorkflows\x12)\n" +
 	"\x10retrying_counted\x18\n" +
 	" \x01(\bR\x0fretryingCounted\x12)\n" +
-	"\x10retrying_omitted\x18\v \x01(\rR\x0fretryingOmitted\x12+\n" +
-	"\x11retrying_filtered\x18\f \x01(\bR\x10retryingFiltered\";\n" +
+	"\x10retrying_omitted\x18\v \x01(\rR\x0fretryingOmittedJ\x04\b\f\x10\rR\x11retrying_filtered\";\n" +
 	"\fDrainRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x12\n" +
 	"\x04undo\x18\x02 \x01(\bR\x04undo\"S\n" +
