@@ -182,9 +182,5 @@ func (v *view) peerLeaseTTL(rec runtime.NodeRecord) time.Duration {
 	if rec.LeaseTTLMillis > 0 {
 		return time.Duration(rec.LeaseTTLMillis) * time.Millisecond
 	}
-	ttl := v.leaseTTL
-	if ttl <= 0 {
-		ttl = DefaultConfig().LeaseTTL
-	}
-	return max(ttl, unknownLeaseTTL)
+	return max(v.leaseTTL, unknownLeaseTTL)
 }

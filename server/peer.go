@@ -475,9 +475,7 @@ type PeerConn struct {
 // the first after 1 s, the second 2 s later), a busy peer's accept queue
 // after a restart, or a TLS handshake on a CPU-starved peer: a dial that
 // slow to a peer that is there succeeds, and so do the forwards waiting
-// for it. (It was 1 s, counted from the first forward to wait, and a dial
-// of 1.1 s to a live peer failed every forward waiting for it.) A variable
-// for tests.
+// for it. A variable for tests.
 var PeerConnectWait = 3 * time.Second
 
 // NewPeerConn returns a PeerConn over conn (which it does not own).
