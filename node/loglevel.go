@@ -9,7 +9,6 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -180,18 +179,9 @@ func (b backend) LogLevel(ctx context.Context, node, level string, revertAfter t
 		st.NodeID = b.n.cfg.NodeID
 		return st, nil
 	}
-	if md, _ := metadata.FromIncomingContext(ctx); len(md.Get(adminHopKey)) > 0 {
-		// As Drain: sent here as node's address, which this node now
-		// serves; sent on, it would come back here.
-		return server.LogLevel{}, rivet.Errorf(rivet.ErrFailedPrecondition, "node %s's registered address is served by node %s (it was replaced, and its registration has not expired yet)", node, b.n.cfg.NodeID)
-	}
-	rec, err := b.registered(node, "it runs no more")
+	peer, hctx, rec, err := b.adminPeer(ctx, node, "it runs no more")
 	if err != nil {
 		return server.LogLevel{}, err
-	}
-	conn, err := b.n.view.conn(rec.GRPCAddr)
-	if err != nil {
-		return server.LogLevel{}, rivet.Errorf(rivet.ErrUnavailable, "reach node %s: %v", node, err)
 	}
 	req := &rivetv1.LogLevelRequest{NodeId: node, Level: level}
 	if revertAfter > 0 {
@@ -201,7 +191,7 @@ func (b backend) LogLevel(ctx context.Context, node, level string, revertAfter t
 	// serves the address under another ID refuses instead of changing
 	// its own level (Stats asks for the answering node's counters and
 	// checks the ID after, which a change cannot be undone by).
-	resp, err := rivetv1.NewAdminServiceClient(conn).LogLevel(metadata.AppendToOutgoingContext(ctx, adminHopKey, "1"), req)
+	resp, err := peer.LogLevel(hctx, req)
 	if status.Code(err) == codes.Unimplemented {
 		build := "an older build"
 		if rec.Build != "" {

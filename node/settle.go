@@ -427,24 +427,15 @@ func (b backend) Drain(ctx context.Context, node string, undo bool) (uint32, err
 		b.n.balancer.Kick()
 		return owned, nil
 	}
-	if md, _ := metadata.FromIncomingContext(ctx); len(md.Get(adminHopKey)) > 0 {
-		// Sent here as node's address, which this node now serves: sent
-		// on, it would come back here until the caller's deadline.
-		return 0, rivet.Errorf(rivet.ErrFailedPrecondition, "node %s's registered address is served by node %s (it was replaced, and its registration has not expired yet)", node, b.n.cfg.NodeID)
-	}
 	why := "it has nothing to drain"
 	if undo {
 		why = "it rejoins undrained"
 	}
-	rec, err := b.registered(node, why)
+	peer, hctx, rec, err := b.adminPeer(ctx, node, why)
 	if err != nil {
 		return 0, err
 	}
-	conn, err := b.n.view.conn(rec.GRPCAddr)
-	if err != nil {
-		return 0, rivet.Errorf(rivet.ErrUnavailable, "reach node %s: %v", node, err)
-	}
-	resp, err := rivetv1.NewAdminServiceClient(conn).Drain(metadata.AppendToOutgoingContext(ctx, adminHopKey, "1"), &rivetv1.DrainRequest{NodeId: node, Undo: undo})
+	resp, err := peer.Drain(hctx, &rivetv1.DrainRequest{NodeId: node, Undo: undo})
 	if err != nil {
 		return 0, adminPeerError(err, "ask node %s at %s to drain", node, rec.GRPCAddr)
 	}
@@ -454,6 +445,27 @@ func (b backend) Drain(ctx context.Context, node string, undo bool) (uint32, err
 // adminHopKey marks an admin request one node sends another on its
 // caller's behalf.
 const adminHopKey = "rivet-admin-hop"
+
+// adminPeer returns the AdminService of the registered node, and ctx
+// marked as a hop, for a request sent on to it on the caller's behalf; why
+// says what the node's not being registered means for the request. A
+// request that came here as a hop is refused: it was sent to node's
+// registered address, which this node now serves, and sent on it would
+// come back here until the caller's deadline.
+func (b backend) adminPeer(ctx context.Context, node, why string) (rivetv1.AdminServiceClient, context.Context, runtime.NodeRecord, error) {
+	if md, _ := metadata.FromIncomingContext(ctx); len(md.Get(adminHopKey)) > 0 {
+		return nil, nil, runtime.NodeRecord{}, rivet.Errorf(rivet.ErrFailedPrecondition, "node %s's registered address is served by node %s (it was replaced, and its registration has not expired yet)", node, b.n.cfg.NodeID)
+	}
+	rec, err := b.registered(node, why)
+	if err != nil {
+		return nil, nil, runtime.NodeRecord{}, err
+	}
+	conn, err := b.n.view.conn(rec.GRPCAddr)
+	if err != nil {
+		return nil, nil, runtime.NodeRecord{}, rivet.Errorf(rivet.ErrUnavailable, "reach node %s: %v", node, err)
+	}
+	return rivetv1.NewAdminServiceClient(conn), metadata.AppendToOutgoingContext(ctx, adminHopKey, "1"), rec, nil
+}
 
 // adminPeerError is the error of an admin request sent to another node on
 // a caller's behalf: the peer's own error as it is; a failure to reach it
