@@ -423,7 +423,7 @@ func (a *activation) load(ctx context.Context, create bool, input json.RawMessag
 		// them otherwise).
 		snap, err := h.readActor(ctx, a.prefix, a.spec.Run == nil)
 		if err != nil {
-			return rivet.Errorf(rivet.ErrUnavailable, "load %s: %v", a.describe(), err)
+			return loadReadError(ctx, "load %s: %v", a.describe(), err)
 		}
 		if snap.metaExists {
 			st, err := a.spec.DecodeState(orNull(snap.state))
@@ -441,7 +441,7 @@ func (a *activation) load(ctx context.Context, create bool, input json.RawMessag
 				a.wf.countPending(m.queue, 1)
 			}
 			if a.sched, err = h.readSchedules(ctx, a.part, a.ref.Name, a.enc); err != nil {
-				return rivet.Errorf(rivet.ErrUnavailable, "load %s: scheduled calls: %v", a.describe(), err)
+				return loadReadError(ctx, "load %s: scheduled calls: %v", a.describe(), err)
 			}
 			a.setSchedSaved(a.sched)
 			if len(a.sched) > 0 {
@@ -535,6 +535,18 @@ type createInDoubt struct {
 func (e *createInDoubt) Error() string { return e.err.Error() }
 func (e *createInDoubt) Unwrap() error { return e.err }
 
+// loadReadError is the error of a load whose read of storage failed. A
+// read cut short by the loading caller's deadline is that caller's
+// timeout (DEADLINE_EXCEEDED: the time it gave was too short), not the
+// storage's unavailability, which a client retries and an action that
+// called another actor with a short deadline of its own would not expect.
+func loadReadError(ctx context.Context, format string, what string, err error) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return rivet.Errorf(rivet.ErrTimeout, format, what, err)
+	}
+	return rivet.Errorf(rivet.ErrUnavailable, format, what, err)
+}
+
 // loadWorkflow reads the workflow's status, history and wakeup record.
 //
 // stateRev is the revision of the state key the load read: a state that a
@@ -542,7 +554,7 @@ func (e *createInDoubt) Unwrap() error { return e.err }
 func (a *activation) loadWorkflow(ctx context.Context, stateRev int64) error {
 	sw, err := a.h.readWorkflow(ctx, a.prefix)
 	if err != nil {
-		return rivet.Errorf(rivet.ErrUnavailable, "load %s: workflow: %v", a.describe(), err)
+		return loadReadError(ctx, "load %s: workflow: %v", a.describe(), err)
 	}
 	hist := sw.history
 	if f := sw.folded; f.rev > stateRev {
@@ -572,7 +584,7 @@ func (a *activation) loadWorkflow(ctx context.Context, stateRev int64) error {
 		}
 	}
 	if a.wf.wakeAt, err = a.h.readWakeAt(ctx, a.part, a.ref.Name, a.enc); err != nil {
-		return rivet.Errorf(rivet.ErrUnavailable, "load %s: wakeup: %v", a.describe(), err)
+		return loadReadError(ctx, "load %s: wakeup: %v", a.describe(), err)
 	}
 	return nil
 }

@@ -152,6 +152,10 @@ type faultStore struct {
 	// has answered it, before its caller sees the answer: a test that
 	// blocks in it holds the caller between its read and what follows.
 	afterGet atomic.Pointer[func(key string)]
+	// stallGetSub: the next Get of a key containing it waits until its
+	// caller's context ends, and fails with the context's error, as an
+	// etcd read does when its caller's deadline passes first.
+	stallGetSub atomic.Value
 }
 
 // Claim commits, then, if loseClaimReply is set (once), fails as a claim
@@ -235,6 +239,10 @@ func (s *faultStore) Get(ctx context.Context, key string) (storage.KV, error) {
 	if v, _ := s.failGetSub.Load().(string); v != "" && strings.Contains(key, v) {
 		s.failGetSub.Store("")
 		return storage.KV{}, errors.New("injected transient read error")
+	}
+	if v, _ := s.stallGetSub.Load().(string); v != "" && strings.Contains(key, v) && s.stallGetSub.CompareAndSwap(v, "") {
+		<-ctx.Done()
+		return storage.KV{}, ctx.Err()
 	}
 	kv, err := s.Store.Get(ctx, key)
 	if f := s.afterGet.Load(); f != nil {

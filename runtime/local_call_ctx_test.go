@@ -11,30 +11,31 @@ import (
 	"github.com/rivet-go/rivet/runtime"
 )
 
-// stubbornRelease ends stubborn's hold; the test that uses it closes it.
-var stubbornRelease = make(chan struct{})
-
-// stubborn's hold ignores its context: it returns when the test lets it.
-var stubborn = rivet.Actor[tickState]{
-	Name: "stubborn",
-	Actions: rivet.Actions[tickState]{
-		"hold": rivet.Query(func(c *rivet.ActionCtx[tickState]) (int, error) {
-			<-stubbornRelease
-			return 1, nil
-		}),
-	},
-}
-
-// impatient calls stubborn's hold with a short deadline of its own.
-var impatient = rivet.Actor[tickState]{
-	Name: "impatient",
-	Actions: rivet.Actions[tickState]{
-		"ask": rivet.Query(func(c *rivet.ActionCtx[tickState]) (int, error) {
-			ctx, cancel := context.WithTimeout(c.Context(), 100*time.Millisecond)
-			defer cancel()
-			return rivet.Call[int](ctx, c.Client().GetOrCreate("stubborn", "s"), "hold")
-		}),
-	},
+// stubbornActors returns stubborn, whose hold ignores its context and
+// returns when release closes, and impatient, which calls stubborn's hold
+// with a short deadline of its own (a test's, so that it runs again with
+// -count).
+func stubbornActors(release <-chan struct{}) (stubborn, impatient rivet.Actor[tickState]) {
+	stubborn = rivet.Actor[tickState]{
+		Name: "stubborn",
+		Actions: rivet.Actions[tickState]{
+			"hold": rivet.Query(func(c *rivet.ActionCtx[tickState]) (int, error) {
+				<-release
+				return 1, nil
+			}),
+		},
+	}
+	impatient = rivet.Actor[tickState]{
+		Name: "impatient",
+		Actions: rivet.Actions[tickState]{
+			"ask": rivet.Query(func(c *rivet.ActionCtx[tickState]) (int, error) {
+				ctx, cancel := context.WithTimeout(c.Context(), 100*time.Millisecond)
+				defer cancel()
+				return rivet.Call[int](ctx, c.Client().GetOrCreate("stubborn", "s"), "hold")
+			}),
+		},
+	}
+	return stubborn, impatient
 }
 
 // A call from an actor's code to an actor of the same node ends with the
@@ -44,6 +45,8 @@ var impatient = rivet.Actor[tickState]{
 // while the called code goes on. The called code runs to its end.
 func TestACallToAnActorOfTheSameNodeEndsWithItsContext(t *testing.T) {
 	t.Parallel()
+	stubbornRelease := make(chan struct{})
+	stubborn, impatient := stubbornActors(stubbornRelease)
 	e := newEnv(t, counterReg(t, stubborn, impatient), nil)
 	released := false
 	release := func() {
@@ -145,5 +148,29 @@ func TestACallBackFromACallThatEndedDoesNotRunBesideTheCallersTurn(t *testing.T)
 	}
 	if n := callbackInside.Load(); n != 0 {
 		t.Fatalf("%d call(s) back ran inside the caller's actor while its turn went on", n)
+	}
+}
+
+// A load that its caller's deadline cuts short ends with that deadline
+// (DEADLINE_EXCEEDED), not as storage unavailable: an action that calls an
+// actor with a short deadline of its own, whose load is slow, sees the
+// time it gave run out (a CI run's TestACallToAnActorOfTheSameNodeEndsWithItsContext
+// saw "unavailable" where the called actor's read outlived 100 ms).
+func TestALoadCutShortByItsCallersDeadlineIsATimeout(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, counterReg(t), nil)
+	e.store.stallGetSub.Store("slowload")
+	cctx, cancel := context.WithTimeout(ctx(t), 200*time.Millisecond)
+	defer cancel()
+	_, err := e.host.Call(cctx, runtime.CallRequest{Ref: runtime.Ref{Name: "counter", Key: []string{"slowload"}}, Action: "getCount", CreateIfMissing: true})
+	if !errors.Is(err, rivet.ErrTimeout) {
+		t.Fatalf("the call ended with %v, want ErrTimeout", err)
+	}
+	if v, _ := e.store.stallGetSub.Load().(string); v != "" {
+		t.Fatalf("the load did not read the actor's record (the stall was not reached): %v", err)
+	}
+	// Nothing was lost: the actor loads with a deadline that suffices.
+	if _, err := e.host.Call(ctx(t), runtime.CallRequest{Ref: runtime.Ref{Name: "counter", Key: []string{"slowload"}}, Action: "getCount", CreateIfMissing: true}); err != nil {
+		t.Fatal(err)
 	}
 }
