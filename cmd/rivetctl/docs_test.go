@@ -497,6 +497,14 @@ func runDocBlock(t *testing.T, page string, b docBlock, nd *docNode, getenv func
 func runDocCmd(t *testing.T, page string, c docCmd, bg *syncBuffer, bgRunning bool, getenv func(string) string) {
 	t.Helper()
 	want := normalizeDoc(c.want)
+	// Under go run a failure also prints "exit status N", which the page
+	// leaves out: it shows one by rivetctl's message alone.
+	wantFail := false
+	for _, l := range c.want {
+		if strings.HasPrefix(l, "rivetctl: ") && !strings.HasPrefix(l, "rivetctl: note: ") {
+			wantFail = true
+		}
+	}
 	start := time.Now()
 	runs := 0
 	defer func() {
@@ -509,8 +517,11 @@ func runDocCmd(t *testing.T, page string, c docCmd, bg *syncBuffer, bgRunning bo
 	for {
 		runs++
 		var out syncBuffer
+		failed := false
 		for _, args := range c.argv {
-			run(context.Background(), args, strings.NewReader(""), &out, &out, getenv)
+			if run(context.Background(), args, strings.NewReader(""), &out, &out, getenv) != exitOK {
+				failed = true
+			}
 		}
 		got, _ := out.since(0)
 		var fromBg string
@@ -528,6 +539,10 @@ func runDocCmd(t *testing.T, page string, c docCmd, bg *syncBuffer, bgRunning bo
 				break
 			}
 			time.Sleep(20 * time.Millisecond)
+		}
+		if ok && failed != wantFail {
+			t.Errorf("%s:%d: $ %s\nprinted what the page says, but failed (exit status not 0): %v; the page shows a failure by a line \"rivetctl: ...\" (not \"rivetctl: note: ...\"): %v", page, c.line, c.text, failed, wantFail)
+			return
 		}
 		if ok {
 			return
