@@ -60,6 +60,20 @@ func TestDocSessions(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			checked, skipped := 0, 0
+			for _, b := range blocks {
+				if b.skip == "" {
+					checked += len(b.cmds)
+				} else {
+					skipped++
+				}
+			}
+			// A page whose sessions the parser no longer sees (a fence
+			// written otherwise) must not pass by checking nothing.
+			if checked == 0 {
+				t.Fatalf("%s: no rivetctl session found", page)
+			}
+			t.Logf("%s: %d commands to check, %d blocks not checked", page, checked, skipped)
 			runDocBlocks(t, page, blocks)
 		})
 	}
@@ -437,6 +451,8 @@ func runDocBlocks(t *testing.T, page string, blocks []docBlock) {
 	defer func() { seed.AuctionTimeout = saved }()
 
 	nd := startDocNode(t, t.TempDir())
+	// Before the API closes and the timeout is put back.
+	defer func() { nd.stop() }()
 	for _, b := range blocks {
 		if b.skip != "" {
 			t.Logf("%s:%d: not checked: %s", page, b.line, b.skip)
