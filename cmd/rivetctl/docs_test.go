@@ -445,8 +445,8 @@ func runDocBlocks(t *testing.T, page string, blocks []docBlock) {
 	api := exampleapi.NewTestServer(map[string]int{"/users": 3, "/orders": 5, "/revenue": 7, "/invoices": 11})
 	defer api.Close()
 	t.Setenv(exampleapi.EnvVar, api.URL)
-	// The page's node runs with EXAMPLES_AUCTION_TIMEOUT=5s.
-	t.Setenv(seed.AuctionTimeoutEnv, "5s")
+	// The page's node runs with EXAMPLES_AUCTION_TIMEOUT=10s.
+	t.Setenv(seed.AuctionTimeoutEnv, "10s")
 	saved := seed.AuctionTimeout
 	defer func() { seed.AuctionTimeout = saved }()
 
