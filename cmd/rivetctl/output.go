@@ -85,6 +85,12 @@ func (a *app) printValue(v any) error {
 	return err
 }
 
+// dupOrigin says who may have sent a duplicate's first message: a user
+// who sent once, and whose send the client sent again after its
+// connection broke (a node killed mid-send), was told "sent before ...;
+// nothing was queued" and took the order for lost (a user trial).
+const dupOrigin = "by an earlier send, or by this one's first attempt if a broken connection cut it off and the client sent it again"
+
 func (a *app) printSendResult(res client.SendResult, wait bool, idemKey string) error {
 	// A wait that ran out is a failure of the command (exit 1), as a
 	// drain that outlasts its --wait is: a script must be able to tell.
@@ -104,9 +110,9 @@ func (a *app) printSendResult(res client.SendResult, wait bool, idemKey string) 
 			notDone = &runError{err: fmt.Errorf("not completed within the wait (message %d: still queued, or taken by a workflow that has not completed it)", res.MessageID), code: "DEADLINE_EXCEEDED"}
 		}
 	case wait && res.Status == client.SendEnqueued && res.Duplicate && res.WorkflowStatus != "":
-		notDone = &runError{err: fmt.Errorf("a duplicate: message %d was sent before with this idempotency key, and the actor's workflow %s: nothing takes it %s; nothing was queued", res.MessageID, workflowEnded(res.WorkflowStatus), untilRetried(res.WorkflowStatus)), code: "FAILED_PRECONDITION"}
+		notDone = &runError{err: fmt.Errorf("a duplicate: message %d was sent before with this idempotency key ("+dupOrigin+"), and the actor's workflow %s: nothing takes it %s; nothing more was queued", res.MessageID, workflowEnded(res.WorkflowStatus), untilRetried(res.WorkflowStatus)), code: "FAILED_PRECONDITION"}
 	case wait && res.Status == client.SendEnqueued && res.Duplicate:
-		notDone = &runError{err: fmt.Errorf("a duplicate: message %d was sent before with this idempotency key, and this send cannot wait for it (the node stopped waiting, or the workflow took it and its completion cannot come here: the workflow ended, or the completion was too large to keep, or came before the node kept completions); nothing was queued", res.MessageID), code: "ALREADY_EXISTS"}
+		notDone = &runError{err: fmt.Errorf("a duplicate: message %d was sent before with this idempotency key ("+dupOrigin+"), and this send cannot wait for it (the node stopped waiting, or the workflow took it and its completion cannot come here: the workflow ended, or the completion was too large to keep, or came before the node kept completions); nothing more was queued", res.MessageID), code: "ALREADY_EXISTS"}
 	case wait && res.Status == client.SendEnqueued && idemKey != "":
 		// Keyed, the same send again queues nothing and waits for the
 		// completion (the node keeps it for a retry): the one way left
@@ -135,11 +141,11 @@ func (a *app) printSendResult(res client.SendResult, wait bool, idemKey string) 
 	var err error
 	switch {
 	case !wait && res.Duplicate:
-		_, err = fmt.Fprintf(a.stdout, "duplicate of message %d: sent before with this idempotency key; nothing was queued\n", res.MessageID)
+		_, err = fmt.Fprintf(a.stdout, "duplicate of message %d: sent before with this idempotency key ("+dupOrigin+"); nothing more was queued\n", res.MessageID)
 	case !wait:
 		_, err = fmt.Fprintln(a.stdout, "enqueued")
 	case res.Status == client.SendCompleted && res.Duplicate:
-		_, err = fmt.Fprintf(a.stdout, "completed (message %d, a duplicate: sent before with this idempotency key; nothing was queued)\n", res.MessageID)
+		_, err = fmt.Fprintf(a.stdout, "completed (message %d, a duplicate: sent before with this idempotency key, "+dupOrigin+"; nothing more was queued)\n", res.MessageID)
 		if err == nil && len(res.Response) > 0 {
 			err = a.printJSON(res.Response)
 		}

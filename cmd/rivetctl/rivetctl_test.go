@@ -355,17 +355,17 @@ func TestSendWithAnIdempotencyKey(t *testing.T) {
 	// The duplicate says so on stdout, which scripts read, not
 	// "enqueued".
 	rivetctl(t, addr, "send", "orders", "main", "incoming", "1", "--idempotency-key", "order-17").
-		want(t, 0, "duplicate of message 5: sent before with this idempotency key; nothing was queued\n")
+		want(t, 0, "duplicate of message 5: sent before with this idempotency key (by an earlier send, or by this one's first attempt if a broken connection cut it off and the client sent it again); nothing more was queued\n")
 	rivetctl(t, addr, "send", "orders", "main", "incoming", "1", "--idempotency-key", "order-17", "-o", "json").
 		want(t, 0, `{"message_id":5,"status":"enqueued","duplicate":true}`+"\n")
 	rivetctl(t, addr, "send", "orders", "main", "incoming", "1", "--idempotency-key", "order-17", "--wait").
-		wantErr(t, 1, "rivetctl: a duplicate: message 5 was sent before with this idempotency key, and this send cannot wait for it (the node stopped waiting, or the workflow took it and its completion cannot come here: the workflow ended, or the completion was too large to keep, or came before the node kept completions); nothing was queued")
+		wantErr(t, 1, "rivetctl: a duplicate: message 5 was sent before with this idempotency key (by an earlier send, or by this one's first attempt if a broken connection cut it off and the client sent it again), and this send cannot wait for it (the node stopped waiting, or the workflow took it and its completion cannot come here: the workflow ended, or the completion was too large to keep, or came before the node kept completions); nothing more was queued")
 	// A duplicate that waited for the first message's completion.
 	f.SendFunc = func(context.Context, runtime.SendRequest) (runtime.SendResult, error) {
 		return runtime.SendResult{MessageID: 5, Status: runtime.SendCompleted, Duplicate: true, Response: json.RawMessage(`"ok"`)}, nil
 	}
 	rivetctl(t, addr, "send", "orders", "main", "incoming", "1", "--idempotency-key", "order-17", "--wait").
-		want(t, 0, "completed (message 5, a duplicate: sent before with this idempotency key; nothing was queued)\n\"ok\"\n")
+		want(t, 0, "completed (message 5, a duplicate: sent before with this idempotency key, by an earlier send, or by this one's first attempt if a broken connection cut it off and the client sent it again; nothing more was queued)\n\"ok\"\n")
 	rivetctl(t, addr, "send", "orders", "main", "incoming", "1", "--idempotency-key", "order-17", "--wait", "-o", "json").
 		want(t, 0, `{"message_id":5,"status":"completed","response":"ok","duplicate":true}`+"\n")
 	// A duplicate sent to an actor whose workflow has ended says so, not
@@ -374,7 +374,7 @@ func TestSendWithAnIdempotencyKey(t *testing.T) {
 		return runtime.SendResult{MessageID: 5, Status: runtime.SendEnqueued, Duplicate: true, WorkflowStatus: "completed"}, nil
 	}
 	rivetctl(t, addr, "send", "orders", "main", "incoming", "1", "--idempotency-key", "order-17", "--wait").
-		wantErr(t, 1, "rivetctl: a duplicate: message 5 was sent before with this idempotency key, and the actor's workflow has completed: nothing takes it unless the workflow runs again from an entry before its end (rivetctl workflow retry --from ENTRY; a retry without --from replays it to the same end); nothing was queued")
+		wantErr(t, 1, "rivetctl: a duplicate: message 5 was sent before with this idempotency key (by an earlier send, or by this one's first attempt if a broken connection cut it off and the client sent it again), and the actor's workflow has completed: nothing takes it unless the workflow runs again from an entry before its end (rivetctl workflow retry --from ENTRY; a retry without --from replays it to the same end); nothing more was queued")
 }
 
 func TestStateInspectCreateDestroy(t *testing.T) {
