@@ -786,6 +786,14 @@ func TestACommandThatMayHaveRunSaysSo(t *testing.T) {
 		wantErr(t, 1, `{"error":{"code":"UNAVAILABLE","message":"the stream to the actor's owner at 127.0.0.1:6430 broke during the forwarded call","hint":"`+strings.TrimPrefix(mayHaveRun, "; ")+`"},"exit":1}`)
 	rivetctl(t, addr, "call", "slow", "k", "wait", "--timeout", "100ms").
 		wantErr(t, 1, "rivetctl: deadline exceeded: no answer from "+addr+" within 100ms (--timeout) (DEADLINE_EXCEEDED)"+mayHaveRun)
+	// A send's unknown outcome is a message that may be queued: inspect
+	// shows it, and a key would have made sending it again safe.
+	f.SendFunc = func(context.Context, runtime.SendRequest) (runtime.SendResult, error) {
+		return runtime.SendResult{}, &rivet.Error{Kind: rivet.ErrUnavailable, Message: "the stream to the actor's owner at 127.0.0.1:6430 broke during the forwarded call"}
+	}
+	rivetctl(t, addr, "send", "orders", "main", "incoming", "1").
+		wantErr(t, 1, "rivetctl: unavailable: the stream to the actor's owner at 127.0.0.1:6430 broke during the forwarded call (UNAVAILABLE)"+
+			"; it may have been queued all the same: look (rivetctl inspect: its queues, and what its workflow took) before sending it again, which could queue it twice (--idempotency-key queues a send at most once)")
 	// A read-only call ran a read-only action, or nothing.
 	rivetctl(t, addr, "call", "--read-only", "slow", "k", "wait", "--timeout", "100ms").
 		wantErr(t, 1, "rivetctl: deadline exceeded: no answer from "+addr+" within 100ms (--timeout) (DEADLINE_EXCEEDED)")

@@ -486,6 +486,12 @@ func mayHaveRun(cmd *cobra.Command, err error) string {
 		}
 		return "; it may have been queued all the same: send it again with the same --idempotency-key, which queues it at most once"
 	}
+	if cmd.Name() == "send" {
+		// A send "runs" nothing: what may have happened is a message
+		// queued, which inspect shows (a user trial's send --wait through
+		// a node's kill -9 was told to look at the state).
+		return "; it may have been queued all the same: look (rivetctl inspect: its queues, and what its workflow took) before sending it again, which could queue it twice (--idempotency-key queues a send at most once)"
+	}
 	return "; it may have run all the same: look (rivetctl state, inspect) before running it again, which could apply it twice"
 }
 
