@@ -14,7 +14,9 @@ import (
 // turn. Checked against each tree for each entry, it took 3 s for 20,000
 // entries and grew with their square (about 27 s at the 60,000 here); by
 // the entries' scopes it takes about 0.1 s. The bound is far from both, so
-// that a loaded machine does not fail it and the quadratic plan does.
+// that a loaded machine does not fail it and the quadratic plan does; not
+// under the race detector, which slows it 5-20 times (it failed under
+// -race at a load average of 15).
 func TestARetryFromAnEarlyEntryOfALongHistoryIsPlannedQuickly(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	const n = 60000
@@ -33,7 +35,7 @@ func TestARetryFromAnEarlyEntryOfALongHistoryIsPlannedQuickly(t *testing.T) {
 	if err != nil || len(trees) < n-10 {
 		t.Fatalf("retry from l/~1/s2 deletes %d trees (%v), want about %d", len(trees), err, n)
 	}
-	if took > 10*time.Second {
+	if took > 10*time.Second && !raceDetector {
 		t.Fatalf("planning the retry of %d entries took %v", n, took)
 	}
 }
@@ -61,7 +63,7 @@ func TestAPlainRetryOfALongRolledBackHistoryIsPlannedQuickly(t *testing.T) {
 	if err != nil || !slices.Equal(trees, []string{"l", "f"}) {
 		t.Fatalf("the retry deletes %v (%v), want [l f]: the loop holding the first compensated step, and the failed step", trees, err)
 	}
-	if took > 10*time.Second {
+	if took > 10*time.Second && !raceDetector {
 		t.Fatalf("planning the retry of %d entries took %v", n, took)
 	}
 }
