@@ -26,7 +26,27 @@ type actorMeta struct {
 // queueMessage is stored at <actor>/q/<seq>/<queue>.
 type queueMessage struct {
 	Body      json.RawMessage `json:"body"`
-	CreatedAt int64           `json:"created_at"` // unix ms
+	CreatedAt int64           `json:"created_at"` // unix ms, for builds that read only this
+	// CreatedNs is CreatedAt to the nanosecond (zero in records of older
+	// builds). The workflow engine ranks a message by its time against a
+	// receive's deadline, which is to the nanosecond: a message sent just
+	// after the deadline, within its millisecond, had a stored time at or
+	// before it, and a replay of the timed-out receive took it.
+	CreatedNs int64 `json:"created_ns,omitempty"`
+}
+
+// newQueueMessage is the stored record of a message enqueued at at.
+func newQueueMessage(body json.RawMessage, at time.Time) queueMessage {
+	return queueMessage{Body: body, CreatedAt: at.UnixMilli(), CreatedNs: at.UnixNano()}
+}
+
+// createdAt is when the message was enqueued, as precisely as its record
+// says.
+func (m queueMessage) createdAt() time.Time {
+	if m.CreatedNs != 0 {
+		return time.Unix(0, m.CreatedNs)
+	}
+	return time.UnixMilli(m.CreatedAt)
 }
 
 // writeGroup is the writes of one turn: they commit together or not at all.

@@ -1691,10 +1691,12 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 		if a.destroyPending() && !a.gate.reentered() {
 			return errBeingDestroyed(a)
 		}
-		// To the millisecond, as the message is stored: a workflow that
-		// takes it from memory sees the CreatedAt it would see after a
-		// restart, when it reads the message back.
-		now := time.UnixMilli(time.Now().UnixMilli())
+		// The message's time is stored to the nanosecond (queueMessage):
+		// a workflow that takes it from memory sees the CreatedAt it would
+		// see after a restart, when it reads the message back. The
+		// records that go by milliseconds (keys, wakeups) take now.
+		sentAt := time.Now().Round(0)
+		now := time.UnixMilli(sentAt.UnixMilli())
 		var keyOps []storage.Op
 		var keyRec sendKeyRecord
 		var sums sendKeyRecord // the message's digests
@@ -1762,7 +1764,7 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 			}
 			return rivet.Reasonf(rivet.ErrWorkflowFailed, "workflow", code, "%s has no running workflow to complete the message (workflow %s)", a.describe(), orNone(wfst.Status))
 		}
-		msg, _ := json.Marshal(queueMessage{Body: body, CreatedAt: now.UnixMilli()})
+		msg, _ := json.Marshal(newQueueMessage(body, sentAt))
 		seq = a.nextSeq.Load()
 		ops := append([]storage.Op{storage.Put(queueKey(a.prefix, seq, req.Queue), msg)}, keyOps...)
 		if sp.Run != nil {
@@ -1829,7 +1831,7 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 			// Only a workflow takes messages: an actor without one keeps
 			// no copy of their bodies in memory.
 			a.wf.notifyMu.Lock()
-			a.wf.msgs = append(a.wf.msgs, msgRef{seq: seq, queue: req.Queue, body: body, at: now})
+			a.wf.msgs = append(a.wf.msgs, msgRef{seq: seq, queue: req.Queue, body: body, at: sentAt})
 			a.wf.notifyMu.Unlock()
 			a.wf.messageArrived()
 		}

@@ -331,7 +331,7 @@ func (a *activation) historyOps(ws []workflow.HistoryWrite) (ops []storage.Op, b
 		switch {
 		case len(w.Requeue) > 0:
 			for _, m := range w.Requeue {
-				b, _ := json.Marshal(queueMessage{Body: m.Body, CreatedAt: m.CreatedAt.UnixMilli()})
+				b, _ := json.Marshal(newQueueMessage(m.Body, m.CreatedAt))
 				ops = append(ops, storage.Put(queueKey(prefix, m.ID, m.Queue), b))
 				back = append(back, msgRef{seq: m.ID, queue: m.Queue, body: m.Body, at: m.CreatedAt})
 			}
@@ -1449,7 +1449,7 @@ func (w *wfHost) Receive(ctx context.Context, names []string, max int, record fu
 				if err := json.Unmarshal(kv.Value, &qm); err != nil {
 					return nil, fmt.Errorf("message %d does not decode: %w", m.seq, err)
 				}
-				body, at = qm.Body, time.UnixMilli(qm.CreatedAt)
+				body, at = qm.Body, qm.createdAt()
 			}
 			if budget -= 2*len(body) + 128; budget < 0 && len(picked) > 0 {
 				break

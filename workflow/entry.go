@@ -197,10 +197,15 @@ const NoEntry = "-"
 // RawMessage is a queue message as the host hands it over.
 type RawMessage struct {
 	// ID orders an actor's messages (FIFO across its queues).
-	ID        uint64          `json:"id"`
-	Queue     string          `json:"queue"`
-	Body      json.RawMessage `json:"body"`
-	CreatedAt time.Time       `json:"created_at"`
+	ID    uint64          `json:"id"`
+	Queue string          `json:"queue"`
+	Body  json.RawMessage `json:"body"`
+	// CreatedAt is when the message was enqueued, as precisely as the
+	// Host's Now (and the same however the host reads it): the engine
+	// ranks it against a receive's deadline (see MessagePeeker), and a
+	// time cut to a coarser unit ranks a message sent just after the
+	// deadline before it.
+	CreatedAt time.Time `json:"created_at"`
 }
 
 // RecordedMessage is a message as a receive entry records it.
