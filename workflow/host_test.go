@@ -53,7 +53,8 @@ func TestHostErrors(t *testing.T) {
 }
 
 // TestEvictionDuringJoin: evicting a run whose branches all wait yields
-// with the earliest deadline and every queue any branch waits on.
+// with the earliest deadline, what it is the deadline of (a sleep), and
+// every queue any branch waits on.
 func TestEvictionDuringJoin(t *testing.T) {
 	h := newHost(log{})
 	wf := func(c *logCtx) error {
@@ -71,7 +72,7 @@ func TestEvictionDuringJoin(t *testing.T) {
 	go func() { <-h.Wakes(); cancel() }()
 	out := h.Run(ctx, wf)
 	cancel()
-	want := workflow.Wake{At: t0.Add(time.Minute), Queues: []string{"x", "y"}}
+	want := workflow.Wake{At: t0.Add(time.Minute), AtReason: workflow.WakeSleep, Queues: []string{"x", "y"}}
 	if out.Status != workflow.RunYielded || !reflect.DeepEqual(out.Wake, want) || !errors.Is(out.Err, context.Canceled) {
 		t.Fatalf("outcome %+v", out)
 	}

@@ -309,20 +309,36 @@ type Wake struct {
 	// At is the earliest deadline (sleep, receive timeout, retry backoff);
 	// zero if none.
 	At time.Time
+	// AtReason says what At is the deadline of: WakeSleep, WakeReceive or
+	// WakeRetry; empty if At is zero or none of them (a run stopped in
+	// the middle, which must run again at once).
+	AtReason string
 	// Queues lists the queues whose messages would wake it, sorted;
 	// AnyQueue is set when any message would.
 	Queues   []string
 	AnyQueue bool
 }
 
+// What a Wake's At is the deadline of (Wake.AtReason).
+const (
+	// WakeSleep is a sleep's end (Ctx.Sleep, Ctx.SleepUntil).
+	WakeSleep = "sleep"
+	// WakeReceive is a receive's timeout: a message on its queues wakes
+	// the workflow before it.
+	WakeReceive = "receive"
+	// WakeRetry is a step's (or a rollback handler's) next attempt, after
+	// the backoff of a failed one.
+	WakeRetry = "retry"
+)
+
 // IsZero reports whether nothing would wake the workflow.
 func (w Wake) IsZero() bool { return w.At.IsZero() && len(w.Queues) == 0 && !w.AnyQueue }
 
 // mergeWake returns the wake that fires when either a or b would.
 func mergeWake(a, b Wake) Wake {
-	out := Wake{At: a.At, AnyQueue: a.AnyQueue || b.AnyQueue}
+	out := Wake{At: a.At, AtReason: a.AtReason, AnyQueue: a.AnyQueue || b.AnyQueue}
 	if out.At.IsZero() || (!b.At.IsZero() && b.At.Before(out.At)) {
-		out.At = b.At
+		out.At, out.AtReason = b.At, b.AtReason
 	}
 	if !out.AnyQueue {
 		seen := map[string]struct{}{}

@@ -230,7 +230,7 @@ func (x *cx) receive(name string, o NextOptions) (string, *Entry, error) {
 			t.advance(done.Time)
 			return path, done, nil
 		}
-		if err := t.wait(waitFor{at: deadline, notify: notify, names: o.Names}); err != nil {
+		if err := t.wait(waitFor{at: deadline, reason: WakeReceive, notify: notify, names: o.Names}); err != nil {
 			return path, nil, err
 		}
 	}

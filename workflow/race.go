@@ -644,7 +644,7 @@ func (t *thread) claim(deadline time.Time) (func(keep bool), error) {
 		ch := busy.changed
 		r.mu.Unlock()
 		waited = true
-		if err := t.wait(waitFor{change: ch, at: deadline, keepFloor: true}); err != nil {
+		if err := t.wait(waitFor{change: ch, at: deadline, reason: WakeReceive, keepFloor: true}); err != nil {
 			return nil, err
 		}
 	}

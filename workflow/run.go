@@ -517,6 +517,7 @@ func (t *thread) committed(batch []HistoryWrite) {
 // waitFor is what a blocked thread waits for; zero fields are ignored.
 type waitFor struct {
 	at     time.Time
+	reason string          // what at is the deadline of (Wake.AtReason)
 	notify <-chan struct{} // new messages
 	names  []string        // the queues it receives from (nil: any)
 	change *change         // a race's state changed
@@ -531,6 +532,9 @@ type waitFor struct {
 
 func (w waitFor) wake() Wake {
 	wk := Wake{At: w.at}
+	if !w.at.IsZero() {
+		wk.AtReason = w.reason
+	}
 	if w.notify != nil {
 		if len(w.names) == 0 {
 			wk.AnyQueue = true

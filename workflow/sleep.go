@@ -62,7 +62,7 @@ func (x *cx) sleep(name string, deadline func(now time.Time) time.Time) error {
 	// A zero deadline (SleepUntil(time.Time{})) is long past, but to
 	// wait it would mean no deadline at all: the run would block for good.
 	if !e.Deadline.IsZero() {
-		if err := t.wait(waitFor{at: e.Deadline}); err != nil {
+		if err := t.wait(waitFor{at: e.Deadline, reason: WakeSleep}); err != nil {
 			return err
 		}
 	}

@@ -188,7 +188,7 @@ func (x *cx) runStep(sp stepSpec) (json.RawMessage, string, error) {
 			if o != nil {
 				o.StepBackingOff(path, e.Attempts+1, sp.pol.maxRetries+1, p.at, e.Error.message())
 			}
-			err := t.wait(waitFor{at: p.at})
+			err := t.wait(waitFor{at: p.at, reason: WakeRetry})
 			if o != nil {
 				o.StepIdle(path)
 			}
@@ -737,7 +737,7 @@ func (r *run) compensate(root *thread, a rollbackAction) error {
 		p := planRollback(e, a.pol, r.now())
 		switch p.action {
 		case stepWait:
-			if err := root.wait(waitFor{at: p.at}); err != nil {
+			if err := root.wait(waitFor{at: p.at, reason: WakeRetry}); err != nil {
 				return err
 			}
 			continue
