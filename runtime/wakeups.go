@@ -21,8 +21,19 @@ import (
 // workflow is unfinished; At is the earliest time it can make progress
 // without a message (a sleep's deadline, a retry's backoff), or the time it
 // last started running, so that a new owner runs it at once after a crash.
+//
+// Why, Queues and Any say what the workflow waits for, as it last stopped
+// (yieldWorkflow), for a listing of sleeping and waiting workflows
+// (WaitingWorkflows) that need not load each actor: Why is what At is
+// the deadline of (workflow.Wake.AtReason: a sleep, a receive's timeout,
+// a step's retry), empty when At is a time to run again at once (created,
+// started running, a message came) or the record is an older build's;
+// Queues, or Any, the queues a message on which wakes it.
 type wakeupRecord struct {
-	At int64 `json:"at"`
+	At     int64    `json:"at"`
+	Why    string   `json:"why,omitempty"`
+	Queues []string `json:"queues,omitempty"`
+	Any    bool     `json:"any,omitempty"`
 }
 
 // wakeItem is one scheduled activation.

@@ -669,16 +669,17 @@ func (a *activation) yieldWorkflow(w workflow.Wake) {
 	a.mu.Lock()
 	arrivals := a.wf.arrivals
 	a.mu.Unlock()
-	at := int64(0)
+	rec := wakeupRecord{Queues: w.Queues, Any: w.AnyQueue}
 	if !w.At.IsZero() {
-		at = w.At.UnixMilli()
+		rec.At, rec.Why = w.At.UnixMilli(), w.AtReason
 	}
 	// A message it waits for may have arrived after it last looked: then
 	// it must run again now, not at its next deadline.
 	if a.hasPendingFor(w) {
-		at = time.Now().UnixMilli()
+		rec.At, rec.Why = time.Now().UnixMilli(), ""
 	}
-	b, _ := json.Marshal(wakeupRecord{At: at})
+	at := rec.At
+	b, _ := json.Marshal(rec)
 	ctx, cancel := context.WithTimeout(a.h.baseCtx, 10*time.Second)
 	defer cancel()
 	v, err := a.enqueue(storage.Put(storage.WakeupKey(a.part, a.ref.Name, a.enc), b))
