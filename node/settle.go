@@ -302,6 +302,7 @@ var (
 	_ server.HotActorser         = backend{}
 	_ server.Backuper            = backend{}
 	_ server.TablesNoter         = backend{}
+	_ server.WaitingWorkflowser  = backend{}
 )
 
 // Subscribe is the Host's, as the server's EventStream.

@@ -292,3 +292,48 @@ func (s *Server) LogLevel(ctx context.Context, req *rivetv1.LogLevelRequest) (*r
 		RevertAt: timeProto(st.RevertAt), RevertLevel: st.RevertLevel,
 	}, nil
 }
+
+// WaitingWorkflowser is a Backend that lists the sleeping or waiting
+// workflows of the partitions a node serves (runtime.Host.WaitingWorkflows).
+type WaitingWorkflowser interface {
+	// WaitingWorkflows lists those of the node of that ID ("" for this
+	// one), asking it if it is another, and returns the ID of the node
+	// that listed them and the cluster's partition count.
+	WaitingWorkflows(ctx context.Context, node string, q runtime.WaitQuery) (nodeID string, l runtime.WaitList, partitions uint32, err error)
+}
+
+// maxWaiting bounds a WaitingWorkflows answer, as List's pages are.
+const maxWaiting = 1000
+
+// WaitingWorkflows lists a node's sleeping or waiting workflows.
+func (s *Server) WaitingWorkflows(ctx context.Context, req *rivetv1.WaitingWorkflowsRequest) (*rivetv1.WaitingWorkflowsResponse, error) {
+	ww, ok := s.backend.(WaitingWorkflowser)
+	if !ok {
+		return nil, s.toStatus(ctx, rivet.Reasonf(rivet.ErrFailedPrecondition, "node", "unsupported", "this node does not list sleeping or waiting workflows"))
+	}
+	q := runtime.WaitQuery{Waiting: req.GetWaiting(), Name: req.GetName(), Limit: int(req.GetLimit())}
+	if q.Limit == 0 || q.Limit > maxWaiting {
+		q.Limit = maxWaiting
+	}
+	if d := req.GetDueBefore(); d != nil {
+		if err := d.CheckValid(); err != nil {
+			return nil, s.toStatus(ctx, rivet.Errorf(rivet.ErrInvalidArgument, "due_before: %v", err))
+		}
+		if q.Waiting {
+			return nil, s.toStatus(ctx, rivet.Errorf(rivet.ErrInvalidArgument, "due_before with waiting: a waiting workflow has no time to be due at"))
+		}
+		q.DueBefore = d.AsTime()
+	}
+	node, l, count, err := ww.WaitingWorkflows(ctx, req.GetNodeId(), q)
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	resp := &rivetv1.WaitingWorkflowsResponse{NodeId: node, Omitted: uint32(l.Omitted), Partitions: l.Partitions, PartitionCount: count}
+	for _, w := range l.Workflows {
+		resp.Workflows = append(resp.Workflows, &rivetv1.WaitingWorkflow{
+			Name: w.Ref.Name, Key: w.Ref.Key, Partition: w.Partition, WakeAt: timeProto(w.WakeAt),
+			Reason: w.Reason, Queues: w.Queues, AnyQueue: w.AnyQueue, InMemory: w.InMemory,
+		})
+	}
+	return resp, nil
+}

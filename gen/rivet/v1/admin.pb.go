@@ -23,6 +23,284 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type WaitingWorkflowsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// node_id is the node whose partitions to list (NOT_FOUND if no such
+	// node is registered); empty, the node answering.
+	NodeId string `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// waiting lists the workflows that wait for a message with no time that
+	// would wake them; false, the sleeping ones.
+	Waiting bool `protobuf:"varint,2,opt,name=waiting,proto3" json:"waiting,omitempty"`
+	// name keeps only the actors of that name; empty keeps all.
+	Name string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	// due_before, if set, keeps only the sleeping workflows that wake
+	// before it.
+	DueBefore *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=due_before,json=dueBefore,proto3" json:"due_before,omitempty"`
+	// limit is the most listed, the earliest to wake first (waiting ones:
+	// by name and key); 0 means 1000, at most 1000.
+	Limit         uint32 `protobuf:"varint,5,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WaitingWorkflowsRequest) Reset() {
+	*x = WaitingWorkflowsRequest{}
+	mi := &file_rivet_v1_admin_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WaitingWorkflowsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WaitingWorkflowsRequest) ProtoMessage() {}
+
+func (x *WaitingWorkflowsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_rivet_v1_admin_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WaitingWorkflowsRequest.ProtoReflect.Descriptor instead.
+func (*WaitingWorkflowsRequest) Descriptor() ([]byte, []int) {
+	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *WaitingWorkflowsRequest) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *WaitingWorkflowsRequest) GetWaiting() bool {
+	if x != nil {
+		return x.Waiting
+	}
+	return false
+}
+
+func (x *WaitingWorkflowsRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *WaitingWorkflowsRequest) GetDueBefore() *timestamppb.Timestamp {
+	if x != nil {
+		return x.DueBefore
+	}
+	return nil
+}
+
+func (x *WaitingWorkflowsRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+// WaitingWorkflow is an actor whose workflow sleeps or waits for a message.
+type WaitingWorkflow struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Name      string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Key       []string               `protobuf:"bytes,2,rep,name=key,proto3" json:"key,omitempty"`
+	Partition uint32                 `protobuf:"varint,3,opt,name=partition,proto3" json:"partition,omitempty"`
+	// wake_at is when the workflow runs again by itself (past: overdue, it
+	// runs as soon as its node gets to it); unset for a waiting one.
+	WakeAt *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=wake_at,json=wakeAt,proto3" json:"wake_at,omitempty"`
+	// reason is what wake_at is the deadline of: "sleep", "receive" (a
+	// receive's timeout; a message on queues wakes it before), "retry" (a
+	// step's next attempt after a failed one); empty if the workflow is to
+	// run again at once (just created, stopped in the middle of a run, a
+	// message came) or its record, written by an older build, does not say.
+	Reason string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	// queues are the queues a message on which wakes the workflow, and
+	// any_queue says that any message would; neither: not known (a record
+	// of an older build).
+	Queues   []string `protobuf:"bytes,6,rep,name=queues,proto3" json:"queues,omitempty"`
+	AnyQueue bool     `protobuf:"varint,7,opt,name=any_queue,json=anyQueue,proto3" json:"any_queue,omitempty"`
+	// in_memory says the actor is in memory on its owner, whose running
+	// workflow said what it waits for; otherwise its wakeup record did.
+	InMemory      bool `protobuf:"varint,8,opt,name=in_memory,json=inMemory,proto3" json:"in_memory,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WaitingWorkflow) Reset() {
+	*x = WaitingWorkflow{}
+	mi := &file_rivet_v1_admin_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WaitingWorkflow) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WaitingWorkflow) ProtoMessage() {}
+
+func (x *WaitingWorkflow) ProtoReflect() protoreflect.Message {
+	mi := &file_rivet_v1_admin_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WaitingWorkflow.ProtoReflect.Descriptor instead.
+func (*WaitingWorkflow) Descriptor() ([]byte, []int) {
+	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *WaitingWorkflow) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *WaitingWorkflow) GetKey() []string {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+func (x *WaitingWorkflow) GetPartition() uint32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *WaitingWorkflow) GetWakeAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.WakeAt
+	}
+	return nil
+}
+
+func (x *WaitingWorkflow) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *WaitingWorkflow) GetQueues() []string {
+	if x != nil {
+		return x.Queues
+	}
+	return nil
+}
+
+func (x *WaitingWorkflow) GetAnyQueue() bool {
+	if x != nil {
+		return x.AnyQueue
+	}
+	return false
+}
+
+func (x *WaitingWorkflow) GetInMemory() bool {
+	if x != nil {
+		return x.InMemory
+	}
+	return false
+}
+
+type WaitingWorkflowsResponse struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	NodeId    string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Workflows []*WaitingWorkflow     `protobuf:"bytes,2,rep,name=workflows,proto3" json:"workflows,omitempty"`
+	// omitted counts the workflows that matched after the last listed.
+	Omitted uint32 `protobuf:"varint,3,opt,name=omitted,proto3" json:"omitted,omitempty"`
+	// partitions are the partitions the node listed (those it serves): a
+	// listing of the cluster asks every node and checks that together they
+	// cover partition_count.
+	Partitions     []uint32 `protobuf:"varint,4,rep,packed,name=partitions,proto3" json:"partitions,omitempty"`
+	PartitionCount uint32   `protobuf:"varint,5,opt,name=partition_count,json=partitionCount,proto3" json:"partition_count,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *WaitingWorkflowsResponse) Reset() {
+	*x = WaitingWorkflowsResponse{}
+	mi := &file_rivet_v1_admin_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WaitingWorkflowsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WaitingWorkflowsResponse) ProtoMessage() {}
+
+func (x *WaitingWorkflowsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_rivet_v1_admin_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WaitingWorkflowsResponse.ProtoReflect.Descriptor instead.
+func (*WaitingWorkflowsResponse) Descriptor() ([]byte, []int) {
+	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *WaitingWorkflowsResponse) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *WaitingWorkflowsResponse) GetWorkflows() []*WaitingWorkflow {
+	if x != nil {
+		return x.Workflows
+	}
+	return nil
+}
+
+func (x *WaitingWorkflowsResponse) GetOmitted() uint32 {
+	if x != nil {
+		return x.Omitted
+	}
+	return 0
+}
+
+func (x *WaitingWorkflowsResponse) GetPartitions() []uint32 {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+func (x *WaitingWorkflowsResponse) GetPartitionCount() uint32 {
+	if x != nil {
+		return x.PartitionCount
+	}
+	return 0
+}
+
 type LogLevelRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// node_id is the node whose level to read or set, which the node
@@ -44,7 +322,7 @@ type LogLevelRequest struct {
 
 func (x *LogLevelRequest) Reset() {
 	*x = LogLevelRequest{}
-	mi := &file_rivet_v1_admin_proto_msgTypes[0]
+	mi := &file_rivet_v1_admin_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -56,7 +334,7 @@ func (x *LogLevelRequest) String() string {
 func (*LogLevelRequest) ProtoMessage() {}
 
 func (x *LogLevelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_admin_proto_msgTypes[0]
+	mi := &file_rivet_v1_admin_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -69,7 +347,7 @@ func (x *LogLevelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogLevelRequest.ProtoReflect.Descriptor instead.
 func (*LogLevelRequest) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{0}
+	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *LogLevelRequest) GetNodeId() string {
@@ -111,7 +389,7 @@ type LogLevelResponse struct {
 
 func (x *LogLevelResponse) Reset() {
 	*x = LogLevelResponse{}
-	mi := &file_rivet_v1_admin_proto_msgTypes[1]
+	mi := &file_rivet_v1_admin_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -123,7 +401,7 @@ func (x *LogLevelResponse) String() string {
 func (*LogLevelResponse) ProtoMessage() {}
 
 func (x *LogLevelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_admin_proto_msgTypes[1]
+	mi := &file_rivet_v1_admin_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -136,7 +414,7 @@ func (x *LogLevelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogLevelResponse.ProtoReflect.Descriptor instead.
 func (*LogLevelResponse) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{1}
+	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *LogLevelResponse) GetNodeId() string {
@@ -182,7 +460,7 @@ type BackupRequest struct {
 
 func (x *BackupRequest) Reset() {
 	*x = BackupRequest{}
-	mi := &file_rivet_v1_admin_proto_msgTypes[2]
+	mi := &file_rivet_v1_admin_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -194,7 +472,7 @@ func (x *BackupRequest) String() string {
 func (*BackupRequest) ProtoMessage() {}
 
 func (x *BackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_admin_proto_msgTypes[2]
+	mi := &file_rivet_v1_admin_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -207,7 +485,7 @@ func (x *BackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
 func (*BackupRequest) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{2}
+	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{5}
 }
 
 type BackupResponse struct {
@@ -227,7 +505,7 @@ type BackupResponse struct {
 
 func (x *BackupResponse) Reset() {
 	*x = BackupResponse{}
-	mi := &file_rivet_v1_admin_proto_msgTypes[3]
+	mi := &file_rivet_v1_admin_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -239,7 +517,7 @@ func (x *BackupResponse) String() string {
 func (*BackupResponse) ProtoMessage() {}
 
 func (x *BackupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_admin_proto_msgTypes[3]
+	mi := &file_rivet_v1_admin_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -252,7 +530,7 @@ func (x *BackupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupResponse.ProtoReflect.Descriptor instead.
 func (*BackupResponse) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{3}
+	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *BackupResponse) GetSize() int64 {
@@ -284,7 +562,7 @@ type MembersRequest struct {
 
 func (x *MembersRequest) Reset() {
 	*x = MembersRequest{}
-	mi := &file_rivet_v1_admin_proto_msgTypes[4]
+	mi := &file_rivet_v1_admin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -296,7 +574,7 @@ func (x *MembersRequest) String() string {
 func (*MembersRequest) ProtoMessage() {}
 
 func (x *MembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_admin_proto_msgTypes[4]
+	mi := &file_rivet_v1_admin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -309,7 +587,7 @@ func (x *MembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersRequest.ProtoReflect.Descriptor instead.
 func (*MembersRequest) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{4}
+	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{7}
 }
 
 type Member struct {
@@ -346,7 +624,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_rivet_v1_admin_proto_msgTypes[5]
+	mi := &file_rivet_v1_admin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -358,7 +636,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_admin_proto_msgTypes[5]
+	mi := &file_rivet_v1_admin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -371,7 +649,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{5}
+	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Member) GetNodeId() string {
@@ -457,7 +735,7 @@ type MembersResponse struct {
 
 func (x *MembersResponse) Reset() {
 	*x = MembersResponse{}
-	mi := &file_rivet_v1_admin_proto_msgTypes[6]
+	mi := &file_rivet_v1_admin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -469,7 +747,7 @@ func (x *MembersResponse) String() string {
 func (*MembersResponse) ProtoMessage() {}
 
 func (x *MembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_admin_proto_msgTypes[6]
+	mi := &file_rivet_v1_admin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -482,7 +760,7 @@ func (x *MembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersResponse.ProtoReflect.Descriptor instead.
 func (*MembersResponse) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{6}
+	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *MembersResponse) GetMembers() []*Member {
@@ -507,7 +785,7 @@ type PartitionsRequest struct {
 
 func (x *PartitionsRequest) Reset() {
 	*x = PartitionsRequest{}
-	mi := &file_rivet_v1_admin_proto_msgTypes[7]
+	mi := &file_rivet_v1_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -519,7 +797,7 @@ func (x *PartitionsRequest) String() string {
 func (*PartitionsRequest) ProtoMessage() {}
 
 func (x *PartitionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_admin_proto_msgTypes[7]
+	mi := &file_rivet_v1_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -532,7 +810,7 @@ func (x *PartitionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionsRequest.ProtoReflect.Descriptor instead.
 func (*PartitionsRequest) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{7}
+	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{10}
 }
 
 type PartitionOwner struct {
@@ -548,7 +826,7 @@ type PartitionOwner struct {
 
 func (x *PartitionOwner) Reset() {
 	*x = PartitionOwner{}
-	mi := &file_rivet_v1_admin_proto_msgTypes[8]
+	mi := &file_rivet_v1_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -560,7 +838,7 @@ func (x *PartitionOwner) String() string {
 func (*PartitionOwner) ProtoMessage() {}
 
 func (x *PartitionOwner) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_admin_proto_msgTypes[8]
+	mi := &file_rivet_v1_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -573,7 +851,7 @@ func (x *PartitionOwner) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionOwner.ProtoReflect.Descriptor instead.
 func (*PartitionOwner) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{8}
+	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *PartitionOwner) GetPartition() uint32 {
@@ -609,7 +887,7 @@ type PartitionsResponse struct {
 
 func (x *PartitionsResponse) Reset() {
 	*x = PartitionsResponse{}
-	mi := &file_rivet_v1_admin_proto_msgTypes[9]
+	mi := &file_rivet_v1_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -621,7 +899,7 @@ func (x *PartitionsResponse) String() string {
 func (*PartitionsResponse) ProtoMessage() {}
 
 func (x *PartitionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_admin_proto_msgTypes[9]
+	mi := &file_rivet_v1_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -634,7 +912,7 @@ func (x *PartitionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionsResponse.ProtoReflect.Descriptor instead.
 func (*PartitionsResponse) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{9}
+	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *PartitionsResponse) GetPartitionCount() uint32 {
@@ -684,7 +962,7 @@ type StatsRequest struct {
 
 func (x *StatsRequest) Reset() {
 	*x = StatsRequest{}
-	mi := &file_rivet_v1_admin_proto_msgTypes[10]
+	mi := &file_rivet_v1_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -696,7 +974,7 @@ func (x *StatsRequest) String() string {
 func (*StatsRequest) ProtoMessage() {}
 
 func (x *StatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_admin_proto_msgTypes[10]
+	mi := &file_rivet_v1_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -709,7 +987,7 @@ func (x *StatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
 func (*StatsRequest) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{10}
+	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *StatsRequest) GetNodeId() string {
@@ -767,7 +1045,7 @@ type RetryingWorkflow struct {
 
 func (x *RetryingWorkflow) Reset() {
 	*x = RetryingWorkflow{}
-	mi := &file_rivet_v1_admin_proto_msgTypes[11]
+	mi := &file_rivet_v1_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -779,7 +1057,7 @@ func (x *RetryingWorkflow) String() string {
 func (*RetryingWorkflow) ProtoMessage() {}
 
 func (x *RetryingWorkflow) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_admin_proto_msgTypes[11]
+	mi := &file_rivet_v1_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -792,7 +1070,7 @@ func (x *RetryingWorkflow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryingWorkflow.ProtoReflect.Descriptor instead.
 func (*RetryingWorkflow) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{11}
+	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RetryingWorkflow) GetName() string {
@@ -853,7 +1131,7 @@ type HotActor struct {
 
 func (x *HotActor) Reset() {
 	*x = HotActor{}
-	mi := &file_rivet_v1_admin_proto_msgTypes[12]
+	mi := &file_rivet_v1_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -865,7 +1143,7 @@ func (x *HotActor) String() string {
 func (*HotActor) ProtoMessage() {}
 
 func (x *HotActor) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_admin_proto_msgTypes[12]
+	mi := &file_rivet_v1_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -878,7 +1156,7 @@ func (x *HotActor) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HotActor.ProtoReflect.Descriptor instead.
 func (*HotActor) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{12}
+	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *HotActor) GetName() string {
@@ -967,7 +1245,7 @@ type StatsResponse struct {
 
 func (x *StatsResponse) Reset() {
 	*x = StatsResponse{}
-	mi := &file_rivet_v1_admin_proto_msgTypes[13]
+	mi := &file_rivet_v1_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -979,7 +1257,7 @@ func (x *StatsResponse) String() string {
 func (*StatsResponse) ProtoMessage() {}
 
 func (x *StatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_admin_proto_msgTypes[13]
+	mi := &file_rivet_v1_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -992,7 +1270,7 @@ func (x *StatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsResponse.ProtoReflect.Descriptor instead.
 func (*StatsResponse) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{13}
+	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *StatsResponse) GetNodeId() string {
@@ -1085,7 +1363,7 @@ type DrainRequest struct {
 
 func (x *DrainRequest) Reset() {
 	*x = DrainRequest{}
-	mi := &file_rivet_v1_admin_proto_msgTypes[14]
+	mi := &file_rivet_v1_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1097,7 +1375,7 @@ func (x *DrainRequest) String() string {
 func (*DrainRequest) ProtoMessage() {}
 
 func (x *DrainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_admin_proto_msgTypes[14]
+	mi := &file_rivet_v1_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1110,7 +1388,7 @@ func (x *DrainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainRequest.ProtoReflect.Descriptor instead.
 func (*DrainRequest) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{14}
+	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *DrainRequest) GetNodeId() string {
@@ -1138,7 +1416,7 @@ type DrainResponse struct {
 
 func (x *DrainResponse) Reset() {
 	*x = DrainResponse{}
-	mi := &file_rivet_v1_admin_proto_msgTypes[15]
+	mi := &file_rivet_v1_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1150,7 +1428,7 @@ func (x *DrainResponse) String() string {
 func (*DrainResponse) ProtoMessage() {}
 
 func (x *DrainResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rivet_v1_admin_proto_msgTypes[15]
+	mi := &file_rivet_v1_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1163,7 +1441,7 @@ func (x *DrainResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainResponse.ProtoReflect.Descriptor instead.
 func (*DrainResponse) Descriptor() ([]byte, []int) {
-	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{15}
+	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *DrainResponse) GetNodeId() string {
@@ -1184,7 +1462,31 @@ var File_rivet_v1_admin_proto protoreflect.FileDescriptor
 
 const file_rivet_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x14rivet/v1/admin.proto\x12\brivet.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14rivet/v1/actor.proto\"~\n" +
+	"\x14rivet/v1/admin.proto\x12\brivet.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14rivet/v1/actor.proto\"\xb1\x01\n" +
+	"\x17WaitingWorkflowsRequest\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x18\n" +
+	"\awaiting\x18\x02 \x01(\bR\awaiting\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x129\n" +
+	"\n" +
+	"due_before\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tdueBefore\x12\x14\n" +
+	"\x05limit\x18\x05 \x01(\rR\x05limit\"\xf4\x01\n" +
+	"\x0fWaitingWorkflow\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
+	"\x03key\x18\x02 \x03(\tR\x03key\x12\x1c\n" +
+	"\tpartition\x18\x03 \x01(\rR\tpartition\x123\n" +
+	"\awake_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x06wakeAt\x12\x16\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\x12\x16\n" +
+	"\x06queues\x18\x06 \x03(\tR\x06queues\x12\x1b\n" +
+	"\tany_queue\x18\a \x01(\bR\banyQueue\x12\x1b\n" +
+	"\tin_memory\x18\b \x01(\bR\binMemory\"\xcf\x01\n" +
+	"\x18WaitingWorkflowsResponse\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x127\n" +
+	"\tworkflows\x18\x02 \x03(\v2\x19.rivet.v1.WaitingWorkflowR\tworkflows\x12\x18\n" +
+	"\aomitted\x18\x03 \x01(\rR\aomitted\x12\x1e\n" +
+	"\n" +
+	"partitions\x18\x04 \x03(\rR\n" +
+	"partitions\x12'\n" +
+	"\x0fpartition_count\x18\x05 \x01(\rR\x0epartitionCount\"~\n" +
 	"\x0fLogLevelRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x14\n" +
 	"\x05level\x18\x02 \x01(\tR\x05level\x12<\n" +
@@ -1270,7 +1572,7 @@ const file_rivet_v1_admin_proto_rawDesc = "" +
 	"\x04undo\x18\x02 \x01(\bR\x04undo\"S\n" +
 	"\rDrainResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12)\n" +
-	"\x10partitions_owned\x18\x02 \x01(\rR\x0fpartitionsOwned2\x8d\x03\n" +
+	"\x10partitions_owned\x18\x02 \x01(\rR\x0fpartitionsOwned2\xe8\x03\n" +
 	"\fAdminService\x12>\n" +
 	"\aMembers\x12\x18.rivet.v1.MembersRequest\x1a\x19.rivet.v1.MembersResponse\x12G\n" +
 	"\n" +
@@ -1278,7 +1580,8 @@ const file_rivet_v1_admin_proto_rawDesc = "" +
 	"\x05Stats\x12\x16.rivet.v1.StatsRequest\x1a\x17.rivet.v1.StatsResponse\x128\n" +
 	"\x05Drain\x12\x16.rivet.v1.DrainRequest\x1a\x17.rivet.v1.DrainResponse\x12=\n" +
 	"\x06Backup\x12\x17.rivet.v1.BackupRequest\x1a\x18.rivet.v1.BackupResponse0\x01\x12A\n" +
-	"\bLogLevel\x12\x19.rivet.v1.LogLevelRequest\x1a\x1a.rivet.v1.LogLevelResponseB0Z.github.com/rivet-go/rivet/gen/rivet/v1;rivetv1b\x06proto3"
+	"\bLogLevel\x12\x19.rivet.v1.LogLevelRequest\x1a\x1a.rivet.v1.LogLevelResponse\x12Y\n" +
+	"\x10WaitingWorkflows\x12!.rivet.v1.WaitingWorkflowsRequest\x1a\".rivet.v1.WaitingWorkflowsResponseB0Z.github.com/rivet-go/rivet/gen/rivet/v1;rivetv1b\x06proto3"
 
 var (
 	file_rivet_v1_admin_proto_rawDescOnce sync.Once
@@ -1292,55 +1595,63 @@ func file_rivet_v1_admin_proto_rawDescGZIP() []byte {
 	return file_rivet_v1_admin_proto_rawDescData
 }
 
-var file_rivet_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_rivet_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_rivet_v1_admin_proto_goTypes = []any{
-	(*LogLevelRequest)(nil),       // 0: rivet.v1.LogLevelRequest
-	(*LogLevelResponse)(nil),      // 1: rivet.v1.LogLevelResponse
-	(*BackupRequest)(nil),         // 2: rivet.v1.BackupRequest
-	(*BackupResponse)(nil),        // 3: rivet.v1.BackupResponse
-	(*MembersRequest)(nil),        // 4: rivet.v1.MembersRequest
-	(*Member)(nil),                // 5: rivet.v1.Member
-	(*MembersResponse)(nil),       // 6: rivet.v1.MembersResponse
-	(*PartitionsRequest)(nil),     // 7: rivet.v1.PartitionsRequest
-	(*PartitionOwner)(nil),        // 8: rivet.v1.PartitionOwner
-	(*PartitionsResponse)(nil),    // 9: rivet.v1.PartitionsResponse
-	(*StatsRequest)(nil),          // 10: rivet.v1.StatsRequest
-	(*RetryingWorkflow)(nil),      // 11: rivet.v1.RetryingWorkflow
-	(*HotActor)(nil),              // 12: rivet.v1.HotActor
-	(*StatsResponse)(nil),         // 13: rivet.v1.StatsResponse
-	(*DrainRequest)(nil),          // 14: rivet.v1.DrainRequest
-	(*DrainResponse)(nil),         // 15: rivet.v1.DrainResponse
-	(*durationpb.Duration)(nil),   // 16: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 17: google.protobuf.Timestamp
-	(*PendingStep)(nil),           // 18: rivet.v1.PendingStep
+	(*WaitingWorkflowsRequest)(nil),  // 0: rivet.v1.WaitingWorkflowsRequest
+	(*WaitingWorkflow)(nil),          // 1: rivet.v1.WaitingWorkflow
+	(*WaitingWorkflowsResponse)(nil), // 2: rivet.v1.WaitingWorkflowsResponse
+	(*LogLevelRequest)(nil),          // 3: rivet.v1.LogLevelRequest
+	(*LogLevelResponse)(nil),         // 4: rivet.v1.LogLevelResponse
+	(*BackupRequest)(nil),            // 5: rivet.v1.BackupRequest
+	(*BackupResponse)(nil),           // 6: rivet.v1.BackupResponse
+	(*MembersRequest)(nil),           // 7: rivet.v1.MembersRequest
+	(*Member)(nil),                   // 8: rivet.v1.Member
+	(*MembersResponse)(nil),          // 9: rivet.v1.MembersResponse
+	(*PartitionsRequest)(nil),        // 10: rivet.v1.PartitionsRequest
+	(*PartitionOwner)(nil),           // 11: rivet.v1.PartitionOwner
+	(*PartitionsResponse)(nil),       // 12: rivet.v1.PartitionsResponse
+	(*StatsRequest)(nil),             // 13: rivet.v1.StatsRequest
+	(*RetryingWorkflow)(nil),         // 14: rivet.v1.RetryingWorkflow
+	(*HotActor)(nil),                 // 15: rivet.v1.HotActor
+	(*StatsResponse)(nil),            // 16: rivet.v1.StatsResponse
+	(*DrainRequest)(nil),             // 17: rivet.v1.DrainRequest
+	(*DrainResponse)(nil),            // 18: rivet.v1.DrainResponse
+	(*timestamppb.Timestamp)(nil),    // 19: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),      // 20: google.protobuf.Duration
+	(*PendingStep)(nil),              // 21: rivet.v1.PendingStep
 }
 var file_rivet_v1_admin_proto_depIdxs = []int32{
-	16, // 0: rivet.v1.LogLevelRequest.revert_after:type_name -> google.protobuf.Duration
-	17, // 1: rivet.v1.LogLevelResponse.revert_at:type_name -> google.protobuf.Timestamp
-	17, // 2: rivet.v1.Member.started_at:type_name -> google.protobuf.Timestamp
-	5,  // 3: rivet.v1.MembersResponse.members:type_name -> rivet.v1.Member
-	8,  // 4: rivet.v1.PartitionsResponse.partitions:type_name -> rivet.v1.PartitionOwner
-	18, // 5: rivet.v1.RetryingWorkflow.steps:type_name -> rivet.v1.PendingStep
-	17, // 6: rivet.v1.HotActor.since:type_name -> google.protobuf.Timestamp
-	12, // 7: rivet.v1.StatsResponse.hot_actors:type_name -> rivet.v1.HotActor
-	11, // 8: rivet.v1.StatsResponse.retrying_workflows:type_name -> rivet.v1.RetryingWorkflow
-	4,  // 9: rivet.v1.AdminService.Members:input_type -> rivet.v1.MembersRequest
-	7,  // 10: rivet.v1.AdminService.Partitions:input_type -> rivet.v1.PartitionsRequest
-	10, // 11: rivet.v1.AdminService.Stats:input_type -> rivet.v1.StatsRequest
-	14, // 12: rivet.v1.AdminService.Drain:input_type -> rivet.v1.DrainRequest
-	2,  // 13: rivet.v1.AdminService.Backup:input_type -> rivet.v1.BackupRequest
-	0,  // 14: rivet.v1.AdminService.LogLevel:input_type -> rivet.v1.LogLevelRequest
-	6,  // 15: rivet.v1.AdminService.Members:output_type -> rivet.v1.MembersResponse
-	9,  // 16: rivet.v1.AdminService.Partitions:output_type -> rivet.v1.PartitionsResponse
-	13, // 17: rivet.v1.AdminService.Stats:output_type -> rivet.v1.StatsResponse
-	15, // 18: rivet.v1.AdminService.Drain:output_type -> rivet.v1.DrainResponse
-	3,  // 19: rivet.v1.AdminService.Backup:output_type -> rivet.v1.BackupResponse
-	1,  // 20: rivet.v1.AdminService.LogLevel:output_type -> rivet.v1.LogLevelResponse
-	15, // [15:21] is the sub-list for method output_type
-	9,  // [9:15] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	19, // 0: rivet.v1.WaitingWorkflowsRequest.due_before:type_name -> google.protobuf.Timestamp
+	19, // 1: rivet.v1.WaitingWorkflow.wake_at:type_name -> google.protobuf.Timestamp
+	1,  // 2: rivet.v1.WaitingWorkflowsResponse.workflows:type_name -> rivet.v1.WaitingWorkflow
+	20, // 3: rivet.v1.LogLevelRequest.revert_after:type_name -> google.protobuf.Duration
+	19, // 4: rivet.v1.LogLevelResponse.revert_at:type_name -> google.protobuf.Timestamp
+	19, // 5: rivet.v1.Member.started_at:type_name -> google.protobuf.Timestamp
+	8,  // 6: rivet.v1.MembersResponse.members:type_name -> rivet.v1.Member
+	11, // 7: rivet.v1.PartitionsResponse.partitions:type_name -> rivet.v1.PartitionOwner
+	21, // 8: rivet.v1.RetryingWorkflow.steps:type_name -> rivet.v1.PendingStep
+	19, // 9: rivet.v1.HotActor.since:type_name -> google.protobuf.Timestamp
+	15, // 10: rivet.v1.StatsResponse.hot_actors:type_name -> rivet.v1.HotActor
+	14, // 11: rivet.v1.StatsResponse.retrying_workflows:type_name -> rivet.v1.RetryingWorkflow
+	7,  // 12: rivet.v1.AdminService.Members:input_type -> rivet.v1.MembersRequest
+	10, // 13: rivet.v1.AdminService.Partitions:input_type -> rivet.v1.PartitionsRequest
+	13, // 14: rivet.v1.AdminService.Stats:input_type -> rivet.v1.StatsRequest
+	17, // 15: rivet.v1.AdminService.Drain:input_type -> rivet.v1.DrainRequest
+	5,  // 16: rivet.v1.AdminService.Backup:input_type -> rivet.v1.BackupRequest
+	3,  // 17: rivet.v1.AdminService.LogLevel:input_type -> rivet.v1.LogLevelRequest
+	0,  // 18: rivet.v1.AdminService.WaitingWorkflows:input_type -> rivet.v1.WaitingWorkflowsRequest
+	9,  // 19: rivet.v1.AdminService.Members:output_type -> rivet.v1.MembersResponse
+	12, // 20: rivet.v1.AdminService.Partitions:output_type -> rivet.v1.PartitionsResponse
+	16, // 21: rivet.v1.AdminService.Stats:output_type -> rivet.v1.StatsResponse
+	18, // 22: rivet.v1.AdminService.Drain:output_type -> rivet.v1.DrainResponse
+	6,  // 23: rivet.v1.AdminService.Backup:output_type -> rivet.v1.BackupResponse
+	4,  // 24: rivet.v1.AdminService.LogLevel:output_type -> rivet.v1.LogLevelResponse
+	2,  // 25: rivet.v1.AdminService.WaitingWorkflows:output_type -> rivet.v1.WaitingWorkflowsResponse
+	19, // [19:26] is the sub-list for method output_type
+	12, // [12:19] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_rivet_v1_admin_proto_init() }
@@ -1355,7 +1666,7 @@ func file_rivet_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rivet_v1_admin_proto_rawDesc), len(file_rivet_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   16,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

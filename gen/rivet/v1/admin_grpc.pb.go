@@ -19,12 +19,13 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	AdminService_Members_FullMethodName    = "/rivet.v1.AdminService/Members"
-	AdminService_Partitions_FullMethodName = "/rivet.v1.AdminService/Partitions"
-	AdminService_Stats_FullMethodName      = "/rivet.v1.AdminService/Stats"
-	AdminService_Drain_FullMethodName      = "/rivet.v1.AdminService/Drain"
-	AdminService_Backup_FullMethodName     = "/rivet.v1.AdminService/Backup"
-	AdminService_LogLevel_FullMethodName   = "/rivet.v1.AdminService/LogLevel"
+	AdminService_Members_FullMethodName          = "/rivet.v1.AdminService/Members"
+	AdminService_Partitions_FullMethodName       = "/rivet.v1.AdminService/Partitions"
+	AdminService_Stats_FullMethodName            = "/rivet.v1.AdminService/Stats"
+	AdminService_Drain_FullMethodName            = "/rivet.v1.AdminService/Drain"
+	AdminService_Backup_FullMethodName           = "/rivet.v1.AdminService/Backup"
+	AdminService_LogLevel_FullMethodName         = "/rivet.v1.AdminService/LogLevel"
+	AdminService_WaitingWorkflows_FullMethodName = "/rivet.v1.AdminService/WaitingWorkflows"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -61,6 +62,15 @@ type AdminServiceClient interface {
 	// without LogLevel) answers FAILED_PRECONDITION. A node from before it
 	// answers UNIMPLEMENTED.
 	LogLevel(ctx context.Context, in *LogLevelRequest, opts ...grpc.CallOption) (*LogLevelResponse, error)
+	// WaitingWorkflows lists the actors of the partitions a node serves
+	// whose workflow sleeps (runs again by itself at a time: a sleep's end,
+	// a receive's timeout, a step's retry) or, with waiting, waits for a
+	// message only: from the partitions' wakeup records, which every actor
+	// with a workflow has until it ends, whether in memory or not, and for
+	// an actor in memory from its running workflow. A workflow running now
+	// is not listed. Any node asks node_id on the caller's behalf. A node
+	// from before it answers UNIMPLEMENTED.
+	WaitingWorkflows(ctx context.Context, in *WaitingWorkflowsRequest, opts ...grpc.CallOption) (*WaitingWorkflowsResponse, error)
 }
 
 type adminServiceClient struct {
@@ -140,6 +150,16 @@ func (c *adminServiceClient) LogLevel(ctx context.Context, in *LogLevelRequest, 
 	return out, nil
 }
 
+func (c *adminServiceClient) WaitingWorkflows(ctx context.Context, in *WaitingWorkflowsRequest, opts ...grpc.CallOption) (*WaitingWorkflowsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(WaitingWorkflowsResponse)
+	err := c.cc.Invoke(ctx, AdminService_WaitingWorkflows_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -174,6 +194,15 @@ type AdminServiceServer interface {
 	// without LogLevel) answers FAILED_PRECONDITION. A node from before it
 	// answers UNIMPLEMENTED.
 	LogLevel(context.Context, *LogLevelRequest) (*LogLevelResponse, error)
+	// WaitingWorkflows lists the actors of the partitions a node serves
+	// whose workflow sleeps (runs again by itself at a time: a sleep's end,
+	// a receive's timeout, a step's retry) or, with waiting, waits for a
+	// message only: from the partitions' wakeup records, which every actor
+	// with a workflow has until it ends, whether in memory or not, and for
+	// an actor in memory from its running workflow. A workflow running now
+	// is not listed. Any node asks node_id on the caller's behalf. A node
+	// from before it answers UNIMPLEMENTED.
+	WaitingWorkflows(context.Context, *WaitingWorkflowsRequest) (*WaitingWorkflowsResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -201,6 +230,9 @@ func (UnimplementedAdminServiceServer) Backup(*BackupRequest, grpc.ServerStreami
 }
 func (UnimplementedAdminServiceServer) LogLevel(context.Context, *LogLevelRequest) (*LogLevelResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method LogLevel not implemented")
+}
+func (UnimplementedAdminServiceServer) WaitingWorkflows(context.Context, *WaitingWorkflowsRequest) (*WaitingWorkflowsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method WaitingWorkflows not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -324,6 +356,24 @@ func _AdminService_LogLevel_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_WaitingWorkflows_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(WaitingWorkflowsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).WaitingWorkflows(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_WaitingWorkflows_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).WaitingWorkflows(ctx, req.(*WaitingWorkflowsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -350,6 +400,10 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "LogLevel",
 			Handler:    _AdminService_LogLevel_Handler,
+		},
+		{
+			MethodName: "WaitingWorkflows",
+			Handler:    _AdminService_WaitingWorkflows_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
