@@ -254,28 +254,45 @@ least once in its current run of attempts and runs again, or waits out its backo
 such step, with its attempt and last error, as inspect's pending steps). Every registered node is
 asked for its actors in memory: only those are known. A workflow whose backoff outlasts its actor's
 idle timeout (--idle-timeout, 30 s; the default backoffs stay under it) leaves memory until its next
-attempt and is not listed meanwhile (` + "`rivetctl inspect`" + ` then says when it wakes), and a step is
-not in flight for the moment its failed attempt is recorded. Waiting and sleeping workflows are not
-listed: inspect says what wakes one. Each node filters by ACTOR and --error-contains (which keeps
-only the steps whose last error contains TEXT) before it cuts its list to 1000 actors, and sends each
-actor's first 5 retrying steps (saying how many more), each error's first 256 bytes, and about 1 MiB
-of actors: a note on stderr says how many it left out.
+attempt and is not listed meanwhile (--status sleeping lists it, for a step retry), and a step is
+not in flight for the moment its failed attempt is recorded. Each node filters by ACTOR and
+--error-contains (which keeps only the steps whose last error contains TEXT) before it cuts its list
+to 1000 actors, and sends each actor's first 5 retrying steps (saying how many more), each error's
+first 256 bytes, and about 1 MiB of actors: a note on stderr says how many it left out.
+With --status sleeping, the actors whose workflow runs again by itself at a time, in memory or not,
+the earliest first: each with its wake time, how far off it is (or how long overdue: it runs as soon
+as its node gets to it) and what the time is for: a sleep, a receive's timeout (a message on its
+queues wakes it before), a step's retry, or "run again" (a workflow just created, stopped in the
+middle of a run, or sent a message, which runs at once; or a record of an older node, which does not
+say). --due-before keeps those that wake before a time (10m: within 10 minutes; -1h: overdue by
+more than an hour). With --status waiting, the actors whose workflow waits for a message with no
+time that would wake it, with the queues it waits on. A workflow running now is in neither list;
+scheduled calls (rivetctl schedule) are not workflows and are in neither. Each node lists the
+partitions it serves, from their wakeup records (every actor with a workflow has one until the
+workflow ends) and, for actors in memory, their running workflows; --limit (at most 1000) bounds the
+list, and a note on stderr says how many were left out.
 An empty list prints a line saying so ("no actors named ACTOR"); -o json prints [].`,
 		Example: `  rivetctl actors counter
   rivetctl actors --failed
   rivetctl actors order --failed --error-contains "history diverged"
   rivetctl actors --status retrying
-  rivetctl actors payment --status retrying --error-contains "connection refused"`,
+  rivetctl actors payment --status retrying --error-contains "connection refused"
+  rivetctl actors --status sleeping --due-before 1h
+  rivetctl actors order --status waiting`,
 		Args: args(0, 1),
 	}
 	var (
 		failed        bool
 		status        string
 		errorContains string
+		dueBefore     string
+		limit         int
 	)
 	cmd.Flags().BoolVar(&failed, "failed", false, "list only the actors whose workflow failed, with their errors")
-	cmd.Flags().StringVar(&status, "status", "", "list only the actors whose workflow is `STATUS`: failed (as --failed), or retrying (a step, for actors in memory)")
+	cmd.Flags().StringVar(&status, "status", "", "list only the actors whose workflow is `STATUS`: failed (as --failed), retrying (a step, for actors in memory), sleeping (runs again at a time) or waiting (for a message only)")
 	cmd.Flags().StringVar(&errorContains, "error-contains", "", "with --failed: only those whose error contains TEXT (as listed: its first 1 KiB); with --status retrying, only the retrying steps whose last error contains TEXT")
+	cmd.Flags().StringVar(&dueBefore, "due-before", "", "with --status sleeping: only those that wake before `WHEN`, a duration from now (10m; -1h: overdue by more than an hour) or an RFC 3339 time")
+	cmd.Flags().IntVar(&limit, "limit", client.MaxWaiting, "with --status sleeping or waiting: list at most `N` (1 to 1000), the earliest to wake first")
 	// Each page has its own --timeout (listActors): the whole may take long.
 	cmd.RunE = a.runE(func() time.Duration { return watchForever }, func(ctx context.Context, c *client.Client, args []string) error {
 		name := ""
@@ -286,12 +303,41 @@ An empty list prints a line saying so ("no actors named ACTOR"); -o json prints 
 		case "":
 		case statusFailed:
 			failed = true
-		case statusRetrying:
+		case statusRetrying, statusSleeping, statusWaiting:
 			if failed {
-				return usagef("--failed and --status retrying go apart")
+				return usagef("--failed and --status %s go apart", status)
 			}
 		default:
-			return usagef("--status %q: want failed or retrying (a waiting or sleeping workflow: rivetctl inspect says what wakes it)", status)
+			return usagef("--status %q: want failed, retrying, sleeping or waiting", status)
+		}
+		if cmd.Flags().Changed("due-before") && status != statusSleeping {
+			return usagef("--due-before needs --status sleeping (only a sleeping workflow has a time to wake)")
+		}
+		if cmd.Flags().Changed("limit") && status != statusSleeping && status != statusWaiting {
+			return usagef("--limit needs --status sleeping or waiting")
+		}
+		if status == statusSleeping || status == statusWaiting {
+			if cmd.Flags().Changed("error-contains") {
+				return usagef("--error-contains needs --failed or --status retrying (it filters workflows by their error)")
+			}
+			if limit < 1 || limit > client.MaxWaiting {
+				return usagef("--limit %d: want 1 to %d", limit, client.MaxWaiting)
+			}
+			q := client.WaitQuery{Waiting: status == statusWaiting, Name: name, Limit: limit}
+			if dueBefore != "" {
+				var err error
+				if q.DueBefore, err = parseDueBefore(dueBefore, time.Now()); err != nil {
+					return err
+				}
+			}
+			ws, partial, err := a.listWaiting(ctx, c, q)
+			if err != nil {
+				return err
+			}
+			if err := a.printWaiting(ws, q); err != nil {
+				return err
+			}
+			return partial
 		}
 		if cmd.Flags().Changed("error-contains") && !failed && status != statusRetrying {
 			return usagef("--error-contains needs --failed or --status retrying (it filters workflows by their error)")

@@ -167,8 +167,8 @@ func TestActorsRetryingOnRealNodes(t *testing.T) {
 	if r.code != 0 || r.stdout != "no workflows retrying a step with an error containing \"no such text\"\n" {
 		t.Errorf("actors --status retrying --error-contains: exit %d, %q, %q", r.code, r.stdout, r.stderr)
 	}
-	rivetctl(t, addr, "actors", "--status", "sleeping").
-		wantErr(t, 2, `rivetctl: --status "sleeping": want failed or retrying (a waiting or sleeping workflow: rivetctl inspect says what wakes it)`)
+	rivetctl(t, addr, "actors", "--status", "sleepy").
+		wantErr(t, 2, `rivetctl: --status "sleepy": want failed, retrying, sleeping or waiting`)
 	rivetctl(t, addr, "actors", "--status", "retrying", "--failed").wantErr(t, 2, "rivetctl: --failed and --status retrying go apart")
 	rivetctl(t, addr, "actors", "--status", "failed").want(t, 0, "no failed workflows\n")
 
