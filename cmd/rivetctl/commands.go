@@ -270,7 +270,8 @@ time that would wake it, with the queues it waits on. A workflow running now is 
 scheduled calls (rivetctl schedule) are not workflows and are in neither. Each node lists the
 partitions it serves, from their wakeup records (every actor with a workflow has one until the
 workflow ends) and, for actors in memory, their running workflows; --limit (at most 1000) bounds the
-list, and a note on stderr says how many were left out.
+list, and a note on stderr says how many were left out. A node that does not answer, or partitions no
+answering node served (changing hands), are noted, and fail the command once the rest is printed.
 An empty list prints a line saying so ("no actors named ACTOR"); -o json prints [].`,
 		Example: `  rivetctl actors counter
   rivetctl actors --failed
