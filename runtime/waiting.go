@@ -96,7 +96,9 @@ func (h *Host) WaitingWorkflows(ctx context.Context, q WaitQuery) (WaitList, err
 			out = out[:limit]
 		}
 	}
-	parts := h.own.Partitions()
+	// Only the partitions served now: a claim past its lease's local
+	// deadline may be another node's already, which lists it too.
+	parts := slices.DeleteFunc(h.own.Partitions(), func(p uint32) bool { return !h.own.Owns(p) })
 	want := make(map[uint32]bool, len(parts))
 	for _, p := range parts {
 		want[p] = true
