@@ -39,9 +39,10 @@ func TestActorsSleepingOnRealNodes(t *testing.T) {
 		Name: "dozer", Options: idle,
 		Run: func(ctx *workflow.Ctx[chargeState]) error { return ctx.Sleep("doze", 2*time.Hour) },
 	}, rivet.Actor[chargeState]{
-		// Its actor stays in memory (the default idle timeout, 30 s): its
-		// record still holds its creation's time.
-		Name:   "timer",
+		// Its actor stays in memory for the whole test, however slow the
+		// machine (an hour's idle timeout): its record still holds its
+		// creation's time.
+		Name: "timer", Options: rivet.Options{IdleTimeout: time.Hour},
 		Queues: rivet.Queues{"go": rivet.QueueOf[struct{}]()},
 		Run: func(ctx *workflow.Ctx[chargeState]) error {
 			_, err := workflow.Next[struct{}](ctx, "wait-go", workflow.NextOptions{Names: []string{"go"}, Timeout: 30 * time.Minute})
