@@ -334,10 +334,26 @@ const (
 // IsZero reports whether nothing would wake the workflow.
 func (w Wake) IsZero() bool { return w.At.IsZero() && len(w.Queues) == 0 && !w.AnyQueue }
 
+// wakeReasonRank orders the reasons of equal deadlines, so that which one a
+// merge keeps does not depend on the order the threads waited in (a retry
+// first: the step is what runs then).
+func wakeReasonRank(r string) int {
+	switch r {
+	case WakeRetry:
+		return 0
+	case WakeReceive:
+		return 1
+	case WakeSleep:
+		return 2
+	}
+	return 3
+}
+
 // mergeWake returns the wake that fires when either a or b would.
 func mergeWake(a, b Wake) Wake {
 	out := Wake{At: a.At, AtReason: a.AtReason, AnyQueue: a.AnyQueue || b.AnyQueue}
-	if out.At.IsZero() || (!b.At.IsZero() && b.At.Before(out.At)) {
+	if out.At.IsZero() || (!b.At.IsZero() && b.At.Before(out.At)) ||
+		(b.At.Equal(out.At) && wakeReasonRank(b.AtReason) < wakeReasonRank(out.AtReason)) {
 		out.At, out.AtReason = b.At, b.AtReason
 	}
 	if !out.AnyQueue {
