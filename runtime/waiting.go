@@ -132,17 +132,8 @@ func (h *Host) WaitingWorkflows(ctx context.Context, q WaitQuery) (WaitList, err
 		h.mu.Lock()
 		a := h.actors[name+"/"+enc]
 		h.mu.Unlock()
-		if a != nil {
-			st, wk := a.workflowStatusAndWake()
-			switch {
-			case st.Status == WorkflowRunning || workflowEnded(st.Status):
-				return
-			case st.Status == WorkflowSleeping && a.runner() != nil:
-				// Blocked in memory: what it blocked on, not the record
-				// of its last stop.
-				w.WakeAt, w.Reason, w.Queues, w.AnyQueue = wk.At, wk.AtReason, wk.Queues, wk.AnyQueue
-			}
-			w.InMemory = true
+		if a != nil && !inMemoryWait(&w, a) {
+			return
 		}
 		if q.Waiting != w.WakeAt.IsZero() {
 			return
@@ -172,4 +163,23 @@ func (h *Host) WaitingWorkflows(ctx context.Context, q WaitQuery) (WaitList, err
 	slices.SortFunc(out, order)
 	out = out[:min(limit, len(out))]
 	return WaitList{Workflows: out, Omitted: matched - len(out), Partitions: parts}, nil
+}
+
+// inMemoryWait sets w, read from a's wakeup record, as a (in memory) says:
+// false if its workflow runs now or has ended. A runner blocked in memory
+// reported what it waits for, which replaces the record (written when the
+// workflow last stopped, or at its creation). Otherwise the record stands,
+// also in the moment between a yield's write of it and the runner's
+// clearing, when the activation has the yield's time but not its reason or
+// queues.
+func inMemoryWait(w *WaitingWorkflow, a *activation) bool {
+	st, wk, fromRunner := a.workflowStatusWake()
+	if st.Status == WorkflowRunning || workflowEnded(st.Status) {
+		return false
+	}
+	if fromRunner {
+		w.WakeAt, w.Reason, w.Queues, w.AnyQueue = wk.At, wk.AtReason, wk.Queues, wk.AnyQueue
+	}
+	w.InMemory = true
+	return true
 }

@@ -1782,13 +1782,23 @@ func (a *activation) workflowStatus() workflowStatus {
 // stored wakeup's time (a workflow stopped to wait, or not started yet:
 // status "").
 func (a *activation) workflowStatusAndWake() (workflowStatus, workflow.Wake) {
+	st, wk, _ := a.workflowStatusWake()
+	return st, wk
+}
+
+// workflowStatusWake is workflowStatusAndWake, and whether the wake is the
+// one a runner blocked in memory reported (all of it: reason and queues);
+// otherwise it has at most the time of the last yield, which the wakeup
+// record holds with the rest.
+func (a *activation) workflowStatusWake() (workflowStatus, workflow.Wake, bool) {
 	if a.spec.Run == nil {
-		return workflowStatus{}, workflow.Wake{}
+		return workflowStatus{}, workflow.Wake{}, false
 	}
 	a.mu.Lock()
 	st, r, wakeAt := a.wf.status, a.wf.runner, a.wf.wakeAt
 	a.mu.Unlock()
 	var wk workflow.Wake
+	fromRunner := false
 	if st.Status == WorkflowRunning && r != nil {
 		r.mu.Lock()
 		if r.waiting {
@@ -1796,12 +1806,13 @@ func (a *activation) workflowStatusAndWake() (workflowStatus, workflow.Wake) {
 			// The caller's to keep (Inspect, History hand it out).
 			wk = r.wake
 			wk.Queues = slices.Clone(wk.Queues)
+			fromRunner = true
 		}
 		r.mu.Unlock()
 	} else if (st.Status == WorkflowSleeping || st.Status == "") && wakeAt > 0 {
 		wk.At = time.UnixMilli(wakeAt)
 	}
-	return st, wk
+	return st, wk, fromRunner
 }
 
 // pendingSteps returns the steps in flight of a's workflow running in
