@@ -302,8 +302,14 @@ type WaitingWorkflowser interface {
 	WaitingWorkflows(ctx context.Context, node string, q runtime.WaitQuery) (nodeID string, l runtime.WaitList, partitions uint32, err error)
 }
 
-// maxWaiting bounds a WaitingWorkflows answer, as List's pages are.
-const maxWaiting = 1000
+// A WaitingWorkflows answer holds at most maxWaiting workflows, as List's
+// pages do, and about maxWaitingBytes of them: a thousand long keys and
+// queue lists would pass gRPC's 4 MiB, on this hop and on a forwarding
+// node's. What is left out is counted.
+const (
+	maxWaiting      = 1000
+	maxWaitingBytes = 1 << 20
+)
 
 // WaitingWorkflows lists a node's sleeping or waiting workflows.
 func (s *Server) WaitingWorkflows(ctx context.Context, req *rivetv1.WaitingWorkflowsRequest) (*rivetv1.WaitingWorkflowsResponse, error) {
@@ -328,12 +334,25 @@ func (s *Server) WaitingWorkflows(ctx context.Context, req *rivetv1.WaitingWorkf
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
-	resp := &rivetv1.WaitingWorkflowsResponse{NodeId: node, Omitted: uint32(l.Omitted), Partitions: l.Partitions, PartitionCount: count}
-	for _, w := range l.Workflows {
-		resp.Workflows = append(resp.Workflows, &rivetv1.WaitingWorkflow{
+	ws, omitted := waitingProto(l.Workflows)
+	return &rivetv1.WaitingWorkflowsResponse{
+		NodeId: node, Workflows: ws, Omitted: uint32(l.Omitted + omitted), Partitions: l.Partitions, PartitionCount: count,
+	}, nil
+}
+
+// waitingProto encodes ws up to about maxWaitingBytes (the first one
+// whatever its size), and counts those left out.
+func waitingProto(ws []runtime.WaitingWorkflow) (out []*rivetv1.WaitingWorkflow, omitted int) {
+	size := 0
+	for i, w := range ws {
+		p := &rivetv1.WaitingWorkflow{
 			Name: w.Ref.Name, Key: w.Ref.Key, Partition: w.Partition, WakeAt: timeProto(w.WakeAt),
 			Reason: w.Reason, Queues: w.Queues, AnyQueue: w.AnyQueue, InMemory: w.InMemory,
-		})
+		}
+		if size += proto.Size(p); size > maxWaitingBytes && i > 0 {
+			return out, len(ws) - i
+		}
+		out = append(out, p)
 	}
-	return resp, nil
+	return out, 0
 }
