@@ -53,30 +53,28 @@ func (a *app) listWaiting(ctx context.Context, c *client.Client, q client.WaitQu
 		defer cancel()
 		return c.WaitingWorkflows(nctx, node, q)
 	})
-	var out []client.WaitingWorkflow
 	failed, omitted := 0, 0
-	covered := map[uint32]bool{}
-	var count uint32
+	var answered []client.WaitList
 	for i, err := range errs {
 		if err != nil {
 			a.note("node %s: %s", printable(nodes[i]), describe(err))
 			failed++
 			continue
 		}
-		l := lists[i]
-		for _, p := range l.Partitions {
-			covered[p] = true
-		}
-		count = max(count, l.PartitionCount)
-		omitted += l.Omitted
-		out = append(out, l.Workflows...)
+		answered = append(answered, lists[i])
+		omitted += lists[i].Omitted
 	}
 	if failed > 0 && failed == len(nodes) {
 		return nil, nil, fmt.Errorf("no node answered (%d asked)", failed)
 	}
-	slices.SortStableFunc(out, func(x, y client.WaitingWorkflow) int {
-		return cmp.Or(x.WakeAt.Compare(y.WakeAt), strings.Compare(x.Name, y.Name), slices.Compare(x.Key, y.Key))
-	})
+	out, covered, twice := mergeWaitLists(answered)
+	if twice > 0 {
+		a.note("%d partitions were listed by two nodes (changing hands?): a workflow listed twice is shown once, as the node with its actor in memory told", twice)
+	}
+	var count uint32
+	for _, l := range answered {
+		count = max(count, l.PartitionCount)
+	}
 	if len(out) > q.Limit {
 		omitted += len(out) - q.Limit
 		out = out[:q.Limit]
@@ -98,6 +96,49 @@ func (a *app) listWaiting(ctx context.Context, c *client.Client, q client.WaitQu
 		return out, fmt.Errorf("%d of %d nodes did not answer", failed, len(nodes)), nil
 	}
 	return out, nil, nil
+}
+
+// mergeWaitLists merges the nodes' lists, the earliest to wake first
+// (waiting ones by name and key), each workflow once: a partition changing
+// hands during the scan may be listed by its old owner and its new one,
+// and the row of the node with the actor in memory is kept (its record may
+// be stale). It returns the partitions listed, and how many of them were
+// listed twice.
+func mergeWaitLists(lists []client.WaitList) (out []client.WaitingWorkflow, covered map[uint32]bool, twice int) {
+	covered = map[uint32]bool{}
+	for _, l := range lists {
+		for _, p := range l.Partitions {
+			if covered[p] {
+				twice++
+			}
+			covered[p] = true
+		}
+		out = append(out, l.Workflows...)
+	}
+	byKey := func(x, y client.WaitingWorkflow) int {
+		return cmp.Or(strings.Compare(x.Name, y.Name), slices.Compare(x.Key, y.Key))
+	}
+	// In memory first among the rows of one workflow, so that Compact
+	// keeps it.
+	slices.SortStableFunc(out, func(x, y client.WaitingWorkflow) int {
+		return cmp.Or(byKey(x, y), -cmpBool(x.InMemory, y.InMemory))
+	})
+	out = slices.CompactFunc(out, func(x, y client.WaitingWorkflow) bool { return byKey(x, y) == 0 })
+	slices.SortStableFunc(out, func(x, y client.WaitingWorkflow) int {
+		return cmp.Or(x.WakeAt.Compare(y.WakeAt), byKey(x, y))
+	})
+	return out, covered, twice
+}
+
+// cmpBool orders false before true.
+func cmpBool(x, y bool) int {
+	switch {
+	case x == y:
+		return 0
+	case y:
+		return -1
+	}
+	return 1
 }
 
 // describeReason says what wakes a sleeping workflow at its time.
