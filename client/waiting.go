@@ -104,7 +104,7 @@ func (c *Client) WaitingWorkflows(ctx context.Context, node string, q WaitQuery)
 			if p.Addr != nil {
 				at = "the node at " + p.Addr.String()
 			}
-			st, _ := rpcerr.ToStatus(rivet.Reasonf(rivet.ErrFailedPrecondition, "node", "unsupported", "%s does not list sleeping or waiting workflows (it is older than it); upgrade it", at))
+			st, _ := rpcerr.ToStatus(rivet.Reasonf(rivet.ErrFailedPrecondition, "node", "unsupported", "%s does not list sleeping or waiting workflows (its build predates this RPC); upgrade it", at))
 			return nil, st.Err()
 		}
 		return resp, err

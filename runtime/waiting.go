@@ -65,9 +65,10 @@ type WaitList struct {
 // step's retry) or, with q.Waiting, waits for a message only, from the
 // partitions' wakeup records, which every actor has from its creation
 // until its workflow ends. An actor in memory is as its running workflow
-// says: its record is written when its workflow stops, and while it runs
-// holds the time it started (so that a new owner runs it at once after a
-// crash), which would read as a sleep long overdue. A workflow running
+// says: its record is written when its workflow stops (nothing is written
+// when it starts), and while it runs still holds its creation's time, the
+// time a message came for it, or its last yield's deadline, which would
+// read as a sleep long overdue or one that is over. A workflow running
 // now is not listed. Sleeping ones come earliest first, waiting ones by
 // name and key.
 func (h *Host) WaitingWorkflows(ctx context.Context, q WaitQuery) (WaitList, error) {

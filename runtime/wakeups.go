@@ -19,15 +19,18 @@ import (
 // wakeupRecord is stored at wakeups/<p>/<name>/<key>: the actor must run at
 // At (unix ms) even if no request arrives. It exists while an actor's
 // workflow is unfinished; At is the earliest time it can make progress
-// without a message (a sleep's deadline, a retry's backoff), or the time it
-// last started running, so that a new owner runs it at once after a crash.
+// without a message (a sleep's deadline, a retry's backoff), or a time to
+// run it at once (its creation's, a message's for a workflow waiting for
+// one, a restart from history's), so that a new owner runs it after a
+// crash. Nothing is written when the workflow starts running.
 //
 // Why, Queues and Any say what the workflow waits for, as it last stopped
 // (yieldWorkflow), for a listing of sleeping and waiting workflows
 // (WaitingWorkflows) that need not load each actor: Why is what At is
 // the deadline of (workflow.Wake.AtReason: a sleep, a receive's timeout,
 // a step's retry), empty when At is a time to run again at once (created,
-// started running, a message came) or the record is an older build's;
+// a message came, restarted from history) or the record is an older
+// build's;
 // Queues, or Any, the queues a message on which wakes it.
 type wakeupRecord struct {
 	At     int64    `json:"at"`

@@ -293,7 +293,7 @@ An empty list prints a line saying so ("no actors named ACTOR"); -o json prints 
 	cmd.Flags().StringVar(&status, "status", "", "list only the actors whose workflow is `STATUS`: failed (as --failed), retrying (a step, for actors in memory), sleeping (runs again at a time) or waiting (for a message only)")
 	cmd.Flags().StringVar(&errorContains, "error-contains", "", "with --failed: only those whose error contains TEXT (as listed: its first 1 KiB); with --status retrying, only the retrying steps whose last error contains TEXT")
 	cmd.Flags().StringVar(&dueBefore, "due-before", "", "with --status sleeping: only those that wake before `WHEN`, a duration from now (10m; -1h: overdue by more than an hour) or an RFC 3339 time")
-	cmd.Flags().IntVar(&limit, "limit", client.MaxWaiting, "with --status sleeping or waiting: list at most `N` (1 to 1000), the earliest to wake first")
+	cmd.Flags().IntVar(&limit, "limit", client.MaxWaiting, "with --status sleeping or waiting: list at most `N` (1 to 1000): sleeping ones the earliest to wake first, waiting ones by name and key")
 	// Each page has its own --timeout (listActors): the whole may take long.
 	cmd.RunE = a.runE(func() time.Duration { return watchForever }, func(ctx context.Context, c *client.Client, args []string) error {
 		name := ""

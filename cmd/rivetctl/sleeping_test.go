@@ -250,7 +250,7 @@ func TestActorsSleepingOfAnOlderNodeSaysSo(t *testing.T) {
 	go func() { defer close(served); _ = old.Serve(lis) }()
 	defer func() { old.Stop(); <-served }()
 	r := rivetctl(t, lis.Addr().String(), "actors", "--status", "sleeping")
-	want := "rivetctl: note: node old: failed precondition: the node at " + lis.Addr().String() + " does not list sleeping or waiting workflows (it is older than it); upgrade it (FAILED_PRECONDITION node.unsupported)\n" +
+	want := "rivetctl: note: node old: failed precondition: the node at " + lis.Addr().String() + " does not list sleeping or waiting workflows (its build predates this RPC); upgrade it (FAILED_PRECONDITION node.unsupported)\n" +
 		"rivetctl: no node answered (1 asked)\n"
 	if r.code != 1 || r.stdout != "" || r.stderr != want {
 		t.Errorf("exit %d, stdout %q, stderr:\n%s\nwant exit 1, stderr:\n%s", r.code, r.stdout, r.stderr, want)
