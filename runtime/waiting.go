@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/rivet-go/rivet"
@@ -59,6 +60,10 @@ type WaitList struct {
 	// workflows of the others are another node's to list.
 	Partitions []uint32
 }
+
+// waitingReaders is how many of a listing's partition reads are in flight
+// at once.
+const waitingReaders = 8
 
 // WaitingWorkflows lists the actors of the partitions this node serves
 // whose workflow sleeps (wakes at a time: a sleep, a receive's timeout, a
@@ -144,16 +149,54 @@ func (h *Host) WaitingWorkflows(ctx context.Context, q WaitQuery) (WaitList, err
 		}
 		add(w)
 	}
-	var err error
-	if q.Name != "" {
-		// Only the name's keys of each partition.
-		for _, p := range parts {
-			if err = h.eachUnder(ctx, storage.WakeupPartitionPrefix(p)+q.Name+"/", false, fn); err != nil {
-				break
+	// A read per partition served (only the name's keys of each, given
+	// one), not one pass over the whole cluster's prefix as a start's
+	// eachInParts makes: that read every node's records, a node of three
+	// three times its own, and a listing is asked of every node at once.
+	// A few at a time: a read is a round trip to etcd, and a node serves
+	// hundreds of partitions. Every record of the partitions is read,
+	// whatever the limit: the sleeping ones are ordered by time, which the
+	// keys are not, and the workflows left out are counted.
+	var mu sync.Mutex
+	locked := func(kv storage.KV) {
+		mu.Lock()
+		defer mu.Unlock()
+		fn(kv)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	next, errs := make(chan uint32), make(chan error, waitingReaders)
+	var wg sync.WaitGroup
+	for range min(waitingReaders, len(parts)) {
+		wg.Go(func() {
+			for p := range next {
+				prefix := storage.WakeupPartitionPrefix(p)
+				if q.Name != "" {
+					prefix += q.Name + "/"
+				}
+				if err := h.eachUnder(rctx, prefix, false, locked); err != nil {
+					errs <- err
+					cancel()
+					return
+				}
 			}
+		})
+	}
+feed:
+	for _, p := range parts {
+		select {
+		case next <- p:
+		case <-rctx.Done():
+			break feed
 		}
-	} else {
-		err = h.eachInParts(ctx, parts, storage.WakeupsPrefix, storage.WakeupPartitionPrefix, false, fn)
+	}
+	close(next)
+	wg.Wait()
+	var err error
+	select {
+	case err = <-errs:
+	default:
+		err = ctx.Err()
 	}
 	switch {
 	case err != nil && ctx.Err() != nil:
