@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net"
 	"regexp"
 	"strings"
@@ -254,5 +255,62 @@ func TestActorsSleepingOfAnOlderNodeSaysSo(t *testing.T) {
 		"rivetctl: no node answered (1 asked)\n"
 	if r.code != 1 || r.stdout != "" || r.stderr != want {
 		t.Errorf("exit %d, stdout %q, stderr:\n%s\nwant exit 1, stderr:\n%s", r.code, r.stdout, r.stderr, want)
+	}
+}
+
+// A waiter that stays in memory is listed as waiting, as its blocked
+// workflow says (in memory, its queue), and a step in its retry backoff
+// is listed as sleeping until the retry, for a "retry".
+func TestActorsWaitingInMemoryAndRetrySleeping(t *testing.T) {
+	stay := rivet.Options{IdleTimeout: time.Hour}
+	reg, err := rivet.Setup(rivet.Actor[chargeState]{
+		Name: "listener", Options: stay,
+		Queues: rivet.Queues{"go": rivet.QueueOf[struct{}]()},
+		Run: func(ctx *workflow.Ctx[chargeState]) error {
+			_, err := workflow.Next[struct{}](ctx, "wait-go", workflow.NextOptions{Names: []string{"go"}})
+			return err
+		},
+	}, rivet.Actor[chargeState]{
+		Name: "retrier", Options: stay,
+		Run: func(ctx *workflow.Ctx[chargeState]) error {
+			return ctx.StepWith(workflow.StepOptions{Name: "flaky", MaxRetries: 3, RetryBackoffBase: time.Hour, RetryBackoffMax: time.Hour},
+				func(*workflow.StepCtx[chargeState]) error { return errors.New("busy") })
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := startNodeOf(t, reg)
+	for _, a := range [][2]string{{"listener", "l"}, {"retrier", "r"}} {
+		if r := rivetctl(t, addr, "create", a[0], a[1]); r.code != 0 {
+			t.Fatalf("create %s %s: %+v", a[0], a[1], r)
+		}
+	}
+	var r result
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		r = rivetctl(t, addr, "actors", "--status", "waiting", "-o", "json")
+		var ws []client.WaitingWorkflow
+		if r.code == 0 && json.Unmarshal([]byte(r.stdout), &ws) == nil && len(ws) == 1 && ws[0].Name == "listener" &&
+			ws[0].InMemory && ws[0].WakeAt.IsZero() && len(ws[0].Queues) == 1 && ws[0].Queues[0] == "go" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("actors --status waiting never listed the listener in memory: exit %d, %s, %s", r.code, r.stdout, r.stderr)
+		}
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		r = rivetctl(t, addr, "actors", "--status", "sleeping", "-o", "json")
+		var ws []client.WaitingWorkflow
+		if r.code == 0 && json.Unmarshal([]byte(r.stdout), &ws) == nil && len(ws) == 1 && ws[0].Name == "retrier" &&
+			ws[0].Reason == client.WakeRetry && time.Until(ws[0].WakeAt) > 10*time.Minute && time.Until(ws[0].WakeAt) < 3*time.Hour {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("actors --status sleeping never listed the retrier's step retry: exit %d, %s, %s", r.code, r.stdout, r.stderr)
+		}
+	}
+	r = rivetctl(t, addr, "actors", "--status", "sleeping")
+	if r.code != 0 || !regexp.MustCompile(`(?m)^retrier +r +\S+ +\S+Z +in \S+ +step retry$`).MatchString(r.stdout) {
+		t.Errorf("actors --status sleeping: %+v", r)
 	}
 }
