@@ -68,6 +68,8 @@ func (a *app) listWaiting(ctx context.Context, c *client.Client, q client.WaitQu
 		return nil, nil, fmt.Errorf("no node answered (%d asked)", failed)
 	}
 	out, covered, twice := mergeWaitLists(answered)
+	out, past := cutAtShortAnswers(out, answered)
+	omitted += past
 	if twice > 0 {
 		a.note("%d partitions were listed by two nodes (changing hands?): a workflow listed twice is shown once, as the node with its actor in memory told", twice)
 	}
@@ -124,10 +126,44 @@ func mergeWaitLists(lists []client.WaitList) (out []client.WaitingWorkflow, cove
 		return cmp.Or(byKey(x, y), -cmpBool(x.InMemory, y.InMemory))
 	})
 	out = slices.CompactFunc(out, func(x, y client.WaitingWorkflow) bool { return byKey(x, y) == 0 })
-	slices.SortStableFunc(out, func(x, y client.WaitingWorkflow) int {
-		return cmp.Or(x.WakeAt.Compare(y.WakeAt), byKey(x, y))
-	})
+	slices.SortStableFunc(out, waitOrder)
 	return out, covered, twice
+}
+
+// waitOrder is the merged list's order: the earliest to wake first, then
+// by name and key (waiting ones, whose time is zero, by name and key).
+func waitOrder(x, y client.WaitingWorkflow) int {
+	return cmp.Or(x.WakeAt.Compare(y.WakeAt), strings.Compare(x.Name, y.Name), slices.Compare(x.Key, y.Key))
+}
+
+// cutAtShortAnswers keeps of the merged list out only the rows before the
+// last row of every answer that left some out (by --limit, or by its size:
+// a node sends about 1 MiB), and returns how many it dropped. A node that
+// left out rows after its last may have had ones that come before another
+// node's later rows: shown, those would make a list out of order, and a
+// note saying the rest wake after the last listed untrue.
+func cutAtShortAnswers(out []client.WaitingWorkflow, answered []client.WaitList) ([]client.WaitingWorkflow, int) {
+	var cut *client.WaitingWorkflow
+	for _, l := range answered {
+		switch {
+		case l.Omitted == 0:
+		case len(l.Workflows) == 0:
+			// Nothing listed, some left out: no row is known to come
+			// before what it left out.
+			return out[:0], len(out)
+		case cut == nil || waitOrder(l.Workflows[len(l.Workflows)-1], *cut) < 0:
+			cut = &l.Workflows[len(l.Workflows)-1]
+		}
+	}
+	if cut == nil {
+		return out, 0
+	}
+	n, _ := slices.BinarySearchFunc(out, *cut, waitOrder)
+	// The cut row itself stays (it is at n if no other answer moved it).
+	for n < len(out) && waitOrder(out[n], *cut) <= 0 {
+		n++
+	}
+	return out[:n], len(out) - n
 }
 
 // cmpBool orders false before true.
