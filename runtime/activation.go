@@ -187,6 +187,12 @@ type activation struct {
 
 	// wf is the workflow part (see wfState for which lock guards what).
 	wf wfState
+	// marksMu guards marks, the workflow's attempt markers in storage
+	// (attempts.go); marksN is their count, read without the lock by each
+	// commit (none: nothing to do).
+	marksMu sync.Mutex
+	marks   map[string]markEntry
+	marksN  atomic.Int32
 
 	// Commit pipeline, guarded by mu.
 	mu        sync.Mutex
@@ -588,6 +594,11 @@ func (a *activation) loadWorkflow(ctx context.Context, stateRev int64) error {
 		a.home, a.homeState = f.path, f.state
 		a.mu.Unlock()
 	}
+	marks, err := a.h.readAttemptMarks(ctx, a.prefix)
+	if err != nil {
+		return loadReadError(ctx, "load %s: attempt markers: %v", a.describe(), err)
+	}
+	a.setLoadedMarks(marks)
 	a.wf.status, a.history = sw.status, hist
 	a.slotMu.Lock()
 	a.slots, a.slotKeys = loopSlots(hist), sw.slotKeys

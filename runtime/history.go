@@ -707,6 +707,9 @@ func (h *Host) RetryWorkflowWith(ctx context.Context, ref Ref, opts RetryOptions
 			return err
 		}
 		ops = append(ops, dropMarks...)
+		// The attempt markers of the ended run (attempts.go) would count
+		// against the steps the retry runs again.
+		ops = a.dropMarksOps(ops)
 		now := time.Now().UnixMilli()
 		wb, _ := json.Marshal(wakeupRecord{At: now})
 		ops = append(ops,

@@ -273,6 +273,10 @@ type wfState struct {
 	queued *atomic.Int64
 
 	runner *wfRunner // nil when not running
+	// marking says that the run marks the step attempts it starts
+	// (attempts.go): set as a run starts, cleared once a marked attempt
+	// of it records its end.
+	marking atomic.Bool
 	// deferred holds the history of the run a load did not start, as the
 	// workflow waits out the backoff of its runs that storage stopped
 	// (timers.backingOff): the wakeup at the backoff's end starts it
@@ -381,6 +385,9 @@ func (a *activation) historyOps(ws []workflow.HistoryWrite) (ops []storage.Op, b
 		b, _ := json.Marshal(nextMessageMark{Next: n})
 		ops = append(ops, storage.Put(prefix+storage.NextMessageSuffix, b))
 	}
+	// After the step's op (its index, step, stays): the markers its
+	// record supersedes.
+	ops = a.markOps(ops, ws)
 	return ops, back, step, nil
 }
 
@@ -522,6 +529,7 @@ func (a *activation) startWorkflow(history []workflow.Entry) {
 	ctx, cancel := context.WithCancel(h.wfCtx)
 	r := &wfRunner{cancel: cancel, done: make(chan struct{}), ctx: ctx}
 	a.wf.runner = r
+	a.wf.marking.Store(true)
 	a.wf.status.Status = WorkflowRunning
 	a.runWorkflow(ctx, r, history)
 }
@@ -621,11 +629,17 @@ func (a *activation) finishWorkflow(st workflowStatus) bool {
 		})
 		index = storage.Put(storage.FailedKey(a.ref.Name, a.enc), fb)
 	}
-	v, err := a.enqueue(
+	ops := []storage.Op{
 		storage.Put(a.key(storage.WorkflowStatusSuffix), b),
 		storage.Delete(storage.WakeupKey(a.part, a.ref.Name, a.enc)),
 		index,
-	)
+	}
+	if a.marksN.Load() > 0 {
+		// Markers no step of it will supersede (a race's losers', steps
+		// the code no longer reaches): a retry must not count them.
+		ops = a.dropMarksOps(ops)
+	}
+	v, err := a.enqueue(ops...)
 	if err == nil {
 		err = a.waitCommitted(ctx, v)
 	}

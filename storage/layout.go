@@ -136,6 +136,12 @@ const (
 	// failed) and error; outside wf/ so that history prefix deletes never
 	// touch it.
 	WorkflowStatusSuffix = "wfstatus"
+	// AttemptMarkSuffix holds the markers of step attempts whose bodies
+	// started and have not recorded their end: am/<entry path>
+	// (runtime's attempts.go). Outside wf/, so that history listings,
+	// prunes and retries read or delete none of them, and builds that
+	// do not know them ignore them.
+	AttemptMarkSuffix = "am/"
 	// IdempotencySuffix holds the idempotency keys of the actor's recent
 	// sends: k/<key, base64url>.
 	IdempotencySuffix = "k/"

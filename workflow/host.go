@@ -373,6 +373,41 @@ type StepObserver interface {
 	StepIdle(path string)
 }
 
+// AttemptMarker is an optional interface of a Host that counts the step
+// attempts a crash of its node cut short (kill -9, OOM, a panic in a
+// goroutine a body started, os.Exit), as Temporal counts an activity's
+// attempt that its start-to-close timeout ends: without it such an attempt
+// leaves no record, and its step runs again as attempt 1 after the
+// restart, its retries counted from none, for ever if the step crashes its
+// node each time.
+//
+// MarkAttempt is called just before the body of attempt n of the step at
+// path starts (at is its start, as its record will keep it): in the
+// step's turn for a Step, outside any turn for a Do. Not for an ephemeral
+// step (its record may be lost with the node, its attempt counted as
+// abandoned though it ran to its end) nor for a rollback handler. A host
+// may make a durable marker of it, for a later run to find, and returns
+// once it is durable; it may also let most attempts go unmarked (a write
+// per step would double the cost of a step), and then returns at once. It
+// removes a marker in the commit that records the step's entry (the
+// attempt's, or the abandoned attempt's, see AbandonedAttempt). An error
+// stops the run as a failed host call does (wrap ErrEvicted to stop it
+// without failing the workflow): the body does not run.
+//
+// AbandonedAttempt reports the attempt of the step at path that a marker
+// of an earlier run says started and never recorded its end: its number
+// and start, ok false if none. The driver asks when a step has no record,
+// or a record of a failed attempt: if attempt is past the ones recorded,
+// it first records that attempt as failed (its message says it ended with
+// its node; exhausted if it was the step's last), then goes on as after
+// any failed attempt (the backoff, from its start; the next attempt's
+// number one more). It must be cheap: the driver asks for every step
+// that runs a body.
+type AttemptMarker interface {
+	MarkAttempt(path string, attempt int, at time.Time) error
+	AbandonedAttempt(path string) (attempt int, at time.Time, ok bool)
+}
+
 // PanicReporter is an optional interface of a Host. A panic in a step
 // body or a rollback handler is a failed attempt, and the history records
 // only its value (as "workflow: step panicked: ..."): the driver calls

@@ -56,6 +56,9 @@ func Start[S any](ctx context.Context, fn func(*Ctx[S]) error, host Host, histor
 		if so, ok := host.(StepObserver); ok && !r.replay {
 			r.observer = so
 		}
+		if am, ok := host.(AttemptMarker); ok && !r.replay {
+			r.marker = am
+		}
 		r.name, r.key = host.Actor()
 		if ih, ok := host.(Incarnationer); ok {
 			r.incarnation = ih.Incarnation()
@@ -166,8 +169,10 @@ type run struct {
 	// observer is the host's StepObserver, nil if none (or a replay's,
 	// which runs no body).
 	observer StepObserver
-	ctx      context.Context // done on eviction (the caller's ctx) or abort
-	abort    context.CancelCauseFunc
+	// marker is the host's AttemptMarker, nil if none (or a replay's).
+	marker AttemptMarker
+	ctx    context.Context // done on eviction (the caller's ctx) or abort
+	abort  context.CancelCauseFunc
 	// name and key are the actor's (Host.Actor), shared: accessors copy
 	// the key.
 	name string

@@ -56,10 +56,14 @@ func (bodyFunc) vars() *attemptVars { return new(attemptVars) }
 // would be moved to the heap on its own. Each attempt has its own: a body
 // may keep its context past the attempt.
 type attemptVars struct {
-	ne          *Entry
-	batch       []HistoryWrite
-	abandoned   bool
-	refused     bool // x was closed: see cx.close
+	ne        *Entry
+	batch     []HistoryWrite
+	abandoned bool
+	refused   bool // x was closed: see cx.close
+	ephemeral bool // the step's: not marked (AttemptMarker)
+	// markErr is the host's AttemptMarker's refusal: the body did not
+	// start.
+	markErr     error
 	body        stepRunner
 	pol         retryPolicy
 	hasRollback bool
@@ -166,6 +170,13 @@ func (x *cx) runStep(sp stepSpec) (json.RawMessage, string, error) {
 	if err != nil {
 		return nil, path, err
 	}
+	if r.marker != nil && (e == nil || e.Status == StatusPending || e.Status == StatusFailed) {
+		if n, at, ok := r.marker.AbandonedAttempt(path); ok && (e == nil || n > e.Attempts) {
+			if e, err = x.abandonedAttempt(path, seq, n, at, sp.pol); err != nil {
+				return nil, path, err
+			}
+		}
+	}
 	for {
 		p := planStep(e, sp.pol, r.now())
 		switch p.action {
@@ -213,13 +224,42 @@ func (x *cx) runStep(sp stepSpec) (json.RawMessage, string, error) {
 	}
 }
 
+// abandonedAttempt records attempt n of the step at path, started at at,
+// which the host's marker says ended with its node (AttemptMarker): failed,
+// counted as any failed attempt is, or exhausted if it was the step's last.
+// Recorded (not only counted in memory), so that the history shows it,
+// replays find it as any failed attempt, and the host's marker goes with
+// its commit.
+func (x *cx) abandonedAttempt(path string, seq, n int, at time.Time, pol retryPolicy) (*Entry, error) {
+	t := x.t
+	t.goLive()
+	ne := &Entry{Path: path, Seq: seq, TryPlaces: x.sc.tryPlaces, Kind: KindStep, Attempts: n, LastAttemptAt: at, Time: t.stamp(),
+		Status: StatusFailed, Error: &RecordedError{Message: AbandonedAttemptMessage(n)}}
+	if n > pol.maxRetries {
+		ne.Status, ne.Failure = StatusExhausted, FailureExhausted
+	}
+	if err := t.commit(HistoryWrite{Put: ne}); err != nil {
+		return nil, err
+	}
+	if ne.Status != StatusFailed {
+		t.advance(ne.Time)
+	}
+	return ne, nil
+}
+
+// AbandonedAttemptMessage is the error recorded for attempt n of a step
+// that ended with its node (AttemptMarker).
+func AbandonedAttemptMessage(n int) string {
+	return fmt.Sprintf("attempt %d ended with its node before it finished (the node crashed, was killed, or stopped without waiting for it)", n)
+}
+
 // attempt runs attempt n in the actor's turn and commits its record with
 // the state it left. lastErr is the error of the step's previous attempt,
 // for the host's StepObserver.
 func (x *cx) attempt(path string, seq, n int, sp stepSpec, lastErr string) (*Entry, error) {
 	t, r := x.t, x.t.r
 	res := sp.body.vars()
-	res.body, res.pol, res.hasRollback, res.lastErr = sp.body, sp.pol, sp.rollback != nil, lastErr
+	res.body, res.pol, res.hasRollback, res.lastErr, res.ephemeral = sp.body, sp.pol, sp.rollback != nil, lastErr, sp.opts.Ephemeral
 	fn := func(env StepEnv) []HistoryWrite {
 		if x.closed.Load() {
 			// Run from a goroutine, the step outlived the function of
@@ -240,6 +280,14 @@ func (x *cx) attempt(path string, seq, n int, sp stepSpec, lastErr string) (*Ent
 		}
 		env.Path = path
 		start := t.stamp()
+		if m := t.r.marker; m != nil && !res.ephemeral {
+			// Durable before the body starts: a crash in it must leave
+			// the attempt's trace.
+			if err := m.MarkAttempt(path, n, start); err != nil {
+				res.markErr = err
+				return nil
+			}
+		}
 		exited := true
 		defer func() {
 			if exited {
@@ -337,6 +385,9 @@ func (x *cx) attempt(path string, seq, n int, sp stepSpec, lastErr string) (*Ent
 			}
 		}
 		writes := fn(StepEnv{Client: r.host.Client(), Check: r.checkOutput})
+		if res.markErr != nil {
+			return nil, t.hostErr(res.markErr)
+		}
 		if res.refused {
 			return nil, x.strayErr("step", sp.opts.Name)
 		}
@@ -346,7 +397,10 @@ func (x *cx) attempt(path string, seq, n int, sp stepSpec, lastErr string) (*Ent
 		if err := r.host.Commit(t.ctx, writes); err != nil {
 			return nil, t.hostErr(err)
 		}
-	} else if err := r.host.RunStep(t.ctx, sp.opts.Ephemeral, fn); err != nil {
+	} else if err := r.host.RunStep(t.ctx, sp.opts.Ephemeral, fn); err != nil || res.markErr != nil {
+		if err == nil {
+			err = res.markErr
+		}
 		if res.ne != nil && !res.refused && !res.abandoned {
 			// The body ran and the host refused its writes (too large,
 			// say): the run's failure names the step.
