@@ -141,7 +141,14 @@ func (s *StepCtx[S]) Destroy() error {
 	return s.destroy()
 }
 
-// Attempt is the attempt's number, from 1.
+// Attempt is the attempt's number, from 1. It counts the attempts
+// recorded, and, on a host that marks attempts (workflow.AttemptMarker; a
+// node does), an attempt whose node crashed while its body ran if that
+// body was the first its run started since the workflow was loaded: the
+// step's next run is then attempt n+1, and the crashed attempt counts
+// against its retries. A crash in a later body of a run is not counted;
+// run again after the restart, that body is the first and is counted from
+// then on.
 func (s *StepCtx[S]) Attempt() int { return s.attempt }
 
 // IdempotencyKey is a key for the calls and sends the step's body makes
@@ -321,7 +328,9 @@ func (d *DoCtx) Context() context.Context { return d.ctx }
 // Client calls other actors.
 func (d *DoCtx) Client() caller.Client { return d.client }
 
-// Attempt is the attempt's number, from 1.
+// Attempt is the attempt's number, from 1, counted as StepCtx.Attempt
+// counts (an attempt whose node crashed while it ran included, if it was
+// marked).
 func (d *DoCtx) Attempt() int { return d.attempt }
 
 // Do runs fn as the step name, like Step, for a body that does not touch
