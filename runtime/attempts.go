@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/rivet-go/rivet/storage"
 	"github.com/rivet-go/rivet/workflow"
 )
@@ -66,7 +68,7 @@ func (h *Host) readAttemptMarks(ctx context.Context, prefix string) (map[string]
 			// Unreadable, it cannot be counted: the attempt goes
 			// uncounted, as before markers, and the key with the
 			// workflow's end.
-			h.log.Warn("attempt marker does not decode: ignored")
+			h.log.Warn("workflow attempt marker does not decode: ignored (the attempt it marks goes uncounted)", zap.String("key", kv.Key))
 			continue
 		}
 		marks[kv.Key[len(prefix)+len(storage.AttemptMarkSuffix):]] = markEntry{attemptMark: m}

@@ -1,10 +1,10 @@
-// Command chaosnode is cmd/node with three more actors for the e2e tests.
+// Command chaosnode is cmd/node with four more actors for the e2e tests.
 // completer completes the messages it takes after a step (see its doc).
 // chaosFlow, for the chaos test, has a workflow that takes jobs from a queue
 // and runs two steps with side effects the test can attribute (a POST
 // naming the job, the step, the attempt's nonce and the node process that
 // made it), then records the job. stubborn has an action that ignores its
-// context (see its doc).
+// context (see its doc). poison's step kills its node (see its doc).
 package main
 
 import (
@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"syscall"
 	"time"
 
 	"github.com/rivet-go/rivet"
@@ -187,11 +188,30 @@ var stubborn = rivet.Actor[StubbornState]{
 	},
 }
 
+// PoisonState is poison's state.
+type PoisonState struct{}
+
+// poison's workflow has one step whose body kills its own node (SIGKILL,
+// as the OOM killer does) at every attempt: with MaxRetries 1, its second
+// attempt exhausts it and the workflow fails, where the node used to run
+// it again as attempt 1 at every start, and die each time.
+var poison = rivet.Actor[PoisonState]{
+	Name: "poison",
+	Run: func(ctx *workflow.Ctx[PoisonState]) error {
+		return ctx.StepWith(workflow.StepOptions{Name: "crash", MaxRetries: 1, RetryBackoffBase: 10 * time.Millisecond},
+			func(*workflow.StepCtx[PoisonState]) error {
+				_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+				time.Sleep(time.Minute) // the signal ends the process first
+				return nil
+			})
+	},
+}
+
 func main() {
 	// examples.Registry checks the examples' environment.
 	if _, err := examples.Registry(); err != nil {
 		fmt.Fprintln(os.Stderr, "chaosnode:", err)
 		os.Exit(1)
 	}
-	node.Main(rivet.MustSetup(append(examples.All(), chaosFlow, completer, stubborn)...))
+	node.Main(rivet.MustSetup(append(examples.All(), chaosFlow, completer, stubborn, poison)...))
 }
