@@ -20,7 +20,7 @@ import (
 // A run marks the bodies that start before any marked attempt of its own
 // has recorded its end: the first step body after a load (or a retry, or a
 // wake that starts the run again), and the Do bodies that start beside it
-// (a join's branches). Each marker is a key of its own, am/<step path>,
+// (a join's branches; at most maxRunMarks). Each marker is a key of its own, am/<step path>,
 // committed (fenced, as any write) before the body starts, and deleted in
 // the commit that records the step's entry. Once a marked attempt has
 // recorded its end, the run marks nothing more: no write per step in the
@@ -35,6 +35,11 @@ import (
 // for them by path (AbandonedAttempt) when its step has no newer record,
 // records the abandoned attempt as failed (its commit deletes the marker),
 // and goes on with the next attempt.
+
+// maxRunMarks bounds the markers of one run: a join of thousands of Do
+// branches would otherwise commit one each before its bodies start, at
+// every load. The bodies past it go unmarked, as a run's later bodies do.
+const maxRunMarks = 64
 
 // attemptMark is a marker's value.
 type attemptMark struct {
@@ -89,7 +94,7 @@ func (a *activation) setLoadedMarks(marks map[string]markEntry) {
 // the marker is durable before the body starts.
 func (w *wfHost) MarkAttempt(path string, attempt int, at time.Time) error {
 	a := w.a
-	if !a.wf.marking.Load() {
+	if !a.wf.marking.Load() || a.wf.markedN.Add(1) > maxRunMarks {
 		return nil
 	}
 	b, _ := json.Marshal(attemptMark{Attempt: attempt, At: at})

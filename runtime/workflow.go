@@ -277,6 +277,8 @@ type wfState struct {
 	// (attempts.go): set as a run starts, cleared once a marked attempt
 	// of it records its end.
 	marking atomic.Bool
+	// markedN counts the attempts the run marked (maxRunMarks).
+	markedN atomic.Int32
 	// deferred holds the history of the run a load did not start, as the
 	// workflow waits out the backoff of its runs that storage stopped
 	// (timers.backingOff): the wakeup at the backoff's end starts it
@@ -530,6 +532,7 @@ func (a *activation) startWorkflow(history []workflow.Entry) {
 	r := &wfRunner{cancel: cancel, done: make(chan struct{}), ctx: ctx}
 	a.wf.runner = r
 	a.wf.marking.Store(true)
+	a.wf.markedN.Store(0)
 	a.wf.status.Status = WorkflowRunning
 	a.runWorkflow(ctx, r, history)
 }
