@@ -578,6 +578,19 @@ func loadReadError(ctx context.Context, format string, what string, err error) e
 // stateRev is the revision of the state key the load read: a state that a
 // history entry carries replaces it if written later.
 func (a *activation) loadWorkflow(ctx context.Context, stateRev int64) error {
+	// The attempt markers (attempts.go) are read beside the history, not
+	// after it: a load waits for one read, not two in a row. No write of
+	// this actor can come between them: the node holds its partition, and
+	// the previous owner's writes have settled.
+	type marksRead struct {
+		marks map[string]markEntry
+		err   error
+	}
+	mc := make(chan marksRead, 1)
+	go func() {
+		m, err := a.h.readAttemptMarks(ctx, a.prefix)
+		mc <- marksRead{m, err}
+	}()
 	sw, err := a.h.readWorkflow(ctx, a.prefix)
 	if err != nil {
 		return loadReadError(ctx, "load %s: workflow: %v", a.describe(), err)
@@ -594,11 +607,11 @@ func (a *activation) loadWorkflow(ctx context.Context, stateRev int64) error {
 		a.home, a.homeState = f.path, f.state
 		a.mu.Unlock()
 	}
-	marks, err := a.h.readAttemptMarks(ctx, a.prefix)
-	if err != nil {
-		return loadReadError(ctx, "load %s: attempt markers: %v", a.describe(), err)
+	mr := <-mc
+	if mr.err != nil {
+		return loadReadError(ctx, "load %s: attempt markers: %v", a.describe(), mr.err)
 	}
-	a.setLoadedMarks(marks)
+	a.setLoadedMarks(mr.marks)
 	a.wf.status, a.history = sw.status, hist
 	a.slotMu.Lock()
 	a.slots, a.slotKeys = loopSlots(hist), sw.slotKeys

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/runtime"
+	"github.com/rivet-go/rivet/storage"
 	"github.com/rivet-go/rivet/workflow"
 )
 
@@ -17,30 +18,25 @@ type attemptsState struct {
 	Seen []int `json:"seen"`
 }
 
-// A step attempt whose node stops while its body runs (the stop's step
-// grace ran out, as a kill's would: nothing of the attempt is recorded)
-// counts if it was the first body since the workflow's load: after the
-// restart the step runs as attempt 2, not as attempt 1 with its retries
-// counted from none, and its record says 2 attempts. A later body of a run
-// is not marked (no write per step): cut short, it runs again as attempt
-// 1, the first body of the next run, marked then.
-func TestAStepAttemptCutShortByItsNodeCountsAfterTheRestart(t *testing.T) {
+// A step body its node abandons on a graceful stop (the stop's StepGrace
+// ran out while the body ran) did not crash its node: it is not counted.
+// A step that never fails, with the default retries, whose body four
+// rolling restarts in a row cut short, completes, run again each time as
+// attempt 1 (with each cut counted, the fourth exhausted it: a few deploys
+// failed workflows whose steps never failed).
+func TestAStepAbandonedByGracefulStopsIsNotCounted(t *testing.T) {
 	t.Parallel()
+	const cuts = 4
 	started := make(chan struct{}, 1)
 	var bodies atomic.Int32
 	cut := rivet.Actor[attemptsState]{
 		Name: "cutStep",
 		Run: func(c *workflow.Ctx[attemptsState]) error {
-			if err := c.Step("before", func(*workflow.StepCtx[attemptsState]) error { return nil }); err != nil {
-				return err
-			}
-			return c.StepWith(workflow.StepOptions{Name: "work", MaxRetries: 3, RetryBackoffBase: time.Millisecond, RetryBackoffMax: time.Millisecond},
+			return c.StepWith(workflow.StepOptions{Name: "work", RetryBackoffBase: time.Millisecond, RetryBackoffMax: time.Millisecond},
 				func(s *workflow.StepCtx[attemptsState]) error {
-					bodies.Add(1)
 					s.State.Seen = append(s.State.Seen, s.Attempt())
-					if s.Attempt() == 1 {
-						// In flight when its node goes: it ends with the
-						// node, recording nothing.
+					if bodies.Add(1) <= cuts {
+						// Still running when the stop's grace runs out.
 						started <- struct{}{}
 						<-s.Context().Done()
 						return s.Context().Err()
@@ -50,46 +46,39 @@ func TestAStepAttemptCutShortByItsNodeCountsAfterTheRestart(t *testing.T) {
 		},
 		Actions: rivet.Actions[attemptsState]{"get": rivet.Query(func(c *rivet.ActionCtx[attemptsState]) (attemptsState, error) { return *c.State, nil })},
 	}
-	e := newEnv(t, counterReg(t, cut), nil)
+	e := newEnv(t, counterReg(t, cut), func(c *runtime.Config) { c.StepGrace = 100 * time.Millisecond })
 	ref := runtime.Ref{Name: "cutStep", Key: []string{"k"}}
 	if _, _, err := e.host.GetOrCreate(ctx(t), ref, nil); err != nil {
 		t.Fatal(err)
 	}
-	for i := range 2 {
+	for i := range cuts {
 		select {
 		case <-started:
 		case <-time.After(20 * time.Second):
 			t.Fatalf("the step's body did not start (run %d)", i+1)
 		}
-		// First cut after "before", unmarked; then as the run's first
-		// body, marked.
 		e.restart()
 	}
-	waitFor(t, "the workflow to complete", 20*time.Second, func() bool {
-		return inspect(t, e.host, "cutStep", "k").WorkflowStatus == runtime.WorkflowCompleted
+	waitFor(t, "the workflow to end", 30*time.Second, func() bool {
+		st := inspect(t, e.host, "cutStep", "k").WorkflowStatus
+		return st == runtime.WorkflowCompleted || st == runtime.WorkflowFailed
 	})
+	if in := inspect(t, e.host, "cutStep", "k"); in.WorkflowStatus != runtime.WorkflowCompleted {
+		t.Fatalf("workflow %s (%s); want completed: no attempt of its step failed", in.WorkflowStatus, in.WorkflowError)
+	}
 	raw, err := call(t, e.host, "cutStep", "k", "get", false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := string(raw); got != `{"seen":[2]}` || bodies.Load() != 3 {
-		t.Fatalf("state %s after %d bodies of work; want 3, the last as attempt 2 (the first two as attempt 1, their changes dropped with them)", got, bodies.Load())
+	if got := string(raw); got != `{"seen":[1]}` || bodies.Load() != cuts+1 {
+		t.Fatalf("state %s after %d bodies; want %d, the last as attempt 1", got, bodies.Load(), cuts+1)
 	}
 	hist, err := e.host.History(ctx(t), ref)
 	if err != nil {
 		t.Fatal(err)
 	}
-	found := false
-	for _, en := range hist.Entries {
-		if en.Path == "work" {
-			found = true
-			if en.Attempts != 2 || en.Status != string(workflow.StatusCompleted) {
-				t.Errorf("work's record: %+v; want completed after 2 attempts", en)
-			}
-		}
-	}
-	if !found {
-		t.Fatalf("no record of work in %+v", hist.Entries)
+	if len(hist.Entries) != 1 || hist.Entries[0].Attempts != 1 || hist.Entries[0].Status != string(workflow.StatusCompleted) {
+		t.Fatalf("history %+v; want work completed after 1 attempt", hist.Entries)
 	}
 }
 
@@ -139,15 +128,79 @@ func TestAStepThatCrashesItsNodeEachTimeExhaustsItsRetries(t *testing.T) {
 	if len(attempts) != 3 || attempts[0] != 1 || attempts[1] != 2 || attempts[2] != 3 {
 		t.Errorf("attempts %v, want [1 2 3]", attempts)
 	}
-	if !strings.Contains(in.WorkflowError, "exhausted") || !strings.Contains(in.WorkflowError, "attempt 3 ended with its node") {
-		t.Errorf("workflow error %q; want the step exhausted, its attempt 3 ended with its node", in.WorkflowError)
+	if !strings.Contains(in.WorkflowError, "exhausted") || !strings.Contains(in.WorkflowError, "attempt 3 ended without its outcome recorded") {
+		t.Errorf("workflow error %q; want the step exhausted, its attempt 3 ended without its outcome recorded", in.WorkflowError)
 	}
 	hist, err := e.host.History(ctx(t), ref)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(hist.Entries) != 1 || hist.Entries[0].Attempts != 3 || hist.Entries[0].Status != string(workflow.StatusExhausted) ||
-		!strings.Contains(hist.Entries[0].Error, "attempt 3 ended with its node") {
+		!strings.Contains(hist.Entries[0].Error, "attempt 3 ended without its outcome recorded") {
 		t.Fatalf("history %+v; want poison exhausted after 3 attempts, the last ended with its node", hist.Entries)
+	}
+}
+
+// A marked attempt that the workflow's cancel cuts short (not a crash, but
+// not a graceful leave either: its marker stays) does not count after the
+// workflow ended: the cancel's commit deletes the workflow's markers, and
+// a retry after a restart runs the step as attempt 1, not 2.
+func TestAStepsMarkerGoesWithTheWorkflowsEnd(t *testing.T) {
+	t.Parallel()
+	started := make(chan struct{}, 1)
+	var bodies atomic.Int32
+	act := rivet.Actor[attemptsState]{
+		Name: "cancelledStep",
+		Run: func(c *workflow.Ctx[attemptsState]) error {
+			return c.StepWith(workflow.StepOptions{Name: "work", RetryBackoffBase: time.Millisecond, RetryBackoffMax: time.Millisecond},
+				func(s *workflow.StepCtx[attemptsState]) error {
+					s.State.Seen = append(s.State.Seen, s.Attempt())
+					if bodies.Add(1) == 1 {
+						started <- struct{}{}
+						<-s.Context().Done()
+						return s.Context().Err()
+					}
+					return nil
+				})
+		},
+		Actions: rivet.Actions[attemptsState]{"get": rivet.Query(func(c *rivet.ActionCtx[attemptsState]) (attemptsState, error) { return *c.State, nil })},
+	}
+	e := newEnv(t, counterReg(t, act), nil)
+	ref := runtime.Ref{Name: "cancelledStep", Key: []string{"k"}}
+	if _, _, err := e.host.GetOrCreate(ctx(t), ref, nil); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-started:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the step's body did not start")
+	}
+	if _, err := e.host.CancelWorkflow(ctx(t), ref, "test"); err != nil {
+		t.Fatal(err)
+	}
+	kvs, err := e.store.List(ctx(t), "", storage.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range kvs {
+		if strings.Contains(kv.Key, storage.AttemptMarkSuffix) {
+			t.Errorf("attempt marker %s left after the workflow's cancel", kv.Key)
+		}
+	}
+	// Loaded again, the actor would read a marker left as one of an
+	// attempt before the load.
+	e.restart()
+	if _, err := e.host.RetryWorkflow(ctx(t), ref, ""); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the workflow to complete", 30*time.Second, func() bool {
+		return inspect(t, e.host, "cancelledStep", "k").WorkflowStatus == runtime.WorkflowCompleted
+	})
+	raw, err := call(t, e.host, "cancelledStep", "k", "get", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(raw); got != `{"seen":[1]}` || bodies.Load() != 2 {
+		t.Fatalf("state %s after %d bodies; want 2, the retried one as attempt 1", got, bodies.Load())
 	}
 }

@@ -171,3 +171,39 @@ func (a *activation) dropMarksOps(ops []storage.Op) []storage.Op {
 	a.marksN.Store(0)
 	return append(ops, storage.DeletePrefix(a.prefix+storage.AttemptMarkSuffix))
 }
+
+// ownMarksOps returns ops with the deletes of the markers this
+// activation's runs wrote and no record has superseded (their bodies are
+// abandoned by a graceful leave), and their paths, to forget once the
+// commit has succeeded (forgetMarks). The markers a load read stay: they
+// are of attempts that ended with an earlier node.
+func (a *activation) ownMarksOps(ops []storage.Op) ([]storage.Op, []string) {
+	if a.marksN.Load() == 0 {
+		return ops, nil
+	}
+	a.marksMu.Lock()
+	defer a.marksMu.Unlock()
+	var paths []string
+	for p, m := range a.marks {
+		if m.own {
+			ops = append(ops, storage.Delete(attemptMarkKey(a.prefix, p)))
+			paths = append(paths, p)
+		}
+	}
+	return ops, paths
+}
+
+// forgetMarks drops the markers at paths, whose deletes committed.
+func (a *activation) forgetMarks(paths []string) {
+	if len(paths) == 0 {
+		return
+	}
+	a.marksMu.Lock()
+	defer a.marksMu.Unlock()
+	for _, p := range paths {
+		if m, ok := a.marks[p]; ok && m.own {
+			delete(a.marks, p)
+		}
+	}
+	a.marksN.Store(int32(len(a.marks)))
+}

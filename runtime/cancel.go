@@ -89,11 +89,13 @@ func (h *Host) CancelWorkflow(ctx context.Context, ref Ref, reason string) (stri
 		b, _ := json.Marshal(cst)
 		// After the stopped run's last record (its wakeup) in the
 		// actor's order of writes: the delete below wins.
-		v, err := a.enqueue(
+		// With the attempt markers of the stopped run (attempts.go): a
+		// retry must not count them against the steps it runs again.
+		v, err := a.enqueue(a.dropMarksOps([]storage.Op{
 			storage.Put(a.key(storage.WorkflowStatusSuffix), b),
 			storage.Delete(storage.WakeupKey(a.part, a.ref.Name, a.enc)),
 			storage.Delete(storage.FailedKey(a.ref.Name, a.enc)),
-		)
+		})...)
 		if err == nil {
 			err = a.waitCommitted(ctx, v)
 		}

@@ -608,7 +608,10 @@ func (a *activation) ranWorkflow(ctx context.Context, r *wfRunner, out workflow.
 			a.h.log.Warn("workflow stopped by a storage error: retrying from storage", actorField(a), zap.Error(out.Err), zap.Int("failures", fails), zap.Duration("retry_in", delay))
 			return
 		}
-		a.yieldWorkflow(out.Wake)
+		r.mu.Lock()
+		leaving := r.leaving
+		r.mu.Unlock()
+		a.yieldWorkflow(out.Wake, leaving)
 	}
 }
 
@@ -637,11 +640,11 @@ func (a *activation) finishWorkflow(st workflowStatus) bool {
 		storage.Delete(storage.WakeupKey(a.part, a.ref.Name, a.enc)),
 		index,
 	}
-	if a.marksN.Load() > 0 {
-		// Markers no step of it will supersede (a race's losers', steps
-		// the code no longer reaches): a retry must not count them.
-		ops = a.dropMarksOps(ops)
-	}
+	// Markers no step of it will supersede (a race's losers', steps the
+	// code no longer reaches, markers not in memory: undecodable ones, or
+	// one whose step's record commit was refused): a retry must not count
+	// them. Always, as memory may not know them all.
+	ops = a.dropMarksOps(ops)
 	v, err := a.enqueue(ops...)
 	if err == nil {
 		err = a.waitCommitted(ctx, v)
@@ -681,8 +684,13 @@ func (a *activation) failWaiters() {
 }
 
 // yieldWorkflow records when a stopped workflow must run again, so that a
-// timer (on this node, or on the partition's next owner) wakes it.
-func (a *activation) yieldWorkflow(w workflow.Wake) {
+// timer (on this node, or on the partition's next owner) wakes it. leaving
+// says the run was stopped by a graceful leave (a stop, a drain, a
+// handoff: finishStep): the attempt markers of its bodies, which it
+// abandons (their grace ran out) without their having crashed, go in the
+// same commit, so that the next owner does not count them; if it fails,
+// they stay, as after a crash (the node could not write).
+func (a *activation) yieldWorkflow(w workflow.Wake, leaving bool) {
 	a.mu.Lock()
 	arrivals := a.wf.arrivals
 	a.mu.Unlock()
@@ -699,9 +707,17 @@ func (a *activation) yieldWorkflow(w workflow.Wake) {
 	b, _ := json.Marshal(rec)
 	ctx, cancel := context.WithTimeout(a.h.baseCtx, 10*time.Second)
 	defer cancel()
-	v, err := a.enqueue(storage.Put(storage.WakeupKey(a.part, a.ref.Name, a.enc), b))
+	ops := []storage.Op{storage.Put(storage.WakeupKey(a.part, a.ref.Name, a.enc), b)}
+	var left []string
+	if leaving {
+		ops, left = a.ownMarksOps(ops)
+	}
+	v, err := a.enqueue(ops...)
 	if err == nil {
 		err = a.waitCommitted(ctx, v)
+	}
+	if err == nil {
+		a.forgetMarks(left)
 	}
 	if err != nil {
 		// The record keeps its older time, and this node retries from

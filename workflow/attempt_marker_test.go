@@ -135,7 +135,7 @@ func TestAnAbandonedMarkedAttemptIsCountedAndRecorded(t *testing.T) {
 	out := h.run(t, fn, crash)
 	var se *workflow.StepError
 	if out.Status != workflow.RunFailed || !errors.As(out.Err, &se) || se.Kind != workflow.FailureExhausted || se.Attempts != 2 ||
-		!strings.Contains(out.Err.Error(), "attempt 2 ended with its node") {
+		!strings.Contains(out.Err.Error(), "attempt 2 ended without its outcome recorded") {
 		t.Fatalf("third run: %+v; want the step exhausted after 2 attempts, the last ended with its node", out)
 	}
 	if len(seen) != 2 || seen[0] != 1 || seen[1] != 2 {

@@ -143,12 +143,15 @@ func (s *StepCtx[S]) Destroy() error {
 
 // Attempt is the attempt's number, from 1. It counts the attempts
 // recorded, and, on a host that marks attempts (workflow.AttemptMarker; a
-// node does), an attempt whose node crashed while its body ran if that
-// body was the first its run started since the workflow was loaded: the
-// step's next run is then attempt n+1, and the crashed attempt counts
-// against its retries. A crash in a later body of a run is not counted;
-// run again after the restart, that body is the first and is counted from
-// then on.
+// node does), an attempt whose node crashed while its body ran (or that
+// ended but whose record the node could not write) if that body was one
+// its run marked: the first it started since the workflow was loaded, and
+// the Do bodies started beside it. The step's next run is then attempt
+// n+1, and the lost attempt counts against its retries. A body its node
+// abandons on a graceful stop, drain or handoff (its StepGrace ran out) is
+// not counted: it runs again on the next owner with the same number. A
+// crash in a later body of a run is not counted; run again after the
+// restart, that body is the first and is counted from then on.
 func (s *StepCtx[S]) Attempt() int { return s.attempt }
 
 // IdempotencyKey is a key for the calls and sends the step's body makes

@@ -170,7 +170,7 @@ func (x *cx) runStep(sp stepSpec) (json.RawMessage, string, error) {
 	if err != nil {
 		return nil, path, err
 	}
-	if r.marker != nil && (e == nil || e.Status == StatusPending || e.Status == StatusFailed) {
+	if r.marker != nil && (e == nil || e.Status == StatusFailed) {
 		if n, at, ok := r.marker.AbandonedAttempt(path); ok && (e == nil || n > e.Attempts) {
 			if e, err = x.abandonedAttempt(path, seq, n, at, sp.pol); err != nil {
 				return nil, path, err
@@ -225,7 +225,8 @@ func (x *cx) runStep(sp stepSpec) (json.RawMessage, string, error) {
 }
 
 // abandonedAttempt records attempt n of the step at path, started at at,
-// which the host's marker says ended with its node (AttemptMarker): failed,
+// which the host's marker says ended without its outcome recorded
+// (AttemptMarker: its node crashed, or could not write its record): failed,
 // counted as any failed attempt is, or exhausted if it was the step's last.
 // Recorded (not only counted in memory), so that the history shows it,
 // replays find it as any failed attempt, and the host's marker goes with
@@ -248,9 +249,10 @@ func (x *cx) abandonedAttempt(path string, seq, n int, at time.Time, pol retryPo
 }
 
 // AbandonedAttemptMessage is the error recorded for attempt n of a step
-// that ended with its node (AttemptMarker).
+// whose outcome was never recorded (AttemptMarker): its node crashed while
+// the body ran, or the body ended and its record could not be written.
 func AbandonedAttemptMessage(n int) string {
-	return fmt.Sprintf("attempt %d ended with its node before it finished (the node crashed, was killed, or stopped without waiting for it)", n)
+	return fmt.Sprintf("attempt %d ended without its outcome recorded (its node stopped or could not write)", n)
 }
 
 // attempt runs attempt n in the actor's turn and commits its record with
@@ -322,9 +324,12 @@ func (x *cx) attempt(path string, seq, n int, sp stepSpec, lastErr string) (*Ent
 		}
 		if !timedOut && t.ctx.Err() != nil && (err != nil || t.lostARace()) {
 			// Evicted or lost the race mid-attempt: a failure says
-			// nothing about the step, so it is not counted, and the
-			// attempt runs again on the next activation, as after a
-			// crash. A success after its branch lost a race is not
+			// nothing about the step, so it is not recorded, and the
+			// attempt runs again on the next activation. (On a host that
+			// marks attempts, AttemptMarker, an eviction that is not a
+			// graceful leave keeps the marker, and the next activation
+			// counts the attempt, as after a crash; a graceful leave
+			// deletes it.) A success after its branch lost a race is not
 			// recorded either: recorded, the late result could be durable
 			// before the race's decision, and a replay after a crash in
 			// between would pick it as the winner by its time. (Any other

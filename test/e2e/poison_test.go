@@ -58,7 +58,7 @@ func TestAStepThatKillsItsNodeEachTimeEndsExhausted(t *testing.T) {
 			continue
 		}
 		e := h.Entries[0]
-		if e.Attempts != 2 || !strings.Contains(e.Error, "attempt 2 ended with its node") {
+		if e.Attempts != 2 || !strings.Contains(e.Error, "attempt 2 ended without its outcome recorded") {
 			t.Fatalf("history %+v; want the step exhausted after 2 attempts, the last ended with its node", h.Entries)
 		}
 		break
