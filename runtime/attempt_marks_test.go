@@ -204,3 +204,57 @@ func TestAStepsMarkerGoesWithTheWorkflowsEnd(t *testing.T) {
 		t.Fatalf("state %s after %d bodies; want 2, the retried one as attempt 1", got, bodies.Load())
 	}
 }
+
+// A race's loser, whose Do body was marked as it started beside the
+// winner's and then cut off unrecorded, leaves no marker once the race is
+// decided: its tree goes, and its marker with it. Left, a loop that races
+// Do bodies at each wake would add one at each load, for every load to
+// read until the workflow ends.
+func TestARaceLosersMarkerGoesWithItsTree(t *testing.T) {
+	t.Parallel()
+	slowStarted := make(chan struct{})
+	act := rivet.Actor[attemptsState]{
+		Name: "markedRace",
+		Run: func(c *workflow.Ctx[attemptsState]) error {
+			if _, _, err := workflow.Race(c, "r", []workflow.RaceBranch[attemptsState, int]{
+				{Name: "fast", Run: func(bc *workflow.Ctx[attemptsState]) (int, error) {
+					return workflow.Do(bc, "quick", func(d *workflow.DoCtx) (int, error) {
+						// Marked too only if it starts before the other's
+						// body has recorded anything: wait for it.
+						select {
+						case <-slowStarted:
+						case <-d.Context().Done():
+						}
+						return 1, nil
+					})
+				}},
+				{Name: "slow", Run: func(bc *workflow.Ctx[attemptsState]) (int, error) {
+					return workflow.Do(bc, "long", func(d *workflow.DoCtx) (int, error) {
+						close(slowStarted)
+						<-d.Context().Done()
+						return 0, d.Context().Err()
+					})
+				}},
+			}); err != nil {
+				return err
+			}
+			return c.Sleep("after", time.Hour)
+		},
+	}
+	e := newEnv(t, counterReg(t, act), nil)
+	if _, _, err := e.host.GetOrCreate(ctx(t), runtime.Ref{Name: "markedRace", Key: []string{"k"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the workflow to sleep after the race", 20*time.Second, func() bool {
+		return inspect(t, e.host, "markedRace", "k").WorkflowStatus == runtime.WorkflowSleeping
+	})
+	kvs, err := e.store.List(ctx(t), "", storage.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range kvs {
+		if strings.Contains(kv.Key, storage.AttemptMarkSuffix) {
+			t.Errorf("attempt marker %s left after the race was decided", kv.Key)
+		}
+	}
+}

@@ -132,7 +132,8 @@ func (w *wfHost) AbandonedAttempt(path string) (int, time.Time, bool) {
 var _ workflow.AttemptMarker = (*wfHost)(nil)
 
 // markOps returns ops with the deletes of the markers of the steps whose
-// entries ws put: the commit that records a step supersedes its marker. A
+// entries ws put (the commit that records a step supersedes its marker)
+// and of those under the trees ws deletes. A
 // marker of this run's own whose step records its end ends the run's
 // marking. Called when the commit's ops are made; nothing to do (one
 // atomic load) when the activation holds no marker.
@@ -143,6 +144,19 @@ func (a *activation) markOps(ops []storage.Op, ws []workflow.HistoryWrite) []sto
 	a.marksMu.Lock()
 	defer a.marksMu.Unlock()
 	for _, w := range ws {
+		if w.DeleteTree != "" {
+			// A race's loser (its body cut off, never recorded) or a
+			// pruned iteration: its markers go with its tree, or a loop
+			// that races Do bodies at each wake would leave one more
+			// each time, for every load to read until the workflow ends.
+			for p := range a.marks {
+				if workflow.Under(p, w.DeleteTree) {
+					ops = append(ops, storage.Delete(attemptMarkKey(a.prefix, p)))
+					delete(a.marks, p)
+				}
+			}
+			continue
+		}
 		e := w.Put
 		if e == nil || e.Kind != workflow.KindStep {
 			continue

@@ -611,7 +611,10 @@ func (a *activation) ranWorkflow(ctx context.Context, r *wfRunner, out workflow.
 		r.mu.Lock()
 		leaving := r.leaving
 		r.mu.Unlock()
-		a.yieldWorkflow(out.Wake, leaving)
+		// A run that started as the host began to stop (its actor still
+		// loading when the stop marked the runs leaving) is left
+		// gracefully too: a lost lease fences the commit anyway.
+		a.yieldWorkflow(out.Wake, leaving || a.h.isStopping())
 	}
 }
 
