@@ -3,7 +3,6 @@ package main
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -30,24 +29,13 @@ const retryingNote = "retrying lists the actors in memory on their nodes: a work
 // fail the command once those that answered are printed: partial says
 // so, err that nothing can be printed.
 func (a *app) listRetrying(ctx context.Context, c *client.Client, name, errorContains string) (_ []client.RetryingWorkflow, partial, err error) {
-	mctx, cancel := context.WithTimeout(ctx, a.timeout)
-	nodes, err := a.registeredNodes(mctx, c)
-	timedOut := errors.Is(err, context.DeadlineExceeded) || errors.Is(mctx.Err(), context.DeadlineExceeded)
-	cancel()
-	switch {
-	case err != nil && timedOut && ctx.Err() == nil:
-		// The command's own deadline is a hundred years (actors pages
-		// for as long as it takes): this one was --timeout's.
-		return nil, nil, a.deadlineError(err, a.timeout, "; for the list of nodes")
-	case err != nil:
+	q := client.RetryingQuery{Limit: client.MaxHotActors, Name: name, ErrorContains: errorContains}
+	nodes, lists, errs, err := askRegistered(ctx, a, c, func(ctx context.Context, node string) (client.RetryingList, error) {
+		return c.RetryingWorkflows(ctx, node, q)
+	})
+	if err != nil {
 		return nil, nil, err
 	}
-	q := client.RetryingQuery{Limit: client.MaxHotActors, Name: name, ErrorContains: errorContains}
-	lists, errs := askEach(nodes, func(node string) (client.RetryingList, error) {
-		nctx, cancel := context.WithTimeout(ctx, a.timeout)
-		defer cancel()
-		return c.RetryingWorkflows(nctx, node, q)
-	})
 	var out []client.RetryingWorkflow
 	failed := 0
 	for i, err := range errs {

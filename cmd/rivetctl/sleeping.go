@@ -3,7 +3,6 @@ package main
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -38,21 +37,12 @@ func parseDueBefore(s string, now time.Time) (time.Time, error) {
 // answer, and partitions no answering node listed, are noted, and fail
 // the command once the rest is printed (partial).
 func (a *app) listWaiting(ctx context.Context, c *client.Client, q client.WaitQuery) (_ []client.WaitingWorkflow, partial, err error) {
-	mctx, cancel := context.WithTimeout(ctx, a.timeout)
-	nodes, err := a.registeredNodes(mctx, c)
-	timedOut := errors.Is(err, context.DeadlineExceeded) || errors.Is(mctx.Err(), context.DeadlineExceeded)
-	cancel()
-	switch {
-	case err != nil && timedOut && ctx.Err() == nil:
-		return nil, nil, a.deadlineError(err, a.timeout, "; for the list of nodes")
-	case err != nil:
+	nodes, lists, errs, err := askRegistered(ctx, a, c, func(ctx context.Context, node string) (client.WaitList, error) {
+		return c.WaitingWorkflows(ctx, node, q)
+	})
+	if err != nil {
 		return nil, nil, err
 	}
-	lists, errs := askEach(nodes, func(node string) (client.WaitList, error) {
-		nctx, cancel := context.WithTimeout(ctx, a.timeout)
-		defer cancel()
-		return c.WaitingWorkflows(nctx, node, q)
-	})
 	failed, omitted := 0, 0
 	var answered []client.WaitList
 	for i, err := range errs {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"text/tabwriter"
@@ -31,6 +32,32 @@ func askEach[T any](nodes []string, ask func(node string) (T, error)) ([]T, []er
 	}
 	wg.Wait()
 	return out, errs
+}
+
+// askRegistered asks every registered node with ask (askEach), for the
+// lists gathered from every node (actors --status retrying, sleeping,
+// waiting). Each call has its own --timeout: the command's context has
+// none (actors pages for as long as it takes), and a node that accepts
+// but never answers must not hold it; so has the list of nodes.
+func askRegistered[T any](ctx context.Context, a *app, c *client.Client, ask func(ctx context.Context, node string) (T, error)) (nodes []string, answers []T, errs []error, err error) {
+	mctx, cancel := context.WithTimeout(ctx, a.timeout)
+	nodes, err = a.registeredNodes(mctx, c)
+	timedOut := errors.Is(err, context.DeadlineExceeded) || errors.Is(mctx.Err(), context.DeadlineExceeded)
+	cancel()
+	switch {
+	case err != nil && timedOut && ctx.Err() == nil:
+		// The command's own deadline is a hundred years: this one was
+		// --timeout's.
+		return nil, nil, nil, a.deadlineError(err, a.timeout, "; for the list of nodes")
+	case err != nil:
+		return nil, nil, nil, err
+	}
+	answers, errs = askEach(nodes, func(node string) (T, error) {
+		nctx, cancel := context.WithTimeout(ctx, a.timeout)
+		defer cancel()
+		return ask(nctx, node)
+	})
+	return nodes, answers, errs, nil
 }
 
 // nodeStats is one node's row of stats --all: its counters, or why it did
