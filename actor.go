@@ -155,6 +155,7 @@ type ActionCtx[S any] struct {
 	tasks    interface {
 		KeepAwake(fn func(ctx context.Context, c Client)) error
 	}
+	enqueue func(queue string, body any) error
 }
 
 // Context is the turn's context: cancelled when the caller gives up or the
@@ -198,6 +199,39 @@ func (c *ActionCtx[S]) Destroy() error {
 		return Errorf(ErrInternal, "actor %s: Destroy is not available in this context", c.name)
 	}
 	return c.destroy()
+}
+
+// Enqueue queues body as a message of the actor's own queue, for its Run
+// workflow (Rivet's c.queue.send from an action): the message is written
+// in the same transaction as the turn's changes to the state, so it is
+// queued if and only if they are. An action that fails or panics, a
+// change refused (the state too large) and a commit that fails queue
+// nothing; once the action's reply is sent (its commit durable), the
+// workflow's Next takes the message, woken at once. Messages get their IDs
+// when the turn's changes are written, in the order they were enqueued,
+// after those of the sends queued before (a Send to the actor's own
+// handle during the turn is queued at once, so it comes first). A
+// re-entrant action that the turn's call chain runs on the actor writes
+// what the outer turn changed and enqueued so far with its own changes,
+// as it does the state.
+//
+// The body is checked as a Send's is, at the call: a queue the actor does
+// not declare is ErrUnknownQueue, a body that does not marshal or does
+// not decode into the queue's type ErrInvalidArgument, a body over the
+// node's limit ErrTooLarge, a queue full (with what the turn enqueued)
+// ErrQueueFull. A turn enqueues at most 32 messages, whose bodies share a
+// turn's 256 KiB with the arguments of the calls it schedules
+// (ErrTooLarge). A read-only action (rivet.Query) cannot enqueue
+// (ErrInternal): it commits nothing.
+//
+// Use it rather than c.Client().GetOrCreate(c.Name(), c.Key()...).Send,
+// whose message is a write of its own: durable when Send returns, whatever
+// the action then does.
+func (c *ActionCtx[S]) Enqueue(queue string, body any) error {
+	if c.enqueue == nil {
+		return Errorf(ErrInternal, "actor %s: Enqueue is not available in this context", c.name)
+	}
+	return c.enqueue(queue, body)
 }
 
 // KeepAwake runs fn in the background, on a goroutine the actor owns
@@ -571,10 +605,14 @@ type Env struct {
 	Tasks interface {
 		KeepAwake(fn func(ctx context.Context, c Client)) error
 	}
+	// Enqueue stages a message on one of the actor's own queues, written
+	// with the turn's changes (ActionCtx.Enqueue); nil where the runtime
+	// offers none.
+	Enqueue func(queue string, body any) error
 }
 
 func newActionCtx[S any](env Env, state any) *ActionCtx[S] {
-	return &ActionCtx[S]{State: state.(*S), ctx: env.Ctx, name: env.Name, key: env.Key, client: env.Client, schedule: env.Schedule, events: env.Events, fired: env.Fired, vars: env.Vars, destroy: env.Destroy, tasks: env.Tasks}
+	return &ActionCtx[S]{State: state.(*S), ctx: env.Ctx, name: env.Name, key: env.Key, client: env.Client, schedule: env.Schedule, events: env.Events, fired: env.Fired, vars: env.Vars, destroy: env.Destroy, tasks: env.Tasks, enqueue: env.Enqueue}
 }
 
 // hook erases the type of a lifecycle hook (nil stays nil).

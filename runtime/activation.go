@@ -164,6 +164,14 @@ type activation struct {
 	// queued (what restoreState goes back to, as stateBytes is for the
 	// state). Both are copied on write: they may share an array.
 	sched, schedSaved []pendingCall
+	// staged is the messages the turn enqueued on the actor's own queues
+	// (enqueue.go), in order, not yet written: they go with the next
+	// write of the turn's changes, as the calls of sched do, and a
+	// discard drops them (restoreState).
+	staged []stagedMessage
+	// turnStaged is the messages a step's turn writes (RunStep), for
+	// turnWith to put in memory once they are enqueued.
+	turnStaged []msgRef
 	// slots are the loops that keep their iterations in slots, by path,
 	// and how many (loopslots.go); guarded by slotMu.
 	slotMu sync.Mutex

@@ -1299,7 +1299,7 @@ func (h *Host) call(ctx context.Context, req CallRequest, actor, action *string)
 			a.callKeysRunning[key] = true
 			defer delete(a.callKeysRunning, key)
 		}
-		env := rivet.Env{Ctx: ctx, Name: a.ref.Name, Key: a.ref.Key, Client: &hostClient{h: h, chain: chain, from: a}, Schedule: ts, Destroy: ts.destroy, Events: te, Vars: a.vars, Tasks: te}
+		env := rivet.Env{Ctx: ctx, Name: a.ref.Name, Key: a.ref.Key, Client: &hostClient{h: h, chain: chain, from: a}, Schedule: ts, Destroy: ts.destroy, Enqueue: ts.enqueue, Events: te, Vars: a.vars, Tasks: te}
 		running, _ := ctx.Value(actionRunningKey{}).(*atomic.Bool)
 		if running != nil {
 			// Set before ctx is checked, as CallLocal reads it after ctx
@@ -1488,12 +1488,17 @@ func (a *activation) saveEncodedWith(b []byte, changed bool, err error, extra []
 		ops = append(ops, storage.Put(a.stateKey(), b))
 	}
 	ops = append(ops, extra...)
+	msgOps, msgs := a.stagedWrites()
+	ops = append(ops, msgOps...)
 	if len(ops) == 0 {
 		return false, nil
 	}
+	ops = append(ops, a.beginStaged(msgs)...)
 	if _, err := a.enqueue(ops...); err != nil {
+		a.stagedDropped(msgs)
 		return false, err
 	}
+	a.stagedQueued(msgs)
 	a.stateBytes = b
 	a.schedSavedNow()
 	// What is written is what the re-entrant turns still open go back
@@ -1563,7 +1568,9 @@ func (a *activation) encodeStateGuarded() (b []byte, changed bool, err error) {
 type turnStart struct {
 	state []byte
 	sched []pendingCall
-	prev  *turnStart // the restore point of the turn it re-entered
+	// staged is how many messages were staged (a.staged) when it began.
+	staged int
+	prev   *turnStart // the restore point of the turn it re-entered
 }
 
 // markRestorePoint makes the memory as it is now what a discard of this
@@ -1576,20 +1583,21 @@ func (a *activation) markRestorePoint() func() {
 	if err != nil {
 		return func() {} // discarded as before: to the last commit
 	}
-	a.restorePoint = &turnStart{state: b, sched: a.sched, prev: prev}
+	a.restorePoint = &turnStart{state: b, sched: a.sched, staged: len(a.staged), prev: prev}
 	return func() { a.restorePoint = prev }
 }
 
 // restoreState discards the turn's changes to the state and to the
-// scheduled calls.
+// scheduled calls, and the messages it enqueued.
 func (a *activation) restoreState() {
-	data, sched := orNull(a.stateBytes), a.schedSaved
+	data, sched, staged := orNull(a.stateBytes), a.schedSaved, 0
 	if rp := a.restorePoint; rp != nil {
 		// A re-entrant turn: back to where it began, which keeps the
 		// outer turn's changes made before its call.
-		data, sched = rp.state, rp.sched
+		data, sched, staged = rp.state, rp.sched, rp.staged
 	}
 	a.sched = sched
+	a.staged = a.staged[:min(staged, len(a.staged))]
 	// A decoder that calls runtime.Goexit ends the goroutine here, which
 	// goes on with its deferred calls only (those give the gate back):
 	// memory holds neither the turn's change nor the commit, and the

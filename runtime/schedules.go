@@ -685,8 +685,8 @@ func (s *turnSchedule) newCall(action string, args []any, rec scheduleRecord) (p
 	}
 	if n, b := s.a.schedChanges(); n >= limitTurnCalls {
 		return pendingCall{}, rivet.Errorf(rivet.ErrTooLarge, "schedule %s: one turn schedules and cancels at most %d calls (they commit in one transaction)", action, limitTurnCalls)
-	} else if b+len(raw) > limitTurnBytes {
-		return pendingCall{}, rivet.Errorf(rivet.ErrTooLarge, "schedule %s: the calls one turn schedules have at most %d bytes of arguments in all (they commit in one transaction)", action, limitTurnBytes)
+	} else if b+s.a.stagedBytes()+len(raw) > limitTurnBytes {
+		return pendingCall{}, rivet.Errorf(rivet.ErrTooLarge, "schedule %s: the calls one turn schedules have at most %d bytes of arguments in all, with the messages it enqueues (they commit in one transaction)", action, limitTurnBytes)
 	}
 	// A destroy the actor asked for is the runtime's record, not one of
 	// its calls: it takes no slot (a scan only at the limit).
@@ -1068,7 +1068,7 @@ func (h *Host) fireOne(ref Ref, sp *rivet.Spec) (more bool, err error) {
 		kept, wrote := false, false
 		defer func() { a.finishTurnEvents(te, kept, wrote) }()
 		ts := a.newTurnSchedule(act.ReadOnly, te)
-		env := rivet.Env{Ctx: ctx, Name: a.ref.Name, Key: a.ref.Key, Client: &hostClient{h: h, chain: chain, from: a}, Schedule: ts, Destroy: ts.destroy, Events: te, Fired: &call, Vars: a.vars, Tasks: te}
+		env := rivet.Env{Ctx: ctx, Name: a.ref.Name, Key: a.ref.Key, Client: &hostClient{h: h, chain: chain, from: a}, Schedule: ts, Destroy: ts.destroy, Enqueue: ts.enqueue, Events: te, Fired: &call, Vars: a.vars, Tasks: te}
 		enc, err := invokeScheduled(h, a, act, env, args)
 		if err != nil {
 			stop := cancelled()

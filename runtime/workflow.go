@@ -962,6 +962,7 @@ func (w *wfHost) turnWith(ctx context.Context, kind TurnKind, chain string, even
 		a.beginTurnEventsIn(events, chain, true)
 	}
 	a.turnFolds = false
+	a.turnStaged = nil
 	returned := false
 	defer func() {
 		if !returned {
@@ -989,6 +990,15 @@ func (w *wfHost) turnWith(ctx context.Context, kind TurnKind, chain string, even
 			fold = &a.turnFold
 		}
 		v, flush, err = a.enqueueFlush(ops, fold)
+	}
+	if msgs := a.turnStaged; msgs != nil {
+		// Still in the turn: the next send's ID follows theirs.
+		a.turnStaged = nil
+		if err == nil {
+			a.stagedQueued(msgs)
+		} else {
+			a.stagedDropped(msgs)
+		}
 	}
 	if flush {
 		defer func() {
@@ -1164,7 +1174,7 @@ func (w *wfHost) RunStep(ctx context.Context, ephemeral bool, fn func(env workfl
 		a.gate.openLane()
 		writes := func() []workflow.HistoryWrite {
 			defer a.gate.closeLane()
-			return fn(workflow.StepEnv{State: a.state, Client: &st.client, Events: te, Vars: a.vars, Destroy: ts.destroy, Schedule: ts, Tasks: te, Check: w.check})
+			return fn(workflow.StepEnv{State: a.state, Client: &st.client, Events: te, Vars: a.vars, Destroy: ts.destroy, Schedule: ts, Enqueue: ts.enqueue, Tasks: te, Check: w.check})
 		}()
 		checked := w.checked
 		w.checked = checkedAttempt{}
@@ -1213,8 +1223,11 @@ func (w *wfHost) RunStep(ctx context.Context, ephemeral bool, fn func(env workfl
 				a.turnFolds = true
 			}
 		}
-		// The calls the attempt changed (Schedule, Destroy) commit with it.
+		// The calls the attempt changed (Schedule, Destroy) and the
+		// messages it enqueued commit with it.
 		ops = append(ops, a.schedOps()...)
+		msgOps, msgs := a.stagedWrites()
+		ops = append(ops, msgOps...)
 		// Checked here, before memory takes the change: a write too large
 		// for one transaction is never committed, and actions must not
 		// read (or a later turn commit) the state it changed.
@@ -1226,6 +1239,9 @@ func (w *wfHost) RunStep(ctx context.Context, ephemeral bool, fn func(env workfl
 			a.stateBytes = b
 		}
 		a.schedSavedNow()
+		ops = append(ops, a.beginStaged(msgs)...)
+		// In memory once enqueued (turnWith).
+		a.turnStaged = msgs
 		a.putBack(back) // none: the engine puts messages back in a Commit
 		return ops, nil
 	})

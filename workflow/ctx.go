@@ -42,6 +42,7 @@ type StepCtx[S any] struct {
 	vars     any
 	destroy  func() error
 	schedule caller.Scheduler
+	enqueue  func(queue string, body any) error
 	tasks    KeepAwaker
 	attempt  int
 	path     string
@@ -139,6 +140,24 @@ func (s *StepCtx[S]) Destroy() error {
 		return errors.New("workflow: this host cannot destroy the actor")
 	}
 	return s.destroy()
+}
+
+// Enqueue queues body as a message of the actor's own queue, as
+// rivet.ActionCtx.Enqueue does: checked at the call (ErrUnknownQueue,
+// ErrInvalidArgument, ErrTooLarge, ErrQueueFull, as a Send's), written in
+// the transaction of the attempt's record. It follows the attempt's state
+// changes: a failed attempt's messages are queued too (roll-forward: its
+// state commits, and a body that marks in the state that it enqueued must
+// find the message queued), an abandoned attempt's or one whose writes
+// are refused are not. A step replayed from its history does not run, so
+// it does not enqueue again; each attempt that runs and commits does.
+// The workflow takes them with Next, later in the run (not from inside a
+// step). A rollback handler may enqueue as well.
+func (s *StepCtx[S]) Enqueue(queue string, body any) error {
+	if s.enqueue == nil {
+		return errors.New("workflow: Enqueue is not available in this step (its host offers none)")
+	}
+	return s.enqueue(queue, body)
 }
 
 // Attempt is the attempt's number, from 1. It counts the attempts
@@ -564,7 +583,7 @@ func (b *stepBody[S, T]) run(env StepEnv, ctx context.Context, attempt int) (jso
 		sc = new(StepCtx[S])
 	}
 	b.firstUsed = true
-	*sc = StepCtx[S]{State: st, ctx: ctx, client: env.Client, events: env.Events, vars: env.Vars, destroy: env.Destroy, schedule: env.Schedule, tasks: env.Tasks, attempt: attempt, path: env.Path, r: b.c.x.t.r}
+	*sc = StepCtx[S]{State: st, ctx: ctx, client: env.Client, events: env.Events, vars: env.Vars, destroy: env.Destroy, schedule: env.Schedule, enqueue: env.Enqueue, tasks: env.Tasks, attempt: attempt, path: env.Path, r: b.c.x.t.r}
 	if b.noValue != nil {
 		if err := b.noValue(sc); err != nil {
 			return nil, err
@@ -595,7 +614,7 @@ func runStepBody[S, T any](c *Ctx[S], opts StepOptions, b *stepBody[S, T], rollb
 			if err != nil {
 				return err
 			}
-			return rollback(&StepCtx[S]{State: st, ctx: ctx, client: env.Client, events: env.Events, vars: env.Vars, destroy: env.Destroy, schedule: env.Schedule, tasks: env.Tasks, attempt: attempt, path: env.Path, r: c.x.t.r}, v)
+			return rollback(&StepCtx[S]{State: st, ctx: ctx, client: env.Client, events: env.Events, vars: env.Vars, destroy: env.Destroy, schedule: env.Schedule, enqueue: env.Enqueue, tasks: env.Tasks, attempt: attempt, path: env.Path, r: c.x.t.r}, v)
 		}
 	}
 	out, path, err := c.x.step(sp)

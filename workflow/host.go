@@ -144,6 +144,9 @@ type StepEnv struct {
 	// Schedule is the actor's scheduled calls; what the attempt changes
 	// commits with its record (nil: the host offers none).
 	Schedule caller.Scheduler
+	// Enqueue stages a message on one of the actor's own queues, which
+	// commits with the attempt's record (nil: the host offers none).
+	Enqueue func(queue string, body any) error
 	// Tasks starts background work the actor owns (StepCtx.KeepAwake)
 	// as the attempt's events go (nil: the host offers none).
 	Tasks KeepAwaker

@@ -1,0 +1,172 @@
+package runtime
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/storage"
+)
+
+// stagedMessage is a message a turn queued on its own actor's queue
+// (ActionCtx.Enqueue, StepCtx.Enqueue): written in the transaction of the
+// turn's commit, with its state, so that a turn that fails queues nothing
+// and one that commits cannot lose it (a Send through the actor's own
+// handle is a write of its own, durable whatever the turn then does).
+type stagedMessage struct {
+	queue string
+	body  json.RawMessage
+}
+
+// limitTurnMessages bounds the messages one turn enqueues: they share the
+// turn's transaction (etcd's 128 operations) with its state and its
+// scheduled calls (limitTurnCalls). Their bodies share limitTurnBytes
+// with the calls' arguments.
+const limitTurnMessages = 32
+
+// enqueue stages body as a message of queue, checked as Send checks one,
+// for the turn's commit. Called by the turn holder (Env.Enqueue).
+func (s *turnSchedule) enqueue(queue string, body any) error {
+	if s.over() {
+		return rivet.Errorf(rivet.ErrInternal, "actor %s: Enqueue was called after its turn ended (an ActionCtx or StepCtx kept past its turn)", s.a.describe())
+	}
+	if s.readOnly {
+		// Before the activation's list is read: a query's turn may run
+		// beside a step's body, which stages its own.
+		return s.readOnlyErr("enqueue a message (it commits with the turn's changes, and a query commits none)")
+	}
+	a := s.a
+	q, ok := a.spec.Queues[queue]
+	if !ok {
+		return rivet.Errorf(rivet.ErrUnknownQueue, "actor %s has no queue %q (it has %s)", a.spec.Name, queue, knownNames(a.spec.Queues))
+	}
+	b, err := json.Marshal(body)
+	if err != nil {
+		return rivet.Errorf(rivet.ErrInvalidArgument, "message for queue %s does not marshal to JSON: %v", queue, err)
+	}
+	if len(b) > a.h.cfg.MaxMessageBytes {
+		return rivet.Errorf(rivet.ErrTooLarge, "message for queue %s is %d bytes, the limit is %d", queue, len(b), a.h.cfg.MaxMessageBytes)
+	}
+	if err := a.h.guardUser(a.ref, "the message's decoder", func() error { return q.Validate(b) }); err != nil {
+		return err
+	}
+	if len(a.staged) >= limitTurnMessages {
+		return rivet.Errorf(rivet.ErrTooLarge, "enqueue on %s: one turn enqueues at most %d messages (they commit in one transaction)", queue, limitTurnMessages)
+	}
+	n := 0
+	_, bytes := a.schedChanges()
+	for _, m := range a.staged {
+		bytes += len(m.body)
+		if m.queue == queue {
+			n++
+		}
+	}
+	if bytes+len(b) > limitTurnBytes {
+		return rivet.Errorf(rivet.ErrTooLarge, "enqueue on %s: the messages one turn enqueues and the calls it schedules have at most %d bytes in all (they commit in one transaction)", queue, limitTurnBytes)
+	}
+	// The workflow's count, not depth: a step's body stages while sends
+	// run beside it (turnGate), which change depth without a lock.
+	a.wf.notifyMu.Lock()
+	depth := a.wf.pending[queue]
+	a.wf.notifyMu.Unlock()
+	if depth+n >= a.h.cfg.MaxQueueDepth {
+		return rivet.Errorf(rivet.ErrQueueFull, "queue %s of %s holds %d messages, the limit (with the %d this turn enqueued)", queue, a.describe(), a.h.cfg.MaxQueueDepth, n)
+	}
+	a.staged = append(a.staged, stagedMessage{queue: queue, body: b})
+	return nil
+}
+
+// stagedBytes is the size of the staged messages' bodies, which a turn's
+// calls share limitTurnBytes with.
+func (a *activation) stagedBytes() int {
+	n := 0
+	for _, m := range a.staged {
+		n += len(m.body)
+	}
+	return n
+}
+
+// stagedWrites makes the writes of the staged messages, their IDs the next
+// ones in order, without changing memory: a write refused then (too large)
+// leaves the staged messages to restoreState. Called by the turn holder.
+func (a *activation) stagedWrites() ([]storage.Op, []msgRef) {
+	if len(a.staged) == 0 {
+		return nil, nil
+	}
+	// To the millisecond, as a Send's: the workflow that takes one from
+	// memory sees the CreatedAt it would read back after a restart.
+	now := time.UnixMilli(time.Now().UnixMilli())
+	seq := a.nextSeq.Load()
+	ops := make([]storage.Op, 0, len(a.staged)+1)
+	msgs := make([]msgRef, 0, len(a.staged))
+	for i, m := range a.staged {
+		rec, _ := json.Marshal(queueMessage{Body: m.body, CreatedAt: now.UnixMilli()})
+		id := seq + uint64(i)
+		ops = append(ops, storage.Put(queueKey(a.prefix, id, m.queue), rec))
+		msgs = append(msgs, msgRef{seq: id, queue: m.queue, body: m.body, at: now})
+	}
+	return ops, msgs
+}
+
+// beginStaged takes the staged messages out of the turn and counts them
+// pending, as Send does before it enqueues one; the extra ops (a wakeup
+// record, for a workflow that waits for messages only) go with them. The
+// caller then calls stagedQueued or stagedDropped. Called by the turn
+// holder.
+func (a *activation) beginStaged(msgs []msgRef) []storage.Op {
+	a.staged = nil
+	for rp := a.restorePoint; rp != nil; rp = rp.prev {
+		rp.staged = 0
+	}
+	if len(msgs) == 0 || a.spec.Run == nil {
+		return nil
+	}
+	ended := workflowEnded(a.workflowStatus().Status)
+	var ops []storage.Op
+	a.mu.Lock()
+	a.wf.arrivals += uint64(len(msgs))
+	for _, m := range msgs {
+		a.wf.countPending(m.queue, 1)
+	}
+	now := msgs[0].at.UnixMilli()
+	if (a.wf.wakeAt == 0 || a.wf.wakeAt > now) && !ended {
+		// As Send: a new owner runs the workflow if this node dies
+		// before it takes them.
+		wb, _ := json.Marshal(wakeupRecord{At: now})
+		ops = append(ops, storage.Put(storage.WakeupKey(a.part, a.ref.Name, a.enc), wb))
+		a.wf.wakeAt = now
+	}
+	a.mu.Unlock()
+	return ops
+}
+
+// stagedQueued puts the messages, their writes enqueued, in memory as a
+// Send does: the workflow's Next takes them at once, ordered by their IDs
+// with the Sends around them. Called by the turn holder.
+func (a *activation) stagedQueued(msgs []msgRef) {
+	if len(msgs) == 0 {
+		return
+	}
+	a.nextSeq.Add(uint64(len(msgs)))
+	for _, m := range msgs {
+		a.depth[m.queue]++
+	}
+	if a.spec.Run == nil {
+		return // no queues: nothing was staged
+	}
+	a.wf.notifyMu.Lock()
+	a.wf.msgs = append(a.wf.msgs, msgs...)
+	a.wf.notifyMu.Unlock()
+	a.wf.messageArrived()
+}
+
+// stagedDropped undoes beginStaged's counts: the writes were refused, and
+// the messages were never queued.
+func (a *activation) stagedDropped(msgs []msgRef) {
+	if a.spec.Run == nil {
+		return
+	}
+	for _, m := range msgs {
+		a.wf.countPending(m.queue, -1)
+	}
+}
