@@ -93,14 +93,15 @@ func (a *activation) stagedWrites() ([]storage.Op, []msgRef) {
 	if len(a.staged) == 0 {
 		return nil, nil
 	}
-	// To the millisecond, as a Send's: the workflow that takes one from
-	// memory sees the CreatedAt it would read back after a restart.
-	now := time.UnixMilli(time.Now().UnixMilli())
+	// To the nanosecond, as a Send's (queueMessage): the workflow that
+	// takes one from memory sees the CreatedAt it would read back after a
+	// restart.
+	now := time.Now().Round(0)
 	seq := a.nextSeq.Load()
 	ops := make([]storage.Op, 0, len(a.staged)+1)
 	msgs := make([]msgRef, 0, len(a.staged))
 	for i, m := range a.staged {
-		rec, _ := json.Marshal(queueMessage{Body: m.body, CreatedAt: now.UnixMilli()})
+		rec, _ := json.Marshal(newQueueMessage(m.body, now))
 		id := seq + uint64(i)
 		ops = append(ops, storage.Put(queueKey(a.prefix, id, m.queue), rec))
 		msgs = append(msgs, msgRef{seq: id, queue: m.queue, body: m.body, at: now})
