@@ -155,7 +155,9 @@ type ActionCtx[S any] struct {
 	tasks    interface {
 		KeepAwake(fn func(ctx context.Context, c Client)) error
 	}
-	enqueue func(queue string, body any) error
+	enqueue interface {
+		Enqueue(queue string, body any) error
+	}
 }
 
 // Context is the turn's context: cancelled when the caller gives up or the
@@ -231,7 +233,7 @@ func (c *ActionCtx[S]) Enqueue(queue string, body any) error {
 	if c.enqueue == nil {
 		return Errorf(ErrInternal, "actor %s: Enqueue is not available in this context", c.name)
 	}
-	return c.enqueue(queue, body)
+	return c.enqueue.Enqueue(queue, body)
 }
 
 // KeepAwake runs fn in the background, on a goroutine the actor owns
@@ -607,8 +609,12 @@ type Env struct {
 	}
 	// Enqueue stages a message on one of the actor's own queues, written
 	// with the turn's changes (ActionCtx.Enqueue); nil where the runtime
-	// offers none.
-	Enqueue func(queue string, body any) error
+	// offers none. An interface, not a func: the runtime passes the
+	// pointer it has, where a method value would cost an allocation per
+	// turn.
+	Enqueue interface {
+		Enqueue(queue string, body any) error
+	}
 }
 
 func newActionCtx[S any](env Env, state any) *ActionCtx[S] {

@@ -24,9 +24,9 @@ type stagedMessage struct {
 // with the calls' arguments.
 const limitTurnMessages = 32
 
-// enqueue stages body as a message of queue, checked as Send checks one,
+// Enqueue stages body as a message of queue, checked as Send checks one,
 // for the turn's commit. Called by the turn holder (Env.Enqueue).
-func (s *turnSchedule) enqueue(queue string, body any) error {
+func (s *turnSchedule) Enqueue(queue string, body any) error {
 	if s.over() {
 		return rivet.Errorf(rivet.ErrInternal, "actor %s: Enqueue was called after its turn ended (an ActionCtx or StepCtx kept past its turn)", s.a.describe())
 	}

@@ -85,7 +85,7 @@ func (h *Host) hookTurnAside(ctx context.Context, a *activation, chain, name str
 			err = rpcerr.Logged(rivet.Errorf(rivet.ErrInternal, "%s of %s panicked", name, a.describe()))
 		}
 	}()
-	env := rivet.Env{Ctx: ctx, Name: a.ref.Name, Key: a.ref.Key, Client: &hostClient{h: h, chain: chain, from: a}, Schedule: ts, Destroy: ts.destroy, Enqueue: ts.enqueue, Events: te, Vars: a.vars, Tasks: te}
+	env := rivet.Env{Ctx: ctx, Name: a.ref.Name, Key: a.ref.Key, Client: &hostClient{h: h, chain: chain, from: a}, Schedule: ts, Destroy: ts.destroy, Enqueue: ts, Events: te, Vars: a.vars, Tasks: te}
 	if err := fn(env); err != nil {
 		a.restoreState()
 		return h.hookError(a, name, err)

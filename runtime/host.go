@@ -1299,7 +1299,7 @@ func (h *Host) call(ctx context.Context, req CallRequest, actor, action *string)
 			a.callKeysRunning[key] = true
 			defer delete(a.callKeysRunning, key)
 		}
-		env := rivet.Env{Ctx: ctx, Name: a.ref.Name, Key: a.ref.Key, Client: &hostClient{h: h, chain: chain, from: a}, Schedule: ts, Destroy: ts.destroy, Enqueue: ts.enqueue, Events: te, Vars: a.vars, Tasks: te}
+		env := rivet.Env{Ctx: ctx, Name: a.ref.Name, Key: a.ref.Key, Client: &hostClient{h: h, chain: chain, from: a}, Schedule: ts, Destroy: ts.destroy, Enqueue: ts, Events: te, Vars: a.vars, Tasks: te}
 		running, _ := ctx.Value(actionRunningKey{}).(*atomic.Bool)
 		if running != nil {
 			// Set before ctx is checked, as CallLocal reads it after ctx

@@ -1068,7 +1068,7 @@ func (h *Host) fireOne(ref Ref, sp *rivet.Spec) (more bool, err error) {
 		kept, wrote := false, false
 		defer func() { a.finishTurnEvents(te, kept, wrote) }()
 		ts := a.newTurnSchedule(act.ReadOnly, te)
-		env := rivet.Env{Ctx: ctx, Name: a.ref.Name, Key: a.ref.Key, Client: &hostClient{h: h, chain: chain, from: a}, Schedule: ts, Destroy: ts.destroy, Enqueue: ts.enqueue, Events: te, Fired: &call, Vars: a.vars, Tasks: te}
+		env := rivet.Env{Ctx: ctx, Name: a.ref.Name, Key: a.ref.Key, Client: &hostClient{h: h, chain: chain, from: a}, Schedule: ts, Destroy: ts.destroy, Enqueue: ts, Events: te, Fired: &call, Vars: a.vars, Tasks: te}
 		enc, err := invokeScheduled(h, a, act, env, args)
 		if err != nil {
 			stop := cancelled()

@@ -1174,7 +1174,7 @@ func (w *wfHost) RunStep(ctx context.Context, ephemeral bool, fn func(env workfl
 		a.gate.openLane()
 		writes := func() []workflow.HistoryWrite {
 			defer a.gate.closeLane()
-			return fn(workflow.StepEnv{State: a.state, Client: &st.client, Events: te, Vars: a.vars, Destroy: ts.destroy, Schedule: ts, Enqueue: ts.enqueue, Tasks: te, Check: w.check})
+			return fn(workflow.StepEnv{State: a.state, Client: &st.client, Events: te, Vars: a.vars, Destroy: ts.destroy, Schedule: ts, Enqueue: ts, Tasks: te, Check: w.check})
 		}()
 		checked := w.checked
 		w.checked = checkedAttempt{}

@@ -42,7 +42,7 @@ type StepCtx[S any] struct {
 	vars     any
 	destroy  func() error
 	schedule caller.Scheduler
-	enqueue  func(queue string, body any) error
+	enqueue  Enqueuer
 	tasks    KeepAwaker
 	attempt  int
 	path     string
@@ -155,10 +155,13 @@ func (s *StepCtx[S]) Destroy() error {
 // step). A rollback handler may enqueue as well.
 func (s *StepCtx[S]) Enqueue(queue string, body any) error {
 	if s.enqueue == nil {
-		return errors.New("workflow: Enqueue is not available in this step (its host offers none)")
+		return errNoEnqueue
 	}
-	return s.enqueue(queue, body)
+	return s.enqueue.Enqueue(queue, body)
 }
+
+// Critical, as errNoScheduler: no retry gives the host a queue.
+var errNoEnqueue = Critical(errors.New("workflow: this host cannot enqueue messages (workflowtest.Host cannot: test Enqueue with nodetest)"))
 
 // Attempt is the attempt's number, from 1. It counts the attempts
 // recorded, and, on a host that marks attempts (workflow.AttemptMarker; a

@@ -146,7 +146,7 @@ type StepEnv struct {
 	Schedule caller.Scheduler
 	// Enqueue stages a message on one of the actor's own queues, which
 	// commits with the attempt's record (nil: the host offers none).
-	Enqueue func(queue string, body any) error
+	Enqueue Enqueuer
 	// Tasks starts background work the actor owns (StepCtx.KeepAwake)
 	// as the attempt's events go (nil: the host offers none).
 	Tasks KeepAwaker
@@ -177,6 +177,13 @@ type OutputChecker interface {
 // (rivet.ActionCtx.KeepAwake).
 type KeepAwaker interface {
 	KeepAwake(fn func(ctx context.Context, client caller.Client)) error
+}
+
+// Enqueuer stages a message on one of the actor's own queues
+// (rivet.ActionCtx.Enqueue). An interface, not a func: the host passes the
+// pointer it has, where a method value would cost an allocation per step.
+type Enqueuer interface {
+	Enqueue(queue string, body any) error
 }
 
 // Broadcaster publishes an actor's events (rivet.Broadcaster).
