@@ -208,14 +208,19 @@ func (c *ActionCtx[S]) Destroy() error {
 // in the same transaction as the turn's changes to the state, so it is
 // queued if and only if they are. An action that fails or panics, a
 // change refused (the state too large) and a commit that fails queue
-// nothing; once the action's reply is sent (its commit durable), the
-// workflow's Next takes the message, woken at once. Messages get their IDs
+// nothing, except what a re-entrant action committed first (below); once
+// the action's reply is sent (its commit durable), the workflow's Next
+// takes the message, woken at once. A workflow that has ended takes none:
+// the message is written and stays queued, and Enqueue returns nil (a
+// Send reports the ended workflow). Messages get their IDs
 // when the turn's changes are written, in the order they were enqueued,
 // after those of the sends queued before (a Send to the actor's own
 // handle during the turn is queued at once, so it comes first). A
 // re-entrant action that the turn's call chain runs on the actor writes
 // what the outer turn changed and enqueued so far with its own changes,
-// as it does the state.
+// as it does the state: an outer action that enqueued, called its own
+// actor, and then failed has its state so far committed by that call, and
+// the messages it enqueued before the call queued with it.
 //
 // The body is checked as a Send's is, at the call: a queue the actor does
 // not declare is ErrUnknownQueue, a body that does not marshal or does

@@ -152,7 +152,14 @@ func (s *StepCtx[S]) Destroy() error {
 // are refused are not. A step replayed from its history does not run, so
 // it does not enqueue again; each attempt that runs and commits does.
 // The workflow takes them with Next, later in the run (not from inside a
-// step). A rollback handler may enqueue as well.
+// step). A rollback handler may enqueue as well, its messages committed
+// with its record as a step's, but the run is failing then and takes no
+// more: they wait in the queue for a retry of the run (rivetctl workflow
+// retry). A re-entrant action that
+// the body's call chain runs on the actor commits what the body changed
+// and enqueued so far with its own changes, as it does the state. A
+// workflow that has ended takes none (the message stays queued; Enqueue
+// returns nil).
 func (s *StepCtx[S]) Enqueue(queue string, body any) error {
 	if s.enqueue == nil {
 		return errNoEnqueue
