@@ -172,6 +172,9 @@ type activation struct {
 	// turnStaged is the messages a step's turn writes (RunStep), for
 	// turnWith to put in memory once they are enqueued.
 	turnStaged []msgRef
+	// stagedWake is what stagedDropped puts back of beginStaged's
+	// wakeAt; guarded by mu.
+	stagedWake stagedWake
 	// slots are the loops that keep their iterations in slots, by path,
 	// and how many (loopslots.go); guarded by slotMu.
 	slotMu sync.Mutex

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"context"
 	"encoding/json"
 	"time"
 
@@ -65,12 +66,24 @@ func (s *turnSchedule) Enqueue(queue string, body any) error {
 		return rivet.Errorf(rivet.ErrTooLarge, "enqueue on %s: the messages one turn enqueues and the calls it schedules have at most %d bytes in all (they commit in one transaction)", queue, limitTurnBytes)
 	}
 	// The workflow's count, not depth: a step's body stages while sends
-	// run beside it (turnGate), which change depth without a lock.
+	// run beside it (turnGate), which change depth without a lock. Those
+	// sends check depth, which leaves out what a turn staged: the cap is
+	// soft by up to limitTurnMessages, as a send beside the body may pass
+	// it by the messages staged and not yet written.
 	a.wf.notifyMu.Lock()
 	depth := a.wf.pending[queue]
 	a.wf.notifyMu.Unlock()
 	if depth+n >= a.h.cfg.MaxQueueDepth {
 		return rivet.Errorf(rivet.ErrQueueFull, "queue %s of %s holds %d messages, the limit (with the %d this turn enqueued)", queue, a.describe(), a.h.cfg.MaxQueueDepth, n)
+	}
+	// As every send, before an ID is taken: the actor's idempotency
+	// keys may name IDs above nextSeq (their messages taken and pruned),
+	// which a staged message must not take again.
+	ctx, cancel := context.WithTimeout(a.h.baseCtx, a.h.cfg.ActionTimeout)
+	err = a.loadSendKeys(ctx) // ErrUnavailable
+	cancel()
+	if err != nil {
+		return err
 	}
 	a.staged = append(a.staged, stagedMessage{queue: queue, body: b})
 	return nil
@@ -125,6 +138,7 @@ func (a *activation) beginStaged(msgs []msgRef) []storage.Op {
 	ended := workflowEnded(a.workflowStatus().Status)
 	var ops []storage.Op
 	a.mu.Lock()
+	a.stagedWake = stagedWake{}
 	a.wf.arrivals += uint64(len(msgs))
 	for _, m := range msgs {
 		a.wf.countPending(m.queue, 1)
@@ -135,6 +149,7 @@ func (a *activation) beginStaged(msgs []msgRef) []storage.Op {
 		// before it takes them.
 		wb, _ := json.Marshal(wakeupRecord{At: now})
 		ops = append(ops, storage.Put(storage.WakeupKey(a.part, a.ref.Name, a.enc), wb))
+		a.stagedWake = stagedWake{prev: a.wf.wakeAt, set: now}
 		a.wf.wakeAt = now
 	}
 	a.mu.Unlock()
@@ -164,10 +179,23 @@ func (a *activation) stagedQueued(msgs []msgRef) {
 // stagedDropped undoes beginStaged's counts: the writes were refused, and
 // the messages were never queued.
 func (a *activation) stagedDropped(msgs []msgRef) {
-	if a.spec.Run == nil {
+	if a.spec.Run == nil || len(msgs) == 0 {
 		return
 	}
+	a.mu.Lock()
+	a.wf.arrivals -= uint64(len(msgs))
 	for _, m := range msgs {
 		a.wf.countPending(m.queue, -1)
 	}
+	// The wakeup record was not written either; a send since that moved
+	// wakeAt wrote its own.
+	if w := a.stagedWake; w.set != 0 && a.wf.wakeAt == w.set {
+		a.wf.wakeAt = w.prev
+	}
+	a.stagedWake = stagedWake{}
+	a.mu.Unlock()
 }
+
+// stagedWake is the wakeAt beginStaged set (with a wakeup record) and the
+// one before, for stagedDropped to put back.
+type stagedWake struct{ prev, set int64 }

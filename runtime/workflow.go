@@ -805,7 +805,7 @@ func (w *wfHost) checkStep(out json.RawMessage) error {
 		w.discardAttempt()
 		return rivet.Errorf(rivet.ErrTooLarge, "the state of %s would be %d bytes, the limit is %d; the attempt's changes were discarded", a.describe(), len(b), a.h.cfg.MaxStateBytes)
 	}
-	own := len(out)
+	own := len(out) + a.stagedBytes()
 	if changed {
 		own += len(b)
 	}
@@ -823,13 +823,17 @@ func (w *wfHost) checkStep(out json.RawMessage) error {
 		if changed {
 			ops = append(ops, storage.Put(a.stateKey(), b))
 		}
-		if err := l.Check(storage.Txn{Fence: a.fence, Ops: append(ops, a.schedOps()...)}); err != nil {
+		// The messages it enqueued too: the attempt is discarded, as
+		// for its calls, rather than the run failing at the commit.
+		msgOps, _ := a.stagedWrites()
+		ops = append(append(ops, a.schedOps()...), msgOps...)
+		if err := l.Check(storage.Txn{Fence: a.fence, Ops: ops}); err != nil {
 			w.discardAttempt()
 			what := fmt.Sprintf("the step's output (%d bytes)", len(out))
 			if changed {
 				what += fmt.Sprintf(" and the state of %s (%d bytes)", a.describe(), len(b))
 			}
-			return rivet.Errorf(rivet.ErrTooLarge, "%s, with the calls it scheduled, are too large for one transaction (about %d bytes); the attempt's changes were discarded", what, room)
+			return rivet.Errorf(rivet.ErrTooLarge, "%s, with the calls it scheduled and the messages it enqueued, are too large for one transaction (about %d bytes); the attempt's changes were discarded", what, room)
 		}
 	}
 	w.checked.state, w.checked.changed, w.checked.ok = b, changed, true
@@ -1211,6 +1215,9 @@ func (w *wfHost) RunStep(ctx context.Context, ephemeral bool, fn func(env workfl
 		}
 		ops, back, target, err := a.historyOps(writes)
 		if err != nil {
+			// Not committed: the attempt's messages and calls must not
+			// go with the next turn's commit.
+			a.restoreState()
 			return nil, err
 		}
 		if changed {
