@@ -58,6 +58,19 @@ func shopActor(gated bool) rivet.Actor[shopState] {
 				}
 				panic("after the enqueue")
 			}),
+			// placeReenterThenFail enqueues, calls place on its own
+			// actor (a re-entrant turn, whose commit writes what this
+			// turn changed and enqueued so far), then fails.
+			"placeReenterThenFail": rivet.Action(func(c *rivet.ActionCtx[shopState], order int) (int, error) {
+				c.State.Placed++
+				if err := c.Enqueue("orders", order); err != nil {
+					return 0, err
+				}
+				if _, err := c.Client().GetOrCreate(c.Name(), c.Key()...).Call(c.Context(), "place", []int{}); err != nil {
+					return 0, err
+				}
+				return 0, errOrderRefused
+			}),
 			// misuse returns the error of an Enqueue that must be refused.
 			"misuse": rivet.Action(func(c *rivet.ActionCtx[shopState], what string) (string, error) {
 				switch what {
@@ -378,5 +391,35 @@ func TestOnWakeEnqueueCommitsWithTheCreate(t *testing.T) {
 	waitShopWaiting(t, e)
 	if st := shopGet(t, e); !slices.Equal(st.Got, []int{42}) || st.Placed != 1 {
 		t.Fatalf("state = %+v, want the order 42 taken once", st)
+	}
+}
+
+// A re-entrant action commits what the outer action changed and enqueued
+// so far with its own changes, as the docs say of the state: an outer
+// action that enqueued, called its own actor and then failed has its
+// message queued, and its state so far committed with it.
+func TestEnqueueBeforeAReentrantCallCommitsWithIt(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, counterReg(t, shopActor(false)), nil)
+	if _, err := call(t, e.host, "shop", "s", "place", true, []int{}); err != nil {
+		t.Fatal(err)
+	}
+	waitShopWaiting(t, e)
+	if _, err := call(t, e.host, "shop", "s", "placeReenterThenFail", false, 4); !errors.Is(err, rivet.ErrFailedPrecondition) {
+		t.Fatalf("placeReenterThenFail: %v, want its FAILED_PRECONDITION", err)
+	}
+	waitFor(t, "the workflow to take order 4", 20*time.Second, func() bool { return len(shopGet(t, e).Got) > 0 })
+	e.restart()
+	if _, err := call(t, e.host, "shop", "s", "place", false, []int{8}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the workflow to take order 8", 20*time.Second, func() bool { return len(shopGet(t, e).Got) >= 2 })
+	// 1 (the first place), 2 (the outer action, committed by the inner
+	// one), 3 (the inner place), 4 (the last place).
+	if st := shopGet(t, e); !slices.Equal(st.Got, []int{4, 8}) || st.Placed != 4 {
+		t.Fatalf("state = %+v, want orders [4 8] taken and 4 placed (the outer action's order and count committed by the re-entrant call)", st)
+	}
+	if d := shopQueued(t, e); d != 0 {
+		t.Fatalf("orders queued = %d, want 0", d)
 	}
 }
