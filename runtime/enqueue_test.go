@@ -423,3 +423,65 @@ func TestEnqueueBeforeAReentrantCallCommitsWithIt(t *testing.T) {
 		t.Fatalf("orders queued = %d, want 0", d)
 	}
 }
+
+// padState's Pad makes a step's state large; Refused is the error the
+// big step was refused with.
+type padState struct {
+	Pad     string `json:"pad"`
+	Refused string `json:"refused"`
+}
+
+// A step whose output, state and messages together are too large for one
+// transaction, though each is within its limit, is refused at its check
+// as one with too many scheduled calls is: its changes and messages
+// discarded, the step failed with TOO_LARGE for the workflow's code to
+// handle, not the run failed by the commit.
+func TestAStepTooLargeWithItsMessagesIsRefusedAtItsCheck(t *testing.T) {
+	t.Parallel()
+	big := rivet.Actor[padState]{
+		Name:   "big",
+		Queues: rivet.Queues{"pads": rivet.QueueOf[string]()},
+		Run: func(ctx *workflow.Ctx[padState]) error {
+			_, err := workflow.Step(ctx, "big", func(s *workflow.StepCtx[padState]) (string, error) {
+				s.State.Pad = strings.Repeat("s", 200<<10)
+				for range 4 {
+					if err := s.Enqueue("pads", strings.Repeat("m", 60<<10)); err != nil {
+						return "", err
+					}
+				}
+				return strings.Repeat("o", 1000<<10), nil
+			})
+			if err == nil {
+				return errors.New("the big step was not refused")
+			}
+			return ctx.Step("note", func(s *workflow.StepCtx[padState]) error {
+				s.State.Refused = err.Error()
+				return nil
+			})
+		},
+	}
+	e := newEnv(t, counterReg(t, big), nil)
+	if _, _, err := e.host.GetOrCreate(ctx(t), runtime.Ref{Name: "big", Key: []string{"b"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the big workflow to end", 20*time.Second, func() bool {
+		s := inspect(t, e.host, "big", "b").WorkflowStatus
+		return s == runtime.WorkflowCompleted || s == runtime.WorkflowFailed
+	})
+	in := inspect(t, e.host, "big", "b")
+	if in.WorkflowStatus != runtime.WorkflowCompleted {
+		t.Fatalf("workflow %s (%s), want completed: the big step refused at its check, which the run handles", in.WorkflowStatus, in.WorkflowError)
+	}
+	var st padState
+	if err := json.Unmarshal(in.State, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Pad != "" || !strings.Contains(st.Refused, "messages it enqueued") {
+		t.Fatalf("pad of %d bytes, refused %q: want the step's changes discarded and its refusal naming the messages", len(st.Pad), st.Refused)
+	}
+	for _, q := range in.Queues {
+		if q.Depth != 0 {
+			t.Fatalf("queue %s holds %d messages, want none (the refused step's)", q.Queue, q.Depth)
+		}
+	}
+}
