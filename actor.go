@@ -226,7 +226,8 @@ func (c *ActionCtx[S]) Destroy() error {
 // not declare is ErrUnknownQueue, a body that does not marshal or does
 // not decode into the queue's type ErrInvalidArgument, a body over the
 // node's limit ErrTooLarge, a queue full (with what the turn enqueued)
-// ErrQueueFull. A turn enqueues at most 32 messages, whose bodies share a
+// ErrQueueFull. A turn enqueues at most 32 messages, counted with the calls
+// it schedules and cancels (64 in all), whose bodies share a
 // turn's 256 KiB with the arguments of the calls it schedules
 // (ErrTooLarge). A read-only action (rivet.Query) cannot enqueue
 // (ErrInternal): it commits nothing.

@@ -48,7 +48,8 @@ type ScheduledCall struct {
 // action, the wrong number of arguments or arguments that do not decode
 // as its types are rivet.ErrInvalidArgument then, not a failure later. Its
 // target may be a read-only action too (it runs, and changes nothing). The calls of one turn commit in one etcd
-// transaction, so a turn schedules and cancels at most 64 of them, with
+// transaction, so a turn schedules and cancels at most 64 of them, the
+// messages it enqueues counted with them (rivet.ActionCtx.Enqueue), with
 // at most 256 KiB of arguments in all (rivet.ErrTooLarge past that).
 type Scheduler interface {
 	// After schedules action with args to run d from now (0 or less: as

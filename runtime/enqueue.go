@@ -21,8 +21,8 @@ type stagedMessage struct {
 
 // limitTurnMessages bounds the messages one turn enqueues: they share the
 // turn's transaction (etcd's 128 operations) with its state and its
-// scheduled calls (limitTurnCalls). Their bodies share limitTurnBytes
-// with the calls' arguments.
+// scheduled calls, and count with the calls against limitTurnCalls.
+// Their bodies share limitTurnBytes with the calls' arguments.
 const limitTurnMessages = 32
 
 // Enqueue stages body as a message of queue, checked as Send checks one,
@@ -55,7 +55,12 @@ func (s *turnSchedule) Enqueue(queue string, body any) error {
 		return rivet.Errorf(rivet.ErrTooLarge, "enqueue on %s: one turn enqueues at most %d messages (they commit in one transaction)", queue, limitTurnMessages)
 	}
 	n := 0
-	_, bytes := a.schedChanges()
+	calls, bytes := a.schedChanges()
+	if calls+len(a.staged) >= limitTurnCalls {
+		// Counted with the calls: with a key's ops, expired keys'
+		// deletes, the state and a wakeup, the turn fits etcd's 128.
+		return rivet.Errorf(rivet.ErrTooLarge, "enqueue on %s: one turn schedules and cancels at most %d calls, with the messages it enqueues (they commit in one transaction)", queue, limitTurnCalls)
+	}
 	for _, m := range a.staged {
 		bytes += len(m.body)
 		if m.queue == queue {

@@ -71,6 +71,27 @@ func shopActor(gated bool) rivet.Actor[shopState] {
 				}
 				return 0, errOrderRefused
 			}),
+			// fill schedules calls[0] calls, then enqueues calls[1]
+			// messages, then schedules calls[2] more.
+			"fill": rivet.Action(func(c *rivet.ActionCtx[shopState], calls [3]int) (int, error) {
+				c.State.Placed++
+				for range calls[0] {
+					if _, err := c.Schedule().After(time.Hour, "get"); err != nil {
+						return 0, err
+					}
+				}
+				for range calls[1] {
+					if err := c.Enqueue("orders", 3); err != nil {
+						return 0, err
+					}
+				}
+				for range calls[2] {
+					if _, err := c.Schedule().After(time.Hour, "get"); err != nil {
+						return 0, err
+					}
+				}
+				return 0, nil
+			}),
 			// misuse returns the error of an Enqueue that must be refused.
 			"misuse": rivet.Action(func(c *rivet.ActionCtx[shopState], what string) (string, error) {
 				switch what {
@@ -483,5 +504,32 @@ func TestAStepTooLargeWithItsMessagesIsRefusedAtItsCheck(t *testing.T) {
 		if q.Depth != 0 {
 			t.Fatalf("queue %s holds %d messages, want none (the refused step's)", q.Queue, q.Depth)
 		}
+	}
+}
+
+// A turn's messages count with its scheduled calls against the turn's
+// limit, so that the ops of its transaction stay within etcd's 128: past
+// it the call is refused (TOO_LARGE), and the action that fails with it
+// writes nothing.
+func TestEnqueueCountsWithTheTurnsScheduledCalls(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, counterReg(t, shopActor(true)), nil)
+	if _, err := call(t, e.host, "shop", "s", "place", true, []int{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, fill := range [][3]int{{60, 5, 0}, {0, 4, 61}} {
+		if _, err := call(t, e.host, "shop", "s", "fill", false, fill); !errors.Is(err, rivet.ErrTooLarge) {
+			t.Fatalf("fill %v: %v, want TOO_LARGE (64 calls and messages in a turn)", fill, err)
+		}
+	}
+	if _, err := call(t, e.host, "shop", "s", "fill", false, [3]int{30, 4, 30}); err != nil {
+		t.Fatalf("fill of 64 calls and messages: %v", err)
+	}
+	e.restart()
+	if d := shopQueued(t, e); d != 4 {
+		t.Fatalf("orders queued = %d, want the 4 of the turn that fit", d)
+	}
+	if st := shopGet(t, e); st.Placed != 2 {
+		t.Fatalf("placed = %d, want 2 (the refused turns committed nothing)", st.Placed)
 	}
 }

@@ -286,7 +286,8 @@ func (s *turnSchedule) overErr() error {
 
 // A turn's writes go to etcd in one transaction, whose bounds (etcd's
 // defaults: 128 operations, 1.5 MiB) the state and the other writes of
-// the turn share: a turn adds or removes at most this many calls, with
+// the turn share: a turn adds or removes at most this many calls, the
+// messages it enqueues counted with them (limitTurnMessages), with
 // arguments of at most this many bytes in all. (An actor holds up to
 // rivet.MaxSchedules calls, scheduled over several turns.)
 const (
@@ -683,8 +684,8 @@ func (s *turnSchedule) newCall(action string, args []any, rec scheduleRecord) (p
 	if limit := s.a.h.cfg.MaxMessageBytes; len(raw) > limit {
 		return pendingCall{}, rivet.Errorf(rivet.ErrTooLarge, "schedule %s: its arguments are %d bytes, the limit is %d", action, len(raw), limit)
 	}
-	if n, b := s.a.schedChanges(); n >= limitTurnCalls {
-		return pendingCall{}, rivet.Errorf(rivet.ErrTooLarge, "schedule %s: one turn schedules and cancels at most %d calls (they commit in one transaction)", action, limitTurnCalls)
+	if n, b := s.a.schedChanges(); n+len(s.a.staged) >= limitTurnCalls {
+		return pendingCall{}, rivet.Errorf(rivet.ErrTooLarge, "schedule %s: one turn schedules and cancels at most %d calls, with the messages it enqueues (they commit in one transaction)", action, limitTurnCalls)
 	} else if b+s.a.stagedBytes()+len(raw) > limitTurnBytes {
 		return pendingCall{}, rivet.Errorf(rivet.ErrTooLarge, "schedule %s: the calls one turn schedules have at most %d bytes of arguments in all, with the messages it enqueues (they commit in one transaction)", action, limitTurnBytes)
 	}
@@ -752,8 +753,8 @@ func (s *turnSchedule) Cancel(id string) (bool, error) {
 	}
 	for _, c := range s.a.sched {
 		if c.publicID() == id && c.rec.Action != destroyAction {
-			if n, _ := s.a.schedChanges(); n >= limitTurnCalls {
-				return false, rivet.Errorf(rivet.ErrTooLarge, "cancel: one turn schedules and cancels at most %d calls (they commit in one transaction)", limitTurnCalls)
+			if n, _ := s.a.schedChanges(); n+len(s.a.staged) >= limitTurnCalls {
+				return false, rivet.Errorf(rivet.ErrTooLarge, "cancel: one turn schedules and cancels at most %d calls, with the messages it enqueues (they commit in one transaction)", limitTurnCalls)
 			}
 			s.a.sched = withoutCall(s.a.sched, c.id)
 			return true, nil
