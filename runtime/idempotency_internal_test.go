@@ -293,10 +293,14 @@ func TestADuplicateSendWaitsForTheFirstMessage(t *testing.T) {
 
 // idleLoop takes messages of q in a loop that keeps one iteration of
 // history, waiting a moment for each: once it has waited a few times
-// with none, no history entry holds a message it took.
+// with none, no history entry holds a message it took. Its action enq
+// enqueues a message of q (ActionCtx.Enqueue).
 var idleLoop = rivet.Actor[inboxState]{
 	Name:   "idleLoop",
 	Queues: rivet.Queues{"q": rivet.QueueOf[int]()},
+	Actions: rivet.Actions[inboxState]{
+		"enq": rivet.Action0(func(c *rivet.ActionCtx[inboxState]) (int, error) { return 0, c.Enqueue("q", 3) }),
+	},
 	Run: func(c *workflow.Ctx[inboxState]) error {
 		_, err := workflow.LoopWith(c, workflow.LoopOptions[int]{Name: "loop", HistoryPruneInterval: 1, HistorySize: 1},
 			func(c *workflow.Ctx[inboxState], n int) (int, error) {
@@ -315,6 +319,16 @@ var idleLoop = rivet.Actor[inboxState]{
 // workflow's history (pruned) holds that message any more: a duplicate
 // of the key would answer with, and wait for, another message.
 func TestAKeysMessageIDIsNotGivenAgainAfterAReload(t *testing.T) {
+	testKeysMessageIDAfterAReload(t, false)
+}
+
+// Nor to a message an action enqueues (ActionCtx.Enqueue), the first to
+// take an ID after the reload.
+func TestAKeysMessageIDIsNotGivenAgainToAnEnqueuedMessage(t *testing.T) {
+	testKeysMessageIDAfterAReload(t, true)
+}
+
+func testKeysMessageIDAfterAReload(t *testing.T, enqueueFirst bool) {
 	reg, store, h, stop := hostOfOn(t, idleLoop)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -353,6 +367,12 @@ func TestAKeysMessageIDIsNotGivenAgainAfterAReload(t *testing.T) {
 		t.Fatal(err)
 	}
 	h, _ = memHostOn(t, reg, store)
+	if enqueueFirst {
+		// An enqueue takes an ID as a send does: after the keys'.
+		if _, err := h.Call(ctx, CallRequest{Ref: ref, Action: "enq"}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	plain, err := h.Send(ctx, SendRequest{Ref: ref, Queue: "q", Body: json.RawMessage(`2`)})
 	if err != nil {
 		t.Fatal(err)
@@ -362,6 +382,9 @@ func TestAKeysMessageIDIsNotGivenAgainAfterAReload(t *testing.T) {
 		if id <= first.MessageID {
 			t.Errorf("message %d after the reload, want one after %d, the first key's", id, first.MessageID)
 		}
+	}
+	if enqueueFirst && plain.MessageID != first.MessageID+2 {
+		t.Errorf("send after the enqueue got message %d, want %d: the enqueued message takes %d, the one after the first key's", plain.MessageID, first.MessageID+2, first.MessageID+1)
 	}
 	if again := send(h, "a"); !again.Duplicate || again.MessageID != first.MessageID {
 		t.Errorf("the first key again: %+v, want a duplicate of message %d", again, first.MessageID)
