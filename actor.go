@@ -216,7 +216,8 @@ func (c *ActionCtx[S]) Destroy() error {
 // when the turn's changes are written, in the order they were enqueued,
 // after those of the sends queued before (a Send to the actor's own
 // handle during the turn is queued at once, so it comes first). A
-// re-entrant action that the turn's call chain runs on the actor writes
+// re-entrant action (not a query) that the turn's call chain runs on the
+// actor and that succeeds writes
 // what the outer turn changed and enqueued so far with its own changes,
 // as it does the state: an outer action that enqueued, called its own
 // actor, and then failed has its state so far committed by that call, and

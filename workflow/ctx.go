@@ -155,8 +155,8 @@ func (s *StepCtx[S]) Destroy() error {
 // step). A rollback handler may enqueue as well, its messages committed
 // with its record as a step's, but the run is failing then and takes no
 // more: they wait in the queue for a retry of the run (rivetctl workflow
-// retry). A re-entrant action that
-// the body's call chain runs on the actor commits what the body changed
+// retry). A re-entrant action (not a query) that
+// the body's call chain runs on the actor and that succeeds commits what the body changed
 // and enqueued so far with its own changes, as it does the state. A
 // workflow that has ended takes none (the message stays queued; Enqueue
 // returns nil).
