@@ -83,12 +83,15 @@ func (s *turnSchedule) Enqueue(queue string, body any) error {
 	}
 	// As every send, before an ID is taken: the actor's idempotency
 	// keys may name IDs above nextSeq (their messages taken and pruned),
-	// which a staged message must not take again.
-	ctx, cancel := context.WithTimeout(a.h.baseCtx, a.h.cfg.ActionTimeout)
-	err = a.loadSendKeys(ctx) // ErrUnavailable
-	cancel()
-	if err != nil {
-		return err
+	// which a staged message must not take again. Once loaded, no
+	// context is made for it.
+	if !a.sendKeysLoaded() {
+		ctx, cancel := context.WithTimeout(a.h.baseCtx, a.h.cfg.ActionTimeout)
+		err = a.loadSendKeys(ctx) // ErrUnavailable
+		cancel()
+		if err != nil {
+			return err
+		}
 	}
 	a.staged = append(a.staged, stagedMessage{queue: queue, body: b})
 	return nil

@@ -119,6 +119,13 @@ func checkIdempotencyKey(key string) error {
 	return nil
 }
 
+// sendKeysLoaded reports whether loadSendKeys has nothing left to do.
+func (a *activation) sendKeysLoaded() bool {
+	a.keysMu.Lock()
+	defer a.keysMu.Unlock()
+	return a.sendKeys != nil
+}
+
 // loadSendKeys reads the actor's keys, the first time a send needs them
 // (actors that are never sent to read nothing more), and moves nextSeq
 // past the messages they name: neither the queues nor a pruned history may
@@ -132,10 +139,7 @@ func checkIdempotencyKey(key string) error {
 // the first of them to finish installs what it read (they read the same:
 // keys are written only by sends that loaded them first).
 func (a *activation) loadSendKeys(ctx context.Context) error {
-	a.keysMu.Lock()
-	loaded := a.sendKeys != nil
-	a.keysMu.Unlock()
-	if loaded {
+	if a.sendKeysLoaded() {
 		return nil
 	}
 	kvs, err := a.h.store.List(ctx, a.prefix+storage.IdempotencySuffix, storage.ListOptions{})
