@@ -49,23 +49,7 @@ func TestActorsRetryingOnRealNodes(t *testing.T) {
 	}, rivet.Actor[chargeState]{
 		Name: "sleeper",
 		Run:  func(ctx *workflow.Ctx[chargeState]) error { return ctx.Sleep("nap", time.Hour) },
-	}, rivet.Actor[chargeState]{
-		// Its step's first attempt runs, and runs: in flight, not retrying.
-		Name: "worker",
-		Run: func(ctx *workflow.Ctx[chargeState]) error {
-			return ctx.Step("work", func(s *workflow.StepCtx[chargeState]) error {
-				select {
-				case entered <- struct{}{}:
-				default:
-				}
-				select {
-				case <-release:
-				case <-s.Context().Done():
-				}
-				return nil
-			})
-		},
-	})
+	}, heldWorker(entered, release))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,21 +58,7 @@ func TestActorsRetryingOnRealNodes(t *testing.T) {
 	// are made, so that both have some of them (8 partitions, 12 keys),
 	// and none moves (an actor handed off is out of memory for a moment,
 	// and not listed then).
-	want := map[string]uint32{}
-	for _, owner := range placement.Table(8, []string{"n1", "n2"}) {
-		want[owner]++
-	}
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		var ms []client.Member
-		r := rivetctl(t, addr, "members", "-o", "json")
-		if r.code == 0 && json.Unmarshal([]byte(r.stdout), &ms) == nil && len(ms) == 2 &&
-			ms[0].PartitionsOwned == want[ms[0].NodeID] && ms[1].PartitionsOwned == want[ms[1].NodeID] {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the two nodes never owned their shares %v: %s %s", want, r.stdout, r.stderr)
-		}
-	}
+	waitForRingShares(t, addr)
 	var keys []string
 	for i := range 12 {
 		keys = append(keys, fmt.Sprintf("p%02d", i))
@@ -306,5 +276,49 @@ func TestActorsRetryingSaysWhatWasLeftOut(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stderr, "node n1 left out 7 more retrying actors") ||
 		!regexp.MustCompile(`(?m)^payment +p1 +n1 +\(3 more retrying steps`).MatchString(r.stdout) {
 		t.Errorf("a bounded answer: exit %d, stdout:\n%s\nstderr:\n%s\nwant the 7 actors and p1's 3 steps left out said", r.code, r.stdout, r.stderr)
+	}
+}
+
+// waitForRingShares waits until the two nodes of startTwoNodes (n1, n2)
+// own the partitions the ring gives each of the 8, so that both have some
+// before the actors are made, and none moves after.
+func waitForRingShares(t *testing.T, addr string) {
+	t.Helper()
+	want := map[string]uint32{}
+	for _, owner := range placement.Table(8, []string{"n1", "n2"}) {
+		want[owner]++
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		var ms []client.Member
+		r := rivetctl(t, addr, "members", "-o", "json")
+		if r.code == 0 && json.Unmarshal([]byte(r.stdout), &ms) == nil && len(ms) == 2 &&
+			ms[0].PartitionsOwned == want[ms[0].NodeID] && ms[1].PartitionsOwned == want[ms[1].NodeID] {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the two nodes never owned their shares %v: %s %s", want, r.stdout, r.stderr)
+		}
+	}
+}
+
+// heldWorker is an actor whose workflow's step "work" says it entered
+// (on entered, if no one waits yet) and runs until release closes or its
+// context ends: its first attempt in flight, not retrying.
+func heldWorker(entered chan<- struct{}, release <-chan struct{}) rivet.Actor[chargeState] {
+	return rivet.Actor[chargeState]{
+		Name: "worker",
+		Run: func(ctx *workflow.Ctx[chargeState]) error {
+			return ctx.Step("work", func(s *workflow.StepCtx[chargeState]) error {
+				select {
+				case entered <- struct{}{}:
+				default:
+				}
+				select {
+				case <-release:
+				case <-s.Context().Done():
+				}
+				return nil
+			})
+		},
 	}
 }

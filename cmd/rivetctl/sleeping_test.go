@@ -17,7 +17,6 @@ import (
 	"github.com/rivet-go/rivet/client"
 	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
 	"github.com/rivet-go/rivet/node"
-	"github.com/rivet-go/rivet/placement"
 	"github.com/rivet-go/rivet/workflow"
 )
 
@@ -56,43 +55,14 @@ func TestActorsSleepingOnRealNodes(t *testing.T) {
 			_, err := workflow.Next[struct{}](ctx, "wait-go", workflow.NextOptions{Names: []string{"go"}})
 			return err
 		},
-	}, rivet.Actor[chargeState]{
-		Name: "worker",
-		Run: func(ctx *workflow.Ctx[chargeState]) error {
-			return ctx.Step("work", func(s *workflow.StepCtx[chargeState]) error {
-				select {
-				case entered <- struct{}{}:
-				default:
-				}
-				select {
-				case <-release:
-				case <-s.Context().Done():
-				}
-				return nil
-			})
-		},
-	})
+	}, heldWorker(entered, release))
 	if err != nil {
 		t.Fatal(err)
 	}
 	addr := startTwoNodes(t, reg, func(*node.Config) {})
 	// Both nodes serve some of the partitions (8, as the ring gives them)
 	// before the actors are made, so that both have some to list.
-	want := map[string]uint32{}
-	for _, owner := range placement.Table(8, []string{"n1", "n2"}) {
-		want[owner]++
-	}
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		var ms []client.Member
-		r := rivetctl(t, addr, "members", "-o", "json")
-		if r.code == 0 && json.Unmarshal([]byte(r.stdout), &ms) == nil && len(ms) == 2 &&
-			ms[0].PartitionsOwned == want[ms[0].NodeID] && ms[1].PartitionsOwned == want[ms[1].NodeID] {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the two nodes never owned their shares %v: %s %s", want, r.stdout, r.stderr)
-		}
-	}
+	waitForRingShares(t, addr)
 	for _, a := range [][2]string{{"napper", "a"}, {"napper", "b"}, {"napper", "c"}, {"dozer", "d"}, {"timer", "x"}, {"waiter", "w"}, {"worker", "k"}} {
 		if r := rivetctl(t, addr, "create", a[0], a[1]); r.code != 0 {
 			t.Fatalf("create %s %s: %+v", a[0], a[1], r)
