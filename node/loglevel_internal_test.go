@@ -238,6 +238,32 @@ func TestTheLogLevelOfANodeThatCannotChangeItSaysWhy(t *testing.T) {
 		t.Errorf("set the level of a node without LogLevel: %v; want FAILED_PRECONDITION saying so", err)
 	}
 
+	oldAddr := registerLegacyNode(t, ctx, n)
+	_, err = c.SetLogLevel(ctx, "old", "debug", 0)
+	var re *rivet.Error
+	if !errors.As(err, &re) || re.Kind != rivet.ErrFailedPrecondition || re.Group != "node" || re.Code != "unsupported" ||
+		re.Message != "node old does not support log-level (it runs rivet v0.9.0); upgrade it" {
+		t.Errorf("set the level of an older node through another: %#v; want FAILED_PRECONDITION node.unsupported naming it", err)
+	}
+
+	oc, err := client.New(oldAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer oc.Close()
+	_, err = oc.LogLevel(ctx, "")
+	if !errors.As(err, &re) || re.Kind != rivet.ErrFailedPrecondition || re.Code != "unsupported" ||
+		re.Message != "the node at "+oldAddr+" does not support log-level (it is older than it); upgrade it" {
+		t.Errorf("the level of an older node asked directly: %#v; want FAILED_PRECONDITION node.unsupported naming its address", err)
+	}
+}
+
+// registerLegacyNode serves, until the test ends, an admin service of a
+// build before the newer admin RPCs (legacyAdmin: UNIMPLEMENTED), and
+// registers it as node "old" (rivet v0.9.0) in n's view; it returns the
+// service's address.
+func registerLegacyNode(t *testing.T, ctx context.Context, n *Node) (addr string) {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -246,28 +272,11 @@ func TestTheLogLevelOfANodeThatCannotChangeItSaysWhy(t *testing.T) {
 	rivetv1.RegisterAdminServiceServer(old, legacyAdmin{})
 	served := make(chan struct{})
 	go func() { defer close(served); _ = old.Serve(lis) }()
-	defer func() { old.Stop(); <-served }()
-
+	t.Cleanup(func() { old.Stop(); <-served })
 	rec, _ := json.Marshal(runtime.NodeRecord{NodeID: "old", GRPCAddr: lis.Addr().String(), Build: "rivet v0.9.0"})
 	if err := n.store.Commit(ctx, storage.Txn{Ops: []storage.Op{storage.Put(storage.NodeKey("old"), rec)}}); err != nil {
 		t.Fatal(err)
 	}
 	waitUntil(t, "the old node's record in the view", func() bool { _, ok := n.view.record("old"); return ok })
-	_, err = c.SetLogLevel(ctx, "old", "debug", 0)
-	var re *rivet.Error
-	if !errors.As(err, &re) || re.Kind != rivet.ErrFailedPrecondition || re.Group != "node" || re.Code != "unsupported" ||
-		re.Message != "node old does not support log-level (it runs rivet v0.9.0); upgrade it" {
-		t.Errorf("set the level of an older node through another: %#v; want FAILED_PRECONDITION node.unsupported naming it", err)
-	}
-
-	oc, err := client.New(lis.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer oc.Close()
-	_, err = oc.LogLevel(ctx, "")
-	if !errors.As(err, &re) || re.Kind != rivet.ErrFailedPrecondition || re.Code != "unsupported" ||
-		re.Message != "the node at "+lis.Addr().String()+" does not support log-level (it is older than it); upgrade it" {
-		t.Errorf("the level of an older node asked directly: %#v; want FAILED_PRECONDITION node.unsupported naming its address", err)
-	}
+	return lis.Addr().String()
 }

@@ -2,20 +2,13 @@ package node
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"net"
 	"testing"
 	"time"
-
-	"google.golang.org/grpc"
 
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/client"
 	"github.com/rivet-go/rivet/examples/counter"
-	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
-	"github.com/rivet-go/rivet/runtime"
-	"github.com/rivet-go/rivet/storage"
 	"github.com/rivet-go/rivet/storage/etcdstore/etcdtest"
 )
 
@@ -37,20 +30,7 @@ func TestWaitingWorkflowsOfAnOlderNodeThroughAnother(t *testing.T) {
 	}
 	defer c.Close()
 
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	old := grpc.NewServer()
-	rivetv1.RegisterAdminServiceServer(old, legacyAdmin{})
-	served := make(chan struct{})
-	go func() { defer close(served); _ = old.Serve(lis) }()
-	defer func() { old.Stop(); <-served }()
-	rec, _ := json.Marshal(runtime.NodeRecord{NodeID: "old", GRPCAddr: lis.Addr().String(), Build: "rivet v0.9.0"})
-	if err := n.store.Commit(ctx, storage.Txn{Ops: []storage.Op{storage.Put(storage.NodeKey("old"), rec)}}); err != nil {
-		t.Fatal(err)
-	}
-	waitUntil(t, "the old node's record in the view", func() bool { _, ok := n.view.record("old"); return ok })
+	registerLegacyNode(t, ctx, n)
 
 	_, err = c.WaitingWorkflows(ctx, "old", client.WaitQuery{Limit: 10})
 	var re *rivet.Error
