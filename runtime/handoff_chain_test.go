@@ -108,6 +108,14 @@ func testChainLetIn(t *testing.T, zLoaded bool) {
 		if _, err := call(t, e.host, "chainZ", zKey, "incr", true); err != nil {
 			t.Fatal(err)
 		}
+		// Its workflow's first run ends (its step recorded, then its
+		// sleep) before the handoff begins: a body that began before the
+		// leave is in flight and may end on the releasing claim, which is
+		// not what this asks (its first body waits for its attempt
+		// marker's commit, a window a loaded machine widens).
+		waitFor(t, "Z's workflow to sleep", 20*time.Second, func() bool {
+			return inspect(t, e.host, "chainZ", zKey).WorkflowStatus == runtime.WorkflowSleeping
+		})
 		want = 2
 	}
 	zRuns.Store(0)
