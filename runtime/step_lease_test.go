@@ -34,7 +34,7 @@ var stepper = rivet.Actor[stepperState]{
 		if err := ctx.Step("a", func(*workflow.StepCtx[stepperState]) error { return nil }); err != nil {
 			return err
 		}
-		if err := ctx.Sleep("nap", 300*time.Millisecond); err != nil {
+		if err := ctx.Sleep("nap", 2*time.Second); err != nil {
 			return err
 		}
 		if err := ctx.Step("b", func(s *workflow.StepCtx[stepperState]) error {
@@ -81,6 +81,12 @@ func TestAStepPastTheLeaseDeadlineDoesNotRun(t *testing.T) {
 	if _, _, err := e.host.GetOrCreate(ctx(t), ref, nil); err != nil {
 		t.Fatal(err)
 	}
+	// Step a recorded first: the query is to hold the turn while the nap
+	// ends, not to meet step a (a query that came while step a waited for
+	// its attempt marker's commit held step a instead, and b never waited).
+	waitFor(t, "the workflow to nap", 20*time.Second, func() bool {
+		return inspect(t, e.host, "stepper", "s").WorkflowStatus == runtime.WorkflowSleeping
+	})
 	go func() { _, _ = e.host.Call(ctx(t), runtime.CallRequest{Ref: ref, Action: "hold"}) }()
 	<-stepProbe.entered
 	// The nap ends while "hold" holds the turn: step b waits for it.
