@@ -23,6 +23,9 @@ func stubbornActors(release <-chan struct{}) (stubborn, impatient rivet.Actor[ti
 				<-release
 				return 1, nil
 			}),
+			"ping": rivet.Query(func(c *rivet.ActionCtx[tickState]) (int, error) {
+				return 0, nil
+			}),
 		},
 	}
 	impatient = rivet.Actor[tickState]{
@@ -56,6 +59,12 @@ func TestACallToAnActorOfTheSameNodeEndsWithItsContext(t *testing.T) {
 		}
 	}
 	t.Cleanup(release)
+	// stubborn exists before the impatient call, so that its 100 ms go to
+	// the hold and not to stubborn's create (which a loaded machine can cut
+	// short, leaving no stubborn).
+	if _, err := e.host.Call(ctx(t), runtime.CallRequest{Ref: runtime.Ref{Name: "stubborn", Key: []string{"s"}}, Action: "ping", CreateIfMissing: true}); err != nil {
+		t.Fatal(err)
+	}
 	done := make(chan error, 1)
 	go func() {
 		_, err := e.host.Call(ctx(t), runtime.CallRequest{Ref: runtime.Ref{Name: "impatient", Key: []string{"i"}}, Action: "ask", CreateIfMissing: true})
