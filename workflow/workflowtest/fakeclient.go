@@ -1,8 +1,10 @@
 package workflowtest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -24,6 +26,10 @@ import (
 //   - a name with no action, queue or Create: rivet.ErrUnknownActor;
 //   - an action or queue the name has not: rivet.ErrUnknownAction,
 //     rivet.ErrUnknownQueue;
+//   - arguments a HandleAction function does not take (their number, or
+//     a value that does not decode as a node decodes it), an invalid actor
+//     key (empty, too long): rivet.ErrInvalidArgument, and the actor is
+//     not created;
 //   - a call or send through Get (not GetOrCreate) of an actor that does
 //     not exist: rivet.ErrNotFound. An actor exists once the test said so
 //     (Create) or a call or send through GetOrCreate reached it, as on a
@@ -31,9 +37,21 @@ import (
 //
 // Each is a *rivet.Error, as a node's, so that a step's recorded failure
 // keeps its code. An error an ActionFunc or QueueFunc returns reaches the
-// caller as it is (so that a step's retries and their exhaustion can be
-// tested): return what a node would, a rivet.UserError for an action's own
-// refusal, rivet.Errorf(rivet.ErrUnavailable, ...) for a node's.
+// caller as a node's would: a *rivet.Error (rivet.UserError for an
+// action's own refusal, rivet.Errorf(rivet.ErrUnavailable, ...) for a
+// node's) as it is, so that a step's retries and their exhaustion can be
+// tested; context.DeadlineExceeded as rivet.ErrTimeout; context.Canceled
+// as it is; any other error as rivet.ErrInternal, whose message keeps the
+// cause for the test (a node hides it: return a rivet.Error for the
+// caller to see it).
+//
+// The caller's ctx is honoured as a node's client honours it: a call or
+// send with an ended ctx is refused (rivet.ErrTimeout for a deadline,
+// context.Canceled), and one whose ctx ends while its function runs
+// answers so at once; the function goes on to its end, as an action on a
+// node does, and its outcome stands (an idempotency key it succeeded with
+// is kept). A function should return when its ctx ends: until it does,
+// its goroutine runs.
 //
 // Its handles implement what this module's handles do beyond
 // caller.Handle (caller.OptionsCaller, caller.Querier, caller.Sender,
@@ -44,43 +62,62 @@ import (
 // first one's result without running anything (FakeCall.Duplicate), so a
 // test can crash a step after its call (Host.CrashAt) and check that the
 // callee ran once; the same key with another call or message is
-// rivet.ErrInvalidArgument; a call or send that failed keeps nothing.
-// Neither a query's read-only promise nor the node's size limits are
-// checked.
+// rivet.ErrInvalidArgument; a call or send that failed keeps nothing. A
+// call with a key that a call still running holds waits for it (as a
+// node's second call waits for the actor's turn), then is its duplicate,
+// or runs itself if the first failed.
+//
+// What differs from a node: it runs the functions of one actor
+// concurrently (a node runs one turn of an actor at a time), so a
+// function that changes the test's variables must guard them; neither a
+// query's read-only promise nor the node's size limits nor an idempotency
+// key's own limits are checked; there is no workflow behind a queue (a
+// send's WorkflowStatus is what a QueueFunc's caller.SendResult says).
 //
 // It is safe for concurrent use: a join's or race's branches call through
-// it at once. Unlike a node, which runs one turn of an actor at a time, it
-// runs the functions of one actor concurrently too; a function that
-// changes the test's variables must guard them.
+// it at once.
 type FakeClient struct {
 	// mu guards the fields below; it is not held while an ActionFunc or
 	// QueueFunc runs.
 	mu       sync.Mutex
-	actions  map[[2]string]ActionFunc // (name, action)
-	queues   map[[2]string]QueueFunc  // (name, queue); a nil func accepts
-	names    map[string]bool          // the actor names the test gave anything
-	existing map[string]bool          // actorID: what Get finds
+	actions  map[[2]string]actionReg // (name, action)
+	queues   map[[2]string]QueueFunc // (name, queue); a nil func accepts
+	names    map[string]bool         // the actor names the test gave anything
+	existing map[string]bool         // actorID: what Get finds
 	calls    []FakeCall
-	nextID   uint64              // the last message ID given
-	callKeys map[string]keptCall // actorID + "\x00" + key
-	sendKeys map[string]keptSend // actorID + "\x00" + key
+	nextID   map[string]uint64 // actorID: the last message ID it gave
+	keys     map[string]*kept  // "call"/"send" + actorID + "\x00" + key
+}
+
+// actionReg is a registered action: its function and what a node checks
+// of its arguments before it creates the actor.
+type actionReg struct {
+	fn    ActionFunc
+	arity int // -1: any number (Handle)
+	check func([]json.RawMessage) error
 }
 
 // ActionFunc answers a call of an action: its result is marshalled to JSON
-// (a json.RawMessage as it is), its error returned to the caller as it is.
-// call says who was called with what (its outcome fields are empty). ctx
-// is the caller's: a step's, which its timeout ends (Host.Hang waits on
-// it).
+// (a json.RawMessage as it is, if it is valid JSON), its error returned to
+// the caller as FakeClient's doc says. call says who was called with what
+// (its outcome fields are empty); it is the function's own copy. ctx is
+// the caller's: a step's, which its timeout ends (Host.Hang waits on it).
 type ActionFunc func(ctx context.Context, call FakeCall) (any, error)
 
 // QueueFunc receives a message sent to a queue (call.Queue, call.Body). Its
-// error is the send's. For a send that waits for the message's completion
-// (call.Wait: rivet.SendWait), its response is the completion's
-// (SendCompleted, Response marshalled); for any other send it is ignored.
-// A caller.SendResult it returns is the send's result as it is (its
-// MessageID the message's if zero): a waiting send that times out is
+// error is the send's (the message is refused, and gets no ID). For a send
+// that waits for the message's completion (call.Wait: rivet.SendWait), its
+// response is the completion's (SendCompleted, Response marshalled); for
+// any other send it is ignored. A caller.SendResult it returns is the
+// send's result as it is (its MessageID the message's if zero).
+//
+// A waiting send waits for it as a node waits for a completion: up to
+// call.Timeout (30 s if 0), cut short before the caller's deadline (a
+// tenth of the time left, at most 250 ms); then it answers
 // caller.SendResult{Status: caller.SendTimedOut, MessageState:
-// caller.MessageQueued}.
+// caller.MessageTaken} with no error. A waiting send to a queue of nil
+// function answers SendTimedOut with MessageQueued at once (nobody takes
+// the message), without waiting out its timeout.
 type QueueFunc func(ctx context.Context, call FakeCall) (any, error)
 
 // FakeCall is one call or send a FakeClient got, as Calls returns it.
@@ -88,8 +125,9 @@ type FakeCall struct {
 	// Name and Key are the actor's.
 	Name string
 	Key  []string
-	// Create is true for a handle of GetOrCreate, false for one of Get.
-	Create bool
+	// CreateIfMissing is true for a handle of GetOrCreate, false for one
+	// of Get.
+	CreateIfMissing bool
 
 	// Action is the action called; empty for a send.
 	Action string
@@ -119,26 +157,40 @@ type FakeCall struct {
 	// ActionFunc or QueueFunc runs.
 	Done bool
 	// Result is a call's result; SendResult a send's (its MessageID
-	// counted from 1 across the client's sends).
+	// counted from 1 per actor, over the messages it accepted).
 	Result     json.RawMessage
 	SendResult caller.SendResult
 	// Err is the error the caller got.
 	Err error
 }
 
-// keptCall is what a call with an idempotency key left: the call, to
-// refuse the key with another, and its result.
-type keptCall struct {
-	action string
-	args   string
-	result json.RawMessage
+// clone is c with memory of its own, so that neither a function that
+// changes its call nor a test that changes what Calls returned changes
+// the record.
+func (c FakeCall) clone() FakeCall {
+	c.Key = slices.Clone(c.Key)
+	if c.Args != nil {
+		args := make([]json.RawMessage, len(c.Args))
+		for i, a := range c.Args {
+			args[i] = bytes.Clone(a)
+		}
+		c.Args = args
+	}
+	c.Body, c.Result = bytes.Clone(c.Body), bytes.Clone(c.Result)
+	c.SendResult.Response = bytes.Clone(c.SendResult.Response)
+	return c
 }
 
-// keptSend is what a send with an idempotency key left.
-type keptSend struct {
-	queue  string
-	body   string
-	result caller.SendResult
+// kept is what a call or send with an idempotency key left, or holds
+// while it runs: the call (action and arguments) or message (queue and
+// body), to refuse the key with another, and once done is closed, its
+// result if ok. A failed one is removed before done closes.
+type kept struct {
+	what, input string
+	done        chan struct{}
+	ok          bool
+	result      json.RawMessage
+	send        caller.SendResult
 }
 
 var _ caller.Client = (*FakeClient)(nil)
@@ -155,38 +207,52 @@ var (
 // HandleAction, Queue and Create.
 func NewFakeClient() *FakeClient {
 	return &FakeClient{
-		actions: map[[2]string]ActionFunc{}, queues: map[[2]string]QueueFunc{},
+		actions: map[[2]string]actionReg{}, queues: map[[2]string]QueueFunc{},
 		names: map[string]bool{}, existing: map[string]bool{},
-		callKeys: map[string]keptCall{}, sendKeys: map[string]keptSend{},
+		nextID: map[string]uint64{}, keys: map[string]*kept{},
 	}
 }
 
 // Handle makes fn answer the calls of action of every actor named name
-// (fn reads which from call.Key), replacing any function it had.
+// (fn reads which from call.Key), replacing any function it had. It takes
+// any number of arguments: fn checks them.
 func (fc *FakeClient) Handle(name, action string, fn ActionFunc) {
 	if fn == nil {
 		panic("workflowtest: FakeClient.Handle with a nil function")
 	}
+	fc.handle(name, action, actionReg{fn: fn, arity: -1})
+}
+
+func (fc *FakeClient) handle(name, action string, reg actionReg) {
 	fc.mu.Lock()
 	defer fc.mu.Unlock()
-	fc.actions[[2]string{name, action}] = fn
+	fc.actions[[2]string{name, action}] = reg
 	fc.names[name] = true
 }
 
 // HandleAction is Handle for an action of one argument, decoded into A as
-// a node decodes it (rivet.Action): a call with another number of
-// arguments, or one that does not decode, is rivet.ErrInvalidArgument and
-// does not reach fn.
+// a node decodes it (rivet.Action's own check): a call with another number
+// of arguments, or one that does not decode (a JSON null where A does not
+// hold one included), is rivet.ErrInvalidArgument in a node's words, does
+// not create the actor, and does not reach fn.
 //
 //	workflowtest.HandleAction(fc, "payments", "charge", func(ctx context.Context, key []string, cents int) (string, error) {
 //		return "receipt-" + key[0], nil
 //	})
 func HandleAction[A, R any](fc *FakeClient, name, action string, fn func(ctx context.Context, key []string, arg A) (R, error)) {
-	fc.Handle(name, action, func(ctx context.Context, call FakeCall) (any, error) {
-		if len(call.Args) != 1 {
-			return nil, rivet.Errorf(rivet.ErrInvalidArgument, "action %s takes 1 argument(s), got %d", action, len(call.Args))
-		}
+	if fn == nil {
+		panic("workflowtest: HandleAction with a nil function")
+	}
+	sp, err := rivet.Actor[struct{}]{Name: name, Actions: rivet.Actions[struct{}]{
+		action: rivet.Action(func(*rivet.ActionCtx[struct{}], A) (R, error) { var r R; return r, nil }),
+	}}.Spec()
+	if err != nil {
+		panic("workflowtest: HandleAction: " + err.Error())
+	}
+	as := sp.Actions[action]
+	fc.handle(name, action, actionReg{arity: as.Arity, check: as.Check, fn: func(ctx context.Context, call FakeCall) (any, error) {
 		var a A
+		// check passed: this decodes as the node's decoder does.
 		if err := json.Unmarshal(call.Args[0], &a); err != nil {
 			return nil, rivet.Errorf(rivet.ErrInvalidArgument, "argument 1: %v", err)
 		}
@@ -195,7 +261,7 @@ func HandleAction[A, R any](fc *FakeClient, name, action string, fn func(ctx con
 			return nil, err
 		}
 		return r, nil
-	})
+	}})
 }
 
 // Queue gives every actor named name a queue named queue, whose messages
@@ -209,8 +275,15 @@ func (fc *FakeClient) Queue(name, queue string, fn QueueFunc) {
 }
 
 // Create makes the actor exist, so that calls and sends through Get find
-// it (those through GetOrCreate do without).
+// it (those through GetOrCreate do without). It panics on a name or key a
+// node refuses.
 func (fc *FakeClient) Create(name string, key ...string) {
+	if err := rivet.ValidateName("actor name", name); err != nil {
+		panic("workflowtest: FakeClient.Create: " + err.Error())
+	}
+	if err := rivet.ValidateKey(key); err != nil {
+		panic("workflowtest: FakeClient.Create: " + err.Error())
+	}
 	fc.mu.Lock()
 	defer fc.mu.Unlock()
 	fc.names[name] = true
@@ -223,27 +296,33 @@ func (fc *FakeClient) Create(name string, key ...string) {
 func (fc *FakeClient) Calls() []FakeCall {
 	fc.mu.Lock()
 	defer fc.mu.Unlock()
-	out := slices.Clone(fc.calls)
-	for i := range out {
-		out[i].Key, out[i].Args = slices.Clone(out[i].Key), slices.Clone(out[i].Args)
+	out := make([]FakeCall, len(fc.calls))
+	for i, c := range fc.calls {
+		out[i] = c.clone()
 	}
 	return out
 }
 
 // GetOrCreate implements caller.Client.
 func (fc *FakeClient) GetOrCreate(name string, key ...string) caller.Handle {
-	return &fakeHandle{fc: fc, name: name, key: slices.Clone(key), create: true}
+	return &fakeHandle{fc: fc, name: name, key: normKey(key), create: true}
 }
 
 // Get implements caller.Client: calls and sends of an actor that does not
 // exist fail with rivet.ErrNotFound.
 func (fc *FakeClient) Get(name string, key ...string) caller.Handle {
-	return &fakeHandle{fc: fc, name: name, key: slices.Clone(key)}
+	return &fakeHandle{fc: fc, name: name, key: normKey(key)}
+}
+
+// normKey is a copy of key, never nil: a nil key and an empty one are the
+// same (invalid) key, as on a node.
+func normKey(key []string) []string {
+	return append([]string{}, key...)
 }
 
 // actorID names an actor in FakeClient's maps.
 func actorID(name string, key []string) string {
-	k, _ := json.Marshal(key)
+	k, _ := json.Marshal(normKey(key))
 	return name + " " + string(k)
 }
 
@@ -290,18 +369,20 @@ func (h *fakeHandle) SendWith(ctx context.Context, queue string, body any, opts 
 	return h.send(ctx, queue, body, opts)
 }
 
-// record appends rec to the calls and returns its index; fc.mu is held.
+// record appends a copy of rec to the calls and returns its index; fc.mu
+// is held.
 func (fc *FakeClient) record(rec FakeCall) int {
-	fc.calls = append(fc.calls, rec)
+	fc.calls = append(fc.calls, rec.clone())
 	return len(fc.calls) - 1
 }
 
-// finish fills in what call i's caller got.
-func (fc *FakeClient) finish(i int, result json.RawMessage, send caller.SendResult, err error) {
+// finish fills in what call i's caller got (copies of it).
+func (fc *FakeClient) finish(i int, dup bool, result json.RawMessage, send caller.SendResult, err error) {
 	fc.mu.Lock()
 	defer fc.mu.Unlock()
+	send.Response = bytes.Clone(send.Response)
 	c := &fc.calls[i]
-	c.Done, c.Result, c.SendResult, c.Err = true, result, send, err
+	c.Done, c.Duplicate, c.Result, c.SendResult, c.Err = true, dup, bytes.Clone(result), send, err
 }
 
 // knownLocked names the actors the test gave anything, for an error.
@@ -325,17 +406,35 @@ func ofLocked[F any](m map[[2]string]F, name string) string {
 	return strings.Join(out, ", ")
 }
 
-// findLocked refuses what a node refuses before it runs anything, in the
-// node's order: an unknown actor, an unknown action or queue (what says
-// it is not: ErrUnknownAction or ErrUnknownQueue), an actor that a Get
-// does not find.
-func (h *fakeHandle) findLocked(has bool, unknown error) error {
+// find refuses what a node refuses before it runs anything, in the node's
+// order (runtime Host.call and Send): an unknown actor, an unknown action
+// or queue (what says it is not: ErrUnknownAction or ErrUnknownQueue),
+// arguments the action does not take (args, nil for a send), an invalid
+// name or key, an actor that a Get does not find. Only what passes it all
+// creates the actor.
+func (h *fakeHandle) find(has bool, unknown error, action string, reg actionReg, args []json.RawMessage) error {
 	fc := h.fc
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
 	if !fc.names[h.name] {
 		return rivet.Errorf(rivet.ErrUnknownActor, "no actor named %q is registered (known: %v); workflowtest.FakeClient: give it actions (Handle) or queues (Queue)", h.name, fc.knownLocked())
 	}
 	if !has {
 		return unknown
+	}
+	if reg.arity >= 0 && len(args) != reg.arity {
+		return rivet.Errorf(rivet.ErrInvalidArgument, "action %s takes %d argument(s), got %d", action, reg.arity, len(args))
+	}
+	if reg.check != nil {
+		if err := reg.check(args); err != nil {
+			return err
+		}
+	}
+	if err := rivet.ValidateName("actor name", h.name); err != nil {
+		return err
+	}
+	if err := rivet.ValidateKey(h.key); err != nil {
+		return err
 	}
 	if !h.create && !fc.existing[h.id()] {
 		return rivet.Errorf(rivet.ErrNotFound, "actor %s does not exist (workflowtest.FakeClient: Create it, or reach it through GetOrCreate first)", h.id())
@@ -344,9 +443,133 @@ func (h *fakeHandle) findLocked(has bool, unknown error) error {
 	return nil
 }
 
+// reserve takes idempotency key kk for a call or send of what (action or
+// queue) with input (arguments or body): fresh, the caller runs it and
+// must release k; a duplicate, k is the first one's, done and ok; k nil,
+// the key was used with another call or message (the caller refuses it).
+// A key that a call still running holds is waited for (ctx bounds the
+// wait): its duplicate if it succeeded, the caller's own if it failed.
+func (fc *FakeClient) reserve(ctx context.Context, kk, what, input string) (k *kept, fresh bool, err error) {
+	for range 1000 { // each round, another caller with the key failed
+		fc.mu.Lock()
+		k, ok := fc.keys[kk]
+		if !ok {
+			k = &kept{what: what, input: input, done: make(chan struct{})}
+			fc.keys[kk] = k
+			fc.mu.Unlock()
+			return k, true, nil
+		}
+		fc.mu.Unlock()
+		if k.what != what || k.input != input {
+			return nil, false, nil
+		}
+		select {
+		case <-k.done:
+		case <-ctx.Done():
+			return nil, false, ctxError(ctx)
+		}
+		if k.ok {
+			return k, false, nil
+		}
+	}
+	return nil, false, rivet.Errorf(rivet.ErrUnavailable, "idempotency key %s: every call with it failed, 1000 times", kk)
+}
+
+// release ends k, kept under kk if ok, and wakes who waits for it.
+func (fc *FakeClient) release(kk string, k *kept, ok bool, result json.RawMessage, send caller.SendResult) {
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	if ok {
+		k.ok, k.result, k.send = true, bytes.Clone(result), send
+		k.send.Response = bytes.Clone(send.Response)
+	} else {
+		delete(fc.keys, kk)
+	}
+	close(k.done)
+}
+
+// outcome is what a function's goroutine ends with.
+type outcome struct {
+	res      json.RawMessage
+	send     caller.SendResult
+	err      error
+	panicked any
+}
+
+// run runs body on a goroutine of its own, as a node's CallLocal runs the
+// called action: the caller waits for it or for its ctx, whichever ends
+// first; body goes on to its end meanwhile, and the goroutine ends with
+// it. A panic in body is raised again on the caller's goroutine, if the
+// caller still waits.
+func run(ctx context.Context, body func() outcome) (outcome, bool) {
+	done := make(chan outcome, 1)
+	go func() {
+		var o outcome
+		returned := false
+		defer func() {
+			if !returned {
+				if p := recover(); p != nil {
+					o.panicked = p
+				} else {
+					o.err = rivet.Errorf(rivet.ErrInternal, "the function called runtime.Goexit: the call got no reply")
+				}
+			}
+			done <- o
+		}()
+		o = body()
+		returned = true
+	}()
+	return await(ctx, done, nil)
+}
+
+// await waits for done, or for ctx (ok false) or cut (a closed channel,
+// ok false) to end the wait; both ready, done's answer is the caller's.
+func await(ctx context.Context, done <-chan outcome, cut <-chan time.Time) (outcome, bool) {
+	select {
+	case o := <-done:
+		return o, true
+	case <-ctx.Done():
+	case <-cut:
+	}
+	select {
+	case o := <-done:
+		return o, true
+	default:
+		return outcome{}, false
+	}
+}
+
+// ctxError is the error of a call whose ctx ended, as a node's
+// (runtime's ctxError): ErrTimeout for a deadline, ctx.Err() otherwise.
+func ctxError(ctx context.Context) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return rivet.Errorf(rivet.ErrTimeout, "deadline exceeded")
+	}
+	return ctx.Err()
+}
+
+// funcError is the error a caller gets for what a function returned, as
+// a node's (runtime's actionError and codeError), except that an error
+// the node hides keeps its cause here (what, e.g. "action charge").
+func funcError(what, id string, err error) error {
+	var re *rivet.Error
+	switch {
+	case errors.As(err, &re):
+		return err
+	case errors.Is(err, context.DeadlineExceeded):
+		return rivet.Errorf(rivet.ErrTimeout, "%s of %s timed out", what, id)
+	case errors.Is(err, context.Canceled):
+		return err
+	}
+	return rivet.Errorf(rivet.ErrInternal, "%s of %s: %v (a node hides this as internal error; return a rivet.UserError for the caller to see it)", what, id, err)
+}
+
 func (h *fakeHandle) call(ctx context.Context, action string, readOnly bool, key string, args []any) (json.RawMessage, error) {
+	if ctx.Err() != nil {
+		return nil, ctxError(ctx)
+	}
 	fc := h.fc
-	rec := FakeCall{Name: h.name, Key: slices.Clone(h.key), Create: h.create, Action: action, ReadOnly: readOnly, IdempotencyKey: key}
+	rec := FakeCall{Name: h.name, Key: slices.Clone(h.key), CreateIfMissing: h.create, Action: action, ReadOnly: readOnly, IdempotencyKey: key}
 	raw, err := rivet.MarshalArgs(args...)
 	if err == nil && len(args) > 0 {
 		if err = json.Unmarshal(raw, &rec.Args); err != nil {
@@ -355,63 +578,87 @@ func (h *fakeHandle) call(ctx context.Context, action string, readOnly bool, key
 	}
 	fc.mu.Lock()
 	i := fc.record(rec)
+	reg, has := fc.actions[[2]string{h.name, action}]
+	unknown := rivet.Errorf(rivet.ErrUnknownAction, "actor %s has no action %q (it has %s); workflowtest.FakeClient: give it one with Handle", h.name, action, ofLocked(fc.actions, h.name))
+	fc.mu.Unlock()
+	if err == nil {
+		err = h.find(has, unknown, action, reg, rec.Args)
+	}
 	if err != nil {
-		fc.mu.Unlock()
-		fc.finish(i, nil, caller.SendResult{}, err)
+		fc.finish(i, false, nil, caller.SendResult{}, err)
 		return nil, err
 	}
-	fn, has := fc.actions[[2]string{h.name, action}]
-	err = h.findLocked(has, rivet.Errorf(rivet.ErrUnknownAction, "actor %s has no action %q (it has %s); workflowtest.FakeClient: give it one with Handle", h.name, action, ofLocked(fc.actions, h.name)))
-	kk := h.id() + "\x00" + key
-	if err == nil && key != "" && !readOnly {
-		if kept, ok := fc.callKeys[kk]; ok {
+
+	// A read-only action changes nothing: it needs no key to run once.
+	var k *kept
+	kk := "call " + h.id() + "\x00" + key
+	if key != "" && !readOnly {
+		var fresh bool
+		k, fresh, err = fc.reserve(ctx, kk, action, string(raw))
+		if k == nil && err == nil {
+			err = rivet.Errorf(rivet.ErrInvalidArgument, "idempotency key %q of %s was used for another call (a different action or arguments): use a new key for a new call", key, h.id())
+		}
+		if err != nil || !fresh {
 			var res json.RawMessage
-			if kept.action != action || kept.args != string(raw) {
-				err = rivet.Errorf(rivet.ErrInvalidArgument, "idempotency key %q of %s was used for another call (a different action or arguments): use a new key for a new call", key, h.id())
-			} else {
-				res = kept.result
-				fc.calls[i].Duplicate = true
+			if err == nil {
+				res = bytes.Clone(k.result)
 			}
-			fc.mu.Unlock()
-			fc.finish(i, res, caller.SendResult{}, err)
+			fc.finish(i, err == nil, res, caller.SendResult{}, err)
 			return res, err
 		}
 	}
-	fc.mu.Unlock()
-	if err != nil {
-		fc.finish(i, nil, caller.SendResult{}, err)
-		return nil, err
-	}
-
-	v, err := fn(ctx, rec)
-	var res json.RawMessage
-	if err == nil {
-		if res, err = marshalResult(v); err != nil {
-			err = rivet.Errorf(rivet.ErrInternal, "the result of action %s of %s does not marshal to JSON: %v", action, h.id(), err)
-		}
-	}
-	if err == nil && key != "" && !readOnly {
-		fc.mu.Lock()
-		if _, ok := fc.callKeys[kk]; !ok { // a concurrent call with the key kept its own
-			fc.callKeys[kk] = keptCall{action: action, args: string(raw), result: res}
-		}
-		fc.mu.Unlock()
-	}
-	fc.finish(i, res, caller.SendResult{}, err)
-	return res, err
+	return h.runCall(ctx, i, action, reg, rec, kk, k)
 }
 
-// marshalResult is v as JSON: a json.RawMessage as it is.
+// runCall runs call i's function and answers what the caller gets; k, if
+// not nil, is the key it holds, released once the function ends.
+func (h *fakeHandle) runCall(ctx context.Context, i int, action string, reg actionReg, rec FakeCall, kk string, k *kept) (json.RawMessage, error) {
+	fc := h.fc
+	o, ok := run(ctx, func() (o outcome) {
+		defer func() {
+			if k != nil {
+				fc.release(kk, k, o.err == nil && o.panicked == nil, o.res, caller.SendResult{})
+			}
+		}()
+		v, err := reg.fn(ctx, rec.clone())
+		if err != nil {
+			return outcome{err: funcError("action "+action, h.id(), err)}
+		}
+		res, err := marshalResult(v)
+		if err != nil {
+			return outcome{err: rivet.Errorf(rivet.ErrInternal, "the result of action %s of %s is not JSON: %v", action, h.id(), err)}
+		}
+		return outcome{res: res}
+	})
+	if !ok {
+		o.err = ctxError(ctx)
+	}
+	if o.panicked != nil {
+		fc.finish(i, false, nil, caller.SendResult{}, fmt.Errorf("the function panicked: %v", o.panicked))
+		panic(o.panicked)
+	}
+	fc.finish(i, false, o.res, caller.SendResult{}, o.err)
+	return o.res, o.err
+}
+
+// marshalResult is v as JSON: a json.RawMessage as it is (a copy), if it
+// is JSON.
 func marshalResult(v any) (json.RawMessage, error) {
 	if r, ok := v.(json.RawMessage); ok && r != nil {
-		return r, nil
+		if !json.Valid(r) {
+			return nil, fmt.Errorf("json.RawMessage %q is not valid JSON", r)
+		}
+		return bytes.Clone(r), nil
 	}
 	return json.Marshal(v)
 }
 
 func (h *fakeHandle) send(ctx context.Context, queue string, body any, opts caller.SendOptions) (caller.SendResult, error) {
+	if ctx.Err() != nil {
+		return caller.SendResult{}, ctxError(ctx)
+	}
 	fc := h.fc
-	rec := FakeCall{Name: h.name, Key: slices.Clone(h.key), Create: h.create, Queue: queue, Wait: opts.Wait, Timeout: opts.Timeout, IdempotencyKey: opts.IdempotencyKey}
+	rec := FakeCall{Name: h.name, Key: slices.Clone(h.key), CreateIfMissing: h.create, Queue: queue, Wait: opts.Wait, Timeout: opts.Timeout, IdempotencyKey: opts.IdempotencyKey}
 	b, err := json.Marshal(body)
 	if err != nil {
 		err = rivet.Errorf(rivet.ErrInvalidArgument, "message body does not marshal to JSON: %v", err)
@@ -421,83 +668,151 @@ func (h *fakeHandle) send(ctx context.Context, queue string, body any, opts call
 	rec.Body = b
 	fc.mu.Lock()
 	i := fc.record(rec)
-	if err != nil {
-		fc.mu.Unlock()
-		fc.finish(i, nil, caller.SendResult{}, err)
-		return caller.SendResult{}, err
-	}
 	fn, has := fc.queues[[2]string{h.name, queue}]
-	err = h.findLocked(has, rivet.Errorf(rivet.ErrUnknownQueue, "actor %s has no queue %q (it has %s); workflowtest.FakeClient: give it one with Queue", h.name, queue, ofLocked(fc.queues, h.name)))
-	kk := h.id() + "\x00" + opts.IdempotencyKey
-	if err == nil && opts.IdempotencyKey != "" {
-		if kept, ok := fc.sendKeys[kk]; ok {
-			var res caller.SendResult
-			if kept.queue != queue || kept.body != string(b) {
-				err = rivet.Errorf(rivet.ErrInvalidArgument, "idempotency key %q of %s was used for another message (message %d, a different queue or body): use a new key for a new message", opts.IdempotencyKey, h.id(), kept.result.MessageID)
-			} else {
-				res = kept.result
-				res.Duplicate = true
-				fc.calls[i].Duplicate = true
-			}
-			fc.mu.Unlock()
-			fc.finish(i, nil, res, err)
-			return res, err
-		}
-	}
-	var id uint64
-	if err == nil {
-		fc.nextID++
-		id = fc.nextID
-	}
+	unknown := rivet.Errorf(rivet.ErrUnknownQueue, "actor %s has no queue %q (it has %s); workflowtest.FakeClient: give it one with Queue", h.name, queue, ofLocked(fc.queues, h.name))
 	fc.mu.Unlock()
+	if err == nil {
+		err = h.find(has, unknown, "", actionReg{arity: -1}, nil)
+	}
 	if err != nil {
-		fc.finish(i, nil, caller.SendResult{}, err)
+		fc.finish(i, false, nil, caller.SendResult{}, err)
 		return caller.SendResult{}, err
 	}
 
-	res := caller.SendResult{MessageID: id, Status: caller.SendEnqueued}
-	var v any
-	if fn != nil {
-		v, err = fn(ctx, rec)
-	}
-	switch r, ok := v.(caller.SendResult); {
-	case err != nil:
-		res = caller.SendResult{}
-	case ok:
-		res = r
-		if res.MessageID == 0 {
-			res.MessageID = id
+	var k *kept
+	kk := "send " + h.id() + "\x00" + opts.IdempotencyKey
+	if opts.IdempotencyKey != "" {
+		var fresh bool
+		k, fresh, err = fc.reserve(ctx, kk, queue, string(b))
+		if k == nil && err == nil {
+			err = rivet.Errorf(rivet.ErrInvalidArgument, "idempotency key %q of %s was used for another message (a different queue or body): use a new key for a new message", opts.IdempotencyKey, h.id())
 		}
-	case opts.Wait && fn == nil:
-		// Nothing completes it: the wait runs out, the message stays.
-		res.Status, res.MessageState = caller.SendTimedOut, caller.MessageQueued
-	case opts.Wait:
-		res.Status = caller.SendCompleted
-		if res.Response, err = marshalResult(v); err != nil {
-			res = caller.SendResult{}
-			err = rivet.Errorf(rivet.ErrInternal, "the completion of message %d of %s does not marshal to JSON: %v", id, h.id(), err)
+		if err != nil || !fresh {
+			var res caller.SendResult
+			if err == nil {
+				res = k.send
+				res.Response = bytes.Clone(res.Response)
+				if !opts.Wait {
+					// A node answers a send that does not wait from the
+					// key's record: the message, queued.
+					res = caller.SendResult{MessageID: res.MessageID, Status: caller.SendEnqueued, WorkflowStatus: res.WorkflowStatus}
+				}
+				res.Duplicate = true
+			}
+			fc.finish(i, err == nil, nil, res, err)
+			return res, err
 		}
 	}
-	if err == nil && opts.IdempotencyKey != "" {
+
+	// id is the message's ID, given once the message is accepted (its
+	// function returned without an error, or its sender stopped waiting
+	// for it); fc.mu guards it.
+	var id uint64
+	msgID := func() uint64 {
 		fc.mu.Lock()
-		if _, ok := fc.sendKeys[kk]; !ok {
-			fc.sendKeys[kk] = keptSend{queue: queue, body: string(b), result: res}
+		defer fc.mu.Unlock()
+		if id == 0 {
+			fc.nextID[h.id()]++
+			id = fc.nextID[h.id()]
 		}
-		fc.mu.Unlock()
+		return id
 	}
-	fc.finish(i, nil, res, err)
-	return res, err
+	body2 := func() (o outcome) {
+		defer func() {
+			if k != nil {
+				fc.release(kk, k, o.err == nil && o.panicked == nil, nil, o.send)
+			}
+		}()
+		var v any
+		var err error
+		if fn != nil {
+			v, err = fn(ctx, rec.clone())
+		}
+		if err != nil {
+			return outcome{err: funcError("queue "+queue, h.id(), err)}
+		}
+		r, isResult := v.(caller.SendResult)
+		switch {
+		case isResult:
+			if r.MessageID == 0 {
+				r.MessageID = msgID()
+			}
+			r.Response = bytes.Clone(r.Response)
+		case opts.Wait && fn == nil:
+			// Nothing takes it: the wait runs out, the message stays.
+			r = caller.SendResult{MessageID: msgID(), Status: caller.SendTimedOut, MessageState: caller.MessageQueued}
+		case opts.Wait:
+			resp, err := marshalResult(v)
+			if err != nil {
+				return outcome{err: rivet.Errorf(rivet.ErrInternal, "the completion of a message of %s is not JSON: %v", h.id(), err)}
+			}
+			r = caller.SendResult{MessageID: msgID(), Status: caller.SendCompleted, Response: resp}
+		default:
+			r = caller.SendResult{MessageID: msgID(), Status: caller.SendEnqueued}
+		}
+		return outcome{send: r}
+	}
+
+	var (
+		o  outcome
+		ok bool
+	)
+	if opts.Wait {
+		timer := time.NewTimer(sendWait(ctx, opts.Timeout))
+		defer timer.Stop()
+		done := make(chan outcome, 1)
+		go func() { o, _ := run(context.Background(), body2); done <- o }()
+		o, ok = await(ctx, done, timer.C)
+		if o.err != nil && ctx.Err() != nil {
+			ok = false // the function gave up with the caller: the wait did
+		}
+		if !ok && !errors.Is(ctx.Err(), context.Canceled) {
+			// The wait ran out (its timeout, or cut before the caller's
+			// deadline): the message is the function's, taken.
+			o, ok = outcome{send: caller.SendResult{MessageID: msgID(), Status: caller.SendTimedOut, MessageState: caller.MessageTaken}}, true
+		}
+	} else {
+		o, ok = run(ctx, body2)
+	}
+	if !ok {
+		o.err = ctxError(ctx)
+	}
+	if o.panicked != nil {
+		fc.finish(i, false, nil, caller.SendResult{}, fmt.Errorf("the function panicked: %v", o.panicked))
+		panic(o.panicked)
+	}
+	fc.finish(i, false, nil, o.send, o.err)
+	return o.send, o.err
+}
+
+// defaultSendWait is how long a waiting send waits by default, as a
+// node's.
+const defaultSendWait = 30 * time.Second
+
+// sendWait is how long a send that waits for its completion waits, as a
+// node's (runtime's sendWait): the timeout asked, ended before the
+// caller's deadline so that the caller hears "timed out" with the
+// message's ID rather than a deadline error.
+func sendWait(ctx context.Context, timeout time.Duration) time.Duration {
+	if timeout <= 0 {
+		timeout = defaultSendWait
+	}
+	if d, ok := ctx.Deadline(); ok {
+		left := time.Until(d)
+		timeout = max(min(timeout, left-min(left/10, 250*time.Millisecond)), time.Millisecond)
+	}
+	return timeout
 }
 
 // String says what c was, for a test's failure message.
 func (c FakeCall) String() string {
-	k, _ := json.Marshal(c.Key)
+	k, _ := json.Marshal(normKey(c.Key))
 	var what string
 	send := c.Action == ""
 	if send {
 		what = fmt.Sprintf("send to %s %s queue %q: %s", c.Name, k, c.Queue, c.Body)
 	} else {
-		args, _ := json.Marshal(c.Args)
+		args, _ := json.Marshal(append([]json.RawMessage{}, c.Args...))
 		what = fmt.Sprintf("call of %s %s action %q%s", c.Name, k, c.Action, args)
 	}
 	switch {

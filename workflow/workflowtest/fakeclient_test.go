@@ -63,7 +63,7 @@ func TestFakeClientCoordinatorRetriesAFailingWorker(t *testing.T) {
 		t.Fatalf("%d calls, want 3 (two failed attempts, one that succeeded): %v", len(calls), calls)
 	}
 	for i, c := range calls {
-		if c.Name != "workerActor" || !slices.Equal(c.Key, []string{"w-7"}) || !c.Create || c.Action != "runTask" ||
+		if c.Name != "workerActor" || !slices.Equal(c.Key, []string{"w-7"}) || !c.CreateIfMissing || c.Action != "runTask" ||
 			len(c.Args) != 1 || string(c.Args[0]) != "21" || !c.Done {
 			t.Fatalf("call %d: %v, want GetOrCreate(workerActor, w-7).runTask(21)", i, c)
 		}
@@ -190,7 +190,7 @@ func TestFakeClientGetOfAnActorThatDoesNotExistIsNotFound(t *testing.T) {
 	}
 	c := fc.Calls()[0]
 	var re *rivet.Error
-	if c.Create || !errors.Is(c.Err, rivet.ErrNotFound) || !errors.As(c.Err, &re) || re.Code != "not_found" {
+	if c.CreateIfMissing || !errors.Is(c.Err, rivet.ErrNotFound) || !errors.As(c.Err, &re) || re.Code != "not_found" {
 		t.Fatalf("call %v, want Get's, not found, with the node's code", c)
 	}
 
@@ -381,10 +381,13 @@ func TestFakeClientConcurrentUse(t *testing.T) {
 	if len(calls) != 2*goroutines*each {
 		t.Fatalf("%d recorded, want %d", len(calls), 2*goroutines*each)
 	}
-	ids := map[uint64]bool{}
+	ids := map[string]bool{} // an actor's IDs are its own
 	for _, c := range calls {
 		if c.Queue != "" {
-			ids[c.SendResult.MessageID] = true
+			ids[fmt.Sprint(c.Key, c.SendResult.MessageID)] = true
+			if c.SendResult.MessageID < 1 || c.SendResult.MessageID > each {
+				t.Fatalf("%v: message ID out of 1..%d", c, each)
+			}
 		}
 	}
 	if len(ids) != goroutines*each {

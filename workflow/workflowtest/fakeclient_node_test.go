@@ -1,0 +1,359 @@
+package workflowtest_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/caller"
+	"github.com/rivet-go/rivet/workflow/workflowtest"
+)
+
+// waitFor waits until cond holds, bounded in time.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// A function's error reaches the caller as a node's would: a rivet error
+// as it is, a deadline as a timeout, a cancellation as it is, anything
+// else as an internal error (whose cause the fake keeps in its message).
+func TestFakeClientFunctionErrorsAsANodeAnswersThem(t *testing.T) {
+	ctx := context.Background()
+	fc := workflowtest.NewFakeClient()
+	var give error
+	fc.Handle("svc", "do", func(context.Context, workflowtest.FakeCall) (any, error) { return nil, give })
+	fc.Queue("svc", "in", func(context.Context, workflowtest.FakeCall) (any, error) { return nil, give })
+	h := fc.GetOrCreate("svc", "a")
+	for _, tc := range []struct {
+		give     error
+		want     error
+		code, in string
+	}{
+		{rivet.UserError("overloaded", "too busy", nil), rivet.ErrUser, "overloaded", "too busy"},
+		{rivet.Errorf(rivet.ErrUnavailable, "restarting"), rivet.ErrUnavailable, "", "restarting"},
+		{errors.New("disk on fire"), rivet.ErrInternal, "", "disk on fire"},
+		{fmt.Errorf("wrapped: %w", context.DeadlineExceeded), rivet.ErrTimeout, "", "timed out"},
+		{context.Canceled, context.Canceled, "", "canceled"},
+	} {
+		give = tc.give
+		_, callErr := h.Call(ctx, "do")
+		sendErr := h.Send(ctx, "in", 1)
+		for what, err := range map[string]error{"call": callErr, "send": sendErr} {
+			if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.in) {
+				t.Errorf("%s, function's error %v: got %v, want %v saying %q", what, tc.give, err, tc.want, tc.in)
+			}
+			if tc.want == context.Canceled {
+				continue
+			}
+			var re *rivet.Error
+			if !errors.As(err, &re) || tc.code != "" && re.Code != tc.code {
+				t.Errorf("%s, function's error %v: got %#v, want a *rivet.Error (code %q)", what, tc.give, err, tc.code)
+			}
+		}
+	}
+}
+
+// Names and keys are checked as a node checks them, after the actor and
+// action are found and before the actor is created; a nil key and an
+// empty one are the same (refused) key.
+func TestFakeClientRefusesInvalidKeys(t *testing.T) {
+	fc := workflowtest.NewFakeClient()
+	fc.Handle("svc", "do", func(context.Context, workflowtest.FakeCall) (any, error) { return 1, nil })
+	fc.Queue("svc", "in", nil)
+	for _, tc := range []struct {
+		what string
+		err  error
+		want error
+	}{
+		{"no key", callErr(fc.GetOrCreate("svc"), "do"), rivet.ErrInvalidArgument},
+		{"an empty key", callErr(fc.GetOrCreate("svc", []string{}...), "do"), rivet.ErrInvalidArgument},
+		{"a key not UTF-8", callErr(fc.GetOrCreate("svc", "\xff"), "do"), rivet.ErrInvalidArgument},
+		{"a key component too long", callErr(fc.GetOrCreate("svc", strings.Repeat("k", 200)), "do"), rivet.ErrInvalidArgument},
+		{"send with no key", fc.GetOrCreate("svc").Send(context.Background(), "in", 1), rivet.ErrInvalidArgument},
+		{"unknown action first", callErr(fc.GetOrCreate("svc"), "nope"), rivet.ErrUnknownAction},
+	} {
+		if !errors.Is(tc.err, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.what, tc.err, tc.want)
+		}
+	}
+	for _, key := range [][]string{nil, {}, {"\xff"}} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("Create with key %q did not panic", key)
+				}
+			}()
+			fc.Create("svc", key...)
+		}()
+	}
+	if c := fc.Calls()[0]; c.Key == nil || len(c.Key) != 0 {
+		t.Errorf("recorded key %#v, want an empty (not nil) key", c.Key)
+	}
+}
+
+// A function gets a call of its own: what it changes in it is neither in
+// the record nor a data race with Calls (run with -race), and what Calls
+// returns is the test's to change.
+func TestFakeClientFunctionsOwnTheirCall(t *testing.T) {
+	fc := workflowtest.NewFakeClient()
+	fc.Handle("svc", "do", func(_ context.Context, c workflowtest.FakeCall) (any, error) {
+		for range 200 {
+			c.Key[0] = "changed"
+			c.Args[0][0] = ' '
+		}
+		return json.RawMessage(`{"ok":true}`), nil
+	})
+	fc.Queue("svc", "in", func(_ context.Context, c workflowtest.FakeCall) (any, error) {
+		for range 200 {
+			c.Body[0] = ' '
+		}
+		return nil, nil
+	})
+	stop := make(chan struct{})
+	var reader sync.WaitGroup
+	reader.Add(1)
+	go func() {
+		defer reader.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			for _, c := range fc.Calls() {
+				_ = c.String()
+			}
+		}
+	}()
+	h := fc.GetOrCreate("svc", "a")
+	for range 20 {
+		if _, err := h.Call(context.Background(), "do", 7); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Send(context.Background(), "in", 8); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	reader.Wait()
+	calls := fc.Calls()
+	calls[0].Args[0][0], calls[0].Result[0] = 'x', 'x'
+	for _, c := range fc.Calls() {
+		if c.Key[0] != "a" || c.Action != "" && string(c.Args[0]) != "7" || c.Action != "" && string(c.Result) != `{"ok":true}` || c.Queue != "" && string(c.Body) != "8" {
+			t.Fatalf("record changed by the function or the test: %v", c)
+		}
+	}
+}
+
+// HandleAction's arguments are checked as a node checks them (a JSON null
+// is no int, in the node's words), before the actor is created.
+func TestFakeClientHandleActionChecksArgumentsAsANode(t *testing.T) {
+	fc := workflowtest.NewFakeClient()
+	ran := 0
+	workflowtest.HandleAction(fc, "payments", "charge", func(context.Context, []string, int) (int, error) { ran++; return 0, nil })
+	for _, tc := range []struct {
+		key  string
+		args []any
+		want string
+	}{
+		{"a", []any{nil}, "argument 1:"},
+		{"b", []any{"ten"}, "argument 1:"},
+		{"c", []any{1, 2}, "action charge takes 1 argument(s), got 2"},
+		{"d", nil, "action charge takes 1 argument(s), got 0"},
+	} {
+		err := callErr(fc.GetOrCreate("payments", tc.key), "charge", tc.args...)
+		if !errors.Is(err, rivet.ErrInvalidArgument) || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "Go value") {
+			t.Errorf("args %v: %v, want ErrInvalidArgument saying %q, in a node's words", tc.args, err, tc.want)
+		}
+		if err := callErr(fc.Get("payments", tc.key), "charge", 1); !errors.Is(err, rivet.ErrNotFound) {
+			t.Errorf("args %v created the actor: a Get of it then got %v", tc.args, err)
+		}
+	}
+	if ran != 0 {
+		t.Fatalf("the function ran %d times, want never", ran)
+	}
+}
+
+// The caller's ctx: an ended one is refused without running anything; one
+// that ends while the function runs answers at once, while the function
+// goes on to its end (its goroutine then ends), and its outcome stands.
+func TestFakeClientHonoursTheCallersContext(t *testing.T) {
+	fc := workflowtest.NewFakeClient()
+	release, returned := make(chan struct{}), make(chan struct{})
+	var runs atomic.Int32
+	fc.Handle("svc", "slow", func(context.Context, workflowtest.FakeCall) (any, error) {
+		runs.Add(1)
+		<-release // ignores its ctx, as a careless action does
+		defer close(returned)
+		return "done", nil
+	})
+	h := fc.GetOrCreate("svc", "a")
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := h.Call(ended, "slow"); !errors.Is(err, context.Canceled) || runs.Load() != 0 {
+		t.Fatalf("call with an ended ctx: %v (ran %d), want context.Canceled without running", err, runs.Load())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_, err := rivet.CallWith[string](ctx, h, "slow", rivet.CallOptions{IdempotencyKey: "k"})
+	if !errors.Is(err, rivet.ErrTimeout) {
+		t.Fatalf("call whose deadline passed while it ran: %v, want ErrTimeout", err)
+	}
+	if c := fc.Calls()[0]; !c.Done || !errors.Is(c.Err, rivet.ErrTimeout) {
+		t.Fatalf("recorded %v, want the timeout", c)
+	}
+	close(release)
+	<-returned
+	res, err := h.(caller.OptionsCaller).CallWith(context.Background(), "slow", caller.CallOptions{IdempotencyKey: "k"})
+	if err != nil || string(res) != `"done"` || runs.Load() != 1 {
+		t.Fatalf("call again with the key: %s %v (ran %d), want the first's outcome, which stood", res, err, runs.Load())
+	}
+}
+
+// A waiting send waits as a node's does: up to its timeout, cut before
+// the caller's deadline, then timed out with the message taken, and no
+// error; a send that does not wait, again with a waiting send's key, is
+// its duplicate, enqueued.
+func TestFakeClientWaitingSendsAsANode(t *testing.T) {
+	fc := workflowtest.NewFakeClient()
+	release := make(chan struct{})
+	defer close(release)
+	fc.Queue("svc", "hang", func(ctx context.Context, _ workflowtest.FakeCall) (any, error) {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-release:
+			return "late", nil
+		}
+	})
+	fc.Queue("svc", "echo", func(_ context.Context, c workflowtest.FakeCall) (any, error) { return c.Body, nil })
+	h := fc.GetOrCreate("svc", "a")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	res, err := rivet.SendWait(ctx, h, "hang", 1, 0)
+	if err != nil || res.Status != rivet.SendTimedOut || res.MessageState != rivet.MessageTaken || res.MessageID != 1 {
+		t.Fatalf("SendWait whose caller's deadline came: %+v %v, want timed out, taken, message 1, no error", res, err)
+	}
+	res, err = rivet.SendWait(context.Background(), h, "hang", 2, 50*time.Millisecond)
+	if err != nil || res.Status != rivet.SendTimedOut || res.MessageState != rivet.MessageTaken || res.MessageID != 2 {
+		t.Fatalf("SendWait past its timeout: %+v %v, want timed out, taken, message 2, no error", res, err)
+	}
+
+	opts := rivet.SendOptions{Wait: true, IdempotencyKey: "k"}
+	first, err := rivet.SendWith(context.Background(), h, "echo", "hi", opts)
+	if err != nil || first.Status != rivet.SendCompleted || string(first.Response) != `"hi"` {
+		t.Fatalf("waiting SendWith: %+v %v", first, err)
+	}
+	again, err := rivet.SendWith(context.Background(), h, "echo", "hi", rivet.SendOptions{IdempotencyKey: "k"})
+	want := caller.SendResult{MessageID: first.MessageID, Status: caller.SendEnqueued, Duplicate: true}
+	if err != nil || again.MessageID != want.MessageID || again.Status != want.Status || !again.Duplicate || again.Response != nil {
+		t.Fatalf("SendWith again without waiting: %+v %v, want %+v", again, err, want)
+	}
+}
+
+// Message IDs are an actor's own, counted over the messages it accepted.
+func TestFakeClientMessageIDsPerActor(t *testing.T) {
+	ctx := context.Background()
+	fc := workflowtest.NewFakeClient()
+	fc.Queue("svc", "in", func(_ context.Context, c workflowtest.FakeCall) (any, error) {
+		if string(c.Body) == "-1" {
+			return nil, rivet.Errorf(rivet.ErrQueueFull, "full")
+		}
+		return nil, nil
+	})
+	a, b := fc.GetOrCreate("svc", "a"), fc.GetOrCreate("svc", "b")
+	var got []uint64
+	for _, step := range []struct {
+		h    caller.Handle
+		body int
+	}{{a, 1}, {b, 1}, {a, -1}, {a, 2}, {b, 2}} {
+		res, err := rivet.Enqueue(ctx, step.h, "in", step.body)
+		if (step.body < 0) != (err != nil) {
+			t.Fatalf("send %d: %v", step.body, err)
+		}
+		got = append(got, res.MessageID)
+	}
+	if want := []uint64{1, 1, 0, 2, 2}; !slices.Equal(got, want) {
+		t.Fatalf("message IDs %v, want %v", got, want)
+	}
+}
+
+// Two calls at once with the same new key run the function once: the
+// second waits for the first and is its duplicate; after a failed first,
+// the waiting second runs itself.
+func TestFakeClientConcurrentCallsWithOneKeyRunOnce(t *testing.T) {
+	for _, firstFails := range []bool{false, true} {
+		t.Run(fmt.Sprint("firstFails=", firstFails), func(t *testing.T) {
+			fc := workflowtest.NewFakeClient()
+			release := make(chan struct{})
+			var runs atomic.Int32
+			fc.Handle("svc", "do", func(context.Context, workflowtest.FakeCall) (any, error) {
+				n := runs.Add(1)
+				if n == 1 {
+					<-release
+					if firstFails {
+						return nil, rivet.Errorf(rivet.ErrUnavailable, "first fails")
+					}
+				}
+				return n, nil
+			})
+			h := fc.GetOrCreate("svc", "a")
+			opts := caller.CallOptions{IdempotencyKey: "k"}
+			type answer struct {
+				res json.RawMessage
+				err error
+			}
+			first, second := make(chan answer, 1), make(chan answer, 1)
+			go func() {
+				r, err := h.(caller.OptionsCaller).CallWith(context.Background(), "do", opts)
+				first <- answer{r, err}
+			}()
+			waitFor(t, "the first call to run", func() bool { return runs.Load() == 1 })
+			go func() {
+				r, err := h.(caller.OptionsCaller).CallWith(context.Background(), "do", opts)
+				second <- answer{r, err}
+			}()
+			waitFor(t, "the second call to come", func() bool { return len(fc.Calls()) == 2 })
+			close(release)
+			a1, a2 := <-first, <-second
+			if firstFails {
+				if a1.err == nil || a2.err != nil || string(a2.res) != "2" || runs.Load() != 2 {
+					t.Fatalf("first %s %v, second %s %v, ran %d: want the second to run itself after the first failed", a1.res, a1.err, a2.res, a2.err, runs.Load())
+				}
+				return
+			}
+			if a1.err != nil || a2.err != nil || string(a1.res) != "1" || string(a2.res) != "1" || runs.Load() != 1 || !fc.Calls()[1].Duplicate {
+				t.Fatalf("first %s %v, second %s %v, ran %d: want one run, the second its duplicate", a1.res, a1.err, a2.res, a2.err, runs.Load())
+			}
+		})
+	}
+}
+
+// A json.RawMessage result that is not JSON is the function's error, not
+// the caller's garbage; String prints a nil key and nil arguments as [].
+func TestFakeClientSmallThings(t *testing.T) {
+	fc := workflowtest.NewFakeClient()
+	fc.Handle("svc", "bad", func(context.Context, workflowtest.FakeCall) (any, error) { return json.RawMessage("{not json"), nil })
+	if err := callErr(fc.GetOrCreate("svc", "a"), "bad"); !errors.Is(err, rivet.ErrInternal) {
+		t.Fatalf("a result that is not JSON: %v, want ErrInternal", err)
+	}
+	if s := (workflowtest.FakeCall{Name: "svc", Action: "do", Done: true}).String(); s != `call of svc [] action "do"[]: ` {
+		t.Fatalf("String: %q", s)
+	}
+}
