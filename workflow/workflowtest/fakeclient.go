@@ -46,8 +46,8 @@ import (
 // caller to see it).
 //
 // The caller's ctx is honoured as a node's client honours it: a call or
-// send with an ended ctx is refused (rivet.ErrTimeout for a deadline,
-// context.Canceled), and one whose ctx ends while its function runs
+// send with an ended ctx is refused and not recorded (rivet.ErrTimeout
+// for a deadline, context.Canceled), and one whose ctx ends while its function runs
 // answers so at once; the function goes on to its end, as an action on a
 // node does, and its outcome stands (an idempotency key it succeeded with
 // is kept). A function should return when its ctx ends: until it does,
@@ -72,7 +72,9 @@ import (
 // function that changes the test's variables must guard them; neither a
 // query's read-only promise nor the node's size limits nor an idempotency
 // key's own limits are checked; there is no workflow behind a queue (a
-// send's WorkflowStatus is what a QueueFunc's caller.SendResult says).
+// send's WorkflowStatus is what a QueueFunc's caller.SendResult says); a
+// send with the key of one whose QueueFunc still runs waits for it (a
+// node answers it at once from the key's record: the message is queued).
 //
 // It is safe for concurrent use: a join's or race's branches call through
 // it at once.
