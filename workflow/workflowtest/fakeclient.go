@@ -427,7 +427,9 @@ func (h *fakeHandle) find(has bool, unknown error, action string, reg actionReg,
 	if reg.arity >= 0 && len(args) != reg.arity {
 		return rivet.Errorf(rivet.ErrInvalidArgument, "action %s takes %d argument(s), got %d", action, reg.arity, len(args))
 	}
-	if reg.check != nil {
+	// A node decodes the arguments before it creates the actor, or in the
+	// turn of one that exists: a Get of one that does not is not found.
+	if reg.check != nil && (h.create || fc.existing[h.id()]) {
 		if err := reg.check(args); err != nil {
 			return err
 		}

@@ -184,6 +184,14 @@ func TestFakeClientHandleActionChecksArgumentsAsANode(t *testing.T) {
 			t.Errorf("args %v created the actor: a Get of it then got %v", tc.args, err)
 		}
 	}
+	// As on a node, a Get decodes nothing for an actor that is not there.
+	if err := callErr(fc.Get("payments", "e"), "charge", "ten"); !errors.Is(err, rivet.ErrNotFound) {
+		t.Errorf("Get of an actor that does not exist, with arguments that do not decode: %v, want ErrNotFound", err)
+	}
+	fc.Create("payments", "e")
+	if err := callErr(fc.Get("payments", "e"), "charge", "ten"); !errors.Is(err, rivet.ErrInvalidArgument) {
+		t.Errorf("Get of an actor that exists, with arguments that do not decode: %v, want ErrInvalidArgument", err)
+	}
 	if ran != 0 {
 		t.Fatalf("the function ran %d times, want never", ran)
 	}
