@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -51,7 +52,11 @@ import (
 // answers so at once; the function goes on to its end, as an action on a
 // node does, and its outcome stands (an idempotency key it succeeded with
 // is kept). A function should return when its ctx ends: until it does,
-// its goroutine runs.
+// its goroutine runs (Wait waits for it). A function that panics, or
+// calls runtime.Goexit (t.FailNow), is answered as a node answers an
+// action that does: rivet.ErrInternal (with the panic and its stack), and
+// an idempotency key it held is not kept, so a retry runs it again;
+// FakeCall.Panic records the panic.
 //
 // Its handles implement what this module's handles do beyond
 // caller.Handle (caller.OptionsCaller, caller.Querier, caller.Sender,
@@ -89,6 +94,8 @@ type FakeClient struct {
 	calls    []FakeCall
 	nextID   map[string]uint64 // actorID: the last message ID it gave
 	keys     map[string]*kept  // "call"/"send" + actorID + "\x00" + key
+	running  int               // functions running (Wait)
+	idle     chan struct{}     // closed when running drops to 0
 }
 
 // actionReg is a registered action: its function and what a node checks
@@ -155,8 +162,9 @@ type FakeCall struct {
 	// caller got the first one's result.
 	Duplicate bool
 
-	// Done says that the caller got its answer, below; false while the
-	// ActionFunc or QueueFunc runs.
+	// Done says that the caller got its answer, below. The function may
+	// still run if the caller left (its ctx ended, a waiting send's wait
+	// ran out): FakeClient.Wait waits for it.
 	Done bool
 	// Result is a call's result; SendResult a send's (its MessageID
 	// counted from 1 per actor, over the messages it accepted).
@@ -164,6 +172,10 @@ type FakeCall struct {
 	SendResult caller.SendResult
 	// Err is the error the caller got.
 	Err error
+	// Panic is what the function panicked with, nil if it did not. The
+	// caller got rivet.ErrInternal (with the stack), as from a node, or
+	// had already left: Panic shows it then (check it after Wait).
+	Panic any
 }
 
 // clone is c with memory of its own, so that neither a function that
@@ -494,29 +506,43 @@ func (fc *FakeClient) release(kk string, k *kept, ok bool, result json.RawMessag
 
 // outcome is what a function's goroutine ends with.
 type outcome struct {
-	res      json.RawMessage
-	send     caller.SendResult
-	err      error
-	panicked any
+	res  json.RawMessage
+	send caller.SendResult
+	err  error
 }
 
-// run runs body on a goroutine of its own, as a node's CallLocal runs the
+// run runs body, the function of call i (what, e.g. "action charge", of
+// actor id), on a goroutine of its own, as a node's CallLocal runs the
 // called action: the caller waits for it or for its ctx, whichever ends
 // first; body goes on to its end meanwhile, and the goroutine ends with
-// it. A panic in body is raised again on the caller's goroutine, if the
-// caller still waits.
-func run(ctx context.Context, body func() outcome) (outcome, bool) {
+// it (Wait waits for it). k, if not nil, is the idempotency key (kk) it
+// holds: kept as a success only if body returned without an error.
+//
+// A panic in body, or its runtime.Goexit (a t.FailNow), is answered as a
+// node answers an action's: rivet.ErrInternal, and the key is not kept,
+// so that a retry runs it again. The panic is recorded (FakeCall.Panic),
+// so that it shows when the caller has left.
+func (fc *FakeClient) run(ctx context.Context, i int, what, id string, kk string, k *kept, body func() outcome) (outcome, bool) {
 	done := make(chan outcome, 1)
+	fc.started()
 	go func() {
+		defer fc.ended()
 		var o outcome
 		returned := false
 		defer func() {
 			if !returned {
-				if p := recover(); p != nil {
-					o.panicked = p
+				p := recover()
+				if p != nil {
+					o = outcome{err: rivet.Errorf(rivet.ErrInternal, "%s of %s panicked: %v\n%s", what, id, p, debug.Stack())}
+					fc.mu.Lock()
+					fc.calls[i].Panic = p
+					fc.mu.Unlock()
 				} else {
-					o.err = rivet.Errorf(rivet.ErrInternal, "the function called runtime.Goexit: the call got no reply")
+					o = outcome{err: rivet.Errorf(rivet.ErrInternal, "%s of %s called runtime.Goexit (t.FailNow?): the call got no reply", what, id)}
 				}
+			}
+			if k != nil {
+				fc.release(kk, k, returned && o.err == nil, o.res, o.send)
 			}
 			done <- o
 		}()
@@ -524,6 +550,48 @@ func run(ctx context.Context, body func() outcome) (outcome, bool) {
 		returned = true
 	}()
 	return await(ctx, done, nil)
+}
+
+// started and ended count the functions running, for Wait.
+func (fc *FakeClient) started() {
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	if fc.running == 0 {
+		fc.idle = make(chan struct{})
+	}
+	fc.running++
+}
+
+func (fc *FakeClient) ended() {
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	fc.running--
+	if fc.running == 0 {
+		close(fc.idle)
+	}
+}
+
+// Wait waits until no ActionFunc or QueueFunc runs, ctx bounding the wait
+// (its error if it ends first). A function goes on after its caller left
+// (its ctx ended, a waiting send's wait ran out), as an action on a node
+// does; a test that checks what the functions did, or that must not end
+// while they run, waits for them.
+func (fc *FakeClient) Wait(ctx context.Context) error {
+	for range 1000 { // each round, more functions started
+		fc.mu.Lock()
+		if fc.running == 0 {
+			fc.mu.Unlock()
+			return nil
+		}
+		idle := fc.idle
+		fc.mu.Unlock()
+		select {
+		case <-idle:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return errors.New("workflowtest: FakeClient.Wait: functions kept starting")
 }
 
 // await waits for done, or for ctx (ok false) or cut (a closed channel,
@@ -618,12 +686,7 @@ func (h *fakeHandle) call(ctx context.Context, action string, readOnly bool, key
 // not nil, is the key it holds, released once the function ends.
 func (h *fakeHandle) runCall(ctx context.Context, i int, action string, reg actionReg, rec FakeCall, kk string, k *kept) (json.RawMessage, error) {
 	fc := h.fc
-	o, ok := run(ctx, func() (o outcome) {
-		defer func() {
-			if k != nil {
-				fc.release(kk, k, o.err == nil && o.panicked == nil, o.res, caller.SendResult{})
-			}
-		}()
+	o, ok := fc.run(ctx, i, "action "+action, h.id(), kk, k, func() outcome {
 		v, err := reg.fn(ctx, rec.clone())
 		if err != nil {
 			return outcome{err: funcError("action "+action, h.id(), err)}
@@ -636,10 +699,6 @@ func (h *fakeHandle) runCall(ctx context.Context, i int, action string, reg acti
 	})
 	if !ok {
 		o.err = ctxError(ctx)
-	}
-	if o.panicked != nil {
-		fc.finish(i, false, nil, caller.SendResult{}, fmt.Errorf("the function panicked: %v", o.panicked))
-		panic(o.panicked)
 	}
 	fc.finish(i, false, o.res, caller.SendResult{}, o.err)
 	return o.res, o.err
@@ -721,12 +780,7 @@ func (h *fakeHandle) send(ctx context.Context, queue string, body any, opts call
 		}
 		return id
 	}
-	body2 := func() (o outcome) {
-		defer func() {
-			if k != nil {
-				fc.release(kk, k, o.err == nil && o.panicked == nil, nil, o.send)
-			}
-		}()
+	deliver := func() outcome {
 		var v any
 		var err error
 		if fn != nil {
@@ -765,7 +819,7 @@ func (h *fakeHandle) send(ctx context.Context, queue string, body any, opts call
 		timer := time.NewTimer(sendWait(ctx, opts.Timeout))
 		defer timer.Stop()
 		done := make(chan outcome, 1)
-		go func() { o, _ := run(context.Background(), body2); done <- o }()
+		go func() { o, _ := fc.run(context.Background(), i, "queue "+queue, h.id(), kk, k, deliver); done <- o }()
 		o, ok = await(ctx, done, timer.C)
 		if o.err != nil && ctx.Err() != nil {
 			ok = false // the function gave up with the caller: the wait did
@@ -776,14 +830,10 @@ func (h *fakeHandle) send(ctx context.Context, queue string, body any, opts call
 			o, ok = outcome{send: caller.SendResult{MessageID: msgID(), Status: caller.SendTimedOut, MessageState: caller.MessageTaken}}, true
 		}
 	} else {
-		o, ok = run(ctx, body2)
+		o, ok = fc.run(ctx, i, "queue "+queue, h.id(), kk, k, deliver)
 	}
 	if !ok {
 		o.err = ctxError(ctx)
-	}
-	if o.panicked != nil {
-		fc.finish(i, false, nil, caller.SendResult{}, fmt.Errorf("the function panicked: %v", o.panicked))
-		panic(o.panicked)
 	}
 	fc.finish(i, false, nil, o.send, o.err)
 	return o.send, o.err

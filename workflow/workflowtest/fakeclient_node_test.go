@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -363,5 +364,101 @@ func TestFakeClientSmallThings(t *testing.T) {
 	}
 	if s := (workflowtest.FakeCall{Name: "svc", Action: "do", Done: true}).String(); s != `call of svc [] action "do"[]: ` {
 		t.Fatalf("String: %q", s)
+	}
+}
+
+// A function that panics (or calls runtime.Goexit, as t.FailNow does)
+// with an idempotency key answers rivet.ErrInternal, as a node's action,
+// and leaves no key: a retry runs it again and gets its result. A panic
+// whose caller had left shows in the record, and Wait waits for the
+// functions that outlive their callers.
+func TestFakeClientPanicsAsANodeAnswersThem(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	fc := workflowtest.NewFakeClient()
+	var calls, sends atomic.Int32
+	fc.Handle("svc", "do", func(context.Context, workflowtest.FakeCall) (any, error) {
+		switch calls.Add(1) {
+		case 1:
+			panic("boom")
+		case 2:
+			runtime.Goexit()
+		}
+		return "ran", nil
+	})
+	fc.Queue("svc", "in", func(context.Context, workflowtest.FakeCall) (any, error) {
+		if sends.Add(1) == 1 {
+			panic("bang")
+		}
+		return "took", nil
+	})
+	h := fc.GetOrCreate("svc", "a")
+	for i, want := range []string{"panicked: boom", "runtime.Goexit", ""} {
+		var res string
+		var err error
+		within(t, 10*time.Second, "a call", func() {
+			res, err = rivet.CallWith[string](ctx, h, "do", rivet.CallOptions{IdempotencyKey: "k"})
+		})
+		if want != "" && (!errors.Is(err, rivet.ErrInternal) || !strings.Contains(err.Error(), want)) {
+			t.Fatalf("call %d: %q %v, want ErrInternal saying %q", i+1, res, err, want)
+		}
+		if want == "" && (err != nil || res != "ran") {
+			t.Fatalf("call again with the key after a panic and a Goexit: %q %v, want the function run again", res, err)
+		}
+	}
+	if c := fc.Calls()[0]; c.Panic != "boom" || !strings.Contains(c.Err.Error(), "goroutine") {
+		t.Fatalf("recorded %v (panic %v), want the panic and its stack", c, c.Panic)
+	}
+	opts := rivet.SendOptions{Wait: true, IdempotencyKey: "s"}
+	for i, want := range []string{"panicked: bang", ""} {
+		var res rivet.SendResult
+		var err error
+		within(t, 10*time.Second, "a waiting send", func() { res, err = rivet.SendWith(ctx, h, "in", 1, opts) })
+		if want != "" && (!errors.Is(err, rivet.ErrInternal) || !strings.Contains(err.Error(), want)) {
+			t.Fatalf("send %d: %+v %v, want ErrInternal saying %q", i+1, res, err, want)
+		}
+		if want == "" && (err != nil || res.Status != rivet.SendCompleted || string(res.Response) != `"took"` || res.Duplicate) {
+			t.Fatalf("send again with the key after a panic: %+v %v, want the function run again", res, err)
+		}
+	}
+
+	// The caller leaves; the function panics later.
+	release := make(chan struct{})
+	closeRelease := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(closeRelease)
+	fc.Handle("svc", "late", func(context.Context, workflowtest.FakeCall) (any, error) {
+		<-release
+		panic("late")
+	})
+	short, cancelShort := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancelShort()
+	if _, err := h.Call(short, "late"); !errors.Is(err, rivet.ErrTimeout) {
+		t.Fatalf("call whose caller left: %v, want ErrTimeout", err)
+	}
+	if err := fc.Wait(short); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Wait while a function runs, bounded by an ended ctx: %v, want its error", err)
+	}
+	closeRelease()
+	if err := fc.Wait(ctx); err != nil {
+		t.Fatalf("Wait: %v", err)
+	}
+	recs := fc.Calls()
+	if c := recs[len(recs)-1]; c.Panic != "late" || !errors.Is(c.Err, rivet.ErrTimeout) {
+		t.Fatalf("recorded %v (panic %v), want the caller's timeout and the later panic", c, c.Panic)
+	}
+}
+
+// within runs f, and fails the test if it does not return in d.
+func within(t *testing.T, d time.Duration, what string, f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f()
+	}()
+	select {
+	case <-done:
+	case <-time.After(d):
+		t.Fatalf("%s did not return in %s", what, d)
 	}
 }
