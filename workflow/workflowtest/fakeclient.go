@@ -121,12 +121,17 @@ type ActionFunc func(ctx context.Context, call FakeCall) (any, error)
 // send's result as it is (its MessageID the message's if zero).
 //
 // A waiting send waits for it as a node waits for a completion: up to
-// call.Timeout (30 s if 0), cut short before the caller's deadline (a
-// tenth of the time left, at most 250 ms); then it answers
+// call.Timeout (30 s if 0), in real time, cut short before the caller's
+// deadline (a tenth of the time left, at most 250 ms); then it answers
 // caller.SendResult{Status: caller.SendTimedOut, MessageState:
-// caller.MessageTaken} with no error. A waiting send to a queue of nil
-// function answers SendTimedOut with MessageQueued at once (nobody takes
-// the message), without waiting out its timeout.
+// caller.MessageTaken} with no error. Under Host, a step's timeout runs
+// on the test's clock, not in real time: the step's ctx has no deadline
+// to cut the wait, so a function that blocks makes the step wait out
+// call.Timeout. To simulate a send that times out, give the queue a nil
+// function (a waiting send then answers SendTimedOut with MessageQueued at
+// once: nobody takes the message), or return caller.SendResult{Status:
+// caller.SendTimedOut, MessageState: caller.MessageTaken} (taken, not
+// completed in time).
 type QueueFunc func(ctx context.Context, call FakeCall) (any, error)
 
 // FakeCall is one call or send a FakeClient got, as Calls returns it.
