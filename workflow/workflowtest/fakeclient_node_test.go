@@ -202,8 +202,12 @@ func TestFakeClientHandleActionChecksArgumentsAsANode(t *testing.T) {
 // that ends while the function runs answers at once, while the function
 // goes on to its end (its goroutine then ends), and its outcome stands.
 func TestFakeClientHonoursTheCallersContext(t *testing.T) {
+	bound, cancelBound := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancelBound()
 	fc := workflowtest.NewFakeClient()
 	release, returned := make(chan struct{}), make(chan struct{})
+	closeRelease := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(closeRelease)
 	var runs atomic.Int32
 	fc.Handle("svc", "slow", func(context.Context, workflowtest.FakeCall) (any, error) {
 		runs.Add(1)
@@ -217,18 +221,28 @@ func TestFakeClientHonoursTheCallersContext(t *testing.T) {
 	if _, err := h.Call(ended, "slow"); !errors.Is(err, context.Canceled) || runs.Load() != 0 {
 		t.Fatalf("call with an ended ctx: %v (ran %d), want context.Canceled without running", err, runs.Load())
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	ctx, cancel := context.WithTimeout(bound, 100*time.Millisecond)
 	defer cancel()
-	_, err := rivet.CallWith[string](ctx, h, "slow", rivet.CallOptions{IdempotencyKey: "k"})
+	var err error
+	within(t, 10*time.Second, "a call whose deadline passes", func() {
+		_, err = rivet.CallWith[string](ctx, h, "slow", rivet.CallOptions{IdempotencyKey: "k"})
+	})
 	if !errors.Is(err, rivet.ErrTimeout) {
 		t.Fatalf("call whose deadline passed while it ran: %v, want ErrTimeout", err)
 	}
 	if c := fc.Calls()[0]; !c.Done || !errors.Is(c.Err, rivet.ErrTimeout) {
 		t.Fatalf("recorded %v, want the timeout", c)
 	}
-	close(release)
-	<-returned
-	res, err := h.(caller.OptionsCaller).CallWith(context.Background(), "slow", caller.CallOptions{IdempotencyKey: "k"})
+	closeRelease()
+	select {
+	case <-returned:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the function did not return in 10 s after its release")
+	}
+	var res json.RawMessage
+	within(t, 10*time.Second, "the call again", func() {
+		res, err = h.(caller.OptionsCaller).CallWith(bound, "slow", caller.CallOptions{IdempotencyKey: "k"})
+	})
 	if err != nil || string(res) != `"done"` || runs.Load() != 1 {
 		t.Fatalf("call again with the key: %s %v (ran %d), want the first's outcome, which stood", res, err, runs.Load())
 	}
@@ -239,9 +253,11 @@ func TestFakeClientHonoursTheCallersContext(t *testing.T) {
 // error; a send that does not wait, again with a waiting send's key, is
 // its duplicate, enqueued.
 func TestFakeClientWaitingSendsAsANode(t *testing.T) {
+	bound, cancelBound := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancelBound()
 	fc := workflowtest.NewFakeClient()
 	release := make(chan struct{})
-	defer close(release)
+	t.Cleanup(sync.OnceFunc(func() { close(release) }))
 	fc.Queue("svc", "hang", func(ctx context.Context, _ workflowtest.FakeCall) (any, error) {
 		select {
 		case <-ctx.Done():
@@ -253,23 +269,33 @@ func TestFakeClientWaitingSendsAsANode(t *testing.T) {
 	fc.Queue("svc", "echo", func(_ context.Context, c workflowtest.FakeCall) (any, error) { return c.Body, nil })
 	h := fc.GetOrCreate("svc", "a")
 
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	ctx, cancel := context.WithTimeout(bound, 300*time.Millisecond)
 	defer cancel()
-	res, err := rivet.SendWait(ctx, h, "hang", 1, 0)
+	var (
+		res rivet.SendResult
+		err error
+	)
+	within(t, 10*time.Second, "a SendWait whose caller's deadline comes", func() { res, err = rivet.SendWait(ctx, h, "hang", 1, 0) })
 	if err != nil || res.Status != rivet.SendTimedOut || res.MessageState != rivet.MessageTaken || res.MessageID != 1 {
 		t.Fatalf("SendWait whose caller's deadline came: %+v %v, want timed out, taken, message 1, no error", res, err)
 	}
-	res, err = rivet.SendWait(context.Background(), h, "hang", 2, 50*time.Millisecond)
+	// The wait's own timer ends it, not the caller's ctx (10 s): well
+	// before a second, however loaded the machine.
+	start := time.Now()
+	within(t, 10*time.Second, "a SendWait past its timeout", func() { res, err = rivet.SendWait(bound, h, "hang", 2, 50*time.Millisecond) })
+	if took := time.Since(start); took >= time.Second {
+		t.Fatalf("SendWait with a timeout of 50ms took %s, want its timer to end it", took)
+	}
 	if err != nil || res.Status != rivet.SendTimedOut || res.MessageState != rivet.MessageTaken || res.MessageID != 2 {
 		t.Fatalf("SendWait past its timeout: %+v %v, want timed out, taken, message 2, no error", res, err)
 	}
 
 	opts := rivet.SendOptions{Wait: true, IdempotencyKey: "k"}
-	first, err := rivet.SendWith(context.Background(), h, "echo", "hi", opts)
+	first, err := rivet.SendWith(bound, h, "echo", "hi", opts)
 	if err != nil || first.Status != rivet.SendCompleted || string(first.Response) != `"hi"` {
 		t.Fatalf("waiting SendWith: %+v %v", first, err)
 	}
-	again, err := rivet.SendWith(context.Background(), h, "echo", "hi", rivet.SendOptions{IdempotencyKey: "k"})
+	again, err := rivet.SendWith(bound, h, "echo", "hi", rivet.SendOptions{IdempotencyKey: "k"})
 	want := caller.SendResult{MessageID: first.MessageID, Status: caller.SendEnqueued, Duplicate: true}
 	if err != nil || again.MessageID != want.MessageID || again.Status != want.Status || !again.Duplicate || again.Response != nil {
 		t.Fatalf("SendWith again without waiting: %+v %v, want %+v", again, err, want)
@@ -309,8 +335,12 @@ func TestFakeClientMessageIDsPerActor(t *testing.T) {
 func TestFakeClientConcurrentCallsWithOneKeyRunOnce(t *testing.T) {
 	for _, firstFails := range []bool{false, true} {
 		t.Run(fmt.Sprint("firstFails=", firstFails), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
 			fc := workflowtest.NewFakeClient()
 			release := make(chan struct{})
+			closeRelease := sync.OnceFunc(func() { close(release) })
+			t.Cleanup(closeRelease)
 			var runs atomic.Int32
 			fc.Handle("svc", "do", func(context.Context, workflowtest.FakeCall) (any, error) {
 				n := runs.Add(1)
@@ -330,17 +360,27 @@ func TestFakeClientConcurrentCallsWithOneKeyRunOnce(t *testing.T) {
 			}
 			first, second := make(chan answer, 1), make(chan answer, 1)
 			go func() {
-				r, err := h.(caller.OptionsCaller).CallWith(context.Background(), "do", opts)
+				r, err := h.(caller.OptionsCaller).CallWith(ctx, "do", opts)
 				first <- answer{r, err}
 			}()
 			waitFor(t, "the first call to run", func() bool { return runs.Load() == 1 })
 			go func() {
-				r, err := h.(caller.OptionsCaller).CallWith(context.Background(), "do", opts)
+				r, err := h.(caller.OptionsCaller).CallWith(ctx, "do", opts)
 				second <- answer{r, err}
 			}()
 			waitFor(t, "the second call to come", func() bool { return len(fc.Calls()) == 2 })
-			close(release)
-			a1, a2 := <-first, <-second
+			closeRelease()
+			var a1, a2 answer
+			for _, got := range []struct {
+				ch  chan answer
+				out *answer
+			}{{first, &a1}, {second, &a2}} {
+				select {
+				case *got.out = <-got.ch:
+				case <-time.After(10 * time.Second):
+					t.Fatal("a call did not return in 10 s after the release")
+				}
+			}
 			if firstFails {
 				if a1.err == nil || a2.err != nil || string(a2.res) != "2" || runs.Load() != 2 {
 					t.Fatalf("first %s %v, second %s %v, ran %d: want the second to run itself after the first failed", a1.res, a1.err, a2.res, a2.err, runs.Load())
