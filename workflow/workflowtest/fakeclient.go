@@ -38,13 +38,22 @@ import (
 //
 // Each is a *rivet.Error, as a node's, so that a step's recorded failure
 // keeps its code. An error an ActionFunc or QueueFunc returns reaches the
-// caller as a node's would: a *rivet.Error (rivet.UserError for an
-// action's own refusal, rivet.Errorf(rivet.ErrUnavailable, ...) for a
-// node's) as it is, so that a step's retries and their exhaustion can be
-// tested; context.DeadlineExceeded as rivet.ErrTimeout; context.Canceled
-// as it is; any other error as rivet.ErrInternal, whose message keeps the
-// cause for the test (a node hides it: return a rivet.Error for the
-// caller to see it).
+// caller as a node's would: a *rivet.Error as it is, so that a step's
+// retries and their exhaustion can be tested; context.DeadlineExceeded as
+// rivet.ErrTimeout; context.Canceled as it is; any other error as
+// rivet.ErrInternal, whose message keeps the cause for the test (a node
+// hides it: return a rivet.Error for the caller to see it).
+//
+// A *rivet.Error returned is what the node says, not what an action on it
+// returned: rivet.UserError is an action's own refusal, and
+// rivet.Errorf(rivet.ErrUnavailable, ...) is a node's "this did not run"
+// (safe to retry). (A node rewrites an ErrUnavailable its action returns
+// into one that may have run; the fake does not.) For an outcome the
+// caller cannot know (a connection that broke mid-call, an action that
+// ran and failed as unavailable: rivet.OutcomeUnknown true), return
+// &rivet.Error{Kind: rivet.ErrUnavailable, Message: ...}, without a
+// Group, as a node's client gets it; or rivet.Errorf(rivet.ErrTimeout,
+// ...).
 //
 // The caller's ctx is honoured as a node's client honours it: a call or
 // send with an ended ctx is refused and not recorded (rivet.ErrTimeout

@@ -67,6 +67,20 @@ func TestFakeClientFunctionErrorsAsANodeAnswersThem(t *testing.T) {
 			}
 		}
 	}
+	// A rivet error is what the node says: ErrUnavailable from Errorf did
+	// not run; one without a Group is an outcome unknown.
+	for _, tc := range []struct {
+		give    error
+		unknown bool
+	}{
+		{rivet.Errorf(rivet.ErrUnavailable, "moving"), false},
+		{&rivet.Error{Kind: rivet.ErrUnavailable, Message: "connection broke"}, true},
+	} {
+		give = tc.give
+		if _, err := h.Call(ctx, "do"); !errors.Is(err, rivet.ErrUnavailable) || rivet.OutcomeUnknown(err) != tc.unknown {
+			t.Errorf("function's error %#v: got %v (outcome unknown %v), want it as it is", tc.give, err, rivet.OutcomeUnknown(err))
+		}
+	}
 }
 
 // Names and keys are checked as a node checks them, after the actor and
