@@ -79,7 +79,9 @@ import (
 // rivet.ErrInvalidArgument; a call or send that failed keeps nothing. A
 // call with a key that a call still running holds waits for it (as a
 // node's second call waits for the actor's turn), then is its duplicate,
-// or runs itself if the first failed.
+// or runs itself if the first failed; one that the function holding the
+// key makes (through the ctx it got) is rivet.ErrFailedPrecondition at
+// once, as a node refuses a call that re-enters its key.
 //
 // What differs from a node: it runs the functions of one actor
 // concurrently (a node runs one turn of an actor at a time), so a
@@ -455,8 +457,13 @@ func (h *fakeHandle) find(has bool, unknown error, action string, reg actionReg,
 	}
 	// A node decodes the arguments before it creates the actor, or in the
 	// turn of one that exists: a Get of one that does not is not found.
+	// The decoder is the test's code (an UnmarshalJSON): run without
+	// fc.mu, its panic answered as a node answers it.
 	if reg.check != nil && (h.create || fc.existing[h.id()]) {
-		if err := reg.check(args); err != nil {
+		fc.mu.Unlock()
+		err := checkArgs(reg.check, action, h.id(), args)
+		fc.mu.Lock()
+		if err != nil {
 			return err
 		}
 	}
@@ -472,6 +479,22 @@ func (h *fakeHandle) find(has bool, unknown error, action string, reg actionReg,
 	fc.existing[h.id()] = true // GetOrCreate created it
 	return nil
 }
+
+// checkArgs runs check on args, a panic in it (a decoder's) being
+// rivet.ErrInternal, as on a node.
+func checkArgs(check func([]json.RawMessage) error, action, id string, args []json.RawMessage) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = rivet.Errorf(rivet.ErrInternal, "the arguments' decoder of action %s of %s panicked: %v\n%s", action, id, p, debug.Stack())
+		}
+	}()
+	return check(args)
+}
+
+// heldKey, in the ctx a function runs with, says that its call holds the
+// idempotency key (a "call " kk), so that a call it makes with the same
+// key is refused rather than waiting for itself.
+type heldKey string
 
 // reserve takes idempotency key kk for a call or send of what (action or
 // queue) with input (arguments or body): fresh, the caller runs it and
@@ -665,7 +688,10 @@ func (h *fakeHandle) call(ctx context.Context, action string, readOnly bool, key
 	fc.mu.Lock()
 	i := fc.record(rec)
 	reg, has := fc.actions[[2]string{h.name, action}]
-	unknown := rivet.Errorf(rivet.ErrUnknownAction, "actor %s has no action %q (it has %s); workflowtest.FakeClient: give it one with Handle", h.name, action, ofLocked(fc.actions, h.name))
+	var unknown error
+	if !has {
+		unknown = rivet.Errorf(rivet.ErrUnknownAction, "actor %s has no action %q (it has %s); workflowtest.FakeClient: give it one with Handle", h.name, action, ofLocked(fc.actions, h.name))
+	}
 	fc.mu.Unlock()
 	if err == nil {
 		err = h.find(has, unknown, action, reg, rec.Args)
@@ -680,7 +706,12 @@ func (h *fakeHandle) call(ctx context.Context, action string, readOnly bool, key
 	kk := "call " + h.id() + "\x00" + key
 	if key != "" && !readOnly {
 		var fresh bool
-		k, fresh, err = fc.reserve(ctx, kk, action, string(raw))
+		if ctx.Value(heldKey(kk)) != nil {
+			// As a node answers it (it would otherwise wait for itself).
+			err = rivet.Errorf(rivet.ErrFailedPrecondition, "a call with idempotency key %q of %s is running, and this one re-enters it: give the inner call a key of its own", key, h.id())
+		} else {
+			k, fresh, err = fc.reserve(ctx, kk, action, string(raw))
+		}
 		if k == nil && err == nil {
 			err = rivet.Errorf(rivet.ErrInvalidArgument, "idempotency key %q of %s was used for another call (a different action or arguments): use a new key for a new call", key, h.id())
 		}
@@ -700,8 +731,12 @@ func (h *fakeHandle) call(ctx context.Context, action string, readOnly bool, key
 // not nil, is the key it holds, released once the function ends.
 func (h *fakeHandle) runCall(ctx context.Context, i int, action string, reg actionReg, rec FakeCall, kk string, k *kept) (json.RawMessage, error) {
 	fc := h.fc
+	fctx := ctx
+	if k != nil {
+		fctx = context.WithValue(ctx, heldKey(kk), true)
+	}
 	o, ok := fc.run(ctx, i, "action "+action, h.id(), kk, k, func() outcome {
-		v, err := reg.fn(ctx, rec.clone())
+		v, err := reg.fn(fctx, rec.clone())
 		if err != nil {
 			return outcome{err: funcError("action "+action, h.id(), err)}
 		}
@@ -746,7 +781,10 @@ func (h *fakeHandle) send(ctx context.Context, queue string, body any, opts call
 	fc.mu.Lock()
 	i := fc.record(rec)
 	fn, has := fc.queues[[2]string{h.name, queue}]
-	unknown := rivet.Errorf(rivet.ErrUnknownQueue, "actor %s has no queue %q (it has %s); workflowtest.FakeClient: give it one with Queue", h.name, queue, ofLocked(fc.queues, h.name))
+	var unknown error
+	if !has {
+		unknown = rivet.Errorf(rivet.ErrUnknownQueue, "actor %s has no queue %q (it has %s); workflowtest.FakeClient: give it one with Queue", h.name, queue, ofLocked(fc.queues, h.name))
+	}
 	fc.mu.Unlock()
 	if err == nil {
 		err = h.find(has, unknown, "", actionReg{arity: -1}, nil)

@@ -516,3 +516,58 @@ func within(t *testing.T, d time.Duration, what string, f func()) {
 		t.Fatalf("%s did not return in %s", what, d)
 	}
 }
+
+// panicky is an argument whose decoder panics on "boom".
+type panicky struct{}
+
+func (*panicky) UnmarshalJSON(b []byte) error {
+	if string(b) == `"boom"` {
+		panic("decoder boom")
+	}
+	return nil
+}
+
+// A decoder that panics is the caller's rivet.ErrInternal, as on a node,
+// and leaves the fake usable; a call that re-enters the key its own call
+// holds is refused at once, as a node refuses it, instead of waiting for
+// itself.
+func TestFakeClientDecoderPanicsAndReentrantKeys(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	fc := workflowtest.NewFakeClient()
+	workflowtest.HandleAction(fc, "svc", "take", func(context.Context, []string, panicky) (string, error) { return "took", nil })
+	h := fc.GetOrCreate("svc", "a")
+	for _, arg := range []string{"boom", "fine"} {
+		var err error
+		within(t, 10*time.Second, "a call", func() {
+			defer func() {
+				if p := recover(); p != nil {
+					err = fmt.Errorf("the call panicked: %v", p)
+				}
+			}()
+			_, err = h.Call(ctx, "take", arg)
+		})
+		if want := arg == "boom"; want != errors.Is(err, rivet.ErrInternal) || !want && err != nil {
+			t.Fatalf("call with %q: %v, want ErrInternal only for the decoder's panic", arg, err)
+		}
+	}
+
+	fc.Handle("svc", "outer", func(ctx context.Context, _ workflowtest.FakeCall) (any, error) {
+		_, err := rivet.CallWith[string](ctx, h, "take", rivet.CallOptions{IdempotencyKey: "k"}, "x")
+		if !errors.Is(err, rivet.ErrFailedPrecondition) {
+			return nil, fmt.Errorf("inner call with the outer's key: %v, want ErrFailedPrecondition", err)
+		}
+		// Another key is its own.
+		return rivet.CallWith[string](ctx, h, "take", rivet.CallOptions{IdempotencyKey: "k2"}, "x")
+	})
+	var (
+		res string
+		err error
+	)
+	within(t, 10*time.Second, "a call whose function re-enters its key", func() {
+		res, err = rivet.CallWith[string](ctx, h, "outer", rivet.CallOptions{IdempotencyKey: "k"})
+	})
+	if err != nil || res != "took" {
+		t.Fatalf("outer call: %q %v", res, err)
+	}
+}
