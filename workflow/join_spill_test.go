@@ -73,6 +73,7 @@ type spillResult struct {
 func spillRun(t *testing.T, crashes map[int]bool, evict func(workflow.Wake) bool) (spillResult, []workflow.Entry, int, int) {
 	t.Helper()
 	h := workflowtest.NewHost(spillState{}, workflowtest.NewClock(t0))
+	h.NoAttemptMarkers = true // compared with the crash-free run (newHost)
 	for n, after := range crashes {
 		h.CrashAt(n, after)
 	}

@@ -153,6 +153,7 @@ type loopSimResult struct {
 
 func loopSimRun(t *testing.T, interval, size int, crashes map[int]bool, evict func(workflow.Wake) bool) (loopSimResult, int) {
 	h := workflowtest.NewHost(loopSimState{}, workflowtest.NewClock(t0))
+	h.NoAttemptMarkers = true // compared with the crash-free run (newHost)
 	for n, a := range crashes {
 		h.CrashAt(n, a)
 	}

@@ -333,6 +333,7 @@ type simResult struct {
 func simRun(t *testing.T, failAtEnd bool, crashes map[int]bool, evict func(workflow.Wake) bool) (simResult, []uint64, int, int) {
 	t.Helper()
 	h := workflowtest.NewHost(simState{}, workflowtest.NewClock(t0))
+	h.NoAttemptMarkers = true // compared with the crash-free run (newHost)
 	var completable []uint64
 	for i := 1; i <= 5; i++ {
 		id, _ := h.SendWait("jobs", job{i})

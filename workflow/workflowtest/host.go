@@ -75,6 +75,14 @@ type Host[S any] struct {
 	// (workflow.FailureCritical) with its changes discarded, as on a node.
 	MaxStateBytes      int
 	MaxStepOutputBytes int
+	// NoAttemptMarkers makes the host one without attempt markers
+	// (workflow.AttemptMarker, which a node has): a step attempt that a
+	// crash cuts short (Crash, CrashAt at its record's commit) then goes
+	// uncounted, and the step runs it again with the same number, so that
+	// a run with crashes commits what the same run without them does.
+	// Leave it false to see what a node does (attempts.go); set it before
+	// the first Run.
+	NoAttemptMarkers bool
 	// Queues, if set, are the actor's queue names, as its rivet.Actor's
 	// Queues: a receive that names another fails (workflow.ErrInvalid)
 	// and Send to another panics, as a node refuses them, so that a
@@ -102,6 +110,8 @@ type Host[S any] struct {
 	crashes     map[int]bool // commit number -> crash after applying it
 	wakes       chan workflow.Wake
 	hangs       chan struct{}
+	// marks are the attempt markers, by step path (attempts.go).
+	marks map[string]attemptMark
 }
 
 // Event is an event a step published (StepCtx.Broadcast), its data as
@@ -145,7 +155,7 @@ func NewHost[S any](initial S, clock *Clock) *Host[S] {
 		MaxStateBytes: 1 << 20, MaxStepOutputBytes: 1 << 20,
 		notify: make(chan struct{}), waiters: map[uint64]chan json.RawMessage{},
 		completions: map[uint64]int{}, crashes: map[int]bool{}, wakes: make(chan workflow.Wake, 1),
-		hangs: make(chan struct{}, 1),
+		hangs: make(chan struct{}, 1), marks: map[string]attemptMark{},
 	}
 }
 
@@ -267,6 +277,9 @@ func (h *Host[S]) SetHistory(entries []workflow.Entry) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.history = make(map[string][]byte, len(entries))
+	// As a node's retry, which rewrites the history: the markers of the
+	// runs before would count against the steps the next run runs.
+	clear(h.marks)
 	for i := range entries {
 		b, err := json.Marshal(&entries[i])
 		if err != nil {
@@ -315,12 +328,14 @@ func (h *Host[S]) Run(ctx context.Context, fn func(*workflow.Ctx[S]) error) work
 	actx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	a := &activation[S]{h: h, kill: cancel, state: new(S)}
+	actx = context.WithValue(actx, activationKey{}, a) // for Crash
 	h.mu.Lock()
 	if err := json.Unmarshal(h.state, a.state); err != nil {
 		h.mu.Unlock()
 		panic(err)
 	}
 	hist := h.historyLocked()
+	a.loadMarksLocked()
 	h.mu.Unlock()
 	select {
 	case <-h.wakes: // a report of an earlier activation
@@ -341,6 +356,17 @@ func (h *Host[S]) Run(ctx context.Context, fn func(*workflow.Ctx[S]) error) work
 			if err := a.commitLocked(nil, nil, nil); err != nil && !evicted {
 				out = workflow.Outcome{Status: workflow.RunYielded}
 			}
+		}
+		switch {
+		case a.dead:
+			// A crash: the markers stay, for the next run to count.
+		case out.Status == workflow.RunCompleted || out.Status == workflow.RunFailed:
+			// As a node's record of the workflow's end.
+			a.dropMarksLocked()
+		case evicted:
+			// The host's graceful stop: the bodies it cut off are not
+			// counted.
+			a.dropOwnMarksLocked()
 		}
 		h.mu.Unlock()
 	}
@@ -481,6 +507,12 @@ type activation[S any] struct {
 	// deferredEvents are the events of the deferred steps, and of an
 	// attempt whose commit is being made, published when a commit applies.
 	deferredEvents []Event
+	// marks are the attempt markers the activation knows (as a node's
+	// activation.marks), marking says that its run marks the bodies it
+	// starts, markedN counts those it marked (attempts.go).
+	marks   map[string]markEntry
+	marking bool
+	markedN int
 }
 
 var _ workflow.Host = (*activation[struct{}])(nil)
@@ -780,6 +812,7 @@ func (a *activation[S]) commitLocked(writes []workflow.HistoryWrite, snap []byte
 	if h.OnBatch != nil {
 		h.OnBatch(batch)
 	}
+	a.applyMarksLocked(batch)
 	for i, w := range batch {
 		if w.Put != nil {
 			h.history[w.Put.Path] = encoded[i]
