@@ -167,8 +167,9 @@ func (s *StepCtx[S]) Enqueue(queue string, body any) error {
 	return s.enqueue.Enqueue(queue, body)
 }
 
-// Critical, as errNoScheduler: no retry gives the host a queue.
-var errNoEnqueue = Critical(errors.New("workflow: this host cannot enqueue messages (workflowtest.Host cannot: test Enqueue with nodetest)"))
+// Critical, as errNoScheduler: no retry gives the host a queue. (A node
+// and workflowtest.Host both enqueue; a Host of the user's own may not.)
+var errNoEnqueue = Critical(errors.New("workflow: this host cannot enqueue messages (its StepEnv has no Enqueue)"))
 
 // Attempt is the attempt's number, from 1. It counts the attempts
 // recorded, and, on a host that marks attempts (workflow.AttemptMarker; a

@@ -75,6 +75,13 @@ type Host[S any] struct {
 	// (workflow.FailureCritical) with its changes discarded, as on a node.
 	MaxStateBytes      int
 	MaxStepOutputBytes int
+	// MaxMessageBytes and MaxQueueDepth bound what a step's Enqueue
+	// queues, as a node's limits of the same names do (NewHost sets them
+	// to the node's defaults, 64 KiB and 1000 messages in a queue; 0: no
+	// bound): past them it fails with rivet.ErrTooLarge, ErrQueueFull.
+	// Send, the test's own, is not bounded.
+	MaxMessageBytes int
+	MaxQueueDepth   int
 	// NoAttemptMarkers makes the host one without attempt markers
 	// (workflow.AttemptMarker, which a node has): a step attempt that a
 	// crash cuts short (Crash, CrashAt at its record's commit) then goes
@@ -152,7 +159,7 @@ func NewHost[S any](initial S, clock *Clock) *Host[S] {
 	}
 	return &Host[S]{
 		Clock: clock, Name: "test", Key: []string{"test"}, state: b, history: map[string][]byte{}, nextID: 1,
-		MaxStateBytes: 1 << 20, MaxStepOutputBytes: 1 << 20,
+		MaxStateBytes: 1 << 20, MaxStepOutputBytes: 1 << 20, MaxMessageBytes: 64 << 10, MaxQueueDepth: 1000,
 		notify: make(chan struct{}), waiters: map[uint64]chan json.RawMessage{},
 		completions: map[uint64]int{}, crashes: map[int]bool{}, wakes: make(chan workflow.Wake, 1),
 		hangs: make(chan struct{}, 1), marks: map[string]attemptMark{},
@@ -352,7 +359,7 @@ func (h *Host[S]) Run(ctx context.Context, fn func(*workflow.Ctx[S]) error) work
 		// commit"): a run ending with one would never commit it. (The
 		// runtime defers none: it commits every step at once.)
 		h.mu.Lock()
-		if len(a.deferred) > 0 && !a.dead {
+		if (len(a.deferred) > 0 || len(a.deferredMsgs) > 0) && !a.dead {
 			if err := a.commitLocked(nil, nil, nil); err != nil && !evicted {
 				out = workflow.Outcome{Status: workflow.RunYielded}
 			}
@@ -507,6 +514,9 @@ type activation[S any] struct {
 	// deferredEvents are the events of the deferred steps, and of an
 	// attempt whose commit is being made, published when a commit applies.
 	deferredEvents []Event
+	// deferredMsgs are the messages the same attempts enqueued, queued
+	// when a commit applies.
+	deferredMsgs []stagedMessage
 	// marks are the attempt markers the activation knows (as a node's
 	// activation.marks), marking says that its run marks the bodies it
 	// starts, markedN counts those it marked (attempts.go).
@@ -576,8 +586,11 @@ func (a *activation[S]) RunStep(ctx context.Context, ephemeral bool, fn func(wor
 	}
 	var checked []byte // the state as check encoded it
 	pub := &stepEvents{}
-	refuse := func(why error) error { // the attempt's changes go, its events too
+	msgs := &stepMessages[S]{h: a.h, a: a}
+	refused := false
+	refuse := func(why error) error { // the attempt's changes go, its events and messages too
 		pub.events = nil
+		refused = true
 		return a.discard(why)
 	}
 	check := func(out json.RawMessage) error {
@@ -594,7 +607,8 @@ func (a *activation[S]) RunStep(ctx context.Context, ephemeral bool, fn func(wor
 		checked = b
 		return nil
 	}
-	writes := fn(workflow.StepEnv{State: a.state, Client: a.h.client(), Events: pub, Check: check})
+	writes := fn(workflow.StepEnv{State: a.state, Client: a.h.client(), Events: pub, Enqueue: msgs, Check: check})
+	staged := msgs.end(writes == nil || refused)
 	if writes == nil {
 		// Abandoned attempt (its race lost, the run evicted): it commits
 		// nothing, so memory goes back to what this activation holds as
@@ -617,13 +631,17 @@ func (a *activation[S]) RunStep(ctx context.Context, ephemeral bool, fn func(wor
 		a.deferred = workflow.AppendWrites(a.deferred, writes...)
 		a.deferredState = snap
 		a.deferredEvents = append(a.deferredEvents, pub.events...)
+		a.deferredMsgs = append(a.deferredMsgs, staged...)
 		return nil
 	}
-	before := len(a.deferredEvents)
+	before, beforeMsgs := len(a.deferredEvents), len(a.deferredMsgs)
 	a.deferredEvents = append(a.deferredEvents, pub.events...)
+	a.deferredMsgs = append(a.deferredMsgs, staged...)
 	err := a.commitLocked(writes, snap, nil)
 	if err != nil && !a.dead {
-		a.deferredEvents = a.deferredEvents[:before] // not committed: the attempt's own go
+		// Not committed: the attempt's own go.
+		a.deferredEvents = a.deferredEvents[:before]
+		a.deferredMsgs = a.deferredMsgs[:beforeMsgs]
 	}
 	return err
 }
@@ -847,6 +865,7 @@ func (a *activation[S]) commitLocked(writes []workflow.HistoryWrite, snap []byte
 	a.deferred, a.deferredState = nil, nil
 	h.events = append(h.events, a.deferredEvents...)
 	a.deferredEvents = nil
+	a.queueStagedLocked()
 	for _, f := range after {
 		f()
 	}
@@ -869,7 +888,7 @@ func (a *activation[S]) commitLocked(writes []workflow.HistoryWrite, snap []byte
 // would.
 func (a *activation[S]) die() {
 	a.dead = true
-	a.deferred, a.deferredState, a.deferredEvents = nil, nil, nil
+	a.deferred, a.deferredState, a.deferredEvents, a.deferredMsgs = nil, nil, nil, nil
 	a.kill(ErrCrash)
 }
 

@@ -1,0 +1,133 @@
+package workflowtest_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/workflow"
+	"github.com/rivet-go/rivet/workflow/workflowtest"
+)
+
+type jobs struct {
+	Took []string `json:"took"`
+}
+
+// handOff enqueues a job on the workflow's own queue from a step, and then
+// takes it with Next.
+func handOff(c *workflow.Ctx[jobs]) error {
+	if err := c.Step("plan", func(s *workflow.StepCtx[jobs]) error {
+		return s.Enqueue("jobs", fmt.Sprintf("job of attempt %d", s.Attempt()))
+	}); err != nil {
+		return err
+	}
+	m, err := workflow.Next[string](c, "take", workflow.NextOptions{Names: []string{"jobs"}})
+	if err != nil {
+		return err
+	}
+	return c.Step("record", func(s *workflow.StepCtx[jobs]) error {
+		s.State.Took = append(s.State.Took, m.Body)
+		return nil
+	})
+}
+
+// A step's Enqueue queues its message as on a node: with the commit of the
+// attempt's record, so that a later Next of the workflow takes it. It used
+// to fail the step (the host had no Enqueue: "test Enqueue with
+// nodetest").
+func TestAStepsEnqueuedMessageIsTakenByALaterReceive(t *testing.T) {
+	h := workflowtest.NewHost(jobs{}, workflowtest.NewClock(time.Unix(1700000000, 0)))
+	h.Queues = []string{"jobs"}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	out, _ := h.Drive(ctx, handOff, workflowtest.DriveOptions{MaxActivations: 10})
+	if out.Status != workflow.RunCompleted {
+		t.Fatalf("outcome %v (%v), want completed", out.Status, out.Err)
+	}
+	if got := h.State().Took; !slices.Equal(got, []string{"job of attempt 1"}) {
+		t.Fatalf("took %q, want the step's message", got)
+	}
+	if q := h.Queue(); len(q) != 0 {
+		t.Fatalf("queue %+v, want empty", q)
+	}
+}
+
+// A crash of the commit of the step's record queues nothing: the message
+// goes with the attempt, and the step's next attempt enqueues it once.
+func TestACrashedCommitQueuesNoneOfItsStepsMessages(t *testing.T) {
+	h := workflowtest.NewHost(jobs{}, workflowtest.NewClock(time.Unix(1700000000, 0)))
+	h.Queues = []string{"jobs"}
+	h.CrashAt(1, false) // plan's record
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if out := h.Run(ctx, handOff); out.Status != workflow.RunYielded || !errors.Is(out.Err, workflowtest.ErrCrash) {
+		t.Fatalf("first run: %v (%v), want a yield to the crash", out.Status, out.Err)
+	}
+	if q := h.Queue(); len(q) != 0 {
+		t.Fatalf("queue after the crashed commit %+v, want empty", q)
+	}
+	out, _ := h.Drive(ctx, handOff, workflowtest.DriveOptions{MaxActivations: 10})
+	if out.Status != workflow.RunCompleted {
+		t.Fatalf("outcome %v (%v), want completed", out.Status, out.Err)
+	}
+	// Attempt 2: the crash at its record's commit counts (the node's
+	// attempt markers).
+	if got := h.State().Took; !slices.Equal(got, []string{"job of attempt 2"}) {
+		t.Fatalf("took %q, want the retried step's one message", got)
+	}
+	if q := h.Queue(); len(q) != 0 {
+		t.Fatalf("queue %+v, want empty: the retried step enqueued once", q)
+	}
+}
+
+// Enqueue checks at the call what a node checks, with its errors; the
+// messages of a failed attempt are queued (roll-forward, as its state),
+// after the messages sent before, in the order enqueued.
+func TestAStepsEnqueueIsCheckedAndOrderedAsOnANode(t *testing.T) {
+	h := workflowtest.NewHost(jobs{}, workflowtest.NewClock(time.Unix(1700000000, 0)))
+	h.Queues = []string{"jobs", "other"}
+	h.MaxMessageBytes = 100
+	before := h.Send("other", "sent before")
+	var errs []error
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	out, _ := h.Drive(ctx, func(c *workflow.Ctx[jobs]) error {
+		return c.StepWith(workflow.StepOptions{Name: "plan", MaxRetries: 1}, func(s *workflow.StepCtx[jobs]) error {
+			if s.Attempt() == 1 {
+				errs = append(errs, s.Enqueue("jbos", 1), s.Enqueue("jobs", string(make([]byte, 200))), s.Enqueue("jobs", func() {}))
+				for i := range 33 {
+					if err := s.Enqueue("jobs", fmt.Sprint(i)); err != nil {
+						errs = append(errs, err)
+					}
+				}
+				return errors.New("fails after enqueueing")
+			}
+			return s.Enqueue("other", "second attempt")
+		})
+	}, workflowtest.DriveOptions{MaxActivations: 10})
+	if out.Status != workflow.RunCompleted {
+		t.Fatalf("outcome %v (%v), want completed", out.Status, out.Err)
+	}
+	want := []error{rivet.ErrUnknownQueue, rivet.ErrTooLarge, rivet.ErrInvalidArgument, rivet.ErrTooLarge}
+	if len(errs) != len(want) {
+		t.Fatalf("errors %v, want %v", errs, want)
+	}
+	for i, err := range errs {
+		if !errors.Is(err, want[i]) {
+			t.Errorf("error %d: %v, want %v", i, err, want[i])
+		}
+	}
+	q := h.Queue()
+	if len(q) != 34 || q[0].ID != before || q[1].Body == nil || string(q[1].Body) != `"0"` || string(q[32].Body) != `"31"` || string(q[33].Body) != `"second attempt"` {
+		t.Fatalf("queue of %d messages %+v; want the one sent, the failed attempt's 32, the second attempt's", len(q), q)
+	}
+	for i := 1; i < len(q); i++ {
+		if q[i].ID <= q[i-1].ID {
+			t.Fatalf("queue %+v: IDs out of order", q)
+		}
+	}
+}
