@@ -92,6 +92,29 @@ func TestAStepAfterACrashInItsBodyRunsItsNextAttempt(t *testing.T) {
 	}
 
 	h = workflowtest.NewHost(st{}, workflowtest.NewClock(time.Unix(1700000000, 0)))
+	var doAttempts []int
+	out, _ = h.Drive(ctx, func(c *workflow.Ctx[st]) error {
+		_, err := workflow.Do(c, "call", func(d *workflow.DoCtx) (int, error) {
+			mu.Lock()
+			doAttempts = append(doAttempts, d.Attempt())
+			n := len(doAttempts)
+			mu.Unlock()
+			if n == 1 {
+				h.Crash(d.Context())
+				return 0, d.Context().Err()
+			}
+			return n, nil
+		})
+		return err
+	}, workflowtest.DriveOptions{MaxActivations: 10})
+	mu.Lock()
+	got := slices.Clone(doAttempts)
+	mu.Unlock()
+	if out.Status != workflow.RunCompleted || !slices.Equal(got, []int{1, 2}) {
+		t.Fatalf("crash in a Do body: outcome %v (%v), attempts %v; want completed at attempt 2", out.Status, out.Err, got)
+	}
+
+	h = workflowtest.NewHost(st{}, workflowtest.NewClock(time.Unix(1700000000, 0)))
 	h.CrashAt(1, false) // the record of the step's first attempt never commits
 	out, _ = h.Drive(ctx, func(c *workflow.Ctx[st]) error { return step(c, "lost", 0) }, workflowtest.DriveOptions{MaxActivations: 10})
 	if out.Status != workflow.RunCompleted || !slices.Equal(h.State().Seen, []int{2}) {
