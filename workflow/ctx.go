@@ -173,7 +173,8 @@ var errNoEnqueue = Critical(errors.New("workflow: this host cannot enqueue messa
 
 // Attempt is the attempt's number, from 1. It counts the attempts
 // recorded, and, on a host that marks attempts (workflow.AttemptMarker; a
-// node does), an attempt whose node crashed while its body ran (or that
+// node does, and so does workflowtest.Host, whose Crash is the node dying
+// in the body), an attempt whose node crashed while its body ran (or that
 // ended but whose record the node could not write) if that body was one
 // its run marked: the first it started since the workflow was loaded, and
 // the Do bodies started beside it. The step's next run is then attempt
