@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/rivet-go/rivet/workflow"
+	"github.com/rivet-go/rivet/workflow/internal/hosthook"
 	"github.com/rivet-go/rivet/workflow/workflowtest"
 )
 
@@ -126,7 +127,7 @@ func heldSimWorkflow(c *loopSimCtx) error {
 func heldSimRun(t *testing.T, crashes map[int]bool, evict func(workflow.Wake) bool) (loopSimResult, int) {
 	t.Helper()
 	h := workflowtest.NewHost(loopSimState{}, workflowtest.NewClock(t0))
-	h.NoAttemptMarkers = true // compared with the crash-free run (newHost)
+	hosthook.NoAttemptMarkers(h) // compared with the crash-free run (newHost)
 	for i := 1; i <= 2; i++ {
 		h.Send("offers", job{i})
 		h.Send("bids", job{10 * i})

@@ -6,18 +6,19 @@ import (
 	"time"
 
 	"github.com/rivet-go/rivet/workflow"
+	"github.com/rivet-go/rivet/workflow/internal/hosthook"
 	"github.com/rivet-go/rivet/workflow/workflowtest"
 )
 
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
-// newHost returns a host without attempt markers (Host.NoAttemptMarkers):
+// newHost returns a host without attempt markers (hosthook.NoAttemptMarkers):
 // the engine's tests compare a run with crashes to the same run without,
 // which a host that counts the attempts a crash cuts short does not keep.
 // The markers' own tests: attempt_marker_test.go, workflowtest's, runtime's.
 func newHost[S any](initial S) *workflowtest.Host[S] {
 	h := workflowtest.NewHost(initial, workflowtest.NewClock(t0))
-	h.NoAttemptMarkers = true
+	hosthook.NoAttemptMarkers(h)
 	return h
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rivet-go/rivet/workflow"
+	"github.com/rivet-go/rivet/workflow/internal/hosthook"
 	"github.com/rivet-go/rivet/workflow/workflowtest"
 )
 
@@ -73,7 +74,7 @@ type spillResult struct {
 func spillRun(t *testing.T, crashes map[int]bool, evict func(workflow.Wake) bool) (spillResult, []workflow.Entry, int, int) {
 	t.Helper()
 	h := workflowtest.NewHost(spillState{}, workflowtest.NewClock(t0))
-	h.NoAttemptMarkers = true // compared with the crash-free run (newHost)
+	hosthook.NoAttemptMarkers(h) // compared with the crash-free run (newHost)
 	for n, after := range crashes {
 		h.CrashAt(n, after)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rivet-go/rivet/workflow"
+	"github.com/rivet-go/rivet/workflow/internal/hosthook"
 	"github.com/rivet-go/rivet/workflow/workflowtest"
 )
 
@@ -153,7 +154,7 @@ type loopSimResult struct {
 
 func loopSimRun(t *testing.T, interval, size int, crashes map[int]bool, evict func(workflow.Wake) bool) (loopSimResult, int) {
 	h := workflowtest.NewHost(loopSimState{}, workflowtest.NewClock(t0))
-	h.NoAttemptMarkers = true // compared with the crash-free run (newHost)
+	hosthook.NoAttemptMarkers(h) // compared with the crash-free run (newHost)
 	for n, a := range crashes {
 		h.CrashAt(n, a)
 	}

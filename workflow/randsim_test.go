@@ -44,6 +44,7 @@ import (
 	"time"
 
 	"github.com/rivet-go/rivet/workflow"
+	"github.com/rivet-go/rivet/workflow/internal/hosthook"
 	"github.com/rivet-go/rivet/workflow/workflowtest"
 )
 
@@ -1221,7 +1222,7 @@ type rsRunOpts struct {
 // end is a result with status RunYielded ("stuck").
 func rsRun(p *rsProg, o rsRunOpts) (rsResult, int, int) {
 	h := workflowtest.NewHost(rsState{}, workflowtest.NewClock(t0))
-	h.NoAttemptMarkers = true // compared with the crash-free run (newHost)
+	hosthook.NoAttemptMarkers(h) // compared with the crash-free run (newHost)
 	for n, after := range o.crashes {
 		h.CrashAt(n, after)
 	}

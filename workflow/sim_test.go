@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/rivet-go/rivet/workflow"
+	"github.com/rivet-go/rivet/workflow/internal/hosthook"
 	"github.com/rivet-go/rivet/workflow/workflowtest"
 )
 
@@ -333,7 +334,7 @@ type simResult struct {
 func simRun(t *testing.T, failAtEnd bool, crashes map[int]bool, evict func(workflow.Wake) bool) (simResult, []uint64, int, int) {
 	t.Helper()
 	h := workflowtest.NewHost(simState{}, workflowtest.NewClock(t0))
-	h.NoAttemptMarkers = true // compared with the crash-free run (newHost)
+	hosthook.NoAttemptMarkers(h) // compared with the crash-free run (newHost)
 	var completable []uint64
 	for i := 1; i <= 5; i++ {
 		id, _ := h.SendWait("jobs", job{i})

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/rivet-go/rivet/workflow"
+	"github.com/rivet-go/rivet/workflow/internal/hosthook"
 )
 
 // Attempt markers (workflow.AttemptMarker), as a node keeps them
@@ -37,6 +38,14 @@ import (
 //     nothing (cut off by the eviction), which are not counted, as a
 //     node's graceful leave does not count the bodies its StepGrace cut
 //     off. A crash (Crash, CrashAt) or a failed commit deletes nothing.
+
+func init() {
+	hosthook.NoAttemptMarkers = func(h any) { h.(interface{ noAttemptMarkers() }).noAttemptMarkers() }
+}
+
+// noAttemptMarkers turns the host's markers off, for the engine's crash
+// simulations (hosthook.NoAttemptMarkers says why).
+func (h *Host[S]) noAttemptMarkers() { h.noMarks = true }
 
 // maxRunMarks bounds the markers of one run, as on a node.
 const maxRunMarks = 64
@@ -94,7 +103,7 @@ func (a *activation[S]) AbandonedAttempt(path string) (int, time.Time, bool) {
 // loadMarksLocked gives a new activation the stored markers, and starts
 // its run's marking.
 func (a *activation[S]) loadMarksLocked() {
-	if a.h.NoAttemptMarkers {
+	if a.h.noMarks {
 		return // marking nothing, none loaded: as a host without them
 	}
 	a.marks = make(map[string]markEntry, len(a.h.marks))
@@ -161,32 +170,64 @@ func (a *activation[S]) dropOwnMarksLocked() {
 // activation the body belongs to.
 type activationKey struct{}
 
-// Crash crashes the node while a step body runs: call it from the body,
-// with its context (StepCtx.Context, DoCtx.Context). The activation dies as
-// at an injected crash (CrashAt): what it held in memory is lost, the body's
-// attempt records nothing, and the run stops with ErrCrash (Drive starts a
-// new activation at once). Crash returns once the body's context is done
-// (at once); the body should then return, as whatever it returns is not
-// recorded.
+// wakeIdleLocked is Drive's in-place wake at at of the run it drives: a
+// wait longer than twice IdleTimeout is one a node unloads the workflow
+// for (its reaper finds the actor idle for IdleTimeout, its wake still
+// more than IdleTimeout away), and the wake starts a new run, which marks
+// its first step body (runtime startWorkflow). The wait is simulated in
+// place, so the run only starts marking again. A wake a node keeps the
+// run in memory for changes nothing: the run marked its first body.
+func (h *Host[S]) wakeIdleLocked(at time.Time) {
+	a := h.current
+	if a == nil || a.dead || a.ended || a.marks == nil || h.IdleTimeout <= 0 {
+		return // a.marks nil: markers off (loadMarksLocked)
+	}
+	if at.Sub(h.Clock.Now()) <= 2*h.IdleTimeout {
+		return
+	}
+	a.marking = true
+	a.markedN = 0
+}
+
+// Crash crashes the node while the run goes on: call it with a context of
+// a running activation, such as a step body's (StepCtx.Context,
+// DoCtx.Context), the workflow's own (Ctx.Context, between steps) or one
+// derived from them, such as the ctx a fake client's Call gets from a
+// step's body. The activation dies as at an injected crash (CrashAt):
+// what it held in memory is lost, the body's attempt records nothing, and
+// the run stops with ErrCrash (Drive starts a new activation at once).
+// Crash returns ErrCrash at once, and the body's context is then done:
+// the body should return (`return h.Crash(s.Context())`), as whatever it
+// returns is not recorded. A second Crash of the same activation does
+// nothing more and returns ErrCrash too.
 //
 // As on a node whose process dies in a step body (kill -9, OOM, os.Exit),
 // the attempt counts if its run marked it (workflow.AttemptMarker; the
-// first body a run starts, and the Do bodies beside it): the next run
-// records it as failed (workflow.AbandonedAttemptMessage; exhausted if it
-// was the step's last) and runs attempt n+1. A step that crashes its node
-// each time so ends exhausted after 1+MaxRetries crashes, counted from its
-// second crash on if it was not the first body of its run.
+// first body a run starts, and the Do bodies beside it, also after a wait
+// long enough for a node to unload the workflow, IdleTimeout): the next
+// run records it as failed (workflow.AbandonedAttemptMessage; exhausted
+// if it was the step's last) and runs attempt n+1. A step that crashes
+// its node each time so ends exhausted after 1+MaxRetries crashes,
+// counted from its second crash on if it was not the first body of its
+// run. Which bodies of a join are marked depends on timing, as on a node:
+// only those that start before a sibling's record commits. A test that
+// counts on it orders the branches (one waits for the other's start).
 //
-// It panics if ctx is not the context of a body this host runs.
-func (h *Host[S]) Crash(ctx context.Context) {
+// It panics if ctx is not of an activation of this host, or if that
+// activation's Run has returned (a context kept past its run: nothing is
+// left to crash).
+func (h *Host[S]) Crash(ctx context.Context) error {
 	a, ok := ctx.Value(activationKey{}).(*activation[S])
 	if !ok || a.h != h {
-		panic("workflowtest: Crash must be called from a step body of this host, with its context (StepCtx.Context, DoCtx.Context)")
+		panic("workflowtest: Crash must be called with a context of a run of this host (StepCtx.Context, DoCtx.Context, Ctx.Context, or one derived from them)")
 	}
 	h.mu.Lock()
+	defer h.mu.Unlock()
+	if a.ended {
+		panic("workflowtest: Crash called after its activation's Run returned (a context kept past its run)")
+	}
 	if !a.dead {
 		a.die()
 	}
-	h.mu.Unlock()
-	<-ctx.Done()
+	return ErrCrash
 }

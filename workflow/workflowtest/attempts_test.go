@@ -180,3 +180,103 @@ func TestAStepCutOffByAnEvictionIsNotCounted(t *testing.T) {
 		t.Fatalf("history %+v; want work completed at attempt 1", hist)
 	}
 }
+
+// A node unloads a workflow that waits longer than its IdleTimeout, and the
+// wake starts a new run, which marks its first body: a crash in the first
+// step after a long sleep counts, though the step is not the first of the
+// activation Drive keeps in memory. A short wait keeps the run in memory
+// on a node too: a crash in the step after it goes uncounted.
+func TestACrashInTheFirstStepAfterALongWaitCounts(t *testing.T) {
+	type st struct {
+		Seen []int `json:"seen"`
+	}
+	run := func(wait time.Duration) ([]int, workflow.Outcome) {
+		h := workflowtest.NewHost(st{}, workflowtest.NewClock(time.Unix(1700000000, 0)))
+		crashed := false
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		out, _ := h.Drive(ctx, func(c *workflow.Ctx[st]) error {
+			if err := c.Step("a", func(s *workflow.StepCtx[st]) error {
+				s.State.Seen = append(s.State.Seen, s.Attempt())
+				return nil
+			}); err != nil {
+				return err
+			}
+			if err := c.Sleep("wait", wait); err != nil {
+				return err
+			}
+			return c.Step("b", func(s *workflow.StepCtx[st]) error {
+				s.State.Seen = append(s.State.Seen, s.Attempt())
+				if !crashed { // bodies run one at a time here
+					crashed = true
+					return h.Crash(s.Context())
+				}
+				return nil
+			})
+		}, workflowtest.DriveOptions{MaxActivations: 10})
+		return h.State().Seen, out
+	}
+	if seen, out := run(24 * time.Hour); out.Status != workflow.RunCompleted || !slices.Equal(seen, []int{1, 2}) {
+		t.Errorf("after a 24 h sleep: outcome %v (%v), attempts %v; want completed, b at attempt 2 (its crash counted, as on a node, which unloaded the workflow)", out.Status, out.Err, seen)
+	}
+	if seen, out := run(10 * time.Second); out.Status != workflow.RunCompleted || !slices.Equal(seen, []int{1, 1}) {
+		t.Errorf("after a 10 s sleep: outcome %v (%v), attempts %v; want completed, b at attempt 1 (a node keeps the run in memory: b not marked)", out.Status, out.Err, seen)
+	}
+}
+
+// Crash takes any context of a running activation: the workflow's own,
+// between steps, crashes the run there; a second call is harmless. A
+// context kept past its Run, or of another host, panics rather than crash
+// nothing (or hang).
+func TestCrashTakesAContextOfARunningActivationOnly(t *testing.T) {
+	h := workflowtest.NewHost(struct{}{}, workflowtest.NewClock(time.Unix(1700000000, 0)))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var kept context.Context
+	var errs []error
+	out := h.Run(ctx, func(c *workflow.Ctx[struct{}]) error {
+		kept = c.Context()
+		errs = append(errs, h.Crash(context.WithoutCancel(c.Context())), h.Crash(c.Context()))
+		return c.Step("after", func(*workflow.StepCtx[struct{}]) error { return nil })
+	})
+	if len(errs) != 2 || !errors.Is(errs[0], workflowtest.ErrCrash) || !errors.Is(errs[1], workflowtest.ErrCrash) {
+		t.Fatalf("Crash returned %v, want ErrCrash twice", errs)
+	}
+	if out.Status != workflow.RunYielded || !errors.Is(out.Err, workflowtest.ErrCrash) || len(h.History()) != 0 {
+		t.Fatalf("outcome %v (%v), history %+v; want the run crashed before its step", out.Status, out.Err, h.History())
+	}
+	panics := func(name string, ctx context.Context) {
+		t.Helper()
+		defer func() {
+			if recover() == nil {
+				t.Errorf("Crash with %s did not panic", name)
+			}
+		}()
+		h.Crash(ctx)
+	}
+	panics("a context kept past its Run", kept)
+	panics("a context of no run", ctx)
+	other := workflowtest.NewHost(struct{}{}, workflowtest.NewClock(time.Unix(1700000000, 0)))
+	other.Run(ctx, func(c *workflow.Ctx[struct{}]) error {
+		panics("another host's run's context", c.Context())
+		return nil
+	})
+}
+
+// CrashAt before the commit of a marked step's record counts the attempt
+// (CrashAt's doc): a step without retries whose first record is lost ends
+// exhausted, and fails the workflow, as on a node; it completed when the
+// host kept no markers.
+func TestALostRecordOfAStepWithoutRetriesExhaustsIt(t *testing.T) {
+	h := workflowtest.NewHost(struct{}{}, workflowtest.NewClock(time.Unix(1700000000, 0)))
+	h.CrashAt(1, false)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	out, _ := h.Drive(ctx, func(c *workflow.Ctx[struct{}]) error {
+		return c.StepWith(workflow.StepOptions{Name: "once", MaxRetries: workflow.NoRetries}, func(*workflow.StepCtx[struct{}]) error { return nil })
+	}, workflowtest.DriveOptions{MaxActivations: 10})
+	hist := h.History()
+	if out.Status != workflow.RunFailed || len(hist) != 1 || hist[0].Status != workflow.StatusExhausted || hist[0].Attempts != 1 {
+		t.Fatalf("outcome %v (%v), history %+v; want failed, the step exhausted after its lost attempt", out.Status, out.Err, hist)
+	}
+}

@@ -11,30 +11,43 @@
 // deploying it, running nothing.
 //
 // Host does what a node does where a test can see it, so that a workflow
-// that passes here behaves the same on a node:
+// that passes here behaves as it would on a node, but for the differences
+// listed below:
 //
 //   - A step attempt that a crash cuts short counts as on a node
 //     (workflow.AttemptMarker, the node's attempt markers): a crash in a
 //     step's body (Host.Crash, called from the body) or at the commit of
-//     its record (CrashAt) is recorded by the next run as a failed
-//     attempt (workflow.AbandonedAttemptMessage), exhausted if it was the
-//     step's last, and StepCtx.Attempt of the next is one more, if the run
-//     marked that body (the first body of a run, and the Do bodies beside
-//     it: a crash in a later body goes uncounted, as on a node). A body
-//     cut off by an eviction (the run's ctx cancelled) is the host's
-//     graceful stop, and is not counted. attempts.go states the rules;
-//     Host.NoAttemptMarkers turns them off.
+//     its record (CrashAt before it) is recorded by the next run as a
+//     failed attempt (workflow.AbandonedAttemptMessage), exhausted if it
+//     was the step's last, and StepCtx.Attempt of the next is one more, if
+//     the run marked that body (the first body of a run, also the first
+//     after a wait long enough for a node to unload the workflow, and the
+//     Do bodies beside it: a crash in a later body goes uncounted, as on a
+//     node). Such a crash so spends one of the step's retries and waits
+//     out its backoff: a step with NoRetries whose first record is lost
+//     (CrashAt(n, false)) ends exhausted, and fails a workflow that, before
+//     hosts kept markers, completed. A body cut off by an eviction (the
+//     run's ctx cancelled) is the host's graceful stop, and is not
+//     counted. attempts.go states the rules.
 //   - StepCtx.Enqueue queues a message on the actor's own queue with the
 //     commit of the attempt's record, checked at the call as a node
-//     checks it (the queue declared, the size, 32 messages an attempt, the
-//     queue's depth): a commit that crashes (CrashAt) queues nothing, and a
-//     step replayed from its history does not enqueue again.
+//     checks it (the queue declared, its type, the size, 32 messages and
+//     256 KiB an attempt, the queue's depth): a commit that crashes
+//     (CrashAt) or fails (FailCommit) queues nothing, and a step replayed
+//     from its history does not enqueue again.
 //   - The limits of a node apply to a step's state, output and messages
 //     (MaxStateBytes, MaxStepOutputBytes, MaxMessageBytes, MaxQueueDepth),
 //     and its events (StepCtx.Broadcast) are published once its commit
 //     applies (Host.Events).
 //
-// What it does not have: scheduled calls (StepCtx.Schedule fails), the
-// actor's actions, and other actors (FakeClient stands in for them); test
+// Known differences from a node: the clock stands still while code runs
+// (a step's Timeout fires only when the test moves it, Host.Hang), so
+// steps end at the same instant and ties between a join's branches are
+// common; an ephemeral step is committed with the next commit, not at
+// once; Host.Send is not bounded by MaxMessageBytes or MaxQueueDepth;
+// Drive unloads nothing (a long wait only restarts the marking, see
+// Host.IdleTimeout); and there are no scheduled calls (StepCtx.Schedule
+// fails), nor the actor's actions, nor other actors (FakeClient stands in
+// for them): test
 // those with node/nodetest.
 package workflowtest

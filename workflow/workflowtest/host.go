@@ -82,14 +82,14 @@ type Host[S any] struct {
 	// Send, the test's own, is not bounded.
 	MaxMessageBytes int
 	MaxQueueDepth   int
-	// NoAttemptMarkers makes the host one without attempt markers
-	// (workflow.AttemptMarker, which a node has): a step attempt that a
-	// crash cuts short (Crash, CrashAt at its record's commit) then goes
-	// uncounted, and the step runs it again with the same number, so that
-	// a run with crashes commits what the same run without them does.
-	// Leave it false to see what a node does (attempts.go); set it before
-	// the first Run.
-	NoAttemptMarkers bool
+	// IdleTimeout is a node's (NewHost sets its default, 30 s; 0: never):
+	// a node unloads a workflow that waits on the clock for longer, and
+	// the wake starts a new run, which marks its first step body again
+	// (attempts.go). Drive, which moves the clock in place, does the same
+	// for a wait longer than twice IdleTimeout (idle for IdleTimeout, the
+	// wake still further than IdleTimeout away): the run's next body is
+	// marked, so that a crash in it counts, as it does on a node.
+	IdleTimeout time.Duration
 	// Queues, if set, are the actor's queue names, as its rivet.Actor's
 	// Queues: a receive that names another fails (workflow.ErrInvalid)
 	// and Send to another panics, as a node refuses them, so that a
@@ -119,6 +119,11 @@ type Host[S any] struct {
 	hangs       chan struct{}
 	// marks are the attempt markers, by step path (attempts.go).
 	marks map[string]attemptMark
+	// noMarks turns them off (hosthook.NoAttemptMarkers).
+	noMarks bool
+	// current is the activation Run runs (nil between runs), for Drive's
+	// simulated unload (wakeIdleLocked).
+	current *activation[S]
 }
 
 // Event is an event a step published (StepCtx.Broadcast), its data as
@@ -160,7 +165,8 @@ func NewHost[S any](initial S, clock *Clock) *Host[S] {
 	return &Host[S]{
 		Clock: clock, Name: "test", Key: []string{"test"}, state: b, history: map[string][]byte{}, nextID: 1,
 		MaxStateBytes: 1 << 20, MaxStepOutputBytes: 1 << 20, MaxMessageBytes: 64 << 10, MaxQueueDepth: 1000,
-		notify: make(chan struct{}), waiters: map[uint64]chan json.RawMessage{},
+		IdleTimeout: 30 * time.Second,
+		notify:      make(chan struct{}), waiters: map[uint64]chan json.RawMessage{},
 		completions: map[uint64]int{}, crashes: map[int]bool{}, wakes: make(chan workflow.Wake, 1),
 		hangs: make(chan struct{}, 1), marks: map[string]attemptMark{},
 	}
@@ -233,6 +239,15 @@ func (h *Host[S]) checkQueues(names []string) error {
 // CrashAt makes commit number n (counted from 1 since the host was made)
 // crash its activation: the commit is not applied, or, if after, applied
 // just before the crash. Several crashes may be scheduled.
+//
+// A crash before the commit of a marked attempt's record (the first step
+// body of a run, and the Do bodies beside it; attempts.go) loses that
+// record as a node's crash does, and the attempt counts as on a node: the
+// next run records it as failed (workflow.AbandonedAttemptMessage), one
+// commit more, and runs the step's next attempt after its backoff, or
+// ends the step exhausted if it was its last. So CrashAt(n, false) can
+// fail a workflow that completes without it: a step with MaxRetries
+// workflow.NoRetries whose record was commit n is exhausted.
 func (h *Host[S]) CrashAt(n int, after bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -279,7 +294,8 @@ func (h *Host[S]) historyLocked() []workflow.Entry {
 
 // SetHistory replaces the committed history with entries: a history as
 // another build recorded it (an older one, for a test of code deployed
-// while workflows are in flight).
+// while workflows are in flight). It deletes the attempt markers too, as a
+// node's retry of a workflow, which rewrites its history, does.
 func (h *Host[S]) SetHistory(entries []workflow.Entry) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -343,7 +359,16 @@ func (h *Host[S]) Run(ctx context.Context, fn func(*workflow.Ctx[S]) error) work
 	}
 	hist := h.historyLocked()
 	a.loadMarksLocked()
+	h.current = a
 	h.mu.Unlock()
+	defer func() {
+		h.mu.Lock()
+		a.ended = true // Crash panics from now on
+		if h.current == a {
+			h.current = nil
+		}
+		h.mu.Unlock()
+	}()
 	select {
 	case <-h.wakes: // a report of an earlier activation
 	default:
@@ -439,6 +464,9 @@ func (h *Host[S]) Drive(ctx context.Context, fn func(*workflow.Ctx[S]) error, op
 				case opts.Evict != nil && opts.Evict(w):
 					cancel(ErrEvicted)
 				default:
+					h.mu.Lock()
+					h.wakeIdleLocked(w.At)
+					h.mu.Unlock()
 					h.Clock.Set(w.At)
 				}
 			}
@@ -523,6 +551,8 @@ type activation[S any] struct {
 	marks   map[string]markEntry
 	marking bool
 	markedN int
+	// ended says that Run has returned: Crash refuses it.
+	ended bool
 }
 
 var _ workflow.Host = (*activation[struct{}])(nil)

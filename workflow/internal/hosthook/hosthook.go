@@ -1,0 +1,13 @@
+// Package hosthook lets the engine's own tests reach into
+// workflowtest.Host without a public knob: workflowtest sets the hooks
+// when it loads, the workflow package's tests call them.
+package hosthook
+
+// NoAttemptMarkers, set by workflowtest, makes the workflowtest.Host h
+// points to one that marks no attempt and loads no marker, as a host that
+// does not implement workflow.AttemptMarker: a step attempt that a crash
+// cuts short goes uncounted and runs again with the same number. The
+// engine's crash simulations compare a run with crashes to the same run
+// without, which counting such attempts (a failed record more, a backoff)
+// would not keep. Call it before h's first Run.
+var NoAttemptMarkers func(h any)
