@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rivet-go/rivet/caller"
+	"github.com/rivet-go/rivet/internal/jsonnull"
 	"github.com/rivet-go/rivet/workflow"
 )
 
@@ -436,28 +437,9 @@ func describeJSONError(err error) string {
 }
 
 // refuseNull says whether raw may decode into a value of type t, and why
-// not: a JSON null is a value only of the types that have a nil (a
-// pointer, an interface, a slice, a map) and of those that decode JSON
-// themselves (their UnmarshalJSON decides). encoding/json leaves any other
-// value (a struct, a number, a string, a bool, an array) as it was on a
-// null, so a null message or argument would reach the actor as the zero
-// value, which nobody sent: "increment by null" incremented by 0.
+// not (jsonnull.Refuse; workflowtest.Host's checks share it).
 func refuseNull(raw json.RawMessage, t reflect.Type) (string, bool) {
-	if !bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
-		return "", true
-	}
-	switch t.Kind() {
-	case reflect.Pointer, reflect.Interface, reflect.Slice, reflect.Map:
-		return "", true
-	}
-	if reflect.PointerTo(t).Implements(jsonUnmarshaler) {
-		return "", true
-	}
-	want, ok := jsonKind(t)
-	if !ok {
-		want = "a value of type " + t.String()
-	}
-	return fmt.Sprintf("a JSON null where %s was expected (%s has no null: send a value)", want, t), false
+	return jsonnull.Refuse(raw, t)
 }
 
 var (
@@ -466,27 +448,7 @@ var (
 )
 
 // jsonKind names the JSON a Go type decodes from, if plainly one.
-func jsonKind(t reflect.Type) (string, bool) {
-	switch t.Kind() {
-	case reflect.Bool:
-		return "a boolean", true
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
-		return "an integer", true
-	case reflect.Float32, reflect.Float64:
-		return "a number", true
-	case reflect.String:
-		return "a string", true
-	case reflect.Slice, reflect.Array:
-		if t.Elem().Kind() == reflect.Uint8 {
-			return "", false // []byte is a base64 string; [16]byte, an array
-		}
-		return "an array", true
-	case reflect.Map, reflect.Struct:
-		return "an object", true
-	}
-	return "", false
-}
+func jsonKind(t reflect.Type) (string, bool) { return jsonnull.Kind(t) }
 
 // Queues maps queue names to queue types made with QueueOf.
 type Queues map[string]QueueType

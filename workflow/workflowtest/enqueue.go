@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/internal/jsonnull"
 	"github.com/rivet-go/rivet/workflow"
 )
 
@@ -51,6 +52,12 @@ var _ workflow.Enqueuer = (*stepMessages[struct{}])(nil)
 // MaxQueueDepth counting what the attempt staged.
 func (m *stepMessages[S]) Enqueue(queue string, body any) error {
 	h := m.h
+	m.mu.Lock()
+	over := m.over
+	m.mu.Unlock()
+	if over { // first, as a node checks it
+		return m.overErr()
+	}
 	if err := h.checkQueues([]string{queue}); err != nil {
 		return rivet.Errorf(rivet.ErrUnknownQueue, "%s", err.Error())
 	}
@@ -61,15 +68,13 @@ func (m *stepMessages[S]) Enqueue(queue string, body any) error {
 	if lim := h.MaxMessageBytes; lim > 0 && len(b) > lim {
 		return rivet.Errorf(rivet.ErrTooLarge, "message for queue %s is %d bytes, the limit is %d", queue, len(b), lim)
 	}
-	if t := h.QueueTypes[queue]; t != nil {
-		if err := json.Unmarshal(b, reflect.New(t).Interface()); err != nil {
-			return rivet.Errorf(rivet.ErrInvalidArgument, "message for queue %s does not decode into its type %v: %v", queue, t, err)
-		}
+	if err := h.checkBody(queue, b); err != nil {
+		return err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.over {
-		return rivet.Errorf(rivet.ErrInternal, "actor %s: Enqueue was called after its step's attempt ended (a StepCtx kept past its turn)", h.Name)
+		return m.overErr()
 	}
 	if len(m.msgs) >= limitTurnMessages {
 		return rivet.Errorf(rivet.ErrTooLarge, "enqueue on %s: one turn enqueues at most %d messages (they commit in one transaction)", queue, limitTurnMessages)
@@ -106,6 +111,10 @@ func (m *stepMessages[S]) Enqueue(queue string, body any) error {
 	return nil
 }
 
+func (m *stepMessages[S]) overErr() error {
+	return rivet.Errorf(rivet.ErrInternal, "actor %s: Enqueue was called after its step's attempt ended (a StepCtx kept past its turn)", m.h.Name)
+}
+
 // end closes the attempt to Enqueue and returns what it staged (nil if
 // drop: its changes are discarded).
 func (m *stepMessages[S]) end(drop bool) []stagedMessage {
@@ -135,4 +144,23 @@ func (a *activation[S]) queueStagedLocked() {
 	a.deferredMsgs = nil
 	close(h.notify)
 	h.notify = make(chan struct{})
+}
+
+// checkBody refuses a body that queue's declared type (QueueTypes) does
+// not take, as a node's rivet.QueueOf does: one that does not decode into
+// it, and JSON null for a type that has no null (jsonnull.Refuse, the
+// node's own rule), which would reach the workflow as a zero value nobody
+// sent.
+func (h *Host[S]) checkBody(queue string, b []byte) error {
+	t := h.QueueTypes[queue]
+	if t == nil {
+		return nil
+	}
+	if msg, ok := jsonnull.Refuse(b, t); !ok {
+		return rivet.Errorf(rivet.ErrInvalidArgument, "message for queue %s: %s", queue, msg)
+	}
+	if err := json.Unmarshal(b, reflect.New(t).Interface()); err != nil {
+		return rivet.Errorf(rivet.ErrInvalidArgument, "message for queue %s does not decode into its type %v: %v", queue, t, err)
+	}
+	return nil
 }

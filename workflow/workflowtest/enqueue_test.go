@@ -2,6 +2,7 @@ package workflowtest_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -130,4 +131,42 @@ func TestAStepsEnqueueIsCheckedAndOrderedAsOnANode(t *testing.T) {
 			t.Fatalf("queue %+v: IDs out of order", q)
 		}
 	}
+}
+
+// A JSON null for a queue whose type has no null is refused, by Enqueue
+// with ErrInvalidArgument and by Send with a panic, as a node's
+// rivet.QueueOf refuses it: it would reach the workflow as a zero value
+// nobody sent. A queue of pointers takes it.
+func TestANullMessageForAQueueOfStructsIsRefused(t *testing.T) {
+	type order struct {
+		ID int `json:"id"`
+	}
+	h := workflowtest.NewHost(jobs{}, workflowtest.NewClock(time.Unix(1700000000, 0)))
+	h.QueueTypes = rivet.Queues{"orders": rivet.QueueOf[order](), "maybe": rivet.QueueOf[*order]()}.Types()
+	var errs []error
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	out, _ := h.Drive(ctx, func(c *workflow.Ctx[jobs]) error {
+		return c.Step("plan", func(s *workflow.StepCtx[jobs]) error {
+			errs = append(errs, s.Enqueue("orders", nil), s.Enqueue("orders", json.RawMessage("null")), s.Enqueue("maybe", nil))
+			return nil
+		})
+	}, workflowtest.DriveOptions{MaxActivations: 10})
+	if out.Status != workflow.RunCompleted {
+		t.Fatalf("outcome %v (%v), want completed", out.Status, out.Err)
+	}
+	if len(errs) != 3 || !errors.Is(errs[0], rivet.ErrInvalidArgument) || !errors.Is(errs[1], rivet.ErrInvalidArgument) || errs[2] != nil {
+		t.Fatalf("Enqueue of null: %v; want ErrInvalidArgument twice for orders, nil for maybe", errs)
+	}
+	if q := h.Queue(); len(q) != 1 || q[0].Queue != "maybe" {
+		t.Fatalf("queue %+v, want maybe's null only", q)
+	}
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("Send of null to orders did not panic")
+			}
+		}()
+		h.Send("orders", nil)
+	}()
 }

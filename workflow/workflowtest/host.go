@@ -192,12 +192,10 @@ func (h *Host[S]) send(queue string, body any, wait bool) (uint64, <-chan json.R
 	if err := h.checkQueues([]string{queue}); err != nil {
 		panic("workflowtest: send: " + err.Error())
 	}
-	if t := h.QueueTypes[queue]; t != nil {
-		// As a node refuses a body that does not decode into the
-		// queue's type (rivet.QueueOf).
-		if err := json.Unmarshal(b, reflect.New(t).Interface()); err != nil {
-			panic(fmt.Sprintf("workflowtest: send to queue %q: the body does not decode into its type %v: %v", queue, t, err))
-		}
+	// As a node refuses a body its queue's type does not take
+	// (rivet.QueueOf).
+	if err := h.checkBody(queue, b); err != nil {
+		panic(fmt.Sprintf("workflowtest: send to queue %q: %v", queue, err))
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
