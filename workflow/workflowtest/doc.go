@@ -44,7 +44,7 @@
 // (a step's Timeout fires only when the test moves it, Host.Hang), so
 // steps end at the same instant and ties between a join's branches are
 // common; an ephemeral step is committed with the next commit, not at
-// once; Host.Send is not bounded by MaxMessageBytes or MaxQueueDepth;
+// once (but for one that enqueues); Host.Send is not bounded by MaxMessageBytes or MaxQueueDepth;
 // Drive unloads nothing (a long wait only restarts the marking, see
 // Host.IdleTimeout); and there are no scheduled calls (StepCtx.Schedule
 // fails), nor the actor's actions, nor other actors (FakeClient stands in

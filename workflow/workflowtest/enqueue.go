@@ -12,8 +12,9 @@ import (
 
 // StepCtx.Enqueue, as a node does it (runtime/enqueue.go): checked at the
 // call, staged with the attempt, and queued only by the commit of the
-// attempt's record (an ephemeral step's, the commit that carries it), with
-// the next IDs in the order staged, waking the run as a Send does. An
+// attempt's record (an ephemeral step that enqueued commits at once, as a
+// node does every step), with the next IDs in the order staged, waking the
+// run as a Send does. An
 // attempt abandoned, refused by the limits, or whose commit does not apply
 // (CrashAt before it, FailCommit) queues nothing; a failed attempt's
 // messages are queued, as its state is (roll-forward).

@@ -170,3 +170,29 @@ func TestANullMessageForAQueueOfStructsIsRefused(t *testing.T) {
 		h.Send("orders", nil)
 	}()
 }
+
+// An ephemeral step that enqueues commits at once, as a node commits
+// every step: the workflow's next receive takes the message in the same
+// activation, rather than wait for a commit that came only with the
+// run's eviction.
+func TestAnEphemeralStepsMessageIsQueuedWhenItEnds(t *testing.T) {
+	h := workflowtest.NewHost(jobs{}, workflowtest.NewClock(time.Unix(1700000000, 0)))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	queued := -1
+	out, n := h.Drive(ctx, func(c *workflow.Ctx[jobs]) error {
+		if err := c.StepWith(workflow.StepOptions{Name: "plan", Ephemeral: true}, func(s *workflow.StepCtx[jobs]) error {
+			return s.Enqueue("jobs", "job")
+		}); err != nil {
+			return err
+		}
+		if queued < 0 {
+			queued = len(h.Queue())
+		}
+		_, err := workflow.Next[string](c, "take", workflow.NextOptions{Names: []string{"jobs"}})
+		return err
+	}, workflowtest.DriveOptions{MaxActivations: 10})
+	if out.Status != workflow.RunCompleted || n != 1 || queued != 1 {
+		t.Fatalf("outcome %v (%v) after %d activations, %d messages queued when the step ended; want completed in 1, the message queued", out.Status, out.Err, n, queued)
+	}
+}

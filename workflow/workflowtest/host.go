@@ -655,7 +655,11 @@ func (a *activation[S]) RunStep(ctx context.Context, ephemeral bool, fn func(wor
 	}
 	a.h.mu.Lock()
 	defer a.h.mu.Unlock()
-	if ephemeral && !a.dead {
+	// An ephemeral step that enqueued commits now: its messages are
+	// for the workflow's next receive, which would otherwise wait for a
+	// commit that may not come before the run is evicted (a node defers
+	// no commit).
+	if ephemeral && !a.dead && len(staged) == 0 {
 		a.deferred = workflow.AppendWrites(a.deferred, writes...)
 		a.deferredState = snap
 		a.deferredEvents = append(a.deferredEvents, pub.events...)
