@@ -3,6 +3,7 @@ package workflowtest_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -278,5 +279,110 @@ func TestALostRecordOfAStepWithoutRetriesExhaustsIt(t *testing.T) {
 	hist := h.History()
 	if out.Status != workflow.RunFailed || len(hist) != 1 || hist[0].Status != workflow.StatusExhausted || hist[0].Attempts != 1 {
 		t.Fatalf("outcome %v (%v), history %+v; want failed, the step exhausted after its lost attempt", out.Status, out.Err, hist)
+	}
+}
+
+// SetHistory rewrites the history as a node's retry does, and deletes the
+// markers with it: a crash's marker from before does not count against
+// the step the next run runs.
+func TestSetHistoryDeletesTheMarkers(t *testing.T) {
+	h := workflowtest.NewHost(struct{}{}, workflowtest.NewClock(time.Unix(1700000000, 0)))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var attempts []int
+	crash := true
+	fn := func(c *workflow.Ctx[struct{}]) error {
+		return c.Step("s", func(s *workflow.StepCtx[struct{}]) error {
+			attempts = append(attempts, s.Attempt()) // one body at a time
+			if crash {
+				crash = false
+				return h.Crash(s.Context())
+			}
+			return nil
+		})
+	}
+	if out := h.Run(ctx, fn); !errors.Is(out.Err, workflowtest.ErrCrash) {
+		t.Fatalf("first run: %v (%v), want crashed", out.Status, out.Err)
+	}
+	h.SetHistory(h.History())
+	if out, _ := h.Drive(ctx, fn, workflowtest.DriveOptions{MaxActivations: 10}); out.Status != workflow.RunCompleted {
+		t.Fatalf("second run: %v (%v), want completed", out.Status, out.Err)
+	}
+	if !slices.Equal(attempts, []int{1, 1}) {
+		t.Fatalf("attempts %v, want [1 1]: SetHistory deleted the crash's marker", attempts)
+	}
+}
+
+// An ephemeral step's body is not marked (the engine does not ask, as on a
+// node): a crash in it goes uncounted, and it runs again as attempt 1.
+func TestACrashInAnEphemeralStepIsNotCounted(t *testing.T) {
+	h := workflowtest.NewHost(struct{}{}, workflowtest.NewClock(time.Unix(1700000000, 0)))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var attempts []int
+	out, _ := h.Drive(ctx, func(c *workflow.Ctx[struct{}]) error {
+		return c.StepWith(workflow.StepOptions{Name: "cheap", Ephemeral: true}, func(s *workflow.StepCtx[struct{}]) error {
+			attempts = append(attempts, s.Attempt())
+			if len(attempts) == 1 {
+				return h.Crash(s.Context())
+			}
+			return nil
+		})
+	}, workflowtest.DriveOptions{MaxActivations: 10})
+	if out.Status != workflow.RunCompleted || !slices.Equal(attempts, []int{1, 1}) {
+		t.Fatalf("outcome %v (%v), attempts %v; want completed, [1 1]", out.Status, out.Err, attempts)
+	}
+}
+
+// A run marks at most 64 bodies, as a node: of 70 Do bodies that start
+// together (before any records its end) and crash, 64 run again as
+// attempt 2, the 6 past the cap as attempt 1.
+func TestARunMarksAtMost64Bodies(t *testing.T) {
+	const n = 70
+	h := workflowtest.NewHost(struct{}{}, workflowtest.NewClock(time.Unix(1700000000, 0)))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var mu sync.Mutex
+	started := 0
+	var second []int
+	out, _ := h.Drive(ctx, func(c *workflow.Ctx[struct{}]) error {
+		branches := workflow.Branches[struct{}, int]{}
+		for i := range n {
+			branches[fmt.Sprintf("b%02d", i)] = func(c *workflow.Ctx[struct{}]) (int, error) {
+				return workflow.Do(c, "call", func(d *workflow.DoCtx) (int, error) {
+					mu.Lock()
+					defer mu.Unlock()
+					if started < n {
+						// The first run: every body starts, then the
+						// last one crashes the node.
+						if started++; started == n {
+							return 0, h.Crash(d.Context())
+						}
+						mu.Unlock()
+						select {
+						case <-d.Context().Done():
+						case <-time.After(10 * time.Second):
+						}
+						mu.Lock()
+						return 0, d.Context().Err()
+					}
+					second = append(second, d.Attempt())
+					return d.Attempt(), nil
+				})
+			}
+		}
+		_, err := workflow.Join(c, "fan", branches)
+		return err
+	}, workflowtest.DriveOptions{MaxActivations: 10})
+	mu.Lock()
+	defer mu.Unlock()
+	twos := 0
+	for _, a := range second {
+		if a == 2 {
+			twos++
+		}
+	}
+	if out.Status != workflow.RunCompleted || started != n || len(second) != n || twos != 64 {
+		t.Fatalf("outcome %v (%v), %d bodies started in the first run, second run's attempts %v; want completed, 64 of %d at attempt 2", out.Status, out.Err, started, second, n)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -194,5 +195,74 @@ func TestAnEphemeralStepsMessageIsQueuedWhenItEnds(t *testing.T) {
 	}, workflowtest.DriveOptions{MaxActivations: 10})
 	if out.Status != workflow.RunCompleted || n != 1 || queued != 1 {
 		t.Fatalf("outcome %v (%v) after %d activations, %d messages queued when the step ended; want completed in 1, the message queued", out.Status, out.Err, n, queued)
+	}
+}
+
+// Enqueue is bounded as on a node by the queue's depth, counting what the
+// attempt staged (ErrQueueFull), and by the bytes of one attempt's
+// messages, 256 KiB, which share its commit's transaction (ErrTooLarge).
+func TestAStepsEnqueueIsBoundedByDepthAndAttemptBytes(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	enqueue := func(h *workflowtest.Host[jobs], n int, body any) []error {
+		var errs []error
+		out, _ := h.Drive(ctx, func(c *workflow.Ctx[jobs]) error {
+			return c.Step("plan", func(s *workflow.StepCtx[jobs]) error {
+				errs = nil // the attempt that commits
+				for range n {
+					errs = append(errs, s.Enqueue("jobs", body))
+				}
+				return nil
+			})
+		}, workflowtest.DriveOptions{MaxActivations: 10})
+		if out.Status != workflow.RunCompleted {
+			t.Fatalf("outcome %v (%v), want completed", out.Status, out.Err)
+		}
+		return errs
+	}
+
+	h := workflowtest.NewHost(jobs{}, workflowtest.NewClock(time.Unix(1700000000, 0)))
+	h.MaxQueueDepth = 3
+	h.Send("jobs", "a")
+	h.Send("jobs", "b")
+	if errs := enqueue(h, 2, "c"); len(errs) != 2 || errs[0] != nil || !errors.Is(errs[1], rivet.ErrQueueFull) {
+		t.Errorf("two enqueues to a queue of 2 with a depth of 3: %v; want nil, then ErrQueueFull", errs)
+	}
+	if q := h.Queue(); len(q) != 3 {
+		t.Errorf("%d messages queued, want 3: the 2 sent, the step's first", len(q))
+	}
+
+	h = workflowtest.NewHost(jobs{}, workflowtest.NewClock(time.Unix(1700000000, 0)))
+	errs := enqueue(h, 5, strings.Repeat("x", 60<<10)) // each under MaxMessageBytes, 64 KiB
+	if len(errs) != 5 || slices.ContainsFunc(errs[:4], func(err error) bool { return err != nil }) || !errors.Is(errs[4], rivet.ErrTooLarge) {
+		t.Errorf("five 60 KiB enqueues: %v; want four nil (240 KiB), the fifth ErrTooLarge (past 256 KiB)", errs)
+	}
+	if q := h.Queue(); len(q) != 4 {
+		t.Errorf("%d messages queued, want 4", len(q))
+	}
+}
+
+// A commit that fails (FailCommit) queues none of its attempt's messages,
+// as a node's failed transaction: the run fails with the storage error,
+// and its end (which commits what the host deferred) queues nothing
+// either.
+func TestAFailedCommitQueuesNoneOfItsStepsMessages(t *testing.T) {
+	h := workflowtest.NewHost(jobs{}, workflowtest.NewClock(time.Unix(1700000000, 0)))
+	h.FailCommit = func(n int) error {
+		if n == 1 {
+			return errors.New("etcd unavailable")
+		}
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	out, _ := h.Drive(ctx, func(c *workflow.Ctx[jobs]) error {
+		return c.Step("plan", func(s *workflow.StepCtx[jobs]) error { return s.Enqueue("jobs", "job") })
+	}, workflowtest.DriveOptions{MaxActivations: 10})
+	if out.Status == workflow.RunCompleted {
+		t.Fatalf("outcome %v (%v); want the run failed by the step's commit", out.Status, out.Err)
+	}
+	if q := h.Queue(); len(q) != 0 {
+		t.Fatalf("queue %+v; want empty: the failed commit queued nothing", q)
 	}
 }
