@@ -1215,6 +1215,9 @@ type rsRunOpts struct {
 	ev *rsEvictor
 	// trace, if set, collects the run's events.
 	trace bool
+	// markers keeps the host's attempt markers on, as a node's: a crash
+	// then counts the attempt it cut short (TestRandomSimWithMarkers).
+	markers bool
 }
 
 // rsRun runs p on a fresh host with the crashes and evictions given; it
@@ -1222,7 +1225,9 @@ type rsRunOpts struct {
 // end is a result with status RunYielded ("stuck").
 func rsRun(p *rsProg, o rsRunOpts) (rsResult, int, int) {
 	h := workflowtest.NewHost(rsState{}, workflowtest.NewClock(t0))
-	hosthook.NoAttemptMarkers(h) // compared with the crash-free run (newHost)
+	if !o.markers {
+		hosthook.NoAttemptMarkers(h) // compared with the crash-free run (newHost)
+	}
 	for n, after := range o.crashes {
 		h.CrashAt(n, after)
 	}
@@ -1567,4 +1572,41 @@ func TestRandomSim(t *testing.T) {
 		}
 	}
 	t.Logf("%d seeds from %d: %d nodes, %d commits crash-free on average; outcomes %v", seeds, first, totalNodes/seeds, totalCommits/seeds, rsOutcomes)
+}
+
+// With attempt markers on, as on a node, a crash that cuts a marked attempt
+// short counts it: the step's attempts, outputs, times and even its end
+// (exhausted a retry sooner) may then differ from the crash-free run's, so
+// they are not compared. What must hold is that every run ends (completes
+// or fails, never stuck or looping to MaxActivations), that its history's
+// start is well formed, and that it fails only where the crash-free run
+// does, or by a step exhausted.
+func TestRandomSimWithMarkers(t *testing.T) {
+	seeds := 40
+	if *rsSeeds > 0 {
+		seeds = *rsSeeds
+	}
+	failed := 0
+	for seed := *rsFirstSeed; seed < *rsFirstSeed+int64(seeds); seed++ {
+		p := rsGenerate(seed, 20)
+		base, _, commits := rsRun(p, rsRunOpts{markers: true})
+		for k := 1; k <= commits+2 && failed < 3; k++ {
+			for _, after := range []bool{false, true} {
+				got, n, _ := rsRun(p, rsRunOpts{crashes: map[int]bool{k: after}, markers: true})
+				bad := ""
+				switch {
+				case got.status != workflow.RunCompleted && got.status != workflow.RunFailed:
+					bad = fmt.Sprintf("did not end: %s %q after %d activations", got.status, got.err, n)
+				case got.startedBad != "":
+					bad = "started_at: " + got.startedBad
+				case base.status == workflow.RunCompleted && got.status == workflow.RunFailed && !strings.Contains(got.err, "exhausted"):
+					bad = fmt.Sprintf("failed (%s) where the crash-free run completed, not by a step exhausted", got.err)
+				}
+				if bad != "" {
+					failed++
+					t.Errorf("seed %d, crash at commit %d (after=%v): %s\n%s\n--- got:\n%s--- crash-free:\n%s", seed, k, after, bad, p, got, base)
+				}
+			}
+		}
+	}
 }
