@@ -38,6 +38,13 @@ import (
 //     nothing (cut off by the eviction), which are not counted, as a
 //     node's graceful leave does not count the bodies its StepGrace cut
 //     off. A crash (Crash, CrashAt) or a failed commit deletes nothing.
+//   - Drive simulates a node's idle unload twice. A run that waits for
+//     messages only is evicted at once (a node waits IdleTimeout), and
+//     the run Drive starts when they are queued, or the test's next
+//     Drive, is a new run: the first body after the receive is marked.
+//     A run that waits on the clock stays (unless DriveOptions.Evict
+//     says otherwise), and a wait a node would unload it for restarts
+//     its marking in place (wakeIdleLocked).
 
 func init() {
 	hosthook.NoAttemptMarkers = func(h any) { h.(interface{ noAttemptMarkers() }).noAttemptMarkers() }
@@ -45,7 +52,11 @@ func init() {
 
 // noAttemptMarkers turns the host's markers off, for the engine's crash
 // simulations (hosthook.NoAttemptMarkers says why).
-func (h *Host[S]) noAttemptMarkers() { h.noMarks = true }
+func (h *Host[S]) noAttemptMarkers() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.noMarks = true
+}
 
 // maxRunMarks bounds the markers of one run, as on a node.
 const maxRunMarks = 64
@@ -170,19 +181,31 @@ func (a *activation[S]) dropOwnMarksLocked() {
 // activation the body belongs to.
 type activationKey struct{}
 
-// wakeIdleLocked is Drive's in-place wake at at of the run it drives: a
-// wait longer than twice IdleTimeout is one a node unloads the workflow
-// for (its reaper finds the actor idle for IdleTimeout, its wake still
-// more than IdleTimeout away), and the wake starts a new run, which marks
-// its first step body (runtime startWorkflow). The wait is simulated in
-// place, so the run only starts marking again. A wake a node keeps the
-// run in memory for changes nothing: the run marked its first body.
+// wakeIdleLocked is Drive's in-place wake at at of the run it drives
+// (h.current), which waits from now on: a wait a node unloads the
+// workflow for, and the wake starts a new run, which marks its first step
+// body (runtime startWorkflow). The wait is simulated in place, so the run
+// only starts marking again. A wake a node keeps the run in memory for
+// changes nothing: the run marked its first body.
+//
+// A node's reaper unloads a workflow that waits at some time t at which
+// the actor has had no turn for IdleTimeout (t - lastTurn > IdleTimeout;
+// the load and every commit are turns) and the wake is still more than
+// IdleTimeout away (at - t > IdleTimeout), and none of the actor's
+// SendWait senders waits for a completion (runtime idleWorkflow). A t in
+// [now, at] meets both iff at - now > IdleTimeout and at - lastTurn >
+// 2*IdleTimeout: the idleness counts from the last turn, not from the
+// wait's start, so a join's second sleep can be unloaded for although
+// neither of its waits is long.
 func (h *Host[S]) wakeIdleLocked(at time.Time) {
 	a := h.current
 	if a == nil || a.dead || a.ended || a.marks == nil || h.IdleTimeout <= 0 {
 		return // a.marks nil: markers off (loadMarksLocked)
 	}
-	if at.Sub(h.Clock.Now()) <= 2*h.IdleTimeout {
+	if len(h.waiters) > 0 {
+		return // a SendWait's sender waits: a node keeps the run
+	}
+	if at.Sub(h.Clock.Now()) <= h.IdleTimeout || at.Sub(h.lastTurn) <= 2*h.IdleTimeout {
 		return
 	}
 	a.marking = true
@@ -213,9 +236,20 @@ func (h *Host[S]) wakeIdleLocked(at time.Time) {
 // only those that start before a sibling's record commits. A test that
 // counts on it orders the branches (one waits for the other's start).
 //
+// Crash is keyed to the activation, not to the body whose context it
+// is given: the node dies whenever it is called. A FakeClient function
+// (which goes on after its caller, the body, left: its ctx ended, or the
+// step timed out) that calls Crash after the body returned crashes
+// whatever the run does then, a later step's body or the commit it waits
+// for, not the body that made the call.
+//
 // It panics if ctx is not of an activation of this host, or if that
-// activation's Run has returned (a context kept past its run: nothing is
-// left to crash).
+// activation's outcome is decided (its run completed, failed or was
+// evicted) or its Run has returned: a context kept past its run, with
+// nothing left to crash. A FakeClient function's panic is answered as a
+// node answers an action's (rivet.ErrInternal, to a caller still there)
+// and recorded in FakeCall.Panic, so a late Crash there shows in the
+// test's FakeClient.Calls after FakeClient.Wait.
 func (h *Host[S]) Crash(ctx context.Context) error {
 	a, ok := ctx.Value(activationKey{}).(*activation[S])
 	if !ok || a.h != h {
@@ -224,7 +258,7 @@ func (h *Host[S]) Crash(ctx context.Context) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if a.ended {
-		panic("workflowtest: Crash called after its activation's Run returned (a context kept past its run)")
+		panic("workflowtest: Crash called after its activation's run ended (a context kept past its run)")
 	}
 	if !a.dead {
 		a.die()

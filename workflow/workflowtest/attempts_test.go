@@ -221,7 +221,86 @@ func TestACrashInTheFirstStepAfterALongWaitCounts(t *testing.T) {
 		t.Errorf("after a 24 h sleep: outcome %v (%v), attempts %v; want completed, b at attempt 2 (its crash counted, as on a node, which unloaded the workflow)", out.Status, out.Err, seen)
 	}
 	if seen, out := run(10 * time.Second); out.Status != workflow.RunCompleted || !slices.Equal(seen, []int{1, 1}) {
-		t.Errorf("after a 10 s sleep: outcome %v (%v), attempts %v; want completed, b at attempt 1 (a node keeps the run in memory: b not marked)", out.Status, out.Err, seen)
+		t.Errorf("after a 10 s sleep: outcome %v (%v), attempts %v; want completed, b at attempt 1 (a node with room for the actor keeps the run in memory: b not marked)", out.Status, out.Err, seen)
+	}
+}
+
+// A node's reaper counts idleness from the actor's last turn (a commit),
+// not from the start of the wait it sees: after a join's branches sleep
+// 50 s and 100 s (IdleTimeout 30 s), the wait from 50 s to 100 s follows
+// no commit since step a's, so a node unloads the workflow in it (at
+// 60-70 s: idle for more than 30 s, the wake still more than 30 s away),
+// although neither wait is longer than twice IdleTimeout. b, the first
+// body of the new run, is marked, and its crash counts.
+func TestIdlenessCountsFromTheLastCommitNotTheWaitsStart(t *testing.T) {
+	type st struct {
+		Seen []int `json:"seen"`
+	}
+	h := workflowtest.NewHost(st{}, workflowtest.NewClock(time.Unix(1700000000, 0)))
+	crashed := false
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	sleeper := func(d time.Duration) func(*workflow.Ctx[st]) (int, error) {
+		return func(c *workflow.Ctx[st]) (int, error) { return 0, c.Sleep("nap", d) }
+	}
+	out, _ := h.Drive(ctx, func(c *workflow.Ctx[st]) error {
+		if err := c.Step("a", func(s *workflow.StepCtx[st]) error {
+			s.State.Seen = append(s.State.Seen, s.Attempt())
+			return nil
+		}); err != nil {
+			return err
+		}
+		if _, err := workflow.Join(c, "naps", workflow.Branches[st, int]{
+			"short": sleeper(50 * time.Second),
+			"long":  sleeper(100 * time.Second),
+		}); err != nil {
+			return err
+		}
+		return c.Step("b", func(s *workflow.StepCtx[st]) error {
+			s.State.Seen = append(s.State.Seen, s.Attempt())
+			if !crashed { // bodies run one at a time here
+				crashed = true
+				return h.Crash(s.Context())
+			}
+			return nil
+		})
+	}, workflowtest.DriveOptions{MaxActivations: 10})
+	if seen := h.State().Seen; out.Status != workflow.RunCompleted || !slices.Equal(seen, []int{1, 2}) {
+		t.Errorf("outcome %v (%v), attempts %v; want completed, b at attempt 2 (a node unloads the workflow 30 s after a's commit, with the wake 100 s after it: b's crash counted)", out.Status, out.Err, seen)
+	}
+
+	// A step's commit between the sleeps is a turn: no wait then has 30
+	// s of idleness with its wake still 30 s away, and the node keeps
+	// the run.
+	h = workflowtest.NewHost(st{}, workflowtest.NewClock(time.Unix(1700000000, 0)))
+	crashed = false
+	out, _ = h.Drive(ctx, func(c *workflow.Ctx[st]) error {
+		if err := c.Step("a", func(s *workflow.StepCtx[st]) error {
+			s.State.Seen = append(s.State.Seen, s.Attempt())
+			return nil
+		}); err != nil {
+			return err
+		}
+		if err := c.Sleep("first", 50*time.Second); err != nil {
+			return err
+		}
+		if err := c.Step("mid", func(*workflow.StepCtx[st]) error { return nil }); err != nil {
+			return err
+		}
+		if err := c.Sleep("second", 50*time.Second); err != nil {
+			return err
+		}
+		return c.Step("b", func(s *workflow.StepCtx[st]) error {
+			s.State.Seen = append(s.State.Seen, s.Attempt())
+			if !crashed {
+				crashed = true
+				return h.Crash(s.Context())
+			}
+			return nil
+		})
+	}, workflowtest.DriveOptions{MaxActivations: 10})
+	if seen := h.State().Seen; out.Status != workflow.RunCompleted || !slices.Equal(seen, []int{1, 1}) {
+		t.Errorf("with a step between the sleeps: outcome %v (%v), attempts %v; want completed, b at attempt 1 (the step's commit is a turn: a node keeps the run, b not marked)", out.Status, out.Err, seen)
 	}
 }
 
@@ -384,5 +463,96 @@ func TestARunMarksAtMost64Bodies(t *testing.T) {
 	}
 	if out.Status != workflow.RunCompleted || started != n || len(second) != n || twos != 64 {
 		t.Fatalf("outcome %v (%v), %d bodies started in the first run, second run's attempts %v; want completed, 64 of %d at attempt 2", out.Status, out.Err, started, second, n)
+	}
+}
+
+// A sender that waits for a message's completion (SendWait) keeps a
+// node's reaper off the workflow, however long it sleeps: the run stays
+// in memory, and the first body after the sleep is not marked again.
+func TestASendWaitersPendingCompletionKeepsTheRunThroughALongWait(t *testing.T) {
+	type st struct {
+		Seen []int `json:"seen"`
+	}
+	h := workflowtest.NewHost(st{}, workflowtest.NewClock(time.Unix(1700000000, 0)))
+	_, answered := h.SendWait("q", 1)
+	crashed := false
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	out, _ := h.Drive(ctx, func(c *workflow.Ctx[st]) error {
+		if err := c.Step("a", func(s *workflow.StepCtx[st]) error {
+			s.State.Seen = append(s.State.Seen, s.Attempt())
+			return nil
+		}); err != nil {
+			return err
+		}
+		if err := c.Sleep("wait", 24*time.Hour); err != nil {
+			return err
+		}
+		if err := c.Step("b", func(s *workflow.StepCtx[st]) error {
+			s.State.Seen = append(s.State.Seen, s.Attempt())
+			if !crashed {
+				crashed = true
+				return h.Crash(s.Context())
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		m, err := workflow.Next[int](c, "take", workflow.NextOptions{Names: []string{"q"}})
+		if err != nil {
+			return err
+		}
+		return m.Complete(m.Body + 1)
+	}, workflowtest.DriveOptions{MaxActivations: 10})
+	if seen := h.State().Seen; out.Status != workflow.RunCompleted || !slices.Equal(seen, []int{1, 1}) {
+		t.Errorf("outcome %v (%v), attempts %v; want completed, b at attempt 1 (a node keeps a run whose sender waits: b not marked)", out.Status, out.Err, seen)
+	}
+	select {
+	case r := <-answered:
+		if string(r) != "2" {
+			t.Errorf("the sender got %s, want 2", r)
+		}
+	default:
+		t.Error("the sender got no answer")
+	}
+}
+
+// Drive ends a run that waits for messages only, and the Drive after the
+// test's Send runs a new one, as a node's load after an idle unload: the
+// first body after the receive is marked, and its crash counts.
+func TestTheFirstBodyAfterDriveReturnedForMessagesIsMarked(t *testing.T) {
+	type st struct {
+		Seen []int `json:"seen"`
+	}
+	h := workflowtest.NewHost(st{}, workflowtest.NewClock(time.Unix(1700000000, 0)))
+	crashed := false
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	run := func(c *workflow.Ctx[st]) error {
+		if err := c.Step("a", func(s *workflow.StepCtx[st]) error {
+			s.State.Seen = append(s.State.Seen, s.Attempt())
+			return nil
+		}); err != nil {
+			return err
+		}
+		if _, err := workflow.Next[int](c, "take", workflow.NextOptions{Names: []string{"q"}}); err != nil {
+			return err
+		}
+		return c.Step("b", func(s *workflow.StepCtx[st]) error {
+			s.State.Seen = append(s.State.Seen, s.Attempt())
+			if !crashed {
+				crashed = true
+				return h.Crash(s.Context())
+			}
+			return nil
+		})
+	}
+	if out, _ := h.Drive(ctx, run, workflowtest.DriveOptions{MaxActivations: 10}); out.Status != workflow.RunYielded || !out.Wake.At.IsZero() {
+		t.Fatalf("first Drive: outcome %v (%v), wake %+v; want yielded, waiting for messages", out.Status, out.Err, out.Wake)
+	}
+	h.Send("q", 1)
+	out, _ := h.Drive(ctx, run, workflowtest.DriveOptions{MaxActivations: 10})
+	if seen := h.State().Seen; out.Status != workflow.RunCompleted || !slices.Equal(seen, []int{1, 2}) {
+		t.Errorf("outcome %v (%v), attempts %v; want completed, b at attempt 2 (the first body of the second Drive's run is marked)", out.Status, out.Err, seen)
 	}
 }

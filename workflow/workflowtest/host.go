@@ -82,13 +82,19 @@ type Host[S any] struct {
 	// Send, the test's own, is not bounded.
 	MaxMessageBytes int
 	MaxQueueDepth   int
-	// IdleTimeout is a node's (NewHost sets its default, 30 s; 0: never):
-	// a node unloads a workflow that waits on the clock for longer, and
-	// the wake starts a new run, which marks its first step body again
-	// (attempts.go). Drive, which moves the clock in place, does the same
-	// for a wait longer than twice IdleTimeout (idle for IdleTimeout, the
-	// wake still further than IdleTimeout away): the run's next body is
-	// marked, so that a crash in it counts, as it does on a node.
+	// IdleTimeout is a node's (NewHost sets its default, 30 s; 0: never;
+	// set it to the actor's Options.IdleTimeout if that is set, or to
+	// the node's if it is not 30 s): a node unloads a workflow that
+	// waits on the clock while the actor has had no turn (the load, a
+	// commit) for IdleTimeout and the wake is still further than
+	// IdleTimeout away, and the wake starts a new run, which marks its
+	// first step body again (attempts.go). Drive, which moves the clock
+	// in place, does the same for a wait in which that happens: longer
+	// than IdleTimeout, its wake more than twice IdleTimeout after the
+	// last commit (or the run's load), and no SendWait sender waiting.
+	// The run's next body is then marked, so that a crash in it counts,
+	// as it does on a node. Only Drive does this: a test that calls Run
+	// and moves the clock itself gets no such restart.
 	IdleTimeout time.Duration
 	// Queues, if set, are the actor's queue names, as its rivet.Actor's
 	// Queues: a receive that names another fails (workflow.ErrInvalid)
@@ -122,8 +128,13 @@ type Host[S any] struct {
 	// noMarks turns them off (hosthook.NoAttemptMarkers).
 	noMarks bool
 	// current is the activation Run runs (nil between runs), for Drive's
-	// simulated unload (wakeIdleLocked).
-	current *activation[S]
+	// simulated unload (wakeIdleLocked); wakeFrom is the activation whose
+	// report is the latest sent on wakes.
+	current, wakeFrom *activation[S]
+	// lastTurn is the clock's time of the actor's last turn, as a node's
+	// reaper counts them: the load of the run and each commit that
+	// applies (wakeIdleLocked).
+	lastTurn time.Time
 }
 
 // Event is an event a step published (StepCtx.Broadcast), its data as
@@ -358,6 +369,7 @@ func (h *Host[S]) Run(ctx context.Context, fn func(*workflow.Ctx[S]) error) work
 	hist := h.historyLocked()
 	a.loadMarksLocked()
 	h.current = a
+	h.lastTurn = h.Clock.Now() // the load is a turn
 	h.mu.Unlock()
 	defer func() {
 		h.mu.Lock()
@@ -382,6 +394,10 @@ func (h *Host[S]) Run(ctx context.Context, fn func(*workflow.Ctx[S]) error) work
 		// commit"): a run ending with one would never commit it. (The
 		// runtime defers none: it commits every step at once.)
 		h.mu.Lock()
+		// The outcome is decided: a Crash now (a fake's function that
+		// outlived its step) has nothing left to crash, and must not
+		// undo the end recorded below.
+		a.ended = true
 		if (len(a.deferred) > 0 || len(a.deferredMsgs) > 0) && !a.dead {
 			if err := a.commitLocked(nil, nil, nil); err != nil && !evicted {
 				out = workflow.Outcome{Status: workflow.RunYielded}
@@ -463,7 +479,9 @@ func (h *Host[S]) Drive(ctx context.Context, fn func(*workflow.Ctx[S]) error, op
 					cancel(ErrEvicted)
 				default:
 					h.mu.Lock()
-					h.wakeIdleLocked(w.At)
+					if h.wakeFrom == h.current {
+						h.wakeIdleLocked(w.At)
+					}
 					h.mu.Unlock()
 					h.Clock.Set(w.At)
 				}
@@ -571,6 +589,9 @@ func (a *activation[S]) Actor() (string, []string) {
 func (a *activation[S]) Timer(at time.Time) (<-chan time.Time, func()) { return a.h.Clock.Timer(at) }
 
 func (a *activation[S]) Waiting(w workflow.Wake) {
+	a.h.mu.Lock()
+	defer a.h.mu.Unlock()
+	a.h.wakeFrom = a
 	select {
 	case <-a.h.wakes:
 	default:
@@ -895,6 +916,7 @@ func (a *activation[S]) commitLocked(writes []workflow.HistoryWrite, snap []byte
 		}
 	}
 	a.deferred, a.deferredState = nil, nil
+	h.lastTurn = h.Clock.Now() // a commit is a turn
 	h.events = append(h.events, a.deferredEvents...)
 	a.deferredEvents = nil
 	a.queueStagedLocked()
