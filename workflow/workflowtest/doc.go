@@ -23,12 +23,15 @@
 //     the run marked that body (the first body of a run, also the first
 //     after a wait long enough for a node to unload the workflow, and the
 //     Do bodies beside it: a crash in a later body goes uncounted, as on a
-//     node). Such a crash so spends one of the step's retries and waits
-//     out its backoff: a step with NoRetries whose first record is lost
-//     (CrashAt(n, false)) ends exhausted, and fails a workflow that, before
-//     hosts kept markers, completed. A body cut off by an eviction (the
-//     run's ctx cancelled) is the host's graceful stop, and is not
-//     counted. attempts.go states the rules.
+//     node). A run Drive ends because it waits for messages only, which a
+//     later Drive (or Drive itself, once they are queued) runs again, is a
+//     new run, as after a node's idle unload: the first body after the
+//     receive is marked. Such a crash so spends one of the step's retries
+//     and waits out its backoff: a step with NoRetries whose first record
+//     is lost (CrashAt(n, false)) ends exhausted, and fails a workflow
+//     that, before hosts kept markers, completed. A body cut off by an
+//     eviction (the run's ctx cancelled) is the host's graceful stop, and
+//     is not counted. attempts.go states the rules.
 //   - StepCtx.Enqueue queues a message on the actor's own queue with the
 //     commit of the attempt's record, checked at the call as a node
 //     checks it (the queue declared, its type, the size, 32 messages and
@@ -44,10 +47,12 @@
 // (a step's Timeout fires only when the test moves it, Host.Hang), so
 // steps end at the same instant and ties between a join's branches are
 // common; an ephemeral step is committed with the next commit, not at
-// once (but for one that enqueues); Host.Send is not bounded by MaxMessageBytes or MaxQueueDepth;
-// Drive unloads nothing (a long wait only restarts the marking, see
-// Host.IdleTimeout); and there are no scheduled calls (StepCtx.Schedule
-// fails), nor the actor's actions, nor other actors (FakeClient stands in
-// for them): test
-// those with node/nodetest.
+// once (but for one that enqueues); Host.Send is not bounded by
+// MaxMessageBytes or MaxQueueDepth; Drive unloads a run that waits on the
+// clock only if DriveOptions.Evict says so (a wait a node unloads the
+// workflow for only restarts the marking, see Host.IdleTimeout), and
+// always one that waits for messages only, at once where a node waits
+// IdleTimeout for them; and there are no scheduled calls
+// (StepCtx.Schedule fails) nor the actor's actions: test those with
+// node/nodetest. FakeClient stands in for other actors.
 package workflowtest
