@@ -200,8 +200,8 @@ type RawMessage struct {
 	ID    uint64          `json:"id"`
 	Queue string          `json:"queue"`
 	Body  json.RawMessage `json:"body"`
-	// CreatedAt is when the message was enqueued, as precisely as the
-	// Host's Now (and the same however the host reads it): the engine
+	// CreatedAt is when the message was enqueued (when it became visible
+	// to Queued, see MessagePeeker), as precisely as the Host's Now (and the same however the host reads it): the engine
 	// ranks it against a receive's deadline (see MessagePeeker), and a
 	// time cut to a coarser unit ranks a message sent just after the
 	// deadline before it.
