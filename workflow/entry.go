@@ -201,10 +201,11 @@ type RawMessage struct {
 	Queue string          `json:"queue"`
 	Body  json.RawMessage `json:"body"`
 	// CreatedAt is when the message was enqueued (when it became visible
-	// to Queued, see MessagePeeker), as precisely as the Host's Now (and the same however the host reads it): the engine
-	// ranks it against a receive's deadline (see MessagePeeker), and a
-	// time cut to a coarser unit ranks a message sent just after the
-	// deadline before it.
+	// to Queued, see MessagePeeker), or put back in its queue
+	// (HistoryWrite.Requeue), as precisely as the Host's Now (and the
+	// same however the host reads it): the engine ranks it against a
+	// receive's deadline (see MessagePeeker), and a time cut to a coarser
+	// unit ranks a message sent just after the deadline before it.
 	CreatedAt time.Time `json:"created_at"`
 }
 
@@ -224,6 +225,9 @@ type RecordedMessage struct {
 // since it was taken). The engine writes it with the deletion of the
 // receive entries that took them, in one batch, as those entries are the
 // messages' only record: a race's decision deleting a loser's history.
+// The host stamps each message again as it is back (its CreatedAt
+// becomes that time, see MessagePeeker), not with the CreatedAt given: a
+// receive that timed out while a loser held a message had not seen it.
 type HistoryWrite struct {
 	Put        *Entry       `json:"put,omitempty"`
 	DeleteTree string       `json:"delete_tree,omitempty"`

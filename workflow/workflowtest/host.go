@@ -149,7 +149,9 @@ func NewHost[S any](initial S, clock *Clock) *Host[S] {
 	}
 }
 
-// Send enqueues a message and returns its id.
+// Send enqueues a message and returns its id. Its CreatedAt is the
+// Clock's time: sent with the clock stopped at a waiting receive's
+// deadline, it came too late for that receive (see the package doc).
 func (h *Host[S]) Send(queue string, body any) uint64 {
 	id, _ := h.send(queue, body, false)
 	return id
@@ -787,6 +789,9 @@ func (a *activation[S]) commitLocked(writes []workflow.HistoryWrite, snap []byte
 		}
 		if len(w.Requeue) > 0 {
 			for _, m := range w.Requeue {
+				// Stamped as it is back (MessagePeeker): a receive
+				// that timed out while a loser held it had not seen it.
+				m.CreatedAt = h.Clock.Now()
 				i, _ := slices.BinarySearchFunc(h.queue, m.ID, func(q workflow.RawMessage, id uint64) int { return cmp.Compare(q.ID, id) })
 				h.queue = slices.Insert(h.queue, i, m)
 			}
