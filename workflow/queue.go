@@ -225,7 +225,10 @@ func (x *cx) receive(name string, o NextOptions) (string, *Entry, error) {
 		// (the deadline passing meanwhile) was stamped before the
 		// deadline and not taken, and a replay that found the timeout
 		// unrecorded took it.
-		now := r.now()
+		var now time.Time
+		if !deadline.IsZero() {
+			now = r.now()
+		}
 		got, err := x.take(path, seq, deadline, o)
 		if err != nil || got != nil {
 			return path, got, err
