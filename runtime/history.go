@@ -706,11 +706,6 @@ func (h *Host) RetryWorkflowWith(ctx context.Context, ref Ref, opts RetryOptions
 		if err != nil {
 			return err
 		}
-		// Stamped now, as they are put back (a Send's message is stamped
-		// as it becomes visible, wfState.arrive), not at the time they
-		// were first sent: a receive that stays in the history and timed
-		// out after that time must not take them on replay.
-		a.restamp(ops, restored, time.Now().Round(0))
 		ops = append(ops, dropMarks...)
 		// The attempt markers of the ended run (attempts.go) would count
 		// against the steps the retry runs again.

@@ -407,20 +407,14 @@ func deletesHistory(ws []workflow.HistoryWrite) bool {
 // putBack puts messages that the workflow had taken back in memory's
 // queues, by seq (their keys keep them ahead of those sent since), once
 // their queue keys are written: the turn holder calls it.
-func (a *activation) putBack(back []msgRef) { a.putBackCounted(back, false) }
-
-// putBackCounted is putBack for messages already counted pending (and
-// stamped: wfState.arriveAll) if counted.
-func (a *activation) putBackCounted(back []msgRef, counted bool) {
+func (a *activation) putBack(back []msgRef) {
 	for _, m := range back {
 		i, _ := slices.BinarySearchFunc(a.wf.msgs, m.seq, func(r msgRef, seq uint64) int { return cmp.Compare(r.seq, seq) })
 		a.wf.notifyMu.Lock()
 		a.wf.msgs = slices.Insert(a.wf.msgs, i, m)
 		a.wf.notifyMu.Unlock()
 		a.depth[m.queue]++
-		if !counted {
-			a.wf.countPending(m.queue, 1)
-		}
+		a.wf.countPending(m.queue, 1)
 		// A sender waiting for its completion whose wait runs out is told
 		// it is queued again.
 		a.wf.notifyMu.Lock()
@@ -1339,14 +1333,7 @@ func (w *wfHost) commitPuttingBack(ctx context.Context, writes []workflow.Histor
 		if err := checkLimits(a, ops); err != nil {
 			return nil, err
 		}
-		// Stamped as they become visible again, as a Send's message
-		// (wfState.arrive), not at the time they were first sent: a
-		// receive of their queue elsewhere (a join sibling) that timed
-		// out while the loser held them had not seen them, and its
-		// replay, its timeout not committed yet, would take them by that
-		// first time. The writes keep their size (the same digits).
-		a.restamp(ops, back, a.wf.arriveAll(back))
-		a.putBackCounted(back, true)
+		a.putBack(back)
 		return ops, nil
 	})
 	if err != nil {
@@ -1354,26 +1341,6 @@ func (w *wfHost) commitPuttingBack(ctx context.Context, writes []workflow.Histor
 	}
 	a.stepsCommitted(countSteps(writes), writes)
 	return nil
-}
-
-// restamp sets the time of the messages back, and of their writes in ops
-// (historyOps made them at the time they had), to at, the time they are
-// put back in their queues. ops is the caller's own.
-func (a *activation) restamp(ops []storage.Op, back []msgRef, at time.Time) {
-	if len(back) == 0 {
-		return
-	}
-	keys := make(map[string]int, len(back))
-	for i := range back {
-		back[i].at = at
-		keys[queueKey(a.prefix, back[i].seq, back[i].queue)] = i
-	}
-	for i, op := range ops {
-		if j, ok := keys[op.Key]; ok && op.Kind == storage.OpPut {
-			b, _ := json.Marshal(newQueueMessage(back[j].body, at))
-			ops[i].Value = b
-		}
-	}
 }
 
 // stepCounts counts step attempts by outcome.
@@ -1457,16 +1424,17 @@ func (w *wfState) countPendingLocked(queue string, d int) {
 // arrive counts a message of queue pending and returns its time, the
 // host's clock read under the same lock: the moment it becomes visible
 // to the workflow's receives (Queued). A message is stamped here (or in
-// arriveAll, also as it is put back) and nowhere earlier. A receive that
-// looked and found none before this is ranked no later than this time
-// (the engine reads the clock before it looks, see
-// workflow.MessagePeeker): if it timed out, its deadline was at or before
-// the messages' time, and a replay of it (its timeout's record not
-// committed yet) ranks them after the deadline and times out as it did.
-// A time taken before (a Send stamped before it read its idempotency
-// keys from storage) let a receive time out at a deadline after it while
-// the message was not counted yet, and the replay took the message the
-// first run had not.
+// arriveAll) and nowhere earlier. A receive that looked and found none
+// before this is ranked no later than this time (the engine reads the
+// clock before it looks, see workflow.MessagePeeker): if it timed out,
+// its deadline was at or before the messages' time, and a replay of it
+// (its timeout's record not committed yet) ranks them after the deadline
+// and times out as it did. A time taken before (a Send stamped before it
+// read its idempotency keys from storage) let a receive time out at a
+// deadline after it while the message was not counted yet, and the
+// replay took the message the first run had not. A message put back in
+// its queue (putBack) keeps this time: see "ranking" in
+// docs/architecture.md for the gap that leaves.
 func (w *wfState) arrive(queue string) time.Time {
 	w.notifyMu.Lock()
 	at := time.Now().Round(0)
@@ -1475,9 +1443,8 @@ func (w *wfState) arrive(queue string) time.Time {
 	return at
 }
 
-// arriveAll is arrive for the messages a turn staged (enqueue.go), or
-// that a race's decision puts back (commitPuttingBack): all counted, and
-// stamped, at once.
+// arriveAll is arrive for the messages a turn staged (enqueue.go): all
+// counted, and stamped, at once.
 func (w *wfState) arriveAll(msgs []msgRef) time.Time {
 	w.notifyMu.Lock()
 	at := time.Now().Round(0)

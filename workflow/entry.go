@@ -200,12 +200,13 @@ type RawMessage struct {
 	ID    uint64          `json:"id"`
 	Queue string          `json:"queue"`
 	Body  json.RawMessage `json:"body"`
-	// CreatedAt is when the message was enqueued (when it became visible
-	// to Queued, see MessagePeeker), or put back in its queue
-	// (HistoryWrite.Requeue), as precisely as the Host's Now (and the
-	// same however the host reads it): the engine ranks it against a
-	// receive's deadline (see MessagePeeker), and a time cut to a coarser
-	// unit ranks a message sent just after the deadline before it.
+	// CreatedAt is when the message was first enqueued (when it became
+	// visible to Queued, see MessagePeeker; a message put back in its
+	// queue, HistoryWrite.Requeue, keeps it), as precisely as the Host's
+	// Now (and the same however the host reads it): the engine ranks it
+	// against a receive's deadline (see MessagePeeker), and a time cut to
+	// a coarser unit ranks a message sent just after the deadline before
+	// it.
 	CreatedAt time.Time `json:"created_at"`
 }
 
@@ -225,9 +226,6 @@ type RecordedMessage struct {
 // since it was taken). The engine writes it with the deletion of the
 // receive entries that took them, in one batch, as those entries are the
 // messages' only record: a race's decision deleting a loser's history.
-// The host stamps each message again as it is back (its CreatedAt
-// becomes that time, see MessagePeeker), not with the CreatedAt given: a
-// receive that timed out while a loser held a message had not seen it.
 type HistoryWrite struct {
 	Put        *Entry       `json:"put,omitempty"`
 	DeleteTree string       `json:"delete_tree,omitempty"`

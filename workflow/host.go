@@ -203,8 +203,7 @@ type Broadcaster interface {
 // under a tree it deletes (AppendWrites keeps them so), so it maps onto one
 // etcd transaction. A write with Requeue puts messages the run took back in
 // their queues, each under its own ID, as if they had never been taken (and
-// wakes what waits for messages), stamped as they are back
-// (HistoryWrite.Requeue): in the same batch as the deletion of the
+// wakes what waits for messages): in the same batch as the deletion of the
 // entries that recorded them, so that each message is either recorded or
 // queued, never both and never neither.
 //
@@ -305,18 +304,20 @@ type Host interface {
 // the receive's deadline, or after another branch of its race finished,
 // loses to them.
 //
-// A message's CreatedAt is taken when it becomes visible here (sent, or
-// put back in its queue), under the lock Queued reads under, never
-// before: a message a call does not see is stamped no earlier than a Now
-// read before the call. The driver times a receive out on a look that
-// began at or after its deadline, so every message stamped before the
-// deadline was seen, and a replay that finds the timeout unrecorded (it
-// waits for the next commit) times out too. A message stamped early and
-// made visible late (after a storage read, say, or put back by a race's
-// loser with the time it was first sent) would be taken by that replay,
-// which the first run did not take. "first" is the first message by ID,
-// and a message put back goes ahead of those sent since, so it may have a
-// later time than they do.
+// A message's CreatedAt is taken when it first becomes visible here,
+// under the lock Queued reads under, never before: a message a call does
+// not see is stamped no earlier than a Now read before the call. The
+// driver times a receive out on a look that began at or after its
+// deadline, so every message stamped before the deadline was seen, and a
+// replay that finds the timeout unrecorded (it waits for the next commit)
+// times out too. A message stamped early and made visible late (after a
+// storage read, say) would be taken by that replay, which the first run
+// did not take. One such case remains: a message a race's loser took and
+// puts back (HistoryWrite.Requeue) keeps its first CreatedAt, so stamps
+// rise with IDs and "first" (the first message by ID) has the earliest
+// time, but a join sibling's receive of its queue that timed out while
+// the loser held it, its deadline after that time, takes it on such a
+// replay (docs/architecture.md, the ranking of a late receive).
 type MessagePeeker interface {
 	Queued(names []string) (first time.Time, ok bool)
 }

@@ -789,9 +789,6 @@ func (a *activation[S]) commitLocked(writes []workflow.HistoryWrite, snap []byte
 		}
 		if len(w.Requeue) > 0 {
 			for _, m := range w.Requeue {
-				// Stamped as it is back (MessagePeeker): a receive
-				// that timed out while a loser held it had not seen it.
-				m.CreatedAt = h.Clock.Now()
 				i, _ := slices.BinarySearchFunc(h.queue, m.ID, func(q workflow.RawMessage, id uint64) int { return cmp.Compare(q.ID, id) })
 				h.queue = slices.Insert(h.queue, i, m)
 			}
