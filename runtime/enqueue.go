@@ -107,39 +107,48 @@ func (a *activation) stagedBytes() int {
 	return n
 }
 
-// stagedWrites makes the writes of the staged messages, their IDs the next
-// ones in order, without changing memory: a write refused then (too large)
-// leaves the staged messages to restoreState. Called by the turn holder.
-func (a *activation) stagedWrites() ([]storage.Op, []msgRef) {
+// stagedMsgs returns the staged messages as memory will queue them, their
+// IDs the next ones in order, without changing memory: a write refused
+// then (too large) leaves the staged messages to restoreState. Their time
+// is now, for the size of their writes only: beginStaged stamps them as
+// they become visible to the workflow. Called by the turn holder.
+func (a *activation) stagedMsgs() []msgRef {
 	if len(a.staged) == 0 {
-		return nil, nil
+		return nil
 	}
-	// To the nanosecond, as a Send's (queueMessage): the workflow that
-	// takes one from memory sees the CreatedAt it would read back after a
-	// restart.
 	now := time.Now().Round(0)
 	seq := a.nextSeq.Load()
-	ops := make([]storage.Op, 0, len(a.staged)+1)
 	msgs := make([]msgRef, 0, len(a.staged))
 	for i, m := range a.staged {
-		rec, _ := json.Marshal(newQueueMessage(m.body, now))
-		id := seq + uint64(i)
-		ops = append(ops, storage.Put(queueKey(a.prefix, id, m.queue), rec))
-		msgs = append(msgs, msgRef{seq: id, queue: m.queue, body: m.body, at: now})
+		msgs = append(msgs, msgRef{seq: seq + uint64(i), queue: m.queue, body: m.body, at: now})
 	}
-	return ops, msgs
+	return msgs
 }
 
-// beginStaged takes the staged messages out of the turn and counts them
-// pending, as Send does before it enqueues one; the extra ops (a wakeup
-// record, for a workflow that waits for messages only) go with them. The
-// caller then calls stagedQueued or stagedDropped. Called by the turn
-// holder.
-func (a *activation) beginStaged(msgs []msgRef) []storage.Op {
-	a.staged = nil
-	for rp := a.restorePoint; rp != nil; rp = rp.prev {
-		rp.staged = 0
+// stagedWrites makes the writes of msgs (stagedMsgs), at their time: to
+// the nanosecond, as a Send's (queueMessage), so that the workflow that
+// takes one from memory sees the CreatedAt it would read back after a
+// restart.
+func (a *activation) stagedWrites(msgs []msgRef) []storage.Op {
+	if len(msgs) == 0 {
+		return nil
 	}
+	ops := make([]storage.Op, 0, len(msgs)+1)
+	for _, m := range msgs {
+		rec, _ := json.Marshal(newQueueMessage(m.body, m.at))
+		ops = append(ops, storage.Put(queueKey(a.prefix, m.seq, m.queue), rec))
+	}
+	return ops
+}
+
+// beginStaged counts msgs pending, as Send does before it enqueues one,
+// and stamps them as it does (wfState.arriveAll): as they become visible
+// to the workflow, and not before, so that a receive that timed out had
+// seen every message stamped before its deadline. Their writes are made
+// after (stagedWrites). The extra ops it returns (a wakeup record, for a
+// workflow that waits for messages only) go with them. The caller then
+// calls stagedQueued or stagedDropped. Called by the turn holder.
+func (a *activation) beginStaged(msgs []msgRef) []storage.Op {
 	if len(msgs) == 0 || a.spec.Run == nil {
 		return nil
 	}
@@ -148,10 +157,7 @@ func (a *activation) beginStaged(msgs []msgRef) []storage.Op {
 	a.mu.Lock()
 	a.stagedWake = stagedWake{}
 	a.wf.arrivals += uint64(len(msgs))
-	for _, m := range msgs {
-		a.wf.countPending(m.queue, 1)
-	}
-	now := msgs[0].at.UnixMilli()
+	now := a.wf.arriveAll(msgs).UnixMilli()
 	if (a.wf.wakeAt == 0 || a.wf.wakeAt > now) && !ended {
 		// As Send: a new owner runs the workflow if this node dies
 		// before it takes them.
@@ -162,6 +168,15 @@ func (a *activation) beginStaged(msgs []msgRef) []storage.Op {
 	}
 	a.mu.Unlock()
 	return ops
+}
+
+// takeStaged takes the staged messages out of the turn, once their
+// writes go with its commit.
+func (a *activation) takeStaged() {
+	a.staged = nil
+	for rp := a.restorePoint; rp != nil; rp = rp.prev {
+		rp.staged = 0
+	}
 }
 
 // stagedQueued puts the messages, their writes enqueued, in memory as a

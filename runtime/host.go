@@ -140,6 +140,11 @@ type Host struct {
 	// waiting Send's turn just before it registers for the completion:
 	// where an eviction, which needs no turn, can come between.
 	sendWaitHook func(a *activation)
+	// sendHoldHook, set by tests only (before any request), runs in a
+	// Send's turn once it has loaded the actor's idempotency keys (a
+	// storage read, the first time), before its message is counted and
+	// stamped: where a slow read holds the send.
+	sendHoldHook func(a *activation)
 
 	chainSeq    atomic.Uint64
 	chainPrefix string
@@ -1488,12 +1493,14 @@ func (a *activation) saveEncodedWith(b []byte, changed bool, err error, extra []
 		ops = append(ops, storage.Put(a.stateKey(), b))
 	}
 	ops = append(ops, extra...)
-	msgOps, msgs := a.stagedWrites()
-	ops = append(ops, msgOps...)
-	if len(ops) == 0 {
+	msgs := a.stagedMsgs()
+	if len(ops) == 0 && len(msgs) == 0 {
 		return false, nil
 	}
-	ops = append(ops, a.beginStaged(msgs)...)
+	// Counted (and stamped) first, their writes made then.
+	wake := a.beginStaged(msgs)
+	ops = append(append(ops, a.stagedWrites(msgs)...), wake...)
+	a.takeStaged()
 	if _, err := a.enqueue(ops...); err != nil {
 		a.stagedDropped(msgs)
 		return false, err
@@ -1699,12 +1706,6 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 		if a.destroyPending() && !a.gate.reentered() {
 			return errBeingDestroyed(a)
 		}
-		// The message's time is stored to the nanosecond (queueMessage):
-		// a workflow that takes it from memory sees the CreatedAt it would
-		// see after a restart, when it reads the message back. The
-		// records that go by milliseconds (keys, wakeups) take now.
-		sentAt := time.Now().Round(0)
-		now := time.UnixMilli(sentAt.UnixMilli())
 		var keyOps []storage.Op
 		var keyRec sendKeyRecord
 		var sums sendKeyRecord // the message's digests
@@ -1713,7 +1714,14 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 		if err := a.loadSendKeys(ctx); err != nil {
 			return err
 		}
+		if h.sendHoldHook != nil {
+			h.sendHoldHook(a)
+		}
 		if key := req.IdempotencyKey; key != "" {
+			// The key's record goes by the millisecond, from when the
+			// send checks it; the message's own time is taken as it
+			// becomes visible to the workflow (below).
+			now := time.UnixMilli(time.Now().UnixMilli())
 			sums.Sum, sums.Same = sendSums(req.Queue, body)
 			if rec, ok := a.sentBefore(key, now); ok {
 				if err := a.sameMessage(key, rec, sums); err != nil {
@@ -1772,23 +1780,41 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 			}
 			return rivet.Reasonf(rivet.ErrWorkflowFailed, "workflow", code, "%s has no running workflow to complete the message (workflow %s)", a.describe(), orNone(wfst.Status))
 		}
-		msg, _ := json.Marshal(newQueueMessage(body, sentAt))
 		seq = a.nextSeq.Load()
-		ops := append([]storage.Op{storage.Put(queueKey(a.prefix, seq, req.Queue), msg)}, keyOps...)
+		// The message's time, stored to the nanosecond (queueMessage): a
+		// workflow that takes it from memory sees the CreatedAt it would
+		// see after a restart, when it reads the message back. Taken as
+		// the message becomes visible to the workflow's receives (counted
+		// pending, wfState.arrive), not before: every message stamped
+		// before a receive's deadline was there for it to see, so a
+		// receive that timed out saw none, and its replay times out too.
+		// (A time taken as the turn began, before the storage read of the
+		// keys above, was not: a receive timed out meanwhile, and its
+		// replay, its timeout not committed yet, took the message.)
+		var sentAt time.Time
+		var wake storage.Op
 		if sp.Run != nil {
 			a.mu.Lock()
 			a.wf.arrivals++
 			// Counted pending with its arrival: a yield that sees the one
 			// sees the other.
-			a.wf.countPending(req.Queue, 1)
-			if (a.wf.wakeAt == 0 || a.wf.wakeAt > now.UnixMilli()) && !workflowEnded(wfst.Status) {
+			sentAt = a.wf.arrive(req.Queue)
+			if at := sentAt.UnixMilli(); (a.wf.wakeAt == 0 || a.wf.wakeAt > at) && !workflowEnded(wfst.Status) {
 				// The workflow waits for messages only: make sure a new
 				// owner runs it if this node dies before it takes this one.
-				wb, _ := json.Marshal(wakeupRecord{At: now.UnixMilli()})
-				ops = append(ops, storage.Put(storage.WakeupKey(a.part, a.ref.Name, a.enc), wb))
-				a.wf.wakeAt = now.UnixMilli()
+				wb, _ := json.Marshal(wakeupRecord{At: at})
+				wake = storage.Put(storage.WakeupKey(a.part, a.ref.Name, a.enc), wb)
+				a.wf.wakeAt = at
 			}
 			a.mu.Unlock()
+		} else {
+			// No workflow receives it: any time in the turn will do.
+			sentAt = time.Now().Round(0)
+		}
+		msg, _ := json.Marshal(newQueueMessage(body, sentAt))
+		ops := append([]storage.Op{storage.Put(queueKey(a.prefix, seq, req.Queue), msg)}, keyOps...)
+		if wake.Key != "" {
+			ops = append(ops, wake)
 		}
 		if req.Wait {
 			if h.sendWaitHook != nil {

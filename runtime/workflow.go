@@ -825,8 +825,7 @@ func (w *wfHost) checkStep(out json.RawMessage) error {
 		}
 		// The messages it enqueued too: the attempt is discarded, as
 		// for its calls, rather than the run failing at the commit.
-		msgOps, _ := a.stagedWrites()
-		ops = append(append(ops, a.schedOps()...), msgOps...)
+		ops = append(append(ops, a.schedOps()...), a.stagedWrites(a.stagedMsgs())...)
 		if err := l.Check(storage.Txn{Fence: a.fence, Ops: ops}); err != nil {
 			w.discardAttempt()
 			what := fmt.Sprintf("the step's output (%d bytes)", len(out))
@@ -1233,12 +1232,16 @@ func (w *wfHost) RunStep(ctx context.Context, ephemeral bool, fn func(env workfl
 		// The calls the attempt changed (Schedule, Destroy) and the
 		// messages it enqueued commit with it.
 		ops = append(ops, a.schedOps()...)
-		msgOps, msgs := a.stagedWrites()
-		ops = append(ops, msgOps...)
+		// The messages are counted (and stamped: beginStaged) before
+		// their writes are made, and uncounted if refused, as a Send's.
+		msgs := a.stagedMsgs()
+		wake := a.beginStaged(msgs)
+		ops = append(ops, a.stagedWrites(msgs)...)
 		// Checked here, before memory takes the change: a write too large
 		// for one transaction is never committed, and actions must not
 		// read (or a later turn commit) the state it changed.
 		if err := checkLimits(a, ops); err != nil {
+			a.stagedDropped(msgs)
 			a.restoreState()
 			return nil, err
 		}
@@ -1246,7 +1249,8 @@ func (w *wfHost) RunStep(ctx context.Context, ephemeral bool, fn func(env workfl
 			a.stateBytes = b
 		}
 		a.schedSavedNow()
-		ops = append(ops, a.beginStaged(msgs)...)
+		ops = append(ops, wake...)
+		a.takeStaged()
 		// In memory once enqueued (turnWith).
 		a.turnStaged = msgs
 		a.putBack(back) // none: the engine puts messages back in a Commit
@@ -1403,6 +1407,11 @@ func (a *activation) hasPendingFor(w workflow.Wake) bool {
 // countPending adds d to the pending count of queue.
 func (w *wfState) countPending(queue string, d int) {
 	w.notifyMu.Lock()
+	w.countPendingLocked(queue, d)
+	w.notifyMu.Unlock()
+}
+
+func (w *wfState) countPendingLocked(queue string, d int) {
 	if w.pending == nil {
 		w.pending = map[string]int{}
 	}
@@ -1410,7 +1419,41 @@ func (w *wfState) countPending(queue string, d int) {
 	if w.queued != nil {
 		w.queued.Add(int64(d))
 	}
+}
+
+// arrive counts a message of queue pending and returns its time, the
+// host's clock read under the same lock: the moment it becomes visible
+// to the workflow's receives (Queued). A message is stamped here (or in
+// arriveAll) and nowhere earlier. A receive that looked and found none
+// before this is ranked no later than this time (the engine reads the
+// clock before it looks, see workflow.MessagePeeker): if it timed out,
+// its deadline was at or before the messages' time, and a replay of it
+// (its timeout's record not committed yet) ranks them after the deadline
+// and times out as it did. A time taken before (a Send stamped before it
+// read its idempotency keys from storage) let a receive time out at a
+// deadline after it while the message was not counted yet, and the
+// replay took the message the first run had not. A message put back in
+// its queue (putBack) keeps this time: see "ranking" in
+// docs/architecture.md for the gap that leaves.
+func (w *wfState) arrive(queue string) time.Time {
+	w.notifyMu.Lock()
+	at := time.Now().Round(0)
+	w.countPendingLocked(queue, 1)
 	w.notifyMu.Unlock()
+	return at
+}
+
+// arriveAll is arrive for the messages a turn staged (enqueue.go): all
+// counted, and stamped, at once.
+func (w *wfState) arriveAll(msgs []msgRef) time.Time {
+	w.notifyMu.Lock()
+	at := time.Now().Round(0)
+	for i := range msgs {
+		msgs[i].at = at
+		w.countPendingLocked(msgs[i].queue, 1)
+	}
+	w.notifyMu.Unlock()
+	return at
 }
 
 // dropQueued takes the activation's pending messages out of the Host's
@@ -1431,8 +1474,10 @@ func (w *wfState) dropQueued() {
 
 // Queued implements workflow.MessagePeeker: the pending counts include
 // every message in memory's queues (they count a message before it is
-// there). The time is unknown for a message counted but not there yet,
-// and for one queued before the activation loaded (only its key is read).
+// there), and a message is stamped as it is counted, under notifyMu
+// (wfState.arrive): one this call does not see is stamped after it. The
+// time is unknown for a message counted but not there yet, and for one
+// queued before the activation loaded (only its key is read).
 func (w *wfHost) Queued(names []string) (time.Time, bool) {
 	a := w.a
 	if !a.hasPendingFor(workflow.Wake{AnyQueue: len(names) == 0, Queues: names}) {

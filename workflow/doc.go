@@ -177,7 +177,9 @@
 //     Client, outside any turn.
 //  4. Takes queue messages only through Receive, deleting them in the same
 //     atomic write that records them, and signals new messages through
-//     MessageNotify.
+//     MessageNotify. A message's CreatedAt is taken as it first becomes
+//     visible to Queued and Receive, not before, and kept when a race's
+//     loser puts it back (MessagePeeker).
 //  5. Commits a completion (Complete) before it answers the sender.
 //  6. Fences every write: a host that lost the actor must not commit, and
 //     returns an error wrapping ErrEvicted so that the run stops without

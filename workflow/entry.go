@@ -200,11 +200,13 @@ type RawMessage struct {
 	ID    uint64          `json:"id"`
 	Queue string          `json:"queue"`
 	Body  json.RawMessage `json:"body"`
-	// CreatedAt is when the message was enqueued, as precisely as the
-	// Host's Now (and the same however the host reads it): the engine
-	// ranks it against a receive's deadline (see MessagePeeker), and a
-	// time cut to a coarser unit ranks a message sent just after the
-	// deadline before it.
+	// CreatedAt is when the message was first enqueued (when it became
+	// visible to Queued, see MessagePeeker; a message put back in its
+	// queue, HistoryWrite.Requeue, keeps it), as precisely as the Host's
+	// Now (and the same however the host reads it): the engine ranks it
+	// against a receive's deadline (see MessagePeeker), and a time cut to
+	// a coarser unit ranks a message sent just after the deadline before
+	// it.
 	CreatedAt time.Time `json:"created_at"`
 }
 

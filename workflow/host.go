@@ -300,9 +300,24 @@ type Host interface {
 // first is when the first message such a Receive would take was enqueued
 // (its CreatedAt), or zero if the host does not know. A run that gets to
 // a receive late (woken late, replayed after a crash) ranks it by that
-// time, as it would have gone on time: a message that came after the
-// receive's deadline, or after another branch of its race finished,
+// time, as it would have gone on time: a message that came at or after
+// the receive's deadline, or after another branch of its race finished,
 // loses to them.
+//
+// A message's CreatedAt is taken when it first becomes visible here,
+// under the lock Queued reads under, never before: a message a call does
+// not see is stamped no earlier than a Now read before the call. The
+// driver times a receive out on a look that began at or after its
+// deadline, so every message stamped before the deadline was seen, and a
+// replay that finds the timeout unrecorded (it waits for the next commit)
+// times out too. A message stamped early and made visible late (after a
+// storage read, say) would be taken by that replay, which the first run
+// did not take. One such case remains: a message a race's loser took and
+// puts back (HistoryWrite.Requeue) keeps its first CreatedAt, so stamps
+// rise with IDs and "first" (the first message by ID) has the earliest
+// time, but a join sibling's receive of its queue that timed out while
+// the loser held it, its deadline after that time, takes it on such a
+// replay (docs/architecture.md, the ranking of a late receive).
 type MessagePeeker interface {
 	Queued(names []string) (first time.Time, ok bool)
 }

@@ -26,7 +26,8 @@ type NextOptions struct {
 	// Timeout bounds the wait, measured from the first call (recorded, so
 	// not reset by replays). 0: wait forever. A run that gets here after
 	// the deadline (woken late, replayed after a crash) times out if the
-	// first message was sent after the deadline, as it would have on time.
+	// first message was sent at or after the deadline, as it would have on
+	// time.
 	Timeout time.Duration
 	// Completable requires every message taken to be completed (with
 	// Message.Complete) before this branch of the workflow receives again.
@@ -217,11 +218,22 @@ func (x *cx) receive(name string, o NextOptions) (string, *Entry, error) {
 		// Taken before looking, so that a message sent after the look
 		// still wakes the wait below.
 		notify := r.host.MessageNotify()
+		// The time is read before the look too: a message the look
+		// missed is stamped no earlier than that (MessagePeeker), so a
+		// receive that times out had seen every message sent before its
+		// deadline. Read after the look, a message sent between the two
+		// (the deadline passing meanwhile) was stamped before the
+		// deadline and not taken, and a replay that found the timeout
+		// unrecorded took it.
+		var now time.Time
+		if !deadline.IsZero() {
+			now = r.now()
+		}
 		got, err := x.take(path, seq, deadline, o)
 		if err != nil || got != nil {
 			return path, got, err
 		}
-		if now := r.now(); !deadline.IsZero() && !now.Before(deadline) {
+		if !deadline.IsZero() && !now.Before(deadline) {
 			// Timed out. Recording it may wait for the next commit: if
 			// it is lost, the replay looks again and may find a
 			// message, which is as good an outcome.
@@ -255,8 +267,10 @@ func (x *cx) take(path string, seq int, deadline time.Time, o NextOptions) (*Ent
 	}
 	for {
 		if !came.IsZero() {
-			if !deadline.IsZero() && came.After(deadline) {
-				// On time, the receive timed out before it came.
+			if !deadline.IsZero() && !came.Before(deadline) {
+				// On time, the receive timed out before it came (at its
+				// deadline: a look then that missed a message saw none
+				// stamped before it, see receive).
 				return nil, nil
 			}
 			if err := t.awaitEarlier(came); err != nil {
@@ -338,7 +352,7 @@ func (x *cx) takeOnce(path string, seq int, deadline time.Time, o NextOptions, c
 				outrun = true
 				return nil
 			}
-			if !c.IsZero() && (came.IsZero() || c.After(came)) && (!deadline.IsZero() && c.After(deadline) || t.ranksBehind(c, raceSlot.outrankedLocked)) {
+			if !c.IsZero() && (came.IsZero() || c.After(came)) && (!deadline.IsZero() && !c.Before(deadline) || t.ranksBehind(c, raceSlot.outrankedLocked)) {
 				late = c
 				return nil
 			}

@@ -55,4 +55,11 @@
 // IdleTimeout for them; and there are no scheduled calls
 // (StepCtx.Schedule fails) nor the actor's actions: test those with
 // node/nodetest. FakeClient stands in for other actors.
+//
+// Messages are stamped (CreatedAt) with the Clock's time as they are sent,
+// and keep it when put back in their queue (a race's loser gives back what
+// it took). A message stamped exactly at a receive's deadline came too
+// late for it: with the clock stopped at the deadline D, a message sent
+// then does not reach the receive, which times out and leaves it queued,
+// as a node's look at D that missed it would have (workflow.MessagePeeker).
 package workflowtest

@@ -183,7 +183,9 @@ func NewHost[S any](initial S, clock *Clock) *Host[S] {
 	}
 }
 
-// Send enqueues a message and returns its id.
+// Send enqueues a message and returns its id. Its CreatedAt is the
+// Clock's time: sent with the clock stopped at a waiting receive's
+// deadline, it came too late for that receive (see the package doc).
 func (h *Host[S]) Send(queue string, body any) uint64 {
 	id, _ := h.send(queue, body, false)
 	return id
