@@ -88,21 +88,7 @@ func TestAReceiveRanksTheMessageItTakesNotTheOneItPeeked(t *testing.T) {
 	}
 	// The receive began at t0 with a 5 s timeout; the run is back at 10 s.
 	hist := []workflow.Entry{{Path: "take", Seq: 1, Kind: workflow.KindMessage, Status: workflow.StatusPending, Deadline: t0.Add(5 * time.Second)}}
-	var got string
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	out := workflow.Run(ctx, func(c *workflow.Ctx[log]) error {
-		m, err := workflow.Next[job](c, "take", workflow.NextOptions{Names: []string{"q"}, Timeout: 5 * time.Second})
-		switch {
-		case errors.Is(err, workflow.ErrTimeout):
-			got = "timed out"
-		case err != nil:
-			return err
-		default:
-			got = m.CreatedAt.Sub(t0).String()
-		}
-		return nil
-	}, h, hist)
+	out, got := nextWithin5s(h, hist)
 	if out.Status != workflow.RunCompleted || got != "timed out" || len(h.taken) != 0 {
 		var at time.Time
 		for _, w := range h.writes {
