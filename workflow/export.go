@@ -101,7 +101,7 @@ func (x *HistoryExport) History() ([]Entry, error) {
 
 func knownKind(k Kind) bool {
 	switch k {
-	case KindStep, KindLoop, KindSleep, KindMessage, KindRollbackCheckpoint, KindJoin, KindRace, KindRemoved, KindVersionCheck, KindJoinOutputs:
+	case KindStep, KindLoop, KindSleep, KindMessage, KindRollbackCheckpoint, KindJoin, KindRace, KindRemoved, KindVersionCheck, KindJoinOutputs, KindHeldBranch:
 		return true
 	}
 	return false

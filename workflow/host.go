@@ -477,6 +477,26 @@ type JoinOutputsHost interface {
 	JoinOutputsApart() bool
 }
 
+// HeldBranchesHost is a Host that may have the failure of a join's
+// branch that fails while its other branches go on committed in an entry
+// of its own (KindHeldBranch, "name/~held/<branch>", a few hundred bytes
+// whatever the join's size) rather than in the join's record, which is
+// then rewritten whole, every branch's name and status, for each such
+// failure: a fan-out of N branches that fail one by one wrote O(N²)
+// bytes, 200 branches of 6-byte names 2.3 MB where their own entries
+// write 57 KB, 1,000 branches 58 MB against 282 KB
+// (TestAJoinsFailingBranchesWriteLinearBytes).
+// The join's record is still written as it opens and when it settles,
+// which deletes the entries. An engine of a build before it does not
+// know them: replaying a pending join that has some, it runs the failed
+// branches again and then fails the workflow with a divergence at them,
+// so a host in a cluster that may replay its workflows on such a build
+// answers false until none is left. A Host without it keeps the failures
+// in the join's record, as before.
+type HeldBranchesHost interface {
+	HeldBranchesApart() bool
+}
+
 // RunStatus is how a run ended.
 type RunStatus string
 

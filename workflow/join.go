@@ -28,9 +28,11 @@ type Branches[S, T any] map[string]func(*Ctx[S]) (T, error)
 // except while a rollback checkpoint is active: then its branches replay
 // against their records (nothing runs again) so that the rollback handlers
 // of their steps are known after a restart. A branch that fails while
-// others go on has its failure recorded at once, and a join replayed
-// before it settled holds it: the branch replays against its record as a
-// settled one does, and fails as recorded even if its code changed since.
+// others go on has its failure recorded at once (in an entry of its own,
+// on a HeldBranchesHost that says so; in the join's record otherwise),
+// and a join replayed before it settled holds it: the branch replays
+// against its record as a settled one does, and fails as recorded even if
+// its code changed since.
 // A join with no branches (a fan-out sized at run time that has nothing to
 // fan out) returns an empty map at once, as Promise.allSettled([]) does;
 // its record holds no branches. A race needs a branch (one with none could
@@ -460,20 +462,80 @@ func runHeld(c *thread, path string, recorded Branch, run func(*cx) (json.RawMes
 type pendingHold struct {
 	mu      sync.Mutex // orders the commits of current
 	current *Entry     // the entry as last committed
+	// apart: each failure goes to an entry of its own (a join's, on a
+	// HeldBranchesHost that says so), not to current, rewritten whole
+	// for each. wrote: one was written (or may have been: its commit
+	// failed), which the settle deletes.
+	apart bool
+	wrote atomic.Bool
 }
 
 // record commits the failure of branch name with the entries it rests on
 // (res.pending becomes what is left). Not committed (the run stopped
 // meanwhile): the entry's own record, or a replay, takes what is left.
 func (h *pendingHold) record(c *thread, name string, err error, res *branchResult) {
+	b := Branch{Status: StatusFailed, Error: record(err), FailedAt: FailedAt(err)}
+	if h.apart {
+		// Its own path: no order to keep with the other branches'.
+		// Completed: the record is, whatever the branch's status (a
+		// failed entry would be one a retry deletes, unholding the
+		// branch where the record's status would have stayed).
+		h.wrote.Store(true)
+		c.commit(HistoryWrite{Put: &Entry{Path: heldPath(h.current.Path, name), Kind: KindHeldBranch, Status: StatusCompleted, Branches: map[string]Branch{name: b}}})
+		res.pending = c.pending
+		return
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	next := h.current.clone()
-	next.Branches[name] = Branch{Status: StatusFailed, Error: record(err), FailedAt: FailedAt(err)}
+	next.Branches[name] = b
 	if c.commit(HistoryWrite{Put: next}) == nil {
 		h.current = next
 	}
 	res.pending = c.pending
+}
+
+// heldScope is the scope, under a pending join's path, of the entries
+// that record the failures of its branches that failed while others went
+// on (KindHeldBranch, pendingHold.apart): '~' starts no name, so no
+// branch takes it, and a host deleting the join's tree deletes them. A
+// scope with no entry of its own, as a join's outputs' (outputsScope).
+const heldScope = "~held"
+
+// heldPath is the path of the held failure of branch of join.
+func heldPath(join, branch string) string {
+	return join + "/" + heldScope + "/" + branch
+}
+
+// heldBranches returns e, a pending join's record, with the failures that
+// its held entries record (a branch the record holds pending), and marks
+// those entries visited; found says that there are some, for the settle to
+// delete.
+func (r *run) heldBranches(e *Entry) (held *Entry, found bool, err error) {
+	scope := joinPath(e.Path, heldScope)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	paths := r.hist.inTree(scope)
+	if len(paths) == 0 {
+		return e, false, nil
+	}
+	held = e.clone()
+	for _, p := range paths {
+		he := r.hist.Get(p)
+		if he == nil {
+			continue
+		}
+		if he.Kind != KindHeldBranch {
+			return nil, true, &DivergenceError{Path: p, Expected: fmt.Sprintf("a held branch failure of join %q", e.Path), Found: describe(he)}
+		}
+		for n, b := range he.Branches {
+			if cur, ok := held.Branches[n]; ok && cur.Status == StatusPending && b.Status == StatusFailed {
+				held.Branches[n] = b
+			}
+		}
+	}
+	r.hist.VisitTree(scope)
+	return held, true, nil
 }
 
 // cancelled commits, in the pending race's entry, that branch name was
@@ -514,13 +576,22 @@ func (x *cx) join(name string, names []string, runs []func(*cx) (json.RawMessage
 		}
 		return path, e, false, x.replaySettled(path, names, runs, all)
 	}
+	// Failures recorded apart before a restart (pendingHold.apart).
+	e, heldApart, err := t.r.heldBranches(e)
+	if err != nil {
+		return path, nil, false, err
+	}
 	ctx, cancel := context.WithCancel(t.ctx)
 	defer cancel()
 	results := make([]branchResult, len(names))
 	// held marks the branches whose failure a replay holds: recorded in
-	// the pending join's entry when they failed while others went on.
+	// the pending join's entry, or in one of their own, when they failed
+	// while others went on.
 	held := make([]bool, len(names))
 	hold := pendingHold{current: e}
+	if h, ok := t.r.host.(HeldBranchesHost); ok && h.HeldBranchesApart() {
+		hold.apart = true
+	}
 	var running atomic.Int32
 	running.Store(int32(len(names)))
 	t.forked.Store(true)
@@ -575,6 +646,10 @@ func (x *cx) join(name string, names []string, runs []func(*cx) (json.RawMessage
 	stale, err := t.spillOutputs(final)
 	if err != nil {
 		return path, nil, false, err
+	}
+	if heldApart || hold.wrote.Load() {
+		// The record holds them now.
+		stale = append(stale, HistoryWrite{DeleteTree: joinPath(path, heldScope)})
 	}
 	// Recording the settled join may wait for the next commit: if it is
 	// lost, the branches replay to the same results (and settle again,
@@ -822,7 +897,9 @@ func tookMessages(e *Entry) bool {
 
 // MaxBranchBytes bounds the record of a new join's or race's branches
 // (each name with its status, about len(name)+26 bytes): the record is
-// written whole at every change, in one store transaction, so a fan-out
+// written whole at every change (a join's as it opens and settles, and
+// for each branch that fails while others go on unless those go apart,
+// HeldBranchesHost), in one store transaction, so a fan-out
 // whose names alone pass this is refused as it opens, before any branch
 // runs, with a *BranchLimitError (about 29,000 branches of 10-byte
 // names). Below etcd's bound of a transaction (about 1.4 MiB), with room

@@ -90,9 +90,10 @@ func (h *replayHost) Commit(ctx context.Context, writes []HistoryWrite) error {
 			continue
 		}
 		switch w.Put.Kind {
-		case KindVersionCheck, KindRemoved, KindRollbackCheckpoint, KindJoinOutputs:
+		case KindVersionCheck, KindRemoved, KindRollbackCheckpoint, KindJoinOutputs, KindHeldBranch:
 			// No work: a join's outputs are what its replayed
-			// branches returned.
+			// branches returned, a held failure what one of them
+			// returned.
 		default:
 			return h.park(ctx)
 		}

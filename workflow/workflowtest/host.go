@@ -109,6 +109,12 @@ type Host[S any] struct {
 	// node (workflow.NextOptions.Names), and Queues, if nil, are their
 	// names.
 	QueueTypes map[string]reflect.Type
+	// HeldBranchesInRecord keeps the failures of a join's branches that
+	// fail while others go on in the join's record, rewritten whole for
+	// each, as builds before workflow.HeldBranchesHost (and a runtime
+	// whose cluster may hold one) record them: for a test of histories
+	// recorded so. False: each in an entry of its own.
+	HeldBranchesInRecord bool
 
 	mu          sync.Mutex
 	events      []Event
@@ -581,6 +587,11 @@ func (a *activation[S]) Now() time.Time { return a.h.Clock.Now() }
 // values are committed apart, as a runtime of a cluster that reads them
 // has them.
 func (a *activation[S]) JoinOutputsApart() bool { return true }
+
+// HeldBranchesApart implements workflow.HeldBranchesHost: unless
+// Host.HeldBranchesInRecord, a join's failed branches are held in entries
+// of their own.
+func (a *activation[S]) HeldBranchesApart() bool { return !a.h.HeldBranchesInRecord }
 
 // Actor returns the host's Name and a copy of its Key, so that a test
 // that changes its Key later changes no run's.
