@@ -504,6 +504,9 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 	// of an older build may load what this one writes.
 	n.host.SetStateInHistory(false)
 	n.host.SetJoinOutputsApart(false)
+	// No storage format gates it yet: a node's joins keep their branches'
+	// failures in their records, which every build reads.
+	n.host.SetHeldBranchesApart(false)
 	// One source for the limits both layers enforce: the runtime's config.
 	limits := server.DefaultLimits()
 	limits.MaxResultBytes, limits.MaxMessageBytes, limits.MaxArgsBytes = rc.MaxResultBytes, rc.MaxMessageBytes, rc.MaxArgsBytes

@@ -797,6 +797,7 @@ func retryTrees(entries []workflow.Entry, from, failedAt string) ([]string, []wo
 		return nil, nil, err
 	}
 	resets = append(resets, unholdBranches(entries, trees)...)
+	trees = append(trees, unholdApart(entries, trees)...)
 	return trees, append(resets, freshRollbacks(entries, trees)...), nil
 }
 
@@ -863,6 +864,29 @@ func unholdBranches(entries []workflow.Entry, trees []string) []workflow.Entry {
 		}
 		if p != nil {
 			out = append(out, *p)
+		}
+	}
+	return out
+}
+
+// unholdApart returns the entries that hold a pending join's branch
+// failed apart from its record (workflow.KindHeldBranch, at
+// `<join>/~held/<branch>`) for the retry to delete with the entries it
+// deletes in that branch, as unholdBranches puts a failure its record
+// holds back to pending.
+func unholdApart(entries []workflow.Entry, trees []string) []string {
+	deleted := newTreeSet(trees).holds
+	var out []string
+	for _, e := range entries {
+		if e.Kind != workflow.KindHeldBranch || deleted(e.Path) {
+			continue
+		}
+		join := workflow.ParentOf(workflow.ParentOf(e.Path))
+		for n := range e.Branches {
+			if slices.ContainsFunc(trees, func(t string) bool { return workflow.Under(t, join+"/"+n) }) {
+				out = append(out, e.Path)
+				break
+			}
 		}
 	}
 	return out

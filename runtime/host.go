@@ -116,6 +116,10 @@ type Host struct {
 	// apart from its record (workflow.JoinOutputsHost); the node sets it
 	// while every registered node reads them.
 	joinOutputsApart atomic.Bool
+	// heldBranchesApart: a join's branch failures may be committed in
+	// entries of their own (workflow.HeldBranchesHost); the node sets it
+	// while every registered node reads them.
+	heldBranchesApart atomic.Bool
 	// reapSleeps counts the reaper's OnSleep deactivations in progress
 	// (at most maxSleeps), reapDone closes when the reaper has returned,
 	// after them; sleepChains holds the chains (roots) of OnSleep hooks
@@ -203,6 +207,7 @@ func New(cfg Config, reg *rivet.Registry, store storage.Store, commit Committer,
 	// off until every node reads it (node.watchCluster).
 	h.stateInHistory.Store(true)
 	h.joinOutputsApart.Store(true)
+	h.heldBranchesApart.Store(true)
 	own.OnLost(h.evictAll)
 	own.OnClaimed(func(ctx context.Context, parts []uint32) {
 		if err := h.loadWakeups(ctx, parts); err != nil {

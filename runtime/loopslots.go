@@ -34,6 +34,11 @@ func (w *wfHost) JoinOutputsApart() bool { return w.a.h.joinOutputsApart.Load() 
 
 var _ workflow.JoinOutputsHost = (*wfHost)(nil)
 
+// HeldBranchesApart implements workflow.HeldBranchesHost.
+func (w *wfHost) HeldBranchesApart() bool { return w.a.h.heldBranchesApart.Load() }
+
+var _ workflow.HeldBranchesHost = (*wfHost)(nil)
+
 // noteSlots records that the loop at path keeps n slots. Called with
 // a.slotMu held.
 func (a *activation) noteSlots(path string, n int) {

@@ -192,3 +192,63 @@ func TestRetryTreesUnholdsBranchesOfAPendingJoinOrRace(t *testing.T) {
 		}
 	}
 }
+
+// The same, with the failures held apart from the join's record
+// (workflow.HeldBranchesHost): a retry that deletes entries in a held
+// branch deletes its held entry too, and one that deletes none in it keeps
+// it, as the record's status is put back to pending or kept.
+func TestRetryTreesUnholdsBranchesHeldApart(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	step := func(path string, seq int, st workflow.Status, s int) workflow.Entry {
+		return workflow.Entry{Path: path, Seq: seq, Kind: workflow.KindStep, Status: st, Time: at(s)}
+	}
+	held := func(branch string, b workflow.Branch) workflow.Entry {
+		return workflow.Entry{Path: "j/~held/" + branch, Kind: workflow.KindHeldBranch, Status: workflow.StatusCompleted, Branches: map[string]workflow.Branch{branch: b}}
+	}
+	entries := func() []workflow.Entry {
+		return []workflow.Entry{
+			{Path: "j", Seq: 1, Kind: workflow.KindJoin, Status: workflow.StatusPending, Branches: map[string]workflow.Branch{
+				"a": {Status: workflow.StatusPending},
+				"b": {Status: workflow.StatusPending},
+				"c": {Status: workflow.StatusPending},
+			}},
+			step("j/a/s", 1, workflow.StatusExhausted, 2),
+			step("j/b/s", 1, workflow.StatusCompleted, 3),
+			step("j/c/s", 1, workflow.StatusCompleted, 1),
+			held("a", workflow.Branch{Status: workflow.StatusFailed, FailedAt: "j/a/s"}),
+			held("c", workflow.Branch{Status: workflow.StatusFailed, FailedAt: workflow.NoEntry}),
+		}
+	}
+	for _, tc := range []struct {
+		from  string
+		trees []string
+	}{
+		{"j/a/s", []string{"j/a/s", "j/b/s", "j/~held/a"}},
+		{"j/c/s", []string{"j/a/s", "j/b/s", "j/c/s", "j/~held/a", "j/~held/c"}},
+		{"j/b/s", []string{"j/b/s"}},
+		{"j", []string{"j"}},
+	} {
+		trees, resets, err := retryTrees(entries(), tc.from, noEntry)
+		if err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(trees)
+		if !slices.Equal(trees, tc.trees) {
+			t.Errorf("--from %s deletes %v, want %v", tc.from, trees, tc.trees)
+		}
+		for _, e := range resets {
+			t.Errorf("--from %s: reset %+v (the record holds no failure)", tc.from, e)
+		}
+	}
+	// Without --from, the failure that failed the workflow: a held
+	// entry is no failed entry of its own.
+	trees, _, err := retryTrees(entries(), "", "j/a/s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(trees)
+	if want := []string{"j/a/s", "j/~held/a"}; !slices.Equal(trees, want) {
+		t.Errorf("retry of j/a/s deletes %v, want %v", trees, want)
+	}
+}

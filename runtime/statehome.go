@@ -169,6 +169,16 @@ func (h *Host) SetStateInHistory(on bool) { h.stateInHistory.Store(on) }
 // sets it from the node records it watches.
 func (h *Host) SetJoinOutputsApart(on bool) { h.joinOutputsApart.Store(on) }
 
+// SetHeldBranchesApart says whether every node of the cluster reads the
+// failures of a pending join's branches committed in entries of their own
+// (workflow.HeldBranchesHost, `<join>/~held/<branch>`): until it is set, a
+// join rewrites its record for each, as builds before it do. The node
+// sets it from the node records it watches.
+func (h *Host) SetHeldBranchesApart(on bool) { h.heldBranchesApart.Store(on) }
+
+// HeldBranchesApart reports what SetHeldBranchesApart last set.
+func (h *Host) HeldBranchesApart() bool { return h.heldBranchesApart.Load() }
+
 // StateInHistory reports what SetStateInHistory last set.
 func (h *Host) StateInHistory() bool { return h.stateInHistory.Load() }
 
