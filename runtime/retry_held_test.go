@@ -57,56 +57,73 @@ var heldJoin = rivet.Actor[heldJoinState]{
 }
 
 // A workflow that failed (a panic in b) while a join was pending, with
-// a's failure recorded in the join's entry, is retried from a's failed
-// step: the retry puts a back to pending in the join's record, so a runs
-// again instead of being held failed, and the join completes. (The unit
-// test of retryTrees, TestRetryTreesUnholdsBranchesOfAPendingJoinOrRace,
-// does not show that the node's replay takes the record so.)
+// a's failure held (in an entry of its own, j/~held/a, or, as a node
+// keeps it until a storage format gates that, in the join's record), is
+// retried from a's failed step: the retry deletes that entry or puts a
+// back to pending in the join's record, so a runs again instead of being
+// held failed, and the join completes. (The unit tests of retryTrees,
+// TestRetryTreesUnholdsBranchesOfAPendingJoinOrRace and
+// TestRetryTreesUnholdsBranchesHeldApart, do not show that the node's
+// replay takes the history so.)
 func TestRetryFromAHeldBranchOfAPendingJoin(t *testing.T) {
 	t.Parallel()
-	heldJoinHealthy.Store(false)
-	heldJoinPanics.Store(true)
-	e := newEnv(t, counterReg(t, heldJoin), nil)
-	ref := runtime.Ref{Name: "heldjoin", Key: []string{"k"}}
-	if _, _, err := e.host.GetOrCreate(ctx(t), ref, nil); err != nil {
-		t.Fatal(err)
-	}
-	// a's failure is committed in the pending join before the run
-	// waits for b's message.
-	waitFor(t, "a to fail and the workflow to wait", 20*time.Second, func() bool {
-		if inspect(t, e.host, "heldjoin", "k").WorkflowStatus != runtime.WorkflowSleeping {
-			return false
-		}
-		hist, err := e.host.History(ctx(t), ref)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, en := range hist.Entries {
-			if en.Path == "j/a/s" {
-				return en.Status == string(workflow.StatusExhausted)
+	for _, apart := range []bool{true, false} {
+		t.Run(map[bool]string{true: "apart", false: "in-record"}[apart], func(t *testing.T) {
+			heldJoinHealthy.Store(false)
+			heldJoinPanics.Store(true)
+			e := newEnv(t, counterReg(t, heldJoin), nil)
+			e.host.SetHeldBranchesApart(apart)
+			ref := runtime.Ref{Name: "heldjoin", Key: []string{"k"}}
+			if _, _, err := e.host.GetOrCreate(ctx(t), ref, nil); err != nil {
+				t.Fatal(err)
 			}
-		}
-		return false
-	})
-	if _, err := e.host.Send(ctx(t), runtime.SendRequest{Ref: ref, Queue: "go", Body: json.RawMessage(`10`)}); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the workflow to fail", 20*time.Second, func() bool {
-		return inspect(t, e.host, "heldjoin", "k").WorkflowStatus == runtime.WorkflowFailed
-	})
-	heldJoinHealthy.Store(true)
-	heldJoinPanics.Store(false)
-	if _, err := e.host.RetryWorkflow(ctx(t), ref, "j/a/s"); err != nil {
-		t.Fatalf("retry --from j/a/s: %v", err)
-	}
-	waitFor(t, "the retried workflow to end", 20*time.Second, func() bool {
-		s := inspect(t, e.host, "heldjoin", "k").WorkflowStatus
-		return s == runtime.WorkflowCompleted || s == runtime.WorkflowFailed
-	})
-	if st := inspect(t, e.host, "heldjoin", "k"); st.WorkflowStatus != runtime.WorkflowCompleted {
-		t.Fatalf("after the retry: %+v", st)
-	}
-	if raw, _ := call(t, e.host, "heldjoin", "k", "getState", false); string(raw) != `{"sum":11}` {
-		t.Fatalf("state after retry = %s, want 11", raw)
+			// a's failure is committed in the pending join before the run
+			// waits for b's message.
+			held := false
+			waitFor(t, "a to fail and the workflow to wait", 20*time.Second, func() bool {
+				if inspect(t, e.host, "heldjoin", "k").WorkflowStatus != runtime.WorkflowSleeping {
+					return false
+				}
+				hist, err := e.host.History(ctx(t), ref)
+				if err != nil {
+					t.Fatal(err)
+				}
+				failed := false
+				held = false
+				for _, en := range hist.Entries {
+					switch en.Path {
+					case "j/a/s":
+						failed = en.Status == string(workflow.StatusExhausted)
+					case "j/~held/a":
+						held = en.Kind == string(workflow.KindHeldBranch)
+					}
+				}
+				return failed
+			})
+			if held != apart {
+				t.Fatalf("a held in an entry of its own: %v, want %v", held, apart)
+			}
+			if _, err := e.host.Send(ctx(t), runtime.SendRequest{Ref: ref, Queue: "go", Body: json.RawMessage(`10`)}); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, "the workflow to fail", 20*time.Second, func() bool {
+				return inspect(t, e.host, "heldjoin", "k").WorkflowStatus == runtime.WorkflowFailed
+			})
+			heldJoinHealthy.Store(true)
+			heldJoinPanics.Store(false)
+			if _, err := e.host.RetryWorkflow(ctx(t), ref, "j/a/s"); err != nil {
+				t.Fatalf("retry --from j/a/s: %v", err)
+			}
+			waitFor(t, "the retried workflow to end", 20*time.Second, func() bool {
+				s := inspect(t, e.host, "heldjoin", "k").WorkflowStatus
+				return s == runtime.WorkflowCompleted || s == runtime.WorkflowFailed
+			})
+			if st := inspect(t, e.host, "heldjoin", "k"); st.WorkflowStatus != runtime.WorkflowCompleted {
+				t.Fatalf("after the retry: %+v", st)
+			}
+			if raw, _ := call(t, e.host, "heldjoin", "k", "getState", false); string(raw) != `{"sum":11}` {
+				t.Fatalf("state after retry = %s, want 11", raw)
+			}
+		})
 	}
 }
