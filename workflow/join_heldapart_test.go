@@ -78,7 +78,9 @@ func TestAJoinsFailingBranchesWriteLinearBytes(t *testing.T) {
 	const perBranch = 1024 // bytes; about 300 are written
 	var small int
 	for _, n := range []int{100, 1000} {
-		got := historyBytes(t, newHost(log{}), n)
+		h := newHost(log{})
+		h.HeldBranchesApart = true
+		got := historyBytes(t, h, n)
 		t.Logf("%d failing branches: %d bytes written, %d a branch", n, got, got/n)
 		if got > perBranch*n {
 			t.Fatalf("%d failing branches wrote %d bytes, over %d a branch", n, got, perBranch)
@@ -93,7 +95,7 @@ func TestAJoinsFailingBranchesWriteLinearBytes(t *testing.T) {
 
 // TestAJoinHeldInItsRecordReplaysHeld: a pending join whose record holds
 // a failed branch, as builds before held failures apart recorded it (and
-// a host that keeps them there, HeldBranchesInRecord), is replayed by an
+// a host that does not hold them apart), is replayed by an
 // engine that holds them apart: the branch comes back failed from the
 // record without running its changed code, a branch failing after the
 // restart is held in an entry of its own, and the join settles with both
@@ -101,7 +103,6 @@ func TestAJoinsFailingBranchesWriteLinearBytes(t *testing.T) {
 // entry left.
 func TestAJoinHeldInItsRecordReplaysHeld(t *testing.T) {
 	h := newHost(log{})
-	h.HeldBranchesInRecord = true
 	var runs atomic.Int32
 	wf := func(lenient bool) func(*logCtx) error {
 		return func(c *logCtx) error {
@@ -127,7 +128,7 @@ func TestAJoinHeldInItsRecordReplaysHeld(t *testing.T) {
 	if e := entryAt(t, h.History(), "j"); e.Branches["a"].Status != workflow.StatusFailed {
 		t.Fatalf("the old way, a's failure is in the join's record: %+v", e)
 	}
-	h.HeldBranchesInRecord = false
+	h.HeldBranchesApart = true
 	h.Send("c", job{1})
 	if out := drive(t, h, wf(true)); out.Status != workflow.RunYielded {
 		t.Fatalf("second run: %s %v", out.Status, out.Err)
@@ -170,44 +171,48 @@ const oldHeldJoin = `[
 // TestAJoinHeldByAnOlderBuildReplaysHeld: the history an older build
 // committed, its join's record holding a failed branch, replays with that
 // branch held failed (its changed code, which would succeed, does not
-// run), and the join settles as it did there.
+// run), and the join settles as it did there, whether the engine holds
+// failures apart or not. A compatibility guard: main passes it too.
 func TestAJoinHeldByAnOlderBuildReplaysHeld(t *testing.T) {
-	var entries []workflow.Entry
-	if err := json.Unmarshal([]byte(oldHeldJoin), &entries); err != nil {
-		t.Fatal(err)
-	}
-	h := newHost(log{})
-	h.SetHistory(entries)
-	var runs atomic.Int32
-	wf := func(c *logCtx) error {
-		_, err := workflow.Join(c, "j", workflow.Branches[log, int]{
-			"a": heldBranches()[0].a(true, &runs),
-			"b": func(c *logCtx) (int, error) {
-				m, err := workflow.Next[job](c, "wait", workflow.NextOptions{Names: []string{"go"}})
-				return m.Body.N, err
-			},
-			"c": func(c *logCtx) (int, error) {
-				if _, err := workflow.Next[job](c, "wait", workflow.NextOptions{Names: []string{"c"}}); err != nil {
-					return 0, err
-				}
-				return 0, codedErr{}
-			},
-		})
-		return err
-	}
-	h.Send("c", job{1})
-	h.Send("go", job{2})
-	je := failedWith[*workflow.JoinError](t, drive(t, h, wf))
-	var coder interface{ ErrorCode() string }
-	if len(je.Errors) != 2 || !errors.As(je.Errors["a"], &coder) || coder.ErrorCode() != "card_declined" || je.Errors["c"] == nil {
-		t.Fatalf("join error %v, want a's recorded failure and c's", je)
-	}
-	if runs.Load() != 0 {
-		t.Fatalf("a's step ran %d times", runs.Load())
-	}
-	if e := entryAt(t, h.History(), "j"); e.Branches["b"].Status != workflow.StatusCompleted || e.Branches["a"].FailedAt != "j/a/charge" {
-		t.Fatalf("settled join %+v", e)
-	}
+	forHeldModes(t, func(t *testing.T, apart bool) {
+		var entries []workflow.Entry
+		if err := json.Unmarshal([]byte(oldHeldJoin), &entries); err != nil {
+			t.Fatal(err)
+		}
+		h := newHost(log{})
+		h.HeldBranchesApart = apart
+		h.SetHistory(entries)
+		var runs atomic.Int32
+		wf := func(c *logCtx) error {
+			_, err := workflow.Join(c, "j", workflow.Branches[log, int]{
+				"a": heldBranches()[0].a(true, &runs),
+				"b": func(c *logCtx) (int, error) {
+					m, err := workflow.Next[job](c, "wait", workflow.NextOptions{Names: []string{"go"}})
+					return m.Body.N, err
+				},
+				"c": func(c *logCtx) (int, error) {
+					if _, err := workflow.Next[job](c, "wait", workflow.NextOptions{Names: []string{"c"}}); err != nil {
+						return 0, err
+					}
+					return 0, codedErr{}
+				},
+			})
+			return err
+		}
+		h.Send("c", job{1})
+		h.Send("go", job{2})
+		je := failedWith[*workflow.JoinError](t, drive(t, h, wf))
+		var coder interface{ ErrorCode() string }
+		if len(je.Errors) != 2 || !errors.As(je.Errors["a"], &coder) || coder.ErrorCode() != "card_declined" || je.Errors["c"] == nil {
+			t.Fatalf("join error %v, want a's recorded failure and c's", je)
+		}
+		if runs.Load() != 0 {
+			t.Fatalf("a's step ran %d times", runs.Load())
+		}
+		if e := entryAt(t, h.History(), "j"); e.Branches["b"].Status != workflow.StatusCompleted || e.Branches["a"].FailedAt != "j/a/charge" {
+			t.Fatalf("settled join %+v", e)
+		}
+	})
 }
 
 // BenchmarkJoin runs a join of n branches of one step each, all of which
@@ -247,7 +252,7 @@ func BenchmarkJoin(b *testing.B) {
 			var commits, written int64
 			for b.Loop() {
 				h := newHost(log{})
-				h.HeldBranchesInRecord = tc.inRecord
+				h.HeldBranchesApart = !tc.inRecord
 				h.OnBatch = func(batch []workflow.HistoryWrite) {
 					for _, w := range batch {
 						if w.Put != nil {

@@ -109,12 +109,12 @@ type Host[S any] struct {
 	// node (workflow.NextOptions.Names), and Queues, if nil, are their
 	// names.
 	QueueTypes map[string]reflect.Type
-	// HeldBranchesInRecord keeps the failures of a join's branches that
-	// fail while others go on in the join's record, rewritten whole for
-	// each, as builds before workflow.HeldBranchesHost (and a runtime
-	// whose cluster may hold one) record them: for a test of histories
-	// recorded so. False: each in an entry of its own.
-	HeldBranchesInRecord bool
+	// HeldBranchesApart holds the failure of a join's branch that fails
+	// while others go on in an entry of its own (workflow.HeldBranchesHost),
+	// a format that no node writes until a storage format gates it. False,
+	// the default: in the join's record, rewritten whole for each, as
+	// every build writes and reads it.
+	HeldBranchesApart bool
 
 	mu          sync.Mutex
 	events      []Event
@@ -588,10 +588,10 @@ func (a *activation[S]) Now() time.Time { return a.h.Clock.Now() }
 // has them.
 func (a *activation[S]) JoinOutputsApart() bool { return true }
 
-// HeldBranchesApart implements workflow.HeldBranchesHost: unless
-// Host.HeldBranchesInRecord, a join's failed branches are held in entries
-// of their own.
-func (a *activation[S]) HeldBranchesApart() bool { return !a.h.HeldBranchesInRecord }
+// HeldBranchesApart implements workflow.HeldBranchesHost: with
+// Host.HeldBranchesApart, a join's failed branches are held in entries of
+// their own.
+func (a *activation[S]) HeldBranchesApart() bool { return a.h.HeldBranchesApart }
 
 // Actor returns the host's Name and a copy of its Key, so that a test
 // that changes its Key later changes no run's.
