@@ -117,8 +117,8 @@ type Host struct {
 	// while every registered node reads them.
 	joinOutputsApart atomic.Bool
 	// heldBranchesApart: a join's branch failures may be committed in
-	// entries of their own (workflow.HeldBranchesHost); the node sets it
-	// while every registered node reads them.
+	// entries of their own (workflow.HeldBranchesHost); off unless set
+	// (SetHeldBranchesApart), on a host alone too.
 	heldBranchesApart atomic.Bool
 	// reapSleeps counts the reaper's OnSleep deactivations in progress
 	// (at most maxSleeps), reapDone closes when the reaper has returned,
@@ -207,7 +207,10 @@ func New(cfg Config, reg *rivet.Registry, store storage.Store, commit Committer,
 	// off until every node reads it (node.watchCluster).
 	h.stateInHistory.Store(true)
 	h.joinOutputsApart.Store(true)
-	h.heldBranchesApart.Store(true)
+	// Not heldBranchesApart: no storage format gates a join's failures
+	// held apart yet, so no host writes them unless told
+	// (SetHeldBranchesApart), lest a history it writes reach an older
+	// build.
 	own.OnLost(h.evictAll)
 	own.OnClaimed(func(ctx context.Context, parts []uint32) {
 		if err := h.loadWakeups(ctx, parts); err != nil {

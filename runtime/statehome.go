@@ -172,8 +172,8 @@ func (h *Host) SetJoinOutputsApart(on bool) { h.joinOutputsApart.Store(on) }
 // SetHeldBranchesApart says whether every node of the cluster reads the
 // failures of a pending join's branches committed in entries of their own
 // (workflow.HeldBranchesHost, `<join>/~held/<branch>`): until it is set, a
-// join rewrites its record for each, as builds before it do. The node
-// sets it from the node records it watches.
+// join rewrites its record for each, as builds before it do. Off by
+// default, on a Host alone too: no storage format gates them yet.
 func (h *Host) SetHeldBranchesApart(on bool) { h.heldBranchesApart.Store(on) }
 
 // HeldBranchesApart reports what SetHeldBranchesApart last set.
