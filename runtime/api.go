@@ -282,8 +282,11 @@ type Stats struct {
 
 // HistoryEntry is one recorded workflow entry, for people.
 type HistoryEntry struct {
-	Path     string
-	Kind     string
+	Path string
+	Kind string
+	// Status is the entry's; a held_branch row's (a pending join's branch
+	// that failed while others went on) is its branch's, failed, with
+	// its error in Error, as a reader looks for the failure there.
 	Status   string
 	Attempts int
 	// Output is the entry's recorded value; a loop's state; for a receive

@@ -161,6 +161,17 @@ func (h *Host) HistoryPage(ctx context.Context, ref Ref, opts HistoryOptions) (H
 			out.Entries = append(out.Entries, he)
 			continue
 		}
+		if e.Kind == workflow.KindHeldBranch {
+			// Its own status is completed (a retry must not take it
+			// for a failure to delete); what it records is a branch's
+			// failure, which a reader looks for.
+			for _, b := range e.Branches {
+				he.Status = string(b.Status)
+				if b.Error != nil {
+					he.Error, he.ErrorCode = b.Error.Message, b.Error.Code
+				}
+			}
+		}
 		if he.Output == nil && e.Kind == workflow.KindLoop && e.State != nil {
 			he.Output = e.State
 		}
@@ -1009,6 +1020,9 @@ func planRetry(entries []workflow.Entry, from, failedAt string, rewind bool) ([]
 		trees, resets = prunePlan(trees, resets)
 		return trees, resets, nil
 	}
+	if err := checkFromMade(entries, byPath, from); err != nil {
+		return nil, nil, err
+	}
 	target := byPath[from]
 	if target == nil {
 		if first := firstUnder(entries, from); first != "" {
@@ -1063,6 +1077,45 @@ func planRetry(entries []workflow.Entry, from, failedAt string, rewind bool) ([]
 	}
 	trees, resets = prunePlan(trees, resets)
 	return trees, resets, nil
+}
+
+// checkFromMade refuses a from in a scope a join keeps for itself: a
+// segment starting with '~' that is no loop iteration (a pending join's
+// failures held apart, "~held", or a settled join's values, "~outputs").
+// No code of the workflow made those entries: retried from, one would
+// take the join's entries made after it, in its other branches among
+// them, for what came after it, deleting them, and their completed steps
+// would run again. A held failure points at its branch's failed entry,
+// the retry that runs the branch again.
+func checkFromMade(entries []workflow.Entry, byPath map[string]*workflow.Entry, from string) error {
+	segs := strings.Split(from, "/")
+	for i, seg := range segs {
+		if !strings.HasPrefix(seg, "~") {
+			continue
+		}
+		if _, ok := iteration(seg); ok {
+			continue
+		}
+		join := strings.Join(segs[:i], "/")
+		if seg == "~held" && i+1 < len(segs) {
+			branch := join + "/" + segs[i+1]
+			to := ""
+			if e := byPath[strings.Join(segs[:i+2], "/")]; e != nil {
+				if b := e.Branches[segs[i+1]]; workflow.Under(b.FailedAt, branch) {
+					to = b.FailedAt
+				}
+			}
+			if to == "" {
+				to = firstUnder(entries, branch)
+			}
+			if to == "" {
+				to = join
+			}
+			return rivet.Errorf(rivet.ErrInvalidArgument, "cannot retry from %q: it records that branch %q of join %q failed while the others went on, not an entry the workflow made; retry from the branch's failed entry, %q", from, segs[i+1], join, to)
+		}
+		return rivet.Errorf(rivet.ErrInvalidArgument, "cannot retry from %q: join %q keeps the entries under %q for itself, not entries the workflow made; retry from the join, or from an entry in one of its branches", from, join, join+"/"+seg)
+	}
+	return nil
 }
 
 // rollbackRetry plans the retry (without --from) of a workflow that rolled

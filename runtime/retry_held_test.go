@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -83,6 +84,7 @@ func TestRetryFromAHeldBranchOfAPendingJoin(t *testing.T) {
 			// a's failure is committed in the pending join before the run
 			// waits for b's message.
 			held := false
+			var heldRow runtime.HistoryEntry
 			waitFor(t, "a to fail and the workflow to wait", 20*time.Second, func() bool {
 				if inspect(t, e.host, "heldjoin", "k").WorkflowStatus != runtime.WorkflowSleeping {
 					return false
@@ -99,6 +101,7 @@ func TestRetryFromAHeldBranchOfAPendingJoin(t *testing.T) {
 						failed = en.Status == string(workflow.StatusExhausted)
 					case "j/~held/a":
 						held = en.Kind == string(workflow.KindHeldBranch)
+						heldRow = en
 					}
 				}
 				return failed
@@ -114,6 +117,22 @@ func TestRetryFromAHeldBranchOfAPendingJoin(t *testing.T) {
 			})
 			heldJoinHealthy.Store(true)
 			heldJoinPanics.Store(false)
+			if apart {
+				// The history shows the held entry as the branch's
+				// failure; a retry from it, which would delete b's
+				// entries made after it as entries that followed it,
+				// is refused, pointing at a's failed step.
+				if heldRow.Status != string(workflow.StatusFailed) || !strings.Contains(heldRow.Error, "a is down") {
+					t.Fatalf("the held entry's row %+v, want failed with a's error", heldRow)
+				}
+				_, err := e.host.RetryWorkflow(ctx(t), ref, "j/~held/a")
+				if !errors.Is(err, rivet.ErrInvalidArgument) || !strings.Contains(err.Error(), `"j/a/s"`) {
+					t.Fatalf("retry --from j/~held/a: %v, want refused, naming j/a/s", err)
+				}
+				if st := inspect(t, e.host, "heldjoin", "k"); st.WorkflowStatus != runtime.WorkflowFailed {
+					t.Fatalf("after the refused retry: %+v", st)
+				}
+			}
 			if _, err := e.host.RetryWorkflow(ctx(t), ref, "j/a/s"); err != nil {
 				t.Fatalf("retry --from j/a/s: %v", err)
 			}

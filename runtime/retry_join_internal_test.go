@@ -1,10 +1,13 @@
 package runtime
 
 import (
+	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/workflow"
 )
 
@@ -250,5 +253,55 @@ func TestRetryTreesUnholdsBranchesHeldApart(t *testing.T) {
 	slices.Sort(trees)
 	if want := []string{"j/a/s", "j/~held/a"}; !slices.Equal(trees, want) {
 		t.Errorf("retry of j/a/s deletes %v, want %v", trees, want)
+	}
+}
+
+// A retry from an entry a join keeps for itself (a held failure, a
+// settled join's values) is refused: no code made it, and the retry would
+// delete the join's entries made after it in its other branches, running
+// their completed steps again. A held failure's refusal names its
+// branch's failed entry (or, failed with its own error, its first), and a
+// loop iteration's '~' is no such scope.
+func TestRetryFromAJoinsOwnEntriesIsRefused(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	step := func(path string, seq int, st workflow.Status, s int) workflow.Entry {
+		return workflow.Entry{Path: path, Seq: seq, Kind: workflow.KindStep, Status: st, Time: at(s)}
+	}
+	held := func(join, branch string, b workflow.Branch) workflow.Entry {
+		return workflow.Entry{Path: join + "/~held/" + branch, Kind: workflow.KindHeldBranch, Status: workflow.StatusCompleted, Time: at(2), Branches: map[string]workflow.Branch{branch: b}}
+	}
+	entries := []workflow.Entry{
+		{Path: "l", Seq: 1, Kind: workflow.KindLoop, Status: workflow.StatusCompleted, Time: at(0)},
+		step("l/~0/s", 1, workflow.StatusCompleted, 0),
+		{Path: "done", Seq: 2, Kind: workflow.KindJoin, Status: workflow.StatusCompleted, Time: at(1), OutputParts: 1, Branches: map[string]workflow.Branch{"x": {Status: workflow.StatusCompleted}}},
+		step("done/x/s", 1, workflow.StatusCompleted, 1),
+		{Path: "done/~outputs/0", Kind: workflow.KindJoinOutputs, Status: workflow.StatusCompleted, Time: at(1)},
+		{Path: "j", Seq: 3, Kind: workflow.KindJoin, Status: workflow.StatusPending, Time: at(2), Branches: map[string]workflow.Branch{
+			"a": {Status: workflow.StatusPending},
+			"b": {Status: workflow.StatusPending},
+			"c": {Status: workflow.StatusPending},
+		}},
+		step("j/a/s", 1, workflow.StatusExhausted, 2),
+		step("j/b/s", 1, workflow.StatusCompleted, 3),
+		step("j/c/s", 1, workflow.StatusCompleted, 1),
+		held("j", "a", workflow.Branch{Status: workflow.StatusFailed, FailedAt: "j/a/s"}),
+		held("j", "c", workflow.Branch{Status: workflow.StatusFailed, FailedAt: workflow.NoEntry}),
+	}
+	for _, tc := range []struct{ from, names string }{
+		{"j/~held/a", `"j/a/s"`},
+		{"j/~held/c", `"j/c/s"`},
+		{"done/~outputs/0", `"done"`},
+	} {
+		for _, rewind := range []bool{true, false} {
+			_, _, err := planRetry(slices.Clone(entries), tc.from, noEntry, rewind)
+			if !errors.Is(err, rivet.ErrInvalidArgument) || !strings.Contains(err.Error(), tc.names) {
+				t.Errorf("--from %s (rewind %v): %v, want refused, naming %s", tc.from, rewind, err, tc.names)
+			}
+		}
+	}
+	// Not rewind: the loop has completed, which checkRewind refuses.
+	if trees, _, err := planRetry(slices.Clone(entries), "l/~0/s", noEntry, false); err != nil || !slices.Contains(trees, "l/~0/s") {
+		t.Errorf("--from l/~0/s, in a loop iteration: %v, %v", trees, err)
 	}
 }
