@@ -808,7 +808,7 @@ func retryTrees(entries []workflow.Entry, from, failedAt string) ([]string, []wo
 		return nil, nil, err
 	}
 	resets = append(resets, unholdBranches(entries, trees)...)
-	trees = append(trees, unholdApart(entries, trees)...)
+	trees, resets = unholdApart(entries, trees, resets)
 	return trees, append(resets, freshRollbacks(entries, trees)...), nil
 }
 
@@ -880,28 +880,86 @@ func unholdBranches(entries []workflow.Entry, trees []string) []workflow.Entry {
 	return out
 }
 
-// unholdApart returns the entries that hold a pending join's branch
-// failed apart from its record (workflow.KindHeldBranch, at
-// `<join>/~held/<branch>`) for the retry to delete with the entries it
-// deletes in that branch, as unholdBranches puts a failure its record
-// holds back to pending.
-func unholdApart(entries []workflow.Entry, trees []string) []string {
-	deleted := newTreeSet(trees).holds
-	var out []string
+// unholdApart deletes the failures held apart from a pending join's record
+// (workflow.KindHeldBranch, at `<join>/~held/<branch>`) of the branches
+// the retry deletes entries in, as unholdBranches puts a failure its
+// record holds back to pending (resets, which has that record if so). It
+// deletes all of a join's held entries at once, in one prefix delete of
+// `<join>/~held`, and folds the failures that stay held into the join's
+// record (where every build reads them): a delete of each would be two
+// store ops, and the retry is one transaction, which etcd bounds (128 ops
+// on an external cluster), whatever the join's size. Which held entries
+// go is decided here, per join: those planRetry took for made after from
+// are dropped from trees first.
+func unholdApart(entries []workflow.Entry, trees []string, resets []workflow.Entry) ([]string, []workflow.Entry) {
+	held := map[string]map[string]workflow.Branch{} // by join
+	var joins []string
 	for _, e := range entries {
-		if e.Kind != workflow.KindHeldBranch || deleted(e.Path) {
+		if e.Kind != workflow.KindHeldBranch {
 			continue
 		}
 		join := workflow.ParentOf(workflow.ParentOf(e.Path))
-		for n := range e.Branches {
-			if slices.ContainsFunc(trees, func(t string) bool { return workflow.Under(t, join+"/"+n) }) {
-				out = append(out, e.Path)
-				break
+		if held[join] == nil {
+			held[join] = map[string]workflow.Branch{}
+			joins = append(joins, join)
+		}
+		for n, b := range e.Branches {
+			held[join][n] = b
+		}
+	}
+	if len(joins) == 0 {
+		return trees, resets
+	}
+	inHeld := func(t string) bool { return strings.Contains("/"+t+"/", "/"+heldScope+"/") }
+	trees = slices.DeleteFunc(slices.Clone(trees), inHeld)
+	deleted := newTreeSet(trees).holds
+	deletesIn := func(scope string) bool {
+		return slices.ContainsFunc(trees, func(t string) bool { return workflow.Under(t, scope) })
+	}
+	records := map[string]*workflow.Entry{}
+	for i := range entries {
+		if e := &entries[i]; held[e.Path] != nil && e.Kind == workflow.KindJoin {
+			records[e.Path] = e
+		}
+	}
+	slices.Sort(joins)
+	for _, join := range joins {
+		rec := records[join]
+		if deleted(join) || rec == nil || rec.Status != workflow.StatusPending {
+			continue // its held entries go with it, or it has none to hold
+		}
+		var stay []string
+		for n := range held[join] {
+			if !deletesIn(join + "/" + n) {
+				stay = append(stay, n)
+			}
+		}
+		if len(stay) == len(held[join]) {
+			continue // it unholds none
+		}
+		trees = append(trees, join+"/"+heldScope)
+		if len(stay) == 0 {
+			continue
+		}
+		i := slices.IndexFunc(resets, func(r workflow.Entry) bool { return r.Path == join })
+		if i < 0 {
+			r := *rec
+			r.Branches = maps.Clone(rec.Branches)
+			resets = append(resets, r)
+			i = len(resets) - 1
+		}
+		for _, n := range stay {
+			if b, ok := resets[i].Branches[n]; ok && b.Status == workflow.StatusPending {
+				resets[i].Branches[n] = held[join][n]
 			}
 		}
 	}
-	return out
+	return trees, resets
 }
+
+// heldScope is workflow's scope of a pending join's held failures
+// (`<join>/~held`).
+const heldScope = "~held"
 
 // planRetry is retryTrees; with rewind false, from is taken even where
 // checkRewind would refuse it (to see what a retry from it would delete).

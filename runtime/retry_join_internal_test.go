@@ -2,6 +2,8 @@ package runtime
 
 import (
 	"errors"
+	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -198,8 +200,11 @@ func TestRetryTreesUnholdsBranchesOfAPendingJoinOrRace(t *testing.T) {
 
 // The same, with the failures held apart from the join's record
 // (workflow.HeldBranchesHost): a retry that deletes entries in a held
-// branch deletes its held entry too, and one that deletes none in it keeps
-// it, as the record's status is put back to pending or kept.
+// branch deletes the join's held entries, in one prefix delete whatever
+// their number (the retry is one store transaction, which etcd bounds),
+// and puts those of the branches it deletes no entries in into the join's
+// record, where they stay held; one that deletes none in a held branch
+// keeps them.
 func TestRetryTreesUnholdsBranchesHeldApart(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
@@ -209,50 +214,72 @@ func TestRetryTreesUnholdsBranchesHeldApart(t *testing.T) {
 	held := func(branch string, b workflow.Branch) workflow.Entry {
 		return workflow.Entry{Path: "j/~held/" + branch, Kind: workflow.KindHeldBranch, Status: workflow.StatusCompleted, Branches: map[string]workflow.Branch{branch: b}}
 	}
+	failedA := workflow.Branch{Status: workflow.StatusFailed, FailedAt: "j/a/s"}
+	failedC := workflow.Branch{Status: workflow.StatusFailed, FailedAt: workflow.NoEntry}
+	const many = 200 // held branches beside a, each an entry of its own
 	entries := func() []workflow.Entry {
-		return []workflow.Entry{
-			{Path: "j", Seq: 1, Kind: workflow.KindJoin, Status: workflow.StatusPending, Branches: map[string]workflow.Branch{
-				"a": {Status: workflow.StatusPending},
-				"b": {Status: workflow.StatusPending},
-				"c": {Status: workflow.StatusPending},
-			}},
+		j := workflow.Entry{Path: "j", Seq: 1, Kind: workflow.KindJoin, Status: workflow.StatusPending, Branches: map[string]workflow.Branch{
+			"a": {Status: workflow.StatusPending},
+			"b": {Status: workflow.StatusPending},
+			"c": {Status: workflow.StatusPending},
+		}}
+		es := []workflow.Entry{
 			step("j/a/s", 1, workflow.StatusExhausted, 2),
 			step("j/b/s", 1, workflow.StatusCompleted, 3),
 			step("j/c/s", 1, workflow.StatusCompleted, 1),
-			held("a", workflow.Branch{Status: workflow.StatusFailed, FailedAt: "j/a/s"}),
-			held("c", workflow.Branch{Status: workflow.StatusFailed, FailedAt: workflow.NoEntry}),
+			held("a", failedA),
+			held("c", failedC),
 		}
+		for i := range many {
+			n := fmt.Sprintf("m%03d", i)
+			j.Branches[n] = workflow.Branch{Status: workflow.StatusPending}
+			es = append(es, held(n, failedC))
+		}
+		return append([]workflow.Entry{j}, es...)
 	}
 	for _, tc := range []struct {
-		from  string
-		trees []string
+		from   string
+		failed string // failedAt, without from
+		trees  []string
+		// stay: the branches the reset record holds failed; nil: no
+		// reset.
+		stay []string
 	}{
-		{"j/a/s", []string{"j/a/s", "j/b/s", "j/~held/a"}},
-		{"j/c/s", []string{"j/a/s", "j/b/s", "j/c/s", "j/~held/a", "j/~held/c"}},
-		{"j/b/s", []string{"j/b/s"}},
-		{"j", []string{"j"}},
+		{"j/a/s", noEntry, []string{"j/a/s", "j/b/s", "j/~held"}, []string{"c", "m*"}},
+		{"j/c/s", noEntry, []string{"j/a/s", "j/b/s", "j/c/s", "j/~held"}, []string{"m*"}},
+		{"j/b/s", noEntry, []string{"j/b/s"}, nil},
+		{"j", noEntry, []string{"j"}, nil},
+		// Without --from, the failure that failed the workflow: a held
+		// entry is no failed entry of its own.
+		{"", "j/a/s", []string{"j/a/s", "j/~held"}, []string{"c", "m*"}},
 	} {
-		trees, resets, err := retryTrees(entries(), tc.from, noEntry)
+		trees, resets, err := retryTrees(entries(), tc.from, tc.failed)
 		if err != nil {
 			t.Fatal(err)
 		}
 		slices.Sort(trees)
 		if !slices.Equal(trees, tc.trees) {
-			t.Errorf("--from %s deletes %v, want %v", tc.from, trees, tc.trees)
+			t.Errorf("--from %q (failed at %s) deletes %d trees %v, want %v", tc.from, tc.failed, len(trees), trees[:min(len(trees), 8)], tc.trees)
 		}
-		for _, e := range resets {
-			t.Errorf("--from %s: reset %+v (the record holds no failure)", tc.from, e)
+		if tc.stay == nil {
+			for _, e := range resets {
+				t.Errorf("--from %q: reset %+v (the record holds no failure)", tc.from, e)
+			}
+			continue
 		}
-	}
-	// Without --from, the failure that failed the workflow: a held
-	// entry is no failed entry of its own.
-	trees, _, err := retryTrees(entries(), "", "j/a/s")
-	if err != nil {
-		t.Fatal(err)
-	}
-	slices.Sort(trees)
-	if want := []string{"j/a/s", "j/~held/a"}; !slices.Equal(trees, want) {
-		t.Errorf("retry of j/a/s deletes %v, want %v", trees, want)
+		if len(resets) != 1 || resets[0].Path != "j" || resets[0].Status != workflow.StatusPending {
+			t.Fatalf("--from %q: resets %+v, want j's record", tc.from, resets)
+		}
+		for n, b := range resets[0].Branches {
+			stays := slices.Contains(tc.stay, n) || strings.HasPrefix(n, "m") && slices.Contains(tc.stay, "m*")
+			want := workflow.Branch{Status: workflow.StatusPending}
+			if stays {
+				want = failedC
+			}
+			if !reflect.DeepEqual(b, want) {
+				t.Errorf("--from %q: j's record holds %s %+v, want %+v", tc.from, n, b, want)
+			}
+		}
 	}
 }
 
