@@ -380,7 +380,10 @@ type RetryOptions struct {
 
 // RetryResult is what a RetryWorkflowWith did.
 type RetryResult struct {
-	// Removed counts the history entries deleted for the replay.
+	// Removed counts the history entries deleted for the replay; not a
+	// pending join's failures held apart (held_branch), which are the
+	// join's bookkeeping, so that it counts the same whichever way the
+	// join holds them.
 	Removed int
 	// Dropped counts the messages a DropMessages retry dropped.
 	Dropped int

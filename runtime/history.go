@@ -674,7 +674,9 @@ func (h *Host) RetryWorkflowWith(ctx context.Context, ref Ref, opts RetryOptions
 		// What the retry does, once it is done (a dry run's answer now).
 		var would RetryResult
 		for _, e := range entries {
-			if deleted.holds(e.Path) {
+			// Not a join's held failure: no entry the workflow made,
+			// its failure goes to the record if it stays held.
+			if deleted.holds(e.Path) && e.Kind != workflow.KindHeldBranch {
 				would.Removed++
 			}
 		}

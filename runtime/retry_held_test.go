@@ -68,6 +68,7 @@ var heldJoin = rivet.Actor[heldJoinState]{
 // replay takes the history so.)
 func TestRetryFromAHeldBranchOfAPendingJoin(t *testing.T) {
 	t.Parallel()
+	removed := map[bool]int{}
 	for _, apart := range []bool{true, false} {
 		t.Run(map[bool]string{true: "apart", false: "in-record"}[apart], func(t *testing.T) {
 			heldJoinHealthy.Store(false)
@@ -133,9 +134,11 @@ func TestRetryFromAHeldBranchOfAPendingJoin(t *testing.T) {
 					t.Fatalf("after the refused retry: %+v", st)
 				}
 			}
-			if _, err := e.host.RetryWorkflow(ctx(t), ref, "j/a/s"); err != nil {
+			n, err := e.host.RetryWorkflow(ctx(t), ref, "j/a/s")
+			if err != nil {
 				t.Fatalf("retry --from j/a/s: %v", err)
 			}
+			removed[apart] = n
 			waitFor(t, "the retried workflow to end", 20*time.Second, func() bool {
 				s := inspect(t, e.host, "heldjoin", "k").WorkflowStatus
 				return s == runtime.WorkflowCompleted || s == runtime.WorkflowFailed
@@ -147,5 +150,10 @@ func TestRetryFromAHeldBranchOfAPendingJoin(t *testing.T) {
 				t.Fatalf("state after retry = %s, want 11", raw)
 			}
 		})
+	}
+	// The entries the workflow made, whichever way the join held a: its
+	// held entry is the join's bookkeeping.
+	if removed[true] != removed[false] || removed[true] == 0 {
+		t.Fatalf("the retry removed %d entries with a held apart, %d with a held in the record", removed[true], removed[false])
 	}
 }
