@@ -489,8 +489,9 @@ type JoinOutputsHost interface {
 // The join's record is still written as it opens and when it settles,
 // which deletes the entries. An engine of a build before it does not
 // know them: replaying a pending join that has some, it runs the failed
-// branches again and then fails the workflow with a divergence at them,
-// so a host in a cluster that may replay its workflows on such a build
+// branches again and then fails the workflow with a divergence at them
+// (and it refuses an export of such a history, HistoryExport, for their
+// unknown kind), so a host in a cluster that may replay its workflows on such a build
 // answers false until none is left. A Host without it keeps the failures
 // in the join's record, as before.
 type HeldBranchesHost interface {

@@ -1699,7 +1699,11 @@ type HistoryEntry struct {
 	// "charge-loop/~3/charge-card".
 	Path string `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
 	// kind is step, loop, sleep, message, join, race, rollback_checkpoint,
-	// removed or version_check.
+	// removed, version_check, join_outputs (a settled join's values, under
+	// "<join>/~outputs/") or held_branch (while a join is pending, a
+	// branch's failure held while the others went on, under
+	// "<join>/~held/<branch>"; its status is the branch's, failed, and its
+	// error the branch's).
 	Kind string `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
 	// status is pending, running, completed, failed, exhausted or cancelled.
 	Status   string `protobuf:"bytes,3,opt,name=status,proto3" json:"status,omitempty"`
