@@ -91,17 +91,14 @@ type Node struct {
 	// (storage.FormatKey) this node has written or found, each older one
 	// with it (gateFormats; watchCluster's goroutine).
 	formatRecorded int
-	// format3At is when the cluster recorded format 3 (its record's
-	// recorded_at; zero if it says not), olderSeen when this node last
-	// saw a node registered that does not read it, olderPresent whether
-	// one was at its last look (gateFormats).
-	format3At, olderSeen time.Time
-	olderPresent         bool
+	// formatWriting is the newest storage format the node writes, as it
+	// last set its host (gateFormats).
+	formatWriting int
+	// formats holds each storage format's gate, by format (gateFormats).
+	formats [runtime.StorageFormat + 1]formatGate
 	// clusterFormat is the storage format of the build that created the
-	// cluster (clusterConfig.CreatedFormat); format3Waiting, whether the
-	// node said it waits (gateFormats).
-	clusterFormat  int
-	format3Waiting bool
+	// cluster (clusterConfig.CreatedFormat).
+	clusterFormat int
 	// claimed counts every partition claimed (the balancer's, a lease's
 	// after a loss, a refence's), handedOff those handed to another.
 	claimed, handedOff atomic.Uint64
@@ -504,8 +501,6 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 	// of an older build may load what this one writes.
 	n.host.SetStateInHistory(false)
 	n.host.SetJoinOutputsApart(false)
-	// No storage format gates it yet: a node's joins keep their branches'
-	// failures in their records, which every build reads.
 	n.host.SetHeldBranchesApart(false)
 	// One source for the limits both layers enforce: the runtime's config.
 	limits := server.DefaultLimits()
@@ -1028,9 +1023,9 @@ type clusterConfig struct {
 	CreatedAt  time.Time `json:"created_at"`
 	// CreatedFormat is the storage format of the build that created the
 	// cluster (0: a build before this field). A cluster created by a
-	// build of format 3 or newer has had no format-2 node that checked
-	// the formats before format 3 was recorded: format3Wait's settle
-	// does not apply to it.
+	// build of format f or newer has had no node of an older format that
+	// checked the formats before format f was recorded: formatWait's
+	// settle does not apply to f in it (it does to a newer format).
 	CreatedFormat int `json:"created_format,omitempty"`
 }
 

@@ -635,16 +635,19 @@ func (b backend) drainSelf(ctx context.Context) error {
 // every registered node reads it (clusterFormat), once the nodes' mirror
 // holds this node's own record (it has read every node's): format 2,
 // steps store the state in their history entries; format 3, a join's
-// large values go apart from its record. A node of an older build
+// large values go apart from its record; format 4, a pending join's
+// branch failures go in entries of their own. A node of an older build
 // registering after the cluster wrote a format it does not read is an
 // error worth an operator's eye: it may load an older state and write
-// over the newer one (2), or replay a join's values as zeros (3).
+// over the newer one (2), replay a join's values as zeros (3), or run a
+// join's failed branches again and fail the workflow on a divergence (4).
 //
 // A format's gate opens only once the cluster's storage.FormatKey of it
 // is written, which mayRecord allows: a build that does not read it then
-// refuses to start (checkStorageFormats). It reports whether a gate stays
-// closed only because a format could not be recorded (the caller tries
-// again later).
+// refuses to start (checkStorageFormats); from format 3 on, only once
+// formatWait's waits have passed too. It reports whether a gate stays
+// closed only because a format could not be recorded or a wait has not
+// passed (the caller tries again later).
 func (n *Node) gateFormats(ctx context.Context, mayRecord bool) (retry bool) {
 	if _, ok := n.view.nodes.Get(storage.NodeKey(n.cfg.NodeID)); !ok {
 		return false
@@ -652,21 +655,28 @@ func (n *Node) gateFormats(ctx context.Context, mayRecord bool) (retry bool) {
 	recs := n.view.records()
 	read := clusterFormat(recs)
 	now := time.Now()
-	newlyOlder := read < 3 && !n.olderPresent
-	if read < 3 || n.olderPresent {
-		// Seen until now: the evaluation that finds it gone is the first
-		// that does not (a quiet cluster evaluates seldom).
-		n.olderSeen, n.olderPresent = now, read < 3
+	// The oldest format an older node registered would misread, and
+	// whether it is newly there.
+	older := max(read+1, 3)
+	newlyOlder := older <= runtime.StorageFormat && !n.formats[older].olderPresent
+	for f := 2; f <= runtime.StorageFormat; f++ {
+		g := &n.formats[f]
+		if read < f || g.olderPresent {
+			// Seen until now: the evaluation that finds it gone is the
+			// first that does not (a quiet cluster evaluates seldom).
+			g.olderSeen, g.olderPresent = now, read < f
+		}
 	}
-	if read < 2 && n.host.StateInHistory() {
+	if read < 2 && n.formatWriting >= 2 {
 		n.log.Error("a node of an older build registered in a cluster whose workflows store their state in history entries: it reads only the state key, and may load an older state of such an actor and write over the newer one; stop it (a downgrade past storage format 2 is not supported, docs/deploy.md)",
 			zap.Strings("older_nodes", olderNodes(recs, 2)))
-	} else if read < 3 && (n.host.JoinOutputsApart() || newlyOlder && n.formatWritten(ctx, 3)) {
-		// Whether this node wrote values apart or not (it started with
+	} else if older <= runtime.StorageFormat && (n.formatWriting >= older || newlyOlder && n.formatWritten(ctx, older)) {
+		// Whether this node wrote that format or not (it started with
 		// the older node there, or before the gate's wait ended), the
-		// cluster may have: the record says so.
-		n.log.Error("a node of an older build registered in a cluster whose joins write their large values apart from their records: it would replay such a join's values as zero values; stop it (a downgrade past storage format 3 is not supported, docs/deploy.md)",
-			zap.Strings("older_nodes", olderNodes(recs, 3)))
+		// cluster may have: the record says so. (Records are written in
+		// order: none of it, none newer.)
+		n.log.Error(fmt.Sprintf("a node of an older build registered in a cluster whose %s: %s; stop it (a downgrade past storage format %d is not supported, docs/deploy.md)", formatNews[older].cluster, formatNews[older].older, older),
+			zap.Strings("older_nodes", olderNodes(recs, older)))
 	}
 	if mayRecord {
 		// Recorded before the first write in each format, in order, which a
@@ -675,9 +685,9 @@ func (n *Node) gateFormats(ctx context.Context, mayRecord bool) (retry bool) {
 		for f := max(n.formatRecorded+1, 2); f <= read; f++ {
 			pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			rec := formatRecord{NodeID: n.cfg.NodeID, RecordedAt: now.UnixMilli()}
-			if !n.olderSeen.IsZero() {
+			if seen := n.formats[f].olderSeen; !seen.IsZero() {
 				// Nodes that start within the grace wait for it too.
-				rec.OlderSeenAt = n.olderSeen.UnixMilli()
+				rec.OlderSeenAt = seen.UnixMilli()
 			}
 			b, _ := json.Marshal(rec)
 			stored, _, err := n.store.PutIfAbsent(pctx, storage.FormatKey(f), b)
@@ -689,45 +699,86 @@ func (n *Node) gateFormats(ctx context.Context, mayRecord bool) (retry bool) {
 			}
 			n.formatRecorded = f
 			var got formatRecord
-			if f == 3 && json.Unmarshal(stored, &got) == nil {
+			if json.Unmarshal(stored, &got) == nil {
 				// Times of another node's clock, never later than this
 				// one's now: a clock ahead would hold the gate for as
 				// long as it is ahead.
 				if got.RecordedAt > 0 {
-					n.format3At = time.UnixMilli(min(got.RecordedAt, now.UnixMilli()))
+					n.formats[f].recordedAt = time.UnixMilli(min(got.RecordedAt, now.UnixMilli()))
 				}
-				if seen := time.UnixMilli(min(got.OlderSeenAt, now.UnixMilli())); got.OlderSeenAt > 0 && seen.After(n.olderSeen) {
-					n.olderSeen = seen
+				if seen := time.UnixMilli(min(got.OlderSeenAt, now.UnixMilli())); got.OlderSeenAt > 0 && seen.After(n.formats[f].olderSeen) {
+					n.formats[f].olderSeen = seen
 				}
 			}
 		}
 	}
+	// Each format's gate in order: a format opens only after every older
+	// one (whose older nodes, as seen in its record, read no newer one).
 	on := writableFormat(read, n.formatRecorded)
-	recordedAt := n.format3At
-	if n.clusterFormat >= 3 {
-		recordedAt = time.Time{} // created by a build of format 3: see format3Wait
-	}
-	switch wait := format3Wait(now, recordedAt, n.olderSeen); {
-	case on >= 3 && wait > 0:
-		// Format 3's record stops an older build at its start, not one
-		// already running: see format3Wait. Tried again each second.
-		if !n.format3Waiting {
-			n.log.Info("joins keep their values in their records a while longer: a node of an older build may still register (docs/deploy.md, storage format 3)", zap.Duration("for", wait))
-			n.format3Waiting = true
+	for f := 3; f <= on; f++ {
+		g := &n.formats[f]
+		recordedAt := g.recordedAt
+		if n.clusterFormat >= f {
+			recordedAt = time.Time{} // created by a build of format f: see formatWait
 		}
-		on, retry = 2, retry || ctx.Err() == nil
-	case on >= 3 && n.format3Waiting:
-		n.log.Info("joins write their large values apart from their records (storage format 3)")
-		n.format3Waiting = false
+		if wait := formatWait(now, recordedAt, g.olderSeen); wait > 0 {
+			// A format's record stops an older build at its start, not
+			// one already running: see formatWait. Tried again each
+			// second.
+			if !g.waiting {
+				n.log.Info(fmt.Sprintf("%s a while longer: a node of an older build may still register (docs/deploy.md, storage format %d)", formatNews[f].waiting, f), zap.Duration("for", wait))
+				g.waiting = true
+			}
+			on, retry = f-1, retry || ctx.Err() == nil
+			break
+		}
+		if g.waiting {
+			n.log.Info(fmt.Sprintf("%s (storage format %d)", formatNews[f].on, f))
+			g.waiting = false
+		}
 	}
+	n.formatWriting = on
 	n.host.SetStateInHistory(on >= 2)
 	n.host.SetJoinOutputsApart(on >= 3)
+	n.host.SetHeldBranchesApart(on >= 4)
 	return retry
+}
+
+// formatGate is what a node knows of one storage format's gate
+// (gateFormats; watchCluster's goroutine).
+type formatGate struct {
+	// recordedAt is when the cluster recorded the format (its record's
+	// recorded_at; zero if it says not), olderSeen when this node, or the
+	// record's writer, last saw a node registered that does not read it,
+	// olderPresent whether one was at this node's last look.
+	recordedAt, olderSeen time.Time
+	olderPresent          bool
+	// waiting says whether the node logged that it waits (formatWait).
+	waiting bool
+}
+
+// formatNews words, for the logs, what each storage format from 3 changes:
+// what the cluster does once it writes it (cluster), what a node that does
+// not read it would do (older), what the nodes do while they wait to write
+// it (waiting), and once they do (on).
+var formatNews = [runtime.StorageFormat + 1]struct{ cluster, older, waiting, on string }{
+	3: {
+		cluster: "joins write their large values apart from their records",
+		older:   "it would replay such a join's values as zero values",
+		waiting: "joins keep their values in their records",
+		on:      "joins write their large values apart from their records",
+	},
+	4: {
+		cluster: "joins hold their branches' failures in entries of their own",
+		older:   "replaying such a pending join, it would run its failed branches again and fail the workflow on a divergence",
+		waiting: "joins keep their branches' failures in their records",
+		on:      "joins hold their branches' failures in entries of their own",
+	},
 }
 
 // formatRecord is the value of a storage format's cluster record
 // (storage.FormatKey): who wrote it and when, and when the writer last saw
-// a node of an older build registered (format3Wait); times in Unix ms.
+// a node registered that does not read it (formatWait); times in Unix ms.
 type formatRecord struct {
 	NodeID      string `json:"node_id"`
 	RecordedAt  int64  `json:"recorded_at,omitempty"`
@@ -743,35 +794,37 @@ func (n *Node) formatWritten(ctx context.Context, f int) bool {
 	return err == nil
 }
 
-// Format 3's gate waits, as the cluster's record of the format stops a
-// node of an older build only when it starts (checkStorageFormats), and
-// one may be running unseen (reviews'):
-//   - format3Settle after the record is written: an older node that read
+// The gate of each format from 3 on waits, as the cluster's record of the
+// format stops a node of an older build only when it starts
+// (checkStorageFormats), and one may be running unseen (reviews'):
+//   - formatSettle after the record is written: an older node that read
 //     the formats just before registers later, within a start's security
 //     wait (awaitSameSecurity, 30 s) and its first calls to etcd; not in
-//     a cluster a build of format 3 created, where no node can have read
-//     the formats before the record;
-//   - olderNodeGrace after an older node was last seen registered, by
-//     this node or by the node that wrote the record (its older_seen_at):
-//     one whose lease lapsed (a blip of seconds) registers again, and
-//     claims partitions again, without reading the formats again.
+//     a cluster a build of that format or a newer one created, where no
+//     node can have read the formats before the record;
+//   - olderNodeGrace after a node that does not read the format was last
+//     seen registered, by this node or by the node that wrote the record
+//     (its older_seen_at): one whose lease lapsed (a blip of seconds)
+//     registers again, and claims partitions again, without reading the
+//     formats again.
 //
 // A node that has seen no older one and finds the record long written
 // waits for neither. An older node away for longer than the grace that
 // comes back still misreads what was written meanwhile: docs/deploy.md.
+// Format 2 came before the waits and has none.
 var (
-	format3Settle  = 45 * time.Second
+	formatSettle   = 45 * time.Second
 	olderNodeGrace = 2 * time.Minute
 )
 
-// format3Wait is how long a node must still wait, at now, before writing
-// format 3 (above): recordedAt is when the cluster recorded it (zero if
-// unknown: long ago), olderSeen when the node last saw an older node
-// registered (zero if never).
-func format3Wait(now, recordedAt, olderSeen time.Time) time.Duration {
+// formatWait is how long a node must still wait, at now, before writing
+// a format from 3 on (above): recordedAt is when the cluster recorded it
+// (zero if unknown: long ago), olderSeen when the node last saw a node
+// registered that does not read it (zero if never).
+func formatWait(now, recordedAt, olderSeen time.Time) time.Duration {
 	var wait time.Duration
 	if !recordedAt.IsZero() {
-		wait = recordedAt.Add(format3Settle).Sub(now)
+		wait = recordedAt.Add(formatSettle).Sub(now)
 	}
 	if !olderSeen.IsZero() {
 		wait = max(wait, olderSeen.Add(olderNodeGrace).Sub(now))
@@ -789,10 +842,11 @@ func writableFormat(read, recorded int) int { return max(min(read, recorded), 1)
 // before format 2), 0 with no record. A node of an older build, loading an
 // actor, would misread a newer format: a state that rides in a history
 // entry (2), for which it would take the state key's older one; a join's
-// values apart from its record (3), which it would take for zero values. A
-// node of an older build that registers after the cluster has written a
-// newer format misreads it: a downgrade past format 2 or 3 is not
-// supported (docs/deploy.md).
+// values apart from its record (3), which it would take for zero values; a
+// pending join's branch failures in entries of their own (4), whose
+// branches it would run again. A node of an older build that registers
+// after the cluster has written a newer format misreads it: a downgrade
+// past format 2, 3 or 4 is not supported (docs/deploy.md).
 func clusterFormat(recs map[string]runtime.NodeRecord) int {
 	read := 0
 	for _, r := range recs {

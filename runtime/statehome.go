@@ -45,8 +45,13 @@ import (
 // join's large branch values may be committed apart from its record
 // (workflow.JoinOutputsHost, `<join>/~outputs/<n>`), which a build of
 // format 2 replays as zero values; written only while every registered
-// node advertises 3 (SetJoinOutputsApart).
-const StorageFormat = 3
+// node advertises 3 (SetJoinOutputsApart). 4: a pending join's branch
+// failures may be committed in entries of their own
+// (workflow.HeldBranchesHost, `<join>/~held/<branch>`), whose branches a
+// build of format 3 would run again on replay, failing the workflow on a
+// divergence; written only while every registered node advertises 4
+// (SetHeldBranchesApart).
+const StorageFormat = 4
 
 // foldedStateField opens a history entry that carries the actor's state:
 // first, so that a load tells such an entry by its prefix (the entry's
@@ -171,9 +176,10 @@ func (h *Host) SetJoinOutputsApart(on bool) { h.joinOutputsApart.Store(on) }
 
 // SetHeldBranchesApart says whether every node of the cluster reads the
 // failures of a pending join's branches committed in entries of their own
-// (workflow.HeldBranchesHost, `<join>/~held/<branch>`): until it is set, a
-// join rewrites its record for each, as builds before it do. Off by
-// default, on a Host alone too: no storage format gates them yet.
+// (workflow.HeldBranchesHost, `<join>/~held/<branch>`, StorageFormat 4):
+// until it is set, a join rewrites its record for each, as builds before
+// it do. Off by default, on a Host alone too; the node sets it once every
+// registered node reads format 4 (its gateFormats).
 func (h *Host) SetHeldBranchesApart(on bool) { h.heldBranchesApart.Store(on) }
 
 // HeldBranchesApart reports what SetHeldBranchesApart last set.
