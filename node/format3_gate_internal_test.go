@@ -89,12 +89,12 @@ func format3Cluster(t *testing.T, ctx context.Context, prefix string, recs map[s
 	return endpoints
 }
 
-// shortFormat3Waits sets format3Wait's durations for one test, restored
+// shortFormatWaits sets formatWait's durations for one test, restored
 // after its nodes stop (register before starting them).
-func shortFormat3Waits(t *testing.T, settle, grace time.Duration) {
-	s, g := format3Settle, olderNodeGrace
-	t.Cleanup(func() { format3Settle, olderNodeGrace = s, g })
-	format3Settle, olderNodeGrace = settle, grace
+func shortFormatWaits(t *testing.T, settle, grace time.Duration) {
+	s, g := formatSettle, olderNodeGrace
+	t.Cleanup(func() { formatSettle, olderNodeGrace = s, g })
+	formatSettle, olderNodeGrace = settle, grace
 }
 
 // waitJoinGateOpen waits until n writes join values apart, and returns when.
@@ -109,10 +109,10 @@ func waitJoinGateOpen(t *testing.T, n *Node, within time.Duration) time.Time {
 }
 
 // In a cluster an older build created, format 3's gate opens only
-// format3Settle after the node recorded format 3: a format-2 node that read
+// formatSettle after the node recorded format 3: a format-2 node that read
 // the formats just before may still register.
 func TestFormat3WaitsAfterItsRecordInAClusterAnOlderBuildCreated(t *testing.T) {
-	shortFormat3Waits(t, 2*time.Second, time.Second)
+	shortFormatWaits(t, 2*time.Second, time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	const prefix = "/format3-settle/"
@@ -133,8 +133,8 @@ func TestFormat3WaitsAfterItsRecordInAClusterAnOlderBuildCreated(t *testing.T) {
 	if err := json.Unmarshal(kv.Value, &rec); err != nil || rec.RecordedAt == 0 {
 		t.Fatalf("format 3's record %s: no recorded_at (%v)", kv.Value, err)
 	}
-	if waited := opened.Sub(time.UnixMilli(rec.RecordedAt)); waited < format3Settle {
-		t.Fatalf("format 3's gate opened %v after its record, before format3Settle (%v)", waited, format3Settle)
+	if waited := opened.Sub(time.UnixMilli(rec.RecordedAt)); waited < formatSettle {
+		t.Fatalf("format 3's gate opened %v after its record, before formatSettle (%v)", waited, formatSettle)
 	}
 }
 
@@ -143,7 +143,7 @@ func TestFormat3WaitsAfterItsRecordInAClusterAnOlderBuildCreated(t *testing.T) {
 // saw that node; and a record's times from a clock ahead of this one's are
 // taken as now, not waited for.
 func TestFormat3WaitsForAnOlderNodeTheRecorderSaw(t *testing.T) {
-	shortFormat3Waits(t, time.Second, 3*time.Second)
+	shortFormatWaits(t, time.Second, 3*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	const prefix = "/format3-seen/"
@@ -172,12 +172,13 @@ func TestFormat3WaitsForAnOlderNodeTheRecorderSaw(t *testing.T) {
 	waitJoinGateOpen(t, m, 30*time.Second) // not an hour
 }
 
-// A cluster this build created has had no format-2 node read its formats
-// before format 3 was recorded: joins write their values apart at once,
-// without format3Settle's wait (a review's: a new cluster's first 45 s of
-// large joins failed).
+// A cluster this build created has had no node of an older format read
+// its formats before formats 3 and 4 were recorded: joins write their
+// values apart, and hold their branches' failures apart, at once, without
+// formatSettle's wait (a review's: a new cluster's first 45 s of large
+// joins failed).
 func TestANewClusterWritesJoinValuesApartAtOnce(t *testing.T) {
-	shortFormat3Waits(t, time.Hour, time.Hour)
+	shortFormatWaits(t, time.Hour, time.Hour)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	reg, err := rivet.Setup(tally)
@@ -186,9 +187,5 @@ func TestANewClusterWritesJoinValuesApartAtOnce(t *testing.T) {
 	}
 	n := StartForTest(t, ctx, ClusterConfigForTest(t, "new", etcdtest.Start(t), "/format3-new/", 4, nil), reg)
 	waitJoinGateOpen(t, n, 30*time.Second) // not an hour
-	// No storage format gates a join's branch failures held apart yet
-	// (workflow.HeldBranchesHost): every build reads them in its record.
-	if n.host.HeldBranchesApart() {
-		t.Fatal("a node holds join branch failures apart, which no storage format gates")
-	}
+	waitHeldGate(t, n, true, 30*time.Second)
 }

@@ -68,7 +68,7 @@ func TestABuildOfFormat2RefusesAClusterThatRecordedFormat3(t *testing.T) {
 	}
 }
 
-// Format 3's gate waits format3Settle after the cluster's record (an
+// Format 3's gate waits formatSettle after the cluster's record (an
 // older node that read the formats just before registers up to 30 s
 // later), and olderNodeGrace after an older node was last seen registered
 // (one whose lease lapsed registers again without reading them); neither
@@ -82,12 +82,12 @@ func TestFormat3WaitsForOlderNodesThatMayStillRegister(t *testing.T) {
 	}{
 		{"nothing known", time.Time{}, time.Time{}, 0},
 		{"recorded long ago", now.Add(-time.Hour), time.Time{}, 0},
-		{"recorded just now", now.Add(-time.Second), time.Time{}, format3Settle - time.Second},
+		{"recorded just now", now.Add(-time.Second), time.Time{}, formatSettle - time.Second},
 		{"an older node just gone", now.Add(-time.Hour), now.Add(-10 * time.Second), olderNodeGrace - 10*time.Second},
 		{"an older node gone long ago", now.Add(-time.Hour), now.Add(-time.Hour), 0},
-		{"both", now, now, max(format3Settle, olderNodeGrace)},
+		{"both", now, now, max(formatSettle, olderNodeGrace)},
 	} {
-		if got := format3Wait(now, c.recordedAt, c.seen); got != c.want {
+		if got := formatWait(now, c.recordedAt, c.seen); got != c.want {
 			t.Errorf("%s: wait %v, want %v", c.name, got, c.want)
 		}
 	}

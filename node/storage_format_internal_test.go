@@ -53,9 +53,9 @@ func TestStepsWriteTheStateKeyWhileAnOlderNodeIsRegistered(t *testing.T) {
 	}
 	// Format 3's waits, shortened (not t.Parallel: package variables).
 	// Restored after the node stops (cleanups run last-registered first).
-	settle, grace := format3Settle, olderNodeGrace
-	t.Cleanup(func() { format3Settle, olderNodeGrace = settle, grace })
-	format3Settle, olderNodeGrace = time.Second, 3*time.Second
+	settle, grace := formatSettle, olderNodeGrace
+	t.Cleanup(func() { formatSettle, olderNodeGrace = settle, grace })
+	formatSettle, olderNodeGrace = time.Second, 3*time.Second
 	cfg := DefaultLocalConfig(t.TempDir())
 	cfg.Partitions = 4
 	cfg.HTTPAddr = "-"
@@ -88,7 +88,7 @@ func TestStepsWriteTheStateKeyWhileAnOlderNodeIsRegistered(t *testing.T) {
 	waitJoinGate(true)
 	// Written before the gates opened: a build that does not read a
 	// format refuses this cluster from now on. (This node created the
-	// cluster: format 3's gate did not wait format3Settle, which
+	// cluster: format 3's gate did not wait formatSettle, which
 	// TestFormat3WaitsAfterItsRecordInAClusterAnOlderBuildCreated tests.)
 	r3, err := n.etcd.Get(ctx, "/rivet/"+storage.FormatKey(3))
 	if err != nil || len(r3.Kvs) != 1 {
