@@ -59,12 +59,12 @@ var heldJoin = rivet.Actor[heldJoinState]{
 
 // A workflow that failed (a panic in b) while a join was pending, with
 // a's failure held (in an entry of its own, j/~held/a, or, as a Host
-// keeps it by default until a storage format gates that, in the join's
-// record), is retried from a's failed step: the retry deletes that entry
-// or puts a back to pending in the join's record, so a runs again
-// instead of being held failed, and the join completes. (The unit tests of retryTrees,
-// TestRetryTreesUnholdsBranchesOfAPendingJoinOrRace and
-// TestRetryTreesUnholdsBranchesHeldApart, do not show that the node's
+// keeps it by default and a node until every node reads storage format 4,
+// in the join's record), is retried from a's failed step: the retry
+// deletes that entry or puts a back to pending in the join's record, so a
+// runs again instead of being held failed, and the join completes. (The
+// unit tests of retryTrees, TestRetryTreesUnholdsBranchesOfAPendingJoinOrRace
+// and TestRetryTreesUnholdsBranchesHeldApart, do not show that the node's
 // replay takes the history so.)
 func TestRetryFromAHeldBranchOfAPendingJoin(t *testing.T) {
 	t.Parallel()
