@@ -207,10 +207,9 @@ func New(cfg Config, reg *rivet.Registry, store storage.Store, commit Committer,
 	// off until every node reads it (node.watchCluster).
 	h.stateInHistory.Store(true)
 	h.joinOutputsApart.Store(true)
-	// Not heldBranchesApart: no storage format gates a join's failures
-	// held apart yet, so no host writes them unless told
-	// (SetHeldBranchesApart), lest a history it writes reach an older
-	// build.
+	// Not heldBranchesApart: no host holds a join's failures apart
+	// unless told (SetHeldBranchesApart; a node, once every node reads
+	// storage format 4), lest a history it writes reach an older build.
 	own.OnLost(h.evictAll)
 	own.OnClaimed(func(ctx context.Context, parts []uint32) {
 		if err := h.loadWakeups(ctx, parts); err != nil {

@@ -75,7 +75,7 @@ func TestRetryFromAHeldBranchOfAPendingJoin(t *testing.T) {
 			heldJoinPanics.Store(true)
 			e := newEnv(t, counterReg(t, heldJoin), nil)
 			if apart {
-				// Off by default: no storage format gates it yet.
+				// Off by default: a node turns it on at storage format 4.
 				e.host.SetHeldBranchesApart(true)
 			}
 			ref := runtime.Ref{Name: "heldjoin", Key: []string{"k"}}

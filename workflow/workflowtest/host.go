@@ -111,7 +111,8 @@ type Host[S any] struct {
 	QueueTypes map[string]reflect.Type
 	// HeldBranchesApart holds the failure of a join's branch that fails
 	// while others go on in an entry of its own (workflow.HeldBranchesHost),
-	// a format that no node writes until a storage format gates it. False,
+	// a format that no node writes until every node reads it (storage
+	// format 4). False,
 	// the default: in the join's record, rewritten whole for each, as
 	// every build writes and reads it.
 	HeldBranchesApart bool
