@@ -243,3 +243,30 @@ func TestFormat4IsWrittenOnlyOnceReadByAllAndRecorded(t *testing.T) {
 		t.Errorf("nodes older than format 4: %v, want [b]", got)
 	}
 }
+
+// A node that starts after another recorded format 4 having just seen a
+// format-3 node (older_seen_at) holds branch failures in the join's record
+// until the grace has passed, though it never saw that node: the grace,
+// not the settle, binds here (longer than it, and the record is old).
+func TestFormat4WaitsForAnOlderNodeTheRecorderSaw(t *testing.T) {
+	shortFormatWaits(t, time.Second, 3*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const prefix = "/format4-seen/"
+	seen := time.Now()
+	long := seen.Add(-time.Hour).UnixMilli()
+	endpoints := format3Cluster(t, ctx, prefix, map[string]string{
+		storage.ClusterConfigKey: `{"partitions":4,"created_at":"2026-01-01T00:00:00Z","created_format":3}`,
+		storage.FormatKey(2):     fmt.Sprintf(`{"node_id":"a","recorded_at":%d}`, long),
+		storage.FormatKey(3):     fmt.Sprintf(`{"node_id":"a","recorded_at":%d}`, long),
+		storage.FormatKey(4):     fmt.Sprintf(`{"node_id":"a","recorded_at":%d,"older_seen_at":%d}`, long, seen.UnixMilli()),
+	})
+	reg, err := rivet.Setup(tally)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := StartForTest(t, ctx, ClusterConfigForTest(t, "new", endpoints, prefix, 4, nil), reg)
+	if waited := waitHeldGate(t, n, true, 30*time.Second).Sub(seen); waited < olderNodeGrace {
+		t.Fatalf("format 4's gate opened %v after the recorder last saw a format-3 node, within olderNodeGrace (%v)", waited, olderNodeGrace)
+	}
+}
