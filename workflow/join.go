@@ -462,11 +462,12 @@ func runHeld(c *thread, path string, recorded Branch, run func(*cx) (json.RawMes
 type pendingHold struct {
 	mu      sync.Mutex // orders the commits of current
 	current *Entry     // the entry as last committed
-	// apart: each failure goes to an entry of its own (a join's, on a
-	// HeldBranchesHost that says so), not to current, rewritten whole
-	// for each. wrote: one was written (or may have been: its commit
-	// failed), which the settle deletes.
-	apart bool
+	// apart, asked at each failure (a join's, on a HeldBranchesHost,
+	// whose gate may close while the join runs: a replay reads both
+	// ways): that failure goes to an entry of its own, not to current,
+	// rewritten whole for each. wrote: one was written (or may have
+	// been: its commit failed), which the settle deletes.
+	apart func() bool
 	wrote atomic.Bool
 }
 
@@ -475,7 +476,7 @@ type pendingHold struct {
 // meanwhile): the entry's own record, or a replay, takes what is left.
 func (h *pendingHold) record(c *thread, name string, err error, res *branchResult) {
 	b := Branch{Status: StatusFailed, Error: record(err), FailedAt: FailedAt(err)}
-	if h.apart {
+	if h.apart != nil && h.apart() {
 		// Its own path: no order to keep with the other branches'.
 		// Completed: the record is, whatever the branch's status (a
 		// failed entry would be one a retry deletes, unholding the
@@ -589,8 +590,8 @@ func (x *cx) join(name string, names []string, runs []func(*cx) (json.RawMessage
 	// while others went on.
 	held := make([]bool, len(names))
 	hold := pendingHold{current: e}
-	if h, ok := t.r.host.(HeldBranchesHost); ok && h.HeldBranchesApart() {
-		hold.apart = true
+	if h, ok := t.r.host.(HeldBranchesHost); ok {
+		hold.apart = h.HeldBranchesApart
 	}
 	var running atomic.Int32
 	running.Store(int32(len(names)))

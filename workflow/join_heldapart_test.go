@@ -274,3 +274,62 @@ func BenchmarkJoin(b *testing.B) {
 		})
 	}
 }
+
+// TestAJoinAsksWhetherToHoldApartAtEachFailure: a host whose gate closes
+// while a join runs (a node of an older storage format registered again)
+// has the join's next failure held in its record, not in an entry of its
+// own that the older node would not read; the failure held apart before
+// stays so, and the join settles with both.
+func TestAJoinAsksWhetherToHoldApartAtEachFailure(t *testing.T) {
+	h := newHost(log{})
+	h.HeldBranchesApart = true
+	wf := func(c *logCtx) error {
+		_, err := workflow.Join(c, "j", workflow.Branches[log, int]{
+			"a": func(*logCtx) (int, error) { return 0, errors.New("a failed") },
+			"b": func(*logCtx) (int, error) {
+				// Until a's failure is held, then the gate closes.
+				for deadline := time.Now().Add(30 * time.Second); h.HeldBranchesApart; time.Sleep(5 * time.Millisecond) {
+					for _, e := range h.History() {
+						if e.Path == "j/~held/a" {
+							h.HeldBranchesApart = false
+						}
+					}
+					if time.Now().After(deadline) {
+						return 0, errors.New("a's failure not held apart within 30s")
+					}
+				}
+				return 0, errors.New("b failed")
+			},
+			"wait": func(c *logCtx) (int, error) {
+				m, err := workflow.Next[job](c, "wait", workflow.NextOptions{Names: []string{"go"}})
+				return m.Body.N, err
+			},
+		})
+		return err
+	}
+	if out := drive(t, h, wf); out.Status != workflow.RunYielded {
+		t.Fatalf("first run: %s %v", out.Status, out.Err)
+	}
+	hist := h.History()
+	if e := entryAt(t, hist, "j/~held/a"); e.Branches["a"].Status != workflow.StatusFailed {
+		t.Fatalf("a's failure, held apart while the gate was open: %+v", e)
+	}
+	for _, e := range hist {
+		if e.Path == "j/~held/b" {
+			t.Fatal("b's failure, after the gate closed, held in an entry of its own (j/~held/b)")
+		}
+	}
+	if e := entryAt(t, hist, "j"); e.Branches["b"].Status != workflow.StatusFailed {
+		t.Fatalf("b's failure, after the gate closed, not in the join's record: %+v", e)
+	}
+	h.Send("go", job{1})
+	je := failedWith[*workflow.JoinError](t, drive(t, h, wf))
+	if len(je.Errors) != 2 || je.Errors["a"] == nil || je.Errors["b"] == nil {
+		t.Fatalf("join error %v, want a's failure and b's", je)
+	}
+	for _, e := range h.History() {
+		if strings.HasPrefix(e.Path, "j/~held") {
+			t.Fatalf("entry %q left after the join settled", e.Path)
+		}
+	}
+}
