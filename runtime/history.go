@@ -1145,8 +1145,9 @@ func planRetry(entries []workflow.Entry, from, failedAt string, rewind bool) ([]
 // No code of the workflow made those entries: retried from, one would
 // take the join's entries made after it, in its other branches among
 // them, for what came after it, deleting them, and their completed steps
-// would run again. A held failure points at its branch's failed entry,
-// the retry that runs the branch again.
+// would run again. A held failure points at the retry that runs its
+// branch again: from its failed entry, or, failed with its own error, its
+// first entry, or, the branch having made none, the join.
 func checkFromMade(entries []workflow.Entry, byPath map[string]*workflow.Entry, from string) error {
 	segs := strings.Split(from, "/")
 	for i, seg := range segs {
@@ -1159,19 +1160,20 @@ func checkFromMade(entries []workflow.Entry, byPath map[string]*workflow.Entry, 
 		join := strings.Join(segs[:i], "/")
 		if seg == "~held" && i+1 < len(segs) {
 			branch := join + "/" + segs[i+1]
-			to := ""
+			var to string
 			if e := byPath[strings.Join(segs[:i+2], "/")]; e != nil {
 				if b := e.Branches[segs[i+1]]; workflow.Under(b.FailedAt, branch) {
-					to = b.FailedAt
+					to = fmt.Sprintf("the branch's failed entry, %q", b.FailedAt)
 				}
 			}
 			if to == "" {
-				to = firstUnder(entries, branch)
+				if first := firstUnder(entries, branch); first != "" {
+					to = fmt.Sprintf("its first entry %q, which runs the branch again", first)
+				} else {
+					to = fmt.Sprintf("the join %q, which runs all its branches again", join)
+				}
 			}
-			if to == "" {
-				to = join
-			}
-			return rivet.Errorf(rivet.ErrInvalidArgument, "cannot retry from %q: it records that branch %q of join %q failed while the others went on, not an entry the workflow made; retry from the branch's failed entry, %q", from, segs[i+1], join, to)
+			return rivet.Errorf(rivet.ErrInvalidArgument, "cannot retry from %q: it records that branch %q of join %q failed while the others went on, not an entry the workflow made; retry from %s", from, segs[i+1], join, to)
 		}
 		return rivet.Errorf(rivet.ErrInvalidArgument, "cannot retry from %q: join %q keeps the entries under %q for itself, not entries the workflow made; retry from the join, or from an entry in one of its branches", from, join, join+"/"+seg)
 	}

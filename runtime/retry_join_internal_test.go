@@ -287,8 +287,9 @@ func TestRetryTreesUnholdsBranchesHeldApart(t *testing.T) {
 // settled join's values) is refused: no code made it, and the retry would
 // delete the join's entries made after it in its other branches, running
 // their completed steps again. A held failure's refusal names its
-// branch's failed entry (or, failed with its own error, its first), and a
-// loop iteration's '~' is no such scope.
+// branch's failed entry (or, failed with its own error, its first, or,
+// the branch having made none, the join), and a loop iteration's '~' is
+// no such scope.
 func TestRetryFromAJoinsOwnEntriesIsRefused(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
@@ -308,16 +309,19 @@ func TestRetryFromAJoinsOwnEntriesIsRefused(t *testing.T) {
 			"a": {Status: workflow.StatusPending},
 			"b": {Status: workflow.StatusPending},
 			"c": {Status: workflow.StatusPending},
+			"d": {Status: workflow.StatusPending},
 		}},
 		step("j/a/s", 1, workflow.StatusExhausted, 2),
 		step("j/b/s", 1, workflow.StatusCompleted, 3),
 		step("j/c/s", 1, workflow.StatusCompleted, 1),
 		held("j", "a", workflow.Branch{Status: workflow.StatusFailed, FailedAt: "j/a/s"}),
 		held("j", "c", workflow.Branch{Status: workflow.StatusFailed, FailedAt: workflow.NoEntry}),
+		held("j", "d", workflow.Branch{Status: workflow.StatusFailed, FailedAt: workflow.NoEntry}),
 	}
 	for _, tc := range []struct{ from, names string }{
-		{"j/~held/a", `"j/a/s"`},
-		{"j/~held/c", `"j/c/s"`},
+		{"j/~held/a", `retry from the branch's failed entry, "j/a/s"`},
+		{"j/~held/c", `retry from its first entry "j/c/s", which runs the branch again`},
+		{"j/~held/d", `retry from the join "j", which runs all its branches again`},
 		{"done/~outputs/0", `"done"`},
 	} {
 		for _, rewind := range []bool{true, false} {
