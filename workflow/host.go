@@ -492,8 +492,10 @@ type JoinOutputsHost interface {
 // branches again and then fails the workflow with a divergence at them
 // (and it refuses an export of such a history, HistoryExport, for their
 // unknown kind), so a host in a cluster that may replay its workflows on such a build
-// answers false until none is left. A Host without it keeps the failures
-// in the join's record, as before.
+// answers false until none is left. It is asked at each failure, not once
+// a join's run: a gate that closes while a join runs has the join's next
+// failures go in its record (a replay reads both ways). A Host without it
+// keeps the failures in the join's record, as before.
 type HeldBranchesHost interface {
 	HeldBranchesApart() bool
 }
