@@ -462,6 +462,9 @@ func runHeld(c *thread, path string, recorded Branch, run func(*cx) (json.RawMes
 type pendingHold struct {
 	mu      sync.Mutex // orders the commits of current
 	current *Entry     // the entry as last committed
+	// path is current's, kept apart: the held-apart path reads it without
+	// mu while the in-record path replaces current under it.
+	path string
 	// apart, asked at each failure (a join's, on a HeldBranchesHost,
 	// whose gate may close while the join runs: a replay reads both
 	// ways): that failure goes to an entry of its own, not to current,
@@ -482,7 +485,7 @@ func (h *pendingHold) record(c *thread, name string, err error, res *branchResul
 		// failed entry would be one a retry deletes, unholding the
 		// branch where the record's status would have stayed).
 		h.wrote.Store(true)
-		c.commit(HistoryWrite{Put: &Entry{Path: heldPath(h.current.Path, name), Kind: KindHeldBranch, Status: StatusCompleted, Branches: map[string]Branch{name: b}}})
+		c.commit(HistoryWrite{Put: &Entry{Path: heldPath(h.path, name), Kind: KindHeldBranch, Status: StatusCompleted, Branches: map[string]Branch{name: b}}})
 		res.pending = c.pending
 		return
 	}
@@ -589,7 +592,7 @@ func (x *cx) join(name string, names []string, runs []func(*cx) (json.RawMessage
 	// the pending join's entry, or in one of their own, when they failed
 	// while others went on.
 	held := make([]bool, len(names))
-	hold := pendingHold{current: e}
+	hold := pendingHold{current: e, path: e.Path}
 	if h, ok := t.r.host.(HeldBranchesHost); ok {
 		hold.apart = h.HeldBranchesApart
 	}
@@ -727,7 +730,7 @@ func (x *cx) race(name string, names []string, runs []func(*cx) (json.RawMessage
 	// held marks the branches whose failure a replay holds: recorded in
 	// the pending race's entry when they failed while others went on.
 	held := make([]bool, len(names))
-	hold := pendingHold{current: e}
+	hold := pendingHold{current: e, path: e.Path}
 	t.forked.Store(true)
 	t.fork(len(names), func(i int) *thread { return t.child(ctxs[i], &raceSlot{r: rc, b: i}) }, func(i int, c *thread) {
 		// A branch failed before the restart is a loser already: it runs
