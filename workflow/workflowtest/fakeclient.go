@@ -559,9 +559,16 @@ type outcome struct {
 // node answers an action's: rivet.ErrInternal, and the key is not kept,
 // so that a retry runs it again. The panic is recorded (FakeCall.Panic),
 // so that it shows when the caller has left.
-func (fc *FakeClient) run(ctx context.Context, i int, what, id string, kk string, k *kept, body func() outcome) (outcome, bool) {
+//
+// counted says that the caller counted it running already (fc.started),
+// as one that starts run on a goroutine of its own must: counted there,
+// a Wait after the caller left could see nothing running before that
+// goroutine is scheduled.
+func (fc *FakeClient) run(ctx context.Context, i int, what, id string, kk string, k *kept, counted bool, body func() outcome) (outcome, bool) {
 	done := make(chan outcome, 1)
-	fc.started()
+	if !counted {
+		fc.started()
+	}
 	go func() {
 		defer fc.ended()
 		var o outcome
@@ -735,7 +742,7 @@ func (h *fakeHandle) runCall(ctx context.Context, i int, action string, reg acti
 	if k != nil {
 		fctx = context.WithValue(ctx, heldKey(kk), true)
 	}
-	o, ok := fc.run(ctx, i, "action "+action, h.id(), kk, k, func() outcome {
+	o, ok := fc.run(ctx, i, "action "+action, h.id(), kk, k, false, func() outcome {
 		v, err := reg.fn(fctx, rec.clone())
 		if err != nil {
 			return outcome{err: funcError("action "+action, h.id(), err)}
@@ -871,7 +878,11 @@ func (h *fakeHandle) send(ctx context.Context, queue string, body any, opts call
 		timer := time.NewTimer(sendWait(ctx, opts.Timeout))
 		defer timer.Stop()
 		done := make(chan outcome, 1)
-		go func() { o, _ := fc.run(context.Background(), i, "queue "+queue, h.id(), kk, k, deliver); done <- o }()
+		fc.started() // before the goroutine: Wait must see it from now on
+		go func() {
+			o, _ := fc.run(context.Background(), i, "queue "+queue, h.id(), kk, k, true, deliver)
+			done <- o
+		}()
 		o, ok = await(ctx, done, timer.C)
 		if o.err != nil && ctx.Err() != nil {
 			ok = false // the function gave up with the caller: the wait did
@@ -882,7 +893,7 @@ func (h *fakeHandle) send(ctx context.Context, queue string, body any, opts call
 			o, ok = outcome{send: caller.SendResult{MessageID: msgID(), Status: caller.SendTimedOut, MessageState: caller.MessageTaken}}, true
 		}
 	} else {
-		o, ok = fc.run(ctx, i, "queue "+queue, h.id(), kk, k, deliver)
+		o, ok = fc.run(ctx, i, "queue "+queue, h.id(), kk, k, false, deliver)
 	}
 	if !ok {
 		o.err = ctxError(ctx)

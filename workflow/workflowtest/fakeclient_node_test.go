@@ -571,3 +571,51 @@ func TestFakeClientDecoderPanicsAndReentrantKeys(t *testing.T) {
 		t.Fatalf("outer call: %q %v", res, err)
 	}
 }
+
+// endingCtx is a caller's context that ends as the call starts: its first
+// Err says it has not ended, its Done is closed, and its Err after that
+// says it was cancelled. So a waiting send passes its check of the ctx
+// and finds its caller gone when it waits.
+type endingCtx struct {
+	context.Context
+	asked atomic.Bool
+}
+
+var closedDone = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+func (c *endingCtx) Done() <-chan struct{} { return closedDone }
+
+func (c *endingCtx) Err() error {
+	if c.asked.Swap(true) {
+		return context.Canceled
+	}
+	return nil
+}
+
+// Wait waits for the function of a waiting send whose caller left before
+// it started (the caller's ctx ended first): a test that waits for the
+// fake's functions and then looks at what they did sees it done. Many
+// rounds: the caller leaving first is the usual order, not the only one.
+func TestFakeClientWaitWaitsForAWaitingSendsCallerLeft(t *testing.T) {
+	fc := workflowtest.NewFakeClient()
+	var ran atomic.Int64
+	fc.Queue("svc", "in", func(context.Context, workflowtest.FakeCall) (any, error) {
+		ran.Add(1)
+		return nil, nil
+	})
+	h := fc.GetOrCreate("svc", "a")
+	bound, cancelBound := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancelBound()
+	for i := range int64(200) {
+		gone := &endingCtx{Context: context.Background()}
+		if _, err := rivet.SendWait(gone, h, "in", i, 0); err != nil && !errors.Is(err, context.Canceled) {
+			t.Fatalf("round %d: SendWait whose caller left: %v, want context.Canceled (or its answer)", i, err)
+		}
+		if err := fc.Wait(bound); err != nil {
+			t.Fatalf("round %d: Wait: %v", i, err)
+		}
+		if got := ran.Load(); got != i+1 {
+			t.Fatalf("round %d: Wait returned with the function run %d times, want %d: it returned before the function of the send its caller left", i, got, i+1)
+		}
+	}
+}
