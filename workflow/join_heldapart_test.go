@@ -333,3 +333,50 @@ func TestAJoinAsksWhetherToHoldApartAtEachFailure(t *testing.T) {
 		}
 	}
 }
+
+// TestAJoinsGateOpeningWhileAnotherBranchFailsInItsRecord: a branch
+// failing in the join's record (gate closed) while another fails held
+// apart (the gate opened meanwhile) each keep their failure, and (under
+// -race) the held-apart one does not read the record the other rewrites.
+func TestAJoinsGateOpeningWhileAnotherBranchFailsInItsRecord(t *testing.T) {
+	h := newHost(log{})
+	wf := func(c *logCtx) error {
+		_, err := workflow.Join(c, "j", workflow.Branches[log, int]{
+			"a": func(*logCtx) (int, error) {
+				// Until b's failure is in the record, then the gate opens.
+				for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
+					for _, e := range h.History() {
+						if e.Path == "j" && e.Branches["b"].Status == workflow.StatusFailed {
+							h.HeldBranchesApart = true
+							return 0, errors.New("a failed")
+						}
+					}
+					if time.Now().After(deadline) {
+						return 0, errors.New("b's failure not in the record within 30s")
+					}
+				}
+			},
+			"b": func(*logCtx) (int, error) { return 0, errors.New("b failed") },
+			"wait": func(c *logCtx) (int, error) {
+				m, err := workflow.Next[job](c, "wait", workflow.NextOptions{Names: []string{"go"}})
+				return m.Body.N, err
+			},
+		})
+		return err
+	}
+	if out := drive(t, h, wf); out.Status != workflow.RunYielded {
+		t.Fatalf("first run: %s %v", out.Status, out.Err)
+	}
+	hist := h.History()
+	if e := entryAt(t, hist, "j/~held/a"); e.Branches["a"].Status != workflow.StatusFailed {
+		t.Fatalf("a's failure, after the gate opened: %+v", e)
+	}
+	if e := entryAt(t, hist, "j"); e.Branches["b"].Status != workflow.StatusFailed {
+		t.Fatalf("b's failure, while the gate was closed, not in the join's record: %+v", e)
+	}
+	h.Send("go", job{1})
+	je := failedWith[*workflow.JoinError](t, drive(t, h, wf))
+	if len(je.Errors) != 2 || je.Errors["a"] == nil || je.Errors["b"] == nil {
+		t.Fatalf("join error %v, want a's failure and b's", je)
+	}
+}
