@@ -110,11 +110,17 @@ type Host[S any] struct {
 	// names.
 	QueueTypes map[string]reflect.Type
 	// HeldBranchesApart holds the failure of a join's branch that fails
-	// while others go on in an entry of its own (workflow.HeldBranchesHost),
-	// a format that no node writes until every node reads it (storage
-	// format 4). False,
-	// the default: in the join's record, rewritten whole for each, as
-	// every build writes and reads it.
+	// while others go on in an entry of its own
+	// (workflow.HeldBranchesHost), a format that no node writes until
+	// every node reads it (storage format 4). False, the default: in the
+	// join's record, rewritten whole for each, as every build writes and
+	// reads it.
+	//
+	// The join's branches read it, on goroutines of their own, without a
+	// lock: set it before a run, or, to close or open the gate while one
+	// goes on, only after a call of the host's that orders the change
+	// after what the branches did (History, say, as a branch that waits
+	// for another's failure in it).
 	HeldBranchesApart bool
 
 	mu          sync.Mutex
@@ -591,7 +597,7 @@ func (a *activation[S]) JoinOutputsApart() bool { return true }
 
 // HeldBranchesApart implements workflow.HeldBranchesHost: with
 // Host.HeldBranchesApart, a join's failed branches are held in entries of
-// their own.
+// their own. Read without a lock (see Host.HeldBranchesApart).
 func (a *activation[S]) HeldBranchesApart() bool { return a.h.HeldBranchesApart }
 
 // Actor returns the host's Name and a copy of its Key, so that a test
