@@ -98,11 +98,6 @@ func (m *stepMessages[S]) Enqueue(queue string, body any) error {
 				depth++
 			}
 		}
-		for _, s := range m.a.deferredMsgs {
-			if s.queue == queue {
-				depth++
-			}
-		}
 		h.mu.Unlock()
 		if depth+n >= lim {
 			return rivet.Errorf(rivet.ErrQueueFull, "queue %s of %s holds %d messages, the limit (with the %d this turn enqueued)", queue, h.Name, lim, n)
@@ -130,19 +125,18 @@ func (m *stepMessages[S]) end(drop bool) []stagedMessage {
 	return msgs
 }
 
-// queueStagedLocked queues the messages staged by the attempts a commit
-// applies, with the next IDs, in order, and wakes the run as a Send does.
-func (a *activation[S]) queueStagedLocked() {
-	if len(a.deferredMsgs) == 0 {
+// queueStagedLocked queues msgs, staged by the attempt a commit applies,
+// with the next IDs, in order, and wakes the run as a Send does.
+func (a *activation[S]) queueStagedLocked(msgs []stagedMessage) {
+	if len(msgs) == 0 {
 		return
 	}
 	h := a.h
 	now := h.Clock.Now()
-	for _, s := range a.deferredMsgs {
+	for _, s := range msgs {
 		h.queue = append(h.queue, workflow.RawMessage{ID: h.nextID, Queue: s.queue, Body: s.body, CreatedAt: now})
 		h.nextID++
 	}
-	a.deferredMsgs = nil
 	close(h.notify)
 	h.notify = make(chan struct{})
 }

@@ -413,7 +413,7 @@ func (h *Host[S]) Run(ctx context.Context, fn func(*workflow.Ctx[S]) error) work
 		// outlived its step) has nothing left to crash, and must not
 		// undo the end recorded below.
 		a.ended = true
-		if (len(a.deferred) > 0 || len(a.deferredMsgs) > 0) && !a.dead {
+		if len(a.deferred) > 0 && !a.dead {
 			if err := a.commitLocked(nil, nil, nil); err != nil && !evicted {
 				out = workflow.Outcome{Status: workflow.RunYielded}
 			}
@@ -573,9 +573,6 @@ type activation[S any] struct {
 	// deferredEvents are the events of the deferred steps, and of an
 	// attempt whose commit is being made, published when a commit applies.
 	deferredEvents []Event
-	// deferredMsgs are the messages the same attempts enqueued, queued
-	// when a commit applies.
-	deferredMsgs []stagedMessage
 	// marks are the attempt markers the activation knows (as a node's
 	// activation.marks), marking says that its run marks the bodies it
 	// starts, markedN counts those it marked (attempts.go).
@@ -696,25 +693,28 @@ func (a *activation[S]) RunStep(ctx context.Context, ephemeral bool, fn func(wor
 	}
 	a.h.mu.Lock()
 	defer a.h.mu.Unlock()
+	if a.dead {
+		// Crashed while the attempt ran: it commits nothing, and its
+		// events and messages go with it.
+		return ErrCrash
+	}
 	// An ephemeral step that enqueued commits now: its messages are
 	// for the workflow's next receive, which would otherwise wait for a
 	// commit that may not come before the run is evicted (a node defers
 	// no commit).
-	if ephemeral && !a.dead && len(staged) == 0 {
+	if ephemeral && len(staged) == 0 {
 		a.deferred = workflow.AppendWrites(a.deferred, writes...)
 		a.deferredState = snap
 		a.deferredEvents = append(a.deferredEvents, pub.events...)
-		a.deferredMsgs = append(a.deferredMsgs, staged...)
 		return nil
 	}
-	before, beforeMsgs := len(a.deferredEvents), len(a.deferredMsgs)
+	before := len(a.deferredEvents)
 	a.deferredEvents = append(a.deferredEvents, pub.events...)
-	a.deferredMsgs = append(a.deferredMsgs, staged...)
-	err := a.commitLocked(writes, snap, nil)
+	// The messages queue with the commit, or not at all: none outlives it.
+	err := a.commitLocked(writes, snap, nil, func() { a.queueStagedLocked(staged) })
 	if err != nil && !a.dead {
 		// Not committed: the attempt's own go.
 		a.deferredEvents = a.deferredEvents[:before]
-		a.deferredMsgs = a.deferredMsgs[:beforeMsgs]
 	}
 	return err
 }
@@ -939,7 +939,6 @@ func (a *activation[S]) commitLocked(writes []workflow.HistoryWrite, snap []byte
 	h.lastTurn = h.Clock.Now() // a commit is a turn
 	h.events = append(h.events, a.deferredEvents...)
 	a.deferredEvents = nil
-	a.queueStagedLocked()
 	for _, f := range after {
 		f()
 	}
@@ -962,7 +961,7 @@ func (a *activation[S]) commitLocked(writes []workflow.HistoryWrite, snap []byte
 // would.
 func (a *activation[S]) die() {
 	a.dead = true
-	a.deferred, a.deferredState, a.deferredEvents, a.deferredMsgs = nil, nil, nil, nil
+	a.deferred, a.deferredState, a.deferredEvents = nil, nil, nil
 	a.kill(ErrCrash)
 }
 
