@@ -26,12 +26,11 @@ const (
 	// entries under "name/~outputs/", which no code visits but the join.
 	KindJoinOutputs Kind = "join_outputs"
 	// KindHeldBranch records, while its join is pending, the failure of
-	// one branch that failed while others went on (HeldBranchesHost),
-	// in Branches under the branch's name (its own status is completed:
-	// the record is): one of the join's entries
-	// under "name/~held/", one a branch, which no code visits but the
-	// join, and which its settle deletes (the join's record then holds
-	// the failure).
+	// one branch that failed while others went on (HeldBranchesHost), in
+	// Branches under the branch's name (its own status is completed: the
+	// record is): one of the join's entries under "name/~held/", one a
+	// branch, which no code visits but the join, and which its settle
+	// deletes (the join's record then holds the failure).
 	KindHeldBranch Kind = "held_branch"
 	// KindTry is a try block (Ctx.Try), which records no entry of its
 	// own, only the entries in it (under "name/"), which record its

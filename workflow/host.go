@@ -485,17 +485,17 @@ type JoinOutputsHost interface {
 // failure: a fan-out of N branches that fail one by one wrote O(N²)
 // bytes, 200 branches of 6-byte names 2.3 MB where their own entries
 // write 57 KB, 1,000 branches 58 MB against 282 KB
-// (TestAJoinsFailingBranchesWriteLinearBytes).
-// The join's record is still written as it opens and when it settles,
-// which deletes the entries. An engine of a build before it does not
-// know them: replaying a pending join that has some, it runs the failed
-// branches again and then fails the workflow with a divergence at them
-// (and it refuses an export of such a history, HistoryExport, for their
-// unknown kind), so a host in a cluster that may replay its workflows on such a build
-// answers false until none is left. It is asked at each failure, not once
-// a join's run: a gate that closes while a join runs has the join's next
-// failures go in its record (a replay reads both ways). A Host without it
-// keeps the failures in the join's record, as before.
+// (TestAJoinsFailingBranchesWriteLinearBytes). The join's record is
+// still written as it opens and when it settles, which deletes the
+// entries. An engine of a build before it does not know them: replaying
+// a pending join that has some, it runs the failed branches again and
+// then fails the workflow with a divergence at them (and it refuses an
+// export of such a history, HistoryExport, for their unknown kind), so a
+// host in a cluster that may replay its workflows on such a build
+// answers false until none is left. It is asked at each failure, not
+// once a join's run: a gate that closes while a join runs has the join's
+// next failures go in its record (a replay reads both ways). A Host
+// without it keeps the failures in the join's record, as before.
 type HeldBranchesHost interface {
 	HeldBranchesApart() bool
 }

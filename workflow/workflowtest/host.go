@@ -605,6 +605,11 @@ func (a *activation[S]) Actor() (string, []string) {
 
 func (a *activation[S]) Timer(at time.Time) (<-chan time.Time, func()) { return a.h.Clock.Timer(at) }
 
+// Waiting takes h.mu while the engine holds its run's lock (r.mu), the
+// reverse of a host call's order (h.mu held, engine locks after): safe
+// only because the engine reports waiting (reportLocked) when none of the
+// run's threads is active, so none is in a host call that could wait for
+// r.mu.
 func (a *activation[S]) Waiting(w workflow.Wake) {
 	a.h.mu.Lock()
 	defer a.h.mu.Unlock()
