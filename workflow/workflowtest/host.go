@@ -606,7 +606,7 @@ func (a *activation[S]) Actor() (string, []string) {
 func (a *activation[S]) Timer(at time.Time) (<-chan time.Time, func()) { return a.h.Clock.Timer(at) }
 
 // Waiting takes h.mu while the engine holds its run's lock (r.mu), the
-// reverse of a host call's order (h.mu held, engine locks after): safe
+// reverse of Receive's (h.mu held, its record callback takes r.mu): safe
 // only because the engine reports waiting (reportLocked) when none of the
 // run's threads is active, so none is in a host call that could wait for
 // r.mu.
