@@ -90,7 +90,11 @@ import (
 // key's own limits are checked; there is no workflow behind a queue (a
 // send's WorkflowStatus is what a QueueFunc's caller.SendResult says); a
 // send with the key of one whose QueueFunc still runs waits for it (a
-// node answers it at once from the key's record: the message is queued).
+// node answers it at once from the key's record: the message is queued);
+// a waiting send that timed out (SendTimedOut, MessageTaken, with a
+// MessageID) whose QueueFunc then returns an error drops its key, so that
+// a send again with the key runs the function again and gets a new ID (a
+// node keeps the key as accepted: the message was taken).
 //
 // It is safe for concurrent use: a join's or race's branches call through
 // it at once.
