@@ -90,11 +90,7 @@ import (
 // key's own limits are checked; there is no workflow behind a queue (a
 // send's WorkflowStatus is what a QueueFunc's caller.SendResult says); a
 // send with the key of one whose QueueFunc still runs waits for it (a
-// node answers it at once from the key's record: the message is queued);
-// a waiting send that timed out (SendTimedOut, MessageTaken, with a
-// MessageID) whose QueueFunc then returns an error drops its key, so that
-// a send again with the key runs the function again and gets a new ID (a
-// node keeps the key as accepted: the message was taken).
+// node answers it at once from the key's record: the message is queued).
 //
 // It is safe for concurrent use: a join's or race's branches call through
 // it at once.
@@ -218,13 +214,17 @@ func (c FakeCall) clone() FakeCall {
 // kept is what a call or send with an idempotency key left, or holds
 // while it runs: the call (action and arguments) or message (queue and
 // body), to refuse the key with another, and once done is closed, its
-// result if ok. A failed one is removed before done closes.
+// result if ok. A failed one is removed before done closes, unless given
+// (fc.mu guards it) says what its waiting send already answered, timed
+// out with the message taken: the key then stays accepted with that
+// answer, as a node's does.
 type kept struct {
 	what, input string
 	done        chan struct{}
 	ok          bool
 	result      json.RawMessage
 	send        caller.SendResult
+	given       *caller.SendResult
 }
 
 var _ caller.Client = (*FakeClient)(nil)
@@ -536,13 +536,35 @@ func (fc *FakeClient) reserve(ctx context.Context, kk, what, input string) (k *k
 func (fc *FakeClient) release(kk string, k *kept, ok bool, result json.RawMessage, send caller.SendResult) {
 	fc.mu.Lock()
 	defer fc.mu.Unlock()
-	if ok {
+	switch {
+	case ok:
 		k.ok, k.result, k.send = true, bytes.Clone(result), send
 		k.send.Response = bytes.Clone(send.Response)
-	} else {
+	case k.given != nil:
+		k.ok, k.send = true, *k.given
+	default:
 		delete(fc.keys, kk)
 	}
 	close(k.done)
+}
+
+// give records that the waiting send holding k (kk) answered r, timed out
+// with its message taken, so that the key stays accepted with it whatever
+// the function ends with. A function that failed meanwhile dropped the
+// key: it is kept again as r, unless another send took it since.
+func (fc *FakeClient) give(kk string, k *kept, r caller.SendResult) {
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	select {
+	case <-k.done:
+		if _, taken := fc.keys[kk]; !k.ok && !taken {
+			done := make(chan struct{})
+			close(done)
+			fc.keys[kk] = &kept{what: k.what, input: k.input, done: done, ok: true, send: r}
+		}
+	default:
+		k.given = &r
+	}
 }
 
 // outcome is what a function's goroutine ends with.
@@ -895,6 +917,9 @@ func (h *fakeHandle) send(ctx context.Context, queue string, body any, opts call
 			// The wait ran out (its timeout, or cut before the caller's
 			// deadline): the message is the function's, taken.
 			o, ok = outcome{send: caller.SendResult{MessageID: msgID(), Status: caller.SendTimedOut, MessageState: caller.MessageTaken}}, true
+			if k != nil {
+				fc.give(kk, k, o.send)
+			}
 		}
 	} else {
 		o, ok = fc.run(ctx, i, "queue "+queue, h.id(), kk, k, false, deliver)

@@ -619,3 +619,39 @@ func TestFakeClientWaitWaitsForAWaitingSendsCallerLeft(t *testing.T) {
 		}
 	}
 }
+
+// A waiting send that timed out told its caller the message was taken,
+// with its ID: the key stays accepted, as a node's, even if the function
+// fails later, so a send again with the key runs nothing and gets that ID.
+func TestFakeClientKeyOfATimedOutSendStaysAccepted(t *testing.T) {
+	bound, cancelBound := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancelBound()
+	fc := workflowtest.NewFakeClient()
+	release := make(chan struct{})
+	var runs atomic.Int64
+	fc.Queue("svc", "in", func(ctx context.Context, _ workflowtest.FakeCall) (any, error) {
+		runs.Add(1)
+		select {
+		case <-release:
+		case <-bound.Done():
+		}
+		return nil, errors.New("failed after its sender stopped waiting")
+	})
+	h := fc.GetOrCreate("svc", "a")
+	opts := rivet.SendOptions{Wait: true, Timeout: 50 * time.Millisecond, IdempotencyKey: "k"}
+	first, err := rivet.SendWith(bound, h, "in", 1, opts)
+	if err != nil || first.Status != rivet.SendTimedOut || first.MessageState != rivet.MessageTaken || first.MessageID == 0 {
+		t.Fatalf("SendWith past its timeout: %+v %v, want timed out, taken, an ID", first, err)
+	}
+	close(release)
+	if err := fc.Wait(bound); err != nil {
+		t.Fatalf("Wait: %v", err)
+	}
+	again, err := rivet.SendWith(bound, h, "in", 1, opts)
+	if err != nil || !again.Duplicate || again.MessageID != first.MessageID {
+		t.Fatalf("SendWith again with the key: %+v %v, want a duplicate of message %d", again, err, first.MessageID)
+	}
+	if n := runs.Load(); n != 1 {
+		t.Fatalf("the function ran %d times, want once", n)
+	}
+}
