@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/internal/sizes"
 	"github.com/rivet-go/rivet/storage"
 )
 
@@ -23,7 +24,7 @@ type stagedMessage struct {
 // turn's transaction (etcd's 128 operations) with its state and its
 // scheduled calls, and count with the calls against limitTurnCalls.
 // Their bodies share limitTurnBytes with the calls' arguments.
-const limitTurnMessages = 32
+const limitTurnMessages = sizes.TurnMessages
 
 // Enqueue stages body as a message of queue, checked as Send checks one,
 // for the turn's commit. Called by the turn holder (Env.Enqueue).

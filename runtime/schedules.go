@@ -22,6 +22,7 @@ import (
 
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/internal/errtext"
+	"github.com/rivet-go/rivet/internal/sizes"
 	"github.com/rivet-go/rivet/internal/textcut"
 	"github.com/rivet-go/rivet/storage"
 )
@@ -292,7 +293,7 @@ func (s *turnSchedule) overErr() error {
 // rivet.MaxSchedules calls, scheduled over several turns.)
 const (
 	limitTurnCalls = 64
-	limitTurnBytes = 256 << 10
+	limitTurnBytes = sizes.TurnBytes
 )
 
 // maxSchedMs is the latest time a call can have: ids hold 13 digits of

@@ -15,6 +15,17 @@ const (
 	mib = 1 << 20
 )
 
+// A turn's writes (an action's, or a workflow step attempt's) go to etcd in
+// one transaction, whose bounds (etcd's defaults: 128 operations, 1.5 MiB)
+// its state and its other writes share: a turn enqueues at most
+// TurnMessages messages on its actor's own queues (counted with the calls
+// it schedules), whose bodies, with the calls' arguments, come to at most
+// TurnBytes. A node's runtime and workflowtest's Host check the same.
+const (
+	TurnMessages = 32
+	TurnBytes    = 256 << 10
+)
+
 // Check returns ErrTooLarge if a payload of n bytes is over its limit,
 // with a message that says which payload (what), its size and the limit,
 // so a user can act on it without reading the node's config.

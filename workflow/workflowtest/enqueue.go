@@ -7,6 +7,7 @@ import (
 
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/internal/jsonnull"
+	"github.com/rivet-go/rivet/internal/sizes"
 	"github.com/rivet-go/rivet/workflow"
 )
 
@@ -22,8 +23,8 @@ import (
 // The bounds of one attempt's messages, a node's: they share its commit's
 // transaction.
 const (
-	limitTurnMessages = 32
-	limitTurnBytes    = 256 << 10
+	limitTurnMessages = sizes.TurnMessages
+	limitTurnBytes    = sizes.TurnBytes
 )
 
 // stagedMessage is a message an attempt enqueued, for its commit.
