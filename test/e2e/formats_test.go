@@ -16,7 +16,7 @@ import (
 const format2Release = "088d4ad226b3590071d9540abf2258bac4e04a7c"
 
 // format3Release is a commit whose node writes and reads storage format 3
-// at most: a commit of format 3.
+// at most: a commit of format 3, and upgradeFrom since format 4 came.
 const format3Release = "660074362f0b7cab576f2afe1d3e146bcea1f2ab"
 
 // Once a cluster of this checkout's nodes has recorded storage format 3

@@ -25,8 +25,11 @@ import (
 // upgradeFrom is the commit whose cmd/node the rolling upgrade test starts
 // the cluster with: the release users run today (the last commit of the
 // previous work session). Bump it when a release changes what nodes store
-// or say to each other, so that the test upgrades from that release.
-const upgradeFrom = "088d4ad226b3590071d9540abf2258bac4e04a7c"
+// or say to each other, so that the test upgrades from that release: a
+// commit of storage format 3 (format3Release) since format 4 came, so
+// that the mixed cluster holds the new nodes to format 3 until the last
+// old one is gone.
+const upgradeFrom = "660074362f0b7cab576f2afe1d3e146bcea1f2ab"
 
 // buildAt builds cmd/node and cmd/rivetctl of the given commit of the
 // repository these tests run in, from `git archive` of that commit, into
