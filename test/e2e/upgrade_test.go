@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/client"
 	"github.com/rivet-go/rivet/examples/exampleapi"
@@ -330,6 +332,31 @@ func TestRollingUpgradeFromPreviousRelease(t *testing.T) {
 	// the CLI yet), node3 with this one's; node2 is stopped with SIGTERM
 	// alone, which hands its partitions off as it stops (deploy.md: the
 	// drain is optional, ahead of time).
+	// Storage format 4 (format3Release's successor) is recorded only once
+	// every node reads it: not while a node of the old release runs.
+	var etcdEPs []string
+	for _, n := range c.nodes {
+		etcdEPs = append(etcdEPs, n.etcdC)
+	}
+	ecli, err := clientv3.New(clientv3.Config{Endpoints: etcdEPs, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ecli.Close()
+	const format4 = "/rivet/cluster/formats/4"
+	format4Recorded := func() bool {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		r, err := ecli.Get(ctx, format4)
+		if err != nil {
+			t.Fatalf("read %s: %v", format4, err)
+		}
+		return len(r.Kvs) == 1
+	}
+	if format4Recorded() {
+		t.Fatalf("%s recorded by a cluster of the old release", format4)
+	}
 	upStart := time.Now()
 	for i, n := range c.nodes {
 		id := ids[i]
@@ -376,8 +403,17 @@ func TestRollingUpgradeFromPreviousRelease(t *testing.T) {
 			c.waitBalanced(1, ids, 60*time.Second)
 			t.Logf("FIGURE node1 (new) drained to node2 and node3 (old) and back in %v", time.Since(backAt).Round(time.Millisecond))
 		}
+		if i < 2 && format4Recorded() {
+			t.Fatalf("%s recorded while %d nodes of the old release run", format4, 2-i)
+		}
 	}
 	upTook := time.Since(upStart)
+	for deadline := time.Now().Add(60 * time.Second); !format4Recorded(); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s within 60s of the last node's upgrade\n%s", format4, c.logs())
+		}
+	}
+	t.Logf("FIGURE storage format 4 recorded %v after the last node's upgrade", (time.Since(upStart) - upTook).Round(time.Millisecond))
 	during := 0
 	for _, at := range due {
 		if at.After(upStart) && at.Before(upStart.Add(upTook)) {
