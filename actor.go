@@ -212,8 +212,9 @@ func (c *ActionCtx[S]) Destroy() error {
 // nothing, except what a re-entrant action committed first (below); once
 // the action's reply is sent (its commit durable), the workflow's Next
 // takes the message, woken at once. A workflow that has ended takes none:
-// the message is written and stays queued, and Enqueue returns nil (a
-// Send reports the ended workflow). Messages get their IDs
+// the message is written and stays queued, and Enqueue returns nil (so
+// does a client's Send: rivet.Enqueue and SendWith say it in
+// SendResult.WorkflowStatus). Messages get their IDs
 // when the turn's changes are written, in the order they were enqueued,
 // after those of the sends queued before (a Send to the actor's own
 // handle during the turn is queued at once, so it comes first). A
