@@ -459,12 +459,25 @@ func (r *router) watch() {
 // answer would cut off. The node that answered instead of the seed takes
 // what would have gone to it (fallback). It returns the seed's error if
 // no node answers, and waits for every request it sent to end.
+//
+// An answer the seed gave only as askTimeout ran out is not one within
+// it: the seed counts as silent, and the other nodes are asked (its
+// answer is returned if none of them answers). gRPC may deliver such an
+// answer, as a success, before the client's own timer cancels the
+// request: the node's copy of the deadline ends its handler, and a
+// handler that replies once its context ends (a node that thaws just
+// then, or one too loaded to answer in time) sends a reply that can
+// arrive first. Taken for an answer, it would send the seed what goes
+// to it, a call whose owner the answer just cut off among them, to wait
+// there for the keepalive.
 func fromAnyNode[T any](r *router, ask func(ctx context.Context, admin rivetv1.AdminServiceClient) (T, error)) (T, error) {
 	ctx, cancel := context.WithTimeout(r.ctx, askTimeout)
+	deadline, _ := ctx.Deadline()
 	v, err := ask(ctx, r.admin)
+	late := err == nil && !time.Now().Before(deadline)
 	cancel()
 	r.mu.Lock()
-	r.seedSilent = err != nil && r.ctx.Err() == nil
+	r.seedSilent = (err != nil || late) && r.ctx.Err() == nil
 	var others []*grpc.ClientConn
 	if r.seedSilent {
 		for _, c := range r.conns {

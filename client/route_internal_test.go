@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -282,5 +283,72 @@ func TestABrokenConnectionToAnOwnerNamesTheNode(t *testing.T) {
 	answer, _ := rpcerr.ToStatus(rivet.Errorf(rivet.ErrUnavailable, "the actor's partition is moving"))
 	if err := u.failure(context.Background(), answer.Err()); status.Convert(err).Message() != answer.Message() {
 		t.Errorf("a node's answer: %v, want it as it was", err)
+	}
+}
+
+// An answer of the seed that comes only as the router's request for it
+// times out is no answer within askTimeout: gRPC may deliver one, as a
+// success, that a node sent as its own copy of the deadline ended its
+// handler, before the client's timer cancels the request. The seed counts
+// as silent, the other nodes are asked, and what would go to the seed goes
+// to the node that answered (fallback); if none answers, the seed's answer
+// stands.
+func TestASeedAnswerAsTheAskTimesOutCountsAsSilence(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	go srv.Serve(lis)
+	defer srv.Stop()
+	addr := lis.Addr().String()
+	n, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	n.Connect()
+	for s := n.GetState(); s != connectivity.Ready; s = n.GetState() {
+		if !n.WaitForStateChange(ctx, s) {
+			t.Fatalf("the connection to n is %v, not ready", s)
+		}
+	}
+	r := newRouter(nil, nil, 0)
+	defer r.stop()
+	r.conns = map[string]*grpc.ClientConn{addr: n}
+	r.addrs = map[string]string{"n": addr}
+	ask := func(nAnswers bool) func(context.Context, rivetv1.AdminServiceClient) (string, error) {
+		return func(ctx context.Context, admin rivetv1.AdminServiceClient) (string, error) {
+			if admin != r.admin {
+				if !nAnswers {
+					return "", status.Error(codes.Unavailable, "n does not answer")
+				}
+				return "n", nil
+			}
+			<-ctx.Done() // the seed's reply, delivered as the deadline passed
+			return "seed", nil
+		}
+	}
+
+	got, err := fromAnyNode(r, ask(true))
+	if err != nil || got != "n" {
+		t.Fatalf("answer %q, %v; want n's", got, err)
+	}
+	r.mu.Lock()
+	silent, answered := r.seedSilent, r.answered
+	r.mu.Unlock()
+	if !silent || answered != n {
+		t.Fatalf("seed silent %v, answered by n %v; want the seed silent and n to take its requests", silent, answered == n)
+	}
+	u := r.fallback(ctx, false)
+	if u == nil || u.conn != n || !u.via {
+		t.Fatalf("a request for the seed goes to %+v, want a use of n's connection", u)
+	}
+	r.release(u)
+
+	if got, err := fromAnyNode(r, ask(false)); err != nil || got != "seed" {
+		t.Fatalf("no other node answering: %q, %v; want the seed's late answer", got, err)
 	}
 }
