@@ -146,18 +146,26 @@ func startFrozenCluster(t *testing.T, every time.Duration) *frozenCluster {
 		f.subsB.Add(1)
 		return servertest.NewEvents(nil, event("b")), nil
 	}
+	// Frozen, b answers only as its copy of the caller's deadline ends
+	// the request, which gRPC may still deliver to the caller: the router
+	// must not take that for an answer. Its answer is read before it
+	// looks whether it is frozen: one that b gives in time is from before
+	// the test froze it, and so from before a lost its lease (the test
+	// freezes b first).
 	frozen := func(ctx context.Context) {
 		if f.seedFrozen.Load() {
-			<-ctx.Done() // no answer: the caller gives up
+			<-ctx.Done() // no answer in time: the caller gives up
 		}
 	}
 	b.MembersFunc = func(ctx context.Context) ([]runtime.Member, error) {
+		ms := members()
 		frozen(ctx)
-		return members(), nil
+		return ms, nil
 	}
 	b.PartitionsFunc = func(ctx context.Context) (uint32, []runtime.PartitionOwner, error) {
+		count, owners, err := partitions()
 		frozen(ctx)
-		return partitions()
+		return count, owners, err
 	}
 	bAddr := servertest.Start(t, b, servertest.Config{})
 	// Before the servers stop (cleanups run last first): a's handlers
