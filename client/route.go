@@ -515,6 +515,14 @@ func fromAnyNode[T any](r *router, ask func(ctx context.Context, admin rivetv1.A
 		}
 	}
 	if first == nil {
+		if late {
+			// The seed's late answer stands, and the node that stood in
+			// for it before did not answer now: the seed's requests go to
+			// the seed, not to it.
+			r.mu.Lock()
+			r.answered = nil
+			r.mu.Unlock()
+		}
 		return v, err
 	}
 	r.mu.Lock()

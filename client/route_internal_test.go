@@ -315,7 +315,9 @@ func TestASeedAnswerAsTheAskTimesOutCountsAsSilence(t *testing.T) {
 			t.Fatalf("the connection to n is %v, not ready", s)
 		}
 	}
-	r := newRouter(nil, nil, 0)
+	// An interval of an hour: the use fallback begins starts the router's
+	// watch, whose first ask would go to the seed, which is nil here.
+	r := newRouter(nil, nil, time.Hour)
 	defer r.stop()
 	r.conns = map[string]*grpc.ClientConn{addr: n}
 	r.addrs = map[string]string{"n": addr}
@@ -350,5 +352,16 @@ func TestASeedAnswerAsTheAskTimesOutCountsAsSilence(t *testing.T) {
 
 	if got, err := fromAnyNode(r, ask(false)); err != nil || got != "seed" {
 		t.Fatalf("no other node answering: %q, %v; want the seed's late answer", got, err)
+	}
+	// n, which took the seed's requests, did not answer now: they go to
+	// the seed again.
+	r.mu.Lock()
+	answered = r.answered
+	r.mu.Unlock()
+	if answered != nil {
+		t.Fatal("after a late answer of the seed that n did not beat, n still takes the seed's requests")
+	}
+	if u := r.fallback(ctx, false); u != nil {
+		t.Fatalf("a request for the seed goes to %+v, want the seed", u)
 	}
 }
