@@ -142,33 +142,68 @@ func (a *activation) stagedWrites(msgs []msgRef) []storage.Op {
 	return ops
 }
 
-// beginStaged counts msgs pending, as Send does before it enqueues one,
-// and stamps them as it does (wfState.arriveAll): as they become visible
-// to the workflow, and not before, so that a receive that timed out had
-// seen every message stamped before its deadline. Their writes are made
-// after (stagedWrites). The extra ops it returns (a wakeup record, for a
-// workflow that waits for messages only) go with them. The caller then
-// calls stagedQueued or stagedDropped. Called by the turn holder.
+// beginStaged counts msgs pending, as Send does before it enqueues one
+// (countArrivedLocked). Their writes are made after (stagedWrites). The
+// extra ops it returns (a wakeup record, for a workflow that waits for
+// messages only) go with them. The caller then calls stagedQueued or
+// stagedDropped. Called by the turn holder.
 func (a *activation) beginStaged(msgs []msgRef) []storage.Op {
 	if len(msgs) == 0 || a.spec.Run == nil {
 		return nil
 	}
 	ended := workflowEnded(a.workflowStatus().Status)
-	var ops []storage.Op
 	a.mu.Lock()
-	a.stagedWake = stagedWake{}
+	wake, w := a.countArrivedLocked(msgs, ended)
+	a.stagedWake = w
+	a.mu.Unlock()
+	if wake.Key == "" {
+		return nil
+	}
+	return []storage.Op{wake}
+}
+
+// countArrivedLocked counts msgs, a turn's messages to its workflow,
+// arrived and pending, and stamps them (wfState.arriveAll): as they become
+// visible to the workflow's receives, and not before, so that a receive
+// that timed out had seen every message stamped before its deadline. If
+// the workflow (not ended) waits for messages only, or for a later time,
+// it returns the put of a wakeup record due at their time, which goes with
+// their writes: a new owner runs the workflow if this node dies before it
+// takes them. w is what uncountArrivedLocked puts back if those writes are
+// refused. Called by the turn holder (Send, or a turn that staged
+// messages: beginStaged), with mu held.
+func (a *activation) countArrivedLocked(msgs []msgRef, ended bool) (wake storage.Op, w stagedWake) {
 	a.wf.arrivals += uint64(len(msgs))
 	now := a.wf.arriveAll(msgs).UnixMilli()
 	if (a.wf.wakeAt == 0 || a.wf.wakeAt > now) && !ended {
-		// As Send: a new owner runs the workflow if this node dies
-		// before it takes them.
 		wb, _ := json.Marshal(wakeupRecord{At: now})
-		ops = append(ops, storage.Put(storage.WakeupKey(a.part, a.ref.Name, a.enc), wb))
-		a.stagedWake = stagedWake{prev: a.wf.wakeAt, set: now}
+		wake = storage.Put(storage.WakeupKey(a.part, a.ref.Name, a.enc), wb)
+		w = stagedWake{prev: a.wf.wakeAt, set: now}
 		a.wf.wakeAt = now
 	}
-	a.mu.Unlock()
-	return ops
+	return wake, w
+}
+
+// uncountArrivedLocked undoes countArrivedLocked's counts: the writes were
+// refused (or never made), and the messages were never queued. But for
+// arrivals, which only rises: a yield compares it before and after its
+// record's write to find a send that raced it (yieldWorkflow), and a
+// count taken back could meet a later send's and hide it (the failed
+// send counted before the yield's first look, taken back, then a send
+// during its write); a count that did not match a message costs a yield
+// one wakeup more, which is harmless. Called by the turn holder, with mu
+// held.
+func (a *activation) uncountArrivedLocked(msgs []msgRef, w stagedWake) {
+	for _, m := range msgs {
+		a.wf.countPending(m.queue, -1)
+	}
+	// The wakeup record was not written either: memory must not believe
+	// it was, or a later send (which writes one only before the time
+	// memory has) would write none. A yield or a send since that moved
+	// wakeAt wrote its own.
+	if w.set != 0 && a.wf.wakeAt == w.set {
+		a.wf.wakeAt = w.prev
+	}
 }
 
 // takeStaged takes the staged messages out of the turn, once their
@@ -200,26 +235,19 @@ func (a *activation) stagedQueued(msgs []msgRef) {
 	a.wf.messageArrived()
 }
 
-// stagedDropped undoes beginStaged's counts: the writes were refused, and
-// the messages were never queued.
+// stagedDropped undoes beginStaged's counts (but arrivals, which only
+// rises: uncountArrivedLocked): the writes were refused, and the messages
+// were never queued.
 func (a *activation) stagedDropped(msgs []msgRef) {
 	if a.spec.Run == nil || len(msgs) == 0 {
 		return
 	}
 	a.mu.Lock()
-	a.wf.arrivals -= uint64(len(msgs))
-	for _, m := range msgs {
-		a.wf.countPending(m.queue, -1)
-	}
-	// The wakeup record was not written either; a send since that moved
-	// wakeAt wrote its own.
-	if w := a.stagedWake; w.set != 0 && a.wf.wakeAt == w.set {
-		a.wf.wakeAt = w.prev
-	}
+	a.uncountArrivedLocked(msgs, a.stagedWake)
 	a.stagedWake = stagedWake{}
 	a.mu.Unlock()
 }
 
-// stagedWake is the wakeAt beginStaged set (with a wakeup record) and the
-// one before, for stagedDropped to put back.
+// stagedWake is the wakeAt countArrivedLocked set (with a wakeup record)
+// and the one before, for uncountArrivedLocked to put back.
 type stagedWake struct{ prev, set int64 }

@@ -1792,32 +1792,39 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 		// workflow that takes it from memory sees the CreatedAt it would
 		// see after a restart, when it reads the message back. Taken as
 		// the message becomes visible to the workflow's receives (counted
-		// pending, wfState.arrive), not before: every message stamped
+		// pending, wfState.arriveAll), not before: every message stamped
 		// before a receive's deadline was there for it to see, so a
 		// receive that timed out saw none, and its replay times out too.
 		// (A time taken as the turn began, before the storage read of the
 		// keys above, was not: a receive timed out meanwhile, and its
 		// replay, its timeout not committed yet, took the message.)
-		var sentAt time.Time
+		arrived := []msgRef{{seq: seq, queue: req.Queue, body: body}}
 		var wake storage.Op
+		var wakeUndo stagedWake
 		if sp.Run != nil {
+			// Counted pending with its arrival (and stamped), and a
+			// wakeup record due now if the workflow waits for messages
+			// only: a yield that sees the one sees the other, and a new
+			// owner runs the workflow if this node dies before it takes
+			// the message.
 			a.mu.Lock()
-			a.wf.arrivals++
-			// Counted pending with its arrival: a yield that sees the one
-			// sees the other.
-			sentAt = a.wf.arrive(req.Queue)
-			if at := sentAt.UnixMilli(); (a.wf.wakeAt == 0 || a.wf.wakeAt > at) && !workflowEnded(wfst.Status) {
-				// The workflow waits for messages only: make sure a new
-				// owner runs it if this node dies before it takes this one.
-				wb, _ := json.Marshal(wakeupRecord{At: at})
-				wake = storage.Put(storage.WakeupKey(a.part, a.ref.Name, a.enc), wb)
-				a.wf.wakeAt = at
-			}
+			wake, wakeUndo = a.countArrivedLocked(arrived, workflowEnded(wfst.Status))
 			a.mu.Unlock()
 		} else {
 			// No workflow receives it: any time in the turn will do.
-			sentAt = time.Now().Round(0)
+			arrived[0].at = time.Now().Round(0)
 		}
+		// Every return below that does not queue the message undoes what
+		// was counted: memory must not count a message, nor believe in a
+		// wakeup record, that storage does not hold.
+		uncount := func() {
+			if sp.Run != nil {
+				a.mu.Lock()
+				a.uncountArrivedLocked(arrived, wakeUndo)
+				a.mu.Unlock()
+			}
+		}
+		sentAt := arrived[0].at
 		msg, _ := json.Marshal(newQueueMessage(body, sentAt))
 		ops := append([]storage.Op{storage.Put(queueKey(a.prefix, seq, req.Queue), msg)}, keyOps...)
 		if wake.Key != "" {
@@ -1828,7 +1835,7 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 				h.sendWaitHook(a)
 			}
 			if completion = a.wf.awaitCompletion(seq, true, false); completion == nil {
-				a.wf.countPending(req.Queue, -1)
+				uncount()
 				if a.stopped.Load() {
 					// Evicted meanwhile (it answers its waiters as it
 					// goes): nothing was written, and the next activation
@@ -1854,9 +1861,7 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 			if completion != nil {
 				a.wf.forgetWait(seq, completion)
 			}
-			if sp.Run != nil {
-				a.wf.countPending(req.Queue, -1)
-			}
+			uncount()
 			return err
 		}
 		if sp.Run != nil && workflowEnded(wfst.Status) {
@@ -1872,7 +1877,7 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 			// Only a workflow takes messages: an actor without one keeps
 			// no copy of their bodies in memory.
 			a.wf.notifyMu.Lock()
-			a.wf.msgs = append(a.wf.msgs, msgRef{seq: seq, queue: req.Queue, body: body, at: sentAt})
+			a.wf.msgs = append(a.wf.msgs, arrived[0])
 			a.wf.notifyMu.Unlock()
 			a.wf.messageArrived()
 		}

@@ -245,7 +245,9 @@ type wfState struct {
 	wakeAt int64
 	// arrivals counts the messages sent to the workflow (guarded, like
 	// wakeAt, by activation.mu), so that a yield that raced a Send (a
-	// stop does not hold the turn) sees it.
+	// stop does not hold the turn) sees it. It only rises: a send or a
+	// step's messages refused after they were counted stay counted here
+	// (uncountArrivedLocked), costing a yield a wakeup at most.
 	arrivals uint64
 
 	// notify is closed and replaced when a message is enqueued; guarded
@@ -1421,30 +1423,20 @@ func (w *wfState) countPendingLocked(queue string, d int) {
 	}
 }
 
-// arrive counts a message of queue pending and returns its time, the
-// host's clock read under the same lock: the moment it becomes visible
-// to the workflow's receives (Queued). A message is stamped here (or in
-// arriveAll) and nowhere earlier. A receive that looked and found none
-// before this is ranked no later than this time (the engine reads the
-// clock before it looks, see workflow.MessagePeeker): if it timed out,
-// its deadline was at or before the messages' time, and a replay of it
-// (its timeout's record not committed yet) ranks them after the deadline
-// and times out as it did. A time taken before (a Send stamped before it
-// read its idempotency keys from storage) let a receive time out at a
-// deadline after it while the message was not counted yet, and the
-// replay took the message the first run had not. A message put back in
-// its queue (putBack) keeps this time: see "ranking" in
-// docs/architecture.md for the gap that leaves.
-func (w *wfState) arrive(queue string) time.Time {
-	w.notifyMu.Lock()
-	at := time.Now().Round(0)
-	w.countPendingLocked(queue, 1)
-	w.notifyMu.Unlock()
-	return at
-}
-
-// arriveAll is arrive for the messages a turn staged (enqueue.go): all
-// counted, and stamped, at once.
+// arriveAll counts msgs, the messages a Send or a turn (enqueue.go) adds
+// to the workflow's queues, pending, stamps them, and returns their time,
+// the host's clock read under the same lock: the moment they become
+// visible to the workflow's receives (Queued). A message is stamped here
+// and nowhere earlier. A receive that looked and found none before this
+// is ranked no later than this time (the engine reads the clock before it
+// looks, see workflow.MessagePeeker): if it timed out, its deadline was at
+// or before the messages' time, and a replay of it (its timeout's record
+// not committed yet) ranks them after the deadline and times out as it
+// did. A time taken before (a Send stamped before it read its idempotency
+// keys from storage) let a receive time out at a deadline after it while
+// the message was not counted yet, and the replay took the message the
+// first run had not. A message put back in its queue (putBack) keeps this
+// time: see "ranking" in docs/architecture.md for the gap that leaves.
 func (w *wfState) arriveAll(msgs []msgRef) time.Time {
 	w.notifyMu.Lock()
 	at := time.Now().Round(0)
@@ -1475,7 +1467,7 @@ func (w *wfState) dropQueued() {
 // Queued implements workflow.MessagePeeker: the pending counts include
 // every message in memory's queues (they count a message before it is
 // there), and a message is stamped as it is counted, under notifyMu
-// (wfState.arrive): one this call does not see is stamped after it. The
+// (wfState.arriveAll): one this call does not see is stamped after it. The
 // time is unknown for a message counted but not there yet, and for one
 // queued before the activation loaded (only its key is read).
 func (w *wfHost) Queued(names []string) (time.Time, bool) {
