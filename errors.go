@@ -111,6 +111,7 @@ var reasons = []struct {
 	{ErrQueueFull, "event", "overflow"},                         // a subscriber that fell behind its events
 	{ErrQueueFull, "event", "subscribers"},                      // the node's or the actor's subscribers at their limit
 	{ErrUnavailable, "storage", "no_space"},                     // etcd is out of space: writes are refused until an operator frees some (docs/deploy.md)
+	{ErrUnavailable, "actor", "overloaded"},                     // a call that found MaxWaitingCalls turns waiting for its actor (it did not run)
 }
 
 // Reasonf returns an error of kind with the reason (group, code), one of

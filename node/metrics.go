@@ -216,7 +216,8 @@ type collector struct {
 	queued, sent, received                        *prometheus.Desc
 	wfRunning, wfCompleted, wfFailed, wfCancelled *prometheus.Desc
 	steps                                         *prometheus.Desc
-	shed, scheduled, hookFailures, unknownFields  *prometheus.Desc
+	shed, callsShed, scheduled, hookFailures      *prometheus.Desc
+	unknownFields                                 *prometheus.Desc
 	keysEvicted                                   *prometheus.Desc
 	subscribers, delivered, dropped               *prometheus.Desc
 }
@@ -230,6 +231,7 @@ func newCollector(n *Node) *collector {
 		active:        d("rivet_active_actors", "Actors in memory on this node."),
 		tasks:         d("rivet_actor_tasks_running", "Actors' background functions (ActionCtx.KeepAwake) running on this node; each keeps its actor in memory."),
 		shed:          d("rivet_actors_shed_total", "Actors deactivated before their idle timeout because the node held more than --max-active-actors."),
+		callsShed:     d("rivet_calls_shed_total", "Calls (actions, sends) this node refused without running them because --max-waiting-calls turns waited for their actor already (UNAVAILABLE actor.overloaded; clients retry them)."),
 		keysEvicted:   d("rivet_idempotency_keys_evicted_total", "Idempotency keys actors on this node dropped to keep their last 1024 while the keys were still within their 24 hours, by kind: send or call. A send or call sent again with such a key runs again: a busy actor that needs longer, fewer keys per actor.", "kind"),
 		unknownFields: d("rivet_state_unknown_field_loads_total", "Actor loads on this node that found a stored state with fields its type does not declare (a field renamed or removed in the code?): their values were not loaded, and the actor's next change deletes them. By actor type; the node also warns, once a minute per type.", "actor"),
 		hookFailures:  d("rivet_actor_hook_failures_total", "Actor lifecycle hooks that failed on this node, by hook: wake (CreateVars or OnWake; the request that woke the actor failed), sleep (OnSleep) or destroy (OnDestroy); the last two are logged and the actor slept or was destroyed all the same.", "hook"),
@@ -270,7 +272,7 @@ func newCollector(n *Node) *collector {
 
 func (c *collector) descs() []*prometheus.Desc {
 	return []*prometheus.Desc{
-		c.active, c.tasks, c.shed, c.commits, c.batches, c.partsOw, c.forwards, c.claimed, c.handedOff, c.renewals, c.losses, c.members, c.unreachable,
+		c.active, c.tasks, c.shed, c.callsShed, c.commits, c.batches, c.partsOw, c.forwards, c.claimed, c.handedOff, c.renewals, c.losses, c.members, c.unreachable,
 		c.commitFailures, c.commitRetries, c.commitStalls, c.refences, c.commitWaiting, c.queued, c.sent, c.received,
 		c.wfRunning, c.wfCompleted, c.wfFailed, c.wfCancelled, c.steps, c.scheduled, c.hookFailures, c.unknownFields, c.keysEvicted,
 		c.subscribers, c.delivered, c.dropped,
@@ -299,6 +301,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.active, s.ActiveActors)
 	gauge(c.tasks, s.TasksRunning)
 	counter(c.shed, s.ActorsShed)
+	counter(c.callsShed, s.CallsShed)
 	counter(c.commits, s.Commits)
 	counter(c.batches, s.CommitBatches)
 	gauge(c.partsOw, uint64(s.PartitionsOwned))

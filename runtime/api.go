@@ -232,6 +232,10 @@ type Stats struct {
 	// ActorsShed counts the actors deactivated before their idle timeout
 	// because the node held more than Config.MaxActiveActors.
 	ActorsShed uint64
+	// CallsShed counts the calls refused because as many turns as
+	// Config.MaxWaitingCalls waited for their actor already
+	// (actor.overloaded).
+	CallsShed uint64
 	// SchedulesFired counts scheduled calls whose action ran to the end;
 	// SchedulesFailed the runs that failed (the action's error, or an
 	// action or arguments that no longer fit): a one-shot call is used up

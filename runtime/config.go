@@ -80,6 +80,18 @@ type Config struct {
 	// MaxQueueDepth bounds the pending messages of one queue; a Send beyond
 	// it fails with rivet.ErrQueueFull. Default 1000.
 	MaxQueueDepth int
+	// MaxWaitingCalls bounds the calls (actions, queries and sends, from
+	// clients or from other actors) waiting for one actor's turn on this
+	// node: a call that finds that many turns waiting is refused at once,
+	// with rivet.ErrUnavailable (reason actor.overloaded), and did not run,
+	// so that a flood of calls to one hot actor costs the node a refusal
+	// each rather than a goroutine and its arguments held until their
+	// deadlines, as Orleans sheds load and Rivet bounds an actor's calls in
+	// flight. Clients retry it with backoff (the Go client does). The
+	// actor's own turns (its workflow's, its scheduled calls, an
+	// operator's) are never refused, and count among those waiting.
+	// Default 1000; negative: no bound.
+	MaxWaitingCalls int
 	// ExposeErrors sends the message of an action's unexpected (non-rivet)
 	// error to the caller. Off, the caller sees "internal error" and the node
 	// logs the cause: error text can leak internals (RIVET_EXPOSE_ERRORS=1 in
@@ -107,6 +119,7 @@ func DefaultConfig() Config {
 		MaxArgsBytes:        4 << 20,
 		MaxMessageBytes:     64 << 10,
 		MaxQueueDepth:       1000,
+		MaxWaitingCalls:     1000,
 	}
 }
 
@@ -153,6 +166,9 @@ func (c *Config) validate() error {
 	}
 	if c.MaxQueueDepth <= 0 {
 		c.MaxQueueDepth = d.MaxQueueDepth
+	}
+	if c.MaxWaitingCalls == 0 {
+		c.MaxWaitingCalls = d.MaxWaitingCalls
 	}
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()

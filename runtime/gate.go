@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
+
+	"go.uber.org/zap"
 
 	"github.com/rivet-go/rivet"
 )
@@ -77,6 +80,10 @@ type turnGate struct {
 	// before waiting; name is the actor's, for the error.
 	graph *waitGraph
 	name  string
+
+	// shedAt, if above 0, is Config.MaxWaitingCalls: a call's turn
+	// (acquireAs with shed) that would wait behind that many is refused.
+	shedAt int
 }
 
 type gateWaiter struct {
@@ -150,7 +157,7 @@ func (g *turnGate) acquireTurn(ctx context.Context, chain string) error {
 }
 
 func (g *turnGate) acquireWith(ctx context.Context, chain string, detect bool) error {
-	_, err := g.acquireAs(ctx, chain, detect, turnPlain, nil)
+	_, err := g.acquireAs(ctx, chain, detect, turnPlain, nil, false)
 	return err
 }
 
@@ -169,7 +176,7 @@ const (
 // all the same). A send from a call the step made re-enters its turn, as
 // any call does.
 func (g *turnGate) acquireSend(ctx context.Context, chain string) (beside bool, _ error) {
-	return g.acquireAs(ctx, chain, g.graph != nil, turnSend, nil)
+	return g.acquireAs(ctx, chain, g.graph != nil, turnSend, nil, false)
 }
 
 // acquireQuery is acquireTurn for a query's turn, which may run beside a
@@ -177,10 +184,19 @@ func (g *turnGate) acquireSend(ctx context.Context, chain string) (beside bool, 
 // the gate's lock as it goes in so). beside says it did: it holds no turn
 // of the gate's, and releaseQuery(chain), not release, ends it.
 func (g *turnGate) acquireQuery(ctx context.Context, chain string, onBeside func()) (beside bool, _ error) {
-	return g.acquireAs(ctx, chain, g.graph != nil, turnQuery, onBeside)
+	return g.acquireAs(ctx, chain, g.graph != nil, turnQuery, onBeside, false)
 }
 
-func (g *turnGate) acquireAs(ctx context.Context, chain string, detect bool, mode turnMode, onBeside func()) (beside bool, _ error) {
+// acquireCall is acquireTurn, acquireSend or acquireQuery, by mode, for a
+// call (a client's, or another actor's), which is refused rather than
+// wait behind shedAt turns: rivet.ErrUnavailable, reason
+// actor.overloaded (Config.MaxWaitingCalls). A call that needs no wait (a
+// free gate, a re-entry, a turn beside a step's body) is never refused.
+func (g *turnGate) acquireCall(ctx context.Context, chain string, mode turnMode, onBeside func()) (beside bool, _ error) {
+	return g.acquireAs(ctx, chain, g.graph != nil, mode, onBeside, true)
+}
+
+func (g *turnGate) acquireAs(ctx context.Context, chain string, detect bool, mode turnMode, onBeside func(), shed bool) (beside bool, _ error) {
 	g.mu.Lock()
 	switch {
 	case len(g.turns) == 0 && len(g.waiters) == 0, len(g.turns) > 0 && g.side == "" && g.reenters(chain):
@@ -201,6 +217,12 @@ func (g *turnGate) acquireAs(ctx context.Context, chain string, detect bool, mod
 		g.mu.Unlock()
 		return false, rivet.Reasonf(rivet.ErrFailedPrecondition, "actor", "deadlock",
 			"deadlock: this call comes from a query of %s that runs beside its workflow's step, and changes the state of %s: it would wait for the step, which waits for the query to end; a query beside a step may call back its own actor's queries and sends only", name, name)
+	}
+	if shed && g.shedAt > 0 && len(g.waiters) >= g.shedAt {
+		name, n := g.name, len(g.waiters)
+		g.mu.Unlock()
+		return false, rivet.Reasonf(rivet.ErrUnavailable, "actor", "overloaded",
+			"%s is overloaded: %d turns wait for it already, its limit (MaxWaitingCalls); this call did not run: retry with backoff", name, n)
 	}
 	w := &gateWaiter{chain: chain, ready: make(chan struct{}), gate: g, send: mode == turnSend, query: mode == turnQuery, onBeside: onBeside}
 	g.waiters = append(g.waiters, w)
@@ -610,4 +632,22 @@ func (wg *waitGraph) remove(w *gateWaiter) {
 	if len(wg.byRoot[root]) == 0 {
 		delete(wg.byRoot, root)
 	}
+}
+
+// shedLogEvery is how often at most a node logs the calls it refused as
+// overloaded (MaxWaitingCalls): a flood refuses thousands a second.
+const shedLogEvery = 10 * time.Second
+
+// noteShed counts a call refused as overloaded, and logs it if none was
+// logged for shedLogEvery, with the count so far: the operator learns
+// which actor is flooded without a line per call.
+func (h *Host) noteShed(a *activation) {
+	n := h.callsShed.Add(1)
+	now := time.Now().UnixNano()
+	last := h.shedLogAt.Load()
+	if now-last < int64(shedLogEvery) || !h.shedLogAt.CompareAndSwap(last, now) {
+		return
+	}
+	h.log.Warn("calls refused: too many turns wait for an actor (MaxWaitingCalls); the callers retry with backoff",
+		zap.String("actor", a.describe()), zap.Int("max_waiting_calls", h.cfg.MaxWaitingCalls), zap.Int64("refused_total", n))
 }

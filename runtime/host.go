@@ -161,9 +161,13 @@ type Host struct {
 	// The counters and gauges of Stats, beside calls. queued is kept by
 	// the activations (wfState.countPending); the workflows' by type, in
 	// wfTypes (wfstats.go), each activation adding to its type's.
-	queued, sent, received  atomic.Int64
-	refences, resolved      atomic.Uint64
-	shedCount               atomic.Uint64
+	queued, sent, received atomic.Int64
+	refences, resolved     atomic.Uint64
+	shedCount              atomic.Uint64
+	// callsShed counts the calls refused by MaxWaitingCalls; shedLogAt is
+	// when one was last logged (unix nanoseconds), so that a flood logs a
+	// line every shedLogEvery, not one a call.
+	callsShed, shedLogAt    atomic.Int64
 	schedFired, schedFailed atomic.Uint64
 	wfTypes                 map[string]*wfTypeStats // read-only once made
 	wfUnknown               wfTypeStats
@@ -655,6 +659,7 @@ func (h *Host) activateFor(ctx context.Context, ref Ref, sp *rivet.Spec, create 
 				wf: wfState{queued: &h.queued},
 			}
 			a.gate.graph, a.gate.name = &h.waits, a.describe()
+			a.gate.shedAt = max(h.cfg.MaxWaitingCalls, 0)
 			a.lastTurn.Store(time.Now().UnixNano())
 			h.actors[id] = a
 			if pending {
@@ -916,7 +921,7 @@ func (h *Host) turn(ctx context.Context, kind TurnKind, ref Ref, sp *rivet.Spec,
 // and fn must leave such an activation destroyed, evicted, or with its
 // workflow ended.
 func (h *Host) turnFor(ctx context.Context, kind TurnKind, ref Ref, sp *rivet.Spec, create bool, input json.RawMessage, chain string, first bool, fn func(a *activation) error) (*activation, bool, error) {
-	return h.turnAs(ctx, kind, ref, sp, create, input, chain, first, nil, fn)
+	return h.turnAs(ctx, kind, ref, sp, create, input, chain, first, nil, false, fn)
 }
 
 // queryTurn is what a query's turn learns as it begins: whether it runs
@@ -933,8 +938,12 @@ type queryTurn struct {
 }
 
 // turnAs is turnFor; q, if not nil, makes the turn a query's, which may run
-// beside a step's body (q says so as fn runs).
-func (h *Host) turnAs(ctx context.Context, kind TurnKind, ref Ref, sp *rivet.Spec, create bool, input json.RawMessage, chain string, first bool, q *queryTurn, fn func(a *activation) error) (*activation, bool, error) {
+// beside a step's body (q says so as fn runs). shed makes it a call's turn,
+// refused rather than wait behind Config.MaxWaitingCalls turns
+// (turnGate.acquireCall): a client's or another actor's action or send,
+// not the actor's own turns (its workflow's, its scheduled calls) nor an
+// operator's.
+func (h *Host) turnAs(ctx context.Context, kind TurnKind, ref Ref, sp *rivet.Spec, create bool, input json.RawMessage, chain string, first bool, q *queryTurn, shed bool, fn func(a *activation) error) (*activation, bool, error) {
 	hold := ""
 	if first {
 		hold = chain
@@ -966,24 +975,37 @@ func (h *Host) turnAs(ctx context.Context, kind TurnKind, ref Ref, sp *rivet.Spe
 			// Its wait is counted for HotActors too, so taken whether or
 			// not an Observer hears of it.
 			w0 = time.Now()
-			var err error
+			mode, onBeside := turnPlain, (func())(nil)
 			switch {
 			case kind == TurnSend:
 				// Beside a step's body, if one runs (turnGate): the send
 				// runs no code of the actor's.
-				_, err = a.gate.acquireSend(ctx, chain)
+				mode = turnSend
 			case q != nil:
 				// Beside a step's body, if one runs, on the state as last
 				// saved: taken as it goes in, before a turn re-entering
 				// the step's may save it again.
-				q.beside, err = a.gate.acquireQuery(ctx, chain, func() { q.state, q.sched, q.destroying = a.stateBytes, a.schedSaved, a.destroySaved })
-			default:
-				err = a.gate.acquireTurn(ctx, chain)
+				mode, onBeside = turnQuery, func() { q.state, q.sched, q.destroying = a.stateBytes, a.schedSaved, a.destroySaved }
+			}
+			var beside bool
+			var err error
+			if shed {
+				beside, err = a.gate.acquireCall(ctx, chain, mode, onBeside)
+			} else {
+				beside, err = a.gate.acquireAs(ctx, chain, a.gate.graph != nil, mode, onBeside, false)
+			}
+			if q != nil {
+				q.beside = beside
 			}
 			h.observeWait(kind, w0)
 			if err != nil {
 				if rerr := (*rivet.Error)(nil); errors.As(err, &rerr) {
-					return nil, false, err // a deadlock, found as the wait began
+					// A deadlock, found as the wait began, or a call
+					// refused rather than wait behind too many.
+					if rerr.Code == "overloaded" {
+						h.noteShed(a)
+					}
+					return nil, false, err
 				}
 				if errors.Is(ctx.Err(), context.DeadlineExceeded) && a.gate.heldBy(chain) {
 					// Not a slow actor: a turn of this very chain holds it,
@@ -1381,12 +1403,12 @@ func (h *Host) call(ctx context.Context, req CallRequest, actor, action *string)
 		returned = true
 		return err
 	}
-	_, _, err = h.turnAs(ctx, TurnAction, req.Ref, sp, create, req.Input, chain, false, q, run)
+	_, _, err = h.turnAs(ctx, TurnAction, req.Ref, sp, create, req.Input, chain, false, q, true, run)
 	if err != nil && !ran && checkIfGone && errors.Is(err, rivet.ErrNotFound) {
 		if err := h.guardUser(req.Ref, "the arguments' decoder", func() error { return act.Check(args) }); err != nil {
 			return nil, err
 		}
-		_, _, err = h.turnAs(ctx, TurnAction, req.Ref, sp, true, req.Input, chain, false, q, run)
+		_, _, err = h.turnAs(ctx, TurnAction, req.Ref, sp, true, req.Input, chain, false, q, true, run)
 	}
 	if err != nil && read && !errors.Is(err, context.Canceled) {
 		// The read ran, but the state it saw was not yet durable and the
@@ -1709,7 +1731,7 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 		// kept completion is read once its wait is registered.
 		lookup bool
 	)
-	act, _, err := h.turn(ctx, TurnSend, req.Ref, sp, req.CreateIfMissing, req.Input, chain, func(a *activation) error {
+	act, _, err := h.turnAs(ctx, TurnSend, req.Ref, sp, req.CreateIfMissing, req.Input, chain, false, nil, true, func(a *activation) error {
 		if a.destroyPending() && !a.gate.reentered() {
 			return errBeingDestroyed(a)
 		}
@@ -2555,7 +2577,7 @@ func (h *Host) Stats() Stats {
 	h.mu.Unlock()
 	wf := h.wfTotals()
 	s := Stats{
-		NodeID: h.cfg.NodeID, ActiveActors: uint64(n), TasksRunning: uint64(tasks), ActorsShed: h.shedCount.Load(), SchedulesFired: h.schedFired.Load(), SchedulesFailed: h.schedFailed.Load(),
+		NodeID: h.cfg.NodeID, ActiveActors: uint64(n), TasksRunning: uint64(tasks), ActorsShed: h.shedCount.Load(), CallsShed: uint64(h.callsShed.Load()), SchedulesFired: h.schedFired.Load(), SchedulesFailed: h.schedFailed.Load(),
 		WakeHooksFailed: h.wakeFailed.Load(), SleepHooksFailed: h.sleepFailed.Load(), DestroyHooksFailed: h.destroyFailed.Load(),
 		Calls: h.calls.Load(), PartitionsOwned: uint32(h.own.Owned()),
 		QueuedMessages: uint64(max(h.queued.Load(), 0)), MessagesSent: uint64(h.sent.Load()), MessagesReceived: uint64(h.received.Load()),
