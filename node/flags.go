@@ -186,7 +186,7 @@ func ParseFlags(name string, args []string, out io.Writer) (Config, error) {
 	p.dur(&cfg.Runtime.IdleTimeout, "idle-timeout", cfg.Runtime.IdleTimeout, "deactivate actors idle this long")
 	p.integer(&cfg.Runtime.MaxActiveActors, "max-active-actors", cfg.Runtime.MaxActiveActors, "actors in memory past which those idle longest are deactivated early (0: the default; -1: no bound)")
 	p.integer(&cfg.Runtime.MaxQueueDepth, "max-queue-depth", cfg.Runtime.MaxQueueDepth, "messages one queue of an actor holds, past which a send is refused (RESOURCE_EXHAUSTED queue.full; 0: the default)")
-	p.integer(&cfg.Runtime.MaxWaitingCalls, "max-waiting-calls", cfg.Runtime.MaxWaitingCalls, "calls waiting for one actor's turn past which a call is refused at once, not run (UNAVAILABLE actor.overloaded, which clients retry with backoff; 0: the default; -1: no bound)")
+	p.integer(&cfg.Runtime.MaxWaitingCalls, "max-waiting-calls", cfg.Runtime.MaxWaitingCalls, "turns waiting for one actor past which a client's call is refused at once, not run (UNAVAILABLE actor.overloaded, which clients retry with backoff; calls actors make wait; 0: the default; -1: no bound)")
 	p.boolean(&cfg.Runtime.ExposeErrors, "expose-errors", false, "send the text of actions' internal errors to callers")
 	p.str(&logLevel, "log-level", "info", "debug, info, warn or error; rivetctl log-level changes it while the node runs, until a restart (the embedded etcd logs warnings and up, within it; memberlist follows it)")
 	p.str(&logFormat, "log-format", "console", "console or json")

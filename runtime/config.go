@@ -80,16 +80,21 @@ type Config struct {
 	// MaxQueueDepth bounds the pending messages of one queue; a Send beyond
 	// it fails with rivet.ErrQueueFull. Default 1000.
 	MaxQueueDepth int
-	// MaxWaitingCalls bounds the calls (actions, queries and sends, from
-	// clients or from other actors) waiting for one actor's turn on this
-	// node: a call that finds that many turns waiting is refused at once,
-	// with rivet.ErrUnavailable (reason actor.overloaded), and did not run,
-	// so that a flood of calls to one hot actor costs the node a refusal
-	// each rather than a goroutine and its arguments held until their
-	// deadlines, as Orleans sheds load and Rivet bounds an actor's calls in
-	// flight. Clients retry it with backoff (the Go client does). The
-	// actor's own turns (its workflow's, its scheduled calls, an
-	// operator's) are never refused, and count among those waiting.
+	// MaxWaitingCalls bounds the turns waiting for one actor's turn gate
+	// on this node, for the calls (actions, queries and sends) that come
+	// from outside any actor's turn: a client's (forwarded or not), or an
+	// actor's KeepAwake task's. Such a call that finds that many turns
+	// waiting is refused at once, with rivet.ErrUnavailable (reason
+	// actor.overloaded), and did not run (a create it asked for may have
+	// happened), so that a flood of calls to one hot actor costs the node
+	// a refusal each rather than a goroutine and its arguments held until
+	// their deadlines, as Orleans sheds load and Rivet bounds an actor's
+	// calls in flight. Clients retry it with backoff (the Go client does).
+	// The calls an actor's turns make (a step's, an action's, a scheduled
+	// call's) are not refused: that would fail the turn where it waited
+	// before, and free nothing, as its caller holds a turn all the same.
+	// Nor are the actor's own turns (its workflow's, its scheduled calls)
+	// nor an operator's; all count among those waiting.
 	// Default 1000; negative: no bound.
 	MaxWaitingCalls int
 	// ExposeErrors sends the message of an action's unexpected (non-rivet)

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -187,15 +188,11 @@ func (g *turnGate) acquireQuery(ctx context.Context, chain string, onBeside func
 	return g.acquireAs(ctx, chain, g.graph != nil, turnQuery, onBeside, false)
 }
 
-// acquireCall is acquireTurn, acquireSend or acquireQuery, by mode, for a
-// call (a client's, or another actor's), which is refused rather than
-// wait behind shedAt turns: rivet.ErrUnavailable, reason
-// actor.overloaded (Config.MaxWaitingCalls). A call that needs no wait (a
+// acquireAs lets a turn of mode in on chain, as acquireTurn, acquireSend
+// or acquireQuery do. shed refuses it rather than wait behind shedAt
+// turns: rivet.ErrUnavailable, reason actor.overloaded
+// (Config.MaxWaitingCalls, isOverloaded). A turn that needs no wait (a
 // free gate, a re-entry, a turn beside a step's body) is never refused.
-func (g *turnGate) acquireCall(ctx context.Context, chain string, mode turnMode, onBeside func()) (beside bool, _ error) {
-	return g.acquireAs(ctx, chain, g.graph != nil, mode, onBeside, true)
-}
-
 func (g *turnGate) acquireAs(ctx context.Context, chain string, detect bool, mode turnMode, onBeside func(), shed bool) (beside bool, _ error) {
 	g.mu.Lock()
 	switch {
@@ -222,7 +219,7 @@ func (g *turnGate) acquireAs(ctx context.Context, chain string, detect bool, mod
 		name, n := g.name, len(g.waiters)
 		g.mu.Unlock()
 		return false, rivet.Reasonf(rivet.ErrUnavailable, "actor", "overloaded",
-			"%s is overloaded: %d turns wait for it already, its limit (MaxWaitingCalls); this call did not run: retry with backoff", name, n)
+			"%s is overloaded: %d turns wait for it already, its limit (MaxWaitingCalls); this call did not run (but for the actor's create, if it asked for one): retry with backoff", name, n)
 	}
 	w := &gateWaiter{chain: chain, ready: make(chan struct{}), gate: g, send: mode == turnSend, query: mode == turnQuery, onBeside: onBeside}
 	g.waiters = append(g.waiters, w)
@@ -638,9 +635,26 @@ func (wg *waitGraph) remove(w *gateWaiter) {
 // overloaded (MaxWaitingCalls): a flood refuses thousands a second.
 const shedLogEvery = 10 * time.Second
 
+// shedCall says whether a call on chain may be refused rather than wait
+// (Config.MaxWaitingCalls): one from outside any actor's turn (a client's,
+// or an actor's KeepAwake task, which waits as a client's does). A call an
+// actor's turn makes is not: refused, it would fail the turn (a step's
+// retries run out in a second, a one-shot scheduled call is used up),
+// where it waited before; and its caller holds a turn and a goroutine all
+// the same, so refusing it frees nothing.
+func shedCall(c Chain) bool { return c.ID == "" }
+
+// isOverloaded reports whether err is acquireAs's refusal of a call that
+// found Config.MaxWaitingCalls turns waiting (actor.overloaded).
+func isOverloaded(err error) bool {
+	var rerr *rivet.Error
+	return errors.As(err, &rerr) && errors.Is(rerr.Kind, rivet.ErrUnavailable) && rerr.Group == "actor" && rerr.Code == "overloaded"
+}
+
 // noteShed counts a call refused as overloaded, and logs it if none was
-// logged for shedLogEvery, with the count so far: the operator learns
-// which actor is flooded without a line per call.
+// logged for shedLogEvery, with the node's count so far: the operator
+// learns of a flooded actor (the one of the call that logged) without a
+// line per call.
 func (h *Host) noteShed(a *activation) {
 	n := h.callsShed.Add(1)
 	now := time.Now().UnixNano()
@@ -648,6 +662,6 @@ func (h *Host) noteShed(a *activation) {
 	if now-last < int64(shedLogEvery) || !h.shedLogAt.CompareAndSwap(last, now) {
 		return
 	}
-	h.log.Warn("calls refused: too many turns wait for an actor (MaxWaitingCalls); the callers retry with backoff",
-		zap.String("actor", a.describe()), zap.Int("max_waiting_calls", h.cfg.MaxWaitingCalls), zap.Int64("refused_total", n))
+	h.log.Warn("calls refused: too many turns wait for an actor (MaxWaitingCalls); clients retry them with backoff",
+		zap.String("actor", a.describe()), zap.Int("max_waiting_calls", h.cfg.MaxWaitingCalls), zap.Uint64("refused_total", n))
 }

@@ -167,7 +167,8 @@ type Host struct {
 	// callsShed counts the calls refused by MaxWaitingCalls; shedLogAt is
 	// when one was last logged (unix nanoseconds), so that a flood logs a
 	// line every shedLogEvery, not one a call.
-	callsShed, shedLogAt    atomic.Int64
+	callsShed               atomic.Uint64
+	shedLogAt               atomic.Int64
 	schedFired, schedFailed atomic.Uint64
 	wfTypes                 map[string]*wfTypeStats // read-only once made
 	wfUnknown               wfTypeStats
@@ -938,11 +939,10 @@ type queryTurn struct {
 }
 
 // turnAs is turnFor; q, if not nil, makes the turn a query's, which may run
-// beside a step's body (q says so as fn runs). shed makes it a call's turn,
-// refused rather than wait behind Config.MaxWaitingCalls turns
-// (turnGate.acquireCall): a client's or another actor's action or send,
-// not the actor's own turns (its workflow's, its scheduled calls) nor an
-// operator's.
+// beside a step's body (q says so as fn runs). shed makes it refused
+// rather than wait behind Config.MaxWaitingCalls turns (turnGate.acquireAs):
+// a call from outside any actor's turn (shedCall), not the actor's own
+// turns (its workflow's, its scheduled calls) nor an operator's.
 func (h *Host) turnAs(ctx context.Context, kind TurnKind, ref Ref, sp *rivet.Spec, create bool, input json.RawMessage, chain string, first bool, q *queryTurn, shed bool, fn func(a *activation) error) (*activation, bool, error) {
 	hold := ""
 	if first {
@@ -987,25 +987,21 @@ func (h *Host) turnAs(ctx context.Context, kind TurnKind, ref Ref, sp *rivet.Spe
 				// the step's may save it again.
 				mode, onBeside = turnQuery, func() { q.state, q.sched, q.destroying = a.stateBytes, a.schedSaved, a.destroySaved }
 			}
-			var beside bool
-			var err error
-			if shed {
-				beside, err = a.gate.acquireCall(ctx, chain, mode, onBeside)
-			} else {
-				beside, err = a.gate.acquireAs(ctx, chain, a.gate.graph != nil, mode, onBeside, false)
-			}
+			beside, err := a.gate.acquireAs(ctx, chain, a.gate.graph != nil, mode, onBeside, shed)
 			if q != nil {
 				q.beside = beside
+			}
+			if isOverloaded(err) {
+				// Refused rather than wait: no wait to observe (a flood's
+				// refusals would pull the actor's wait times to zero just
+				// as they grow).
+				h.noteShed(a)
+				return nil, false, err
 			}
 			h.observeWait(kind, w0)
 			if err != nil {
 				if rerr := (*rivet.Error)(nil); errors.As(err, &rerr) {
-					// A deadlock, found as the wait began, or a call
-					// refused rather than wait behind too many.
-					if rerr.Code == "overloaded" {
-						h.noteShed(a)
-					}
-					return nil, false, err
+					return nil, false, err // a deadlock, found as the wait began
 				}
 				if errors.Is(ctx.Err(), context.DeadlineExceeded) && a.gate.heldBy(chain) {
 					// Not a slow actor: a turn of this very chain holds it,
@@ -1403,12 +1399,12 @@ func (h *Host) call(ctx context.Context, req CallRequest, actor, action *string)
 		returned = true
 		return err
 	}
-	_, _, err = h.turnAs(ctx, TurnAction, req.Ref, sp, create, req.Input, chain, false, q, true, run)
+	_, _, err = h.turnAs(ctx, TurnAction, req.Ref, sp, create, req.Input, chain, false, q, shedCall(req.Chain), run)
 	if err != nil && !ran && checkIfGone && errors.Is(err, rivet.ErrNotFound) {
 		if err := h.guardUser(req.Ref, "the arguments' decoder", func() error { return act.Check(args) }); err != nil {
 			return nil, err
 		}
-		_, _, err = h.turnAs(ctx, TurnAction, req.Ref, sp, true, req.Input, chain, false, q, true, run)
+		_, _, err = h.turnAs(ctx, TurnAction, req.Ref, sp, true, req.Input, chain, false, q, shedCall(req.Chain), run)
 	}
 	if err != nil && read && !errors.Is(err, context.Canceled) {
 		// The read ran, but the state it saw was not yet durable and the
@@ -1731,7 +1727,7 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 		// kept completion is read once its wait is registered.
 		lookup bool
 	)
-	act, _, err := h.turnAs(ctx, TurnSend, req.Ref, sp, req.CreateIfMissing, req.Input, chain, false, nil, true, func(a *activation) error {
+	act, _, err := h.turnAs(ctx, TurnSend, req.Ref, sp, req.CreateIfMissing, req.Input, chain, false, nil, shedCall(req.Chain), func(a *activation) error {
 		if a.destroyPending() && !a.gate.reentered() {
 			return errBeingDestroyed(a)
 		}
@@ -2577,7 +2573,7 @@ func (h *Host) Stats() Stats {
 	h.mu.Unlock()
 	wf := h.wfTotals()
 	s := Stats{
-		NodeID: h.cfg.NodeID, ActiveActors: uint64(n), TasksRunning: uint64(tasks), ActorsShed: h.shedCount.Load(), CallsShed: uint64(h.callsShed.Load()), SchedulesFired: h.schedFired.Load(), SchedulesFailed: h.schedFailed.Load(),
+		NodeID: h.cfg.NodeID, ActiveActors: uint64(n), TasksRunning: uint64(tasks), ActorsShed: h.shedCount.Load(), CallsShed: h.callsShed.Load(), SchedulesFired: h.schedFired.Load(), SchedulesFailed: h.schedFailed.Load(),
 		WakeHooksFailed: h.wakeFailed.Load(), SleepHooksFailed: h.sleepFailed.Load(), DestroyHooksFailed: h.destroyFailed.Load(),
 		Calls: h.calls.Load(), PartitionsOwned: uint32(h.own.Owned()),
 		QueuedMessages: uint64(max(h.queued.Load(), 0)), MessagesSent: uint64(h.sent.Load()), MessagesReceived: uint64(h.received.Load()),

@@ -56,6 +56,10 @@ func TestACallBehindMaxWaitingCallsIsRefusedWithoutRunning(t *testing.T) {
 	if got := callInt(t, e.host, "flooded", "f", "bump", true); got != 1 {
 		t.Fatalf("first bump = %d, want 1", got)
 	}
+	// Its workflow's end is a turn: over before the count below begins.
+	waitFor(t, "the workflow to complete", 30*time.Second, func() bool {
+		return inspect(t, e.host, "flooded", "f").WorkflowStatus == runtime.WorkflowCompleted
+	})
 	holding := make(chan error, 1)
 	go func() {
 		_, err := call(t, e.host, "flooded", "f", "hold", false)
@@ -87,7 +91,7 @@ func TestACallBehindMaxWaitingCallsIsRefusedWithoutRunning(t *testing.T) {
 	overloaded("a bump", err)
 	_, err = e.host.Call(ctx(t), runtime.CallRequest{Ref: ref, Action: "get", ReadOnly: true})
 	overloaded("a query", err)
-	_, err = e.host.Send(ctx(t), runtime.SendRequest{Ref: ref, Queue: "jobs", Body: json.RawMessage(`1`)})
+	_, err = e.host.Send(ctx(t), runtime.SendRequest{Ref: ref, Queue: "jobs", Body: json.RawMessage(`1`), IdempotencyKey: "k1"})
 	overloaded("a send", err)
 	if n := e.host.Stats().CallsShed; n != 3 {
 		t.Fatalf("Stats().CallsShed = %d, want 3", n)
@@ -123,6 +127,81 @@ func TestACallBehindMaxWaitingCallsIsRefusedWithoutRunning(t *testing.T) {
 			t.Fatalf("queue %+v after a refused send, want empty", q)
 		}
 	}
+	// Nor did it keep its idempotency key: sent again, it queues.
+	res, err := e.host.Send(ctx(t), runtime.SendRequest{Ref: ref, Queue: "jobs", Body: json.RawMessage(`1`), IdempotencyKey: "k1"})
+	if err != nil || res.Duplicate {
+		t.Fatalf("the refused send sent again: %+v, %v; want queued, not a duplicate", res, err)
+	}
+}
+
+// A call an actor's turn makes (here a workflow step's) is not refused
+// however many turns wait: it waits for its turn, as it did before there
+// was a bound, rather than fail the step.
+func TestAStepsCallToAnOverloadedActorWaitsForItsTurn(t *testing.T) {
+	held, release := make(chan struct{}, 1), make(chan struct{})
+	caller := rivet.Actor[floodState]{
+		Name: "caller",
+		Run: func(ctx *workflow.Ctx[floodState]) error {
+			return ctx.StepWith(workflow.StepOptions{Name: "bump", Timeout: time.Minute}, func(s *workflow.StepCtx[floodState]) error {
+				n, err := rivet.Call[int](s.Context(), s.Client().Get("flooded", "f"), "bump")
+				s.State.N = n
+				return err
+			})
+		},
+	}
+	e := newEnv(t, counterReg(t, floodActor(held, release), caller), func(c *runtime.Config) {
+		c.MaxWaitingCalls = 1
+		c.ActionTimeout = time.Minute
+	})
+	ref := runtime.Ref{Name: "flooded", Key: []string{"f"}}
+	callInt(t, e.host, "flooded", "f", "bump", true)
+	waitFor(t, "the workflow to complete", 30*time.Second, func() bool {
+		return inspect(t, e.host, "flooded", "f").WorkflowStatus == runtime.WorkflowCompleted
+	})
+	holding := make(chan error, 1)
+	go func() {
+		_, err := call(t, e.host, "flooded", "f", "hold", false)
+		holding <- err
+	}()
+	select {
+	case <-held:
+	case <-time.After(30 * time.Second):
+		t.Fatal("hold did not start")
+	}
+	waiting := make(chan error, 1)
+	go func() {
+		_, err := call(t, e.host, "flooded", "f", "bump", false)
+		waiting <- err
+	}()
+	waitFor(t, "a bump waiting", 30*time.Second, func() bool { return e.host.GateWaiters(ref) == 1 })
+	if _, err := call(t, e.host, "flooded", "f", "bump", false); !isOverloadedErr(err) {
+		t.Fatalf("a client's bump behind the limit: %v; want actor.overloaded", err)
+	}
+	if _, _, err := e.host.GetOrCreate(ctx(t), runtime.Ref{Name: "caller", Key: []string{"c"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the step's call waiting beside the bump", 30*time.Second, func() bool { return e.host.GateWaiters(ref) == 2 })
+	close(release)
+	if err := <-holding; err != nil {
+		t.Fatalf("hold: %v", err)
+	}
+	if err := <-waiting; err != nil {
+		t.Fatalf("the waiting bump: %v", err)
+	}
+	waitFor(t, "the caller's workflow to complete", 30*time.Second, func() bool {
+		return inspect(t, e.host, "caller", "c").WorkflowStatus == runtime.WorkflowCompleted
+	})
+	if s := e.host.Stats().CallsShed; s != 1 {
+		t.Fatalf("CallsShed = %d, want 1 (the client's bump alone)", s)
+	}
+	if got := callInt(t, e.host, "flooded", "f", "get", false); got != 3 {
+		t.Fatalf("n = %d; want 3: the first bump, the one that waited and the step's", got)
+	}
+}
+
+func isOverloadedErr(err error) bool {
+	var rerr *rivet.Error
+	return errors.Is(err, rivet.ErrUnavailable) && errors.As(err, &rerr) && rerr.Group == "actor" && rerr.Code == "overloaded"
 }
 
 // MaxWaitingCalls < 0 bounds nothing: calls wait, as many as come.
@@ -134,8 +213,19 @@ func TestNegativeMaxWaitingCallsRefusesNone(t *testing.T) {
 	})
 	ref := runtime.Ref{Name: "flooded", Key: []string{"f"}}
 	callInt(t, e.host, "flooded", "f", "bump", true)
-	go func() { _, _ = call(t, e.host, "flooded", "f", "hold", false) }()
-	<-held
+	waitFor(t, "the workflow to complete", 30*time.Second, func() bool {
+		return inspect(t, e.host, "flooded", "f").WorkflowStatus == runtime.WorkflowCompleted
+	})
+	holding := make(chan error, 1)
+	go func() {
+		_, err := call(t, e.host, "flooded", "f", "hold", false)
+		holding <- err
+	}()
+	select {
+	case <-held:
+	case <-time.After(30 * time.Second):
+		t.Fatal("hold did not start")
+	}
 	const n = 1500 // past the default limit
 	cctx, cancel := context.WithTimeout(ctx(t), time.Minute)
 	defer cancel()
@@ -148,6 +238,9 @@ func TestNegativeMaxWaitingCallsRefusesNone(t *testing.T) {
 	}
 	waitFor(t, "every bump waiting", 30*time.Second, func() bool { return e.host.GateWaiters(ref) == n })
 	close(release)
+	if err := <-holding; err != nil {
+		t.Fatalf("hold: %v", err)
+	}
 	for range n {
 		if err := <-errs; err != nil {
 			t.Fatalf("a bump: %v", err)
