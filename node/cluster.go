@@ -577,11 +577,11 @@ func (r remote) do(ctx context.Context, ref runtime.Ref, again resend, local fun
 			// brokeOff: the hop broke once the request may have been sent,
 			// rather than the owner answering (a mark, an ActorError).
 			brokeOff := !rpcerr.NotSent(st) && !rpcerr.HasActorError(st) && !rpcerr.MarkedOutcomeUnknown(st)
-			if st.Code() != codes.Unavailable || brokeOff && !safe || rpcerr.MarkedOutcomeUnknown(st) || overloaded(err) {
+			if st.Code() != codes.Unavailable || brokeOff && !safe || rpcerr.MarkedOutcomeUnknown(st) || runtime.IsOverloaded(peerError(err)) {
 				// Refused as overloaded (runtime.Config.MaxWaitingCalls):
-				// only a call from outside any actor's turn is (a
-				// KeepAwake task's), which fails at once as it would on
-				// the owner's node, not after this node's retries.
+				// not an answer this build gives an actor's call (it
+				// refuses clients' alone), but one not to retry here on
+				// top of whoever retries it.
 				return peerError(err)
 			}
 			switch {
@@ -606,13 +606,6 @@ func (r remote) do(ctx context.Context, ref runtime.Ref, again resend, local fun
 		}
 		backoff = min(2*backoff, 500*time.Millisecond)
 	}
-}
-
-// overloaded reports whether a peer refused a call as overloaded
-// (actor.overloaded).
-func overloaded(err error) bool {
-	var rerr *rivet.Error
-	return errors.As(peerError(err), &rerr) && errors.Is(rerr.Kind, rivet.ErrUnavailable) && rerr.Group == "actor" && rerr.Code == "overloaded"
 }
 
 // peerError turns a peer's status back into the *rivet.Error it carried.

@@ -80,21 +80,21 @@ type Config struct {
 	// MaxQueueDepth bounds the pending messages of one queue; a Send beyond
 	// it fails with rivet.ErrQueueFull. Default 1000.
 	MaxQueueDepth int
-	// MaxWaitingCalls bounds the turns waiting for one actor's turn gate
-	// on this node, for the calls (actions, queries and sends) that come
-	// from outside any actor's turn: a client's (forwarded or not), or an
-	// actor's KeepAwake task's. Such a call that finds that many turns
-	// waiting is refused at once, with rivet.ErrUnavailable (reason
+	// MaxWaitingCalls is how many turns may wait for one actor's turn
+	// gate on this node before a client's call (an action, query or send,
+	// forwarded or not) is refused: one that finds that many waiting is
+	// refused at once, with rivet.ErrUnavailable (reason
 	// actor.overloaded), and did not run (a create it asked for may have
 	// happened), so that a flood of calls to one hot actor costs the node
 	// a refusal each rather than a goroutine and its arguments held until
 	// their deadlines, as Orleans sheds load and Rivet bounds an actor's
 	// calls in flight. Clients retry it with backoff (the Go client does).
-	// The calls an actor's turns make (a step's, an action's, a scheduled
-	// call's) are not refused: that would fail the turn where it waited
-	// before, and free nothing, as its caller holds a turn all the same.
-	// Nor are the actor's own turns (its workflow's, its scheduled calls)
-	// nor an operator's; all count among those waiting.
+	// The calls actors make (a step's, an action's, a scheduled call's, a
+	// KeepAwake task's) are not refused: that would fail the turn where it
+	// waited before, and free nothing, as their caller holds a goroutine
+	// all the same. Nor are the actor's own turns (its workflow's, its
+	// scheduled calls) nor an operator's; all count among those waiting,
+	// and may make the line longer than the bound.
 	// Default 1000; negative: no bound.
 	MaxWaitingCalls int
 	// ExposeErrors sends the message of an action's unexpected (non-rivet)

@@ -636,17 +636,18 @@ func (wg *waitGraph) remove(w *gateWaiter) {
 const shedLogEvery = 10 * time.Second
 
 // shedCall says whether a call on chain may be refused rather than wait
-// (Config.MaxWaitingCalls): one from outside any actor's turn (a client's,
-// or an actor's KeepAwake task, which waits as a client's does). A call an
-// actor's turn makes is not: refused, it would fail the turn (a step's
-// retries run out in a second, a one-shot scheduled call is used up),
-// where it waited before; and its caller holds a turn and a goroutine all
-// the same, so refusing it frees nothing.
+// (Config.MaxWaitingCalls): a client's (forwarded or not), which comes
+// with no chain. A call an actor makes (its turn's, or its KeepAwake
+// task's: hostClient.callChain) is not: refused, it would fail the turn
+// (a step's retries run out in a second, a one-shot scheduled call is
+// used up), where it waited before; and its caller holds a goroutine (and
+// a turn) all the same, so refusing it frees nothing.
 func shedCall(c Chain) bool { return c.ID == "" }
 
-// isOverloaded reports whether err is acquireAs's refusal of a call that
-// found Config.MaxWaitingCalls turns waiting (actor.overloaded).
-func isOverloaded(err error) bool {
+// IsOverloaded reports whether err is a node's refusal of a call that
+// found Config.MaxWaitingCalls turns waiting for its actor
+// (actor.overloaded): the call did not run.
+func IsOverloaded(err error) bool {
 	var rerr *rivet.Error
 	return errors.As(err, &rerr) && errors.Is(rerr.Kind, rivet.ErrUnavailable) && rerr.Group == "actor" && rerr.Code == "overloaded"
 }

@@ -991,7 +991,7 @@ func (h *Host) turnAs(ctx context.Context, kind TurnKind, ref Ref, sp *rivet.Spe
 			if q != nil {
 				q.beside = beside
 			}
-			if isOverloaded(err) {
+			if IsOverloaded(err) {
 				// Refused rather than wait: no wait to observe (a flood's
 				// refusals would pull the actor's wait times to zero just
 				// as they grow).
@@ -2894,7 +2894,7 @@ func (hh *hostHandle) call(ctx context.Context, action string, readOnly bool, ke
 	if err := hh.flushCaller(ctx); err != nil {
 		return nil, err
 	}
-	req := CallRequest{Ref: hh.ref, Action: action, Args: raw, CreateIfMissing: hh.create, Chain: Chain{ID: hh.c.chain}, ReadOnly: readOnly, IdempotencyKey: key}
+	req := CallRequest{Ref: hh.ref, Action: action, Args: raw, CreateIfMissing: hh.create, Chain: Chain{ID: hh.c.callChain()}, ReadOnly: readOnly, IdempotencyKey: key}
 	if r := hh.c.h.remoteFor(hh.ref, hh.c.from, hh.c.chain); r != nil {
 		return r.Call(ctx, req)
 	}
@@ -3054,7 +3054,7 @@ func (hh *hostHandle) send(ctx context.Context, queue string, body any, wait boo
 	if err := hh.flushCaller(ctx); err != nil {
 		return rivet.SendResult{}, err
 	}
-	req := SendRequest{Ref: hh.ref, Queue: queue, Body: b, CreateIfMissing: hh.create, Wait: wait, Timeout: timeout, Chain: Chain{ID: hh.c.chain}, IdempotencyKey: key}
+	req := SendRequest{Ref: hh.ref, Queue: queue, Body: b, CreateIfMissing: hh.create, Wait: wait, Timeout: timeout, Chain: Chain{ID: hh.c.callChain()}, IdempotencyKey: key}
 	if r := hh.c.h.remoteFor(hh.ref, hh.c.from, hh.c.chain); r != nil {
 		return r.Send(ctx, req)
 	}
@@ -3463,4 +3463,17 @@ func (h *Host) handoffActor(ctx context.Context, a *activation, hooks bool) {
 	}
 	a.closeVars()
 	h.remove(a)
+}
+
+// callChain is the chain a call of this client's goes out on: its turn's,
+// or for a client of no turn (a KeepAwake task's) a new root, as a
+// client's call gets one (turnChain): the call re-enters nothing and
+// waits for the gate as a client's does, but it is an actor's call, not
+// refused as overloaded (shedCall): the task holds its goroutine either
+// way, and its client does not retry.
+func (c *hostClient) callChain() string {
+	if c.chain != "" {
+		return c.chain
+	}
+	return c.h.newChain()
 }

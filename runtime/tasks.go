@@ -128,9 +128,10 @@ func (a *activation) startTask(fn taskFn) error {
 				h.log.Error("actor task panicked", actorField(a), zap.Any("panic", r), zap.ByteString("stack", debug.Stack()))
 			}
 		}()
-		// No chain: each call starts one of its own (Host.Call), so that
+		// No chain: each call starts one of its own (callChain), so that
 		// a task's call into its actor waits for the gate as a client's
-		// does. Calls still wait for the actor's pending writes.
+		// does (but is an actor's call, never refused as overloaded).
+		// Calls still wait for the actor's pending writes.
 		fn(ctx, &hostClient{h: h, from: a})
 	}()
 	return nil
