@@ -215,8 +215,12 @@ func KindByCode(group, code string) error {
 // node answers for it: context.DeadlineExceeded is ErrTimeout
 // (actor.timed_out), context.Canceled keeps its kind, as rivet.canceled
 // (a user trial's error mapper called an idle subscription's deadline an
-// internal error).
+// internal error). A nil err is nil: no error (a user trial's error
+// mapper, called on every result, met a nil pointer dereference).
 func AsError(err error) *Error {
+	if err == nil {
+		return nil
+	}
 	var e *Error
 	if errors.As(err, &e) {
 		return e
