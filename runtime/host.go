@@ -1330,7 +1330,17 @@ func (h *Host) call(ctx context.Context, req CallRequest, actor, action *string)
 		}
 		// Named in a stop it holds up (RunningActions).
 		defer a.endAction(a.setAction(req.Action, timedOutAt.Add(-h.cfg.ActionTimeout)))
+		var queryFound []byte // the state as a checked query found it
+		if act.ReadOnly && h.cfg.CheckQueries && (q == nil || !q.beside) {
+			// Beside a step's body a query runs on a copy of its own.
+			queryFound, _ = json.Marshal(state) // one that does not encode is not checked
+		}
 		res, err := act.Invoke(env, state, args)
+		if queryFound != nil {
+			if cerr := a.checkQuery(req.Action, state, queryFound); cerr != nil && err == nil {
+				err = cerr
+			}
+		}
 		if running != nil {
 			running.Store(false)
 		}
@@ -3440,4 +3450,34 @@ func (h *Host) handoffActor(ctx context.Context, a *activation, hooks bool) {
 	}
 	a.closeVars()
 	h.remove(a)
+}
+
+// checkQuery undoes a read-only action's change to its actor's state,
+// which found it as found (JSON), and says what it did
+// (Config.CheckQueries); nil if it changed nothing. In place, as
+// restoreState: an outer turn of the chain (the query re-entered it) holds
+// the pointer, and its own changes, made before its call, stay.
+func (a *activation) checkQuery(action string, state any, found []byte) error {
+	after, err := json.Marshal(state)
+	if err == nil && bytes.Equal(after, found) {
+		return nil
+	}
+	undo := a.h.guardUser(a.ref, "the state's decoder", func() error {
+		if a.spec.ResetState != nil {
+			if err := a.spec.ResetState(state, found); err == nil {
+				return nil
+			}
+		}
+		st, err := a.spec.DecodeState(found)
+		if err == nil && state == a.state {
+			a.state = st
+		}
+		return err
+	})
+	if undo != nil {
+		a.h.log.Error("undoing a query's change to the state failed: deactivating", actorField(a), errField(undo))
+		a.h.evict(a)
+	}
+	return rivet.Reasonf(rivet.ErrInternal, "actor", "query_changed_state",
+		"read-only action %s changed the state of %s (undone): a query (rivet.Query) must not, as its change is not saved; make it an action (rivet.Action) if it must change the state", action, a.describe())
 }
