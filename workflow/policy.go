@@ -61,6 +61,20 @@ type StepOptions struct {
 	RetryBackoffMax  time.Duration
 	// RetryOnTimeout makes a timeout an ordinary, retried failure.
 	RetryOnTimeout bool
+	// NonRetryable, if set, is asked about the error of each failed
+	// attempt (of the body, and of its rollback handler): true fails the
+	// step at once, with kind FailureCritical, as if the body had
+	// returned Critical(err), as Temporal's NonRetryableErrorTypes do. For
+	// errors a retry cannot change that the body does not wrap itself,
+	// e.g. a call to an actor type or action that does not exist:
+	//
+	//	NonRetryable: func(err error) bool {
+	//		return errors.Is(err, rivet.ErrUnknownAction) || errors.Is(err, rivet.ErrInvalidArgument)
+	//	},
+	//
+	// Its answer is recorded with the attempt: changing it changes only
+	// attempts to come.
+	NonRetryable func(error) bool
 	// Ephemeral lets the host delay this step's commit until the next
 	// commit of the workflow (fewer commits for cheap steps). A crash in
 	// between re-runs the step.
@@ -79,10 +93,11 @@ type retryPolicy struct {
 	base, max      time.Duration
 	timeout        time.Duration // 0: none
 	retryOnTimeout bool
+	nonRetryable   func(error) bool
 }
 
 func policyOf(o StepOptions) retryPolicy {
-	p := retryPolicy{maxRetries: o.MaxRetries, base: o.RetryBackoffBase, max: o.RetryBackoffMax, timeout: o.Timeout, retryOnTimeout: o.RetryOnTimeout}
+	p := retryPolicy{maxRetries: o.MaxRetries, base: o.RetryBackoffBase, max: o.RetryBackoffMax, timeout: o.Timeout, retryOnTimeout: o.RetryOnTimeout, nonRetryable: o.NonRetryable}
 	switch {
 	case p.maxRetries == 0:
 		p.maxRetries = DefaultMaxRetries
@@ -214,6 +229,8 @@ func classify(what string, r attemptResult, p retryPolicy) (*RecordedError, Fail
 	case errors.As(r.err, &rb):
 		return record(r.err), FailureRollback
 	case errors.As(r.err, &ce), misuse(r.err):
+		return record(r.err), FailureCritical
+	case r.err != nil && p.nonRetryable != nil && p.nonRetryable(r.err):
 		return record(r.err), FailureCritical
 	}
 	return record(r.err), ""
