@@ -1,7 +1,9 @@
 package runtime_test
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/rivet-go/rivet"
@@ -65,5 +67,102 @@ func TestCheckQueriesFailsAQueryThatChangesTheStateAndUndoesIt(t *testing.T) {
 	}
 	if got := callInt(t, e.host, "qchanger", "q", "get", false); got != 5 {
 		t.Fatalf("get = %d, want 5 (committed by setThenPeek)", got)
+	}
+}
+
+// setState encodes its set from a map, in Go's random map order: the same
+// value encodes differently from one query to the next.
+type setState struct {
+	Tags map[string]bool
+}
+
+func (s setState) MarshalJSON() ([]byte, error) {
+	var tags []string
+	for k := range s.Tags {
+		tags = append(tags, k)
+	}
+	return json.Marshal(struct {
+		Tags []string `json:"tags"`
+	}{tags})
+}
+
+func (s *setState) UnmarshalJSON(b []byte) error {
+	var v struct {
+		Tags []string `json:"tags"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	s.Tags = map[string]bool{}
+	for _, t := range v.Tags {
+		s.Tags[t] = true
+	}
+	return nil
+}
+
+var setActor = rivet.Actor[setState]{
+	Name: "tagged",
+	Actions: rivet.Actions[setState]{
+		"tag": rivet.Action(func(c *rivet.ActionCtx[setState], t string) (int, error) {
+			if c.State.Tags == nil {
+				c.State.Tags = map[string]bool{}
+			}
+			c.State.Tags[t] = true
+			return len(c.State.Tags), nil
+		}),
+		"count": rivet.Query(func(c *rivet.ActionCtx[setState]) (int, error) { return len(c.State.Tags), nil }),
+	},
+}
+
+var queryCaller = rivet.Actor[qcState]{
+	Name: "qcaller",
+	Actions: rivet.Actions[qcState]{
+		"get": rivet.Query(func(c *rivet.ActionCtx[qcState]) (int, error) { return c.State.N, nil }),
+		"set": rivet.Action(func(c *rivet.ActionCtx[qcState], n int) (int, error) {
+			c.State.N = n
+			return n, nil
+		}),
+		// A query that calls a state-changing action of its own actor:
+		// that action's change is committed, and is not the query's.
+		"setVia": rivet.QueryArg(func(c *rivet.ActionCtx[qcState], n int) (int, error) {
+			return rivet.Call[int](c.Context(), c.Client().Get("qcaller", c.Key()...), "set", n)
+		}),
+		// A buggy query that changes the state and then panics.
+		"bumpAndPanic": rivet.Query(func(c *rivet.ActionCtx[qcState]) (int, error) {
+			c.State.N = 999
+			panic("boom")
+		}),
+	},
+}
+
+// Under CheckQueries: a state whose encoding varies (a set kept in a map)
+// is no change; a query's call to a state-changing action of its own actor
+// commits that action's change, which is not the query's; a query that
+// changes the state and panics leaves no change behind.
+func TestCheckQueriesJudgesTheQuerysOwnChange(t *testing.T) {
+	e := newEnv(t, counterReg(t, setActor, queryCaller), func(c *runtime.Config) { c.CheckQueries = true })
+	for i := range 8 {
+		callInt(t, e.host, "tagged", "t", "tag", true, fmt.Sprintf("t%d", i))
+	}
+	for range 50 {
+		if got := callInt(t, e.host, "tagged", "t", "count", false); got != 8 {
+			t.Fatalf("count = %d, want 8", got)
+		}
+	}
+	callInt(t, e.host, "qcaller", "c", "set", true, 1)
+	if got := callInt(t, e.host, "qcaller", "c", "setVia", false, 42); got != 42 {
+		t.Fatalf("setVia = %d, want 42", got)
+	}
+	if got := callInt(t, e.host, "qcaller", "c", "get", false); got != 42 {
+		t.Fatalf("get = %d, want 42 (the action's committed change)", got)
+	}
+	if st := inspect(t, e.host, "qcaller", "c").State; string(st) != `{"n":42}` {
+		t.Fatalf("committed state %s; want {\"n\":42}", st)
+	}
+	if _, err := call(t, e.host, "qcaller", "c", "bumpAndPanic", false); !errors.Is(err, rivet.ErrInternal) {
+		t.Fatalf("a query that panics: %v, want INTERNAL", err)
+	}
+	if got := callInt(t, e.host, "qcaller", "c", "get", false); got != 42 {
+		t.Fatalf("get after the query that panicked = %d, want 42: its change undone", got)
 	}
 }

@@ -3,6 +3,7 @@ package workflowtest_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -51,5 +52,25 @@ func TestNonRetryableFailsAStepAtOnceForTheErrorsItPicks(t *testing.T) {
 				t.Fatalf("failure kind %q, want %q", hist[0].Failure, wantKind)
 			}
 		})
+	}
+}
+
+// A NonRetryable that panics fails the step, critical, with the panic in
+// its error: not a crash of the run that runs the body again and again.
+func TestANonRetryableThatPanicsFailsTheStep(t *testing.T) {
+	h := workflowtest.NewHost(struct{}{}, workflowtest.NewClock(time.Unix(1700000000, 0)))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	calls := 0
+	out, _ := h.Drive(ctx, func(wc *workflow.Ctx[struct{}]) error {
+		return wc.StepWith(workflow.StepOptions{Name: "charge", NonRetryable: func(error) bool { panic("oops") }}, func(*workflow.StepCtx[struct{}]) error {
+			calls++
+			return errors.New("declined")
+		})
+	}, workflowtest.DriveOptions{MaxActivations: 20})
+	hist := h.History()
+	if out.Status != workflow.RunFailed || calls != 1 || len(hist) != 1 || hist[0].Failure != workflow.FailureCritical ||
+		hist[0].Error == nil || !strings.Contains(hist[0].Error.Message, "NonRetryable panicked on it: oops") {
+		t.Fatalf("outcome %v (%v), %d calls, history %+v; want the step failed, critical, after one attempt, naming the panic", out.Status, out.Err, calls, hist)
 	}
 }
