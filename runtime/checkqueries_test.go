@@ -8,6 +8,7 @@ import (
 
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/runtime"
+	"github.com/rivet-go/rivet/workflow"
 )
 
 type qcState struct {
@@ -164,5 +165,36 @@ func TestCheckQueriesJudgesTheQuerysOwnChange(t *testing.T) {
 	}
 	if got := callInt(t, e.host, "qcaller", "c", "get", false); got != 42 {
 		t.Fatalf("get after the query that panicked = %d, want 42: its change undone", got)
+	}
+}
+
+var querySender = rivet.Actor[qcState]{
+	Name:   "qsender",
+	Queues: rivet.Queues{"q": rivet.QueueOf[int]()},
+	Run:    func(*workflow.Ctx[qcState]) error { return nil },
+	Actions: rivet.Actions[qcState]{
+		"get": rivet.Query(func(c *rivet.ActionCtx[qcState]) (int, error) { return c.State.N, nil }),
+		// A buggy query that changes the state, then sends to its own
+		// actor's queue: the send commits a message, not the state.
+		"bumpAndSend": rivet.Query(func(c *rivet.ActionCtx[qcState]) (int, error) {
+			c.State.N = 999
+			_, err := rivet.Enqueue(c.Context(), c.Client().Get("qsender", c.Key()...), "q", 1)
+			return c.State.N, err
+		}),
+	},
+}
+
+// A commit during a checked query that does not save the state (a message
+// it sent its own actor) does not hide the query's change.
+func TestCheckQueriesSeesAChangeBesideACommitOfAnotherKind(t *testing.T) {
+	e := newEnv(t, counterReg(t, querySender), func(c *runtime.Config) { c.CheckQueries = true })
+	if _, _, err := e.host.GetOrCreate(ctx(t), runtime.Ref{Name: "qsender", Key: []string{"s"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := call(t, e.host, "qsender", "s", "bumpAndSend", false); !isQueryChanged(err) {
+		t.Fatalf("a query that changes the state and sends: %v; want INTERNAL actor.query_changed_state", err)
+	}
+	if got := callInt(t, e.host, "qsender", "s", "get", false); got != 0 {
+		t.Fatalf("get = %d after the refused query, want 0: its change undone", got)
 	}
 }

@@ -1290,6 +1290,10 @@ func (h *Host) call(ctx context.Context, req CallRequest, actor, action *string)
 				err = rpcerr.Logged(rivet.Errorf(rivet.ErrInternal, "actor %s panicked", a.describe()))
 			} else if !returned && !act.ReadOnly {
 				a.restoreState()
+			} else if !returned && qc != nil {
+				// runtime.Goexit in a checked query (a test's FailNow):
+				// its change goes all the same.
+				_ = a.checkQuery(req.Action, state, qc)
 			}
 		}()
 		var sum string
@@ -1343,7 +1347,7 @@ func (h *Host) call(ctx context.Context, req CallRequest, actor, action *string)
 		if qc != nil {
 			if cerr := a.checkQuery(req.Action, state, qc); cerr != nil {
 				if err != nil {
-					h.log.Warn("a failed query also changed its actor's state (undone: --check-queries)", actorField(a), zap.String("action", req.Action))
+					h.log.Error("a failed query also changed its actor's state (undone: --check-queries)", actorField(a), zap.String("action", req.Action), errField(err))
 				} else {
 					err = cerr
 				}
@@ -1532,6 +1536,7 @@ func (a *activation) saveEncodedWith(b []byte, changed bool, err error, extra []
 	}
 	a.stagedQueued(msgs)
 	a.stateBytes = b
+	a.stateSaves++
 	a.schedSavedNow()
 	// What is written is what the re-entrant turns still open go back
 	// to if they fail: they cannot undo a commit (the outermost turn
@@ -3461,10 +3466,10 @@ func (h *Host) handoffActor(ctx context.Context, a *activation, hooks bool) {
 }
 
 // queryCheck is what a query found, for checkQuery (Config.CheckQueries):
-// the state as JSON, and the actor's write version.
+// the state as JSON, and how many times it had been saved.
 type queryCheck struct {
-	found   []byte
-	version uint64
+	found []byte
+	saves uint64
 }
 
 // beginQueryCheck takes what a query finds; nil if the state does not
@@ -3474,7 +3479,7 @@ func (a *activation) beginQueryCheck(state any) *queryCheck {
 	if err != nil {
 		return nil
 	}
-	return &queryCheck{found: b, version: a.currentVersion()}
+	return &queryCheck{found: b, saves: a.stateSaves}
 }
 
 // marshalGuarded is json.Marshal, a panic of a MarshalJSON's its error.
@@ -3491,14 +3496,17 @@ func marshalGuarded(v any) (b []byte, err error) {
 // which found it as qc says, and says what it did (Config.CheckQueries);
 // nil if it changed nothing. A change is one its JSON shows, and that
 // decoding both sides confirms (an encoding whose order varies, as a set
-// kept in a map may give, is no change). A write committed meanwhile (the
-// query called a state-changing action of its own actor, which re-entered
-// its turn) is not the query's: nothing is checked then. The undo is in
+// kept in a map may give, is no change). A save meanwhile (the query
+// called a state-changing action of its own actor, which re-entered its
+// turn and saved the state, the query's change with its own) leaves
+// nothing unsaved: nothing is checked then. A commit of other writes (a
+// message the query enqueued) does not save the state, and is no reason
+// to look away. The undo is in
 // place, as restoreState's: an outer turn of the chain (the query
 // re-entered it) holds the pointer, and its own changes, made before its
 // call, stay.
 func (a *activation) checkQuery(action string, state any, qc *queryCheck) error {
-	if a.currentVersion() != qc.version {
+	if a.stateSaves != qc.saves {
 		return nil
 	}
 	after, err := marshalGuarded(state)

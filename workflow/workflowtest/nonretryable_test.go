@@ -74,3 +74,34 @@ func TestANonRetryableThatPanicsFailsTheStep(t *testing.T) {
 		t.Fatalf("outcome %v (%v), %d calls, history %+v; want the step failed, critical, after one attempt, naming the panic", out.Status, out.Err, calls, hist)
 	}
 }
+
+// A step's NonRetryable is its body's: its rollback handler retries its
+// compensation as before (a refund keeps retrying what a charge gave up
+// on).
+func TestNonRetryableDoesNotStopARollbackHandlersRetries(t *testing.T) {
+	h := workflowtest.NewHost(struct{}{}, workflowtest.NewClock(time.Unix(1700000000, 0)))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	refunds := 0
+	h.Drive(ctx, func(wc *workflow.Ctx[struct{}]) error {
+		all := func(error) bool { return true }
+		if err := wc.RollbackCheckpoint("saga"); err != nil {
+			return err
+		}
+		if _, err := workflow.StepWithRollback(wc, workflow.StepOptions{Name: "charge", NonRetryable: all}, func(*workflow.StepCtx[struct{}]) (int, error) {
+			return 1, nil
+		}, func(*workflow.StepCtx[struct{}], int) error {
+			refunds++
+			if refunds < 3 {
+				return errors.New("refund service down")
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		return wc.Step("ship", func(*workflow.StepCtx[struct{}]) error { return workflow.Rollback(errors.New("out of stock")) })
+	}, workflowtest.DriveOptions{MaxActivations: 50})
+	if refunds != 3 {
+		t.Fatalf("the rollback handler ran %d times, want 3: retried past its failures though the body's NonRetryable says no to all", refunds)
+	}
+}
