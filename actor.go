@@ -340,7 +340,10 @@ func Action2[S, A, B, R any](fn func(c *ActionCtx[S], a A, b B) (R, error)) Hand
 // anyway stays in memory, where later calls see it, until the next
 // action's commit writes it with its own, an action that fails puts the
 // state back as stored, or the actor leaves memory (idle, a move, a
-// restart) and loses it.
+// restart) and loses it. A node run with --check-queries
+// (runtime.Config.CheckQueries; node/nodetest turns it on) fails such a
+// query instead, rivet.ErrInternal reason actor.query_changed_state, and
+// undoes its change: tests catch the mistake.
 //
 // While the actor's workflow runs a Step body, a query runs beside it, on
 // a copy of the state as committed before the step (the body's changes

@@ -99,6 +99,7 @@ var reasons = []struct {
 	{ErrFailedPrecondition, "node", "last_eligible"},            // a drain of the last node that could take partitions
 	{ErrFailedPrecondition, "node", "unsupported"},              // a node older than the admin request (rivetctl log-level)
 	{ErrFailedPrecondition, "actor", "deadlock"},                // a call whose wait for an actor's turn would close a cycle of waits
+	{ErrInternal, "actor", "query_changed_state"},               // a read-only action that changed its actor's state, under Config.CheckQueries (--check-queries, nodetest)
 	{ErrFailedPrecondition, "actor", "not_read_only"},           // a read-only call (client Query, rivet.CallQuery) of an action not declared read-only
 	{ErrFailedPrecondition, "client", "result_undecodable"},     // rivet.Call's result type does not fit the action's result (the action ran)
 	{ErrWorkflowFailed, "workflow", "none"},                     // the actor has no workflow
@@ -216,8 +217,12 @@ func KindByCode(group, code string) error {
 // node answers for it: context.DeadlineExceeded is ErrTimeout
 // (actor.timed_out), context.Canceled keeps its kind, as rivet.canceled
 // (a user trial's error mapper called an idle subscription's deadline an
-// internal error).
+// internal error). A nil err is nil: no error (a user trial's error
+// mapper, called on every result, met a nil pointer dereference).
 func AsError(err error) *Error {
+	if err == nil {
+		return nil
+	}
 	var e *Error
 	if errors.As(err, &e) {
 		return e

@@ -89,3 +89,11 @@ func TestAsErrorOfAContextsEnd(t *testing.T) {
 		}
 	}
 }
+
+// No error is no *Error: an error mapper that calls AsError on every
+// result (a user trial's) does not panic on a nil one.
+func TestAsErrorOfNilIsNil(t *testing.T) {
+	if e := rivet.AsError(nil); e != nil {
+		t.Fatalf("AsError(nil) = %+v, want nil", e)
+	}
+}

@@ -188,6 +188,7 @@ func ParseFlags(name string, args []string, out io.Writer) (Config, error) {
 	p.integer(&cfg.Runtime.MaxQueueDepth, "max-queue-depth", cfg.Runtime.MaxQueueDepth, "messages one queue of an actor holds, past which a send is refused (RESOURCE_EXHAUSTED queue.full; 0: the default)")
 	p.integer(&cfg.Runtime.MaxWaitingCalls, "max-waiting-calls", cfg.Runtime.MaxWaitingCalls, "turns waiting for one actor past which a client's call is refused at once, not run (UNAVAILABLE actor.overloaded, which clients retry with backoff; calls actors make wait; 0: the default; -1: no bound)")
 	p.boolean(&cfg.Runtime.ExposeErrors, "expose-errors", false, "send the text of actions' internal errors to callers")
+	p.boolean(&cfg.Runtime.CheckQueries, "check-queries", false, "fail a read-only action (rivet.Query) that changes its actor's state, and undo the change (costs two encodings of the state a query: for tests and staging)")
 	p.str(&logLevel, "log-level", "info", "debug, info, warn or error; rivetctl log-level changes it while the node runs, until a restart (the embedded etcd logs warnings and up, within it; memberlist follows it)")
 	p.str(&logFormat, "log-format", "console", "console or json")
 	refused := func(err error) error {

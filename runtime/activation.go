@@ -109,6 +109,10 @@ type activation struct {
 	// Owned by the turn holder.
 	state      any
 	stateBytes []byte // JSON of state as of the last turn (maybe not yet committed)
+	// stateSaves counts the times stateBytes was set (a load, a turn's
+	// save): a checked query (Config.CheckQueries) that saw it move did
+	// not leave memory apart from what is saved. Turn holder only.
+	stateSaves uint64
 	meta       actorMeta
 	depth      map[string]uint64
 	// nextSeq is the ID the next message sent gets. Written by the turn
@@ -614,6 +618,7 @@ func (a *activation) loadWorkflow(ctx context.Context, stateRev int64) error {
 		}
 		a.warnUnknownStateFields(f.state)
 		a.state, a.stateBytes = s, f.state
+		a.stateSaves++
 		a.mu.Lock()
 		a.home, a.homeState = f.path, f.state
 		a.mu.Unlock()

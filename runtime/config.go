@@ -102,6 +102,16 @@ type Config struct {
 	// logs the cause: error text can leak internals (RIVET_EXPOSE_ERRORS=1 in
 	// the original engine).
 	ExposeErrors bool
+	// CheckQueries makes the node check that a read-only action (a
+	// rivet.Query) leaves the actor's state as it found it: one that
+	// changes it fails (rivet.ErrInternal, reason
+	// actor.query_changed_state) and its change is undone. A query's
+	// change is otherwise not saved: it stays in memory until the next
+	// action's commit writes it with its own, or is lost when the actor
+	// leaves memory (a user trial's query set a field, the next call read
+	// it, storage never had it). Two encodings of the state a query: for
+	// tests and staging (node/nodetest turns it on), not production.
+	CheckQueries bool
 	// Logger receives the runtime's logs. Default: a no-op logger.
 	Logger *zap.Logger
 	// Observer receives the durations of turns and calls (for metrics).

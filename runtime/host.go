@@ -11,6 +11,7 @@ import (
 	"hash/fnv"
 	"maps"
 	"math/rand/v2"
+	"reflect"
 	"runtime/debug"
 	"slices"
 	"sort"
@@ -1291,11 +1292,15 @@ func (h *Host) call(ctx context.Context, req CallRequest, actor, action *string)
 		// result or of the state after it (a MarshalJSON's), which runs
 		// before anything is committed.
 		returned := false
+		// qc, under Config.CheckQueries, is what a query found (queryCheck).
+		var qc *queryCheck
 		defer func() {
 			if r := recover(); r != nil {
 				h.log.Error("actor panicked", actorField(a), zap.String("action", req.Action), zap.Any("panic", r), zap.ByteString("stack", debug.Stack()))
 				if !act.ReadOnly {
 					a.restoreState()
+				} else if qc != nil {
+					_ = a.checkQuery(req.Action, state, qc) // its change goes too
 				}
 				kept = false
 				// One error line for the panic, this one, with its stack
@@ -1303,6 +1308,10 @@ func (h *Host) call(ctx context.Context, req CallRequest, actor, action *string)
 				err = rpcerr.Logged(rivet.Errorf(rivet.ErrInternal, "actor %s panicked", a.describe()))
 			} else if !returned && !act.ReadOnly {
 				a.restoreState()
+			} else if !returned && qc != nil {
+				// runtime.Goexit in a checked query (a test's FailNow):
+				// its change goes all the same.
+				_ = a.checkQuery(req.Action, state, qc)
 			}
 		}()
 		var sum string
@@ -1348,7 +1357,20 @@ func (h *Host) call(ctx context.Context, req CallRequest, actor, action *string)
 		}
 		// Named in a stop it holds up (RunningActions).
 		defer a.endAction(a.setAction(req.Action, timedOutAt.Add(-h.cfg.ActionTimeout)))
+		if act.ReadOnly && h.cfg.CheckQueries && (q == nil || !q.beside) {
+			// Beside a step's body a query runs on a copy of its own.
+			qc = a.beginQueryCheck(state)
+		}
 		res, err := act.Invoke(env, state, args)
+		if qc != nil {
+			if cerr := a.checkQuery(req.Action, state, qc); cerr != nil {
+				if err != nil {
+					h.log.Error("a failed query also changed its actor's state (undone: --check-queries)", actorField(a), zap.String("action", req.Action), errField(err))
+				} else {
+					err = cerr
+				}
+			}
+		}
 		if running != nil {
 			running.Store(false)
 		}
@@ -1532,6 +1554,7 @@ func (a *activation) saveEncodedWith(b []byte, changed bool, err error, extra []
 	}
 	a.stagedQueued(msgs)
 	a.stateBytes = b
+	a.stateSaves++
 	a.schedSavedNow()
 	// What is written is what the re-entrant turns still open go back
 	// to if they fail: they cannot undo a commit (the outermost turn
@@ -3476,4 +3499,102 @@ func (c *hostClient) callChain() string {
 		return c.chain
 	}
 	return c.h.newChain()
+}
+
+// queryCheck is what a query found, for checkQuery (Config.CheckQueries):
+// the state as JSON, and how many times it had been saved.
+type queryCheck struct {
+	found []byte
+	saves uint64
+}
+
+// beginQueryCheck takes what a query finds; nil if the state does not
+// encode (its MarshalJSON fails or panics): not checked.
+func (a *activation) beginQueryCheck(state any) *queryCheck {
+	b, err := marshalGuarded(state)
+	if err != nil {
+		return nil
+	}
+	return &queryCheck{found: b, saves: a.stateSaves}
+}
+
+// marshalGuarded is json.Marshal, a panic of a MarshalJSON's its error.
+func marshalGuarded(v any) (b []byte, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			b, err = nil, fmt.Errorf("encoding it panicked: %v", r)
+		}
+	}()
+	return json.Marshal(v)
+}
+
+// checkQuery undoes a read-only action's change to its actor's state,
+// which found it as qc says, and says what it did (Config.CheckQueries);
+// nil if it changed nothing. A change is one its JSON shows, and that
+// decoding both sides confirms (an encoding whose order varies, as a set
+// kept in a map may give, is no change). A save meanwhile (the query
+// called a state-changing action of its own actor, which re-entered its
+// turn and saved the state, the query's change with its own) leaves
+// nothing unsaved: nothing is checked then. A commit of other writes (a
+// message the query enqueued) does not save the state, and is no reason
+// to look away. The undo is in
+// place, as restoreState's: an outer turn of the chain (the query
+// re-entered it) holds the pointer, and its own changes, made before its
+// call, stay.
+func (a *activation) checkQuery(action string, state any, qc *queryCheck) error {
+	if a.stateSaves != qc.saves {
+		return nil
+	}
+	after, err := marshalGuarded(state)
+	if err == nil && bytes.Equal(after, qc.found) {
+		return nil
+	}
+	if err == nil && a.sameDecoded(after, qc.found) {
+		return nil
+	}
+	decoded := false
+	defer func() {
+		if !decoded {
+			a.h.log.Error("the state's decoder called runtime.Goexit: deactivating", actorField(a))
+			a.h.evict(a)
+		}
+	}()
+	undo := a.h.guardUser(a.ref, "the state's decoder", func() error {
+		if a.spec.ResetState != nil {
+			if err := a.spec.ResetState(state, qc.found); err == nil {
+				return nil
+			}
+		}
+		st, err := a.spec.DecodeState(qc.found)
+		if err == nil && state == a.state {
+			a.state = st
+		}
+		return err
+	})
+	decoded = true
+	if undo != nil {
+		a.h.log.Error("undoing a query's change to the state failed: deactivating", actorField(a), errField(undo))
+		a.h.evict(a)
+	}
+	return rivet.Reasonf(rivet.ErrInternal, "actor", "query_changed_state",
+		"read-only action %s changed the state of %s (undone): a query (rivet.Query) must not, as its change is not saved; make it an action (rivet.Action) if it must change the state", action, a.describe())
+}
+
+// sameDecoded reports whether two encodings of the actor's state decode
+// to equal values.
+func (a *activation) sameDecoded(x, y []byte) bool {
+	same := false
+	_ = a.h.guardUser(a.ref, "the state's decoder", func() error {
+		dx, err := a.spec.DecodeState(x)
+		if err != nil {
+			return err
+		}
+		dy, err := a.spec.DecodeState(y)
+		if err != nil {
+			return err
+		}
+		same = reflect.DeepEqual(dx, dy)
+		return nil
+	})
+	return same
 }

@@ -1249,6 +1249,7 @@ func (w *wfHost) RunStep(ctx context.Context, ephemeral bool, fn func(env workfl
 		}
 		if changed {
 			a.stateBytes = b
+			a.stateSaves++
 		}
 		a.schedSavedNow()
 		ops = append(ops, wake...)

@@ -33,7 +33,7 @@ func TestBackoff(t *testing.T) {
 func TestPolicyDefaults(t *testing.T) {
 	p := policyOf(StepOptions{Name: "x"})
 	want := retryPolicy{maxRetries: 3, base: 100 * time.Millisecond, max: 30 * time.Second, timeout: 30 * time.Second}
-	if p != want {
+	if !reflect.DeepEqual(p, want) { // a func field: == cannot compare, DeepEqual says nil is nil
 		t.Fatalf("defaults = %+v, want %+v", p, want)
 	}
 	p = policyOf(StepOptions{MaxRetries: NoRetries, Timeout: NoTimeout})
@@ -41,7 +41,7 @@ func TestPolicyDefaults(t *testing.T) {
 		t.Fatalf("NoRetries/NoTimeout = %+v", p)
 	}
 	p = policyOf(StepOptions{MaxRetries: 5, Timeout: 5 * time.Second, RetryBackoffBase: 200 * time.Millisecond, RetryBackoffMax: 2 * time.Second, RetryOnTimeout: true})
-	if p != (retryPolicy{maxRetries: 5, base: 200 * time.Millisecond, max: 2 * time.Second, timeout: 5 * time.Second, retryOnTimeout: true}) {
+	if !reflect.DeepEqual(p, retryPolicy{maxRetries: 5, base: 200 * time.Millisecond, max: 2 * time.Second, timeout: 5 * time.Second, retryOnTimeout: true}) {
 		t.Fatalf("explicit = %+v", p)
 	}
 }

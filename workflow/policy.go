@@ -61,6 +61,23 @@ type StepOptions struct {
 	RetryBackoffMax  time.Duration
 	// RetryOnTimeout makes a timeout an ordinary, retried failure.
 	RetryOnTimeout bool
+	// NonRetryable, if set, is asked about the error of each failed
+	// attempt of the body (not of its rollback handler, which retries its
+	// compensation as before): true fails the step at once, with kind
+	// FailureCritical, as if the body had returned Critical(err), as
+	// Temporal's NonRetryableErrorTypes do. A timeout never reaches it
+	// (RetryOnTimeout decides); a panic of the body does, as an error. For
+	// errors a retry cannot change that the body does not wrap itself,
+	// e.g. a call to an actor type or action that does not exist:
+	//
+	//	NonRetryable: func(err error) bool {
+	//		return errors.Is(err, rivet.ErrUnknownAction) || errors.Is(err, rivet.ErrInvalidArgument)
+	//	},
+	//
+	// Its answer is recorded with the attempt: changing it changes only
+	// attempts to come. A panic in it fails the step, critical. A function
+	// field makes StepOptions values incomparable with ==.
+	NonRetryable func(error) bool
 	// Ephemeral lets the host delay this step's commit until the next
 	// commit of the workflow (fewer commits for cheap steps). A crash in
 	// between re-runs the step.
@@ -79,10 +96,11 @@ type retryPolicy struct {
 	base, max      time.Duration
 	timeout        time.Duration // 0: none
 	retryOnTimeout bool
+	nonRetryable   func(error) bool
 }
 
 func policyOf(o StepOptions) retryPolicy {
-	p := retryPolicy{maxRetries: o.MaxRetries, base: o.RetryBackoffBase, max: o.RetryBackoffMax, timeout: o.Timeout, retryOnTimeout: o.RetryOnTimeout}
+	p := retryPolicy{maxRetries: o.MaxRetries, base: o.RetryBackoffBase, max: o.RetryBackoffMax, timeout: o.Timeout, retryOnTimeout: o.RetryOnTimeout, nonRetryable: o.NonRetryable}
 	switch {
 	case p.maxRetries == 0:
 		p.maxRetries = DefaultMaxRetries
@@ -215,8 +233,26 @@ func classify(what string, r attemptResult, p retryPolicy) (*RecordedError, Fail
 		return record(r.err), FailureRollback
 	case errors.As(r.err, &ce), misuse(r.err):
 		return record(r.err), FailureCritical
+	case r.err != nil && p.nonRetryable != nil:
+		if stop, perr := askNonRetryable(p.nonRetryable, r.err); perr != nil {
+			return record(fmt.Errorf("%w (StepOptions.NonRetryable panicked on it: %v)", r.err, perr)), FailureCritical
+		} else if stop {
+			return record(r.err), FailureCritical
+		}
 	}
 	return record(r.err), ""
+}
+
+// askNonRetryable asks the step's NonRetryable about err; a panic in it
+// is its answer that no retry is to be made (the step fails, critical,
+// saying why), not a crash of the run that would run the body again.
+func askNonRetryable(f func(error) bool, err error) (stop bool, panicked any) {
+	defer func() {
+		if r := recover(); r != nil {
+			stop, panicked = true, r
+		}
+	}()
+	return f(err), nil
 }
 
 // planRollback decides what the rollback handler of the step recorded by

@@ -856,7 +856,11 @@ func (r *run) compensateOnce(root *thread, a rollbackAction, e *Entry, n int) (*
 		r.markEntry(ne)
 		ne.RollbackAttempts, ne.RollbackAttemptAt, ne.RollbackRetryError = n, start, nil
 		if timedOut || err != nil {
-			rec, kind := classify("rollback", attemptResult{err: err, timedOut: timedOut}, a.pol)
+			// The body's NonRetryable is not the compensation's: a
+			// refund keeps retrying what a charge gave up on.
+			pol := a.pol
+			pol.nonRetryable = nil
+			rec, kind := classify("rollback", attemptResult{err: err, timedOut: timedOut}, pol)
 			if kind != "" || n > a.pol.maxRetries {
 				ne.RollbackError = rec
 			} else {

@@ -385,8 +385,27 @@ func (a *app) printMembers(ms []client.Member) error {
 
 // shortBuild is a node's build without the words every build has: its
 // version and commit, e.g. "(devel) 4cea5441f3c2+dirty" of "rivet (devel)
-// 4cea5441f3c2+dirty 2026-12-05T18:57:56Z go1.26.8" (JSON has it whole).
+// 4cea5441f3c2+dirty 2026-12-05T18:57:56Z go1.26.8" (JSON has it whole);
+// for a user's binary, its module, version and commit, then rivet's
+// version, e.g. "example.com/shop v1.2.0 abcdef012345 rivet v0.9.0" of
+// "example.com/shop v1.2.0 abcdef012345 2026-12-06T10:00:00Z rivet v0.9.0
+// go1.26.8": what differs between the nodes of a rolling deploy of the
+// user's code, or of rivet under it (a build without stamps says its
+// module alone).
 func shortBuild(b string) string {
+	if f := strings.Fields(b); len(f) > 0 && f[0] != "rivet" {
+		var kept []string
+		for i, w := range f {
+			if _, err := time.Parse(time.RFC3339, w); err == nil {
+				continue
+			}
+			if i == len(f)-1 && strings.HasPrefix(w, "go") {
+				continue // the Go version
+			}
+			kept = append(kept, w)
+		}
+		return strings.Join(kept, " ")
+	}
 	f := strings.Fields(strings.TrimPrefix(b, "rivet "))
 	if len(f) > 2 {
 		f = f[:2]

@@ -15,7 +15,10 @@ const module = "github.com/rivet-go/rivet"
 // String is the build: rivet's module version, the commit and its time
 // when the toolchain stamped them (a build in a git checkout; "+dirty"
 // for uncommitted changes), and the Go version, e.g.
-// "rivet (devel) 4cea5441f3c2+dirty 2026-12-05T18:57:56Z go1.26.8".
+// "rivet (devel) 4cea5441f3c2+dirty 2026-12-05T18:57:56Z go1.26.8". For a
+// user's binary (rivet a dependency), the binary's module, its version
+// and stamps come first: "example.com/shop v1.2.0 4cea5441f3c2
+// 2026-12-05T18:57:56Z rivet v0.9.0 go1.26.8".
 func String() string {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
@@ -26,9 +29,13 @@ func String() string {
 
 func describe(bi *debug.BuildInfo) string {
 	version := bi.Main.Version
+	var own []string // a user's binary: its module, version and stamps
 	if bi.Main.Path != module {
-		// A user's binary with rivet as a dependency: rivet's version,
-		// and the binary's own stamps after it.
+		// A user's binary with rivet as a dependency: the binary's own
+		// module first, with its version and the commit the toolchain
+		// stamped (what an operator tells apart in a rolling deploy of
+		// the user's code: a trial's nodes all said "rivet v0.0.0 =>
+		// ../.."), then rivet's version.
 		version = "(unknown)"
 		for _, d := range bi.Deps {
 			if d.Path == module {
@@ -38,8 +45,11 @@ func describe(bi *debug.BuildInfo) string {
 				}
 			}
 		}
+		own = append(own, bi.Main.Path)
+		if bi.Main.Version != "" {
+			own = append(own, bi.Main.Version)
+		}
 	}
-	parts := []string{"rivet", version}
 	var rev, at, dirty string
 	for _, s := range bi.Settings {
 		switch s.Key {
@@ -53,11 +63,19 @@ func describe(bi *debug.BuildInfo) string {
 			}
 		}
 	}
+	var stamps []string
 	if rev != "" {
-		parts = append(parts, rev[:min(12, len(rev))]+dirty)
+		stamps = append(stamps, rev[:min(12, len(rev))]+dirty)
 	}
 	if at != "" {
-		parts = append(parts, at)
+		stamps = append(stamps, at)
+	}
+	var parts []string
+	if own != nil {
+		// The stamps are the main module's: the user's.
+		parts = append(append(own, stamps...), "rivet", version)
+	} else {
+		parts = append([]string{"rivet", version}, stamps...)
 	}
 	parts = append(parts, bi.GoVersion)
 	return strings.Join(parts, " ")

@@ -32,6 +32,7 @@ func Start(t *testing.T, dir string, defs ...rivet.Definition) (*client.Client, 
 	cfg := node.DefaultLocalConfig(dir)
 	cfg.Logger = zap.NewNop()
 	cfg.Runtime.ExposeErrors = true
+	cfg.Runtime.CheckQueries = true
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	n, err := node.Start(ctx, cfg, reg)

@@ -959,7 +959,7 @@ func (c FakeCall) String() string {
 		what = fmt.Sprintf("send to %s %s queue %q: %s", c.Name, k, c.Queue, c.Body)
 	} else {
 		args, _ := json.Marshal(append([]json.RawMessage{}, c.Args...))
-		what = fmt.Sprintf("call of %s %s action %q%s", c.Name, k, c.Action, args)
+		what = fmt.Sprintf("call of %s %s action %q with %s", c.Name, k, c.Action, args)
 	}
 	switch {
 	case !c.Done:

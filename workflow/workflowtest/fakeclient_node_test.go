@@ -416,7 +416,7 @@ func TestFakeClientSmallThings(t *testing.T) {
 	if err := callErr(fc.GetOrCreate("svc", "a"), "bad"); !errors.Is(err, rivet.ErrInternal) {
 		t.Fatalf("a result that is not JSON: %v, want ErrInternal", err)
 	}
-	if s := (workflowtest.FakeCall{Name: "svc", Action: "do", Done: true}).String(); s != `call of svc [] action "do"[]: ` {
+	if s := (workflowtest.FakeCall{Name: "svc", Action: "do", Done: true}).String(); s != `call of svc [] action "do" with []: ` {
 		t.Fatalf("String: %q", s)
 	}
 }
