@@ -1,0 +1,43 @@
+package order
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/client"
+)
+
+// Place creates the order key. It fails with rivet.ErrAlreadyExists if the
+// key is taken, and rivet.ErrInvalidArgument if CreateState refuses in.
+func Place(ctx context.Context, c *client.Client, key string, in Input) error {
+	_, err := c.Create(ctx, "order", []string{key}, in)
+	return err
+}
+
+// Pay sends the payment of an order that exists (rivet.ErrNotFound if not:
+// a mistyped key creates nothing). The idempotency key makes a payment
+// sent again, after an error that left its outcome unknown, queue nothing.
+func Pay(ctx context.Context, c *client.Client, key string, p Payment) error {
+	res, err := rivet.SendWith(ctx, c.Get("order", key), "payment", p,
+		rivet.SendOptions{IdempotencyKey: "payment"})
+	if err != nil {
+		return err
+	}
+	if res.WorkflowStatus != "" { // the order is over: nothing takes the payment
+		return fmt.Errorf("order %s: its workflow is %s", key, res.WorkflowStatus)
+	}
+	return nil
+}
+
+// PlaceAndPay is signal-with-start: it creates the order with in if it
+// does not exist, and sends it the payment, in one call.
+func PlaceAndPay(ctx context.Context, c *client.Client, key string, in Input, p Payment) error {
+	return c.Actor("order", key).WithInput(in).Send(ctx, "payment", p)
+}
+
+// Status reads an order: a query, which creates nothing (rivet.ErrNotFound
+// for a key that is no order) and changes nothing.
+func Status(ctx context.Context, c *client.Client, key string) (State, error) {
+	return rivet.CallQuery[State](ctx, c.Get("order", key), "status")
+}
