@@ -17,14 +17,16 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/client"
 	"github.com/rivet-go/rivet/examples"
 	"github.com/rivet-go/rivet/examples/exampleapi"
 	"github.com/rivet-go/rivet/examples/seed"
+	"github.com/rivet-go/rivet/examples/tutorial/order"
 	"github.com/rivet-go/rivet/node"
 )
 
-// The shell sessions of docs/examples.md and of the README are what a user
+// The shell sessions of docs/examples.md, docs/tutorial.md and of the README are what a user
 // compares their terminal with: TestDocSessions runs each command they
 // show, in order, against a node hosting the example actors as cmd/node
 // does, and compares what rivetctl prints with what the page says, after
@@ -42,9 +44,9 @@ import (
 //   - the lines after it: what the command prints, stdout and stderr as
 //     the terminal shows them; a line "..." stands for any lines.
 //
-// A "sleep" becomes a wait: the command, which must only read (history,
-// inspect, actors, state, call getState), runs again until its output
-// matches or a deadline passes; the commands that only read are retried
+// A "sleep N" becomes a wait: the command, which must only read (history,
+// inspect, actors, state, call getState, call --read-only), runs again
+// until its output matches or a deadline passes (N and 20 s more); the commands that only read are retried
 // so anyway, as the workflow they look at runs after the send they follow.
 // A block whose commands are not "go run ./cmd/rivetctl" (a user's own
 // actors, "$ rivetctl ...") is not run. A comment right before a block
@@ -53,9 +55,20 @@ import (
 //	<!-- not checked: why -->                          it is not run
 //	<!-- node: new, without EXAMPLES_API_URL -->       on a new node without the API
 //	<!-- node: restarted, with EXAMPLES_API_URL -->    on that node, restarted with it
+//
+// The tutorial's page runs against a node hosting its order actor alone, as
+// its ordernode does.
 func TestDocSessions(t *testing.T) {
-	for _, page := range []string{"../../README.md", "../../docs/examples.md"} {
-		t.Run(filepath.Base(page), func(t *testing.T) {
+	for _, page := range []struct {
+		path     string
+		registry func() (*rivet.Registry, error)
+	}{
+		{"../../README.md", examples.Registry},
+		{"../../docs/examples.md", examples.Registry},
+		{"../../docs/tutorial.md", func() (*rivet.Registry, error) { return rivet.Setup(order.Actor) }},
+	} {
+		t.Run(filepath.Base(page.path), func(t *testing.T) {
+			page, registry := page.path, page.registry
 			blocks, err := parseDocBlocks(page)
 			if err != nil {
 				t.Fatal(err)
@@ -74,7 +87,7 @@ func TestDocSessions(t *testing.T) {
 				t.Fatalf("%s: no rivetctl session found", page)
 			}
 			t.Logf("%s: %d commands to check, %d blocks not checked", page, checked, skipped)
-			runDocBlocks(t, page, blocks)
+			runDocBlocks(t, page, registry, blocks)
 		})
 	}
 }
@@ -83,7 +96,7 @@ func TestDocSessions(t *testing.T) {
 type docCmd struct {
 	line  int
 	text  string
-	sleep bool       // "sleep N; " before it: wait for its output
+	sleep time.Duration // "sleep N; " before it: wait for its output, up to N and 20 s more
 	argv  [][]string // one rivetctl command line each
 	bg    bool       // "&": runs on in the background
 	want  []string
@@ -152,7 +165,7 @@ func parseDocBlocks(path string) ([]docBlock, error) {
 }
 
 var (
-	sleepPrefix = regexp.MustCompile(`^sleep [0-9.]+; `)
+	sleepPrefix = regexp.MustCompile(`^sleep ([0-9.]+); `)
 	dateMillis  = regexp.MustCompile(`\$\(\( \$\(date \+%s\) \* 1000 \+ ([0-9]+) \)\)`)
 )
 
@@ -165,8 +178,12 @@ func (b *docBlock) finish(path string) (bool, error) {
 	ours := 0
 	for i := range b.cmds {
 		c := &b.cmds[i]
-		if s := sleepPrefix.FindString(c.text); s != "" {
-			c.sleep = true
+		if m := sleepPrefix.FindStringSubmatch(c.text); m != nil {
+			secs, err := strconv.ParseFloat(m[1], 64)
+			if err != nil || secs <= 0 {
+				return false, fmt.Errorf("%s:%d: sleep %q: want a number of seconds over 0", path, c.line, m[1])
+			}
+			c.sleep = time.Duration(secs * float64(time.Second))
 		}
 		if strings.HasPrefix(strings.TrimPrefix(c.text, sleepPrefix.FindString(c.text)), "go run ./cmd/rivetctl ") {
 			ours++
@@ -205,7 +222,7 @@ func (b *docBlock) finish(path string) (bool, error) {
 				cmd = append(cmd, w)
 			}
 		}
-		if c.sleep && !readOnly(c.argv) {
+		if c.sleep > 0 && !readOnly(c.argv) {
 			return false, fmt.Errorf("%s:%d: a sleep before %q, which cannot be run again until it matches", path, c.line, c.text)
 		}
 		if c.bg && (len(c.argv) != 1 || len(c.want) > 0) {
@@ -225,6 +242,9 @@ func readOnly(argv [][]string) bool {
 		switch args[0] {
 		case "history", "inspect", "actors", "state":
 		case "call":
+			if len(args) >= 2 && args[1] == "--read-only" {
+				break // a query, which creates no actor either
+			}
 			if len(args) < 4 || (args[3] != "getState" && args[3] != "getCount") {
 				return false
 			}
@@ -406,7 +426,7 @@ type docNode struct {
 	n   *node.Node
 }
 
-func startDocNode(t *testing.T, dir string) *docNode {
+func startDocNode(t *testing.T, dir string, registry func() (*rivet.Registry, error)) *docNode {
 	t.Helper()
 	cfg, err := node.ParseFlags("node", []string{"--data-dir", dir, "--grpc-addr", "127.0.0.1:0", "--http-addr", "-",
 		"--etcd-client-addr", "127.0.0.1:0", "--etcd-peer-addr", "127.0.0.1:0", "--gossip-addr", "-"}, io.Discard)
@@ -414,7 +434,7 @@ func startDocNode(t *testing.T, dir string) *docNode {
 		t.Fatal(err)
 	}
 	cfg.Logger = zap.NewNop()
-	reg, err := examples.Registry()
+	reg, err := registry()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -441,7 +461,7 @@ func (d *docNode) stop() {
 	d.n = nil
 }
 
-func runDocBlocks(t *testing.T, page string, blocks []docBlock) {
+func runDocBlocks(t *testing.T, page string, registry func() (*rivet.Registry, error), blocks []docBlock) {
 	api := exampleapi.NewTestServer(map[string]int{"/users": 3, "/orders": 5, "/revenue": 7, "/invoices": 11})
 	defer api.Close()
 	t.Setenv(exampleapi.EnvVar, api.URL)
@@ -450,7 +470,7 @@ func runDocBlocks(t *testing.T, page string, blocks []docBlock) {
 	saved := seed.AuctionTimeout
 	defer func() { seed.AuctionTimeout = saved }()
 
-	nd := startDocNode(t, t.TempDir())
+	nd := startDocNode(t, t.TempDir(), registry)
 	// Before the API closes and the timeout is put back.
 	defer func() { nd.stop() }()
 	for _, b := range blocks {
@@ -463,11 +483,11 @@ func runDocBlocks(t *testing.T, page string, blocks []docBlock) {
 		case "new, without EXAMPLES_API_URL":
 			nd.stop()
 			os.Unsetenv(exampleapi.EnvVar)
-			nd = startDocNode(t, t.TempDir())
+			nd = startDocNode(t, t.TempDir(), registry)
 		case "restarted, with EXAMPLES_API_URL":
 			nd.stop()
 			os.Setenv(exampleapi.EnvVar, api.URL)
-			nd = startDocNode(t, nd.dir)
+			nd = startDocNode(t, nd.dir, registry)
 		default:
 			t.Fatalf("%s:%d: unknown node directive %q", page, b.line, b.nodeD)
 		}
@@ -528,7 +548,9 @@ func runDocCmd(t *testing.T, page string, c docCmd, bg *syncBuffer, bgRunning bo
 			t.Logf("%s:%d: %v, %d runs", page, c.line, took.Round(10*time.Millisecond), runs)
 		}
 	}()
-	deadline := start.Add(20 * time.Second)
+	// A command after "sleep N" waits for what happens in N: up to N
+	// and the 20 s every command that reads has.
+	deadline := start.Add(c.sleep + 20*time.Second)
 	_, bgOff := bg.since(0)
 	for {
 		runs++

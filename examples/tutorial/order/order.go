@@ -101,9 +101,11 @@ func New(charge ChargeFunc) rivet.Actor[State] {
 				return err
 			}
 			// The payment service is I/O: a Do step, outside the actor's
-			// turn, retried up to 5 times with a backoff (1 s, 2 s, 4 s...).
+			// turn, retried up to 5 times with a backoff (1 s, 2 s, 4 s...),
+			// a timeout too, as the idempotency key makes a retry safe.
 			receipt, err := workflow.DoOpts(ctx, workflow.StepOptions{
-				Name: "charge", Timeout: 10 * time.Second, MaxRetries: 5, RetryBackoffBase: 500 * time.Millisecond,
+				Name: "charge", Timeout: 10 * time.Second, RetryOnTimeout: true,
+				MaxRetries: 5, RetryBackoffBase: 500 * time.Millisecond,
 			}, func(d *workflow.DoCtx) (string, error) {
 				return charge(d.Context(), d.IdempotencyKey("charge"), pay.Body.Card, order.Amount)
 			})
