@@ -26,10 +26,11 @@ import (
 	"github.com/rivet-go/rivet/node"
 )
 
-// The shell sessions of docs/examples.md, docs/tutorial.md and of the README are what a user
-// compares their terminal with: TestDocSessions runs each command they
-// show, in order, against a node hosting the example actors as cmd/node
-// does, and compares what rivetctl prints with what the page says, after
+// The shell sessions of docs/examples.md, docs/tutorial.md and of the
+// README are what a user compares their terminal with: TestDocSessions runs
+// each command they show, in order, against a node hosting the example
+// actors as cmd/node does (the tutorial's order actor, for its page), and
+// compares what rivetctl prints with what the page says, after
 // the few normalizations the page announces (times, node IDs, partitions,
 // Unix milliseconds and schedule IDs). A manual audit found five false
 // statements there that nothing caught.
@@ -46,8 +47,9 @@ import (
 //
 // A "sleep N" becomes a wait: the command, which must only read (history,
 // inspect, actors, state, call getState, call --read-only), runs again
-// until its output matches or a deadline passes (N and 20 s more); the commands that only read are retried
-// so anyway, as the workflow they look at runs after the send they follow.
+// until its output matches or a deadline passes (N and 20 s more); the
+// commands that only read are retried so anyway, as the workflow they look
+// at runs after the send they follow.
 // A block whose commands are not "go run ./cmd/rivetctl" (a user's own
 // actors, "$ rivetctl ...") is not run. A comment right before a block
 // changes how it is checked:
@@ -55,9 +57,6 @@ import (
 //	<!-- not checked: why -->                          it is not run
 //	<!-- node: new, without EXAMPLES_API_URL -->       on a new node without the API
 //	<!-- node: restarted, with EXAMPLES_API_URL -->    on that node, restarted with it
-//
-// The tutorial's page runs against a node hosting its order actor alone, as
-// its ordernode does.
 func TestDocSessions(t *testing.T) {
 	for _, page := range []struct {
 		path     string
@@ -97,8 +96,8 @@ type docCmd struct {
 	line  int
 	text  string
 	sleep time.Duration // "sleep N; " before it: wait for its output, up to N and 20 s more
-	argv  [][]string // one rivetctl command line each
-	bg    bool       // "&": runs on in the background
+	argv  [][]string    // one rivetctl command line each
+	bg    bool          // "&": runs on in the background
 	want  []string
 }
 
