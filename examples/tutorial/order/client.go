@@ -16,11 +16,22 @@ func Place(ctx context.Context, c *client.Client, key string, in Input) error {
 }
 
 // Pay sends the payment of an order that exists (rivet.ErrNotFound if not:
-// a mistyped key creates nothing). The idempotency key makes a payment
-// sent again, after an error that left its outcome unknown, queue nothing.
+// a mistyped key creates nothing).
 func Pay(ctx context.Context, c *client.Client, key string, p Payment) error {
-	res, err := rivet.SendWith(ctx, c.Get("order", key), "payment", p,
-		rivet.SendOptions{IdempotencyKey: "payment"})
+	return pay(ctx, c.Get("order", key), key, p)
+}
+
+// PlaceAndPay is signal-with-start: it creates the order with in if it
+// does not exist, and sends it the payment, in one call.
+func PlaceAndPay(ctx context.Context, c *client.Client, key string, in Input, p Payment) error {
+	return pay(ctx, c.Actor("order", key).WithInput(in), key, p)
+}
+
+// pay sends the payment with an idempotency key: sent again, after an error
+// that left its outcome unknown, it queues nothing; another payment of the
+// order is refused (rivet.ErrInvalidArgument): an order takes one.
+func pay(ctx context.Context, h rivet.Handle, key string, p Payment) error {
+	res, err := rivet.SendWith(ctx, h, "payment", p, rivet.SendOptions{IdempotencyKey: "payment"})
 	if err != nil {
 		return err
 	}
@@ -28,12 +39,6 @@ func Pay(ctx context.Context, c *client.Client, key string, p Payment) error {
 		return fmt.Errorf("order %s: its workflow is %s", key, res.WorkflowStatus)
 	}
 	return nil
-}
-
-// PlaceAndPay is signal-with-start: it creates the order with in if it
-// does not exist, and sends it the payment, in one call.
-func PlaceAndPay(ctx context.Context, c *client.Client, key string, in Input, p Payment) error {
-	return c.Actor("order", key).WithInput(in).Send(ctx, "payment", p)
 }
 
 // Status reads an order: a query, which creates nothing (rivet.ErrNotFound

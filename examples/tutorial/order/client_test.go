@@ -71,6 +71,10 @@ func TestTutorialClient(t *testing.T) {
 	if err := order.Pay(ctx, c, "o-1", order.Payment{Card: "4242"}); err != nil {
 		t.Fatal(err)
 	}
+	// Another payment of the same order is refused: it takes one.
+	if err := order.Pay(ctx, c, "o-1", order.Payment{Card: "5555"}); !errors.Is(err, rivet.ErrInvalidArgument) {
+		t.Fatalf("a second payment of o-1: %v, want ErrInvalidArgument", err)
+	}
 	waitStatus(ctx, t, c, "o-1", "paid")
 	if s, err := order.Status(ctx, c, "o-1"); err != nil || s.Receipt != "charged 4200 to card 4242" {
 		t.Fatalf("o-1: %+v, %v; want its receipt", s, err)
@@ -81,6 +85,11 @@ func TestTutorialClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitStatus(ctx, t, c, "o-3", "paid")
+	// Sent again, to an order that exists: its input is ignored, and the
+	// payment, a duplicate, queues nothing.
+	if err := order.PlaceAndPay(ctx, c, "o-3", order.Input{Item: "mug", Amount: 900}, order.Payment{Card: "4242"}); err != nil {
+		t.Fatal(err)
+	}
 
 	// An order not paid in time is cancelled, and a payment then is refused.
 	if err := order.Place(ctx, c, "o-4", order.Input{Item: "desk", Amount: 25000, PayWithinSeconds: 1}); err != nil {
@@ -89,6 +98,10 @@ func TestTutorialClient(t *testing.T) {
 	waitStatus(ctx, t, c, "o-4", "cancelled")
 	if err := order.Pay(ctx, c, "o-4", order.Payment{Card: "4242"}); err == nil || !strings.Contains(err.Error(), "its workflow is completed") {
 		t.Fatalf("Pay of the cancelled o-4: %v, want an error saying its workflow is over", err)
+	}
+	err = order.PlaceAndPay(ctx, c, "o-4", order.Input{Item: "desk", Amount: 25000}, order.Payment{Card: "4242"})
+	if err == nil || !strings.Contains(err.Error(), "its workflow is completed") {
+		t.Fatalf("PlaceAndPay of the cancelled o-4: %v, want an error saying its workflow is over", err)
 	}
 
 	list, err := c.ListAll(ctx, "order")
