@@ -29,7 +29,10 @@ func PlaceAndPay(ctx context.Context, c *client.Client, key string, in Input, p 
 
 // pay sends the payment with an idempotency key: sent again, after an error
 // that left its outcome unknown, it queues nothing; another payment of the
-// order is refused (rivet.ErrInvalidArgument): an order takes one.
+// order is refused (rivet.ErrInvalidArgument): an order takes one. That the
+// order is over is best effort: a payment sent as it cancels itself may be
+// queued without the error (rivet.SendWait, with a workflow that completes
+// its messages, says for sure).
 func pay(ctx context.Context, h rivet.Handle, key string, p Payment) error {
 	res, err := rivet.SendWith(ctx, h, "payment", p, rivet.SendOptions{IdempotencyKey: "payment"})
 	if err != nil {

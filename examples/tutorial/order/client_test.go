@@ -96,6 +96,17 @@ func TestTutorialClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitStatus(ctx, t, c, "o-4", "cancelled")
+	// The cancel step's state commits before the workflow's end: wait for
+	// that too, which a payment's send then sees.
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		ins, err := c.Actor("order", "o-4").NoCreate().Inspect(ctx)
+		if err == nil && ins.WorkflowStatus == "completed" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("o-4's workflow: %+v, %v; want completed", ins.WorkflowStatus, err)
+		}
+	}
 	if err := order.Pay(ctx, c, "o-4", order.Payment{Card: "4242"}); err == nil || !strings.Contains(err.Error(), "its workflow is completed") {
 		t.Fatalf("Pay of the cancelled o-4: %v, want an error saying its workflow is over", err)
 	}
