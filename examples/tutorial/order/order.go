@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/rivet-go/rivet"
@@ -31,11 +32,11 @@ type Payment struct {
 
 // State is an order's durable state.
 type State struct {
-	Item      string `json:"item"`
-	Amount    int64  `json:"amount"`
-	PayWithin int    `json:"payWithinSeconds"`
-	Status    string `json:"status"` // awaiting_payment, paid, shipped or cancelled
-	Receipt   string `json:"receipt,omitempty"`
+	Item             string `json:"item"`
+	Amount           int64  `json:"amount"`
+	PayWithinSeconds int    `json:"payWithinSeconds"`
+	Status           string `json:"status"` // awaiting_payment, paid, shipped or cancelled
+	Receipt          string `json:"receipt,omitempty"`
 }
 
 // ShipDelay is how long a paid order waits before it ships.
@@ -71,13 +72,16 @@ func New(charge ChargeFunc) rivet.Actor[State] {
 			if err := dec.Decode(&in); err != nil {
 				return State{}, fmt.Errorf("order input: %w", err)
 			}
+			if dec.Decode(new(json.RawMessage)) != io.EOF { // one value, nothing after it
+				return State{}, errors.New("order input: data after the order's JSON object")
+			}
 			if in.Item == "" || in.Amount <= 0 || in.PayWithinSeconds < 0 {
 				return State{}, errors.New("an order needs an item, an amount > 0 and a payWithinSeconds >= 0")
 			}
 			if in.PayWithinSeconds == 0 {
 				in.PayWithinSeconds = 15 * 60
 			}
-			return State{Item: in.Item, Amount: in.Amount, PayWithin: in.PayWithinSeconds, Status: "awaiting_payment"}, nil
+			return State{Item: in.Item, Amount: in.Amount, PayWithinSeconds: in.PayWithinSeconds, Status: "awaiting_payment"}, nil
 		},
 		Queues: rivet.Queues{"payment": rivet.QueueOf[Payment]()},
 		Events: rivet.Events{"statusChanged": rivet.EventOf[string]()},
@@ -93,7 +97,7 @@ func New(charge ChargeFunc) rivet.Actor[State] {
 				return err
 			}
 			pay, err := workflow.Next[Payment](ctx, "wait-payment",
-				workflow.NextOptions{Timeout: time.Duration(order.PayWithin) * time.Second})
+				workflow.NextOptions{Timeout: time.Duration(order.PayWithinSeconds) * time.Second})
 			if errors.Is(err, workflow.ErrTimeout) {
 				return ctx.Step("cancel", setStatus("cancelled", ""))
 			}

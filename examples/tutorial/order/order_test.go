@@ -95,10 +95,17 @@ func TestTutorialOrderWithoutPaymentIsCancelled(t *testing.T) {
 // replays the history and the order ships all the same, charged with one
 // idempotency key however often the charge ran.
 func TestTutorialOrderShipsWhateverTheCrash(t *testing.T) {
+	refCtx, refCancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer refCancel()
 	ref := newOrder(t, order.Input{Item: "lamp", Amount: 4200})
 	ref.Send("payment", order.Payment{Card: "4242"})
 	var refKeys []string
-	ref.Drive(context.Background(), order.New(flakyCharge(&refKeys)).Run, workflowtest.DriveOptions{})
+	if out, _ := ref.Drive(refCtx, order.New(flakyCharge(&refKeys)).Run, workflowtest.DriveOptions{}); out.Status != workflow.RunCompleted {
+		t.Fatalf("without a crash: outcome %s (%v), want completed", out.Status, out.Err)
+	}
+	if len(refKeys) != 2 {
+		t.Fatalf("without a crash: charged with keys %q, want 2 attempts", refKeys)
+	}
 	for n := 1; n <= ref.Commits(); n++ {
 		for _, after := range []bool{false, true} {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -124,7 +131,8 @@ func TestTutorialOrderShipsWhateverTheCrash(t *testing.T) {
 // an order with when its key does not exist.
 func TestTutorialCreateStateRefusesWhatIsNoOrder(t *testing.T) {
 	for _, input := range []string{``, `null`, `{}`, `{"item":"lamp"}`, `{"item":"lamp","amout":4200}`,
-		`{"item":"lamp","amount":-1}`, `{"item":"lamp","amount":1,"payWithinSeconds":-1}`, `"lamp"`} {
+		`{"item":"lamp","amount":-1}`, `{"item":"lamp","amount":1,"payWithinSeconds":-1}`, `"lamp"`,
+		`{"item":"lamp","amount":4200}}`, `{"item":"lamp","amount":4200} {"item":"pen","amount":300}`} {
 		if s, err := order.Actor.CreateState(json.RawMessage(input)); err == nil {
 			t.Errorf("CreateState(%q) = %+v, want an error", input, s)
 		}
@@ -138,7 +146,7 @@ func TestTutorialCreateStateRefusesWhatIsNoOrder(t *testing.T) {
 		}
 	}
 	s, err := order.Actor.CreateState(json.RawMessage(`{"item":"lamp","amount":4200}`))
-	if want := (order.State{Item: "lamp", Amount: 4200, PayWithin: 900, Status: "awaiting_payment"}); err != nil || s != want {
+	if want := (order.State{Item: "lamp", Amount: 4200, PayWithinSeconds: 900, Status: "awaiting_payment"}); err != nil || s != want {
 		t.Fatalf("CreateState = %+v, %v; want %+v", s, err, want)
 	}
 }
