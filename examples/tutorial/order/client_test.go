@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -126,5 +127,51 @@ func TestTutorialClient(t *testing.T) {
 	slices.Sort(keys)
 	if got := strings.Join(keys, " "); got != "o-1 o-3 o-4" {
 		t.Fatalf("orders %s, want o-1 o-3 o-4", got)
+	}
+}
+
+// An order whose card is declined is payment_failed, its workflow failed
+// at the charge. A retry from the charge (the bank lifted its block, the
+// service is back) charges again and the order goes on; a plain retry is
+// refused, as the history has the payment-failed step after the charge.
+func TestTutorialPaymentFailedIsRetriedFromTheCharge(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var calls atomic.Int32
+	declinedOnce := func(ctx context.Context, key, card string, amount int64) (string, error) {
+		if calls.Add(1) == 1 {
+			return "", order.ErrDeclined
+		}
+		return order.FakeCharge(ctx, key, card, amount)
+	}
+	c, _ := nodetest.Start(t, t.TempDir(), order.New(declinedOnce))
+
+	if err := order.PlaceAndPay(ctx, c, "o-1", order.Input{Item: "lamp", Amount: 4200}, order.Payment{Card: "4242"}); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(ctx, t, c, "o-1", "payment_failed")
+	h := c.Actor("order", "o-1").NoCreate()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		ins, err := h.Inspect(ctx)
+		if err == nil && ins.WorkflowStatus == "failed" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("o-1's workflow: %+v, %v; want failed", ins.WorkflowStatus, err)
+		}
+	}
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("charged %d times, want 1: a decline is not retried", n)
+	}
+
+	if _, err := h.RetryWorkflow(ctx, ""); !errors.Is(err, rivet.ErrWorkflowFailed) || !strings.Contains(err.Error(), `"payment-failed"`) {
+		t.Fatalf("a plain retry: %v, want refused, naming the payment-failed step", err)
+	}
+	if _, err := h.RetryWorkflow(ctx, "charge"); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(ctx, t, c, "o-1", "paid")
+	if s, err := order.Status(ctx, c, "o-1"); err != nil || s.Receipt != "charged 4200 to card 4242" || calls.Load() != 2 {
+		t.Fatalf("o-1: %+v, %v, %d charges; want its receipt, of a second charge", s, err, calls.Load())
 	}
 }

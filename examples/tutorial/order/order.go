@@ -35,7 +35,7 @@ type State struct {
 	Item             string `json:"item"`
 	Amount           int64  `json:"amount"`
 	PayWithinSeconds int    `json:"payWithinSeconds"`
-	Status           string `json:"status"` // awaiting_payment, paid, shipped or cancelled
+	Status           string `json:"status"` // awaiting_payment, paid, shipped, payment_failed or cancelled
 	Receipt          string `json:"receipt,omitempty"`
 }
 
@@ -46,6 +46,11 @@ const ShipDelay = 10 * time.Second
 // idempotency key is the same for every attempt of one order's charge: pass
 // it to the service, so that a retried charge is not a second one.
 type ChargeFunc func(ctx context.Context, idempotencyKey, card string, amount int64) (string, error)
+
+// ErrDeclined is the error of a ChargeFunc (or one it wraps) for a card
+// the payment service refused: an answer, which no retry changes, not an
+// outage.
+var ErrDeclined = errors.New("card declined")
 
 // FakeCharge is a stand-in payment service that always succeeds.
 func FakeCharge(_ context.Context, _, card string, amount int64) (string, error) {
@@ -111,10 +116,23 @@ func New(charge ChargeFunc) rivet.Actor[State] {
 				Name: "charge", Timeout: 10 * time.Second, RetryOnTimeout: true,
 				MaxRetries: 5, RetryBackoffBase: 500 * time.Millisecond,
 			}, func(d *workflow.DoCtx) (string, error) {
-				return charge(d.Context(), d.IdempotencyKey("charge"), pay.Body.Card, order.Amount)
+				receipt, err := charge(d.Context(), d.IdempotencyKey("charge"), pay.Body.Card, order.Amount)
+				if errors.Is(err, ErrDeclined) {
+					return "", workflow.Critical(err) // fails the step at once: no retry
+				}
+				return receipt, err
 			})
+			var failed *workflow.StepError
+			if errors.As(err, &failed) {
+				// Declined, or retries used up: say so in the state, then
+				// fail the workflow (rivetctl actors --failed).
+				if serr := ctx.Step("payment-failed", setStatus("payment_failed", "")); serr != nil {
+					return serr
+				}
+				return err
+			}
 			if err != nil {
-				return err // retries used up: the workflow fails (rivetctl actors --failed)
+				return err
 			}
 			if err := ctx.Step("mark-paid", setStatus("paid", receipt)); err != nil {
 				return err

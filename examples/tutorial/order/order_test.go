@@ -77,6 +77,51 @@ func TestTutorialOrderIsPaidAndShipped(t *testing.T) {
 	}
 }
 
+// A declined card is an answer: charged once, no retry, and the order says
+// payment_failed. A payment service down for good: the retries are used
+// up, and the order says payment_failed too. Either way the workflow fails.
+func TestTutorialOrderWhosePaymentFails(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		err      error
+		attempts int
+		elapsed  time.Duration // the backoffs waited
+	}{
+		{"declined", fmt.Errorf("%w: insufficient funds", order.ErrDeclined), 1, 0},
+		// 5 retries after 1 s, 2 s, 4 s, 8 s and 16 s
+		{"service down", errors.New("payment service unavailable"), 6, 31 * time.Second},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			var keys []string
+			failing := func(_ context.Context, key, _ string, _ int64) (string, error) {
+				keys = append(keys, key)
+				return "", c.err
+			}
+			h := newOrder(t, order.Input{Item: "lamp", Amount: 4200})
+			h.Send("payment", order.Payment{Card: "4000000000000002"})
+			out, _ := h.Drive(ctx, order.New(failing).Run, workflowtest.DriveOptions{})
+			var stepErr *workflow.StepError
+			if out.Status != workflow.RunFailed || !errors.As(out.Err, &stepErr) || stepErr.Path != "charge" {
+				t.Fatalf("outcome %s (%v), want failed at the charge", out.Status, out.Err)
+			}
+			if len(keys) != c.attempts {
+				t.Fatalf("charged %d times, want %d", len(keys), c.attempts)
+			}
+			if got, want := h.Clock.Now(), start.Add(c.elapsed); !got.Equal(want) {
+				t.Fatalf("failed at %v, want %v", got, want)
+			}
+			if s := h.State(); s.Status != "payment_failed" || s.Receipt != "" {
+				t.Fatalf("state %+v, want payment_failed without a receipt", s)
+			}
+			if events := h.Events(); len(events) != 1 || events[0].Name != "statusChanged" || string(events[0].Data) != `"payment_failed"` {
+				t.Fatalf("events %+v, want statusChanged \"payment_failed\" only", events)
+			}
+		})
+	}
+}
+
 func TestTutorialOrderWithoutPaymentIsCancelled(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
