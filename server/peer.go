@@ -433,7 +433,11 @@ type PeerConn struct {
 
 	mu     sync.Mutex
 	stream *peerStream
-	closed bool
+	// opening is the stream being opened, if any, and opener its
+	// peerStream, which Close cancels (see current).
+	opening *streamOpen
+	opener  *peerStream
+	closed  bool
 	// stopping is set by Stopping: a stream opened after it says so
 	// first, or a call forwarded on it then (one still being routed as
 	// the stop began, or after its stream broke) would hold its wait.
@@ -553,11 +557,14 @@ func (c *PeerConn) Stopping() {
 func (c *PeerConn) Close() {
 	c.mu.Lock()
 	c.closed = true
-	s := c.stream
+	s, o := c.stream, c.opener
 	c.stream = nil
 	c.mu.Unlock()
 	if s != nil {
 		s.cancel()
+	}
+	if o != nil {
+		o.cancel()
 	}
 	c.streams.Wait()
 	c.attemptMu.Lock()
@@ -705,51 +712,146 @@ func AnswerBy(ctx context.Context) (by time.Time, ok bool) {
 // connection to a peer, say), with a margin of 50 ms at least.
 const answerMargin = 200 * time.Millisecond
 
-func (c *PeerConn) current() (*peerStream, error) {
+// current returns the stream to the peer, opening one if there is none.
+// Opening it waits for the connection (gRPC's stream creation blocks
+// while the connection is not READY, and while the peer's stream limit is
+// reached), which ready has just found up, but which may have failed since:
+// a connection whose keepalive gives up in a cut goes IDLE as its stream
+// breaks, and a forward that saw it READY a moment before opened the next
+// stream on a new dial into the cut, which neither connects nor fails
+// for its connect timeout (5 s). It did so under c.mu, with no deadline,
+// so that it and every forward to the peer behind it waited out that dial
+// whatever their deadlines, and ended DEADLINE_EXCEEDED, outcome unknown,
+// although nothing had been sent. The stream is opened on a goroutine of
+// its own, and a caller waits for it at most PeerStreamWait from when
+// that opening began, and not past AnswerBy(ctx): it then fails, its
+// request never sent. A stream opened later is kept for later calls.
+func (c *PeerConn) current(ctx context.Context) (*peerStream, error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.closed {
+		c.mu.Unlock()
 		return nil, errPeerClosed
 	}
 	if c.stream != nil {
-		return c.stream, nil
+		s := c.stream
+		c.mu.Unlock()
+		return s, nil
 	}
+	o := c.opening
+	if o == nil {
+		o = c.open()
+	}
+	c.mu.Unlock()
+	until := o.began.Add(PeerStreamWait)
+	if by, ok := AnswerBy(ctx); ok && by.Before(until) {
+		until = by
+	}
+	t := time.NewTimer(time.Until(until))
+	defer t.Stop()
+	select {
+	case <-o.done:
+		if o.err != nil {
+			return nil, o.err
+		}
+		return o.s, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-t.C:
+		// Opened meanwhile, perhaps: that is as good.
+		select {
+		case <-o.done:
+			if o.err != nil {
+				return nil, o.err
+			}
+			return o.s, nil
+		default:
+		}
+		if waited := time.Since(o.began); waited >= PeerStreamWait {
+			return nil, fmt.Errorf("stream to %s not opened %v after it was begun (connection %s): the peer cannot be reached", c.conn.Target(), waited.Round(time.Millisecond), c.conn.GetState())
+		}
+		return nil, fmt.Errorf("stream to %s not opened as the call's deadline nears (connection %s)", c.conn.Target(), c.conn.GetState())
+	}
+}
+
+// PeerStreamWait bounds how long a forward waits for the stream to its
+// peer to open, counted from when the opening began (see current): as
+// PeerConnectWait, for a connection that failed after ready found it up.
+// A variable for tests.
+var PeerStreamWait = 3 * time.Second
+
+// streamOpen is a stream being opened: s and err are set before done is
+// closed.
+type streamOpen struct {
+	began time.Time
+	done  chan struct{}
+	s     *peerStream
+	err   error
+}
+
+// open begins opening a stream, under c.mu: c.opening until it is open
+// (then c.stream) or has failed.
+func (c *PeerConn) open() *streamOpen {
 	// The stream outlives every call: its context is the PeerConn's.
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &peerStream{legacy: c.legacy, ctx: ctx, cancel: cancel, out: newOutbox[*rivetv1.ForwardRequest](), pending: map[uint64]*peerCall{}}
+	o := &streamOpen{began: time.Now(), done: make(chan struct{})}
+	c.opening = o
+	c.opener = s
+	c.streams.Add(1)
+	go func() {
+		defer c.streams.Done()
+		err := c.openStream(s)
+		c.mu.Lock()
+		c.opening, c.opener = nil, nil
+		switch {
+		case err != nil:
+			cancel()
+			o.err = err
+		case c.closed:
+			cancel()
+			o.err = errPeerClosed
+		default:
+			c.stream = s
+			if c.stopping {
+				// Ahead of the request that opened the stream (see Stopping).
+				s.out.put(&rivetv1.ForwardRequest{Id: stoppingID, Cancel: true})
+			}
+			c.streams.Add(2)
+			go c.receive(s)
+			go c.send(s)
+			o.s = s
+		}
+		c.mu.Unlock()
+		close(o.done)
+	}()
+	return o
+}
+
+// openStream opens s's gRPC stream and sets its send and receive.
+func (c *PeerConn) openStream(s *peerStream) error {
 	cl := rivetv1.NewPeerServiceClient(c.conn)
 	if s.legacy {
-		st, err := cl.Forward(ctx)
+		st, err := cl.Forward(s.ctx)
 		if err != nil {
-			cancel()
-			return nil, err
+			return err
 		}
 		s.sendBatch, s.recv = sendEach(st.Send), recvOne(st.Recv)
-	} else {
-		st, err := cl.ForwardBatches(ctx)
-		if err != nil {
-			cancel()
-			return nil, err
-		}
-		var msg rivetv1.ForwardBatchesRequest
-		s.sendBatch = func(batch []*rivetv1.ForwardRequest) error {
-			msg.Requests = batch
-			return st.Send(&msg)
-		}
-		s.recv = func() ([]*rivetv1.ForwardResponse, error) {
-			m, err := st.Recv()
-			return m.GetResponses(), err
-		}
+		return nil
 	}
-	c.stream = s
-	if c.stopping {
-		// Ahead of the request that opened the stream (see Stopping).
-		s.out.put(&rivetv1.ForwardRequest{Id: stoppingID, Cancel: true})
+	st, err := cl.ForwardBatches(s.ctx)
+	if err != nil {
+		return err
 	}
-	c.streams.Add(2)
-	go c.receive(s)
-	go c.send(s)
-	return s, nil
+	var msg rivetv1.ForwardBatchesRequest
+	s.sendBatch = func(batch []*rivetv1.ForwardRequest) error {
+		msg.Requests = batch
+		return st.Send(&msg)
+	}
+	s.recv = func() ([]*rivetv1.ForwardResponse, error) {
+		m, err := st.Recv()
+		return m.GetResponses(), err
+	}
+	return nil
 }
 
 // send sends the callers' requests, as many to a message as are queued,
@@ -893,7 +995,7 @@ func (c *PeerConn) invoke(ctx context.Context, method string, args, reply any) (
 		putForwardRequest(req)
 		return false, notSentErr(err)
 	}
-	s, err := c.current()
+	s, err := c.current(ctx)
 	if err != nil {
 		putForwardRequest(req)
 		return false, notSentErr(err)

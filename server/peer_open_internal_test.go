@@ -1,0 +1,121 @@
+package server
+
+import (
+	"context"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/credentials/insecure"
+
+	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
+)
+
+// A forward that found its peer's connection READY, and then opens a
+// stream on it after the connection failed (its keepalive gave up in a
+// network cut: the stream breaks and the connection goes IDLE at once),
+// fails in time for its caller to hear that nothing was sent, rather than
+// wait out the new dial that opening the stream makes into the cut: the
+// stream was opened under the PeerConn's lock with no deadline, and gRPC
+// blocks a stream's creation while its connection is CONNECTING, so this
+// forward, and every one to the peer behind it, waited the dial's connect
+// timeout (5 s) whatever its deadline, and ended DEADLINE_EXCEEDED.
+func TestAStreamOpenedOnAConnectionThatFailedSinceReadyEndsByTheCallersDeadline(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer(ServerOptions(DefaultLimits())...)
+	NewPeerServer(rivetv1.UnimplementedActorServiceServer{}).Register(gs)
+	served := make(chan struct{})
+	go func() { defer close(served); _ = gs.Serve(lis) }()
+	defer func() { gs.Stop(); <-served }()
+
+	var (
+		cut  atomic.Bool
+		mu   sync.Mutex
+		last net.Conn
+	)
+	dialer := func(ctx context.Context, addr string) (net.Conn, error) {
+		if cut.Load() {
+			// The cut drops the dial's packets.
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}
+		c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+		if err == nil {
+			mu.Lock()
+			last = c
+			mu.Unlock()
+		}
+		return c, err
+	}
+	dial := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithContextDialer(dialer)}, PeerDialOptions(DefaultLimits())...)
+	conn, err := grpc.NewClient(lis.Addr().String(), dial...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	pc := NewPeerConn(conn)
+	defer pc.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := pc.ready(ctx); err != nil {
+		t.Fatalf("ready: %v", err)
+	}
+	s, err := pc.current(ctx)
+	if err != nil {
+		t.Fatalf("stream to a live peer: %v", err)
+	}
+	// The cut, and the connection found dead: its stream breaks, and the
+	// connection leaves READY.
+	cut.Store(true)
+	mu.Lock()
+	last.Close()
+	mu.Unlock()
+	select {
+	case <-s.ctx.Done():
+	case <-ctx.Done():
+		t.Fatal("stream not broken 10 s after its connection closed")
+	}
+	for st := conn.GetState(); st == connectivity.Ready; st = conn.GetState() {
+		if !conn.WaitForStateChange(ctx, st) {
+			t.Fatal("connection still READY 10 s after it closed")
+		}
+	}
+
+	// A forward that saw the connection READY a moment ago opens the next
+	// stream: it must give up by AnswerBy, not the dial's 5 s.
+	const within = 2 * time.Second
+	fctx, fcancel := context.WithTimeout(context.Background(), within)
+	defer fcancel()
+	by, _ := AnswerBy(fctx)
+	start := time.Now()
+	type result struct {
+		s   *peerStream
+		err error
+	}
+	res := make(chan result, 1)
+	go func() {
+		s, err := pc.current(fctx)
+		res <- result{s, err}
+	}()
+	select {
+	case r := <-res:
+		took := time.Since(start)
+		if r.err == nil {
+			t.Fatalf("stream opened into a cut after %v", took)
+		}
+		if fctx.Err() != nil || time.Now().After(by.Add(500*time.Millisecond)) {
+			t.Fatalf("opening a stream into a cut gave up after %v, want by AnswerBy (%v, the caller's deadline %v): %v", took.Round(time.Millisecond), by.Sub(start).Round(time.Millisecond), within, r.err)
+		}
+		t.Logf("gave up after %v: %v", took.Round(time.Millisecond), r.err)
+	case <-time.After(within + 10*time.Second):
+		t.Fatalf("opening a stream into a cut still waits %v later", within+10*time.Second)
+	}
+}
