@@ -743,7 +743,10 @@ func (c *PeerConn) current(ctx context.Context) (*peerStream, error) {
 	}
 	c.mu.Unlock()
 	until := o.began.Add(PeerStreamWait)
-	if by, ok := AnswerBy(ctx); ok && by.Before(until) {
+	// Not past AnswerBy, unless that has passed already (a call with a
+	// few milliseconds left): such a call waits for its deadline, as a
+	// stream on a connection that is up opens in a moment.
+	if by, ok := AnswerBy(ctx); ok && by.Before(until) && time.Until(by) > 0 {
 		until = by
 	}
 	t := time.NewTimer(time.Until(until))
@@ -1034,53 +1037,83 @@ func (c *PeerConn) invoke(ctx context.Context, method string, args, reply any) (
 		}
 		return again, notSentErr(refused(serr))
 	}
-	select {
-	case resp, ok := <-call.ch:
-		if !ok {
+	// A request still queued by AnswerBy was never handed to the stream
+	// (the sender is held up in a send that flow control blocks: a peer
+	// that reads nothing, a cut network not yet found dead), so it fails
+	// then as never sent, for its caller to hear in time that it may
+	// retry, rather than at its deadline, outcome unknown.
+	//
+	// Only a request left answerMargin or more in the queue so: a call with
+	// less time than that waits for its deadline, as before, since a stream
+	// whose sends flow takes what is queued within a moment.
+	var unsent <-chan time.Time
+	if by, ok := AnswerBy(ctx); ok && time.Until(by) >= answerMargin {
+		t := time.NewTimer(time.Until(by))
+		defer t.Stop()
+		unsent = t.C
+	}
+	for {
+		select {
+		case <-unsent:
 			s.mu.Lock()
-			serr, sending, refusedAll, again := s.err, call.sending, s.refused, s.tryLegacy()
+			if call.sending || s.pending[id] != call {
+				// Sent (it may run: wait for its answer or the deadline), or
+				// answered or failed meanwhile (ch has it).
+				s.mu.Unlock()
+				unsent = nil
+				continue
+			}
+			// Forgotten before the sender took it: the sender skips it.
+			delete(s.pending, id)
 			s.mu.Unlock()
-			st := status.Convert(serr)
-			if msg := st.Message(); strings.Contains(msg, notSentMark) {
-				return false, status.Error(codes.Unavailable, msg)
+			return false, notSentErr(fmt.Errorf("request to %s still queued for the peer stream as the call's deadline nears: the stream's sends are held up", c.conn.Target()))
+		case resp, ok := <-call.ch:
+			if !ok {
+				s.mu.Lock()
+				serr, sending, refusedAll, again := s.err, call.sending, s.refused, s.tryLegacy()
+				s.mu.Unlock()
+				st := status.Convert(serr)
+				if msg := st.Message(); strings.Contains(msg, notSentMark) {
+					return false, status.Error(codes.Unavailable, msg)
+				}
+				if refusedAll || !sending {
+					return again, notSentErr(refused(serr))
+				}
+				// Plain UNAVAILABLE (no ActorError): the call may have run,
+				// and clients retry it only if it has no side effects (and
+				// say so: rivet.OutcomeUnknown). It said "peer stream broke
+				// during the call", naming no node.
+				return false, status.Errorf(codes.Unavailable, "the stream to the actor's owner at %s broke during the forwarded call", c.conn.Target())
 			}
-			if refusedAll || !sending {
-				return again, notSentErr(refused(serr))
+			// The receive loop forgot the call as it sent on ch: no one else
+			// holds it now. A closed ch, or one a cancelled call left behind
+			// (which a late response may have filled), is never reused.
+			peerCalls.Put(call)
+			if len(resp.GetStatus()) > 0 {
+				var sp spb.Status
+				if err := proto.Unmarshal(resp.GetStatus(), &sp); err != nil {
+					return false, status.Error(codes.Internal, "peer: bad status: "+err.Error())
+				}
+				return false, status.FromProto(&sp).Err()
 			}
-			// Plain UNAVAILABLE (no ActorError): the call may have run,
-			// and clients retry it only if it has no side effects (and
-			// say so: rivet.OutcomeUnknown). It said "peer stream broke
-			// during the call", naming no node.
-			return false, status.Errorf(codes.Unavailable, "the stream to the actor's owner at %s broke during the forwarded call", c.conn.Target())
-		}
-		// The receive loop forgot the call as it sent on ch: no one else
-		// holds it now. A closed ch, or one a cancelled call left behind
-		// (which a late response may have filled), is never reused.
-		peerCalls.Put(call)
-		if len(resp.GetStatus()) > 0 {
-			var sp spb.Status
-			if err := proto.Unmarshal(resp.GetStatus(), &sp); err != nil {
-				return false, status.Error(codes.Internal, "peer: bad status: "+err.Error())
+			if err := proto.Unmarshal(resp.GetResponse(), reply.(proto.Message)); err != nil {
+				return false, status.Error(codes.Internal, "peer: unmarshal response: "+err.Error())
 			}
-			return false, status.FromProto(&sp).Err()
+			return false, nil
+		case <-ctx.Done():
+			s.mu.Lock()
+			delete(s.pending, id)
+			s.mu.Unlock()
+			// A call that ran out of time was sent with its deadline (a
+			// request still queued is not sent at all now), and ends on the
+			// peer by it: a cancel that came first (as it did, now and then,
+			// the deadline cut to the millisecond notwithstanding) ended
+			// the call there as cancelled, not as timed out.
+			if !errors.Is(ctx.Err(), context.DeadlineExceeded) || call.deadline.IsZero() {
+				s.out.put(&rivetv1.ForwardRequest{Id: id, Cancel: true}) // behind the request, if it is still queued
+			}
+			return false, status.FromContextError(ctx.Err()).Err()
 		}
-		if err := proto.Unmarshal(resp.GetResponse(), reply.(proto.Message)); err != nil {
-			return false, status.Error(codes.Internal, "peer: unmarshal response: "+err.Error())
-		}
-		return false, nil
-	case <-ctx.Done():
-		s.mu.Lock()
-		delete(s.pending, id)
-		s.mu.Unlock()
-		// A call that ran out of time was sent with its deadline (a
-		// request still queued is not sent at all now), and ends on the
-		// peer by it: a cancel that came first (as it did, now and then,
-		// the deadline cut to the millisecond notwithstanding) ended
-		// the call there as cancelled, not as timed out.
-		if !errors.Is(ctx.Err(), context.DeadlineExceeded) || call.deadline.IsZero() {
-			s.out.put(&rivetv1.ForwardRequest{Id: id, Cancel: true}) // behind the request, if it is still queued
-		}
-		return false, status.FromContextError(ctx.Err()).Err()
 	}
 }
 

@@ -9,8 +9,10 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
 )
@@ -68,6 +70,13 @@ func TestAStreamOpenedOnAConnectionThatFailedSinceReadyEndsByTheCallersDeadline(
 	if err := pc.ready(ctx); err != nil {
 		t.Fatalf("ready: %v", err)
 	}
+	// A call answered on the stream (here UNIMPLEMENTED, which is an
+	// answer), as on a stream in use: gRPC would otherwise open a stream
+	// that nothing came back on again, transparently, on the next dial.
+	call := &rivetv1.CallRequest{Actor: &rivetv1.ActorRef{Name: "counter", Key: []string{"a"}}, Action: "get"}
+	if _, err := rivetv1.NewActorServiceClient(pc).Call(ctx, call); status.Code(err) != codes.Unimplemented {
+		t.Fatalf("call to a live peer: %v, want its UNIMPLEMENTED", err)
+	}
 	s, err := pc.current(ctx)
 	if err != nil {
 		t.Fatalf("stream to a live peer: %v", err)
@@ -78,6 +87,7 @@ func TestAStreamOpenedOnAConnectionThatFailedSinceReadyEndsByTheCallersDeadline(
 	mu.Lock()
 	last.Close()
 	mu.Unlock()
+	closed := time.Now()
 	select {
 	case <-s.ctx.Done():
 	case <-ctx.Done():
@@ -96,6 +106,7 @@ func TestAStreamOpenedOnAConnectionThatFailedSinceReadyEndsByTheCallersDeadline(
 	defer fcancel()
 	by, _ := AnswerBy(fctx)
 	start := time.Now()
+	t.Logf("forward %v after the connection closed, which is %v", start.Sub(closed).Round(time.Millisecond), conn.GetState())
 	type result struct {
 		s   *peerStream
 		err error
