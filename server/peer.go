@@ -514,6 +514,55 @@ type peerStream struct {
 	pending map[uint64]*peerCall
 	err     error // set when the stream broke
 	refused bool  // by the peer, before it ran anything
+	// inSend is set (under mu) while the sender is in a send, and watch
+	// runs held while a send lasts: see held.
+	inSend bool
+	watch  *time.Timer
+}
+
+// heldAfter is how long a send lasts before the stream's watch looks for
+// queued calls to give up (held): far longer than a send takes while the
+// stream's flow-control window has room.
+const heldAfter = 100 * time.Millisecond
+
+// held runs on the stream's watch while the sender is held up in a send
+// that flow control blocks (a peer that reads nothing, or a connection in a
+// cut that keepalive has not yet found dead, once the stream's window is
+// spent): the calls queued behind it whose giveUp has come are forgotten,
+// so that the sender skips them, and fail as never sent, in time for
+// their callers to hear that they may retry, rather than at their
+// deadlines, outcome unknown (they waited so, and ended
+// DEADLINE_EXCEEDED). What the sender has handed to the stream may run on
+// the peer: it waits for its answer, as before. The watch looks again at
+// the next giveUp while the send lasts.
+func (s *peerStream) held() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.inSend {
+		return
+	}
+	now := time.Now()
+	var next time.Time
+	for id, call := range s.pending {
+		if call.sending || call.giveUp.IsZero() {
+			continue
+		}
+		if !call.giveUp.After(now) {
+			delete(s.pending, id)
+			call.ch <- unsentResponse // buffered, and sent on once
+			continue
+		}
+		if next.IsZero() || call.giveUp.Before(next) {
+			next = call.giveUp
+		}
+	}
+	// Again at the next giveUp, and meanwhile every heldAfter for the
+	// calls queued since.
+	wait := heldAfter
+	if !next.IsZero() {
+		wait = min(wait, next.Sub(now))
+	}
+	s.watch.Reset(wait)
 }
 
 // peerCall is one call waiting for its response.
@@ -529,7 +578,15 @@ type peerCall struct {
 	// waited in the outbox (behind a large message, say) is not given to
 	// the owner again.
 	deadline time.Time
+	// giveUp is when the call, still queued (not sending) while the
+	// sender is held up in a send, is given up as never sent (see
+	// peerStream.held); zero: never.
+	giveUp time.Time
 }
+
+// unsentResponse is what a call given up unsent (peerStream.held) gets on
+// its channel.
+var unsentResponse = new(rivetv1.ForwardResponse)
 
 // stoppingID is the request ID of PeerConn.Stopping's cancel, which no
 // request has (they count from 1): a node of an earlier version finds no
@@ -797,6 +854,8 @@ func (c *PeerConn) open() *streamOpen {
 	// The stream outlives every call: its context is the PeerConn's.
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &peerStream{legacy: c.legacy, ctx: ctx, cancel: cancel, out: newOutbox[*rivetv1.ForwardRequest](), pending: map[uint64]*peerCall{}}
+	s.watch = time.AfterFunc(time.Hour, s.held)
+	s.watch.Stop()
 	o := &streamOpen{began: time.Now(), done: make(chan struct{})}
 	c.opening = o
 	c.opener = s
@@ -894,6 +953,10 @@ func (c *PeerConn) send(s *peerStream) {
 				// finds nothing to cancel).
 			}
 		}
+		if len(live) > 0 {
+			s.inSend = true
+			s.watch.Reset(heldAfter)
+		}
 		s.mu.Unlock()
 		if len(live) > 0 {
 			// Send marshals the batch before it returns. A failed Send
@@ -901,6 +964,10 @@ func (c *PeerConn) send(s *peerStream) {
 			// receive loop then fails every call with the stream's status.
 			_ = s.sendBatch(live)
 			clear(live)
+			s.mu.Lock()
+			s.inSend = false
+			s.watch.Stop()
+			s.mu.Unlock()
 		}
 		for i, r := range batch {
 			putForwardRequest(r)
@@ -1011,6 +1078,13 @@ func (c *PeerConn) invoke(ctx context.Context, method string, args, reply any) (
 	call := peerCalls.Get().(*peerCall)
 	call.sending = false
 	call.deadline, _ = ctx.Deadline()
+	call.giveUp = time.Time{}
+	// Only a request left answerMargin or more in the queue so: a call
+	// with less time than that waits for its deadline, as before, since a
+	// stream whose sends flow takes what is queued within a moment.
+	if by, ok := AnswerBy(ctx); ok && time.Until(by) >= answerMargin {
+		call.giveUp = by
+	}
 	s.mu.Lock()
 	if s.err != nil {
 		serr, again := s.err, s.tryLegacy()
@@ -1037,83 +1111,59 @@ func (c *PeerConn) invoke(ctx context.Context, method string, args, reply any) (
 		}
 		return again, notSentErr(refused(serr))
 	}
-	// A request still queued by AnswerBy was never handed to the stream
-	// (the sender is held up in a send that flow control blocks: a peer
-	// that reads nothing, a cut network not yet found dead), so it fails
-	// then as never sent, for its caller to hear in time that it may
-	// retry, rather than at its deadline, outcome unknown.
-	//
-	// Only a request left answerMargin or more in the queue so: a call with
-	// less time than that waits for its deadline, as before, since a stream
-	// whose sends flow takes what is queued within a moment.
-	var unsent <-chan time.Time
-	if by, ok := AnswerBy(ctx); ok && time.Until(by) >= answerMargin {
-		t := time.NewTimer(time.Until(by))
-		defer t.Stop()
-		unsent = t.C
-	}
-	for {
-		select {
-		case <-unsent:
-			s.mu.Lock()
-			if call.sending || s.pending[id] != call {
-				// Sent (it may run: wait for its answer or the deadline), or
-				// answered or failed meanwhile (ch has it).
-				s.mu.Unlock()
-				unsent = nil
-				continue
-			}
-			// Forgotten before the sender took it: the sender skips it.
-			delete(s.pending, id)
-			s.mu.Unlock()
-			return false, notSentErr(fmt.Errorf("request to %s still queued for the peer stream as the call's deadline nears: the stream's sends are held up", c.conn.Target()))
-		case resp, ok := <-call.ch:
-			if !ok {
-				s.mu.Lock()
-				serr, sending, refusedAll, again := s.err, call.sending, s.refused, s.tryLegacy()
-				s.mu.Unlock()
-				st := status.Convert(serr)
-				if msg := st.Message(); strings.Contains(msg, notSentMark) {
-					return false, status.Error(codes.Unavailable, msg)
-				}
-				if refusedAll || !sending {
-					return again, notSentErr(refused(serr))
-				}
-				// Plain UNAVAILABLE (no ActorError): the call may have run,
-				// and clients retry it only if it has no side effects (and
-				// say so: rivet.OutcomeUnknown). It said "peer stream broke
-				// during the call", naming no node.
-				return false, status.Errorf(codes.Unavailable, "the stream to the actor's owner at %s broke during the forwarded call", c.conn.Target())
-			}
-			// The receive loop forgot the call as it sent on ch: no one else
-			// holds it now. A closed ch, or one a cancelled call left behind
-			// (which a late response may have filled), is never reused.
+	select {
+	case resp, ok := <-call.ch:
+		if ok && resp == unsentResponse {
+			// Given up by the stream's watch, still queued (held): no
+			// one else holds it now.
 			peerCalls.Put(call)
-			if len(resp.GetStatus()) > 0 {
-				var sp spb.Status
-				if err := proto.Unmarshal(resp.GetStatus(), &sp); err != nil {
-					return false, status.Error(codes.Internal, "peer: bad status: "+err.Error())
-				}
-				return false, status.FromProto(&sp).Err()
-			}
-			if err := proto.Unmarshal(resp.GetResponse(), reply.(proto.Message)); err != nil {
-				return false, status.Error(codes.Internal, "peer: unmarshal response: "+err.Error())
-			}
-			return false, nil
-		case <-ctx.Done():
-			s.mu.Lock()
-			delete(s.pending, id)
-			s.mu.Unlock()
-			// A call that ran out of time was sent with its deadline (a
-			// request still queued is not sent at all now), and ends on the
-			// peer by it: a cancel that came first (as it did, now and then,
-			// the deadline cut to the millisecond notwithstanding) ended
-			// the call there as cancelled, not as timed out.
-			if !errors.Is(ctx.Err(), context.DeadlineExceeded) || call.deadline.IsZero() {
-				s.out.put(&rivetv1.ForwardRequest{Id: id, Cancel: true}) // behind the request, if it is still queued
-			}
-			return false, status.FromContextError(ctx.Err()).Err()
+			return false, notSentErr(fmt.Errorf("request to %s still queued for the peer stream as the call's deadline nears: the stream's sends are held up", c.conn.Target()))
 		}
+		if !ok {
+			s.mu.Lock()
+			serr, sending, refusedAll, again := s.err, call.sending, s.refused, s.tryLegacy()
+			s.mu.Unlock()
+			st := status.Convert(serr)
+			if msg := st.Message(); strings.Contains(msg, notSentMark) {
+				return false, status.Error(codes.Unavailable, msg)
+			}
+			if refusedAll || !sending {
+				return again, notSentErr(refused(serr))
+			}
+			// Plain UNAVAILABLE (no ActorError): the call may have run,
+			// and clients retry it only if it has no side effects (and
+			// say so: rivet.OutcomeUnknown). It said "peer stream broke
+			// during the call", naming no node.
+			return false, status.Errorf(codes.Unavailable, "the stream to the actor's owner at %s broke during the forwarded call", c.conn.Target())
+		}
+		// The receive loop forgot the call as it sent on ch: no one else
+		// holds it now. A closed ch, or one a cancelled call left behind
+		// (which a late response may have filled), is never reused.
+		peerCalls.Put(call)
+		if len(resp.GetStatus()) > 0 {
+			var sp spb.Status
+			if err := proto.Unmarshal(resp.GetStatus(), &sp); err != nil {
+				return false, status.Error(codes.Internal, "peer: bad status: "+err.Error())
+			}
+			return false, status.FromProto(&sp).Err()
+		}
+		if err := proto.Unmarshal(resp.GetResponse(), reply.(proto.Message)); err != nil {
+			return false, status.Error(codes.Internal, "peer: unmarshal response: "+err.Error())
+		}
+		return false, nil
+	case <-ctx.Done():
+		s.mu.Lock()
+		delete(s.pending, id)
+		s.mu.Unlock()
+		// A call that ran out of time was sent with its deadline (a
+		// request still queued is not sent at all now), and ends on the
+		// peer by it: a cancel that came first (as it did, now and then,
+		// the deadline cut to the millisecond notwithstanding) ended
+		// the call there as cancelled, not as timed out.
+		if !errors.Is(ctx.Err(), context.DeadlineExceeded) || call.deadline.IsZero() {
+			s.out.put(&rivetv1.ForwardRequest{Id: id, Cancel: true}) // behind the request, if it is still queued
+		}
+		return false, status.FromContextError(ctx.Err()).Err()
 	}
 }
 
