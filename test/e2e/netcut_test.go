@@ -153,6 +153,126 @@ func startCutLoad(clients []*client.Client, callers, keys int, deadline time.Dur
 	return l
 }
 
+// attemptProbe makes single attempts (the client's retries off) through
+// each node in turn, paced, on keys of their own: how long a node takes to
+// answer a call it cannot forward, which the load's calls, retried by
+// their client until near their deadline, do not show.
+type attemptProbe struct {
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	once   sync.Once
+
+	mu       sync.Mutex
+	attempts []probeAttempt
+}
+
+type probeAttempt struct {
+	at   time.Time
+	node int
+	took time.Duration
+	code string
+}
+
+func startAttemptProbe(t *testing.T, c *testCluster, deadline time.Duration) *attemptProbe {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &attemptProbe{cancel: cancel}
+	for i, n := range c.nodes {
+		cl, err := client.New(n.grpcAddr, client.WithRetry(50*time.Millisecond, 0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cl.Close() })
+		p.wg.Go(func() {
+			tick := time.NewTicker(100 * time.Millisecond)
+			defer tick.Stop()
+			for k := 0; k < 1_000_000; k++ {
+				select {
+				case <-ctx.Done():
+					return
+				case <-tick.C:
+				}
+				t0 := time.Now()
+				cctx, ccancel := context.WithTimeout(ctx, deadline)
+				_, err := cl.GetOrCreate("counter", fmt.Sprintf("probe%d-%d", i, k%32)).Call(cctx, "increment", 1)
+				ccancel()
+				if ctx.Err() != nil {
+					return
+				}
+				code := "OK"
+				if err != nil {
+					code = errCode(err)
+				}
+				p.mu.Lock()
+				p.attempts = append(p.attempts, probeAttempt{at: t0, node: i + 1, took: time.Since(t0), code: code})
+				p.mu.Unlock()
+			}
+		})
+	}
+	return p
+}
+
+func (p *attemptProbe) stop() {
+	p.once.Do(func() {
+		p.cancel()
+		p.wg.Wait()
+	})
+}
+
+// report logs, for the probe's attempts that failed, begun from the cut
+// until unknownUntil and from then until the heal, their count by code and
+// how long they took.
+func (p *attemptProbe) report(t *testing.T, cutAt, unknownUntil, healAt time.Time) {
+	t.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, w := range []struct {
+		name     string
+		from, to time.Time
+	}{{"until outcome-unknown's end", cutAt, unknownUntil}, {"after it, until the heal", unknownUntil, healAt}} {
+		codes := map[string]int{}
+		var took []time.Duration
+		for _, a := range p.attempts {
+			if a.at.Before(w.from) || !a.at.Before(w.to) {
+				continue
+			}
+			codes[a.code]++
+			if a.code != "OK" {
+				took = append(took, a.took)
+			}
+		}
+		if n := len(took); n > 0 {
+			slices.Sort(took)
+			t.Logf("FIGURE single attempts begun %s: %v; failed ones took median %v, 90th %v, max %v", w.name, codes, took[n/2].Round(time.Millisecond), took[n*9/10].Round(time.Millisecond), took[n-1].Round(time.Millisecond))
+		} else {
+			t.Logf("FIGURE single attempts begun %s: %v", w.name, codes)
+		}
+	}
+}
+
+// failReason is an error's message without its numbers (times,
+// addresses, ports), so that failures of one kind read alike.
+func failReason(msg string) string {
+	var b strings.Builder
+	digits := false
+	for _, r := range msg {
+		if r >= '0' && r <= '9' || (digits && (r == '.' || r == ':')) {
+			if !digits {
+				b.WriteByte('#')
+			}
+			digits = true
+			continue
+		}
+		digits = false
+		b.WriteRune(r)
+	}
+	out := b.String()
+	if len(out) > 300 {
+		out = out[:300]
+	}
+	return out
+}
+
 // errCode names the kind of a call's error as its gRPC code.
 func errCode(err error) string {
 	switch {
@@ -500,6 +620,8 @@ func runCut(t *testing.T, sc cutScenario) {
 	defer wf.stop()
 	owners := sampleOwners(clients, partitions)
 	defer owners.stop()
+	probe := startAttemptProbe(t, c, callDeadline)
+	defer probe.stop()
 	load.waitCalls(t, 300, 60*time.Second)
 
 	cutAt := time.Now()
@@ -534,6 +656,7 @@ func runCut(t *testing.T, sc cutScenario) {
 	load.stop()
 	wf.stop()
 	owners.stop()
+	probe.stop()
 
 	minutes := healAt.Sub(cutAt).Minutes()
 	claims, by := c.claimsBetween(t, cutAt, healAt)
@@ -593,7 +716,26 @@ func runCut(t *testing.T, sc cutScenario) {
 				f.key, f.node, f.at.Sub(cutAt).Seconds(), f.took.Round(time.Millisecond), f.code, f.msg)
 		}
 	}
+	// How long the calls that failed retryably took, and why they failed
+	// (the node's words, numbers and addresses left out), as evidence of
+	// where a forward waits.
+	var unavailable []time.Duration
+	reasons := map[string]int{}
+	for _, f := range load.fails {
+		if f.code == "UNAVAILABLE" {
+			unavailable = append(unavailable, f.took)
+			reasons[failReason(f.msg)]++
+		}
+	}
 	load.mu.Unlock()
+	if n := len(unavailable); n > 0 {
+		slices.Sort(unavailable)
+		t.Logf("FIGURE UNAVAILABLE: %d calls, took median %v, 90th %v, max %v", n, unavailable[n/2].Round(time.Millisecond), unavailable[n*9/10].Round(time.Millisecond), unavailable[n-1].Round(time.Millisecond))
+		for r, k := range reasons {
+			t.Logf("FIGURE UNAVAILABLE reason (%d): %s", k, r)
+		}
+	}
+	probe.report(t, cutAt, unknownUntil, healAt)
 	if lastUnknown > 0 {
 		t.Logf("FIGURE outcome unknown: the last call that ended DEADLINE_EXCEEDED began at cut+%v", lastUnknown.Round(time.Millisecond))
 	}
@@ -647,14 +789,18 @@ func TestPeerGRPCCutFailsForwardedCallsRetryably(t *testing.T) {
 		apply: func(lab *netLab) { lab.block(3, []int{1, 2}, labGRPC) },
 		heal:  func(lab *netLab) { lab.unblock(3) },
 		// node1 forwards to node3 under the load, and cannot: its
-		// connection, established before the cut, stays READY until its
-		// keepalive gives up (10 s without a frame, a ping unanswered for
-		// 5 s), then a forward reconnects and the dial hangs; 3 s of that
-		// and members mark node3.
+		// connection, established before the cut, stays READY until it is
+		// found dead: under traffic, once what it sent has gone
+		// unacknowledged for 5 s (TCP_USER_TIMEOUT: the last call it took
+		// began 5.0-5.7 s into the cut in runs), else once its keepalive
+		// gives up (10 s without a frame, a ping unanswered for 5 s). Then
+		// a forward reconnects and the dial hangs; 3 s of a failing
+		// connection and members mark node3 (8.5-15.7 s into the cut in
+		// runs).
 		unreachable: map[int][]string{0: {"node3"}},
 		// 8 s of calls whose outcome may be unknown (unknownUntil), then
 		// calls that must fail UNAVAILABLE; long enough for the mark
-		// above (about 19 s) with room on a loaded machine.
+		// above with room on a loaded machine.
 		hold: envDuration(t, "RIVET_CUT_HOLD", 26*time.Second),
 	})
 }
