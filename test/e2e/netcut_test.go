@@ -792,7 +792,7 @@ func TestPeerGRPCCutFailsForwardedCallsRetryably(t *testing.T) {
 		// connection, established before the cut, stays READY until it is
 		// found dead: under traffic, once what it sent has gone
 		// unacknowledged for 5 s (TCP_USER_TIMEOUT: the last call it took
-		// began 5.0-5.7 s into the cut in runs), else once its keepalive
+		// began 5.0-6.1 s into the cut in runs), else once its keepalive
 		// gives up (10 s without a frame, a ping unanswered for 5 s). Then
 		// a forward reconnects and the dial hangs; 3 s of a failing
 		// connection and members mark node3 (8.5-15.7 s into the cut in
