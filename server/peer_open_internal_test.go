@@ -158,3 +158,169 @@ func newLaterDone(t *testing.T, within time.Duration) laterDone {
 	t.Cleanup(cancel)
 	return laterDone{ctx, time.Now().Add(within)}
 }
+
+// blockedOpen serves a tagPeer with MaxConcurrentStreams(1), of which a
+// stream of its own (not pc's) takes the one slot: pc's stream cannot
+// open until free is called. ready has found pc's connection READY.
+func blockedOpen(t *testing.T) (pc *PeerConn, peer *tagPeer, free func()) {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := DefaultLimits()
+	gs := grpc.NewServer(append(ServerOptions(lim), grpc.MaxConcurrentStreams(1))...)
+	peer = newTagPeer()
+	rivetv1.RegisterPeerServiceServer(gs, peer)
+	served := make(chan struct{})
+	go func() { defer close(served); _ = gs.Serve(lis) }()
+	t.Cleanup(func() { gs.Stop(); <-served })
+	dial := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, PeerDialOptions(lim)...)
+	conn, err := grpc.NewClient(lis.Addr().String(), dial...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	pc = NewPeerConn(conn)
+	t.Cleanup(pc.Close)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := pc.ready(ctx); err != nil {
+		t.Fatalf("ready: %v", err)
+	}
+	octx, ocancel := context.WithCancel(context.Background())
+	t.Cleanup(ocancel)
+	if _, err := rivetv1.NewPeerServiceClient(conn).ForwardBatches(octx); err != nil {
+		t.Fatalf("the stream taking the slot: %v", err)
+	}
+	for peer.streams.Load() < 1 {
+		if ctx.Err() != nil {
+			t.Fatal("the stream taking the slot not served 10 s on")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return pc, peer, ocancel
+}
+
+// setStreamWait sets PeerStreamWait to d for the test.
+func setStreamWait(t *testing.T, d time.Duration) {
+	old := PeerStreamWait
+	PeerStreamWait = d
+	t.Cleanup(func() { PeerStreamWait = old })
+}
+
+// opening is the stream pc is opening, once it is (10 s at most).
+func opening(t *testing.T, pc *PeerConn) *streamOpen {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		pc.mu.Lock()
+		o := pc.opening
+		pc.mu.Unlock()
+		if o != nil {
+			return o
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no stream opening 10 s on")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+var testCall = &rivetv1.CallRequest{Actor: &rivetv1.ActorRef{Name: "counter", Key: []string{"a"}}, Action: "get"}
+
+// A call whose stream cannot open fails UNAVAILABLE never sent, "not
+// opened", PeerStreamWait after the opening began, though its deadline is
+// far; a call that comes later waits only what is left of that wait.
+func TestAStreamThatCannotOpenFailsItsCallsAfterTheStreamWait(t *testing.T) {
+	const wait = time.Second
+	setStreamWait(t, wait)
+	pc, _, _ := blockedOpen(t)
+	cl := rivetv1.NewActorServiceClient(pc)
+
+	type result struct {
+		err  error
+		took time.Duration
+	}
+	call := func() chan result {
+		res := make(chan result, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			start := time.Now()
+			_, err := cl.Call(ctx, testCall)
+			res <- result{err, time.Since(start)}
+		}()
+		return res
+	}
+	check := func(who string, r result) {
+		t.Helper()
+		st := status.Convert(r.err)
+		if st.Code() != codes.Unavailable || !rpcerr.NotSent(st) || !strings.Contains(st.Message(), "not opened") {
+			t.Errorf("%s: %v after %v, want UNAVAILABLE never sent, the stream not opened", who, r.err, r.took.Round(time.Millisecond))
+		}
+	}
+	first := call()
+	o := opening(t, pc)
+	// The second caller comes 70% into the first's wait.
+	for time.Since(o.began) < wait*7/10 {
+		time.Sleep(time.Millisecond)
+	}
+	second := call()
+	r1, r2 := <-first, <-second
+	t.Logf("first failed after %v, second after %v: %v", r1.took.Round(time.Millisecond), r2.took.Round(time.Millisecond), r2.err)
+	check("first", r1)
+	check("second", r2)
+	if r1.took < wait-50*time.Millisecond || r1.took > wait+2*time.Second {
+		t.Errorf("first call failed after %v, want about PeerStreamWait (%v)", r1.took.Round(time.Millisecond), wait)
+	}
+	// What was left of the wait is 300 ms; the whole wait again would be 1 s.
+	if r2.took > wait*65/100 {
+		t.Errorf("second call failed after %v, want what was left of the stream's wait (about %v), not the whole of it", r2.took.Round(time.Millisecond), wait*3/10)
+	}
+}
+
+// A stream that opens after its callers gave up is kept, and the next call
+// goes on it: no second stream is opened.
+func TestAStreamOpenedLateIsKeptAndUsed(t *testing.T) {
+	setStreamWait(t, 300*time.Millisecond)
+	pc, peer, free := blockedOpen(t)
+	cl := rivetv1.NewActorServiceClient(pc)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := cl.Call(ctx, testCall)
+	if st := status.Convert(err); st.Code() != codes.Unavailable || !rpcerr.NotSent(st) {
+		t.Fatalf("call on a stream that cannot open: %v, want UNAVAILABLE never sent", err)
+	}
+	o := opening(t, pc)
+	free()
+	select {
+	case <-o.done:
+	case <-ctx.Done():
+		t.Fatal("stream not opened 10 s after its slot was freed")
+	}
+	if o.err != nil {
+		t.Fatalf("stream opened late: %v", o.err)
+	}
+	pc.mu.Lock()
+	kept := pc.stream
+	pc.mu.Unlock()
+	if kept != o.s {
+		t.Fatalf("stream opened late not kept")
+	}
+	if _, err := cl.Call(ctx, testCall); err != nil {
+		t.Fatalf("call after the stream opened: %v", err)
+	}
+	pc.mu.Lock()
+	now := pc.stream
+	pc.mu.Unlock()
+	if now != kept {
+		t.Errorf("the call went on another stream than the one opened late")
+	}
+	if !peer.received("get") {
+		t.Errorf("the peer did not get the call")
+	}
+	if n := peer.streams.Load(); n != 2 {
+		t.Errorf("%d streams opened on the peer, want 2 (the one taking the slot, then pc's)", n)
+	}
+}
