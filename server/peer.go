@@ -866,12 +866,14 @@ func (c *PeerConn) open() *streamOpen {
 		c.mu.Lock()
 		c.opening, c.opener = nil, nil
 		switch {
+		case c.closed:
+			// First: Close cancels a stream still opening, whose error
+			// (context canceled) would read as the caller's own.
+			cancel()
+			o.err = errPeerClosed
 		case err != nil:
 			cancel()
 			o.err = err
-		case c.closed:
-			cancel()
-			o.err = errPeerClosed
 		default:
 			c.stream = s
 			if c.stopping {

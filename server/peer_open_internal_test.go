@@ -324,3 +324,31 @@ func TestAStreamOpenedLateIsKeptAndUsed(t *testing.T) {
 		t.Errorf("%d streams opened on the peer, want 2 (the one taking the slot, then pc's)", n)
 	}
 }
+
+// Close while a stream is opening fails its callers "peer connection
+// closed", not with the opening's own cancel ("context canceled", which
+// reads as the caller's context).
+func TestCloseWhileAStreamOpensFailsItsCallsAsClosed(t *testing.T) {
+	setStreamWait(t, 10*time.Second)
+	pc, _, _ := blockedOpen(t)
+	cl := rivetv1.NewActorServiceClient(pc)
+	res := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		_, err := cl.Call(ctx, testCall)
+		res <- err
+	}()
+	opening(t, pc)
+	pc.Close()
+	var err error
+	select {
+	case err = <-res:
+	case <-time.After(10 * time.Second):
+		t.Fatal("call still waiting 10 s after Close")
+	}
+	st := status.Convert(err)
+	if st.Code() != codes.Unavailable || !strings.Contains(st.Message(), "peer connection closed") || strings.Contains(st.Message(), "canceled") {
+		t.Fatalf("call whose stream was opening as the PeerConn closed: %v, want UNAVAILABLE peer connection closed", err)
+	}
+}
