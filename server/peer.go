@@ -514,10 +514,11 @@ type peerStream struct {
 	pending map[uint64]*peerCall
 	err     error // set when the stream broke
 	refused bool  // by the peer, before it ran anything
-	// inSend is set (under mu) while the sender is in a send, and watch
-	// runs held while a send lasts: see held.
-	inSend bool
-	watch  *time.Timer
+	// inSend is set (under mu) while the sender is in a send, which began
+	// at sendStart, and watch runs held while a send lasts: see held.
+	inSend    bool
+	sendStart time.Time
+	watch     *time.Timer
 }
 
 // heldAfter is how long a send lasts before the stream's watch looks for
@@ -542,6 +543,12 @@ func (s *peerStream) held() {
 		return
 	}
 	now := time.Now()
+	// A run that fired as the last send ended, and waited for mu while
+	// the sender began the next: this send is younger than heldAfter.
+	if young := s.sendStart.Add(heldAfter).Sub(now); young > 0 {
+		s.watch.Reset(young)
+		return
+	}
 	var next time.Time
 	for id, call := range s.pending {
 		if call.sending || call.giveUp.IsZero() {
@@ -956,7 +963,7 @@ func (c *PeerConn) send(s *peerStream) {
 			}
 		}
 		if len(live) > 0 {
-			s.inSend = true
+			s.inSend, s.sendStart = true, time.Now()
 			s.watch.Reset(heldAfter)
 		}
 		s.mu.Unlock()

@@ -138,3 +138,30 @@ func TestAForwardStillQueuedBehindABlockedSendFailsNeverSent(t *testing.T) {
 		}
 	}
 }
+
+// A run of the stream's watch that fired as one send ended, and got the
+// stream's lock only as the next began, does not give up calls behind a
+// send younger than heldAfter: it looks again when the send is that old.
+func TestAStaleWatchRunDoesNotGiveUpCallsBehindAYoungSend(t *testing.T) {
+	s := &peerStream{pending: map[uint64]*peerCall{}}
+	fired := make(chan struct{}, 1)
+	s.watch = time.AfterFunc(time.Hour, func() { fired <- struct{}{} })
+	s.watch.Stop()
+	defer s.watch.Stop()
+	call := &peerCall{ch: make(chan *rivetv1.ForwardResponse, 1), giveUp: time.Now().Add(-time.Second)}
+	s.pending[1] = call
+	s.inSend, s.sendStart = true, time.Now()
+	s.held()
+	if len(call.ch) > 0 || s.pending[1] == nil {
+		t.Fatalf("a call queued behind a send begun a moment ago was given up")
+	}
+	select {
+	case <-fired:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the watch not run again 10 s on")
+	}
+	s.held()
+	if len(call.ch) == 0 || s.pending[1] != nil {
+		t.Fatalf("a call queued behind a send held up for heldAfter was not given up")
+	}
+}
