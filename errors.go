@@ -106,7 +106,7 @@ var reasons = []struct {
 	{ErrWorkflowFailed, "workflow", "not_ended"},                // a retry of a workflow that runs
 	{ErrWorkflowFailed, "workflow", "not_failed"},               // a retry only if failed, of a completed or cancelled workflow
 	{ErrWorkflowFailed, "workflow", "diverged"},                 // a plain retry of a completed or cancelled workflow whose history the code deployed now does not replay
-	{ErrWorkflowFailed, "workflow", "ended"},                    // a cancel of a workflow that has ended
+	{ErrWorkflowFailed, "workflow", "ended"},                    // a cancel of a workflow that has ended; a waiting or RequireRunning send to one
 	{ErrWorkflowFailed, "workflow", "ended_without_completing"}, // a send's wait on a workflow that completed or was cancelled without completing the message
 	{ErrQueueFull, "schedule", "full"},                          // an actor's MaxSchedules scheduled calls
 	{ErrQueueFull, "event", "overflow"},                         // a subscriber that fell behind its events

@@ -71,6 +71,27 @@ type SendOptions struct {
 	// completion was too large to keep (over 64 KiB).
 	Wait    bool
 	Timeout time.Duration
+	// RequireRunning refuses the send, before anything is queued or its
+	// idempotency key recorded, unless the actor's workflow runs (or has
+	// not started yet): to an actor whose workflow has ended (completed,
+	// failed, cancelled) or whose type has none, the send fails with
+	// rivet.ErrWorkflowFailed, reason workflow.ended, workflow.failed or
+	// workflow.none, as Temporal fails a signal to a closed workflow.
+	// Without it a send to an ended workflow is queued (its result's
+	// WorkflowStatus says so) and waits until the workflow is retried;
+	// Wait implies it (a waiting send is refused the same way).
+	//
+	// A duplicate (a send whose idempotency key the actor recorded, its
+	// first send accepted) answers as a duplicate even if the workflow
+	// ended since: its message is queued, and a refusal would say it was
+	// not (a caller sending again after a broken connection would take it
+	// for lost). Its result's WorkflowStatus says the workflow had ended,
+	// as the first send's would have.
+	//
+	// Best effort at the edge, as WorkflowStatus is: a workflow that ends
+	// as the message is queued, without receiving it, may leave it queued.
+	// A node older than this option ignores it and queues the message.
+	RequireRunning bool
 }
 
 // CallOptions are the options of OptionsCaller.CallWith.

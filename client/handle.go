@@ -228,6 +228,7 @@ func (h *ActorHandle) SendWith(ctx context.Context, queue string, body any, opts
 		CreateIfMissing: h.create, Input: in,
 		Wait: wait, TimeoutMs: ms,
 		IdempotencyKey: opts.IdempotencyKey,
+		RequireRunning: opts.RequireRunning,
 	}
 	class := sideEffects
 	if opts.IdempotencyKey != "" {

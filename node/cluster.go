@@ -478,7 +478,7 @@ func (r remote) Send(ctx context.Context, req runtime.SendRequest) (runtime.Send
 		resp, err = rivetv1.NewActorServiceClient(conn).Send(server.WithChain(ctx, req.Chain.ID), &rivetv1.SendRequest{
 			Actor: &rivetv1.ActorRef{Name: req.Ref.Name, Key: req.Ref.Key}, Queue: req.Queue, Body: req.Body,
 			CreateIfMissing: req.CreateIfMissing, Input: req.Input, Wait: req.Wait, TimeoutMs: waitLeft(ctx, req.Timeout).Milliseconds(),
-			IdempotencyKey: req.IdempotencyKey,
+			IdempotencyKey: req.IdempotencyKey, RequireRunning: req.RequireRunning,
 		})
 		return err
 	})

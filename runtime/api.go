@@ -56,7 +56,11 @@ type SendRequest struct {
 	// workflow, for at most Timeout (0: 30 s).
 	Wait    bool
 	Timeout time.Duration
-	Chain   Chain
+	// RequireRunning refuses the send, as one with Wait is, unless the
+	// actor's workflow runs (caller.SendOptions.RequireRunning): before
+	// anything is queued or the key recorded. A duplicate answers as one.
+	RequireRunning bool
+	Chain          Chain
 	// IdempotencyKey, if set, makes the send happen once (idempotency.go):
 	// a send to the same actor with a key it recorded queues nothing, and
 	// its result is the first one's, with Duplicate set.

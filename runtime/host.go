@@ -1721,6 +1721,9 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 		// would create the actor first (CreateIfMissing).
 		return SendResult{}, rivet.Reasonf(rivet.ErrWorkflowFailed, "workflow", "none", "actor %s has no workflow to complete the message (workflow none)", sp.Name)
 	}
+	if req.RequireRunning && sp.Run == nil {
+		return SendResult{}, rivet.Reasonf(rivet.ErrWorkflowFailed, "workflow", "none", "actor %s has no workflow to receive the message (workflow none): nothing was queued", sp.Name)
+	}
 	if req.Wait && req.Chain.ID != "" {
 		if a := h.loaded(req.Ref); a != nil && a.gate.heldAbove(req.Chain.ID) {
 			// A send from a turn whose call chain comes from a turn that
@@ -1816,15 +1819,22 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 			return rivet.Errorf(rivet.ErrQueueFull, "queue %s of %s holds %d messages, the limit", req.Queue, a.describe(), h.cfg.MaxQueueDepth)
 		}
 		wfst := a.workflowStatus()
-		if req.Wait && (sp.Run == nil || workflowEnded(wfst.Status)) {
+		if (req.Wait || req.RequireRunning) && (sp.Run == nil || workflowEnded(wfst.Status)) {
 			// The reason says which: workflow.failed only for one that
 			// failed, as a script that reads it takes it to mean.
+			// Refused before the enqueue: nothing is queued, and the key
+			// (keyOps) is not recorded, so the same send may go again
+			// once the workflow is retried. (A duplicate answered above:
+			// its message is queued, which a refusal would deny.)
 			code := "ended"
 			switch {
 			case sp.Run == nil:
 				code = "none"
 			case wfst.Status == WorkflowFailed:
 				code = "failed"
+			}
+			if !req.Wait {
+				return rivet.Reasonf(rivet.ErrWorkflowFailed, "workflow", code, "%s has no running workflow to receive the message (workflow %s): nothing was queued", a.describe(), orNone(wfst.Status))
 			}
 			return rivet.Reasonf(rivet.ErrWorkflowFailed, "workflow", code, "%s has no running workflow to complete the message (workflow %s)", a.describe(), orNone(wfst.Status))
 		}
@@ -2993,13 +3003,13 @@ func (h *Host) CallLocal(ctx context.Context, req CallRequest) (json.RawMessage,
 type actionRunningKey struct{}
 
 func (hh *hostHandle) Send(ctx context.Context, queue string, body any) error {
-	_, err := hh.send(ctx, queue, body, false, 0, "")
+	_, err := hh.send(ctx, queue, body, false, 0, "", false)
 	return err
 }
 
 // Enqueue implements caller.Sender.
 func (hh *hostHandle) Enqueue(ctx context.Context, queue string, body any) (rivet.SendResult, error) {
-	return hh.send(ctx, queue, body, false, 0, "")
+	return hh.send(ctx, queue, body, false, 0, "", false)
 }
 
 // SendWait implements caller.Sender. The caller's turn (or step) keeps
@@ -3011,13 +3021,13 @@ func (hh *hostHandle) SendWait(ctx context.Context, queue string, body any, time
 // SendWith implements caller.OnceSender.
 func (hh *hostHandle) SendWith(ctx context.Context, queue string, body any, opts rivet.SendOptions) (rivet.SendResult, error) {
 	if !opts.Wait {
-		return hh.send(ctx, queue, body, false, 0, opts.IdempotencyKey)
+		return hh.send(ctx, queue, body, false, 0, opts.IdempotencyKey, opts.RequireRunning)
 	}
 	timeout := opts.Timeout
 	if timeout < 0 {
 		return rivet.SendResult{}, rivet.Errorf(rivet.ErrInvalidArgument, "timeout must not be negative, not %s", timeout)
 	}
-	return hh.send(ctx, queue, body, true, sendWait(ctx, timeout), opts.IdempotencyKey)
+	return hh.send(ctx, queue, body, true, sendWait(ctx, timeout), opts.IdempotencyKey, opts.RequireRunning)
 }
 
 // sendWait is how long a send that waits for its completion waits: the
@@ -3064,7 +3074,7 @@ func waitCut(ctx context.Context) <-chan struct{} {
 // sender names no timeout.
 const defaultSendWait = 30 * time.Second
 
-func (hh *hostHandle) send(ctx context.Context, queue string, body any, wait bool, timeout time.Duration, key string) (rivet.SendResult, error) {
+func (hh *hostHandle) send(ctx context.Context, queue string, body any, wait bool, timeout time.Duration, key string, requireRunning bool) (rivet.SendResult, error) {
 	b, err := json.Marshal(body)
 	if err != nil {
 		return rivet.SendResult{}, rivet.Errorf(rivet.ErrInvalidArgument, "message body does not marshal to JSON: %v", err)
@@ -3077,7 +3087,7 @@ func (hh *hostHandle) send(ctx context.Context, queue string, body any, wait boo
 	if err := hh.flushCaller(ctx); err != nil {
 		return rivet.SendResult{}, err
 	}
-	req := SendRequest{Ref: hh.ref, Queue: queue, Body: b, CreateIfMissing: hh.create, Wait: wait, Timeout: timeout, Chain: Chain{ID: hh.c.callChain()}, IdempotencyKey: key}
+	req := SendRequest{Ref: hh.ref, Queue: queue, Body: b, CreateIfMissing: hh.create, Wait: wait, Timeout: timeout, Chain: Chain{ID: hh.c.callChain()}, IdempotencyKey: key, RequireRunning: requireRunning}
 	if r := hh.c.h.remoteFor(hh.ref, hh.c.from, hh.c.chain); r != nil {
 		return r.Send(ctx, req)
 	}

@@ -117,6 +117,7 @@ func (s *Server) sendRequest(ctx context.Context, req *rivetv1.SendRequest) (run
 		Timeout:         wait,
 		Chain:           chainOf(ctx),
 		IdempotencyKey:  req.GetIdempotencyKey(),
+		RequireRunning:  req.GetRequireRunning(),
 	}, nil
 }
 

@@ -134,6 +134,7 @@ func (a *app) sendCommand() *cobra.Command {
 		wait        bool
 		waitTimeout time.Duration
 		idemKey     string
+		requireRun  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "send ACTOR KEY QUEUE BODY_JSON",
@@ -146,7 +147,10 @@ command's deadline is --timeout plus --wait-timeout. BODY_JSON may be @FILE or @
 With --idempotency-key the message is queued once: sent again with the same key (after
 an error that leaves its outcome unknown), it queues nothing and says so; with --wait it
 then waits for the first message's completion, or prints it at once if it came already
-(kept with the key).`,
+(kept with the key). Without --wait, a message sent to an actor whose workflow has ended
+is queued all the same (a note on stderr says so: a retry of the workflow takes it); with
+--require-running the node refuses it instead (FAILED_PRECONDITION, reason
+workflow.ended, workflow.failed or workflow.none), queuing nothing, as --wait does.`,
 		Example: `  rivetctl send reminderActor main reminders '{"text":"hi","at":0}'
   rivetctl send scatterGatherActor main scatter '{"input":2}'
   rivetctl send timeoutActor main charge '{"orderId":"o17"}' --idempotency-key order-o17
@@ -183,16 +187,17 @@ then waits for the first message's completion, or prints it at once if it came a
 		if err != nil {
 			return err
 		}
-		res, err := h.SendWith(ctx, args[2], body, client.SendOptions{Wait: wait, Timeout: waitTimeout, IdempotencyKey: idemKey})
+		res, err := h.SendWith(ctx, args[2], body, client.SendOptions{Wait: wait, Timeout: waitTimeout, IdempotencyKey: idemKey, RequireRunning: requireRun})
 		if err != nil {
 			return err
 		}
-		return a.printSendResult(res, wait, idemKey)
+		return a.printSendResult(res, wait, requireRun, idemKey)
 	})
 	hf.add(cmd)
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the actor's workflow completes the message")
 	cmd.Flags().DurationVar(&waitTimeout, "wait-timeout", nodeSendWait, "how long --wait waits (0: the node's default, 30s)")
 	cmd.Flags().StringVar(&idemKey, "idempotency-key", "", "queue the message once: a send with the same key queues nothing (the actor keeps its last 1024 keys, 24h each)")
+	cmd.Flags().BoolVar(&requireRun, "require-running", false, "refuse the send, queuing nothing, if the actor's workflow has ended (or it has none), as --wait does; a node older than this flag queues it")
 	return cmd
 }
 

@@ -91,7 +91,7 @@ func (a *app) printValue(v any) error {
 // nothing was queued" and took the order for lost (a user trial).
 const dupOrigin = "by an earlier send, or by this one's first attempt if a broken connection cut it off and the client sent it again"
 
-func (a *app) printSendResult(res client.SendResult, wait bool, idemKey string) error {
+func (a *app) printSendResult(res client.SendResult, wait, requireRunning bool, idemKey string) error {
 	// A wait that ran out is a failure of the command (exit 1), as a
 	// drain that outlasts its --wait is: a script must be able to tell.
 	// So is one the node gave up: the message is queued, its completion
@@ -109,7 +109,10 @@ func (a *app) printSendResult(res client.SendResult, wait bool, idemKey string) 
 		default: // a node that does not say
 			notDone = &runError{err: fmt.Errorf("not completed within the wait (message %d: still queued, or taken by a workflow that has not completed it)", res.MessageID), code: "DEADLINE_EXCEEDED"}
 		}
-	case wait && res.Status == client.SendEnqueued && res.Duplicate && res.WorkflowStatus != "":
+	case (wait || requireRunning) && res.Status == client.SendEnqueued && res.Duplicate && res.WorkflowStatus != "":
+		// With --require-running too: the node answers the duplicate
+		// (its message is queued), but the workflow the sender required
+		// has ended since.
 		notDone = &runError{err: fmt.Errorf("a duplicate: message %d was sent before with this idempotency key ("+dupOrigin+"), and the actor's workflow %s: nothing takes it %s; nothing more was queued", res.MessageID, workflowEnded(res.WorkflowStatus), untilRetried(res.WorkflowStatus)), code: "FAILED_PRECONDITION"}
 	case wait && res.Status == client.SendEnqueued && res.Duplicate:
 		notDone = &runError{err: fmt.Errorf("a duplicate: message %d was sent before with this idempotency key ("+dupOrigin+"), and this send cannot wait for it (the node stopped waiting, or the workflow took it and its completion cannot come here: the workflow ended, or the completion was too large to keep, or came before the node kept completions); nothing more was queued", res.MessageID), code: "ALREADY_EXISTS"}

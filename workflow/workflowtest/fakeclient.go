@@ -170,6 +170,10 @@ type FakeCall struct {
 	// default).
 	Wait    bool
 	Timeout time.Duration
+	// RequireRunning is a send's caller.SendOptions.RequireRunning. The
+	// FakeClient knows no workflow's status: a QueueFunc that plays an
+	// ended one returns the node's refusal itself (rivet.ErrWorkflowFailed).
+	RequireRunning bool
 
 	// IdempotencyKey is the call's or send's key (rivet.CallWith,
 	// SendWith); empty if none.
@@ -803,7 +807,7 @@ func (h *fakeHandle) send(ctx context.Context, queue string, body any, opts call
 		return caller.SendResult{}, ctxError(ctx)
 	}
 	fc := h.fc
-	rec := FakeCall{Name: h.name, Key: slices.Clone(h.key), CreateIfMissing: h.create, Queue: queue, Wait: opts.Wait, Timeout: opts.Timeout, IdempotencyKey: opts.IdempotencyKey}
+	rec := FakeCall{Name: h.name, Key: slices.Clone(h.key), CreateIfMissing: h.create, Queue: queue, Wait: opts.Wait, Timeout: opts.Timeout, RequireRunning: opts.RequireRunning, IdempotencyKey: opts.IdempotencyKey}
 	b, err := json.Marshal(body)
 	if err != nil {
 		err = rivet.Errorf(rivet.ErrInvalidArgument, "message body does not marshal to JSON: %v", err)

@@ -330,6 +330,15 @@ type SendRequest struct {
 	// numbers as written: 1 and 1.0 differ).
 	// At most 256 bytes.
 	IdempotencyKey string `protobuf:"bytes,9,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
+	// require_running refuses the send, before anything is queued or the
+	// idempotency key recorded, unless the actor's workflow is running (or
+	// not started yet): FAILED_PRECONDITION with reason workflow.ended,
+	// workflow.failed or workflow.none, as a waiting send is refused. A
+	// duplicate (its key recorded by a first send that was accepted) answers
+	// as one even if the workflow ended since: its message is queued.
+	// Without it a send to an ended workflow is queued (workflow_status says
+	// so). A node older than this field ignores it and queues the message.
+	RequireRunning bool `protobuf:"varint,10,opt,name=require_running,json=requireRunning,proto3" json:"require_running,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -425,6 +434,13 @@ func (x *SendRequest) GetIdempotencyKey() string {
 		return x.IdempotencyKey
 	}
 	return ""
+}
+
+func (x *SendRequest) GetRequireRunning() bool {
+	if x != nil {
+		return x.RequireRunning
+	}
+	return false
 }
 
 type SendResponse struct {
@@ -2902,7 +2918,7 @@ const file_rivet_v1_actor_proto_rawDesc = "" +
 	"\tread_only\x18\a \x01(\bR\breadOnly\x12'\n" +
 	"\x0fidempotency_key\x18\b \x01(\tR\x0eidempotencyKey\"&\n" +
 	"\fCallResponse\x12\x16\n" +
-	"\x06result\x18\x01 \x01(\fR\x06result\"\xaa\x02\n" +
+	"\x06result\x18\x01 \x01(\fR\x06result\"\xd3\x02\n" +
 	"\vSendRequest\x12(\n" +
 	"\x05actor\x18\x01 \x01(\v2\x12.rivet.v1.ActorRefR\x05actor\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x12\n" +
@@ -2913,7 +2929,9 @@ const file_rivet_v1_actor_proto_rawDesc = "" +
 	"\n" +
 	"timeout_ms\x18\a \x01(\x03R\ttimeoutMs\x12)\n" +
 	"\x05chain\x18\b \x01(\v2\x13.rivet.v1.CallChainR\x05chain\x12'\n" +
-	"\x0fidempotency_key\x18\t \x01(\tR\x0eidempotencyKey\"\xcd\x01\n" +
+	"\x0fidempotency_key\x18\t \x01(\tR\x0eidempotencyKey\x12'\n" +
+	"\x0frequire_running\x18\n" +
+	" \x01(\bR\x0erequireRunning\"\xcd\x01\n" +
 	"\fSendResponse\x12\x1d\n" +
 	"\n" +
 	"message_id\x18\x01 \x01(\x04R\tmessageId\x12\x16\n" +
