@@ -413,18 +413,60 @@ func (c *Client) Actor(name string, key ...string) *ActorHandle {
 
 // Create creates the actor (name, key) with input (marshalled to JSON; a
 // json.RawMessage is sent as it is; nil for none). It fails with
-// rivet.ErrAlreadyExists if the actor exists.
+// rivet.ErrAlreadyExists if the actor exists. A Create whose outcome is
+// unknown (its connection broke) cannot be told from one that found the
+// actor created by someone else: CreateWith with an idempotency key can.
 func (c *Client) Create(ctx context.Context, name string, key []string, input any) (ActorInfo, error) {
+	res, err := c.CreateWith(ctx, name, key, input, CreateOptions{})
+	return res.ActorInfo, err
+}
+
+// CreateOptions are the options of CreateWith.
+type CreateOptions struct {
+	// IdempotencyKey, if set, is stored with the actor the create makes,
+	// in the same commit (one key per actor: the creating one's, kept as
+	// long as the actor). A Create of the actor with the same key and
+	// input then succeeds again, with Duplicate set, and does not make
+	// the actor's state again (CreateState): so a Create whose
+	// outcome is unknown (a connection that broke, a node that failed
+	// over) may be sent again, as Temporal's StartWorkflow with its
+	// RequestId, and the client itself retries it after a broken
+	// connection, as it does a read. The same key with another input
+	// (compared as JSON values) is rivet.ErrInvalidArgument; an actor
+	// created otherwise (without a key, with another, or again after a
+	// destroy) is rivet.ErrAlreadyExists, as without a key. At most 256
+	// bytes of UTF-8. A node older than the option ignores it: a retry
+	// of a create that applied then answers ALREADY_EXISTS.
+	IdempotencyKey string
+}
+
+// CreateResult is what CreateWith says of the actor.
+type CreateResult struct {
+	ActorInfo
+	// Duplicate says that a Create with the same idempotency key and
+	// input created the actor before (an earlier create, or this one's
+	// first attempt if the client sent it again after its connection
+	// broke): nothing was created now.
+	Duplicate bool `json:"duplicate,omitempty"`
+}
+
+// CreateWith creates the actor (name, key) with input, as Create does,
+// with options (an idempotency key).
+func (c *Client) CreateWith(ctx context.Context, name string, key []string, input any, opts CreateOptions) (CreateResult, error) {
 	in, err := marshalOptional("create input", input)
 	if err != nil {
-		return ActorInfo{}, err
+		return CreateResult{}, err
 	}
-	req := &rivetv1.CreateRequest{Actor: &rivetv1.ActorRef{Name: name, Key: key}, Input: in}
-	resp, err := invoke(ctx, c, sideEffects, c.actors.Create, req)
+	req := &rivetv1.CreateRequest{Actor: &rivetv1.ActorRef{Name: name, Key: key}, Input: in, IdempotencyKey: opts.IdempotencyKey}
+	class := sideEffects
+	if opts.IdempotencyKey != "" {
+		class = idempotent
+	}
+	resp, err := invoke(ctx, c, class, c.actors.Create, req)
 	if err != nil {
-		return ActorInfo{}, err
+		return CreateResult{}, err
 	}
-	return infoFrom(resp.GetActor()), nil
+	return CreateResult{ActorInfo: infoFrom(resp.GetActor()), Duplicate: resp.GetDuplicate()}, nil
 }
 
 // ListOptions page through actors. The zero value asks for the first page

@@ -21,6 +21,11 @@ import (
 type actorMeta struct {
 	CreatedAt int64           `json:"created_at"` // unix ms
 	Input     json.RawMessage `json:"input,omitempty"`
+	// CreateKey is the idempotency key of the Create that created the
+	// actor (CreateOptions), empty if it had none: one per actor, written
+	// with the rest of the meta in the create's commit, so it exists
+	// exactly when that create applied. Builds before it ignore it.
+	CreateKey string `json:"create_key,omitempty"`
 }
 
 // queueMessage is stored at <actor>/q/<seq>/<queue>.
@@ -456,7 +461,7 @@ func (a *activation) armSchedules() {
 }
 
 // load reads the actor from storage, creating it if asked and missing.
-func (a *activation) load(ctx context.Context, create bool, input json.RawMessage) error {
+func (a *activation) load(ctx context.Context, create bool, input json.RawMessage, createKey string) error {
 	h := a.h
 	for range 3 {
 		// A type without a workflow reads the states of history entries
@@ -508,7 +513,7 @@ func (a *activation) load(ctx context.Context, create bool, input json.RawMessag
 		if len(sb) > h.cfg.MaxStateBytes {
 			return rivet.Errorf(rivet.ErrTooLarge, "create %s: initial state is %d bytes, the limit is %d", a.describe(), len(sb), h.cfg.MaxStateBytes)
 		}
-		meta := actorMeta{CreatedAt: time.Now().UnixMilli(), Input: input}
+		meta := actorMeta{CreatedAt: time.Now().UnixMilli(), Input: input, CreateKey: createKey}
 		mb, _ := json.Marshal(meta)
 		ib, _ := json.Marshal(indexEntry{Partition: a.part, CreatedAt: meta.CreatedAt})
 		ops := []storage.Op{

@@ -45,6 +45,16 @@ type CallRequest struct {
 	IdempotencyKey string
 }
 
+// CreateOptions are the options of Host.CreateWith.
+type CreateOptions struct {
+	// IdempotencyKey, if set, is stored with the actor it creates (one
+	// key per actor, the creating one), so that the same Create sent
+	// again (same key and input) after an outcome it did not hear
+	// succeeds again, saying duplicate, rather than ALREADY_EXISTS. At
+	// most 256 bytes of UTF-8.
+	IdempotencyKey string
+}
+
 // SendRequest appends a message to a queue.
 type SendRequest struct {
 	Ref             Ref

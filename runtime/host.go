@@ -520,9 +520,16 @@ func (h *Host) place(ref Ref) (enc string, part uint32, err error) {
 // another caller's failing load for done would leave the workflow
 // asleep), the actor is loaded again.
 func (h *Host) activate(ctx context.Context, ref Ref, sp *rivet.Spec, create bool, input json.RawMessage) (*activation, bool, error) {
+	return h.activateKeyed(ctx, ref, sp, create, input, "")
+}
+
+// activateKeyed is activate; createKey, if not "", is the idempotency key
+// of the Create that asks: a load that creates the actor stores it with
+// the actor's meta, in the create's commit (CreateWith).
+func (h *Host) activateKeyed(ctx context.Context, ref Ref, sp *rivet.Spec, create bool, input json.RawMessage, createKey string) (*activation, bool, error) {
 	created := false
 	for attempt := range 5 {
-		a, c, _, err := h.activateFor(ctx, ref, sp, create, input, "", "")
+		a, c, _, err := h.activateFor(ctx, ref, sp, create, input, createKey, "", "")
 		if err != nil {
 			return nil, false, err
 		}
@@ -575,7 +582,7 @@ func evictedPause(ctx context.Context, attempt int) error {
 // its workflow ended (cancelled), not serving without a workflow that
 // should run. An activation found in memory is returned
 // as to anyone (its workflow runs already; held false).
-func (h *Host) activateFor(ctx context.Context, ref Ref, sp *rivet.Spec, create bool, input json.RawMessage, hold, chain string) (a *activation, created, held bool, err error) {
+func (h *Host) activateFor(ctx context.Context, ref Ref, sp *rivet.Spec, create bool, input json.RawMessage, createKey, hold, chain string) (a *activation, created, held bool, err error) {
 	enc, part, prefix, err := h.locate(ref)
 	if err != nil {
 		return nil, false, false, err
@@ -680,7 +687,9 @@ func (h *Host) activateFor(ctx context.Context, ref Ref, sp *rivet.Spec, create 
 			// runtime.Goexit must not end this goroutine with the
 			// activation loading for ever (every later request waiting
 			// out its deadline for it). Nothing is written before them.
-			if aside(func() { a.loadErr = h.guardUser(ref, "load", func() error { return a.load(ctx, create, input) }) }) {
+			if aside(func() {
+				a.loadErr = h.guardUser(ref, "load", func() error { return a.load(ctx, create, input, createKey) })
+			}) {
 				h.log.Error("actor code called runtime.Goexit", refField(ref), zap.String("in", "load"))
 				a.loadErr = rivet.Errorf(rivet.ErrInternal, "load of actor %s %s called runtime.Goexit", ref.Name, keyString(ref.Key))
 			}
@@ -954,7 +963,7 @@ func (h *Host) turnAs(ctx context.Context, kind TurnKind, ref Ref, sp *rivet.Spe
 			*q = queryTurn{}
 		}
 		var w0 time.Time // the wait for the gate began
-		a, created, held, err := h.activateFor(ctx, ref, sp, create, input, hold, chain)
+		a, created, held, err := h.activateFor(ctx, ref, sp, create, input, "", hold, chain)
 		if err != nil {
 			return nil, false, err
 		}
@@ -2050,14 +2059,47 @@ func orNone(s string) string {
 
 // Create creates an actor; rivet.ErrAlreadyExists if it exists.
 func (h *Host) Create(ctx context.Context, ref Ref, input json.RawMessage) (ActorInfo, error) {
-	info, created, err := h.GetOrCreate(ctx, ref, input)
+	info, _, err := h.CreateWith(ctx, ref, input, CreateOptions{})
+	return info, err
+}
+
+// CreateWith creates an actor, as Create does. With opts.IdempotencyKey,
+// the key is stored with the actor's meta in the create's commit, and a
+// Create of the actor with the same key and input finds it: it succeeds
+// again, duplicate true, and does not run CreateState again (a load of
+// an actor not in memory wakes it as any request does).
+// The same key with another input is rivet.ErrInvalidArgument; any other
+// existing actor (created without a key, or with another) is
+// rivet.ErrAlreadyExists.
+func (h *Host) CreateWith(ctx context.Context, ref Ref, input json.RawMessage, opts CreateOptions) (info ActorInfo, duplicate bool, err error) {
+	key := opts.IdempotencyKey
+	if err := checkIdempotencyKey(key); err != nil {
+		return ActorInfo{}, false, err
+	}
+	if err := h.begin(); err != nil {
+		return ActorInfo{}, false, err
+	}
+	defer h.end()
+	sp, err := h.spec(ref.Name)
 	if err != nil {
-		return ActorInfo{}, err
+		return ActorInfo{}, false, err
 	}
-	if !created {
-		return ActorInfo{}, rivet.Errorf(rivet.ErrAlreadyExists, "actor %s %s already exists", ref.Name, keyString(ref.Key))
+	a, created, err := h.activateKeyed(ctx, ref, sp, true, input, key)
+	if err != nil {
+		return ActorInfo{}, false, err
 	}
-	return info, nil
+	if created {
+		return a.info(), false, nil
+	}
+	// The meta is the stored one, read by the load (or this node's
+	// create) before the activation was ready, and never changes after.
+	if key != "" && a.meta.CreateKey == key {
+		if !sameJSON(a.meta.Input, input) {
+			return ActorInfo{}, false, rivet.Errorf(rivet.ErrInvalidArgument, "actor %s %s was created with idempotency key %q and another input: a key names one create (send the same input, or use another key)", ref.Name, keyString(ref.Key), key)
+		}
+		return a.info(), true, nil
+	}
+	return ActorInfo{}, false, rivet.Errorf(rivet.ErrAlreadyExists, "actor %s %s already exists", ref.Name, keyString(ref.Key))
 }
 
 // GetOrCreate returns the actor, creating it if needed.

@@ -131,11 +131,11 @@ func (s *Server) Create(ctx context.Context, req *rivetv1.CreateRequest) (*rivet
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
-	info, err := s.backend.Create(ctx, r, input)
+	info, dup, err := s.backend.CreateWith(ctx, r, input, runtime.CreateOptions{IdempotencyKey: req.GetIdempotencyKey()})
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
-	return &rivetv1.CreateResponse{Actor: infoProto(info)}, nil
+	return &rivetv1.CreateResponse{Actor: infoProto(info), Duplicate: dup}, nil
 }
 
 // GetOrCreate returns an actor, creating it if needed.

@@ -22,7 +22,9 @@ import (
 type Backend interface {
 	Call(ctx context.Context, req runtime.CallRequest) (json.RawMessage, error)
 	Send(ctx context.Context, req runtime.SendRequest) (runtime.SendResult, error)
-	Create(ctx context.Context, ref runtime.Ref, input json.RawMessage) (runtime.ActorInfo, error)
+	// CreateWith creates an actor (runtime.Host.CreateWith); duplicate
+	// says that a Create with the same idempotency key created it before.
+	CreateWith(ctx context.Context, ref runtime.Ref, input json.RawMessage, opts runtime.CreateOptions) (info runtime.ActorInfo, duplicate bool, err error)
 	GetOrCreate(ctx context.Context, ref runtime.Ref, input json.RawMessage) (runtime.ActorInfo, bool, error)
 	Get(ctx context.Context, ref runtime.Ref) (runtime.ActorInfo, error)
 	Destroy(ctx context.Context, ref runtime.Ref) error

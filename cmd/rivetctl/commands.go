@@ -444,10 +444,14 @@ func noActors(name string, failed bool, errorContains string) string {
 }
 
 func (a *app) createCommand() *cobra.Command {
-	var input string
+	var input, idemKey string
 	cmd := &cobra.Command{
-		Use:         "create ACTOR KEY",
-		Short:       "Create an actor (ALREADY_EXISTS if it exists)",
+		Use:   "create ACTOR KEY",
+		Short: "Create an actor (ALREADY_EXISTS if it exists)",
+		Long: `Create an actor (ALREADY_EXISTS if it exists). With --idempotency-key the key is stored
+with the actor it creates: the same create sent again (same key and --input, after an
+error that leaves its outcome unknown) succeeds again and says it was a duplicate, without
+making the actor's state again; an actor created otherwise is still ALREADY_EXISTS.`,
 		Annotations: map[string]string{sideEffectsAnnotation: "true"},
 		Args:        args(2, 2),
 	}
@@ -462,17 +466,23 @@ func (a *app) createCommand() *cobra.Command {
 				return err
 			}
 		}
-		info, err := c.Create(ctx, args[0], key, in)
+		res, err := c.CreateWith(ctx, args[0], key, in, client.CreateOptions{IdempotencyKey: idemKey})
 		if err != nil {
 			return err
 		}
 		if a.output == "json" {
-			return a.printValue(info)
+			return a.printValue(res)
+		}
+		info := res.ActorInfo
+		if res.Duplicate {
+			_, err = fmt.Fprintf(a.stdout, "duplicate: %s %s was created before with this idempotency key and input (by an earlier create, or by this one's first attempt if a broken connection cut it off and the client sent it again); nothing more was created (partition %d, owner %s)\n", printable(info.Name), formatKey(info.Key), info.Partition, printable(orDash(info.Owner)))
+			return err
 		}
 		_, err = fmt.Fprintf(a.stdout, "created %s %s (partition %d, owner %s)\n", printable(info.Name), formatKey(info.Key), info.Partition, printable(orDash(info.Owner)))
 		return err
 	})
 	cmd.Flags().StringVar(&input, "input", "", "create input (JSON, or @FILE, or @- for stdin)")
+	cmd.Flags().StringVar(&idemKey, "idempotency-key", "", "create once: the same create with the same key and input succeeds again as a duplicate (the actor keeps the key of the create that made it); retried, as a read is, if a connection breaks during it")
 	return cmd
 }
 

@@ -481,10 +481,17 @@ func mayHaveRun(cmd *cobra.Command, err error) string {
 		return "" // the node ran a read-only action, or nothing
 	}
 	if f := cmd.Flags().Lookup("idempotency-key"); f != nil && f.Value.String() != "" {
-		if cmd.Name() == "call" {
+		switch cmd.Name() {
+		case "create":
+			return "; it may have created the actor all the same: run it again with the same --idempotency-key and --input, which says duplicate if it did"
+		case "call":
 			return "; it may have run all the same: run it again with the same --idempotency-key, which runs it at most once"
 		}
 		return "; it may have been queued all the same: send it again with the same --idempotency-key, which queues it at most once"
+	}
+	if cmd.Name() == "create" {
+		// Sent again, it is ALREADY_EXISTS either way.
+		return "; it may have created the actor all the same: ALREADY_EXISTS if it is run again would not tell this create's actor from another's (--idempotency-key would)"
 	}
 	if cmd.Name() == "send" {
 		// A send "runs" nothing: what may have happened is a message

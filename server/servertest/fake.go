@@ -1,6 +1,7 @@
 package servertest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"hash/fnv"
@@ -71,6 +72,8 @@ type fakeActor struct {
 	state  json.RawMessage
 	input  json.RawMessage
 	queues map[string][]json.RawMessage
+	// createKey is the idempotency key of the Create that created it.
+	createKey string
 }
 
 // NewFake returns an empty Fake with one member and 16 partitions, all
@@ -176,18 +179,32 @@ func (f *Fake) Send(ctx context.Context, req runtime.SendRequest) (runtime.SendR
 	return runtime.SendResult{MessageID: f.nextID, Status: runtime.SendEnqueued}, nil
 }
 
-// Create implements Backend.
-func (f *Fake) Create(_ context.Context, ref runtime.Ref, input json.RawMessage) (runtime.ActorInfo, error) {
+// Create creates an actor without an idempotency key.
+func (f *Fake) Create(ctx context.Context, ref runtime.Ref, input json.RawMessage) (runtime.ActorInfo, error) {
+	info, _, err := f.CreateWith(ctx, ref, input, runtime.CreateOptions{})
+	return info, err
+}
+
+// CreateWith implements Backend: an actor created with the same key is a
+// duplicate if its input is the same bytes (a node compares JSON values).
+func (f *Fake) CreateWith(_ context.Context, ref runtime.Ref, input json.RawMessage, opts runtime.CreateOptions) (runtime.ActorInfo, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if _, ok := f.actors[id(ref)]; ok {
-		return runtime.ActorInfo{}, rivet.Errorf(rivet.ErrAlreadyExists, "actor %s %s already exists", ref.Name, KeyText(ref.Key))
+	if a, ok := f.actors[id(ref)]; ok {
+		if k := opts.IdempotencyKey; k != "" && a.createKey == k {
+			if !bytes.Equal(a.input, input) {
+				return runtime.ActorInfo{}, false, rivet.Errorf(rivet.ErrInvalidArgument, "actor %s %s was created with idempotency key %q and another input", ref.Name, KeyText(ref.Key), k)
+			}
+			return a.info, true, nil
+		}
+		return runtime.ActorInfo{}, false, rivet.Errorf(rivet.ErrAlreadyExists, "actor %s %s already exists", ref.Name, KeyText(ref.Key))
 	}
 	a, _, err := f.lookup(ref, true, input)
 	if err != nil {
-		return runtime.ActorInfo{}, err
+		return runtime.ActorInfo{}, false, err
 	}
-	return a.info, nil
+	a.createKey = opts.IdempotencyKey
+	return a.info, false, nil
 }
 
 // GetOrCreate implements Backend.

@@ -544,11 +544,21 @@ func (x *SendResponse) GetDuplicate() bool {
 }
 
 type CreateRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Actor         *ActorRef              `protobuf:"bytes,1,opt,name=actor,proto3" json:"actor,omitempty"`
-	Input         []byte                 `protobuf:"bytes,2,opt,name=input,proto3" json:"input,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Actor *ActorRef              `protobuf:"bytes,1,opt,name=actor,proto3" json:"actor,omitempty"`
+	Input []byte                 `protobuf:"bytes,2,opt,name=input,proto3" json:"input,omitempty"`
+	// idempotency_key, if set, is stored with the actor this request
+	// creates, in the create's commit (one key per actor: the creating
+	// one's). A Create of the same actor with the same key and input then
+	// succeeds again, with duplicate set and CreateState not run again, so
+	// that a create whose outcome was unknown (a connection that broke, a
+	// failover) may be sent again; the same key with another input is
+	// INVALID_ARGUMENT, and an actor created otherwise (without a key, or
+	// with another) is ALREADY_EXISTS as before. At most 256 bytes. A node
+	// older than this field ignores it: its retry answers ALREADY_EXISTS.
+	IdempotencyKey string `protobuf:"bytes,3,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *CreateRequest) Reset() {
@@ -595,9 +605,19 @@ func (x *CreateRequest) GetInput() []byte {
 	return nil
 }
 
+func (x *CreateRequest) GetIdempotencyKey() string {
+	if x != nil {
+		return x.IdempotencyKey
+	}
+	return ""
+}
+
 type CreateResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Actor         *ActorInfo             `protobuf:"bytes,1,opt,name=actor,proto3" json:"actor,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Actor *ActorInfo             `protobuf:"bytes,1,opt,name=actor,proto3" json:"actor,omitempty"`
+	// duplicate says that the actor was created before by a Create with
+	// this request's idempotency_key and input: nothing was created now.
+	Duplicate     bool `protobuf:"varint,2,opt,name=duplicate,proto3" json:"duplicate,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -637,6 +657,13 @@ func (x *CreateResponse) GetActor() *ActorInfo {
 		return x.Actor
 	}
 	return nil
+}
+
+func (x *CreateResponse) GetDuplicate() bool {
+	if x != nil {
+		return x.Duplicate
+	}
+	return false
 }
 
 type GetOrCreateRequest struct {
@@ -2939,12 +2966,14 @@ const file_rivet_v1_actor_proto_rawDesc = "" +
 	"\bresponse\x18\x03 \x01(\fR\bresponse\x12'\n" +
 	"\x0fworkflow_status\x18\x04 \x01(\tR\x0eworkflowStatus\x12#\n" +
 	"\rmessage_state\x18\x05 \x01(\tR\fmessageState\x12\x1c\n" +
-	"\tduplicate\x18\x06 \x01(\bR\tduplicate\"O\n" +
+	"\tduplicate\x18\x06 \x01(\bR\tduplicate\"x\n" +
 	"\rCreateRequest\x12(\n" +
 	"\x05actor\x18\x01 \x01(\v2\x12.rivet.v1.ActorRefR\x05actor\x12\x14\n" +
-	"\x05input\x18\x02 \x01(\fR\x05input\";\n" +
+	"\x05input\x18\x02 \x01(\fR\x05input\x12'\n" +
+	"\x0fidempotency_key\x18\x03 \x01(\tR\x0eidempotencyKey\"Y\n" +
 	"\x0eCreateResponse\x12)\n" +
-	"\x05actor\x18\x01 \x01(\v2\x13.rivet.v1.ActorInfoR\x05actor\"T\n" +
+	"\x05actor\x18\x01 \x01(\v2\x13.rivet.v1.ActorInfoR\x05actor\x12\x1c\n" +
+	"\tduplicate\x18\x02 \x01(\bR\tduplicate\"T\n" +
 	"\x12GetOrCreateRequest\x12(\n" +
 	"\x05actor\x18\x01 \x01(\v2\x12.rivet.v1.ActorRefR\x05actor\x12\x14\n" +
 	"\x05input\x18\x02 \x01(\fR\x05input\"Z\n" +
