@@ -267,7 +267,11 @@ func codeOf(kind error) (group, code string) {
 // running workflow to complete the message".
 // An error that knows its request never reached a node (the Go client's,
 // when no attempt got a connection: a method RequestNotSent() bool that
-// returns true) is not unknown, whatever its kind.
+// returns true) is not unknown, whatever its kind. An error that knows an
+// earlier attempt of its request may have run (a method OutcomeUnknown()
+// bool that returns true: the Go client's ALREADY_EXISTS for a keyed Create
+// it sent again after a broken connection, from a node older than the key,
+// which ignores it) is unknown, whatever its kind.
 func OutcomeUnknown(err error) bool {
 	if err == nil {
 		return false
@@ -275,6 +279,10 @@ func OutcomeUnknown(err error) bool {
 	var ns interface{ RequestNotSent() bool }
 	if errors.As(err, &ns) && ns.RequestNotSent() {
 		return false
+	}
+	var ou interface{ OutcomeUnknown() bool }
+	if errors.As(err, &ou) && ou.OutcomeUnknown() {
+		return true
 	}
 	if errors.Is(err, ErrTimeout) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		return true

@@ -27,12 +27,27 @@ func TestOutcomeUnknown(t *testing.T) {
 		{"not found", rivet.Errorf(rivet.ErrNotFound, "no such actor"), false},
 		{"an actor's own error", rivet.UserError("order.closed", "closed", nil), false},
 		{"any other error", errors.New("boom"), false},
+		{"marked not sent", markedErr{rivet.Errorf(rivet.ErrTimeout, "deadline"), "RequestNotSent"}, false},
+		{"marked unknown", fmt.Errorf("create: %w", markedErr{rivet.Errorf(rivet.ErrAlreadyExists, "exists"), "OutcomeUnknown"}), true},
 	} {
 		if got := rivet.OutcomeUnknown(c.err); got != c.want {
 			t.Errorf("%s: OutcomeUnknown(%v) = %v, want %v", c.name, c.err, got, c.want)
 		}
 	}
 }
+
+// markedErr is err with a method named mark that returns true, as the Go
+// client marks an error whose request did not run (RequestNotSent) or may
+// have run in an earlier attempt (OutcomeUnknown).
+type markedErr struct {
+	err  error
+	mark string
+}
+
+func (e markedErr) Error() string        { return e.err.Error() }
+func (e markedErr) Unwrap() error        { return e.err }
+func (e markedErr) RequestNotSent() bool { return e.mark == "RequestNotSent" }
+func (e markedErr) OutcomeUnknown() bool { return e.mark == "OutcomeUnknown" }
 
 // Metadata that does not encode to JSON is left out of a user error, and
 // its message says so: it was dropped without a word (a user trial).

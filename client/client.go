@@ -436,7 +436,10 @@ type CreateOptions struct {
 	// created otherwise (without a key, with another, or again after a
 	// destroy) is rivet.ErrAlreadyExists, as without a key. At most 256
 	// bytes of UTF-8. A node older than the option ignores it: a retry
-	// of a create that applied then answers ALREADY_EXISTS.
+	// of a create that applied then answers ALREADY_EXISTS, which the
+	// client returns (still rivet.ErrAlreadyExists) with
+	// rivet.OutcomeUnknown true and a message that says an earlier
+	// attempt may have created the actor.
 	IdempotencyKey string
 }
 
@@ -462,8 +465,14 @@ func (c *Client) CreateWith(ctx context.Context, name string, key []string, inpu
 	if opts.IdempotencyKey != "" {
 		class = idempotent
 	}
-	resp, err := invoke(ctx, c, class, c.actors.Create, req)
+	resp, ranBefore, err := invokeRetried(ctx, c.retry, class, c.actors.Create, req)
 	if err != nil {
+		if ranBefore && errors.Is(err, rivet.ErrAlreadyExists) {
+			// A node that knows the key answers the retry of a create that
+			// applied as its duplicate; one older than the key ignores it,
+			// and its ALREADY_EXISTS may be of this create's own actor.
+			err = &createRanBeforeError{err: err}
+		}
 		return CreateResult{}, err
 	}
 	return CreateResult{ActorInfo: infoFrom(resp.GetActor()), Duplicate: resp.GetDuplicate()}, nil

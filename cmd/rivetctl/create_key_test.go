@@ -4,7 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
+	"sync/atomic"
 	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/runtime"
@@ -49,4 +54,33 @@ func TestACreateThatMayHaveRunSaysSo(t *testing.T) {
 	if r.code != 1 || !strings.HasSuffix(r.stderr, "; it may have created the actor all the same: run it again with the same --idempotency-key and --input, which says duplicate if it did\n") {
 		t.Errorf("keyed create of unknown outcome: exit %d, stderr %q", r.code, r.stderr)
 	}
+}
+
+// keylessCreates is a node older than create's idempotency key, which it
+// ignores.
+type keylessCreates struct{ *servertest.Fake }
+
+func (n keylessCreates) CreateWith(ctx context.Context, ref runtime.Ref, input json.RawMessage, _ runtime.CreateOptions) (runtime.ActorInfo, bool, error) {
+	return n.Fake.CreateWith(ctx, ref, input, runtime.CreateOptions{})
+}
+
+// A keyed create the client sent again after its connection broke, which
+// a node that ignores the key answers ALREADY_EXISTS, says the actor may be
+// its own (running it again would not tell); answered at once, it does not.
+func TestAKeyedCreateRetriedAgainstAnOlderNodeSaysItMayHaveRun(t *testing.T) {
+	var breakNext atomic.Bool
+	broken := grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		resp, err := h(ctx, req)
+		if breakNext.Swap(false) {
+			return nil, status.Error(codes.Unavailable, "connection reset")
+		}
+		return resp, err
+	})
+	addr := servertest.Start(t, keylessCreates{servertest.NewFake()}, servertest.Config{GRPCOptions: []grpc.ServerOption{broken}})
+	breakNext.Store(true)
+	rivetctl(t, addr, "create", "counter", "main", "--idempotency-key", "c1").
+		wantErr(t, 1, `rivetctl: already exists: actor counter ["main"] already exists (ALREADY_EXISTS actor.duplicate_key)`+
+			"; an earlier attempt, whose connection broke, may have created the actor all the same: a node older than --idempotency-key ignores it, so the actor that exists may be this create's (look: rivetctl inspect)")
+	rivetctl(t, addr, "create", "counter", "main", "--idempotency-key", "c1").
+		wantErr(t, 1, `rivetctl: already exists: actor counter ["main"] already exists (ALREADY_EXISTS actor.duplicate_key)`)
 }

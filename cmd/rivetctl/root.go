@@ -483,6 +483,11 @@ func mayHaveRun(cmd *cobra.Command, err error) string {
 	if f := cmd.Flags().Lookup("idempotency-key"); f != nil && f.Value.String() != "" {
 		switch cmd.Name() {
 		case "create":
+			if errors.Is(err, rivet.ErrAlreadyExists) {
+				// The client's retry after a broken connection, answered
+				// by a node older than the key, which ignores it.
+				return "; an earlier attempt, whose connection broke, may have created the actor all the same: a node older than --idempotency-key ignores it, so the actor that exists may be this create's (look: rivetctl inspect)"
+			}
 			return "; it may have created the actor all the same: run it again with the same --idempotency-key and --input, which says duplicate if it did"
 		case "call":
 			return "; it may have run all the same: run it again with the same --idempotency-key, which runs it at most once"
