@@ -69,8 +69,8 @@ const (
 	// idempotent RPCs (reads, getOrCreate) are retried on any UNAVAILABLE,
 	// including a connection that broke mid-call.
 	idempotent retryClass = iota
-	// sideEffects RPCs (Call, Send, Create, Destroy; not a keyed Call, Send
-	// or Create, which are idempotent) are retried only when
+	// sideEffects RPCs (Call, Send, Create, Destroy; a keyed Send or
+	// Create is idempotent, a keyed Call readOnlyCall) are retried only when
 	// the node itself answered UNAVAILABLE (the status carries an
 	// ActorError), or the request never left (a dial refused): then it did
 	// not run. A connection that broke mid-call may have run it, and
