@@ -1824,9 +1824,6 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 			keyRec = sendKeyRecord{Seq: a.nextSeq.Load(), At: now.UnixMilli(), Sum: sums.Sum, Same: sums.Same, Keeps: true}
 			keyOps, dropped = a.recordSendKey(key, keyRec)
 		}
-		if a.depth[req.Queue] >= uint64(h.cfg.MaxQueueDepth) {
-			return rivet.Errorf(rivet.ErrQueueFull, "queue %s of %s holds %d messages, the limit", req.Queue, a.describe(), h.cfg.MaxQueueDepth)
-		}
 		wfst := a.workflowStatus()
 		if (req.Wait || req.RequireRunning) && (sp.Run == nil || workflowEnded(wfst.Status)) {
 			// The reason says which: workflow.failed only for one that
@@ -1846,6 +1843,12 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 				return rivet.Reasonf(rivet.ErrWorkflowFailed, "workflow", code, "%s has no running workflow to receive the message (workflow %s): nothing was queued", a.describe(), orNone(wfst.Status))
 			}
 			return rivet.Reasonf(rivet.ErrWorkflowFailed, "workflow", code, "%s has no running workflow to complete the message (workflow %s)", a.describe(), orNone(wfst.Status))
+		}
+		// After the workflow's check: a send refused because the workflow
+		// ended says so, whatever its queue holds (both refuse before
+		// anything is queued).
+		if a.depth[req.Queue] >= uint64(h.cfg.MaxQueueDepth) {
+			return rivet.Errorf(rivet.ErrQueueFull, "queue %s of %s holds %d messages, the limit", req.Queue, a.describe(), h.cfg.MaxQueueDepth)
 		}
 		seq = a.nextSeq.Load()
 		// The message's time, stored to the nanosecond (queueMessage): a

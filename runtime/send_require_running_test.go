@@ -134,3 +134,45 @@ func TestSendRequireRunning(t *testing.T) {
 		t.Fatalf("inspect after the refusal = %v, want ErrNotFound (nothing created)", err)
 	}
 }
+
+// A send that requires a running workflow (RequireRunning, or Wait) to an
+// actor whose workflow has ended is refused as such, workflow.ended, even
+// when its queue is full: both refusals come before anything is queued,
+// and the workflow's end is what the sender must hear. A plain send still
+// finds the queue full.
+func TestAnEndedWorkflowIsRefusedBeforeAFullQueue(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, counterReg(t, stopper()), func(c *runtime.Config) { c.MaxQueueDepth = 2 })
+	ref := runtime.Ref{Name: "stopper", Key: []string{"full"}}
+	send := func(queue string, body json.RawMessage, mutate func(*runtime.SendRequest)) error {
+		req := runtime.SendRequest{Ref: ref, Queue: queue, Body: body, CreateIfMissing: true}
+		if mutate != nil {
+			mutate(&req)
+		}
+		_, err := e.host.Send(ctx(t), req)
+		return err
+	}
+	for range 2 {
+		if err := send("go", json.RawMessage(`{}`), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := send("stop", json.RawMessage(`{"fail":false}`), nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the workflow to end", 10*time.Second, func() bool {
+		return inspect(t, e.host, "stopper", "full").WorkflowStatus == runtime.WorkflowCompleted
+	})
+	if err := send("go", json.RawMessage(`{}`), nil); !errors.Is(err, rivet.ErrQueueFull) {
+		t.Fatalf("plain send to the full queue = %v, want ErrQueueFull", err)
+	}
+	err := send("go", json.RawMessage(`{}`), func(r *runtime.SendRequest) { r.RequireRunning = true })
+	wantReason(t, "send with RequireRunning to an ended workflow's full queue", err, "workflow.ended")
+	err = send("go", json.RawMessage(`{}`), func(r *runtime.SendRequest) { r.RequireRunning, r.IdempotencyKey = true, "k1" })
+	wantReason(t, "keyed send with RequireRunning to an ended workflow's full queue", err, "workflow.ended")
+	err = send("go", json.RawMessage(`{}`), func(r *runtime.SendRequest) { r.Wait, r.Timeout = true, 5*time.Second })
+	wantReason(t, "waiting send to an ended workflow's full queue", err, "workflow.ended")
+	if d := depthOf(inspect(t, e.host, "stopper", "full"), "go"); d != 2 {
+		t.Fatalf("queue go holds %d messages, want 2", d)
+	}
+}
