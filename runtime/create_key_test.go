@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/runtime"
@@ -130,5 +132,113 @@ func TestCreateWithAnIdempotencyKey(t *testing.T) {
 	// The key's bound.
 	if _, _, err := create(runtime.Ref{Name: "made", Key: []string{"long"}}, "", strings.Repeat("k", 257)); !errors.Is(err, rivet.ErrInvalidArgument) {
 		t.Fatalf("a 257-byte key = %v, want ErrInvalidArgument", err)
+	}
+}
+
+// blockedMade is madeActor whose CreateState, once entered (said on
+// entered), waits for release; bounded, so that a failed test does not
+// leave a load waiting for ever.
+func blockedMade(made *atomic.Int32, entered chan<- struct{}, release <-chan struct{}) rivet.Actor[madeState] {
+	act := madeActor(made)
+	create := act.CreateState
+	act.CreateState = func(in json.RawMessage) (madeState, error) {
+		select {
+		case entered <- struct{}{}:
+		default:
+		}
+		select {
+		case <-release:
+		case <-time.After(20 * time.Second):
+		}
+		return create(in)
+	}
+	return act
+}
+
+// A keyed Create that arrives while another Create of the same key is
+// still loading (its CreateState running) waits for that load, and then
+// answers as its duplicate: one creates, the other is Duplicate, and
+// CreateState runs once.
+func TestAKeyedCreateWaitingForTheSameKeysCreateIsItsDuplicate(t *testing.T) {
+	t.Parallel()
+	var made atomic.Int32
+	entered, release := make(chan struct{}, 1), make(chan struct{})
+	e := newEnv(t, counterReg(t, blockedMade(&made, entered, release)), nil)
+	var once sync.Once
+	open := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(open) // before the host stops
+	ref := runtime.Ref{Name: "made", Key: []string{"race"}}
+	type result struct {
+		dup bool
+		err error
+	}
+	results := make(chan result, 2)
+	create := func() {
+		_, dup, err := e.host.CreateWith(ctx(t), ref, json.RawMessage(`{"n":3}`), runtime.CreateOptions{IdempotencyKey: "k"})
+		results <- result{dup, err}
+	}
+	go create()
+	select {
+	case <-entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first create's CreateState did not run")
+	}
+	go create()
+	waitFor(t, "the second create to wait for the first's load", 10*time.Second, func() bool {
+		return e.host.PendingCreates(ref) == 1
+	})
+	open()
+	var created, dups int
+	for range 2 {
+		select {
+		case r := <-results:
+			switch {
+			case r.err != nil:
+				t.Errorf("create: %v", r.err)
+			case r.dup:
+				dups++
+			default:
+				created++
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("a create did not answer")
+		}
+	}
+	if created != 1 || dups != 1 || made.Load() != 1 {
+		t.Fatalf("%d created, %d duplicates, CreateState ran %d times; want 1, 1, 1", created, dups, made.Load())
+	}
+}
+
+// Many keyed Creates of one actor at once, with the same key and input:
+// exactly one creates it, every other answers Duplicate, and CreateState
+// runs once.
+func TestConcurrentKeyedCreatesCreateOnce(t *testing.T) {
+	t.Parallel()
+	const n = 16
+	var made atomic.Int32
+	e := newEnv(t, counterReg(t, madeActor(&made)), nil)
+	ref := runtime.Ref{Name: "made", Key: []string{"many"}}
+	start := make(chan struct{})
+	var created, dups, failed atomic.Int32
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			<-start
+			_, dup, err := e.host.CreateWith(ctx(t), ref, json.RawMessage(`{"n":1}`), runtime.CreateOptions{IdempotencyKey: "k"})
+			switch {
+			case err != nil:
+				failed.Add(1)
+				t.Errorf("create: %v", err)
+			case dup:
+				dups.Add(1)
+			default:
+				created.Add(1)
+			}
+		})
+	}
+	close(start)
+	wg.Wait() // each create is bounded by ctx(t)'s deadline
+	if created.Load() != 1 || dups.Load() != n-1 || failed.Load() != 0 || made.Load() != 1 {
+		t.Fatalf("%d created, %d duplicates, %d failed, CreateState ran %d times; want 1, %d, 0, 1", created.Load(), dups.Load(), failed.Load(), made.Load(), n-1)
 	}
 }

@@ -1,6 +1,10 @@
 package runtime
 
-import "time"
+import (
+	"time"
+
+	"github.com/rivet-go/rivet/storage"
+)
 
 // Hooks of the host's timers for the tests of package runtime_test.
 
@@ -163,3 +167,15 @@ func SetCallKeysKept(n int) int {
 
 // MaxKeptCallResult is the largest call result kept with its key.
 const MaxKeptCallResult = maxKeptCallResult
+
+// PendingCreates returns how many creates of ref wait for another
+// caller's load of it.
+func (h *Host) PendingCreates(ref Ref) int {
+	id := ref.Name + "/" + storage.EncodeKey(ref.Key)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if p := h.creators[id]; p != nil {
+		return p.n
+	}
+	return 0
+}
