@@ -1662,6 +1662,15 @@ func (a *activation) restoreState() {
 	}
 	a.sched = sched
 	a.staged = a.staged[:min(staged, len(a.staged))]
+	// The bytes were committed, but do not decode (memory is corrupt, or
+	// the decoder fails on what its encoder wrote): drop the activation.
+	a.resetStateTo(data, "state no longer decodes: deactivating")
+}
+
+// resetStateTo puts data back as the actor's state, in place: an outer
+// turn of the chain holds the pointer. If the decoder fails, it logs
+// failed and drops the activation.
+func (a *activation) resetStateTo(data []byte, failed string) {
 	// A decoder that calls runtime.Goexit ends the goroutine here, which
 	// goes on with its deferred calls only (those give the gate back):
 	// memory holds neither the turn's change nor the commit, and the
@@ -1677,7 +1686,6 @@ func (a *activation) restoreState() {
 	// of an action's panic, where a panic of its own would escape.
 	err := a.h.guardUser(a.ref, "the state's decoder", func() error {
 		if a.spec.ResetState != nil && a.state != nil {
-			// In place: an outer turn of the chain holds the pointer.
 			if err := a.spec.ResetState(a.state, data); err == nil {
 				return nil
 			}
@@ -1690,10 +1698,7 @@ func (a *activation) restoreState() {
 	})
 	decoded = true
 	if err != nil {
-		// The bytes were committed, but do not decode (memory is corrupt,
-		// or the decoder fails on what its encoder wrote): drop the
-		// activation.
-		a.h.log.Error("state no longer decodes: deactivating", actorField(a), errField(err))
+		a.h.log.Error(failed, actorField(a), errField(err))
 		a.h.evict(a)
 	}
 }
@@ -3592,10 +3597,9 @@ func marshalGuarded(v any) (b []byte, err error) {
 // turn and saved the state, the query's change with its own) leaves
 // nothing unsaved: nothing is checked then. A commit of other writes (a
 // message the query enqueued) does not save the state, and is no reason
-// to look away. The undo is in
-// place, as restoreState's: an outer turn of the chain (the query
-// re-entered it) holds the pointer, and its own changes, made before its
-// call, stay.
+// to look away. The undo is in place (resetStateTo): an outer turn of the
+// chain (the query re-entered it) holds the pointer, and its own changes,
+// made before its call, stay.
 func (a *activation) checkQuery(action string, state any, qc *queryCheck) error {
 	if a.stateSaves != qc.saves {
 		return nil
@@ -3607,30 +3611,9 @@ func (a *activation) checkQuery(action string, state any, qc *queryCheck) error 
 	if err == nil && a.sameDecoded(after, qc.found) {
 		return nil
 	}
-	decoded := false
-	defer func() {
-		if !decoded {
-			a.h.log.Error("the state's decoder called runtime.Goexit: deactivating", actorField(a))
-			a.h.evict(a)
-		}
-	}()
-	undo := a.h.guardUser(a.ref, "the state's decoder", func() error {
-		if a.spec.ResetState != nil {
-			if err := a.spec.ResetState(state, qc.found); err == nil {
-				return nil
-			}
-		}
-		st, err := a.spec.DecodeState(qc.found)
-		if err == nil && state == a.state {
-			a.state = st
-		}
-		return err
-	})
-	decoded = true
-	if undo != nil {
-		a.h.log.Error("undoing a query's change to the state failed: deactivating", actorField(a), errField(undo))
-		a.h.evict(a)
-	}
+	// state is a.state: a query beside a step's body, on a copy, is not
+	// checked.
+	a.resetStateTo(qc.found, "undoing a query's change to the state failed: deactivating")
 	return rivet.Reasonf(rivet.ErrInternal, "actor", "query_changed_state",
 		"read-only action %s changed the state of %s (undone): a query (rivet.Query) must not, as its change is not saved; make it an action (rivet.Action) if it must change the state", action, a.describe())
 }
