@@ -539,7 +539,14 @@ func (h *Host) checkReplays(ctx context.Context, a *activation, sp *rivet.Spec, 
 // --all-failed` after a deploy that still does not match would count it
 // retried (a user trial). Any other failure of the replay is left to the
 // run, as before.
-func (h *Host) checkRetryReplays(ctx context.Context, a *activation, sp *rivet.Spec, entries []workflow.Entry) error {
+//
+// One cause is not a change of the code: the workflow handled the failure
+// and recorded entries after it (a step that sets a "payment failed"
+// status, then fails the run), which the plain retry keeps, while its
+// code, run again from the failure, comes to them out of order. If a retry
+// --from the failed entry (which deletes them too) replays, the refusal
+// says so instead of blaming the code (a tutorial's order did this).
+func (h *Host) checkRetryReplays(ctx context.Context, a *activation, sp *rivet.Spec, all, entries []workflow.Entry, failedAt string) error {
 	cctx, cancel := context.WithTimeout(ctx, replayCheckTimeout)
 	defer cancel()
 	err := workflow.CheckHistory(cctx, workflow.SystemClock{}, a.ref.Name, a.ref.Key, entries, sp.Run)
@@ -547,6 +554,13 @@ func (h *Host) checkRetryReplays(ctx context.Context, a *activation, sp *rivet.S
 	var dec *workflow.DecodeError
 	if err == nil || ctx.Err() != nil || cctx.Err() != nil || !errors.As(err, &div) && !errors.As(err, &dec) {
 		return nil
+	}
+	if failedAt != "" && failedAt != noEntry {
+		if trees, resets, ferr := retryTrees(all, failedAt, failedAt); ferr == nil {
+			if workflow.CheckHistory(cctx, workflow.SystemClock{}, a.ref.Name, a.ref.Key, afterRetry(all, trees, resets), sp.Run) == nil {
+				return rivet.Reasonf(rivet.ErrWorkflowFailed, "workflow", "diverged", "the workflow of %s failed at %q and recorded entries after it (its own handling of the failure); a plain retry keeps those, and its code, run again from %q, does not come to them in order (%v): retry --from %s, which deletes them too and runs the workflow from there", a.describe(), failedAt, failedAt, err, failedAt)
+			}
+		}
 	}
 	return rivet.Reasonf(rivet.ErrWorkflowFailed, "workflow", "diverged", "the workflow of %s failed, and the code deployed now still does not replay its history: %v; a retry would fail it again at once, so it stays failed (deploy code that replays it, or retry --from an entry before the change to run the new code from there)", a.describe(), err)
 }
@@ -640,7 +654,7 @@ func (h *Host) RetryWorkflowWith(ctx context.Context, ref Ref, opts RetryOptions
 			return err
 		}
 		if from == "" && st.Status == WorkflowFailed {
-			if err := h.checkRetryReplays(ctx, a, sp, afterRetry(entries, trees, resets)); err != nil {
+			if err := h.checkRetryReplays(ctx, a, sp, entries, afterRetry(entries, trees, resets), failedAt); err != nil {
 				return err
 			}
 		}

@@ -164,8 +164,8 @@ func TestTutorialPaymentFailedIsRetriedFromTheCharge(t *testing.T) {
 		t.Fatalf("charged %d times, want 1: a decline is not retried", n)
 	}
 
-	if _, err := h.RetryWorkflow(ctx, ""); !errors.Is(err, rivet.ErrWorkflowFailed) || !strings.Contains(err.Error(), `"payment-failed"`) {
-		t.Fatalf("a plain retry: %v, want refused, naming the payment-failed step", err)
+	if _, err := h.RetryWorkflow(ctx, ""); !errors.Is(err, rivet.ErrWorkflowFailed) || !strings.Contains(err.Error(), `"payment-failed"`) || !strings.Contains(err.Error(), "retry --from charge") {
+		t.Fatalf("a plain retry: %v, want refused, naming the payment-failed step and the retry that works", err)
 	}
 	if _, err := h.RetryWorkflow(ctx, "charge"); err != nil {
 		t.Fatal(err)
