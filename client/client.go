@@ -578,6 +578,10 @@ func (c *Client) MemberList(ctx context.Context) (MemberList, error) {
 			Unreachable:     m.GetUnreachable(),
 			Build:           m.GetBuild(),
 		}
+		if m.GetActorTypesKnown() {
+			// Never nil when known: [] is "registers none", nil unknown.
+			out[i].ActorTypes = append([]string{}, m.GetActorTypes()...)
+		}
 	}
 	return MemberList{Members: out, Note: resp.GetNote()}, nil
 }

@@ -155,7 +155,16 @@ type Member struct {
 	// (empty for older builds): which node runs which build during a
 	// rolling upgrade.
 	Build string `json:"build,omitempty"`
+	// ActorTypes are the actor types the node registers, sorted, from its
+	// registration. Nil (left out of JSON) when unknown: a node of an
+	// older build, one with no registration, or an older node answering;
+	// never nil when known ([] for none). Every node must register the
+	// same types (docs/deploy.md, "Adding or removing an actor type").
+	ActorTypes []string `json:"actor_types,omitzero"`
 }
+
+// TypesKnown reports whether m says which actor types its node registers.
+func (m Member) TypesKnown() bool { return m.ActorTypes != nil }
 
 // PartitionOwner is one row of the partition table.
 type PartitionOwner struct {

@@ -463,7 +463,7 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 		advertise = n.grpcLis.Addr().String()
 	}
 	httpAddr := advertisedHTTP(n.HTTPAddr(), advertise)
-	rec := runtime.NodeRecord{NodeID: n.cfg.NodeID, GRPCAddr: advertise, HTTPAddr: httpAddr, StartedAt: time.Now().UTC(), StorageFormat: runtime.StorageFormat, Security: securityOf(cfg), Build: buildinfo.String()}
+	rec := runtime.NodeRecord{NodeID: n.cfg.NodeID, GRPCAddr: advertise, HTTPAddr: httpAddr, StartedAt: time.Now().UTC(), StorageFormat: runtime.StorageFormat, Security: securityOf(cfg), Build: buildinfo.String(), ActorTypes: reg.Names()}
 	if cfg.GossipAddr != "-" {
 		gc := cluster.Config{
 			NodeID: n.cfg.NodeID, BindAddr: cfg.GossipAddr, AdvertiseAddr: cfg.GossipAdvertiseAddr,

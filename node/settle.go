@@ -368,6 +368,7 @@ func (b backend) Members(ctx context.Context) ([]runtime.Member, error) {
 			NodeID: id, GRPCAddr: rec.GRPCAddr, GossipAddr: rec.GossipAddr, HTTPAddr: rec.HTTPAddr,
 			State: st, PartitionsOwned: owned[id], StartedAt: rec.StartedAt, Draining: rec.Draining,
 			Unreachable: unreachable[id], Build: rec.Build,
+			ActorTypes: rec.ActorTypes, ActorTypesKnown: rec.KnownTypes(),
 		})
 	}
 	for _, m := range gossiped {

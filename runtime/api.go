@@ -213,6 +213,11 @@ type Member struct {
 	// Build is the node's build, from its registration ("" for older
 	// builds, and for a node gossip knows that holds no registration).
 	Build string
+	// ActorTypes are the actor types the node registers, sorted, from its
+	// registration; nil if ActorTypesKnown is false (a build before
+	// NodeRecord.ActorTypes, or a node with no registration).
+	ActorTypes      []string
+	ActorTypesKnown bool
 }
 
 // PartitionOwner is one row of the partition table.

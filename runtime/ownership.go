@@ -49,6 +49,27 @@ type NodeRecord struct {
 	// peers wait out before they take a failing connection to it for a
 	// network fault (node/peerwatch.go). Builds before it set none.
 	LeaseTTLMillis int64 `json:"lease_ttl_ms,omitempty"`
+	// ActorTypes are the names of the actor types the node registers
+	// (rivet.Registry.Names), sorted: every node must register the same
+	// ones, since a partition's owner serves every actor of it. Always
+	// written, [] for none; nil (the field absent) is a build before it,
+	// whose types are unknown, not none (KnownTypes).
+	ActorTypes []string `json:"actor_types"`
+}
+
+// KnownTypes reports whether the record says which actor types its node
+// registers: false for a record of a build before ActorTypes.
+func (r NodeRecord) KnownTypes() bool { return r.ActorTypes != nil }
+
+// Registers reports whether the record's node registers the actor type
+// name, and whether the record says (KnownTypes): a build before
+// ActorTypes answers false, false.
+func (r NodeRecord) Registers(name string) (registers, known bool) {
+	if r.ActorTypes == nil {
+		return false, false
+	}
+	_, found := slices.BinarySearch(r.ActorTypes, name)
+	return found, true
 }
 
 // grantedTTL returns the TTL store granted lease, asked for ttl: the

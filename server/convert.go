@@ -97,5 +97,7 @@ func memberProto(m runtime.Member) *rivetv1.Member {
 		Draining:        m.Draining,
 		Unreachable:     m.Unreachable,
 		Build:           m.Build,
+		ActorTypes:      m.ActorTypes,
+		ActorTypesKnown: m.ActorTypesKnown,
 	}
 }

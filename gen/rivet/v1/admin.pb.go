@@ -617,9 +617,20 @@ type Member struct {
 	// module's version, the commit, the Go version), from its registration:
 	// which node runs which build during a rolling upgrade. Empty for a node
 	// whose build does not register it (older builds).
-	Build         string `protobuf:"bytes,10,opt,name=build,proto3" json:"build,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Build string `protobuf:"bytes,10,opt,name=build,proto3" json:"build,omitempty"`
+	// actor_types are the names of the actor types the node registers, from
+	// its registration, sorted; meaningful only if actor_types_known is set.
+	// Every node must register the same types: a call of a type its
+	// partition's owner does not register fails (docs/deploy.md, "Adding or
+	// removing an actor type").
+	ActorTypes []string `protobuf:"bytes,11,rep,name=actor_types,json=actorTypes,proto3" json:"actor_types,omitempty"`
+	// actor_types_known is set when the node's registration says which types
+	// it registers: unset for a node of an older build (its types are
+	// unknown, not none), for one with no registration, and in answers of
+	// older nodes.
+	ActorTypesKnown bool `protobuf:"varint,12,opt,name=actor_types_known,json=actorTypesKnown,proto3" json:"actor_types_known,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Member) Reset() {
@@ -720,6 +731,20 @@ func (x *Member) GetBuild() string {
 		return x.Build
 	}
 	return ""
+}
+
+func (x *Member) GetActorTypes() []string {
+	if x != nil {
+		return x.ActorTypes
+	}
+	return nil
+}
+
+func (x *Member) GetActorTypesKnown() bool {
+	if x != nil {
+		return x.ActorTypesKnown
+	}
+	return false
 }
 
 type MembersResponse struct {
@@ -1502,7 +1527,7 @@ const file_rivet_v1_admin_proto_rawDesc = "" +
 	"\x04size\x18\x01 \x01(\x03R\x04size\x12\x12\n" +
 	"\x04data\x18\x02 \x01(\fR\x04data\x12\x16\n" +
 	"\x06member\x18\x03 \x01(\tR\x06member\"\x10\n" +
-	"\x0eMembersRequest\"\xcc\x02\n" +
+	"\x0eMembersRequest\"\x99\x03\n" +
 	"\x06Member\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1b\n" +
 	"\tgrpc_addr\x18\x02 \x01(\tR\bgrpcAddr\x12\x14\n" +
@@ -1516,7 +1541,10 @@ const file_rivet_v1_admin_proto_rawDesc = "" +
 	"\thttp_addr\x18\b \x01(\tR\bhttpAddr\x12 \n" +
 	"\vunreachable\x18\t \x01(\bR\vunreachable\x12\x14\n" +
 	"\x05build\x18\n" +
-	" \x01(\tR\x05build\"Q\n" +
+	" \x01(\tR\x05build\x12\x1f\n" +
+	"\vactor_types\x18\v \x03(\tR\n" +
+	"actorTypes\x12*\n" +
+	"\x11actor_types_known\x18\f \x01(\bR\x0factorTypesKnown\"Q\n" +
 	"\x0fMembersResponse\x12*\n" +
 	"\amembers\x18\x01 \x03(\v2\x10.rivet.v1.MemberR\amembers\x12\x12\n" +
 	"\x04note\x18\x02 \x01(\tR\x04note\"\x13\n" +

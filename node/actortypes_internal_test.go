@@ -1,0 +1,125 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/client"
+	"github.com/rivet-go/rivet/examples/counter"
+	"github.com/rivet-go/rivet/runtime"
+	"github.com/rivet-go/rivet/storage"
+	"github.com/rivet-go/rivet/storage/etcdstore/etcdtest"
+)
+
+// orderActor is a second actor type, which only some of a test's nodes
+// register: a rolling deploy that adds it, node by node.
+var orderActor = rivet.Actor[counter.State]{
+	Name: "order",
+	Actions: rivet.Actions[counter.State]{
+		"get": rivet.Query(func(c *rivet.ActionCtx[counter.State]) (int, error) { return c.State.Count, nil }),
+	},
+}
+
+// mixedCluster starts node a, registering counter only, and node b,
+// registering counter and order, on one etcd, and waits until both see
+// both registrations and own a share of the partitions each.
+func mixedCluster(t *testing.T, ctx context.Context, prefix string) (a, b *Node) {
+	t.Helper()
+	regA, err := rivet.Setup(counter.Actor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	regB, err := rivet.Setup(counter.Actor, orderActor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eps := etcdtest.Start(t)
+	a = StartForTest(t, ctx, ClusterConfigForTest(t, "a", eps, prefix, 16, nil), regA)
+	b = StartForTest(t, ctx, ClusterConfigForTest(t, "b", eps, prefix, 16, []string{a.GossipAddr()}), regB)
+	awaitCond(t, ctx, "both nodes own partitions and see both records", func() bool {
+		for _, n := range []*Node{a, b} {
+			if len(n.view.records()) != 2 || n.host.Stats().PartitionsOwned == 0 {
+				return false
+			}
+		}
+		return a.BalancerSettledForTest() && b.BalancerSettledForTest()
+	})
+	return a, b
+}
+
+func membersByID(t *testing.T, ctx context.Context, c *client.Client) map[string]client.Member {
+	t.Helper()
+	ms, err := c.Members(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]client.Member{}
+	for _, m := range ms {
+		out[m.NodeID] = m
+	}
+	return out
+}
+
+// Each node publishes, in its registration, the actor types it registers,
+// and rivetctl members (the Members call) lists them; a record of an older
+// build, without the field, is listed as unknown, not as registering none.
+func TestNodesPublishTheActorTypesTheyRegister(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	a, b := mixedCluster(t, ctx, "/types-publish/")
+	for _, n := range []*Node{a, b} {
+		recs := n.view.records()
+		if got := recs["a"].ActorTypes; !slices.Equal(got, []string{"counter"}) {
+			t.Errorf("%s's view of a's types: %q, want [counter]", n.ID(), got)
+		}
+		if got := recs["b"].ActorTypes; !slices.Equal(got, []string{"counter", "order"}) {
+			t.Errorf("%s's view of b's types: %q, want [counter order]", n.ID(), got)
+		}
+	}
+	// A build before the field: its record says nothing of types.
+	old, _ := json.Marshal(map[string]any{"node_id": "old", "grpc_addr": "127.0.0.1:1"})
+	if err := a.store.Commit(ctx, storage.Txn{Ops: []storage.Op{storage.Put(storage.NodeKey("old"), old)}}); err != nil {
+		t.Fatal(err)
+	}
+	awaitCond(t, ctx, "old's record in b's view", func() bool { _, ok := b.view.record("old"); return ok })
+	if rec, _ := b.view.record("old"); rec.KnownTypes() {
+		t.Errorf("a record without actor_types reads as known: %q", rec.ActorTypes)
+	}
+	c, err := client.New(b.GRPCAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ms := membersByID(t, ctx, c)
+	if got := ms["a"].ActorTypes; !slices.Equal(got, []string{"counter"}) {
+		t.Errorf("members: a's types %q, want [counter]", got)
+	}
+	if got := ms["b"].ActorTypes; !slices.Equal(got, []string{"counter", "order"}) {
+		t.Errorf("members: b's types %q, want [counter order]", got)
+	}
+	if m := ms["old"]; m.TypesKnown() {
+		t.Errorf("members: old's types %q, want unknown (nil)", m.ActorTypes)
+	}
+	j, _ := json.Marshal(ms["old"])
+	if strings.Contains(string(j), "actor_types") {
+		t.Errorf("old's member JSON has actor_types: %s", j)
+	}
+}
+
+// A record that registers no type is known to register none (not
+// unknown), on its way through JSON.
+func TestARecordRegisteringNoTypeIsKnown(t *testing.T) {
+	b, _ := json.Marshal(runtime.NodeRecord{NodeID: "x", ActorTypes: []string{}})
+	var rec runtime.NodeRecord
+	if err := json.Unmarshal(b, &rec); err != nil || !rec.KnownTypes() {
+		t.Errorf("record %s reads back unknown (%v)", b, err)
+	}
+	if reg, known := rec.Registers("order"); reg || !known {
+		t.Errorf("Registers(order) = %v, %v; want false, true", reg, known)
+	}
+}
