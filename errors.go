@@ -14,7 +14,12 @@ var (
 	// ErrNotFound: the actor does not exist (Get, a call without create, a
 	// subscription).
 	ErrNotFound = errors.New("actor not found")
-	// ErrUnknownActor: no actor of that name is registered.
+	// ErrUnknownActor: no actor of that name is registered, on the node
+	// that owns the actor's partition. If other nodes do register it (the
+	// cluster's nodes register different types: a rolling deploy that adds
+	// one, half done), the message names them; the error is the same
+	// (NOT_FOUND actor.unknown_actor, not retried: a retry goes to the same
+	// owner), see docs/deploy.md, "Adding or removing an actor type".
 	ErrUnknownActor = errors.New("unknown actor")
 	// ErrUnknownAction: the actor has no action of that name.
 	ErrUnknownAction = errors.New("unknown action")

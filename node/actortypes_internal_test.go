@@ -3,14 +3,19 @@ package node
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/client"
 	"github.com/rivet-go/rivet/examples/counter"
+	"github.com/rivet-go/rivet/internal/rpcerr"
 	"github.com/rivet-go/rivet/runtime"
 	"github.com/rivet-go/rivet/storage"
 	"github.com/rivet-go/rivet/storage/etcdstore/etcdtest"
@@ -121,5 +126,50 @@ func TestARecordRegisteringNoTypeIsKnown(t *testing.T) {
 	}
 	if reg, known := rec.Registers("order"); reg || !known {
 		t.Errorf("Registers(order) = %v, %v; want false, true", reg, known)
+	}
+}
+
+// A call of a type its partition's owner does not register, though another
+// node does (a rolling deploy that adds the type, half done), says so:
+// which node owns which partition of which actor, which nodes register the
+// type, and that every node must; through either node, still NOT_FOUND
+// actor.unknown_actor (docs/deploy.md says why not UNAVAILABLE). A type no
+// node registers keeps its plain "no actor named" error.
+func TestACallOfATypeItsOwnerDoesNotRegisterNamesTheNodesThatDo(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	a, b := mixedCluster(t, ctx, "/types-error/")
+	ref, p := ownedRef(t, a, "order", "mix")
+	key, _ := json.Marshal(ref.Key)
+	want := fmt.Sprintf(`node a, which owns partition %d of order %s, does not register actor type order; node b does: every node must register the same actor types`, p, key)
+	for _, n := range []*Node{b, a} {
+		c, err := client.New(n.GRPCAddr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = c.Create(ctx, "order", ref.Key, nil)
+		c.Close()
+		var re *rivet.Error
+		if !errors.As(err, &re) || !errors.Is(err, rivet.ErrUnknownActor) || re.Group != "actor" || re.Code != "unknown_actor" || !strings.Contains(re.Message, want) || !strings.Contains(re.Message, "docs/deploy.md") {
+			t.Errorf("create order %s through %s: %v; want actor.unknown_actor with %q", ref.Key, n.ID(), err, want)
+		}
+		if code := rpcerr.Code(err); code != codes.NotFound {
+			t.Errorf("create through %s: code %v, want NOT_FOUND", n.ID(), code)
+		}
+	}
+	// Served where its owner registers it.
+	refB, _ := ownedRef(t, b, "order", "mix")
+	c, err := client.New(a.GRPCAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Create(ctx, "order", refB.Key, nil); err != nil {
+		t.Errorf("create order %s, whose owner b registers order, through a: %v", refB.Key, err)
+	}
+	// No node registers it: a typo's error, as before.
+	_, err = c.Create(ctx, "nosuch", ref.Key, nil)
+	if !errors.Is(err, rivet.ErrUnknownActor) || !strings.Contains(err.Error(), `no actor named "nosuch" is registered`) {
+		t.Errorf("create of a type no node registers: %v; want the plain unknown actor error", err)
 	}
 }

@@ -98,6 +98,26 @@ func (v *view) records() map[string]runtime.NodeRecord {
 	return out
 }
 
+// typeHolders names the other registered nodes that register the actor
+// type name, and those whose registration does not say which types they
+// register (older builds), each sorted (runtime.Host.SetTypeHolders).
+func (v *view) typeHolders(name string) (holders, unknown []string) {
+	for id, rec := range v.records() {
+		if id == v.self {
+			continue
+		}
+		switch reg, known := rec.Registers(name); {
+		case !known:
+			unknown = append(unknown, id)
+		case reg:
+			holders = append(holders, id)
+		}
+	}
+	slices.Sort(holders)
+	slices.Sort(unknown)
+	return holders, unknown
+}
+
 // record returns one node's registration. Routing asks for the owner's on
 // every forwarded call, so decoded records are kept until the mirror of
 // nodes/ moves to another revision.

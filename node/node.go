@@ -510,6 +510,7 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 	n.view.leaseTTL = n.cfg.LeaseTTL
 	n.host.SetRemote(remote{n.view})
 	n.host.SetOwnerLookup(func(p uint32) string { o, _ := n.view.ownerOf(p); return o })
+	n.host.SetTypeHolders(n.view.typeHolders)
 	if err := n.host.Start(ctx); err != nil {
 		return nil, err
 	}

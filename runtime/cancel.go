@@ -36,7 +36,7 @@ func (h *Host) CancelWorkflow(ctx context.Context, ref Ref, reason string) (stri
 		return "", err
 	}
 	defer h.end()
-	sp, err := h.spec(ref.Name)
+	sp, err := h.spec(ref)
 	if err != nil {
 		return "", err
 	}

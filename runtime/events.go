@@ -220,7 +220,7 @@ func (h *Host) Subscribe(ctx context.Context, ref Ref, names []string) (*Subscri
 		return nil, err
 	}
 	defer h.end()
-	sp, err := h.spec(ref.Name)
+	sp, err := h.spec(ref)
 	if err != nil {
 		return nil, err
 	}

@@ -63,7 +63,7 @@ func (h *Host) HistoryPage(ctx context.Context, ref Ref, opts HistoryOptions) (H
 		return History{}, err
 	}
 	defer h.end()
-	sp, err := h.spec(ref.Name)
+	sp, err := h.spec(ref)
 	if err != nil {
 		return History{}, err
 	}
@@ -604,7 +604,7 @@ func (h *Host) RetryWorkflowWith(ctx context.Context, ref Ref, opts RetryOptions
 		return RetryResult{}, err
 	}
 	defer h.end()
-	sp, err := h.spec(ref.Name)
+	sp, err := h.spec(ref)
 	if err != nil {
 		return RetryResult{}, err
 	}

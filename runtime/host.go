@@ -140,6 +140,9 @@ type Host struct {
 	remote Remote
 	// ownerLookup names the owner of a partition served elsewhere.
 	ownerLookup func(p uint32) string
+	// typeHolders names the other nodes that register a type this one
+	// does not (SetTypeHolders); nil in a host without a cluster.
+	typeHolders func(name string) (holders, unknown []string)
 
 	// sendWaitHook, set by tests only (before any request), runs in a
 	// waiting Send's turn just before it registers for the completion:
@@ -431,12 +434,69 @@ func (h *Host) end() {
 	h.mu.Unlock()
 }
 
-func (h *Host) spec(name string) (*rivet.Spec, error) {
-	sp, ok := h.reg.Lookup(name)
+// spec returns the registered spec of ref's type. Of a type this node does
+// not register, the error (rivet.ErrUnknownActor, NOT_FOUND
+// actor.unknown_actor) names the other nodes that do register it, if any:
+// the nodes of the cluster register different types (a rolling deploy
+// that adds one, half done), which is the operator's to fix, not a typo
+// of the caller's. It stays NOT_FOUND, not a retryable UNAVAILABLE:
+// routing goes by key, so a retry reaches the same owner, which lacks the
+// type until it is redeployed, minutes later in a rolling deploy, never if
+// it was forgotten (docs/deploy.md, "Adding or removing an actor type").
+func (h *Host) spec(ref Ref) (*rivet.Spec, error) {
+	sp, ok := h.reg.Lookup(ref.Name)
 	if !ok {
-		return nil, rivet.Errorf(rivet.ErrUnknownActor, "no actor named %q is registered (known: %v)", name, h.reg.Names())
+		return nil, h.unknownActor(ref)
 	}
 	return sp, nil
+}
+
+// SetTypeHolders sets fn, which names the other nodes of the cluster that
+// register the actor type name (holders), and those whose registration
+// does not say which types they register (unknown: older builds). Call it
+// before Start.
+func (h *Host) SetTypeHolders(fn func(name string) (holders, unknown []string)) { h.typeHolders = fn }
+
+// unknownActor is the error of a request for ref, whose type this node does
+// not register (spec).
+func (h *Host) unknownActor(ref Ref) error {
+	plain := rivet.Errorf(rivet.ErrUnknownActor, "no actor named %q is registered (known: %v)", ref.Name, h.reg.Names())
+	if h.typeHolders == nil || rivet.ValidateName("actor", ref.Name) != nil {
+		return plain
+	}
+	holders, unknown := h.typeHolders(ref.Name)
+	if len(holders) == 0 {
+		return plain
+	}
+	where := fmt.Sprintf("node %s", h.cfg.NodeID)
+	if len(ref.Key) > 0 {
+		key, _ := json.Marshal(ref.Key)
+		if p, err := h.PartitionOf(ref); err == nil {
+			if h.Owns(p) {
+				where = fmt.Sprintf("node %s, which owns partition %d of %s %s,", h.cfg.NodeID, p, ref.Name, key)
+			} else {
+				where = fmt.Sprintf("node %s, asked for %s %s (partition %d),", h.cfg.NodeID, ref.Name, key, p)
+			}
+		}
+	}
+	verb := "do"
+	if len(holders) == 1 {
+		verb = "does"
+	}
+	msg := fmt.Sprintf("%s does not register actor type %s; %s %s %s: every node must register the same actor types (a rolling deploy that adds one must reach every node before the type is called; see docs/deploy.md, \"Adding or removing an actor type\")",
+		where, ref.Name, plural(len(holders), "node", "nodes"), strings.Join(holders, ", "), verb)
+	if len(unknown) > 0 {
+		msg += fmt.Sprintf(" (%s %s of a build that does not say which types it registers)", plural(len(unknown), "node", "nodes"), strings.Join(unknown, ", "))
+	}
+	return rivet.Errorf(rivet.ErrUnknownActor, "%s", msg)
+}
+
+// plural returns one if n is 1, else many.
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 // inMemory reports whether the actor is loaded (so it exists).
@@ -1203,7 +1263,7 @@ func (h *Host) Call(ctx context.Context, req CallRequest) (_ json.RawMessage, er
 // call is Call's body. It sets *actor and *action to the actor's and the
 // action's registered names once it knows them, for the Observer.
 func (h *Host) call(ctx context.Context, req CallRequest, actor, action *string) (json.RawMessage, error) {
-	sp, err := h.spec(req.Ref.Name)
+	sp, err := h.spec(req.Ref)
 	if err != nil {
 		return nil, err
 	}
@@ -1709,7 +1769,7 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 		return SendResult{}, err
 	}
 	defer h.end()
-	sp, err := h.spec(req.Ref.Name)
+	sp, err := h.spec(req.Ref)
 	if err != nil {
 		return SendResult{}, err
 	}
@@ -2088,7 +2148,7 @@ func (h *Host) CreateWith(ctx context.Context, ref Ref, input json.RawMessage, o
 		return ActorInfo{}, false, err
 	}
 	defer h.end()
-	sp, err := h.spec(ref.Name)
+	sp, err := h.spec(ref)
 	if err != nil {
 		return ActorInfo{}, false, err
 	}
@@ -2116,7 +2176,7 @@ func (h *Host) GetOrCreate(ctx context.Context, ref Ref, input json.RawMessage) 
 		return ActorInfo{}, false, err
 	}
 	defer h.end()
-	sp, err := h.spec(ref.Name)
+	sp, err := h.spec(ref)
 	if err != nil {
 		return ActorInfo{}, false, err
 	}
@@ -2133,7 +2193,7 @@ func (h *Host) Get(ctx context.Context, ref Ref) (ActorInfo, error) {
 		return ActorInfo{}, err
 	}
 	defer h.end()
-	if _, err := h.spec(ref.Name); err != nil {
+	if _, err := h.spec(ref); err != nil {
 		return ActorInfo{}, err
 	}
 	snap, part, _, err := h.peek(ctx, ref, false)
@@ -2243,7 +2303,7 @@ func (h *Host) Inspect(ctx context.Context, ref Ref) (Inspection, error) {
 		return Inspection{}, err
 	}
 	defer h.end()
-	_, specErr := h.spec(ref.Name)
+	_, specErr := h.spec(ref)
 	snap, part, active, err := h.peek(ctx, ref, true)
 	if specErr != nil && (err == nil || errors.Is(err, rivet.ErrNotFound)) {
 		if err != nil {
@@ -2333,7 +2393,7 @@ func (h *Host) Destroy(ctx context.Context, ref Ref) error {
 		return err
 	}
 	defer h.end()
-	sp, err := h.spec(ref.Name)
+	sp, err := h.spec(ref)
 	if err != nil {
 		return h.destroyUnloaded(ctx, ref, err, "destroyed an actor of an unregistered type")
 	}
@@ -2564,7 +2624,7 @@ func (h *Host) List(ctx context.Context, opts ListOptions) (ListResult, error) {
 		// the wrong case), which an empty list would hide; a call says
 		// the same. (Actors of a name this node does not know, in a
 		// rolling upgrade or left by a removed type, are still listed.)
-		if _, err := h.spec(opts.Name); err != nil {
+		if _, err := h.spec(Ref{Name: opts.Name}); err != nil {
 			return ListResult{}, err
 		}
 	}

@@ -879,7 +879,7 @@ func (h *Host) fireSchedules(it *wakeItem) {
 		return
 	}
 	defer h.end()
-	sp, err := h.spec(it.ref.Name)
+	sp, err := h.spec(it.ref)
 	if err != nil {
 		h.log.Warn("scheduled calls of an unknown actor type: left stored", refField(it.ref))
 		return
@@ -1214,7 +1214,7 @@ func (h *Host) CancelScheduledCall(ctx context.Context, ref Ref, id string) (boo
 		// actor would come back.
 		return false, rivet.Errorf(rivet.ErrInvalidArgument, "%s is the destroy actor %s %s asked for, not a scheduled call: it cannot be cancelled", id, ref.Name, keyString(ref.Key))
 	}
-	sp, err := h.spec(ref.Name)
+	sp, err := h.spec(ref)
 	if err != nil {
 		return false, err
 	}

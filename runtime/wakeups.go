@@ -626,9 +626,9 @@ func (h *Host) wakeOne(it *wakeItem) {
 		return
 	}
 	defer h.end()
-	sp, err := h.spec(it.ref.Name)
+	sp, err := h.spec(it.ref)
 	if err != nil {
-		h.log.Warn("wakeup for an unknown actor type: dropped", refField(it.ref))
+		h.log.Warn("wakeup for an unknown actor type: dropped", refField(it.ref), zap.Error(err))
 		return
 	}
 	ctx, cancel := context.WithTimeout(h.baseCtx, 30*time.Second)
