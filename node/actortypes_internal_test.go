@@ -12,6 +12,10 @@ import (
 
 	"google.golang.org/grpc/codes"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/client"
 	"github.com/rivet-go/rivet/examples/counter"
@@ -34,6 +38,12 @@ var orderActor = rivet.Actor[counter.State]{
 // registering counter and order, on one etcd, and waits until both see
 // both registrations and own a share of the partitions each.
 func mixedCluster(t *testing.T, ctx context.Context, prefix string) (a, b *Node) {
+	return mixedClusterLogged(t, ctx, prefix, nil)
+}
+
+// mixedClusterLogged is mixedCluster with node a logging to logA (nil:
+// nowhere).
+func mixedClusterLogged(t *testing.T, ctx context.Context, prefix string, logA *zap.Logger) (a, b *Node) {
 	t.Helper()
 	regA, err := rivet.Setup(counter.Actor)
 	if err != nil {
@@ -44,7 +54,11 @@ func mixedCluster(t *testing.T, ctx context.Context, prefix string) (a, b *Node)
 		t.Fatal(err)
 	}
 	eps := etcdtest.Start(t)
-	a = StartForTest(t, ctx, ClusterConfigForTest(t, "a", eps, prefix, 16, nil), regA)
+	cfgA := ClusterConfigForTest(t, "a", eps, prefix, 16, nil)
+	if logA != nil {
+		cfgA.Logger = logA
+	}
+	a = StartForTest(t, ctx, cfgA, regA)
 	b = StartForTest(t, ctx, ClusterConfigForTest(t, "b", eps, prefix, 16, []string{a.GossipAddr()}), regB)
 	awaitCond(t, ctx, "both nodes own partitions and see both records", func() bool {
 		for _, n := range []*Node{a, b} {
@@ -171,5 +185,52 @@ func TestACallOfATypeItsOwnerDoesNotRegisterNamesTheNodesThatDo(t *testing.T) {
 	_, err = c.Create(ctx, "nosuch", ref.Key, nil)
 	if !errors.Is(err, rivet.ErrUnknownActor) || !strings.Contains(err.Error(), `no actor named "nosuch" is registered`) {
 		t.Errorf("create of a type no node registers: %v; want the plain unknown actor error", err)
+	}
+}
+
+// A node logs a warning once when the registered nodes register different
+// actor types, naming the types and the nodes, not again while the
+// difference stays the same (another node's registration rewritten by a
+// drain and its undo), and once, at info, when it is gone (the node that
+// registered the extra type stopped).
+func TestANodeWarnsOnceWhenTheNodesRegisterDifferentTypes(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	core, logs := observer.New(zapcore.InfoLevel)
+	a, b := mixedClusterLogged(t, ctx, "/types-warn/", zap.New(core))
+	const warn = "the registered nodes register different actor types"
+	warnings := func() []observer.LoggedEntry {
+		return logs.FilterMessageSnippet(warn).FilterLevelExact(zapcore.WarnLevel).AllUntimed()
+	}
+	awaitCond(t, ctx, "a's warning", func() bool { return len(warnings()) > 0 })
+	w := warnings()[0].ContextMap()
+	if w["differences"] != "order on b, not on a" || fmt.Sprint(w["types"]) != "[order]" {
+		t.Errorf("warning's fields %v, want differences \"order on b, not on a\", types [order]", w)
+	}
+	c, err := client.New(a.GRPCAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Drain(ctx, "b", false); err != nil {
+		t.Fatal(err)
+	}
+	awaitCond(t, ctx, "b draining in a's view", func() bool { r, _ := a.view.record("b"); return r.Draining })
+	if _, err := c.Drain(ctx, "b", true); err != nil {
+		t.Fatal(err)
+	}
+	awaitCond(t, ctx, "b undrained in a's view", func() bool { r, _ := a.view.record("b"); return !r.Draining })
+	sctx, scancel := context.WithTimeout(ctx, 30*time.Second)
+	defer scancel()
+	if err := b.Stop(sctx); err != nil {
+		t.Fatal(err)
+	}
+	// watchCluster checks each revision of the registrations in turn: by
+	// the info, it has looked at the registrations the drain and the undo wrote.
+	awaitCond(t, ctx, "a's info that the types are the same again", func() bool {
+		return logs.FilterMessageSnippet("register the same actor types again").Len() > 0
+	})
+	if n := len(warnings()); n != 1 {
+		t.Errorf("%d warnings, want 1 (once per change): %v", n, warnings())
 	}
 }

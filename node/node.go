@@ -63,6 +63,10 @@ type Node struct {
 	// levels changes the logger's level while the node runs (nil if
 	// Config.LogLevel is).
 	levels *levelControl
+	// typesSaid is what checkTypes last logged of the actor types the
+	// registered nodes register differently ("" for none); watchCluster's
+	// goroutine only.
+	typesSaid string
 
 	// dirLock is held on <data-dir>/node.lock for the node's life: one
 	// node per data directory.

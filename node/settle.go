@@ -184,6 +184,7 @@ func (n *Node) watchCluster(ctx context.Context) {
 		// takes new channels), keeping a connection to nothing.
 		if rev := n.view.nodes.Revision(); rev != pruned {
 			n.view.prune()
+			n.checkTypes()
 			pruned = rev
 		}
 		// After taking the channels, so that no change is missed: a write

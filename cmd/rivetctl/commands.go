@@ -531,7 +531,9 @@ node forwards to it fail; clients given several addresses go through the
 others). A node that
 crashed is alive (gossip has no suspect state) until gossip declares it
 dead, and unregistered meanwhile once its lease has expired (--lease-ttl,
-3s by default); dead, it is listed until gossip forgets it.`,
+3s by default); dead, it is listed until gossip forgets it. If the registered nodes register
+different actor types, a note on stderr says which (-o json lists each
+node's actor_types; none for a build that does not say).`,
 		Args: args(0, 0),
 	}
 	cmd.RunE = a.runE(nil, func(ctx context.Context, c *client.Client, _ []string) error {
@@ -542,7 +544,14 @@ dead, and unregistered meanwhile once its lease has expired (--lease-ttl,
 		if ml.Note != "" {
 			a.note("%s", ml.Note)
 		}
-		return a.printMembers(ml.Members)
+		if err := a.printMembers(ml.Members); err != nil {
+			return err
+		}
+		// After the table, on stderr: the table stays as scripts read it.
+		if said := typeDifferences(ml.Members); said != "" {
+			a.note("the nodes register different actor types: %s; a call of one whose partition's owner does not register it fails, and its workflows do not run there: every node must register the same actor types (docs/deploy.md, \"Adding or removing an actor type\")", said)
+		}
+		return nil
 	})
 	return cmd
 }

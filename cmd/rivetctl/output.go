@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/rivet-go/rivet/client"
+	"github.com/rivet-go/rivet/internal/typesets"
 	"github.com/rivet-go/rivet/workflow"
 )
 
@@ -384,6 +385,19 @@ func (a *app) printMembers(ms []client.Member) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", printable(m.NodeID), printable(orDash(m.GRPCAddr)), printable(orDash(m.GossipAddr)), printable(state), m.PartitionsOwned, formatTime(m.StartedAt), printable(orDash(shortBuild(m.Build))))
 	}
 	return tw.Flush()
+}
+
+// typeDifferences says which actor types some registered nodes of ms
+// register and others do not ("" if none), among the nodes that say which
+// they register.
+func typeDifferences(ms []client.Member) string {
+	known := map[string][]string{}
+	for _, m := range ms {
+		if m.TypesKnown() && !m.StartedAt.IsZero() {
+			known[m.NodeID] = m.ActorTypes
+		}
+	}
+	return typesets.Format(typesets.Differences(known))
 }
 
 // shortBuild is a node's build without the words every build has: its

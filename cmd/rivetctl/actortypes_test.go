@@ -1,0 +1,76 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/client"
+	"github.com/rivet-go/rivet/examples/counter"
+	"github.com/rivet-go/rivet/node"
+	"github.com/rivet-go/rivet/storage/etcdstore/etcdtest"
+)
+
+// orderActor is an actor type only one of the test's nodes registers.
+var orderActor = rivet.Actor[counter.State]{
+	Name: "order",
+	Actions: rivet.Actions[counter.State]{
+		"get": rivet.Query(func(c *rivet.ActionCtx[counter.State]) (int, error) { return c.State.Count, nil }),
+	},
+}
+
+// startMixedNodes starts n1, registering counter, and n2, registering
+// counter and order, on one etcd, and returns their addresses once n1
+// lists both, each owning partitions.
+func startMixedNodes(t *testing.T) (addr1, addr2 string) {
+	t.Helper()
+	reg1, err := rivet.Setup(counter.Actor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg2, err := rivet.Setup(counter.Actor, orderActor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	endpoints := etcdtest.Start(t)
+	for i, reg := range []*rivet.Registry{reg1, reg2} {
+		id := []string{"n1", "n2"}[i]
+		n := startLocalNode(t, reg, func(cfg *node.Config) {
+			cfg.NodeID, cfg.EtcdEndpoints, cfg.EtcdPrefix = id, endpoints, "/"+t.Name()+"/"
+		})
+		if i == 0 {
+			addr1 = n.GRPCAddr()
+		} else {
+			addr2 = n.GRPCAddr()
+		}
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		var ms []client.Member
+		r := rivetctl(t, addr1, "members", "-o", "json")
+		if r.code == 0 && json.Unmarshal([]byte(r.stdout), &ms) == nil && len(ms) == 2 && ms[0].PartitionsOwned > 0 && ms[1].PartitionsOwned > 0 {
+			return addr1, addr2
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("n1 never listed n1 and n2 owning partitions: %s %s", r.stdout, r.stderr)
+		}
+	}
+}
+
+// rivetctl members says, on stderr, after the table (which scripts read as
+// before), which actor types the registered nodes register differently;
+// -o json lists each node's types.
+func TestMembersOfNodesThatRegisterDifferentTypes(t *testing.T) {
+	addr1, _ := startMixedNodes(t)
+	r := rivetctl(t, addr1, "members")
+	note := `rivetctl: note: the nodes register different actor types: order on n2, not on n1; a call of one whose partition's owner does not register it fails`
+	if r.code != 0 || !strings.HasPrefix(r.stdout, "NODE  ") || strings.Count(r.stdout, "\n") != 3 || !strings.HasPrefix(r.stderr, note) || !strings.Contains(r.stderr, "docs/deploy.md") {
+		t.Errorf("members: exit %d, stdout:\n%s\nstderr: %s\nwant the table and the note %q", r.code, r.stdout, r.stderr, note)
+	}
+	r = rivetctl(t, addr1, "members", "-o", "json")
+	if r.code != 0 || !strings.Contains(r.stdout, `"node_id":"n1"`) || !strings.Contains(r.stdout, `"actor_types":["counter"]`) || !strings.Contains(r.stdout, `"actor_types":["counter","order"]`) {
+		t.Errorf("members -o json: exit %d, stdout %s; want each node's actor_types", r.code, r.stdout)
+	}
+
+}
