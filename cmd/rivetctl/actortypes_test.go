@@ -60,8 +60,10 @@ func startMixedNodes(t *testing.T) (addr1, addr2 string) {
 
 // rivetctl members says, on stderr, after the table (which scripts read as
 // before), which actor types the registered nodes register differently;
-// -o json lists each node's types.
-func TestMembersOfNodesThatRegisterDifferentTypes(t *testing.T) {
+// -o json lists each node's types. rivetctl drain refuses to drain a node
+// onto nodes that lack types it registers, unless --force; a drain the
+// other way goes through.
+func TestMembersAndDrainOfNodesThatRegisterDifferentTypes(t *testing.T) {
 	addr1, _ := startMixedNodes(t)
 	r := rivetctl(t, addr1, "members")
 	note := `rivetctl: note: the nodes register different actor types: order on n2, not on n1; a call of one whose partition's owner does not register it fails`
@@ -73,4 +75,22 @@ func TestMembersOfNodesThatRegisterDifferentTypes(t *testing.T) {
 		t.Errorf("members -o json: exit %d, stdout %s; want each node's actor_types", r.code, r.stdout)
 	}
 
+	rivetctl(t, addr1, "drain", "n2").wantErrPrefix(t, 1, `rivetctl: refused to drain n2: the nodes that would take n2's partitions do not register every actor type it does (n1 lacks order): actors of order moved there would not run`)
+	var ms []client.Member
+	if r := rivetctl(t, addr1, "members", "-o", "json"); json.Unmarshal([]byte(r.stdout), &ms) != nil || len(ms) != 2 || ms[0].Draining || ms[1].Draining {
+		t.Errorf("after a refused drain: %s; want nobody draining", r.stdout)
+	}
+	r = rivetctl(t, addr1, "drain", "n2", "--force", "--wait", "0")
+	if r.code != 0 || r.stdout != "n2 is draining (owned "+strings.TrimPrefix(r.stdout, "n2 is draining (owned ") || !strings.Contains(r.stderr, "draining n2 all the same (--force)") {
+		t.Errorf("drain --force: exit %d, stdout %q, stderr %q; want draining, with a note", r.code, r.stdout, r.stderr)
+	}
+	if r := rivetctl(t, addr1, "drain", "n2", "--undo"); r.code != 0 {
+		t.Fatalf("undo: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	// n2 registers every type n1 does: no word.
+	r = rivetctl(t, addr1, "drain", "n1", "--wait", "0")
+	if r.code != 0 || r.stderr != "" {
+		t.Errorf("drain n1 onto n2, which registers its types: exit %d, stdout %q, stderr %q; want it done, no note", r.code, r.stdout, r.stderr)
+	}
+	rivetctl(t, addr1, "drain", "n1", "--undo")
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -13,12 +15,13 @@ import (
 	"golang.org/x/term"
 
 	"github.com/rivet-go/rivet/client"
+	"github.com/rivet-go/rivet/internal/typesets"
 )
 
 func (a *app) drainCommand() *cobra.Command {
 	var (
-		undo bool
-		wait time.Duration
+		undo, force bool
+		wait        time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "drain NODE",
@@ -29,11 +32,21 @@ and its writes land before the next owner takes it). rivetctl shows the
 progress and returns when NODE owns nothing. --undo ends a drain: NODE takes
 its share of partitions again; it returns at once (--wait is for a drain;
 --wait 0, "return at once", is accepted with --undo, as it is what an undo does).
-A restart ends a drain too: NODE's next process starts undrained.`,
+A restart ends a drain too: NODE's next process starts undrained.
+
+A drain is refused if the nodes that would take NODE's partitions do not
+register every actor type NODE registers (rivetctl members -o json lists
+each node's actor_types): actors of those types moved there would not run
+(their calls fail, their workflows and timers wait until the partition
+moves to a node that registers the type). Deploy the types to every node
+first; --force drains all the same (a rolling deploy that removes a type,
+once none of its actors is left: docs/deploy.md, "Adding or removing an
+actor type").`,
 		Args: args(1, 1),
 	}
 	cmd.Flags().BoolVar(&undo, "undo", false, "end the drain: the node takes its share again")
 	cmd.Flags().DurationVar(&wait, "wait", 5*time.Minute, "how long to wait for the drain to finish (0: do not wait)")
+	cmd.Flags().BoolVar(&force, "force", false, "drain even if the nodes that would take NODE's partitions do not register every actor type NODE does")
 	cmd.RunE = a.runE(func() time.Duration {
 		if undo {
 			return 0 // an undo waits for nothing
@@ -53,6 +66,11 @@ A restart ends a drain too: NODE's next process starts undrained.`,
 			// to whoever asked it to wait. --wait 0 asks for just that
 			// (a script that always passes --wait, 0 with --undo).
 			return usagef("--wait makes no sense with --undo (an undo returns once %s is no longer draining; rivetctl members shows its partitions come back)", node)
+		}
+		if !undo {
+			if err := a.checkDrainTypes(ctx, c, node, force); err != nil {
+				return err
+			}
 		}
 		start, err := c.Drain(ctx, node, undo)
 		if err != nil {
@@ -182,4 +200,60 @@ func ownedBy(ctx context.Context, c *client.Client, node string) (uint32, string
 		}
 	}
 	return 0, "", fmt.Errorf("node %s is %w", node, errNotMember)
+}
+
+// checkDrainTypes refuses (unless force) a drain of node whose partitions
+// would go to nodes that do not register every actor type node does: their
+// actors would not run there. With force, or when it cannot tell (a node
+// of a build that does not publish its types), it says so in a note and
+// lets the drain go. The node answering does not check: a client other
+// than rivetctl drains regardless.
+func (a *app) checkDrainTypes(ctx context.Context, c *client.Client, node string, force bool) error {
+	ms, err := c.Members(ctx)
+	if err != nil {
+		return err
+	}
+	var target *client.Member
+	for i := range ms {
+		if ms[i].NodeID == node {
+			target = &ms[i]
+		}
+	}
+	if target == nil || !target.TypesKnown() {
+		return nil // the node answers what it answers of an unknown node; an older build says nothing of its types
+	}
+	var lacking, unknown []string
+	missing := map[string]bool{}
+	for _, m := range ms {
+		if m.NodeID == node || m.Draining || m.StartedAt.IsZero() || m.State != "alive" {
+			continue // in no ring: draining, not registered, or not alive in gossip
+		}
+		if !m.TypesKnown() {
+			unknown = append(unknown, m.NodeID)
+			continue
+		}
+		if miss := typesets.Missing(target.ActorTypes, m.ActorTypes); len(miss) > 0 {
+			lacking = append(lacking, fmt.Sprintf("%s lacks %s", m.NodeID, strings.Join(miss, ", ")))
+			for _, t := range miss {
+				missing[t] = true
+			}
+		}
+	}
+	if len(unknown) > 0 {
+		a.note("cannot tell whether %s registers every actor type %s does: a build that does not say which it registers", strings.Join(unknown, ", "), node)
+	}
+	if len(lacking) == 0 {
+		return nil
+	}
+	types := make([]string, 0, len(missing))
+	for t := range missing {
+		types = append(types, t)
+	}
+	slices.Sort(types)
+	what := fmt.Sprintf("the nodes that would take %s's partitions do not register every actor type it does (%s): actors of %s moved there would not run (their calls fail, their workflows and timers wait until their partition moves to a node that registers the type)", node, strings.Join(lacking, "; "), strings.Join(types, ", "))
+	if force {
+		a.note("draining %s all the same (--force): %s", node, what)
+		return nil
+	}
+	return &runError{err: fmt.Errorf("refused to drain %s: %s; deploy the types to every node first (docs/deploy.md, \"Adding or removing an actor type\"), or drain with --force", node, what), code: "FAILED_PRECONDITION"}
 }
