@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -93,4 +94,38 @@ func TestMembersAndDrainOfNodesThatRegisterDifferentTypes(t *testing.T) {
 		t.Errorf("drain n1 onto n2, which registers its types: exit %d, stdout %q, stderr %q; want it done, no note", r.code, r.stdout, r.stderr)
 	}
 	rivetctl(t, addr1, "drain", "n1", "--undo")
+}
+
+// The trial's case: an order actor created on n2, which registers order,
+// and moved by a drain (--force) to n1, which does not. Its inspection
+// says that another node registers its type, not that it is one to
+// destroy; calls of it name the nodes that register order.
+func TestInspectOfAnActorWhoseOwnerLacksItsTypeButAnotherHasIt(t *testing.T) {
+	addr1, addr2 := startMixedNodes(t)
+	key := ""
+	for i := range 64 {
+		r := rivetctl(t, addr2, "create", "order", fmt.Sprint("mix", i))
+		if r.code == 0 {
+			key = fmt.Sprint("mix", i)
+			break
+		}
+		if !strings.Contains(r.stderr, "node n1, which owns partition") || !strings.Contains(r.stderr, "node n2 does: every node must register the same actor types") {
+			t.Fatalf("create order mix%d through n2: exit %d, stderr %q; want success, or n1's error naming n2", i, r.code, r.stderr)
+		}
+	}
+	if key == "" {
+		t.Fatal("no order actor of 64 landed on n2's partitions")
+	}
+	if r := rivetctl(t, addr1, "drain", "n2", "--force", "--wait", "1m"); r.code != 0 {
+		t.Fatalf("drain n2 --force: exit %d, %s %s", r.code, r.stdout, r.stderr)
+	}
+	defer rivetctl(t, addr1, "drain", "n2", "--undo")
+	r := rivetctl(t, addr1, "inspect", "order", key)
+	if r.code != 0 || !strings.Contains(r.stdout, "not registered on its owner, but on n2: the nodes register different actor types") || strings.Contains(r.stdout, "destroy removes it") {
+		t.Errorf("inspect order %s on n1: exit %d, stdout:\n%s\nstderr %s\nwant its type row naming n2", key, r.code, r.stdout, r.stderr)
+	}
+	r = rivetctl(t, addr2, "call", "order", key, "get")
+	if r.code == 0 || !strings.Contains(r.stderr, "does not register actor type order; node n2 does") {
+		t.Errorf("call order %s, owned by n1: exit %d, stderr %q; want n1's error naming n2", key, r.code, r.stderr)
+	}
 }

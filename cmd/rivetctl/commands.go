@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -240,7 +241,20 @@ func (a *app) inspectCommand() *cobra.Command {
 		if err != nil {
 			return err
 		}
-		return a.printInspection(in)
+		var registeredOn []string
+		if in.Unregistered && a.output != "json" {
+			// Other nodes may register the type (the nodes' types
+			// differ): then the actor is not one to destroy, but one
+			// that waits for an owner that runs it.
+			if ms, err := c.Members(ctx); err == nil {
+				for _, m := range ms {
+					if m.NodeID != in.Info.Owner && slices.Contains(m.ActorTypes, in.Info.Name) {
+						registeredOn = append(registeredOn, m.NodeID)
+					}
+				}
+			}
+		}
+		return a.printInspection(in, registeredOn)
 	})
 	return cmd
 }

@@ -185,7 +185,9 @@ func untilRetried(status string) string {
 	return "until it is retried (rivetctl workflow retry)"
 }
 
-func (a *app) printInspection(in client.Inspection) error {
+// printInspection prints in; registeredOn are the other nodes that
+// register the actor's type, if its owner does not.
+func (a *app) printInspection(in client.Inspection, registeredOn []string) error {
 	if a.output == "json" {
 		return a.printValue(in)
 	}
@@ -194,7 +196,10 @@ func (a *app) printInspection(in client.Inspection) error {
 	// escaped already, and printable leaves them as they are).
 	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, printable(v)) }
 	row("actor", in.Info.Name+" "+formatKey(in.Info.Key))
-	if in.Unregistered {
+	switch {
+	case in.Unregistered && len(registeredOn) > 0:
+		row("type", fmt.Sprintf("not registered on its owner, but on %s: the nodes register different actor types, and nothing runs this actor until its partition's owner registers %s (docs/deploy.md, \"Adding or removing an actor type\"); not one to destroy for that", strings.Join(registeredOn, ", "), in.Info.Name))
+	case in.Unregistered:
 		row("type", "not registered on its owner: nothing runs this actor; rivetctl destroy removes it")
 	}
 	row("partition", fmt.Sprint(in.Info.Partition))
