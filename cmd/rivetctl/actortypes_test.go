@@ -88,6 +88,18 @@ func TestMembersAndDrainOfNodesThatRegisterDifferentTypes(t *testing.T) {
 	if r := rivetctl(t, addr1, "drain", "n2", "--undo"); r.code != 0 {
 		t.Fatalf("undo: %d %s %s", r.code, r.stdout, r.stderr)
 	}
+	// n1 checks a drain of itself against its copy of the registrations:
+	// until it has n2's undo, n2 is no node to drain to.
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		var ms []client.Member
+		r := rivetctl(t, addr1, "members", "-o", "json")
+		if json.Unmarshal([]byte(r.stdout), &ms) == nil && len(ms) == 2 && !ms[0].Draining && !ms[1].Draining {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("n1 never saw n2's undo: %s %s", r.stdout, r.stderr)
+		}
+	}
 	// n2 registers every type n1 does: no word.
 	r = rivetctl(t, addr1, "drain", "n1", "--wait", "0")
 	if r.code != 0 || r.stderr != "" {
