@@ -128,6 +128,16 @@ func TestNodesPublishTheActorTypesTheyRegister(t *testing.T) {
 	if strings.Contains(string(j), "actor_types") {
 		t.Errorf("old's member JSON has actor_types: %s", j)
 	}
+	// Left out of the comparison, and named as unknown where it matters.
+	diffs, unknown := a.view.typeDifferences()
+	if len(diffs) != 1 || diffs[0].Type != "order" || !slices.Equal(diffs[0].NotOn, []string{"a"}) || !slices.Equal(unknown, []string{"old"}) {
+		t.Errorf("a's type differences %+v, unknown %q; want order not on a, old unknown", diffs, unknown)
+	}
+	ref, _ := ownedRef(t, a, "order", "old")
+	_, err = c.Create(ctx, "order", ref.Key, nil)
+	if !errors.Is(err, rivet.ErrUnknownActor) || !strings.Contains(err.Error(), "node b does: every node") || !strings.Contains(err.Error(), "(node old of a build that does not say which types it registers)") {
+		t.Errorf("create order on a's partition with old registered: %v; want b named, old said unknown", err)
+	}
 }
 
 // A record that registers no type is known to register none (not
