@@ -198,6 +198,28 @@ func TestACallOfATypeItsOwnerDoesNotRegisterNamesTheNodesThatDo(t *testing.T) {
 	}
 }
 
+// A request that reaches a node that does not own its partition (routed by
+// a stale table, or forwarded just as the partition moved) is refused as
+// not owned, UNAVAILABLE, which the caller retries at the owner, whether
+// or not this node registers the actor's type: only the owner says that
+// the type is not registered (NOT_FOUND, which is not retried).
+func TestARequestForAnotherNodesPartitionOfATypeItLacksIsNotOwned(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	a, b := mixedCluster(t, ctx, "/types-stale/")
+	for name, action := range map[string]string{"order": "get", "counter": "getCount"} {
+		ref, p := ownedRef(t, b, name, "stale")
+		if a.host.Owns(p) {
+			t.Fatalf("a and b both own partition %d", p)
+		}
+		_, err := a.host.Call(ctx, runtime.CallRequest{Ref: ref, Action: action, CreateIfMissing: true})
+		want := fmt.Sprintf("partition %d of actor %s is not owned by node a", p, name)
+		if !errors.Is(err, rivet.ErrUnavailable) || errors.Is(err, rivet.ErrNotFound) || !strings.Contains(err.Error(), want) {
+			t.Errorf("call of %s %s, b's partition %d, on a: %v; want UNAVAILABLE %q", name, ref.Key, p, err, want)
+		}
+	}
+}
+
 // A node logs a warning once when the registered nodes register different
 // actor types, naming the types and the nodes, not again while the
 // difference stays the same (another node's registration rewritten by a

@@ -25,6 +25,7 @@ import (
 	"github.com/rivet-go/rivet/caller"
 	"github.com/rivet-go/rivet/internal/rpcerr"
 	"github.com/rivet-go/rivet/internal/sizes"
+	"github.com/rivet-go/rivet/internal/typesets"
 	"github.com/rivet-go/rivet/placement"
 	"github.com/rivet-go/rivet/storage"
 	"github.com/rivet-go/rivet/workflow"
@@ -458,8 +459,21 @@ func (h *Host) spec(ref Ref) (*rivet.Spec, error) {
 func (h *Host) SetTypeHolders(fn func(name string) (holders, unknown []string)) { h.typeHolders = fn }
 
 // unknownActor is the error of a request for ref, whose type this node does
-// not register (spec).
+// not register (spec). A keyed request for a partition this node does not
+// own (a stale routing table) is answered as a node that registers the
+// type answers it, with the retryable notOwned: the owner, which the retry
+// reaches, is the one to say whether it registers the type.
 func (h *Host) unknownActor(ref Ref) error {
+	where := fmt.Sprintf("node %s", h.cfg.NodeID)
+	if len(ref.Key) > 0 {
+		if p, err := h.PartitionOf(ref); err == nil {
+			if !h.Owns(p) {
+				return h.notOwned(p, " of actor "+ref.Name)
+			}
+			key, _ := json.Marshal(ref.Key)
+			where = fmt.Sprintf("node %s, which owns partition %d of %s %s,", h.cfg.NodeID, p, ref.Name, key)
+		}
+	}
 	plain := rivet.Errorf(rivet.ErrUnknownActor, "no actor named %q is registered (known: %v)", ref.Name, h.reg.Names())
 	if h.typeHolders == nil || rivet.ValidateName("actor", ref.Name) != nil {
 		return plain
@@ -468,25 +482,14 @@ func (h *Host) unknownActor(ref Ref) error {
 	if len(holders) == 0 {
 		return plain
 	}
-	where := fmt.Sprintf("node %s", h.cfg.NodeID)
-	if len(ref.Key) > 0 {
-		key, _ := json.Marshal(ref.Key)
-		if p, err := h.PartitionOf(ref); err == nil {
-			if h.Owns(p) {
-				where = fmt.Sprintf("node %s, which owns partition %d of %s %s,", h.cfg.NodeID, p, ref.Name, key)
-			} else {
-				where = fmt.Sprintf("node %s, asked for %s %s (partition %d),", h.cfg.NodeID, ref.Name, key, p)
-			}
-		}
-	}
 	verb := "do"
 	if len(holders) == 1 {
 		verb = "does"
 	}
 	msg := fmt.Sprintf("%s does not register actor type %s; %s %s %s: every node must register the same actor types (a rolling deploy that adds one must reach every node before the type is called; see docs/deploy.md, \"Adding or removing an actor type\")",
-		where, ref.Name, plural(len(holders), "node", "nodes"), strings.Join(holders, ", "), verb)
+		where, ref.Name, plural(len(holders), "node", "nodes"), typesets.List(holders), verb)
 	if len(unknown) > 0 {
-		msg += fmt.Sprintf(" (%s %s of a build that does not say which types it registers)", plural(len(unknown), "node", "nodes"), strings.Join(unknown, ", "))
+		msg += fmt.Sprintf(" (%s %s of a build that does not say which types it registers)", plural(len(unknown), "node", "nodes"), typesets.List(unknown))
 	}
 	return rivet.Errorf(rivet.ErrUnknownActor, "%s", msg)
 }

@@ -60,13 +60,13 @@ func Format(diffs []Diff) string {
 			parts = append(parts, fmt.Sprintf("and %d more types", len(diffs)-most))
 			break
 		}
-		parts = append(parts, fmt.Sprintf("%s on %s, not on %s", d.Type, list(d.On), list(d.NotOn)))
+		parts = append(parts, fmt.Sprintf("%s on %s, not on %s", d.Type, List(d.On), List(d.NotOn)))
 	}
 	return strings.Join(parts, "; ")
 }
 
-// list joins ids, cut after a few.
-func list(ids []string) string {
+// List joins ids, cut after a few, saying how many more there are.
+func List(ids []string) string {
 	const most = 8
 	if len(ids) > most {
 		return strings.Join(ids[:most], ", ") + fmt.Sprintf(" and %d more", len(ids)-most)
