@@ -220,6 +220,34 @@ func TestARequestForAnotherNodesPartitionOfATypeItLacksIsNotOwned(t *testing.T) 
 	}
 }
 
+// The unknown-actor error names at most 8 of the nodes that register the
+// type, and says how many more there are.
+func TestTheNodesThatRegisterATypeAreCutAfterEight(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	a, b := mixedCluster(t, ctx, "/types-cut/")
+	// Registrations that no live node backs: they take no partition.
+	for i := 1; i <= 9; i++ {
+		id := fmt.Sprint("h", i)
+		rec, _ := json.Marshal(runtime.NodeRecord{NodeID: id, GRPCAddr: "127.0.0.1:1", ActorTypes: []string{"counter", "order"}})
+		if err := a.store.Commit(ctx, storage.Txn{Ops: []storage.Op{storage.Put(storage.NodeKey(id), rec)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	awaitCond(t, ctx, "the records in a's view", func() bool { return len(a.view.records()) == 11 })
+	ref, _ := ownedRef(t, a, "order", "cut")
+	c, err := client.New(b.GRPCAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, err = c.Create(ctx, "order", ref.Key, nil)
+	want := "nodes b, h1, h2, h3, h4, h5, h6, h7 and 2 more do: every node"
+	if !errors.Is(err, rivet.ErrUnknownActor) || !strings.Contains(err.Error(), want) {
+		t.Errorf("create order on a's partition: %v; want %q", err, want)
+	}
+}
+
 // A node logs a warning once when the registered nodes register different
 // actor types, naming the types and the nodes, not again while the
 // difference stays the same (another node's registration rewritten by a

@@ -30,3 +30,12 @@ func TestDifferences(t *testing.T) {
 		t.Errorf("Missing = %q", m)
 	}
 }
+
+func TestListIsCutAfterEight(t *testing.T) {
+	if s := List([]string{"a", "b"}); s != "a, b" {
+		t.Errorf("List of 2 = %q", s)
+	}
+	if s := List([]string{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j"}); s != "a, b, c, d, e, f, g, h and 2 more" {
+		t.Errorf("List of 10 = %q", s)
+	}
+}
