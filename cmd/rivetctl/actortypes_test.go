@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/rivet-go/rivet/client"
 	"github.com/rivet-go/rivet/examples/counter"
 	"github.com/rivet-go/rivet/node"
+	"github.com/rivet-go/rivet/placement"
 	"github.com/rivet-go/rivet/storage/etcdstore/etcdtest"
 )
 
@@ -23,8 +25,9 @@ var orderActor = rivet.Actor[counter.State]{
 }
 
 // startMixedNodes starts n1, registering counter, and n2, registering
-// counter and order, on one etcd, and returns their addresses once n1
-// lists both, each owning partitions.
+// counter and order, on one etcd, and returns their addresses once both
+// list both and the partitions are placed as the ring of the two says
+// (the balancer done: no partition moves under the test).
 func startMixedNodes(t *testing.T) (addr1, addr2 string) {
 	t.Helper()
 	reg1, err := rivet.Setup(counter.Actor)
@@ -36,25 +39,81 @@ func startMixedNodes(t *testing.T) (addr1, addr2 string) {
 		t.Fatal(err)
 	}
 	endpoints := etcdtest.Start(t)
-	for i, reg := range []*rivet.Registry{reg1, reg2} {
-		id := []string{"n1", "n2"}[i]
-		n := startLocalNode(t, reg, func(cfg *node.Config) {
-			cfg.NodeID, cfg.EtcdEndpoints, cfg.EtcdPrefix = id, endpoints, "/"+t.Name()+"/"
-		})
-		if i == 0 {
-			addr1 = n.GRPCAddr()
-		} else {
-			addr2 = n.GRPCAddr()
+	var nodes []*node.Node
+	for _, id := range []string{"n1", "n2"} {
+		reg := reg1
+		if id == "n2" {
+			reg = reg2
 		}
+		nodes = append(nodes, startLocalNode(t, reg, func(cfg *node.Config) {
+			cfg.NodeID, cfg.EtcdEndpoints, cfg.EtcdPrefix = id, endpoints, "/"+t.Name()+"/"
+		}))
 	}
+	waitPlacedNodes(t, nodes...)
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		var ms []client.Member
-		r := rivetctl(t, addr1, "members", "-o", "json")
+		r := rivetctl(t, nodes[0].GRPCAddr(), "members", "-o", "json")
 		if r.code == 0 && json.Unmarshal([]byte(r.stdout), &ms) == nil && len(ms) == 2 && ms[0].PartitionsOwned > 0 && ms[1].PartitionsOwned > 0 {
-			return addr1, addr2
+			return nodes[0].GRPCAddr(), nodes[1].GRPCAddr()
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("n1 never listed n1 and n2 owning partitions: %s %s", r.stdout, r.stderr)
+		}
+	}
+}
+
+// waitPlacedNodes waits until every partition is served by the node the
+// ring of nodes places it on, held by no other, and every node's table
+// (Partitions) says so.
+func waitPlacedNodes(t *testing.T, nodes ...*node.Node) {
+	t.Helper()
+	ids := make([]string, len(nodes))
+	for i, n := range nodes {
+		ids[i] = n.ID()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	clients := make([]*client.Client, len(nodes))
+	for i, n := range nodes {
+		c, err := client.New(n.GRPCAddr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		clients[i] = c
+	}
+	placed := func() (bool, string) {
+		for _, c := range clients {
+			tab, err := c.Partitions(ctx)
+			if err != nil {
+				return false, err.Error()
+			}
+			want := placement.Table(tab.Count, ids)
+			if len(tab.Owners) != len(want) {
+				return false, fmt.Sprintf("%d partitions owned of %d", len(tab.Owners), len(want))
+			}
+			for _, o := range tab.Owners {
+				if o.Owner != want[o.Partition] {
+					return false, fmt.Sprintf("partition %d owned by %s, placed on %s", o.Partition, o.Owner, want[o.Partition])
+				}
+				for _, n := range nodes {
+					if n.ID() == o.Owner && !n.Ownership().Owns(o.Partition) || n.ID() != o.Owner && n.Ownership().Holds(o.Partition) {
+						return false, fmt.Sprintf("partition %d not yet served by %s alone", o.Partition, o.Owner)
+					}
+				}
+			}
+		}
+		return true, ""
+	}
+	for {
+		ok, why := placed()
+		if ok {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the partitions were never placed as the ring of %v says: %s", ids, why)
+		case <-time.After(20 * time.Millisecond):
 		}
 	}
 }
