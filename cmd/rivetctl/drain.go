@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/rivet-go/rivet/client"
 	"github.com/rivet-go/rivet/internal/typesets"
+	"github.com/rivet-go/rivet/placement"
 )
 
 func (a *app) drainCommand() *cobra.Command {
@@ -34,14 +36,15 @@ its share of partitions again; it returns at once (--wait is for a drain;
 --wait 0, "return at once", is accepted with --undo, as it is what an undo does).
 A restart ends a drain too: NODE's next process starts undrained.
 
-A drain is refused if the nodes that would take NODE's partitions do not
-register every actor type NODE registers (rivetctl members -o json lists
-each node's actor_types): actors of those types moved there would not run
-(their calls fail, their workflows and timers wait until the partition
-moves to a node that registers the type). Deploy the types to every node
+A drain is refused if the nodes that would take NODE's partitions (as the
+ring places them: rendezvous hashing over the nodes alive, registered and
+not draining) do not register every actor type NODE registers (rivetctl
+members -o json lists each node's actor_types): actors of those types
+moved there would not run (their calls fail, their workflows and timers
+wait until the partition moves to a node that registers the type). Deploy the types to every node
 first; --force drains all the same (a rolling deploy that removes a type,
 once none of its actors is left: docs/deploy.md, "Adding or removing an
-actor type").`,
+actor type"). A node already draining is not checked again.`,
 		Args: args(1, 1),
 	}
 	cmd.Flags().BoolVar(&undo, "undo", false, "end the drain: the node takes its share again")
@@ -66,6 +69,12 @@ actor type").`,
 			// to whoever asked it to wait. --wait 0 asks for just that
 			// (a script that always passes --wait, 0 with --undo).
 			return usagef("--wait makes no sense with --undo (an undo returns once %s is no longer draining; rivetctl members shows its partitions come back)", node)
+		}
+		if undo && force {
+			// --force is the drain's, past the check of actor types: an
+			// undo moves partitions back onto node, which its drain
+			// checked nothing of.
+			return usagef("--force makes no sense with --undo (it drains past the check of actor types; an undo is not checked)")
 		}
 		if !undo {
 			if err := a.checkDrainTypes(ctx, c, node, force); err != nil {
@@ -204,56 +213,110 @@ func ownedBy(ctx context.Context, c *client.Client, node string) (uint32, string
 
 // checkDrainTypes refuses (unless force) a drain of node whose partitions
 // would go to nodes that do not register every actor type node does: their
-// actors would not run there. With force, or when it cannot tell (a node
-// of a build that does not publish its types), it says so in a note and
-// lets the drain go. The node answering does not check: a client other
-// than rivetctl drains regardless.
+// actors would not run there. Only the nodes that would take some of
+// node's partitions are checked (drainTakers); none (node alone, or in no
+// ring), no check. With force, or when it cannot tell (node, or a node
+// that would take some of its partitions, of a build that does not publish
+// its types), it says so in a note and lets the drain go. A node already
+// draining is not checked again (drain run again to wait for it). The node answering does
+// not check: a client other than rivetctl drains regardless.
 func (a *app) checkDrainTypes(ctx context.Context, c *client.Client, node string, force bool) error {
 	ms, err := c.Members(ctx)
 	if err != nil {
 		return err
 	}
-	var target *client.Member
-	for i := range ms {
-		if ms[i].NodeID == node {
-			target = &ms[i]
-		}
+	byID := map[string]client.Member{}
+	for _, m := range ms {
+		byID[m.NodeID] = m
 	}
-	if target == nil || !target.TypesKnown() {
-		return nil // the node answers what it answers of an unknown node; an older build says nothing of its types
+	target, ok := byID[node]
+	if !ok || target.Draining {
+		// Unknown: the node answers what it answers of it. Draining: its
+		// partitions are on their way already, checked when its drain
+		// began (drain run again to wait for it).
+		return nil
+	}
+	tab, err := c.Partitions(ctx)
+	if err != nil {
+		return err
+	}
+	takers, total := drainTakers(ms, node, tab.Count)
+	if len(takers) == 0 {
+		return nil // no partition of node's would move: nothing to check
+	}
+	if !target.TypesKnown() {
+		a.note("cannot tell which actor types %s registers (a build that does not say); not checked", node)
+		return nil
 	}
 	var lacking, unknown []string
 	missing := map[string]bool{}
-	for _, m := range ms {
-		if m.NodeID == node || m.Draining || m.StartedAt.IsZero() || m.State != "alive" {
-			continue // in no ring: draining, not registered, or not alive in gossip
-		}
+	for _, id := range slices.Sorted(maps.Keys(takers)) {
+		m := byID[id]
 		if !m.TypesKnown() {
-			unknown = append(unknown, m.NodeID)
+			unknown = append(unknown, id)
 			continue
 		}
 		if miss := typesets.Missing(target.ActorTypes, m.ActorTypes); len(miss) > 0 {
-			lacking = append(lacking, fmt.Sprintf("%s lacks %s", m.NodeID, strings.Join(miss, ", ")))
+			lacking = append(lacking, fmt.Sprintf("%s lacks %s and would take %d of %s's %d partitions", id, strings.Join(miss, ", "), takers[id], node, total))
 			for _, t := range miss {
 				missing[t] = true
 			}
 		}
 	}
 	if len(unknown) > 0 {
-		a.note("cannot tell whether %s registers every actor type %s does: a build that does not say which it registers", strings.Join(unknown, ", "), node)
+		a.note("cannot tell whether %s, which would take some of %s's partitions, %s every actor type %s does: a build that does not say which it registers", typesets.List(unknown), node, plural(len(unknown), "registers", "register"), node)
 	}
 	if len(lacking) == 0 {
 		return nil
 	}
-	types := make([]string, 0, len(missing))
-	for t := range missing {
-		types = append(types, t)
-	}
-	slices.Sort(types)
+	types := slices.Sorted(maps.Keys(missing))
 	what := fmt.Sprintf("the nodes that would take %s's partitions do not register every actor type it does (%s): actors of %s moved there would not run (their calls fail, their workflows and timers wait until their partition moves to a node that registers the type)", node, strings.Join(lacking, "; "), strings.Join(types, ", "))
 	if force {
 		a.note("draining %s all the same (--force): %s", node, what)
 		return nil
 	}
 	return &runError{err: fmt.Errorf("refused to drain %s: %s; deploy the types to every node first (docs/deploy.md, \"Adding or removing an actor type\"), or drain with --force", node, what), code: "FAILED_PRECONDITION"}
+}
+
+// drainTakers returns the nodes that would take some of node's partitions
+// were it drained, each with how many, and how many partitions (of parts)
+// the ring gives node now. The ring is the nodes' own (rendezvous hashing
+// over the nodes alive, registered and not draining; placement.Owner): a
+// partition the ring gives node goes to its owner in the ring without
+// node. When no other node is in the ring, the nodes fall back to a ring
+// over the draining ones, node among them: a partition that ring gives
+// another goes there, one it gives node stays. A node outside the ring
+// (not alive, not registered) is given nothing: its drain moves nothing.
+func drainTakers(ms []client.Member, node string, parts uint32) (takers map[string]int, total int) {
+	var ring, draining []string
+	for _, m := range ms {
+		if m.StartedAt.IsZero() || m.State != "alive" {
+			continue // not registered, or not alive in gossip: in no ring
+		}
+		if m.Draining {
+			draining = append(draining, m.NodeID)
+		} else {
+			ring = append(ring, m.NodeID)
+		}
+	}
+	if !slices.Contains(ring, node) {
+		return nil, 0
+	}
+	slices.Sort(ring)
+	rest := slices.DeleteFunc(slices.Clone(ring), func(id string) bool { return id == node })
+	if len(rest) == 0 {
+		rest = append(draining, node)
+		slices.Sort(rest)
+	}
+	takers = map[string]int{}
+	for p := range parts {
+		if placement.Owner(p, ring) != node {
+			continue
+		}
+		total++
+		if to := placement.Owner(p, rest); to != node {
+			takers[to]++
+		}
+	}
+	return takers, total
 }
