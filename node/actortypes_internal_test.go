@@ -248,6 +248,29 @@ func TestTheNodesThatRegisterATypeAreCutAfterEight(t *testing.T) {
 	}
 }
 
+// typeHolders, asked on every call of a type this node lacks, decodes the
+// registrations once per change of them, not on every call; and sees a
+// change.
+func TestTypeHoldersDecodesTheRecordsOncePerRevision(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	a, _ := mixedCluster(t, ctx, "/types-holders/")
+	if holders, _ := a.view.typeHolders("order"); !slices.Equal(holders, []string{"b"}) {
+		t.Fatalf("holders of order %q, want [b]", holders)
+	}
+	if allocs := testing.AllocsPerRun(100, func() { a.view.typeHolders("order") }); allocs > 5 {
+		t.Errorf("typeHolders allocates %.0f times a call: it decodes the records every time", allocs)
+	}
+	rec, _ := json.Marshal(runtime.NodeRecord{NodeID: "c", GRPCAddr: "127.0.0.1:1", ActorTypes: []string{"order"}})
+	if err := a.store.Commit(ctx, storage.Txn{Ops: []storage.Op{storage.Put(storage.NodeKey("c"), rec)}}); err != nil {
+		t.Fatal(err)
+	}
+	awaitCond(t, ctx, "c among the holders of order", func() bool {
+		holders, _ := a.view.typeHolders("order")
+		return slices.Equal(holders, []string{"b", "c"})
+	})
+}
+
 // A node logs a warning once when the registered nodes register different
 // actor types, naming the types and the nodes, not again while the
 // difference stays the same (another node's registration rewritten by a

@@ -59,6 +59,10 @@ type view struct {
 	// recRev.
 	recs   map[string]runtime.NodeRecord
 	recRev int64
+	// holderRecs caches, for typeHolders, every registered node's record
+	// as of the nodes mirror's revision holderRev (read only).
+	holderRecs map[string]runtime.NodeRecord
+	holderRev  int64
 	// leaseTTL is this node's LeaseTTL, which peerLeaseTTL falls back on
 	// for a peer whose record does not give its own.
 	leaseTTL time.Duration
@@ -102,7 +106,7 @@ func (v *view) records() map[string]runtime.NodeRecord {
 // type name, and those whose registration does not say which types they
 // register (older builds), each sorted (runtime.Host.SetTypeHolders).
 func (v *view) typeHolders(name string) (holders, unknown []string) {
-	for id, rec := range v.records() {
+	for id, rec := range v.recordsCached() {
 		if id == v.self {
 			continue
 		}
@@ -116,6 +120,26 @@ func (v *view) typeHolders(name string) (holders, unknown []string) {
 	slices.Sort(holders)
 	slices.Sort(unknown)
 	return holders, unknown
+}
+
+// recordsCached is records, decoded once per revision of the mirror of
+// nodes/: typeHolders runs on every call of a type this node does not
+// register, which a misdeployed cluster may get at a high rate. The map
+// is shared: read it only.
+func (v *view) recordsCached() map[string]runtime.NodeRecord {
+	rev := v.nodes.Revision() // before the snapshot: never a newer revision for older records
+	v.mu.Lock()
+	if v.holderRecs != nil && v.holderRev == rev {
+		recs := v.holderRecs
+		v.mu.Unlock()
+		return recs
+	}
+	v.mu.Unlock()
+	recs := v.records()
+	v.mu.Lock()
+	v.holderRecs, v.holderRev = recs, rev
+	v.mu.Unlock()
+	return recs
 }
 
 // record returns one node's registration. Routing asks for the owner's on
