@@ -105,7 +105,11 @@ func TestNodesPublishTheActorTypesTheyRegister(t *testing.T) {
 	if err := a.store.Commit(ctx, storage.Txn{Ops: []storage.Op{storage.Put(storage.NodeKey("old"), old)}}); err != nil {
 		t.Fatal(err)
 	}
-	awaitCond(t, ctx, "old's record in b's view", func() bool { _, ok := b.view.record("old"); return ok })
+	awaitCond(t, ctx, "old's record in a's and b's views", func() bool {
+		_, inA := a.view.record("old")
+		_, inB := b.view.record("old")
+		return inA && inB
+	})
 	if rec, _ := b.view.record("old"); rec.KnownTypes() {
 		t.Errorf("a record without actor_types reads as known: %q", rec.ActorTypes)
 	}
