@@ -648,6 +648,9 @@ func shedCall(c Chain) bool { return c.ID == "" }
 // found Config.MaxWaitingCalls turns waiting for its actor
 // (actor.overloaded): the call did not run.
 func IsOverloaded(err error) bool {
+	if err == nil {
+		return false // before rerr, which escapes: no allocation per turn
+	}
 	var rerr *rivet.Error
 	return errors.As(err, &rerr) && errors.Is(rerr.Kind, rivet.ErrUnavailable) && rerr.Group == "actor" && rerr.Code == "overloaded"
 }
