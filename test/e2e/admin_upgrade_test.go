@@ -11,9 +11,10 @@ import (
 // release (rivetctl log-level, actors --status retrying) name its node as
 // one to upgrade, asked through a new node or directly, and still serve
 // the new node: gRPC's "unknown method" read as a bug, and an old node's
-// empty answer as no workflow retrying.
+// empty answer as no workflow retrying. The release is format2Release,
+// from before those commands (upgradeFrom, since moved on, has them).
 func TestNewAdminCommandsNameANodeOfThePreviousReleaseToUpgrade(t *testing.T) {
-	old, _ := buildAt(t, upgradeFrom)
+	old, _ := buildAt(t, format2Release)
 	c := newClusterWith(t, 2, func(i int, n *nodeProc) {
 		if i == 1 {
 			n.bin = old
