@@ -436,10 +436,13 @@ type CreateOptions struct {
 	// created otherwise (without a key, with another, or again after a
 	// destroy) is rivet.ErrAlreadyExists, as without a key. At most 256
 	// bytes of UTF-8. A node older than the option ignores it: a retry
-	// of a create that applied then answers ALREADY_EXISTS, which the
-	// client returns (still rivet.ErrAlreadyExists) with
+	// of a create that applied then answers ALREADY_EXISTS. So whenever
+	// an earlier attempt of this call may have run, the client returns
+	// an ALREADY_EXISTS (still rivet.ErrAlreadyExists) with
 	// rivet.OutcomeUnknown true and a message that says an earlier
-	// attempt may have created the actor.
+	// attempt may have created the actor: from a current node too, which
+	// the client cannot tell apart (there it means another create made
+	// the actor: erring toward "may have").
 	IdempotencyKey string
 }
 
