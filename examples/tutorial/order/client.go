@@ -29,16 +29,20 @@ func PlaceAndPay(ctx context.Context, c *client.Client, key string, in Input, p 
 
 // pay sends the payment with an idempotency key: sent again, after an error
 // that left its outcome unknown, it queues nothing; another payment of the
-// order is refused (rivet.ErrInvalidArgument): an order takes one. That the
-// order is over is best effort: a payment sent as it cancels itself may be
-// queued without the error (rivet.SendWait, with a workflow that completes
-// its messages, says for sure).
+// order is refused (rivet.ErrInvalidArgument): an order takes one. With
+// RequireRunning, an order that is over (its workflow ended: shipped,
+// cancelled or failed) refuses it (rivet.ErrWorkflowFailed) and queues
+// nothing, so that a retry of its workflow cannot take a stale payment
+// later. That is best effort as an order cancels itself (a payment sent
+// then may be queued without the error); a payment sent again after its
+// first was queued answers as the first did, and says if the order is
+// over since.
 func pay(ctx context.Context, h rivet.Handle, key string, p Payment) error {
-	res, err := rivet.SendWith(ctx, h, "payment", p, rivet.SendOptions{IdempotencyKey: "payment"})
+	res, err := rivet.SendWith(ctx, h, "payment", p, rivet.SendOptions{IdempotencyKey: "payment", RequireRunning: true})
 	if err != nil {
 		return err
 	}
-	if res.WorkflowStatus != "" { // the order is over: nothing takes the payment
+	if res.WorkflowStatus != "" { // queued before the order ended: nothing takes it
 		return fmt.Errorf("order %s: its workflow is %s", key, res.WorkflowStatus)
 	}
 	return nil

@@ -108,12 +108,16 @@ func TestTutorialClient(t *testing.T) {
 			t.Fatalf("o-4's workflow: %+v, %v; want completed", ins.WorkflowStatus, err)
 		}
 	}
-	if err := order.Pay(ctx, c, "o-4", order.Payment{Card: "4242"}); err == nil || !strings.Contains(err.Error(), "its workflow is completed") {
-		t.Fatalf("Pay of the cancelled o-4: %v, want an error saying its workflow is over", err)
+	if err := order.Pay(ctx, c, "o-4", order.Payment{Card: "4242"}); !errors.Is(err, rivet.ErrWorkflowFailed) {
+		t.Fatalf("Pay of the cancelled o-4: %v, want refused: its workflow is over (RequireRunning)", err)
 	}
 	err = order.PlaceAndPay(ctx, c, "o-4", order.Input{Item: "desk", Amount: 25000}, order.Payment{Card: "4242"})
-	if err == nil || !strings.Contains(err.Error(), "its workflow is completed") {
-		t.Fatalf("PlaceAndPay of the cancelled o-4: %v, want an error saying its workflow is over", err)
+	if !errors.Is(err, rivet.ErrWorkflowFailed) {
+		t.Fatalf("PlaceAndPay of the cancelled o-4: %v, want refused: its workflow is over (RequireRunning)", err)
+	}
+	// Nothing was queued for it.
+	if ins, err := c.Actor("order", "o-4").Inspect(ctx); err != nil || len(ins.Queues) > 0 && ins.Queues[0].Depth != 0 {
+		t.Fatalf("o-4's queues after the refused payments: %+v, %v; want none queued", ins.Queues, err)
 	}
 
 	list, err := c.ListAll(ctx, "order")
