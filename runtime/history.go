@@ -555,10 +555,13 @@ func (h *Host) checkRetryReplays(ctx context.Context, a *activation, sp *rivet.S
 	if err == nil || ctx.Err() != nil || cctx.Err() != nil || !errors.As(err, &div) && !errors.As(err, &dec) {
 		return nil
 	}
-	if failedAt != "" && failedAt != noEntry {
+	if failedAt != "" && failedAt != noEntry && firstCompensated(all) == nil {
+		// Not after a rollback: a plain retry restarts from its first
+		// compensated step, where --from would go on past steps whose
+		// effects were undone.
 		if trees, resets, ferr := retryTrees(all, failedAt, failedAt); ferr == nil {
 			if workflow.CheckHistory(cctx, workflow.SystemClock{}, a.ref.Name, a.ref.Key, afterRetry(all, trees, resets), sp.Run) == nil {
-				return rivet.Reasonf(rivet.ErrWorkflowFailed, "workflow", "diverged", "the workflow of %s failed at %q and recorded entries after it (its own handling of the failure); a plain retry keeps those, and its code, run again from %q, does not come to them in order (%v): retry --from %s, which deletes them too and runs the workflow from there", a.describe(), failedAt, failedAt, err, failedAt)
+				return rivet.Reasonf(rivet.ErrWorkflowFailed, "workflow", "diverged", "the workflow of %s failed at %q and recorded entries after it (its own handling of the failure, or code changed after it); a plain retry keeps those, and its code, run again from %q, does not come to them in order (%v): retry --from %s, which deletes them too and runs the workflow from there (--dry-run shows what it deletes)", a.describe(), failedAt, failedAt, err, failedAt)
 			}
 		}
 	}

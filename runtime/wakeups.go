@@ -628,7 +628,13 @@ func (h *Host) wakeOne(it *wakeItem) {
 	defer h.end()
 	sp, err := h.spec(it.ref)
 	if err != nil {
-		h.log.Warn("wakeup for an unknown actor type: dropped", refField(it.ref), zap.Error(err))
+		if errors.Is(err, rivet.ErrUnknownActor) {
+			h.log.Warn("wakeup for an unknown actor type: dropped", refField(it.ref), zap.Error(err))
+		} else {
+			// Not this node's now (a handoff under way): the next owner
+			// has the wakeup record.
+			h.log.Debug("wakeup left for the partition's next owner", refField(it.ref), zap.Error(err))
+		}
 		return
 	}
 	ctx, cancel := context.WithTimeout(h.baseCtx, 30*time.Second)
