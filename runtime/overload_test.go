@@ -42,6 +42,28 @@ func floodActor(held chan<- struct{}, release <-chan struct{}) rivet.Actor[flood
 	}
 }
 
+// holdFlooded waits for flooded f's workflow to end (its end is a turn:
+// over before a test counts the turns waiting), then starts its hold,
+// which takes the actor's turn until release closes; the channel gets
+// hold's result.
+func holdFlooded(t *testing.T, e *env, held <-chan struct{}) <-chan error {
+	t.Helper()
+	waitFor(t, "the workflow to complete", 30*time.Second, func() bool {
+		return inspect(t, e.host, "flooded", "f").WorkflowStatus == runtime.WorkflowCompleted
+	})
+	holding := make(chan error, 1)
+	go func() {
+		_, err := call(t, e.host, "flooded", "f", "hold", false)
+		holding <- err
+	}()
+	select {
+	case <-held:
+	case <-time.After(30 * time.Second):
+		t.Fatal("hold did not start")
+	}
+	return holding
+}
+
 // A call that finds MaxWaitingCalls turns waiting for its actor is refused
 // at once, UNAVAILABLE actor.overloaded, and does not run: actions,
 // queries and sends alike, counted in Stats. The turns that waited run
@@ -56,20 +78,7 @@ func TestACallBehindMaxWaitingCallsIsRefusedWithoutRunning(t *testing.T) {
 	if got := callInt(t, e.host, "flooded", "f", "bump", true); got != 1 {
 		t.Fatalf("first bump = %d, want 1", got)
 	}
-	// Its workflow's end is a turn: over before the count below begins.
-	waitFor(t, "the workflow to complete", 30*time.Second, func() bool {
-		return inspect(t, e.host, "flooded", "f").WorkflowStatus == runtime.WorkflowCompleted
-	})
-	holding := make(chan error, 1)
-	go func() {
-		_, err := call(t, e.host, "flooded", "f", "hold", false)
-		holding <- err
-	}()
-	select {
-	case <-held:
-	case <-time.After(30 * time.Second):
-		t.Fatal("hold did not start")
-	}
+	holding := holdFlooded(t, e, held)
 	waiting := make(chan error, 3)
 	for range 3 {
 		go func() {
@@ -155,19 +164,7 @@ func TestAStepsCallToAnOverloadedActorWaitsForItsTurn(t *testing.T) {
 	})
 	ref := runtime.Ref{Name: "flooded", Key: []string{"f"}}
 	callInt(t, e.host, "flooded", "f", "bump", true)
-	waitFor(t, "the workflow to complete", 30*time.Second, func() bool {
-		return inspect(t, e.host, "flooded", "f").WorkflowStatus == runtime.WorkflowCompleted
-	})
-	holding := make(chan error, 1)
-	go func() {
-		_, err := call(t, e.host, "flooded", "f", "hold", false)
-		holding <- err
-	}()
-	select {
-	case <-held:
-	case <-time.After(30 * time.Second):
-		t.Fatal("hold did not start")
-	}
+	holding := holdFlooded(t, e, held)
 	waiting := make(chan error, 1)
 	go func() {
 		_, err := call(t, e.host, "flooded", "f", "bump", false)
@@ -213,19 +210,7 @@ func TestNegativeMaxWaitingCallsRefusesNone(t *testing.T) {
 	})
 	ref := runtime.Ref{Name: "flooded", Key: []string{"f"}}
 	callInt(t, e.host, "flooded", "f", "bump", true)
-	waitFor(t, "the workflow to complete", 30*time.Second, func() bool {
-		return inspect(t, e.host, "flooded", "f").WorkflowStatus == runtime.WorkflowCompleted
-	})
-	holding := make(chan error, 1)
-	go func() {
-		_, err := call(t, e.host, "flooded", "f", "hold", false)
-		holding <- err
-	}()
-	select {
-	case <-held:
-	case <-time.After(30 * time.Second):
-		t.Fatal("hold did not start")
-	}
+	holding := holdFlooded(t, e, held)
 	const n = 1500 // past the default limit
 	cctx, cancel := context.WithTimeout(ctx(t), time.Minute)
 	defer cancel()
