@@ -20,13 +20,10 @@ type burstState struct {
 	N int `json:"n"`
 }
 
-// A burst of calls to one actor beyond --max-waiting-calls: the node
-// refuses the calls past the limit (UNAVAILABLE actor.overloaded, counted
-// in /metrics) and the Go client retries them with backoff, so that every
-// call of the burst runs, once.
-func TestABurstPastMaxWaitingCallsRunsEveryCallOnceThroughTheClientsRetries(t *testing.T) {
-	held, release := make(chan struct{}, 1), make(chan struct{})
-	burst := rivet.Actor[burstState]{
+// burstActor's hold takes the actor's turn until release closes (or its
+// context ends); bump counts the calls that ran.
+func burstActor(held chan<- struct{}, release <-chan struct{}) rivet.Actor[burstState] {
+	return rivet.Actor[burstState]{
 		Name: "burst",
 		Actions: rivet.Actions[burstState]{
 			"hold": rivet.Action0(func(c *rivet.ActionCtx[burstState]) (int, error) {
@@ -43,6 +40,15 @@ func TestABurstPastMaxWaitingCallsRunsEveryCallOnceThroughTheClientsRetries(t *t
 			}),
 		},
 	}
+}
+
+// A burst of calls to one actor beyond --max-waiting-calls: the node
+// refuses the calls past the limit (UNAVAILABLE actor.overloaded, counted
+// in /metrics) and the Go client retries them with backoff, so that every
+// call of the burst runs, once.
+func TestABurstPastMaxWaitingCallsRunsEveryCallOnceThroughTheClientsRetries(t *testing.T) {
+	held, release := make(chan struct{}, 1), make(chan struct{})
+	burst := burstActor(held, release)
 	reg, err := rivet.Setup(burst)
 	if err != nil {
 		t.Fatal(err)
@@ -124,23 +130,7 @@ func grepLines(s, sub string) string {
 func TestOnlyAClientsCallIsRefusedAsOverloadedAcrossNodes(t *testing.T) {
 	held, release := make(chan struct{}, 1), make(chan struct{})
 	taskErr := make(chan error, 1)
-	burst := rivet.Actor[burstState]{
-		Name: "burst",
-		Actions: rivet.Actions[burstState]{
-			"hold": rivet.Action0(func(c *rivet.ActionCtx[burstState]) (int, error) {
-				held <- struct{}{}
-				select {
-				case <-release:
-				case <-c.Context().Done():
-				}
-				return c.State.N, nil
-			}),
-			"bump": rivet.Action0(func(c *rivet.ActionCtx[burstState]) (int, error) {
-				c.State.N++
-				return c.State.N, nil
-			}),
-		},
-	}
+	burst := burstActor(held, release)
 	relay := rivet.Actor[burstState]{
 		Name: "relay",
 		Actions: rivet.Actions[burstState]{
