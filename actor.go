@@ -375,7 +375,7 @@ func QueryArg[S, A, R any](fn func(c *ActionCtx[S], arg A) (R, error)) Handler[S
 // decodeArg decodes the i-th argument (from 0), naming it from 1 in its
 // error, as rivetctl and the client do. into is a pointer.
 func decodeArg(raw json.RawMessage, into any, i int) error {
-	if msg, ok := refuseNull(raw, reflect.TypeOf(into).Elem()); !ok {
+	if msg, ok := jsonnull.Refuse(raw, reflect.TypeOf(into).Elem()); !ok {
 		return Errorf(ErrInvalidArgument, "argument %d: %s", i+1, msg)
 	}
 	if err := json.Unmarshal(raw, into); err != nil {
@@ -402,7 +402,7 @@ func describeJSONError(err error) string {
 	if reflect.PointerTo(t).Implements(jsonUnmarshaler) || reflect.PointerTo(t).Implements(textUnmarshaler) {
 		return err.Error()
 	}
-	want, ok := jsonKind(t)
+	want, ok := jsonnull.Kind(t)
 	where := ""
 	if te.Field != "" {
 		// Its last name only: the path before it names Go's fields (an
@@ -440,19 +440,10 @@ func describeJSONError(err error) string {
 	return fmt.Sprintf("a JSON %s%s where %s was expected", te.Value, where, want)
 }
 
-// refuseNull says whether raw may decode into a value of type t, and why
-// not (jsonnull.Refuse; workflowtest.Host's checks share it).
-func refuseNull(raw json.RawMessage, t reflect.Type) (string, bool) {
-	return jsonnull.Refuse(raw, t)
-}
-
 var (
 	jsonUnmarshaler = reflect.TypeFor[json.Unmarshaler]()
 	textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
 )
-
-// jsonKind names the JSON a Go type decodes from, if plainly one.
-func jsonKind(t reflect.Type) (string, bool) { return jsonnull.Kind(t) }
 
 // Queues maps queue names to queue types made with QueueOf.
 type Queues map[string]QueueType
@@ -481,7 +472,7 @@ func (q Queues) Types() map[string]reflect.Type {
 // would otherwise reach the workflow as T's zero value, which nobody sent).
 func QueueOf[T any]() QueueType {
 	return QueueType{validate: func(body json.RawMessage) error {
-		if msg, ok := refuseNull(body, reflect.TypeFor[T]()); !ok {
+		if msg, ok := jsonnull.Refuse(body, reflect.TypeFor[T]()); !ok {
 			return Errorf(ErrInvalidArgument, "message body: %s", msg)
 		}
 		var v T

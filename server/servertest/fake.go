@@ -179,12 +179,6 @@ func (f *Fake) Send(ctx context.Context, req runtime.SendRequest) (runtime.SendR
 	return runtime.SendResult{MessageID: f.nextID, Status: runtime.SendEnqueued}, nil
 }
 
-// Create creates an actor without an idempotency key.
-func (f *Fake) Create(ctx context.Context, ref runtime.Ref, input json.RawMessage) (runtime.ActorInfo, error) {
-	info, _, err := f.CreateWith(ctx, ref, input, runtime.CreateOptions{})
-	return info, err
-}
-
 // CreateWith implements Backend: an actor created with the same key is a
 // duplicate if its input is the same bytes (a node compares JSON values).
 func (f *Fake) CreateWith(_ context.Context, ref runtime.Ref, input json.RawMessage, opts runtime.CreateOptions) (runtime.ActorInfo, bool, error) {
