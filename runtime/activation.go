@@ -114,9 +114,10 @@ type activation struct {
 	// Owned by the turn holder.
 	state      any
 	stateBytes []byte // JSON of state as of the last turn (maybe not yet committed)
-	// stateSaves counts the times stateBytes was set (a load, a turn's
-	// save): a checked query (Config.CheckQueries) that saw it move did
-	// not leave memory apart from what is saved. Turn holder only.
+	// stateSaves counts the times stateBytes was set (setStateBytes: a
+	// load, a turn's save): a checked query (Config.CheckQueries) that saw
+	// it move did not leave memory apart from what is saved. Turn holder
+	// only.
 	stateSaves uint64
 	meta       actorMeta
 	depth      map[string]uint64
@@ -477,7 +478,8 @@ func (a *activation) load(ctx context.Context, create bool, input json.RawMessag
 				return &stateUndecodable{rivet.Errorf(rivet.ErrInternal, "load %s: %v", a.describe(), err)}
 			}
 			a.warnUnknownStateFields(snap.state)
-			a.state, a.stateBytes, a.meta = st, snap.state, snap.meta
+			a.state, a.meta = st, snap.meta
+			a.setStateBytes(snap.state)
 			a.nextSeq.Store(snap.nextSeq)
 			a.nextMark, a.depth = snap.nextMark, snap.depth
 			a.wf.notifyMu.Lock()
@@ -551,7 +553,8 @@ func (a *activation) load(ctx context.Context, create bool, input json.RawMessag
 		if err != nil {
 			return commitError("create "+a.describe(), err)
 		}
-		a.state, a.stateBytes, a.meta = st, sb, meta
+		a.state, a.meta = st, meta
+		a.setStateBytes(sb)
 		a.nextSeq.Store(1)
 		a.depth = map[string]uint64{}
 		a.created = true
@@ -622,8 +625,8 @@ func (a *activation) loadWorkflow(ctx context.Context, stateRev int64) error {
 			return &stateUndecodable{rivet.Errorf(rivet.ErrInternal, "load %s: state in history entry %s: %v", a.describe(), f.path, err)}
 		}
 		a.warnUnknownStateFields(f.state)
-		a.state, a.stateBytes = s, f.state
-		a.stateSaves++
+		a.state = s
+		a.setStateBytes(f.state)
 		a.mu.Lock()
 		a.home, a.homeState = f.path, f.state
 		a.mu.Unlock()
@@ -1019,3 +1022,10 @@ type failedEntry struct {
 
 // maxFailedError bounds the error a failed-index entry repeats.
 const maxFailedError = 1024
+
+// setStateBytes records b as the state's JSON as of the last turn (saved,
+// or being committed), counting it (stateSaves). Called by the turn holder.
+func (a *activation) setStateBytes(b []byte) {
+	a.stateBytes = b
+	a.stateSaves++
+}

@@ -1625,8 +1625,7 @@ func (a *activation) saveEncodedWith(b []byte, changed bool, err error, extra []
 		return false, err
 	}
 	a.stagedQueued(msgs)
-	a.stateBytes = b
-	a.stateSaves++
+	a.setStateBytes(b)
 	a.schedSavedNow()
 	// What is written is what the re-entrant turns still open go back
 	// to if they fail: they cannot undo a commit (the outermost turn

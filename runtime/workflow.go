@@ -1248,8 +1248,7 @@ func (w *wfHost) RunStep(ctx context.Context, ephemeral bool, fn func(env workfl
 			return nil, err
 		}
 		if changed {
-			a.stateBytes = b
-			a.stateSaves++
+			a.setStateBytes(b)
 		}
 		a.schedSavedNow()
 		ops = append(ops, wake...)
