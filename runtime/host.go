@@ -1792,12 +1792,12 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 	if err := checkIdempotencyKey(req.IdempotencyKey); err != nil {
 		return SendResult{}, err
 	}
-	if req.Wait && sp.Run == nil {
+	if (req.Wait || req.RequireRunning) && sp.Run == nil {
 		// Known from the type alone: refused before the turn, which
 		// would create the actor first (CreateIfMissing).
-		return SendResult{}, rivet.Reasonf(rivet.ErrWorkflowFailed, "workflow", "none", "actor %s has no workflow to complete the message (workflow none)", sp.Name)
-	}
-	if req.RequireRunning && sp.Run == nil {
+		if req.Wait {
+			return SendResult{}, rivet.Reasonf(rivet.ErrWorkflowFailed, "workflow", "none", "actor %s has no workflow to complete the message (workflow none)", sp.Name)
+		}
 		return SendResult{}, rivet.Reasonf(rivet.ErrWorkflowFailed, "workflow", "none", "actor %s has no workflow to receive the message (workflow none): nothing was queued", sp.Name)
 	}
 	if req.Wait && req.Chain.ID != "" {
@@ -1892,18 +1892,16 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 			keyOps, dropped = a.recordSendKey(key, keyRec)
 		}
 		wfst := a.workflowStatus()
-		if (req.Wait || req.RequireRunning) && (sp.Run == nil || workflowEnded(wfst.Status)) {
+		if (req.Wait || req.RequireRunning) && workflowEnded(wfst.Status) {
 			// The reason says which: workflow.failed only for one that
 			// failed, as a script that reads it takes it to mean.
 			// Refused before the enqueue: nothing is queued, and the key
 			// (keyOps) is not recorded, so the same send may go again
 			// once the workflow is retried. (A duplicate answered above:
-			// its message is queued, which a refusal would deny.)
+			// its message is queued, which a refusal would deny.) An
+			// actor without a workflow was refused before the turn.
 			code := "ended"
-			switch {
-			case sp.Run == nil:
-				code = "none"
-			case wfst.Status == WorkflowFailed:
+			if wfst.Status == WorkflowFailed {
 				code = "failed"
 			}
 			if !req.Wait {
