@@ -2,6 +2,7 @@ package placement
 
 import (
 	"hash/fnv"
+	"slices"
 	"sort"
 )
 
@@ -50,4 +51,18 @@ func score(p uint32, node string) uint64 {
 	x *= 0x94d049bb133111eb
 	x ^= x >> 31
 	return x
+}
+
+// Ring returns the nodes partitions are placed over, sorted (in place):
+// the eligible ones, or, when there are none, the draining ones (fallback
+// true), so that a cluster whose every node drains still serves. The
+// nodes' balancers place by it, and rivetctl drain's check predicts with
+// it where a drain sends a node's partitions.
+func Ring(eligible, draining []string) (nodes []string, fallback bool) {
+	nodes = eligible
+	if len(nodes) == 0 {
+		nodes, fallback = draining, true
+	}
+	slices.Sort(nodes)
+	return nodes, fallback && len(nodes) > 0
 }

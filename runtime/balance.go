@@ -183,12 +183,12 @@ func (b *Balancer) Wants(p uint32) bool {
 // ring returns the nodes the ring is computed over, sorted: the eligible
 // ones, or, when there are none, the draining ones (fallback true).
 func (b *Balancer) ring() (nodes []string, fallback bool) {
-	nodes = b.cfg.Eligible()
-	if len(nodes) == 0 && b.cfg.Draining != nil {
-		nodes, fallback = b.cfg.Draining(), true
+	eligible := b.cfg.Eligible()
+	var draining []string
+	if len(eligible) == 0 && b.cfg.Draining != nil {
+		draining = b.cfg.Draining()
 	}
-	slices.Sort(nodes)
-	return nodes, fallback && len(nodes) > 0
+	return placement.Ring(eligible, draining)
 }
 
 // staleRecord reports whether the owner record of p, which names this

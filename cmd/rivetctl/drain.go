@@ -302,12 +302,10 @@ func drainTakers(ms []client.Member, node string, parts uint32) (takers map[stri
 	if !slices.Contains(ring, node) {
 		return nil, 0
 	}
-	slices.Sort(ring)
-	rest := slices.DeleteFunc(slices.Clone(ring), func(id string) bool { return id == node })
-	if len(rest) == 0 {
-		rest = append(draining, node)
-		slices.Sort(rest)
-	}
+	// The ring as the nodes' balancers make it (placement.Ring), before
+	// the drain and after it.
+	rest, _ := placement.Ring(slices.DeleteFunc(slices.Clone(ring), func(id string) bool { return id == node }), append(draining, node))
+	ring, _ = placement.Ring(ring, nil)
 	takers = map[string]int{}
 	for p := range parts {
 		if placement.Owner(p, ring) != node {
