@@ -480,16 +480,7 @@ func (r remote) Call(ctx context.Context, req runtime.CallRequest) (json.RawMess
 		resp  *rivetv1.CallResponse
 		local json.RawMessage
 	)
-	// A read-only call changes nothing, and a keyed one sent again runs
-	// once: either may be sent again after a hop that broke.
-	again := resendNever
-	switch {
-	case req.ReadOnly:
-		again = resendReadOnly
-	case req.IdempotencyKey != "":
-		again = resendKeyed
-	}
-	err := r.do(ctx, req.Ref, again, func() (err error) {
+	err := r.do(ctx, req.Ref, callResend(req), func() (err error) {
 		// As a call between actors of this node: it ends with the
 		// caller's ctx, as the call to the other node would have, even
 		// if the called action does not heed it.
@@ -513,7 +504,7 @@ func (r remote) Send(ctx context.Context, req runtime.SendRequest) (runtime.Send
 		resp  *rivetv1.SendResponse
 		local runtime.SendResult
 	)
-	err := r.do(ctx, req.Ref, resendNever, func() (err error) {
+	err := r.do(ctx, req.Ref, sendResend(req), func() (err error) {
 		lreq := req
 		lreq.Timeout = waitLeft(ctx, req.Timeout)
 		local, err = r.v.host.Send(ctx, lreq)
@@ -546,6 +537,30 @@ func waitLeft(ctx context.Context, timeout time.Duration) time.Duration {
 	return max(min(timeout, left-min(left/10, 250*time.Millisecond)), time.Millisecond)
 }
 
+// callResend says whether a call may be sent again after its hop broke
+// mid-call: a read-only call changes nothing, and a keyed one sent again
+// runs once.
+func callResend(req runtime.CallRequest) resend {
+	switch {
+	case req.ReadOnly:
+		return resendReadOnly
+	case req.IdempotencyKey != "":
+		return resendKeyed
+	}
+	return resendNever
+}
+
+// sendResend says whether a send may be sent again after its hop broke
+// mid-call: a keyed one is queued once however often it is sent (a
+// waiting one gets the first message's completion), as the Go client
+// retries it on any UNAVAILABLE; without a key it may have been queued.
+func sendResend(req runtime.SendRequest) resend {
+	if req.IdempotencyKey != "" {
+		return resendKeyed
+	}
+	return resendNever
+}
+
 // remoteRetryWait bounds how long a call to an actor of another node is
 // tried again while it is not sent (its owner's node just died, and its
 // partition has not moved yet: about the lease TTL and a claim) or the
@@ -567,7 +582,7 @@ type resend int
 const (
 	resendNever    resend = iota
 	resendReadOnly        // a read-only call: the owner refuses any other
-	resendKeyed           // a call with an idempotency key: it runs once
+	resendKeyed           // a call or send with an idempotency key: it runs, or is queued, once
 )
 
 // do runs call on a connection to ref's owner, again while the request is
