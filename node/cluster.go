@@ -55,14 +55,10 @@ type view struct {
 	// faults are the registered peers whose connection fails, by node ID
 	// (watchPeers).
 	faults map[string]*peerFault
-	// recs caches decoded node records as of the nodes mirror's revision
-	// recRev.
+	// recs caches every registered node's decoded record as of the nodes
+	// mirror's revision recRev (read only: recordsCached).
 	recs   map[string]runtime.NodeRecord
 	recRev int64
-	// holderRecs caches, for typeHolders, every registered node's record
-	// as of the nodes mirror's revision holderRev (read only).
-	holderRecs map[string]runtime.NodeRecord
-	holderRev  int64
 	// leaseTTL is this node's LeaseTTL, which peerLeaseTTL falls back on
 	// for a peer whose record does not give its own.
 	leaseTTL time.Duration
@@ -123,49 +119,31 @@ func (v *view) typeHolders(name string) (holders, unknown []string) {
 }
 
 // recordsCached is records, decoded once per revision of the mirror of
-// nodes/: typeHolders runs on every call of a type this node does not
-// register, which a misdeployed cluster may get at a high rate. The map
-// is shared: read it only.
+// nodes/: routing reads the owner's record on every forwarded call, and
+// typeHolders runs on every call of a type this node does not register,
+// which a misdeployed cluster may get at a high rate. The map is shared:
+// read it only.
 func (v *view) recordsCached() map[string]runtime.NodeRecord {
 	rev := v.nodes.Revision() // before the snapshot: never a newer revision for older records
 	v.mu.Lock()
-	if v.holderRecs != nil && v.holderRev == rev {
-		recs := v.holderRecs
+	if v.recs != nil && v.recRev == rev {
+		recs := v.recs
 		v.mu.Unlock()
 		return recs
 	}
 	v.mu.Unlock()
 	recs := v.records()
 	v.mu.Lock()
-	v.holderRecs, v.holderRev = recs, rev
+	v.recs, v.recRev = recs, rev
 	v.mu.Unlock()
 	return recs
 }
 
 // record returns one node's registration. Routing asks for the owner's on
-// every forwarded call, so decoded records are kept until the mirror of
-// nodes/ moves to another revision.
+// every forwarded call: recordsCached decodes them once per revision.
 func (v *view) record(id string) (runtime.NodeRecord, bool) {
-	rev := v.nodes.Revision()
-	v.mu.Lock()
-	if v.recRev != rev {
-		v.recs, v.recRev = map[string]runtime.NodeRecord{}, rev
-	}
-	rec, ok := v.recs[id]
-	v.mu.Unlock()
-	if ok {
-		return rec, true
-	}
-	kv, ok := v.nodes.Get(storage.NodeKey(id))
-	if !ok || json.Unmarshal(kv.Value, &rec) != nil {
-		return runtime.NodeRecord{}, false
-	}
-	v.mu.Lock()
-	if v.recRev == rev {
-		v.recs[id] = rec
-	}
-	v.mu.Unlock()
-	return rec, true
+	rec, ok := v.recordsCached()[id]
+	return rec, ok
 }
 
 // eligible returns the nodes the ring is computed over: registered, not
