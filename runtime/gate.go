@@ -32,7 +32,7 @@ import (
 // inner turn to run on the caller's goroutine while the holder is blocked.
 //
 // One exception to one turn at a time: while a workflow Step's body runs
-// (openLane to closeLane), a send's turn may run beside it (acquireSend),
+// (openLane to closeLane), a send's turn may run beside it (turnSend),
 // one send at a time, and only while no turn re-entered the step's. A
 // step body may run for seconds (a payment call): a message sent then must
 // not wait for it, as a Temporal signal does not wait for an activity. The
@@ -43,7 +43,7 @@ import (
 // for the send to leave (closeLane).
 //
 // Queries (read-only actions) go in beside a step's body too
-// (acquireQuery), any number at once, as readers, while the body is alone
+// (turnQuery), any number at once, as readers, while the body is alone
 // inside: each runs on a copy of the state as last saved, taken as it goes
 // in. The body changes the activation's state, saved only after
 // closeLane, so the query answers from what the actor committed before the
@@ -77,7 +77,7 @@ type turnGate struct {
 	readersLeft chan struct{}
 
 	// graph, if set, is the host's record of the turns waiting for its
-	// gates, in which acquireTurn looks for a cycle of waits (a deadlock)
+	// gates, in which acquireAs looks for a cycle of waits (a deadlock)
 	// before waiting; name is the actor's, for the error.
 	graph *waitGraph
 	name  string
@@ -149,14 +149,6 @@ func (g *turnGate) acquire(ctx context.Context, chain string) error {
 	return g.acquireWith(ctx, chain, false)
 }
 
-// acquireTurn is acquire for a call's turn: if the wait would close a
-// cycle of waits (a deadlock), it fails at once with an error naming the
-// actors of the cycle (rivet.ErrFailedPrecondition, reason
-// actor.deadlock) instead of waiting until its deadline.
-func (g *turnGate) acquireTurn(ctx context.Context, chain string) error {
-	return g.acquireWith(ctx, chain, g.graph != nil)
-}
-
 func (g *turnGate) acquireWith(ctx context.Context, chain string, detect bool) error {
 	_, err := g.acquireAs(ctx, chain, detect, turnPlain, nil, false)
 	return err
@@ -171,25 +163,17 @@ const (
 	turnQuery                 // may run beside a step's body, any number
 )
 
-// acquireSend is acquireTurn for a send's turn, which may run beside a
-// step's body: beside says it did (it holds no turn of the gate's, and
-// must not wait for one or run the actor's code; release(chain) ends it
-// all the same). A send from a call the step made re-enters its turn, as
-// any call does.
-func (g *turnGate) acquireSend(ctx context.Context, chain string) (beside bool, _ error) {
-	return g.acquireAs(ctx, chain, g.graph != nil, turnSend, nil, false)
-}
-
-// acquireQuery is acquireTurn for a query's turn, which may run beside a
-// step's body, on a copy of the state that onBeside takes (called under
-// the gate's lock as it goes in so). beside says it did: it holds no turn
-// of the gate's, and releaseQuery(chain), not release, ends it.
-func (g *turnGate) acquireQuery(ctx context.Context, chain string, onBeside func()) (beside bool, _ error) {
-	return g.acquireAs(ctx, chain, g.graph != nil, turnQuery, onBeside, false)
-}
-
-// acquireAs lets a turn of mode in on chain, as acquireTurn, acquireSend
-// or acquireQuery do. shed refuses it rather than wait behind shedAt
+// acquireAs lets a turn of mode in on chain. With detect, a wait that
+// would close a cycle of waits (a deadlock) fails at once with an error
+// naming the actors of the cycle (rivet.ErrFailedPrecondition, reason
+// actor.deadlock) instead of waiting until its deadline. A turnSend or
+// turnQuery turn may run beside a step's body: beside says it did (it
+// holds no turn of the gate's, and must not wait for one or run the
+// actor's code). A send's ends with release(chain) all the same, a
+// query's with releaseQuery(chain); a query's runs on a copy of the state
+// that onBeside takes (called under the gate's lock as it goes in so). A
+// send or query from a call the step made re-enters its turn, as any call
+// does. shed refuses it rather than wait behind shedAt
 // turns: rivet.ErrUnavailable, reason actor.overloaded
 // (Config.MaxWaitingCalls, isOverloaded). A turn that needs no wait (a
 // free gate, a re-entry, a turn beside a step's body) is never refused.
@@ -348,7 +332,7 @@ func (g *turnGate) closeLane() {
 }
 
 // releaseQuery ends a query's turn on chain that ran beside a step's body
-// (acquireQuery said beside).
+// (acquireAs said beside).
 func (g *turnGate) releaseQuery(chain string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()

@@ -810,3 +810,18 @@ func TestGateQueryGivingUpAsItGoesInBesideLeaves(t *testing.T) {
 		t.Fatal("gate busy after every turn ended")
 	}
 }
+
+// acquireTurn is acquireAs for a call's turn, as the host asks for it.
+func (g *turnGate) acquireTurn(ctx context.Context, chain string) error {
+	return g.acquireWith(ctx, chain, g.graph != nil)
+}
+
+// acquireSend is acquireAs for a send's turn, as the host asks for it.
+func (g *turnGate) acquireSend(ctx context.Context, chain string) (beside bool, _ error) {
+	return g.acquireAs(ctx, chain, g.graph != nil, turnSend, nil, false)
+}
+
+// acquireQuery is acquireAs for a query's turn, as the host asks for it.
+func (g *turnGate) acquireQuery(ctx context.Context, chain string, onBeside func()) (beside bool, _ error) {
+	return g.acquireAs(ctx, chain, g.graph != nil, turnQuery, onBeside, false)
+}

@@ -158,7 +158,7 @@ type Host struct {
 	chainSeq    atomic.Uint64
 	chainPrefix string
 	// waits records the turns waiting for the gates of this host's
-	// actors, to refuse a wait that closes a cycle (turnGate.acquireTurn).
+	// actors, to refuse a wait that closes a cycle (turnGate.acquireAs).
 	waits     waitGraph
 	waitObs   WaitObserver   // cfg.Observer's, if it is one
 	actionObs ActionObserver // cfg.Observer's, if it is one
@@ -999,7 +999,7 @@ func (h *Host) turnFor(ctx context.Context, kind TurnKind, ref Ref, sp *rivet.Sp
 }
 
 // queryTurn is what a query's turn learns as it begins: whether it runs
-// beside a step's body (turnGate.acquireQuery), and then the state it
+// beside a step's body (turnGate.acquireAs), and then the state it
 // reads, as last saved, which it must decode for itself (the body
 // changes the activation's).
 type queryTurn struct {
