@@ -929,7 +929,7 @@ func unholdApart(entries []workflow.Entry, trees []string, resets []workflow.Ent
 	if len(joins) == 0 {
 		return trees, resets
 	}
-	inHeld := func(t string) bool { return strings.Contains("/"+t+"/", "/"+heldScope+"/") }
+	inHeld := func(t string) bool { return strings.Contains("/"+t+"/", "/"+workflow.HeldScope+"/") }
 	trees = slices.DeleteFunc(slices.Clone(trees), inHeld)
 	deleted := newTreeSet(trees).holds
 	deletesIn := func(scope string) bool {
@@ -956,7 +956,7 @@ func unholdApart(entries []workflow.Entry, trees []string, resets []workflow.Ent
 		if len(stay) == len(held[join]) {
 			continue // it unholds none
 		}
-		trees = append(trees, join+"/"+heldScope)
+		trees = append(trees, join+"/"+workflow.HeldScope)
 		if len(stay) == 0 {
 			continue
 		}
@@ -975,10 +975,6 @@ func unholdApart(entries []workflow.Entry, trees []string, resets []workflow.Ent
 	}
 	return trees, resets
 }
-
-// heldScope is workflow's scope of a pending join's held failures
-// (`<join>/~held`).
-const heldScope = "~held"
 
 // planRetry is retryTrees; with rewind false, from is taken even where
 // checkRewind would refuse it (to see what a retry from it would delete).
@@ -1175,7 +1171,7 @@ func checkFromMade(entries []workflow.Entry, byPath map[string]*workflow.Entry, 
 			continue
 		}
 		join := strings.Join(segs[:i], "/")
-		if seg == "~held" && i+1 < len(segs) {
+		if seg == workflow.HeldScope && i+1 < len(segs) {
 			branch := join + "/" + segs[i+1]
 			var to string
 			if e := byPath[strings.Join(segs[:i+2], "/")]; e != nil {

@@ -499,16 +499,17 @@ func (h *pendingHold) record(c *thread, name string, err error, res *branchResul
 	res.pending = c.pending
 }
 
-// heldScope is the scope, under a pending join's path, of the entries
+// HeldScope is the scope, under a pending join's path, of the entries
 // that record the failures of its branches that failed while others went
 // on (KindHeldBranch, pendingHold.apart): '~' starts no name, so no
 // branch takes it, and a host deleting the join's tree deletes them. A
 // scope with no entry of its own, as a join's outputs' (outputsScope).
-const heldScope = "~held"
+// Exported for hosts, which plan retries around it.
+const HeldScope = "~held"
 
 // heldPath is the path of the held failure of branch of join.
 func heldPath(join, branch string) string {
-	return join + "/" + heldScope + "/" + branch
+	return join + "/" + HeldScope + "/" + branch
 }
 
 // heldBranches returns e, a pending join's record, with the failures that
@@ -516,7 +517,7 @@ func heldPath(join, branch string) string {
 // those entries visited; found says that there are some, for the settle to
 // delete.
 func (r *run) heldBranches(e *Entry) (held *Entry, found bool, err error) {
-	scope := joinPath(e.Path, heldScope)
+	scope := joinPath(e.Path, HeldScope)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	paths := r.hist.inTree(scope)
@@ -653,7 +654,7 @@ func (x *cx) join(name string, names []string, runs []func(*cx) (json.RawMessage
 	}
 	if heldApart || hold.wrote.Load() {
 		// The record holds them now.
-		stale = append(stale, HistoryWrite{DeleteTree: joinPath(path, heldScope)})
+		stale = append(stale, HistoryWrite{DeleteTree: joinPath(path, HeldScope)})
 	}
 	// Recording the settled join may wait for the next commit: if it is
 	// lost, the branches replay to the same results (and settle again,
