@@ -20,6 +20,7 @@ import (
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/cluster"
 	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
+	"github.com/rivet-go/rivet/internal/defaults"
 	"github.com/rivet-go/rivet/internal/rpcerr"
 	"github.com/rivet-go/rivet/runtime"
 	"github.com/rivet-go/rivet/server"
@@ -507,12 +508,10 @@ func (r remote) Send(ctx context.Context, req runtime.SendRequest) (runtime.Send
 // fail its step after the message was queued (and a step's retry would
 // queue it again).
 func waitLeft(ctx context.Context, timeout time.Duration) time.Duration {
-	d, ok := ctx.Deadline()
-	if timeout <= 0 || !ok {
-		return timeout
+	if timeout <= 0 {
+		return timeout // the owner's default, cut there
 	}
-	left := time.Until(d)
-	return max(min(timeout, left-min(left/10, 250*time.Millisecond)), time.Millisecond)
+	return defaults.SendWaitWithin(ctx, timeout)
 }
 
 // callResend says whether a call may be sent again after its hop broke

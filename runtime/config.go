@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/rivet-go/rivet/internal/defaults"
 )
 
 // Config tunes a Host. The zero value of a field takes its default (see
@@ -122,18 +124,18 @@ type Config struct {
 // DefaultConfig returns the defaults, matching the original engine's.
 func DefaultConfig() Config {
 	return Config{
-		IdleTimeout:         30 * time.Second,
+		IdleTimeout:         defaults.IdleTimeout,
 		ActionTimeout:       60 * time.Second,
 		StepGrace:           5 * time.Second,
 		ReadGateWait:        50 * time.Millisecond,
 		MaxActiveActors:     100_000,
-		MaxStateBytes:       1 << 20,
+		MaxStateBytes:       defaults.StateBytes,
 		MaxResultBytes:      4 << 20,
-		MaxStepOutputBytes:  1 << 20,
+		MaxStepOutputBytes:  defaults.StepOutputBytes,
 		MaxFoldedStateBytes: 1 << 10,
 		MaxArgsBytes:        4 << 20,
-		MaxMessageBytes:     64 << 10,
-		MaxQueueDepth:       1000,
+		MaxMessageBytes:     defaults.MessageBytes,
+		MaxQueueDepth:       defaults.QueueDepth,
 		MaxWaitingCalls:     1000,
 	}
 }

@@ -23,6 +23,7 @@ import (
 
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/caller"
+	"github.com/rivet-go/rivet/internal/defaults"
 	"github.com/rivet-go/rivet/internal/rpcerr"
 	"github.com/rivet-go/rivet/internal/sizes"
 	"github.com/rivet-go/rivet/internal/typesets"
@@ -2051,7 +2052,7 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 	if completion == nil {
 		return res, nil
 	}
-	t := time.NewTimer(sendWait(ctx, req.Timeout))
+	t := time.NewTimer(defaults.SendWaitWithin(ctx, req.Timeout))
 	defer t.Stop()
 	defer act.wf.forgetWait(seq, completion)
 	select {
@@ -3137,28 +3138,7 @@ func (hh *hostHandle) SendWith(ctx context.Context, queue string, body any, opts
 	if timeout < 0 {
 		return rivet.SendResult{}, rivet.Errorf(rivet.ErrInvalidArgument, "timeout must not be negative, not %s", timeout)
 	}
-	return hh.send(ctx, queue, body, true, sendWait(ctx, timeout), opts.IdempotencyKey, opts.RequireRunning)
-}
-
-// sendWait is how long a send that waits for its completion waits: the
-// timeout asked (defaultSendWait if none), ended before the caller's
-// context (an actor's step or action, a client's gRPC deadline) so that
-// the caller hears "timed out" with the message's id and state rather
-// than a deadline error that says nothing of a message that is queued and
-// durable (a caller that then sent it again would queue it twice); the
-// margin carries the answer back.
-func sendWait(ctx context.Context, timeout time.Duration) time.Duration {
-	if timeout <= 0 {
-		timeout = defaultSendWait
-	}
-	if d, ok := ctx.Deadline(); ok {
-		left := time.Until(d)
-		timeout = min(timeout, left-min(left/10, 250*time.Millisecond))
-		if timeout < time.Millisecond {
-			timeout = time.Millisecond // the wire counts milliseconds; 0 would be the default
-		}
-	}
-	return timeout
+	return hh.send(ctx, queue, body, true, defaults.SendWaitWithin(ctx, timeout), opts.IdempotencyKey, opts.RequireRunning)
 }
 
 // waitCutKey is the context key of WithWaitCut's channel.
@@ -3179,10 +3159,6 @@ func waitCut(ctx context.Context) <-chan struct{} {
 	cut, _ := ctx.Value(waitCutKey{}).(<-chan struct{})
 	return cut
 }
-
-// defaultSendWait is how long a send waits for its completion if the
-// sender names no timeout.
-const defaultSendWait = 30 * time.Second
 
 func (hh *hostHandle) send(ctx context.Context, queue string, body any, wait bool, timeout time.Duration, key string, requireRunning bool) (rivet.SendResult, error) {
 	b, err := json.Marshal(body)

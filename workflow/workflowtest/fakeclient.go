@@ -15,6 +15,7 @@ import (
 
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/caller"
+	"github.com/rivet-go/rivet/internal/defaults"
 )
 
 // FakeClient is a caller.Client for workflow tests (Host.Client): the
@@ -905,7 +906,7 @@ func (h *fakeHandle) send(ctx context.Context, queue string, body any, opts call
 		ok bool
 	)
 	if opts.Wait {
-		timer := time.NewTimer(sendWait(ctx, opts.Timeout))
+		timer := time.NewTimer(defaults.SendWaitWithin(ctx, opts.Timeout))
 		defer timer.Stop()
 		done := make(chan outcome, 1)
 		fc.started() // before the goroutine: Wait must see it from now on
@@ -933,25 +934,6 @@ func (h *fakeHandle) send(ctx context.Context, queue string, body any, opts call
 	}
 	fc.finish(i, false, nil, o.send, o.err)
 	return o.send, o.err
-}
-
-// defaultSendWait is how long a waiting send waits by default, as a
-// node's.
-const defaultSendWait = 30 * time.Second
-
-// sendWait is how long a send that waits for its completion waits, as a
-// node's (runtime's sendWait): the timeout asked, ended before the
-// caller's deadline so that the caller hears "timed out" with the
-// message's ID rather than a deadline error.
-func sendWait(ctx context.Context, timeout time.Duration) time.Duration {
-	if timeout <= 0 {
-		timeout = defaultSendWait
-	}
-	if d, ok := ctx.Deadline(); ok {
-		left := time.Until(d)
-		timeout = max(min(timeout, left-min(left/10, 250*time.Millisecond)), time.Millisecond)
-	}
-	return timeout
 }
 
 // String says what c was, for a test's failure message.

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/rivet-go/rivet/caller"
+	"github.com/rivet-go/rivet/internal/defaults"
 	"github.com/rivet-go/rivet/workflow"
 )
 
@@ -188,9 +189,9 @@ func NewHost[S any](initial S, clock *Clock) *Host[S] {
 	}
 	return &Host[S]{
 		Clock: clock, Name: "test", Key: []string{"test"}, state: b, history: map[string][]byte{}, nextID: 1,
-		MaxStateBytes: 1 << 20, MaxStepOutputBytes: 1 << 20, MaxMessageBytes: 64 << 10, MaxQueueDepth: 1000,
-		IdleTimeout: 30 * time.Second,
-		notify:      make(chan struct{}), waiters: map[uint64]chan json.RawMessage{},
+		MaxStateBytes: defaults.StateBytes, MaxStepOutputBytes: defaults.StepOutputBytes, MaxMessageBytes: defaults.MessageBytes,
+		MaxQueueDepth: defaults.QueueDepth, IdleTimeout: defaults.IdleTimeout,
+		notify: make(chan struct{}), waiters: map[uint64]chan json.RawMessage{},
 		completions: map[uint64]int{}, crashes: map[int]bool{}, wakes: make(chan workflow.Wake, 1),
 		hangs: make(chan struct{}, 1), marks: map[string]attemptMark{},
 	}
