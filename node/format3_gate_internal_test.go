@@ -100,7 +100,7 @@ func shortFormatWaits(t *testing.T, settle, grace time.Duration) {
 // waitJoinGateOpen waits until n writes join values apart, and returns when.
 func waitJoinGateOpen(t *testing.T, n *Node, within time.Duration) time.Time {
 	t.Helper()
-	for deadline := time.Now().Add(within); !n.Host().JoinOutputsApart(); time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(within); n.Host().WriteFormat() < 3; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("join values not written apart within %v", within)
 		}

@@ -110,7 +110,7 @@ func registerOlderNode(t *testing.T, ctx context.Context, cli *clientv3.Client, 
 // waitHeldGate waits until n holds join branch failures apart, or not.
 func waitHeldGate(t *testing.T, n *Node, want bool, within time.Duration) time.Time {
 	t.Helper()
-	for deadline := time.Now().Add(within); n.Host().HeldBranchesApart() != want; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(within); (n.Host().WriteFormat() >= 4) != want; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("join branch failures held apart %v after %v, want %v", !want, within, want)
 		}
@@ -161,7 +161,7 @@ func TestFormat4HoldsBranchFailuresApartOnlyOnceEveryNodeReadsIt(t *testing.T) {
 	defer c.Close()
 
 	waitJoinGateOpen(t, n, 30*time.Second)
-	if n.Host().HeldBranchesApart() {
+	if n.Host().WriteFormat() >= 4 {
 		t.Fatal("with a node of format 3 registered, join branch failures are held apart")
 	}
 	if n.formatWritten(ctx, 4) {
@@ -206,7 +206,7 @@ func TestFormat4HoldsBranchFailuresApartOnlyOnceEveryNodeReadsIt(t *testing.T) {
 	// format 3 again (format 3's gate stays open).
 	registerOlderNode(t, ctx, cli, prefix, "format3", 3)
 	waitHeldGate(t, n, false, 30*time.Second)
-	if !n.Host().JoinOutputsApart() {
+	if n.Host().WriteFormat() < 3 {
 		t.Fatal("with a node of format 3 registered, join values stopped going apart")
 	}
 	waitUntil(t, "an error naming the format 3 node", func() bool {

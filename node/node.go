@@ -503,9 +503,7 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 	host.Store(n.host)
 	// Until the node has seen every node's record (watchCluster): a node
 	// of an older build may load what this one writes.
-	n.host.SetStateInHistory(false)
-	n.host.SetJoinOutputsApart(false)
-	n.host.SetHeldBranchesApart(false)
+	n.host.SetWriteFormat(1)
 	// One source for the limits both layers enforce: the runtime's config.
 	limits := server.DefaultLimits()
 	limits.MaxResultBytes, limits.MaxMessageBytes, limits.MaxArgsBytes = rc.MaxResultBytes, rc.MaxMessageBytes, rc.MaxArgsBytes

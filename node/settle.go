@@ -740,9 +740,7 @@ func (n *Node) gateFormats(ctx context.Context, mayRecord bool) (retry bool) {
 		}
 	}
 	n.formatWriting = on
-	n.host.SetStateInHistory(on >= 2)
-	n.host.SetJoinOutputsApart(on >= 3)
-	n.host.SetHeldBranchesApart(on >= 4)
+	n.host.SetWriteFormat(on)
 	return retry
 }
 

@@ -69,7 +69,7 @@ func TestStepsWriteTheStateKeyWhileAnOlderNodeIsRegistered(t *testing.T) {
 	defer c.Close()
 	waitGate := func(want bool) {
 		t.Helper()
-		for deadline := time.Now().Add(30 * time.Second); n.Host().StateInHistory() != want; time.Sleep(10 * time.Millisecond) {
+		for deadline := time.Now().Add(30 * time.Second); (n.Host().WriteFormat() >= 2) != want; time.Sleep(10 * time.Millisecond) {
 			if time.Now().After(deadline) {
 				t.Fatalf("state in history %v, want %v", !want, want)
 			}
@@ -78,7 +78,7 @@ func TestStepsWriteTheStateKeyWhileAnOlderNodeIsRegistered(t *testing.T) {
 	waitGate(true)
 	waitJoinGate := func(want bool) {
 		t.Helper()
-		for deadline := time.Now().Add(30 * time.Second); n.Host().JoinOutputsApart() != want; time.Sleep(10 * time.Millisecond) {
+		for deadline := time.Now().Add(30 * time.Second); (n.Host().WriteFormat() >= 3) != want; time.Sleep(10 * time.Millisecond) {
 			if time.Now().After(deadline) {
 				t.Fatalf("join outputs apart %v, want %v", !want, want)
 			}
@@ -117,7 +117,7 @@ func TestStepsWriteTheStateKeyWhileAnOlderNodeIsRegistered(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitJoinGate(false)
-	if !n.Host().StateInHistory() {
+	if n.Host().WriteFormat() < 2 {
 		t.Fatal("with a node of format 2 registered, steps stopped storing the state in history entries")
 	}
 	// Registered longer than the grace, in a quiet cluster (the node

@@ -112,17 +112,12 @@ type Host struct {
 	// reapPasses counts the reaper's passes (tests wait for a few to
 	// see that an actor was left in memory).
 	reapPasses atomic.Int64
-	// stateInHistory: steps may store the state in their history entries
-	// (statehome.go, SetStateInHistory).
-	stateInHistory atomic.Bool
-	// joinOutputsApart: a join's large branch values may be committed
-	// apart from its record (workflow.JoinOutputsHost); the node sets it
-	// while every registered node reads them.
-	joinOutputsApart atomic.Bool
-	// heldBranchesApart: a join's branch failures may be committed in
-	// entries of their own (workflow.HeldBranchesHost); off unless set
-	// (SetHeldBranchesApart), on a host alone too.
-	heldBranchesApart atomic.Bool
+	// writeFormat is the newest storage format this host may write
+	// (statehome.go, SetWriteFormat): 2 stores the state in history
+	// entries, 3 a join's large branch values apart from its record
+	// (workflow.JoinOutputsHost), 4 a join's branch failures in entries
+	// of their own (workflow.HeldBranchesHost).
+	writeFormat atomic.Int64
 	// reapSleeps counts the reaper's OnSleep deactivations in progress
 	// (at most maxSleeps), reapDone closes when the reaper has returned,
 	// after them; sleepChains holds the chains (roots) of OnSleep hooks
@@ -214,13 +209,12 @@ func New(cfg Config, reg *rivet.Registry, store storage.Store, commit Committer,
 	h.commitWith, _ = commit.(channelCommitter)
 	h.waitObs, _ = cfg.Observer.(WaitObserver)
 	h.actionObs, _ = cfg.Observer.(ActionObserver)
-	// A host alone reads what it writes; a node in a cluster turns this
-	// off until every node reads it (node.watchCluster).
-	h.stateInHistory.Store(true)
-	h.joinOutputsApart.Store(true)
-	// Not heldBranchesApart: no host holds a join's failures apart
-	// unless told (SetHeldBranchesApart; a node, once every node reads
-	// storage format 4), lest a history it writes reach an older build.
+	// A host alone reads what it writes; a node in a cluster writes format
+	// 1 until every node reads a newer one (node.watchCluster). But not
+	// 4: no host holds a join's failures apart unless told
+	// (SetWriteFormat; a node, once every node reads storage format 4),
+	// lest a history it writes reach an older build.
+	h.writeFormat.Store(3)
 	own.OnLost(h.evictAll)
 	own.OnClaimed(func(ctx context.Context, parts []uint32) {
 		if err := h.loadWakeups(ctx, parts); err != nil {

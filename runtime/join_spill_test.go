@@ -325,7 +325,7 @@ func TestAJoinKeepsItsValuesInItsRecordUntilEveryNodeReadsThemApart(t *testing.T
 	var healthy atomic.Bool
 	healthy.Store(true)
 	e := newEnv(t, counterReg(t, spillRetry(runs, &healthy)), nil)
-	e.host.SetJoinOutputsApart(false)
+	e.host.SetWriteFormat(2)
 	ref := runtime.Ref{Name: "spillRetry", Key: []string{"old"}}
 	if _, _, err := e.host.GetOrCreate(ctx(t), ref, nil); err != nil {
 		t.Fatal(err)

@@ -24,18 +24,18 @@ import (
 // keeps an entry per path, as before, to its end.
 
 // LoopSlots lets a loop first recorded now keep its iterations in slots:
-// only while every node reads them (SetStateInHistory, format 2).
-func (w *wfHost) LoopSlots() bool { return w.a.h.stateInHistory.Load() }
+// only while every node reads them (SetWriteFormat, format 2).
+func (w *wfHost) LoopSlots() bool { return w.a.h.writes(2) }
 
 var _ workflow.SlotHost = (*wfHost)(nil)
 
 // JoinOutputsApart implements workflow.JoinOutputsHost.
-func (w *wfHost) JoinOutputsApart() bool { return w.a.h.joinOutputsApart.Load() }
+func (w *wfHost) JoinOutputsApart() bool { return w.a.h.writes(3) }
 
 var _ workflow.JoinOutputsHost = (*wfHost)(nil)
 
 // HeldBranchesApart implements workflow.HeldBranchesHost.
-func (w *wfHost) HeldBranchesApart() bool { return w.a.h.heldBranchesApart.Load() }
+func (w *wfHost) HeldBranchesApart() bool { return w.a.h.writes(4) }
 
 var _ workflow.HeldBranchesHost = (*wfHost)(nil)
 

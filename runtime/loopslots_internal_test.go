@@ -225,7 +225,7 @@ func TestALoopWithoutSlotsDeletesWhatItPrunes(t *testing.T) {
 	counted := &countingStore{Store: e.store}
 	e.store = counted
 	e.restart()
-	e.h.SetStateInHistory(false)
+	e.h.SetWriteFormat(1)
 	ctx := context.Background()
 	e.create()
 	// The loop's last prune commits with its end; the run then waits.

@@ -76,7 +76,7 @@ func TestRetryFromAHeldBranchOfAPendingJoin(t *testing.T) {
 			e := newEnv(t, counterReg(t, heldJoin), nil)
 			if apart {
 				// Off by default: a node turns it on at storage format 4.
-				e.host.SetHeldBranchesApart(true)
+				e.host.SetWriteFormat(4)
 			}
 			ref := runtime.Ref{Name: "heldjoin", Key: []string{"k"}}
 			if _, _, err := e.host.GetOrCreate(ctx(t), ref, nil); err != nil {

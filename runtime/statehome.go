@@ -41,16 +41,15 @@ import (
 // in its node record. 2: a step's state may ride in its history entry, and
 // a loop's iterations be stored in slots (loopslots.go), which builds
 // advertising none (format 1) do not read; a node writes format 2 only
-// while every registered node advertises it (SetStateInHistory). 3: a
+// while every registered node advertises it (SetWriteFormat). 3: a
 // join's large branch values may be committed apart from its record
 // (workflow.JoinOutputsHost, `<join>/~outputs/<n>`), which a build of
 // format 2 replays as zero values; written only while every registered
-// node advertises 3 (SetJoinOutputsApart). 4: a pending join's branch
+// node advertises 3. 4: a pending join's branch
 // failures may be committed in entries of their own
 // (workflow.HeldBranchesHost, `<join>/~held/<branch>`), whose branches a
 // build of format 3 would run again on replay, failing the workflow on a
-// divergence; written only while every registered node advertises 4
-// (SetHeldBranchesApart).
+// divergence; written only while every registered node advertises 4.
 const StorageFormat = 4
 
 // foldedStateField opens a history entry that carries the actor's state:
@@ -82,7 +81,7 @@ type foldReq struct {
 // the group alone would be too large with the state (nil if none). Called
 // with a.mu held, by enqueueFlush.
 func (a *activation) placeState(ops []storage.Op, fold *foldReq) (pre, out []storage.Op) {
-	if fold != nil && a.h.stateInHistory.Load() && a.version == a.committed && a.failed == nil {
+	if fold != nil && a.h.writes(2) && a.version == a.committed && a.failed == nil {
 		// In place: the step's turn built ops for this call alone. The
 		// group shrinks (one key fewer): it fits.
 		st := ops[fold.stateIdx].Value
@@ -161,32 +160,19 @@ func newestFolded(prefix string, kvs []storage.KV) (foldedState, error) {
 	return foldedState{state: e.State, rev: best.ModRevision, path: strings.TrimPrefix(best.Key, prefix+storage.WorkflowSuffix)}, nil
 }
 
-// SetStateInHistory says whether every node of the cluster reads a state
-// carried in a history entry (StorageFormat 2): until it is set, steps
-// write the state key, as builds before that format do. The node sets it
-// from the node records it watches.
-func (h *Host) SetStateInHistory(on bool) { h.stateInHistory.Store(on) }
+// SetWriteFormat sets the newest storage format this host may write:
+// the newest every node of the cluster reads (StorageFormat's history).
+// Below 2, steps write the state key, as builds before format 2 do; below
+// 3, a join records its branch values in its record; below 4, a join
+// rewrites its record for each failed branch rather than holding the
+// failures in entries of their own (`<join>/~held/<branch>`). A Host alone
+// writes format 3 until told (not 4: it may be a test's host of a history
+// an older build reads); the node sets it from the node records it
+// watches, once every registered node reads the format (its gateFormats).
+func (h *Host) SetWriteFormat(f int) { h.writeFormat.Store(int64(f)) }
 
-// SetJoinOutputsApart says whether every node of the cluster reads a
-// join's branch values committed apart from its record
-// (workflow.JoinOutputsHost, StorageFormat 3): until it is set,
-// a join records them all in its record, as builds before it do. The node
-// sets it from the node records it watches.
-func (h *Host) SetJoinOutputsApart(on bool) { h.joinOutputsApart.Store(on) }
+// WriteFormat reports what SetWriteFormat last set.
+func (h *Host) WriteFormat() int { return int(h.writeFormat.Load()) }
 
-// SetHeldBranchesApart says whether every node of the cluster reads the
-// failures of a pending join's branches committed in entries of their own
-// (workflow.HeldBranchesHost, `<join>/~held/<branch>`, StorageFormat 4):
-// until it is set, a join rewrites its record for each, as builds before
-// it do. Off by default, on a Host alone too; the node sets it once every
-// registered node reads format 4 (its gateFormats).
-func (h *Host) SetHeldBranchesApart(on bool) { h.heldBranchesApart.Store(on) }
-
-// HeldBranchesApart reports what SetHeldBranchesApart last set.
-func (h *Host) HeldBranchesApart() bool { return h.heldBranchesApart.Load() }
-
-// StateInHistory reports what SetStateInHistory last set.
-func (h *Host) StateInHistory() bool { return h.stateInHistory.Load() }
-
-// JoinOutputsApart reports what SetJoinOutputsApart last set.
-func (h *Host) JoinOutputsApart() bool { return h.joinOutputsApart.Load() }
+// writes reports whether the host may write storage format f.
+func (h *Host) writes(f int) bool { return h.writeFormat.Load() >= int64(f) }

@@ -356,7 +356,7 @@ func TestARetryThatDeletesTheEntryHoldingTheStateKeepsIt(t *testing.T) {
 // rolling upgrade from a build that does not), steps write the state key.
 func TestStepsWriteTheStateKeyWhileTheClusterMayNotReadEntries(t *testing.T) {
 	e := newFoldEnv(t, foldActor(3, func(int) bool { return true }, 0))
-	e.h.SetStateInHistory(false)
+	e.h.SetWriteFormat(1)
 	e.create()
 	e.waitState(`{"n":3}`)
 	if got := e.stateKey(); got != `{"n":3}` {
