@@ -106,7 +106,20 @@ type RaceBranch[S, T any] struct {
 // fails instead (or, rarely, is cancelled holding them), the messages it
 // took and did not complete go back to their queues, ahead of the messages
 // sent since, in the commit that records the winner and deletes the losers'
-// history: they are delivered again, never lost. Branches that finish
+// history: they are delivered again, never lost.
+//
+// So a branch that takes messages must return for the race to end once it
+// has taken one: a branch that loops over a receive until cancelled (a
+// timer raced against a loop of Next, to gather messages until a
+// deadline) holds the race open for good from its first message on, the
+// timer's finish never wins, and the workflow waits on the branch's
+// queue. Gather until a deadline without a race instead: a loop of Next
+// with Timeout set to what is left of the deadline (deadline.Sub(c.Now()),
+// the deadline taken in a step or recorded by SleepUntil's caller), which
+// returns ErrTimeout when it has passed, or NextBatch with the deadline's
+// timeout; or race the timer against one receive at a time.
+//
+// Branches that finish
 // while others still replay recorded entries are ranked by workflow time,
 // then declaration order, so that a replay after a crash picks the same
 // winner. A branch that fails while others go on has its failure recorded
