@@ -114,10 +114,10 @@ type RaceBranch[S, T any] struct {
 // deadline) holds the race open for good from its first message on, the
 // timer's finish never wins, and the workflow waits on the branch's
 // queue. Gather until a deadline without a race instead: a loop of Next
-// with Timeout set to what is left of the deadline (deadline.Sub(c.Now()),
-// the deadline taken in a step or recorded by SleepUntil's caller), which
-// returns ErrTimeout when it has passed, or NextBatch with the deadline's
-// timeout; or race the timer against one receive at a time.
+// (each with a name of its own) whose Timeout is what is left of the
+// deadline, deadline.Sub(c.Now()) (Ctx.Now is workflow time: a replay
+// gets the same), ending when Next returns ErrTimeout; or race the timer
+// against one receive at a time.
 //
 // Branches that finish
 // while others still replay recorded entries are ranked by workflow time,
