@@ -274,7 +274,10 @@ on what will never come. A step in flight has its context cancelled and its atte
 is not recorded. The workflow's status becomes cancelled, on every node, until
 ` + "`rivetctl workflow retry ACTOR KEY`" + ` resumes it where it stopped. The actor's state,
 history and queued messages stay, and its actions still work. Cancelling a
-cancelled workflow changes nothing; a completed or failed one cannot be cancelled.`,
+cancelled workflow changes nothing; a completed or failed one cannot be cancelled.
+No rollback handler runs: this is Temporal's terminate, not its cancel. A
+workflow that must compensate when asked to stop takes the request as a message
+of a queue of its own (raced against what it waits for) and rolls back itself.`,
 		Example: `  rivetctl workflow cancel pollBackoffActor main --reason "the job is gone"`,
 		Args:    args(2, 2),
 	}
