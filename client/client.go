@@ -91,7 +91,10 @@ type Client struct {
 	close  context.CancelFunc
 }
 
-var _ caller.Client = (*Client)(nil)
+var (
+	_ caller.Client  = (*Client)(nil)
+	_ caller.Creator = (*Client)(nil)
+)
 
 // Option configures a Client.
 type Option func(*options)
@@ -421,43 +424,25 @@ func (c *Client) Create(ctx context.Context, name string, key []string, input an
 	return res.ActorInfo, err
 }
 
-// CreateOptions are the options of CreateWith.
-type CreateOptions struct {
-	// IdempotencyKey, if set, is stored with the actor the create makes,
-	// in the same commit (one key per actor: the creating one's, kept as
-	// long as the actor). A Create of the actor with the same key and
-	// input then succeeds again, with Duplicate set, and does not make
-	// the actor's state again (CreateState): so a Create whose
-	// outcome is unknown (a connection that broke, a node that failed
-	// over) may be sent again, as Temporal's StartWorkflow with its
-	// RequestId, and the client itself retries it after a broken
-	// connection, as it does a read. The same key with another input
-	// (compared as JSON values) is rivet.ErrInvalidArgument; an actor
-	// created otherwise (without a key, with another, or again after a
-	// destroy) is rivet.ErrAlreadyExists, as without a key. At most 256
-	// bytes of UTF-8. A node older than the option ignores it: a retry
-	// of a create that applied then answers ALREADY_EXISTS. So whenever
-	// an earlier attempt of this call may have run, the client returns
-	// an ALREADY_EXISTS (still rivet.ErrAlreadyExists) with
-	// rivet.OutcomeUnknown true and a message that says an earlier
-	// attempt may have created the actor: from a current node too, which
-	// the client cannot tell apart (there it means another create made
-	// the actor: erring toward "may have").
-	IdempotencyKey string
-}
+// CreateOptions are the options of CreateWith (caller.CreateOptions
+// says what a key does).
+type CreateOptions = caller.CreateOptions
 
 // CreateResult is what CreateWith says of the actor.
-type CreateResult struct {
-	ActorInfo
-	// Duplicate says that a Create with the same idempotency key and
-	// input created the actor before (an earlier create, or this one's
-	// first attempt if the client sent it again after its connection
-	// broke): nothing was created now.
-	Duplicate bool `json:"duplicate,omitempty"`
-}
+type CreateResult = caller.CreateResult
 
 // CreateWith creates the actor (name, key) with input, as Create does,
-// with options (an idempotency key).
+// with options (an idempotency key). It implements caller.Creator, so
+// rivet.CreateWith reaches it through the Client interface too.
+//
+// The client retries a keyed create after a broken connection, as it does
+// a read. A node older than the key ignores it: a retry of a create that
+// applied then answers ALREADY_EXISTS. So whenever an earlier attempt of
+// this call may have run, the client returns an ALREADY_EXISTS (still
+// rivet.ErrAlreadyExists) with rivet.OutcomeUnknown true and a message
+// that says an earlier attempt may have created the actor: from a current
+// node too, which the client cannot tell apart (there it means another
+// create made the actor: erring toward "may have").
 func (c *Client) CreateWith(ctx context.Context, name string, key []string, input any, opts CreateOptions) (CreateResult, error) {
 	in, err := marshalOptional("create input", input)
 	if err != nil {

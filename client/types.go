@@ -16,21 +16,9 @@ import (
 // program that calls actors. The JSON tags are the wire's field names, as
 // rivetctl prints them.
 
-// ActorInfo is what is known of an actor without activating it.
-type ActorInfo struct {
-	Name string   `json:"name"`
-	Key  []string `json:"key"`
-	// CreatedAt is zero if the node did not say.
-	CreatedAt time.Time `json:"created_at"`
-	Partition uint32    `json:"partition"`
-	// Owner is the node that owns the actor's partition now ("" if none).
-	Owner string `json:"owner"`
-	// WorkflowError and WorkflowFailedAt are set in a list of failed
-	// workflows (ListOptions.FailedWorkflows): the error, cut to 1 KiB
-	// (Inspect has all of it), and when the workflow failed.
-	WorkflowError    string    `json:"workflow_error,omitempty"`
-	WorkflowFailedAt time.Time `json:"workflow_failed_at,omitzero"`
-}
+// ActorInfo is what is known of an actor without activating it: the
+// caller package's, which an actor's code gets from rivet.Create too.
+type ActorInfo = caller.ActorInfo
 
 // QueueDepth is the number of messages waiting in one queue.
 type QueueDepth struct {

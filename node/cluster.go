@@ -502,6 +502,53 @@ func (r remote) Send(ctx context.Context, req runtime.SendRequest) (runtime.Send
 	return runtime.SendResult{MessageID: resp.GetMessageId(), Status: resp.GetStatus(), Response: resp.GetResponse(), WorkflowStatus: resp.GetWorkflowStatus(), MessageState: resp.GetMessageState(), Duplicate: resp.GetDuplicate()}, nil
 }
 
+// Create is an actor's create of an actor another node serves, through
+// the peer connection with the ActorService Create RPC. A keyed create is
+// sent again after a hop that broke (the owner finds the key stored with
+// the actor if the first attempt applied, and answers it as a duplicate);
+// an unkeyed one is not: its retry could not tell its own actor from
+// another create's, and would say ALREADY_EXISTS of a create that made it.
+func (r remote) Create(ctx context.Context, ref runtime.Ref, input json.RawMessage, opts runtime.CreateOptions) (runtime.ActorInfo, bool, error) {
+	var (
+		resp  *rivetv1.CreateResponse
+		local runtime.ActorInfo
+		dup   bool
+	)
+	again := resendNever
+	if opts.IdempotencyKey != "" {
+		again = resendKeyed
+	}
+	err := r.do(ctx, ref, again, func() (err error) {
+		local, dup, err = r.v.host.CreateWith(ctx, ref, input, opts)
+		return err
+	}, func(conn *server.PeerConn) (err error) {
+		resp, err = rivetv1.NewActorServiceClient(conn).Create(server.WithChain(ctx, opts.Chain.ID), &rivetv1.CreateRequest{
+			Actor: &rivetv1.ActorRef{Name: ref.Name, Key: ref.Key}, Input: input, IdempotencyKey: opts.IdempotencyKey,
+		})
+		return err
+	})
+	if err != nil || resp == nil {
+		return local, dup, err
+	}
+	return actorInfoOf(resp.GetActor()), resp.GetDuplicate(), nil
+}
+
+// actorInfoOf is the owner's answer as the runtime has it.
+func actorInfoOf(a *rivetv1.ActorInfo) runtime.ActorInfo {
+	info := runtime.ActorInfo{
+		Ref: runtime.Ref{Name: a.GetActor().GetName(), Key: a.GetActor().GetKey()}, Partition: a.GetPartition(), Owner: a.GetOwner(),
+		WorkflowError: a.GetWorkflowError(),
+	}
+	// Unset is unknown: zero, not the epoch AsTime makes of it.
+	if t := a.GetCreatedAt(); t != nil {
+		info.CreatedAt = t.AsTime()
+	}
+	if t := a.GetWorkflowFailedAt(); t != nil {
+		info.WorkflowFailedAt = t.AsTime()
+	}
+	return info
+}
+
 // waitLeft is a waiting send's timeout cut to what is left of ctx, as
 // SendWith cut it when the send began: the tries of a send not sent take
 // some of that time, and a wait that outlived the caller's deadline would

@@ -53,6 +53,13 @@ type CreateOptions struct {
 	// succeeds again, saying duplicate, rather than ALREADY_EXISTS. At
 	// most 256 bytes of UTF-8.
 	IdempotencyKey string
+	// Chain is the call chain of an actor's create (rivet.Create from an
+	// action, a step, a hook), zero for a client's: a create made by a
+	// turn that a handoff of the new actor's partition waits for is served
+	// on the partition's claim, as that turn's calls are (letIn). A create
+	// takes no turn of the actor it makes, so it waits for no gate and is
+	// never refused as overloaded, whoever sends it.
+	Chain Chain
 }
 
 // SendRequest appends a message to a queue.
@@ -106,6 +113,15 @@ type ActorInfo struct {
 	// to 1 KiB; Inspect has all of it) and when it failed.
 	WorkflowError    string
 	WorkflowFailedAt time.Time
+}
+
+// callerInfo is i as the caller package has it (what rivet.Create
+// answers an actor's code).
+func (i ActorInfo) callerInfo() caller.ActorInfo {
+	return caller.ActorInfo{
+		Name: i.Ref.Name, Key: i.Ref.Key, CreatedAt: i.CreatedAt, Partition: i.Partition, Owner: i.Owner,
+		WorkflowError: i.WorkflowError, WorkflowFailedAt: i.WorkflowFailedAt,
+	}
 }
 
 // QueueDepth is the number of messages waiting in one queue.

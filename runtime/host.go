@@ -578,16 +578,18 @@ func (h *Host) place(ref Ref) (enc string, part uint32, err error) {
 // another caller's failing load for done would leave the workflow
 // asleep), the actor is loaded again.
 func (h *Host) activate(ctx context.Context, ref Ref, sp *rivet.Spec, create bool, input json.RawMessage) (*activation, bool, error) {
-	return h.activateKeyed(ctx, ref, sp, create, input, "")
+	return h.activateKeyed(ctx, ref, sp, create, input, "", "")
 }
 
 // activateKeyed is activate; createKey, if not "", is the idempotency key
 // of the Create that asks: a load that creates the actor stores it with
-// the actor's meta, in the create's commit (CreateWith).
-func (h *Host) activateKeyed(ctx context.Context, ref Ref, sp *rivet.Spec, create bool, input json.RawMessage, createKey string) (*activation, bool, error) {
+// the actor's meta, in the create's commit (CreateWith). chain is the
+// asking actor's call chain ("" for a client's): one that a handoff of the
+// actor's partition waits for loads it on the claim (letIn).
+func (h *Host) activateKeyed(ctx context.Context, ref Ref, sp *rivet.Spec, create bool, input json.RawMessage, createKey, chain string) (*activation, bool, error) {
 	created := false
 	for attempt := range 5 {
-		a, c, _, err := h.activateFor(ctx, ref, sp, create, input, createKey, "", "")
+		a, c, _, err := h.activateFor(ctx, ref, sp, create, input, createKey, "", chain)
 		if err != nil {
 			return nil, false, err
 		}
@@ -2147,7 +2149,7 @@ func (h *Host) CreateWith(ctx context.Context, ref Ref, input json.RawMessage, o
 	if err != nil {
 		return ActorInfo{}, false, err
 	}
-	a, created, err := h.activateKeyed(ctx, ref, sp, true, input, key)
+	a, created, err := h.activateKeyed(ctx, ref, sp, true, input, key, opts.Chain.ID)
 	if err != nil {
 		return ActorInfo{}, false, err
 	}
@@ -2986,6 +2988,66 @@ func (c *hostClient) Get(name string, key ...string) rivet.Handle {
 	return &hostHandle{c: c, ref: Ref{Name: name, Key: key}}
 }
 
+var _ caller.Creator = (*hostClient)(nil)
+
+// CreateWith implements caller.Creator: an actor's create of another
+// actor (rivet.Create), run here if this node serves the new actor's
+// partition, else by its owner, reached as a call is (remoteFor: a handoff
+// of the partition that this client's turn holds up serves it here). It
+// goes out after the creator's writes are durable, as a call does, so that
+// the child never exists beside a parent's change that could still be
+// lost; its chain is the call's (callChain), which no node refuses as
+// overloaded.
+func (c *hostClient) CreateWith(ctx context.Context, name string, key []string, input any, opts caller.CreateOptions) (caller.CreateResult, error) {
+	// Checked here, as a client's create is by the server of the node it
+	// reaches: the actor's node is the only other to check them, and only
+	// when it is another node.
+	if err := rivet.ValidateName("actor name", name); err != nil {
+		return caller.CreateResult{}, err
+	}
+	if err := rivet.ValidateKey(key); err != nil {
+		return caller.CreateResult{}, err
+	}
+	in, err := createInput(input)
+	if err != nil {
+		return caller.CreateResult{}, err
+	}
+	ref := Ref{Name: name, Key: slices.Clone(key)}
+	if err := (&hostHandle{c: c, ref: ref}).flushCaller(ctx); err != nil {
+		return caller.CreateResult{}, err
+	}
+	copts := CreateOptions{IdempotencyKey: opts.IdempotencyKey, Chain: Chain{ID: c.callChain()}}
+	var (
+		info ActorInfo
+		dup  bool
+	)
+	if r := c.h.remoteFor(ref, c.from, c.chain); r != nil {
+		info, dup, err = r.Create(ctx, ref, in, copts)
+	} else {
+		info, dup, err = c.h.CreateWith(ctx, ref, in, copts)
+	}
+	if err != nil {
+		return caller.CreateResult{}, err
+	}
+	return caller.CreateResult{ActorInfo: info.callerInfo(), Duplicate: dup}, nil
+}
+
+// createInput is a create's input as JSON: nil for none (a nil input, or
+// a nil json.RawMessage), as the Go client sends it.
+func createInput(input any) (json.RawMessage, error) {
+	if input == nil {
+		return nil, nil
+	}
+	if raw, ok := input.(json.RawMessage); ok && raw == nil {
+		return nil, nil
+	}
+	b, err := json.Marshal(input)
+	if err != nil {
+		return nil, rivet.Errorf(rivet.ErrInvalidArgument, "create input does not marshal to JSON: %v", err)
+	}
+	return b, nil
+}
+
 type hostHandle struct {
 	c      *hostClient
 	ref    Ref
@@ -3273,6 +3335,9 @@ func (h *Host) refusedWarn(err error) (bool, uint64) {
 type Remote interface {
 	Call(ctx context.Context, req CallRequest) (json.RawMessage, error)
 	Send(ctx context.Context, req SendRequest) (SendResult, error)
+	// Create is Host.CreateWith on the owner's node (an actor's
+	// rivet.Create), whose chain it carries.
+	Create(ctx context.Context, ref Ref, input json.RawMessage, opts CreateOptions) (ActorInfo, bool, error)
 }
 
 // SetRemote sets how actors reach actors on other nodes. Call it before

@@ -428,6 +428,11 @@ func (r *countingRemote) Send(context.Context, runtime.SendRequest) (runtime.Sen
 	return runtime.SendResult{}, rivet.Errorf(rivet.ErrUnavailable, "no other node here")
 }
 
+func (r *countingRemote) Create(context.Context, runtime.Ref, json.RawMessage, runtime.CreateOptions) (runtime.ActorInfo, bool, error) {
+	r.calls.Add(1)
+	return runtime.ActorInfo{}, false, rivet.Errorf(rivet.ErrUnavailable, "no other node here")
+}
+
 // A re-entrant query's task goes with the turn it re-entered: it read that
 // turn's changes before they were written, so if that turn fails, the task
 // does not start.
@@ -547,6 +552,10 @@ func (r *waitingRemote) Call(ctx context.Context, req runtime.CallRequest) (json
 
 func (r *waitingRemote) Send(context.Context, runtime.SendRequest) (runtime.SendResult, error) {
 	return runtime.SendResult{}, rivet.Errorf(rivet.ErrUnavailable, "not used")
+}
+
+func (r *waitingRemote) Create(context.Context, runtime.Ref, json.RawMessage, runtime.CreateOptions) (runtime.ActorInfo, bool, error) {
+	return runtime.ActorInfo{}, false, rivet.Errorf(rivet.ErrUnavailable, "not used")
 }
 
 // An actor of another partition that calls an actor whose partition this

@@ -131,7 +131,8 @@ func (s *Server) Create(ctx context.Context, req *rivetv1.CreateRequest) (*rivet
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
-	info, dup, err := s.backend.CreateWith(ctx, r, input, runtime.CreateOptions{IdempotencyKey: req.GetIdempotencyKey()})
+	// chainOf: an actor's create forwarded by its node carries its chain.
+	info, dup, err := s.backend.CreateWith(ctx, r, input, runtime.CreateOptions{IdempotencyKey: req.GetIdempotencyKey(), Chain: chainOf(ctx)})
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}

@@ -1,0 +1,249 @@
+package runtime_test
+
+import (
+	"encoding/json"
+	"errors"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/runtime"
+	"github.com/rivet-go/rivet/workflow"
+)
+
+type childState struct {
+	N       int  `json:"n"`
+	Doubled int  `json:"doubled"`
+	Done    bool `json:"done"`
+}
+
+// childActor is made from its create input (made counts CreateState's
+// runs), and its workflow doubles the input's N once.
+func childActor(made *atomic.Int32) rivet.Actor[childState] {
+	return rivet.Actor[childState]{
+		Name: "child",
+		CreateState: func(in json.RawMessage) (childState, error) {
+			made.Add(1)
+			var s childState
+			if len(in) > 0 {
+				if err := json.Unmarshal(in, &s); err != nil {
+					return s, err
+				}
+			}
+			return s, nil
+		},
+		Run: func(c *workflow.Ctx[childState]) error {
+			return c.Step("double", func(s *workflow.StepCtx[childState]) error {
+				s.State.Doubled, s.State.Done = 2*s.State.N, true
+				return nil
+			})
+		},
+		Actions: rivet.Actions[childState]{
+			"get": rivet.Query(func(c *rivet.ActionCtx[childState]) (childState, error) { return *c.State, nil }),
+		},
+	}
+}
+
+// spawned is what parent's spawn action says of its create.
+type spawned struct {
+	Name      string   `json:"name"`
+	Key       []string `json:"key"`
+	Partition uint32   `json:"partition"`
+	Created   bool     `json:"created"`
+	Duplicate bool     `json:"duplicate"`
+	Exists    bool     `json:"exists"`
+	Invalid   bool     `json:"invalid"`
+}
+
+type spawnArgs struct {
+	Key   string `json:"key"`
+	N     int    `json:"n"`
+	IDKey string `json:"idKey"`
+}
+
+// parentActor's spawn action creates a child with an input.
+var parentActor = rivet.Actor[struct{}]{
+	Name: "parent",
+	Actions: rivet.Actions[struct{}]{
+		"spawn": rivet.Action(func(c *rivet.ActionCtx[struct{}], a spawnArgs) (spawned, error) {
+			res, err := rivet.CreateWith(c.Context(), c.Client(), "child", []string{a.Key}, childState{N: a.N}, rivet.CreateOptions{IdempotencyKey: a.IDKey})
+			switch {
+			case errors.Is(err, rivet.ErrAlreadyExists):
+				return spawned{Exists: true}, nil
+			case errors.Is(err, rivet.ErrInvalidArgument):
+				return spawned{Invalid: true}, nil
+			case err != nil:
+				return spawned{}, err
+			}
+			return spawned{Name: res.Name, Key: res.Key, Partition: res.Partition, Created: !res.Duplicate, Duplicate: res.Duplicate}, nil
+		}),
+	},
+}
+
+func childOf(t *testing.T, h *runtime.Host, key string) childState {
+	t.Helper()
+	raw, err := h.Call(ctx(t), runtime.CallRequest{Ref: runtime.Ref{Name: "child", Key: []string{key}}, Action: "get"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st childState
+	if err := json.Unmarshal(raw, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// An action creates another actor with an input, as a client's Create
+// does: the child's CreateState gets the input, its workflow starts, and
+// the action learns it made it; a second create of it is ALREADY_EXISTS,
+// unless it carries the first one's idempotency key and input (then a
+// duplicate, CreateState not run again), and the key with another input
+// is INVALID_ARGUMENT.
+func TestAnActionCreatesAnActorWithInput(t *testing.T) {
+	t.Parallel()
+	var made atomic.Int32
+	e := newEnv(t, counterReg(t, parentActor, childActor(&made)), nil)
+	spawn := func(a spawnArgs) spawned {
+		t.Helper()
+		raw, err := call(t, e.host, "parent", "p", "spawn", true, a)
+		if err != nil {
+			t.Fatalf("spawn %+v: %v", a, err)
+		}
+		var s spawned
+		if err := json.Unmarshal(raw, &s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+
+	s := spawn(spawnArgs{Key: "c1", N: 21})
+	part, err := e.host.PartitionOf(runtime.Ref{Name: "child", Key: []string{"c1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.Created || s.Name != "child" || !slices.Equal(s.Key, []string{"c1"}) || s.Partition != part {
+		t.Fatalf("spawn c1 = %+v, want child [c1] of partition %d created", s, part)
+	}
+	waitFor(t, "the child's workflow to run", 20*time.Second, func() bool { return childOf(t, e.host, "c1").Done })
+	if st := childOf(t, e.host, "c1"); st.N != 21 || st.Doubled != 42 {
+		t.Fatalf("child c1 state %+v, want made from the input (n 21) and doubled by its workflow", st)
+	}
+	if s := spawn(spawnArgs{Key: "c1", N: 21}); !s.Exists {
+		t.Fatalf("spawn c1 again without a key = %+v, want ALREADY_EXISTS", s)
+	}
+
+	if s := spawn(spawnArgs{Key: "c2", N: 5, IDKey: "spawn-c2"}); !s.Created {
+		t.Fatalf("keyed spawn c2 = %+v, want created", s)
+	}
+	if s := spawn(spawnArgs{Key: "c2", N: 5, IDKey: "spawn-c2"}); !s.Duplicate {
+		t.Fatalf("keyed spawn c2 again = %+v, want its duplicate", s)
+	}
+	if s := spawn(spawnArgs{Key: "c2", N: 6, IDKey: "spawn-c2"}); !s.Invalid {
+		t.Fatalf("keyed spawn c2 with another input = %+v, want INVALID_ARGUMENT", s)
+	}
+	if n := made.Load(); n != 2 {
+		t.Fatalf("CreateState ran %d times, want 2 (c1, c2)", n)
+	}
+}
+
+// A workflow step that creates a child and then fails is retried: with
+// the step's idempotency key, the retry's create is the first one's
+// duplicate and the step goes on; without a key, the retry gets
+// ALREADY_EXISTS (it cannot tell its own child from another's).
+func TestAStepRetriedAfterItsCreateGetsADuplicateWithAKey(t *testing.T) {
+	t.Parallel()
+	var (
+		made atomic.Int32
+		mu   sync.Mutex
+		got  = map[string][]string{} // parent key: each attempt's outcome
+	)
+	parent := rivet.Actor[struct{}]{
+		Name: "stepParent",
+		Run: func(c *workflow.Ctx[struct{}]) error {
+			return c.StepWith(workflow.StepOptions{Name: "spawn", MaxRetries: 2, RetryBackoffBase: time.Millisecond, RetryBackoffMax: time.Millisecond},
+				func(s *workflow.StepCtx[struct{}]) error {
+					var opts rivet.CreateOptions
+					if s.Key()[0] == "keyed" {
+						opts.IdempotencyKey = s.IdempotencyKey("child")
+					}
+					res, err := rivet.CreateWith(s.Context(), s.Client(), "child", s.Key(), childState{N: 7}, opts)
+					outcome := "created"
+					switch {
+					case errors.Is(err, rivet.ErrAlreadyExists):
+						outcome = "exists"
+					case err != nil:
+						outcome = err.Error()
+					case res.Duplicate:
+						outcome = "duplicate"
+					}
+					mu.Lock()
+					got[s.Key()[0]] = append(got[s.Key()[0]], outcome)
+					mu.Unlock()
+					if s.Attempt() == 1 {
+						return errors.New("fails after its create")
+					}
+					if err != nil {
+						return workflow.Critical(err)
+					}
+					return nil
+				})
+		},
+	}
+	e := newEnv(t, counterReg(t, parent, childActor(&made)), nil)
+	for _, key := range []string{"keyed", "plain"} {
+		if _, err := e.host.Create(ctx(t), runtime.Ref{Name: "stepParent", Key: []string{key}}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := map[string]struct {
+		outcomes []string
+		status   string
+	}{
+		"keyed": {[]string{"created", "duplicate"}, runtime.WorkflowCompleted},
+		"plain": {[]string{"created", "exists"}, runtime.WorkflowFailed},
+	}
+	for key, w := range want {
+		waitFor(t, "parent "+key+"'s workflow to end", 20*time.Second, func() bool {
+			return inspect(t, e.host, "stepParent", key).WorkflowStatus != runtime.WorkflowRunning
+		})
+		ins := inspect(t, e.host, "stepParent", key)
+		mu.Lock()
+		outcomes := slices.Clone(got[key])
+		mu.Unlock()
+		if !slices.Equal(outcomes, w.outcomes) || ins.WorkflowStatus != w.status {
+			t.Fatalf("parent %s: attempts saw %q, workflow %s (%s); want %q, %s", key, outcomes, ins.WorkflowStatus, ins.WorkflowError, w.outcomes, w.status)
+		}
+		if st := childOf(t, e.host, key); st.N != 7 {
+			t.Fatalf("child %s state %+v, want made from the input (n 7)", key, st)
+		}
+	}
+	if n := made.Load(); n != 2 {
+		t.Fatalf("CreateState ran %d times, want 2 (one child per parent)", n)
+	}
+}
+
+// An actor's create of an actor of a partition this node serves runs here:
+// with a Remote, as every node's host has, nothing reaches it.
+func TestAnActorsCreateOfAnActorServedHereRunsHere(t *testing.T) {
+	remote := &countingRemote{}
+	withRemote(t, remote)
+	var made atomic.Int32
+	e := newEnv(t, counterReg(t, parentActor, childActor(&made)), nil)
+	raw, err := call(t, e.host, "parent", "p", "spawn", true, spawnArgs{Key: "here", N: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s spawned
+	if err := json.Unmarshal(raw, &s); err != nil || !s.Created {
+		t.Fatalf("spawn = %s, %v; want created", raw, err)
+	}
+	if n := remote.calls.Load(); n != 0 {
+		t.Fatalf("%d requests reached the Remote, want none", n)
+	}
+	if st := childOf(t, e.host, "here"); st.N != 3 {
+		t.Fatalf("child state %+v, want n 3", st)
+	}
+}
