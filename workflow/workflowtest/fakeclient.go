@@ -25,7 +25,8 @@ import (
 // answers where the test registered nothing, with the node's error kinds,
 // so that a workflow's paths for them can be tested:
 //
-//   - a name with no action, queue or Create: rivet.ErrUnknownActor;
+//   - a name with no action, queue, Create or HandleCreate:
+//     rivet.ErrUnknownActor;
 //   - an action or queue the name has not: rivet.ErrUnknownAction,
 //     rivet.ErrUnknownQueue;
 //   - arguments a HandleAction function does not take (their number, or
@@ -71,7 +72,9 @@ import (
 // Its handles implement what this module's handles do beyond
 // caller.Handle (caller.OptionsCaller, caller.Querier, caller.Sender,
 // caller.OnceSender), so rivet.CallWith, CallQuery, Enqueue, SendWait and
-// SendWith work through them. Idempotency keys are kept as a node keeps
+// SendWith work through them; the FakeClient itself implements
+// caller.Creator, so rivet.Create and CreateWith do too (CreateWith says
+// how, HandleCreate checks a create's input). Idempotency keys are kept as a node keeps
 // them (without their limits of count and age): a call again with a key
 // that a call of the same actor used (a send with a send's) gets the
 // first one's result without running anything (FakeCall.Duplicate), so a
@@ -103,6 +106,8 @@ type FakeClient struct {
 	queues   map[[2]string]QueueFunc // (name, queue); a nil func accepts
 	names    map[string]bool         // the actor names the test gave anything
 	existing map[string]bool         // actorID: what Get finds
+	creates  map[string]CreateFunc   // name: checks a create's input; nil accepts
+	made     map[string]*made        // actorID: a create's (CreateWith), once it began
 	calls    []FakeCall
 	nextID   map[string]uint64 // actorID: the last message ID it gave
 	keys     map[string]*kept  // "call"/"send" + actorID + "\x00" + key
@@ -176,8 +181,15 @@ type FakeCall struct {
 	// ended one returns the node's refusal itself (rivet.ErrWorkflowFailed).
 	RequireRunning bool
 
-	// IdempotencyKey is the call's or send's key (rivet.CallWith,
-	// SendWith); empty if none.
+	// Create says that this was a create (rivet.Create, CreateWith):
+	// Input is its input as JSON (nil for none), and Created what it
+	// answered. Action and Queue are empty.
+	Create  bool
+	Input   json.RawMessage
+	Created caller.CreateResult
+
+	// IdempotencyKey is the call's, send's or create's key
+	// (rivet.CallWith, SendWith, CreateWith); empty if none.
 	IdempotencyKey string
 	// Duplicate says that the key was used before: nothing ran, and the
 	// caller got the first one's result.
@@ -211,7 +223,8 @@ func (c FakeCall) clone() FakeCall {
 		}
 		c.Args = args
 	}
-	c.Body, c.Result = bytes.Clone(c.Body), bytes.Clone(c.Result)
+	c.Body, c.Result, c.Input = bytes.Clone(c.Body), bytes.Clone(c.Result), bytes.Clone(c.Input)
+	c.Created.Key = slices.Clone(c.Created.Key)
 	c.SendResult.Response = bytes.Clone(c.SendResult.Response)
 	return c
 }
@@ -232,7 +245,10 @@ type kept struct {
 	given       *caller.SendResult
 }
 
-var _ caller.Client = (*FakeClient)(nil)
+var (
+	_ caller.Client  = (*FakeClient)(nil)
+	_ caller.Creator = (*FakeClient)(nil)
+)
 
 var (
 	_ caller.Handle        = (*fakeHandle)(nil)
@@ -243,11 +259,11 @@ var (
 )
 
 // NewFakeClient returns a client of no actors: register them with Handle,
-// HandleAction, Queue and Create.
+// HandleAction, Queue, HandleCreate and Create.
 func NewFakeClient() *FakeClient {
 	return &FakeClient{
 		actions: map[[2]string]actionReg{}, queues: map[[2]string]QueueFunc{},
-		names: map[string]bool{}, existing: map[string]bool{},
+		names: map[string]bool{}, existing: map[string]bool{}, creates: map[string]CreateFunc{}, made: map[string]*made{},
 		nextID: map[string]uint64{}, keys: map[string]*kept{},
 	}
 }
@@ -940,10 +956,13 @@ func (h *fakeHandle) send(ctx context.Context, queue string, body any, opts call
 func (c FakeCall) String() string {
 	k, _ := json.Marshal(normKey(c.Key))
 	var what string
-	send := c.Action == ""
-	if send {
+	send := c.Action == "" && !c.Create
+	switch {
+	case c.Create:
+		what = fmt.Sprintf("create of %s %s with %s", c.Name, k, c.Input)
+	case send:
 		what = fmt.Sprintf("send to %s %s queue %q: %s", c.Name, k, c.Queue, c.Body)
-	} else {
+	default:
 		args, _ := json.Marshal(append([]json.RawMessage{}, c.Args...))
 		what = fmt.Sprintf("call of %s %s action %q with %s", c.Name, k, c.Action, args)
 	}
@@ -954,6 +973,8 @@ func (c FakeCall) String() string {
 		return what + ": error: " + c.Err.Error()
 	case send:
 		return fmt.Sprintf("%s: %+v", what, c.SendResult)
+	case c.Create:
+		return fmt.Sprintf("%s: duplicate %v", what, c.Duplicate)
 	default:
 		return fmt.Sprintf("%s: %s", what, c.Result)
 	}
