@@ -1,8 +1,10 @@
 package runtime_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -10,7 +12,9 @@ import (
 	"time"
 
 	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/placement"
 	"github.com/rivet-go/rivet/runtime"
+	"github.com/rivet-go/rivet/storage"
 	"github.com/rivet-go/rivet/workflow"
 )
 
@@ -245,5 +249,72 @@ func TestAnActorsCreateOfAnActorServedHereRunsHere(t *testing.T) {
 	}
 	if st := childOf(t, e.host, "here"); st.N != 3 {
 		t.Fatalf("child state %+v, want n 3", st)
+	}
+}
+
+// An action of an actor whose partition is being handed off, its turn
+// holding the handoff up, creates an actor of that partition: the create
+// is served on the partition's claim, as that turn's calls are (letIn),
+// not refused as not owned, and the next owner finds the actor made from
+// its input.
+func TestACreateByATurnTheHandoffWaitsForIsLetIn(t *testing.T) {
+	remote := &countingRemote{}
+	withRemote(t, remote)
+	entered, hold := make(chan struct{}), make(chan struct{})
+	var zKey string // set before any call
+	x := rivet.Actor[taskState]{
+		Name: "createX",
+		Actions: rivet.Actions[taskState]{
+			"spawn": rivet.Action0(func(c *rivet.ActionCtx[taskState]) (bool, error) {
+				close(entered)
+				<-hold
+				res, err := rivet.Create(c.Context(), c.Client(), "child", []string{zKey}, childState{N: 4})
+				return err == nil && res.Name == "child", err
+			}),
+		},
+	}
+	var made atomic.Int32
+	e := newEnv(t, counterReg(t, x, childActor(&made)), nil)
+	part := placement.Partition("createX", storage.EncodeKey([]string{"x"}), testPartitions)
+	for i := 0; zKey == "" && i < 10_000; i++ {
+		if k := fmt.Sprint("z", i); placement.Partition("child", storage.EncodeKey([]string{k}), testPartitions) == part {
+			zKey = k
+		}
+	}
+	spawned := make(chan error, 1)
+	go func() { _, err := call(t, e.host, "createX", "x", "spawn", true); spawned <- err }()
+	select {
+	case <-entered:
+	case err := <-spawned:
+		t.Fatalf("spawn ended before it began: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("spawn did not begin")
+	}
+	handedOff := make(chan error, 1)
+	go func() { handedOff <- e.host.Handoff(context.Background(), part) }()
+	waitFor(t, "the partition to be releasing", 10*time.Second, func() bool { _, ok := e.own.Releasing(part); return ok })
+	close(hold)
+	for _, ch := range []struct {
+		what string
+		c    <-chan error
+	}{{"the create during the handoff", spawned}, {"the handoff", handedOff}} {
+		select {
+		case err := <-ch.c:
+			if err != nil {
+				t.Fatalf("%s: %v", ch.what, err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("%s did not end", ch.what)
+		}
+	}
+	if n := remote.calls.Load(); n != 0 {
+		t.Fatalf("%d requests were sent to other nodes, want the create served here", n)
+	}
+	h2, own2 := secondHost(t, e)
+	if _, err := own2.Claim(ctx(t), []uint32{part}); err != nil {
+		t.Fatal(err)
+	}
+	if st := childOf(t, h2, zKey); st.N != 4 {
+		t.Fatalf("the child on the next owner: %+v, want made from the input (n 4)", st)
 	}
 }
