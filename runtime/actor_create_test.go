@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -19,9 +20,10 @@ import (
 )
 
 type childState struct {
-	N       int  `json:"n"`
-	Doubled int  `json:"doubled"`
-	Done    bool `json:"done"`
+	N       int    `json:"n"`
+	Doubled int    `json:"doubled"`
+	Done    bool   `json:"done"`
+	Note    string `json:"note,omitempty"`
 }
 
 // childActor is made from its create input (made counts CreateState's
@@ -60,12 +62,14 @@ type spawned struct {
 	Duplicate bool     `json:"duplicate"`
 	Exists    bool     `json:"exists"`
 	Invalid   bool     `json:"invalid"`
+	TooLarge  bool     `json:"tooLarge"`
 }
 
 type spawnArgs struct {
 	Key   string `json:"key"`
 	N     int    `json:"n"`
 	IDKey string `json:"idKey"`
+	Note  string `json:"note"`
 }
 
 // parentActor's spawn action creates a child with an input.
@@ -73,12 +77,14 @@ var parentActor = rivet.Actor[struct{}]{
 	Name: "parent",
 	Actions: rivet.Actions[struct{}]{
 		"spawn": rivet.Action(func(c *rivet.ActionCtx[struct{}], a spawnArgs) (spawned, error) {
-			res, err := rivet.CreateWith(c.Context(), c.Client(), "child", []string{a.Key}, childState{N: a.N}, rivet.CreateOptions{IdempotencyKey: a.IDKey})
+			res, err := rivet.CreateWith(c.Context(), c.Client(), "child", []string{a.Key}, childState{N: a.N, Note: a.Note}, rivet.CreateOptions{IdempotencyKey: a.IDKey})
 			switch {
 			case errors.Is(err, rivet.ErrAlreadyExists):
 				return spawned{Exists: true}, nil
 			case errors.Is(err, rivet.ErrInvalidArgument):
 				return spawned{Invalid: true}, nil
+			case errors.Is(err, rivet.ErrTooLarge):
+				return spawned{TooLarge: true}, nil
 			case err != nil:
 				return spawned{}, err
 			}
@@ -316,5 +322,35 @@ func TestACreateByATurnTheHandoffWaitsForIsLetIn(t *testing.T) {
 	}
 	if st := childOf(t, h2, zKey); st.N != 4 {
 		t.Fatalf("the child on the next owner: %+v, want made from the input (n 4)", st)
+	}
+}
+
+// An actor's create input is held to the node's MaxInputBytes where the
+// actor makes it, as a client's is by the server it reaches: a create of
+// an actor of this node's own is refused as one of another node's is.
+func TestAnActorsCreateInputIsBoundedWhereItIsMade(t *testing.T) {
+	t.Parallel()
+	var made atomic.Int32
+	e := newEnv(t, counterReg(t, parentActor, childActor(&made)), func(c *runtime.Config) { c.MaxInputBytes = 64 })
+	spawn := func(note string) spawned {
+		t.Helper()
+		raw, err := call(t, e.host, "parent", "p", "spawn", true, spawnArgs{Key: "big", N: 1, Note: note})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var s spawned
+		if err := json.Unmarshal(raw, &s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	if s := spawn(strings.Repeat("x", 64)); !s.TooLarge {
+		t.Fatalf("a create with a 64-byte note (input over 64 bytes) = %+v, want TOO_LARGE", s)
+	}
+	if n := made.Load(); n != 0 {
+		t.Fatalf("CreateState ran %d times for a refused create", n)
+	}
+	if s := spawn("small"); !s.Created {
+		t.Fatalf("a create with a small input = %+v, want created", s)
 	}
 }

@@ -79,6 +79,10 @@ type Config struct {
 	MaxArgsBytes int
 	// MaxMessageBytes bounds a queue message's JSON body. Default 64 KiB.
 	MaxMessageBytes int
+	// MaxInputBytes bounds a create's JSON input, of a create an actor
+	// makes (rivet.Create; a client's create is checked by the node's
+	// server, to the same limit). Default 4 MiB.
+	MaxInputBytes int
 	// MaxQueueDepth bounds the pending messages of one queue; a Send beyond
 	// it fails with rivet.ErrQueueFull. Default 1000.
 	MaxQueueDepth int
@@ -135,6 +139,7 @@ func DefaultConfig() Config {
 		MaxFoldedStateBytes: 1 << 10,
 		MaxArgsBytes:        4 << 20,
 		MaxMessageBytes:     defaults.MessageBytes,
+		MaxInputBytes:       4 << 20,
 		MaxQueueDepth:       defaults.QueueDepth,
 		MaxWaitingCalls:     1000,
 	}
@@ -180,6 +185,9 @@ func (c *Config) validate() error {
 	}
 	if c.MaxMessageBytes <= 0 {
 		c.MaxMessageBytes = d.MaxMessageBytes
+	}
+	if c.MaxInputBytes <= 0 {
+		c.MaxInputBytes = d.MaxInputBytes
 	}
 	if c.MaxQueueDepth <= 0 {
 		c.MaxQueueDepth = d.MaxQueueDepth

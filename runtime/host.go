@@ -3001,7 +3001,8 @@ var _ caller.Creator = (*hostClient)(nil)
 func (c *hostClient) CreateWith(ctx context.Context, name string, key []string, input any, opts caller.CreateOptions) (caller.CreateResult, error) {
 	// Checked here, as a client's create is by the server of the node it
 	// reaches: the actor's node is the only other to check them, and only
-	// when it is another node.
+	// when it is another node (a create that passed a test of one node
+	// would fail in a cluster).
 	if err := rivet.ValidateName("actor name", name); err != nil {
 		return caller.CreateResult{}, err
 	}
@@ -3010,6 +3011,9 @@ func (c *hostClient) CreateWith(ctx context.Context, name string, key []string, 
 	}
 	in, err := createInput(input)
 	if err != nil {
+		return caller.CreateResult{}, err
+	}
+	if err := sizes.Check("create input", len(in), c.h.cfg.MaxInputBytes); err != nil {
 		return caller.CreateResult{}, err
 	}
 	ref := Ref{Name: name, Key: slices.Clone(key)}
