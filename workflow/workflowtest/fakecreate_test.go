@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -156,5 +157,21 @@ func TestFakeClientCreateAnswersAsANode(t *testing.T) {
 	}
 	if _, err := rivet.Create(ctx, fc, "stranger", []string{"a"}, nil); !errors.Is(err, rivet.ErrUnknownActor) {
 		t.Fatalf("a create of a name the fake was given nothing of = %v, want ErrUnknownActor", err)
+	}
+}
+
+// Without Client, a step's create fails saying so, as its calls do.
+func TestAHostWithoutAClientSaysSoToACreate(t *testing.T) {
+	h := workflowtest.NewHost(orchState{}, workflowtest.NewClock(time.Unix(1700000000, 0)))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	out, _ := h.Drive(ctx, func(c *workflow.Ctx[orchState]) error {
+		return c.Step("spawn", func(s *workflow.StepCtx[orchState]) error {
+			_, err := rivet.Create(s.Context(), s.Client(), "child", []string{"a"}, nil)
+			return workflow.Critical(err)
+		})
+	}, workflowtest.DriveOptions{})
+	if out.Status != workflow.RunFailed || !strings.Contains(out.Err.Error(), "Host.Client is not set") {
+		t.Fatalf("outcome %v %v; want failed, saying Client is not set", out.Status, out.Err)
 	}
 }

@@ -792,6 +792,12 @@ type unsetClient struct{}
 func (unsetClient) GetOrCreate(name string, key ...string) caller.Handle { return unsetHandle{name} }
 func (unsetClient) Get(name string, key ...string) caller.Handle         { return unsetHandle{name} }
 
+// CreateWith implements caller.Creator, so that a create says what is
+// missing rather than that the client cannot create.
+func (unsetClient) CreateWith(_ context.Context, name string, _ []string, _ any, _ caller.CreateOptions) (caller.CreateResult, error) {
+	return caller.CreateResult{}, fmt.Errorf("create of actor %s: %w", name, errUnsetClient)
+}
+
 type unsetHandle struct{ name string }
 
 var errUnsetClient = errors.New("workflowtest: Host.Client is not set: give the host a caller.Client (a fake of the actors the workflow calls)")
