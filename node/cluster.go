@@ -503,22 +503,15 @@ func (r remote) Send(ctx context.Context, req runtime.SendRequest) (runtime.Send
 }
 
 // Create is an actor's create of an actor another node serves, through
-// the peer connection with the ActorService Create RPC. A keyed create is
-// sent again after a hop that broke (the owner finds the key stored with
-// the actor if the first attempt applied, and answers it as a duplicate);
-// an unkeyed one is not: its retry could not tell its own actor from
-// another create's, and would say ALREADY_EXISTS of a create that made it.
+// the peer connection with the ActorService Create RPC, carrying the
+// creator's chain.
 func (r remote) Create(ctx context.Context, ref runtime.Ref, input json.RawMessage, opts runtime.CreateOptions) (runtime.ActorInfo, bool, error) {
 	var (
 		resp  *rivetv1.CreateResponse
 		local runtime.ActorInfo
 		dup   bool
 	)
-	again := resendNever
-	if opts.IdempotencyKey != "" {
-		again = resendKeyed
-	}
-	err := r.do(ctx, ref, again, func() (err error) {
+	err := r.do(ctx, ref, createResend(opts), func() (err error) {
 		local, dup, err = r.v.host.CreateWith(ctx, ref, input, opts)
 		return err
 	}, func(conn *server.PeerConn) (err error) {
@@ -580,6 +573,18 @@ func callResend(req runtime.CallRequest) resend {
 // retries it on any UNAVAILABLE; without a key it may have been queued.
 func sendResend(req runtime.SendRequest) resend {
 	if req.IdempotencyKey != "" {
+		return resendKeyed
+	}
+	return resendNever
+}
+
+// createResend says whether a create may be sent again after its hop broke
+// mid-call: a keyed one, whose first attempt, if it applied, stored the
+// key with the actor, which the owner then answers as a duplicate; an
+// unkeyed one not, as its retry could not tell its own actor from another
+// create's and would say ALREADY_EXISTS of the create that made it.
+func createResend(opts runtime.CreateOptions) resend {
+	if opts.IdempotencyKey != "" {
 		return resendKeyed
 	}
 	return resendNever
