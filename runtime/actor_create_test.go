@@ -354,3 +354,76 @@ func TestAnActorsCreateInputIsBoundedWhereItIsMade(t *testing.T) {
 		t.Fatalf("a create with a small input = %+v, want created", s)
 	}
 }
+
+// An actor's create of an actor of this node ends with the creator's
+// context, as one of another node's actor does (Remote.Create), even if
+// the new actor's CreateState or OnWake does not heed it: the creator's
+// turn is not held past its deadline. The create goes on once the code
+// returns, and nothing is left running after it (the node's Stop, which
+// waits for every request it serves, returns).
+func TestAnActorsCreateServedHereEndsWithItsContext(t *testing.T) {
+	t.Parallel()
+	for _, hook := range []string{"CreateState", "OnWake"} {
+		t.Run(hook, func(t *testing.T) {
+			t.Parallel()
+			entered, unblock := make(chan struct{}), make(chan struct{})
+			var once sync.Once
+			release := func() { once.Do(func() { close(unblock) }) }
+			stuck := func() {
+				close(entered)
+				<-unblock // not its context: it ignores it
+			}
+			child := rivet.Actor[childState]{Name: "slowChild"}
+			if hook == "CreateState" {
+				child.CreateState = func(json.RawMessage) (childState, error) { stuck(); return childState{N: 1}, nil }
+			} else {
+				child.OnWake = func(*rivet.ActionCtx[childState]) error { stuck(); return nil }
+			}
+			creator := rivet.Actor[struct{}]{
+				Name: "impatientCreator",
+				Actions: rivet.Actions[struct{}]{
+					"spawn": rivet.Action0(func(c *rivet.ActionCtx[struct{}]) (string, error) {
+						cctx, cancel := context.WithTimeout(c.Context(), 200*time.Millisecond)
+						defer cancel()
+						_, err := rivet.Create(cctx, c.Client(), "slowChild", []string{"s"}, nil)
+						if errors.Is(err, rivet.ErrTimeout) {
+							return "timeout", nil
+						}
+						return fmt.Sprint(err), nil
+					}),
+				},
+			}
+			e := newEnv(t, counterReg(t, creator, child), nil)
+			t.Cleanup(release) // before the env's stop, which would wait for the stuck code
+			done := make(chan error, 1)
+			var got json.RawMessage
+			go func() {
+				var err error
+				got, err = call(t, e.host, "impatientCreator", "c", "spawn", true)
+				done <- err
+			}()
+			select {
+			case <-entered:
+			case <-time.After(20 * time.Second):
+				t.Fatalf("%s never ran", hook)
+			}
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatal(err)
+				}
+				if string(got) != `"timeout"` {
+					t.Fatalf("the create ended with %s, want ErrTimeout", got)
+				}
+			case <-time.After(15 * time.Second):
+				t.Fatalf("the creator's turn waited for %s, which ignores its context", hook)
+			}
+			release()
+			stopCtx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			if err := e.host.Stop(stopCtx); err != nil {
+				t.Fatalf("the node's stop after %s returned: %v (the create is still running)", hook, err)
+			}
+		})
+	}
+}

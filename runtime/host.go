@@ -3027,8 +3027,24 @@ func (c *hostClient) CreateWith(ctx context.Context, name string, key []string, 
 	)
 	if r := c.h.remoteFor(ref, c.from, c.chain); r != nil {
 		info, dup, err = r.Create(ctx, ref, in, copts)
-	} else {
+	} else if ctx.Done() == nil {
 		info, dup, err = c.h.CreateWith(ctx, ref, in, copts)
+	} else {
+		// Returns when ctx ends, as Remote.Create does, even if the new
+		// actor's CreateState or hooks do not heed it: the create goes on
+		// (it may yet apply, as on another node). No flag says when the
+		// new actor's code runs, so the node's own waits are not awaited
+		// either: they end with ctx too.
+		type created struct {
+			info ActorInfo
+			dup  bool
+		}
+		var res created
+		res, err = untilDone(ctx, nil, func() (created, error) {
+			info, dup, err := c.h.CreateWith(ctx, ref, in, copts)
+			return created{info, dup}, err
+		})
+		info, dup = res.info, res.dup
 	}
 	if err != nil {
 		return caller.CreateResult{}, err
@@ -3107,29 +3123,42 @@ func (hh *hostHandle) call(ctx context.Context, action string, readOnly bool, ke
 
 // CallLocal is Call for an actor's code calling an actor of this node: it
 // returns when ctx ends, as a call to another node's actor does (its gRPC
-// call ends with it), even if the called actor's code does not heed ctx.
-// Run on the caller's goroutine, such a call held the caller's step or
-// turn, and so a workflow cancel or a destroy that waits for it, until the
-// called code chose to return. The call goes on to its end meanwhile, as
-// it would on the other node; Stop waits for it as for any call. A Remote
-// serves with it a call that it finds this node serves after all (the
-// actor's partition moved here while the call was on its way).
+// call ends with it), even if the called actor's code does not heed ctx
+// (untilDone). The call goes on to its end meanwhile, as it would on the
+// other node; Stop waits for it as for any call. A Remote serves with it a
+// call that it finds this node serves after all (the actor's partition
+// moved here while the call was on its way).
 func (h *Host) CallLocal(ctx context.Context, req CallRequest) (json.RawMessage, error) {
 	if ctx.Done() == nil {
 		return h.Call(ctx, req)
 	}
+	running := new(atomic.Bool)
+	cctx := context.WithValue(ctx, actionRunningKey{}, running)
+	return untilDone(ctx, running, func() (json.RawMessage, error) { return h.Call(cctx, req) })
+}
+
+// untilDone runs fn, a request of an actor's code to this node that runs
+// another actor's code (a call, a create), on a goroutine of its own, and
+// returns when ctx ends if fn has not returned by then, as the request to
+// another node's actor does (its gRPC call ends with ctx). Run on the
+// caller's goroutine, such a request held the caller's step or turn, and
+// so a workflow cancel or a destroy that waits for it, until the other
+// actor's code chose to return. fn goes on to its end meanwhile, owned by
+// the Host (begin, end: Stop waits for it). running, if not nil, says
+// whether the other actor's code runs now: while it does not, fn is the
+// node's own code, whose waits end with ctx and say what ran out (a turn
+// another call of the chain holds), and its answer is awaited.
+func untilDone[T any](ctx context.Context, running *atomic.Bool, fn func() (T, error)) (T, error) {
 	type result struct {
-		res      json.RawMessage
+		res      T
 		err      error
 		panicked any
 	}
 	done := make(chan result, 1)
-	running := new(atomic.Bool)
-	cctx := context.WithValue(ctx, actionRunningKey{}, running)
 	go func() {
-		// Sent from a defer, as aside does: a panic that Call did not
-		// turn into an error is raised again on the caller's goroutine,
-		// and runtime.Goexit in the called code is a failed call.
+		// Sent from a defer, as aside does: a panic that fn did not turn
+		// into an error is raised again on the caller's goroutine, and
+		// runtime.Goexit in the other actor's code is a failed request.
 		var r result
 		returned := false
 		defer func() {
@@ -3137,15 +3166,15 @@ func (h *Host) CallLocal(ctx context.Context, req CallRequest) (json.RawMessage,
 				if p := recover(); p != nil {
 					r.panicked = p
 				} else {
-					r.err = rivet.Errorf(rivet.ErrInternal, "the actor's code called runtime.Goexit: the call got no reply")
+					r.err = rivet.Errorf(rivet.ErrInternal, "the actor's code called runtime.Goexit: the request got no reply")
 				}
 			}
 			done <- r
 		}()
-		r.res, r.err = h.Call(cctx, req)
+		r.res, r.err = fn()
 		returned = true
 	}()
-	answer := func(r result) (json.RawMessage, error) {
+	answer := func(r result) (T, error) {
 		if r.panicked != nil {
 			panic(r.panicked)
 		}
@@ -3155,16 +3184,15 @@ func (h *Host) CallLocal(ctx context.Context, req CallRequest) (json.RawMessage,
 	case r := <-done:
 		return answer(r)
 	case <-ctx.Done():
-		if !running.Load() {
-			// The node's own code, whose waits end with ctx and say
-			// what ran out (a turn another call of the chain holds).
+		if running != nil && !running.Load() {
 			return answer(<-done)
 		}
 		select {
-		case r := <-done: // both ready: the call's own answer
+		case r := <-done: // both ready: the request's own answer
 			return answer(r)
 		default:
-			return nil, ctxError(ctx)
+			var zero T
+			return zero, ctxError(ctx)
 		}
 	}
 }
