@@ -55,14 +55,16 @@ func childActor(made *atomic.Int32) rivet.Actor[childState] {
 
 // spawned is what parent's spawn action says of its create.
 type spawned struct {
-	Name      string   `json:"name"`
-	Key       []string `json:"key"`
-	Partition uint32   `json:"partition"`
-	Created   bool     `json:"created"`
-	Duplicate bool     `json:"duplicate"`
-	Exists    bool     `json:"exists"`
-	Invalid   bool     `json:"invalid"`
-	TooLarge  bool     `json:"tooLarge"`
+	Name      string    `json:"name"`
+	Key       []string  `json:"key"`
+	Partition uint32    `json:"partition"`
+	Owner     string    `json:"owner"`
+	CreatedAt time.Time `json:"createdAt"`
+	Created   bool      `json:"created"`
+	Duplicate bool      `json:"duplicate"`
+	Exists    bool      `json:"exists"`
+	Invalid   bool      `json:"invalid"`
+	TooLarge  bool      `json:"tooLarge"`
 }
 
 type spawnArgs struct {
@@ -88,7 +90,7 @@ var parentActor = rivet.Actor[struct{}]{
 			case err != nil:
 				return spawned{}, err
 			}
-			return spawned{Name: res.Name, Key: res.Key, Partition: res.Partition, Created: !res.Duplicate, Duplicate: res.Duplicate}, nil
+			return spawned{Name: res.Name, Key: res.Key, Partition: res.Partition, Owner: res.Owner, CreatedAt: res.CreatedAt, Created: !res.Duplicate, Duplicate: res.Duplicate}, nil
 		}),
 	},
 }
@@ -250,6 +252,13 @@ func TestAnActorsCreateOfAnActorServedHereRunsHere(t *testing.T) {
 	if err := json.Unmarshal(raw, &s); err != nil || !s.Created {
 		t.Fatalf("spawn = %s, %v; want created", raw, err)
 	}
+	info, err := e.host.Get(ctx(t), runtime.Ref{Name: "child", Key: []string{"here"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Owner != e.cfg.NodeID || s.Owner == "" || s.CreatedAt.IsZero() || !s.CreatedAt.Equal(info.CreatedAt) {
+		t.Fatalf("spawn = %+v, want owner %q (this node) and the child's CreatedAt %v", s, e.cfg.NodeID, info.CreatedAt)
+	}
 	if n := remote.calls.Load(); n != 0 {
 		t.Fatalf("%d requests reached the Remote, want none", n)
 	}
@@ -267,6 +276,8 @@ func TestACreateByATurnTheHandoffWaitsForIsLetIn(t *testing.T) {
 	remote := &countingRemote{}
 	withRemote(t, remote)
 	entered, hold := make(chan struct{}), make(chan struct{})
+	var holdOnce sync.Once
+	release := func() { holdOnce.Do(func() { close(hold) }) }
 	var zKey string // set before any call
 	x := rivet.Actor[taskState]{
 		Name: "createX",
@@ -281,11 +292,17 @@ func TestACreateByATurnTheHandoffWaitsForIsLetIn(t *testing.T) {
 	}
 	var made atomic.Int32
 	e := newEnv(t, counterReg(t, x, childActor(&made)), nil)
+	// Before the env's stop, which would wait for a spawn still held if
+	// the test fails before it lets it go.
+	t.Cleanup(release)
 	part := placement.Partition("createX", storage.EncodeKey([]string{"x"}), testPartitions)
 	for i := 0; zKey == "" && i < 10_000; i++ {
 		if k := fmt.Sprint("z", i); placement.Partition("child", storage.EncodeKey([]string{k}), testPartitions) == part {
 			zKey = k
 		}
+	}
+	if zKey == "" {
+		t.Fatalf("no key of 10,000 puts a child in partition %d", part)
 	}
 	spawned := make(chan error, 1)
 	go func() { _, err := call(t, e.host, "createX", "x", "spawn", true); spawned <- err }()
@@ -299,7 +316,7 @@ func TestACreateByATurnTheHandoffWaitsForIsLetIn(t *testing.T) {
 	handedOff := make(chan error, 1)
 	go func() { handedOff <- e.host.Handoff(context.Background(), part) }()
 	waitFor(t, "the partition to be releasing", 10*time.Second, func() bool { _, ok := e.own.Releasing(part); return ok })
-	close(hold)
+	release()
 	for _, ch := range []struct {
 		what string
 		c    <-chan error
