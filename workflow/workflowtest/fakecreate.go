@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"reflect"
 	"slices"
 
@@ -15,8 +14,9 @@ import (
 // CreateFunc checks the input of a create (call.Input, JSON; nil for
 // none) of an actor named call.Name, as the actor's CreateState does: an
 // error fails the create, which makes nothing, and reaches the caller as
-// a node's would (a *rivet.Error as it is, any other as
-// rivet.ErrInvalidArgument, as a node answers a CreateState's error).
+// a node answers a CreateState's error: rivet.ErrInvalidArgument with its
+// message, whatever its kind (a *rivet.Error's kind too is not passed
+// on).
 type CreateFunc func(ctx context.Context, call FakeCall) error
 
 // made is a create's (CreateWith) record of the actor it makes: its
@@ -30,7 +30,10 @@ type made struct {
 
 // HandleCreate makes fn check the input of every create (rivet.Create,
 // CreateWith) of an actor named name, replacing any function it had; nil
-// accepts any input. A create of a name the test gave anything (actions,
+// accepts any input, as an actor whose CreateState takes any does (a node
+// refuses a non-null input to an actor without CreateState, as
+// INVALID_ARGUMENT: the fake cannot know that the actor has none, so give
+// such an actor a fn that refuses a non-null call.Input). A create of a name the test gave anything (actions,
 // queues, HandleCreate, Create) is served; one of any other name is
 // rivet.ErrUnknownActor, as on a node.
 func (fc *FakeClient) HandleCreate(name string, fn CreateFunc) {
@@ -132,10 +135,7 @@ func (fc *FakeClient) runCreate(ctx context.Context, i int, h *fakeHandle, m *ma
 		}()
 		if fn != nil {
 			if err := fn(ctx, rec.clone()); err != nil {
-				if !errors.As(err, new(*rivet.Error)) {
-					err = rivet.Errorf(rivet.ErrInvalidArgument, "create %s: %v", h.name, err)
-				}
-				return outcome{err: err}
+				return outcome{err: rivet.Errorf(rivet.ErrInvalidArgument, "create %s: %v", h.name, err)}
 			}
 		}
 		created = true

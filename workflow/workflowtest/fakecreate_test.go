@@ -104,6 +104,11 @@ func TestFakeClientCreateAnswersAsANode(t *testing.T) {
 		if refuse && call.Key[0] == "refused" {
 			return errors.New("no such order")
 		}
+		if call.Key[0] == "refusedAsNotFound" {
+			// A node answers any CreateState error as INVALID_ARGUMENT,
+			// whatever its kind.
+			return rivet.Errorf(rivet.ErrNotFound, "no such order")
+		}
 		return nil
 	})
 	fc.Handle("child", "ping", func(context.Context, workflowtest.FakeCall) (any, error) { return "pong", nil })
@@ -147,6 +152,9 @@ func TestFakeClientCreateAnswersAsANode(t *testing.T) {
 
 	if _, err := rivet.Create(ctx, fc, "child", []string{"refused"}, nil); !errors.Is(err, rivet.ErrInvalidArgument) {
 		t.Fatalf("a create its CreateFunc fails = %v, want ErrInvalidArgument", err)
+	}
+	if _, err := rivet.Create(ctx, fc, "child", []string{"refusedAsNotFound"}, nil); !errors.Is(err, rivet.ErrInvalidArgument) || errors.Is(err, rivet.ErrNotFound) || !strings.Contains(err.Error(), "no such order") {
+		t.Fatalf("a create its CreateFunc fails with a NOT_FOUND = %v, want ErrInvalidArgument with its message, as a node answers", err)
 	}
 	refuse = false
 	if _, err := rivet.Create(ctx, fc, "child", []string{"refused"}, nil); err != nil {
