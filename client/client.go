@@ -455,13 +455,7 @@ func (c *Client) CreateWith(ctx context.Context, name string, key []string, inpu
 	}
 	resp, ranBefore, err := invokeRetried(ctx, c.retry, class, c.actors.Create, req)
 	if err != nil {
-		if ranBefore && errors.Is(err, rivet.ErrAlreadyExists) {
-			// A node that knows the key answers the retry of a create that
-			// applied as its duplicate; one older than the key ignores it,
-			// and its ALREADY_EXISTS may be of this create's own actor.
-			err = &createRanBeforeError{err: err}
-		}
-		return CreateResult{}, err
+		return CreateResult{}, rpcerr.CreateRanBefore(ranBefore, err)
 	}
 	return CreateResult{ActorInfo: infoFrom(resp.GetActor()), Duplicate: resp.GetDuplicate()}, nil
 }

@@ -94,21 +94,6 @@ func (e *notSentError) Unwrap() error { return e.err }
 // RequestNotSent tells rivet.OutcomeUnknown that the request did not run.
 func (e *notSentError) RequestNotSent() bool { return true }
 
-// createRanBeforeError is the ALREADY_EXISTS of a keyed Create the client
-// sent again after an attempt whose connection broke once it could have
-// reached a node: a node older than the idempotency key ignores it, so the
-// actor that exists may be the one that attempt created. errors.Is and As
-// see err (rivet.ErrAlreadyExists); rivet.OutcomeUnknown is true.
-type createRanBeforeError struct{ err error }
-
-func (e *createRanBeforeError) Error() string {
-	return e.err.Error() + "; an earlier attempt of this create, whose connection broke, may have created the actor (a node older than Create's idempotency key ignores it)"
-}
-func (e *createRanBeforeError) Unwrap() error { return e.err }
-
-// OutcomeUnknown tells rivet.OutcomeUnknown that the create may have run.
-func (e *createRanBeforeError) OutcomeUnknown() bool { return true }
-
 // retriedError is a call's final failure after an attempt that could not
 // reach a node: err is what the caller gets (errors.Is and As see it
 // alone), before that attempt's failure (EarlierFailure).

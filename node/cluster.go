@@ -506,22 +506,37 @@ func (r remote) Send(ctx context.Context, req runtime.SendRequest) (runtime.Send
 // the peer connection with the ActorService Create RPC, carrying the
 // creator's chain.
 func (r remote) Create(ctx context.Context, ref runtime.Ref, input json.RawMessage, opts runtime.CreateOptions) (runtime.ActorInfo, bool, error) {
+	return r.create(ctx, ref, input, opts, func(conn *server.PeerConn) (*rivetv1.CreateResponse, error) {
+		return rivetv1.NewActorServiceClient(conn).Create(server.WithChain(ctx, opts.Chain.ID), &rivetv1.CreateRequest{
+			Actor: &rivetv1.ActorRef{Name: ref.Name, Key: ref.Key}, Input: input, IdempotencyKey: opts.IdempotencyKey,
+		})
+	})
+}
+
+// create is Create with send, one hop of it (a test's, to break it). A
+// keyed create sent again after a hop that broke off answers
+// ALREADY_EXISTS, from an owner older than the key, when the broken one
+// applied: that answer is of unknown outcome, as the Go client's is
+// (rpcerr.CreateRanBefore).
+func (r remote) create(ctx context.Context, ref runtime.Ref, input json.RawMessage, opts runtime.CreateOptions, send func(*server.PeerConn) (*rivetv1.CreateResponse, error)) (runtime.ActorInfo, bool, error) {
 	var (
-		resp  *rivetv1.CreateResponse
-		local runtime.ActorInfo
-		dup   bool
+		resp      *rivetv1.CreateResponse
+		local     runtime.ActorInfo
+		dup       bool
+		ranBefore bool
 	)
 	err := r.do(ctx, ref, createResend(opts), func() (err error) {
 		local, dup, err = r.v.host.CreateWith(ctx, ref, input, opts)
 		return err
 	}, func(conn *server.PeerConn) (err error) {
-		resp, err = rivetv1.NewActorServiceClient(conn).Create(server.WithChain(ctx, opts.Chain.ID), &rivetv1.CreateRequest{
-			Actor: &rivetv1.ActorRef{Name: ref.Name, Key: ref.Key}, Input: input, IdempotencyKey: opts.IdempotencyKey,
-		})
+		resp, err = send(conn)
+		if err != nil && hopBrokeOff(status.Convert(err)) {
+			ranBefore = true
+		}
 		return err
 	})
 	if err != nil || resp == nil {
-		return local, dup, err
+		return local, dup, rpcerr.CreateRanBefore(ranBefore, err)
 	}
 	return actorInfoOf(resp.GetActor()), resp.GetDuplicate(), nil
 }
@@ -662,9 +677,7 @@ func (r remote) do(ctx context.Context, ref runtime.Ref, again resend, local fun
 				return rivet.Errorf(rivet.ErrTimeout, "no answer from %s %s on node %s, its owner, before the caller's deadline: its action ran that long, or the call waited that long for the actor's turn (held by other calls: two calls that wait for each other's actors through several nodes wait until their deadline)", ref.Name, k, owner)
 			}
 			st := status.Convert(err)
-			// brokeOff: the hop broke once the request may have been sent,
-			// rather than the owner answering (a mark, an ActorError).
-			brokeOff := !rpcerr.NotSent(st) && !rpcerr.HasActorError(st) && !rpcerr.MarkedOutcomeUnknown(st)
+			brokeOff := hopBrokeOff(st)
 			if st.Code() != codes.Unavailable || brokeOff && !safe || rpcerr.MarkedOutcomeUnknown(st) || runtime.IsOverloaded(peerError(err)) {
 				// Refused as overloaded (runtime.Config.MaxWaitingCalls):
 				// not an answer this build gives an actor's call (it
@@ -706,10 +719,17 @@ func (r remote) do(ctx context.Context, ref runtime.Ref, again resend, local fun
 // retries it either.
 func peerError(err error) error {
 	st := status.Convert(err)
-	if st.Code() == codes.Unavailable && !rpcerr.NotSent(st) && !rpcerr.HasActorError(st) && !rpcerr.MarkedOutcomeUnknown(st) {
+	if hopBrokeOff(st) {
 		return rivet.Errorf(rivet.ErrTimeout, "call to the owner's node broke off; its outcome is unknown: %s", st.Message())
 	}
 	return rpcerr.FromStatus(st)
+}
+
+// hopBrokeOff says whether st is a hop to another node that broke once its
+// request may have been sent (a bare UNAVAILABLE), rather than the owner's
+// answer (an ActorError, the outcome-unknown mark) or a request not sent.
+func hopBrokeOff(st *status.Status) bool {
+	return st.Code() == codes.Unavailable && !rpcerr.NotSent(st) && !rpcerr.HasActorError(st) && !rpcerr.MarkedOutcomeUnknown(st)
 }
 
 func sortMembers(ms []runtime.Member) {

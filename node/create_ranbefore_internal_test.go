@@ -1,0 +1,66 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/examples/counter"
+	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
+	"github.com/rivet-go/rivet/internal/rpcerr"
+	"github.com/rivet-go/rivet/runtime"
+	"github.com/rivet-go/rivet/server"
+)
+
+// A keyed create that a node forwards for an actor, sent again after its
+// hop broke off, that the owner answers ALREADY_EXISTS is of unknown
+// outcome, as the Go client's is: an owner older than the key ignores it,
+// and the actor may be the broken hop's. An ALREADY_EXISTS with no broken
+// hop before it is the owner's plain answer.
+func TestAKeyedCreateSentAgainAfterABrokenHopIsOfUnknownOutcomeIfItExists(t *testing.T) {
+	const parts = 8
+	reg, err := rivet.Setup(counter.Actor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, a, b := twoNodesWithShortLeases(t, reg, "/create-ranbefore-test/", parts)
+	var onB runtime.Ref
+	for i := 0; onB.Name == "" && i < 1000; i++ {
+		ref := runtime.Ref{Name: "counter", Key: []string{fmt.Sprint("r", i)}}
+		if p, err := a.host.PartitionOf(ref); err != nil {
+			t.Fatal(err)
+		} else if b.host.Owns(p) {
+			onB = ref
+		}
+	}
+	if onB.Name == "" {
+		t.Fatal("no counter of 1000 keys is on b")
+	}
+	exists, _ := rpcerr.ToStatus(rivet.Errorf(rivet.ErrAlreadyExists, "actor counter exists"))
+	broken := status.Error(codes.Unavailable, "the stream to the actor's owner broke during the forwarded create")
+	r := remote{a.view}
+	for _, c := range []struct {
+		what    string
+		answers []error
+		unknown bool
+	}{
+		{"a hop that broke off, then ALREADY_EXISTS", []error{broken, exists.Err()}, true},
+		{"ALREADY_EXISTS at once", []error{exists.Err()}, false},
+	} {
+		hops := 0
+		_, _, err := r.create(ctx, onB, nil, runtime.CreateOptions{IdempotencyKey: "k"}, func(*server.PeerConn) (*rivetv1.CreateResponse, error) {
+			hops++
+			if hops > len(c.answers) {
+				return nil, errors.New("sent more often than the test answers")
+			}
+			return nil, c.answers[hops-1]
+		})
+		if hops != len(c.answers) || !errors.Is(err, rivet.ErrAlreadyExists) || rivet.OutcomeUnknown(err) != c.unknown {
+			t.Errorf("%s: %v after %d hops (outcome unknown %v); want ALREADY_EXISTS after %d, outcome unknown %v", c.what, err, hops, rivet.OutcomeUnknown(err), len(c.answers), c.unknown)
+		}
+	}
+}
