@@ -31,6 +31,13 @@ type CreateResult = caller.CreateResult
 // A create whose outcome is unknown (an error of ErrTimeout, or a hop to
 // the actor's node that broke) cannot tell, sent again, its own actor
 // from one another create made: CreateWith with an idempotency key can.
+//
+// From an actor's code, it returns when ctx ends, wherever the new actor
+// lives, and waits for no other turn, but it waits for the new actor's
+// CreateVars and OnWake, which run on a call chain of their own: one that
+// calls back into the creator waits for the creator's turn, which waits
+// for it, until ctx ends (and its call fails). Call the creator back
+// from the new actor's workflow, actions or KeepAwake tasks.
 func Create(ctx context.Context, c Client, name string, key []string, input any) (ActorInfo, error) {
 	res, err := CreateWith(ctx, c, name, key, input, CreateOptions{})
 	return res.ActorInfo, err

@@ -58,7 +58,7 @@ type ActorInfo struct {
 	// Owner is the node that owns the actor's partition now ("" if none).
 	Owner string `json:"owner"`
 	// WorkflowError and WorkflowFailedAt are set in a list of failed
-	// workflows (a client's ListOptions.FailedWorkflows): the error, cut
+	// workflows (client.ListOptions.FailedWorkflows): the error, cut
 	// to 1 KiB (Inspect has all of it), and when the workflow failed.
 	WorkflowError    string    `json:"workflow_error,omitempty"`
 	WorkflowFailedAt time.Time `json:"workflow_failed_at,omitzero"`

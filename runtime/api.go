@@ -47,18 +47,17 @@ type CallRequest struct {
 
 // CreateOptions are the options of Host.CreateWith.
 type CreateOptions struct {
-	// IdempotencyKey, if set, is stored with the actor it creates (one
-	// key per actor, the creating one), so that the same Create sent
-	// again (same key and input) after an outcome it did not hear
-	// succeeds again, saying duplicate, rather than ALREADY_EXISTS. At
-	// most 256 bytes of UTF-8.
+	// IdempotencyKey is caller.CreateOptions.IdempotencyKey, which says
+	// what it does.
 	IdempotencyKey string
 	// Chain is the call chain of an actor's create (rivet.Create from an
 	// action, a step, a hook), zero for a client's: a create made by a
 	// turn that a handoff of the new actor's partition waits for is served
 	// on the partition's claim, as that turn's calls are (letIn). A create
-	// takes no turn of the actor it makes, so it waits for no gate and is
-	// never refused as overloaded, whoever sends it.
+	// takes no turn of an actor that exists, so it never queues behind
+	// other turns and is never refused as overloaded, whoever sends it (it
+	// waits for the new actor's hooks, its first turn, which run on a
+	// chain of their own, not this one).
 	Chain Chain
 }
 
