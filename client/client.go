@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -30,6 +29,7 @@ import (
 	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
 	"github.com/rivet-go/rivet/internal/auth"
 	"github.com/rivet-go/rivet/internal/certs"
+	"github.com/rivet-go/rivet/internal/optjson"
 	"github.com/rivet-go/rivet/internal/rpcerr"
 )
 
@@ -444,7 +444,7 @@ type CreateResult = caller.CreateResult
 // node too, which the client cannot tell apart (there it means another
 // create made the actor: erring toward "may have").
 func (c *Client) CreateWith(ctx context.Context, name string, key []string, input any, opts CreateOptions) (CreateResult, error) {
-	in, err := marshalOptional("create input", input)
+	in, err := optjson.Marshal("create input", input)
 	if err != nil {
 		return CreateResult{}, err
 	}
@@ -692,17 +692,6 @@ func (c *Client) RetryingWorkflows(ctx context.Context, node string, q RetryingQ
 		})
 	}
 	return l, nil
-}
-
-// marshalOptional encodes an optional JSON payload: nil stays nil.
-func marshalOptional(what string, v any) ([]byte, error) {
-	if v == nil {
-		return nil, nil
-	}
-	if raw, ok := v.(json.RawMessage); ok && raw == nil {
-		return nil, nil
-	}
-	return marshal(what, v)
 }
 
 // Drain asks node to hand every partition it owns to the other nodes (with

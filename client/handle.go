@@ -11,6 +11,7 @@ import (
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/caller"
 	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
+	"github.com/rivet-go/rivet/internal/optjson"
 	"github.com/rivet-go/rivet/workflow"
 )
 
@@ -66,7 +67,7 @@ func (h *ActorHandle) createInput() ([]byte, error) {
 	if !h.create {
 		return nil, nil
 	}
-	return marshalOptional("create input", h.input)
+	return optjson.Marshal("create input", h.input)
 }
 
 // Call runs an action with args (each marshalled to JSON; a json.RawMessage

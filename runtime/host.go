@@ -24,6 +24,7 @@ import (
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/caller"
 	"github.com/rivet-go/rivet/internal/defaults"
+	"github.com/rivet-go/rivet/internal/optjson"
 	"github.com/rivet-go/rivet/internal/rpcerr"
 	"github.com/rivet-go/rivet/internal/sizes"
 	"github.com/rivet-go/rivet/internal/typesets"
@@ -3009,7 +3010,7 @@ func (c *hostClient) CreateWith(ctx context.Context, name string, key []string, 
 	if err := rivet.ValidateKey(key); err != nil {
 		return caller.CreateResult{}, err
 	}
-	in, err := createInput(input)
+	in, err := optjson.Marshal("create input", input)
 	if err != nil {
 		return caller.CreateResult{}, err
 	}
@@ -3050,22 +3051,6 @@ func (c *hostClient) CreateWith(ctx context.Context, name string, key []string, 
 		return caller.CreateResult{}, err
 	}
 	return caller.CreateResult{ActorInfo: info.callerInfo(), Duplicate: dup}, nil
-}
-
-// createInput is a create's input as JSON: nil for none (a nil input, or
-// a nil json.RawMessage), as the Go client sends it.
-func createInput(input any) (json.RawMessage, error) {
-	if input == nil {
-		return nil, nil
-	}
-	if raw, ok := input.(json.RawMessage); ok && raw == nil {
-		return nil, nil
-	}
-	b, err := json.Marshal(input)
-	if err != nil {
-		return nil, rivet.Errorf(rivet.ErrInvalidArgument, "create input does not marshal to JSON: %v", err)
-	}
-	return b, nil
 }
 
 type hostHandle struct {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/caller"
+	"github.com/rivet-go/rivet/internal/optjson"
 )
 
 // CreateFunc checks the input of a create (call.Input, JSON; nil for
@@ -60,7 +61,7 @@ func (fc *FakeClient) CreateWith(ctx context.Context, name string, key []string,
 	}
 	h := &fakeHandle{fc: fc, name: name, key: normKey(key)}
 	rec := FakeCall{Name: name, Key: slices.Clone(h.key), Create: true, IdempotencyKey: opts.IdempotencyKey}
-	in, err := createInput(input)
+	in, err := optjson.Marshal("create input", input)
 	rec.Input = in
 	fc.mu.Lock()
 	i := fc.record(rec)
@@ -165,22 +166,6 @@ func (fc *FakeClient) finishCreate(i int, res caller.CreateResult, err error) {
 	c := &fc.calls[i]
 	res.Key = slices.Clone(res.Key)
 	c.Done, c.Duplicate, c.Created, c.Err = true, res.Duplicate, res, err
-}
-
-// createInput is a create's input as JSON, as a node's client sends it:
-// nil for none (nil, or a nil json.RawMessage).
-func createInput(input any) (json.RawMessage, error) {
-	if input == nil {
-		return nil, nil
-	}
-	if raw, ok := input.(json.RawMessage); ok && raw == nil {
-		return nil, nil
-	}
-	b, err := json.Marshal(input)
-	if err != nil {
-		return nil, rivet.Errorf(rivet.ErrInvalidArgument, "create input does not marshal to JSON: %v", err)
-	}
-	return b, nil
 }
 
 // sameJSON reports whether a and b are the same JSON value, none being

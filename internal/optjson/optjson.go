@@ -1,0 +1,35 @@
+// Package optjson holds how a create's optional input becomes the JSON a
+// node takes, shared by the Go client, the client an actor's code gets
+// (runtime) and workflowtest's FakeClient, so that the three send the
+// same input for the same value.
+package optjson
+
+import (
+	"encoding/json"
+
+	"github.com/rivet-go/rivet"
+)
+
+// Marshal returns v as JSON, what naming it in an error: nil for none (a
+// nil v, or a nil json.RawMessage), a json.RawMessage as it is (if it is
+// valid JSON), and anything else marshalled. An error is
+// rivet.ErrInvalidArgument.
+func Marshal(what string, v any) (json.RawMessage, error) {
+	if v == nil {
+		return nil, nil
+	}
+	if raw, ok := v.(json.RawMessage); ok {
+		if raw == nil {
+			return nil, nil
+		}
+		if !json.Valid(raw) {
+			return nil, rivet.Errorf(rivet.ErrInvalidArgument, "%s is not valid JSON", what)
+		}
+		return raw, nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, rivet.Errorf(rivet.ErrInvalidArgument, "%s does not marshal to JSON: %v", what, err)
+	}
+	return b, nil
+}
