@@ -182,11 +182,11 @@ type FakeCall struct {
 	RequireRunning bool
 
 	// Create says that this was a create (rivet.Create, CreateWith):
-	// Input is its input as JSON (nil for none), and Created what it
-	// answered. Action and Queue are empty.
-	Create  bool
-	Input   json.RawMessage
-	Created caller.CreateResult
+	// Input is its input as JSON (nil for none), and CreateResult what it
+	// answered (zero if it failed: Err). Action and Queue are empty.
+	Create       bool
+	Input        json.RawMessage
+	CreateResult caller.CreateResult
 
 	// IdempotencyKey is the call's, send's or create's key
 	// (rivet.CallWith, SendWith, CreateWith); empty if none.
@@ -224,7 +224,7 @@ func (c FakeCall) clone() FakeCall {
 		c.Args = args
 	}
 	c.Body, c.Result, c.Input = bytes.Clone(c.Body), bytes.Clone(c.Result), bytes.Clone(c.Input)
-	c.Created.Key = slices.Clone(c.Created.Key)
+	c.CreateResult.Key = slices.Clone(c.CreateResult.Key)
 	c.SendResult.Response = bytes.Clone(c.SendResult.Response)
 	return c
 }
@@ -345,9 +345,9 @@ func (fc *FakeClient) Create(name string, key ...string) {
 	fc.existing[actorID(name, key)] = true
 }
 
-// Calls returns every call and send made so far, in the order they came
-// (that of a join's branches is the goroutines' own): copies, which the
-// test may change.
+// Calls returns every call, send and create made so far, in the order
+// they came (that of a join's branches is the goroutines' own): copies,
+// which the test may change.
 func (fc *FakeClient) Calls() []FakeCall {
 	fc.mu.Lock()
 	defer fc.mu.Unlock()
@@ -662,11 +662,11 @@ func (fc *FakeClient) ended() {
 	}
 }
 
-// Wait waits until no ActionFunc or QueueFunc runs, ctx bounding the wait
-// (its error if it ends first). A function goes on after its caller left
-// (its ctx ended, a waiting send's wait ran out), as an action on a node
-// does; a test that checks what the functions did, or that must not end
-// while they run, waits for them.
+// Wait waits until no ActionFunc, QueueFunc or CreateFunc runs, ctx
+// bounding the wait (its error if it ends first). A function goes on after
+// its caller left (its ctx ended, a waiting send's wait ran out), as an
+// action on a node does; a test that checks what the functions did, or
+// that must not end while they run, waits for them.
 func (fc *FakeClient) Wait(ctx context.Context) error {
 	for range 1000 { // each round, more functions started
 		fc.mu.Lock()

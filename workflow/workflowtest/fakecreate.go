@@ -165,11 +165,13 @@ func (fc *FakeClient) finishCreate(i int, res caller.CreateResult, err error) {
 	defer fc.mu.Unlock()
 	c := &fc.calls[i]
 	res.Key = slices.Clone(res.Key)
-	c.Done, c.Duplicate, c.Created, c.Err = true, res.Duplicate, res, err
+	c.Done, c.Duplicate, c.CreateResult, c.Err = true, res.Duplicate, res, err
 }
 
 // sameJSON reports whether a and b are the same JSON value, none being
-// null, as a node compares a keyed create's input.
+// null, as a node compares a keyed create's input (runtime's sameJSON):
+// whitespace and the order of an object's members do not count, numbers
+// count as written (UseNumber: 1 and 1.0 differ, in both).
 func sameJSON(a, b json.RawMessage) bool {
 	decode := func(r json.RawMessage) (any, error) {
 		if len(bytes.TrimSpace(r)) == 0 {

@@ -81,7 +81,7 @@ func TestFakeClientCreatesChildrenOnceAcrossACrash(t *testing.T) {
 		creates++
 		if c.Duplicate {
 			dups++
-			if c.Key[0] != "o1" || !c.Created.Duplicate {
+			if c.Key[0] != "o1" || !c.CreateResult.Duplicate {
 				t.Fatalf("duplicate %v, want o1's (the crashed step's)", c)
 			}
 		}
