@@ -30,8 +30,9 @@ var seeded = rivet.Actor[seededState]{
 
 // seedOutcome is what sower's sow action says of its create.
 type seedOutcome struct {
-	Result rivet.CreateResult `json:"result"`
-	Exists bool               `json:"exists"`
+	Result  rivet.CreateResult `json:"result"`
+	Exists  bool               `json:"exists"`
+	Invalid bool               `json:"invalid"`
 }
 
 type sowArgs struct {
@@ -44,8 +45,11 @@ var sower = rivet.Actor[noState]{
 	Actions: rivet.Actions[noState]{
 		"sow": rivet.Action(func(c *rivet.ActionCtx[noState], a sowArgs) (seedOutcome, error) {
 			res, err := rivet.CreateWith(c.Context(), c.Client(), "seeded", []string{a.Key}, seededState{Seed: a.Seed}, rivet.CreateOptions{IdempotencyKey: a.IDKey})
-			if errors.Is(err, rivet.ErrAlreadyExists) {
+			switch {
+			case errors.Is(err, rivet.ErrAlreadyExists):
 				return seedOutcome{Exists: true}, nil
+			case errors.Is(err, rivet.ErrInvalidArgument):
+				return seedOutcome{Invalid: true}, nil
 			}
 			return seedOutcome{Result: res}, err
 		}),
@@ -55,7 +59,8 @@ var sower = rivet.Actor[noState]{
 // An actor on node a creates an actor that node b owns, with an input
 // (through a's Remote and the peer stream's Create): b's CreateState gets
 // the input, the answer names b as the owner, a keyed create sent again is
-// the first one's duplicate, and an unkeyed one is ALREADY_EXISTS.
+// the first one's duplicate, the key with another input is
+// INVALID_ARGUMENT, and an unkeyed one is ALREADY_EXISTS.
 func TestAnActorCreatesAnActorOnAnotherNode(t *testing.T) {
 	reg, err := rivet.Setup(seeded, sower)
 	if err != nil {
@@ -90,6 +95,12 @@ func TestAnActorCreatesAnActorOnAnotherNode(t *testing.T) {
 	again := sow(sowArgs{Key: to, Seed: "wheat", IDKey: "sow-" + to})
 	if !again.Result.Duplicate || !again.Result.CreatedAt.Equal(first.Result.CreatedAt) {
 		t.Fatalf("the keyed create again = %+v, want the duplicate of %+v", again, first)
+	}
+	if other := sow(sowArgs{Key: to, Seed: "barley", IDKey: "sow-" + to}); !other.Invalid {
+		t.Fatalf("the key with another input = %+v, want INVALID_ARGUMENT", other)
+	}
+	if seed, err := rivet.CallQuery[string](ctx, c.Get("seeded", to), "seed"); err != nil || seed != "wheat" {
+		t.Fatalf("the actor's seed after the refused create = %q, %v; want wheat", seed, err)
 	}
 	if plain := sow(sowArgs{Key: to, Seed: "wheat"}); !plain.Exists {
 		t.Fatalf("an unkeyed create of it = %+v, want ALREADY_EXISTS", plain)
