@@ -376,6 +376,7 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 		// Before this node reads which nodes are registered and who owns
 		// what: the old cluster's, whose addresses it would forward to.
 		if restore.revokedAll != nil {
+			n.warnRestoredWithLess(ctx, securityOf(cfg))
 			if err := etcdstore.RevokeRestoredLeases(ctx, n.etcd, restore.leases); err != nil {
 				return nil, fmt.Errorf("node: --etcd-restore-from: %w", err)
 			}

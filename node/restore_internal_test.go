@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/client"
 	"github.com/rivet-go/rivet/examples/counter"
@@ -217,5 +220,53 @@ func TestABackupThroughANodeOfAnExternalEtcd(t *testing.T) {
 	}
 	if info.Member == "" || info.Member == "0" || info.Size <= 0 || info.Written != int64(buf.Len()) || info.Written < info.Size/2 {
 		t.Fatalf("backup of an external etcd: %+v, %d bytes written; want its member named, its size, the file", info, buf.Len())
+	}
+}
+
+// A node restored from a backup of a cluster secured with more than it is
+// says so at ERROR: the restore revokes the registrations the "secured
+// with less than the cluster" check compares with, and a compose restore
+// that dropped the TLS overlay (a -f replacing COMPOSE_FILE) served a TLS
+// cluster's data in plaintext to anyone, in a user trial, with no word.
+// One restored with the same security says nothing.
+func TestANodeRestoredWithLessSecurityThanItsBackupSaysSo(t *testing.T) {
+	t.Parallel()
+	reg, err := rivet.Setup(counter.Actor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cfg1 := DefaultLocalConfig(t.TempDir())
+	cfg1.HTTPAddr = "-"
+	cfg1.Token = "the-token"
+	n1 := StartForTest(t, ctx, cfg1, reg)
+	backup := filepath.Join(t.TempDir(), "backup.db")
+	etcdtest.SaveSnapshot(t, ctx, n1.etcd, backup)
+
+	const said = "restored from a backup of a cluster secured with more than this node"
+	restore := func(token string) *observer.ObservedLogs {
+		core, logs := observer.New(zap.WarnLevel)
+		cfg := DefaultLocalConfig(t.TempDir())
+		cfg.HTTPAddr = "-"
+		cfg.Token = token
+		cfg.EtcdRestoreFrom = backup
+		cfg.Logger = zap.New(core)
+		n := StartForTest(t, ctx, cfg, reg)
+		sctx, scancel := context.WithTimeout(ctx, 30*time.Second)
+		defer scancel()
+		if err := n.Stop(sctx); err != nil {
+			t.Fatal(err)
+		}
+		return logs
+	}
+	logs := restore("")
+	got := logs.FilterMessageSnippet(said).All()
+	if len(got) != 1 || got[0].Level != zap.ErrorLevel ||
+		!strings.Contains(got[0].Message, "its nodes secured their gRPC port as plaintext+token ("+n1.ID()+"), this one as plaintext") {
+		t.Fatalf("a plaintext, tokenless node restored from a backup of a node with a token logged %+v; want one ERROR naming both", logs.All())
+	}
+	if logs := restore("the-token"); logs.FilterMessageSnippet(said).Len() != 0 {
+		t.Fatalf("a node restored with the backup's own security logged %+v", logs.FilterMessageSnippet(said).All())
 	}
 }

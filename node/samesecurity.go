@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
 	"github.com/rivet-go/rivet/runtime"
@@ -121,4 +122,46 @@ func strongerOnly(ctx context.Context, st storage.Store, rec runtime.NodeRecord)
 		others[r.Security] = append(others[r.Security], r.NodeID)
 	}
 	return others, nil
+}
+
+// warnRestoredWithLess logs, at ERROR, a node restored from a backup whose
+// nodes all secured their gRPC port with more than mine (see weaker): a
+// restore revokes their registrations, so awaitSameSecurity, which
+// compares with the live ones, no longer sees what the cluster asked. A
+// compose restore run with -f, which replaces COMPOSE_FILE, dropped the
+// TLS overlay so in a user trial, and the restored cluster served its
+// data to anyone. A log, not a refusal: restoring a backup into a
+// differently secured cluster (a test copy) is the operator's to decide,
+// and the records are gone once the first node revokes them, so that a
+// refusal would hold only until the next start. It reads them before its
+// own revocation; nodes restored together each log it if they read first.
+func (n *Node) warnRestoredWithLess(ctx context.Context, mine string) {
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	resp, err := n.etcd.Get(rctx, n.cfg.EtcdPrefix+storage.NodesPrefix, clientv3.WithPrefix())
+	if err != nil {
+		n.log.Warn("could not read the restored snapshot's node records to compare their security with this node's", zap.Error(err))
+		return
+	}
+	theirs := map[string][]string{}
+	for _, kv := range resp.Kvs {
+		var r runtime.NodeRecord
+		if json.Unmarshal(kv.Value, &r) != nil || r.Security == "" {
+			continue
+		}
+		if !weaker(mine, r.Security) {
+			return
+		}
+		theirs[r.Security] = append(theirs[r.Security], r.NodeID)
+	}
+	if len(theirs) == 0 {
+		return
+	}
+	var names []string
+	for kind, ids := range theirs {
+		names = append(names, fmt.Sprintf("%s (%s)", kind, strings.Join(ids, ", ")))
+	}
+	slices.Sort(names)
+	n.log.Error(fmt.Sprintf("restored from a backup of a cluster secured with more than this node: its nodes secured their gRPC port as %s, this one as %s; unless that is meant, stop every node and start them with the cluster's --tls-cert, --tls-key, --tls-client-ca and --token (with compose, every overlay the cluster runs with: docs/deploy.md, \"Backup and restore\")", strings.Join(names, "; "), mine),
+		zap.Strings("backup_security", names), zap.String("security", mine))
 }
