@@ -29,8 +29,9 @@ etcd): the file etcdctl snapshot save writes, without etcdctl (node images
 have none). A node starts from it with --etcd-restore-from FILE in a new
 --data-dir (docs/deploy.md, "Backup and restore"). The file is written as
 FILE.<random>.partial, read back (the hash etcd ends it with must match), and
-renamed once complete, so FILE is never a cut snapshot. It
-holds every actor's state and messages: keep it as safe as the cluster.`,
+renamed once complete, so FILE is never a cut snapshot; its directory is made
+(owner only) if missing. It holds every actor's state and messages: keep it as
+safe as the cluster.`,
 		Args: args(1, 1),
 	}
 	cmd.Flags().BoolVar(&force, "force", false, "replace FILE if it exists")
@@ -43,11 +44,18 @@ holds every actor's state and messages: keep it as safe as the cluster.`,
 		if _, err := os.Stat(file); err == nil && !force {
 			return usagef("%s exists: give another file, or --force to replace it", file)
 		}
+		// A directory named for backups (backups/cluster.db, as the docs
+		// write it) need not exist yet: a user trial's first backup failed
+		// for want of it. Readable by its owner only, as the file is: it
+		// holds every actor's state.
+		if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
+			return fmt.Errorf("backup: %w", err)
+		}
 		// A name of its own: two backups to one FILE must not write
 		// one file.
 		f, err := os.CreateTemp(filepath.Dir(file), filepath.Base(file)+".*.partial")
 		if err != nil {
-			return usagef("%v", err)
+			return fmt.Errorf("backup: %w", err)
 		}
 		tmp := f.Name()
 		done := false

@@ -27,7 +27,8 @@ func TestBackupAndRestore(t *testing.T) {
 	}
 	addr := startNodeOf(t, reg)
 	rivetctl(t, addr, "call", "counter", "saved", "increment", "7").want(t, 0, "7\n")
-	file := filepath.Join(t.TempDir(), "cluster.db")
+	// In a directory not made yet (backups/, as the docs write it).
+	file := filepath.Join(t.TempDir(), "backups", "cluster.db")
 	r := rivetctl(t, addr, "backup", file)
 	// The member is named as etcd knows it: the node's ID.
 	if r.code != 0 || !strings.HasPrefix(r.stdout, "backed up ") || !strings.Contains(r.stdout, " from etcd member node-") || !strings.Contains(r.stdout, "--etcd-restore-from "+file) || r.stderr != "" {
