@@ -192,8 +192,19 @@ var callCodes = func() []struct {
 	return out
 }()
 
-// callCode is the rivet_calls_total label of a failed call.
+// callCode is the rivet_calls_total label of a failed call: the reason
+// its caller gets where it carries one rivet lists (storage.no_space,
+// actor.overloaded: a user trial saw an out-of-space etcd's refusals
+// counted as actor.unavailable, a failover's label, while clients were
+// told storage.no_space), else its kind's. Reasonf keeps only listed
+// pairs, so the label still takes a fixed set of values.
 func callCode(err error) string {
+	var e *rivet.Error
+	if errors.As(err, &e) && e.Kind != rivet.ErrUser && e.Kind != nil {
+		if r := rivet.Reasonf(e.Kind, e.Group, e.Code, ""); r.Group == e.Group && r.Code == e.Code && r.Group != "" {
+			return r.Group + "." + r.Code
+		}
+	}
 	for _, c := range callCodes {
 		if errors.Is(err, c.kind) {
 			return c.code

@@ -15,6 +15,7 @@ import (
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/client"
 	"github.com/rivet-go/rivet/examples/counter"
+	"github.com/rivet-go/rivet/internal/metricstest"
 )
 
 // A node whose etcd runs out of space (its NOSPACE alarm: etcd refuses
@@ -37,7 +38,7 @@ func TestANodeWhoseEtcdIsOutOfSpaceRefusesWritesAndRecovers(t *testing.T) {
 	}
 	cfg := DefaultLocalConfig(t.TempDir())
 	cfg.Partitions = parts
-	cfg.HTTPAddr = "-"
+	cfg.HTTPAddr = "127.0.0.1:0"
 	core, logs := observer.New(zap.WarnLevel)
 	cfg.Logger = zap.New(core)
 	cfg.EtcdQuota = 8 << 20
@@ -98,6 +99,15 @@ func TestANodeWhoseEtcdIsOutOfSpaceRefusesWritesAndRecovers(t *testing.T) {
 	// knew) and cost its partition a re-fence; no other may.
 	if namedSpace < keys-1 {
 		t.Errorf("%d of %d writes failed naming etcd's space, with reason storage.no_space", namedSpace, keys)
+	}
+	// /metrics says what the clients were told, not a failover's
+	// actor.unavailable (a user trial could not tell them apart there).
+	series, _, err := metricstest.Scrape("http://" + n.HTTPAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := series[`rivet_calls_total{action="increment",actor="counter",code="storage.no_space"}`]; got < keys-1 {
+		t.Errorf("rivet_calls_total{code=\"storage.no_space\"} = %v, want at least %d", got, keys-1)
 	}
 	if r := n.host.Stats().Refences; r > 1 {
 		t.Errorf("%d partitions re-fenced while etcd was out of space, want at most 1", r)
