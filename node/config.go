@@ -158,6 +158,11 @@ type Config struct {
 	// Logger receives the node's logs. Nil: a production zap logger (at
 	// info, with LogLevel set to its level).
 	Logger *zap.Logger
+	// logJSON is ParseFlags's --log-format json: Run then logs the error
+	// it fails with through Logger too, and ExitStatus does not write it
+	// again as plain text (a JSON pipeline could not parse a user trial's
+	// most important line, the start's refusal: no level, no node).
+	logJSON bool
 	// LogLevel, if set, is the level Logger logs at, which an operator may
 	// then change while the node runs (rivetctl log-level; the change is
 	// not kept across a restart). Nil: the level cannot change, and the

@@ -53,15 +53,19 @@ func (e *FlagError) Unwrap() error { return e.Err }
 // of the program prog, once, and returns the process's exit status: 0 for
 // none (or flag.ErrHelp, whose usage is printed), 2 for a *FlagError,
 // which ParseFlags has written already, 1 for any other error, written
-// "prog: error". This package's errors start "node: "; that prefix is not
+// "prog: error" (unless Run logged it already, as JSON under
+// --log-format json). This package's errors start "node: "; that prefix is not
 // written twice when prog is "node" (cmd/node, or a binary so named).
 func ExitStatus(w io.Writer, prog string, err error) int {
 	var fe *FlagError
+	var le loggedError
 	switch {
 	case err == nil || errors.Is(err, flag.ErrHelp):
 		return 0
 	case errors.As(err, &fe):
 		return 2
+	case errors.As(err, &le):
+		return 1
 	}
 	msg := err.Error()
 	if !strings.HasPrefix(msg, prog+": ") {
@@ -70,6 +74,12 @@ func ExitStatus(w io.Writer, prog string, err error) int {
 	fmt.Fprintln(w, msg)
 	return 1
 }
+
+// loggedError is an error Run has logged through a JSON logger
+// (--log-format json), which ExitStatus does not write again.
+type loggedError struct{ error }
+
+func (e loggedError) Unwrap() error { return e.error }
 
 // RunMain is Main without the exit: it returns the error, flag.ErrHelp
 // after printing the usage for -h, and nil once a signal has stopped the
@@ -274,6 +284,7 @@ func ParseFlags(name string, args []string, out io.Writer) (Config, error) {
 		return cfg, err
 	}
 	cfg.Logger, cfg.LogLevel = log, &level
+	cfg.logJSON = logFormat == "json"
 	return cfg, nil
 }
 

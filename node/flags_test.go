@@ -1,15 +1,19 @@
 package node_test
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"flag"
 	"io"
+	"net"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/rivet-go/rivet/node"
 )
@@ -144,5 +148,40 @@ func TestParseFlagsGivesTheLoggersLevelToChange(t *testing.T) {
 	cfg.LogLevel.SetLevel(zap.DebugLevel)
 	if !cfg.Logger.Core().Enabled(zap.DebugLevel) {
 		t.Fatal("the logger does not follow its LogLevel set to debug")
+	}
+}
+
+// Under --log-format json a node that cannot start says why in a JSON line
+// at ERROR, and the plain "node: ..." line is not written as well: a user
+// trial's most important line (a start refused for its security) was the
+// one its JSON pipeline could not parse, with no level and no node.
+func TestAFailureIsLoggedAsJSONUnderLogFormatJSON(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	args := []string{"--data-dir", t.TempDir(), "--node-id", "n1", "--grpc-addr", busy.Addr().String(), "--http-addr", "-", "--gossip-addr", "-"}
+	run := func(format string) (int, string, *observer.ObservedLogs) {
+		cfg, err := node.ParseFlags("node", append(args, "--log-format", format), io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		core, logs := observer.New(zap.ErrorLevel)
+		cfg.Logger = zap.New(core)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		var stderr bytes.Buffer
+		code := node.ExitStatus(&stderr, "node", node.Run(ctx, cfg, nil))
+		return code, stderr.String(), logs
+	}
+	code, stderr, logs := run("json")
+	got := logs.FilterMessage("exiting on an error").All()
+	if code != 1 || stderr != "" || len(got) != 1 || !strings.Contains(got[0].ContextMap()["error"].(string), "address already in use") || got[0].ContextMap()["node"] != "n1" {
+		t.Errorf("--log-format json, a busy port: exit %d, stderr %q, logged %+v; want exit 1, nothing plain, one ERROR with the error and the node", code, stderr, logs.All())
+	}
+	// The console format writes it plain, as before.
+	if code, stderr, logs := run("console"); code != 1 || !strings.HasPrefix(stderr, "node: grpc listen: ") || logs.FilterMessage("exiting on an error").Len() != 0 {
+		t.Errorf("--log-format console, a busy port: exit %d, stderr %q, logged %+v", code, stderr, logs.All())
 	}
 }

@@ -157,7 +157,20 @@ type Ownership = runtime.Ownership
 // then stops it cleanly, and returns the failure (Err) with what the stop
 // could not do. A ctx done while the node starts (SIGTERM, Ctrl-C) stops
 // it too, and is no failure: Run returns nil.
-func Run(ctx context.Context, cfg Config, reg *rivet.Registry) error {
+func Run(ctx context.Context, cfg Config, reg *rivet.Registry) (err error) {
+	if cfg.logJSON && cfg.Logger != nil {
+		defer func() {
+			if err != nil {
+				fields := []zap.Field{zap.Error(err)}
+				if cfg.NodeID != "" {
+					fields = append(fields, zap.String("node", cfg.NodeID))
+				}
+				cfg.Logger.Error("exiting on an error", fields...)
+				_ = cfg.Logger.Sync()
+				err = loggedError{err}
+			}
+		}()
+	}
 	if err := cfg.validate(); err != nil {
 		return err
 	}
