@@ -156,7 +156,9 @@ type Ownership = runtime.Ownership
 // Run starts a node, serves until ctx is done or the node fails (Done),
 // then stops it cleanly, and returns the failure (Err) with what the stop
 // could not do. A ctx done while the node starts (SIGTERM, Ctrl-C) stops
-// it too, and is no failure: Run returns nil.
+// it too, and is no failure: Run returns nil. With a Config from
+// ParseFlags under --log-format json, Run logs the error it returns at
+// ERROR ("exiting on an error"), and ExitStatus writes it no more.
 func Run(ctx context.Context, cfg Config, reg *rivet.Registry) (err error) {
 	if cfg.logJSON && cfg.Logger != nil {
 		defer func() {
