@@ -301,7 +301,9 @@ func splitList(s string) []string {
 // newLogger returns the node's logger and its level, which an operator
 // may change while the node runs (rivetctl log-level).
 func newLogger(level, format string) (*zap.Logger, zap.AtomicLevel, error) {
-	lvl, err := zapcore.ParseLevel(level)
+	// Not zapcore.ParseLevel: its fatal, panic and dpanic would drop the
+	// ERROR a failing node exits with.
+	lvl, err := parseLogLevel(level)
 	if err != nil {
 		return nil, zap.AtomicLevel{}, fmt.Errorf("--log-level: %w", err)
 	}

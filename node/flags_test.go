@@ -162,26 +162,40 @@ func TestAFailureIsLoggedAsJSONUnderLogFormatJSON(t *testing.T) {
 	}
 	defer busy.Close()
 	args := []string{"--data-dir", t.TempDir(), "--node-id", "n1", "--grpc-addr", busy.Addr().String(), "--http-addr", "-", "--gossip-addr", "-"}
-	run := func(format string) (int, string, *observer.ObservedLogs) {
+	run := func(format string, nop bool) (int, string, *observer.ObservedLogs) {
 		cfg, err := node.ParseFlags("node", append(args, "--log-format", format), io.Discard)
 		if err != nil {
 			t.Fatal(err)
 		}
 		core, logs := observer.New(zap.ErrorLevel)
 		cfg.Logger = zap.New(core)
+		if nop {
+			cfg.Logger = zap.NewNop()
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		var stderr bytes.Buffer
 		code := node.ExitStatus(&stderr, "node", node.Run(ctx, cfg, nil))
 		return code, stderr.String(), logs
 	}
-	code, stderr, logs := run("json")
+	code, stderr, logs := run("json", false)
 	got := logs.FilterMessage("exiting on an error").All()
 	if code != 1 || stderr != "" || len(got) != 1 || !strings.Contains(got[0].ContextMap()["error"].(string), "address already in use") || got[0].ContextMap()["node"] != "n1" {
 		t.Errorf("--log-format json, a busy port: exit %d, stderr %q, logged %+v; want exit 1, nothing plain, one ERROR with the error and the node", code, stderr, logs.All())
 	}
 	// The console format writes it plain, as before.
-	if code, stderr, logs := run("console"); code != 1 || !strings.HasPrefix(stderr, "node: grpc listen: ") || logs.FilterMessage("exiting on an error").Len() != 0 {
+	if code, stderr, logs := run("console", false); code != 1 || !strings.HasPrefix(stderr, "node: grpc listen: ") || logs.FilterMessage("exiting on an error").Len() != 0 {
 		t.Errorf("--log-format console, a busy port: exit %d, stderr %q, logged %+v", code, stderr, logs.All())
+	}
+	// A logger that drops ERROR (a program's zap.NewNop) cannot say it:
+	// it is written plain, not lost.
+	if code, stderr, _ := run("json", true); code != 1 || !strings.HasPrefix(stderr, "node: grpc listen: ") {
+		t.Errorf("--log-format json with a Nop logger, a busy port: exit %d, stderr %q; want exit 1 and the error plain", code, stderr)
+	}
+	// Nor can a level above ERROR, which zap parses but a node refuses.
+	for _, lvl := range []string{"dpanic", "panic", "fatal"} {
+		if _, err := node.ParseFlags("node", append(args, "--log-format", "json", "--log-level", lvl), io.Discard); err == nil || !strings.Contains(err.Error(), "--log-level") {
+			t.Errorf("--log-level %s: %v; want a --log-level error", lvl, err)
+		}
 	}
 }

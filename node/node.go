@@ -158,11 +158,13 @@ type Ownership = runtime.Ownership
 // could not do. A ctx done while the node starts (SIGTERM, Ctrl-C) stops
 // it too, and is no failure: Run returns nil. With a Config from
 // ParseFlags under --log-format json, Run logs the error it returns at
-// ERROR ("exiting on an error"), and ExitStatus writes it no more.
+// ERROR ("exiting on an error"), and ExitStatus writes it no more; a
+// logger that drops ERROR (a program's zap.NewNop) leaves it to
+// ExitStatus, so that a failure never exits unsaid.
 func Run(ctx context.Context, cfg Config, reg *rivet.Registry) (err error) {
 	if cfg.logJSON && cfg.Logger != nil {
 		defer func() {
-			if err != nil {
+			if err != nil && cfg.Logger.Core().Enabled(zapcore.ErrorLevel) {
 				fields := []zap.Field{zap.Error(err)}
 				if cfg.NodeID != "" {
 					fields = append(fields, zap.String("node", cfg.NodeID))
