@@ -77,8 +77,8 @@ func newMetrics() *metrics {
 		}, []string{"actor", "action", "outcome"}),
 		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "rivet_calls_total",
-			Help: "Action calls run by this node (forwarded calls count on the node that runs them), by actor name and action name (empty for an unregistered one) and outcome: ok, or the error's group.code (user for errors actors return on purpose, canceled).",
-		}, []string{"actor", "action", "code"}),
+			Help: "Action calls run by this node (forwarded calls count on the node that runs them), by actor name and action name (empty for an unregistered one), outcome (code: ok, or the group.code of the error's kind; user for errors actors return on purpose, canceled) and reason (the group.code the caller gets, such as storage.no_space or actor.overloaded; empty for ok, user, canceled and errors without one).",
+		}, []string{"actor", "action", "code", "reason"}),
 		batchTxns: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "rivet_commit_batch_size",
 			Help:    "Callers' transactions per store (etcd) transaction of the group committer.",
@@ -120,7 +120,7 @@ func (m *metrics) actorCalls(actor, action string) *actorCalls {
 	ac, _ := m.byAction.LoadOrStore(k, &actorCalls{
 		durOK:  m.callDur.WithLabelValues(actor, action, "ok"),
 		durErr: m.callDur.WithLabelValues(actor, action, "error"),
-		ok:     m.calls.WithLabelValues(actor, action, "ok"),
+		ok:     m.calls.WithLabelValues(actor, action, "ok", ""),
 	})
 	return ac.(*actorCalls)
 }
@@ -153,7 +153,7 @@ func (m *metrics) CallAction(actor, action string, took time.Duration, err error
 		return
 	}
 	ac.durErr.Observe(took.Seconds())
-	m.calls.WithLabelValues(actor, action, callCode(err)).Inc()
+	m.calls.WithLabelValues(actor, action, callCode(err), callReason(err)).Inc()
 }
 
 // StoreCommit implements storage.CommitObserver.
@@ -192,25 +192,30 @@ var callCodes = func() []struct {
 	return out
 }()
 
-// callCode is the rivet_calls_total label of a failed call: the reason
-// its caller gets where it carries one rivet lists (storage.no_space,
-// actor.overloaded: a user trial saw an out-of-space etcd's refusals
-// counted as actor.unavailable, a failover's label, while clients were
-// told storage.no_space), else its kind's. Reasonf keeps only listed
-// pairs, so the label still takes a fixed set of values.
+// callCode is the rivet_calls_total code of a failed call: its kind's,
+// as it always was, so that alerts on code keep their meaning.
 func callCode(err error) string {
-	var e *rivet.Error
-	if errors.As(err, &e) && e.Kind != rivet.ErrUser && e.Kind != nil {
-		if r := rivet.Reasonf(e.Kind, e.Group, e.Code, ""); r.Group == e.Group && r.Code == e.Code && r.Group != "" {
-			return r.Group + "." + r.Code
-		}
-	}
 	for _, c := range callCodes {
 		if errors.Is(err, c.kind) {
 			return c.code
 		}
 	}
 	return "rivet.internal_error"
+}
+
+// callReason is the rivet_calls_total reason of a failed call: the
+// group.code its caller gets (storage.no_space, actor.overloaded, which
+// code counts as actor.unavailable, a failover's), where it is a pair
+// rivet lists, else "". Reasonf keeps only listed pairs and an actor's own
+// codes are left out, so the label takes a fixed set of values.
+func callReason(err error) string {
+	var e *rivet.Error
+	if errors.As(err, &e) && e.Kind != rivet.ErrUser && e.Kind != nil {
+		if r := rivet.Reasonf(e.Kind, e.Group, e.Code, ""); r.Group == e.Group && r.Code == e.Code && r.Group != "" {
+			return r.Group + "." + r.Code
+		}
+	}
+	return ""
 }
 
 // collector exposes the node's counters to Prometheus, read at scrape time

@@ -185,8 +185,8 @@ func TestMetricsAfterLoadAndReadiness(t *testing.T) {
 
 	nonZero := []string{
 		// counters
-		`rivet_calls_total{action="increment",actor="counter",code="ok"}`, `rivet_calls_total{action="",actor="counter",code="actor.unknown_action"}`,
-		`rivet_calls_total{action="",actor="",code="actor.unknown_actor"}`,
+		`rivet_calls_total{action="increment",actor="counter",code="ok",reason=""}`, `rivet_calls_total{action="",actor="counter",code="actor.unknown_action",reason="actor.unknown_action"}`,
+		`rivet_calls_total{action="",actor="",code="actor.unknown_actor",reason="actor.unknown_actor"}`,
 		`rivet_call_duration_seconds_count{action="increment",actor="counter",outcome="ok"}`,
 		`rivet_call_duration_seconds_count{action="",actor="counter",outcome="error"}`,
 		"rivet_commits_total", "rivet_commit_batches_total", "rivet_partitions_claimed_total", "rivet_lease_renewals_total",
@@ -221,13 +221,13 @@ func TestMetricsAfterLoadAndReadiness(t *testing.T) {
 	// Exact once the workflow has taken its messages: waited for, as
 	// the workflow runs on after the calls above returned.
 	exact := map[string]float64{
-		"rivet_queue_messages":                                                  3, // the backlog
-		"rivet_queue_messages_received_total":                                   5,
-		"rivet_queue_messages_sent_total":                                       8,
-		`rivet_workflow_steps_total{actor="metricsWorker",status="completed"}`:  5,
-		`rivet_workflow_steps_total{actor="metricsFailing",status="failed"}`:    1,
-		`rivet_workflow_steps_total{actor="metricsFailing",status="exhausted"}`: 1,
-		`rivet_calls_total{action="increment",actor="counter",code="ok"}`:       20,
+		"rivet_queue_messages":                                                      3, // the backlog
+		"rivet_queue_messages_received_total":                                       5,
+		"rivet_queue_messages_sent_total":                                           8,
+		`rivet_workflow_steps_total{actor="metricsWorker",status="completed"}`:      5,
+		`rivet_workflow_steps_total{actor="metricsFailing",status="failed"}`:        1,
+		`rivet_workflow_steps_total{actor="metricsFailing",status="exhausted"}`:     1,
+		`rivet_calls_total{action="increment",actor="counter",code="ok",reason=""}`: 20,
 	}
 	var series, sums map[string]float64
 	var missing, wrong []string
@@ -612,15 +612,15 @@ func TestCountersCountExactly(t *testing.T) {
 		t.Fatal(err)
 	}
 	expect("after the load", map[string]float64{
-		`rivet_calls_total{action="refuse",actor="countedFlow",code="user"}`:           2,
-		`rivet_calls_total{action="",actor="countedFlow",code="actor.unknown_action"}`: 1,
-		"rivet_queue_messages_sent_total":                                              3,
-		"rivet_queue_messages_received_total":                                          3,
-		`rivet_workflow_steps_total{actor="countedFlow",status="completed"}`:           3 * 4,
-		`rivet_workflow_steps_total{actor="countedFailure",status="failed"}`:           2,
-		`rivet_workflow_steps_total{actor="countedFailure",status="exhausted"}`:        1,
-		`rivet_workflow_failures_total{actor="countedFailure"}`:                        1,
-		`rivet_workflows_completed_total{actor="countedFlow"}`:                         0,
+		`rivet_calls_total{action="refuse",actor="countedFlow",code="user",reason=""}`:                               2,
+		`rivet_calls_total{action="",actor="countedFlow",code="actor.unknown_action",reason="actor.unknown_action"}`: 1,
+		"rivet_queue_messages_sent_total":                                       3,
+		"rivet_queue_messages_received_total":                                   3,
+		`rivet_workflow_steps_total{actor="countedFlow",status="completed"}`:    3 * 4,
+		`rivet_workflow_steps_total{actor="countedFailure",status="failed"}`:    2,
+		`rivet_workflow_steps_total{actor="countedFailure",status="exhausted"}`: 1,
+		`rivet_workflow_failures_total{actor="countedFailure"}`:                 1,
+		`rivet_workflows_completed_total{actor="countedFlow"}`:                  0,
 	})
 	failed, err := c.ListFailed(ctx, "")
 	if err != nil {

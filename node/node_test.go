@@ -89,7 +89,7 @@ func TestNodeServesMetricsAndKeepsStateAcrossRestart(t *testing.T) {
 		t.Fatalf("/readyz = %d %s", code, body)
 	}
 	_, metrics := get(t, "http://"+n.HTTPAddr()+"/metrics")
-	for _, want := range []string{`rivet_calls_total{action="increment",actor="counter",code="ok"} 3`, "rivet_active_actors 1", "rivet_partitions_owned 64",
+	for _, want := range []string{`rivet_calls_total{action="increment",actor="counter",code="ok",reason=""} 3`, "rivet_active_actors 1", "rivet_partitions_owned 64",
 		"rivet_partitions_claimed_total 64", "rivet_cluster_members_alive 1", "rivet_forwards_total 0", "rivet_lease_losses_total 0"} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %q", want)

@@ -106,8 +106,8 @@ func TestANodeWhoseEtcdIsOutOfSpaceRefusesWritesAndRecovers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := series[`rivet_calls_total{action="increment",actor="counter",code="storage.no_space"}`]; got < keys-1 {
-		t.Errorf("rivet_calls_total{code=\"storage.no_space\"} = %v, want at least %d", got, keys-1)
+	if got := series[`rivet_calls_total{action="increment",actor="counter",code="actor.unavailable",reason="storage.no_space"}`]; got < keys-1 {
+		t.Errorf("rivet_calls_total{reason=\"storage.no_space\"} = %v, want at least %d", got, keys-1)
 	}
 	if r := n.host.Stats().Refences; r > 1 {
 		t.Errorf("%d partitions re-fenced while etcd was out of space, want at most 1", r)
