@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -161,9 +162,13 @@ func TestAFailureIsLoggedAsJSONUnderLogFormatJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer busy.Close()
-	args := []string{"--data-dir", t.TempDir(), "--node-id", "n1", "--grpc-addr", busy.Addr().String(), "--http-addr", "-", "--gossip-addr", "-"}
-	run := func(format string, nop bool) (int, string, *observer.ObservedLogs) {
-		cfg, err := node.ParseFlags("node", append(args, "--log-format", format), io.Discard)
+	dataDir := t.TempDir()
+	args := []string{"--data-dir", dataDir, "--grpc-addr", busy.Addr().String(), "--http-addr", "-", "--gossip-addr", "-"}
+	run := func(format string, nop bool, more ...string) (int, string, *observer.ObservedLogs) {
+		if len(more) == 0 {
+			more = []string{"--node-id", "n1"}
+		}
+		cfg, err := node.ParseFlags("node", append(append(args, more...), "--log-format", format), io.Discard)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -186,6 +191,17 @@ func TestAFailureIsLoggedAsJSONUnderLogFormatJSON(t *testing.T) {
 	// The console format writes it plain, as before.
 	if code, stderr, logs := run("console", false); code != 1 || !strings.HasPrefix(stderr, "node: grpc listen: ") || logs.FilterMessage("exiting on an error").Len() != 0 {
 		t.Errorf("--log-format console, a busy port: exit %d, stderr %q, logged %+v", code, stderr, logs.All())
+	}
+	// Without --node-id the line names the ID the node read from its data
+	// directory (or made there), as every other line of the node does.
+	code, stderr, logs = run("json", false, "--node-id=")
+	got = logs.FilterMessage("exiting on an error").All()
+	id, err := os.ReadFile(filepath.Join(dataDir, "node-id"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code != 1 || stderr != "" || len(got) != 1 || got[0].ContextMap()["node"] != strings.TrimSpace(string(id)) {
+		t.Errorf("--log-format json, no --node-id, a busy port: exit %d, stderr %q, logged %+v; want one ERROR naming the node %s", code, stderr, logs.All(), id)
 	}
 	// A logger that drops ERROR (a program's zap.NewNop) cannot say it:
 	// it is written plain, not lost.

@@ -158,21 +158,33 @@ type Ownership = runtime.Ownership
 // could not do. A ctx done while the node starts (SIGTERM, Ctrl-C) stops
 // it too, and is no failure: Run returns nil. With a Config from
 // ParseFlags under --log-format json, Run logs the error it returns at
-// ERROR ("exiting on an error"), and ExitStatus writes it no more; a
-// logger that drops ERROR (a program's zap.NewNop) leaves it to
-// ExitStatus, so that a failure never exits unsaid.
+// ERROR ("exiting on an error", with the node's ID once known), and
+// ExitStatus writes it no more; at INFO if it is only the fatal error the
+// node logged at ERROR as it failed. A logger that drops ERROR (a
+// program's zap.NewNop) leaves it to ExitStatus, so that a failure never
+// exits unsaid.
 func Run(ctx context.Context, cfg Config, reg *rivet.Registry) (err error) {
+	// id is the node's ID once known: without --node-id, Start reads it
+	// from the data directory (or makes it).
+	id := cfg.NodeID
+	// failLogged: err is only the node's fatal error, which fail logged.
+	failLogged := false
 	if cfg.logJSON && cfg.Logger != nil {
 		defer func() {
-			if err != nil && cfg.Logger.Core().Enabled(zapcore.ErrorLevel) {
-				fields := []zap.Field{zap.Error(err)}
-				if cfg.NodeID != "" {
-					fields = append(fields, zap.String("node", cfg.NodeID))
-				}
-				cfg.Logger.Error("exiting on an error", fields...)
-				_ = cfg.Logger.Sync()
-				err = loggedError{err}
+			if err == nil || !cfg.Logger.Core().Enabled(zapcore.ErrorLevel) {
+				return
 			}
+			fields := []zap.Field{zap.Error(err)}
+			if id != "" {
+				fields = append(fields, zap.String("node", id))
+			}
+			if failLogged {
+				cfg.Logger.Info("exiting on an error", fields...)
+			} else {
+				cfg.Logger.Error("exiting on an error", fields...)
+			}
+			_ = cfg.Logger.Sync()
+			err = loggedError{err}
 		}()
 	}
 	if err := cfg.validate(); err != nil {
@@ -180,15 +192,19 @@ func Run(ctx context.Context, cfg Config, reg *rivet.Registry) (err error) {
 	}
 	n, err := Start(ctx, cfg, reg)
 	if err != nil {
+		if se := (startErr{}); errors.As(err, &se) {
+			id, failLogged = se.id, se.logged
+		}
 		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 			// Start gave up because it was asked to stop, and has
 			// undone what it had begun. A start that failed for another
 			// reason meanwhile (a port in use) is still a failure.
-			cfg.Logger.Info("stopped while starting", zap.String("node", cfg.NodeID), zap.NamedError("cause", err))
+			cfg.Logger.Info("stopped while starting", zap.String("node", id), zap.NamedError("cause", err))
 			return nil
 		}
 		return err
 	}
+	id = n.cfg.NodeID
 	select {
 	case <-ctx.Done():
 	case <-n.Done():
@@ -197,8 +213,20 @@ func Run(ctx context.Context, cfg Config, reg *rivet.Registry) (err error) {
 	sctx, cancel := context.WithTimeout(context.Background(), n.cfg.ShutdownTimeout)
 	defer cancel()
 	stopErr := n.Stop(sctx)
-	return errors.Join(n.Err(), stopErr)
+	failErr := n.Err()
+	failLogged = failErr != nil && stopErr == nil
+	return errors.Join(failErr, stopErr)
 }
+
+// startErr is Start's error with what Run's exit line needs: the node's
+// ID, once Start knew it, and whether fail logged the error already.
+type startErr struct {
+	id     string
+	logged bool
+	error
+}
+
+func (e startErr) Unwrap() error { return e.error }
 
 // The etcd client's message bounds: room for the largest transaction the
 // committer builds, and for large reads.
@@ -310,6 +338,12 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 	defer func() {
 		if err != nil {
 			n.closeAll()
+			// For Run's exit line: the ID, which no --node-id gave, and
+			// whether fail logged err already (a failure meanwhile).
+			logged := n.Err() != nil && errors.Is(err, n.Err())
+			if (cfg.NodeID == "" && n.cfg.NodeID != "") || logged {
+				err = startErr{n.cfg.NodeID, logged, err}
+			}
 		}
 	}()
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/examples/counter"
@@ -224,15 +226,28 @@ func TestRunReturnsWhenAnotherProcessTakesItsNodeIDOver(t *testing.T) {
 	defer cancel()
 	const prefix = "/dup-run-test/"
 	done := make(chan error, 1)
-	go func() { done <- Run(ctx, ClusterConfigForTest(t, "a", endpoints, prefix, 8, nil), reg) }()
+	cfg := ClusterConfigForTest(t, "a", endpoints, prefix, 8, nil)
+	// As under --log-format json: the failure is logged at ERROR once, as
+	// the node failed, and Run's exit line does not repeat it at ERROR.
+	core, logs := observer.New(zapcore.InfoLevel)
+	cfg.Logger, cfg.logJSON = zap.New(core), true
+	go func() { done <- Run(ctx, cfg, reg) }()
 	takeOverOnceRegistered(t, ctx, endpoints, prefix, reg)
 	select {
 	case err := <-done:
 		if !errors.Is(err, runtime.ErrReplaced) {
 			t.Fatalf("Run = %v, want runtime.ErrReplaced", err)
 		}
+		if !errors.As(err, new(loggedError)) {
+			t.Errorf("Run = %v, not marked as logged: ExitStatus writes it again", err)
+		}
 	case <-ctx.Done():
 		t.Fatal("Run did not return once another process took its node ID over")
+	}
+	fatal := logs.FilterMessageSnippet("fatal error").FilterLevelExact(zapcore.ErrorLevel).Len()
+	exit := logs.FilterMessage("exiting on an error").All()
+	if fatal != 1 || len(exit) != 1 || exit[0].Level != zapcore.InfoLevel || exit[0].ContextMap()["node"] != "a" {
+		t.Errorf("fatal errors logged at ERROR: %d; the exit line: %+v; want one, and the exit line at INFO with the node", fatal, exit)
 	}
 }
 
