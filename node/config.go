@@ -160,8 +160,8 @@ type Config struct {
 	Logger *zap.Logger
 	// logJSON is ParseFlags's --log-format json: Run then logs the error
 	// it fails with through Logger too, and ExitStatus does not write it
-	// again as plain text (a JSON pipeline could not parse a user trial's
-	// most important line, the start's refusal: no level, no node).
+	// again as plain text (a JSON pipeline cannot parse a plain line, and
+	// the start's refusal may be the most important one).
 	logJSON bool
 	// LogLevel, if set, is the level Logger logs at, which an operator may
 	// then change while the node runs (rivetctl log-level; the change is

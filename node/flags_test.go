@@ -153,9 +153,9 @@ func TestParseFlagsGivesTheLoggersLevelToChange(t *testing.T) {
 }
 
 // Under --log-format json a node that cannot start says why in a JSON line
-// at ERROR, and the plain "node: ..." line is not written as well: a user
-// trial's most important line (a start refused for its security) was the
-// one its JSON pipeline could not parse, with no level and no node.
+// at ERROR, and the plain "node: ..." line is not written as well: a JSON
+// pipeline cannot parse it, and a start refused for its security may be
+// the most important line.
 func TestAFailureIsLoggedAsJSONUnderLogFormatJSON(t *testing.T) {
 	busy, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -100,8 +100,8 @@ func TestANodeWhoseEtcdIsOutOfSpaceRefusesWritesAndRecovers(t *testing.T) {
 	if namedSpace < keys-1 {
 		t.Errorf("%d of %d writes failed naming etcd's space, with reason storage.no_space", namedSpace, keys)
 	}
-	// /metrics says what the clients were told, not a failover's
-	// actor.unavailable (a user trial could not tell them apart there).
+	// /metrics says what the clients were told, in reason: code is the
+	// kind's, actor.unavailable, as a failover's.
 	series, _, err := metricstest.Scrape("http://" + n.HTTPAddr() + "/metrics")
 	if err != nil {
 		t.Fatal(err)

@@ -226,8 +226,8 @@ func TestABackupThroughANodeOfAnExternalEtcd(t *testing.T) {
 // A node restored from a backup of a cluster secured with more than it is
 // says so at ERROR: the restore revokes the registrations the "secured
 // with less than the cluster" check compares with, and a compose restore
-// that dropped the TLS overlay (a -f replacing COMPOSE_FILE) served a TLS
-// cluster's data in plaintext to anyone, in a user trial, with no word.
+// that dropped the TLS overlay (a -f replacing COMPOSE_FILE) serves a TLS
+// cluster's data in plaintext to anyone, with no other word.
 // One restored with the same security says nothing.
 func TestANodeRestoredWithLessSecurityThanItsBackupSaysSo(t *testing.T) {
 	t.Parallel()

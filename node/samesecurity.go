@@ -128,9 +128,8 @@ func strongerOnly(ctx context.Context, st storage.Store, rec runtime.NodeRecord)
 // nodes all secured their gRPC port with more than mine (see weaker): a
 // restore revokes their registrations, so awaitSameSecurity, which
 // compares with the live ones, no longer sees what the cluster asked. A
-// compose restore run with -f, which replaces COMPOSE_FILE, dropped the
-// TLS overlay so in a user trial, and the restored cluster served its
-// data to anyone. A log, not a refusal: restoring a backup into a
+// compose restore run with -f, which replaces COMPOSE_FILE, drops the
+// TLS overlay so, and the restored cluster serves its data to anyone. A log, not a refusal: restoring a backup into a
 // differently secured cluster (a test copy) is the operator's to decide,
 // and the records are gone once the first node revokes them, so that a
 // refusal would hold only until the next start. It reads them before its

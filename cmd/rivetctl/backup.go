@@ -45,9 +45,9 @@ safe as the cluster.`,
 			return usagef("%s exists: give another file, or --force to replace it", file)
 		}
 		// A directory named for backups (backups/cluster.db, as the docs
-		// write it) need not exist yet: a user trial's first backup failed
-		// for want of it. Readable by its owner only, as the file is: it
-		// holds every actor's state.
+		// write it) need not exist yet: a first backup would fail for want
+		// of it. Readable by its owner only, as the file is: it holds every
+		// actor's state.
 		if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
 			return fmt.Errorf("backup: %w", err)
 		}
