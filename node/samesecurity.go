@@ -80,12 +80,7 @@ func awaitSameSecurity(ctx context.Context, st storage.Store, rec runtime.NodeRe
 		}
 		msg := fmt.Sprintf("node %s could not read the cluster's registrations: %v", rec.NodeID, err)
 		if err == nil {
-			var names []string
-			for kind, ids := range others {
-				names = append(names, fmt.Sprintf("%s (%s)", kind, strings.Join(ids, ", ")))
-			}
-			slices.Sort(names)
-			msg = fmt.Sprintf("node %s secures its gRPC port as %s, but every live node of the cluster with more: %s; they could not reach each other", rec.NodeID, rec.Security, strings.Join(names, "; "))
+			msg = fmt.Sprintf("node %s secures its gRPC port as %s, but every live node of the cluster with more: %s; they could not reach each other", rec.NodeID, rec.Security, strings.Join(securityNames(others), "; "))
 		}
 		if !time.Now().Before(deadline) {
 			return fmt.Errorf("node: %s; start it with the same --tls-cert, --tls-key, --tls-client-ca and --token settings as they (docs/deploy.md, \"Security\")", msg)
@@ -110,18 +105,40 @@ func strongerOnly(ctx context.Context, st storage.Store, rec runtime.NodeRecord)
 	if err != nil {
 		return nil, err
 	}
-	others := map[string][]string{}
-	for _, kv := range kvs {
+	records := make([][]byte, len(kvs))
+	for i, kv := range kvs {
+		records[i] = kv.Value
+	}
+	return allStronger(records, rec.Security, rec.NodeID), nil
+}
+
+// allStronger returns the nodes of records (NodeRecords as stored), but
+// self's and those of builds that record no security, by kind of
+// security, if each of them has what mine lacks (else none).
+func allStronger(records [][]byte, mine, self string) map[string][]string {
+	stronger := map[string][]string{}
+	for _, v := range records {
 		var r runtime.NodeRecord
-		if json.Unmarshal(kv.Value, &r) != nil || r.NodeID == rec.NodeID || r.Security == "" {
+		if json.Unmarshal(v, &r) != nil || r.NodeID == self || r.Security == "" {
 			continue
 		}
-		if !weaker(rec.Security, r.Security) {
-			return nil, nil
+		if !weaker(mine, r.Security) {
+			return nil
 		}
-		others[r.Security] = append(others[r.Security], r.NodeID)
+		stronger[r.Security] = append(stronger[r.Security], r.NodeID)
 	}
-	return others, nil
+	return stronger
+}
+
+// securityNames names allStronger's nodes for a log, one "kind (IDs)" a
+// kind, sorted so that a message reads the same each time.
+func securityNames(byKind map[string][]string) []string {
+	var names []string
+	for kind, ids := range byKind {
+		names = append(names, fmt.Sprintf("%s (%s)", kind, strings.Join(ids, ", ")))
+	}
+	slices.Sort(names)
+	return names
 }
 
 // warnRestoredWithLess logs, at ERROR, a node restored from a backup whose
@@ -129,11 +146,12 @@ func strongerOnly(ctx context.Context, st storage.Store, rec runtime.NodeRecord)
 // restore revokes their registrations, so awaitSameSecurity, which
 // compares with the live ones, no longer sees what the cluster asked. A
 // compose restore run with -f, which replaces COMPOSE_FILE, drops the
-// TLS overlay so, and the restored cluster serves its data to anyone. A log, not a refusal: restoring a backup into a
-// differently secured cluster (a test copy) is the operator's to decide,
-// and the records are gone once the first node revokes them, so that a
-// refusal would hold only until the next start. It reads them before its
-// own revocation; nodes restored together each log it if they read first.
+// TLS overlay so, and the restored cluster serves its data to anyone. A
+// log, not a refusal: restoring a backup into a differently secured
+// cluster (a test copy) is the operator's to decide, and the records are
+// gone once the first node revokes them, so that a refusal would hold
+// only until the next start. It reads them before its own revocation;
+// nodes restored together each log it if they read first.
 func (n *Node) warnRestoredWithLess(ctx context.Context, mine string) {
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -142,25 +160,17 @@ func (n *Node) warnRestoredWithLess(ctx context.Context, mine string) {
 		n.log.Warn("could not read the restored snapshot's node records to compare their security with this node's", zap.Error(err))
 		return
 	}
-	theirs := map[string][]string{}
-	for _, kv := range resp.Kvs {
-		var r runtime.NodeRecord
-		if json.Unmarshal(kv.Value, &r) != nil || r.Security == "" {
-			continue
-		}
-		if !weaker(mine, r.Security) {
-			return
-		}
-		theirs[r.Security] = append(theirs[r.Security], r.NodeID)
+	records := make([][]byte, len(resp.Kvs))
+	for i, kv := range resp.Kvs {
+		records[i] = kv.Value
 	}
+	// No self to leave out: the backup's record of this node's ID is of
+	// the cluster that was, and counts as theirs.
+	theirs := allStronger(records, mine, "")
 	if len(theirs) == 0 {
 		return
 	}
-	var names []string
-	for kind, ids := range theirs {
-		names = append(names, fmt.Sprintf("%s (%s)", kind, strings.Join(ids, ", ")))
-	}
-	slices.Sort(names)
+	names := securityNames(theirs)
 	n.log.Error(fmt.Sprintf("restored from a backup of a cluster secured with more than this node: its nodes secured their gRPC port as %s, this one as %s; unless that is meant, stop every node and start them with the cluster's --tls-cert, --tls-key, --tls-client-ca and --token (with compose, every overlay the cluster runs with: docs/deploy.md, \"Backup and restore\")", strings.Join(names, "; "), mine),
 		zap.Strings("backup_security", names), zap.String("security", mine))
 }
