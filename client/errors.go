@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/internal/optjson"
 	"github.com/rivet-go/rivet/internal/rpcerr"
 )
 
@@ -153,7 +154,7 @@ func marshalArgs(args []any) (json.RawMessage, error) {
 	}
 	var b []byte
 	for i, a := range args {
-		v, err := marshal(fmt.Sprintf("argument %d", i+1), a)
+		v, err := optjson.Encode(fmt.Sprintf("argument %d", i+1), a)
 		if err != nil {
 			return nil, err
 		}
@@ -165,20 +166,4 @@ func marshalArgs(args []any) (json.RawMessage, error) {
 		b = append(b, v...)
 	}
 	return append(b, ']'), nil
-}
-
-// marshal encodes a payload, failing with rivet.ErrInvalidArgument before
-// anything is sent.
-func marshal(what string, v any) (json.RawMessage, error) {
-	if raw, ok := v.(json.RawMessage); ok {
-		if !json.Valid(raw) {
-			return nil, rivet.Errorf(rivet.ErrInvalidArgument, "%s is not valid JSON", what)
-		}
-		return raw, nil
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, rivet.Errorf(rivet.ErrInvalidArgument, "%s does not marshal to JSON: %v", what, err)
-	}
-	return b, nil
 }

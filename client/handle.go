@@ -212,7 +212,7 @@ func (h *ActorHandle) SendWith(ctx context.Context, queue string, body any, opts
 		// 30 s, and beyond that the node named its wire field.
 		return SendResult{}, rivet.Errorf(rivet.ErrInvalidArgument, "timeout must not be negative, not %s", timeout)
 	}
-	b, err := marshal("message body", body)
+	b, err := optjson.Encode("message body", body)
 	if err != nil {
 		return SendResult{}, err
 	}

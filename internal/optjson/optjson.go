@@ -1,7 +1,8 @@
-// Package optjson holds how a create's optional input becomes the JSON a
-// node takes, shared by the Go client, the client an actor's code gets
-// (runtime) and workflowtest's FakeClient, so that the three send the
-// same input for the same value.
+// Package optjson holds how a payload becomes the JSON a node takes: a
+// create's optional input, shared by the Go client, the client an actor's
+// code gets (runtime) and workflowtest's FakeClient, so that the three
+// send the same input for the same value; and the client's arguments and
+// bodies.
 package optjson
 
 import (
@@ -18,10 +19,18 @@ func Marshal(what string, v any) (json.RawMessage, error) {
 	if v == nil {
 		return nil, nil
 	}
+	if raw, ok := v.(json.RawMessage); ok && raw == nil {
+		return nil, nil
+	}
+	return Encode(what, v)
+}
+
+// Encode returns a payload that is not optional (a call's argument, a
+// message's body) as JSON, what naming it in an error: a json.RawMessage
+// as it is (if it is valid JSON), anything else marshalled (nil as null).
+// An error is rivet.ErrInvalidArgument, before anything is sent.
+func Encode(what string, v any) (json.RawMessage, error) {
 	if raw, ok := v.(json.RawMessage); ok {
-		if raw == nil {
-			return nil, nil
-		}
 		if !json.Valid(raw) {
 			return nil, rivet.Errorf(rivet.ErrInvalidArgument, "%s is not valid JSON", what)
 		}
