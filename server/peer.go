@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	otelcodes "go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
@@ -21,6 +23,7 @@ import (
 	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
 	"github.com/rivet-go/rivet/internal/rpcerr"
 	"github.com/rivet-go/rivet/internal/textcut"
+	"github.com/rivet-go/rivet/internal/tracing"
 	"github.com/rivet-go/rivet/runtime"
 )
 
@@ -38,8 +41,10 @@ type PeerServer struct {
 	log *zap.Logger
 	// maxResponse bounds a response sent on a stream (0: no bound).
 	maxResponse int
-	stopping    chan struct{}
-	stopOnce    sync.Once
+	// tracer, if set (Trace), starts a span for each request served.
+	tracer   trace.Tracer
+	stopping chan struct{}
+	stopOnce sync.Once
 	// active counts the requests taken on every stream and not yet
 	// answered (sent, or given up with their stream).
 	active atomic.Int64
@@ -75,6 +80,15 @@ func (p *PeerServer) Shutdown() { p.stopOnce.Do(func() { close(p.stopping) }) }
 // serves; it returns p.
 func (p *PeerServer) LimitResponses(n int) *PeerServer {
 	p.maxResponse = n
+	return p
+}
+
+// Trace makes p start a server span for each request it serves, a child
+// of the span of the forwarding node's that the request carries (its
+// client's call, or an actor's call to another node's actor), with tp's
+// tracer. Call it before p serves; it returns p.
+func (p *PeerServer) Trace(tp trace.TracerProvider) *PeerServer {
+	p.tracer = tp.Tracer(tracing.ScopeName)
 	return p
 }
 
@@ -380,6 +394,13 @@ func (p *PeerServer) serve(ctx context.Context, req *rivetv1.ForwardRequest, dec
 		out.Status = statusBytes(status.New(codes.Unimplemented, "peer: no forwardable method "+req.GetMethod()))
 		return
 	}
+	if p.tracer != nil {
+		var span trace.Span
+		// Named as the forwarding node's server span is (otelgrpc's).
+		ctx, span = p.tracer.Start(tracing.Extract(ctx, req.GetTraceContext()), strings.TrimPrefix(req.GetMethod(), "/"),
+			trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(tracing.Forwarded.Bool(true)))
+		defer func() { endForwarded(span, out) }()
+	}
 	start := time.Now()
 	resp, err := h(p.srv, ctx, dec, nil)
 	// No gRPC interceptor runs here: without this, an INTERNAL error of a
@@ -408,6 +429,17 @@ func (p *PeerServer) serve(ctx context.Context, req *rivetv1.ForwardRequest, dec
 		return
 	}
 	out.Response = b
+}
+
+// endForwarded ends the span of a forwarded request answered with out.
+func endForwarded(span trace.Span, out *rivetv1.ForwardResponse) {
+	if len(out.GetStatus()) > 0 {
+		var st spb.Status
+		if proto.Unmarshal(out.GetStatus(), &st) == nil {
+			span.SetStatus(otelcodes.Error, codes.Code(st.GetCode()).String()+": "+st.GetMessage())
+		}
+	}
+	span.End()
 }
 
 // statusBytes marshals st for the peer stream. A message that is not
@@ -1084,6 +1116,9 @@ func (c *PeerConn) invoke(ctx context.Context, method string, args, reply any) (
 			req.Chain = v[0]
 		}
 	}
+	// The stream's own metadata is the stream's: each request carries its
+	// caller's trace context, for the owner's spans to join its trace.
+	req.TraceContext = tracing.Inject(ctx)
 	call := peerCalls.Get().(*peerCall)
 	call.sending = false
 	call.deadline, _ = ctx.Deadline()

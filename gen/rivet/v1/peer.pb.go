@@ -128,7 +128,13 @@ type ForwardRequest struct {
 	// says that the sending node stops: the owner ends the waits of the
 	// sends that came on the stream, answering that their messages are
 	// queued (a node that predates it finds no request 0, and ignores it).
-	Cancel        bool `protobuf:"varint,6,opt,name=cancel,proto3" json:"cancel,omitempty"`
+	Cancel bool `protobuf:"varint,6,opt,name=cancel,proto3" json:"cancel,omitempty"`
+	// trace_context is the caller's trace context (W3C traceparent,
+	// tracestate and baggage), for the owner's spans to join the caller's
+	// trace; empty when the caller has none (tracing off). A stream carries
+	// many requests, so this travels per request rather than as the
+	// stream's gRPC metadata.
+	TraceContext  map[string]string `protobuf:"bytes,7,rep,name=trace_context,json=traceContext,proto3" json:"trace_context,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -205,6 +211,13 @@ func (x *ForwardRequest) GetCancel() bool {
 	return false
 }
 
+func (x *ForwardRequest) GetTraceContext() map[string]string {
+	if x != nil {
+		return x.TraceContext
+	}
+	return nil
+}
+
 type ForwardResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// id is the request's id.
@@ -276,7 +289,7 @@ const file_rivet_v1_peer_proto_rawDesc = "" +
 	"\x15ForwardBatchesRequest\x124\n" +
 	"\brequests\x18\x01 \x03(\v2\x18.rivet.v1.ForwardRequestR\brequests\"Q\n" +
 	"\x16ForwardBatchesResponse\x127\n" +
-	"\tresponses\x18\x01 \x03(\v2\x19.rivet.v1.ForwardResponseR\tresponses\"\x9f\x01\n" +
+	"\tresponses\x18\x01 \x03(\v2\x19.rivet.v1.ForwardResponseR\tresponses\"\xb1\x02\n" +
 	"\x0eForwardRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x16\n" +
 	"\x06method\x18\x02 \x01(\tR\x06method\x12\x18\n" +
@@ -284,7 +297,11 @@ const file_rivet_v1_peer_proto_rawDesc = "" +
 	"\x05chain\x18\x04 \x01(\tR\x05chain\x12\x1d\n" +
 	"\n" +
 	"timeout_ms\x18\x05 \x01(\x03R\ttimeoutMs\x12\x16\n" +
-	"\x06cancel\x18\x06 \x01(\bR\x06cancel\"U\n" +
+	"\x06cancel\x18\x06 \x01(\bR\x06cancel\x12O\n" +
+	"\rtrace_context\x18\a \x03(\v2*.rivet.v1.ForwardRequest.TraceContextEntryR\ftraceContext\x1a?\n" +
+	"\x11TraceContextEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"U\n" +
 	"\x0fForwardResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x1a\n" +
 	"\bresponse\x18\x02 \x01(\fR\bresponse\x12\x16\n" +
@@ -305,25 +322,27 @@ func file_rivet_v1_peer_proto_rawDescGZIP() []byte {
 	return file_rivet_v1_peer_proto_rawDescData
 }
 
-var file_rivet_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_rivet_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
 var file_rivet_v1_peer_proto_goTypes = []any{
 	(*ForwardBatchesRequest)(nil),  // 0: rivet.v1.ForwardBatchesRequest
 	(*ForwardBatchesResponse)(nil), // 1: rivet.v1.ForwardBatchesResponse
 	(*ForwardRequest)(nil),         // 2: rivet.v1.ForwardRequest
 	(*ForwardResponse)(nil),        // 3: rivet.v1.ForwardResponse
+	nil,                            // 4: rivet.v1.ForwardRequest.TraceContextEntry
 }
 var file_rivet_v1_peer_proto_depIdxs = []int32{
 	2, // 0: rivet.v1.ForwardBatchesRequest.requests:type_name -> rivet.v1.ForwardRequest
 	3, // 1: rivet.v1.ForwardBatchesResponse.responses:type_name -> rivet.v1.ForwardResponse
-	0, // 2: rivet.v1.PeerService.ForwardBatches:input_type -> rivet.v1.ForwardBatchesRequest
-	2, // 3: rivet.v1.PeerService.Forward:input_type -> rivet.v1.ForwardRequest
-	1, // 4: rivet.v1.PeerService.ForwardBatches:output_type -> rivet.v1.ForwardBatchesResponse
-	3, // 5: rivet.v1.PeerService.Forward:output_type -> rivet.v1.ForwardResponse
-	4, // [4:6] is the sub-list for method output_type
-	2, // [2:4] is the sub-list for method input_type
-	2, // [2:2] is the sub-list for extension type_name
-	2, // [2:2] is the sub-list for extension extendee
-	0, // [0:2] is the sub-list for field type_name
+	4, // 2: rivet.v1.ForwardRequest.trace_context:type_name -> rivet.v1.ForwardRequest.TraceContextEntry
+	0, // 3: rivet.v1.PeerService.ForwardBatches:input_type -> rivet.v1.ForwardBatchesRequest
+	2, // 4: rivet.v1.PeerService.Forward:input_type -> rivet.v1.ForwardRequest
+	1, // 5: rivet.v1.PeerService.ForwardBatches:output_type -> rivet.v1.ForwardBatchesResponse
+	3, // 6: rivet.v1.PeerService.Forward:output_type -> rivet.v1.ForwardResponse
+	5, // [5:7] is the sub-list for method output_type
+	3, // [3:5] is the sub-list for method input_type
+	3, // [3:3] is the sub-list for extension type_name
+	3, // [3:3] is the sub-list for extension extendee
+	0, // [0:3] is the sub-list for field type_name
 }
 
 func init() { file_rivet_v1_peer_proto_init() }
@@ -337,7 +356,7 @@ func file_rivet_v1_peer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rivet_v1_peer_proto_rawDesc), len(file_rivet_v1_peer_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   4,
+			NumMessages:   5,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1,0 +1,108 @@
+// Package tracing holds what the node, the server, the runtime and the
+// client share of OpenTelemetry tracing: the instrumentation's name, the
+// propagator, the spans' attribute keys, the gRPC stats handlers, and the
+// carrying of a trace context in a forwarded request (which travels on a
+// long-lived peer stream, not as a call of its own with its own metadata).
+//
+// Tracing is off unless a node or client is given a TracerProvider: then
+// nothing here runs on a call's path.
+package tracing
+
+import (
+	"context"
+	"strings"
+
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/baggage"
+	"go.opentelemetry.io/otel/codes"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc/stats"
+)
+
+// ScopeName names the tracer of the node's own spans.
+const ScopeName = "github.com/rivet-go/rivet"
+
+// Propagator carries W3C trace context and baggage. It is fixed rather
+// than otel's global one, whose default propagates nothing: a program that
+// never called otel.SetTextMapPropagator would start a new trace at every
+// hop.
+var Propagator propagation.TextMapPropagator = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
+
+// The spans' attribute keys.
+const (
+	ActorName = attribute.Key("rivet.actor.name")
+	ActorKey  = attribute.Key("rivet.actor.key")
+	Action    = attribute.Key("rivet.action")
+	Queue     = attribute.Key("rivet.queue")
+	StepPath  = attribute.Key("rivet.workflow.step")
+	Attempt   = attribute.Key("rivet.workflow.attempt")
+	Forwarded = attribute.Key("rivet.forwarded")
+	NodeID    = attribute.Key("rivet.node.id")
+)
+
+// Actor returns the attributes naming an actor.
+func Actor(name string, key []string) []attribute.KeyValue {
+	return []attribute.KeyValue{ActorName.String(name), ActorKey.StringSlice(key)}
+}
+
+// End ends span with err's status: an error status with its message, or
+// unset on success.
+func End(span trace.Span, err error) {
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
+}
+
+// Inject returns ctx's trace context (and baggage) for a forwarded
+// request, nil if it has none: what a node with tracing off, or a call
+// outside any trace, sends.
+func Inject(ctx context.Context) map[string]string {
+	if !trace.SpanContextFromContext(ctx).IsValid() && baggage.FromContext(ctx).Len() == 0 {
+		return nil
+	}
+	carrier := propagation.MapCarrier{}
+	Propagator.Inject(ctx, carrier)
+	if len(carrier) == 0 {
+		return nil
+	}
+	return carrier
+}
+
+// Extract returns ctx with the trace context of a forwarded request
+// (Inject's), as the parent of the spans started in it. It takes the
+// place of any span ctx holds: the stream's, which is not the request's.
+func Extract(ctx context.Context, carrier map[string]string) context.Context {
+	if len(carrier) == 0 {
+		return trace.ContextWithSpan(ctx, nil)
+	}
+	return Propagator.Extract(trace.ContextWithSpan(ctx, nil), propagation.MapCarrier(carrier))
+}
+
+// traced says whether a node's gRPC method gets a server span: the
+// ActorService's and the AdminService's. Not the PeerService's, whose
+// streams live as long as their connections and carry other calls'
+// requests (each of which gets a span of its own, PeerServer), nor
+// health checks and reflection, which load balancers and tools send
+// every few seconds.
+func traced(info *stats.RPCTagInfo) bool {
+	return strings.HasPrefix(info.FullMethodName, "/rivet.v1.ActorService/") || strings.HasPrefix(info.FullMethodName, "/rivet.v1.AdminService/")
+}
+
+// ServerHandler is the gRPC stats handler of a node with tracing on: a
+// server span for each client call, a child of the caller's span when the
+// call carries one (W3C traceparent metadata).
+func ServerHandler(tp trace.TracerProvider) stats.Handler {
+	return otelgrpc.NewServerHandler(otelgrpc.WithTracerProvider(tp), otelgrpc.WithPropagators(Propagator),
+		otelgrpc.WithMeterProvider(metricnoop.NewMeterProvider()), otelgrpc.WithFilter(traced))
+}
+
+// ClientHandler is the gRPC stats handler of a client with tracing on: a
+// client span for each call, whose context the call carries to the node.
+func ClientHandler(tp trace.TracerProvider) stats.Handler {
+	return otelgrpc.NewClientHandler(otelgrpc.WithTracerProvider(tp), otelgrpc.WithPropagators(Propagator),
+		otelgrpc.WithMeterProvider(metricnoop.NewMeterProvider()))
+}
