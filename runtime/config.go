@@ -4,6 +4,7 @@ import (
 	"errors"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/rivet-go/rivet/internal/defaults"
@@ -123,6 +124,10 @@ type Config struct {
 	// Observer receives the durations of turns and calls (for metrics).
 	// Default: none.
 	Observer Observer
+	// Tracer, if set, traces actions, workflow step attempts, and the
+	// calls and sends actors make (docs/deploy.md, "Tracing"). Nil: no
+	// spans, at no cost.
+	Tracer trace.Tracer
 }
 
 // DefaultConfig returns the defaults, matching the original engine's.

@@ -27,10 +27,12 @@ import (
 	"github.com/rivet-go/rivet/internal/optjson"
 	"github.com/rivet-go/rivet/internal/rpcerr"
 	"github.com/rivet-go/rivet/internal/sizes"
+	"github.com/rivet-go/rivet/internal/tracing"
 	"github.com/rivet-go/rivet/internal/typesets"
 	"github.com/rivet-go/rivet/placement"
 	"github.com/rivet-go/rivet/storage"
 	"github.com/rivet-go/rivet/workflow"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
@@ -1263,7 +1265,7 @@ func (h *Host) Call(ctx context.Context, req CallRequest) (_ json.RawMessage, er
 
 // call is Call's body. It sets *actor and *action to the actor's and the
 // action's registered names once it knows them, for the Observer.
-func (h *Host) call(ctx context.Context, req CallRequest, actor, action *string) (json.RawMessage, error) {
+func (h *Host) call(ctx context.Context, req CallRequest, actor, action *string) (_ json.RawMessage, err error) {
 	sp, err := h.spec(req.Ref)
 	if err != nil {
 		return nil, err
@@ -1274,6 +1276,14 @@ func (h *Host) call(ctx context.Context, req CallRequest, actor, action *string)
 		return nil, rivet.Errorf(rivet.ErrUnknownAction, "actor %s has no action %q (it has %s)", sp.Name, req.Action, knownNames(sp.Actions))
 	}
 	*action = req.Action
+	if tr := h.cfg.Tracer; tr != nil {
+		var span trace.Span
+		// The action's context carries the span: the calls its code
+		// makes with it are its children, on whatever node they run.
+		ctx, span = tr.Start(ctx, "rivet.action "+sp.Name+"."+req.Action, trace.WithAttributes(
+			tracing.ActorName.String(sp.Name), tracing.ActorKey.StringSlice(req.Ref.Key), tracing.Action.String(req.Action)))
+		defer func() { tracing.End(span, err) }()
+	}
 	if req.ReadOnly && !act.ReadOnly {
 		return nil, rivet.Reasonf(rivet.ErrFailedPrecondition, "actor", "not_read_only", "action %s of %s is not read-only (not declared with rivet.Query or rivet.QueryArg): call it as a plain call, whose outcome is unknown if its connection breaks", req.Action, sp.Name)
 	}
@@ -3084,7 +3094,7 @@ func (hh *hostHandle) Query(ctx context.Context, action string, args ...any) (js
 	return hh.call(ctx, action, true, "", args)
 }
 
-func (hh *hostHandle) call(ctx context.Context, action string, readOnly bool, key string, args []any) (json.RawMessage, error) {
+func (hh *hostHandle) call(ctx context.Context, action string, readOnly bool, key string, args []any) (_ json.RawMessage, err error) {
 	raw, err := rivet.MarshalArgs(args...)
 	if err != nil {
 		return nil, err
@@ -3100,6 +3110,12 @@ func (hh *hostHandle) call(ctx context.Context, action string, readOnly bool, ke
 		return nil, err
 	}
 	req := CallRequest{Ref: hh.ref, Action: action, Args: raw, CreateIfMissing: hh.create, Chain: Chain{ID: hh.c.callChain()}, ReadOnly: readOnly, IdempotencyKey: key}
+	if tr := hh.c.h.cfg.Tracer; tr != nil {
+		var span trace.Span
+		ctx, span = tr.Start(ctx, "rivet.call "+hh.ref.Name+"."+action, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
+			tracing.ActorName.String(hh.ref.Name), tracing.ActorKey.StringSlice(hh.ref.Key), tracing.Action.String(action)))
+		defer func() { tracing.End(span, err) }()
+	}
 	if r := hh.c.h.remoteFor(hh.ref, hh.c.from, hh.c.chain); r != nil {
 		return r.Call(ctx, req)
 	}
@@ -3233,7 +3249,7 @@ func waitCut(ctx context.Context) <-chan struct{} {
 	return cut
 }
 
-func (hh *hostHandle) send(ctx context.Context, queue string, body any, wait bool, timeout time.Duration, key string, requireRunning bool) (rivet.SendResult, error) {
+func (hh *hostHandle) send(ctx context.Context, queue string, body any, wait bool, timeout time.Duration, key string, requireRunning bool) (_ rivet.SendResult, err error) {
 	b, err := json.Marshal(body)
 	if err != nil {
 		return rivet.SendResult{}, rivet.Errorf(rivet.ErrInvalidArgument, "message body does not marshal to JSON: %v", err)
@@ -3247,6 +3263,12 @@ func (hh *hostHandle) send(ctx context.Context, queue string, body any, wait boo
 		return rivet.SendResult{}, err
 	}
 	req := SendRequest{Ref: hh.ref, Queue: queue, Body: b, CreateIfMissing: hh.create, Wait: wait, Timeout: timeout, Chain: Chain{ID: hh.c.callChain()}, IdempotencyKey: key, RequireRunning: requireRunning}
+	if tr := hh.c.h.cfg.Tracer; tr != nil {
+		var span trace.Span
+		ctx, span = tr.Start(ctx, "rivet.send "+hh.ref.Name+"."+queue, trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(
+			tracing.ActorName.String(hh.ref.Name), tracing.ActorKey.StringSlice(hh.ref.Key), tracing.Queue.String(queue)))
+		defer func() { tracing.End(span, err) }()
+	}
 	if r := hh.c.h.remoteFor(hh.ref, hh.c.from, hh.c.chain); r != nil {
 		return r.Send(ctx, req)
 	}

@@ -20,8 +20,10 @@ import (
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/caller"
 	"github.com/rivet-go/rivet/internal/errtext"
+	"github.com/rivet-go/rivet/internal/tracing"
 	"github.com/rivet-go/rivet/storage"
 	"github.com/rivet-go/rivet/workflow"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 )
 
@@ -1064,6 +1066,22 @@ func (w *wfHost) MayRunBody() error {
 
 // BodyEnded counts a Do body MayRunBody let start as ended.
 func (w *wfHost) BodyEnded() { w.r.bodyEnded() }
+
+// TraceStep implements workflow.StepTracer: a span for each step attempt,
+// whose context the body's calls carry to the actors they call.
+func (w *wfHost) TraceStep(ctx context.Context, path string, attempt int) (context.Context, func(error)) {
+	tr := w.a.h.cfg.Tracer
+	if tr == nil {
+		return ctx, func(error) {}
+	}
+	// Named by the actor only: a path in a loop names each iteration.
+	ctx, span := tr.Start(ctx, "rivet.step "+w.a.ref.Name, trace.WithAttributes(
+		tracing.ActorName.String(w.a.ref.Name), tracing.ActorKey.StringSlice(w.a.ref.Key),
+		tracing.StepPath.String(path), tracing.Attempt.Int(attempt)))
+	return ctx, func(err error) { tracing.End(span, err) }
+}
+
+var _ workflow.StepTracer = (*wfHost)(nil)
 
 // StepStarted implements workflow.StepObserver: the step's body runs.
 func (w *wfHost) StepStarted(path string, attempt, maxAttempts int, at time.Time, lastErr string) {

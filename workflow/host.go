@@ -369,6 +369,18 @@ type BodyTracker interface {
 	BodyEnded()
 }
 
+// StepTracer is an optional interface of a Host that traces step attempts
+// (a node's, with tracing on). TraceStep is called from the step's thread
+// as attempt (from 1) of the step at path starts its body, with the
+// context the body would run in; the body runs in the context it returns
+// (which must end when ctx does), and end is called once with the
+// attempt's error (nil: success) when the body has returned. A replay,
+// which runs no body, calls neither; nor does a rollback handler's
+// attempt.
+type StepTracer interface {
+	TraceStep(ctx context.Context, path string, attempt int) (_ context.Context, end func(error))
+}
+
 // StepObserver is an optional interface of a Host that shows which steps
 // a run has in flight (Temporal's pending activities): the driver tells it
 // when a step's body starts and ends, and when a step waits out the

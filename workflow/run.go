@@ -56,6 +56,9 @@ func Start[S any](ctx context.Context, fn func(*Ctx[S]) error, host Host, histor
 		if so, ok := host.(StepObserver); ok && !r.replay {
 			r.observer = so
 		}
+		if st, ok := host.(StepTracer); ok && !r.replay {
+			r.tracer = st
+		}
 		if am, ok := host.(AttemptMarker); ok && !r.replay {
 			r.marker = am
 		}
@@ -169,6 +172,8 @@ type run struct {
 	// observer is the host's StepObserver, nil if none (or a replay's,
 	// which runs no body).
 	observer StepObserver
+	// tracer is the host's StepTracer, nil if none (or a replay's).
+	tracer StepTracer
 	// marker is the host's AttemptMarker, nil if none (or a replay's).
 	marker AttemptMarker
 	ctx    context.Context // done on eviction (the caller's ctx) or abort

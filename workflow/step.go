@@ -303,12 +303,21 @@ func (x *cx) attempt(path string, seq, n int, sp stepSpec, lastErr string) (*Ent
 		if o := t.r.observer; o != nil {
 			o.StepStarted(path, n, res.pol.maxRetries+1, start, res.lastErr)
 		}
+		parent, traced := t.ctx, func(error) {}
+		if tr := t.r.tracer; tr != nil {
+			parent, traced = tr.TraceStep(t.ctx, path, n)
+		}
 		// t.r, not r: fn captures x too (closed), and one more word would
 		// take it to a larger size class, on every step.
-		out, err, timedOut, late := runBodyIn(&res.ctx, t.ctx, res.pol.timeout, t.r.host, func(ctx context.Context) (json.RawMessage, error) {
+		out, err, timedOut, late := runBodyIn(&res.ctx, parent, res.pol.timeout, t.r.host, func(ctx context.Context) (json.RawMessage, error) {
 			return res.body.run(env, ctx, n)
 		})
 		exited = false
+		if timedOut && err == nil {
+			traced(context.DeadlineExceeded)
+		} else {
+			traced(err)
+		}
 		if o := t.r.observer; o != nil {
 			o.StepIdle(path)
 		}
