@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
@@ -31,6 +33,7 @@ import (
 	"github.com/rivet-go/rivet/internal/certs"
 	"github.com/rivet-go/rivet/internal/optjson"
 	"github.com/rivet-go/rivet/internal/rpcerr"
+	"github.com/rivet-go/rivet/internal/tracing"
 )
 
 // DefaultEndpoint is where a node listens unless configured otherwise.
@@ -185,6 +188,22 @@ func WithDirectRouting(interval time.Duration) Option {
 // run.
 func WithDialOptions(opts ...grpc.DialOption) Option {
 	return func(o *options) { o.dial = append(o.dial, opts...) }
+}
+
+// WithTracing makes the client trace its calls with OpenTelemetry: a
+// client span for each gRPC call (each attempt of a retried call), whose
+// W3C trace context goes to the node with the call, so that the node's
+// spans (docs/deploy.md, "Tracing"), those of the node it forwards the
+// call to included, join the caller's trace. tp nil: otel's global
+// provider. The context is sent whatever otel's global propagator is (its
+// default sends nothing).
+func WithTracing(tp trace.TracerProvider) Option {
+	return func(o *options) {
+		if tp == nil {
+			tp = otel.GetTracerProvider()
+		}
+		o.dial = append(o.dial, grpc.WithStatsHandler(tracing.ClientHandler(tp)))
+	}
 }
 
 // WithRetry sets how long the client keeps retrying a call that failed

@@ -9,6 +9,7 @@ import (
 	"github.com/rivet-go/rivet/cluster"
 	"github.com/rivet-go/rivet/placement"
 	"github.com/rivet-go/rivet/runtime"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 )
 
@@ -174,6 +175,22 @@ type Config struct {
 	// pending revert would fight the others' (a node's stop reverting the
 	// level of nodes still running).
 	LogLevel *zap.AtomicLevel
+
+	// OTLPEndpoint turns OpenTelemetry tracing on (docs/deploy.md,
+	// "Tracing"): the node sends its spans to an OTLP/gRPC collector at
+	// this address, host:port (plaintext) or a URL (http:// plaintext,
+	// https:// TLS against the system's roots), in batches, as service
+	// "rivet-node" (OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES
+	// override), and flushes what it holds on Stop. The exporter's other
+	// OTEL_EXPORTER_OTLP_* variables (headers, timeout) and the sampler's
+	// (OTEL_TRACES_SAMPLER) apply. Empty, with TracerProvider nil: no
+	// tracing, at no cost to a call.
+	OTLPEndpoint string
+	// TracerProvider, if set, is where the node's spans go instead
+	// (OTLPEndpoint is then ignored): for a program that embeds the node
+	// and has a provider of its own, or a test's in-memory one. The node
+	// does not shut it down.
+	TracerProvider trace.TracerProvider
 }
 
 // DefaultConfig returns the configuration of a node that runs alone on

@@ -201,6 +201,7 @@ func ParseFlags(name string, args []string, out io.Writer) (Config, error) {
 	p.boolean(&cfg.Runtime.CheckQueries, "check-queries", false, "fail a read-only action (rivet.Query) that changes its actor's state, and undo the change (costs two encodings of the state a query: for tests and staging)")
 	p.str(&logLevel, "log-level", "info", "debug, info, warn or error; rivetctl log-level changes it while the node runs, until a restart (the embedded etcd logs warnings and up, within it; memberlist follows it)")
 	p.str(&logFormat, "log-format", "console", "console or json")
+	p.str(&cfg.OTLPEndpoint, "otlp-endpoint", otlpEndpointFromEnv(), "OTLP/gRPC collector (host:port, plaintext; or an http:// or https:// URL) to send OpenTelemetry traces to (default: $OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, else $OTEL_EXPORTER_OTLP_ENDPOINT; none: tracing off)")
 	refused := func(err error) error {
 		fmt.Fprintf(out, "%s: %v (%s -h lists the flags)\n", name, err, name)
 		return &FlagError{Err: err}
@@ -286,6 +287,16 @@ func ParseFlags(name string, args []string, out io.Writer) (Config, error) {
 	cfg.Logger, cfg.LogLevel = log, &level
 	cfg.logJSON = logFormat == "json"
 	return cfg, nil
+}
+
+// otlpEndpointFromEnv is the collector OpenTelemetry's standard variables
+// name, "" if none: they turn tracing on as --otlp-endpoint does, as they
+// would in any program instrumented with OpenTelemetry.
+func otlpEndpointFromEnv() string {
+	if v := os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"); v != "" {
+		return v
+	}
+	return os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT")
 }
 
 func splitList(s string) []string {

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.etcd.io/etcd/client/pkg/v3/fileutil"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"google.golang.org/grpc"
@@ -33,6 +34,7 @@ import (
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/cluster"
 	"github.com/rivet-go/rivet/internal/buildinfo"
+	"github.com/rivet-go/rivet/internal/tracing"
 	"github.com/rivet-go/rivet/runtime"
 	"github.com/rivet-go/rivet/server"
 	"github.com/rivet-go/rivet/storage"
@@ -147,6 +149,13 @@ type Node struct {
 	// drainChecked, a test hook (nil otherwise), runs in a drain of this
 	// node between its check that another node is eligible and its write.
 	drainChecked func()
+
+	// tracer is where the node's spans go (nil: tracing is off, and
+	// nothing of it is installed); stopTracing flushes and stops the
+	// provider the node made for Config.OTLPEndpoint (nil if it made
+	// none).
+	tracer      trace.TracerProvider
+	stopTracing func(context.Context) error
 }
 
 // Ownership is the runtime's ownership, aliased so that callers of node
@@ -373,6 +382,9 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 	if err != nil {
 		return nil, err
 	}
+	if n.tracer, n.stopTracing, err = startTracing(ctx, n.cfg); err != nil {
+		return nil, err
+	}
 
 	// Listeners first, so that a port in use fails fast and ":0" resolves
 	// to the address the node advertises.
@@ -549,6 +561,9 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 	rc := cfg.Runtime
 	rc.NodeID, rc.Partitions, rc.Logger = n.cfg.NodeID, parts, n.log
 	rc.Observer = n.metrics
+	if n.tracer != nil {
+		rc.Tracer = n.tracer.Tracer(tracing.ScopeName)
+	}
 	if n.host, err = runtime.New(rc, reg, n.store, n.committer, n.own); err != nil {
 		return nil, err
 	}
@@ -604,11 +619,20 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 	opts = append(opts, sec.server...)
 	opts = append(opts, server.ServerOptions(limits)...)
 	opts = append(opts, grpc.ChainUnaryInterceptor(server.ForwardingInterceptor(n.view)))
+	if n.tracer != nil {
+		// A stats handler, not an interceptor: its span begins before
+		// the token check and the forwarding, which it then covers,
+		// and the forwarded request carries its context.
+		opts = append(opts, grpc.StatsHandler(tracing.ServerHandler(n.tracer)))
+	}
 	n.grpcServer = grpc.NewServer(opts...)
 	srv := server.New(backend{n.host, n}, server.WithLimits(limits), server.WithLogger(n.log), server.WithRouter(n.view))
 	srv.Register(n.grpcServer)
 	n.srv = srv
 	n.peers = server.NewPeerServer(srv).LimitResponses(limits.MaxForwardedResponseBytes())
+	if n.tracer != nil {
+		n.peers.Trace(n.tracer)
+	}
 	n.peers.Register(n.grpcServer)
 	hs := health.NewServer()
 	// NOT_SERVING (and /readyz 503) until the partitions settle below:
@@ -1031,6 +1055,17 @@ func (n *Node) closeAll() {
 	}
 	if n.view != nil {
 		n.view.close()
+	}
+	if n.stopTracing != nil {
+		// After the host and the gRPC server: their last spans have
+		// ended, and are flushed with the rest. Bounded, as a collector
+		// that is gone would hold the stop for the exporter's timeout.
+		ctx, cancel := context.WithTimeout(context.Background(), tracingFlushTimeout)
+		if err := n.stopTracing(ctx); err != nil {
+			n.log.Warn("tracing: could not flush the last spans", zap.Error(err))
+		}
+		cancel()
+		n.stopTracing = nil
 	}
 	if n.store != nil {
 		_ = n.store.Close()
