@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +17,10 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
 
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/client"
@@ -296,5 +302,78 @@ func TestTracingOffMakesNoSpans(t *testing.T) {
 	})
 	if spans := global.spans.Ended(); len(spans) > 0 {
 		t.Fatalf("nodes with tracing off made %d spans, the first %q", len(spans), spans[0].Name())
+	}
+}
+
+// otlpCollector is an OTLP/gRPC trace collector that keeps what it is sent.
+type otlpCollector struct {
+	coltracepb.UnimplementedTraceServiceServer
+	mu    sync.Mutex
+	spans []*tracepb.ResourceSpans
+}
+
+func (c *otlpCollector) Export(_ context.Context, req *coltracepb.ExportTraceServiceRequest) (*coltracepb.ExportTraceServiceResponse, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.spans = append(c.spans, req.GetResourceSpans()...)
+	return &coltracepb.ExportTraceServiceResponse{}, nil
+}
+
+// With --otlp-endpoint, a node exports its spans to the collector there,
+// as service rivet-node with its node ID and build, and flushes what its
+// batches still hold as it stops: a call's spans reach the collector
+// though the node stopped right after it.
+func TestTracingExportsToAnOTLPCollectorAndFlushesOnStop(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	col := &otlpCollector{}
+	gs := grpc.NewServer()
+	coltracepb.RegisterTraceServiceServer(gs, col)
+	served := make(chan struct{})
+	go func() { defer close(served); _ = gs.Serve(lis) }()
+	t.Cleanup(func() { gs.Stop(); <-served })
+
+	reg, err := rivet.Setup(tracedCounter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cfg := DefaultLocalConfig(t.TempDir())
+	cfg.NodeID, cfg.HTTPAddr, cfg.GossipAddr, cfg.Logger = "traced", "-", "-", zap.NewNop()
+	cfg.OTLPEndpoint = lis.Addr().String()
+	n := StartForTest(t, ctx, cfg, reg)
+	c, err := client.New(n.GRPCAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if got, err := rivet.Call[int](ctx, c.GetOrCreate("tcounter", "x"), "add", 1); err != nil || got != 1 {
+		t.Fatalf("add = %d, %v", got, err)
+	}
+	if err := n.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	col.mu.Lock()
+	defer col.mu.Unlock()
+	var names []string
+	for _, rs := range col.spans {
+		attrs := map[string]string{}
+		for _, kv := range rs.GetResource().GetAttributes() {
+			attrs[kv.GetKey()] = kv.GetValue().GetStringValue()
+		}
+		if attrs["service.name"] != "rivet-node" || attrs["service.instance.id"] != "traced" || attrs["rivet.node.id"] != "traced" || attrs["service.version"] == "" {
+			t.Errorf("resource %v, want service rivet-node of node traced with its build", attrs)
+		}
+		for _, ss := range rs.GetScopeSpans() {
+			for _, s := range ss.GetSpans() {
+				names = append(names, s.GetName())
+			}
+		}
+	}
+	if !slices.Contains(names, "rivet.action tcounter.add") || !slices.Contains(names, "rivet.v1.ActorService/Call") {
+		t.Fatalf("the collector got spans %q, want the call's and its action's", names)
 	}
 }
