@@ -215,3 +215,36 @@ func TestAFailureIsLoggedAsJSONUnderLogFormatJSON(t *testing.T) {
 		}
 	}
 }
+
+// Tracing is off unless asked for: --otlp-endpoint (or RIVET_OTLP_ENDPOINT)
+// turns it on, and so does OpenTelemetry's standard variable, the
+// traces-only one first, as in any program instrumented with it; the flag
+// wins.
+func TestParseFlagsTakesTheOTLPEndpoint(t *testing.T) {
+	for _, env := range []string{"RIVET_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"} {
+		t.Setenv(env, "")
+		os.Unsetenv(env) // t.Setenv puts it back after the test
+	}
+	parse := func(args ...string) string {
+		t.Helper()
+		cfg, err := node.ParseFlags("node", args, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg.OTLPEndpoint
+	}
+	if got := parse(); got != "" {
+		t.Fatalf("OTLP endpoint %q with nothing set, want tracing off", got)
+	}
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4317")
+	if got := parse(); got != "http://collector:4317" {
+		t.Fatalf("OTLP endpoint %q from OTEL_EXPORTER_OTLP_ENDPOINT", got)
+	}
+	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "https://traces:4317")
+	if got := parse(); got != "https://traces:4317" {
+		t.Fatalf("OTLP endpoint %q, want OTEL_EXPORTER_OTLP_TRACES_ENDPOINT's", got)
+	}
+	if got := parse("--otlp-endpoint", "127.0.0.1:4317"); got != "127.0.0.1:4317" {
+		t.Fatalf("OTLP endpoint %q, want the flag's", got)
+	}
+}
