@@ -46,6 +46,18 @@ var tracedCounter = rivet.Actor[traceState]{
 	},
 }
 
+// tracedInbox takes messages, one at a time.
+var tracedInbox = rivet.Actor[traceState]{
+	Name:   "tinbox",
+	Queues: rivet.Queues{"q": rivet.QueueOf[int]()},
+	Run: func(ctx *workflow.Ctx[traceState]) error {
+		return ctx.Loop("take", func(c *workflow.Ctx[traceState]) error {
+			_, err := workflow.Next[int](c, "next")
+			return err
+		})
+	},
+}
+
 // tracedFlow's one step calls the counter keyed "t-" + its own key.
 var tracedFlow = rivet.Actor[traceState]{
 	Name: "tflow",
@@ -119,7 +131,7 @@ func childOf(t *testing.T, child, parent sdktrace.ReadOnlySpan) {
 func tracedNodes(t *testing.T, prefix string, on bool) (context.Context, *Node, *Node, recorder, recorder) {
 	t.Helper()
 	const parts = 8
-	reg, err := rivet.Setup(tracedCounter, tracedFlow)
+	reg, err := rivet.Setup(tracedCounter, tracedFlow, tracedInbox)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,6 +212,17 @@ func TestTracingFollowsCallsAcrossTheForwardingHop(t *testing.T) {
 		failed := rb.await(t, ctx, "b's span of the failed action", named("rivet.action tcounter.fail"))
 		if failed.Status().Code != otelcodes.Error || failed.Status().Description == "" {
 			t.Errorf("failed action's span status %+v, want an error", failed.Status())
+		}
+
+		inbox, _ := ownedRef(t, b, "tinbox", "i")
+		if _, err := rivet.Enqueue(ctx, c.GetOrCreate("tinbox", inbox.Key...), "q", 7); err != nil {
+			t.Fatal(err)
+		}
+		sent := rb.await(t, ctx, "b's span of the forwarded send", named("rivet.v1.ActorService/Send"))
+		enqueued := rb.await(t, ctx, "b's span of the message's enqueue", named("rivet.enqueue tinbox.q"))
+		childOf(t, enqueued, sent)
+		if got := attrOf(enqueued, tracing.Queue).AsString(); got != "q" || enqueued.SpanKind() != trace.SpanKindConsumer {
+			t.Errorf("enqueue span's queue %q, kind %v", got, enqueued.SpanKind())
 		}
 	})
 

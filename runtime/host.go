@@ -1774,7 +1774,7 @@ func (a *activation) resetStateTo(data []byte, failed string) {
 }
 
 // Send appends a message to one of an actor's queues, durably.
-func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
+func (h *Host) Send(ctx context.Context, req SendRequest) (_ SendResult, err error) {
 	if err := h.begin(); err != nil {
 		return SendResult{}, err
 	}
@@ -1786,6 +1786,14 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 	q, ok := sp.Queues[req.Queue]
 	if !ok {
 		return SendResult{}, rivet.Errorf(rivet.ErrUnknownQueue, "actor %s has no queue %q (it has %s)", sp.Name, req.Queue, knownNames(sp.Queues))
+	}
+	if tr := h.cfg.Tracer; tr != nil {
+		var span trace.Span
+		// A consumer span of the message's arrival on its actor's node,
+		// to its commit (and, for a waiting send, its completion).
+		ctx, span = tr.Start(ctx, "rivet.enqueue "+sp.Name+"."+req.Queue, trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(
+			tracing.ActorName.String(sp.Name), tracing.ActorKey.StringSlice(req.Ref.Key), tracing.Queue.String(req.Queue)))
+		defer func() { tracing.End(span, err) }()
 	}
 	if len(req.Body) > h.cfg.MaxMessageBytes {
 		return SendResult{}, rivet.Errorf(rivet.ErrTooLarge, "message for queue %s is %d bytes, the limit is %d", req.Queue, len(req.Body), h.cfg.MaxMessageBytes)
