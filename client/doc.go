@@ -53,4 +53,8 @@
 // could be made, or none became ready before the deadline) did not run:
 // it is retried like any other, and its error, a deadline's included, is
 // not of an unknown outcome.
+//
+// WithTracing traces the client's calls with OpenTelemetry and sends their
+// trace context to the node, whose spans, with tracing on there, join the
+// caller's trace across the forwarding hop (docs/deploy.md, "Tracing").
 package client
