@@ -43,11 +43,6 @@ const (
 	NodeID    = attribute.Key("rivet.node.id")
 )
 
-// Actor returns the attributes naming an actor.
-func Actor(name string, key []string) []attribute.KeyValue {
-	return []attribute.KeyValue{ActorName.String(name), ActorKey.StringSlice(key)}
-}
-
 // End ends span with err's status: an error status with its message, or
 // unset on success.
 func End(span trace.Span, err error) {
