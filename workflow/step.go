@@ -291,6 +291,7 @@ func (x *cx) attempt(path string, seq, n int, sp stepSpec, lastErr string) (*Ent
 			}
 		}
 		exited := true
+		traced := func(error) {}
 		defer func() {
 			if exited {
 				// runtime.Goexit in the body: the thread ends here.
@@ -298,12 +299,13 @@ func (x *cx) attempt(path string, seq, n int, sp stepSpec, lastErr string) (*Ent
 				if o := t.r.observer; o != nil {
 					o.StepIdle(path)
 				}
+				traced(ErrGoexit) // its span too (a second end is none)
 			}
 		}()
 		if o := t.r.observer; o != nil {
 			o.StepStarted(path, n, res.pol.maxRetries+1, start, res.lastErr)
 		}
-		parent, traced := t.ctx, func(error) {}
+		parent := t.ctx
 		if tr := t.r.tracer; tr != nil {
 			parent, traced = tr.TraceStep(t.ctx, path, n)
 		}

@@ -1,0 +1,63 @@
+package runtime_test
+
+import (
+	"context"
+	"runtime"
+	"testing"
+	"time"
+
+	otelcodes "go.opentelemetry.io/otel/codes"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/rivet-go/rivet"
+	rt "github.com/rivet-go/rivet/runtime"
+	"github.com/rivet-go/rivet/workflow"
+)
+
+// A step attempt's span ends with the attempt: a failed one's with an
+// error status, and one whose body called runtime.Goexit (t.Fatal in a
+// test's actor), which ends the step's goroutine, with that error, rather
+// than left open and never exported.
+func TestAStepAttemptsSpanEndsWithItsError(t *testing.T) {
+	type st struct{ N int }
+	a := rivet.Actor[st]{
+		Name: "tracedsteps",
+		Run: func(c *workflow.Ctx[st]) error {
+			err := c.StepWith(workflow.StepOptions{Name: "fails", MaxRetries: workflow.NoRetries}, func(s *workflow.StepCtx[st]) error {
+				return rivet.Errorf(rivet.ErrFailedPrecondition, "refused on purpose")
+			})
+			if err == nil {
+				return nil
+			}
+			return c.Step("exits", func(s *workflow.StepCtx[st]) error {
+				runtime.Goexit()
+				return nil
+			})
+		},
+	}
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	e := newEnv(t, counterReg(t, a), func(c *rt.Config) { c.Tracer = tp.Tracer("test") })
+	if _, _, err := e.host.GetOrCreate(ctx(t), rt.Ref{Name: "tracedsteps", Key: []string{"k"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the workflow to fail", 10*time.Second, func() bool {
+		return inspect(t, e.host, "tracedsteps", "k").WorkflowStatus == rt.WorkflowFailed
+	})
+	status := map[string]otelcodes.Code{}
+	waitFor(t, "both steps' spans to end", 10*time.Second, func() bool {
+		for _, s := range rec.Ended() {
+			for _, kv := range s.Attributes() {
+				if kv.Key == "rivet.workflow.step" {
+					status[kv.Value.AsString()] = s.Status().Code
+				}
+			}
+		}
+		return len(status) == 2
+	})
+	if status["fails"] != otelcodes.Error || status["exits"] != otelcodes.Error {
+		t.Fatalf("step spans' statuses %v, want both errors", status)
+	}
+}
