@@ -1021,7 +1021,7 @@ func (c *PeerConn) send(s *peerStream) {
 }
 
 func requestSize(r *rivetv1.ForwardRequest) int {
-	return len(r.GetRequest()) + len(r.GetMethod()) + len(r.GetChain()) + 32
+	return len(r.GetRequest()) + len(r.GetMethod()) + len(r.GetChain()) + tracing.Size(r.GetTraceContext()) + 32
 }
 
 // receive delivers responses until the stream breaks, then fails every
@@ -1095,13 +1095,18 @@ func (c *PeerConn) invoke(ctx context.Context, method string, args, reply any) (
 		putForwardRequest(req)
 		return false, status.Error(codes.Internal, "peer: marshal request: "+merr.Error())
 	}
-	if c.maxRequest > 0 && len(b) > c.maxRequest {
+	// The stream's own metadata is the stream's: each request carries its
+	// caller's trace context, for the owner's spans to join its trace.
+	// Counted with the request, against the owner's bound, as bounded as
+	// it is (tracing.MaxCarried).
+	tc := tracing.Inject(ctx)
+	if n := len(b) + tracing.Size(tc); c.maxRequest > 0 && n > c.maxRequest {
 		putForwardRequest(req)
-		err := checkSize("request to forward", len(b), c.maxRequest)
+		err := checkSize("request to forward", n, c.maxRequest)
 		st, _ := rpcerr.ToStatus(err)
 		return false, tooLargeToForward{st}
 	}
-	req.Method, req.Request = method, b
+	req.Method, req.Request, req.TraceContext = method, b, tc
 	if err := c.ready(ctx); err != nil {
 		putForwardRequest(req)
 		return false, notSentErr(err)
@@ -1116,9 +1121,6 @@ func (c *PeerConn) invoke(ctx context.Context, method string, args, reply any) (
 			req.Chain = v[0]
 		}
 	}
-	// The stream's own metadata is the stream's: each request carries its
-	// caller's trace context, for the owner's spans to join its trace.
-	req.TraceContext = tracing.Inject(ctx)
 	call := peerCalls.Get().(*peerCall)
 	call.sending = false
 	call.deadline, _ = ctx.Deadline()

@@ -14,7 +14,6 @@ import (
 
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/baggage"
 	"go.opentelemetry.io/otel/codes"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/propagation"
@@ -52,20 +51,52 @@ func End(span trace.Span, err error) {
 	span.End()
 }
 
-// Inject returns ctx's trace context (and baggage) for a forwarded
-// request, nil if it has none: what a node with tracing off, or a call
-// outside any trace, sends.
+// forwarded is what a forwarded request carries of its caller's context:
+// the W3C trace context, not baggage. Baggage is the client's, up to 8 KiB
+// of it, and a forwarded request travels on a peer stream whose messages
+// the owner's transport bounds: a client's baggage could push a request
+// near the bound over it, and break the stream for every call on it.
+var forwarded = propagation.TraceContext{}
+
+// MaxTraceState bounds the tracestate a forwarded request carries; a
+// longer one (W3C allows 32 members of up to 512 bytes) is dropped, the
+// traceparent kept. Vendors' entries are short: a few hundred bytes is
+// what the W3C recommends propagating.
+const MaxTraceState = 512
+
+// Inject returns ctx's trace context (traceparent, and tracestate up to
+// MaxTraceState) for a forwarded request, nil if it has none: what a call
+// outside any trace sends. At most Size(Inject(ctx)) <= MaxCarried.
 func Inject(ctx context.Context) map[string]string {
-	if !trace.SpanContextFromContext(ctx).IsValid() && baggage.FromContext(ctx).Len() == 0 {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
 		return nil
 	}
 	carrier := propagation.MapCarrier{}
-	Propagator.Inject(ctx, carrier)
+	forwarded.Inject(ctx, carrier)
+	if len(carrier[traceStateHeader]) > MaxTraceState {
+		delete(carrier, traceStateHeader)
+	}
 	if len(carrier) == 0 {
 		return nil
 	}
 	return carrier
 }
+
+const traceStateHeader = "tracestate"
+
+// Size is what carrier adds to a marshalled forwarded request, counted
+// as its sender bounds the request (with a few bytes of framing an entry).
+func Size(carrier map[string]string) int {
+	n := 0
+	for k, v := range carrier {
+		n += len(k) + len(v) + 8
+	}
+	return n
+}
+
+// MaxCarried bounds Size(Inject(ctx)): traceparent (55 bytes), tracestate
+// up to MaxTraceState, their names and framing.
+const MaxCarried = 55 + MaxTraceState + len("traceparent") + len(traceStateHeader) + 2*8
 
 // Extract returns ctx with the trace context of a forwarded request
 // (Inject's), as the parent of the spans started in it. It takes the
@@ -74,7 +105,7 @@ func Extract(ctx context.Context, carrier map[string]string) context.Context {
 	if len(carrier) == 0 {
 		return trace.ContextWithSpan(ctx, nil)
 	}
-	return Propagator.Extract(trace.ContextWithSpan(ctx, nil), propagation.MapCarrier(carrier))
+	return forwarded.Extract(trace.ContextWithSpan(ctx, nil), propagation.MapCarrier(carrier))
 }
 
 // traced says whether a node's gRPC method gets a server span: the

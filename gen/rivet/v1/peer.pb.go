@@ -129,8 +129,9 @@ type ForwardRequest struct {
 	// sends that came on the stream, answering that their messages are
 	// queued (a node that predates it finds no request 0, and ignores it).
 	Cancel bool `protobuf:"varint,6,opt,name=cancel,proto3" json:"cancel,omitempty"`
-	// trace_context is the caller's trace context (W3C traceparent,
-	// tracestate and baggage), for the owner's spans to join the caller's
+	// trace_context is the caller's trace context (W3C traceparent, and
+	// tracestate up to 512 bytes; no baggage, which is the client's and
+	// large), for the owner's spans to join the caller's
 	// trace; empty when the caller has none (tracing off). A stream carries
 	// many requests, so this travels per request rather than as the
 	// stream's gRPC metadata.

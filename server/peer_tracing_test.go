@@ -1,0 +1,161 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"go.opentelemetry.io/otel/baggage"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/protobuf/proto"
+
+	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
+	"github.com/rivet-go/rivet/internal/tracing"
+	"github.com/rivet-go/rivet/runtime"
+	"github.com/rivet-go/rivet/server/servertest"
+)
+
+// tracedCtx is ctx in a sampled trace whose context carries tracestate
+// (joined members) and baggage as a client's call may: otelgrpc extracts
+// both from the call's metadata, W3C allowing 32 tracestate members of up
+// to 512 bytes and 8 KiB of baggage.
+func tracedCtx(t *testing.T, ctx context.Context, tracestate string, bag int) (context.Context, trace.SpanContext) {
+	t.Helper()
+	ts, err := trace.ParseTraceState(tracestate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID: trace.TraceID{1, 2, 3}, SpanID: trace.SpanID{4, 5, 6},
+		TraceFlags: trace.FlagsSampled, TraceState: ts, Remote: true,
+	})
+	var members []baggage.Member
+	for i := range bag {
+		m, err := baggage.NewMember(fmt.Sprintf("b%d", i), strings.Repeat("v", 1000))
+		if err != nil {
+			t.Fatal(err)
+		}
+		members = append(members, m)
+	}
+	b, err := baggage.New(members...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return baggage.ContextWithBaggage(trace.ContextWithSpanContext(ctx, sc), b), sc
+}
+
+// hugeTraceState is 32 members of about 450 bytes: some 14 KiB.
+func hugeTraceState() string {
+	var m []string
+	for i := range 32 {
+		m = append(m, fmt.Sprintf("k%02d%s=%s", i, strings.Repeat("a", 200), strings.Repeat("v", 250)))
+	}
+	return strings.Join(m, ",")
+}
+
+// A forwarded call whose caller's context holds all the tracestate and
+// baggage a client may send still reaches the owner, in its trace, when
+// its request is near the owner's bound: the request carries the
+// traceparent and a short tracestate, no baggage, counted within the
+// bound. Carried whole, some 22 KiB of them pushed the request over the
+// owner's transport bound and broke the stream, failing the call and
+// every other call on it.
+func TestAForwardedCallCarriesABoundedTraceContext(t *testing.T) {
+	f := servertest.NewFake()
+	started, release := make(chan struct{}, 1), make(chan struct{})
+	type seen struct {
+		baggage, traceState int
+		parent              trace.SpanContext
+	}
+	got := make(chan seen, 4)
+	f.CallFunc = func(ctx context.Context, req runtime.CallRequest) (json.RawMessage, error) {
+		if req.Action == "block" {
+			started <- struct{}{}
+			<-release
+			return []byte(`1`), nil
+		}
+		sc := trace.SpanContextFromContext(ctx)
+		got <- seen{baggage.FromContext(ctx).Len(), len(sc.TraceState().String()), sc}
+		return []byte(`1`), nil
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(tracetest.NewSpanRecorder()))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	pc, ps := peerPair(t, f) // the peer's transport takes messages up to 4 MiB
+	ps.Trace(tp)
+	maxRequest := 4<<20 - 4<<10
+	pc.LimitRequests(maxRequest)
+	cl := rivetv1.NewActorServiceClient(pc)
+	ref := &rivetv1.ActorRef{Name: "counter", Key: []string{"a"}}
+	errc := make(chan error, 1)
+	go func() {
+		_, err := cl.Call(ctx(t), &rivetv1.CallRequest{Actor: ref, Action: "block", Args: []byte(`[]`)})
+		errc <- err
+	}()
+	<-started
+
+	// A request 1 KiB under the bound: room for the bounded context.
+	req := &rivetv1.CallRequest{Actor: ref, Action: "echo"}
+	n := maxRequest - 1<<10
+	req.Args = []byte(`["` + strings.Repeat("x", n) + `"]`)
+	req.Args = []byte(`["` + strings.Repeat("x", n-(proto.Size(req)-n)) + `"]`)
+	if proto.Size(req) != maxRequest-1<<10 {
+		t.Fatalf("request of %d bytes, want %d", proto.Size(req), maxRequest-1<<10)
+	}
+	callCtx, caller := tracedCtx(t, ctx(t), hugeTraceState(), 8)
+	if _, err := cl.Call(callCtx, req); err != nil {
+		t.Fatalf("forwarded call near the bound with a huge trace context: %v, want its answer", err)
+	}
+	s := <-got
+	if s.baggage != 0 || s.traceState != 0 || s.parent.TraceID() != caller.TraceID() {
+		t.Errorf("owner's action saw baggage of %d members, tracestate of %d bytes, trace %v; want none, none, the caller's %v",
+			s.baggage, s.traceState, s.parent.TraceID(), caller.TraceID())
+	}
+
+	// A short tracestate goes with the traceparent; still no baggage.
+	short := "vendor=" + strings.Repeat("s", 100)
+	callCtx, caller = tracedCtx(t, ctx(t), short, 2)
+	if _, err := cl.Call(callCtx, &rivetv1.CallRequest{Actor: ref, Action: "echo", Args: []byte(`[]`)}); err != nil {
+		t.Fatal(err)
+	}
+	s = <-got
+	if s.baggage != 0 || s.traceState != len(short) || s.parent.TraceID() != caller.TraceID() {
+		t.Errorf("owner's action saw baggage of %d members, tracestate of %d bytes, trace %v; want none, %d, the caller's %v",
+			s.baggage, s.traceState, s.parent.TraceID(), len(short), caller.TraceID())
+	}
+
+	close(release)
+	if err := <-errc; err != nil {
+		t.Fatalf("the call in flight beside it: %v, want its answer", err)
+	}
+}
+
+// What a forwarded request carries of its caller's context is bounded
+// whatever the caller's context holds, and is nothing outside a trace.
+func TestInjectIsBounded(t *testing.T) {
+	if tc := tracing.Inject(context.Background()); tc != nil {
+		t.Errorf("outside a trace: %v, want nothing", tc)
+	}
+	c, _ := tracedCtx(t, context.Background(), "", 8)
+	if tc := tracing.Inject(trace.ContextWithSpanContext(context.Background(), trace.SpanContext{})); tc != nil {
+		t.Errorf("invalid span context: %v, want nothing", tc)
+	}
+	bagOnly := baggage.ContextWithBaggage(context.Background(), baggage.FromContext(c))
+	if tc := tracing.Inject(bagOnly); tc != nil {
+		t.Errorf("baggage, no span: %v, want nothing", tc)
+	}
+	for _, ts := range []string{"", "a=" + strings.Repeat("s", 250) + ",b=" + strings.Repeat("s", 250), hugeTraceState()} {
+		c, _ := tracedCtx(t, context.Background(), ts, 8)
+		tc := tracing.Inject(c)
+		if _, ok := tc["traceparent"]; !ok || len(tc) > 2 || tracing.Size(tc) > tracing.MaxCarried {
+			t.Errorf("tracestate of %d bytes: carried %d keys, %d bytes (max %d), want traceparent and at most tracestate",
+				len(ts), len(tc), tracing.Size(tc), tracing.MaxCarried)
+		}
+		if want := len(ts) <= tracing.MaxTraceState && ts != ""; (tc["tracestate"] != "") != want {
+			t.Errorf("tracestate of %d bytes carried: %v, want %v", len(ts), tc["tracestate"] != "", want)
+		}
+	}
+}
