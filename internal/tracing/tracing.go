@@ -19,6 +19,8 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/stats"
+
+	"github.com/rivet-go/rivet/internal/textcut"
 )
 
 // ScopeName names the tracer of the node's own spans.
@@ -42,14 +44,24 @@ const (
 	NodeID    = attribute.Key("rivet.node.id")
 )
 
-// End ends span with err's status: an error status with its message, or
-// unset on success.
+// MaxErrorText bounds the error text a span's status keeps. An actor's
+// error may carry megabytes of text, which a span would keep in memory
+// until exported and send whole to the collector, for each call that
+// failed with it.
+const MaxErrorText = 1 << 10
+
+// End ends span with err's status: an error status with its message (cut
+// to MaxErrorText), or unset on success.
 func End(span trace.Span, err error) {
 	if err != nil {
-		span.SetStatus(codes.Error, err.Error())
+		span.SetStatus(codes.Error, ErrorText(err.Error()))
 	}
 	span.End()
 }
+
+// ErrorText is msg as a span's status keeps it: at most MaxErrorText
+// bytes, whole characters.
+func ErrorText(msg string) string { return textcut.Prefix(msg, MaxErrorText) }
 
 // forwarded is what a forwarded request carries of its caller's context:
 // the W3C trace context, not baggage. Baggage is the client's, up to 8 KiB
