@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	otelcodes "go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 	spb "google.golang.org/genproto/googleapis/rpc/status"
@@ -394,13 +393,23 @@ func (p *PeerServer) serve(ctx context.Context, req *rivetv1.ForwardRequest, dec
 		out.Status = statusBytes(status.New(codes.Unimplemented, "peer: no forwardable method "+req.GetMethod()))
 		return
 	}
-	if p.tracer != nil {
-		var span trace.Span
-		// Named as the forwarding node's server span is (otelgrpc's).
-		ctx, span = p.tracer.Start(tracing.Extract(ctx, req.GetTraceContext()), strings.TrimPrefix(req.GetMethod(), "/"),
-			trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(tracing.Forwarded.Bool(true)))
-		defer func() { endForwarded(span, out) }()
+	if p.tracer == nil {
+		p.answer(ctx, req, h, dec, out)
+		return
 	}
+	// Named as the forwarding node's server span is (otelgrpc's), and
+	// ended with the status its would have, so that one call's spans
+	// agree.
+	ctx, span := p.tracer.Start(tracing.Extract(ctx, req.GetTraceContext()), strings.TrimPrefix(req.GetMethod(), "/"),
+		trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(tracing.Forwarded.Bool(true)))
+	var err error
+	defer func() { tracing.EndServer(span, err) }()
+	err = p.answer(ctx, req, h, dec, out)
+}
+
+// answer runs a forwarded request with h and sets out to its response;
+// it returns the error out answers, nil for a response.
+func (p *PeerServer) answer(ctx context.Context, req *rivetv1.ForwardRequest, h grpc.MethodHandler, dec func(any) error, out *rivetv1.ForwardResponse) error {
 	start := time.Now()
 	resp, err := h(p.srv, ctx, dec, nil)
 	// No gRPC interceptor runs here: without this, an INTERNAL error of a
@@ -413,33 +422,25 @@ func (p *PeerServer) serve(ctx context.Context, req *rivetv1.ForwardRequest, dec
 		// and code intact, and so stays far within the stream's bound
 		// too (over it, it would break the stream, and every call on
 		// it).
-		out.Status = statusBytes(rpcerr.Bound(status.Convert(err)))
-		return
+		st := rpcerr.Bound(status.Convert(err))
+		out.Status = statusBytes(st)
+		return st.Err()
 	}
 	b, err := proto.MarshalOptions{}.MarshalAppend(out.Response, resp.(proto.Message))
 	if err != nil {
 		out.Response = nil
-		out.Status = statusBytes(status.New(codes.Internal, "peer: marshal response: "+err.Error()))
-		return
+		st := status.New(codes.Internal, "peer: marshal response: "+err.Error())
+		out.Status = statusBytes(st)
+		return st.Err()
 	}
 	if p.maxResponse > 0 && len(b) > p.maxResponse {
 		out.Response = b[:0]
 		st, _ := rpcerr.ToStatus(checkSize("response", len(b), p.maxResponse))
 		out.Status = statusBytes(st)
-		return
+		return st.Err()
 	}
 	out.Response = b
-}
-
-// endForwarded ends the span of a forwarded request answered with out.
-func endForwarded(span trace.Span, out *rivetv1.ForwardResponse) {
-	if len(out.GetStatus()) > 0 {
-		var st spb.Status
-		if proto.Unmarshal(out.GetStatus(), &st) == nil {
-			span.SetStatus(otelcodes.Error, codes.Code(st.GetCode()).String()+": "+st.GetMessage())
-		}
-	}
-	span.End()
+	return nil
 }
 
 // statusBytes marshals st for the peer stream. A message that is not

@@ -5,12 +5,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"go.opentelemetry.io/otel/baggage"
+	otelcodes "go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
@@ -30,7 +34,7 @@ func tracedCtx(t *testing.T, ctx context.Context, tracestate string, bag int) (c
 		t.Fatal(err)
 	}
 	sc := trace.NewSpanContext(trace.SpanContextConfig{
-		TraceID: trace.TraceID{1, 2, 3}, SpanID: trace.SpanID{4, 5, 6},
+		TraceID: trace.TraceID{1, 2, 3}, SpanID: trace.SpanID{4, 5, byte(spanIDs.Add(1))},
 		TraceFlags: trace.FlagsSampled, TraceState: ts, Remote: true,
 	})
 	var members []baggage.Member
@@ -47,6 +51,9 @@ func tracedCtx(t *testing.T, ctx context.Context, tracestate string, bag int) (c
 	}
 	return baggage.ContextWithBaggage(trace.ContextWithSpanContext(ctx, sc), b), sc
 }
+
+// spanIDs tells tracedCtx's span contexts apart.
+var spanIDs atomic.Uint32
 
 // hugeTraceState is 32 members of about 450 bytes: some 14 KiB.
 func hugeTraceState() string {
@@ -156,6 +163,60 @@ func TestInjectIsBounded(t *testing.T) {
 		}
 		if want := len(ts) <= tracing.MaxTraceState && ts != ""; (tc["tracestate"] != "") != want {
 			t.Errorf("tracestate of %d bytes carried: %v, want %v", len(ts), tc["tracestate"] != "", want)
+		}
+	}
+}
+
+// The owner's span of a forwarded call has the status otelgrpc gives the
+// forwarding node's server span of it: an error only for the codes that
+// say the server failed, not for an answer such as NotFound or an
+// actor's FailedPrecondition.
+func TestAForwardedSpansStatusIsAServerSpans(t *testing.T) {
+	f := servertest.NewFake()
+	f.CallFunc = func(_ context.Context, req runtime.CallRequest) (json.RawMessage, error) {
+		switch req.Action {
+		case "missing":
+			return nil, status.Error(codes.NotFound, "no such thing")
+		case "refuse":
+			return nil, status.Error(codes.FailedPrecondition, "not now")
+		case "break":
+			return nil, status.Error(codes.Internal, "broken: "+strings.Repeat("x", 1<<20))
+		}
+		return []byte(`1`), nil
+	}
+	spans := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	pc, ps := peerPair(t, f)
+	ps.Trace(tp)
+	cl := rivetv1.NewActorServiceClient(pc)
+	ref := &rivetv1.ActorRef{Name: "counter", Key: []string{"a"}}
+	for _, tc := range []struct {
+		action string
+		code   codes.Code
+		status otelcodes.Code
+	}{
+		{"ok", codes.OK, otelcodes.Unset},
+		{"missing", codes.NotFound, otelcodes.Unset},
+		{"refuse", codes.FailedPrecondition, otelcodes.Unset},
+		{"break", codes.Internal, otelcodes.Error},
+	} {
+		callCtx, caller := tracedCtx(t, ctx(t), "", 0)
+		_, err := cl.Call(callCtx, &rivetv1.CallRequest{Actor: ref, Action: tc.action, Args: []byte(`[]`)})
+		if status.Code(err) != tc.code {
+			t.Fatalf("%s: %v, want %v", tc.action, err, tc.code)
+		}
+		var span sdktrace.ReadOnlySpan
+		for _, s := range spans.Ended() {
+			if s.Parent().SpanID() == caller.SpanID() {
+				span = s
+			}
+		}
+		if span == nil {
+			t.Fatalf("%s: no span of the forwarded call", tc.action)
+		}
+		if st := span.Status(); st.Code != tc.status || len(st.Description) > tracing.MaxErrorText {
+			t.Errorf("%s: span status %v (%d bytes of text), want %v", tc.action, st.Code, len(st.Description), tc.status)
 		}
 	}
 }

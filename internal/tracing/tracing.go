@@ -18,7 +18,9 @@ import (
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+	grpccodes "google.golang.org/grpc/codes"
 	"google.golang.org/grpc/stats"
+	"google.golang.org/grpc/status"
 
 	"github.com/rivet-go/rivet/internal/textcut"
 )
@@ -55,6 +57,24 @@ const MaxErrorText = 1 << 10
 func End(span trace.Span, err error) {
 	if err != nil {
 		span.SetStatus(codes.Error, ErrorText(err.Error()))
+	}
+	span.End()
+}
+
+// EndServer ends a server span with the gRPC status of err (nil: OK) as
+// otelgrpc ends its server spans, after OpenTelemetry's conventions for
+// RPC: an error status only for the codes that say the server failed
+// (Unknown, DeadlineExceeded, Unimplemented, Internal, Unavailable,
+// DataLoss), not for those that answer the caller (NotFound,
+// InvalidArgument, an actor's FailedPrecondition): the forwarding node's
+// span of the same call says the same.
+func EndServer(span trace.Span, err error) {
+	if err != nil {
+		st := status.Convert(err)
+		switch st.Code() {
+		case grpccodes.Unknown, grpccodes.DeadlineExceeded, grpccodes.Unimplemented, grpccodes.Internal, grpccodes.Unavailable, grpccodes.DataLoss:
+			span.SetStatus(codes.Error, ErrorText(st.Message()))
+		}
 	}
 	span.End()
 }
