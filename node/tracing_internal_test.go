@@ -228,17 +228,7 @@ func TestTracingFollowsCallsAcrossTheForwardingHop(t *testing.T) {
 
 	t.Run("workflow step", func(t *testing.T) {
 		// A flow on a whose step calls a counter on b.
-		key := ""
-		for i := range 10_000 {
-			k := fmt.Sprint("f", i)
-			if owns(t, a, "tflow", k) && owns(t, b, "tcounter", "t-"+k) {
-				key = k
-				break
-			}
-		}
-		if key == "" {
-			t.Fatal("no flow key on a whose counter is on b")
-		}
+		key := crossKey(t, a, b)
 		if _, err := c.Create(ctx, "tflow", []string{key}, nil); err != nil {
 			t.Fatal(err)
 		}
@@ -274,6 +264,19 @@ func TestTracingFollowsCallsAcrossTheForwardingHop(t *testing.T) {
 			t.Errorf("called action's key %q", got)
 		}
 	})
+}
+
+// crossKey is the key of a tflow on a whose step's counter is on b.
+func crossKey(t *testing.T, a, b *Node) string {
+	t.Helper()
+	for i := range 10_000 {
+		k := fmt.Sprint("f", i)
+		if owns(t, a, "tflow", k) && owns(t, b, "tcounter", "t-"+k) {
+			return k
+		}
+	}
+	t.Fatal("no flow key on a whose counter is on b")
+	return ""
 }
 
 // owns says whether n owns the partition of actor name, key.
@@ -316,11 +319,12 @@ func TestTracingOffMakesNoSpans(t *testing.T) {
 		t.Fatalf("add = %d, %v", n, err)
 	}
 	rc.await(t, ctx, "the client's span", named("rivet.v1.ActorService/Call"))
-	if _, err := c.Create(ctx, "tflow", []string{"f"}, nil); err != nil {
+	key := crossKey(t, a, b)
+	if _, err := c.Create(ctx, "tflow", []string{key}, nil); err != nil {
 		t.Fatal(err)
 	}
 	awaitCond(t, ctx, "the flow's step", func() bool {
-		n, err := rivet.Call[int](ctx, c.Get("tcounter", "t-f"), "add", 0)
+		n, err := rivet.Call[int](ctx, c.Get("tcounter", "t-"+key), "add", 0)
 		return err == nil && n == 1
 	})
 	if spans := global.spans.Ended(); len(spans) > 0 {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -13,13 +15,16 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
 	"github.com/rivet-go/rivet/internal/tracing"
 	"github.com/rivet-go/rivet/runtime"
+	"github.com/rivet-go/rivet/server"
 	"github.com/rivet-go/rivet/server/servertest"
 )
 
@@ -218,5 +223,83 @@ func TestAForwardedSpansStatusIsAServerSpans(t *testing.T) {
 		if st := span.Status(); st.Code != tc.status || len(st.Description) > tracing.MaxErrorText {
 			t.Errorf("%s: span status %v (%d bytes of text), want %v", tc.action, st.Code, len(st.Description), tc.status)
 		}
+	}
+}
+
+// carriedStream records the trace context of each forwarded request its
+// server stream receives.
+type carriedStream struct {
+	grpc.ServerStream
+	mu      *sync.Mutex
+	carried *[]map[string]string
+}
+
+func (s carriedStream) RecvMsg(m any) error {
+	err := s.ServerStream.RecvMsg(m)
+	var reqs []*rivetv1.ForwardRequest
+	switch m := m.(type) {
+	case *rivetv1.ForwardBatchesRequest:
+		reqs = m.GetRequests()
+	case *rivetv1.ForwardRequest:
+		reqs = []*rivetv1.ForwardRequest{m}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range reqs {
+		if !r.GetCancel() {
+			*s.carried = append(*s.carried, r.GetTraceContext())
+		}
+	}
+	return err
+}
+
+// A call outside any trace (a node with tracing off, whose contexts hold
+// no span) is forwarded with no trace context, even when its context
+// holds baggage; one in a trace carries its traceparent.
+func TestAForwardOutsideATraceCarriesNoTraceContext(t *testing.T) {
+	var (
+		mu      sync.Mutex
+		carried []map[string]string
+	)
+	record := grpc.StreamInterceptor(func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		return handler(srv, carriedStream{ss, &mu, &carried})
+	})
+	f := servertest.NewFake()
+	f.CallFunc = func(context.Context, runtime.CallRequest) (json.RawMessage, error) { return []byte(`1`), nil }
+	srv := server.New(f)
+	ps := server.NewPeerServer(srv)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer(record)
+	srv.Register(gs)
+	ps.Register(gs)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = gs.Serve(lis) }()
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc := server.NewPeerConn(conn)
+	t.Cleanup(func() {
+		pc.Close()
+		conn.Close()
+		gs.Stop()
+		<-done
+	})
+	cl := rivetv1.NewActorServiceClient(pc)
+	ref := &rivetv1.ActorRef{Name: "counter", Key: []string{"a"}}
+	traced, _ := tracedCtx(t, ctx(t), "", 2)
+	untraced := baggage.ContextWithBaggage(ctx(t), baggage.FromContext(traced))
+	for _, c := range []context.Context{untraced, traced} {
+		if _, err := cl.Call(c, &rivetv1.CallRequest{Actor: ref, Action: "increment", Args: []byte(`[1]`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(carried) != 2 || len(carried[0]) != 0 || carried[1]["traceparent"] == "" {
+		t.Fatalf("carried %v, want nothing for the call outside a trace, then a traceparent", carried)
 	}
 }
