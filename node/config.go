@@ -4,6 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/rivet-go/rivet/cluster"
@@ -288,6 +291,9 @@ func (c *Config) validate() error {
 	if err := c.validateSecurity(); err != nil {
 		return err
 	}
+	if err := checkOTLPEndpoint(c.OTLPEndpoint); err != nil {
+		return err
+	}
 	if c.Logger == nil {
 		zc := zap.NewProductionConfig()
 		l, err := zc.Build()
@@ -295,6 +301,35 @@ func (c *Config) validate() error {
 			return err
 		}
 		c.Logger, c.LogLevel = l, &zc.Level
+	}
+	return nil
+}
+
+// checkOTLPEndpoint refuses an OTLP endpoint the exporter would not use as
+// given. It does not fail on one: an address without a port, or a URL
+// without a host, goes to localhost:4317, and a scheme other than https
+// (grpc://, a typo) to plaintext, so spans went nowhere or in clear text
+// and the node said nothing.
+func checkOTLPEndpoint(ep string) error {
+	if ep == "" {
+		return nil
+	}
+	if strings.Contains(ep, "://") {
+		u, err := url.Parse(ep)
+		if err != nil {
+			return fmt.Errorf("node: OTLP endpoint (--otlp-endpoint) %q: %w", ep, err)
+		}
+		if u.Scheme != "http" && u.Scheme != "https" {
+			return fmt.Errorf("node: OTLP endpoint (--otlp-endpoint) %q: scheme %q, want host:port, http:// (plaintext) or https:// (TLS)", ep, u.Scheme)
+		}
+		if u.Hostname() == "" {
+			return fmt.Errorf("node: OTLP endpoint (--otlp-endpoint) %q has no host", ep)
+		}
+		return nil
+	}
+	host, port, err := net.SplitHostPort(ep)
+	if _, perr := strconv.ParseUint(port, 10, 16); err != nil || host == "" || perr != nil {
+		return fmt.Errorf("node: OTLP endpoint (--otlp-endpoint) %q: want host:port, http://host:port (plaintext) or https://host:port (TLS)", ep)
 	}
 	return nil
 }

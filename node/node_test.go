@@ -262,3 +262,25 @@ func TestADrainOfNoNamedNodeIsRefused(t *testing.T) {
 		t.Errorf("partitions owned after a refused drain: a %d, b %d", na.Ownership().Owned(), nb.Ownership().Owned())
 	}
 }
+
+// An OTLP endpoint the exporter would not take as given (it sends to
+// localhost:4317 instead, or in plaintext) fails the start, saying what
+// it wants.
+func TestABadOTLPEndpointFailsTheStart(t *testing.T) {
+	reg, err := rivet.Setup(counter.Actor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, ep := range []string{"collector", "collector:", ":4317", "collector:otlp", "grpc://collector:4317", "dns:///collector:4317", "http://", "https://:4317", "collector:4317/v1"} {
+		cfg := node.DefaultLocalConfig(t.TempDir())
+		cfg.OTLPEndpoint = ep
+		if n, err := node.Start(ctx, cfg, reg); err == nil || !strings.Contains(err.Error(), "OTLP endpoint") {
+			if n != nil {
+				n.Stop(ctx)
+			}
+			t.Errorf("start with OTLP endpoint %q = %v, want a refusal naming it", ep, err)
+		}
+	}
+}
