@@ -1276,14 +1276,21 @@ func (h *Host) call(ctx context.Context, req CallRequest, actor, action *string)
 		return nil, rivet.Errorf(rivet.ErrUnknownAction, "actor %s has no action %q (it has %s)", sp.Name, req.Action, knownNames(sp.Actions))
 	}
 	*action = req.Action
-	if tr := h.cfg.Tracer; tr != nil {
-		var span trace.Span
-		// The action's context carries the span: the calls its code
-		// makes with it are its children, on whatever node they run.
-		ctx, span = tr.Start(ctx, "rivet.action "+sp.Name+"."+req.Action, trace.WithAttributes(
-			tracing.ActorName.String(sp.Name), tracing.ActorKey.StringSlice(req.Ref.Key), tracing.Action.String(req.Action)))
-		defer func() { tracing.End(span, err) }()
+	// The action's context carries the span: the calls its code makes
+	// with it are its children, on whatever node they run.
+	ctx, span := h.startSpan(ctx, "rivet.action", trace.SpanKindInternal, sp.Name, req.Ref.Key, tracing.Action.String(req.Action))
+	if span == nil {
+		return h.runAction(ctx, req, sp, act)
 	}
+	returned := false
+	defer func() { endSpan(span, returned, err) }()
+	res, err := h.runAction(ctx, req, sp, act)
+	returned = true
+	return res, err
+}
+
+// runAction is call's once it knows the actor and the action.
+func (h *Host) runAction(ctx context.Context, req CallRequest, sp *rivet.Spec, act rivet.ActionSpec) (_ json.RawMessage, err error) {
 	if req.ReadOnly && !act.ReadOnly {
 		return nil, rivet.Reasonf(rivet.ErrFailedPrecondition, "actor", "not_read_only", "action %s of %s is not read-only (not declared with rivet.Query or rivet.QueryArg): call it as a plain call, whose outcome is unknown if its connection breaks", req.Action, sp.Name)
 	}
@@ -1787,12 +1794,10 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (_ SendResult, err err
 	if !ok {
 		return SendResult{}, rivet.Errorf(rivet.ErrUnknownQueue, "actor %s has no queue %q (it has %s)", sp.Name, req.Queue, knownNames(sp.Queues))
 	}
-	if tr := h.cfg.Tracer; tr != nil {
-		var span trace.Span
-		// A consumer span of the message's arrival on its actor's node,
-		// to its commit (and, for a waiting send, its completion).
-		ctx, span = tr.Start(ctx, "rivet.enqueue "+sp.Name+"."+req.Queue, trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(
-			tracing.ActorName.String(sp.Name), tracing.ActorKey.StringSlice(req.Ref.Key), tracing.Queue.String(req.Queue)))
+	// A consumer span of the message's arrival on its actor's node, to
+	// its commit (and, for a waiting send, its completion).
+	ctx, span := h.startSpan(ctx, "rivet.enqueue", trace.SpanKindConsumer, sp.Name, req.Ref.Key, tracing.Queue.String(req.Queue))
+	if span != nil {
 		defer func() { tracing.End(span, err) }()
 	}
 	if len(req.Body) > h.cfg.MaxMessageBytes {
@@ -3118,12 +3123,20 @@ func (hh *hostHandle) call(ctx context.Context, action string, readOnly bool, ke
 		return nil, err
 	}
 	req := CallRequest{Ref: hh.ref, Action: action, Args: raw, CreateIfMissing: hh.create, Chain: Chain{ID: hh.c.callChain()}, ReadOnly: readOnly, IdempotencyKey: key}
-	if tr := hh.c.h.cfg.Tracer; tr != nil {
-		var span trace.Span
-		ctx, span = tr.Start(ctx, "rivet.call "+hh.ref.Name+"."+action, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
-			tracing.ActorName.String(hh.ref.Name), tracing.ActorKey.StringSlice(hh.ref.Key), tracing.Action.String(action)))
-		defer func() { tracing.End(span, err) }()
+	ctx, span := hh.c.h.startSpan(ctx, "rivet.call", trace.SpanKindClient, hh.ref.Name, hh.ref.Key, tracing.Action.String(action))
+	if span == nil {
+		return hh.callOwner(ctx, req)
 	}
+	// CallLocal raises the called code's panic again here.
+	returned := false
+	defer func() { endSpan(span, returned, err) }()
+	res, err := hh.callOwner(ctx, req)
+	returned = true
+	return res, err
+}
+
+// callOwner sends req to its actor, wherever it is.
+func (hh *hostHandle) callOwner(ctx context.Context, req CallRequest) (json.RawMessage, error) {
 	if r := hh.c.h.remoteFor(hh.ref, hh.c.from, hh.c.chain); r != nil {
 		return r.Call(ctx, req)
 	}
@@ -3271,10 +3284,8 @@ func (hh *hostHandle) send(ctx context.Context, queue string, body any, wait boo
 		return rivet.SendResult{}, err
 	}
 	req := SendRequest{Ref: hh.ref, Queue: queue, Body: b, CreateIfMissing: hh.create, Wait: wait, Timeout: timeout, Chain: Chain{ID: hh.c.callChain()}, IdempotencyKey: key, RequireRunning: requireRunning}
-	if tr := hh.c.h.cfg.Tracer; tr != nil {
-		var span trace.Span
-		ctx, span = tr.Start(ctx, "rivet.send "+hh.ref.Name+"."+queue, trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(
-			tracing.ActorName.String(hh.ref.Name), tracing.ActorKey.StringSlice(hh.ref.Key), tracing.Queue.String(queue)))
+	ctx, span := hh.c.h.startSpan(ctx, "rivet.send", trace.SpanKindProducer, hh.ref.Name, hh.ref.Key, tracing.Queue.String(queue))
+	if span != nil {
 		defer func() { tracing.End(span, err) }()
 	}
 	if r := hh.c.h.remoteFor(hh.ref, hh.c.from, hh.c.chain); r != nil {

@@ -2,6 +2,7 @@ package runtime_test
 
 import (
 	"context"
+	"maps"
 	"runtime"
 	"testing"
 	"time"
@@ -59,5 +60,49 @@ func TestAStepAttemptsSpanEndsWithItsError(t *testing.T) {
 	})
 	if status["fails"] != otelcodes.Error || status["exits"] != otelcodes.Error {
 		t.Fatalf("step spans' statuses %v, want both errors", status)
+	}
+}
+
+// An action that calls runtime.Goexit (t.Fatal in a test's actor) ends its
+// span, and the span of the call to it that its caller's code made, with
+// an error: its caller gets no answer, which is no success.
+func TestAnActionThatCallsGoexitEndsItsSpanWithAnError(t *testing.T) {
+	type st struct{ N int }
+	a := rivet.Actor[st]{
+		Name: "tracedexit",
+		Actions: rivet.Actions[st]{
+			"exit": rivet.Action(func(c *rivet.ActionCtx[st], _ int) (int, error) {
+				runtime.Goexit()
+				return 0, nil
+			}),
+			"callExit": rivet.Action(func(c *rivet.ActionCtx[st], _ int) (int, error) {
+				return rivet.Call[int](c.Context(), c.Client().GetOrCreate("tracedexit", "other"), "exit", 0)
+			}),
+		},
+	}
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	e := newEnv(t, counterReg(t, a), func(c *rt.Config) { c.Tracer = tp.Tracer("test") })
+	// CallLocal: the action's Goexit ends a goroutine of its own, not the
+	// test's.
+	_, err := e.host.CallLocal(ctx(t), rt.CallRequest{Ref: rt.Ref{Name: "tracedexit", Key: []string{"k"}}, Action: "callExit", Args: []byte(`[0]`), CreateIfMissing: true})
+	if err == nil {
+		t.Fatal("callExit succeeded")
+	}
+	status := map[string]otelcodes.Code{}
+	waitFor(t, "the spans to end", 10*time.Second, func() bool {
+		for _, s := range rec.Ended() {
+			status[s.Name()] = s.Status().Code
+		}
+		return len(status) == 3
+	})
+	want := map[string]otelcodes.Code{
+		"rivet.action tracedexit.callExit": otelcodes.Error,
+		"rivet.call tracedexit.exit":       otelcodes.Error,
+		"rivet.action tracedexit.exit":     otelcodes.Error,
+	}
+	if !maps.Equal(status, want) {
+		t.Fatalf("spans' statuses %v, want %v", status, want)
 	}
 }

@@ -1,0 +1,38 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/rivet-go/rivet/internal/tracing"
+)
+
+// errDidNotReturn is the error of a span whose code did not return: it
+// panicked through the span, or called runtime.Goexit. Its caller gets no
+// answer, which is no success.
+var errDidNotReturn = errors.New("the actor's code did not return: it panicked or called runtime.Goexit")
+
+// startSpan starts the span of an actor's operation, named "op
+// <actor>.<what>" after what's value, with the actor's name and key and
+// what among its attributes; nil when tracing is off (ctx as it is).
+func (h *Host) startSpan(ctx context.Context, op string, kind trace.SpanKind, name string, key []string, what attribute.KeyValue) (context.Context, trace.Span) {
+	tr := h.cfg.Tracer
+	if tr == nil {
+		return ctx, nil
+	}
+	return tr.Start(ctx, op+" "+name+"."+what.Value.AsString(), trace.WithSpanKind(kind), trace.WithAttributes(
+		tracing.ActorName.String(name), tracing.ActorKey.StringSlice(key), what))
+}
+
+// endSpan ends span with err, or, if the code it spans did not return
+// (returned false on the way out of a panic or runtime.Goexit), with
+// errDidNotReturn.
+func endSpan(span trace.Span, returned bool, err error) {
+	if !returned {
+		err = errDidNotReturn
+	}
+	tracing.End(span, err)
+}
