@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -351,6 +353,7 @@ func (c *otlpCollector) Export(_ context.Context, req *coltracepb.ExportTraceSer
 // batches still hold as it stops: a call's spans reach the collector
 // though the node stopped right after it.
 func TestTracingExportsToAnOTLPCollectorAndFlushesOnStop(t *testing.T) {
+	clearOTelEnv(t)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -402,5 +405,16 @@ func TestTracingExportsToAnOTLPCollectorAndFlushesOnStop(t *testing.T) {
 	}
 	if !slices.Contains(names, "rivet.action tcounter.add") || !slices.Contains(names, "rivet.v1.ActorService/Call") {
 		t.Fatalf("the collector got spans %q, want the call's and its action's", names)
+	}
+}
+
+// clearOTelEnv unsets the OTEL_* variables for t (a developer's or CI's
+// sampler, headers or service name would change what the node exports).
+func clearOTelEnv(t *testing.T) {
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "OTEL_") {
+			t.Setenv(k, "")
+			os.Unsetenv(k) // t.Setenv puts it back after the test
+		}
 	}
 }
