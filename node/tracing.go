@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
+	"go.uber.org/zap"
 
 	"github.com/rivet-go/rivet/internal/buildinfo"
 	"github.com/rivet-go/rivet/internal/tracing"
@@ -31,6 +32,12 @@ const serviceName = "rivet-node"
 // queue is bounded, and drops), never the node's start or a call.
 func startTracing(ctx context.Context, cfg Config) (trace.TracerProvider, func(context.Context) error, error) {
 	if cfg.TracerProvider != nil {
+		if cfg.OTLPEndpoint != "" {
+			// Not refused: OTLPEndpoint may come from the environment
+			// (ParseFlags), whose variables the program's own exporter
+			// reads too.
+			cfg.Logger.Warn("tracing: Config.TracerProvider set: the node's spans go to it, not to the OTLP endpoint", zap.String("otlp_endpoint", cfg.OTLPEndpoint))
+		}
 		return cfg.TracerProvider, nil, nil
 	}
 	if cfg.OTLPEndpoint == "" {
@@ -60,8 +67,13 @@ func startTracing(ctx context.Context, cfg Config) (trace.TracerProvider, func(c
 		resource.WithFromEnv(),
 	)
 	if err != nil {
-		_ = exp.Shutdown(ctx)
-		return nil, nil, fmt.Errorf("node: tracing resource: %w", err)
+		// A malformed OTEL_RESOURCE_ATTRIBUTES (a pair without "="):
+		// the spans go with what parsed, rather than fail the node's
+		// start for a label of its telemetry.
+		cfg.Logger.Warn("tracing: the spans' resource is partial", zap.Error(err))
+		if res == nil {
+			res = resource.Default()
+		}
 	}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
 	return tp, tp.Shutdown, nil

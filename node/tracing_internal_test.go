@@ -352,8 +352,12 @@ func (c *otlpCollector) Export(_ context.Context, req *coltracepb.ExportTraceSer
 // as service rivet-node with its node ID and build, and flushes what its
 // batches still hold as it stops: a call's spans reach the collector
 // though the node stopped right after it.
+//
+// OTEL_RESOURCE_ATTRIBUTES with a pair that does not parse labels the
+// spans with the pairs that do, rather than fail the node's start.
 func TestTracingExportsToAnOTLPCollectorAndFlushesOnStop(t *testing.T) {
 	clearOTelEnv(t)
+	t.Setenv("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment=test,broken")
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -394,8 +398,8 @@ func TestTracingExportsToAnOTLPCollectorAndFlushesOnStop(t *testing.T) {
 		for _, kv := range rs.GetResource().GetAttributes() {
 			attrs[kv.GetKey()] = kv.GetValue().GetStringValue()
 		}
-		if attrs["service.name"] != "rivet-node" || attrs["service.instance.id"] != "traced" || attrs["rivet.node.id"] != "traced" || attrs["service.version"] == "" {
-			t.Errorf("resource %v, want service rivet-node of node traced with its build", attrs)
+		if attrs["service.name"] != "rivet-node" || attrs["service.instance.id"] != "traced" || attrs["rivet.node.id"] != "traced" || attrs["service.version"] == "" || attrs["deployment.environment"] != "test" {
+			t.Errorf("resource %v, want service rivet-node of node traced with its build, in deployment.environment test", attrs)
 		}
 		for _, ss := range rs.GetScopeSpans() {
 			for _, s := range ss.GetSpans() {
