@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -18,8 +19,11 @@ import (
 )
 
 // tracingFlushTimeout bounds the flush of the last spans as the node
-// stops.
-const tracingFlushTimeout = 5 * time.Second
+// stops, and, unless OTEL_EXPORTER_OTLP_(TRACES_)TIMEOUT says otherwise,
+// each export: an export in flight as the node stops, to a collector
+// that does not answer, would otherwise go on after Stop for the
+// exporter's default 10 s. A variable for tests.
+var tracingFlushTimeout = 5 * time.Second
 
 // serviceName is the service the node's spans are of, unless
 // OTEL_SERVICE_NAME says otherwise.
@@ -49,6 +53,9 @@ func startTracing(ctx context.Context, cfg Config) (trace.TracerProvider, func(c
 		// collector beside the node (a sidecar, an agent on the host)
 		// is the usual setup, over plaintext.
 		opts = []otlptracegrpc.Option{otlptracegrpc.WithEndpoint(cfg.OTLPEndpoint), otlptracegrpc.WithInsecure()}
+	}
+	if os.Getenv("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT") == "" && os.Getenv("OTEL_EXPORTER_OTLP_TIMEOUT") == "" {
+		opts = append(opts, otlptracegrpc.WithTimeout(tracingFlushTimeout))
 	}
 	exp, err := otlptracegrpc.New(ctx, opts...)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	goruntime "runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -420,5 +421,74 @@ func clearOTelEnv(t *testing.T) {
 			t.Setenv(k, "")
 			os.Unsetenv(k) // t.Setenv puts it back after the test
 		}
+	}
+}
+
+// An export in flight as the node stops, to a collector that takes the
+// connection and never answers, ends within the flush timeout of the
+// stop, not the exporter's 10 s later.
+func TestAnExportToADeadCollectorEndsWithTheStop(t *testing.T) {
+	clearOTelEnv(t)
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "50") // ms: the batch goes out at once
+	prev := tracingFlushTimeout
+	tracingFlushTimeout = time.Second
+	t.Cleanup(func() { tracingFlushTimeout = prev })
+	// Takes connections, reads nothing, answers nothing.
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns []net.Conn
+	accepted := make(chan struct{})
+	go func() {
+		defer close(accepted)
+		for {
+			c, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			conns = append(conns, c)
+		}
+	}()
+	t.Cleanup(func() {
+		lis.Close()
+		<-accepted
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+
+	reg, err := rivet.Setup(tracedCounter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cfg := DefaultLocalConfig(t.TempDir())
+	cfg.NodeID, cfg.HTTPAddr, cfg.GossipAddr, cfg.Logger = "traced", "-", "-", zap.NewNop()
+	cfg.OTLPEndpoint = lis.Addr().String()
+	n := StartForTest(t, ctx, cfg, reg)
+	c, err := client.New(n.GRPCAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := rivet.Call[int](ctx, c.GetOrCreate("tcounter", "x"), "add", 1); err != nil {
+		t.Fatal(err)
+	}
+	exporting := func() bool {
+		buf := make([]byte, 1<<20)
+		return strings.Contains(string(buf[:goruntime.Stack(buf, true)]), "otlptracegrpc.(*client).UploadTraces")
+	}
+	awaitCond(t, ctx, "an export in flight", exporting)
+	if err := n.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now()
+	for exporting() {
+		if time.Since(stopped) > 3*time.Second {
+			t.Fatal("an export to the dead collector still runs 3 s after the stop")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
