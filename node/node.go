@@ -562,7 +562,7 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 	rc.NodeID, rc.Partitions, rc.Logger = n.cfg.NodeID, parts, n.log
 	rc.Observer = n.metrics
 	if n.tracer != nil {
-		rc.Tracer = n.tracer.Tracer(tracing.ScopeName)
+		rc.TracerProvider = n.tracer
 	}
 	if n.host, err = runtime.New(rc, reg, n.store, n.committer, n.own); err != nil {
 		return nil, err

@@ -124,10 +124,11 @@ type Config struct {
 	// Observer receives the durations of turns and calls (for metrics).
 	// Default: none.
 	Observer Observer
-	// Tracer, if set, traces actions, workflow step attempts, and the
-	// calls and sends actors make (docs/deploy.md, "Tracing"). Nil: no
-	// spans, at no cost.
-	Tracer trace.Tracer
+	// TracerProvider, if set, traces actions, workflow step attempts,
+	// and the calls and sends actors make (docs/deploy.md, "Tracing"),
+	// with its tracer of the instrumentation scope
+	// github.com/rivet-go/rivet. Nil: no spans, at no cost.
+	TracerProvider trace.TracerProvider
 }
 
 // DefaultConfig returns the defaults, matching the original engine's.

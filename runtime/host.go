@@ -69,6 +69,8 @@ type Host struct {
 	commitWith channelCommitter
 	own        *Ownership
 	log        *zap.Logger
+	// tracer makes the spans of Config.TracerProvider; nil: tracing off.
+	tracer trace.Tracer
 
 	// baseCtx outlives requests: flushes run under it, so that a caller
 	// giving up does not abandon a commit other callers wait for.
@@ -210,6 +212,9 @@ func New(cfg Config, reg *rivet.Registry, store storage.Store, commit Committer,
 		wfTypes:    newWfTypes(reg.Names()),
 	}
 	h.commitWith, _ = commit.(channelCommitter)
+	if cfg.TracerProvider != nil {
+		h.tracer = cfg.TracerProvider.Tracer(tracing.ScopeName)
+	}
 	h.waitObs, _ = cfg.Observer.(WaitObserver)
 	h.actionObs, _ = cfg.Observer.(ActionObserver)
 	// A host alone reads what it writes; a node in a cluster writes format

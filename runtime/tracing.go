@@ -19,7 +19,7 @@ var errDidNotReturn = errors.New("the actor's code did not return: it panicked o
 // <actor>.<what>" after what's value, with the actor's name and key and
 // what among its attributes; nil when tracing is off (ctx as it is).
 func (h *Host) startSpan(ctx context.Context, op string, kind trace.SpanKind, name string, key []string, what attribute.KeyValue) (context.Context, trace.Span) {
-	tr := h.cfg.Tracer
+	tr := h.tracer
 	if tr == nil {
 		return ctx, nil
 	}

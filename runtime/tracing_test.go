@@ -40,7 +40,7 @@ func TestAStepAttemptsSpanEndsWithItsError(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-	e := newEnv(t, counterReg(t, a), func(c *rt.Config) { c.Tracer = tp.Tracer("test") })
+	e := newEnv(t, counterReg(t, a), func(c *rt.Config) { c.TracerProvider = tp })
 	if _, _, err := e.host.GetOrCreate(ctx(t), rt.Ref{Name: "tracedsteps", Key: []string{"k"}}, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +83,7 @@ func TestAnActionThatCallsGoexitEndsItsSpanWithAnError(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-	e := newEnv(t, counterReg(t, a), func(c *rt.Config) { c.Tracer = tp.Tracer("test") })
+	e := newEnv(t, counterReg(t, a), func(c *rt.Config) { c.TracerProvider = tp })
 	// CallLocal: the action's Goexit ends a goroutine of its own, not the
 	// test's.
 	_, err := e.host.CallLocal(ctx(t), rt.CallRequest{Ref: rt.Ref{Name: "tracedexit", Key: []string{"k"}}, Action: "callExit", Args: []byte(`[0]`), CreateIfMissing: true})

@@ -1070,7 +1070,7 @@ func (w *wfHost) BodyEnded() { w.r.bodyEnded() }
 // TraceStep implements workflow.StepTracer: a span for each step attempt,
 // whose context the body's calls carry to the actors they call.
 func (w *wfHost) TraceStep(ctx context.Context, path string, attempt int) (context.Context, func(error)) {
-	tr := w.a.h.cfg.Tracer
+	tr := w.a.h.tracer
 	if tr == nil {
 		return ctx, func(error) {}
 	}

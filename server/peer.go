@@ -85,9 +85,12 @@ func (p *PeerServer) LimitResponses(n int) *PeerServer {
 // Trace makes p start a server span for each request it serves, a child
 // of the span of the forwarding node's that the request carries (its
 // client's call, or an actor's call to another node's actor), with tp's
-// tracer. Call it before p serves; it returns p.
+// tracer (nil: no spans). Call it before p serves; it returns p.
 func (p *PeerServer) Trace(tp trace.TracerProvider) *PeerServer {
-	p.tracer = tp.Tracer(tracing.ScopeName)
+	p.tracer = nil
+	if tp != nil {
+		p.tracer = tp.Tracer(tracing.ScopeName)
+	}
 	return p
 }
 

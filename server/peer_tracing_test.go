@@ -255,7 +255,8 @@ func (s carriedStream) RecvMsg(m any) error {
 
 // A call outside any trace (a node with tracing off, whose contexts hold
 // no span) is forwarded with no trace context, even when its context
-// holds baggage; one in a trace carries its traceparent.
+// holds baggage; one in a trace carries its traceparent. An owner whose
+// PeerServer.Trace was given nil serves them both, untraced.
 func TestAForwardOutsideATraceCarriesNoTraceContext(t *testing.T) {
 	var (
 		mu      sync.Mutex
@@ -267,7 +268,7 @@ func TestAForwardOutsideATraceCarriesNoTraceContext(t *testing.T) {
 	f := servertest.NewFake()
 	f.CallFunc = func(context.Context, runtime.CallRequest) (json.RawMessage, error) { return []byte(`1`), nil }
 	srv := server.New(f)
-	ps := server.NewPeerServer(srv)
+	ps := server.NewPeerServer(srv).Trace(nil) // nil: no spans, as never calling Trace
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
