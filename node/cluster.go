@@ -43,6 +43,9 @@ type view struct {
 	dial   []grpc.DialOption
 	// maxForward bounds the requests forwarded to peers (marshalled).
 	maxForward int
+	// traced: the node traces, and its forwarded requests carry their
+	// callers' trace context (set before the view is used).
+	traced bool
 
 	mu    sync.Mutex
 	conns map[string]*grpc.ClientConn   // by gRPC address
@@ -377,6 +380,9 @@ func (v *view) peer(addr string) (*server.PeerConn, error) {
 	if !ok {
 		for range peerStreams {
 			pc := server.NewPeerConn(c).LimitRequests(v.maxForward)
+			if v.traced {
+				pc.CarryTraceContext()
+			}
 			if v.isStopping {
 				pc.Stopping() // see stopping
 			}

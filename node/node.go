@@ -576,6 +576,7 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 	limits.MaxResultBytes, limits.MaxMessageBytes, limits.MaxArgsBytes = rc.MaxResultBytes, rc.MaxMessageBytes, rc.MaxArgsBytes
 	limits.MaxInputBytes = rc.MaxInputBytes
 	n.view = newView(n.cfg.NodeID, parts, n.store, n.log.Named("view"), sec.peer, limits)
+	n.view.traced = n.tracer != nil
 	n.view.gossip, n.view.host = n.gossip, n.host
 	n.view.leaseTTL = n.cfg.LeaseTTL
 	n.host.SetRemote(remote{n.view})

@@ -466,6 +466,9 @@ func statusBytes(st *status.Status) []byte {
 type PeerConn struct {
 	conn       *grpc.ClientConn
 	maxRequest int // 0: no bound
+	// traced: requests carry their callers' trace context
+	// (CarryTraceContext).
+	traced bool
 
 	mu     sync.Mutex
 	stream *peerStream
@@ -528,6 +531,15 @@ func NewPeerConn(conn *grpc.ClientConn) *PeerConn { return &PeerConn{conn: conn}
 // c is used; it returns c.
 func (c *PeerConn) LimitRequests(n int) *PeerConn {
 	c.maxRequest = n
+	return c
+}
+
+// CarryTraceContext makes each request c sends carry its caller's trace
+// context (bounded: tracing.Inject), for the owner's spans to join the
+// caller's trace; without it, c looks for none, at no cost to a call.
+// Call it before c is used; it returns c.
+func (c *PeerConn) CarryTraceContext() *PeerConn {
+	c.traced = true
 	return c
 }
 
@@ -1103,7 +1115,10 @@ func (c *PeerConn) invoke(ctx context.Context, method string, args, reply any) (
 	// caller's trace context, for the owner's spans to join its trace.
 	// Counted with the request, against the owner's bound, as bounded as
 	// it is (tracing.MaxCarried).
-	tc := tracing.Inject(ctx)
+	var tc map[string]string
+	if c.traced {
+		tc = tracing.Inject(ctx)
+	}
 	if n := len(b) + tracing.Size(tc); c.maxRequest > 0 && n > c.maxRequest {
 		putForwardRequest(req)
 		err := checkSize("request to forward", n, c.maxRequest)

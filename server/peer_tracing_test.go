@@ -97,6 +97,7 @@ func TestAForwardedCallCarriesABoundedTraceContext(t *testing.T) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(tracetest.NewSpanRecorder()))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 	pc, ps := peerPair(t, f) // the peer's transport takes messages up to 4 MiB
+	pc.CarryTraceContext()
 	ps.Trace(tp)
 	maxRequest := 4<<20 - 4<<10
 	pc.LimitRequests(maxRequest)
@@ -193,6 +194,7 @@ func TestAForwardedSpansStatusIsAServerSpans(t *testing.T) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 	pc, ps := peerPair(t, f)
+	pc.CarryTraceContext()
 	ps.Trace(tp)
 	cl := rivetv1.NewActorServiceClient(pc)
 	ref := &rivetv1.ActorRef{Name: "counter", Key: []string{"a"}}
@@ -256,7 +258,8 @@ func (s carriedStream) RecvMsg(m any) error {
 // A call outside any trace (a node with tracing off, whose contexts hold
 // no span) is forwarded with no trace context, even when its context
 // holds baggage; one in a trace carries its traceparent. An owner whose
-// PeerServer.Trace was given nil serves them both, untraced.
+// PeerServer.Trace was given nil serves them both, untraced. A PeerConn
+// not told to CarryTraceContext carries none.
 func TestAForwardOutsideATraceCarriesNoTraceContext(t *testing.T) {
 	var (
 		mu      sync.Mutex
@@ -282,7 +285,7 @@ func TestAForwardOutsideATraceCarriesNoTraceContext(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pc := server.NewPeerConn(conn)
+	pc := server.NewPeerConn(conn).CarryTraceContext()
 	t.Cleanup(func() {
 		pc.Close()
 		conn.Close()
@@ -298,9 +301,20 @@ func TestAForwardOutsideATraceCarriesNoTraceContext(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// A PeerConn not told to carry trace context (a node with tracing
+	// off) does not look for one.
+	plain := server.NewPeerConn(conn)
+	defer plain.Close()
+	if _, err := rivetv1.NewActorServiceClient(plain).Call(traced, &rivetv1.CallRequest{Actor: ref, Action: "increment", Args: []byte(`[1]`)}); err != nil {
+		t.Fatal(err)
+	}
 	mu.Lock()
 	defer mu.Unlock()
-	if len(carried) != 2 || len(carried[0]) != 0 || carried[1]["traceparent"] == "" {
-		t.Fatalf("carried %v, want nothing for the call outside a trace, then a traceparent", carried)
+	if len(carried) != 3 || len(carried[0]) != 0 || carried[1]["traceparent"] == "" || len(carried[2]) != 0 {
+		var keys []int
+		for _, c := range carried {
+			keys = append(keys, len(c))
+		}
+		t.Fatalf("carried contexts of %v keys, want nothing for the call outside a trace, then a traceparent, then nothing from the PeerConn that does not carry them", keys)
 	}
 }
