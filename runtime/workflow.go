@@ -1067,6 +1067,9 @@ func (w *wfHost) MayRunBody() error {
 // BodyEnded counts a Do body MayRunBody let start as ended.
 func (w *wfHost) BodyEnded() { w.r.bodyEnded() }
 
+// Tracing implements workflow.StepTracer: whether the host traces.
+func (w *wfHost) Tracing() bool { return w.a.h.tracer != nil }
+
 // TraceStep implements workflow.StepTracer: a span for each step attempt,
 // whose context the body's calls carry to the actors they call.
 func (w *wfHost) TraceStep(ctx context.Context, path string, attempt int) (context.Context, func(error)) {

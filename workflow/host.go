@@ -376,8 +376,10 @@ type BodyTracker interface {
 // (which must end when ctx does), and end is called once with the
 // attempt's error (nil: success) when the body has returned. A replay,
 // which runs no body, calls neither; nor does a rollback handler's
-// attempt.
+// attempt. Nor, for a run that starts when Tracing says false (a node's
+// with tracing off), any step: the run then makes no call per step.
 type StepTracer interface {
+	Tracing() bool
 	TraceStep(ctx context.Context, path string, attempt int) (_ context.Context, end func(error))
 }
 

@@ -56,7 +56,7 @@ func Start[S any](ctx context.Context, fn func(*Ctx[S]) error, host Host, histor
 		if so, ok := host.(StepObserver); ok && !r.replay {
 			r.observer = so
 		}
-		if st, ok := host.(StepTracer); ok && !r.replay {
+		if st, ok := host.(StepTracer); ok && !r.replay && st.Tracing() {
 			r.tracer = st
 		}
 		if am, ok := host.(AttemptMarker); ok && !r.replay {
@@ -172,7 +172,8 @@ type run struct {
 	// observer is the host's StepObserver, nil if none (or a replay's,
 	// which runs no body).
 	observer StepObserver
-	// tracer is the host's StepTracer, nil if none (or a replay's).
+	// tracer is the host's StepTracer, nil if none, or off, or a
+	// replay's.
 	tracer StepTracer
 	// marker is the host's AttemptMarker, nil if none (or a replay's).
 	marker AttemptMarker
