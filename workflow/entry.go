@@ -145,10 +145,10 @@ type Entry struct {
 	// prunes it less, or not at all, prunes within them.
 	Slots int `json:"slots,omitempty"`
 	// TookMessages marks a loop run under a race whose pruning deleted
-	// receives that took messages: its race branch took them, so it holds
-	// the race's claim (it wins if it finishes), which a replay can no
-	// longer tell from the receives. Absent from loops recorded before it
-	// was, whose replays give the claim up as they did.
+	// receives that took messages not all completed: its race branch took
+	// them, so it holds the race's claim (it wins if it finishes), which a
+	// replay can no longer tell from the receives. Absent from loops
+	// recorded before it was, whose replays give the claim up as they did.
 	TookMessages bool `json:"took_messages,omitempty"`
 
 	// Receives: the messages taken, in the order taken.

@@ -800,8 +800,8 @@ func (x *cx) race(name string, names []string, runs []func(*cx) (json.RawMessage
 	final := e.clone()
 	var batch []HistoryWrite
 	var back []RawMessage
-	// gone says that the losers' trees deleted hold receives that took
-	// messages, given back or completed.
+	// gone says that the losers' trees deleted hold messages taken and
+	// not completed, given back.
 	gone := false
 	if w >= 0 {
 		final.Status = StatusCompleted
@@ -861,24 +861,11 @@ func (x *cx) race(name string, names []string, runs []func(*cx) (json.RawMessage
 		return path, nil, -1, err
 	}
 	if gone {
-		// The messages went back, or, completed, lost their record: in
-		// the races this one runs under, the branch that holds their
-		// claim for them holds it no more if it now holds no message, as
-		// a replay would find (holdsMessages, there of the history it
-		// starts with). Kept, it would win a race it may lose on replay.
+		// The messages went back to their queues: in the races this one
+		// runs under, the branch that holds their claim for them holds
+		// it no more if it now holds no message.
 		r.mu.Lock()
-		for _, s := range t.races {
-			if o := s.r; o.claim == s.b && o.claimTaken && !o.decided && !holdsMessagesNow(r.hist, joinPath(o.path, o.names[s.b])) {
-				o.claim, o.holds[s.b] = -1, false
-				for i, h := range o.holds {
-					if h && !o.ended[i] {
-						o.claim, o.claimTaken = i, true
-						break
-					}
-				}
-				o.signalLocked()
-			}
-		}
+		t.dropClaimsLocked()
 		r.mu.Unlock()
 	}
 	t.advance(final.Time)
@@ -897,7 +884,7 @@ func holdsMessagesNow(h *History, branch string) bool {
 }
 
 // holdsMessages reports whether the recorded tree at branch holds a
-// completed receive that took messages.
+// receive that took messages not all completed (see tookMessages).
 func holdsMessages(h *History, branch string) bool {
 	for _, p := range h.inTree(branch) {
 		if tookMessages(h.Get(p)) {
@@ -908,9 +895,20 @@ func holdsMessages(h *History, branch string) bool {
 }
 
 // tookMessages reports whether e is a completed receive that took
-// messages, or a loop whose pruning deleted such receives.
+// messages and has yet to complete one of them, or a loop whose pruning
+// deleted such receives: what a race branch holds its race's claim for.
+// A completed message is handled, and never goes back to its queue (see
+// History.takenUnder), so the claim protects nothing for it: a branch
+// that loops over a receive, completing each message, lets a sibling that
+// finished win between two messages.
 func tookMessages(e *Entry) bool {
-	return e != nil && (e.Kind == KindMessage && e.Status == StatusCompleted && len(e.Messages) > 0 || e.Kind == KindLoop && e.TookMessages)
+	if e == nil {
+		return false
+	}
+	if e.Kind == KindLoop {
+		return e.TookMessages
+	}
+	return e.Kind == KindMessage && e.Status == StatusCompleted && slices.ContainsFunc(e.Messages, func(m RecordedMessage) bool { return !m.Completed })
 }
 
 // MaxBranchBytes bounds the record of a new join's or race's branches

@@ -191,7 +191,10 @@ func (x *cx) receive(name string, o NextOptions) (string, *Entry, error) {
 		return path, nil, err
 	}
 	if e != nil && e.Status == StatusCompleted {
-		if len(e.Messages) > 0 {
+		if tookMessages(e) {
+			// Messages it took and completed are owed to no one: in the
+			// first run, the branch held the claim for them only until it
+			// completed them, before anything a replay runs live.
 			t.claimReplayed()
 		}
 		t.advance(e.Time)
@@ -451,5 +454,12 @@ func (ref *msgRef) complete(response any) error {
 		return t.hostErr(err)
 	}
 	t.committed(batch)
+	if len(t.races) > 0 {
+		// Its last message owed completed, its branch holds the races
+		// it runs under no more.
+		r.mu.Lock()
+		t.dropClaimsLocked()
+		r.mu.Unlock()
+	}
 	return nil
 }

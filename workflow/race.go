@@ -13,11 +13,12 @@ type race struct {
 	// every branch failed.
 	decided bool
 	winner  int
-	// claim is the branch that took queue messages (-1: none): it wins if
-	// it finishes, and no other branch may take messages meanwhile. Until
-	// it has taken them (claimTaken unset), it only looks: it may wait for
-	// the actor's turn (held by a step of another branch, which ends only
-	// when the race is decided), and a finisher does not wait for it.
+	// claim is the branch that took queue messages and has yet to
+	// complete one of them (-1: none): it wins if it finishes, and no
+	// other branch may take messages meanwhile. Until it has taken them
+	// (claimTaken unset), it only looks: it may wait for the actor's turn
+	// (held by a step of another branch, which ends only when the race is
+	// decided), and a finisher does not wait for it.
 	claim      int
 	claimTaken bool
 	// holds[b] is set if branch b's recorded history holds messages it
@@ -650,9 +651,35 @@ func (t *thread) claim(deadline time.Time) (func(keep bool), error) {
 	}
 }
 
-// claimReplayed takes the message rights of a replayed receive, without
-// waiting: the messages were taken in the first run, so the branch holds
-// the right unless another branch took it first in this replay.
+// dropClaimsLocked gives up the claim that t's branch holds, in each race
+// t runs under, for messages taken, if the branch now holds none (see
+// holdsMessagesNow): they went back to their queues with a nested race's
+// losers, or were completed. A replay finds the same (holdsMessages, of
+// the history it starts with, as the race begins); kept, the claim would
+// win the branch a race it may lose on replay, and a branch that finished
+// first would wait for it for good (a branch looping over a receive that
+// completes each message, raced against a timer). A branch that holds
+// messages, replayed, takes it over (see raceEnd), and the race's
+// finishers look again.
+func (t *thread) dropClaimsLocked() {
+	for _, s := range t.races {
+		if o := s.r; o.claim == s.b && o.claimTaken && !o.decided && !holdsMessagesNow(t.r.hist, joinPath(o.path, o.names[s.b])) {
+			o.claim, o.holds[s.b] = -1, false
+			for i, h := range o.holds {
+				if h && !o.ended[i] {
+					o.claim, o.claimTaken = i, true
+					break
+				}
+			}
+			o.signalLocked()
+		}
+	}
+}
+
+// claimReplayed takes the message rights of a replayed receive that holds
+// messages not all completed (see tookMessages), without waiting: the
+// messages were taken in the first run, so the branch holds the right
+// unless another branch took it first in this replay.
 func (t *thread) claimReplayed() {
 	if len(t.races) == 0 {
 		return

@@ -26,10 +26,11 @@ func TestRaceClaimGoesWithTheMessagesGivenBack(t *testing.T) {
 }
 
 // So it does when the nested race's loser completed the message it took:
-// the message does not go back to its queue, but the loser's tree, its
-// only record, goes with the decision, and a replay finds the branch
-// holding no message. (Found by TestRandomSim, seed 72574 at size 28: the
-// live run kept the claim, as it gave none back, and the branch won.)
+// the message does not go back to its queue, and the claim goes with its
+// completion (a completed message is owed to no one), before the loser's
+// tree goes with the decision; a replay finds the branch holding no
+// message. (Found by TestRandomSim, seed 72574 at size 28: the live run
+// kept the claim, as it gave none back, and the branch won.)
 func TestRaceClaimGoesWithTheMessagesCompletedByALoser(t *testing.T) {
 	wf := aroundANestedLoser(func(c *workflow.Ctx[claimState]) error {
 		m, err := workflow.Next[int](c, "take", workflow.NextOptions{Names: []string{"q"}, Completable: true})

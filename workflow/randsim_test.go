@@ -323,10 +323,13 @@ type rsRes struct {
 	failed bool
 	// events are the times things happen (a step's attempt, a sleep's or
 	// a receive's end, a failure); takes the times messages are taken and
-	// kept; lent those taken and given back (see rsLent).
+	// kept; lent those taken and given back (see rsLent); done those taken
+	// and completed at once (a completable receive's), which hold no race:
+	// the claim goes with the completion, at the same time.
 	events []time.Duration
 	takes  []time.Duration
 	lent   []rsLent
+	done   []time.Duration
 }
 
 // rsLent is a message taken in a nested race by a branch that lost it: the
@@ -346,6 +349,7 @@ func (r *rsRes) add(o rsRes) {
 	r.events = append(r.events, o.events...)
 	r.takes = append(r.takes, o.takes...)
 	r.lent = append(r.lent, o.lent...)
+	r.done = append(r.done, o.done...)
 }
 
 // then adds o, which ran after what r holds: r ends where o does, and
@@ -357,8 +361,15 @@ func (r *rsRes) then(o rsRes) (failed bool) {
 	return o.failed
 }
 
-// taking returns the times o takes messages, kept or lent.
+// taking returns the times o takes messages, kept, lent or completed at
+// once: a receive then takes its race's claim, if only for an instant.
 func (o rsRes) taking() []time.Duration {
+	return append(o.holding(), o.done...)
+}
+
+// holding returns the times o takes messages it holds its race's claim
+// for until it ends, or they go back: kept or lent.
+func (o rsRes) holding() []time.Duration {
 	ts := slices.Clone(o.takes)
 	for _, l := range o.lent {
 		ts = append(ts, l.at)
@@ -452,6 +463,9 @@ func (m *rsModel) node(n *rsNode, t time.Duration, iter string) rsRes {
 			end = t + n.timeout
 			return rsRes{end: end, events: []time.Duration{end}}
 		}
+		if n.completable {
+			return rsRes{end: end, events: []time.Duration{end}, done: []time.Duration{end}}
+		}
 		return rsRes{end: end, events: []time.Duration{end}, takes: []time.Duration{end}}
 	case rsVersionK:
 		return rsRes{end: t}
@@ -508,7 +522,7 @@ func (m *rsModel) race(n *rsNode, t time.Duration, iter string) rsRes {
 		return rsRes{end: t}
 	}
 	firstTake := func(o rsRes) (time.Duration, bool) {
-		ts := o.taking()
+		ts := o.holding()
 		if len(ts) == 0 {
 			return 0, false
 		}
@@ -516,6 +530,12 @@ func (m *rsModel) race(n *rsNode, t time.Duration, iter string) rsRes {
 	}
 	takesBy := func(o rsRes, at time.Duration) bool {
 		return slices.ContainsFunc(o.taking(), func(x time.Duration) bool { return x <= at })
+	}
+	// holdsBy is takesBy but for messages completed at once: a loser that
+	// took and completed one before the winner finished holds nothing,
+	// and loses as if it had taken none.
+	holdsBy := func(o rsRes, at time.Duration) bool {
+		return slices.ContainsFunc(o.holding(), func(x time.Duration) bool { return x <= at })
 	}
 	// h takes messages first: it holds the claim.
 	h, hx := -1, time.Duration(0)
@@ -674,7 +694,7 @@ func (m *rsModel) race(n *rsNode, t time.Duration, iter string) rsRes {
 		// A loser must not act when the winner finishes, nor take a
 		// message before (but h): else the winner depends on the
 		// scheduling.
-		if o.end == tw || slices.Contains(o.events, tw) || i != h && i != lender && takesBy(o, tw) {
+		if o.end == tw || slices.Contains(o.events, tw) || i != h && i != lender && holdsBy(o, tw) {
 			return replace(i)
 		}
 		for _, e := range o.events {
@@ -686,7 +706,7 @@ func (m *rsModel) race(n *rsNode, t time.Duration, iter string) rsRes {
 		case h:
 			// Its messages go back with the decision, at tw (before
 			// it, it held the claim of the races around too).
-			r.lent = append(r.lent, rsLent{at: slices.Min(o.taking()), back: tw, n: countAt(r.events, tw)})
+			r.lent = append(r.lent, rsLent{at: slices.Min(o.holding()), back: tw, n: countAt(r.events, tw)})
 		case lender:
 			r.lent = append(r.lent, o.lent...) // went back before tw
 		}
