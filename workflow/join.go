@@ -100,24 +100,30 @@ type RaceBranch[S, T any] struct {
 // replay: a branch whose value does not decode back fails when it returns,
 // as a step with such a value does, and cannot win.
 //
-// A branch that has taken queue messages wins if it finishes, even after
-// another branch finished, and no other branch takes messages meanwhile, so
-// that the branch that took a message is the one that handles it. If it
-// fails instead (or, rarely, is cancelled holding them), the messages it
-// took and did not complete go back to their queues, ahead of the messages
-// sent since, in the commit that records the winner and deletes the losers'
-// history: they are delivered again, never lost.
+// A branch that holds queue messages it took and has not completed wins if
+// it finishes, even after another branch finished, and no other branch
+// takes messages meanwhile, so that the branch that took a message is the
+// one that handles it. If it fails instead (or, rarely, is cancelled
+// holding them), the messages it took and did not complete go back to
+// their queues, ahead of the messages sent since, in the commit that
+// records the winner and deletes the losers' history: they are delivered
+// again, never lost. A completed message (Message.Complete, which a plain
+// Next's message takes too) is handled, and never goes back: once every
+// message a branch took is completed, it holds the race no more: a branch
+// that finished before it (by workflow time) wins, and it, waiting at its
+// next receive, is cancelled. Complete a message once it is handled: from
+// then on its branch may lose before it does anything more.
 //
-// So a branch that takes messages must return for the race to end once it
-// has taken one: a branch that loops over a receive until cancelled (a
-// timer raced against a loop of Next, to gather messages until a
-// deadline) holds the race open for good from its first message on, the
-// timer's finish never wins, and the workflow waits on the branch's
-// queue. Gather until a deadline without a race instead: a loop of Next
-// (each with a name of its own) whose Timeout is what is left of the
-// deadline, deadline.Sub(c.Now()) (Ctx.Now is workflow time: a replay
-// gets the same), ending when Next returns ErrTimeout; or race the timer
-// against one receive at a time.
+// So a timer raced against a loop that takes a message, handles it and
+// completes it (an update handler while a timer runs) wins when the
+// timer runs out, between two messages. A loop of plain Next whose
+// messages are never completed holds the race open for good from its
+// first message on: the timer's finish never wins, and the workflow waits
+// on the loop's queue. Complete each message, or gather until a deadline
+// without a race: a loop of Next (each with a name of its own) whose
+// Timeout is what is left of the deadline, deadline.Sub(c.Now()) (Ctx.Now
+// is workflow time: a replay gets the same), ending when Next returns
+// ErrTimeout.
 //
 // Branches that finish
 // while others still replay recorded entries are ranked by workflow time,
