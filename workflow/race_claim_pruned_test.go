@@ -49,3 +49,37 @@ func TestRaceClaimSurvivesPrunedIterations(t *testing.T) {
 	}
 	completesAtEveryCrash(t, wf, func(h *workflowtest.Host[st]) { h.Send("q", 1) }, 0)
 }
+
+// But a message that the pruned iteration completed is owed to no one: the
+// loop holds no claim for it (Entry.TookMessages stays unset), and the
+// branch that finished first wins, live as on a replay.
+func TestRaceClaimGoesWithPrunedIterationsThatCompletedTheirMessages(t *testing.T) {
+	type st struct{}
+	type wctx = workflow.Ctx[st]
+	wf := func(c *wctx) error {
+		w, _, err := workflow.Race(c, "r", []workflow.RaceBranch[st, int]{
+			{Name: "a", Run: func(c *wctx) (int, error) { return 1, c.Sleep("z", 3*time.Second) }},
+			{Name: "b", Run: func(c *wctx) (int, error) {
+				return workflow.LoopWith(c, workflow.LoopOptions[int]{Name: "l", HistoryPruneInterval: 1, HistorySize: 1}, func(c *wctx, i int) (int, error) {
+					switch i {
+					case 0:
+						m, err := workflow.Next[int](c, "take", workflow.NextOptions{Names: []string{"q"}})
+						if err != nil {
+							return i, err
+						}
+						return i + 1, m.Complete("done")
+					case 1:
+						return i + 1, c.Sleep("z", time.Second)
+					default:
+						if err := c.Sleep("z", 4*time.Second); err != nil {
+							return i, err
+						}
+						return i + 1, workflow.Break
+					}
+				})
+			}},
+		})
+		return wonBy(w, err, "a")
+	}
+	completesAtEveryCrash(t, wf, func(h *workflowtest.Host[st]) { h.Send("q", 1) }, 0)
+}
