@@ -400,7 +400,9 @@ func (x *cx) takeOnce(path string, seq int, deadline time.Time, o NextOptions, c
 // Complete answers the message's sender (if it waits) with response, which
 // must marshal to JSON, and records that the message was completed; on
 // replay it does nothing. Call it from the branch of the workflow that
-// received the message.
+// received the message, once the message is handled: in a race, a branch
+// whose messages are all completed holds the race no more, and may lose
+// it before it does anything more (see Race).
 func (m Message[T]) Complete(response any) error {
 	if m.ref == nil {
 		return fmt.Errorf("%w: Complete of a message that no workflow received", ErrInvalid)
