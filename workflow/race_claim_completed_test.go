@@ -246,6 +246,16 @@ func TestARaceBranchThatCompletedItsMessagesLosesAlikeOnReplay(t *testing.T) {
 			h, out := run(0, false)
 			check("crash-free", h, out)
 			commits := h.Commits()
+			// Evicted at every wait until a time (the timer's, the
+			// handling's): each activation replays what the last one
+			// committed, the race undecided.
+			h = newHost(notesState{})
+			h.SendWait("note", "leave at door")
+			h.SendWait("note", "ring twice")
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			out, _ = h.Drive(ctx, wf, workflowtest.DriveOptions{MaxActivations: 100, Evict: func(workflow.Wake) bool { return true }})
+			check("evicted at every timed wait", h, out)
 			// Again and again: the branches' goroutines run in any order.
 			for range 10 {
 				for k := 1; k <= commits; k++ {
