@@ -606,8 +606,11 @@ func (t *thread) claim(deadline time.Time) (func(keep bool), error) {
 					r.mu.Lock()
 					defer r.mu.Unlock()
 					for _, s := range t.races {
-						if s.r.claim == s.b {
-							s.r.claimTaken = true
+						// Dropped since this look by a sibling's
+						// completion (see dropClaimsLocked), when the
+						// branch held no other message: it holds these.
+						if s.r.claim == s.b || s.r.claim < 0 && !s.r.decided && !s.r.doomed[s.b] {
+							s.r.claim, s.r.claimTaken = s.b, true
 						}
 					}
 					return
@@ -618,7 +621,8 @@ func (t *thread) claim(deadline time.Time) (func(keep bool), error) {
 				r.mu.Lock()
 				defer r.mu.Unlock()
 				for _, s := range taken {
-					if s.r.claim == s.b {
+					// Kept if a sibling took messages with it meanwhile.
+					if s.r.claim == s.b && !s.r.claimTaken {
 						s.r.claim = -1
 						s.r.signalLocked()
 					}
