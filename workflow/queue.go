@@ -373,10 +373,10 @@ func (x *cx) takeOnce(path string, seq int, deadline time.Time, o NextOptions, c
 	})
 	switch {
 	case err != nil:
-		release(false)
+		release(nil)
 		return nil, time.Time{}, t.hostErr(err)
 	case len(msgs) == 0:
-		release(false)
+		release(nil)
 		if t.lostARace() {
 			return nil, time.Time{}, ErrCancelled
 		}
@@ -388,11 +388,10 @@ func (x *cx) takeOnce(path string, seq int, deadline time.Time, o NextOptions, c
 		}
 		return nil, late, nil
 	case got == nil:
-		release(false)
+		release(nil)
 		return nil, time.Time{}, t.hostErr(fmt.Errorf("the host's Receive returned %d messages without recording them", len(msgs)))
 	}
-	release(true)
-	t.committed(batch)
+	release(batch)
 	t.advance(got.Time)
 	return got, time.Time{}, nil
 }

@@ -26,6 +26,12 @@ type race struct {
 	// claim's holder ends, a branch that holds messages and has not ended
 	// takes the claim over (see raceEnd).
 	holds, ended []bool
+	// taking[b] counts the threads of branch b between a claim and its
+	// release: one may have taken messages the history has yet to show
+	// (durable once the host's Receive returns), so a sibling's
+	// completion does not drop b's claim meanwhile; the last release
+	// looks again (see dropClaimsLocked).
+	taking []int
 	// doomed[b] is set for a branch cancelled before the decision because
 	// it can no longer win (see doomLocked): it is a loser already.
 	doomed []bool
@@ -96,7 +102,7 @@ type raceSlot struct {
 }
 
 func newRace(n int) *race {
-	rc := &race{n: n, winner: -1, claim: -1, live: make([]bool, n), holds: make([]bool, n), ended: make([]bool, n), doomed: make([]bool, n), cancel: make([]context.CancelFunc, n), changed: &change{ch: make(chan struct{})}}
+	rc := &race{n: n, winner: -1, claim: -1, live: make([]bool, n), holds: make([]bool, n), taking: make([]int, n), ended: make([]bool, n), doomed: make([]bool, n), cancel: make([]context.CancelFunc, n), changed: &change{ch: make(chan struct{})}}
 	for i := range rc.live {
 		rc.live[i] = true
 	}
@@ -562,11 +568,17 @@ func (r *run) raceEnd(rc *race, b int, failed bool) {
 
 // claim takes, for each race t runs under, the right to take messages for
 // t's branch, waiting while another branch holds it (but not past deadline,
-// if set: then it returns nil and no error). The returned func gives back
-// the rights this call took unless keep (messages were taken).
-func (t *thread) claim(deadline time.Time) (func(keep bool), error) {
+// if set: then it returns nil and no error). The returned func applies
+// took, the durable batch that recorded the messages taken, to the run's
+// history, and keeps the rights; with took nil it gives back those this
+// call took.
+func (t *thread) claim(deadline time.Time) (func(took []HistoryWrite), error) {
 	if len(t.races) == 0 {
-		return func(bool) {}, nil
+		return func(took []HistoryWrite) {
+			if took != nil {
+				t.committed(took)
+			}
+		}, nil
 	}
 	r := t.r
 	// waited: the floor is the claim's wait's (see below), put back to
@@ -600,33 +612,41 @@ func (t *thread) claim(deadline time.Time) (func(keep bool), error) {
 			break
 		}
 		if !lost && busy == nil {
+			for _, s := range t.races {
+				s.r.taking[s.b]++
+			}
 			r.mu.Unlock()
-			return func(keep bool) {
-				if keep {
-					r.mu.Lock()
-					defer r.mu.Unlock()
+			return func(took []HistoryWrite) {
+				r.mu.Lock()
+				defer r.mu.Unlock()
+				for _, s := range t.races {
+					s.r.taking[s.b]--
+				}
+				if took != nil {
+					// Applied with the claim taken, under one lock: a
+					// sibling's completion sees these messages held.
+					r.hist.Apply(took)
+					t.pending = nil
 					for _, s := range t.races {
-						// Dropped since this look by a sibling's
-						// completion (see dropClaimsLocked), when the
-						// branch held no other message: it holds these.
+						// Dropped since this look, when the branch held
+						// no other message (a sibling's completion that
+						// came before the look): it holds these.
 						if s.r.claim == s.b || s.r.claim < 0 && !s.r.decided && !s.r.doomed[s.b] {
 							s.r.claim, s.r.claimTaken = s.b, true
 						}
 					}
-					return
-				}
-				if len(taken) == 0 {
-					return
-				}
-				r.mu.Lock()
-				defer r.mu.Unlock()
-				for _, s := range taken {
-					// Kept if a sibling took messages with it meanwhile.
-					if s.r.claim == s.b && !s.r.claimTaken {
-						s.r.claim = -1
-						s.r.signalLocked()
+				} else {
+					for _, s := range taken {
+						// Kept if a sibling took messages with it meanwhile.
+						if s.r.claim == s.b && !s.r.claimTaken {
+							s.r.claim = -1
+							s.r.signalLocked()
+						}
 					}
 				}
+				// A sibling's completion may have found the branch
+				// taking, and left its claim for this release.
+				t.dropClaimsLocked()
 			}, nil
 		}
 		for _, s := range taken {
@@ -667,7 +687,7 @@ func (t *thread) claim(deadline time.Time) (func(keep bool), error) {
 // finishers look again.
 func (t *thread) dropClaimsLocked() {
 	for _, s := range t.races {
-		if o := s.r; o.claim == s.b && o.claimTaken && !o.decided && !holdsMessagesNow(t.r.hist, joinPath(o.path, o.names[s.b])) {
+		if o := s.r; o.claim == s.b && o.claimTaken && !o.decided && o.taking[s.b] == 0 && !holdsMessagesNow(t.r.hist, joinPath(o.path, o.names[s.b])) {
 			o.claim, o.holds[s.b] = -1, false
 			for i, h := range o.holds {
 				if h && !o.ended[i] {
