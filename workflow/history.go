@@ -33,6 +33,11 @@ type History struct {
 	// in their scope's order, and in unvisited until the code reaches the
 	// block, but are none of the history's entries.
 	tries map[string]*Entry
+	// held holds the paths of the entries that hold a race's claim
+	// (tookMessages), kept as they are written: a completion under a race
+	// looks through them, not through every entry (a loop of completed
+	// receives, raced, would be quadratic in its length).
+	held map[string]struct{}
 }
 
 // NewHistory returns the replay state of entries. It fails if two entries
@@ -48,6 +53,7 @@ func NewHistory(entries []Entry) (*History, error) {
 			return nil, fmt.Errorf("%w: history holds two entries at %q", ErrInvalid, e.Path)
 		}
 		h.entries[e.Path] = e
+		h.noteHeld(e.Path, e)
 		h.unvisited[e.Path] = struct{}{}
 		h.loaded = append(h.loaded, e.Path)
 		if e.Seq > 0 {
@@ -398,6 +404,7 @@ func (h *History) CheckEnd(scope string) error {
 func (h *History) Apply(writes []HistoryWrite) {
 	for _, w := range writes {
 		if w.Put != nil {
+			h.noteHeld(w.Put.Path, w.Put)
 			h.entries[w.Put.Path] = w.Put
 			delete(h.unvisited, w.Put.Path)
 			continue
@@ -407,6 +414,7 @@ func (h *History) Apply(writes []HistoryWrite) {
 		}
 		for p := range h.entries {
 			if Under(p, w.DeleteTree) {
+				delete(h.held, p)
 				delete(h.entries, p)
 				delete(h.unvisited, p)
 			}
@@ -417,6 +425,19 @@ func (h *History) Apply(writes []HistoryWrite) {
 				delete(h.unvisited, p)
 			}
 		}
+	}
+}
+
+// noteHeld keeps held up to date as e is written at path.
+func (h *History) noteHeld(path string, e *Entry) {
+	switch {
+	case tookMessages(e):
+		if h.held == nil {
+			h.held = map[string]struct{}{}
+		}
+		h.held[path] = struct{}{}
+	case h.held != nil:
+		delete(h.held, path)
 	}
 }
 

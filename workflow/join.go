@@ -881,8 +881,8 @@ func (x *cx) race(name string, names []string, runs []func(*cx) (json.RawMessage
 // holdsMessagesNow is holdsMessages of the history as it is now, the
 // entries this run recorded with those it started with.
 func holdsMessagesNow(h *History, branch string) bool {
-	for p, e := range h.entries {
-		if tookMessages(e) && Under(p, branch) {
+	for p := range h.held {
+		if Under(p, branch) {
 			return true
 		}
 	}

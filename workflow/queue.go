@@ -455,9 +455,10 @@ func (ref *msgRef) complete(response any) error {
 		return t.hostErr(err)
 	}
 	t.committed(batch)
-	if len(t.races) > 0 {
+	if len(t.races) > 0 && !tookMessages(ne) {
 		// Its last message owed completed, its branch holds the races
-		// it runs under no more.
+		// it runs under no more (an entry that still holds one keeps
+		// them, and spares the look).
 		r.mu.Lock()
 		t.dropClaimsLocked()
 		r.mu.Unlock()
