@@ -107,8 +107,8 @@ type RaceBranch[S, T any] struct {
 // holding them), the messages it took and did not complete go back to
 // their queues, ahead of the messages sent since, in the commit that
 // records the winner and deletes the losers' history: they are delivered
-// again, never lost. A completed message (Message.Complete, which a plain
-// Next's message takes too) is handled, and never goes back: once every
+// again, never lost. A completed message (Message.Complete; a plain
+// Next's message can be completed too) is handled, and never goes back: once every
 // message a branch took is completed, it holds the race no more: a branch
 // that finished before it (by workflow time) wins, and it, waiting at its
 // next receive, is cancelled. Complete a message once it is handled: from
