@@ -25,6 +25,9 @@ type siblingHost struct {
 	looked  map[string]chan struct{}
 	notify  chan struct{}
 	requeue []RawMessage
+	// took, by queue, runs once the receive's take is recorded (durable),
+	// before Receive returns.
+	took map[string]func()
 }
 
 type siblingTimer struct {
@@ -108,13 +111,19 @@ func (h *siblingHost) Receive(ctx context.Context, names []string, n int, record
 	}
 	ws := record(ms)
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	if ws == nil {
 		h.queues[q] = append(ms, h.queues[q]...)
+		h.mu.Unlock()
 		return nil, nil
 	}
 	for _, w := range ws {
 		h.requeue = append(h.requeue, w.Requeue...)
+	}
+	took := h.took[q]
+	delete(h.took, q)
+	h.mu.Unlock()
+	if took != nil {
+		took()
 	}
 	return ms, nil
 }
@@ -288,5 +297,127 @@ func TestARaceClaimStaysWithAJoinSiblingThatTookAMessageAsAnotherCompletedItsOwn
 				t.Fatalf("put back %v", h.requeue)
 			}
 		})
+	}
+}
+
+// A join sibling's take is durable once the host's Receive returns, and
+// reaches the run's history only after: a sibling's completion in between
+// must not give up the branch's claim, or a finisher waiting for it wins
+// and the message just taken goes back to its queue.
+func TestARaceClaimStaysWithAJoinSiblingWhoseTakeIsDurableAsAnotherCompletes(t *testing.T) {
+	h := &siblingHost{now: t0, queues: map[string][]RawMessage{
+		"q1": {{ID: 1, Queue: "q1", Body: json.RawMessage(`1`), CreatedAt: t0}},
+		"q2": {{ID: 2, Queue: "q2", Body: json.RawMessage(`2`), CreatedAt: t0}},
+	}, gates: map[string]func(context.Context){}, looked: map[string]chan struct{}{}, notify: make(chan struct{}), took: map[string]func(){}}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var (
+		r           *run
+		rc          *race
+		tookM1      = make(chan struct{})
+		completeNow = make(chan struct{})
+		completed   = make(chan struct{})
+		inGap       = make(chan string, 1)
+	)
+	// y takes m2 once x holds m1, so the claim is b's.
+	h.gates["q2"] = func(ctx context.Context) {
+		select {
+		case <-tookM1:
+		case <-ctx.Done():
+		}
+	}
+	// Between y's take and its return: a finishes, x completes m1 and
+	// ends.
+	h.took["q2"] = func() {
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+			h.mu.Lock()
+			n := len(h.timers)
+			h.mu.Unlock()
+			if n > 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				inGap <- "a never slept"
+				return
+			}
+		}
+		h.advance(t0.Add(time.Second))
+		close(completeNow)
+		select {
+		case <-completed:
+		case <-ctx.Done():
+		}
+		if !untilLocked(r, func() bool { return len(rc.cands) == 1 || rc.decided }) {
+			inGap <- "a never finished"
+			return
+		}
+		inGap <- ""
+	}
+	done := make(chan Outcome, 1)
+	go func() {
+		done <- Run(ctx, func(c *Ctx[struct{}]) error {
+			r = c.x.t.r
+			w, _, err := Race(c, "r", []RaceBranch[struct{}, int]{
+				{Name: "a", Run: func(c *Ctx[struct{}]) (int, error) { return 0, c.Sleep("z", time.Second) }},
+				{Name: "b", Run: func(c *Ctx[struct{}]) (int, error) {
+					r.mu.Lock()
+					rc = c.x.t.races[0].r
+					r.mu.Unlock()
+					_, err := Join(c, "j", Branches[struct{}, int]{
+						"x": func(c *Ctx[struct{}]) (int, error) {
+							m, err := Next[int](c, "m1", NextOptions{Names: []string{"q1"}})
+							if err != nil {
+								return 0, err
+							}
+							close(tookM1)
+							select {
+							case <-completeNow:
+							case <-ctx.Done():
+							}
+							err = m.Complete("done")
+							close(completed)
+							return 0, err
+						},
+						"y": func(c *Ctx[struct{}]) (int, error) {
+							if _, err := Next[int](c, "m2", NextOptions{Names: []string{"q2"}}); err != nil {
+								return 0, err
+							}
+							_, err := Next[int](c, "m4", NextOptions{Names: []string{"q4"}})
+							return 0, err
+						},
+					})
+					return 1, err
+				}},
+			})
+			if err != nil {
+				return err
+			}
+			if w != "b" {
+				return errors.New("won by " + w)
+			}
+			return nil
+		}, h, nil)
+	}()
+	select {
+	case msg := <-inGap:
+		if msg != "" {
+			t.Fatal(msg)
+		}
+	case <-ctx.Done():
+		t.Fatal("y never took m2")
+	}
+	// y, holding m2 with the claim, goes on to m4 and wins.
+	h.send("q4", RawMessage{ID: 4, Queue: "q4", Body: json.RawMessage(`4`), CreatedAt: t0.Add(time.Second)})
+	var out Outcome
+	select {
+	case out = <-done:
+	case <-ctx.Done():
+		t.Fatal("the run hangs")
+	}
+	if out.Status != RunCompleted {
+		t.Fatalf("outcome %s %v, want completed, won by b; put back %v", out.Status, out.Err, h.requeue)
+	}
+	if len(h.requeue) != 0 {
+		t.Fatalf("put back %v", h.requeue)
 	}
 }
