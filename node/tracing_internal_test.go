@@ -370,21 +370,9 @@ func TestTracingExportsToAnOTLPCollectorAndFlushesOnStop(t *testing.T) {
 	go func() { defer close(served); _ = gs.Serve(lis) }()
 	t.Cleanup(func() { gs.Stop(); <-served })
 
-	reg, err := rivet.Setup(tracedCounter)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cfg := DefaultLocalConfig(t.TempDir())
-	cfg.NodeID, cfg.HTTPAddr, cfg.GossipAddr, cfg.Logger = "traced", "-", "-", zap.NewNop()
-	cfg.OTLPEndpoint = lis.Addr().String()
-	n := StartForTest(t, ctx, cfg, reg)
-	c, err := client.New(n.GRPCAddr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	n, c := nodeExportingTo(t, ctx, lis.Addr().String())
 	if got, err := rivet.Call[int](ctx, c.GetOrCreate("tcounter", "x"), "add", 1); err != nil || got != 1 {
 		t.Fatalf("add = %d, %v", got, err)
 	}
@@ -458,21 +446,9 @@ func TestAnExportToADeadCollectorEndsWithTheStop(t *testing.T) {
 		}
 	})
 
-	reg, err := rivet.Setup(tracedCounter)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cfg := DefaultLocalConfig(t.TempDir())
-	cfg.NodeID, cfg.HTTPAddr, cfg.GossipAddr, cfg.Logger = "traced", "-", "-", zap.NewNop()
-	cfg.OTLPEndpoint = lis.Addr().String()
-	n := StartForTest(t, ctx, cfg, reg)
-	c, err := client.New(n.GRPCAddr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	n, c := nodeExportingTo(t, ctx, lis.Addr().String())
 	if _, err := rivet.Call[int](ctx, c.GetOrCreate("tcounter", "x"), "add", 1); err != nil {
 		t.Fatal(err)
 	}
@@ -491,4 +467,24 @@ func TestAnExportToADeadCollectorEndsWithTheStop(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// nodeExportingTo starts a node of tracedCounter whose spans go to the
+// OTLP collector at addr, and a client of it (closed by the test's end).
+func nodeExportingTo(t *testing.T, ctx context.Context, addr string) (*Node, *client.Client) {
+	t.Helper()
+	reg, err := rivet.Setup(tracedCounter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultLocalConfig(t.TempDir())
+	cfg.NodeID, cfg.HTTPAddr, cfg.GossipAddr, cfg.Logger = "traced", "-", "-", zap.NewNop()
+	cfg.OTLPEndpoint = addr
+	n := StartForTest(t, ctx, cfg, reg)
+	c, err := client.New(n.GRPCAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return n, c
 }
