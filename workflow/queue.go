@@ -391,6 +391,9 @@ func (x *cx) takeOnce(path string, seq int, deadline time.Time, o NextOptions, c
 		release(nil)
 		return nil, time.Time{}, t.hostErr(fmt.Errorf("the host's Receive returned %d messages without recording them", len(msgs)))
 	}
+	if len(t.races) == 0 {
+		t.committed(batch) // no claim to apply it with (claim)
+	}
 	release(batch)
 	t.advance(got.Time)
 	return got, time.Time{}, nil

@@ -566,19 +566,20 @@ func (r *run) raceEnd(rc *race, b int, failed bool) {
 	rc.signalLocked()
 }
 
+// noClaims is claim's release for a thread under no race.
+var noClaims = func([]HistoryWrite) {}
+
 // claim takes, for each race t runs under, the right to take messages for
 // t's branch, waiting while another branch holds it (but not past deadline,
 // if set: then it returns nil and no error). The returned func applies
 // took, the durable batch that recorded the messages taken, to the run's
 // history, and keeps the rights; with took nil it gives back those this
-// call took.
+// call took. A thread under no race has no rights to take: its release
+// does nothing, and the caller applies took itself (a func of its own,
+// capturing t, would cost every receive an allocation).
 func (t *thread) claim(deadline time.Time) (func(took []HistoryWrite), error) {
 	if len(t.races) == 0 {
-		return func(took []HistoryWrite) {
-			if took != nil {
-				t.committed(took)
-			}
-		}, nil
+		return noClaims, nil
 	}
 	r := t.r
 	// waited: the floor is the claim's wait's (see below), put back to
