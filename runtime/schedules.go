@@ -881,7 +881,13 @@ func (h *Host) fireSchedules(it *wakeItem) {
 	defer h.end()
 	sp, err := h.spec(it.ref)
 	if err != nil {
-		h.log.Warn("scheduled calls of an unknown actor type: left stored", refField(it.ref))
+		if errors.Is(err, rivet.ErrUnknownActor) {
+			h.log.Warn("scheduled calls of an unknown actor type: left stored", refField(it.ref), zap.Error(err))
+		} else {
+			// Not this node's now (a handoff under way): the next owner
+			// runs them.
+			h.log.Debug("scheduled calls left for the partition's next owner", refField(it.ref), zap.Error(err))
+		}
 		return
 	}
 	for range fireMax {
