@@ -13,7 +13,7 @@ import (
 // which types they register (older builds), left out of the comparison.
 func (v *view) typeDifferences() (diffs []typesets.Diff, unknown []string) {
 	known := map[string][]string{}
-	for id, rec := range v.records() {
+	for id, rec := range v.recordsCached() {
 		if !rec.KnownTypes() {
 			unknown = append(unknown, id)
 			continue
