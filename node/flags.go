@@ -284,9 +284,31 @@ func ParseFlags(name string, args []string, out io.Writer) (Config, error) {
 	if err != nil {
 		return cfg, err
 	}
+	if env := otlpEndpointFromEnv(); env != "" && cfg.OTLPEndpoint == env {
+		if err := checkOTLPProtocolEnv(); err != nil {
+			return cfg, err
+		}
+	}
 	cfg.Logger, cfg.LogLevel = log, &level
 	cfg.logJSON = logFormat == "json"
 	return cfg, nil
+}
+
+// checkOTLPProtocolEnv refuses an OpenTelemetry environment that asks for
+// another OTLP protocol than gRPC (http/protobuf is the specification's
+// default, and common where these variables are set for every program):
+// the node exports over gRPC only, and sent to an HTTP port every span
+// would be dropped with no word in the node's log.
+func checkOTLPProtocolEnv() error {
+	for _, name := range []string{"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"} {
+		if v := os.Getenv(name); v != "" {
+			if v != "grpc" {
+				return fmt.Errorf("node: %s is %q: the node exports traces over OTLP/gRPC only (set it to grpc with a gRPC collector endpoint, usually port 4317, or give --otlp-endpoint)", name, v)
+			}
+			return nil
+		}
+	}
+	return nil
 }
 
 // otlpEndpointFromEnv is the collector OpenTelemetry's standard variables

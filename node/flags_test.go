@@ -247,4 +247,22 @@ func TestParseFlagsTakesTheOTLPEndpoint(t *testing.T) {
 	if got := parse("--otlp-endpoint", "127.0.0.1:4317"); got != "127.0.0.1:4317" {
 		t.Fatalf("OTLP endpoint %q, want the flag's", got)
 	}
+	// The environment's endpoint with another protocol than gRPC (the
+	// specification's default is http/protobuf) is refused, not sent gRPC
+	// that an HTTP port drops; the traces-only variable first.
+	for _, env := range []string{"OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"} {
+		t.Setenv(env, "")
+		os.Unsetenv(env)
+	}
+	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
+	if _, err := node.ParseFlags("node", nil, io.Discard); err == nil || !strings.Contains(err.Error(), "OTEL_EXPORTER_OTLP_PROTOCOL") {
+		t.Errorf("OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf: %v; want it refused", err)
+	}
+	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "grpc")
+	if got := parse(); got != "https://traces:4317" {
+		t.Errorf("OTLP endpoint %q with OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=grpc, want the environment's", got)
+	}
+	if got := parse("--otlp-endpoint", "127.0.0.1:4317"); got != "127.0.0.1:4317" {
+		t.Errorf("OTLP endpoint %q, want the flag's whatever the protocol variables say", got)
+	}
 }
