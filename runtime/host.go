@@ -2188,7 +2188,7 @@ func (h *Host) CreateWith(ctx context.Context, ref Ref, input json.RawMessage, o
 	// The meta is the stored one, read by the load (or this node's
 	// create) before the activation was ready, and never changes after.
 	if key != "" && a.meta.CreateKey == key {
-		if !sameJSON(a.meta.Input, input) {
+		if !optjson.Same(a.meta.Input, input) {
 			return ActorInfo{}, false, rivet.Errorf(rivet.ErrInvalidArgument, "actor %s %s was created with idempotency key %q and another input: a key names one create (send the same input, or use another key)", ref.Name, keyString(ref.Key), key)
 		}
 		return a.info(), true, nil

@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/internal/optjson"
 	"github.com/rivet-go/rivet/storage"
 )
 
@@ -83,20 +84,12 @@ func sendResponseKey(prefix string, seq uint64) string {
 // value is the same message. Numbers are compared as they are written
 // (1 and 1.0 differ): the actor's decoder may tell them apart.
 func sendSums(queue string, body []byte) (sum, same string) {
-	compact, value := body, body
+	compact := body
 	var buf bytes.Buffer
 	if json.Compact(&buf, body) == nil {
 		compact = buf.Bytes()
 	}
-	d := json.NewDecoder(bytes.NewReader(body))
-	d.UseNumber()
-	var v any
-	if d.Decode(&v) == nil {
-		if b, err := json.Marshal(v); err == nil { // maps' keys sorted
-			value = b
-		}
-	}
-	return digest(queue, compact), digest(queue, value)
+	return digest(queue, compact), digest(queue, optjson.Canonical(body))
 }
 
 func digest(queue string, body []byte) string {
@@ -260,20 +253,4 @@ func (a *activation) sameMessage(key string, rec, sent sendKeyRecord) error {
 func (a *activation) stillQueued(seq uint64) bool {
 	_, ok := slices.BinarySearchFunc(a.wf.msgs, seq, func(r msgRef, seq uint64) int { return cmp.Compare(r.seq, seq) })
 	return ok
-}
-
-// sameJSON says whether a and b are the same JSON value, as a keyed send's
-// bodies are compared (sendSums): whitespace and the order of an object's
-// members do not count, numbers count as written (1 and 1.0 differ). None
-// (empty) is null. Two that do not decode are compared as bytes.
-func sameJSON(a, b []byte) bool {
-	if len(bytes.TrimSpace(a)) == 0 {
-		a = []byte("null")
-	}
-	if len(bytes.TrimSpace(b)) == 0 {
-		b = []byte("null")
-	}
-	_, sa := sendSums("", a)
-	_, sb := sendSums("", b)
-	return sa == sb
 }

@@ -6,6 +6,7 @@
 package optjson
 
 import (
+	"bytes"
 	"encoding/json"
 
 	"github.com/rivet-go/rivet"
@@ -41,4 +42,33 @@ func Encode(what string, v any) (json.RawMessage, error) {
 		return nil, rivet.Errorf(rivet.ErrInvalidArgument, "%s does not marshal to JSON: %v", what, err)
 	}
 	return b, nil
+}
+
+// Canonical is body as one JSON value is written whatever its source's
+// whitespace and the order of its objects' members: decoded (numbers as
+// written: 1 and 1.0 differ) and encoded again, maps' keys sorted. A body
+// that does not decode is itself.
+func Canonical(body []byte) []byte {
+	d := json.NewDecoder(bytes.NewReader(body))
+	d.UseNumber()
+	var v any
+	if d.Decode(&v) == nil {
+		if b, err := json.Marshal(v); err == nil {
+			return b
+		}
+	}
+	return body
+}
+
+// Same reports whether a and b are the same JSON value (Canonical), as a
+// node compares a keyed send's bodies and a keyed create's inputs; none
+// (empty) is null.
+func Same(a, b []byte) bool {
+	if len(bytes.TrimSpace(a)) == 0 {
+		a = []byte("null")
+	}
+	if len(bytes.TrimSpace(b)) == 0 {
+		b = []byte("null")
+	}
+	return bytes.Equal(Canonical(a), Canonical(b))
 }

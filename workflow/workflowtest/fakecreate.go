@@ -1,10 +1,8 @@
 package workflowtest
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"reflect"
 	"slices"
 
 	"github.com/rivet-go/rivet"
@@ -107,7 +105,7 @@ func (fc *FakeClient) CreateWith(ctx context.Context, name string, key []string,
 			continue
 		case opts.IdempotencyKey == "" || m.key != opts.IdempotencyKey:
 			return fc.refuseCreate(i, rivet.Errorf(rivet.ErrAlreadyExists, "actor %s already exists", h.id()))
-		case !sameJSON(m.input, in):
+		case !optjson.Same(m.input, in):
 			return fc.refuseCreate(i, rivet.Errorf(rivet.ErrInvalidArgument, "actor %s was created with idempotency key %q and another input: a key names one create (send the same input, or use another key)", h.id(), opts.IdempotencyKey))
 		}
 		res.Duplicate = true
@@ -166,24 +164,4 @@ func (fc *FakeClient) finishCreate(i int, res caller.CreateResult, err error) {
 	c := &fc.calls[i]
 	res.Key = slices.Clone(res.Key)
 	c.Done, c.Duplicate, c.CreateResult, c.Err = true, res.Duplicate, res, err
-}
-
-// sameJSON reports whether a and b are the same JSON value, none being
-// null, as a node compares a keyed create's input (runtime's sameJSON):
-// whitespace and the order of an object's members do not count, numbers
-// count as written (UseNumber: 1 and 1.0 differ, in both).
-func sameJSON(a, b json.RawMessage) bool {
-	decode := func(r json.RawMessage) (any, error) {
-		if len(bytes.TrimSpace(r)) == 0 {
-			return nil, nil
-		}
-		d := json.NewDecoder(bytes.NewReader(r))
-		d.UseNumber()
-		var v any
-		err := d.Decode(&v)
-		return v, err
-	}
-	va, erra := decode(a)
-	vb, errb := decode(b)
-	return erra == nil && errb == nil && reflect.DeepEqual(va, vb)
 }
