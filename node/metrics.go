@@ -3,10 +3,12 @@ package node
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/runtime"
@@ -376,3 +378,24 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 }
+
+// embeddedEtcdMetrics is the embedded etcd member's own metrics (etcd_*:
+// leader, database size and quota, fsync and commit latencies), which etcd
+// registers on the process's default registry. A node serves them beside
+// its own when it runs a member, so that one scrape of its HTTP port
+// covers the member too: its client port, where etcd serves them, is not
+// published by the compose files (and a node with TLS or a token keeps
+// it private). The rest of the default registry (the Go and process
+// collectors) the node's own registry has already. A node of an external
+// etcd serves none: the process holds no member, and etcd's collectors,
+// registered all the same, would show a member without a leader.
+var embeddedEtcdMetrics = prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
+	mfs, err := prometheus.DefaultGatherer.Gather()
+	out := mfs[:0]
+	for _, mf := range mfs {
+		if strings.HasPrefix(mf.GetName(), "etcd_") {
+			out = append(out, mf)
+		}
+	}
+	return out, err
+})

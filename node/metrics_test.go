@@ -639,3 +639,56 @@ func TestCountersCountExactly(t *testing.T) {
 		`rivet_workflow_failures_total{actor="countedFailure"}`:                 2,
 	})
 }
+
+// A node that runs an embedded etcd member serves the member's metrics on
+// its own HTTP port beside its own (the compose files publish no etcd
+// port, so this is where an operator scrapes them); a node of an external
+// etcd serves none, though its process holds a member (the test's), whose
+// figures are not the node's etcd's.
+func TestMetricsIncludeTheEmbeddedEtcdMember(t *testing.T) {
+	reg, err := rivet.Setup(counter.Actor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	start := func(endpoints []string) *node.Node {
+		cfg := node.DefaultLocalConfig(t.TempDir())
+		cfg.EtcdEndpoints = endpoints
+		cfg.Logger = zap.NewNop()
+		n, err := node.Start(ctx, cfg, reg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+
+	n := start(nil)
+	series, sums := scrape(t, n.HTTPAddr())
+	if got := series["etcd_server_has_leader"]; got != 1 {
+		t.Errorf("etcd_server_has_leader = %v, want 1", got)
+	}
+	for _, name := range []string{"etcd_mvcc_db_total_size_in_bytes", "etcd_server_quota_backend_bytes", "etcd_disk_wal_fsync_duration_seconds_count"} {
+		if sums[name] <= 0 {
+			t.Errorf("%s = %v, want above 0", name, sums[name])
+		}
+	}
+	if got := sums["rivet_partitions_owned"]; got == 0 {
+		t.Errorf("the node's own metrics are missing beside etcd's: rivet_partitions_owned = %v", got)
+	}
+	if err := n.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	n = start(etcdtest.Start(t))
+	defer n.Stop(ctx)
+	_, sums = scrape(t, n.HTTPAddr())
+	for name := range sums {
+		if strings.HasPrefix(name, "etcd_") {
+			t.Errorf("a node of an external etcd serves %s", name)
+		}
+	}
+	if got := sums["rivet_partitions_owned"]; got == 0 {
+		t.Errorf("rivet_partitions_owned = %v on the node of an external etcd", got)
+	}
+}

@@ -739,8 +739,12 @@ func (n *Node) Err() error {
 func (n *Node) startHTTP() {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), newCollector(n))
+	var g prometheus.Gatherer = reg
+	if n.embedded != nil {
+		g = prometheus.Gatherers{reg, embeddedEtcdMetrics}
+	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.Handle("/metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
 		res, err := n.health.Check(r.Context(), &healthpb.HealthCheckRequest{})
