@@ -278,6 +278,14 @@ type thread struct {
 	// waitAt. Guarded by r.mu.
 	waitFor waitFor
 	waitAt  int
+	// stepFn is the fn a step attempt (cx.attempt) gives the host's
+	// RunStep, made once per thread: it runs attempting, the attempt
+	// that holds it while RunStep runs. A thread runs one attempt at a
+	// time, but a stray step of a closed Ctx may run beside it: that
+	// one makes a fn of its own. Written only by the attempt that set
+	// attempting.
+	stepFn     func(StepEnv) []HistoryWrite
+	attempting atomic.Pointer[attemptVars]
 }
 
 // cx is one scope on one thread: the untyped half of a Ctx.

@@ -73,6 +73,10 @@ type attemptVars struct {
 	one [1]HistoryWrite
 	// ctx is the body's context (runBodyIn): no allocation of its own.
 	ctx attemptCtx
+	// The attempt: its step's cx, path and place, and its number.
+	x      *cx
+	path   string
+	seq, n int
 }
 
 // visit looks path up for a new primitive of kind in scope: the recorded
@@ -262,117 +266,25 @@ func (x *cx) attempt(path string, seq, n int, sp stepSpec, lastErr string) (*Ent
 	t, r := x.t, x.t.r
 	res := sp.body.vars()
 	res.body, res.pol, res.hasRollback, res.lastErr, res.ephemeral = sp.body, sp.pol, sp.rollback != nil, lastErr, sp.opts.Ephemeral
-	fn := func(env StepEnv) []HistoryWrite {
-		if x.closed.Load() {
-			// Run from a goroutine, the step outlived the function of
-			// its Ctx: it records nothing (nor runs its body), as the
-			// run has ended or is ending.
-			res.refused = true
-			return nil
-		}
-		if t.lostARace() {
-			// The branch lost its race while it waited for the turn. Its
-			// context may not be cancelled yet: the decision cancels the
-			// losers one by one, and another loser's step, cancelled
-			// first, may have handed the turn over already. A loser's
-			// body must not start. (lostARace waits for the decision to
-			// end, and costs nothing outside races.)
-			res.abandoned = true
-			return nil
-		}
-		env.Path = path
-		start := t.stamp()
-		if m := t.r.marker; m != nil && !res.ephemeral {
-			// Durable before the body starts: a crash in it must leave
-			// the attempt's trace.
-			if err := m.MarkAttempt(path, n, start); err != nil {
-				res.markErr = err
-				return nil
-			}
-		}
-		exited := true
-		traced := func(error) {}
-		defer func() {
-			if exited {
-				// runtime.Goexit in the body: the thread ends here.
-				t.goexitIn = fmt.Sprintf("step %q", path)
-				if o := t.r.observer; o != nil {
-					o.StepIdle(path)
+	res.x, res.path, res.seq, res.n = x, path, seq, n
+	// The thread's stepFn runs the attempt that holds t.attempting: a
+	// closure (or method value) of its own was an allocation per step.
+	var fn func(StepEnv) []HistoryWrite
+	if t.attempting.CompareAndSwap(nil, res) {
+		defer t.attempting.Store(nil)
+		if t.stepFn == nil {
+			t.stepFn = func(env StepEnv) []HistoryWrite {
+				if res := t.attempting.Load(); res != nil {
+					return res.run(env)
 				}
-				traced(ErrGoexit) // its span too (a second end is none)
+				return nil // called after RunStep returned: nothing to record
 			}
-		}()
-		if o := t.r.observer; o != nil {
-			o.StepStarted(path, n, res.pol.maxRetries+1, start, res.lastErr)
 		}
-		parent := t.ctx
-		if tr := t.r.tracer; tr != nil {
-			parent, traced = tr.TraceStep(t.ctx, path, n)
-		}
-		// t.r, not r: fn captures x too (closed), and one more word would
-		// take it to a larger size class, on every step.
-		out, err, timedOut, late := runBodyIn(&res.ctx, parent, res.pol.timeout, t.r.host, func(ctx context.Context) (json.RawMessage, error) {
-			return res.body.run(env, ctx, n)
-		})
-		exited = false
-		if timedOut && err == nil {
-			traced(context.DeadlineExceeded)
-		} else {
-			traced(err)
-		}
-		if o := t.r.observer; o != nil {
-			o.StepIdle(path)
-		}
-		t.r.reportPanic(err, path, false)
-		if timedOut {
-			t.r.reportOverrun(path, false, res.pol.timeout, late)
-		}
-		if x.closed.Load() {
-			// As above: the function of its Ctx returned while the body
-			// ran. What it did to the state goes too.
-			res.refused = true
-			return nil
-		}
-		if !timedOut && t.ctx.Err() != nil && (err != nil || t.lostARace()) {
-			// Evicted or lost the race mid-attempt: a failure says
-			// nothing about the step, so it is not recorded, and the
-			// attempt runs again on the next activation. (On a host that
-			// marks attempts, AttemptMarker, an eviction that is not a
-			// graceful leave keeps the marker, and the next activation
-			// counts the attempt, as after a crash; a graceful leave
-			// deletes it.) A success after its branch lost a race is not
-			// recorded either: recorded, the late result could be durable
-			// before the race's decision, and a replay after a crash in
-			// between would pick it as the winner by its time. (Any other
-			// cancelled success is recorded: an evicted run's, a join
-			// sibling's of a branch that failed, to save running the step
-			// again.)
-			res.abandoned = true
-			return nil
-		}
-		// compensable: the body's side effect happened (a charge) and
-		// only the state it left was refused, so the failure records the
-		// output (none for a null value) and the step's compensation
-		// runs when the workflow rolls back, as a completed step's does.
-		compensable, body := false, out
-		if env.Check != nil {
-			// The host encodes the state here: its encoder is the
-			// actor's code, which may call runtime.Goexit too.
-			exited = true
-			var refusedSuccess bool
-			out, err, timedOut, refusedSuccess = checkAttempt(env.Check, out, err, timedOut)
-			exited = false
-			compensable = refusedSuccess && res.hasRollback && t.r.outputFits(body)
-		}
-		res.ne = recordAttempt(path, n, attemptResult{start: start, end: t.stamp(), output: out, err: err, timedOut: timedOut}, res.pol)
-		res.ne.Seq, res.ne.TryPlaces = seq, x.sc.tryPlaces
-		res.ne.HasRollback = res.hasRollback && res.ne.Status == StatusCompleted
-		if compensable {
-			res.ne.Output, res.ne.HasRollback = body, true
-		}
-		t.r.markEntry(res.ne)
-		res.batch = AppendWrites(append(res.one[:0], t.pending...), HistoryWrite{Put: res.ne})
-		return res.batch
+		fn = t.stepFn
+	} else {
+		// Another attempt on this thread holds it: a step of a Ctx
+		// that outlived its function, run from a goroutine.
+		fn = res.run
 	}
 	if len(t.pending) > 0 && payloadBytes(t.pending) > MaxRidingBytes {
 		// What the thread recorded before (a settled join's outputs, a
@@ -442,6 +354,119 @@ func (x *cx) attempt(path string, seq, n int, sp stepSpec, lastErr string) (*Ent
 		r.registerRollback(ne, sp.rollback, sp.pol)
 	}
 	return ne, nil
+}
+
+// run is an attempt's fn for the host's RunStep (see cx.attempt).
+func (res *attemptVars) run(env StepEnv) []HistoryWrite {
+	x, t, path, seq, n := res.x, res.x.t, res.path, res.seq, res.n
+	if x.closed.Load() {
+		// Run from a goroutine, the step outlived the function of
+		// its Ctx: it records nothing (nor runs its body), as the
+		// run has ended or is ending.
+		res.refused = true
+		return nil
+	}
+	if t.lostARace() {
+		// The branch lost its race while it waited for the turn. Its
+		// context may not be cancelled yet: the decision cancels the
+		// losers one by one, and another loser's step, cancelled
+		// first, may have handed the turn over already. A loser's
+		// body must not start. (lostARace waits for the decision to
+		// end, and costs nothing outside races.)
+		res.abandoned = true
+		return nil
+	}
+	env.Path = path
+	start := t.stamp()
+	if m := t.r.marker; m != nil && !res.ephemeral {
+		// Durable before the body starts: a crash in it must leave
+		// the attempt's trace.
+		if err := m.MarkAttempt(path, n, start); err != nil {
+			res.markErr = err
+			return nil
+		}
+	}
+	exited := true
+	traced := func(error) {}
+	defer func() {
+		if exited {
+			// runtime.Goexit in the body: the thread ends here.
+			t.goexitIn = fmt.Sprintf("step %q", path)
+			if o := t.r.observer; o != nil {
+				o.StepIdle(path)
+			}
+			traced(ErrGoexit) // its span too (a second end is none)
+		}
+	}()
+	if o := t.r.observer; o != nil {
+		o.StepStarted(path, n, res.pol.maxRetries+1, start, res.lastErr)
+	}
+	parent := t.ctx
+	if tr := t.r.tracer; tr != nil {
+		parent, traced = tr.TraceStep(t.ctx, path, n)
+	}
+	out, err, timedOut, late := runBodyIn(&res.ctx, parent, res.pol.timeout, t.r.host, func(ctx context.Context) (json.RawMessage, error) {
+		return res.body.run(env, ctx, n)
+	})
+	exited = false
+	if timedOut && err == nil {
+		traced(context.DeadlineExceeded)
+	} else {
+		traced(err)
+	}
+	if o := t.r.observer; o != nil {
+		o.StepIdle(path)
+	}
+	t.r.reportPanic(err, path, false)
+	if timedOut {
+		t.r.reportOverrun(path, false, res.pol.timeout, late)
+	}
+	if x.closed.Load() {
+		// As above: the function of its Ctx returned while the body
+		// ran. What it did to the state goes too.
+		res.refused = true
+		return nil
+	}
+	if !timedOut && t.ctx.Err() != nil && (err != nil || t.lostARace()) {
+		// Evicted or lost the race mid-attempt: a failure says
+		// nothing about the step, so it is not recorded, and the
+		// attempt runs again on the next activation. (On a host that
+		// marks attempts, AttemptMarker, an eviction that is not a
+		// graceful leave keeps the marker, and the next activation
+		// counts the attempt, as after a crash; a graceful leave
+		// deletes it.) A success after its branch lost a race is not
+		// recorded either: recorded, the late result could be durable
+		// before the race's decision, and a replay after a crash in
+		// between would pick it as the winner by its time. (Any other
+		// cancelled success is recorded: an evicted run's, a join
+		// sibling's of a branch that failed, to save running the step
+		// again.)
+		res.abandoned = true
+		return nil
+	}
+	// compensable: the body's side effect happened (a charge) and
+	// only the state it left was refused, so the failure records the
+	// output (none for a null value) and the step's compensation
+	// runs when the workflow rolls back, as a completed step's does.
+	compensable, body := false, out
+	if env.Check != nil {
+		// The host encodes the state here: its encoder is the
+		// actor's code, which may call runtime.Goexit too.
+		exited = true
+		var refusedSuccess bool
+		out, err, timedOut, refusedSuccess = checkAttempt(env.Check, out, err, timedOut)
+		exited = false
+		compensable = refusedSuccess && res.hasRollback && t.r.outputFits(body)
+	}
+	res.ne = recordAttempt(path, n, attemptResult{start: start, end: t.stamp(), output: out, err: err, timedOut: timedOut}, res.pol)
+	res.ne.Seq, res.ne.TryPlaces = seq, x.sc.tryPlaces
+	res.ne.HasRollback = res.hasRollback && res.ne.Status == StatusCompleted
+	if compensable {
+		res.ne.Output, res.ne.HasRollback = body, true
+	}
+	t.r.markEntry(res.ne)
+	res.batch = AppendWrites(append(res.one[:0], t.pending...), HistoryWrite{Put: res.ne})
+	return res.batch
 }
 
 // outputFits reports whether a step's output is within the host's bound
