@@ -146,3 +146,52 @@ func TestALoopStepAllocatesWithinItsBudget(t *testing.T) {
 		t.Errorf("a step in a loop: %.2f allocations per iteration, the budget is %d", n, budget)
 	}
 }
+
+// BenchmarkLoopStep is the engine's part of a step in a loop (one per
+// iteration, as node's BenchmarkWorkflowSteps runs them), on a host that
+// does nothing: b.N steps in runs of 50.
+func BenchmarkLoopStep(b *testing.B) {
+	b.ReportAllocs()
+	for done := 0; done < b.N; {
+		n := min(50, b.N-done)
+		out := workflow.Run(context.Background(), func(c *workflow.Ctx[rst]) error {
+			_, err := workflow.LoopWith(c, workflow.LoopOptions[int]{Name: "work"}, func(lc *workflow.Ctx[rst], i int) (int, error) {
+				if i == n {
+					return i, workflow.Break
+				}
+				return i + 1, lc.Step("step", func(s *workflow.StepCtx[rst]) error { s.State.N++; return nil })
+			})
+			return err
+		}, &afterFuncHost{bareHost{state: &rst{}}}, nil)
+		if out.Status != workflow.RunCompleted {
+			b.Fatalf("outcome %+v", out)
+		}
+		done += n
+	}
+}
+
+// BenchmarkNamedStep is the engine's part of a step named by its number,
+// one after another (node's BenchmarkWorkflowSteps sequencer): b.N steps
+// in runs of 50.
+func BenchmarkNamedStep(b *testing.B) {
+	names := make([]string, 50)
+	for i := range names {
+		names[i] = "step-" + strconv.Itoa(i)
+	}
+	b.ReportAllocs()
+	for done := 0; done < b.N; {
+		n := min(50, b.N-done)
+		out := workflow.Run(context.Background(), func(c *workflow.Ctx[rst]) error {
+			for _, name := range names[:n] {
+				if _, err := workflow.Step(c, name, func(*workflow.StepCtx[rst]) (int, error) { return 1, nil }); err != nil {
+					return err
+				}
+			}
+			return nil
+		}, &afterFuncHost{bareHost{state: &rst{}}}, nil)
+		if out.Status != workflow.RunCompleted {
+			b.Fatalf("outcome %+v", out)
+		}
+		done += n
+	}
+}
