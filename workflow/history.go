@@ -402,7 +402,8 @@ func (h *History) CheckEnd(scope string) error {
 // history clones it first). A copy of every entry written was the largest
 // allocation of a workflow step in the engine.
 func (h *History) Apply(writes []HistoryWrite) {
-	for _, w := range writes {
+	for i := 0; i < len(writes); i++ {
+		w := writes[i]
 		if w.Put != nil {
 			h.noteHeld(w.Put.Path, w.Put)
 			h.entries[w.Put.Path] = w.Put
@@ -412,20 +413,40 @@ func (h *History) Apply(writes []HistoryWrite) {
 		if w.DeleteTree == "" {
 			continue // a requeue: the queues' business
 		}
+		// The tree deletes that follow (a loop's prune deletes an
+		// iteration tree each) go in the same pass over the entries:
+		// deletes commute, and a pass for each was most of a pruning
+		// step's time.
+		j := i + 1
+		for j < len(writes) && writes[j].Put == nil && writes[j].DeleteTree != "" {
+			j++
+		}
+		trees := writes[i:j]
+		i = j - 1
 		for p := range h.entries {
-			if Under(p, w.DeleteTree) {
+			if underAny(p, trees) {
 				delete(h.held, p)
 				delete(h.entries, p)
 				delete(h.unvisited, p)
 			}
 		}
 		for p := range h.tries {
-			if Under(p, w.DeleteTree) {
+			if underAny(p, trees) {
 				delete(h.tries, p)
 				delete(h.unvisited, p)
 			}
 		}
 	}
+}
+
+// underAny reports whether path is under the tree one of ws deletes.
+func underAny(path string, ws []HistoryWrite) bool {
+	for _, w := range ws {
+		if Under(path, w.DeleteTree) {
+			return true
+		}
+	}
+	return false
 }
 
 // noteHeld keeps held up to date as e is written at path.
