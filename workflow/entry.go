@@ -264,7 +264,10 @@ func IsIteration(path string) bool {
 }
 
 func iterationPath(loop string, i int) string {
-	return loop + "/~" + strconv.Itoa(i)
+	// Its number in a buffer of the stack: one allocation, not two past
+	// iteration 99.
+	var num [20]byte
+	return loop + "/~" + string(strconv.AppendInt(num[:0], int64(i), 10))
 }
 
 // clone returns a copy that shares nothing mutable with e: entries in a

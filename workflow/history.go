@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"unicode/utf8"
 )
 
@@ -516,7 +517,14 @@ func describe(e *Entry) string {
 // scope tracks the names used in one scope of one run: the root, a loop
 // iteration, a join or race branch, a try block.
 type scope struct {
-	path string
+	// path is the scope's path once built is set (see pathOf): at init,
+	// but a loop iteration's (loop, iter) with its first entry's path
+	// (claim), as its prefix, so that the two are one allocation, on
+	// every step in a loop.
+	path  string
+	built atomic.Bool
+	loop  string
+	iter  int
 	// names are the names used so far; used holds them too once they are
 	// many. Most scopes (a loop iteration, a branch) use a few names, for
 	// which a map cost an allocation or two per scope and a search of
@@ -562,7 +570,31 @@ func newScope(path string) *scope {
 // init makes s the empty scope at path.
 func (s *scope) init(path string) {
 	s.path = path
+	s.built.Store(true)
 	s.names = s.buf[:0]
+}
+
+// pathOf returns s's path. A loop iteration's is built by its first claim
+// (the goroutine whose primitive holds the scope's cx): until then it is
+// made here, again on each call, as a stray primitive's error may read it
+// meanwhile from another goroutine.
+func (s *scope) pathOf() string {
+	if s.built.Load() {
+		return s.path
+	}
+	return iterationPath(s.loop, s.iter)
+}
+
+// pathIn returns the path of name in s.
+func (s *scope) pathIn(name string) string {
+	if s.built.Load() {
+		return joinPath(s.path, name)
+	}
+	var num [20]byte
+	p := s.loop + "/~" + string(strconv.AppendInt(num[:0], int64(s.iter), 10)) + "/" + name
+	s.path = p[:len(p)-len(name)-1]
+	s.built.Store(true)
+	return p
 }
 
 // scopedCx is a cx and the scope it opens, allocated together: every loop
@@ -580,6 +612,15 @@ func newScopedCx(t *thread, path string) *cx {
 	return &s.x
 }
 
+// newIterationCx returns a cx on thread t in the scope of iteration i of
+// the loop at path loop, its path not built yet (scope.pathIn).
+func newIterationCx(t *thread, loop string, i int) *cx {
+	s := &scopedCx{}
+	s.sc.loop, s.sc.iter, s.sc.names = loop, i, s.sc.buf[:0]
+	s.x.t, s.x.sc, s.x.self.x = t, &s.sc, &s.x
+	return &s.x
+}
+
 // scopeMapAbove is the number of names past which a scope looks names up
 // in a map.
 const scopeMapAbove = 8
@@ -590,12 +631,12 @@ const scopeMapAbove = 8
 // claims it ("step", "sleep", ...), for that error.
 func (s *scope) claim(kind, name string) (string, int, error) {
 	if err := validName(name); err != nil {
-		if s.path != "" {
-			return "", 0, fmt.Errorf("%w, in %q", err, s.path)
+		if sp := s.pathOf(); sp != "" {
+			return "", 0, fmt.Errorf("%w, in %q", err, sp)
 		}
 		return "", 0, err
 	}
-	p := joinPath(s.path, name)
+	p := s.pathIn(name)
 	var dup bool
 	if s.used != nil {
 		_, dup = s.used[name]

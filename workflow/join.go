@@ -173,7 +173,7 @@ func typedBranch[S, T any](f func(*Ctx[S]) (T, error), back *T) func(*cx) (json.
 			return err
 		})
 		if breaks(err) {
-			return nil, fmt.Errorf("%w: Break reached the end of branch %q (it ends only the Loop or LoopWith whose body returns it)", ErrInvalid, bx.sc.path)
+			return nil, fmt.Errorf("%w: Break reached the end of branch %q (it ends only the Loop or LoopWith whose body returns it)", ErrInvalid, bx.sc.pathOf())
 		}
 		if err != nil {
 			return nil, err

@@ -89,7 +89,7 @@ func LoopWith[S, L any](c *Ctx[S], opts LoopOptions[L], fn func(*Ctx[S], L) (L, 
 			// Recorded (a resume): read as any recorded value.
 			s = zero
 			if !decodeIntState(state, &s) {
-				if err := decodeInto(ix.sc.path, state, &s); err != nil {
+				if err := decodeInto(ix.sc.pathOf(), state, &s); err != nil {
 					return nil, false, err
 				}
 			}
@@ -109,8 +109,9 @@ func LoopWith[S, L any](c *Ctx[S], opts LoopOptions[L], fn func(*Ctx[S], L) (L, 
 				if derr := roundTripState(b, &s); derr != nil {
 					// Misuse, as a state that does not marshal is: no
 					// replay could read it.
-					loop := ParentOf(ix.sc.path)
-					return nil, false, fmt.Errorf("%w: loop %q: the state iteration %s returned, of type %T, does not decode back from its JSON, so no replay could read it: %v", ErrInvalid, loop, ix.sc.path[len(loop)+len("/~"):], ns, derr)
+					ip := ix.sc.pathOf()
+					loop := ParentOf(ip)
+					return nil, false, fmt.Errorf("%w: loop %q: the state iteration %s returned, of type %T, does not decode back from its JSON, so no replay could read it: %v", ErrInvalid, loop, ip[len(loop)+len("/~"):], ns, derr)
 				}
 			}
 		}
@@ -118,8 +119,9 @@ func LoopWith[S, L any](c *Ctx[S], opts LoopOptions[L], fn func(*Ctx[S], L) (L, 
 			// Misuse, as a first state that does not marshal is: the
 			// run fails as after a bad option, with no rollback. (An
 			// iteration's path is its loop's and "/~" and its number.)
-			loop := ParentOf(ix.sc.path)
-			return nil, false, fmt.Errorf("%w: loop %q: the state iteration %s returned does not marshal to JSON: %v", ErrInvalid, loop, ix.sc.path[len(loop)+len("/~"):], err)
+			ip := ix.sc.pathOf()
+			loop := ParentOf(ip)
+			return nil, false, fmt.Errorf("%w: loop %q: the state iteration %s returned does not marshal to JSON: %v", ErrInvalid, loop, ip[len(loop)+len("/~"):], err)
 		}
 		broke = brk
 		return b, brk, nil
@@ -319,13 +321,13 @@ func (x *cx) loop(name string, interval, size int, initial json.RawMessage, body
 		if err := t.stopped(true); err != nil {
 			return nil, path, err
 		}
-		ix := newScopedCx(t, iterationPath(path, e.Iteration))
+		ix := newIterationCx(t, path, e.Iteration)
 		if e.Iteration < lastRecorded {
 			// A replayed iteration that completed before: it re-runs
 			// only to rebuild the loop's state from its entries, so
 			// changed code must not add work to it.
 			r.mu.Lock()
-			r.seal(ix.sc.path)
+			r.seal(ix.sc.pathOf())
 			r.mu.Unlock()
 		}
 		// A rollback checkpoint taken in an iteration holds for the rest
@@ -348,7 +350,7 @@ func (x *cx) loop(name string, interval, size int, initial json.RawMessage, body
 		if err != nil {
 			return nil, path, err
 		}
-		if err := r.checkEnd(ix.sc.path); err != nil {
+		if err := r.checkEnd(ix.sc.pathOf()); err != nil {
 			return nil, path, err
 		}
 		ne := e

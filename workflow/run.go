@@ -331,8 +331,9 @@ func (x *cx) begin(kind, name string) error {
 		x.curMu.Lock()
 		curKind, curName := x.curKind, x.curName
 		x.curMu.Unlock()
+		sp := x.sc.pathOf()
 		return fmt.Errorf("%w: %s %q called while %s %q runs (code in a step's body, a join or race branch, a try block or a loop body uses the Ctx it is given, not an outer one)",
-			ErrEntryInProgress, kind, joinPath(x.sc.path, name), curKind, joinPath(x.sc.path, curName))
+			ErrEntryInProgress, kind, joinPath(sp, name), curKind, joinPath(sp, curName))
 	}
 	if x.closed.Load() {
 		// Checked after busy is set, as close sets closed before it
@@ -392,7 +393,7 @@ func (x *cx) close() error {
 	r.strays = append(r.strays, ended)
 	r.mu.Unlock()
 	return fmt.Errorf("%w: %s %q still runs on the Ctx of %s, whose function returned (called from a goroutine it started? use Join or Race)",
-		ErrInvalid, kind, joinPath(x.sc.path, name), x.scopeName())
+		ErrInvalid, kind, joinPath(x.sc.pathOf(), name), x.scopeName())
 }
 
 // strayErr is the error of the primitive kind name, which still ran on x
@@ -400,19 +401,20 @@ func (x *cx) close() error {
 // on is refused.
 func (x *cx) strayErr(kind, name string) error {
 	return fmt.Errorf("%w: %s %q ran on the Ctx of %s after its function returned (called from a goroutine it started? use Join or Race): not recorded",
-		ErrInvalid, kind, joinPath(x.sc.path, name), x.scopeName())
+		ErrInvalid, kind, joinPath(x.sc.pathOf(), name), x.scopeName())
 }
 
 func (x *cx) closedErr(kind, name string) error {
 	return fmt.Errorf("%w: %s %q called on the Ctx of %s, whose function returned (a Ctx is valid only in the function it is given to)",
-		ErrInvalid, kind, joinPath(x.sc.path, name), x.scopeName())
+		ErrInvalid, kind, joinPath(x.sc.pathOf(), name), x.scopeName())
 }
 
 func (x *cx) scopeName() string {
-	if x.sc.path == "" {
+	p := x.sc.pathOf()
+	if p == "" {
 		return "the workflow"
 	}
-	return fmt.Sprintf("%q", x.sc.path)
+	return fmt.Sprintf("%q", p)
 }
 
 // stopped returns ErrEvicted or ErrCancelled if the thread must stop. atWork

@@ -138,10 +138,10 @@ func (c *Ctx[S]) GetVersion(name string, latest int) (int, error) {
 	// path.
 	unvisited := false
 	for s := x.sc; s != nil && !unvisited; s = s.outer {
-		_, unvisited = r.hist.FirstUnvisited(s.path)
+		_, unvisited = r.hist.FirstUnvisited(s.pathOf())
 	}
-	_, sealed := r.sealedLocked(x.sc.path)
-	if place, ok := r.hist.PlaceBefore(x.sc.path); ok && place < seq {
+	_, sealed := r.sealedLocked(x.sc.pathOf())
+	if place, ok := r.hist.PlaceBefore(x.sc.pathOf()); ok && place < seq {
 		seq = place // see PlaceBefore
 	}
 	r.mu.Unlock()
@@ -201,8 +201,8 @@ func (c *Ctx[S]) Removed(name string, kind Kind) error {
 		r.hist.VisitTree(path)
 		r.retired = append(r.retired, path)
 	}
-	_, sealed := r.sealedLocked(x.sc.path)
-	if place, ok := r.hist.PlaceBefore(x.sc.path); ok && place < seq {
+	_, sealed := r.sealedLocked(x.sc.pathOf())
+	if place, ok := r.hist.PlaceBefore(x.sc.pathOf()); ok && place < seq {
 		seq = place // see PlaceBefore
 	}
 	r.mu.Unlock()
@@ -287,7 +287,7 @@ func (c *Ctx[S]) TryOpts(opts TryOptions, fn func(*Ctx[S]) error) (*Failure, err
 		x.sc.reach(place)
 	} else {
 		place = seq
-		if p, ok := r.hist.PlaceBefore(x.sc.path); ok && p < place {
+		if p, ok := r.hist.PlaceBefore(x.sc.pathOf()); ok && p < place {
 			place = p // see PlaceBefore
 		}
 	}

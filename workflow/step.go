@@ -92,7 +92,7 @@ func (r *run) visit(sc *scope, path string, kind Kind) (*Entry, error) {
 	if err != nil || e != nil {
 		return e, err
 	}
-	if it, ok := r.sealedLocked(sc.path); ok {
+	if it, ok := r.sealedLocked(sc.pathOf()); ok {
 		return nil, &DivergenceError{Path: path,
 			Expected: fmt.Sprintf("nothing: %s completed under code that recorded no entry here", it),
 			Found:    fmt.Sprintf("new %s %q", kind, path)}
@@ -102,7 +102,7 @@ func (r *run) visit(sc *scope, path string, kind Kind) (*Entry, error) {
 	// that holds it: its new steps would run, and an inserted one would
 	// never be caught. The scopes it stands in are checked too.
 	for s := sc; s != nil; s = s.outer {
-		if err := r.hist.CheckNew(s.path, path, kind); err != nil {
+		if err := r.hist.CheckNew(s.pathOf(), path, kind); err != nil {
 			return nil, err
 		}
 	}
