@@ -483,6 +483,13 @@ func (sv *stepValue[T]) value(path string, out json.RawMessage) (T, error) {
 // (A step without a value, of type none, has no stepValue and does not get
 // here: see stepValue.record.)
 func roundTrip[T any](v T, back *T) (json.RawMessage, error) {
+	if b, _ := encodeIntState(nil, &v); b != nil {
+		// An int or int64 (a count, an ID), as a loop's state: its JSON
+		// without encoding/json's reflection, and it decodes back as it
+		// is.
+		*back = v
+		return b, nil
+	}
 	b, err := encodeStepValue(v)
 	if err != nil {
 		return nil, err

@@ -69,3 +69,22 @@ func checkIntEncode[L int | int64](t *testing.T, n L) {
 		t.Fatalf("%T %s into a used buffer: fast path gave %q, %v; json %q", n, strconv.FormatInt(int64(n), 10), b, err, want)
 	}
 }
+
+// A step's int value takes the same fast path (roundTrip): recorded as
+// encoding/json records it, and returned as it decodes back.
+func TestIntStepValueMatchesJSON(t *testing.T) {
+	for _, n := range []int64{0, 1, -1, 12345, math.MaxInt64, math.MinInt64} {
+		checkIntRoundTrip(t, int(n))
+		checkIntRoundTrip(t, n)
+	}
+}
+
+func checkIntRoundTrip[T int | int64](t *testing.T, n T) {
+	t.Helper()
+	back := T(7)
+	b, err := roundTrip(n, &back)
+	want, _ := json.Marshal(n)
+	if err != nil || string(b) != string(want) || back != n {
+		t.Fatalf("%T %d: recorded %q, %v, returns %d; json records %q", n, n, b, err, back, want)
+	}
+}
