@@ -517,10 +517,10 @@ func describe(e *Entry) string {
 // scope tracks the names used in one scope of one run: the root, a loop
 // iteration, a join or race branch, a try block.
 type scope struct {
-	// path is the scope's path once built is set (see pathOf): at init,
-	// but a loop iteration's (loop, iter) with its first entry's path
-	// (claim), as its prefix, so that the two are one allocation, on
-	// every step in a loop.
+	// path is the scope's path once built is set (see pathOf): at init
+	// for most scopes; a loop iteration's (made of loop and iter) only
+	// with its first entry's path (claim), as that path's prefix, so that
+	// the two are one allocation on every step in a loop.
 	path  string
 	built atomic.Bool
 	loop  string
