@@ -281,6 +281,34 @@ func TestVisitTreeAndIterations(t *testing.T) {
 	}
 }
 
+// Apply deletes a run of tree deletes in one pass: a put keeps its order
+// with them, as if each write applied alone (a put before the delete of
+// its tree goes, one after it stays).
+func TestApplyKeepsPutsInOrderWithTreeDeletes(t *testing.T) {
+	start := entries("loop:l", "step:l/~1/a", "step:l/~2/a", "step:l/~3/a", "step:l/~10/a", "step:m/x", "step:n")
+	put := func(p string) HistoryWrite {
+		return HistoryWrite{Put: &Entry{Path: p, Kind: KindStep, Status: StatusCompleted}}
+	}
+	ws := []HistoryWrite{
+		put("l/~1/b"), {DeleteTree: "l/~1"}, {DeleteTree: "l/~2"}, put("l/~2/c"), put("l/~3/b"),
+		{DeleteTree: "l/~3"}, {Requeue: []RawMessage{{ID: 1}}}, {DeleteTree: "m", Prune: true}, put("m/y"), put("l/~2/d"),
+	}
+	whole := mustHistory(t, start)
+	whole.Apply(ws)
+	one := mustHistory(t, start)
+	for _, w := range ws {
+		one.Apply([]HistoryWrite{w})
+	}
+	var got []string
+	for _, e := range whole.Entries() {
+		got = append(got, e.Path)
+	}
+	want := []string{"l", "l/~10/a", "l/~2/c", "l/~2/d", "m/y", "n"}
+	if !reflect.DeepEqual(got, want) || !reflect.DeepEqual(whole.Entries(), one.Entries()) {
+		t.Fatalf("in one batch: %v, want %v; one write at a time: %v", got, want, one.Entries())
+	}
+}
+
 func TestScopeClaim(t *testing.T) {
 	s := newScope("l/~3")
 	p, seq, err := s.claim("step", "charge")
