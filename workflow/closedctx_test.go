@@ -1,8 +1,12 @@
 package workflow_test
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -109,4 +113,76 @@ func TestAPrimitiveStillRunningWhenTheWorkflowReturnsFailsTheRun(t *testing.T) {
 	if hist := h.History(); len(hist) != 0 {
 		t.Fatalf("the stray step was recorded: %s", h.HistoryJSON())
 	}
+}
+
+// A stray step (its Ctx's function returned while it ran) and the next step
+// of the same thread run at once: each runs its own body, once, and only
+// the next step is recorded. (An attempt hands the host's RunStep the
+// thread's fn, which runs the attempt that holds it: the one that comes
+// second must hand its own.)
+func TestAStrayStepAndTheThreadsNextStepRunTheirOwnBodies(t *testing.T) {
+	h := &recordingHost{bareHost: bareHost{state: &rst{}}}
+	started, release := make(chan struct{}), make(chan struct{})
+	var strayRuns, nextRuns atomic.Int32
+	strayDone := make(chan error, 1)
+	var tryErr, nextErr error
+	out := workflow.Run(context.Background(), func(c *workflow.Ctx[rst]) error {
+		_, tryErr = c.Try("block", func(tc *workflow.Ctx[rst]) error {
+			go func() {
+				strayDone <- tc.Step("stray", func(*workflow.StepCtx[rst]) error {
+					if strayRuns.Add(1) == 1 {
+						close(started)
+						<-release
+					}
+					return nil
+				})
+			}()
+			select {
+			case <-started:
+				return nil
+			case err := <-strayDone:
+				return fmt.Errorf("the stray step did not start its body: %w", err)
+			case <-time.After(10 * time.Second):
+				return errors.New("the stray step did not start its body")
+			}
+		})
+		// The stray's attempt holds the thread's fn, its body blocked.
+		nextErr = c.Step("next", func(*workflow.StepCtx[rst]) error { nextRuns.Add(1); return nil })
+		close(release)
+		return nil
+	}, h, nil)
+	if !errors.Is(tryErr, workflow.ErrInvalid) || nextErr != nil {
+		t.Fatalf("try block: %v; next step: %v", tryErr, nextErr)
+	}
+	if err := <-strayDone; !errors.Is(err, workflow.ErrInvalid) {
+		t.Fatalf("the stray step returned %v, want ErrInvalid", err)
+	}
+	if s, n := strayRuns.Load(), nextRuns.Load(); s != 1 || n != 1 {
+		t.Fatalf("the stray's body ran %d times, the next step's %d, want once each (outcome %+v)", s, n, out)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.puts) != 1 || h.puts[0] != "next" {
+		t.Fatalf("recorded %q, want the next step only", h.puts)
+	}
+}
+
+// recordingHost is bareHost that notes the paths of the entries its steps
+// record: it runs them at once, with no turn.
+type recordingHost struct {
+	bareHost
+	mu   sync.Mutex
+	puts []string
+}
+
+func (h *recordingHost) RunStep(_ context.Context, _ bool, fn func(workflow.StepEnv) []workflow.HistoryWrite) error {
+	ws := fn(workflow.StepEnv{State: h.state})
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, w := range ws {
+		if w.Put != nil && w.Put.Kind == workflow.KindStep {
+			h.puts = append(h.puts, w.Put.Path)
+		}
+	}
+	return nil
 }

@@ -237,7 +237,9 @@ type Host interface {
 	// If ctx is done before the turn starts, return without calling fn.
 	// RunStep returns nil only after fn ran and its commit is durable.
 	// It calls fn at most once: the attempt's variables (its context
-	// among them) are made for one call.
+	// among them) are made for one call. And only before it returns,
+	// whatever it returns: the thread's next attempt hands RunStep the
+	// same fn, so a late call would run that attempt's body.
 	//
 	// If ephemeral, the host may defer the commit: it must then commit the
 	// state and these writes no later than, and atomically with, the next
