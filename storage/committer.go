@@ -179,6 +179,10 @@ type request struct {
 	txn   Txn
 	done  chan error // buffered: the one result
 	state int
+	// refs counts r's holders, of two (recycled by the last: release):
+	// the caller in CommitWith, until it has its result or has left, and
+	// the committer, until no queue, batch or key set of its refers to r.
+	refs atomic.Int32
 	// The request's cost, its fence excepted (counted once per batch).
 	compares, ops, bytes int
 	fenceBytes           int
@@ -280,13 +284,16 @@ func (c *Committer) CommitWith(ctx context.Context, txn Txn, done *chan error) e
 		c.failed.Add(1)
 		return err
 	}
+	defer r.release() // the caller's hold: r is not read after this returns
 	c.mu.Lock()
 	if c.stopped {
 		c.mu.Unlock()
+		r.release() // never queued: the committer's hold too
 		return ErrClosed
 	}
 	if c.doubtedLocked(txn.Fence) {
 		c.mu.Unlock()
+		r.release() // never queued: the committer's hold too
 		c.failed.Add(1)
 		return errDoubted
 	}
@@ -332,6 +339,13 @@ func (c *Committer) wake() {
 	}
 }
 
+// requestPool recycles requests (release): one made for each txn was the
+// largest allocation of a workflow step's commit, and a tenth of the CPU
+// the committer cost it.
+var requestPool = sync.Pool{New: func() any { return new(request) }}
+
+// newRequest returns a request for txn held by its caller and by the
+// committer: each calls release once done with it.
 func (c *Committer) newRequest(txn Txn, done chan error) (*request, error) {
 	if err := c.limits.Check(txn); err != nil {
 		return nil, err
@@ -339,18 +353,33 @@ func (c *Committer) newRequest(txn Txn, done chan error) (*request, error) {
 	if err := checkTxns([]Txn{txn}); err != nil {
 		return nil, err
 	}
-	r := &request{
-		txn:      txn,
-		done:     done,
-		compares: len(txn.Conds),
-		ops:      len(txn.Ops),
-		bytes:    txn.Size(),
-	}
+	r := requestPool.Get().(*request) // zero: release clears it
+	r.txn, r.done = txn, done
+	r.compares, r.ops, r.bytes = len(txn.Conds), len(txn.Ops), txn.Size()
 	if txn.Fence.Token != 0 {
 		r.fenceBytes = fenceBytes(txn.Fence.Partition)
 	}
 	r.indexKeys()
+	r.refs.Store(2)
 	return r, nil
+}
+
+// release drops one of r's two holders (request.refs). The last one
+// recycles r: neither side reads r after its release, and a request
+// reaches the pool only once both have released it, so a request taken
+// from the pool is referred to by nothing else. Its caller releases it in
+// CommitWith, on every return; the committer where r leaves its last
+// queue, batch or key set: dropped from the queue (abandoned, doubted, or
+// failed by Run's end), or at the end of send, once its keys are out of
+// busy. Cleared for the pool, which must not keep the caller's ops.
+func (r *request) release() {
+	if r.refs.Add(-1) == 0 {
+		r.txn, r.done = Txn{}, nil
+		r.state, r.compares, r.ops, r.bytes, r.fenceBytes = 0, 0, 0, 0, 0
+		r.writes, r.reads, r.prefixes, r.scopes = nil, nil, nil, nil
+		r.scopeBuf, r.keyBuf = [2]string{}, [4]string{}
+		requestPool.Put(r)
+	}
 }
 
 // indexKeys sorts the keys of r's txn into those it reads, writes and
@@ -452,6 +481,7 @@ func (c *Committer) Run(ctx context.Context) error {
 			r.state = reqTaken
 			c.finish(r, ErrClosed)
 		}
+		r.release() // out of the queue, in no batch
 	}
 	c.queue = nil
 	c.nWaiting = 0
@@ -518,6 +548,7 @@ func (c *Committer) packLocked() []*request {
 	keep := c.queue[:0]
 	for _, r := range c.queue {
 		if r.state == reqAbandoned {
+			r.release() // out of the queue, in no batch
 			continue
 		}
 		if c.doubtedLocked(r.txn.Fence) {
@@ -525,6 +556,7 @@ func (c *Committer) packLocked() []*request {
 			r.state = reqTaken
 			c.nWaiting--
 			c.finish(r, errDoubted) // r.done is buffered: never blocks
+			r.release()             // out of the queue, in no batch
 			continue
 		}
 		if full {
@@ -586,6 +618,7 @@ func (c *Committer) send(ctx context.Context, b []*request, f *flight) {
 	}
 	for _, r := range b {
 		c.busy.remove(r)
+		r.release() // answered (commit), out of busy, and b ends here
 	}
 	c.mu.Unlock()
 	c.wake()
