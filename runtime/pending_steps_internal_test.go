@@ -71,3 +71,47 @@ func TestStepsInFlightOfALargeJoin(t *testing.T) {
 		}
 	}
 }
+
+// Steps in flight are found by a scan while few, by stepAt from
+// stepIndexMin on: each way, one that ends leaves the others listed, in
+// the order they started, and each found again.
+func TestStepsInFlightFewAndMany(t *testing.T) {
+	for _, n := range []int{3, stepIndexMin - 1, stepIndexMin, 3 * stepIndexMin} {
+		r := &wfRunner{}
+		w := &wfHost{r: r}
+		at := time.Now()
+		var paths []string
+		for i := range n {
+			paths = append(paths, "b"+strconv.Itoa(i)+"/step")
+			w.StepStarted(paths[i], 1, 4, at, "")
+		}
+		w.StepIdle(paths[0])
+		w.StepIdle(paths[n/2])
+		for i, p := range paths {
+			if i != 0 && i != n/2 {
+				w.StepStarted(p, 2, 4, at, "again") // found: replaced, not added
+			}
+		}
+		got, _ := r.pendingSteps()
+		var want []string
+		for i, p := range paths {
+			if i != 0 && i != n/2 {
+				want = append(want, p)
+			}
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%d in flight, 2 ended: %d listed, want %d", n, len(got), len(want))
+		}
+		for i, ps := range got {
+			if ps.Path != want[i] || ps.Attempt != 2 {
+				t.Fatalf("%d in flight, 2 ended: listed %d: %s attempt %d, want %s attempt 2", n, i, ps.Path, ps.Attempt, want[i])
+			}
+		}
+		for _, p := range want {
+			w.StepIdle(p)
+		}
+		if left, _ := r.pendingSteps(); len(left) != 0 {
+			t.Fatalf("%d in flight, all ended: %+v left", n, left)
+		}
+	}
+}

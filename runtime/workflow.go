@@ -99,14 +99,37 @@ type wfRunner struct {
 	// stepsMu guards steps, the run's steps in flight as the engine
 	// tells them (workflow.StepObserver; Inspect reads them without the
 	// turn, which a Step's body holds), and stepAt, their indexes by
-	// path: a small lock of their own, taken twice a step, whose slice
-	// and map are reused (no allocation per step). Removed by swapping
-	// in the last (a join of thousands of branches moved the slice's
-	// tail at each step's end), in the order they started by seq.
+	// path once they have been stepIndexMin at once (nil before: see
+	// stepIndex): a small lock of their own, taken twice a step, whose
+	// slice and map are reused (no allocation per step). Removed by
+	// swapping in the last (a join of thousands of branches moved the
+	// slice's tail at each step's end), in the order they started by seq.
 	stepsMu sync.Mutex
 	steps   []pendingEntry
 	stepAt  map[string]int
 	stepSeq uint64
+}
+
+// stepIndexMin is how many steps in flight at once make a run index them
+// by path (stepAt). Fewer are found sooner by a scan than by a map's
+// hashing: a sequential workflow has one in flight, and the map's work
+// (a lookup, an insert and a delete) was most of what setStep and
+// clearStep cost each of its steps.
+const stepIndexMin = 8
+
+// stepIndex returns the index in steps of the step at path. Called with
+// stepsMu held.
+func (r *wfRunner) stepIndex(path string) (int, bool) {
+	if r.stepAt != nil {
+		i, ok := r.stepAt[path]
+		return i, ok
+	}
+	for i := range r.steps {
+		if r.steps[i].ps.Path == path {
+			return i, true
+		}
+	}
+	return 0, false
 }
 
 // pendingEntry is a step in flight and when it came, for their order.
@@ -120,38 +143,45 @@ type pendingEntry struct {
 func (r *wfRunner) setStep(ps PendingStep) {
 	r.stepsMu.Lock()
 	defer r.stepsMu.Unlock()
-	if i, ok := r.stepAt[ps.Path]; ok {
+	if i, ok := r.stepIndex(ps.Path); ok {
 		r.steps[i].ps = ps
 		return
 	}
-	if r.stepAt == nil {
-		r.stepAt = make(map[string]int)
-	}
 	r.stepSeq++
-	r.stepAt[ps.Path] = len(r.steps)
 	r.steps = append(r.steps, pendingEntry{r.stepSeq, ps})
+	switch {
+	case r.stepAt != nil:
+		r.stepAt[ps.Path] = len(r.steps) - 1
+	case len(r.steps) >= stepIndexMin:
+		r.stepAt = make(map[string]int, len(r.steps))
+		for i, e := range r.steps {
+			r.stepAt[e.ps.Path] = i
+		}
+	}
 }
 
 // clearStep records that the step at path is not in flight any more.
 func (r *wfRunner) clearStep(path string) {
 	r.stepsMu.Lock()
 	defer r.stepsMu.Unlock()
-	i, ok := r.stepAt[path]
+	i, ok := r.stepIndex(path)
 	if !ok {
 		return
 	}
-	delete(r.stepAt, path)
+	delete(r.stepAt, path) // none if nil
 	last := len(r.steps) - 1
 	if i != last {
 		r.steps[i] = r.steps[last]
-		r.stepAt[r.steps[i].ps.Path] = i
+		if r.stepAt != nil {
+			r.stepAt[r.steps[i].ps.Path] = i
+		}
 	}
 	// Zeroed: it would keep the error's text alive.
 	r.steps[last] = pendingEntry{}
 	r.steps = r.steps[:last]
 	if last == 0 {
-		// Emptied (a sequential workflow's every step): cleared, so that
-		// the deleted keys' marks do not make the map grow again.
+		// Emptied: cleared, so that the deleted keys' marks do not make
+		// the map grow again.
 		clear(r.stepAt)
 	}
 }
