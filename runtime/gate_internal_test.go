@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // enterAsync starts acquire(chain) and returns a channel that gets its
@@ -204,6 +206,25 @@ func TestChainRootsAreShortAndHaveNoSeparator(t *testing.T) {
 	a, b := chainPrefix(long+"a"), chainPrefix(long+"b")
 	if len(a) > 30 || a == b {
 		t.Errorf("long IDs: %q and %q, want short and distinct", a, b)
+	}
+}
+
+// A step's chain is made in its stepTurn's buffer (newChainIn), which
+// holds the longest root: a node ID cut to its hash, and the largest
+// number.
+func TestChainRootFitsItsBuffer(t *testing.T) {
+	h := &Host{chainPrefix: chainPrefix(strings.Repeat("x", 200))}
+	h.chainSeq.Store(math.MaxUint64 - 1)
+	var buf chainRootBuf
+	c := h.newChainIn(&buf)
+	if want := h.chainPrefix + strconv.FormatUint(math.MaxUint64, 36); c != want {
+		t.Fatalf("chain %q, want %q", c, want)
+	}
+	if unsafe.StringData(c) != &buf[0] {
+		t.Errorf("chain %q (%d bytes) made outside its %d-byte buffer", c, len(c), len(buf))
+	}
+	if c2 := h.newChain(); c2 == c || chainRoot(c2) != c2 {
+		t.Errorf("next chain %q after %q", c2, c)
 	}
 }
 

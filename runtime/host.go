@@ -20,6 +20,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/caller"
@@ -520,10 +521,25 @@ func (h *Host) loaded(ref Ref) *activation {
 // passes through (turnChain).
 func (h *Host) newChain() string {
 	// Made in one allocation, not two (the number's string, then the
-	// sum): every workflow step makes a chain. A prefix is at most 25
-	// bytes and a number 13, so the array holds both.
-	var b [48]byte
-	return string(strconv.AppendUint(append(b[:0], h.chainPrefix...), h.chainSeq.Add(1), 36))
+	// sum).
+	var b chainRootBuf
+	return string(h.appendChain(b[:0]))
+}
+
+// chainRootBuf holds a root chain (newChainIn): a prefix is at most 25
+// bytes (chainPrefix) and a number 13.
+type chainRootBuf [40]byte
+
+// newChainIn is newChain made in *buf, which must not change afterwards:
+// the string is its bytes. A workflow step makes its chain in its
+// stepTurn, with no allocation of its own.
+func (h *Host) newChainIn(buf *chainRootBuf) string {
+	b := h.appendChain(buf[:0]) // never more than buf holds, or a copy
+	return unsafe.String(unsafe.SliceData(b), len(b))
+}
+
+func (h *Host) appendChain(b []byte) []byte {
+	return strconv.AppendUint(append(b, h.chainPrefix...), h.chainSeq.Add(1), 36)
 }
 
 // chainPrefix is the start of the roots of the chains a node makes: its

@@ -1191,6 +1191,7 @@ type stepTurn struct {
 	te     turnEvents
 	ts     turnSchedule
 	client hostClient
+	chain  chainRootBuf // the bytes of client.chain (newChainIn)
 }
 
 func (w *wfHost) RunStep(ctx context.Context, ephemeral bool, fn func(env workflow.StepEnv) []workflow.HistoryWrite) error {
@@ -1199,14 +1200,15 @@ func (w *wfHost) RunStep(ctx context.Context, ephemeral bool, fn func(env workfl
 	}
 	w.active()
 	a := w.a
-	// The step's calls to other actors carry the turn's chain, so that a
-	// call back into this actor re-enters the step's turn.
-	chain := a.h.newChain()
 	var steps stepCounts
 	var stepWrites []workflow.HistoryWrite
-	// What the body gets, its turn's events, Scheduler and Client, in one
-	// allocation rather than three, on every step.
-	st := &stepTurn{client: hostClient{h: a.h, chain: chain, from: a}}
+	// What the body gets, its turn's events, Scheduler and Client, and
+	// the turn's chain, in one allocation rather than four, on every step.
+	st := &stepTurn{}
+	// The step's calls to other actors carry the turn's chain, so that a
+	// call back into this actor re-enters the step's turn.
+	chain := a.h.newChainIn(&st.chain)
+	st.client = hostClient{h: a.h, chain: chain, from: a}
 	te := &st.te // begun by turnWith once it holds the turn
 	// counted: the body started (bodyStarted), in the turn, so that a step
 	// that waited for the gate (behind a call) while its actor began to
