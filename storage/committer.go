@@ -618,9 +618,11 @@ func (c *Committer) send(ctx context.Context, b []*request, f *flight) {
 	}
 	for _, r := range b {
 		c.busy.remove(r)
-		r.release() // answered (commit), out of busy, and b ends here
 	}
 	c.mu.Unlock()
+	for _, r := range b {
+		r.release() // answered (commit), out of busy, and b ends here
+	}
 	c.wake()
 }
 
