@@ -857,8 +857,10 @@ func (h *Host) commitContext() (context.Context, context.CancelFunc) {
 // of other callers queued meanwhile do not hold it up.
 func (a *activation) flushLoop(until uint64) {
 	limits := a.h.store.Limits()
+	// mu is held at the top of each round: a commit's result and the look
+	// at what is left take one lock, not two, for every commit.
+	a.mu.Lock()
 	for {
-		a.mu.Lock()
 		if until != 0 && a.committed >= until && len(a.groups) > 0 && a.failed == nil {
 			a.mu.Unlock()
 			go a.flushLoop(0) // still flushing: it takes over this one's count
@@ -910,12 +912,13 @@ func (a *activation) flushLoop(until uint64) {
 			close(a.advanced)
 			a.advanced = nil
 		}
-		a.mu.Unlock()
 		if err != nil {
+			a.mu.Unlock()
 			if warn, quiet := a.h.refusedWarn(err); warn {
 				a.h.log.Warn("actor commit failed: deactivating it", actorField(a), errField(err), zap.Uint64("refused_not_logged", quiet))
 			}
 			a.h.evict(a)
+			a.mu.Lock()
 		}
 	}
 }
