@@ -544,18 +544,12 @@ func (r *run) raceEnd(rc *race, b int, failed bool) {
 	rc.liveLocked(b)
 	rc.ended[b] = true
 	if rc.claim == b {
-		rc.claim = -1
 		// In the first run, a branch took messages only once the
 		// holder before it had ended: a replayed branch that holds
 		// messages is the holder that came next (or one that ends in
 		// its turn), and must not lose to a branch that finishes
 		// meanwhile, as it would not have then.
-		for i, h := range rc.holds {
-			if h && !rc.ended[i] {
-				rc.claim, rc.claimTaken = i, true
-				break
-			}
-		}
+		rc.handOverLocked(r.hist)
 	}
 	if failed {
 		rc.failed++
@@ -564,6 +558,25 @@ func (r *run) raceEnd(rc *race, b int, failed bool) {
 		}
 	}
 	rc.signalLocked()
+}
+
+// handOverLocked gives the claim its holder gave up to the first branch
+// that has not ended and whose replayed history holds messages it has yet
+// to complete (-1: none). One whose recorded messages were all completed
+// since the race began holds none: in the first run it took them once the
+// holder before it had ended and gave the claim up with their completion,
+// so it holds the claim no more than it did then. (A completion that came
+// while another branch held the claim dropped nothing; handed the claim
+// then, a branch that completed its messages won, after a replay, a race
+// that a branch finishing first had won in the first run.)
+func (rc *race) handOverLocked(h *History) {
+	rc.claim = -1
+	for i, held := range rc.holds {
+		if held && !rc.ended[i] && holdsMessagesNow(h, joinPath(rc.path, rc.names[i])) {
+			rc.claim, rc.claimTaken = i, true
+			return
+		}
+	}
 }
 
 // noClaims is claim's release for a thread under no race.
@@ -689,13 +702,8 @@ func (t *thread) claim(deadline time.Time) (func(took []HistoryWrite), error) {
 func (t *thread) dropClaimsLocked() {
 	for _, s := range t.races {
 		if o := s.r; o.claim == s.b && o.claimTaken && !o.decided && o.taking[s.b] == 0 && !holdsMessagesNow(t.r.hist, joinPath(o.path, o.names[s.b])) {
-			o.claim, o.holds[s.b] = -1, false
-			for i, h := range o.holds {
-				if h && !o.ended[i] {
-					o.claim, o.claimTaken = i, true
-					break
-				}
-			}
+			o.holds[s.b] = false
+			o.handOverLocked(t.r.hist)
 			o.signalLocked()
 		}
 	}
