@@ -130,15 +130,7 @@ func TestALoopStepAllocatesWithinItsBudget(t *testing.T) {
 			var ms0, ms1 runtime.MemStats
 			runtime.GC()
 			runtime.ReadMemStats(&ms0)
-			out := workflow.Run(context.Background(), func(c *workflow.Ctx[rst]) error {
-				_, err := workflow.LoopWith(c, workflow.LoopOptions[int]{Name: "work"}, func(lc *workflow.Ctx[rst], i int) (int, error) {
-					if i == n {
-						return i, workflow.Break
-					}
-					return i + 1, lc.Step("step", func(s *workflow.StepCtx[rst]) error { s.State.N++; return nil })
-				})
-				return err
-			}, h, nil)
+			out := workflow.Run(context.Background(), loopOfSteps(n), h, nil)
 			runtime.ReadMemStats(&ms1)
 			if out.Status != workflow.RunCompleted {
 				t.Fatalf("outcome %+v", out)
@@ -153,6 +145,20 @@ func TestALoopStepAllocatesWithinItsBudget(t *testing.T) {
 	}
 }
 
+// loopOfSteps is a workflow of a loop of n iterations of one step each,
+// which changes the state: node's BenchmarkWorkflowSteps's stepper.
+func loopOfSteps(n int) func(*workflow.Ctx[rst]) error {
+	return func(c *workflow.Ctx[rst]) error {
+		_, err := workflow.LoopWith(c, workflow.LoopOptions[int]{Name: "work"}, func(lc *workflow.Ctx[rst], i int) (int, error) {
+			if i == n {
+				return i, workflow.Break
+			}
+			return i + 1, lc.Step("step", func(s *workflow.StepCtx[rst]) error { s.State.N++; return nil })
+		})
+		return err
+	}
+}
+
 // BenchmarkLoopStep is the engine's part of a step in a loop (one per
 // iteration, as node's BenchmarkWorkflowSteps runs them), on a host that
 // does nothing: b.N steps in runs of 50.
@@ -160,15 +166,7 @@ func BenchmarkLoopStep(b *testing.B) {
 	b.ReportAllocs()
 	for done := 0; done < b.N; {
 		n := min(50, b.N-done)
-		out := workflow.Run(context.Background(), func(c *workflow.Ctx[rst]) error {
-			_, err := workflow.LoopWith(c, workflow.LoopOptions[int]{Name: "work"}, func(lc *workflow.Ctx[rst], i int) (int, error) {
-				if i == n {
-					return i, workflow.Break
-				}
-				return i + 1, lc.Step("step", func(s *workflow.StepCtx[rst]) error { s.State.N++; return nil })
-			})
-			return err
-		}, &afterFuncHost{bareHost{state: &rst{}}}, nil)
+		out := workflow.Run(context.Background(), loopOfSteps(n), &afterFuncHost{bareHost{state: &rst{}}}, nil)
 		if out.Status != workflow.RunCompleted {
 			b.Fatalf("outcome %+v", out)
 		}
