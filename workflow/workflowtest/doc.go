@@ -42,7 +42,8 @@
 //   - The limits of a node apply to a step's state, output and messages
 //     (MaxStateBytes, MaxStepOutputBytes, MaxMessageBytes, MaxQueueDepth),
 //     and its events (StepCtx.Broadcast) are published once its commit
-//     applies (Host.Events).
+//     applies (Host.Events). A StepCtx kept past its attempt fails to
+//     Broadcast or Enqueue (ErrInternal), as on a node.
 //
 // Known differences from a node: the clock stands still while code runs
 // (a step's Timeout fires only when the test moves it, Host.Hang), so

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/workflow"
 	"github.com/rivet-go/rivet/workflow/workflowtest"
 )
@@ -75,5 +76,33 @@ func TestDriveSaysARunHeldByAStepBodyIsWhyItsContextEnded(t *testing.T) {
 	}, workflowtest.DriveOptions{})
 	if !errors.Is(out.Err, context.DeadlineExceeded) || !strings.Contains(out.Err.Error(), "Host.Hang") {
 		t.Fatalf("outcome %+v (%v): want Drive's deadline, naming Host.Hang", out, out.Err)
+	}
+}
+
+// A StepCtx kept past its step's attempt fails to Broadcast, as on a node
+// (ErrInternal), where the host took the call and dropped the event (a
+// user trial): a test passed that a node would fail.
+func TestABroadcastAfterItsStepEndedFails(t *testing.T) {
+	type st struct{}
+	var kept *workflow.StepCtx[st]
+	var late error
+	h := workflowtest.NewHost(st{}, workflowtest.NewClock(time.Unix(1700000000, 0)))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	out, _ := h.Drive(ctx, func(c *workflow.Ctx[st]) error {
+		if err := c.Step("a", func(s *workflow.StepCtx[st]) error { kept = s; return nil }); err != nil {
+			return err
+		}
+		late = kept.Broadcast("ev", 1)
+		return nil
+	}, workflowtest.DriveOptions{})
+	if out.Status != workflow.RunCompleted {
+		t.Fatalf("outcome %+v", out)
+	}
+	if !errors.Is(late, rivet.ErrInternal) || !strings.Contains(late.Error(), `broadcast event "ev" after its step's attempt ended`) {
+		t.Fatalf("Broadcast on a kept StepCtx: %v; want ErrInternal saying the attempt ended", late)
+	}
+	if evs := h.Events(); len(evs) != 0 {
+		t.Fatalf("events %q, want none", evs)
 	}
 }

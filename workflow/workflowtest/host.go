@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/caller"
 	"github.com/rivet-go/rivet/internal/defaults"
 	"github.com/rivet-go/rivet/workflow"
@@ -170,15 +171,43 @@ func (h *Host[S]) Events() []Event {
 }
 
 // stepEvents collects one attempt's events until its commit.
-type stepEvents struct{ events []Event }
+type stepEvents struct {
+	actor string
 
+	mu     sync.Mutex
+	events []Event
+	over   bool // the attempt's body has returned
+}
+
+// Broadcast stages an event for the attempt's commit; after the attempt,
+// from a StepCtx kept past it, it fails as on a node (runtime/events.go),
+// where the event would otherwise be lost without a word.
 func (e *stepEvents) Broadcast(name string, data any) error {
 	b, err := json.Marshal(data)
 	if err != nil {
 		return fmt.Errorf("workflowtest: event %q's data does not marshal: %w", name, err)
 	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.over {
+		return rivet.Errorf(rivet.ErrInternal, "actor %s broadcast event %q after its step's attempt ended (a StepCtx kept past its turn)", e.actor, name)
+	}
 	e.events = append(e.events, Event{Name: name, Data: b})
 	return nil
+}
+
+// end closes the attempt to Broadcast and returns what it staged (nil if
+// drop: its changes are discarded).
+func (e *stepEvents) end(drop bool) []Event {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.over = true
+	evs := e.events
+	e.events = nil
+	if drop {
+		return nil
+	}
+	return evs
 }
 
 // NewHost returns an actor whose committed state is initial.
@@ -657,11 +686,10 @@ func (a *activation[S]) RunStep(ctx context.Context, ephemeral bool, fn func(wor
 		return ErrCrash
 	}
 	var checked []byte // the state as check encoded it
-	pub := &stepEvents{}
+	pub := &stepEvents{actor: a.h.Name}
 	msgs := &stepMessages[S]{h: a.h, a: a}
 	refused := false
 	refuse := func(why error) error { // the attempt's changes go, its events and messages too
-		pub.events = nil
 		refused = true
 		return a.discard(why)
 	}
@@ -681,6 +709,7 @@ func (a *activation[S]) RunStep(ctx context.Context, ephemeral bool, fn func(wor
 	}
 	writes := fn(workflow.StepEnv{State: a.state, Client: a.h.client(), Events: pub, Enqueue: msgs, Check: check})
 	staged := msgs.end(writes == nil || refused)
+	events := pub.end(writes == nil || refused)
 	if writes == nil {
 		// Abandoned attempt (its race lost, the run evicted): it commits
 		// nothing, so memory goes back to what this activation holds as
@@ -711,11 +740,11 @@ func (a *activation[S]) RunStep(ctx context.Context, ephemeral bool, fn func(wor
 	if ephemeral && len(staged) == 0 {
 		a.deferred = workflow.AppendWrites(a.deferred, writes...)
 		a.deferredState = snap
-		a.deferredEvents = append(a.deferredEvents, pub.events...)
+		a.deferredEvents = append(a.deferredEvents, events...)
 		return nil
 	}
 	before := len(a.deferredEvents)
-	a.deferredEvents = append(a.deferredEvents, pub.events...)
+	a.deferredEvents = append(a.deferredEvents, events...)
 	// The messages queue with the commit, or not at all: none outlives it.
 	err := a.commitLocked(writes, snap, nil, func() { a.queueStagedLocked(staged) })
 	if err != nil && !a.dead {
