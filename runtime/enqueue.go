@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/internal/queuenames"
 	"github.com/rivet-go/rivet/internal/sizes"
 	"github.com/rivet-go/rivet/storage"
 )
@@ -40,7 +41,7 @@ func (s *turnSchedule) Enqueue(queue string, body any) error {
 	a := s.a
 	q, ok := a.spec.Queues[queue]
 	if !ok {
-		return rivet.Errorf(rivet.ErrUnknownQueue, "actor %s has no queue %q (it has %s)", a.spec.Name, queue, knownNames(a.spec.Queues))
+		return rivet.Errorf(rivet.ErrUnknownQueue, "%s", queuenames.Unknown(a.spec.Name, queue, a.spec.Queues))
 	}
 	b, err := json.Marshal(body)
 	if err != nil {

@@ -26,6 +26,7 @@ import (
 	"github.com/rivet-go/rivet/caller"
 	"github.com/rivet-go/rivet/internal/defaults"
 	"github.com/rivet-go/rivet/internal/optjson"
+	"github.com/rivet-go/rivet/internal/queuenames"
 	"github.com/rivet-go/rivet/internal/rpcerr"
 	"github.com/rivet-go/rivet/internal/sizes"
 	"github.com/rivet-go/rivet/internal/tracing"
@@ -1817,7 +1818,7 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (_ SendResult, err err
 	}
 	q, ok := sp.Queues[req.Queue]
 	if !ok {
-		return SendResult{}, rivet.Errorf(rivet.ErrUnknownQueue, "actor %s has no queue %q (it has %s)", sp.Name, req.Queue, knownNames(sp.Queues))
+		return SendResult{}, rivet.Errorf(rivet.ErrUnknownQueue, "%s", queuenames.Unknown(sp.Name, req.Queue, sp.Queues))
 	}
 	// A consumer span of the message's arrival on its actor's node, to
 	// its commit (and, for a waiting send, its completion).

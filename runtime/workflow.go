@@ -20,6 +20,7 @@ import (
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/caller"
 	"github.com/rivet-go/rivet/internal/errtext"
+	"github.com/rivet-go/rivet/internal/queuenames"
 	"github.com/rivet-go/rivet/internal/tracing"
 	"github.com/rivet-go/rivet/storage"
 	"github.com/rivet-go/rivet/workflow"
@@ -1542,13 +1543,7 @@ func (w *wfHost) Queued(names []string) (time.Time, bool) {
 // actor lacks is refused (ErrUnknownQueue), so a receive from it would
 // wait for ever.
 func (w *wfHost) CheckQueues(names []string) error {
-	sp := w.a.spec
-	for _, n := range names {
-		if _, ok := sp.Queues[n]; !ok {
-			return fmt.Errorf("actor %s has no queue %q (it has %s)", sp.Name, n, knownNames(sp.Queues))
-		}
-	}
-	return nil
+	return queuenames.Check(w.a.spec.Name, names, w.a.spec.Queues)
 }
 
 // Incarnation implements workflow.Incarnationer: the actor's creation

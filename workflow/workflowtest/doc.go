@@ -56,7 +56,10 @@
 // always one that waits for messages only, at once where a node waits
 // IdleTimeout for them; and there are no scheduled calls
 // (StepCtx.Schedule fails) nor the actor's actions: test those with
-// node/nodetest. FakeClient stands in for other actors.
+// node/nodetest; and the host knows the actor's queues only if the test
+// sets Host.Queues or QueueTypes: without them, a receive from a misspelt
+// queue (NextOptions.Names) waits where a node refuses it (ErrInvalid).
+// FakeClient stands in for other actors.
 //
 // Messages are stamped (CreatedAt) with the Clock's time as they are sent,
 // and keep it when put back in their queue (a race's loser gives back what

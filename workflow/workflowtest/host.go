@@ -7,17 +7,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"reflect"
 	"slices"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/caller"
 	"github.com/rivet-go/rivet/internal/defaults"
+	"github.com/rivet-go/rivet/internal/queuenames"
 	"github.com/rivet-go/rivet/workflow"
 )
 
@@ -103,7 +102,9 @@ type Host[S any] struct {
 	// and Send to another panics, as a node refuses them, so that a
 	// queue's misspelt name fails the test instead of leaving the run
 	// waiting for a message that never comes (Drive returns its yield).
-	// Nil: any name.
+	// Nil (and QueueTypes nil): any name, as the host does not know the
+	// actor's queues; a misspelt one then waits (Drive yields,
+	// ErrWaitsForMessages, or the receive times out).
 	Queues []string
 	// QueueTypes, if set, are the actor's queues' message types, as its
 	// rivet.Actor declares them (Actor.Queues.Types()): a receive without
@@ -268,24 +269,19 @@ func (h *Host[S]) send(queue string, body any, wait bool) (uint64, <-chan json.R
 	return id, ch
 }
 
-// checkQueues fails if a name is none of h.Queues (if set), with a node's
-// error.
+// checkQueues fails if a name is none of h.Queues (or of QueueTypes), if
+// set, with a node's rule and error. Empty but set, they are an actor's
+// that has no queue, which a node refuses every name of.
 func (h *Host[S]) checkQueues(names []string) error {
-	queues := h.Queues
-	if queues == nil && h.QueueTypes != nil {
-		queues = slices.Collect(maps.Keys(h.QueueTypes))
-	}
-	if queues == nil {
-		return nil
-	}
-	for _, n := range names {
-		if !slices.Contains(queues, n) {
-			known := "none"
-			if len(queues) > 0 {
-				known = strings.Join(slices.Sorted(slices.Values(queues)), ", ")
-			}
-			return fmt.Errorf("actor %s has no queue %q (it has %s)", h.Name, n, known)
+	switch {
+	case h.Queues != nil:
+		queues := make(map[string]struct{}, len(h.Queues))
+		for _, q := range h.Queues {
+			queues[q] = struct{}{}
 		}
+		return queuenames.Check(h.Name, names, queues)
+	case h.QueueTypes != nil:
+		return queuenames.Check(h.Name, names, h.QueueTypes)
 	}
 	return nil
 }

@@ -119,3 +119,20 @@ func TestAHostChecksBodiesAndSaysItHasNoClient(t *testing.T) {
 	}()
 	h.Send("amounts", "ten")
 }
+
+// An actor that declares no queue refuses every name, on a node as here:
+// QueueTypes made from its empty rivet.Queues took any name, and a
+// receive from one waited for a message no send could queue.
+func TestAHostWhoseActorHasNoQueueRefusesEveryName(t *testing.T) {
+	h := workflowtest.NewHost(struct{}{}, workflowtest.NewClock(time.Unix(1700000000, 0)))
+	h.Name, h.QueueTypes = "orders", rivet.Queues{}.Types()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	out, _ := h.Drive(ctx, func(c *workflow.Ctx[struct{}]) error {
+		_, err := workflow.Next[int](c, "wait", workflow.NextOptions{Names: []string{"orders"}})
+		return err
+	}, workflowtest.DriveOptions{})
+	if out.Status != workflow.RunFailed || !errors.Is(out.Err, workflow.ErrInvalid) || !strings.Contains(out.Err.Error(), `actor orders has no queue "orders" (it has none)`) {
+		t.Fatalf("outcome %v %v; want failed with ErrInvalid, naming no queue", out.Status, out.Err)
+	}
+}
