@@ -26,7 +26,7 @@ func TestAStepBodyReturningAMisuseErrorFailsAtOnce(t *testing.T) {
 		}, `step "inner" called while step "outer" runs`},
 		"Break": {func(c *workflow.Ctx[rst]) error {
 			return c.Step("outer", func(s *workflow.StepCtx[rst]) error { s.State.N++; return workflow.Break })
-		}, "workflow: break"},
+		}, "workflow: break (returned by a step's body: Break ends only the Loop or LoopWith whose own body returns it"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -232,6 +232,11 @@ func classify(what string, r attemptResult, p retryPolicy) (*RecordedError, Fail
 	case errors.As(r.err, &rb):
 		return record(r.err), FailureRollback
 	case errors.As(r.err, &ce), misuse(r.err):
+		if errors.Is(r.err, Break) {
+			// "workflow: break" alone read as the engine's own failure
+			// (a user trial): say where Break does what the code meant.
+			return record(fmt.Errorf("%w (returned by a %s's body: Break ends only the Loop or LoopWith whose own body returns it; return it from the loop's body after the %s)", r.err, what, what)), FailureCritical
+		}
 		return record(r.err), FailureCritical
 	case r.err != nil && p.nonRetryable != nil:
 		if stop, perr := askNonRetryable(p.nonRetryable, r.err); perr != nil {
