@@ -169,7 +169,7 @@ func (r *wfRunner) clearStep(path string) {
 	if !ok {
 		return
 	}
-	delete(r.stepAt, path) // none if nil
+	delete(r.stepAt, path) // a no-op on the nil map of a run that never needed one
 	last := len(r.steps) - 1
 	if i != last {
 		r.steps[i] = r.steps[last]

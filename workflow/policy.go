@@ -235,7 +235,11 @@ func classify(what string, r attemptResult, p retryPolicy) (*RecordedError, Fail
 		if errors.Is(r.err, Break) {
 			// "workflow: break" alone read as the engine's own failure
 			// (a user trial): say where Break does what the code meant.
-			return record(fmt.Errorf("%w (returned by a %s's body: Break ends only the Loop or LoopWith whose own body returns it; return it from the loop's body after the %s)", r.err, what, what)), FailureCritical
+			hint := ""
+			if what == "step" {
+				hint = "; return it from the loop's body after the step"
+			}
+			return record(fmt.Errorf("%w (returned by a %s's body: Break ends only the Loop or LoopWith whose own body returns it%s)", r.err, what, hint)), FailureCritical
 		}
 		return record(r.err), FailureCritical
 	case r.err != nil && p.nonRetryable != nil:

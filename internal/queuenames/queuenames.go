@@ -5,6 +5,7 @@
 package queuenames
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -16,7 +17,7 @@ import (
 func Check[V any](actor string, names []string, queues map[string]V) error {
 	for _, n := range names {
 		if _, ok := queues[n]; !ok {
-			return fmt.Errorf("%s", Unknown(actor, n, queues))
+			return errors.New(Unknown(actor, n, queues))
 		}
 	}
 	return nil
