@@ -118,8 +118,26 @@ func TestCommitterRecycledRequestsUnderFaults(t *testing.T) {
 				}
 			})
 		}
-		time.Sleep(time.Duration(100+rand.IntN(200)) * time.Millisecond)
-		stop() // with callers committing: some queued, some in flight
+		// Stopped once the store has been given some of this round's
+		// txns, a random number of them, so that callers are committing
+		// then: some queued, some in flight.
+		f.mu.Lock()
+		until := len(f.sent) + 50 + rand.IntN(400)
+		f.mu.Unlock()
+		waitUntil := time.Now().Add(10 * time.Second)
+		for {
+			f.mu.Lock()
+			n := len(f.sent)
+			f.mu.Unlock()
+			if n >= until {
+				break
+			}
+			if time.Now().After(waitUntil) {
+				t.Fatalf("the store was given %d txns, waiting for %d, 10 s into round %d", n, until, round)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		stop()
 		callersDone := make(chan struct{})
 		go func() { <-runDone; wg.Wait(); close(callersDone) }()
 		select {
