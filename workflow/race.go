@@ -22,7 +22,8 @@ type race struct {
 	claim      int
 	claimTaken bool
 	// holds[b] is set if branch b's recorded history holds messages it
-	// took (a replay); ended[b] once b stopped without a value. When the
+	// took (a replay), until b is found holding none (see
+	// handOverLocked); ended[b] once b stopped without a value. When the
 	// claim's holder ends, a branch that holds messages and has not ended
 	// takes the claim over (see raceEnd).
 	holds, ended []bool
@@ -572,10 +573,17 @@ func (r *run) raceEnd(rc *race, b int, failed bool) {
 func (rc *race) handOverLocked(h *History) {
 	rc.claim = -1
 	for i, held := range rc.holds {
-		if held && !rc.ended[i] && holdsMessagesNow(h, joinPath(rc.path, rc.names[i])) {
+		if !held || rc.ended[i] {
+			continue
+		}
+		if holdsMessagesNow(h, joinPath(rc.path, rc.names[i])) {
 			rc.claim, rc.claimTaken = i, true
 			return
 		}
+		// Passed over, it is no next holder: doomLocked must not spare
+		// it (a step of it holding the actor's turn would keep the
+		// next taker, and the decision, waiting until its timeout).
+		rc.holds[i] = false
 	}
 }
 
