@@ -83,12 +83,14 @@ func (e loggedError) Unwrap() error { return e.error }
 
 // RunMain is Main without the exit: it returns the error, flag.ErrHelp
 // after printing the usage for -h, and nil once a signal has stopped the
-// node.
+// node. It sets the process's memory limit from its container's
+// (SetMemoryLimit).
 func RunMain(args []string, reg *rivet.Registry) error {
 	cfg, err := ParseFlags(progName(), args, os.Stderr)
 	if err != nil {
 		return err
 	}
+	SetMemoryLimit(cfg.Logger)
 	ctx, stop := SignalContext()
 	defer stop()
 	return Run(ctx, cfg, reg)

@@ -34,6 +34,7 @@ func run(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	node.SetMemoryLimit(cfg.Logger)
 	ctx, stop := node.SignalContext()
 	defer stop()
 	return node.Run(ctx, cfg, reg)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"os/exec"
@@ -216,7 +217,7 @@ func TestComposeCluster(t *testing.T) {
 	image := "rivet-go:e2e"
 	e.run("docker", "build", "-q", "-t", image, ".")
 
-	e.env = []string{"RIVET_IMAGE=" + image, fmt.Sprintf("EXAMPLES_API_URL=http://host.docker.internal:%d", apiPort)}
+	e.env = []string{"RIVET_IMAGE=" + image, fmt.Sprintf("EXAMPLES_API_URL=http://host.docker.internal:%d", apiPort), fmt.Sprintf("RIVET_MEM_LIMIT=%d", composeMemLimit)}
 	for i := 1; i <= 4; i++ {
 		p, h := freePort(t), freePort(t)
 		e.ports, e.https = append(e.ports, p), append(e.https, h)
@@ -565,6 +566,11 @@ func composeRestart(e *composeEnv) {
 	}
 }
 
+// composeMemLimit is each node container's memory limit in the test: room
+// for its tests' loads many times over (a node's heap stays under 100 MB
+// in them).
+const composeMemLimit = 1 << 30
+
 // composeMetrics reads node1's /metrics through its published HTTP port,
 // after the loads above: what an operator scrapes is there and counts,
 // its etcd member's series too.
@@ -589,6 +595,12 @@ func composeMetrics(e *composeEnv) {
 	}
 	if _, ok := sums["rivet_queue_messages"]; !ok {
 		e.t.Errorf("node1 /metrics has no rivet_queue_messages")
+	}
+	// RIVET_MEM_LIMIT is each node's container limit, and the node keeps
+	// its Go heap's soft limit at 80% of it (node.SetMemoryLimit).
+	limit := float64(composeMemLimit)
+	if got, want := sums["go_gc_gomemlimit_bytes"], math.Trunc(limit*0.8); got != want {
+		e.t.Errorf("node1 /metrics: go_gc_gomemlimit_bytes = %v, want %v (80%% of the container's %d bytes)", got, want, composeMemLimit)
 	}
 	e.t.Logf("node1 /metrics: %s", strings.Join(got, " "))
 }
