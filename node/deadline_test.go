@@ -95,3 +95,60 @@ func TestAnActionSeesItsCallersDeadlineRunOut(t *testing.T) {
 		}
 	}
 }
+
+// clock's actions say when their context's deadline is, as the node that
+// runs them has it.
+var clock = rivet.Actor[errorsState]{
+	Name: "clock",
+	Actions: rivet.Actions[errorsState]{
+		"deadline": rivet.Query(func(c *rivet.ActionCtx[errorsState]) (int64, error) {
+			d, ok := c.Context().Deadline()
+			if !ok {
+				return 0, nil
+			}
+			return d.UnixNano(), nil
+		}),
+		"wait": rivet.Query(func(c *rivet.ActionCtx[errorsState]) (int, error) {
+			<-c.Context().Done()
+			return 0, c.Context().Err()
+		}),
+	},
+}
+
+// A call forwarded to its actor's owner runs there under a deadline no
+// earlier than its caller's, and one that runs out of time fails for its
+// caller as its deadline (context.DeadlineExceeded) as it does on the
+// owner's node: the forwarded request's timeout was cut down to the
+// millisecond, the owner's timeout answer reached the client a moment
+// before its own deadline, and the error was rivet.ErrTimeout alone in 4
+// calls of 40 (a user trial).
+func TestAForwardedCallRunsOutOfTimeWithItsCallersDeadline(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	reg, err := rivet.Setup(clock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	na, nb := twoNodesWith(t, ctx, reg, "/fwd-deadline/")
+	h := dial(t, nb).Actor("clock", keysOn(na, "clock", "c", 1)[0])
+	for i := range 20 {
+		cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
+		want, _ := cctx.Deadline()
+		got, err := rivet.Call[int64](cctx, h, "deadline")
+		ccancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got < want.UnixNano() {
+			t.Errorf("call %d: the owner's deadline is %v before the caller's", i, time.Duration(want.UnixNano()-got))
+		}
+	}
+	for i := range 20 {
+		cctx, ccancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		_, err := h.Call(cctx, "wait")
+		ccancel()
+		if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, rivet.ErrTimeout) {
+			t.Errorf("call %d: %v (context.DeadlineExceeded %v, rivet.ErrTimeout %v); want both", i, err, errors.Is(err, context.DeadlineExceeded), errors.Is(err, rivet.ErrTimeout))
+		}
+	}
+}

@@ -22,8 +22,9 @@ const deadlineSlack = 50 * time.Millisecond
 // time ended cancelled (29 times in 30 on loopback): an action waiting on
 // its context saw context.Canceled, and rivet_calls_total counted the call
 // "canceled", not "actor.timed_out", as it did the same call made through
-// another node (whose request to the owner carries the deadline, cut to
-// the millisecond, so that the owner's timer fires first). A cancellation
+// another node (whose request to the owner carries the deadline, and
+// whose own cancel is not sent for a call that ran out of time, so that
+// the owner's timer ends it). A cancellation
 // within deadlineSlack of the deadline is left to the deadline's timer,
 // which ends the call within that time; an earlier one (a client that
 // gives up, a stream or connection that breaks) ends it at once, as

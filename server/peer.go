@@ -800,6 +800,19 @@ func (c *PeerConn) watchAttempts() {
 	}()
 }
 
+// forwardTimeoutMs is the timeout a forwarded request carries to the
+// owner for a call due by deadline: the time left, rounded up to the
+// millisecond, as gRPC rounds a deadline up to its unit, so that the
+// owner's deadline is never before the caller's. Rounded down, it was up
+// to a millisecond before: the owner's timeout answer then reached the
+// client a moment before the client's own deadline, and the call's error,
+// rivet.ErrTimeout, did not match context.DeadlineExceeded (4 forwarded
+// calls in 40 that ran out of time, a user trial), as the same call on its
+// owner's node did.
+func forwardTimeoutMs(deadline time.Time) int64 {
+	return max((time.Until(deadline) + time.Millisecond - 1).Milliseconds(), 1)
+}
+
 // AnswerBy returns when a request that has not been sent on by then should
 // give up, so that its caller, whose deadline ctx carries, hears why
 // before the deadline, for the answer to travel back: a tenth of the time
@@ -1001,7 +1014,7 @@ func (c *PeerConn) send(s *peerStream) {
 				} else if call := s.pending[r.GetId()]; call != nil {
 					call.sending = true
 					if !call.deadline.IsZero() {
-						r.TimeoutMs = max(time.Until(call.deadline).Milliseconds(), 1)
+						r.TimeoutMs = forwardTimeoutMs(call.deadline)
 					}
 					live = append(live, r)
 				}
@@ -1222,9 +1235,8 @@ func (c *PeerConn) invoke(ctx context.Context, method string, args, reply any) (
 		s.mu.Unlock()
 		// A call that ran out of time was sent with its deadline (a
 		// request still queued is not sent at all now), and ends on the
-		// peer by it: a cancel that came first (as it did, now and then,
-		// the deadline cut to the millisecond notwithstanding) ended
-		// the call there as cancelled, not as timed out.
+		// peer by it: a cancel that came first (as it did, now and then)
+		// ended the call there as cancelled, not as timed out.
 		if !errors.Is(ctx.Err(), context.DeadlineExceeded) || call.deadline.IsZero() {
 			s.out.put(&rivetv1.ForwardRequest{Id: id, Cancel: true}) // behind the request, if it is still queued
 		}
