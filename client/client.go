@@ -229,6 +229,14 @@ func WithRetry(initial, budget time.Duration) Option {
 // spreads its calls over those it can reach and leaves out one that goes
 // (a call in flight on it then fails as it would with one address; the
 // client's retries and a subscription's resubscribing go to the others).
+// What this package says of "the node the client is connected to" (Stats,
+// Healthy, and HotActors, RetryingWorkflows, LogLevel and SetLogLevel of
+// node "") is then whichever of them that call reached: successive Stats
+// answer for different nodes, SetLogLevel sets one node's level, and
+// Healthy says true while another node of the list is down. Name a node
+// by its ID (Members lists them) to reach that one, and check each node's
+// health with a client of its address alone, as `rivetctl health` does
+// given several.
 func New(addr string, opts ...Option) (*Client, error) {
 	if addr == "" {
 		addr = os.Getenv(EndpointEnv)
@@ -727,7 +735,8 @@ func (c *Client) Drain(ctx context.Context, node string, undo bool) (uint32, err
 
 // Healthy reports whether the node the client is connected to serves:
 // its gRPC health service says SERVING (once it has settled its
-// partitions). It does not retry.
+// partitions). It does not retry. A client of several addresses asks
+// whichever of them the call reaches (see New).
 func (c *Client) Healthy(ctx context.Context) (bool, error) {
 	resp, err := healthpb.NewHealthClient(c.conn).Check(ctx, &healthpb.HealthCheckRequest{})
 	if err != nil {
