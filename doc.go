@@ -24,5 +24,7 @@
 //
 // Errors that callers test for are the sentinels of this package (ErrNotFound,
 // ErrUnknownAction, ...), matched with errors.Is on both sides of the wire:
-// the Go client turns gRPC status codes back into them.
+// the Go client turns gRPC status codes back into them. In a workflow, the
+// *workflow.RecordedError of a step's failure (TryStep, Try, a JoinError)
+// matches them too, live and on replay.
 package rivet

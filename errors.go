@@ -5,7 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"github.com/rivet-go/rivet/internal/errkind"
 )
+
+// The workflow package records a step's or branch's error as a
+// *workflow.RecordedError, which keeps the error's group and code; this
+// lets it match the kind they name (errors.Is(recorded, ErrUnknownAction)),
+// live and on replay, without importing this package.
+func init() { errkind.Set(errkind.Resolver{Kind: kindOf, Pair: pairOf}) }
 
 // Sentinel kinds of error. Every error a node returns wraps one of them
 // (through *Error), on the node and, via the client package, in a remote
@@ -160,6 +168,12 @@ func (e *Error) Error() string { return e.Message }
 // so that a step's failure keeps its code across replay.
 func (e *Error) ErrorCode() string { return e.Code }
 
+// ErrorGroup returns the error's group. Workflows record it with the code,
+// so that a step's failure keeps its kind across replay: the
+// *workflow.RecordedError a TryStep, a Try or a *workflow.JoinError gives
+// matches the kind with errors.Is, as the error itself did.
+func (e *Error) ErrorGroup() string { return e.Group }
+
 // Unwrap returns the kind, so that errors.Is(err, ErrNotFound) works.
 func (e *Error) Unwrap() error { return e.Kind }
 
@@ -201,20 +215,38 @@ func UserError(code, message string, metadata any) *Error {
 // KindByCode returns the sentinel of a (group, code) pair as produced by
 // Errorf, and ErrUser for group "user"; ErrInternal if none matches.
 func KindByCode(group, code string) error {
+	if k, ok := kindOf(group, code); ok {
+		return k
+	}
+	return ErrInternal
+}
+
+// kindOf is KindByCode, but false for a pair it does not list.
+func kindOf(group, code string) (error, bool) {
 	if group == "user" {
-		return ErrUser
+		return ErrUser, true
 	}
 	for _, k := range kinds {
 		if k.group == group && k.code == code {
-			return k.err
+			return k.err, true
 		}
 	}
 	for _, r := range reasons {
 		if r.group == group && r.code == code {
-			return r.err
+			return r.err, true
 		}
 	}
-	return ErrInternal
+	return nil, false
+}
+
+// pairOf returns the (group, code) of the first kind err matches.
+func pairOf(err error) (group, code string, ok bool) {
+	for _, k := range kinds {
+		if errors.Is(err, k.err) {
+			return k.group, k.code, true
+		}
+	}
+	return "", "", false
 }
 
 // AsError returns err as an *Error: itself if it is one, or wrapped as the

@@ -112,3 +112,27 @@ func TestAsErrorOfNilIsNil(t *testing.T) {
 		t.Fatalf("AsError(nil) = %+v, want nil", e)
 	}
 }
+
+// A recorded error matches the kind its group and code name, a reason's
+// pair its kind, and no kind for a pair this build does not list (not
+// ErrInternal, as KindByCode would guess) or without a group (an entry
+// recorded before groups were kept).
+func TestRecordedErrorMatchesTheKindOfItsPair(t *testing.T) {
+	for _, c := range []struct {
+		rec  workflow.RecordedError
+		want error // nil: none
+	}{
+		{workflow.RecordedError{Group: "actor", Code: "unknown_action"}, rivet.ErrUnknownAction},
+		{workflow.RecordedError{Group: "actor", Code: "deadlock"}, rivet.ErrFailedPrecondition},
+		{workflow.RecordedError{Group: "user", Code: "card_declined"}, rivet.ErrUser},
+		{workflow.RecordedError{Group: "rivet", Code: "internal_error"}, rivet.ErrInternal},
+		{workflow.RecordedError{Group: "mine", Code: "x"}, nil},
+		{workflow.RecordedError{Code: "unknown_action"}, nil},
+	} {
+		for _, k := range rivet.Kinds() {
+			if got := errors.Is(&c.rec, k); got != (k == c.want) {
+				t.Errorf("errors.Is(%+v, %v) = %v", c.rec, k, got)
+			}
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/rivet-go/rivet/internal/errkind"
 	"github.com/rivet-go/rivet/internal/errtext"
 )
 
@@ -138,13 +139,30 @@ func (e *DecodeError) Unwrap() error { return e.Err }
 func (e *DecodeError) Is(target error) bool { return target == ErrDecode }
 
 // RecordedError is an error as the history stores it: its message, its
-// code if the original implemented ErrorCode() string, and whether it
-// matched ErrTimeout. Steps, joins and races return errors in this form
-// both live and on replay, so that code that inspects them behaves the
-// same both times.
+// code if the original implemented ErrorCode() string, its group if that
+// same error also implemented ErrorGroup() string (a *rivet.Error does),
+// and whether it matched ErrTimeout. Steps, joins and races return errors
+// in this form both live and on replay, so that code that inspects them
+// behaves the same both times.
+//
+// It matches with errors.Is the kind of error of the rivet package that
+// its group and code name (rivet.KindByCode): a step whose body called an
+// action the other actor does not have fails with an error that matches
+// rivet.ErrUnknownAction, as the call's did; a rivet.UserError's matches
+// rivet.ErrUser (its own code is ErrorCode's). An original that matched a
+// kind without carrying a group or a code (a bare rivet.ErrNotFound,
+// wrapped or not) is recorded with that kind's group and code. Not
+// matched: a pair the rivet package does not list (never rivet.ErrInternal
+// on a guess), an error whose code is its own (an ErrorCode without
+// ErrorGroup, of a type other than *rivet.Error), and entries recorded
+// before groups were kept (without Group: they match no kind, as they did
+// not then; compare their ErrorCode).
 type RecordedError struct {
 	Message string `json:"message"`
 	Code    string `json:"code,omitempty"`
+	// Group is the original's ErrorGroup(), or its kind's group (see
+	// above). Absent from entries recorded before it was kept.
+	Group string `json:"group,omitempty"`
 	// Timeout keeps errors.Is(err, ErrTimeout) of the original (a branch
 	// whose step timed out, or whose Next got nothing in time), which a
 	// fallback around a join or race tests. Absent from entries recorded
@@ -165,8 +183,23 @@ func (e *RecordedError) message() string {
 // ErrorCode returns the recorded code ("" if none).
 func (e *RecordedError) ErrorCode() string { return e.Code }
 
-// Is makes an error recorded from one that matched ErrTimeout match it.
-func (e *RecordedError) Is(target error) bool { return target == ErrTimeout && e.Timeout }
+// ErrorGroup returns the recorded group ("" if none), so that an error
+// recorded again (a step body that returns an earlier step's failure)
+// keeps it.
+func (e *RecordedError) ErrorGroup() string { return e.Group }
+
+// Is makes an error recorded from one that matched ErrTimeout match it,
+// and one with a group match the rivet kind its group and code name.
+func (e *RecordedError) Is(target error) bool {
+	if target == ErrTimeout {
+		return e.Timeout
+	}
+	if e.Group == "" {
+		return false
+	}
+	kind, ok := errkind.Kind(e.Group, e.Code)
+	return ok && kind == target
+}
 
 // tame returns err, the workflow code's own (its function's, a branch's,
 // a try block's, a loop body's, a step body's, a rollback handler's), as
@@ -214,6 +247,14 @@ func record(err error) *RecordedError {
 		var c interface{ ErrorCode() string }
 		if errors.As(err, &c) {
 			r.Code = c.ErrorCode()
+			// From the same error as the code: a pair, which the code of
+			// one error and the group of another would not be.
+			if g, ok := c.(interface{ ErrorGroup() string }); ok {
+				r.Group = g.ErrorGroup()
+			}
+		}
+		if r.Group == "" && r.Code == "" {
+			r.Group, r.Code, _ = errkind.Pair(err)
 		}
 	}()
 	return r
@@ -497,5 +538,5 @@ func (e *RecordedError) size() int {
 	if e == nil {
 		return 0
 	}
-	return len(e.Message) + len(e.Code)
+	return len(e.Message) + len(e.Code) + len(e.Group)
 }
