@@ -47,7 +47,8 @@ var (
 	// valid UTF-8), a duplicate branch name, a bad option, a loop state
 	// that does not marshal to JSON (the first or one an iteration
 	// returned), a Break outside a loop (returned by the workflow's
-	// function or a branch's), or a Ctx used after the function it was
+	// function or a branch's), a second Complete of a message in one run,
+	// or a Ctx used after the function it was
 	// given to returned (kept from a loop iteration, a branch or a try
 	// block, or on a goroutine that function started).
 	ErrInvalid = errors.New("workflow: invalid use")

@@ -51,6 +51,11 @@ type msgRef struct {
 	path  string
 	index int
 	id    uint64
+	// done: this run completed the message (a Complete returned nil).
+	// Made anew by each run's receive, so that a replay's first Complete
+	// finds it unset, as the first run's did, and its second finds it
+	// set; copies of the Message share it.
+	done bool
 }
 
 // Next takes one message, waiting for it; name is the history entry's name,
@@ -405,6 +410,12 @@ func (x *cx) takeOnce(path string, seq int, deadline time.Time, o NextOptions, c
 // received the message, once the message is handled: in a race, a branch
 // whose messages are all completed holds the race no more, and may lose
 // it before it does anything more (see Race).
+//
+// A message is completed once: a second Complete of it (or of a copy of
+// the Message) in the same run fails with ErrInvalid, its response sent
+// to no one (the sender has the first), live as on replay. It returned
+// nil, the new response dropped without a word. A Complete that failed
+// (a response that does not marshal) did not complete it: call it again.
 func (m Message[T]) Complete(response any) error {
 	if m.ref == nil {
 		return fmt.Errorf("%w: Complete of a message that no workflow received", ErrInvalid)
@@ -429,6 +440,9 @@ func (ref *msgRef) complete(response any) error {
 	if err := t.stopped(true); err != nil {
 		return err
 	}
+	if ref.done {
+		return fmt.Errorf("%w: Complete of message %d received at %q: it was completed already (a message is completed once; this response is sent to no one)", ErrInvalid, ref.id, ref.path)
+	}
 	r.mu.Lock()
 	e := r.hist.Get(ref.path)
 	r.mu.Unlock()
@@ -442,6 +456,7 @@ func (ref *msgRef) complete(response any) error {
 	}
 	if e.Messages[ref.index].Completed {
 		completed()
+		ref.done = true
 		return nil
 	}
 	b, err := json.Marshal(response)
@@ -458,6 +473,7 @@ func (ref *msgRef) complete(response any) error {
 		return t.hostErr(err)
 	}
 	t.committed(batch)
+	ref.done = true
 	if len(t.races) > 0 && !tookMessages(ne) {
 		// Its last message owed completed, its branch holds the races
 		// it runs under no more (an entry that still holds one keeps

@@ -179,8 +179,8 @@ func TestCompletableMessages(t *testing.T) {
 		if err := m.Complete(map[string]int{"doubled": m.Body.N * 2}); err != nil {
 			return err
 		}
-		if err := m.Complete("again"); err != nil { // idempotent
-			return err
+		if err := m.Complete("again"); !errors.Is(err, workflow.ErrInvalid) { // completed once
+			return fmt.Errorf("a second Complete: %v, want ErrInvalid", err)
 		}
 		m2, err := workflow.Next[job](c, "second")
 		if err != nil {
@@ -274,5 +274,53 @@ func TestCompleteAfterItsBranchEndedSaysSo(t *testing.T) {
 	}
 	if !errors.Is(late, workflow.ErrInvalid) || errors.Is(late, workflow.ErrCancelled) || !strings.Contains(late.Error(), "branch") {
 		t.Fatalf("Complete after the join: %v", late)
+	}
+}
+
+// A second Complete of a message in one run fails with ErrInvalid, its
+// response sent to no one, from a copy of the Message too; on replay the
+// first Complete returns nil again (the completion is in the history) and
+// the second fails again: the run sees what the first run saw.
+func TestASecondCompleteOfAMessageFailsLiveAndOnReplay(t *testing.T) {
+	h := newHost(log{})
+	id, resp := h.SendWait("q", job{20})
+	type seen struct{ first, second, copied error }
+	var runs []seen
+	wf := func(c *logCtx) error {
+		m, err := workflow.Next[job](c, "take", workflow.NextOptions{Completable: true})
+		if err != nil {
+			return err
+		}
+		kept := m
+		var s seen
+		s.first = m.Complete("first")
+		s.second = m.Complete("second")
+		s.copied = kept.Complete("copied")
+		runs = append(runs, s)
+		return c.Step("after", func(*logStep) error { return nil })
+	}
+	h.CrashAt(3, false) // the step's commit (after the receive's and the completion's): the next run replays the completion
+	out := drive(t, h, wf)
+	if out.Status != workflow.RunCompleted {
+		t.Fatalf("outcome %+v", out)
+	}
+	if len(runs) != 2 {
+		t.Fatalf("%d runs, want 2 (live, then a replay after the crash)", len(runs))
+	}
+	for i, s := range runs {
+		if s.first != nil {
+			t.Fatalf("run %d: the first Complete: %v, want nil", i+1, s.first)
+		}
+		for _, err := range []error{s.second, s.copied} {
+			if !errors.Is(err, workflow.ErrInvalid) || !strings.Contains(err.Error(), "completed already") {
+				t.Fatalf("run %d: a second Complete: %v, want ErrInvalid saying it was completed already", i+1, err)
+			}
+		}
+	}
+	if got := <-resp; string(got) != `"first"` {
+		t.Fatalf("response %s, want the first Complete's", got)
+	}
+	if c := h.Completions(); !reflect.DeepEqual(c, map[uint64]int{id: 1}) {
+		t.Fatalf("completions %v, want one", c)
 	}
 }
