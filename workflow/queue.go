@@ -406,16 +406,15 @@ func (x *cx) takeOnce(path string, seq int, deadline time.Time, o NextOptions, c
 
 // Complete answers the message's sender (if it waits) with response, which
 // must marshal to JSON, and records that the message was completed; on
-// replay it does nothing. Call it from the branch of the workflow that
-// received the message, once the message is handled: in a race, a branch
-// whose messages are all completed holds the race no more, and may lose
-// it before it does anything more (see Race).
+// replay, a completion the history holds is not sent again. Call it from the branch of the workflow
+// that received the message, once the message is handled: in a race, a
+// branch whose messages are all completed holds the race no more, and may
+// lose it before it does anything more (see Race).
 //
 // A message is completed once: a second Complete of it (or of a copy of
 // the Message) in the same run fails with ErrInvalid, its response sent
-// to no one (the sender has the first), live as on replay. It returned
-// nil, the new response dropped without a word. A Complete that failed
-// (a response that does not marshal) did not complete it: call it again.
+// to no one (the sender has the first). A Complete that failed (a response
+// that does not marshal) did not complete it: call it again.
 func (m Message[T]) Complete(response any) error {
 	if m.ref == nil {
 		return fmt.Errorf("%w: Complete of a message that no workflow received", ErrInvalid)
@@ -443,6 +442,13 @@ func (ref *msgRef) complete(response any) error {
 	if ref.done {
 		return fmt.Errorf("%w: Complete of message %d received at %q: it was completed already (a message is completed once; this response is sent to no one)", ErrInvalid, ref.id, ref.path)
 	}
+	// Marshalled on replay too, where the response goes nowhere: a
+	// Complete whose response does not marshal fails there as it did
+	// live, and so the next Complete finds the message as it did live.
+	b, err := json.Marshal(response)
+	if err != nil {
+		return fmt.Errorf("workflow: completion of message %d does not marshal to JSON: %w", ref.id, err)
+	}
 	r.mu.Lock()
 	e := r.hist.Get(ref.path)
 	r.mu.Unlock()
@@ -458,10 +464,6 @@ func (ref *msgRef) complete(response any) error {
 		completed()
 		ref.done = true
 		return nil
-	}
-	b, err := json.Marshal(response)
-	if err != nil {
-		return fmt.Errorf("workflow: completion of message %d does not marshal to JSON: %w", ref.id, err)
 	}
 	completed()
 	ne := e.clone()

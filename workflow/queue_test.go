@@ -324,3 +324,51 @@ func TestASecondCompleteOfAMessageFailsLiveAndOnReplay(t *testing.T) {
 		t.Fatalf("completions %v, want one", c)
 	}
 }
+
+// A Complete whose response does not marshal fails, and leaves the message
+// to the next Complete, on replay as live: the replay marshals too, so
+// that each call returns what it returned live (the replayed completion
+// is the second call's, not the first's).
+func TestACompleteThatDoesNotMarshalFailsLiveAndOnReplay(t *testing.T) {
+	h := newHost(log{})
+	id, resp := h.SendWait("q", job{20})
+	type seen struct{ bad, good, again error }
+	var runs []seen
+	wf := func(c *logCtx) error {
+		m, err := workflow.Next[job](c, "take", workflow.NextOptions{Completable: true})
+		if err != nil {
+			return err
+		}
+		var s seen
+		s.bad = m.Complete(func() {})
+		s.good = m.Complete("good")
+		s.again = m.Complete(func() {})
+		runs = append(runs, s)
+		return c.Step("after", func(*logStep) error { return nil })
+	}
+	h.CrashAt(3, false) // the step's commit (after the receive's and the completion's): the next run replays the completion
+	out := drive(t, h, wf)
+	if out.Status != workflow.RunCompleted {
+		t.Fatalf("outcome %+v", out)
+	}
+	if len(runs) != 2 {
+		t.Fatalf("%d runs, want 2 (live, then a replay after the crash)", len(runs))
+	}
+	for i, s := range runs {
+		if s.bad == nil || errors.Is(s.bad, workflow.ErrInvalid) || !strings.Contains(s.bad.Error(), "does not marshal") {
+			t.Errorf("run %d: Complete(func(){}): %v, want its marshal error", i+1, s.bad)
+		}
+		if s.good != nil {
+			t.Errorf("run %d: the Complete after it: %v, want nil", i+1, s.good)
+		}
+		if !errors.Is(s.again, workflow.ErrInvalid) {
+			t.Errorf("run %d: a Complete after the message was completed: %v, want ErrInvalid", i+1, s.again)
+		}
+	}
+	if got := <-resp; string(got) != `"good"` {
+		t.Fatalf("response %s, want the one that marshalled", got)
+	}
+	if c := h.Completions(); !reflect.DeepEqual(c, map[uint64]int{id: 1}) {
+		t.Fatalf("completions %v, want one", c)
+	}
+}
