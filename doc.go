@@ -26,5 +26,6 @@
 // ErrUnknownAction, ...), matched with errors.Is on both sides of the wire:
 // the Go client turns gRPC status codes back into them. In a workflow, the
 // *workflow.RecordedError of a step's failure (TryStep, Try, a JoinError)
-// matches them too, live and on replay.
+// matches the one its error matched, live and on replay; an error of a
+// type of the workflow's own that wraps none of them matches none.
 package rivet

@@ -9,12 +9,6 @@ import (
 	"github.com/rivet-go/rivet/internal/errkind"
 )
 
-// The workflow package records a step's or branch's error as a
-// *workflow.RecordedError, which keeps the error's group and code; this
-// lets it match the kind they name (errors.Is(recorded, ErrUnknownAction)),
-// live and on replay, without importing this package.
-func init() { errkind.Set(errkind.Resolver{Kind: kindOf, Pair: pairOf}) }
-
 // Sentinel kinds of error. Every error a node returns wraps one of them
 // (through *Error), on the node and, via the client package, in a remote
 // caller: test with errors.Is.
@@ -141,6 +135,22 @@ func Reasonf(kind error, group, code, format string, args ...any) *Error {
 	return Errorf(kind, format, args...)
 }
 
+// The workflow package records a step's or branch's error as a
+// *workflow.RecordedError, with the name of the kind the error matched, so
+// that the recorded error matches that kind (errors.Is(recorded,
+// ErrUnknownAction)) live and on replay; it cannot import this package,
+// which imports it.
+func init() {
+	named := make([]errkind.Kind, len(kinds))
+	for i, k := range kinds {
+		named[i] = errkind.Kind{Err: k.err, Name: k.group}
+		if k.code != "" {
+			named[i].Name += "." + k.code
+		}
+	}
+	errkind.Set(named)
+}
+
 // Kinds returns every sentinel kind, in a fixed order.
 func Kinds() []error {
 	out := make([]error, len(kinds))
@@ -167,12 +177,6 @@ func (e *Error) Error() string { return e.Message }
 // ErrorCode returns the error's code. Workflows record it with the message,
 // so that a step's failure keeps its code across replay.
 func (e *Error) ErrorCode() string { return e.Code }
-
-// ErrorGroup returns the error's group. Workflows record it with the code,
-// so that a step's failure keeps its kind across replay: the
-// *workflow.RecordedError a TryStep, a Try or a *workflow.JoinError gives
-// matches the kind with errors.Is, as the error itself did.
-func (e *Error) ErrorGroup() string { return e.Group }
 
 // Unwrap returns the kind, so that errors.Is(err, ErrNotFound) works.
 func (e *Error) Unwrap() error { return e.Kind }
@@ -215,38 +219,20 @@ func UserError(code, message string, metadata any) *Error {
 // KindByCode returns the sentinel of a (group, code) pair as produced by
 // Errorf, and ErrUser for group "user"; ErrInternal if none matches.
 func KindByCode(group, code string) error {
-	if k, ok := kindOf(group, code); ok {
-		return k
-	}
-	return ErrInternal
-}
-
-// kindOf is KindByCode, but false for a pair it does not list.
-func kindOf(group, code string) (error, bool) {
 	if group == "user" {
-		return ErrUser, true
+		return ErrUser
 	}
 	for _, k := range kinds {
 		if k.group == group && k.code == code {
-			return k.err, true
+			return k.err
 		}
 	}
 	for _, r := range reasons {
 		if r.group == group && r.code == code {
-			return r.err, true
+			return r.err
 		}
 	}
-	return nil, false
-}
-
-// pairOf returns the (group, code) of the first kind err matches.
-func pairOf(err error) (group, code string, ok bool) {
-	for _, k := range kinds {
-		if errors.Is(err, k.err) {
-			return k.group, k.code, true
-		}
-	}
-	return "", "", false
+	return ErrInternal
 }
 
 // AsError returns err as an *Error: itself if it is one, or wrapped as the

@@ -159,15 +159,18 @@
 //     re-run is harmless. Rollback handlers too: they are retried as
 //     their steps are.
 //  10. Errors returned by steps, branches and receives are recorded as their
-//     message, code (ErrorCode() string), group (ErrorGroup() string: a
-//     *rivet.Error's) and whether they matched ErrTimeout, and come back
-//     as a *RecordedError, live as on replay: test them with errors.Is,
+//     message, code (ErrorCode() string), the rivet package's kind they
+//     matched, and whether they matched ErrTimeout, and come back as a
+//     *RecordedError, live as on replay: test them with errors.Is,
 //     against ErrTimeout or the rivet package's kinds (a step whose body
 //     called an action the other actor lacks fails with an error that
 //     matches rivet.ErrUnknownAction; a rivet.UserError's matches
 //     rivet.ErrUser), or by code (a user error's own), not by type
-//     (errors.As to *rivet.Error finds nothing). Entries recorded before
-//     groups were kept match no rivet kind: test those by code.
+//     (errors.As to *rivet.Error finds nothing). An error of a type of
+//     your own matches a rivet kind only if it wraps one: one that wraps
+//     nothing of rivet's matches none, whatever its code. Entries
+//     recorded by a build that did not keep the kind match no rivet kind:
+//     test those by code.
 //
 // # The host's duties
 //

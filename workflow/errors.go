@@ -140,30 +140,36 @@ func (e *DecodeError) Unwrap() error { return e.Err }
 func (e *DecodeError) Is(target error) bool { return target == ErrDecode }
 
 // RecordedError is an error as the history stores it: its message, its
-// code if the original implemented ErrorCode() string, its group if that
-// same error also implemented ErrorGroup() string (a *rivet.Error does),
-// and whether it matched ErrTimeout. Steps, joins and races return errors
-// in this form both live and on replay, so that code that inspects them
-// behaves the same both times.
+// code if the original implemented ErrorCode() string, the kind of error
+// of the rivet package it matched, and whether it matched ErrTimeout.
+// Steps, joins and races return errors in this form both live and on
+// replay, so that code that inspects them behaves the same both times.
 //
-// It matches with errors.Is the kind of error of the rivet package that
-// its group and code name (rivet.KindByCode): a step whose body called an
-// action the other actor does not have fails with an error that matches
-// rivet.ErrUnknownAction, as the call's did; a rivet.UserError's matches
-// rivet.ErrUser (its own code is ErrorCode's). An original that matched a
-// kind without carrying a group or a code (a bare rivet.ErrNotFound,
-// wrapped or not) is recorded with that kind's group and code. Not
-// matched: a pair the rivet package does not list (never rivet.ErrInternal
-// on a guess), an error whose code is its own (an ErrorCode without
-// ErrorGroup, of a type other than *rivet.Error), and entries recorded
-// before groups were kept (without Group: they match no kind, as they did
-// not then; compare their ErrorCode).
+// It matches with errors.Is the rivet kind its original matched: a step
+// whose body called an action the other actor does not have fails with an
+// error that matches rivet.ErrUnknownAction, as the call's did; a
+// rivet.UserError's matches rivet.ErrUser (its own code is ErrorCode's).
+// The kind is the one the original matched when it was recorded (the
+// first, in rivet.Kinds() order), kept by its stable name: a reason's
+// *rivet.Error matches its kind, and so do a *rivet.Error whose (group,
+// code) this build does not list (a newer node's answer, which the client
+// decodes by its status code), an error of a type of its own that wraps a
+// rivet sentinel, and a bare one, wrapped or not. It matches no rivet
+// kind if its original matched none (an error type of its own that wraps
+// nothing of rivet's, whatever its code), nor if recorded by a build that
+// did not keep the kind (compare ErrorCode). It is not a *rivet.Error
+// (errors.As finds none), so rivet.OutcomeUnknown says of it only what
+// errors.Is can: true if it matched rivet.ErrTimeout, false for an
+// unavailable that no node said (a connection that broke mid-call), which
+// it says of the original.
 type RecordedError struct {
 	Message string `json:"message"`
 	Code    string `json:"code,omitempty"`
-	// Group is the original's ErrorGroup(), or its kind's group (see
-	// above). Absent from entries recorded before it was kept.
-	Group string `json:"group,omitempty"`
+	// Kind names the rivet kind the original matched ("actor.not_found":
+	// its stable group and code on the wire, see package errkind), ""
+	// for none. Absent from entries recorded before it was kept: those
+	// match no kind, as they did then.
+	Kind string `json:"kind,omitempty"`
 	// Timeout keeps errors.Is(err, ErrTimeout) of the original (a branch
 	// whose step timed out, or whose Next got nothing in time), which a
 	// fallback around a join or race tests. Absent from entries recorded
@@ -184,22 +190,15 @@ func (e *RecordedError) message() string {
 // ErrorCode returns the recorded code ("" if none).
 func (e *RecordedError) ErrorCode() string { return e.Code }
 
-// ErrorGroup returns the recorded group ("" if none), so that an error
-// recorded again (a step body that returns an earlier step's failure)
-// keeps it.
-func (e *RecordedError) ErrorGroup() string { return e.Group }
-
 // Is makes an error recorded from one that matched ErrTimeout match it,
-// and one with a group match the rivet kind its group and code name.
+// and one recorded from an error that matched a rivet kind match that
+// kind: by the name recorded, not by what this build makes of the code,
+// so that an entry matches the same kinds in every build that replays it.
 func (e *RecordedError) Is(target error) bool {
 	if target == ErrTimeout {
 		return e.Timeout
 	}
-	if e.Group == "" {
-		return false
-	}
-	kind, ok := errkind.Kind(e.Group, e.Code)
-	return ok && kind == target
+	return errkind.Is(e.Kind, target)
 }
 
 // tame returns err, the workflow code's own (its function's, a branch's,
@@ -248,15 +247,8 @@ func record(err error) *RecordedError {
 		var c interface{ ErrorCode() string }
 		if errors.As(err, &c) {
 			r.Code = c.ErrorCode()
-			// From the same error as the code: a pair, which the code of
-			// one error and the group of another would not be.
-			if g, ok := c.(interface{ ErrorGroup() string }); ok {
-				r.Group = g.ErrorGroup()
-			}
 		}
-		if r.Group == "" && r.Code == "" {
-			r.Group, r.Code, _ = errkind.Pair(err)
-		}
+		r.Kind = errkind.Of(err)
 	}()
 	return r
 }
@@ -539,5 +531,5 @@ func (e *RecordedError) size() int {
 	if e == nil {
 		return 0
 	}
-	return len(e.Message) + len(e.Code) + len(e.Group)
+	return len(e.Message) + len(e.Code) + len(e.Kind)
 }

@@ -1,46 +1,55 @@
-// Package errkind lets the workflow package tell which of the root
-// package's error kinds (rivet.ErrNotFound, rivet.ErrUnknownAction, ...)
-// an error it recorded is, without importing the root package, which
-// imports it. The root package registers its table of kinds here as it
-// initialises; until it has (a program that uses the workflow package
-// alone, and so cannot name those kinds either), nothing resolves.
+// Package errkind names the root package's error kinds (rivet.ErrNotFound,
+// rivet.ErrUnknownAction, ...) for the workflow package, which cannot
+// import the root package (the root package imports it): a recorded error
+// keeps the name of the kind its original matched, and matches that kind
+// by it, live and on replay.
+//
+// A kind's name is its stable (group, code) on the wire, "actor.not_found"
+// ("user" for rivet.ErrUser): unlike a sentinel's message or its place in
+// a table, it does not change from one build to the next, so a name
+// recorded by one build means the same kind to every later one.
+//
+// The root package installs its kinds as it initialises. Until it has (a
+// program that links the workflow package alone, and so can neither name
+// those kinds nor return an error that matches one), no error has a kind.
 package errkind
 
-import "sync/atomic"
+import "errors"
 
-// Resolver is what the root package supplies.
-type Resolver struct {
-	// Kind returns the sentinel of a (group, code) pair, as the root
-	// package's KindByCode does, and false for a pair it does not list
-	// (where KindByCode says ErrInternal: a recorded error of a pair no
-	// build lists must not match ErrInternal on a guess).
-	Kind func(group, code string) (error, bool)
-	// Pair returns the (group, code) of the first kind err matches,
-	// false if none: the pair an error that carries none of its own (a
-	// bare sentinel, wrapped or not) goes by.
-	Pair func(err error) (group, code string, ok bool)
+// Kind is one of the root package's sentinels and its name.
+type Kind struct {
+	Err  error
+	Name string
 }
 
-var current atomic.Pointer[Resolver]
+// kinds is set once, by the root package's init, before any code that
+// could record or match an error runs; it is only read after.
+var kinds []Kind
 
-// Set installs r. The root package calls it from init, before any code
-// that could record or match an error runs.
-func Set(r Resolver) { current.Store(&r) }
+// Set installs the root package's kinds, in its order (rivet.Kinds()).
+func Set(k []Kind) { kinds = k }
 
-// Kind resolves (group, code) with the installed Resolver.
-func Kind(group, code string) (error, bool) {
-	r := current.Load()
-	if r == nil || r.Kind == nil {
-		return nil, false
+// Of returns the name of the first kind that err matches with errors.Is,
+// "" if none.
+func Of(err error) string {
+	for _, k := range kinds {
+		if errors.Is(err, k.Err) {
+			return k.Name
+		}
 	}
-	return r.Kind(group, code)
+	return ""
 }
 
-// Pair returns err's kind's (group, code) with the installed Resolver.
-func Pair(err error) (group, code string, ok bool) {
-	r := current.Load()
-	if r == nil || r.Pair == nil {
-		return "", "", false
+// Is reports whether target is the kind named name (compared by identity,
+// as errors.Is compares a sentinel).
+func Is(name string, target error) bool {
+	if name == "" {
+		return false
 	}
-	return r.Pair(err)
+	for _, k := range kinds {
+		if k.Err == target {
+			return k.Name == name
+		}
+	}
+	return false
 }
