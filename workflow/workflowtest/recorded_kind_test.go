@@ -72,7 +72,11 @@ func TestRecordedErrorMatchesItsRivetKindLiveAndOnReplay(t *testing.T) {
 		}
 		var code interface{ ErrorCode() string }
 		if !errors.As(f.Err, &code) || code.ErrorCode() != c.code {
-			return fmt.Sprintf("code %q", f.Err)
+			got := "none"
+			if code != nil {
+				got = fmt.Sprintf("%q", code.ErrorCode())
+			}
+			return "code " + got
 		}
 		if rivet.OutcomeUnknown(f) || errors.Is(f, workflow.ErrTimeout) {
 			return "outcome unknown or a timeout"
