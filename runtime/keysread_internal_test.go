@@ -63,7 +63,7 @@ func TestASendIsNotHeldUpByACompletesSlowReadOfTheKeys(t *testing.T) {
 		}
 	})
 	r := &retryHost{t: t, reg: reg, store: store}
-	r.h, r.stop = memHostOn(t, reg, store)
+	r.h, r.stop = memHostOn(t, reg, store, shortStepGrace)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	ref := Ref{Name: "retried", Key: []string{"slowkeys"}}

@@ -140,16 +140,22 @@ func newRetryHost(t *testing.T) *retryHost {
 		t.Fatal(err)
 	}
 	r := &retryHost{t: t, reg: reg, store: store}
-	r.h, r.stop = memHostOn(t, reg, store)
+	r.h, r.stop = memHostOn(t, reg, store, shortStepGrace)
 	return r
 }
+
+// shortStepGrace is the grace a retryHost gives a step in flight when it
+// stops, as newEnv's hosts do: a restart whose workflow is held in its Do
+// step waits that long before it cancels the step (the default, 5 s, added
+// that much to each such test).
+func shortStepGrace(c *Config) { c.StepGrace = 300 * time.Millisecond }
 
 func (r *retryHost) restart(ctx context.Context) {
 	r.t.Helper()
 	if err := r.stop(ctx); err != nil {
 		r.t.Fatal(err)
 	}
-	r.h, r.stop = memHostOn(r.t, r.reg, r.store)
+	r.h, r.stop = memHostOn(r.t, r.reg, r.store, shortStepGrace)
 }
 
 type sendAnswer struct {
@@ -315,6 +321,7 @@ func TestAKeyedWaitingSendRetriedAfterItsCompletionGetsTheSameResponse(t *testin
 // waits) or after (the completion was kept, by an activation that no send
 // had read the keys of).
 func TestAKeyedWaitingSendRetriedAcrossARestartGetsTheCompletion(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name       string
 		body       int
