@@ -68,6 +68,7 @@ func mustBeGone(t *testing.T, e *env, what, key string) {
 // exist (not in storage, not listed, no workflow, no scheduled call), and
 // the same create, retried, succeeds as a create.
 func TestACreateWhoseHooksFailLeavesNoActor(t *testing.T) {
+	t.Parallel()
 	p := &hookProbe{}
 	e := newEnv(t, counterReg(t, hookedActor(p, true)), nil)
 	for i, tc := range []struct {

@@ -32,6 +32,7 @@ func digester(withDigest bool) rivet.Actor[alarmState] {
 // was deleted for good at its first run on a node without the action (a
 // user trial's rolling upgrade lost a schedule so).
 func TestARecurringCallOfAnActionTheCodeLacksOutlivesTheDeployment(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, counterReg(t, digester(true)), nil)
 	callString(t, e.host, "digester", "d", "start", true)
 	waitFor(t, "a run", 10*time.Second, func() bool { return alarmStateOf(t, e.host, "digester", "d").Ticks >= 1 })
