@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"fmt"
 	goruntime "runtime"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -37,10 +38,28 @@ func TestAWaitingWorkflowHoldsOneGoroutine(t *testing.T) {
 	for k, kind := range []string{"receives", "sleeps"} {
 		waiting.Store(0)
 		before := goruntime.NumGoroutine()
-		for i := range n {
-			if _, err := e.host.Create(ctx(t), runtime.Ref{Name: "waits", Key: []string{kind, fmt.Sprint(i)}}, nil); err != nil {
-				t.Fatal(err)
-			}
+		// A few creates at a time, which the committer writes together:
+		// one at a time, each waited for its own etcd commit, most of the
+		// test's time. The creators have ended before any count is taken.
+		var wg sync.WaitGroup
+		errs := make(chan error, n)
+		next := atomic.Int64{}
+		for range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := next.Add(1) - 1; i < n; i = next.Add(1) - 1 {
+					if _, err := e.host.Create(ctx(t), runtime.Ref{Name: "waits", Key: []string{kind, fmt.Sprint(i)}}, nil); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
 		}
 		waitFor(t, "every workflow past its first step", 20*time.Second, func() bool { return waiting.Load() == n })
 		// Each is blocked in its wait soon after its step: count until
