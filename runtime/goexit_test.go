@@ -312,6 +312,7 @@ func (v *closeGoexits) Close() error { close(v.closed); runtime.Goexit(); return
 // (or a stop's, or a request's), which ended there, with the actor half
 // put to sleep, and no idle actor slept again.
 func TestVarsWhoseCloseCallsGoexitDoNotStopTheReaper(t *testing.T) {
+	t.Parallel()
 	vars := make(chan *closeGoexits, 4)
 	a := rivet.Actor[gxState]{
 		Name: "gxClose",

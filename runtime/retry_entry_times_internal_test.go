@@ -73,7 +73,6 @@ func randomHistory(r *rand.Rand) []workflow.Entry {
 // entryTimes answers as entryTime does, for every entry of every shape of
 // history, with the places and without.
 func TestEntryTimesAnswersAsEntryTime(t *testing.T) {
-	t.Parallel()
 	r := rand.New(rand.NewPCG(1, 2))
 	for n := range 3000 {
 		entries := randomHistory(r)

@@ -18,7 +18,6 @@ import (
 // under the race detector, which slows it 5-20 times (it failed under
 // -race at a load average of 15).
 func TestARetryFromAnEarlyEntryOfALongHistoryIsPlannedQuickly(t *testing.T) {
-	t.Parallel()
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	const n = 60000
 	entries := make([]workflow.Entry, 0, n+1)
@@ -49,7 +48,6 @@ func TestARetryFromAnEarlyEntryOfALongHistoryIsPlannedQuickly(t *testing.T) {
 // for 20,000 entries and grew with their square (about 40 s at the
 // 100,000 here); by the entries' scopes, about 0.1 s.
 func TestAPlainRetryOfALongRolledBackHistoryIsPlannedQuickly(t *testing.T) {
-	t.Parallel()
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	const n = 100000
 	entries := make([]workflow.Entry, 0, n+2)

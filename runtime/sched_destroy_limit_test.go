@@ -69,7 +69,6 @@ func fill(t *testing.T, e *env, key string, n int) {
 // its turn schedules after the request (with one slot left) is not
 // refused as over the limit, which would fail the turn and the destroy.
 func TestTheDestroyAnActorAsksForTakesNoneOfItsScheduledCallSlots(t *testing.T) {
-	t.Parallel()
 	e := newEnv(t, counterReg(t, filler), nil)
 	fill(t, e, "full", rivet.MaxSchedules)
 	if _, err := call(t, e.host, "filler", "full", "quit", false); err != nil {
@@ -94,7 +93,6 @@ func TestTheDestroyAnActorAsksForTakesNoneOfItsScheduledCallSlots(t *testing.T) 
 // list) but cannot cancel it: callers were told NOT_FOUND from the
 // request on.
 func TestTheActorsSchedulerShowsItsOwnCallsNotItsDestroy(t *testing.T) {
-	t.Parallel()
 	e := newEnv(t, counterReg(t, filler), nil)
 	fill(t, e, "q", 2)
 	// The destroy waits for the restart: this host's timers are an hour
