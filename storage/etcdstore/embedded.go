@@ -198,6 +198,11 @@ type EmbeddedConfig struct {
 	// two snapshots to disk (etcd's snapshot-count); a restart replays the
 	// entries of its log since the last one. Zero: EmbeddedSnapshotCount.
 	SnapshotCount uint64
+	// UnsafeNoFsync, for tests only, is etcd's --unsafe-no-fsync: the
+	// member does not fsync its log or database. A stop or crash of the
+	// process loses nothing (the writes are in the OS's page cache), a
+	// crash of the machine may; each commit no longer waits on the disk.
+	UnsafeNoFsync bool
 }
 
 // Raft log entries an embedded member keeps in memory
@@ -370,6 +375,7 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
 	ec := embed.NewConfig()
 	ec.Name = cfg.Name
 	ec.Dir = cfg.Dir
+	ec.UnsafeNoFsync = cfg.UnsafeNoFsync
 	cu, err := url.Parse(cfg.ClientURL)
 	if err != nil {
 		return nil, fmt.Errorf("etcdstore: ClientURL: %w", err)

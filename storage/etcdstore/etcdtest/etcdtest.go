@@ -23,7 +23,12 @@ func Start(t testing.TB) []string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	e, err := etcdstore.StartEmbedded(ctx, etcdstore.DefaultLocalEmbeddedConfig(t.TempDir()))
+	cfg := etcdstore.DefaultLocalEmbeddedConfig(t.TempDir())
+	// A test's etcd lives as long as its process: without an fsync per
+	// commit, a test that commits in sequence (a workflow's steps) waits
+	// on etcd, not on the disk.
+	cfg.UnsafeNoFsync = true
+	e, err := etcdstore.StartEmbedded(ctx, cfg)
 	if err != nil {
 		t.Fatalf("etcdtest: %v", err)
 	}
