@@ -94,7 +94,6 @@ func TestSiblingCallsBackIntoAnActorTakeTurnsAcrossNodes(t *testing.T) {
 // on an actor whose turn its own call chain holds on the other node is
 // refused there, not waited out.
 func TestAnActorWaitsForACompletionOnAnotherNode(t *testing.T) {
-	t.Parallel()
 	type st struct{}
 	serve := func(queue string) func(ctx *workflow.Ctx[st]) error {
 		return func(ctx *workflow.Ctx[st]) error {

@@ -108,7 +108,6 @@ type longErrArgs struct {
 // Before the bound, such a client got only INTERNAL "stream terminated by
 // RST_STREAM".
 func TestALongActorErrorFitsAnEightKiBHeaderList(t *testing.T) {
-	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	reg, err := rivet.Setup(longErr)

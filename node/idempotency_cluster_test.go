@@ -14,7 +14,6 @@ import (
 // another (through the node's Remote) is queued once: sent again, the
 // answer is the first message's, marked duplicate.
 func TestAKeyedSendToAnotherNodeIsQueuedOnce(t *testing.T) {
-	t.Parallel()
 	sender := rivet.Actor[noState]{
 		Name: "sender",
 		Actions: rivet.Actions[noState]{

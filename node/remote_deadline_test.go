@@ -18,7 +18,6 @@ import (
 // it said only "context deadline exceeded", as if the calling action had
 // been slow itself.
 func TestACallToAnotherNodeThatRunsOutOfTimeNamesTheActor(t *testing.T) {
-	t.Parallel()
 	release := make(chan struct{})
 	defer close(release)
 	holder := rivet.Actor[testactors.HubState]{
