@@ -1596,7 +1596,19 @@ func (h *Host) actionError(a *activation, action string, err error) error {
 			// detail clients retry on.
 			return &rivet.Error{Kind: rivet.ErrUnavailable, Message: fmt.Sprintf("action %s of %s ran and failed as unavailable (its own error, or one of an actor it called); its own changes were discarded, its calls to other actors stand: %s", action, a.describe(), re.Message)}
 		}
-		return err
+		if re == err {
+			return err
+		}
+		// The rivet error alone, as a caller on another node gets it
+		// (the wire carries nothing else): an actor of this node got
+		// the wrapper too, its text and the types the action wrapped
+		// (errors.As found them), so that code that passed a one-node
+		// test read otherwise in a cluster. The mark that it was
+		// logged stays, so that its call is not logged again.
+		if rpcerr.IsLogged(err) {
+			return rpcerr.Logged(re)
+		}
+		return re
 	}
 	return h.codeError(a, "action "+action, zap.String("action", action), err)
 }
