@@ -24,7 +24,9 @@
 //
 // Errors that callers test for are the sentinels of this package (ErrNotFound,
 // ErrUnknownAction, ...), matched with errors.Is on both sides of the wire:
-// the Go client turns gRPC status codes back into them. In a workflow, the
+// the Go client turns gRPC status codes back into them. An action returns
+// them as an *Error (Errorf, UserError): a bare sentinel it returns reaches
+// callers as ErrInternal. In a workflow, the
 // *workflow.RecordedError of a step's failure (TryStep, Try, a JoinError)
 // matches the one its error matched, live and on replay; an error of a
 // type of the workflow's own that wraps none of them matches none.

@@ -189,7 +189,11 @@ func Errorf(kind error, format string, args ...any) *Error {
 
 // UserError returns an error for an actor to return on purpose: it reaches
 // the caller with its code, message and metadata (errors.As to *Error),
-// where any other error from an action is masked as ErrInternal. On the
+// where any other error from an action is masked as ErrInternal, a bare
+// sentinel (return ErrNotFound, or fmt.Errorf("...: %w", ErrNotFound))
+// too: use Errorf for one of this package's kinds. A *Error the action
+// wraps reaches callers as itself, on any node, without the wrapper's text
+// or types. On the
 // wire its gRPC code is UNKNOWN (an application's own error), its reason
 // "user.<code>" in the error's detail.
 //
