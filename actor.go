@@ -495,7 +495,8 @@ type Spec struct {
 	// UnknownStateFields lists the top-level fields of a stored state's
 	// JSON that the state's type does not declare: DecodeState skips
 	// them, and the actor's next commit drops them (nil if the type
-	// decodes itself, or is not a struct).
+	// decodes itself, or is not a struct). Fields of nested objects are
+	// not looked at: those the type lacks are dropped as well, unlisted.
 	UnknownStateFields func(data []byte) []string
 	// ResetState sets the state dst (a *S) to the one data holds, in
 	// place: a turn that is discarded while an outer turn of the same
