@@ -492,11 +492,11 @@ type Spec struct {
 	NewState func(input json.RawMessage) (any, error)
 	// DecodeState makes a state from its stored JSON.
 	DecodeState func(data []byte) (any, error)
-	// UnknownStateFields lists the top-level fields of a stored state's
-	// JSON that the state's type does not declare: DecodeState skips
-	// them, and the actor's next commit drops them (nil if the type
-	// decodes itself, or is not a struct). Fields of nested objects are
-	// not looked at: those the type lacks are dropped as well, unlisted.
+	// UnknownStateFields lists the fields of a stored state's JSON that
+	// the state's type does not declare, nested ones by path
+	// ("items[].sku"): DecodeState skips them, and the actor's next
+	// commit drops them (nil if the type decodes itself, or is not a
+	// struct).
 	UnknownStateFields func(data []byte) []string
 	// ResetState sets the state dst (a *S) to the one data holds, in
 	// place: a turn that is discarded while an outer turn of the same

@@ -1,7 +1,6 @@
 package rivet
 
 import (
-	"bytes"
 	"encoding/json"
 	"reflect"
 	"strings"
@@ -9,46 +8,295 @@ import (
 	"unicode/utf8"
 )
 
-// stateFields returns a function that lists the top-level fields of a
-// stored state's JSON that a state of type t does not declare, which
+// stateFields returns a function that lists the fields of a stored
+// state's JSON that a state of type t does not declare, which
 // encoding/json skips on decode and the next commit then drops for good
 // (a field renamed or removed in the code, with values still in storage);
 // nil if t is not a struct, or decodes itself (its own rules then apply).
 // Names match as encoding/json matches them: by json tag or field name,
 // promoted fields of embedded structs included (but for a name two of
-// them promote alike), case-insensitively (as it folds case).
+// them promote alike), case-insensitively (as it folds case). Fields of
+// nested structs are listed too, by path: "profile.name", "items[].sku"
+// for a slice's (or an array's) elements, "byId.*.price" for a map's
+// values; a top-level field as its name alone. Each path is listed once,
+// at most maxUnknownFields of them.
 func stateFields(t reflect.Type) func(data []byte) []string {
-	if t.Kind() != reflect.Struct || reflect.PointerTo(t).Implements(reflect.TypeFor[json.Unmarshaler]()) {
+	sh := shapeOf(t, map[reflect.Type]*shape{})
+	if sh == nil || sh.kind != structShape {
 		return nil
 	}
-	known := map[string]bool{}
-	collectFields(t, known)
 	return func(data []byte) []string {
-		data = bytes.TrimSpace(data)
-		if len(data) == 0 || data[0] != '{' {
-			return nil
-		}
-		dec := json.NewDecoder(bytes.NewReader(data))
-		if _, err := dec.Token(); err != nil {
-			return nil
-		}
 		var unknown []string
-		for dec.More() {
-			tok, err := dec.Token()
-			if err != nil {
-				return unknown
+		var seen map[string]bool
+		sh.unknown(data, "", func(path string) bool {
+			if seen == nil {
+				seen = map[string]bool{}
 			}
-			key, _ := tok.(string)
-			var skip json.RawMessage
-			if err := dec.Decode(&skip); err != nil {
-				return unknown
+			if !seen[path] {
+				seen[path] = true
+				unknown = append(unknown, path)
 			}
-			if !known[fold(key)] {
-				unknown = append(unknown, key)
-			}
-		}
+			return len(unknown) < maxUnknownFields
+		})
 		return unknown
 	}
+}
+
+// maxUnknownFields bounds the paths stateFields lists: a warning names
+// them, and a state of many renamed fields needs only a few of them named.
+const maxUnknownFields = 32
+
+type shapeKind int
+
+const (
+	structShape shapeKind = iota
+	listShape
+	mapShape
+)
+
+// shape is what stateFields checks a JSON value against: a struct's
+// fields by folded name, each with its value's shape, or a slice's,
+// array's or map's elements' shape. A nil shape is not looked into (a
+// type that decodes itself, an interface, a scalar, or a container of
+// those).
+type shape struct {
+	kind   shapeKind
+	fields map[string]*shape
+	// exact is fields by their names as declared: the lookup of a key
+	// that matches one needs no fold (which allocates).
+	exact map[string]*shape
+	elem  *shape
+}
+
+// shapeOf returns t's shape; seen holds those made so far, so that a
+// recursive type ends.
+func shapeOf(t reflect.Type, seen map[reflect.Type]*shape) *shape {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if sh, ok := seen[t]; ok {
+		return sh
+	}
+	if reflect.PointerTo(t).Implements(jsonUnmarshaler) || reflect.PointerTo(t).Implements(textUnmarshaler) {
+		return nil
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		sh := &shape{kind: structShape, fields: map[string]*shape{}, exact: map[string]*shape{}}
+		seen[t] = sh
+		known, exact := map[string]reflect.Type{}, map[string]string{}
+		collectFields(t, known, exact)
+		for name, ft := range known {
+			if ft == nil {
+				sh.fields[name] = nil
+				continue
+			}
+			sh.fields[name] = shapeOf(ft, seen)
+		}
+		for name, folded := range exact {
+			sh.exact[name] = sh.fields[folded]
+		}
+		return sh
+	case reflect.Slice, reflect.Array, reflect.Map:
+		seen[t] = nil // a container of itself: not looked into
+		elem := shapeOf(t.Elem(), seen)
+		if elem == nil {
+			return nil
+		}
+		kind := listShape
+		if t.Kind() == reflect.Map {
+			kind = mapShape
+		}
+		sh := &shape{kind: kind, elem: elem}
+		seen[t] = sh
+		return sh
+	}
+	return nil
+}
+
+// unknown calls add with the path of each field in data, a stored
+// state's JSON, that the shape lacks, while add returns true. It scans the
+// bytes itself rather than with a json.Decoder's tokens, which cost a load
+// several times the state's decode: data has decoded already, so it is
+// valid JSON, and a scan that finds otherwise stops.
+func (sh *shape) unknown(data []byte, path string, add func(path string) bool) {
+	sc := scanner{data: data, add: add}
+	sc.value(sh, path)
+}
+
+type scanner struct {
+	data []byte
+	i    int
+	add  func(path string) bool
+	// stop: add asked for no more, or the JSON is not what it should be.
+	stop bool
+}
+
+func (sc *scanner) ws() {
+	for sc.i < len(sc.data) {
+		switch sc.data[sc.i] {
+		case ' ', '\t', '\n', '\r':
+			sc.i++
+		default:
+			return
+		}
+	}
+}
+
+// value scans one JSON value at path against sh (nil: skip it). A value
+// of another JSON type than the shape's (null, or one a decode would
+// refuse) is skipped.
+func (sc *scanner) value(sh *shape, path string) {
+	sc.ws()
+	if sc.stop || sc.i >= len(sc.data) {
+		sc.stop = true
+		return
+	}
+	switch c := sc.data[sc.i]; {
+	case c == '{':
+		sc.i++
+		first := true
+		elems := "" // a map's elements' path, made once
+		for !sc.stop {
+			sc.ws()
+			if sc.i < len(sc.data) && sc.data[sc.i] == '}' {
+				sc.i++
+				return
+			}
+			if !first {
+				if !sc.expect(',') {
+					return
+				}
+				sc.ws()
+			}
+			first = false
+			key, ok := sc.str()
+			if !ok {
+				sc.stop = true
+				return
+			}
+			sc.ws()
+			if !sc.expect(':') {
+				return
+			}
+			var next *shape
+			switch {
+			case sh == nil || sh.kind == listShape:
+			case sh.kind == mapShape:
+				if elems == "" {
+					elems = path + ".*"
+				}
+				sc.value(sh.elem, elems)
+				continue
+			default:
+				f, ok := sh.exact[string(key)]
+				if !ok {
+					f, ok = sh.fields[fold(string(key))]
+				}
+				if !ok && !sc.add(join(path, string(key))) {
+					sc.stop = true
+					return
+				}
+				if f != nil {
+					sc.value(f, join(path, string(key)))
+					continue
+				}
+				next = f
+			}
+			sc.value(next, "")
+		}
+	case c == '[':
+		sc.i++
+		var next *shape
+		elems := ""
+		if sh != nil && sh.kind == listShape {
+			next, elems = sh.elem, path+"[]"
+		}
+		first := true
+		for !sc.stop {
+			sc.ws()
+			if sc.i < len(sc.data) && sc.data[sc.i] == ']' {
+				sc.i++
+				return
+			}
+			if !first && !sc.expect(',') {
+				return
+			}
+			first = false
+			sc.value(next, elems)
+		}
+	case c == '"':
+		if _, ok := sc.skipStr(); !ok {
+			sc.stop = true
+		}
+	default: // a number, true, false, null
+		for sc.i < len(sc.data) {
+			switch sc.data[sc.i] {
+			case ',', '}', ']', ' ', '\t', '\n', '\r':
+				return
+			}
+			sc.i++
+		}
+	}
+}
+
+func (sc *scanner) expect(c byte) bool {
+	if sc.i < len(sc.data) && sc.data[sc.i] == c {
+		sc.i++
+		return true
+	}
+	sc.stop = true
+	return false
+}
+
+// skipStr scans a string, and returns its bytes between the quotes and
+// whether it has an escape.
+func (sc *scanner) skipStr() (escaped, ok bool) {
+	sc.i++ // the opening quote
+	for sc.i < len(sc.data) {
+		switch sc.data[sc.i] {
+		case '\\':
+			escaped = true
+			sc.i += 2
+			continue
+		case '"':
+			sc.i++
+			return escaped, true
+		}
+		sc.i++
+	}
+	return escaped, false
+}
+
+// str scans a string and returns its value (its bytes in data, if it has
+// no escape and is UTF-8).
+func (sc *scanner) str() ([]byte, bool) {
+	if sc.i >= len(sc.data) || sc.data[sc.i] != '"' {
+		return nil, false
+	}
+	from := sc.i
+	escaped, ok := sc.skipStr()
+	if !ok {
+		return nil, false
+	}
+	if raw := sc.data[from+1 : sc.i-1]; !escaped && utf8.Valid(raw) {
+		return raw, true
+	}
+	// Decoded as encoding/json decodes it, which also puts U+FFFD for
+	// bytes that are not UTF-8.
+	var s string
+	if err := json.Unmarshal(sc.data[from:sc.i], &s); err != nil {
+		return nil, false
+	}
+	return []byte(s), true
+}
+
+// join is the path of field key of the struct at path.
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
 }
 
 // collectFields adds the JSON names of t's fields to known, folded
@@ -57,7 +305,7 @@ func stateFields(t reflect.Type) func(data []byte) []string {
 // (neither or both tagged, or one struct type embedded twice) encoding/json
 // decodes neither. A tag name it does not take (validTag) leaves the
 // field's own name.
-func collectFields(t reflect.Type, known map[string]bool) {
+func collectFields(t reflect.Type, known map[string]reflect.Type, exact map[string]string) {
 	seen := map[string]bool{} // names of a shallower depth
 	visited := map[reflect.Type]bool{}
 	next := []reflect.Type{t}
@@ -65,7 +313,11 @@ func collectFields(t reflect.Type, known map[string]bool) {
 	for len(next) > 0 {
 		current, count := next, nextCount
 		next, nextCount = nil, map[reflect.Type]int{}
-		level := map[string][]bool{} // name -> whether each field of it is tagged
+		type field struct {
+			tagged bool
+			typ    reflect.Type
+		}
+		level := map[string][]field{} // name -> its fields at this depth
 		var order []string
 		for _, typ := range current {
 			if visited[typ] {
@@ -105,9 +357,9 @@ func collectFields(t reflect.Type, known map[string]bool) {
 					if level[name] == nil {
 						order = append(order, name)
 					}
-					level[name] = append(level[name], tagged)
+					level[name] = append(level[name], field{tagged, f.Type})
 					if count[typ] > 1 {
-						level[name] = append(level[name], tagged) // annihilated
+						level[name] = append(level[name], field{tagged, f.Type}) // annihilated
 					}
 					continue
 				}
@@ -123,13 +375,23 @@ func collectFields(t reflect.Type, known map[string]bool) {
 			}
 			seen[name] = true
 			tagged := 0
-			for _, t := range level[name] {
-				if t {
+			var typ reflect.Type
+			for _, f := range level[name] {
+				if f.tagged || len(level[name]) == 1 {
 					tagged++
+					typ = f.typ
 				}
 			}
 			if len(level[name]) == 1 || tagged == 1 {
-				known[fold(name)] = true
+				k := fold(name)
+				if prev, ok := known[k]; ok && prev != typ {
+					// Two names that fold alike: which one a key
+					// decodes into depends on its case, so neither
+					// value is looked into.
+					typ = nil
+				}
+				known[k] = typ
+				exact[name] = k
 			}
 		}
 	}
