@@ -118,6 +118,7 @@ func FuzzStateFields(f *testing.F) {
 	f.Add([]byte(`{"id":1,"İD":2,"ID":3,"i̇d":4}`), "İ")
 	f.Add([]byte(`{"twice":1,"fuzzTwice":2}`), "Twice")
 	f.Add([]byte(`{"a":1,"b":`), "")
+	f.Add([]byte("{\"\x83\":0}"), "0") // a key that is not UTF-8 decodes as U+FFFD
 	check := stateFields(reflect.TypeFor[fuzzState]())
 	// decodes reports whether encoding/json puts the value of key
 	// somewhere in a fuzzState.
