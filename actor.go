@@ -443,6 +443,7 @@ func describeJSONError(err error) string {
 var (
 	jsonUnmarshaler = reflect.TypeFor[json.Unmarshaler]()
 	textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
+	jsonMarshaler   = reflect.TypeFor[json.Marshaler]()
 )
 
 // Queues maps queue names to queue types made with QueueOf.
@@ -494,9 +495,10 @@ type Spec struct {
 	DecodeState func(data []byte) (any, error)
 	// UnknownStateFields lists the fields of a stored state's JSON that
 	// the state's type does not declare, nested ones by path
-	// ("items[].sku"): DecodeState skips them, and the actor's next
-	// commit drops them (nil if the type decodes itself, or is not a
-	// struct).
+	// ("items[].sku"), top-level ones first: DecodeState skips them, and
+	// the actor's next commit drops them (nil if the type decodes itself,
+	// has a MarshalJSON, or is not a struct; a nested value of such a
+	// type is not looked into).
 	UnknownStateFields func(data []byte) []string
 	// ResetState sets the state dst (a *S) to the one data holds, in
 	// place: a turn that is discarded while an outer turn of the same

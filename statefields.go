@@ -1,8 +1,11 @@
 package rivet
 
 import (
+	"bytes"
 	"encoding/json"
+	"maps"
 	"reflect"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -12,33 +15,28 @@ import (
 // state's JSON that a state of type t does not declare, which
 // encoding/json skips on decode and the next commit then drops for good
 // (a field renamed or removed in the code, with values still in storage);
-// nil if t is not a struct, or decodes itself (its own rules then apply).
-// Names match as encoding/json matches them: by json tag or field name,
-// promoted fields of embedded structs included (but for a name two of
-// them promote alike), case-insensitively (as it folds case). Fields of
-// nested structs are listed too, by path: "profile.name", "items[].sku"
-// for a slice's (or an array's) elements, "byId.*.price" for a map's
-// values; a top-level field as its name alone. Each path is listed once,
-// at most maxUnknownFields of them.
+// nil if t is not a struct, or decodes itself or has a MarshalJSON (its
+// own rules then apply). Names match as encoding/json matches them: by json tag or
+// field name, promoted fields of embedded structs included (but for a
+// name two of them promote alike), case-insensitively (as it folds case).
+// Fields of nested structs are listed too, by path: "profile.name",
+// "items[].sku" for a slice's (or an array's) elements, "byId.*.price"
+// for a map's values; a top-level field as its name alone. Each path is
+// listed once, at most maxUnknownFields of them, the top-level ones
+// first: many renamed fields of a list's elements do not hide a renamed
+// top-level one.
 func stateFields(t reflect.Type) func(data []byte) []string {
 	sh := shapeOf(t, map[reflect.Type]*shape{})
 	if sh == nil || sh.kind != structShape {
 		return nil
 	}
 	return func(data []byte) []string {
-		var unknown []string
-		var seen map[string]bool
-		sh.unknown(data, "", func(path string) bool {
-			if seen == nil {
-				seen = map[string]bool{}
-			}
-			if !seen[path] {
-				seen[path] = true
-				unknown = append(unknown, path)
-			}
-			return len(unknown) < maxUnknownFields
-		})
-		return unknown
+		sc := scanner{data: data}
+		sc.value(sh)
+		if len(sc.top)+len(sc.nested) > maxUnknownFields {
+			sc.nested = sc.nested[:maxUnknownFields-len(sc.top)]
+		}
+		return append(sc.top, sc.nested...)
 	}
 }
 
@@ -69,7 +67,9 @@ type shape struct {
 }
 
 // shapeOf returns t's shape; seen holds those made so far, so that a
-// recursive type ends.
+// recursive type ends, also one that reaches itself through a slice or
+// a map first (type Node struct{ Kids []Node }, met as []Node): each is
+// in seen before its parts are made.
 func shapeOf(t reflect.Type, seen map[reflect.Type]*shape) *shape {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
@@ -77,7 +77,14 @@ func shapeOf(t reflect.Type, seen map[reflect.Type]*shape) *shape {
 	if sh, ok := seen[t]; ok {
 		return sh
 	}
-	if reflect.PointerTo(t).Implements(jsonUnmarshaler) || reflect.PointerTo(t).Implements(textUnmarshaler) {
+	// A type that decodes itself reads what its code reads; one that
+	// encodes itself (MarshalJSON) stores what its code writes, whose keys
+	// its fields need not name (a derived "display" beside "cents"). A
+	// MarshalText stores a string, which the scan does not look into, so
+	// such a type is looked into still: an object stored before it had
+	// one is decoded by its fields.
+	pt := reflect.PointerTo(t)
+	if pt.Implements(jsonUnmarshaler) || pt.Implements(textUnmarshaler) || pt.Implements(jsonMarshaler) {
 		return nil
 	}
 	switch t.Kind() {
@@ -86,50 +93,98 @@ func shapeOf(t reflect.Type, seen map[reflect.Type]*shape) *shape {
 		seen[t] = sh
 		known, exact := map[string]reflect.Type{}, map[string]string{}
 		collectFields(t, known, exact)
-		for name, ft := range known {
-			if ft == nil {
+		// In a fixed order, so that every process (every node) makes the
+		// same shape of a type.
+		for _, name := range slices.Sorted(maps.Keys(known)) {
+			if ft := known[name]; ft != nil {
+				sh.fields[name] = shapeOf(ft, seen)
+			} else {
 				sh.fields[name] = nil
-				continue
 			}
-			sh.fields[name] = shapeOf(ft, seen)
 		}
 		for name, folded := range exact {
 			sh.exact[name] = sh.fields[folded]
 		}
 		return sh
 	case reflect.Slice, reflect.Array, reflect.Map:
-		seen[t] = nil // a container of itself: not looked into
-		elem := shapeOf(t.Elem(), seen)
-		if elem == nil {
-			return nil
-		}
 		kind := listShape
 		if t.Kind() == reflect.Map {
 			kind = mapShape
 		}
-		sh := &shape{kind: kind, elem: elem}
+		// Its elem is set once made; a shape of a container whose elem
+		// is nil is not looked into, as a nil shape.
+		sh := &shape{kind: kind}
 		seen[t] = sh
+		sh.elem = shapeOf(t.Elem(), seen)
+		if sh.elem == nil {
+			return nil
+		}
 		return sh
 	}
 	return nil
 }
 
-// unknown calls add with the path of each field in data, a stored
-// state's JSON, that the shape lacks, while add returns true. It scans the
-// bytes itself rather than with a json.Decoder's tokens, which cost a load
-// several times the state's decode: data has decoded already, so it is
-// valid JSON, and a scan that finds otherwise stops.
-func (sh *shape) unknown(data []byte, path string, add func(path string) bool) {
-	sc := scanner{data: data, add: add}
-	sc.value(sh, path)
-}
-
+// scanner lists the fields of data, a stored state's JSON, that a shape
+// lacks. It scans the bytes itself rather than with a json.Decoder's
+// tokens, which cost a load several times the state's decode: data has
+// decoded already, so it is valid JSON, and a scan that finds otherwise
+// stops.
 type scanner struct {
 	data []byte
 	i    int
-	add  func(path string) bool
-	// stop: add asked for no more, or the JSON is not what it should be.
+	// path is the path of the value scanned, as segments ("items", "[]",
+	// "*"), made into a string only for a field listed: a path string
+	// per value descended into costs a deep state its depth squared.
+	path [][]byte
+	// top and nested are the paths listed, of top-level fields and of
+	// nested ones; listed, those of either.
+	top, nested []string
+	listed      map[string]bool
+	// full: as many nested paths as may be listed are; the scan now
+	// looks at top-level fields only.
+	full bool
+	// stop: as many top-level fields as may be listed are, or the JSON
+	// is not what it should be.
 	stop bool
+}
+
+var (
+	segElems  = []byte("[]")
+	segValues = []byte("*")
+)
+
+// report lists the field key of the value at sc.path, unless listed.
+func (sc *scanner) report(key []byte) {
+	top := len(sc.path) == 0
+	if !top && sc.full {
+		return
+	}
+	var b strings.Builder
+	for i, seg := range sc.path {
+		if i > 0 && !bytes.Equal(seg, segElems) {
+			b.WriteByte('.')
+		}
+		b.Write(seg)
+	}
+	if !top {
+		b.WriteByte('.')
+	}
+	b.Write(key)
+	path := b.String()
+	if sc.listed[path] {
+		return
+	}
+	if sc.listed == nil {
+		sc.listed = map[string]bool{}
+	}
+	sc.listed[path] = true
+	if top {
+		sc.top = append(sc.top, path)
+		sc.stop = len(sc.top) >= maxUnknownFields
+		return
+	}
+	sc.nested = append(sc.nested, path)
+	sc.full = len(sc.top)+len(sc.nested) >= maxUnknownFields
 }
 
 func (sc *scanner) ws() {
@@ -143,20 +198,22 @@ func (sc *scanner) ws() {
 	}
 }
 
-// value scans one JSON value at path against sh (nil: skip it). A value
-// of another JSON type than the shape's (null, or one a decode would
-// refuse) is skipped.
-func (sc *scanner) value(sh *shape, path string) {
+// value scans one JSON value at sc.path against sh (nil: skip it). A
+// value of another JSON type than the shape's (null, or one a decode
+// would refuse) is skipped.
+func (sc *scanner) value(sh *shape) {
 	sc.ws()
 	if sc.stop || sc.i >= len(sc.data) {
 		sc.stop = true
 		return
 	}
+	if sc.full && len(sc.path) > 0 {
+		sh = nil
+	}
 	switch c := sc.data[sc.i]; {
 	case c == '{':
 		sc.i++
 		first := true
-		elems := "" // a map's elements' path, made once
 		for !sc.stop {
 			sc.ws()
 			if sc.i < len(sc.data) && sc.data[sc.i] == '}' {
@@ -179,38 +236,31 @@ func (sc *scanner) value(sh *shape, path string) {
 			if !sc.expect(':') {
 				return
 			}
-			var next *shape
 			switch {
 			case sh == nil || sh.kind == listShape:
+				sc.value(nil)
 			case sh.kind == mapShape:
-				if elems == "" {
-					elems = path + ".*"
-				}
-				sc.value(sh.elem, elems)
-				continue
+				sc.descend(sh.elem, segValues)
 			default:
 				f, ok := sh.exact[string(key)]
 				if !ok {
 					f, ok = sh.fields[fold(string(key))]
 				}
-				if !ok && !sc.add(join(path, string(key))) {
-					sc.stop = true
-					return
+				if !ok {
+					sc.report(key)
 				}
 				if f != nil {
-					sc.value(f, join(path, string(key)))
-					continue
+					sc.descend(f, key)
+				} else {
+					sc.value(nil)
 				}
-				next = f
 			}
-			sc.value(next, "")
 		}
 	case c == '[':
 		sc.i++
 		var next *shape
-		elems := ""
 		if sh != nil && sh.kind == listShape {
-			next, elems = sh.elem, path+"[]"
+			next = sh.elem
 		}
 		first := true
 		for !sc.stop {
@@ -223,7 +273,11 @@ func (sc *scanner) value(sh *shape, path string) {
 				return
 			}
 			first = false
-			sc.value(next, elems)
+			if next != nil {
+				sc.descend(next, segElems)
+			} else {
+				sc.value(nil)
+			}
 		}
 	case c == '"':
 		if _, ok := sc.skipStr(); !ok {
@@ -238,6 +292,14 @@ func (sc *scanner) value(sh *shape, path string) {
 			sc.i++
 		}
 	}
+}
+
+// descend scans the value of seg (a field's key, segElems or segValues)
+// against sh.
+func (sc *scanner) descend(sh *shape, seg []byte) {
+	sc.path = append(sc.path, seg)
+	sc.value(sh)
+	sc.path = sc.path[:len(sc.path)-1]
 }
 
 func (sc *scanner) expect(c byte) bool {
@@ -289,14 +351,6 @@ func (sc *scanner) str() ([]byte, bool) {
 		return nil, false
 	}
 	return []byte(s), true
-}
-
-// join is the path of field key of the struct at path.
-func join(path, key string) string {
-	if path == "" {
-		return key
-	}
-	return path + "." + key
 }
 
 // collectFields adds the JSON names of t's fields to known, folded
