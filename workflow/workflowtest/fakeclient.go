@@ -41,7 +41,9 @@ import (
 // Each is a *rivet.Error, as a node's, so that a step's recorded failure
 // keeps its code. An error an ActionFunc or QueueFunc returns reaches the
 // caller as a node's would: a *rivet.Error as it is, so that a step's
-// retries and their exhaustion can be tested; context.DeadlineExceeded as
+// retries and their exhaustion can be tested, and an error that wraps one
+// as that *rivet.Error alone (the wrapper's text and the other errors it
+// wraps stay with the function); context.DeadlineExceeded as
 // rivet.ErrTimeout; context.Canceled as it is; any other error as
 // rivet.ErrInternal, whose message keeps the cause for the test (a node
 // hides it: return a rivet.Error for the caller to see it).
@@ -718,7 +720,10 @@ func funcError(what, id string, err error) error {
 	var re *rivet.Error
 	switch {
 	case errors.As(err, &re):
-		return err
+		// The rivet error alone, as a node gives it (runtime's
+		// actionError): a test of a caller that read the wrapper's text
+		// or its other errors passed here and failed on a node.
+		return re
 	case errors.Is(err, context.DeadlineExceeded):
 		return rivet.Errorf(rivet.ErrTimeout, "%s of %s timed out", what, id)
 	case errors.Is(err, context.Canceled):

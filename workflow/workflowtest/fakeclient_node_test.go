@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"runtime"
 	"slices"
 	"strings"
@@ -31,7 +32,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 // A function's error reaches the caller as a node's would: a rivet error
-// as it is, a deadline as a timeout, a cancellation as it is, anything
+// as it is (alone, if wrapped), a deadline as a timeout, a cancellation as it is, anything
 // else as an internal error (whose cause the fake keeps in its message).
 func TestFakeClientFunctionErrorsAsANodeAnswersThem(t *testing.T) {
 	ctx := context.Background()
@@ -65,6 +66,20 @@ func TestFakeClientFunctionErrorsAsANodeAnswersThem(t *testing.T) {
 			if !errors.As(err, &re) || tc.code != "" && re.Code != tc.code {
 				t.Errorf("%s, function's error %v: got %#v, want a *rivet.Error (code %q)", what, tc.give, err, tc.code)
 			}
+		}
+	}
+	// An error that wraps a rivet error reaches the caller as that rivet
+	// error alone, as from a node: the wrapper's text and the errors it
+	// wraps besides stay with the function.
+	secret := &net.OpError{Op: "dial", Err: errors.New("pg://secret")}
+	outOfStock := rivet.UserError("out_of_stock", "out of stock", nil)
+	give = fmt.Errorf("reserve (%w): %w", secret, outOfStock)
+	_, callErr := h.Call(ctx, "do")
+	sendErr := h.Send(ctx, "in", 1)
+	for what, err := range map[string]error{"call": callErr, "send": sendErr} {
+		var oe *net.OpError
+		if err != outOfStock || errors.As(err, &oe) {
+			t.Errorf("%s, function's error %v: got %#v (a *net.OpError in it: %v), want the rivet error alone", what, give, err, oe != nil)
 		}
 	}
 	// A rivet error is what the node says: ErrUnavailable from Errorf did
