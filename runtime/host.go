@@ -34,6 +34,7 @@ import (
 	"github.com/rivet-go/rivet/placement"
 	"github.com/rivet-go/rivet/storage"
 	"github.com/rivet-go/rivet/workflow"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -1495,7 +1496,7 @@ func (h *Host) runAction(ctx context.Context, req CallRequest, sp *rivet.Spec, a
 				if !act.ReadOnly {
 					a.restoreState()
 				}
-				return h.actionError(a, req.Action, err)
+				return h.actionError(ctx, a, req.Action, err)
 			}
 			if result, err = json.Marshal(res); err != nil {
 				if !act.ReadOnly {
@@ -1583,7 +1584,7 @@ func (h *Host) actionOverran(a *activation, action string, timedOutAt time.Time,
 
 // actionError passes rivet errors (user errors included) through, and masks
 // anything else as rivet.ErrInternal unless ExposeErrors.
-func (h *Host) actionError(a *activation, action string, err error) error {
+func (h *Host) actionError(ctx context.Context, a *activation, action string, err error) error {
 	var re *rivet.Error
 	if errors.As(err, &re) {
 		if errors.Is(err, rivet.ErrUnavailable) {
@@ -1605,12 +1606,28 @@ func (h *Host) actionError(a *activation, action string, err error) error {
 		// (errors.As found them), so that code that passed a one-node
 		// test read otherwise in a cluster. The mark that it was
 		// logged stays, so that its call is not logged again.
+		h.wrappedActionError(ctx, a, action, err)
 		if rpcerr.IsLogged(err) {
 			return rpcerr.Logged(re)
 		}
 		return re
 	}
 	return h.codeError(a, "action "+action, zap.String("action", action), err)
+}
+
+// wrappedActionError keeps, on the callee's side, the text of an error
+// the action returned that wraps the rivet error its caller gets alone
+// (its cause, e.g. a database's error): on the action's span, whose
+// status has the rivet error's text only, and in a debug line (the
+// call's own line has the rivet error's).
+func (h *Host) wrappedActionError(ctx context.Context, a *activation, action string, err error) {
+	h.log.Debug("action returned a rivet error wrapped in another error: its caller gets the rivet error alone", actorField(a), zap.String("action", action), errField(err))
+	if h.tracer == nil {
+		return // ctx's span, if any, is not the action's
+	}
+	trace.SpanFromContext(ctx).AddEvent("exception", trace.WithAttributes(
+		attribute.String("exception.type", fmt.Sprintf("%T", err)),
+		attribute.String("exception.message", tracing.ErrorText(err.Error()))))
 }
 
 // codeError is the error a caller gets for an error of the actor's code

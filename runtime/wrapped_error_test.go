@@ -1,9 +1,17 @@
 package runtime_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/runtime"
@@ -60,5 +68,44 @@ func TestAWrappedRivetErrorReachesACallerAsItself(t *testing.T) {
 	_, err = e.host.Call(ctx(t), runtime.CallRequest{Ref: runtime.Ref{Name: "wrapCallee", Key: []string{"k"}}, Action: "refuse", Args: []byte("[]"), CreateIfMissing: true})
 	if err == nil || err.Error() != "out of stock" || errors.As(err, new(detailErr)) || !errors.Is(err, rivet.ErrUser) {
 		t.Fatalf("the host's caller got %v (%T), want the user error alone", err, err)
+	}
+}
+
+// The wrapper of a rivet error an action returned is kept on the callee's
+// side, once, since its caller no longer gets it: on the action's span
+// (whose status says the rivet error) and in a debug line.
+func TestAWrappedRivetErrorsTextIsKeptOnTheCalleesSide(t *testing.T) {
+	t.Parallel()
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	core, logs := observer.New(zap.DebugLevel)
+	e := newEnv(t, counterReg(t, wrapCallee), func(c *runtime.Config) {
+		c.TracerProvider = tp
+		c.Logger = zap.New(core)
+	})
+	_, err := e.host.Call(ctx(t), runtime.CallRequest{Ref: runtime.Ref{Name: "wrapCallee", Key: []string{"k"}}, Action: "refuse", Args: []byte("[]"), CreateIfMissing: true})
+	if err == nil || err.Error() != "out of stock" {
+		t.Fatalf("the caller got %v, want the user error alone", err)
+	}
+	const full = "reserve (db pg://secret): out of stock"
+	if lines := logs.FilterMessageSnippet("wrapped").All(); len(lines) != 1 || lines[0].Level != zap.DebugLevel || lines[0].ContextMap()["error"] != full {
+		t.Fatalf("log lines of the wrapper: %v, want one debug line with %q", lines, full)
+	}
+	var events []string
+	for _, s := range rec.Ended() {
+		if !strings.HasPrefix(s.Name(), "rivet.action ") {
+			continue
+		}
+		for _, ev := range s.Events() {
+			for _, kv := range ev.Attributes {
+				if kv.Key == "exception.message" {
+					events = append(events, kv.Value.AsString())
+				}
+			}
+		}
+	}
+	if !slices.Equal(events, []string{full}) {
+		t.Fatalf("the action span's exception events say %q, want [%q]", events, full)
 	}
 }
