@@ -192,8 +192,9 @@ func Errorf(kind error, format string, args ...any) *Error {
 // where any other error from an action is masked as ErrInternal, a bare
 // sentinel (return ErrNotFound, or fmt.Errorf("...: %w", ErrNotFound))
 // too: use Errorf for one of this package's kinds. A *Error the action
-// wraps reaches callers as itself, on any node, without the wrapper's text
-// or types. On the
+// wraps reaches callers alone, on any node, without the wrapper's text or
+// types (but for one of ErrUnavailable, which the node rewrites as an
+// outcome unknown: the action ran). On the
 // wire its gRPC code is UNKNOWN (an application's own error), its reason
 // "user.<code>" in the error's detail.
 //
