@@ -27,7 +27,7 @@
 // the Go client turns gRPC status codes back into them. An action returns
 // them as an *Error (Errorf, UserError): a bare sentinel it returns reaches
 // callers as ErrInternal. In a workflow, the
-// *workflow.RecordedError of a step's failure (TryStep, Try, a JoinError)
-// matches the one its error matched, live and on replay; an error of a
+// *workflow.RecordedError of a step's failure (TryStep, Try, a JoinError,
+// a RaceError) matches the sentinel its error matched, live and on replay; an error of a
 // type of the workflow's own that wraps none of them matches none.
 package rivet

@@ -139,15 +139,15 @@ func TestRecordedErrorMatchesTheKindItNames(t *testing.T) {
 	}
 	recs := []workflow.RecordedError{
 		{Code: "unknown_action"},
-		{Kind: "actor.deadlock"}, // a reason's pair is no kind's name
-		{Kind: "mine.x"},
+		{RivetKind: "actor.deadlock"}, // a reason's pair is no kind's name
+		{RivetKind: "mine.x"},
 	}
 	want := []error{nil, nil, nil}
 	for _, k := range rivet.Kinds() {
 		if names[k] == "" {
 			t.Fatalf("kind %v: no name here", k)
 		}
-		recs = append(recs, workflow.RecordedError{Kind: names[k], Code: "deadlock"})
+		recs = append(recs, workflow.RecordedError{RivetKind: names[k], Code: "deadlock"})
 		want = append(want, k)
 	}
 	for i, rec := range recs {

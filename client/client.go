@@ -411,8 +411,8 @@ func (o *options) credentials() ([]grpc.DialOption, error) {
 // Close fail with Canceled too ("grpc: the client connection is
 // closing"), not sent. Either matches context.Canceled although no
 // context of the caller's ended: a server that reads that as its own
-// client gone (HTTP's 499, not logged) closes the rivet client only once
-// its handlers have returned (after http.Server.Shutdown).
+// client gone (HTTP's 499, not logged) should close the rivet client only
+// once its handlers have returned (after http.Server.Shutdown).
 func (c *Client) Close() error {
 	c.close()
 	if c.router != nil {

@@ -159,17 +159,18 @@ func (e *DecodeError) Is(target error) bool { return target == ErrDecode }
 // nothing of rivet's, whatever its code), nor if recorded by a build that
 // did not keep the kind (compare ErrorCode). It is not a *rivet.Error
 // (errors.As finds none), so rivet.OutcomeUnknown says of it only what
-// errors.Is can: true if it matched rivet.ErrTimeout, false for an
-// unavailable that no node said (a connection that broke mid-call), which
-// it says of the original.
+// errors.Is can: true if it matched rivet.ErrTimeout; false for an
+// unavailable that no node said (a connection that broke mid-call), for
+// which it says true of the original.
 type RecordedError struct {
 	Message string `json:"message"`
 	Code    string `json:"code,omitempty"`
-	// Kind names the rivet kind the original matched ("actor.not_found":
-	// its stable group and code on the wire, see package errkind), ""
-	// for none. Absent from entries recorded before it was kept: those
-	// match no kind, as they did then.
-	Kind string `json:"kind,omitempty"`
+	// RivetKind names the rivet kind the original matched
+	// ("actor.not_found": its stable group and code on the wire, see
+	// package errkind), "" for none; not a FailureKind, whose entries
+	// and errors name theirs Kind. Absent from entries recorded before it
+	// was kept: those match no kind, as they did then.
+	RivetKind string `json:"rivet_kind,omitempty"`
 	// Timeout keeps errors.Is(err, ErrTimeout) of the original (a branch
 	// whose step timed out, or whose Next got nothing in time), which a
 	// fallback around a join or race tests. Absent from entries recorded
@@ -198,7 +199,7 @@ func (e *RecordedError) Is(target error) bool {
 	if target == ErrTimeout {
 		return e.Timeout
 	}
-	return errkind.Is(e.Kind, target)
+	return errkind.Is(e.RivetKind, target)
 }
 
 // tame returns err, the workflow code's own (its function's, a branch's,
@@ -248,7 +249,7 @@ func record(err error) *RecordedError {
 		if errors.As(err, &c) {
 			r.Code = c.ErrorCode()
 		}
-		r.Kind = errkind.Of(err)
+		r.RivetKind = errkind.Of(err)
 	}()
 	return r
 }
@@ -531,5 +532,5 @@ func (e *RecordedError) size() int {
 	if e == nil {
 		return 0
 	}
-	return len(e.Message) + len(e.Code) + len(e.Kind)
+	return len(e.Message) + len(e.Code) + len(e.RivetKind)
 }

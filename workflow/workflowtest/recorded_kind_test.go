@@ -142,10 +142,10 @@ func TestRecordedErrorMatchesItsRivetKindLiveAndOnReplay(t *testing.T) {
 	for i := range hist {
 		if e := hist[i].Error; e != nil {
 			n++
-			if (e.Kind == "") != (e.Code == "not_found") {
-				t.Fatalf("entry %q: kind %q", hist[i].Path, e.Kind)
+			if (e.RivetKind == "") != (e.Code == "not_found") {
+				t.Fatalf("entry %q: kind %q", hist[i].Path, e.RivetKind)
 			}
-			e.Kind = ""
+			e.RivetKind = ""
 		}
 	}
 	if n != len(cases) {
