@@ -1,10 +1,10 @@
 package runtime_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -115,38 +115,87 @@ func TestACallChainHasADepthLimit(t *testing.T) {
 	}
 }
 
-// tine's slow holds its actor for a while, whatever its context says.
-var tine = rivet.Actor[testactors.HubState]{
-	Name: "tine",
-	Actions: rivet.Actions[testactors.HubState]{
-		"slow": rivet.Action0(func(c *rivet.ActionCtx[testactors.HubState]) (int, error) {
-			time.Sleep(2 * time.Second)
-			return 0, nil
-		}),
-	},
+// chainProbe orders the two calls of fork's turn: the first holds tine
+// (entered) until the second's wait for it is over (waited). Left to the
+// scheduler, either call could be the one that waits.
+type chainProbe struct {
+	entered chan struct{}
+	waited  chan struct{}
 }
 
-// fork calls one tine twice at once.
-var fork = rivet.Actor[testactors.HubState]{
-	Name: "fork",
-	Actions: rivet.Actions[testactors.HubState]{
-		"two": rivet.Action0(func(c *rivet.ActionCtx[testactors.HubState]) (int, error) {
-			errs := make([]error, 2)
-			var wg sync.WaitGroup
-			for i := range errs {
-				wg.Go(func() { _, errs[i] = c.Client().GetOrCreate("tine", "t").Call(c.Context(), "slow") })
-			}
-			wg.Wait()
-			return 0, errors.Join(errs...)
-		}),
-	},
+func newChainProbe() *chainProbe {
+	return &chainProbe{entered: make(chan struct{}, 1), waited: make(chan struct{})}
+}
+
+// tine's slow holds its actor until the other call's wait for it ended,
+// whatever its context says: released at its own deadline, the gate could
+// be taken by the waiter before it noticed that deadline.
+func tine(p *chainProbe) rivet.Actor[testactors.HubState] {
+	return rivet.Actor[testactors.HubState]{
+		Name: "tine",
+		Actions: rivet.Actions[testactors.HubState]{
+			"slow": rivet.Action0(func(c *rivet.ActionCtx[testactors.HubState]) (int, error) {
+				p.entered <- struct{}{}
+				select {
+				case <-p.waited:
+				case <-time.After(20 * time.Second):
+					return 0, rivet.Errorf(rivet.ErrFailedPrecondition, "the waiting call never returned")
+				}
+				return 0, nil
+			}),
+		},
+	}
+}
+
+// waiterDeadline is the waiting call's own deadline: it is not what is
+// asserted (only that the wait ends there, naming the chain), but it must
+// outlast a loaded machine's scheduling delays until the wait begins, or the
+// call could run out of time before it reaches the gate.
+const waiterDeadline = 2 * time.Second
+
+// fork calls one tine twice at once: the second call starts once the
+// first holds tine, and two returns the second's error by itself. Both
+// errors joined, the caller would get the first rivet error of the join
+// alone (actionError), the holder's when it came first.
+func fork(p *chainProbe) rivet.Actor[testactors.HubState] {
+	return rivet.Actor[testactors.HubState]{
+		Name: "fork",
+		Actions: rivet.Actions[testactors.HubState]{
+			"two": rivet.Action0(func(c *rivet.ActionCtx[testactors.HubState]) (int, error) {
+				tn := c.Client().GetOrCreate("tine", "t")
+				held := make(chan error, 1)
+				go func() {
+					_, err := tn.Call(c.Context(), "slow")
+					held <- err
+				}()
+				select {
+				case <-p.entered:
+				case err := <-held:
+					return 0, rivet.Errorf(rivet.ErrFailedPrecondition, "the first call ended before it held tine: %v", err)
+				case <-c.Context().Done():
+					return 0, rivet.Errorf(rivet.ErrFailedPrecondition, "the first call never held tine")
+				}
+				wctx, cancel := context.WithTimeout(c.Context(), waiterDeadline)
+				defer cancel()
+				_, waitErr := tn.Call(wctx, "slow")
+				close(p.waited)
+				if err := <-held; err != nil {
+					return 0, rivet.Errorf(rivet.ErrFailedPrecondition, "the call holding tine failed: %v (the waiting one: %v)", err, waitErr)
+				}
+				return 0, waitErr
+			}),
+		},
+	}
 }
 
 // A call that runs out of time waiting for an actor that another call of
 // its own chain holds says so: the wait is the chain's, not a slow actor's.
 func TestAWaitForAnotherCallOfTheChainSaysSo(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, counterReg(t, fork, tine), func(c *runtime.Config) { c.ActionTimeout = 500 * time.Millisecond })
+	p := newChainProbe()
+	// The action timeout bounds the setup (two actors created) and the
+	// holding call, not the wait, which ends at the waiter's own deadline.
+	e := newEnv(t, counterReg(t, fork(p), tine(p)), func(c *runtime.Config) { c.ActionTimeout = 20 * time.Second })
 	_, err := call(t, e.host, "fork", "f", "two", true)
 	if !errors.Is(err, rivet.ErrTimeout) || !strings.Contains(err.Error(), "another call of this call chain holds") {
 		t.Fatalf("two = %v, want the second call's deadline, naming the chain", err)
