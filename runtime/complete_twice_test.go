@@ -11,10 +11,7 @@ import (
 	"github.com/rivet-go/rivet/workflow"
 )
 
-type twiceState struct {
-	Live     []string `json:"live,omitempty"`
-	Replayed []string `json:"replayed,omitempty"`
-}
+type twiceState = liveAndReplayed[[]string]
 
 // twiceActor completes the message it takes twice, the second time
 // through a copy, and records what each Complete said: once as it runs,
@@ -40,19 +37,7 @@ var twiceActor = rivet.Actor[twiceState]{
 				return err // an eviction: returned unchanged, never recorded
 			}
 		}
-		if err := ctx.Step("live", func(s *workflow.StepCtx[twiceState]) error {
-			s.State.Live = seen
-			return nil
-		}); err != nil {
-			return err
-		}
-		if _, err := workflow.Next[struct{}](ctx, "wait-go", workflow.NextOptions{Names: []string{"go"}}); err != nil {
-			return err
-		}
-		return ctx.Step("replayed", func(s *workflow.StepCtx[twiceState]) error {
-			s.State.Replayed = seen
-			return nil
-		})
+		return recordLiveThenReplayed(ctx, seen)
 	},
 }
 
@@ -71,22 +56,7 @@ func TestASecondCompleteFailsOnANodeLiveAndOnReplay(t *testing.T) {
 	if res.Status != runtime.SendCompleted || string(res.Response) != "42" {
 		t.Fatalf("send: %+v, want completed with the first Complete's 42", res)
 	}
-	read := func() twiceState {
-		var s twiceState
-		if err := json.Unmarshal(inspect(t, e.host, "twice", "t").State, &s); err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
-	waitFor(t, "the live record", 10*time.Second, func() bool { return read().Live != nil })
-	e.restart()
-	if _, err := e.host.Send(ctx(t), runtime.SendRequest{Ref: ref, Queue: "go", Body: json.RawMessage(`{}`)}); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the workflow to complete", 10*time.Second, func() bool {
-		return inspect(t, e.host, "twice", "t").WorkflowStatus == runtime.WorkflowCompleted
-	})
-	st := read()
+	st := observeLiveThenReplayed[[]string](t, e, ref)
 	want := []string{"nil", "invalid", "invalid"}
 	for what, got := range map[string][]string{"live": st.Live, "on replay": st.Replayed} {
 		if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] || got[2] != want[2] {

@@ -11,10 +11,7 @@ import (
 	"github.com/rivet-go/rivet/workflow"
 )
 
-type kindsState struct {
-	Live     map[string]bool `json:"live,omitempty"`
-	Replayed map[string]bool `json:"replayed,omitempty"`
-}
+type kindsState = liveAndReplayed[map[string]bool]
 
 // kindsActor's workflow catches the failure of a step whose body calls an
 // action the counter does not have, and of one that returns a user error,
@@ -51,9 +48,10 @@ var kindsActor = rivet.Actor[kindsState]{
 			return joinErr // not a branch's failure: eviction, and the like
 		}
 		var code interface{ ErrorCode() string }
+		var rec *workflow.RecordedError
 		seen := map[string]bool{
 			"failure is unknown action":      unknown != nil && errors.Is(unknown, rivet.ErrUnknownAction),
-			"recorded is unknown action":     unknown != nil && errors.Is(unknown.Err, rivet.ErrUnknownAction),
+			"recorded is unknown action":     unknown != nil && errors.As(unknown, &rec) && errors.Is(rec, rivet.ErrUnknownAction),
 			"recorded keeps its code":        unknown != nil && errors.As(unknown.Err, &code) && code.ErrorCode() == "unknown_action",
 			"unknown action is not internal": unknown != nil && !errors.Is(unknown, rivet.ErrInternal),
 			"user error is ErrUser":          user != nil && errors.Is(user, rivet.ErrUser),
@@ -61,19 +59,7 @@ var kindsActor = rivet.Actor[kindsState]{
 			"user error keeps its code":      user != nil && errors.As(user.Err, &code) && code.ErrorCode() == "card_declined",
 			"join error is unknown action":   je != nil && errors.Is(je, rivet.ErrUnknownAction),
 		}
-		if err := ctx.Step("live", func(s *workflow.StepCtx[kindsState]) error {
-			s.State.Live = seen
-			return nil
-		}); err != nil {
-			return err
-		}
-		if _, err := workflow.Next[struct{}](ctx, "wait-go"); err != nil {
-			return err
-		}
-		return ctx.Step("replayed", func(s *workflow.StepCtx[kindsState]) error {
-			s.State.Replayed = seen
-			return nil
-		})
+		return recordLiveThenReplayed(ctx, seen)
 	},
 }
 
@@ -89,25 +75,7 @@ func TestRecordedErrorMatchesItsRivetKindLiveAndOnReplay(t *testing.T) {
 	if _, _, err := e.host.GetOrCreate(ctx(t), ref, nil); err != nil {
 		t.Fatal(err)
 	}
-	var st kindsState
-	read := func() kindsState {
-		var s kindsState
-		if err := json.Unmarshal(inspect(t, e.host, "kinds", "k").State, &s); err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
-	waitFor(t, "the live observations", 10*time.Second, func() bool { st = read(); return st.Live != nil })
-	// Restarted, the node runs the workflow again from its history: the
-	// failures come back from their records.
-	e.restart()
-	if _, err := e.host.Send(ctx(t), runtime.SendRequest{Ref: ref, Queue: "go", Body: json.RawMessage(`{}`)}); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the workflow to complete", 10*time.Second, func() bool {
-		return inspect(t, e.host, "kinds", "k").WorkflowStatus == runtime.WorkflowCompleted
-	})
-	st = read()
+	st := observeLiveThenReplayed[map[string]bool](t, e, ref)
 	for what, seen := range map[string]map[string]bool{"live": st.Live, "on replay": st.Replayed} {
 		if len(seen) != 8 {
 			t.Fatalf("%s: %d observations, want 8: %v", what, len(seen), seen)
@@ -118,4 +86,58 @@ func TestRecordedErrorMatchesItsRivetKindLiveAndOnReplay(t *testing.T) {
 			}
 		}
 	}
+}
+
+// liveAndReplayed is the state of a workflow that records what it observed
+// twice: as it ran, and in the run a restart replays from its history.
+type liveAndReplayed[T any] struct {
+	Live     T `json:"live,omitempty"`
+	Replayed T `json:"replayed,omitempty"`
+}
+
+// recordLiveThenReplayed records seen as the live observations, waits for
+// a message on "go" (sent once the test has restarted the node), and
+// records seen again: in the replayed run, "live" comes back from its
+// record and seen is what the replay observed.
+func recordLiveThenReplayed[T any](ctx *workflow.Ctx[liveAndReplayed[T]], seen T) error {
+	if err := ctx.Step("live", func(s *workflow.StepCtx[liveAndReplayed[T]]) error {
+		s.State.Live = seen
+		return nil
+	}); err != nil {
+		return err
+	}
+	if _, err := workflow.Next[struct{}](ctx, "wait-go", workflow.NextOptions{Names: []string{"go"}}); err != nil {
+		return err
+	}
+	return ctx.Step("replayed", func(s *workflow.StepCtx[liveAndReplayed[T]]) error {
+		s.State.Replayed = seen
+		return nil
+	})
+}
+
+// observeLiveThenReplayed waits for ref's workflow (recordLiveThenReplayed)
+// to record its live observations, restarts the node, so that the run
+// replays from its history, lets it go on, and returns its state once the
+// workflow completed.
+func observeLiveThenReplayed[T any](t *testing.T, e *env, ref runtime.Ref) liveAndReplayed[T] {
+	t.Helper()
+	state := func() json.RawMessage { return inspect(t, e.host, ref.Name, ref.Key[0]).State }
+	waitFor(t, "the live observations", 10*time.Second, func() bool {
+		var s struct {
+			Live json.RawMessage `json:"live"`
+		}
+		return json.Unmarshal(state(), &s) == nil && len(s.Live) > 0
+	})
+	e.restart()
+	if _, err := e.host.Send(ctx(t), runtime.SendRequest{Ref: ref, Queue: "go", Body: json.RawMessage(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the workflow to complete", 10*time.Second, func() bool {
+		return inspect(t, e.host, ref.Name, ref.Key[0]).WorkflowStatus == runtime.WorkflowCompleted
+	})
+	var st liveAndReplayed[T]
+	if err := json.Unmarshal(state(), &st); err != nil {
+		t.Fatal(err)
+	}
+	return st
 }
