@@ -311,8 +311,8 @@ func (sc *scanner) expect(c byte) bool {
 	return false
 }
 
-// skipStr scans a string, and returns its bytes between the quotes and
-// whether it has an escape.
+// skipStr scans past a string, and returns whether it has an escape and
+// whether it ends (its closing quote is in data).
 func (sc *scanner) skipStr() (escaped, ok bool) {
 	sc.i++ // the opening quote
 	for sc.i < len(sc.data) {
