@@ -428,7 +428,8 @@ func (h *ActorHandle) historyPage(ctx context.Context, opts HistoryOptions, raw 
 		he := HistoryEntry{Path: e.GetPath(), Kind: e.GetKind(), Status: e.GetStatus(), Attempts: int(e.GetAttempts()), Output: e.GetOutput(), Error: e.GetError(), ErrorCode: e.GetErrorCode(), Winner: e.GetWinner(), OutputOmitted: e.GetOutputOmitted(),
 			HasRollback: e.GetHasRollback(), RollbackDone: e.GetRollbackDone(), RollbackSettled: e.GetRollbackSettled(), RollbackError: e.GetRollbackError(), RollbackErrorCode: e.GetRollbackErrorCode(),
 			RollbackAttempts: int(e.GetRollbackAttempts()), RollbackRetryError: e.GetRollbackRetryError(), RollbackRetryErrorCode: e.GetRollbackRetryErrorCode(),
-			Version: int(e.GetVersion()), Latest: int(e.GetLatest()), RemovedKind: e.GetRemovedKind(), Failure: e.GetFailure()}
+			Version: int(e.GetVersion()), Latest: int(e.GetLatest()), RemovedKind: e.GetRemovedKind(), Failure: e.GetFailure(),
+			ErrorRivetKind: e.GetErrorRivetKind()}
 		if e.GetUpdatedAt() != nil {
 			he.UpdatedAt = e.GetUpdatedAt().AsTime()
 		}

@@ -312,8 +312,15 @@ type HistoryEntry struct {
 	// a long one comes cut, ending "... (cut: N bytes in all)".
 	Error string `json:"error,omitempty"`
 	// ErrorCode is the error's code, if it had one (a UserError's).
-	ErrorCode string    `json:"error_code,omitempty"`
-	UpdatedAt time.Time `json:"updated_at,omitzero"`
+	ErrorCode string `json:"error_code,omitempty"`
+	// ErrorRivetKind is the rivet kind the error matched when the node
+	// recorded it, by its stable group and code ("actor.unknown_action",
+	// "user" for a rivet.UserError): the kind the recorded error matches
+	// with errors.Is in the workflow (workflow.RecordedError.RivetKind).
+	// Empty for an error that matched none, for an entry recorded before
+	// the kind was kept, and from a node from before it.
+	ErrorRivetKind string    `json:"error_rivet_kind,omitempty"`
+	UpdatedAt      time.Time `json:"updated_at,omitzero"`
 	// Winner is the branch that won a race (whose output is Output).
 	Winner string `json:"winner,omitempty"`
 	// OutputOmitted says that Output, which is recorded, was left out: the

@@ -335,7 +335,11 @@ type HistoryEntry struct {
 	Error  string
 	// ErrorCode is the error's code, if it had one (a UserError's).
 	ErrorCode string
-	UpdatedAt time.Time
+	// ErrorRivetKind is the rivet kind the error matched when it was
+	// recorded (workflow.RecordedError.RivetKind), "" for none or for an
+	// entry recorded before the kind was kept.
+	ErrorRivetKind string
+	UpdatedAt      time.Time
 	// Winner is the branch that won a race.
 	Winner string
 	// Deadline is when a sleep ends, or a receive with a timeout gives

@@ -142,7 +142,7 @@ func (h *Host) HistoryPage(ctx context.Context, ref Ref, opts HistoryOptions) (H
 			HasRollback: e.HasRollback, RollbackDone: e.RollbackDone, RollbackSettled: e.RollbackSettled, RollbackAttempts: e.RollbackAttempts, Version: e.Version, Latest: e.Latest, RemovedKind: string(e.RemovedKind),
 			Failure: string(e.Failure)}
 		if e.Error != nil {
-			he.Error, he.ErrorCode = e.Error.Message, e.Error.Code
+			he.Error, he.ErrorCode, he.ErrorRivetKind = e.Error.Message, e.Error.Code, e.Error.RivetKind
 		}
 		if e.RollbackError != nil {
 			he.RollbackError, he.RollbackErrorCode = e.RollbackError.Message, e.RollbackError.Code
@@ -168,7 +168,7 @@ func (h *Host) HistoryPage(ctx context.Context, ref Ref, opts HistoryOptions) (H
 			for _, b := range e.Branches {
 				he.Status = string(b.Status)
 				if b.Error != nil {
-					he.Error, he.ErrorCode = b.Error.Message, b.Error.Code
+					he.Error, he.ErrorCode, he.ErrorRivetKind = b.Error.Message, b.Error.Code, b.Error.RivetKind
 				}
 			}
 		}

@@ -329,7 +329,7 @@ func (s *Server) History(ctx context.Context, req *rivetv1.HistoryRequest) (*riv
 			RollbackError: textcut.Valid(e.RollbackError), RollbackErrorCode: textcut.Valid(e.RollbackErrorCode),
 			RollbackRetryError: textcut.Valid(e.RollbackRetryError), RollbackRetryErrorCode: textcut.Valid(e.RollbackRetryErrorCode),
 			Version: uint32(e.Version), Latest: uint32(e.Latest), RemovedKind: e.RemovedKind,
-			Failure: e.Failure, Entry: e.Entry,
+			Failure: e.Failure, Entry: e.Entry, ErrorRivetKind: textcut.Valid(e.ErrorRivetKind),
 		}
 		if !e.UpdatedAt.IsZero() {
 			pe.UpdatedAt = timestamppb.New(e.UpdatedAt)

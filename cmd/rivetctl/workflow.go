@@ -27,6 +27,13 @@ joined by "; ", as inspect and actors --failed show one. An error is shown
 whole up to 400 characters; a longer one keeps its first 150 and its last
 249, where a wrapped Go error has its cause ("connect: connection refused"),
 with "…" between. An output is cut at 80 characters. -o json has all of both.
+Before a step's or branch's error, in parentheses, come its code, if it had
+one, and the rivet kind it matched when it was recorded, which the
+workflow's code tests it against (errors.Is(err, rivet.ErrNotFound)):
+"error (not_found, rivet kind actor.not_found): ...", "error (card_declined,
+rivet kind user): ..." for a rivet.UserError; -o json has them as
+error_code and error_rivet_kind. An entry recorded before nodes kept the
+kind, or whose error matched none, shows none.
 
 After a rollback, the status of a step with a rollback handler says whether
 its compensation ran: "completed, rolled back", "completed, rollback failed"
@@ -371,8 +378,17 @@ func (a *app) printHistory(h client.History) error {
 		if e.Error != "" {
 			isErr = true
 			detail = "error: " + errorLine(e.Error)
-			if e.ErrorCode != "" {
+			// The rivet kind is what the workflow's code tests the error
+			// against (errors.Is(err, rivet.ErrNotFound)): the code alone
+			// does not say it (a bare sentinel has no code, and a code
+			// names no group).
+			switch {
+			case e.ErrorCode != "" && e.ErrorRivetKind != "":
+				detail = "error (" + e.ErrorCode + ", rivet kind " + e.ErrorRivetKind + "): " + errorLine(e.Error)
+			case e.ErrorCode != "":
 				detail = "error (" + e.ErrorCode + "): " + errorLine(e.Error)
+			case e.ErrorRivetKind != "":
+				detail = "error (rivet kind " + e.ErrorRivetKind + "): " + errorLine(e.Error)
 			}
 		}
 		status, attempts := failedFor(e, h.WorkflowStatus), e.RollbackAttempts > 1

@@ -1825,9 +1825,16 @@ type HistoryEntry struct {
 	// retried), "timeout" (it timed out, and timeouts are not retried) or
 	// "rollback" (it returned workflow.Rollback: no retry, the workflow
 	// rolls back). A node from before it leaves it empty.
-	Failure       string `protobuf:"bytes,24,opt,name=failure,proto3" json:"failure,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Failure string `protobuf:"bytes,24,opt,name=failure,proto3" json:"failure,omitempty"`
+	// error_rivet_kind is the rivet kind error matched when it was recorded
+	// (workflow.RecordedError.RivetKind: the kind's stable group and code,
+	// "actor.unknown_action", or "user" for a rivet.UserError), which the
+	// recorded error matches with errors.Is on replay. Empty for an error
+	// that matched none, for one recorded before the kind was kept, and
+	// from a node from before it.
+	ErrorRivetKind string `protobuf:"bytes,25,opt,name=error_rivet_kind,json=errorRivetKind,proto3" json:"error_rivet_kind,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *HistoryEntry) Reset() {
@@ -2024,6 +2031,13 @@ func (x *HistoryEntry) GetRollbackSettled() bool {
 func (x *HistoryEntry) GetFailure() string {
 	if x != nil {
 		return x.Failure
+	}
+	return ""
+}
+
+func (x *HistoryEntry) GetErrorRivetKind() string {
+	if x != nil {
+		return x.ErrorRivetKind
 	}
 	return ""
 }
@@ -3056,7 +3070,7 @@ const file_rivet_v1_actor_proto_rawDesc = "" +
 	"\x05limit\x18\x02 \x01(\rR\x05limit\x12\x1d\n" +
 	"\n" +
 	"page_token\x18\x03 \x01(\tR\tpageToken\x12\x10\n" +
-	"\x03raw\x18\x04 \x01(\bR\x03raw\"\xd2\x06\n" +
+	"\x03raw\x18\x04 \x01(\bR\x03raw\"\xfc\x06\n" +
 	"\fHistoryEntry\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x16\n" +
@@ -3084,7 +3098,8 @@ const file_rivet_v1_actor_proto_rawDesc = "" +
 	"\x14rollback_retry_error\x18\x15 \x01(\tR\x12rollbackRetryError\x129\n" +
 	"\x19rollback_retry_error_code\x18\x16 \x01(\tR\x16rollbackRetryErrorCode\x12)\n" +
 	"\x10rollback_settled\x18\x17 \x01(\bR\x0frollbackSettled\x12\x18\n" +
-	"\afailure\x18\x18 \x01(\tR\afailure\"\x92\x03\n" +
+	"\afailure\x18\x18 \x01(\tR\afailure\x12(\n" +
+	"\x10error_rivet_kind\x18\x19 \x01(\tR\x0eerrorRivetKind\"\x92\x03\n" +
 	"\x0fHistoryResponse\x12'\n" +
 	"\x0fworkflow_status\x18\x01 \x01(\tR\x0eworkflowStatus\x12%\n" +
 	"\x0eworkflow_error\x18\x02 \x01(\tR\rworkflowError\x120\n" +
