@@ -294,6 +294,7 @@ func New(addr string, opts ...Option) (*Client, error) {
 		retry:  o.retry,
 	}
 	c.closed, c.close = context.WithCancel(context.Background())
+	c.retry.closed = c.closed
 	if o.direct > 0 {
 		c.router = newRouter(conn, dial, o.direct)
 		c.actors = rivetv1.NewActorServiceClient(c.router)
@@ -406,10 +407,11 @@ func (o *options) credentials() ([]grpc.DialOption, error) {
 	return out, nil
 }
 
-// Close closes the connections. Calls in flight fail with Canceled, and
-// subscriptions still open end (ErrSubscriptionClosed). Calls made after
-// Close fail with Canceled too ("grpc: the client connection is
-// closing"), not sent. Either matches context.Canceled although no
+// Close closes the connections. Calls in flight fail with Canceled ("the
+// rivet client was closed (Client.Close) during the call", which may have
+// run), and subscriptions still open end (ErrSubscriptionClosed). Calls
+// made after Close fail with Canceled too ("the rivet client is closed"),
+// not sent. Either matches context.Canceled although no
 // context of the caller's ended: a server that reads that as its own
 // client gone (HTTP's 499, not logged) should close the rivet client only
 // once its handlers have returned (after http.Server.Shutdown).

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
+	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/internal/rpcerr"
 )
 
@@ -28,6 +29,10 @@ type retryPolicy struct {
 	// carry it (a subscription's, which must outlive it): retries stop
 	// before it as they do before a context's own.
 	until time.Time
+	// closed, if set, ends with the client's Close: a call that fails
+	// Canceled while the caller's context has not ended was cut off by
+	// it, or made after it (clientClosed).
+	closed context.Context
 }
 
 // maxBackoff caps one wait, so that a partition that comes back is used
@@ -129,14 +134,32 @@ func attempt[Req, Resp any](ctx context.Context, rpc func(context.Context, Req, 
 // names its node already (use.failure).
 func brokeAt(err error, addr net.Addr) error {
 	st, ok := status.FromError(err)
-	if !ok || st.Code() != codes.Unavailable || len(st.Proto().GetDetails()) > 0 || rpcerr.NotSent(st) || strings.HasPrefix(st.Message(), "node ") {
+	if !ok || st.Code() != codes.Unavailable || len(st.Proto().GetDetails()) > 0 || rpcerr.NotSent(st) ||
+		strings.HasPrefix(st.Message(), "node ") || strings.Contains(st.Message(), mayHaveRun) {
 		return err
 	}
 	at := "the node"
 	if addr != nil {
 		at += " at " + addr.String()
 	}
-	return status.Errorf(codes.Unavailable, "the call to %s failed after it was sent, and may have run (its outcome is unknown): %s", at, st.Message())
+	return status.Errorf(codes.Unavailable, "the call to %s %s: %s", at, mayHaveRun, st.Message())
+}
+
+// mayHaveRun is how a call's error says that its connection broke once
+// the request was sent, whether through a node that forwards it (brokeAt)
+// or straight to the owner (use.callFailure).
+const mayHaveRun = "failed after it was sent, and may have run (its outcome is unknown)"
+
+// clientClosed is the error of a call that the client's Close cut off
+// (sent) or that was made after it: gRPC's Canceled ("grpc: the client
+// connection is closing") named neither the client nor Close, and read as
+// the caller's own context cancelled. Its kind stays context.Canceled, as
+// Close says.
+func clientClosed(sent bool) error {
+	if sent {
+		return &rivet.Error{Kind: context.Canceled, Message: "the rivet client was closed (Client.Close) during the call, which may have run (its outcome is unknown)"}
+	}
+	return &rivet.Error{Kind: context.Canceled, Message: "the rivet client is closed (Client.Close): the call was not sent"}
 }
 
 // noPeer marks a Peer gRPC has not filled in: a connection of a custom
@@ -187,6 +210,9 @@ func invokeRetried[Req, Resp any](ctx context.Context, policy retryPolicy, class
 			err := fromStatus(ctx, st)
 			if uerr := unencodable(st, req); uerr != nil {
 				err = uerr
+			}
+			if st.Code() == codes.Canceled && ctx.Err() == nil && policy.closed != nil && policy.closed.Err() != nil {
+				err = clientClosed(sent)
 			}
 			if unreached != nil && (st.Code() == codes.DeadlineExceeded || st.Code() == codes.Canceled) {
 				// Still the deadline (this attempt may have run), with why

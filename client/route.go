@@ -116,7 +116,22 @@ func (r *router) invokeOn(ctx context.Context, u *use, method string, args, repl
 	if !connected && u.cut(ctx, err) != nil {
 		return err, false, true
 	}
-	return u.failure(ctx, err), connected, false
+	return u.callFailure(ctx, err, connected), connected, false
+}
+
+// callFailure is failure for a call on u: one that reached the owner
+// (connected) and whose connection broke then (the transport's bare
+// UNAVAILABLE) says it may have run, in the words brokeAt gives a call
+// whose connection to the node it went through broke. It only named the
+// node, and a user read it as a call that was not made. Its status (a bare
+// UNAVAILABLE: rivet.OutcomeUnknown) is failure's.
+func (u *use) callFailure(ctx context.Context, err error, connected bool) error {
+	f := u.failure(ctx, err)
+	st, ok := status.FromError(err)
+	if !connected || !ok || st.Code() != codes.Unavailable || len(st.Proto().GetDetails()) > 0 || rpcerr.NotSent(st) || status.Code(f) != codes.Unavailable {
+		return f
+	}
+	return status.Errorf(codes.Unavailable, "the call to node %s (%s), %s, %s: %s", u.node, u.addr, role(u.via), mayHaveRun, st.Message())
 }
 
 // A use is one call or stream on a connection that pick returned, until

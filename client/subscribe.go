@@ -320,7 +320,9 @@ func (s *Subscription) deliver(ctx context.Context, ev Event) bool {
 }
 
 // Next waits for the next event (or Gap). It returns an error when ctx
-// ends, after Close (ErrSubscriptionClosed), or once the subscription has
+// ends (matching ctx.Err() with errors.Is, and rivet.ErrTimeout for a
+// deadline, as a call's; the subscription goes on), after Close
+// (ErrSubscriptionClosed), or once the subscription has
 // ended for good: the actor was destroyed (rivet.ErrNotFound), or it could
 // not be made again within the retry budget (rivet.ErrUnavailable).
 func (s *Subscription) Next(ctx context.Context) (Event, error) {
@@ -333,8 +335,22 @@ func (s *Subscription) Next(ctx context.Context) (Event, error) {
 	case <-s.done:
 		return Event{}, s.err
 	case <-ctx.Done():
-		return Event{}, ctx.Err()
+		return Event{}, waitEnded(ctx)
 	}
+}
+
+// waitEnded is Next's error when its ctx ends: the wait ended, not the
+// subscription, which a later Next goes on with. A bare "context deadline
+// exceeded" said neither. Matched as a call's whose ctx ends (fromStatus):
+// errors.Is holds for ctx.Err(), and for rivet.ErrTimeout if it was the
+// deadline.
+func waitEnded(ctx context.Context) error {
+	cause := ctx.Err()
+	kind := cause
+	if cause == context.DeadlineExceeded {
+		kind = rivet.ErrTimeout
+	}
+	return withCause(&rivet.Error{Kind: kind, Message: "the wait for the subscription's next event ended (" + cause.Error() + "); the subscription goes on"}, cause)
 }
 
 // Done is closed when the subscription has ended (Err says why): for a
