@@ -6,6 +6,13 @@ import (
 	"github.com/rivet-go/rivet/storage"
 )
 
+// ShortStepGrace is the StepGrace of the tests' hosts (newEnv's, and the
+// internal tests' retryHost): many tests' step bodies wait until they are
+// cancelled, which a handoff or a stop gives them only after the grace,
+// and the default (5 s) added that much to each such test. One constant,
+// here, where both packages' tests see it, so that the hosts agree.
+const ShortStepGrace = 300 * time.Millisecond
+
 // Hooks of the host's timers for the tests of package runtime_test.
 
 // SetWakeClock makes the host's timers read the time from clock.

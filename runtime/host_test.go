@@ -345,9 +345,7 @@ func newEnvWith(t *testing.T, reg *rivet.Registry, mutate func(*runtime.Config),
 	}
 	st := &faultStore{Store: es}
 	cfg := runtime.DefaultConfig()
-	// Short: many tests' step bodies wait until they are cancelled, which
-	// a handoff or stop would give them only after the grace.
-	cfg.StepGrace = 300 * time.Millisecond
+	cfg.StepGrace = runtime.ShortStepGrace
 	cfg.NodeID = "n1"
 	cfg.Partitions = testPartitions
 	if mutate != nil {

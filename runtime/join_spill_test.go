@@ -31,7 +31,7 @@ func newEnvLimits(t *testing.T, reg *rivet.Registry, limits storage.Limits) *env
 		t.Fatal(err)
 	}
 	cfg := runtime.DefaultConfig()
-	cfg.StepGrace = 300 * time.Millisecond
+	cfg.StepGrace = runtime.ShortStepGrace
 	cfg.NodeID = "n1"
 	cfg.Partitions = testPartitions
 	e := &env{t: t, store: &faultStore{Store: es}, reg: reg, cfg: cfg}

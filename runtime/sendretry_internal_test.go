@@ -144,11 +144,10 @@ func newRetryHost(t *testing.T) *retryHost {
 	return r
 }
 
-// shortStepGrace is the grace a retryHost gives a step in flight when it
-// stops, as newEnv's hosts do: a restart whose workflow is held in its Do
-// step waits that long before it cancels the step (the default, 5 s, added
-// that much to each such test).
-func shortStepGrace(c *Config) { c.StepGrace = 300 * time.Millisecond }
+// shortStepGrace gives a retryHost the grace newEnv's hosts give a step in
+// flight when it stops: a restart whose workflow is held in its Do step
+// waits that long before it cancels the step.
+func shortStepGrace(c *Config) { c.StepGrace = ShortStepGrace }
 
 func (r *retryHost) restart(ctx context.Context) {
 	r.t.Helper()
