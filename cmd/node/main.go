@@ -25,6 +25,13 @@ func main() {
 
 // run runs the node until a signal stops it; the usage, and a flag that
 // does not parse, go to stderr.
+//
+// It is node.RunMain's body, not a call of it, for two differences:
+// RunMain names the program after os.Args[0], which is "rivet-node" in the
+// image and the Makefile's build, and ExitStatus drops the node package's
+// own "node: " prefix only for a program named "node" (with RunMain a
+// busy port read "rivet-node: node: grpc listen: ..."); and RunMain writes
+// to os.Stderr, where run takes the writer its tests read.
 func run(args []string, stderr io.Writer) error {
 	cfg, err := node.ParseFlags("node", args, stderr)
 	if err != nil {
