@@ -17,7 +17,8 @@ import (
 // (errors.Is(err, rivet.ErrUnknownAction)): it showed only the code, and
 // a bare sentinel, wrapped, showed neither (a user trial). -o json (the
 // client's HistoryEntry) carries it as error_rivet_kind; an error that
-// matched no kind shows none.
+// matched no kind shows none, and the table leaves a UserError's kind
+// ("user") out beside its code (-o json keeps it).
 func TestHistoryShowsTheRivetKindOfAStepsError(t *testing.T) {
 	type st struct{}
 	noRetries := func(name string) workflow.StepOptions {
@@ -75,12 +76,16 @@ func TestHistoryShowsTheRivetKindOfAStepsError(t *testing.T) {
 	for _, want := range []string{
 		"error (unknown_action, rivet kind actor.unknown_action): ",
 		"error (rivet kind actor.not_found): look up the order: actor not found",
-		"error (card_declined, rivet kind user): the card was declined",
+		"error (card_declined): the card was declined",
 		"error: disk full",
 	} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("history does not show %q:\n%s", want, r.stdout)
 		}
+	}
+	// A UserError's code says its kind: the table leaves "user" out.
+	if strings.Contains(r.stdout, "rivet kind user") {
+		t.Errorf("history shows a UserError's kind beside its code:\n%s", r.stdout)
 	}
 
 	r = rivetctl(t, addr, "-o", "json", "history", "kinds", "k")

@@ -30,10 +30,10 @@ with "…" between. An output is cut at 80 characters. -o json has all of both.
 Before a step's or branch's error, in parentheses, come its code, if it had
 one, and the rivet kind it matched when it was recorded, which the
 workflow's code tests it against (errors.Is(err, rivet.ErrNotFound)):
-"error (not_found, rivet kind actor.not_found): ...", "error (card_declined,
-rivet kind user): ..." for a rivet.UserError; -o json has them as
-error_code and error_rivet_kind. An entry recorded before nodes kept the
-kind, or whose error matched none, shows none.
+"error (not_found, rivet kind actor.not_found): ...". A rivet.UserError's
+kind ("user") is left out beside its code: "error (card_declined): ...".
+-o json has both as error_code and error_rivet_kind. An entry recorded
+before nodes kept the kind, or whose error matched none, shows none.
 
 After a rollback, the status of a step with a rollback handler says whether
 its compensation ran: "completed, rolled back", "completed, rollback failed"
@@ -381,14 +381,20 @@ func (a *app) printHistory(h client.History) error {
 			// The rivet kind is what the workflow's code tests the error
 			// against (errors.Is(err, rivet.ErrNotFound)): the code alone
 			// does not say it (a bare sentinel has no code, and a code
-			// names no group).
+			// names no group). A UserError's kind is left out beside its
+			// code, which says it already: "rivet kind user" on every
+			// such row was noise (-o json keeps it).
+			kind := e.ErrorRivetKind
+			if kind == userKind && e.ErrorCode != "" {
+				kind = ""
+			}
 			switch {
-			case e.ErrorCode != "" && e.ErrorRivetKind != "":
-				detail = "error (" + e.ErrorCode + ", rivet kind " + e.ErrorRivetKind + "): " + errorLine(e.Error)
+			case e.ErrorCode != "" && kind != "":
+				detail = "error (" + e.ErrorCode + ", rivet kind " + kind + "): " + errorLine(e.Error)
 			case e.ErrorCode != "":
 				detail = "error (" + e.ErrorCode + "): " + errorLine(e.Error)
-			case e.ErrorRivetKind != "":
-				detail = "error (rivet kind " + e.ErrorRivetKind + "): " + errorLine(e.Error)
+			case kind != "":
+				detail = "error (rivet kind " + kind + "): " + errorLine(e.Error)
 			}
 		}
 		status, attempts := failedFor(e, h.WorkflowStatus), e.RollbackAttempts > 1
@@ -455,6 +461,10 @@ func (a *app) printHistory(h client.History) error {
 	}
 	return tw.Flush()
 }
+
+// userKind is rivet.ErrUser's rivet kind in a history entry (its stable
+// name, internal/errkind): history's table leaves it out beside a code.
+const userKind = "user"
 
 // maxErrorColumn bounds an error in history's last column: errors are
 // stored up to a few KiB (a join's of many branches), which would make a

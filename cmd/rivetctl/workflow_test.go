@@ -129,7 +129,7 @@ func TestWorkflowCommandsOnARealNode(t *testing.T) {
 	}
 	r = rivetctl(t, addr, "history", "charger", "order-1")
 	if r.code != 0 || !strings.HasPrefix(r.stdout, "workflow  failed\n") ||
-		!strings.Contains(r.stdout, "charge-card") || !strings.Contains(r.stdout, "exhausted") || !strings.Contains(r.stdout, "error (card.down, rivet kind user): card service down") {
+		!strings.Contains(r.stdout, "charge-card") || !strings.Contains(r.stdout, "exhausted") || !strings.Contains(r.stdout, "error (card.down): card service down") {
 		t.Fatalf("history:\n%s (%+v)", r.stdout, r)
 	}
 	cardUp.Store(true)
