@@ -75,6 +75,29 @@ func TestACallAfterCloseSaysTheClientIsClosed(t *testing.T) {
 	}
 }
 
+// Subscribe after Close says that the client is closed, as a call does:
+// the subscription's own context, which Close cancels too, raced the
+// attempt, and now and then (about 1 in 200) the error was gRPC's "the
+// client connection is closing". Many tries, each a few microseconds,
+// make that race show.
+func TestASubscribeAfterCloseSaysTheClientIsClosed(t *testing.T) {
+	c, err := client.New(servertest.Start(t, servertest.NewFake(), servertest.Config{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	for i := range 2000 {
+		sub, err := c.Actor("counter", "k").Subscribe(ctx(t))
+		if err == nil {
+			sub.Close()
+			t.Fatal("Subscribe after Close succeeded")
+		}
+		if !errors.Is(err, context.Canceled) || rivet.OutcomeUnknown(err) || !strings.Contains(err.Error(), "the rivet client is closed (Client.Close)") {
+			t.Fatalf("Subscribe %d after Close: %v (outcome unknown %v), want Canceled, not sent, saying that the client is closed", i, err, rivet.OutcomeUnknown(err))
+		}
+	}
+}
+
 // A call in flight that Close cuts off says so, and that it may have run.
 func TestACallCutOffByCloseSaysTheClientWasClosed(t *testing.T) {
 	f := servertest.NewFake()
