@@ -28,10 +28,12 @@ func main() {
 //
 // It is node.RunMain's body, not a call of it, for two differences:
 // RunMain names the program after os.Args[0], which is "rivet-node" in the
-// image and the Makefile's build, and ExitStatus drops the node package's
-// own "node: " prefix only for a program named "node" (with RunMain a
-// busy port read "rivet-node: node: grpc listen: ..."); and RunMain writes
-// to os.Stderr, where run takes the writer its tests read.
+// image and the Makefile's build, so a flag's error and the usage would
+// say rivet-node where main's ExitStatus writes the other errors as
+// "node: ..." (the node package's own start so already; with node.Main,
+// which passes ExitStatus that name too, a busy port read "rivet-node:
+// node: grpc listen: ..."); and RunMain writes to os.Stderr, where run
+// takes the writer its tests read.
 func run(args []string, stderr io.Writer) error {
 	cfg, err := node.ParseFlags("node", args, stderr)
 	if err != nil {
