@@ -52,6 +52,10 @@ func TestNextSaysItsWaitEndedAndTheSubscriptionGoesOn(t *testing.T) {
 	if err := sub.Err(); err != nil {
 		t.Errorf("the subscription ended (%v) with a Next's ctx", err)
 	}
+	evs.Push(rivet.Event{Name: "newCount", Data: []byte("1")})
+	if ev, err := sub.Next(ctx(t)); err != nil || ev.Name != "newCount" {
+		t.Errorf("Next after the ones whose ctx ended: %+v, %v, want the event pushed since", ev, err)
+	}
 }
 
 // A call made after Close says that the client is closed, not gRPC's

@@ -43,6 +43,18 @@ func (f *Events) Take(buf []rivet.Event) []rivet.Event {
 	return buf
 }
 
+// Push adds evs to an open subscription's, for its subscriber to take
+// (after the ones it holds).
+func (f *Events) Push(evs ...rivet.Event) {
+	f.mu.Lock()
+	f.evs = append(f.evs, evs...)
+	f.mu.Unlock()
+	select {
+	case f.ready <- struct{}{}:
+	default: // a signal is pending already: Take will see these too
+	}
+}
+
 // Done implements server.EventStream.
 func (f *Events) Done() <-chan struct{} { return f.done }
 
