@@ -1826,10 +1826,11 @@ type HistoryEntry struct {
 	// "rollback" (it returned workflow.Rollback: no retry, the workflow
 	// rolls back). A node from before it leaves it empty.
 	Failure string `protobuf:"bytes,24,opt,name=failure,proto3" json:"failure,omitempty"`
-	// error_rivet_kind is the rivet kind error matched when it was recorded
-	// (workflow.RecordedError.RivetKind: the kind's stable group and code,
-	// "actor.unknown_action", or "user" for a rivet.UserError), which the
-	// recorded error matches with errors.Is on replay. Empty for an error
+	// error_rivet_kind is the rivet kind that the entry's error matched
+	// when it was recorded (workflow.RecordedError.RivetKind: the kind's
+	// stable group and code, "actor.unknown_action", or "user" for a
+	// rivet.UserError), which the recorded error matches with errors.Is on
+	// replay. Empty for an error
 	// that matched none, for one recorded before the kind was kept, and
 	// from a node from before it.
 	ErrorRivetKind string `protobuf:"bytes,25,opt,name=error_rivet_kind,json=errorRivetKind,proto3" json:"error_rivet_kind,omitempty"`
