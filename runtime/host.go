@@ -417,9 +417,22 @@ func (h *Host) Stop(ctx context.Context) error {
 }
 
 func (h *Host) begin() error {
+	return h.beginOn("")
+}
+
+// beginOn is begin for a request on chain (an actor's call): while the
+// host stops, one that a request in progress waits for is let in, as the
+// handoff of a partition lets in the calls its turns wait for (letIn). A
+// turn in flight at a graceful stop that called an actor of this node,
+// back into its own (A -> B -> A) or one not in memory yet, failed with
+// "node is stopping": the stop waits for the turns in flight, and refused
+// their calls instead of letting them finish. Not once no request is in
+// progress (drained is closed then: the chain is an OnSleep hook's, or a
+// workflow step's, which the stop refuses as before).
+func (h *Host) beginOn(chain string) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.stopping {
+	if h.stopping && (h.inflight == 0 || !h.madeByTurnLocked(chain, func(*activation) bool { return true })) {
 		return rivet.Errorf(rivet.ErrUnavailable, "node %s is stopping", h.cfg.NodeID)
 	}
 	h.inflight++
@@ -1264,7 +1277,7 @@ func (h *Host) runTurn(a *activation, held, restore bool, release func(), fn fun
 
 // Call runs one action.
 func (h *Host) Call(ctx context.Context, req CallRequest) (_ json.RawMessage, err error) {
-	if err := h.begin(); err != nil {
+	if err := h.beginOn(req.Chain.ID); err != nil {
 		return nil, err
 	}
 	defer h.end()
@@ -3527,6 +3540,14 @@ func (h *Host) letIn(p uint32, chain string, except *activation) bool {
 
 // letInLocked is letIn, called with mu held.
 func (h *Host) letInLocked(p uint32, chain string, except *activation) bool {
+	return h.madeByTurnLocked(chain, func(a *activation) bool { return a != except && a.part == p })
+}
+
+// madeByTurnLocked reports whether a turn in an actor in memory here (of
+// those in says) made the call on chain, directly or through other actors'
+// turns, even on other nodes: a turn that cannot end before that call has.
+// Never an OnSleep hook's chain. Called with mu held.
+func (h *Host) madeByTurnLocked(chain string, in func(*activation) bool) bool {
 	if chain == "" {
 		return false
 	}
@@ -3534,7 +3555,7 @@ func (h *Host) letInLocked(p uint32, chain string, except *activation) bool {
 		return false
 	}
 	for _, a := range h.actors {
-		if a != except && a.part == p && a.gate.heldAbove(chain) {
+		if in(a) && a.gate.heldAbove(chain) {
 			return true
 		}
 	}
