@@ -1850,7 +1850,7 @@ func (a *activation) resetStateTo(data []byte, failed string) {
 
 // Send appends a message to one of an actor's queues, durably.
 func (h *Host) Send(ctx context.Context, req SendRequest) (_ SendResult, err error) {
-	if err := h.begin(); err != nil {
+	if err := h.beginOn(req.Chain.ID); err != nil {
 		return SendResult{}, err
 	}
 	defer h.end()
@@ -2233,7 +2233,7 @@ func (h *Host) CreateWith(ctx context.Context, ref Ref, input json.RawMessage, o
 	if err := checkIdempotencyKey(key); err != nil {
 		return ActorInfo{}, false, err
 	}
-	if err := h.begin(); err != nil {
+	if err := h.beginOn(opts.Chain.ID); err != nil {
 		return ActorInfo{}, false, err
 	}
 	defer h.end()

@@ -8,11 +8,13 @@ import (
 
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/runtime"
+	"github.com/rivet-go/rivet/workflow"
 )
 
 // A graceful stop finishes the turns in flight, calls those turns make to
 // actors of this node included: back into their own actor along their
-// chain (A -> B -> A, B here too) and into an actor not in memory yet.
+// chain (A -> B -> A, B here too) and into an actor not in memory yet, and
+// their sends and creates.
 // The host refused them as new requests (UNAVAILABLE "node is stopping"),
 // so a re-entrant call chain in flight at a SIGTERM failed, and its
 // caller was told it may have run (a trial ported from Dapr, whose
@@ -37,6 +39,12 @@ func TestAStopLetsTheTurnsInFlightCallActorsOfTheirNode(t *testing.T) {
 					return 0, err
 				}
 				c.State.N += n
+				if err := c.Client().GetOrCreate("box", "m").Send(c.Context(), "q", 7); err != nil {
+					return 0, err
+				}
+				if _, err := rivet.Create(c.Context(), c.Client(), "box", []string{"new"}, nil); err != nil {
+					return 0, err
+				}
 				return c.State.N, nil
 			}),
 			"back": rivet.Action0(func(c *rivet.ActionCtx[st]) (int, error) {
@@ -59,7 +67,21 @@ func TestAStopLetsTheTurnsInFlightCallActorsOfTheirNode(t *testing.T) {
 			}),
 		},
 	}
-	e := newEnv(t, counterReg(t, outer, inner), nil)
+	box := rivet.Actor[st]{
+		Name:   "box",
+		Queues: rivet.Queues{"q": rivet.QueueOf[int]()},
+		Run: func(ctx *workflow.Ctx[st]) error {
+			msg, err := workflow.Next[int](ctx, "take")
+			if err != nil {
+				return err
+			}
+			return ctx.Step("keep", func(s *workflow.StepCtx[st]) error { s.State.N = msg.Body; return nil })
+		},
+		Actions: rivet.Actions[st]{
+			"get": rivet.Query(func(c *rivet.ActionCtx[st]) (st, error) { return *c.State, nil }),
+		},
+	}
+	e := newEnv(t, counterReg(t, outer, inner, box), nil)
 	done := make(chan error, 1)
 	go func() { _, err := call(t, e.host, "outer", "a", "go", true); done <- err }()
 	<-entered
@@ -95,5 +117,23 @@ func TestAStopLetsTheTurnsInFlightCallActorsOfTheirNode(t *testing.T) {
 	}
 	if want := `{"n":11,"log":["go","back"]}`; string(raw) != want {
 		t.Fatalf("outer after the stop: %s, want %s", raw, want)
+	}
+	// The message sent in the stop is queued: the workflow takes it.
+	deadline = time.Now().Add(20 * time.Second)
+	for {
+		raw, err := e.host.Call(ctx(t), runtime.CallRequest{Ref: runtime.Ref{Name: "box", Key: []string{"m"}}, Action: "get"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(raw) == `{"n":7,"log":null}` {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("box after the stop: %s, want the message sent in the stop taken", raw)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := e.host.Get(ctx(t), runtime.Ref{Name: "box", Key: []string{"new"}}); err != nil {
+		t.Fatalf("the actor created in the stop: %v", err)
 	}
 }
