@@ -105,6 +105,12 @@ type Host struct {
 	wants    func(p uint32) bool
 	inflight int           // requests in progress
 	drained  chan struct{} // closed when stopping and inflight reaches 0
+	// drainOver: Stop waits for the requests in progress no more (they
+	// ended, or its deadline came). From then on it sweeps the actors in
+	// memory for the last time, so the calls of a turn still running are
+	// refused as a new request is, and nothing is loaded (beginOn,
+	// activateFor).
+	drainOver bool
 
 	flushes   sync.WaitGroup // flush goroutines
 	workflows sync.WaitGroup // workflow runners
@@ -368,6 +374,9 @@ func (h *Host) Stop(ctx context.Context) error {
 		}
 	case <-ctx.Done():
 	}
+	h.mu.Lock()
+	h.drainOver = true
+	h.mu.Unlock()
 	select {
 	case <-drained:
 		if slept {
@@ -428,11 +437,14 @@ func (h *Host) begin() error {
 // "node is stopping": the stop waits for the turns in flight, and refused
 // their calls instead of letting them finish. Not once no request is in
 // progress (drained is closed then: the chain is an OnSleep hook's, or a
-// workflow step's, which the stop refuses as before).
+// workflow step's, which the stop refuses as before), nor once the stop
+// has stopped waiting for them (drainOver: past its deadline, an actor
+// loaded for such a call would be loaded after the stop's last sweep, its
+// vars never closed).
 func (h *Host) beginOn(chain string) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.stopping && (h.inflight == 0 || !h.madeByTurnLocked(chain, func(*activation) bool { return true })) {
+	if h.stopping && (h.inflight == 0 || h.drainOver || !h.madeByTurnLocked(chain, func(*activation) bool { return true })) {
 		return rivet.Errorf(rivet.ErrUnavailable, "node %s is stopping", h.cfg.NodeID)
 	}
 	h.inflight++
@@ -762,6 +774,12 @@ func (h *Host) activateFor(ctx context.Context, ref Ref, sp *rivet.Spec, create 
 			if !owned {
 				h.mu.Unlock()
 				return nil, false, false, h.notOwned(part, " of actor "+ref.Name)
+			}
+			if h.drainOver {
+				// A request admitted before the stop gave up on the
+				// drain: its actor would come after the last sweep.
+				h.mu.Unlock()
+				return nil, false, false, rivet.Errorf(rivet.ErrUnavailable, "node %s is stopping", h.cfg.NodeID)
 			}
 			a = &activation{
 				h: h, ref: Ref{Name: ref.Name, Key: append([]string(nil), ref.Key...)}, id: id, enc: enc, part: part, spec: sp, prefix: prefix, wfs: h.wfStatsOf(ref.Name),

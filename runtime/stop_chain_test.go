@@ -137,3 +137,144 @@ func TestAStopLetsTheTurnsInFlightCallActorsOfTheirNode(t *testing.T) {
 		t.Fatalf("the actor created in the stop: %v", err)
 	}
 }
+
+// Once a stop has stopped waiting for the turns in flight (its deadline
+// came), the calls of a turn still running are refused again, as a new
+// request's: the stop has gone past its drain, and goes on to its last
+// sweep of the actors in memory (their vars' Close) and to the release
+// of the partitions. Let in, a call from such a turn loaded an actor after
+// that sweep: its vars stayed open for ever, and its turns ran on a host
+// whose commits all fail.
+func TestAStopPastItsDeadlineRefusesTheCallsOfATurnStillRunning(t *testing.T) {
+	t.Parallel()
+	p := &hookProbe{}
+	late := rivet.Actor[hookedState]{
+		Name: "late",
+		CreateVars: func(c *rivet.ActionCtx[hookedState]) (any, error) {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			v := &hookVars{id: len(p.vars) + 1}
+			p.vars = append(p.vars, v)
+			return v, nil
+		},
+		Actions: rivet.Actions[hookedState]{
+			"get": rivet.Query(func(c *rivet.ActionCtx[hookedState]) (int, error) { return c.State.Wakes, nil }),
+		},
+	}
+	entered, proceed := make(chan struct{}), make(chan struct{})
+	lateErr := make(chan error, 2)
+	blocker := rivet.Actor[hookedState]{
+		Name: "blocker",
+		Actions: rivet.Actions[hookedState]{
+			// Ignores its context: it outlives the stop.
+			"block": rivet.Action0(func(c *rivet.ActionCtx[hookedState]) (int, error) {
+				close(entered)
+				<-proceed
+				_, err := c.Client().Get("late", "k").Call(c.Context(), "get")
+				lateErr <- err
+				_, err = c.Client().Get("counter", "c").Call(c.Context(), "increment", 1)
+				lateErr <- err
+				return 0, nil
+			}),
+		},
+	}
+	e := newEnv(t, counterReg(t, late, blocker), nil)
+	// The actor exists, and is not in memory: a call loads it without
+	// writing anything.
+	if _, err := call(t, e.host, "late", "k", "get", true); err != nil {
+		t.Fatal(err)
+	}
+	e.restart()
+	opened := len(p.allVars())
+	// In memory at the stop, with no vars to close.
+	if n := callInt(t, e.host, "counter", "c", "increment", true, 1); n != 1 {
+		t.Fatalf("counter: %d, want 1", n)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); _, _ = call(t, e.host, "blocker", "b", "block", true) }()
+	<-entered
+	sctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	err := e.host.Stop(sctx)
+	cancel()
+	if err == nil {
+		t.Fatal("stop returned nil with a request still running past its deadline")
+	}
+	close(proceed)
+	if err := <-lateErr; !errors.Is(err, rivet.ErrUnavailable) {
+		t.Fatalf("a call made after the stop gave up on its turn: %v, want UNAVAILABLE", err)
+	}
+	// Into an actor in memory: refused as not run, not run into a commit
+	// that fails (its caller told the outcome is unknown).
+	if err := <-lateErr; !errors.Is(err, rivet.ErrUnavailable) || rivet.OutcomeUnknown(err) {
+		t.Fatalf("a call made after the stop gave up on its turn, into an actor in memory: %v, want UNAVAILABLE, not run", err)
+	}
+	<-done
+	for _, v := range p.allVars()[opened:] {
+		if !v.closed.Load() {
+			t.Fatal("an actor was loaded after the stop, its vars left open")
+		}
+	}
+}
+
+// slowArg's decoding waits for slowArgRelease: a call with it, admitted
+// before a stop, reaches its actor's load only once the test says.
+type slowArg struct{}
+
+// slowArgRelease is set by the one test that uses slowArg, which does not
+// run in parallel.
+var slowArgRelease chan struct{}
+
+func (a *slowArg) UnmarshalJSON([]byte) error { <-slowArgRelease; return nil }
+
+// Nor does a request admitted before the stop load an actor once the stop
+// has stopped waiting for it (its deadline came): its arguments were
+// decoded, before the actor's load, past the stop's last sweep of the
+// actors in memory, and the actor loaded then kept its vars open.
+func TestARequestPastTheStopDeadlineLoadsNoActor(t *testing.T) {
+	p := &hookProbe{}
+	late := rivet.Actor[hookedState]{
+		Name: "late",
+		CreateVars: func(c *rivet.ActionCtx[hookedState]) (any, error) {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			v := &hookVars{id: len(p.vars) + 1}
+			p.vars = append(p.vars, v)
+			return v, nil
+		},
+		Actions: rivet.Actions[hookedState]{
+			"get":  rivet.Query(func(c *rivet.ActionCtx[hookedState]) (int, error) { return c.State.Wakes, nil }),
+			"slow": rivet.Action(func(c *rivet.ActionCtx[hookedState], _ slowArg) (int, error) { return 0, nil }),
+		},
+	}
+	e := newEnv(t, counterReg(t, late), nil)
+	if _, err := call(t, e.host, "late", "k", "get", true); err != nil {
+		t.Fatal(err)
+	}
+	e.restart()
+	opened := len(p.allVars())
+	slowArgRelease = make(chan struct{})
+	done := make(chan error, 1)
+	go func() { _, err := call(t, e.host, "late", "k", "slow", true, 1); done <- err }()
+	deadline := time.Now().Add(10 * time.Second)
+	for e.host.InFlight() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the call did not begin")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	err := e.host.Stop(sctx)
+	cancel()
+	if err == nil {
+		t.Fatal("stop returned nil with a request still running past its deadline")
+	}
+	close(slowArgRelease)
+	if err := <-done; !errors.Is(err, rivet.ErrUnavailable) {
+		t.Fatalf("the request past the stop's deadline: %v, want UNAVAILABLE", err)
+	}
+	for _, v := range p.allVars()[opened:] {
+		if !v.closed.Load() {
+			t.Fatal("an actor was loaded after the stop, its vars left open")
+		}
+	}
+}
