@@ -67,11 +67,16 @@ type Scheduler interface {
 	// name again replaces its call, unless nothing about it changed (the
 	// interval, action and arguments): then its pending run stays, so that
 	// code scheduling it on every wake does not push it back. A run that
-	// fails is not retried, but the next one comes; runs missed while no
-	// node served the actor are skipped, not caught up; the action can
-	// Cancel its own call, and that cancel stands even if the action then
-	// fails (which discards its other changes). Runs go up to the year 2286, as At's: an
-	// interval whose first run is later is refused, and the call ends
+	// fails is not retried, but the next one comes. Of the runs missed
+	// while no node served the actor (a restart, a failover), one runs as
+	// soon as a node serves it (the earliest: ScheduledCall.At says when
+	// it was due) and the rest are skipped, not caught up; the next run
+	// keeps to the call's own grid of times, so it may follow within
+	// moments (an hourly call that missed its 10:00 run, its node back at
+	// 10:59, runs at 10:59 and at 11:00). The action can Cancel its own
+	// call, and that cancel stands even if the action then fails (which
+	// discards its other changes). Runs go up to the year 2286, as At's:
+	// an interval whose first run is later is refused, and the call ends
 	// with its last run before then.
 	Every(name string, interval time.Duration, action string, args ...any) (string, error)
 	// Cron schedules action with args to run at the times of a cron
@@ -82,10 +87,12 @@ type Scheduler interface {
 	// 1-5"), never the node's own zone. It is a recurring call as Every's
 	// are, and shares their names: the id is "every:"+name, scheduling a
 	// name again replaces its call (or keeps it, if nothing changed), a run
-	// that fails is not retried, and runs missed while no node served the
-	// actor are skipped. Where the zone's clocks change, a run at a time
-	// the zone repeats runs once, and one at a time it skips runs that day,
-	// shifted by the gap (Vixie cron's rule). An expression that does not
+	// that fails is not retried, and of the runs missed while no node
+	// served the actor one runs as soon as a node serves it and the rest
+	// are skipped, the next at the expression's first time after that (as
+	// Every's). Where the zone's clocks change, a run at a time the zone
+	// repeats runs once, and one at a time it skips runs that day, shifted
+	// by the gap (Vixie cron's rule). An expression that does not
 	// parse, or never comes due, is rivet.ErrInvalidArgument.
 	Cron(name, expr, action string, args ...any) (string, error)
 	// Get returns the pending call id.
