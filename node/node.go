@@ -1129,6 +1129,10 @@ type clusterConfig struct {
 // (firstContact).
 const etcdAttempt = 5 * time.Second
 
+// noSpaceWait is how often a starting node whose etcd is out of space
+// tries again (the store asks etcd's alarms at most this often anyway).
+const noSpaceWait = time.Second
+
 // firstContact returns the cluster's configuration (clusterOf):
 // the node's first call to etcd. etcd may not serve yet, its members
 // starting in any order with the nodes (docker compose starts them
@@ -1137,12 +1141,37 @@ const etcdAttempt = 5 * time.Second
 // client last saw. A call in flight waits for etcd without a word and
 // without an end (the client waits for a connection): a node pointed at
 // a dead --etcd-endpoints hung silent at start, its /healthz unserved.
+//
+// An etcd out of space (its NOSPACE alarm) is waited out too: it refuses
+// clusterOf's write, which it refuses whether or not the key exists, and a
+// node that gave up on it exited, taking its embedded member down with it:
+// the operator, who frees space and disarms the alarm through a member's
+// client port, had none to reach, and no restart could start the node.
 func (n *Node) firstContact(ctx context.Context, endpoints []string) (clusterConfig, error) {
+	var fullSince, fullSaid time.Time
 	for attempt := 1; ; attempt++ {
 		actx, cancel := context.WithTimeout(ctx, etcdAttempt)
 		cc, err := clusterOf(actx, n.store, n.cfg.Partitions)
 		timedOut := actx.Err() != nil && ctx.Err() == nil
 		cancel()
+		if errors.Is(err, storage.ErrNoSpace) && ctx.Err() == nil {
+			now := time.Now()
+			if fullSince.IsZero() {
+				fullSince = now
+			}
+			if now.Sub(fullSaid) >= etcdAttempt {
+				fullSaid = now
+				n.log.Warn("etcd is out of space (alarm NOSPACE): the node starts once an operator frees space and disarms the alarm (docs/deploy.md, \"etcd out of space\")",
+					zap.Strings("endpoints", endpoints), zap.Duration("waited", now.Sub(fullSince).Round(time.Second)), zap.Error(err))
+			}
+			attempt--
+			select {
+			case <-ctx.Done():
+				return clusterConfig{}, err
+			case <-time.After(noSpaceWait):
+			}
+			continue
+		}
 		if err == nil || !timedOut {
 			return cc, err
 		}

@@ -40,4 +40,12 @@ func TestMapErrClassifiesEtcdErrors(t *testing.T) {
 			}
 		}
 	}
+	// Either form says etcd is out of space, clientv3's (PutIfAbsent's)
+	// too: a starting node waits on it (storage.ErrNoSpace) rather than
+	// exiting with its member.
+	for _, in := range []error{rpctypes.ErrNoSpace, rpctypes.ErrGRPCNoSpace} {
+		if got := mapErr(in); !errors.Is(got, storage.ErrNoSpace) {
+			t.Errorf("mapErr(%v) = %v, want storage.ErrNoSpace", in, got)
+		}
+	}
 }

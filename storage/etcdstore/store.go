@@ -164,9 +164,10 @@ func mapErr(err error) error {
 		// refused before its proposal; whether it was written is unknown
 		// (the default case).
 		return fmt.Errorf("%w: %v", storage.ErrRefused, err)
-	case errors.Is(err, rpctypes.ErrGRPCNoSpace):
-		// As it comes over gRPC (RESOURCE_EXHAUSTED): not too large, but
-		// space exceeded, in doubt as above. (The Store then refuses
+	case errors.Is(err, rpctypes.ErrGRPCNoSpace), errors.Is(err, rpctypes.ErrNoSpace):
+		// As it comes over gRPC (RESOURCE_EXHAUSTED), or as clientv3
+		// turns it into its own error (PutIfAbsent, Put): not too large,
+		// but space exceeded, in doubt as above. (The Store then refuses
 		// writes unsent while etcd stays full: spaceLeft.)
 		return fmt.Errorf("etcdstore: %w: %w", storage.ErrNoSpace, err)
 	case errors.Is(err, rpctypes.ErrTooManyOps), errors.Is(err, rpctypes.ErrRequestTooLarge),

@@ -1,0 +1,160 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/client"
+	"github.com/rivet-go/rivet/examples/counter"
+)
+
+// freeLoopbackAddr returns a loopback address whose port was free a moment
+// ago: a restarted member must listen where it did, and ":0" would not.
+func freeLoopbackAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// A node whose embedded etcd is out of space (its NOSPACE alarm) starts
+// again: it waits, saying so, with its member serving, until an operator
+// frees space and disarms the alarm, then serves. It exited, "node:
+// cluster config: ... database space exceeded" (etcd refuses a
+// transaction that may put, whether or not the key exists), taking its
+// member down: a restart during the incident left the operator no member
+// to disarm, and no later start could begin.
+func TestANodeWhoseEtcdIsOutOfSpaceStartsOnceSpaceIsFreed(t *testing.T) {
+	t.Parallel()
+	reg, err := rivet.Setup(counter.Actor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultLocalConfig(t.TempDir())
+	cfg.Partitions = 8
+	cfg.EtcdQuota = 8 << 20
+	cfg.EtcdClientAddr = freeLoopbackAddr(t)
+	cfg.EtcdPeerAddr = freeLoopbackAddr(t)
+	cfg.Logger = zap.NewNop()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	n, err := Start(ctx, cfg, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(n.GRPCAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rivet.Call[int](ctx, c.GetOrCreate("counter", "k"), "increment", 1); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	junk := strings.Repeat("x", 256<<10)
+	full := false
+	for i := 0; i < 200 && !full; i++ {
+		_, err := n.etcd.Put(ctx, fmt.Sprint("/junk/", i), junk)
+		full = err != nil && strings.Contains(err.Error(), "database space exceeded")
+		if err != nil && !full {
+			t.Fatal(err)
+		}
+	}
+	if !full {
+		t.Fatal("etcd took 50 MiB over a quota of 8")
+	}
+	sctx, scancel := context.WithTimeout(ctx, 30*time.Second)
+	_ = n.Stop(sctx) // its handoffs are refused: etcd is full
+	scancel()
+
+	core, logs := observer.New(zap.WarnLevel)
+	cfg.Logger = zap.New(core)
+	type started struct {
+		n   *Node
+		err error
+	}
+	done := make(chan started, 1)
+	go func() {
+		n, err := Start(ctx, cfg, reg)
+		done <- started{n, err}
+	}()
+	said := func() bool {
+		return logs.FilterMessageSnippet("etcd is out of space (alarm NOSPACE): the node starts once").Len() > 0
+	}
+	for deadline := time.Now().Add(30 * time.Second); !said(); {
+		select {
+		case s := <-done:
+			if s.n != nil {
+				_ = s.n.Stop(context.Background())
+			}
+			t.Fatalf("the node's start ended while etcd was out of space (%v), want it to wait for the operator", s.err)
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the starting node did not say that etcd is out of space within 30 s")
+		}
+	}
+
+	// What an operator does, through the member the waiting node runs.
+	op, err := clientv3.New(clientv3.Config{Endpoints: []string{"http://" + cfg.EtcdClientAddr}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer op.Close()
+	del, err := op.Delete(ctx, "/junk/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := op.Compact(ctx, del.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := op.Defragment(ctx, "http://"+cfg.EtcdClientAddr); err != nil {
+		t.Fatal(err)
+	}
+	alarms, err := op.AlarmList(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range alarms.Alarms {
+		if _, err := op.AlarmDisarm(ctx, (*clientv3.AlarmMember)(a)); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	var s started
+	select {
+	case s = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the node did not start within 30 s of the alarm's disarm")
+	}
+	if s.err != nil {
+		t.Fatalf("start once space was freed: %v", s.err)
+	}
+	defer func() {
+		sctx, scancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer scancel()
+		if err := s.n.Stop(sctx); err != nil {
+			t.Errorf("stop: %v", err)
+		}
+	}()
+	c, err = client.New(s.n.GRPCAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if v, err := rivet.Call[int](ctx, c.GetOrCreate("counter", "k"), "increment", 1); err != nil || v != 2 {
+		t.Fatalf("increment after the restart: %d, %v; want 2", v, err)
+	}
+}
