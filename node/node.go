@@ -443,6 +443,13 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 			if err := etcdstore.RevokeRestoredLeases(ctx, n.etcd, restore.leases); err != nil {
 				return nil, fmt.Errorf("node: --etcd-restore-from: %w", err)
 			}
+			// Before the node's first write, which the old cluster's
+			// NOSPACE alarm, if the backup holds one, would refuse.
+			if k, err := etcdstore.DisarmForeignAlarms(ctx, n.etcd); err != nil {
+				n.log.Warn("the restored snapshot's alarms could not be checked; if etcd refuses writes, deactivate them (docs/deploy.md, \"etcd out of space\")", zap.Error(err))
+			} else if k > 0 {
+				n.log.Warn("deactivated the alarms the restored snapshot held of the cluster it was taken from (out of space there)", zap.Int("alarms", k))
+			}
 			if err := restore.revokedAll(); err != nil {
 				// Revoked all the same: a start that finds them unnoted
 				// revokes them again, which is no error.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/client"
 	"github.com/rivet-go/rivet/examples/counter"
+	"github.com/rivet-go/rivet/storage/etcdstore/etcdtest"
 )
 
 // freeLoopbackAddr returns a loopback address whose port was free a moment
@@ -156,5 +158,75 @@ func TestANodeWhoseEtcdIsOutOfSpaceStartsOnceSpaceIsFreed(t *testing.T) {
 	defer c.Close()
 	if v, err := rivet.Call[int](ctx, c.GetOrCreate("counter", "k"), "increment", 1); err != nil || v != 2 {
 		t.Fatalf("increment after the restart: %d, %v; want 2", v, err)
+	}
+}
+
+// A backup taken while etcd was out of space holds the NOSPACE alarm,
+// under the member ID of the cluster it was taken from. A node restored
+// from it, with room to spare, serves at once: it waited (before, exited)
+// for an operator to deactivate an alarm of a member that does not exist.
+func TestANodeRestoredFromABackupTakenOutOfSpaceServes(t *testing.T) {
+	t.Parallel()
+	reg, err := rivet.Setup(counter.Actor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cfg := DefaultLocalConfig(t.TempDir())
+	cfg.Partitions = 8
+	cfg.HTTPAddr = "-"
+	cfg.EtcdQuota = 8 << 20
+	cfg.Logger = zap.NewNop()
+	n := StartForTest(t, ctx, cfg, reg)
+	c, err := client.New(n.GRPCAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := rivet.Call[int](ctx, c.GetOrCreate("counter", "k"), "increment", 5); err != nil {
+		t.Fatal(err)
+	}
+	junk := strings.Repeat("x", 256<<10)
+	full := false
+	for i := 0; i < 200 && !full; i++ {
+		_, err := n.etcd.Put(ctx, fmt.Sprint("/junk/", i), junk)
+		full = err != nil && strings.Contains(err.Error(), "database space exceeded")
+		if err != nil && !full {
+			t.Fatal(err)
+		}
+	}
+	if !full {
+		t.Fatal("etcd took 50 MiB over a quota of 8")
+	}
+	backup := filepath.Join(t.TempDir(), "backup.db")
+	etcdtest.SaveSnapshot(t, ctx, n.etcd, backup)
+
+	cfg2 := DefaultLocalConfig(t.TempDir())
+	cfg2.Partitions = 8
+	cfg2.HTTPAddr = "-"
+	cfg2.EtcdQuota = 64 << 20
+	cfg2.EtcdRestoreFrom = backup
+	cfg2.Logger = zap.NewNop()
+	sctx, scancel := context.WithTimeout(ctx, 30*time.Second)
+	defer scancel()
+	n2, err := Start(sctx, cfg2, reg)
+	if err != nil {
+		t.Fatalf("start from a backup taken out of space, with room to spare: %v", err)
+	}
+	defer func() {
+		stctx, stcancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer stcancel()
+		if err := n2.Stop(stctx); err != nil {
+			t.Errorf("stop: %v", err)
+		}
+	}()
+	c2, err := client.New(n2.GRPCAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	if v, err := rivet.Call[int](ctx, c2.GetOrCreate("counter", "k"), "increment", 1); err != nil || v != 6 {
+		t.Fatalf("increment on the restored node: %d, %v; want 6", v, err)
 	}
 }

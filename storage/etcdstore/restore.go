@@ -172,3 +172,40 @@ func RevokeRestoredLeases(ctx context.Context, cli *clientv3.Client, leases []in
 	}
 	return nil
 }
+
+// DisarmForeignAlarms deactivates the alarms of members that are not
+// members of cli's cluster, and returns how many. A snapshot holds the
+// alarms raised in the cluster it was taken from (a NOSPACE during the
+// incident the backup was for) under that cluster's member IDs: restored,
+// the alarm blocked every write of the new cluster, whatever its quota,
+// until an operator found and deactivated an alarm of a member that does
+// not exist. A member that is really out of space raises its own again
+// at its next write.
+func DisarmForeignAlarms(ctx context.Context, cli *clientv3.Client) (int, error) {
+	alarms, err := cli.AlarmList(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("etcdstore: list the alarms: %w", err)
+	}
+	if len(alarms.Alarms) == 0 {
+		return 0, nil
+	}
+	members, err := cli.MemberList(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("etcdstore: list the members: %w", err)
+	}
+	ours := make(map[uint64]bool, len(members.Members))
+	for _, m := range members.Members {
+		ours[m.ID] = true
+	}
+	n := 0
+	for _, a := range alarms.Alarms {
+		if ours[a.MemberID] {
+			continue
+		}
+		if _, err := cli.AlarmDisarm(ctx, (*clientv3.AlarmMember)(a)); err != nil {
+			return n, fmt.Errorf("etcdstore: deactivate the %v alarm of member %x: %w", a.Alarm, a.MemberID, err)
+		}
+		n++
+	}
+	return n, nil
+}
