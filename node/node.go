@@ -448,7 +448,7 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 			if k, err := etcdstore.DisarmForeignAlarms(ctx, n.etcd); err != nil {
 				n.log.Warn("the restored snapshot's alarms could not be checked; if etcd refuses writes, deactivate them (docs/deploy.md, \"etcd out of space\")", zap.Error(err))
 			} else if k > 0 {
-				n.log.Warn("deactivated the alarms the restored snapshot held of the cluster it was taken from (out of space there)", zap.Int("alarms", k))
+				n.log.Warn("deactivated the NOSPACE alarms the restored snapshot held of the cluster it was taken from (out of space there)", zap.Int("alarms", k))
 			}
 			if err := restore.revokedAll(); err != nil {
 				// Revoked all the same: a start that finds them unnoted

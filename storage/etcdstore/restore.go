@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"go.etcd.io/bbolt"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/etcdutl/v3/snapshot"
@@ -173,14 +174,17 @@ func RevokeRestoredLeases(ctx context.Context, cli *clientv3.Client, leases []in
 	return nil
 }
 
-// DisarmForeignAlarms deactivates the alarms of members that are not
-// members of cli's cluster, and returns how many. A snapshot holds the
+// DisarmForeignAlarms deactivates the NOSPACE alarms of members that are
+// not members of cli's cluster, and returns how many. A snapshot holds the
 // alarms raised in the cluster it was taken from (a NOSPACE during the
 // incident the backup was for) under that cluster's member IDs: restored,
 // the alarm blocked every write of the new cluster, whatever its quota,
 // until an operator found and deactivated an alarm of a member that does
 // not exist. A member that is really out of space raises its own again
-// at its next write.
+// at its next write. Any other alarm is left: a CORRUPT one says that a
+// member's data diverged, perhaps the one the backup was taken from,
+// which no quota clears and which an operator must judge (etcd refuses
+// every write meanwhile, "corrupt cluster", and the node exits with that).
 func DisarmForeignAlarms(ctx context.Context, cli *clientv3.Client) (int, error) {
 	alarms, err := cli.AlarmList(ctx)
 	if err != nil {
@@ -199,7 +203,7 @@ func DisarmForeignAlarms(ctx context.Context, cli *clientv3.Client) (int, error)
 	}
 	n := 0
 	for _, a := range alarms.Alarms {
-		if ours[a.MemberID] {
+		if a.Alarm != pb.AlarmType_NOSPACE || ours[a.MemberID] {
 			continue
 		}
 		if _, err := cli.AlarmDisarm(ctx, (*clientv3.AlarmMember)(a)); err != nil {

@@ -2,6 +2,8 @@ package etcdstore_test
 
 import (
 	"context"
+	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/rivet-go/rivet/storage/etcdstore"
 	"github.com/rivet-go/rivet/storage/etcdstore/etcdtest"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -125,5 +128,59 @@ func TestAMemberRestoresFromASnapshot(t *testing.T) {
 	}
 	if len(members.Members) != 1 || members.Members[0].Name != "restored" {
 		t.Fatalf("members %v, want the restored one alone", members.Members)
+	}
+}
+
+// A restore deactivates the NOSPACE alarms the snapshot held of members
+// not in the cluster it restored into, and only those: a member of its own
+// cluster that is out of space keeps its alarm (deactivated, it would let
+// writes fill the disk), and so does a CORRUPT alarm of the old cluster
+// (the backup may come from the member that diverged: an operator's call).
+func TestDisarmForeignAlarmsDeactivatesOnlyForeignNoSpace(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cli := etcdtest.StartClient(t)
+	ms, err := cli.MemberList(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := ms.Members[0].ID
+	const foreign = 0x1234abcd
+	mc := pb.NewMaintenanceClient(cli.ActiveConnection())
+	raised := []*pb.AlarmMember{
+		{MemberID: foreign, Alarm: pb.AlarmType_NOSPACE},
+		{MemberID: foreign + 1, Alarm: pb.AlarmType_CORRUPT},
+		{MemberID: own, Alarm: pb.AlarmType_NOSPACE},
+	}
+	for _, a := range raised {
+		if _, err := mc.Alarm(ctx, &pb.AlarmRequest{Action: pb.AlarmRequest_ACTIVATE, MemberID: a.MemberID, Alarm: a.Alarm}); err != nil {
+			t.Fatalf("activate %v: %v", a, err)
+		}
+	}
+	before, err := cli.AlarmList(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(before.Alarms) != len(raised) {
+		t.Fatalf("alarms raised: %v, want %v", before.Alarms, raised)
+	}
+	n, err := etcdstore.DisarmForeignAlarms(ctx, cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 {
+		t.Errorf("deactivated %d alarms, want 1 (the foreign NOSPACE)", n)
+	}
+	after, err := cli.AlarmList(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	left := map[string]bool{}
+	for _, a := range after.Alarms {
+		left[fmt.Sprintf("%x/%v", a.MemberID, a.Alarm)] = true
+	}
+	want := map[string]bool{fmt.Sprintf("%x/CORRUPT", uint64(foreign+1)): true, fmt.Sprintf("%x/NOSPACE", own): true}
+	if !maps.Equal(left, want) {
+		t.Errorf("alarms left: %v, want %v", left, want)
 	}
 }
