@@ -129,6 +129,12 @@ type Node struct {
 	readyEpoch uint64
 	httpServer *http.Server
 	httpLis    net.Listener
+	// startWait is what a starting node waits for (etcd, its partitions),
+	// which /healthz and /readyz say; nil once Start has returned.
+	startWait atomic.Pointer[string]
+	// collecting is set once the node's parts exist for its collector to
+	// read: /metrics serves from the start, with etcd's and Go's series.
+	collecting atomic.Bool
 
 	// bgCancel stops the background tasks (committer, lease keep-alive);
 	// bg waits for them.
@@ -396,6 +402,16 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 			return nil, fmt.Errorf("node: http listen: %w", err)
 		}
 	}
+	// Served from here, not once the node serves: a start can wait for
+	// as long as etcd does not answer or is out of space, and a liveness
+	// probe of /healthz that got no answer meanwhile restarted the node
+	// in a loop, its embedded member with it (the member the operator
+	// needs to disarm an alarm through, or its peers need for a quorum).
+	n.metrics = newMetrics()
+	n.waitFor("etcd")
+	if n.httpLis != nil {
+		n.startHTTP()
+	}
 
 	endpoints := cfg.EtcdEndpoints
 	var restore restored // the snapshot's leases to revoke, if a restore left them
@@ -418,6 +434,7 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 		}
 		ec.Logger = n.log
 		if cfg.EtcdRestoreFrom != "" {
+			n.waitFor("etcd's data to be restored from " + cfg.EtcdRestoreFrom)
 			restore, err = n.restoreEtcd(ec, cfg.EtcdRestoreFrom)
 		} else {
 			restore, err = n.pendingRestore(ec)
@@ -425,6 +442,7 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 		if err != nil {
 			return nil, err
 		}
+		n.waitFor("the embedded etcd member to start (a member of several waits for a quorum of them to start)")
 		t0 := time.Now()
 		if n.embedded, err = etcdstore.StartEmbedded(ctx, ec); err != nil {
 			return nil, fmt.Errorf("node: %w%s", err, memberStartHint(err, n.cfg.NodeID))
@@ -499,10 +517,12 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 	}
 	n.store = st
 
+	n.waitFor("etcd's first answer")
 	cc, err := n.firstContact(ctx, endpoints)
 	if err != nil {
 		return nil, err
 	}
+	n.waitFor("the node to register and claim its partitions")
 	parts := cc.Partitions
 	n.clusterFormat = cc.CreatedFormat
 	if err := checkStorageFormats(ctx, n.store, runtime.StorageFormat); err != nil {
@@ -514,7 +534,6 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 
 	bgCtx, bgCancel := context.WithCancel(context.Background())
 	n.bgCancel = bgCancel
-	n.metrics = newMetrics()
 	ccfg := storage.DefaultCommitterConfig()
 	ccfg.Observer = n.metrics
 	// The host, made below, claims again the partitions of writes in
@@ -661,9 +680,7 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 			n.fail(fmt.Errorf("grpc serve: %w", err))
 		}
 	}()
-	if n.httpLis != nil {
-		n.startHTTP()
-	}
+	n.collecting.Store(true)
 	if n.embedded != nil {
 		n.goBackground("etcd", func() error {
 			select {
@@ -685,13 +702,19 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 		n.goBackground("ready", func() error { n.serveWhenSettled(bgCtx, epoch); return nil })
 	})
 	epoch := n.epoch()
+	n.waitFor("its partitions to settle")
 	if err := n.settle(ctx, bgCtx); err != nil {
 		return nil, err
 	}
+	n.startWait.Store(nil)
 	n.setServing(epoch)
 	n.log.Info("node serving", zap.String("build", buildinfo.String()), zap.String("grpc", n.GRPCAddr()), zap.String("http", n.HTTPAddr()), zap.Uint32("cluster_partitions", parts), zap.Int("partitions_owned", n.own.Owned()))
 	return n, nil
 }
+
+// waitFor notes what the starting node waits for, for /healthz and
+// /readyz to say.
+func (n *Node) waitFor(what string) { n.startWait.Store(&what) }
 
 func (n *Node) goBackground(name string, fn func() error) {
 	n.bg.Add(1)
@@ -752,14 +775,30 @@ func (n *Node) startHTTP() {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
-		res, err := n.health.Check(r.Context(), &healthpb.HealthCheckRequest{})
-		if err != nil || res.Status != healthpb.HealthCheckResponse_SERVING {
-			http.Error(w, "not serving", http.StatusServiceUnavailable)
+	// Liveness: the process is up, starting or serving. A start that
+	// waits says for what, in the body only: the status stays 200.
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		if what := n.startWait.Load(); what != nil {
+			fmt.Fprintf(w, "ok: starting, waiting for %s\n", *what)
 			return
 		}
 		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		n.readyMu.Lock()
+		hs := n.health // nil until the node's gRPC server exists
+		n.readyMu.Unlock()
+		if hs != nil {
+			if res, err := hs.Check(r.Context(), &healthpb.HealthCheckRequest{}); err == nil && res.Status == healthpb.HealthCheckResponse_SERVING {
+				fmt.Fprintln(w, "ok")
+				return
+			}
+		}
+		msg := "not serving"
+		if what := n.startWait.Load(); what != nil {
+			msg += ": starting, waiting for " + *what
+		}
+		http.Error(w, msg, http.StatusServiceUnavailable)
 	})
 	idle := n.cfg.httpIdleTimeout
 	if idle <= 0 {
@@ -1162,6 +1201,7 @@ func (n *Node) firstContact(ctx context.Context, endpoints []string) (clusterCon
 		timedOut := actx.Err() != nil && ctx.Err() == nil
 		cancel()
 		if errors.Is(err, storage.ErrNoSpace) && ctx.Err() == nil {
+			n.waitFor("etcd to have space: it is out of space (alarm NOSPACE); an operator must free space and disarm the alarm (docs/deploy.md, \"etcd out of space\")")
 			now := time.Now()
 			if fullSince.IsZero() {
 				fullSince = now
@@ -1182,6 +1222,8 @@ func (n *Node) firstContact(ctx context.Context, endpoints []string) (clusterCon
 		if err == nil || !timedOut {
 			return cc, err
 		}
+		n.waitFor(fmt.Sprintf("etcd to answer at %s: it has not for %s (is it up, and are --etcd-endpoints right?)",
+			strings.Join(endpoints, ","), time.Duration(attempt)*etcdAttempt))
 		n.log.Warn("etcd does not answer yet; still trying (is it up, and are --etcd-endpoints right?)",
 			zap.Strings("endpoints", endpoints), zap.Int("attempt", attempt), zap.Duration("waited", time.Duration(attempt)*etcdAttempt), zap.Error(err))
 	}

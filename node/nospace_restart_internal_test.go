@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -49,6 +50,7 @@ func TestANodeWhoseEtcdIsOutOfSpaceStartsOnceSpaceIsFreed(t *testing.T) {
 	cfg.EtcdQuota = 8 << 20
 	cfg.EtcdClientAddr = freeLoopbackAddr(t)
 	cfg.EtcdPeerAddr = freeLoopbackAddr(t)
+	cfg.HTTPAddr = freeLoopbackAddr(t) // probed while the restart waits
 	cfg.Logger = zap.NewNop()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -107,6 +109,15 @@ func TestANodeWhoseEtcdIsOutOfSpaceStartsOnceSpaceIsFreed(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("the starting node did not say that etcd is out of space within 30 s")
 		}
+	}
+	// Alive, for a liveness probe not to restart it (and its member with
+	// it), and not ready.
+	hc := &http.Client{Timeout: 5 * time.Second}
+	if code, body, err := probe(hc, "http://"+cfg.HTTPAddr+"/healthz"); err != nil || code != http.StatusOK || !strings.Contains(body, "out of space") {
+		t.Errorf("/healthz while etcd is out of space: %d %q, %v; want 200 saying it waits for space", code, body, err)
+	}
+	if code, body, err := probe(hc, "http://"+cfg.HTTPAddr+"/readyz"); err != nil || code != http.StatusServiceUnavailable || !strings.Contains(body, "out of space") {
+		t.Errorf("/readyz while etcd is out of space: %d %q, %v; want 503 saying it waits for space", code, body, err)
 	}
 
 	// What an operator does, through the member the waiting node runs.
