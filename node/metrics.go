@@ -9,6 +9,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/runtime"
@@ -238,6 +240,7 @@ type collector struct {
 	unknownFields                                 *prometheus.Desc
 	keysEvicted                                   *prometheus.Desc
 	subscribers, delivered, dropped               *prometheus.Desc
+	etcdAlarms                                    *prometheus.Desc
 }
 
 func newCollector(n *Node) *collector {
@@ -285,6 +288,8 @@ func newCollector(n *Node) *collector {
 		subscribers: d("rivet_event_subscribers", "Event subscriptions this node holds (of the actors it owns)."),
 		delivered:   d("rivet_events_delivered_total", "Events this node handed to subscribers (an event heard by two counts twice)."),
 		dropped:     d("rivet_event_subscribers_dropped_total", "Event subscriptions this node ended because more than 1024 events or 8 MiB waited for their subscriber besides the batch being sent to it."),
+
+		etcdAlarms: d("rivet_etcd_alarms", "etcd's active alarms (its alarm list, any member's), by type: NOSPACE (etcd refuses writes: out of space) or CORRUPT, as this node's etcd client last read them (at most every 5 s, at scrape). Absent while etcd does not answer.", "alarm"),
 	}
 }
 
@@ -293,7 +298,7 @@ func (c *collector) descs() []*prometheus.Desc {
 		c.active, c.tasks, c.shed, c.callsShed, c.commits, c.batches, c.partsOw, c.forwards, c.claimed, c.handedOff, c.renewals, c.losses, c.members, c.unreachable,
 		c.commitFailures, c.commitRetries, c.commitStalls, c.refences, c.commitWaiting, c.queued, c.sent, c.received,
 		c.wfRunning, c.wfCompleted, c.wfFailed, c.wfCancelled, c.steps, c.scheduled, c.hookFailures, c.unknownFields, c.keysEvicted,
-		c.subscribers, c.delivered, c.dropped,
+		c.subscribers, c.delivered, c.dropped, c.etcdAlarms,
 	}
 }
 
@@ -309,6 +314,13 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	// Before the gate: a node that waits at start for an etcd out of
+	// space shows it too.
+	if alarms, ok := c.n.alarms.get(c.n.alarmCli.Load()); ok {
+		for _, t := range []pb.AlarmType{pb.AlarmType_NOSPACE, pb.AlarmType_CORRUPT} {
+			ch <- prometheus.MustNewConstMetric(c.etcdAlarms, prometheus.GaugeValue, float64(alarms[t]), t.String())
+		}
+	}
 	if !c.n.collecting.Load() {
 		return // starting: the parts it reads do not exist yet
 	}
@@ -407,3 +419,45 @@ var embeddedEtcdMetrics = prometheus.GathererFunc(func() ([]*dto.MetricFamily, e
 	}
 	return out, nil
 })
+
+// alarmsEvery bounds how often a scrape asks etcd for its alarms, whatever
+// the number of scrapers; alarmsTimeout bounds the asking.
+const (
+	alarmsEvery   = 5 * time.Second
+	alarmsTimeout = time.Second
+)
+
+// alarmCache is etcd's alarm list as a scrape last read it. rivet's own
+// counters show an out-of-space etcd only as writes are refused: an idle
+// cluster's NOSPACE moved none, and a node on an external etcd serves no
+// etcd series.
+type alarmCache struct {
+	mu     sync.Mutex
+	at     time.Time
+	counts map[pb.AlarmType]int
+	ok     bool
+}
+
+// get returns the alarms by type, read again from cli if the last read
+// is older than alarmsEvery; ok is false if etcd did not answer (or cli
+// is nil: the node has no etcd client yet).
+func (a *alarmCache) get(cli *clientv3.Client) (map[pb.AlarmType]int, bool) {
+	if cli == nil {
+		return nil, false
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if time.Since(a.at) < alarmsEvery {
+		return a.counts, a.ok
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), alarmsTimeout)
+	resp, err := cli.AlarmList(ctx)
+	cancel()
+	a.at, a.ok, a.counts = time.Now(), err == nil, map[pb.AlarmType]int{}
+	if err == nil {
+		for _, m := range resp.Alarms {
+			a.counts[m.Alarm]++
+		}
+	}
+	return a.counts, a.ok
+}

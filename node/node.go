@@ -135,6 +135,10 @@ type Node struct {
 	// collecting is set once the node's parts exist for its collector to
 	// read: /metrics serves from the start, with etcd's and Go's series.
 	collecting atomic.Bool
+	// alarmCli is n.etcd, for the collector's alarm reads (alarms), set
+	// once Start has made it: /metrics serves while Start runs.
+	alarmCli atomic.Pointer[clientv3.Client]
+	alarms   alarmCache
 
 	// bgCancel stops the background tasks (committer, lease keep-alive);
 	// bg waits for them.
@@ -500,6 +504,7 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 	}); err != nil {
 		return nil, fmt.Errorf("node: etcd client: %w", err)
 	}
+	n.alarmCli.Store(n.etcd)
 	var storeOpts []etcdstore.Option
 	if n.embedded != nil {
 		storeOpts = append(storeOpts, etcdstore.WithLimits(etcdstore.EmbeddedLimits()), etcdstore.WithLeaderChanges(n.embedded.LeaderChanges()),
