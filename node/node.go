@@ -1219,10 +1219,14 @@ func (n *Node) firstContact(ctx context.Context, endpoints []string) (clusterCon
 			attempt--
 			select {
 			case <-ctx.Done():
-				return clusterConfig{}, err
+				// A stop, not a failure (Run): it matches ctx's error.
+				return clusterConfig{}, fmt.Errorf("node: stopped while waiting for etcd to have space (%v): %w", err, ctx.Err())
 			case <-time.After(noSpaceWait):
 			}
 			continue
+		}
+		if errors.Is(err, storage.ErrNoSpace) { // and ctx ended as etcd answered
+			return clusterConfig{}, fmt.Errorf("node: stopped while waiting for etcd to have space (%v): %w", err, ctx.Err())
 		}
 		if err == nil || !timedOut {
 			return cc, err

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/examples/counter"
+	"github.com/rivet-go/rivet/storage"
 )
 
 // probe GETs url, for its status and body (err: no answer within the
@@ -94,5 +96,50 @@ func TestAStartingNodeIsLiveButNotReadyWhileItWaitsForEtcd(t *testing.T) {
 	}
 	if _, _, err := probe(&http.Client{Timeout: 5 * time.Second}, "http://"+cfg.HTTPAddr+"/healthz"); err == nil {
 		t.Error("/healthz still answers after the start failed")
+	}
+}
+
+// fullStore is a store whose etcd is out of space: every put is refused.
+type fullStore struct{ storage.Store }
+
+func (fullStore) PutIfAbsent(context.Context, string, []byte) ([]byte, bool, error) {
+	return nil, false, fmt.Errorf("%w: %w: etcd is out of space (alarm NOSPACE): not sent", storage.ErrRefused, storage.ErrNoSpace)
+}
+
+// A stop asked for while a starting node waits for etcd to have space
+// ends the start with ctx's error, which Run takes for a stop: it was the
+// out-of-space error, and a node stopped during the wait exited 1,
+// logging "exiting on an error".
+func TestAStopDuringTheWaitForSpaceIsAStop(t *testing.T) {
+	t.Parallel()
+	n := &Node{cfg: Config{Partitions: 8}, log: zap.NewNop(), store: fullStore{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := n.firstContact(ctx, []string{"http://etcd:2379"})
+		done <- err
+	}()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if w := n.startWait.Load(); w != nil && strings.Contains(*w, "out of space") {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("firstContact returned (%v) while etcd was out of space", err)
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the node did not say within 10 s that it waits for etcd to have space")
+		}
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "out of space") {
+			t.Errorf("firstContact stopped during the wait for space: %v, want context.Canceled, saying what it waited for", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("firstContact did not return within 10 s of its ctx")
 	}
 }
