@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
 	"go.etcd.io/etcd/client/pkg/v3/fileutil"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.opentelemetry.io/otel/trace"
@@ -139,6 +140,9 @@ type Node struct {
 	// once Start has made it: /metrics serves while Start runs.
 	alarmCli atomic.Pointer[clientv3.Client]
 	alarms   alarmCache
+	// hasMember is set once n.embedded has started, for /metrics to
+	// serve its etcd_* series.
+	hasMember atomic.Bool
 
 	// bgCancel stops the background tasks (committer, lease keep-alive);
 	// bg waits for them.
@@ -452,6 +456,7 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 			return nil, fmt.Errorf("node: %w%s", err, memberStartHint(err, n.cfg.NodeID))
 		}
 		endpoints = n.embedded.Endpoints()
+		n.hasMember.Store(true)
 		n.log.Info("embedded etcd ready", zap.Strings("endpoints", endpoints), zap.Duration("took", time.Since(t0)))
 	}
 	if n.embedded != nil {
@@ -774,10 +779,15 @@ func (n *Node) Err() error {
 func (n *Node) startHTTP() {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), newCollector(n))
-	var g prometheus.Gatherer = reg
-	if n.embedded != nil {
-		g = prometheus.Gatherers{reg, embeddedEtcdMetrics}
-	}
+	// Whether the node runs a member is known only once it has started
+	// it, after the HTTP server (which serves from Start's beginning).
+	withMember := prometheus.Gatherers{reg, embeddedEtcdMetrics}
+	g := prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
+		if n.hasMember.Load() {
+			return withMember.Gather()
+		}
+		return reg.Gather()
+	})
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
 	// Liveness: the process is up, starting or serving. A start that
