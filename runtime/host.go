@@ -278,17 +278,7 @@ const StopGrace = time.Second
 // a vars' Close, blocked on I/O without a timeout) is left running, and
 // fails to commit when it ends; a warning says what was left.
 func (h *Host) Stop(ctx context.Context) error {
-	h.mu.Lock()
-	if !h.stopping {
-		h.stopping = true
-		h.drained = make(chan struct{})
-		if h.inflight == 0 {
-			close(h.drained)
-		}
-		close(h.stopCh)
-	}
-	drained := h.drained
-	h.mu.Unlock()
+	drained := h.StopRequests()
 
 	// Past ctx, the waits below take StopGrace in all, from the first:
 	// what the stop cancelled ends within it if its code heeds its
@@ -423,6 +413,26 @@ func (h *Host) Stop(ctx context.Context) error {
 	await(hooksDone, "vars' Close methods")
 	h.pages.close()
 	return err
+}
+
+// StopRequests refuses new requests from now on, as Stop does first (but
+// for those a request in progress waits for: beginOn), and returns a
+// channel closed once no request is in progress, from when no request
+// begins any more. A node keeps serving its peers until then: a call that
+// comes back to a turn in flight here through another node reaches it
+// only if its node can still forward to this one. Stop calls it too.
+func (h *Host) StopRequests() <-chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.stopping {
+		h.stopping = true
+		h.drained = make(chan struct{})
+		if h.inflight == 0 {
+			close(h.drained)
+		}
+		close(h.stopCh)
+	}
+	return h.drained
 }
 
 func (h *Host) begin() error {
