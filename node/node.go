@@ -34,7 +34,9 @@ import (
 
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/cluster"
+	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
 	"github.com/rivet-go/rivet/internal/buildinfo"
+	"github.com/rivet-go/rivet/internal/rpcerr"
 	"github.com/rivet-go/rivet/internal/tracing"
 	"github.com/rivet-go/rivet/runtime"
 	"github.com/rivet-go/rivet/server"
@@ -85,8 +87,12 @@ type Node struct {
 	srv       *server.Server
 	// unaryCalls counts the unary gRPC calls in progress (awaitGraceful).
 	unaryCalls atomic.Int64
-	view       *view
-	balancer   *runtime.Balancer
+	// closing is set as the stop refuses new work: the gRPC server serves
+	// on until the host's requests in progress have ended, but only the
+	// peers' streams and health (refuseWhileClosing).
+	closing  atomic.Bool
+	view     *view
+	balancer *runtime.Balancer
 	// balanceCancel stops the balancer before the rest, so that a node
 	// going away does not start handing partitions off one by one.
 	balanceCancel context.CancelFunc
@@ -655,7 +661,10 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 	// they need no bounding.
 	opts = append(opts, sec.server...)
 	opts = append(opts, server.ServerOptions(limits)...)
-	opts = append(opts, grpc.ChainUnaryInterceptor(server.ForwardingInterceptor(n.view)))
+	// After the token check: a caller without the token learns nothing,
+	// not even that the node stops.
+	opts = append(opts, grpc.ChainUnaryInterceptor(n.refuseWhileClosing, server.ForwardingInterceptor(n.view)))
+	opts = append(opts, grpc.ChainStreamInterceptor(n.refuseStreamsWhileClosing))
 	if n.tracer != nil {
 		// A stats handler, not an interceptor: its span begins before
 		// the token check and the forwarding, which it then covers,
@@ -1001,6 +1010,45 @@ func (n *Node) onlyStreamsLeft() bool {
 	return n.unaryCalls.Load() == 0 && n.peers.Active() == 0 && n.srv.Streams() > 0
 }
 
+// servedWhileClosing says whether a call of method is still served once
+// the stop refuses new work: the peers' streams, on which the calls that a
+// turn in flight here waits for come back through another node (the host
+// refuses every other request on them), and health, which answers
+// NOT_SERVING.
+func servedWhileClosing(method string) bool {
+	service, _, _ := strings.Cut(strings.TrimPrefix(method, "/"), "/")
+	return service == rivetv1.PeerService_ServiceDesc.ServiceName || service == healthpb.Health_ServiceDesc.ServiceName
+}
+
+// closingStatus is the answer to a call that the stop refuses: UNAVAILABLE
+// with the node's reason, which clients retry (through another node, if
+// they have one), as they did the closed listener's.
+func (n *Node) closingStatus() error {
+	st, _ := rpcerr.ToStatus(rivet.Errorf(rivet.ErrUnavailable, "node %s is stopping", n.cfg.NodeID))
+	return st.Err()
+}
+
+// refuseWhileClosing refuses, once the stop refuses new work, a client's
+// call that the host would not refuse itself: one this node would forward
+// to another, or an admin call. The gRPC server still serves then (see
+// stop), and would otherwise take such calls for as long as its turns in
+// flight last, and hold up the stop for them.
+func (n *Node) refuseWhileClosing(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if n.closing.Load() && !servedWhileClosing(info.FullMethod) {
+		return nil, n.closingStatus()
+	}
+	return handler(ctx, req)
+}
+
+// refuseStreamsWhileClosing is refuseWhileClosing for streams: a new
+// subscription or backup goes through another node.
+func (n *Node) refuseStreamsWhileClosing(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	if n.closing.Load() && !servedWhileClosing(info.FullMethod) {
+		return n.closingStatus()
+	}
+	return handler(srv, ss)
+}
+
 func (n *Node) stop(ctx context.Context) error {
 	n.log.Info("stopping")
 	// How long each part of the stop took goes in its last log line, so
@@ -1024,20 +1072,35 @@ func (n *Node) stop(ctx context.Context) error {
 		}
 	}
 	leave := took()
-	// Refuse new turns first: calls that arrive now get UNAVAILABLE, which
+	// Refuse new work first: calls that arrive now get UNAVAILABLE, which
 	// clients retry elsewhere, instead of hanging on a closing listener.
+	n.closing.Store(true)
+	drained := n.host.StopRequests()
 	hostStopped := make(chan struct{})
 	var hostErr error
 	go func() { hostErr = n.host.Stop(ctx); close(hostStopped) }()
-	graceful := make(chan struct{})
-	go func() { n.grpcServer.GracefulStop(); close(graceful) }()
 	// The sends this node forwarded that wait for a completion end their
 	// waits now, answering that their messages are queued, rather than
 	// hold the graceful stop for up to a wait (30 s by default) and then
-	// be broken off.
+	// be broken off. Subscriptions and backups end now too.
 	n.view.stopping()
-	n.peers.Shutdown()
 	n.srv.Shutdown()
+	// The gRPC server and the peers' streams serve on while requests are
+	// in progress on the host: a turn in flight here may wait for a call
+	// that comes back to it through another node (A here calls B there,
+	// which calls A), which the host lets in, and which only a peer's
+	// stream brings. Stopped at once, they held such a chain, and the
+	// stop with it, until the other node gave up forwarding (about 11 s),
+	// then failed it. Nothing else gets in meanwhile: the host refuses
+	// every other request, and refuseWhileClosing every other call.
+	select {
+	case <-drained:
+	case <-hostStopped:
+	case <-ctx.Done():
+	}
+	graceful := make(chan struct{})
+	go func() { n.grpcServer.GracefulStop(); close(graceful) }()
+	n.peers.Shutdown()
 	n.awaitGraceful(ctx, graceful, hostStopped)
 	select {
 	case <-hostStopped:
