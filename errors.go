@@ -120,6 +120,7 @@ var reasons = []struct {
 	{ErrQueueFull, "event", "subscribers"},                      // the node's or the actor's subscribers at their limit
 	{ErrUnavailable, "storage", "no_space"},                     // etcd is out of space: writes are refused until an operator frees some (docs/deploy.md)
 	{ErrUnavailable, "actor", "overloaded"},                     // a call that found MaxWaitingCalls turns waiting for its actor (it did not run)
+	{ErrUnavailable, "node", "stopping"},                        // a call refused by the node it reached, which is stopping (it did not run; another node serves it)
 }
 
 // Reasonf returns an error of kind with the reason (group, code), one of

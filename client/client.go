@@ -280,6 +280,7 @@ func New(addr string, opts ...Option) (*Client, error) {
 		if target, dial, err = severalNodes(addr, dial); err != nil {
 			return nil, fmt.Errorf("rivet client: %w", err)
 		}
+		o.retry.nodes = len(SplitEndpoints(addr))
 	} else if err := checkAddr(addr); err != nil {
 		return nil, fmt.Errorf("rivet client: %w", err)
 	}

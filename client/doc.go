@@ -29,7 +29,10 @@
 // then ends with its last attempt's error (most often UNAVAILABLE, not
 // sent), not an attempt cut off by the deadline (DEADLINE_EXCEEDED, its
 // outcome unknown). Give calls that should ride out a failover more than
-// that.
+// that. A client of several node addresses retries at once, on another of
+// them, a call that the node it reached refused because it is stopping
+// (node.stopping: it ran nothing), at most as many times in a call as it
+// has addresses; the backoff applies to the rest.
 //
 // A node gone without a word (a cut network, a frozen host) is found by
 // keepalive pings within about 15 s: the calls in flight on it then fail,

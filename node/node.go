@@ -1022,9 +1022,15 @@ func servedWhileClosing(method string) bool {
 
 // closingStatus is the answer to a call that the stop refuses: UNAVAILABLE
 // with the node's reason, which clients retry (through another node, if
-// they have one), as they did the closed listener's.
+// they have one), as they did the closed listener's. Its reason,
+// node.stopping, says that the node the client reached refused it (a
+// forwarded request the owner refuses has the host's own, actor.unavailable):
+// a client of several nodes retries it at once on another, which serves
+// it, where a backoff (its connection here gets no GOAWAY until the turns
+// in flight end) slowed every call that round_robin sent here. A client
+// older than the reason reads it as UNAVAILABLE, as before.
 func (n *Node) closingStatus() error {
-	st, _ := rpcerr.ToStatus(rivet.Errorf(rivet.ErrUnavailable, "node %s is stopping", n.cfg.NodeID))
+	st, _ := rpcerr.ToStatus(rivet.Reasonf(rivet.ErrUnavailable, "node", "stopping", "node %s is stopping", n.cfg.NodeID))
 	return st.Err()
 }
 

@@ -47,6 +47,22 @@ func HasActorError(st *status.Status) bool {
 	return false
 }
 
+// RefusedStopping reports whether st is the refusal of a node that is
+// stopping, of a call that reached it (reason node.stopping): it ran
+// nothing, and another node serves the call. The owner's refusal of a
+// forwarded request is not one: another node would forward it there again.
+func RefusedStopping(st *status.Status) bool {
+	if st.Code() != codes.Unavailable {
+		return false
+	}
+	for _, d := range st.Details() {
+		if ae, ok := d.(*rivetv1.ActorError); ok {
+			return ae.GetGroup() == "node" && ae.GetCode() == "stopping"
+		}
+	}
+	return false
+}
+
 // MarkedOutcomeUnknown reports whether st is an UNAVAILABLE a node answered
 // with ToStatus's mark (an action passing on what a call of its own got):
 // the node's answer, not a connection that broke.
