@@ -90,9 +90,14 @@ type Node struct {
 	// closing is set as the stop refuses new work: the gRPC server serves
 	// on until the host's requests in progress have ended, but only the
 	// peers' streams and health (refuseWhileClosing).
-	closing  atomic.Bool
-	view     *view
-	balancer *runtime.Balancer
+	closing atomic.Bool
+	// watchesEnd ends the health Watch streams (endWatches, as the stop
+	// stops serving): the health server sends them NOT_SERVING, but ends
+	// none, and GracefulStop waits for every stream.
+	watchesEnd context.Context
+	endWatches context.CancelFunc
+	view       *view
+	balancer   *runtime.Balancer
 	// balanceCancel stops the balancer before the rest, so that a node
 	// going away does not start handing partitions off one by one.
 	balanceCancel context.CancelFunc
@@ -364,6 +369,7 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 		return nil, err
 	}
 	n := &Node{cfg: cfg, log: cfg.Logger, done: make(chan struct{})}
+	n.watchesEnd, n.endWatches = context.WithCancel(context.Background())
 	defer func() {
 		if err != nil {
 			n.closeAll()
@@ -1047,13 +1053,31 @@ func (n *Node) refuseWhileClosing(ctx context.Context, req any, info *grpc.Unary
 }
 
 // refuseStreamsWhileClosing is refuseWhileClosing for streams: a new
-// subscription or backup goes through another node.
+// subscription or backup goes through another node. A health Watch ends
+// as the stop stops serving (endWatches): it lasts as long as its client
+// wants, and held GracefulStop, and the release of the node's partitions
+// after it, until the stop's deadline (20 s; a client's gRPC health
+// checking watches every node it uses).
 func (n *Node) refuseStreamsWhileClosing(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	if n.closing.Load() && !servedWhileClosing(info.FullMethod) {
 		return n.closingStatus()
 	}
+	if info.FullMethod == healthpb.Health_Watch_FullMethodName {
+		ctx, cancel := context.WithCancel(ss.Context())
+		defer cancel()
+		defer context.AfterFunc(n.watchesEnd, cancel)()
+		return handler(srv, ctxStream{ss, ctx})
+	}
 	return handler(srv, ss)
 }
+
+// ctxStream is a server stream with a context of its own.
+type ctxStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s ctxStream) Context() context.Context { return s.ctx }
 
 func (n *Node) stop(ctx context.Context) error {
 	n.log.Info("stopping")
@@ -1104,6 +1128,7 @@ func (n *Node) stop(ctx context.Context) error {
 	case <-hostStopped:
 	case <-ctx.Done():
 	}
+	n.endWatches()
 	graceful := make(chan struct{})
 	go func() { n.grpcServer.GracefulStop(); close(graceful) }()
 	n.peers.Shutdown()
