@@ -7,8 +7,14 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
+	"google.golang.org/grpc/status"
+
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/client"
+	"github.com/rivet-go/rivet/internal/rpcerr"
 	"github.com/rivet-go/rivet/runtime"
 )
 
@@ -19,7 +25,9 @@ import (
 // instead, which slowed its calls about twelvefold for as long as the turn
 // lasted. The clients' first backoff here is past their retry budget, so
 // that a refusal retried only after a backoff fails the call. A client of
-// the stopping node alone gets the refusal (its backoff stays).
+// the stopping node alone gets the refusal (its backoff stays), of a call,
+// an admin call and a stream alike (refuseWhileClosing,
+// refuseStreamsWhileClosing); health answers, NOT_SERVING.
 func TestAClientOfSeveralNodesRetriesAStoppingNodesRefusalAtOnce(t *testing.T) {
 	type st struct{ N int }
 	entered, release := make(chan struct{}, 1), make(chan struct{})
@@ -62,7 +70,7 @@ func TestAClientOfSeveralNodesRetriesAStoppingNodesRefusalAtOnce(t *testing.T) {
 		}
 		return out
 	}
-	onA, onB := keys(a, "a", 8), keys(b, "b", 1)
+	onA, onB := keys(a, "a", 8), keys(b, "b", 2)
 	noBackoff := client.WithRetry(time.Hour, time.Minute)
 	c, err := client.New(a.GRPCAddr()+","+b.GRPCAddr(), noBackoff)
 	if err != nil {
@@ -74,6 +82,11 @@ func TestAClientOfSeveralNodesRetriesAStoppingNodesRefusalAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cb.Close()
+	ca, err := client.New(a.GRPCAddr(), noBackoff)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ca.Close()
 	for _, k := range onA {
 		if _, err := rivet.Call[int](ctx, c.GetOrCreate("stopW", k), "inc"); err != nil {
 			t.Fatal(err)
@@ -111,9 +124,40 @@ func TestAClientOfSeveralNodesRetriesAStoppingNodesRefusalAtOnce(t *testing.T) {
 			t.Fatalf("call %d while b's stop is held open: %v", i, err)
 		}
 	}
+	stopping := func(what string, err error) {
+		t.Helper()
+		var rerr *rivet.Error
+		if !errors.Is(err, rivet.ErrUnavailable) || !errors.As(err, &rerr) || rerr.Group != "node" || rerr.Code != "stopping" {
+			t.Errorf("%s to b alone as it stops = %v; want it refused UNAVAILABLE node.stopping", what, err)
+		}
+	}
+	_, err = rivet.Call[int](ctx, cb.GetOrCreate("stopW", onA[0]), "inc")
+	stopping("a call", err)
+	// A new call that a forwards to b, which still owns its actor, is
+	// refused by b's host: UNAVAILABLE, but not node.stopping (a is not
+	// stopping, and would forward it to b again).
 	var rerr *rivet.Error
-	if _, err := rivet.Call[int](ctx, cb.GetOrCreate("stopW", onA[0]), "inc"); !errors.Is(err, rivet.ErrUnavailable) || !errors.As(err, &rerr) || rerr.Group != "node" || rerr.Code != "stopping" {
-		t.Errorf("a call to b alone as it stops = %v; want it refused UNAVAILABLE node.stopping", err)
+	if _, err := rivet.Call[int](ctx, ca.GetOrCreate("stopW", onB[1]), "inc"); !errors.Is(err, rivet.ErrUnavailable) || !errors.As(err, &rerr) || rerr.Code == "stopping" {
+		t.Errorf("a call through a to an actor of b as b stops = %v; want it refused UNAVAILABLE, not node.stopping", err)
+	}
+	// Nothing but its peers' streams and health is served: an admin call
+	// and a stream (reflection's) are refused as a call is.
+	_, err = cb.Members(ctx)
+	stopping("an admin call", err)
+	if ok, err := cb.Healthy(ctx); ok || err != nil {
+		t.Errorf("b's health as it stops = %v, %v; want NOT_SERVING", ok, err)
+	}
+	cc, err := grpc.NewClient(b.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	if rs, err := reflectionpb.NewServerReflectionClient(cc).ServerReflectionInfo(ctx); err != nil {
+		stopping("a reflection stream", rpcerr.FromStatus(status.Convert(err)))
+	} else {
+		_ = rs.Send(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}})
+		_, err := rs.Recv()
+		stopping("a reflection stream", rpcerr.FromStatus(status.Convert(err)))
 	}
 	close(release)
 	if err := <-held; err != nil {
