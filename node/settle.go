@@ -475,7 +475,7 @@ func (b backend) adminPeer(ctx context.Context, node, why string) (rivetv1.Admin
 // UNAVAILABLE saying which (passed on bare, it read as the caller's node
 // not answering).
 func adminPeerError(err error, format string, args ...any) error {
-	st := status.Convert(err)
+	st := rpcerr.PassedOn(status.Convert(err)) // this node is not the one stopping
 	e := rpcerr.FromStatus(st)
 	var re *rivet.Error
 	if st.Code() != codes.Unavailable || errors.As(e, &re) && re.Group != "" {

@@ -161,7 +161,9 @@ func (s *Server) relaySubscribe(ctx context.Context, conn grpc.ClientConnInterfa
 func relayError(err error, left bool) error {
 	st, ok := status.FromError(err)
 	if ok && (rpcerr.HasActorError(st) || left && st.Code() == codes.Canceled) {
-		return err // the owner's own status, or the subscriber left
+		// The owner's own status (but that it is stopping: this node is
+		// not), or the subscriber left.
+		return rpcerr.PassedOn(st).Err()
 	}
 	ust, _ := rpcerr.ToStatus(rivet.Errorf(rivet.ErrUnavailable, "the stream from the actor's owner broke (%v): subscribe again", err))
 	return ust.Err()

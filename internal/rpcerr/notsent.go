@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/rivet-go/rivet"
 	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
 )
 
@@ -61,6 +62,21 @@ func RefusedStopping(st *status.Status) bool {
 		}
 	}
 	return false
+}
+
+// PassedOn returns st as a node passes on another node's answer (a relayed
+// subscription's, an admin request's sent on): a refusal of a node that is
+// stopping (RefusedStopping) becomes one of its kind's own reason, as the
+// owner's host refuses a request forwarded to it. The node passing it on
+// is not stopping, and a client that retried it at once on another
+// address would be sent to the stopping node again. Any other status is
+// st.
+func PassedOn(st *status.Status) *status.Status {
+	if !RefusedStopping(st) {
+		return st
+	}
+	out, _ := ToStatus(rivet.Errorf(rivet.ErrUnavailable, "%s", FromStatus(st).Message))
+	return out
 }
 
 // MarkedOutcomeUnknown reports whether st is an UNAVAILABLE a node answered
