@@ -461,6 +461,16 @@ func (h *Host) beginOn(chain string) error {
 	return nil
 }
 
+// stoppingNow is isStopping without h.mu, for a turn.
+func (h *Host) stoppingNow() bool {
+	select {
+	case <-h.stopCh:
+		return true
+	default:
+		return false
+	}
+}
+
 func (h *Host) isStopping() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -1950,6 +1960,14 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (_ SendResult, err err
 		if a.destroyPending() && !a.gate.reentered() {
 			return errBeingDestroyed(a)
 		}
+		// A send the stop lets in (beginOn: a turn in flight waits for
+		// it) is not waited for: no run here completes a message any more,
+		// and the stop answered the waits of the actors in memory as they
+		// were (failWaiters), not those of one loaded since. Its message
+		// is queued and it answers so (SendEnqueued), as when the actor
+		// moves. It got workflow.failed, nothing queued, or waited out its
+		// timeout (30 s by default), holding the stop to its deadline.
+		wait := req.Wait && !h.stoppingNow()
 		var keyOps []storage.Op
 		var keyRec sendKeyRecord
 		var sums sendKeyRecord // the message's digests
@@ -1981,7 +1999,7 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (_ SendResult, err err
 					// As the first send said: nothing takes the message
 					// until the workflow is retried, so none waits for it.
 					ended = st
-				case !req.Wait:
+				case !wait:
 				case queued:
 					// Waits for the first send's message while it is
 					// queued: its completion comes, to every sender that
@@ -2075,11 +2093,15 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (_ SendResult, err err
 		if wake.Key != "" {
 			ops = append(ops, wake)
 		}
-		if req.Wait {
+		if wait {
 			if h.sendWaitHook != nil {
 				h.sendWaitHook(a)
 			}
-			if completion = a.wf.awaitCompletion(seq, true, false); completion == nil {
+			completion = a.wf.awaitCompletion(seq, true, false)
+			// Closed by a stop that began since (its workflow ended with
+			// it, the actor still here): queued without a wait, as above.
+			closedByStop := completion == nil && h.stoppingNow() && !a.stopped.Load()
+			if completion == nil && !closedByStop {
 				uncount()
 				if a.stopped.Load() {
 					// Evicted meanwhile (it answers its waiters as it
