@@ -266,6 +266,8 @@ const StopGrace = time.Second
 // in progress, runs the OnSleep of the actors in memory, waits for every
 // pending commit, then stops the reaper. If ctx ends first, Stop gives up
 // waiting and returns ctx's error; commits still running are cancelled.
+// The calls, sends and creates that a request in progress waits for are
+// let in while Stop waits for it (beginOn), and refused from then on.
 //
 // If the requests in progress have not ended halfway to ctx's deadline,
 // the actors go to sleep without waiting for them, each once no turn holds
