@@ -142,7 +142,7 @@ type Node struct {
 	httpServer *http.Server
 	httpLis    net.Listener
 	// startWait is what a starting node waits for (etcd, its partitions),
-	// which /healthz and /readyz say; nil once Start has returned.
+	// which /healthz and /readyz say; nil once Start has succeeded.
 	startWait atomic.Pointer[string]
 	// collecting is set once the node's parts exist for its collector to
 	// read: /metrics serves from the start, with etcd's and Go's series.

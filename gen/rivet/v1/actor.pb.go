@@ -1830,9 +1830,8 @@ type HistoryEntry struct {
 	// when it was recorded (workflow.RecordedError.RivetKind: the kind's
 	// stable group and code, "actor.unknown_action", or "user" for a
 	// rivet.UserError), which the recorded error matches with errors.Is on
-	// replay. Empty for an error
-	// that matched none, for one recorded before the kind was kept, and
-	// from a node from before it.
+	// replay. Empty for an error that matched none, for one recorded before
+	// the kind was kept, and from a node from before it.
 	ErrorRivetKind string `protobuf:"bytes,25,opt,name=error_rivet_kind,json=errorRivetKind,proto3" json:"error_rivet_kind,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
