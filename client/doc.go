@@ -32,7 +32,10 @@
 // that. A client of several node addresses retries at once, on another of
 // them, a call that the node it reached refused because it is stopping
 // (node.stopping: it ran nothing), at most as many times in a call as it
-// has addresses; the backoff applies to the rest.
+// has addresses; the backoff applies to the rest. (With WithDirectRouting
+// an actor call goes to its owner each time, and the stopping owner is the
+// only node that can serve it until it hands its partitions over: those
+// retries reach it again, and then back off.)
 //
 // A node gone without a word (a cut network, a frozen host) is found by
 // keepalive pings within about 15 s: the calls in flight on it then fail,
