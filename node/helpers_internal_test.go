@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/client"
 	"github.com/rivet-go/rivet/runtime"
 )
 
@@ -45,6 +46,35 @@ func StartForTest(t testing.TB, ctx context.Context, cfg Config, reg *rivet.Regi
 		}
 	})
 	return n
+}
+
+// started is what a Start run by startInBackground returned.
+type started struct {
+	n   *Node
+	err error
+}
+
+// startInBackground runs Start(ctx, cfg, reg) in a goroutine, for a test
+// of a start that waits (or should not): the channel delivers what Start
+// returned, once it has.
+func startInBackground(ctx context.Context, cfg Config, reg *rivet.Registry) <-chan started {
+	done := make(chan started, 1)
+	go func() {
+		n, err := Start(ctx, cfg, reg)
+		done <- started{n, err}
+	}()
+	return done
+}
+
+// counterCall calls action on counter key through a client of n's gRPC
+// port of its own, which it closes, and returns the count.
+func counterCall(ctx context.Context, n *Node, key, action string, args ...any) (int, error) {
+	c, err := client.New(n.GRPCAddr())
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	return rivet.Call[int](ctx, c.GetOrCreate("counter", key), action, args...)
 }
 
 // BalancerSettledForTest reports whether the node's balancer settled: its

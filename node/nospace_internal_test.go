@@ -16,6 +16,7 @@ import (
 	"github.com/rivet-go/rivet/client"
 	"github.com/rivet-go/rivet/examples/counter"
 	"github.com/rivet-go/rivet/internal/metricstest"
+	"github.com/rivet-go/rivet/storage/etcdstore/etcdtest"
 )
 
 // A node whose etcd runs out of space (its NOSPACE alarm: etcd refuses
@@ -36,12 +37,11 @@ func TestANodeWhoseEtcdIsOutOfSpaceRefusesWritesAndRecovers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := DefaultLocalConfig(t.TempDir())
+	cfg := smallQuotaConfig(t)
 	cfg.Partitions = parts
 	cfg.HTTPAddr = "127.0.0.1:0"
 	core, logs := observer.New(zap.WarnLevel)
 	cfg.Logger = zap.New(core)
-	cfg.EtcdQuota = 8 << 20
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	n := StartForTest(t, ctx, cfg, reg)
@@ -60,18 +60,7 @@ func TestANodeWhoseEtcdIsOutOfSpaceRefusesWritesAndRecovers(t *testing.T) {
 	}
 
 	// Other data fills etcd up, past its quota.
-	junk := strings.Repeat("x", 256<<10)
-	full := false
-	for i := 0; i < 200 && !full; i++ {
-		_, err := n.etcd.Put(ctx, fmt.Sprint("/junk/", i), junk)
-		full = err != nil && strings.Contains(err.Error(), "database space exceeded")
-		if err != nil && !full {
-			t.Fatal(err)
-		}
-	}
-	if !full {
-		t.Fatal("etcd took 50 MiB over a quota of 8")
-	}
+	fillEtcd(t, ctx, n)
 	alarms, err := n.etcd.AlarmList(ctx)
 	if err != nil || len(alarms.Alarms) != 1 {
 		t.Fatalf("alarms %v, %v: want NOSPACE", alarms, err)
@@ -141,26 +130,7 @@ func TestANodeWhoseEtcdIsOutOfSpaceRefusesWritesAndRecovers(t *testing.T) {
 	}
 
 	// What an operator does: delete, compact, defragment, disarm.
-	op, err := clientv3.New(clientv3.Config{Endpoints: n.embedded.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer op.Close()
-	del, err := op.Delete(ctx, "/junk/", clientv3.WithPrefix())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := op.Compact(ctx, del.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
-		t.Fatal(err)
-	}
-	for _, ep := range n.embedded.Endpoints() {
-		if _, err := op.Defragment(ctx, ep); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := op.AlarmDisarm(ctx, &clientv3.AlarmMember{MemberID: alarms.Alarms[0].MemberID, Alarm: alarms.Alarms[0].Alarm}); err != nil {
-		t.Fatal(err)
-	}
+	freeEtcdSpace(t, ctx, n.embedded.Endpoints())
 	for i := range keys {
 		cctx, ccancel := context.WithTimeout(ctx, 20*time.Second)
 		v, err := rivet.Call[int](cctx, c.GetOrCreate("counter", key(i)), "increment", 1)
@@ -170,4 +140,61 @@ func TestANodeWhoseEtcdIsOutOfSpaceRefusesWritesAndRecovers(t *testing.T) {
 		}
 	}
 	awaitCond(t, ctx, "the node to own every partition again", func() bool { return n.own.Owned() == parts })
+}
+
+// smallQuotaConfig is a local node's configuration, quiet, whose embedded
+// etcd has a quota of 8 MiB: fillEtcd runs it out of space in a moment.
+func smallQuotaConfig(t *testing.T) Config {
+	cfg := DefaultLocalConfig(t.TempDir())
+	cfg.Partitions = 8
+	cfg.EtcdQuota = 8 << 20
+	cfg.Logger = zap.NewNop()
+	return cfg
+}
+
+// fillEtcd puts junk (under /junk/) through n's etcd client until etcd
+// refuses a put as out of space, its NOSPACE alarm raised: the node's own
+// writes did not fill it, other data did.
+func fillEtcd(t *testing.T, ctx context.Context, n *Node) {
+	t.Helper()
+	junk := strings.Repeat("x", 256<<10)
+	for i := 0; i < 200; i++ {
+		_, err := n.etcd.Put(ctx, fmt.Sprint("/junk/", i), junk)
+		if err != nil && strings.Contains(err.Error(), "database space exceeded") {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Fatal("etcd took 50 MiB over its quota")
+}
+
+// freeEtcdSpace does what an operator does once etcd is out of space,
+// through a client of its members at endpoints: deletes fillEtcd's junk,
+// compacts, defragments each member, and disarms every alarm.
+func freeEtcdSpace(t *testing.T, ctx context.Context, endpoints []string) {
+	t.Helper()
+	op := etcdtest.NewClient(t, endpoints)
+	del, err := op.Delete(ctx, "/junk/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := op.Compact(ctx, del.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
+		t.Fatal(err)
+	}
+	for _, ep := range endpoints {
+		if _, err := op.Defragment(ctx, ep); err != nil {
+			t.Fatal(err)
+		}
+	}
+	alarms, err := op.AlarmList(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range alarms.Alarms {
+		if _, err := op.AlarmDisarm(ctx, (*clientv3.AlarmMember)(a)); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -10,12 +9,10 @@ import (
 	"testing"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/rivet-go/rivet"
-	"github.com/rivet-go/rivet/client"
 	"github.com/rivet-go/rivet/examples/counter"
 	"github.com/rivet-go/rivet/storage/etcdstore/etcdtest"
 )
@@ -45,13 +42,10 @@ func TestANodeWhoseEtcdIsOutOfSpaceStartsOnceSpaceIsFreed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := DefaultLocalConfig(t.TempDir())
-	cfg.Partitions = 8
-	cfg.EtcdQuota = 8 << 20
+	cfg := smallQuotaConfig(t)
 	cfg.EtcdClientAddr = freeLoopbackAddr(t)
 	cfg.EtcdPeerAddr = freeLoopbackAddr(t)
 	cfg.HTTPAddr = freeLoopbackAddr(t) // probed while the restart waits
-	cfg.Logger = zap.NewNop()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
@@ -59,41 +53,17 @@ func TestANodeWhoseEtcdIsOutOfSpaceStartsOnceSpaceIsFreed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := client.New(n.GRPCAddr())
-	if err != nil {
+	if _, err := counterCall(ctx, n, "k", "increment", 1); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := rivet.Call[int](ctx, c.GetOrCreate("counter", "k"), "increment", 1); err != nil {
-		t.Fatal(err)
-	}
-	c.Close()
-	junk := strings.Repeat("x", 256<<10)
-	full := false
-	for i := 0; i < 200 && !full; i++ {
-		_, err := n.etcd.Put(ctx, fmt.Sprint("/junk/", i), junk)
-		full = err != nil && strings.Contains(err.Error(), "database space exceeded")
-		if err != nil && !full {
-			t.Fatal(err)
-		}
-	}
-	if !full {
-		t.Fatal("etcd took 50 MiB over a quota of 8")
-	}
+	fillEtcd(t, ctx, n)
 	sctx, scancel := context.WithTimeout(ctx, 30*time.Second)
 	_ = n.Stop(sctx) // its handoffs are refused: etcd is full
 	scancel()
 
 	core, logs := observer.New(zap.WarnLevel)
 	cfg.Logger = zap.New(core)
-	type started struct {
-		n   *Node
-		err error
-	}
-	done := make(chan started, 1)
-	go func() {
-		n, err := Start(ctx, cfg, reg)
-		done <- started{n, err}
-	}()
+	done := startInBackground(ctx, cfg, reg)
 	said := func() bool {
 		return logs.FilterMessageSnippet("etcd is out of space (alarm NOSPACE): the node starts once").Len() > 0
 	}
@@ -121,30 +91,7 @@ func TestANodeWhoseEtcdIsOutOfSpaceStartsOnceSpaceIsFreed(t *testing.T) {
 	}
 
 	// What an operator does, through the member the waiting node runs.
-	op, err := clientv3.New(clientv3.Config{Endpoints: []string{"http://" + cfg.EtcdClientAddr}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer op.Close()
-	del, err := op.Delete(ctx, "/junk/", clientv3.WithPrefix())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := op.Compact(ctx, del.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := op.Defragment(ctx, "http://"+cfg.EtcdClientAddr); err != nil {
-		t.Fatal(err)
-	}
-	alarms, err := op.AlarmList(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, a := range alarms.Alarms {
-		if _, err := op.AlarmDisarm(ctx, (*clientv3.AlarmMember)(a)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	freeEtcdSpace(t, ctx, []string{"http://" + cfg.EtcdClientAddr})
 
 	var s started
 	select {
@@ -162,12 +109,7 @@ func TestANodeWhoseEtcdIsOutOfSpaceStartsOnceSpaceIsFreed(t *testing.T) {
 			t.Errorf("stop: %v", err)
 		}
 	}()
-	c, err = client.New(s.n.GRPCAddr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if v, err := rivet.Call[int](ctx, c.GetOrCreate("counter", "k"), "increment", 1); err != nil || v != 2 {
+	if v, err := counterCall(ctx, s.n, "k", "increment", 1); err != nil || v != 2 {
 		t.Fatalf("increment after the restart: %d, %v; want 2", v, err)
 	}
 }
@@ -184,32 +126,13 @@ func TestANodeRestoredFromABackupTakenOutOfSpaceServes(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cfg := DefaultLocalConfig(t.TempDir())
-	cfg.Partitions = 8
+	cfg := smallQuotaConfig(t)
 	cfg.HTTPAddr = "-"
-	cfg.EtcdQuota = 8 << 20
-	cfg.Logger = zap.NewNop()
 	n := StartForTest(t, ctx, cfg, reg)
-	c, err := client.New(n.GRPCAddr())
-	if err != nil {
+	if _, err := counterCall(ctx, n, "k", "increment", 5); err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
-	if _, err := rivet.Call[int](ctx, c.GetOrCreate("counter", "k"), "increment", 5); err != nil {
-		t.Fatal(err)
-	}
-	junk := strings.Repeat("x", 256<<10)
-	full := false
-	for i := 0; i < 200 && !full; i++ {
-		_, err := n.etcd.Put(ctx, fmt.Sprint("/junk/", i), junk)
-		full = err != nil && strings.Contains(err.Error(), "database space exceeded")
-		if err != nil && !full {
-			t.Fatal(err)
-		}
-	}
-	if !full {
-		t.Fatal("etcd took 50 MiB over a quota of 8")
-	}
+	fillEtcd(t, ctx, n)
 	backup := filepath.Join(t.TempDir(), "backup.db")
 	etcdtest.SaveSnapshot(t, ctx, n.etcd, backup)
 
@@ -232,12 +155,7 @@ func TestANodeRestoredFromABackupTakenOutOfSpaceServes(t *testing.T) {
 			t.Errorf("stop: %v", err)
 		}
 	}()
-	c2, err := client.New(n2.GRPCAddr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c2.Close()
-	if v, err := rivet.Call[int](ctx, c2.GetOrCreate("counter", "k"), "increment", 1); err != nil || v != 6 {
+	if v, err := counterCall(ctx, n2, "k", "increment", 1); err != nil || v != 6 {
 		t.Fatalf("increment on the restored node: %d, %v; want 6", v, err)
 	}
 }

@@ -268,15 +268,7 @@ func TestAStartThatFailsMeanwhileReturnsWhy(t *testing.T) {
 	// for longer than the test runs.
 	cfg := ClusterConfigForTest(t, "a", endpoints, prefix, 8, []string{"127.0.0.1:1"})
 	cfg.SettleTimeout = 10 * time.Minute
-	type started struct {
-		n   *Node
-		err error
-	}
-	done := make(chan started, 1)
-	go func() {
-		n, err := Start(ctx, cfg, reg)
-		done <- started{n, err}
-	}()
+	done := startInBackground(ctx, cfg, reg)
 	takeOverOnceRegistered(t, ctx, endpoints, prefix, reg)
 	select {
 	case s := <-done:
@@ -310,15 +302,7 @@ func TestASecondProcessJoiningThroughTheNodeItReplacesStartsAtOnce(t *testing.T)
 	cfg := ClusterConfigForTest(t, "a", endpoints, prefix, parts, []string{first.GossipAddr()})
 	// Longer than the test runs: a start that waits it out fails.
 	cfg.SettleTimeout = 10 * time.Minute
-	type started struct {
-		n   *Node
-		err error
-	}
-	done := make(chan started, 1)
-	go func() {
-		n, err := Start(ctx, cfg, reg)
-		done <- started{n, err}
-	}()
+	done := startInBackground(ctx, cfg, reg)
 	var second *Node
 	select {
 	case s := <-done:

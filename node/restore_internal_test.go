@@ -36,12 +36,7 @@ func TestANodeStartsFromABackup(t *testing.T) {
 	cfg1.HTTPAddr = "-"
 	n1 := StartForTest(t, ctx, cfg1, reg)
 	count := func(n *Node, action string, arg ...any) (int, error) {
-		c, err := client.New(n.GRPCAddr())
-		if err != nil {
-			return 0, err
-		}
-		defer c.Close()
-		return rivet.Call[int](ctx, c.GetOrCreate("counter", "kept"), action, arg...)
+		return counterCall(ctx, n, "kept", action, arg...)
 	}
 	if got, err := count(n1, "increment", 5); err != nil || got != 5 {
 		t.Fatalf("increment: %d, %v", got, err)
