@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"context"
 	"errors"
+	"maps"
 	"testing"
 	"time"
 
@@ -148,19 +149,6 @@ func TestAStopLetsTheTurnsInFlightCallActorsOfTheirNode(t *testing.T) {
 func TestAStopPastItsDeadlineRefusesTheCallsOfATurnStillRunning(t *testing.T) {
 	t.Parallel()
 	p := &hookProbe{}
-	late := rivet.Actor[hookedState]{
-		Name: "late",
-		CreateVars: func(c *rivet.ActionCtx[hookedState]) (any, error) {
-			p.mu.Lock()
-			defer p.mu.Unlock()
-			v := &hookVars{id: len(p.vars) + 1}
-			p.vars = append(p.vars, v)
-			return v, nil
-		},
-		Actions: rivet.Actions[hookedState]{
-			"get": rivet.Query(func(c *rivet.ActionCtx[hookedState]) (int, error) { return c.State.Wakes, nil }),
-		},
-	}
 	entered, proceed := make(chan struct{}), make(chan struct{})
 	lateErr := make(chan error, 2)
 	blocker := rivet.Actor[hookedState]{
@@ -178,14 +166,7 @@ func TestAStopPastItsDeadlineRefusesTheCallsOfATurnStillRunning(t *testing.T) {
 			}),
 		},
 	}
-	e := newEnv(t, counterReg(t, late, blocker), nil)
-	// The actor exists, and is not in memory: a call loads it without
-	// writing anything.
-	if _, err := call(t, e.host, "late", "k", "get", true); err != nil {
-		t.Fatal(err)
-	}
-	e.restart()
-	opened := len(p.allVars())
+	e, opened := newLateEnv(t, p, nil, blocker)
 	// In memory at the stop, with no vars to close.
 	if n := callInt(t, e.host, "counter", "c", "increment", true, 1); n != 1 {
 		t.Fatalf("counter: %d, want 1", n)
@@ -193,12 +174,7 @@ func TestAStopPastItsDeadlineRefusesTheCallsOfATurnStillRunning(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); _, _ = call(t, e.host, "blocker", "b", "block", true) }()
 	<-entered
-	sctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-	err := e.host.Stop(sctx)
-	cancel()
-	if err == nil {
-		t.Fatal("stop returned nil with a request still running past its deadline")
-	}
+	stopPastDeadline(t, e)
 	close(proceed)
 	if err := <-lateErr; !errors.Is(err, rivet.ErrUnavailable) {
 		t.Fatalf("a call made after the stop gave up on its turn: %v, want UNAVAILABLE", err)
@@ -209,11 +185,7 @@ func TestAStopPastItsDeadlineRefusesTheCallsOfATurnStillRunning(t *testing.T) {
 		t.Fatalf("a call made after the stop gave up on its turn, into an actor in memory: %v, want UNAVAILABLE, not run", err)
 	}
 	<-done
-	for _, v := range p.allVars()[opened:] {
-		if !v.closed.Load() {
-			t.Fatal("an actor was loaded after the stop, its vars left open")
-		}
-	}
+	noVarsLeftOpen(t, p, opened)
 }
 
 // slowArg's decoding waits for slowArgRelease: a call with it, admitted
@@ -232,26 +204,9 @@ func (a *slowArg) UnmarshalJSON([]byte) error { <-slowArgRelease; return nil }
 // actors in memory, and the actor loaded then kept its vars open.
 func TestARequestPastTheStopDeadlineLoadsNoActor(t *testing.T) {
 	p := &hookProbe{}
-	late := rivet.Actor[hookedState]{
-		Name: "late",
-		CreateVars: func(c *rivet.ActionCtx[hookedState]) (any, error) {
-			p.mu.Lock()
-			defer p.mu.Unlock()
-			v := &hookVars{id: len(p.vars) + 1}
-			p.vars = append(p.vars, v)
-			return v, nil
-		},
-		Actions: rivet.Actions[hookedState]{
-			"get":  rivet.Query(func(c *rivet.ActionCtx[hookedState]) (int, error) { return c.State.Wakes, nil }),
-			"slow": rivet.Action(func(c *rivet.ActionCtx[hookedState], _ slowArg) (int, error) { return 0, nil }),
-		},
-	}
-	e := newEnv(t, counterReg(t, late), nil)
-	if _, err := call(t, e.host, "late", "k", "get", true); err != nil {
-		t.Fatal(err)
-	}
-	e.restart()
-	opened := len(p.allVars())
+	e, opened := newLateEnv(t, p, rivet.Actions[hookedState]{
+		"slow": rivet.Action(func(c *rivet.ActionCtx[hookedState], _ slowArg) (int, error) { return 0, nil }),
+	})
 	slowArgRelease = make(chan struct{})
 	done := make(chan error, 1)
 	go func() { _, err := call(t, e.host, "late", "k", "slow", true, 1); done <- err }()
@@ -262,16 +217,57 @@ func TestARequestPastTheStopDeadlineLoadsNoActor(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-	err := e.host.Stop(sctx)
-	cancel()
-	if err == nil {
-		t.Fatal("stop returned nil with a request still running past its deadline")
-	}
+	stopPastDeadline(t, e)
 	close(slowArgRelease)
 	if err := <-done; !errors.Is(err, rivet.ErrUnavailable) {
 		t.Fatalf("the request past the stop's deadline: %v, want UNAVAILABLE", err)
 	}
+	noVarsLeftOpen(t, p, opened)
+}
+
+// newLateEnv is a host of actor "late", whose loads record their vars in
+// p, with its action "get" and more, and of others. "late" "k" exists and
+// is not in memory: a call loads it without writing anything. It returns
+// how many vars had been opened by then.
+func newLateEnv(t *testing.T, p *hookProbe, more rivet.Actions[hookedState], others ...rivet.Definition) (*env, int) {
+	t.Helper()
+	late := rivet.Actor[hookedState]{
+		Name: "late",
+		CreateVars: func(c *rivet.ActionCtx[hookedState]) (any, error) {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			v := &hookVars{id: len(p.vars) + 1}
+			p.vars = append(p.vars, v)
+			return v, nil
+		},
+		Actions: rivet.Actions[hookedState]{
+			"get": rivet.Query(func(c *rivet.ActionCtx[hookedState]) (int, error) { return c.State.Wakes, nil }),
+		},
+	}
+	maps.Copy(late.Actions, more)
+	e := newEnv(t, counterReg(t, append([]rivet.Definition{late}, others...)...), nil)
+	if _, err := call(t, e.host, "late", "k", "get", true); err != nil {
+		t.Fatal(err)
+	}
+	e.restart()
+	return e, len(p.allVars())
+}
+
+// stopPastDeadline stops e's host with a deadline that the request the
+// test holds running outlives, and fails unless the stop says so.
+func stopPastDeadline(t *testing.T, e *env) {
+	t.Helper()
+	sctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if err := e.host.Stop(sctx); err == nil {
+		t.Fatal("stop returned nil with a request still running past its deadline")
+	}
+}
+
+// noVarsLeftOpen fails if any of the vars p recorded after the first
+// opened is still open: an actor was loaded after the stop's last sweep.
+func noVarsLeftOpen(t *testing.T, p *hookProbe, opened int) {
+	t.Helper()
 	for _, v := range p.allVars()[opened:] {
 		if !v.closed.Load() {
 			t.Fatal("an actor was loaded after the stop, its vars left open")
