@@ -463,20 +463,16 @@ func (h *Host) beginOn(chain string) error {
 	return nil
 }
 
-// stoppingNow is isStopping without h.mu, for a turn.
-func (h *Host) stoppingNow() bool {
+// isStopping reports whether the stop has begun (StopRequests), without
+// h.mu: stopCh is closed with h.stopping set, under it, so a turn may ask
+// while another goroutine holds it.
+func (h *Host) isStopping() bool {
 	select {
 	case <-h.stopCh:
 		return true
 	default:
 		return false
 	}
-}
-
-func (h *Host) isStopping() bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.stopping
 }
 
 func (h *Host) end() {
@@ -1969,7 +1965,7 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (_ SendResult, err err
 		// is queued and it answers so (SendEnqueued), as when the actor
 		// moves. It got workflow.failed, nothing queued, or waited out its
 		// timeout (30 s by default), holding the stop to its deadline.
-		wait := req.Wait && !h.stoppingNow()
+		wait := req.Wait && !h.isStopping()
 		var keyOps []storage.Op
 		var keyRec sendKeyRecord
 		var sums sendKeyRecord // the message's digests
@@ -2102,7 +2098,7 @@ func (h *Host) Send(ctx context.Context, req SendRequest) (_ SendResult, err err
 			completion = a.wf.awaitCompletion(seq, true, false)
 			// Closed by a stop that began since (its workflow ended with
 			// it, the actor still here): queued without a wait, as above.
-			closedByStop := completion == nil && h.stoppingNow() && !a.stopped.Load()
+			closedByStop := completion == nil && h.isStopping() && !a.stopped.Load()
 			if completion == nil && !closedByStop {
 				uncount()
 				if a.stopped.Load() {
