@@ -164,7 +164,7 @@ func mapErr(err error) error {
 		// refused before its proposal; whether it was written is unknown
 		// (the default case).
 		return fmt.Errorf("%w: %v", storage.ErrRefused, err)
-	case errors.Is(err, rpctypes.ErrGRPCNoSpace), errors.Is(err, rpctypes.ErrNoSpace):
+	case noSpace(err):
 		// As it comes over gRPC (RESOURCE_EXHAUSTED), or as clientv3
 		// turns it into its own error (PutIfAbsent, Put): not too large,
 		// but space exceeded, in doubt as above. (The Store then refuses
