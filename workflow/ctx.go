@@ -299,7 +299,15 @@ func StepOpts[S, T any](c *Ctx[S], opts StepOptions, fn func(*StepCtx[S]) (T, er
 // handler may run more than once: make it idempotent. A step in a race
 // branch that loses is never compensated: a loser's history is dropped
 // with it when the race is decided (the race's rule), its handlers with
-// it; run what must be undone if it loses after the race instead.
+// it; run what must be undone if it loses after the race instead. Nor is
+// a step that failed for good, whatever its body did: a call to another
+// actor whose step timed out (a timeout is not retried without
+// RetryOnTimeout) may have run there all the same, and the rollback leaves
+// it in place. Give such a step RetryOnTimeout and an idempotency key for
+// its call (StepCtx.IdempotencyKey), so that the attempt after a timeout
+// gets the call's recorded result and the step completes, its handler
+// with it; a workflow that failed so is retried from the step (a retry
+// from its entry), which then compensates it if the workflow fails again.
 func StepWithRollback[S, T any](c *Ctx[S], opts StepOptions, fn func(*StepCtx[S]) (T, error), rollback func(s *StepCtx[S], value T) error) (T, error) {
 	return runStep(c, opts, fn, rollback)
 }
