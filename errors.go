@@ -287,18 +287,16 @@ func codeOf(kind error) (group, code string) {
 // then run twice; read what it would have changed first, or make it
 // idempotent (a Send carrying its own ID that the workflow checks). Every
 // other error means the request did not run, or ran and failed (an action's
-// own error leaves the state as it was), with two exceptions. A Call whose
-// result does not decode into the caller's type (Call, CallWith,
-// CallQuery: ErrFailedPrecondition, reason client.result_undecodable) ran,
-// its changes committed: its outcome is known, and sent again it runs
-// again. And a
-// Send that waits for its completion queues the message durably before it
-// waits, so
-// a wait that ends in an error (the workflow ended without completing it,
-// ErrWorkflowFailed saying "without completing message N"; the actor was
-// destroyed, ErrNotFound) leaves it sent. A waiting Send refused before it
-// queued anything, because the workflow had ended already, says "has no
-// running workflow to complete the message".
+// own error leaves the state as it was), with two exceptions. A Call or
+// CallWith whose result does not decode into R (ErrFailedPrecondition,
+// reason client.result_undecodable) ran and committed: sent again, it runs
+// again. And a Send that waits for its completion queues the message
+// durably before it waits, so a wait that ends in an error (the workflow
+// ended without completing it, ErrWorkflowFailed saying "without
+// completing message N"; the actor was destroyed, ErrNotFound) leaves it
+// sent. A waiting Send refused before it queued anything, because the
+// workflow had ended already, says "has no running workflow to complete
+// the message".
 // An error that knows its request never reached a node (the Go client's,
 // when no attempt got a connection: a method RequestNotSent() bool that
 // returns true) is not unknown, whatever its kind. An error that knows an
