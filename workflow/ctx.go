@@ -304,10 +304,10 @@ func StepOpts[S, T any](c *Ctx[S], opts StepOptions, fn func(*StepCtx[S]) (T, er
 // actor whose step timed out (a timeout is not retried without
 // RetryOnTimeout) may have run there all the same, and the rollback leaves
 // it in place. Give such a step RetryOnTimeout and an idempotency key for
-// its call (StepCtx.IdempotencyKey), so that the attempt after a timeout
-// gets the call's recorded result and the step completes, its handler
-// with it; a workflow that failed so is retried from the step (a retry
-// from its entry), which then compensates it if the workflow fails again.
+// its call (StepCtx.IdempotencyKey): a later attempt gets the call's
+// recorded result and the step completes, its handler with it. A workflow
+// that failed so all the same (its retries ran out) is retried from the
+// step's entry, which gets that result too while the callee keeps it.
 func StepWithRollback[S, T any](c *Ctx[S], opts StepOptions, fn func(*StepCtx[S]) (T, error), rollback func(s *StepCtx[S], value T) error) (T, error) {
 	return runStep(c, opts, fn, rollback)
 }
