@@ -306,8 +306,9 @@ func StepOpts[S, T any](c *Ctx[S], opts StepOptions, fn func(*StepCtx[S]) (T, er
 // it in place. Give such a step RetryOnTimeout and an idempotency key for
 // its call (StepCtx.IdempotencyKey): a later attempt gets the call's
 // recorded result and the step completes, its handler with it. A workflow
-// that failed so all the same (its retries ran out) is retried from the
-// step's entry, which gets that result too while the callee keeps it.
+// that failed so with a keyed call (no RetryOnTimeout, or its retries ran
+// out) is retried from the step's entry, which gets that result too while
+// the callee keeps it.
 func StepWithRollback[S, T any](c *Ctx[S], opts StepOptions, fn func(*StepCtx[S]) (T, error), rollback func(s *StepCtx[S], value T) error) (T, error) {
 	return runStep(c, opts, fn, rollback)
 }
