@@ -279,9 +279,9 @@ func (c *ActionCtx[S]) KeepAwake(fn func(ctx context.Context, client Client)) er
 // c.Vars().(*myVars). A query (rivet.Query) may run beside a workflow's
 // Step body, which gets the same vars: what a step body changes in them
 // must be safe for concurrent use. They are not part of the turn: a turn
-// that fails or panics has its state changes discarded, not what it did to
-// the vars, and the actor goes on with them (a panic does not make them
-// again, as an Akka restart would its fields).
+// that fails or panics has its state changes discarded but keeps what it
+// did to the vars, and a panic does not make them again (an Akka restart
+// would make its fields again).
 func (c *ActionCtx[S]) Vars() any { return c.vars }
 
 // Fired returns the scheduled call this turn runs, if a Scheduler's timer,
