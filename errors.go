@@ -57,7 +57,10 @@ var (
 	// is the workflow's own case of it.
 	ErrFailedPrecondition = errors.New("failed precondition")
 	// ErrTimeout: the operation's deadline passed; the request may have run
-	// (OutcomeUnknown).
+	// (OutcomeUnknown), but for one with reason actor.busy: it waited for
+	// its actor's turn (the actor busy with other calls) and the node gave
+	// up on it shortly before the deadline, before it ran, to say so in
+	// time.
 	ErrTimeout = errors.New("timed out")
 	// ErrUnauthenticated: the node requires a bearer token (or another
 	// one) and the call did not carry it.
@@ -121,6 +124,7 @@ var reasons = []struct {
 	{ErrUnavailable, "storage", "no_space"},                     // etcd is out of space: writes are refused until an operator frees some (docs/deploy.md)
 	{ErrUnavailable, "actor", "overloaded"},                     // a call that found MaxWaitingCalls turns waiting for its actor (it did not run)
 	{ErrUnavailable, "node", "stopping"},                        // a call refused by the node it reached, which is stopping (it did not run; another node serves it)
+	{ErrTimeout, "actor", "busy"},                               // a call whose wait for its actor's turn the node ended shortly before the call's deadline (it did not run: OutcomeUnknown is false)
 }
 
 // Reasonf returns an error of kind with the reason (group, code), one of
@@ -297,6 +301,9 @@ func codeOf(kind error) (group, code string) {
 // sent. A waiting Send refused before it queued anything, because the
 // workflow had ended already, says "has no running workflow to complete
 // the message".
+// An ErrTimeout with reason actor.busy is not unknown either: the node
+// ended the call's wait for its actor's turn before it began, shortly
+// before its deadline, to say so while the caller still listens.
 // An error that knows its request never reached a node (the Go client's,
 // when no attempt got a connection: a method RequestNotSent() bool that
 // returns true) is not unknown, whatever its kind. An error that knows an
@@ -316,9 +323,20 @@ func OutcomeUnknown(err error) bool {
 	if errors.As(err, &ou) && ou.OutcomeUnknown() {
 		return true
 	}
+	if notRun(err) {
+		return false
+	}
 	if errors.Is(err, ErrTimeout) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		return true
 	}
 	var e *Error
 	return errors.As(err, &e) && errors.Is(e.Kind, ErrUnavailable) && e.Group == ""
+}
+
+// notRun reports whether err is a node's answer that a call's deadline
+// came before the call ran: it waited for its actor's turn until shortly
+// before the deadline (actor.busy).
+func notRun(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Kind == ErrTimeout && e.Group == "actor" && e.Code == "busy"
 }

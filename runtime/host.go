@@ -24,6 +24,7 @@ import (
 
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/caller"
+	"github.com/rivet-go/rivet/internal/answerby"
 	"github.com/rivet-go/rivet/internal/defaults"
 	"github.com/rivet-go/rivet/internal/optjson"
 	"github.com/rivet-go/rivet/internal/queuenames"
@@ -1136,7 +1137,20 @@ func (h *Host) turnAs(ctx context.Context, kind TurnKind, ref Ref, sp *rivet.Spe
 				// the step's may save it again.
 				mode, onBeside = turnQuery, func() { q.state, q.sched, q.destroying = a.stateBytes, a.schedSaved, a.destroySaved }
 			}
-			beside, err := a.gate.acquireAs(ctx, chain, a.gate.graph != nil, mode, onBeside, shed)
+			// The wait ends shortly before the caller's deadline
+			// (answerby.By), not at it: ended by the deadline, the
+			// node's "did not run" raced the caller's own timer, and
+			// mostly lost, so the caller heard DEADLINE_EXCEEDED, its
+			// outcome unknown (a user trial). The margin is the one a
+			// forward not sent on keeps, for the answer to travel back
+			// through a forwarding node too, which gives this node the
+			// caller's own deadline.
+			wctx, wcancel := ctx, context.CancelFunc(func() {})
+			if by, ok := answerby.By(ctx); ok {
+				wctx, wcancel = context.WithDeadline(ctx, by)
+			}
+			beside, err := a.gate.acquireAs(wctx, chain, a.gate.graph != nil, mode, onBeside, shed)
+			wcancel()
 			if q != nil {
 				q.beside = beside
 			}
@@ -1152,15 +1166,19 @@ func (h *Host) turnAs(ctx context.Context, kind TurnKind, ref Ref, sp *rivet.Spe
 				if rerr := (*rivet.Error)(nil); errors.As(err, &rerr) {
 					return nil, false, err // a deadlock, found as the wait began
 				}
-				if errors.Is(ctx.Err(), context.DeadlineExceeded) && a.gate.heldBy(chain) {
+				// The deadline's (or the margin's before it): the call did
+				// not run, and says so with a reason (actor.busy) that
+				// rivet.OutcomeUnknown reads as known. Not a cancellation.
+				timedOut := errors.Is(wctx.Err(), context.DeadlineExceeded) && (ctx.Err() == nil || errors.Is(ctx.Err(), context.DeadlineExceeded))
+				if timedOut && a.gate.heldBy(chain) {
 					// Not a slow actor: a turn of this very chain holds it,
 					// one this call does not descend from (turnGate).
-					return nil, false, rivet.Errorf(rivet.ErrTimeout, "deadline exceeded waiting for %s, which another call of this call chain holds: calls one turn makes at once take turns in an actor, and wait for each other's actors until their deadline", a.describe())
+					return nil, false, rivet.Reasonf(rivet.ErrTimeout, "actor", "busy", "deadline exceeded waiting for %s, which another call of this call chain holds: calls one turn makes at once take turns in an actor, and wait for each other's actors until their deadline; this call did not run (but for the actor's create, if it asked for one)", a.describe())
 				}
-				if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				if timedOut {
 					// Say where the time went: "deadline exceeded" alone
 					// reads as a slow action of this call's own.
-					return nil, false, rivet.Errorf(rivet.ErrTimeout, "waited until the deadline for the turn of %s, which other calls held all along (a slow action, a queue of callers, or calls that wait for each other through actors of several nodes): this call's action did not run there", a.describe())
+					return nil, false, rivet.Reasonf(rivet.ErrTimeout, "actor", "busy", "waited until the deadline for the turn of %s, which other calls held all along (a slow action, a queue of callers, or calls that wait for each other through actors of several nodes): this call did not run (but for the actor's create, if it asked for one); it ended shortly before the deadline to say so in time", a.describe())
 				}
 				return nil, false, ctxError(ctx)
 			}
@@ -1645,6 +1663,12 @@ func (h *Host) actionError(ctx context.Context, a *activation, action string, er
 			// (rivet.OutcomeUnknown), which the node sends without the
 			// detail clients retry on.
 			return &rivet.Error{Kind: rivet.ErrUnavailable, Message: fmt.Sprintf("action %s of %s ran and failed as unavailable (its own error, or one of an actor it called); its own changes were discarded, its calls to other actors stand: %s", action, a.describe(), re.Message)}
+		}
+		if re.Kind == rivet.ErrTimeout && re.Group == "actor" && re.Code == "busy" {
+			// The same for a call of the action's that waited in vain
+			// for its actor's turn: that call did not run, this action
+			// did (rivet.OutcomeUnknown must not read it as not run).
+			return rivet.Errorf(rivet.ErrTimeout, "action %s of %s ran and failed as timed out (its own error, or one of an actor it called); its own changes were discarded, its calls to other actors stand: %s", action, a.describe(), re.Message)
 		}
 		if re == err {
 			return err

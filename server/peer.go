@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
+	"github.com/rivet-go/rivet/internal/answerby"
 	"github.com/rivet-go/rivet/internal/rpcerr"
 	"github.com/rivet-go/rivet/internal/textcut"
 	"github.com/rivet-go/rivet/internal/tracing"
@@ -815,27 +816,12 @@ func forwardTimeoutMs(deadline time.Time) int64 {
 
 // AnswerBy returns when a request that has not been sent on by then should
 // give up, so that its caller, whose deadline ctx carries, hears why
-// before the deadline, for the answer to travel back: a tenth of the time
-// left before the deadline, at most 1 s, and at least half of it up to
-// answerMargin, and at least 50 ms. ok is false if ctx has no deadline.
-func AnswerBy(ctx context.Context) (by time.Time, ok bool) {
-	dl, ok := ctx.Deadline()
-	if !ok {
-		return time.Time{}, false
-	}
-	left := time.Until(dl)
-	margin := min(max(left/10, min(left/2, answerMargin), 50*time.Millisecond), time.Second)
-	return dl.Add(-margin), true
-}
+// before the deadline (answerby.By).
+func AnswerBy(ctx context.Context) (by time.Time, ok bool) { return answerby.By(ctx) }
 
 // answerMargin is the margin AnswerBy leaves an answer to reach its
-// caller, of a call with at least twice that left. It was 50 ms, which a
-// loaded machine (a 2-core CI runner with a cluster on it) overran now and
-// then: the caller's deadline passed as the answer travelled, and the call
-// ended DEADLINE_EXCEEDED, its outcome unknown, although it was never
-// sent. A call with less time left keeps half of it to wait in (for a new
-// connection to a peer, say), with a margin of 50 ms at least.
-const answerMargin = 200 * time.Millisecond
+// caller, of a call with at least twice that left.
+const answerMargin = answerby.Margin
 
 // current returns the stream to the peer, opening one if there is none.
 // Opening it waits for the connection (gRPC's stream creation blocks
