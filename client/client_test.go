@@ -723,3 +723,46 @@ func TestAClientOfSeveralNodesSpreadsItsCalls(t *testing.T) {
 		t.Fatalf("calls on the first node %d, on the second %d; want both used", onA.Load(), onB.Load())
 	}
 }
+
+// Close ends at once a call that waits to be retried (the node refused it,
+// UNAVAILABLE): the call fails as closed, not run. It held its caller until
+// its backoff ended (up to a second by default, here 2.5 s or more), and
+// with it whatever waited for that caller in a shutdown.
+func TestCloseEndsACallWaitingToBeRetried(t *testing.T) {
+	f := servertest.NewFake()
+	var calls atomic.Int64
+	f.CallFunc = func(context.Context, runtime.CallRequest) (json.RawMessage, error) {
+		calls.Add(1)
+		return nil, rivet.Reasonf(rivet.ErrUnavailable, "actor", "overloaded", "counter is overloaded: retry with backoff")
+	}
+	c, err := client.New(servertest.Start(t, f, servertest.Config{}), client.WithRetry(5*time.Second, time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Actor("counter", "main").Call(ctx(t), "increment", 1)
+		done <- err
+	}()
+	for deadline := time.Now().Add(10 * time.Second); calls.Load() == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the call never reached the node")
+		}
+	}
+	start := time.Now()
+	c.Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "Client.Close") || rivet.OutcomeUnknown(err) {
+			t.Fatalf("the call in its backoff: %v (outcome unknown %v); want Canceled by the client's Close, not run", err, rivet.OutcomeUnknown(err))
+		}
+		if took := time.Since(start); took > time.Second {
+			t.Fatalf("the call ended %v after Close; want at once", took)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("the call still waited 2 s after Close (its backoff is 2.5-5 s)")
+	}
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("%d attempts; want the one before Close", n)
+	}
+}

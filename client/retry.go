@@ -172,6 +172,18 @@ func clientClosed(sent bool) error {
 	return &rivet.Error{Kind: context.Canceled, Message: "the rivet client is closed (Client.Close): the call was not sent"}
 }
 
+// closedInBackoff is the error of a call whose wait to be retried the
+// client's Close cut off: of unknown outcome if an attempt before may have
+// run (ranBefore); else every attempt failed before it ran (not sent, or a
+// node's refusal), and neither did the call. Its kind is context.Canceled,
+// as clientClosed's.
+func closedInBackoff(ranBefore bool) error {
+	if ranBefore {
+		return clientClosed(true)
+	}
+	return &rivet.Error{Kind: context.Canceled, Message: "the rivet client was closed (Client.Close) while the call waited to be retried: it did not run"}
+}
+
 // noPeer marks a Peer gRPC has not filled in: a connection of a custom
 // dialer may have no remote address (nil), which is still a connection.
 var noPeer net.Addr = &net.UnixAddr{Name: "rivet: no peer"}
@@ -210,6 +222,10 @@ func invokeRetried[Req, Resp any](ctx context.Context, policy retryPolicy, class
 	var unreached *status.Status // the last attempt that did not reach a node
 	sent := false                // an attempt reached a node
 	atOnce := 0                  // the retries made without a backoff
+	var closing <-chan struct{}  // nil, which never ends, without policy.closed
+	if policy.closed != nil {
+		closing = policy.closed.Done()
+	}
 	for {
 		resp, reached, err := attempt(ctx, rpc, req)
 		if err == nil {
@@ -285,6 +301,13 @@ func invokeRetried[Req, Resp any](ctx context.Context, policy retryPolicy, class
 		case <-ctx.Done():
 			t.Stop()
 			return zero, ranBefore, notSentIf(!sent, withCause(fromStatus(ctx, st), ctx.Err()))
+		case <-closing:
+			// Close ends the wait at once: the caller, which may be
+			// what Close's caller waits for (a server's handler in a
+			// shutdown), held on until the backoff ended, up to a
+			// second, only to be refused as closed then.
+			t.Stop()
+			return zero, ranBefore, notSentIf(!ranBefore, closedInBackoff(ranBefore))
 		case <-t.C:
 		}
 		backoff = min(2*backoff, maxBackoff)
