@@ -114,7 +114,9 @@ type Actor[S any] struct {
 type Options struct {
 	// IdleTimeout is how long an actor stays in memory without a turn
 	// before it is deactivated (its state is already durable). 0: the
-	// node's default (30 s).
+	// node's default (30 s). A negative one is refused (Setup): it
+	// meant the default without a word; no value means "never" (a
+	// KeepAwake task keeps an actor in memory).
 	IdleTimeout time.Duration
 	// SleepTimeout bounds OnSleep (its context ends then). 0: 10 s.
 	SleepTimeout time.Duration
@@ -609,6 +611,10 @@ type Definition interface {
 func (a Actor[S]) Spec() (*Spec, error) {
 	if err := ValidateName("actor name", a.Name); err != nil {
 		return nil, err
+	}
+	if a.Options.IdleTimeout < 0 {
+		// It meant the node's default without a word.
+		return nil, fmt.Errorf("actor %s: Options.IdleTimeout is negative (%v): give a positive duration, or 0 for the node's (--idle-timeout); no value means never (a KeepAwake task keeps an actor in memory)", a.Name, a.Options.IdleTimeout)
 	}
 	initial, err := json.Marshal(a.State)
 	if err != nil {

@@ -267,6 +267,11 @@ func (c *Config) validate() error {
 			}
 		}
 	}
+	if c.Runtime.IdleTimeout < 0 {
+		// Refused before anything starts, as the flag's is; the runtime
+		// refuses it too, but only once etcd and the cluster are up.
+		return fmt.Errorf("node: Runtime.IdleTimeout (--idle-timeout) is negative (%v): give a positive duration, or 0 for the default (30s); no value means never (a KeepAwake task keeps an actor in memory)", c.Runtime.IdleTimeout)
+	}
 	if c.Partitions > 65536 {
 		return errors.New("node: Partitions (--partitions) above 65536")
 	}

@@ -195,7 +195,7 @@ func ParseFlags(name string, args []string, out io.Writer) (Config, error) {
 	p.str(&cfg.EtcdKeyFile, "etcd-key", "", "PEM key of --etcd-cert")
 	p.u32(&cfg.Partitions, "partitions", cfg.Partitions, "partition count of a new cluster (fixed once the cluster exists; 0: the default)")
 	p.dur(&cfg.LeaseTTL, "lease-ttl", cfg.LeaseTTL, "ownership lease TTL: how soon a crashed node's actors can move")
-	p.dur(&cfg.Runtime.IdleTimeout, "idle-timeout", cfg.Runtime.IdleTimeout, "deactivate actors idle this long")
+	p.dur(&cfg.Runtime.IdleTimeout, "idle-timeout", cfg.Runtime.IdleTimeout, "deactivate actors idle this long, without a turn (a negative one is refused: there is no never, but a KeepAwake task keeps an actor in memory; an actor type's Options.IdleTimeout overrides it)")
 	p.integer(&cfg.Runtime.MaxActiveActors, "max-active-actors", cfg.Runtime.MaxActiveActors, "actors in memory past which those idle longest are deactivated early (0: the default; -1: no bound)")
 	p.integer(&cfg.Runtime.MaxQueueDepth, "max-queue-depth", cfg.Runtime.MaxQueueDepth, "messages one queue of an actor holds, past which a send is refused (RESOURCE_EXHAUSTED queue.full; 0: the default)")
 	p.integer(&cfg.Runtime.MaxWaitingCalls, "max-waiting-calls", cfg.Runtime.MaxWaitingCalls, "turns waiting for one actor past which a client's call is refused at once, not run (UNAVAILABLE actor.overloaded, which clients retry with backoff; calls actors make wait; 0: the default; -1: no bound)")

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -20,7 +21,10 @@ type Config struct {
 	Partitions uint32
 	// IdleTimeout is how long an actor stays in memory without a turn before
 	// it is deactivated. Its state is durable all along, so this trades
-	// memory for the cost of a reload (one etcd range read). Default 30 s.
+	// memory for the cost of a reload (one etcd range read). 0: 30 s. A
+	// negative one is refused (New): it meant the default, without a word,
+	// where a Dapr or Orleans user may read "never"; an actor kept in
+	// memory is one with a KeepAwake task.
 	IdleTimeout time.Duration
 	// ActionTimeout ends the context of one action's turn (its wait for
 	// the gate included). Default 60 s, as the original. An action that
@@ -159,7 +163,10 @@ func (c *Config) validate() error {
 	if c.Partitions == 0 {
 		return errors.New("runtime: Config.Partitions is 0")
 	}
-	if c.IdleTimeout <= 0 {
+	if c.IdleTimeout < 0 {
+		return fmt.Errorf("runtime: Config.IdleTimeout is negative (%v): give a positive duration, or 0 for the default (%v); no value means never (a KeepAwake task keeps an actor in memory)", c.IdleTimeout, d.IdleTimeout)
+	}
+	if c.IdleTimeout == 0 {
 		c.IdleTimeout = d.IdleTimeout
 	}
 	if c.ActionTimeout <= 0 {
