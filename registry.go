@@ -89,9 +89,10 @@ func ValidateName(what, name string) error {
 // ValidateKey checks an actor key: 1 to 1024 components, each valid UTF-8
 // of at most 128 bytes, 1 KiB in all. A key over its limits is a bad key
 // (ErrInvalidArgument), not a payload over a quota. An empty component is
-// allowed, as in Rivet's and Orleans' string keys: [""], ["", ""] and
-// ["a", ""] are three actors, none another's (storage.EncodeKey keeps them
-// apart). Only the key of no components is refused (it has no actor).
+// allowed: [""], ["", ""] and ["a", ""] are three actors, none another's
+// (storage.EncodeKey keeps them apart), so a key built from data that may
+// be empty works; check for an empty ID yourself where one is a mistake.
+// Only the key of no components is refused (it names no actor).
 func ValidateKey(key []string) error {
 	if len(key) == 0 {
 		return Errorf(ErrInvalidArgument, "actor key is empty: give at least one component")
