@@ -410,7 +410,8 @@ func (o *options) credentials() ([]grpc.DialOption, error) {
 
 // Close closes the connections. Calls in flight fail with Canceled ("the
 // rivet client was closed (Client.Close) during the call", which may have
-// run), and subscriptions still open end (ErrSubscriptionClosed). Calls
+// run), a call waiting to be retried at once (not run, if no attempt of it
+// may have), and subscriptions still open end (ErrSubscriptionClosed). Calls
 // made after Close fail with Canceled too ("the rivet client is closed"),
 // not sent. Either matches context.Canceled although no
 // context of the caller's ended: a server that reads that as its own
