@@ -766,3 +766,33 @@ func TestCloseEndsACallWaitingToBeRetried(t *testing.T) {
 		t.Fatalf("%d attempts; want the one before Close", n)
 	}
 }
+
+// A keyed send retried after a connection that broke once the node had
+// queued it, whose retry waited in vain for the actor's turn (a timeout
+// with reason actor.busy: that attempt did not run), is of unknown
+// outcome: the first attempt's message stands. The retry's "did not run"
+// alone read as the whole call's.
+func TestABusyAnswerAfterAnAttemptThatMayHaveRunIsOfUnknownOutcome(t *testing.T) {
+	var attempts atomic.Int32
+	broken := grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		if attempts.Add(1) == 1 {
+			h(ctx, req) // queued, and the answer lost as a broken connection loses it
+			return nil, status.Error(codes.Unavailable, "connection reset")
+		}
+		return h(ctx, req)
+	})
+	f := servertest.NewFake()
+	var queued atomic.Int32
+	f.SendFunc = func(context.Context, runtime.SendRequest) (runtime.SendResult, error) {
+		if queued.Load() == 0 {
+			return runtime.SendResult{MessageID: uint64(queued.Add(1)), Status: runtime.SendEnqueued}, nil
+		}
+		return runtime.SendResult{}, rivet.Reasonf(rivet.ErrTimeout, "actor", "busy", "waited until the deadline for the turn of inbox [\"k\"]: this call did not run")
+	}
+	c := newClient(t, servertest.Start(t, f, servertest.Config{GRPCOptions: []grpc.ServerOption{broken}}))
+	_, err := c.Actor("inbox", "k").SendWith(ctx(t), "q", 7, client.SendOptions{IdempotencyKey: "order-1"})
+	var re *rivet.Error
+	if !errors.Is(err, rivet.ErrTimeout) || !errors.As(err, &re) || re.Code != "busy" || !rivet.OutcomeUnknown(err) || attempts.Load() != 2 {
+		t.Fatalf("keyed send, queued by a broken attempt, then busy: %v (outcome unknown %v, %d attempts); want actor.busy of unknown outcome after 2 attempts", err, rivet.OutcomeUnknown(err), attempts.Load())
+	}
+}

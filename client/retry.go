@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"net"
 	"strings"
@@ -247,6 +248,12 @@ func invokeRetried[Req, Resp any](ctx context.Context, policy retryPolicy, class
 				// down, or one that wants TLS, which the deadline alone
 				// would hide.
 				err = &retriedError{err: err, before: rpcerr.FromStatus(unreached)}
+			}
+			if ranBefore && !rivet.OutcomeUnknown(err) && errors.Is(err, rivet.ErrTimeout) {
+				// actor.busy: this attempt did not run, but the one
+				// before may have (a retried read or keyed send whose
+				// connection broke once it was sent).
+				err = &ranBeforeError{err: err}
 			}
 			return zero, ranBefore, notSentIf(!sent, err)
 		}
