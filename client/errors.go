@@ -106,21 +106,6 @@ type retriedError struct {
 func (e *retriedError) Error() string { return e.err.Error() }
 func (e *retriedError) Unwrap() error { return e.err }
 
-// ranBeforeError is a call's final failure that says its attempt did not
-// run (a timeout with reason actor.busy) after an earlier attempt whose
-// connection broke once it was sent, and which may have: rivet.OutcomeUnknown
-// is true. errors.Is and As see err.
-type ranBeforeError struct{ err error }
-
-func (e *ranBeforeError) Error() string {
-	return e.err.Error() + "; an earlier attempt of this call, whose connection broke once it was sent, may have run (its outcome is unknown)"
-}
-func (e *ranBeforeError) Unwrap() error { return e.err }
-
-// OutcomeUnknown tells rivet.OutcomeUnknown that an earlier attempt may
-// have run.
-func (e *ranBeforeError) OutcomeUnknown() bool { return true }
-
 // EarlierFailure returns, for a call whose deadline ended it after an
 // attempt that could not reach the node (UNAVAILABLE from the transport:
 // refused, reset, not TLS), that attempt's failure; nil otherwise. It

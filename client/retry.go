@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"errors"
 	"math/rand/v2"
 	"net"
 	"strings"
@@ -249,12 +248,10 @@ func invokeRetried[Req, Resp any](ctx context.Context, policy retryPolicy, class
 				// would hide.
 				err = &retriedError{err: err, before: rpcerr.FromStatus(unreached)}
 			}
-			if ranBefore && !rivet.OutcomeUnknown(err) && errors.Is(err, rivet.ErrTimeout) {
-				// actor.busy: this attempt did not run, but the one
-				// before may have (a retried read or keyed send whose
-				// connection broke once it was sent).
-				err = &ranBeforeError{err: err}
-			}
+			// actor.busy: this attempt did not run, but the one before
+			// may have (a retried read or keyed send whose connection
+			// broke once it was sent).
+			err = rpcerr.BusyRanBefore(ranBefore, err)
 			return zero, ranBefore, notSentIf(!sent, err)
 		}
 		// Neither refused before it was sent nor a node's own answer

@@ -658,6 +658,7 @@ func (r remote) do(ctx context.Context, ref runtime.Ref, again resend, local fun
 	wctx, cancel := context.WithDeadline(ctx, deadline) // connFor's wait for an owner
 	defer cancel()
 	backoff := 50 * time.Millisecond
+	brokeBefore := false // a hop broke off once it may have been sent, and was sent again
 	for {
 		conn, owner, err := r.v.connFor(wctx, p)
 		switch {
@@ -688,9 +689,12 @@ func (r remote) do(ctx context.Context, ref runtime.Ref, again resend, local fun
 				// Refused as overloaded (runtime.Config.MaxWaitingCalls):
 				// not an answer this build gives an actor's call (it
 				// refuses clients' alone), but one not to retry here on
-				// top of whoever retries it.
-				return peerError(err)
+				// top of whoever retries it. A busy answer (actor.busy)
+				// says this hop did not run: one that broke before may
+				// have.
+				return rpcerr.BusyRanBefore(brokeBefore, peerError(err))
 			}
+			brokeBefore = brokeBefore || brokeOff
 			switch {
 			case brokeOff && again == resendReadOnly:
 				err = rivet.Errorf(rivet.ErrUnavailable, "a read-only call to the owner's node broke off (its actor's state is unchanged): %s", st.Message())

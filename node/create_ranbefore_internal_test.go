@@ -64,3 +64,53 @@ func TestAKeyedCreateSentAgainAfterABrokenHopIsOfUnknownOutcomeIfItExists(t *tes
 		}
 	}
 }
+
+// A keyed call or send that a node forwards for an actor, sent again after
+// its hop broke off, whose owner answers that it waited in vain for the
+// actor's turn (a timeout with reason actor.busy: that hop did not run),
+// is of unknown outcome: the broken hop may have run. A busy answer with
+// no broken hop before it is the owner's own: known, it did not run.
+func TestABusyAnswerAfterABrokenHopIsOfUnknownOutcome(t *testing.T) {
+	const parts = 8
+	reg, err := rivet.Setup(counter.Actor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, a, b := twoNodesWithShortLeases(t, reg, "/busy-ranbefore-test/", parts)
+	var onB runtime.Ref
+	for i := 0; onB.Name == "" && i < 1000; i++ {
+		ref := runtime.Ref{Name: "counter", Key: []string{fmt.Sprint("r", i)}}
+		if p, err := a.host.PartitionOf(ref); err != nil {
+			t.Fatal(err)
+		} else if b.host.Owns(p) {
+			onB = ref
+		}
+	}
+	if onB.Name == "" {
+		t.Fatal("no counter of 1000 keys is on b")
+	}
+	busy, _ := rpcerr.ToStatus(rivet.Reasonf(rivet.ErrTimeout, "actor", "busy", "waited until the deadline for the turn of counter: this call did not run"))
+	broken := status.Error(codes.Unavailable, "the stream to the actor's owner broke during the forwarded send")
+	r := remote{a.view}
+	for _, c := range []struct {
+		what    string
+		answers []error
+		unknown bool
+	}{
+		{"a hop that broke off, then actor.busy", []error{broken, busy.Err()}, true},
+		{"actor.busy at once", []error{busy.Err()}, false},
+	} {
+		hops := 0
+		err := r.do(ctx, onB, resendKeyed, func() error { return errors.New("the partition moved to the caller's node") }, func(*server.PeerConn) error {
+			hops++
+			if hops > len(c.answers) {
+				return errors.New("sent more often than the test answers")
+			}
+			return c.answers[hops-1]
+		})
+		var re *rivet.Error
+		if hops != len(c.answers) || !errors.Is(err, rivet.ErrTimeout) || !errors.As(err, &re) || re.Code != "busy" || rivet.OutcomeUnknown(err) != c.unknown {
+			t.Errorf("%s: %v after %d hops (outcome unknown %v); want actor.busy after %d, outcome unknown %v", c.what, err, hops, rivet.OutcomeUnknown(err), len(c.answers), c.unknown)
+		}
+	}
+}
