@@ -1,6 +1,7 @@
 package runtime_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -390,6 +391,51 @@ func TestACycleThroughAnOuterTurnFailsAtOnce(t *testing.T) {
 			}
 		case <-deadline:
 			t.Fatal("the calls did not end once the cycle broke")
+		}
+	}
+}
+
+// A call with 50 ms left that finds its actor busy waits for the turn for
+// half of that before it is told it did not run (actor.busy): the margin
+// for its answer (answerby.By, 50 ms at least) left it no wait at all, so
+// that it was refused at once, where it waited for a turn of a
+// millisecond before.
+func TestAShortCallWaitsForABusyActorsTurnBeforeItIsRefused(t *testing.T) {
+	t.Parallel()
+	entered := make(chan struct{})
+	release := make(chan struct{})
+	slow := rivet.Actor[testactors.HubState]{
+		Name: "slowpoke",
+		Actions: rivet.Actions[testactors.HubState]{
+			"hold": rivet.Action0(func(c *rivet.ActionCtx[testactors.HubState]) (string, error) {
+				close(entered)
+				<-release
+				return "held", nil
+			}),
+			"noop": rivet.Action0(func(c *rivet.ActionCtx[testactors.HubState]) (string, error) { return "noop", nil }),
+		},
+	}
+	e := newEnv(t, counterReg(t, slow), nil)
+	done := make(chan callResult, 1)
+	go func() { done <- callStr(t, e.host, "slowpoke", "s", "hold") }()
+	defer func() { close(release); <-done }()
+	select {
+	case <-entered:
+	case <-time.After(15 * time.Second):
+		t.Fatal("hold did not enter")
+	}
+	for i := range 3 {
+		cctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		start := time.Now()
+		_, err := e.host.Call(cctx, runtime.CallRequest{Ref: runtime.Ref{Name: "slowpoke", Key: []string{"s"}}, Action: "noop"})
+		took := time.Since(start)
+		cancel()
+		var re *rivet.Error
+		if !errors.Is(err, rivet.ErrTimeout) || !errors.As(err, &re) || re.Code != "busy" || rivet.OutcomeUnknown(err) {
+			t.Fatalf("call %d: %v; want actor.busy, its outcome known", i, err)
+		}
+		if took < 20*time.Millisecond {
+			t.Fatalf("call %d with 50 ms left was refused after %v; want it to wait about half of it (25 ms) for the turn", i, took)
 		}
 	}
 }

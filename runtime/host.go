@@ -1144,9 +1144,10 @@ func (h *Host) turnAs(ctx context.Context, kind TurnKind, ref Ref, sp *rivet.Spe
 			// outcome unknown (a user trial). The margin is the one a
 			// forward not sent on keeps, for the answer to travel back
 			// through a forwarding node too, which gives this node the
-			// caller's own deadline.
+			// caller's own deadline. Not before halfway to the deadline
+			// (answerby.Wait): a call with 50 ms left was refused at once.
 			wctx, wcancel := ctx, context.CancelFunc(func() {})
-			if by, ok := answerby.By(ctx); ok {
+			if by, ok := answerby.Wait(ctx); ok {
 				wctx, wcancel = context.WithDeadline(ctx, by)
 			}
 			beside, err := a.gate.acquireAs(wctx, chain, a.gate.graph != nil, mode, onBeside, shed)

@@ -37,3 +37,22 @@ func By(ctx context.Context) (by time.Time, ok bool) {
 // gives the owner the caller's own deadline, so the owner's answer has the
 // same margin for both hops.
 const Margin = 200 * time.Millisecond
+
+// Wait is By for a wait whose end refuses the call (an actor's turn, which
+// may come within the margin): not before halfway to the deadline. By
+// leaves a call with 50 ms or less no wait at all (the margin's floor), so
+// that such a call found its actor busy with a turn of a millisecond
+// refused at once, where it waited for it before; and up to 100 ms, less
+// than half. ok is false if ctx has no deadline.
+func Wait(ctx context.Context) (by time.Time, ok bool) {
+	by, ok = By(ctx)
+	if !ok {
+		return by, false
+	}
+	dl, _ := ctx.Deadline()
+	now := time.Now()
+	if half := now.Add(dl.Sub(now) / 2); by.Before(half) {
+		by = half
+	}
+	return by, true
+}
