@@ -310,7 +310,8 @@ func codeOf(kind error) (group, code string) {
 // earlier attempt of its request may have run (a method OutcomeUnknown()
 // bool that returns true: the Go client's ALREADY_EXISTS for a keyed Create
 // it sent again after a broken connection, from a node older than the key,
-// which ignores it) is unknown, whatever its kind.
+// which ignores it; an actor.busy answer to a retry after an attempt whose
+// connection broke once it was sent) is unknown, whatever its kind.
 func OutcomeUnknown(err error) bool {
 	if err == nil {
 		return false
