@@ -21,6 +21,11 @@ func Setup(defs ...Definition) (*Registry, error) {
 		if err != nil {
 			return nil, err
 		}
+		if sp.IdleTimeout < 0 {
+			// A Definition of one's own, which Actor.Spec's check does
+			// not see: the runtime read it as the default.
+			return nil, fmt.Errorf("actor %s: IdleTimeout is negative (%v): give a positive duration, or 0 for the node's (--idle-timeout)", sp.Name, sp.IdleTimeout)
+		}
 		if _, dup := r.specs[sp.Name]; dup {
 			return nil, fmt.Errorf("rivet: two actors named %q", sp.Name)
 		}
