@@ -11,10 +11,10 @@ import (
 )
 
 // An empty key component is a key like any other (rivet.ValidateKey): [""],
-// ["", ""], ["a", ""], ["", "a"] and ["a"] are five actors, each with its
-// own state and scheduled calls, after a restart too (a node reads the
-// keys of its wakeups and schedules back from storage), and List gives
-// each its own key. So it is allowed, not refused: nothing in the layout
+// ["", ""], ["a", ""], ["", "a"], ["a"] and the others below are actors of
+// their own, each with its own state and scheduled calls, after a restart
+// too (a node reads the keys of its wakeups and schedules back from
+// storage), and List gives each its own key. So it is allowed, not refused: nothing in the layout
 // confuses it with another key (storage.FuzzEncodeKey).
 func TestEmptyKeyComponentsAreDistinctActors(t *testing.T) {
 	type st struct{ N, Fired int }
@@ -23,7 +23,7 @@ func TestEmptyKeyComponentsAreDistinctActors(t *testing.T) {
 		Actions: rivet.Actions[st]{
 			"add": rivet.Action(func(c *rivet.ActionCtx[st], by int) (int, error) {
 				c.State.N += by
-				_, err := c.Schedule().After(200*time.Millisecond, "fire")
+				_, err := c.Schedule().After(2*time.Second, "fire") // after the restart, on a loaded machine too
 				return c.State.N, err
 			}),
 			"fire": rivet.Action0(func(c *rivet.ActionCtx[st]) (int, error) { c.State.Fired++; return c.State.Fired, nil }),
