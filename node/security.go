@@ -103,6 +103,10 @@ func (n *Node) loadSecurity() (security, error) {
 		if c.TLSCertFile == "" {
 			n.log.Warn("the gRPC port requires a token but has no TLS: tokens cross the network in plaintext")
 		}
+	} else {
+		// Without a token, only the bound on how long a request may take
+		// to arrive.
+		s.server = append(s.server, server.AuthServerOptions("")...)
 	}
 	if c.EtcdCAFile != "" || c.EtcdCertFile != "" {
 		et, err := certs.ClientConfig(c.EtcdCAFile, c.EtcdCertFile, c.EtcdKeyFile)

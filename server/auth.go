@@ -19,13 +19,17 @@ import (
 // credentials, and it tells them only whether the node serves.
 var healthPrefix = "/" + grpc_health_v1.Health_ServiceDesc.ServiceName + "/"
 
-// AuthServerOptions returns the options that make a server require token
-// (none for an empty token): AuthTapHandle, which refuses a call before
-// its request is read, and the interceptors, the same check for a server
-// that gRPC does not tap (one served through ServeHTTP).
+// AuthServerOptions returns the options that make a server require token:
+// AuthTapHandle, which refuses a call before its request is read, and the
+// interceptors, the same check for a server that gRPC does not tap (one
+// served through ServeHTTP). The tap handle also bounds the time a call's
+// request may take to arrive (requestReadTimeout; disarmed by the
+// interceptors of ServerOptions, which a server must have too), and as a
+// server has only one tap handle, that bound is all the options hold for
+// an empty token: install them with or without one.
 func AuthServerOptions(token string) []grpc.ServerOption {
 	if token == "" {
-		return nil
+		return []grpc.ServerOption{grpc.InTapHandle(readDeadlineTap)}
 	}
 	return []grpc.ServerOption{
 		grpc.InTapHandle(AuthTapHandle(token)),
@@ -41,10 +45,14 @@ func AuthServerOptions(token string) []grpc.ServerOption {
 // transport's bound (twice the largest limit plus 1 MiB) per call. The
 // refused stream is reset, so the caller sends no more of it than the
 // stream's flow-control window. An empty token lets every call through.
-// Only one tap handle can be installed on a grpc.Server.
+// A call let through has its request read within requestReadTimeout (see
+// there). Only one tap handle can be installed on a grpc.Server.
 func AuthTapHandle(token string) tap.ServerInHandle {
 	return func(ctx context.Context, info *tap.Info) (context.Context, error) {
-		return ctx, authenticateMD(info.Header, token, info.FullMethodName)
+		if err := authenticateMD(info.Header, token, info.FullMethodName); err != nil {
+			return ctx, err
+		}
+		return withReadDeadline(ctx, requestReadTimeout), nil
 	}
 }
 

@@ -17,10 +17,12 @@
 //		grpc.ChainUnaryInterceptor(server.UnaryInterceptor(log)))...)
 //	srv.Register(gs)
 //
-// A node with a bearer token adds AuthServerOptions (a tap handle that
-// refuses a call from its headers, before its request is read, and the
+// A node adds AuthServerOptions (a tap handle that refuses a call without
+// the bearer token from its headers, before its request is read, and the
 // same check as interceptors) before the forwarding interceptor; they
-// guard everything but the gRPC health service.
+// guard everything but the gRPC health service. Without a token it adds
+// them too: the tap handle also drops a call whose request does not
+// arrive in time (requestReadTimeout).
 //
 // Between nodes, ForwardingInterceptor sends a request for an actor
 // another node owns over a PeerConn: a long-lived PeerService stream on

@@ -87,8 +87,8 @@ func (l Limits) largest() int {
 func ServerOptions(limits Limits) []grpc.ServerOption {
 	l := limits.withDefaults()
 	return []grpc.ServerOption{
-		grpc.ChainUnaryInterceptor(boundErrors, deadlineFirst),
-		grpc.ChainStreamInterceptor(boundStreamErrors),
+		grpc.ChainUnaryInterceptor(disarmUnary, boundErrors, deadlineFirst),
+		grpc.ChainStreamInterceptor(disarmStream, boundStreamErrors),
 		grpc.MaxRecvMsgSize(l.recvBound()),
 		// Requests that do not decode are the client's error (decode.go).
 		grpc.ForceServerCodecV2(newRequestCodec()),
