@@ -85,6 +85,9 @@ type Config struct {
 	// connection that sends no next request (httpIdleTimeout's default):
 	// a test hook.
 	httpIdleTimeout time.Duration
+	// maxGRPCConns and maxHTTPConns, if set, replace the bounds on the
+	// connections the node's ports hold at once (connLimits).
+	maxGRPCConns, maxHTTPConns int
 
 	// GossipAddr is the host:port of the memberlist gossip (TCP and UDP).
 	// "-" runs the node without gossip: it then balances over the nodes

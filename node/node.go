@@ -25,6 +25,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+	"golang.org/x/net/netutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/connectivity"
@@ -421,6 +422,24 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 		if n.httpLis, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
 			return nil, fmt.Errorf("node: http listen: %w", err)
 		}
+	}
+	// Each connection holds a file descriptor from its accept, before
+	// any token or certificate is checked: without a bound, anyone who
+	// reaches a port could take every descriptor the process may open
+	// (a client opening 20,000 idle connections did it in 9 s), and the
+	// embedded etcd, out of them, stops the process ("failed to purge wal
+	// file: too many open files"). Past the bound, connections wait in
+	// the kernel's accept queue.
+	grpcConns, httpConns := connLimits()
+	if n.cfg.maxGRPCConns > 0 {
+		grpcConns = n.cfg.maxGRPCConns
+	}
+	if n.cfg.maxHTTPConns > 0 {
+		httpConns = n.cfg.maxHTTPConns
+	}
+	n.grpcLis = netutil.LimitListener(n.grpcLis, grpcConns)
+	if n.httpLis != nil {
+		n.httpLis = netutil.LimitListener(n.httpLis, httpConns)
 	}
 	// Served from here, not once the node serves: a start can wait for
 	// as long as etcd does not answer or is out of space, and a liveness

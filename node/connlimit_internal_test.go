@@ -1,0 +1,107 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"net"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"golang.org/x/net/http2"
+
+	"github.com/rivet-go/rivet"
+	"github.com/rivet-go/rivet/examples/counter"
+)
+
+// The gRPC port holds at most its bound of connections at once, whoever
+// opens them: before, a client that opened 20,000 idle connections (no
+// token needed, none is asked before a call) took every file descriptor
+// the process could open in 9 s, and the embedded etcd, out of them,
+// stopped the node. A connection past the bound is not served (no
+// SETTINGS from the node) until one of those held closes.
+func TestGRPCPortBoundsItsConnections(t *testing.T) {
+	reg, err := rivet.Setup(counter.Actor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultLocalConfig(t.TempDir())
+	cfg.Partitions = 4
+	cfg.Logger = zap.NewNop()
+	cfg.Token = "s3cret"
+	cfg.maxGRPCConns = 2
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	n := StartForTest(t, ctx, cfg, reg)
+
+	// open dials the gRPC port as an HTTP/2 client that sends nothing
+	// after its preface, and says whether the node answered with its
+	// SETTINGS within wait.
+	open := func(wait time.Duration) (net.Conn, bool) {
+		t.Helper()
+		c, err := net.Dial("tcp", n.GRPCAddr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		if _, err := c.Write([]byte(http2.ClientPreface)); err != nil {
+			t.Fatal(err)
+		}
+		fr := http2.NewFramer(c, c)
+		if err := fr.WriteSettings(); err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(wait))
+		f, err := fr.ReadFrame()
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			return c, false
+		}
+		if err != nil {
+			t.Fatalf("reading the node's first frame: %v", err)
+		}
+		if _, ok := f.(*http2.SettingsFrame); !ok {
+			t.Fatalf("the node's first frame is %T, want SETTINGS", f)
+		}
+		_ = c.SetReadDeadline(time.Time{})
+		return c, true
+	}
+	var held []net.Conn
+	for i := range 2 {
+		c, ok := open(10 * time.Second)
+		if !ok {
+			t.Fatalf("connection %d of 2 was not served", i+1)
+		}
+		held = append(held, c)
+	}
+	third, ok := open(time.Second)
+	if ok {
+		t.Fatal("a third connection was served beside two held, over the bound of 2")
+	}
+	held[0].Close()
+	// Served once a slot is free: its SETTINGS come now.
+	_ = third.SetReadDeadline(time.Now().Add(10 * time.Second))
+	f, err := http2.NewFramer(third, third).ReadFrame()
+	if err != nil {
+		t.Fatalf("the third connection, once one closed: %v, want the node's SETTINGS", err)
+	}
+	if _, ok := f.(*http2.SettingsFrame); !ok {
+		t.Fatalf("the third connection's first frame is %T, want SETTINGS", f)
+	}
+}
+
+func TestConnLimitsOf(t *testing.T) {
+	for _, tc := range []struct {
+		nofile     uint64
+		grpc, http int
+	}{
+		{1024, 512, 128},
+		{20_000, 10_000, 1024},
+		{1 << 20, 65_536, 1024},
+		{10, 16, 4},
+	} {
+		if g, h := connLimitsOf(tc.nofile); g != tc.grpc || h != tc.http {
+			t.Errorf("connLimitsOf(%d) = %d, %d; want %d, %d", tc.nofile, g, h, tc.grpc, tc.http)
+		}
+	}
+}
