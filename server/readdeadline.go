@@ -44,13 +44,17 @@ func withReadDeadline(ctx context.Context, d time.Duration) context.Context {
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	t := time.AfterFunc(d, func() { cancel(errRequestReadTimeout) })
+	// A stream that ends before its request is read (a caller gone, a
+	// request too large, an unknown method, a stream the stop refuses) is
+	// not disarmed: its timer would hold the stream's context, headers
+	// and all, for the whole timeout, which a caller that opens and
+	// resets streams as fast as it can turns into memory.
+	context.AfterFunc(ctx, func() { t.Stop() })
 	return context.WithValue(ctx, readDeadlineKey{}, t)
 }
 
 // disarmRead stops the read deadline of the stream of ctx, if it has one:
-// its request has been read. A stream that ends before (a caller gone, an
-// unknown method) keeps its timer until it fires, which cancels a context
-// already done.
+// its request has been read.
 func disarmRead(ctx context.Context) {
 	if t, ok := ctx.Value(readDeadlineKey{}).(*time.Timer); ok {
 		t.Stop()

@@ -1,0 +1,28 @@
+package server
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// A stream that ends before its request is read (its context canceled by
+// gRPC as the stream ends, never disarmed) has its read deadline's timer
+// stopped: before, the timer held the stream's context, headers and all,
+// for the whole timeout after the stream was gone.
+func TestReadDeadlineStopsWithItsStream(t *testing.T) {
+	stream, end := context.WithCancel(context.Background())
+	ctx := withReadDeadline(stream, time.Hour)
+	tm := ctx.Value(readDeadlineKey{}).(*time.Timer)
+	defer tm.Stop()
+	end()
+	// Reset says whether the timer was still pending (and arms it again
+	// for an hour, which the next round or the deferred Stop undoes).
+	deadline := time.Now().Add(10 * time.Second)
+	for tm.Reset(time.Hour) {
+		if time.Now().After(deadline) {
+			t.Fatal("the read deadline's timer still runs 10 s after its stream ended")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
