@@ -36,7 +36,7 @@ var openMethods = map[string]bool{
 // an empty token: install them with or without one.
 func AuthServerOptions(token string) []grpc.ServerOption {
 	if token == "" {
-		return []grpc.ServerOption{grpc.InTapHandle(readDeadlineTap)}
+		return []grpc.ServerOption{grpc.InTapHandle(readDeadlineTap(requestReadTimeout))}
 	}
 	return []grpc.ServerOption{
 		grpc.InTapHandle(AuthTapHandle(token)),
@@ -55,19 +55,21 @@ func AuthServerOptions(token string) []grpc.ServerOption {
 // A call let through has its request read within requestReadTimeout (see
 // there). Only one tap handle can be installed on a grpc.Server.
 func AuthTapHandle(token string) tap.ServerInHandle {
+	read := requestReadTimeout
 	return func(ctx context.Context, info *tap.Info) (context.Context, error) {
 		if err := authenticateMD(info.Header, token, info.FullMethodName); err != nil {
 			return ctx, err
 		}
-		return withReadDeadline(ctx, requestReadTimeout), nil
+		return withReadDeadline(ctx, read), nil
 	}
 }
 
 // AuthUnaryInterceptor refuses, with UNAUTHENTICATED, every unary call
 // that does not carry token as "authorization: Bearer <token>" metadata,
-// except the health service's Check and List (openMethods). An empty token lets every call through.
-// Chain it before ForwardingInterceptor, so that nothing is forwarded for
-// a caller that was not authenticated here.
+// except the health service's Check and List (openMethods). An empty
+// token lets every call through. Chain it before ForwardingInterceptor,
+// so that nothing is forwarded for a caller that was not authenticated
+// here.
 func AuthUnaryInterceptor(token string) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		if err := authenticate(ctx, token, info.FullMethod); err != nil {

@@ -20,9 +20,9 @@
 // A node adds AuthServerOptions (a tap handle that refuses a call without
 // the bearer token from its headers, before its request is read, and the
 // same check as interceptors) before the forwarding interceptor; they
-// guard everything but the gRPC health service. Without a token it adds
-// them too: the tap handle also drops a call whose request does not
-// arrive in time (requestReadTimeout).
+// guard everything but the gRPC health service's Check and List. Without
+// a token it adds them too: the tap handle also drops a call whose
+// request does not arrive in time (requestReadTimeout).
 //
 // Between nodes, ForwardingInterceptor sends a request for an actor
 // another node owns over a PeerConn: a long-lived PeerService stream on

@@ -99,7 +99,9 @@ func (s *firstRecvDisarms) RecvMsg(m any) error {
 }
 
 // readDeadlineTap is the tap handle of a server without a token: only the
-// read deadline.
-func readDeadlineTap(ctx context.Context, _ *tap.Info) (context.Context, error) {
-	return withReadDeadline(ctx, requestReadTimeout), nil
+// read deadline, d.
+func readDeadlineTap(d time.Duration) tap.ServerInHandle {
+	return func(ctx context.Context, _ *tap.Info) (context.Context, error) {
+		return withReadDeadline(ctx, d), nil
+	}
 }
