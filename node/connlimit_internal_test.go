@@ -1,9 +1,11 @@
 package node
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"net"
+	"net/http"
 	"testing"
 	"time"
 
@@ -104,4 +106,65 @@ func TestConnLimitsOf(t *testing.T) {
 			t.Errorf("connLimitsOf(%d) = %d, %d; want %d, %d", tc.nofile, g, h, tc.grpc, tc.http)
 		}
 	}
+}
+
+// The HTTP port too holds at most its bound of connections at once: a
+// request on a connection past it is answered only once one held closes.
+func TestHTTPPortBoundsItsConnections(t *testing.T) {
+	reg, err := rivet.Setup(counter.Actor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultLocalConfig(t.TempDir())
+	cfg.Partitions = 4
+	cfg.Logger = zap.NewNop()
+	cfg.maxHTTPConns = 1
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	n := StartForTest(t, ctx, cfg, reg)
+
+	// healthz sends GET /healthz on a connection of its own and says
+	// whether it was answered within wait.
+	healthz := func(c net.Conn, wait time.Duration) bool {
+		t.Helper()
+		if _, err := c.Write([]byte("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(wait))
+		res, err := http.ReadResponse(bufio.NewReader(c), nil)
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			return false
+		}
+		if err != nil {
+			t.Fatalf("reading /healthz's response: %v", err)
+		}
+		res.Body.Close()
+		return true
+	}
+	dial := func() net.Conn {
+		t.Helper()
+		c, err := net.Dial("tcp", n.HTTPAddr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	held := dial()
+	if !healthz(held, 10*time.Second) {
+		t.Fatal("the first connection was not served")
+	}
+	second := dial()
+	if healthz(second, time.Second) {
+		t.Fatal("a second connection was served beside one held, over the bound of 1")
+	}
+	held.Close()
+	_ = second.SetReadDeadline(time.Now().Add(10 * time.Second))
+	// Its request is in: its answer comes once it is accepted.
+	res, err := http.ReadResponse(bufio.NewReader(second), nil)
+	if err != nil {
+		t.Fatalf("the second connection, once the first closed: %v, want /healthz's answer", err)
+	}
+	res.Body.Close()
 }
