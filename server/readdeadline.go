@@ -28,9 +28,16 @@ var requestReadTimeout = 30 * time.Second
 // requestReadTimeout.
 var errRequestReadTimeout = errors.New("the request did not arrive whole within the node's request read timeout")
 
-// readDeadlineKey holds, in a stream's context, the timer that drops the
-// stream if its request does not come in time.
+// readDeadlineKey holds, in a stream's context, the readDeadline that
+// drops the stream if its request does not come in time.
 type readDeadlineKey struct{}
+
+// readDeadline is a stream's timer, and the stop of what stops it should
+// the stream end first.
+type readDeadline struct {
+	timer  *time.Timer
+	unhook func() bool
+}
 
 // withReadDeadline returns a context for a new stream (from a tap handle,
 // whose context becomes the stream's, which gRPC's reads of the request
@@ -49,15 +56,17 @@ func withReadDeadline(ctx context.Context, d time.Duration) context.Context {
 	// not disarmed: its timer would hold the stream's context, headers
 	// and all, for the whole timeout, which a caller that opens and
 	// resets streams as fast as it can turns into memory.
-	context.AfterFunc(ctx, func() { t.Stop() })
-	return context.WithValue(ctx, readDeadlineKey{}, t)
+	unhook := context.AfterFunc(ctx, func() { t.Stop() })
+	return context.WithValue(ctx, readDeadlineKey{}, readDeadline{t, unhook})
 }
 
 // disarmRead stops the read deadline of the stream of ctx, if it has one:
 // its request has been read.
 func disarmRead(ctx context.Context) {
-	if t, ok := ctx.Value(readDeadlineKey{}).(*time.Timer); ok {
-		t.Stop()
+	if r, ok := ctx.Value(readDeadlineKey{}).(readDeadline); ok {
+		r.timer.Stop()
+		// No goroutine to stop a stopped timer as the stream ends.
+		r.unhook()
 	}
 }
 

@@ -13,7 +13,7 @@ import (
 func TestReadDeadlineStopsWithItsStream(t *testing.T) {
 	stream, end := context.WithCancel(context.Background())
 	ctx := withReadDeadline(stream, time.Hour)
-	tm := ctx.Value(readDeadlineKey{}).(*time.Timer)
+	tm := ctx.Value(readDeadlineKey{}).(readDeadline).timer
 	defer tm.Stop()
 	end()
 	// Reset says whether the timer was still pending (and arms it again
