@@ -2,15 +2,28 @@ package server_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"io"
 	"net"
 	"testing"
 	"time"
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 
+	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
+	"github.com/rivet-go/rivet/runtime"
 	"github.com/rivet-go/rivet/server"
+	"github.com/rivet-go/rivet/server/servertest"
 )
 
 // A call whose request stops coming part way (its length prefix says 8
@@ -97,5 +110,76 @@ func TestStalledRequestIsDropped(t *testing.T) {
 				return
 			}
 		})
+	}
+}
+
+// The request read timeout bounds only the wait for a request: a unary
+// call that runs longer than it once its request is in, a health Watch
+// and a reflection stream (bidirectional, whose first message may come
+// any time) open for several times the timeout are not cut.
+func TestReadDeadlineSparesLongCalls(t *testing.T) {
+	const timeout = 200 * time.Millisecond
+	server.SetRequestReadTimeout(t, timeout)
+	f := servertest.NewFake()
+	f.CallFunc = func(ctx context.Context, _ runtime.CallRequest) (json.RawMessage, error) {
+		select {
+		case <-ctx.Done(): // what the timeout, unless disarmed, cancels
+			return nil, context.Cause(ctx)
+		case <-time.After(5 * timeout): // a long turn
+			return json.RawMessage("1"), nil
+		}
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	limits := server.DefaultLimits()
+	gs := grpc.NewServer(append(server.AuthServerOptions(""), server.ServerOptions(limits)...)...)
+	srv := server.New(f, server.WithLimits(limits))
+	srv.Register(gs)
+	healthpb.RegisterHealthServer(gs, health.NewServer())
+	reflection.Register(gs)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = gs.Serve(lis) }()
+	defer func() { srv.Shutdown(); gs.Stop(); <-done }()
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	w, err := healthpb.NewHealthClient(conn).Watch(c, &healthpb.HealthCheckRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := w.Recv(); err != nil || r.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("watch = %v, %v; want SERVING", r, err)
+	}
+	watchEnded := make(chan error, 1)
+	go func() {
+		_, err := w.Recv()
+		watchEnded <- err
+	}()
+	refl, err := reflectionpb.NewServerReflectionClient(conn).ServerReflectionInfo(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if _, err := rivetv1.NewActorServiceClient(conn).Call(c, &rivetv1.CallRequest{Actor: ref("counter", "k"), Action: "getCount", Args: []byte("[]")}); err != nil {
+		t.Fatalf("a call that ran 5 times the request read timeout: %v", err)
+	}
+	// io.EOF: the stream has ended, which Recv tells.
+	if err := refl.Send(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}}); err != nil && !errors.Is(err, io.EOF) {
+		t.Fatal(err)
+	}
+	if _, err := refl.Recv(); err != nil {
+		t.Fatalf("a reflection stream whose first request came 5 times the request read timeout late: %v", err)
+	}
+	select {
+	case err := <-watchEnded:
+		t.Fatalf("the health watch ended: %v", err)
+	default:
 	}
 }
