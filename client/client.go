@@ -595,13 +595,21 @@ func (c *Client) MemberList(ctx context.Context) (MemberList, error) {
 			Draining:        m.GetDraining(),
 			Unreachable:     m.GetUnreachable(),
 			Build:           m.GetBuild(),
+			StorageFormat:   int(m.GetStorageFormat()),
 		}
 		if m.GetActorTypesKnown() {
 			// Never nil when known: [] is "registers none", nil unknown.
 			out[i].ActorTypes = append([]string{}, m.GetActorTypes()...)
 		}
 	}
-	return MemberList{Members: out, Note: resp.GetNote()}, nil
+	ml := MemberList{Members: out, Note: resp.GetNote()}
+	if resp.GetRecordedFormatsKnown() {
+		ml.RecordedFormats = []int{}
+		for _, f := range resp.GetRecordedFormats() {
+			ml.RecordedFormats = append(ml.RecordedFormats, int(f))
+		}
+	}
+	return ml, nil
 }
 
 // Partitions returns the partition table.

@@ -139,7 +139,7 @@ type Member struct {
 	// fault between the two, through which that node's forwarded requests
 	// fail (a client given several node addresses goes through others).
 	Unreachable bool `json:"unreachable,omitempty"`
-	// Build is the node's build, as `rivet-node --version` prints it
+	// Build is the node's build, as `rivet-node --version` prints it first
 	// (empty for older builds): which node runs which build during a
 	// rolling upgrade.
 	Build string `json:"build,omitempty"`
@@ -149,6 +149,13 @@ type Member struct {
 	// never nil when known ([] for none). Every node must register the
 	// same types (docs/deploy.md, "Adding or removing an actor type").
 	ActorTypes []string `json:"actor_types,omitzero"`
+	// StorageFormat is the newest storage format the node's build reads
+	// and writes (`rivet-node --version` says it; 1 for a build before
+	// format 2). 0, and left out of JSON, when unknown: a node with no
+	// registration, or an older node answering. A build does not start in
+	// a cluster that has recorded a newer format than its own
+	// (MemberList.RecordedFormats; docs/deploy.md, "Downgrades").
+	StorageFormat int `json:"storage_format,omitempty"`
 }
 
 // TypesKnown reports whether m says which actor types its node registers.
@@ -181,6 +188,14 @@ type MemberList struct {
 	Members []Member `json:"members"`
 	// Note is as PartitionTable's.
 	Note string `json:"note,omitempty"`
+	// RecordedFormats are the storage formats the cluster has recorded,
+	// ascending (format 1 never is): a node whose build does not read one
+	// of them, one of an older format than the newest, refuses to start
+	// (docs/deploy.md, "Downgrades"). Nil (left out of JSON) when
+	// unknown: the node that answered could not read them (it holds no
+	// lease, or etcd did not answer in time), or is of an older build;
+	// never nil when known ([] for none).
+	RecordedFormats []int `json:"recorded_formats,omitzero"`
 }
 
 // RetryingWorkflow is an actor in memory whose workflow retries a step

@@ -22,6 +22,7 @@ import (
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/cluster"
 	"github.com/rivet-go/rivet/internal/buildinfo"
+	"github.com/rivet-go/rivet/runtime"
 )
 
 // Main runs a node hosting reg, configured as cmd/node is: by the flags in
@@ -208,7 +209,7 @@ func ParseFlags(name string, args []string, out io.Writer) (Config, error) {
 		fmt.Fprintf(out, "%s: %v (%s -h lists the flags)\n", name, err, name)
 		return &FlagError{Err: err}
 	}
-	showVersion := p.fs.Bool("version", false, "print the build (rivet's version, the commit) and exit")
+	showVersion := p.fs.Bool("version", false, "print the build (rivet's version, the commit) and the storage format it writes, and exit")
 	if err := p.fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			p.fs.SetOutput(out)
@@ -220,8 +221,12 @@ func ParseFlags(name string, args []string, out io.Writer) (Config, error) {
 	}
 	if *showVersion {
 		// On stdout, for a script's `$(rivet-node --version)`; exit 0 as
-		// after -h.
+		// after -h. The storage format on a line of its own, the build's
+		// line as rivetctl members' BUILD shows it: whether the build
+		// starts in a cluster, whose recorded formats rivetctl members
+		// lists (docs/deploy.md, "Downgrades").
 		fmt.Println(buildinfo.String())
+		fmt.Printf("storage format %d (reads formats 1 to %d)\n", runtime.StorageFormat, runtime.StorageFormat)
 		return cfg, flag.ErrHelp
 	}
 	for _, d := range p.durs {

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -752,7 +753,7 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 	}
 	n.startWait.Store(nil)
 	n.setServing(epoch)
-	n.log.Info("node serving", zap.String("build", buildinfo.String()), zap.String("grpc", n.GRPCAddr()), zap.String("http", n.HTTPAddr()), zap.Uint32("cluster_partitions", parts), zap.Int("partitions_owned", n.own.Owned()))
+	n.log.Info("node serving", zap.String("build", buildinfo.String()), zap.Int("storage_format", runtime.StorageFormat), zap.String("grpc", n.GRPCAddr()), zap.String("http", n.HTTPAddr()), zap.Uint32("cluster_partitions", parts), zap.Int("partitions_owned", n.own.Owned()))
 	return n, nil
 }
 
@@ -1383,17 +1384,35 @@ func clusterOf(ctx context.Context, st storage.Store, want uint32) (clusterConfi
 // do not check (docs/deploy.md, downgrades). reads is the newest format
 // the build reads (runtime.StorageFormat).
 func checkStorageFormats(ctx context.Context, st storage.Store, reads int) error {
-	kvs, err := st.List(ctx, storage.FormatsPrefix, storage.ListOptions{KeysOnly: true})
+	fs, err := recordedFormats(ctx, st)
 	if err != nil {
 		return fmt.Errorf("node: read the cluster's storage formats: %w", err)
 	}
-	for _, kv := range kvs {
-		if f, ok := storage.ParseFormatKey(kv.Key); ok && f > reads {
+	for _, f := range fs {
+		if f > reads {
 			return fmt.Errorf("node: the cluster's data is in storage format %d, written by a newer build, and this build reads formats up to %d: "+
 				"a downgrade past a storage format is not supported; run a build that reads format %d (docs/deploy.md)", f, reads, f)
 		}
 	}
 	return nil
+}
+
+// recordedFormats returns the storage formats the cluster has recorded
+// (storage.FormatsPrefix), ascending.
+func recordedFormats(ctx context.Context, st storage.Store) ([]int, error) {
+	kvs, err := st.List(ctx, storage.FormatsPrefix, storage.ListOptions{KeysOnly: true})
+	if err != nil {
+		return nil, err
+	}
+	fs := []int{}
+	for _, kv := range kvs {
+		if f, ok := storage.ParseFormatKey(kv.Key); ok {
+			fs = append(fs, f)
+		}
+	}
+	// Keys sort as strings: format 10 before 2.
+	slices.Sort(fs)
+	return fs, nil
 }
 
 // Ownership is the node's lease and partition claims.

@@ -304,6 +304,7 @@ var (
 	_ server.Backuper            = backend{}
 	_ server.TablesNoter         = backend{}
 	_ server.WaitingWorkflowser  = backend{}
+	_ server.RecordedFormatser   = backend{}
 )
 
 // Subscribe is the Host's, as the server's EventStream.
@@ -370,6 +371,7 @@ func (b backend) Members(ctx context.Context) ([]runtime.Member, error) {
 			State: st, PartitionsOwned: owned[id], StartedAt: rec.StartedAt, Draining: rec.Draining,
 			Unreachable: unreachable[id], Build: rec.Build,
 			ActorTypes: rec.ActorTypes, ActorTypesKnown: rec.KnownTypes(),
+			StorageFormat: rec.Format(),
 		})
 	}
 	for _, m := range gossiped {
@@ -399,6 +401,24 @@ func (b backend) TablesNote() string {
 	}
 	return fmt.Sprintf("node %s holds no lease (etcd does not answer it or has no leader, or the node is stopping), so the registrations and partition owners listed are its last copy of etcd's and may be out of date", b.n.cfg.NodeID)
 }
+
+// RecordedFormats reads the storage formats the cluster has recorded,
+// from etcd: a node records one while others may be running (gateFormats),
+// so no copy of this node's would do. Not from a node that holds no lease,
+// which answers from its copies without waiting for an etcd that does
+// not answer it (TablesNote), nor longer than recordedFormatsWait.
+func (b backend) RecordedFormats(ctx context.Context) ([]int, error) {
+	if !b.n.own.Leased() {
+		return nil, rivet.Errorf(rivet.ErrUnavailable, "node %s holds no lease", b.n.cfg.NodeID)
+	}
+	ctx, cancel := context.WithTimeout(ctx, recordedFormatsWait)
+	defer cancel()
+	return recordedFormats(ctx, b.n.store)
+}
+
+// recordedFormatsWait bounds a read of the recorded formats for rivetctl
+// members, which lists the members without them past it.
+const recordedFormatsWait = 2 * time.Second
 
 // Partitions returns the partition table as this node mirrors it.
 func (b backend) Partitions(ctx context.Context) (uint32, []runtime.PartitionOwner, error) {
@@ -850,7 +870,7 @@ func writableFormat(read, recorded int) int { return max(min(read, recorded), 1)
 func clusterFormat(recs map[string]runtime.NodeRecord) int {
 	read := 0
 	for _, r := range recs {
-		if f := max(r.StorageFormat, 1); read == 0 || f < read {
+		if f := r.Format(); read == 0 || f < read {
 			read = f
 		}
 	}

@@ -233,6 +233,10 @@ type Member struct {
 	// NodeRecord.ActorTypes, or a node with no registration).
 	ActorTypes      []string
 	ActorTypesKnown bool
+	// StorageFormat is the newest storage format the node's build reads
+	// and writes, from its registration (NodeRecord.Format); 0 when
+	// unknown: a node gossip knows that holds no registration.
+	StorageFormat int
 }
 
 // PartitionOwner is one row of the partition table.

@@ -2853,7 +2853,7 @@ func (h *Host) Members(ctx context.Context) ([]Member, error) {
 		if json.Unmarshal(kv.Value, &rec) != nil {
 			continue
 		}
-		out = append(out, Member{NodeID: rec.NodeID, GRPCAddr: rec.GRPCAddr, State: "alive", PartitionsOwned: owned[rec.NodeID], StartedAt: rec.StartedAt, Build: rec.Build, ActorTypes: rec.ActorTypes, ActorTypesKnown: rec.KnownTypes()})
+		out = append(out, Member{NodeID: rec.NodeID, GRPCAddr: rec.GRPCAddr, State: "alive", PartitionsOwned: owned[rec.NodeID], StartedAt: rec.StartedAt, Build: rec.Build, ActorTypes: rec.ActorTypes, ActorTypesKnown: rec.KnownTypes(), StorageFormat: rec.Format()})
 	}
 	return out, nil
 }

@@ -57,6 +57,10 @@ type NodeRecord struct {
 	ActorTypes []string `json:"actor_types"`
 }
 
+// Format is the newest storage format the record's node reads and writes:
+// its StorageFormat, or 1 for a build before format 2, which sets none.
+func (r NodeRecord) Format() int { return max(r.StorageFormat, 1) }
+
 // KnownTypes reports whether the record says which actor types its node
 // registers: false for a record of a build before ActorTypes.
 func (r NodeRecord) KnownTypes() bool { return r.ActorTypes != nil }

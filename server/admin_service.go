@@ -30,7 +30,19 @@ func (s *Server) tablesNote() string {
 	return ""
 }
 
-// Members lists the nodes of the cluster.
+// RecordedFormatser is a Backend that says which storage formats its
+// cluster has recorded: those a node's build must read to start
+// (docs/deploy.md, "Downgrades").
+type RecordedFormatser interface {
+	// RecordedFormats returns the recorded storage formats, ascending;
+	// an error if it cannot read them.
+	RecordedFormats(ctx context.Context) ([]int, error)
+}
+
+// Members lists the nodes of the cluster, and the storage formats the
+// cluster has recorded: with each node's format, whether a build can
+// start in the cluster, before a deploy that would rule a rollback out
+// (an SRE's trial compared them with an etcdctl the node image lacks).
 func (s *Server) Members(ctx context.Context, _ *rivetv1.MembersRequest) (*rivetv1.MembersResponse, error) {
 	ms, err := s.backend.Members(ctx)
 	if err != nil {
@@ -39,6 +51,16 @@ func (s *Server) Members(ctx context.Context, _ *rivetv1.MembersRequest) (*rivet
 	out := &rivetv1.MembersResponse{Members: make([]*rivetv1.Member, len(ms)), Note: s.tablesNote()}
 	for i, m := range ms {
 		out.Members[i] = memberProto(m)
+	}
+	if rf, ok := s.backend.(RecordedFormatser); ok {
+		// Unknown rather than the whole list failing: the members are
+		// answered from the node's copy even when etcd does not answer.
+		if fs, err := rf.RecordedFormats(ctx); err == nil {
+			out.RecordedFormatsKnown = true
+			for _, f := range fs {
+				out.RecordedFormats = append(out.RecordedFormats, uint32(f))
+			}
+		}
 	}
 	return out, nil
 }

@@ -99,5 +99,6 @@ func memberProto(m runtime.Member) *rivetv1.Member {
 		Build:           m.Build,
 		ActorTypes:      m.ActorTypes,
 		ActorTypesKnown: m.ActorTypesKnown,
+		StorageFormat:   uint32(max(m.StorageFormat, 0)),
 	}
 }

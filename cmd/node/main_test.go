@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/rivet-go/rivet/node"
+	"github.com/rivet-go/rivet/runtime"
 )
 
 // A malformed RIVET_* value stops the node with a message naming it, before
@@ -101,9 +103,11 @@ func TestErrorsAreWrittenOnce(t *testing.T) {
 	}
 }
 
-// --version prints the build on stdout and exits 0 without starting a
-// node: an operator in a rolling upgrade tells which node runs which
-// build (a user trial found no way to).
+// --version prints the build, and the storage format it writes and reads,
+// on stdout and exits 0 without starting a node: an operator in a rolling
+// upgrade tells which node runs which build (a user trial found no way
+// to), and whether it starts in a cluster (rivetctl members lists the
+// formats recorded; an SRE's trial had no way but etcdctl).
 func TestVersionPrintsTheBuild(t *testing.T) {
 	r, w, err := os.Pipe()
 	if err != nil {
@@ -115,7 +119,9 @@ func TestVersionPrintsTheBuild(t *testing.T) {
 	os.Stdout = stdout
 	w.Close()
 	out, _ := io.ReadAll(r)
-	if status := node.ExitStatus(io.Discard, "node", err); status != 0 || !strings.HasPrefix(string(out), "rivet ") || !strings.Contains(string(out), "go1.") {
-		t.Fatalf("exit status %d (%v), printed %q: want 0 and the build", status, err, out)
+	lines := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
+	format := fmt.Sprintf("storage format %d (reads formats 1 to %d)", runtime.StorageFormat, runtime.StorageFormat)
+	if status := node.ExitStatus(io.Discard, "node", err); status != 0 || len(lines) != 2 || !strings.HasPrefix(lines[0], "rivet ") || !strings.Contains(lines[0], "go1.") || lines[1] != format {
+		t.Fatalf("exit status %d (%v), printed %q: want 0, the build, and %q", status, err, out, format)
 	}
 }

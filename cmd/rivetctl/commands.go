@@ -545,7 +545,12 @@ node forwards to it fail; clients given several addresses go through the
 others). A node that
 crashed is alive (gossip has no suspect state) until gossip declares it
 dead, and unregistered meanwhile once its lease has expired (--lease-ttl,
-3s by default); dead, it is listed until gossip forgets it. If the registered nodes register
+3s by default); dead, it is listed until gossip forgets it. FORMAT is the newest storage
+format the node's build reads and writes (-o json's storage_format; "-"
+when unknown: no registration, or an older node answering), and the line
+below the table the formats the cluster has recorded: a build of an older
+format than the newest of them refuses to start, so a rollback to it is
+ruled out (docs/deploy.md, "Downgrades"). If the registered nodes register
 different actor types, a note on stderr says which (-o json lists each
 node's actor_types; none for a build that does not say).`,
 		Args: args(0, 0),
@@ -558,7 +563,7 @@ node's actor_types; none for a build that does not say).`,
 		if ml.Note != "" {
 			a.note("%s", ml.Note)
 		}
-		if err := a.printMembers(ml.Members); err != nil {
+		if err := a.printMembers(ml); err != nil {
 			return err
 		}
 		// After the table, on stderr: the table stays as scripts read it.

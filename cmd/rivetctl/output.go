@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -370,7 +372,11 @@ func (a *app) printFailed(actors []client.ActorInfo) error {
 	return tw.Flush()
 }
 
-func (a *app) printMembers(ms []client.Member) error {
+// printMembers prints the members, and in text the storage formats the
+// cluster has recorded on a line below them (-o json prints the members
+// alone, the array it always printed).
+func (a *app) printMembers(ml client.MemberList) error {
+	ms := ml.Members
 	if a.output == "json" {
 		if ms == nil {
 			ms = []client.Member{}
@@ -378,7 +384,7 @@ func (a *app) printMembers(ms []client.Member) error {
 		return a.printValue(ms)
 	}
 	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tADDRESS\tGOSSIP\tSTATE\tPARTITIONS\tSTARTED\tBUILD")
+	fmt.Fprintln(tw, "NODE\tADDRESS\tGOSSIP\tSTATE\tPARTITIONS\tSTARTED\tFORMAT\tBUILD")
 	for _, m := range ms {
 		state := m.State
 		if m.Draining {
@@ -387,9 +393,39 @@ func (a *app) printMembers(ms []client.Member) error {
 		if m.Unreachable {
 			state += ",unreachable"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", printable(m.NodeID), printable(orDash(m.GRPCAddr)), printable(orDash(m.GossipAddr)), printable(state), m.PartitionsOwned, formatTime(m.StartedAt), printable(orDash(shortBuild(m.Build))))
+		format := "-" // unknown, not a format
+		if m.StorageFormat > 0 {
+			format = strconv.Itoa(m.StorageFormat)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", printable(m.NodeID), printable(orDash(m.GRPCAddr)), printable(orDash(m.GossipAddr)), printable(state), m.PartitionsOwned, formatTime(m.StartedAt), format, printable(orDash(shortBuild(m.Build))))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintln(a.stdout, recordedFormatsLine(ml.RecordedFormats))
+	return err
+}
+
+// recordedFormatsLine says which storage formats the cluster has
+// recorded, and so which builds do not start in it: with FORMAT, whether
+// a node could be rolled back to an older build (docs/deploy.md,
+// "Downgrades"). nil is unknown.
+func recordedFormatsLine(fs []int) string {
+	switch {
+	case fs == nil:
+		return "storage formats recorded: unknown (the node that answered could not read them from etcd, or is of an older build)"
+	case len(fs) == 0:
+		return "storage formats recorded: none (a build of any storage format starts)"
+	}
+	words := make([]string, len(fs))
+	for i, f := range fs {
+		words[i] = strconv.Itoa(f)
+	}
+	older := "1"
+	if newest := slices.Max(fs); newest > 2 {
+		older = fmt.Sprintf("%d or older", newest-1)
+	}
+	return fmt.Sprintf("storage formats recorded: %s; a build of storage format %s does not start in this cluster (docs/deploy.md, \"Downgrades\")", strings.Join(words, ", "), older)
 }
 
 // typeDifferences says which actor types some registered nodes of ms

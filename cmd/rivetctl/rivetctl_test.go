@@ -440,11 +440,12 @@ func TestAdminCommands(t *testing.T) {
 	f.PartitionCount = 4
 	f.PartitionTable = []runtime.PartitionOwner{{Partition: 0, Owner: "node-1", Token: 7}, {Partition: 2, Owner: "node-2", Token: 9}}
 	addr := servertest.Start(t, f, servertest.Config{})
-	rivetctl(t, addr, "members").want(t, 0, `NODE    ADDRESS         GOSSIP  STATE  PARTITIONS  STARTED               BUILD
-node-1  127.0.0.1:6420  -       alive  16          2026-01-02T03:04:05Z  (devel) 4cea5441f3c2+dirty
+	rivetctl(t, addr, "members").want(t, 0, `NODE    ADDRESS         GOSSIP  STATE  PARTITIONS  STARTED               FORMAT  BUILD
+node-1  127.0.0.1:6420  -       alive  16          2026-01-02T03:04:05Z  4       (devel) 4cea5441f3c2+dirty
+storage formats recorded: 2, 3, 4; a build of storage format 3 or older does not start in this cluster (docs/deploy.md, "Downgrades")
 `)
 	rivetctl(t, addr, "members", "-o", "json").
-		want(t, 0, `[{"node_id":"node-1","grpc_addr":"127.0.0.1:6420","state":"alive","partitions_owned":16,"started_at":"2026-01-02T03:04:05Z","build":"rivet (devel) 4cea5441f3c2+dirty 2026-12-05T18:57:56Z go1.26.8"}]`+"\n")
+		want(t, 0, `[{"node_id":"node-1","grpc_addr":"127.0.0.1:6420","state":"alive","partitions_owned":16,"started_at":"2026-01-02T03:04:05Z","build":"rivet (devel) 4cea5441f3c2+dirty 2026-12-05T18:57:56Z go1.26.8","storage_format":4}]`+"\n")
 	rivetctl(t, addr, "partitions").want(t, 0, `4 partitions, 2 with an owner, 2 owners
 PARTITION  OWNER   TOKEN
 0          node-1  7

@@ -59,13 +59,19 @@ type Fake struct {
 	NodeStats      runtime.Stats
 	// Hot is what HotActors answers (up to its limit).
 	Hot []runtime.HotActor
+	// Formats is what RecordedFormats answers; nil fails it, as a node
+	// that cannot read them from etcd.
+	Formats []int
 
 	mu     sync.Mutex
 	actors map[string]*fakeActor
 	nextID uint64
 }
 
-var _ server.Backend = (*Fake)(nil)
+var (
+	_ server.Backend           = (*Fake)(nil)
+	_ server.RecordedFormatser = (*Fake)(nil)
+)
 
 type fakeActor struct {
 	info   runtime.ActorInfo
@@ -76,12 +82,13 @@ type fakeActor struct {
 	createKey string
 }
 
-// NewFake returns an empty Fake with one member and 16 partitions, all
-// owned by node-1.
+// NewFake returns an empty Fake with one member, of storage format 4, and
+// 16 partitions, all owned by node-1; formats 2 to 4 recorded.
 func NewFake() *Fake {
 	f := &Fake{
 		actors:         map[string]*fakeActor{},
-		MemberList:     []runtime.Member{{NodeID: "node-1", GRPCAddr: "127.0.0.1:6420", State: "alive", PartitionsOwned: 16, StartedAt: Created, Build: "rivet (devel) 4cea5441f3c2+dirty 2026-12-05T18:57:56Z go1.26.8"}},
+		MemberList:     []runtime.Member{{NodeID: "node-1", GRPCAddr: "127.0.0.1:6420", State: "alive", PartitionsOwned: 16, StartedAt: Created, Build: "rivet (devel) 4cea5441f3c2+dirty 2026-12-05T18:57:56Z go1.26.8", StorageFormat: 4}},
+		Formats:        []int{2, 3, 4},
 		PartitionCount: 16,
 		NodeStats:      runtime.Stats{NodeID: "node-1", ActiveActors: 1, Calls: 2, Commits: 3, CommitBatches: 1, PartitionsOwned: 16},
 	}
@@ -337,6 +344,14 @@ func (f *Fake) Members(ctx context.Context) ([]runtime.Member, error) {
 		return f.MembersFunc(ctx)
 	}
 	return f.MemberList, nil
+}
+
+// RecordedFormats implements server.RecordedFormatser: Formats.
+func (f *Fake) RecordedFormats(context.Context) ([]int, error) {
+	if f.Formats == nil {
+		return nil, rivet.Errorf(rivet.ErrUnavailable, "the fake's recorded formats are unknown")
+	}
+	return f.Formats, nil
 }
 
 // Partitions implements Backend.

@@ -613,7 +613,7 @@ type Member struct {
 	// gRPC for a few seconds, though it is registered: a network fault
 	// between the two (requests the answering node forwards to it fail).
 	Unreachable bool `protobuf:"varint,9,opt,name=unreachable,proto3" json:"unreachable,omitempty"`
-	// build is the node's build, as `rivet-node --version` prints it (the
+	// build is the node's build, as `rivet-node --version` prints it first (the
 	// module's version, the commit, the Go version), from its registration:
 	// which node runs which build during a rolling upgrade. Empty for a node
 	// whose build does not register it (older builds).
@@ -629,8 +629,15 @@ type Member struct {
 	// unknown, not none), for one with no registration, and in answers of
 	// older nodes.
 	ActorTypesKnown bool `protobuf:"varint,12,opt,name=actor_types_known,json=actorTypesKnown,proto3" json:"actor_types_known,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// storage_format is the newest storage format the node's build reads
+	// and writes (`rivet-node --version` says it), from its registration;
+	// 1 for a registration that says none, of a build before format 2. 0
+	// when unknown, not a format: a node with no registration, and in
+	// answers of older nodes. A build does not start in a cluster that has
+	// recorded a newer format than its own (recorded_formats).
+	StorageFormat uint32 `protobuf:"varint,13,opt,name=storage_format,json=storageFormat,proto3" json:"storage_format,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Member) Reset() {
@@ -747,15 +754,32 @@ func (x *Member) GetActorTypesKnown() bool {
 	return false
 }
 
+func (x *Member) GetStorageFormat() uint32 {
+	if x != nil {
+		return x.StorageFormat
+	}
+	return 0
+}
+
 type MembersResponse struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Members []*Member              `protobuf:"bytes,1,rep,name=members,proto3" json:"members,omitempty"`
 	// note, when set, says why the list may be out of date: the node
 	// answering holds no lease (etcd does not answer it or has no leader), so
 	// the registrations and partition counts are its last copy of etcd's.
-	Note          string `protobuf:"bytes,2,opt,name=note,proto3" json:"note,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Note string `protobuf:"bytes,2,opt,name=note,proto3" json:"note,omitempty"`
+	// recorded_formats are the storage formats the cluster has recorded,
+	// ascending: each is recorded before its first write and never
+	// removed, and a node whose build does not read one of them refuses to
+	// start (docs/deploy.md, "Downgrades"). Format 1 is never recorded.
+	// Meaningful only if recorded_formats_known is set.
+	RecordedFormats []uint32 `protobuf:"varint,3,rep,packed,name=recorded_formats,json=recordedFormats,proto3" json:"recorded_formats,omitempty"`
+	// recorded_formats_known is set when the node answering read the
+	// recorded formats: unset if it could not (it holds no lease, or etcd
+	// did not answer in time), and in answers of older nodes.
+	RecordedFormatsKnown bool `protobuf:"varint,4,opt,name=recorded_formats_known,json=recordedFormatsKnown,proto3" json:"recorded_formats_known,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *MembersResponse) Reset() {
@@ -800,6 +824,20 @@ func (x *MembersResponse) GetNote() string {
 		return x.Note
 	}
 	return ""
+}
+
+func (x *MembersResponse) GetRecordedFormats() []uint32 {
+	if x != nil {
+		return x.RecordedFormats
+	}
+	return nil
+}
+
+func (x *MembersResponse) GetRecordedFormatsKnown() bool {
+	if x != nil {
+		return x.RecordedFormatsKnown
+	}
+	return false
 }
 
 type PartitionsRequest struct {
@@ -1527,7 +1565,7 @@ const file_rivet_v1_admin_proto_rawDesc = "" +
 	"\x04size\x18\x01 \x01(\x03R\x04size\x12\x12\n" +
 	"\x04data\x18\x02 \x01(\fR\x04data\x12\x16\n" +
 	"\x06member\x18\x03 \x01(\tR\x06member\"\x10\n" +
-	"\x0eMembersRequest\"\x99\x03\n" +
+	"\x0eMembersRequest\"\xc0\x03\n" +
 	"\x06Member\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1b\n" +
 	"\tgrpc_addr\x18\x02 \x01(\tR\bgrpcAddr\x12\x14\n" +
@@ -1544,10 +1582,13 @@ const file_rivet_v1_admin_proto_rawDesc = "" +
 	" \x01(\tR\x05build\x12\x1f\n" +
 	"\vactor_types\x18\v \x03(\tR\n" +
 	"actorTypes\x12*\n" +
-	"\x11actor_types_known\x18\f \x01(\bR\x0factorTypesKnown\"Q\n" +
+	"\x11actor_types_known\x18\f \x01(\bR\x0factorTypesKnown\x12%\n" +
+	"\x0estorage_format\x18\r \x01(\rR\rstorageFormat\"\xb2\x01\n" +
 	"\x0fMembersResponse\x12*\n" +
 	"\amembers\x18\x01 \x03(\v2\x10.rivet.v1.MemberR\amembers\x12\x12\n" +
-	"\x04note\x18\x02 \x01(\tR\x04note\"\x13\n" +
+	"\x04note\x18\x02 \x01(\tR\x04note\x12)\n" +
+	"\x10recorded_formats\x18\x03 \x03(\rR\x0frecordedFormats\x124\n" +
+	"\x16recorded_formats_known\x18\x04 \x01(\bR\x14recordedFormatsKnown\"\x13\n" +
 	"\x11PartitionsRequest\"Z\n" +
 	"\x0ePartitionOwner\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\rR\tpartition\x12\x14\n" +
