@@ -131,7 +131,7 @@ func TestMembersAndDrainOfNodesThatRegisterDifferentTypes(t *testing.T) {
 	addr1, _ := startMixedNodes(t)
 	r := rivetctl(t, addr1, "members")
 	note := `rivetctl: note: the nodes register different actor types: order on n2, not on n1; a call of one whose partition's owner does not register it fails`
-	if r.code != 0 || !strings.HasPrefix(r.stdout, "NODE  ") || strings.Count(r.stdout, "\n") != 3 || !strings.HasPrefix(r.stderr, note) || !strings.Contains(r.stderr, "docs/deploy.md") {
+	if r.code != 0 || !strings.HasPrefix(r.stdout, "NODE  ") || strings.Count(r.stdout, "\n") != 4 || !strings.HasPrefix(r.stderr, note) || !strings.Contains(r.stderr, "docs/deploy.md") {
 		t.Errorf("members: exit %d, stdout:\n%s\nstderr: %s\nwant the table and the note %q", r.code, r.stdout, r.stderr, note)
 	}
 	r = rivetctl(t, addr1, "members", "-o", "json")
