@@ -569,16 +569,22 @@ func (c *Client) listAll(ctx context.Context, name string, opts ListOptions) ([]
 	}
 }
 
-// Members lists the nodes of the cluster.
+// Members lists the nodes of the cluster (without the recorded storage
+// formats, which the node would read from etcd: MemberList).
 func (c *Client) Members(ctx context.Context) ([]Member, error) {
-	ml, err := c.MemberList(ctx)
+	ml, err := c.memberList(ctx, false)
 	return ml.Members, err
 }
 
 // MemberList lists the nodes of the cluster, with the answering node's note
-// when its list may be out of date.
+// when its list may be out of date, and the storage formats the cluster
+// has recorded, which the node reads from etcd for it.
 func (c *Client) MemberList(ctx context.Context) (MemberList, error) {
-	resp, err := invoke(ctx, c, idempotent, c.admin.Members, &rivetv1.MembersRequest{})
+	return c.memberList(ctx, true)
+}
+
+func (c *Client) memberList(ctx context.Context, formats bool) (MemberList, error) {
+	resp, err := invoke(ctx, c, idempotent, c.admin.Members, &rivetv1.MembersRequest{RecordedFormats: formats})
 	if err != nil {
 		return MemberList{}, err
 	}

@@ -43,7 +43,7 @@ type RecordedFormatser interface {
 // cluster has recorded: with each node's format, whether a build can
 // start in the cluster, before a deploy that would rule a rollback out
 // (an SRE's trial compared them with an etcdctl the node image lacks).
-func (s *Server) Members(ctx context.Context, _ *rivetv1.MembersRequest) (*rivetv1.MembersResponse, error) {
+func (s *Server) Members(ctx context.Context, req *rivetv1.MembersRequest) (*rivetv1.MembersResponse, error) {
 	ms, err := s.backend.Members(ctx)
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
@@ -52,7 +52,10 @@ func (s *Server) Members(ctx context.Context, _ *rivetv1.MembersRequest) (*rivet
 	for i, m := range ms {
 		out.Members[i] = memberProto(m)
 	}
-	if rf, ok := s.backend.(RecordedFormatser); ok {
+	// Only when asked: a node reads them from etcd, and a client's
+	// routing asks for the members every interval, within a timeout of
+	// its own, from the node's copies.
+	if rf, ok := s.backend.(RecordedFormatser); ok && req.GetRecordedFormats() {
 		// Unknown rather than the whole list failing: the members are
 		// answered from the node's copy even when etcd does not answer.
 		if fs, err := rf.RecordedFormats(ctx); err == nil {

@@ -555,9 +555,15 @@ func (x *BackupResponse) GetMember() string {
 }
 
 type MembersRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// recorded_formats asks for MembersResponse.recorded_formats, which the
+	// node reads from etcd for it (up to 2 s when etcd is slow): rivetctl
+	// members asks; a client's direct routing, which asks for the members
+	// every interval within a 2 s timeout of its own, does not, and is
+	// answered from the node's copies alone. Older nodes ignore it.
+	RecordedFormats bool `protobuf:"varint,1,opt,name=recorded_formats,json=recordedFormats,proto3" json:"recorded_formats,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *MembersRequest) Reset() {
@@ -588,6 +594,13 @@ func (x *MembersRequest) ProtoReflect() protoreflect.Message {
 // Deprecated: Use MembersRequest.ProtoReflect.Descriptor instead.
 func (*MembersRequest) Descriptor() ([]byte, []int) {
 	return file_rivet_v1_admin_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *MembersRequest) GetRecordedFormats() bool {
+	if x != nil {
+		return x.RecordedFormats
+	}
+	return false
 }
 
 type Member struct {
@@ -775,8 +788,9 @@ type MembersResponse struct {
 	// Meaningful only if recorded_formats_known is set.
 	RecordedFormats []uint32 `protobuf:"varint,3,rep,packed,name=recorded_formats,json=recordedFormats,proto3" json:"recorded_formats,omitempty"`
 	// recorded_formats_known is set when the node answering read the
-	// recorded formats: unset if it could not (it holds no lease, or etcd
-	// did not answer in time), and in answers of older nodes.
+	// recorded formats: unset if the request did not ask for them
+	// (MembersRequest.recorded_formats), if it could not (it holds no lease,
+	// or etcd did not answer in time), and in answers of older nodes.
 	RecordedFormatsKnown bool `protobuf:"varint,4,opt,name=recorded_formats_known,json=recordedFormatsKnown,proto3" json:"recorded_formats_known,omitempty"`
 	unknownFields        protoimpl.UnknownFields
 	sizeCache            protoimpl.SizeCache
@@ -1564,8 +1578,9 @@ const file_rivet_v1_admin_proto_rawDesc = "" +
 	"\x0eBackupResponse\x12\x12\n" +
 	"\x04size\x18\x01 \x01(\x03R\x04size\x12\x12\n" +
 	"\x04data\x18\x02 \x01(\fR\x04data\x12\x16\n" +
-	"\x06member\x18\x03 \x01(\tR\x06member\"\x10\n" +
-	"\x0eMembersRequest\"\xc0\x03\n" +
+	"\x06member\x18\x03 \x01(\tR\x06member\";\n" +
+	"\x0eMembersRequest\x12)\n" +
+	"\x10recorded_formats\x18\x01 \x01(\bR\x0frecordedFormats\"\xc0\x03\n" +
 	"\x06Member\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1b\n" +
 	"\tgrpc_addr\x18\x02 \x01(\tR\bgrpcAddr\x12\x14\n" +
