@@ -152,8 +152,8 @@ type Member struct {
 	// StorageFormat is the newest storage format the node's build reads
 	// and writes (`rivet-node --version` says it; 1 for a build before
 	// format 2). 0, and left out of JSON, when unknown: a node with no
-	// registration, or an older node answering. A build does not start in
-	// a cluster that has recorded a newer format than its own
+	// registration, or an older node answering. A build must not run in a
+	// cluster that has recorded a newer format than its own
 	// (MemberList.RecordedFormats; docs/deploy.md, "Downgrades").
 	StorageFormat int `json:"storage_format,omitempty"`
 }
@@ -190,7 +190,8 @@ type MemberList struct {
 	Note string `json:"note,omitempty"`
 	// RecordedFormats are the storage formats the cluster has recorded,
 	// ascending (format 1 never is): a node whose build does not read one
-	// of them, one of an older format than the newest, refuses to start
+	// of them, one of an older format than the newest, refuses to start,
+	// or, from before the record, starts and misreads the data
 	// (docs/deploy.md, "Downgrades"). Nil (left out of JSON) when
 	// unknown: the node that answered could not read them (it holds no
 	// lease, or etcd did not answer in time), or is of an older build;

@@ -549,8 +549,9 @@ dead, and unregistered meanwhile once its lease has expired (--lease-ttl,
 format the node's build reads and writes (-o json's storage_format; "-"
 when unknown: no registration, or an older node answering), and the line
 below the table the formats the cluster has recorded: a build of an older
-format than the newest of them refuses to start, so a rollback to it is
-ruled out (docs/deploy.md, "Downgrades"). If the registered nodes register
+format than the newest of them must not run (it refuses to start; one
+from before the record starts and misreads the data), so a rollback to it
+is ruled out (docs/deploy.md, "Downgrades"). If the registered nodes register
 different actor types, a note on stderr says which (-o json lists each
 node's actor_types; none for a build that does not say).`,
 		Args: args(0, 0),

@@ -32,7 +32,7 @@ func TestMembersShowEachNodesStorageFormatAndTheRecordedFormats(t *testing.T) {
 n1    127.0.0.1:6420  -       alive         10          2026-01-02T03:04:05Z  4       v0.9.0 abcdef012345
 n2    127.0.0.1:6430  -       alive         6           2026-01-02T03:04:05Z  1       -
 n3    127.0.0.1:6440  -       unregistered  0           -                     -       -
-storage formats recorded: 2, 3, 4; a build of storage format 3 or older does not start in this cluster (docs/deploy.md, "Downgrades")
+storage formats recorded: 2, 3, 4; a build of storage format 3 or older must not run in this cluster: it refuses to start, or, if it predates the record, starts and misreads the data (docs/deploy.md, "Downgrades")
 `)
 	rivetctl(t, addr, "members", "-o", "json").want(t, 0, `[{"node_id":"n1","grpc_addr":"127.0.0.1:6420","state":"alive","partitions_owned":10,"started_at":"2026-01-02T03:04:05Z","build":"rivet v0.9.0 abcdef012345 2026-12-06T10:00:00Z go1.26.8","storage_format":4},`+
 		`{"node_id":"n2","grpc_addr":"127.0.0.1:6430","state":"alive","partitions_owned":6,"started_at":"2026-01-02T03:04:05Z","storage_format":1},`+
@@ -43,8 +43,8 @@ storage formats recorded: 2, 3, 4; a build of storage format 3 or older does not
 		formats []int
 		want    string
 	}{
-		{[]int{2}, line + "2; a build of storage format 1 does not start in this cluster (docs/deploy.md, \"Downgrades\")\n"},
-		{[]int{}, line + "none (a build of any storage format starts)\n"},
+		{[]int{2}, line + "2; a build of storage format 1 must not run in this cluster: it predates the record, so it starts, and misreads the data (docs/deploy.md, \"Downgrades\")\n"},
+		{[]int{}, line + "none (no build refuses to start in this cluster)\n"},
 		{nil, line + "unknown (the node that answered could not read them from etcd, or is of an older build)\n"},
 	} {
 		f := servertest.NewFake()

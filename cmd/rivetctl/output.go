@@ -415,17 +415,20 @@ func recordedFormatsLine(fs []int) string {
 	case fs == nil:
 		return "storage formats recorded: unknown (the node that answered could not read them from etcd, or is of an older build)"
 	case len(fs) == 0:
-		return "storage formats recorded: none (a build of any storage format starts)"
+		return "storage formats recorded: none (no build refuses to start in this cluster)"
 	}
 	words := make([]string, len(fs))
 	for i, f := range fs {
 		words[i] = strconv.Itoa(f)
 	}
-	older := "1"
+	// Only builds from the record on check it (checkStorageFormats):
+	// every build of format 1, and the first of format 2, start and
+	// misread the data.
+	older, why := "1", "it predates the record, so it starts, and misreads the data"
 	if newest := slices.Max(fs); newest > 2 {
-		older = fmt.Sprintf("%d or older", newest-1)
+		older, why = fmt.Sprintf("%d or older", newest-1), "it refuses to start, or, if it predates the record, starts and misreads the data"
 	}
-	return fmt.Sprintf("storage formats recorded: %s; a build of storage format %s does not start in this cluster (docs/deploy.md, \"Downgrades\")", strings.Join(words, ", "), older)
+	return fmt.Sprintf("storage formats recorded: %s; a build of storage format %s must not run in this cluster: %s (docs/deploy.md, \"Downgrades\")", strings.Join(words, ", "), older, why)
 }
 
 // typeDifferences says which actor types some registered nodes of ms

@@ -442,7 +442,7 @@ func TestAdminCommands(t *testing.T) {
 	addr := servertest.Start(t, f, servertest.Config{})
 	rivetctl(t, addr, "members").want(t, 0, `NODE    ADDRESS         GOSSIP  STATE  PARTITIONS  STARTED               FORMAT  BUILD
 node-1  127.0.0.1:6420  -       alive  16          2026-01-02T03:04:05Z  4       (devel) 4cea5441f3c2+dirty
-storage formats recorded: 2, 3, 4; a build of storage format 3 or older does not start in this cluster (docs/deploy.md, "Downgrades")
+storage formats recorded: 2, 3, 4; a build of storage format 3 or older must not run in this cluster: it refuses to start, or, if it predates the record, starts and misreads the data (docs/deploy.md, "Downgrades")
 `)
 	rivetctl(t, addr, "members", "-o", "json").
 		want(t, 0, `[{"node_id":"node-1","grpc_addr":"127.0.0.1:6420","state":"alive","partitions_owned":16,"started_at":"2026-01-02T03:04:05Z","build":"rivet (devel) 4cea5441f3c2+dirty 2026-12-05T18:57:56Z go1.26.8","storage_format":4}]`+"\n")

@@ -646,7 +646,7 @@ type Member struct {
 	// and writes (`rivet-node --version` says it), from its registration;
 	// 1 for a registration that says none, of a build before format 2. 0
 	// when unknown, not a format: a node with no registration, and in
-	// answers of older nodes. A build does not start in a cluster that has
+	// answers of older nodes. A build must not run in a cluster that has
 	// recorded a newer format than its own (recorded_formats).
 	StorageFormat uint32 `protobuf:"varint,13,opt,name=storage_format,json=storageFormat,proto3" json:"storage_format,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -784,7 +784,8 @@ type MembersResponse struct {
 	// recorded_formats are the storage formats the cluster has recorded,
 	// ascending: each is recorded before its first write and never
 	// removed, and a node whose build does not read one of them refuses to
-	// start (docs/deploy.md, "Downgrades"). Format 1 is never recorded.
+	// start, or, from before the record, starts and misreads the data
+	// (docs/deploy.md, "Downgrades"). Format 1 is never recorded.
 	// Meaningful only if recorded_formats_known is set.
 	RecordedFormats []uint32 `protobuf:"varint,3,rep,packed,name=recorded_formats,json=recordedFormats,proto3" json:"recorded_formats,omitempty"`
 	// recorded_formats_known is set when the node answering read the
