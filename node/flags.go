@@ -220,11 +220,11 @@ func ParseFlags(name string, args []string, out io.Writer) (Config, error) {
 		return cfg, refused(err)
 	}
 	if *showVersion {
-		// On stdout, for a script's `$(rivet-node --version)`; exit 0 as
-		// after -h. The storage format on a line of its own, the build's
-		// line as rivetctl members' BUILD shows it: whether the build
-		// starts in a cluster, whose recorded formats rivetctl members
-		// lists (docs/deploy.md, "Downgrades").
+		// On stdout, for a script's `$(rivet-node --version | head -n1)`,
+		// the build alone, as rivetctl members -o json's build; exit 0 as
+		// after -h. The storage format on a line of its own: whether the
+		// build may run in a cluster, whose recorded formats rivetctl
+		// members lists (docs/deploy.md, "Downgrades").
 		fmt.Println(buildinfo.String())
 		fmt.Printf("storage format %d (reads formats 1 to %d)\n", runtime.StorageFormat, runtime.StorageFormat)
 		return cfg, flag.ErrHelp
