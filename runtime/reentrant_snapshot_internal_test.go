@@ -1,0 +1,155 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/rivet-go/rivet"
+)
+
+type nestState struct {
+	N       int
+	Blob    string
+	Decodes nestDecodes
+}
+
+// nestDecodes counts the decodes of nest's state.
+type nestDecodes struct{}
+
+var nestDecoded atomic.Int64
+
+func (*nestDecodes) UnmarshalJSON([]byte) error {
+	nestDecoded.Add(1)
+	return nil
+}
+
+// nestLevels is what the innermost turn of a chain found: its restore
+// points, and how many distinct copies of the state they hold.
+type nestLevels struct{ points, copies int }
+
+func nestReg(t *testing.T, h **Host, found chan<- nestLevels) *rivet.Registry {
+	t.Helper()
+	nest := rivet.Actor[nestState]{
+		Name: "nest",
+		CreateState: func(json.RawMessage) (nestState, error) {
+			return nestState{Blob: strings.Repeat("b", 64<<10)}, nil
+		},
+		Actions: rivet.Actions[nestState]{
+			// down calls itself until level stop, which reports its restore
+			// points and fails after a change of its own. Level set changes
+			// the state before its call; level catch takes the failure of
+			// its call and returns the N it then sees; level dirty changes
+			// the state after its call failed, and fails too.
+			"down": rivet.Action(func(c *rivet.ActionCtx[nestState], p [5]int) (int, error) {
+				n, stop, set, catch, dirty := p[0], p[1], p[2], p[3], p[4]
+				if n == stop {
+					a := (*h).loaded(Ref{Name: "nest", Key: c.Key()})
+					var l nestLevels
+					seen := map[*byte]bool{}
+					for rp := a.restorePoint; rp != nil; rp = rp.prev {
+						l.points++
+						if d := unsafe.SliceData(rp.state); !seen[d] {
+							seen[d] = true
+							l.copies++
+						}
+					}
+					found <- l
+					c.State.N = -1
+					return 0, errors.New("innermost fails")
+				}
+				if n == set {
+					c.State.N = n
+				}
+				r, err := rivet.Call[int](c.Context(), c.Client().Get("nest", c.Key()...), "down", [5]int{n + 1, stop, set, catch, dirty})
+				if err != nil && n == catch {
+					return c.State.N, nil
+				}
+				if err != nil && n == dirty {
+					c.State.N = 77
+				}
+				return r, err
+			}),
+			"peek": rivet.Query(func(c *rivet.ActionCtx[nestState]) (int, error) { return c.State.N, nil }),
+		},
+	}
+	reg, err := rivet.Setup(nest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reg
+}
+
+// The re-entrant turns of a chain that change nothing share one copy of
+// the state as their restore point: a runaway self-call on an actor with a
+// 900 KB state held one per level (454 MiB in a user trial), and a turn
+// that changes the state before its call gives the turns nested in it a
+// copy of the changed state, which a failed inner turn goes back to.
+func TestReentrantTurnsShareTheirRestorePoint(t *testing.T) {
+	var h *Host
+	found := make(chan nestLevels, 1)
+	h = memHost(t, nestReg(t, &h, found))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ref := Ref{Name: "nest", Key: []string{"k"}}
+	call := func(p [5]int) (int, error) {
+		args, _ := json.Marshal([][5]int{p})
+		res, err := h.Call(ctx, CallRequest{Ref: ref, Action: "down", Args: args, CreateIfMissing: true})
+		if err != nil {
+			return 0, err
+		}
+		var n int
+		return n, json.Unmarshal(res, &n)
+	}
+
+	// Nothing changes: 20 restore points, the committed state's bytes.
+	// The state is decoded twice on the way back: in the innermost
+	// turn, which changed it, and in the outermost, which goes back to
+	// the last commit; the turns between found it as they began.
+	if _, err := h.Call(ctx, CallRequest{Ref: ref, Action: "peek", CreateIfMissing: true}); err != nil {
+		t.Fatal(err)
+	}
+	before := nestDecoded.Load()
+	if _, err := call([5]int{0, 20, -1, -1, -1}); err == nil {
+		t.Fatal("the chain did not fail")
+	}
+	if l := <-found; l.points != 20 || l.copies != 1 {
+		t.Fatalf("innermost turn found %d restore points holding %d copies of the state, want 20 holding 1", l.points, l.copies)
+	}
+	if n := nestDecoded.Load() - before; n != 2 {
+		t.Fatalf("the state was decoded %d times on the way back from the failed chain, want 2", n)
+	}
+
+	// Level 5 changes N: the turns nested in it share a second copy,
+	// and level 12 catches the failure of level 13's turn, which goes
+	// back to N = 5 (not to the last commit's 0).
+	n, err := call([5]int{0, 20, 5, 12, -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := <-found; l.points != 20 || l.copies != 2 {
+		t.Fatalf("innermost turn found %d restore points holding %d copies of the state, want 20 holding 2", l.points, l.copies)
+	}
+	if n != 5 {
+		t.Fatalf("level 12 saw N = %d after its call failed, want 5", n)
+	}
+	res, err := h.Call(ctx, CallRequest{Ref: ref, Action: "peek"})
+	if err != nil || string(res) != "5" {
+		t.Fatalf("peek = %s, %v; want 5", res, err)
+	}
+
+	// Level 15 changes N after its call failed, and fails: its change
+	// goes, back to the N = 9 that level 9 set, which level 12 sees.
+	if n, err = call([5]int{0, 20, 9, 12, 15}); err != nil {
+		t.Fatal(err)
+	}
+	<-found
+	if n != 9 {
+		t.Fatalf("level 12 saw N = %d after its call failed, want 9", n)
+	}
+}
