@@ -199,6 +199,7 @@ func ParseFlags(name string, args []string, out io.Writer) (Config, error) {
 	p.dur(&cfg.Runtime.IdleTimeout, "idle-timeout", cfg.Runtime.IdleTimeout, "deactivate actors idle this long, without a turn (a negative one is refused: there is no never, but a KeepAwake task keeps an actor in memory; an actor type's Options.IdleTimeout overrides it)")
 	p.integer(&cfg.Runtime.MaxActiveActors, "max-active-actors", cfg.Runtime.MaxActiveActors, "actors in memory past which those idle longest are deactivated early (0: the default; -1: no bound)")
 	p.integer(&cfg.Runtime.MaxQueueDepth, "max-queue-depth", cfg.Runtime.MaxQueueDepth, "messages one queue of an actor holds, past which a send is refused (RESOURCE_EXHAUSTED queue.full; 0: the default)")
+	p.integer(&cfg.Runtime.MaxCallDepth, "max-call-depth", cfg.Runtime.MaxCallDepth, "calls between actors one call chain nests (A -> B -> A...), past which a call fails (INVALID_ARGUMENT; an actor calling itself without end stops there, not at its deadline; 0: the default)")
 	p.integer(&cfg.Runtime.MaxWaitingCalls, "max-waiting-calls", cfg.Runtime.MaxWaitingCalls, "turns waiting for one actor past which a client's call is refused at once, not run (UNAVAILABLE actor.overloaded, which clients retry with backoff; calls actors make wait; 0: the default; -1: no bound)")
 	p.boolean(&cfg.Runtime.ExposeErrors, "expose-errors", false, "send the text of actions' internal errors to callers")
 	p.boolean(&cfg.Runtime.CheckQueries, "check-queries", false, "fail a read-only action (rivet.Query) that changes its actor's state, and undo the change (costs two encodings of the state a query: for tests and staging)")
@@ -240,6 +241,9 @@ func ParseFlags(name string, args []string, out io.Writer) (Config, error) {
 	if cfg.Runtime.MaxQueueDepth < 0 {
 		// Taken for the default, as 0 is: say so rather than run on it.
 		return cfg, refused(fmt.Errorf("invalid value %d for flag -max-queue-depth: negative", cfg.Runtime.MaxQueueDepth))
+	}
+	if cfg.Runtime.MaxCallDepth < 0 {
+		return cfg, refused(fmt.Errorf("invalid value %d for flag -max-call-depth: negative", cfg.Runtime.MaxCallDepth))
 	}
 	if rest := p.fs.Args(); len(rest) > 0 {
 		// The flag package stops at the first argument that is not a

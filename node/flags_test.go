@@ -26,12 +26,16 @@ func TestParseFlagsTakesTheEnvironmentAndFlagsOverIt(t *testing.T) {
 	t.Setenv("RIVET_LEASE_TTL", "7s")
 	t.Setenv("RIVET_PARTITIONS", "32")
 	t.Setenv("RIVET_MAX_QUEUE_DEPTH", "5000")
-	cfg, err := node.ParseFlags("mynode", []string{"--lease-ttl", "9s", "--join", "a:1, b:2", "--log-level", "error"}, io.Discard)
+	t.Setenv("RIVET_MAX_CALL_DEPTH", "16")
+	cfg, err := node.ParseFlags("mynode", []string{"--max-call-depth", "32", "--lease-ttl", "9s", "--join", "a:1, b:2", "--log-level", "error"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cfg.Runtime.MaxQueueDepth != 5000 {
 		t.Fatalf("max queue depth %d from RIVET_MAX_QUEUE_DEPTH=5000", cfg.Runtime.MaxQueueDepth)
+	}
+	if cfg.Runtime.MaxCallDepth != 32 {
+		t.Fatalf("max call depth %d from --max-call-depth 32 over RIVET_MAX_CALL_DEPTH=16", cfg.Runtime.MaxCallDepth)
 	}
 	if cfg.GRPCAddr != "127.0.0.1:18620" || cfg.LeaseTTL != 9*time.Second || cfg.Partitions != 32 ||
 		len(cfg.Join) != 2 || cfg.Join[1] != "b:2" || cfg.Logger == nil {
@@ -52,7 +56,7 @@ func TestParseFlagsRefusesWhatDoesNotParse(t *testing.T) {
 	if _, err := node.ParseFlags("mynode", []string{"--log-level", "error"}, io.Discard); err != nil {
 		t.Fatalf("without the bad variable: %v", err)
 	}
-	for _, args := range [][]string{{"--gossip-profile", "wan"}, {"--gossip-key", "c2hvcnQ="}, {"--log-format", "xml"}, {"--nope"}, {"--max-queue-depth", "-1"}} {
+	for _, args := range [][]string{{"--gossip-profile", "wan"}, {"--gossip-key", "c2hvcnQ="}, {"--log-format", "xml"}, {"--nope"}, {"--max-queue-depth", "-1"}, {"--max-call-depth", "-1"}} {
 		if _, err := node.ParseFlags("mynode", args, io.Discard); err == nil {
 			t.Errorf("%v accepted", args)
 		}

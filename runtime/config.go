@@ -91,6 +91,14 @@ type Config struct {
 	// MaxQueueDepth bounds the pending messages of one queue; a Send beyond
 	// it fails with rivet.ErrQueueFull. Default 1000.
 	MaxQueueDepth int
+	// MaxCallDepth bounds how many calls between actors a call chain
+	// nests (A calls B, which calls A again...; through any actors): a
+	// call past it fails with rivet.ErrInvalidArgument, most likely an
+	// actor calling itself without end, which would otherwise go on
+	// until its deadline, each level holding a goroutine and its turn's
+	// restore point (Dapr's reentrancy stops at 32, configurable).
+	// Default 256.
+	MaxCallDepth int
 	// MaxWaitingCalls is how many turns may wait for one actor's turn
 	// gate on this node before a client's call (an action, query or send,
 	// forwarded or not) is refused: one that finds that many waiting is
@@ -151,6 +159,7 @@ func DefaultConfig() Config {
 		MaxMessageBytes:     defaults.MessageBytes,
 		MaxInputBytes:       4 << 20,
 		MaxQueueDepth:       defaults.QueueDepth,
+		MaxCallDepth:        256,
 		MaxWaitingCalls:     1000,
 	}
 }
@@ -204,6 +213,9 @@ func (c *Config) validate() error {
 	}
 	if c.MaxQueueDepth <= 0 {
 		c.MaxQueueDepth = d.MaxQueueDepth
+	}
+	if c.MaxCallDepth <= 0 {
+		c.MaxCallDepth = d.MaxCallDepth
 	}
 	if c.MaxWaitingCalls == 0 {
 		c.MaxWaitingCalls = d.MaxWaitingCalls

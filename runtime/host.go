@@ -602,13 +602,6 @@ func chainPrefix(nodeID string) string {
 	return id + "-"
 }
 
-// maxChainDepth bounds how many calls between actors a chain nests (A
-// calls B, which calls C...; each adds a segment to the chain, which
-// travels with every call): past it a call fails. It is most likely an
-// actor calling itself without end, which would otherwise go on until its
-// deadline, each call holding a goroutine.
-const maxChainDepth = 256
-
 // turnChain is the chain of a turn that a call with chain (from another
 // turn; "" from outside) starts: a new root, or chain and a segment of its
 // own, so that the calls this turn makes re-enter only this turn
@@ -617,8 +610,10 @@ func (h *Host) turnChain(chain string) (string, error) {
 	if chain == "" {
 		return h.newChain(), nil
 	}
-	if n := strings.Count(chain, chainSep); n >= maxChainDepth {
-		return "", rivet.Errorf(rivet.ErrInvalidArgument, "a chain of calls between actors would be %d calls deep, the limit is %d (an actor calling itself without end?)", n+1, maxChainDepth)
+	// Each call adds a segment to the chain, which travels with every
+	// call (Config.MaxCallDepth).
+	if n := strings.Count(chain, chainSep); n >= h.cfg.MaxCallDepth {
+		return "", rivet.Errorf(rivet.ErrInvalidArgument, "a chain of calls between actors would be %d calls deep, the limit is %d (an actor calling itself without end? --max-call-depth)", n+1, h.cfg.MaxCallDepth)
 	}
 	return chain + chainSep + strconv.FormatUint(rand.Uint64()%(1<<40), 36), nil
 }

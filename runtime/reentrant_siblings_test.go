@@ -107,8 +107,23 @@ func TestACallChainHasADepthLimit(t *testing.T) {
 		t.Fatalf("deep starts at %d", n)
 	}
 	_, err := call(t, e.host, "deep", "d", "down", false, 0)
-	if !errors.Is(err, rivet.ErrInvalidArgument) || !strings.Contains(err.Error(), "calls deep") {
-		t.Fatalf("endless recursion: %v, want the chain's depth limit", err)
+	if !errors.Is(err, rivet.ErrInvalidArgument) || !strings.Contains(err.Error(), "257 calls deep, the limit is 256") {
+		t.Fatalf("endless recursion: %v, want the chain's depth limit (256)", err)
+	}
+	if n := callInt(t, e.host, "deep", "d", "peek", false); n != 0 {
+		t.Fatalf("n = %d after the failed chain, want 0", n)
+	}
+}
+
+// Config.MaxCallDepth sets the chain's depth limit (Dapr's reentrancy has
+// its maxStackDepth): an application whose chains are shallow can stop a
+// runaway one early.
+func TestACallChainDepthLimitIsConfigured(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, counterReg(t, deep), func(c *runtime.Config) { c.ActionTimeout = time.Minute; c.MaxCallDepth = 8 })
+	_, err := call(t, e.host, "deep", "d", "down", true, 0)
+	if !errors.Is(err, rivet.ErrInvalidArgument) || !strings.Contains(err.Error(), "9 calls deep, the limit is 8") {
+		t.Fatalf("endless recursion: %v, want the chain's depth limit (8)", err)
 	}
 	if n := callInt(t, e.host, "deep", "d", "peek", false); n != 0 {
 		t.Fatalf("n = %d after the failed chain, want 0", n)

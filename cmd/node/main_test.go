@@ -91,6 +91,7 @@ func TestErrorsAreWrittenOnce(t *testing.T) {
 	}{
 		{[]string{"--no-such-flag"}, "node: flag provided but not defined: -no-such-flag (node -h lists the flags)\n"},
 		{[]string{"--lease-ttl", "five"}, `node: invalid value "five" for flag -lease-ttl: parse error (node -h lists the flags)` + "\n"},
+		{[]string{"--max-call-depth", "-1"}, "node: invalid value -1 for flag -max-call-depth: negative (node -h lists the flags)\n"},
 		{[]string{"--data-dir", "d", "stray"}, `node: unexpected argument "stray" (the node takes flags only; every flag after it would be ignored; a list is one argument: --join a:1,b:2) (node -h lists the flags)` + "\n"},
 	} {
 		if code, out = mainOf(tc.args...); code != 2 || out != tc.want {
