@@ -1893,10 +1893,12 @@ func (a *activation) restoreState() {
 	}
 	a.sched = sched
 	a.staged = a.staged[:min(staged, len(a.staged))]
-	if rp != nil && a.stateEncodesTo(data, rp) {
+	if rp != nil && stateWholeInJSON(reflect.TypeOf(a.state)) && a.stateEncodesTo(data, rp) {
 		// Most often the failure of a turn it called, which went back
 		// to the same state: decoding it again at each level of a
-		// runaway chain took three quarters of its time.
+		// runaway chain took three quarters of its time. A state with
+		// parts its JSON does not hold is decoded all the same, which
+		// resets them as a failed outermost turn's discard does.
 		return
 	}
 	// The bytes were committed, but do not decode (memory is corrupt, or
@@ -1906,8 +1908,8 @@ func (a *activation) restoreState() {
 
 // stateEncodesTo reports whether the state's JSON is data, as a
 // re-entrant turn's discard finds it when nothing changed the state since
-// its restore point rp (the state is what its JSON says: what an actor
-// keeps beside it belongs in its Vars). It encodes into rp.spare. An
+// its restore point rp (for a state all in its JSON: stateWholeInJSON).
+// It encodes into rp.spare. An
 // encoder that fails or panics says no: the state is decoded again. One
 // that calls runtime.Goexit leaves a change in memory: the activation is
 // dropped, as for a decoder that does (resetStateTo).

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -14,20 +16,12 @@ import (
 )
 
 type nestState struct {
-	N       int
-	Blob    string
-	Decodes nestDecodes
+	N    int
+	Blob string
 }
 
-// nestDecodes counts the decodes of nest's state.
-type nestDecodes struct{}
-
+// nestDecoded counts the decodes of nest's state (nestReg).
 var nestDecoded atomic.Int64
-
-func (*nestDecodes) UnmarshalJSON([]byte) error {
-	nestDecoded.Add(1)
-	return nil
-}
 
 // nestLevels is what the innermost turn of a chain found: its restore
 // points, and how many distinct copies of the state they hold.
@@ -81,6 +75,16 @@ func nestReg(t *testing.T, h **Host, found chan<- nestLevels) *rivet.Registry {
 	reg, err := rivet.Setup(nest)
 	if err != nil {
 		t.Fatal(err)
+	}
+	sp, _ := reg.Lookup("nest")
+	reset, decode := sp.ResetState, sp.DecodeState
+	sp.ResetState = func(dst any, data []byte) error {
+		nestDecoded.Add(1)
+		return reset(dst, data)
+	}
+	sp.DecodeState = func(data []byte) (any, error) {
+		nestDecoded.Add(1)
+		return decode(data)
 	}
 	return reg
 }
@@ -151,5 +155,91 @@ func TestReentrantTurnsShareTheirRestorePoint(t *testing.T) {
 	<-found
 	if n != 9 {
 		t.Fatalf("level 12 saw N = %d after its call failed, want 9", n)
+	}
+}
+
+type memoState struct {
+	N      int
+	Memo   string `json:"-"`
+	hidden string
+}
+
+// A failed re-entrant turn that changed only what the state's JSON does
+// not hold (a `json:"-"` field, an unexported one) has that change undone
+// too, as a failed outermost turn has: its discard decodes the state
+// again rather than take it as already back (its JSON is).
+func TestAFailedReentrantTurnResetsWhatTheJSONDoesNotHold(t *testing.T) {
+	memo := rivet.Actor[memoState]{
+		Name: "memo",
+		Actions: rivet.Actions[memoState]{
+			"outer": rivet.Action0(func(c *rivet.ActionCtx[memoState]) (string, error) {
+				c.State.N = 1
+				c.State.Memo, c.State.hidden = "outer", "outer"
+				if _, err := rivet.Call[int](c.Context(), c.Client().Get("memo", c.Key()...), "inner"); err == nil {
+					return "", errors.New("inner did not fail")
+				}
+				return fmt.Sprintf("%d %q %q", c.State.N, c.State.Memo, c.State.hidden), nil
+			}),
+			"inner": rivet.Action0(func(c *rivet.ActionCtx[memoState]) (int, error) {
+				c.State.Memo, c.State.hidden = "inner", "inner"
+				return 0, errors.New("inner fails")
+			}),
+		},
+	}
+	reg, err := rivet.Setup(memo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := memHost(t, reg)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := h.Call(ctx, CallRequest{Ref: Ref{Name: "memo", Key: []string{"k"}}, Action: "outer", CreateIfMissing: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got string
+	if err := json.Unmarshal(res, &got); err != nil {
+		t.Fatal(err)
+	}
+	if want := `1 "" ""`; got != want {
+		t.Fatalf("after the inner turn failed, the outer one saw %s, want %s (its JSON kept, the rest reset)", got, want)
+	}
+}
+
+func TestStateWholeInJSON(t *testing.T) {
+	type node struct {
+		Kids []node
+		At   time.Time
+		Tags map[string]*int
+		B    []byte
+	}
+	type hidden struct{ n int }
+	type dash struct {
+		N int `json:"-"`
+	}
+	type named struct {
+		N int `json:"-,"`
+	}
+	type embeds struct{ node }
+	type iface struct{ V any }
+	type custom struct{ R json.RawMessage }
+	for _, tc := range []struct {
+		t    reflect.Type
+		want bool
+	}{
+		{reflect.TypeFor[*nestState](), true},
+		{reflect.TypeFor[*node](), true},
+		{reflect.TypeFor[*named](), true},
+		{reflect.TypeFor[*hidden](), false},
+		{reflect.TypeFor[*dash](), false},
+		{reflect.TypeFor[*embeds](), false},
+		{reflect.TypeFor[*iface](), false},
+		{reflect.TypeFor[*custom](), false},
+		{reflect.TypeFor[*memoState](), false},
+		{nil, false},
+	} {
+		if got := stateWholeInJSON(tc.t); got != tc.want {
+			t.Errorf("stateWholeInJSON(%v) = %v, want %v", tc.t, got, tc.want)
+		}
 	}
 }
