@@ -243,3 +243,66 @@ func TestStateWholeInJSON(t *testing.T) {
 		}
 	}
 }
+
+// A commit between re-entrant turns of one chain is what the turns still
+// open go back to, shared or not: level 1 (sharing the committed state's
+// bytes) calls level 2, which commits N = 2, then twice level 3, which
+// sets N = 3 and fails each time (both back to 2, the second one sharing
+// what the first went back to), then fails itself: back to 2, not 0.
+func TestReentrantTurnsGoBackToACommitBetweenThem(t *testing.T) {
+	type st struct{ N, Seen int }
+	var seen []int
+	steps := rivet.Actor[st]{
+		Name: "steps",
+		Actions: rivet.Actions[st]{
+			"level": rivet.Action(func(c *rivet.ActionCtx[st], level int) (int, error) {
+				self := c.Client().Get("steps", c.Key()...)
+				switch level {
+				case 0:
+					_, err := rivet.Call[int](c.Context(), self, "level", 1)
+					if err == nil {
+						return 0, errors.New("level 1 did not fail")
+					}
+					return c.State.N, nil
+				case 1:
+					if _, err := rivet.Call[int](c.Context(), self, "level", 2); err != nil {
+						return 0, err
+					}
+					for range 2 {
+						if _, err := rivet.Call[int](c.Context(), self, "level", 3); err == nil {
+							return 0, errors.New("level 3 did not fail")
+						}
+						seen = append(seen, c.State.N)
+					}
+					c.State.N = 1
+					return 0, errors.New("level 1 fails")
+				case 2:
+					c.State.N = 2
+					return 0, nil
+				default:
+					c.State.N = 3
+					return 0, errors.New("level 3 fails")
+				}
+			}),
+			"peek": rivet.Query(func(c *rivet.ActionCtx[st]) (int, error) { return c.State.N, nil }),
+		},
+	}
+	reg, err := rivet.Setup(steps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := memHost(t, reg)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ref := Ref{Name: "steps", Key: []string{"k"}}
+	res, err := h.Call(ctx, CallRequest{Ref: ref, Action: "level", Args: json.RawMessage(`[0]`), CreateIfMissing: true})
+	if err != nil || string(res) != "2" {
+		t.Fatalf("level 0 = %s, %v; want 2 (level 2's commit)", res, err)
+	}
+	if fmt.Sprint(seen) != "[2 2]" {
+		t.Fatalf("level 1 saw N = %v after each failed level 3, want [2 2]", seen)
+	}
+	if res, err = h.Call(ctx, CallRequest{Ref: ref, Action: "peek"}); err != nil || string(res) != "2" {
+		t.Fatalf("peek = %s, %v; want 2", res, err)
+	}
+}
