@@ -22,6 +22,12 @@ var wholeInJSON sync.Map // reflect.Type -> bool
 // (its JSON is its instant; its monotonic reading is not the state): the
 // decode sets such a state's hidden parts as a failed turn at the top of
 // the chain finds them, to their zero or to what the decoder makes.
+//
+// Nor does JSON say which parts share memory: a failed turn that made two
+// parts one (s.B = s.A, equal before) keeps them so, where a decode would
+// have made them apart again, and a later change to one shows in the
+// other. Rare enough not to pay a decode per level of a chain for it, as
+// the states it would exclude are most (any slice, map or pointer).
 func stateWholeInJSON(t reflect.Type) bool {
 	if t == nil {
 		return false
