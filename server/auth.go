@@ -33,13 +33,14 @@ var openMethods = map[string]bool{
 // request may take to arrive (requestReadTimeout; disarmed by the
 // interceptors of ServerOptions, which a server must have too), and as a
 // server has only one tap handle, that bound is all the options hold for
-// an empty token: install them with or without one.
-func AuthServerOptions(token string) []grpc.ServerOption {
+// an empty token: install them with or without one. opts set the bound
+// and what sees the calls it drops.
+func AuthServerOptions(token string, opts ...AuthOption) []grpc.ServerOption {
 	if token == "" {
-		return []grpc.ServerOption{grpc.InTapHandle(readDeadlineTap(requestReadTimeout))}
+		return []grpc.ServerOption{grpc.InTapHandle(readDeadlineTap(newAuthOptions(opts)))}
 	}
 	return []grpc.ServerOption{
-		grpc.InTapHandle(AuthTapHandle(token)),
+		grpc.InTapHandle(AuthTapHandle(token, opts...)),
 		grpc.ChainUnaryInterceptor(AuthUnaryInterceptor(token)),
 		grpc.ChainStreamInterceptor(AuthStreamInterceptor(token)),
 	}
@@ -54,13 +55,13 @@ func AuthServerOptions(token string) []grpc.ServerOption {
 // stream's flow-control window. An empty token lets every call through.
 // A call let through has its request read within requestReadTimeout (see
 // there). Only one tap handle can be installed on a grpc.Server.
-func AuthTapHandle(token string) tap.ServerInHandle {
-	read := requestReadTimeout
+func AuthTapHandle(token string, opts ...AuthOption) tap.ServerInHandle {
+	o := newAuthOptions(opts)
 	return func(ctx context.Context, info *tap.Info) (context.Context, error) {
 		if err := authenticateMD(info.Header, token, info.FullMethodName); err != nil {
 			return ctx, err
 		}
-		return withReadDeadline(ctx, read), nil
+		return withReadDeadline(ctx, o.readTimeout, o.onReadTimeout), nil
 	}
 }
 

@@ -49,8 +49,14 @@ func serveAsNode(t *testing.T, token string) string {
 // serveAsNodeOn is serveAsNode on lis, with extra server options.
 func serveAsNodeOn(t *testing.T, lis net.Listener, token string, extra ...grpc.ServerOption) {
 	t.Helper()
+	serveAsNodeWith(t, lis, token, nil, extra...)
+}
+
+// serveAsNodeWith is serveAsNodeOn with auth's options.
+func serveAsNodeWith(t *testing.T, lis net.Listener, token string, auth []server.AuthOption, extra ...grpc.ServerOption) {
+	t.Helper()
 	limits := server.DefaultLimits()
-	opts := append(server.AuthServerOptions(token), extra...)
+	opts := append(server.AuthServerOptions(token, auth...), extra...)
 	opts = append(opts, server.ServerOptions(limits)...)
 	opts = append(opts, grpc.ChainUnaryInterceptor(server.ForwardingInterceptor(noRoute{})))
 	gs := grpc.NewServer(opts...)

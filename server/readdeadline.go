@@ -3,9 +3,11 @@ package server
 import (
 	"context"
 	"errors"
+	"net"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/tap"
 )
 
@@ -44,13 +46,26 @@ type readDeadline struct {
 // wait on) that is canceled after d unless disarmRead stops it first.
 // Only a tap handle can do this: the context a stats handler or an
 // interceptor gives is not the one the transport's reads wait on, and an
-// interceptor runs only once the request is read.
-func withReadDeadline(ctx context.Context, d time.Duration) context.Context {
+// interceptor runs only once the request is read. dropped, if not nil,
+// is called with the caller's address for a stream the deadline drops.
+func withReadDeadline(ctx context.Context, d time.Duration, dropped func(net.Addr)) context.Context {
 	if d <= 0 {
 		return ctx
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
-	t := time.AfterFunc(d, func() { cancel(errRequestReadTimeout) })
+	t := time.AfterFunc(d, func() {
+		if ctx.Err() != nil {
+			return // ended as the timer fired: nothing dropped
+		}
+		cancel(errRequestReadTimeout)
+		if dropped != nil {
+			var addr net.Addr
+			if p, ok := peer.FromContext(ctx); ok {
+				addr = p.Addr
+			}
+			dropped(addr)
+		}
+	})
 	// A stream that ends before its request is read (a caller gone, a
 	// request too large, an unknown method, a stream the stop refuses) is
 	// not disarmed: its timer would hold the stream's context, headers
@@ -108,9 +123,44 @@ func (s *firstRecvDisarms) RecvMsg(m any) error {
 }
 
 // readDeadlineTap is the tap handle of a server without a token: only the
-// read deadline, d.
-func readDeadlineTap(d time.Duration) tap.ServerInHandle {
+// read deadline, o.readTimeout.
+func readDeadlineTap(o authOptions) tap.ServerInHandle {
 	return func(ctx context.Context, _ *tap.Info) (context.Context, error) {
-		return withReadDeadline(ctx, d), nil
+		return withReadDeadline(ctx, o.readTimeout, o.onReadTimeout), nil
+	}
+}
+
+// AuthOption changes what AuthServerOptions and AuthTapHandle build.
+type AuthOption func(*authOptions)
+
+type authOptions struct {
+	readTimeout   time.Duration
+	onReadTimeout func(net.Addr)
+}
+
+func newAuthOptions(opts []AuthOption) authOptions {
+	o := authOptions{readTimeout: requestReadTimeout}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return o
+}
+
+// OnRequestReadTimeout has f called for each call dropped because its
+// request did not arrive within the request read timeout, with the
+// caller's address (nil if gRPC did not give it), so that an operator
+// sees the drops: the caller only gets CANCELLED, and nothing of the
+// node ran. f runs on a timer's goroutine and must not block.
+func OnRequestReadTimeout(f func(peer net.Addr)) AuthOption {
+	return func(o *authOptions) { o.onReadTimeout = f }
+}
+
+// RequestReadTimeout replaces the request read timeout, 30 s (see
+// requestReadTimeout); 0 or less keeps it.
+func RequestReadTimeout(d time.Duration) AuthOption {
+	return func(o *authOptions) {
+		if d > 0 {
+			o.readTimeout = d
+		}
 	}
 }

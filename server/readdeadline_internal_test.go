@@ -12,7 +12,7 @@ import (
 // for the whole timeout after the stream was gone.
 func TestReadDeadlineStopsWithItsStream(t *testing.T) {
 	stream, end := context.WithCancel(context.Background())
-	ctx := withReadDeadline(stream, time.Hour)
+	ctx := withReadDeadline(stream, time.Hour, nil)
 	tm := ctx.Value(readDeadlineKey{}).(readDeadline).timer
 	defer tm.Stop()
 	end()

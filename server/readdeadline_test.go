@@ -31,16 +31,22 @@ import (
 // without a token, and with it the bytes the node held for it: before,
 // gRPC waited for the rest for as long as the caller kept the connection,
 // and 600 such calls on one connection held 2.5 GB of a node. The raw
-// HTTP/2 client is needed to stop sending mid-message.
+// HTTP/2 client is needed to stop sending mid-message. The drop is told
+// to OnRequestReadTimeout with the caller's address, the one trace of it
+// a node has (the node counts and logs it). The timeout is the option's,
+// RequestReadTimeout.
 func TestStalledRequestIsDropped(t *testing.T) {
-	server.SetRequestReadTimeout(t, 300*time.Millisecond)
 	for _, token := range []string{"", "s3cret"} {
 		t.Run("token="+token, func(t *testing.T) {
 			lis, err := net.Listen("tcp", "127.0.0.1:0")
 			if err != nil {
 				t.Fatal(err)
 			}
-			serveAsNodeOn(t, lis, token)
+			dropped := make(chan net.Addr, 4)
+			serveAsNodeWith(t, lis, token, []server.AuthOption{
+				server.RequestReadTimeout(300 * time.Millisecond),
+				server.OnRequestReadTimeout(func(a net.Addr) { dropped <- a }),
+			})
 			c, err := net.Dial("tcp", lis.Addr().String())
 			if err != nil {
 				t.Fatal(err)
@@ -107,7 +113,18 @@ func TestStalledRequestIsDropped(t *testing.T) {
 					continue
 				}
 				t.Logf("dropped after %v with %T", time.Since(start).Round(time.Millisecond), f)
-				return
+				break
+			}
+			select {
+			case a := <-dropped:
+				if a == nil || a.String() != c.LocalAddr().String() {
+					t.Fatalf("OnRequestReadTimeout was told %v, want the caller's address %v", a, c.LocalAddr())
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("OnRequestReadTimeout was not called for the dropped call")
+			}
+			if len(dropped) != 0 {
+				t.Fatalf("OnRequestReadTimeout called %d more times for one call", len(dropped))
 			}
 		})
 	}
@@ -134,7 +151,9 @@ func TestReadDeadlineSparesLongCalls(t *testing.T) {
 		t.Fatal(err)
 	}
 	limits := server.DefaultLimits()
-	gs := grpc.NewServer(append(server.AuthServerOptions(""), server.ServerOptions(limits)...)...)
+	// Nothing is dropped, so nothing is told.
+	dropped := server.OnRequestReadTimeout(func(a net.Addr) { t.Errorf("a call from %v was told dropped by the request read timeout", a) })
+	gs := grpc.NewServer(append(server.AuthServerOptions("", dropped), server.ServerOptions(limits)...)...)
 	srv := server.New(f, server.WithLimits(limits))
 	srv.Register(gs)
 	healthpb.RegisterHealthServer(gs, health.NewServer())
