@@ -88,6 +88,9 @@ type Config struct {
 	// maxGRPCConns and maxHTTPConns, if set, replace the bounds on the
 	// connections the node's ports hold at once (connLimits).
 	maxGRPCConns, maxHTTPConns int
+	// requestReadTimeout, if set, replaces the bound on the time a call's
+	// request may take to arrive (server.RequestReadTimeout): a test hook.
+	requestReadTimeout time.Duration
 
 	// GossipAddr is the host:port of the memberlist gossip (TCP and UDP).
 	// "-" runs the node without gossip: it then balances over the nodes

@@ -4,12 +4,16 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 	"golang.org/x/net/http2"
 
 	"github.com/rivet-go/rivet"
@@ -29,7 +33,8 @@ func TestGRPCPortBoundsItsConnections(t *testing.T) {
 	}
 	cfg := DefaultLocalConfig(t.TempDir())
 	cfg.Partitions = 4
-	cfg.Logger = zap.NewNop()
+	core, logs := observer.New(zap.WarnLevel)
+	cfg.Logger = zap.New(core)
 	cfg.Token = "s3cret"
 	cfg.maxGRPCConns = 2
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -68,6 +73,9 @@ func TestGRPCPortBoundsItsConnections(t *testing.T) {
 		_ = c.SetReadDeadline(time.Time{})
 		return c, true
 	}
+	if got := portSeries(t, n); got[`rivet_port_connections_limit{port="grpc"}`] != 2 || got[`rivet_port_full_total{port="grpc"}`] != 0 {
+		t.Fatalf("before any connection: %v; want a limit of 2, never full", got)
+	}
 	var held []net.Conn
 	for i := range 2 {
 		c, ok := open(10 * time.Second)
@@ -80,6 +88,13 @@ func TestGRPCPortBoundsItsConnections(t *testing.T) {
 	if ok {
 		t.Fatal("a third connection was served beside two held, over the bound of 2")
 	}
+	// The metrics show the port full, and the node says so once.
+	awaitPortSeries(t, n, map[string]float64{`rivet_port_connections{port="grpc"}`: 2, `rivet_port_full_total{port="grpc"}`: 1})
+	full := logs.FilterMessageSnippet("holds its bound of connections").All()
+	if len(full) != 1 || full[0].ContextMap()["port"] != "grpc" || full[0].ContextMap()["bound"] != int64(2) ||
+		!strings.Contains(full[0].Message, "docs/deploy.md, Security") {
+		t.Fatalf("warnings of a full port: %+v; want one, naming the port, its bound and the docs", full)
+	}
 	held[0].Close()
 	// Served once a slot is free: its SETTINGS come now.
 	_ = third.SetReadDeadline(time.Now().Add(10 * time.Second))
@@ -89,6 +104,68 @@ func TestGRPCPortBoundsItsConnections(t *testing.T) {
 	}
 	if _, ok := f.(*http2.SettingsFrame); !ok {
 		t.Fatalf("the third connection's first frame is %T, want SETTINGS", f)
+	}
+	// Full again, with the third in: counted, but within the minute not
+	// told again.
+	awaitPortSeries(t, n, map[string]float64{`rivet_port_connections{port="grpc"}`: 2, `rivet_port_full_total{port="grpc"}`: 2})
+	if full := logs.FilterMessageSnippet("holds its bound of connections").Len(); full != 1 {
+		t.Fatalf("%d warnings of a full port within a minute, want 1", full)
+	}
+	held[1].Close()
+	third.Close()
+	awaitPortSeries(t, n, map[string]float64{`rivet_port_connections{port="grpc"}`: 0})
+}
+
+// portSeries gathers n's collector and returns the port and read timeout
+// series, by name and labels as /metrics shows them.
+func portSeries(t *testing.T, n *Node) map[string]float64 {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(newCollector(n))
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		if !strings.HasPrefix(mf.GetName(), "rivet_port_") && mf.GetName() != "rivet_request_read_timeouts_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			name := mf.GetName()
+			for _, l := range m.GetLabel() {
+				name += fmt.Sprintf("{%s=%q}", l.GetName(), l.GetValue())
+			}
+			if m.GetGauge() != nil {
+				out[name] = m.GetGauge().GetValue()
+			} else {
+				out[name] = m.GetCounter().GetValue()
+			}
+		}
+	}
+	return out
+}
+
+// awaitPortSeries waits until portSeries has want's values.
+func awaitPortSeries(t *testing.T, n *Node, want map[string]float64) {
+	t.Helper()
+	var got map[string]float64
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		got = portSeries(t, n)
+		ok := true
+		for k, v := range want {
+			if g, has := got[k]; !has || g != v {
+				ok = false
+			}
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("metrics %v, want %v within 20 s", got, want)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -117,7 +194,8 @@ func TestHTTPPortBoundsItsConnections(t *testing.T) {
 	}
 	cfg := DefaultLocalConfig(t.TempDir())
 	cfg.Partitions = 4
-	cfg.Logger = zap.NewNop()
+	core, logs := observer.New(zap.WarnLevel)
+	cfg.Logger = zap.New(core)
 	cfg.maxHTTPConns = 1
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -158,6 +236,12 @@ func TestHTTPPortBoundsItsConnections(t *testing.T) {
 	second := dial()
 	if healthz(second, time.Second) {
 		t.Fatal("a second connection was served beside one held, over the bound of 1")
+	}
+	// Read from the registry: a scrape of /metrics would need the slot.
+	awaitPortSeries(t, n, map[string]float64{`rivet_port_connections{port="http"}`: 1, `rivet_port_connections_limit{port="http"}`: 1,
+		`rivet_port_full_total{port="http"}`: 1, `rivet_port_full_total{port="grpc"}`: 0})
+	if full := logs.FilterMessageSnippet("holds its bound of connections").All(); len(full) != 1 || full[0].ContextMap()["port"] != "http" {
+		t.Fatalf("warnings of a full port: %+v; want one, of the http port", full)
 	}
 	held.Close()
 	_ = second.SetReadDeadline(time.Now().Add(10 * time.Second))

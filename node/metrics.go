@@ -241,6 +241,7 @@ type collector struct {
 	keysEvicted                                   *prometheus.Desc
 	subscribers, delivered, dropped               *prometheus.Desc
 	etcdAlarms                                    *prometheus.Desc
+	portConns, portBound, portFull, readTimeouts  *prometheus.Desc
 }
 
 func newCollector(n *Node) *collector {
@@ -289,6 +290,11 @@ func newCollector(n *Node) *collector {
 		delivered:   d("rivet_events_delivered_total", "Events this node handed to subscribers (an event heard by two counts twice)."),
 		dropped:     d("rivet_event_subscribers_dropped_total", "Event subscriptions this node ended because more than 1024 events or 8 MiB waited for their subscriber besides the batch being sent to it."),
 
+		portConns:    d("rivet_port_connections", "Connections the node's port holds (accepted, not yet closed), by port: grpc or http.", "port"),
+		portBound:    d("rivet_port_connections_limit", "The bound on the connections the node's port holds at once, by port: grpc (half the open files limit, at most 65,536) or http (an eighth, at most 1,024). Past it, new connections wait in the kernel's accept queue.", "port"),
+		portFull:     d("rivet_port_full_total", "Times the node's port held its bound of connections (rivet_port_connections_limit), so that accepting the next had to wait for one to close, by port: grpc or http. The node also warns, once a minute per port.", "port"),
+		readTimeouts: d("rivet_request_read_timeouts_total", "Calls the node dropped (CANCELLED) because their request did not arrive whole within the request read timeout (30 s) of their headers. The node also warns, once a minute, with a caller's address."),
+
 		etcdAlarms: d("rivet_etcd_alarms", "etcd's active alarms (its alarm list, any member's), by type: NOSPACE (etcd refuses writes: out of space) or CORRUPT, as this node's etcd client last read them (at most every 5 s, at scrape). Absent while etcd does not answer.", "alarm"),
 	}
 }
@@ -299,6 +305,7 @@ func (c *collector) descs() []*prometheus.Desc {
 		c.commitFailures, c.commitRetries, c.commitStalls, c.refences, c.commitWaiting, c.queued, c.sent, c.received,
 		c.wfRunning, c.wfCompleted, c.wfFailed, c.wfCancelled, c.steps, c.scheduled, c.hookFailures, c.unknownFields, c.keysEvicted,
 		c.subscribers, c.delivered, c.dropped, c.etcdAlarms,
+		c.portConns, c.portBound, c.portFull, c.readTimeouts,
 	}
 }
 
@@ -321,6 +328,17 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.etcdAlarms, prometheus.GaugeValue, float64(alarms[t]), t.String())
 		}
 	}
+	// Before the gate too: the ports serve, and can fill, while the node
+	// starts.
+	for _, l := range []*boundedListener{c.n.grpcBound, c.n.httpBound} {
+		if l == nil {
+			continue
+		}
+		ch <- prometheus.MustNewConstMetric(c.portConns, prometheus.GaugeValue, float64(l.held.Load()), l.port)
+		ch <- prometheus.MustNewConstMetric(c.portBound, prometheus.GaugeValue, float64(l.bound), l.port)
+		ch <- prometheus.MustNewConstMetric(c.portFull, prometheus.CounterValue, float64(l.full.Load()), l.port)
+	}
+	ch <- prometheus.MustNewConstMetric(c.readTimeouts, prometheus.CounterValue, float64(c.n.readTimeouts.Load()))
 	if !c.n.collecting.Load() {
 		return // starting: the parts it reads do not exist yet
 	}

@@ -216,7 +216,8 @@ func TestMetricsAfterLoadAndReadiness(t *testing.T) {
 		`rivet_scheduled_calls_total{result="ok"}`, `rivet_scheduled_calls_total{result="failed"}`,
 		"rivet_event_subscribers", "rivet_events_delivered_total", "rivet_event_subscribers_dropped_total",
 		`rivet_actor_hook_failures_total{hook="wake"}`, `rivet_actor_hook_failures_total{hook="sleep"}`,
-		`rivet_actor_hook_failures_total{hook="destroy"}`, "rivet_actor_tasks_running"}
+		`rivet_actor_hook_failures_total{hook="destroy"}`, "rivet_actor_tasks_running",
+		`rivet_port_full_total{port="grpc"}`, `rivet_port_full_total{port="http"}`, "rivet_request_read_timeouts_total"}
 
 	// Exact once the workflow has taken its messages: waited for, as
 	// the workflow runs on after the calls above returned.

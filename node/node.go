@@ -26,7 +26,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
-	"golang.org/x/net/netutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/connectivity"
@@ -143,6 +142,13 @@ type Node struct {
 	readyEpoch uint64
 	httpServer *http.Server
 	httpLis    net.Listener
+	// grpcBound and httpBound are grpcLis and httpLis, which bound their
+	// connections, for the metrics (httpBound nil without HTTP).
+	grpcBound, httpBound *boundedListener
+	// readTimeouts counts the calls the request read timeout dropped
+	// (requestReadTimedOut).
+	readTimeouts         atomic.Uint64
+	readTimeoutsLastWarn atomic.Int64
 	// startWait is what a starting node waits for (etcd, its partitions),
 	// which /healthz and /readyz say; nil once Start has succeeded.
 	startWait atomic.Pointer[string]
@@ -438,9 +444,11 @@ func Start(ctx context.Context, cfg Config, reg *rivet.Registry) (_ *Node, err e
 	if n.cfg.maxHTTPConns > 0 {
 		httpConns = n.cfg.maxHTTPConns
 	}
-	n.grpcLis = netutil.LimitListener(n.grpcLis, grpcConns)
+	n.grpcBound = newBoundedListener(n.grpcLis, "grpc", grpcConns, n.log)
+	n.grpcLis = n.grpcBound
 	if n.httpLis != nil {
-		n.httpLis = netutil.LimitListener(n.httpLis, httpConns)
+		n.httpBound = newBoundedListener(n.httpLis, "http", httpConns, n.log)
+		n.httpLis = n.httpBound
 	}
 	// Served from here, not once the node serves: a start can wait for
 	// as long as etcd does not answer or is out of space, and a liveness

@@ -96,9 +96,10 @@ func (n *Node) loadSecurity() (security, error) {
 		peerCreds = credentials.NewTLS(pt)
 	}
 	s.peer = append(s.peer, grpc.WithTransportCredentials(peerCreds))
+	readOpts := []server.AuthOption{server.OnRequestReadTimeout(n.requestReadTimedOut), server.RequestReadTimeout(c.requestReadTimeout)}
 	if c.Token != "" {
 		// Checked from a call's headers, before its request is read.
-		s.server = append(s.server, server.AuthServerOptions(c.Token)...)
+		s.server = append(s.server, server.AuthServerOptions(c.Token, readOpts...)...)
 		s.peer = append(s.peer, grpc.WithPerRPCCredentials(auth.NewCredentials(c.Token)))
 		if c.TLSCertFile == "" {
 			n.log.Warn("the gRPC port requires a token but has no TLS: tokens cross the network in plaintext")
@@ -106,7 +107,7 @@ func (n *Node) loadSecurity() (security, error) {
 	} else {
 		// Without a token, only the bound on how long a request may take
 		// to arrive.
-		s.server = append(s.server, server.AuthServerOptions("")...)
+		s.server = append(s.server, server.AuthServerOptions("", readOpts...)...)
 	}
 	if c.EtcdCAFile != "" || c.EtcdCertFile != "" {
 		et, err := certs.ClientConfig(c.EtcdCAFile, c.EtcdCertFile, c.EtcdKeyFile)
