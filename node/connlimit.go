@@ -57,20 +57,19 @@ func (l *boundedListener) Accept() (net.Conn, error) {
 	select {
 	case l.sem <- struct{}{}:
 	default:
+		select {
+		case <-l.done:
+			// Closed, not full: a port gone refuses no one.
+			return l.acceptClosed()
+		default:
+		}
 		// Every slot held: the port is full until one closes.
 		l.full.Add(1)
 		l.warnFull()
 		select {
 		case l.sem <- struct{}{}:
 		case <-l.done:
-			// Closed: Accept fails at once, as it would have.
-			for {
-				c, err := l.Listener.Accept()
-				if err != nil {
-					return nil, err
-				}
-				c.Close()
-			}
+			return l.acceptClosed()
 		}
 	}
 	c, err := l.Listener.Accept()
@@ -80,6 +79,19 @@ func (l *boundedListener) Accept() (net.Conn, error) {
 	}
 	l.held.Add(1)
 	return &boundedConn{Conn: c, l: l}, nil
+}
+
+// acceptClosed is Accept on a closed listener, without a slot: it fails
+// at once, as it would have (closing a connection a listener returns
+// all the same, as netutil.LimitListener does).
+func (l *boundedListener) acceptClosed() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		c.Close()
+	}
 }
 
 // warnFull warns that the port is full, at most once per
