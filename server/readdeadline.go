@@ -130,7 +130,8 @@ func readDeadlineTap(o authOptions) tap.ServerInHandle {
 	}
 }
 
-// AuthOption changes what AuthServerOptions and AuthTapHandle build.
+// AuthOption changes what AuthServerOptions and AuthTapHandle build; a
+// nil one changes nothing.
 type AuthOption func(*authOptions)
 
 type authOptions struct {
@@ -141,7 +142,9 @@ type authOptions struct {
 func newAuthOptions(opts []AuthOption) authOptions {
 	o := authOptions{readTimeout: requestReadTimeout}
 	for _, opt := range opts {
-		opt(&o)
+		if opt != nil { // an optional hook its caller left unset
+			opt(&o)
+		}
 	}
 	return o
 }

@@ -26,3 +26,21 @@ func TestReadDeadlineStopsWithItsStream(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// Options left nil (a caller's optional hook unset) change nothing: the
+// default bound stays, and a drop with no one to tell still drops.
+func TestAuthOptionsNil(t *testing.T) {
+	o := newAuthOptions([]AuthOption{nil, OnRequestReadTimeout(nil), RequestReadTimeout(0)})
+	if o.readTimeout != requestReadTimeout || o.onReadTimeout != nil {
+		t.Fatalf("options of nils: %+v, want the default bound %v and no hook", o, requestReadTimeout)
+	}
+	ctx := withReadDeadline(context.Background(), time.Millisecond, o.onReadTimeout)
+	select {
+	case <-ctx.Done():
+		if context.Cause(ctx) != errRequestReadTimeout {
+			t.Fatalf("dropped with %v, want errRequestReadTimeout", context.Cause(ctx))
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a read deadline of 1 ms without a hook did not drop within 10 s")
+	}
+}
