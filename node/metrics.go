@@ -292,8 +292,8 @@ func newCollector(n *Node) *collector {
 
 		portConns:    d("rivet_port_connections", "Connections the node's port holds (accepted, not yet closed), by port: grpc or http.", "port"),
 		portBound:    d("rivet_port_connections_limit", "The bound on the connections the node's port holds at once, by port: grpc (half the open files limit, at most 65,536) or http (an eighth, at most 1,024). Past it, new connections wait in the kernel's accept queue.", "port"),
-		portFull:     d("rivet_port_full_total", "Times the node's port held its bound of connections (rivet_port_connections_limit), so that accepting the next had to wait for one to close, by port: grpc or http. The node also warns, once a minute per port.", "port"),
-		readTimeouts: d("rivet_request_read_timeouts_total", "Calls the node dropped (CANCELLED) because their request did not arrive whole within the request read timeout (30 s) of their headers. The node also warns, once a minute, with a caller's address."),
+		portFull:     d("rivet_port_full_total", "Times the node's port held its bound of connections (rivet_port_connections_limit), so that accepting the next had to wait for one to close, by port: grpc or http. The node also warns, at most once a minute per port.", "port"),
+		readTimeouts: d("rivet_request_read_timeouts_total", "Calls the node dropped (CANCELLED) because their request did not arrive whole within the request read timeout (30 s) of their headers. The node also warns, at most once a minute, with a caller's address."),
 
 		etcdAlarms: d("rivet_etcd_alarms", "etcd's active alarms (its alarm list, any member's), by type: NOSPACE (etcd refuses writes: out of space) or CORRUPT, as this node's etcd client last read them (at most every 5 s, at scrape). Absent while etcd does not answer.", "alarm"),
 	}

@@ -54,7 +54,9 @@ func AuthServerOptions(token string, opts ...AuthOption) []grpc.ServerOption {
 // refused stream is reset, so the caller sends no more of it than the
 // stream's flow-control window. An empty token lets every call through.
 // A call let through has its request read within requestReadTimeout (see
-// there). Only one tap handle can be installed on a grpc.Server.
+// there), or opts' RequestReadTimeout, and a call dropped for it is told
+// to opts' OnRequestReadTimeout. Only one tap handle can be installed on
+// a grpc.Server.
 func AuthTapHandle(token string, opts ...AuthOption) tap.ServerInHandle {
 	o := newAuthOptions(opts)
 	return func(ctx context.Context, info *tap.Info) (context.Context, error) {
