@@ -12,12 +12,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zaptest/observer"
 	"golang.org/x/net/http2"
-
-	"github.com/rivet-go/rivet"
-	"github.com/rivet-go/rivet/examples/counter"
 )
 
 // The gRPC port holds at most its bound of connections at once, whoever
@@ -27,14 +22,7 @@ import (
 // stopped the node. A connection past the bound is not served (no
 // SETTINGS from the node) until one of those held closes.
 func TestGRPCPortBoundsItsConnections(t *testing.T) {
-	reg, err := rivet.Setup(counter.Actor)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := DefaultLocalConfig(t.TempDir())
-	cfg.Partitions = 4
-	core, logs := observer.New(zap.WarnLevel)
-	cfg.Logger = zap.New(core)
+	reg, cfg, logs := watchedCounterNode(t)
 	cfg.Token = "s3cret"
 	cfg.maxGRPCConns = 2
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -188,14 +176,7 @@ func TestConnLimitsOf(t *testing.T) {
 // The HTTP port too holds at most its bound of connections at once: a
 // request on a connection past it is answered only once one held closes.
 func TestHTTPPortBoundsItsConnections(t *testing.T) {
-	reg, err := rivet.Setup(counter.Actor)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := DefaultLocalConfig(t.TempDir())
-	cfg.Partitions = 4
-	core, logs := observer.New(zap.WarnLevel)
-	cfg.Logger = zap.New(core)
+	reg, cfg, logs := watchedCounterNode(t)
 	cfg.maxHTTPConns = 1
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

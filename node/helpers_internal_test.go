@@ -7,9 +7,11 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/client"
+	"github.com/rivet-go/rivet/examples/counter"
 	"github.com/rivet-go/rivet/runtime"
 )
 
@@ -27,6 +29,22 @@ func ClusterConfigForTest(t testing.TB, id string, endpoints []string, prefix st
 	cfg.Join = join
 	cfg.Logger = zap.NewNop()
 	return cfg
+}
+
+// watchedCounterNode is the registry and configuration of a one-node
+// test whose node serves counters on 4 partitions and logs its warnings
+// (and worse) to logs, for a test to find the one it gives.
+func watchedCounterNode(t testing.TB) (*rivet.Registry, Config, *observer.ObservedLogs) {
+	t.Helper()
+	reg, err := rivet.Setup(counter.Actor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultLocalConfig(t.TempDir())
+	cfg.Partitions = 4
+	core, logs := observer.New(zap.WarnLevel)
+	cfg.Logger = zap.New(core)
+	return reg, cfg, logs
 }
 
 // StartForTest starts a node of cfg for a test or a benchmark and stops it

@@ -9,13 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
-
-	"github.com/rivet-go/rivet"
-	"github.com/rivet-go/rivet/examples/counter"
 )
 
 // A call whose request does not come within the request read timeout is
@@ -25,15 +21,8 @@ import (
 // node's memory with requests it never finished left no trace an operator
 // could see.
 func TestStalledRequestsAreCountedAndTold(t *testing.T) {
-	reg, err := rivet.Setup(counter.Actor)
-	if err != nil {
-		t.Fatal(err)
-	}
 	const token = "s3cret"
-	cfg := DefaultLocalConfig(t.TempDir())
-	cfg.Partitions = 4
-	core, logs := observer.New(zap.WarnLevel)
-	cfg.Logger = zap.New(core)
+	reg, cfg, logs := watchedCounterNode(t)
 	cfg.Token = token
 	cfg.requestReadTimeout = 200 * time.Millisecond
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
