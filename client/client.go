@@ -410,11 +410,11 @@ func (o *options) credentials() ([]grpc.DialOption, error) {
 
 // Close closes the connections. Calls in flight fail with Canceled ("the
 // rivet client was closed (Client.Close) during the call", which may have
-// run), a call waiting to be retried at once (not run, if no attempt of it
-// may have), and subscriptions still open end (ErrSubscriptionClosed). Calls
-// made after Close fail with Canceled too ("the rivet client is closed"),
-// not sent. Either matches context.Canceled although no
-// context of the caller's ended: a server that reads that as its own
+// run), and so, at once, does a call waiting to be retried (not run, if
+// no attempt of it may have); subscriptions still open end
+// (ErrSubscriptionClosed). Calls made after Close fail with Canceled too
+// ("the rivet client is closed"), not sent. Each matches context.Canceled
+// although no context of the caller's ended: a server that reads that as its own
 // client gone (HTTP's 499, not logged) should close the rivet client only
 // once its handlers have returned (after http.Server.Shutdown).
 func (c *Client) Close() error {
