@@ -248,7 +248,7 @@ JSON arguments are taken literally: quote strings ('"text"'); a negative number 
 			return nil
 		},
 	}
-	root.SetVersionTemplate("{{.Version}}\n") // as the node's --version
+	root.SetVersionTemplate("{{.Version}}\n") // the build alone, as the first line of the node's --version
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		if m := negativeNumber.FindStringSubmatch(err.Error()); m != nil && json.Valid([]byte(m[1])) {
 			// A JSON argument such as increment's -5: no flag of ours
