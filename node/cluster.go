@@ -681,7 +681,7 @@ func (r remote) do(ctx context.Context, ref runtime.Ref, again resend, local fun
 				// gRPC says only "context deadline exceeded", which reads
 				// as the calling action's own slowness.
 				k, _ := json.Marshal(ref.Key)
-				return rivet.Errorf(rivet.ErrTimeout, "no answer from %s %s on node %s, its owner, before the caller's deadline: its action ran that long, or the call waited that long for the actor's turn (held by other calls: two calls that wait for each other's actors through several nodes wait until their deadline)", ref.Name, k, owner)
+				return rivet.Errorf(rivet.ErrTimeout, "no answer from %s %s on node %s, its owner, before the caller's deadline: its action ran that long (a wait for the actor's turn there ends shortly before the deadline, as actor.busy, unless that answer came late or the node's build is older)", ref.Name, k, owner)
 			}
 			st := status.Convert(err)
 			brokeOff := hopBrokeOff(st)
