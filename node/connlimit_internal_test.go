@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap/zaptest/observer"
 	"golang.org/x/net/http2"
 )
 
@@ -78,7 +79,7 @@ func TestGRPCPortBoundsItsConnections(t *testing.T) {
 	}
 	// The metrics show the port full, and the node says so once.
 	awaitPortSeries(t, n, map[string]float64{`rivet_port_connections{port="grpc"}`: 2, `rivet_port_full_total{port="grpc"}`: 1})
-	full := logs.FilterMessageSnippet("holds its bound of connections").All()
+	full := awaitWarnings(t, logs, "holds its bound of connections", 1)
 	if len(full) != 1 || full[0].ContextMap()["port"] != "grpc" || full[0].ContextMap()["bound"] != int64(2) ||
 		!strings.Contains(full[0].Message, "docs/deploy.md, Security") {
 		t.Fatalf("warnings of a full port: %+v; want one, naming the port, its bound and the docs", full)
@@ -132,6 +133,25 @@ func portSeries(t *testing.T, n *Node) map[string]float64 {
 		}
 	}
 	return out
+}
+
+// awaitWarnings waits until logs hold at least n entries whose message
+// has snippet, and returns them: a node counts a full port or a dropped
+// call before it warns, so the series alone do not say the warning has
+// been logged yet.
+func awaitWarnings(t *testing.T, logs *observer.ObservedLogs, snippet string, n int) []observer.LoggedEntry {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got := logs.FilterMessageSnippet(snippet).All()
+		if len(got) >= n {
+			return got
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d warnings %q within 10 s, want %d: %+v", len(got), snippet, n, got)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // awaitPortSeries waits until portSeries has want's values.
@@ -221,7 +241,7 @@ func TestHTTPPortBoundsItsConnections(t *testing.T) {
 	// Read from the registry: a scrape of /metrics would need the slot.
 	awaitPortSeries(t, n, map[string]float64{`rivet_port_connections{port="http"}`: 1, `rivet_port_connections_limit{port="http"}`: 1,
 		`rivet_port_full_total{port="http"}`: 1, `rivet_port_full_total{port="grpc"}`: 0})
-	if full := logs.FilterMessageSnippet("holds its bound of connections").All(); len(full) != 1 || full[0].ContextMap()["port"] != "http" {
+	if full := awaitWarnings(t, logs, "holds its bound of connections", 1); len(full) != 1 || full[0].ContextMap()["port"] != "http" {
 		t.Fatalf("warnings of a full port: %+v; want one, of the http port", full)
 	}
 	held.Close()

@@ -61,7 +61,7 @@ func TestStalledRequestsAreCountedAndTold(t *testing.T) {
 	}
 	first := stall()
 	awaitPortSeries(t, n, map[string]float64{"rivet_request_read_timeouts_total": 1})
-	told := logs.FilterMessageSnippet("request read timeout").All()
+	told := awaitWarnings(t, logs, "request read timeout", 1)
 	if len(told) != 1 || told[0].ContextMap()["peer"] != first.LocalAddr().String() {
 		t.Fatalf("warnings of dropped calls: %+v; want one, with the caller's address %s", told, first.LocalAddr())
 	}
