@@ -35,18 +35,7 @@ func TestGRPCPortBoundsItsConnections(t *testing.T) {
 	// SETTINGS within wait.
 	open := func(wait time.Duration) (net.Conn, bool) {
 		t.Helper()
-		c, err := net.Dial("tcp", n.GRPCAddr())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		if _, err := c.Write([]byte(http2.ClientPreface)); err != nil {
-			t.Fatal(err)
-		}
-		fr := http2.NewFramer(c, c)
-		if err := fr.WriteSettings(); err != nil {
-			t.Fatal(err)
-		}
+		c, fr := dialHTTP2(t, n.GRPCAddr())
 		_ = c.SetReadDeadline(time.Now().Add(wait))
 		f, err := fr.ReadFrame()
 		var ne net.Error
@@ -252,4 +241,23 @@ func TestHTTPPortBoundsItsConnections(t *testing.T) {
 		t.Fatalf("the second connection, once the first closed: %v, want /healthz's answer", err)
 	}
 	res.Body.Close()
+}
+
+// dialHTTP2 opens a connection to addr as an HTTP/2 client that has sent
+// its preface and SETTINGS and nothing else, closed at the test's end.
+func dialHTTP2(t *testing.T, addr string) (net.Conn, *http2.Framer) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if _, err := c.Write([]byte(http2.ClientPreface)); err != nil {
+		t.Fatal(err)
+	}
+	fr := http2.NewFramer(c, c)
+	if err := fr.WriteSettings(); err != nil {
+		t.Fatal(err)
+	}
+	return c, fr
 }

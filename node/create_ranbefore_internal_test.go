@@ -28,18 +28,7 @@ func TestAKeyedCreateSentAgainAfterABrokenHopIsOfUnknownOutcomeIfItExists(t *tes
 		t.Fatal(err)
 	}
 	ctx, a, b := twoNodesWithShortLeases(t, reg, "/create-ranbefore-test/", parts)
-	var onB runtime.Ref
-	for i := 0; onB.Name == "" && i < 1000; i++ {
-		ref := runtime.Ref{Name: "counter", Key: []string{fmt.Sprint("r", i)}}
-		if p, err := a.host.PartitionOf(ref); err != nil {
-			t.Fatal(err)
-		} else if b.host.Owns(p) {
-			onB = ref
-		}
-	}
-	if onB.Name == "" {
-		t.Fatal("no counter of 1000 keys is on b")
-	}
+	onB := counterOwnedBy(t, a, b)
 	exists, _ := rpcerr.ToStatus(rivet.Errorf(rivet.ErrAlreadyExists, "actor counter exists"))
 	broken := status.Error(codes.Unavailable, "the stream to the actor's owner broke during the forwarded create")
 	r := remote{a.view}
@@ -77,18 +66,7 @@ func TestABusyAnswerAfterABrokenHopIsOfUnknownOutcome(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, a, b := twoNodesWithShortLeases(t, reg, "/busy-ranbefore-test/", parts)
-	var onB runtime.Ref
-	for i := 0; onB.Name == "" && i < 1000; i++ {
-		ref := runtime.Ref{Name: "counter", Key: []string{fmt.Sprint("r", i)}}
-		if p, err := a.host.PartitionOf(ref); err != nil {
-			t.Fatal(err)
-		} else if b.host.Owns(p) {
-			onB = ref
-		}
-	}
-	if onB.Name == "" {
-		t.Fatal("no counter of 1000 keys is on b")
-	}
+	onB := counterOwnedBy(t, a, b)
 	busy, _ := rpcerr.ToStatus(rivet.Reasonf(rivet.ErrTimeout, "actor", "busy", "waited until the deadline for the turn of counter: this call did not run"))
 	broken := status.Error(codes.Unavailable, "the stream to the actor's owner broke during the forwarded send")
 	r := remote{a.view}
@@ -113,4 +91,20 @@ func TestABusyAnswerAfterABrokenHopIsOfUnknownOutcome(t *testing.T) {
 			t.Errorf("%s: %v after %d hops (outcome unknown %v); want actor.busy after %d, outcome unknown %v", c.what, err, hops, rivet.OutcomeUnknown(err), len(c.answers), c.unknown)
 		}
 	}
+}
+
+// counterOwnedBy is a counter whose partition b owns, as a, which routes
+// to it, finds it.
+func counterOwnedBy(t *testing.T, a, b *Node) runtime.Ref {
+	t.Helper()
+	for i := range 1000 {
+		ref := runtime.Ref{Name: "counter", Key: []string{fmt.Sprint("r", i)}}
+		if p, err := a.host.PartitionOf(ref); err != nil {
+			t.Fatal(err)
+		} else if b.host.Owns(p) {
+			return ref
+		}
+	}
+	t.Fatal("no counter of 1000 keys is on b")
+	return runtime.Ref{}
 }

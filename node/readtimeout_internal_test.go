@@ -33,18 +33,7 @@ func TestStalledRequestsAreCountedAndTold(t *testing.T) {
 	// token, and none of its request.
 	stall := func() net.Conn {
 		t.Helper()
-		c, err := net.Dial("tcp", n.GRPCAddr())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		if _, err := c.Write([]byte(http2.ClientPreface)); err != nil {
-			t.Fatal(err)
-		}
-		fr := http2.NewFramer(c, c)
-		if err := fr.WriteSettings(); err != nil {
-			t.Fatal(err)
-		}
+		c, fr := dialHTTP2(t, n.GRPCAddr())
 		var hb bytes.Buffer
 		enc := hpack.NewEncoder(&hb)
 		for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":path", "/rivet.v1.ActorService/Call"},
