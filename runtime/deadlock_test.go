@@ -237,30 +237,9 @@ func TestSiblingCallsThatWaitForEachOtherFailAtOnce(t *testing.T) {
 // "deadline exceeded", as if its own action had been slow.
 func TestAWaitForAnotherCallsTurnSaysSoAtItsDeadline(t *testing.T) {
 	t.Parallel()
-	entered := make(chan struct{})
-	release := make(chan struct{})
-	slow := rivet.Actor[testactors.HubState]{
-		Name: "slowpoke",
-		Actions: rivet.Actions[testactors.HubState]{
-			"hold": rivet.Action0(func(c *rivet.ActionCtx[testactors.HubState]) (string, error) {
-				close(entered)
-				<-release // whatever its context says
-				return "held", nil
-			}),
-			"noop": rivet.Action0(func(c *rivet.ActionCtx[testactors.HubState]) (string, error) { return "noop", nil }),
-		},
-	}
-	e := newEnv(t, counterReg(t, slow), func(c *runtime.Config) { c.ActionTimeout = 300 * time.Millisecond })
-	done := make(chan callResult, 1)
-	go func() { done <- callStr(t, e.host, "slowpoke", "s", "hold") }()
-	select {
-	case <-entered:
-	case <-time.After(15 * time.Second):
-		t.Fatal("hold did not enter")
-	}
+	e, release := heldSlowpoke(t, func(c *runtime.Config) { c.ActionTimeout = 300 * time.Millisecond })
 	r := callStr(t, e.host, "slowpoke", "s", "noop")
-	close(release)
-	<-done
+	release()
 	if !errors.Is(r.err, rivet.ErrTimeout) || !strings.Contains(r.err.Error(), `waited until the deadline for the turn of slowpoke ["s"]`) {
 		t.Fatalf("noop = %v, want its deadline, naming the actor whose turn it waited for", r.err)
 	}
@@ -402,28 +381,8 @@ func TestACycleThroughAnOuterTurnFailsAtOnce(t *testing.T) {
 // millisecond before.
 func TestAShortCallWaitsForABusyActorsTurnBeforeItIsRefused(t *testing.T) {
 	t.Parallel()
-	entered := make(chan struct{})
-	release := make(chan struct{})
-	slow := rivet.Actor[testactors.HubState]{
-		Name: "slowpoke",
-		Actions: rivet.Actions[testactors.HubState]{
-			"hold": rivet.Action0(func(c *rivet.ActionCtx[testactors.HubState]) (string, error) {
-				close(entered)
-				<-release
-				return "held", nil
-			}),
-			"noop": rivet.Action0(func(c *rivet.ActionCtx[testactors.HubState]) (string, error) { return "noop", nil }),
-		},
-	}
-	e := newEnv(t, counterReg(t, slow), nil)
-	done := make(chan callResult, 1)
-	go func() { done <- callStr(t, e.host, "slowpoke", "s", "hold") }()
-	defer func() { close(release); <-done }()
-	select {
-	case <-entered:
-	case <-time.After(15 * time.Second):
-		t.Fatal("hold did not enter")
-	}
+	e, release := heldSlowpoke(t, nil)
+	defer release()
 	for i := range 3 {
 		cctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 		start := time.Now()
@@ -438,4 +397,35 @@ func TestAShortCallWaitsForABusyActorsTurnBeforeItIsRefused(t *testing.T) {
 			t.Fatalf("call %d with 50 ms left was refused after %v; want it to wait about half of it (25 ms) for the turn", i, took)
 		}
 	}
+}
+
+// heldSlowpoke is a host of env mutate whose actor slowpoke ["s"] is in a
+// turn (its action hold) until release, which also waits for that call to
+// end; its action noop returns at once, once it has the turn.
+func heldSlowpoke(t *testing.T, mutate func(*runtime.Config)) (*env, func()) {
+	t.Helper()
+	entered := make(chan struct{})
+	hold := make(chan struct{})
+	slow := rivet.Actor[testactors.HubState]{
+		Name: "slowpoke",
+		Actions: rivet.Actions[testactors.HubState]{
+			"hold": rivet.Action0(func(c *rivet.ActionCtx[testactors.HubState]) (string, error) {
+				close(entered)
+				<-hold // whatever its context says
+				return "held", nil
+			}),
+			"noop": rivet.Action0(func(c *rivet.ActionCtx[testactors.HubState]) (string, error) { return "noop", nil }),
+		},
+	}
+	e := newEnv(t, counterReg(t, slow), mutate)
+	done := make(chan callResult, 1)
+	go func() { done <- callStr(t, e.host, "slowpoke", "s", "hold") }()
+	release := func() { close(hold); <-done }
+	select {
+	case <-entered:
+	case <-time.After(15 * time.Second):
+		release()
+		t.Fatal("hold did not enter")
+	}
+	return e, release
 }

@@ -1,13 +1,9 @@
 package main
 
 import (
-	"net"
 	"strings"
 	"testing"
 
-	"google.golang.org/grpc"
-
-	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
 	"github.com/rivet-go/rivet/runtime"
 	"github.com/rivet-go/rivet/server/servertest"
 )
@@ -60,22 +56,14 @@ storage formats recorded: 2, 3, 4; a build of storage format 3 or older must not
 // not as none.
 func TestMembersOfAnOlderNodeSayTheFormatsAreUnknown(t *testing.T) {
 	t.Parallel()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	old := grpc.NewServer()
-	rivetv1.RegisterAdminServiceServer(old, oldAdmin{addr: lis.Addr().String()})
-	served := make(chan struct{})
-	go func() { defer close(served); _ = old.Serve(lis) }()
-	defer func() { old.Stop(); <-served }()
-	r := rivetctl(t, lis.Addr().String(), "members")
+	addr := serveOldAdmin(t)
+	r := rivetctl(t, addr, "members")
 	lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
 	if r.code != 0 || len(lines) != 3 || !strings.Contains(lines[0], "  FORMAT  BUILD") || !strings.HasSuffix(lines[1], "Z  -       -") ||
 		!strings.HasPrefix(lines[2], "storage formats recorded: unknown (") {
 		t.Errorf("exit %d, stdout:\n%s\nstderr %q; want old of format -, and the recorded formats unknown", r.code, r.stdout, r.stderr)
 	}
-	if r = rivetctl(t, lis.Addr().String(), "members", "-o", "json"); r.code != 0 || strings.Contains(r.stdout, "storage_format") {
+	if r = rivetctl(t, addr, "members", "-o", "json"); r.code != 0 || strings.Contains(r.stdout, "storage_format") {
 		t.Errorf("-o json: exit %d, stdout %s; want no storage_format", r.code, r.stdout)
 	}
 }

@@ -206,11 +206,10 @@ func (o oldAdmin) Members(context.Context, *rivetv1.MembersRequest) (*rivetv1.Me
 	return &rivetv1.MembersResponse{Members: []*rivetv1.Member{{NodeId: "old", GrpcAddr: o.addr, State: "alive", StartedAt: timestamppb.Now()}}}, nil
 }
 
-// A node that does not list sleeping workflows (older than them) is named
-// as one to upgrade, and the command fails: its empty answer would read as
-// no workflow sleeping.
-func TestActorsSleepingOfAnOlderNodeSaysSo(t *testing.T) {
-	t.Parallel()
+// serveOldAdmin serves oldAdmin, a node of a build older than the
+// command under test, until the test ends, and returns its address.
+func serveOldAdmin(t *testing.T) string {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -219,9 +218,18 @@ func TestActorsSleepingOfAnOlderNodeSaysSo(t *testing.T) {
 	rivetv1.RegisterAdminServiceServer(old, oldAdmin{addr: lis.Addr().String()})
 	served := make(chan struct{})
 	go func() { defer close(served); _ = old.Serve(lis) }()
-	defer func() { old.Stop(); <-served }()
-	r := rivetctl(t, lis.Addr().String(), "actors", "--status", "sleeping")
-	want := "rivetctl: note: node old: failed precondition: the node at " + lis.Addr().String() + " does not list sleeping or waiting workflows (its build predates this RPC); upgrade it (FAILED_PRECONDITION node.unsupported)\n" +
+	t.Cleanup(func() { old.Stop(); <-served })
+	return lis.Addr().String()
+}
+
+// A node that does not list sleeping workflows (older than them) is named
+// as one to upgrade, and the command fails: its empty answer would read as
+// no workflow sleeping.
+func TestActorsSleepingOfAnOlderNodeSaysSo(t *testing.T) {
+	t.Parallel()
+	addr := serveOldAdmin(t)
+	r := rivetctl(t, addr, "actors", "--status", "sleeping")
+	want := "rivetctl: note: node old: failed precondition: the node at " + addr + " does not list sleeping or waiting workflows (its build predates this RPC); upgrade it (FAILED_PRECONDITION node.unsupported)\n" +
 		"rivetctl: no node answered (1 asked)\n"
 	if r.code != 1 || r.stdout != "" || r.stderr != want {
 		t.Errorf("exit %d, stdout %q, stderr:\n%s\nwant exit 1, stderr:\n%s", r.code, r.stdout, r.stderr, want)
