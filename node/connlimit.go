@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/rivet-go/rivet/internal/ration"
 )
 
 // Bounds on connections where the open files limit is not known.
@@ -42,7 +44,7 @@ type boundedListener struct {
 
 	held     atomic.Int64
 	full     atomic.Uint64
-	lastWarn atomic.Int64 // unix nanoseconds of the last full warning
+	fullWarn ration.Every
 }
 
 func newBoundedListener(l net.Listener, port string, bound int, log *zap.Logger) *boundedListener {
@@ -97,9 +99,7 @@ func (l *boundedListener) acceptClosed() (net.Conn, error) {
 // warnFull warns that the port is full, at most once per
 // portFullWarnEvery.
 func (l *boundedListener) warnFull() {
-	now := time.Now().UnixNano()
-	last := l.lastWarn.Load()
-	if last != 0 && now-last < int64(portFullWarnEvery) || !l.lastWarn.CompareAndSwap(last, now) {
+	if !l.fullWarn.Allow(portFullWarnEvery) {
 		return
 	}
 	l.log.Warn("a port holds its bound of connections at once: new connections wait until one closes (a flood of idle connections, or too low an open files limit for the clients and peers: docs/deploy.md, Security)",
@@ -140,9 +140,7 @@ const readTimeoutWarnEvery = time.Minute
 // not finish.
 func (n *Node) requestReadTimedOut(peer net.Addr) {
 	total := n.readTimeouts.Add(1)
-	now := time.Now().UnixNano()
-	last := n.readTimeoutsLastWarn.Load()
-	if last != 0 && now-last < int64(readTimeoutWarnEvery) || !n.readTimeoutsLastWarn.CompareAndSwap(last, now) {
+	if !n.readTimeoutsWarn.Allow(readTimeoutWarnEvery) {
 		return
 	}
 	addr := "unknown"

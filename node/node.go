@@ -37,6 +37,7 @@ import (
 	"github.com/rivet-go/rivet/cluster"
 	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
 	"github.com/rivet-go/rivet/internal/buildinfo"
+	"github.com/rivet-go/rivet/internal/ration"
 	"github.com/rivet-go/rivet/internal/rpcerr"
 	"github.com/rivet-go/rivet/internal/tracing"
 	"github.com/rivet-go/rivet/runtime"
@@ -147,8 +148,8 @@ type Node struct {
 	grpcBound, httpBound *boundedListener
 	// readTimeouts counts the calls the request read timeout dropped
 	// (requestReadTimedOut).
-	readTimeouts         atomic.Uint64
-	readTimeoutsLastWarn atomic.Int64
+	readTimeouts     atomic.Uint64
+	readTimeoutsWarn ration.Every
 	// startWait is what a starting node waits for (etcd, its partitions),
 	// which /healthz and /readyz say; nil once Start has succeeded.
 	startWait atomic.Pointer[string]

@@ -645,9 +645,7 @@ func IsOverloaded(err error) bool {
 // line per call.
 func (h *Host) noteShed(a *activation) {
 	n := h.callsShed.Add(1)
-	now := time.Now().UnixNano()
-	last := h.shedLogAt.Load()
-	if now-last < int64(shedLogEvery) || !h.shedLogAt.CompareAndSwap(last, now) {
+	if !h.shedLog.Allow(shedLogEvery) {
 		return
 	}
 	h.log.Warn("calls refused: too many turns wait for an actor (MaxWaitingCalls); clients retry them with backoff",

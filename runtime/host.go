@@ -28,6 +28,7 @@ import (
 	"github.com/rivet-go/rivet/internal/defaults"
 	"github.com/rivet-go/rivet/internal/optjson"
 	"github.com/rivet-go/rivet/internal/queuenames"
+	"github.com/rivet-go/rivet/internal/ration"
 	"github.com/rivet-go/rivet/internal/rpcerr"
 	"github.com/rivet-go/rivet/internal/sizes"
 	"github.com/rivet-go/rivet/internal/tracing"
@@ -180,11 +181,11 @@ type Host struct {
 	queued, sent, received atomic.Int64
 	refences, resolved     atomic.Uint64
 	shedCount              atomic.Uint64
-	// callsShed counts the calls refused by MaxWaitingCalls; shedLogAt is
-	// when one was last logged (unix nanoseconds), so that a flood logs a
-	// line every shedLogEvery, not one a call.
+	// callsShed counts the calls refused by MaxWaitingCalls; shedLog
+	// rations their warnings, so that a flood logs a line every
+	// shedLogEvery, not one a call.
 	callsShed               atomic.Uint64
-	shedLogAt               atomic.Int64
+	shedLog                 ration.Every
 	schedFired, schedFailed atomic.Uint64
 	wfTypes                 map[string]*wfTypeStats // read-only once made
 	wfUnknown               wfTypeStats
@@ -195,10 +196,10 @@ type Host struct {
 	sendKeysEvicted, callKeysEvicted       atomic.Uint64
 	wakeFailed, sleepFailed, destroyFailed atomic.Uint64
 
-	// refusedLoggedAt (unix nanoseconds) and refusedQuiet ration the
-	// warnings of commits the store refused (refusedWarn).
-	refusedLoggedAt atomic.Int64
-	refusedQuiet    atomic.Uint64
+	// refusedLog and refusedQuiet ration the warnings of commits the
+	// store refused (refusedWarn).
+	refusedLog   ration.Every
+	refusedQuiet atomic.Uint64
 
 	// unknownFields rate-limits the warnings of stored states with
 	// fields their type lacks (warnUnknownStateFields).
@@ -3580,8 +3581,7 @@ func (h *Host) refusedWarn(err error) (bool, uint64) {
 	if !errors.Is(err, storage.ErrRefused) {
 		return true, 0
 	}
-	now, last := time.Now().UnixNano(), h.refusedLoggedAt.Load()
-	if now-last < int64(refusedLogEvery) || !h.refusedLoggedAt.CompareAndSwap(last, now) {
+	if !h.refusedLog.Allow(refusedLogEvery) {
 		h.refusedQuiet.Add(1)
 		return false, 0
 	}
