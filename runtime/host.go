@@ -574,8 +574,8 @@ func (h *Host) newChain() string {
 }
 
 // chainRootBuf holds a root chain (newChainIn): a prefix is at most 25
-// bytes (chainPrefix) and a number 13.
-type chainRootBuf [40]byte
+// bytes (chainPrefix), then two numbers of at most 13 and a dot.
+type chainRootBuf [56]byte
 
 // newChainIn is newChain made in *buf, which must not change afterwards:
 // the string is its bytes. A workflow step makes its chain in its
@@ -585,8 +585,21 @@ func (h *Host) newChainIn(buf *chainRootBuf) string {
 	return unsafe.String(unsafe.SliceData(b), len(b))
 }
 
+// appendChain appends a new root: the node's prefix and a sequence number,
+// which keep it unique, and 64 random bits, which make it unguessable. A
+// chain is a capability: a call that carries a turn's chain re-enters that
+// turn, running inside it while its caller waits. A PeerService stream is
+// open to every holder of the client token (server.PeerServer), and its
+// requests carry chains; with roots that were the node's ID and a counter,
+// such a caller could name the chain of a turn running now (of another
+// client's call) and run actions inside it, on state it holds half
+// changed. math/rand/v2's generator is the runtime's ChaCha8, seeded from
+// the OS's entropy for each thread: unpredictable from its outputs, at a
+// few nanoseconds a call, where crypto/rand would cost a getrandom call
+// per chain.
 func (h *Host) appendChain(b []byte) []byte {
-	return strconv.AppendUint(append(b, h.chainPrefix...), h.chainSeq.Add(1), 36)
+	b = strconv.AppendUint(append(b, h.chainPrefix...), h.chainSeq.Add(1), 36)
+	return strconv.AppendUint(append(b, '.'), rand.Uint64(), 36)
 }
 
 // chainPrefix is the start of the roots of the chains a node makes: its
