@@ -217,7 +217,8 @@ func TestChainRootFitsItsBuffer(t *testing.T) {
 	h.chainSeq.Store(math.MaxUint64 - 1)
 	var buf chainRootBuf
 	c := h.newChainIn(&buf)
-	if want := h.chainPrefix + strconv.FormatUint(math.MaxUint64, 36) + "."; !strings.HasPrefix(c, want) || len(c) > len(want)+13 {
+	want := h.chainPrefix + strconv.FormatUint(math.MaxUint64, 36) + "."
+	if !strings.HasPrefix(c, want) || len(c) > len(want)+13 {
 		t.Fatalf("chain %q, want %q and at most 13 digits", c, want)
 	}
 	if unsafe.StringData(c) != &buf[0] {
@@ -225,6 +226,19 @@ func TestChainRootFitsItsBuffer(t *testing.T) {
 	}
 	if c2 := h.newChain(); c2 == c || chainRoot(c2) != c2 {
 		t.Errorf("next chain %q after %q", c2, c)
+	}
+	// The random part is rarely at its longest: the buffer must hold it
+	// all the same.
+	if longest := len(want) + len(strconv.FormatUint(math.MaxUint64, 32)); longest > len(buf) {
+		t.Errorf("the longest root is %d bytes, its buffer %d", longest, len(buf))
+	}
+	// A root costs a call no allocation in a buffer, and one (its string)
+	// otherwise: it starts every client's call.
+	if n := testing.AllocsPerRun(100, func() { h.newChainIn(&buf) }); n != 0 {
+		t.Errorf("newChainIn: %v allocations, want 0", n)
+	}
+	if n := testing.AllocsPerRun(100, func() { h.newChain() }); n != 1 {
+		t.Errorf("newChain: %v allocations, want 1", n)
 	}
 }
 
