@@ -57,13 +57,14 @@ func TestTokenHolderCannotJoinAnotherCallersTurn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	const token = "s3cret"
 	cfg := node.DefaultLocalConfig(t.TempDir())
 	cfg.Logger = zap.NewNop()
 	cfg.NodeID = "victim"
 	cfg.Token = token
+	cfg.Runtime.MaxWaitingCalls = -1 // every guess waits, none is refused
 	n := startNode(t, ctx, cfg, reg)
 	conn, err := grpc.NewClient(n.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithPerRPCCredentials(auth.NewCredentials(token)))
@@ -90,10 +91,6 @@ func TestTokenHolderCannotJoinAnotherCallersTurn(t *testing.T) {
 	pc := server.NewPeerConn(conn)
 	defer pc.Close()
 	peer := rivetv1.NewActorServiceClient(pc)
-	// Long enough for every guess to reach the actor's gate and wait
-	// there (a guess that re-enters answers at once).
-	pctx, pcancel := context.WithTimeout(ctx, 4*time.Second)
-	defer pcancel()
 	const guesses = 256
 	type result struct {
 		how, chain string
@@ -114,16 +111,36 @@ func TestTokenHolderCannotJoinAnotherCallersTurn(t *testing.T) {
 	}
 	for i := 1; i <= guesses; i++ {
 		chain := n.ID() + "-" + strconv.FormatUint(uint64(i), 36)
-		probe("peer stream", chain, peer, server.WithChain(pctx, chain), &rivetv1.CallRequest{Actor: ref, Action: "probe", Args: []byte("[]")})
-		probe("client call", chain, cl, metadata.AppendToOutgoingContext(pctx, server.ChainKey, chain),
+		probe("peer stream", chain, peer, server.WithChain(ctx, chain), &rivetv1.CallRequest{Actor: ref, Action: "probe", Args: []byte("[]")})
+		probe("client call", chain, cl, metadata.AppendToOutgoingContext(ctx, server.ChainKey, chain),
 			&rivetv1.CallRequest{Actor: ref, Action: "probe", Args: []byte("[]"), Chain: &rivetv1.CallChain{Id: chain}})
 	}
-	wg.Wait()
+	// Every guess waits for the actor's gate behind hold (a guess that
+	// re-entered would answer at once, inside hold's turn).
+	waiting := func() int {
+		for _, ha := range n.Host().HotActors(10) {
+			if ha.Ref.Name == "locker" {
+				return ha.Waiting
+			}
+		}
+		return -1
+	}
+	for deadline := time.Now().Add(45 * time.Second); waiting() < 2*guesses; time.Sleep(5 * time.Millisecond) {
+		select {
+		case r := <-results:
+			t.Fatalf("%s with the guessed chain %q ended while another caller's turn held the actor (inside it: %v, err %v)", r.how, r.chain, r.inside, r.err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d guesses wait for the actor", waiting(), 2*guesses)
+		}
+	}
 	releaseOnce.Do(func() { close(release) })
+	wg.Wait()
 	close(results)
 	for r := range results {
-		if r.err == nil {
-			t.Errorf("%s with the guessed chain %q ran while another caller's turn held the actor (inside it: %v)", r.how, r.chain, r.inside)
+		if r.err != nil || r.inside {
+			t.Errorf("%s with the guessed chain %q: inside hold's turn %v, err %v", r.how, r.chain, r.inside, r.err)
 		}
 	}
 	if err := <-held; err != nil {
