@@ -59,11 +59,12 @@ func AuthServerOptions(token string, opts ...AuthOption) []grpc.ServerOption {
 // a grpc.Server.
 func AuthTapHandle(token string, opts ...AuthOption) tap.ServerInHandle {
 	o := newAuthOptions(opts)
+	sw := newSweeper(o.readTimeout, o.onReadTimeout)
 	return func(ctx context.Context, info *tap.Info) (context.Context, error) {
 		if err := authenticateMD(info.Header, token, info.FullMethodName); err != nil {
 			return ctx, err
 		}
-		return withReadDeadline(ctx, o.readTimeout, o.onReadTimeout), nil
+		return sw.withReadDeadline(ctx), nil
 	}
 }
 

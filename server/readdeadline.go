@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -30,58 +31,186 @@ var requestReadTimeout = 30 * time.Second
 // requestReadTimeout.
 var errRequestReadTimeout = errors.New("the request did not arrive whole within the node's request read timeout")
 
-// readDeadlineKey holds, in a stream's context, the readDeadline that
-// drops the stream if its request does not come in time.
+// readDeadlineKey holds, in a stream's context, the readCtx that drops
+// the stream if its request does not come in time.
 type readDeadlineKey struct{}
 
-// readDeadline is a stream's timer, and the stop of what stops it should
-// the stream end first.
-type readDeadline struct {
-	timer  *time.Timer
-	unhook func() bool
+// A sweeper drops the streams of one tap handle whose request has not come
+// within its timeout d. It replaces a timer per stream (with a context
+// AfterFunc to stop it and a value context to find it: about 2 µs of CPU
+// and a dozen allocations per call, on every call a node serves) by one
+// list, in the order the streams came, and one timer, armed only while
+// the list holds something, that sweeps it every tick. A stream is
+// unlinked as its request is read (disarmRead), so a call that goes well
+// holds the list for the time of its read only.
+//
+// The drop is coarser than a timer per stream: between d and d plus one
+// tick (a tenth of d, at most maxSweepTick: 30 s becomes 30-31 s), never
+// before d. A stream that ends before its request is read (a caller gone,
+// a request too large, an unknown method, a stream the stop refuses) is
+// never disarmed: each sweep forgets those, so the list holds such a
+// stream's context, headers and all, for one tick at most, not the whole
+// timeout, which a caller that opens and resets streams as fast as it can
+// would turn into memory.
+//
+// There is no goroutine to stop with the server: the timer's function
+// runs only for a sweep, and a sweep that leaves the list empty does not
+// arm it again; a stopped server's streams all end, so the sweep after
+// the stop (a tick at most) leaves nothing.
+type sweeper struct {
+	tick time.Duration
+	// life is the sweep, counted from the last one before a stream came,
+	// that drops it: the first comes after the stream, and d is over by
+	// the life-1 ticks from there (between d and d plus a tick after the
+	// stream came).
+	life    uint64
+	dropped func(net.Addr)
+
+	mu         sync.Mutex
+	sweeps     uint64 // sweeps so far
+	head, tail *readCtx
+	timer      *time.Timer // sweep; pending exactly when armed
+	armed      bool
+}
+
+// maxSweepTick bounds a sweeper's tick: how late past its timeout a
+// stream may be dropped, and how long the list may hold an ended stream.
+const maxSweepTick = time.Second
+
+// newSweeper returns the sweeper of a tap handle, or nil for d <= 0 (no
+// bound). dropped, if not nil, is called with the caller's address for
+// each stream the sweeper drops.
+func newSweeper(d time.Duration, dropped func(net.Addr)) *sweeper {
+	if d <= 0 {
+		return nil
+	}
+	// A whole number of ticks, k, in d (rounded up): the last of them
+	// passes d by a few nanoseconds at most.
+	k := max(10, (d+maxSweepTick-1)/maxSweepTick)
+	tick := (d + k - 1) / k
+	s := &sweeper{tick: tick, life: uint64(k) + 1, dropped: dropped}
+	s.timer = time.AfterFunc(time.Hour, s.sweep)
+	s.timer.Stop()
+	return s
+}
+
+// readCtx is the context of a stream a sweeper watches: the stream's,
+// cancelable, which gRPC's reads of the request wait on, and the stream's
+// place in the sweeper's list. Being the context itself (found by Value)
+// spares a value context and its boxed value per stream. Never reused:
+// the stream, and anything derived from its context, may hold it as long
+// as it likes.
+type readCtx struct {
+	context.Context // from context.WithCancelCause
+	cancel          context.CancelCauseFunc
+	sw              *sweeper
+	// Under sw.mu: the sweeps before it came, and its links in the list
+	// while linked.
+	born       uint64
+	prev, next *readCtx
+	linked     bool
+}
+
+func (c *readCtx) Value(key any) any {
+	if key == (readDeadlineKey{}) {
+		return c
+	}
+	return c.Context.Value(key)
 }
 
 // withReadDeadline returns a context for a new stream (from a tap handle,
 // whose context becomes the stream's, which gRPC's reads of the request
-// wait on) that is canceled after d unless disarmRead stops it first.
-// Only a tap handle can do this: the context a stats handler or an
-// interceptor gives is not the one the transport's reads wait on, and an
-// interceptor runs only once the request is read. dropped, if not nil,
-// is called with the caller's address for a stream the deadline drops.
-func withReadDeadline(ctx context.Context, d time.Duration, dropped func(net.Addr)) context.Context {
-	if d <= 0 {
+// wait on) that is canceled after the sweeper's timeout unless disarmRead
+// stops it first; ctx itself for a nil sweeper. Only a tap handle can do
+// this: the context a stats handler or an interceptor gives is not the
+// one the transport's reads wait on, and an interceptor runs only once
+// the request is read.
+func (s *sweeper) withReadDeadline(ctx context.Context) context.Context {
+	if s == nil {
 		return ctx
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
-	t := time.AfterFunc(d, func() {
-		if ctx.Err() != nil {
-			return // ended as the timer fired: nothing dropped
+	c := &readCtx{Context: ctx, cancel: cancel, sw: s}
+	s.mu.Lock()
+	c.born = s.sweeps
+	c.linked = true
+	if s.tail == nil {
+		s.head = c
+	} else {
+		s.tail.next, c.prev = c, s.tail
+	}
+	s.tail = c
+	if !s.armed {
+		s.armed = true
+		s.timer.Reset(s.tick)
+	}
+	s.mu.Unlock()
+	return c
+}
+
+// unlink takes c out of the list, under s.mu.
+func (s *sweeper) unlink(c *readCtx) {
+	if c.prev == nil {
+		s.head = c.next
+	} else {
+		c.prev.next = c.next
+	}
+	if c.next == nil {
+		s.tail = c.prev
+	} else {
+		c.next.prev = c.prev
+	}
+	c.prev, c.next, c.linked = nil, nil, false
+}
+
+// sweep drops the streams past their time and forgets the ended ones.
+// It runs on the timer's goroutine, for one tick.
+func (s *sweeper) sweep() {
+	var late []*readCtx
+	s.mu.Lock()
+	s.sweeps++
+	for c := s.head; c != nil; {
+		next := c.next
+		switch {
+		case c.Err() != nil: // ended before its request came
+			s.unlink(c)
+		case s.sweeps-c.born >= s.life:
+			s.unlink(c)
+			late = append(late, c)
 		}
-		cancel(errRequestReadTimeout)
-		if dropped != nil {
-			var addr net.Addr
-			if p, ok := peer.FromContext(ctx); ok {
-				addr = p.Addr
-			}
-			dropped(addr)
+		c = next
+	}
+	if s.head != nil {
+		s.timer.Reset(s.tick)
+	} else {
+		s.armed = false
+	}
+	s.mu.Unlock()
+	// Out of the lock: canceling wakes the stream's readers, and dropped
+	// is the caller's.
+	for _, c := range late {
+		c.cancel(errRequestReadTimeout)
+		if s.dropped == nil || context.Cause(c) != errRequestReadTimeout {
+			continue // or ended as it was dropped: nothing dropped
 		}
-	})
-	// A stream that ends before its request is read (a caller gone, a
-	// request too large, an unknown method, a stream the stop refuses) is
-	// not disarmed: its timer would hold the stream's context, headers
-	// and all, for the whole timeout, which a caller that opens and
-	// resets streams as fast as it can turns into memory.
-	unhook := context.AfterFunc(ctx, func() { t.Stop() })
-	return context.WithValue(ctx, readDeadlineKey{}, readDeadline{t, unhook})
+		var addr net.Addr
+		if p, ok := peer.FromContext(c); ok {
+			addr = p.Addr
+		}
+		s.dropped(addr)
+	}
 }
 
 // disarmRead stops the read deadline of the stream of ctx, if it has one:
 // its request has been read.
 func disarmRead(ctx context.Context) {
-	if r, ok := ctx.Value(readDeadlineKey{}).(readDeadline); ok {
-		r.timer.Stop()
-		// No goroutine to stop a stopped timer as the stream ends.
-		r.unhook()
+	if c, ok := ctx.Value(readDeadlineKey{}).(*readCtx); ok {
+		s := c.sw
+		s.mu.Lock()
+		if c.linked {
+			s.unlink(c)
+		}
+		s.mu.Unlock()
 	}
 }
 
@@ -125,8 +254,9 @@ func (s *firstRecvDisarms) RecvMsg(m any) error {
 // readDeadlineTap is the tap handle of a server without a token: only the
 // read deadline, o.readTimeout.
 func readDeadlineTap(o authOptions) tap.ServerInHandle {
+	sw := newSweeper(o.readTimeout, o.onReadTimeout)
 	return func(ctx context.Context, _ *tap.Info) (context.Context, error) {
-		return withReadDeadline(ctx, o.readTimeout, o.onReadTimeout), nil
+		return sw.withReadDeadline(ctx), nil
 	}
 }
 
@@ -153,7 +283,8 @@ func newAuthOptions(opts []AuthOption) authOptions {
 // request did not arrive within the request read timeout, with the
 // caller's address (nil if gRPC did not give it), so that an operator
 // sees the drops: the caller only gets CANCELLED, and nothing of the
-// node ran. f runs on a timer's goroutine and must not block.
+// node ran. f runs on the goroutine of a sweep (see sweeper) and must not
+// block.
 func OnRequestReadTimeout(f func(peer net.Addr)) AuthOption {
 	return func(o *authOptions) { o.onReadTimeout = f }
 }
