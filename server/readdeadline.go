@@ -85,13 +85,25 @@ func newSweeper(d time.Duration, dropped func(net.Addr)) *sweeper {
 		return nil
 	}
 	// A whole number of ticks, k, in d (rounded up): the last of them
-	// passes d by a few nanoseconds at most.
-	k := max(10, (d+maxSweepTick-1)/maxSweepTick)
-	tick := (d + k - 1) / k
+	// passes d by a few nanoseconds at most. Rounded up by the remainder,
+	// not by adding before dividing: d+maxSweepTick-1 overflows for a d
+	// near math.MaxInt64 (a caller's "no bound"), which made the tick
+	// negative and dropped every stream at once.
+	k := max(10, ceilDiv(d, maxSweepTick))
+	tick := ceilDiv(d, k)
 	s := &sweeper{tick: tick, life: uint64(k) + 1, dropped: dropped}
 	s.timer = time.AfterFunc(time.Hour, s.sweep)
 	s.timer.Stop()
 	return s
+}
+
+// ceilDiv is a/b rounded up, for a >= 0 and b > 0, without overflow.
+func ceilDiv(a, b time.Duration) time.Duration {
+	q := a / b
+	if a%b != 0 {
+		q++
+	}
+	return q
 }
 
 // readCtx is the context of a stream a sweeper watches: the stream's,
