@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"sync"
 	"time"
@@ -121,6 +122,12 @@ type readCtx struct {
 	born       uint64
 	prev, next *readCtx
 	linked     bool
+}
+
+// String names c as the context package names its own, and keeps fmt
+// from printing the fields (read without the sweeper's lock).
+func (c *readCtx) String() string {
+	return fmt.Sprint(c.Context) + ".WithReadDeadline"
 }
 
 func (c *readCtx) Value(key any) any {

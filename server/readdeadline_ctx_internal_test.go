@@ -3,9 +3,11 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"net"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -34,6 +36,9 @@ func TestReadDeadlineContextIsTheStreams(t *testing.T) {
 	}
 	if p, ok := peer.FromContext(ctx); !ok || p.Addr != addr {
 		t.Fatal("the peer not found")
+	}
+	if s := fmt.Sprint(ctx); !strings.HasSuffix(s, ".WithCancel.WithReadDeadline") {
+		t.Fatalf("printed as %q", s)
 	}
 	if d, ok := ctx.Deadline(); !ok || !d.Equal(dl) {
 		t.Fatalf("deadline %v %v, want %v", d, ok, dl)
