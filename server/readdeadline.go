@@ -22,8 +22,9 @@ import (
 // A caller that declares a large message, sends most of it and stops
 // made the node hold those bytes for as long as it kept the connection
 // alive: 600 such calls on one connection held 2.5 GB of a node, for
-// ever. With the bound, each is dropped (CANCELLED) after it, and its
-// bytes with it. A legitimate 9 MiB request sent at 1 MB/s needs 9 s.
+// ever. With the bound, each is dropped (CANCELLED) after it (by a
+// sweeper's tick at most past it: 30-31 s), and its bytes with it. A
+// legitimate 9 MiB request sent at 1 MB/s needs 9 s.
 //
 // A variable for tests.
 var requestReadTimeout = 30 * time.Second
