@@ -210,9 +210,12 @@ func (s *sweeper) sweep() {
 	}
 	s.mu.Unlock()
 	// Out of the lock: canceling wakes the stream's readers, and dropped
-	// is the caller's.
+	// is the caller's. All are dropped before any is told, so that a
+	// slow dropped delays no drop, as with a timer per stream.
 	for _, c := range late {
 		c.cancel(errRequestReadTimeout)
+	}
+	for _, c := range late {
 		if s.dropped == nil || context.Cause(c) != errRequestReadTimeout {
 			continue // or ended as it was dropped: nothing dropped
 		}
