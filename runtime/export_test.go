@@ -128,6 +128,14 @@ func SetListPage(n int) int {
 	return old
 }
 
+// SetLoadWakeupsPageTimeout sets how long each read of a retried wakeup
+// load may take, and returns the setting before.
+func SetLoadWakeupsPageTimeout(d time.Duration) time.Duration {
+	old := loadWakeupsPageTimeout
+	loadWakeupsPageTimeout = d
+	return old
+}
+
 // SetWorkflowRerunMin sets the first backoff of a workflow that storage
 // stopped, and returns the setting before.
 func SetWorkflowRerunMin(d time.Duration) time.Duration {

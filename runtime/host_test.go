@@ -130,6 +130,9 @@ type faultStore struct {
 	delGate, delEntered chan struct{}
 	// failListPrefix: the next List of exactly that prefix fails.
 	failListPrefix atomic.Value
+	// listDelay (nanoseconds) delays each ListRev of wakeups: a slow
+	// etcd, or a large index read a page at a time.
+	listDelay atomic.Int64
 	// historyReads counts the Lists of a workflow history's values.
 	historyReads atomic.Int64
 	// refuseCommitSub: the next Commit writing a key containing it fails
@@ -203,6 +206,15 @@ func (s *faultStore) ListRev(ctx context.Context, prefix string, opts storage.Li
 	}
 	if opts.Revision != 0 && s.compactListOnce.CompareAndSwap(true, false) {
 		return nil, 0, fmt.Errorf("%w: injected: read at revision %d", storage.ErrCompacted, opts.Revision)
+	}
+	if d := time.Duration(s.listDelay.Load()); d > 0 && strings.HasPrefix(prefix, storage.WakeupsPrefix) {
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, 0, ctx.Err()
+		}
 	}
 	kvs, rev, err := s.Store.ListRev(ctx, prefix, opts)
 	if !strings.HasPrefix(prefix, storage.WakeupsPrefix) && !strings.HasPrefix(prefix, storage.SchedulesPrefix) {

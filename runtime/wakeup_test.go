@@ -58,6 +58,69 @@ func TestWakeupsOfAClaimedPartitionAreLoadedDespiteAFailedRead(t *testing.T) {
 	})
 }
 
+// longNapper sleeps an hour: its wakeup is armed, not due, for a test's
+// whole run.
+var longNapper = rivet.Actor[dozeState]{
+	Name: "longNapper",
+	Run: func(ctx *workflow.Ctx[dozeState]) error {
+		return ctx.Sleep("nap", time.Hour)
+	},
+}
+
+// A retried load of a claimed partition's wakeups bounds each page it
+// reads, not the whole load: 50,000 sleeping workflows took 3.5 s to load
+// on a busy machine (a user trial), and an index larger than one deadline
+// allowed was read again from its start, for ever: its workflows not due
+// yet kept the first pages' keys, and those past them were never armed.
+// Here each page takes 150 ms and the load's seven pages more than the
+// 400 ms each page is allowed.
+func TestARetriedWakeupLoadBoundsEachPageNotTheWhole(t *testing.T) {
+	defer runtime.SetListPage(runtime.SetListPage(1))
+	defer runtime.SetLoadWakeupsPageTimeout(runtime.SetLoadWakeupsPageTimeout(400 * time.Millisecond))
+	e := newEnv(t, counterReg(t, longNapper), func(c *runtime.Config) {
+		c.Partitions = 1 // every napper in it
+		c.IdleTimeout = 200 * time.Millisecond
+	})
+	const nappers = 6
+	refs := make([]runtime.Ref, nappers)
+	for i := range refs {
+		refs[i] = runtime.Ref{Name: "longNapper", Key: []string{fmt.Sprint(i)}}
+		if _, _, err := e.host.GetOrCreate(ctx(t), refs[i], nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "every nap armed", 10*time.Second, func() bool {
+		for _, ref := range refs {
+			if _, ok := e.host.NextWakeup(ref); !ok {
+				return false
+			}
+		}
+		return true
+	})
+	waitFor(t, "deactivation", 10*time.Second, func() bool { return e.host.Stats().ActiveActors == 0 })
+	if err := e.host.Handoff(ctx(t), 0); err != nil {
+		t.Fatal(err)
+	}
+	for _, ref := range refs {
+		if _, ok := e.host.NextWakeup(ref); ok {
+			t.Fatalf("%v: still armed after the handoff", ref)
+		}
+	}
+	e.store.listDelay.Store(int64(150 * time.Millisecond))
+	e.store.failListPrefix.Store(storage.WakeupPartitionPrefix(0))
+	if parts, err := e.own.Claim(ctx(t), []uint32{0}); err != nil || len(parts) != 1 {
+		t.Fatalf("claim: %v %v", parts, err)
+	}
+	waitFor(t, "every nap armed again", 20*time.Second, func() bool {
+		for _, ref := range refs {
+			if _, ok := e.host.NextWakeup(ref); !ok {
+				return false
+			}
+		}
+		return true
+	})
+}
+
 // The commit that records a workflow's end, refused once (etcd: too many
 // requests), is tried again soon, not only when a request comes.
 func TestARefusedEndOfWorkflowIsRecordedLater(t *testing.T) {

@@ -407,11 +407,27 @@ func (h *Host) eachInParts(ctx context.Context, parts []uint32, prefix string, p
 	return nil
 }
 
+// pageTimeoutKey holds, in a context, how long each read of eachUnder may
+// take (withPageTimeout).
+type pageTimeoutKey struct{}
+
+// withPageTimeout bounds each page eachUnder reads under ctx by d, rather
+// than the pass by one deadline: a pass's time grows with what it reads.
+func withPageTimeout(ctx context.Context, d time.Duration) context.Context {
+	return context.WithValue(ctx, pageTimeoutKey{}, d)
+}
+
 // eachUnder calls fn with every key under prefix, listPage keys per read.
 func (h *Host) eachUnder(ctx context.Context, prefix string, keysOnly bool, fn func(storage.KV)) error {
 	opts := storage.ListOptions{Limit: listPage, KeysOnly: keysOnly}
+	pageTimeout, _ := ctx.Value(pageTimeoutKey{}).(time.Duration)
 	for {
-		kvs, rev, err := h.store.ListRev(ctx, prefix, opts)
+		rctx, cancel := ctx, context.CancelFunc(func() {})
+		if pageTimeout > 0 {
+			rctx, cancel = context.WithTimeout(ctx, pageTimeout)
+		}
+		kvs, rev, err := h.store.ListRev(rctx, prefix, opts)
+		cancel()
 		if errors.Is(err, storage.ErrCompacted) && opts.Revision != 0 {
 			// A pass longer than etcd keeps revisions (5 minutes by
 			// default): it goes on from where it is, now. Only this
@@ -462,6 +478,10 @@ func (h *Host) ownedRef(name, enc string, want map[uint32]bool) (Ref, bool) {
 	return ref, tok != 0
 }
 
+// loadWakeupsPageTimeout bounds each read of a retried wakeup load
+// (retryLoadWakeups). A variable for tests.
+var loadWakeupsPageTimeout = 10 * time.Second
+
 // retryLoadWakeups loads the wakeups of parts in the background until it
 // succeeds, this node holds none of them any more, or the host stops: the
 // timers of a claimed partition exist nowhere else (its previous owner
@@ -492,9 +512,12 @@ func (h *Host) retryLoadWakeups(parts []uint32) {
 			if len(held) == 0 {
 				return
 			}
-			ctx, cancel := context.WithTimeout(h.baseCtx, 10*time.Second)
-			err := h.loadWakeups(ctx, held)
-			cancel()
+			// Each page bounded, not the load: 50,000 sleeping
+			// workflows took 3.5 s to load on a busy machine (a user
+			// trial), and a wake index past what one deadline allows
+			// was read again from its start, for ever, its workflows
+			// never woken. h.baseCtx ends with Stop.
+			err := h.loadWakeups(withPageTimeout(h.baseCtx, loadWakeupsPageTimeout), held)
 			if err == nil {
 				return
 			}
