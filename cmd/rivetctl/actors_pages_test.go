@@ -2,6 +2,10 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"github.com/rivet-go/rivet/client"
+	"io"
 	"strings"
 	"sync"
 	"testing"
@@ -63,7 +67,64 @@ func TestActorsBoundsEachPageByTheTimeout(t *testing.T) {
 	mu.Unlock()
 	r = rivetctl(t, addr, "--timeout", "300ms", "actors", "counter")
 	want := "rivetctl: deadline exceeded: no answer from " + addr + " within 300ms (--timeout) (DEADLINE_EXCEEDED); for one page of the listing, after 1 actors (each page has its own --timeout)\n"
-	if r.code != 1 || r.stdout != "" || r.stderr != want {
-		t.Fatalf("a page with no answer: exit %d, stdout %q, stderr %q; want exit 1 and %q", r.code, r.stdout, r.stderr, want)
+	// The first page was printed as it came (TestActorsPrintsEachPageAsItComes).
+	wantOut := "NAME     KEY  PARTITION  OWNER   CREATED\ncounter  k    0          node-1  -\n"
+	if r.code != 1 || r.stdout != wantOut || r.stderr != want {
+		t.Fatalf("a page with no answer: exit %d, stdout %q, stderr %q; want exit 1, %q and %q", r.code, r.stdout, r.stderr, wantOut, want)
 	}
+}
+
+// An actor listing is printed a page at a time as the pages come, not
+// gathered first: rivetctl held a node's 100,000 actors (80 MB) and
+// printed nothing for 7 s before (a user trial), and its memory grew with
+// the cluster. Here the second page is answered only once the first
+// page's rows are on stdout; columns keep the widths of the first page
+// and widen for a wider cell; -o json is the one array it was.
+func TestActorsPrintsEachPageAsItComes(t *testing.T) {
+	out := &syncBuffer{}
+	f := servertest.NewFake()
+	f.ListFunc = func(ctx context.Context, opts runtime.ListOptions) (runtime.ListResult, error) {
+		switch opts.PageToken {
+		case "":
+			return runtime.ListResult{NextPageToken: "1", Actors: []runtime.ActorInfo{
+				{Ref: runtime.Ref{Name: "counter", Key: []string{"a"}}, Partition: 7, Owner: "node-1"},
+			}}, nil
+		case "1":
+			// A deadline well under the test's: a listing that prints
+			// only at its end fails here with nothing printed.
+			deadline := time.Now().Add(5 * time.Second)
+			for got := out.b2(); !strings.Contains(got, "counter  a  ") && !strings.Contains(got, `"key":["a"]`); got = out.b2() {
+				if time.Now().After(deadline) || ctx.Err() != nil {
+					return runtime.ListResult{}, errors.New("the first page was not printed before the second was asked for")
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			return runtime.ListResult{Actors: []runtime.ActorInfo{
+				{Ref: runtime.Ref{Name: "counter", Key: []string{"longer-key"}}, Partition: 1023, Owner: "node-1"},
+			}}, nil
+		}
+		return runtime.ListResult{}, errors.New("unexpected page token " + opts.PageToken)
+	}
+	addr := servertest.Start(t, f, servertest.Config{})
+	code := run(context.Background(), []string{"--addr", addr, "--timeout", "20s", "actors", "counter"}, strings.NewReader(""), out, io.Discard, func(string) string { return "" })
+	got := out.b2()
+	want := "NAME     KEY  PARTITION  OWNER   CREATED\n" +
+		"counter  a    7          node-1  -\n" +
+		"counter  longer-key  1023       node-1  -\n"
+	if code != 0 || got != want {
+		t.Fatalf("exit %d, stdout:\n%s\nwant:\n%s", code, got, want)
+	}
+
+	out = &syncBuffer{}
+	code = run(context.Background(), []string{"--addr", addr, "--timeout", "20s", "-o", "json", "actors", "counter"}, strings.NewReader(""), out, io.Discard, func(string) string { return "" })
+	var actors []client.ActorInfo
+	if err := json.Unmarshal([]byte(out.b2()), &actors); code != 0 || err != nil || len(actors) != 2 || actors[1].Key[0] != "longer-key" {
+		t.Fatalf("-o json: exit %d, %v, stdout %q", code, err, out.b2())
+	}
+}
+
+// b2 returns all that was written.
+func (s *syncBuffer) b2() string {
+	str, _ := s.since(0)
+	return str
 }

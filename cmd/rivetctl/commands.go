@@ -375,19 +375,21 @@ An empty list prints a line saying so ("no actors named ACTOR"); -o json prints 
 			}
 			return partial
 		}
-		actors, err := a.listActors(ctx, c, name, failed, errorContains)
+		// Printed a page at a time, not gathered first: a node with
+		// 100,000 actors had rivetctl hold them all (80 MB) and print
+		// nothing for 7 s (a user trial), and the memory grew with the
+		// cluster.
+		p := &actorPrinter{a: a, failed: failed}
+		n, err := a.walkActors(ctx, c, name, failed, errorContains, p.page)
 		if err != nil {
 			return err
 		}
-		if len(actors) == 0 && a.output != "json" {
+		if n == 0 && a.output != "json" {
 			// A header alone reads as a listing that went wrong.
 			_, err := fmt.Fprintln(a.stdout, noActors(name, failed, errorContains))
 			return err
 		}
-		if failed {
-			return a.printFailed(actors)
-		}
-		return a.printActors(actors)
+		return p.end()
 	})
 	return cmd
 }
@@ -402,6 +404,22 @@ An empty list prints a line saying so ("no actors named ACTOR"); -o json prints 
 // listing failed or not by the machine's load (a user trial).
 func (a *app) listActors(ctx context.Context, c *client.Client, name string, failed bool, errorContains string) ([]client.ActorInfo, error) {
 	var all []client.ActorInfo
+	_, err := a.walkActors(ctx, c, name, failed, errorContains, func(page []client.ActorInfo) error {
+		all = append(all, page...)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return all, nil
+}
+
+// walkActors is listActors handing each page's actors to each as it
+// comes (none when a page has none left by errorContains), holding no
+// more than a page; it returns how many it handed.
+func (a *app) walkActors(ctx context.Context, c *client.Client, name string, failed bool, errorContains string, each func([]client.ActorInfo) error) (int, error) {
+	n := 0
+	var kept []client.ActorInfo
 	opts := client.ListOptions{Limit: 1000, FailedWorkflows: failed}
 	for {
 		pageCtx, cancel := context.WithTimeout(ctx, a.timeout)
@@ -410,22 +428,29 @@ func (a *app) listActors(ctx context.Context, c *client.Client, name string, fai
 		cancel()
 		switch {
 		case err != nil && timedOut && ctx.Err() == nil:
-			return nil, a.deadlineError(err, a.timeout, fmt.Sprintf("; for one page of the listing, after %d actors (each page has its own --timeout)", len(all)))
+			return n, a.deadlineError(err, a.timeout, fmt.Sprintf("; for one page of the listing, after %d actors (each page has its own --timeout)", n))
 		case err != nil:
-			return nil, err
+			return n, err
 		}
+		kept = kept[:0]
 		for _, actor := range page.Actors {
 			if strings.Contains(actor.WorkflowError, errorContains) {
-				all = append(all, actor)
+				kept = append(kept, actor)
 			}
 		}
+		if len(kept) > 0 {
+			if err := each(kept); err != nil {
+				return n, err
+			}
+			n += len(kept)
+		}
 		if page.NextPageToken == "" {
-			return all, nil
+			return n, nil
 		}
 		if page.NextPageToken == opts.PageToken {
 			// A node's bug (client.ListAll says the same): followed,
 			// the same page would come back for ever.
-			return nil, fmt.Errorf("the node answered an actor list page that does not advance (the next page token %.40q again): a bug of the node's", opts.PageToken)
+			return n, fmt.Errorf("the node answered an actor list page that does not advance (the next page token %.40q again): a bug of the node's", opts.PageToken)
 		}
 		opts.PageToken = page.NextPageToken
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"slices"
 	"strconv"
 	"strings"
@@ -320,18 +321,105 @@ func describeWake(at time.Time, queues []string, anyQueue bool) string {
 }
 
 func (a *app) printActors(actors []client.ActorInfo) error {
-	if a.output == "json" {
-		if actors == nil {
-			actors = []client.ActorInfo{}
+	p := &actorPrinter{a: a}
+	if len(actors) > 0 {
+		if err := p.page(actors); err != nil {
+			return err
 		}
-		return a.printValue(actors)
 	}
-	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tKEY\tPARTITION\tOWNER\tCREATED")
+	return p.end()
+}
+
+// actorPrinter prints an actor listing a page at a time as it comes
+// (rivetctl actors). Text aligns its columns as tabwriter would, to the
+// widest cell so far: a listing of one page (up to 1,000 actors) is
+// printed as before, and a column of a later page widens from where its
+// wider cell comes, never narrows. -o json is one array written element
+// by element, the same bytes as the array marshalled whole. A listing
+// that fails midway has printed the pages before it (and, in JSON, an
+// array left open).
+type actorPrinter struct {
+	a       *app
+	failed  bool // printFailed's columns
+	started bool
+	widths  []int
+}
+
+// page prints one page's actors, which are not empty.
+func (p *actorPrinter) page(actors []client.ActorInfo) error {
+	a := p.a
+	if a.output == "json" {
+		var b []byte
+		for _, x := range actors {
+			sep := byte(',')
+			if !p.started {
+				sep = '['
+				p.started = true
+			}
+			e, err := json.Marshal(x)
+			if err != nil {
+				return err
+			}
+			b = append(append(b, sep), printableJSON(e)...)
+		}
+		_, err := a.stdout.Write(b)
+		return err
+	}
+	rows := make([][]string, 0, len(actors)+1)
+	if !p.started {
+		if p.failed {
+			rows = append(rows, []string{"NAME", "KEY", "OWNER", "FAILED", "ERROR"})
+		} else {
+			rows = append(rows, []string{"NAME", "KEY", "PARTITION", "OWNER", "CREATED"})
+		}
+		p.started = true
+	}
 	for _, x := range actors {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", printable(x.Name), formatKey(x.Key), x.Partition, printable(orDash(x.Owner)), formatTime(x.CreatedAt))
+		if !p.failed {
+			rows = append(rows, []string{printable(x.Name), formatKey(x.Key), strconv.FormatUint(uint64(x.Partition), 10), printable(orDash(x.Owner)), formatTime(x.CreatedAt)})
+			continue
+		}
+		msg := errorLine(x.WorkflowError)
+		if r := []rune(msg); len(r) > 120 {
+			msg = string(r[:119]) + "…"
+		}
+		rows = append(rows, []string{printable(x.Name), formatKey(x.Key), printable(orDash(x.Owner)), formatTime(x.WorkflowFailedAt), printable(msg)})
 	}
-	return tw.Flush()
+	// tabwriter's layout (padding 2, the last column as it is), but with
+	// widths kept from one page to the next.
+	for _, r := range rows {
+		for i, c := range r[:len(r)-1] {
+			if i == len(p.widths) {
+				p.widths = append(p.widths, 0)
+			}
+			p.widths[i] = max(p.widths[i], utf8.RuneCountInString(c))
+		}
+	}
+	var b strings.Builder
+	for _, r := range rows {
+		for i, c := range r[:len(r)-1] {
+			b.WriteString(c)
+			b.WriteString(strings.Repeat(" ", p.widths[i]-utf8.RuneCountInString(c)+2))
+		}
+		b.WriteString(r[len(r)-1])
+		b.WriteByte('\n')
+	}
+	_, err := io.WriteString(a.stdout, b.String())
+	return err
+}
+
+// end closes the listing: in JSON, the array ("[]" if it had no actors);
+// in text, nothing (the caller prints its line for an empty listing).
+func (p *actorPrinter) end() error {
+	if p.a.output != "json" {
+		return nil
+	}
+	end := "]\n"
+	if !p.started {
+		end = "[]\n"
+	}
+	_, err := io.WriteString(p.a.stdout, end)
+	return err
 }
 
 // errorLine is an error of several lines (errors.Join's, as a failed
@@ -357,19 +445,13 @@ func errorLine(s string) string {
 // saga's rollback that failed is the second line of its error, which an
 // operator must see (the first step's effect was not undone).
 func (a *app) printFailed(actors []client.ActorInfo) error {
-	if a.output == "json" {
-		return a.printActors(actors)
-	}
-	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tKEY\tOWNER\tFAILED\tERROR")
-	for _, x := range actors {
-		msg := errorLine(x.WorkflowError)
-		if r := []rune(msg); len(r) > 120 {
-			msg = string(r[:119]) + "…"
+	p := &actorPrinter{a: a, failed: true}
+	if len(actors) > 0 {
+		if err := p.page(actors); err != nil {
+			return err
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", printable(x.Name), formatKey(x.Key), printable(orDash(x.Owner)), formatTime(x.WorkflowFailedAt), printable(msg))
 	}
-	return tw.Flush()
+	return p.end()
 }
 
 // printMembers prints the members, and in text the storage formats the
