@@ -75,8 +75,10 @@ var longNapper = rivet.Actor[dozeState]{
 // Here each page takes 150 ms and the load's seven pages more than the
 // 400 ms each page is allowed.
 func TestARetriedWakeupLoadBoundsEachPageNotTheWhole(t *testing.T) {
-	defer runtime.SetListPage(runtime.SetListPage(1))
-	defer runtime.SetLoadWakeupsPageTimeout(runtime.SetLoadWakeupsPageTimeout(400 * time.Millisecond))
+	// Restored in a cleanup registered before the env's, so after its
+	// host stopped: a deferred restore raced the host's reads.
+	oldPage, oldTimeout := runtime.SetListPage(1), runtime.SetLoadWakeupsPageTimeout(400*time.Millisecond)
+	t.Cleanup(func() { runtime.SetListPage(oldPage); runtime.SetLoadWakeupsPageTimeout(oldTimeout) })
 	e := newEnv(t, counterReg(t, longNapper), func(c *runtime.Config) {
 		c.Partitions = 1 // every napper in it
 		c.IdleTimeout = 200 * time.Millisecond
