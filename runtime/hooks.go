@@ -493,7 +493,15 @@ func (h *Host) sleepAll(ctx context.Context) {
 // the reaper waits for before it returns), at most maxSleeps at once, and
 // the pass does not wait for them: a slow hook holds up neither the other
 // actors nor the next pass. One past the bound is left to a later pass.
+// Those with a workflow in memory and no OnSleep are stopped up to
+// maxSleeps at once, and the pass waits for them: each stop commits the
+// workflow's wakeup record, and one after another a node held 47,000
+// sleeping workflows (2 GB) for over a minute past their idle timeout,
+// about 450 stopped a second (a user trial).
 func (h *Host) deactivateIdleEach(cands []*activation, sleeps *sync.WaitGroup) {
+	stops := make(chan struct{}, maxSleeps)
+	var stopping sync.WaitGroup
+	defer stopping.Wait()
 	for _, a := range cands {
 		select {
 		case <-h.stopCh:
@@ -501,7 +509,20 @@ func (h *Host) deactivateIdleEach(cands []*activation, sleeps *sync.WaitGroup) {
 		default:
 		}
 		if a.spec.Sleep == nil {
-			h.tryDeactivate(a)
+			if a.runner() == nil {
+				h.tryDeactivate(a)
+				continue
+			}
+			select {
+			case stops <- struct{}{}:
+			case <-h.stopCh:
+				return
+			}
+			stopping.Add(1)
+			go func() {
+				defer func() { <-stops; stopping.Done() }()
+				h.tryDeactivate(a)
+			}()
 			continue
 		}
 		select {

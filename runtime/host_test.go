@@ -133,6 +133,9 @@ type faultStore struct {
 	// listDelay (nanoseconds) delays each ListRev of wakeups: a slow
 	// etcd, or a large index read a page at a time.
 	listDelay atomic.Int64
+	// wakeupCommitDelay (nanoseconds) delays each Commit that writes a
+	// wakeup record: a slow etcd.
+	wakeupCommitDelay atomic.Int64
 	// historyReads counts the Lists of a workflow history's values.
 	historyReads atomic.Int64
 	// refuseCommitSub: the next Commit writing a key containing it fails
@@ -266,6 +269,18 @@ func (s *faultStore) Get(ctx context.Context, key string) (storage.KV, error) {
 // writesOnce reports whether txns write a key containing the string sub
 // holds, and if so clears sub (so that only the first such Commit
 // matches).
+// writesUnder says whether txns write a key under prefix.
+func writesUnder(prefix string, txns []storage.Txn) bool {
+	for _, txn := range txns {
+		for _, op := range txn.Ops {
+			if op.Kind == storage.OpPut && strings.HasPrefix(op.Key, prefix) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 func writesOnce(sub *atomic.Value, txns []storage.Txn) bool {
 	v, _ := sub.Load().(string)
 	if v == "" {
@@ -282,6 +297,9 @@ func writesOnce(sub *atomic.Value, txns []storage.Txn) bool {
 }
 
 func (s *faultStore) Commit(ctx context.Context, txns ...storage.Txn) error {
+	if d := time.Duration(s.wakeupCommitDelay.Load()); d > 0 && writesUnder(storage.WakeupsPrefix, txns) {
+		time.Sleep(d)
+	}
 	if s.failCommit.Add(-1) >= 0 {
 		if s.holdFail != nil {
 			close(s.entered)

@@ -537,3 +537,39 @@ func TestAPagedPassReadsAtOneRevision(t *testing.T) {
 		t.Fatalf("reads %v: want two passes of several pages", reads)
 	}
 }
+
+// The idle reaper stops the sleeping workflows of actors with no OnSleep
+// several at once, not one after another: each stop commits the
+// workflow's wakeup record, and a node held 47,000 sleeping workflows
+// (2 GB) for over a minute past their idle timeout, about 450 stopped a
+// second (a user trial). Here each such commit takes 100 ms: one after
+// another, the 40 nappers took 4 s to leave memory from the first.
+func TestTheReaperStopsSleepingWorkflowsSeveralAtOnce(t *testing.T) {
+	e := newEnv(t, counterReg(t, longNapper), func(c *runtime.Config) {
+		// Long enough that none is idle before they all are armed.
+		c.IdleTimeout = 5 * time.Second
+	})
+	const nappers = 40
+	refs := make([]runtime.Ref, nappers)
+	for i := range refs {
+		refs[i] = runtime.Ref{Name: "longNapper", Key: []string{fmt.Sprint(i)}}
+		if _, _, err := e.host.GetOrCreate(ctx(t), refs[i], nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A sleep in memory arms no timer: the stop records it.
+	waitFor(t, "every napper in memory", 10*time.Second, func() bool { return e.host.Stats().ActiveActors == nappers })
+	e.store.wakeupCommitDelay.Store(int64(100 * time.Millisecond))
+	t.Cleanup(func() { e.store.wakeupCommitDelay.Store(0) })
+	if n := e.host.Stats().ActiveActors; n != nappers {
+		t.Fatalf("%d nappers in memory before their idle timeout, want %d", n, nappers)
+	}
+	waitFor(t, "the first napper out of memory", 20*time.Second, func() bool { return e.host.Stats().ActiveActors < nappers })
+	// One after another, at least 3.9 s from here.
+	waitFor(t, "every napper out of memory", 2500*time.Millisecond, func() bool { return e.host.Stats().ActiveActors == 0 })
+	for _, ref := range refs {
+		if at, ok := e.host.NextWakeup(ref); !ok || time.Until(at) < 30*time.Minute {
+			t.Fatalf("%v: wakeup %v %v, want its nap's end", ref, at, ok)
+		}
+	}
+}
