@@ -4,13 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/rivet-go/rivet/client"
 	"io"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/rivet-go/rivet/client"
 	"github.com/rivet-go/rivet/runtime"
 	"github.com/rivet-go/rivet/server/servertest"
 )
@@ -71,6 +71,13 @@ func TestActorsBoundsEachPageByTheTimeout(t *testing.T) {
 	wantOut := "NAME     KEY  PARTITION  OWNER   CREATED\ncounter  k    0          node-1  -\n"
 	if r.code != 1 || r.stdout != wantOut || r.stderr != want {
 		t.Fatalf("a page with no answer: exit %d, stdout %q, stderr %q; want exit 1, %q and %q", r.code, r.stdout, r.stderr, wantOut, want)
+	}
+	// In JSON, the array is left open: a listing cut short must not
+	// parse as a whole one.
+	r = rivetctl(t, addr, "--timeout", "300ms", "-o", "json", "actors", "counter")
+	if r.code != 1 || !strings.HasPrefix(r.stdout, `[{"name":"counter","key":["k"]`) || json.Valid([]byte(r.stdout)) ||
+		!strings.Contains(r.stderr, `"code":"DEADLINE_EXCEEDED"`) || !strings.Contains(r.stderr, "after 1 actors (each page has its own --timeout)") {
+		t.Fatalf("-o json, a page with no answer: exit %d, stdout %q, stderr %q; want exit 1, an array left open and the error", r.code, r.stdout, r.stderr)
 	}
 }
 

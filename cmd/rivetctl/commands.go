@@ -291,7 +291,11 @@ partitions it serves, from their wakeup records (every actor with a workflow has
 workflow ends) and, for actors in memory, their running workflows; --limit (at most 1000) bounds the
 list, and a note on stderr says how many were left out. A node that does not answer, or partitions no
 answering node served (changing hands), are noted, and fail the command once the rest is printed.
-An empty list prints a line saying so ("no actors named ACTOR"); -o json prints [].`,
+An empty list prints a line saying so ("no actors named ACTOR"); -o json prints [].
+The plain and --failed listings are printed a page (1000 actors) at a time as the pages come: a
+column keeps the widths of the pages before it and widens from the row of a wider cell on (rows
+printed earlier stay as they were). A listing that fails midway has printed its pages before the
+failure and exits 1; with -o json its array is left open, so that it does not parse as a whole.`,
 		Example: `  rivetctl actors counter
   rivetctl actors --failed
   rivetctl actors order --failed --error-contains "history diverged"

@@ -320,16 +320,6 @@ func describeWake(at time.Time, queues []string, anyQueue bool) string {
 	return " (wakes " + strings.Join(ways, " or ") + ")"
 }
 
-func (a *app) printActors(actors []client.ActorInfo) error {
-	p := &actorPrinter{a: a}
-	if len(actors) > 0 {
-		if err := p.page(actors); err != nil {
-			return err
-		}
-	}
-	return p.end()
-}
-
 // actorPrinter prints an actor listing a page at a time as it comes
 // (rivetctl actors). Text aligns its columns as tabwriter would, to the
 // widest cell so far: a listing of one page (up to 1,000 actors) is
