@@ -21,6 +21,7 @@ import (
 	"github.com/rivet-go/rivet/cluster"
 	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
 	"github.com/rivet-go/rivet/internal/defaults"
+	"github.com/rivet-go/rivet/internal/ration"
 	"github.com/rivet-go/rivet/internal/rpcerr"
 	"github.com/rivet-go/rivet/runtime"
 	"github.com/rivet-go/rivet/server"
@@ -56,6 +57,11 @@ type view struct {
 	// forwards counts requests sent to other nodes (forwarded client
 	// requests and actors' calls to actors there), for metrics.
 	forwards atomic.Uint64
+	// fwdNotSent and fwdBroken count the forwarded requests whose hop to
+	// their owner failed (forwardFailed): never sent, or broken once they
+	// may have been; fwdWarn rations the warning of them.
+	fwdNotSent, fwdBroken atomic.Uint64
+	fwdWarn               ration.Every
 	// faults are the registered peers whose connection fails, by node ID
 	// (watchPeers).
 	faults map[string]*peerFault
@@ -676,6 +682,9 @@ func (r remote) do(ctx context.Context, ref runtime.Ref, again resend, local fun
 			if err == nil {
 				return nil
 			}
+			if st := status.Convert(err); server.HopFailed(st) {
+				r.v.ForwardFailed(ref, st)
+			}
 			if st := status.Convert(err); st.Code() == codes.DeadlineExceeded && !rpcerr.HasActorError(st) && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 				// The caller's own deadline, before the owner answered:
 				// gRPC says only "context deadline exceeded", which reads
@@ -716,6 +725,26 @@ func (r remote) do(ctx context.Context, ref runtime.Ref, again resend, local fun
 		case <-t.C:
 		}
 		backoff = min(2*backoff, 500*time.Millisecond)
+	}
+}
+
+// ForwardFailed implements server.ForwardObserver, for the client requests
+// this node forwards, and is told of the calls and sends of actors here
+// to actors of other nodes that failed the same way: it counts them
+// (rivet_forward_failures_total), and warns at most once a minute. Such
+// a failure is an error its caller sees that no node counted otherwise
+// (the owner counts the requests it ran), and that nothing logged above
+// debug: a crashed owner's calls in flight, a network fault between the
+// nodes.
+func (v *view) ForwardFailed(ref runtime.Ref, st *status.Status) {
+	result, n := "broken", &v.fwdBroken
+	if rpcerr.NotSent(st) {
+		result, n = "not_sent", &v.fwdNotSent
+	}
+	n.Add(1)
+	if v.fwdWarn.Allow(time.Minute) {
+		v.log.Warn("a request forwarded to its actor's owner failed on the way there or back: its caller got UNAVAILABLE or a timeout (rivet_forward_failures_total counts them all; this line comes at most once a minute)",
+			zap.String("actor", ref.Name), zap.Strings("key", ref.Key), zap.String("result", result), zap.String("error", st.Message()))
 	}
 }
 

@@ -228,7 +228,7 @@ func callReason(err error) string {
 type collector struct {
 	n                                             *Node
 	active, tasks, commits, batches, partsOw      *prometheus.Desc
-	forwards, claimed, handedOff                  *prometheus.Desc
+	forwards, fwdFailures, claimed, handedOff     *prometheus.Desc
 	renewals, losses, members, unreachable        *prometheus.Desc
 	commitFailures, commitRetries                 *prometheus.Desc
 	commitStalls, refences                        *prometheus.Desc
@@ -263,6 +263,7 @@ func newCollector(n *Node) *collector {
 		partsOw:       d("rivet_partitions_owned", "Partitions this node owns."),
 
 		forwards:    d("rivet_forwards_total", "Requests this node sent to the node owning their actor."),
+		fwdFailures: d("rivet_forward_failures_total", "Requests this node sent to the node owning their actor (clients' and its actors') that failed on the way there or back rather than with the owner's answer, by result: not_sent (the owner was not reached: its caller may retry it) or broken (the connection broke once it may have been sent: its outcome is unknown). No node counts them in rivet_calls_total.", "result"),
 		claimed:     d("rivet_partitions_claimed_total", "Partitions this node claimed: by its balancer, again with its lease after a loss, and again after a refence (also in rivet_partitions_refenced_total)."),
 		handedOff:   d("rivet_partitions_handed_off_total", "Partitions this node handed to another."),
 		renewals:    d("rivet_lease_renewals_total", "Renewals of this node's etcd lease."),
@@ -301,7 +302,7 @@ func newCollector(n *Node) *collector {
 
 func (c *collector) descs() []*prometheus.Desc {
 	return []*prometheus.Desc{
-		c.active, c.tasks, c.shed, c.callsShed, c.commits, c.batches, c.partsOw, c.forwards, c.claimed, c.handedOff, c.renewals, c.losses, c.members, c.unreachable,
+		c.active, c.tasks, c.shed, c.callsShed, c.commits, c.batches, c.partsOw, c.forwards, c.fwdFailures, c.claimed, c.handedOff, c.renewals, c.losses, c.members, c.unreachable,
 		c.commitFailures, c.commitRetries, c.commitStalls, c.refences, c.commitWaiting, c.queued, c.sent, c.received,
 		c.wfRunning, c.wfCompleted, c.wfFailed, c.wfCancelled, c.steps, c.scheduled, c.hookFailures, c.unknownFields, c.keysEvicted,
 		c.subscribers, c.delivered, c.dropped, c.etcdAlarms,
@@ -357,6 +358,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.batches, s.CommitBatches)
 	gauge(c.partsOw, uint64(s.PartitionsOwned))
 	counter(c.forwards, c.n.view.forwards.Load())
+	counter(c.fwdFailures, c.n.view.fwdNotSent.Load(), "not_sent")
+	counter(c.fwdFailures, c.n.view.fwdBroken.Load(), "broken")
 	counter(c.claimed, c.n.claimed.Load())
 	counter(c.handedOff, c.n.handedOff.Load())
 	renewals, losses := c.n.own.LeaseStats()

@@ -3,15 +3,19 @@ package node
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 	"google.golang.org/grpc"
 
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/client"
 	"github.com/rivet-go/rivet/examples/counter"
+	"github.com/rivet-go/rivet/internal/metricstest"
 	"github.com/rivet-go/rivet/runtime"
 	"github.com/rivet-go/rivet/storage/etcdstore/etcdtest"
 )
@@ -21,7 +25,8 @@ import (
 // returns an actor b owns. Their lease TTLs are ttlA and ttlB. b itself is fine: it is registered, alive in
 // gossip and renews its lease, as it would behind a network fault between
 // the two, or for a moment after it crashed.
-func cutOwner(t *testing.T, ctx context.Context, prefix string, ttlA, ttlB time.Duration) (a *Node, ref runtime.Ref, restore func()) {
+// Each of tweakA changes a's configuration.
+func cutOwner(t *testing.T, ctx context.Context, prefix string, ttlA, ttlB time.Duration, tweakA ...func(*Config)) (a *Node, ref runtime.Ref, restore func()) {
 	t.Helper()
 	const parts = 8
 	reg, err := rivet.Setup(counter.Actor)
@@ -34,7 +39,11 @@ func cutOwner(t *testing.T, ctx context.Context, prefix string, ttlA, ttlB time.
 		c.LeaseTTL = ttl
 		return c
 	}
-	a = StartForTest(t, ctx, config("a", nil, ttlA), reg)
+	cfgA := config("a", nil, ttlA)
+	for _, f := range tweakA {
+		f(&cfgA)
+	}
+	a = StartForTest(t, ctx, cfgA, reg)
 	b := StartForTest(t, ctx, config("b", []string{a.GossipAddr()}, ttlB), reg)
 	awaitCond(t, ctx, "a and b to share the partitions", sharing(parts, a, b))
 	ref, _ = ownedRef(t, b, "counter", "c")
@@ -98,6 +107,52 @@ func TestAForwardToAnOwnerMarkedUnreachableFailsAtOnce(t *testing.T) {
 			t.Fatalf("increment through a of an actor of b, which a marks unreachable: %v after %v; want UNAVAILABLE at once", err, took.Round(time.Millisecond))
 		}
 		t.Logf("UNAVAILABLE after %v", took.Round(time.Millisecond))
+	}
+}
+
+// A call that fails because the node it reached could not reach the
+// actor's owner is counted on that node, by how it failed, and warned of
+// (once a minute, naming the actor): the owner never saw it, so the
+// owner's rivet_calls_total does not count it, and this node logged it at
+// debug alone. After a kill -9 of a node, the calls its peers forwarded
+// to it that failed were on no metric and in no log line at info.
+func TestAForwardThatFailsOnTheWayIsCountedAndWarnedOf(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	core, logs := observer.New(zap.WarnLevel)
+	a, ref, _ := cutOwner(t, ctx, "/forward-failures-test/", 3*time.Second, 3*time.Second, func(c *Config) {
+		c.HTTPAddr = "127.0.0.1:0"
+		c.Logger = zap.New(core)
+	})
+	awaitCond(t, ctx, "a to mark b unreachable for longer than a dead node's lease lasts", func() bool { return a.view.faultOutlivesLease("b", time.Now()) })
+	cl, err := client.New(a.GRPCAddr(), client.WithRetry(0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	const calls = 3
+	for range calls {
+		if _, err := cl.GetOrCreate(ref.Name, ref.Key...).Call(ctx, "increment", 1); !errors.Is(err, rivet.ErrUnavailable) {
+			t.Fatalf("increment through a of an actor of b, which a cannot reach: %v, want UNAVAILABLE", err)
+		}
+	}
+	series, _, err := metricstest.Scrape("http://" + a.HTTPAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := series[`rivet_forward_failures_total{result="not_sent"}`]; got != calls {
+		t.Errorf(`rivet_forward_failures_total{result="not_sent"} %v after %d calls a could not send to their owner, want %d`, got, calls, calls)
+	}
+	if got, ok := series[`rivet_forward_failures_total{result="broken"}`]; !ok || got != 0 {
+		t.Errorf(`rivet_forward_failures_total{result="broken"} %v (exported %v), want 0`, got, ok)
+	}
+	warned := logs.FilterMessageSnippet("forwarded to its actor's owner failed").All()
+	if len(warned) != 1 {
+		t.Fatalf("%d warnings of the failed forwards, want 1 (at most one a minute)", len(warned))
+	}
+	f := warned[0].ContextMap()
+	if f["actor"] != ref.Name || fmt.Sprint(f["key"]) != fmt.Sprint(ref.Key) || f["result"] != "not_sent" {
+		t.Errorf("the warning's fields %v, want the actor %s, its key %v and result not_sent", f, ref.Name, ref.Key)
 	}
 }
 

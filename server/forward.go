@@ -30,6 +30,16 @@ type Router interface {
 	Route(ctx context.Context, ref runtime.Ref) (grpc.ClientConnInterface, error)
 }
 
+// ForwardObserver is what a Router may also be, to hear of each request
+// it routed elsewhere that failed on the way to its owner or back, rather
+// than with the owner's answer: one that counts such failures, which no
+// node counts otherwise (the owner counts the calls it runs, and it ran
+// none of these, or never answered). st is the failure's status, ref its
+// actor.
+type ForwardObserver interface {
+	ForwardFailed(ref runtime.Ref, st *status.Status)
+}
+
 // actorRequest is every ActorService request that names one actor.
 type actorRequest interface {
 	proto.Message
@@ -79,7 +89,8 @@ func ForwardingInterceptor(r Router) grpc.UnaryServerInterceptor {
 		if !ok || ar.GetActor() == nil {
 			return handler(ctx, req)
 		}
-		conn, err := r.Route(ctx, runtime.Ref{Name: ar.GetActor().GetName(), Key: ar.GetActor().GetKey()})
+		ref := runtime.Ref{Name: ar.GetActor().GetName(), Key: ar.GetActor().GetKey()}
+		conn, err := r.Route(ctx, ref)
 		if err != nil || conn == nil {
 			return handler(ctx, req)
 		}
@@ -100,7 +111,13 @@ func ForwardingInterceptor(r Router) grpc.UnaryServerInterceptor {
 			}
 			st, ok := status.FromError(err)
 			if !ok {
-				return nil, status.Error(codes.Unavailable, err.Error())
+				st = status.New(codes.Unavailable, err.Error())
+			}
+			if obs, ok := r.(ForwardObserver); ok && HopFailed(st) {
+				obs.ForwardFailed(ref, st)
+			}
+			if !ok {
+				return nil, st.Err()
 			}
 			if rpcerr.NotSent(st) {
 				// The owner was never reached (it is down and its
@@ -114,6 +131,15 @@ func ForwardingInterceptor(r Router) grpc.UnaryServerInterceptor {
 		}
 		return resp, nil
 	}
+}
+
+// HopFailed reports whether st, the status of a request sent to another
+// node, is a failure of the hop rather than that node's answer: one never
+// sent (rpcerr.NotSent), or a bare UNAVAILABLE of a connection or stream
+// that broke once it may have been sent (no ActorError, no mark of the
+// owner's saying its outcome is unknown).
+func HopFailed(st *status.Status) bool {
+	return st.Code() == codes.Unavailable && !rpcerr.HasActorError(st) && !rpcerr.MarkedOutcomeUnknown(st)
 }
 
 // checkRequest returns the error req's handler would answer before it ran
