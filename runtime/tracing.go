@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -35,4 +36,25 @@ func endSpan(span trace.Span, returned bool, err error) {
 		err = errDidNotReturn
 	}
 	tracing.End(span, err)
+}
+
+// turnEvent marks, on the span of ctx (an action's, a message's enqueue),
+// the moment its turn began, with how long it waited for it behind the
+// turns ahead of it on the same actor (w0: when the wait began; zero for
+// none). The span runs from the wait to the commit: without the mark, a
+// slow one did not say whether the actor's code took the time or the
+// callers queued ahead of it (a hot actor).
+func (h *Host) turnEvent(ctx context.Context, w0, t0 time.Time) {
+	if h.tracer == nil {
+		return
+	}
+	span := trace.SpanFromContext(ctx)
+	if !span.IsRecording() {
+		return
+	}
+	var wait time.Duration
+	if !w0.IsZero() {
+		wait = t0.Sub(w0)
+	}
+	span.AddEvent("rivet.turn", trace.WithTimestamp(t0), trace.WithAttributes(tracing.TurnWait.Float64(wait.Seconds())))
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 
@@ -104,5 +105,67 @@ func TestAnActionThatCallsGoexitEndsItsSpanWithAnError(t *testing.T) {
 	}
 	if !maps.Equal(status, want) {
 		t.Fatalf("spans' statuses %v, want %v", status, want)
+	}
+}
+
+// An action's span marks when its turn began, and how long it waited for
+// it behind the turns ahead of it on the same actor: a span of a second
+// says whether the action ran that long or its callers queued (a hot
+// actor). Here one call holds the actor for 300 ms while a second waits.
+func TestAnActionsSpanSaysHowLongItWaitedForItsTurn(t *testing.T) {
+	type st struct{ N int }
+	const hold = 300 * time.Millisecond
+	entered := make(chan struct{}, 2)
+	a := rivet.Actor[st]{
+		Name: "tracedwait",
+		Actions: rivet.Actions[st]{
+			"slow": rivet.Action(func(c *rivet.ActionCtx[st], _ int) (int, error) {
+				entered <- struct{}{}
+				time.Sleep(hold)
+				return 0, nil
+			}),
+		},
+	}
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	e := newEnv(t, counterReg(t, a), func(c *rt.Config) { c.TracerProvider = tp })
+	req := rt.CallRequest{Ref: rt.Ref{Name: "tracedwait", Key: []string{"k"}}, Action: "slow", Args: []byte(`[0]`), CreateIfMissing: true}
+	first := make(chan error, 1)
+	go func() {
+		_, err := e.host.Call(ctx(t), req)
+		first <- err
+	}()
+	<-entered
+	if _, err := e.host.Call(ctx(t), req); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	var waits []float64
+	waitFor(t, "both actions' spans to end", 10*time.Second, func() bool {
+		waits = waits[:0]
+		for _, s := range rec.Ended() {
+			if s.Name() != "rivet.action tracedwait.slow" {
+				continue
+			}
+			for _, ev := range s.Events() {
+				if ev.Name != "rivet.turn" {
+					continue
+				}
+				for _, kv := range ev.Attributes {
+					if kv.Key == "rivet.turn.wait_seconds" {
+						waits = append(waits, kv.Value.AsFloat64())
+					}
+				}
+			}
+		}
+		return len(waits) == 2
+	})
+	slices.Sort(waits)
+	// The second waited for most of the first's hold; the first for none.
+	if waits[0] > 0.1 || waits[1] < (hold/2).Seconds() {
+		t.Fatalf("the two calls' spans say they waited %v s for their turns, want about 0 and about %v", waits, hold.Seconds())
 	}
 }

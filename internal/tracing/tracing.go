@@ -44,6 +44,9 @@ const (
 	Attempt   = attribute.Key("rivet.workflow.attempt")
 	Forwarded = attribute.Key("rivet.forwarded")
 	NodeID    = attribute.Key("rivet.node.id")
+	// TurnWait is the attribute of a span's rivet.turn event: the
+	// seconds its turn waited for the actor's gate.
+	TurnWait = attribute.Key("rivet.turn.wait_seconds")
 )
 
 // MaxErrorText bounds the error text a span's status keeps. An actor's
