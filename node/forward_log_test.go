@@ -14,6 +14,7 @@ import (
 
 	"github.com/rivet-go/rivet"
 	"github.com/rivet-go/rivet/client"
+	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
 	"github.com/rivet-go/rivet/storage/etcdstore/etcdtest"
 )
 
@@ -52,6 +53,47 @@ func TestAnInternalErrorOfAForwardedCallIsLogged(t *testing.T) {
 		}
 		if logged != 1 {
 			t.Errorf("called through %s: the INTERNAL error logged %d times at error level, want once", via.name, logged)
+		}
+	}
+}
+
+// quiet's get answers at once.
+var quiet = rivet.Actor[errorsState]{
+	Name: "quiet",
+	Actions: rivet.Actions[errorsState]{
+		"get": rivet.Query(func(c *rivet.ActionCtx[errorsState]) (int, error) { return 1, nil }),
+	},
+}
+
+// At debug level each call's "grpc call" line names its actor, key and
+// action, on every node it went through: the node the client called, and
+// the owner that ran a forwarded one. An operator who turns a node to
+// debug to follow one key (docs/deploy.md: lines about one actor carry
+// actor and key) found method, code and duration, and nothing to tell
+// that key's calls from the others'.
+func TestACallsDebugLineNamesItsActorKeyAndAction(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	logs, key, via := loggedPairAt(t, ctx, quiet, zapcore.DebugLevel)
+	for i, via := range via {
+		before := logs.Len()
+		if _, err := via.c.GetOrCreate("quiet", key).Call(ctx, "get"); err != nil {
+			t.Fatalf("called through %s: %v", via.name, err)
+		}
+		var named, all int
+		for _, e := range logs.All()[before:] {
+			f := e.ContextMap()
+			if e.Message != "grpc call" || f["method"] != rivetv1.ActorService_Call_FullMethodName {
+				continue
+			}
+			all++
+			if f["actor"] == "quiet" && fmt.Sprint(f["key"]) == fmt.Sprint([]string{key}) && f["action"] == "get" {
+				named++
+			}
+		}
+		// Through another node: its line, and the owner's.
+		if want := i + 1; all != want || named != want {
+			t.Errorf("called through %s: %d grpc call lines of the call, %d naming its actor, key and action; want %d of each", via.name, all, named, want)
 		}
 	}
 }
@@ -142,12 +184,18 @@ func TestAPanickingActionIsOneErrorLine(t *testing.T) {
 // owner and one through the other node, closed when t ends.
 func loggedPair[S any](t *testing.T, ctx context.Context, actor rivet.Actor[S]) (*observer.ObservedLogs, string, []namedClient) {
 	t.Helper()
+	return loggedPairAt(t, ctx, actor, zapcore.WarnLevel)
+}
+
+// loggedPairAt is loggedPair with the nodes logging from level on.
+func loggedPairAt[S any](t *testing.T, ctx context.Context, actor rivet.Actor[S], level zapcore.Level) (*observer.ObservedLogs, string, []namedClient) {
+	t.Helper()
 	reg, err := rivet.Setup(actor)
 	if err != nil {
 		t.Fatal(err)
 	}
 	endpoints := etcdtest.Start(t)
-	core, logs := observer.New(zapcore.WarnLevel)
+	core, logs := observer.New(level)
 	acfg := clusterConfig(t, "a", endpoints, "/fwdlog/", eventParts, nil)
 	acfg.Logger = zap.New(core)
 	na := startNode(t, ctx, acfg, reg)

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
 	"github.com/rivet-go/rivet/internal/rpcerr"
 )
 
@@ -28,14 +29,17 @@ func UnaryInterceptor(log *zap.Logger) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		start := time.Now()
 		resp, err := handler(ctx, req)
-		logCall(log, info.FullMethod, start, err)
+		logCall(log, info.FullMethod, req, start, err)
 		return resp, err
 	}
 }
 
-// logCall logs a call of method that began at start and ended with err,
-// as UnaryInterceptor says.
-func logCall(log *zap.Logger, method string, start time.Time, err error) {
+// logCall logs a call of method with request req (nil if unknown) that
+// began at start and ended with err, as UnaryInterceptor says. A request
+// about one actor adds its `actor` and `key` (and a call its `action`), as
+// every line about one actor has them: an operator who turned debug on to
+// follow one key greps the log for it.
+func logCall(log *zap.Logger, method string, req any, start time.Time, err error) {
 	code := status.Code(err)
 	level := zapcore.DebugLevel
 	if code == codes.Internal && !loggedElsewhere(err) {
@@ -46,6 +50,12 @@ func logCall(log *zap.Logger, method string, start time.Time, err error) {
 			zap.String("method", method),
 			zap.String("code", rpcerr.CodeName(code)),
 			zap.Duration("duration", time.Since(start)),
+		}
+		if ar, ok := req.(actorRequest); ok && ar.GetActor() != nil {
+			fields = append(fields, zap.String("actor", ar.GetActor().GetName()), zap.Strings("key", ar.GetActor().GetKey()))
+		}
+		if cr, ok := req.(*rivetv1.CallRequest); ok {
+			fields = append(fields, zap.String("action", cr.GetAction()))
 		}
 		if err != nil {
 			fields = append(fields, zap.String("error", status.Convert(err).Message()))

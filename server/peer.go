@@ -11,6 +11,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -415,11 +416,18 @@ func (p *PeerServer) serve(ctx context.Context, req *rivetv1.ForwardRequest, dec
 // it returns the error out answers, nil for a response.
 func (p *PeerServer) answer(ctx context.Context, req *rivetv1.ForwardRequest, h grpc.MethodHandler, dec func(any) error, out *rivetv1.ForwardResponse) error {
 	start := time.Now()
-	resp, err := h(p.srv, ctx, dec, nil)
+	// The request, for the debug line's actor and key: kept only when
+	// that line is logged, as keeping it costs the call an allocation.
+	var msg any
+	d := dec
+	if p.log.Core().Enabled(zapcore.DebugLevel) {
+		d = func(m any) error { msg = m; return dec(m) }
+	}
+	resp, err := h(p.srv, ctx, d, nil)
 	// No gRPC interceptor runs here: without this, an INTERNAL error of a
 	// forwarded request that nothing on the way logged (an action's
 	// result that does not marshal, say) was logged on no node.
-	logCall(p.log, req.GetMethod(), start, err)
+	logCall(p.log, req.GetMethod(), msg, start, err)
 	if err != nil {
 		// Bounded as the status a client gets (rpcerr.Bound): an
 		// actor's error with megabytes of message goes cut, its kind
