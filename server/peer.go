@@ -405,10 +405,18 @@ func (p *PeerServer) serve(ctx context.Context, req *rivetv1.ForwardRequest, dec
 	// Named as the forwarding node's server span is (otelgrpc's), and
 	// ended with the status its would have, so that one call's spans
 	// agree.
-	ctx, span := p.tracer.Start(tracing.Extract(ctx, req.GetTraceContext()), strings.TrimPrefix(req.GetMethod(), "/"),
-		trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(tracing.Forwarded.Bool(true)))
+	// With otelgrpc's RPC attributes too, so that a query or a view by
+	// rpc.method or rpc.response.status_code finds the owner's span of a
+	// forwarded call beside the forwarding node's.
+	method := strings.TrimPrefix(req.GetMethod(), "/")
+	ctx, span := p.tracer.Start(tracing.Extract(ctx, req.GetTraceContext()), method,
+		trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(tracing.Forwarded.Bool(true),
+			tracing.RPCSystem.String("grpc"), tracing.RPCMethod.String(method)))
 	var err error
-	defer func() { tracing.EndServer(span, err) }()
+	defer func() {
+		span.SetAttributes(tracing.RPCStatusCode.String(rpcerr.CodeName(status.Code(err))))
+		tracing.EndServer(span, err)
+	}()
 	err = p.answer(ctx, req, h, dec, out)
 }
 

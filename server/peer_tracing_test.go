@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/baggage"
 	otelcodes "go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -22,6 +24,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	rivetv1 "github.com/rivet-go/rivet/gen/rivet/v1"
+	"github.com/rivet-go/rivet/internal/rpcerr"
 	"github.com/rivet-go/rivet/internal/tracing"
 	"github.com/rivet-go/rivet/runtime"
 	"github.com/rivet-go/rivet/server"
@@ -176,7 +179,9 @@ func TestInjectIsBounded(t *testing.T) {
 // The owner's span of a forwarded call has the status otelgrpc gives the
 // forwarding node's server span of it: an error only for the codes that
 // say the server failed, not for an answer such as NotFound or an
-// actor's FailedPrecondition.
+// actor's FailedPrecondition; and its RPC attributes (rpc.method, the
+// response's code), which it lacked, so that a trace backend's search by
+// them missed the owner's half of every forwarded call.
 func TestAForwardedSpansStatusIsAServerSpans(t *testing.T) {
 	f := servertest.NewFake()
 	f.CallFunc = func(_ context.Context, req runtime.CallRequest) (json.RawMessage, error) {
@@ -224,6 +229,16 @@ func TestAForwardedSpansStatusIsAServerSpans(t *testing.T) {
 		}
 		if st := span.Status(); st.Code != tc.status || len(st.Description) > tracing.MaxErrorText {
 			t.Errorf("%s: span status %v (%d bytes of text), want %v", tc.action, st.Code, len(st.Description), tc.status)
+		}
+		// otelgrpc's attributes, as on the forwarding node's span.
+		attrs := map[attribute.Key]string{}
+		for _, kv := range span.Attributes() {
+			attrs[kv.Key] = kv.Value.Emit()
+		}
+		want := map[attribute.Key]string{"rpc.system.name": "grpc", "rpc.method": "rivet.v1.ActorService/Call",
+			"rpc.response.status_code": rpcerr.CodeName(tc.code), "rivet.forwarded": "true"}
+		if !maps.Equal(attrs, want) {
+			t.Errorf("%s: span attributes %v, want %v", tc.action, attrs, want)
 		}
 	}
 }

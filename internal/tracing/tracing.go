@@ -47,6 +47,11 @@ const (
 	// TurnWait is the attribute of a span's rivet.turn event: the
 	// seconds its turn waited for the actor's gate.
 	TurnWait = attribute.Key("rivet.turn.wait_seconds")
+	// The RPC attributes otelgrpc gives a server span, which the owner's
+	// span of a forwarded call has too.
+	RPCSystem     = attribute.Key("rpc.system.name")
+	RPCMethod     = attribute.Key("rpc.method")
+	RPCStatusCode = attribute.Key("rpc.response.status_code")
 )
 
 // MaxErrorText bounds the error text a span's status keeps. An actor's
