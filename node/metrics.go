@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -253,7 +254,7 @@ func newCollector(n *Node) *collector {
 		active:        d("rivet_active_actors", "Actors in memory on this node."),
 		tasks:         d("rivet_actor_tasks_running", "Actors' background functions (ActionCtx.KeepAwake) running on this node; each keeps its actor in memory."),
 		shed:          d("rivet_actors_shed_total", "Actors deactivated before their idle timeout because the node held more than --max-active-actors."),
-		callsShed:     d("rivet_calls_shed_total", "Client calls (actions, queries, sends) this node refused without running them because --max-waiting-calls turns waited for their actor already (UNAVAILABLE actor.overloaded; clients retry them, and each refusal also counts in rivet_calls_total as actor.unavailable)."),
+		callsShed:     d("rivet_calls_shed_total", "Client calls (actions, queries, sends) this node refused without running them because --max-waiting-calls turns waited for their actor already (UNAVAILABLE actor.overloaded; clients retry them, and each refusal also counts in rivet_calls_total, with code actor.unavailable and reason actor.overloaded)."),
 		keysEvicted:   d("rivet_idempotency_keys_evicted_total", "Idempotency keys actors on this node dropped to keep their last 1024 while the keys were still within their 24 hours, by kind: send or call. A send or call sent again with such a key runs again: a busy actor that needs longer, fewer keys per actor.", "kind"),
 		unknownFields: d("rivet_state_unknown_field_loads_total", "Actor loads on this node that found a stored state with fields its type does not declare (a field renamed or removed in the code?): their values were not loaded, and the actor's next change deletes them. By actor type; the node also warns, once a minute per type.", "actor"),
 		hookFailures:  d("rivet_actor_hook_failures_total", "Actor lifecycle hooks that failed on this node, by hook: wake (CreateVars or OnWake; the request that woke the actor failed), sleep (OnSleep) or destroy (OnDestroy); the last two are logged and the actor slept or was destroyed all the same.", "hook"),
@@ -273,7 +274,7 @@ func newCollector(n *Node) *collector {
 
 		commitFailures: d("rivet_commit_failures_total", "Transactions the group committer failed (fenced, condition failed, too large, store errors)."),
 		commitRetries:  d("rivet_commit_retries_total", "Store transactions the group committer sent to split a failed batch."),
-		commitStalls:   d("rivet_commit_stalls_total", "Store transactions still in flight after the committer's StallAfter (others then went around them)."),
+		commitStalls:   d("rivet_commit_stalls_total", fmt.Sprintf("Store (etcd) transactions still in flight after %v; the group committer then sent other writers' transactions around them.", storage.DefaultCommitterConfig().StallAfter)),
 		commitWaiting:  d("rivet_commit_waiting", "Transactions queued in the group committer, not yet in a batch."),
 		refences:       d("rivet_partitions_refenced_total", "Partitions this node released and claimed again because one of their writes had an unknown outcome (an etcd leader change, a timeout)."),
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/rivet-go/rivet"
@@ -33,6 +34,29 @@ func TestCallCodeIsTheKindAndReasonWhatTheCallerGets(t *testing.T) {
 	} {
 		if code, reason := callCode(c.err), callReason(c.err); code != c.code || reason != c.reason {
 			t.Errorf("%v: code %q, reason %q; want %q, %q", c.err, code, reason, c.code, c.reason)
+		}
+	}
+}
+
+// The help of two series says what an operator reading /metrics needs,
+// not the code's names: the committer's stall threshold as a duration
+// (it said "the committer's StallAfter", a field no flag or document
+// names), and the code and reason a shed call counts under in
+// rivet_calls_total (it said actor.unavailable alone, which an alert on
+// reason="actor.overloaded" would look for in vain).
+func TestMetricHelpSaysWhatAnOperatorNeeds(t *testing.T) {
+	c := newCollector(nil)
+	for _, h := range []struct {
+		desc string
+		want []string
+	}{
+		{c.commitStalls.String(), []string{"500ms"}},
+		{c.callsShed.String(), []string{"code actor.unavailable", "reason actor.overloaded"}},
+	} {
+		for _, w := range h.want {
+			if !strings.Contains(h.desc, w) || strings.Contains(h.desc, "StallAfter") {
+				t.Errorf("%s: want %q in its help, and no field name of the code's", h.desc, w)
+			}
 		}
 	}
 }
