@@ -67,7 +67,8 @@ var quiet = rivet.Actor[errorsState]{
 
 // At debug level each call's "grpc call" line names its actor, key and
 // action, on every node it went through: the node the client called, and
-// the owner that ran a forwarded one. An operator who turns a node to
+// the owner that ran a forwarded one, whose line says it was forwarded
+// (else the two lines of one call read as two calls). An operator who turns a node to
 // debug to follow one key (docs/deploy.md: lines about one actor carry
 // actor and key) found method, code and duration, and nothing to tell
 // that key's calls from the others'.
@@ -80,7 +81,7 @@ func TestACallsDebugLineNamesItsActorKeyAndAction(t *testing.T) {
 		if _, err := via.c.GetOrCreate("quiet", key).Call(ctx, "get"); err != nil {
 			t.Fatalf("called through %s: %v", via.name, err)
 		}
-		var named, all int
+		var named, all, forwarded int
 		for _, e := range logs.All()[before:] {
 			f := e.ContextMap()
 			if e.Message != "grpc call" || f["method"] != rivetv1.ActorService_Call_FullMethodName {
@@ -90,10 +91,14 @@ func TestACallsDebugLineNamesItsActorKeyAndAction(t *testing.T) {
 			if f["actor"] == "quiet" && fmt.Sprint(f["key"]) == fmt.Sprint([]string{key}) && f["action"] == "get" {
 				named++
 			}
+			if f["forwarded"] == true {
+				forwarded++
+			}
 		}
-		// Through another node: its line, and the owner's.
-		if want := i + 1; all != want || named != want {
-			t.Errorf("called through %s: %d grpc call lines of the call, %d naming its actor, key and action; want %d of each", via.name, all, named, want)
+		// Through another node: its line, and the owner's, which says
+		// the call was forwarded to it.
+		if want := i + 1; all != want || named != want || forwarded != i {
+			t.Errorf("called through %s: %d grpc call lines of the call, %d naming its actor, key and action, %d marked forwarded; want %d, %d and %d", via.name, all, named, forwarded, want, want, i)
 		}
 	}
 }

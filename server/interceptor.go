@@ -29,7 +29,7 @@ func UnaryInterceptor(log *zap.Logger) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		start := time.Now()
 		resp, err := handler(ctx, req)
-		logCall(log, info.FullMethod, req, start, err)
+		logCall(log, info.FullMethod, req, false, start, err)
 		return resp, err
 	}
 }
@@ -38,8 +38,10 @@ func UnaryInterceptor(log *zap.Logger) grpc.UnaryServerInterceptor {
 // began at start and ended with err, as UnaryInterceptor says. A request
 // about one actor adds its `actor` and `key` (and a call its `action`), as
 // every line about one actor has them: an operator who turned debug on to
-// follow one key greps the log for it.
-func logCall(log *zap.Logger, method string, req any, start time.Time, err error) {
+// follow one key greps the log for it. forwarded marks the owner's line of
+// a request another node forwarded (which logged it too), so that
+// counting lines does not count such a call twice.
+func logCall(log *zap.Logger, method string, req any, forwarded bool, start time.Time, err error) {
 	code := status.Code(err)
 	level := zapcore.DebugLevel
 	if code == codes.Internal && !loggedElsewhere(err) {
@@ -56,6 +58,9 @@ func logCall(log *zap.Logger, method string, req any, start time.Time, err error
 		}
 		if cr, ok := req.(*rivetv1.CallRequest); ok {
 			fields = append(fields, zap.String("action", cr.GetAction()))
+		}
+		if forwarded {
+			fields = append(fields, zap.Bool("forwarded", true))
 		}
 		if err != nil {
 			fields = append(fields, zap.String("error", status.Convert(err).Message()))

@@ -435,7 +435,7 @@ func (p *PeerServer) answer(ctx context.Context, req *rivetv1.ForwardRequest, h 
 	// No gRPC interceptor runs here: without this, an INTERNAL error of a
 	// forwarded request that nothing on the way logged (an action's
 	// result that does not marshal, say) was logged on no node.
-	logCall(p.log, req.GetMethod(), msg, start, err)
+	logCall(p.log, req.GetMethod(), msg, true, start, err)
 	if err != nil {
 		// Bounded as the status a client gets (rpcerr.Bound): an
 		// actor's error with megabytes of message goes cut, its kind
