@@ -426,12 +426,20 @@ func (p *PeerServer) answer(ctx context.Context, req *rivetv1.ForwardRequest, h 
 	start := time.Now()
 	// The request, for the debug line's actor and key: kept only when
 	// that line is logged, as keeping it costs the call an allocation.
-	var msg any
+	// In a box made in the branch, never reassigned: a variable the
+	// closure assigned would move to the heap on every call, debug or not.
+	var kept *any
 	d := dec
 	if p.log.Core().Enabled(zapcore.DebugLevel) {
-		d = func(m any) error { msg = m; return dec(m) }
+		box := new(any)
+		kept = box
+		d = func(m any) error { *box = m; return dec(m) }
 	}
 	resp, err := h(p.srv, ctx, d, nil)
+	var msg any
+	if kept != nil {
+		msg = *kept
+	}
 	// No gRPC interceptor runs here: without this, an INTERNAL error of a
 	// forwarded request that nothing on the way logged (an action's
 	// result that does not marshal, say) was logged on no node.
