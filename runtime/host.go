@@ -1250,7 +1250,7 @@ func (h *Host) turnAs(ctx context.Context, kind TurnKind, ref Ref, sp *rivet.Spe
 		}
 		t0 := time.Now()
 		a.hot.add(t0, w0)
-		h.turnEvent(ctx, w0, t0)
+		h.turnEvent(ctx, kind, w0, t0)
 		// A send's or a query's turn beside a step's body must not undo
 		// the state under the body.
 		err = h.runTurn(a, held, kind != TurnSend && (q == nil || !q.beside), release, fn)

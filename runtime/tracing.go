@@ -43,9 +43,12 @@ func endSpan(span trace.Span, returned bool, err error) {
 // turns ahead of it on the same actor (w0: when the wait began; zero for
 // none). The span runs from the wait to the commit: without the mark, a
 // slow one did not say whether the actor's code took the time or the
-// callers queued ahead of it (a hot actor).
-func (h *Host) turnEvent(ctx context.Context, w0, t0 time.Time) {
-	if h.tracer == nil {
+// callers queued ahead of it (a hot actor). Only an action's and a
+// send's turn: the span in the context of any other (an operator's
+// Destroy or workflow retry) is not the turn's own but its caller's, an
+// RPC server span the event would be misread on.
+func (h *Host) turnEvent(ctx context.Context, kind TurnKind, w0, t0 time.Time) {
+	if h.tracer == nil || kind != TurnAction && kind != TurnSend {
 		return
 	}
 	span := trace.SpanFromContext(ctx)

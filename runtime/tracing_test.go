@@ -168,4 +168,17 @@ func TestAnActionsSpanSaysHowLongItWaitedForItsTurn(t *testing.T) {
 	if waits[0] > 0.1 || waits[1] < (hold/2).Seconds() {
 		t.Fatalf("the two calls' spans say they waited %v s for their turns, want about 0 and about %v", waits, hold.Seconds())
 	}
+	// An operator's turn (Destroy) starts no span of its own: the one in
+	// its context is its caller's (a node's RPC server span), which gets
+	// no event of a turn that is not its own.
+	dctx, caller := tp.Tracer("test").Start(ctx(t), "caller")
+	if err := e.host.Destroy(dctx, req.Ref); err != nil {
+		t.Fatal(err)
+	}
+	caller.End()
+	for _, s := range rec.Ended() {
+		if s.Name() == "caller" && len(s.Events()) != 0 {
+			t.Errorf("the span of Destroy's caller has events %v, want none", s.Events())
+		}
+	}
 }
