@@ -666,6 +666,10 @@ func (r remote) do(ctx context.Context, ref runtime.Ref, again resend, local fun
 	backoff := 50 * time.Millisecond
 	brokeBefore := false // a hop broke off once it may have been sent, and was sent again
 	for {
+		// The last attempt's status if its hop failed (server.HopFailed):
+		// counted only if do fails with it, as a client's forwarded
+		// request is, not for each attempt of a request sent again.
+		var hop *status.Status
 		conn, owner, err := r.v.connFor(wctx, p)
 		switch {
 		case err != nil:
@@ -683,7 +687,7 @@ func (r remote) do(ctx context.Context, ref runtime.Ref, again resend, local fun
 				return nil
 			}
 			if st := status.Convert(err); server.HopFailed(st) {
-				r.v.ForwardFailed(ref, st)
+				hop = st
 			}
 			if st := status.Convert(err); st.Code() == codes.DeadlineExceeded && !rpcerr.HasActorError(st) && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 				// The caller's own deadline, before the owner answered:
@@ -701,7 +705,7 @@ func (r remote) do(ctx context.Context, ref runtime.Ref, again resend, local fun
 				// top of whoever retries it. A busy answer (actor.busy)
 				// says this hop did not run: one that broke before may
 				// have.
-				return rpcerr.BusyRanBefore(brokeBefore, peerError(err))
+				return r.v.failedAfter(ref, hop, rpcerr.BusyRanBefore(brokeBefore, peerError(err)))
 			}
 			brokeBefore = brokeBefore || brokeOff
 			switch {
@@ -715,13 +719,13 @@ func (r remote) do(ctx context.Context, ref runtime.Ref, again resend, local fun
 			}
 		}
 		if ctx.Err() != nil || time.Now().Add(backoff).After(deadline) {
-			return err
+			return r.v.failedAfter(ref, hop, err)
 		}
 		t := time.NewTimer(backoff)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return err
+			return r.v.failedAfter(ref, hop, err)
 		case <-t.C:
 		}
 		backoff = min(2*backoff, 500*time.Millisecond)
@@ -743,9 +747,19 @@ func (v *view) ForwardFailed(ref runtime.Ref, st *status.Status) {
 	}
 	n.Add(1)
 	if v.fwdWarn.Allow(time.Minute) {
-		v.log.Warn("a request forwarded to its actor's owner failed on the way there or back: its caller got UNAVAILABLE or a timeout (rivet_forward_failures_total counts them all; this line comes at most once a minute)",
+		v.log.Warn("a request forwarded to its actor's owner failed on the way there or back: its caller got UNAVAILABLE (rivet_forward_failures_total counts them all; this line comes at most once a minute)",
 			zap.String("actor", ref.Name), zap.Strings("key", ref.Key), zap.String("result", result), zap.String("error", st.Message()))
 	}
+}
+
+// failedAfter returns err, the error of a request to ref sent to another
+// node (remote.do), after telling ForwardFailed of hop, its last
+// attempt's status, if that attempt's hop failed (non-nil).
+func (v *view) failedAfter(ref runtime.Ref, hop *status.Status, err error) error {
+	if hop != nil {
+		v.ForwardFailed(ref, hop)
+	}
+	return err
 }
 
 // peerError turns a peer's status back into the *rivet.Error it carried.

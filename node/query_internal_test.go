@@ -101,18 +101,23 @@ func TestAReadOnlyCallRunsOnlyAQueryAndIsSentAgainAfterABrokenHop(t *testing.T) 
 	// marked outcome unknown: the query ran, and passed on what a call of
 	// its own got.
 	marked, _ := rpcerr.ToStatus(&rivet.Error{Kind: rivet.ErrUnavailable, Message: "what a call of the query's own got"})
+	// rivet_forward_failures_total counts a request whose last attempt's
+	// hop failed, once, not one that was sent again and answered.
 	r := remote{a.view}
 	for _, c := range []struct {
-		safe  resend
-		first error
-		want  int // attempts
+		safe    resend
+		first   error
+		want    int    // attempts
+		counted uint64 // in rivet_forward_failures_total
 	}{
-		{resendNever, status.Error(codes.Unavailable, "the stream to the actor's owner broke during the forwarded call"), 1},
-		{resendReadOnly, status.Error(codes.Unavailable, "the stream to the actor's owner broke during the forwarded call"), 2},
-		{resendKeyed, status.Error(codes.Unavailable, "the stream to the actor's owner broke during the forwarded call"), 2},
-		{resendReadOnly, marked.Err(), 1},
-		{resendKeyed, marked.Err(), 1},
+		{resendNever, status.Error(codes.Unavailable, "the stream to the actor's owner broke during the forwarded call"), 1, 1},
+		{resendReadOnly, status.Error(codes.Unavailable, "the stream to the actor's owner broke during the forwarded call"), 2, 0},
+		{resendKeyed, status.Error(codes.Unavailable, "the stream to the actor's owner broke during the forwarded call"), 2, 0},
+		{resendNever, status.Error(codes.Unavailable, "peer: "+rpcerr.NotSentMark+": connection refused"), 2, 0},
+		{resendReadOnly, marked.Err(), 1, 0},
+		{resendKeyed, marked.Err(), 1, 0},
 	} {
+		failures := a.view.fwdBroken.Load() + a.view.fwdNotSent.Load()
 		calls := 0
 		err := r.do(ctx, created, c.safe, func() error { return errors.New("not local") }, func(*server.PeerConn) error {
 			calls++
@@ -123,6 +128,9 @@ func TestAReadOnlyCallRunsOnlyAQueryAndIsSentAgainAfterABrokenHop(t *testing.T) 
 		})
 		if calls != c.want || c.want == 2 && err != nil || c.want == 1 && !rivet.OutcomeUnknown(err) {
 			t.Errorf("safe %v, first attempt %v: %v after %d attempts; want %d attempts, an answer after 2, outcome unknown after 1", c.safe, c.first, err, calls, c.want)
+		}
+		if got := a.view.fwdBroken.Load() + a.view.fwdNotSent.Load() - failures; got != c.counted {
+			t.Errorf("safe %v, first attempt %v: %d forward failures counted, want %d", c.safe, c.first, got, c.counted)
 		}
 	}
 }
