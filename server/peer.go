@@ -414,10 +414,21 @@ func (p *PeerServer) serve(ctx context.Context, req *rivetv1.ForwardRequest, dec
 			tracing.RPCSystem.String("grpc"), tracing.RPCMethod.String(method)))
 	var err error
 	defer func() {
-		span.SetAttributes(tracing.RPCStatusCode.String(rpcerr.CodeName(status.Code(err))))
+		span.SetAttributes(tracing.RPCStatusCode.String(rpcStatusCode(status.Code(err))))
 		tracing.EndServer(span, err)
 	}()
 	err = p.answer(ctx, req, h, dec, out)
+}
+
+// rpcStatusCode is c as otelgrpc spells it in rpc.response.status_code,
+// gRPC's canonical name: rpcerr.CodeName's but for CANCELLED, which
+// CodeName spells as Go does (CANCELED), and a search by the value on
+// the forwarding node's span would miss the owner's.
+func rpcStatusCode(c codes.Code) string {
+	if c == codes.Canceled {
+		return "CANCELLED"
+	}
+	return rpcerr.CodeName(c)
 }
 
 // answer runs a forwarded request with h and sets out to its response;
