@@ -289,7 +289,8 @@ time that would wake it, with the queues it waits on. A workflow running now is 
 scheduled calls (rivetctl schedule) are not workflows and are in neither. Each node lists the
 partitions it serves, from their wakeup records (every actor with a workflow has one until the
 workflow ends) and, for actors in memory, their running workflows; --limit (at most 1000) bounds the
-list, and a note on stderr says how many were left out. A node that does not answer, or partitions no
+list, and a note on stderr says how many were left out (--limit bounds a plain listing and --failed too,
+which stop reading pages once they have N, and note that more were left out). A node that does not answer, or partitions no
 answering node served (changing hands), are noted, and fail the command once the rest is printed.
 An empty list prints a line saying so ("no actors named ACTOR"); -o json prints [].
 The plain and --failed listings are printed a page (1000 actors) at a time as the pages come: a
@@ -297,6 +298,7 @@ column keeps the widths of the pages before it and widens from the row of a wide
 printed earlier stay as they were). A listing that fails midway has printed its pages before the
 failure and exits 1; with -o json its array is left open, so that it does not parse as a whole.`,
 		Example: `  rivetctl actors counter
+  rivetctl actors --limit 20
   rivetctl actors --failed
   rivetctl actors order --failed --error-contains "history diverged"
   rivetctl actors --status retrying
@@ -316,7 +318,7 @@ failure and exits 1; with -o json its array is left open, so that it does not pa
 	cmd.Flags().StringVar(&status, "status", "", "list only the actors whose workflow is `STATUS`: failed (as --failed), retrying (a step, for actors in memory), sleeping (runs again at a time) or waiting (for a message only)")
 	cmd.Flags().StringVar(&errorContains, "error-contains", "", "with --failed: only those whose error contains TEXT (as listed: its first 1 KiB); with --status retrying, only the retrying steps whose last error contains TEXT")
 	cmd.Flags().StringVar(&dueBefore, "due-before", "", "with --status sleeping: only those that wake before `WHEN`, a duration from now (10m; -1h: overdue by more than an hour) or an RFC 3339 time")
-	cmd.Flags().IntVar(&limit, "limit", client.MaxWaiting, "with --status sleeping or waiting: list at most `N` (1 to 1000): sleeping ones the earliest to wake first, waiting ones by name and key")
+	cmd.Flags().IntVar(&limit, "limit", client.MaxWaiting, "list at most `N` (1 to 1000; a plain listing or --failed lists all without it): sleeping ones the earliest to wake first, the others by name and key")
 	// Each page has its own --timeout (listActors): the whole may take long.
 	cmd.RunE = a.runE(func() time.Duration { return watchForever }, func(ctx context.Context, c *client.Client, args []string) error {
 		name := ""
@@ -337,15 +339,15 @@ failure and exits 1; with -o json its array is left open, so that it does not pa
 		if cmd.Flags().Changed("due-before") && status != statusSleeping {
 			return usagef("--due-before needs --status sleeping (only a sleeping workflow has a time to wake)")
 		}
-		if cmd.Flags().Changed("limit") && status != statusSleeping && status != statusWaiting {
-			return usagef("--limit needs --status sleeping or waiting")
+		if cmd.Flags().Changed("limit") && status == statusRetrying {
+			return usagef("--limit does not go with --status retrying (each node cuts its list to 1000 actors, and says how many it left out)")
+		}
+		if limit < 1 || limit > client.MaxWaiting {
+			return usagef("--limit %d: want 1 to %d", limit, client.MaxWaiting)
 		}
 		if status == statusSleeping || status == statusWaiting {
 			if cmd.Flags().Changed("error-contains") {
 				return usagef("--error-contains needs --failed or --status retrying (it filters workflows by their error)")
-			}
-			if limit < 1 || limit > client.MaxWaiting {
-				return usagef("--limit %d: want 1 to %d", limit, client.MaxWaiting)
 			}
 			q := client.WaitQuery{Waiting: status == statusWaiting, Name: name, Limit: limit}
 			if dueBefore != "" {
@@ -383,8 +385,12 @@ failure and exits 1; with -o json its array is left open, so that it does not pa
 		// 100,000 actors had rivetctl hold them all (80 MB) and print
 		// nothing for 7 s (a user trial), and the memory grew with the
 		// cluster.
+		upTo := 0 // all
+		if cmd.Flags().Changed("limit") {
+			upTo = limit
+		}
 		p := &actorPrinter{a: a, failed: failed}
-		n, err := a.walkActors(ctx, c, name, failed, errorContains, p.page)
+		n, more, err := a.walkActors(ctx, c, name, failed, errorContains, upTo, p.page)
 		if err != nil {
 			return err
 		}
@@ -393,7 +399,15 @@ failure and exits 1; with -o json its array is left open, so that it does not pa
 			_, err := fmt.Fprintln(a.stdout, noActors(name, failed, errorContains))
 			return err
 		}
-		return p.end()
+		if err := p.end(); err != nil {
+			return err
+		}
+		if more != moreNone {
+			// After the rows, as sleeping's note: on a terminal it is
+			// the last line read.
+			a.note("%s after the %d listed (--limit): narrow the list with ACTOR, or raise --limit (at most %d)", more, n, client.MaxWaiting)
+		}
+		return nil
 	})
 	return cmd
 }
@@ -406,35 +420,45 @@ failure and exits 1; with -o json its array is left open, so that it does not pa
 // by --timeout rather than the whole listing: a node with 150,000 actors
 // took about 10 s to list them all, the default --timeout, and the
 // listing failed or not by the machine's load (a user trial).
-func (a *app) listActors(ctx context.Context, c *client.Client, name string, failed bool, errorContains string) ([]client.ActorInfo, error) {
+//
+// With upTo > 0 it lists the first upTo actors (by name and key) and
+// fetches no page after the one that holds the last of them; more says
+// whether others were left out.
+func (a *app) listActors(ctx context.Context, c *client.Client, name string, failed bool, errorContains string, upTo int) ([]client.ActorInfo, leftOut, error) {
 	var all []client.ActorInfo
-	_, err := a.walkActors(ctx, c, name, failed, errorContains, func(page []client.ActorInfo) error {
+	_, more, err := a.walkActors(ctx, c, name, failed, errorContains, upTo, func(page []client.ActorInfo) error {
 		all = append(all, page...)
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, moreNone, err
 	}
-	return all, nil
+	return all, more, nil
 }
 
 // walkActors is listActors handing each page's actors to each as it
-// comes (none when a page has none left by errorContains), holding no
-// more than a page; it returns how many it handed.
-func (a *app) walkActors(ctx context.Context, c *client.Client, name string, failed bool, errorContains string, each func([]client.ActorInfo) error) (int, error) {
+// comes (none when a page has none left by errorContains, and no more
+// than upTo in all), holding no more than a page; it returns how many it
+// handed.
+func (a *app) walkActors(ctx context.Context, c *client.Client, name string, failed bool, errorContains string, upTo int, each func([]client.ActorInfo) error) (int, leftOut, error) {
 	n := 0
 	var kept []client.ActorInfo
 	opts := client.ListOptions{Limit: 1000, FailedWorkflows: failed}
 	for {
+		if upTo > 0 && errorContains == "" {
+			// No bigger page than what is missing: the node says by its
+			// next page token whether more follow (it reads one more).
+			opts.Limit = min(1000, upTo-n)
+		}
 		pageCtx, cancel := context.WithTimeout(ctx, a.timeout)
 		page, err := c.List(pageCtx, name, opts)
 		timedOut := errors.Is(err, context.DeadlineExceeded) || errors.Is(pageCtx.Err(), context.DeadlineExceeded)
 		cancel()
 		switch {
 		case err != nil && timedOut && ctx.Err() == nil:
-			return n, a.deadlineError(err, a.timeout, fmt.Sprintf("; for one page of the listing, after %d actors (each page has its own --timeout)", n))
+			return n, moreNone, a.deadlineError(err, a.timeout, fmt.Sprintf("; for one page of the listing, after %d actors (each page has its own --timeout)", n))
 		case err != nil:
-			return n, err
+			return n, moreNone, err
 		}
 		kept = kept[:0]
 		for _, actor := range page.Actors {
@@ -442,22 +466,58 @@ func (a *app) walkActors(ctx context.Context, c *client.Client, name string, fai
 				kept = append(kept, actor)
 			}
 		}
+		cut := upTo > 0 && n+len(kept) > upTo
+		if cut {
+			kept = kept[:upTo-n]
+		}
 		if len(kept) > 0 {
 			if err := each(kept); err != nil {
-				return n, err
+				return n, moreNone, err
 			}
 			n += len(kept)
 		}
+		if upTo > 0 && n >= upTo {
+			switch {
+			case cut:
+				return n, moreSome, nil
+			case page.NextPageToken == "":
+				return n, moreNone, nil
+			case errorContains != "":
+				// The next page holds more failed workflows, not
+				// necessarily more whose error matches.
+				return n, moreMaybe, nil
+			}
+			return n, moreSome, nil
+		}
 		if page.NextPageToken == "" {
-			return n, nil
+			return n, moreNone, nil
 		}
 		if page.NextPageToken == opts.PageToken {
 			// A node's bug (client.ListAll says the same): followed,
 			// the same page would come back for ever.
-			return n, fmt.Errorf("the node answered an actor list page that does not advance (the next page token %.40q again): a bug of the node's", opts.PageToken)
+			return n, moreNone, fmt.Errorf("the node answered an actor list page that does not advance (the next page token %.40q again): a bug of the node's", opts.PageToken)
 		}
 		opts.PageToken = page.NextPageToken
 	}
+}
+
+// leftOut says what an actor listing cut to --limit left out.
+type leftOut int
+
+const (
+	moreNone  leftOut = iota // nothing: the listing is whole
+	moreSome                 // at least one more actor
+	moreMaybe                // more failed workflows, whose errors were not read
+)
+
+func (m leftOut) String() string {
+	switch m {
+	case moreSome:
+		return "more actors left out"
+	case moreMaybe:
+		return "more failed workflows not read (some may match --error-contains)"
+	}
+	return "nothing left out"
 }
 
 // emptyErrorContains refuses an --error-contains given empty: an unset
