@@ -65,7 +65,7 @@ func (c *mutableCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.
 		return ce
 	case e.Message == msgStorageVersion, e.Message == msgSchemaDetect, e.Message == msgPublish:
 		// Dropped by their error, which only Write sees; what is kept
-		// is sampled as the rest (filtered: Check decides, not Write).
+		// is rationed as the rest (filtered: Check decides, not Write).
 		return filtered(c.Core, e, ce, func(fields []zapcore.Field) ([]zapcore.Field, bool) {
 			return fields, !harmless(e.Message, fields)
 		})
@@ -448,34 +448,24 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
 }
 
 // memberLogger is the logger of an embedded member, on base. etcd logs
-// every step of its life at info: it keeps warnings and up, at most
-// memberLogBurst of each message a minute (sampleMemberLog). A clean Close
-// logs errors too ("use of closed network connection"), so once closing is
-// set nothing more is logged.
+// every step of its life at info: it keeps warnings and up, each line the
+// first time and then once a minute while it repeats (rationMemberLog). A
+// clean Close logs errors too ("use of closed network connection"), so
+// once closing is set nothing more is logged.
+//
+// Some of etcd's warnings come once per raft message or request: a leader
+// logs "dropped internal Raft message since sending buffer is full" for
+// each message to a peer that does not read them, as a member restarted
+// after a crash does while it replays its log (2,450 lines in 4 s, in a
+// soak of three nodes whose one was killed), and a loaded member logs
+// "apply request took too long" for each slow request (over a hundred a
+// minute). Others come every few seconds for as long as a peer is dead.
+// The cost: another request's slow line within the minute is not logged
+// (its count is, on the next).
 func memberLogger(base *zap.Logger, closing *atomic.Bool) *zap.Logger {
 	return base.WithOptions(zap.IncreaseLevel(WarningsAndUp(base.Core())), zap.WrapCore(func(c zapcore.Core) zapcore.Core {
-		return &mutableCore{Core: sampleMemberLog(ShortFields(c)), muted: closing}
+		return &mutableCore{Core: rationMemberLog(ShortFields(c), memberLogPeriod), muted: closing}
 	})).Named("etcd")
-}
-
-// memberLogBurst is how many entries of one message (by level and text) a
-// member logs a minute.
-const memberLogBurst = 10
-
-// sampleMemberLog keeps the first memberLogBurst entries of each of the
-// member's messages a minute and drops the rest. Some of etcd's warnings
-// come once per raft message or request: a leader logs "dropped internal
-// Raft message since sending buffer is full" for each message to a peer
-// that does not read them, as a member restarted after a crash does while
-// it replays its log (2,450 lines in 4 s, in a soak of three nodes whose
-// one was killed), and a loaded member logs "apply request took too long"
-// for each slow request (over a hundred a minute). A burst of a few keeps
-// what one event logs once per peer or stream (a lost peer is four lines
-// of two messages); the next minute's lines show that the condition goes
-// on. The cost, as for the etcd client's lines: more of one message within
-// the minute (another peer's, another request's) are not logged.
-func sampleMemberLog(c zapcore.Core) zapcore.Core {
-	return zapcore.NewSamplerWithOptions(c, time.Minute, memberLogBurst, 0)
 }
 
 // WarningsAndUp is the level of etcd's logs, the server's and the

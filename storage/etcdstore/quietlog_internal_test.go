@@ -71,13 +71,14 @@ func TestOnlyAnUndetectableSchemaIsDroppedFromStorageVersionErrors(t *testing.T)
 	}
 }
 
-// A member's warning that etcd logs once per raft message or request is
-// kept to memberLogBurst a minute, each message counted apart: a leader
-// whose peer restarted after a crash logged "dropped internal Raft message
-// since sending buffer is full" some 700 times a second while the peer
-// replayed its log. Other warnings still pass, info does not, and the
+// A member's warning that etcd logs once per raft message or request, or
+// every few seconds while a peer is dead, is logged once and then once a
+// minute, each line counted apart: a leader whose peer restarted after a
+// crash logged "dropped internal Raft message since sending buffer is
+// full" some 700 times a second while the peer replayed its log. Another
+// peer's line, and another level's, still pass; info does not, and the
 // harmless warnings and a closing member's lines stay dropped.
-func TestAMembersRepeatedWarningIsLoggedAFewTimesAMinute(t *testing.T) {
+func TestAMembersRepeatedWarningIsLoggedOnceAMinute(t *testing.T) {
 	core, logs := observer.New(zapcore.InfoLevel)
 	var closing atomic.Bool
 	lg := memberLogger(zap.New(core), &closing)
@@ -98,7 +99,7 @@ func TestAMembersRepeatedWarningIsLoggedAFewTimesAMinute(t *testing.T) {
 		}
 	}
 	want := map[string]int{
-		"warn " + flood: memberLogBurst,
+		"warn " + flood: 1,
 		"warn lost TCP streaming connection with remote peer": 2,
 		"error " + flood: 1,
 	}
@@ -114,6 +115,61 @@ func TestAMembersRepeatedWarningIsLoggedAFewTimesAMinute(t *testing.T) {
 	lg.Warn("after close")
 	if n := logs.FilterMessage("after close").Len(); n != 0 {
 		t.Errorf("a closing member logged %d entries", n)
+	}
+}
+
+// A line a dead peer makes a member repeat is logged the first time, then
+// once a period while it goes on, saying how many it left out since the
+// last ("suppressed"), though a field of it (the round trip time) changes
+// each time. The same message about another peer, with another error, at
+// another level, and another message are each logged at once.
+func TestARationedLineSaysHowManyWereLeftOut(t *testing.T) {
+	const period = 200 * time.Millisecond
+	core, logs := observer.New(zapcore.InfoLevel)
+	lg := zap.New(rationMemberLog(core, period)).Named("etcd")
+	const prober = "prober detected unhealthy status"
+	refused := errors.New("dial tcp 127.0.0.1:2390: connect: connection refused")
+	sent := 0
+	probe := func() {
+		sent++
+		lg.Warn(prober, zap.String("round-tripper-name", "ROUND_TRIPPER_SNAPSHOT"), zap.String("remote-peer-id", "a"),
+			zap.Duration("rtt", time.Duration(sent)*time.Millisecond), zap.Error(refused))
+	}
+	for range 30 {
+		probe()
+	}
+	if n := logs.Len(); n != 1 {
+		t.Fatalf("%d of 30 repeated lines logged within the period, want 1", n)
+	}
+	if _, ok := logs.All()[0].ContextMap()["suppressed"]; ok {
+		t.Errorf("the first line says it suppressed some: %v", logs.All()[0].ContextMap())
+	}
+
+	lg.Warn(prober, zap.String("remote-peer-id", "b"), zap.Error(refused))
+	lg.Warn(prober, zap.String("remote-peer-id", "a"), zap.Error(errors.New("dial tcp 127.0.0.1:2390: i/o timeout")))
+	lg.Error(prober, zap.String("remote-peer-id", "a"), zap.Error(refused))
+	lg.Warn("failed to reach the peer URL", zap.String("remote-member-id", "a"), zap.Error(refused))
+	if n := logs.Len(); n != 5 {
+		t.Fatalf("logged %d lines, want 5: another peer, error, level and message each at once: %v", n, logs.All())
+	}
+
+	// The repeated line comes back once the period is over, with the count
+	// of those left out since the first: all sent but the two logged.
+	for deadline := time.Now().Add(20 * time.Second); logs.Len() == 5; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the repeated line was not logged again within 20 s (period %v)", period)
+		}
+		probe()
+	}
+	again := logs.All()[5]
+	if logs.Len() != 6 || again.Message != prober || again.Level != zapcore.WarnLevel || again.ContextMap()["error"] != refused.Error() {
+		t.Fatalf("last logged %v, want the repeated warning", again)
+	}
+	if got := again.ContextMap()["suppressed"]; got != uint64(sent-2) {
+		t.Errorf("the line logged again says suppressed %v, want %d (sent %d, logged 2)", got, sent-2, sent)
+	}
+	if again.ContextMap()["rtt"] != time.Duration(sent)*time.Millisecond {
+		t.Errorf("the line logged again has rtt %v, want the latest, %v", again.ContextMap()["rtt"], time.Duration(sent)*time.Millisecond)
 	}
 }
 
@@ -168,7 +224,7 @@ func TestOnlyAPublishRefusedWhileApplyingIsDropped(t *testing.T) {
 // The member's logger leaves to the node's logger what it takes: its
 // sampler, and a tee's levels per output (cutting long fields made every
 // etcd line pass both: a review's find), and the harmless messages'
-// other errors are sampled as the member's other warnings are. An entry
+// other errors are rationed as the member's other warnings are. An entry
 // with no fields is written.
 func TestTheMembersLogKeepsTheNodesLoggersChoices(t *testing.T) {
 	info, infoLogs := observer.New(zapcore.InfoLevel)
@@ -191,8 +247,8 @@ func TestTheMembersLogKeepsTheNodesLoggersChoices(t *testing.T) {
 	for range 50 {
 		member.Warn(msgPublish, zap.Error(etcderrors.ErrTimeout))
 	}
-	if n := logs.Len(); n != memberLogBurst {
-		t.Errorf("%d of 50 publish failures logged, want the member's burst, %d", n, memberLogBurst)
+	if n := logs.Len(); n != 1 {
+		t.Errorf("%d of 50 publish failures logged, want the first", n)
 	}
 }
 
