@@ -448,8 +448,9 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
 }
 
 // memberLogger is the logger of an embedded member, on base. etcd logs
-// every step of its life at info: it keeps warnings and up, each line the
-// first time and then once a minute while it repeats (rationMemberLog). A
+// every step of its life at info: it keeps warnings and up, each warning
+// the first time and then once a minute while it repeats, and every error
+// (rationMemberLog). A
 // clean Close logs errors too ("use of closed network connection"), so
 // once closing is set nothing more is logged.
 //

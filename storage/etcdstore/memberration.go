@@ -1,6 +1,7 @@
 package etcdstore
 
 import (
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,9 +16,13 @@ import (
 const memberLogPeriod = time.Minute
 
 // maxRationedLines bounds the lines a rationer remembers. etcd's
-// messages are a few dozen, its peers a few, so the bound is reached only
-// by errors whose text changes each time; the rationer then starts
-// afresh (their next lines are logged as firsts) rather than grow.
+// messages are a few dozen, its peers a few, and numbers are left out of
+// a line's key (keyText), so the bound is reached only by texts that
+// change each time in another way, or after many peers have come and
+// gone. When full, the lines not logged for a period are forgotten (what
+// they would log next is logged anyway); if all are recent, a new line
+// is rationed with every other new line of its level (overflowKey)
+// rather than grow the map or let a flood of ever-new lines through.
 const maxRationedLines = 1024
 
 // peerFields are the fields by which etcd names the peer a line is
@@ -31,6 +36,9 @@ type rationKey struct {
 	msg    string
 	peer   string // the first of peerFields it has
 	err    string // its error's text: a new cause is logged at once
+	// overflow: a line rationed with the others of its level, once
+	// maxRationedLines are remembered.
+	overflow bool
 }
 
 // rationed is a line's state: when it was last logged, and how many of it
@@ -38,6 +46,7 @@ type rationKey struct {
 type rationed struct {
 	every   ration.Every
 	dropped atomic.Uint64
+	logged  atomic.Int64 // unix nanoseconds of the last logged; 0: none yet
 }
 
 // rationer keeps, of each line of a member (rationKey), the first and
@@ -54,6 +63,7 @@ type rationer struct {
 	period time.Duration
 	mu     sync.Mutex
 	lines  map[rationKey]*rationed
+	swept  time.Time // the last time lines were forgotten (forget)
 }
 
 func newRationer(period time.Duration) *rationer {
@@ -61,19 +71,21 @@ func newRationer(period time.Duration) *rationer {
 }
 
 // keep reports whether the line e with fields is logged, and with which
-// fields (a count of the lines left out before it added).
+// fields (a count of the lines left out before it added). An error is
+// always logged: it is what an operator acts on, and etcd logs none once
+// per request or raft message.
 func (r *rationer) keep(e zapcore.Entry, fields []zapcore.Field) ([]zapcore.Field, bool) {
-	k := rationKey{level: e.Level, logger: e.LoggerName, msg: e.Message}
+	if e.Level >= zapcore.ErrorLevel {
+		return fields, true
+	}
+	k := rationKey{level: e.Level, logger: e.LoggerName, msg: keyText(e.Message)}
 	for _, f := range fields {
 		switch {
 		case f.Type == zapcore.StringType && k.peer == "" && isPeerField(f.Key):
 			k.peer = f.String
 		case f.Type == zapcore.ErrorType && k.err == "":
 			if err, ok := f.Interface.(error); ok && err != nil {
-				k.err = err.Error()
-				if len(k.err) > maxLogFieldBytes {
-					k.err = k.err[:maxLogFieldBytes]
-				}
+				k.err = keyText(err.Error())
 			}
 		}
 	}
@@ -81,20 +93,73 @@ func (r *rationer) keep(e zapcore.Entry, fields []zapcore.Field) ([]zapcore.Fiel
 	l := r.lines[k]
 	if l == nil {
 		if len(r.lines) >= maxRationedLines {
-			clear(r.lines)
+			r.forget()
 		}
-		l = new(rationed)
-		r.lines[k] = l
+		if len(r.lines) >= maxRationedLines {
+			k = rationKey{level: e.Level, logger: e.LoggerName, overflow: true}
+			l = r.lines[k]
+		}
+		if l == nil {
+			l = new(rationed)
+			r.lines[k] = l
+		}
 	}
 	r.mu.Unlock()
 	if !l.every.Allow(r.period) {
 		l.dropped.Add(1)
 		return nil, false
 	}
+	l.logged.Store(time.Now().UnixNano())
 	if n := l.dropped.Swap(0); n > 0 {
 		fields = append(fields[:len(fields):len(fields)], zap.Uint64("suppressed", n))
 	}
 	return fields, true
+}
+
+// forget drops the lines not logged for a period, at most once a period
+// (a full map of recent lines would otherwise be walked on every new
+// line). Called with mu held.
+func (r *rationer) forget() {
+	now := time.Now()
+	if now.Sub(r.swept) < r.period {
+		return
+	}
+	r.swept = now
+	for k, l := range r.lines {
+		if now.UnixNano()-l.logged.Load() >= int64(r.period) {
+			delete(r.lines, k)
+		}
+	}
+}
+
+// keyText is s as part of a line's key: cut to maxLogFieldBytes, each run
+// of digits as one '#'. etcd's errors name ephemeral ports, revisions,
+// durations and times ("read tcp 127.0.0.1:2380->127.0.0.1:51234: i/o
+// timeout"); keyed by their digits, each would be a new line, logged at
+// once, and remembered.
+func keyText(s string) string {
+	if len(s) > maxLogFieldBytes {
+		s = s[:maxLogFieldBytes]
+	}
+	if strings.IndexAny(s, "0123456789") < 0 {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s))
+	digits := false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= '0' && c <= '9' {
+			if !digits {
+				b.WriteByte('#')
+			}
+			digits = true
+			continue
+		}
+		digits = false
+		b.WriteByte(c)
+	}
+	return b.String()
 }
 
 func isPeerField(key string) bool {

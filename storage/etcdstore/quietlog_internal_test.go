@@ -173,6 +173,49 @@ func TestARationedLineSaysHowManyWereLeftOut(t *testing.T) {
 	}
 }
 
+// An error is never rationed: each is logged, a repeat too.
+func TestAMembersErrorsAreAllLogged(t *testing.T) {
+	core, logs := observer.New(zapcore.InfoLevel)
+	lg := zap.New(rationMemberLog(core, time.Hour)).Named("etcd")
+	for range 5 {
+		lg.Error("failed to apply request", zap.Error(errors.New("boom")))
+	}
+	if n := logs.Len(); n != 5 {
+		t.Errorf("%d of 5 errors logged, want all", n)
+	}
+}
+
+// An error whose text differs only by its numbers (an ephemeral port, a
+// revision, a time) is the same line, and lines whose text changes every
+// time in another way are rationed together once the rationer remembers
+// maxRationedLines: neither its memory nor what it lets through grows
+// with them.
+func TestARationersLinesAreBoundedWhateverTheirErrors(t *testing.T) {
+	core, logs := observer.New(zapcore.InfoLevel)
+	c := rationMemberLog(core, time.Hour).(*rationCore)
+	lg := zap.New(c).Named("etcd")
+	const lost = "lost TCP streaming connection with remote peer"
+	for port := range 1000 {
+		lg.Warn(lost, zap.String("remote-peer-id", "a"),
+			zap.Error(fmt.Errorf("read tcp 127.0.0.1:2380->127.0.0.1:%d: i/o timeout", 40000+port)))
+	}
+	if n := logs.Len(); n != 1 {
+		t.Errorf("%d of 1000 lines differing by a port logged, want 1", n)
+	}
+	for i := range 10 * maxRationedLines {
+		lg.Warn(lost, zap.String("remote-peer-id", "a"), zap.Error(errors.New(strings.Repeat("x", i%50)+strings.Repeat("y", i/50))))
+	}
+	c.r.mu.Lock()
+	remembered := len(c.r.lines)
+	c.r.mu.Unlock()
+	if remembered > maxRationedLines+1 {
+		t.Errorf("the rationer remembers %d lines, want at most %d", remembered, maxRationedLines+1)
+	}
+	if n := logs.Len(); n > maxRationedLines+1 {
+		t.Errorf("%d lines logged of %d ever-new ones, want at most %d", n, 10*maxRationedLines, maxRationedLines+1)
+	}
+}
+
 type bigStringer int
 
 func (n bigStringer) String() string { return strings.Repeat("é", int(n)) }
