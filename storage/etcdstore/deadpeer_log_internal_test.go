@@ -117,6 +117,12 @@ func TestALeaderLogsADeadPeerOnceNotEveryFewSeconds(t *testing.T) {
 	seen := map[string]int{}
 	for _, l := range leader.logs.All() {
 		m := l.ContextMap()
+		if _, ok := m["suppressed"]; ok {
+			// A minute's reminder of a line logged at the start: only
+			// on a machine so slow that the members took most of a
+			// minute to start and see their peer gone.
+			continue
+		}
 		seen[fmt.Sprintf("%v %q peer %v%v%v error %v", l.Level, l.Message, m["remote-peer-id"], m["remote-member-id"], m["peer-id"], m["error"])]++
 	}
 	for line, n := range seen {
