@@ -531,7 +531,7 @@ func (h *Host) retryLoadWakeups(parts []uint32) {
 // failover the new owner wakes every unfinished workflow of the partitions
 // it took (each activation reads state and history from etcd); one at a
 // time, the last of a few hundred fired seconds after the first. A slot is
-// held for a load of the actor, about eight etcd reads in a row, not for
+// held for a load of the actor, seven etcd reads in a row, not for
 // its workflow's run: the rate of wakes is this many over a load's
 // latency, not the node's CPU. At 16 (15 ms a load on a busy 2-core
 // machine), 3,000 reminders due at one instant woke at about 950/s, the
