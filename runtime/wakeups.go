@@ -531,14 +531,15 @@ func (h *Host) retryLoadWakeups(parts []uint32) {
 // failover the new owner wakes every unfinished workflow of the partitions
 // it took (each activation reads state and history from etcd); one at a
 // time, the last of a few hundred fired seconds after the first. A slot is
-// held for a load of the actor, seven etcd reads in a row, not for
-// its workflow's run: the rate of wakes is this many over a load's
-// latency, not the node's CPU. At 16 (15 ms a load on a busy 2-core
-// machine), 3,000 reminders due at one instant woke at about 950/s, the
-// process using under half the machine's CPU; at 64, about 2,250/s, with less CPU each (commits
-// batch better), and more gained little there (docs/benchmarks.md,
-// Session 63). Each slot is one actor's reads in flight, as a client's
-// call that loads an actor is.
+// held for a load of the actor (seven etcd reads in a row, and OnWake),
+// not for its workflow's run, so the rate of wakes was this bound over a
+// load's latency, with CPU to spare: at 16 (about 15 ms a load on a busy
+// 2-core machine), 3,000 reminders due at one instant woke at about
+// 1,000/s with the process using under half the machine's CPU. At 64 they
+// wake up to twice as fast, bound by CPU instead, with less CPU each (the
+// woken workflows' commits batch better); more gained nothing measurable
+// (docs/benchmarks.md, Session 63). Each slot is one actor's reads in
+// flight, as a client's call that loads an actor is.
 const wakeParallel = 64
 
 // wakeLoopMaxWait bounds how long the wake loop sleeps without looking at
