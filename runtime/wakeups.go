@@ -539,7 +539,11 @@ func (h *Host) retryLoadWakeups(parts []uint32) {
 // wake up to twice as fast, bound by CPU instead, with less CPU each (the
 // woken workflows' commits batch better); more gained nothing measurable
 // (docs/benchmarks.md, Session 63). Each slot is one actor's reads in
-// flight, as a client's call that loads an actor is.
+// flight, as a client's call that loads an actor is. Runs of due scheduled
+// calls share the slots and hold one for the whole run (up to fireMax
+// turns, each up to ActionTimeout): up to 64 such actions at once, as 64
+// clients' calls would be; they are not shed, and a schedule's action
+// that calls a rate-limited service sees up to that many at once.
 const wakeParallel = 64
 
 // wakeLoopMaxWait bounds how long the wake loop sleeps without looking at
