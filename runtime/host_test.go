@@ -266,9 +266,6 @@ func (s *faultStore) Get(ctx context.Context, key string) (storage.KV, error) {
 	return kv, err
 }
 
-// writesOnce reports whether txns write a key containing the string sub
-// holds, and if so clears sub (so that only the first such Commit
-// matches).
 // writesUnder says whether txns write a key under prefix.
 func writesUnder(prefix string, txns []storage.Txn) bool {
 	for _, txn := range txns {
@@ -281,6 +278,9 @@ func writesUnder(prefix string, txns []storage.Txn) bool {
 	return false
 }
 
+// writesOnce reports whether txns write a key containing the string sub
+// holds, and if so clears sub (so that only the first such Commit
+// matches).
 func writesOnce(sub *atomic.Value, txns []storage.Txn) bool {
 	v, _ := sub.Load().(string)
 	if v == "" {
