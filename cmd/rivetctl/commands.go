@@ -420,26 +420,24 @@ failure and exits 1; with -o json its array is left open, so that it does not pa
 // by --timeout rather than the whole listing: a node with 150,000 actors
 // took about 10 s to list them all, the default --timeout, and the
 // listing failed or not by the machine's load (a user trial).
-//
-// With upTo > 0 it lists the first upTo actors (by name and key) and
-// fetches no page after the one that holds the last of them; more says
-// whether others were left out.
-func (a *app) listActors(ctx context.Context, c *client.Client, name string, failed bool, errorContains string, upTo int) ([]client.ActorInfo, leftOut, error) {
+func (a *app) listActors(ctx context.Context, c *client.Client, name string, failed bool, errorContains string) ([]client.ActorInfo, error) {
 	var all []client.ActorInfo
-	_, more, err := a.walkActors(ctx, c, name, failed, errorContains, upTo, func(page []client.ActorInfo) error {
+	_, _, err := a.walkActors(ctx, c, name, failed, errorContains, 0, func(page []client.ActorInfo) error {
 		all = append(all, page...)
 		return nil
 	})
 	if err != nil {
-		return nil, moreNone, err
+		return nil, err
 	}
-	return all, more, nil
+	return all, nil
 }
 
 // walkActors is listActors handing each page's actors to each as it
 // comes (none when a page has none left by errorContains, and no more
 // than upTo in all), holding no more than a page; it returns how many it
-// handed.
+// handed. With upTo > 0 it lists the first upTo actors (by name and key)
+// and fetches no page after the one that holds the last of them; the
+// leftOut it returns says whether others were left out.
 func (a *app) walkActors(ctx context.Context, c *client.Client, name string, failed bool, errorContains string, upTo int, each func([]client.ActorInfo) error) (int, leftOut, error) {
 	n := 0
 	var kept []client.ActorInfo

@@ -65,7 +65,7 @@ type retryAllReport struct {
 // concurrency at a time, each retry bounded by --timeout; ctx's end (an
 // interrupt) stops launching retries, and those in flight finish.
 func (a *app) retryAllFailed(ctx context.Context, c *client.Client, name string, concurrency int, dryRun bool, errorContains string) error {
-	failed, _, err := a.listActors(ctx, c, name, true, errorContains, 0)
+	failed, err := a.listActors(ctx, c, name, true, errorContains)
 	if err != nil {
 		return err
 	}
