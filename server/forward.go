@@ -109,14 +109,14 @@ func ForwardingInterceptor(r Router) grpc.UnaryServerInterceptor {
 				}
 				return nil, err
 			}
-			st, ok := status.FromError(err)
-			if !ok {
+			st, isStatus := status.FromError(err)
+			if !isStatus {
 				st = status.New(codes.Unavailable, err.Error())
 			}
 			if obs, ok := r.(ForwardObserver); ok && HopFailed(st) {
 				obs.ForwardFailed(ref, st)
 			}
-			if !ok {
+			if !isStatus {
 				return nil, st.Err()
 			}
 			if rpcerr.NotSent(st) {
