@@ -318,7 +318,7 @@ failure and exits 1; with -o json its array is left open, so that it does not pa
 	cmd.Flags().StringVar(&status, "status", "", "list only the actors whose workflow is `STATUS`: failed (as --failed), retrying (a step, for actors in memory), sleeping (runs again at a time) or waiting (for a message only)")
 	cmd.Flags().StringVar(&errorContains, "error-contains", "", "with --failed: only those whose error contains TEXT (as listed: its first 1 KiB); with --status retrying, only the retrying steps whose last error contains TEXT")
 	cmd.Flags().StringVar(&dueBefore, "due-before", "", "with --status sleeping: only those that wake before `WHEN`, a duration from now (10m; -1h: overdue by more than an hour) or an RFC 3339 time")
-	cmd.Flags().IntVar(&limit, "limit", client.MaxWaiting, "list at most `N` (1 to 1000; a plain listing or --failed lists all without it): sleeping ones the earliest to wake first, the others by name and key")
+	cmd.Flags().IntVar(&limit, "limit", client.MaxWaiting, "list at most `N` (1 to 1000): sleeping ones the earliest to wake first, the others by name and key; the default applies to --status sleeping and waiting, and a plain listing or --failed without --limit lists all")
 	// Each page has its own --timeout (listActors): the whole may take long.
 	cmd.RunE = a.runE(func() time.Duration { return watchForever }, func(ctx context.Context, c *client.Client, args []string) error {
 		name := ""
