@@ -546,7 +546,7 @@ func TestAPagedPassReadsAtOneRevision(t *testing.T) {
 // another, the 40 nappers took 4 s to leave memory from the first.
 func TestTheReaperStopsSleepingWorkflowsSeveralAtOnce(t *testing.T) {
 	e := newEnv(t, counterReg(t, longNapper), func(c *runtime.Config) {
-		// Long enough that none is idle before they all are armed.
+		// Long enough that none is idle before they are all in memory.
 		c.IdleTimeout = 5 * time.Second
 	})
 	const nappers = 40
