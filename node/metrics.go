@@ -264,7 +264,7 @@ func newCollector(n *Node) *collector {
 		partsOw:       d("rivet_partitions_owned", "Partitions this node owns."),
 
 		forwards:    d("rivet_forwards_total", "Requests this node sent to the node owning their actor."),
-		fwdFailures: d("rivet_forward_failures_total", "Requests this node sent to the node owning their actor (clients' and its actors') that failed on the way there or back rather than with the owner's answer (one its actor's call sent again counts once, if its last attempt failed so), by result: not_sent (the owner was not reached: its caller may retry it) or broken (the connection broke once it may have been sent: its outcome is unknown). No node counts them in rivet_calls_total.", "result"),
+		fwdFailures: d("rivet_forward_failures_total", "Requests this node sent to the node owning their actor (clients' and its actors') that failed on the way there or back rather than with the owner's answer (an actor's call the node sent again counts once, if its last attempt failed so), by result: not_sent (the owner was not reached: its caller may retry it) or broken (the connection broke once it may have been sent: its outcome is unknown). No node counts them in rivet_calls_total.", "result"),
 		claimed:     d("rivet_partitions_claimed_total", "Partitions this node claimed: by its balancer, again with its lease after a loss, and again after a refence (also in rivet_partitions_refenced_total)."),
 		handedOff:   d("rivet_partitions_handed_off_total", "Partitions this node handed to another."),
 		renewals:    d("rivet_lease_renewals_total", "Renewals of this node's etcd lease."),
