@@ -94,3 +94,36 @@ func TestActorsLimitStopsReadingPagesOnceItHasN(t *testing.T) {
 		t.Errorf("the first page asked for %d actors, want 3", n)
 	}
 }
+
+// --failed --error-contains with --limit stops at the Nth match, and its
+// note says only that failed workflows were left unread, not that more
+// matches were left out: the next page holds more failed workflows,
+// whose errors it did not read, not necessarily a match.
+func TestActorsFailedLimitWithErrorContainsSaysWhatWasNotRead(t *testing.T) {
+	f := servertest.NewFake()
+	var pages atomic.Int32
+	f.ListFunc = func(_ context.Context, opts runtime.ListOptions) (runtime.ListResult, error) {
+		n := pages.Add(1)
+		if !opts.FailedWorkflows || n > 100 {
+			return runtime.ListResult{}, fmt.Errorf("page %d of failed %v", n, opts.FailedWorkflows)
+		}
+		// Every other failed workflow's error matches.
+		msg := "step charge: card declined"
+		if n%2 == 0 {
+			msg = "history diverged"
+		}
+		return runtime.ListResult{
+			Actors:        []runtime.ActorInfo{{Ref: runtime.Ref{Name: "order", Key: []string{fmt.Sprint(n)}}, Owner: "node-1", WorkflowError: msg}},
+			NextPageToken: fmt.Sprint(n),
+		}, nil
+	}
+	addr := servertest.Start(t, f, servertest.Config{})
+	r := rivetctl(t, addr, "actors", "--failed", "--error-contains", "declined", "--limit", "2")
+	note := "rivetctl: note: more failed workflows not read (some may match --error-contains) after the 2 listed (--limit): narrow the list with ACTOR, or raise --limit (at most 1000)\n"
+	if r.code != 0 || strings.Count(r.stdout, "\norder ") != 2 || strings.Contains(r.stdout, "diverged") || r.stderr != note {
+		t.Errorf("actors --failed --error-contains declined --limit 2: %+v; want orders 1 and 3, and the note %q", r, note)
+	}
+	if n := pages.Load(); n != 3 {
+		t.Errorf("read %d pages for the 2 matches of the first 3, want 3", n)
+	}
+}
