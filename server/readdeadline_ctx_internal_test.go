@@ -114,17 +114,8 @@ func TestReadDeadlineConcurrentStreams(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+	awaitIdle(t, sw, "ended")
 	deadline := time.Now().Add(10 * time.Second)
-	for {
-		n, armed := sw.listLen()
-		if n == 0 && !armed {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("still %d watched (armed %v)", n, armed)
-		}
-		time.Sleep(time.Millisecond)
-	}
 	for told.Load() != dropped.Load() && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}

@@ -18,6 +18,23 @@ func (s *sweeper) listLen() (n int, armed bool) {
 	return n, s.armed
 }
 
+// awaitIdle waits, 10 s at most, until s watches no stream and its timer
+// is not armed; after says what its streams did before (for the failure).
+func awaitIdle(t *testing.T, s *sweeper, after string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n, armed := s.listLen()
+		if n == 0 && !armed {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("10 s after its streams %s, the sweeper still watches %d (armed %v)", after, n, armed)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // A stream that ends before its request is read (its context canceled by
 // gRPC as the stream ends, never disarmed) is forgotten by the sweeper
 // within a tick, and the sweeper's timer is not armed again once it
@@ -43,17 +60,7 @@ func TestReadDeadlineForgetsEndedStreams(t *testing.T) {
 		end()
 	}
 	start := time.Now()
-	deadline := start.Add(10 * time.Second)
-	for {
-		n, armed := sw.listLen()
-		if n == 0 && !armed {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("10 s after its streams ended, the sweeper still watches %d (armed %v)", n, armed)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	awaitIdle(t, sw, "ended")
 	t.Logf("ended streams forgotten after %v", time.Since(start).Round(time.Millisecond))
 }
 
@@ -107,17 +114,7 @@ func TestReadDeadlineDisarmAndDrop(t *testing.T) {
 			t.Fatal("a drop was not told within 10 s")
 		}
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		n, armed := sw.listLen()
-		if n == 0 && !armed {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the sweeper still watches %d (armed %v) 10 s after its streams went", n, armed)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	awaitIdle(t, sw, "were disarmed or dropped")
 	if len(dropped) != 0 {
 		t.Fatalf("%d drops told more than the 3 streams dropped", len(dropped))
 	}
