@@ -58,7 +58,7 @@ type view struct {
 	// requests and actors' calls to actors there), for metrics.
 	forwards atomic.Uint64
 	// fwdNotSent and fwdBroken count the forwarded requests whose hop to
-	// their owner failed (forwardFailed): never sent, or broken once they
+	// their owner failed (ForwardFailed): never sent, or broken once they
 	// may have been; fwdWarn rations the warning of them.
 	fwdNotSent, fwdBroken atomic.Uint64
 	fwdWarn               ration.Every

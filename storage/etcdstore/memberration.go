@@ -21,7 +21,7 @@ const memberLogPeriod = time.Minute
 // change each time in another way, or after many peers have come and
 // gone. When full, the lines not logged for a period are forgotten (what
 // they would log next is logged anyway); if all are recent, a new line
-// is rationed with every other new line of its level (overflowKey)
+// is rationed with every other new line of its level (rationKey.overflow)
 // rather than grow the map or let a flood of ever-new lines through.
 const maxRationedLines = 1024
 
