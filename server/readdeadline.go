@@ -40,11 +40,13 @@ type readDeadlineKey struct{}
 // A sweeper drops the streams of one tap handle whose request has not come
 // within its timeout d. It replaces a timer per stream (with a context
 // AfterFunc to stop it and a value context to find it: about 2 µs of CPU
-// and a dozen allocations per call, on every call a node serves) by one
-// list, in the order the streams came, and one timer, armed only while
-// the list holds something, that sweeps it every tick. A stream is
-// unlinked as its request is read (disarmRead), so a call that goes well
-// holds the list for the time of its read only.
+// and 14 allocations per stream, on every call a node serves, where the
+// sweeper adds 6, 5 of them the cancelable context gRPC's reads need;
+// BenchmarkReadDeadline, docs/benchmarks.md, Session 63) by one list, in
+// the order the streams came, and one timer, armed only while the list
+// holds something, that sweeps it every tick. A stream is unlinked as its
+// request is read (disarmRead), so a call that goes well holds the list
+// for the time of its read only.
 //
 // The drop is coarser than a timer per stream: between d and d plus one
 // tick (a tenth of d, at most maxSweepTick: 30 s becomes 30-31 s), never
