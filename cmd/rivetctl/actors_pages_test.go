@@ -100,7 +100,7 @@ func TestActorsPrintsEachPageAsItComes(t *testing.T) {
 			// A deadline well under the test's: a listing that prints
 			// only at its end fails here with nothing printed.
 			deadline := time.Now().Add(5 * time.Second)
-			for got := out.b2(); !strings.Contains(got, "counter  a  ") && !strings.Contains(got, `"key":["a"]`); got = out.b2() {
+			for got := out.written(); !strings.Contains(got, "counter  a  ") && !strings.Contains(got, `"key":["a"]`); got = out.written() {
 				if time.Now().After(deadline) || ctx.Err() != nil {
 					return runtime.ListResult{}, errors.New("the first page was not printed before the second was asked for")
 				}
@@ -114,7 +114,7 @@ func TestActorsPrintsEachPageAsItComes(t *testing.T) {
 	}
 	addr := servertest.Start(t, f, servertest.Config{})
 	code := run(context.Background(), []string{"--addr", addr, "--timeout", "20s", "actors", "counter"}, strings.NewReader(""), out, io.Discard, func(string) string { return "" })
-	got := out.b2()
+	got := out.written()
 	want := "NAME     KEY  PARTITION  OWNER   CREATED\n" +
 		"counter  a    7          node-1  -\n" +
 		"counter  longer-key  1023       node-1  -\n"
@@ -125,13 +125,13 @@ func TestActorsPrintsEachPageAsItComes(t *testing.T) {
 	out = &syncBuffer{}
 	code = run(context.Background(), []string{"--addr", addr, "--timeout", "20s", "-o", "json", "actors", "counter"}, strings.NewReader(""), out, io.Discard, func(string) string { return "" })
 	var actors []client.ActorInfo
-	if err := json.Unmarshal([]byte(out.b2()), &actors); code != 0 || err != nil || len(actors) != 2 || actors[1].Key[0] != "longer-key" {
-		t.Fatalf("-o json: exit %d, %v, stdout %q", code, err, out.b2())
+	if err := json.Unmarshal([]byte(out.written()), &actors); code != 0 || err != nil || len(actors) != 2 || actors[1].Key[0] != "longer-key" {
+		t.Fatalf("-o json: exit %d, %v, stdout %q", code, err, out.written())
 	}
 }
 
-// b2 returns all that was written.
-func (s *syncBuffer) b2() string {
+// written returns all that was written to s so far.
+func (s *syncBuffer) written() string {
 	str, _ := s.since(0)
 	return str
 }
