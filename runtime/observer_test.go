@@ -1,6 +1,7 @@
 package runtime_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"sync"
@@ -37,12 +38,57 @@ func (o *recordObserver) Call(actor string, took time.Duration, err error) {
 	}
 }
 
-// inbox has a queue and no workflow: its messages stay pending.
-// inbox keeps what is sent to it: nothing takes its messages.
-var inbox = queuesOnly[struct{}]{rivet.Actor[struct{}]{
-	Name:   "inbox",
-	Queues: rivet.Queues{"in": rivet.QueueOf[int]()},
-}}
+// inbox has a queue and no workflow: nothing takes its messages, so they
+// stay pending. Each activation stays in memory while hold holds it (a
+// KeepAwake task from OnWake), however long its idle timeout has run: a
+// test's short idle timeout otherwise put it to sleep whenever the test's
+// goroutine went without the CPU for that long, as on a loaded machine,
+// and its queue left Stats between a send and the look at it.
+func inbox(hold *holder) rivet.Definition {
+	return queuesOnly[struct{}]{rivet.Actor[struct{}]{
+		Name:   "inbox",
+		Queues: rivet.Queues{"in": rivet.QueueOf[int]()},
+		OnWake: func(c *rivet.ActionCtx[struct{}]) error {
+			held := hold.current()
+			return c.KeepAwake(func(ctx context.Context, _ rivet.Client) {
+				select {
+				case <-held:
+				case <-ctx.Done():
+				}
+			})
+		},
+	}}
+}
+
+// holder keeps in memory the activations that start while it holds
+// (inbox's), until it lets them go.
+type holder struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+// hold keeps the activations that start from now on in memory.
+func (h *holder) hold() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.ch = make(chan struct{})
+}
+
+// release lets the activations held go to sleep when idle, and those that
+// start from now on too.
+func (h *holder) release() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	close(h.ch)
+}
+
+// current is what an activation starting now waits for to go: closed if
+// the holder does not hold.
+func (h *holder) current() <-chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.ch
+}
 
 func send(t *testing.T, h *runtime.Host, name, key, queue string, body any) {
 	t.Helper()
@@ -58,7 +104,11 @@ func send(t *testing.T, h *runtime.Host, name, key, queue string, body any) {
 func TestObserverAndQueueStats(t *testing.T) {
 	t.Parallel()
 	obs := &recordObserver{}
-	e := newEnv(t, counterReg(t, inbox), func(c *runtime.Config) {
+	// The inbox stays in memory while its queue is counted, and leaves it
+	// once let go: its idle timeout alone decides neither.
+	hold := &holder{}
+	hold.hold()
+	e := newEnv(t, counterReg(t, inbox(hold)), func(c *runtime.Config) {
 		c.Observer = obs
 		c.IdleTimeout = 100 * time.Millisecond
 	})
@@ -72,10 +122,12 @@ func TestObserverAndQueueStats(t *testing.T) {
 	if s := e.host.Stats(); s.QueuedMessages != 3 || s.MessagesSent != 3 {
 		t.Fatalf("queued %d, sent %d; want 3, 3", s.QueuedMessages, s.MessagesSent)
 	}
+	hold.release()
 	waitFor(t, "the actors to be deactivated", 10*time.Second, func() bool { return e.host.Stats().ActiveActors == 0 })
 	if s := e.host.Stats(); s.QueuedMessages != 0 {
 		t.Fatalf("queued %d after deactivation, want 0", s.QueuedMessages)
 	}
+	hold.hold()
 	send(t, e.host, "inbox", "a", "in", 4) // loads the 3 from storage
 	if s := e.host.Stats(); s.QueuedMessages != 4 {
 		t.Fatalf("queued %d after reactivation, want 4", s.QueuedMessages)
