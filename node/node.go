@@ -1083,7 +1083,8 @@ func (n *Node) refuseWhileClosing(ctx context.Context, req any, info *grpc.Unary
 
 // refuseStreamsWhileClosing is refuseWhileClosing for streams: a new
 // subscription or backup goes through another node. A health Watch ends
-// as the stop stops serving (endWatches): it lasts as long as its client
+// as the stop stops serving (endWatches), once it has sent NOT_SERVING
+// (watchStream.endWhenTold): left alone, it lasts as long as its client
 // wants, and held GracefulStop, and the release of the node's partitions
 // after it, until the stop's deadline (20 s; a client's gRPC health
 // checking watches every node it uses).
@@ -1094,19 +1095,13 @@ func (n *Node) refuseStreamsWhileClosing(srv any, ss grpc.ServerStream, info *gr
 	if info.FullMethod == healthpb.Health_Watch_FullMethodName {
 		ctx, cancel := context.WithCancel(ss.Context())
 		defer cancel()
-		defer context.AfterFunc(n.watchesEnd, cancel)()
-		return handler(srv, ctxStream{ss, ctx})
+		ws := newWatchStream(ss, ctx)
+		hs := n.health
+		defer context.AfterFunc(n.watchesEnd, func() { ws.endWhenTold(hs, cancel) })()
+		return handler(srv, ws)
 	}
 	return handler(srv, ss)
 }
-
-// ctxStream is a server stream with a context of its own.
-type ctxStream struct {
-	grpc.ServerStream
-	ctx context.Context
-}
-
-func (s ctxStream) Context() context.Context { return s.ctx }
 
 func (n *Node) stop(ctx context.Context) error {
 	n.log.Info("stopping")

@@ -2,12 +2,15 @@ package node
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/rivet-go/rivet"
 )
@@ -17,7 +20,8 @@ import (
 // NOT_SERVING: the health server ends none, and GracefulStop waited for
 // it, and the release of the node's partitions after that, until the
 // stop's deadline. The stop's context here is long: a stop that waits
-// for the watch takes all of it, one that does not well under a second.
+// for the watch runs out of it, one that does not ends well before (under
+// a second, on a machine not loaded).
 func TestAHealthWatchDoesNotHoldUpAStop(t *testing.T) {
 	type st struct{ N int }
 	reg, err := rivet.Setup(rivet.Actor[st]{Name: "watchW", Actions: rivet.Actions[st]{
@@ -34,6 +38,7 @@ func TestAHealthWatchDoesNotHoldUpAStop(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cc.Close()
+	epoch := a.epoch()
 	w, err := healthpb.NewHealthClient(cc).Watch(ctx, &healthpb.HealthCheckRequest{})
 	if err != nil {
 		t.Fatal(err)
@@ -56,20 +61,118 @@ func TestAHealthWatchDoesNotHoldUpAStop(t *testing.T) {
 	const budget = 20 * time.Second
 	sctx, scancel := context.WithTimeout(context.Background(), budget)
 	defer scancel()
+	// A lease lost since the watch began (a machine so loaded that the
+	// lease's renewals came late) turned the node NOT_SERVING, and then
+	// SERVING again, before the stop: the watch tells those too.
+	leaseLost := a.epoch() != epoch
 	began := time.Now()
 	if err := a.Stop(sctx); err != nil {
 		t.Fatalf("stop: %v", err)
 	}
 	took := time.Since(began)
-	if took > budget/2 {
-		t.Errorf("the stop took %v (its budget %v): it waited for the watch", took, budget)
+	// Whether the stop ran out of its budget, not how long it took: the
+	// watch ends a stop that waits for it only at its deadline, and a
+	// loaded machine makes one that does not slower, not that late.
+	if sctx.Err() != nil {
+		t.Errorf("the stop ran out of its budget (%v, took %v): it waited for the watch", budget, took)
 	}
 	select {
 	case seen := <-watched:
-		if len(seen) != 1 || seen[0] != healthpb.HealthCheckResponse_NOT_SERVING {
-			t.Errorf("the watch saw %v before it ended; want NOT_SERVING", seen)
+		switch {
+		case len(seen) == 0 || seen[len(seen)-1] != healthpb.HealthCheckResponse_NOT_SERVING:
+			t.Errorf("the watch saw %v before it ended; want NOT_SERVING last", seen)
+		case len(seen) != 1 && !leaseLost:
+			t.Errorf("the watch saw %v before it ended, and the node kept its lease; want NOT_SERVING alone", seen)
 		}
 	case <-ctx.Done():
 		t.Fatal("the watch never ended")
 	}
 }
+
+// A health Watch that the stop ends is told NOT_SERVING first, however
+// late its goroutine runs: the health server's Watch picks at random
+// between a status to send and the end of its context when both are
+// ready, so a watch whose goroutine had not run between the health
+// server's Shutdown and the end of the watches (a loaded machine) ended,
+// one time in two, without NOT_SERVING, and its client was never told.
+// Here the watch's goroutine is held in its first send (SERVING) across
+// both.
+func TestAWatchEndedByTheStopIsToldNotServingFirst(t *testing.T) {
+	var watch grpc.StreamHandler
+	for _, s := range healthpb.Health_ServiceDesc.Streams {
+		if s.StreamName == "Watch" {
+			watch = s.Handler
+		}
+	}
+	info := &grpc.StreamServerInfo{FullMethod: healthpb.Health_Watch_FullMethodName, IsServerStream: true}
+	for i := range 20 {
+		n := &Node{health: health.NewServer()} // "" SERVING
+		n.watchesEnd, n.endWatches = context.WithCancel(context.Background())
+		ss := newHeldWatch(t)
+		ended := make(chan error, 1)
+		go func() { ended <- n.refuseStreamsWhileClosing(n.health, ss, info, watch) }()
+		select {
+		case <-ss.sending:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the watch sent nothing in 10 s")
+		}
+		n.health.Shutdown()
+		n.endWatches()
+		// Gives an end of the watch that does not wait for it to be told
+		// its chance to come first; the watch waits on no timer.
+		time.Sleep(20 * time.Millisecond)
+		close(ss.release)
+		select {
+		case <-ended:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the watch did not end in 10 s")
+		}
+		if got := ss.statuses(); len(got) != 2 || got[1] != healthpb.HealthCheckResponse_NOT_SERVING {
+			t.Fatalf("trial %d: the watch sent %v; want SERVING, then NOT_SERVING", i, got)
+		}
+	}
+}
+
+// heldWatch is a Watch's server stream whose first send waits until
+// release is closed.
+type heldWatch struct {
+	ctx     context.Context
+	sending chan struct{} // closed as the first send begins
+	release chan struct{}
+	mu      sync.Mutex
+	sent    []healthpb.HealthCheckResponse_ServingStatus
+}
+
+func newHeldWatch(t *testing.T) *heldWatch {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	return &heldWatch{ctx: ctx, sending: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (s *heldWatch) statuses() []healthpb.HealthCheckResponse_ServingStatus {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]healthpb.HealthCheckResponse_ServingStatus(nil), s.sent...)
+}
+
+func (s *heldWatch) SendMsg(m any) error {
+	s.mu.Lock()
+	first := len(s.sent) == 0
+	s.sent = append(s.sent, m.(*healthpb.HealthCheckResponse).GetStatus())
+	s.mu.Unlock()
+	if first {
+		close(s.sending)
+		<-s.release
+	}
+	return nil
+}
+
+func (s *heldWatch) RecvMsg(m any) error {
+	*m.(*healthpb.HealthCheckRequest) = healthpb.HealthCheckRequest{}
+	return nil
+}
+
+func (s *heldWatch) Context() context.Context     { return s.ctx }
+func (s *heldWatch) SetHeader(metadata.MD) error  { return nil }
+func (s *heldWatch) SendHeader(metadata.MD) error { return nil }
+func (s *heldWatch) SetTrailer(metadata.MD)       {}
