@@ -176,3 +176,64 @@ func (s *heldWatch) Context() context.Context     { return s.ctx }
 func (s *heldWatch) SetHeader(metadata.MD) error  { return nil }
 func (s *heldWatch) SendHeader(metadata.MD) error { return nil }
 func (s *heldWatch) SetTrailer(metadata.MD)       {}
+
+// The stop waits for its watches to be told NOT_SERVING side by side, not
+// one after another: each wait is bounded by watchToldWait, and a stop
+// with many watches whose clients stopped reading (each would wait the
+// whole of it) ends them all in about that, not in watchToldWait times
+// their number.
+func TestTheStopWaitsForItsWatchesToBeToldTogether(t *testing.T) {
+	const watches = 1000
+	n := &Node{health: health.NewServer()}
+	n.watchesEnd, n.endWatches = context.WithCancel(context.Background())
+	info := &grpc.StreamServerInfo{FullMethod: healthpb.Health_Watch_FullMethodName, IsServerStream: true}
+	// A watch that told SERVING, and then is never told again: what a
+	// watch whose client stopped reading looks like to endWhenTold.
+	stuck := func(srv any, ss grpc.ServerStream) error {
+		if err := ss.RecvMsg(&healthpb.HealthCheckRequest{}); err != nil {
+			return err
+		}
+		if err := ss.SendMsg(&healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_SERVING}); err != nil {
+			return err
+		}
+		<-ss.Context().Done()
+		return nil
+	}
+	var started, ended sync.WaitGroup
+	for range watches {
+		ss := newHeldWatch(t)
+		close(ss.release)
+		started.Add(1)
+		ended.Add(1)
+		go func() {
+			defer ended.Done()
+			_ = n.refuseStreamsWhileClosing(n.health, startedWatch{ss, started.Done}, info, stuck)
+		}()
+	}
+	started.Wait()
+	n.health.Shutdown()
+	began := time.Now()
+	n.endWatches()
+	all := make(chan struct{})
+	go func() { ended.Wait(); close(all) }()
+	select {
+	case <-all:
+	case <-time.After(15 * watchToldWait):
+		t.Fatalf("%d watches did not end in %v", watches, 15*watchToldWait)
+	}
+	if took := time.Since(began); took < watchToldWait || took > 5*watchToldWait {
+		t.Errorf("%d watches ended in %v; want about %v (the wait of one)", watches, took, watchToldWait)
+	}
+}
+
+// startedWatch calls started once its watch has sent its first status.
+type startedWatch struct {
+	*heldWatch
+	started func()
+}
+
+func (s startedWatch) SendMsg(m any) error {
+	err := s.heldWatch.SendMsg(m)
+	s.started()
+	return err
+}
