@@ -571,3 +571,77 @@ func TestADecoderThatCallsGoexitDiscardingAFailedTurnLeavesTheActorServing(t *te
 	}
 	waitFor(t, "the idle actor to sleep again (the reaper alive)", 10*time.Second, func() bool { return sleeps.Load() == 2 && e.host.Stats().ActiveActors == 0 })
 }
+
+// A step body that calls runtime.Goexit has its change discarded by
+// decoding the state again; a decoder that calls runtime.Goexit there too
+// drops the activation. A call that found the activation before that, and
+// waits for the step's turn, must get it once the step has ended (and
+// then go to the actor loaded again), not wait on the dropped
+// activation's gate until its deadline. Under load the step test above
+// hit this too: its call could find the activation between the decoder's
+// Goexit and the eviction.
+func TestACallWaitingForAStepWhoseDiscardCallsGoexitIsServed(t *testing.T) {
+	started, release := make(chan struct{}), make(chan struct{})
+	var first atomic.Bool
+	first.Store(true)
+	wf := rivet.Actor[gxDecoded]{
+		Name: "gxDecodeWait",
+		Run: func(c *workflow.Ctx[gxDecoded]) error {
+			return c.Step("exits", func(s *workflow.StepCtx[gxDecoded]) error {
+				s.State.N = 100
+				if first.CompareAndSwap(true, false) {
+					close(started)
+					select {
+					case <-release:
+					case <-time.After(30 * time.Second):
+					}
+					gxDecodeExit.Store(true)
+				}
+				runtime.Goexit()
+				return nil
+			})
+		},
+		Actions: rivet.Actions[gxDecoded]{
+			"inc": rivet.Action0(func(c *rivet.ActionCtx[gxDecoded]) (int, error) { c.State.N++; return c.State.N, nil }),
+		},
+	}
+	t.Cleanup(func() { gxDecodeExit.Store(false) })
+	e := newEnv(t, counterReg(t, wf), nil)
+	if _, _, err := e.host.GetOrCreate(ctx(t), rt.Ref{Name: "gxDecodeWait", Key: []string{"w"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-started:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the step did not start within 20s")
+	}
+	type answer struct {
+		raw json.RawMessage
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		raw, err := callWithin(t, e.host, 20*time.Second, "gxDecodeWait", "w", "inc")
+		done <- answer{raw, err}
+	}()
+	waitFor(t, "the call to wait for the step's turn", 20*time.Second, func() bool {
+		for _, h := range e.host.HotActors(100) {
+			if h.Ref.Name == "gxDecodeWait" && h.Waiting > 0 {
+				return true
+			}
+		}
+		return false
+	})
+	close(release)
+	select {
+	case r := <-done:
+		if r.err != nil || string(r.raw) != "1" {
+			t.Fatalf("inc = %s, %v; want 1 (the step's change dropped)", r.raw, r.err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the call got no answer within 30s")
+	}
+	if gxDecodeExit.Load() {
+		t.Fatal("the state's decoder never ran")
+	}
+}

@@ -1007,12 +1007,17 @@ func (w *wfHost) turnWith(ctx context.Context, kind TurnKind, chain string, even
 			// runtime.Goexit in a step body (t.Fatal in a test's actor):
 			// this goroutine ends (the engine fails the run), and the
 			// turn it holds must not go with it. Nothing of the attempt
-			// is committed, as for an abandoned one.
-			a.restoreState()
+			// is committed, as for an abandoned one. Deferred: the
+			// discard runs the state's decoder, which may call
+			// runtime.Goexit too, and that ends this function where it
+			// stands: the gate stayed held, and a call that had found
+			// the activation before its eviction waited on it until its
+			// deadline.
+			defer a.gate.release(chain)
 			if events != nil {
-				a.finishTurnEvents(events, false, false)
+				defer a.finishTurnEvents(events, false, false)
 			}
-			a.gate.release(chain)
+			a.restoreState()
 		}
 	}()
 	ops, err := a.h.runWorkflowTurn(a, fn)
