@@ -686,17 +686,17 @@ func (r remote) do(ctx context.Context, ref runtime.Ref, again resend, local fun
 			if err == nil {
 				return nil
 			}
-			if st := status.Convert(err); server.HopFailed(st) {
+			st := status.Convert(err)
+			if server.HopFailed(st) {
 				hop = st
 			}
-			if st := status.Convert(err); st.Code() == codes.DeadlineExceeded && !rpcerr.HasActorError(st) && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			if st.Code() == codes.DeadlineExceeded && !rpcerr.HasActorError(st) && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 				// The caller's own deadline, before the owner answered:
 				// gRPC says only "context deadline exceeded", which reads
 				// as the calling action's own slowness.
 				k, _ := json.Marshal(ref.Key)
 				return rivet.Errorf(rivet.ErrTimeout, "no answer from %s %s on node %s, its owner, before the caller's deadline: its action ran that long (a wait for the actor's turn there ends shortly before the deadline, as actor.busy, unless that answer came late or the node's build is older)", ref.Name, k, owner)
 			}
-			st := status.Convert(err)
 			brokeOff := hopBrokeOff(st)
 			if st.Code() != codes.Unavailable || brokeOff && !safe || rpcerr.MarkedOutcomeUnknown(st) || runtime.IsOverloaded(peerError(err)) {
 				// Refused as overloaded (runtime.Config.MaxWaitingCalls):

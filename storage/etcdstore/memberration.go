@@ -1,6 +1,7 @@
 package etcdstore
 
 import (
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -81,7 +82,7 @@ func (r *rationer) keep(e zapcore.Entry, fields []zapcore.Field) ([]zapcore.Fiel
 	k := rationKey{level: e.Level, logger: e.LoggerName, msg: keyText(e.Message)}
 	for _, f := range fields {
 		switch {
-		case f.Type == zapcore.StringType && k.peer == "" && isPeerField(f.Key):
+		case f.Type == zapcore.StringType && k.peer == "" && slices.Contains(peerFields, f.Key):
 			k.peer = f.String
 		case f.Type == zapcore.ErrorType && k.err == "":
 			if err, ok := f.Interface.(error); ok && err != nil {
@@ -160,15 +161,6 @@ func keyText(s string) string {
 		b.WriteByte(c)
 	}
 	return b.String()
-}
-
-func isPeerField(key string) bool {
-	for _, p := range peerFields {
-		if key == p {
-			return true
-		}
-	}
-	return false
 }
 
 // rationCore rations the lines of the core it wraps (rationer), in
